@@ -1,0 +1,106 @@
+"""The CSV format of a recorded run: one list of columns, and the conversions both ways.
+
+One header row; one ``sample`` row per tick (the child's latest sample joined with the
+latest NVML sample); one ``event`` row per event. Units are in the column names; an empty
+cell means "not available". ``pandas.read_csv(path)`` loads it as is. Written by the
+recorder and the dashboard's recording; read back by ``gpudash replay``.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Iterable, Iterator
+from dataclasses import fields
+from typing import TextIO
+
+from gpudash.protocol import Event, GpuSample, Message, Sample
+
+SAMPLE_COLUMNS = [f.name for f in fields(Sample) if f.name != "time_s"]
+GPU_COLUMNS = [f.name for f in fields(GpuSample) if f.name != "time_s"]
+EVENT_COLUMNS = ["event_kind", "event_what", "event_before", "event_after", "event_message"]
+COLUMNS = ["row_kind", "time_s", *SAMPLE_COLUMNS, *GPU_COLUMNS, "joules_per_step", *EVENT_COLUMNS]
+
+_INT_COLUMNS = {"batch_size", "steps", "samples"}
+_STR_COLUMNS = {"workload", "variant", "throttle"}
+
+
+def _cell(value: object) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return str(value)
+
+
+def sample_row(sample: Sample, gpu: GpuSample | None, joules_per_step: float | None = None) -> list[str]:
+    values: dict[str, object] = {"row_kind": "sample", "time_s": round(sample.time_s, 3)}
+    values.update({c: getattr(sample, c) for c in SAMPLE_COLUMNS})
+    if gpu is not None:
+        values.update({c: getattr(gpu, c) for c in GPU_COLUMNS})
+    values["joules_per_step"] = joules_per_step
+    return [_cell(values.get(c)) for c in COLUMNS]
+
+
+def event_row(event: Event, current: Sample | None = None) -> list[str]:
+    """An event row; the configuration columns say what runs *after* the event, when known."""
+    values: dict[str, object] = {
+        "row_kind": "event",
+        "time_s": round(event.time_s, 3),
+        "event_kind": event.kind,
+        "event_what": event.what,
+        "event_before": event.before,
+        "event_after": event.after,
+        "event_message": event.message,
+    }
+    if current is not None:
+        values.update(workload=current.workload, variant=current.variant, batch_size=current.batch_size)
+    return [_cell(values.get(c)) for c in COLUMNS]
+
+
+def header() -> list[str]:
+    return list(COLUMNS)
+
+
+def format_row(row: list[str]) -> str:
+    """One CSV line (with its newline), so a writer can emit and flush it whole."""
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerow(row)
+    return buf.getvalue()
+
+
+def _parse(column: str, text: str) -> object:
+    if text == "":
+        return None
+    if column in _STR_COLUMNS:
+        return text
+    if column in _INT_COLUMNS:
+        return int(float(text))
+    return float(text)
+
+
+def parse_rows(rows: Iterable[dict[str, str]]) -> Iterator[Message]:
+    """Turn CSV rows (as ``csv.DictReader`` gives them) back into messages, oldest first."""
+    for row in rows:
+        kind = row.get("row_kind")
+        t = float(row["time_s"])
+        if kind == "event":
+            yield Event(
+                time_s=t,
+                kind=row["event_kind"],  # type: ignore[arg-type]
+                what=row.get("event_what", ""),
+                before=row.get("event_before", ""),
+                after=row.get("event_after", ""),
+                message=row.get("event_message", ""),
+            )
+        elif kind == "sample":
+            s = {c: _parse(c, row.get(c, "")) for c in SAMPLE_COLUMNS}
+            yield Sample(time_s=t, **s)  # type: ignore[arg-type]
+            g = {c: _parse(c, row.get(c, "")) for c in GPU_COLUMNS}
+            if any(v is not None for v in g.values()):
+                yield GpuSample(time_s=t, **g)  # type: ignore[arg-type]
+
+
+def read_messages(stream: TextIO) -> Iterator[Message]:
+    """Messages of a whole CSV file (header included)."""
+    yield from parse_rows(csv.DictReader(stream))

@@ -1,0 +1,188 @@
+"""Small picklable messages that cross the process boundary, and the interface listeners use.
+
+Never imports torch or textual: the CLI, the recorder and the TUI all import this.
+
+Data flow: the parent sends *controls* to the workload child; the child sends back
+*samples* (a few per second) and *events* (something changed, failed or started). The
+parent's NVML thread produces *GPU samples*. Listeners (the recorder, the TUI) see all
+three through an ``EngineSource``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal, Protocol, Union
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything needed to start a run; ``None`` means the family's default for the device."""
+
+    workload: str = "encdec"
+    variant: str | None = None
+    batch_size: int | None = None
+    device: str = "auto"  # "auto" (cuda if available, else cpu), "cpu", "cuda", "cuda:N"
+    image_size: int | None = None
+    workers: int | None = None
+    seed: int = 0
+    sample_interval_s: float = 0.25  # how often the child sends a Sample
+    gpu_interval_s: float = 0.5  # NVML tick
+
+
+# -- controls: parent -> child, applied at a step boundary ---------------------------------
+@dataclass(frozen=True)
+class SetBatchSize:
+    batch_size: int
+
+
+@dataclass(frozen=True)
+class SetVariant:
+    variant: str
+
+
+@dataclass(frozen=True)
+class SwitchWorkload:
+    workload: str
+    variant: str | None = None
+    batch_size: int | None = None
+
+
+@dataclass(frozen=True)
+class Pause:
+    pass
+
+
+@dataclass(frozen=True)
+class Resume:
+    pass
+
+
+@dataclass(frozen=True)
+class Stop:
+    pass
+
+
+Control = Union[SetBatchSize, SetVariant, SwitchWorkload, Pause, Resume, Stop]
+
+
+# -- child -> parent ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Sample:
+    """Throughput over the interval since the previous sample (time in seconds since run start)."""
+
+    time_s: float
+    workload: str
+    variant: str
+    batch_size: int
+    steps: int  # total steps done in this run
+    samples: int  # total samples trained in this run
+    interval_s: float
+    steps_per_s: float
+    samples_per_s: float
+    step_ms_p50: float | None
+    step_ms_p95: float | None
+    syncs_per_step: float | None  # host-device syncs per step; None where not countable (CPU)
+    loss: float | None = None
+
+
+EventKind = Literal[
+    "starting",  # child process started, importing torch
+    "started",  # workload built, first configuration
+    "changed",  # a control was applied: what/before/after say what
+    "error",  # a control (or step) failed; the run goes on in its last good configuration
+    "paused",
+    "resumed",
+    "stopped",  # the child finished cleanly
+    "crashed",  # the child died: message says why
+]
+
+
+@dataclass(frozen=True)
+class Event:
+    time_s: float
+    kind: EventKind
+    what: str = ""  # "variant", "batch_size", "workload", ... (for "changed" and "error")
+    before: str = ""
+    after: str = ""
+    message: str = ""  # one line for the user
+
+    @property
+    def label(self) -> str:
+        """A short label for a chart marker or a log line."""
+        if self.kind == "changed" and self.what:
+            return f"{self.what}: {self.before} → {self.after}"
+        return self.message or self.kind
+
+
+# -- NVML, produced in the parent ---------------------------------------------------------------
+@dataclass(frozen=True)
+class GpuInfo:
+    """What NVML says about the machine; ``unavailable`` says why NVML gives nothing."""
+
+    available: bool
+    unavailable: str | None = None
+    driver: str | None = None
+    names: tuple[str, ...] = ()  # every GPU of the machine, by index
+    index: int | None = None  # the GPU sampled (the workload's device)
+
+    @property
+    def name(self) -> str | None:
+        if self.index is None or self.index >= len(self.names):
+            return None
+        return self.names[self.index]
+
+
+@dataclass(frozen=True)
+class GpuSample:
+    """One NVML tick. ``None`` means not available (unsupported on this GPU, or the query failed)."""
+
+    time_s: float
+    gpu_util_pct: float | None = None  # kernel-active %: share of time any kernel ran, NOT SM occupancy
+    mem_bw_util_pct: float | None = None
+    mem_used_mib: float | None = None
+    mem_total_mib: float | None = None
+    power_w: float | None = None
+    sm_clock_mhz: float | None = None
+    temp_c: float | None = None
+    energy_j: float | None = None  # energy since the sampler started
+    throttle: str | None = None  # active throttle reasons, e.g. "sw_power_cap|hw_slowdown"; "" if none
+
+
+Message = Union[Sample, Event, GpuSample]
+
+
+class EngineSource(Protocol):
+    """What the recorder and the dashboard listen to: a running workload plus GPU telemetry."""
+
+    config: RunConfig
+    gpu_info: GpuInfo
+
+    def start(self) -> None: ...
+
+    def send(self, control: Control) -> None: ...
+
+    def poll(self) -> list[Message]:
+        """Everything that arrived since the last poll, oldest first; never blocks."""
+        ...
+
+    @property
+    def alive(self) -> bool: ...
+
+    def restart(self) -> None: ...
+
+    def stop(self) -> None:
+        """Stop the child (and NVML thread): join with timeout, then terminate. Idempotent."""
+        ...
+
+
+@dataclass
+class RunState:
+    """The configuration a listener believes is running, updated from samples and events."""
+
+    workload: str = ""
+    variant: str = ""
+    batch_size: int = 0
+    device: str = ""
+    paused: bool = False
+    alive: bool = False
+    extra: dict[str, str] = field(default_factory=dict)

@@ -1,0 +1,164 @@
+"""The Workload interface that the engine drives without knowing the family."""
+
+from __future__ import annotations
+
+import os
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import ClassVar
+
+import torch
+
+from workloads.registry import (
+    NEEDS_STREAMS,
+    FamilyInfo,
+    WorkloadError,
+    check_image_size,
+    parse_batch_size,
+)
+
+
+@dataclass(frozen=True)
+class WorkloadOptions:
+    """What the user chose; ``None`` means the family's default for the device."""
+
+    variant: str | None = None
+    batch_size: int | None = None
+    image_size: int | None = None
+    workers: int | None = None
+    seed: int = 0
+    # Tests only: run a pipelined variant's schedule (produce n+1, consume n) on the CPU, in order.
+    emulate_streams: bool = False
+
+
+def available_cpus() -> int:
+    """CPUs this process may run on (the affinity mask, not the machine's count)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+class Workload(ABC):
+    """One reference training workload: build on a device, then ``step()`` repeatedly.
+
+    ``step()`` only enqueues work: it never waits for the GPU (except where the variant's
+    lesson is that it does). When it returns, every piece of the step's device work is
+    ordered before anything later enqueued on the current stream, so an event recorded
+    there marks the step's end, and ``last_loss`` may be read from the current stream.
+    """
+
+    info: ClassVar[FamilyInfo]
+
+    def __init__(self, device: torch.device | str, options: WorkloadOptions) -> None:
+        self.device = torch.device(device)
+        if self.device.type == "cuda":
+            if not torch.cuda.is_available():
+                raise WorkloadError("--device cuda was asked for, but CUDA is not available here")
+            if self.device.index is None:
+                self.device = torch.device("cuda", torch.cuda.current_device())
+        defaults = self.info.defaults(self.device.type)
+        self.emulate_streams = options.emulate_streams
+        self.variant = options.variant or self.info.default_variant
+        self._check_variant(self.variant)
+        self.batch_size = parse_batch_size(
+            defaults.batch_size if options.batch_size is None else options.batch_size
+        )
+        self.image_size = check_image_size(options.image_size or defaults.image_size)
+        if options.workers is not None and options.workers < 0:
+            raise WorkloadError(f"workers must be 0 or more, got {options.workers}")
+        self.workers = options.workers if options.workers is not None else (
+            defaults.workers if defaults.workers is not None else available_cpus()
+        )
+        self.seed = options.seed
+        self.last_loss: torch.Tensor | None = None
+        torch.manual_seed(self.seed)
+        self._build_model()
+        self._configure()
+
+    # -- what a family provides --------------------------------------------------------
+    @abstractmethod
+    def _build_model(self) -> None:
+        """Create the model(s), loss and optimizer once; they survive every reconfigure."""
+
+    @abstractmethod
+    def _configure(self) -> None:
+        """(Re)build what depends on variant and batch size: data source, pipeline state."""
+
+    @abstractmethod
+    def step(self) -> None:
+        """Enqueue one training step."""
+
+    @abstractmethod
+    def trained_parameters(self) -> list[torch.nn.Parameter]:
+        """The parameters the optimizer updates (what equivalence tests compare)."""
+
+    def _release(self) -> None:
+        """Free what ``_configure`` built that must be shut down (loader workers, streams)."""
+
+    # -- what the engine uses -----------------------------------------------------------
+    @property
+    def samples_per_step(self) -> int:
+        return self.batch_size
+
+    def describe(self) -> dict[str, object]:
+        return {
+            "workload": self.info.name,
+            "variant": self.variant,
+            "batch_size": self.batch_size,
+            "image_size": self.image_size,
+            "workers": self.workers,
+            "device": str(self.device),
+        }
+
+    def set_batch_size(self, batch_size: int) -> None:
+        self.reconfigure(batch_size=batch_size)
+
+    def set_variant(self, variant: str) -> None:
+        self.reconfigure(variant=variant)
+
+    def reconfigure(self, *, variant: str | None = None, batch_size: int | None = None) -> None:
+        """Change variant and/or batch size at a step boundary; on failure keep the old ones."""
+        new_variant = self.variant if variant is None else variant
+        new_batch = self.batch_size if batch_size is None else parse_batch_size(batch_size)
+        self._check_variant(new_variant)
+        if (new_variant, new_batch) == (self.variant, self.batch_size):
+            return
+        old = (self.variant, self.batch_size)
+        self._release()
+        self.drain()
+        self.variant, self.batch_size = new_variant, new_batch
+        try:
+            self._configure()
+        except BaseException:
+            self._release()
+            self.variant, self.batch_size = old
+            self._configure()
+            raise
+
+    def drain(self) -> None:
+        """Wait until every stream of the device is idle (used at reconfigure, never per step)."""
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    def close(self) -> None:
+        self._release()
+        self.drain()
+
+    def __enter__(self) -> "Workload":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- helpers -------------------------------------------------------------------------
+    def _check_variant(self, variant: str) -> None:
+        info = self.info.variant(variant)
+        if info.needs_cuda and self.device.type != "cuda" and not self.emulate_streams:
+            raise WorkloadError(
+                f"variant {variant!r} of {self.info.name} {NEEDS_STREAMS}: run it with --device cuda"
+            )
+
+    @property
+    def on_cuda(self) -> bool:
+        return self.device.type == "cuda"

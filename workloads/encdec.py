@@ -1,0 +1,64 @@
+"""A. Frozen encoder, trained decoder: serial vs dual-stream pipelined (WORKLOADS.md A)."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+
+from workloads import models
+from workloads.base import Workload
+from workloads.data import HostBatchPool, random_images_u8, to_device
+from workloads.registry import FAMILIES
+from workloads.streams import TwoStagePipeline
+
+
+class EncDecWorkload(Workload):
+    info = FAMILIES["encdec"]
+
+    def _build_model(self) -> None:
+        self.encoder = models.encoder(self.image_size).to(self.device).requires_grad_(False).eval()
+        self.decoder = models.decoder(self.image_size).to(self.device).train()
+        self.criterion = nn.CrossEntropyLoss()
+        self.optimizer = torch.optim.SGD(self.decoder.parameters(), lr=1e-3)
+        self.pipeline: TwoStagePipeline | None = None
+
+    def _configure(self) -> None:
+        n, size = self.batch_size, self.image_size
+
+        def make_batch(gen: torch.Generator) -> tuple[torch.Tensor, ...]:
+            labels = torch.randint(0, models.NUM_CLASSES, (n, size, size), dtype=torch.uint8, generator=gen)
+            return random_images_u8(gen, n, size), labels
+
+        self.pool = HostBatchPool(make_batch, seed=self.seed, pin=self.on_cuda)
+        if self.variant == "pipelined":
+            self.pipeline = TwoStagePipeline(self.device, emulate=self.emulate_streams)
+
+    def _release(self) -> None:
+        if self.pipeline is not None:
+            self.pipeline.close()
+            self.pipeline = None
+
+    def trained_parameters(self) -> list[nn.Parameter]:
+        return list(self.decoder.parameters())
+
+    # -- the two stages ---------------------------------------------------------------
+    def encode(self, images_u8: torch.Tensor, labels_u8: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Copy a host batch to the device and compute its frozen features."""
+        images, labels = to_device((images_u8, labels_u8), self.device)
+        with torch.no_grad():
+            features = self.encoder(images.float().div_(255))
+        return features, labels.long()
+
+    def train_decoder(self, features: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        self.optimizer.zero_grad(set_to_none=True)
+        loss = self.criterion(self.decoder(features), labels)
+        loss.backward()
+        self.optimizer.step()
+        return loss.detach()
+
+    def step(self) -> None:
+        if self.pipeline is None:
+            self.last_loss = self.train_decoder(*self.encode(*self.pool.next()))
+        else:
+            self.last_loss = self.pipeline.step(self.pool.next, self.encode, self.train_decoder)
+            self.pipeline.hand_to_current(self.last_loss)

@@ -1,0 +1,206 @@
+"""What workloads exist: families, variants, defaults and which variants need CUDA.
+
+This module never imports torch, so ``gpudash list`` and ``gpudash --help`` stay instant.
+``build()`` imports the family's module only when a workload is actually created.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    from workloads.base import Workload, WorkloadOptions
+
+
+class WorkloadError(ValueError):
+    """A workload configuration that cannot run: the message is one line, meant for the user."""
+
+
+@dataclass(frozen=True)
+class VariantInfo:
+    name: str
+    summary: str
+    needs_cuda: bool = False
+
+
+@dataclass(frozen=True)
+class Defaults:
+    batch_size: int
+    image_size: int
+    workers: int | None = None
+
+
+@dataclass(frozen=True)
+class FamilyInfo:
+    name: str
+    title: str
+    module: str
+    class_name: str
+    variants: tuple[VariantInfo, ...]
+    default_variant: str
+    cuda_defaults: Defaults
+    cpu_defaults: Defaults
+    # (serial, pipelined) pair toggled by the dashboard's "pipelining" key, if the family has one.
+    pipeline_toggle: tuple[str, str] | None = None
+
+    @property
+    def variant_names(self) -> tuple[str, ...]:
+        return tuple(v.name for v in self.variants)
+
+    def variant(self, name: str) -> VariantInfo:
+        for v in self.variants:
+            if v.name == name:
+                return v
+        raise WorkloadError(
+            f"unknown variant {name!r} for workload {self.name!r}; "
+            f"choose one of: {', '.join(self.variant_names)}"
+        )
+
+    def defaults(self, device_type: str) -> Defaults:
+        return self.cuda_defaults if device_type == "cuda" else self.cpu_defaults
+
+
+NEEDS_STREAMS = "needs CUDA streams to overlap its two stages; on the CPU there is nothing to overlap"
+
+FAMILIES: dict[str, FamilyInfo] = {
+    f.name: f
+    for f in (
+        FamilyInfo(
+            name="encdec",
+            title="Frozen encoder, trained decoder: serial vs dual-stream pipeline",
+            module="workloads.encdec",
+            class_name="EncDecWorkload",
+            variants=(
+                VariantInfo("serial", "encoder then decoder train step, one stream"),
+                VariantInfo(
+                    "pipelined",
+                    "encoder on batch n+1 (stream E) overlaps decoder training on batch n (stream D)",
+                    needs_cuda=True,
+                ),
+            ),
+            default_variant="serial",
+            cuda_defaults=Defaults(batch_size=8, image_size=256),
+            cpu_defaults=Defaults(batch_size=4, image_size=32),
+            pipeline_toggle=("serial", "pipelined"),
+        ),
+        FamilyInfo(
+            name="augment",
+            title="CPU vs GPU vs pipelined GPU augmentation",
+            module="workloads.augment",
+            class_name="AugmentWorkload",
+            variants=(
+                VariantInfo("cpu", "per-sample torchvision v2 transforms in DataLoader workers"),
+                VariantInfo("gpu", "batch chain on the device, per-image rotation loop (the article's)"),
+                VariantInfo("gpu-vectorized", "batch chain on the device, one batched rotation, no syncs"),
+                VariantInfo(
+                    "pipelined",
+                    "vectorized augmentation of batch n+1 on its own stream while the model trains on batch n",
+                    needs_cuda=True,
+                ),
+                VariantInfo(
+                    "pipelined-loop",
+                    "the per-image rotation loop pipelined: its host syncs stall the pipeline",
+                    needs_cuda=True,
+                ),
+            ),
+            default_variant="cpu",
+            cuda_defaults=Defaults(batch_size=32, image_size=256, workers=8),
+            cpu_defaults=Defaults(batch_size=8, image_size=32, workers=2),
+            pipeline_toggle=("gpu-vectorized", "pipelined"),
+        ),
+        FamilyInfo(
+            name="sync_loss",
+            title="Host-device syncs in a masked loss",
+            module="workloads.sync_loss",
+            class_name="SyncLossWorkload",
+            variants=(
+                VariantInfo("sync-heavy", "nonzero, unique, numel and boolean masks: the host waits 6 times a step"),
+                VariantInfo("fixed", "where, sort + count_nonzero, ignore_index: no host syncs"),
+            ),
+            default_variant="sync-heavy",
+            cuda_defaults=Defaults(batch_size=32, image_size=256),
+            cpu_defaults=Defaults(batch_size=4, image_size=64),
+        ),
+        FamilyInfo(
+            name="input_pipeline",
+            title="A CPU-bound input pipeline, fixed step by step",
+            module="workloads.input_pipeline",
+            class_name="InputPipelineWorkload",
+            variants=(
+                VariantInfo("baseline", "scipy convolve2d dilation, 4 DataLoader workers"),
+                VariantInfo("workers", "+ one DataLoader worker per available CPU"),
+                VariantInfo("dilation", "+ dilation as a boolean OR of shifted copies"),
+                VariantInfo("reorder", "+ crop the PIL image before converting it to a tensor"),
+                VariantInfo("batch-transform", "+ colour conversion and scaling per batch in collate"),
+            ),
+            default_variant="baseline",
+            cuda_defaults=Defaults(batch_size=256, image_size=256),
+            cpu_defaults=Defaults(batch_size=16, image_size=64),
+        ),
+    )
+}
+
+DEFAULT_FAMILY = "encdec"
+
+
+MIN_IMAGE_SIZE, MAX_IMAGE_SIZE = 16, 1024
+
+
+def parse_batch_size(value: object) -> int:
+    """A batch size from user input (int or text), or a one-line WorkloadError."""
+    try:
+        n = int(str(value).strip())
+    except ValueError:
+        raise WorkloadError(f"batch size must be a whole number, got {value!r}") from None
+    if n < 1:
+        raise WorkloadError(f"batch size must be at least 1, got {n}")
+    return n
+
+
+def check_image_size(n: int) -> int:
+    """Image sizes are powers of two: the models halve the image down to 1x1."""
+    if not (MIN_IMAGE_SIZE <= n <= MAX_IMAGE_SIZE) or n & (n - 1):
+        raise WorkloadError(
+            f"image size must be a power of two from {MIN_IMAGE_SIZE} to {MAX_IMAGE_SIZE}, got {n}"
+        )
+    return n
+
+
+def family(name: str) -> FamilyInfo:
+    """The family called ``name``, or a one-line WorkloadError naming the choices."""
+    try:
+        return FAMILIES[name]
+    except KeyError:
+        raise WorkloadError(
+            f"unknown workload {name!r}; choose one of: {', '.join(FAMILIES)}"
+        ) from None
+
+
+def build(name: str, device: Any, options: "WorkloadOptions | None" = None) -> "Workload":
+    """Create and set up the workload ``name`` on ``device`` (a torch.device or a string)."""
+    info = family(name)
+    cls = getattr(importlib.import_module(info.module), info.class_name)
+    from workloads.base import WorkloadOptions
+
+    return cls(device, options or WorkloadOptions())
+
+
+def describe() -> str:
+    """A plain-text table of every family and variant, for ``gpudash list``."""
+    lines: list[str] = []
+    for info in FAMILIES.values():
+        c, p = info.cuda_defaults, info.cpu_defaults
+        lines.append(f"{info.name}  —  {info.title}")
+        lines.append(
+            f"  defaults: batch {c.batch_size}, image {c.image_size} on CUDA; "
+            f"batch {p.batch_size}, image {p.image_size} on the CPU"
+        )
+        for v in info.variants:
+            mark = "*" if v.name == info.default_variant else " "
+            cuda = "  [needs CUDA]" if v.needs_cuda else ""
+            lines.append(f"  {mark} {v.name:<16} {v.summary}{cuda}")
+        lines.append("")
+    lines.append("* = default variant")
+    return "\n".join(lines)

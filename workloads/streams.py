@@ -1,0 +1,106 @@
+"""Two-stage pipelining over CUDA streams: the one place that knows the stream rules.
+
+The rules (WORKLOADS.md, "Stream correctness"), each marked where it is applied:
+
+1. Each side stream waits once on the stream that set up model, optimizer and data.
+2. Host-to-device copies of a batch are issued on the producer stream (the producer
+   function does its own copies, inside ``produce``).
+3. The consumer waits for the producer's work on *that* item: an event recorded right
+   after it, not ``wait_stream`` (which would also wait for the next item's work).
+4. ``record_stream`` names the *consumer* stream, for every tensor handed across.
+5. Before the host (or the current stream) reads what the side streams made, the
+   reading stream waits on them.
+6. Producer work must not sync the host: that is the producer function's duty; a sync
+   there serialises the pipeline (the ``pipelined-loop`` variant shows it).
+
+On the CPU there are no streams. With ``emulate=True`` the same schedule (produce n+1,
+consume n) runs in order, so its logic can be tested without a GPU; otherwise a CPU
+device is refused with a clear message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TypeVar
+
+import torch
+
+from workloads.registry import NEEDS_STREAMS, WorkloadError
+
+T = TypeVar("T")
+
+
+@dataclass
+class Handoff:
+    """Tensors made by the producer for one item, and the event that marks them ready."""
+
+    tensors: tuple[torch.Tensor, ...]
+    ready: torch.cuda.Event | None
+
+
+class TwoStagePipeline:
+    """Producer stage on stream P makes item n+1 while the consumer stage on stream C uses item n."""
+
+    def __init__(self, device: torch.device, *, emulate: bool = False) -> None:
+        self.device = device
+        self.uses_streams = device.type == "cuda"
+        if not self.uses_streams and not emulate:
+            raise WorkloadError(f"pipelining {NEEDS_STREAMS}")
+        self._pending: Handoff | None = None
+        if self.uses_streams:
+            origin = torch.cuda.current_stream(device)
+            self.producer = torch.cuda.Stream(device)
+            self.consumer = torch.cuda.Stream(device)
+            self.producer.wait_stream(origin)  # rule 1
+            self.consumer.wait_stream(origin)  # rule 1
+
+    def produce(self, fn: Callable[..., Sequence[torch.Tensor]], *args: object) -> Handoff:
+        """Run ``fn(*args)`` on the producer stream; ``fn`` does its own H2D copies (rule 2)."""
+        if not self.uses_streams:
+            return Handoff(tuple(fn(*args)), None)
+        with torch.cuda.stream(self.producer):
+            out = tuple(fn(*args))
+        ready = torch.cuda.Event()
+        ready.record(self.producer)  # rule 3: marks exactly this item's work
+        return Handoff(out, ready)
+
+    def consume(self, item: Handoff, fn: Callable[..., T]) -> T:
+        """Run ``fn(*item.tensors)`` on the consumer stream once the item is ready."""
+        if not self.uses_streams:
+            return fn(*item.tensors)
+        with torch.cuda.stream(self.consumer):
+            self.consumer.wait_event(item.ready)  # rule 3
+            for t in item.tensors:
+                t.record_stream(self.consumer)  # rule 4: the consumer, not the producer
+            return fn(*item.tensors)
+
+    def step(
+        self,
+        next_input: Callable[[], Sequence[object]],
+        produce_fn: Callable[..., Sequence[torch.Tensor]],
+        consume_fn: Callable[..., T],
+    ) -> T:
+        """One pipelined step: produce item n+1, consume item n (the first call primes item 0)."""
+        if self._pending is None:
+            self._pending = self.produce(produce_fn, *next_input())
+        upcoming = self.produce(produce_fn, *next_input())
+        result = self.consume(self._pending, consume_fn)
+        self._pending = upcoming
+        return result
+
+    def hand_to_current(self, *tensors: torch.Tensor | None) -> None:
+        """Rule 5: order the current stream after both stages, and hand it ``tensors``."""
+        if not self.uses_streams:
+            return
+        current = torch.cuda.current_stream(self.device)
+        current.wait_stream(self.producer)
+        current.wait_stream(self.consumer)
+        for t in tensors:
+            if t is not None:
+                t.record_stream(current)
+
+    def close(self) -> None:
+        """Drop the item in flight and join both stages into the current stream."""
+        self._pending = None
+        self.hand_to_current()
