@@ -1,0 +1,159 @@
+"""Equivalence: the fixed versions compute what the slow ones compute."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import torchvision.transforms.v2.functional as F
+
+from workloads import augment, input_pipeline
+from workloads.base import WorkloadOptions
+from workloads.registry import build
+from workloads.streams import TwoStagePipeline
+from workloads.sync_loss import FixedLoss, SyncHeavyLoss
+
+
+# -- C. the loss ----------------------------------------------------------------------------
+def _target(case: str, gen: torch.Generator) -> torch.Tensor:
+    t = torch.randint(-1, 10, (3, 12, 12), generator=gen)
+    if case == "all ignored":
+        t[:] = -1
+    elif case == "one class":
+        t[:] = 4
+    elif case == "one class and ignored":
+        t[:] = 4
+        t[0] = -1
+    elif case == "no background":
+        t[t == 9] = 0
+    elif case == "all background":
+        t[:] = 9
+    elif case == "background and one class":
+        t = torch.where(t < 5, 9, 2)
+    return t
+
+
+CASES = ["random", "all ignored", "one class", "one class and ignored", "no background", "all background",
+         "background and one class"]
+
+
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_fixed_loss_equals_sync_heavy_loss_and_gradients(case: str, seed: int) -> None:
+    gen = torch.Generator().manual_seed(seed)
+    target = _target(case, gen)
+    kept = target.clone()
+    logits = torch.randn(3, 10, 12, 12, generator=gen, requires_grad=True)
+    slow, fast = SyncHeavyLoss()(logits, target), FixedLoss()(logits, target)
+    assert torch.equal(target, kept), "the losses must not modify the caller's target"
+    assert torch.isfinite(slow) and torch.isfinite(fast)
+    torch.testing.assert_close(fast, slow)
+    (g_slow,) = torch.autograd.grad(slow, logits)
+    (g_fast,) = torch.autograd.grad(fast, logits)
+    assert torch.isfinite(g_fast).all()
+    torch.testing.assert_close(g_fast, g_slow)
+
+
+@pytest.mark.parametrize(("case", "zero"), [("all ignored", True), ("one class", True), ("all background", True),
+                                            ("one class and ignored", False), ("random", False)])
+def test_loss_is_zeroed_below_two_distinct_values(case: str, zero: bool) -> None:
+    gen = torch.Generator().manual_seed(0)
+    logits = torch.randn(3, 10, 12, 12, generator=gen)
+    loss = FixedLoss()(logits, _target(case, gen))
+    assert (loss.item() == 0.0) is zero
+
+
+def test_losses_take_their_rules_as_arguments() -> None:
+    gen = torch.Generator().manual_seed(0)
+    logits = torch.randn(2, 5, 6, 6, generator=gen)
+    target = torch.randint(0, 5, (2, 6, 6), generator=gen)
+    for loss_cls in (SyncHeavyLoss, FixedLoss):
+        plain = loss_cls(ignore_value=255, background=99, num_classes=5)(logits, target)
+        expected = torch.nn.functional.cross_entropy(logits, target)
+        torch.testing.assert_close(plain, expected)
+    a = SyncHeavyLoss(ignore_value=-7, background=0, num_classes=5)(logits, target)
+    b = FixedLoss(ignore_value=-7, background=0, num_classes=5)(logits, target)
+    torch.testing.assert_close(a, b)
+
+
+# -- B. the vectorized augmentation -------------------------------------------------------------
+def test_vectorized_rotation_matches_torchvision_per_image() -> None:
+    gen = torch.Generator().manual_seed(0)
+    images = torch.rand(16, 3, 40, 40, generator=gen)
+    angles = torch.empty(16).uniform_(-45, 45, generator=gen)
+    batched = augment.rotate_batch(images, angles)
+    looped = torch.stack([F.rotate(img, angle=float(a)) for img, a in zip(images, angles)])
+    assert torch.equal(batched, looped)
+
+
+def test_exact_crop_matches_slicing_and_roi_align() -> None:
+    gen = torch.Generator().manual_seed(1)
+    images = torch.rand(8, 3, 32, 32, generator=gen)
+    tops, lefts = augment.random_crop_offsets(8, 16, gen, images.device)
+    sliced = torch.stack([img[:, t:t + 16, l:l + 16] for img, t, l in zip(images, tops, lefts)])
+    assert torch.equal(augment.crop_exact(images, tops, lefts, 16), sliced)
+    torch.testing.assert_close(augment.crop_roi_align(images, tops, lefts, 16), sliced)
+
+
+def test_per_sample_blur_matches_torchvision_per_image() -> None:
+    gen = torch.Generator().manual_seed(2)
+    images = torch.rand(6, 3, 24, 24, generator=gen)
+    sigmas = torch.empty(6).uniform_(0.1, 2.0, generator=gen)
+    looped = torch.stack([F.gaussian_blur(img, [7, 7], [float(s)] * 2) for img, s in zip(images, sigmas)])
+    torch.testing.assert_close(augment.blur_batch(images, sigmas), looped)
+
+
+def test_vectorized_chain_draws_parameters_per_sample() -> None:
+    """Eight copies of one image must come out as eight different augmentations."""
+    gen = torch.Generator().manual_seed(3)
+    one = torch.randint(0, 256, (1, 3, 32, 32), dtype=torch.uint8, generator=gen)
+    out = augment.BatchAugment(32, vectorized=True, gen=gen)(one.expand(8, -1, -1, -1).contiguous())
+    flat = out.flatten(1)
+    assert all(not torch.equal(flat[i], flat[j]) for i in range(8) for j in range(i + 1, 8))
+
+
+# -- D. the input pipeline's fixes ---------------------------------------------------------------
+@pytest.mark.parametrize("seed", range(3))
+def test_shift_dilation_matches_convolution_dilation(seed: int) -> None:
+    mask = np.random.default_rng(seed).uniform(size=(37, 53)) < 0.25
+    np.testing.assert_array_equal(input_pipeline.dilate_shift(mask), input_pipeline.dilate_conv(mask))
+
+
+def test_batch_colour_conversion_matches_per_image() -> None:
+    gen = torch.Generator().manual_seed(4)
+    batch = torch.randint(0, 256, (5, 3, 16, 16), dtype=torch.uint8, generator=gen)
+    per_image = torch.stack([input_pipeline.scale(input_pipeline.convert_color(img)) for img in batch])
+    torch.testing.assert_close(input_pipeline.batch_transform(batch), per_image)
+
+
+# -- the pipeline schedule -------------------------------------------------------------------------
+def test_pipeline_produces_the_next_item_before_consuming_the_current() -> None:
+    log: list[str] = []
+    items = iter(range(100))
+    pipe = TwoStagePipeline(torch.device("cpu"), emulate=True)
+
+    def produce(i: int) -> tuple[torch.Tensor]:
+        log.append(f"produce {i}")
+        return (torch.tensor(i),)
+
+    def consume(t: torch.Tensor) -> int:
+        log.append(f"consume {int(t)}")
+        return int(t)
+
+    consumed = [pipe.step(lambda: (next(items),), produce, consume) for _ in range(3)]
+    assert consumed == [0, 1, 2]
+    assert log == ["produce 0", "produce 1", "consume 0", "produce 2", "consume 1", "produce 3", "consume 2"]
+
+
+@pytest.mark.parametrize(("name", "serial", "pipelined"), [("encdec", "serial", "pipelined"),
+                                                          ("augment", "gpu-vectorized", "pipelined")])
+def test_pipelined_schedule_trains_the_same_parameters_as_serial(name: str, serial: str, pipelined: str) -> None:
+    """Same seed, same batches: the pipelined order of work must not change the training result."""
+    results = []
+    for variant in (serial, pipelined):
+        with build(name, "cpu", WorkloadOptions(variant=variant, batch_size=3, seed=7, emulate_streams=True)) as w:
+            for _ in range(5):
+                w.step()
+            results.append([p.detach().clone() for p in w.trained_parameters()])
+    for a, b in zip(*results):
+        assert torch.equal(a, b)

@@ -1,0 +1,103 @@
+"""On a real NVIDIA GPU: every variant steps on CUDA, pipelines are race-free, syncs are what we say."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import warnings
+
+import pytest
+import torch
+
+from tests.test_workloads import ALL_VARIANTS
+from workloads.base import WorkloadOptions
+from workloads.registry import build
+
+pytestmark = pytest.mark.gpu
+SMALL = {"encdec": 128, "augment": 128, "sync_loss": 128, "input_pipeline": 128}
+
+
+@pytest.mark.parametrize(("name", "variant"), ALL_VARIANTS)
+def test_every_variant_steps_on_cuda(name: str, variant: str) -> None:
+    with build(name, "cuda", WorkloadOptions(variant=variant, workers=2)) as w:
+        before = [p.detach().clone() for p in w.trained_parameters()]
+        for _ in range(3):
+            w.step()
+        assert torch.isfinite(w.last_loss).item()
+        assert any(not torch.equal(a, b) for a, b in zip(before, w.trained_parameters()))
+
+
+@pytest.mark.parametrize(("name", "serial", "pipelined"), [("encdec", "serial", "pipelined"),
+                                                          ("augment", "gpu-vectorized", "pipelined")])
+def test_pipelined_trains_the_same_parameters_as_serial_on_cuda(name: str, serial: str, pipelined: str) -> None:
+    torch.backends.cudnn.deterministic = True
+    torch.backends.cudnn.benchmark = False
+    results = []
+    for variant in (serial, pipelined):
+        with build(name, "cuda", WorkloadOptions(variant=variant, batch_size=4, seed=3)) as w:
+            for _ in range(6):
+                w.step()
+            results.append([p.detach().double().cpu() for p in w.trained_parameters()])
+    for a, b in zip(*results):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+
+
+SANITIZED = textwrap.dedent(
+    """
+    import torch
+    from workloads.base import WorkloadOptions
+    from workloads.registry import build
+    w = build({name!r}, "cuda", WorkloadOptions(variant={variant!r}, batch_size=4, image_size=64))
+    for _ in range(4):
+        w.step()
+    print("loss", w.last_loss.item())   # read on the current stream, as the engine does
+    w.set_variant({back!r}); w.step(); w.close()
+    print("clean")
+    """
+)
+
+
+@pytest.mark.parametrize(("name", "variant", "back"), [("encdec", "pipelined", "serial"),
+                                                       ("augment", "pipelined", "gpu-vectorized")])
+def test_pipelined_variants_run_clean_under_the_cuda_sanitizer(name: str, variant: str, back: str) -> None:
+    code = SANITIZED.format(name=name, variant=variant, back=back)
+    env = {**os.environ, "TORCH_CUDA_SANITIZER": "1"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600,
+                         cwd=os.path.dirname(os.path.dirname(__file__)))
+    assert out.returncode == 0 and "clean" in out.stdout, out.stderr[-3000:]
+    assert "CSAN" not in out.stderr, out.stderr[-3000:]
+
+
+def _sync_warnings(variant: str) -> int:
+    with build("sync_loss", "cuda", WorkloadOptions(variant=variant, batch_size=2, image_size=64)) as w:
+        w.step()  # warm up: lazy initialisation may sync once
+        torch.cuda.synchronize()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            torch.cuda.set_sync_debug_mode("warn")
+            try:
+                w.step()
+            finally:
+                torch.cuda.set_sync_debug_mode("default")
+        return sum("synchronizing" in str(c.message) for c in caught)
+
+
+def test_sync_heavy_loss_syncs_and_fixed_loss_does_not() -> None:
+    assert _sync_warnings("sync-heavy") >= 4
+    assert _sync_warnings("fixed") == 0
+
+
+@pytest.mark.parametrize(("name", "variant"), [("encdec", "serial"), ("encdec", "pipelined"),
+                                               ("augment", "gpu-vectorized"), ("augment", "pipelined")])
+def test_sync_free_variants_never_sync(name: str, variant: str) -> None:
+    with build(name, "cuda", WorkloadOptions(variant=variant, batch_size=4, image_size=64)) as w:
+        w.step()
+        torch.cuda.synchronize()
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            for _ in range(3):
+                w.step()
+        finally:
+            torch.cuda.set_sync_debug_mode("default")

@@ -1,0 +1,134 @@
+"""Every family and variant trains on the CPU; configuration changes behave as users expect."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from workloads.base import WorkloadOptions
+from workloads.registry import FAMILIES, WorkloadError, build, describe, family, parse_batch_size
+
+ALL_VARIANTS = [(f.name, v.name) for f in FAMILIES.values() for v in f.variants]
+
+
+def _snapshot(params: list[torch.nn.Parameter]) -> list[torch.Tensor]:
+    return [p.detach().clone() for p in params]
+
+
+@pytest.mark.parametrize(("name", "variant"), ALL_VARIANTS)
+def test_every_variant_trains_on_cpu(name: str, variant: str) -> None:
+    options = WorkloadOptions(variant=variant, batch_size=4, workers=1, emulate_streams=True)
+    with build(name, "cpu", options) as w:
+        before = _snapshot(w.trained_parameters())
+        losses = []
+        for _ in range(3):
+            w.step()
+            losses.append(w.last_loss.item())
+        assert w.samples_per_step == 4
+        assert all(torch.isfinite(torch.tensor(losses)))
+        changed = [not torch.equal(a, b) for a, b in zip(before, w.trained_parameters())]
+        assert all(changed), "every trained parameter should move after 3 SGD steps"
+
+
+@pytest.mark.parametrize("name", list(FAMILIES))
+def test_defaults_on_cpu_are_small_and_valid(name: str) -> None:
+    with build(name, "cpu", WorkloadOptions(workers=0)) as w:
+        info = family(name)
+        assert w.variant == info.default_variant
+        assert w.batch_size == info.cpu_defaults.batch_size
+        assert w.image_size == info.cpu_defaults.image_size
+        w.step()
+        assert torch.isfinite(w.last_loss)
+
+
+@pytest.mark.parametrize(("name", "variant"), [("encdec", "pipelined"), ("augment", "pipelined")])
+def test_pipelined_variants_refuse_the_cpu_with_the_reason(name: str, variant: str) -> None:
+    with pytest.raises(WorkloadError, match="needs CUDA streams.*--device cuda"):
+        build(name, "cpu", WorkloadOptions(variant=variant))
+
+
+def test_switching_variant_and_batch_size_at_a_step_boundary() -> None:
+    with build("augment", "cpu", WorkloadOptions(variant="gpu", batch_size=2)) as w:
+        w.step()
+        w.reconfigure(variant="gpu-vectorized", batch_size=3)
+        w.step()
+        assert (w.variant, w.samples_per_step) == ("gpu-vectorized", 3)
+        w.set_variant("cpu")
+        w.set_batch_size(5)
+        w.step()
+        assert (w.variant, w.samples_per_step) == ("cpu", 5)
+
+
+def test_a_rejected_change_keeps_the_last_good_configuration() -> None:
+    with build("encdec", "cpu", WorkloadOptions(batch_size=2)) as w:
+        for bad in ({"batch_size": 0}, {"batch_size": -3}, {"variant": "warp-speed"}, {"variant": "pipelined"}):
+            with pytest.raises(WorkloadError):
+                w.reconfigure(**bad)
+            assert (w.variant, w.batch_size) == ("serial", 2)
+        w.step()
+        assert torch.isfinite(w.last_loss)
+
+
+def test_a_failing_rebuild_rolls_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    with build("sync_loss", "cpu", WorkloadOptions(batch_size=2)) as w:
+        original = type(w)._configure
+
+        def explode_on_big_batches(self) -> None:  # stands in for an out-of-memory rebuild
+            if self.batch_size > 100:
+                raise RuntimeError("out of memory")
+            original(self)
+
+        monkeypatch.setattr(type(w), "_configure", explode_on_big_batches)
+        with pytest.raises(RuntimeError, match="out of memory"):
+            w.set_batch_size(1024)
+        assert w.batch_size == 2 and w.pool.batches[0][0].shape[0] == 2
+        w.step()
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [("0", "at least 1"), ("-4", "at least 1"), ("lots", "whole number"), ("2.5", "whole number"), ("", "whole number")],
+)
+def test_batch_size_input_is_checked_with_one_clear_line(text: str, message: str) -> None:
+    with pytest.raises(WorkloadError, match=message) as err:
+        parse_batch_size(text)
+    assert "\n" not in str(err.value)
+
+
+def test_unknown_names_list_the_choices() -> None:
+    with pytest.raises(WorkloadError, match="encdec, augment, sync_loss, input_pipeline"):
+        family("resnet")
+    with pytest.raises(WorkloadError, match="serial, pipelined"):
+        build("encdec", "cpu", WorkloadOptions(variant="fast"))
+
+
+def test_image_size_must_halve_down_to_one() -> None:
+    with pytest.raises(WorkloadError, match="power of two"):
+        build("encdec", "cpu", WorkloadOptions(image_size=48))
+
+
+def test_registry_lists_every_variant_and_what_needs_cuda() -> None:
+    text = describe()
+    for name, variant in ALL_VARIANTS:
+        assert name in text and variant in text
+    assert text.count("[needs CUDA]") == sum(v.needs_cuda for f in FAMILIES.values() for v in f.variants)
+
+
+def test_registry_does_not_import_torch() -> None:
+    import subprocess
+    import sys
+
+    code = "import sys, workloads.registry as r; r.describe(); print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_input_pipeline_jpeg_is_generated_once_in_the_cache(tmp_path) -> None:
+    from PIL import Image
+
+    from workloads.input_pipeline import JPEG_SIZE, sample_jpeg
+
+    path = sample_jpeg(tmp_path)
+    assert path.parent == tmp_path and Image.open(path).size == JPEG_SIZE
+    mtime = path.stat().st_mtime_ns
+    assert sample_jpeg(tmp_path) == path and path.stat().st_mtime_ns == mtime
