@@ -118,8 +118,9 @@ def rotation_grid(angles_deg: Tensor, height: int, width: int, dtype: torch.dtyp
         torch.linspace((1.0 - height) * 0.5, (height - 1.0) * 0.5, steps=height, device=device).unsqueeze_(-1)
     )
     base[..., 2].fill_(1)
-    scale = torch.tensor([0.5 * width, 0.5 * height], dtype=dtype, device=device)
-    rescaled = matrix.transpose(1, 2).div(scale)  # N, 3, 2
+    rescaled = matrix.transpose(1, 2).clone()  # N, 3, 2; scalars only: a host tensor here would sync
+    rescaled[..., 0] /= 0.5 * width
+    rescaled[..., 1] /= 0.5 * height
     n = angles_deg.shape[0]
     return base.view(1, height * width, 3).expand(n, -1, -1).bmm(rescaled).view(n, height, width, 2)
 
@@ -164,6 +165,9 @@ class BatchAugment:
     def __init__(self, image_size: int, vectorized: bool, gen: torch.Generator) -> None:
         self.size, self.vectorized, self.gen = image_size, vectorized, gen
         self.batch_blur = T.GaussianBlur(kernel_size=BLUR_KERNEL, sigma=BLUR_SIGMA)
+        # Made once here: torchvision's normalize copies mean/std to the device on every call (a sync).
+        self.mean = torch.zeros(1, 3, 1, 1, device=gen.device)
+        self.std = torch.ones(1, 3, 1, 1, device=gen.device)
 
     def __call__(self, images_u8: Tensor) -> Tensor:
         n, device, half = images_u8.shape[0], images_u8.device, self.size // 2
@@ -178,7 +182,7 @@ class BatchAugment:
             x = blur_batch(x, sigmas)
         else:
             x = self.batch_blur(rotate_loop(x))
-        return F.normalize(x, mean=[0.0, 0.0, 0.0], std=[1.0, 1.0, 1.0])
+        return (x - self.mean) / self.std
 
 
 class AugmentWorkload(Workload):
