@@ -127,7 +127,7 @@ def test_batch_colour_conversion_matches_per_image() -> None:
 
 
 # -- the pipeline schedule -------------------------------------------------------------------------
-def test_pipeline_produces_the_next_item_before_consuming_the_current() -> None:
+def test_pipeline_produces_the_next_item_while_consuming_the_current() -> None:
     log: list[str] = []
     items = iter(range(100))
     pipe = TwoStagePipeline(torch.device("cpu"), emulate=True)
@@ -142,7 +142,9 @@ def test_pipeline_produces_the_next_item_before_consuming_the_current() -> None:
 
     consumed = [pipe.step(lambda: (next(items),), produce, consume) for _ in range(3)]
     assert consumed == [0, 1, 2]
-    assert log == ["produce 0", "produce 1", "consume 0", "produce 2", "consume 1", "produce 3", "consume 2"]
+    # Item n+1 is produced in the same step that consumes item n (after it is issued: the
+    # consumer is the critical path), so on a GPU the two overlap.
+    assert log == ["produce 0", "consume 0", "produce 1", "consume 1", "produce 2", "consume 2", "produce 3"]
 
 
 @pytest.mark.parametrize(("name", "serial", "pipelined"), [("encdec", "serial", "pipelined"),

@@ -13,10 +13,10 @@ The rules (WORKLOADS.md, "Stream correctness"), each marked where it is applied:
 6. Producer work must not sync the host: that is the producer function's duty; a sync
    there serialises the pipeline (the ``pipelined-loop`` variant shows it).
 
-Beyond correctness: the consumer (the training step, the pipeline's critical path) runs on a
-higher-priority stream, so the producer fills the gaps instead of delaying it. Measured on an
-H200 by benchmarks/stream_priority.py (docs/measurements.md): encdec bs 16 208 → 225 steps/s,
-augment bs 32 185 → 193 steps/s.
+Beyond correctness: the consumer (the training step, the pipeline's critical path) is issued
+first and runs on a higher-priority stream, so the producer fills the gaps instead of delaying it. Measured on an
+H200 by benchmarks/stream_priority.py (docs/measurements.md): encdec bs 8 289 → 296 steps/s,
+bs 16 207 → 224, augment bs 32 182 → 192.
 
 On the CPU there are no streams. With ``emulate=True`` the same schedule (produce n+1,
 consume n) runs in order, so its logic can be tested without a GPU; otherwise a CPU
@@ -87,12 +87,12 @@ class TwoStagePipeline:
         produce_fn: Callable[..., Sequence[torch.Tensor]],
         consume_fn: Callable[..., T],
     ) -> T:
-        """One pipelined step: produce item n+1, consume item n (the first call primes item 0)."""
+        """One pipelined step: consume item n, produce item n+1 (the first call primes item 0)."""
         if self._pending is None:
             self._pending = self.produce(produce_fn, *next_input())
-        upcoming = self.produce(produce_fn, *next_input())
+        # The critical path (the consumer) is issued first; the producer's next item overlaps it.
         result = self.consume(self._pending, consume_fn)
-        self._pending = upcoming
+        self._pending = self.produce(produce_fn, *next_input())
         return result
 
     def hand_to_current(self, *tensors: torch.Tensor | None) -> None:
