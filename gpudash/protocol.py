@@ -27,6 +27,7 @@ class RunConfig:
     seed: int = 0
     sample_interval_s: float = 0.25  # how often the child sends a Sample
     gpu_interval_s: float = 0.5  # NVML tick
+    max_steps: int | None = None  # the child stops by itself after this many steps (None: never)
 
 
 # -- controls: parent -> child, applied at a step boundary ---------------------------------
@@ -105,6 +106,9 @@ class Event:
     before: str = ""
     after: str = ""
     message: str = ""  # one line for the user
+    # Extra facts, text only. "started"/"changed": the configuration now running (workload,
+    # variant, batch_size, device); "started" also torch, cuda, device_name, gpu_uuid, pid.
+    details: dict[str, str] = field(default_factory=dict, compare=False)
 
     @property
     def label(self) -> str:

@@ -1,0 +1,121 @@
+"""Engine overhead: steps/s of one workload in a bare loop vs in the engine's step loop, one run.
+
+    python benchmarks/engine_overhead.py                          # encdec serial on cuda
+    python benchmarks/engine_overhead.py -w sync_loss -v fixed --seconds 5 --rounds 5
+
+The workload is built once. Each round runs the same number of steps (about ``--seconds``
+worth) twice, alternating:
+  * bare:   ``for _ in range(n): workload.step()`` then one synchronize;
+  * engine: ``gpudash.engine.StepLoop`` (what the child runs): CUDA-event timing read back by
+    query(), loss copies, sync counting with set_sync_debug_mode("warn"), samples every
+    --sample-interval s, control checks; it ends with the same drain.
+and, with --no-sync-count as a third column, the engine without sync counting.
+Prints a table and the median ratio engine/bare (target >= 0.98).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("-w", "--workload", default="encdec")
+    p.add_argument("-v", "--variant", default="serial")
+    p.add_argument("-b", "--batch-size", type=int)
+    p.add_argument("--device", default="cuda")
+    p.add_argument("--seconds", type=float, default=5.0, help="per measurement (default: 5)")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--sample-interval", type=float, default=0.25)
+    p.add_argument("--no-sync-count", action="store_true", help="also time the engine without sync counting")
+    args = p.parse_args()
+
+    import torch
+
+    from gpudash.engine import StepLoop
+    from gpudash.protocol import Sample
+    from workloads.base import WorkloadOptions
+    from workloads.registry import build
+
+    device = torch.device(args.device)
+    cuda = device.type == "cuda"
+    if cuda:
+        torch.cuda.set_device(device)
+    w = build(args.workload, device, WorkloadOptions(variant=args.variant, batch_size=args.batch_size))
+
+    def sync() -> None:
+        if cuda:
+            torch.cuda.synchronize()
+
+    def bare(n: int) -> float:
+        sync()
+        t = time.perf_counter()
+        for _ in range(n):
+            w.step()
+        sync()
+        return n / (time.perf_counter() - t)
+
+    last: dict[str, object] = {}
+
+    def engine(n: int, count_syncs: bool) -> float:
+        got: list[object] = []
+        loop = StepLoop(w, emit=got.append, sample_interval_s=args.sample_interval,
+                        count_syncs=count_syncs and cuda, controls=lambda timeout: None)
+        sync()
+        t = time.perf_counter()
+        loop.run(steps=n)  # ends with the workload's drain (a synchronize)
+        rate = n / (time.perf_counter() - t)
+        samples = [m for m in got if isinstance(m, Sample)]
+        if count_syncs:
+            last.update(samples=len(samples), syncs=[s.syncs_per_step for s in samples][-3:],
+                        bookkeeping_syncs=loop.bookkeeping_syncs,
+                        p50=samples[-1].step_ms_p50 if samples else None)
+        return rate
+
+    # warm up (allocator, cuDNN, lazy init), then size n to about --seconds
+    bare(10)
+    engine(10, True)
+    probe = bare(max(10, int(50)))
+    n = max(20, int(probe * args.seconds))
+
+    name = torch.cuda.get_device_name(device) if cuda else platform.processor() or "cpu"
+    print(f"# engine overhead: {args.workload} {w.variant}, batch {w.batch_size}, image {w.image_size}, on {device} ({name})")
+    print(f"# torch {torch.__version__}, CUDA {torch.version.cuda}, python {platform.python_version()}, "
+          f"{dt.datetime.now().astimezone().isoformat(timespec='seconds')}")
+    print(f"# {n} steps per measurement, {args.rounds} rounds, sample interval {args.sample_interval} s")
+    cols = ["round", "bare steps/s", "engine steps/s", "ratio"]
+    if args.no_sync_count:
+        cols += ["engine, no sync count", "ratio"]
+    print("| " + " | ".join(cols) + " |")
+    print("|" + "---|" * len(cols))
+    ratios, ratios_nc = [], []
+    for r in range(1, args.rounds + 1):
+        b = bare(n)
+        e = engine(n, True)
+        row = [str(r), f"{b:.1f}", f"{e:.1f}", f"{e / b:.3f}"]
+        ratios.append(e / b)
+        if args.no_sync_count:
+            e2 = engine(n, False)
+            ratios_nc.append(e2 / b)
+            row += [f"{e2:.1f}", f"{e2 / b:.3f}"]
+        print("| " + " | ".join(row) + " |", flush=True)
+    med = statistics.median(ratios)
+    print(f"\nmedian engine/bare: {med:.3f}  (target >= 0.98: {'OK' if med >= 0.98 else 'BELOW'})")
+    if ratios_nc:
+        print(f"median engine (no sync counting)/bare: {statistics.median(ratios_nc):.3f}")
+    print(f"engine saw: syncs/step {last.get('syncs')}, syncs of its own bookkeeping "
+          f"{last.get('bookkeeping_syncs')}, step p50 {last.get('p50')} ms, {last.get('samples')} samples")
+    w.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,316 @@
+"""The ``gpudash`` command: the dashboard, ``--record`` (headless), ``list`` and ``replay``.
+
+Fast to start: nothing here imports torch or textual at module level. Every argument is
+checked before anything starts; a bad one is one line on stderr and exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+from pathlib import Path
+from typing import NoReturn, Sequence
+
+from gpudash.protocol import RunConfig
+
+EXIT_USAGE = 2
+DEVICE_RE = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
+
+EPILOG = """\
+forms:
+  gpudash [options]                  the live dashboard
+  gpudash --record PATH [options]    headless: CSV to PATH ('-' = stdout), metadata to PATH.json
+  gpudash list                       workload families, variants, defaults, what needs CUDA
+  gpudash replay PATH [--follow]     a recorded CSV in the dashboard
+
+exit status: 0 done, 1 the workload (or writing) failed, 2 bad arguments, 130 interrupted
+"""
+
+
+class UsageError(Exception):
+    """A bad argument: the message is one line."""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse that reports errors as one line: ``gpudash: error: ...``, exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"gpudash: error: {' '.join(message.split())}\n")
+
+
+# -- argument types (each raises ArgumentTypeError with one line) -----------------------------------
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not value > 0 or value != value or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be more than 0, got {text}")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _nonnegative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
+
+
+def _batch_size(text: str) -> int:
+    from workloads.registry import WorkloadError, parse_batch_size
+
+    try:
+        return parse_batch_size(text)
+    except WorkloadError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _image_size(text: str) -> int:
+    from workloads.registry import WorkloadError, check_image_size
+
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    try:
+        return check_image_size(value)
+    except WorkloadError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _device(text: str) -> str:
+    text = text.strip().lower()
+    if not DEVICE_RE.match(text):
+        raise argparse.ArgumentTypeError(f"expected auto, cpu, cuda or cuda:N, got {text!r}")
+    return text
+
+
+# -- parsers ----------------------------------------------------------------------------------------
+def build_parser() -> Parser:
+    from workloads.registry import DEFAULT_FAMILY, FAMILIES
+
+    p = Parser(
+        prog="gpudash",
+        description="See what CUDA streams, GPU-side augmentation and removing host-device syncs "
+        "do to training throughput, live.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--version", action="version", version=f"gpudash {_version()}")
+    p.add_argument("--record", metavar="PATH", help="record headless to a CSV file ('-': stdout)")
+    w = p.add_argument_group("workload")
+    w.add_argument("-w", "--workload", default=DEFAULT_FAMILY, metavar="NAME",
+                   help=f"workload family: {', '.join(FAMILIES)} (default: %(default)s)")
+    w.add_argument("-v", "--variant", metavar="NAME", help="variant (default: the family's; see 'gpudash list')")
+    w.add_argument("-b", "--batch-size", type=_batch_size, metavar="N", help="batch size (default: the family's)")
+    w.add_argument("--device", type=_device, default="auto", metavar="DEV",
+                   help="auto, cpu, cuda or cuda:N (default: auto = cuda if available)")
+    w.add_argument("--image-size", type=_image_size, metavar="PX", help="image side, a power of two")
+    w.add_argument("--workers", type=_nonnegative_int, metavar="N", help="DataLoader workers, where the variant uses them")
+    w.add_argument("--seed", type=int, default=0, help="random seed (default: %(default)s)")
+    w.add_argument("--steps", type=_positive_int, metavar="N", help="stop after N steps")
+    r = p.add_argument_group("measuring and recording")
+    r.add_argument("--sample-interval", type=_positive_float, default=RunConfig.sample_interval_s, metavar="S",
+                   help="seconds between throughput samples (default: %(default)s)")
+    r.add_argument("--interval", type=_positive_float, default=RunConfig.gpu_interval_s, metavar="S",
+                   help="seconds between NVML GPU samples (default: %(default)s)")
+    r.add_argument("--duration", type=_positive_float, metavar="S",
+                   help="with --record: seconds to record once the workload runs (default: until Ctrl-C)")
+    r.add_argument("--log", metavar="PATH", help="with --record: the workload process's log (default: PATH.log)")
+    r.add_argument("--meta", metavar="PATH", help="with --record: metadata JSON (default: beside the CSV)")
+    r.add_argument("-q", "--quiet", action="store_true", help="with --record: no progress lines on stderr")
+    return p
+
+
+def _version() -> str:
+    from gpudash.record import gpudash_version
+
+    return gpudash_version()
+
+
+# -- checks that need the machine, not torch ------------------------------------------------------
+def cuda_devices() -> tuple[int, str]:
+    """How many CUDA GPUs this process may use, without importing torch; and why if none."""
+    try:
+        nodes = [n for n in os.listdir("/dev") if re.fullmatch(r"nvidia\d+", n)]
+    except OSError:
+        nodes = []
+    count, why = len(nodes), ""
+    if count == 0:
+        from gpudash.nvml import NvmlSampler
+
+        sampler = NvmlSampler(None)
+        info = sampler.open()
+        sampler.stop()
+        count = len(info.names) if info.available else 0
+        why = "no /dev/nvidia* device and " + (info.unavailable or "NVML lists no GPU")
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None and count:
+        entries = []
+        for e in visible.split(","):
+            e = e.strip()
+            if not e or e.startswith("-"):
+                break  # CUDA stops at the first invalid entry
+            entries.append(e)
+        count = min(count, len(entries))
+        if count == 0:
+            why = f"CUDA_VISIBLE_DEVICES={visible!r} hides every GPU"
+    return count, why
+
+
+def check_device(device: str, needs_cuda: tuple[str, str] | None = None) -> None:
+    """Raise UsageError when the device cannot run here, or cannot run ``needs_cuda``'s
+    (family, variant), a variant that needs CUDA."""
+    from workloads.registry import NEEDS_STREAMS
+
+    if device == "cpu":
+        if needs_cuda:
+            fam, var = needs_cuda
+            raise UsageError(f"variant {var!r} of {fam} {NEEDS_STREAMS}: run it with --device cuda")
+        return
+    if device == "auto" and not needs_cuda:
+        return  # cpu is fine when no GPU
+    count, why = cuda_devices()
+    if count == 0:
+        if needs_cuda and device == "auto":
+            fam, var = needs_cuda
+            raise UsageError(f"variant {var!r} of {fam} needs CUDA, and no CUDA GPU was found ({why})")
+        raise UsageError(f"--device {device}: no CUDA GPU found ({why}); use --device cpu")
+    if device.startswith("cuda:"):
+        index = int(device.split(":", 1)[1])
+        if index >= count:
+            raise UsageError(f"--device {device}: only {count} CUDA GPU{'s' if count != 1 else ''} visible (cuda:0..cuda:{count - 1})")
+
+
+def check_writable(path: str, what: str = "record path") -> None:
+    """Raise UsageError unless ``path`` can be created or appended to (created files are removed)."""
+    if path == "-":
+        return
+    p = Path(path)
+    if p.is_dir():
+        raise UsageError(f"{what} {path} is a directory")
+    parent = p.parent
+    if not parent.is_dir():
+        raise UsageError(f"cannot write {path}: directory {parent} does not exist")
+    existed = p.exists()
+    try:
+        with open(p, "a"):
+            pass
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
+    if not existed:
+        try:
+            p.unlink()
+        except OSError:
+            pass
+
+
+def config_from_args(args: argparse.Namespace) -> RunConfig:
+    """Check the workload, variant and device; return the run's configuration."""
+    from workloads.registry import WorkloadError, family
+
+    try:
+        info = family(args.workload)
+        variant = info.variant(args.variant) if args.variant else info.variant(info.default_variant)
+    except WorkloadError as exc:
+        raise UsageError(str(exc)) from None
+    check_device(args.device, (info.name, variant.name) if variant.needs_cuda else None)
+    return RunConfig(
+        workload=info.name,
+        variant=args.variant,
+        batch_size=args.batch_size,
+        device=args.device,
+        image_size=args.image_size,
+        workers=args.workers,
+        seed=args.seed,
+        sample_interval_s=args.sample_interval,
+        gpu_interval_s=args.interval,
+        max_steps=args.steps,
+    )
+
+
+def _fail(message: str) -> int:
+    print(f"gpudash: error: {' '.join(message.split())}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+# -- subcommands ------------------------------------------------------------------------------------
+def _cmd_list(argv: list[str]) -> int:
+    p = Parser(prog="gpudash list", description="Workload families, variants, defaults and which need CUDA.")
+    p.parse_args(argv)
+    from workloads.registry import describe
+
+    print(describe())
+    return 0
+
+
+def _cmd_replay(argv: list[str]) -> int:
+    p = Parser(prog="gpudash replay", description="Show a recorded CSV in the dashboard.")
+    p.add_argument("path", help="a CSV written by gpudash --record")
+    p.add_argument("--follow", action="store_true", help="keep reading as the file grows")
+    args = p.parse_args(argv)
+    if not os.path.isfile(args.path):
+        return _fail(f"no such file: {args.path}")
+    if not os.access(args.path, os.R_OK):
+        return _fail(f"cannot read {args.path}")
+    from gpudash.tui.app import run_replay
+
+    return int(run_replay(args.path, args.follow) or 0)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``gpudash`` console script; returns the exit status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "list":
+        return _cmd_list(argv[1:])
+    if argv and argv[0] == "replay":
+        return _cmd_replay(argv[1:])
+    args = build_parser().parse_args(argv)
+    try:
+        if args.record is None:
+            for flag, value in (("--duration", args.duration), ("--log", args.log), ("--meta", args.meta)):
+                if value is not None:
+                    raise UsageError(f"{flag} only applies with --record PATH")
+        config = config_from_args(args)
+        if args.record is not None:
+            check_writable(args.record)
+            if args.meta:
+                check_writable(args.meta, "metadata path")
+            if args.log:
+                check_writable(args.log, "log path")
+    except UsageError as exc:
+        return _fail(str(exc))
+    if args.record is not None:
+        from gpudash.record import run_record
+
+        return run_record(
+            config,
+            args.record,
+            duration_s=args.duration,
+            steps=args.steps,
+            log_path=args.log,
+            meta_path=args.meta,
+            quiet=args.quiet,
+        )
+    from gpudash.tui.app import run_dashboard
+
+    return int(run_dashboard(config) or 0)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,413 @@
+"""Recording runs to CSV: ``CsvRecorder`` (also used by the dashboard) and ``run_record``.
+
+Never imports textual (nor torch: the workload runs in the child).
+
+CSV rows follow ``gpudash.csvformat``: a header, then one ``sample`` row per child sample
+(joined with the newest NVML sample) and one ``event`` row per event. Each row is written
+with a single write and flushed; if a write fails (a full disk) the file is cut back to the
+last complete line, so every line in it is whole.
+
+Metadata (GPU, driver, torch version, configuration, start time, why NVML was unavailable,
+host, gpudash version) goes to a JSON file beside the CSV: ``run.csv`` → ``run.json``.
+With ``-`` (CSV on stdout) no JSON file is written unless ``meta_path`` names one;
+diagnostics always go to stderr.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import errno
+import json
+import os
+import signal
+import socket
+import sys
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any, TextIO
+
+from gpudash import csvformat
+from gpudash.protocol import Event, GpuInfo, GpuSample, Message, RunConfig, Sample
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+JPS_WINDOW_S = 2.0  # joules per step are estimated over about this many seconds
+
+
+class RecordWriteError(OSError):
+    """Writing the CSV failed (e.g. the disk is full); the file holds only complete lines."""
+
+
+def gpudash_version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("gpudash")
+    except Exception:
+        return "unknown"
+
+
+def meta_path_for(csv_path: str | os.PathLike[str]) -> Path:
+    """``run.csv`` → ``run.json`` (any other name: name + ``.json``)."""
+    p = Path(csv_path)
+    return p.with_suffix(".json") if p.suffix.lower() == ".csv" else p.with_name(p.name + ".json")
+
+
+def run_metadata(config: RunConfig, gpu_info: GpuInfo | None = None, **extra: Any) -> dict[str, Any]:
+    """The metadata known before the workload starts (the recorder adds the rest)."""
+    meta: dict[str, Any] = {
+        "gpudash_version": gpudash_version(),
+        "start_time": _dt.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "hostname": socket.gethostname(),
+        "config": dataclasses.asdict(config),
+        "gpu_name": None,
+        "gpu_names": [],
+        "gpu_index": None,
+        "driver": None,
+        "nvml_unavailable": None,
+        "torch_version": None,
+        "cuda_version": None,
+        "device": None,
+    }
+    if gpu_info is not None:
+        meta.update(
+            gpu_name=gpu_info.name,
+            gpu_names=list(gpu_info.names),
+            gpu_index=gpu_info.index,
+            driver=gpu_info.driver,
+            nvml_unavailable=gpu_info.unavailable,
+        )
+    meta.update(extra)
+    return meta
+
+
+class _FdWriter:
+    """Whole lines to a file descriptor: one write each; a failed write is cut back."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = str(path)
+        self.fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        self.offset = 0
+
+    def write(self, text: str) -> None:
+        data = text.encode("utf-8")
+        view = memoryview(data)
+        written = 0
+        try:
+            while written < len(data):
+                n = os.write(self.fd, view[written:])
+                if n <= 0:
+                    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+                written += n
+        except OSError as exc:
+            if written:
+                try:
+                    os.ftruncate(self.fd, self.offset)
+                    os.lseek(self.fd, self.offset, os.SEEK_SET)
+                except OSError:
+                    pass
+            raise RecordWriteError(exc.errno, f"cannot write {self.path}: {exc.strerror or exc}") from exc
+        self.offset += written
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            try:
+                os.close(self.fd)
+            finally:
+                self.fd = -1
+
+
+class _StreamWriter:
+    """Whole lines to a text stream (stdout), flushed after each."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+
+    def write(self, text: str) -> None:
+        try:
+            self.stream.write(text)
+            self.stream.flush()
+        except OSError as exc:  # BrokenPipeError included
+            if isinstance(exc, BrokenPipeError):
+                try:  # the reader went away: keep Python's exit-time flush quiet
+                    devnull = os.open(os.devnull, os.O_WRONLY)
+                    os.dup2(devnull, self.stream.fileno())
+                    os.close(devnull)
+                except (OSError, ValueError, AttributeError):
+                    pass
+            raise RecordWriteError(exc.errno, f"cannot write the CSV: {exc.strerror or exc}") from exc
+
+    def close(self) -> None:
+        try:
+            self.stream.flush()
+        except OSError:
+            pass
+
+
+class CsvRecorder:
+    """Writes messages as CSV rows; keeps the run's metadata JSON up to date.
+
+    ``path_or_stream``: a path, ``"-"`` for stdout, or an open text stream. ``metadata``:
+    see ``run_metadata``. ``meta_path``: where the JSON goes (default: beside a CSV path;
+    none for a stream). Raises ``RecordWriteError`` when a row cannot be written.
+    """
+
+    def __init__(
+        self,
+        path_or_stream: str | os.PathLike[str] | TextIO,
+        metadata: dict[str, Any] | None = None,
+        *,
+        meta_path: str | os.PathLike[str] | None = None,
+    ) -> None:
+        self.metadata: dict[str, Any] = dict(metadata or {})
+        if isinstance(path_or_stream, (str, os.PathLike)) and str(path_or_stream) != "-":
+            self.path: str | None = str(path_or_stream)
+            self._out: _FdWriter | _StreamWriter = _FdWriter(self.path)
+            self.meta_path: str | None = str(meta_path or meta_path_for(self.path))
+        else:
+            stream = sys.stdout if isinstance(path_or_stream, (str, os.PathLike)) else path_or_stream
+            self.path = None
+            self._out = _StreamWriter(stream)  # type: ignore[arg-type]
+            self.meta_path = str(meta_path) if meta_path else None
+        self.rows = 0
+        self.samples = 0
+        self.last_sample: Sample | None = None
+        self.last_gpu: GpuSample | None = None
+        self._config: Sample | None = None  # what runs now, for event rows
+        self._energy_marks: deque[tuple[float, float, int]] = deque()  # (time_s, energy_j, steps)
+        self._joined_gpu: GpuSample | None = None
+        self._jps: float | None = None
+        self._closed = False
+        self.metadata.setdefault("csv_columns", csvformat.header())
+        try:
+            self._write(csvformat.header())  # first: an unwritable CSV leaves no JSON behind
+        except RecordWriteError:
+            self._out.close()
+            raise
+        self.write_metadata()
+
+    # -- writing -----------------------------------------------------------------------------------
+    def on_message(self, msg: Message) -> None:
+        """Record one message (GPU samples are joined into the next sample row)."""
+        if isinstance(msg, GpuSample):
+            self.last_gpu = msg
+        elif isinstance(msg, Sample):
+            self._write(csvformat.sample_row(msg, self.last_gpu, self._joules_per_step(msg)))
+            self.samples += 1
+            self.last_sample = self._config = msg
+        elif isinstance(msg, Event):
+            self._config = self._config_after(msg)
+            self._write(csvformat.event_row(msg, self._config))
+            if msg.kind == "started":
+                self._note_started(msg)
+
+    def close(self, **final: Any) -> None:
+        """Close the CSV; ``final`` items are added to the metadata (e.g. exit status)."""
+        if self._closed:
+            return
+        self._closed = True
+        self.metadata.update(final)
+        self.metadata["end_time"] = _dt.datetime.now().astimezone().isoformat(timespec="seconds")
+        self.metadata["rows"] = self.rows
+        self.write_metadata()
+        self._out.close()
+
+    def write_metadata(self) -> None:
+        """(Re)write the JSON beside the CSV, atomically; a failure is one line on stderr."""
+        if not self.meta_path:
+            return
+        tmp = f"{self.meta_path}.tmp"
+        try:
+            with open(tmp, "w", encoding="utf-8") as f:
+                json.dump(self.metadata, f, indent=2, default=str)
+                f.write("\n")
+            os.replace(tmp, self.meta_path)
+        except OSError as exc:
+            print(f"gpudash: cannot write {self.meta_path}: {exc.strerror or exc}", file=sys.stderr)
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+
+    # -- internals ------------------------------------------------------------------------------------
+    def _write(self, row: list[str]) -> None:
+        self._out.write(csvformat.format_row(row))
+        self.rows += 1
+
+    def _joules_per_step(self, s: Sample) -> float | None:
+        """Energy per step over the last ~``JPS_WINDOW_S`` seconds of NVML ticks.
+
+        Marks (energy, steps) at each new NVML tick joined to a sample row; rows that join
+        the same tick as the row before repeat the estimate. ``None`` while no step completed.
+        """
+        g = self.last_gpu
+        if g is None or g.energy_j is None:
+            return None
+        if g is self._joined_gpu:
+            return self._jps
+        self._joined_gpu = g
+        marks = self._energy_marks
+        if marks and (g.energy_j < marks[-1][1] or s.steps < marks[-1][2]):
+            marks.clear()  # the sampler switched GPU or the child restarted: start afresh
+        marks.append((g.time_s, g.energy_j, s.steps))
+        while len(marks) > 2 and marks[1][0] <= g.time_s - JPS_WINDOW_S:
+            marks.popleft()
+        _, e0, n0 = marks[0]
+        d_steps = s.steps - n0
+        self._jps = (g.energy_j - e0) / d_steps if d_steps > 0 else None
+        return self._jps
+
+    def _config_after(self, e: Event) -> Sample | None:
+        d = e.details
+        if not d.get("workload"):
+            return self._config
+        try:
+            batch = int(d.get("batch_size", "0"))
+        except ValueError:
+            batch = 0
+        base = self._config or Sample(
+            time_s=e.time_s, workload="", variant="", batch_size=0, steps=0, samples=0,
+            interval_s=0.0, steps_per_s=0.0, samples_per_s=0.0, step_ms_p50=None,
+            step_ms_p95=None, syncs_per_step=None,
+        )
+        return dataclasses.replace(base, workload=d["workload"], variant=d.get("variant", ""), batch_size=batch)
+
+    def _note_started(self, e: Event) -> None:
+        d = e.details
+        self.metadata.update(
+            torch_version=d.get("torch") or self.metadata.get("torch_version"),
+            cuda_version=d.get("cuda") or self.metadata.get("cuda_version"),
+            device=d.get("device") or self.metadata.get("device"),
+            device_name=d.get("device_name"),
+            started=dict(d),
+        )
+        self.write_metadata()
+
+
+# -- headless recording ------------------------------------------------------------------------------
+class _Interrupted:
+    """SIGINT/SIGTERM → a flag the record loop checks (the CSV stays intact)."""
+
+    def __init__(self) -> None:
+        self.signal: int | None = None
+        self._old: dict[int, Any] = {}
+
+    def __enter__(self) -> "_Interrupted":
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                self._old[sig] = signal.signal(sig, self._handle)
+            except ValueError:  # not the main thread
+                pass
+        return self
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.signal is not None and signum == signal.SIGINT:
+            raise KeyboardInterrupt  # a second Ctrl-C: stop waiting for the child
+        self.signal = signum
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+
+
+def _say(text: str) -> None:
+    print(f"gpudash: {text}", file=sys.stderr, flush=True)
+
+
+def _describe_event(e: Event) -> str | None:
+    if e.kind in ("starting",):
+        return None
+    text = f"[{e.time_s:7.1f}s] {e.kind}"
+    if e.kind == "changed" or (e.kind == "error" and e.what):
+        text += f" {e.what}: {e.before} → {e.after}"
+    if e.message:
+        text += f": {e.message}"
+    return text
+
+
+def run_record(
+    config: RunConfig,
+    path: str | os.PathLike[str],
+    duration_s: float | None = None,
+    steps: int | None = None,
+    *,
+    log_path: str | os.PathLike[str] | None = None,
+    meta_path: str | os.PathLike[str] | None = None,
+    quiet: bool = False,
+) -> int:
+    """Record a run headless. Exit codes: 0 done, 1 workload failed or write failed,
+    2 bad arguments, 130 interrupted (SIGINT or SIGTERM).
+
+    ``duration_s`` counts from the workload's first configuration (after torch loads);
+    ``steps`` stops the child after that many steps. Neither: until interrupted.
+    """
+    from gpudash.session import EngineSession
+
+    if steps is not None:
+        config = dataclasses.replace(config, max_steps=steps)
+    if log_path is None and str(path) != "-":
+        log_path = Path(path).with_suffix(".log") if Path(path).suffix.lower() == ".csv" else f"{path}.log"
+    session = EngineSession(config, log_path=log_path)
+    try:
+        recorder = CsvRecorder(path, run_metadata(config, child_log=session.log_path), meta_path=meta_path)
+    except OSError as exc:
+        _say(f"error: cannot write {path}: {exc.strerror or exc}")
+        return EXIT_USAGE if not isinstance(exc, RecordWriteError) else EXIT_FAILED
+    status = "done"
+    code = EXIT_OK
+    with _Interrupted() as interrupted:
+        try:
+            session.start()
+            info = session.gpu_info
+            recorder.metadata.update(
+                gpu_name=info.name, gpu_names=list(info.names), gpu_index=info.index,
+                driver=info.driver, nvml_unavailable=info.unavailable,
+            )
+            recorder.write_metadata()
+            if not quiet:
+                info = session.gpu_info
+                gpu = f"GPU {info.name}" if info.available else f"no GPU telemetry ({info.unavailable})"
+                _say(f"recording {config.workload} to {path}; {gpu}; workload log: {session.log_path}")
+            started_at: float | None = None
+            while True:
+                for msg in session.poll():
+                    recorder.on_message(msg)
+                    if isinstance(msg, Event):
+                        if not quiet and (line := _describe_event(msg)):
+                            _say(line)
+                        if msg.kind == "started":
+                            started_at = time.monotonic()
+                        elif msg.kind == "crashed":
+                            status, code = f"workload failed: {msg.message}", EXIT_FAILED
+                        elif msg.kind == "stopped":
+                            status = "done"
+                if code == EXIT_FAILED or session.finished:
+                    break
+                if interrupted.signal is not None:
+                    name = signal.Signals(interrupted.signal).name
+                    status, code = f"interrupted by {name}", EXIT_INTERRUPTED
+                    break
+                if started_at is not None and duration_s is not None and time.monotonic() - started_at >= duration_s:
+                    break
+                time.sleep(0.05)
+            session.stop()
+            for msg in session.poll():
+                recorder.on_message(msg)
+                if isinstance(msg, Event) and msg.kind == "crashed" and code == EXIT_OK:
+                    status, code = f"workload failed: {msg.message}", EXIT_FAILED
+        except RecordWriteError as exc:
+            _say(f"error: {exc.strerror or exc}")
+            status, code = f"write failed: {exc.strerror or exc}", EXIT_FAILED
+        except KeyboardInterrupt:
+            status, code = "interrupted", EXIT_INTERRUPTED
+        finally:
+            session.stop()
+            recorder.close(status=status, exit_code=code, steps=getattr(recorder.last_sample, "steps", 0))
+    if code == EXIT_FAILED and status.startswith("workload failed"):
+        _say(f"error: {status} (see {session.log_path})")
+    elif not quiet:
+        rows = recorder.rows
+        _say(f"{status}: {recorder.samples} samples, {rows} rows" + (f" in {path}" if recorder.path else ""))
+    return code
+

@@ -1,0 +1,260 @@
+"""The parent's side of the workload process: spawn it, send controls, receive messages.
+
+Torch-free. The child (``gpudash.engine.child_main``) is started with the *spawn* method
+(CUDA cannot live in a forked child). Controls go in over an unbounded queue (they are
+few); samples and events come out over a bounded one: the child drops samples when it is
+full, so a slow reader never stalls training.
+"""
+
+from __future__ import annotations
+
+import atexit
+import dataclasses
+import multiprocessing
+import os
+import queue
+import signal
+import tempfile
+import time
+from pathlib import Path
+
+from gpudash.protocol import Control, Event, Message, RunConfig, Sample, Stop
+
+OUT_QUEUE_SIZE = 100  # small enough that the pipe (64 KiB) never fills: the child exits cleanly
+MAX_PER_POLL = 1000
+
+
+def default_log_path() -> str:
+    return os.path.join(tempfile.gettempdir(), f"gpudash-{os.getpid()}-child.log")
+
+
+def exit_reason(exitcode: int | None) -> str:
+    """'exited with code 1', 'killed by SIGKILL', ..."""
+    if exitcode is None:
+        return "is still running"
+    if exitcode < 0:
+        try:
+            return f"killed by {signal.Signals(-exitcode).name}"
+        except ValueError:
+            return f"killed by signal {-exitcode}"
+    return f"exited with code {exitcode}"
+
+
+def last_log_line(path: str | os.PathLike[str] | None, limit: int = 200) -> str:
+    """The last non-empty line of a log file ('' if none)."""
+    if not path:
+        return ""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - 8192))
+            lines = f.read().decode("utf-8", "replace").splitlines()
+    except OSError:
+        return ""
+    for line in reversed(lines):
+        if line.strip():
+            line = line.strip()
+            return line if len(line) <= limit else line[: limit - 1] + "…"
+    return ""
+
+
+_INFORMATIVE = ("error", "exception", "fault", "abort", "killed", "terminate", "out of memory")
+
+
+class WorkloadRunner:
+    """One workload child process at a time; ``restart()`` starts a fresh one."""
+
+    def __init__(
+        self,
+        config: RunConfig,
+        log_path: str | os.PathLike[str] | None = None,
+        *,
+        t0: float | None = None,
+    ) -> None:
+        self.config = config  # updated to the configuration last seen running (for restart)
+        self.log_path = str(log_path) if log_path else default_log_path()
+        self.t0 = time.monotonic() if t0 is None else t0
+        self._ctx = multiprocessing.get_context("spawn")
+        self._process: multiprocessing.process.BaseProcess | None = None
+        self._controls: multiprocessing.queues.Queue | None = None  # type: ignore[name-defined]
+        self._out: multiprocessing.queues.Queue | None = None  # type: ignore[name-defined]
+        self._backlog: list[Message] = []
+        self._final_seen = False  # a "stopped" or "crashed" event came from the child
+        self._reported = False  # the child's end has been reported
+        self._stopping = False
+
+    # -- life cycle ----------------------------------------------------------------------------
+    def start(self) -> None:
+        """Start the child (a no-op while one is running)."""
+        if self._process is not None and self._process.is_alive():
+            return
+        from gpudash.engine import child_main  # torch-free at import
+
+        Path(self.log_path).parent.mkdir(parents=True, exist_ok=True)
+        self._controls = self._ctx.Queue()
+        self._out = self._ctx.Queue(maxsize=OUT_QUEUE_SIZE)
+        self._final_seen = self._reported = self._stopping = False
+        self._process = self._ctx.Process(
+            target=child_main,
+            args=(self.config, self._controls, self._out, self.log_path, self.t0),
+            name="gpudash-workload",
+            daemon=False,  # the child may start DataLoader workers: daemons cannot
+        )
+        self._process.start()
+        _LIVE.add(self)
+        _register_at_exit()
+
+    @property
+    def alive(self) -> bool:
+        return self._process is not None and self._process.is_alive()
+
+    @property
+    def finished(self) -> bool:
+        """The child has exited and ``poll()`` has reported how."""
+        return self._process is not None and self._reported
+
+    @property
+    def pid(self) -> int | None:
+        return None if self._process is None else self._process.pid
+
+    @property
+    def exitcode(self) -> int | None:
+        return None if self._process is None else self._process.exitcode
+
+    def send(self, control: Control) -> None:
+        """Queue a control; the child applies it at its next step boundary."""
+        if self._controls is not None and self.alive:
+            self._controls.put(control)
+
+    def poll(self) -> list[Message]:
+        """Every message since the last poll, oldest first; never blocks.
+
+        When the child has died without saying so, ends with one ``Event("crashed")``.
+        """
+        out, self._backlog = self._backlog, []
+        out.extend(self._drain())
+        if self._process is not None and not self._reported and self._process.exitcode is not None:
+            out.extend(self._drain())  # what it sent before it died
+            out.extend(self._end_event())
+        return out
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop the child: Stop control → join with timeout → terminate → kill. Idempotent.
+
+        Messages that arrive meanwhile (the last sample, "stopped") are kept for ``poll()``.
+        """
+        proc = self._process
+        if proc is None:
+            return
+        self._stopping = True
+        if proc.is_alive() and self._controls is not None:
+            try:
+                self._controls.put(Stop())
+            except (OSError, ValueError):
+                pass
+        self._join(proc, timeout)
+        if proc.exitcode is None:
+            proc.terminate()
+            self._join(proc, 3.0)
+        if proc.exitcode is None:
+            proc.kill()
+            self._join(proc, 3.0)
+        self._backlog.extend(self._drain())
+        self._close_queues()
+        _LIVE.discard(self)
+
+    def restart(self) -> None:
+        """Stop the child (if running) and start a fresh one in the last configuration seen."""
+        self.stop()
+        self._backlog.extend(self.poll())
+        self._process = None
+        self.start()
+
+    # -- internals -----------------------------------------------------------------------------
+    def _join(self, proc: multiprocessing.process.BaseProcess, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while proc.exitcode is None and time.monotonic() < deadline:
+            self._backlog.extend(self._drain())  # keep the pipe flowing while it exits
+            proc.join(0.05)
+
+    def _drain(self) -> list[Message]:
+        got: list[Message] = []
+        q = self._out
+        if q is None:
+            return got
+        for _ in range(MAX_PER_POLL):
+            try:
+                msg = q.get_nowait()
+            except (queue.Empty, OSError, ValueError, EOFError):
+                break
+            self._note(msg)
+            got.append(msg)
+        return got
+
+    def _note(self, msg: Message) -> None:
+        if isinstance(msg, Sample):
+            if (msg.workload, msg.variant, msg.batch_size) != (
+                self.config.workload,
+                self.config.variant,
+                self.config.batch_size,
+            ):
+                same = msg.workload == self.config.workload
+                self.config = dataclasses.replace(
+                    self.config,
+                    workload=msg.workload,
+                    variant=msg.variant,
+                    batch_size=msg.batch_size,
+                    image_size=self.config.image_size if same else None,
+                )
+        elif isinstance(msg, Event) and msg.kind in ("stopped", "crashed"):
+            self._final_seen = True
+
+    def _end_event(self) -> list[Message]:
+        self._reported = True
+        if self._final_seen:
+            return []
+        code = self.exitcode
+        now = time.monotonic() - self.t0
+        if self._stopping:
+            return [Event(time_s=now, kind="stopped", message=f"workload process {exit_reason(code)} while stopping")]
+        message = f"workload process {exit_reason(code)}"
+        line = last_log_line(self.log_path)
+        if line and any(word in line.lower() for word in _INFORMATIVE):
+            message += f": {line}"
+        return [Event(time_s=now, kind="crashed", message=message)]
+
+    def _close_queues(self) -> None:
+        for q in (self._controls, self._out):
+            if q is None:
+                continue
+            try:
+                q.cancel_join_thread()
+                q.close()
+            except (OSError, ValueError):
+                pass
+        self._controls = self._out = None
+
+
+# Runners with a child, held strongly: a runner dropped without stop() (its owner died in an
+# exception) must still stop its child at exit, or multiprocessing's own exit handler would
+# wait forever on the non-daemon child.
+_LIVE: set[WorkloadRunner] = set()
+_registered = False
+
+
+def _register_at_exit() -> None:
+    """Register once, after multiprocessing.util has registered its handler: atexit runs
+    handlers last-in first-out, so ours stops the children before it joins them."""
+    global _registered
+    if not _registered:
+        _registered = True
+        atexit.register(_stop_all)
+
+
+def _stop_all() -> None:
+    for runner in list(_LIVE):
+        try:
+            runner.stop(timeout=3.0)
+        except Exception:  # noqa: BLE001 - exiting anyway
+            pass

@@ -1,0 +1,1 @@
+"""The Textual dashboard (``gpudash``, ``gpudash replay``). Never imports torch."""

@@ -1,0 +1,198 @@
+"""A synthetic ``EngineSource`` (no torch, no GPU): for developing the dashboard and benchmarks.
+
+``python -m gpudash.tui.demo [--gpu]`` opens the dashboard on made-up but plausible numbers
+that react to the controls (pipelining is faster, a bigger batch trades steps/s for samples/s,
+batch 512 and up "runs out of memory"). Not used by ``gpudash`` itself.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import sys
+import time
+from collections.abc import Callable
+
+from gpudash.protocol import (
+    Control,
+    Event,
+    GpuInfo,
+    GpuSample,
+    Message,
+    Pause,
+    Resume,
+    RunConfig,
+    Sample,
+    SetBatchSize,
+    SetVariant,
+    Stop,
+    SwitchWorkload,
+)
+from workloads.registry import FAMILIES
+
+
+class SyntheticSource:
+    """Messages generated from the clock: a sample every ``interval_s``, a GPU tick every 2."""
+
+    def __init__(self, config: RunConfig | None = None, *, gpu: bool = True,
+                 clock: Callable[[], float] = time.monotonic, startup_s: float = 1.0,
+                 interval_s: float = 0.25, seed: int = 0) -> None:
+        self.config = config or RunConfig()
+        self.gpu = gpu
+        self.clock = clock
+        self.startup_s = startup_s
+        self.interval_s = interval_s
+        self.rng = random.Random(seed)
+        self.gpu_info = (
+            GpuInfo(available=True, driver="550.54.15", names=("NVIDIA H100 80GB HBM3 (synthetic)",), index=0)
+            if gpu
+            else GpuInfo(available=False, unavailable="synthetic source without a GPU")
+        )
+        fam = FAMILIES[self.config.workload]
+        dev = "cuda" if gpu else "cpu"
+        self.device = "cuda:0" if gpu else "cpu"
+        self.workload = fam.name
+        self.variant = self.config.variant or fam.default_variant
+        self.batch = self.config.batch_size or fam.defaults(dev).batch_size
+        self._t0: float | None = None
+        self._next_t = 0.0
+        self._started = False
+        self._alive = False
+        self._paused = False
+        self._steps = 0
+        self._samples = 0
+        self._energy = 0.0
+        self._out: list[Message] = []
+        self._controls: list[Control] = []
+        self.sent: list[Control] = []
+
+    # -- EngineSource -------------------------------------------------------------------------
+    def start(self) -> None:
+        self._t0 = self.clock()
+        self._alive = True
+        self._started = False
+        self._next_t = self.startup_s
+        self._out.append(Event(0.0, "starting", message="starting workload (importing torch)…"))
+
+    def send(self, control: Control) -> None:
+        if not self._alive:
+            raise RuntimeError("not running")
+        self.sent.append(control)
+        self._controls.append(control)
+
+    @property
+    def alive(self) -> bool:
+        return self._alive
+
+    def restart(self) -> None:
+        self.start()
+
+    def stop(self) -> None:
+        self._alive = False
+
+    def poll(self) -> list[Message]:
+        if self._t0 is None or not self._alive:
+            out, self._out = self._out, []
+            return out
+        now = self.clock() - self._t0
+        while self._next_t <= now:
+            t = self._next_t
+            if not self._started:
+                self._started = True
+                self._out.append(Event(t, "started", message=f"started {self.workload}/{self.variant}",
+                                       details=self._details()))
+            self._apply_controls(t)
+            self._emit(t)
+            self._next_t += self.interval_s
+        out, self._out = self._out, []
+        return out
+
+    # -- simulation ---------------------------------------------------------------------------
+    def _details(self) -> dict[str, str]:
+        return {"workload": self.workload, "variant": self.variant, "batch_size": str(self.batch),
+                "device": self.device}
+
+    def _apply_controls(self, t: float) -> None:
+        for c in self._controls:
+            before = {"variant": self.variant, "batch_size": str(self.batch), "workload": self.workload}
+            if isinstance(c, SetBatchSize):
+                if c.batch_size < 1:
+                    self._out.append(Event(t, "error", "batch_size", before["batch_size"], str(c.batch_size),
+                                           f"batch size must be at least 1, got {c.batch_size}"))
+                elif c.batch_size >= 512 and self.gpu:
+                    self._out.append(Event(t, "error", "batch_size", before["batch_size"], str(c.batch_size),
+                                           f"CUDA out of memory at batch {c.batch_size}; "
+                                           f"back to batch {self.batch}"))
+                else:
+                    self.batch = c.batch_size
+                    self._out.append(Event(t, "changed", "batch_size", before["batch_size"], str(self.batch),
+                                           details=self._details()))
+            elif isinstance(c, SetVariant):
+                fam = FAMILIES[self.workload]
+                if c.variant not in fam.variant_names:
+                    self._out.append(Event(t, "error", "variant", self.variant, c.variant,
+                                           f"unknown variant {c.variant!r}"))
+                elif fam.variant(c.variant).needs_cuda and not self.gpu:
+                    self._out.append(Event(t, "error", "variant", self.variant, c.variant,
+                                           f"{c.variant} needs CUDA; staying on {self.variant}"))
+                else:
+                    self.variant = c.variant
+                    self._out.append(Event(t, "changed", "variant", before["variant"], self.variant,
+                                           details=self._details()))
+            elif isinstance(c, SwitchWorkload):
+                fam = FAMILIES[c.workload]
+                self.workload = fam.name
+                self.variant = c.variant or fam.default_variant
+                self.batch = c.batch_size or fam.defaults("cuda" if self.gpu else "cpu").batch_size
+                self._out.append(Event(t, "changed", "workload", before["workload"], self.workload,
+                                       details=self._details()))
+            elif isinstance(c, Pause):
+                self._paused = True
+                self._out.append(Event(t, "paused"))
+            elif isinstance(c, Resume):
+                self._paused = False
+                self._out.append(Event(t, "resumed"))
+            elif isinstance(c, Stop):
+                self._alive = False
+                self._out.append(Event(t, "stopped", message="stopped"))
+        self._controls.clear()
+
+    def _rate(self) -> float:
+        base = {"serial": 1.0, "pipelined": 1.09, "cpu": 0.6, "gpu": 0.8, "gpu-vectorized": 1.0,
+                "pipelined-loop": 0.75, "sync-heavy": 0.7, "fixed": 1.0}.get(self.variant, 1.0)
+        return base * 280.0 * (8 / self.batch) ** 0.6 * (1.0 if self.gpu else 0.1)
+
+    def _emit(self, t: float) -> None:
+        if self._paused:
+            return
+        r = self._rate() * (1 + 0.03 * self.rng.uniform(-1, 1))
+        steps = int(r * self.interval_s)
+        self._steps += steps
+        self._samples += steps * self.batch
+        ms = 1000.0 / r
+        syncs = (6.0 if self.variant == "sync-heavy" else 0.0) if self.gpu else None
+        self._out.append(Sample(t, self.workload, self.variant, self.batch, self._steps, self._samples,
+                                self.interval_s, r, r * self.batch, ms, ms * 1.3, syncs))
+        if self.gpu and round(t / self.interval_s) % 2 == 0:
+            util = min(99.0, 70 + 20 * (self._rate() / 300))
+            power = 250 + 200 * util / 100 + 10 * math.sin(t)
+            self._energy += power * self.interval_s * 2
+            self._out.append(GpuSample(t, util, util * 0.45, 2000 + 90 * self.batch, 81559, power,
+                                       1980 - 0.5 * util, 55 + util / 5, self._energy, ""))
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    from gpudash.tui.app import GpuDashApp
+
+    ap = argparse.ArgumentParser(prog="python -m gpudash.tui.demo")
+    ap.add_argument("--gpu", action="store_true", help="pretend there is a GPU with NVML")
+    ap.add_argument("--workload", default="encdec")
+    args = ap.parse_args(argv)
+    src = SyntheticSource(RunConfig(workload=args.workload), gpu=args.gpu)
+    return int(GpuDashApp(src).run() or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,290 @@
+"""The dashboard's non-chart widgets: header, message bar, stats table, GPU notice, modals."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+
+from rich import box
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Input, Label, OptionList, Static
+from textual.widgets.option_list import Option
+
+from gpudash.protocol import GpuInfo
+from gpudash.stats import DashState, StatRow, fmt_duration, fmt_num, fmt_pct
+
+STATUS_STYLE = {
+    "starting": "bold yellow",
+    "running": "bold green",
+    "paused": "bold cyan",
+    "crashed": "bold white on red",
+    "stopped": "bold",
+    "replay": "bold magenta",
+    "following": "bold magenta",
+}
+
+
+def gpu_line(info: GpuInfo | None, state: DashState) -> Text:
+    t = Text()
+    if info is None:
+        t.append("GPU: ", style="bold")
+        t.append("asking NVML…", style="dim")
+        return t
+    if not info.available:
+        t.append("GPU: ", style="bold")
+        t.append("no telemetry — ", style="yellow")
+        t.append(f"NVML unavailable: {info.unavailable or 'unknown reason'}", style="yellow")
+        return t
+    t.append("GPU", style="bold")
+    if info.index is not None:
+        t.append(f" {info.index}", style="bold")
+    t.append(f": {info.name or 'unknown'}", style="bold")
+    if info.driver:
+        t.append(f" · driver {info.driver}")
+    g = state.last_gpu
+    if g is not None:
+        if g.temp_c is not None:
+            t.append(f" · {g.temp_c:.0f}°C")
+        if g.mem_used_mib is not None and g.mem_total_mib:
+            t.append(f" · mem {g.mem_used_mib / 1024:.1f}/{g.mem_total_mib / 1024:.0f} GiB")
+        if g.throttle:
+            t.append(f" · throttle: {g.throttle}", style="bold red")
+    return t
+
+
+class RunHeader(Static):
+    """Two lines: what runs (workload, variant, batch, device, time, status, REC) and the GPU."""
+
+    DEFAULT_CSS = """
+    RunHeader { height: 2; background: $panel; padding: 0 1; }
+    """
+
+    def show(
+        self,
+        state: DashState,
+        *,
+        device: str,
+        run_time_s: float,
+        status: str,
+        recording: str | None,
+        source_label: str | None = None,
+    ) -> None:
+        t = Text(no_wrap=True, overflow="ellipsis")
+        t.append(" gpudash ", style="bold reverse")
+        t.append(" ")
+        t.append(state.workload or "?", style="bold")
+        t.append(" / ")
+        t.append(state.variant or "?", style="bold")
+        t.append(" · batch ")
+        t.append(str(state.batch_size or "?"), style="bold")
+        t.append(f" · {device}")
+        t.append(f" · {fmt_duration(run_time_s)}")
+        t.append("  ")
+        t.append(f" {status} ", style=STATUS_STYLE.get(status.split(" ")[0], "bold"))
+        if source_label:
+            t.append(f" {source_label}", style="magenta")
+        if recording:
+            t.append("  ● REC ", style="bold red")
+            t.append(os.path.basename(recording), style="red")
+        line2 = gpu_line(state.gpu_info, state)
+        both = Text("\n", no_wrap=True, overflow="ellipsis").join([t, line2])
+        both.no_wrap, both.overflow = True, "ellipsis"
+        self.update(both)
+
+
+class MessageBar(Static):
+    """One line: the latest message for the user (errors stay until the next message)."""
+
+    DEFAULT_CSS = """
+    MessageBar { height: 1; padding: 0 1; color: $text-muted; }
+    MessageBar.-error { color: $text-error; background: $error-muted; text-style: bold; }
+    MessageBar.-warning { color: $text-warning; background: $warning-muted; }
+    MessageBar.-info { color: $text; }
+    """
+
+    def say(self, text: str, severity: str = "info") -> None:
+        self.set_class(severity == "error", "-error")
+        self.set_class(severity == "warning", "-warning")
+        self.set_class(severity == "info", "-info")
+        self.update(Text(text, no_wrap=True, overflow="ellipsis"))
+        self.text = text
+
+    text: str = ""
+
+
+def _pct_style(row: StatRow) -> str:
+    return {1: "bold green", -1: "bold red"}.get(row.verdict, "bold")
+
+
+class StatsPanel(Static):
+    """The before/after table: metrics across, now / this config / previous config / change down."""
+
+    DEFAULT_CSS = """
+    StatsPanel { height: auto; padding: 0 1; border-top: solid $primary; }
+    """
+
+    def show(self, state: DashState) -> None:
+        rows = state.stat_rows()
+        if state.gpu_info is not None and not state.gpu_info.available:
+            rows = [r for r in rows if r.key not in ("gpu_util_pct", "mem_bw_util_pct", "power_w",
+                                                     "joules_per_step")]
+        cur, prev = state.current, state.previous
+        title = Text(no_wrap=True, overflow="ellipsis")
+        title.append("this config: ", style="dim")
+        title.append(f"{cur.label} ({fmt_duration(cur.duration_s)})" if cur else "–", style="bold")
+        title.append("   previous: ", style="dim")
+        title.append(f"{prev.label} ({fmt_duration(prev.duration_s)})" if prev else "–")
+        table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, expand=True,
+                      show_edge=False, collapse_padding=True)
+        table.add_column("", style="dim", no_wrap=True, min_width=9)
+        for r in rows:
+            table.add_column(r.label, justify="right", no_wrap=True, min_width=len(r.label))
+        table.add_row("now", *[fmt_num(r.now) for r in rows])
+        table.add_row("this cfg", *[Text(fmt_num(r.mean), style="bold") for r in rows])
+        table.add_row("prev cfg", *[fmt_num(r.prev) for r in rows])
+        table.add_row("change", *[Text(fmt_pct(r.change_pct), style=_pct_style(r)) for r in rows])
+        from rich.console import Group
+
+        self.update(Group(title, table))
+
+
+class HelpScreen(ModalScreen[None]):
+    """Every key and what each chart means."""
+
+    BINDINGS = [Binding("escape,q,question_mark,f1", "dismiss", "Close")]
+    DEFAULT_CSS = """
+    HelpScreen { align: center middle; }
+    HelpScreen > VerticalScroll { width: 90%; max-width: 100; height: 90%; border: thick $primary;
+                                  background: $surface; padding: 0 1; }
+    """
+
+    def __init__(self, keys: Sequence[tuple[str, str]], charts: Sequence[tuple[str, str]],
+                 replay: bool, log_path: str | None = None) -> None:
+        super().__init__()
+        self._log_path = log_path
+        self._keys = keys
+        self._charts = charts
+        self._replay = replay
+
+    def compose(self) -> ComposeResult:
+        t = Text()
+        t.append("gpudash — what pipelining, GPU augmentation and host-device syncs do to throughput\n\n",
+                 style="bold")
+        if self._replay:
+            t.append("Replay of a recorded run: read-only, controls are off.\n\n", style="magenta")
+        t.append("Keys (also in the command palette, ctrl+p)\n", style="bold underline")
+        for k, d in self._keys:
+            t.append(f"  {k:<14}", style="bold cyan")
+            t.append(f"{d}\n")
+        t.append("\nCharts (one shared time axis; a red line marks every change)\n", style="bold underline")
+        for title, helptext in self._charts:
+            t.append(f"  {title}\n", style="bold")
+            t.append(f"    {helptext}\n")
+        t.append("\nStats panel\n", style="bold underline")
+        t.append(
+            "  now: the latest sample. this cfg: the mean since the last change (the first sample after\n"
+            "  a change is warm-up and left out). prev cfg: the mean of the configuration before.\n"
+            "  change: this vs prev in percent (green = better, red = worse). J/step: NVML energy\n"
+            "  over the steps done.\n"
+        )
+        if self._log_path:
+            t.append("\nThe workload's own output (warnings, tracebacks) goes to\n", style="bold underline")
+            t.append(f"  {self._log_path}\n")
+        t.append("\nPress escape to close.", style="dim")
+        with VerticalScroll():
+            yield Static(t)
+
+
+class PromptScreen(ModalScreen[str | None]):
+    """One line of input (batch size, recording path); escape cancels."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+    DEFAULT_CSS = """
+    PromptScreen { align: center middle; }
+    PromptScreen > Vertical { width: 64; height: auto; border: thick $primary; background: $surface;
+                              padding: 1 2; }
+    PromptScreen Label { width: 100%; }
+    PromptScreen #prompt-error { color: $text-error; height: auto; }
+    """
+
+    def __init__(self, title: str, value: str = "", placeholder: str = "",
+                 validate: Callable[[str], str | None] | None = None) -> None:
+        super().__init__()
+        self._title = title
+        self._value = value
+        self._placeholder = placeholder
+        self._validate = validate
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Label(self._title)
+            yield Input(value=self._value, placeholder=self._placeholder, id="prompt-input")
+            yield Label("", id="prompt-error")
+            yield Label("enter: OK · escape: cancel", classes="dim")
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if self._validate is not None:
+            err = self._validate(event.value)
+            if err:
+                self.query_one("#prompt-error", Label).update(err)
+                return
+        self.dismiss(event.value)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class PickScreen(ModalScreen[str | None]):
+    """Pick one of a few named choices (workload)."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+    DEFAULT_CSS = """
+    PickScreen { align: center middle; }
+    PickScreen > Vertical { width: 90; max-width: 95%; height: auto; border: thick $primary;
+                            background: $surface; padding: 0 1; }
+    PickScreen OptionList { height: auto; max-height: 16; }
+    """
+
+    def __init__(self, title: str, choices: Sequence[tuple[str, str]], current: str | None = None) -> None:
+        super().__init__()
+        self._title = title
+        self._choices = choices
+        self._current = current
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Label(self._title)
+            options = [Option(Text.assemble((name, "bold"), "  ", (desc, "dim")), id=name)
+                       for name, desc in self._choices]
+            yield OptionList(*options, id="pick-list")
+
+    def on_mount(self) -> None:
+        ol = self.query_one(OptionList)
+        names = [n for n, _ in self._choices]
+        if self._current in names:
+            ol.highlighted = names.index(self._current)
+        ol.focus()
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        self.dismiss(event.option.id)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+def plain_text(widget: Static, width: int | None = None) -> str:
+    """What a Static shows, as plain text (for tests and debugging)."""
+    from io import StringIO
+
+    from rich.console import Console
+
+    console = Console(file=StringIO(), width=width or max(20, widget.size.width or 120),
+                      color_system=None, legacy_windows=False)
+    content = widget.content
+    console.print(content if not isinstance(content, str) else Text(content))
+    return console.file.getvalue()  # type: ignore[attr-defined]

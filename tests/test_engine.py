@@ -1,0 +1,337 @@
+"""The engine: the step loop (in-process, with fakes and a real CPU workload), and the
+workload child driven through ``EngineSession`` as the dashboard drives it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+import warnings
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pytest
+import torch
+
+from gpudash.engine import SYNC_WARNING, StepLoop, SyncCounter, percentile, plain
+from gpudash.protocol import (
+    Event,
+    GpuInfo,
+    Message,
+    Pause,
+    Resume,
+    RunConfig,
+    Sample,
+    SetBatchSize,
+    SetVariant,
+    Stop,
+    SwitchWorkload,
+)
+from gpudash.session import EngineSession
+from workloads.registry import FAMILIES, WorkloadError, parse_batch_size
+
+# -- a fake workload: fast, scriptable ----------------------------------------------------------
+
+
+@dataclass
+class _Info:
+    name: str = "fake"
+
+
+class FakeWorkload:
+    """Duck-typed Workload: each step sleeps a little; batches over ``oom_above`` run out of memory."""
+
+    info = _Info()
+
+    def __init__(self, batch_size: int = 4, variant: str = "a", oom_above: int | None = None) -> None:
+        self.device = torch.device("cpu")
+        self.batch_size = batch_size
+        self.variant = variant
+        self.oom_above = oom_above
+        self.last_loss: torch.Tensor | None = None
+        self.steps = 0
+        self.closed = False
+
+    @property
+    def samples_per_step(self) -> int:
+        return self.batch_size
+
+    def step(self) -> None:
+        if self.oom_above is not None and self.batch_size > self.oom_above:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 1 TiB")
+        time.sleep(0.001)
+        self.steps += 1
+        self.last_loss = torch.tensor(1.0 / self.steps)
+
+    def reconfigure(self, *, variant: str | None = None, batch_size: object = None) -> None:
+        if variant is not None and variant not in ("a", "b"):
+            raise WorkloadError(f"unknown variant {variant!r}")
+        if batch_size is not None:
+            self.batch_size = parse_batch_size(batch_size)
+        if variant is not None:
+            self.variant = variant
+
+    def drain(self) -> None:
+        pass
+
+    def close(self) -> None:
+        self.closed = True
+
+
+@pytest.fixture(autouse=True)
+def _controls_every_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Look for controls at every step (the engine throttles it to every few ms), so the
+    scripted controls below land at exact step counts."""
+    import gpudash.engine
+
+    monkeypatch.setattr(gpudash.engine, "CONTROL_CHECK_S", 0.0)
+
+
+def scripted(controls: list[tuple[int, object]], loop_ref: list[StepLoop]) -> Callable[[float], object]:
+    """A control source that hands out each control once the loop has issued N steps."""
+    pending = deque(sorted(controls, key=lambda c: c[0]))
+
+    def next_control(timeout: float) -> object:
+        if pending and loop_ref[0].steps_issued >= pending[0][0]:
+            return pending.popleft()[1]
+        if timeout:
+            time.sleep(min(timeout, 0.005))
+        return None
+
+    return next_control
+
+
+def run_loop(workload: object, controls: list[tuple[int, object]], **kw: object) -> tuple[StepLoop, list[Message]]:
+    got: list[Message] = []
+    ref: list[StepLoop] = []
+    loop = StepLoop(workload, emit=got.append, controls=scripted(controls, ref), sample_interval_s=0.02, **kw)  # type: ignore[arg-type]
+    ref.append(loop)
+    loop.run()
+    return loop, got
+
+
+def samples(msgs: list[Message]) -> list[Sample]:
+    return [m for m in msgs if isinstance(m, Sample)]
+
+
+def events(msgs: list[Message], kind: str | None = None) -> list[Event]:
+    return [m for m in msgs if isinstance(m, Event) and (kind is None or m.kind == kind)]
+
+
+def test_percentile() -> None:
+    assert percentile([5.0], 95) == 5.0
+    assert percentile([1.0, 2.0, 3.0, 4.0, 5.0], 50) == 3.0
+    assert percentile([0.0, 10.0], 95) == pytest.approx(9.5)
+
+
+def test_plain_details_are_plain_str() -> None:
+    d = plain({"torch": torch.__version__, "n": 3})
+    assert all(type(v) is str for v in d.values())  # unpickling a TorchVersion would import torch
+
+
+def test_control_applied_at_step_boundary_then_samples_show_it() -> None:
+    w = FakeWorkload()
+    loop, msgs = run_loop(w, [(30, SetBatchSize(8)), (60, Stop())])
+    (changed,) = events(msgs, "changed")
+    assert (changed.what, changed.before, changed.after) == ("batch_size", "4", "8")
+    assert changed.details["batch_size"] == "8"
+    i = msgs.index(changed)
+    before, after = samples(msgs[:i]), samples(msgs[i + 1 :])
+    assert before and after
+    assert {s.batch_size for s in before} == {4} and {s.batch_size for s in after} == {8}
+    last = after[-1]
+    assert last.steps == loop.steps_issued == 60  # the final sample counts every step
+    assert last.samples == 30 * 4 + 30 * 8
+    assert all(s.syncs_per_step is None for s in samples(msgs))  # not countable on the CPU
+    assert last.loss == pytest.approx(1.0 / 60)
+
+
+def test_failed_controls_are_error_events_and_the_run_goes_on() -> None:
+    w = FakeWorkload()
+    _, msgs = run_loop(w, [(10, SetBatchSize(0)), (10, SetVariant("nope")), (20, SetVariant("b")), (40, Stop())])
+    errors = events(msgs, "error")
+    assert [(e.what, e.after) for e in errors] == [("batch_size", "0"), ("variant", "nope")]
+    assert "at least 1" in errors[0].message and "\n" not in errors[0].message
+    (changed,) = events(msgs, "changed")
+    assert (changed.what, changed.before, changed.after) == ("variant", "a", "b")
+    assert samples(msgs)[-1].variant == "b" and samples(msgs)[-1].batch_size == 4
+
+
+def test_pause_and_resume() -> None:
+    w = FakeWorkload()
+    _, msgs = run_loop(w, [(10, Pause()), (10, Resume()), (20, Stop())])
+    kinds = [e.kind for e in events(msgs)]
+    assert kinds == ["paused", "resumed"]
+    assert w.steps == 20
+
+
+def test_out_of_memory_after_a_change_reverts_it() -> None:
+    w = FakeWorkload(oom_above=16)
+    loop, msgs = run_loop(w, [(10, SetBatchSize(64)), (30, Stop())])
+    changed, error = events(msgs, "changed")[0], events(msgs, "error")[0]
+    assert changed.after == "64"
+    assert error.what == "batch_size" and "out of memory" in error.message
+    assert error.details["batch_size"] == "4"
+    assert w.batch_size == 4 and loop.steps_issued == 30
+    assert samples(msgs)[-1].batch_size == 4
+
+
+def test_out_of_memory_without_a_change_is_a_crash() -> None:
+    w = FakeWorkload(batch_size=64, oom_above=16)
+    with pytest.raises(torch.OutOfMemoryError):
+        run_loop(w, [])
+
+
+def test_switch_workload_failure_rebuilds_the_old_one() -> None:
+    built: list[tuple[str, object, object]] = []
+
+    def builder(name: str, variant: object, batch: object) -> FakeWorkload:
+        built.append((name, variant, batch))
+        if name != "fake":
+            raise WorkloadError(f"unknown workload {name!r}")
+        return FakeWorkload(batch_size=int(batch or 4), variant=str(variant or "a"))
+
+    w = FakeWorkload(batch_size=5)
+    loop, msgs = run_loop(w, [(5, SwitchWorkload("nope")), (15, Stop())], builder=builder)
+    (error,) = events(msgs, "error")
+    assert error.what == "workload" and "unknown workload" in error.message
+    assert w.closed and loop.workload is not w  # closed, then rebuilt as it was
+    assert (loop.workload.batch_size, loop.workload.variant) == (5, "a")
+    assert built == [("nope", None, None), ("fake", "a", 5)]
+
+
+def test_sync_counter_counts_only_sync_warnings_and_prints_none(capsys: pytest.CaptureFixture[str]) -> None:
+    counter = SyncCounter()
+    seen: list[str] = []
+    old = warnings.showwarning
+    warnings.showwarning = lambda m, *a, **k: seen.append(str(m))  # type: ignore[assignment]
+    try:
+        counter.install(None)
+        for _ in range(3):  # the same warning, same place: "always", never deduplicated
+            warnings.warn(SYNC_WARNING, UserWarning)
+        warnings.warn("something else", UserWarning)
+        counter.uninstall()
+        warnings.warn(SYNC_WARNING, UserWarning)  # after uninstall: not counted
+    finally:
+        warnings.showwarning = old
+    assert counter.count == 3
+    assert seen == ["something else", SYNC_WARNING]
+    assert capsys.readouterr().err == ""
+
+
+def test_real_workload_in_process_on_cpu() -> None:
+    from workloads.registry import build
+
+    w = build("encdec", "cpu")
+    got: list[Message] = []
+    loop = StepLoop(w, emit=got.append, sample_interval_s=0.05)
+    assert loop.run(steps=12) == "steps"
+    last = samples(got)[-1]
+    assert last.steps == 12 and last.samples == 12 * w.batch_size
+    assert last.step_ms_p50 is not None and last.step_ms_p95 >= last.step_ms_p50
+    assert last.loss is not None and last.loss > 0
+    w.close()
+
+
+# -- the child process, through EngineSession ---------------------------------------------------------
+
+
+class Collector:
+    """Polls a session and keeps everything; waits for conditions with a deadline."""
+
+    def __init__(self, session: EngineSession) -> None:
+        self.session = session
+        self.msgs: list[Message] = []
+
+    def wait(self, cond: Callable[[Message], bool], timeout: float = 60.0, what: str = "") -> Message:
+        deadline = time.monotonic() + timeout
+        start = len(self.msgs)
+        while True:
+            for m in self.msgs[start:]:
+                if cond(m):
+                    return m
+            start = len(self.msgs)
+            if time.monotonic() > deadline:
+                tail = "\n".join(map(str, self.msgs[-10:]))
+                raise AssertionError(f"timed out waiting for {what}; last messages:\n{tail}")
+            self.msgs.extend(self.session.poll())
+            time.sleep(0.02)
+
+    def after(self, marker: Message) -> list[Message]:
+        return self.msgs[self.msgs.index(marker) + 1 :]
+
+
+def is_event(kind: str, what: str | None = None) -> Callable[[Message], bool]:
+    return lambda m: isinstance(m, Event) and m.kind == kind and (what is None or m.what == what)
+
+
+@pytest.fixture
+def session(tmp_path: os.PathLike[str]) -> EngineSession:
+    s = EngineSession(
+        RunConfig(workload="encdec", device="cpu", sample_interval_s=0.1, gpu_interval_s=0.2),
+        log_path=os.path.join(tmp_path, "child.log"),
+    )
+    yield s
+    s.stop()
+
+
+def test_session_controls_mid_run(session: EngineSession) -> None:
+    c = Collector(session)
+    session.start()
+    assert isinstance(session.gpu_info, GpuInfo)
+    started = c.wait(is_event("started"), what="started")
+    assert started.details["torch"] == torch.__version__ and started.details["device"] == "cpu"
+    c.wait(lambda m: isinstance(m, Sample) and m.steps >= 3, what="a few steps")
+
+    session.send(SetBatchSize(2))
+    changed = c.wait(is_event("changed", "batch_size"), what="batch size change")
+    assert (changed.before, changed.after) == ("4", "2")
+    c.wait(lambda m: isinstance(m, Sample) and m.batch_size == 2 and m.steps_per_s > 0, what="rows at batch 2")
+    assert all(m.batch_size == 2 for m in c.after(changed) if isinstance(m, Sample))
+
+    session.send(SetVariant("pipelined"))  # needs CUDA streams: refused, the run goes on
+    error = c.wait(is_event("error", "variant"), what="error event")
+    assert "CUDA" in error.message
+    c.wait(lambda m: isinstance(m, Sample) and m.time_s > error.time_s and m.steps_per_s > 0, what="rows after error")
+    assert all(m.variant == "serial" for m in c.after(error) if isinstance(m, Sample))
+
+    session.send(Pause())
+    c.wait(is_event("paused"), what="paused")
+    session.send(Resume())
+    c.wait(is_event("resumed"), what="resumed")
+
+    if "sync_loss" in FAMILIES:
+        session.send(SwitchWorkload("sync_loss", "fixed"))
+        switched = c.wait(lambda m: is_event("changed", "workload")(m) or is_event("error", "workload")(m), what="switch")
+        if switched.kind == "changed":
+            assert switched.after == "sync_loss"
+            c.wait(lambda m: isinstance(m, Sample) and m.workload == "sync_loss" and m.variant == "fixed", what="sync_loss rows")
+
+    session.stop()
+    c.msgs.extend(session.poll())
+    assert any(is_event("stopped")(m) for m in c.msgs)
+    assert not any(is_event("crashed")(m) for m in c.msgs)
+    assert not session.alive and session.runner.exitcode == 0
+
+
+def test_session_child_killed_then_restarted(session: EngineSession) -> None:
+    c = Collector(session)
+    session.start()
+    c.wait(lambda m: isinstance(m, Sample) and m.steps >= 2, what="steps")
+    session.send(SetBatchSize(3))
+    c.wait(is_event("changed"), what="change")
+    c.wait(lambda m: isinstance(m, Sample) and m.batch_size == 3, what="rows at batch 3")
+    pid = session.runner.pid
+    assert pid is not None
+    os.kill(pid, signal.SIGKILL)
+    crashed = c.wait(is_event("crashed"), what="crashed")
+    assert "SIGKILL" in crashed.message
+    assert sum(1 for m in c.msgs if is_event("crashed")(m)) == 1
+    assert not session.alive
+
+    session.restart()  # a fresh child, in the last configuration seen running
+    c.wait(is_event("started"), what="started again")
+    again = c.wait(lambda m: isinstance(m, Sample) and m.steps >= 1, what="samples again")
+    assert again.batch_size == 3
+    assert session.runner.pid != pid

@@ -1,0 +1,102 @@
+"""The engine on a real GPU (marked ``gpu``: skipped without CUDA).
+
+Run: ``pytest -q -m gpu tests/test_engine_gpu.py tests/test_nvml.py -s``
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+pytestmark = pytest.mark.gpu
+
+
+def _loop(family: str, variant: str, batch_size: int | None = None, **kw: object):  # type: ignore[no-untyped-def]
+    from gpudash.engine import StepLoop
+    from workloads.base import WorkloadOptions
+    from workloads.registry import build
+
+    w = build(family, "cuda", WorkloadOptions(variant=variant, batch_size=batch_size))
+    got: list[object] = []
+    loop = StepLoop(w, emit=got.append, sample_interval_s=0.1, **kw)  # type: ignore[arg-type]
+    return w, loop, got
+
+
+@pytest.mark.parametrize(
+    ("family", "variant", "syncs"),
+    [("encdec", "serial", 0), ("encdec", "pipelined", 0), ("sync_loss", "fixed", 0), ("sync_loss", "sync-heavy", None)],
+)
+def test_syncs_per_step_and_no_syncs_of_our_own(family: str, variant: str, syncs: int | None) -> None:
+    from gpudash.protocol import Sample
+
+    w, loop, got = _loop(family, variant)
+    loop.run(steps=5)  # warm-up
+    got.clear()
+    loop.run(duration_s=2.0)
+    samples = [m for m in got if isinstance(m, Sample) and m.syncs_per_step is not None]
+    assert samples
+    per_step = [s.syncs_per_step for s in samples]
+    print(family, variant, "syncs/step:", per_step[:5], "p50 ms:", samples[-1].step_ms_p50)
+    if syncs is None:
+        assert min(per_step) > 0  # the lesson: this variant makes the host wait every step
+    else:
+        assert max(per_step) == syncs
+    # the engine's own bookkeeping (event.query, elapsed_time, pinned non-blocking loss copies,
+    # samples) never synchronises: counted apart, it must be zero
+    assert loop.bookkeeping_syncs == 0
+    assert all(s.step_ms_p50 and s.step_ms_p50 > 0 for s in samples if s.steps_per_s > 0)
+    assert samples[-1].loss is not None
+    w.close()
+
+
+def test_out_of_memory_at_a_huge_batch_reverts() -> None:
+    import time
+
+    from gpudash.protocol import Event, Sample, SetBatchSize, Stop
+
+    w, loop, got = _loop("encdec", "serial", 8)
+    controls = [SetBatchSize(16384)]
+    state = {"stop_at": None}
+
+    def next_control(timeout: float) -> object:
+        if controls and loop.steps_issued >= 3:
+            return controls.pop()
+        if state["stop_at"] is None and any(isinstance(m, Event) and m.kind == "error" for m in got):
+            state["stop_at"] = loop.steps_issued + 10
+        if state["stop_at"] is not None and loop.steps_issued >= state["stop_at"]:
+            return Stop()
+        return None
+
+    loop.controls = next_control  # type: ignore[assignment]
+    t = time.monotonic()
+    loop.run(duration_s=300)
+    errors = [m for m in got if isinstance(m, Event) and m.kind == "error"]
+    assert errors, "a batch of 16384 should not fit"
+    print(errors[0].message, f"({time.monotonic() - t:.1f} s)")
+    assert loop.workload.batch_size == 8
+    last = [m for m in got if isinstance(m, Sample)][-1]
+    assert last.batch_size == 8 and last.steps >= 13
+    w.close()
+
+
+def test_record_on_the_gpu_with_real_nvml(tmp_path: Path) -> None:
+    r = subprocess.run(
+        [sys.executable, "-m", "gpudash", "--record", "g.csv", "-w", "sync_loss", "-v", "fixed",
+         "--device", "cuda", "--duration", "4"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )
+    assert r.returncode == 0, r.stderr
+    df = pd.read_csv(tmp_path / "g.csv")
+    s = df[df.row_kind == "sample"]
+    assert (s.syncs_per_step.dropna() == 0).all() and s.syncs_per_step.notna().any()
+    assert s.gpu_util_pct.notna().any() and s.mem_total_mib.notna().any()
+    assert s.joules_per_step.notna().any() or s.energy_j.isna().all()
+    meta = json.loads((tmp_path / "g.json").read_text())
+    assert meta["gpu_name"] and meta["driver"] and meta["nvml_unavailable"] is None
+    assert meta["device_name"] == meta["gpu_name"]  # NVML samples the GPU the child runs on
+    print(s[["steps_per_s", "step_ms_p50", "gpu_util_pct", "power_w", "joules_per_step"]].describe())

@@ -1,0 +1,280 @@
+"""``gpudash --record``: CSV and JSON as a user reads them, signals, a killed child, a full disk."""
+
+from __future__ import annotations
+
+import csv
+import errno
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from gpudash import csvformat
+from gpudash.protocol import Event, GpuSample, Sample
+from gpudash.record import CsvRecorder, RecordWriteError, meta_path_for, run_metadata
+from gpudash.protocol import RunConfig
+from workloads.registry import FAMILIES
+
+COLUMNS = csvformat.COLUMNS
+NUMERIC = ["time_s", "batch_size", "steps", "samples", "interval_s", "steps_per_s", "samples_per_s",
+           "step_ms_p50", "step_ms_p95", "syncs_per_step", "loss", "gpu_util_pct", "mem_bw_util_pct",
+           "mem_used_mib", "mem_total_mib", "power_w", "sm_clock_mhz", "temp_c", "energy_j", "joules_per_step"]
+GPU = ["gpu_util_pct", "mem_bw_util_pct", "mem_used_mib", "mem_total_mib", "power_w", "sm_clock_mhz", "temp_c"]
+
+
+def gpudash(*args: str, cwd: Path, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "gpudash", *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def start(*args: str, cwd: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "gpudash", *args], cwd=cwd, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def assert_intact(path: Path) -> list[list[str]]:
+    """Every line complete: the header, then rows with exactly as many fields."""
+    text = path.read_text()
+    assert text.endswith("\n")
+    rows = list(csv.reader(io.StringIO(text)))
+    assert rows[0] == COLUMNS
+    assert all(len(r) == len(COLUMNS) for r in rows), "a row with a different number of fields"
+    return rows
+
+
+def wait_for_samples(path: Path, proc: subprocess.Popen[str], n: int, timeout: float = 90) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists() and path.read_text().count("\nsample,") >= n:
+            return
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.05)
+    raise AssertionError(f"no {n} sample rows in {path} after {timeout} s")
+
+
+def child_pid(meta: Path, timeout: float = 30) -> int:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            return int(json.loads(meta.read_text())["started"]["pid"])
+        except (OSError, KeyError, ValueError, TypeError):
+            time.sleep(0.05)
+    raise AssertionError("the metadata never named the workload process")
+
+
+def gone(pid: int, timeout: float = 15) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+# -- every family, on the CPU, through the real CLI ------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(FAMILIES))
+def test_record_every_family(tmp_path: Path, name: str) -> None:
+    r = gpudash("--record", "run.csv", "-w", name, "--device", "cpu", "--duration", "2",
+                "--sample-interval", "0.2", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == ""  # diagnostics go to stderr only
+    assert all(line.startswith("gpudash: ") for line in r.stderr.splitlines())
+
+    df = pd.read_csv(tmp_path / "run.csv")
+    assert list(df.columns) == COLUMNS
+    assert set(df.row_kind) == {"sample", "event"}
+    s = df[df.row_kind == "sample"]
+    assert len(s) >= 1
+    for col in NUMERIC:
+        assert pd.api.types.is_numeric_dtype(df[col]), col
+    info = FAMILIES[name]
+    assert set(s.workload) == {name} and set(s.variant) == {info.default_variant}
+    assert set(s.batch_size) == {info.cpu_defaults.batch_size}
+    assert (s.steps_per_s >= 0).all() and s.steps_per_s.max() > 0
+    assert (s.samples_per_s == s.steps_per_s * s.batch_size).all() or s.samples_per_s.max() > 0
+    assert s.steps.is_monotonic_increasing and s.steps.iloc[-1] > 0
+    assert (s.step_ms_p50.dropna() > 0).all() and (s.step_ms_p95.dropna() >= s.step_ms_p50.dropna()).all()
+    assert s.syncs_per_step.isna().all()  # not countable on the CPU
+    assert s.loss.notna().any()
+    events = df[df.row_kind == "event"]
+    kinds = list(events.event_kind)
+    assert kinds[:2] == ["starting", "started"] and kinds[-1] == "stopped"
+    assert events[events.event_kind == "started"].variant.iloc[0] == info.default_variant
+
+    meta = json.loads((tmp_path / "run.json").read_text())
+    assert meta["config"]["workload"] == name
+    assert meta["torch_version"] and meta["torch_version"][0].isdigit()
+    assert meta["device"] == "cpu"
+    assert datetime.fromisoformat(meta["start_time"]).tzinfo is not None
+    assert meta["hostname"] and meta["gpudash_version"]
+    assert meta["exit_code"] == 0 and meta["status"] == "done"
+    if meta["nvml_unavailable"]:  # no GPU telemetry here: empty cells, and the JSON says why
+        assert df[GPU].isna().all().all()
+    else:
+        assert meta["gpu_name"] and meta["driver"]
+    assert (tmp_path / "run.log").exists()  # the workload's own output
+
+
+def test_parent_never_imports_torch_or_textual_and_stdout_csv(tmp_path: Path) -> None:
+    code = (
+        "import sys\n"
+        "from gpudash.cli import main\n"
+        "rc = main(['--record', '-', '--device', 'cpu', '--steps', '5', '-q', '--log', 'child.log'])\n"
+        "print('MODULES', rc, sorted(m for m in ('torch', 'textual') if m in sys.modules), file=sys.stderr)\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=180)
+    assert "MODULES 0 []" in r.stderr, r.stderr
+    df = pd.read_csv(io.StringIO(r.stdout))  # stdout holds the CSV and nothing else
+    assert list(df.columns) == COLUMNS
+    s = df[df.row_kind == "sample"]
+    assert s.steps.iloc[-1] == 5  # --steps: the child stops after exactly 5
+    assert df.event_kind.dropna().iloc[-1] == "stopped"
+    assert not list(tmp_path.glob("*.json"))  # '-' writes no metadata file
+
+
+# -- signals and a killed child ---------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_sigkill_of_the_child_fails_cleanly(tmp_path: Path) -> None:
+    proc = start("--record", "k.csv", "--device", "cpu", "--sample-interval", "0.1", cwd=tmp_path)
+    try:
+        wait_for_samples(tmp_path / "k.csv", proc, 3)
+        pid = child_pid(tmp_path / "k.json")
+        os.kill(pid, signal.SIGKILL)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 1
+    assert "SIGKILL" in err and "error" in err
+    rows = assert_intact(tmp_path / "k.csv")
+    last = dict(zip(COLUMNS, rows[-1]))
+    assert last["row_kind"] == "event" and last["event_kind"] == "crashed"
+    assert "SIGKILL" in last["event_message"]
+    meta = json.loads((tmp_path / "k.json").read_text())
+    assert meta["exit_code"] == 1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_interrupt_gives_130_and_an_intact_csv(tmp_path: Path, sig: signal.Signals) -> None:
+    proc = start("--record", "i.csv", "--device", "cpu", "--sample-interval", "0.1", cwd=tmp_path)
+    try:
+        wait_for_samples(tmp_path / "i.csv", proc, 2)
+        pid = child_pid(tmp_path / "i.json")
+        proc.send_signal(sig)  # the recorder only, as `kill` would
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err
+    rows = assert_intact(tmp_path / "i.csv")
+    assert dict(zip(COLUMNS, rows[-1]))["event_kind"] == "stopped"  # the child stopped cleanly
+    assert "interrupted" in err
+    assert gone(pid), "the workload process outlived the recorder"
+    assert json.loads((tmp_path / "i.json").read_text())["exit_code"] == 130
+
+
+def test_full_disk_at_start_is_one_error_line(tmp_path: Path) -> None:
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full")
+    r = gpudash("--record", "/dev/full", "--device", "cpu", cwd=tmp_path, timeout=60)
+    assert r.returncode == 1
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("gpudash: error:") and "space" in lines[0]
+
+
+# -- CsvRecorder, in-process ---------------------------------------------------------------------------------
+
+
+def sample(t: float, steps: int, **kw: object) -> Sample:
+    base = dict(time_s=t, workload="encdec", variant="serial", batch_size=8, steps=steps, samples=steps * 8,
+                interval_s=0.25, steps_per_s=100.0, samples_per_s=800.0, step_ms_p50=10.0, step_ms_p95=12.0,
+                syncs_per_step=0.0, loss=2.3)
+    base.update(kw)
+    return Sample(**base)  # type: ignore[arg-type]
+
+
+def test_recorder_rows_join_gpu_and_joules(tmp_path: Path) -> None:
+    path = tmp_path / "r.csv"
+    rec = CsvRecorder(path, run_metadata(RunConfig()))
+    rec.on_message(Event(0.1, "started", message="go", details={"workload": "encdec", "variant": "serial",
+                                                               "batch_size": "8", "torch": "9.9"}))
+    rec.on_message(GpuSample(0.2, gpu_util_pct=50.0, energy_j=0.0, power_w=100.0, throttle=""))
+    rec.on_message(sample(0.25, 10))
+    rec.on_message(GpuSample(0.7, gpu_util_pct=90.0, energy_j=40.0, power_w=200.0, throttle="sw_power_cap"))
+    rec.on_message(sample(0.75, 30))
+    rec.on_message(sample(1.0, 50))  # same NVML tick: repeats the estimate
+    rec.on_message(Event(1.1, "changed", what="batch_size", before="8", after="16",
+                         details={"workload": "encdec", "variant": "serial", "batch_size": "16"}))
+    rec.close()
+    df = pd.read_csv(path)
+    s = df[df.row_kind == "sample"]
+    assert list(s.gpu_util_pct) == [50.0, 90.0, 90.0]
+    assert pd.isna(s.joules_per_step.iloc[0])
+    assert s.joules_per_step.iloc[1] == pytest.approx(40.0 / 20) and s.joules_per_step.iloc[2] == pytest.approx(2.0)
+    assert s.throttle.fillna("").tolist() == ["", "sw_power_cap", "sw_power_cap"]
+    ev = df[df.row_kind == "event"]
+    changed = ev[ev.event_kind == "changed"].iloc[0]
+    assert changed.batch_size == 16  # event rows show what runs after the event
+    meta = json.loads(meta_path_for(path).read_text())
+    assert meta["torch_version"] == "9.9" and meta["rows"] == 6
+
+
+def test_recorder_full_disk_mid_run_leaves_whole_lines(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "f.csv"
+    rec = CsvRecorder(path, {})
+    rec.on_message(sample(0.25, 10))
+    import gpudash.record as record
+
+    real_write = os.write
+    calls = {"n": 0}
+
+    def failing_write(fd: int, data: bytes) -> int:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            return real_write(fd, bytes(data[: len(data) // 2]))  # half a line gets out...
+        raise OSError(errno.ENOSPC, "No space left on device")  # ...then the disk is full
+
+    monkeypatch.setattr(record.os, "write", failing_write)
+    with pytest.raises(RecordWriteError, match="No space left"):
+        rec.on_message(sample(0.5, 20))
+    monkeypatch.setattr(record.os, "write", real_write)
+    rec.close()
+    rows = assert_intact(path)
+    assert len(rows) == 2  # the header and the first row; the torn row was cut back
+
+
+def test_recorder_to_a_stream() -> None:
+    buf = io.StringIO()
+    rec = CsvRecorder(buf, {})
+    rec.on_message(sample(0.25, 10))
+    rec.close()
+    assert rec.meta_path is None
+    assert buf.getvalue().splitlines()[0] == ",".join(COLUMNS)
+    assert pd.read_csv(io.StringIO(buf.getvalue())).steps.tolist() == [10]
+
+
+@pytest.mark.skipif(os.path.exists("/dev/nvidia0"), reason="this machine has a GPU")
+def test_workload_that_cannot_start_is_exit_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from gpudash.record import run_record
+
+    # past the CLI's checks (as if a GPU were seen): the child itself refuses, with one line
+    code = run_record(RunConfig(device="cuda"), tmp_path / "x.csv", duration_s=5, quiet=True)
+    assert code == 1
+    err = capsys.readouterr().err
+    assert "workload failed" in err and "CUDA is not available" in err
+    rows = assert_intact(tmp_path / "x.csv")
+    assert dict(zip(COLUMNS, rows[-1]))["event_kind"] == "crashed"

@@ -1,0 +1,81 @@
+"""A scripted ``EngineSource`` for the dashboard tests: no torch, no GPU, no threads."""
+
+from __future__ import annotations
+
+from gpudash.protocol import Control, Event, GpuInfo, GpuSample, Message, RunConfig, Sample
+
+GPU = GpuInfo(available=True, driver="550.54.15", names=("NVIDIA H100 80GB HBM3",), index=0)
+NO_GPU = GpuInfo(available=False, unavailable="NVML Shared Library Not Found (libnvidia-ml.so.1)")
+
+
+class FakeSource:
+    """Messages are queued by the test (``push``); ``sent`` records every control."""
+
+    def __init__(self, config: RunConfig | None = None, gpu_info: GpuInfo = GPU) -> None:
+        self.config = config or RunConfig()
+        self.gpu_info = gpu_info
+        self.sent: list[Control] = []
+        self.queue: list[Message] = []
+        self.started = 0
+        self.restarted = 0
+        self.stopped = 0
+        self._alive = False
+
+    def start(self) -> None:
+        self.started += 1
+        self._alive = True
+
+    def send(self, control: Control) -> None:
+        self.sent.append(control)
+
+    def poll(self) -> list[Message]:
+        out, self.queue = self.queue, []
+        return out
+
+    @property
+    def alive(self) -> bool:
+        return self._alive
+
+    def restart(self) -> None:
+        self.restarted += 1
+        self._alive = True
+
+    def stop(self) -> None:
+        self.stopped += 1
+        self._alive = False
+
+    def push(self, *messages: Message) -> None:
+        self.queue.extend(messages)
+
+
+def sample(t: float, steps_per_s: float, *, variant: str = "serial", batch: int = 8,
+           workload: str = "encdec", steps: int | None = None, syncs: float | None = 0.0,
+           interval: float = 0.25) -> Sample:
+    n = steps if steps is not None else int(t * steps_per_s)
+    return Sample(t, workload, variant, batch, n, n * batch, interval, steps_per_s,
+                  steps_per_s * batch, 1000 / steps_per_s, 1300 / steps_per_s, syncs)
+
+
+def gpu(t: float, util: float = 80.0, power: float = 300.0, energy: float | None = None) -> GpuSample:
+    return GpuSample(t, util, util / 2, 4096.0, 81559.0, power, 1980.0, 60.0,
+                     energy if energy is not None else power * t, "")
+
+
+def started(t: float = 1.0, variant: str = "serial", batch: int = 8, device: str = "cuda:0") -> Event:
+    return Event(t, "started", message=f"started encdec/{variant}",
+                 details={"workload": "encdec", "variant": variant, "batch_size": str(batch),
+                          "device": device})
+
+
+def run_segment(t0: float, t1: float, rate: float, **kw) -> list[Message]:
+    """Samples every 0.25 s and GPU ticks every 0.5 s over [t0, t1)."""
+    out: list[Message] = []
+    t = t0
+    steps = kw.pop("steps0", int(t0 * rate))
+    while t < t1 - 1e-9:
+        t = round(t + 0.25, 3)
+        steps += int(rate * 0.25)
+        out.append(sample(t, rate, steps=steps, **kw))
+        if round(t * 4) % 2 == 0:
+            out.append(gpu(t, energy=300.0 * t))
+    return out

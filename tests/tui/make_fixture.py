@@ -1,0 +1,43 @@
+"""Regenerate ``data/replay.csv`` (+ ``.json``): a short synthetic GPU run with three changes.
+
+    .venv/bin/python -m tests.tui.make_fixture
+
+Uses the real ``CsvRecorder`` (the format of ``gpudash --record``) over ``SyntheticSource``
+with a fake clock, so the file is the same every time (except the metadata's timestamps).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from gpudash.protocol import RunConfig, SetBatchSize, SetVariant
+from gpudash.record import CsvRecorder, run_metadata
+from gpudash.tui.demo import SyntheticSource
+
+HERE = Path(__file__).parent / "data"
+
+
+def main() -> None:
+    t = [0.0]
+    src = SyntheticSource(RunConfig(workload="encdec"), gpu=True, clock=lambda: t[0], startup_s=1.0)
+    path = HERE / "replay.csv"
+    rec = CsvRecorder(str(path), run_metadata(src.config, src.gpu_info, device="cuda:0"))
+    src.start()
+    script = {12.0: SetVariant("pipelined"), 24.0: SetBatchSize(16), 36.0: SetVariant("serial")}
+    while t[0] < 48.0:
+        t[0] = round(t[0] + 0.25, 2)
+        if t[0] in script:
+            src.send(script[t[0]])
+        for m in src.poll():
+            rec.on_message(m)
+    rec.close()
+    meta_path = path.with_suffix(".json")
+    meta = json.loads(meta_path.read_text())
+    meta.update(hostname="fixture", start_time="2026-01-01T00:00:00+00:00",
+                end_time="2026-01-01T00:00:48+00:00", gpudash_version="fixture")
+    meta_path.write_text(json.dumps(meta, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,377 @@
+"""Pilot tests: drive the keys, check what a user would see change (fake source, no torch)."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+from gpudash.protocol import Event, Pause, Resume, RunConfig, SetBatchSize, SetVariant, SwitchWorkload
+from gpudash.replay import ReplaySource
+from gpudash.tui.app import STARTING, GpuDashApp
+from gpudash.tui.charts import MetricChart
+from gpudash.tui.widgets import HelpScreen, MessageBar, PromptScreen, StatsPanel, plain_text
+
+from .conftest import wait_until
+from .fakes import NO_GPU, FakeSource, run_segment, started
+
+SIZE = (120, 36)
+FIXTURE = Path(__file__).parent / "data" / "replay.csv"
+
+
+def make_app(source=None, **kw) -> GpuDashApp:
+    kw.setdefault("toasts", False)
+    return GpuDashApp(source or FakeSource(), clock=lambda: 0.0, **kw)
+
+
+async def ready(app, pilot) -> None:
+    await wait_until(pilot, lambda: app.source_ready, "the source to start")
+
+
+def message(app) -> str:
+    return app.query_one(MessageBar).text
+
+
+def chart(app, name: str) -> MetricChart:
+    return app.query_one(f"#chart-{name}", MetricChart)
+
+
+async def running_app(pilot, app, src, rate=200.0, batch=8, until=10.0) -> None:
+    await ready(app, pilot)
+    src.push(started(1.0, batch=batch), *run_segment(1.0, until, rate, batch=batch))
+    app.refresh_now()
+    await pilot.pause()
+
+
+async def test_first_frame_says_the_workload_is_starting():
+    src = FakeSource()
+    app = make_app(src)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(app, pilot)
+        assert src.started == 1
+        assert app.status_text() == STARTING
+        assert STARTING in message(app)
+        header = plain_text(app.query_one("#header"), 120)
+        assert "encdec / serial" in header and "starting workload" in header
+        # the charts say why they are empty
+        assert chart(app, "throughput").points_drawn == 0
+
+
+async def test_timer_drains_the_source_without_help():
+    src = FakeSource()
+    app = make_app(src)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(app, pilot)
+        src.push(started(), *run_segment(1.0, 3.0, 100.0))
+        await wait_until(pilot, lambda: app.state.last_sample is not None, "the poll timer")
+        await wait_until(pilot, lambda: chart(app, "throughput").points_drawn > 0, "the redraw timer")
+        assert app.state.status == "running"
+
+
+async def test_batch_double_reaches_the_engine_and_marks_the_change():
+    src = FakeSource()
+    app = make_app(src)
+    async with app.run_test(size=SIZE) as pilot:
+        await running_app(pilot, app, src, rate=200.0, batch=8)
+        await pilot.press("plus")
+        assert src.sent == [SetBatchSize(16)]
+        assert "8 → 16 requested" in message(app)
+        # the engine applies it and reports the change
+        src.push(Event(10.0, "changed", "batch_size", "8", "16",
+                       details={"workload": "encdec", "variant": "serial", "batch_size": "16"}),
+                 *run_segment(10.0, 20.0, 120.0, batch=16, steps0=1800))
+        app.refresh_now()
+        await pilot.pause()
+        assert app.state.batch_size == 16
+        tp = chart(app, "throughput")
+        assert (10.0, "batch 8→16") in tp.marker_labels
+        assert "batch 8→16" in tp.render().plain  # the label is drawn on the chart
+        # every visible chart carries the marker (one shared time axis)
+        assert all((10.0, "batch 8→16") in c.marker_labels for c in app.visible_charts)
+        assert "batch_size: 8 → 16" in message(app)
+        # ÷2 goes back
+        await pilot.press("minus")
+        assert src.sent[-1] == SetBatchSize(8)
+
+
+async def test_stats_panel_shows_the_change_in_percent():
+    src = FakeSource()
+    app = make_app(src)
+    async with app.run_test(size=SIZE) as pilot:
+        await running_app(pilot, app, src, rate=200.0)
+        await pilot.press("p")
+        assert src.sent == [SetVariant("pipelined")]
+        src.push(Event(10.0, "changed", "variant", "serial", "pipelined"),
+                 *run_segment(10.0, 20.0, 220.0, variant="pipelined", steps0=2000))
+        app.refresh_now()
+        await pilot.pause()
+        rows = {r.key: r for r in app.state.stat_rows()}
+        assert round(rows["steps_per_s"].change_pct, 1) == 10.0
+        text = plain_text(app.query_one(StatsPanel), 120)
+        assert "+10.0%" in text
+        assert "encdec/pipelined bs8" in text and "encdec/serial bs8" in text
+        assert "220" in text and "200" in text
+
+
+async def test_invalid_batch_input_shows_a_message_and_changes_nothing():
+    src = FakeSource()
+    app = make_app(src)
+    async with app.run_test(size=SIZE) as pilot:
+        await running_app(pilot, app, src, batch=1)
+        # ÷2 at batch 1
+        await pilot.press("minus")
+        assert src.sent == []
+        assert "already 1" in message(app)
+        assert app.query_one(MessageBar).has_class("-error")
+        # typed: letters, then 0, are refused in the prompt
+        await pilot.press("b")
+        assert isinstance(app.screen, PromptScreen)
+        await pilot.press("a", "b", "c", "enter")
+        assert isinstance(app.screen, PromptScreen)
+        assert "whole number" in str(app.screen.query_one("#prompt-error").content)
+        await pilot.press("ctrl+a", "ctrl+k", "0", "enter")
+        assert "at least 1" in str(app.screen.query_one("#prompt-error").content)
+        await pilot.press("ctrl+a", "ctrl+k", "3", "2", "enter")
+        assert not isinstance(app.screen, PromptScreen)
+        assert src.sent == [SetBatchSize(32)]
+        # the engine refuses it (out of memory): a message, and the run goes on at batch 1
+        src.push(Event(10.5, "error", "batch_size", "1", "32", "CUDA out of memory at batch 32"),
+                 *run_segment(10.5, 12.0, 200.0, batch=1, steps0=2100))
+        app.refresh_now()
+        await pilot.pause()
+        assert "CUDA out of memory at batch 32" in message(app)
+        assert app.query_one(MessageBar).has_class("-error")
+        assert app.state.batch_size == 1 and app.state.status == "running"
+
+
+async def test_set_batch_rejects_letters_directly():
+    src = FakeSource()
+    app = make_app(src)
+    async with app.run_test(size=SIZE) as pilot:
+        await running_app(pilot, app, src)
+        app.set_batch("abc")
+        app.set_batch("0")
+        assert src.sent == []
+        assert "at least 1" in message(app)
+
+
+async def test_pipelining_on_the_cpu_says_it_needs_cuda():
+    src = FakeSource(gpu_info=NO_GPU)
+    app = make_app(src)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(app, pilot)
+        src.push(started(device="cpu"), *run_segment(1.0, 5.0, 20.0))
+        app.refresh_now()
+        await pilot.pause()
+        await pilot.press("p")
+        assert src.sent == []
+        assert "needs CUDA" in message(app)
+        # v cycles to the next variant that can run here: none for encdec on the CPU
+        await pilot.press("v")
+        assert src.sent == []
+        assert "need CUDA" in message(app)
+
+
+async def test_cycle_variant_and_switch_workload():
+    src = FakeSource()
+    app = make_app(src)
+    async with app.run_test(size=SIZE) as pilot:
+        await running_app(pilot, app, src)
+        await pilot.press("v")
+        assert src.sent == [SetVariant("pipelined")]
+        await pilot.press("w")
+        await pilot.pause()
+        await pilot.press("down", "enter")  # the list opens on encdec; next is augment
+        assert src.sent[-1] == SwitchWorkload("augment")
+
+
+async def test_pause_and_resume():
+    src = FakeSource()
+    app = make_app(src)
+    async with app.run_test(size=SIZE) as pilot:
+        await running_app(pilot, app, src)
+        await pilot.press("space")
+        assert src.sent == [Pause()]
+        src.push(Event(10.0, "paused"))
+        app.refresh_now()
+        assert app.status_text() == "paused"
+        await pilot.press("space")
+        assert src.sent == [Pause(), Resume()]
+
+
+async def test_crash_shows_why_and_restart_starts_again():
+    src = FakeSource()
+    app = make_app(src)
+    async with app.run_test(size=SIZE) as pilot:
+        await running_app(pilot, app, src)
+        assert app.check_action("restart", ()) is False  # hidden while running
+        src.push(Event(10.0, "crashed", message="workload process killed by SIGKILL"))
+        app.refresh_now()
+        await pilot.pause()
+        assert "killed by SIGKILL" in message(app) and "press r" in message(app)
+        assert "crashed" in app.status_text()
+        assert (10.0, "crashed") in chart(app, "throughput").marker_labels
+        await pilot.press("plus")  # controls say why nothing happens
+        assert src.sent == [] and "not running" in message(app)
+        await pilot.press("r")
+        await wait_until(pilot, lambda: src.restarted == 1 and app.source_ready, "the restart")
+        assert app.status_text() == STARTING
+
+
+async def test_recording_writes_the_record_format(tmp_path):
+    src = FakeSource()
+    app = make_app(src)
+    out = tmp_path / "rec.csv"
+    async with app.run_test(size=SIZE) as pilot:
+        await running_app(pilot, app, src)
+        await pilot.press("c")
+        assert isinstance(app.screen, PromptScreen)
+        assert app.screen.query_one("#prompt-input").value.startswith("gpudash-encdec-")
+        app.screen.query_one("#prompt-input").value = str(out)
+        await pilot.press("enter")
+        assert app.recording_path == str(out)
+        assert "● REC" in plain_text(app.query_one("#header"), 120)
+        src.push(*run_segment(10.0, 12.0, 200.0, steps0=2000),
+                 Event(12.0, "changed", "batch_size", "8", "16"),
+                 *run_segment(12.0, 13.0, 120.0, batch=16, steps0=2400))
+        app.refresh_now()
+        await pilot.press("c")
+        assert app.recorder is None
+        assert "saved" in message(app)
+        assert "● REC" not in plain_text(app.query_one("#header"), 120)
+    rows = list(csv.DictReader(out.open()))
+    kinds = [r["row_kind"] for r in rows]
+    assert kinds.count("sample") == 12 and kinds.count("event") == 1
+    assert [r["event_after"] for r in rows if r["row_kind"] == "event"] == ["16"]
+    assert out.with_suffix(".json").exists()
+
+
+async def test_recording_to_a_bad_path_says_so(tmp_path):
+    src = FakeSource()
+    app = make_app(src)
+    async with app.run_test(size=SIZE) as pilot:
+        await running_app(pilot, app, src)
+        await pilot.press("c")
+        app.screen.query_one("#prompt-input").value = str(tmp_path / "nope" / "x.csv")
+        await pilot.press("enter")
+        assert "does not exist" in str(app.screen.query_one("#prompt-error").content)
+        await pilot.press("escape")
+        assert app.recorder is None
+
+
+async def test_quit_stops_the_source_and_closes_the_recording(tmp_path):
+    src = FakeSource()
+    app = make_app(src)
+    async with app.run_test(size=SIZE) as pilot:
+        await running_app(pilot, app, src)
+        app.start_recording(str(tmp_path / "q.csv"))
+        await pilot.press("q")
+        await pilot.pause()
+    assert src.stopped >= 1
+    assert app.recorder is None
+    assert app.return_value == 0
+    assert (tmp_path / "q.csv").read_text().count("\n") >= 1
+
+
+async def test_no_nvml_says_why_the_gpu_panel_is_empty():
+    src = FakeSource(gpu_info=NO_GPU)
+    app = make_app(src)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(app, pilot)
+        src.push(started(device="cpu"), *run_segment(1.0, 5.0, 20.0, syncs=None))
+        app.refresh_now()
+        await pilot.pause()
+        notice = app.query_one("#gpu-notice")
+        assert notice.display
+        assert "NVML Shared Library Not Found" in plain_text(notice, 60)
+        assert not chart(app, "gpu_util").display and not chart(app, "power").display
+        assert "NVML unavailable" in plain_text(app.query_one("#header"), 120)
+        assert "kernel%" not in plain_text(app.query_one(StatsPanel), 120)
+
+
+async def test_more_charts_when_the_terminal_is_tall():
+    app = make_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await ready(app, pilot)
+        assert len(app.visible_charts) == 4
+    app = make_app()
+    async with app.run_test(size=(140, 48)) as pilot:
+        await ready(app, pilot)
+        assert len(app.visible_charts) == 6
+
+
+async def test_long_run_stays_bounded():
+    src = FakeSource()
+    app = make_app(src, maxlen=300)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(app, pilot)
+        src.push(started(), *run_segment(1.0, 1001.0, 200.0))  # 4000 samples
+        app.refresh_now()
+        await pilot.pause()
+        assert len(app.state.series["steps_per_s"]) == 300
+        tp = chart(app, "throughput")
+        assert 0 < tp.points_drawn <= 2 * 2 * tp.size.width
+        t0, t1 = app.state.time_range()
+        assert t1 == 1001.0 and t0 > 900
+
+
+async def test_help_and_command_palette_list_the_controls():
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(app, pilot)
+        titles = [c.title for c in app.get_system_commands(app.screen)]
+        for t in ("Toggle pipelining (p)", "Batch size ×2 (+)", "Start / stop recording to CSV (c)",
+                  "Pause / resume (space)"):
+            assert t in titles
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        text = plain_text(app.screen.query_one("Static"), 100)
+        assert "kernel-active" in text and "not SM occupancy" in text and "ctrl+p" in text
+        await pilot.press("escape")
+        assert not isinstance(app.screen, HelpScreen)
+
+
+async def test_replay_shows_markers_and_stats_read_only():
+    src = ReplaySource(FIXTURE)
+    app = make_app(src)
+    assert app.replay
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(app, pilot)
+        app.refresh_now()
+        await pilot.pause()
+        labels = [label for _, label in chart(app, "throughput").marker_labels]
+        assert labels == ["serial→pipelined", "batch 8→16", "pipelined→serial"]
+        assert app.state.current.key == ("encdec", "serial", 16)
+        assert app.state.previous.key == ("encdec", "pipelined", 16)
+        assert "replay" in app.status_text()
+        assert app.check_action("batch_double", ()) is False
+        await pilot.press("plus", "p", "c")
+        assert app.recorder is None and app.state.batch_size == 16
+        titles = [c.title for c in app.get_system_commands(app.screen)]
+        assert not any("Batch" in t or "pipelining" in t for t in titles)
+        assert "H100" in plain_text(app.query_one("#header"), 120)
+
+
+async def test_command_palette_runs_a_control():
+    src = FakeSource()
+    app = make_app(src)
+    async with app.run_test(size=SIZE) as pilot:
+        await running_app(pilot, app, src)
+        await pilot.press("ctrl+p")
+        await pilot.press(*"toggle pipelining")
+        await wait_until(pilot, lambda: "Toggle pipelining" in str(
+            [o.prompt for o in app.screen.query_one("CommandList").options]), "the palette's hits")
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: src.sent == [SetVariant("pipelined")], "the control")
+
+
+def test_dashboard_modules_import_neither_torch_nor_the_engine_child():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, gpudash.tui.app, gpudash.tui.demo, gpudash.replay, gpudash.stats\n"
+        "assert 'torch' not in sys.modules, 'torch imported'\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+    code = "import sys, gpudash.replay, gpudash.stats\nassert 'textual' not in sys.modules\n"
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -1,0 +1,48 @@
+"""The dashboard over the real engine on the CPU: a spawned child that imports torch."""
+
+from __future__ import annotations
+
+import multiprocessing
+import time
+
+
+from gpudash.protocol import RunConfig, SetBatchSize
+from gpudash.tui.app import GpuDashApp, prepare_for_child_processes
+
+from .conftest import wait_until
+
+# about 8 s on 2 cores (torch import in the child): not marked slow
+
+
+async def test_dashboard_over_the_real_engine_on_the_cpu(tmp_path):
+    from gpudash.session import EngineSession
+
+    prepare_for_child_processes()  # as run_dashboard does, before Textual swaps sys.stderr
+    source = EngineSession(RunConfig(workload="encdec", device="cpu", sample_interval_s=0.25),
+                           log_path=str(tmp_path / "child.log"))
+    app = GpuDashApp(source, toasts=False)
+    t0 = time.perf_counter()
+    async with app.run_test(size=(120, 36)) as pilot:
+        # the first frame does not wait for torch: the app is up and says so at once
+        assert app.state.status == "starting"
+        await wait_until(pilot, lambda: app.state.last_sample is not None, "a first sample", tries=3000)
+        first_sample_s = time.perf_counter() - t0
+        assert app.state.workload == "encdec" and app.device == "cpu"
+        batch = app.state.batch_size
+        assert batch >= 1
+        await pilot.press("plus")
+        assert app.sent == [SetBatchSize(batch * 2)]
+        await wait_until(pilot, lambda: any(e.kind == "changed" and e.what == "batch_size"
+                                            for e in app.state.events), "the change event", tries=3000)
+        app.refresh_now()
+        label = f"batch {batch}→{batch * 2}"
+        assert any(lbl == label for _, lbl in app.query_one("#chart-throughput").marker_labels)
+        await wait_until(pilot, lambda: app.state.batch_size == batch * 2
+                         and app.state.last_sample.batch_size == batch * 2, "a sample at the new batch",
+                         tries=3000)
+        pid = source.runner.pid
+        await pilot.press("q")
+        await wait_until(pilot, lambda: not app.is_running, "the app to exit", tries=1500)
+    assert not source.alive
+    assert not any(p.pid == pid for p in multiprocessing.active_children())
+    print(f"first sample after {first_sample_s:.1f} s")
