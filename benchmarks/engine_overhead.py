@@ -47,7 +47,7 @@ def main() -> int:
 
     device = torch.device(args.device)
     cuda = device.type == "cuda"
-    if cuda:
+    if cuda and device.index is not None:
         torch.cuda.set_device(device)
     w = build(args.workload, device, WorkloadOptions(variant=args.variant, batch_size=args.batch_size))
 

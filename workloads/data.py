@@ -28,7 +28,7 @@ class HostBatchPool:
         gen = torch.Generator().manual_seed(seed)
         first = make_batch(gen)
         size = sum(t.numel() * t.element_size() for t in first)
-        count = max(2, min(MAX_POOL_BATCHES, POOL_BYTES // max(size, 1)))
+        count = max(1, min(MAX_POOL_BATCHES, POOL_BYTES // max(size, 1)))  # huge batches: one, reused
         batches = [first] + [make_batch(gen) for _ in range(count - 1)]
         if pin:
             batches = [tuple(t.pin_memory() for t in b) for b in batches]
