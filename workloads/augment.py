@@ -33,7 +33,7 @@ from torchvision.ops import roi_align
 
 from workloads import models
 from workloads.base import Workload
-from workloads.data import HostBatchPool, random_images_u8, to_device
+from workloads.data import HostBatchPool, random_images_u8, shutdown_loader_workers, to_device
 from workloads.registry import FAMILIES
 from workloads.streams import TwoStagePipeline
 
@@ -227,10 +227,7 @@ class AugmentWorkload(Workload):
             self.pipeline.close()
             self.pipeline = None
         if self.loader is not None:
-            # Shut persistent workers down now rather than at garbage collection.
-            shutdown = getattr(self.batches, "_shutdown_workers", None)
-            if shutdown is not None:
-                shutdown()
+            shutdown_loader_workers(self.batches)
             self.loader = self.batches = None
 
     def trained_parameters(self) -> list[nn.Parameter]:

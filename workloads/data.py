@@ -51,3 +51,10 @@ def to_device(tensors: tuple[torch.Tensor, ...], device: torch.device) -> tuple[
 
 def random_images_u8(gen: torch.Generator, n: int, size: int) -> torch.Tensor:
     return torch.randint(0, 256, (n, 3, size, size), dtype=torch.uint8, generator=gen)
+
+
+def shutdown_loader_workers(batches: object) -> None:
+    """Stop a DataLoader iterator's (persistent) worker processes now, not at garbage collection."""
+    shutdown = getattr(batches, "_shutdown_workers", None)
+    if shutdown is not None:
+        shutdown()

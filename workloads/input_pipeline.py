@@ -33,7 +33,8 @@ from torch.utils.data import DataLoader, Dataset, default_collate
 
 from workloads import models
 from workloads.base import Workload
-from workloads.registry import FAMILIES
+from workloads.data import shutdown_loader_workers
+from workloads.registry import FAMILIES, WorkloadError
 
 JPEG_SIZE = (800, 533)  # width, height, as in the article
 DATASET_SIZE = 10_000
@@ -150,8 +151,6 @@ class InputPipelineWorkload(Workload):
 
     def _build_model(self) -> None:
         if self.image_size > min(JPEG_SIZE):
-            from workloads.registry import WorkloadError
-
             raise WorkloadError(f"image size must be at most {min(JPEG_SIZE)} for input_pipeline (the JPEG's height)")
         self.model = models.PoolNet(self.image_size).to(self.device).train()
         self.criterion = nn.CrossEntropyLoss()
@@ -182,9 +181,7 @@ class InputPipelineWorkload(Workload):
         self.batches = iter(self.loader)
 
     def _release(self) -> None:
-        shutdown = getattr(self.batches, "_shutdown_workers", None)
-        if shutdown is not None:
-            shutdown()
+        shutdown_loader_workers(self.batches)
         self.loader = self.batches = None
 
     def trained_parameters(self) -> list[nn.Parameter]:

@@ -27,8 +27,8 @@ IGNORE_VALUE = -1
 BACKGROUND_CLASS = 9
 
 
-class SyncHeavyLoss(nn.Module):
-    """The article's first version: nonzero, index assignment, unique, numel, boolean masks."""
+class MaskedLossRules(nn.Module):
+    """The rules both losses share: which value is ignored, which class is background."""
 
     def __init__(
         self,
@@ -38,6 +38,13 @@ class SyncHeavyLoss(nn.Module):
     ) -> None:
         super().__init__()
         self.ignore_value, self.background, self.num_classes = ignore_value, background, num_classes
+
+
+class SyncHeavyLoss(MaskedLossRules):
+    """The article's first version: nonzero, index assignment, unique, numel, boolean masks."""
+
+    def __init__(self, *args: int, **kwargs: int) -> None:
+        super().__init__(*args, **kwargs)
         self.loss = nn.CrossEntropyLoss()
 
     def forward(self, logits: Tensor, target: Tensor) -> Tensor:
@@ -56,18 +63,12 @@ class SyncHeavyLoss(nn.Module):
         return self.loss(masked_logits, masked_target)
 
 
-class FixedLoss(nn.Module):
+class FixedLoss(MaskedLossRules):
     """The same loss without a host sync: where, sort + count_nonzero, ignore_index."""
 
-    def __init__(
-        self,
-        ignore_value: int = IGNORE_VALUE,
-        background: int = BACKGROUND_CLASS,
-        num_classes: int = models.NUM_CLASSES,
-    ) -> None:
-        super().__init__()
-        self.ignore_value, self.background, self.num_classes = ignore_value, background, num_classes
-        self.loss = nn.CrossEntropyLoss(ignore_index=ignore_value)
+    def __init__(self, *args: int, **kwargs: int) -> None:
+        super().__init__(*args, **kwargs)
+        self.loss = nn.CrossEntropyLoss(ignore_index=self.ignore_value)
 
     def forward(self, logits: Tensor, target: Tensor) -> Tensor:
         target = torch.where(target == self.background, self.ignore_value, target)
