@@ -10,7 +10,8 @@ on its redraw timer; tests and benchmarks use it directly.
 * **Segments** are stretches of one configuration (workload, variant, batch size). A
   ``changed`` event, a restart, or a sample whose configuration differs starts a new one.
   Segment means are computed from every message (not from the bounded series), skipping the
-  first sample after a change or a resume (its interval straddles the rebuild or the pause)
+  samples of the first SETTLE_S seconds after a change or a resume (the rebuild, allocator and
+  loader warm-up land there; kept only if the configuration ran for less than that)
   unless it is the only one, and nothing while paused. The change in percent is the mean of
   the current segment against the mean of the previous one: the number the articles report.
 * **Joules per step** come from the NVML energy counter: energy delta over steps delta, each
@@ -40,6 +41,7 @@ STAT_METRICS: tuple[tuple[str, str, str, int], ...] = (
 )
 SAMPLE_METRICS = ("steps_per_s", "samples_per_s", "step_ms_p50", "step_ms_p95", "syncs_per_step")
 GPU_METRICS = ("gpu_util_pct", "mem_bw_util_pct", "mem_used_mib", "power_w", "sm_clock_mhz")
+SETTLE_S = 1.0  # seconds after a change or resume left out of the configuration's means
 NOW_WINDOW_S = 3.0  # "now" J/step spans this much time
 MARKER_KINDS = frozenset({"started", "changed", "paused", "resumed", "crashed", "stopped"})
 
@@ -241,6 +243,7 @@ class DashState:
         self.n_messages = 0
         self._new_segment = True
         self._warmup_next = True
+        self._settle_from = 0.0  # start of the current settling window (a change or a resume)
         self._energy_steps: deque[tuple[float, float, int]] = deque(maxlen=64)  # (t, energy_j, steps)
         self._offset = 0.0  # added to message times (kept for a restart whose clock starts again)
         self._started_once = False
@@ -290,7 +293,9 @@ class DashState:
             self._energy_steps.append((t, energy, s.steps))
         if self.paused:
             return
-        warm = self._warmup_next
+        warm = self._warmup_next or t - self._settle_from < SETTLE_S
+        if self._warmup_next:
+            self._settle_from = t - s.interval_s
         self._warmup_next = False
         seg.n_samples += 1
         seg.add("steps_per_s", s.steps_per_s, s.interval_s, warmup=warm)

@@ -187,8 +187,8 @@ class HelpScreen(ModalScreen[None]):
             t.append(f"    {helptext}\n")
         t.append("\nStats panel\n", style="bold underline")
         t.append(
-            "  now: the latest sample. this cfg: the mean since the last change (the first sample after\n"
-            "  a change is warm-up and left out). prev cfg: the mean of the configuration before.\n"
+            "  now: the latest sample. this cfg: the mean since the last change (its first second is\n"
+            "  warm-up and left out). prev cfg: the mean of the configuration before.\n"
             "  change: this vs prev in percent (green = better, red = worse). J/step: NVML energy\n"
             "  over the steps done.\n"
         )
