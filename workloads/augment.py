@@ -223,6 +223,7 @@ class AugmentWorkload(Workload):
             self.pipeline = TwoStagePipeline(self.device, emulate=self.emulate_streams)
 
     def _release(self) -> None:
+        self.pool = None  # free the pinned batches before the next configuration builds its own
         if self.pipeline is not None:
             self.pipeline.close()
             self.pipeline = None
