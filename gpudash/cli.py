@@ -301,8 +301,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_record(
             config,
             args.record,
-            duration_s=args.duration,
-            steps=args.steps,
+            duration_s=args.duration,  # --steps is in config (max_steps)
             log_path=args.log,
             meta_path=args.meta,
             quiet=args.quiet,

@@ -23,30 +23,31 @@ COLUMNS = ["row_kind", "time_s", *SAMPLE_COLUMNS, *GPU_COLUMNS, "joules_per_step
 
 _INT_COLUMNS = {"batch_size", "steps", "samples"}
 _STR_COLUMNS = {"workload", "variant", "throttle"}
+_FIXED_COLUMNS = {"time_s", "energy_j"}  # grow without bound: 3 decimals, never 6 significant digits
 
 
-def _cell(value: object) -> str:
+def _cell(value: object, column: str = "") -> str:
     if value is None:
         return ""
     if isinstance(value, float):
-        return f"{value:.6g}"
+        return f"{value:.3f}" if column in _FIXED_COLUMNS else f"{value:.6g}"
     return str(value)
 
 
 def sample_row(sample: Sample, gpu: GpuSample | None, joules_per_step: float | None = None) -> list[str]:
-    values: dict[str, object] = {"row_kind": "sample", "time_s": round(sample.time_s, 3)}
+    values: dict[str, object] = {"row_kind": "sample", "time_s": sample.time_s}
     values.update({c: getattr(sample, c) for c in SAMPLE_COLUMNS})
     if gpu is not None:
         values.update({c: getattr(gpu, c) for c in GPU_COLUMNS})
     values["joules_per_step"] = joules_per_step
-    return [_cell(values.get(c)) for c in COLUMNS]
+    return [_cell(values.get(c), c) for c in COLUMNS]
 
 
 def event_row(event: Event, current: Sample | None = None) -> list[str]:
     """An event row; the configuration columns say what runs *after* the event, when known."""
     values: dict[str, object] = {
         "row_kind": "event",
-        "time_s": round(event.time_s, 3),
+        "time_s": event.time_s,
         "event_kind": event.kind,
         "event_what": event.what,
         "event_before": event.before,
@@ -55,7 +56,7 @@ def event_row(event: Event, current: Sample | None = None) -> list[str]:
     }
     if current is not None:
         values.update(workload=current.workload, variant=current.variant, batch_size=current.batch_size)
-    return [_cell(values.get(c)) for c in COLUMNS]
+    return [_cell(values.get(c), c) for c in COLUMNS]
 
 
 def header() -> list[str]:

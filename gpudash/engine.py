@@ -85,8 +85,8 @@ def percentile(sorted_values: list[float], q: float) -> float:
 
 def plain(details: dict[str, Any]) -> dict[str, str]:
     """Details as plain ``str`` (``torch.__version__`` is a str subclass: unpickling it in the
-    parent would import torch there)."""
-    return {str(k): "".join(str(v)) for k, v in details.items()}
+    parent would import torch there; ``str()`` of a str subclass is an exact ``str``)."""
+    return {str(k): str(v) for k, v in details.items()}
 
 
 # -- measuring ---------------------------------------------------------------------------------
@@ -109,10 +109,6 @@ class CpuStepTimer:
 
     def reset(self) -> list[float | None]:
         return self.poll()
-
-    @property
-    def pending(self) -> int:
-        return 0
 
 
 class CudaStepTimer:
@@ -153,10 +149,6 @@ class CudaStepTimer:
             self._pool.append(self._last)
             self._last = None
         return done
-
-    @property
-    def pending(self) -> int:
-        return len(self._pending)
 
 
 class CpuLossReader:
@@ -374,7 +366,7 @@ class StepLoop:
         timer.begin()
         try:
             self.workload.step()
-        except self.torch.OutOfMemoryError:
+        except self.torch.cuda.OutOfMemoryError:
             if self._probation <= 0 or self._previous is None:
                 raise
             oom = True
@@ -498,16 +490,27 @@ class StepLoop:
             self._event("error", message=f"unknown control {control!r}")
 
     def _reconfigure(self, what: str, *, variant: str | None = None, batch_size: Any = None) -> None:
+        from workloads.registry import parse_batch_size
+
         w = self.workload
         before = str(getattr(w, what))
         requested = str(variant if what == "variant" else batch_size)
         if requested == before:
             return
         previous = (w.info.name, w.variant, w.batch_size)
+        try:  # a bad request is refused without draining the device or cutting the window
+            if batch_size is not None:
+                batch_size = parse_batch_size(batch_size)
+            if variant is not None:
+                w._check_variant(variant)
+        except Exception as exc:  # WorkloadError
+            self._event("error", what=what, before=before, after=requested, message=one_line(exc),
+                        details=self.config())
+            return
         self._settle()
         try:
             w.reconfigure(variant=variant, batch_size=batch_size)
-        except Exception as exc:  # WorkloadError, OOM while configuring, ...
+        except Exception as exc:  # OOM while configuring, ...
             self._after_failure()
             self._event("error", what=what, before=before, after=requested, message=one_line(exc),
                         details=self.config())
@@ -577,7 +580,6 @@ class StepLoop:
             self._reset_measuring()
         else:
             w.reconfigure(variant=variant, batch_size=batch)
-            self._after_failure()
             self._open_window(self.clock())
         now = self.workload
         self._event(
@@ -727,7 +729,7 @@ def _run_child(config: RunConfig, channel: _Channel, t0: float) -> None:
         cuda=str(torch.version.cuda or ""),
         pid=str(os.getpid()),
         image_size=str(workload.image_size),
-        workers=str(workload.workers),
+        workers=str(workload.describe()["workers"]),
     )
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device)

@@ -177,16 +177,3 @@ class EngineSource(Protocol):
     def stop(self) -> None:
         """Stop the child (and NVML thread): join with timeout, then terminate. Idempotent."""
         ...
-
-
-@dataclass
-class RunState:
-    """The configuration a listener believes is running, updated from samples and events."""
-
-    workload: str = ""
-    variant: str = ""
-    batch_size: int = 0
-    device: str = ""
-    paused: bool = False
-    alive: bool = False
-    extra: dict[str, str] = field(default_factory=dict)

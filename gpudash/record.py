@@ -170,7 +170,7 @@ class CsvRecorder:
             self.path = None
             self._out = _StreamWriter(stream)  # type: ignore[arg-type]
             self.meta_path = str(meta_path) if meta_path else None
-        self.rows = 0
+        self.rows = 0  # data rows (the header not counted)
         self.samples = 0
         self.last_sample: Sample | None = None
         self.last_gpu: GpuSample | None = None
@@ -181,7 +181,8 @@ class CsvRecorder:
         self._closed = False
         self.metadata.setdefault("csv_columns", csvformat.header())
         try:
-            self._write(csvformat.header())  # first: an unwritable CSV leaves no JSON behind
+            # first: an unwritable CSV leaves no JSON behind
+            self._out.write(csvformat.format_row(csvformat.header()))
         except RecordWriteError:
             self._out.close()
             raise
@@ -291,6 +292,7 @@ class _Interrupted:
 
     def __init__(self) -> None:
         self.signal: int | None = None
+        self.forced = False  # a second Ctrl-C came: terminate the child now
         self._old: dict[int, Any] = {}
 
     def __enter__(self) -> "_Interrupted":
@@ -302,9 +304,12 @@ class _Interrupted:
         return self
 
     def _handle(self, signum: int, frame: Any) -> None:
-        if self.signal is not None and signum == signal.SIGINT:
+        if self.signal is None:
+            self.signal = signum
+        elif signum == signal.SIGINT and not self.forced:
+            self.forced = True
             raise KeyboardInterrupt  # a second Ctrl-C: stop waiting for the child
-        self.signal = signum
+        # later signals: the child is already being terminated, and the CSV closes after it
 
     def __exit__(self, *exc: object) -> None:
         for sig, old in self._old.items():
@@ -356,15 +361,19 @@ def run_record(
         return EXIT_USAGE if not isinstance(exc, RecordWriteError) else EXIT_FAILED
     status = "done"
     code = EXIT_OK
+
+    def note_gpu() -> None:
+        info = session.gpu_info
+        recorder.metadata.update(
+            gpu_name=info.name, gpu_names=list(info.names), gpu_index=info.index,
+            driver=info.driver, nvml_unavailable=info.unavailable,
+        )
+        recorder.write_metadata()
+
     with _Interrupted() as interrupted:
         try:
             session.start()
-            info = session.gpu_info
-            recorder.metadata.update(
-                gpu_name=info.name, gpu_names=list(info.names), gpu_index=info.index,
-                driver=info.driver, nvml_unavailable=info.unavailable,
-            )
-            recorder.write_metadata()
+            note_gpu()  # from the device hint; "started" names the GPU the child really uses
             if not quiet:
                 info = session.gpu_info
                 gpu = f"GPU {info.name}" if info.available else f"no GPU telemetry ({info.unavailable})"
@@ -378,6 +387,7 @@ def run_record(
                             _say(line)
                         if msg.kind == "started":
                             started_at = time.monotonic()
+                            note_gpu()
                         elif msg.kind == "crashed":
                             status, code = f"workload failed: {msg.message}", EXIT_FAILED
                         elif msg.kind == "stopped":
@@ -399,13 +409,18 @@ def run_record(
         except RecordWriteError as exc:
             _say(f"error: {exc.strerror or exc}")
             status, code = f"write failed: {exc.strerror or exc}", EXIT_FAILED
-        except KeyboardInterrupt:
-            status, code = "interrupted", EXIT_INTERRUPTED
+        except KeyboardInterrupt:  # a second Ctrl-C (only one is raised)
+            if code != EXIT_INTERRUPTED:
+                status, code = "interrupted", EXIT_INTERRUPTED
         finally:
-            session.stop()
+            try:  # after a second Ctrl-C: terminate the child now, don't wait again
+                session.stop(timeout=0 if interrupted.forced else 10.0)
+            except KeyboardInterrupt:  # the second Ctrl-C came while stopping here
+                status, code = "interrupted", EXIT_INTERRUPTED
+                session.stop(timeout=0)
             recorder.close(status=status, exit_code=code, steps=getattr(recorder.last_sample, "steps", 0))
     if code == EXIT_FAILED and status.startswith("workload failed"):
-        _say(f"error: {status} (see {session.log_path})")
+        _say(f"error: {status}" + ("" if session.log_path in status else f" (see {session.log_path})"))
     elif not quiet:
         rows = recorder.rows
         _say(f"{status}: {recorder.samples} samples, {rows} rows" + (f" in {path}" if recorder.path else ""))

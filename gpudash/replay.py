@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from gpudash.csvformat import COLUMNS, parse_rows
-from gpudash.protocol import Control, Event, GpuInfo, Message, RunConfig, Sample
+from gpudash.protocol import Control, GpuInfo, Message, RunConfig
 
 CHUNK = 1 << 20
 
@@ -205,9 +205,3 @@ class ReplaySource:
                 continue
             self.rows_read += 1
         return out
-
-
-def summarize(messages: list[Message]) -> str:  # pragma: no cover - debugging aid
-    n_s = sum(isinstance(m, Sample) for m in messages)
-    n_e = sum(isinstance(m, Event) for m in messages)
-    return f"{n_s} samples, {n_e} events, {len(messages) - n_s - n_e} GPU samples"

@@ -40,15 +40,15 @@ def exit_reason(exitcode: int | None) -> str:
     return f"exited with code {exitcode}"
 
 
-def last_log_line(path: str | os.PathLike[str] | None, limit: int = 200) -> str:
-    """The last non-empty line of a log file ('' if none)."""
+def last_log_line(path: str | os.PathLike[str] | None, limit: int = 200, start: int = 0) -> str:
+    """The last non-empty line of a log file after byte ``start`` ('' if none)."""
     if not path:
         return ""
     try:
         with open(path, "rb") as f:
             f.seek(0, os.SEEK_END)
             size = f.tell()
-            f.seek(max(0, size - 8192))
+            f.seek(max(start, size - 8192))
             lines = f.read().decode("utf-8", "replace").splitlines()
     except OSError:
         return ""
@@ -74,6 +74,8 @@ class WorkloadRunner:
     ) -> None:
         self.config = config  # updated to the configuration last seen running (for restart)
         self.log_path = str(log_path) if log_path else default_log_path()
+        self._own_log = not log_path  # chosen here: removed after a clean stop
+        self._log_start = 0  # the log's size when the current child started (the log appends)
         self.t0 = time.monotonic() if t0 is None else t0
         self._ctx = multiprocessing.get_context("spawn")
         self._process: multiprocessing.process.BaseProcess | None = None
@@ -81,6 +83,7 @@ class WorkloadRunner:
         self._out: multiprocessing.queues.Queue | None = None  # type: ignore[name-defined]
         self._backlog: list[Message] = []
         self._final_seen = False  # a "stopped" or "crashed" event came from the child
+        self._crashed = False  # a "crashed" event came from the child or was reported for it
         self._reported = False  # the child's end has been reported
         self._stopping = False
 
@@ -94,7 +97,11 @@ class WorkloadRunner:
         Path(self.log_path).parent.mkdir(parents=True, exist_ok=True)
         self._controls = self._ctx.Queue()
         self._out = self._ctx.Queue(maxsize=OUT_QUEUE_SIZE)
-        self._final_seen = self._reported = self._stopping = False
+        self._final_seen = self._reported = self._stopping = self._crashed = False
+        try:
+            self._log_start = os.path.getsize(self.log_path)
+        except OSError:
+            self._log_start = 0
         self._process = self._ctx.Process(
             target=child_main,
             args=(self.config, self._controls, self._out, self.log_path, self.t0),
@@ -142,12 +149,16 @@ class WorkloadRunner:
     def stop(self, timeout: float = 10.0) -> None:
         """Stop the child: Stop control → join with timeout → terminate → kill. Idempotent.
 
-        Messages that arrive meanwhile (the last sample, "stopped") are kept for ``poll()``.
+        ``timeout=0`` terminates at once. Terminate and kill go to the child's process group
+        (its DataLoader workers too). Messages that arrive meanwhile (the last sample,
+        "stopped") are kept for ``poll()``. A log file chosen here is removed unless the
+        child crashed.
         """
         proc = self._process
         if proc is None:
             return
-        self._stopping = True
+        if proc.exitcode is None:
+            self._stopping = True  # not when it already died: that is still a crash
         if proc.is_alive() and self._controls is not None:
             try:
                 self._controls.put(Stop())
@@ -155,14 +166,19 @@ class WorkloadRunner:
                 pass
         self._join(proc, timeout)
         if proc.exitcode is None:
-            proc.terminate()
+            self._signal_group(proc, signal.SIGTERM)
             self._join(proc, 3.0)
         if proc.exitcode is None:
-            proc.kill()
+            self._signal_group(proc, signal.SIGKILL)
             self._join(proc, 3.0)
         self._backlog.extend(self._drain())
         self._close_queues()
         _LIVE.discard(self)
+        if self._own_log and proc.exitcode is not None and not self._ended_badly():
+            try:
+                os.unlink(self.log_path)
+            except OSError:
+                pass
 
     def restart(self) -> None:
         """Stop the child (if running) and start a fresh one in the last configuration seen."""
@@ -172,6 +188,29 @@ class WorkloadRunner:
         self.start()
 
     # -- internals -----------------------------------------------------------------------------
+    @staticmethod
+    def _signal_group(proc: multiprocessing.process.BaseProcess, sig: int) -> None:
+        """``sig`` to the child's process group (it makes its own at start), else to the child."""
+        pid = proc.pid
+        try:
+            if pid is None or os.getpgid(pid) != pid:
+                raise ProcessLookupError  # not (yet) a group of its own: never our group
+            os.killpg(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            if sig == signal.SIGKILL:
+                proc.kill()
+            else:
+                proc.terminate()
+
+    def _ended_badly(self) -> bool:
+        """The child crashed (or died without saying why, not while being stopped)."""
+        if self._crashed:
+            return True
+        return not self._final_seen and not self._stopping
+
+    def _with_log(self, message: str) -> str:
+        return f"{message} (log: {self.log_path})" if self._own_log else message
+
     def _join(self, proc: multiprocessing.process.BaseProcess, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         while proc.exitcode is None and time.monotonic() < deadline:
@@ -188,11 +227,10 @@ class WorkloadRunner:
                 msg = q.get_nowait()
             except (queue.Empty, OSError, ValueError, EOFError):
                 break
-            self._note(msg)
-            got.append(msg)
+            got.append(self._note(msg))
         return got
 
-    def _note(self, msg: Message) -> None:
+    def _note(self, msg: Message) -> Message:
         if isinstance(msg, Sample):
             if (msg.workload, msg.variant, msg.batch_size) != (
                 self.config.workload,
@@ -209,6 +247,10 @@ class WorkloadRunner:
                 )
         elif isinstance(msg, Event) and msg.kind in ("stopped", "crashed"):
             self._final_seen = True
+            if msg.kind == "crashed":
+                self._crashed = True
+                msg = dataclasses.replace(msg, message=self._with_log(msg.message))
+        return msg
 
     def _end_event(self) -> list[Message]:
         self._reported = True
@@ -219,10 +261,11 @@ class WorkloadRunner:
         if self._stopping:
             return [Event(time_s=now, kind="stopped", message=f"workload process {exit_reason(code)} while stopping")]
         message = f"workload process {exit_reason(code)}"
-        line = last_log_line(self.log_path)
+        line = last_log_line(self.log_path, start=self._log_start)
         if line and any(word in line.lower() for word in _INFORMATIVE):
             message += f": {line}"
-        return [Event(time_s=now, kind="crashed", message=message)]
+        self._crashed = True
+        return [Event(time_s=now, kind="crashed", message=self._with_log(message))]
 
     def _close_queues(self) -> None:
         for q in (self._controls, self._out):

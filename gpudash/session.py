@@ -32,7 +32,6 @@ class EngineSession:
         )
         self.sampler.t0 = self.t0
         self._nvml_started = False
-        self._stopped = False
         # the details of the child's last "started" event (torch version, device, GPU, pid):
         # for metadata of a recording begun mid-run
         self.started_details: dict[str, str] = {}
@@ -60,7 +59,6 @@ class EngineSession:
         if not self._nvml_started:
             self._nvml_started = True
             self.sampler.start()
-        self._stopped = False
         self.runner.start()
 
     def send(self, control: Control) -> None:
@@ -83,12 +81,11 @@ class EngineSession:
         if not self._nvml_started:
             self._nvml_started = True
             self.sampler.start()
-        self._stopped = False
         self.runner.restart()
 
-    def stop(self) -> None:
-        """Stop the child and the NVML thread. Idempotent; the last messages stay pollable."""
-        self._stopped = True
-        self.runner.stop()  # cheap when already stopped
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop the child (waiting up to ``timeout`` s for it to stop itself; 0: terminate it
+        now) and the NVML thread. Idempotent; the last messages stay pollable."""
+        self.runner.stop(timeout)  # cheap when already stopped
         self.sampler.stop()
         self._nvml_started = False

@@ -245,7 +245,6 @@ class DashState:
         self._warmup_next = True
         self._settle_from = 0.0  # start of the current settling window (a change or a resume)
         self._energy_steps: deque[tuple[float, float, int]] = deque(maxlen=64)  # (t, energy_j, steps)
-        self._offset = 0.0  # added to message times (kept for a restart whose clock starts again)
         self._started_once = False
         self.version = 0  # bumped on every ingest; the UI redraws when it changed
 
@@ -268,9 +267,8 @@ class DashState:
             self._on_event(msg)
 
     def _time(self, raw: float) -> float:
-        t = raw + self._offset
-        self.time_s = max(self.time_s, t)
-        return t
+        self.time_s = max(self.time_s, raw)
+        return raw
 
     def _on_sample(self, s: Sample) -> None:
         t = self._time(s.time_s)

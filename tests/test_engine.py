@@ -29,7 +29,7 @@ from gpudash.protocol import (
     SwitchWorkload,
 )
 from gpudash.session import EngineSession
-from workloads.registry import FAMILIES, WorkloadError, parse_batch_size
+from workloads.registry import WorkloadError, parse_batch_size
 
 # -- a fake workload: fast, scriptable ----------------------------------------------------------
 
@@ -51,6 +51,7 @@ class FakeWorkload:
         self.oom_above = oom_above
         self.last_loss: torch.Tensor | None = None
         self.steps = 0
+        self.drains = 0
         self.closed = False
 
     @property
@@ -59,21 +60,25 @@ class FakeWorkload:
 
     def step(self) -> None:
         if self.oom_above is not None and self.batch_size > self.oom_above:
-            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 1 TiB")
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 1 TiB")
         time.sleep(0.001)
         self.steps += 1
         self.last_loss = torch.tensor(1.0 / self.steps)
 
-    def reconfigure(self, *, variant: str | None = None, batch_size: object = None) -> None:
-        if variant is not None and variant not in ("a", "b"):
+    def _check_variant(self, variant: str) -> None:
+        if variant not in ("a", "b"):
             raise WorkloadError(f"unknown variant {variant!r}")
+
+    def reconfigure(self, *, variant: str | None = None, batch_size: object = None) -> None:
+        if variant is not None:
+            self._check_variant(variant)
         if batch_size is not None:
             self.batch_size = parse_batch_size(batch_size)
         if variant is not None:
             self.variant = variant
 
     def drain(self) -> None:
-        pass
+        self.drains += 1
 
     def close(self) -> None:
         self.closed = True
@@ -158,6 +163,14 @@ def test_failed_controls_are_error_events_and_the_run_goes_on() -> None:
     assert samples(msgs)[-1].variant == "b" and samples(msgs)[-1].batch_size == 4
 
 
+def test_refused_controls_neither_drain_nor_cut_the_sample_window() -> None:
+    w = FakeWorkload()
+    loop, msgs = run_loop(w, [(10, SetBatchSize(0)), (10, SetVariant("nope")), (20, Stop())])
+    assert [e.what for e in events(msgs, "error")] == ["batch_size", "variant"]
+    assert w.drains == 1  # only the final drain at the end of the run
+    assert loop.steps_issued == 20 and samples(msgs)[-1].steps == 20
+
+
 def test_pause_and_resume() -> None:
     w = FakeWorkload()
     _, msgs = run_loop(w, [(10, Pause()), (10, Resume()), (20, Stop())])
@@ -179,7 +192,7 @@ def test_out_of_memory_after_a_change_reverts_it() -> None:
 
 def test_out_of_memory_without_a_change_is_a_crash() -> None:
     w = FakeWorkload(batch_size=64, oom_above=16)
-    with pytest.raises(torch.OutOfMemoryError):
+    with pytest.raises(torch.cuda.OutOfMemoryError):
         run_loop(w, [])
 
 
@@ -301,12 +314,11 @@ def test_session_controls_mid_run(session: EngineSession) -> None:
     session.send(Resume())
     c.wait(is_event("resumed"), what="resumed")
 
-    if "sync_loss" in FAMILIES:
-        session.send(SwitchWorkload("sync_loss", "fixed"))
-        switched = c.wait(lambda m: is_event("changed", "workload")(m) or is_event("error", "workload")(m), what="switch")
-        if switched.kind == "changed":
-            assert switched.after == "sync_loss"
-            c.wait(lambda m: isinstance(m, Sample) and m.workload == "sync_loss" and m.variant == "fixed", what="sync_loss rows")
+    session.send(SwitchWorkload("sync_loss", "fixed"))
+    switched = c.wait(lambda m: is_event("changed", "workload")(m) or is_event("error", "workload")(m), what="switch")
+    assert switched.kind == "changed", switched.message
+    assert switched.after == "sync_loss"
+    c.wait(lambda m: isinstance(m, Sample) and m.workload == "sync_loss" and m.variant == "fixed", what="sync_loss rows")
 
     session.stop()
     c.msgs.extend(session.poll())
@@ -316,6 +328,8 @@ def test_session_controls_mid_run(session: EngineSession) -> None:
 
 
 def test_session_child_killed_then_restarted(session: EngineSession) -> None:
+    with open(session.log_path, "w") as f:  # the log appends: an older run's last line is no clue
+        f.write("RuntimeError: from an older run\n")
     c = Collector(session)
     session.start()
     c.wait(lambda m: isinstance(m, Sample) and m.steps >= 2, what="steps")
@@ -326,7 +340,7 @@ def test_session_child_killed_then_restarted(session: EngineSession) -> None:
     assert pid is not None
     os.kill(pid, signal.SIGKILL)
     crashed = c.wait(is_event("crashed"), what="crashed")
-    assert "SIGKILL" in crashed.message
+    assert "SIGKILL" in crashed.message and "older run" not in crashed.message
     assert sum(1 for m in c.msgs if is_event("crashed")(m)) == 1
     assert not session.alive
 
@@ -335,3 +349,59 @@ def test_session_child_killed_then_restarted(session: EngineSession) -> None:
     again = c.wait(lambda m: isinstance(m, Sample) and m.steps >= 1, what="samples again")
     assert again.batch_size == 3
     assert session.runner.pid != pid
+
+
+def test_own_log_removed_after_a_clean_stop() -> None:
+    s = EngineSession(RunConfig(workload="encdec", device="cpu", max_steps=3, sample_interval_s=0.1))
+    c = Collector(s)
+    try:
+        s.start()
+        c.wait(is_event("stopped"), what="stopped after 3 steps")
+        assert os.path.exists(s.log_path)
+    finally:
+        s.stop()
+    assert not os.path.exists(s.log_path)
+
+
+@pytest.mark.skipif(os.path.exists("/dev/nvidia0"), reason="this machine has a GPU")
+def test_own_log_kept_after_a_crash_and_named() -> None:
+    s = EngineSession(RunConfig(workload="encdec", device="cuda", sample_interval_s=0.1))
+    c = Collector(s)
+    try:
+        s.start()
+        crashed = c.wait(is_event("crashed"), what="crashed: no CUDA here")
+    finally:
+        s.stop()
+    try:
+        assert s.log_path in crashed.message
+        assert os.path.exists(s.log_path)
+    finally:
+        os.unlink(s.log_path)
+
+
+def test_terminate_reaches_the_childs_own_workers() -> None:
+    """Escalation signals the child's process group: forked loader workers die with it."""
+    import subprocess
+
+    from gpudash.runner import WorkloadRunner
+
+    proc = subprocess.Popen(["sh", "-c", "sleep 60 & echo $!; wait"], start_new_session=True,
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        worker = int(proc.stdout.readline())  # type: ignore[union-attr]
+        WorkloadRunner._signal_group(proc, signal.SIGTERM)  # type: ignore[arg-type]
+        proc.wait(timeout=10)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                with open(f"/proc/{worker}/stat") as f:
+                    if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                        break  # dead, not yet reaped by its new parent
+            except (FileNotFoundError, ProcessLookupError):
+                break
+            time.sleep(0.02)
+        else:
+            raise AssertionError("the worker outlived its group's SIGTERM")
+    finally:
+        proc.kill()
+        proc.wait()

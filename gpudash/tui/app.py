@@ -22,6 +22,7 @@ from typing import Any
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Container
+from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
@@ -115,6 +116,7 @@ class GpuDashApp(App[int]):
         self.recorder: Any = None
         self.recording_path: str | None = None
         self.recorded_messages = 0
+        self._bad_rows_shown = 0  # the replay's malformed-row count last told to the user
         self.sent: list[Control] = []  # every control sent, oldest first
         self._pending_batch: int | None = None
         self._source_ready = False  # source.start() has returned
@@ -218,6 +220,10 @@ class GpuDashApp(App[int]):
             self.say(f"reading the workload's messages failed: {exc}", "error")
             return
         self.ingest(messages)
+        bad = getattr(self.source, "bad_rows", 0) if self.replay else 0
+        if isinstance(bad, int) and bad > self._bad_rows_shown:
+            self._bad_rows_shown = bad
+            self.say(f"replay: {bad} malformed row{'s' if bad != 1 else ''} skipped", "warning")
 
     def refresh_now(self) -> None:
         """Drain the source and redraw everything at once (tests, snapshots, benchmarks)."""
@@ -296,8 +302,12 @@ class GpuDashApp(App[int]):
         return s.status
 
     def _redraw(self, force: bool = False) -> None:
+        try:
+            header = self.query_one(RunHeader)
+            stats = self.query_one(StatsPanel)
+        except NoMatches:  # closing: the widgets are gone before the timers stop
+            return
         size = tuple((c.size.width, c.size.height) for c in self.visible_charts)
-        header = self.query_one(RunHeader)
         header.show(
             self.state,
             device=self.device,
@@ -310,7 +320,7 @@ class GpuDashApp(App[int]):
             return
         self._drawn_version, self._drawn_size = self.state.version, size
         self.redraw_charts()
-        self.query_one(StatsPanel).show(self.state)
+        stats.show(self.state)
 
     def redraw_charts(self) -> None:
         t0, t1 = self.state.time_range()
@@ -322,7 +332,11 @@ class GpuDashApp(App[int]):
         self.redraws += 1
 
     def say(self, text: str, severity: str = "info", toast: bool = False) -> None:
-        self.query_one(MessageBar).say(text, severity)
+        try:
+            bar = self.query_one(MessageBar)
+        except NoMatches:  # closing (see _redraw)
+            return
+        bar.say(text, severity)
         if toast and self.toasts:
             self.notify(text, severity="error" if severity == "error" else "information",
                         timeout=6 if severity == "error" else 3)
@@ -532,8 +546,21 @@ class GpuDashApp(App[int]):
             from gpudash.record import run_metadata
         except ImportError:  # pragma: no cover - the engine's recorder is part of gpudash
             info = self.state.gpu_info
-            return {"config": asdict(self.config), "gpu": asdict(info) if info else None, **extra}
-        return run_metadata(self.config, self.state.gpu_info, **extra)
+            meta = {"config": asdict(self.config), "gpu": asdict(info) if info else None, **extra}
+        else:
+            meta = run_metadata(self.config, self.state.gpu_info, **extra)
+        # A recording started mid-run never sees the child's "started" event: take what the
+        # session kept of it, the same way CsvRecorder._note_started would have.
+        d = getattr(self.source, "started_details", None) or {}
+        if d:
+            meta.update(
+                torch_version=d.get("torch") or meta.get("torch_version"),
+                cuda_version=d.get("cuda") or meta.get("cuda_version"),
+                device=d.get("device") or meta.get("device"),
+                device_name=d.get("device_name"),
+                started=dict(d),
+            )
+        return meta
 
     def start_recording(self, path: str) -> None:
         try:
@@ -661,9 +688,8 @@ def run_replay(path: str, follow: bool) -> int:
 
     from gpudash.replay import ReplaySource
 
-    if not os.path.isfile(path):
-        print(f"gpudash replay: no such file: {path}", file=sys.stderr)
-        return 2
+    # `gpudash replay` (cli._cmd_replay) has already checked that PATH is a readable file;
+    # a file gone since (or a directory) still ends here as an OSError with a message.
     source = ReplaySource(path, follow=follow)
     try:
         source.start()

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import plotext._utility as _pt_utility
+try:  # private plotext module (see MetricChart.render); missing → the public build() path
+    import plotext._utility as _pt_utility
+except ImportError:  # pragma: no cover - only on a plotext that moved it
+    _pt_utility = None
 from rich.style import Style
 from rich.text import Text
 from textual.app import RenderResult
@@ -116,18 +119,32 @@ class MetricChart(PlotextPlot):
 
         plotext would join the matrix into one ANSI string and Rich would parse it back;
         that round trip cost as much as building the plot. Same output, half the time.
+
+        This leans on plotext internals (``_set_size``, ``_set_sizes``, ``_build_matrix``,
+        ``monitor.matrix``, ``plotext._utility``), which is why pyproject pins ``plotext<6``.
+        If a plotext upgrade drops any of them (AttributeError) it falls back to the public
+        ``build()`` path, as ``PlotextPlot.render`` does: slower, not broken.
         """
         w, h = self.size.width, self.size.height
         plot = self._plot
         plot.plotsize(w, h)
-        plot._set_size(w, h)
+        set_size = getattr(plot, "_set_size", None)  # textual-plotext's resize workaround
+        if set_size is not None:
+            set_size(w, h)
         plot.theme(self._get_plotext_theme_name(self.app.theme))
         title = self.spec.title
         room = max(8, w - 2)
         plot.title(title if len(title) <= room else title[: room - 1] + "…")
-        plot._set_sizes()
-        plot._build_matrix()
-        return matrix_to_text(plot.monitor.matrix)
+        if self._fast_render:
+            try:
+                plot._set_sizes()
+                plot._build_matrix()
+                return matrix_to_text(plot.monitor.matrix)
+            except AttributeError:
+                self._fast_render = False  # plotext internals changed: stop trying
+        return Text.from_ansi(plot.build())
+
+    _fast_render = True  # False once this chart found plotext's internals missing
 
     def update_from(self, state: DashState, t0: float, t1: float, note: str | None = None) -> None:
         plt = self.plt

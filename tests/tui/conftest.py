@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 import pytest
 
 
-async def wait_until(pilot, cond: Callable[[], bool], what: str = "condition", tries: int = 200) -> None:
-    """Let the app process messages until ``cond()`` holds (no fixed sleeps)."""
-    for _ in range(tries):
+async def wait_until(pilot, cond: Callable[[], bool], what: str = "condition", timeout_s: float = 30.0) -> None:
+    """Let the app process messages until ``cond()`` holds (no fixed sleeps).
+
+    Deadline-based, not a fixed number of tries: a loaded CI machine gets the whole
+    ``timeout_s`` of wall time; a passing check returns at once.
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
         if cond():
             return
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what}")
         await pilot.pause(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @pytest.fixture

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import csv
+import json
 from pathlib import Path
+
+import pandas as pd
 
 from gpudash.protocol import Event, Pause, Resume, RunConfig, SetBatchSize, SetVariant, SwitchWorkload
 from gpudash.replay import ReplaySource
@@ -13,6 +16,7 @@ from gpudash.tui.widgets import HelpScreen, MessageBar, PromptScreen, StatsPanel
 
 from .conftest import wait_until
 from .fakes import NO_GPU, FakeSource, run_segment, started
+from .test_replay import write_with_malformed_rows
 
 SIZE = (120, 36)
 FIXTURE = Path(__file__).parent / "data" / "replay.csv"
@@ -219,6 +223,11 @@ async def test_crash_shows_why_and_restart_starts_again():
 
 async def test_recording_writes_the_record_format(tmp_path):
     src = FakeSource()
+    # what EngineSession keeps of the child's "started" event: a recording started mid-run
+    # (after that event went by) must still carry it in its JSON
+    src.started_details = {"workload": "encdec", "variant": "serial", "batch_size": "8",
+                           "device": "cuda:0", "torch": "2.5.1", "cuda": "12.4",
+                           "device_name": "NVIDIA H100 80GB HBM3"}
     app = make_app(src)
     out = tmp_path / "rec.csv"
     async with app.run_test(size=SIZE) as pilot:
@@ -242,7 +251,11 @@ async def test_recording_writes_the_record_format(tmp_path):
     kinds = [r["row_kind"] for r in rows]
     assert kinds.count("sample") == 12 and kinds.count("event") == 1
     assert [r["event_after"] for r in rows if r["row_kind"] == "event"] == ["16"]
-    assert out.with_suffix(".json").exists()
+    meta = json.loads(out.with_suffix(".json").read_text())
+    assert meta["torch_version"] == "2.5.1" and meta["cuda_version"] == "12.4"
+    assert meta["device_name"] == "NVIDIA H100 80GB HBM3" and meta["device"] == "cuda:0"
+    assert meta["started"]["torch"] == "2.5.1"
+    assert meta["recording_started_at_run_s"] == 10.0
 
 
 async def test_recording_to_a_bad_path_says_so(tmp_path):
@@ -264,12 +277,24 @@ async def test_quit_stops_the_source_and_closes_the_recording(tmp_path):
     async with app.run_test(size=SIZE) as pilot:
         await running_app(pilot, app, src)
         app.start_recording(str(tmp_path / "q.csv"))
+        src.push(*run_segment(10.0, 12.0, 200.0, steps0=2000))  # 8 samples, 4 GPU ticks
+        app.refresh_now()
         await pilot.press("q")
         await pilot.pause()
     assert src.stopped >= 1
     assert app.recorder is None
     assert app.return_value == 0
-    assert (tmp_path / "q.csv").read_text().count("\n") >= 1
+    df = pd.read_csv(tmp_path / "q.csv")
+    samples = df[df["row_kind"] == "sample"]
+    assert len(samples) == 8  # every sample pushed before quitting made it to the file
+    assert samples["time_s"].tolist() == [10.25 + 0.25 * i for i in range(8)]
+    assert (samples["steps_per_s"] == 200.0).all() and (samples["batch_size"] == 8).all()
+    assert samples["steps"].tolist() == [2000 + 50 * (i + 1) for i in range(8)]
+    # the GPU ticks were joined in from the first tick the recording saw (after the 10.5 s sample)
+    assert samples["power_w"].iloc[2:].notna().all()
+    meta = json.loads((tmp_path / "q.json").read_text())
+    assert meta["end_time"]  # close() ran on quit: the recording is marked finished
+    assert meta["rows"] >= len(df)
 
 
 async def test_no_nvml_says_why_the_gpu_panel_is_empty():
@@ -349,6 +374,37 @@ async def test_replay_shows_markers_and_stats_read_only():
         titles = [c.title for c in app.get_system_commands(app.screen)]
         assert not any("Batch" in t or "pipelining" in t for t in titles)
         assert "H100" in plain_text(app.query_one("#header"), 120)
+
+
+async def test_replay_says_how_many_malformed_rows_it_skipped(tmp_path):
+    p = tmp_path / "bad.csv"
+    write_with_malformed_rows(p)
+    app = make_app(ReplaySource(p))
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(app, pilot)
+        app.refresh_now()
+        await pilot.pause()
+        assert message(app) == "replay: 2 malformed rows skipped"
+        assert app.state.last_sample is not None and app.state.last_sample.time_s == 1.5
+
+
+async def test_charts_fall_back_to_plotexts_public_build_when_its_internals_are_gone(monkeypatch):
+    import gpudash.tui.charts as charts
+
+    src = FakeSource()
+    app = make_app(src)
+    async with app.run_test(size=SIZE) as pilot:
+        await running_app(pilot, app, src)
+        c = chart(app, "throughput")
+        fast = c.render()
+        # a plotext without the private module the fast path reads (as after an upgrade)
+        monkeypatch.setattr(charts, "_pt_utility", None)
+        monkeypatch.setattr(charts, "_STYLES", {})
+        slow = c.render()
+        assert c._fast_render is False
+        assert slow.plain.rstrip("\n") == fast.plain.rstrip("\n")
+        assert c.spec.title[:8] in slow.plain
+        assert any("\u2800" < ch <= "\u28ff" for ch in slow.plain)  # the braille line is drawn
 
 
 async def test_command_palette_runs_a_control():

@@ -25,7 +25,7 @@ async def test_dashboard_over_the_real_engine_on_the_cpu(tmp_path):
     async with app.run_test(size=(120, 36)) as pilot:
         # the first frame does not wait for torch: the app is up and says so at once
         assert app.state.status == "starting"
-        await wait_until(pilot, lambda: app.state.last_sample is not None, "a first sample", tries=3000)
+        await wait_until(pilot, lambda: app.state.last_sample is not None, "a first sample", timeout_s=60)
         first_sample_s = time.perf_counter() - t0
         assert app.state.workload == "encdec" and app.device == "cpu"
         batch = app.state.batch_size
@@ -33,16 +33,16 @@ async def test_dashboard_over_the_real_engine_on_the_cpu(tmp_path):
         await pilot.press("plus")
         assert app.sent == [SetBatchSize(batch * 2)]
         await wait_until(pilot, lambda: any(e.kind == "changed" and e.what == "batch_size"
-                                            for e in app.state.events), "the change event", tries=3000)
+                                            for e in app.state.events), "the change event", timeout_s=60)
         app.refresh_now()
         label = f"batch {batch}→{batch * 2}"
         assert any(lbl == label for _, lbl in app.query_one("#chart-throughput").marker_labels)
         await wait_until(pilot, lambda: app.state.batch_size == batch * 2
                          and app.state.last_sample.batch_size == batch * 2, "a sample at the new batch",
-                         tries=3000)
+                         timeout_s=60)
         pid = source.runner.pid
         await pilot.press("q")
-        await wait_until(pilot, lambda: not app.is_running, "the app to exit", tries=1500)
+        await wait_until(pilot, lambda: not app.is_running, "the app to exit", timeout_s=30)
     assert not source.alive
     assert not any(p.pid == pid for p in multiprocessing.active_children())
     print(f"first sample after {first_sample_s:.1f} s")

@@ -80,3 +80,21 @@ def test_a_newline_inside_a_quoted_cell_waits_for_the_record(tmp_path):
         f.write(row[row.index("\n") + 1 :])
     (e,) = src.poll()
     assert e.message == "line one\nline two"
+
+
+def write_with_malformed_rows(p: Path) -> None:
+    """Two good samples around two bad rows: one cut short, one with a non-number."""
+    good = [format_row(sample_row(sample(t, 100.0), None)) for t in (1.0, 1.25, 1.5)]
+    bad_value = good[1].replace(",100,", ",abc,", 1)  # steps_per_s
+    assert bad_value != good[1]
+    p.write_text(format_row(header()) + good[0] + "sample,1.1,encdec\n" + bad_value + good[2])
+
+
+def test_malformed_rows_are_skipped_and_counted(tmp_path):
+    p = tmp_path / "bad.csv"
+    write_with_malformed_rows(p)
+    src = ReplaySource(p)
+    src.start()
+    got = src.poll()
+    assert [m.time_s for m in got] == [1.0, 1.5]
+    assert src.bad_rows == 2 and src.rows_read == 2
