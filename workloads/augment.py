@@ -196,7 +196,6 @@ class AugmentWorkload(Workload):
         random.seed(self.seed)
         self.loader: DataLoader | None = None
         self.batches: Iterator[tuple[Tensor, Tensor]] | None = None
-        self.pipeline: TwoStagePipeline | None = None
 
     def _configure(self) -> None:
         n, size = self.batch_size, self.image_size
@@ -223,10 +222,7 @@ class AugmentWorkload(Workload):
             self.pipeline = TwoStagePipeline(self.device, emulate=self.emulate_streams)
 
     def _release(self) -> None:
-        self.pool = None  # free the pinned batches before the next configuration builds its own
-        if self.pipeline is not None:
-            self.pipeline.close()
-            self.pipeline = None
+        super()._release()
         if self.loader is not None:
             shutdown_loader_workers(self.batches)
             self.loader = self.batches = None

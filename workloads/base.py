@@ -9,6 +9,7 @@ from typing import ClassVar
 
 import torch
 
+from workloads.data import HostBatchPool
 from workloads.registry import (
     NEEDS_STREAMS,
     FamilyInfo,
@@ -16,6 +17,7 @@ from workloads.registry import (
     check_image_size,
     parse_batch_size,
 )
+from workloads.streams import TwoStagePipeline
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,8 @@ class Workload(ABC):
     """
 
     info: ClassVar[FamilyInfo]
+    pool: HostBatchPool | None = None
+    pipeline: TwoStagePipeline | None = None
 
     def __init__(self, device: torch.device | str, options: WorkloadOptions) -> None:
         self.device = torch.device(device)
@@ -94,7 +98,14 @@ class Workload(ABC):
         """The parameters the optimizer updates (what equivalence tests compare)."""
 
     def _release(self) -> None:
-        """Free what ``_configure`` built that must be shut down (loader workers, streams)."""
+        """Free what ``_configure`` built: the pinned batch pool and the pipeline's streams.
+
+        Families with more (loader workers) extend this and call ``super()._release()``.
+        """
+        self.pool = None  # free the pinned batches before the next configuration builds its own
+        if self.pipeline is not None:
+            self.pipeline.close()
+            self.pipeline = None
 
     # -- what the engine uses -----------------------------------------------------------
     @property

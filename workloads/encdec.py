@@ -20,7 +20,6 @@ class EncDecWorkload(Workload):
         self.decoder = models.decoder(self.image_size).to(self.device).train()
         self.criterion = nn.CrossEntropyLoss()
         self.optimizer = torch.optim.SGD(self.decoder.parameters(), lr=1e-3)
-        self.pipeline: TwoStagePipeline | None = None
 
     def _configure(self) -> None:
         n, size = self.batch_size, self.image_size
@@ -32,12 +31,6 @@ class EncDecWorkload(Workload):
         self.pool = HostBatchPool(make_batch, seed=self.seed, pin=self.on_cuda)
         if self.variant == "pipelined":
             self.pipeline = TwoStagePipeline(self.device, emulate=self.emulate_streams)
-
-    def _release(self) -> None:
-        self.pool = None  # free the pinned batches before the next configuration builds its own
-        if self.pipeline is not None:
-            self.pipeline.close()
-            self.pipeline = None
 
     def trained_parameters(self) -> list[nn.Parameter]:
         return list(self.decoder.parameters())

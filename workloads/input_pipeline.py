@@ -181,6 +181,7 @@ class InputPipelineWorkload(Workload):
         self.batches = iter(self.loader)
 
     def _release(self) -> None:
+        super()._release()
         shutdown_loader_workers(self.batches)
         self.loader = self.batches = None
 

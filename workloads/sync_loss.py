@@ -98,9 +98,6 @@ class SyncLossWorkload(Workload):
         self.pool = HostBatchPool(make_batch, seed=self.seed, pin=self.on_cuda)
         self.criterion = self.losses[self.variant]
 
-    def _release(self) -> None:
-        self.pool = None  # free the pinned batches before the next configuration builds its own
-
     def trained_parameters(self) -> list[nn.Parameter]:
         return list(self.model.parameters())
 
