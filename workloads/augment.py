@@ -32,7 +32,7 @@ from torch.utils.data import DataLoader, Dataset
 from torchvision.ops import roi_align
 
 from workloads import models
-from workloads.base import Workload
+from workloads.base import Workload, train_step
 from workloads.data import HostBatchPool, random_images_u8, shutdown_loader_workers, to_device
 from workloads.registry import FAMILIES
 from workloads.streams import TwoStagePipeline
@@ -236,11 +236,7 @@ class AugmentWorkload(Workload):
         return self.augment(images), labels.long()
 
     def train(self, images: Tensor, labels: Tensor) -> Tensor:
-        self.optimizer.zero_grad(set_to_none=True)
-        loss = self.criterion(self.model(images), labels)
-        loss.backward()
-        self.optimizer.step()
-        return loss.detach()
+        return train_step(self.model, self.criterion, self.optimizer, images, labels)
 
     def step(self) -> None:
         if self.variant == "cpu":

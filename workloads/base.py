@@ -41,6 +41,21 @@ def available_cpus() -> int:
         return os.cpu_count() or 1
 
 
+def train_step(
+    model: torch.nn.Module,
+    criterion: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    inputs: torch.Tensor,
+    targets: torch.Tensor,
+) -> torch.Tensor:
+    """One SGD step on the current stream; returns the loss, detached (no host sync)."""
+    optimizer.zero_grad(set_to_none=True)
+    loss = criterion(model(inputs), targets)
+    loss.backward()
+    optimizer.step()
+    return loss.detach()
+
+
 class Workload(ABC):
     """One reference training workload: build on a device, then ``step()`` repeatedly.
 

@@ -6,7 +6,7 @@ import torch
 import torch.nn as nn
 
 from workloads import models
-from workloads.base import Workload
+from workloads.base import Workload, train_step
 from workloads.data import HostBatchPool, random_images_u8, to_device
 from workloads.registry import FAMILIES
 from workloads.streams import TwoStagePipeline
@@ -44,11 +44,7 @@ class EncDecWorkload(Workload):
         return features, labels.long()
 
     def train_decoder(self, features: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        self.optimizer.zero_grad(set_to_none=True)
-        loss = self.criterion(self.decoder(features), labels)
-        loss.backward()
-        self.optimizer.step()
-        return loss.detach()
+        return train_step(self.decoder, self.criterion, self.optimizer, features, labels)
 
     def step(self) -> None:
         if self.pipeline is None:

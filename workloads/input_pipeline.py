@@ -32,7 +32,7 @@ from torch import Tensor
 from torch.utils.data import DataLoader, Dataset, default_collate
 
 from workloads import models
-from workloads.base import Workload
+from workloads.base import Workload, train_step
 from workloads.data import shutdown_loader_workers
 from workloads.registry import FAMILIES, WorkloadError
 
@@ -200,8 +200,4 @@ class InputPipelineWorkload(Workload):
         images, labels = self._next_batch()
         images = images.to(self.device, non_blocking=True)
         labels = labels.to(self.device, non_blocking=True)
-        loss = self.criterion(self.model(images), labels)
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        self.optimizer.step()
-        self.last_loss = loss.detach()
+        self.last_loss = train_step(self.model, self.criterion, self.optimizer, images, labels)

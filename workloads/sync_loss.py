@@ -19,7 +19,7 @@ import torch.nn as nn
 from torch import Tensor
 
 from workloads import models
-from workloads.base import Workload
+from workloads.base import Workload, train_step
 from workloads.data import HostBatchPool, to_device
 from workloads.registry import FAMILIES
 
@@ -103,8 +103,4 @@ class SyncLossWorkload(Workload):
 
     def step(self) -> None:
         images, labels = to_device(self.pool.next(), self.device)
-        loss = self.criterion(self.model(images), labels.long())
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        self.optimizer.step()
-        self.last_loss = loss.detach()
+        self.last_loss = train_step(self.model, self.criterion, self.optimizer, images, labels.long())
