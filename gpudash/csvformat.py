@@ -48,7 +48,7 @@ def event_row(event: Event, current: Sample | None = None) -> list[str]:
     values: dict[str, object] = {
         "row_kind": "event",
         "time_s": event.time_s,
-        "event_kind": event.kind,
+        "event_kind": event.kind.value,
         "event_what": event.what,
         "event_before": event.before,
         "event_after": event.after,

@@ -38,6 +38,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from gpudash.protocol import (
+    EventKind,
     Control,
     Event,
     Message,
@@ -451,7 +452,7 @@ class StepLoop:
         self.loss.poll()
         self._send_sample(self.clock(), force=True)
 
-    def _event(self, kind: str, **kw: Any) -> None:
+    def _event(self, kind: EventKind, **kw: Any) -> None:
         if "details" in kw:
             kw["details"] = plain(kw["details"])
         self.emit(Event(time_s=self.now(), kind=kind, **kw))  # type: ignore[arg-type]
@@ -473,13 +474,13 @@ class StepLoop:
             if not self._paused:
                 self._settle()
                 self._paused = True
-                self._event("paused", details=self.config())
+                self._event(EventKind.PAUSED, details=self.config())
         elif isinstance(control, Resume):
             if self._paused:
                 self._paused = False
                 self._collect(self.timer.reset())
                 self._open_window(self.clock())
-                self._event("resumed", details=self.config())
+                self._event(EventKind.RESUMED, details=self.config())
         elif isinstance(control, SetBatchSize):
             self._reconfigure("batch_size", batch_size=control.batch_size)
         elif isinstance(control, SetVariant):
@@ -487,11 +488,9 @@ class StepLoop:
         elif isinstance(control, SwitchWorkload):
             self._switch(control)
         else:
-            self._event("error", message=f"unknown control {control!r}")
+            self._event(EventKind.ERROR, message=f"unknown control {control!r}")
 
-    def _reconfigure(self, what: str, *, variant: str | None = None, batch_size: Any = None) -> None:
-        from workloads.registry import parse_batch_size
-
+    def _reconfigure(self, what: str, *, variant: str | None = None, batch_size: int | None = None) -> None:
         w = self.workload
         before = str(getattr(w, what))
         requested = str(variant if what == "variant" else batch_size)
@@ -499,12 +498,9 @@ class StepLoop:
             return
         previous = (w.info.name, w.variant, w.batch_size)
         try:  # a bad request is refused without draining the device or cutting the window
-            if batch_size is not None:
-                batch_size = parse_batch_size(batch_size)
-            if variant is not None:
-                w._check_variant(variant)
+            w.check_change(variant=variant, batch_size=batch_size)
         except Exception as exc:  # WorkloadError
-            self._event("error", what=what, before=before, after=requested, message=one_line(exc),
+            self._event(EventKind.ERROR, what=what, before=before, after=requested, message=one_line(exc),
                         details=self.config())
             return
         self._settle()
@@ -512,7 +508,7 @@ class StepLoop:
             w.reconfigure(variant=variant, batch_size=batch_size)
         except Exception as exc:  # OOM while configuring, ...
             self._after_failure()
-            self._event("error", what=what, before=before, after=requested, message=one_line(exc),
+            self._event(EventKind.ERROR, what=what, before=before, after=requested, message=one_line(exc),
                         details=self.config())
             return
         self._changed(what, before, str(getattr(w, what)), previous)
@@ -522,7 +518,7 @@ class StepLoop:
         before = old.info.name
         previous = (old.info.name, old.variant, old.batch_size)
         if self.builder is None:
-            self._event("error", what="workload", before=before, after=control.workload,
+            self._event(EventKind.ERROR, what="workload", before=before, after=control.workload,
                         message="switching workloads is not possible here")
             return
         self._settle()
@@ -534,7 +530,7 @@ class StepLoop:
             self._after_failure()
             self.workload = self.builder(*previous)  # the last good configuration
             self._reset_measuring()
-            self._event("error", what="workload", before=before, after=control.workload,
+            self._event(EventKind.ERROR, what="workload", before=before, after=control.workload,
                         message=message, details=self.config())
             return
         self.workload = new
@@ -545,7 +541,7 @@ class StepLoop:
         self._previous = previous
         self._probation = PROBATION_STEPS
         self._open_window(self.clock())
-        self._event("changed", what=what, before=before, after=after, details=self.config())
+        self._event(EventKind.CHANGED, what=what, before=before, after=after, details=self.config())
 
     def _reset_measuring(self) -> None:
         if self.on_cuda:
@@ -583,7 +579,7 @@ class StepLoop:
             self._open_window(self.clock())
         now = self.workload
         self._event(
-            "error",
+            EventKind.ERROR,
             what=what,
             before=failed,
             after=f"{now.info.name} {now.variant} batch {now.batch_size}",
@@ -735,10 +731,10 @@ def _run_child(config: RunConfig, channel: _Channel, t0: float) -> None:
         props = torch.cuda.get_device_properties(device)
         details.update(device_name=props.name, gpu_uuid=str(getattr(props, "uuid", "")))
     message = f"{workload.info.name} {workload.variant}, batch {workload.batch_size} on {device}"
-    channel.emit(Event(time_s=loop.now(), kind="started", message=message, details=plain(details)))
+    channel.emit(Event(time_s=loop.now(), kind=EventKind.STARTED, message=message, details=plain(details)))
     loop.run()
     loop.workload.close()
-    channel.emit(Event(time_s=loop.now(), kind="stopped", details=plain(loop.config())))
+    channel.emit(Event(time_s=loop.now(), kind=EventKind.STOPPED, details=plain(loop.config())))
 
 
 def child_main(config: RunConfig, controls: Any, out: Any, log_path: str | None, t0: float) -> None:
@@ -750,13 +746,13 @@ def child_main(config: RunConfig, controls: Any, out: Any, log_path: str | None,
     def now() -> float:
         return time.monotonic() - t0
 
-    channel.emit(Event(time_s=now(), kind="starting", message=f"pid {os.getpid()}"))
+    channel.emit(Event(time_s=now(), kind=EventKind.STARTING, message=f"pid {os.getpid()}"))
     code = 0
     try:
         _run_child(config, channel, t0)
     except BaseException as exc:  # noqa: BLE001 - report anything, then exit non-zero
         traceback.print_exc()
-        channel.emit(Event(time_s=now(), kind="crashed", message=one_line(exc)))
+        channel.emit(Event(time_s=now(), kind=EventKind.CRASHED, message=one_line(exc)))
         code = 1
     finally:
         sys.stdout.flush()

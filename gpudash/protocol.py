@@ -11,7 +11,17 @@ three through an ``EngineSource``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, Protocol, Union
+from enum import Enum, IntEnum
+from typing import Protocol, Union
+
+
+class ExitCode(IntEnum):
+    """The exit status of every ``gpudash`` command."""
+
+    OK = 0
+    FAILED = 1  # the workload (or writing the recording) failed
+    USAGE = 2  # bad arguments or an unreadable file
+    INTERRUPTED = 130  # SIGINT or SIGTERM
 
 
 @dataclass(frozen=True)
@@ -86,16 +96,23 @@ class Sample:
     loss: float | None = None
 
 
-EventKind = Literal[
-    "starting",  # child process started, importing torch
-    "started",  # workload built, first configuration
-    "changed",  # a control was applied: what/before/after say what
-    "error",  # a control (or step) failed; the run goes on in its last good configuration
-    "paused",
-    "resumed",
-    "stopped",  # the child finished cleanly
-    "crashed",  # the child died: message says why
-]
+class EventKind(str, Enum):
+    """What an ``Event`` reports; the value is what the CSV's ``event_kind`` column holds."""
+
+    STARTING = "starting"  # child process started, importing torch
+    STARTED = "started"  # workload built, first configuration
+    CHANGED = "changed"  # a control was applied: what/before/after say what
+    ERROR = "error"  # a control (or step) failed; the run goes on in its last good configuration
+    PAUSED = "paused"
+    RESUMED = "resumed"
+    STOPPED = "stopped"  # the child finished cleanly
+    CRASHED = "crashed"  # the child died: message says why
+
+    def __str__(self) -> str:
+        return self.value
+
+
+ENDING_KINDS = frozenset({EventKind.STOPPED, EventKind.CRASHED})  # the child is gone after these
 
 
 @dataclass(frozen=True)
@@ -110,12 +127,15 @@ class Event:
     # variant, batch_size, device); "started" also torch, cuda, device_name, gpu_uuid, pid.
     details: dict[str, str] = field(default_factory=dict, compare=False)
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", EventKind(self.kind))  # text from a CSV: checked here
+
     @property
     def label(self) -> str:
         """A short label for a chart marker or a log line."""
-        if self.kind == "changed" and self.what:
+        if self.kind == EventKind.CHANGED and self.what:
             return f"{self.what}: {self.before} → {self.after}"
-        return self.message or self.kind
+        return self.message or self.kind.value
 
 
 # -- NVML, produced in the parent ---------------------------------------------------------------

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from gpudash import csvformat
-from gpudash.protocol import Event, GpuInfo, GpuSample, Message, RunConfig, Sample
+from gpudash.protocol import Event, EventKind, GpuInfo, GpuSample, Message, RunConfig, Sample
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 JPS_WINDOW_S = 2.0  # joules per step are estimated over about this many seconds
@@ -200,7 +200,7 @@ class CsvRecorder:
         elif isinstance(msg, Event):
             self._config = self._config_after(msg)
             self._write(csvformat.event_row(msg, self._config))
-            if msg.kind == "started":
+            if msg.kind == EventKind.STARTED:
                 self._note_started(msg)
 
     def close(self, **final: Any) -> None:
@@ -321,10 +321,10 @@ def _say(text: str) -> None:
 
 
 def _describe_event(e: Event) -> str | None:
-    if e.kind in ("starting",):
+    if e.kind in (EventKind.STARTING,):
         return None
     text = f"[{e.time_s:7.1f}s] {e.kind}"
-    if e.kind == "changed" or (e.kind == "error" and e.what):
+    if e.kind == EventKind.CHANGED or (e.kind == EventKind.ERROR and e.what):
         text += f" {e.what}: {e.before} → {e.after}"
     if e.message:
         text += f": {e.message}"
@@ -385,12 +385,12 @@ def run_record(
                     if isinstance(msg, Event):
                         if not quiet and (line := _describe_event(msg)):
                             _say(line)
-                        if msg.kind == "started":
+                        if msg.kind == EventKind.STARTED:
                             started_at = time.monotonic()
                             note_gpu()
-                        elif msg.kind == "crashed":
+                        elif msg.kind == EventKind.CRASHED:
                             status, code = f"workload failed: {msg.message}", EXIT_FAILED
-                        elif msg.kind == "stopped":
+                        elif msg.kind == EventKind.STOPPED:
                             status = "done"
                 if code == EXIT_FAILED or session.finished:
                     break
@@ -404,7 +404,7 @@ def run_record(
             session.stop()
             for msg in session.poll():
                 recorder.on_message(msg)
-                if isinstance(msg, Event) and msg.kind == "crashed" and code == EXIT_OK:
+                if isinstance(msg, Event) and msg.kind == EventKind.CRASHED and code == EXIT_OK:
                     status, code = f"workload failed: {msg.message}", EXIT_FAILED
         except RecordWriteError as exc:
             _say(f"error: {exc.strerror or exc}")

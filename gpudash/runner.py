@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from gpudash.protocol import Control, Event, Message, RunConfig, Sample, Stop
+from gpudash.protocol import Control, Event, EventKind, Message, RunConfig, Sample, Stop
 
 OUT_QUEUE_SIZE = 100  # small enough that the pipe (64 KiB) never fills: the child exits cleanly
 MAX_PER_POLL = 1000
@@ -245,9 +245,9 @@ class WorkloadRunner:
                     batch_size=msg.batch_size,
                     image_size=self.config.image_size if same else None,
                 )
-        elif isinstance(msg, Event) and msg.kind in ("stopped", "crashed"):
+        elif isinstance(msg, Event) and msg.kind in (EventKind.STOPPED, EventKind.CRASHED):
             self._final_seen = True
-            if msg.kind == "crashed":
+            if msg.kind == EventKind.CRASHED:
                 self._crashed = True
                 msg = dataclasses.replace(msg, message=self._with_log(msg.message))
         return msg
@@ -259,13 +259,13 @@ class WorkloadRunner:
         code = self.exitcode
         now = time.monotonic() - self.t0
         if self._stopping:
-            return [Event(time_s=now, kind="stopped", message=f"workload process {exit_reason(code)} while stopping")]
+            return [Event(time_s=now, kind=EventKind.STOPPED, message=f"workload process {exit_reason(code)} while stopping")]
         message = f"workload process {exit_reason(code)}"
         line = last_log_line(self.log_path, start=self._log_start)
         if line and any(word in line.lower() for word in _INFORMATIVE):
             message += f": {line}"
         self._crashed = True
-        return [Event(time_s=now, kind="crashed", message=self._with_log(message))]
+        return [Event(time_s=now, kind=EventKind.CRASHED, message=self._with_log(message))]
 
     def _close_queues(self) -> None:
         for q in (self._controls, self._out):

@@ -10,7 +10,7 @@ import os
 import time
 
 from gpudash.nvml import NvmlSampler, cuda_index_hint
-from gpudash.protocol import Control, Event, GpuInfo, Message, RunConfig
+from gpudash.protocol import Control, Event, EventKind, GpuInfo, Message, RunConfig
 from gpudash.runner import WorkloadRunner
 
 
@@ -68,7 +68,7 @@ class EngineSession:
         """Child messages and new GPU samples since the last poll, oldest first; never blocks."""
         msgs: list[Message] = self.runner.poll()
         for m in msgs:
-            if isinstance(m, Event) and m.kind == "started":
+            if isinstance(m, Event) and m.kind == EventKind.STARTED:
                 self.started_details = dict(m.details)
                 if m.details.get("gpu_uuid"):
                     self.sampler.select(uuid=m.details["gpu_uuid"])  # the GPU the child really uses

@@ -24,7 +24,7 @@ from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
-from gpudash.protocol import Event, GpuInfo, GpuSample, Message, Sample
+from gpudash.protocol import Event, EventKind, GpuInfo, GpuSample, Message, Sample
 
 # -- the metrics the stats panel shows, in order: (key, label, unit, better) -------------------
 # better: +1 higher is better, -1 lower is better, 0 neither (telemetry)
@@ -43,7 +43,8 @@ SAMPLE_METRICS = ("steps_per_s", "samples_per_s", "step_ms_p50", "step_ms_p95", 
 GPU_METRICS = ("gpu_util_pct", "mem_bw_util_pct", "mem_used_mib", "power_w", "sm_clock_mhz")
 SETTLE_S = 1.0  # seconds after a change or resume left out of the configuration's means
 NOW_WINDOW_S = 3.0  # "now" J/step spans this much time
-MARKER_KINDS = frozenset({"started", "changed", "paused", "resumed", "crashed", "stopped"})
+MARKER_KINDS = frozenset({EventKind.STARTED, EventKind.CHANGED, EventKind.PAUSED, EventKind.RESUMED,
+                          EventKind.CRASHED, EventKind.STOPPED})
 
 
 class Series:
@@ -319,17 +320,17 @@ class DashState:
         self.events.append(e)
         if e.kind in MARKER_KINDS:
             # the first start is the left edge of the run: no marker; a restart gets one
-            if e.kind != "started" or self._started_once:
+            if e.kind != EventKind.STARTED or self._started_once:
                 self.markers.append(Marker(t, _marker_label(e), e.kind))
-        if e.kind == "started":
+        if e.kind == EventKind.STARTED:
             self._started_once = True
-        if e.kind == "starting":
+        if e.kind == EventKind.STARTING:
             self.status, self.status_message = "starting", e.message
-        elif e.kind == "started":
+        elif e.kind == EventKind.STARTED:
             self.status, self.status_message = "running", e.message
             self.paused = False
             self._new_segment = True
-        elif e.kind == "changed":
+        elif e.kind == EventKind.CHANGED:
             self._new_segment = True
             if e.what == "batch_size":
                 try:
@@ -340,16 +341,16 @@ class DashState:
                 self.variant = e.after
             elif e.what == "workload":
                 self.workload = e.after
-        elif e.kind == "error":
+        elif e.kind == EventKind.ERROR:
             self.last_error = e
-        elif e.kind == "paused":
+        elif e.kind == EventKind.PAUSED:
             self.paused, self.status = True, "paused"
-        elif e.kind == "resumed":
+        elif e.kind == EventKind.RESUMED:
             self.paused, self.status = False, "running"
             self._warmup_next = True
-        elif e.kind == "stopped":
+        elif e.kind == EventKind.STOPPED:
             self.status, self.status_message = "stopped", e.message
-        elif e.kind == "crashed":
+        elif e.kind == EventKind.CRASHED:
             self.status, self.status_message = "crashed", e.message or "the workload process died"
             self.paused = False
 
@@ -423,7 +424,7 @@ class DashState:
 
 
 def _marker_label(e: Event) -> str:
-    if e.kind == "changed" and e.what:
+    if e.kind == EventKind.CHANGED and e.what:
         what = {"batch_size": "batch", "variant": "", "workload": ""}.get(e.what, e.what)
         return f"{what} {e.before}→{e.after}".strip() if e.before else f"{what} {e.after}".strip()
     return e.kind

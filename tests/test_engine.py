@@ -29,7 +29,7 @@ from gpudash.protocol import (
     SwitchWorkload,
 )
 from gpudash.session import EngineSession
-from workloads.registry import WorkloadError, parse_batch_size
+from workloads.registry import WorkloadError, check_batch_size
 
 # -- a fake workload: fast, scriptable ----------------------------------------------------------
 
@@ -65,17 +65,13 @@ class FakeWorkload:
         self.steps += 1
         self.last_loss = torch.tensor(1.0 / self.steps)
 
-    def _check_variant(self, variant: str) -> None:
-        if variant not in ("a", "b"):
+    def check_change(self, *, variant: str | None = None, batch_size: int | None = None) -> tuple[str, int]:
+        if variant is not None and variant not in ("a", "b"):
             raise WorkloadError(f"unknown variant {variant!r}")
+        return variant or self.variant, self.batch_size if batch_size is None else check_batch_size(batch_size)
 
-    def reconfigure(self, *, variant: str | None = None, batch_size: object = None) -> None:
-        if variant is not None:
-            self._check_variant(variant)
-        if batch_size is not None:
-            self.batch_size = parse_batch_size(batch_size)
-        if variant is not None:
-            self.variant = variant
+    def reconfigure(self, *, variant: str | None = None, batch_size: int | None = None) -> None:
+        self.variant, self.batch_size = self.check_change(variant=variant, batch_size=batch_size)
 
     def drain(self) -> None:
         self.drains += 1

@@ -18,7 +18,6 @@ rotation ±45° → Gaussian blur k=7 (random sigma) → normalize (mean 0, std 
 
 from __future__ import annotations
 
-import math
 import random
 from collections.abc import Iterator
 
@@ -40,10 +39,9 @@ from workloads.streams import TwoStagePipeline
 MAX_DEGREES = 45.0
 BLUR_KERNEL = 7
 BLUR_SIGMA = (0.1, 2.0)  # torchvision GaussianBlur's default range
-VECTORIZED = ("gpu-vectorized", "pipelined")  # variants on the sync-free chain
 
 
-# -- per-sample, on the CPU (the `cpu` variant) ---------------------------------------------
+# -- per-sample, on the CPU (the host_augment variant) ---------------------------------------------
 def cpu_transforms(image_size: int) -> T.Compose:
     return T.Compose(
         [
@@ -199,7 +197,7 @@ class AugmentWorkload(Workload):
 
     def _configure(self) -> None:
         n, size = self.batch_size, self.image_size
-        if self.variant == "cpu":
+        if self.variant_info.host_augment:
             dataset = RandomImages(size, cpu_transforms(size), self.seed)
             self.loader = DataLoader(
                 dataset,
@@ -217,8 +215,8 @@ class AugmentWorkload(Workload):
             return random_images_u8(gen, n, size), labels
 
         self.pool = HostBatchPool(make_batch, seed=self.seed, pin=self.on_cuda)
-        self.augment = BatchAugment(size, vectorized=self.variant in VECTORIZED, gen=self.gen)
-        if self.variant.startswith("pipelined"):
+        self.augment = BatchAugment(size, vectorized=self.variant_info.vectorized, gen=self.gen)
+        if self.variant_info.pipelined:
             self.pipeline = TwoStagePipeline(self.device, emulate=self.emulate_streams)
 
     def _release(self) -> None:
@@ -239,7 +237,7 @@ class AugmentWorkload(Workload):
         return train_step(self.model, self.criterion, self.optimizer, images, labels)
 
     def step(self) -> None:
-        if self.variant == "cpu":
+        if self.variant_info.host_augment:
             assert self.batches is not None
             images, labels = to_device(next(self.batches), self.device)
             self.last_loss = self.train(images, labels)

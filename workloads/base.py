@@ -11,11 +11,11 @@ import torch
 
 from workloads.data import HostBatchPool
 from workloads.registry import (
-    NEEDS_STREAMS,
     FamilyInfo,
+    VariantInfo,
     WorkloadError,
+    check_batch_size,
     check_image_size,
-    parse_batch_size,
 )
 from workloads.streams import TwoStagePipeline
 
@@ -78,10 +78,9 @@ class Workload(ABC):
                 self.device = torch.device("cuda", torch.cuda.current_device())
         defaults = self.info.defaults(self.device.type)
         self.emulate_streams = options.emulate_streams
-        self.variant = options.variant or self.info.default_variant
-        self._check_variant(self.variant)
-        self.batch_size = parse_batch_size(
-            defaults.batch_size if options.batch_size is None else options.batch_size
+        self.variant, self.batch_size = self.info.default_variant, defaults.batch_size
+        self.variant, self.batch_size = self.check_change(
+            variant=options.variant, batch_size=options.batch_size
         )
         self.image_size = check_image_size(options.image_size or defaults.image_size)
         if options.workers is not None and options.workers < 0:
@@ -145,9 +144,7 @@ class Workload(ABC):
 
     def reconfigure(self, *, variant: str | None = None, batch_size: int | None = None) -> None:
         """Change variant and/or batch size at a step boundary; on failure keep the old ones."""
-        new_variant = self.variant if variant is None else variant
-        new_batch = self.batch_size if batch_size is None else parse_batch_size(batch_size)
-        self._check_variant(new_variant)
+        new_variant, new_batch = self.check_change(variant=variant, batch_size=batch_size)
         if (new_variant, new_batch) == (self.variant, self.batch_size):
             return
         old = (self.variant, self.batch_size)
@@ -178,12 +175,22 @@ class Workload(ABC):
         self.close()
 
     # -- helpers -------------------------------------------------------------------------
-    def _check_variant(self, variant: str) -> None:
-        info = self.info.variant(variant)
-        if info.needs_cuda and self.device.type != "cuda" and not self.emulate_streams:
-            raise WorkloadError(
-                f"variant {variant!r} of {self.info.name} {NEEDS_STREAMS}: run it with --device cuda"
-            )
+    def check_change(self, *, variant: str | None = None, batch_size: int | None = None) -> tuple[str, int]:
+        """The (variant, batch size) a change asks for, checked: the workload's one check.
+
+        Raises a one-line WorkloadError (unknown variant, one the device cannot run, a bad
+        batch size) without touching the running configuration."""
+        new_variant = self.variant if variant is None else variant
+        why = self.info.variant(new_variant).refusal(self.device.type)
+        if why and not self.emulate_streams:
+            raise WorkloadError(why)
+        new_batch = self.batch_size if batch_size is None else check_batch_size(batch_size)
+        return new_variant, new_batch
+
+    @property
+    def variant_info(self) -> VariantInfo:
+        """The catalog's entry for the running variant (what the family's code asks)."""
+        return self.info.variant(self.variant)
 
     @property
     def on_cuda(self) -> bool:

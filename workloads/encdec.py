@@ -29,7 +29,7 @@ class EncDecWorkload(Workload):
             return random_images_u8(gen, n, size), labels
 
         self.pool = HostBatchPool(make_batch, seed=self.seed, pin=self.on_cuda)
-        if self.variant == "pipelined":
+        if self.variant_info.pipelined:
             self.pipeline = TwoStagePipeline(self.device, emulate=self.emulate_streams)
 
     def trained_parameters(self) -> list[nn.Parameter]:

@@ -34,7 +34,7 @@ from torch.utils.data import DataLoader, Dataset, default_collate
 from workloads import models
 from workloads.base import Workload, train_step
 from workloads.data import shutdown_loader_workers
-from workloads.registry import FAMILIES, WorkloadError
+from workloads.registry import FAMILIES, Fix, VariantInfo, WorkloadError
 
 JPEG_SIZE = (800, 533)  # width, height, as in the article
 DATASET_SIZE = 10_000
@@ -43,7 +43,6 @@ MASK_RATIO = 0.25
 FOUR_NEIGHBOURS = np.array([[0, 1, 0], [1, 1, 1], [0, 1, 0]])
 YUV_MATRIX = [[0.299, 0.587, 0.114], [-0.16874, -0.33126, 0.5], [0.5, -0.41869, -0.08131]]
 YUV_OFFSET = [0.0, 128.0, 128.0]
-ORDER = ("baseline", "workers", "dilation", "reorder", "batch-transform")
 
 
 def cache_dir() -> Path:
@@ -120,14 +119,15 @@ def batch_collate(batch: list[tuple[Tensor, int]]) -> tuple[Tensor, Tensor]:
     return batch_transform(images), labels
 
 
-def per_sample_transforms(variant: str, image_size: int) -> T.Compose:
-    level = ORDER.index(variant)
-    mask = RandomMask(dilate_shift if level >= ORDER.index("dilation") else dilate_conv)
-    if level >= ORDER.index("reorder"):
+def per_sample_transforms(variant: VariantInfo, image_size: int) -> T.Compose:
+    """The per-sample chain of a ladder variant: its fixes say which steps change."""
+    fixes = variant.fixes
+    mask = RandomMask(dilate_shift if Fix.SHIFT_DILATION in fixes else dilate_conv)
+    if Fix.CROP_FIRST in fixes:
         steps: list[Callable] = [T.RandomCrop(image_size), T.PILToTensor(), mask]
     else:
         steps = [T.PILToTensor(), T.RandomCrop(image_size), mask]
-    if variant != "batch-transform":
+    if Fix.BATCH_COLOUR not in fixes:
         steps += [convert_color, scale]
     return T.Compose(steps)
 
@@ -161,19 +161,19 @@ class InputPipelineWorkload(Workload):
 
     @property
     def loader_workers(self) -> int:
-        return BASELINE_WORKERS if self.variant == "baseline" else self.workers
+        return self.workers if Fix.ALL_CPUS in self.variant_info.fixes else BASELINE_WORKERS
 
     def describe(self) -> dict[str, object]:
         return {**super().describe(), "workers": self.loader_workers}
 
     def _configure(self) -> None:
         workers = self.loader_workers
-        dataset = OneJpegDataset(self.jpeg, per_sample_transforms(self.variant, self.image_size), self.seed)
+        dataset = OneJpegDataset(self.jpeg, per_sample_transforms(self.variant_info, self.image_size), self.seed)
         self.loader = DataLoader(
             dataset,
             batch_size=self.batch_size,
             num_workers=workers,
-            collate_fn=batch_collate if self.variant == "batch-transform" else default_collate,
+            collate_fn=batch_collate if Fix.BATCH_COLOUR in self.variant_info.fixes else default_collate,
             pin_memory=self.on_cuda,
             drop_last=True,
             persistent_workers=workers > 0,

@@ -7,7 +7,8 @@ This module never imports torch, so ``gpudash list`` and ``gpudash --help`` stay
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -18,11 +19,42 @@ class WorkloadError(ValueError):
     """A workload configuration that cannot run: the message is one line, meant for the user."""
 
 
+class Fix(Enum):
+    """One fix of the input-pipeline ladder; each variant of the ladder adds one to the one before."""
+
+    ALL_CPUS = "one DataLoader worker per available CPU"
+    SHIFT_DILATION = "dilation as a boolean OR of shifted copies"
+    CROP_FIRST = "crop the PIL image before converting it to a tensor"
+    BATCH_COLOUR = "colour conversion and scaling per batch in collate"
+
+
+NEEDS_STREAMS = "needs CUDA streams to overlap its two stages"
+
+
 @dataclass(frozen=True)
 class VariantInfo:
+    """One variant: what it is, as the code asks it (never by name outside its family's module)."""
+
     name: str
     summary: str
-    needs_cuda: bool = False
+    pipelined: bool = False  # two stages overlapped on two CUDA streams (TwoStagePipeline)
+    host_augment: bool = False  # augmentation per sample in DataLoader workers, on the CPU
+    vectorized: bool = False  # the batched augmentation chain (one rotation for the batch)
+    sync_free: bool = True  # a step never makes the host wait for the GPU
+    fixes: frozenset[Fix] = frozenset()  # the input-pipeline fixes applied (cumulative)
+    family: str = ""  # set by FamilyInfo
+
+    @property
+    def needs_cuda(self) -> bool:
+        return self.pipelined
+
+    def refusal(self, device: str) -> str | None:
+        """Why this variant cannot run on ``device`` ("cpu", "cuda", "cuda:1"), or None.
+
+        The one message every caller shows (CLI, workload, dashboard, demo)."""
+        if self.needs_cuda and device.split(":", 1)[0] != "cuda":
+            return f"{self.family}/{self.name} {NEEDS_STREAMS}: run it on a GPU (--device cuda)"
+        return None
 
 
 @dataclass(frozen=True)
@@ -45,6 +77,10 @@ class FamilyInfo:
     # (serial, pipelined) pair toggled by the dashboard's "pipelining" key, if the family has one.
     pipeline_toggle: tuple[str, str] | None = None
 
+    def __post_init__(self) -> None:
+        named = tuple(replace(v, family=self.name) for v in self.variants)
+        object.__setattr__(self, "variants", named)
+
     @property
     def variant_names(self) -> tuple[str, ...]:
         return tuple(v.name for v in self.variants)
@@ -61,8 +97,30 @@ class FamilyInfo:
     def defaults(self, device_type: str) -> Defaults:
         return self.cuda_defaults if device_type == "cuda" else self.cpu_defaults
 
+    def refusal(self, variant: str, device: str) -> str | None:
+        """Why ``variant`` cannot run on ``device``: unknown, or needs what the device lacks."""
+        try:
+            return self.variant(variant).refusal(device)
+        except WorkloadError as exc:
+            return str(exc)
 
-NEEDS_STREAMS = "needs CUDA streams to overlap its two stages; on the CPU there is nothing to overlap"
+    def pipeline_target(self, variant: str) -> str | None:
+        """The other half of the serial ↔ pipelined pair from ``variant``; None without a pair."""
+        if self.pipeline_toggle is None:
+            return None
+        serial, piped = self.pipeline_toggle
+        return serial if variant == piped else piped
+
+
+def _ladder(*steps: tuple[str, str, Fix | None]) -> tuple[VariantInfo, ...]:
+    """Variants that each add one fix to the one before (the input-pipeline ladder)."""
+    out: list[VariantInfo] = []
+    fixes: frozenset[Fix] = frozenset()
+    for name, summary, fix in steps:
+        fixes = fixes | {fix} if fix is not None else fixes
+        out.append(VariantInfo(name, summary, fixes=fixes))
+    return tuple(out)
+
 
 FAMILIES: dict[str, FamilyInfo] = {
     f.name: f
@@ -77,7 +135,7 @@ FAMILIES: dict[str, FamilyInfo] = {
                 VariantInfo(
                     "pipelined",
                     "encoder on batch n+1 (stream E) overlaps decoder training on batch n (stream D)",
-                    needs_cuda=True,
+                    pipelined=True,
                 ),
             ),
             default_variant="serial",
@@ -91,18 +149,23 @@ FAMILIES: dict[str, FamilyInfo] = {
             module="workloads.augment",
             class_name="AugmentWorkload",
             variants=(
-                VariantInfo("cpu", "per-sample torchvision v2 transforms in DataLoader workers"),
-                VariantInfo("gpu", "batch chain on the device, per-image rotation loop (the article's)"),
-                VariantInfo("gpu-vectorized", "batch chain on the device, one batched rotation, no syncs"),
+                VariantInfo("cpu", "per-sample torchvision v2 transforms in DataLoader workers",
+                            host_augment=True),
+                VariantInfo("gpu", "batch chain on the device, per-image rotation loop (the article's)",
+                            sync_free=False),
+                VariantInfo("gpu-vectorized", "batch chain on the device, one batched rotation, no syncs",
+                            vectorized=True),
                 VariantInfo(
                     "pipelined",
                     "vectorized augmentation of batch n+1 on its own stream while the model trains on batch n",
-                    needs_cuda=True,
+                    pipelined=True,
+                    vectorized=True,
                 ),
                 VariantInfo(
                     "pipelined-loop",
                     "the per-image rotation loop pipelined: its host syncs stall the pipeline",
-                    needs_cuda=True,
+                    pipelined=True,
+                    sync_free=False,
                 ),
             ),
             default_variant="cpu",
@@ -116,7 +179,8 @@ FAMILIES: dict[str, FamilyInfo] = {
             module="workloads.sync_loss",
             class_name="SyncLossWorkload",
             variants=(
-                VariantInfo("sync-heavy", "nonzero, unique, numel and boolean masks: the host waits 6 times a step"),
+                VariantInfo("sync-heavy", "nonzero, unique, numel and boolean masks: the host waits 6 times a step",
+                            sync_free=False),
                 VariantInfo("fixed", "where, sort + count_nonzero, ignore_index: no host syncs"),
             ),
             default_variant="sync-heavy",
@@ -128,12 +192,12 @@ FAMILIES: dict[str, FamilyInfo] = {
             title="A CPU-bound input pipeline, fixed step by step",
             module="workloads.input_pipeline",
             class_name="InputPipelineWorkload",
-            variants=(
-                VariantInfo("baseline", "scipy convolve2d dilation, 4 DataLoader workers"),
-                VariantInfo("workers", "+ one DataLoader worker per available CPU"),
-                VariantInfo("dilation", "+ dilation as a boolean OR of shifted copies"),
-                VariantInfo("reorder", "+ crop the PIL image before converting it to a tensor"),
-                VariantInfo("batch-transform", "+ colour conversion and scaling per batch in collate"),
+            variants=_ladder(
+                ("baseline", "scipy convolve2d dilation, 4 DataLoader workers", None),
+                ("workers", f"+ {Fix.ALL_CPUS.value}", Fix.ALL_CPUS),
+                ("dilation", f"+ {Fix.SHIFT_DILATION.value}", Fix.SHIFT_DILATION),
+                ("reorder", f"+ {Fix.CROP_FIRST.value}", Fix.CROP_FIRST),
+                ("batch-transform", f"+ {Fix.BATCH_COLOUR.value}", Fix.BATCH_COLOUR),
             ),
             default_variant="baseline",
             cuda_defaults=Defaults(batch_size=256, image_size=256),
@@ -149,11 +213,18 @@ MIN_IMAGE_SIZE, MAX_IMAGE_SIZE = 16, 1024
 
 
 def parse_batch_size(value: object) -> int:
-    """A batch size from user input (int or text), or a one-line WorkloadError."""
+    """A batch size from user input (int or text), or a one-line WorkloadError (the edge's check)."""
     try:
         n = int(str(value).strip())
     except ValueError:
         raise WorkloadError(f"batch size must be a whole number, got {value!r}") from None
+    return check_batch_size(n)
+
+
+def check_batch_size(n: int) -> int:
+    """A batch size the workloads accept (the workload's own check), or a one-line WorkloadError."""
+    if isinstance(n, bool) or not isinstance(n, int):
+        raise WorkloadError(f"batch size must be a whole number, got {n!r}")
     if n < 1:
         raise WorkloadError(f"batch size must be at least 1, got {n}")
     return n

@@ -85,7 +85,7 @@ class SyncLossWorkload(Workload):
     def _build_model(self) -> None:
         self.model = models.PixelNet().to(self.device).train()
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=1e-3, momentum=0.9)
-        self.losses = {"sync-heavy": SyncHeavyLoss(), "fixed": FixedLoss()}
+        self.losses = {v.name: FixedLoss() if v.sync_free else SyncHeavyLoss() for v in self.info.variants}
 
     def _configure(self) -> None:
         n, size = self.batch_size, self.image_size

@@ -27,6 +27,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from gpudash.protocol import (
+    EventKind,
     Control,
     EngineSource,
     Event,
@@ -251,7 +252,7 @@ class GpuDashApp(App[int]):
         dev = e.details.get("device") if getattr(e, "details", None) else None
         if dev:
             self.device = dev
-        if e.kind in ("started", "changed") and e.details:
+        if e.kind in (EventKind.STARTED, EventKind.CHANGED) and e.details:
             d = e.details
             if d.get("workload"):
                 self.state.workload = d["workload"]
@@ -259,28 +260,28 @@ class GpuDashApp(App[int]):
                 self.state.variant = d["variant"]
             if d.get("batch_size", "").isdigit():
                 self.state.batch_size = int(d["batch_size"])
-        if e.kind == "starting":
+        if e.kind == EventKind.STARTING:
             self.say(f"{STARTING} ({e.message})" if e.message else STARTING)
-        elif e.kind == "started":
+        elif e.kind == EventKind.STARTED:
             self.say(e.message or f"started {self.state.workload} / {self.state.variant}")
-        elif e.kind == "changed":
+        elif e.kind == EventKind.CHANGED:
             if e.what == "batch_size":
                 self._pending_batch = None
             self.say(f"{e.label} at {e.time_s:.1f} s — stats now compare against the previous config")
-        elif e.kind == "error":
+        elif e.kind == EventKind.ERROR:
             if e.what == "batch_size":
                 self._pending_batch = None
             text = e.message or e.label
             self.say(f"✗ {text} — still running {self.state.variant}, batch {self.state.batch_size}",
                      "error", toast=not self.replay)
-        elif e.kind == "paused":
+        elif e.kind == EventKind.PAUSED:
             self.say("paused (space resumes)")
-        elif e.kind == "resumed":
+        elif e.kind == EventKind.RESUMED:
             self.say("resumed")
-        elif e.kind == "crashed":
+        elif e.kind == EventKind.CRASHED:
             why = e.message or "the workload process died"
             self.say(f"✗ workload crashed: {why} — press r to restart", "error", toast=not self.replay)
-        elif e.kind == "stopped":
+        elif e.kind == EventKind.STOPPED:
             self.say((e.message or "the workload stopped") + ("" if self.replay else " — press r to restart"))
         self.refresh_bindings()
 

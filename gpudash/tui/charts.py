@@ -19,6 +19,7 @@ from rich.text import Text
 from textual.app import RenderResult
 from textual_plotext import PlotextPlot
 
+from gpudash.protocol import EventKind
 from gpudash.stats import DashState, Marker
 
 # plotext colours as RGB, readable on dark and light themes
@@ -30,8 +31,8 @@ RED = (240, 70, 70)
 YELLOW = (230, 200, 60)
 GREY = (150, 150, 150)
 
-MARKER_COLOURS = {"changed": RED, "crashed": RED, "started": GREEN, "paused": GREY, "resumed": GREY,
-                  "stopped": GREY}
+MARKER_COLOURS = {EventKind.CHANGED: RED, EventKind.CRASHED: RED, EventKind.STARTED: GREEN,
+                  EventKind.PAUSED: GREY, EventKind.RESUMED: GREY, EventKind.STOPPED: GREY}
 
 
 @dataclass(frozen=True)

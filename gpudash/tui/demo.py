@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 
 from gpudash.protocol import (
+    EventKind,
     Control,
     Event,
     GpuInfo,
@@ -72,7 +73,7 @@ class SyntheticSource:
         self._alive = True
         self._started = False
         self._next_t = self.startup_s
-        self._out.append(Event(0.0, "starting", message="starting workload (importing torch)…"))
+        self._out.append(Event(0.0, EventKind.STARTING, message="starting workload (importing torch)…"))
 
     def send(self, control: Control) -> None:
         if not self._alive:
@@ -99,7 +100,7 @@ class SyntheticSource:
             t = self._next_t
             if not self._started:
                 self._started = True
-                self._out.append(Event(t, "started", message=f"started {self.workload}/{self.variant}",
+                self._out.append(Event(t, EventKind.STARTED, message=f"started {self.workload}/{self.variant}",
                                        details=self._details()))
             self._apply_controls(t)
             self._emit(t)
@@ -117,44 +118,44 @@ class SyntheticSource:
             before = {"variant": self.variant, "batch_size": str(self.batch), "workload": self.workload}
             if isinstance(c, SetBatchSize):
                 if c.batch_size < 1:
-                    self._out.append(Event(t, "error", "batch_size", before["batch_size"], str(c.batch_size),
+                    self._out.append(Event(t, EventKind.ERROR, "batch_size", before["batch_size"], str(c.batch_size),
                                            f"batch size must be at least 1, got {c.batch_size}"))
                 elif c.batch_size >= 512 and self.gpu:
-                    self._out.append(Event(t, "error", "batch_size", before["batch_size"], str(c.batch_size),
+                    self._out.append(Event(t, EventKind.ERROR, "batch_size", before["batch_size"], str(c.batch_size),
                                            f"CUDA out of memory at batch {c.batch_size}; "
                                            f"back to batch {self.batch}"))
                 else:
                     self.batch = c.batch_size
-                    self._out.append(Event(t, "changed", "batch_size", before["batch_size"], str(self.batch),
+                    self._out.append(Event(t, EventKind.CHANGED, "batch_size", before["batch_size"], str(self.batch),
                                            details=self._details()))
             elif isinstance(c, SetVariant):
                 fam = FAMILIES[self.workload]
                 if c.variant not in fam.variant_names:
-                    self._out.append(Event(t, "error", "variant", self.variant, c.variant,
+                    self._out.append(Event(t, EventKind.ERROR, "variant", self.variant, c.variant,
                                            f"unknown variant {c.variant!r}"))
                 elif fam.variant(c.variant).needs_cuda and not self.gpu:
-                    self._out.append(Event(t, "error", "variant", self.variant, c.variant,
+                    self._out.append(Event(t, EventKind.ERROR, "variant", self.variant, c.variant,
                                            f"{c.variant} needs CUDA; staying on {self.variant}"))
                 else:
                     self.variant = c.variant
-                    self._out.append(Event(t, "changed", "variant", before["variant"], self.variant,
+                    self._out.append(Event(t, EventKind.CHANGED, "variant", before["variant"], self.variant,
                                            details=self._details()))
             elif isinstance(c, SwitchWorkload):
                 fam = FAMILIES[c.workload]
                 self.workload = fam.name
                 self.variant = c.variant or fam.default_variant
                 self.batch = c.batch_size or fam.defaults("cuda" if self.gpu else "cpu").batch_size
-                self._out.append(Event(t, "changed", "workload", before["workload"], self.workload,
+                self._out.append(Event(t, EventKind.CHANGED, "workload", before["workload"], self.workload,
                                        details=self._details()))
             elif isinstance(c, Pause):
                 self._paused = True
-                self._out.append(Event(t, "paused"))
+                self._out.append(Event(t, EventKind.PAUSED))
             elif isinstance(c, Resume):
                 self._paused = False
-                self._out.append(Event(t, "resumed"))
+                self._out.append(Event(t, EventKind.RESUMED))
             elif isinstance(c, Stop):
                 self._alive = False
-                self._out.append(Event(t, "stopped", message="stopped"))
+                self._out.append(Event(t, EventKind.STOPPED, message="stopped"))
         self._controls.clear()
 
     def _rate(self) -> float:
