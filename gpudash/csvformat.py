@@ -11,35 +11,38 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Iterable, Iterator
-from dataclasses import fields
 from typing import TextIO
 
+from gpudash.metrics import BY_KEY, NVML_KEYS, WORKLOAD_KEYS, Origin, keys
 from gpudash.protocol import Event, GpuSample, Message, Sample
 
-SAMPLE_COLUMNS = [f.name for f in fields(Sample) if f.name != "time_s"]
-GPU_COLUMNS = [f.name for f in fields(GpuSample) if f.name != "time_s"]
+CONFIG_COLUMNS = ("workload", "variant", "batch_size")  # what ran, on every row
+SAMPLE_COLUMNS = [*CONFIG_COLUMNS, *WORKLOAD_KEYS]  # the fields of a Sample, in CSV order
+GPU_COLUMNS = list(NVML_KEYS)  # the fields of a GpuSample
+DERIVED_COLUMNS = list(keys(Origin.DERIVED))
 EVENT_COLUMNS = ["event_kind", "event_what", "event_before", "event_after", "event_message"]
-COLUMNS = ["row_kind", "time_s", *SAMPLE_COLUMNS, *GPU_COLUMNS, "joules_per_step", *EVENT_COLUMNS]
+COLUMNS = ["row_kind", "time_s", *SAMPLE_COLUMNS, *GPU_COLUMNS, *DERIVED_COLUMNS, *EVENT_COLUMNS]
 
-_INT_COLUMNS = {"batch_size", "steps", "samples"}
-_STR_COLUMNS = {"workload", "variant", "throttle"}
-_FIXED_COLUMNS = {"time_s", "energy_j"}  # grow without bound: 3 decimals, never 6 significant digits
+_KIND = {"batch_size": int, "workload": str, "variant": str, **{k: m.kind for k, m in BY_KEY.items()}}
+_DECIMALS = {"time_s": 3, **{k: m.csv_decimals for k, m in BY_KEY.items() if m.csv_decimals is not None}}
 
 
 def _cell(value: object, column: str = "") -> str:
     if value is None:
         return ""
     if isinstance(value, float):
-        return f"{value:.3f}" if column in _FIXED_COLUMNS else f"{value:.6g}"
+        decimals = _DECIMALS.get(column)
+        return f"{value:.{decimals}f}" if decimals is not None else f"{value:.6g}"
     return str(value)
 
 
-def sample_row(sample: Sample, gpu: GpuSample | None, joules_per_step: float | None = None) -> list[str]:
+def sample_row(sample: Sample, gpu: GpuSample | None, derived: dict[str, float | None] | None = None) -> list[str]:
+    """A sample row: the sample, the newest NVML sample, and the derived metrics (J/step)."""
     values: dict[str, object] = {"row_kind": "sample", "time_s": sample.time_s}
     values.update({c: getattr(sample, c) for c in SAMPLE_COLUMNS})
     if gpu is not None:
         values.update({c: getattr(gpu, c) for c in GPU_COLUMNS})
-    values["joules_per_step"] = joules_per_step
+    values.update(derived or {})
     return [_cell(values.get(c), c) for c in COLUMNS]
 
 
@@ -73,15 +76,19 @@ def format_row(row: list[str]) -> str:
 def _parse(column: str, text: str) -> object:
     if text == "":
         return None
-    if column in _STR_COLUMNS:
+    kind = _KIND.get(column, float)
+    if kind is str:
         return text
-    if column in _INT_COLUMNS:
+    if kind is int:
         return int(float(text))
     return float(text)
 
 
 def parse_rows(rows: Iterable[dict[str, str]]) -> Iterator[Message]:
-    """Turn CSV rows (as ``csv.DictReader`` gives them) back into messages, oldest first."""
+    """Turn CSV rows (as ``csv.DictReader`` gives them) back into messages, oldest first.
+
+    A sample row gives its NVML sample first, then the workload's: the order in which the
+    recorder saw them (the NVML values were joined into the row before it was written)."""
     for row in rows:
         kind = row.get("row_kind")
         t = float(row["time_s"])
@@ -95,11 +102,11 @@ def parse_rows(rows: Iterable[dict[str, str]]) -> Iterator[Message]:
                 message=row.get("event_message", ""),
             )
         elif kind == "sample":
-            s = {c: _parse(c, row.get(c, "")) for c in SAMPLE_COLUMNS}
-            yield Sample(time_s=t, **s)  # type: ignore[arg-type]
             g = {c: _parse(c, row.get(c, "")) for c in GPU_COLUMNS}
             if any(v is not None for v in g.values()):
                 yield GpuSample(time_s=t, **g)  # type: ignore[arg-type]
+            s = {c: _parse(c, row.get(c, "")) for c in SAMPLE_COLUMNS}
+            yield Sample(time_s=t, **s)  # type: ignore[arg-type]
 
 
 def read_messages(stream: TextIO) -> Iterator[Message]:

@@ -175,11 +175,26 @@ class GpuSample:
 Message = Union[Sample, Event, GpuSample]
 
 
+@dataclass(frozen=True)
+class SourceInfo:
+    """What a source says about itself besides its messages (the dashboard shows it)."""
+
+    replay: bool = False  # a recording: read-only, no controls
+    path: str | None = None  # the recording's file
+    follow: bool = False  # the recording is read as it grows
+    log_path: str | None = None  # where the workload process's own output goes
+    started_details: dict[str, str] = field(default_factory=dict)  # the last "started" event's
+    bad_rows: int = 0  # malformed rows of a recording skipped so far
+
+
 class EngineSource(Protocol):
     """What the recorder and the dashboard listen to: a running workload plus GPU telemetry."""
 
     config: RunConfig
     gpu_info: GpuInfo
+
+    @property
+    def info(self) -> SourceInfo: ...
 
     def start(self) -> None: ...
 

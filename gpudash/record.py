@@ -24,15 +24,14 @@ import signal
 import socket
 import sys
 import time
-from collections import deque
 from pathlib import Path
 from typing import Any, TextIO
 
 from gpudash import csvformat
+from gpudash.energy import EnergyPerStep
 from gpudash.protocol import Event, EventKind, GpuInfo, GpuSample, Message, RunConfig, Sample
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
-JPS_WINDOW_S = 2.0  # joules per step are estimated over about this many seconds
 
 
 class RecordWriteError(OSError):
@@ -79,6 +78,35 @@ def run_metadata(config: RunConfig, gpu_info: GpuInfo | None = None, **extra: An
             nvml_unavailable=gpu_info.unavailable,
         )
     meta.update(extra)
+    return meta
+
+
+def started_metadata(details: dict[str, str], meta: dict[str, Any]) -> dict[str, Any]:
+    """The metadata a workload's "started" details give (what ``meta`` has stays unless replaced)."""
+    return {
+        "torch_version": details.get("torch") or meta.get("torch_version"),
+        "cuda_version": details.get("cuda") or meta.get("cuda_version"),
+        "device": details.get("device") or meta.get("device"),
+        "device_name": details.get("device_name"),
+        "started": dict(details),
+    }
+
+
+def dashboard_metadata(
+    config: RunConfig,
+    gpu_info: GpuInfo | None,
+    started_details: dict[str, str],
+    *,
+    device: str,
+    run_s: float,
+    running: dict[str, Any],
+) -> dict[str, Any]:
+    """The metadata of a recording begun from the dashboard, possibly mid-run: it never sees
+    the child's "started" event, so what the session kept of it goes in now."""
+    meta = run_metadata(config, gpu_info, recorded_by="gpudash dashboard", device=device,
+                        recording_started_at_run_s=round(run_s, 3), running_at_start=running)
+    if started_details:
+        meta.update(started_metadata(started_details, meta))
     return meta
 
 
@@ -175,9 +203,7 @@ class CsvRecorder:
         self.last_sample: Sample | None = None
         self.last_gpu: GpuSample | None = None
         self._config: Sample | None = None  # what runs now, for event rows
-        self._energy_marks: deque[tuple[float, float, int]] = deque()  # (time_s, energy_j, steps)
-        self._joined_gpu: GpuSample | None = None
-        self._jps: float | None = None
+        self._energy = EnergyPerStep()
         self._closed = False
         self.metadata.setdefault("csv_columns", csvformat.header())
         try:
@@ -194,14 +220,14 @@ class CsvRecorder:
         if isinstance(msg, GpuSample):
             self.last_gpu = msg
         elif isinstance(msg, Sample):
-            self._write(csvformat.sample_row(msg, self.last_gpu, self._joules_per_step(msg)))
+            self._write(csvformat.sample_row(msg, self.last_gpu, self._derived(msg)))
             self.samples += 1
             self.last_sample = self._config = msg
         elif isinstance(msg, Event):
             self._config = self._config_after(msg)
             self._write(csvformat.event_row(msg, self._config))
             if msg.kind == EventKind.STARTED:
-                self._note_started(msg)
+                self.note_started(msg.details)
 
     def close(self, **final: Any) -> None:
         """Close the CSV; ``final`` items are added to the metadata (e.g. exit status)."""
@@ -236,28 +262,11 @@ class CsvRecorder:
         self._out.write(csvformat.format_row(row))
         self.rows += 1
 
-    def _joules_per_step(self, s: Sample) -> float | None:
-        """Energy per step over the last ~``JPS_WINDOW_S`` seconds of NVML ticks.
-
-        Marks (energy, steps) at each new NVML tick joined to a sample row; rows that join
-        the same tick as the row before repeat the estimate. ``None`` while no step completed.
-        """
+    def _derived(self, s: Sample) -> dict[str, float | None]:
+        """The derived metrics of a sample row: J/step as ``gpudash.energy`` defines it."""
         g = self.last_gpu
-        if g is None or g.energy_j is None:
-            return None
-        if g is self._joined_gpu:
-            return self._jps
-        self._joined_gpu = g
-        marks = self._energy_marks
-        if marks and (g.energy_j < marks[-1][1] or s.steps < marks[-1][2]):
-            marks.clear()  # the sampler switched GPU or the child restarted: start afresh
-        marks.append((g.time_s, g.energy_j, s.steps))
-        while len(marks) > 2 and marks[1][0] <= g.time_s - JPS_WINDOW_S:
-            marks.popleft()
-        _, e0, n0 = marks[0]
-        d_steps = s.steps - n0
-        self._jps = (g.energy_j - e0) / d_steps if d_steps > 0 else None
-        return self._jps
+        energy = g.energy_j if g is not None else None
+        return {"joules_per_step": self._energy.update(s.time_s, energy, s.steps)}
 
     def _config_after(self, e: Event) -> Sample | None:
         d = e.details
@@ -274,15 +283,9 @@ class CsvRecorder:
         )
         return dataclasses.replace(base, workload=d["workload"], variant=d.get("variant", ""), batch_size=batch)
 
-    def _note_started(self, e: Event) -> None:
-        d = e.details
-        self.metadata.update(
-            torch_version=d.get("torch") or self.metadata.get("torch_version"),
-            cuda_version=d.get("cuda") or self.metadata.get("cuda_version"),
-            device=d.get("device") or self.metadata.get("device"),
-            device_name=d.get("device_name"),
-            started=dict(d),
-        )
+    def note_started(self, details: dict[str, str]) -> None:
+        """What the workload's "started" event says (torch, CUDA, device) into the metadata."""
+        self.metadata.update(started_metadata(details, self.metadata))
         self.write_metadata()
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from gpudash.csvformat import COLUMNS, parse_rows
-from gpudash.protocol import Control, GpuInfo, Message, RunConfig
+from gpudash.protocol import Control, GpuInfo, Message, RunConfig, SourceInfo
 
 CHUNK = 1 << 20
 
@@ -109,8 +109,6 @@ def config_from_metadata(meta: dict[str, Any]) -> RunConfig:
 class ReplaySource:
     """Messages of a recorded CSV, read incrementally (``follow``) or all at once."""
 
-    replay = True  # the dashboard reads this to go read-only
-
     def __init__(self, path: str | os.PathLike[str], follow: bool = False) -> None:
         self.path = str(path)
         self.follow = follow
@@ -126,6 +124,10 @@ class ReplaySource:
         self.bad_rows = 0
 
     # -- EngineSource ---------------------------------------------------------------------------
+    @property
+    def info(self) -> SourceInfo:
+        return SourceInfo(replay=True, path=self.path, follow=self.follow, bad_rows=self.bad_rows)
+
     def start(self) -> None:
         """Open the file (raises OSError if it cannot be read) and read its metadata."""
         if self._started:

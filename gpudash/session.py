@@ -10,7 +10,7 @@ import os
 import time
 
 from gpudash.nvml import NvmlSampler, cuda_index_hint
-from gpudash.protocol import Control, Event, EventKind, GpuInfo, Message, RunConfig
+from gpudash.protocol import Control, Event, EventKind, GpuInfo, Message, RunConfig, SourceInfo
 from gpudash.runner import WorkloadRunner
 
 
@@ -40,6 +40,10 @@ class EngineSession:
     def log_path(self) -> str:
         """Where the workload child's stdout/stderr go."""
         return self.runner.log_path
+
+    @property
+    def info(self) -> SourceInfo:
+        return SourceInfo(log_path=self.log_path, started_details=dict(self.started_details))
 
     @property
     def gpu_info(self) -> GpuInfo:

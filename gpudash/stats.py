@@ -14,8 +14,9 @@ on its redraw timer; tests and benchmarks use it directly.
   loader warm-up land there; kept only if the configuration ran for less than that)
   unless it is the only one, and nothing while paused. The change in percent is the mean of
   the current segment against the mean of the previous one: the number the articles report.
-* **Joules per step** come from the NVML energy counter: energy delta over steps delta, each
-  pair taken when a sample arrives.
+* **Joules per step** follow ``gpudash.energy`` (the CSV's definition): "now" over the last
+  seconds of marks, a configuration's over its first and last mark after warm-up.
+* Which metrics exist, which are averaged and how, which are charted: ``gpudash.metrics``.
 """
 
 from __future__ import annotations
@@ -23,95 +24,23 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from enum import Enum
 
-from gpudash.protocol import Event, EventKind, GpuInfo, GpuSample, Message, Sample
+from gpudash.energy import EnergyPerStep, joules_per_step
+from gpudash.metrics import METRICS, SERIES_KEYS, STAT_KEYS, Averaging, Better, Metric, Origin, metric
+from gpudash.protocol import Event, EventKind, GpuInfo, GpuSample, Message, RunConfig, Sample
+from gpudash.series import Series
 
-# -- the metrics the stats panel shows, in order: (key, label, unit, better) -------------------
-# better: +1 higher is better, -1 lower is better, 0 neither (telemetry)
-STAT_METRICS: tuple[tuple[str, str, str, int], ...] = (
-    ("steps_per_s", "steps/s", "", +1),
-    ("samples_per_s", "samples/s", "", +1),
-    ("step_ms_p50", "p50 ms", "ms", -1),
-    ("step_ms_p95", "p95 ms", "ms", -1),
-    ("syncs_per_step", "syncs/st", "", -1),
-    ("gpu_util_pct", "kernel%", "%", 0),
-    ("mem_bw_util_pct", "mem-bw%", "%", 0),
-    ("power_w", "power W", "W", 0),
-    ("joules_per_step", "J/step", "J", -1),
-)
-SAMPLE_METRICS = ("steps_per_s", "samples_per_s", "step_ms_p50", "step_ms_p95", "syncs_per_step")
-GPU_METRICS = ("gpu_util_pct", "mem_bw_util_pct", "mem_used_mib", "power_w", "sm_clock_mhz")
+STAT_METRICS: tuple[Metric, ...] = tuple(metric(k) for k in STAT_KEYS)  # the stats panel, in order
 SETTLE_S = 1.0  # seconds after a change or resume left out of the configuration's means
-NOW_WINDOW_S = 3.0  # "now" J/step spans this much time
 MARKER_KINDS = frozenset({EventKind.STARTED, EventKind.CHANGED, EventKind.PAUSED, EventKind.RESUMED,
                           EventKind.CRASHED, EventKind.STOPPED})
 
 
-class Series:
-    """(time, value) points, bounded; ``None`` values are kept out (they leave a gap)."""
-
-    def __init__(self, maxlen: int = 600, mode: str = "window") -> None:
-        if mode not in ("window", "whole"):
-            raise ValueError(f"mode must be 'window' or 'whole', got {mode!r}")
-        self.maxlen = maxlen
-        self.mode = mode
-        self.t: deque[float] = deque(maxlen=maxlen if mode == "window" else None)
-        self.v: deque[float] = deque(maxlen=maxlen if mode == "window" else None)
-        self._stride = 1
-        self._skip = 0
-
-    def append(self, t: float, value: float | None) -> None:
-        if value is None:
-            return
-        if self.mode == "whole":
-            if self._skip:
-                self._skip -= 1
-                return
-            self._skip = self._stride - 1
-            if len(self.t) >= self.maxlen:
-                self.t = deque(list(self.t)[::2])
-                self.v = deque(list(self.v)[::2])
-                self._stride *= 2
-                self._skip = self._stride - 1
-        self.t.append(t)
-        self.v.append(float(value))
-
-    def __len__(self) -> int:
-        return len(self.t)
-
-    def clear(self) -> None:
-        self.t.clear()
-        self.v.clear()
-        self._stride, self._skip = 1, 0
-
-    @property
-    def first_t(self) -> float | None:
-        return self.t[0] if self.t else None
-
-    @property
-    def last_t(self) -> float | None:
-        return self.t[-1] if self.t else None
-
-    def points(self, t0: float, t1: float, max_points: int) -> tuple[list[float], list[float]]:
-        """The points within [t0, t1], bucket-averaged down to at most ``max_points``."""
-        pts = [(t, v) for t, v in zip(self.t, self.v) if t0 <= t <= t1]
-        return downsample(pts, max_points)
-
-
-def downsample(pts: list[tuple[float, float]], max_points: int) -> tuple[list[float], list[float]]:
-    """Average consecutive points in equal-count buckets so at most ``max_points`` remain."""
-    n = len(pts)
-    if max_points <= 0 or n <= max_points:
-        return [p[0] for p in pts], [p[1] for p in pts]
-    xs: list[float] = []
-    ys: list[float] = []
-    step = n / max_points
-    for i in range(max_points):
-        a, b = int(i * step), int((i + 1) * step)
-        chunk = pts[a:b] or pts[a : a + 1]
-        xs.append(sum(p[0] for p in chunk) / len(chunk))
-        ys.append(sum(p[1] for p in chunk) / len(chunk))
-    return xs, ys
+_SAMPLE_SERIES = tuple(k for k in SERIES_KEYS if metric(k).origin == Origin.WORKLOAD)
+_GPU_SERIES = tuple(k for k in SERIES_KEYS if metric(k).origin == Origin.NVML)
+_SAMPLE_MEANS = tuple(m for m in METRICS if m.origin == Origin.WORKLOAD and m.mean is not None)
+_GPU_MEANS = tuple(m for m in METRICS if m.origin == Origin.NVML and m.mean is not None)
 
 
 class Mean:
@@ -159,7 +88,7 @@ class Segment:
         target.setdefault(metric, Mean()).add(value, weight)
 
     def mean(self, metric: str) -> float | None:
-        if metric == "joules_per_step":
+        if metric == "joules_per_step":  # the one Mean.ENDS metric
             return self.joules_per_step
         m = self.means.get(metric)
         if m is not None and m.value is not None:
@@ -180,7 +109,7 @@ class Segment:
         if len(self.energy_steps) < 2:
             return None
         (e0, s0), (e1, s1) = self.energy_steps
-        return (e1 - e0) / (s1 - s0) if s1 > s0 and e1 >= e0 else None
+        return joules_per_step(e0, s0, e1, s1)
 
     @property
     def duration_s(self) -> float:
@@ -189,13 +118,22 @@ class Segment:
 
 @dataclass(frozen=True)
 class StatRow:
-    key: str
-    label: str
-    unit: str
-    better: int
+    metric: Metric
     now: float | None
     mean: float | None
     prev: float | None
+
+    @property
+    def key(self) -> str:
+        return self.metric.key
+
+    @property
+    def label(self) -> str:
+        return self.metric.label
+
+    @property
+    def better(self) -> Better:
+        return self.metric.better
 
     @property
     def change_pct(self) -> float | None:
@@ -219,33 +157,64 @@ class Marker:
     kind: str
 
 
-class DashState:
-    """Everything the dashboard shows, built from messages; no I/O, no clock."""
+class Status(str, Enum):
+    """What the workload is doing, as the dashboard shows it."""
 
-    def __init__(self, maxlen: int = 600, mode: str = "window", max_segments: int = 64) -> None:
+    STARTING = "starting"
+    RUNNING = "running"
+    PAUSED = "paused"
+    CRASHED = "crashed"
+    STOPPED = "stopped"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+ENDED = frozenset({Status.CRASHED, Status.STOPPED})  # restart is possible; controls are not
+
+# what each event kind does to the status (kinds not listed leave it)
+_STATUS_AFTER = {
+    EventKind.STARTING: Status.STARTING,
+    EventKind.STARTED: Status.RUNNING,
+    EventKind.PAUSED: Status.PAUSED,
+    EventKind.RESUMED: Status.RUNNING,
+    EventKind.STOPPED: Status.STOPPED,
+    EventKind.CRASHED: Status.CRASHED,
+}
+
+
+class DashState:
+    """Everything the dashboard shows, built from messages; no I/O, no clock.
+
+    The only writer of the run's status and of what runs (workload, variant, batch size,
+    device): events and samples set them; ``mark_starting`` / ``mark_failed`` are for what
+    happens to the source outside its messages (a restart begun, a start that failed).
+    """
+
+    def __init__(self, maxlen: int = 600, mode: str = "window", max_segments: int = 64,
+                 config: RunConfig | None = None) -> None:
         self.mode = mode
-        self.series: dict[str, Series] = {
-            k: Series(maxlen, mode) for k in (*SAMPLE_METRICS, *GPU_METRICS, "temp_c")
-        }
+        self.series: dict[str, Series] = {k: Series(maxlen, mode) for k in SERIES_KEYS}
         self.markers: deque[Marker] = deque(maxlen=max(64, maxlen // 4))
         self.events: deque[Event] = deque(maxlen=200)
         self.segments: deque[Segment] = deque(maxlen=max_segments)
         self.gpu_info: GpuInfo | None = None
         self.last_sample: Sample | None = None
         self.last_gpu: GpuSample | None = None
-        self.status = "starting"  # starting, running, paused, crashed, stopped
+        self.status = Status.STARTING
         self.status_message = ""
         self.last_error: Event | None = None
-        self.workload = ""
-        self.variant = ""
-        self.batch_size = 0
+        self.workload = config.workload if config else ""
+        self.variant = (config.variant or default_variant(self.workload)) if config else ""
+        self.batch_size = (config.batch_size or 0) if config else 0
+        self.device = config.device if config else "auto"
         self.paused = False
         self.time_s = 0.0  # latest time seen (run time)
         self.n_messages = 0
         self._new_segment = True
         self._warmup_next = True
         self._settle_from = 0.0  # start of the current settling window (a change or a resume)
-        self._energy_steps: deque[tuple[float, float, int]] = deque(maxlen=64)  # (t, energy_j, steps)
+        self.energy = EnergyPerStep()  # "now" J/step, as the CSV computes it
         self._started_once = False
         self.version = 0  # bumped on every ingest; the UI redraws when it changed
 
@@ -275,9 +244,9 @@ class DashState:
         t = self._time(s.time_s)
         self.last_sample = s
         self.workload, self.variant, self.batch_size = s.workload, s.variant, s.batch_size
-        if self.status in ("starting", "stopped", "crashed"):
-            self.status = "paused" if self.paused else "running"
-        for k in SAMPLE_METRICS:
+        if self.status in (Status.STARTING, *ENDED):
+            self.status = Status.PAUSED if self.paused else Status.RUNNING
+        for k in _SAMPLE_SERIES:
             self.series[k].append(t, getattr(s, k))
         key: ConfigKey = (s.workload, s.variant, s.batch_size)
         seg = self.segments[-1] if self.segments else None
@@ -288,8 +257,7 @@ class DashState:
             self._warmup_next = True
         seg.end_s = t
         energy = self.last_gpu.energy_j if self.last_gpu is not None else None
-        if energy is not None:
-            self._energy_steps.append((t, energy, s.steps))
+        self.energy.update(t, energy, s.steps)
         if self.paused:
             return
         warm = self._warmup_next or t - self._settle_from < SETTLE_S
@@ -297,23 +265,22 @@ class DashState:
             self._settle_from = t - s.interval_s
         self._warmup_next = False
         seg.n_samples += 1
-        seg.add("steps_per_s", s.steps_per_s, s.interval_s, warmup=warm)
-        seg.add("samples_per_s", s.samples_per_s, s.interval_s, warmup=warm)
-        for k in ("step_ms_p50", "step_ms_p95", "syncs_per_step"):
-            seg.add(k, getattr(s, k), warmup=warm)
+        for m in _SAMPLE_MEANS:
+            weight = s.interval_s if m.mean == Averaging.TIME else 1.0
+            seg.add(m.key, getattr(s, m.key), weight, warmup=warm)
         if not warm:
             seg.note_energy(energy, s.steps)
 
     def _on_gpu(self, g: GpuSample) -> None:
         t = self._time(g.time_s)
         self.last_gpu = g
-        for k in (*GPU_METRICS, "temp_c"):
+        for k in _GPU_SERIES:
             self.series[k].append(t, getattr(g, k))
         seg = self.segments[-1] if self.segments else None
         if seg is None or self.paused or self._new_segment or t < seg.start_s:
             return
-        for k in ("gpu_util_pct", "mem_bw_util_pct", "power_w", "sm_clock_mhz", "mem_used_mib"):
-            seg.add(k, getattr(g, k))
+        for m in _GPU_MEANS:
+            seg.add(m.key, getattr(g, m.key))
 
     def _on_event(self, e: Event) -> None:
         t = self._time(e.time_s)
@@ -324,35 +291,58 @@ class DashState:
                 self.markers.append(Marker(t, _marker_label(e), e.kind))
         if e.kind == EventKind.STARTED:
             self._started_once = True
-        if e.kind == EventKind.STARTING:
-            self.status, self.status_message = "starting", e.message
-        elif e.kind == EventKind.STARTED:
-            self.status, self.status_message = "running", e.message
-            self.paused = False
+        self._note_config(e)
+        status = _STATUS_AFTER.get(e.kind)
+        if status is not None:
+            self.status = status
+            self.paused = status == Status.PAUSED
+            if e.kind != EventKind.PAUSED and e.kind != EventKind.RESUMED:
+                self.status_message = e.message
+        if e.kind == EventKind.CRASHED:
+            self.status_message = e.message or "the workload process died"
+        elif e.kind in (EventKind.STARTED, EventKind.CHANGED):
             self._new_segment = True
-        elif e.kind == EventKind.CHANGED:
-            self._new_segment = True
-            if e.what == "batch_size":
-                try:
-                    self.batch_size = int(float(e.after))
-                except ValueError:
-                    pass
-            elif e.what == "variant":
-                self.variant = e.after
-            elif e.what == "workload":
-                self.workload = e.after
+        elif e.kind == EventKind.RESUMED:
+            self._warmup_next = True
         elif e.kind == EventKind.ERROR:
             self.last_error = e
-        elif e.kind == EventKind.PAUSED:
-            self.paused, self.status = True, "paused"
-        elif e.kind == EventKind.RESUMED:
-            self.paused, self.status = False, "running"
-            self._warmup_next = True
-        elif e.kind == EventKind.STOPPED:
-            self.status, self.status_message = "stopped", e.message
-        elif e.kind == EventKind.CRASHED:
-            self.status, self.status_message = "crashed", e.message or "the workload process died"
-            self.paused = False
+
+    def _note_config(self, e: Event) -> None:
+        """What runs now, from an event: its details, else what a change says."""
+        d = e.details
+        if d.get("device"):
+            self.device = d["device"]
+        if e.kind not in (EventKind.STARTED, EventKind.CHANGED):
+            return
+        self.workload = d.get("workload") or (e.after if e.what == "workload" else self.workload)
+        self.variant = d.get("variant") or (e.after if e.what == "variant" else self.variant)
+        batch = d.get("batch_size") or (e.after if e.what == "batch_size" else "")
+        if batch.isdigit():
+            self.batch_size = int(batch)
+
+    def adopt_config(self, config: RunConfig) -> None:
+        """What runs, from a configuration learnt late (a replay's metadata), until events say."""
+        if self._started_once:
+            return
+        self.workload = config.workload
+        self.variant = config.variant or default_variant(config.workload)
+        self.batch_size = config.batch_size or 0
+        self.device = config.device
+        self.version += 1
+
+    def mark_starting(self) -> None:
+        """The source is being (re)started: no messages yet."""
+        self.status, self.status_message = Status.STARTING, ""
+        self.version += 1
+
+    def mark_failed(self, why: str) -> None:
+        """The source could not start (or restart): it will send nothing."""
+        self.status, self.status_message = Status.CRASHED, why
+        self.version += 1
+
+    @property
+    def ended(self) -> bool:
+        return self.status in ENDED
 
     # -- read -----------------------------------------------------------------------------------
     def time_range(self) -> tuple[float, float]:
@@ -388,39 +378,36 @@ class DashState:
                 return seg
         return None
 
-    def now(self, metric: str) -> float | None:
-        if metric in SAMPLE_METRICS:
-            return getattr(self.last_sample, metric) if self.last_sample is not None else None
-        if metric == "joules_per_step":
-            # over the last ~3 s: NVML ticks and samples do not line up, one interval aliases
-            pts = self._energy_steps
-            if len(pts) < 2:
-                return None
-            t1, e1, s1 = pts[-1]
-            a = next((p for p in pts if t1 - p[0] <= NOW_WINDOW_S), pts[-2])
-            if a[0] >= t1 and len(pts) >= 2:
-                a = pts[-2]
-            _, e0, s0 = a
-            return (e1 - e0) / (s1 - s0) if s1 > s0 and e1 >= e0 else None
-        return getattr(self.last_gpu, metric, None) if self.last_gpu is not None else None
+    def now(self, key: str) -> float | None:
+        """The latest value of a metric (J/step: over the last seconds, as in the CSV)."""
+        origin = metric(key).origin
+        if origin == Origin.DERIVED:
+            return self.energy.value
+        latest = self.last_sample if origin == Origin.WORKLOAD else self.last_gpu
+        return getattr(latest, key, None) if latest is not None else None
 
     def stat_rows(self) -> list[StatRow]:
         cur, prev = self.current, self.previous
         return [
             StatRow(
-                key=k,
-                label=label,
-                unit=unit,
-                better=better,
-                now=self.now(k),
-                mean=cur.mean(k) if cur is not None else None,
-                prev=prev.mean(k) if prev is not None else None,
+                metric=m,
+                now=self.now(m.key),
+                mean=cur.mean(m.key) if cur is not None else None,
+                prev=prev.mean(m.key) if prev is not None else None,
             )
-            for k, label, unit, better in STAT_METRICS
+            for m in STAT_METRICS
         ]
 
     def iter_segments(self) -> Iterator[Segment]:
         return iter(self.segments)
+
+
+def default_variant(workload: str) -> str:
+    """The family's default variant ('' for a workload the catalog does not know)."""
+    from workloads.registry import FAMILIES  # torch-free
+
+    fam = FAMILIES.get(workload)
+    return fam.default_variant if fam else ""
 
 
 def _marker_label(e: Event) -> str:
@@ -428,39 +415,3 @@ def _marker_label(e: Event) -> str:
         what = {"batch_size": "batch", "variant": "", "workload": ""}.get(e.what, e.what)
         return f"{what} {e.before}→{e.after}".strip() if e.before else f"{what} {e.after}".strip()
     return e.kind
-
-
-def fmt_num(v: float | None, width: int = 0) -> str:
-    """A compact number: 3 significant figures, thousands as k; '–' when not available."""
-    if v is None:
-        s = "–"
-    else:
-        a = abs(v)
-        if a >= 100_000:
-            s = f"{v / 1000:.0f}k"
-        elif a >= 10_000:
-            s = f"{v / 1000:.1f}k"
-        elif a >= 100:
-            s = f"{v:.0f}"
-        elif a >= 10:
-            s = f"{v:.1f}"
-        elif a >= 1:
-            s = f"{v:.2f}"
-        elif a == 0:
-            s = "0"
-        else:
-            s = f"{v:.3f}"
-    return s.rjust(width) if width else s
-
-
-def fmt_pct(v: float | None) -> str:
-    if v is None:
-        return "–"
-    return f"{v:+.1f}%"
-
-
-def fmt_duration(seconds: float) -> str:
-    s = max(0, int(seconds))
-    h, rem = divmod(s, 3600)
-    m, s = divmod(rem, 60)
-    return f"{h}:{m:02d}:{s:02d}" if h else f"{m:02d}:{s:02d}"

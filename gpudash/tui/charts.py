@@ -10,17 +10,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-try:  # private plotext module (see MetricChart.render); missing → the public build() path
-    import plotext._utility as _pt_utility
-except ImportError:  # pragma: no cover - only on a plotext that moved it
-    _pt_utility = None
-from rich.style import Style
-from rich.text import Text
 from textual.app import RenderResult
 from textual_plotext import PlotextPlot
 
+from gpudash.metrics import metric
 from gpudash.protocol import EventKind
 from gpudash.stats import DashState, Marker
+from gpudash.tui.plotext_adapter import render_plot, size_plot
 
 # plotext colours as RGB, readable on dark and light themes
 BLUE = (80, 160, 255)
@@ -37,11 +33,14 @@ MARKER_COLOURS = {EventKind.CHANGED: RED, EventKind.CRASHED: RED, EventKind.STAR
 
 @dataclass(frozen=True)
 class Line:
-    key: str  # a DashState series
-    label: str
+    key: str  # a metric of gpudash.metrics with series=True
     color: tuple[int, int, int]
     right: bool = False  # plot against the right-hand y axis
     scale: float = 1.0  # multiply values (e.g. MiB -> GiB)
+
+    @property
+    def label(self) -> str:
+        return metric(self.key).label
 
 
 @dataclass(frozen=True)
@@ -49,30 +48,33 @@ class ChartSpec:
     id: str
     title: str
     lines: tuple[Line, ...]
-    gpu: bool = False  # needs NVML
     ymax: float | None = None  # fixed top of the y axis (percentages)
     empty: str = "waiting for the first sample…"
     help: str = ""
+
+    @property
+    def gpu(self) -> bool:
+        """Every line is NVML telemetry: empty without it."""
+        return all(metric(line.key).needs_gpu for line in self.lines)
 
 
 CHARTS: tuple[ChartSpec, ...] = (
     ChartSpec(
         "throughput",
         "steps/s (blue, left) · samples/s (orange, right)",
-        (Line("steps_per_s", "steps/s", BLUE), Line("samples_per_s", "samples/s", ORANGE, right=True)),
+        (Line("steps_per_s", BLUE), Line("samples_per_s", ORANGE, right=True)),
         help="Training steps and samples finished per second, over each sample interval.",
     ),
     ChartSpec(
         "step_time",
         "step time ms: p50 (green) · p95 (magenta)",
-        (Line("step_ms_p50", "p50", GREEN), Line("step_ms_p95", "p95", MAGENTA)),
+        (Line("step_ms_p50", GREEN), Line("step_ms_p95", MAGENTA)),
         help="Median and 95th percentile of the step times in each interval (CUDA events on a GPU).",
     ),
     ChartSpec(
         "gpu_util",
         "kernel-active % (blue) · mem-bw % (orange)",
-        (Line("gpu_util_pct", "kernel-active", BLUE), Line("mem_bw_util_pct", "mem-bw", ORANGE)),
-        gpu=True,
+        (Line("gpu_util_pct", BLUE), Line("mem_bw_util_pct", ORANGE)),
         ymax=100.0,
         help="NVML utilization: the share of time ANY kernel ran (not SM occupancy), and the share "
         "of time device memory was read or written.",
@@ -80,22 +82,20 @@ CHARTS: tuple[ChartSpec, ...] = (
     ChartSpec(
         "power",
         "power W (yellow, L) · SM MHz (green, R)",
-        (Line("power_w", "power W", YELLOW), Line("sm_clock_mhz", "SM MHz", GREEN, right=True)),
-        gpu=True,
+        (Line("power_w", YELLOW), Line("sm_clock_mhz", GREEN, right=True)),
         help="Board power draw and streaming-multiprocessor clock; a falling clock at high power "
         "means throttling.",
     ),
     ChartSpec(
         "memory",
         "GPU memory used GiB (top: total)",
-        (Line("mem_used_mib", "used GiB", MAGENTA, scale=1 / 1024),),
-        gpu=True,
+        (Line("mem_used_mib", MAGENTA, scale=1 / 1024),),
         help="Device memory in use on the sampled GPU (all processes); the top is the GPU's total.",
     ),
     ChartSpec(
         "syncs",
         "host-device syncs per step",
-        (Line("syncs_per_step", "syncs/step", RED),),
+        (Line("syncs_per_step", RED),),
         empty="counted on CUDA only",
         help="Times per step the host waited for the GPU (torch sync debug mode); 0 is the goal.",
     ),
@@ -116,34 +116,16 @@ class MetricChart(PlotextPlot):
         self.points_drawn = 0
 
     def render(self) -> RenderResult:
-        """Like ``PlotextPlot.render`` but reads plotext's character matrix directly.
-
-        plotext would join the matrix into one ANSI string and Rich would parse it back;
-        that round trip cost as much as building the plot. Same output, half the time.
-
-        This leans on plotext internals (``_set_size``, ``_set_sizes``, ``_build_matrix``,
-        ``monitor.matrix``, ``plotext._utility``), which is why pyproject pins ``plotext<6``.
-        If a plotext upgrade drops any of them (AttributeError) it falls back to the public
-        ``build()`` path, as ``PlotextPlot.render`` does: slower, not broken.
-        """
+        """Like ``PlotextPlot.render``, through ``plotext_adapter``'s fast path when it can."""
         w, h = self.size.width, self.size.height
         plot = self._plot
-        plot.plotsize(w, h)
-        set_size = getattr(plot, "_set_size", None)  # textual-plotext's resize workaround
-        if set_size is not None:
-            set_size(w, h)
+        size_plot(plot, w, h)
         plot.theme(self._get_plotext_theme_name(self.app.theme))
         title = self.spec.title
         room = max(8, w - 2)
         plot.title(title if len(title) <= room else title[: room - 1] + "…")
-        if self._fast_render:
-            try:
-                plot._set_sizes()
-                plot._build_matrix()
-                return matrix_to_text(plot.monitor.matrix)
-            except AttributeError:
-                self._fast_render = False  # plotext internals changed: stop trying
-        return Text.from_ansi(plot.build())
+        text, self._fast_render = render_plot(plot, self._fast_render)
+        return text
 
     _fast_render = True  # False once this chart found plotext's internals missing
 
@@ -209,47 +191,8 @@ class MetricChart(PlotextPlot):
         self.refresh()
 
 
-_STYLES: dict[tuple[object, object, object], Style] = {}
-
-
-def _style(fg: object, style: object, bg: object) -> Style:
-    key = (fg, style, bg)
-    got = _STYLES.get(key)
-    if got is None:
-        ansi = _pt_utility.colors_to_ansi(fg, style, bg)
-        t = Text.from_ansi(ansi + "x" + _pt_utility.ansi_end)
-        got = t.spans[0].style if t.spans else Style()
-        if not isinstance(got, Style):
-            got = Style.parse(str(got))
-        if len(_STYLES) < 4096:
-            _STYLES[key] = got
-    return got
-
-
-def matrix_to_text(m) -> Text:
-    """A plotext matrix (characters, foreground, style, background by cell) as a Rich Text."""
-    text = Text(no_wrap=True, overflow="crop", end="")
-    append = text.append
-    cols = m.cols
-    markers, fgs, sts, bgs = m.marker, m.fullground, m.style, m.background
-    last_row = m.rows - 1
-    for row in range(last_row, -1, -1):
-        mk, fg, st, bg = markers[row], fgs[row], sts[row], bgs[row]
-        a = 0
-        while a < cols:
-            key = (fg[a], st[a], bg[a])
-            b = a + 1
-            while b < cols and fg[b] == key[0] and st[b] == key[1] and bg[b] == key[2]:
-                b += 1
-            append("".join(mk[a:b]), _style(*key))
-            a = b
-        if row:
-            append("\n")
-    return text
-
-
 def _axis(plt, top: float, side: str) -> None:
-    from gpudash.stats import fmt_num
+    from gpudash.textfmt import fmt_num
 
     plt.ylim(0, top, yside=side)
     plt.yticks([0, top / 2, top], ["0", fmt_num(top / 2), fmt_num(top)], yside=side)

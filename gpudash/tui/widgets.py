@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from rich import box
 from rich.table import Table
@@ -16,7 +17,8 @@ from textual.widgets import Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
 from gpudash.protocol import GpuInfo
-from gpudash.stats import DashState, StatRow, fmt_duration, fmt_num, fmt_pct
+from gpudash.stats import DashState, StatRow
+from gpudash.textfmt import fmt_duration, fmt_num, fmt_pct
 
 STATUS_STYLE = {
     "starting": "bold yellow",
@@ -131,8 +133,7 @@ class StatsPanel(Static):
     def show(self, state: DashState) -> None:
         rows = state.stat_rows()
         if state.gpu_info is not None and not state.gpu_info.available:
-            rows = [r for r in rows if r.key not in ("gpu_util_pct", "mem_bw_util_pct", "power_w",
-                                                     "joules_per_step")]
+            rows = [r for r in rows if not r.metric.needs_gpu]
         cur, prev = state.current, state.previous
         title = Text(no_wrap=True, overflow="ellipsis")
         title.append("this config: ", style="dim")
@@ -200,8 +201,12 @@ class HelpScreen(ModalScreen[None]):
             yield Static(t)
 
 
-class PromptScreen(ModalScreen[str | None]):
-    """One line of input (batch size, recording path); escape cancels."""
+class PromptScreen(ModalScreen[Any]):
+    """One line of input (batch size, recording path), parsed here; escape cancels.
+
+    ``parse`` turns the text into the value the screen is dismissed with; one of ``errors``
+    raised by it is shown under the input (the one message of that check) and the prompt stays.
+    """
 
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
     DEFAULT_CSS = """
@@ -213,12 +218,13 @@ class PromptScreen(ModalScreen[str | None]):
     """
 
     def __init__(self, title: str, value: str = "", placeholder: str = "",
-                 validate: Callable[[str], str | None] | None = None) -> None:
+                 parse: Callable[[str], Any] = str, errors: tuple[type[Exception], ...] = (ValueError,)) -> None:
         super().__init__()
         self._title = title
         self._value = value
         self._placeholder = placeholder
-        self._validate = validate
+        self._parse = parse
+        self._errors = errors
 
     def compose(self) -> ComposeResult:
         with Vertical():
@@ -228,12 +234,12 @@ class PromptScreen(ModalScreen[str | None]):
             yield Label("enter: OK · escape: cancel", classes="dim")
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
-        if self._validate is not None:
-            err = self._validate(event.value)
-            if err:
-                self.query_one("#prompt-error", Label).update(err)
-                return
-        self.dismiss(event.value)
+        try:
+            value = self._parse(event.value)
+        except self._errors as exc:
+            self.query_one("#prompt-error", Label).update(str(exc))
+            return
+        self.dismiss(value)
 
     def action_cancel(self) -> None:
         self.dismiss(None)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpudash.protocol import Control, Event, GpuInfo, GpuSample, Message, RunConfig, Sample
+from gpudash.protocol import Control, Event, GpuInfo, GpuSample, Message, RunConfig, Sample, SourceInfo
 
 GPU = GpuInfo(available=True, driver="550.54.15", names=("NVIDIA H100 80GB HBM3",), index=0)
 NO_GPU = GpuInfo(available=False, unavailable="NVML Shared Library Not Found (libnvidia-ml.so.1)")
@@ -20,6 +20,11 @@ class FakeSource:
         self.restarted = 0
         self.stopped = 0
         self._alive = False
+        self.started_details: dict[str, str] = {}
+
+    @property
+    def info(self) -> SourceInfo:
+        return SourceInfo(started_details=dict(self.started_details))
 
     def start(self) -> None:
         self.started += 1

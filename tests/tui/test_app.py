@@ -147,15 +147,21 @@ async def test_invalid_batch_input_shows_a_message_and_changes_nothing():
         assert app.state.batch_size == 1 and app.state.status == "running"
 
 
-async def test_set_batch_rejects_letters_directly():
+async def test_typed_batch_sizes_are_checked_in_the_prompt():
     src = FakeSource()
     app = make_app(src)
     async with app.run_test(size=SIZE) as pilot:
         await running_app(pilot, app, src)
-        app.set_batch("abc")
-        app.set_batch("0")
+        await pilot.press("b")
+        assert isinstance(app.screen, PromptScreen)
+        for text, why in (("abc", "whole number"), ("0", "at least 1")):
+            app.screen.query_one("#prompt-input").value = text
+            await pilot.press("enter")
+            assert why in str(app.screen.query_one("#prompt-error").content)
         assert src.sent == []
-        assert "at least 1" in message(app)
+        app.screen.query_one("#prompt-input").value = " 24 "
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: src.sent == [SetBatchSize(24)], "the parsed batch size sent")
 
 
 async def test_pipelining_on_the_cpu_says_it_needs_cuda():
@@ -237,14 +243,14 @@ async def test_recording_writes_the_record_format(tmp_path):
         assert app.screen.query_one("#prompt-input").value.startswith("gpudash-encdec-")
         app.screen.query_one("#prompt-input").value = str(out)
         await pilot.press("enter")
-        assert app.recording_path == str(out)
+        assert app.controller.recording_path == str(out)
         assert "● REC" in plain_text(app.query_one("#header"), 120)
         src.push(*run_segment(10.0, 12.0, 200.0, steps0=2000),
                  Event(12.0, "changed", "batch_size", "8", "16"),
                  *run_segment(12.0, 13.0, 120.0, batch=16, steps0=2400))
         app.refresh_now()
         await pilot.press("c")
-        assert app.recorder is None
+        assert app.controller.recorder is None
         assert "saved" in message(app)
         assert "● REC" not in plain_text(app.query_one("#header"), 120)
     rows = list(csv.DictReader(out.open()))
@@ -268,7 +274,7 @@ async def test_recording_to_a_bad_path_says_so(tmp_path):
         await pilot.press("enter")
         assert "does not exist" in str(app.screen.query_one("#prompt-error").content)
         await pilot.press("escape")
-        assert app.recorder is None
+        assert app.controller.recorder is None
 
 
 async def test_quit_stops_the_source_and_closes_the_recording(tmp_path):
@@ -282,7 +288,7 @@ async def test_quit_stops_the_source_and_closes_the_recording(tmp_path):
         await pilot.press("q")
         await pilot.pause()
     assert src.stopped >= 1
-    assert app.recorder is None
+    assert app.controller.recorder is None
     assert app.return_value == 0
     df = pd.read_csv(tmp_path / "q.csv")
     samples = df[df["row_kind"] == "sample"]
@@ -370,7 +376,7 @@ async def test_replay_shows_markers_and_stats_read_only():
         assert "replay" in app.status_text()
         assert app.check_action("batch_double", ()) is False
         await pilot.press("plus", "p", "c")
-        assert app.recorder is None and app.state.batch_size == 16
+        assert app.controller.recorder is None and app.state.batch_size == 16
         titles = [c.title for c in app.get_system_commands(app.screen)]
         assert not any("Batch" in t or "pipelining" in t for t in titles)
         assert "H100" in plain_text(app.query_one("#header"), 120)
@@ -389,7 +395,7 @@ async def test_replay_says_how_many_malformed_rows_it_skipped(tmp_path):
 
 
 async def test_charts_fall_back_to_plotexts_public_build_when_its_internals_are_gone(monkeypatch):
-    import gpudash.tui.charts as charts
+    import gpudash.tui.plotext_adapter as adapter
 
     src = FakeSource()
     app = make_app(src)
@@ -398,8 +404,8 @@ async def test_charts_fall_back_to_plotexts_public_build_when_its_internals_are_
         c = chart(app, "throughput")
         fast = c.render()
         # a plotext without the private module the fast path reads (as after an upgrade)
-        monkeypatch.setattr(charts, "_pt_utility", None)
-        monkeypatch.setattr(charts, "_STYLES", {})
+        monkeypatch.setattr(adapter, "FAST_PATH", False)
+        monkeypatch.setattr(adapter, "_STYLES", {})
         slow = c.render()
         assert c._fast_render is False
         assert slow.plain.rstrip("\n") == fast.plain.rstrip("\n")

@@ -27,11 +27,11 @@ async def test_dashboard_over_the_real_engine_on_the_cpu(tmp_path):
         assert app.state.status == "starting"
         await wait_until(pilot, lambda: app.state.last_sample is not None, "a first sample", timeout_s=60)
         first_sample_s = time.perf_counter() - t0
-        assert app.state.workload == "encdec" and app.device == "cpu"
+        assert app.state.workload == "encdec" and app.state.device == "cpu"
         batch = app.state.batch_size
         assert batch >= 1
         await pilot.press("plus")
-        assert app.sent == [SetBatchSize(batch * 2)]
+        assert app.controller.sent == [SetBatchSize(batch * 2)]
         await wait_until(pilot, lambda: any(e.kind == "changed" and e.what == "batch_size"
                                             for e in app.state.events), "the change event", timeout_s=60)
         app.refresh_now()

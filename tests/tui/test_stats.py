@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 
 from gpudash.protocol import Event
-from gpudash.stats import DashState, Series, downsample, fmt_num, fmt_pct
+from gpudash.series import Series, downsample
+from gpudash.stats import DashState
+from gpudash.textfmt import fmt_num, fmt_pct
 
 from .fakes import gpu, run_segment, sample, started
 

@@ -1,0 +1,295 @@
+"""The dashboard's run controller: the one owner of run state, without Textual.
+
+``DashController`` holds the ``DashState`` (status, what runs, series, stats), the controls
+sent and pending, and the recording. The Textual app renders it and forwards keys: each
+user action here returns the ``Notice`` to show. Blocking calls on the source (start,
+restart, stop) are the app's to run in a thread; ``poll()`` never blocks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from gpudash.protocol import (
+    Control,
+    EngineSource,
+    Event,
+    EventKind,
+    Message,
+    Pause,
+    Resume,
+    RunConfig,
+    SetBatchSize,
+    SetVariant,
+    SourceInfo,
+    SwitchWorkload,
+)
+from gpudash.stats import DashState, Status
+from workloads.registry import FAMILIES, FamilyInfo  # torch-free
+
+STARTING = "starting workload (importing torch)…"
+
+RecorderFactory = Callable[..., Any]  # (path, metadata) -> a recorder with on_message/close
+
+
+class Severity(str, Enum):
+    INFO = "info"
+    WARNING = "warning"
+    ERROR = "error"
+
+
+@dataclass(frozen=True)
+class Notice:
+    """One line for the user; ``toast`` also pops it up."""
+
+    text: str
+    severity: Severity = Severity.INFO
+    toast: bool = False
+
+
+def _error(text: str) -> Notice:
+    return Notice(text, Severity.ERROR, toast=True)
+
+
+def _warning(text: str) -> Notice:
+    return Notice(text, Severity.WARNING)
+
+
+def _default_recorder(path: str, metadata: dict[str, Any]) -> Any:
+    from gpudash.record import CsvRecorder  # the engine's recorder: same format as --record
+
+    return CsvRecorder(path, metadata)
+
+
+class DashController:
+    """A run (live or replayed) as the dashboard sees and steers it."""
+
+    def __init__(self, source: EngineSource, *, maxlen: int = 600,
+                 recorder_factory: RecorderFactory | None = None) -> None:
+        self.source = source
+        self.replay = source.info.replay
+        self.config: RunConfig = source.config
+        self.state = DashState(maxlen=maxlen, mode="whole" if self.replay else "window", config=self.config)
+        self.recorder_factory = recorder_factory or _default_recorder
+        self.recorder: Any = None
+        self.recording_path: str | None = None
+        self.recorded_messages = 0
+        self.sent: list[Control] = []  # every control sent, oldest first
+        self.pending_batch: int | None = None
+        self.ready = False  # source.start() has returned
+        self._bad_rows_told = 0
+
+    @property
+    def info(self) -> SourceInfo:
+        return self.source.info
+
+    # -- the source --------------------------------------------------------------------------
+    def source_started(self) -> list[Notice]:
+        """``source.start()`` (or restart) returned: what a replay says of itself, then drain."""
+        self.ready = True
+        if self.replay:
+            self.config = self.source.config  # a replay knows its config once opened
+            self.state.adopt_config(self.config)
+        return self.poll()
+
+    def source_failed(self, why: str) -> Notice:
+        self.state.mark_failed(why)
+        return Notice(why, Severity.ERROR)
+
+    def begin_restart(self) -> Notice | None:
+        """Before ``source.restart()``; a Notice (and no restart) when it makes no sense."""
+        if self.replay:
+            return None
+        if not self.state.ended:
+            return _warning("the workload is running; restart is for after a crash or stop")
+        self.state.mark_starting()
+        self.ready = False
+        return Notice("restarting the workload…")
+
+    def poll(self) -> list[Notice]:
+        """Everything that arrived: into the state and the recording; returns what to tell."""
+        if not self.ready:
+            return []
+        info = self.source.gpu_info
+        if info != self.state.gpu_info:
+            self.state.gpu_info = info
+        try:
+            messages = self.source.poll()
+        except Exception as exc:  # noqa: BLE001 - shown, the dashboard stays up
+            return [Notice(f"reading the workload's messages failed: {exc}", Severity.ERROR)]
+        notices = self.ingest(messages)
+        bad = self.info.bad_rows
+        if bad > self._bad_rows_told:
+            self._bad_rows_told = bad
+            notices.append(_warning(f"replay: {bad} malformed row{'s' if bad != 1 else ''} skipped"))
+        return notices
+
+    def ingest(self, messages: Iterable[Message]) -> list[Notice]:
+        notices: list[Notice] = []
+        for msg in messages:
+            self.state.ingest(msg)
+            if self.recorder is not None:
+                try:
+                    self.recorder.on_message(msg)
+                    self.recorded_messages += 1
+                except Exception as exc:  # noqa: BLE001 - a full disk must not stop the dashboard
+                    notices.append(self.stop_recording(f"recording stopped: {exc}", Severity.ERROR))
+            if isinstance(msg, Event):
+                notices.extend(self._event_notice(msg))
+        return notices
+
+    def _event_notice(self, e: Event) -> list[Notice]:
+        s, live = self.state, not self.replay
+        if e.what == "batch_size" and e.kind in (EventKind.CHANGED, EventKind.ERROR):
+            self.pending_batch = None
+        if e.kind == EventKind.STARTING:
+            return [Notice(f"{STARTING} ({e.message})" if e.message else STARTING)]
+        if e.kind == EventKind.STARTED:
+            return [Notice(e.message or f"started {s.workload} / {s.variant}")]
+        if e.kind == EventKind.CHANGED:
+            return [Notice(f"{e.label} at {e.time_s:.1f} s — stats now compare against the previous config")]
+        if e.kind == EventKind.ERROR:
+            text = f"✗ {e.message or e.label} — still running {s.variant}, batch {s.batch_size}"
+            return [Notice(text, Severity.ERROR, toast=live)]
+        if e.kind == EventKind.PAUSED:
+            return [Notice("paused (space resumes)")]
+        if e.kind == EventKind.RESUMED:
+            return [Notice("resumed")]
+        if e.kind == EventKind.CRASHED:
+            why = e.message or "the workload process died"
+            return [Notice(f"✗ workload crashed: {why} — press r to restart", Severity.ERROR, toast=live)]
+        if e.kind == EventKind.STOPPED:
+            return [Notice((e.message or "the workload stopped") + (" — press r to restart" if live else ""))]
+        return []
+
+    def status_text(self) -> str:
+        if self.replay:
+            return "following (read-only)" if self.info.follow else "replay (read-only)"
+        if self.state.status == Status.STARTING:
+            return STARTING
+        if self.state.status == Status.CRASHED:
+            return "crashed — r restarts"
+        return str(self.state.status)
+
+    # -- controls ----------------------------------------------------------------------------
+    def enabled(self, action: str, steers: bool) -> bool:
+        """Whether an action applies now (the app's ``check_action``)."""
+        if steers and self.replay:
+            return False
+        if action == "restart":
+            return self.state.ended
+        if action == "pause_resume":
+            return not self.state.ended
+        return True
+
+    def send(self, control: Control, note: str) -> Notice:
+        if self.replay:
+            return _warning("replay: read-only")
+        if not self.ready:
+            return _warning("the workload is still starting; try again in a moment")
+        if self.state.ended or not self.source.alive:
+            return _warning("the workload is not running — press r to restart")
+        try:
+            self.source.send(control)
+        except Exception as exc:  # noqa: BLE001
+            return _error(f"could not send the control: {exc}")
+        self.sent.append(control)
+        if isinstance(control, SetBatchSize):
+            self.pending_batch = control.batch_size
+        return Notice(note)
+
+    def family(self) -> FamilyInfo | None:
+        return FAMILIES.get(self.state.workload)
+
+    def _refusal(self, fam: FamilyInfo, variant: str) -> str | None:
+        """Why ``variant`` cannot run on this run's device (the catalog's message)."""
+        device = self.state.device
+        if device == "auto":  # not known yet: the workload itself will say
+            return None
+        return fam.refusal(variant, device)
+
+    def toggle_pipeline(self) -> Notice:
+        fam = self.family()
+        target = fam.pipeline_target(self.state.variant) if fam else None
+        if fam is None or target is None:
+            return _warning(f"{self.state.workload or 'this workload'} has no serial ↔ pipelined pair; "
+                            "v cycles its variants")
+        refusal = self._refusal(fam, target)
+        if refusal:
+            return _error(f"✗ {refusal} — staying on {self.state.variant}")
+        return self.send(SetVariant(target), f"switching to {target}…")
+
+    def next_variant(self) -> Notice:
+        fam = self.family()
+        if fam is None:
+            return _warning("the workload is not known yet")
+        names = list(fam.variant_names)
+        i = names.index(self.state.variant) if self.state.variant in names else -1
+        later = [names[(i + k) % len(names)] for k in range(1, len(names))]
+        skipped = [v for v in later if self._refusal(fam, v)]
+        runnable = [v for v in later if v not in skipped]
+        if not runnable:
+            why = f" ({', '.join(skipped)} need CUDA)" if skipped else ""
+            return _warning(f"no other variant of {fam.name} runs here{why}")
+        cand = runnable[0]
+        passed = [v for v in skipped if later.index(v) < later.index(cand)]
+        note = f"switching to {cand}…" + (f" (skipped {', '.join(passed)}: needs CUDA)" if passed else "")
+        return self.send(SetVariant(cand), note)
+
+    def switch_workload(self, name: str | None) -> Notice | None:
+        if not name or name == self.state.workload:
+            return None
+        return self.send(SwitchWorkload(name), f"switching to workload {name}…")
+
+    def batch_base(self) -> int | None:
+        """The batch size a ×2 / ÷2 starts from: the one asked for last, else the running one."""
+        return self.pending_batch or self.state.batch_size or None
+
+    def set_batch(self, n: int) -> Notice:
+        """Ask for batch size ``n`` (already checked at the edge: the prompt or ×2/÷2)."""
+        return self.send(SetBatchSize(n), f"batch size {self.state.batch_size} → {n} requested…")
+
+    def scale_batch(self, double: bool) -> Notice:
+        b = self.batch_base()
+        if b is None:
+            return _warning("the batch size is not known until the workload has started")
+        if not double and b <= 1:
+            return _error("✗ batch size is already 1, the smallest there is")
+        return self.set_batch(b * 2 if double else b // 2)
+
+    def pause_resume(self) -> Notice:
+        if self.state.paused:
+            return self.send(Resume(), "resuming…")
+        return self.send(Pause(), "pausing at the next step…")
+
+    # -- recording ---------------------------------------------------------------------------
+    def start_recording(self, path: str, started_at_run_s: float | None = None) -> Notice:
+        from gpudash.record import dashboard_metadata
+
+        s = self.state
+        meta = dashboard_metadata(self.config, s.gpu_info, self.info.started_details, device=s.device,
+                                  run_s=s.time_s if started_at_run_s is None else started_at_run_s,
+                                  running={"workload": s.workload, "variant": s.variant,
+                                           "batch_size": s.batch_size})
+        try:
+            self.recorder = self.recorder_factory(path, meta)
+        except Exception as exc:  # noqa: BLE001
+            self.recorder = None
+            return _error(f"✗ cannot record to {path}: {exc}")
+        self.recording_path = path
+        self.recorded_messages = 0
+        return Notice(f"● recording to {path} (c stops)")
+
+    def stop_recording(self, note: str | None = None, severity: Severity = Severity.INFO) -> Notice:
+        rec, self.recorder = self.recorder, None
+        note = note or f"saved {self.recording_path} ({self.recorded_messages} messages)"
+        if rec is not None:
+            try:
+                rec.close()
+            except Exception as exc:  # noqa: BLE001
+                note, severity = f"closing the recording failed: {exc}", Severity.ERROR
+        self.recording_path = None
+        return Notice(note, severity, toast=True)

@@ -1,0 +1,39 @@
+"""Numbers and durations as the dashboard and reports print them."""
+
+from __future__ import annotations
+
+
+def fmt_num(v: float | None, width: int = 0) -> str:
+    """A compact number: 3 significant figures, thousands as k; '–' when not available."""
+    if v is None:
+        s = "–"
+    else:
+        a = abs(v)
+        if a >= 100_000:
+            s = f"{v / 1000:.0f}k"
+        elif a >= 10_000:
+            s = f"{v / 1000:.1f}k"
+        elif a >= 100:
+            s = f"{v:.0f}"
+        elif a >= 10:
+            s = f"{v:.1f}"
+        elif a >= 1:
+            s = f"{v:.2f}"
+        elif a == 0:
+            s = "0"
+        else:
+            s = f"{v:.3f}"
+    return s.rjust(width) if width else s
+
+
+def fmt_pct(v: float | None) -> str:
+    if v is None:
+        return "–"
+    return f"{v:+.1f}%"
+
+
+def fmt_duration(seconds: float) -> str:
+    s = max(0, int(seconds))
+    h, rem = divmod(s, 3600)
+    m, s = divmod(rem, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m:02d}:{s:02d}"

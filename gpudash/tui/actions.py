@@ -1,0 +1,74 @@
+"""The dashboard's actions: one table feeding the key bindings, the help screen and the palette.
+
+To add an action: one row here and an ``action_<name>`` method on the app (which forwards
+to the controller).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from textual.binding import Binding
+
+from workloads.registry import FAMILIES  # torch-free
+
+
+@dataclass(frozen=True)
+class Action:
+    name: str  # the app's action_<name>
+    keys: str  # Textual key names, comma-separated
+    footer: str  # the Footer's short label
+    title: str  # the command palette's title
+    help: str  # the help screen's and the palette's description
+    steers: bool = False  # controls the workload: hidden in a replay
+    key_display: str | None = None
+    tooltip: str | None = None
+
+    @property
+    def key(self) -> str:
+        """The key as the help screen and the palette show it."""
+        return self.key_display or self.keys.split(",")[0]
+
+    def binding(self) -> Binding:
+        return Binding(self.keys, self.name, self.footer, key_display=self.key_display,
+                       tooltip=self.tooltip or "")
+
+
+ACTIONS: tuple[Action, ...] = (
+    Action("toggle_pipeline", "p", "Pipeline", "Toggle pipelining",
+           "switch between the family's serial and pipelined variants", steers=True,
+           tooltip="Toggle serial ↔ pipelined"),
+    Action("cycle_variant", "v", "Variant", "Next variant",
+           "switch to the next variant of this workload family", steers=True,
+           tooltip="Next variant of this workload"),
+    Action("switch_workload", "w", "Workload", "Switch workload",
+           f"pick another workload family ({', '.join(FAMILIES)})", steers=True, tooltip="Switch to another workload family"),
+    Action("batch_double", "plus,equals_sign", "Batch×2", "Batch size ×2", "double the batch size",
+           steers=True, key_display="+"),
+    Action("batch_half", "minus", "÷2", "Batch size ÷2", "halve the batch size", steers=True,
+           key_display="-"),
+    Action("batch_typed", "b", "Batch=", "Type a batch size", "type a batch size", steers=True,
+           tooltip="Type a batch size"),
+    Action("pause_resume", "space", "Pause", "Pause / resume",
+           "pause the training loop at the next step, or resume it", steers=True),
+    Action("restart", "r", "Restart", "Restart the workload",
+           "start the workload again after a crash or stop", steers=True),
+    Action("record", "c", "Record", "Start / stop recording to CSV",
+           "record the run to a CSV file (same format as gpudash --record); again to stop",
+           steers=True, tooltip="Start/stop recording to CSV"),
+    Action("help", "question_mark,f1", "Help", "Help: keys and charts", "the keys and what every chart means",
+           key_display="?"),
+    Action("quit", "q", "Quit", "Quit", "stop the workload cleanly and leave"),
+)
+
+BY_NAME: dict[str, Action] = {a.name: a for a in ACTIONS}
+STEERING: frozenset[str] = frozenset(a.name for a in ACTIONS if a.steers)
+
+
+def bindings() -> list[Binding]:
+    return [a.binding() for a in ACTIONS]
+
+
+def shown(replay: bool) -> list[Action]:
+    """The actions that apply: a replay has no steering ones."""
+    return [a for a in ACTIONS if not (replay and a.steers)]

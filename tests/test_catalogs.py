@@ -1,0 +1,149 @@
+"""The catalogs are the one place their facts live: variants, metrics, actions."""
+
+from __future__ import annotations
+
+import ast
+import csv
+import io
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+
+from gpudash import csvformat
+from gpudash.metrics import METRICS, NVML_KEYS, STAT_KEYS, WORKLOAD_KEYS, Origin
+from gpudash.protocol import Event, GpuSample, Sample, SetBatchSize
+from gpudash.record import CsvRecorder
+from gpudash.replay import ReplaySource
+from gpudash.stats import DashState
+from gpudash.tui.demo import SyntheticSource
+from workloads.registry import FAMILIES, Fix, WorkloadError, family
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# The CSV of version 0.1: recordings made then must still replay, and pandas users'
+# column names must not move. A new metric appends a column; it never renames one.
+CSV_COLUMNS_0_1 = [
+    "row_kind", "time_s", "workload", "variant", "batch_size", "steps", "samples", "interval_s",
+    "steps_per_s", "samples_per_s", "step_ms_p50", "step_ms_p95", "syncs_per_step", "loss",
+    "gpu_util_pct", "mem_bw_util_pct", "mem_used_mib", "mem_total_mib", "power_w", "sm_clock_mhz",
+    "temp_c", "energy_j", "throttle", "joules_per_step",
+    "event_kind", "event_what", "event_before", "event_after", "event_message",
+]
+
+
+def test_csv_columns_derive_from_the_metric_catalog_and_keep_the_0_1_order() -> None:
+    assert csvformat.COLUMNS == CSV_COLUMNS_0_1
+    assert [m.csv_column for m in METRICS] == [c for c in CSV_COLUMNS_0_1 if c in {m.key for m in METRICS}]
+
+
+def test_every_measured_field_has_one_metric_row() -> None:
+    sample_fields = [f.name for f in fields(Sample) if f.name != "time_s"]
+    assert list(WORKLOAD_KEYS) == [f for f in sample_fields if f not in csvformat.CONFIG_COLUMNS]
+    assert list(NVML_KEYS) == [f.name for f in fields(GpuSample) if f.name != "time_s"]
+    assert len({m.key for m in METRICS}) == len(METRICS)
+
+
+def test_the_stats_panel_shows_the_catalogs_stat_metrics_in_order() -> None:
+    assert [r.key for r in DashState().stat_rows()] == list(STAT_KEYS)
+    assert STAT_KEYS[:2] == ("steps_per_s", "samples_per_s")
+
+
+def _record_synthetic_run(path: Path, seconds: float = 8.0) -> list:
+    """A synthetic GPU run with a batch change, recorded with the real CsvRecorder."""
+    now = [0.0]
+    src = SyntheticSource(gpu=True, clock=lambda: now[0], startup_s=0.5, seed=3)
+    src.start()
+    rec = CsvRecorder(str(path), {})
+    msgs = []
+    while now[0] < seconds:
+        now[0] += 0.25
+        if abs(now[0] - seconds / 2) < 1e-9:
+            src.send(SetBatchSize(16))
+        for m in src.poll():
+            rec.on_message(m)
+            msgs.append(m)
+    rec.close()
+    return msgs
+
+
+def test_csv_and_screen_agree_on_joules_per_step(tmp_path: Path) -> None:
+    """The J/step column of a recording and the stats panel's "now" J/step are the same
+    figure at every sample: live (the messages as they came) and replayed (the file)."""
+    path = tmp_path / "run.csv"
+    msgs = _record_synthetic_run(path)
+    rows = [r for r in csv.DictReader(io.StringIO(path.read_text())) if r["row_kind"] == "sample"]
+    in_csv = [float(r["joules_per_step"]) if r["joules_per_step"] else None for r in rows]
+    assert sum(v is not None for v in in_csv) > len(in_csv) // 2  # the figure is there, mostly
+
+    live, on_screen = DashState(), []
+    for m in msgs:
+        live.ingest(m)
+        if isinstance(m, Sample):
+            on_screen.append(live.now("joules_per_step"))
+    assert on_screen == pytest.approx(in_csv, rel=1e-5)  # the CSV keeps 6 significant digits
+
+    src = ReplaySource(path)
+    src.start()
+    replayed, from_file = DashState(mode="whole"), []
+    for m in src.poll():
+        replayed.ingest(m)
+        if isinstance(m, Sample):
+            from_file.append(replayed.now("joules_per_step"))
+    assert from_file == pytest.approx(in_csv, rel=1e-5)
+
+
+def test_every_variant_refusal_is_the_catalogs_one_message() -> None:
+    for fam in FAMILIES.values():
+        for v in fam.variants:
+            assert v.family == fam.name
+            assert v.refusal("cuda:0") is None
+            why = v.refusal("cpu")
+            assert (why is not None) == v.needs_cuda
+            if why:
+                assert why.startswith(f"{fam.name}/{v.name} needs CUDA")
+            assert fam.refusal(v.name, "cpu") == why
+    assert "unknown variant 'nope'" in family("encdec").refusal("nope", "cuda")
+    with pytest.raises(WorkloadError, match="choose one of"):
+        family("augment").variant("nope")
+
+
+def test_the_input_pipeline_ladder_adds_one_fix_per_step() -> None:
+    ladder = family("input_pipeline").variants
+    assert ladder[0].fixes == frozenset()
+    for before, after in zip(ladder, ladder[1:]):
+        assert before.fixes < after.fixes and len(after.fixes - before.fixes) == 1
+    assert ladder[-1].fixes == frozenset(Fix)
+
+
+def _string_constants(path: Path) -> list[tuple[int, str]]:
+    tree = ast.parse(path.read_text())
+    return [(n.lineno, n.value) for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+
+
+def test_no_variant_name_is_written_outside_the_catalog_and_its_family() -> None:
+    # "cpu", "gpu" and "workers" are also device names and option keys: left out of this check
+    shared_words = {"cpu", "gpu", "workers"}
+    owner = {v.name: f.name for f in FAMILIES.values() for v in f.variants if v.name not in shared_words}
+    found = []
+    for path in [*ROOT.joinpath("gpudash").rglob("*.py"), *ROOT.joinpath("workloads").rglob("*.py")]:
+        if path.name == "registry.py":
+            continue
+        for line, text in _string_constants(path):
+            if text in owner and not (path.parent.name == "workloads" and path.stem == owner[text]):
+                found.append(f"{path.relative_to(ROOT)}:{line} {text!r}")
+    assert found == []
+
+
+def test_event_kinds_parse_from_the_csv_and_refuse_unknown_ones() -> None:
+    e = Event(1.0, "changed", "variant", "serial", "pipelined")
+    assert e.kind.value == "changed" and e.label == "variant: serial → pipelined"
+    with pytest.raises(ValueError):
+        Event(1.0, "exploded")
+
+
+def test_every_metric_says_where_it_comes_from() -> None:
+    for m in METRICS:
+        assert m.origin in Origin and m.label and m.description
+        if m.stat:
+            assert m.mean is not None, f"{m.key}: a stats column needs a way to average it"
