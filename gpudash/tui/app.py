@@ -351,10 +351,13 @@ def run_dashboard(config: RunConfig) -> int:
     from gpudash.session import EngineSession
 
     prepare_for_child_processes()
-    source = EngineSession(config)  # the child's output goes to the session's log file
-    app = GpuDashApp(source)
+    return _run_app(EngineSession(config))  # the child's output goes to the session's log file
+
+
+def _run_app(source: EngineSource) -> int:
+    """The dashboard over ``source`` until the user quits; the source is stopped however it ends."""
     try:
-        code = app.run()
+        code = GpuDashApp(source).run()
     finally:
         source.stop()
     return int(code or 0)
@@ -374,10 +377,5 @@ def run_replay(path: str, follow: bool) -> int:
     except OSError as exc:
         print(f"gpudash replay: cannot read {path}: {exc}", file=sys.stderr)
         return ExitCode.USAGE
-    app = GpuDashApp(source)
-    try:
-        code = app.run()
-    finally:
-        source.stop()
-    return int(code or 0)
+    return _run_app(source)
 

@@ -1,0 +1,88 @@
+"""The dashboard's run controller, without Textual: what each key does to the run."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from gpudash.controller import DashController, Severity
+from gpudash.protocol import Event, RunConfig, SetBatchSize, SetVariant
+from gpudash.stats import Status
+from workloads.registry import family
+
+from .tui.fakes import NO_GPU, FakeSource, run_segment, started
+
+
+def running(workload: str = "encdec", variant: str = "serial", device: str = "cuda:0",
+            batch: int = 8) -> tuple[DashController, FakeSource]:
+    src = FakeSource(RunConfig(workload=workload), gpu_info=NO_GPU if device == "cpu" else FakeSource().gpu_info)
+    ctl = DashController(src)
+    src.start()
+    details = {"workload": workload, "variant": variant, "batch_size": str(batch), "device": device}
+    src.push(Event(1.0, "started", message="started", details=details),
+             *run_segment(1.0, 3.0, 100.0, workload=workload, variant=variant, batch=batch))
+    ctl.source_started()
+    return ctl, src
+
+
+def test_the_controller_never_imports_textual_or_torch() -> None:
+    code = ("import sys, gpudash.controller\n"
+            "assert 'textual' not in sys.modules and 'torch' not in sys.modules, sorted(sys.modules)\n")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_status_and_what_runs_come_from_the_events_only() -> None:
+    ctl, src = running(device="cpu", batch=4)
+    s = ctl.state
+    assert (s.status, s.workload, s.variant, s.batch_size, s.device) == (Status.RUNNING, "encdec", "serial", 4, "cpu")
+    src.push(Event(3.0, "changed", "batch_size", "4", "8", details={"workload": "encdec", "variant": "serial",
+                                                                     "batch_size": "8", "device": "cpu"}))
+    src.push(Event(4.0, "crashed", message="killed by SIGKILL"))
+    notices = ctl.poll()
+    assert s.batch_size == 8 and s.status == Status.CRASHED and s.ended
+    assert notices[-1].severity == Severity.ERROR and "press r to restart" in notices[-1].text
+    assert ctl.begin_restart() is not None and s.status == Status.STARTING
+
+
+def test_pipelining_on_the_cpu_is_refused_with_the_catalogs_message() -> None:
+    ctl, src = running(device="cpu")
+    notice = ctl.toggle_pipeline()
+    assert src.sent == []
+    assert family("encdec").variant("pipelined").refusal("cpu") in notice.text
+    assert notice.severity == Severity.ERROR and notice.toast
+
+
+def test_next_variant_skips_what_the_device_cannot_run_and_says_so() -> None:
+    ctl, src = running("augment", "gpu-vectorized", device="cpu")
+    notice = ctl.next_variant()
+    assert src.sent == [SetVariant("cpu")]  # past pipelined and pipelined-loop, around to the first
+    assert "skipped pipelined, pipelined-loop: needs CUDA" in notice.text
+    ctl, src = running("augment", "gpu-vectorized", device="cuda:0")
+    ctl.next_variant()
+    assert src.sent == [SetVariant("pipelined")]
+
+
+def test_batch_keys_build_on_the_size_asked_for_until_the_engine_answers() -> None:
+    ctl, src = running(batch=8)
+    ctl.scale_batch(double=True)
+    ctl.scale_batch(double=True)
+    assert src.sent == [SetBatchSize(16), SetBatchSize(32)]
+    src.push(Event(3.5, "error", "batch_size", "8", "32", "CUDA out of memory"))
+    ctl.poll()
+    assert ctl.pending_batch is None
+    ctl.scale_batch(double=False)
+    assert src.sent[-1] == SetBatchSize(4)
+
+
+def test_a_replay_is_read_only() -> None:
+    from gpudash.protocol import SourceInfo
+
+    class Recording(FakeSource):
+        @property
+        def info(self) -> SourceInfo:
+            return SourceInfo(replay=True, path="run.csv")
+
+    ctl = DashController(Recording())
+    assert not ctl.enabled("pause_resume", steers=True) and ctl.enabled("help", steers=False)
+    assert ctl.pause_resume().text == "replay: read-only"
+    assert ctl.status_text() == "replay (read-only)"
