@@ -11,11 +11,14 @@ import os
 import re
 import sys
 from pathlib import Path
-from typing import NoReturn, Sequence
+from typing import TYPE_CHECKING, Callable, NoReturn, Sequence
 
-from gpudash.protocol import RunConfig
+from gpudash.devices import cuda_devices
+from gpudash.protocol import ExitCode, RunConfig
 
-EXIT_USAGE = 2
+if TYPE_CHECKING:  # pragma: no cover
+    from workloads.registry import VariantInfo
+
 DEVICE_RE = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
 
 EPILOG = """\
@@ -37,7 +40,8 @@ class Parser(argparse.ArgumentParser):
     """argparse that reports errors as one line: ``gpudash: error: ...``, exit status 2."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_USAGE, f"gpudash: error: {' '.join(message.split())}\n")
+        """Print ``gpudash: error: MESSAGE`` (one line) and exit with status 2."""
+        self.exit(ExitCode.USAGE, f"gpudash: error: {' '.join(message.split())}\n")
 
 
 # -- argument types (each raises ArgumentTypeError with one line) -----------------------------------
@@ -51,24 +55,23 @@ def _positive_float(text: str) -> float:
     return value
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
+def _int_at_least(minimum: int, words: str) -> Callable[[str], int]:
+    """An argparse type: a whole number of at least ``minimum`` ("must be <words>, got N")."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be {words}, got {value}")
+        return value
+
+    return parse
 
 
-def _nonnegative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
-    return value
+_positive_int = _int_at_least(1, "at least 1")
+_nonnegative_int = _int_at_least(0, "0 or more")
 
 
 def _batch_size(text: str) -> int:
@@ -102,6 +105,7 @@ def _device(text: str) -> str:
 
 # -- parsers ----------------------------------------------------------------------------------------
 def build_parser() -> Parser:
+    """The parser of ``gpudash [options]`` (the dashboard and ``--record``)."""
     from workloads.registry import DEFAULT_FAMILY, FAMILIES
 
     p = Parser(
@@ -144,52 +148,19 @@ def _version() -> str:
 
 
 # -- checks that need the machine, not torch ------------------------------------------------------
-def cuda_devices() -> tuple[int, str]:
-    """How many CUDA GPUs this process may use, without importing torch; and why if none."""
-    try:
-        nodes = [n for n in os.listdir("/dev") if re.fullmatch(r"nvidia\d+", n)]
-    except OSError:
-        nodes = []
-    count, why = len(nodes), ""
-    if count == 0:
-        from gpudash.nvml import NvmlSampler
-
-        sampler = NvmlSampler(None)
-        info = sampler.open()
-        sampler.stop()
-        count = len(info.names) if info.available else 0
-        why = "no /dev/nvidia* device and " + (info.unavailable or "NVML lists no GPU")
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is not None and count:
-        entries = []
-        for e in visible.split(","):
-            e = e.strip()
-            if not e or e.startswith("-"):
-                break  # CUDA stops at the first invalid entry
-            entries.append(e)
-        count = min(count, len(entries))
-        if count == 0:
-            why = f"CUDA_VISIBLE_DEVICES={visible!r} hides every GPU"
-    return count, why
-
-
-def check_device(device: str, needs_cuda: tuple[str, str] | None = None) -> None:
-    """Raise UsageError when the device cannot run here, or cannot run ``needs_cuda``'s
-    (family, variant), a variant that needs CUDA."""
-    from workloads.registry import NEEDS_STREAMS
-
-    if device == "cpu":
-        if needs_cuda:
-            fam, var = needs_cuda
-            raise UsageError(f"variant {var!r} of {fam} {NEEDS_STREAMS}: run it with --device cuda")
-        return
-    if device == "auto" and not needs_cuda:
-        return  # cpu is fine when no GPU
+def check_device(device: str, variant: VariantInfo | None = None) -> None:
+    """Raise UsageError when ``device`` cannot run here, or cannot run ``variant``."""
+    refusal = None  # why the variant cannot run without a GPU
+    if device in ("cpu", "auto"):
+        refusal = variant.refusal("cpu") if variant is not None else None
+        if refusal is None:
+            return  # the CPU runs it (auto: on a GPU if there is one)
+        if device == "cpu":
+            raise UsageError(refusal)
     count, why = cuda_devices()
     if count == 0:
-        if needs_cuda and device == "auto":
-            fam, var = needs_cuda
-            raise UsageError(f"variant {var!r} of {fam} needs CUDA, and no CUDA GPU was found ({why})")
+        if refusal is not None:  # auto, and the variant needs a GPU
+            raise UsageError(f"{refusal}; no CUDA GPU was found ({why})")
         raise UsageError(f"--device {device}: no CUDA GPU found ({why}); use --device cpu")
     if device.startswith("cuda:"):
         index = int(device.split(":", 1)[1])
@@ -229,7 +200,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         variant = info.variant(args.variant) if args.variant else info.variant(info.default_variant)
     except WorkloadError as exc:
         raise UsageError(str(exc)) from None
-    check_device(args.device, (info.name, variant.name) if variant.needs_cuda else None)
+    check_device(args.device, variant)
     return RunConfig(
         workload=info.name,
         variant=args.variant,
@@ -246,7 +217,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
 
 def _fail(message: str) -> int:
     print(f"gpudash: error: {' '.join(message.split())}", file=sys.stderr)
-    return EXIT_USAGE
+    return ExitCode.USAGE
 
 
 # -- subcommands ------------------------------------------------------------------------------------
@@ -256,7 +227,7 @@ def _cmd_list(argv: list[str]) -> int:
     from workloads.registry import describe
 
     print(describe())
-    return 0
+    return ExitCode.OK
 
 
 def _cmd_replay(argv: list[str]) -> int:
@@ -296,7 +267,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as exc:
         return _fail(str(exc))
     if args.record is not None:
-        from gpudash.record import run_record
+        from gpudash.headless import run_record
 
         return run_record(
             config,

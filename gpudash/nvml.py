@@ -277,24 +277,3 @@ class NvmlSampler:
                 nvml.nvmlShutdown()
             except Exception:
                 pass
-
-
-def cuda_index_hint(device: str) -> int:
-    """The NVML index to sample before the child reports its GPU's UUID.
-
-    ``cuda:N`` → N, mapped through ``CUDA_VISIBLE_DEVICES`` when it lists plain indices.
-    """
-    import os
-
-    index = 0
-    if device.startswith("cuda:"):
-        try:
-            index = int(device.split(":", 1)[1])
-        except ValueError:
-            index = 0
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if visible:
-        entries = [e.strip() for e in visible.split(",") if e.strip()]
-        if index < len(entries) and entries[index].isdigit():
-            return int(entries[index])
-    return index

@@ -1,4 +1,4 @@
-"""Recording runs to CSV: ``CsvRecorder`` (also used by the dashboard) and ``run_record``.
+"""Recording runs to CSV: ``CsvRecorder`` (also used by the dashboard; headless: ``gpudash.headless``).
 
 Never imports textual (nor torch: the workload runs in the child).
 
@@ -20,18 +20,14 @@ import datetime as _dt
 import errno
 import json
 import os
-import signal
 import socket
 import sys
-import time
 from pathlib import Path
 from typing import Any, TextIO
 
 from gpudash import csvformat
 from gpudash.energy import EnergyPerStep
 from gpudash.protocol import Event, EventKind, GpuInfo, GpuSample, Message, RunConfig, Sample
-
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
 class RecordWriteError(OSError):
@@ -287,145 +283,3 @@ class CsvRecorder:
         """What the workload's "started" event says (torch, CUDA, device) into the metadata."""
         self.metadata.update(started_metadata(details, self.metadata))
         self.write_metadata()
-
-
-# -- headless recording ------------------------------------------------------------------------------
-class _Interrupted:
-    """SIGINT/SIGTERM → a flag the record loop checks (the CSV stays intact)."""
-
-    def __init__(self) -> None:
-        self.signal: int | None = None
-        self.forced = False  # a second Ctrl-C came: terminate the child now
-        self._old: dict[int, Any] = {}
-
-    def __enter__(self) -> "_Interrupted":
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            try:
-                self._old[sig] = signal.signal(sig, self._handle)
-            except ValueError:  # not the main thread
-                pass
-        return self
-
-    def _handle(self, signum: int, frame: Any) -> None:
-        if self.signal is None:
-            self.signal = signum
-        elif signum == signal.SIGINT and not self.forced:
-            self.forced = True
-            raise KeyboardInterrupt  # a second Ctrl-C: stop waiting for the child
-        # later signals: the child is already being terminated, and the CSV closes after it
-
-    def __exit__(self, *exc: object) -> None:
-        for sig, old in self._old.items():
-            signal.signal(sig, old)
-
-
-def _say(text: str) -> None:
-    print(f"gpudash: {text}", file=sys.stderr, flush=True)
-
-
-def _describe_event(e: Event) -> str | None:
-    if e.kind in (EventKind.STARTING,):
-        return None
-    text = f"[{e.time_s:7.1f}s] {e.kind}"
-    if e.kind == EventKind.CHANGED or (e.kind == EventKind.ERROR and e.what):
-        text += f" {e.what}: {e.before} → {e.after}"
-    if e.message:
-        text += f": {e.message}"
-    return text
-
-
-def run_record(
-    config: RunConfig,
-    path: str | os.PathLike[str],
-    duration_s: float | None = None,
-    steps: int | None = None,
-    *,
-    log_path: str | os.PathLike[str] | None = None,
-    meta_path: str | os.PathLike[str] | None = None,
-    quiet: bool = False,
-) -> int:
-    """Record a run headless. Exit codes: 0 done, 1 workload failed or write failed,
-    2 bad arguments, 130 interrupted (SIGINT or SIGTERM).
-
-    ``duration_s`` counts from the workload's first configuration (after torch loads);
-    ``steps`` stops the child after that many steps. Neither: until interrupted.
-    """
-    from gpudash.session import EngineSession
-
-    if steps is not None:
-        config = dataclasses.replace(config, max_steps=steps)
-    if log_path is None and str(path) != "-":
-        log_path = Path(path).with_suffix(".log") if Path(path).suffix.lower() == ".csv" else f"{path}.log"
-    session = EngineSession(config, log_path=log_path)
-    try:
-        recorder = CsvRecorder(path, run_metadata(config, child_log=session.log_path), meta_path=meta_path)
-    except OSError as exc:
-        _say(f"error: cannot write {path}: {exc.strerror or exc}")
-        return EXIT_USAGE if not isinstance(exc, RecordWriteError) else EXIT_FAILED
-    status = "done"
-    code = EXIT_OK
-
-    def note_gpu() -> None:
-        info = session.gpu_info
-        recorder.metadata.update(
-            gpu_name=info.name, gpu_names=list(info.names), gpu_index=info.index,
-            driver=info.driver, nvml_unavailable=info.unavailable,
-        )
-        recorder.write_metadata()
-
-    with _Interrupted() as interrupted:
-        try:
-            session.start()
-            note_gpu()  # from the device hint; "started" names the GPU the child really uses
-            if not quiet:
-                info = session.gpu_info
-                gpu = f"GPU {info.name}" if info.available else f"no GPU telemetry ({info.unavailable})"
-                _say(f"recording {config.workload} to {path}; {gpu}; workload log: {session.log_path}")
-            started_at: float | None = None
-            while True:
-                for msg in session.poll():
-                    recorder.on_message(msg)
-                    if isinstance(msg, Event):
-                        if not quiet and (line := _describe_event(msg)):
-                            _say(line)
-                        if msg.kind == EventKind.STARTED:
-                            started_at = time.monotonic()
-                            note_gpu()
-                        elif msg.kind == EventKind.CRASHED:
-                            status, code = f"workload failed: {msg.message}", EXIT_FAILED
-                        elif msg.kind == EventKind.STOPPED:
-                            status = "done"
-                if code == EXIT_FAILED or session.finished:
-                    break
-                if interrupted.signal is not None:
-                    name = signal.Signals(interrupted.signal).name
-                    status, code = f"interrupted by {name}", EXIT_INTERRUPTED
-                    break
-                if started_at is not None and duration_s is not None and time.monotonic() - started_at >= duration_s:
-                    break
-                time.sleep(0.05)
-            session.stop()
-            for msg in session.poll():
-                recorder.on_message(msg)
-                if isinstance(msg, Event) and msg.kind == EventKind.CRASHED and code == EXIT_OK:
-                    status, code = f"workload failed: {msg.message}", EXIT_FAILED
-        except RecordWriteError as exc:
-            _say(f"error: {exc.strerror or exc}")
-            status, code = f"write failed: {exc.strerror or exc}", EXIT_FAILED
-        except KeyboardInterrupt:  # a second Ctrl-C (only one is raised)
-            if code != EXIT_INTERRUPTED:
-                status, code = "interrupted", EXIT_INTERRUPTED
-        finally:
-            try:  # after a second Ctrl-C: terminate the child now, don't wait again
-                session.stop(timeout=0 if interrupted.forced else 10.0)
-            except KeyboardInterrupt:  # the second Ctrl-C came while stopping here
-                status, code = "interrupted", EXIT_INTERRUPTED
-                session.stop(timeout=0)
-            recorder.close(status=status, exit_code=code, steps=getattr(recorder.last_sample, "steps", 0))
-    if code == EXIT_FAILED and status.startswith("workload failed"):
-        _say(f"error: {status}" + ("" if session.log_path in status else f" (see {session.log_path})"))
-    elif not quiet:
-        rows = recorder.rows
-        _say(f"{status}: {recorder.samples} samples, {rows} rows" + (f" in {path}" if recorder.path else ""))
-    return code
-

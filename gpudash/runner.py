@@ -1,6 +1,6 @@
 """The parent's side of the workload process: spawn it, send controls, receive messages.
 
-Torch-free. The child (``gpudash.engine.child_main``) is started with the *spawn* method
+Torch-free. The child (``gpudash.child.child_main``) is started with the *spawn* method
 (CUDA cannot live in a forked child). Controls go in over an unbounded queue (they are
 few); samples and events come out over a bounded one: the child drops samples when it is
 full, so a slow reader never stalls training.
@@ -92,7 +92,7 @@ class WorkloadRunner:
         """Start the child (a no-op while one is running)."""
         if self._process is not None and self._process.is_alive():
             return
-        from gpudash.engine import child_main  # torch-free at import
+        from gpudash.child import child_main  # torch-free at import
 
         Path(self.log_path).parent.mkdir(parents=True, exist_ok=True)
         self._controls = self._ctx.Queue()

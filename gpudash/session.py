@@ -9,7 +9,8 @@ from __future__ import annotations
 import os
 import time
 
-from gpudash.nvml import NvmlSampler, cuda_index_hint
+from gpudash.devices import cuda_index_hint
+from gpudash.nvml import NvmlSampler
 from gpudash.protocol import Control, Event, EventKind, GpuInfo, Message, RunConfig, SourceInfo
 from gpudash.runner import WorkloadRunner
 

@@ -147,3 +147,35 @@ def test_every_metric_says_where_it_comes_from() -> None:
         assert m.origin in Origin and m.label and m.description
         if m.stat:
             assert m.mean is not None, f"{m.key}: a stats column needs a way to average it"
+
+
+@pytest.mark.gpu
+def test_csv_and_screen_agree_on_joules_per_step_with_the_real_engine_and_nvml(tmp_path: Path) -> None:
+    """On a GPU: the workload child and the real NVML sampler, one recording and one
+    dashboard state fed the same messages, the same J/step at every sample."""
+    import time
+
+    from gpudash.protocol import RunConfig
+    from gpudash.session import EngineSession
+
+    session = EngineSession(RunConfig(workload="encdec", device="cuda"), log_path=tmp_path / "child.log")
+    rec = CsvRecorder(str(tmp_path / "run.csv"), {})
+    state, on_screen = DashState(), []
+    session.start()
+    assert session.gpu_info.available, session.gpu_info.unavailable  # a GPU test: NVML must be there
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and sum(v is not None for v in on_screen) < 20:
+            for m in session.poll():
+                rec.on_message(m)
+                state.ingest(m)
+                if isinstance(m, Sample):
+                    on_screen.append(state.now("joules_per_step"))
+            time.sleep(0.05)
+    finally:
+        session.stop()
+        rec.close()
+    rows = [r for r in csv.DictReader(io.StringIO((tmp_path / "run.csv").read_text())) if r["row_kind"] == "sample"]
+    in_csv = [float(r["joules_per_step"]) if r["joules_per_step"] else None for r in rows]
+    assert sum(v is not None for v in in_csv) >= 20
+    assert on_screen == pytest.approx(in_csv[: len(on_screen)], rel=1e-5)

@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from gpudash.cli import cuda_devices, main
+from gpudash.cli import main
+from gpudash import devices
+from gpudash.devices import cuda_devices, cuda_index_hint, visible_devices
 from workloads.registry import FAMILIES
 
 HAS_CUDA = cuda_devices()[0] > 0
@@ -66,6 +68,55 @@ def test_bad_input_is_one_line_and_exit_2(argv: list[str], says: str, capsys: py
 def test_cuda_asked_for_without_a_gpu(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     assert run(["--record", "-", *argv]) == 2
     assert "no CUDA GPU" in one_error_line(capsys)
+
+
+@pytest.mark.skipif(HAS_CUDA, reason="this machine has a CUDA GPU")
+def test_variant_that_needs_cuda_without_a_gpu_says_the_catalogs_refusal(capsys: pytest.CaptureFixture[str]) -> None:
+    refusal = FAMILIES["encdec"].variant("pipelined").refusal("cpu")
+    assert refusal
+    assert run(["--record", "-", "-w", "encdec", "-v", "pipelined"]) == 2
+    line = one_error_line(capsys)
+    assert line.startswith(f"gpudash: error: {refusal}; no CUDA GPU was found (")
+
+
+def test_variant_that_needs_cuda_on_the_cpu_is_the_catalogs_refusal(capsys: pytest.CaptureFixture[str]) -> None:
+    refusal = FAMILIES["encdec"].variant("pipelined").refusal("cpu")
+    assert refusal
+    assert run(["--record", "-", "-w", "encdec", "-v", "pipelined", "--device", "cpu"]) == 2
+    assert one_error_line(capsys) == f"gpudash: error: {refusal}"
+
+
+def test_cuda_visible_devices_one_parser() -> None:
+    assert visible_devices(None) is None  # unset: every GPU
+    assert visible_devices("") == []  # set but empty: none
+    assert visible_devices("0,2") == ["0", "2"]
+    assert visible_devices(" 1 , 0 ") == ["1", "0"]
+    assert visible_devices("0,-1,2") == ["0"]  # CUDA stops at the first invalid entry
+    assert visible_devices("-1") == []
+    assert visible_devices("0,,2") == ["0"]
+    assert visible_devices("0,nope,2") == ["0"]
+    assert visible_devices("GPU-8932f937-d72c,1") == ["GPU-8932f937-d72c", "1"]
+    assert visible_devices("MIG-GPU-8932f937/1/0") == ["MIG-GPU-8932f937/1/0"]
+
+
+def test_both_callers_read_cuda_visible_devices_alike(monkeypatch: pytest.MonkeyPatch) -> None:
+    real_listdir = devices.os.listdir
+    nodes = ["nvidia0", "nvidia1", "nvidia2", "nvidiactl", "nvidia-uvm"]
+    monkeypatch.setattr(devices.os, "listdir", lambda path: nodes if path == "/dev" else real_listdir(path))
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert cuda_devices() == (3, "")
+    assert cuda_index_hint("cuda:1") == 1
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,2")
+    assert cuda_devices() == (2, "")
+    assert cuda_index_hint("cuda:1") == 2 and cuda_index_hint("cuda:0") == 0 and cuda_index_hint("auto") == 0
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,-1,2")
+    assert cuda_devices() == (1, "")
+    assert cuda_index_hint("cuda:1") == 1  # past the visible list: no mapping
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-8932f937,2")
+    assert cuda_devices() == (2, "")
+    assert cuda_index_hint("cuda:0") == 0 and cuda_index_hint("cuda:1") == 2  # a UUID maps to no index
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert cuda_devices() == (0, "CUDA_VISIBLE_DEVICES='' hides every GPU")
 
 
 def test_cuda_visible_devices_hides_all(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:

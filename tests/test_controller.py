@@ -10,7 +10,7 @@ from gpudash.protocol import Event, RunConfig, SetBatchSize, SetVariant
 from gpudash.stats import Status
 from workloads.registry import family
 
-from .tui.fakes import NO_GPU, FakeSource, run_segment, started
+from .tui.fakes import NO_GPU, FakeSource, run_segment
 
 
 def running(workload: str = "encdec", variant: str = "serial", device: str = "cuda:0",

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 import pytest
 import torch
 
-from gpudash.engine import SYNC_WARNING, StepLoop, SyncCounter, percentile, plain
+from gpudash.engine import StepLoop, plain
+from gpudash.measure import SYNC_WARNING, SyncCounter, percentile
 from gpudash.protocol import (
     Event,
     GpuInfo,

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from gpudash.nvml import NvmlSampler, cuda_index_hint, decode_throttle
+from gpudash.devices import cuda_index_hint
+from gpudash.nvml import NvmlSampler, decode_throttle
 
 
 class NVMLError(Exception):

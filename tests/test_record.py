@@ -301,7 +301,7 @@ def test_recorder_to_a_stream() -> None:
 
 @pytest.mark.skipif(os.path.exists("/dev/nvidia0"), reason="this machine has a GPU")
 def test_workload_that_cannot_start_is_exit_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from gpudash.record import run_record
+    from gpudash.headless import run_record
 
     # past the CLI's checks (as if a GPU were seen): the child itself refuses, with one line
     code = run_record(RunConfig(device="cuda"), tmp_path / "x.csv", duration_s=5, quiet=True)

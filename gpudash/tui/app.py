@@ -62,10 +62,8 @@ class GpuDashApp(App[int]):
         self.controller = DashController(source, maxlen=maxlen, recorder_factory=recorder_factory)
         self.source = source
         self.replay = self.controller.replay
-        self.clock = clock
-        self.wall_clock = wall_clock
-        self.poll_interval_s = poll_interval_s
-        self.redraw_interval_s = redraw_interval_s
+        self.clock, self.wall_clock = clock, wall_clock
+        self.poll_interval_s, self.redraw_interval_s = poll_interval_s, redraw_interval_s
         self.toasts = toasts
         self._stopping = False
         self._layout_gpu_info: GpuInfo | None = None

@@ -201,14 +201,26 @@ class HelpScreen(ModalScreen[None]):
             yield Static(t)
 
 
-class PromptScreen(ModalScreen[Any]):
+class _Dialog(ModalScreen[Any]):
+    """A small modal with a title; escape cancels (dismissed with None)."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+
+    def __init__(self, title: str) -> None:
+        super().__init__()
+        self._title = title
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class PromptScreen(_Dialog):
     """One line of input (batch size, recording path), parsed here; escape cancels.
 
     ``parse`` turns the text into the value the screen is dismissed with; one of ``errors``
     raised by it is shown under the input (the one message of that check) and the prompt stays.
     """
 
-    BINDINGS = [Binding("escape", "cancel", "Cancel")]
     DEFAULT_CSS = """
     PromptScreen { align: center middle; }
     PromptScreen > Vertical { width: 64; height: auto; border: thick $primary; background: $surface;
@@ -219,8 +231,7 @@ class PromptScreen(ModalScreen[Any]):
 
     def __init__(self, title: str, value: str = "", placeholder: str = "",
                  parse: Callable[[str], Any] = str, errors: tuple[type[Exception], ...] = (ValueError,)) -> None:
-        super().__init__()
-        self._title = title
+        super().__init__(title)
         self._value = value
         self._placeholder = placeholder
         self._parse = parse
@@ -241,14 +252,10 @@ class PromptScreen(ModalScreen[Any]):
             return
         self.dismiss(value)
 
-    def action_cancel(self) -> None:
-        self.dismiss(None)
 
-
-class PickScreen(ModalScreen[str | None]):
+class PickScreen(_Dialog):
     """Pick one of a few named choices (workload)."""
 
-    BINDINGS = [Binding("escape", "cancel", "Cancel")]
     DEFAULT_CSS = """
     PickScreen { align: center middle; }
     PickScreen > Vertical { width: 90; max-width: 95%; height: auto; border: thick $primary;
@@ -257,8 +264,7 @@ class PickScreen(ModalScreen[str | None]):
     """
 
     def __init__(self, title: str, choices: Sequence[tuple[str, str]], current: str | None = None) -> None:
-        super().__init__()
-        self._title = title
+        super().__init__(title)
         self._choices = choices
         self._current = current
 
@@ -278,9 +284,6 @@ class PickScreen(ModalScreen[str | None]):
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         self.dismiss(event.option.id)
-
-    def action_cancel(self) -> None:
-        self.dismiss(None)
 
 
 def plain_text(widget: Static, width: int | None = None) -> str:

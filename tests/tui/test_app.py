@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from gpudash.protocol import Event, Pause, Resume, RunConfig, SetBatchSize, SetVariant, SwitchWorkload
+from gpudash.protocol import Event, Pause, Resume, SetBatchSize, SetVariant, SwitchWorkload
 from gpudash.replay import ReplaySource
 from gpudash.tui.app import STARTING, GpuDashApp
 from gpudash.tui.charts import MetricChart

@@ -1,0 +1,204 @@
+"""The workload child process: its plumbing around ``gpudash.engine.StepLoop``.
+
+``child_main`` is the entry point of the spawned child (see ``gpudash.runner``): it keeps
+the terminal to the parent, builds the workload, runs the step loop and reports over two
+queues. Torch is imported only inside functions here, so ``import gpudash.child`` stays cheap.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+import traceback
+from typing import TYPE_CHECKING, Any
+
+from gpudash.engine import Builder, StepLoop, one_line, plain
+from gpudash.protocol import Control, Event, EventKind, Message, RunConfig, Sample, Stop
+
+if TYPE_CHECKING:  # pragma: no cover
+    from workloads.base import Workload
+
+
+def resolve_device(torch: Any, name: str) -> Any:
+    """``auto`` → cuda if available, else cpu; anything else as torch reads it."""
+    if name == "auto":
+        return torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
+    device = torch.device(name)
+    if device.type == "cuda" and torch.cuda.is_available() and device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())
+    return device
+
+
+def _platform_start_method() -> None:
+    """Give the workload the start method a plain training script gets.
+
+    A spawned child inherits "spawn" as its default start method, so DataLoader workers
+    would each re-import torch (seconds per worker, at every reconfigure). The platform
+    default (the first of ``get_all_start_methods()``: fork on Linux before 3.14) is what the
+    workloads' loaders are written for.
+    """
+    import multiprocessing
+
+    methods = multiprocessing.get_all_start_methods()
+    if methods and multiprocessing.get_start_method(allow_none=True) != methods[0]:
+        multiprocessing.set_start_method(methods[0], force=True)
+
+
+def _isolate(log_path: str | None) -> None:
+    """Keep the terminal to the parent: no Ctrl-C from the terminal, output to the log file."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
+    try:
+        os.setpgid(0, 0)  # the terminal's Ctrl-C goes to the foreground group, not to us
+    except OSError:
+        pass
+    target = log_path or os.devnull
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    for stream in (sys.stdout, sys.stderr):
+        if stream is not None:
+            try:
+                stream.reconfigure(line_buffering=True)  # type: ignore[union-attr]
+            except (AttributeError, ValueError):
+                pass
+
+
+class _Channel:
+    """The child's ends of the two queues."""
+
+    def __init__(self, controls: Any, out: Any) -> None:
+        self._controls = controls
+        self._out = out
+        self._parent_check = 0.0
+        self.parent_gone = False
+
+    def emit(self, msg: Message) -> None:
+        """Send a message; a sample is dropped when the queue is full, an event waits up to 2 s."""
+        import queue
+
+        if isinstance(msg, Sample):
+            try:
+                self._out.put_nowait(msg)  # a slow reader drops samples; training never waits
+            except queue.Full:
+                pass
+        else:
+            try:
+                self._out.put(msg, timeout=2.0)
+            except queue.Full:
+                print(f"gpudash engine: output queue full, event dropped: {msg}", file=sys.stderr)
+
+    def next_control(self, timeout: float) -> Control | None:
+        """The next control (waiting up to ``timeout`` s), or ``Stop`` once the parent is gone."""
+        import multiprocessing
+        import queue
+
+        now = time.monotonic()
+        if now >= self._parent_check:
+            self._parent_check = now + 1.0
+            parent = multiprocessing.parent_process()
+            if parent is not None and not parent.is_alive():
+                self.parent_gone = True
+                return Stop()
+        try:
+            if timeout <= 0:
+                return self._controls.get_nowait()
+            return self._controls.get(timeout=timeout)
+        except queue.Empty:
+            return None
+
+    def close(self) -> None:
+        """Close the output queue (without waiting for its pipe when the parent is gone)."""
+        if self.parent_gone:
+            self._out.cancel_join_thread()
+        self._out.close()
+
+
+def _builder(config: RunConfig, device: Any) -> Builder:
+    """Builds workloads on ``device``; the run's image size applies to its first family only."""
+    from workloads.base import WorkloadOptions
+    from workloads.registry import build
+
+    def builder(name: str, variant: str | None, batch_size: int | None) -> "Workload":
+        """A workload of family ``name`` (None: the family's default variant or batch)."""
+        same = name == config.workload
+        options = WorkloadOptions(
+            variant=variant,
+            batch_size=batch_size,
+            image_size=config.image_size if same else None,
+            workers=config.workers,
+            seed=config.seed,
+        )
+        return build(name, device, options)
+
+    return builder
+
+
+def _started_details(torch: Any, loop: StepLoop, device: Any) -> dict[str, str]:
+    """The "started" event's details: the configuration, torch, CUDA, pid and GPU."""
+    workload = loop.workload
+    details = loop.config()
+    details.update(
+        torch=torch.__version__,
+        cuda=str(torch.version.cuda or ""),
+        pid=str(os.getpid()),
+        image_size=str(workload.image_size),
+        workers=str(workload.describe()["workers"]),
+    )
+    if device.type == "cuda":
+        props = torch.cuda.get_device_properties(device)
+        details.update(device_name=props.name, gpu_uuid=str(getattr(props, "uuid", "")))
+    return plain(details)
+
+
+def _run_child(config: RunConfig, channel: _Channel, t0: float) -> None:
+    import torch
+
+    device = resolve_device(torch, config.device)
+    if device.type == "cuda" and torch.cuda.is_available():
+        torch.cuda.set_device(device)
+    builder = _builder(config, device)
+    workload = builder(config.workload, config.variant, config.batch_size)
+    loop = StepLoop(
+        workload,
+        emit=channel.emit,
+        controls=channel.next_control,
+        builder=builder,
+        sample_interval_s=config.sample_interval_s,
+        max_steps=config.max_steps,
+        t0=t0,
+    )
+    details = _started_details(torch, loop, device)
+    message = f"{workload.info.name} {workload.variant}, batch {workload.batch_size} on {device}"
+    channel.emit(Event(time_s=loop.now(), kind=EventKind.STARTED, message=message, details=details))
+    loop.run()
+    loop.workload.close()
+    channel.emit(Event(time_s=loop.now(), kind=EventKind.STOPPED, details=plain(loop.config())))
+
+
+def child_main(config: RunConfig, controls: Any, out: Any, log_path: str | None, t0: float) -> None:
+    """The spawned child's entry point: exit 0 after a clean stop, 1 after a crash."""
+    _isolate(log_path)
+    _platform_start_method()
+    channel = _Channel(controls, out)
+
+    def now() -> float:
+        """Seconds since the session's ``t0``."""
+        return time.monotonic() - t0
+
+    channel.emit(Event(time_s=now(), kind=EventKind.STARTING, message=f"pid {os.getpid()}"))
+    code = 0
+    try:
+        _run_child(config, channel, t0)
+    except BaseException as exc:  # noqa: BLE001 - report anything, then exit non-zero
+        traceback.print_exc()
+        channel.emit(Event(time_s=now(), kind=EventKind.CRASHED, message=one_line(exc)))
+        code = 1
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        channel.close()
+    if code:
+        sys.exit(code)

@@ -1,0 +1,236 @@
+"""Headless recording (``gpudash --record PATH``): run a workload and write it to CSV.
+
+Never imports textual (nor torch: the workload runs in the child). The rows and the
+metadata are ``gpudash.record.CsvRecorder``'s; progress lines and diagnostics go to stderr.
+
+Exit status (``ExitCode``): OK when done, FAILED when the workload or writing the CSV failed,
+USAGE when the CSV cannot be created, INTERRUPTED after SIGINT or SIGTERM. On the first
+signal the child is asked to stop and the CSV is closed intact; a second Ctrl-C stops
+waiting for the child.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from gpudash.protocol import Event, EventKind, ExitCode, RunConfig
+from gpudash.record import CsvRecorder, RecordWriteError, run_metadata
+
+if TYPE_CHECKING:  # pragma: no cover
+    from gpudash.session import EngineSession
+
+POLL_S = 0.05  # how often the record loop polls the session
+STOP_TIMEOUT_S = 10.0  # how long the child may take to stop itself
+
+
+# -- signals and exit status -------------------------------------------------------------------------
+class _Interrupted:
+    """SIGINT/SIGTERM → a flag the record loop checks (the CSV stays intact)."""
+
+    def __init__(self) -> None:
+        self.signal: int | None = None
+        self.forced = False  # a second Ctrl-C came: terminate the child now
+        self._old: dict[int, Any] = {}
+
+    def __enter__(self) -> "_Interrupted":
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                self._old[sig] = signal.signal(sig, self._handle)
+            except ValueError:  # not the main thread
+                pass
+        return self
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.signal is None:
+            self.signal = signum
+        elif signum == signal.SIGINT and not self.forced:
+            self.forced = True
+            raise KeyboardInterrupt  # a second Ctrl-C: stop waiting for the child
+        # later signals: the child is already being terminated, and the CSV closes after it
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+
+    def outcome(self) -> tuple[str, ExitCode] | None:
+        """(status, exit code) once a signal came; None before."""
+        if self.signal is None:
+            return None
+        return f"interrupted by {signal.Signals(self.signal).name}", ExitCode.INTERRUPTED
+
+    @property
+    def stop_timeout(self) -> float:
+        """How long to wait for the child to stop: not at all after a second Ctrl-C."""
+        return 0 if self.forced else STOP_TIMEOUT_S
+
+
+def _say(text: str) -> None:
+    print(f"gpudash: {text}", file=sys.stderr, flush=True)
+
+
+def _describe_event(e: Event) -> str | None:
+    if e.kind in (EventKind.STARTING,):
+        return None
+    text = f"[{e.time_s:7.1f}s] {e.kind}"
+    if e.kind == EventKind.CHANGED or (e.kind == EventKind.ERROR and e.what):
+        text += f" {e.what}: {e.before} → {e.after}"
+    if e.message:
+        text += f": {e.message}"
+    return text
+
+
+def _default_log_path(path: str | os.PathLike[str]) -> str | Path | None:
+    """The child's log beside the CSV (``run.csv`` → ``run.log``); none for stdout."""
+    if str(path) == "-":
+        return None
+    return Path(path).with_suffix(".log") if Path(path).suffix.lower() == ".csv" else f"{path}.log"
+
+
+# -- the recording -----------------------------------------------------------------------------------
+@dataclass
+class HeadlessRecording:
+    """One headless run: the session's messages into the recorder until it ends, and how it
+    ended (``status`` for the metadata and stderr, ``code`` the exit status)."""
+
+    config: RunConfig
+    session: EngineSession
+    recorder: CsvRecorder
+    path: str | os.PathLike[str]
+    duration_s: float | None
+    quiet: bool
+    status: str = "done"
+    code: ExitCode = ExitCode.OK
+    _started_at: float | None = field(default=None, repr=False)  # when the workload started (monotonic)
+
+    def run(self, interrupted: _Interrupted) -> None:
+        """Start, record until the run ends, stop; the CSV is closed whatever happens."""
+        try:
+            self._start()
+            self._record(interrupted)
+            self._stop()
+        except RecordWriteError as exc:
+            _say(f"error: {exc.strerror or exc}")
+            self.status, self.code = f"write failed: {exc.strerror or exc}", ExitCode.FAILED
+        except KeyboardInterrupt:  # a second Ctrl-C (only one is raised)
+            if self.code != ExitCode.INTERRUPTED:
+                self.status, self.code = "interrupted", ExitCode.INTERRUPTED
+        finally:
+            self._close(interrupted)
+
+    def report(self) -> None:
+        """The last line on stderr: the failure, or (unless quiet) what was recorded."""
+        recorder, log_path = self.recorder, self.session.log_path
+        if self.code == ExitCode.FAILED and self.status.startswith("workload failed"):
+            _say(f"error: {self.status}" + ("" if log_path in self.status else f" (see {log_path})"))
+        elif not self.quiet:
+            where = f" in {self.path}" if recorder.path else ""
+            _say(f"{self.status}: {recorder.samples} samples, {recorder.rows} rows{where}")
+
+    # -- internals ------------------------------------------------------------------------------------
+    def _note_gpu(self) -> None:
+        info = self.session.gpu_info
+        self.recorder.metadata.update(
+            gpu_name=info.name, gpu_names=list(info.names), gpu_index=info.index,
+            driver=info.driver, nvml_unavailable=info.unavailable,
+        )
+        self.recorder.write_metadata()
+
+    def _start(self) -> None:
+        session = self.session
+        session.start()
+        self._note_gpu()  # from the device hint; "started" names the GPU the child really uses
+        if not self.quiet:
+            info = session.gpu_info
+            gpu = f"GPU {info.name}" if info.available else f"no GPU telemetry ({info.unavailable})"
+            _say(f"recording {self.config.workload} to {self.path}; {gpu}; workload log: {session.log_path}")
+
+    def _record(self, interrupted: _Interrupted) -> None:
+        """Poll and write until the workload ends or fails, a signal comes, or time is up."""
+        while True:
+            for msg in self.session.poll():
+                self.recorder.on_message(msg)
+                if isinstance(msg, Event):
+                    self._on_event(msg)
+            if self.code == ExitCode.FAILED or self.session.finished:
+                return
+            outcome = interrupted.outcome()
+            if outcome is not None:
+                self.status, self.code = outcome
+                return
+            if self._time_is_up():
+                return
+            time.sleep(POLL_S)
+
+    def _on_event(self, e: Event) -> None:
+        if not self.quiet and (line := _describe_event(e)):
+            _say(line)
+        if e.kind == EventKind.STARTED:
+            self._started_at = time.monotonic()
+            self._note_gpu()
+        elif e.kind == EventKind.CRASHED:
+            self.status, self.code = f"workload failed: {e.message}", ExitCode.FAILED
+        elif e.kind == EventKind.STOPPED:
+            self.status = "done"
+
+    def _time_is_up(self) -> bool:
+        started, duration = self._started_at, self.duration_s
+        return started is not None and duration is not None and time.monotonic() - started >= duration
+
+    def _stop(self) -> None:
+        """Stop the child and record its last messages (a crash while stopping is a failure)."""
+        self.session.stop()
+        for msg in self.session.poll():
+            self.recorder.on_message(msg)
+            if isinstance(msg, Event) and msg.kind == EventKind.CRASHED and self.code == ExitCode.OK:
+                self.status, self.code = f"workload failed: {msg.message}", ExitCode.FAILED
+
+    def _close(self, interrupted: _Interrupted) -> None:
+        try:  # after a second Ctrl-C: terminate the child now, don't wait again
+            self.session.stop(timeout=interrupted.stop_timeout)
+        except KeyboardInterrupt:  # the second Ctrl-C came while stopping here
+            self.status, self.code = "interrupted", ExitCode.INTERRUPTED
+            self.session.stop(timeout=0)
+        steps = getattr(self.recorder.last_sample, "steps", 0)
+        self.recorder.close(status=self.status, exit_code=int(self.code), steps=steps)
+
+
+def run_record(
+    config: RunConfig,
+    path: str | os.PathLike[str],
+    duration_s: float | None = None,
+    steps: int | None = None,
+    *,
+    log_path: str | os.PathLike[str] | None = None,
+    meta_path: str | os.PathLike[str] | None = None,
+    quiet: bool = False,
+) -> int:
+    """Record a run headless; returns the exit status (an ``ExitCode``): OK done, FAILED the
+    workload or writing failed, USAGE the CSV cannot be created, INTERRUPTED by SIGINT/SIGTERM.
+
+    ``duration_s`` counts from the workload's first configuration (after torch loads);
+    ``steps`` stops the child after that many steps. Neither: until interrupted.
+    """
+    from gpudash.session import EngineSession
+
+    if steps is not None:
+        config = dataclasses.replace(config, max_steps=steps)
+    if log_path is None:
+        log_path = _default_log_path(path)
+    session = EngineSession(config, log_path=log_path)
+    try:
+        recorder = CsvRecorder(path, run_metadata(config, child_log=session.log_path), meta_path=meta_path)
+    except OSError as exc:
+        _say(f"error: cannot write {path}: {exc.strerror or exc}")
+        return ExitCode.FAILED if isinstance(exc, RecordWriteError) else ExitCode.USAGE
+    recording = HeadlessRecording(config, session, recorder, path=path, duration_s=duration_s, quiet=quiet)
+    with _Interrupted() as interrupted:
+        recording.run(interrupted)
+    recording.report()
+    return recording.code

@@ -1,0 +1,225 @@
+"""Measuring a workload's steps without changing what is measured: step times, loss, syncs.
+
+Torch-free at import: the CUDA classes take the ``torch`` module as an argument.
+
+- CUDA step timing: after each ``step()`` an event (``enable_timing=True``) is recorded on the
+  current stream (the workload orders all of a step's work before it). Pending events wait in
+  a deque and are read back with ``event.query()``; the step time is ``elapsed_time`` between
+  consecutive completed events. ``query()`` and ``elapsed_time()`` on completed events never
+  block the host, and neither goes through torch's sync check. Events come from a small pool.
+- Loss: on CUDA, ``last_loss`` is copied into a pinned host buffer with ``non_blocking=True``
+  (an async copy, no sync) and read once its event reports complete; at most one copy is in
+  flight and at most two are issued per sample interval. On the CPU, ``float(loss)`` per sample.
+- Syncs per step: ``torch.cuda.set_sync_debug_mode("warn")`` makes torch warn on every
+  synchronizing operation; a ``warnings.showwarning`` hook counts those raised in the loop's
+  thread (autograd replays backward-thread warnings there) and prints none of them. Only
+  warnings raised inside ``step()`` are attributed to steps; the drain at a configuration
+  change and the loop's own bookkeeping are counted apart (``StepLoop.bookkeeping_syncs``,
+  which the GPU tests assert is zero).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+import time
+import warnings
+from collections import deque
+from typing import Any, Union
+
+SYNC_WARNING = "called a synchronizing CUDA operation"
+
+
+def percentile(sorted_values: list[float], q: float) -> float:
+    """Linear-interpolated percentile (0-100) of a sorted, non-empty list."""
+    if len(sorted_values) == 1:
+        return sorted_values[0]
+    pos = (len(sorted_values) - 1) * q / 100.0
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(sorted_values) - 1)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
+
+
+# -- step times ----------------------------------------------------------------------------------
+class CpuStepTimer:
+    """Wall-clock time around ``step()``: on the CPU a step is done when it returns."""
+
+    def __init__(self) -> None:
+        self._t = 0.0
+        self._done: list[float | None] = []
+
+    def begin(self) -> None:
+        """A step starts now."""
+        self._t = time.perf_counter()
+
+    def end(self) -> None:
+        """The step just issued has ended."""
+        self._done.append((time.perf_counter() - self._t) * 1000.0)
+
+    def poll(self) -> list[float | None]:
+        """Step times (ms) of the steps ended since the last poll."""
+        done, self._done = self._done, []
+        return done
+
+    def reset(self) -> list[float | None]:
+        """After a drain: what ``poll`` returns (nothing carries over on the CPU)."""
+        return self.poll()
+
+
+class CudaStepTimer:
+    """CUDA events after each step, read back by ``query()``: no host sync, ever."""
+
+    def __init__(self, torch: Any) -> None:
+        self._torch = torch
+        self._pool: list[Any] = []
+        self._pending: deque[Any] = deque()
+        self._last: Any = None  # the latest completed event: the start of the next step's time
+
+    def begin(self) -> None:
+        """A step starts now (the previous step's event marks its start)."""
+
+    def end(self) -> None:
+        """Record an event after the step just issued."""
+        ev = self._pool.pop() if self._pool else self._torch.cuda.Event(enable_timing=True)
+        ev.record()  # the current stream: the workload orders the whole step before it
+        self._pending.append(ev)
+
+    def poll(self) -> list[float | None]:
+        """Step times (ms) of the steps that completed since the last poll; None = unknown."""
+        done: list[float | None] = []
+        pending = self._pending
+        while pending and pending[0].query():
+            ev = pending.popleft()
+            if self._last is None:
+                done.append(None)
+            else:
+                done.append(self._last.elapsed_time(ev))  # both complete: no wait
+                self._pool.append(self._last)
+            self._last = ev
+        return done
+
+    def reset(self) -> list[float | None]:
+        """After a drain: collect what completed, and start timing afresh (no gap counted)."""
+        done = self.poll()
+        if self._last is not None:
+            self._pool.append(self._last)
+            self._last = None
+        return done
+
+
+StepTimer = Union[CpuStepTimer, CudaStepTimer]
+
+
+def step_timer(torch: Any, on_cuda: bool) -> StepTimer:
+    """The step timer for the device: CUDA events on a GPU, the wall clock on the CPU."""
+    return CudaStepTimer(torch) if on_cuda else CpuStepTimer()
+
+
+# -- the loss ------------------------------------------------------------------------------------
+class CpuLossReader:
+    """The latest offered loss, read with ``float()`` at the next poll."""
+
+    def __init__(self) -> None:
+        self.value: float | None = None
+        self._loss: Any = None
+
+    def want(self) -> None:
+        """Ask for a fresh value (on the CPU every offered loss is kept anyway)."""
+
+    def offer(self, loss: Any) -> None:
+        """The loss of the step just issued."""
+        self._loss = loss
+
+    def poll(self) -> None:
+        """Read the latest offered loss into ``value``."""
+        if self._loss is not None:
+            self.value = float(self._loss)
+            self._loss = None
+
+
+class CudaLossReader:
+    """The loss copied into pinned host memory without blocking; read when its event completes."""
+
+    def __init__(self, torch: Any) -> None:
+        self._torch = torch
+        self._buf: Any = None
+        self._event = torch.cuda.Event()
+        self._in_flight = False
+        self._wanted = True
+        self.value: float | None = None
+
+    def want(self) -> None:
+        """Ask for a fresh value: the next offered loss is copied."""
+        self._wanted = True
+
+    def offer(self, loss: Any) -> None:
+        """Copy ``loss`` to the host asynchronously, if a value is wanted and none is in flight."""
+        if not self._wanted or self._in_flight or loss is None or loss.numel() != 1:
+            return
+        torch = self._torch
+        if self._buf is None or self._buf.dtype != loss.dtype:
+            self._buf = torch.empty((), dtype=loss.dtype, pin_memory=True)
+        self._buf.copy_(loss.detach().reshape(()), non_blocking=True)
+        self._event.record()
+        self._in_flight = True
+        self._wanted = False
+
+    def poll(self) -> None:
+        """Read the copy into ``value`` once it has completed (never waits)."""
+        if self._in_flight and self._event.query():
+            self.value = float(self._buf)  # host memory, the copy is complete
+            self._in_flight = False
+
+
+LossReader = Union[CpuLossReader, CudaLossReader]
+
+
+def loss_reader(torch: Any, on_cuda: bool) -> LossReader:
+    """A fresh loss reader for the device."""
+    return CudaLossReader(torch) if on_cuda else CpuLossReader()
+
+
+# -- host-device syncs ---------------------------------------------------------------------------
+class SyncCounter:
+    """Counts torch's "synchronizing CUDA operation" warnings raised in one thread."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._thread: int | None = None
+        self._prev_show: Any = None
+        self._prev_filters: Any = None
+        self._prev_mode: Any = None
+        self._torch: Any = None
+
+    def install(self, torch: Any | None) -> None:
+        """Turn on torch's sync warnings (if ``torch`` is given) and start counting them."""
+        self._thread = threading.get_ident()
+        self._prev_filters = list(warnings.filters)
+        warnings.filterwarnings("always", message=".*" + re.escape(SYNC_WARNING))
+        self._prev_show = warnings.showwarning
+        warnings.showwarning = self._show
+        if torch is not None:
+            self._torch = torch
+            self._prev_mode = torch.cuda.get_sync_debug_mode()
+            torch.cuda.set_sync_debug_mode("warn")
+
+    def uninstall(self) -> None:
+        """Stop counting; restore torch's sync debug mode and the warning filters."""
+        if self._torch is not None:
+            self._torch.cuda.set_sync_debug_mode(self._prev_mode)
+            self._torch = None
+        if self._prev_show is not None:
+            warnings.showwarning = self._prev_show
+            warnings.filters[:] = self._prev_filters
+            mutated = getattr(warnings, "_filters_mutated", None)
+            if mutated is not None:
+                mutated()
+            self._prev_show = None
+
+    def _show(self, message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None) -> None:
+        if SYNC_WARNING in str(message):
+            if threading.get_ident() == self._thread:
+                self.count += 1
+            return
+        self._prev_show(message, category, filename, lineno, file, line)
