@@ -17,15 +17,15 @@ from textual.widgets import Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
 from gpudash.protocol import GpuInfo
-from gpudash.stats import DashState, StatRow
+from gpudash.stats import DashState, StatRow, Status
 from gpudash.textfmt import fmt_duration, fmt_num, fmt_pct
 
 STATUS_STYLE = {
-    "starting": "bold yellow",
-    "running": "bold green",
-    "paused": "bold cyan",
-    "crashed": "bold white on red",
-    "stopped": "bold",
+    Status.STARTING: "bold yellow",
+    Status.RUNNING: "bold green",
+    Status.PAUSED: "bold cyan",
+    Status.CRASHED: "bold white on red",
+    Status.STOPPED: "bold",
     "replay": "bold magenta",
     "following": "bold magenta",
 }
