@@ -1,0 +1,236 @@
+"""Intervals and verdicts for throughput: is a change real, or noise? Torch- and Textual-free.
+
+Per-interval samples of a run are autocorrelated (clocks, thermals, the allocator, loader
+workers drift over seconds), so they are not independent draws. The method, in three lines:
+
+1. **Batch means.** A configuration's samples (after warm-up) are cut into contiguous batches,
+   fewer and longer while their means stay correlated (lag-1 > 0.2); such means are nearly
+   independent and normal (Law & Kelton), so a Student-t interval over them is honest.
+2. **Ratio of two configurations** by the delta method on log means with Welch's degrees of
+   freedom; the interval of the ratio is exp(log ratio ± t·se).
+3. **Verdict** as criterion.rs does: the change must be significant (the interval excludes 1)
+   *and* larger than a noise threshold (default 2%), else "no change detected" / "within noise".
+
+``BatchMeans`` accumulates samples in bounded memory: at most ``MAX_BLOCKS`` blocks of equal
+size; when full, neighbours merge (the block size doubles), so an hour-long segment costs
+the same as a minute. Estimates re-batch the blocks into at most ``MAX_BATCHES`` batches.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from enum import Enum
+
+CONFIDENCE = 0.95
+NOISE_THRESHOLD = 0.02  # a change smaller than this is "within noise" even when significant
+MIN_BATCHES = 4  # fewer batches: no interval ("too short")
+MAX_BATCHES = 10
+MIN_PER_BATCH = 2  # samples per batch, at the least
+MAX_BLOCKS = 64
+MAX_LAG1 = 0.2  # batch means more correlated than this: use fewer, longer batches
+
+
+class Verdict(str, Enum):
+    FASTER = "faster"  # better, beyond the noise threshold, significant
+    SLOWER = "slower"  # worse, beyond the noise threshold, significant
+    WITHIN_NOISE = "within noise"  # significant, but smaller than the noise threshold
+    NO_CHANGE = "no change detected"  # not significant
+    TOO_SHORT = "too short"  # one side has no interval yet
+
+    def __str__(self) -> str:
+        return self.value
+
+    @property
+    def real(self) -> bool:
+        """A difference worth colouring."""
+        return self in (Verdict.FASTER, Verdict.SLOWER)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A mean with its confidence interval (None when too few samples for one)."""
+
+    mean: float
+    low: float | None
+    high: float | None
+    n_samples: int
+    batch_means: tuple[float, ...] = ()
+
+    @property
+    def has_interval(self) -> bool:
+        return self.low is not None and self.high is not None
+
+    @property
+    def half_width(self) -> float | None:
+        return None if self.low is None or self.high is None else (self.high - self.low) / 2
+
+    @property
+    def rel_half_width(self) -> float | None:
+        """The interval's half-width as a share of the mean (0.02 = ±2%)."""
+        hw = self.half_width
+        return None if hw is None or self.mean == 0 else abs(hw / self.mean)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """``new`` against ``base``: the ratio new/base with its interval, and the verdict."""
+
+    ratio: float
+    low: float | None
+    high: float | None
+    verdict: Verdict
+    p_value: float | None = None
+
+    @property
+    def change_pct(self) -> float:
+        return (self.ratio - 1.0) * 100.0
+
+    def format(self) -> str:
+        """Relative speed as hyperfine prints it: "1.05 ± 0.02" ("1.05" without an interval)."""
+        if self.low is None or self.high is None:
+            return f"{self.ratio:.2f}"
+        return f"{self.ratio:.2f} ± {(self.high - self.low) / 2:.2f}"
+
+
+class BatchMeans:
+    """Weighted samples in at most ``MAX_BLOCKS`` contiguous blocks of equal size."""
+
+    __slots__ = ("_blocks", "_block_size", "_open", "n")
+
+    def __init__(self) -> None:
+        self._blocks: list[tuple[float, float]] = []  # (sum of value*weight, sum of weight)
+        self._block_size = 1
+        self._open: list[float] = [0.0, 0.0, 0]  # the block being filled: vw, w, count
+        self.n = 0
+
+    def add(self, value: float | None, weight: float = 1.0) -> None:
+        if value is None or weight <= 0 or math.isnan(value):
+            return
+        self.n += 1
+        o = self._open
+        o[0] += value * weight
+        o[1] += weight
+        o[2] += 1
+        if o[2] >= self._block_size:
+            self._blocks.append((o[0], o[1]))
+            self._open = [0.0, 0.0, 0]
+            if len(self._blocks) >= MAX_BLOCKS:
+                pairs = zip(self._blocks[0::2], self._blocks[1::2])
+                self._blocks = [(a[0] + b[0], a[1] + b[1]) for a, b in pairs]
+                self._block_size *= 2
+
+    @property
+    def mean(self) -> float | None:
+        vw = sum(b[0] for b in self._blocks) + self._open[0]
+        w = sum(b[1] for b in self._blocks) + self._open[1]
+        return vw / w if w > 0 else None
+
+    def batches(self) -> list[float]:
+        """Means of at most ``MAX_BATCHES`` contiguous batches of (nearly) equal size."""
+        blocks = list(self._blocks)
+        if self._open[2]:
+            blocks.append((self._open[0], self._open[1]))
+        k = min(MAX_BATCHES, self.n // MIN_PER_BATCH, len(blocks))
+        if k <= 0:
+            return []
+        while True:
+            out = []
+            for i in range(k):
+                part = blocks[i * len(blocks) // k : (i + 1) * len(blocks) // k]
+                w = sum(b[1] for b in part)
+                out.append(sum(b[0] for b in part) / w)
+            if k // 2 < MIN_BATCHES or _lag1(out) <= MAX_LAG1:
+                return out
+            k //= 2  # the batches are still correlated: fewer, longer ones (Fishman's LBatch rule)
+
+    def estimate(self, confidence: float = CONFIDENCE) -> Estimate | None:
+        mean = self.mean
+        if mean is None:
+            return None
+        return estimate_from_batches(self.batches(), mean, self.n, confidence)
+
+
+def estimate_from_batches(batch_means: list[float], mean: float | None = None, n_samples: int | None = None,
+                          confidence: float = CONFIDENCE) -> Estimate:
+    """A Student-t interval over (nearly independent) batch means, or repeats' means."""
+    k = len(batch_means)
+    m = sum(batch_means) / k if mean is None else mean
+    n = k if n_samples is None else n_samples
+    if k < MIN_BATCHES:
+        return Estimate(m, None, None, n, tuple(batch_means))
+    sd = _sd(batch_means)
+    hw = _t_quantile(confidence, k - 1) * sd / math.sqrt(k)
+    return Estimate(m, m - hw, m + hw, n, tuple(batch_means))
+
+
+def estimate(values: list[float], weights: list[float] | None = None, confidence: float = CONFIDENCE) -> Estimate | None:
+    """The estimate of a sequence of samples (in time order), by batch means."""
+    acc = BatchMeans()
+    for i, v in enumerate(values):
+        acc.add(v, 1.0 if weights is None else weights[i])
+    return acc.estimate(confidence)
+
+
+def compare(base: Estimate, new: Estimate, *, higher_is_better: bool = True, noise: float = NOISE_THRESHOLD,
+            confidence: float = CONFIDENCE) -> Comparison:
+    """``new`` against ``base`` (ratio new/base), with an interval and a verdict."""
+    if base.mean <= 0 or new.mean <= 0:
+        return Comparison(float("nan"), None, None, Verdict.TOO_SHORT)
+    ratio = new.mean / base.mean
+    if not (base.has_interval and new.has_interval):
+        return Comparison(ratio, None, None, Verdict.TOO_SHORT)
+    va = _var_of_log_mean(base)
+    vb = _var_of_log_mean(new)
+    se = math.sqrt(va + vb)
+    if se == 0:
+        significant, low, high, p = ratio != 1.0, ratio, ratio, 0.0 if ratio != 1.0 else 1.0
+    else:
+        ka, kb = len(base.batch_means), len(new.batch_means)
+        df = (va + vb) ** 2 / (va**2 / (ka - 1) + vb**2 / (kb - 1)) if va + vb > 0 else ka + kb - 2
+        t = _t_quantile(confidence, df)
+        log_r = math.log(ratio)
+        low, high = math.exp(log_r - t * se), math.exp(log_r + t * se)
+        p = _two_sided_p(abs(log_r) / se, df)
+        significant = low > 1.0 or high < 1.0
+    return Comparison(ratio, low, high, _verdict(ratio, significant, higher_is_better, noise), p)
+
+
+def _verdict(ratio: float, significant: bool, higher_is_better: bool, noise: float) -> Verdict:
+    if not significant:
+        return Verdict.NO_CHANGE
+    if abs(ratio - 1.0) < noise:
+        return Verdict.WITHIN_NOISE
+    better = (ratio > 1.0) == higher_is_better
+    return Verdict.FASTER if better else Verdict.SLOWER
+
+
+def _t_quantile(confidence: float, df: float) -> float:
+    from scipy.stats import t  # imported at the first estimate, not with the dashboard
+
+    return float(t.ppf(0.5 + confidence / 2, df))
+
+
+def _two_sided_p(t_value: float, df: float) -> float:
+    from scipy.stats import t
+
+    return float(2 * t.sf(t_value, df))
+
+
+def _lag1(xs: list[float]) -> float:
+    """Lag-1 autocorrelation of a sequence (0 when it is constant)."""
+    m = sum(xs) / len(xs)
+    d = [x - m for x in xs]
+    den = sum(v * v for v in d)
+    return sum(a * b for a, b in zip(d, d[1:])) / den if den > 0 else 0.0
+
+
+def _sd(xs: list[float] | tuple[float, ...]) -> float:
+    m = sum(xs) / len(xs)
+    return math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1))
+
+
+def _var_of_log_mean(e: Estimate) -> float:
+    """Var(log mean) ≈ (sd / mean)² / k, from the batch means (delta method)."""
+    k = len(e.batch_means)
+    return (_sd(e.batch_means) / e.mean) ** 2 / k

@@ -1,0 +1,104 @@
+"""The statistics: intervals that hold their coverage, verdicts that do not cry wolf."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gpudash.comparison import (
+    MAX_BLOCKS,
+    BatchMeans,
+    Verdict,
+    compare,
+    estimate,
+    estimate_from_batches,
+)
+
+# what the sweep measures by default: 3 repeats x 10 s x 10 samples a second
+SWEEP_SAMPLES = 3 * 10 * 10
+
+
+def _series(rng: np.random.Generator, mean: float, n: int, noise: float, phi: float = 0.0) -> list[float]:
+    """Samples of a throughput with relative noise ``noise``; AR(1) with ``phi`` when > 0."""
+    e = rng.normal(0.0, noise, n)
+    if phi:
+        x = np.empty(n)
+        x[0] = e[0]
+        scale = np.sqrt(1 - phi**2)
+        for i in range(1, n):
+            x[i] = phi * x[i - 1] + scale * e[i]
+        e = x
+    return list(mean * (1.0 + e))
+
+
+@pytest.mark.parametrize("phi", [0.0, 0.5])
+def test_a_against_a_rarely_cries_wolf(phi: float) -> None:
+    """500 A/A comparisons with 10% noise (independent, then autocorrelated): a verdict of
+    faster or slower in at most 5% of them."""
+    rng = np.random.default_rng(1)
+    alarms = 0
+    for _ in range(500):
+        a = estimate(_series(rng, 200.0, SWEEP_SAMPLES, 0.10, phi))
+        b = estimate(_series(rng, 200.0, SWEEP_SAMPLES, 0.10, phi))
+        alarms += compare(a, b).verdict.real
+    assert alarms / 500 <= 0.05
+
+
+def test_a_true_five_percent_change_is_found() -> None:
+    """A 5% speed-up under 10% noise, at the sweep's sample count: found in at least 90% of
+    500 trials, and never called slower."""
+    rng = np.random.default_rng(2)
+    verdicts = [compare(estimate(_series(rng, 200.0, SWEEP_SAMPLES, 0.10)),
+                        estimate(_series(rng, 210.0, SWEEP_SAMPLES, 0.10))).verdict for _ in range(500)]
+    assert verdicts.count(Verdict.FASTER) / 500 >= 0.90
+    assert Verdict.SLOWER not in verdicts
+
+
+def test_the_interval_covers_the_true_mean_about_95_percent_of_the_time() -> None:
+    rng = np.random.default_rng(3)
+    covered = 0
+    for _ in range(400):
+        e = estimate(_series(rng, 100.0, SWEEP_SAMPLES, 0.10, phi=0.5))
+        covered += e.low <= 100.0 <= e.high
+    assert 0.88 <= covered / 400 <= 0.99
+
+
+def test_lower_is_better_metrics_flip_the_verdict() -> None:
+    rng = np.random.default_rng(4)
+    base = estimate(_series(rng, 10.0, 200, 0.02))
+    worse = estimate(_series(rng, 12.0, 200, 0.02))
+    assert compare(base, worse, higher_is_better=False).verdict == Verdict.SLOWER
+    assert compare(base, worse).verdict == Verdict.FASTER
+
+
+def test_a_significant_but_tiny_change_is_within_noise() -> None:
+    rng = np.random.default_rng(5)
+    base = estimate(_series(rng, 100.0, 4000, 0.01))
+    new = estimate(_series(rng, 101.0, 4000, 0.01))  # +1%: certain, but below the 2% threshold
+    c = compare(base, new)
+    assert c.low > 1.0 and c.verdict == Verdict.WITHIN_NOISE
+    assert c.format().startswith("1.01 ± 0.0")
+
+
+def test_too_few_samples_give_no_interval_and_no_verdict() -> None:
+    short = estimate([100.0, 101.0, 99.0])
+    assert short is not None and not short.has_interval
+    long = estimate([100.0] * 50)
+    assert compare(short, long).verdict == Verdict.TOO_SHORT
+    assert estimate([]) is None
+
+
+def test_batch_means_stay_bounded_and_keep_the_weighted_mean() -> None:
+    acc = BatchMeans()
+    rng = np.random.default_rng(6)
+    vals, weights = rng.normal(100, 5, 100_000), rng.uniform(0.2, 0.3, 100_000)
+    for v, w in zip(vals, weights):
+        acc.add(float(v), float(w))
+    assert len(acc._blocks) < MAX_BLOCKS
+    assert acc.mean == pytest.approx(float(np.average(vals, weights=weights)))
+    assert len(acc.batches()) == 10
+
+
+def test_repeats_give_an_interval_too() -> None:
+    e = estimate_from_batches([100.0, 102.0, 98.0, 101.0])
+    assert e.has_interval and e.low < 100.25 < e.high
