@@ -86,6 +86,11 @@ class Comparison:
     def change_pct(self) -> float:
         return (self.ratio - 1.0) * 100.0
 
+    @property
+    def finite(self) -> bool:
+        """A ratio that can be printed (neither side at zero)."""
+        return math.isfinite(self.ratio) and self.ratio > 0
+
     def format(self) -> str:
         """Relative speed as hyperfine prints it: "1.05 ± 0.02" ("1.05" without an interval)."""
         if self.low is None or self.high is None:
@@ -176,7 +181,7 @@ def compare(base: Estimate, new: Estimate, *, higher_is_better: bool = True, noi
             confidence: float = CONFIDENCE) -> Comparison:
     """``new`` against ``base`` (ratio new/base), with an interval and a verdict."""
     if base.mean <= 0 or new.mean <= 0:
-        return Comparison(float("nan"), None, None, Verdict.TOO_SHORT)
+        return _compare_with_zero(base, new, higher_is_better)
     ratio = new.mean / base.mean
     if not (base.has_interval and new.has_interval):
         return Comparison(ratio, None, None, Verdict.TOO_SHORT)
@@ -194,6 +199,20 @@ def compare(base: Estimate, new: Estimate, *, higher_is_better: bool = True, noi
         p = _two_sided_p(abs(log_r) / se, df)
         significant = low > 1.0 or high < 1.0
     return Comparison(ratio, low, high, _verdict(ratio, significant, higher_is_better, noise), p)
+
+
+def _compare_with_zero(base: Estimate, new: Estimate, higher_is_better: bool) -> Comparison:
+    """A side at zero (syncs per step, say): no ratio interval; real when the other side's
+    interval excludes zero."""
+    if base.mean <= 0 and new.mean <= 0:
+        return Comparison(1.0, None, None, Verdict.NO_CHANGE)
+    other = new if base.mean <= 0 else base
+    ratio = math.inf if base.mean <= 0 else 0.0
+    if not other.has_interval:
+        return Comparison(ratio, None, None, Verdict.TOO_SHORT)
+    if not other.low > 0:
+        return Comparison(ratio, None, None, Verdict.NO_CHANGE)
+    return Comparison(ratio, None, None, _verdict(ratio, True, higher_is_better, 0.0))
 
 
 def _verdict(ratio: float, significant: bool, higher_is_better: bool, noise: float) -> Verdict:

@@ -1,7 +1,8 @@
 """The CSV format of a recorded run: one list of columns, and the conversions both ways.
 
 One header row; one ``sample`` row per tick (the child's latest sample joined with the
-latest NVML sample); one ``event`` row per event. Units are in the column names; an empty
+latest NVML sample); one ``event`` row per event, and a ``summary`` event row with each
+configuration's statistics when it ends (``summary_row``). Units are in the column names; an empty
 cell means "not available". ``pandas.read_csv(path)`` loads it as is. Written by the
 recorder and the dashboard's recording; read back by ``gpudash replay``.
 """
@@ -14,7 +15,8 @@ from collections.abc import Iterable, Iterator
 from typing import TextIO
 
 from gpudash.metrics import BY_KEY, NVML_KEYS, WORKLOAD_KEYS, Origin, keys
-from gpudash.protocol import Event, GpuSample, Message, Sample
+from gpudash.protocol import Event, EventKind, GpuSample, Message, Sample
+from gpudash.segments import Segment
 
 CONFIG_COLUMNS = ("workload", "variant", "batch_size")  # what ran, on every row
 SAMPLE_COLUMNS = [*CONFIG_COLUMNS, *WORKLOAD_KEYS]  # the fields of a Sample, in CSV order
@@ -59,6 +61,22 @@ def event_row(event: Event, current: Sample | None = None) -> list[str]:
     }
     if current is not None:
         values.update(workload=current.workload, variant=current.variant, batch_size=current.batch_size)
+    return [_cell(values.get(c), c) for c in COLUMNS]
+
+
+def summary_row(segment: Segment, time_s: float) -> list[str]:
+    """A ``summary`` event row for a configuration that ended: its means in the metric columns,
+    the 95% interval of steps/s in ``event_before`` (low) and ``event_after`` (high), and the
+    whole summary as one line in ``event_message``."""
+    values: dict[str, object] = {"row_kind": "event", "time_s": time_s, "event_kind": EventKind.SUMMARY.value,
+                                 "event_what": "steps_per_s", "event_message": segment.summary()}
+    values.update(zip(CONFIG_COLUMNS, segment.key))
+    for key in (*WORKLOAD_KEYS, *NVML_KEYS, *DERIVED_COLUMNS):
+        if BY_KEY[key].mean is not None:
+            values[key] = segment.mean(key)
+    e = segment.estimate("steps_per_s")
+    if e is not None and e.has_interval:
+        values["event_before"], values["event_after"] = e.low, e.high
     return [_cell(values.get(c), c) for c in COLUMNS]
 
 

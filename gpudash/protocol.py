@@ -107,6 +107,7 @@ class EventKind(str, Enum):
     RESUMED = "resumed"
     STOPPED = "stopped"  # the child finished cleanly
     CRASHED = "crashed"  # the child died: message says why
+    SUMMARY = "summary"  # written by the recorder: a configuration's statistics when it ends
 
     def __str__(self) -> str:
         return self.value

@@ -27,7 +27,12 @@ from typing import Any, TextIO
 
 from gpudash import csvformat
 from gpudash.energy import EnergyPerStep
+from gpudash.segments import Segment, SegmentTracker
 from gpudash.protocol import Event, EventKind, GpuInfo, GpuSample, Message, RunConfig, Sample
+
+
+# events after which the configuration that ran before is over: its summary row goes first
+_SEGMENT_ENDS = frozenset({EventKind.CHANGED, EventKind.STARTED, EventKind.STOPPED, EventKind.CRASHED})
 
 
 class RecordWriteError(OSError):
@@ -200,6 +205,9 @@ class CsvRecorder:
         self.last_gpu: GpuSample | None = None
         self._config: Sample | None = None  # what runs now, for event rows
         self._energy = EnergyPerStep()
+        self._segments = SegmentTracker()  # for the summary row of each configuration that ends
+        self._summarized: Segment | None = None
+        self._write_failed = False
         self._closed = False
         self.metadata.setdefault("csv_columns", csvformat.header())
         try:
@@ -215,21 +223,38 @@ class CsvRecorder:
         """Record one message (GPU samples are joined into the next sample row)."""
         if isinstance(msg, GpuSample):
             self.last_gpu = msg
+            self._segments.on_gpu(msg)
         elif isinstance(msg, Sample):
             self._write(csvformat.sample_row(msg, self.last_gpu, self._derived(msg)))
             self.samples += 1
             self.last_sample = self._config = msg
+            self._segments.on_sample(msg, self.last_gpu.energy_j if self.last_gpu is not None else None)
         elif isinstance(msg, Event):
+            if msg.kind in _SEGMENT_ENDS:
+                self._write_summary(msg.time_s)  # the configuration that ends here
+            self._segments.on_event(msg)
             self._config = self._config_after(msg)
             self._write(csvformat.event_row(msg, self._config))
             if msg.kind == EventKind.STARTED:
                 self.note_started(msg.details)
+
+    def _write_summary(self, time_s: float) -> None:
+        """A summary row for the current configuration, once (at its end)."""
+        seg = self._segments.current
+        if seg is not None and seg is not self._summarized:
+            self._summarized = seg
+            self._write(csvformat.summary_row(seg, time_s))
 
     def close(self, **final: Any) -> None:
         """Close the CSV; ``final`` items are added to the metadata (e.g. exit status)."""
         if self._closed:
             return
         self._closed = True
+        if not self._write_failed:  # after a failed write (a full disk) nothing more is written
+            try:
+                self._write_summary(self.last_sample.time_s if self.last_sample else 0.0)
+            except RecordWriteError:
+                pass  # the rows before stay whole
         self.metadata.update(final)
         self.metadata["end_time"] = _dt.datetime.now().astimezone().isoformat(timespec="seconds")
         self.metadata["rows"] = self.rows
@@ -255,7 +280,11 @@ class CsvRecorder:
 
     # -- internals ------------------------------------------------------------------------------------
     def _write(self, row: list[str]) -> None:
-        self._out.write(csvformat.format_row(row))
+        try:
+            self._out.write(csvformat.format_row(row))
+        except RecordWriteError:
+            self._write_failed = True
+            raise
         self.rows += 1
 
     def _derived(self, s: Sample) -> dict[str, float | None]:

@@ -7,13 +7,10 @@ on its redraw timer; tests and benchmarks use it directly.
   points, so a run of any length neither grows memory nor slows redraws. In ``whole`` mode
   (a replayed file) they keep the whole run at a falling resolution: when full, every other
   point is dropped and only every 2nd, 4th, ... new point is kept.
-* **Segments** are stretches of one configuration (workload, variant, batch size). A
-  ``changed`` event, a restart, or a sample whose configuration differs starts a new one.
-  Segment means are computed from every message (not from the bounded series), skipping the
-  samples of the first SETTLE_S seconds after a change or a resume (the rebuild, allocator and
-  loader warm-up land there; kept only if the configuration ran for less than that)
-  unless it is the only one, and nothing while paused. The change in percent is the mean of
-  the current segment against the mean of the previous one: the number the articles report.
+* **Segments** (``gpudash.segments``) are stretches of one configuration, each with means and
+  intervals after warm-up. The change row compares the current segment with the previous one
+  (``gpudash.comparison``): the ratio with its interval and a verdict; only a real difference
+  (faster/slower beyond the noise threshold) is coloured.
 * **Joules per step** follow ``gpudash.energy`` (the CSV's definition): "now" over the last
   seconds of marks, a configuration's over its first and last mark after warm-up.
 * Which metrics exist, which are averaged and how, which are charted: ``gpudash.metrics``.
@@ -23,105 +20,36 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
 
-from gpudash.energy import EnergyPerStep, joules_per_step
-from gpudash.metrics import METRICS, SERIES_KEYS, STAT_KEYS, Averaging, Better, Metric, Origin, metric
+from gpudash.comparison import Comparison, Estimate, Verdict
+from gpudash.energy import EnergyPerStep
+from gpudash.metrics import SERIES_KEYS, STAT_KEYS, Better, Metric, Origin, metric
 from gpudash.protocol import Event, EventKind, GpuInfo, GpuSample, Message, RunConfig, Sample
+from gpudash.segments import Segment, SegmentTracker, compare_segments
 from gpudash.series import Series
 
 STAT_METRICS: tuple[Metric, ...] = tuple(metric(k) for k in STAT_KEYS)  # the stats panel, in order
-SETTLE_S = 1.0  # seconds after a change or resume left out of the configuration's means
 MARKER_KINDS = frozenset({EventKind.STARTED, EventKind.CHANGED, EventKind.PAUSED, EventKind.RESUMED,
                           EventKind.CRASHED, EventKind.STOPPED})
 
 
 _SAMPLE_SERIES = tuple(k for k in SERIES_KEYS if metric(k).origin == Origin.WORKLOAD)
 _GPU_SERIES = tuple(k for k in SERIES_KEYS if metric(k).origin == Origin.NVML)
-_SAMPLE_MEANS = tuple(m for m in METRICS if m.origin == Origin.WORKLOAD and m.mean is not None)
-_GPU_MEANS = tuple(m for m in METRICS if m.origin == Origin.NVML and m.mean is not None)
-
-
-class Mean:
-    """A (weighted) running mean; ``value`` is None until something was added."""
-
-    __slots__ = ("total", "weight")
-
-    def __init__(self) -> None:
-        self.total = 0.0
-        self.weight = 0.0
-
-    def add(self, value: float | None, weight: float = 1.0) -> None:
-        if value is None or weight <= 0:
-            return
-        self.total += value * weight
-        self.weight += weight
-
-    @property
-    def value(self) -> float | None:
-        return self.total / self.weight if self.weight > 0 else None
-
-
-ConfigKey = tuple[str, str, int]
-
-
-@dataclass
-class Segment:
-    """One stretch of one configuration."""
-
-    key: ConfigKey
-    start_s: float
-    end_s: float
-    means: dict[str, Mean] = field(default_factory=dict)
-    first: dict[str, Mean] = field(default_factory=dict)  # the warm-up sample, used only if alone
-    n_samples: int = 0
-    energy_steps: list[tuple[float, int]] = field(default_factory=list)  # (energy_j, steps): first, last
-
-    @property
-    def label(self) -> str:
-        w, v, b = self.key
-        return f"{w}/{v} bs{b}"
-
-    def add(self, metric: str, value: float | None, weight: float = 1.0, *, warmup: bool = False) -> None:
-        target = self.first if warmup else self.means
-        target.setdefault(metric, Mean()).add(value, weight)
-
-    def mean(self, metric: str) -> float | None:
-        if metric == "joules_per_step":  # the one Mean.ENDS metric
-            return self.joules_per_step
-        m = self.means.get(metric)
-        if m is not None and m.value is not None:
-            return m.value
-        f = self.first.get(metric)
-        return f.value if f is not None else None
-
-    def note_energy(self, energy_j: float | None, steps: int) -> None:
-        if energy_j is None:
-            return
-        if len(self.energy_steps) < 2:
-            self.energy_steps.append((energy_j, steps))
-        else:
-            self.energy_steps[1] = (energy_j, steps)
-
-    @property
-    def joules_per_step(self) -> float | None:
-        if len(self.energy_steps) < 2:
-            return None
-        (e0, s0), (e1, s1) = self.energy_steps
-        return joules_per_step(e0, s0, e1, s1)
-
-    @property
-    def duration_s(self) -> float:
-        return max(0.0, self.end_s - self.start_s)
 
 
 @dataclass(frozen=True)
 class StatRow:
+    """One column of the stats panel: now, this configuration, the previous, and the change."""
+
     metric: Metric
     now: float | None
     mean: float | None
     prev: float | None
+    estimate: Estimate | None = None  # this configuration's mean with its interval
+    prev_estimate: Estimate | None = None
+    comparison: Comparison | None = None  # this against the previous, with a verdict
 
     @property
     def key(self) -> str:
@@ -143,11 +71,11 @@ class StatRow:
 
     @property
     def verdict(self) -> int:
-        """+1 the change is an improvement, -1 a regression, 0 neutral or unknown."""
-        c = self.change_pct
-        if c is None or self.better == 0 or abs(c) < 0.5:
+        """+1 a real improvement, -1 a real regression; 0 within noise, unknown, or telemetry."""
+        c = self.comparison
+        if c is None or self.better == Better.NEITHER or not c.verdict.real:
             return 0
-        return 1 if (c > 0) == (self.better > 0) else -1
+        return 1 if c.verdict == Verdict.FASTER else -1
 
 
 @dataclass(frozen=True)
@@ -197,7 +125,7 @@ class DashState:
         self.series: dict[str, Series] = {k: Series(maxlen, mode) for k in SERIES_KEYS}
         self.markers: deque[Marker] = deque(maxlen=max(64, maxlen // 4))
         self.events: deque[Event] = deque(maxlen=200)
-        self.segments: deque[Segment] = deque(maxlen=max_segments)
+        self.tracker = SegmentTracker(max_segments)
         self.gpu_info: GpuInfo | None = None
         self.last_sample: Sample | None = None
         self.last_gpu: GpuSample | None = None
@@ -211,9 +139,6 @@ class DashState:
         self.paused = False
         self.time_s = 0.0  # latest time seen (run time)
         self.n_messages = 0
-        self._new_segment = True
-        self._warmup_next = True
-        self._settle_from = 0.0  # start of the current settling window (a change or a resume)
         self.energy = EnergyPerStep()  # "now" J/step, as the CSV computes it
         self._started_once = False
         self.version = 0  # bumped on every ingest; the UI redraws when it changed
@@ -248,39 +173,16 @@ class DashState:
             self.status = Status.PAUSED if self.paused else Status.RUNNING
         for k in _SAMPLE_SERIES:
             self.series[k].append(t, getattr(s, k))
-        key: ConfigKey = (s.workload, s.variant, s.batch_size)
-        seg = self.segments[-1] if self.segments else None
-        if seg is None or self._new_segment or seg.key != key:
-            seg = Segment(key=key, start_s=t - s.interval_s, end_s=t)
-            self.segments.append(seg)
-            self._new_segment = False
-            self._warmup_next = True
-        seg.end_s = t
         energy = self.last_gpu.energy_j if self.last_gpu is not None else None
         self.energy.update(t, energy, s.steps)
-        if self.paused:
-            return
-        warm = self._warmup_next or t - self._settle_from < SETTLE_S
-        if self._warmup_next:
-            self._settle_from = t - s.interval_s
-        self._warmup_next = False
-        seg.n_samples += 1
-        for m in _SAMPLE_MEANS:
-            weight = s.interval_s if m.mean == Averaging.TIME else 1.0
-            seg.add(m.key, getattr(s, m.key), weight, warmup=warm)
-        if not warm:
-            seg.note_energy(energy, s.steps)
+        self.tracker.on_sample(s, energy)
 
     def _on_gpu(self, g: GpuSample) -> None:
         t = self._time(g.time_s)
         self.last_gpu = g
         for k in _GPU_SERIES:
             self.series[k].append(t, getattr(g, k))
-        seg = self.segments[-1] if self.segments else None
-        if seg is None or self.paused or self._new_segment or t < seg.start_s:
-            return
-        for m in _GPU_MEANS:
-            seg.add(m.key, getattr(g, m.key))
+        self.tracker.on_gpu(g)
 
     def _on_event(self, e: Event) -> None:
         t = self._time(e.time_s)
@@ -298,12 +200,9 @@ class DashState:
             self.paused = status == Status.PAUSED
             if e.kind != EventKind.PAUSED and e.kind != EventKind.RESUMED:
                 self.status_message = e.message
+        self.tracker.on_event(e)
         if e.kind == EventKind.CRASHED:
             self.status_message = e.message or "the workload process died"
-        elif e.kind in (EventKind.STARTED, EventKind.CHANGED):
-            self._new_segment = True
-        elif e.kind == EventKind.RESUMED:
-            self._warmup_next = True
         elif e.kind == EventKind.ERROR:
             self.last_error = e
 
@@ -366,17 +265,17 @@ class DashState:
         return [m for m in self.markers if t0 <= m.time_s <= t1]
 
     @property
+    def segments(self) -> deque[Segment]:
+        return self.tracker.segments
+
+    @property
     def current(self) -> Segment | None:
-        return self.segments[-1] if self.segments else None
+        return self.tracker.current
 
     @property
     def previous(self) -> Segment | None:
         """The last segment before the current one with a different configuration."""
-        cur = self.current
-        for seg in reversed(list(self.segments)[:-1]):
-            if cur is None or seg.key != cur.key:
-                return seg
-        return None
+        return self.tracker.previous
 
     def now(self, key: str) -> float | None:
         """The latest value of a metric (J/step: over the last seconds, as in the CSV)."""
@@ -394,6 +293,9 @@ class DashState:
                 now=self.now(m.key),
                 mean=cur.mean(m.key) if cur is not None else None,
                 prev=prev.mean(m.key) if prev is not None else None,
+                estimate=cur.estimate(m.key) if cur is not None else None,
+                prev_estimate=prev.estimate(m.key) if prev is not None else None,
+                comparison=compare_segments(prev, cur, m.key),
             )
             for m in STAT_METRICS
         ]

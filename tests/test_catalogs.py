@@ -179,3 +179,23 @@ def test_csv_and_screen_agree_on_joules_per_step_with_the_real_engine_and_nvml(t
     in_csv = [float(r["joules_per_step"]) if r["joules_per_step"] else None for r in rows]
     assert sum(v is not None for v in in_csv) >= 20
     assert on_screen == pytest.approx(in_csv[: len(on_screen)], rel=1e-5)
+
+
+def test_a_recording_carries_each_configurations_verdict_as_the_screen_shows_it(tmp_path: Path) -> None:
+    """At each change and at the end the CSV gets a summary row: the configuration's mean and
+    95% interval, the same figures the stats panel shows for it."""
+    path = tmp_path / "run.csv"
+    msgs = _record_synthetic_run(path, seconds=12.0)
+    rows = list(csv.DictReader(io.StringIO(path.read_text())))
+    summaries = [r for r in rows if r["event_kind"] == "summary"]
+    assert [r["batch_size"] for r in summaries] == ["8", "16"]  # one per configuration, in order
+    state = DashState()
+    for m in msgs:
+        state.ingest(m)
+    for row, seg in zip(summaries, state.segments):
+        e = seg.estimate("steps_per_s")
+        assert float(row["steps_per_s"]) == pytest.approx(e.mean, rel=1e-5)
+        assert float(row["event_before"]) == pytest.approx(e.low, rel=1e-5)
+        assert float(row["event_after"]) == pytest.approx(e.high, rel=1e-5)
+        assert "95% CI" in row["event_message"] and seg.label in row["event_message"]
+    assert rows[-1]["event_kind"] == "summary"  # the end of the run closes the last one

@@ -102,3 +102,12 @@ def test_batch_means_stay_bounded_and_keep_the_weighted_mean() -> None:
 def test_repeats_give_an_interval_too() -> None:
     e = estimate_from_batches([100.0, 102.0, 98.0, 101.0])
     assert e.has_interval and e.low < 100.25 < e.high
+
+
+def test_a_change_from_zero_is_real_when_the_other_side_is_clearly_not_zero() -> None:
+    zero = estimate([0.0] * 40)
+    six = estimate([6.0] * 40)
+    assert compare(zero, zero).verdict == Verdict.NO_CHANGE
+    c = compare(zero, six, higher_is_better=False)  # syncs per step: 0 -> 6 is worse
+    assert c.verdict == Verdict.SLOWER and not c.finite
+    assert compare(six, zero, higher_is_better=False).verdict == Verdict.FASTER

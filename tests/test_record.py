@@ -250,8 +250,11 @@ def test_recorder_rows_join_gpu_and_joules(tmp_path: Path) -> None:
     ev = df[df.row_kind == "event"]
     changed = ev[ev.event_kind == "changed"].iloc[0]
     assert changed.batch_size == 16  # event rows show what runs after the event
+    summary = ev[ev.event_kind == "summary"]
+    assert len(summary) == 1 and summary.batch_size.iloc[0] == 8  # the batch-8 stretch, ended by the change
+    assert list(ev.event_kind) == ["started", "summary", "changed"]
     meta = json.loads(meta_path_for(path).read_text())
-    assert meta["torch_version"] == "9.9" and meta["rows"] == 5  # data rows, not the header
+    assert meta["torch_version"] == "9.9" and meta["rows"] == 6  # data rows, not the header
 
 
 def test_recorder_keeps_long_times_and_energy_to_the_millisecond_and_millijoule(tmp_path: Path) -> None:
@@ -296,7 +299,9 @@ def test_recorder_to_a_stream() -> None:
     rec.close()
     assert rec.meta_path is None
     assert buf.getvalue().splitlines()[0] == ",".join(COLUMNS)
-    assert pd.read_csv(io.StringIO(buf.getvalue())).steps.tolist() == [10]
+    df = pd.read_csv(io.StringIO(buf.getvalue()))
+    assert df[df.row_kind == "sample"].steps.tolist() == [10]
+    assert df.event_kind.dropna().tolist() == ["summary"]  # the run's one configuration, at the end
 
 
 @pytest.mark.skipif(os.path.exists("/dev/nvidia0"), reason="this machine has a GPU")

@@ -16,6 +16,8 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
+from gpudash.comparison import Estimate, Verdict
+from gpudash.metrics import Averaging, Better
 from gpudash.protocol import GpuInfo
 from gpudash.stats import DashState, StatRow, Status
 from gpudash.textfmt import fmt_duration, fmt_num, fmt_pct
@@ -123,6 +125,35 @@ def _pct_style(row: StatRow) -> str:
     return {1: "bold green", -1: "bold red"}.get(row.verdict, "bold")
 
 
+def mean_cell(mean: float | None, estimate: Estimate | None, averaged: bool) -> Text:
+    """A configuration's mean ± its interval; says so when it has none yet."""
+    if not averaged or mean is None:
+        return Text(fmt_num(mean))
+    if estimate is None:
+        return Text("warm-up", style="dim")
+    if not estimate.has_interval:
+        return Text("too short", style="dim")
+    hw = estimate.half_width or 0.0
+    tiny = hw < 1e-3 * abs(estimate.mean)  # below the mean's printed precision
+    return Text(f"{fmt_num(estimate.mean)}±{'0' if tiny else fmt_num(hw)}")
+
+
+def change_cell(row: StatRow) -> Text:
+    """The change as "+5.0±1.2%", coloured only for a real difference; else what it is."""
+    c = row.comparison
+    if c is None:
+        return Text(fmt_pct(row.change_pct), style="dim" if row.change_pct is not None else "")
+    if c.verdict in (Verdict.NO_CHANGE, Verdict.TOO_SHORT) or (
+        c.verdict == Verdict.WITHIN_NOISE and row.metric.better != Better.NEITHER
+    ):
+        return Text("no change" if c.verdict == Verdict.NO_CHANGE else str(c.verdict), style="dim")
+    if not c.finite:  # from or to zero (syncs per step): say it as it is
+        return Text(f"{fmt_num(row.prev)}→{fmt_num(row.mean)}", style=_pct_style(row))
+    half = (c.high - c.low) / 2 * 100 if c.low is not None and c.high is not None else None
+    text = f"{c.change_pct:+.1f}" + (f"±{half:.1f}" if half is not None else "") + "%"
+    return Text(text, style=_pct_style(row))
+
+
 class StatsPanel(Static):
     """The before/after table: metrics across, now / this config / previous config / change down."""
 
@@ -146,9 +177,13 @@ class StatsPanel(Static):
         for r in rows:
             table.add_column(r.label, justify="right", no_wrap=True, min_width=len(r.label))
         table.add_row("now", *[fmt_num(r.now) for r in rows])
-        table.add_row("this cfg", *[Text(fmt_num(r.mean), style="bold") for r in rows])
-        table.add_row("prev cfg", *[fmt_num(r.prev) for r in rows])
-        table.add_row("change", *[Text(fmt_pct(r.change_pct), style=_pct_style(r)) for r in rows])
+        this = [mean_cell(r.mean, r.estimate, r.metric.mean != Averaging.ENDS) for r in rows]
+        for cell in this:
+            cell.stylize("bold")
+        table.add_row("this cfg", *this)
+        table.add_row("prev cfg", *[mean_cell(r.prev, r.prev_estimate, r.metric.mean != Averaging.ENDS)
+                                    for r in rows])
+        table.add_row("change", *[change_cell(r) for r in rows])
         from rich.console import Group
 
         self.update(Group(title, table))
@@ -188,10 +223,12 @@ class HelpScreen(ModalScreen[None]):
             t.append(f"    {helptext}\n")
         t.append("\nStats panel\n", style="bold underline")
         t.append(
-            "  now: the latest sample. this cfg: the mean since the last change (its first second is\n"
-            "  warm-up and left out). prev cfg: the mean of the configuration before.\n"
-            "  change: this vs prev in percent (green = better, red = worse). J/step: NVML energy\n"
-            "  over the steps done.\n"
+            "  now: the latest sample. this cfg: the mean since the last change ± its 95% interval\n"
+            "  (batch means; the first second is warm-up and left out; 'too short' until there are\n"
+            "  enough samples). prev cfg: the same for the configuration before.\n"
+            "  change: this vs prev in percent ± its interval, green/red only when the difference is\n"
+            "  real (significant and over 2%); otherwise 'no change' or 'within noise'.\n"
+            "  J/step: NVML energy over the steps done.\n"
         )
         if self._log_path:
             t.append("\nThe workload's own output (warnings, tracebacks) goes to\n", style="bold underline")

@@ -113,3 +113,28 @@ def test_time_range_is_shared_and_bounded():
 def test_formatting():
     assert fmt_num(None) == "–" and fmt_num(1234.5) == "1234" and fmt_num(3.14159) == "3.14"
     assert fmt_num(123456) == "123k" and fmt_pct(9.96) == "+10.0%" and fmt_pct(-3) == "-3.0%"
+
+
+def test_a_change_inside_the_noise_is_not_coloured() -> None:
+    """Two configurations at the same true rate with 10% noise per sample: the stats panel's
+    change row gives no verdict of better or worse (the old panel coloured anything over 0.5%)."""
+    import random
+
+    from gpudash.protocol import Event, Sample
+
+    rng = random.Random(7)
+    st = DashState()
+    st.ingest(Event(0.0, "started", details={"workload": "encdec", "variant": "serial", "batch_size": "8"}))
+    steps, t = 0, 0.0
+    for variant in ("serial", "pipelined"):
+        if variant == "pipelined":
+            st.ingest(Event(t, "changed", "variant", "serial", "pipelined"))
+        for _ in range(120):
+            t += 0.25
+            rate = 200.0 * (1 + rng.gauss(0, 0.10))
+            steps += int(rate * 0.25)
+            st.ingest(Sample(t, "encdec", variant, 8, steps, steps * 8, 0.25, rate, rate * 8, 5.0, 6.0, 0.0))
+    row = {r.key: r for r in st.stat_rows()}["steps_per_s"]
+    assert row.change_pct is not None and row.change_pct != 0.0  # the means differ a little...
+    assert row.verdict == 0 and not row.comparison.verdict.real  # ...and that is called noise
+    assert row.estimate.has_interval and row.prev_estimate.has_interval
