@@ -161,6 +161,8 @@ class DashController:
         if e.kind == EventKind.CRASHED:
             why = e.message or "the workload process died"
             return [Notice(f"✗ workload crashed: {why} — press r to restart", Severity.ERROR, toast=live)]
+        if e.kind == EventKind.MEASURED:
+            return [Notice(e.message)]
         if e.kind == EventKind.STOPPED:
             return [Notice((e.message or "the workload stopped") + (" — press r to restart" if live else ""))]
         return []

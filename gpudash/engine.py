@@ -25,6 +25,7 @@ from gpudash.protocol import (
     SetVariant,
     Stop,
     SwitchWorkload,
+    TimeStages,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -205,6 +206,8 @@ class StepLoop:
             self._reconfigure("variant", variant=control.variant)
         elif isinstance(control, SwitchWorkload):
             self._switch(control)
+        elif isinstance(control, TimeStages):
+            self._time_stages(control.steps)
         else:
             self._event(EventKind.ERROR, message=f"unknown control {control!r}")
 
@@ -346,6 +349,26 @@ class StepLoop:
             self._collect(self.timer.reset())
             self._open_window(self.clock())
             self._event(EventKind.RESUMED, details=self.config())
+
+    def _time_stages(self, steps: int) -> None:
+        """Time the workload's two stages alone; a "measured" event with the overlap bound."""
+        w = self.workload
+        self._settle()
+        try:
+            stages = w.time_stages(steps)
+        except Exception as exc:  # noqa: BLE001 - a measurement must not end the run
+            self._event(EventKind.ERROR, what="stages", message=one_line(exc), details=self.config())
+            stages = None
+        self._collect(self.timer.reset())
+        self._open_window(self.clock())
+        if stages is None:
+            return
+        (n1, t1), (n2, t2) = stages.items()
+        bound = 1000.0 / max(t1, t2)
+        message = f"{n1} {t1:.3g} ms, {n2} {t2:.3g} ms alone: overlap bound {bound:.4g} steps/s"
+        details = {**self.config(), "stage1": n1, "stage1_ms": t1, "stage2": n2, "stage2_ms": t2,
+                   "overlap_bound_steps_per_s": bound}
+        self._event(EventKind.MEASURED, what="stages", message=message, details=details)
 
     def _setup(self) -> Setup:
         w = self.workload

@@ -73,7 +73,14 @@ class Stop:
     pass
 
 
-Control = Union[SetBatchSize, SetVariant, SwitchWorkload, Pause, Resume, Stop]
+@dataclass(frozen=True)
+class TimeStages:
+    """Time each stage of a two-stage workload alone (``steps`` times each), at a step boundary."""
+
+    steps: int = 20
+
+
+Control = Union[SetBatchSize, SetVariant, SwitchWorkload, Pause, Resume, Stop, TimeStages]
 
 
 # -- child -> parent ---------------------------------------------------------------------------
@@ -108,6 +115,7 @@ class EventKind(str, Enum):
     STOPPED = "stopped"  # the child finished cleanly
     CRASHED = "crashed"  # the child died: message says why
     SUMMARY = "summary"  # written by the recorder: a configuration's statistics when it ends
+    MEASURED = "measured"  # a one-off measurement (stage times): details hold the figures
 
     def __str__(self) -> str:
         return self.value

@@ -402,3 +402,30 @@ def test_terminate_reaches_the_childs_own_workers() -> None:
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_time_stages_measures_each_stage_alone_and_the_run_goes_on() -> None:
+    """The overlap bound of a two-stage family: each stage timed alone on request, as an event;
+    a family without two stages says so, and training continues either way."""
+    from gpudash.protocol import EventKind, TimeStages
+    from workloads.base import WorkloadOptions
+    from workloads.registry import build
+
+    w = build("encdec", "cpu", WorkloadOptions(batch_size=2))
+    loop, msgs = run_loop(w, [(3, TimeStages(steps=2))], max_steps=8)
+    measured = [m for m in msgs if isinstance(m, Event) and m.kind == EventKind.MEASURED]
+    assert len(measured) == 1
+    d = measured[0].details
+    assert d["stage1"] == "encode" and d["stage2"] == "train"
+    t1, t2 = float(d["stage1_ms"]), float(d["stage2_ms"])
+    assert t1 > 0 and t2 > 0
+    assert float(d["overlap_bound_steps_per_s"]) == pytest.approx(1000 / max(t1, t2), rel=1e-3)
+    assert loop.steps_issued == 8
+    w.close()
+
+    w = build("sync_loss", "cpu", WorkloadOptions(batch_size=2, image_size=16))
+    loop, msgs = run_loop(w, [(2, TimeStages(steps=2))], max_steps=5)
+    errors = [m for m in msgs if isinstance(m, Event) and m.kind == EventKind.ERROR]
+    assert len(errors) == 1 and "no two stages" in errors[0].message
+    assert loop.steps_issued == 5
+    w.close()

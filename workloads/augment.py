@@ -236,6 +236,12 @@ class AugmentWorkload(Workload):
     def train(self, images: Tensor, labels: Tensor) -> Tensor:
         return train_step(self.model, self.criterion, self.optimizer, images, labels)
 
+    def stage_pair(self):  # noqa: ANN201 - see Workload.stage_pair
+        if self.variant_info.host_augment:
+            return None  # augmentation runs in the loader's workers: no device stage to time
+        batch = self.pool.next()
+        return ("augment", lambda: self.prepare(*batch)), ("train", lambda out: self.train(*out))
+
     def step(self) -> None:
         if self.variant_info.host_augment:
             assert self.batches is not None

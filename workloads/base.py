@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import time
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import torch
 
@@ -158,6 +160,38 @@ class Workload(ABC):
             self.variant, self.batch_size = old
             self._configure()
             raise
+
+    def stage_pair(self) -> "tuple[tuple[str, Callable[[], Any]], tuple[str, Callable[[Any], Any]]] | None":
+        """The two stages of a two-stage family, each runnable alone on a fixed batch:
+        ((name, produce()), (name, consume(produced))). None: the variant has no such split."""
+        return None
+
+    def time_stages(self, steps: int = 20) -> dict[str, float]:
+        """Each stage alone, ``steps`` times on the current stream: ms per call, by stage name.
+
+        A measurement, not a training step: it synchronizes once per stage (never per step)."""
+        pair = self.stage_pair()
+        if pair is None:
+            raise WorkloadError(f"{self.info.name}/{self.variant} has no two stages to time apart")
+        (name1, produce), (name2, consume) = pair
+        self.drain()
+        produced = produce()
+        consume(produced)  # warm-up: allocator, kernels' first launch
+        return {name1: self._ms_per_call(produce, steps), name2: self._ms_per_call(lambda: consume(produced), steps)}
+
+    def _ms_per_call(self, fn: Callable[[], Any], steps: int) -> float:
+        if self.on_cuda:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(steps):
+                fn()
+            end.record()
+            end.synchronize()
+            return start.elapsed_time(end) / steps
+        t = time.perf_counter()
+        for _ in range(steps):
+            fn()
+        return (time.perf_counter() - t) * 1000.0 / steps
 
     def drain(self) -> None:
         """Wait until every stream of the device is idle (used at reconfigure, never per step)."""

@@ -46,6 +46,10 @@ class EncDecWorkload(Workload):
     def train_decoder(self, features: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         return train_step(self.decoder, self.criterion, self.optimizer, features, labels)
 
+    def stage_pair(self):  # noqa: ANN201 - see Workload.stage_pair
+        batch = self.pool.next()
+        return ("encode", lambda: self.encode(*batch)), ("train", lambda out: self.train_decoder(*out))
+
     def step(self) -> None:
         if self.pipeline is None:
             self.last_loss = self.train_decoder(*self.encode(*self.pool.next()))
