@@ -130,6 +130,8 @@ class HeadlessRecording:
         if self.code == ExitCode.FAILED and self.status.startswith("workload failed"):
             _say(f"error: {self.status}" + ("" if log_path in self.status else f" (see {log_path})"))
         elif not self.quiet:
+            for line in recorder.summaries:  # each configuration's mean ± interval, as in the CSV
+                _say(line)
             where = f" in {self.path}" if recorder.path else ""
             _say(f"{self.status}: {recorder.samples} samples, {recorder.rows} rows{where}")
 

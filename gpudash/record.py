@@ -208,6 +208,7 @@ class CsvRecorder:
         self._segments = SegmentTracker()  # for the summary row of each configuration that ends
         self._summarized: Segment | None = None
         self._write_failed = False
+        self.summaries: list[str] = []  # one line per configuration that ended, as in the CSV
         self._closed = False
         self.metadata.setdefault("csv_columns", csvformat.header())
         try:
@@ -244,6 +245,7 @@ class CsvRecorder:
         if seg is not None and seg is not self._summarized:
             self._summarized = seg
             self._write(csvformat.summary_row(seg, time_s))
+            self.summaries.append(seg.summary())
 
     def close(self, **final: Any) -> None:
         """Close the CSV; ``final`` items are added to the metadata (e.g. exit status)."""
