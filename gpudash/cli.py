@@ -156,11 +156,11 @@ def check_device(device: str, variant: VariantInfo | None = None) -> None:
         if refusal is None:
             return  # the CPU runs it (auto: on a GPU if there is one)
         if device == "cpu":
-            raise UsageError(refusal)
+            raise UsageError(f"{refusal}: run it with --device cuda")
     count, why = cuda_devices()
     if count == 0:
         if refusal is not None:  # auto, and the variant needs a GPU
-            raise UsageError(f"{refusal}; no CUDA GPU was found ({why})")
+            raise UsageError(f"{refusal}, and no CUDA GPU was found ({why})")
         raise UsageError(f"--device {device}: no CUDA GPU found ({why}); use --device cpu")
     if device.startswith("cuda:"):
         index = int(device.split(":", 1)[1])

@@ -26,6 +26,7 @@ from gpudash.protocol import (
     SetVariant,
     SourceInfo,
     SwitchWorkload,
+    TimeStages,
 )
 from gpudash.stats import DashState, Status
 from workloads.registry import FAMILIES, FamilyInfo  # torch-free
@@ -221,7 +222,7 @@ class DashController:
                             "v cycles its variants")
         refusal = self._refusal(fam, target)
         if refusal:
-            return _error(f"✗ {refusal} — staying on {self.state.variant}")
+            return _error(f"✗ {refusal}; this run is on the CPU — staying on {self.state.variant}")
         return self.send(SetVariant(target), f"switching to {target}…")
 
     def next_variant(self) -> Notice:
@@ -230,7 +231,7 @@ class DashController:
             return _warning("the workload is not known yet")
         names = list(fam.variant_names)
         i = names.index(self.state.variant) if self.state.variant in names else -1
-        later = [names[(i + k) % len(names)] for k in range(1, len(names))]
+        later = [v for v in names[i + 1 :] + names[: i + 1] if v != self.state.variant]  # after, wrapping
         skipped = [v for v in later if self._refusal(fam, v)]
         runnable = [v for v in later if v not in skipped]
         if not runnable:
@@ -251,7 +252,7 @@ class DashController:
         return self.pending_batch or self.state.batch_size or None
 
     def set_batch(self, n: int) -> Notice:
-        """Ask for batch size ``n`` (already checked at the edge: the prompt or ×2/÷2)."""
+        """Ask for batch size ``n``, checked at the edge (the prompt parses it; ×2/÷2 stay ≥ 1)."""
         return self.send(SetBatchSize(n), f"batch size {self.state.batch_size} → {n} requested…")
 
     def scale_batch(self, double: bool) -> Notice:
@@ -262,18 +263,25 @@ class DashController:
             return _error("✗ batch size is already 1, the smallest there is")
         return self.set_batch(b * 2 if double else b // 2)
 
+    def time_stages(self) -> Notice:
+        """Ask the workload to time its two stages alone (a "measured" event answers)."""
+        fam = self.family()
+        if fam is None or fam.pipeline_toggle is None:
+            return _warning(f"{self.state.workload or 'this workload'} has no two stages to time apart")
+        return self.send(TimeStages(), "timing each stage alone (20 steps each)…")
+
     def pause_resume(self) -> Notice:
         if self.state.paused:
             return self.send(Resume(), "resuming…")
         return self.send(Pause(), "pausing at the next step…")
 
     # -- recording ---------------------------------------------------------------------------
-    def start_recording(self, path: str, started_at_run_s: float | None = None) -> Notice:
+    def start_recording(self, path: str) -> Notice:
         from gpudash.record import dashboard_metadata
 
         s = self.state
         meta = dashboard_metadata(self.config, s.gpu_info, self.info.started_details, device=s.device,
-                                  run_s=s.time_s if started_at_run_s is None else started_at_run_s,
+                                  run_s=s.time_s,
                                   running={"workload": s.workload, "variant": s.variant,
                                            "batch_size": s.batch_size})
         try:

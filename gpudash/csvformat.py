@@ -1,8 +1,8 @@
 """The CSV format of a recorded run: one list of columns, and the conversions both ways.
 
 One header row; one ``sample`` row per tick (the child's latest sample joined with the
-latest NVML sample); one ``event`` row per event, and a ``summary`` event row with each
-configuration's statistics when it ends (``summary_row``). Units are in the column names; an empty
+latest NVML sample); one ``event`` row per event, and a ``summary`` row with each
+configuration's statistics when it ends (``summary_row``; readers of messages skip it). Units are in the column names; an empty
 cell means "not available". ``pandas.read_csv(path)`` loads it as is. Written by the
 recorder and the dashboard's recording; read back by ``gpudash replay``.
 """
@@ -65,10 +65,11 @@ def event_row(event: Event, current: Sample | None = None) -> list[str]:
 
 
 def summary_row(segment: Segment, time_s: float) -> list[str]:
-    """A ``summary`` event row for a configuration that ended: its means in the metric columns,
+    """A ``summary`` row (its own ``row_kind``: sample-row averages stay clean) for a
+    configuration that ended: its means in the metric columns,
     the 95% interval of steps/s in ``event_before`` (low) and ``event_after`` (high), and the
     whole summary as one line in ``event_message``."""
-    values: dict[str, object] = {"row_kind": "event", "time_s": time_s, "event_kind": EventKind.SUMMARY.value,
+    values: dict[str, object] = {"row_kind": "summary", "time_s": time_s, "event_kind": EventKind.SUMMARY.value,
                                  "event_what": "steps_per_s", "event_message": segment.summary()}
     values.update(zip(CONFIG_COLUMNS, segment.key))
     for key in (*WORKLOAD_KEYS, *NVML_KEYS, *DERIVED_COLUMNS):

@@ -45,7 +45,3 @@ class EnergyPerStep:
         _, e0, s0 = marks[0]
         self.value = joules_per_step(e0, s0, energy_j, steps)
         return self.value
-
-    def reset(self) -> None:
-        self._marks.clear()
-        self.value = None

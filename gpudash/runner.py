@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from gpudash.protocol import Control, Event, EventKind, Message, RunConfig, Sample, Stop
+from gpudash.protocol import ENDING_KINDS, Control, Event, EventKind, Message, RunConfig, Sample, Stop
 
 OUT_QUEUE_SIZE = 100  # small enough that the pipe (64 KiB) never fills: the child exits cleanly
 MAX_PER_POLL = 1000
@@ -245,7 +245,7 @@ class WorkloadRunner:
                     batch_size=msg.batch_size,
                     image_size=self.config.image_size if same else None,
                 )
-        elif isinstance(msg, Event) and msg.kind in (EventKind.STOPPED, EventKind.CRASHED):
+        elif isinstance(msg, Event) and msg.kind in ENDING_KINDS:
             self._final_seen = True
             if msg.kind == EventKind.CRASHED:
                 self._crashed = True

@@ -142,6 +142,14 @@ def test_event_kinds_parse_from_the_csv_and_refuse_unknown_ones() -> None:
         Event(1.0, "exploded")
 
 
+def test_every_chart_line_is_a_charted_metric_of_the_catalog() -> None:
+    from gpudash.metrics import SERIES_KEYS
+    from gpudash.tui.charts import CHARTS
+
+    drawn = [line.key for chart in CHARTS for line in chart.lines]
+    assert set(drawn) <= set(SERIES_KEYS) and len(drawn) == len(set(drawn))
+
+
 def test_every_metric_says_where_it_comes_from() -> None:
     for m in METRICS:
         assert m.origin in Origin and m.label and m.description
@@ -187,7 +195,7 @@ def test_a_recording_carries_each_configurations_verdict_as_the_screen_shows_it(
     path = tmp_path / "run.csv"
     msgs = _record_synthetic_run(path, seconds=12.0)
     rows = list(csv.DictReader(io.StringIO(path.read_text())))
-    summaries = [r for r in rows if r["event_kind"] == "summary"]
+    summaries = [r for r in rows if r["row_kind"] == "summary"]
     assert [r["batch_size"] for r in summaries] == ["8", "16"]  # one per configuration, in order
     state = DashState()
     for m in msgs:
@@ -198,4 +206,5 @@ def test_a_recording_carries_each_configurations_verdict_as_the_screen_shows_it(
         assert float(row["event_before"]) == pytest.approx(e.low, rel=1e-5)
         assert float(row["event_after"]) == pytest.approx(e.high, rel=1e-5)
         assert "95% CI" in row["event_message"] and seg.label in row["event_message"]
-    assert rows[-1]["event_kind"] == "summary"  # the end of the run closes the last one
+    assert rows[-1]["row_kind"] == "summary"  # the end of the run closes the last one
+    assert all(r["event_kind"] == "summary" for r in summaries)

@@ -76,14 +76,14 @@ def test_variant_that_needs_cuda_without_a_gpu_says_the_catalogs_refusal(capsys:
     assert refusal
     assert run(["--record", "-", "-w", "encdec", "-v", "pipelined"]) == 2
     line = one_error_line(capsys)
-    assert line.startswith(f"gpudash: error: {refusal}; no CUDA GPU was found (")
+    assert line.startswith(f"gpudash: error: {refusal}, and no CUDA GPU was found (")
 
 
 def test_variant_that_needs_cuda_on_the_cpu_is_the_catalogs_refusal(capsys: pytest.CaptureFixture[str]) -> None:
     refusal = FAMILIES["encdec"].variant("pipelined").refusal("cpu")
     assert refusal
     assert run(["--record", "-", "-w", "encdec", "-v", "pipelined", "--device", "cpu"]) == 2
-    assert one_error_line(capsys) == f"gpudash: error: {refusal}"
+    assert one_error_line(capsys) == f"gpudash: error: {refusal}: run it with --device cuda"
 
 
 def test_cuda_visible_devices_one_parser() -> None:

@@ -74,6 +74,25 @@ def test_batch_keys_build_on_the_size_asked_for_until_the_engine_answers() -> No
     assert src.sent[-1] == SetBatchSize(4)
 
 
+def test_the_stages_key_asks_a_two_stage_family_only() -> None:
+    from gpudash.protocol import TimeStages
+
+    ctl, src = running("encdec", device="cuda:0")
+    ctl.time_stages()
+    assert src.sent == [TimeStages()]
+    ctl, src = running("sync_loss", "fixed", device="cuda:0")
+    assert "no two stages" in ctl.time_stages().text and src.sent == []
+    src.push(Event(3.0, "measured", "stages", message="encode 1 ms, train 3 ms alone: overlap bound 333 steps/s"))
+    assert ctl.poll()[-1].text.startswith("encode 1 ms")
+
+
+def test_next_variant_from_an_unknown_variant_offers_every_one() -> None:
+    ctl, src = running("input_pipeline", "baseline", device="cpu")
+    ctl.state.variant = "bogus"  # as after a replayed file from another version
+    ctl.next_variant()
+    assert src.sent == [SetVariant("baseline")]
+
+
 def test_a_replay_is_read_only() -> None:
     from gpudash.protocol import SourceInfo
 

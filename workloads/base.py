@@ -217,7 +217,7 @@ class Workload(ABC):
         new_variant = self.variant if variant is None else variant
         why = self.info.variant(new_variant).refusal(self.device.type)
         if why and not self.emulate_streams:
-            raise WorkloadError(why)
+            raise WorkloadError(f"{why}; this run is on {self.device}")
         new_batch = self.batch_size if batch_size is None else check_batch_size(batch_size)
         return new_variant, new_batch
 

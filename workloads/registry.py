@@ -51,9 +51,10 @@ class VariantInfo:
     def refusal(self, device: str) -> str | None:
         """Why this variant cannot run on ``device`` ("cpu", "cuda", "cuda:1"), or None.
 
-        The one message every caller shows (CLI, workload, dashboard, demo)."""
+        The one reason every caller shows (CLI, workload, dashboard, demo); each adds its
+        own advice (the CLI names --device cuda, the dashboard what keeps running)."""
         if self.needs_cuda and device.split(":", 1)[0] != "cuda":
-            return f"{self.family}/{self.name} {NEEDS_STREAMS}: run it on a GPU (--device cuda)"
+            return f"{self.family}/{self.name} {NEEDS_STREAMS}"
         return None
 
 

@@ -49,6 +49,9 @@ ACTIONS: tuple[Action, ...] = (
            key_display="-"),
     Action("batch_typed", "b", "Batch=", "Type a batch size", "type a batch size", steers=True,
            tooltip="Type a batch size"),
+    Action("time_stages", "t", "Stages", "Time the two stages alone",
+           "time each stage of a pipelined family alone (20 steps each) and show the overlap bound "
+           "1/max(t1, t2) that pipelining can reach", steers=True),
     Action("pause_resume", "space", "Pause", "Pause / resume",
            "pause the training loop at the next step, or resume it", steers=True),
     Action("restart", "r", "Restart", "Restart the workload",
@@ -61,7 +64,6 @@ ACTIONS: tuple[Action, ...] = (
     Action("quit", "q", "Quit", "Quit", "stop the workload cleanly and leave"),
 )
 
-BY_NAME: dict[str, Action] = {a.name: a for a in ACTIONS}
 STEERING: frozenset[str] = frozenset(a.name for a in ACTIONS if a.steers)
 
 

@@ -150,7 +150,8 @@ class GpuDashApp(App[int]):
         self.run_worker(work, thread=True, name=name, exit_on_error=False)
 
     def _source_started(self) -> None:
-        self._after_poll(self.controller.source_started())
+        if not self._stopping:  # quitting: the source is being stopped, nothing more to read
+            self._after_poll(self.controller.source_started())
 
     def _drain(self) -> None:
         if not self._stopping:
@@ -260,6 +261,9 @@ class GpuDashApp(App[int]):
                               placeholder="a whole number ≥ 1", parse=parse_batch_size,
                               errors=(WorkloadError,))
         self.push_screen(prompt, lambda n: None if n is None else self.set_batch(n))
+
+    def action_time_stages(self) -> None:
+        self._tell([self.controller.time_stages()])
 
     def action_pause_resume(self) -> None:
         self._tell([self.controller.pause_resume()])

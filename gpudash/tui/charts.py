@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from textual.app import RenderResult
 from textual_plotext import PlotextPlot
 
-from gpudash.metrics import metric
 from gpudash.protocol import EventKind
 from gpudash.stats import DashState, Marker
 from gpudash.tui.plotext_adapter import render_plot, size_plot
@@ -38,10 +37,6 @@ class Line:
     right: bool = False  # plot against the right-hand y axis
     scale: float = 1.0  # multiply values (e.g. MiB -> GiB)
 
-    @property
-    def label(self) -> str:
-        return metric(self.key).label
-
 
 @dataclass(frozen=True)
 class ChartSpec:
@@ -51,11 +46,6 @@ class ChartSpec:
     ymax: float | None = None  # fixed top of the y axis (percentages)
     empty: str = "waiting for the first sample…"
     help: str = ""
-
-    @property
-    def gpu(self) -> bool:
-        """Every line is NVML telemetry: empty without it."""
-        return all(metric(line.key).needs_gpu for line in self.lines)
 
 
 CHARTS: tuple[ChartSpec, ...] = (
