@@ -61,6 +61,18 @@ def wait_for_samples(path: Path, proc: subprocess.Popen[str], n: int, timeout: f
     raise AssertionError(f"no {n} sample rows in {path} after {timeout} s")
 
 
+def recording_with_child(tmp_path: Path, name: str, samples: int) -> tuple[subprocess.Popen[str], int]:
+    """``gpudash --record NAME.csv`` on the CPU, once it has written ``samples`` rows; and the
+    workload child's pid."""
+    proc = start("--record", f"{name}.csv", "--device", "cpu", "--sample-interval", "0.1", cwd=tmp_path)
+    try:
+        wait_for_samples(tmp_path / f"{name}.csv", proc, samples)
+        return proc, child_pid(tmp_path / f"{name}.json")
+    except BaseException:
+        proc.kill()
+        raise
+
+
 def child_pid(meta: Path, timeout: float = 30) -> int:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -151,10 +163,8 @@ def test_parent_never_imports_torch_or_textual_and_stdout_csv(tmp_path: Path) ->
 
 @pytest.mark.slow
 def test_sigkill_of_the_child_fails_cleanly(tmp_path: Path) -> None:
-    proc = start("--record", "k.csv", "--device", "cpu", "--sample-interval", "0.1", cwd=tmp_path)
+    proc, pid = recording_with_child(tmp_path, "k", 3)
     try:
-        wait_for_samples(tmp_path / "k.csv", proc, 3)
-        pid = child_pid(tmp_path / "k.json")
         os.kill(pid, signal.SIGKILL)
         out, err = proc.communicate(timeout=60)
     finally:
@@ -172,10 +182,8 @@ def test_sigkill_of_the_child_fails_cleanly(tmp_path: Path) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_interrupt_gives_130_and_an_intact_csv(tmp_path: Path, sig: signal.Signals) -> None:
-    proc = start("--record", "i.csv", "--device", "cpu", "--sample-interval", "0.1", cwd=tmp_path)
+    proc, pid = recording_with_child(tmp_path, "i", 2)
     try:
-        wait_for_samples(tmp_path / "i.csv", proc, 2)
-        pid = child_pid(tmp_path / "i.json")
         proc.send_signal(sig)  # the recorder only, as `kill` would
         out, err = proc.communicate(timeout=60)
     finally:
@@ -190,10 +198,8 @@ def test_interrupt_gives_130_and_an_intact_csv(tmp_path: Path, sig: signal.Signa
 
 @pytest.mark.slow
 def test_repeated_ctrl_c_terminates_the_child_and_still_closes_the_record(tmp_path: Path) -> None:
-    proc = start("--record", "c.csv", "--device", "cpu", "--sample-interval", "0.1", cwd=tmp_path)
+    proc, pid = recording_with_child(tmp_path, "c", 2)
     try:
-        wait_for_samples(tmp_path / "c.csv", proc, 2)
-        pid = child_pid(tmp_path / "c.json")
         for _ in range(3):  # impatient: the second terminates the child, the third changes nothing
             proc.send_signal(signal.SIGINT)
             time.sleep(0.02)

@@ -13,23 +13,8 @@ import sys
 import time
 from collections.abc import Callable
 
-from gpudash.protocol import (
-    EventKind,
-    Control,
-    Event,
-    GpuInfo,
-    GpuSample,
-    Message,
-    Pause,
-    Resume,
-    RunConfig,
-    Sample,
-    SetBatchSize,
-    SourceInfo,
-    SetVariant,
-    Stop,
-    SwitchWorkload,
-)
+from gpudash.protocol import Control, Event, EventKind, GpuInfo, GpuSample, Message, Pause, Resume
+from gpudash.protocol import RunConfig, Sample, SetBatchSize, SetVariant, SourceInfo, Stop, SwitchWorkload
 from workloads.registry import FAMILIES
 
 
