@@ -1,4 +1,5 @@
-"""The ``gpudash`` command: the dashboard, ``--record`` (headless), ``list`` and ``replay``.
+"""The ``gpudash`` command: the dashboard, ``--record`` (headless), ``list``, ``replay``,
+``sweep`` and ``report``.
 
 Fast to start: nothing here imports torch or textual at module level. Every argument is
 checked before anything starts; a bad one is one line on stderr and exit status 2.
@@ -8,18 +9,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, NoReturn, Sequence
+from typing import Sequence
 
-from gpudash.devices import cuda_devices
+from gpudash import argtypes
+from gpudash.argtypes import Parser, UsageError, check_device
 from gpudash.protocol import ExitCode, RunConfig
-
-if TYPE_CHECKING:  # pragma: no cover
-    from workloads.registry import VariantInfo
-
-DEVICE_RE = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
 
 EPILOG = """\
 forms:
@@ -27,80 +23,12 @@ forms:
   gpudash --record PATH [options]    headless: CSV to PATH ('-' = stdout), metadata to PATH.json
   gpudash list                       workload families, variants, defaults, what needs CUDA
   gpudash replay PATH [--follow]     a recorded CSV in the dashboard
+  gpudash sweep -w FAMILY --out DIR  measure variants x batch sizes with 95% intervals
+                                     (--preset NAME; 'gpudash sweep --help')
+  gpudash report RUN.csv... --out DIR  report.md + plots of recordings or sweeps (--html)
 
 exit status: 0 done, 1 the workload (or writing) failed, 2 bad arguments, 130 interrupted
 """
-
-
-class UsageError(Exception):
-    """A bad argument: the message is one line."""
-
-
-class Parser(argparse.ArgumentParser):
-    """argparse that reports errors as one line: ``gpudash: error: ...``, exit status 2."""
-
-    def error(self, message: str) -> NoReturn:
-        """Print ``gpudash: error: MESSAGE`` (one line) and exit with status 2."""
-        self.exit(ExitCode.USAGE, f"gpudash: error: {' '.join(message.split())}\n")
-
-
-# -- argument types (each raises ArgumentTypeError with one line) -----------------------------------
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not value > 0 or value != value or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be more than 0, got {text}")
-    return value
-
-
-def _int_at_least(minimum: int, words: str) -> Callable[[str], int]:
-    """An argparse type: a whole number of at least ``minimum`` ("must be <words>, got N")."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"must be {words}, got {value}")
-        return value
-
-    return parse
-
-
-_positive_int = _int_at_least(1, "at least 1")
-_nonnegative_int = _int_at_least(0, "0 or more")
-
-
-def _batch_size(text: str) -> int:
-    from workloads.registry import WorkloadError, parse_batch_size
-
-    try:
-        return parse_batch_size(text)
-    except WorkloadError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def _image_size(text: str) -> int:
-    from workloads.registry import WorkloadError, check_image_size
-
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    try:
-        return check_image_size(value)
-    except WorkloadError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def _device(text: str) -> str:
-    text = text.strip().lower()
-    if not DEVICE_RE.match(text):
-        raise argparse.ArgumentTypeError(f"expected auto, cpu, cuda or cuda:N, got {text!r}")
-    return text
 
 
 # -- parsers ----------------------------------------------------------------------------------------
@@ -121,19 +49,19 @@ def build_parser() -> Parser:
     w.add_argument("-w", "--workload", default=DEFAULT_FAMILY, metavar="NAME",
                    help=f"workload family: {', '.join(FAMILIES)} (default: %(default)s)")
     w.add_argument("-v", "--variant", metavar="NAME", help="variant (default: the family's; see 'gpudash list')")
-    w.add_argument("-b", "--batch-size", type=_batch_size, metavar="N", help="batch size (default: the family's)")
-    w.add_argument("--device", type=_device, default="auto", metavar="DEV",
+    w.add_argument("-b", "--batch-size", type=argtypes.batch_size, metavar="N", help="batch size (default: the family's)")
+    w.add_argument("--device", type=argtypes.device, default="auto", metavar="DEV",
                    help="auto, cpu, cuda or cuda:N (default: auto = cuda if available)")
-    w.add_argument("--image-size", type=_image_size, metavar="PX", help="image side, a power of two")
-    w.add_argument("--workers", type=_nonnegative_int, metavar="N", help="DataLoader workers, where the variant uses them")
+    w.add_argument("--image-size", type=argtypes.image_size, metavar="PX", help="image side, a power of two")
+    w.add_argument("--workers", type=argtypes.nonnegative_int, metavar="N", help="DataLoader workers, where the variant uses them")
     w.add_argument("--seed", type=int, default=0, help="random seed (default: %(default)s)")
-    w.add_argument("--steps", type=_positive_int, metavar="N", help="stop after N steps")
+    w.add_argument("--steps", type=argtypes.positive_int, metavar="N", help="stop after N steps")
     r = p.add_argument_group("measuring and recording")
-    r.add_argument("--sample-interval", type=_positive_float, default=RunConfig.sample_interval_s, metavar="S",
+    r.add_argument("--sample-interval", type=argtypes.positive_float, default=RunConfig.sample_interval_s, metavar="S",
                    help="seconds between throughput samples (default: %(default)s)")
-    r.add_argument("--interval", type=_positive_float, default=RunConfig.gpu_interval_s, metavar="S",
+    r.add_argument("--interval", type=argtypes.positive_float, default=RunConfig.gpu_interval_s, metavar="S",
                    help="seconds between NVML GPU samples (default: %(default)s)")
-    r.add_argument("--duration", type=_positive_float, metavar="S",
+    r.add_argument("--duration", type=argtypes.positive_float, metavar="S",
                    help="with --record: seconds to record once the workload runs (default: until Ctrl-C)")
     r.add_argument("--log", metavar="PATH", help="with --record: the workload process's log (default: PATH.log)")
     r.add_argument("--meta", metavar="PATH", help="with --record: metadata JSON (default: beside the CSV)")
@@ -148,26 +76,6 @@ def _version() -> str:
 
 
 # -- checks that need the machine, not torch ------------------------------------------------------
-def check_device(device: str, variant: VariantInfo | None = None) -> None:
-    """Raise UsageError when ``device`` cannot run here, or cannot run ``variant``."""
-    refusal = None  # why the variant cannot run without a GPU
-    if device in ("cpu", "auto"):
-        refusal = variant.refusal("cpu") if variant is not None else None
-        if refusal is None:
-            return  # the CPU runs it (auto: on a GPU if there is one)
-        if device == "cpu":
-            raise UsageError(f"{refusal}: run it with --device cuda")
-    count, why = cuda_devices()
-    if count == 0:
-        if refusal is not None:  # auto, and the variant needs a GPU
-            raise UsageError(f"{refusal}, and no CUDA GPU was found ({why})")
-        raise UsageError(f"--device {device}: no CUDA GPU found ({why}); use --device cpu")
-    if device.startswith("cuda:"):
-        index = int(device.split(":", 1)[1])
-        if index >= count:
-            raise UsageError(f"--device {device}: only {count} CUDA GPU{'s' if count != 1 else ''} visible (cuda:0..cuda:{count - 1})")
-
-
 def check_writable(path: str, what: str = "record path") -> None:
     """Raise UsageError unless ``path`` can be created or appended to (created files are removed)."""
     if path == "-":
@@ -251,6 +159,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _cmd_list(argv[1:])
     if argv and argv[0] == "replay":
         return _cmd_replay(argv[1:])
+    if argv and argv[0] == "sweep":
+        from gpudash.sweep_plan import main as sweep_main
+
+        return sweep_main(argv[1:])
+    if argv and argv[0] == "report":
+        from gpudash.report import main as report_main
+
+        return report_main(argv[1:])
     args = build_parser().parse_args(argv)
     try:
         if args.record is None:

@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import math
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover
+    from gpudash.comparison import Estimate
+
 
 def fmt_num(v: float | None, width: int = 0) -> str:
     """A compact number: 3 significant figures, thousands as k; '–' when not available."""
@@ -37,3 +43,16 @@ def fmt_duration(seconds: float) -> str:
     h, rem = divmod(s, 3600)
     m, s = divmod(rem, 60)
     return f"{h}:{m:02d}:{s:02d}" if h else f"{m:02d}:{s:02d}"
+
+
+def fmt_pm(e: Estimate | None) -> str:
+    """"48.2 ± 1.3": the half-width to 2 significant digits, the mean to the same decimals."""
+    if e is None:
+        return "–"
+    if e.half_width is None:
+        return f"{fmt_num(e.mean)} (no CI)"
+    hw = e.half_width
+    if hw <= 0:
+        return f"{fmt_num(e.mean)} ± 0"
+    digits = max(0, 1 - math.floor(math.log10(hw)))
+    return f"{e.mean:.{digits}f} ± {hw:.{digits}f}"

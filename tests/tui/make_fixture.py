@@ -18,10 +18,10 @@ from gpudash.tui.demo import SyntheticSource
 HERE = Path(__file__).parent / "data"
 
 
-def main() -> None:
+def record(path: Path) -> None:
+    """The synthetic run into ``path`` (and its metadata beside it), as ``gpudash --record`` would."""
     t = [0.0]
     src = SyntheticSource(RunConfig(workload="encdec"), gpu=True, clock=lambda: t[0], startup_s=1.0)
-    path = HERE / "replay.csv"
     rec = CsvRecorder(str(path), run_metadata(src.config, src.gpu_info, device="cuda:0"))
     src.start()
     script = {12.0: SetVariant("pipelined"), 24.0: SetBatchSize(16), 36.0: SetVariant("serial")}
@@ -32,6 +32,11 @@ def main() -> None:
         for m in src.poll():
             rec.on_message(m)
     rec.close()
+
+
+def main() -> None:
+    path = HERE / "replay.csv"
+    record(path)
     meta_path = path.with_suffix(".json")
     meta = json.loads(meta_path.read_text())
     meta.update(hostname="fixture", start_time="2026-01-01T00:00:00+00:00",

@@ -1,0 +1,123 @@
+"""The argument types and parser of every ``gpudash`` command: each bad argument is one line
+(``gpudash: error: ...``) and exit status 2. Nothing here imports torch."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, NoReturn
+
+from gpudash.devices import cuda_devices
+from gpudash.protocol import ExitCode
+
+if TYPE_CHECKING:  # pragma: no cover
+    from workloads.registry import VariantInfo
+
+DEVICE_RE = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
+
+
+class UsageError(Exception):
+    """A bad argument: the message is one line."""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse that reports errors as one line: ``gpudash: error: ...``, exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        """Print ``gpudash: error: MESSAGE`` (one line) and exit with status 2."""
+        self.exit(ExitCode.USAGE, f"gpudash: error: {' '.join(message.split())}\n")
+
+
+# -- argument types (each raises ArgumentTypeError with one line) -----------------------------------
+def positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not value > 0 or value != value or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be more than 0, got {text}")
+    return value
+
+
+def int_at_least(minimum: int, words: str) -> Callable[[str], int]:
+    """An argparse type: a whole number of at least ``minimum`` ("must be <words>, got N")."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be {words}, got {value}")
+        return value
+
+    return parse
+
+
+positive_int = int_at_least(1, "at least 1")
+nonnegative_int = int_at_least(0, "0 or more")
+
+
+def batch_size(text: str) -> int:
+    from workloads.registry import WorkloadError, parse_batch_size
+
+    try:
+        return parse_batch_size(text)
+    except WorkloadError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def image_size(text: str) -> int:
+    from workloads.registry import WorkloadError, check_image_size
+
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    try:
+        return check_image_size(value)
+    except WorkloadError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def device(text: str) -> str:
+    text = text.strip().lower()
+    if not DEVICE_RE.match(text):
+        raise argparse.ArgumentTypeError(f"expected auto, cpu, cuda or cuda:N, got {text!r}")
+    return text
+
+
+def check_device(device: str, variant: VariantInfo | None = None) -> None:
+    """Raise UsageError when ``device`` cannot run here, or cannot run ``variant``."""
+    refusal = None  # why the variant cannot run without a GPU
+    if device in ("cpu", "auto"):
+        refusal = variant.refusal("cpu") if variant is not None else None
+        if refusal is None:
+            return  # the CPU runs it (auto: on a GPU if there is one)
+        if device == "cpu":
+            raise UsageError(f"{refusal}: run it with --device cuda")
+    count, why = cuda_devices()
+    if count == 0:
+        if refusal is not None:  # auto, and the variant needs a GPU
+            raise UsageError(f"{refusal}, and no CUDA GPU was found ({why})")
+        raise UsageError(f"--device {device}: no CUDA GPU found ({why}); use --device cpu")
+    if device.startswith("cuda:"):
+        index = int(device.split(":", 1)[1])
+        if index >= count:
+            raise UsageError(f"--device {device}: only {count} CUDA GPU{'s' if count != 1 else ''} visible (cuda:0..cuda:{count - 1})")
+
+
+def check_out_dir(out: str) -> Path:
+    """The output directory, created if missing; UsageError when it is a file or unwritable."""
+    path = Path(out)
+    if path.exists() and not path.is_dir():
+        raise UsageError(f"--out {out} is a file; give a directory")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot create --out {out}: {exc.strerror or exc}") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise UsageError(f"cannot write in --out {out}")
+    return path

@@ -1,0 +1,242 @@
+"""Read recordings for ``gpudash report``: a ``--record`` CSV (or a dashboard recording) or a
+``sweep.csv``, checked row by row. Torch-, Textual- and matplotlib-free.
+
+A recording becomes a ``Run``: its configurations' figures (``ConfigFigures``, one per segment
+of a recording, one per configuration of a sweep) and, for a recording, its timeline
+(throughput and GPU utilisation over time, and the change markers). A recording's segments are
+rebuilt from its sample rows with ``SegmentTracker``, the code that wrote its summary rows,
+so the report and the file agree. Anything that is not a whole gpudash CSV raises
+``ReportInputError`` with one line that names the file (and the row).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpudash.comparison import Estimate, estimate_from_batches
+from gpudash.csvformat import COLUMNS, parse_rows
+from gpudash.protocol import Event, EventKind, GpuSample, Sample
+from gpudash.replay import load_metadata
+from gpudash.segments import ConfigKey, Segment, SegmentTracker
+from gpudash.sweep_report import CSV_COLUMNS as SWEEP_COLUMNS
+
+FIGURE_KEYS = ("steps_per_s", "samples_per_s", "syncs_per_step", "gpu_util_pct", "power_w", "joules_per_step")
+
+
+class ReportInputError(Exception):
+    """A file ``gpudash report`` cannot read: the message is one line."""
+
+
+@dataclass(frozen=True)
+class ConfigFigures:
+    """One configuration's figures in one run: a recording's segment, or a sweep's summary."""
+
+    key: ConfigKey
+    label: str  # "fixed#2" for a sweep's second "fixed"; the variant otherwise
+    stats: dict[str, Estimate | None]
+    n_samples: int
+    start_s: float | None = None  # a recording's segment: when it began and ended (session time)
+    end_s: float | None = None
+    sweep_ratio: str = ""  # a sweep's own relative speed and verdict, as it wrote them
+    error: str = ""
+
+    @property
+    def steps(self) -> Estimate | None:
+        """Steps/s with its interval."""
+        return self.stats.get("steps_per_s")
+
+    @property
+    def name(self) -> str:
+        """"sync_loss/fixed bs32"."""
+        return f"{self.key[0]}/{self.label} bs{self.key[2]}"
+
+
+@dataclass(frozen=True)
+class Marker:
+    """A change on a recording's timeline: when, and what (``variant: serial → pipelined``)."""
+
+    time_s: float
+    text: str
+
+
+@dataclass
+class Timeline:
+    """A recording's throughput and GPU utilisation over time, with its changes."""
+
+    time_s: list[float] = field(default_factory=list)
+    steps_per_s: list[float] = field(default_factory=list)
+    gpu_time_s: list[float] = field(default_factory=list)
+    gpu_util_pct: list[float] = field(default_factory=list)
+    markers: list[Marker] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Run:
+    """One input file of the report."""
+
+    path: Path
+    kind: str  # "recording" or "sweep"
+    meta: dict[str, Any]
+    configs: tuple[ConfigFigures, ...]
+    timeline: Timeline | None = None  # recordings only
+    ending: str = ""  # how a recording ended: its last event ("stopped", "crashed: ...")
+
+    @property
+    def name(self) -> str:
+        """The file name, for tables and legends."""
+        return self.path.name
+
+    def pooled(self, key: ConfigKey, label: str) -> Estimate | None:
+        """Steps/s of one configuration over all its segments in this run: their batch means
+        together (each segment's are nearly independent of the others'), the mean weighted
+        by samples."""
+        parts = [c.steps for c in self.configs if c.key == key and c.label == label and c.steps is not None]
+        if not parts:
+            return None
+        if len(parts) == 1:
+            return parts[0]
+        n = sum(p.n_samples for p in parts)
+        mean = sum(p.mean * p.n_samples for p in parts) / n
+        return estimate_from_batches([b for p in parts for b in p.batch_means], mean, n)
+
+
+# -- reading ----------------------------------------------------------------------------------------
+def load_run(path: str | Path) -> Run:
+    """Read one recording or sweep CSV; ``ReportInputError`` when it is not one, whole."""
+    p = Path(path)
+    rows, header = _read_rows(p)
+    if header[: len(COLUMNS)] == COLUMNS:
+        return _recording(p, rows)
+    if header == list(SWEEP_COLUMNS):
+        return _sweep(p, rows)
+    raise ReportInputError(f"{p} is not a gpudash CSV: its header is neither a recording's nor a sweep's")
+
+
+def _read_rows(p: Path) -> tuple[list[dict[str, str]], list[str]]:
+    """The rows of a CSV as dicts, each checked to have every column."""
+    try:
+        with open(p, encoding="utf-8", newline="") as f:
+            text = f.read()
+    except FileNotFoundError:
+        raise ReportInputError(f"no such file: {p}") from None
+    except IsADirectoryError:
+        raise ReportInputError(f"{p} is a directory, not a CSV") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ReportInputError(f"cannot read {p}: {getattr(exc, 'strerror', None) or exc}") from None
+    if not text.strip():
+        raise ReportInputError(f"{p} is empty")
+    reader = csv.reader(io.StringIO(text, newline=""))
+    header = next(reader)
+    if "row_kind" not in header:
+        raise ReportInputError(f"{p} is not a gpudash CSV: no row_kind column")
+    rows = []
+    if not text.endswith("\n"):
+        raise ReportInputError(f"{p}: the last line has no newline (truncated while being written?)")
+    for number, cells in enumerate(reader, start=2):
+        if not cells:
+            continue
+        if len(cells) != len(header):
+            raise ReportInputError(f"{p}: line {number} has {len(cells)} of {len(header)} fields (truncated?)")
+        rows.append(dict(zip(header, cells)))
+    return rows, header
+
+
+def _recording(p: Path, rows: list[dict[str, str]]) -> Run:
+    """A ``--record`` CSV: its segments, timeline and ending."""
+    tracker = SegmentTracker(max_segments=1_000_000)
+    timeline = Timeline()
+    energy: float | None = None
+    ending = ""
+    for number, msg in _messages(p, rows):
+        if isinstance(msg, GpuSample):
+            energy = msg.energy_j
+            tracker.on_gpu(msg)
+            if msg.gpu_util_pct is not None:
+                timeline.gpu_time_s.append(msg.time_s)
+                timeline.gpu_util_pct.append(msg.gpu_util_pct)
+        elif isinstance(msg, Sample):
+            if msg.workload is None or msg.variant is None or msg.batch_size is None:
+                raise ReportInputError(f"{p}: line {number} is a sample without workload, variant or batch size")
+            tracker.on_sample(msg, energy)
+            if msg.steps_per_s is not None and math.isfinite(msg.steps_per_s):
+                timeline.time_s.append(msg.time_s)
+                timeline.steps_per_s.append(msg.steps_per_s)
+        elif isinstance(msg, Event):
+            tracker.on_event(msg)
+            if msg.kind == EventKind.CHANGED:
+                timeline.markers.append(Marker(msg.time_s, f"{msg.what.replace('_', ' ')}: {msg.before} → {msg.after}"))
+            elif msg.kind in (EventKind.STOPPED, EventKind.CRASHED):
+                ending = msg.kind.value + (f": {msg.message}" if msg.message else "")
+    if not timeline.time_s:
+        raise ReportInputError(f"{p} has no throughput samples (only its header and events)")
+    configs = tuple(_segment_figures(seg) for seg in tracker.segments)
+    return Run(p, "recording", load_metadata(p), configs, timeline, ending)
+
+
+def _messages(p: Path, rows: list[dict[str, str]]) -> list[tuple[int, Any]]:
+    """Each row's messages, with its line number; a bad cell is a ``ReportInputError``."""
+    out: list[tuple[int, Any]] = []
+    for number, row in enumerate(rows, start=2):
+        try:
+            out.extend((number, msg) for msg in parse_rows([row]))
+        except (ValueError, TypeError) as exc:
+            raise ReportInputError(f"{p}: line {number}: {exc}") from None
+    return out
+
+
+def _segment_figures(seg: Segment) -> ConfigFigures:
+    """A segment's figures (J/step: its first and last energy mark)."""
+    stats: dict[str, Estimate | None] = {k: seg.estimate(k) for k in FIGURE_KEYS if k != "joules_per_step"}
+    jps = seg.joules_per_step
+    stats["joules_per_step"] = None if jps is None else Estimate(jps, None, None, 1)
+    steps = stats["steps_per_s"]
+    return ConfigFigures(seg.key, seg.key[1], stats, steps.n_samples if steps else 0, seg.start_s, seg.end_s)
+
+
+def _sweep(p: Path, rows: list[dict[str, str]]) -> Run:
+    """A ``sweep.csv``: one ``ConfigFigures`` per summary row."""
+    configs = []
+    for number, row in enumerate(rows, start=2):
+        if row["row_kind"] == "summary":
+            try:
+                configs.append(_summary_figures(row))
+            except ValueError as exc:
+                raise ReportInputError(f"{p}: line {number}: {exc}") from None
+    if not configs:
+        raise ReportInputError(f"{p} has no summary rows (the sweep did not finish a family)")
+    meta = load_metadata(p.with_name("sweep.json")) if p.name == "sweep.csv" else load_metadata(p)
+    return Run(p, "sweep", meta, tuple(configs))
+
+
+def _number(text: str) -> float | None:
+    """A cell as a number (None when empty)."""
+    return float(text) if text != "" else None
+
+
+def _summary_figures(row: dict[str, str]) -> ConfigFigures:
+    """A sweep summary row: steps/s with the interval and batch means it wrote."""
+    stats: dict[str, Estimate | None] = {}
+    n = int(row["n_samples"] or 0)
+    mean = _number(row["steps_per_s"])
+    if mean is not None:
+        batches = tuple(float(b) for b in row["steps_per_s_batches"].split(";") if b)
+        stats["steps_per_s"] = Estimate(mean, _number(row["steps_per_s_low"]), _number(row["steps_per_s_high"]),
+                                        n, batches)
+    for key in FIGURE_KEYS[1:]:
+        value = _number(row[key])
+        stats[key] = None if value is None else Estimate(value, None, None, n)
+    ratio = ""
+    if row["verdict"]:
+        low, high = _number(row["ratio_low"]), _number(row["ratio_high"])
+        span = f" ({low:.2f}–{high:.2f})" if low is not None and high is not None else ""
+        ratio = f"{float(row['ratio']):.2f}{span} {row['verdict']}"
+    elif row["ratio"]:
+        ratio = "1.00 (baseline)"
+    key: ConfigKey = (row["workload"], row["variant"].split("#", 1)[0], int(row["batch_size"]))
+    return ConfigFigures(key, row["variant"], stats, n, sweep_ratio=ratio, error=row["error"])
+

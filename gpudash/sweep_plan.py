@@ -1,0 +1,284 @@
+"""``gpudash sweep``: its arguments, presets and plan — which configurations to measure, in
+which order. Torch-, Textual- and matplotlib-free (``gpudash sweep --help`` stays instant).
+
+A *configuration* is one entry of ``-v`` at one batch size of ``-b``, by position: ``-v
+fixed,fixed`` is an A/A check of two configurations, labelled ``fixed`` and ``fixed#2``.
+Every argument is checked before anything starts; a bad one is one line and exit status 2.
+Variants the device cannot run are skipped with one line each on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import shlex
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gpudash import argtypes
+from gpudash.argtypes import Parser, UsageError, check_device, check_out_dir
+from gpudash.protocol import ExitCode, RunConfig
+
+SAMPLE_INTERVAL_S = 0.1  # the child's throughput sample (the statistics assume 10 samples/s)
+GPU_INTERVAL_S = 0.25  # NVML tick during a sweep
+
+
+@dataclass(frozen=True)
+class PresetEntry:
+    """One family of a preset; None: every variant / the family's default batch for the device."""
+
+    family: str
+    variants: tuple[str, ...] | None = None
+    batch_sizes: tuple[int, ...] | None = None
+
+
+_PRESET_PARTS: dict[str, tuple[PresetEntry, ...]] = {
+    "pipelining": (PresetEntry("encdec", None, (8, 16, 32)),),
+    "augmentation": (PresetEntry("augment"),),
+    "syncs": (PresetEntry("sync_loss"),),
+    "input-pipeline": (PresetEntry("input_pipeline"),),
+}
+PRESETS: dict[str, tuple[PresetEntry, ...]] = {
+    **_PRESET_PARTS,
+    "all": tuple(entry for entries in _PRESET_PARTS.values() for entry in entries),
+}
+
+
+@dataclass(frozen=True)
+class Configuration:
+    """One thing to measure: a family's variant at a batch size (``label`` is unique per batch)."""
+
+    family: str
+    variant: str
+    label: str  # "fixed", "fixed#2" for the second "fixed" of -v
+    batch_size: int
+    position: int  # index in the family's list of configurations
+
+    @property
+    def name(self) -> str:
+        """"sync_loss fixed#2 b4": for progress and log lines."""
+        return f"{self.family} {self.label} b{self.batch_size}"
+
+
+@dataclass(frozen=True)
+class FamilyPlan:
+    """A family's configurations (measured on one session), in the order they were listed."""
+
+    family: str
+    title: str
+    configurations: tuple[Configuration, ...]
+    two_stage: bool = False  # a serial/pipelined family: its stages are timed alone after each repeat
+
+
+@dataclass(frozen=True)
+class SweepSettings:
+    """How long and how often each configuration is measured."""
+
+    repeats: int = 3
+    seconds: float = 10.0  # measured per configuration per repeat
+    warmup: float = 2.0  # left out after each change (and after the start)
+    until_ci: float | None = None  # percent: add rounds until every interval is this narrow
+    max_minutes: float = 30.0
+    device: str = "auto"
+    device_type: str = "cpu"  # what "auto" resolves to, for defaults and refusals
+    seed: int = 0
+    sample_interval_s: float = SAMPLE_INTERVAL_S
+    gpu_interval_s: float = GPU_INTERVAL_S
+
+
+@dataclass(frozen=True)
+class SweepPlan:
+    families: tuple[FamilyPlan, ...]
+    settings: SweepSettings
+    out_dir: Path
+    command: str  # the exact command line, for the report
+    preset: str | None = None
+    skipped: tuple[str, ...] = field(default=())  # one line each: why a variant is left out
+
+    @property
+    def units(self) -> int:
+        """Configuration × repeat measurements planned."""
+        return sum(len(f.configurations) for f in self.families) * self.settings.repeats
+
+
+def run_config(config: Configuration, settings: SweepSettings) -> RunConfig:
+    """The session's configuration when it starts in ``config``."""
+    return RunConfig(workload=config.family, variant=config.variant, batch_size=config.batch_size,
+                     device=settings.device, seed=settings.seed, sample_interval_s=settings.sample_interval_s,
+                     gpu_interval_s=settings.gpu_interval_s)
+
+
+# -- the order ------------------------------------------------------------------------------------
+def round_orders(n: int, seed: int) -> Iterator[list[int]]:
+    """Endless rounds: each a shuffled order of the configurations 0..n-1, each exactly once
+    (``random.Random(seed)``): rounds interleave, so drift and thermals hit every configuration
+    alike (A B B A …, never A A A B B B)."""
+    rng = random.Random(seed)
+    while True:
+        order = list(range(n))
+        rng.shuffle(order)
+        yield order
+
+
+def schedule(n: int, repeats: int, seed: int) -> list[list[int]]:
+    """The first ``repeats`` rounds of ``round_orders``."""
+    orders = round_orders(n, seed)
+    return [next(orders) for _ in range(repeats)]
+
+
+# -- argument types -------------------------------------------------------------------------------
+def _seconds_or_zero(text: str) -> float:
+    """An argparse type: seconds, 0 allowed."""
+    if text.strip() in ("0", "0.0"):
+        return 0.0
+    return argtypes.positive_float(text)
+
+
+def _family_name(text: str) -> str:
+    """An argparse type: a known workload family."""
+    from workloads.registry import WorkloadError, family
+
+    try:
+        return family(text.strip()).name
+    except WorkloadError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _name_list(text: str) -> list[str]:
+    """An argparse type: names separated by commas (checked against the family later)."""
+    names = [part.strip() for part in text.split(",")]
+    if not all(names):
+        raise argparse.ArgumentTypeError(f"expected names separated by commas, got {text!r}")
+    return names
+
+
+def _batch_list(text: str) -> list[int]:
+    """An argparse type: batch sizes separated by commas, each at least 1, none twice."""
+    sizes = [argtypes.batch_size(part) for part in text.split(",")]
+    for i, b in enumerate(sizes):
+        if b in sizes[:i]:
+            raise argparse.ArgumentTypeError(f"batch size {b} is listed twice")
+    return sizes
+
+
+def build_parser() -> Parser:
+    """The parser of ``gpudash sweep``."""
+    p = Parser(
+        prog="gpudash sweep",
+        description="Measure variants and batch sizes in interleaved, shuffled repeats and write\n"
+        "the articles' tables with 95% intervals: sweep.csv, sweep.json, sweep.md, sweep.png/.svg.",
+        epilog=f"presets: {', '.join(PRESETS)}\n"
+        "  pipelining      encdec, every variant, at batch 8,16,32\n"
+        "  augmentation    augment, every variant, the family's default batch\n"
+        "  syncs           sync_loss, every variant, default batch\n"
+        "  input-pipeline  input_pipeline, every variant, default batch\n"
+        "  all             the four\n\n"
+        "exit status: 0 done, 1 the workload failed, 2 bad arguments, 130 interrupted\n",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument("-w", "--workload", type=_family_name, metavar="FAMILY", help="the workload family")
+    what.add_argument("--preset", choices=tuple(PRESETS), metavar="NAME", help=f"one of: {', '.join(PRESETS)}")
+    p.add_argument("-v", "--variants", type=_name_list, metavar="V1,V2",
+                   help="variants, by position (default: all; one twice = an A/A check)")
+    p.add_argument("-b", "--batch-sizes", type=_batch_list, metavar="N1,N2", help="batch sizes (default: the family's)")
+    p.add_argument("--repeats", type=argtypes.positive_int, default=3, metavar="N", help="rounds (default: %(default)s)")
+    p.add_argument("--seconds", type=argtypes.positive_float, default=10.0, metavar="S",
+                   help="measured per configuration per repeat (default: %(default)s)")
+    p.add_argument("--warmup", type=_seconds_or_zero, default=2.0, metavar="S",
+                   help="left out after each change (default: %(default)s)")
+    p.add_argument("--until-ci", type=argtypes.positive_float, metavar="PCT",
+                   help="then add rounds until every steps/s interval is within ±PCT%%")
+    p.add_argument("--max-minutes", type=argtypes.positive_float, default=30.0, metavar="M",
+                   help="start nothing new after M minutes (default: %(default)s)")
+    p.add_argument("--device", type=argtypes.device, default="auto", metavar="DEV", help="auto, cpu, cuda or cuda:N")
+    p.add_argument("--seed", type=int, default=0, help="workload seed and shuffle seed (default: %(default)s)")
+    p.add_argument("--out", required=True, metavar="DIR", help="directory for the results (created)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    return p
+
+
+# -- the plan -------------------------------------------------------------------------------------
+def device_type(device: str) -> str:
+    """"cpu" or "cuda[:N]": what ``auto`` resolves to (cuda when a GPU is visible)."""
+    if device != "auto":
+        return device
+    from gpudash.devices import cuda_devices
+
+    return "cuda" if cuda_devices()[0] > 0 else "cpu"
+
+
+def labels(variants: list[str]) -> list[str]:
+    """Labels by position: the second ``fixed`` is ``fixed#2``."""
+    out: list[str] = []
+    for i, v in enumerate(variants):
+        n = variants[:i].count(v) + 1
+        out.append(v if n == 1 else f"{v}#{n}")
+    return out
+
+
+def family_plan(entry: PresetEntry, dev_type: str, skipped: list[str]) -> FamilyPlan | None:
+    """The configurations of one family (variants × batch sizes); refused variants go to ``skipped``."""
+    from workloads.registry import WorkloadError, family
+
+    try:
+        info = family(entry.family)
+        variants = list(entry.variants or info.variant_names)
+        refusals = [info.variant(v).refusal(dev_type) for v in variants]
+    except WorkloadError as exc:
+        raise UsageError(str(exc)) from None
+    batches = entry.batch_sizes or (info.defaults(dev_type.split(":", 1)[0]).batch_size,)
+    kept = [(v, label) for v, label, why in zip(variants, labels(variants), refusals) if why is None]
+    skipped.extend(f"{why} (on {dev_type})" for why in dict.fromkeys(r for r in refusals if r))
+    if not kept:
+        return None
+    configs = [(v, label, b) for b in batches for v, label in kept]
+    return FamilyPlan(
+        family=info.name,
+        title=info.title,
+        configurations=tuple(Configuration(info.name, v, label, b, i) for i, (v, label, b) in enumerate(configs)),
+        two_stage=info.pipeline_toggle is not None,
+    )
+
+
+def plan_from_args(args: argparse.Namespace, argv: list[str]) -> SweepPlan:
+    """Check everything and build the plan (the output directory is made last)."""
+    if args.preset is not None:
+        for flag, value in (("-v", args.variants), ("-b", args.batch_sizes)):
+            if value is not None:
+                raise UsageError(f"{flag} does not apply with --preset (the preset names its own)")
+        entries = PRESETS[args.preset]
+    else:
+        entries = (PresetEntry(args.workload, tuple(args.variants or ()) or None,
+                               tuple(args.batch_sizes or ()) or None),)
+    check_device(args.device)
+    dev_type = device_type(args.device)
+    skipped: list[str] = []
+    families = tuple(fp for fp in (family_plan(e, dev_type, skipped) for e in entries) if fp is not None)
+    if not families:
+        advice = "; run it with --device cuda" if not dev_type.startswith("cuda") else ""
+        raise UsageError(f"nothing to measure: {'; '.join(skipped)}{advice}")
+    settings = SweepSettings(
+        repeats=args.repeats, seconds=args.seconds, warmup=args.warmup, until_ci=args.until_ci,
+        max_minutes=args.max_minutes, device=args.device, device_type=dev_type, seed=args.seed,
+    )
+    out_dir = check_out_dir(args.out)
+    command = shlex.join(["gpudash", "sweep", *argv])
+    return SweepPlan(families, settings, out_dir, command, args.preset, tuple(skipped))
+
+
+def main(argv: list[str]) -> int:
+    """``gpudash sweep ...``: check the arguments, then run the sweep (``gpudash.sweep``)."""
+    args = build_parser().parse_args(argv)
+    try:
+        plan = plan_from_args(args, argv)
+    except UsageError as exc:
+        print(f"gpudash: error: {' '.join(str(exc).split())}", file=sys.stderr)
+        return ExitCode.USAGE
+    for line in plan.skipped:
+        print(f"gpudash: skipping {line}", file=sys.stderr, flush=True)
+    from gpudash.sweep import run_sweep
+
+    return run_sweep(plan, quiet=args.quiet)

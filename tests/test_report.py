@@ -1,0 +1,149 @@
+"""``gpudash report``: recordings and sweeps into report.md, plots and a self-contained HTML page."""
+
+from __future__ import annotations
+
+import csv
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpudash.cli import main
+from gpudash.report_load import load_run
+from gpudash.sweep_plan import Configuration, FamilyPlan, SweepPlan, SweepSettings
+from gpudash.sweep_report import SweepReport
+from gpudash.sweep_stats import RepeatResult
+from tests.test_sweep import _result
+from tests.tui.make_fixture import record
+
+FIXTURE = Path(__file__).parent / "tui" / "data" / "replay.csv"  # encdec on an H100: three changes
+
+
+def run(argv: list[str]) -> int:
+    try:
+        return main(argv)
+    except SystemExit as exc:  # argparse errors
+        return int(exc.code or 0)
+
+
+def table_rows(md: str, heading: str) -> list[list[str]]:
+    """The cells of the Markdown table under ``heading`` (header and rule left out)."""
+    section = md.split(heading, 1)[1].split("\n## ", 1)[0]
+    lines = [ln for ln in section.splitlines() if ln.startswith("|")][2:]
+    return [[c.strip() for c in ln.strip("|").split("|")] for ln in lines]
+
+
+def test_a_recording_gets_a_row_per_segment_with_its_interval_and_the_verdict_on_each_change(tmp_path: Path) -> None:
+    had_torch = "torch" in sys.modules
+    assert run(["report", str(FIXTURE), "--out", str(tmp_path)]) == 0
+    md = (tmp_path / "report.md").read_text()
+    rows = table_rows(md, "## Run 1: replay.csv")
+    assert [r[1] for r in rows] == ["encdec/serial bs8", "encdec/pipelined bs8", "encdec/pipelined bs16",
+                                    "encdec/serial bs16"]
+    assert all(re.fullmatch(r"[\d.]+ ± [\d.]+", r[3]) for r in rows)  # every mean with its interval
+    assert rows[1][-1].endswith("faster")  # pipelined over serial at batch 8 (+9% in the fixture)
+    assert rows[2][-1].startswith("samples/s ")  # a batch-size change compares samples/s, not steps
+    assert rows[3][-1].endswith("slower")
+    assert "GPU %" in md and "J/step" in md and "![throughput and GPU utilisation](report.png)" in md
+    assert (tmp_path / "report.png").stat().st_size > 10_000 and (tmp_path / "report.svg").stat().st_size > 10_000
+    assert not (tmp_path / "report.html").exists()
+    assert had_torch or "torch" not in sys.modules
+
+
+def test_the_report_agrees_with_the_summary_rows_the_recorder_wrote(tmp_path: Path) -> None:
+    path = tmp_path / "rec.csv"
+    record(path)  # the real CsvRecorder over the synthetic source, with its summary rows
+    run_ = load_run(path)
+    with open(path, newline="") as f:
+        summaries = [r for r in csv.DictReader(f) if r["row_kind"] == "summary"]
+    assert len(summaries) == len(run_.configs)  # one per segment, the last one written at the end
+    for row, seg in zip(summaries, run_.configs):
+        assert seg.steps is not None
+        assert float(row["steps_per_s"]) == pytest.approx(seg.steps.mean, rel=1e-3)
+        assert float(row["event_before"]) == pytest.approx(seg.steps.low, rel=1e-3)
+        assert float(row["event_after"]) == pytest.approx(seg.steps.high, rel=1e-3)
+
+
+def test_the_same_recording_twice_is_no_change_detected(tmp_path: Path) -> None:
+    copy = tmp_path / "again.csv"
+    copy.write_text(FIXTURE.read_text())
+    assert run(["report", str(FIXTURE), str(copy), "--out", str(tmp_path / "out")]) == 0
+    md = (tmp_path / "out" / "report.md").read_text()
+    rows = table_rows(md, "### Run 2 (again.csv)")
+    assert len(rows) == 4 and all(r[-1] == "1.00 ± 0.01 no change detected" or r[-1].endswith("no change detected")
+                                  for r in rows), rows
+
+
+def _sweep(out: Path, fixed_rate: float) -> Path:
+    """A finished sweep's files from synthetic repeats: sync-heavy at 50 steps/s, fixed at ``fixed_rate``."""
+    base = Configuration("sync_loss", "sync-heavy", "sync-heavy", 4, 0)
+    fixed = Configuration("sync_loss", "fixed", "fixed", 4, 1)
+    fp = FamilyPlan("sync_loss", "Host-device syncs in a masked loss", (base, fixed))
+    out.mkdir()
+    report = SweepReport(SweepPlan((fp,), SweepSettings(repeats=2, seconds=5.0), out, "gpudash sweep --preset syncs"))
+    results: list[RepeatResult] = []
+    for repeat in (1, 2):
+        results += [_result(base, repeat, 50.0, 20.0 * repeat), _result(fixed, repeat, fixed_rate, 20.0 * repeat + 10)]
+    for r in results:
+        report.add_result(r)
+    report.add_family(fp, results, [])
+    report.finish("done", 0)
+    return out / "sweep.csv"
+
+
+def test_two_sweeps_compare_configuration_by_configuration(tmp_path: Path) -> None:
+    before, after = _sweep(tmp_path / "a", 75.0), _sweep(tmp_path / "b", 90.0)
+    assert run(["report", str(before), str(after), "--out", str(tmp_path / "out"), "--html"]) == 0
+    md = (tmp_path / "out" / "report.md").read_text()
+    rows = {r[0]: r for r in table_rows(md, "## Run 1: sweep.csv")}
+    assert rows["sync_loss/fixed bs4"][-1].startswith("1.50") and rows["sync_loss/fixed bs4"][-1].endswith("faster")
+    between = {r[0]: r for r in table_rows(md, "### Run 2 (sweep.csv)")}
+    assert between["sync_loss/fixed bs4"][-1].startswith("1.20 ± ") and between["sync_loss/fixed bs4"][-1].endswith("faster")
+    assert between["sync_loss/sync-heavy bs4"][-1].endswith("no change detected")
+    assert (tmp_path / "out" / "report.svg").stat().st_size > 0
+
+
+def test_html_is_one_self_contained_file(tmp_path: Path) -> None:
+    assert run(["report", str(FIXTURE), "--out", str(tmp_path), "--html"]) == 0
+    page = (tmp_path / "report.html").read_text()
+    assert page.startswith("<!DOCTYPE html>") and "<table>" in page and "<svg" in page
+    assert "<img" not in page and "<script" not in page  # the plot is inline, nothing runs
+    assert not re.search(r"""(src|href)=["']?(https?:|//)""", page)  # nothing is fetched
+    assert "encdec/pipelined bs8" in page
+
+
+def _truncated(tmp_path: Path) -> Path:
+    text = FIXTURE.read_text()
+    p = tmp_path / "cut.csv"
+    p.write_text(text[: len(text) // 2 + 7])
+    return p
+
+
+@pytest.mark.parametrize(
+    ("make", "says"),
+    [
+        (lambda d: d / "missing.csv", "no such file"),
+        (lambda d: (d / "empty.csv").write_text("") and d / "empty.csv" or d / "empty.csv", "is empty"),
+        (lambda d: (d / "other.csv").write_text("a,b\n1,2\n") and d / "other.csv", "not a gpudash CSV"),
+        (lambda d: (d / "hdr.csv").write_text(FIXTURE.read_text().splitlines()[0] + "\n") and d / "hdr.csv",
+         "no throughput samples"),
+        (_truncated, "truncated"),
+        (lambda d: d, "is a directory"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(make, says: str, tmp_path: Path,  # noqa: ANN001
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    path = make(tmp_path)
+    out = tmp_path / "out"
+    assert run(["report", str(FIXTURE), str(path), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("gpudash: error: ") and says in err[0], err
+    assert not out.exists()  # every file is read before anything is written
+
+
+def test_out_that_is_a_file_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    target = tmp_path / "file"
+    target.write_text("x")
+    assert run(["report", str(FIXTURE), "--out", str(target)]) == 2
+    assert "is a file" in capsys.readouterr().err

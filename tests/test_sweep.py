@@ -1,0 +1,369 @@
+"""``gpudash sweep``: real tiny sweeps on the CPU, the order, the statistics, the files, bad input, Ctrl-C."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from gpudash.cli import main
+from gpudash.protocol import GpuSample, Sample
+from gpudash.sweep import Window
+from gpudash.sweep_plan import (
+    Configuration, FamilyPlan, SweepPlan, SweepSettings, build_parser, labels, plan_from_args, schedule,
+)
+from gpudash.sweep_report import CSV_COLUMNS, SweepReport
+from gpudash.textfmt import fmt_pm
+from gpudash.sweep_stats import RepeatResult, summarize
+from workloads.registry import FAMILIES
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = ["--repeats", "2", "--seconds", "1.5", "--warmup", "0.5", "--device", "cpu", "-q"]
+
+
+def run(argv: list[str]) -> int:
+    try:
+        return main(argv)
+    except SystemExit as exc:  # argparse errors
+        return int(exc.code or 0)
+
+
+def rows(out: Path, kind: str) -> list[dict[str, str]]:
+    with open(out / "sweep.csv", newline="") as f:
+        return [r for r in csv.DictReader(f) if r["row_kind"] == kind]
+
+
+# -- the order -------------------------------------------------------------------------------------
+def test_schedule_interleaves_each_configuration_once_per_round_as_the_seed_says() -> None:
+    rounds = schedule(4, 5, seed=7)
+    assert len(rounds) == 5
+    assert all(sorted(r) == [0, 1, 2, 3] for r in rounds)  # every configuration once a round
+    assert schedule(4, 5, seed=7) == rounds  # the seed decides
+    assert len({tuple(r) for r in rounds}) > 1  # shuffled per round, not one fixed order
+    assert any(schedule(4, 5, seed=s) != rounds for s in range(3))
+
+
+def test_labels_number_a_variant_listed_again() -> None:
+    assert labels(["fixed", "sync-heavy", "fixed", "fixed"]) == ["fixed", "sync-heavy", "fixed#2", "fixed#3"]
+
+
+def test_variants_the_device_cannot_run_are_skipped_with_the_catalogs_reason(tmp_path: Path) -> None:
+    args = build_parser().parse_args(["--preset", "pipelining", "--device", "cpu", "--out", str(tmp_path)])
+    plan = plan_from_args(args, [])
+    (fp,) = plan.families
+    assert [(c.label, c.batch_size) for c in fp.configurations] == [("serial", 8), ("serial", 16), ("serial", 32)]
+    assert plan.skipped == (f"{FAMILIES['encdec'].variant('pipelined').refusal('cpu')} (on cpu)",)
+
+
+# -- the figures, from synthetic messages -------------------------------------------------------------
+def _sample(t: float, steps: int, rate: float, variant: str = "fixed", batch: int = 4) -> Sample:
+    return Sample(time_s=t, workload="sync_loss", variant=variant, batch_size=batch, steps=steps,
+                  samples=steps * batch, interval_s=0.1, steps_per_s=rate, samples_per_s=rate * batch,
+                  step_ms_p50=None, step_ms_p95=None, syncs_per_step=0.0)
+
+
+def _result(config: Configuration, repeat: int, rate: float, t0: float, *, power: float = 100.0) -> RepeatResult:
+    """A repeat of 5 s at ``rate`` steps/s (±1% wobble) with NVML ticks every 0.25 s at ``power`` W."""
+    samples = tuple(_sample(t0 + 0.1 * (i + 1), int(rate * 0.1 * (i + 1)), rate * (1 + 0.01 * ((i % 3) - 1)),
+                            config.variant) for i in range(50))
+    gpu = tuple(GpuSample(time_s=t0 + 0.25 * (i + 1), gpu_util_pct=90.0, power_w=power,
+                          energy_j=power * 0.25 * (i + 1)) for i in range(20))
+    return RepeatResult(config, repeat, samples, gpu)
+
+
+def test_window_keeps_only_its_configuration_after_warm_up_until_full() -> None:
+    config = Configuration("sync_loss", "fixed", "fixed", 4, 0)
+    w = Window(config, start_s=1.0, seconds=0.3)
+    w.offer(_sample(1.05, 10, 50.0))  # began in the warm-up
+    w.offer(_sample(1.2, 12, 50.0, variant="sync-heavy"))  # another configuration
+    w.offer(GpuSample(time_s=0.9, power_w=1.0))  # before the window
+    for i in range(5):
+        w.offer(_sample(1.2 + 0.1 * i, 20 + i, 50.0))
+        w.offer(GpuSample(time_s=1.25 + 0.1 * i, power_w=2.0, energy_j=float(i)))
+    r = w.result(1)
+    assert [s.time_s for s in r.samples] == pytest.approx([1.2, 1.3, 1.4])
+    assert all(g.time_s <= 1.4 for g in r.gpu) and r.gpu  # NVML ticks inside the window only
+
+
+def test_summaries_compare_with_the_first_configuration_at_the_same_batch_size() -> None:
+    base = Configuration("sync_loss", "sync-heavy", "sync-heavy", 4, 0)
+    fixed = Configuration("sync_loss", "fixed", "fixed", 4, 1)
+    again = Configuration("sync_loss", "fixed", "fixed#2", 4, 2)
+    results = [_result(base, 1, 50.0, 0.0, power=200.0), _result(fixed, 1, 75.0, 10.0),
+               _result(again, 1, 75.0, 20.0), _result(base, 2, 50.0, 30.0, power=200.0),
+               _result(again, 2, 75.0, 40.0), _result(fixed, 2, 75.0, 50.0)]
+    s_base, s_fixed, s_again = summarize((base, fixed, again), results)
+    assert s_base.is_base and s_base.comparison is None
+    assert s_fixed.comparison is not None and s_fixed.comparison.ratio == pytest.approx(1.5, rel=0.01)
+    assert s_fixed.comparison.verdict.value == "faster"
+    assert s_again.base == base and s_fixed.steps is not None and s_fixed.steps.has_interval
+    # J/step = energy over steps: 200 W at 50 steps/s is 4 J/step; 100 W at 75 steps/s 1.33 J/step
+    assert results[0].joules_per_step == pytest.approx(4.0, rel=0.05)
+    assert s_fixed.stats["joules_per_step"].mean == pytest.approx(100 / 75, rel=0.05)
+    assert s_fixed.stats["gpu_util_pct"].mean == pytest.approx(90.0)
+
+
+def test_report_files_from_synthetic_results(tmp_path: Path) -> None:
+    base = Configuration("sync_loss", "sync-heavy", "sync-heavy", 4, 0)
+    fixed = Configuration("sync_loss", "fixed", "fixed", 4, 1)
+    fp = FamilyPlan("sync_loss", "Host-device syncs in a masked loss", (base, fixed))
+    plan = SweepPlan((fp,), SweepSettings(repeats=2, seconds=5.0), tmp_path, "gpudash sweep --preset syncs")
+    report = SweepReport(plan)
+    results = [_result(base, 1, 50.0, 0.0), _result(fixed, 1, 75.0, 10.0),
+               _result(fixed, 2, 75.0, 20.0), RepeatResult(base, 2, error="CUDA out of memory")]
+    for r in results:
+        report.add_result(r)
+    report.add_family(fp, results, [])
+    report.finish("done", 0)
+    with open(tmp_path / "sweep.csv", newline="") as f:
+        table = list(csv.DictReader(f))
+    assert tuple(table[0]) == CSV_COLUMNS
+    assert [r["row_kind"] for r in table] == ["repeat"] * 4 + ["summary"] * 2
+    assert table[3]["error"] == "CUDA out of memory" and table[4]["error"] == "CUDA out of memory"
+    assert float(table[0]["joules_per_step"]) == pytest.approx(2.0, rel=0.05)
+    md = (tmp_path / "sweep.md").read_text()
+    assert "| fixed | 74.9" in md and "1.50 ±" in md and "| faster |" in md and "90.0" in md
+    assert (tmp_path / "sweep.png").stat().st_size > 0 and (tmp_path / "sweep.svg").stat().st_size > 0
+
+
+def test_fmt_pm_rounds_the_mean_to_the_interval() -> None:
+    from gpudash.comparison import Estimate
+
+    assert fmt_pm(Estimate(48.234, 46.964, 49.504, 10)) == "48.2 ± 1.3"
+    assert fmt_pm(Estimate(0.567, 0.5627, 0.5713, 10)) == "0.5670 ± 0.0043"
+    assert fmt_pm(Estimate(12.0, None, None, 2)) == "12.0 (no CI)"
+    assert fmt_pm(None) == "–"
+
+
+# -- real sweeps on the CPU ------------------------------------------------------------------------
+def test_tiny_real_sweep(tmp_path: Path) -> None:
+    out = tmp_path / "sw"
+    had_torch = "torch" in sys.modules
+    assert run(["sweep", "-w", "sync_loss", "-v", "sync-heavy,fixed", "-b", "2", *TINY, "--out", str(out)]) == 0
+    repeats, summaries = rows(out, "repeat"), rows(out, "summary")
+    assert len(repeats) == 4 and len(summaries) == 2
+    assert all(not r["error"] and float(r["steps_per_s"]) > 0 and int(r["n_samples"]) >= 5 for r in repeats)
+    names = ["sync-heavy", "fixed"]
+    assert [r["variant"] for r in repeats] == [names[i] for order in schedule(2, 2, seed=0) for i in order]
+    assert summaries[0]["ratio"] == "1" and summaries[1]["ratio"] and summaries[1]["verdict"]
+    assert all(float(s["steps_per_s_low"]) <= float(s["steps_per_s"]) <= float(s["steps_per_s_high"])
+               for s in summaries)
+    md = (out / "sweep.md").read_text()
+    assert "±" in md and "| relative speed |" in md
+    assert "| 1.00 | (baseline) |" in md and f"| {float(summaries[1]['ratio']):.2f} ± " in md
+    assert "gpudash sweep -w sync_loss -v sync-heavy,fixed -b 2" in md
+    assert "overlap bound" not in md and not any(r["overlap_bound"] for r in repeats)  # one stage only
+    assert (out / "sweep.png").stat().st_size > 0 and (out / "sweep.svg").stat().st_size > 0
+    meta = json.loads((out / "sweep.json").read_text())
+    assert meta["device"] == "cpu" and meta["torch_version"] and meta["exit_code"] == 0
+    assert had_torch or "torch" not in sys.modules  # torch only in the workload child
+
+
+def test_two_stage_families_time_each_stage_and_report_the_overlap_bound(tmp_path: Path) -> None:
+    out = tmp_path / "stages"
+    assert run(["sweep", "-w", "encdec", "-b", "2", "--repeats", "1", "--seconds", "1", "--warmup", "0.5",
+                "--device", "cpu", "-q", "--out", str(out)]) == 0
+    (repeat,), (summary,) = rows(out, "repeat"), rows(out, "summary")
+    for row in (repeat, summary):
+        assert (row["stage1"], row["stage2"]) == ("encode", "train")
+        slowest = max(float(row["stage1_ms"]), float(row["stage2_ms"]))
+        assert float(row["overlap_bound"]) == pytest.approx(1000 / slowest, rel=1e-4)
+        assert float(row["pct_of_bound"]) == pytest.approx(
+            100 * float(row["steps_per_s"]) / float(row["overlap_bound"]), rel=1e-4)
+    md = (out / "sweep.md").read_text()
+    assert "| overlap bound (steps/s) |" in md and "| serial | encode " in md
+
+
+def test_aa_sweep_finds_no_difference(tmp_path: Path) -> None:
+    out = tmp_path / "aa"
+    argv = ["sweep", "-w", "sync_loss", "-v", "fixed,fixed", "-b", "2", "--repeats", "3", "--seconds", "1",
+            "--warmup", "0.5", "--device", "cpu", "-q", "--out", str(out)]
+    assert run(argv) == 0
+    summaries = rows(out, "summary")
+    assert [s["variant"] for s in summaries] == ["fixed", "fixed#2"]
+    assert len(rows(out, "repeat")) == 6
+    assert summaries[1]["verdict"] not in ("faster", "slower"), summaries[1]
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["-w", "nope"], "unknown workload 'nope'"),
+        (["-w", "sync_loss", "-v", "nope"], "unknown variant 'nope'"),
+        (["-w", "sync_loss", "-v", "fixed,,"], "separated by commas"),
+        (["-w", "sync_loss", "-b", "0"], "at least 1"),
+        (["-w", "sync_loss", "-b", "8,eight"], "whole number"),
+        (["-w", "sync_loss", "-b", "8,8"], "listed twice"),
+        (["-w", "sync_loss", "--repeats", "0"], "at least 1"),
+        (["-w", "sync_loss", "--seconds", "abc"], "number of seconds"),
+        (["-w", "sync_loss", "--device", "gpu"], "auto, cpu, cuda or cuda:N"),
+        (["--preset", "nope"], "invalid choice"),
+        (["--preset", "syncs", "-v", "fixed"], "does not apply with --preset"),
+        (["--preset", "syncs", "-w", "encdec"], "not allowed with"),
+        ([], "one of the arguments"),
+        (["-w", "encdec", "-v", "pipelined", "--device", "cpu"], "nothing to measure"),
+        (["-w", "sync_loss", "--no-out"], None),
+        (["-w", "sync_loss", "FILE"], "is a file"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(argv: list[str], says: str | None, tmp_path: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "out"
+    if argv[-1:] == ["--no-out"]:
+        argv, says = argv[:-1], "required: --out"
+    elif argv[-1:] == ["FILE"]:
+        out.write_text("not a directory")
+        argv = [*argv[:-1], "--out", str(out)]
+    else:
+        argv = [*argv, "--out", str(out)]
+    assert run(["sweep", *argv]) == 2
+    o, err = capsys.readouterr()
+    lines = err.strip().splitlines()
+    assert o == "" and len(lines) == 1 and lines[0].startswith("gpudash: error: "), err
+    assert says in lines[0]
+    assert not out.is_dir()  # nothing was started or created
+
+
+def _sweep_process(out: Path, repeats: int) -> subprocess.Popen[str]:
+    cmd = [sys.executable, "-m", "gpudash", "sweep", "-w", "sync_loss", "-v", "sync-heavy,fixed", "-b", "2",
+           "--repeats", str(repeats), "--seconds", "1", "--warmup", "0.5", "--device", "cpu", "-q", "--out", str(out)]
+    return subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+
+
+def _wait_for_rows(out: Path, proc: subprocess.Popen[str], n: int, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        if (out / "sweep.csv").exists() and len(rows(out, "repeat")) >= n:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"no {n} repeat rows: {proc.poll()} {proc.communicate() if proc.poll() is not None else ''}")
+
+
+def test_ctrl_c_keeps_the_finished_rows(tmp_path: Path) -> None:
+    out = tmp_path / "int"
+    proc = _sweep_process(out, repeats=3)
+    try:
+        _wait_for_rows(out, proc, 2)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    finished = rows(out, "repeat")
+    assert 2 <= len(finished) < 6 and all(not r["error"] for r in finished)
+    assert {s["variant"] for s in rows(out, "summary")} == {"sync-heavy", "fixed"}
+    assert "interrupted by SIGINT" in (out / "sweep.md").read_text()
+    assert json.loads((out / "sweep.json").read_text())["exit_code"] == 130
+
+
+# -- the measuring loop against a scripted session (no child, no torch) ---------------------------------
+class FakeSession:
+    """Answers like an ``EngineSession``: "started", a sample every 0.05 s of the running
+    configuration, "changed" for a switch, "error" for the variant "bad" (a real engine refuses a configuration the plan allowed only
+    when it runs out of memory: not something to provoke on a CI machine)."""
+
+    def __init__(self, config: object) -> None:
+        from gpudash.protocol import GpuInfo
+
+        self.t0 = time.monotonic()
+        self.variant, self.batch = config.variant, config.batch_size  # type: ignore[attr-defined]
+        self.log_path, self.gpu_info, self.started_details = "fake.log", GpuInfo(False, "fake"), {"device": "cpu"}
+        self.out: list[object] = []
+        self.steps, self.last, self.stopped = 0, 0.0, False
+
+    def _event(self, kind: str, **kw: object) -> None:
+        from gpudash.protocol import Event
+
+        details = {"workload": "sync_loss", "variant": self.variant, "batch_size": str(self.batch)}
+        self.out.append(Event(time_s=time.monotonic() - self.t0, kind=kind, details=details, **kw))  # type: ignore[arg-type]
+
+    def start(self) -> None:
+        self._event("started")
+        self.last = time.monotonic() - self.t0
+
+    def send(self, control: object) -> None:
+        from gpudash.protocol import SetVariant
+
+        what = "variant" if isinstance(control, SetVariant) else "batch_size"
+        after = getattr(control, what)
+        if after == "bad":
+            self._event("error", what=what, before=self.variant, after=after, message="bad is refused")
+            return
+        before = getattr(self, "variant" if what == "variant" else "batch")
+        setattr(self, "variant" if what == "variant" else "batch", after)
+        self._event("changed", what=what, before=str(before), after=str(after))
+
+    def poll(self) -> list[object]:
+        now = time.monotonic() - self.t0
+        while now - self.last >= 0.05:
+            self.last += 0.05
+            self.steps += 5
+            self.out.append(Sample(self.last, "sync_loss", self.variant, self.batch, self.steps, self.steps * self.batch,
+                                   0.05, 100.0 if self.variant == "fixed" else 50.0, 0.0, None, None, None))
+        out, self.out = self.out, []
+        return out
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self.stopped = True
+
+
+def _fake_sweep(tmp_path: Path, variants: list[str],
+                monkeypatch: pytest.MonkeyPatch) -> tuple[int, Path, list[FakeSession]]:
+    import gpudash.sweep as sweep
+
+    sessions: list[FakeSession] = []
+
+    def session_for(plan: object, family: str):  # noqa: ANN202
+        def make(config: object) -> FakeSession:
+            sessions.append(FakeSession(config))
+            return sessions[-1]
+        return make
+
+    monkeypatch.setattr(sweep, "_session_for", session_for)
+    configs = tuple(Configuration("sync_loss", v, label, 4, i) for i, (v, label) in enumerate(zip(variants, labels(variants))))
+    plan = SweepPlan((FamilyPlan("sync_loss", "Host-device syncs", configs),),
+                     SweepSettings(repeats=2, seconds=0.5, warmup=0.1), tmp_path, "gpudash sweep (fake)")
+    return sweep.run_sweep(plan, quiet=True), tmp_path, sessions
+
+
+def test_a_refused_configuration_is_recorded_and_left_out_of_later_rounds(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    code, out, sessions = _fake_sweep(tmp_path, ["sync-heavy", "bad", "fixed", "fixed"], monkeypatch)
+    assert code == 0 and len(sessions) == 1 and sessions[0].stopped
+    repeats = rows(out, "repeat")
+    bad = [r for r in repeats if r["variant"] == "bad"]
+    assert len(bad) == 1 and bad[0]["error"] == "bad is refused"  # tried once (unless it started there)
+    assert len([r for r in repeats if r["variant"] in ("fixed", "fixed#2")]) == 4  # the A/A pair, no-op switches
+    summary = {r["variant"]: r for r in rows(out, "summary")}
+    assert summary["fixed"]["ratio"] and float(summary["fixed"]["ratio"]) == pytest.approx(2.0, rel=0.05)
+    assert summary["bad"]["error"] == "bad is refused"
+    assert "failed: bad is refused" in (out / "sweep.md").read_text()
+
+
+@pytest.mark.slow
+def test_a_killed_workload_keeps_what_finished_and_exits_1(tmp_path: Path) -> None:
+    out = tmp_path / "killed"
+    proc = _sweep_process(out, repeats=3)
+    try:
+        _wait_for_rows(out, proc, 1)
+        os.kill(int(json.loads((out / "sweep.json").read_text())["started"]["pid"]), signal.SIGKILL)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 1, err
+    assert "error: workload failed" in err and "SIGKILL" in err
+    finished = rows(out, "repeat")
+    assert 1 <= len(finished) < 6 and all(not r["error"] for r in finished)
+    assert rows(out, "summary")  # the finished configurations are summarized
+    assert "workload failed" in (out / "sweep.md").read_text()
+    assert json.loads((out / "sweep.json").read_text())["exit_code"] == 1
