@@ -40,11 +40,19 @@ class RecordWriteError(OSError):
 
 
 def gpudash_version() -> str:
+    """The installed version; from a source tree that is not installed, its pyproject.toml's."""
     try:
         from importlib.metadata import version
 
         return version("gpudash")
-    except Exception:
+    except Exception:  # noqa: BLE001 - not installed
+        pass
+    try:
+        import tomllib
+
+        with open(Path(__file__).resolve().parents[1] / "pyproject.toml", "rb") as f:
+            return str(tomllib.load(f)["project"]["version"]) + " (source tree)"
+    except Exception:  # noqa: BLE001 - neither
         return "unknown"
 
 

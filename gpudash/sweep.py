@@ -285,7 +285,7 @@ class FamilyRun:
 
     def _measure(self, config: Configuration, repeat: int, since: float) -> RepeatResult:
         """Keep ``config``'s samples from ``--warmup`` s after ``since`` until they span ``--seconds``."""
-        s = self.settings
+        s = self.plan
         window = self.window = Window(config, since + s.warmup, s.seconds)
         deadline = time.monotonic() + s.warmup + s.seconds + STALL_S
         try:
@@ -378,7 +378,7 @@ def run_sweep(plan: SweepPlan, *, quiet: bool = False) -> int:
     from gpudash.sweep_report import SweepReport
 
     s = plan.settings
-    planned_min = plan.units * (s.warmup + s.seconds) / 60
+    planned_min = plan.planned_s / 60
     if planned_min > s.max_minutes:
         _say(f"the planned {plan.units} measurements take about {planned_min:.0f} min: "
              f"those after --max-minutes {s.max_minutes:g} are left out")

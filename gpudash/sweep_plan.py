@@ -32,13 +32,19 @@ class PresetEntry:
     family: str
     variants: tuple[str, ...] | None = None
     batch_sizes: tuple[int, ...] | None = None
+    seconds: float | None = None  # None: --seconds's default
+    warmup: float | None = None
 
 
+# The input pipeline delivers batches in bursts (every worker finishes one at about the same
+# time) a few seconds apart, and refills its prefetch queue for seconds after each switch:
+# its windows must span many bursts and start after the refill.
+BURSTY_SECONDS, BURSTY_WARMUP = 30.0, 10.0
 _PRESET_PARTS: dict[str, tuple[PresetEntry, ...]] = {
     "pipelining": (PresetEntry("encdec", None, (8, 16, 32)),),
     "augmentation": (PresetEntry("augment"),),
     "syncs": (PresetEntry("sync_loss"),),
-    "input-pipeline": (PresetEntry("input_pipeline"),),
+    "input-pipeline": (PresetEntry("input_pipeline", seconds=BURSTY_SECONDS, warmup=BURSTY_WARMUP),),
 }
 PRESETS: dict[str, tuple[PresetEntry, ...]] = {
     **_PRESET_PARTS,
@@ -70,6 +76,8 @@ class FamilyPlan:
     title: str
     configurations: tuple[Configuration, ...]
     two_stage: bool = False  # a serial/pipelined family: its stages are timed alone after each repeat
+    seconds: float = 10.0  # measured per configuration per repeat
+    warmup: float = 2.0  # left out after each change (and after the start)
 
 
 @dataclass(frozen=True)
@@ -77,8 +85,8 @@ class SweepSettings:
     """How long and how often each configuration is measured."""
 
     repeats: int = 3
-    seconds: float = 10.0  # measured per configuration per repeat
-    warmup: float = 2.0  # left out after each change (and after the start)
+    seconds: float = 10.0  # the default of each family's window (FamilyPlan.seconds)
+    warmup: float = 2.0  # the default of each family's warm-up (FamilyPlan.warmup)
     until_ci: float | None = None  # percent: add rounds until every interval is this narrow
     max_minutes: float = 30.0
     device: str = "auto"
@@ -101,6 +109,11 @@ class SweepPlan:
     def units(self) -> int:
         """Configuration × repeat measurements planned."""
         return sum(len(f.configurations) for f in self.families) * self.settings.repeats
+
+    @property
+    def planned_s(self) -> float:
+        """Seconds of warm-up and measuring planned (starts and switches not counted)."""
+        return sum(len(f.configurations) * (f.warmup + f.seconds) for f in self.families) * self.settings.repeats
 
 
 def run_config(config: Configuration, settings: SweepSettings) -> RunConfig:
@@ -173,7 +186,7 @@ def build_parser() -> Parser:
         "  pipelining      encdec, every variant, at batch 8,16,32\n"
         "  augmentation    augment, every variant, the family's default batch\n"
         "  syncs           sync_loss, every variant, default batch\n"
-        "  input-pipeline  input_pipeline, every variant, default batch\n"
+        f"  input-pipeline  input_pipeline, every variant, default batch, {BURSTY_SECONDS:g} s after {BURSTY_WARMUP:g} s\n"
         "  all             the four\n\n"
         "exit status: 0 done, 1 the workload failed, 2 bad arguments, 130 interrupted\n",
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -185,10 +198,10 @@ def build_parser() -> Parser:
                    help="variants, by position (default: all; one twice = an A/A check)")
     p.add_argument("-b", "--batch-sizes", type=_batch_list, metavar="N1,N2", help="batch sizes (default: the family's)")
     p.add_argument("--repeats", type=argtypes.positive_int, default=3, metavar="N", help="rounds (default: %(default)s)")
-    p.add_argument("--seconds", type=argtypes.positive_float, default=10.0, metavar="S",
-                   help="measured per configuration per repeat (default: %(default)s)")
-    p.add_argument("--warmup", type=_seconds_or_zero, default=2.0, metavar="S",
-                   help="left out after each change (default: %(default)s)")
+    p.add_argument("--seconds", type=argtypes.positive_float, metavar="S",
+                   help=f"measured per configuration per repeat (default: {SweepSettings.seconds:g}; a preset may say more)")
+    p.add_argument("--warmup", type=_seconds_or_zero, metavar="S",
+                   help=f"left out after each change (default: {SweepSettings.warmup:g}; a preset may say more)")
     p.add_argument("--until-ci", type=argtypes.positive_float, metavar="PCT",
                    help="then add rounds until every steps/s interval is within ±PCT%%")
     p.add_argument("--max-minutes", type=argtypes.positive_float, default=30.0, metavar="M",
@@ -219,8 +232,10 @@ def labels(variants: list[str]) -> list[str]:
     return out
 
 
-def family_plan(entry: PresetEntry, dev_type: str, skipped: list[str]) -> FamilyPlan | None:
-    """The configurations of one family (variants × batch sizes); refused variants go to ``skipped``."""
+def family_plan(entry: PresetEntry, dev_type: str, skipped: list[str],
+                timing: tuple[float | None, float | None] = (None, None)) -> FamilyPlan | None:
+    """The configurations of one family (variants × batch sizes); refused variants go to
+    ``skipped``. ``timing``: --seconds and --warmup when given (they override the preset's)."""
     from workloads.registry import WorkloadError, family
 
     try:
@@ -240,7 +255,14 @@ def family_plan(entry: PresetEntry, dev_type: str, skipped: list[str]) -> Family
         title=info.title,
         configurations=tuple(Configuration(info.name, v, label, b, i) for i, (v, label, b) in enumerate(configs)),
         two_stage=info.pipeline_toggle is not None,
+        seconds=_first(timing[0], entry.seconds, SweepSettings.seconds),
+        warmup=_first(timing[1], entry.warmup, SweepSettings.warmup),
     )
+
+
+def _first(*values: float | None) -> float:
+    """The first value given."""
+    return next(v for v in values if v is not None)
 
 
 def plan_from_args(args: argparse.Namespace, argv: list[str]) -> SweepPlan:
@@ -256,12 +278,14 @@ def plan_from_args(args: argparse.Namespace, argv: list[str]) -> SweepPlan:
     check_device(args.device)
     dev_type = device_type(args.device)
     skipped: list[str] = []
-    families = tuple(fp for fp in (family_plan(e, dev_type, skipped) for e in entries) if fp is not None)
+    timing = (args.seconds, args.warmup)
+    families = tuple(fp for fp in (family_plan(e, dev_type, skipped, timing) for e in entries) if fp is not None)
     if not families:
         advice = "; run it with --device cuda" if not dev_type.startswith("cuda") else ""
         raise UsageError(f"nothing to measure: {'; '.join(skipped)}{advice}")
     settings = SweepSettings(
-        repeats=args.repeats, seconds=args.seconds, warmup=args.warmup, until_ci=args.until_ci,
+        repeats=args.repeats, seconds=_first(args.seconds, SweepSettings.seconds),
+        warmup=_first(args.warmup, SweepSettings.warmup), until_ci=args.until_ci,
         max_minutes=args.max_minutes, device=args.device, device_type=dev_type, seed=args.seed,
     )
     out_dir = check_out_dir(args.out)

@@ -201,7 +201,7 @@ def sweep_metadata(plan: SweepPlan) -> dict[str, Any]:
                         skipped=list(plan.skipped), status="running")
     meta.pop("config", None)  # one session per family: their configurations are below
     meta["families"] = [
-        {"family": fp.family, "title": fp.title,
+        {"family": fp.family, "title": fp.title, "seconds": fp.seconds, "warmup": fp.warmup,
          "configurations": [{"label": c.label, "variant": c.variant, "batch_size": c.batch_size}
                             for c in fp.configurations]}
         for fp in plan.families
@@ -287,8 +287,7 @@ def header_lines(report: SweepReport, status: str) -> list[str]:
         f"- **Date:** {meta.get('start_time')} to {meta.get('end_time') or '?'} · host {meta.get('hostname')} · gpudash {meta.get('gpudash_version')}",
         f"- **Device:** {meta.get('device') or st.device} · {telemetry}",
         f"- **torch** {meta.get('torch_version') or '?'} · CUDA {meta.get('cuda_version') or '–'} · {meta.get('cpu_count')} CPUs",
-        f"- **Settings:** {st.repeats} repeats × {st.seconds:g} s measured after {st.warmup:g} s of warm-up per "
-        f"configuration, a sample every {st.sample_interval_s:g} s; {order}{until}",
+        f"- **Settings:** {st.repeats} repeats, a sample every {st.sample_interval_s:g} s; {order}{until}",
         f"- **Outcome:** {status}; {len(report.results)} configuration × repeat measurements finished",
     ]
 
@@ -298,7 +297,9 @@ def markdown(report: SweepReport, status: str) -> str:
     lines = ["# gpudash sweep", "", *header_lines(report, status), "", METHOD, ""]
     for fp, summaries in report.summaries:
         for batch in dict.fromkeys(s.config.batch_size for s in summaries):
-            lines += [f"## {fp.family} · batch {batch}", "", f"{fp.title}.", "", TABLE_HEAD]
+            timing = (f"{report.plan.settings.repeats} repeats × {fp.seconds:g} s measured after {fp.warmup:g} s "
+                      "of warm-up per configuration")
+            lines += [f"## {fp.family} · batch {batch}", "", f"{fp.title}. {timing}.", "", TABLE_HEAD]
             at_batch = [s for s in summaries if s.config.batch_size == batch]
             lines += [table_row(s) for s in at_batch]
             lines += stage_table(at_batch)

@@ -79,9 +79,9 @@ def _sweep(out: Path, fixed_rate: float) -> Path:
     """A finished sweep's files from synthetic repeats: sync-heavy at 50 steps/s, fixed at ``fixed_rate``."""
     base = Configuration("sync_loss", "sync-heavy", "sync-heavy", 4, 0)
     fixed = Configuration("sync_loss", "fixed", "fixed", 4, 1)
-    fp = FamilyPlan("sync_loss", "Host-device syncs in a masked loss", (base, fixed))
+    fp = FamilyPlan("sync_loss", "Host-device syncs in a masked loss", (base, fixed), seconds=5.0)
     out.mkdir()
-    report = SweepReport(SweepPlan((fp,), SweepSettings(repeats=2, seconds=5.0), out, "gpudash sweep --preset syncs"))
+    report = SweepReport(SweepPlan((fp,), SweepSettings(repeats=2), out, "gpudash sweep --preset syncs"))
     results: list[RepeatResult] = []
     for repeat in (1, 2):
         results += [_result(base, repeat, 50.0, 20.0 * repeat), _result(fixed, repeat, fixed_rate, 20.0 * repeat + 10)]
