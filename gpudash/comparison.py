@@ -92,10 +92,13 @@ class Comparison:
         return math.isfinite(self.ratio) and self.ratio > 0
 
     def format(self) -> str:
-        """Relative speed as hyperfine prints it: "1.05 ± 0.02" ("1.05" without an interval)."""
+        """Relative speed as hyperfine prints it: "1.05 ± 0.02" ("1.05" without an interval; a
+        third decimal when the interval is narrower than ±0.005, so it never reads "± 0.00")."""
         if self.low is None or self.high is None:
             return f"{self.ratio:.2f}"
-        return f"{self.ratio:.2f} ± {(self.high - self.low) / 2:.2f}"
+        hw = (self.high - self.low) / 2
+        digits = 3 if 0 < hw < 0.005 else 2
+        return f"{self.ratio:.{digits}f} ± {hw:.{digits}f}"
 
 
 class BatchMeans:

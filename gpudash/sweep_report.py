@@ -19,11 +19,11 @@ import os
 from pathlib import Path
 from typing import Any
 
-from gpudash.comparison import Estimate
+from gpudash.comparison import Comparison, Estimate, Verdict
 from gpudash.metrics import metric
 from gpudash.protocol import ExitCode
 from gpudash.textfmt import fmt_num, fmt_pm
-from gpudash.sweep_plan import FamilyPlan, SweepPlan, run_config
+from gpudash.sweep_plan import Configuration, FamilyPlan, SweepPlan, run_config
 from gpudash.sweep_stats import ConfigSummary, RepeatResult, StageTimes, pct_of, summarize
 
 CSV_COLUMNS = (
@@ -315,7 +315,8 @@ _COLOURS = {"faster": "#2ca02c", "slower": "#d62728"}
 
 
 def _panel(ax: Any, title: str, summaries: list[ConfigSummary]) -> None:
-    """Bars of steps/s with 95% whiskers; each bar's relative speed above it."""
+    """Bars of steps/s with 95% whiskers; each bar's relative speed above it (staggered when
+    the bars are many); a dashed mark across a bar at its own overlap bound, when timed."""
     means = [s.steps.mean if s.steps is not None else 0.0 for s in summaries]
     lows = [m - s.steps.low if s.steps is not None and s.steps.low is not None else 0.0 for m, s in zip(means, summaries)]
     highs = [s.steps.high - m if s.steps is not None and s.steps.high is not None else 0.0
@@ -325,19 +326,22 @@ def _panel(ax: Any, title: str, summaries: list[ConfigSummary]) -> None:
     x = list(range(len(summaries)))
     ax.bar(x, means, width=0.6, yerr=[lows, highs], capsize=5, color=colours, edgecolor="black", linewidth=0.6)
     ax.set_xlim(-0.7, len(x) - 0.3)
-    top = max((m + h for m, h in zip(means, highs)), default=1.0) or 1.0
+    bounds = [s.stages.bound if s.stages is not None else None for s in summaries]
+    top = max([m + h for m, h in zip(means, highs)] + [b for b in bounds if b is not None], default=1.0) or 1.0
+    for i, bound in enumerate(bounds):
+        if bound is not None:
+            ax.hlines(bound, i - 0.4, i + 0.4, colors="black", linestyles="--", linewidth=0.9)
+    if any(b is not None for b in bounds):
+        ax.plot([], [], color="black", linestyle="--", linewidth=0.9, label="overlap bound 1000/max(t₁, t₂)")
+        ax.legend(fontsize=7, loc="upper left")
+    stagger = len(summaries) > 3
     for i, s in enumerate(summaries):
         text = "failed" if s.steps is None else ("base" if s.is_base else
                                                   (s.comparison.format() + "×" if s.comparison else ""))
-        ax.text(i, means[i] + highs[i] + top * 0.02, text, ha="center", va="bottom", fontsize=8)
+        lift = top * (0.02 + (0.07 if stagger and i % 2 else 0.0))
+        ax.text(i, max(means[i] + highs[i], bounds[i] or 0.0) + lift, text, ha="center", va="bottom", fontsize=7)
     ax.set_xticks(x, [s.config.label for s in summaries], rotation=20 if len(summaries) > 3 else 0, fontsize=8)
-    bounds = [s.stages.bound for s in summaries if s.stages is not None]
-    if bounds:
-        bound = sum(bounds) / len(bounds)
-        ax.axhline(bound, color="black", linestyle="--", linewidth=0.8)
-        ax.text(len(x) - 0.35, bound, "overlap bound", ha="right", va="bottom", fontsize=7)
-        top = max(top, bound)
-    ax.set_ylim(0, top * 1.15)
+    ax.set_ylim(0, top * 1.25)
     ax.set_ylabel("steps/s (95% CI)")
     ax.set_title(title, fontsize=10)
 
@@ -367,3 +371,57 @@ def plot(families: list[tuple[FamilyPlan, list[ConfigSummary]]], out_dir: Path, 
     finally:
         plt.close(fig)
     return paths
+
+
+# -- drawing a written sweep again ---------------------------------------------------------------
+def _optional(row: dict[str, str], key: str) -> float | None:
+    return float(row[key]) if row.get(key) else None
+
+
+def summary_from_row(row: dict[str, str], position: int, base: Configuration | None) -> ConfigSummary:
+    """A ``sweep.csv`` summary row back as a ``ConfigSummary`` (what its tables and plot need)."""
+    label, batch, n = row["variant"], int(row["batch_size"]), int(row["n_samples"] or 0)
+    config = Configuration(row["workload"], label.split("#", 1)[0], label, batch, position)
+    stats: dict[str, Estimate | None] = {}
+    if row["steps_per_s"]:
+        batches = tuple(float(b) for b in row.get("steps_per_s_batches", "").split(";") if b)
+        stats["steps_per_s"] = Estimate(float(row["steps_per_s"]), _optional(row, "steps_per_s_low"),
+                                        _optional(row, "steps_per_s_high"), n, batches)
+    for key in _MEANS:
+        value = _optional(row, key)
+        stats[key] = None if value is None else Estimate(value, None, None, n)
+    comparison = None
+    if row["verdict"]:
+        comparison = Comparison(float(row["ratio"]), _optional(row, "ratio_low"), _optional(row, "ratio_high"),
+                                Verdict(row["verdict"]))
+    stages = None
+    if row.get("stage1"):
+        stages = StageTimes(row["stage1"], float(row["stage1_ms"]), row["stage2"], float(row["stage2_ms"]))
+    return ConfigSummary(config, 0, float(row["seconds"] or 0), n, stats, comparison,
+                         None if comparison is None else base, row["error"], stages)
+
+
+def summaries_from_csv(path: Path) -> list[tuple[FamilyPlan, list[ConfigSummary]]]:
+    """Every family's summaries in a written ``sweep.csv``, in the order written."""
+    from workloads.registry import family
+
+    with open(path, newline="", encoding="utf-8") as f:
+        rows = [r for r in csv.DictReader(f) if r["row_kind"] == "summary"]
+    out: dict[str, list[ConfigSummary]] = {}
+    bases: dict[tuple[str, int], Configuration] = {}
+    for row in rows:
+        summaries = out.setdefault(row["workload"], [])
+        s = summary_from_row(row, len(summaries), bases.get((row["workload"], int(row["batch_size"]))))
+        if s.is_base:
+            bases[(s.config.family, s.config.batch_size)] = s.config
+        summaries.append(s)
+    return [(FamilyPlan(name, family(name).title, tuple(s.config for s in ss)), ss) for name, ss in out.items()]
+
+
+def redraw(sweep_dir: Path, dest: Path | None = None, families: tuple[str, ...] | None = None) -> list[Path]:
+    """Draw ``sweep.png``/``.svg`` of a written sweep again (into ``dest``, default the sweep's
+    directory) from its ``sweep.csv`` and ``sweep.json``; ``families``: only these."""
+    meta = json.loads((sweep_dir / "sweep.json").read_text(encoding="utf-8"))
+    chosen = [(fp, ss) for fp, ss in summaries_from_csv(sweep_dir / "sweep.csv")
+              if families is None or fp.family in families]
+    return plot(chosen, dest or sweep_dir, title=plot_title(meta))

@@ -77,7 +77,7 @@ def test_a_significant_but_tiny_change_is_within_noise() -> None:
     new = estimate(_series(rng, 101.0, 4000, 0.01))  # +1%: certain, but below the 2% threshold
     c = compare(base, new)
     assert c.low > 1.0 and c.verdict == Verdict.WITHIN_NOISE
-    assert c.format().startswith("1.01 ± 0.0")
+    assert c.format() == "1.010 ± 0.001"  # a third decimal: the interval is narrower than ±0.005
 
 
 def test_too_few_samples_give_no_interval_and_no_verdict() -> None:

@@ -99,7 +99,7 @@ def test_two_sweeps_compare_configuration_by_configuration(tmp_path: Path) -> No
     rows = {r[0]: r for r in table_rows(md, "## Run 1: sweep.csv")}
     assert rows["sync_loss/fixed bs4"][-1].startswith("1.50") and rows["sync_loss/fixed bs4"][-1].endswith("faster")
     between = {r[0]: r for r in table_rows(md, "### Run 2 (sweep.csv)")}
-    assert between["sync_loss/fixed bs4"][-1].startswith("1.20 ± ") and between["sync_loss/fixed bs4"][-1].endswith("faster")
+    assert between["sync_loss/fixed bs4"][-1].startswith("1.200 ± ") and between["sync_loss/fixed bs4"][-1].endswith("faster")
     assert between["sync_loss/sync-heavy bs4"][-1].endswith("no change detected")
     assert (tmp_path / "out" / "report.svg").stat().st_size > 0
 

@@ -140,7 +140,7 @@ def test_report_files_from_synthetic_results(tmp_path: Path) -> None:
     assert table[3]["error"] == "CUDA out of memory" and table[4]["error"] == "CUDA out of memory"
     assert float(table[0]["joules_per_step"]) == pytest.approx(2.0, rel=0.05)
     md = (tmp_path / "sweep.md").read_text()
-    assert "| fixed | 74.9" in md and "1.50 ±" in md and "| faster |" in md and "90.0" in md
+    assert "| fixed | 74.9" in md and "1.500 ± 0.002" in md and "| faster |" in md and "90.0" in md
     assert (tmp_path / "sweep.png").stat().st_size > 0 and (tmp_path / "sweep.svg").stat().st_size > 0
 
 
@@ -408,3 +408,29 @@ def test_gpu_sweep_times_the_stages_and_no_pipeline_beats_its_overlap_bound(tmp_
     assert summary["pipelined"]["verdict"] in ("faster", "slower", "within noise", "no change detected")
     meta = json.loads((out / "sweep.json").read_text())
     assert meta["gpu_name"] and meta["driver"] and meta["device"].startswith("cuda")
+
+
+def test_a_written_sweep_csv_reads_back_into_the_same_tables(tmp_path: Path) -> None:
+    from gpudash.sweep_report import redraw, summaries_from_csv, table_row
+
+    base = Configuration("sync_loss", "sync-heavy", "sync-heavy", 4, 0)
+    fixed = Configuration("sync_loss", "fixed", "fixed", 4, 1)
+    fp = FamilyPlan("sync_loss", "Host-device syncs in a masked loss", (base, fixed), seconds=5.0)
+    report = SweepReport(SweepPlan((fp,), SweepSettings(repeats=2), tmp_path, "gpudash sweep --preset syncs"))
+    results = [_result(base, 1, 50.0, 0.0), _result(fixed, 1, 75.0, 10.0), _result(base, 2, 50.0, 20.0),
+               _result(fixed, 2, 75.0, 30.0)]
+    for r in results:
+        report.add_result(r)
+    report.add_family(fp, results, [])
+    report.finish("done", 0)
+    ((_, written),) = report.summaries
+    ((_, read),) = summaries_from_csv(tmp_path / "sweep.csv")
+    def carried(row: str) -> tuple[list[str], list[float]]:  # steps/s with its interval; the others' means
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        return [cells[0], cells[1], cells[6], cells[7]], [float(c.split(" ")[0]) for c in cells[2:6]]
+
+    for r, w in zip(read, written, strict=True):
+        (r_text, r_means), (w_text, w_means) = carried(table_row(r)), carried(table_row(w))
+        assert r_text == w_text and r_means == pytest.approx(w_means, rel=0.01)
+    (tmp_path / "sweep.png").unlink()
+    assert [p.name for p in redraw(tmp_path)] == ["sweep.png", "sweep.svg"] and (tmp_path / "sweep.png").exists()
