@@ -24,6 +24,7 @@ from gpudash.protocol import Event, EventKind, GpuSample, Sample
 from gpudash.replay import load_metadata
 from gpudash.segments import ConfigKey, Segment, SegmentTracker
 from gpudash.sweep_report import CSV_COLUMNS as SWEEP_COLUMNS
+from gpudash.sweep_report import summary_from_row
 
 FIGURE_KEYS = ("steps_per_s", "samples_per_s", "syncs_per_step", "gpu_util_pct", "power_w", "joules_per_step")
 
@@ -213,30 +214,10 @@ def _sweep(p: Path, rows: list[dict[str, str]]) -> Run:
     return Run(p, "sweep", meta, tuple(configs))
 
 
-def _number(text: str) -> float | None:
-    """A cell as a number (None when empty)."""
-    return float(text) if text != "" else None
-
-
 def _summary_figures(row: dict[str, str]) -> ConfigFigures:
-    """A sweep summary row: steps/s with the interval and batch means it wrote."""
-    stats: dict[str, Estimate | None] = {}
-    n = int(row["n_samples"] or 0)
-    mean = _number(row["steps_per_s"])
-    if mean is not None:
-        batches = tuple(float(b) for b in row["steps_per_s_batches"].split(";") if b)
-        stats["steps_per_s"] = Estimate(mean, _number(row["steps_per_s_low"]), _number(row["steps_per_s_high"]),
-                                        n, batches)
-    for key in FIGURE_KEYS[1:]:
-        value = _number(row[key])
-        stats[key] = None if value is None else Estimate(value, None, None, n)
-    ratio = ""
-    if row["verdict"]:
-        low, high = _number(row["ratio_low"]), _number(row["ratio_high"])
-        span = f" ({low:.2f}–{high:.2f})" if low is not None and high is not None else ""
-        ratio = f"{float(row['ratio']):.2f}{span} {row['verdict']}"
-    elif row["ratio"]:
-        ratio = "1.00 (baseline)"
-    key: ConfigKey = (row["workload"], row["variant"].split("#", 1)[0], int(row["batch_size"]))
-    return ConfigFigures(key, row["variant"], stats, n, sweep_ratio=ratio, error=row["error"])
-
+    """A sweep summary row, read as the sweep reads its own (``summary_from_row``)."""
+    s = summary_from_row(row, 0, None)
+    c = s.comparison
+    ratio = f"{c.format()} {c.verdict}" if c is not None else ("1.00 (baseline)" if row["ratio"] else "")
+    key: ConfigKey = (s.config.family, s.config.variant, s.config.batch_size)
+    return ConfigFigures(key, s.config.label, dict(s.stats), s.n_samples, sweep_ratio=ratio, error=s.error)
