@@ -14,7 +14,7 @@ import time
 import traceback
 from typing import TYPE_CHECKING, Any
 
-from gpudash.engine import Builder, StepLoop, one_line, plain
+from gpudash.engine import Builder, StepLoop, one_line, plain, progress_reports
 from gpudash.protocol import Control, Event, EventKind, Message, RunConfig, Sample, Stop
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -119,10 +119,11 @@ class _Channel:
 def _builder(config: RunConfig, device: Any) -> Builder:
     """Builds workloads on ``device``; the run's image size applies to its first family only."""
     from workloads.base import WorkloadOptions
+    from workloads.knobs import Knobs
     from workloads.registry import build
 
-    def builder(name: str, variant: str | None, batch_size: int | None) -> "Workload":
-        """A workload of family ``name`` (None: the family's default variant or batch)."""
+    def builder(name: str, variant: str | None, batch_size: int | None, knobs: Knobs | None = None) -> "Workload":
+        """A workload of family ``name`` (None: the family's default variant or batch, no knob)."""
         same = name == config.workload
         options = WorkloadOptions(
             variant=variant,
@@ -130,6 +131,7 @@ def _builder(config: RunConfig, device: Any) -> Builder:
             image_size=config.image_size if same else None,
             workers=config.workers,
             seed=config.seed,
+            knobs=knobs or Knobs(),
         )
         return build(name, device, options)
 
@@ -156,11 +158,15 @@ def _started_details(torch: Any, loop: StepLoop, device: Any) -> dict[str, str]:
 def _run_child(config: RunConfig, channel: _Channel, t0: float) -> None:
     import torch
 
+    from workloads.knobs import parse_knobs
+
     device = resolve_device(torch, config.device)
     if device.type == "cuda" and torch.cuda.is_available():
         torch.cuda.set_device(device)
     builder = _builder(config, device)
-    workload = builder(config.workload, config.variant, config.batch_size)
+    knobs = parse_knobs(config.knobs)
+    with progress_reports(channel.emit, lambda: time.monotonic() - t0, "knobs", knobs.warmups):
+        workload = builder(config.workload, config.variant, config.batch_size, knobs)
     loop = StepLoop(
         workload,
         emit=channel.emit,

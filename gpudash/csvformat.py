@@ -23,9 +23,19 @@ SAMPLE_COLUMNS = [*CONFIG_COLUMNS, *WORKLOAD_KEYS]  # the fields of a Sample, in
 GPU_COLUMNS = list(NVML_KEYS)  # the fields of a GpuSample
 DERIVED_COLUMNS = list(keys(Origin.DERIVED))
 EVENT_COLUMNS = ["event_kind", "event_what", "event_before", "event_after", "event_message"]
-COLUMNS = ["row_kind", "time_s", *SAMPLE_COLUMNS, *GPU_COLUMNS, *DERIVED_COLUMNS, *EVENT_COLUMNS]
+# Added after 0.1, at the end so 0.1's columns keep their places: the knob settings on every
+# row ("amp=bf16,cuda_graph=on", "none"); a 0.1 file without it reads as "none".
+KNOBS_COLUMN = "knobs"
+COLUMNS = ["row_kind", "time_s", *SAMPLE_COLUMNS, *GPU_COLUMNS, *DERIVED_COLUMNS, *EVENT_COLUMNS, KNOBS_COLUMN]
 
-_KIND = {"batch_size": int, "workload": str, "variant": str, **{k: m.kind for k, m in BY_KEY.items()}}
+
+def is_recording_header(header: list[str]) -> bool:
+    """A recording's header: this version's, or 0.1's (without the knobs column)."""
+    return header[: len(COLUMNS) - 1] == COLUMNS[:-1]
+
+
+_KIND = {"batch_size": int, "workload": str, "variant": str, KNOBS_COLUMN: str,
+         **{k: m.kind for k, m in BY_KEY.items()}}
 _DECIMALS = {"time_s": 3, **{k: m.csv_decimals for k, m in BY_KEY.items() if m.csv_decimals is not None}}
 
 
@@ -42,6 +52,7 @@ def sample_row(sample: Sample, gpu: GpuSample | None, derived: dict[str, float |
     """A sample row: the sample, the newest NVML sample, and the derived metrics (J/step)."""
     values: dict[str, object] = {"row_kind": "sample", "time_s": sample.time_s}
     values.update({c: getattr(sample, c) for c in SAMPLE_COLUMNS})
+    values[KNOBS_COLUMN] = sample.knobs
     if gpu is not None:
         values.update({c: getattr(gpu, c) for c in GPU_COLUMNS})
     values.update(derived or {})
@@ -60,7 +71,8 @@ def event_row(event: Event, current: Sample | None = None) -> list[str]:
         "event_message": event.message,
     }
     if current is not None:
-        values.update(workload=current.workload, variant=current.variant, batch_size=current.batch_size)
+        values.update(workload=current.workload, variant=current.variant, batch_size=current.batch_size,
+                      knobs=current.knobs)
     return [_cell(values.get(c), c) for c in COLUMNS]
 
 
@@ -71,7 +83,7 @@ def summary_row(segment: Segment, time_s: float) -> list[str]:
     whole summary as one line in ``event_message``."""
     values: dict[str, object] = {"row_kind": "summary", "time_s": time_s, "event_kind": EventKind.SUMMARY.value,
                                  "event_what": "steps_per_s", "event_message": segment.summary()}
-    values.update(zip(CONFIG_COLUMNS, segment.key))
+    values.update(zip((*CONFIG_COLUMNS, KNOBS_COLUMN), segment.key))
     for key in (*WORKLOAD_KEYS, *NVML_KEYS, *DERIVED_COLUMNS):
         if BY_KEY[key].mean is not None:
             values[key] = segment.mean(key)
@@ -125,7 +137,7 @@ def parse_rows(rows: Iterable[dict[str, str]]) -> Iterator[Message]:
             if any(v is not None for v in g.values()):
                 yield GpuSample(time_s=t, **g)  # type: ignore[arg-type]
             s = {c: _parse(c, row.get(c, "")) for c in SAMPLE_COLUMNS}
-            yield Sample(time_s=t, **s)  # type: ignore[arg-type]
+            yield Sample(time_s=t, knobs=row.get(KNOBS_COLUMN) or "none", **s)  # type: ignore[arg-type]
 
 
 def read_messages(stream: TextIO) -> Iterator[Message]:

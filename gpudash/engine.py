@@ -8,8 +8,10 @@ imported only inside functions here, so ``import gpudash.engine`` stays cheap.
 from __future__ import annotations
 
 import gc
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from gpudash.measure import LossReader, StepTimer, SyncCounter, loss_reader, percentile, step_timer
@@ -22,6 +24,7 @@ from gpudash.protocol import (
     Resume,
     Sample,
     SetBatchSize,
+    SetKnob,
     SetVariant,
     Stop,
     SwitchWorkload,
@@ -30,11 +33,14 @@ from gpudash.protocol import (
 
 if TYPE_CHECKING:  # pragma: no cover
     from workloads.base import Workload
+    from workloads.knobs import Knobs
 
 Emit = Callable[[Message], None]
 ControlSource = Callable[[float], "Control | None"]  # wait up to N seconds (0: don't wait)
-Builder = Callable[[str, "str | None", "int | None"], "Workload"]
-Setup = tuple[str, str, int]  # (workload, variant, batch size)
+# builder(workload, variant, batch size, knobs): None means the family's default (no knob).
+Builder = Callable[[str, "str | None", "int | None", "Knobs | None"], "Workload"]
+Setup = tuple[str, str, int, "Knobs"]  # (workload, variant, batch size, knobs)
+PROGRESS_EVERY_S = 2.0  # how often a slow change (compile, capture) reports that it is under way
 
 PROBATION_STEPS = 5  # an out-of-memory error this soon after a change reverts the change
 CONTROL_CHECK_S = 0.005  # look for controls at most this often (each check is a syscall)
@@ -57,8 +63,40 @@ def plain(details: dict[str, Any]) -> dict[str, str]:
 
 
 def _label(setup: Setup) -> str:
-    name, variant, batch = setup
-    return f"{name} {variant} batch {batch}"
+    name, variant, batch, knobs = setup
+    extra = f" ({knobs.text()})" if knobs else ""
+    return f"{name} {variant} batch {batch}{extra}"
+
+
+@contextmanager
+def progress_reports(emit: Emit, now: Callable[[], float], what: str, doing: tuple[str, ...],
+                     every_s: float = PROGRESS_EVERY_S) -> Iterator[None]:
+    """While the body runs (a compile, a graph capture), emit a ``progress`` event every
+    ``every_s`` seconds from a helper thread: "compiling… 12 s". Nothing when ``doing`` is empty."""
+    if not doing:
+        yield
+        return
+    done = threading.Event()
+    start = time.monotonic()
+    label = " and ".join(dict.fromkeys(doing))
+
+    def tick() -> None:
+        while not done.wait(every_s):
+            elapsed = time.monotonic() - start
+            emit(Event(time_s=now(), kind=EventKind.PROGRESS, what=what, message=f"{label}… {elapsed:.0f} s"))
+
+    thread = threading.Thread(target=tick, name="gpudash-progress", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
+
+
+def _setting_text(w: "Workload", what: str) -> str:
+    """What the running workload has for one setting, as the events show it."""
+    return w.knobs.text() if what == "knobs" else str(getattr(w, what))
 
 
 class Window:
@@ -113,6 +151,7 @@ class Window:
             step_ms_p95=percentile(ms, 95) if ms else None,
             syncs_per_step=syncs,
             loss=loss,
+            knobs=workload.knobs.text(),
         )
 
 
@@ -180,6 +219,7 @@ class StepLoop:
             "variant": w.variant,
             "batch_size": str(w.batch_size),
             "device": str(w.device),
+            "knobs": w.knobs.text(),
         }
 
     def run(self, *, duration_s: float | None = None, steps: int | None = None) -> str:
@@ -204,6 +244,8 @@ class StepLoop:
             self._reconfigure("batch_size", batch_size=control.batch_size)
         elif isinstance(control, SetVariant):
             self._reconfigure("variant", variant=control.variant)
+        elif isinstance(control, SetKnob):
+            self._set_knob(control)
         elif isinstance(control, SwitchWorkload):
             self._switch(control)
         elif isinstance(control, TimeStages):
@@ -372,29 +414,51 @@ class StepLoop:
 
     def _setup(self) -> Setup:
         w = self.workload
-        return (w.info.name, w.variant, w.batch_size)
+        return (w.info.name, w.variant, w.batch_size, w.knobs)
 
-    def _reconfigure(self, what: str, *, variant: str | None = None, batch_size: int | None = None) -> None:
-        """Change the running workload's variant or batch size; refused: an error event."""
+    def _set_knob(self, control: SetKnob) -> None:
+        """Turn one knob on, off or to another value; a bad name or value is an error event."""
+        from workloads.knobs import knob
+        from workloads.registry import WorkloadError
+
         w = self.workload
-        before = str(getattr(w, what))
-        requested = str(variant if what == "variant" else batch_size)
-        if requested == before:
+        try:
+            knobs = w.knobs.with_value(knob(control.name).name, control.value)
+        except WorkloadError as exc:
+            self._refused("knobs", w.knobs.text(), f"{control.name}={control.value}", one_line(exc))
+            return
+        self._reconfigure("knobs", knobs=knobs)
+
+    def _warming(self, knobs: "Knobs", what: str) -> Any:
+        """Progress reports while a change to ``knobs`` warms up (compiles, captures)."""
+        return progress_reports(self.emit, self.now, what, knobs.warmups)
+
+    def _reconfigure(self, what: str, *, variant: str | None = None, batch_size: int | None = None,
+                     knobs: "Knobs | None" = None) -> None:
+        """Change the running workload's variant, batch size or knobs; refused: an error event."""
+        w = self.workload
+        before = _setting_text(w, what)
+        requested = {"variant": variant, "batch_size": batch_size, "knobs": knobs}[what]
+        requested_text = requested.text() if what == "knobs" else str(requested)  # type: ignore[union-attr]
+        if requested_text == before:
             return
         previous = self._setup()
         try:  # a bad request is refused without draining the device or cutting the window
-            w.check_change(variant=variant, batch_size=batch_size)
+            _, _, new_knobs = w.check_change(variant=variant, batch_size=batch_size, knobs=knobs)
         except Exception as exc:  # WorkloadError
-            self._refused(what, before, requested, one_line(exc))
+            self._refused(what, before, requested_text, one_line(exc))
             return
         self._settle()
         try:
-            w.reconfigure(variant=variant, batch_size=batch_size)
-        except Exception as exc:  # OOM while configuring, ...
+            with self._warming(new_knobs, what):
+                w.reconfigure(variant=variant, batch_size=batch_size, knobs=knobs)
+        except Exception as exc:  # OOM while configuring, a failed compile or capture, ...
             self._after_failure()
-            self._refused(what, before, requested, one_line(exc))
+            self._collect(self.timer.reset())
+            self._open_window(self.clock())
+            self._refused(what, before, requested_text, one_line(exc))
             return
-        self._changed(what, before, str(getattr(w, what)), previous)
+        self._changed(what, before, _setting_text(w, what), previous)
 
     def _switch(self, control: SwitchWorkload) -> None:
         """Close the workload and build another; if that fails, build the last good one again."""
@@ -407,8 +471,10 @@ class StepLoop:
             return
         self._settle()
         old.close()
+        knobs, dropped = self._knobs_for(control)
         try:
-            new = self.builder(control.workload, control.variant, control.batch_size)
+            with self._warming(knobs, "workload"):
+                new = self.builder(control.workload, control.variant, control.batch_size, knobs)
         except Exception as exc:
             message = one_line(exc)
             self._rebuild(previous)  # the last good configuration
@@ -416,17 +482,37 @@ class StepLoop:
             return
         self.workload = new
         self._reset_measuring()
-        self._changed("workload", before, new.info.name, previous)
+        self._changed("workload", before, new.info.name, previous, note=dropped)
+
+    def _knobs_for(self, control: SwitchWorkload) -> "tuple[Knobs, str]":
+        """The running knobs that the new workload's variant takes, and a note on those it does not."""
+        from workloads.knobs import KNOBS
+        from workloads.registry import WorkloadError, family
+
+        knobs = self.workload.knobs
+        try:
+            fam = family(control.workload)
+            info = fam.variant(control.variant or fam.default_variant)
+        except WorkloadError:
+            return knobs, ""  # the builder reports it
+        notes = []
+        for name in list(knobs):
+            why = KNOBS[name].refusal(info, self.workload.device.type, knobs)
+            if why is not None:
+                knobs = knobs.with_value(name, "off")
+                notes.append(f"{name} turned off: {why}")
+        return knobs, "; ".join(notes)
 
     def _refused(self, what: str, before: str, after: str, message: str) -> None:
         self._event(EventKind.ERROR, what=what, before=before, after=after, message=message,
                     details=self.config())
 
-    def _changed(self, what: str, before: str, after: str, previous: Setup) -> None:
+    def _changed(self, what: str, before: str, after: str, previous: Setup, note: str = "") -> None:
         self._previous = previous
         self._probation = PROBATION_STEPS
-        self._open_window(self.clock())
-        self._event(EventKind.CHANGED, what=what, before=before, after=after, details=self.config())
+        self._open_window(self.clock())  # a warm-up (compile, capture) happened before: not in it
+        self._event(EventKind.CHANGED, what=what, before=before, after=after, message=note,
+                    details=self.config())
 
     def _rebuild(self, setup: Setup) -> None:
         """After a failure: a fresh workload in ``setup`` (the old one is already closed)."""
@@ -449,10 +535,11 @@ class StepLoop:
         """Out of memory in the first steps after a change: back to the previous configuration."""
         assert self._previous is not None
         previous, self._previous = self._previous, None
-        name, variant, batch = previous
+        name, variant, batch, knobs = previous
         w = self.workload
         failed = _label(self._setup())
-        what = "workload" if name != w.info.name else ("batch_size" if batch != w.batch_size else "variant")
+        what = ("workload" if name != w.info.name else "batch_size" if batch != w.batch_size
+                else "knobs" if knobs != w.knobs else "variant")
         self._probation = 0
         self._after_failure()
         w.drain()
@@ -461,7 +548,7 @@ class StepLoop:
             w.close()
             self._rebuild(previous)
         else:
-            w.reconfigure(variant=variant, batch_size=batch)
+            w.reconfigure(variant=variant, batch_size=batch, knobs=knobs)
             self._open_window(self.clock())
         now = self.workload
         self._event(

@@ -38,6 +38,7 @@ class RunConfig:
     sample_interval_s: float = 0.25  # how often the child sends a Sample
     gpu_interval_s: float = 0.5  # NVML tick
     max_steps: int | None = None  # the child stops by itself after this many steps (None: never)
+    knobs: str = "none"  # knob settings in their text form ("amp=bf16,cuda_graph=on"; workloads.knobs)
 
 
 # -- controls: parent -> child, applied at a step boundary ---------------------------------
@@ -49,6 +50,14 @@ class SetBatchSize:
 @dataclass(frozen=True)
 class SetVariant:
     variant: str
+
+
+@dataclass(frozen=True)
+class SetKnob:
+    """Set one knob (``workloads.knobs``) to a value; ``off`` turns it off."""
+
+    name: str
+    value: str
 
 
 @dataclass(frozen=True)
@@ -80,7 +89,7 @@ class TimeStages:
     steps: int = 20
 
 
-Control = Union[SetBatchSize, SetVariant, SwitchWorkload, Pause, Resume, Stop, TimeStages]
+Control = Union[SetBatchSize, SetVariant, SetKnob, SwitchWorkload, Pause, Resume, Stop, TimeStages]
 
 
 # -- child -> parent ---------------------------------------------------------------------------
@@ -101,6 +110,7 @@ class Sample:
     step_ms_p95: float | None
     syncs_per_step: float | None  # host-device syncs per step; None where not countable (CPU)
     loss: float | None = None
+    knobs: str = "none"  # the knob settings this sample ran with (text form)
 
 
 class EventKind(str, Enum):
@@ -116,6 +126,7 @@ class EventKind(str, Enum):
     CRASHED = "crashed"  # the child died: message says why
     SUMMARY = "summary"  # written by the recorder: a configuration's statistics when it ends
     MEASURED = "measured"  # a one-off measurement (stage times): details hold the figures
+    PROGRESS = "progress"  # a slow change under way ("compiling… 12 s"); what names the change
 
     def __str__(self) -> str:
         return self.value
@@ -133,7 +144,7 @@ class Event:
     after: str = ""
     message: str = ""  # one line for the user
     # Extra facts, text only. "started"/"changed": the configuration now running (workload,
-    # variant, batch_size, device); "started" also torch, cuda, device_name, gpu_uuid, pid.
+    # variant, batch_size, device, knobs); "started" also torch, cuda, device_name, gpu_uuid, pid.
     details: dict[str, str] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from gpudash.comparison import Estimate, estimate_from_batches
-from gpudash.csvformat import COLUMNS, parse_rows
+from gpudash.csvformat import is_recording_header, parse_rows
 from gpudash.protocol import Event, EventKind, GpuSample, Sample
 from gpudash.replay import load_metadata
 from gpudash.segments import ConfigKey, Segment, SegmentTracker
@@ -111,7 +111,7 @@ def load_run(path: str | Path) -> Run:
     """Read one recording or sweep CSV; ``ReportInputError`` when it is not one, whole."""
     p = Path(path)
     rows, header = _read_rows(p)
-    if header[: len(COLUMNS)] == COLUMNS:
+    if is_recording_header(header):
         return _recording(p, rows)
     if header == list(SWEEP_COLUMNS):
         return _sweep(p, rows)
@@ -196,7 +196,8 @@ def _segment_figures(seg: Segment) -> ConfigFigures:
     jps = seg.joules_per_step
     stats["joules_per_step"] = None if jps is None else Estimate(jps, None, None, 1)
     steps = stats["steps_per_s"]
-    return ConfigFigures(seg.key, seg.key[1], stats, steps.n_samples if steps else 0, seg.start_s, seg.end_s)
+    label = seg.key[1] if seg.key[3] == "none" else f"{seg.key[1]} [{seg.key[3]}]"
+    return ConfigFigures(seg.key, label, stats, steps.n_samples if steps else 0, seg.start_s, seg.end_s)
 
 
 def _sweep(p: Path, rows: list[dict[str, str]]) -> Run:
@@ -219,5 +220,5 @@ def _summary_figures(row: dict[str, str]) -> ConfigFigures:
     s = summary_from_row(row, 0, None)
     c = s.comparison
     ratio = f"{c.format()} {c.verdict}" if c is not None else ("1.00 (baseline)" if row["ratio"] else "")
-    key: ConfigKey = (s.config.family, s.config.variant, s.config.batch_size)
+    key: ConfigKey = (s.config.family, s.config.variant, s.config.batch_size, "none")
     return ConfigFigures(key, s.config.label, dict(s.stats), s.n_samples, sweep_ratio=ratio, error=s.error)

@@ -232,10 +232,11 @@ class WorkloadRunner:
 
     def _note(self, msg: Message) -> Message:
         if isinstance(msg, Sample):
-            if (msg.workload, msg.variant, msg.batch_size) != (
+            if (msg.workload, msg.variant, msg.batch_size, msg.knobs) != (
                 self.config.workload,
                 self.config.variant,
                 self.config.batch_size,
+                self.config.knobs,
             ):
                 same = msg.workload == self.config.workload
                 self.config = dataclasses.replace(
@@ -243,6 +244,7 @@ class WorkloadRunner:
                     workload=msg.workload,
                     variant=msg.variant,
                     batch_size=msg.batch_size,
+                    knobs=msg.knobs,
                     image_size=self.config.image_size if same else None,
                 )
         elif isinstance(msg, Event) and msg.kind in ENDING_KINDS:

@@ -1,6 +1,6 @@
 """Stretches of one configuration and their statistics, built from messages. Torch/Textual-free.
 
-A *segment* is one configuration (workload, variant, batch size) for as long as it runs: a
+A *segment* is one configuration (workload, variant, batch size, knobs) for as long as it runs: a
 ``changed`` event, a (re)start, or a sample of another configuration starts a new one. Its
 statistics use every sample (not the charts' bounded series) except those of the first
 ``SETTLE_S`` seconds after a change or a resume (rebuild, allocator and loader warm-up land
@@ -26,7 +26,7 @@ SETTLE_S = 1.0  # seconds after a change or resume left out of the configuration
 _SAMPLE_MEANS = tuple(m for m in METRICS if m.origin == Origin.WORKLOAD and m.mean is not None)
 _GPU_MEANS = tuple(m for m in METRICS if m.origin == Origin.NVML and m.mean is not None)
 
-ConfigKey = tuple[str, str, int]
+ConfigKey = tuple[str, str, int, str]  # (workload, variant, batch size, knobs text)
 
 
 @dataclass
@@ -43,8 +43,8 @@ class Segment:
 
     @property
     def label(self) -> str:
-        w, v, b = self.key
-        return f"{w}/{v} bs{b}"
+        w, v, b, knobs = self.key
+        return f"{w}/{v} bs{b}" + (f" [{knobs}]" if knobs != "none" else "")
 
     @property
     def duration_s(self) -> float:
@@ -131,7 +131,7 @@ class SegmentTracker:
     def on_sample(self, s: Sample, energy_j: float | None) -> Segment | None:
         """Count a sample; returns the segment it ended (a new configuration began), if any."""
         t = s.time_s
-        key: ConfigKey = (s.workload, s.variant, s.batch_size)
+        key: ConfigKey = (s.workload, s.variant, s.batch_size, s.knobs)
         seg, ended = self.current, None
         if seg is None or self._new_segment or seg.key != key:
             ended = seg

@@ -33,13 +33,14 @@ CSV_COLUMNS_0_1 = [
 
 
 def test_csv_columns_derive_from_the_metric_catalog_and_keep_the_0_1_order() -> None:
-    assert csvformat.COLUMNS == CSV_COLUMNS_0_1
+    assert csvformat.COLUMNS == [*CSV_COLUMNS_0_1, "knobs"]  # added after 0.1, at the end
     assert [m.csv_column for m in METRICS] == [c for c in CSV_COLUMNS_0_1 if c in {m.key for m in METRICS}]
 
 
 def test_every_measured_field_has_one_metric_row() -> None:
     sample_fields = [f.name for f in fields(Sample) if f.name != "time_s"]
-    assert list(WORKLOAD_KEYS) == [f for f in sample_fields if f not in csvformat.CONFIG_COLUMNS]
+    config = (*csvformat.CONFIG_COLUMNS, csvformat.KNOBS_COLUMN)
+    assert list(WORKLOAD_KEYS) == [f for f in sample_fields if f not in config]
     assert list(NVML_KEYS) == [f.name for f in fields(GpuSample) if f.name != "time_s"]
     assert len({m.key for m in METRICS}) == len(METRICS)
 

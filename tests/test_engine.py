@@ -30,6 +30,7 @@ from gpudash.protocol import (
     SwitchWorkload,
 )
 from gpudash.session import EngineSession
+from workloads.knobs import Knobs
 from workloads.registry import WorkloadError, check_batch_size
 
 # -- a fake workload: fast, scriptable ----------------------------------------------------------
@@ -49,6 +50,7 @@ class FakeWorkload:
         self.device = torch.device("cpu")
         self.batch_size = batch_size
         self.variant = variant
+        self.knobs = Knobs()
         self.oom_above = oom_above
         self.last_loss: torch.Tensor | None = None
         self.steps = 0
@@ -66,13 +68,17 @@ class FakeWorkload:
         self.steps += 1
         self.last_loss = torch.tensor(1.0 / self.steps)
 
-    def check_change(self, *, variant: str | None = None, batch_size: int | None = None) -> tuple[str, int]:
+    def check_change(self, *, variant: str | None = None, batch_size: int | None = None,
+                     knobs: Knobs | None = None) -> tuple[str, int, Knobs]:
         if variant is not None and variant not in ("a", "b"):
             raise WorkloadError(f"unknown variant {variant!r}")
-        return variant or self.variant, self.batch_size if batch_size is None else check_batch_size(batch_size)
+        return (variant or self.variant, self.batch_size if batch_size is None else check_batch_size(batch_size),
+                self.knobs if knobs is None else knobs)
 
-    def reconfigure(self, *, variant: str | None = None, batch_size: int | None = None) -> None:
-        self.variant, self.batch_size = self.check_change(variant=variant, batch_size=batch_size)
+    def reconfigure(self, *, variant: str | None = None, batch_size: int | None = None,
+                    knobs: Knobs | None = None) -> None:
+        self.variant, self.batch_size, self.knobs = self.check_change(
+            variant=variant, batch_size=batch_size, knobs=knobs)
 
     def drain(self) -> None:
         self.drains += 1
@@ -196,7 +202,7 @@ def test_out_of_memory_without_a_change_is_a_crash() -> None:
 def test_switch_workload_failure_rebuilds_the_old_one() -> None:
     built: list[tuple[str, object, object]] = []
 
-    def builder(name: str, variant: object, batch: object) -> FakeWorkload:
+    def builder(name: str, variant: object, batch: object, knobs: object = None) -> FakeWorkload:
         built.append((name, variant, batch))
         if name != "fake":
             raise WorkloadError(f"unknown workload {name!r}")

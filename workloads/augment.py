@@ -32,7 +32,7 @@ from torchvision.ops import roi_align
 
 from workloads import models
 from workloads.base import Workload, train_step
-from workloads.data import HostBatchPool, random_images_u8, shutdown_loader_workers, to_device
+from workloads.data import HostBatchPool, random_images_u8, shutdown_loader_workers
 from workloads.registry import FAMILIES
 from workloads.streams import TwoStagePipeline
 
@@ -228,27 +228,28 @@ class AugmentWorkload(Workload):
     def trained_parameters(self) -> list[nn.Parameter]:
         return list(self.model.parameters())
 
-    def prepare(self, images_u8: Tensor, labels_u8: Tensor) -> tuple[Tensor, Tensor]:
-        """Copy a host batch to the device (on the current stream) and augment it there."""
-        images, labels = to_device((images_u8, labels_u8), self.device)
-        return self.augment(images), labels.long()
+    def generators(self) -> list[torch.Generator]:
+        return [self.gen] if self.on_cuda else []
 
-    def train(self, images: Tensor, labels: Tensor) -> Tensor:
-        return train_step(self.model, self.criterion, self.optimizer, images, labels)
-
-    def stage_pair(self):  # noqa: ANN201 - see Workload.stage_pair
-        if self.variant_info.host_augment:
-            return None  # augmentation runs in the loader's workers: no device stage to time
-        batch = self.pool.next()
-        return ("augment", lambda: self.prepare(*batch)), ("train", lambda out: self.train(*out))
-
-    def step(self) -> None:
+    def _draw_input(self) -> tuple[Tensor, ...]:
         if self.variant_info.host_augment:
             assert self.batches is not None
-            images, labels = to_device(next(self.batches), self.device)
-            self.last_loss = self.train(images, labels)
-        elif self.pipeline is None:
-            self.last_loss = self.train(*self.prepare(*self.pool.next()))
-        else:
-            self.last_loss = self.pipeline.step(self.pool.next, self.prepare, self.train)
-            self.pipeline.hand_to_current(self.last_loss)
+            return tuple(next(self.batches))
+        return self.pool.next()
+
+    def prepare(self, images_u8: Tensor, labels_u8: Tensor) -> tuple[Tensor, Tensor]:
+        """Copy a host batch to the device (on the current stream) and augment it there."""
+        images, labels = self.to_device((images_u8, labels_u8))
+        with self.autocast():
+            images = self.augment(images)
+        return images, labels.long()
+
+    def train(self, images: Tensor, labels: Tensor) -> Tensor:
+        """A training step on a batch (copied to the device first where it is on the host)."""
+        images, labels = self.to_device((images, labels))
+        return train_step(self.model, self.criterion, self.optimizer, images, labels, self.autocast)
+
+    def _stages(self):  # noqa: ANN202 - see Workload._stages
+        if self.variant_info.host_augment:
+            return None, ("train", self.train)  # augmentation runs in the loader's workers
+        return ("augment", self.prepare), ("train", self.train)

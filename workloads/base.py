@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import torch
 
+from workloads import tuning
 from workloads.data import HostBatchPool
+from workloads.knobs import Knobs
 from workloads.registry import (
     FamilyInfo,
     VariantInfo,
@@ -31,6 +34,7 @@ class WorkloadOptions:
     image_size: int | None = None
     workers: int | None = None
     seed: int = 0
+    knobs: Knobs = field(default_factory=Knobs)
     # Tests only: run a pipelined variant's schedule (produce n+1, consume n) on the CPU, in order.
     emulate_streams: bool = False
 
@@ -49,10 +53,14 @@ def train_step(
     optimizer: torch.optim.Optimizer,
     inputs: torch.Tensor,
     targets: torch.Tensor,
+    autocast: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
 ) -> torch.Tensor:
-    """One SGD step on the current stream; returns the loss, detached (no host sync)."""
+    """One SGD step on the current stream; returns the loss, detached (no host sync).
+
+    ``autocast`` wraps forward and loss only (the ``amp`` knob), never backward or the step."""
     optimizer.zero_grad(set_to_none=True)
-    loss = criterion(model(inputs), targets)
+    with autocast():
+        loss = criterion(model(inputs), targets)
     loss.backward()
     optimizer.step()
     return loss.detach()
@@ -65,11 +73,19 @@ class Workload(ABC):
     lesson is that it does). When it returns, every piece of the step's device work is
     ordered before anything later enqueued on the current stream, so an event recorded
     there marks the step's end, and ``last_loss`` may be read from the current stream.
+
+    A family gives its step as one or two *stages* (``_stages``): an optional producer
+    (host batch → device tensors: encode, augment) and a consumer (the training step). The
+    step runs them in order, or overlapped on two streams for a pipelined variant, each as
+    the knobs run it (``workloads.tuning``).
     """
 
     info: ClassVar[FamilyInfo]
+    # Attribute names of the model modules the model knobs (channels_last, compile) apply to.
+    knob_modules: ClassVar[tuple[str, ...]] = ("model",)
     pool: HostBatchPool | None = None
     pipeline: TwoStagePipeline | None = None
+    optimizer: torch.optim.Optimizer
 
     def __init__(self, device: torch.device | str, options: WorkloadOptions) -> None:
         self.device = torch.device(device)
@@ -80,9 +96,9 @@ class Workload(ABC):
                 self.device = torch.device("cuda", torch.cuda.current_device())
         defaults = self.info.defaults(self.device.type)
         self.emulate_streams = options.emulate_streams
-        self.variant, self.batch_size = self.info.default_variant, defaults.batch_size
-        self.variant, self.batch_size = self.check_change(
-            variant=options.variant, batch_size=options.batch_size
+        self.variant, self.batch_size, self.knobs = self.info.default_variant, defaults.batch_size, Knobs()
+        self.variant, self.batch_size, self.knobs = self.check_change(
+            variant=options.variant, batch_size=options.batch_size, knobs=options.knobs
         )
         self.image_size = check_image_size(options.image_size or defaults.image_size)
         if options.workers is not None and options.workers < 0:
@@ -92,9 +108,13 @@ class Workload(ABC):
         )
         self.seed = options.seed
         self.last_loss: torch.Tensor | None = None
+        self._pushback: tuple[torch.Tensor, ...] | None = None  # a batch peeked at for warm-up
+        self._produce: Callable[..., Any] | None = None
+        self._consume: Callable[..., Any] | None = None
         torch.manual_seed(self.seed)
         self._build_model()
-        self._configure()
+        self._modules = tuning.ModuleKnobs({name: getattr(self, name) for name in self.knob_modules})
+        self._setup()
 
     # -- what a family provides --------------------------------------------------------
     @abstractmethod
@@ -106,12 +126,23 @@ class Workload(ABC):
         """(Re)build what depends on variant and batch size: data source, pipeline state."""
 
     @abstractmethod
-    def step(self) -> None:
-        """Enqueue one training step."""
+    def _draw_input(self) -> tuple[torch.Tensor, ...]:
+        """The next host batch (the first stage's arguments)."""
+
+    @abstractmethod
+    def _stages(self) -> "tuple[tuple[str, Callable[..., Any]] | None, tuple[str, Callable[..., Any]]]":
+        """(producer or None, consumer), each (name, function) for the running variant.
+
+        The producer takes the host batch and returns device tensors (it does its own copies);
+        the consumer takes those (or the host batch) and returns the loss."""
 
     @abstractmethod
     def trained_parameters(self) -> list[torch.nn.Parameter]:
         """The parameters the optimizer updates (what equivalence tests compare)."""
+
+    def generators(self) -> Sequence[torch.Generator]:
+        """Device generators the stages draw from (a captured graph must register them)."""
+        return ()
 
     def _release(self) -> None:
         """Free what ``_configure`` built: the pinned batch pool and the pipeline's streams.
@@ -119,9 +150,45 @@ class Workload(ABC):
         Families with more (loader workers) extend this and call ``super()._release()``.
         """
         self.pool = None  # free the pinned batches before the next configuration builds its own
+        self._pushback = None
+        self._produce = self._consume = None  # drops captured graphs with their memory
         if self.pipeline is not None:
             self.pipeline.close()
             self.pipeline = None
+
+    # -- knobs ---------------------------------------------------------------------------
+    def autocast(self) -> contextlib.AbstractContextManager:
+        """The context each forward runs in (bf16 autocast under ``amp=bf16``)."""
+        return self._autocast()
+
+    def to_device(self, tensors: Sequence[torch.Tensor]) -> tuple[torch.Tensor, ...]:
+        """Copy a batch to the device on the current stream, in the knobs' memory format."""
+        return tuning.to_device(tensors, self.device, self.knobs)
+
+    def _setup(self) -> None:
+        """Apply the knobs, build the configuration, wire the stages, warm up what is slow."""
+        tuning.apply_backend_flags(self.knobs)
+        self._autocast = tuning.autocast_factory(self.device, self.knobs)
+        for name, module in self._modules.resolve(self.knobs).items():
+            setattr(self, name, module)
+        self._configure()
+        produce, consume = self._stages()
+        gens = self.generators()
+        self._produce = tuning.stage(produce[1], self.device, self.knobs, gens) if produce else None
+        self._consume = tuning.stage(consume[1], self.device, self.knobs, gens)
+        self.warm_up()
+
+    def warm_up(self) -> None:
+        """Compile, capture and autotune now, on the next batch, then put the training state
+        back: the first counted step runs as every later one (and trains the same)."""
+        if not self.knobs.warmups:
+            return
+        batch = self._peek_input()
+        with tuning.restore_point(self.trained_parameters(), self.optimizer, self.generators()):
+            out = self._produce(*batch) if self._produce is not None else batch
+            self._consume(*out)
+            self.drain()
+        self.drain()
 
     # -- what the engine uses -----------------------------------------------------------
     @property
@@ -136,6 +203,7 @@ class Workload(ABC):
             "image_size": self.image_size,
             "workers": self.workers,
             "device": str(self.device),
+            "knobs": self.knobs.text(),
         }
 
     def set_batch_size(self, batch_size: int) -> None:
@@ -144,27 +212,60 @@ class Workload(ABC):
     def set_variant(self, variant: str) -> None:
         self.reconfigure(variant=variant)
 
-    def reconfigure(self, *, variant: str | None = None, batch_size: int | None = None) -> None:
-        """Change variant and/or batch size at a step boundary; on failure keep the old ones."""
-        new_variant, new_batch = self.check_change(variant=variant, batch_size=batch_size)
-        if (new_variant, new_batch) == (self.variant, self.batch_size):
+    def set_knob(self, name: str, value: str) -> None:
+        self.reconfigure(knobs=self.knobs.with_value(name, value))
+
+    def reconfigure(
+        self, *, variant: str | None = None, batch_size: int | None = None, knobs: Knobs | None = None
+    ) -> None:
+        """Change variant, batch size and/or knobs at a step boundary; on failure keep the old ones."""
+        new = self.check_change(variant=variant, batch_size=batch_size, knobs=knobs)
+        old = (self.variant, self.batch_size, self.knobs)
+        if new == old:
             return
-        old = (self.variant, self.batch_size)
         self._release()
         self.drain()
-        self.variant, self.batch_size = new_variant, new_batch
+        self.variant, self.batch_size, self.knobs = new
         try:
-            self._configure()
+            self._setup()
         except BaseException:
             self._release()
-            self.variant, self.batch_size = old
-            self._configure()
+            self.drain()
+            self.variant, self.batch_size, self.knobs = old
+            self._setup()
             raise
+
+    def step(self) -> None:
+        """Enqueue one training step: producer then consumer, or overlapped when pipelined."""
+        produce, consume = self._produce, self._consume
+        assert consume is not None
+        if self.pipeline is not None:
+            assert produce is not None
+            self.last_loss = self.pipeline.step(self._next_input, produce, consume)
+            self.pipeline.hand_to_current(self.last_loss)
+        elif produce is None:
+            self.last_loss = consume(*self._next_input())
+        else:
+            self.last_loss = consume(*produce(*self._next_input()))
+
+    def _next_input(self) -> tuple[torch.Tensor, ...]:
+        batch, self._pushback = self._pushback, None
+        return batch if batch is not None else self._draw_input()
+
+    def _peek_input(self) -> tuple[torch.Tensor, ...]:
+        """The batch the next step will get, without taking it from the sequence."""
+        if self._pushback is None:
+            self._pushback = self._draw_input()
+        return self._pushback
 
     def stage_pair(self) -> "tuple[tuple[str, Callable[[], Any]], tuple[str, Callable[[Any], Any]]] | None":
         """The two stages of a two-stage family, each runnable alone on a fixed batch:
         ((name, produce()), (name, consume(produced))). None: the variant has no such split."""
-        return None
+        produce, consume = self._stages()
+        if produce is None or self._produce is None or self._consume is None:
+            return None
+        batch, run_produce, run_consume = self._peek_input(), self._produce, self._consume
+        return (produce[0], lambda: run_produce(*batch)), (consume[0], lambda out: run_consume(*out))
 
     def time_stages(self, steps: int = 20) -> dict[str, float]:
         """Each stage alone, ``steps`` times on the current stream: ms per call, by stage name.
@@ -209,17 +310,24 @@ class Workload(ABC):
         self.close()
 
     # -- helpers -------------------------------------------------------------------------
-    def check_change(self, *, variant: str | None = None, batch_size: int | None = None) -> tuple[str, int]:
-        """The (variant, batch size) a change asks for, checked: the workload's one check.
+    def check_change(
+        self, *, variant: str | None = None, batch_size: int | None = None, knobs: Knobs | None = None
+    ) -> tuple[str, int, Knobs]:
+        """The (variant, batch size, knobs) a change asks for, checked: the workload's one check.
 
         Raises a one-line WorkloadError (unknown variant, one the device cannot run, a bad
-        batch size) without touching the running configuration."""
+        batch size, a knob that does not apply) without touching the running configuration."""
         new_variant = self.variant if variant is None else variant
-        why = self.info.variant(new_variant).refusal(self.device.type)
+        info = self.info.variant(new_variant)
+        why = info.refusal(self.device.type)
         if why and not self.emulate_streams:
             raise WorkloadError(f"{why}; this run is on {self.device}")
         new_batch = self.batch_size if batch_size is None else check_batch_size(batch_size)
-        return new_variant, new_batch
+        new_knobs = self.knobs if knobs is None else knobs
+        why = new_knobs.refusal(info, self.device.type)
+        if why:
+            raise WorkloadError(why)
+        return new_variant, new_batch, new_knobs
 
     @property
     def variant_info(self) -> VariantInfo:

@@ -7,13 +7,14 @@ import torch.nn as nn
 
 from workloads import models
 from workloads.base import Workload, train_step
-from workloads.data import HostBatchPool, random_images_u8, to_device
+from workloads.data import HostBatchPool, random_images_u8
 from workloads.registry import FAMILIES
 from workloads.streams import TwoStagePipeline
 
 
 class EncDecWorkload(Workload):
     info = FAMILIES["encdec"]
+    knob_modules = ("encoder", "decoder")
 
     def _build_model(self) -> None:
         self.encoder = models.encoder(self.image_size).to(self.device).requires_grad_(False).eval()
@@ -35,24 +36,19 @@ class EncDecWorkload(Workload):
     def trained_parameters(self) -> list[nn.Parameter]:
         return list(self.decoder.parameters())
 
+    def _draw_input(self) -> tuple[torch.Tensor, ...]:
+        return self.pool.next()
+
     # -- the two stages ---------------------------------------------------------------
     def encode(self, images_u8: torch.Tensor, labels_u8: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Copy a host batch to the device and compute its frozen features."""
-        images, labels = to_device((images_u8, labels_u8), self.device)
-        with torch.no_grad():
+        images, labels = self.to_device((images_u8, labels_u8))
+        with torch.no_grad(), self.autocast():
             features = self.encoder(images.float().div_(255))
         return features, labels.long()
 
     def train_decoder(self, features: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        return train_step(self.decoder, self.criterion, self.optimizer, features, labels)
+        return train_step(self.decoder, self.criterion, self.optimizer, features, labels, self.autocast)
 
-    def stage_pair(self):  # noqa: ANN201 - see Workload.stage_pair
-        batch = self.pool.next()
-        return ("encode", lambda: self.encode(*batch)), ("train", lambda out: self.train_decoder(*out))
-
-    def step(self) -> None:
-        if self.pipeline is None:
-            self.last_loss = self.train_decoder(*self.encode(*self.pool.next()))
-        else:
-            self.last_loss = self.pipeline.step(self.pool.next, self.encode, self.train_decoder)
-            self.pipeline.hand_to_current(self.last_loss)
+    def _stages(self):  # noqa: ANN202 - see Workload._stages
+        return ("encode", self.encode), ("train", self.train_decoder)

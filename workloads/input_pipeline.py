@@ -188,16 +188,17 @@ class InputPipelineWorkload(Workload):
     def trained_parameters(self) -> list[nn.Parameter]:
         return list(self.model.parameters())
 
-    def _next_batch(self) -> tuple[Tensor, Tensor]:
+    def _draw_input(self) -> tuple[Tensor, ...]:
         assert self.loader is not None
         try:
-            return next(self.batches)  # type: ignore[arg-type]
+            return tuple(next(self.batches))  # type: ignore[arg-type]
         except StopIteration:  # a new epoch
             self.batches = iter(self.loader)
-            return next(self.batches)
+            return tuple(next(self.batches))
 
-    def step(self) -> None:
-        images, labels = self._next_batch()
-        images = images.to(self.device, non_blocking=True)
-        labels = labels.to(self.device, non_blocking=True)
-        self.last_loss = train_step(self.model, self.criterion, self.optimizer, images, labels)
+    def train(self, images: Tensor, labels: Tensor) -> Tensor:
+        images, labels = self.to_device((images, labels))
+        return train_step(self.model, self.criterion, self.optimizer, images, labels, self.autocast)
+
+    def _stages(self):  # noqa: ANN202 - see Workload._stages
+        return None, ("train", self.train)

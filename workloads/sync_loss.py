@@ -20,7 +20,7 @@ from torch import Tensor
 
 from workloads import models
 from workloads.base import Workload, train_step
-from workloads.data import HostBatchPool, to_device
+from workloads.data import HostBatchPool
 from workloads.registry import FAMILIES
 
 IGNORE_VALUE = -1
@@ -101,6 +101,13 @@ class SyncLossWorkload(Workload):
     def trained_parameters(self) -> list[nn.Parameter]:
         return list(self.model.parameters())
 
-    def step(self) -> None:
-        images, labels = to_device(self.pool.next(), self.device)
-        self.last_loss = train_step(self.model, self.criterion, self.optimizer, images, labels.long())
+    def _draw_input(self) -> tuple[Tensor, ...]:
+        return self.pool.next()
+
+    def train(self, images: Tensor, labels: Tensor) -> Tensor:
+        """Copy a host batch to the device and take one training step on it."""
+        images, labels = self.to_device((images, labels))
+        return train_step(self.model, self.criterion, self.optimizer, images, labels.long(), self.autocast)
+
+    def _stages(self):  # noqa: ANN202 - see Workload._stages
+        return None, ("train", self.train)

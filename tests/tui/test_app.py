@@ -374,8 +374,8 @@ async def test_replay_shows_markers_and_stats_read_only():
         await pilot.pause()
         labels = [label for _, label in chart(app, "throughput").marker_labels]
         assert labels == ["serial→pipelined", "batch 8→16", "pipelined→serial"]
-        assert app.state.current.key == ("encdec", "serial", 16)
-        assert app.state.previous.key == ("encdec", "pipelined", 16)
+        assert app.state.current.key == ("encdec", "serial", 16, "none")
+        assert app.state.previous.key == ("encdec", "pipelined", 16, "none")
         assert "replay" in app.status_text()
         assert app.check_action("batch_double", ()) is False
         await pilot.press("plus", "p", "c")

@@ -49,8 +49,8 @@ def test_segment_means_and_change_against_the_previous_config():
     assert rows["steps_per_s"].verdict == 1
     assert rows["step_ms_p50"].change_pct == pytest.approx((1000 / 220 - 5.0) / 5.0 * 100)
     assert rows["step_ms_p50"].verdict == 1  # lower is better
-    assert st.current.key == ("encdec", "pipelined", 8)
-    assert st.previous.key == ("encdec", "serial", 8)
+    assert st.current.key == ("encdec", "pipelined", 8, "none")
+    assert st.previous.key == ("encdec", "serial", 8, "none")
     assert [m.label for m in st.markers] == ["serial→pipelined"]
 
 
