@@ -13,6 +13,7 @@ from gpudash.devices import cuda_devices
 from gpudash.protocol import ExitCode
 
 if TYPE_CHECKING:  # pragma: no cover
+    from workloads.knobs import Knobs
     from workloads.registry import VariantInfo
 
 DEVICE_RE = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
@@ -107,6 +108,43 @@ def check_device(device: str, variant: VariantInfo | None = None) -> None:
         index = int(device.split(":", 1)[1])
         if index >= count:
             raise UsageError(f"--device {device}: only {count} CUDA GPU{'s' if count != 1 else ''} visible (cuda:0..cuda:{count - 1})")
+
+
+def knob(text: str) -> tuple[str, str]:
+    """``--knob NAME[=VALUE]``: ("amp", "bf16"), ("cuda_graph", "on"); checked against the catalog."""
+    from workloads.knobs import parse_knob
+    from workloads.registry import WorkloadError
+
+    try:
+        return parse_knob(text)
+    except WorkloadError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def knobs_from(pairs: "list[tuple[str, str]] | None") -> "Knobs":
+    """The ``--knob`` flags as one setting; a knob given twice with two values is a UsageError."""
+    from workloads.knobs import Knobs
+
+    chosen: dict[str, str] = {}
+    for name, value in pairs or ():
+        if chosen.get(name, value) != value:
+            raise UsageError(f"--knob {name} given twice: {chosen[name]} and {value}")
+        chosen[name] = value
+    return Knobs(chosen)
+
+
+def check_knobs(knobs: "Knobs", device: str, variant: "VariantInfo") -> None:
+    """Raise UsageError when ``knobs`` cannot be on for ``variant`` on ``device`` (``auto``: the
+    GPU if one is visible)."""
+    if not knobs:
+        return
+    kind = device.split(":", 1)[0]
+    if kind == "auto":
+        kind = "cuda" if cuda_devices()[0] > 0 else "cpu"
+    why = knobs.refusal(variant, kind)
+    if why is not None:
+        advice = "; run it with --device cuda" if kind == "cpu" and "needs CUDA" in why else ""
+        raise UsageError(f"{why}{advice}")
 
 
 def check_out_dir(out: str) -> Path:

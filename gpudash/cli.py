@@ -56,6 +56,9 @@ def build_parser() -> Parser:
     w.add_argument("--workers", type=argtypes.nonnegative_int, metavar="N", help="DataLoader workers, where the variant uses them")
     w.add_argument("--seed", type=int, default=0, help="random seed (default: %(default)s)")
     w.add_argument("--steps", type=argtypes.positive_int, metavar="N", help="stop after N steps")
+    w.add_argument("--knob", type=argtypes.knob, action="append", metavar="NAME[=VALUE]",
+                   help="a knob beyond the variant, repeatable: amp=bf16, channels_last, cudnn_benchmark, "
+                   "tf32, cuda_graph, compile[=MODE] ('gpudash list' says where each applies)")
     r = p.add_argument_group("measuring and recording")
     r.add_argument("--sample-interval", type=argtypes.positive_float, default=RunConfig.sample_interval_s, metavar="S",
                    help="seconds between throughput samples (default: %(default)s)")
@@ -109,6 +112,8 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     except WorkloadError as exc:
         raise UsageError(str(exc)) from None
     check_device(args.device, variant)
+    knobs = argtypes.knobs_from(args.knob)
+    argtypes.check_knobs(knobs, args.device, variant)
     return RunConfig(
         workload=info.name,
         variant=args.variant,
@@ -120,6 +125,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         sample_interval_s=args.sample_interval,
         gpu_interval_s=args.interval,
         max_steps=args.steps,
+        knobs=knobs.text(),
     )
 
 
@@ -132,9 +138,12 @@ def _fail(message: str) -> int:
 def _cmd_list(argv: list[str]) -> int:
     p = Parser(prog="gpudash list", description="Workload families, variants, defaults and which need CUDA.")
     p.parse_args(argv)
+    from workloads import knobs
     from workloads.registry import describe
 
     print(describe())
+    print()
+    print(knobs.describe())
     return ExitCode.OK
 
 
