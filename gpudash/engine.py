@@ -25,6 +25,7 @@ from gpudash.protocol import (
     Sample,
     SetBatchSize,
     SetKnob,
+    SetKnobs,
     SetVariant,
     Stop,
     SwitchWorkload,
@@ -244,8 +245,8 @@ class StepLoop:
             self._reconfigure("batch_size", batch_size=control.batch_size)
         elif isinstance(control, SetVariant):
             self._reconfigure("variant", variant=control.variant)
-        elif isinstance(control, SetKnob):
-            self._set_knob(control)
+        elif isinstance(control, (SetKnob, SetKnobs)):
+            self._set_knobs(control)
         elif isinstance(control, SwitchWorkload):
             self._switch(control)
         elif isinstance(control, TimeStages):
@@ -416,16 +417,21 @@ class StepLoop:
         w = self.workload
         return (w.info.name, w.variant, w.batch_size, w.knobs)
 
-    def _set_knob(self, control: SetKnob) -> None:
-        """Turn one knob on, off or to another value; a bad name or value is an error event."""
-        from workloads.knobs import knob
+    def _set_knobs(self, control: SetKnob | SetKnobs) -> None:
+        """Turn one knob on, off or to another value (``SetKnob``), or set them all (``SetKnobs``);
+        a bad name or value is an error event."""
+        from workloads.knobs import knob, parse_knobs
         from workloads.registry import WorkloadError
 
         w = self.workload
+        asked = control.knobs if isinstance(control, SetKnobs) else f"{control.name}={control.value}"
         try:
-            knobs = w.knobs.with_value(knob(control.name).name, control.value)
+            if isinstance(control, SetKnobs):
+                knobs = parse_knobs(control.knobs)
+            else:
+                knobs = w.knobs.with_value(knob(control.name).name, control.value)
         except WorkloadError as exc:
-            self._refused("knobs", w.knobs.text(), f"{control.name}={control.value}", one_line(exc))
+            self._refused("knobs", w.knobs.text(), asked, one_line(exc))
             return
         self._reconfigure("knobs", knobs=knobs)
 

@@ -61,6 +61,13 @@ class SetKnob:
 
 
 @dataclass(frozen=True)
+class SetKnobs:
+    """Set every knob at once (one rebuild, one warm-up): the text form, ``none`` for all off."""
+
+    knobs: str
+
+
+@dataclass(frozen=True)
 class SwitchWorkload:
     workload: str
     variant: str | None = None
@@ -89,7 +96,7 @@ class TimeStages:
     steps: int = 20
 
 
-Control = Union[SetBatchSize, SetVariant, SetKnob, SwitchWorkload, Pause, Resume, Stop, TimeStages]
+Control = Union[SetBatchSize, SetVariant, SetKnob, SetKnobs, SwitchWorkload, Pause, Resume, Stop, TimeStages]
 
 
 # -- child -> parent ---------------------------------------------------------------------------
