@@ -22,14 +22,18 @@ from gpudash.protocol import (
     Pause,
     Resume,
     RunConfig,
+    Sample,
     SetBatchSize,
+    SetKnob,
+    SetKnobs,
     SetVariant,
     SourceInfo,
     SwitchWorkload,
     TimeStages,
 )
 from gpudash.stats import DashState, Status
-from workloads.registry import FAMILIES, FamilyInfo  # torch-free
+from workloads.knobs import KNOBS, OFF, Knobs, parse_knobs  # torch-free
+from workloads.registry import FAMILIES, FamilyInfo, WorkloadError  # torch-free
 
 STARTING = "starting workload (importing torch)…"
 
@@ -81,6 +85,9 @@ class DashController:
         self.sent: list[Control] = []  # every control sent, oldest first
         self.pending_batch: int | None = None
         self.ready = False  # source.start() has returned
+        self.knobs_text = self.config.knobs or "none"  # the knobs running (text form), from the messages
+        self.pending_knobs: Knobs | None = None  # asked for, not yet answered
+        self.progress: str | None = None  # a slow change under way ("compiling… 12 s")
         self._bad_rows_told = 0
 
     @property
@@ -132,6 +139,7 @@ class DashController:
         notices: list[Notice] = []
         for msg in messages:
             self.state.ingest(msg)
+            self._note_knobs(msg)
             if self.recorder is not None:
                 try:
                     self.recorder.on_message(msg)
@@ -142,10 +150,29 @@ class DashController:
                 notices.extend(self._event_notice(msg))
         return notices
 
+    def _note_knobs(self, msg: Message) -> None:
+        """The knobs running and the warm-up under way, from a sample or an event."""
+        if isinstance(msg, Sample):
+            self.knobs_text, self.progress = msg.knobs, None
+            return
+        if not isinstance(msg, Event) or msg.kind in (EventKind.MEASURED, EventKind.SUMMARY):
+            return
+        if msg.kind == EventKind.PROGRESS:
+            self.progress = msg.message or "warming up…"
+            return
+        self.progress = None
+        if msg.kind in (EventKind.STARTED, EventKind.CHANGED):
+            after = msg.after if msg.what == "knobs" else ""
+            self.knobs_text = msg.details.get("knobs") or after or self.knobs_text
+        if msg.what in ("knobs", "workload") or msg.kind in (EventKind.STARTED, EventKind.CRASHED):
+            self.pending_knobs = None
+
     def _event_notice(self, e: Event) -> list[Notice]:
         s, live = self.state, not self.replay
         if e.what == "batch_size" and e.kind in (EventKind.CHANGED, EventKind.ERROR):
             self.pending_batch = None
+        if e.kind == EventKind.PROGRESS:
+            return [Notice(f"{e.message} — applying knobs {self.knobs_base().text()}; steps resume when done")]
         if e.kind == EventKind.STARTING:
             return [Notice(f"{STARTING} ({e.message})" if e.message else STARTING)]
         if e.kind == EventKind.STARTED:
@@ -153,7 +180,8 @@ class DashController:
         if e.kind == EventKind.CHANGED:
             return [Notice(f"{e.label} at {e.time_s:.1f} s — stats now compare against the previous config")]
         if e.kind == EventKind.ERROR:
-            text = f"✗ {e.message or e.label} — still running {s.variant}, batch {s.batch_size}"
+            still = f"knobs stay {self.knobs_text}" if e.what == "knobs" else f"batch {s.batch_size}"
+            text = f"✗ {e.message or e.label} — still running {s.variant}, {still}"
             return [Notice(text, Severity.ERROR, toast=live)]
         if e.kind == EventKind.PAUSED:
             return [Notice("paused (space resumes)")]
@@ -171,6 +199,8 @@ class DashController:
     def status_text(self) -> str:
         if self.replay:
             return "following (read-only)" if self.info.follow else "replay (read-only)"
+        if self.progress and not self.state.ended:
+            return self.progress
         if self.state.status == Status.STARTING:
             return STARTING
         if self.state.status == Status.CRASHED:
@@ -202,6 +232,10 @@ class DashController:
         self.sent.append(control)
         if isinstance(control, SetBatchSize):
             self.pending_batch = control.batch_size
+        elif isinstance(control, SetKnobs):
+            self.pending_knobs = parse_knobs(control.knobs)
+        elif isinstance(control, SetKnob):
+            self.pending_knobs = self.knobs_base().with_value(control.name, control.value)
         return Notice(note)
 
     def family(self) -> FamilyInfo | None:
@@ -275,6 +309,69 @@ class DashController:
             return self.send(Resume(), "resuming…")
         return self.send(Pause(), "pausing at the next step…")
 
+    # -- knobs -------------------------------------------------------------------------------
+    @property
+    def knobs(self) -> Knobs:
+        """The knobs running now (none while the text is not this version's)."""
+        try:
+            return parse_knobs(self.knobs_text)
+        except WorkloadError:
+            return Knobs()
+
+    def knobs_label(self) -> str:
+        """The running knobs for the header: "amp=bf16, channels_last" (an on/off knob by name)."""
+        return knobs_label(self.knobs_text)
+
+    def knobs_base(self) -> Knobs:
+        """What a knob change starts from: the settings asked for last, else the running ones."""
+        return self.pending_knobs if self.pending_knobs is not None else self.knobs
+
+    def knob_refusal(self, knobs: Knobs, name: str | None = None) -> str | None:
+        """Why ``knobs`` (or knob ``name`` beside them) cannot run on this variant and device;
+        None when they can, or when that is not known yet (the workload itself will say)."""
+        fam, device = self.family(), self.state.device
+        if fam is None or device == "auto":
+            return None
+        try:
+            variant = fam.variant(self.state.variant)
+        except WorkloadError:
+            return None
+        return knobs.refusal(variant, device) if name is None else KNOBS[name].refusal(variant, device, knobs)
+
+    def knob_refusals(self) -> dict[str, str | None]:
+        """Each knob's reason it cannot be on here whatever the others are (the panel disables it)."""
+        return {name: self.knob_refusal(Knobs(), name) for name in KNOBS}
+
+    def set_knobs(self, knobs: Knobs) -> Notice:
+        """Ask for every knob at once (one rebuild), checked first against the catalog."""
+        return self._ask_knobs(knobs, SetKnobs(knobs.text()))
+
+    def set_knob(self, name: str, value: str) -> Notice:
+        """Ask for one knob's value (``off`` turns it off); the others stay as they are."""
+        try:
+            knobs = self.knobs_base().with_value(name, value)
+        except WorkloadError as exc:
+            return _error(f"✗ {exc}")
+        return self._ask_knobs(knobs, SetKnob(name, value))
+
+    def toggle_knob(self, name: str) -> Notice:
+        """An on/off knob to the other state."""
+        value = OFF if self.knobs_base().on(name) else KNOBS[name].default_on
+        return self.set_knob(name, value)
+
+    def _ask_knobs(self, knobs: Knobs, control: SetKnob | SetKnobs) -> Notice:
+        if self.replay:
+            return _warning("replay: read-only")
+        base = self.knobs_base()
+        if knobs == base:
+            return Notice(f"knobs already {knobs.text()}")
+        why = self.knob_refusal(knobs)
+        if why:
+            return _error(f"✗ {why} — knobs stay {base.text()}")
+        slow = " and ".join(dict.fromkeys(knobs.warmups))
+        note = f"knobs {base.text()} → {knobs.text()} requested…" + (f" ({slow} first)" if slow else "")
+        return self.send(control, note)
+
     # -- recording ---------------------------------------------------------------------------
     def start_recording(self, path: str) -> Notice:
         from gpudash.record import dashboard_metadata
@@ -283,7 +380,7 @@ class DashController:
         meta = dashboard_metadata(self.config, s.gpu_info, self.info.started_details, device=s.device,
                                   run_s=s.time_s,
                                   running={"workload": s.workload, "variant": s.variant,
-                                           "batch_size": s.batch_size})
+                                           "batch_size": s.batch_size, "knobs": self.knobs_text})
         try:
             self.recorder = self.recorder_factory(path, meta)
         except Exception as exc:  # noqa: BLE001
@@ -303,3 +400,9 @@ class DashController:
                 note, severity = f"closing the recording failed: {exc}", Severity.ERROR
         self.recording_path = None
         return Notice(note, severity, toast=True)
+
+
+def knobs_label(text: str) -> str:
+    """``amp=bf16,channels_last=on`` → ``amp=bf16, channels_last``: an on/off knob by its name."""
+    parts = [p[: -len("=on")] if p.endswith("=on") else p for p in text.split(",") if p.strip()]
+    return ", ".join(parts) or "none"

@@ -6,8 +6,9 @@ import subprocess
 import sys
 
 from gpudash.controller import DashController, Severity
-from gpudash.protocol import Event, RunConfig, SetBatchSize, SetVariant
+from gpudash.protocol import Event, RunConfig, SetBatchSize, SetKnob, SetKnobs, SetVariant
 from gpudash.stats import Status
+from workloads.knobs import KNOBS, Knobs, parse_knobs
 from workloads.registry import family
 
 from .tui.fakes import NO_GPU, FakeSource, run_segment
@@ -104,4 +105,69 @@ def test_a_replay_is_read_only() -> None:
     ctl = DashController(Recording())
     assert not ctl.enabled("pause_resume", steers=True) and ctl.enabled("help", steers=False)
     assert ctl.pause_resume().text == "replay: read-only"
+    assert ctl.toggle_knob("channels_last").text == "replay: read-only"
     assert ctl.status_text() == "replay (read-only)"
+
+
+def test_the_running_knobs_come_from_the_messages() -> None:
+    ctl, src = running(device="cpu")
+    assert ctl.knobs == Knobs() and ctl.knobs_label() == "none"
+    src.push(Event(3.0, "changed", "knobs", "none", "amp=bf16,channels_last=on",
+                   details={"knobs": "amp=bf16,channels_last=on"}))
+    notices = ctl.poll()
+    assert ctl.knobs == parse_knobs("amp=bf16,channels_last=on")
+    assert ctl.knobs_label() == "amp=bf16, channels_last"
+    assert "knobs: none → amp=bf16,channels_last=on" in notices[-1].text
+    src.push(*run_segment(3.0, 4.0, 100.0, knobs="amp=bf16"))
+    ctl.poll()
+    assert ctl.knobs_text == "amp=bf16"  # the latest sample says what runs
+
+
+def test_a_knob_change_is_sent_once_and_builds_on_the_one_asked_for() -> None:
+    ctl, src = running(device="cpu")
+    notice = ctl.set_knobs(Knobs({"channels_last": "on", "amp": "bf16"}))
+    assert src.sent == [SetKnobs("amp=bf16,channels_last=on")]
+    assert notice.text == "knobs none → amp=bf16,channels_last=on requested…"
+    ctl.toggle_knob("channels_last")  # before the engine answered: off again, amp stays
+    assert src.sent[-1] == SetKnob("channels_last", "off")
+    assert ctl.knobs_base() == Knobs({"amp": "bf16"})
+    assert "already" in ctl.set_knob("amp", "bf16").text and len(src.sent) == 2
+    assert "compiling first" in ctl.set_knob("compile", "max-autotune").text
+    src.push(Event(3.0, "changed", "knobs", "none", "amp=bf16,compile=max-autotune"))
+    ctl.poll()
+    assert ctl.pending_knobs is None and ctl.knobs_text == "amp=bf16,compile=max-autotune"
+
+
+def test_a_knob_the_device_or_variant_cannot_take_is_refused_before_sending() -> None:
+    ctl, src = running(device="cpu")
+    for name in ("cudnn_benchmark", "tf32", "cuda_graph"):
+        notice = ctl.toggle_knob(name)
+        assert notice.severity == Severity.ERROR and notice.toast
+        assert KNOBS[name].refusal(family("encdec").variant("serial"), "cpu", Knobs()) in notice.text
+        assert "\n" not in notice.text and "knobs stay none" in notice.text
+    assert src.sent == [] and ctl.state.status == Status.RUNNING
+    assert ctl.knob_refusals()["cuda_graph"] and ctl.knob_refusals()["compile"] is None
+    ctl, src = running("sync_loss", "sync-heavy", device="cuda:0")
+    assert "sync-free" in ctl.set_knob("cuda_graph", "on").text and src.sent == []
+    ctl, src = running("sync_loss", "fixed", device="cuda:0")
+    ctl.set_knob("compile", "default")
+    assert "cannot wrap a compiled model" in ctl.set_knob("cuda_graph", "on").text  # beside the one asked for
+    assert src.sent == [SetKnob("compile", "default")]
+
+
+def test_progress_shows_until_the_change_arrives() -> None:
+    ctl, src = running(device="cuda:0")
+    ctl.set_knob("compile", "default")
+    notices = ctl.ingest([Event(4.0, "progress", "knobs", message="compiling… 12 s")])
+    assert notices[0].text.startswith("compiling… 12 s — applying knobs compile=default")
+    assert ctl.status_text() == "compiling… 12 s"
+    ctl.ingest([Event(5.0, "changed", "knobs", "none", "compile=default")])
+    assert ctl.status_text() == "running" and ctl.knobs_label() == "compile=default"
+
+
+def test_a_knob_refused_by_the_workload_says_the_knobs_stay() -> None:
+    ctl, src = running(device="cuda:0")
+    ctl.set_knob("compile", "default")
+    notices = ctl.ingest([Event(4.0, "error", "knobs", "none", "compile=default", "compile failed: no C compiler")])
+    assert "compile failed: no C compiler" in notices[-1].text and "knobs stay none" in notices[-1].text
+    assert ctl.pending_knobs is None

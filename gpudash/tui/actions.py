@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from textual.binding import Binding
 
+from workloads.knobs import KNOBS, OFF, ON  # torch-free
 from workloads.registry import FAMILIES  # torch-free
 
 
@@ -52,6 +53,10 @@ ACTIONS: tuple[Action, ...] = (
     Action("time_stages", "t", "Stages", "Time the two stages alone",
            "time each stage of a pipelined family alone (20 steps each) and show the overlap bound "
            "1/max(t1, t2) that pipelining can reach", steers=True),
+    Action("knobs", "k", "Knobs", "Knobs panel",
+           f"set the knobs ({', '.join(KNOBS)}): precision, layout, autotuning, graphs, compilation; "
+           "applied at a step boundary, compile and capture show their progress", steers=True,
+           tooltip="Set the knobs (amp, channels_last, compile, …)"),
     Action("pause_resume", "space", "Pause", "Pause / resume",
            "pause the training loop at the next step, or resume it", steers=True),
     Action("restart", "r", "Restart", "Restart the workload",
@@ -69,6 +74,28 @@ STEERING: frozenset[str] = frozenset(a.name for a in ACTIONS if a.steers)
 
 def bindings() -> list[Binding]:
     return [a.binding() for a in ACTIONS]
+
+
+@dataclass(frozen=True)
+class KnobCommand:
+    """A palette entry for one knob: an on/off knob toggles (``value`` None), a valued one is set."""
+
+    knob: str
+    value: str | None
+    title: str
+    help: str
+
+
+def knob_commands() -> list[KnobCommand]:
+    """Every knob in the palette: "Knob: turn channels_last on/off", "Knob: compile=max-autotune", …"""
+    out: list[KnobCommand] = []
+    for k in KNOBS.values():
+        about = k.summary + ("; needs CUDA" if k.needs_cuda else "")
+        if k.values == (OFF, ON):
+            out.append(KnobCommand(k.name, None, f"Knob: turn {k.name} on/off", about))
+        else:
+            out.extend(KnobCommand(k.name, v, f"Knob: {k.name}={v}", about) for v in k.values)
+    return out
 
 
 def shown(replay: bool) -> list[Action]:

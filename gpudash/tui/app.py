@@ -16,6 +16,7 @@ import os
 import time
 from collections.abc import Callable, Iterable
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 
 from textual.app import App, ComposeResult, SystemCommand
@@ -29,7 +30,7 @@ from gpudash.protocol import EngineSource, ExitCode, GpuInfo, Message, RunConfig
 from gpudash.stats import Status
 from gpudash.tui import actions
 from gpudash.tui.charts import CHARTS, MetricChart
-from gpudash.tui.widgets import HelpScreen, MessageBar, PickScreen, PromptScreen, RunHeader, StatsPanel
+from gpudash.tui.widgets import HelpScreen, KnobsScreen, MessageBar, PickScreen, PromptScreen, RunHeader, StatsPanel
 from workloads.registry import FAMILIES, WorkloadError, parse_batch_size
 
 HINT = "? help · ctrl+p all commands"
@@ -201,6 +202,7 @@ class GpuDashApp(App[int]):
             status=self.status_text(),
             recording=self.controller.recording_path,
             source_label=os.path.basename(path) if self.replay and path else None,
+            knobs=self.controller.knobs_label(),
         )
         if not force and self.state.version == self._drawn_version and size == self._drawn_size:
             return
@@ -265,6 +267,18 @@ class GpuDashApp(App[int]):
     def action_time_stages(self) -> None:
         self._tell([self.controller.time_stages()])
 
+    def action_knobs(self) -> None:
+        ctl, s = self.controller, self.state
+        title = (f"Knobs for {s.workload}/{s.variant} on {s.device} — applied at a step boundary, "
+                 "all at once")
+        panel = KnobsScreen(title, ctl.knobs_base(), ctl.knob_refusals(), check=ctl.knob_refusal)
+        self.push_screen(panel, lambda knobs: None if knobs is None else self._tell([ctl.set_knobs(knobs)]))
+
+    def set_knob(self, name: str, value: str | None) -> None:
+        """One knob from the palette: ``value`` None toggles an on/off knob."""
+        ctl = self.controller
+        self._tell([ctl.toggle_knob(name) if value is None else ctl.set_knob(name, value)])
+
     def action_pause_resume(self) -> None:
         self._tell([self.controller.pause_resume()])
 
@@ -310,6 +324,9 @@ class GpuDashApp(App[int]):
         for a in actions.shown(self.replay):
             if a.name != "quit":
                 yield SystemCommand(f"{a.title} ({a.key})", a.help, getattr(self, f"action_{a.name}"))
+        if not self.replay:
+            for k in actions.knob_commands():
+                yield SystemCommand(k.title, k.help, partial(self.set_knob, k.knob, k.value))
 
     async def action_quit(self) -> None:
         if self._stopping:

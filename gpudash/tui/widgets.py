@@ -11,9 +11,9 @@ from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical, VerticalScroll
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Input, Label, OptionList, Static
+from textual.widgets import Button, Checkbox, Input, Label, OptionList, Select, Static
 from textual.widgets.option_list import Option
 
 from gpudash.comparison import Estimate, Verdict
@@ -21,6 +21,7 @@ from gpudash.metrics import Averaging, Better
 from gpudash.protocol import GpuInfo
 from gpudash.stats import DashState, StatRow, Status
 from gpudash.textfmt import fmt_duration, fmt_num, fmt_pct
+from workloads.knobs import KNOBS, OFF, ON, KnobInfo, Knobs
 
 STATUS_STYLE = {
     Status.STARTING: "bold yellow",
@@ -62,7 +63,7 @@ def gpu_line(info: GpuInfo | None, state: DashState) -> Text:
 
 
 class RunHeader(Static):
-    """Two lines: what runs (workload, variant, batch, device, time, status, REC) and the GPU."""
+    """Two lines: what runs (workload, variant, batch, device, time, status, REC); the knobs and the GPU."""
 
     DEFAULT_CSS = """
     RunHeader { height: 2; background: $panel; padding: 0 1; }
@@ -77,6 +78,7 @@ class RunHeader(Static):
         status: str,
         recording: str | None,
         source_label: str | None = None,
+        knobs: str = "none",
     ) -> None:
         t = Text(no_wrap=True, overflow="ellipsis")
         t.append(" gpudash ", style="bold reverse")
@@ -95,7 +97,8 @@ class RunHeader(Static):
         if recording:
             t.append("  ● REC ", style="bold red")
             t.append(os.path.basename(recording), style="red")
-        line2 = gpu_line(state.gpu_info, state)
+        line2 = Text.assemble(("knobs: ", "bold"), (knobs, "dim" if knobs == "none" else "bold cyan"), " · ",
+                              gpu_line(state.gpu_info, state))
         both = Text("\n", no_wrap=True, overflow="ellipsis").join([t, line2])
         both.no_wrap, both.overflow = True, "ellipsis"
         self.update(both)
@@ -321,6 +324,89 @@ class PickScreen(_Dialog):
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         self.dismiss(event.option.id)
+
+
+class KnobsScreen(_Dialog):
+    """Every knob with what it does: a checkbox for an on/off knob, a select for a valued one.
+
+    A knob that cannot be on here (``refusals``: the catalog's reason) is shown disabled with
+    the reason. Apply checks the whole setting with ``check`` (a reason stays in the panel) and
+    dismisses with the ``Knobs``; escape cancels.
+    """
+
+    DEFAULT_CSS = """
+    KnobsScreen { align: center middle; }
+    KnobsScreen > Vertical { width: 100; max-width: 100%; height: auto; max-height: 100%;
+                             border: thick $primary; background: $surface; padding: 0 1; }
+    KnobsScreen #knob-rows { height: auto; max-height: 18; }
+    KnobsScreen .knob-row { height: auto; }
+    KnobsScreen .knob-name { width: 16; text-style: bold; }
+    KnobsScreen .knob-row Checkbox { width: 21; }
+    KnobsScreen .knob-row Select { width: 21; }
+    KnobsScreen .knob-about { width: 1fr; color: $text-muted; }
+    KnobsScreen .knob-about.-refused { color: $text-warning; }
+    KnobsScreen #knobs-error { color: $text-error; height: auto; }
+    KnobsScreen #knobs-buttons { height: 1; }
+    KnobsScreen #knobs-buttons Label { margin-left: 2; color: $text-muted; }
+    """
+
+    def __init__(self, title: str, knobs: Knobs, refusals: dict[str, str | None],
+                 check: Callable[[Knobs], str | None] = lambda _: None) -> None:
+        super().__init__(title)
+        self._knobs = knobs
+        self._refusals = refusals
+        self._check = check
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Label(self._title)
+            with VerticalScroll(id="knob-rows"):
+                for info in KNOBS.values():
+                    yield self._row(info)
+            yield Label("", id="knobs-error")
+            with Horizontal(id="knobs-buttons"):
+                yield Button("Apply", id="knobs-apply", variant="primary", compact=True)
+                yield Label("sets them all at once · space toggles · escape cancels")
+
+    def _row(self, info: KnobInfo) -> Horizontal:
+        why = self._refusals.get(info.name)
+        value, wid = self._knobs.value(info.name), f"knob-{info.name}"
+        control: Checkbox | Select[str]
+        if info.values == (OFF, ON):
+            control = Checkbox("on", value == ON, id=wid, disabled=bool(why), compact=True)
+        else:
+            control = Select([(v, v) for v in info.values], value=value, allow_blank=False, id=wid,
+                             disabled=bool(why), compact=True)
+        about = Label(why or info.summary, classes="knob-about" + (" -refused" if why else ""))
+        return Horizontal(Label(info.name, classes="knob-name"), control, about, classes="knob-row")
+
+    def on_mount(self) -> None:
+        enabled = [w for w in self.query(".knob-row Checkbox, .knob-row Select") if not w.disabled]
+        if enabled:
+            enabled[0].focus()
+
+    def chosen(self) -> Knobs:
+        """The setting the panel shows now."""
+        values: dict[str, str] = {}
+        for info in KNOBS.values():
+            w = self.query_one(f"#knob-{info.name}")
+            if isinstance(w, Checkbox):
+                values[info.name] = ON if w.value else OFF
+            elif isinstance(w, Select) and isinstance(w.value, str):
+                values[info.name] = w.value
+        return Knobs(values)
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "knobs-apply":
+            self.apply()
+
+    def apply(self) -> None:
+        knobs = self.chosen()
+        why = self._check(knobs)
+        if why:
+            self.query_one("#knobs-error", Label).update(f"✗ {why}")
+            return
+        self.dismiss(knobs)
 
 
 def plain_text(widget: Static, width: int | None = None) -> str:

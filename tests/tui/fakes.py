@@ -55,10 +55,10 @@ class FakeSource:
 
 def sample(t: float, steps_per_s: float, *, variant: str = "serial", batch: int = 8,
            workload: str = "encdec", steps: int | None = None, syncs: float | None = 0.0,
-           interval: float = 0.25) -> Sample:
+           interval: float = 0.25, knobs: str = "none") -> Sample:
     n = steps if steps is not None else int(t * steps_per_s)
     return Sample(t, workload, variant, batch, n, n * batch, interval, steps_per_s,
-                  steps_per_s * batch, 1000 / steps_per_s, 1300 / steps_per_s, syncs)
+                  steps_per_s * batch, 1000 / steps_per_s, 1300 / steps_per_s, syncs, knobs=knobs)
 
 
 def gpu(t: float, util: float = 80.0, power: float = 300.0, energy: float | None = None) -> GpuSample:

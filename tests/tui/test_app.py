@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from gpudash.protocol import Event, Pause, Resume, SetBatchSize, SetVariant, SwitchWorkload
+from gpudash.protocol import Event, Pause, Resume, SetBatchSize, SetKnob, SetKnobs, SetVariant, SwitchWorkload
 from gpudash.replay import ReplaySource
 from gpudash.tui.app import STARTING, GpuDashApp
 from gpudash.tui.charts import MetricChart
-from gpudash.tui.widgets import HelpScreen, MessageBar, PromptScreen, StatsPanel, plain_text
+from gpudash.tui.widgets import HelpScreen, KnobsScreen, MessageBar, PromptScreen, StatsPanel, plain_text
 
 from .conftest import wait_until
 from .fakes import NO_GPU, FakeSource, run_segment, started
@@ -381,7 +381,10 @@ async def test_replay_shows_markers_and_stats_read_only():
         await pilot.press("plus", "p", "c")
         assert app.controller.recorder is None and app.state.batch_size == 16
         titles = [c.title for c in app.get_system_commands(app.screen)]
-        assert not any("Batch" in t or "pipelining" in t for t in titles)
+        assert not any("Batch" in t or "pipelining" in t or t.startswith("Knob") for t in titles)
+        assert "knobs: none" in plain_text(app.query_one("#header"), 120)  # shown, not settable
+        await pilot.press("k")
+        assert not isinstance(app.screen, KnobsScreen)
         assert "H100" in plain_text(app.query_one("#header"), 120)
 
 
@@ -427,6 +430,121 @@ async def test_command_palette_runs_a_control():
             [o.prompt for o in app.screen.query_one("CommandList").options]), "the palette's hits")
         await pilot.press("enter")
         await wait_until(pilot, lambda: src.sent == [SetVariant("pipelined")], "the control")
+
+
+async def cpu_app(pilot, app, src) -> None:
+    await ready(app, pilot)
+    src.push(started(device="cpu"), *run_segment(1.0, 5.0, 20.0, syncs=None))
+    app.refresh_now()
+    await pilot.pause()
+
+
+async def test_the_knobs_panel_applies_every_knob_at_once_and_the_change_is_marked():
+    src = FakeSource(gpu_info=NO_GPU)
+    app = make_app(src)
+    async with app.run_test(size=SIZE) as pilot:
+        await cpu_app(pilot, app, src)
+        assert "knobs: none" in plain_text(app.query_one("#header"), 120)
+        await pilot.press("k")
+        assert isinstance(app.screen, KnobsScreen)
+        await pilot.click("#knob-channels_last")
+        app.screen.query_one("#knob-amp").value = "bf16"
+        await pilot.click("#knobs-apply")
+        assert not isinstance(app.screen, KnobsScreen)
+        assert src.sent == [SetKnobs("amp=bf16,channels_last=on")]  # one control: one rebuild
+        assert "knobs none → amp=bf16,channels_last=on requested" in message(app)
+        src.push(Event(5.0, "changed", "knobs", "none", "amp=bf16,channels_last=on",
+                       details={"knobs": "amp=bf16,channels_last=on"}),
+                 *run_segment(5.0, 8.0, 25.0, syncs=None, steps0=100, knobs="amp=bf16,channels_last=on"))
+        app.refresh_now()
+        await pilot.pause()
+        assert "knobs: amp=bf16, channels_last" in plain_text(app.query_one("#header"), 120)
+        assert (5.0, "knobs none→amp=bf16,channels_last=on") in chart(app, "throughput").marker_labels
+        assert "[amp=bf16,channels_last=on]" in plain_text(app.query_one(StatsPanel), 120)
+        # the panel opens on what runs; escape cancels
+        await pilot.press("k")
+        assert app.screen.query_one("#knob-channels_last").value is True
+        await pilot.press("escape")
+        assert not isinstance(app.screen, KnobsScreen) and len(src.sent) == 1
+
+
+async def test_cuda_only_knobs_are_disabled_on_the_cpu_and_refused_with_one_line():
+    src = FakeSource(gpu_info=NO_GPU)
+    app = make_app(src)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await cpu_app(pilot, app, src)
+        await pilot.press("k")
+        panel = app.screen
+        for name in ("cudnn_benchmark", "tf32", "cuda_graph"):
+            assert panel.query_one(f"#knob-{name}").disabled
+        assert not panel.query_one("#knob-channels_last").disabled
+        assert "knob cuda_graph needs CUDA" in str(panel.query(".knob-about.-refused").last().content)
+        await pilot.press("escape")
+        # through the palette: the catalog's reason at once, nothing sent, the run goes on
+        await pilot.press("ctrl+p")
+        await pilot.press(*"cuda_graph")
+        await wait_until(pilot, lambda: "Knob: turn cuda_graph on/off" in str(
+            [o.prompt for o in app.screen.query_one("CommandList").options]), "the palette's hits")
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: "needs CUDA" in message(app), "the refusal")
+        assert src.sent == [] and app.query_one(MessageBar).has_class("-error")
+        assert "\n" not in message(app) and app.state.status == "running"
+
+
+async def test_the_palette_lists_every_knob_and_sets_one():
+    src = FakeSource(gpu_info=NO_GPU)
+    app = make_app(src)
+    async with app.run_test(size=SIZE) as pilot:
+        await cpu_app(pilot, app, src)
+        titles = [c.title for c in app.get_system_commands(app.screen)]
+        for t in ("Knobs panel (k)", "Knob: turn channels_last on/off", "Knob: amp=bf16", "Knob: compile=off",
+                  "Knob: compile=max-autotune", "Knob: turn cuda_graph on/off"):
+            assert t in titles
+        await pilot.press("ctrl+p")
+        await pilot.press(*"compile=max-autotune")
+        await wait_until(pilot, lambda: "Knob: compile=max-autotune" in str(
+            [o.prompt for o in app.screen.query_one("CommandList").options]), "the palette's hits")
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: src.sent == [SetKnob("compile", "max-autotune")], "the control")
+
+
+async def test_a_knob_change_reaches_the_recording(tmp_path):
+    src = FakeSource(gpu_info=NO_GPU)
+    app = make_app(src)
+    out = tmp_path / "knobs.csv"
+    async with app.run_test(size=SIZE) as pilot:
+        await cpu_app(pilot, app, src)
+        app.start_recording(str(out))
+        app.set_knob("channels_last", "on")
+        src.push(Event(5.0, "changed", "knobs", "none", "channels_last=on", details={"knobs": "channels_last=on"}),
+                 *run_segment(5.0, 6.0, 20.0, syncs=None, steps0=100, knobs="channels_last=on"))
+        app.refresh_now()
+        await pilot.press("c")
+    rows = list(csv.DictReader(out.open()))
+    change = [r for r in rows if r["row_kind"] == "event"][0]
+    assert (change["event_what"], change["event_after"]) == ("knobs", "channels_last=on")
+    assert [r["knobs"] for r in rows if r["row_kind"] == "sample"] == ["channels_last=on"] * 4
+    assert json.loads(out.with_suffix(".json").read_text())["running_at_start"]["knobs"] == "none"
+
+
+async def test_a_slow_knob_shows_its_progress_until_the_change_arrives():
+    src = FakeSource()
+    app = make_app(src)
+    async with app.run_test(size=SIZE) as pilot:
+        await running_app(pilot, app, src)
+        app.set_knob("compile", "default")
+        assert "(compiling first)" in message(app)
+        app.ingest([Event(10.0, "progress", "knobs", message="compiling… 12 s")])
+        app.refresh_now()
+        await pilot.pause()
+        assert message(app).startswith("compiling… 12 s — applying knobs compile=default")
+        assert "compiling… 12 s" in plain_text(app.query_one("#header"), 120)
+        app.ingest([Event(11.0, "changed", "knobs", "none", "compile=default",
+                          details={"knobs": "compile=default"})])
+        app.refresh_now()
+        await pilot.pause()
+        header = plain_text(app.query_one("#header"), 120)
+        assert "compiling" not in header and "running" in header and "knobs: compile=default" in header
 
 
 def test_dashboard_modules_import_neither_torch_nor_the_engine_child():

@@ -46,3 +46,34 @@ async def test_dashboard_over_the_real_engine_on_the_cpu(tmp_path):
     assert not source.alive
     assert not any(p.pid == pid for p in multiprocessing.active_children())
     print(f"first sample after {first_sample_s:.1f} s")
+
+
+async def test_the_knobs_panel_changes_the_real_workloads_knobs_on_the_cpu(tmp_path):
+    from gpudash.protocol import SetKnobs
+    from gpudash.session import EngineSession
+    from gpudash.tui.widgets import KnobsScreen, plain_text
+
+    prepare_for_child_processes()
+    source = EngineSession(RunConfig(workload="encdec", device="cpu", sample_interval_s=0.25),
+                           log_path=str(tmp_path / "child.log"))
+    app = GpuDashApp(source, toasts=False)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await wait_until(pilot, lambda: app.state.last_sample is not None, "a first sample", timeout_s=60)
+        await pilot.press("k")
+        assert isinstance(app.screen, KnobsScreen)
+        assert app.screen.query_one("#knob-cuda_graph").disabled  # needs CUDA: this run is on the CPU
+        await pilot.click("#knob-channels_last")
+        await pilot.click("#knobs-apply")
+        assert app.controller.sent == [SetKnobs("channels_last=on")]
+        await wait_until(pilot, lambda: any(e.kind == "changed" and e.what == "knobs" for e in app.state.events),
+                         "the knobs' change event", timeout_s=60)
+        await wait_until(pilot, lambda: app.state.last_sample.knobs == "channels_last=on",
+                         "a sample with the knob on", timeout_s=60)
+        app.refresh_now()
+        assert (app.state.markers[-1].label == "knobs none→channels_last=on"
+                and any(lbl == "knobs none→channels_last=on"
+                        for _, lbl in app.query_one("#chart-throughput").marker_labels))
+        assert "knobs: channels_last" in plain_text(app.query_one("#header"), 120)
+        await pilot.press("q")
+        await wait_until(pilot, lambda: not app.is_running, "the app to exit", timeout_s=30)
+    assert not source.alive
