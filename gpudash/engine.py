@@ -71,12 +71,13 @@ def _label(setup: Setup) -> str:
 
 @contextmanager
 def progress_reports(emit: Emit, now: Callable[[], float], what: str, doing: tuple[str, ...],
-                     every_s: float = PROGRESS_EVERY_S) -> Iterator[None]:
+                     every_s: float | None = None) -> Iterator[None]:
     """While the body runs (a compile, a graph capture), emit a ``progress`` event every
     ``every_s`` seconds from a helper thread: "compiling… 12 s". Nothing when ``doing`` is empty."""
     if not doing:
         yield
         return
+    every_s = PROGRESS_EVERY_S if every_s is None else every_s
     done = threading.Event()
     start = time.monotonic()
     label = " and ".join(dict.fromkeys(doing))

@@ -67,6 +67,16 @@ def to_device(tensors: Sequence[torch.Tensor], device: torch.device, knobs: Knob
     return tuple(out)
 
 
+def _without_inductor_layout_optimization() -> None:
+    """Inductor's own switch of convolutions to channels_last breaks ``ConvTranspose2d``'s weight
+    gradient on CUDA (torch 2.11, H100: "assert_size_stride … convolution_backward", encdec's
+    decoder). Layout is the ``channels_last`` knob's job here, so the compiler keeps the
+    layout it is given."""
+    import torch._inductor.config as inductor_config
+
+    inductor_config.layout_optimization = False
+
+
 class ModuleKnobs:
     """The model modules of a workload as the knobs want them: layout, and compiled or not.
 
@@ -89,6 +99,7 @@ class ModuleKnobs:
                 continue
             key = (name, mode)
             if key not in self._compiled:
+                _without_inductor_layout_optimization()
                 self._compiled[key] = torch.compile(module, mode=None if mode == "default" else mode, dynamic=False)
             out[name] = self._compiled[key]
         return out

@@ -1,0 +1,210 @@
+"""Knobs on the CPU: the catalog's refusals, what each applicable knob trains, live changes in
+the step loop (events, samples, warm-up out of the window), and the CLI and CSV."""
+
+from __future__ import annotations
+
+import csv
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from gpudash.engine import StepLoop
+from gpudash.protocol import Event, EventKind, Sample, SetKnob, SetKnobs, Stop
+from workloads.base import WorkloadOptions
+from workloads.knobs import KNOBS, Knobs, knob, parse_knob, parse_knobs
+from workloads.registry import FAMILIES, WorkloadError, build
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+# -- the catalog --------------------------------------------------------------------------------
+def test_knob_text_round_trips_in_catalog_order() -> None:
+    k = parse_knobs("cuda_graph,amp=bf16")
+    assert k.text() == "amp=bf16,cuda_graph=on"
+    assert parse_knobs(k.text()) == k
+    assert parse_knobs("none") == Knobs() and Knobs().text() == "none"
+    assert k.with_value("amp", "off").text() == "cuda_graph=on"
+    assert parse_knob("compile") == ("compile", "default")
+
+
+@pytest.mark.parametrize("text", ["nope", "amp=fp8", "compile=fast", "channels_last=yes"])
+def test_bad_knobs_are_one_line_errors_naming_the_choices(text: str) -> None:
+    with pytest.raises(WorkloadError) as err:
+        parse_knob(text)
+    assert "\n" not in str(err.value) and ("choose one of" in str(err.value) or "takes one of" in str(err.value))
+
+
+def test_cuda_only_knobs_are_refused_on_the_cpu_with_the_reason() -> None:
+    serial = FAMILIES["encdec"].variant("serial")
+    for name in ("cudnn_benchmark", "tf32", "cuda_graph"):
+        why = knob(name).refusal(serial, "cpu", Knobs())
+        assert why is not None and "needs CUDA" in why
+    for name in ("amp", "channels_last", "compile"):
+        assert knob(name).refusal(serial, "cpu", Knobs()) is None
+
+
+@pytest.mark.parametrize(("name", "variant"), [("sync_loss", "sync-heavy"), ("augment", "gpu"),
+                                               ("augment", "pipelined-loop")])
+def test_cuda_graph_refuses_variants_that_sync_the_host(name: str, variant: str) -> None:
+    why = knob("cuda_graph").refusal(FAMILIES[name].variant(variant), "cuda", Knobs())
+    assert why is not None and "sync-free" in why and variant in why
+
+
+def test_cuda_graph_and_compile_exclude_each_other() -> None:
+    fixed = FAMILIES["sync_loss"].variant("fixed")
+    assert "reduce-overhead" in parse_knobs("cuda_graph,compile").refusal(fixed, "cuda")
+    assert parse_knobs("cuda_graph,amp=bf16,channels_last").refusal(fixed, "cuda") is None
+
+
+def test_a_refused_knob_leaves_the_running_workload_as_it_was() -> None:
+    with build("sync_loss", "cpu", WorkloadOptions(variant="fixed")) as w:
+        with pytest.raises(WorkloadError, match="needs CUDA"):
+            w.set_knob("cuda_graph", "on")
+        assert w.knobs == Knobs()
+        w.step()
+        assert torch.isfinite(w.last_loss)
+
+
+# -- what a knob trains -------------------------------------------------------------------------
+def _trained(name: str, variant: str, knobs: str, steps: int = 4) -> tuple[torch.Tensor, torch.Tensor | None]:
+    with build(name, "cpu", WorkloadOptions(variant=variant, seed=5, knobs=parse_knobs(knobs))) as w:
+        for _ in range(steps):
+            w.step()
+        flat = torch.cat([p.detach().double().flatten() for p in w.trained_parameters()])
+        return flat, None if w.last_loss is None else w.last_loss.detach().double()
+
+
+def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float((a - b).norm() / b.norm())
+
+
+CPU_CASES = [(n, v) for n, v in (("encdec", "serial"), ("sync_loss", "fixed"), ("augment", "gpu-vectorized"))]
+
+
+@pytest.mark.parametrize(("name", "variant"), CPU_CASES)
+def test_channels_last_trains_the_same_parameters(name: str, variant: str) -> None:
+    plain, _ = _trained(name, variant, "none")
+    tuned, loss = _trained(name, variant, "channels_last")
+    assert torch.isfinite(loss) and _rel(tuned, plain) < 1e-5
+
+
+@pytest.mark.parametrize(("name", "variant"), CPU_CASES)
+def test_bf16_autocast_stays_within_its_tolerance(name: str, variant: str) -> None:
+    """bf16 keeps 8 bits of mantissa in forward and loss: 2% of the parameters' change at most."""
+    start, _ = _trained(name, variant, "none", steps=0)
+    plain, _ = _trained(name, variant, "none")
+    tuned, loss = _trained(name, variant, "amp=bf16")
+    assert torch.isfinite(loss)
+    assert _rel(tuned, plain) < 2e-2
+    assert float((tuned - plain).norm()) < 0.5 * float((plain - start).norm()), "bf16 undid the training"
+
+
+def test_amp_runs_forward_in_bf16_and_keeps_fp32_weights() -> None:
+    with build("encdec", "cpu", WorkloadOptions(knobs=parse_knobs("amp=bf16"))) as w:
+        features, _ = w.encode(*w._peek_input())
+        assert features.dtype == torch.bfloat16
+        w.step()
+        assert all(p.dtype == torch.float32 for p in w.trained_parameters())
+
+
+@pytest.mark.slow
+def test_compile_warms_up_without_training_and_trains_the_same_parameters() -> None:
+    """sync_loss has SGD momentum: the warm-up's step is undone, buffers included (restore_point)."""
+    plain, _ = _trained("sync_loss", "fixed", "none")
+    tuned, loss = _trained("sync_loss", "fixed", "compile")
+    assert torch.isfinite(loss) and _rel(tuned, plain) < 1e-5
+
+
+def test_channels_last_puts_weights_in_nhwc_and_back() -> None:
+    with build("sync_loss", "cpu", WorkloadOptions(variant="fixed", knobs=parse_knobs("channels_last"))) as w:
+        conv = w.model[0].weight
+        assert conv.is_contiguous(memory_format=torch.channels_last) and not conv.is_contiguous()
+        w.set_knob("channels_last", "off")
+        assert w.model[0].weight is conv and conv.is_contiguous()
+
+
+# -- live, in the step loop ---------------------------------------------------------------------
+def _run(workload: object, controls: list[object], steps: int = 40) -> list[object]:
+    got: list[object] = []
+    pending = list(controls)
+
+    def next_control(timeout: float) -> object:
+        if loop.steps_issued >= 3 * (len(controls) - len(pending) + 1) and pending:
+            return pending.pop(0)
+        return None
+
+    loop = StepLoop(workload, emit=got.append, controls=next_control, sample_interval_s=0.05)  # type: ignore[arg-type]
+    loop.run(steps=steps)
+    return got
+
+
+def test_a_knob_change_is_an_event_and_the_samples_after_it_carry_the_knobs() -> None:
+    with build("sync_loss", "cpu", WorkloadOptions(variant="fixed", image_size=32)) as w:
+        msgs = _run(w, [SetKnob("channels_last", "on"), SetKnob("cuda_graph", "on"), SetKnobs("amp=bf16")])
+    events = [m for m in msgs if isinstance(m, Event)]
+    changed = [e for e in events if e.kind == EventKind.CHANGED]
+    assert [(e.what, e.before, e.after) for e in changed] == [
+        ("knobs", "none", "channels_last=on"), ("knobs", "channels_last=on", "amp=bf16")]
+    assert changed[0].details["knobs"] == "channels_last=on"
+    error = next(e for e in events if e.kind == EventKind.ERROR)
+    assert error.what == "knobs" and "needs CUDA" in error.message and error.after == "channels_last=on,cuda_graph=on"
+    samples = [m for m in msgs if isinstance(m, Sample)]
+    assert samples[0].knobs == "none" and samples[-1].knobs == "amp=bf16"
+    assert {s.knobs for s in samples} == {"none", "channels_last=on", "amp=bf16"}
+
+
+def test_a_slow_change_reports_progress_and_its_warm_up_stays_out_of_the_window(monkeypatch: pytest.MonkeyPatch) -> None:
+    import gpudash.engine
+
+    monkeypatch.setattr(gpudash.engine, "PROGRESS_EVERY_S", 0.2)
+    with build("sync_loss", "cpu", WorkloadOptions(variant="fixed", image_size=16)) as w:
+        msgs = _run(w, [SetKnob("compile", "default")], steps=8)
+    progress = [m for m in msgs if isinstance(m, Event) and m.kind == EventKind.PROGRESS]
+    assert progress and progress[0].message.startswith("compiling…") and progress[0].what == "knobs"
+    changed = next(m for m in msgs if isinstance(m, Event) and m.kind == EventKind.CHANGED)
+    after = [m for m in msgs if isinstance(m, Sample) and m.time_s > changed.time_s]
+    assert after and after[0].knobs == "compile=default"
+    # the first window after the change opens when the compile is done, not before it
+    assert progress[-1].time_s < changed.time_s
+    assert after[0].time_s - after[0].interval_s >= changed.time_s - 0.05
+
+
+# -- CLI and CSV -------------------------------------------------------------------------------
+def _gpudash(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "gpudash", *args], capture_output=True, text=True, cwd=cwd,
+                          timeout=240, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["--knob", "nope"], "unknown knob 'nope'"),
+    (["--knob", "amp=fp8"], "knob amp takes one of"),
+    (["--knob", "tf32", "--device", "cpu"], "knob tf32 needs CUDA"),
+    (["--knob", "amp=bf16", "--knob", "amp=off"], "--knob amp given twice"),
+])
+def test_bad_knob_flags_exit_2_with_one_line(tmp_path: Path, args: list[str], says: str) -> None:
+    out = _gpudash("--record", "x.csv", *args, cwd=tmp_path)
+    assert out.returncode == 2
+    assert len(out.stderr.strip().splitlines()) == 1 and says in out.stderr
+    assert not (tmp_path / "x.csv").exists()
+
+
+def test_record_with_knobs_writes_them_on_every_row(tmp_path: Path) -> None:
+    out = _gpudash("--record", "run.csv", "-w", "sync_loss", "-v", "fixed", "--device", "cpu", "--image-size", "32",
+                   "--knob", "channels_last", "--knob", "amp=bf16", "--steps", "40", "-q", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    rows = list(csv.DictReader((tmp_path / "run.csv").open()))
+    samples = [r for r in rows if r["row_kind"] == "sample"]
+    assert samples and {r["knobs"] for r in samples} == {"amp=bf16,channels_last=on"}
+    summary = next(r for r in rows if r["row_kind"] == "summary")
+    assert "[amp=bf16,channels_last=on]" in summary["event_message"]
+
+
+def test_list_shows_every_knob_and_where_it_applies() -> None:
+    out = _gpudash("list", cwd=ROOT)
+    assert out.returncode == 0
+    for name in KNOBS:
+        assert name in out.stdout
+    assert "needs CUDA" in out.stdout

@@ -1,0 +1,134 @@
+"""On a real NVIDIA GPU: every knob where it applies trains what the plain run trains (within the
+knob's stated tolerance), keeps the loss finite and adds no host sync; pipelines stay race-free."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+from workloads.base import WorkloadOptions
+from workloads.knobs import KNOBS, Knobs, parse_knobs
+from workloads.registry import FAMILIES, build
+
+pytestmark = pytest.mark.gpu
+STEPS = 6
+
+# How far a knob may move the trained parameters from the plain run after STEPS steps
+# (relative norm of the difference). cuda_graph replays the same kernels: the same numbers.
+# channels_last, cudnn_benchmark, tf32 and compile pick other kernels (other summation
+# orders, TF32 for matrix products): float32 rounding. bf16 autocast rounds every
+# activation to 8 bits of mantissa.
+TOLERANCE = {
+    "cuda_graph": 1e-6,
+    "channels_last": 1e-3,
+    "cudnn_benchmark": 1e-3,
+    "tf32": 1e-3,
+    "compile": 1e-3,
+    "amp": 2e-2,
+}
+BEST = "amp=bf16,channels_last,cudnn_benchmark,cuda_graph"
+CONFIGS = [("encdec", "serial"), ("encdec", "pipelined"), ("augment", "gpu-vectorized"),
+           ("augment", "pipelined"), ("sync_loss", "fixed"), ("sync_loss", "sync-heavy")]
+
+
+def _params_after(name: str, variant: str, knobs: Knobs, steps: int = STEPS) -> tuple[torch.Tensor, float]:
+    opts = WorkloadOptions(variant=variant, batch_size=4, image_size=64, seed=3, knobs=knobs)
+    with build(name, "cuda", opts) as w:
+        for _ in range(steps):
+            w.step()
+        loss = float(w.last_loss)
+        flat = torch.cat([p.detach().double().flatten().cpu() for p in w.trained_parameters()])
+    return flat, loss
+
+
+def _applicable() -> list[tuple[str, str, str]]:
+    out = []
+    for name, variant in CONFIGS:
+        info = FAMILIES[name].variant(variant)
+        for knob in KNOBS.values():
+            if knob.refusal(info, "cuda", Knobs()) is None:
+                out.append((name, variant, f"{knob.name}={knob.default_on}"))
+    return out
+
+
+@pytest.fixture(autouse=True)
+def _deterministic() -> None:
+    torch.backends.cudnn.deterministic = True
+    yield
+    torch.backends.cudnn.deterministic = False
+
+
+@pytest.mark.parametrize(("name", "variant", "knob"), _applicable())
+def test_each_knob_trains_what_the_plain_run_trains(name: str, variant: str, knob: str) -> None:
+    plain, _ = _params_after(name, variant, Knobs())
+    tuned, loss = _params_after(name, variant, parse_knobs(knob))
+    assert torch.isfinite(torch.tensor(loss))
+    rel = float((tuned - plain).norm() / plain.norm())
+    assert rel <= TOLERANCE[knob.split("=")[0]], f"{name}/{variant} {knob}: relative difference {rel:.2e}"
+
+
+@pytest.mark.parametrize(("name", "serial", "pipelined"), [("encdec", "serial", "pipelined"),
+                                                          ("augment", "gpu-vectorized", "pipelined")])
+def test_graphed_pipeline_trains_what_the_graphed_serial_step_trains(name: str, serial: str, pipelined: str) -> None:
+    knobs = parse_knobs("cuda_graph")
+    a, _ = _params_after(name, serial, knobs)
+    b, _ = _params_after(name, pipelined, knobs)
+    assert float((a - b).norm() / a.norm()) <= 1e-6
+
+
+@pytest.mark.parametrize(("name", "variant"), [c for c in CONFIGS if FAMILIES[c[0]].variant(c[1]).sync_free])
+def test_the_best_knobs_add_no_host_sync(name: str, variant: str) -> None:
+    opts = WorkloadOptions(variant=variant, batch_size=4, image_size=64, knobs=parse_knobs(BEST))
+    with build(name, "cuda", opts) as w:
+        w.step()
+        torch.cuda.synchronize()
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            for _ in range(3):
+                w.step()
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+        assert torch.isfinite(w.last_loss).item()
+
+
+def test_a_batch_size_change_recaptures_the_graph() -> None:
+    opts = WorkloadOptions(variant="fixed", batch_size=4, image_size=64, knobs=parse_knobs("cuda_graph"))
+    with build("sync_loss", "cuda", opts) as w:
+        w.step()
+        w.set_batch_size(8)
+        for _ in range(2):
+            w.step()
+        assert torch.isfinite(w.last_loss).item()
+        assert w.describe()["batch_size"] == 8
+
+
+SANITIZED = textwrap.dedent(
+    """
+    import torch
+    from workloads.base import WorkloadOptions
+    from workloads.knobs import parse_knobs
+    from workloads.registry import build
+    knobs = parse_knobs({knobs!r})
+    w = build({name!r}, "cuda", WorkloadOptions(variant="pipelined", batch_size=4, image_size=64, knobs=knobs))
+    for _ in range(4):
+        w.step()
+    print("loss", w.last_loss.item())
+    w.close()
+    print("clean")
+    """
+)
+
+
+@pytest.mark.parametrize("name", ["encdec", "augment"])
+def test_pipelines_with_knobs_run_clean_under_the_cuda_sanitizer(name: str) -> None:
+    code = SANITIZED.format(name=name, knobs="amp=bf16,channels_last,cudnn_benchmark")
+    env = {**os.environ, "TORCH_CUDA_SANITIZER": "1"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600,
+                         cwd=os.path.dirname(os.path.dirname(__file__)))
+    assert out.returncode == 0 and "clean" in out.stdout, out.stderr[-3000:]
+    assert "CSAN" not in out.stderr, out.stderr[-3000:]
