@@ -24,6 +24,7 @@ from gpudash.protocol import Event, EventKind, GpuSample, Sample
 from gpudash.replay import load_metadata
 from gpudash.segments import ConfigKey, Segment, SegmentTracker
 from gpudash.sweep_report import CSV_COLUMNS as SWEEP_COLUMNS
+from gpudash.sweep_report import OLD_CSV_COLUMNS as OLD_SWEEP_COLUMNS
 from gpudash.sweep_report import summary_from_row
 
 FIGURE_KEYS = ("steps_per_s", "samples_per_s", "syncs_per_step", "gpu_util_pct", "power_w", "joules_per_step")
@@ -113,7 +114,7 @@ def load_run(path: str | Path) -> Run:
     rows, header = _read_rows(p)
     if is_recording_header(header):
         return _recording(p, rows)
-    if header == list(SWEEP_COLUMNS):
+    if header in (list(SWEEP_COLUMNS), list(OLD_SWEEP_COLUMNS)):  # the old one: no knobs column
         return _sweep(p, rows)
     raise ReportInputError(f"{p} is not a gpudash CSV: its header is neither a recording's nor a sweep's")
 
@@ -220,5 +221,5 @@ def _summary_figures(row: dict[str, str]) -> ConfigFigures:
     s = summary_from_row(row, 0, None)
     c = s.comparison
     ratio = f"{c.format()} {c.verdict}" if c is not None else ("1.00 (baseline)" if row["ratio"] else "")
-    key: ConfigKey = (s.config.family, s.config.variant, s.config.batch_size, "none")
+    key: ConfigKey = (s.config.family, s.config.variant, s.config.batch_size, s.config.knobs)
     return ConfigFigures(key, s.config.label, dict(s.stats), s.n_samples, sweep_ratio=ratio, error=s.error)

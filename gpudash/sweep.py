@@ -5,10 +5,11 @@ Never imports torch (the workload runs in the child), textual or matplotlib (the
 ``gpudash.sweep_plan``'s; the figures ``gpudash.sweep_stats``'; the files ``gpudash.sweep_report``'s.
 
 How one family is measured: its ``EngineSession`` starts in the first configuration of the
-first round; each round visits every configuration once in a seeded shuffled order, switching
-with ``SetVariant``/``SetBatchSize`` and waiting for the matching ``changed`` (or ``error``)
-events. Samples of the ``--warmup`` seconds after each change (and after the start) are left
-out; then the configuration's samples are kept until they span ``--seconds``. A switch to
+first round (with its knobs); each round visits every configuration once in a seeded shuffled
+order, switching with ``SetVariant``/``SetBatchSize``/``SetKnobs`` (``switch_controls``) and
+waiting for the matching ``changed`` (or ``error``) events. Samples of the ``--warmup`` seconds
+after each change (and after the start) are left out; then the configuration's samples are
+kept until they span ``--seconds``. A switch to
 what already runs sends no control (the engine would ignore it): the warm-up clock just
 starts again — the A/A case. A configuration that fails (an ``error`` event) is recorded
 with its message and left out of later rounds.
@@ -27,7 +28,7 @@ from typing import TYPE_CHECKING
 
 from gpudash.headless import _Interrupted
 from gpudash.protocol import (
-    Event, EventKind, ExitCode, GpuSample, RunConfig, Sample, SetBatchSize, SetVariant, TimeStages,
+    Control, Event, EventKind, ExitCode, GpuSample, RunConfig, Sample, SetBatchSize, SetKnobs, SetVariant, TimeStages,
 )
 from gpudash.sweep_plan import Configuration, FamilyPlan, SweepPlan, SweepSettings, round_orders, run_config
 from gpudash.sweep_progress import SweepProgress
@@ -40,11 +41,12 @@ if TYPE_CHECKING:  # pragma: no cover
 
 POLL_S = 0.05  # how often the session is polled
 START_TIMEOUT_S = 600.0  # the child imports torch and builds the workload
-CHANGE_TIMEOUT_S = 300.0  # a change rebuilds the workload (DataLoader workers, allocations)
+CHANGE_TIMEOUT_S = 300.0  # a change rebuilds the workload (DataLoader workers, allocations); a
+# knob's warm-up (compile, capture) may take longer: each of its progress events restarts this clock
 STAGES_TIMEOUT_S = 120.0  # each stage alone, STAGE_STEPS times
 STAGE_STEPS = 20
 STALL_S = 120.0  # no window filled this long after it should have: the configuration failed
-RECONFIGURING = frozenset({"variant", "batch_size", "workload"})  # errors that end a configuration
+RECONFIGURING = frozenset({"variant", "batch_size", "knobs", "workload"})  # errors that end a configuration
 
 
 class ConfigFailed(Exception):
@@ -84,7 +86,7 @@ class Window:
                 self.gpu.append(msg)
             return
         c = self.config
-        if (msg.workload, msg.variant, msg.batch_size) != (c.family, c.variant, c.batch_size):
+        if (msg.workload, msg.variant, msg.batch_size, msg.knobs) != (c.family, c.variant, c.batch_size, c.knobs):
             return
         if msg.time_s - msg.interval_s >= self.start_s - 1e-6:
             self.samples.append(msg)
@@ -123,7 +125,7 @@ class FamilyRun:
         self.results: list[RepeatResult] = []
         self.failed: set[Configuration] = set()
         self.notes: list[str] = []  # how --until-ci ended, for the report
-        self.running: tuple[str, int] | None = None  # (variant, batch size) the engine reports
+        self.running: Running | None = None  # what the engine reports it runs
         self.window: Window | None = None
 
     # -- the rounds ---------------------------------------------------------------------------------
@@ -224,7 +226,7 @@ class FamilyRun:
         """Track what runs; note the start; the workload's end stops the sweep."""
         d = e.details
         if "variant" in d and "batch_size" in d:
-            self.running = (d["variant"], int(d["batch_size"]))
+            self.running = (d["variant"], int(d["batch_size"]), d.get("knobs", "none"))
         if e.kind == EventKind.STARTED:
             assert self.session is not None
             self.on_started(self.session)
@@ -234,10 +236,17 @@ class FamilyRun:
             log = self.session.log_path
             raise SweepStopped(f"workload failed: {why}" + ("" if log in why else f" (log: {log})"), ExitCode.FAILED)
 
-    def _wait(self, done: Callable[[list[Event]], bool], timeout: float, what: str) -> None:
-        """Poll until ``done(events)``; ``ConfigFailed`` after ``timeout`` seconds."""
+    def _wait(self, done: Callable[[list[Event]], bool], timeout: float, what: str, *,
+              warming: str | None = None) -> None:
+        """Poll until ``done(events)``; ``ConfigFailed`` after ``timeout`` seconds. ``warming``
+        (a configuration's name): its knobs' warm-up (compile, capture) reports progress every
+        2 s; each report is shown and restarts the clock."""
         deadline = time.monotonic() + timeout
-        while not done(self._pump()):
+        while not done(events := self._pump()):
+            reports = [e for e in events if e.kind == EventKind.PROGRESS]
+            if warming is not None and reports:
+                deadline = time.monotonic() + timeout
+                self.progress.status(f"{warming} · {reports[-1].message}")
             if time.monotonic() > deadline:
                 raise ConfigFailed(f"no {what} within {timeout:.0f} s")
             time.sleep(POLL_S)
@@ -257,30 +266,26 @@ class FamilyRun:
         """Make ``config`` run; returns when (session time) it began. A no-op switch (the A/A
         case: it already runs) sends nothing and starts the warm-up clock now."""
         assert self.session is not None and self.running is not None
-        variant, batch = self.running
-        pending: set[str] = set()
-        if variant != config.variant:
-            self.session.send(SetVariant(config.variant))
-            pending.add("variant")
-        if batch != config.batch_size:
-            self.session.send(SetBatchSize(config.batch_size))
-            pending.add("batch_size")
+        controls = switch_controls(self.running, (config.variant, config.batch_size, config.knobs))
+        for control in controls:
+            self.session.send(control)
+        pending = [_what(c) for c in controls]  # the engine answers each in turn
         began, errors = self._now(), []
 
         def answered(events: list[Event]) -> bool:
             nonlocal began
             for e in events:
                 if e.what in pending and e.kind in (EventKind.CHANGED, EventKind.ERROR):
-                    pending.discard(e.what)
+                    pending.remove(e.what)
                     if e.kind == EventKind.ERROR:
                         errors.append(e.message or f"{e.what} {e.after} refused")
                     began = max(began, e.time_s)
             return not pending
 
         if pending:
-            self._wait(answered, CHANGE_TIMEOUT_S, f"reply to the change to {config.name}")
+            self._wait(answered, CHANGE_TIMEOUT_S, f"reply to the change to {config.name}", warming=config.name)
         if errors:
-            raise ConfigFailed("; ".join(errors))
+            raise ConfigFailed("; ".join(dict.fromkeys(errors)))
         return began
 
     def _measure(self, config: Configuration, repeat: int, since: float) -> RepeatResult:
@@ -324,6 +329,37 @@ class FamilyRun:
         except KeyboardInterrupt:
             self.session.stop(timeout=0)
             raise
+
+
+Running = tuple[str, int, str]  # (variant, batch size, knobs text)
+
+
+def switch_controls(now: Running, want: Running) -> list[Control]:
+    """The controls that take the engine from ``now`` to ``want``, each valid where it is sent:
+    knobs that go are turned off before the variant or batch size changes, knobs that come are
+    turned on after it (a variant refuses some knobs: cuda_graph needs a sync-free step), so a
+    knob's slow warm-up (compile, capture) happens once, in the new configuration. Empty:
+    ``want`` already runs."""
+    from workloads.knobs import Knobs, parse_knobs
+
+    (variant, batch, knobs), (new_variant, new_batch, new_knobs) = now, want
+    middle = knobs  # what runs while the variant and batch size change
+    if knobs != new_knobs and (variant, batch) != (new_variant, new_batch):
+        old, new = parse_knobs(knobs), parse_knobs(new_knobs)
+        middle = Knobs((n, v) for n, v in old.items() if new.get(n) == v).text()
+    controls: list[Control] = [SetKnobs(middle)] if middle != knobs else []
+    if variant != new_variant:
+        controls.append(SetVariant(new_variant))
+    if batch != new_batch:
+        controls.append(SetBatchSize(new_batch))
+    if new_knobs != middle:
+        controls.append(SetKnobs(new_knobs))
+    return controls
+
+
+def _what(control: Control) -> str:
+    """The ``what`` of the events that answer ``control``."""
+    return {SetKnobs: "knobs", SetVariant: "variant", SetBatchSize: "batch_size"}[type(control)]
 
 
 def describe(result: RepeatResult) -> str:

@@ -2,9 +2,11 @@
 which order. Torch-, Textual- and matplotlib-free (``gpudash sweep --help`` stays instant).
 
 A *configuration* is one entry of ``-v`` at one batch size of ``-b``, by position: ``-v
-fixed,fixed`` is an A/A check of two configurations, labelled ``fixed`` and ``fixed#2``.
+fixed,fixed`` is an A/A check of two configurations, labelled ``fixed`` and ``fixed#2``. An
+entry ``VARIANT+KNOB[=VALUE]+…`` is the variant with those knobs on top of ``--knob``'s
+(``fixed+amp=off`` turns a sweep-wide knob off again); its label is the entry.
 Every argument is checked before anything starts; a bad one is one line and exit status 2.
-Variants the device cannot run are skipped with one line each on stderr.
+Variants and knob settings the device cannot run are skipped with one line each on stderr.
 """
 
 from __future__ import annotations
@@ -16,10 +18,15 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gpudash import argtypes
 from gpudash.argtypes import Parser, UsageError, check_device, check_out_dir
 from gpudash.protocol import ExitCode, RunConfig
+
+if TYPE_CHECKING:  # pragma: no cover
+    from workloads.knobs import Knobs
+    from workloads.registry import FamilyInfo
 
 SAMPLE_INTERVAL_S = 0.1  # the child's throughput sample (the statistics assume 10 samples/s)
 GPU_INTERVAL_S = 0.25  # NVML tick during a sweep
@@ -46,21 +53,45 @@ _PRESET_PARTS: dict[str, tuple[PresetEntry, ...]] = {
     "syncs": (PresetEntry("sync_loss"),),
     "input-pipeline": (PresetEntry("input_pipeline", seconds=BURSTY_SECONDS, warmup=BURSTY_WARMUP),),
 }
+# "beyond": per family the plain variant, the article's fix, and the fix with the knob
+# combinations worth showing (on a CPU the CUDA-only ones are skipped with their reason). Each
+# row's entries are written as -v takes them; {fast} stands for _FAST.
+_FAST = "amp=bf16+channels_last+cudnn_benchmark"  # the cheap knobs every convolution net takes
+
+
+def _entries(text: str) -> tuple[str, ...]:
+    """The entries of a ``-v`` argument (``{fast}``: ``_FAST``)."""
+    return tuple(text.format(fast=_FAST).split(","))
+
+
+BEYOND: tuple[PresetEntry, ...] = (
+    PresetEntry("encdec", _entries("serial,pipelined,serial+{fast},serial+{fast}+cuda_graph,"
+                                   "pipelined+{fast}+cuda_graph,serial+compile"), (8, 32)),
+    PresetEntry("sync_loss", _entries("sync-heavy,fixed,fixed+{fast},fixed+{fast}+cuda_graph,"
+                                      "fixed+cuda_graph"), (8, 32)),
+    PresetEntry("augment", _entries("cpu,gpu-vectorized,pipelined,pipelined+{fast},"
+                                    "pipelined+{fast}+cuda_graph"), (32,)),
+    PresetEntry("input_pipeline", _entries("baseline,batch-transform,batch-transform+{fast}"),
+                seconds=BURSTY_SECONDS, warmup=BURSTY_WARMUP),
+)
 PRESETS: dict[str, tuple[PresetEntry, ...]] = {
     **_PRESET_PARTS,
     "all": tuple(entry for entries in _PRESET_PARTS.values() for entry in entries),
+    "beyond": BEYOND,  # not part of "all"
 }
 
 
 @dataclass(frozen=True)
 class Configuration:
-    """One thing to measure: a family's variant at a batch size (``label`` is unique per batch)."""
+    """One thing to measure: a family's variant with its knobs at a batch size (``label`` is
+    unique per batch)."""
 
     family: str
     variant: str
-    label: str  # "fixed", "fixed#2" for the second "fixed" of -v
+    label: str  # the -v entry: "fixed", "fixed#2" for the second "fixed", "fixed+amp=bf16"
     batch_size: int
     position: int  # index in the family's list of configurations
+    knobs: str = "none"  # every knob on (--knob's and the entry's), in their text form
 
     @property
     def name(self) -> str:
@@ -104,6 +135,7 @@ class SweepPlan:
     command: str  # the exact command line, for the report
     preset: str | None = None
     skipped: tuple[str, ...] = field(default=())  # one line each: why a variant is left out
+    knobs: str = "none"  # --knob's, on every configuration (text form)
 
     @property
     def units(self) -> int:
@@ -120,7 +152,7 @@ def run_config(config: Configuration, settings: SweepSettings) -> RunConfig:
     """The session's configuration when it starts in ``config``."""
     return RunConfig(workload=config.family, variant=config.variant, batch_size=config.batch_size,
                      device=settings.device, seed=settings.seed, sample_interval_s=settings.sample_interval_s,
-                     gpu_interval_s=settings.gpu_interval_s)
+                     gpu_interval_s=settings.gpu_interval_s, knobs=config.knobs)
 
 
 # -- the order ------------------------------------------------------------------------------------
@@ -159,12 +191,43 @@ def _family_name(text: str) -> str:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def split_entry(text: str) -> tuple[str, list[tuple[str, str]]]:
+    """``fixed+amp=bf16+channels_last`` → ("fixed", [("amp", "bf16"), ("channels_last", "on")]):
+    the knobs checked against the catalog (the variant against its family later); UsageError."""
+    from workloads.knobs import parse_knob
+    from workloads.registry import WorkloadError
+
+    variant, *parts = [part.strip() for part in text.split("+")]
+    if not variant or not all(parts):
+        raise UsageError(f"expected VARIANT+KNOB[=VALUE]+..., got {text.strip()!r}")
+    pairs: dict[str, str] = {}
+    for part in parts:
+        try:
+            name, value = parse_knob(part)
+        except WorkloadError as exc:
+            raise UsageError(f"{text.strip()!r}: {exc}") from None
+        if pairs.setdefault(name, value) != value:
+            raise UsageError(f"{text.strip()!r} sets knob {name} twice: {pairs[name]} and {value}")
+    return variant, list(pairs.items())
+
+
+def entry_text(text: str) -> str:
+    """An entry as its label: its parts without the spaces around them."""
+    return "+".join(part.strip() for part in text.split("+"))
+
+
 def _name_list(text: str) -> list[str]:
-    """An argparse type: names separated by commas (checked against the family later)."""
+    """An argparse type: entries ``VARIANT[+KNOB[=VALUE]...]`` separated by commas (their knobs
+    checked here, the variants against the family later)."""
     names = [part.strip() for part in text.split(",")]
     if not all(names):
         raise argparse.ArgumentTypeError(f"expected names separated by commas, got {text!r}")
-    return names
+    for name in names:
+        try:
+            split_entry(name)
+        except UsageError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+    return [entry_text(name) for name in names]
 
 
 def _batch_list(text: str) -> list[int]:
@@ -187,16 +250,26 @@ def build_parser() -> Parser:
         "  augmentation    augment, every variant, the family's default batch\n"
         "  syncs           sync_loss, every variant, default batch\n"
         f"  input-pipeline  input_pipeline, every variant, default batch, {BURSTY_SECONDS:g} s after {BURSTY_WARMUP:g} s\n"
-        "  all             the four\n\n"
+        "  all             the four\n"
+        "  beyond          per family the plain variant, the article's fix, and the fix with knobs\n"
+        f"                  ({_FAST.replace('+', ', ')}; cuda_graph; compile); not in all\n\n"
+        "knobs: --knob puts a knob on every configuration; an entry of -v adds its own with +:\n"
+        "  -v fixed,fixed+amp=bf16+channels_last,fixed+amp=bf16+channels_last+cuda_graph\n"
+        "  measures the plain variant and two knob settings side by side ('gpudash list' says where\n"
+        "  each knob applies; a setting the device cannot run is skipped with the reason)\n\n"
         "exit status: 0 done, 1 the workload failed, 2 bad arguments, 130 interrupted\n",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     what = p.add_mutually_exclusive_group(required=True)
     what.add_argument("-w", "--workload", type=_family_name, metavar="FAMILY", help="the workload family")
     what.add_argument("--preset", choices=tuple(PRESETS), metavar="NAME", help=f"one of: {', '.join(PRESETS)}")
-    p.add_argument("-v", "--variants", type=_name_list, metavar="V1,V2",
-                   help="variants, by position (default: all; one twice = an A/A check)")
+    p.add_argument("-v", "--variants", type=_name_list, metavar="V1,V2+KNOB",
+                   help="variants, by position, each with +KNOB[=VALUE] knobs of its own "
+                   "(default: all; one twice = an A/A check)")
     p.add_argument("-b", "--batch-sizes", type=_batch_list, metavar="N1,N2", help="batch sizes (default: the family's)")
+    p.add_argument("--knob", type=argtypes.knob, action="append", metavar="NAME[=VALUE]",
+                   help="a knob on every configuration, repeatable: amp=bf16, channels_last, cudnn_benchmark, "
+                   "tf32, cuda_graph, compile[=MODE]")
     p.add_argument("--repeats", type=argtypes.positive_int, default=3, metavar="N", help="rounds (default: %(default)s)")
     p.add_argument("--seconds", type=argtypes.positive_float, metavar="S",
                    help=f"measured per configuration per repeat (default: {SweepSettings.seconds:g}; a preset may say more)")
@@ -232,28 +305,55 @@ def labels(variants: list[str]) -> list[str]:
     return out
 
 
+def entry_knobs(entry: str, base: Knobs) -> tuple[str, Knobs]:
+    """An entry's variant and its knobs: ``base`` (--knob's) with the entry's on top."""
+    variant, pairs = split_entry(entry)
+    knobs = base
+    for name, value in pairs:
+        knobs = knobs.with_value(name, value)
+    return variant, knobs
+
+
+def _refusal(info: FamilyInfo, entry: str, base: Knobs, dev_type: str) -> tuple[str, Knobs, str | None]:
+    """(variant, knobs, why the device cannot run them or None); an unknown variant: UsageError."""
+    from workloads.registry import WorkloadError
+
+    variant, knobs = entry_knobs(entry, base)
+    try:
+        variant_info = info.variant(variant)
+    except WorkloadError as exc:
+        raise UsageError(str(exc)) from None
+    why = variant_info.refusal(dev_type)
+    if why is None and (knob_why := knobs.refusal(variant_info, dev_type)) is not None:
+        why = f"{info.name} {entry}: {knob_why}"
+    return variant_info.name, knobs, why
+
+
 def family_plan(entry: PresetEntry, dev_type: str, skipped: list[str],
-                timing: tuple[float | None, float | None] = (None, None)) -> FamilyPlan | None:
-    """The configurations of one family (variants × batch sizes); refused variants go to
-    ``skipped``. ``timing``: --seconds and --warmup when given (they override the preset's)."""
+                timing: tuple[float | None, float | None] = (None, None),
+                knobs: Knobs | None = None) -> FamilyPlan | None:
+    """The configurations of one family (entries × batch sizes); refused ones go to
+    ``skipped``. ``timing``: --seconds and --warmup when given (they override the preset's);
+    ``knobs``: --knob's, on every configuration."""
+    from workloads.knobs import Knobs
     from workloads.registry import WorkloadError, family
 
     try:
         info = family(entry.family)
-        variants = list(entry.variants or info.variant_names)
-        refusals = [info.variant(v).refusal(dev_type) for v in variants]
     except WorkloadError as exc:
         raise UsageError(str(exc)) from None
+    entries = [entry_text(e) for e in entry.variants or info.variant_names]
+    checked = [_refusal(info, e, knobs or Knobs(), dev_type) for e in entries]
     batches = entry.batch_sizes or (info.defaults(dev_type.split(":", 1)[0]).batch_size,)
-    kept = [(v, label) for v, label, why in zip(variants, labels(variants), refusals) if why is None]
-    skipped.extend(f"{why} (on {dev_type})" for why in dict.fromkeys(r for r in refusals if r))
+    kept = [(v, k.text(), label) for (v, k, why), label in zip(checked, labels(entries)) if why is None]
+    skipped.extend(f"{why} (on {dev_type})" for why in dict.fromkeys(why for _, _, why in checked if why))
     if not kept:
         return None
-    configs = [(v, label, b) for b in batches for v, label in kept]
+    configs = [(v, k, label, b) for b in batches for v, k, label in kept]
     return FamilyPlan(
         family=info.name,
         title=info.title,
-        configurations=tuple(Configuration(info.name, v, label, b, i) for i, (v, label, b) in enumerate(configs)),
+        configurations=tuple(Configuration(info.name, v, label, b, i, k) for i, (v, k, label, b) in enumerate(configs)),
         two_stage=info.pipeline_toggle is not None,
         seconds=_first(timing[0], entry.seconds, SweepSettings.seconds),
         warmup=_first(timing[1], entry.warmup, SweepSettings.warmup),
@@ -275,11 +375,12 @@ def plan_from_args(args: argparse.Namespace, argv: list[str]) -> SweepPlan:
     else:
         entries = (PresetEntry(args.workload, tuple(args.variants or ()) or None,
                                tuple(args.batch_sizes or ()) or None),)
+    knobs = argtypes.knobs_from(args.knob)
     check_device(args.device)
     dev_type = device_type(args.device)
     skipped: list[str] = []
     timing = (args.seconds, args.warmup)
-    families = tuple(fp for fp in (family_plan(e, dev_type, skipped, timing) for e in entries) if fp is not None)
+    families = tuple(fp for fp in (family_plan(e, dev_type, skipped, timing, knobs) for e in entries) if fp is not None)
     if not families:
         advice = "; run it with --device cuda" if not dev_type.startswith("cuda") else ""
         raise UsageError(f"nothing to measure: {'; '.join(skipped)}{advice}")
@@ -290,7 +391,7 @@ def plan_from_args(args: argparse.Namespace, argv: list[str]) -> SweepPlan:
     )
     out_dir = check_out_dir(args.out)
     command = shlex.join(["gpudash", "sweep", *argv])
-    return SweepPlan(families, settings, out_dir, command, args.preset, tuple(skipped))
+    return SweepPlan(families, settings, out_dir, command, args.preset, tuple(skipped), knobs.text())
 
 
 def main(argv: list[str]) -> int:

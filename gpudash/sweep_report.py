@@ -5,7 +5,9 @@
 ``row_kind=summary`` row per configuration when its family is done: the mean of all its
 repeats with the 95% interval of steps/s, and its steps/s relative to the family's first
 configuration at the same batch size (``ratio`` with its interval, and the verdict). Empty
-cells: not available. Every row is flushed as it is written.
+cells: not available. Every row is flushed as it is written. ``variant`` holds the
+configuration's label (the ``-v`` entry, ``fixed+amp=bf16``), ``knobs`` every knob it ran with
+(``--knob``'s too; added after the first release, last, so older files read as ``none``).
 """
 
 from __future__ import annotations
@@ -30,8 +32,9 @@ CSV_COLUMNS = (
     "row_kind", "workload", "variant", "batch_size", "repeat", "seconds", "n_samples",
     "steps_per_s", "steps_per_s_low", "steps_per_s_high", "steps_per_s_batches", "samples_per_s", "syncs_per_step",
     "gpu_util_pct", "power_w", "joules_per_step", "stage1", "stage1_ms", "stage2", "stage2_ms",
-    "overlap_bound", "pct_of_bound", "ratio", "ratio_low", "ratio_high", "verdict", "error",
+    "overlap_bound", "pct_of_bound", "ratio", "ratio_low", "ratio_high", "verdict", "error", "knobs",
 )
+OLD_CSV_COLUMNS = CSV_COLUMNS[:-1]  # before the knobs column: read as knobs "none"
 _MEANS = ("samples_per_s", "syncs_per_step", "gpu_util_pct", "power_w", "joules_per_step")
 BASELINE = "(baseline)"
 
@@ -74,7 +77,7 @@ def repeat_row(r: RepeatResult) -> dict[str, Any]:
     steps = stats.get("steps_per_s")
     row = {"row_kind": "repeat", "workload": r.config.family, "variant": r.config.label,
            "batch_size": r.config.batch_size, "repeat": r.repeat, "seconds": round(r.seconds, 3),
-           "n_samples": r.n_samples, "steps_per_s": _mean(steps), "error": r.error}
+           "n_samples": r.n_samples, "steps_per_s": _mean(steps), "error": r.error, "knobs": r.config.knobs}
     row.update(_interval_cells(steps))
     row.update({key: _mean(stats.get(key)) for key in _MEANS})
     row.update(stage_cells(r.stages, steps))
@@ -86,7 +89,7 @@ def summary_row(s: ConfigSummary) -> dict[str, Any]:
     steps = s.steps
     row = {"row_kind": "summary", "workload": s.config.family, "variant": s.config.label,
            "batch_size": s.config.batch_size, "repeat": None, "seconds": round(s.seconds, 3),
-           "n_samples": s.n_samples, "steps_per_s": _mean(steps), "error": s.error}
+           "n_samples": s.n_samples, "steps_per_s": _mean(steps), "error": s.error, "knobs": s.config.knobs}
     row.update(_interval_cells(steps))
     row.update({key: _mean(s.stats.get(key)) for key in _MEANS})
     row.update(stage_cells(s.stages, steps))
@@ -198,11 +201,11 @@ def sweep_metadata(plan: SweepPlan) -> dict[str, Any]:
     first = plan.families[0].configurations[0]
     meta = run_metadata(run_config(first, plan.settings), command=plan.command, preset=plan.preset,
                         settings=dataclasses.asdict(plan.settings), cpu_count=os.cpu_count(),
-                        skipped=list(plan.skipped), status="running")
+                        skipped=list(plan.skipped), knobs=plan.knobs, status="running")
     meta.pop("config", None)  # one session per family: their configurations are below
     meta["families"] = [
         {"family": fp.family, "title": fp.title, "seconds": fp.seconds, "warmup": fp.warmup,
-         "configurations": [{"label": c.label, "variant": c.variant, "batch_size": c.batch_size}
+         "configurations": [{"label": c.label, "variant": c.variant, "batch_size": c.batch_size, "knobs": c.knobs}
                             for c in fp.configurations]}
         for fp in plan.families
     ]
@@ -282,12 +285,14 @@ def header_lines(report: SweepReport, status: str) -> list[str]:
     telemetry = f"{gpu}, driver {meta.get('driver') or '?'}" if gpu else f"no GPU telemetry ({meta.get('nvml_unavailable') or '?'})"
     order = f"configurations in a shuffled order each repeat (seed {st.seed})"
     until = f"; then rounds until every steps/s interval is within ±{st.until_ci:g}%" if st.until_ci else ""
+    knobs = [f"- **Knobs on every configuration:** {plan.knobs}"] if plan.knobs != "none" else []
     return [
         f"- **Command:** `{plan.command}`",
         f"- **Date:** {meta.get('start_time')} to {meta.get('end_time') or '?'} · host {meta.get('hostname')} · gpudash {meta.get('gpudash_version')}",
         f"- **Device:** {meta.get('device') or st.device} · {telemetry}",
         f"- **torch** {meta.get('torch_version') or '?'} · CUDA {meta.get('cuda_version') or '–'} · {meta.get('cpu_count')} CPUs",
         f"- **Settings:** {st.repeats} repeats, a sample every {st.sample_interval_s:g} s; {order}{until}",
+        *knobs,
         f"- **Outcome:** {status}; {len(report.results)} configuration × repeat measurements finished",
     ]
 
@@ -340,10 +345,17 @@ def _panel(ax: Any, title: str, summaries: list[ConfigSummary]) -> None:
                                                   (s.comparison.format() + "×" if s.comparison else ""))
         lift = top * (0.02 + (0.07 if stagger and i % 2 else 0.0))
         ax.text(i, max(means[i] + highs[i], bounds[i] or 0.0) + lift, text, ha="center", va="bottom", fontsize=7)
-    ax.set_xticks(x, [s.config.label for s in summaries], rotation=20 if len(summaries) > 3 else 0, fontsize=8)
+    ticks = [tick_label(s.config.label) for s in summaries]
+    wrapped = any("\n" in t for t in ticks)
+    ax.set_xticks(x, ticks, rotation=20 if len(summaries) > 3 and not wrapped else 0, fontsize=7 if wrapped else 8)
     ax.set_ylim(0, top * 1.25)
     ax.set_ylabel("steps/s (95% CI)")
     ax.set_title(title, fontsize=10)
+
+
+def tick_label(label: str) -> str:
+    """A bar's label: each knob of ``serial+amp=bf16+cuda_graph`` on a line of its own."""
+    return label.replace("+", "\n+")
 
 
 def plot(families: list[tuple[FamilyPlan, list[ConfigSummary]]], out_dir: Path, *, title: str) -> list[Path]:
@@ -357,7 +369,10 @@ def plot(families: list[tuple[FamilyPlan, list[ConfigSummary]]], out_dir: Path, 
               for fp, ss in families for b in dict.fromkeys(s.config.batch_size for s in ss)]
     ncols = min(3, len(panels))
     nrows = math.ceil(len(panels) / ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(4.4 * ncols + 0.4, 3.6 * nrows + 0.7), squeeze=False)
+    bars = max(len(ss) for _, ss in panels)  # many bars (knob combinations): wider panels
+    lines = max(tick_label(s.config.label).count("\n") for _, ss in panels for s in ss)  # and taller ticks
+    size = (max(4.4, 1.3 * bars) * ncols + 0.4, (3.6 + 0.15 * lines) * nrows + 0.7)
+    fig, axes = plt.subplots(nrows, ncols, figsize=size, squeeze=False)
     try:
         for ax, (name, summaries) in zip(axes.flat, panels):
             _panel(ax, name, summaries)
@@ -379,9 +394,11 @@ def _optional(row: dict[str, str], key: str) -> float | None:
 
 
 def summary_from_row(row: dict[str, str], position: int, base: Configuration | None) -> ConfigSummary:
-    """A ``sweep.csv`` summary row back as a ``ConfigSummary`` (what its tables and plot need)."""
+    """A ``sweep.csv`` summary row back as a ``ConfigSummary`` (what its tables and plot need;
+    a row without a ``knobs`` cell, from before that column, ran with none)."""
     label, batch, n = row["variant"], int(row["batch_size"]), int(row["n_samples"] or 0)
-    config = Configuration(row["workload"], label.split("#", 1)[0], label, batch, position)
+    variant = label.split("#", 1)[0].split("+", 1)[0]
+    config = Configuration(row["workload"], variant, label, batch, position, row.get("knobs") or "none")
     stats: dict[str, Estimate | None] = {}
     if row["steps_per_s"]:
         batches = tuple(float(b) for b in row.get("steps_per_s_batches", "").split(";") if b)

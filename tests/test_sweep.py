@@ -73,6 +73,38 @@ def test_the_input_pipeline_preset_measures_longer_unless_told(tmp_path: Path) -
     assert set(timing("--preset", "all", "--seconds", "4", "--warmup", "1").values()) == {(4.0, 1.0)}
 
 
+def test_the_beyond_preset_adds_knob_combinations_and_a_cpu_skips_the_cuda_ones(tmp_path: Path) -> None:
+    from gpudash.sweep_plan import BEYOND, PRESETS, family_plan
+
+    def plan(*argv: str) -> SweepPlan:
+        return plan_from_args(build_parser().parse_args([*argv, "--device", "cpu", "--out", str(tmp_path)]), [])
+
+    assert BEYOND not in PRESETS["all"] and not set(BEYOND) & set(PRESETS["all"])  # --preset all unchanged
+    on_cpu = plan("--preset", "beyond")
+    configs = {(c.family, c.label, c.batch_size): c.knobs for fp in on_cpu.families for c in fp.configurations}
+    assert configs[("encdec", "serial+compile", 32)] == "compile=default"
+    assert ("sync_loss", "fixed+cuda_graph", 8) not in configs and ("sync_loss", "fixed", 32) in configs
+    assert "sync_loss fixed+cuda_graph: knob cuda_graph needs CUDA" in " ".join(on_cpu.skipped)
+    assert {fp.family: (fp.seconds, fp.warmup) for fp in on_cpu.families}["input_pipeline"] == (30.0, 10.0)
+    skipped: list[str] = []
+    on_gpu = [family_plan(entry, "cuda", skipped) for entry in BEYOND]  # the plan alone: no GPU needed
+    assert not skipped and [len(fp.configurations) for fp in on_gpu if fp] == [12, 10, 5, 3]
+
+
+def test_switches_turn_knobs_off_before_the_variant_changes_and_on_after() -> None:
+    from gpudash.protocol import SetBatchSize, SetKnobs, SetVariant
+    from gpudash.sweep import switch_controls
+
+    assert switch_controls(("fixed", 8, "none"), ("fixed", 8, "none")) == []
+    assert switch_controls(("fixed", 8, "none"), ("fixed", 8, "amp=bf16")) == [SetKnobs("amp=bf16")]
+    assert switch_controls(("fixed", 8, "cuda_graph=on"), ("sync-heavy", 8, "none")) == [
+        SetKnobs("none"), SetVariant("sync-heavy")]  # sync-heavy refuses cuda_graph
+    assert switch_controls(("sync-heavy", 8, "amp=bf16"), ("fixed", 32, "amp=bf16,cuda_graph=on")) == [
+        SetVariant("fixed"), SetBatchSize(32), SetKnobs("amp=bf16,cuda_graph=on")]
+    assert switch_controls(("serial", 8, "amp=bf16,compile=default"), ("pipelined", 8, "amp=bf16,cuda_graph=on")) == [
+        SetKnobs("amp=bf16"), SetVariant("pipelined"), SetKnobs("amp=bf16,cuda_graph=on")]
+
+
 # -- the figures, from synthetic messages -------------------------------------------------------------
 def _sample(t: float, steps: int, rate: float, variant: str = "fixed", batch: int = 4) -> Sample:
     return Sample(time_s=t, workload="sync_loss", variant=variant, batch_size=batch, steps=steps,
@@ -236,6 +268,15 @@ def test_an_aa_sweep_measures_the_same_configuration_twice_and_its_csv_carries_t
         (["-w", "encdec", "-v", "pipelined", "--device", "cpu"], "nothing to measure"),
         (["-w", "sync_loss", "--no-out"], None),
         (["-w", "sync_loss", "FILE"], "is a file"),
+        (["-w", "sync_loss", "-v", "fixed,fixed+nope"], "unknown knob 'nope'"),
+        (["-w", "sync_loss", "-v", "fixed+amp=fp8"], "knob amp takes one of: off, bf16; got 'fp8'"),
+        (["-w", "sync_loss", "-v", "fixed+"], "expected VARIANT+KNOB[=VALUE]"),
+        (["-w", "sync_loss", "-v", "fixed+amp=bf16+amp=off"], "sets knob amp twice"),
+        (["-w", "sync_loss", "-v", "nope+amp=bf16"], "unknown variant 'nope'"),
+        (["-w", "sync_loss", "--knob", "nope"], "unknown knob 'nope'"),
+        (["-w", "sync_loss", "--knob", "amp=bf16", "--knob", "amp=off"], "given twice"),
+        (["-w", "sync_loss", "-v", "fixed", "--knob", "cuda_graph", "--device", "cpu"], "nothing to measure"),
+        (["--preset", "beyond", "-v", "fixed"], "does not apply with --preset"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(argv: list[str], says: str | None, tmp_path: Path,
@@ -434,3 +475,72 @@ def test_a_written_sweep_csv_reads_back_into_the_same_tables(tmp_path: Path) -> 
         assert r_text == w_text and r_means == pytest.approx(w_means, rel=0.01)
     (tmp_path / "sweep.png").unlink()
     assert [p.name for p in redraw(tmp_path)] == ["sweep.png", "sweep.svg"] and (tmp_path / "sweep.png").exists()
+
+
+# -- knobs -----------------------------------------------------------------------------------------
+def test_a_sweep_measures_knob_settings_side_by_side_and_its_csv_reads_back(tmp_path: Path) -> None:
+    from gpudash.report_load import load_run
+    from gpudash.sweep_report import summaries_from_csv, table_row
+
+    out = tmp_path / "knobs"
+    assert run(["sweep", "-w", "sync_loss", "-v", "fixed,fixed+channels_last", "-b", "2", *TINY,
+                "--out", str(out)]) == 0
+    repeats, summaries = rows(out, "repeat"), rows(out, "summary")
+    assert len(repeats) == 4 and all(not r["error"] and float(r["steps_per_s"]) > 0 for r in repeats)
+    assert [(s["variant"], s["knobs"]) for s in summaries] == [
+        ("fixed", "none"), ("fixed+channels_last", "channels_last=on")]
+    assert summaries[0]["ratio"] == "1" and summaries[1]["verdict"]  # against the plain variant
+    md = (out / "sweep.md").read_text()
+    ((_, read),) = summaries_from_csv(out / "sweep.csv")
+    assert [s.config.knobs for s in read] == ["none", "channels_last=on"]
+    for s in read:  # the file alone reproduces the table
+        assert table_row(s).split(" | ")[:2] in [ln.split(" | ")[:2] for ln in md.splitlines()]
+    assert [c.key for c in load_run(out / "sweep.csv").configs] == [
+        ("sync_loss", "fixed", 2, "none"), ("sync_loss", "fixed", 2, "channels_last=on")]
+    meta = json.loads((out / "sweep.json").read_text())
+    assert meta["knobs"] == "none" and meta["families"][0]["configurations"][1]["knobs"] == "channels_last=on"
+
+
+def test_knob_applies_to_every_configuration_and_a_cuda_only_entry_is_skipped_on_a_cpu(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "amp"
+    argv = ["sweep", "-w", "sync_loss", "-v", "fixed+cuda_graph,sync-heavy,fixed+channels_last", "--knob", "amp=bf16",
+            "-b", "2", "--repeats", "1", "--seconds", "1", "--warmup", "0.5", "--device", "cpu", "-q",
+            "--out", str(out)]
+    assert run(argv) == 0
+    err = capsys.readouterr().err
+    assert "gpudash: skipping sync_loss fixed+cuda_graph: knob cuda_graph needs CUDA" in err
+    summaries = rows(out, "summary")
+    assert [(s["variant"], s["knobs"]) for s in summaries] == [
+        ("sync-heavy", "amp=bf16"), ("fixed+channels_last", "amp=bf16,channels_last=on")]
+    assert all(not s["error"] and float(s["steps_per_s"]) > 0 for s in summaries)
+    assert json.loads((out / "sweep.json").read_text())["knobs"] == "amp=bf16"
+    md = (out / "sweep.md").read_text()
+    assert "- **Knobs on every configuration:** amp=bf16" in md and "| fixed+channels_last | " in md
+    assert "knob cuda_graph needs CUDA" in md  # the skipped entry, in the notes
+
+
+def test_an_old_sweep_csv_without_the_knobs_column_still_reads(tmp_path: Path) -> None:
+    from gpudash.report_load import load_run
+    from gpudash.sweep_report import summaries_from_csv
+
+    base = Configuration("sync_loss", "sync-heavy", "sync-heavy", 4, 0)
+    fixed = Configuration("sync_loss", "fixed", "fixed", 4, 1)
+    fp = FamilyPlan("sync_loss", "Host-device syncs in a masked loss", (base, fixed), seconds=5.0)
+    report = SweepReport(SweepPlan((fp,), SweepSettings(repeats=1), tmp_path, "gpudash sweep --preset syncs"))
+    results = [_result(base, 1, 50.0, 0.0), _result(fixed, 1, 75.0, 10.0)]
+    for r in results:
+        report.add_result(r)
+    report.add_family(fp, results, [])
+    report.finish("done", 0)
+    path = tmp_path / "sweep.csv"
+    with open(path, newline="") as f:
+        table = list(csv.reader(f))
+    assert table[0][-1] == "knobs"
+    with open(path, "w", newline="") as f:
+        csv.writer(f, lineterminator="\n").writerows(line[:-1] for line in table)  # as written before knobs
+    ((_, read),) = summaries_from_csv(path)
+    assert [(s.config.variant, s.config.knobs) for s in read] == [("sync-heavy", "none"), ("fixed", "none")]
+    assert read[1].comparison is not None and read[1].comparison.ratio == pytest.approx(1.5, rel=0.01)
+    assert [c.key for c in load_run(path).configs] == [
+        ("sync_loss", "sync-heavy", 4, "none"), ("sync_loss", "fixed", 4, "none")]
