@@ -117,6 +117,14 @@ def test_the_input_pipeline_ladder_adds_one_fix_per_step() -> None:
     assert ladder[-1].fixes == frozenset(Fix)
 
 
+def test_the_input_pipeline_ladder_ends_with_the_colour_conversion_on_the_gpu() -> None:
+    ladder = family("input_pipeline").variants
+    assert [v.name for v in ladder] == ["baseline", "workers", "dilation", "reorder", "batch-transform",
+                                        "gpu-transform"]
+    assert ladder[-1].fixes - ladder[-2].fixes == {Fix.GPU_COLOUR}
+    assert ladder[-1].summary == f"+ {Fix.GPU_COLOUR.value}" and not ladder[-1].needs_cuda
+
+
 def _string_constants(path: Path) -> list[tuple[int, str]]:
     tree = ast.parse(path.read_text())
     return [(n.lineno, n.value) for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)]

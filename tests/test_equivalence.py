@@ -126,6 +126,81 @@ def test_batch_colour_conversion_matches_per_image() -> None:
     torch.testing.assert_close(input_pipeline.batch_transform(batch), per_image)
 
 
+def test_random_mask_zeroes_the_pixels_of_the_expanded_mask_indexing() -> None:
+    """RandomMask multiplies by the kept pixels: exactly what ``img[expanded mask] = 0`` gives,
+    on a dense image and on a crop view of a larger one (the rungs that crop after to-tensor)."""
+    gen = torch.Generator().manual_seed(5)
+    full = torch.randint(1, 256, (40, 50, 3), dtype=torch.uint8, generator=gen).permute(2, 0, 1)
+    for img in (full.contiguous()[:, :16, :16].contiguous(), full[:, 3:19, 5:21]):
+        np.random.seed(6)
+        got = input_pipeline.RandomMask(input_pipeline.dilate_shift)(img.clone())
+        np.random.seed(6)
+        dilated = input_pipeline.dilate_shift(np.random.uniform(size=img.shape[-2:]) < input_pipeline.MASK_RATIO)
+        want = img.clone()
+        want[torch.from_numpy(dilated).unsqueeze(0).expand(3, -1, -1)] = 0
+        assert got.dtype == torch.uint8 and torch.equal(got, want)
+        assert 0 < int((got == 0).sum()) < got.numel()
+
+
+def test_colour_conversion_of_a_strided_sample_matches_the_plain_math() -> None:
+    """The per-sample conversion gets HWC-strided crop views from PILToTensor."""
+    gen = torch.Generator().manual_seed(7)
+    hwc = torch.randint(0, 256, (20, 30, 3), dtype=torch.uint8, generator=gen)
+    view = hwc.permute(2, 0, 1)[:, 2:18, 4:20]
+    plain = view.contiguous().float()
+    want = (torch.tensor(input_pipeline.YUV_MATRIX) @ plain.reshape(3, -1)).view(plain.shape)
+    want = want + torch.tensor(input_pipeline.YUV_OFFSET)[:, None, None]
+    assert torch.equal(input_pipeline.convert_color(view), want)
+
+
+def _uint8_samples(n: int, size: int, seed: int) -> list[tuple[torch.Tensor, int]]:
+    """Samples as the gpu-transform rung's workers make them (uint8, no colour conversion)."""
+    from PIL import Image
+
+    from workloads.registry import family
+
+    chain = input_pipeline.per_sample_transforms(family("input_pipeline").variants[-1], size)
+    path = input_pipeline.sample_jpeg()
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    return [(chain(Image.open(path)), i) for i in range(n)]
+
+
+@pytest.mark.parametrize("memory_format", [torch.contiguous_format, torch.channels_last])
+def test_device_colour_conversion_matches_the_collate_one(memory_format: torch.memory_format) -> None:
+    """gpu-transform's device-side conversion of the uint8 batch (here on the CPU device) gives
+    the batch that batch-transform's collate makes from the same samples."""
+    samples = _uint8_samples(6, 32, seed=8)
+    assert all(img.dtype == torch.uint8 for img, _ in samples)
+    in_collate, labels = input_pipeline.batch_collate(samples)
+    uint8_batch, uint8_labels = torch.utils.data.default_collate(samples)
+    assert uint8_batch.dtype == torch.uint8 and torch.equal(labels, uint8_labels)
+    on_device = input_pipeline.DeviceColour("cpu")(uint8_batch.contiguous(memory_format=memory_format), memory_format)
+    assert on_device.dtype == torch.float32 and on_device.is_contiguous(memory_format=memory_format)
+    torch.testing.assert_close(on_device, in_collate, rtol=1e-6, atol=1e-6)
+
+
+def test_gpu_transform_feeds_the_model_what_batch_transform_feeds_it() -> None:
+    """The two last rungs, same seed and same samples: the model input agrees within float
+    tolerance; only what leaves the loader differs (uint8 against float32, 4x fewer bytes)."""
+    from workloads.registry import family
+
+    before, last = family("input_pipeline").variants[-2:]
+    inputs, drawn = [], []
+    for variant in (before.name, last.name):
+        with build("input_pipeline", "cpu", WorkloadOptions(variant=variant, batch_size=4, workers=0, seed=3)) as w:
+            np.random.seed(9)
+            torch.manual_seed(9)
+            images, labels = w._draw_input()
+            drawn.append((images, labels))
+            inputs.append(w.model_input(w.to_device((images, labels))[0]))
+    (float_batch, labels_a), (uint8_batch, labels_b) = drawn
+    assert float_batch.dtype == torch.float32 and uint8_batch.dtype == torch.uint8
+    assert uint8_batch.element_size() * 4 == float_batch.element_size()
+    assert torch.equal(labels_a, labels_b)
+    torch.testing.assert_close(inputs[1], inputs[0], rtol=1e-6, atol=1e-6)
+
+
 # -- the pipeline schedule -------------------------------------------------------------------------
 def test_pipeline_produces_the_next_item_while_consuming_the_current() -> None:
     log: list[str] = []

@@ -26,6 +26,7 @@ class Fix(Enum):
     SHIFT_DILATION = "dilation as a boolean OR of shifted copies"
     CROP_FIRST = "crop the PIL image before converting it to a tensor"
     BATCH_COLOUR = "colour conversion and scaling per batch in collate"
+    GPU_COLOUR = "colour conversion and scaling per batch on the GPU"  # uint8 through the loader
 
 
 NEEDS_STREAMS = "needs CUDA streams to overlap its two stages"
@@ -199,6 +200,7 @@ FAMILIES: dict[str, FamilyInfo] = {
                 ("dilation", f"+ {Fix.SHIFT_DILATION.value}", Fix.SHIFT_DILATION),
                 ("reorder", f"+ {Fix.CROP_FIRST.value}", Fix.CROP_FIRST),
                 ("batch-transform", f"+ {Fix.BATCH_COLOUR.value}", Fix.BATCH_COLOUR),
+                ("gpu-transform", f"+ {Fix.GPU_COLOUR.value}", Fix.GPU_COLOUR),
             ),
             default_variant="baseline",
             cuda_defaults=Defaults(batch_size=256, image_size=256),
