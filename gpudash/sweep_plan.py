@@ -71,7 +71,7 @@ BEYOND: tuple[PresetEntry, ...] = (
                                       "fixed+cuda_graph"), (8, 32)),
     PresetEntry("augment", _entries("cpu,gpu-vectorized,pipelined,pipelined+{fast},"
                                     "pipelined+{fast}+cuda_graph"), (32,)),
-    PresetEntry("input_pipeline", _entries("baseline,batch-transform,batch-transform+{fast}"),
+    PresetEntry("input_pipeline", _entries("baseline,batch-transform,gpu-transform,gpu-transform+{fast}"),
                 seconds=BURSTY_SECONDS, warmup=BURSTY_WARMUP),
 )
 PRESETS: dict[str, tuple[PresetEntry, ...]] = {

@@ -88,7 +88,7 @@ def test_the_beyond_preset_adds_knob_combinations_and_a_cpu_skips_the_cuda_ones(
     assert {fp.family: (fp.seconds, fp.warmup) for fp in on_cpu.families}["input_pipeline"] == (30.0, 10.0)
     skipped: list[str] = []
     on_gpu = [family_plan(entry, "cuda", skipped) for entry in BEYOND]  # the plan alone: no GPU needed
-    assert not skipped and [len(fp.configurations) for fp in on_gpu if fp] == [12, 10, 5, 3]
+    assert not skipped and [len(fp.configurations) for fp in on_gpu if fp] == [12, 10, 5, 4]
 
 
 def test_switches_turn_knobs_off_before_the_variant_changes_and_on_after() -> None:
