@@ -312,7 +312,27 @@ def default_variant(workload: str) -> str:
     return fam.default_variant if fam else ""
 
 
+def _knobs_change(before: str, after: str) -> str:
+    """What a knob change did, short: "+cuda_graph", "-amp", "compile=max-autotune"."""
+    from workloads.knobs import parse_knobs
+    from workloads.registry import WorkloadError
+
+    try:
+        old, new = parse_knobs(before), parse_knobs(after)
+    except WorkloadError:
+        return f"knobs {before}→{after}"
+    parts = [f"-{n}" for n in old if n not in new]
+    for n in new:
+        if n not in old:
+            parts.append(f"+{n}" if new[n] == "on" else f"+{n}={new[n]}")
+        elif old[n] != new[n]:
+            parts.append(f"{n}={new[n]}")
+    return " ".join(parts) or "knobs"
+
+
 def _marker_label(e: Event) -> str:
+    if e.kind == EventKind.CHANGED and e.what == "knobs":
+        return _knobs_change(e.before, e.after)
     if e.kind == EventKind.CHANGED and e.what:
         what = {"batch_size": "batch", "variant": "", "workload": ""}.get(e.what, e.what)
         return f"{what} {e.before}→{e.after}".strip() if e.before else f"{what} {e.after}".strip()

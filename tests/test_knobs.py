@@ -208,3 +208,15 @@ def test_list_shows_every_knob_and_where_it_applies() -> None:
     for name in KNOBS:
         assert name in out.stdout
     assert "needs CUDA" in out.stdout
+
+
+@pytest.mark.parametrize(("before", "after", "label"), [
+    ("none", "amp=bf16,channels_last=on", "+amp=bf16 +channels_last"),
+    ("channels_last=on", "channels_last=on,compile=default", "+compile=default"),
+    ("amp=bf16,cuda_graph=on", "cuda_graph=on", "-amp"),
+    ("compile=default", "compile=max-autotune", "compile=max-autotune"),
+])
+def test_a_knob_change_marker_says_only_what_changed(before: str, after: str, label: str) -> None:
+    from gpudash.stats import _marker_label
+
+    assert _marker_label(Event(time_s=1.0, kind=EventKind.CHANGED, what="knobs", before=before, after=after)) == label

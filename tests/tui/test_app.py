@@ -459,7 +459,7 @@ async def test_the_knobs_panel_applies_every_knob_at_once_and_the_change_is_mark
         app.refresh_now()
         await pilot.pause()
         assert "knobs: amp=bf16, channels_last" in plain_text(app.query_one("#header"), 120)
-        assert (5.0, "knobs none→amp=bf16,channels_last=on") in chart(app, "throughput").marker_labels
+        assert (5.0, "+amp=bf16 +channels_last") in chart(app, "throughput").marker_labels
         assert "[amp=bf16,channels_last=on]" in plain_text(app.query_one(StatsPanel), 120)
         # the panel opens on what runs; escape cancels
         await pilot.press("k")
