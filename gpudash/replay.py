@@ -98,6 +98,8 @@ def config_from_metadata(meta: dict[str, Any]) -> RunConfig:
         v = cfg.get(k) if isinstance(cfg, dict) else None
         if v not in (None, ""):
             kw[k] = v
+    if isinstance(cfg, dict) and isinstance(cfg.get("knobs"), str):
+        kw["knobs"] = cfg["knobs"]
     if meta.get("device"):  # the device the run really used (the config may say "auto")
         kw["device"] = str(meta["device"])
     try:

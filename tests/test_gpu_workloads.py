@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from tests.test_workloads import ALL_VARIANTS
-from workloads.base import WorkloadOptions
+from workloads.base import Workload, WorkloadOptions
 from workloads.registry import build
 
 pytestmark = pytest.mark.gpu
@@ -47,7 +47,7 @@ def test_pipelined_trains_the_same_parameters_as_serial_on_cuda(name: str, seria
 SANITIZED = textwrap.dedent(
     """
     import torch
-    from workloads.base import WorkloadOptions
+    from workloads.base import Workload, WorkloadOptions
     from workloads.registry import build
     w = build({name!r}, "cuda", WorkloadOptions(variant={variant!r}, batch_size=4, image_size=64))
     for _ in range(4):
@@ -93,11 +93,16 @@ def test_sync_heavy_loss_syncs_and_fixed_loss_does_not() -> None:
                                                ("augment", "gpu-vectorized"), ("augment", "pipelined")])
 def test_sync_free_variants_never_sync(name: str, variant: str) -> None:
     with build(name, "cuda", WorkloadOptions(variant=variant, batch_size=4, image_size=64)) as w:
-        w.step()
-        torch.cuda.synchronize()
-        torch.cuda.set_sync_debug_mode("error")
-        try:
-            for _ in range(3):
-                w.step()
-        finally:
-            torch.cuda.set_sync_debug_mode("default")
+        steps_without_a_sync(w)
+
+
+def steps_without_a_sync(w: Workload, steps: int = 3) -> None:
+    """After one warm-up step, ``steps`` more with any host-device sync raising an error."""
+    w.step()
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for _ in range(steps):
+            w.step()
+    finally:
+        torch.cuda.set_sync_debug_mode("default")

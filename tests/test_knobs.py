@@ -220,3 +220,10 @@ def test_a_knob_change_marker_says_only_what_changed(before: str, after: str, la
     from gpudash.stats import _marker_label
 
     assert _marker_label(Event(time_s=1.0, kind=EventKind.CHANGED, what="knobs", before=before, after=after)) == label
+
+
+def test_a_replay_takes_its_knobs_from_the_metadata() -> None:
+    from gpudash.replay import config_from_metadata
+
+    assert config_from_metadata({"config": {"workload": "encdec", "knobs": "amp=bf16"}}).knobs == "amp=bf16"
+    assert config_from_metadata({"config": {"workload": "encdec", "knobs": 5}}).knobs == "none"

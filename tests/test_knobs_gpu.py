@@ -11,6 +11,7 @@ import textwrap
 import pytest
 import torch
 
+from tests.test_gpu_workloads import steps_without_a_sync
 from workloads.base import WorkloadOptions
 from workloads.knobs import KNOBS, Knobs, parse_knobs
 from workloads.registry import FAMILIES, build
@@ -85,14 +86,7 @@ def test_graphed_pipeline_trains_what_the_graphed_serial_step_trains(name: str, 
 def test_the_best_knobs_add_no_host_sync(name: str, variant: str) -> None:
     opts = WorkloadOptions(variant=variant, batch_size=4, image_size=64, knobs=parse_knobs(BEST))
     with build(name, "cuda", opts) as w:
-        w.step()
-        torch.cuda.synchronize()
-        torch.cuda.set_sync_debug_mode("error")
-        try:
-            for _ in range(3):
-                w.step()
-        finally:
-            torch.cuda.set_sync_debug_mode("default")
+        steps_without_a_sync(w)
         assert torch.isfinite(w.last_loss).item()
 
 
