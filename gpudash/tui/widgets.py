@@ -330,9 +330,12 @@ class KnobsScreen(_Dialog):
     """Every knob with what it does: a checkbox for an on/off knob, a select for a valued one.
 
     A knob that cannot be on here (``refusals``: the catalog's reason) is shown disabled with
-    the reason. Apply checks the whole setting with ``check`` (a reason stays in the panel) and
-    dismisses with the ``Knobs``; escape cancels.
+    the reason. Apply (the button, or ``a`` from anywhere in the panel) checks the whole setting
+    with ``check`` (a reason stays in the panel) and dismisses with the ``Knobs``; escape cancels.
+    Tab moves between the knobs that can change, space toggles one.
     """
+
+    BINDINGS = [Binding("a", "apply", "Apply")]
 
     DEFAULT_CSS = """
     KnobsScreen { align: center middle; }
@@ -360,13 +363,15 @@ class KnobsScreen(_Dialog):
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Label(self._title)
-            with VerticalScroll(id="knob-rows"):
+            rows = VerticalScroll(id="knob-rows")
+            rows.can_focus = False  # tab goes from knob to knob, not to the list around them
+            with rows:
                 for info in KNOBS.values():
                     yield self._row(info)
             yield Label("", id="knobs-error")
             with Horizontal(id="knobs-buttons"):
                 yield Button("Apply", id="knobs-apply", variant="primary", compact=True)
-                yield Label("sets them all at once · space toggles · escape cancels")
+                yield Label("a applies them all at once · tab next · space toggles · escape cancels")
 
     def _row(self, info: KnobInfo) -> Horizontal:
         why = self._refusals.get(info.name)
@@ -399,6 +404,9 @@ class KnobsScreen(_Dialog):
     def on_button_pressed(self, event: Button.Pressed) -> None:
         if event.button.id == "knobs-apply":
             self.apply()
+
+    def action_apply(self) -> None:
+        self.apply()
 
     def apply(self) -> None:
         knobs = self.chosen()

@@ -468,6 +468,18 @@ async def test_the_knobs_panel_applies_every_knob_at_once_and_the_change_is_mark
         assert not isinstance(app.screen, KnobsScreen) and len(src.sent) == 1
 
 
+async def test_the_knobs_panel_works_from_the_keyboard_alone():
+    src = FakeSource(gpu_info=NO_GPU)
+    app = make_app(src)
+    async with app.run_test(size=SIZE) as pilot:
+        await cpu_app(pilot, app, src)
+        await pilot.press("k")
+        assert app.screen.focused is app.screen.query_one("#knob-amp")  # the first knob that can change
+        await pilot.press("tab", "space", "a")  # to channels_last, tick it, apply
+        assert not isinstance(app.screen, KnobsScreen)
+        assert src.sent == [SetKnobs("channels_last=on")]
+
+
 async def test_cuda_only_knobs_are_disabled_on_the_cpu_and_refused_with_one_line():
     src = FakeSource(gpu_info=NO_GPU)
     app = make_app(src)
