@@ -202,10 +202,11 @@ def test_gpu_transform_feeds_the_model_what_batch_transform_feeds_it() -> None:
 
 
 # -- the pipeline schedule -------------------------------------------------------------------------
-def test_pipeline_produces_the_next_item_while_consuming_the_current() -> None:
+@pytest.mark.parametrize("depth", [1, 2])
+def test_pipeline_produces_ahead_while_consuming_the_current_item(depth: int) -> None:
     log: list[str] = []
     items = iter(range(100))
-    pipe = TwoStagePipeline(torch.device("cpu"), emulate=True)
+    pipe = TwoStagePipeline(torch.device("cpu"), emulate=True, depth=depth)
 
     def produce(i: int) -> tuple[torch.Tensor]:
         log.append(f"produce {i}")
@@ -216,10 +217,12 @@ def test_pipeline_produces_the_next_item_while_consuming_the_current() -> None:
         return int(t)
 
     consumed = [pipe.step(lambda: (next(items),), produce, consume) for _ in range(3)]
-    assert consumed == [0, 1, 2]
-    # Item n+1 is produced in the same step that consumes item n (after it is issued: the
+    assert consumed == [0, 1, 2]  # in the order drawn: the same training as serial
+    # Item n+depth is produced in the same step that consumes item n (after it is issued: the
     # consumer is the critical path), so on a GPU the two overlap.
-    assert log == ["produce 0", "consume 0", "produce 1", "consume 1", "produce 2", "consume 2", "produce 3"]
+    primed = [f"produce {i}" for i in range(depth)]
+    steps = [[f"consume {n}", f"produce {n + depth}"] for n in range(3)]
+    assert log == primed + [entry for step in steps for entry in step]
 
 
 @pytest.mark.parametrize(("name", "serial", "pipelined"), [("encdec", "serial", "pipelined"),

@@ -25,6 +25,7 @@ device is refused with a clear message.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
@@ -35,6 +36,11 @@ from workloads.registry import NEEDS_STREAMS, WorkloadError
 
 T = TypeVar("T")
 CONSUMER_PRIORITY = -1  # lower is higher in CUDA; the producer keeps the default 0
+# Items produced ahead of the consumer: 1 makes item n+1 while item n is consumed. 2 (item n+2)
+# was tried against the consumer stream's idle time and did not help: encdec on an H100, untraced,
+# batch 8 269 → 225, 16 206 → 209, 32 133 → 131 steps/s (benchmarks/pipeline_profile.py --depth,
+# docs/measurements.md). Kept as a parameter for that benchmark.
+PREFETCH_DEPTH = 1
 
 
 @dataclass
@@ -46,14 +52,15 @@ class Handoff:
 
 
 class TwoStagePipeline:
-    """Producer stage on stream P makes item n+1 while the consumer stage on stream C uses item n."""
+    """Producer stage on stream P makes item n+depth while the consumer stage on stream C uses item n."""
 
-    def __init__(self, device: torch.device, *, emulate: bool = False) -> None:
+    def __init__(self, device: torch.device, *, emulate: bool = False, depth: int | None = None) -> None:
         self.device = device
         self.uses_streams = device.type == "cuda"
         if not self.uses_streams and not emulate:
             raise WorkloadError(f"pipelining {NEEDS_STREAMS}")
-        self._pending: Handoff | None = None
+        self.depth = PREFETCH_DEPTH if depth is None else depth
+        self._pending: deque[Handoff] = deque()  # produced, not yet consumed, oldest first
         if self.uses_streams:
             origin = torch.cuda.current_stream(device)
             self.producer = torch.cuda.Stream(device)
@@ -87,12 +94,13 @@ class TwoStagePipeline:
         produce_fn: Callable[..., Sequence[torch.Tensor]],
         consume_fn: Callable[..., T],
     ) -> T:
-        """One pipelined step: consume item n, produce item n+1 (the first call primes item 0)."""
-        if self._pending is None:
-            self._pending = self.produce(produce_fn, *next_input())
+        """One pipelined step: consume item n, produce item n+depth (the first call primes items
+        0..depth-1). Items are consumed in the order they were drawn: the same training as serial."""
+        while len(self._pending) < self.depth:
+            self._pending.append(self.produce(produce_fn, *next_input()))
         # The critical path (the consumer) is issued first; the producer's next item overlaps it.
-        result = self.consume(self._pending, consume_fn)
-        self._pending = self.produce(produce_fn, *next_input())
+        result = self.consume(self._pending.popleft(), consume_fn)
+        self._pending.append(self.produce(produce_fn, *next_input()))
         return result
 
     def hand_to_current(self, *tensors: torch.Tensor | None) -> None:
@@ -107,6 +115,6 @@ class TwoStagePipeline:
                 t.record_stream(current)
 
     def close(self) -> None:
-        """Drop the item in flight and join both stages into the current stream."""
-        self._pending = None
+        """Drop the items in flight and join both stages into the current stream."""
+        self._pending.clear()
         self.hand_to_current()
