@@ -21,6 +21,7 @@ import time
 
 import torch
 
+from gpudash.trace_figures import covered_by_two_or_more, length, union
 from workloads import streams as streams_module
 from workloads.base import WorkloadOptions
 from workloads.knobs import parse_knobs
@@ -29,34 +30,9 @@ from workloads.registry import build
 Interval = tuple[float, float]
 
 
-def union(intervals: list[Interval]) -> list[Interval]:
-    """Merged, sorted intervals."""
-    out: list[Interval] = []
-    for a, b in sorted(intervals):
-        if out and a <= out[-1][1]:
-            out[-1] = (out[-1][0], max(out[-1][1], b))
-        else:
-            out.append((a, b))
-    return out
-
-
-def length(intervals: list[Interval]) -> float:
-    return sum(b - a for a, b in intervals)
-
-
 def intersection(x: list[Interval], y: list[Interval]) -> float:
     """Total length where two merged interval lists overlap."""
-    i = j = 0
-    total = 0.0
-    while i < len(x) and j < len(y):
-        a, b = max(x[i][0], y[j][0]), min(x[i][1], y[j][1])
-        if a < b:
-            total += b - a
-        if x[i][1] < y[j][1]:
-            i += 1
-        else:
-            j += 1
-    return total
+    return covered_by_two_or_more([x, y])
 
 
 def kernels_by_stream(trace_path: str) -> dict[int, list[Interval]]:

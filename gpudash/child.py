@@ -174,6 +174,7 @@ def _run_child(config: RunConfig, channel: _Channel, t0: float) -> None:
         builder=builder,
         sample_interval_s=config.sample_interval_s,
         max_steps=config.max_steps,
+        trace_dir=config.trace_dir,
         t0=t0,
     )
     details = _started_details(torch, loop, device)

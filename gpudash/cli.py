@@ -8,6 +8,7 @@ checked before anything starts; a bad one is one line on stderr and exit status 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 from pathlib import Path
@@ -69,6 +70,11 @@ def build_parser() -> Parser:
     r.add_argument("--log", metavar="PATH", help="with --record: the workload process's log (default: PATH.log)")
     r.add_argument("--meta", metavar="PATH", help="with --record: metadata JSON (default: beside the CSV)")
     r.add_argument("-q", "--quiet", action="store_true", help="with --record: no progress lines on stderr")
+    r.add_argument("--trace-every", type=argtypes.positive_float, metavar="S",
+                   help="with --record: a torch.profiler window every S seconds (Chrome traces in PATH.traces/, "
+                   "figures in event rows)")
+    r.add_argument("--trace-steps", type=argtypes.int_at_least(1, "at least 1"), default=20, metavar="N",
+                   help="steps per profiler window (default: %(default)s; at most 200)")
     return p
 
 
@@ -100,6 +106,14 @@ def check_writable(path: str, what: str = "record path") -> None:
             p.unlink()
         except OSError:
             pass
+
+
+def trace_dir_for(record: str) -> str:
+    """Where a recording's profiler windows go: ``run.csv`` → ``run.traces/`` (stdout: ./gpudash-traces)."""
+    if record == "-":
+        return os.path.abspath("gpudash-traces")
+    base = os.path.abspath(record)
+    return (base[:-4] if base.endswith(".csv") else base) + ".traces"
 
 
 def config_from_args(args: argparse.Namespace) -> RunConfig:
@@ -179,10 +193,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         if args.record is None:
-            for flag, value in (("--duration", args.duration), ("--log", args.log), ("--meta", args.meta)):
+            for flag, value in (("--duration", args.duration), ("--log", args.log), ("--meta", args.meta),
+                                ("--trace-every", args.trace_every)):
                 if value is not None:
                     raise UsageError(f"{flag} only applies with --record PATH")
         config = config_from_args(args)
+        if args.trace_every is not None:
+            config = dataclasses.replace(config, trace_dir=trace_dir_for(args.record))
         if args.record is not None:
             check_writable(args.record)
             if args.meta:
@@ -201,6 +218,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             log_path=args.log,
             meta_path=args.meta,
             quiet=args.quiet,
+            trace_every_s=args.trace_every,
+            trace_steps=args.trace_steps,
         )
     from gpudash.tui.app import run_dashboard
 

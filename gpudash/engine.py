@@ -30,6 +30,7 @@ from gpudash.protocol import (
     Stop,
     SwitchWorkload,
     TimeStages,
+    TraceWindow,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -42,6 +43,8 @@ ControlSource = Callable[[float], "Control | None"]  # wait up to N seconds (0: 
 Builder = Callable[[str, "str | None", "int | None", "Knobs | None"], "Workload"]
 Setup = tuple[str, str, int, "Knobs"]  # (workload, variant, batch size, knobs)
 PROGRESS_EVERY_S = 2.0  # how often a slow change (compile, capture) reports that it is under way
+MAX_TRACE_STEPS = 200  # a profiler window's cap in steps
+MAX_TRACE_FILES = 20  # traces kept per trace directory: the oldest beyond this are deleted
 
 PROBATION_STEPS = 5  # an out-of-memory error this soon after a change reverts the change
 CONTROL_CHECK_S = 0.005  # look for controls at most this often (each check is a syscall)
@@ -177,6 +180,7 @@ class StepLoop:
         max_steps: int | None = None,
         t0: float | None = None,
         clock: Callable[[], float] = time.monotonic,
+        trace_dir: str | None = None,
     ) -> None:
         import torch
 
@@ -187,6 +191,7 @@ class StepLoop:
         self.builder = builder
         self.sample_interval_s = sample_interval_s
         self.max_steps = max_steps
+        self.trace_dir = trace_dir
         self.clock = clock
         self.t0 = clock() if t0 is None else t0
         self.on_cuda = workload.device.type == "cuda"
@@ -252,6 +257,8 @@ class StepLoop:
             self._switch(control)
         elif isinstance(control, TimeStages):
             self._time_stages(control.steps)
+        elif isinstance(control, TraceWindow):
+            self._trace_window(control.steps)
         else:
             self._event(EventKind.ERROR, message=f"unknown control {control!r}")
 
@@ -413,6 +420,34 @@ class StepLoop:
         details = {**self.config(), "stage1": n1, "stage1_ms": t1, "stage2": n2, "stage2_ms": t2,
                    "overlap_bound_steps_per_s": bound}
         self._event(EventKind.MEASURED, what="stages", message=message, details=details)
+
+    def _trace_window(self, steps: int) -> None:
+        """Profile ``steps`` steps now; a "measured" event (what="trace") with the figures and the
+        trace's path. The window's steps train but stay out of every sample (profiling slows them)."""
+        from gpudash import traces
+
+        w = self.workload
+        if self.trace_dir is None:
+            self._event(EventKind.ERROR, what="trace", message="this run has no trace directory",
+                        details=self.config())
+            return
+        steps = max(1, min(steps, MAX_TRACE_STEPS))
+        self._settle()
+        try:
+            path, fig = traces.profile_window(self.torch, w, steps, self.trace_dir, self.now(), MAX_TRACE_FILES)
+        except Exception as exc:  # noqa: BLE001 - a failing profiler must not end the run
+            self._collect(self.timer.reset())
+            self._open_window(self.clock())
+            self._event(EventKind.ERROR, what="trace", message=f"profiler window failed: {one_line(exc)}",
+                        details=self.config())
+            return
+        self.steps_issued += steps
+        self.steps_done += steps
+        self.samples_done += steps * w.samples_per_step
+        self._collect(self.timer.reset())
+        self._open_window(self.clock())
+        self._event(EventKind.MEASURED, what="trace", message=f"{fig.summary()} → {path}",
+                    details={**self.config(), **fig.details(), "trace_path": str(path)})
 
     def _setup(self) -> Setup:
         w = self.workload

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gpudash.protocol import Event, EventKind, ExitCode, RunConfig
+from gpudash.protocol import Event, EventKind, ExitCode, RunConfig, TraceWindow
 from gpudash.record import CsvRecorder, RecordWriteError, run_metadata
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -105,9 +105,12 @@ class HeadlessRecording:
     path: str | os.PathLike[str]
     duration_s: float | None
     quiet: bool
+    trace_every_s: float | None = None  # a profiler window this often (TraceWindow), from the start
+    trace_steps: int = 20
     status: str = "done"
     code: ExitCode = ExitCode.OK
     _started_at: float | None = field(default=None, repr=False)  # when the workload started (monotonic)
+    _next_trace: float | None = field(default=None, repr=False)
 
     def run(self, interrupted: _Interrupted) -> None:
         """Start, record until the run ends, stop; the CSV is closed whatever happens."""
@@ -168,7 +171,19 @@ class HeadlessRecording:
                 return
             if self._time_is_up():
                 return
+            self._maybe_trace()
             time.sleep(POLL_S)
+
+    def _maybe_trace(self) -> None:
+        """Ask for a profiler window every ``trace_every_s`` seconds of the run."""
+        if self.trace_every_s is None or self._started_at is None:
+            return
+        now = time.monotonic()
+        if self._next_trace is None:
+            self._next_trace = self._started_at + self.trace_every_s
+        if now >= self._next_trace:
+            self.session.send(TraceWindow(self.trace_steps))
+            self._next_trace = now + self.trace_every_s
 
     def _on_event(self, e: Event) -> None:
         if not self.quiet and (line := _describe_event(e)):
@@ -212,6 +227,8 @@ def run_record(
     log_path: str | os.PathLike[str] | None = None,
     meta_path: str | os.PathLike[str] | None = None,
     quiet: bool = False,
+    trace_every_s: float | None = None,
+    trace_steps: int = 20,
 ) -> int:
     """Record a run headless; returns the exit status (an ``ExitCode``): OK done, FAILED the
     workload or writing failed, USAGE the CSV cannot be created, INTERRUPTED by SIGINT/SIGTERM.
@@ -231,7 +248,8 @@ def run_record(
     except OSError as exc:
         _say(f"error: cannot write {path}: {exc.strerror or exc}")
         return ExitCode.FAILED if isinstance(exc, RecordWriteError) else ExitCode.USAGE
-    recording = HeadlessRecording(config, session, recorder, path=path, duration_s=duration_s, quiet=quiet)
+    recording = HeadlessRecording(config, session, recorder, path=path, duration_s=duration_s, quiet=quiet,
+                                  trace_every_s=trace_every_s, trace_steps=trace_steps)
     with _Interrupted() as interrupted:
         recording.run(interrupted)
     recording.report()

@@ -39,6 +39,7 @@ class RunConfig:
     gpu_interval_s: float = 0.5  # NVML tick
     max_steps: int | None = None  # the child stops by itself after this many steps (None: never)
     knobs: str = "none"  # knob settings in their text form ("amp=bf16,cuda_graph=on"; workloads.knobs)
+    trace_dir: str | None = None  # where profiler windows write their traces (None: no windows)
 
 
 # -- controls: parent -> child, applied at a step boundary ---------------------------------
@@ -96,7 +97,16 @@ class TimeStages:
     steps: int = 20
 
 
-Control = Union[SetBatchSize, SetVariant, SetKnob, SetKnobs, SwitchWorkload, Pause, Resume, Stop, TimeStages]
+@dataclass(frozen=True)
+class TraceWindow:
+    """Profile the next ``steps`` steps (torch.profiler, CPU + CUDA activities) at a step boundary:
+    a Chrome trace in the run's trace directory and a ``measured`` event with its figures."""
+
+    steps: int = 20
+
+
+Control = Union[SetBatchSize, SetVariant, SetKnob, SetKnobs, SwitchWorkload, Pause, Resume, Stop, TimeStages,
+                TraceWindow]
 
 
 # -- child -> parent ---------------------------------------------------------------------------
@@ -132,7 +142,8 @@ class EventKind(str, Enum):
     STOPPED = "stopped"  # the child finished cleanly
     CRASHED = "crashed"  # the child died: message says why
     SUMMARY = "summary"  # written by the recorder: a configuration's statistics when it ends
-    MEASURED = "measured"  # a one-off measurement (stage times): details hold the figures
+    MEASURED = "measured"  # a one-off measurement (what="stages": stage times; what="trace": a
+    # profiler window's figures, its file in details["trace_path"]): details hold the figures
     PROGRESS = "progress"  # a slow change under way ("compiling… 12 s"); what names the change
 
     def __str__(self) -> str:

@@ -1,0 +1,170 @@
+"""Figures of one profiler window, from its Chrome trace events. Torch-free.
+
+What NVML's utilisation cannot say, read from the device activity of a ``torch.profiler`` trace:
+how much of the window the GPU ran anything (busy %), the gaps between (idle %), each stream's
+busy share, how much of the busy time two or more streams ran at once (multi-stream overlap %),
+kernels per step, the launch delay (CPU launch call → kernel start, median), the memcpy share and
+the five kernels that took the most time.
+
+Computed here from the trace events rather than with Holistic Trace Analysis: HTA is not among
+gpudash's dependencies (it brings pandas and plotly), reads trace *directories* of whole runs
+into data frames, and these figures are a few interval unions over one window's events, done in
+the workload process right after the window.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import statistics
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+Interval = tuple[float, float]  # (start, end) in µs
+
+KERNEL, MEMCPY, MEMSET = "kernel", "gpu_memcpy", "gpu_memset"
+DEVICE_CATEGORIES = (KERNEL, MEMCPY, MEMSET)
+LAUNCH_NAMES = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cudaGraphLaunch")
+
+
+def union(intervals: Iterable[Interval]) -> list[Interval]:
+    """The intervals merged: sorted, disjoint."""
+    out: list[Interval] = []
+    for a, b in sorted(intervals):
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
+
+
+def length(intervals: Sequence[Interval]) -> float:
+    return sum(b - a for a, b in intervals)
+
+
+def covered_by_two_or_more(per_stream: Sequence[Sequence[Interval]]) -> float:
+    """How long at least two of the (each merged) interval lists are active at once."""
+    edges: list[tuple[float, int]] = []
+    for intervals in per_stream:
+        for a, b in intervals:
+            edges += [(a, 1), (b, -1)]
+    edges.sort()
+    total, active, last = 0.0, 0, 0.0
+    for t, step in edges:
+        if active >= 2:
+            total += t - last
+        active += step
+        last = t
+    return total
+
+
+@dataclass(frozen=True)
+class TraceFigures:
+    """One window's figures; GPU figures are None without device activity (a CPU run)."""
+
+    steps: int
+    wall_ms: float
+    gpu_busy_pct: float | None = None
+    idle_pct: float | None = None
+    overlap_pct: float | None = None  # of the busy time, with kernels on >= 2 streams
+    memcpy_pct: float | None = None
+    kernels_per_step: float | None = None
+    launch_delay_us: float | None = None  # median, CPU launch call → kernel start
+    stream_busy_pct: dict[int, float] = field(default_factory=dict)
+    stream_ms_per_step: dict[int, float] = field(default_factory=dict)
+    top_kernels: tuple[tuple[str, float], ...] = ()  # (name, ms per step), largest first
+
+    @property
+    def has_gpu(self) -> bool:
+        return self.gpu_busy_pct is not None
+
+    def summary(self) -> str:
+        """One line for the user."""
+        head = f"{self.steps} steps traced, {self.wall_ms / max(self.steps, 1):.3g} ms/step"
+        if not self.has_gpu:
+            return f"{head}; GPU figures need CUDA"
+        return (f"{head}: GPU busy {self.gpu_busy_pct:.1f}%, idle {self.idle_pct:.1f}%, "
+                f"overlap {self.overlap_pct:.1f}% of busy, {self.kernels_per_step:.0f} kernels/step")
+
+    def details(self) -> dict[str, str]:
+        """As an event's text details (what the CSV and the dashboard get)."""
+        out = {"trace_steps": str(self.steps), "trace_wall_ms": f"{self.wall_ms:.3f}"}
+        for key in ("gpu_busy_pct", "idle_pct", "overlap_pct", "memcpy_pct", "kernels_per_step", "launch_delay_us"):
+            value = getattr(self, key)
+            if value is not None:
+                out[key] = f"{value:.4g}"
+        for sid, pct in self.stream_busy_pct.items():
+            out[f"stream_{sid}_busy_pct"] = f"{pct:.4g}"
+            out[f"stream_{sid}_ms_per_step"] = f"{self.stream_ms_per_step[sid]:.4g}"
+        for i, (name, ms) in enumerate(self.top_kernels, 1):
+            out[f"top{i}_kernel"] = name[:120]
+            out[f"top{i}_ms_per_step"] = f"{ms:.4g}"
+        return out
+
+
+def read_events(path: str | Path) -> list[dict[str, Any]]:
+    """The ``traceEvents`` of a Chrome trace (``.json`` or ``.json.gz``)."""
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8") as f:  # type: ignore[operator]
+        return list(json.load(f)["traceEvents"])
+
+
+def figures(events: Sequence[dict[str, Any]], steps: int, wall_ms: float) -> TraceFigures:
+    """The window's figures from its trace events; ``wall_ms``: the window's wall time."""
+    device = [e for e in events if e.get("cat") in DEVICE_CATEGORIES and "dur" in e and "ts" in e]
+    if not device:
+        return TraceFigures(steps=steps, wall_ms=wall_ms)
+    wall_us = wall_ms * 1000.0
+    per_step = 1.0 / (1000.0 * max(steps, 1))  # µs over the window → ms per step
+    kernels = [e for e in device if e["cat"] == KERNEL]
+    busy = union(_interval(e) for e in device)
+    streams: dict[int, list[Interval]] = {}
+    for e in kernels:
+        streams.setdefault(_stream(e), []).append(_interval(e))
+    merged = {sid: union(iv) for sid, iv in streams.items()}
+    kernel_busy = union(iv for ivs in merged.values() for iv in ivs)
+    busy_us = length(busy)
+    totals: dict[str, float] = {}
+    for e in kernels:
+        totals[str(e.get("name", "?"))] = totals.get(str(e.get("name", "?")), 0.0) + float(e["dur"])
+    top = sorted(totals.items(), key=lambda kv: kv[1], reverse=True)[:5]
+    return TraceFigures(
+        steps=steps,
+        wall_ms=wall_ms,
+        gpu_busy_pct=_pct(busy_us, wall_us),
+        idle_pct=max(0.0, 100.0 - _pct(busy_us, wall_us)),
+        overlap_pct=_pct(covered_by_two_or_more(list(merged.values())), length(kernel_busy)),
+        memcpy_pct=_pct(length(union(_interval(e) for e in device if e["cat"] == MEMCPY)), wall_us),
+        kernels_per_step=len(kernels) / max(steps, 1),
+        launch_delay_us=_launch_delay(events, kernels),
+        stream_busy_pct={sid: _pct(length(iv), wall_us) for sid, iv in sorted(merged.items())},
+        stream_ms_per_step={sid: length(iv) * per_step for sid, iv in sorted(merged.items())},
+        top_kernels=tuple((name, us * per_step) for name, us in top),
+    )
+
+
+def _interval(e: dict[str, Any]) -> Interval:
+    start = float(e["ts"])
+    return start, start + float(e["dur"])
+
+
+def _stream(e: dict[str, Any]) -> int:
+    try:
+        return int(e.get("args", {}).get("stream", -1))
+    except (TypeError, ValueError):
+        return -1
+
+
+def _pct(part: float, whole: float) -> float:
+    return 100.0 * part / whole if whole > 0 else 0.0
+
+
+def _launch_delay(events: Sequence[dict[str, Any]], kernels: Sequence[dict[str, Any]]) -> float | None:
+    """Median µs from each kernel's launch call on the CPU to the kernel's start on the GPU."""
+    launches = {e.get("args", {}).get("correlation"): float(e["ts"]) for e in events
+                if e.get("cat") == "cuda_runtime" and e.get("name") in LAUNCH_NAMES}
+    delays = [float(k["ts"]) - launches[c] for k in kernels
+              if (c := k.get("args", {}).get("correlation")) is not None and c in launches]
+    return statistics.median(delays) if delays else None

@@ -1,0 +1,142 @@
+"""Profiler windows: the figures module on hand-made traces with known intervals, a real window
+on the CPU (trace file, event, steps kept out of the samples, bounded files), and --record."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpudash.engine import StepLoop
+from gpudash.protocol import Event, EventKind, Sample, TraceWindow
+from gpudash.trace_figures import covered_by_two_or_more, figures, union
+from workloads.base import WorkloadOptions
+from workloads.registry import build
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _kernel(start: float, dur: float, stream: int, name: str = "k", correlation: int | None = None) -> dict:
+    args: dict = {"stream": stream}
+    if correlation is not None:
+        args["correlation"] = correlation
+    return {"cat": "kernel", "name": name, "ts": start, "dur": dur, "args": args}
+
+
+def test_two_streams_overlapping_half_their_busy_time() -> None:
+    # stream 7 runs 0-400 µs, stream 8 runs 200-600 µs: busy 600, both at once 200 → a third;
+    # the window lasts 1000 µs: 60% busy, 40% idle
+    events = [_kernel(0, 400, 7, "train"), _kernel(200, 400, 8, "encode")]
+    fig = figures(events, steps=2, wall_ms=1.0)
+    assert fig.gpu_busy_pct == pytest.approx(60.0)
+    assert fig.idle_pct == pytest.approx(40.0)
+    assert fig.overlap_pct == pytest.approx(100 * 200 / 600)
+    assert fig.stream_busy_pct == pytest.approx({7: 40.0, 8: 40.0})
+    assert fig.stream_ms_per_step == pytest.approx({7: 0.2, 8: 0.2})
+    assert fig.kernels_per_step == 1.0
+
+
+def test_one_stream_with_gaps_has_no_overlap_and_its_gaps_are_idle() -> None:
+    events = [_kernel(0, 100, 7), _kernel(300, 100, 7), _kernel(350, 100, 7), _kernel(900, 100, 7, "last")]
+    fig = figures(events, steps=1, wall_ms=1.0)
+    assert fig.gpu_busy_pct == pytest.approx(35.0)  # 0-100, 300-450, 900-1000
+    assert fig.overlap_pct == 0.0
+    assert fig.top_kernels[0] == ("k", pytest.approx(0.3))
+
+
+def test_launch_delay_and_memcpy_share() -> None:
+    events = [
+        {"cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 0, "dur": 5, "args": {"correlation": 1}},
+        {"cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 10, "dur": 5, "args": {"correlation": 2}},
+        _kernel(20, 10, 7, correlation=1), _kernel(50, 10, 7, correlation=2),
+        {"cat": "gpu_memcpy", "name": "Memcpy HtoD", "ts": 100, "dur": 100, "args": {"stream": 7}},
+    ]
+    fig = figures(events, steps=1, wall_ms=1.0)
+    assert fig.launch_delay_us == pytest.approx(30.0)  # median of 20 and 40
+    assert fig.memcpy_pct == pytest.approx(10.0)
+
+
+def test_a_trace_without_device_activity_has_no_gpu_figures() -> None:
+    fig = figures([{"cat": "cpu_op", "name": "aten::conv2d", "ts": 0, "dur": 10}], steps=3, wall_ms=2.0)
+    assert not fig.has_gpu and "GPU figures need CUDA" in fig.summary()
+
+
+def test_interval_helpers() -> None:
+    assert union([(5, 6), (0, 2), (1, 3)]) == [(0, 3), (5, 6)]
+    assert covered_by_two_or_more([[(0, 10)], [(5, 15)], [(8, 20)]]) == pytest.approx(10.0)  # 5-15
+
+
+# -- a real window on the CPU --------------------------------------------------------------------
+def _run_with_windows(trace_dir: Path, windows: int, steps: int = 3) -> list[object]:
+    got: list[object] = []
+    pending = [TraceWindow(steps) for _ in range(windows)]
+    with build("sync_loss", "cpu", WorkloadOptions(variant="fixed", image_size=16)) as w:
+        def controls(timeout: float) -> object:
+            return pending.pop() if pending and loop.steps_issued >= 2 else None
+
+        loop = StepLoop(w, emit=got.append, controls=controls, sample_interval_s=0.05, trace_dir=str(trace_dir))
+        loop.run(steps=10)
+    return got
+
+
+def test_a_window_writes_a_chrome_trace_and_an_event_and_its_steps_stay_out_of_the_samples(tmp_path: Path) -> None:
+    msgs = _run_with_windows(tmp_path, windows=1)
+    event = next(m for m in msgs if isinstance(m, Event) and m.kind == EventKind.MEASURED)
+    assert event.what == "trace" and event.details["trace_steps"] == "3"
+    path = Path(event.details["trace_path"])
+    assert path.parent == tmp_path and path.name.endswith(".json.gz") and "sync_loss-fixed-b4" in path.name
+    with gzip.open(path, "rt") as f:
+        assert json.load(f)["traceEvents"]
+    assert "GPU figures need CUDA" in event.message
+    samples = [m for m in msgs if isinstance(m, Sample)]
+    after = [s for s in samples if s.time_s > event.time_s]
+    assert after and after[0].time_s - after[0].interval_s >= event.time_s - 0.05  # the window is not in it
+    # the window's 3 steps trained: they count in the run's total (and its limit of 10 steps),
+    # but no sample's throughput includes them
+    assert samples[-1].steps == 10
+    assert round(sum(s.steps_per_s * s.interval_s for s in samples)) == 10 - 3
+
+
+def test_traces_are_bounded_oldest_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import gpudash.engine
+
+    monkeypatch.setattr(gpudash.engine, "MAX_TRACE_FILES", 2)
+    msgs = _run_with_windows(tmp_path, windows=3, steps=1)
+    paths = [m.details["trace_path"] for m in msgs if isinstance(m, Event) and m.kind == EventKind.MEASURED]
+    assert len(paths) == 3
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(Path(p).name for p in paths[1:])
+
+
+def test_a_failing_window_is_one_message_and_the_run_goes_on(tmp_path: Path) -> None:
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("")
+    msgs = _run_with_windows(blocker, windows=1)
+    error = next(m for m in msgs if isinstance(m, Event) and m.kind == EventKind.ERROR)
+    assert error.what == "trace" and error.message.startswith("profiler window failed:")
+    assert [m for m in msgs if isinstance(m, Sample)][-1].steps == 10
+
+
+# -- --record ------------------------------------------------------------------------------------
+def _gpudash(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "gpudash", *args], capture_output=True, text=True, cwd=cwd,
+                          timeout=240, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+
+
+def test_record_takes_a_window_every_few_seconds_into_event_rows_and_a_traces_folder(tmp_path: Path) -> None:
+    out = _gpudash("--record", "run.csv", "-w", "sync_loss", "-v", "fixed", "--device", "cpu", "--image-size", "16",
+                   "--duration", "4", "--trace-every", "1", "--trace-steps", "2", "-q", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    rows = [r for r in csv.DictReader((tmp_path / "run.csv").open()) if r["event_what"] == "trace"]
+    assert rows and all(r["event_kind"] == "measured" for r in rows)
+    files = list((tmp_path / "run.traces").glob("*.json.gz"))
+    assert len(files) == len(rows)
+
+
+def test_trace_every_needs_record(tmp_path: Path) -> None:
+    out = _gpudash("--trace-every", "5", cwd=tmp_path)
+    assert out.returncode == 2 and "--trace-every only applies with --record" in out.stderr
