@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 from gpudash.headless import _Interrupted
 from gpudash.protocol import (
     Control, Event, EventKind, ExitCode, GpuSample, RunConfig, Sample, SetBatchSize, SetKnobs, SetVariant, TimeStages,
+    TraceWindow,
 )
 from gpudash.sweep_plan import Configuration, FamilyPlan, SweepPlan, SweepSettings, round_orders, run_config
 from gpudash.sweep_progress import SweepProgress
@@ -193,6 +194,8 @@ class FamilyRun:
             result = self._measure(config, repeat, since)
             if self.plan.two_stage:
                 result = dataclasses.replace(result, stages=self._time_stages(config))
+            if self.settings.trace_steps:
+                self._trace(config)
         except ConfigFailed as exc:
             self.failed.add(config)
             result = RepeatResult(config, repeat, error=str(exc))
@@ -319,6 +322,21 @@ class FamilyRun:
 
         self._wait(answered, STAGES_TIMEOUT_S, f"stage times of {config.name}")
         return StageTimes.from_details(answer[0].details) if answer[0].kind == EventKind.MEASURED else None
+
+    def _trace(self, config: Configuration) -> None:
+        """A profiler window after the measurement (its steps are in no window): the trace goes
+        to ``OUT/traces``, its one-line figures to the progress line. A failed window is said, not fatal."""
+        assert self.session is not None and self.settings.trace_steps
+        self.progress.status(f"{config.name} · profiling {self.settings.trace_steps} steps")
+        self.session.send(TraceWindow(self.settings.trace_steps))
+        answer: list[Event] = []
+
+        def answered(events: list[Event]) -> bool:
+            answer.extend(e for e in events if e.what == "trace" and e.kind in (EventKind.MEASURED, EventKind.ERROR))
+            return bool(answer)
+
+        self._wait(answered, STAGES_TIMEOUT_S, f"profiler window of {config.name}")
+        self.progress.status(f"{config.name} · {answer[0].message}")
 
     def _stop(self) -> None:
         """Stop the session (at once after a second Ctrl-C)."""

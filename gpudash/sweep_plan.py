@@ -125,6 +125,8 @@ class SweepSettings:
     seed: int = 0
     sample_interval_s: float = SAMPLE_INTERVAL_S
     gpu_interval_s: float = GPU_INTERVAL_S
+    trace_steps: int | None = None  # after each measurement, a profiler window of this many steps
+    trace_dir: str | None = None  # where its traces go (OUT/traces)
 
 
 @dataclass(frozen=True)
@@ -152,7 +154,7 @@ def run_config(config: Configuration, settings: SweepSettings) -> RunConfig:
     """The session's configuration when it starts in ``config``."""
     return RunConfig(workload=config.family, variant=config.variant, batch_size=config.batch_size,
                      device=settings.device, seed=settings.seed, sample_interval_s=settings.sample_interval_s,
-                     gpu_interval_s=settings.gpu_interval_s, knobs=config.knobs)
+                     gpu_interval_s=settings.gpu_interval_s, knobs=config.knobs, trace_dir=settings.trace_dir)
 
 
 # -- the order ------------------------------------------------------------------------------------
@@ -279,6 +281,9 @@ def build_parser() -> Parser:
                    help="then add rounds until every steps/s interval is within ±PCT%%")
     p.add_argument("--max-minutes", type=argtypes.positive_float, default=30.0, metavar="M",
                    help="start nothing new after M minutes (default: %(default)s)")
+    p.add_argument("--trace", type=argtypes.int_at_least(1, "at least 1"), nargs="?", const=20, metavar="N",
+                   help="after each measurement, a torch.profiler window of N steps (default 20), its Chrome "
+                   "trace in DIR/traces/ (left out of the figures)")
     p.add_argument("--device", type=argtypes.device, default="auto", metavar="DEV", help="auto, cpu, cuda or cuda:N")
     p.add_argument("--seed", type=int, default=0, help="workload seed and shuffle seed (default: %(default)s)")
     p.add_argument("--out", required=True, metavar="DIR", help="directory for the results (created)")
@@ -384,12 +389,13 @@ def plan_from_args(args: argparse.Namespace, argv: list[str]) -> SweepPlan:
     if not families:
         advice = "; run it with --device cuda" if not dev_type.startswith("cuda") else ""
         raise UsageError(f"nothing to measure: {'; '.join(skipped)}{advice}")
+    out_dir = check_out_dir(args.out)
     settings = SweepSettings(
         repeats=args.repeats, seconds=_first(args.seconds, SweepSettings.seconds),
         warmup=_first(args.warmup, SweepSettings.warmup), until_ci=args.until_ci,
         max_minutes=args.max_minutes, device=args.device, device_type=dev_type, seed=args.seed,
+        trace_steps=args.trace, trace_dir=str(out_dir.resolve() / "traces") if args.trace else None,
     )
-    out_dir = check_out_dir(args.out)
     command = shlex.join(["gpudash", "sweep", *argv])
     return SweepPlan(families, settings, out_dir, command, args.preset, tuple(skipped), knobs.text())
 

@@ -140,3 +140,14 @@ def test_record_takes_a_window_every_few_seconds_into_event_rows_and_a_traces_fo
 def test_trace_every_needs_record(tmp_path: Path) -> None:
     out = _gpudash("--trace-every", "5", cwd=tmp_path)
     assert out.returncode == 2 and "--trace-every only applies with --record" in out.stderr
+
+
+def test_sweep_trace_takes_a_window_after_each_measurement(tmp_path: Path) -> None:
+    out = _gpudash("sweep", "-w", "sync_loss", "-v", "fixed", "-b", "4", "--repeats", "2", "--seconds", "1",
+                   "--warmup", "0.5", "--device", "cpu", "--trace", "2", "--out", "sw", "-q", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    traces = sorted((tmp_path / "sw" / "traces").glob("*sync_loss-fixed-b4.json.gz"))
+    assert len(traces) == 2  # one per configuration x repeat
+    with gzip.open(traces[0], "rt") as f:
+        assert json.load(f)["traceEvents"]
+    assert json.loads((tmp_path / "sw" / "sweep.json").read_text())["settings"]["trace_steps"] == 2
