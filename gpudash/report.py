@@ -133,6 +133,9 @@ def markdown(runs: Sequence[Run], command: str, plots: Sequence[str]) -> str:
              *(run_line(i, r) for i, r in enumerate(runs, start=1)), ""]
     for i, run in enumerate(runs, start=1):
         lines += [f"## Run {i}: {run.name}", "", *run_table(run), ""]
+        if run.traces:
+            lines += ["### Profiler windows", "", "| time (s) | configuration | figures → trace |", "|--:|---|---|",
+                      *(f"| {t:.1f} | {label} | {text} |" for t, label, text in run.traces), ""]
     if len(runs) > 1:
         lines += ["## Between runs", "", *between_runs(runs)]
     if plots:

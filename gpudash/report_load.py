@@ -87,6 +87,7 @@ class Run:
     configs: tuple[ConfigFigures, ...]
     timeline: Timeline | None = None  # recordings only
     ending: str = ""  # how a recording ended: its last event ("stopped", "crashed: ...")
+    traces: tuple[tuple[float, str, str], ...] = ()  # profiler windows: (time s, configuration, figures → file)
 
     @property
     def name(self) -> str:
@@ -154,6 +155,7 @@ def _recording(p: Path, rows: list[dict[str, str]]) -> Run:
     timeline = Timeline()
     energy: float | None = None
     ending = ""
+    traces: list[tuple[float, str, str]] = []
     for number, msg in _messages(p, rows):
         if isinstance(msg, GpuSample):
             energy = msg.energy_j
@@ -174,10 +176,13 @@ def _recording(p: Path, rows: list[dict[str, str]]) -> Run:
                 timeline.markers.append(Marker(msg.time_s, f"{msg.what.replace('_', ' ')}: {msg.before} → {msg.after}"))
             elif msg.kind in (EventKind.STOPPED, EventKind.CRASHED):
                 ending = msg.kind.value + (f": {msg.message}" if msg.message else "")
+            elif msg.kind == EventKind.MEASURED and msg.what == "trace":
+                current = tracker.current.label if tracker.current is not None else "?"
+                traces.append((msg.time_s, current, msg.message))
     if not timeline.time_s:
         raise ReportInputError(f"{p} has no throughput samples (only its header and events)")
     configs = tuple(_segment_figures(seg) for seg in tracker.segments)
-    return Run(p, "recording", load_metadata(p), configs, timeline, ending)
+    return Run(p, "recording", load_metadata(p), configs, timeline, ending, tuple(traces))
 
 
 def _messages(p: Path, rows: list[dict[str, str]]) -> list[tuple[int, Any]]:

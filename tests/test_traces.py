@@ -151,3 +151,14 @@ def test_sweep_trace_takes_a_window_after_each_measurement(tmp_path: Path) -> No
     with gzip.open(traces[0], "rt") as f:
         assert json.load(f)["traceEvents"]
     assert json.loads((tmp_path / "sw" / "sweep.json").read_text())["settings"]["trace_steps"] == 2
+
+
+def test_report_lists_a_recordings_profiler_windows(tmp_path: Path) -> None:
+    out = _gpudash("--record", "run.csv", "-w", "sync_loss", "-v", "fixed", "--device", "cpu", "--image-size", "16",
+                   "--duration", "3", "--trace-every", "1", "--trace-steps", "2", "-q", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    report = _gpudash("report", "run.csv", "--out", "rep", cwd=tmp_path)
+    assert report.returncode == 0, report.stderr
+    text = (tmp_path / "rep" / "report.md").read_text()
+    section = text.split("### Profiler windows", 1)[1]
+    assert "sync_loss/fixed bs4" in section and "2 steps traced" in section and ".json.gz" in section
