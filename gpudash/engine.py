@@ -206,6 +206,7 @@ class StepLoop:
         self.samples_done = 0
         self.bookkeeping_syncs = 0
         self._win = Window(0.0, 0.0)  # the current window (opened when the loop runs)
+        self._last_rate: float | None = None  # steps/s of the last sample (a profiler window's reference)
         self._next_loss = 0.0
         self._next_control = 0.0
         self._paused = False
@@ -365,6 +366,8 @@ class StepLoop:
         )
         if sample is not None:
             self.emit(sample)
+            if sample.steps > 0:
+                self._last_rate = sample.steps_per_s
             self._open_window(now)
 
     def _settle(self) -> None:
@@ -446,8 +449,17 @@ class StepLoop:
         self.samples_done += steps * w.samples_per_step
         self._collect(self.timer.reset())
         self._open_window(self.clock())
-        self._event(EventKind.MEASURED, what="trace", message=f"{fig.summary()} → {path}",
-                    details={**self.config(), **fig.details(), "trace_path": str(path)})
+        details = {**self.config(), **fig.details(), "trace_path": str(path)}
+        message = fig.summary()
+        bound = fig.overlap_bound
+        if bound is not None:
+            stages = ", ".join(f"{n} {ms:.3g}" for n, ms in fig.stage_ms_per_step.items())
+            message += f"; stages {stages} ms/step on the GPU: overlap bound {bound:.4g} steps/s"
+            if self._last_rate:
+                pct = 100.0 * self._last_rate / bound
+                details["pct_of_overlap_bound"] = f"{pct:.4g}"
+                message += f", running at {pct:.0f}% of it"
+        self._event(EventKind.MEASURED, what="trace", message=f"{message} → {path}", details=details)
 
     def _setup(self) -> Setup:
         w = self.workload

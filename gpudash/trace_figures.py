@@ -25,6 +25,7 @@ from typing import Any
 Interval = tuple[float, float]  # (start, end) in µs
 
 KERNEL, MEMCPY, MEMSET = "kernel", "gpu_memcpy", "gpu_memset"
+STAGE_PREFIX = "gpudash.stage."  # record_function names around each stage during a window
 DEVICE_CATEGORIES = (KERNEL, MEMCPY, MEMSET)
 LAUNCH_NAMES = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cudaGraphLaunch")
 
@@ -75,6 +76,14 @@ class TraceFigures:
     stream_busy_pct: dict[int, float] = field(default_factory=dict)
     stream_ms_per_step: dict[int, float] = field(default_factory=dict)
     top_kernels: tuple[tuple[str, float], ...] = ()  # (name, ms per step), largest first
+    stage_ms_per_step: dict[str, float] = field(default_factory=dict)  # GPU time of each stage's kernels
+
+    @property
+    def overlap_bound(self) -> float | None:
+        """1000 / max(stage GPU ms per step): the steps/s a perfect two-stage pipeline reaches."""
+        if len(self.stage_ms_per_step) < 2 or max(self.stage_ms_per_step.values()) <= 0:
+            return None
+        return 1000.0 / max(self.stage_ms_per_step.values())
 
     @property
     def has_gpu(self) -> bool:
@@ -101,6 +110,10 @@ class TraceFigures:
         for i, (name, ms) in enumerate(self.top_kernels, 1):
             out[f"top{i}_kernel"] = name[:120]
             out[f"top{i}_ms_per_step"] = f"{ms:.4g}"
+        for name, ms in self.stage_ms_per_step.items():
+            out[f"stage_{name}_ms_per_step"] = f"{ms:.4g}"
+        if self.overlap_bound is not None:
+            out["overlap_bound_steps_per_s"] = f"{self.overlap_bound:.4g}"
         return out
 
 
@@ -142,6 +155,7 @@ def figures(events: Sequence[dict[str, Any]], steps: int, wall_ms: float) -> Tra
         stream_busy_pct={sid: _pct(length(iv), wall_us) for sid, iv in sorted(merged.items())},
         stream_ms_per_step={sid: length(iv) * per_step for sid, iv in sorted(merged.items())},
         top_kernels=tuple((name, us * per_step) for name, us in top),
+        stage_ms_per_step={name: length(union(iv)) * per_step for name, iv in _stage_kernels(events, kernels).items()},
     )
 
 
@@ -159,6 +173,26 @@ def _stream(e: dict[str, Any]) -> int:
 
 def _pct(part: float, whole: float) -> float:
     return 100.0 * part / whole if whole > 0 else 0.0
+
+
+def _stage_kernels(events: Sequence[dict[str, Any]], kernels: Sequence[dict[str, Any]]) -> dict[str, list[Interval]]:
+    """Each kernel's interval, by the stage whose ``record_function`` range (on the CPU) holds the
+    call that launched it (kernel → launch call by correlation id)."""
+    ranges = sorted((float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0.0)), str(e["name"])[len(STAGE_PREFIX):])
+                    for e in events if e.get("cat") == "user_annotation" and str(e.get("name", "")).startswith(STAGE_PREFIX))
+    if not ranges:
+        return {}
+    launches = {e.get("args", {}).get("correlation"): float(e["ts"]) for e in events
+                if e.get("cat") == "cuda_runtime" and e.get("name") in LAUNCH_NAMES}
+    out: dict[str, list[Interval]] = {}
+    for k in kernels:
+        at = launches.get(k.get("args", {}).get("correlation"))
+        if at is None:
+            continue
+        stage = next((name for start, end, name in ranges if start <= at <= end), None)
+        if stage is not None:
+            out.setdefault(stage, []).append(_interval(k))
+    return out
 
 
 def _launch_delay(events: Sequence[dict[str, Any]], kernels: Sequence[dict[str, Any]]) -> float | None:

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gpudash.trace_figures import TraceFigures, figures, read_events
+from gpudash.trace_figures import STAGE_PREFIX, TraceFigures, figures, read_events
 
 if TYPE_CHECKING:  # pragma: no cover
     from workloads.base import Workload
@@ -45,10 +45,14 @@ def profile_window(torch: Any, workload: "Workload", steps: int, trace_dir: str,
     if workload.on_cuda:
         activities.append(torch.profiler.ProfilerActivity.CUDA)
     start = time.perf_counter()
-    with torch.profiler.profile(activities=activities) as prof:
-        for _ in range(steps):
-            workload.step()
-        workload.drain()
+    workload.annotate_stages = STAGE_PREFIX  # whose kernels are whose: the stages' GPU times
+    try:
+        with torch.profiler.profile(activities=activities) as prof:
+            for _ in range(steps):
+                workload.step()
+            workload.drain()
+    finally:
+        workload.annotate_stages = None
     wall_ms = (time.perf_counter() - start) * 1000.0
     path = directory / trace_name(workload, at_s)
     prof.export_chrome_trace(str(path))

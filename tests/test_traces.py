@@ -162,3 +162,35 @@ def test_report_lists_a_recordings_profiler_windows(tmp_path: Path) -> None:
     text = (tmp_path / "rep" / "report.md").read_text()
     section = text.split("### Profiler windows", 1)[1]
     assert "sync_loss/fixed bs4" in section and "2 steps traced" in section and ".json.gz" in section
+
+
+def test_each_stage_gets_the_gpu_time_of_the_kernels_it_launched_and_the_overlap_bound() -> None:
+    def launch(ts: float, corr: int) -> dict:
+        return {"cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": ts, "dur": 2, "args": {"correlation": corr}}
+
+    def stage(name: str, ts: float, dur: float) -> dict:
+        return {"cat": "user_annotation", "name": f"gpudash.stage.{name}", "ts": ts, "dur": dur}
+
+    # two steps; in each the train stage launches a 300 µs kernel, the encode stage a 100 µs one
+    events = [stage("train", 0, 20), launch(5, 1), stage("encode", 20, 20), launch(25, 2),
+              stage("train", 500, 20), launch(505, 3), stage("encode", 520, 20), launch(525, 4),
+              _kernel(30, 300, 7, correlation=1), _kernel(40, 100, 8, correlation=2),
+              _kernel(530, 300, 7, correlation=3), _kernel(540, 100, 8, correlation=4)]
+    fig = figures(events, steps=2, wall_ms=1.0)
+    assert fig.stage_ms_per_step == pytest.approx({"train": 0.3, "encode": 0.1})
+    assert fig.overlap_bound == pytest.approx(1000 / 0.3)
+    assert fig.details()["overlap_bound_steps_per_s"].startswith("3333")
+
+
+def test_a_window_annotates_the_stages_only_while_it_runs(tmp_path: Path) -> None:
+    with build("encdec", "cpu", WorkloadOptions(image_size=16)) as w:
+        got: list[object] = []
+        pending = [TraceWindow(2)]
+        loop = StepLoop(w, emit=got.append, controls=lambda t: pending.pop() if pending else None,
+                        sample_interval_s=0.05, trace_dir=str(tmp_path))
+        loop.run(steps=4)
+        assert w.annotate_stages is None
+    path = next(m for m in got if isinstance(m, Event) and m.kind == EventKind.MEASURED).details["trace_path"]
+    with gzip.open(path, "rt") as f:
+        names = {e.get("name") for e in json.load(f)["traceEvents"]}
+    assert {"gpudash.stage.encode", "gpudash.stage.train"} <= names

@@ -111,6 +111,10 @@ class Workload(ABC):
         self._pushback: tuple[torch.Tensor, ...] | None = None  # a batch peeked at for warm-up
         self._produce: Callable[..., Any] | None = None
         self._consume: Callable[..., Any] | None = None
+        self._stage_names: tuple[str | None, str] = (None, "")
+        # While set (a profiler window), each stage runs inside record_function(prefix + stage name),
+        # so a trace can tell whose kernels are whose. None: no annotation, no cost.
+        self.annotate_stages: str | None = None
         torch.manual_seed(self.seed)
         self._build_model()
         self._modules = tuning.ModuleKnobs({name: getattr(self, name) for name in self.knob_modules})
@@ -174,6 +178,7 @@ class Workload(ABC):
         self._configure()
         produce, consume = self._stages()
         gens = self.generators()
+        self._stage_names = (produce[0] if produce else None, consume[0])
         self._produce = tuning.stage(produce[1], self.device, self.knobs, gens) if produce else None
         self._consume = tuning.stage(consume[1], self.device, self.knobs, gens)
         self.warm_up()
@@ -239,6 +244,8 @@ class Workload(ABC):
         """Enqueue one training step: producer then consumer, or overlapped when pipelined."""
         produce, consume = self._produce, self._consume
         assert consume is not None
+        if self.annotate_stages is not None:
+            produce, consume = self._annotated(produce, self._stage_names[0]), self._annotated(consume, self._stage_names[1])
         if self.pipeline is not None:
             assert produce is not None
             self.last_loss = self.pipeline.step(self._next_input, produce, consume)
@@ -247,6 +254,18 @@ class Workload(ABC):
             self.last_loss = consume(*self._next_input())
         else:
             self.last_loss = consume(*produce(*self._next_input()))
+
+    def _annotated(self, fn: Callable[..., Any] | None, name: str | None) -> Any:
+        """``fn`` inside ``record_function(annotate_stages + name)``."""
+        if fn is None or name is None:
+            return fn
+        label = f"{self.annotate_stages}{name}"
+
+        def run(*args: Any) -> Any:
+            with torch.profiler.record_function(label):
+                return fn(*args)
+
+        return run
 
     def _next_input(self) -> tuple[torch.Tensor, ...]:
         batch, self._pushback = self._pushback, None
