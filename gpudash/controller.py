@@ -8,12 +8,14 @@ restart, stop) are the app's to run in a thread; ``poll()`` never blocks.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
 from gpudash.protocol import (
+    ENDING_KINDS,
     Control,
     EngineSource,
     Event,
@@ -30,12 +32,15 @@ from gpudash.protocol import (
     SourceInfo,
     SwitchWorkload,
     TimeStages,
+    TraceWindow,
 )
-from gpudash.stats import DashState, Status
+from gpudash.stats import TRACE, DashState, Status, is_trace, trace_line
 from workloads.knobs import KNOBS, OFF, Knobs, parse_knobs  # torch-free
 from workloads.registry import FAMILIES, FamilyInfo, WorkloadError  # torch-free
 
 STARTING = "starting workload (importing torch)…"
+TRACE_STEPS = 20  # steps in a profiler window asked for from the dashboard
+PERFETTO = "ui.perfetto.dev"
 
 RecorderFactory = Callable[..., Any]  # (path, metadata) -> a recorder with on_message/close
 
@@ -88,6 +93,7 @@ class DashController:
         self.knobs_text = self.config.knobs or "none"  # the knobs running (text form), from the messages
         self.pending_knobs: Knobs | None = None  # asked for, not yet answered
         self.progress: str | None = None  # a slow change under way ("compiling… 12 s")
+        self.pending_trace = False  # a profiler window asked for, not yet answered
         self._bad_rows_told = 0
 
     @property
@@ -171,6 +177,10 @@ class DashController:
         s, live = self.state, not self.replay
         if e.what == "batch_size" and e.kind in (EventKind.CHANGED, EventKind.ERROR):
             self.pending_batch = None
+        if (e.what == TRACE and e.kind in (EventKind.MEASURED, EventKind.ERROR)) or e.kind in ENDING_KINDS:
+            self.pending_trace = False
+        if is_trace(e):
+            return [self._trace_notice(e)]
         if e.kind == EventKind.PROGRESS:
             return [Notice(f"{e.message} — applying knobs {self.knobs_base().text()}; steps resume when done")]
         if e.kind == EventKind.STARTING:
@@ -195,6 +205,18 @@ class DashController:
         if e.kind == EventKind.STOPPED:
             return [Notice((e.message or "the workload stopped") + (" — press r to restart" if live else ""))]
         return []
+
+    def _trace_notice(self, e: Event) -> Notice:
+        """A profiler window's answer: where its trace is (for Perfetto) and its figures."""
+        path = e.details.get("trace_path") or e.message.rpartition(" → ")[2]
+        summary = e.message.rpartition(" → ")[0] or trace_line(e)
+        text = f"open in {PERFETTO}: {_short_path(path)} — {summary}" if path else summary
+        return Notice(text, toast=not self.replay)
+
+    def last_trace_text(self) -> str | None:
+        """The latest profiler window's figures, one line (the stats panel's), or None."""
+        e = self.state.last_trace
+        return f"last trace: {trace_line(e)}" if e is not None else None
 
     def status_text(self) -> str:
         if self.replay:
@@ -236,6 +258,8 @@ class DashController:
             self.pending_knobs = parse_knobs(control.knobs)
         elif isinstance(control, SetKnob):
             self.pending_knobs = self.knobs_base().with_value(control.name, control.value)
+        elif isinstance(control, TraceWindow):
+            self.pending_trace = True
         return Notice(note)
 
     def family(self) -> FamilyInfo | None:
@@ -303,6 +327,17 @@ class DashController:
         if fam is None or fam.pipeline_toggle is None:
             return _warning(f"{self.state.workload or 'this workload'} has no two stages to time apart")
         return self.send(TimeStages(), "timing each stage alone (20 steps each)…")
+
+    def trace_window(self, steps: int = TRACE_STEPS) -> Notice:
+        """Ask for a profiler window of ``steps`` steps (a "measured" trace event answers)."""
+        if self.replay:
+            return _warning("replay: read-only — a profiler window needs a live run")
+        if not self.config.trace_dir:
+            return _warning("this run has no trace directory: profiler windows are off")
+        if self.pending_trace:
+            return _warning("a profiler window is already under way; its figures come when it ends")
+        return self.send(TraceWindow(steps),
+                         f"profiling {steps} steps… (torch.profiler; the trace goes to {self.config.trace_dir})")
 
     def pause_resume(self) -> Notice:
         if self.state.paused:
@@ -400,6 +435,15 @@ class DashController:
                 note, severity = f"closing the recording failed: {exc}", Severity.ERROR
         self.recording_path = None
         return Notice(note, severity, toast=True)
+
+
+def _short_path(path: str) -> str:
+    """``path`` relative to the working directory when it is under it (the dashboard's traces are)."""
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:  # another drive (Windows)
+        return path
+    return path if rel.startswith("..") else rel
 
 
 def knobs_label(text: str) -> str:

@@ -18,6 +18,8 @@ on its redraw timer; tests and benchmarks use it directly.
 
 from __future__ import annotations
 
+import os
+import re
 from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -33,6 +35,12 @@ from gpudash.series import Series
 STAT_METRICS: tuple[Metric, ...] = tuple(metric(k) for k in STAT_KEYS)  # the stats panel, in order
 MARKER_KINDS = frozenset({EventKind.STARTED, EventKind.CHANGED, EventKind.PAUSED, EventKind.RESUMED,
                           EventKind.CRASHED, EventKind.STOPPED})
+TRACE = "trace"  # a measured event with this ``what`` is a profiler window: it gets a marker too
+
+
+def is_trace(e: Event) -> bool:
+    """A profiler window's figures (``TraceWindow``'s answer)."""
+    return e.kind == EventKind.MEASURED and e.what == TRACE
 
 
 _SAMPLE_SERIES = tuple(k for k in SERIES_KEYS if metric(k).origin == Origin.WORKLOAD)
@@ -132,6 +140,7 @@ class DashState:
         self.status = Status.STARTING
         self.status_message = ""
         self.last_error: Event | None = None
+        self.last_trace: Event | None = None  # the latest profiler window's figures
         self.workload = config.workload if config else ""
         self.variant = (config.variant or default_variant(self.workload)) if config else ""
         self.batch_size = (config.batch_size or 0) if config else 0
@@ -187,7 +196,10 @@ class DashState:
     def _on_event(self, e: Event) -> None:
         t = self._time(e.time_s)
         self.events.append(e)
-        if e.kind in MARKER_KINDS:
+        if is_trace(e):  # a profiler window: marked where it began (its steps are not in the samples)
+            self.last_trace = e
+            self.markers.append(Marker(trace_start_s(e), _marker_label(e), e.kind))
+        elif e.kind in MARKER_KINDS:
             # the first start is the left edge of the run: no marker; a restart gets one
             if e.kind != EventKind.STARTED or self._started_once:
                 self.markers.append(Marker(t, _marker_label(e), e.kind))
@@ -330,7 +342,48 @@ def _knobs_change(before: str, after: str) -> str:
     return " ".join(parts) or "knobs"
 
 
+def _float(text: str | None) -> float | None:
+    try:
+        return float(text) if text else None
+    except ValueError:
+        return None
+
+
+def trace_start_s(e: Event) -> float:
+    """When a profiler window began: its trace's name says (``…-t00012.34-…``, the run time at the
+    window's start); else the event's time less the window's wall time (export time aside)."""
+    path = e.details.get("trace_path", "")
+    m = re.search(r"-t(\d+(?:\.\d+)?)-", os.path.basename(path))
+    if m:
+        return min(float(m.group(1)), e.time_s)
+    wall_ms = _float(e.details.get("trace_wall_ms")) or 0.0
+    return max(0.0, e.time_s - wall_ms / 1000.0)
+
+
+def trace_line(e: Event) -> str:
+    """A profiler window's figures in one line: "GPU busy 72%, idle 28%, overlap 31%, 145 kernels/step
+    (t=12.3 s)"; on the CPU its step time and that GPU figures need CUDA."""
+    d = e.details
+    busy, idle, overlap = (_float(d.get(k)) for k in ("gpu_busy_pct", "idle_pct", "overlap_pct"))
+    kernels = _float(d.get("kernels_per_step"))
+    at = f"(t={trace_start_s(e):.1f} s)"
+    if busy is None:
+        steps, wall = _float(d.get("trace_steps")), _float(d.get("trace_wall_ms"))
+        head = f"{steps:.0f} steps, {wall / max(steps, 1):.3g} ms/step" if steps and wall is not None else "CPU only"
+        return f"{head}; GPU figures need CUDA {at}"
+    parts = [f"GPU busy {busy:.0f}%"]
+    if idle is not None:
+        parts.append(f"idle {idle:.0f}%")
+    if overlap is not None:
+        parts.append(f"overlap {overlap:.0f}%")
+    if kernels is not None:
+        parts.append(f"{kernels:.0f} kernels/step")
+    return f"{', '.join(parts)} {at}"
+
+
 def _marker_label(e: Event) -> str:
+    if is_trace(e):
+        return TRACE
     if e.kind == EventKind.CHANGED and e.what == "knobs":
         return _knobs_change(e.before, e.after)
     if e.kind == EventKind.CHANGED and e.what:

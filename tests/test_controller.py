@@ -171,3 +171,87 @@ def test_a_knob_refused_by_the_workload_says_the_knobs_stay() -> None:
     notices = ctl.ingest([Event(4.0, "error", "knobs", "none", "compile=default", "compile failed: no C compiler")])
     assert "compile failed: no C compiler" in notices[-1].text and "knobs stay none" in notices[-1].text
     assert ctl.pending_knobs is None
+
+
+# -- profiler windows (T) --------------------------------------------------------------------------
+TRACE_PATH = "/runs/gpudash-traces/gpudash-trace-20250101-120000-t00012.34-encdec-pipelined-b8.json.gz"
+
+
+def trace_event(t: float = 13.0, gpu: bool = True, path: str = TRACE_PATH) -> Event:
+    """A profiler window's answer as the engine sends it (engine._trace_window)."""
+    details = {"workload": "encdec", "variant": "pipelined", "batch_size": "8", "device": "cuda:0",
+               "trace_steps": "20", "trace_wall_ms": "400.0", "trace_path": path}
+    if gpu:
+        details.update(gpu_busy_pct="72.2", idle_pct="27.8", overlap_pct="31.4", kernels_per_step="145",
+                       launch_delay_us="12.5", memcpy_pct="3.1", stream_7_busy_pct="60")
+        summary = ("20 steps traced, 20 ms/step: GPU busy 72.2%, idle 27.8%, overlap 31.4% of busy, "
+                   "145 kernels/step")
+    else:
+        summary = "20 steps traced, 20 ms/step; GPU figures need CUDA"
+    return Event(t, "measured", "trace", message=f"{summary} → {path}", details=details)
+
+
+def traced(workload: str = "encdec", device: str = "cuda:0", trace_dir: str | None = "/runs/gpudash-traces"):
+    import dataclasses
+
+    ctl, src = running(workload, device=device)
+    ctl.config = src.config = dataclasses.replace(src.config, trace_dir=trace_dir)
+    return ctl, src
+
+
+def test_the_profile_key_sends_one_window_and_says_so() -> None:
+    from gpudash.protocol import TraceWindow
+
+    ctl, src = traced()
+    notice = ctl.trace_window()
+    assert src.sent == [TraceWindow(20)] and notice.severity == Severity.INFO
+    assert notice.text.startswith("profiling 20 steps…") and "/runs/gpudash-traces" in notice.text
+    again = ctl.trace_window()  # one window at a time
+    assert src.sent == [TraceWindow(20)] and "already under way" in again.text
+    notices = ctl.ingest([trace_event()])
+    assert not ctl.pending_trace
+    (n,) = notices
+    assert "open in ui.perfetto.dev" in n.text and TRACE_PATH in n.text and "GPU busy 72.2%" in n.text
+    assert n.toast
+    import os
+
+    here = os.path.join(os.getcwd(), "gpudash-traces", "gpudash-trace-x.json.gz")  # the dashboard's default place
+    (n,) = ctl.ingest([trace_event(path=here)])
+    assert n.text.startswith("open in ui.perfetto.dev: gpudash-traces/gpudash-trace-x.json.gz — 20 steps traced")
+    ctl.trace_window()
+    assert src.sent == [TraceWindow(20), TraceWindow(20)]
+    ctl.ingest([Event(20.0, "error", "trace", message="profiler window failed: CUPTI unavailable")])
+    assert not ctl.pending_trace  # a failed window can be asked for again
+
+
+def test_the_figures_stay_in_one_line_and_the_window_is_marked() -> None:
+    ctl, _ = traced()
+    assert ctl.last_trace_text() is None
+    ctl.ingest([trace_event()])
+    assert ctl.last_trace_text() == "last trace: GPU busy 72%, idle 28%, overlap 31%, 145 kernels/step (t=12.3 s)"
+    marker = ctl.state.markers[-1]
+    assert (marker.label, marker.kind, marker.time_s) == ("trace", "measured", 12.34)  # the window's start
+    ctl.ingest([Event(14.0, "measured", "stages", message="encode 1 ms, train 3 ms alone")])
+    assert ctl.state.markers[-1] is marker  # the stage timing has no marker
+    cpu, _ = traced("sync_loss", device="cpu")
+    cpu.ingest([trace_event(gpu=False)])
+    assert cpu.last_trace_text() == "last trace: 20 steps, 20 ms/step; GPU figures need CUDA (t=12.3 s)"
+
+
+def test_no_profiler_window_without_a_trace_directory_or_in_a_replay() -> None:
+    from gpudash.protocol import SourceInfo
+
+    ctl, src = traced(trace_dir=None)
+    notice = ctl.trace_window()
+    assert src.sent == [] and notice.severity == Severity.WARNING and "no trace directory" in notice.text
+
+    class Recording(FakeSource):
+        @property
+        def info(self) -> SourceInfo:
+            return SourceInfo(replay=True, path="run.csv")
+
+    replay = DashController(Recording(RunConfig(trace_dir="/runs/t")))
+    assert "replay: read-only" in replay.trace_window().text and replay.source.sent == []
+    replay.ready = True
+    (n,) = replay.ingest([trace_event()])  # a recorded window: its figures and where its file was
+    assert "ui.perfetto.dev" in n.text and not n.toast and replay.last_trace_text()

@@ -53,6 +53,10 @@ ACTIONS: tuple[Action, ...] = (
     Action("time_stages", "t", "Stages", "Time the two stages alone",
            "time each stage of a pipelined family alone (20 steps each) and show the overlap bound "
            "1/max(t1, t2) that pipelining can reach", steers=True),
+    Action("trace_window", "T", "Profile", "Profile 20 steps (torch.profiler window)",
+           "run the next 20 steps under torch.profiler: a Chrome trace (.json.gz, open it in ui.perfetto.dev) "
+           "and its figures (GPU busy, idle, stream overlap, kernels/step) under the stats; those steps stay "
+           "out of the statistics", steers=True, tooltip="Profile 20 steps with torch.profiler"),
     Action("knobs", "k", "Knobs", "Knobs panel",
            f"set the knobs ({', '.join(KNOBS)}): precision, layout, autotuning, graphs, compilation; "
            "applied at a step boundary, compile and capture show their progress", steers=True,
@@ -70,10 +74,16 @@ ACTIONS: tuple[Action, ...] = (
 )
 
 STEERING: frozenset[str] = frozenset(a.name for a in ACTIONS if a.steers)
+# steering actions whose key, in a replay, says why it does nothing (instead of nothing at all)
+SAY_WHY_IN_REPLAY: tuple[str, ...] = ("trace_window",)
+REFUSED = "refused_in_replay"  # the app's action for those keys in a replay
 
 
 def bindings() -> list[Binding]:
-    return [a.binding() for a in ACTIONS]
+    out = [a.binding() for a in ACTIONS]
+    # a second, hidden binding of the same key: Textual tries it when the first is disabled (a replay)
+    out += [Binding(a.keys, f"{REFUSED}('{a.name}')", show=False) for a in ACTIONS if a.name in SAY_WHY_IN_REPLAY]
+    return out
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ Torch is never imported here: the first frame does not wait for the child's torc
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from collections.abc import Callable, Iterable
@@ -37,6 +38,7 @@ HINT = "? help · ctrl+p all commands"
 COMPACT_CHARTS = ("throughput", "step_time", "gpu_util", "power")
 COMPACT_CHARTS_NO_GPU = ("throughput", "step_time", "syncs")
 TALL = 40  # rows from which all six charts are shown
+TRACE_DIR = "gpudash-traces"  # a live run's profiler windows go here (in the working directory)
 
 
 class GpuDashApp(App[int]):
@@ -208,7 +210,7 @@ class GpuDashApp(App[int]):
             return
         self._drawn_version, self._drawn_size = self.state.version, size
         self.redraw_charts()
-        stats.show(self.state)
+        stats.show(self.state, last_trace=self.controller.last_trace_text())
 
     def redraw_charts(self) -> None:
         t0, t1 = self.state.time_range()
@@ -234,7 +236,14 @@ class GpuDashApp(App[int]):
 
     # -- controls (each forwards to the controller) -----------------------------------------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == actions.REFUSED:
+            return self.replay
         return self.controller.enabled(action, action in actions.STEERING)
+
+    def action_refused_in_replay(self, name: str) -> None:
+        """A steering key pressed in a replay: say why nothing happens."""
+        if name == "trace_window":
+            self._tell([self.controller.trace_window()])
 
     def action_toggle_pipeline(self) -> None:
         self._tell([self.controller.toggle_pipeline()])
@@ -266,6 +275,9 @@ class GpuDashApp(App[int]):
 
     def action_time_stages(self) -> None:
         self._tell([self.controller.time_stages()])
+
+    def action_trace_window(self) -> None:
+        self._tell([self.controller.trace_window()])
 
     def action_knobs(self) -> None:
         ctl, s = self.controller, self.state
@@ -366,11 +378,22 @@ def prepare_for_child_processes() -> None:
 
 
 def run_dashboard(config: RunConfig) -> int:
-    """``gpudash``: the live dashboard over the engine. Returns the exit code."""
+    """``gpudash``: the live dashboard over the engine. Returns the exit code.
+
+    Profiler windows (T) write into ``config.trace_dir``, by default ``./gpudash-traces`` (the
+    engine creates it when the first window is taken)."""
     from gpudash.session import EngineSession
 
     prepare_for_child_processes()
+    config = with_trace_dir(config)
     return _run_app(EngineSession(config))  # the child's output goes to the session's log file
+
+
+def with_trace_dir(config: RunConfig, cwd: str | None = None) -> RunConfig:
+    """``config`` with a trace directory: its own, else ``<cwd>/gpudash-traces``."""
+    if config.trace_dir is not None:
+        return config
+    return dataclasses.replace(config, trace_dir=os.path.join(os.path.abspath(cwd or os.getcwd()), TRACE_DIR))
 
 
 def _run_app(source: EngineSource) -> int:

@@ -27,7 +27,8 @@ YELLOW = (230, 200, 60)
 GREY = (150, 150, 150)
 
 MARKER_COLOURS = {EventKind.CHANGED: RED, EventKind.CRASHED: RED, EventKind.STARTED: GREEN,
-                  EventKind.PAUSED: GREY, EventKind.RESUMED: GREY, EventKind.STOPPED: GREY}
+                  EventKind.PAUSED: GREY, EventKind.RESUMED: GREY, EventKind.STOPPED: GREY,
+                  EventKind.MEASURED: MAGENTA}  # measured: a profiler window (the stretch it traced)
 
 
 @dataclass(frozen=True)

@@ -108,7 +108,7 @@ class MessageBar(Static):
     """One line: the latest message for the user (errors stay until the next message)."""
 
     DEFAULT_CSS = """
-    MessageBar { height: 1; padding: 0 1; color: $text-muted; }
+    MessageBar { height: 1; padding: 0 1; color: $text-muted; text-wrap: nowrap; text-overflow: ellipsis; }
     MessageBar.-error { color: $text-error; background: $error-muted; text-style: bold; }
     MessageBar.-warning { color: $text-warning; background: $warning-muted; }
     MessageBar.-info { color: $text; }
@@ -164,7 +164,8 @@ class StatsPanel(Static):
     StatsPanel { height: auto; padding: 0 1; border-top: solid $primary; }
     """
 
-    def show(self, state: DashState) -> None:
+    def show(self, state: DashState, last_trace: str | None = None) -> None:
+        """``last_trace``: the latest profiler window's figures, shown in the top border when there is one."""
         rows = state.stat_rows()
         if state.gpu_info is not None and not state.gpu_info.available:
             rows = [r for r in rows if not r.metric.needs_gpu]
@@ -190,6 +191,8 @@ class StatsPanel(Static):
         from rich.console import Group
 
         self.update(Group(title, table))
+        # in the panel's top border: a persistent line that costs no row (80x24 has none to spare)
+        self.border_title = Text(f" {last_trace} ", style="bold magenta") if last_trace else None
 
 
 class HelpScreen(ModalScreen[None]):
@@ -232,6 +235,9 @@ class HelpScreen(ModalScreen[None]):
             "  change: this vs prev in percent ± its interval, green/red only when the difference is\n"
             "  real (significant and over 2%); otherwise 'no change' or 'within noise'.\n"
             "  J/step: NVML energy over the steps done.\n"
+            "  last trace (in the panel's top line): the latest profiler window's figures (T): GPU busy\n"
+            "  and idle share of the window, multi-stream overlap, kernels per step; a magenta 'trace'\n"
+            "  line on the charts marks where it began. Its .json.gz file opens in ui.perfetto.dev.\n"
         )
         if self._log_path:
             t.append("\nThe workload's own output (warnings, tracebacks) goes to\n", style="bold underline")

@@ -570,3 +570,88 @@ def test_dashboard_modules_import_neither_torch_nor_the_engine_child():
     subprocess.run([sys.executable, "-c", code], check=True)
     code = "import sys, gpudash.replay, gpudash.stats\nassert 'textual' not in sys.modules\n"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# -- profiler windows (T) --------------------------------------------------------------------------
+async def test_the_profile_key_asks_for_a_window_and_shows_its_figures_and_marker():
+    from gpudash.protocol import RunConfig, TraceWindow
+
+    from ..test_controller import TRACE_PATH, trace_event
+
+    src = FakeSource(RunConfig(trace_dir="/runs/gpudash-traces"))
+    app = make_app(src)
+    async with app.run_test(size=SIZE) as pilot:
+        await running_app(pilot, app, src, until=12.0)
+        await pilot.press("T")
+        assert src.sent == [TraceWindow(20)]
+        assert message(app).startswith("profiling 20 steps…")
+        src.push(trace_event(13.0), *run_segment(13.0, 20.0, 200.0, steps0=2600))
+        app.refresh_now()
+        await pilot.pause()
+        assert "open in ui.perfetto.dev" in message(app) and TRACE_PATH in message(app)
+        assert ("last trace: GPU busy 72%, idle 28%, overlap 31%, 145 kernels/step (t=12.3 s)"
+                in str(app.query_one(StatsPanel).border_title))
+        assert (12.34, "trace") in chart(app, "throughput").marker_labels
+
+
+async def test_the_last_trace_line_is_readable_at_80x24():
+    from gpudash.protocol import RunConfig
+
+    from ..test_controller import trace_event
+
+    src = FakeSource(RunConfig(trace_dir="/runs/gpudash-traces"))
+    app = make_app(src)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await running_app(pilot, app, src, until=12.0)
+        src.push(trace_event(13.0))
+        app.refresh_now()
+        await pilot.pause()
+        stats = app.query_one(StatsPanel)
+        assert stats.region.bottom <= 23  # the line costs no row: the panel stays above the footer
+        line = "last trace: GPU busy 72%, idle 28%, overlap 31%, 145 kernels/step (t=12.3 s)"
+        assert line in str(stats.border_title)
+        shown = app.export_screenshot().replace("\u00a0", " ").replace("&#160;", " ")
+        assert "145 kernels/step (t=12.3 s)" in shown  # drawn whole in the panel's top border
+
+
+async def test_the_profile_key_says_why_not_without_a_trace_dir_and_in_a_replay():
+    src = FakeSource()  # RunConfig().trace_dir is None
+    app = make_app(src)
+    async with app.run_test(size=SIZE) as pilot:
+        await running_app(pilot, app, src)
+        await pilot.press("T")
+        assert src.sent == [] and "no trace directory" in message(app)
+    app = make_app(ReplaySource(FIXTURE))
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(app, pilot)
+        await pilot.press("T")
+        assert "replay: read-only" in message(app) and "profiler window" in message(app)
+        assert not any("Profile" in c.title for c in app.get_system_commands(app.screen))
+        assert not any(b.binding.action == "trace_window" for b in app.active_bindings.values()
+                       if app.check_action(b.binding.action, ()))
+
+
+async def test_the_palette_asks_for_a_profiler_window():
+    from gpudash.protocol import RunConfig, TraceWindow
+
+    src = FakeSource(RunConfig(trace_dir="/runs/gpudash-traces"))
+    app = make_app(src)
+    async with app.run_test(size=SIZE) as pilot:
+        await running_app(pilot, app, src)
+        assert "Profile 20 steps (torch.profiler window) (T)" in [c.title for c in app.get_system_commands(app.screen)]
+        await pilot.press("ctrl+p")
+        await pilot.press(*"profile 20")
+        await wait_until(pilot, lambda: "Profile 20 steps" in str(
+            [o.prompt for o in app.screen.query_one("CommandList").options]), "the palette's hits")
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: src.sent == [TraceWindow(20)], "the control")
+        assert message(app).startswith("profiling 20 steps…")
+
+
+def test_a_live_dashboard_run_gets_a_trace_directory(tmp_path):
+    from gpudash.protocol import RunConfig
+    from gpudash.tui.app import with_trace_dir
+
+    assert with_trace_dir(RunConfig(), cwd=str(tmp_path)).trace_dir == str(tmp_path / "gpudash-traces")
+    assert with_trace_dir(RunConfig(trace_dir="/x")).trace_dir == "/x"
+    assert not (tmp_path / "gpudash-traces").exists()  # made by the engine when a window is taken

@@ -77,3 +77,32 @@ async def test_the_knobs_panel_changes_the_real_workloads_knobs_on_the_cpu(tmp_p
         await pilot.press("q")
         await wait_until(pilot, lambda: not app.is_running, "the app to exit", timeout_s=30)
     assert not source.alive
+
+
+async def test_the_profile_key_traces_the_real_workload_on_the_cpu(tmp_path):
+    from gpudash.protocol import TraceWindow
+    from gpudash.session import EngineSession
+    from gpudash.tui.widgets import MessageBar
+
+    prepare_for_child_processes()
+    traces = tmp_path / "traces"
+    source = EngineSession(RunConfig(workload="sync_loss", variant="fixed", device="cpu", image_size=32,
+                                     sample_interval_s=0.25, trace_dir=str(traces)),
+                           log_path=str(tmp_path / "child.log"))
+    app = GpuDashApp(source, toasts=False)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await wait_until(pilot, lambda: app.state.last_sample is not None, "a first sample", timeout_s=60)
+        await pilot.press("T")
+        assert app.controller.sent == [TraceWindow(20)]
+        await wait_until(pilot, lambda: app.state.last_trace is not None, "the window's measured event",
+                         timeout_s=60)
+        app.refresh_now()
+        files = list(traces.glob("*.json.gz"))
+        assert len(files) == 1 and app.state.last_trace.details["trace_path"] == str(files[0])
+        said = app.query_one(MessageBar).text
+        assert "ui.perfetto.dev" in said and str(files[0]) in said and "GPU figures need CUDA" in said
+        assert "GPU figures need CUDA" in str(app.query_one("#stats").border_title)
+        assert any(lbl == "trace" for _, lbl in app.query_one("#chart-throughput").marker_labels)
+        await pilot.press("q")
+        await wait_until(pilot, lambda: not app.is_running, "the app to exit", timeout_s=30)
+    assert not source.alive
