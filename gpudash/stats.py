@@ -361,8 +361,9 @@ def trace_start_s(e: Event) -> float:
 
 
 def trace_line(e: Event) -> str:
-    """A profiler window's figures in one line: "GPU busy 72%, idle 28%, overlap 31%, 145 kernels/step
-    (t=12.3 s)"; on the CPU its step time and that GPU figures need CUDA."""
+    """A profiler window's figures in one line: "GPU busy 72%, idle 28%, overlap 31%, 145 kernels/step,
+    at 88% of the overlap bound (t=12.3 s)" (the bound where the variant has two stages); on the CPU
+    its step time and that GPU figures need CUDA."""
     d = e.details
     busy, idle, overlap = (_float(d.get(k)) for k in ("gpu_busy_pct", "idle_pct", "overlap_pct"))
     kernels = _float(d.get("kernels_per_step"))
@@ -378,6 +379,9 @@ def trace_line(e: Event) -> str:
         parts.append(f"overlap {overlap:.0f}%")
     if kernels is not None:
         parts.append(f"{kernels:.0f} kernels/step")
+    pct = _float(d.get("pct_of_overlap_bound"))
+    if pct is not None:
+        parts.append(f"at {pct:.0f}% of the overlap bound")
     return f"{', '.join(parts)} {at}"
 
 

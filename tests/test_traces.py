@@ -194,3 +194,12 @@ def test_a_window_annotates_the_stages_only_while_it_runs(tmp_path: Path) -> Non
     with gzip.open(path, "rt") as f:
         names = {e.get("name") for e in json.load(f)["traceEvents"]}
     assert {"gpudash.stage.encode", "gpudash.stage.train"} <= names
+
+
+def test_the_dashboards_trace_line_says_how_close_a_pipeline_runs_to_its_bound() -> None:
+    from gpudash.stats import trace_line
+
+    e = Event(12.3, EventKind.MEASURED, "trace", details={
+        "gpu_busy_pct": "97.1", "idle_pct": "2.9", "overlap_pct": "31", "kernels_per_step": "145",
+        "pct_of_overlap_bound": "88.4", "trace_path": "/x/gpudash-trace-1-t00012.30-encdec-pipelined-b16.json.gz"})
+    assert trace_line(e) == "GPU busy 97%, idle 3%, overlap 31%, 145 kernels/step, at 88% of the overlap bound (t=12.3 s)"
