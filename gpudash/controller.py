@@ -328,10 +328,14 @@ class DashController:
             return _warning(f"{self.state.workload or 'this workload'} has no two stages to time apart")
         return self.send(TimeStages(), "timing each stage alone (20 steps each)…")
 
+    def read_only(self, what: str) -> Notice:
+        """Why ``what`` (a control) does nothing in a replay."""
+        return _warning(f"replay: read-only — {what} needs a live run")
+
     def trace_window(self, steps: int = TRACE_STEPS) -> Notice:
         """Ask for a profiler window of ``steps`` steps (a "measured" trace event answers)."""
         if self.replay:
-            return _warning("replay: read-only — a profiler window needs a live run")
+            return self.read_only("a profiler window")
         if not self.config.trace_dir:
             return _warning("this run has no trace directory: profiler windows are off")
         if self.pending_trace:

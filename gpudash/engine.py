@@ -436,6 +436,7 @@ class StepLoop:
             return
         steps = max(1, min(steps, MAX_TRACE_STEPS))
         self._settle()
+        start_s = self.now()
         try:
             path, fig = traces.profile_window(self.torch, w, steps, self.trace_dir, self.now(), MAX_TRACE_FILES)
         except Exception as exc:  # noqa: BLE001 - a failing profiler must not end the run
@@ -449,7 +450,7 @@ class StepLoop:
         self.samples_done += steps * w.samples_per_step
         self._collect(self.timer.reset())
         self._open_window(self.clock())
-        details = {**self.config(), **fig.details(), "trace_path": str(path)}
+        details = {**self.config(), **fig.details(), "trace_path": str(path), "trace_start_s": f"{start_s:.3f}"}
         message = fig.summary()
         bound = fig.overlap_bound
         if bound is not None:

@@ -18,8 +18,6 @@ on its redraw timer; tests and benchmarks use it directly.
 
 from __future__ import annotations
 
-import os
-import re
 from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -350,12 +348,11 @@ def _float(text: str | None) -> float | None:
 
 
 def trace_start_s(e: Event) -> float:
-    """When a profiler window began: its trace's name says (``…-t00012.34-…``, the run time at the
-    window's start); else the event's time less the window's wall time (export time aside)."""
-    path = e.details.get("trace_path", "")
-    m = re.search(r"-t(\d+(?:\.\d+)?)-", os.path.basename(path))
-    if m:
-        return min(float(m.group(1)), e.time_s)
+    """When a profiler window began: the event says (``trace_start_s``); else (a recording, whose
+    events keep no details) the event's time less the window's wall time, export time aside."""
+    start = _float(e.details.get("trace_start_s"))
+    if start is not None:
+        return min(start, e.time_s)
     wall_ms = _float(e.details.get("trace_wall_ms")) or 0.0
     return max(0.0, e.time_s - wall_ms / 1000.0)
 

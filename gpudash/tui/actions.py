@@ -74,15 +74,15 @@ ACTIONS: tuple[Action, ...] = (
 )
 
 STEERING: frozenset[str] = frozenset(a.name for a in ACTIONS if a.steers)
-# steering actions whose key, in a replay, says why it does nothing (instead of nothing at all)
-SAY_WHY_IN_REPLAY: tuple[str, ...] = ("trace_window",)
-REFUSED = "refused_in_replay"  # the app's action for those keys in a replay
+BY_NAME: dict[str, Action] = {a.name: a for a in ACTIONS}
+REFUSED = "refused_in_replay"  # the app's action for a steering key in a replay: it says why not
 
 
 def bindings() -> list[Binding]:
     out = [a.binding() for a in ACTIONS]
-    # a second, hidden binding of the same key: Textual tries it when the first is disabled (a replay)
-    out += [Binding(a.keys, f"{REFUSED}('{a.name}')", show=False) for a in ACTIONS if a.name in SAY_WHY_IN_REPLAY]
+    # a steering key's second, hidden binding: Textual tries it when the first is disabled (a
+    # replay), and it says why nothing happens instead of nothing at all
+    out += [Binding(a.keys, f"{REFUSED}('{a.name}')", show=False) for a in ACTIONS if a.steers]
     return out
 
 

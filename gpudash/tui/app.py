@@ -242,8 +242,7 @@ class GpuDashApp(App[int]):
 
     def action_refused_in_replay(self, name: str) -> None:
         """A steering key pressed in a replay: say why nothing happens."""
-        if name == "trace_window":
-            self._tell([self.controller.trace_window()])
+        self._tell([self.controller.read_only(actions.BY_NAME[name].title)])
 
     def action_toggle_pipeline(self) -> None:
         self._tell([self.controller.toggle_pipeline()])

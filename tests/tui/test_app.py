@@ -626,6 +626,8 @@ async def test_the_profile_key_says_why_not_without_a_trace_dir_and_in_a_replay(
         await ready(app, pilot)
         await pilot.press("T")
         assert "replay: read-only" in message(app) and "profiler window" in message(app)
+        await pilot.press("p")  # every steering key says why, not only T
+        assert "replay: read-only — Toggle pipelining needs a live run" in message(app)
         assert not any("Profile" in c.title for c in app.get_system_commands(app.screen))
         assert not any(b.binding.action == "trace_window" for b in app.active_bindings.values()
                        if app.check_action(b.binding.action, ()))
