@@ -167,12 +167,18 @@ class Workload(ABC):
 
     def to_device(self, tensors: Sequence[torch.Tensor]) -> tuple[torch.Tensor, ...]:
         """Copy a batch to the device on the current stream, in the knobs' memory format."""
-        return tuning.to_device(tensors, self.device, self.knobs)
+        return tuning.to_device(tensors, self.device, self.memory_format)
+
+    @property
+    def memory_format(self) -> torch.memory_format:
+        """The 4-D layout the knobs ask for (channels_last or contiguous), fixed at each setup."""
+        return self._memory_format
 
     def _setup(self) -> None:
         """Apply the knobs, build the configuration, wire the stages, warm up what is slow."""
         tuning.apply_backend_flags(self.knobs)
         self._autocast = tuning.autocast_factory(self.device, self.knobs)
+        self._memory_format = tuning.memory_format(self.knobs)  # read by to_device at every step
         for name, module in self._modules.resolve(self.knobs).items():
             setattr(self, name, module)
         self._configure()

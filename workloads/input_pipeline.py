@@ -36,7 +36,7 @@ from scipy.signal import convolve2d
 from torch import Tensor
 from torch.utils.data import DataLoader, Dataset, default_collate, get_worker_info
 
-from workloads import models, tuning
+from workloads import models
 from workloads.base import Workload, train_step
 from workloads.data import shutdown_loader_workers
 from workloads.registry import FAMILIES, Fix, VariantInfo, WorkloadError
@@ -263,7 +263,7 @@ class InputPipelineWorkload(Workload):
         ``Fix.GPU_COLOUR`` its colour conversion and scaling (in the knobs' memory format)."""
         if Fix.GPU_COLOUR not in self.variant_info.fixes:
             return images
-        return self.colour(images, tuning.memory_format(self.knobs))
+        return self.colour(images, self.memory_format)
 
     def train(self, images: Tensor, labels: Tensor) -> Tensor:
         images, labels = self.to_device((images, labels))

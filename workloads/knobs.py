@@ -99,9 +99,10 @@ class Knobs(Mapping[str, str]):
         for name, value in given.items():
             knob(name).check_value(value)
         self._items = tuple((n, given[n]) for n in KNOBS if n in given and given[n] != OFF)
+        self._values = dict(self._items)
 
     def __getitem__(self, name: str) -> str:
-        return dict(self._items)[name]
+        return self._values[name]
 
     def __iter__(self):  # noqa: ANN204 - Mapping's
         return (n for n, _ in self._items)
@@ -121,14 +122,14 @@ class Knobs(Mapping[str, str]):
     def value(self, name: str) -> str:
         """The knob's value, ``off`` when it is not set."""
         knob(name)
-        return dict(self._items).get(name, OFF)
+        return self._values.get(name, OFF)
 
     def on(self, name: str) -> bool:
         return self.value(name) != OFF
 
     def with_value(self, name: str, value: str) -> "Knobs":
         """These settings with one knob changed (``off`` removes it)."""
-        return Knobs({**dict(self._items), name: knob(name).check_value(value)})
+        return Knobs({**self._values, name: knob(name).check_value(value)})
 
     def items_text(self) -> list[str]:
         return [f"{n}={v}" for n, v in self._items]

@@ -54,10 +54,10 @@ def memory_format(knobs: Knobs) -> torch.memory_format:
     return torch.channels_last if knobs.on("channels_last") else torch.contiguous_format
 
 
-def to_device(tensors: Sequence[torch.Tensor], device: torch.device, knobs: Knobs) -> tuple[torch.Tensor, ...]:
-    """Copy to ``device`` on the current stream without blocking the host; 4-D tensors in the
-    knobs' memory format (a no-op for tensors already there)."""
-    fmt = memory_format(knobs)
+def to_device(tensors: Sequence[torch.Tensor], device: torch.device,
+              fmt: torch.memory_format = torch.contiguous_format) -> tuple[torch.Tensor, ...]:
+    """Copy to ``device`` on the current stream without blocking the host; 4-D tensors in
+    ``fmt`` (``memory_format(knobs)``; a no-op for tensors already there)."""
     out = []
     for t in tensors:
         if t.dim() == 4 and fmt is torch.channels_last:
