@@ -13,38 +13,21 @@ step; against each stage timed alone (``Workload.time_stages``, CUDA events).
 from __future__ import annotations
 
 import argparse
-import gzip
-import json
 import os
 import tempfile
 import time
 
 import torch
 
-from gpudash.trace_figures import covered_by_two_or_more, length, union
+from gpudash.trace_figures import Interval, covered_by_two_or_more, kernels_by_stream, length, read_events
 from workloads import streams as streams_module
 from workloads.base import WorkloadOptions
 from workloads.knobs import parse_knobs
 from workloads.registry import build
 
-Interval = tuple[float, float]
-
-
 def intersection(x: list[Interval], y: list[Interval]) -> float:
     """Total length where two merged interval lists overlap."""
     return covered_by_two_or_more([x, y])
-
-
-def kernels_by_stream(trace_path: str) -> dict[int, list[Interval]]:
-    opener = gzip.open if trace_path.endswith(".gz") else open
-    with opener(trace_path, "rt") as f:
-        events = json.load(f)["traceEvents"]
-    streams: dict[int, list[Interval]] = {}
-    for e in events:
-        if e.get("cat") == "kernel" and "dur" in e:
-            sid = int(e.get("args", {}).get("stream", -1))
-            streams.setdefault(sid, []).append((float(e["ts"]), float(e["ts"]) + float(e["dur"])))
-    return streams
 
 
 def main() -> None:
@@ -78,7 +61,7 @@ def main() -> None:
             torch.cuda.synchronize()
         path = os.path.join(tempfile.mkdtemp(), "trace.json")
         prof.export_chrome_trace(path)
-    streams = {sid: union(iv) for sid, iv in kernels_by_stream(path).items()}
+    streams = kernels_by_stream(read_events(path))
     ranked = sorted(streams, key=lambda s: length(streams[s]), reverse=True)
     span = max(b for iv in streams.values() for _, b in iv) - min(a for iv in streams.values() for a, _ in iv)
     per = 1.0 / (1000.0 * args.steps)  # µs in the whole trace → ms per step

@@ -133,10 +133,7 @@ def figures(events: Sequence[dict[str, Any]], steps: int, wall_ms: float) -> Tra
     per_step = 1.0 / (1000.0 * max(steps, 1))  # µs over the window → ms per step
     kernels = [e for e in device if e["cat"] == KERNEL]
     busy = union(_interval(e) for e in device)
-    streams: dict[int, list[Interval]] = {}
-    for e in kernels:
-        streams.setdefault(_stream(e), []).append(_interval(e))
-    merged = {sid: union(iv) for sid, iv in streams.items()}
+    merged = kernels_by_stream(kernels)
     kernel_busy = union(iv for ivs in merged.values() for iv in ivs)
     busy_us = length(busy)
     totals: dict[str, float] = {}
@@ -157,6 +154,15 @@ def figures(events: Sequence[dict[str, Any]], steps: int, wall_ms: float) -> Tra
         top_kernels=tuple((name, us * per_step) for name, us in top),
         stage_ms_per_step={name: length(union(iv)) * per_step for name, iv in _stage_kernels(events, kernels).items()},
     )
+
+
+def kernels_by_stream(events: Iterable[dict[str, Any]]) -> dict[int, list[Interval]]:
+    """Each CUDA stream's kernel time, merged: stream id → sorted disjoint intervals (µs)."""
+    streams: dict[int, list[Interval]] = {}
+    for e in events:
+        if e.get("cat") == KERNEL and "dur" in e and "ts" in e:
+            streams.setdefault(_stream(e), []).append(_interval(e))
+    return {sid: union(iv) for sid, iv in streams.items()}
 
 
 def _interval(e: dict[str, Any]) -> Interval:
