@@ -37,9 +37,9 @@ from workloads.registry import NEEDS_STREAMS, WorkloadError
 T = TypeVar("T")
 CONSUMER_PRIORITY = -1  # lower is higher in CUDA; the producer keeps the default 0
 # Items produced ahead of the consumer: 1 makes item n+1 while item n is consumed. 2 (item n+2)
-# was tried against the consumer stream's idle time and did not help: encdec on an H100, untraced,
-# batch 8 269 → 225, 16 206 → 209, 32 133 → 131 steps/s (benchmarks/pipeline_profile.py --depth,
-# docs/measurements.md). Kept as a parameter for that benchmark.
+# was tried against the consumer stream's idle time on an H100 and left it in place (single runs,
+# no gain detected: benchmarks/pipeline_profile.py --depth, docs/measurements.md). Kept as a
+# parameter for that benchmark.
 PREFETCH_DEPTH = 1
 
 
