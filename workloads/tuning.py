@@ -165,6 +165,7 @@ class GraphedStage:
         self.graph: torch.cuda.CUDAGraph | None = None
         self.static_in: tuple[torch.Tensor, ...] = ()
         self.static_out: Any = None
+        self._captured_with: list[tuple[Any, ...]] = []  # the inputs' shapes and dtypes at capture
 
     def _signature(self, args: Sequence[torch.Tensor]) -> list[tuple[Any, ...]]:
         return [(tuple(a.shape), a.dtype) for a in args]
@@ -186,11 +187,12 @@ class GraphedStage:
         with torch.cuda.graph(graph, capture_error_mode="thread_local"):
             self.static_out = self.fn(*self.static_in)
         self.graph = graph
+        self._captured_with = self._signature(self.static_in)
 
     def __call__(self, *args: torch.Tensor) -> Any:
         if self.graph is None:
             self.capture(args)
-        elif self._signature(args) != self._signature(self.static_in):
+        elif self._signature(args) != self._captured_with:
             raise WorkloadError("a CUDA-graphed stage was given other shapes than it was captured with")
         for s, a in zip(self.static_in, args):
             s.copy_(a, non_blocking=True)
