@@ -206,7 +206,10 @@ class StepLoop:
         self.samples_done = 0
         self.bookkeeping_syncs = 0
         self._win = Window(0.0, 0.0)  # the current window (opened when the loop runs)
-        self._last_rate: float | None = None  # steps/s of the last sample (a profiler window's reference)
+        # steps and seconds of this configuration's samples after its first (a profiler window's
+        # reference rate); the first sample after a start or change is warm-up, left out
+        self._config_rate = [0.0, 0.0]
+        self._config_samples = 0
         self._next_loss = 0.0
         self._next_control = 0.0
         self._paused = False
@@ -366,8 +369,11 @@ class StepLoop:
         )
         if sample is not None:
             self.emit(sample)
-            if sample.steps > 0:
-                self._last_rate = sample.steps_per_s
+            if sample.steps > 0 and sample.interval_s > 0 and not force:
+                self._config_samples += 1
+                if self._config_samples > 1:
+                    self._config_rate[0] += sample.steps_per_s * sample.interval_s
+                    self._config_rate[1] += sample.interval_s
             self._open_window(now)
 
     def _settle(self) -> None:
@@ -456,8 +462,9 @@ class StepLoop:
         if bound is not None:
             stages = ", ".join(f"{n} {ms:.3g}" for n, ms in fig.stage_ms_per_step.items())
             message += f"; stages {stages} ms/step on the GPU: overlap bound {bound:.4g} steps/s"
-            if self._last_rate:
-                pct = 100.0 * self._last_rate / bound
+            steps, seconds = self._config_rate
+            if steps > 0 and seconds > 0:
+                pct = 100.0 * steps / seconds / bound
                 details["pct_of_overlap_bound"] = f"{pct:.4g}"
                 message += f", running at {pct:.0f}% of it"
         self._event(EventKind.MEASURED, what="trace", message=f"{message} → {path}", details=details)
@@ -565,6 +572,7 @@ class StepLoop:
     def _changed(self, what: str, before: str, after: str, previous: Setup, note: str = "") -> None:
         self._previous = previous
         self._probation = PROBATION_STEPS
+        self._config_rate, self._config_samples = [0.0, 0.0], 0
         self._open_window(self.clock())  # a warm-up (compile, capture) happened before: not in it
         self._event(EventKind.CHANGED, what=what, before=before, after=after, message=note,
                     details=self.config())
@@ -579,6 +587,7 @@ class StepLoop:
     def _reset_measuring(self) -> None:
         self.loss = loss_reader(self.torch, self.on_cuda)
         self.timer.reset()
+        self._config_rate, self._config_samples = [0.0, 0.0], 0
         self._open_window(self.clock())
 
     def _after_failure(self) -> None:
