@@ -61,6 +61,14 @@ positive_int = int_at_least(1, "at least 1")
 nonnegative_int = int_at_least(0, "0 or more")
 
 
+def port(text: str) -> int:
+    """A TCP port to listen on: 1 to 65535."""
+    value = int_at_least(1, "a port from 1 to 65535")(text)
+    if value > 65535:
+        raise argparse.ArgumentTypeError(f"must be a port from 1 to 65535, got {value}")
+    return value
+
+
 def batch_size(text: str) -> int:
     from workloads.registry import WorkloadError, parse_batch_size
 

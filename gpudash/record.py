@@ -255,6 +255,11 @@ class CsvRecorder:
             self._write(csvformat.summary_row(seg, time_s))
             self.summaries.append(seg.summary())
 
+    @property
+    def current_segment(self) -> Segment | None:
+        """The configuration running now, with its statistics so far."""
+        return self._segments.current
+
     def close(self, **final: Any) -> None:
         """Close the CSV; ``final`` items are added to the metadata (e.g. exit status)."""
         if self._closed:

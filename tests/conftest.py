@@ -1,4 +1,5 @@
-"""Shared test setup: the `gpu` marker skips without CUDA; the JPEG cache goes to a temp dir."""
+"""Shared test setup: the `gpu` marker skips without CUDA; the JPEG cache and the settings file go
+to temp dirs."""
 
 from __future__ import annotations
 
@@ -27,3 +28,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def _private_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
     """Keep the generated JPEG out of the user's cache while testing."""
     os.environ.setdefault("GPUDASH_CACHE_DIR", str(tmp_path_factory.mktemp("gpudash-cache")))
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _private_config(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """No user's settings file (gpudash/config.py) changes what a test runs, and none is written:
+    the settings file lives in an empty temp dir (tests of it point XDG_CONFIG_HOME elsewhere)."""
+    os.environ["XDG_CONFIG_HOME"] = str(tmp_path_factory.mktemp("xdg-config"))

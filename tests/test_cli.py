@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -9,8 +10,11 @@ from pathlib import Path
 import pytest
 
 from gpudash.cli import main
+from gpudash.headless import progress_line
+from gpudash.segments import SegmentTracker
 from gpudash import devices
 from gpudash.devices import cuda_devices, cuda_index_hint, visible_devices
+from tests.tui.fakes import sample, started
 from workloads.registry import FAMILIES
 
 HAS_CUDA = cuda_devices()[0] > 0
@@ -142,23 +146,156 @@ def test_list(capsys: pytest.CaptureFixture[str]) -> None:
     assert "[needs CUDA]" in out and "default" in out
 
 
+def test_console_script_help_and_version() -> None:
+    r = subprocess.run([sys.executable, "-m", "gpudash", "--version"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout.startswith("gpudash ")
+
+
+# -- subcommands ------------------------------------------------------------------------------------
+COMMANDS = ["run", "record", "list", "replay", "sweep", "report", "serve"]
+
+
+def gpudash(*args: str, cwd: Path | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "gpudash", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def test_top_level_help_lists_every_command() -> None:
+    r = gpudash("--help")
+    assert r.returncode == 0
+    listed = r.stdout.split("commands:", 1)[1]
+    for name in COMMANDS:
+        assert f"\n    {name} " in listed
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+def test_each_command_has_its_own_help(name: str) -> None:
+    r = gpudash(name, "--help")
+    assert r.returncode == 0 and r.stderr == ""
+    assert r.stdout.startswith(f"usage: gpudash {name} ")
+    own = {"run": "--theme", "record": "--force", "list": "only this family", "replay": "--follow",
+           "sweep": "--preset", "report": "--html", "serve": "--host"}[name]
+    assert own in r.stdout
+
+
+@pytest.mark.parametrize("flag", ["-V", "--version"])
+def test_version(flag: str) -> None:
+    r = gpudash(flag)
+    assert r.returncode == 0 and r.stdout.startswith("gpudash ") and r.stdout.split()[1][0].isdigit()
+
+
+def test_options_before_list_filter_it(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["-w", "augment", "list"]) == 0
+    before = capsys.readouterr().out
+    assert main(["list", "-w", "augment"]) == 0
+    assert capsys.readouterr().out == before
+    assert "augment" in before and "gpu-vectorized" in before
+    assert "encdec" not in before and "sync-heavy" not in before
+
+
+@pytest.mark.parametrize(("argv", "says"), [
+    (["-v", "gpu", "list"], "-v/--variant does not apply to 'gpudash list'"),
+    (["-w", "nope", "list"], "unknown workload 'nope'"),
+    (["-w", "augment", "sweep", "--out", "x"], "-w/--workload before 'sweep': give sweep's options after it"),
+    (["--device", "cpu", "report", "a.csv", "--out", "x"], "--device before 'report'"),
+    (["--record", "x.csv", "run"], "--record does not apply to 'gpudash run'"),
+    (["--duration", "5", "serve"], "--duration does not apply to 'gpudash serve'"),
+    (["-w", "augment", "replay", "x.csv"], "-w/--workload does not apply to 'gpudash replay'"),
+    (["run", "--record", "x.csv"], "unrecognized arguments: --record"),
+    (["record"], "the following arguments are required: PATH"),
+    (["record", "/no/such/dir/run.csv"], "does not exist"),
+    (["record", "x.csv", "-b", "0"], "at least 1"),
+    (["serve", "--port", "70000"], "a port from 1 to 65535"),
+    (["serve", "--port", "0"], "a port from 1 to 65535"),
+    (["serve", "-w", "nope"], "unknown workload 'nope'"),
+    (["nope"], "invalid choice: 'nope'"),
+])
+def test_subcommand_misuse_is_one_line_and_exit_2(argv: list[str], says: str, capsys: pytest.CaptureFixture[str],
+                                                  tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert run(argv) == 2
+    assert says in one_error_line(capsys)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_options_before_a_running_command_merge_with_its_own(capsys: pytest.CaptureFixture[str]) -> None:
+    # -w before 'record', -v after it: one configuration, checked as a whole (and refused: no GPU variant on a CPU)
+    refusal = FAMILIES["augment"].variant("pipelined").refusal("cpu")
+    assert run(["-w", "augment", "record", "-", "-v", "pipelined", "--device", "cpu"]) == 2
+    assert one_error_line(capsys) == f"gpudash: error: {refusal}: run it with --device cuda"
+
+
+# -- --record refuses an existing file ----------------------------------------------------------------
+@pytest.mark.parametrize("form", [["--record"], ["record"]])
+def test_record_refuses_an_existing_file_unless_forced(form: list[str], tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    old = tmp_path / "run.csv"
+    old.write_text("an earlier run\n")
+    assert run([*form, str(old), "--device", "cpu"]) == 2
+    assert one_error_line(capsys) == f"gpudash: error: {old} exists; give --force to overwrite it, or another name"
+    assert old.read_text() == "an earlier run\n"
+    # --force gets past that check (to the next one: the metadata folder does not exist)
+    assert run([*form, str(old), "--device", "cpu", "--force", "--meta", str(tmp_path / "no" / "m.json")]) == 2
+    assert "does not exist" in one_error_line(capsys)
+    assert old.read_text() == "an earlier run\n"
+
+
+PROGRESS = re.compile(r"^gpudash: (\S+ steps/s now|no sample yet) · (warming up|sync_loss/sync-heavy bs\d+ (warming up|"
+                      r"\S+ ± \S+ steps/s \(95% CI, \d+ samples\)|\S+ steps/s \(too short for an interval\))) · "
+                      r"\d\d:\d\d elapsed of 00:03$")
+
+
+@pytest.mark.slow
+def test_forced_recording_overwrites_and_says_how_it_goes(tmp_path: Path) -> None:
+    old = tmp_path / "run.csv"
+    old.write_text("an earlier run\n")
+    args = ["record", "run.csv", "--force", "-w", "sync_loss", "--image-size", "16", "--device", "cpu",
+            "--duration", "3", "--progress-every", "0.5", "--sample-interval", "0.1"]
+    r = gpudash(*args, cwd=tmp_path, timeout=180)
+    assert r.returncode == 0, r.stderr
+    assert old.read_text().startswith("row_kind,")  # the CSV replaced the earlier run
+    progress = [line for line in r.stderr.splitlines() if "elapsed of" in line]
+    assert progress, r.stderr
+    assert all(PROGRESS.match(line) for line in progress), progress
+    quiet = gpudash(*args, "-q", cwd=tmp_path, timeout=180)
+    assert quiet.returncode == 0 and "elapsed" not in quiet.stderr
+
+
+def test_progress_line_gives_the_rate_now_the_configurations_mean_and_the_time() -> None:
+    tracker = SegmentTracker()
+    tracker.on_event(started(0.0, batch=8))
+    assert progress_line(None, tracker.current, 2.0) == "no sample yet · warming up · 00:02 elapsed"
+    first = sample(0.25, 100.0)
+    tracker.on_sample(first, None)
+    assert progress_line(first, tracker.current, 5.0, 60.0) == (
+        "100 steps/s now · encdec/serial bs8 warming up · 00:05 elapsed of 01:00")
+    rates = [100.0 + (i % 5) for i in range(2, 400)]
+    for i, rate in enumerate(rates, start=2):
+        last = sample(0.25 * i, rate)
+        tracker.on_sample(last, None)
+    line = progress_line(last, tracker.current, 100.0, 60.0)
+    now, mean, elapsed = line.split(" · ")
+    assert now == f"{rates[-1]:.0f} steps/s now" and elapsed == "01:40 elapsed of 01:00"
+    figure = re.fullmatch(r"encdec/serial bs8 (\S+) ± (\S+) steps/s \(95% CI, (\d+) samples\)", mean)
+    assert figure, mean
+    assert float(figure[1]) == pytest.approx(sum(rates) / len(rates), abs=0.1)
+    assert 0 < float(figure[2]) < 1 and int(figure[3]) > 300
+
+
 def test_help_is_light() -> None:
     code = (
         "import sys, contextlib, io\n"
         "from gpudash.cli import main\n"
-        "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
-        "    try:\n"
-        "        main(['--help'])\n"
-        "    except SystemExit as e:\n"
-        "        assert e.code == 0\n"
-        "assert '--record' in out.getvalue()\n"
-        "print(sorted(m for m in ('torch', 'textual', 'pynvml', 'numpy') if m in sys.modules))\n"
+        "for argv in (['--help'], ['serve', '--help'], ['record', '--help'], ['-V']):\n"
+        "    with contextlib.redirect_stdout(io.StringIO()) as out:\n"
+        "        try:\n"
+        "            main(argv)\n"
+        "        except SystemExit as e:\n"
+        "            assert e.code == 0\n"
+        "    assert 'gpudash' in out.getvalue()\n"
+        "heavy = ('torch', 'textual', 'textual_serve', 'aiohttp', 'pynvml', 'numpy', 'rich.console')\n"
+        "print(sorted(m for m in heavy if m in sys.modules))\n"
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "[]"
-
-
-def test_console_script_help_and_version() -> None:
-    r = subprocess.run([sys.executable, "-m", "gpudash", "--version"], capture_output=True, text=True, timeout=60)
-    assert r.returncode == 0 and r.stdout.startswith("gpudash ")

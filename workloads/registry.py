@@ -261,10 +261,12 @@ def build(name: str, device: Any, options: "WorkloadOptions | None" = None) -> "
     return cls(device, options or WorkloadOptions())
 
 
-def describe() -> str:
-    """A plain-text table of every family and variant, for ``gpudash list``."""
+def describe(only: str | None = None) -> str:
+    """A plain-text table of every family (or only the one named) and its variants, for ``gpudash list``."""
     lines: list[str] = []
     for info in FAMILIES.values():
+        if only is not None and info.name != only:
+            continue
         c, p = info.cuda_defaults, info.cpu_defaults
         lines.append(f"{info.name}  —  {info.title}")
         lines.append(

@@ -26,11 +26,13 @@ from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
+from gpudash.config import UserConfig
 from gpudash.controller import STARTING, DashController, Notice, RecorderFactory, Severity
 from gpudash.protocol import EngineSource, ExitCode, GpuInfo, Message, RunConfig
 from gpudash.stats import Status
 from gpudash.tui import actions
 from gpudash.tui.charts import CHARTS, MetricChart
+from gpudash.tui.user_settings import keep_user_settings
 from gpudash.tui.widgets import HelpScreen, KnobsScreen, MessageBar, PickScreen, PromptScreen, RunHeader, StatsPanel
 from workloads.registry import FAMILIES, WorkloadError, parse_batch_size
 
@@ -60,8 +62,10 @@ class GpuDashApp(App[int]):
         poll_interval_s: float = 0.1,
         redraw_interval_s: float = 0.33,
         toasts: bool = True,
+        user_config: UserConfig | None = None,
     ) -> None:
         super().__init__()
+        self.user_config = user_config  # the settings file: its theme is applied and kept (None: not used)
         self.controller = DashController(source, maxlen=maxlen, recorder_factory=recorder_factory)
         self.source = source
         self.replay = self.controller.replay
@@ -100,6 +104,8 @@ class GpuDashApp(App[int]):
         self.set_interval(self.poll_interval_s, self._drain)
         self.set_interval(self.redraw_interval_s, self._redraw)
         self._in_thread(self.source.start, "start-source", "could not start")
+        if self.user_config is not None:
+            keep_user_settings(self, self.user_config)
 
     def _first_frame(self) -> None:
         if self.first_frame_at is None:
@@ -376,7 +382,7 @@ def prepare_for_child_processes() -> None:
     resource_tracker.ensure_running()
 
 
-def run_dashboard(config: RunConfig) -> int:
+def run_dashboard(config: RunConfig, user_config: UserConfig | None = None) -> int:
     """``gpudash``: the live dashboard over the engine. Returns the exit code.
 
     Profiler windows (T) write into ``config.trace_dir``, by default ``./gpudash-traces`` (the
@@ -385,7 +391,7 @@ def run_dashboard(config: RunConfig) -> int:
 
     prepare_for_child_processes()
     config = with_trace_dir(config)
-    return _run_app(EngineSession(config))  # the child's output goes to the session's log file
+    return _run_app(EngineSession(config), user_config)  # the child's output goes to the session's log file
 
 
 def with_trace_dir(config: RunConfig, cwd: str | None = None) -> RunConfig:
@@ -395,16 +401,16 @@ def with_trace_dir(config: RunConfig, cwd: str | None = None) -> RunConfig:
     return dataclasses.replace(config, trace_dir=os.path.join(os.path.abspath(cwd or os.getcwd()), TRACE_DIR))
 
 
-def _run_app(source: EngineSource) -> int:
+def _run_app(source: EngineSource, user_config: UserConfig | None = None) -> int:
     """The dashboard over ``source`` until the user quits; the source is stopped however it ends."""
     try:
-        code = GpuDashApp(source).run()
+        code = GpuDashApp(source, user_config=user_config).run()
     finally:
         source.stop()
     return int(code or 0)
 
 
-def run_replay(path: str, follow: bool) -> int:
+def run_replay(path: str, follow: bool, user_config: UserConfig | None = None) -> int:
     """``gpudash replay PATH``: the dashboard over a recorded CSV. Returns the exit code."""
     import sys
 
@@ -418,5 +424,5 @@ def run_replay(path: str, follow: bool) -> int:
     except OSError as exc:
         print(f"gpudash replay: cannot read {path}: {exc}", file=sys.stderr)
         return ExitCode.USAGE
-    return _run_app(source)
+    return _run_app(source, user_config)
 
