@@ -117,12 +117,15 @@ def test_the_input_pipeline_ladder_adds_one_fix_per_step() -> None:
     assert ladder[-1].fixes == frozenset(Fix)
 
 
-def test_the_input_pipeline_ladder_ends_with_the_colour_conversion_on_the_gpu() -> None:
+def test_the_input_pipeline_ladder_ends_with_the_colour_conversion_then_the_decode_on_the_gpu() -> None:
     ladder = family("input_pipeline").variants
     assert [v.name for v in ladder] == ["baseline", "workers", "dilation", "reorder", "batch-transform",
-                                        "gpu-transform"]
-    assert ladder[-1].fixes - ladder[-2].fixes == {Fix.GPU_COLOUR}
-    assert ladder[-1].summary == f"+ {Fix.GPU_COLOUR.value}" and not ladder[-1].needs_cuda
+                                        "gpu-transform", "gpu-decode"]
+    before, colour, decode = ladder[-3:]
+    assert colour.fixes - before.fixes == {Fix.GPU_COLOUR}
+    assert colour.summary == f"+ {Fix.GPU_COLOUR.value}" and not colour.needs_cuda
+    assert decode.fixes - colour.fixes == {Fix.GPU_DECODE}
+    assert decode.summary == f"+ {Fix.GPU_DECODE.value}" and decode.needs_cuda
 
 
 def _string_constants(path: Path) -> list[tuple[int, str]]:

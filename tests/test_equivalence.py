@@ -159,7 +159,7 @@ def _uint8_samples(n: int, size: int, seed: int) -> list[tuple[torch.Tensor, int
 
     from workloads.registry import family
 
-    chain = input_pipeline.per_sample_transforms(family("input_pipeline").variants[-1], size)
+    chain = input_pipeline.per_sample_transforms(family("input_pipeline").variant("gpu-transform"), size)
     path = input_pipeline.sample_jpeg()
     np.random.seed(seed)
     torch.manual_seed(seed)
@@ -181,11 +181,11 @@ def test_device_colour_conversion_matches_the_collate_one(memory_format: torch.m
 
 
 def test_gpu_transform_feeds_the_model_what_batch_transform_feeds_it() -> None:
-    """The two last rungs, same seed and same samples: the model input agrees within float
+    """The two rungs, same seed and same samples: the model input agrees within float
     tolerance; only what leaves the loader differs (uint8 against float32, 4x fewer bytes)."""
     from workloads.registry import family
 
-    before, last = family("input_pipeline").variants[-2:]
+    before, last = (family("input_pipeline").variant(v) for v in ("batch-transform", "gpu-transform"))
     inputs, drawn = [], []
     for variant in (before.name, last.name):
         with build("input_pipeline", "cpu", WorkloadOptions(variant=variant, batch_size=4, workers=0, seed=3)) as w:

@@ -2,29 +2,39 @@
 
 Each variant adds one fix to the previous one:
 
-========================  =======  ==============  ===================  ======================
-variant                   workers  dilation        crop                 colour + scale
-========================  =======  ==============  ===================  ======================
-``baseline``              4        convolve2d      after to-tensor      per sample
-``workers``               all      convolve2d      after to-tensor      per sample
-``dilation``              all      shifted ORs     after to-tensor      per sample
-``reorder``               all      shifted ORs     PIL, before tensor   per sample
-``batch-transform``       all      shifted ORs     PIL, before tensor   per batch, in collate
-``gpu-transform``         all      shifted ORs     PIL, before tensor   per batch, on the GPU
-========================  =======  ==============  ===================  ======================
+====================  =======  ==================  ====================  ===================  ======================
+variant               workers  decode              dilation              crop                 colour + scale
+====================  =======  ==================  ====================  ===================  ======================
+``baseline``          4        PIL, per sample     convolve2d            after to-tensor      per sample
+``workers``           all      PIL, per sample     convolve2d            after to-tensor      per sample
+``dilation``          all      PIL, per sample     shifted ORs           after to-tensor      per sample
+``reorder``           all      PIL, per sample     shifted ORs           PIL, before tensor   per sample
+``batch-transform``   all      PIL, per sample     shifted ORs           PIL, before tensor   per batch, in collate
+``gpu-transform``     all      PIL, per sample     shifted ORs           PIL, before tensor   per batch, on the GPU
+``gpu-decode``        all      nvjpeg, per batch   shifted ORs, on GPU   per batch, on GPU    per batch, on the GPU
+====================  =======  ==================  ====================  ===================  ======================
 
 "all" is the number of CPUs available to the process (or ``--workers``). Every sample reads
 the same JPEG, generated once into the cache directory (never downloaded). Up to
 ``batch-transform`` a sample leaves its worker as float32 (768 KB at 256x256, through shared
 memory, collate and pinning); ``gpu-transform`` keeps it uint8 (4x fewer bytes through shared
 memory, pinning and the host-to-device copy) and converts the batch on the device, in the
-training stage, before the model.
+training stage, before the model. ``gpu-decode`` (needs CUDA) leaves the workers only the file
+read each sample makes on every rung: its bytes go on encoded (236 KB a sample, about what
+gpu-transform's uint8 crop weighs) and the training stage decodes the batch with nvjpeg
+(``decode_jpeg`` of a list: one batched call, on the JPEG engines of an A100/H100), then crops,
+masks, converts and scales it on the device (``DeviceJpegs``), with offsets and masks drawn
+from a device generator as RandomCrop and RandomMask draw theirs. nvjpeg cannot be captured,
+so the ``cuda_graph`` knob is refused for it.
 """
 
 from __future__ import annotations
 
+import math
 import os
-from collections.abc import Callable, Iterator
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from typing import TypeVar
 from pathlib import Path
 
 import numpy as np
@@ -34,6 +44,7 @@ import torchvision.transforms as T
 from PIL import Image
 from scipy.signal import convolve2d
 from torch import Tensor
+from torchvision.io import ImageReadMode, decode_jpeg
 from torch.utils.data import DataLoader, Dataset, default_collate, get_worker_info
 
 from workloads import models
@@ -48,6 +59,7 @@ MASK_RATIO = 0.25
 FOUR_NEIGHBOURS = np.array([[0, 1, 0], [1, 1, 1], [0, 1, 0]])
 YUV_MATRIX = [[0.299, 0.587, 0.114], [-0.16874, -0.33126, 0.5], [0.5, -0.41869, -0.08131]]
 YUV_OFFSET = [0.0, 128.0, 128.0]
+_Mask = TypeVar("_Mask", np.ndarray, Tensor)  # a boolean mask: numpy (per sample) or torch (per batch)
 
 
 def cache_dir() -> Path:
@@ -83,8 +95,17 @@ def dilate_conv(mask: np.ndarray) -> np.ndarray:
 
 def dilate_shift(mask: np.ndarray) -> np.ndarray:
     """The same dilation as a boolean OR of shifted copies (the article's fix)."""
-    p = np.pad(mask, [(1, 1), (1, 1)])
-    return p[0:-2, 1:-1] | p[1:-1, 1:-1] | p[2:, 1:-1] | p[1:-1, 0:-2] | p[1:-1, 2:]
+    return _or_of_shifts(np.pad(mask, [(1, 1), (1, 1)]))
+
+
+def dilate_batch(mask: Tensor) -> Tensor:
+    """``dilate_shift`` of a batch of boolean masks (..., H, W), a torch tensor on any device."""
+    return _or_of_shifts(torch.nn.functional.pad(mask, (1, 1, 1, 1)))
+
+
+def _or_of_shifts(p: _Mask) -> _Mask:
+    """Each pixel ORed with its 4 neighbours, from the mask padded by one pixel on each side."""
+    return p[..., 0:-2, 1:-1] | p[..., 1:-1, 1:-1] | p[..., 2:, 1:-1] | p[..., 1:-1, 0:-2] | p[..., 1:-1, 2:]
 
 
 class RandomMask:
@@ -94,7 +115,10 @@ class RandomMask:
         self.dilate, self.ratio = dilate, ratio
 
     def __call__(self, img: Tensor) -> Tensor:
-        mask = np.random.uniform(size=img.shape[-2:]) < self.ratio
+        return self.apply(img, np.random.uniform(size=img.shape[-2:]) < self.ratio)
+
+    def apply(self, img: Tensor, mask: np.ndarray) -> Tensor:
+        """Zero the pixels of ``mask`` (H x W booleans) dilated, in place."""
         # img * keep, the mask broadcast over the channels: the same pixels as img[expanded] = 0,
         # ~3x faster on one thread (no boolean indexing of an expanded mask)
         return img.mul_(torch.from_numpy(~self.dilate(mask)))
@@ -125,13 +149,15 @@ def scale(img: Tensor) -> Tensor:
     return img.to(torch.get_default_dtype()).div(255)
 
 
-def _new_like(img: Tensor) -> Tensor:
-    """An empty contiguous tensor shaped as ``img``; in a DataLoader worker in shared memory,
-    as ``default_collate`` makes its batch (the worker then sends it without a copy)."""
+def _new_like(img: Tensor, shape: Sequence[int] | None = None) -> Tensor:
+    """An empty contiguous tensor of ``img``'s dtype shaped as ``img`` (or ``shape``); in a
+    DataLoader worker in shared memory, as ``default_collate`` makes its batch (the worker then
+    sends it without a copy)."""
+    size = img.shape if shape is None else torch.Size(shape)
     if get_worker_info() is None:
-        return torch.empty(img.shape, dtype=img.dtype)
-    storage = img._typed_storage()._new_shared(img.numel(), device=img.device)
-    return img.new(storage).resize_(img.shape)
+        return torch.empty(size, dtype=img.dtype)
+    storage = img._typed_storage()._new_shared(math.prod(size), device=img.device)
+    return img.new(storage).resize_(size)
 
 
 def batch_transform(batch: Tensor) -> Tensor:
@@ -175,6 +201,82 @@ class DeviceColour:
         return out.div_(255)
 
 
+def crop_batch(images: Tensor, tops: Tensor, lefts: Tensor, size: int) -> Tensor:
+    """Each image of an NCHW batch cropped to ``size`` x ``size`` at its own (top, left): what
+    RandomCrop does to one sample once it has drawn its offsets, as one indexing kernel for the
+    batch. Sync-free: the offsets stay on the device (integer indexing, no host read)."""
+    n, c = images.shape[:2]
+    dev = images.device
+    span = torch.arange(size, device=dev)
+    rows = (tops[:, None] + span)[:, None, :, None]  # (N, 1, size, 1)
+    cols = (lefts[:, None] + span)[:, None, None, :]  # (N, 1, 1, size)
+    sample = torch.arange(n, device=dev)[:, None, None, None]
+    channel = torch.arange(c, device=dev)[None, :, None, None]
+    return images[sample, channel, rows, cols]  # broadcast to (N, C, size, size), contiguous
+
+
+def mask_batch(images: Tensor, dropped: Tensor) -> Tensor:
+    """RandomMask for a batch: each image's ``dropped`` pixels (N x H x W booleans), dilated to
+    their 4 neighbours, set to 0 in place (a broadcast fill: no boolean indexing, no sync)."""
+    return images.masked_fill_(dilate_batch(dropped)[:, None], 0)
+
+
+class DeviceJpegs:
+    """gpu-decode's front of the training stage: a batch of JPEG files (their bytes, in host
+    memory) → the model's input on the device. nvjpeg decodes the batch in one call, each image
+    is cropped at its own random offset and masked with its own random dilated mask (drawn on
+    the device, as RandomCrop and RandomMask draw theirs per sample on the CPU), then coloured
+    and scaled by ``DeviceColour``.
+
+    Nothing of the device's is read back (torch counts no sync), but torchvision's CUDA decode
+    waits on the host for nvjpeg's own stream (``cudaStreamSynchronize`` before and after the
+    batch, in ``decode_jpegs_cuda``): the host waits for the decode, never for the training
+    stream, whose queued work runs meanwhile. nvjpeg writes its outputs from that stream of its
+    own, so they are allocated while ``decode_stream`` is current, never from the training
+    stream's memory that queued kernels may still use; the training stream waits for
+    ``decode_stream`` and records its use of them (``record_stream``) before they are freed.
+    All JPEGs of a batch must have one size (they are one file here)."""
+
+    def __init__(self, device: torch.device, size: int, seed: int, ratio: float = MASK_RATIO) -> None:
+        self.device, self.size, self.ratio = device, size, ratio
+        self.generator = torch.Generator(device).manual_seed(seed)
+        self.colour = DeviceColour(device)
+        self.decode_stream = torch.cuda.Stream(device) if device.type == "cuda" else None
+
+    def decode(self, jpegs: list[Tensor]) -> Tensor:
+        """The JPEGs (1-D uint8 host tensors) as one uint8 NCHW RGB batch on the device."""
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # torchvision 0.29 points to TorchCodec
+            if self.decode_stream is None:
+                return torch.stack(decode_jpeg(jpegs, mode=ImageReadMode.RGB))
+            current = torch.cuda.current_stream(self.device)
+            with torch.cuda.stream(self.decode_stream):
+                images = decode_jpeg(jpegs, mode=ImageReadMode.RGB, device=self.device)
+        current.wait_stream(self.decode_stream)
+        for img in images:
+            img.record_stream(current)
+        return torch.stack(images)
+
+    def draw(self, n: int, height: int, width: int) -> tuple[Tensor, Tensor, Tensor]:
+        """(tops, lefts, dropped) for ``n`` images of ``height`` x ``width``: each offset uniform
+        over those where the crop fits (RandomCrop.get_params's range), each pixel of the crop
+        dropped with probability ``ratio`` (RandomMask's draw); on the device, from ``generator``."""
+        g, dev, s = self.generator, self.device, self.size
+        tops = torch.randint(0, height - s + 1, (n,), generator=g, device=dev)
+        lefts = torch.randint(0, width - s + 1, (n,), generator=g, device=dev)
+        dropped = torch.rand((n, s, s), generator=g, device=dev) < self.ratio
+        return tops, lefts, dropped
+
+    def transform(self, images: Tensor, tops: Tensor, lefts: Tensor, dropped: Tensor,
+                  memory_format: torch.memory_format = torch.contiguous_format) -> Tensor:
+        """A decoded uint8 batch → the model's input, for given offsets and masks."""
+        return self.colour(mask_batch(crop_batch(images, tops, lefts, self.size), dropped), memory_format)
+
+    def __call__(self, jpegs: list[Tensor], memory_format: torch.memory_format = torch.contiguous_format) -> Tensor:
+        images = self.decode(jpegs)
+        return self.transform(images, *self.draw(len(jpegs), *images.shape[-2:]), memory_format)
+
+
 def per_sample_transforms(variant: VariantInfo, image_size: int) -> T.Compose:
     """The per-sample chain of a ladder variant: its fixes say which steps change."""
     fixes = variant.fixes
@@ -202,6 +304,30 @@ class OneJpegDataset(Dataset):
         return self.transform(Image.open(self.path)), self.targets[index]
 
 
+def read_jpeg_bytes(path: str) -> Tensor:
+    """A file's bytes, undecoded, as a 1-D uint8 tensor (one read)."""
+    return torch.from_numpy(np.fromfile(path, dtype=np.uint8))
+
+
+class JpegBytesDataset(OneJpegDataset):
+    """gpu-decode's samples: the same file, read per sample as on every rung, its bytes left
+    encoded (the batch is decoded on the GPU)."""
+
+    def __init__(self, path: Path, seed: int) -> None:
+        super().__init__(path, read_jpeg_bytes, seed)
+
+    def __getitem__(self, index: int) -> tuple[Tensor, int]:
+        return self.transform(self.path), self.targets[index]
+
+
+def jpeg_collate(batch: list[tuple[Tensor, int]]) -> tuple[Tensor, Tensor, Tensor]:
+    """gpu-decode's batch: the samples' JPEG bytes end to end in one uint8 tensor (one
+    shared-memory buffer to send, not one per sample), each one's length, and the labels."""
+    files = [f for f, _ in batch]
+    joined = torch.cat(files, out=_new_like(files[0], (sum(f.numel() for f in files),)))
+    return joined, torch.tensor([f.numel() for f in files]), default_collate([label for _, label in batch])
+
+
 class InputPipelineWorkload(Workload):
     info = FAMILIES["input_pipeline"]
 
@@ -213,6 +339,7 @@ class InputPipelineWorkload(Workload):
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=1e-3, momentum=0.9)
         self.jpeg = sample_jpeg()
         self.colour = DeviceColour(self.device)  # used by the variants with Fix.GPU_COLOUR
+        self.jpegs = DeviceJpegs(self.device, self.image_size, self.seed)  # ... with Fix.GPU_DECODE
         self.loader: DataLoader | None = None
         self.batches: Iterator | None = None
 
@@ -225,21 +352,36 @@ class InputPipelineWorkload(Workload):
 
     def _configure(self) -> None:
         workers = self.loader_workers
-        dataset = OneJpegDataset(self.jpeg, per_sample_transforms(self.variant_info, self.image_size), self.seed)
+        decode = self.decodes_on_device
+        dataset = (JpegBytesDataset(self.jpeg, self.seed) if decode
+                   else OneJpegDataset(self.jpeg, per_sample_transforms(self.variant_info, self.image_size), self.seed))
         self.loader = DataLoader(
             dataset,
             batch_size=self.batch_size,
             num_workers=workers,
             collate_fn=self._collate(),
-            pin_memory=self.on_cuda,
+            # nvjpeg reads JPEG bytes from any host memory: pinning them would only copy them
+            # (gpu-decode pins its labels in the step)
+            pin_memory=self.on_cuda and not decode,
             drop_last=True,
             persistent_workers=workers > 0,
         )
         self.batches = iter(self.loader)
 
+    @property
+    def decodes_on_device(self) -> bool:
+        return Fix.GPU_DECODE in self.variant_info.fixes
+
+    def generators(self) -> tuple[torch.Generator, ...]:
+        """gpu-decode's crops and masks come from a device generator (put back after warm-ups)."""
+        return (self.jpegs.generator,) if self.decodes_on_device else ()
+
     def _collate(self) -> Callable:
-        """Colour and scaling in collate for batch-transform only; gpu-transform sends uint8 on."""
+        """Colour and scaling in collate for batch-transform only; gpu-transform sends uint8 on,
+        gpu-decode the JPEG bytes."""
         fixes = self.variant_info.fixes
+        if Fix.GPU_DECODE in fixes:
+            return jpeg_collate
         return batch_collate if Fix.BATCH_COLOUR in fixes and Fix.GPU_COLOUR not in fixes else default_collate
 
     def _release(self) -> None:
@@ -270,5 +412,13 @@ class InputPipelineWorkload(Workload):
         images = self.model_input(images)
         return train_step(self.model, self.criterion, self.optimizer, images, labels, self.autocast)
 
+    def train_jpegs(self, jpeg_bytes: Tensor, lengths: Tensor, labels: Tensor) -> Tensor:
+        """gpu-decode's step: the batch's JPEGs decoded, cropped, masked, converted and scaled on
+        the device (``DeviceJpegs``), then one training step."""
+        jpegs = list(torch.split(jpeg_bytes, lengths.tolist()))  # host tensors: no device read
+        images = self.jpegs(jpegs, self.memory_format)
+        (labels,) = self.to_device((labels.pin_memory() if self.on_cuda else labels,))
+        return train_step(self.model, self.criterion, self.optimizer, images, labels, self.autocast)
+
     def _stages(self):  # noqa: ANN202 - see Workload._stages
-        return None, ("train", self.train)
+        return None, ("train", self.train_jpegs if self.decodes_on_device else self.train)

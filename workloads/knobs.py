@@ -60,6 +60,8 @@ def _graph_rule(knob: KnobInfo, variant: "VariantInfo", knobs: "Knobs") -> str |
     if not variant.sync_free:
         return (f"knob cuda_graph needs a sync-free step: {variant.family}/{variant.name} makes the host "
                 "wait inside its step, which a captured graph cannot do")
+    if variant.uncapturable is not None:
+        return f"knob cuda_graph cannot capture {variant.family}/{variant.name}: {variant.uncapturable}"
     if knobs.get("compile") not in (None, OFF):
         return "knob cuda_graph cannot wrap a compiled model: use compile=reduce-overhead, which captures graphs itself"
     return None

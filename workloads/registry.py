@@ -27,6 +27,7 @@ class Fix(Enum):
     CROP_FIRST = "crop the PIL image before converting it to a tensor"
     BATCH_COLOUR = "colour conversion and scaling per batch in collate"
     GPU_COLOUR = "colour conversion and scaling per batch on the GPU"  # uint8 through the loader
+    GPU_DECODE = "JPEG decoding (nvjpeg), crop and mask per batch on the GPU"  # JPEG bytes through the loader
 
 
 NEEDS_STREAMS = "needs CUDA streams to overlap its two stages"
@@ -43,11 +44,13 @@ class VariantInfo:
     vectorized: bool = False  # the batched augmentation chain (one rotation for the batch)
     sync_free: bool = True  # a step never makes the host wait for the GPU
     fixes: frozenset[Fix] = frozenset()  # the input-pipeline fixes applied (cumulative)
+    cuda_only: str | None = None  # why it needs CUDA other than for streams ("needs CUDA: ..."); None: no reason
+    uncapturable: str | None = None  # why its step cannot be captured as a CUDA graph; None: it can
     family: str = ""  # set by FamilyInfo
 
     @property
     def needs_cuda(self) -> bool:
-        return self.pipelined
+        return self.pipelined or self.cuda_only is not None
 
     def refusal(self, device: str) -> str | None:
         """Why this variant cannot run on ``device`` ("cpu", "cuda", "cuda:1"), or None.
@@ -55,7 +58,7 @@ class VariantInfo:
         The one reason every caller shows (CLI, workload, dashboard, demo); each adds its
         own advice (the CLI names --device cuda, the dashboard what keeps running)."""
         if self.needs_cuda and device.split(":", 1)[0] != "cuda":
-            return f"{self.family}/{self.name} {NEEDS_STREAMS}"
+            return f"{self.family}/{self.name} {self.cuda_only or NEEDS_STREAMS}"
         return None
 
 
@@ -114,13 +117,15 @@ class FamilyInfo:
         return serial if variant == piped else piped
 
 
-def _ladder(*steps: tuple[str, str, Fix | None]) -> tuple[VariantInfo, ...]:
-    """Variants that each add one fix to the one before (the input-pipeline ladder)."""
+def _ladder(*steps: tuple[str, str, Fix | None], extra: dict[str, dict[str, Any]] | None = None
+            ) -> tuple[VariantInfo, ...]:
+    """Variants that each add one fix to the one before (the input-pipeline ladder); ``extra``:
+    further VariantInfo fields by variant name."""
     out: list[VariantInfo] = []
     fixes: frozenset[Fix] = frozenset()
     for name, summary, fix in steps:
         fixes = fixes | {fix} if fix is not None else fixes
-        out.append(VariantInfo(name, summary, fixes=fixes))
+        out.append(VariantInfo(name, summary, fixes=fixes, **(extra or {}).get(name, {})))
     return tuple(out)
 
 
@@ -201,6 +206,12 @@ FAMILIES: dict[str, FamilyInfo] = {
                 ("reorder", f"+ {Fix.CROP_FIRST.value}", Fix.CROP_FIRST),
                 ("batch-transform", f"+ {Fix.BATCH_COLOUR.value}", Fix.BATCH_COLOUR),
                 ("gpu-transform", f"+ {Fix.GPU_COLOUR.value}", Fix.GPU_COLOUR),
+                ("gpu-decode", f"+ {Fix.GPU_DECODE.value}", Fix.GPU_DECODE),
+                extra={"gpu-decode": {
+                    "cuda_only": "needs CUDA: nvjpeg decodes its JPEGs on the GPU",
+                    "uncapturable": "nvjpeg's batched decode allocates its outputs and waits on the host "
+                                    "for its own stream at every call",
+                }},
             ),
             default_variant="baseline",
             cuda_defaults=Defaults(batch_size=256, image_size=256),
@@ -261,12 +272,10 @@ def build(name: str, device: Any, options: "WorkloadOptions | None" = None) -> "
     return cls(device, options or WorkloadOptions())
 
 
-def describe(only: str | None = None) -> str:
-    """A plain-text table of every family (or only the one named) and its variants, for ``gpudash list``."""
+def describe() -> str:
+    """A plain-text table of every family and variant, for ``gpudash list``."""
     lines: list[str] = []
     for info in FAMILIES.values():
-        if only is not None and info.name != only:
-            continue
         c, p = info.cuda_defaults, info.cpu_defaults
         lines.append(f"{info.name}  —  {info.title}")
         lines.append(
