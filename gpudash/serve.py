@@ -10,6 +10,7 @@ Neither torch nor Textual is imported here (textual-serve itself imports no Text
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import shlex
 import socket
@@ -20,6 +21,7 @@ from gpudash.argtypes import UsageError
 from gpudash.protocol import ExitCode
 
 WILDCARDS = ("0.0.0.0", "::", "")
+STOP_TABS_S = 30.0  # on Ctrl-C, how long the open tabs' dashboards get to stop their workloads
 
 
 def is_loopback(host: str) -> bool:
@@ -56,8 +58,8 @@ def check_port_free(host: str, port: int) -> None:
 
 
 def dashboard_command(run_argv: list[str]) -> str:
-    """The shell command textual-serve starts for each browser tab."""
-    return shlex.join([sys.executable, "-m", "gpudash", "run", *run_argv])
+    """The shell command textual-serve starts for each browser tab (exec: no shell stays between)."""
+    return "exec " + shlex.join([sys.executable, "-m", "gpudash", "run", *run_argv])
 
 
 def serve(host: str, port: int, url: str | None, run_argv: list[str]) -> int:
@@ -74,11 +76,34 @@ def serve(host: str, port: int, url: str | None, run_argv: list[str]) -> int:
     from textual_serve.server import Server
 
     class DashboardServer(Server):
-        """textual-serve's server, announcing itself in one line instead of its banner."""
+        """textual-serve's server, announcing itself in one line instead of its banner, and
+        stopping every open tab's dashboard (and so its workload) before it exits: left to
+        itself it would leave them running, cut off from their stdin."""
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.tabs: set[asyncio.Task[Any]] = set()  # the websocket handlers: one per open tab
 
         async def on_startup(self, app: Any) -> None:
             print(f"gpudash: serving the dashboard on {self.public_url} (each tab runs its own workload; "
                   "Ctrl-C stops)", file=sys.stderr, flush=True)
+
+        async def handle_websocket(self, request: Any) -> Any:
+            tab = asyncio.current_task()
+            assert tab is not None
+            self.tabs.add(tab)
+            try:
+                return await super().handle_websocket(request)
+            finally:
+                self.tabs.discard(tab)
+
+        async def on_shutdown(self, app: Any) -> None:
+            """Cancel each tab's handler: textual-serve then asks its dashboard to quit and waits for it."""
+            tabs = list(self.tabs)
+            for tab in tabs:
+                tab.cancel()
+            if tabs:
+                await asyncio.wait(tabs, timeout=STOP_TABS_S)
 
     server = DashboardServer(dashboard_command(run_argv), host=host, port=port, title="gpudash",
                              public_url=url or public_url(host, port))
