@@ -39,7 +39,7 @@ exit status: 0 done, 1 the workload (or writing) failed, 2 bad arguments, 130 in
 DEFAULTS: dict[str, Any] = {  # every option's built-in default (the parsers have none)
     "workload": None,  # the registry's DEFAULT_FAMILY (filled in by _with_defaults)
     "variant": None, "batch_size": None, "device": "auto", "image_size": None, "workers": None,
-    "seed": 0, "steps": None, "knob": None, "theme": None,
+    "seed": 0, "steps": None, "knob": None, "theme": None, "no_color": False,
     "sample_interval": RunConfig.sample_interval_s, "interval": RunConfig.gpu_interval_s,
     "record": None, "duration": None, "log": None, "meta": None, "quiet": False, "force": False,
     "progress_every": None, "trace_every": None, "trace_steps": 20,
@@ -83,6 +83,7 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
 def _add_theme_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--theme", metavar="NAME", help="the dashboard's Textual theme (default: the settings "
                    "file's, where ctrl+p's Change theme saves it; else textual-dark)")
+    p.add_argument("--no-color", action="store_true", help="no colour: lines told apart by marker (as NO_COLOR=1)")
 
 
 def _add_record_options(p: argparse.ArgumentParser, title: str) -> None:
@@ -434,6 +435,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if stray:
             return _fail(f"{_flags(top, stray)} does not apply to 'gpudash {command}'")
     handlers: dict[str, Callable[[dict[str, Any]], int]] = {"list": _cmd_list, "replay": _cmd_replay}
+    if given.get("no_color"):
+        os.environ["NO_COLOR"] = "1"  # Textual reads it when the app is built (here, or in serve's child)
     if command in handlers:
         return handlers[command](given)
     return _cmd_run_or_record(command or ("record" if "record" in given else "run"), given)

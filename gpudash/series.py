@@ -3,6 +3,7 @@ falling resolution (replay), and bucket-averaged down to what a chart can show."
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import deque
 
 
@@ -55,6 +56,16 @@ class Series:
         """The points within [t0, t1], bucket-averaged down to at most ``max_points``."""
         pts = [(t, v) for t, v in zip(self.t, self.v) if t0 <= t <= t1]
         return downsample(pts, max_points)
+
+    def nearest(self, t: float, t0: float, t1: float) -> tuple[float, float] | None:
+        """The kept point within [t0, t1] closest in time to ``t`` (None: none there)."""
+        times = list(self.t)
+        i = bisect_left(times, min(max(t, t0), t1))  # the window's points are contiguous: look beside it
+        near = [j for j in (i - 1, i) if 0 <= j < len(times) and t0 <= times[j] <= t1]
+        if not near:
+            return None
+        j = min(near, key=lambda k: abs(times[k] - t))
+        return times[j], self.v[j]
 
 
 def downsample(pts: list[tuple[float, float]], max_points: int) -> tuple[list[float], list[float]]:

@@ -56,3 +56,12 @@ def fmt_pm(e: Estimate | None) -> str:
         return f"{fmt_num(e.mean)} ± 0"
     digits = max(0, 1 - math.floor(math.log10(hw)))
     return f"{e.mean:.{digits}f} ± {hw:.{digits}f}"
+
+
+def markdown_table(headers: list[str], rows: list[list[str]]) -> str:
+    """A GitHub Markdown table; ``|`` in a cell is escaped."""
+
+    def line(cells: list[str]) -> str:
+        return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+
+    return "\n".join([line(headers), "|" + "---|" * len(headers), *(line(r) for r in rows)]) + "\n"

@@ -24,6 +24,7 @@ class Action:
     steers: bool = False  # controls the workload: hidden in a replay
     key_display: str | None = None
     tooltip: str | None = None
+    in_footer: bool = True  # False: in the help screen and the palette only (the footer is full)
 
     @property
     def key(self) -> str:
@@ -32,7 +33,7 @@ class Action:
 
     def binding(self) -> Binding:
         return Binding(self.keys, self.name, self.footer, key_display=self.key_display,
-                       tooltip=self.tooltip or "")
+                       tooltip=self.tooltip or "", show=self.in_footer)
 
 
 ACTIONS: tuple[Action, ...] = (
@@ -68,6 +69,12 @@ ACTIONS: tuple[Action, ...] = (
     Action("record", "c", "Record", "Start / stop recording to CSV",
            "record the run to a CSV file (same format as gpudash --record); again to stop",
            steers=True, tooltip="Start/stop recording to CSV"),
+    Action("screenshot", "s,ctrl+s", "Shot", "Save a screenshot (SVG)",
+           "save the screen as an SVG file in the current directory (or the configured record directory) "
+           "and say where", key_display="s", tooltip="Save an SVG screenshot", in_footer=False),
+    Action("reset_zoom", "0", "Unzoom", "Show the whole run (reset the time zoom)",
+           "show the whole run again after zooming the time axis with the scroll wheel",
+           tooltip="Reset the scroll-wheel zoom of the time axis", in_footer=False),
     Action("help", "question_mark,f1", "Help", "Help: keys and charts", "the keys and what every chart means",
            key_display="?"),
     Action("quit", "q", "Quit", "Quit", "stop the workload cleanly and leave"),

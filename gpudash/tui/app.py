@@ -32,14 +32,17 @@ from gpudash.protocol import EngineSource, ExitCode, GpuInfo, Message, RunConfig
 from gpudash.stats import Status
 from gpudash.tui import actions
 from gpudash.tui.charts import CHARTS, MetricChart
+from gpudash.tui.timeview import TimeView
 from gpudash.tui.user_settings import keep_user_settings
 from gpudash.tui.widgets import HelpScreen, KnobsScreen, MessageBar, PickScreen, PromptScreen, RunHeader, StatsPanel
+from gpudash.tui.widgets import StatsTable, stats_table
 from workloads.registry import FAMILIES, WorkloadError, parse_batch_size
 
 HINT = "? help · ctrl+p all commands"
 COMPACT_CHARTS = ("throughput", "step_time", "gpu_util", "power")
 COMPACT_CHARTS_NO_GPU = ("throughput", "step_time", "syncs")
 TALL = 40  # rows from which all six charts are shown
+COPY_FORMATS = {"Markdown": StatsTable.markdown, "CSV": StatsTable.csv}  # the palette's "Copy stats as …"
 TRACE_DIR = "gpudash-traces"  # a live run's profiler windows go here (in the working directory)
 
 
@@ -62,6 +65,7 @@ class GpuDashApp(App[int]):
         poll_interval_s: float = 0.1,
         redraw_interval_s: float = 0.33,
         toasts: bool = True,
+        save_dir: str | None = None,
         user_config: UserConfig | None = None,
     ) -> None:
         super().__init__()
@@ -79,6 +83,8 @@ class GpuDashApp(App[int]):
         self._t0 = clock()
         self.first_frame_at: float | None = None
         self.redraws = 0
+        self.save_dir = save_dir  # screenshots go here (the config's record directory); None: the cwd
+        self.view = TimeView()  # the charts' time window: the whole run, or zoomed with the wheel
 
     @property
     def state(self):  # noqa: ANN201 - the controller's DashState, read-only here
@@ -219,7 +225,7 @@ class GpuDashApp(App[int]):
         stats.show(self.state, last_trace=self.controller.last_trace_text())
 
     def redraw_charts(self) -> None:
-        t0, t1 = self.state.time_range()
+        t0, t1 = self.view.window(*self.state.time_range())
         note = STARTING if self.state.status == Status.STARTING and not self.replay else None
         for chart in self.visible_charts:
             chart.update_from(self.state, t0, t1, note=note)
@@ -307,8 +313,12 @@ class GpuDashApp(App[int]):
 
     # -- recording --------------------------------------------------------------------------------
     def default_record_path(self) -> str:
+        return self.stamped_name(".csv")
+
+    def stamped_name(self, suffix: str) -> str:
+        """``gpudash-<workload>-<date>-<time><suffix>``: a file name for something of this run."""
         stamp = self.wall_clock().strftime("%Y%m%d-%H%M%S")
-        return f"gpudash-{self.state.workload or 'run'}-{stamp}.csv"
+        return f"gpudash-{self.state.workload or 'run'}-{stamp}{suffix}"
 
     def action_record(self) -> None:
         if self.replay:
@@ -329,7 +339,8 @@ class GpuDashApp(App[int]):
     def key_help(self) -> list[tuple[str, str]]:
         out = [(a.key, "leave" if (self.replay and a.name == "quit") else a.help)
                for a in actions.shown(self.replay)]
-        out.append(("ctrl+p", "command palette: every action by name"))
+        out.append(("ctrl+p", "command palette: every action by name, Copy stats as Markdown / CSV"))
+        out.append(("mouse", "click a chart: the values under the cursor · wheel: zoom the time axis (0: all)"))
         return out
 
     def action_help(self) -> None:
@@ -337,13 +348,61 @@ class GpuDashApp(App[int]):
         self.push_screen(HelpScreen(self.key_help(), charts, self.replay, log_path=self.controller.info.log_path))
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
-        yield from super().get_system_commands(screen)
+        # Textual's own "Screenshot" saves to ~/Downloads (missing on most GPU servers): ours replaces it
+        yield from (c for c in super().get_system_commands(screen) if c.title != "Screenshot")
+        for kind in COPY_FORMATS:
+            yield SystemCommand(f"Copy stats as {kind}", f"the stats table as {kind}, to the clipboard "
+                                "(OSC 52: works over ssh; in tmux with set-clipboard on)",
+                                partial(self.copy_stats, kind))
         for a in actions.shown(self.replay):
             if a.name != "quit":
                 yield SystemCommand(f"{a.title} ({a.key})", a.help, getattr(self, f"action_{a.name}"))
         if not self.replay:
             for k in actions.knob_commands():
                 yield SystemCommand(k.title, k.help, partial(self.set_knob, k.knob, k.value))
+
+    # -- the mouse: readouts and the time zoom ----------------------------------------------------
+    def on_metric_chart_readout(self, message: MetricChart.Readout) -> None:
+        self.say(message.text)
+
+    def on_metric_chart_zoom(self, message: MetricChart.Zoom) -> None:
+        span = self.state.time_range()
+        self.view.zoom(message.at_s, message.factor, *span)
+        self.say(self.view.describe(*span))
+        self._redraw(force=True)
+
+    def action_reset_zoom(self) -> None:
+        self.view.reset()
+        self.say(self.view.describe(*self.state.time_range()))
+        self._redraw(force=True)
+
+    # -- screenshots and copies -------------------------------------------------------------------
+    def action_screenshot(self, filename: str | None = None, path: str | None = None) -> None:
+        """Save the screen as SVG (s, ctrl+s, the palette) a moment later, once a palette that ran
+        this has closed; into ``path``, else ``save_dir``, else the working directory."""
+        self.set_timer(0.1, partial(self.save_svg, filename, path))
+
+    def save_svg(self, filename: str | None = None, path: str | None = None) -> str | None:
+        """Write the screenshot now and say where (or why not); returns its path."""
+        folder = os.path.abspath(path or self.save_dir or os.getcwd())
+        name = filename or self.stamped_name(".svg")
+        n = 2
+        while filename is None and os.path.exists(os.path.join(folder, name)):  # two in one second
+            name, n = self.stamped_name(f"-{n}.svg"), n + 1
+        try:
+            saved = self.save_screenshot(name, folder)
+        except OSError as exc:
+            self.say(f"could not save the screenshot in {folder}: {exc.strerror or exc}", Severity.ERROR, toast=True)
+            return None
+        self.say(f"screenshot saved: {saved}", toast=True)
+        return saved
+
+    def copy_stats(self, kind: str) -> None:
+        """The stats panel's table to the clipboard as ``kind`` (a key of ``COPY_FORMATS``)."""
+        table = stats_table(self.state)
+        self.copy_to_clipboard(COPY_FORMATS[kind](table))
+        self.say(f"stats table copied as {kind} ({len(table.headers)} metrics × {len(table.rows)} rows); "
+                 "paste it anywhere (OSC 52)", toast=True)
 
     async def action_quit(self) -> None:
         if self._stopping:
@@ -404,7 +463,8 @@ def with_trace_dir(config: RunConfig, cwd: str | None = None) -> RunConfig:
 def _run_app(source: EngineSource, user_config: UserConfig | None = None) -> int:
     """The dashboard over ``source`` until the user quits; the source is stopped however it ends."""
     try:
-        code = GpuDashApp(source, user_config=user_config).run()
+        save_dir = user_config.get("record_dir") if user_config is not None else None  # screenshots too
+        code = GpuDashApp(source, save_dir=save_dir, user_config=user_config).run()
     finally:
         source.stop()
     return int(code or 0)

@@ -1,21 +1,30 @@
 """The dashboard's charts: textual-plotext plots fed from ``DashState`` on the redraw timer.
 
-Every chart shows the same time window ``[t0, t1]`` (the shared time axis) and a vertical
-marker with a label at every change event. Points are bucket-averaged down to about two
-per terminal column before plotting (braille gives two dots a column), so the cost of a
-redraw depends on the chart's size, not on how long the run is.
+Every chart shows the same time window ``[t0, t1]`` (the shared time axis, zoomed with the
+scroll wheel: ``gpudash.tui.timeview``) and a vertical marker with a label at every change
+event. Points are bucket-averaged down to about two per terminal column before plotting
+(braille gives two dots a column), so the cost of a redraw depends on the chart's size, not
+on how long the run is.
+
+Readable without colour (``NO_COLOR``): each line of a chart has its own marker (braille dots,
+then ``•``), and the legend in the chart's title names lines by marker and label. A click
+shows the values under the cursor (the nearest point of each line) in the chart's tooltip.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from textual import events
 from textual.app import RenderResult
+from textual.message import Message
 from textual_plotext import PlotextPlot
 
 from gpudash.protocol import EventKind
 from gpudash.stats import DashState, Marker
-from gpudash.tui.plotext_adapter import render_plot, size_plot
+from gpudash.textfmt import fmt_num
+from gpudash.tui.plotext_adapter import canvas_columns, column_to_x, render_plot, size_plot
+from gpudash.tui.timeview import ZOOM_IN, ZOOM_OUT
 
 # plotext colours as RGB, readable on dark and light themes
 BLUE = (80, 160, 255)
@@ -30,63 +39,84 @@ MARKER_COLOURS = {EventKind.CHANGED: RED, EventKind.CRASHED: RED, EventKind.STAR
                   EventKind.PAUSED: GREY, EventKind.RESUMED: GREY, EventKind.STOPPED: GREY,
                   EventKind.MEASURED: MAGENTA}  # measured: a profiler window (the stretch it traced)
 
+BRAILLE = "braille"
+DOT = "•"
+LEGEND_GLYPHS = {BRAILLE: "⠒", DOT: DOT}  # how the legend shows a line drawn with each marker
+
 
 @dataclass(frozen=True)
 class Line:
     key: str  # a metric of gpudash.metrics with series=True
+    label: str  # the legend's name of the line
     color: tuple[int, int, int]
+    marker: str = BRAILLE  # plotext marker: each line of a chart has its own
     right: bool = False  # plot against the right-hand y axis
     scale: float = 1.0  # multiply values (e.g. MiB -> GiB)
+
+    @property
+    def legend(self) -> str:
+        """"⠒ steps/s (left)": the marker, the label, the axis where the chart has two."""
+        return f"{LEGEND_GLYPHS.get(self.marker, self.marker)} {self.label}"
 
 
 @dataclass(frozen=True)
 class ChartSpec:
     id: str
-    title: str
+    heading: str  # before the legend ("step time ms"); a one-line chart shows only this
     lines: tuple[Line, ...]
     ymax: float | None = None  # fixed top of the y axis (percentages)
     empty: str = "waiting for the first sample…"
     help: str = ""
 
+    @property
+    def title(self) -> str:
+        """The chart's top line: the heading and, for two lines, which marker is which."""
+        if len(self.lines) < 2:
+            return self.heading
+        two_axes = any(line.right for line in self.lines)
+        legend = " · ".join(line.legend + (f" ({'right' if line.right else 'left'})" if two_axes else "")
+                            for line in self.lines)
+        return f"{self.heading}: {legend}" if self.heading else legend
+
 
 CHARTS: tuple[ChartSpec, ...] = (
     ChartSpec(
         "throughput",
-        "steps/s (blue, left) · samples/s (orange, right)",
-        (Line("steps_per_s", BLUE), Line("samples_per_s", ORANGE, right=True)),
+        "",
+        (Line("steps_per_s", "steps/s", BLUE), Line("samples_per_s", "samples/s", ORANGE, DOT, right=True)),
         help="Training steps and samples finished per second, over each sample interval.",
     ),
     ChartSpec(
         "step_time",
-        "step time ms: p50 (green) · p95 (magenta)",
-        (Line("step_ms_p50", GREEN), Line("step_ms_p95", MAGENTA)),
+        "step time ms",
+        (Line("step_ms_p50", "p50", GREEN), Line("step_ms_p95", "p95", MAGENTA, DOT)),
         help="Median and 95th percentile of the step times in each interval (CUDA events on a GPU).",
     ),
     ChartSpec(
         "gpu_util",
-        "kernel-active % (blue) · mem-bw % (orange)",
-        (Line("gpu_util_pct", BLUE), Line("mem_bw_util_pct", ORANGE)),
+        "",
+        (Line("gpu_util_pct", "kernel-active %", BLUE), Line("mem_bw_util_pct", "mem-bw %", ORANGE, DOT)),
         ymax=100.0,
         help="NVML utilization: the share of time ANY kernel ran (not SM occupancy), and the share "
         "of time device memory was read or written.",
     ),
     ChartSpec(
         "power",
-        "power W (yellow, L) · SM MHz (green, R)",
-        (Line("power_w", YELLOW), Line("sm_clock_mhz", GREEN, right=True)),
+        "",
+        (Line("power_w", "power W", YELLOW), Line("sm_clock_mhz", "SM MHz", GREEN, DOT, right=True)),
         help="Board power draw and streaming-multiprocessor clock; a falling clock at high power "
         "means throttling.",
     ),
     ChartSpec(
         "memory",
         "GPU memory used GiB (top: total)",
-        (Line("mem_used_mib", MAGENTA, scale=1 / 1024),),
+        (Line("mem_used_mib", "used GiB", MAGENTA, scale=1 / 1024),),
         help="Device memory in use on the sampled GPU (all processes); the top is the GPU's total.",
     ),
     ChartSpec(
         "syncs",
         "host-device syncs per step",
-        (Line("syncs_per_step", RED),),
+        (Line("syncs_per_step", "syncs/step", RED),),
         empty="counted on CUDA only",
         help="Times per step the host waited for the GPU (torch sync debug mode); 0 is the goal.",
     ),
@@ -94,17 +124,37 @@ CHARTS: tuple[ChartSpec, ...] = (
 
 
 class MetricChart(PlotextPlot):
-    """One chart of ``CHARTS``; ``update_from`` refills it, the next paint draws it."""
+    """One chart of ``CHARTS``; ``update_from`` refills it, the next paint draws it.
+
+    The mouse: a click shows the values under the cursor in the tooltip and posts them as a
+    ``Readout``; the wheel posts a ``Zoom`` of the shared time axis around the cursor's time.
+    """
 
     DEFAULT_CSS = """
     MetricChart { height: 1fr; width: 1fr; min-height: 6; }
     """
+
+    class Zoom(Message):
+        """Zoom the shared time axis by ``factor`` keeping ``at_s`` in place."""
+
+        def __init__(self, at_s: float, factor: float) -> None:
+            super().__init__()
+            self.at_s, self.factor = at_s, factor
+
+    class Readout(Message):
+        """What a click found under the cursor, in words."""
+
+        def __init__(self, text: str) -> None:
+            super().__init__()
+            self.text = text
 
     def __init__(self, spec: ChartSpec) -> None:
         super().__init__(id=f"chart-{spec.id}", classes="chart")
         self.spec = spec
         self.marker_labels: list[tuple[float, str]] = []  # what the last update drew (for tests)
         self.points_drawn = 0
+        self.window: tuple[float, float] = (0.0, 1.0)  # the time span the last update drew
+        self._state: DashState | None = None
 
     def render(self) -> RenderResult:
         """Like ``PlotextPlot.render``, through ``plotext_adapter``'s fast path when it can."""
@@ -120,11 +170,57 @@ class MetricChart(PlotextPlot):
 
     _fast_render = True  # False once this chart found plotext's internals missing
 
+    # -- the mouse ---------------------------------------------------------------------------------
+    def time_at(self, x: int) -> float | None:
+        """The time under column ``x`` of this widget (clamped to the plot), or None before the
+        chart was drawn or where plotext's matrix does not say where its data columns are."""
+        cols = canvas_columns(self._plot)
+        return None if cols is None else column_to_x(x, cols, self.window)
+
+    def readout_at(self, t: float) -> str:
+        """"at 12.3 s: ⠒ steps/s 201 · • samples/s 1.61k": each line's point nearest to ``t``."""
+        state, (t0, t1) = self._state, self.window
+        parts: list[str] = []
+        when: float | None = None
+        for line in self.spec.lines:
+            point = state.series[line.key].nearest(t, t0, t1) if state is not None else None
+            if point is not None:
+                when = point[0] if when is None else when
+                parts.append(f"{line.legend} {fmt_num(point[1] * line.scale)}")
+        if when is None:
+            return f"{self.spec.title}: no data near {t:.1f} s"
+        return f"at {when:.1f} s: " + " · ".join(parts)
+
+    def on_click(self, event: events.Click) -> None:
+        t = self.time_at(event.x)
+        text = self.readout_at(t) if t is not None else "this chart cannot say where its data columns are"
+        self.tooltip = text
+        self.post_message(self.Readout(text))
+
+    def on_leave(self, event: events.Leave) -> None:
+        self.tooltip = None  # a readout is for where it was clicked
+
+    def on_mouse_scroll_up(self, event: events.MouseScrollUp) -> None:
+        self._zoom(event, ZOOM_IN)
+
+    def on_mouse_scroll_down(self, event: events.MouseScrollDown) -> None:
+        self._zoom(event, ZOOM_OUT)
+
+    def _zoom(self, event: events.MouseEvent, factor: float) -> None:
+        event.stop()
+        t = self.time_at(event.x)
+        if t is not None:
+            self.post_message(self.Zoom(t, factor))
+
+    # -- drawing -----------------------------------------------------------------------------------
     def update_from(self, state: DashState, t0: float, t1: float, note: str | None = None) -> None:
         plt = self.plt
         plt.clear_figure()
+        # the theme before any text: a text's background is the canvas colour at the time it is added
+        plt.theme(self._get_plotext_theme_name(self.app.theme))
         plt.title(self.spec.title)  # shortened to the width in render()
         plt.xlim(t0, t1)
+        self.window, self._state = (t0, t1), state
         width = max(10, self.size.width - 12)
         max_points = width  # plot() joins the points with lines: one a column is enough
         top_left = 0.0
@@ -137,7 +233,7 @@ class MetricChart(PlotextPlot):
             if line.scale != 1.0:
                 ys = [y * line.scale for y in ys]
             side = "right" if line.right else "left"
-            plt.plot(xs, ys, color=line.color, marker="braille", yside=side)
+            plt.plot(xs, ys, color=line.color, marker=line.marker, yside=side)
             drawn += len(xs)
             if line.right:
                 top_right = max(top_right, max(ys))
@@ -173,9 +269,9 @@ class MetricChart(PlotextPlot):
                     taken.append((a, b))
                     y = left_top * level
                     if right:
-                        plt.text(m.label + " ", x=m.time_s, y=y, color=colour, alignment="right")
+                        plt.text(m.label + " ", x=m.time_s, y=y, color=colour, style="bold", alignment="right")
                     else:
-                        plt.text(" " + m.label, x=m.time_s, y=y, color=colour, alignment="left")
+                        plt.text(" " + m.label, x=m.time_s, y=y, color=colour, style="bold", alignment="left")
                     self.marker_labels.append((m.time_s, m.label))
                     break
         self.marker_labels.reverse()
@@ -183,8 +279,6 @@ class MetricChart(PlotextPlot):
 
 
 def _axis(plt, top: float, side: str) -> None:
-    from gpudash.textfmt import fmt_num
-
     plt.ylim(0, top, yside=side)
     plt.yticks([0, top / 2, top], ["0", fmt_num(top / 2), fmt_num(top)], yside=side)
 

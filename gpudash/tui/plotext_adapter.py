@@ -7,6 +7,7 @@ building the plot. It leans on internals (``_set_size``, ``_set_sizes``, ``_buil
 ``monitor.matrix``, ``plotext._utility``) checked here at import against the plotext
 versions it was written for (5.x); on any other version, or if an internal is missing at
 run time (AttributeError), it uses the public ``build()`` path: slower, not broken.
+``canvas_columns`` reads the matrix's data columns to turn a mouse column into a time.
 """
 
 from __future__ import annotations
@@ -55,6 +56,21 @@ def render_plot(plot: Any, fast: bool = True) -> tuple[Text, bool]:
         except AttributeError:
             pass  # plotext internals changed: the public path from now on
     return Text.from_ansi(plot.build()), False
+
+
+def canvas_columns(plot: Any) -> range | None:
+    """The columns of the last rendered figure that hold data (between the y axes), or None
+    when plotext's matrix does not say (not rendered yet, or its internals moved)."""
+    cols = getattr(getattr(getattr(plot, "monitor", None), "matrix", None), "Cols_canvas", None)
+    return cols if isinstance(cols, range) and len(cols) > 1 else None
+
+
+def column_to_x(col: int, cols: range, xlim: tuple[float, float]) -> float:
+    """The x value at a terminal column: the inverse of plotext's data → column mapping
+    (``floor(0.5 + (n - 1) * (x - x0) / (x1 - x0))``), clamped to the canvas."""
+    c = min(max(col, cols.start), cols.stop - 1) - cols.start
+    x0, x1 = xlim
+    return x0 + c / (len(cols) - 1) * (x1 - x0)
 
 
 _STYLES: dict[tuple[object, object, object], Style] = {}

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import os
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from rich import box
@@ -20,7 +23,7 @@ from gpudash.comparison import Estimate, Verdict
 from gpudash.metrics import Averaging, Better
 from gpudash.protocol import GpuInfo
 from gpudash.stats import DashState, StatRow, Status
-from gpudash.textfmt import fmt_duration, fmt_num, fmt_pct
+from gpudash.textfmt import fmt_duration, fmt_num, fmt_pct, markdown_table
 from workloads.knobs import KNOBS, OFF, ON, KnobInfo, Knobs
 
 STATUS_STYLE = {
@@ -157,6 +160,54 @@ def change_cell(row: StatRow) -> Text:
     return Text(text, style=_pct_style(row))
 
 
+@dataclass(frozen=True)
+class StatsTable:
+    """The stats panel's content: a title line, a header of metrics, and labelled rows of cells.
+
+    One source for the panel and for "Copy stats as Markdown / CSV" (the cells' plain text)."""
+
+    title: Text
+    headers: list[str]
+    rows: list[tuple[str, list[Text]]]
+
+    def plain_rows(self) -> list[list[str]]:
+        return [[label, *(c.plain for c in cells)] for label, cells in self.rows]
+
+    def markdown(self) -> str:
+        """The title as a line of text, then the table as GitHub Markdown."""
+        return f"{self.title.plain}\n\n" + markdown_table(["", *self.headers], self.plain_rows())
+
+    def csv(self) -> str:
+        """The table as CSV (the first column names the row: now, this cfg, prev cfg, change)."""
+        out = io.StringIO()
+        writer = csv.writer(out, lineterminator="\n")
+        writer.writerow(["row", *self.headers])
+        writer.writerows(self.plain_rows())
+        return out.getvalue()
+
+
+def stats_table(state: DashState) -> StatsTable:
+    """What the stats panel shows for ``state``: now, this config ± interval, the previous, the change."""
+    rows = state.stat_rows()
+    if state.gpu_info is not None and not state.gpu_info.available:
+        rows = [r for r in rows if not r.metric.needs_gpu]
+    cur, prev = state.current, state.previous
+    title = Text(no_wrap=True, overflow="ellipsis")
+    title.append("this config: ", style="dim")
+    title.append(f"{cur.label} ({fmt_duration(cur.duration_s)})" if cur else "–", style="bold")
+    title.append("   previous: ", style="dim")
+    title.append(f"{prev.label} ({fmt_duration(prev.duration_s)})" if prev else "–")
+    this = [mean_cell(r.mean, r.estimate, r.metric.mean != Averaging.ENDS) for r in rows]
+    for cell in this:
+        cell.stylize("bold")
+    return StatsTable(title, [r.label for r in rows], [
+        ("now", [Text(fmt_num(r.now)) for r in rows]),
+        ("this cfg", this),
+        ("prev cfg", [mean_cell(r.prev, r.prev_estimate, r.metric.mean != Averaging.ENDS) for r in rows]),
+        ("change", [change_cell(r) for r in rows]),
+    ])
+
+
 class StatsPanel(Static):
     """The before/after table: metrics across, now / this config / previous config / change down."""
 
@@ -166,31 +217,17 @@ class StatsPanel(Static):
 
     def show(self, state: DashState, last_trace: str | None = None) -> None:
         """``last_trace``: the latest profiler window's figures, shown in the top border when there is one."""
-        rows = state.stat_rows()
-        if state.gpu_info is not None and not state.gpu_info.available:
-            rows = [r for r in rows if not r.metric.needs_gpu]
-        cur, prev = state.current, state.previous
-        title = Text(no_wrap=True, overflow="ellipsis")
-        title.append("this config: ", style="dim")
-        title.append(f"{cur.label} ({fmt_duration(cur.duration_s)})" if cur else "–", style="bold")
-        title.append("   previous: ", style="dim")
-        title.append(f"{prev.label} ({fmt_duration(prev.duration_s)})" if prev else "–")
+        content = stats_table(state)
         table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, expand=True,
                       show_edge=False, collapse_padding=True)
         table.add_column("", style="dim", no_wrap=True, min_width=9)
-        for r in rows:
-            table.add_column(r.label, justify="right", no_wrap=True, min_width=len(r.label))
-        table.add_row("now", *[fmt_num(r.now) for r in rows])
-        this = [mean_cell(r.mean, r.estimate, r.metric.mean != Averaging.ENDS) for r in rows]
-        for cell in this:
-            cell.stylize("bold")
-        table.add_row("this cfg", *this)
-        table.add_row("prev cfg", *[mean_cell(r.prev, r.prev_estimate, r.metric.mean != Averaging.ENDS)
-                                    for r in rows])
-        table.add_row("change", *[change_cell(r) for r in rows])
+        for label in content.headers:
+            table.add_column(label, justify="right", no_wrap=True, min_width=len(label))
+        for label, cells in content.rows:
+            table.add_row(label, *cells)
         from rich.console import Group
 
-        self.update(Group(title, table))
+        self.update(Group(content.title, table))
         # in the panel's top border: a persistent line that costs no row (80x24 has none to spare)
         self.border_title = Text(f" {last_trace} ", style="bold magenta") if last_trace else None
 

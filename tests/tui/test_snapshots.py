@@ -42,6 +42,24 @@ def test_main_screen_with_a_change_marker(snap_compare):
     assert snap_compare(app, terminal_size=SIZE, run_before=_settle(app))
 
 
+def test_main_screen_without_colour(snap_compare, monkeypatch):
+    """NO_COLOR: the lines differ by marker, the legends say which is which, labels sit on the plot."""
+    monkeypatch.setenv("NO_COLOR", "1")
+    src = FakeSource()
+    src.push(started(1.0), *run_segment(1.0, 20.0, 200.0),
+             Event(20.0, "changed", "variant", "serial", "pipelined"),
+             *run_segment(20.0, 40.0, 220.0, variant="pipelined", steps0=4000))
+    app = _app(src)
+    assert app.no_color
+    assert snap_compare(app, terminal_size=SIZE, run_before=_settle(app))
+
+
+def test_replayed_csv_without_colour(snap_compare, monkeypatch):
+    monkeypatch.setenv("NO_COLOR", "1")
+    app = _app(ReplaySource(FIXTURE))
+    assert snap_compare(app, terminal_size=SIZE, run_before=_settle(app))
+
+
 def test_no_nvml(snap_compare):
     src = FakeSource(gpu_info=NO_GPU)
     src.push(started(1.0, batch=4, device="cpu"), *run_segment(1.0, 15.0, 30.0, batch=4, syncs=None),
