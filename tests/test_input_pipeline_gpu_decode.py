@@ -33,7 +33,10 @@ CPU = torch.device("cpu")
 # for a mean difference under 2 levels; on this noisy 4:2:0 JPEG, box (rather than libjpeg's
 # "fancy", triangular) chroma upsampling would differ by 2.3 levels on average, 19 at most
 # (simulated in numpy from the file's chroma planes). The GPU test prints what it measures.
-MEAN_LEVELS, MAX_LEVELS = 3.0, 32
+# nvjpeg against libjpeg on this JPEG, measured on an H100 (torch 2.11.0+cu130, 2026-11-22; 16 crops of
+# 256): mean 1.157 levels, p99 14, max 37; after colour mean 0.603/255, max 21.44/255. The bounds
+# leave room above those for other nvjpeg versions; the masked pixels must still match exactly.
+MEAN_LEVELS, MAX_LEVELS = 3.0, 48
 
 
 def _jpegs(n: int) -> list[torch.Tensor]:
@@ -218,7 +221,8 @@ SANITIZED = textwrap.dedent(
     """
     from workloads.base import WorkloadOptions
     from workloads.registry import build
-    w = build("input_pipeline", "cuda", WorkloadOptions(variant="gpu-decode", batch_size=8, image_size=64, workers=1))
+    # workers=0: the sanitizer's dispatch mode would follow a forked loader worker and ask it for CUDA
+    w = build("input_pipeline", "cuda", WorkloadOptions(variant="gpu-decode", batch_size=8, image_size=64, workers=0))
     for _ in range(4):
         w.step()
     print("loss", w.last_loss.item())
