@@ -5,10 +5,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from textual.pilot import Pilot
 
 from gpudash import config
 from gpudash.cli import main
@@ -174,15 +177,18 @@ async def pick_in_palette(pilot, query: str, opened: bool = False) -> None:
     await pilot.press("enter")
 
 
-def make_app(user_config: config.UserConfig) -> GpuDashApp:
-    return GpuDashApp(FakeSource(), clock=lambda: 0.0, toasts=False, user_config=user_config)
+@asynccontextmanager
+async def dashboard() -> AsyncIterator[tuple[GpuDashApp, Pilot]]:
+    """The dashboard (a scripted source) with the settings file as it is now, mounted."""
+    app = GpuDashApp(FakeSource(), clock=lambda: 0.0, toasts=False, user_config=config.load())
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        yield app, pilot
 
 
 async def test_the_palettes_theme_is_saved_and_the_next_run_starts_on_it(config_home: Path) -> None:
     write(config_home, 'device = "cpu"\n')
-    app = make_app(config.load())
-    async with app.run_test(size=(100, 30)) as pilot:
-        await pilot.pause()
+    async with dashboard() as (app, pilot):
         assert app.theme == "textual-dark"
         assert config_home.read_text() == 'device = "cpu"\n'  # starting writes nothing
         await pick_in_palette(pilot, "theme")  # "Theme": Textual's list of themes
@@ -191,17 +197,13 @@ async def test_the_palettes_theme_is_saved_and_the_next_run_starts_on_it(config_
         await wait_until(pilot, lambda: "nord" in config_home.read_text(), "the theme to be saved")
         assert f"saved in {config_home}" in app.query_one(MessageBar).text
     assert config.load().values == {"device": "cpu", "theme": "nord"}
-    app = make_app(config.load())
-    async with app.run_test(size=(100, 30)) as pilot:
-        await pilot.pause()
+    async with dashboard() as (app, pilot):
         assert app.theme == "nord"
 
 
 async def test_an_unknown_theme_in_the_file_is_a_message_and_the_default_theme(config_home: Path) -> None:
     write(config_home, 'theme = "no-such-theme"\n')
-    app = make_app(config.load())
-    async with app.run_test(size=(100, 30)) as pilot:
-        await pilot.pause()
+    async with dashboard() as (app, pilot):
         assert app.theme == "textual-dark"
         assert "theme 'no-such-theme' is not a Textual theme" in app.query_one(MessageBar).text
     assert config_home.read_text() == 'theme = "no-such-theme"\n'
