@@ -209,6 +209,24 @@ async def test_an_unknown_theme_in_the_file_is_a_message_and_the_default_theme(c
     assert config_home.read_text() == 'theme = "no-such-theme"\n'
 
 
+async def test_the_dashboards_recordings_go_to_the_record_dir(config_home: Path, tmp_path: Path) -> None:
+    from textual.widgets import Input
+
+    from gpudash.tui.widgets import PromptScreen
+
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    write(config_home, f'record_dir = "{folder}"\n')
+    user_config = config.load()
+    app = GpuDashApp(FakeSource(), clock=lambda: 0.0, toasts=False, user_config=user_config,
+                     save_dir=user_config.get("record_dir"))  # as gpudash run builds it
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("c")
+        await wait_until(pilot, lambda: isinstance(app.screen, PromptScreen), "the record prompt")
+        path = Path(app.screen.query_one(Input).value)
+    assert path.parent == folder and path.name.startswith("gpudash-") and path.suffix == ".csv"
+
+
 def test_the_theme_flag_is_checked(config_home: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--theme", "nope", "--device", "cpu"]) == 2
     err = capsys.readouterr().err

@@ -313,7 +313,8 @@ class GpuDashApp(App[int]):
 
     # -- recording --------------------------------------------------------------------------------
     def default_record_path(self) -> str:
-        return self.stamped_name(".csv")
+        name = self.stamped_name(".csv")
+        return os.path.join(self.save_dir, name) if self.save_dir else name
 
     def stamped_name(self, suffix: str) -> str:
         """``gpudash-<workload>-<date>-<time><suffix>``: a file name for something of this run."""
