@@ -97,7 +97,7 @@ def main() -> int:
             if v.needs_cuda and args.device == "cpu":
                 continue
             csv_path = workdir / f"{name}-{v.name}.csv"
-            cmd = [sys.executable, "-m", "gpudash", "--record", str(csv_path), "-w", name, "-v", v.name,
+            cmd = [sys.executable, "-m", "gpudash", "--record", str(csv_path), "--force", "-w", name, "-v", v.name,
                    "--device", args.device, "--duration", str(args.seconds), "-q"]
             print(f"$ {shlex.join(cmd[1:])}", file=sys.stderr, flush=True)
             r = subprocess.run(cmd, cwd=ROOT, timeout=args.seconds + 600, stderr=subprocess.PIPE, text=True)
