@@ -95,6 +95,7 @@ class DashController:
         self.progress: str | None = None  # a slow change under way ("compiling… 12 s")
         self.pending_trace = False  # a profiler window asked for, not yet answered
         self._bad_rows_told = 0
+        self._notes_told = False  # the source's notes (a replay's metadata file ignored) are said once
 
     @property
     def info(self) -> SourceInfo:
@@ -133,9 +134,14 @@ class DashController:
         try:
             messages = self.source.poll()
         except Exception as exc:  # noqa: BLE001 - shown, the dashboard stays up
-            return [Notice(f"reading the workload's messages failed: {exc}", Severity.ERROR)]
+            what = f"reading {_short_path(self.info.path or '')}" if self.replay else "reading the workload's messages"
+            return [Notice(f"{what} failed: {exc}", Severity.ERROR)]
         notices = self.ingest(messages)
-        bad = self.info.bad_rows
+        info = self.info
+        if not self._notes_told and not info.loading:  # after a replay's rows: its last word
+            self._notes_told = True
+            notices += [Notice(note, Severity.WARNING, toast=True) for note in info.notes]
+        bad = info.bad_rows
         if bad > self._bad_rows_told:
             self._bad_rows_told = bad
             notices.append(_warning(f"replay: {bad} malformed row{'s' if bad != 1 else ''} skipped"))
@@ -220,7 +226,8 @@ class DashController:
 
     def status_text(self) -> str:
         if self.replay:
-            return "following (read-only)" if self.info.follow else "replay (read-only)"
+            info = self.info
+            return info.loading or ("following (read-only)" if info.follow else "replay (read-only)")
         if self.progress and not self.state.ended:
             return self.progress
         if self.state.status == Status.STARTING:

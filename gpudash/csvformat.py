@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Iterable, Iterator
+import math
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TextIO
 
 from gpudash.metrics import BY_KEY, NVML_KEYS, WORKLOAD_KEYS, Origin, keys
@@ -26,12 +27,20 @@ EVENT_COLUMNS = ["event_kind", "event_what", "event_before", "event_after", "eve
 # Added after 0.1, at the end so 0.1's columns keep their places: the knob settings on every
 # row ("amp=bf16,cuda_graph=on", "none"); a 0.1 file without it reads as "none".
 KNOBS_COLUMN = "knobs"
+ROW_KINDS = ("sample", "event", "summary")  # the row_kind column's values
+MAX_TIME_S = 1e9  # a row's time_s (seconds since the run began) is below this: 31 years
 COLUMNS = ["row_kind", "time_s", *SAMPLE_COLUMNS, *GPU_COLUMNS, *DERIVED_COLUMNS, *EVENT_COLUMNS, KNOBS_COLUMN]
 
 
 def is_recording_header(header: list[str]) -> bool:
     """A recording's header: this version's, or 0.1's (without the knobs column)."""
     return header[: len(COLUMNS) - 1] == COLUMNS[:-1]
+
+
+def missing_columns(header: list[str]) -> list[str]:
+    """The columns every recording has (0.1's too) that ``header`` lacks, in the format's order."""
+    present = set(header)
+    return [c for c in COLUMNS if c != KNOBS_COLUMN and c not in present]
 
 
 _KIND = {"batch_size": int, "workload": str, "variant": str, KNOBS_COLUMN: str,
@@ -104,40 +113,77 @@ def format_row(row: list[str]) -> str:
     return buf.getvalue()
 
 
-def _parse(column: str, text: str) -> object:
-    if text == "":
+def _as_text(text: str) -> str | None:
+    return text or None
+
+
+def _as_int(text: str) -> int | None:
+    return int(float(text)) if text else None
+
+
+def _as_float(text: str) -> float | None:
+    """A number; one that is not finite is "not available" (None), like an empty cell."""
+    if not text:
         return None
-    kind = _KIND.get(column, float)
-    if kind is str:
-        return text
-    if kind is int:
-        return int(float(text))
-    return float(text)
+    value = float(text)
+    return value if math.isfinite(value) else None
+
+
+_CONVERT = {str: _as_text, int: _as_int, float: _as_float}
+
+
+def _time(text: str) -> float:
+    """A row's time: seconds since the run began, finite and below ``MAX_TIME_S``."""
+    t = float(text)
+    if not 0 <= t < MAX_TIME_S:
+        raise ValueError(f"time_s {text!r} is outside 0..{MAX_TIME_S:g}")
+    return t
+
+
+class RowParser:
+    """Rows of one header (lists of cells) back into messages; the header's columns are looked
+    up once. A cell that is not of its column's kind raises ValueError or OverflowError."""
+
+    def __init__(self, header: Sequence[str]) -> None:
+        at = {c: i for i, c in enumerate(header)}
+        self._kind, self._t = at["row_kind"], at["time_s"]
+        self._knobs = at.get(KNOBS_COLUMN)
+        self._events = [(f, at.get(c)) for f, c in zip(("kind", "what", "before", "after", "message"), EVENT_COLUMNS)]
+
+        def columns(names: Sequence[str]) -> list[tuple[str, int | None, Callable[[str], object]]]:
+            return [(c, at.get(c), _CONVERT[_KIND.get(c, float)]) for c in names]
+
+        self._gpu, self._sample = columns(GPU_COLUMNS), columns(SAMPLE_COLUMNS)
+        per_gpu_convs = [_CONVERT[_KIND.get(k, float)] for k in PER_GPU_KEYS]
+        self._per_gpu = [(index, per_gpu_convs, [at[c] for c in per_gpu_columns([index])])
+                         for index in per_gpu_indexes(header)]
+
+    def messages(self, cells: Sequence[str]) -> list[Message]:
+        """A row's messages: an event; for a sample row its NVML sample (when it has one) and
+        then the workload's, the order in which the recorder saw them; none for a summary row."""
+        kind, t = cells[self._kind], _time(cells[self._t])
+        if kind == "event":
+            kw = {f: cells[i] if i is not None else "" for f, i in self._events}
+            return [Event(time_s=t, **kw)]  # type: ignore[arg-type]
+        if kind != "sample":
+            return []
+        out: list[Message] = []
+        g = {c: conv(cells[i]) if i is not None else None for c, i, conv in self._gpu}
+        if any(v is not None for v in g.values()):
+            out.append(GpuSample(time_s=t, **g))  # type: ignore[arg-type]
+        s = {c: conv(cells[i]) if i is not None else None for c, i, conv in self._sample}
+        knobs = cells[self._knobs] if self._knobs is not None else ""
+        out.append(Sample(time_s=t, knobs=knobs or "none", **s))  # type: ignore[arg-type]
+        return out
 
 
 def parse_rows(rows: Iterable[dict[str, str]]) -> Iterator[Message]:
-    """Turn CSV rows (as ``csv.DictReader`` gives them) back into messages, oldest first.
-
-    A sample row gives its NVML sample first, then the workload's: the order in which the
-    recorder saw them (the NVML values were joined into the row before it was written)."""
+    """Turn CSV rows (as ``csv.DictReader`` gives them) back into messages, oldest first."""
+    parsers: dict[tuple[str, ...], RowParser] = {}
     for row in rows:
-        kind = row.get("row_kind")
-        t = float(row["time_s"])
-        if kind == "event":
-            yield Event(
-                time_s=t,
-                kind=row["event_kind"],  # type: ignore[arg-type]
-                what=row.get("event_what", ""),
-                before=row.get("event_before", ""),
-                after=row.get("event_after", ""),
-                message=row.get("event_message", ""),
-            )
-        elif kind == "sample":
-            g = {c: _parse(c, row.get(c, "")) for c in GPU_COLUMNS}
-            if any(v is not None for v in g.values()):
-                yield GpuSample(time_s=t, **g)  # type: ignore[arg-type]
-            s = {c: _parse(c, row.get(c, "")) for c in SAMPLE_COLUMNS}
-            yield Sample(time_s=t, knobs=row.get(KNOBS_COLUMN) or "none", **s)  # type: ignore[arg-type]
+        header = tuple(row)
+        parser = parsers.get(header) or parsers.setdefault(header, RowParser(header))
+        yield from parser.messages(list(row.values()))
 
 
 def read_messages(stream: TextIO) -> Iterator[Message]:

@@ -53,8 +53,13 @@ class _Interrupted:
     def _handle(self, signum: int, frame: Any) -> None:
         if self.signal is None:
             self.signal = signum
+            if signum == signal.SIGINT:
+                _announce("stopping after the current step (Ctrl-C again to force)")
+            else:
+                _announce(f"{signal.Signals(signum).name}: stopping after the current step")
         elif signum == signal.SIGINT and not self.forced:
             self.forced = True
+            _announce("forced: terminating the workload now")
             raise KeyboardInterrupt  # a second Ctrl-C: stop waiting for the child
         # later signals: the child is already being terminated, and the CSV closes after it
 
@@ -72,6 +77,15 @@ class _Interrupted:
     def stop_timeout(self) -> float:
         """How long to wait for the child to stop: not at all after a second Ctrl-C."""
         return 0 if self.forced else STOP_TIMEOUT_S
+
+
+def _announce(text: str) -> None:
+    """A line on stderr from a signal handler, at once: one ``os.write`` (``print`` could be in
+    the middle of writing to the same buffered stream); a closed terminal (SIGHUP) is ignored."""
+    try:
+        os.write(sys.stderr.fileno(), f"gpudash: {text}\n".encode())
+    except (OSError, ValueError):
+        pass
 
 
 def _say(text: str) -> None:

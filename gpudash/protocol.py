@@ -223,6 +223,8 @@ class SourceInfo:
     log_path: str | None = None  # where the workload process's own output goes
     started_details: dict[str, str] = field(default_factory=dict)  # the last "started" event's
     bad_rows: int = 0  # malformed rows of a recording skipped so far
+    loading: str | None = None  # a recording still being read: how far ("reading 37% of run.csv (…)")
+    notes: tuple[str, ...] = ()  # one-line warnings to tell once it has started (a metadata file ignored)
 
 
 class EngineSource(Protocol):

@@ -1,211 +1,333 @@
 """``ReplaySource``: a recorded CSV as an ``EngineSource``, for ``gpudash replay``.
 
-Textual-free and torch-free. Without ``follow`` the first ``poll()`` returns the whole file;
-with ``follow`` every ``poll()`` returns the rows appended since the last one. A last line
-that is still being written (no newline yet, or an open quote) is kept back until it is
-complete, so a half-written row is never parsed. Controls make no sense on a recording:
-``send()`` raises ``ReadOnlyError``.
+Textual-free and torch-free. The file is treated as hostile: ``start()`` refuses one that is
+not a gpudash recording (``NotARecording``: empty, header only, or missing columns), and the
+metadata beside it is checked (``gpudash.sidecar``) and ignored, with the reason, when bad.
 
-Run metadata (GPU, driver, config) comes from the JSON file the recorder writes beside the
-CSV, when there is one.
+The rows are parsed off the caller's thread: ``start()`` begins a reader thread that turns
+the file into messages in batches on a bounded queue, and ``poll()`` hands out at most
+``POLL_MAX_MESSAGES`` at a time, so a dashboard that ingests them on its own thread stays
+responsive over a file of any size (``info.loading`` says how far the reading is). With
+``follow`` the thread keeps reading rows as they are appended. ``RecordingReader`` is the
+parsing itself, synchronous: a row still being written (no newline yet, or an open quote) is
+kept back until it is complete, and a malformed row is skipped and counted. Controls make no
+sense on a recording: ``send()`` raises ``ReadOnlyError``.
 """
 
 from __future__ import annotations
 
 import csv
 import io
-import json
 import os
-from pathlib import Path
+import queue
+import threading
+import time
 from typing import Any
 
-from gpudash.csvformat import COLUMNS, parse_rows
+from gpudash.csvformat import ROW_KINDS, RowParser, missing_columns
 from gpudash.protocol import Control, GpuInfo, Message, RunConfig, SourceInfo
+from gpudash.sidecar import (  # noqa: F401 - config_from_metadata, load_metadata: this module's API too
+    UNKNOWN_CONFIG,
+    Sidecar,
+    config_from_metadata,
+    gpu_info_from_metadata,
+    load_metadata,
+    read_sidecar,
+)
 
-CHUNK = 1 << 20
+CHUNK = 256 << 10  # bytes read (and parsed) at a time: about 1 000 rows
+MAX_RECORD = 1 << 20  # a "row" longer than this without its end is not one: skipped
+POLL_MAX_MESSAGES = 6000  # per poll(): about 40 ms of the dashboard's ingest
+QUEUED_BATCHES = 16  # parsed chunks the reader may hold before it waits for poll()
+FOLLOW_WAIT_S = 0.2  # how often a followed file is checked for new rows
 
 
 class ReadOnlyError(RuntimeError):
     """A control was sent to a replay."""
 
 
-def metadata_path_candidates(csv_path: str | os.PathLike[str]) -> list[Path]:
-    p = Path(csv_path)
-    return [p.with_suffix(".json"), Path(str(p) + ".json"), p.with_name(p.stem + ".meta.json")]
+class NotARecording(ValueError):
+    """The file is not a gpudash recording (or has nothing in it): one line saying why."""
 
 
-def load_metadata(csv_path: str | os.PathLike[str]) -> dict[str, Any]:
-    """The JSON metadata beside a CSV, or {} when there is none (or it is unreadable)."""
-    for cand in metadata_path_candidates(csv_path):
+def _complete_prefix(text: str) -> int:
+    """The length of the longest prefix of ``text`` made of whole CSV records: it ends with a
+    newline outside quotes (0: no record is complete yet). Linear in ``len(text)``."""
+    last = text.rfind("\n")
+    if last < 0:
+        return 0
+    if text.count('"', 0, last) % 2 == 0:  # the common case: no quote open at the last newline
+        return last + 1
+    end, pos, odd = 0, 0, False
+    while (nl := text.find("\n", pos, last + 1)) >= 0:
+        odd ^= bool(text.count('"', pos, nl) % 2)
+        pos = nl + 1
+        if not odd:
+            end = pos
+    return end
+
+
+class RecordingReader:
+    """A recording's rows as messages, read incrementally from an open text file."""
+
+    def __init__(self, f: io.TextIOBase, name: str) -> None:
+        self._f = f
+        self.name = name
+        self.fields: list[str] | None = None
+        self._kind_at = 0  # where row_kind is in the header
+        self._parser: RowParser | None = None
+        self._pending = ""
+        self._skipping = False  # dropping an overlong record until its newline
+        self.at_end = False  # the last read reached the end of the file (as it was then)
+        self.bytes_read = 0  # characters, to be exact: progress only
+        self.rows_read = 0
+        self.bad_rows = 0
+
+    def read(self, size: int = CHUNK) -> list[Message]:
+        """Parse up to ``size`` more characters; the messages of the rows completed."""
+        chunk = self._f.read(size)
+        self.at_end = len(chunk) < size
+        self.bytes_read += len(chunk)
+        self._pending += chunk
+        if self._skipping:  # the rest of an overlong record: up to the next newline
+            nl = self._pending.find("\n")
+            if nl < 0:
+                self._pending = ""
+                return []
+            self._pending, self._skipping = self._pending[nl + 1 :], False
+        cut = _complete_prefix(self._pending)
+        if cut == 0 and len(self._pending) > MAX_RECORD:  # no end in sight (or a stray quote): one bad record
+            if self.fields is None:
+                raise NotARecording(f"{self.name}: not a gpudash recording (its first line is over "
+                                    f"{MAX_RECORD >> 20} MiB)")
+            self._pending, self._skipping, self.bad_rows = "", True, self.bad_rows + 1
+            return []
+        done, self._pending = self._pending[:cut], self._pending[cut:]
+        return self._parse(done)
+
+    def finish(self) -> list[Message]:
+        """The whole file is read: a last row without its newline is complete after all."""
+        rest, self._pending = self._pending, ""
+        return self._parse(rest + "\n") if rest.strip() and not self._skipping else []
+
+    @property
+    def has_rows_pending(self) -> bool:
+        return bool(self._pending.strip())
+
+    def _parse(self, text: str) -> list[Message]:
+        out: list[Message] = []
+        rows = csv.reader(io.StringIO(text))
+        while True:
+            try:
+                cells = next(rows)
+            except StopIteration:
+                return out
+            except csv.Error:
+                self.bad_rows += 1
+                continue
+            if not cells:
+                continue
+            if self.fields is None:
+                if not "".join(cells).strip():  # blank lines before the header
+                    continue
+                self._check_header(cells)
+                continue
+            out.extend(self._row(cells))
+
+    def _check_header(self, cells: list[str]) -> None:
+        missing = missing_columns(cells)
+        if missing:
+            shown = ", ".join(missing[:6]) + (f" and {len(missing) - 6} more" if len(missing) > 6 else "")
+            raise NotARecording(f"{self.name}: not a gpudash recording (missing columns: {shown})")
+        self.fields = cells
+        self._kind_at = cells.index("row_kind")
+        self._parser = RowParser(cells)
+
+    def _row(self, cells: list[str]) -> list[Message]:
+        if self._parser is None or len(cells) != len(self.fields or ()) or cells[self._kind_at] not in ROW_KINDS:
+            self.bad_rows += 1
+            return []
         try:
-            with open(cand, encoding="utf-8") as f:
-                data = json.load(f)
-        except (OSError, ValueError):
-            continue
-        if isinstance(data, dict):
-            return data
-    return {}
-
-
-def _get(d: dict[str, Any], *keys: str) -> Any:
-    """The first key present in ``d`` or in its nested dicts ``gpu``/``config``/``nvml``."""
-    for k in keys:
-        if k in d and d[k] not in (None, ""):
-            return d[k]
-    for sub in ("gpu", "gpu_info", "nvml", "config"):
-        inner = d.get(sub)
-        if isinstance(inner, dict):
-            v = _get(inner, *keys)
-            if v is not None:
-                return v
-    return None
-
-
-def gpu_info_from_metadata(meta: dict[str, Any]) -> GpuInfo:
-    name = _get(meta, "gpu_name", "gpu", "name")
-    names = _get(meta, "names", "gpu_names")
-    if isinstance(name, dict):
-        name = None
-    if isinstance(names, list) and names:
-        names_t = tuple(str(n) for n in names)
-    elif isinstance(name, str):
-        names_t = (name,)
-    else:
-        names_t = ()
-    index = _get(meta, "index", "gpu_index")
-    if not isinstance(index, int):
-        index = 0 if names_t else None
-    if isinstance(name, str) and names_t and index is not None and index < len(names_t):
-        names_t = names_t[:index] + (name,) + names_t[index + 1 :]
-    driver = _get(meta, "driver", "driver_version")
-    why = _get(meta, "nvml_unavailable", "unavailable")
-    available = bool(names_t) and not why
-    if not meta:
-        why = "no metadata file beside the CSV"
-    return GpuInfo(
-        available=available,
-        unavailable=None if available else (str(why) if why else "NVML was unavailable when recorded"),
-        driver=str(driver) if driver else None,
-        names=names_t,
-        index=index,
-    )
-
-
-def config_from_metadata(meta: dict[str, Any]) -> RunConfig:
-    cfg = meta.get("config") if isinstance(meta.get("config"), dict) else meta
-    kw: dict[str, Any] = {}
-    for k in ("workload", "variant", "batch_size", "device"):
-        v = cfg.get(k) if isinstance(cfg, dict) else None
-        if v not in (None, ""):
-            kw[k] = v
-    if isinstance(cfg, dict) and isinstance(cfg.get("knobs"), str):
-        kw["knobs"] = cfg["knobs"]
-    if meta.get("device"):  # the device the run really used (the config may say "auto")
-        kw["device"] = str(meta["device"])
-    try:
-        return RunConfig(**kw)
-    except TypeError:
-        return RunConfig()
+            msgs = self._parser.messages(cells)
+        except (ValueError, KeyError, TypeError, ArithmeticError):
+            self.bad_rows += 1
+            return []
+        self.rows_read += 1
+        return msgs
 
 
 class ReplaySource:
-    """Messages of a recorded CSV, read incrementally (``follow``) or all at once."""
+    """Messages of a recorded CSV, read by a thread: all of it, or (``follow``) as it grows."""
 
     def __init__(self, path: str | os.PathLike[str], follow: bool = False) -> None:
         self.path = str(path)
         self.follow = follow
+        self.sidecar = Sidecar()
         self.metadata: dict[str, Any] = {}
-        self.config = RunConfig()
+        self.config: RunConfig = UNKNOWN_CONFIG
         self.gpu_info = GpuInfo(available=False, unavailable="replay not started")
         self._f: io.TextIOWrapper | None = None
-        self._fields: list[str] | None = None
-        self._pending = ""
-        self._eof = False
-        self._started = False
-        self.rows_read = 0
-        self.bad_rows = 0
+        self._reader: RecordingReader | None = None
+        self._size = 0
+        self._batches: queue.Queue[list[Message]] = queue.Queue(maxsize=QUEUED_BATCHES)
+        self._carry: list[Message] = []  # a batch poll() has begun to hand out
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._done = False  # the reader thread has finished (without follow: the whole file is read)
+        self._caught_up = False  # the reader has been to the end of the file once
+        self._error: Exception | None = None  # what stopped the reader thread, told once by poll()
 
     # -- EngineSource ---------------------------------------------------------------------------
     @property
     def info(self) -> SourceInfo:
-        return SourceInfo(replay=True, path=self.path, follow=self.follow, bad_rows=self.bad_rows)
+        return SourceInfo(replay=True, path=self.path, follow=self.follow, bad_rows=self.bad_rows,
+                          loading=self.loading, notes=(self.sidecar.note,) if self.sidecar.note else ())
+
+    @property
+    def rows_read(self) -> int:
+        return self._reader.rows_read if self._reader else 0
+
+    @property
+    def bad_rows(self) -> int:
+        return self._reader.bad_rows if self._reader else 0
+
+    @property
+    def loading(self) -> str | None:
+        """"reading 37% · 74 000 rows" until the file's rows (as they were at the start) are all
+        handed out; None after."""
+        if self._reader is None or (self._caught_up and self._drained):
+            return None
+        share = f"{min(99, 100 * self._reader.bytes_read // max(1, self._size))}% · " if self._size else ""
+        return f"reading {share}{self.rows_read:,} rows".replace(",", " ")
 
     def start(self) -> None:
-        """Open the file (raises OSError if it cannot be read) and read its metadata."""
-        if self._started:
+        """Open and check the file, read its metadata, start the reader thread.
+
+        Raises OSError when the file cannot be read and ``NotARecording`` when it is not a
+        gpudash recording (without ``follow``: also when it has no rows); the file is closed then."""
+        if self._f is not None or self._done:
             return
-        self._f = open(self.path, encoding="utf-8", newline="")
-        self._started = True
-        self.metadata = load_metadata(self.path)
-        self.gpu_info = gpu_info_from_metadata(self.metadata)
+        self._f = open(self.path, encoding="utf-8", errors="replace", newline="")
+        try:
+            self._size = os.fstat(self._f.fileno()).st_size
+            self._reader = RecordingReader(self._f, os.path.basename(self.path))
+            first = self._read_header()
+        except BaseException:
+            self._done = True  # nothing will come: not alive
+            self.stop()
+            raise
+        self.sidecar = read_sidecar(self.path)
+        self.metadata = self.sidecar.data
+        why_none = self.sidecar.note or "no metadata file beside the CSV"
+        self.gpu_info = gpu_info_from_metadata(self.metadata, why_none)
         self.config = config_from_metadata(self.metadata)
+        if first:
+            self._batches.put(first)
+        self._thread = threading.Thread(target=self._run, name=f"replay {self.path}", daemon=True)
+        self._thread.start()
+
+    def _read_header(self) -> list[Message]:
+        """Read until the header is complete and checked; the messages of any rows read with it."""
+        reader, out = self._reader, []
+        assert reader is not None
+        while reader.fields is None:
+            out += reader.read()
+            if reader.fields is None and reader.at_end:
+                out += reader.finish()  # a header without its newline
+                if reader.fields is None:
+                    if self.follow:  # a file just created: its header is still to come
+                        return out
+                    raise NotARecording(f"{reader.name} is empty: not a gpudash recording")
+        if not self.follow and reader.at_end and not out and not reader.has_rows_pending:
+            raise NotARecording(f"{reader.name} has only its header: nothing was recorded")
+        return out
 
     def send(self, control: Control) -> None:
         raise ReadOnlyError("replay is read-only: controls do not apply to a recording")
 
     def poll(self) -> list[Message]:
-        if self._f is None or (self._eof and not self.follow):
-            return []
-        out: list[Message] = []
-        while True:
-            chunk = self._f.read(CHUNK)
-            if not chunk:
+        """Up to ``POLL_MAX_MESSAGES`` messages, oldest first; never blocks. Raises, once, what
+        stopped the reader (a followed file whose header turned out not to be a recording's)."""
+        out = self._carry
+        self._carry = []
+        while len(out) < POLL_MAX_MESSAGES:
+            try:
+                out.extend(self._batches.get_nowait())
+            except queue.Empty:
                 break
-            self._pending += chunk
-            out.extend(self._parse_complete())
-            if len(chunk) < CHUNK:
-                break
-        if not self.follow:
-            # the whole file is read: a last line without its newline is complete after all
-            if self._pending.strip():
-                self._pending += "\n"
-                out.extend(self._parse_complete())
-            self._eof = True
+        out, self._carry = out[:POLL_MAX_MESSAGES], out[POLL_MAX_MESSAGES:]
+        if not out and self._error is not None:
+            error, self._error = self._error, None
+            raise error
         return out
 
     @property
+    def _drained(self) -> bool:
+        return not self._carry and self._batches.empty()
+
+    @property
     def alive(self) -> bool:
-        return self._f is not None and (self.follow or not self._eof)
+        """Without ``follow``: until every row has been handed out; with it, until stopped."""
+        if self._reader is None:
+            return False
+        if self.follow:
+            return not self._stop.is_set() and (not self._done or not self._drained)
+        return not (self._done and self._drained)
 
     def restart(self) -> None:
         raise ReadOnlyError("replay is read-only: nothing to restart")
 
     def stop(self) -> None:
+        """Stop the reader thread and close the file. Idempotent."""
+        self._stop.set()
+        thread, self._thread = self._thread, None
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=5)
         if self._f is not None:
             self._f.close()
             self._f = None
 
-    # -- parsing --------------------------------------------------------------------------------
-    def _parse_complete(self) -> list[Message]:
-        cut = self._pending.rfind("\n")
-        if cut < 0:
-            return []
-        done = self._pending[: cut + 1]
-        # a newline inside a quoted cell: wait for the rest of the record
-        while done.count('"') % 2:
-            cut = done.rfind("\n", 0, len(done) - 1)
-            if cut < 0:
-                return []
-            done = done[: cut + 1]
-        self._pending = self._pending[len(done) :]
-        rows = list(csv.reader(io.StringIO(done)))
-        if self._fields is None and rows:
-            self._fields = rows.pop(0)
-        fields = self._fields or COLUMNS
-        dicts = []
-        for r in rows:
-            if not r:
-                continue
-            if len(r) != len(fields):
-                self.bad_rows += 1
-                continue
-            dicts.append(dict(zip(fields, r)))
-        out: list[Message] = []
-        for d in dicts:
+    # -- the reader thread --------------------------------------------------------------------------
+    def _run(self) -> None:
+        reader = self._reader
+        assert reader is not None
+        try:
+            while not self._stop.is_set():
+                batch = reader.read()
+                if reader.at_end and not self.follow:
+                    self._put(batch + reader.finish())
+                    break
+                self._put(batch)
+                if reader.at_end:
+                    self._caught_up = True
+                    self._stop.wait(FOLLOW_WAIT_S)
+        except Exception as exc:  # noqa: BLE001 - told by poll(), the dashboard stays up
+            self._error = exc
+        finally:
+            self._caught_up = self._done = True
+
+    def _put(self, batch: list[Message]) -> None:
+        """Queue a batch, waiting while the queue is full (until stopped)."""
+        while batch and not self._stop.is_set():
             try:
-                out.extend(parse_rows([d]))
-            except (ValueError, KeyError, TypeError):
-                self.bad_rows += 1
+                self._batches.put(batch, timeout=0.1)
+                return
+            except queue.Full:
                 continue
-            self.rows_read += 1
-        return out
+
+
+def read_all(source: ReplaySource, timeout_s: float = 120.0) -> list[Message]:
+    """Start ``source`` (without follow) and collect every message it has (tests, benchmarks)."""
+    source.start()
+    out: list[Message] = []
+    deadline = time.monotonic() + timeout_s
+    while source.alive:
+        got = source.poll()
+        out += got
+        if not got:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"reading {source.path} took more than {timeout_s:g} s")
+            time.sleep(0.005)
+    source.stop()
+    return out
+

@@ -14,7 +14,7 @@ from gpudash import csvformat
 from gpudash.metrics import METRICS, NVML_KEYS, STAT_KEYS, WORKLOAD_KEYS, Origin
 from gpudash.protocol import Event, GpuSample, Sample, SetBatchSize
 from gpudash.record import CsvRecorder
-from gpudash.replay import ReplaySource
+from gpudash.replay import ReplaySource, read_all
 from gpudash.stats import DashState
 from gpudash.tui.demo import SyntheticSource
 from workloads.registry import FAMILIES, Fix, WorkloadError, family
@@ -84,10 +84,8 @@ def test_csv_and_screen_agree_on_joules_per_step(tmp_path: Path) -> None:
             on_screen.append(live.now("joules_per_step"))
     assert on_screen == pytest.approx(in_csv, rel=1e-5)  # the CSV keeps 6 significant digits
 
-    src = ReplaySource(path)
-    src.start()
     replayed, from_file = DashState(mode="whole"), []
-    for m in src.poll():
+    for m in read_all(ReplaySource(path)):
         replayed.ingest(m)
         if isinstance(m, Sample):
             from_file.append(replayed.now("joules_per_step"))

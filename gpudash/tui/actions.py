@@ -77,7 +77,10 @@ ACTIONS: tuple[Action, ...] = (
            tooltip="Reset the scroll-wheel zoom of the time axis", in_footer=False),
     Action("help", "question_mark,f1", "Help", "Help: keys and charts", "the keys and what every chart means",
            key_display="?"),
-    Action("quit", "q", "Quit", "Quit", "stop the workload cleanly and leave"),
+    # ctrl+c quits like q, as in most terminal monitors; with text selected it copies it instead
+    # (Textual's screen binding, tried first, passes the key on when nothing is selected)
+    Action("quit", "q,ctrl+c", "Quit", "Quit", "stop the workload cleanly and leave (also ctrl+c)",
+           key_display="q"),
 )
 
 STEERING: frozenset[str] = frozenset(a.name for a in ACTIONS if a.steers)

@@ -14,17 +14,21 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sys
 import time
 from collections.abc import Callable, Iterable
 from datetime import datetime
 from functools import partial
 from pathlib import Path
 
+from textual import events
 from textual.app import App, ComposeResult, SystemCommand
 from textual.containers import Container
 from textual.css.query import NoMatches
+from textual.geometry import Size
 from textual.screen import Screen
 from textual.widgets import Footer, Static
+from textual.worker import WorkerFailed
 
 from gpudash.config import UserConfig
 from gpudash.controller import STARTING, DashController, Notice, RecorderFactory, Severity
@@ -32,6 +36,8 @@ from gpudash.protocol import EngineSource, ExitCode, GpuInfo, Message, RunConfig
 from gpudash.stats import Status
 from gpudash.tui import actions
 from gpudash.tui.charts import CHARTS, MetricChart
+from gpudash.tui.crash import report_crash
+from gpudash.tui.layout import layout_for, notice_text
 from gpudash.tui.timeview import TimeView
 from gpudash.tui.user_settings import keep_user_settings
 from gpudash.tui.widgets import HelpScreen, KnobsScreen, MessageBar, PickScreen, PromptScreen, RunHeader, StatsPanel
@@ -39,9 +45,6 @@ from gpudash.tui.widgets import StatsTable, stats_table
 from workloads.registry import FAMILIES, WorkloadError, parse_batch_size
 
 HINT = "? help · ctrl+p all commands"
-COMPACT_CHARTS = ("throughput", "step_time", "gpu_util", "power")
-COMPACT_CHARTS_NO_GPU = ("throughput", "step_time", "syncs")
-TALL = 40  # rows from which all six charts are shown
 COPY_FORMATS = {"Markdown": StatsTable.markdown, "CSV": StatsTable.csv}  # the palette's "Copy stats as …"
 TRACE_DIR = "gpudash-traces"  # a live run's profiler windows go here (in the working directory)
 
@@ -78,11 +81,13 @@ class GpuDashApp(App[int]):
         self.toasts = toasts
         self._stopping = False
         self._layout_gpu_info: GpuInfo | None = None
+        self._layout_size: Size | None = None  # the terminal's, as the last resize said
         self._drawn_version = -1
         self._drawn_size: tuple[tuple[int, int], ...] | None = None
         self._t0 = clock()
         self.first_frame_at: float | None = None
         self.redraws = 0
+        self.crash_line: str | None = None  # an exception nothing caught: the one line to print on exit
         self.save_dir = save_dir  # screenshots go here (the config's record directory); None: the cwd
         self.view = TimeView()  # the charts' time window: the whole run, or zoomed with the wheel
 
@@ -117,34 +122,32 @@ class GpuDashApp(App[int]):
         if self.first_frame_at is None:
             self.first_frame_at = time.perf_counter()
 
-    def on_resize(self) -> None:
-        self._apply_layout()
+    def on_resize(self, event: events.Resize) -> None:
+        self._apply_layout(event.size)  # the app's own size may not have caught up yet
         self._redraw(force=True)
 
     def _gpu_available(self) -> bool:
         info = self.state.gpu_info
         return info is None or info.available
 
-    def _apply_layout(self) -> None:
+    def _apply_layout(self, size: Size | None = None) -> None:
+        """Charts, the GPU notice and the stats panel for the terminal's size (``gpudash.tui.layout``)."""
         self._layout_gpu_info = self.state.gpu_info
-        gpu = self._gpu_available()
-        tall = self.size.height >= TALL
-        if gpu:
-            shown = {s.id for s in CHARTS} if tall else set(COMPACT_CHARTS)
-        else:
-            shown = set(COMPACT_CHARTS_NO_GPU)
+        self._layout_size = size = size or self._layout_size or self.size
+        layout = layout_for(size.width, size.height, self._gpu_available(), tuple(s.id for s in CHARTS))
         for chart in self.query(MetricChart):
-            chart.display = chart.spec.id in shown
+            chart.display = chart.spec.id in layout.charts
+        grid = self.query_one("#charts")
+        grid.display = bool(layout.charts) or layout.notice
+        grid.styles.grid_size_columns, grid.styles.min_height = layout.columns, layout.min_rows
+        self.query_one(StatsPanel).styles.max_height = layout.stats_rows
         notice = self.query_one("#gpu-notice", Static)
-        notice.display = not gpu
-        if not gpu:
+        notice.display = layout.notice
+        notice.set_class(not layout.boxed_notice, "-bare")
+        if layout.notice:
             info = self.state.gpu_info
-            why = info.unavailable if info is not None else "unknown"
-            notice.update(
-                "GPU charts are empty: no NVML telemetry.\n\n"
-                f"NVML unavailable: {why}\n\n"
-                "Throughput and step times are measured as usual."
-            )
+            notice.update(notice_text((info.unavailable if info is not None else None) or "unknown"))
+        self.call_after_refresh(self._redraw, True)  # the charts at the sizes this layout gives them
 
     @property
     def visible_charts(self) -> list[MetricChart]:
@@ -162,7 +165,8 @@ class GpuDashApp(App[int]):
                 return
             self.call_from_thread(self._source_started)
 
-        self.run_worker(work, thread=True, name=name, exit_on_error=False)
+        # the source's own failure is told above; one in the callbacks is the app's: it exits (crash_line)
+        self.run_worker(work, thread=True, name=name, exit_on_error=True)
 
     def _source_started(self) -> None:
         if not self._stopping:  # quitting: the source is being stopped, nothing more to read
@@ -226,10 +230,21 @@ class GpuDashApp(App[int]):
 
     def redraw_charts(self) -> None:
         t0, t1 = self.view.window(*self.state.time_range())
-        note = STARTING if self.state.status == Status.STARTING and not self.replay else None
+        note = self._chart_note()
         for chart in self.visible_charts:
             chart.update_from(self.state, t0, t1, note=note)
         self.redraws += 1
+
+    def _chart_note(self) -> str | None:
+        """What an empty chart says instead of "waiting for the first sample…", when it knows better."""
+        if not self.replay:
+            return STARTING if self.state.status == Status.STARTING else None
+        info = self.controller.info
+        if info.loading:
+            return info.loading
+        if self.source_ready and not self.source.alive and self.state.last_sample is None:
+            return "no samples in this recording"
+        return None
 
     def say(self, text: str, severity: str = "info", toast: bool = False) -> None:
         try:
@@ -405,6 +420,19 @@ class GpuDashApp(App[int]):
         self.say(f"stats table copied as {kind} ({len(table.headers)} metrics × {len(table.rows)} rows); "
                  "paste it anywhere (OSC 52)", toast=True)
 
+    def _handle_exception(self, error: Exception) -> None:
+        """An exception nothing caught: Textual exits with status 1; its traceback goes to a log
+        file instead of the terminal, and ``crash_line`` (printed by ``_run_app``) says where."""
+        if self.crash_line is None:
+            cause = error.error if isinstance(error, WorkerFailed) else error  # a thread's: its own exception
+            try:
+                where = self.controller.info.path or "a live run"
+            except Exception:  # noqa: BLE001 - the source may be what failed
+                where = "?"
+            self.crash_line = report_crash(cause, f"source: {where}")
+        super()._handle_exception(error)
+        self._exit_renderables.clear()  # Textual's full-screen traceback: in the log instead
+
     async def action_quit(self) -> None:
         if self._stopping:
             return
@@ -461,21 +489,27 @@ def with_trace_dir(config: RunConfig, cwd: str | None = None) -> RunConfig:
     return dataclasses.replace(config, trace_dir=os.path.join(os.path.abspath(cwd or os.getcwd()), TRACE_DIR))
 
 
-def _run_app(source: EngineSource, user_config: UserConfig | None = None) -> int:
-    """The dashboard over ``source`` until the user quits; the source is stopped however it ends."""
+def _run_app(source: EngineSource, user_config: UserConfig | None = None, headless: bool = False) -> int:
+    """The dashboard over ``source`` until the user quits; the source is stopped however it ends.
+    An exception (building the app, or in it) is one line on stderr naming its log, and status 1."""
     try:
         save_dir = user_config.get("record_dir") if user_config is not None else None  # screenshots too
-        code = GpuDashApp(source, save_dir=save_dir, user_config=user_config).run()
+        app = GpuDashApp(source, save_dir=save_dir, user_config=user_config)
+        code = app.run(headless=headless)
+        failed = app.crash_line
+    except Exception as exc:  # noqa: BLE001 - one line, the traceback in the log
+        code, failed = None, report_crash(exc, "building the dashboard")
     finally:
         source.stop()
+    if failed:
+        print(failed, file=sys.stderr, flush=True)
+        return ExitCode.FAILED
     return int(code or 0)
 
 
 def run_replay(path: str, follow: bool, user_config: UserConfig | None = None) -> int:
     """``gpudash replay PATH``: the dashboard over a recorded CSV. Returns the exit code."""
-    import sys
-
-    from gpudash.replay import ReplaySource
+    from gpudash.replay import NotARecording, ReplaySource
 
     # `gpudash replay` (cli._cmd_replay) has already checked that PATH is a readable file;
     # a file gone since (or a directory) still ends here as an OSError with a message.
@@ -484,6 +518,9 @@ def run_replay(path: str, follow: bool, user_config: UserConfig | None = None) -
         source.start()
     except OSError as exc:
         print(f"gpudash replay: cannot read {path}: {exc}", file=sys.stderr)
+        return ExitCode.USAGE
+    except NotARecording as exc:  # empty, header only, or another program's CSV
+        print(f"gpudash: error: {exc}", file=sys.stderr)
         return ExitCode.USAGE
     return _run_app(source, user_config)
 

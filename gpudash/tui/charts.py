@@ -244,9 +244,10 @@ class MetricChart(PlotextPlot):
         if self.spec.id == "memory" and state.last_gpu is not None and state.last_gpu.mem_total_mib:
             ymax = state.last_gpu.mem_total_mib / 1024
         left_top = ymax or _nice_top(top_left)
-        _axis(plt, left_top, "left")
+        rows = self.size.height - 4  # of the plot itself: less the title, the frame and the time labels
+        _axis(plt, left_top, "left", rows)
         if any(line.right for line in self.spec.lines):
-            _axis(plt, _nice_top(top_right), "right")
+            _axis(plt, _nice_top(top_right), "right", rows)
         ticks = _time_ticks(t0, t1, max(2, width // 8))
         plt.xticks([t for t, _ in ticks], [label for _, label in ticks])
         if drawn == 0:
@@ -278,9 +279,12 @@ class MetricChart(PlotextPlot):
         self.refresh()
 
 
-def _axis(plt, top: float, side: str) -> None:
+def _axis(plt, top: float, side: str, rows: int) -> None:
+    """The y axis from 0 to ``top``; its middle tick only where it has a row of its own (where two
+    ticks share a row, which label plotext keeps varies from run to run)."""
     plt.ylim(0, top, yside=side)
-    plt.yticks([0, top / 2, top], ["0", fmt_num(top / 2), fmt_num(top)], yside=side)
+    ticks = [0, top / 2, top] if rows >= 3 else [0, top]
+    plt.yticks(ticks, [fmt_num(t) if t else "0" for t in ticks], yside=side)
 
 
 def _fmt_time(t: float, step: float) -> str:

@@ -69,7 +69,7 @@ class RunHeader(Static):
     """Two lines: what runs (workload, variant, batch, device, time, status, REC); the knobs and the GPU."""
 
     DEFAULT_CSS = """
-    RunHeader { height: 2; background: $panel; padding: 0 1; }
+    RunHeader { height: 2; background: $panel; padding: 0 1; text-wrap: nowrap; text-overflow: ellipsis; }
     """
 
     def show(

@@ -23,6 +23,11 @@ async def wait_until(pilot, cond: Callable[[], bool], what: str = "condition", t
         await pilot.pause(0.02)
 
 
+async def replay_loaded(pilot, app) -> None:
+    """Until a replay (without follow) has handed every row of its file to the dashboard."""
+    await wait_until(pilot, lambda: app.source_ready and not app.source.alive, "the recording to be read")
+
+
 @pytest.fixture
 def fixed_clock() -> Callable[[], float]:
     return lambda: 0.0

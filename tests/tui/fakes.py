@@ -84,3 +84,13 @@ def run_segment(t0: float, t1: float, rate: float, **kw) -> list[Message]:
         if round(t * 4) % 2 == 0:
             out.append(gpu(t, energy=300.0 * t))
     return out
+
+
+def two_batch_run(gpu: bool = True) -> FakeSource:
+    """A source holding a run at batch 4 then 8 (with NVML samples, or none on a machine without)."""
+    src = FakeSource() if gpu else FakeSource(gpu_info=NO_GPU)
+    src.push(started(1.0, batch=4, device="cuda:0" if gpu else "cpu"), *run_segment(1.0, 15.0, 30.0, batch=4),
+             Event(15.0, "changed", "batch_size", "4", "8"), *run_segment(15.0, 30.0, 18.0, batch=8, steps0=450))
+    if not gpu:
+        src.queue = [m for m in src.queue if not isinstance(m, GpuSample)]
+    return src

@@ -14,7 +14,7 @@ from gpudash.tui.app import STARTING, GpuDashApp
 from gpudash.tui.charts import MetricChart
 from gpudash.tui.widgets import HelpScreen, KnobsScreen, MessageBar, PromptScreen, StatsPanel, plain_text
 
-from .conftest import wait_until
+from .conftest import replay_loaded, wait_until
 from .fakes import NO_GPU, FakeSource, run_segment, started
 from .test_replay import write_with_malformed_rows
 
@@ -316,7 +316,7 @@ async def test_no_nvml_says_why_the_gpu_panel_is_empty():
         await pilot.pause()
         notice = app.query_one("#gpu-notice")
         assert notice.display
-        assert "NVML Shared Library Not Found" in plain_text(notice, 60)
+        assert "NVML unavailable: NVML Shared Library Not Found" in plain_text(notice, 120)
         assert not chart(app, "gpu_util").display and not chart(app, "power").display
         assert "NVML unavailable" in plain_text(app.query_one("#header"), 120)
         assert "kernel%" not in plain_text(app.query_one(StatsPanel), 120)
@@ -369,7 +369,7 @@ async def test_replay_shows_markers_and_stats_read_only():
     app = make_app(src)
     assert app.replay
     async with app.run_test(size=SIZE) as pilot:
-        await ready(app, pilot)
+        await replay_loaded(pilot, app)
         app.refresh_now()
         await pilot.pause()
         labels = [label for _, label in chart(app, "throughput").marker_labels]
@@ -393,7 +393,7 @@ async def test_replay_says_how_many_malformed_rows_it_skipped(tmp_path):
     write_with_malformed_rows(p)
     app = make_app(ReplaySource(p))
     async with app.run_test(size=SIZE) as pilot:
-        await ready(app, pilot)
+        await replay_loaded(pilot, app)
         app.refresh_now()
         await pilot.pause()
         assert message(app) == "replay: 2 malformed rows skipped"
@@ -623,7 +623,7 @@ async def test_the_profile_key_says_why_not_without_a_trace_dir_and_in_a_replay(
         assert src.sent == [] and "no trace directory" in message(app)
     app = make_app(ReplaySource(FIXTURE))
     async with app.run_test(size=SIZE) as pilot:
-        await ready(app, pilot)
+        await replay_loaded(pilot, app)
         await pilot.press("T")
         assert "replay: read-only" in message(app) and "profiler window" in message(app)
         await pilot.press("p")  # every steering key says why, not only T

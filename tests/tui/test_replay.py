@@ -1,25 +1,37 @@
-"""ReplaySource: a recorded CSV as an EngineSource (whole file, or tailing one being written)."""
+"""ReplaySource: a recorded CSV as an EngineSource (whole file, or tailing one being written),
+read by a thread and handed out in bounded polls; RecordingReader, the parsing it runs."""
 
 from __future__ import annotations
 
 import shutil
+import time
 from pathlib import Path
 
 import pytest
 
 from gpudash.csvformat import event_row, format_row, header, sample_row
 from gpudash.protocol import Event, GpuSample, SetBatchSize
-from gpudash.replay import ReadOnlyError, ReplaySource
+from gpudash.replay import POLL_MAX_MESSAGES, ReadOnlyError, RecordingReader, ReplaySource, read_all
 
 from .fakes import gpu, sample
 
 FIXTURE = Path(__file__).parent / "data" / "replay.csv"
 
 
+def poll_until(src: ReplaySource, n: int, timeout_s: float = 30.0) -> list:
+    """Poll (as the dashboard's timer does) until ``n`` messages came."""
+    out: list = []
+    deadline = time.monotonic() + timeout_s
+    while len(out) < n:
+        assert time.monotonic() < deadline, f"only {len(out)} of {n} messages after {timeout_s} s"
+        out += src.poll()
+        time.sleep(0.01)
+    return out
+
+
 def test_reads_the_whole_recording_with_its_metadata():
     src = ReplaySource(FIXTURE)
-    src.start()
-    msgs = src.poll()
+    msgs = read_all(src)
     assert src.poll() == []
     events = [m for m in msgs if isinstance(m, Event)]
     assert [e.kind for e in events] == ["starting", "started", "changed", "changed", "changed"]
@@ -27,59 +39,94 @@ def test_reads_the_whole_recording_with_its_metadata():
     assert src.gpu_info.available and src.gpu_info.name.startswith("NVIDIA H100")
     assert src.gpu_info.driver == "550.54.15"
     assert src.config.device == "cuda:0"
-    assert not src.alive
+    assert not src.alive and src.info.loading is None
     with pytest.raises(ReadOnlyError):
         src.send(SetBatchSize(2))
-    src.stop()
 
 
 def test_without_metadata_the_gpu_info_says_why(tmp_path):
     p = tmp_path / "bare.csv"
     shutil.copy(FIXTURE, p)
     src = ReplaySource(p)
-    src.start()
+    msgs = read_all(src)
     assert not src.gpu_info.available and "no metadata" in src.gpu_info.unavailable
-    assert len(src.poll()) > 100
+    assert len(msgs) > 100
+    assert src.info.notes == ()  # no file is not a bad file: nothing to warn about
 
 
-def test_follow_waits_for_a_partial_last_line(tmp_path):
+def test_a_partial_last_line_waits_until_it_is_complete(tmp_path):
     p = tmp_path / "live.csv"
     rows = [format_row(header()),
             format_row(event_row(Event(0.5, "changed", "batch_size", "4", "8", 'a "quoted", message'))),
             format_row(sample_row(sample(1.0, 100.0), gpu(1.0))),
             format_row(sample_row(sample(1.25, 101.0), None))]
-    with p.open("w") as f:
+    with p.open("w") as f, p.open(newline="") as r:
+        rd = RecordingReader(r, "live.csv")
         f.write(rows[0] + rows[1][:10])  # half an event row
         f.flush()
-        src = ReplaySource(p, follow=True)
-        src.start()
-        assert src.poll() == []
+        assert rd.read() == []
         f.write(rows[1][10:] + rows[2][:-1])  # the event row completes; the sample has no newline yet
         f.flush()
-        got = src.poll()
+        got = rd.read()
         assert len(got) == 1 and got[0].message == 'a "quoted", message'
         f.write("\n" + rows[3])
         f.flush()
-        got = src.poll()
+        got = rd.read()
         assert [type(m).__name__ for m in got] == ["GpuSample", "Sample", "Sample"]  # NVML first, as recorded
         assert got[2].steps_per_s == 101.0
-    assert src.alive  # following: still listening
-    assert src.poll() == []
-    src.stop()
-    assert not src.alive
 
 
 def test_a_newline_inside_a_quoted_cell_waits_for_the_record(tmp_path):
     p = tmp_path / "q.csv"
     row = format_row(event_row(Event(1.0, "error", message="line one\nline two")))
     p.write_text(format_row(header()) + row[: row.index("\n") + 1])
+    with p.open(newline="") as r:
+        rd = RecordingReader(r, "q.csv")
+        assert rd.read() == []
+        with p.open("a") as f:
+            f.write(row[row.index("\n") + 1 :])
+        (e,) = rd.read()
+    assert e.message == "line one\nline two"
+
+
+def test_follow_hands_out_rows_as_they_are_appended(tmp_path):
+    p = tmp_path / "live.csv"
+    p.write_text(format_row(header()))  # a recording just begun: its header, no rows yet
     src = ReplaySource(p, follow=True)
     src.start()
-    assert src.poll() == []
-    with p.open("a") as f:
-        f.write(row[row.index("\n") + 1 :])
-    (e,) = src.poll()
-    assert e.message == "line one\nline two"
+    try:
+        with p.open("a") as f:
+            f.write(format_row(sample_row(sample(1.0, 100.0), None)))
+            f.flush()
+            (first,) = poll_until(src, 1)
+            f.write(format_row(sample_row(sample(1.25, 101.0), gpu(1.25))))
+            f.flush()
+            got = poll_until(src, 2)
+        assert first.steps_per_s == 100.0 and [type(m).__name__ for m in got] == ["GpuSample", "Sample"]
+        assert src.alive  # following: still listening
+    finally:
+        src.stop()
+    assert not src.alive
+
+
+def test_a_big_recording_comes_in_bounded_polls_with_its_progress(tmp_path):
+    p = tmp_path / "big.csv"
+    n = 3 * POLL_MAX_MESSAGES  # rows of one Sample each: at least three polls' worth
+    p.write_text(format_row(header()) + "".join(format_row(sample_row(sample(1 + i / 4, 100.0), None))
+                                                for i in range(n)))
+    src = ReplaySource(p)
+    src.start()
+    assert src.info.loading is not None and src.info.loading.startswith("reading")
+    sizes, total = [], 0
+    deadline = time.monotonic() + 60
+    while src.alive and time.monotonic() < deadline:
+        got = src.poll()
+        sizes.append(len(got))
+        total += len(got)
+        time.sleep(0.005)
+    assert total == n and max(sizes) <= POLL_MAX_MESSAGES
+    assert src.info.loading is None and not src.alive
+    src.stop()
 
 
 def write_with_malformed_rows(p: Path) -> None:
@@ -94,7 +141,6 @@ def test_malformed_rows_are_skipped_and_counted(tmp_path):
     p = tmp_path / "bad.csv"
     write_with_malformed_rows(p)
     src = ReplaySource(p)
-    src.start()
-    got = src.poll()
+    got = read_all(src)
     assert [m.time_s for m in got] == [1.0, 1.5]
     assert src.bad_rows == 2 and src.rows_read == 2

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from gpudash.protocol import Event
 from gpudash.replay import ReplaySource
 from gpudash.tui.app import GpuDashApp
 
 from .conftest import wait_until
-from .fakes import NO_GPU, FakeSource, run_segment, started
+from .fakes import NO_GPU, FakeSource, run_segment, started, two_batch_run
 
 SIZE = (120, 36)
 FIXTURE = Path(__file__).parent / "data" / "replay.csv"
@@ -26,7 +28,7 @@ def _app(source) -> GpuDashApp:
 
 def _settle(app: GpuDashApp):
     async def run_before(pilot) -> None:
-        await wait_until(pilot, lambda: app.source_ready, "the source")
+        await wait_until(pilot, lambda: app.source_ready and not (app.replay and app.source.alive), "the source")
         app.refresh_now()
         await pilot.pause()
 
@@ -74,3 +76,12 @@ def test_no_nvml(snap_compare):
 def test_replayed_csv(snap_compare):
     app = _app(ReplaySource(FIXTURE))
     assert snap_compare(app, terminal_size=SIZE, run_before=_settle(app))
+
+
+@pytest.mark.parametrize("size", [(80, 24), (40, 12)], ids=["80x24", "40x12"])
+@pytest.mark.parametrize("gpu", [True, False], ids=["gpu", "no_nvml"])
+def test_small_terminal(snap_compare, size, gpu):
+    """The header with its telemetry line, the empty GPU panel's reason (wrapped), the stats'
+    first row and the footer, at 80x24 and 40x12 (tests/tui/test_layout.py checks them in words)."""
+    app = _app(two_batch_run(gpu))
+    assert snap_compare(app, terminal_size=size, run_before=_settle(app))
