@@ -12,13 +12,18 @@ import signal
 import sys
 import time
 import traceback
+from collections import deque
 from typing import TYPE_CHECKING, Any
 
+from gpudash import faults
 from gpudash.engine import Builder, StepLoop, one_line, plain, progress_reports
-from gpudash.protocol import Control, Event, EventKind, Message, RunConfig, Sample, Stop
+from gpudash.protocol import SAMPLES_DROPPED, Control, Event, EventKind, Message, RunConfig, Sample, Stop
 
 if TYPE_CHECKING:  # pragma: no cover
     from workloads.base import Workload
+
+MAX_EVENT_BACKLOG = 1000  # events held while the parent does not read; the oldest go beyond this
+FLUSH_AT_EXIT_S = 10.0  # how long an exiting child waits for the parent to take its last events
 
 
 def resolve_device(torch: Any, name: str) -> Any:
@@ -67,28 +72,101 @@ def _isolate(log_path: str | None) -> None:
 
 
 class _Channel:
-    """The child's ends of the two queues."""
+    """The child's ends of the two queues.
 
-    def __init__(self, controls: Any, out: Any) -> None:
+    Training never waits for the parent: while the output queue is full, samples are dropped
+    (and counted: an "error" event with what="samples" says how many once the parent reads
+    again; steps are cumulative, so totals stay right) and events wait in order in a bounded
+    backlog, sent before anything newer.
+    """
+
+    def __init__(self, controls: Any, out: Any, t0: float | None = None) -> None:
+        import threading
+
         self._controls = controls
         self._out = out
+        self._t0 = time.monotonic() if t0 is None else t0
         self._parent_check = 0.0
         self.parent_gone = False
+        self._lock = threading.Lock()  # progress reports emit from a helper thread
+        self._backlog: deque[Message] = deque()  # events not yet sent, oldest first
+        self.dropped_samples = 0  # since the last report
+        self.dropped_events = 0  # backlog overflow, since the last report
+        self._dropping_since: float | None = None
 
     def emit(self, msg: Message) -> None:
-        """Send a message; a sample is dropped when the queue is full, an event waits up to 2 s."""
+        """Send a message now if the queue has room; else drop it (a sample) or keep it (an event)."""
+        with self._lock:
+            if not self._send_backlog():
+                self._hold(msg)
+            elif not self._put(msg):
+                self._hold(msg)
+
+    def _hold(self, msg: Message) -> None:
+        """Keep an event for later; count a dropped sample."""
+        if self._dropping_since is None:
+            self._dropping_since = time.monotonic()
+        if isinstance(msg, Sample):
+            self.dropped_samples += 1
+            return
+        if len(self._backlog) >= MAX_EVENT_BACKLOG:
+            self._backlog.popleft()
+            self.dropped_events += 1
+        self._backlog.append(msg)
+
+    def _put(self, msg: Message) -> bool:
         import queue
 
-        if isinstance(msg, Sample):
-            try:
-                self._out.put_nowait(msg)  # a slow reader drops samples; training never waits
-            except queue.Full:
-                pass
-        else:
-            try:
-                self._out.put(msg, timeout=2.0)
-            except queue.Full:
-                print(f"gpudash engine: output queue full, event dropped: {msg}", file=sys.stderr)
+        try:
+            self._out.put_nowait(msg)
+        except queue.Full:
+            return False
+        return True
+
+    def _send_backlog(self) -> bool:
+        """Send the held events, then the drop report; True when nothing is left waiting."""
+        while self._backlog:
+            if not self._put(self._backlog[0]):
+                return False
+            self._backlog.popleft()
+        if self._dropping_since is None:
+            return True
+        report = self._drop_report()
+        if report is not None and not self._put(report):
+            return False
+        self.dropped_samples = self.dropped_events = 0
+        self._dropping_since = None
+        return True
+
+    def _drop_report(self) -> Event | None:
+        """What was dropped since the queue filled up, as one event (None: nothing was)."""
+        if not (self.dropped_samples or self.dropped_events):
+            return None
+        assert self._dropping_since is not None
+        behind = time.monotonic() - self._dropping_since
+        lost = f"{self.dropped_samples} sample{'s' if self.dropped_samples != 1 else ''} dropped"
+        if self.dropped_events:
+            lost += f" and {self.dropped_events} event{'s' if self.dropped_events != 1 else ''} lost"
+        message = (f"{lost} over {behind:.1f} s: gpudash read the workload's messages too slowly "
+                   "(steps and samples are cumulative, so the totals stay right)")
+        details = {"dropped_samples": str(self.dropped_samples), "dropped_events": str(self.dropped_events),
+                   "behind_s": f"{behind:.3f}"}
+        return Event(time_s=time.monotonic() - self._t0, kind=EventKind.ERROR, what=SAMPLES_DROPPED, message=message,
+                     details=details)
+
+    def flush(self, timeout: float) -> None:
+        """Wait up to ``timeout`` s (while the parent lives) for held events to be sent."""
+        import multiprocessing
+
+        deadline = time.monotonic() + timeout
+        while True:
+            with self._lock:
+                if self._send_backlog():
+                    return
+            parent = multiprocessing.parent_process()
+            if time.monotonic() >= deadline or (parent is not None and not parent.is_alive()):
+                return
+            time.sleep(0.02)
 
     def next_control(self, timeout: float) -> Control | None:
         """The next control (waiting up to ``timeout`` s), or ``Stop`` once the parent is gone."""
@@ -110,7 +188,10 @@ class _Channel:
             return None
 
     def close(self) -> None:
-        """Close the output queue (without waiting for its pipe when the parent is gone)."""
+        """Send what is held, then close the output queue (without waiting for its pipe when
+        the parent is gone)."""
+        if not self.parent_gone:
+            self.flush(FLUSH_AT_EXIT_S)
         if self.parent_gone:
             self._out.cancel_join_thread()
         self._out.close()
@@ -176,6 +257,7 @@ def _run_child(config: RunConfig, channel: _Channel, t0: float) -> None:
         max_steps=config.max_steps,
         trace_dir=config.trace_dir,
         t0=t0,
+        fault=faults.for_workload(faults.from_env()),
     )
     details = _started_details(torch, loop, device)
     message = f"{workload.info.name} {workload.variant}, batch {workload.batch_size} on {device}"
@@ -189,7 +271,7 @@ def child_main(config: RunConfig, controls: Any, out: Any, log_path: str | None,
     """The spawned child's entry point: exit 0 after a clean stop, 1 after a crash."""
     _isolate(log_path)
     _platform_start_method()
-    channel = _Channel(controls, out)
+    channel = _Channel(controls, out, t0)
 
     def now() -> float:
         """Seconds since the session's ``t0``."""

@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from gpudash import argtypes
+from gpudash import argtypes, faults
 from gpudash.argtypes import Parser, UsageError, check_device
 from gpudash.protocol import ExitCode, RunConfig
 
@@ -41,6 +41,7 @@ DEFAULTS: dict[str, Any] = {  # every option's built-in default (the parsers hav
     "variant": None, "batch_size": None, "device": "auto", "image_size": None, "workers": None,
     "seed": 0, "steps": None, "knob": None, "theme": None, "no_color": False,
     "sample_interval": RunConfig.sample_interval_s, "interval": RunConfig.gpu_interval_s,
+    "watchdog": RunConfig.watchdog_s,
     "record": None, "duration": None, "log": None, "meta": None, "quiet": False, "force": False,
     "progress_every": None, "trace_every": None, "trace_steps": 20,
     "host": "127.0.0.1", "port": 8000, "public_url": None,
@@ -78,6 +79,9 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
                    help=f"seconds between throughput samples (default: {DEFAULTS['sample_interval']})")
     m.add_argument("--interval", type=argtypes.positive_float, metavar="S",
                    help=f"seconds between NVML GPU samples (default: {DEFAULTS['interval']})")
+    m.add_argument("--watchdog", type=argtypes.positive_float, metavar="S",
+                   help="seconds without a sample or event before the workload process is reported as not "
+                   f"responding; --record then stops it and exits 1 (default: {DEFAULTS['watchdog']:g})")
 
 
 def _add_theme_option(p: argparse.ArgumentParser) -> None:
@@ -252,6 +256,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         seed=args.seed,
         sample_interval_s=args.sample_interval,
         gpu_interval_s=args.interval,
+        watchdog_s=args.watchdog,
         max_steps=args.steps,
         knobs=knobs.text(),
     )
@@ -420,6 +425,10 @@ def _cmd_run_or_record(command: str, given: dict[str, Any]) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``gpudash`` console script; returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        faults.from_env()  # test-only (GPUDASH_FAULT): a bad value stops here, before anything starts
+    except faults.FaultSpecError as exc:
+        return _fail(str(exc))
     top, commands = build_parsers()
     given = vars(top.parse_args(argv))
     command = given.pop("command", None)

@@ -16,6 +16,9 @@ from typing import Any
 
 from gpudash.protocol import (
     ENDING_KINDS,
+    NOT_RESPONDING,
+    NVML_LOST,
+    SAMPLES_DROPPED,
     Control,
     EngineSource,
     Event,
@@ -94,6 +97,7 @@ class DashController:
         self.pending_knobs: Knobs | None = None  # asked for, not yet answered
         self.progress: str | None = None  # a slow change under way ("compiling… 12 s")
         self.pending_trace = False  # a profiler window asked for, not yet answered
+        self.hung = False  # the watchdog said the workload is not responding; nothing heard since
         self._bad_rows_told = 0
         self._notes_told = False  # the source's notes (a replay's metadata file ignored) are said once
 
@@ -118,8 +122,9 @@ class DashController:
         """Before ``source.restart()``; a Notice (and no restart) when it makes no sense."""
         if self.replay:
             return None
-        if not self.state.ended:
+        if not self.state.ended and not self.hung:
             return _warning("the workload is running; restart is for after a crash or stop")
+        self.hung = False
         self.state.mark_starting()
         self.ready = False
         return Notice("restarting the workload…")
@@ -158,6 +163,9 @@ class DashController:
                     self.recorded_messages += 1
                 except Exception as exc:  # noqa: BLE001 - a full disk must not stop the dashboard
                     notices.append(self.stop_recording(f"recording stopped: {exc}", Severity.ERROR))
+            if self.hung and _from_workload(msg):
+                self.hung = False
+                notices.append(Notice("the workload process is responding again"))
             if isinstance(msg, Event):
                 notices.extend(self._event_notice(msg))
         return notices
@@ -195,6 +203,11 @@ class DashController:
             return [Notice(e.message or f"started {s.workload} / {s.variant}")]
         if e.kind == EventKind.CHANGED:
             return [Notice(f"{e.label} at {e.time_s:.1f} s — stats now compare against the previous config")]
+        if e.kind == EventKind.ERROR and e.what == NOT_RESPONDING:
+            self.hung = True
+            return [Notice(f"✗ {e.message} — r restarts it, q quits", Severity.ERROR, toast=live)]
+        if e.kind == EventKind.ERROR and e.what == SAMPLES_DROPPED:
+            return [_warning(e.message)]
         if e.kind == EventKind.ERROR:
             still = f"knobs stay {self.knobs_text}" if e.what == "knobs" else f"batch {s.batch_size}"
             text = f"✗ {e.message or e.label} — still running {s.variant}, {still}"
@@ -232,6 +245,8 @@ class DashController:
             return self.progress
         if self.state.status == Status.STARTING:
             return STARTING
+        if self.hung and not self.state.ended:
+            return "not responding — r restarts"
         if self.state.status == Status.CRASHED:
             return "crashed — r restarts"
         return str(self.state.status)
@@ -242,7 +257,7 @@ class DashController:
         if steers and self.replay:
             return False
         if action == "restart":
-            return self.state.ended
+            return self.state.ended or self.hung
         if action == "pause_resume":
             return not self.state.ended
         return True
@@ -446,6 +461,13 @@ class DashController:
                 note, severity = f"closing the recording failed: {exc}", Severity.ERROR
         self.recording_path = None
         return Notice(note, severity, toast=True)
+
+
+def _from_workload(msg: Message) -> bool:
+    """A message the workload process sent (not NVML's, not the watchdog's)."""
+    if isinstance(msg, Sample):
+        return True
+    return isinstance(msg, Event) and msg.what not in (NOT_RESPONDING, NVML_LOST)
 
 
 def _short_path(path: str) -> str:

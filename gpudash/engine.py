@@ -34,6 +34,7 @@ from gpudash.protocol import (
 )
 
 if TYPE_CHECKING:  # pragma: no cover
+    from gpudash.faults import Fault
     from workloads.base import Workload
     from workloads.knobs import Knobs
 
@@ -181,6 +182,7 @@ class StepLoop:
         t0: float | None = None,
         clock: Callable[[], float] = time.monotonic,
         trace_dir: str | None = None,
+        fault: "Fault | None" = None,
     ) -> None:
         import torch
 
@@ -192,6 +194,8 @@ class StepLoop:
         self.sample_interval_s = sample_interval_s
         self.max_steps = max_steps
         self.trace_dir = trace_dir
+        self.fault = fault  # a test-only injected fault (gpudash.faults): raise, hang or exit on cue
+        self._reconfigurations = 0  # changes applied or attempted past their checks (exit@reconfigure)
         self.clock = clock
         self.t0 = clock() if t0 is None else t0
         self.on_cuda = workload.device.type == "cuda"
@@ -313,6 +317,8 @@ class StepLoop:
         before = syncs.count if syncs is not None else 0
         timer = self.timer
         oom = False
+        if self.fault is not None:
+            self.fault.before_step(self.steps_issued + 1)
         timer.begin()
         try:
             self.workload.step()
@@ -511,6 +517,7 @@ class StepLoop:
             self._refused(what, before, requested_text, one_line(exc))
             return
         self._settle()
+        self._reconfiguring(what)
         try:
             with self._warming(new_knobs, what):
                 w.reconfigure(variant=variant, batch_size=batch_size, knobs=knobs)
@@ -532,6 +539,7 @@ class StepLoop:
                         message="switching workloads is not possible here")
             return
         self._settle()
+        self._reconfiguring("workload")
         old.close()
         knobs, dropped = self._knobs_for(control)
         try:
@@ -545,6 +553,12 @@ class StepLoop:
         self.workload = new
         self._reset_measuring()
         self._changed("workload", before, new.info.name, previous, note=dropped)
+
+    def _reconfiguring(self, what: str) -> None:
+        """A change is under way (drained, not yet rebuilt): where exit@reconfigure strikes."""
+        self._reconfigurations += 1
+        if self.fault is not None:
+            self.fault.reconfiguring(self._reconfigurations, what)
 
     def _knobs_for(self, control: SwitchWorkload) -> "tuple[Knobs, str]":
         """The running knobs that the new workload's variant takes, and a note on those it does not."""

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpudash.protocol import Event, EventKind, ExitCode, RunConfig, Sample, TraceWindow
+from gpudash.protocol import NOT_RESPONDING, NVML_LOST
 from gpudash.record import CsvRecorder, RecordWriteError, run_metadata
 from gpudash.textfmt import fmt_duration, fmt_num, fmt_pm
 
@@ -96,7 +97,7 @@ def _describe_event(e: Event) -> str | None:
     if e.kind in (EventKind.STARTING,):
         return None
     text = f"[{e.time_s:7.1f}s] {e.kind}"
-    if e.kind == EventKind.CHANGED or (e.kind == EventKind.ERROR and e.what):
+    if e.kind == EventKind.CHANGED or (e.kind == EventKind.ERROR and e.what and (e.before or e.after)):
         text += f" {e.what}: {e.before} → {e.after}"
     if e.message:
         text += f": {e.message}"
@@ -242,6 +243,10 @@ class HeadlessRecording:
             self._note_gpu()
         elif e.kind == EventKind.CRASHED:
             self.status, self.code = f"workload failed: {e.message}", ExitCode.FAILED
+        elif e.kind == EventKind.ERROR and e.what == NOT_RESPONDING:  # hung: stopped (terminated) next
+            self.status, self.code = f"workload failed: {e.message}", ExitCode.FAILED
+        elif e.kind == EventKind.ERROR and e.what == NVML_LOST:  # the recording goes on without GPU columns
+            self._note_gpu()
         elif e.kind == EventKind.STOPPED:
             self.status = "done"
 

@@ -16,13 +16,24 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from gpudash.protocol import GpuInfo, GpuSample
+from gpudash import faults
+from gpudash.protocol import NVML_LOST, Event, EventKind, GpuInfo, GpuSample
 
 # NVML return codes (nvml.h); compared by value so a fake module needs no class hierarchy.
 NOT_SUPPORTED = 3
 DRIVER_NOT_LOADED = 9
 LIBRARY_NOT_FOUND = 12
 FUNCTION_NOT_FOUND = 13
+# Failures after which no query will answer again (the GPU or the driver is gone): the sampler
+# says so once, as an "error" event (what="nvml"), and stops; the workload keeps running.
+GONE: dict[int, str] = {
+    1: "NVML is no longer initialised",
+    DRIVER_NOT_LOADED: "the NVIDIA driver is no longer loaded",
+    15: "the GPU has fallen off the bus (GPU is lost)",
+    16: "the GPU needs a reset",
+    18: "the NVIDIA driver changed under NVML (driver/library version mismatch)",
+    28: "the GPU is no longer found",
+}
 
 # Clock event ("throttle") reason bits (nvml.h nvmlClocksEventReason*).
 THROTTLE_REASONS: tuple[tuple[int, str], ...] = (
@@ -61,6 +72,12 @@ def _norm_uuid(uuid: str) -> str:
     return uuid[4:] if uuid.startswith("gpu-") else uuid
 
 
+def gone_reason(exc: BaseException) -> str | None:
+    """Why NVML will not answer again, when ``exc`` says it is gone (``GONE``); else None."""
+    code = _code(exc)
+    return GONE.get(code) if code is not None else None
+
+
 def unavailable_reason(exc: BaseException) -> str:
     """One clear line for a failed ``nvmlInit``."""
     code = _code(exc)
@@ -78,7 +95,9 @@ class NvmlSampler:
 
     ``start()`` initialises NVML and returns ``GpuInfo``; ``drain()`` returns the samples
     since the last call; ``latest`` is the newest one. Times are seconds since ``t0``
-    (``time.monotonic()`` based, shared with the workload child).
+    (``time.monotonic()`` based, shared with the workload child). When the GPU or the driver
+    goes away mid-run, ``drain()`` returns one "error" event (what="nvml"), ``info`` turns
+    unavailable with the reason, and sampling stops.
     """
 
     def __init__(
@@ -101,7 +120,9 @@ class NvmlSampler:
         self._handle: Any = None
         self._uuids: list[str] = []
         self._energy0: float | None = None
-        self._samples: deque[GpuSample] = deque(maxlen=maxlen)
+        self._samples: deque[GpuSample | Event] = deque(maxlen=maxlen)
+        self._ticks = 0  # samples attempted (GPUDASH_FAULT=nvml-lost@sample=N counts these)
+        self._fault = faults.of_kind("nvml-lost", "nvml-gone")
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -126,6 +147,8 @@ class NvmlSampler:
             self.info = GpuInfo(available=False, unavailable=unavailable_reason(exc))
             return self.info
         self._nvml = pynvml
+        if self._fault is not None:  # test-only: every call fails from the fault's sample on
+            self._nvml = faults.FaultyNvml(pynvml, self._fault, lambda: self._ticks)
         try:
             count = int(pynvml.nvmlDeviceGetCount())
             names, uuids = [], []
@@ -188,8 +211,8 @@ class NvmlSampler:
             self._energy0 = None
         return True
 
-    def drain(self) -> list[GpuSample]:
-        """The samples taken since the last call, oldest first."""
+    def drain(self) -> list[GpuSample | Event]:
+        """The samples taken since the last call, oldest first (and the event if NVML went away)."""
         with self._lock:
             out = list(self._samples)
             self._samples.clear()
@@ -201,11 +224,16 @@ class NvmlSampler:
         if not self.info.available or self._nvml is None:
             return None
         with self._lock:
+            self._ticks += 1
             values: dict[str, Any] = {}
             for name, query in list(self._metrics.items()):
                 try:
                     values.update(query(self._handle))
                 except Exception as exc:  # noqa: BLE001 - never raise into the thread or callers
+                    gone = gone_reason(exc)
+                    if gone is not None:
+                        self._lose(gone)
+                        return None
                     if _code(exc) in (NOT_SUPPORTED, FUNCTION_NOT_FOUND) or type(exc).__name__ in (
                         "NVMLError_NotSupported",
                         "NVMLError_FunctionNotFound",
@@ -217,6 +245,17 @@ class NvmlSampler:
             self.latest = s
             self._samples.append(s)
         return s
+
+    def _lose(self, why: str) -> None:
+        """NVML will not answer again: say so once, stop sampling (the caller holds the lock)."""
+        t = self.clock() - self.t0
+        message = f"NVML lost the GPU at {t:.1f} s: {why}; no GPU telemetry from here on"
+        info = self.info
+        self.info = GpuInfo(available=False, unavailable=message, driver=info.driver, names=info.names,
+                            index=info.index)
+        self._samples.append(Event(time_s=t, kind=EventKind.ERROR, what=NVML_LOST, message=message))
+        self._stop.set()  # the thread ends after this tick
+        self._shutdown()
 
     def _loop(self) -> None:
         next_tick = self.clock() + self.interval_s

@@ -40,6 +40,9 @@ class RunConfig:
     max_steps: int | None = None  # the child stops by itself after this many steps (None: never)
     knobs: str = "none"  # knob settings in their text form ("amp=bf16,cuda_graph=on"; workloads.knobs)
     trace_dir: str | None = None  # where profiler windows write their traces (None: no windows)
+    # a started workload that sends nothing (no sample, no event) for this long is reported as
+    # "not responding" (the watchdog in gpudash.runner); None: never
+    watchdog_s: float | None = 60.0
 
 
 # -- controls: parent -> child, applied at a step boundary ---------------------------------
@@ -151,6 +154,11 @@ class EventKind(str, Enum):
 
 
 ENDING_KINDS = frozenset({EventKind.STOPPED, EventKind.CRASHED})  # the child is gone after these
+
+# The ``what`` of "error" events about the run itself rather than a control:
+NOT_RESPONDING = "watchdog"  # the parent heard nothing from the workload process for too long
+SAMPLES_DROPPED = "samples"  # the workload process dropped samples while the parent read slowly
+NVML_LOST = "nvml"  # NVML lost the GPU or the driver mid-run; telemetry stops, the run goes on
 
 
 @dataclass(frozen=True)

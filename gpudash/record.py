@@ -25,10 +25,10 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from gpudash import csvformat
+from gpudash import csvformat, faults
 from gpudash.energy import EnergyPerStep
 from gpudash.segments import Segment, SegmentTracker
-from gpudash.protocol import Event, EventKind, GpuInfo, GpuSample, Message, RunConfig, Sample
+from gpudash.protocol import NVML_LOST, Event, EventKind, GpuInfo, GpuSample, Message, RunConfig, Sample
 
 
 # events after which the configuration that ran before is over: its summary row goes first
@@ -216,6 +216,7 @@ class CsvRecorder:
         self._segments = SegmentTracker()  # for the summary row of each configuration that ends
         self._summarized: Segment | None = None
         self._write_failed = False
+        self._fault = faults.of_kind("csv-write")  # test-only: a data row that fails to write
         self.summaries: list[str] = []  # one line per configuration that ended, as in the CSV
         self._closed = False
         self.metadata.setdefault("csv_columns", csvformat.header())
@@ -243,6 +244,8 @@ class CsvRecorder:
                 self._write_summary(msg.time_s)  # the configuration that ends here
             self._segments.on_event(msg)
             self._config = self._config_after(msg)
+            if msg.kind == EventKind.ERROR and msg.what == NVML_LOST:
+                self.last_gpu = None  # no GPU columns from here on, not the last values repeated
             self._write(csvformat.event_row(msg, self._config))
             if msg.kind == EventKind.STARTED:
                 self.note_started(msg.details)
@@ -295,7 +298,10 @@ class CsvRecorder:
 
     # -- internals ------------------------------------------------------------------------------------
     def _write(self, row: list[str]) -> None:
+        injected = self._fault.fails_row(self.rows + 1) if self._fault is not None else None
         try:
+            if injected is not None:
+                raise RecordWriteError(injected.errno, f"cannot write {self.path or 'the CSV'}: {injected.strerror}")
             self._out.write(csvformat.format_row(row))
         except RecordWriteError:
             self._write_failed = True

@@ -18,9 +18,13 @@ import tempfile
 import time
 from pathlib import Path
 
+from gpudash import faults
+from gpudash.protocol import NOT_RESPONDING
 from gpudash.protocol import ENDING_KINDS, Control, Event, EventKind, Message, RunConfig, Sample, Stop
+from gpudash.watchdog import Watchdog, not_responding
 
 OUT_QUEUE_SIZE = 100  # small enough that the pipe (64 KiB) never fills: the child exits cleanly
+UNRESPONSIVE_STOP_S = 1.0  # how long a child reported not responding gets to stop itself
 MAX_PER_POLL = 1000
 
 
@@ -86,6 +90,10 @@ class WorkloadRunner:
         self._crashed = False  # a "crashed" event came from the child or was reported for it
         self._reported = False  # the child's end has been reported
         self._stopping = False
+        self._watchdog = Watchdog(config.watchdog_s)
+        slow_parent = faults.of_kind("slow-parent")  # test-only: stop reading for a while
+        self._reading_pause = faults.ParentPause(slow_parent) if slow_parent else None
+        self._samples_seen = 0
 
     # -- life cycle ----------------------------------------------------------------------------
     def start(self) -> None:
@@ -98,6 +106,7 @@ class WorkloadRunner:
         self._controls = self._ctx.Queue()
         self._out = self._ctx.Queue(maxsize=OUT_QUEUE_SIZE)
         self._final_seen = self._reported = self._stopping = self._crashed = False
+        self._watchdog.reset()
         try:
             self._log_start = os.path.getsize(self.log_path)
         except OSError:
@@ -133,14 +142,24 @@ class WorkloadRunner:
         """Queue a control; the child applies it at its next step boundary."""
         if self._controls is not None and self.alive:
             self._controls.put(control)
+            self._watchdog.sent(control)
+
+    @property
+    def responding(self) -> bool:
+        """False from a "not responding" report (the watchdog) until the child is heard again."""
+        return not self._watchdog.unresponsive
 
     def poll(self) -> list[Message]:
         """Every message since the last poll, oldest first; never blocks.
 
-        When the child has died without saying so, ends with one ``Event("crashed")``.
+        When the child has died without saying so, ends with one ``Event("crashed")``; when it
+        has said nothing for ``config.watchdog_s``, one ``Event("error", what="watchdog")``.
         """
         out, self._backlog = self._backlog, []
+        if self._reading_paused():
+            return out  # GPUDASH_FAULT=slow-parent: the queue fills up meanwhile
         out.extend(self._drain())
+        out.extend(self._watch())
         if self._process is not None and not self._reported and self._process.exitcode is not None:
             out.extend(self._drain())  # what it sent before it died
             out.extend(self._end_event())
@@ -159,6 +178,8 @@ class WorkloadRunner:
             return
         if proc.exitcode is None:
             self._stopping = True  # not when it already died: that is still a crash
+        if not self.responding:  # it will not read the Stop control: terminate it soon
+            timeout = min(timeout, UNRESPONSIVE_STOP_S)
         if proc.is_alive() and self._controls is not None:
             try:
                 self._controls.put(Stop())
@@ -230,7 +251,29 @@ class WorkloadRunner:
             got.append(self._note(msg))
         return got
 
+    def _reading_paused(self) -> bool:
+        """GPUDASH_FAULT=slow-parent (tests): leave the queue unread while the fault says so and
+        the child lives."""
+        if self._reading_pause is None or self._out is None or not self.alive:
+            return False
+        return self._reading_pause.paused(self._samples_seen, self._out.full())
+
+    def _watch(self) -> list[Message]:
+        """The watchdog's report when a started child has gone quiet for too long."""
+        proc = self._process
+        if proc is None or proc.exitcode is not None:
+            return []
+        silent = self._watchdog.check()
+        if silent is None:
+            return []
+        now = time.monotonic() - self.t0
+        return [Event(time_s=now, kind=EventKind.ERROR, what=NOT_RESPONDING, message=not_responding(silent, proc.pid),
+                      details={"silent_s": f"{silent:.1f}", "pid": str(proc.pid)})]
+
     def _note(self, msg: Message) -> Message:
+        self._watchdog.heard(msg)
+        if isinstance(msg, Sample):
+            self._samples_seen += 1
         if isinstance(msg, Sample):
             if (msg.workload, msg.variant, msg.batch_size, msg.knobs) != (
                 self.config.workload,

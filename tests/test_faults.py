@@ -1,0 +1,520 @@
+"""GPUDASH_FAULT: every injected fault against the real workload process on the CPU.
+
+For each fault: ``gpudash --record`` keeps every row written before it and exits with the
+documented status, the dashboard stays up and says what happened, and no process of the
+workload's group is left. The ``--record`` runs start together (one module fixture) so the
+file stays quick on two cores; each dashboard case is one Pilot session.
+"""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import io
+import json
+import multiprocessing
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from gpudash import csvformat, faults
+from gpudash.faults import Fault, FaultSpecError
+from gpudash.protocol import NOT_RESPONDING, NVML_LOST, SAMPLES_DROPPED, Event, EventKind, RunConfig, Sample
+
+from .tui.conftest import wait_until
+
+# the cheapest workload on a CPU: ~30 steps/s at batch 2 on 32-pixel images
+FAST = ["-w", "augment", "-v", "cpu", "-b", "2", "--image-size", "32", "--device", "cpu"]
+FAST_CONFIG = dict(workload="augment", variant="cpu", batch_size=2, image_size=32, device="cpu")
+
+ONE_THREAD = {"OMP_NUM_THREADS": "1"}  # several workload processes share two cores here
+
+FAKE_PYNVML = '''"""A stand-in for pynvml: one GPU that answers every query (the machine has no driver)."""
+import types
+
+
+class NVMLError(Exception):
+    def __init__(self, value):
+        super().__init__(value)
+        self.value = value
+
+    def __str__(self):
+        return {15: "GPU is lost", 9: "Driver Not Loaded"}.get(self.value, "Unknown Error")
+
+
+NVML_CLOCK_SM = 1
+NVML_TEMPERATURE_GPU = 0
+
+
+def nvmlInit(): pass
+def nvmlShutdown(): pass
+def nvmlDeviceGetCount(): return 1
+def nvmlDeviceGetHandleByIndex(i): return i
+def nvmlDeviceGetName(h): return b"Fake GPU"
+def nvmlDeviceGetUUID(h): return "GPU-fake"
+def nvmlSystemGetDriverVersion(): return "555.42"
+def nvmlDeviceGetUtilizationRates(h): return types.SimpleNamespace(gpu=87, memory=40)
+def nvmlDeviceGetMemoryInfo(h): return types.SimpleNamespace(used=3 * 2**30, total=80 * 2**30)
+def nvmlDeviceGetPowerUsage(h): return 250000
+def nvmlDeviceGetClockInfo(h, kind): return 1980
+def nvmlDeviceGetTemperature(h, kind): return 61
+def nvmlDeviceGetTotalEnergyConsumption(h): return 1000000
+def nvmlDeviceGetCurrentClocksEventReasons(h): return 0
+'''
+
+
+# -- helpers ---------------------------------------------------------------------------------------
+def group_members(pgid: int) -> list[int]:
+    """Live processes (zombies excluded) of process group ``pgid``."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()  # after "(comm)": state, ppid, pgrp, ...
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            found.append(int(entry))
+    return found
+
+
+def assert_nothing_left(pid: int) -> None:
+    """Neither the workload process nor anything of its group (it leads one) is running."""
+    deadline = time.monotonic() + 5  # its group's last members may still be exiting
+    while group_members(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert group_members(pid) == [], f"processes of the workload's group {pid} are left"
+
+
+def fake_pynvml_dir(tmp_path: Path) -> Path:
+    folder = tmp_path / "fake_nvml"
+    folder.mkdir(exist_ok=True)
+    (folder / "pynvml.py").write_text(FAKE_PYNVML)
+    return folder
+
+
+def load_fake_pynvml(tmp_path: Path) -> ModuleType:
+    spec = importlib.util.spec_from_file_location("pynvml", fake_pynvml_dir(tmp_path) / "pynvml.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def read_rows(path: Path) -> list[dict[str, str]]:
+    """The CSV's rows; every line whole (the header, then rows with as many fields)."""
+    text = path.read_text()
+    assert text.endswith("\n")
+    rows = list(csv.reader(io.StringIO(text)))
+    assert rows[0][: len(csvformat.COLUMNS)] == csvformat.COLUMNS  # (per-GPU columns may follow)
+    assert all(len(r) == len(rows[0]) for r in rows), "a row with a different number of fields"
+    return [dict(zip(rows[0], r)) for r in rows[1:]]
+
+
+def events(rows: list[dict[str, str]], kind: str, what: str | None = None) -> list[dict[str, str]]:
+    return [r for r in rows if r["row_kind"] == "event" and r["event_kind"] == kind
+            and (what is None or r["event_what"] == what)]
+
+
+def samples(rows: list[dict[str, str]]) -> list[dict[str, str]]:
+    return [r for r in rows if r["row_kind"] == "sample"]
+
+
+# -- the grammar -----------------------------------------------------------------------------------
+def test_every_documented_form_parses_and_round_trips() -> None:
+    assert faults.parse(None) is None and faults.parse("  ") is None
+    assert faults.parse("raise@step=5") == Fault("raise", 5)
+    assert faults.parse("hang@step=12") == Fault("hang", 12)
+    assert faults.parse("exit@reconfigure") == Fault("exit", 1)
+    assert faults.parse("exit@reconfigure=3") == Fault("exit", 3)
+    assert faults.parse("nvml-lost@sample=4") == Fault("nvml-lost", 4)
+    assert faults.parse("nvml-gone@sample=1") == Fault("nvml-gone", 1)
+    assert faults.parse("slow-parent@sample=10") == Fault("slow-parent", 10, 1.0)
+    assert faults.parse("slow-parent@sample=10,for=2.5") == Fault("slow-parent", 10, 2.5)
+    assert faults.parse("csv-write@row=7") == Fault("csv-write", 7)
+    for text in ("raise@step=5", "exit@reconfigure=2", "slow-parent@sample=3,for=1.5", "csv-write@row=7"):
+        assert faults.parse(str(faults.parse(text))) == faults.parse(text)
+
+
+@pytest.mark.parametrize(("text", "why"), [
+    ("explode@step=3", "unknown fault 'explode'"),
+    ("raise", "raise takes @step"),
+    ("raise@row=3", "raise takes @step"),
+    ("raise@step", "raise needs a count"),
+    ("hang@step=0", "step must be a whole number ≥ 1, not '0'"),
+    ("hang@step=two", "not 'two'"),
+    ("csv-write@row=3,for=2", "unexpected 'for=2'"),
+    ("slow-parent@sample=3,for=-1", "for must be a number of seconds > 0"),
+    ("slow-parent@sample=3,every=2", "unexpected 'every=2'"),
+])
+def test_a_bad_fault_is_refused_in_one_line_naming_the_forms(text: str, why: str) -> None:
+    with pytest.raises(FaultSpecError) as caught:
+        faults.parse(text)
+    message = str(caught.value)
+    assert why in message and "\n" not in message
+    assert "raise@step=N" in message and "csv-write@row=N" in message
+
+
+def test_gpudash_refuses_a_bad_fault_before_starting_anything(tmp_path: Path) -> None:
+    env = {**os.environ, faults.ENV: "hang@stp=3"}
+    done = subprocess.run([sys.executable, "-m", "gpudash", "--record", "x.csv", *FAST], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        f"gpudash: error: {faults.ENV}='hang@stp=3': hang takes @step: hang@step=N (forms: raise@step=N, "
+        "hang@step=N, exit@reconfigure[=1], nvml-lost@sample=N, nvml-gone@sample=N, slow-parent@sample=N,for=S, "
+        "csv-write@row=N)"]
+    assert not (tmp_path / "x.csv").exists()
+
+
+# -- the pieces, in-process ----------------------------------------------------------------------------
+@pytest.mark.parametrize(("kind", "why"), [("nvml-lost", "the GPU has fallen off the bus (GPU is lost)"),
+                                           ("nvml-gone", "the NVIDIA driver is no longer loaded")])
+def test_nvml_failing_mid_run_is_one_event_then_no_telemetry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                              kind: str, why: str) -> None:
+    from gpudash.nvml import NvmlSampler
+
+    monkeypatch.setitem(sys.modules, "pynvml", load_fake_pynvml(tmp_path))
+    monkeypatch.setenv(faults.ENV, f"{kind}@sample=3")
+    sampler = NvmlSampler(0, 0.5)
+    assert sampler.open().available
+    got = [sampler.sample() for _ in range(5)]
+    assert [g is not None for g in got] == [True, True, False, False, False]
+    assert got[1].power_w == 250.0  # the samples before the fault are whole
+    drained = sampler.drain()
+    assert drained[:2] == got[:2] and len(drained) == 3
+    lost = drained[2]
+    assert isinstance(lost, Event) and lost.kind == EventKind.ERROR and lost.what == NVML_LOST
+    assert why in lost.message and "no GPU telemetry from here on" in lost.message
+    assert not sampler.info.available and sampler.info.unavailable == lost.message
+    assert sampler.info.names == ("Fake GPU",)  # what it was stays known
+    sampler.stop()
+
+
+def test_a_full_queue_drops_samples_counts_them_and_keeps_every_event_in_order() -> None:
+    from gpudash.child import _Channel
+
+    ctx = multiprocessing.get_context("spawn")
+    out = ctx.Queue(maxsize=3)
+    channel = _Channel(ctx.Queue(), out, t0=time.monotonic())
+
+    def sample(steps: int) -> Sample:
+        return Sample(0.0, "encdec", "serial", 8, steps, steps * 8, 0.25, 4.0, 32.0, 250.0, 260.0, None)
+
+    def read(n: int) -> list:
+        return [out.get(timeout=10) for _ in range(n)]
+
+    for steps in (1, 2, 3):
+        channel.emit(sample(steps))
+    changed = Event(1.0, EventKind.CHANGED, what="batch_size", before="8", after="16")
+    channel.emit(changed)  # the queue is full: held, not lost, and training does not wait
+    for steps in (4, 5, 6, 7):
+        channel.emit(sample(steps))  # dropped while anything is held or the queue is full
+    assert (channel.dropped_samples, len(channel._backlog)) == (4, 1)
+    assert [m.steps for m in read(3)] == [1, 2, 3]
+    channel.emit(sample(8))
+    first, report, last = read(3)
+    assert first == changed
+    assert report.kind == EventKind.ERROR and report.what == SAMPLES_DROPPED
+    assert report.details["dropped_samples"] == "4" and report.message.startswith("4 samples dropped over")
+    assert "totals stay right" in report.message
+    assert last.steps == 8  # cumulative: nothing trained was lost from the totals
+    assert channel.dropped_samples == 0
+    channel.close()
+
+
+def test_the_watchdog_waits_for_a_slow_step_and_speaks_once_per_silence() -> None:
+    from gpudash.protocol import TraceWindow
+    from gpudash.watchdog import Watchdog
+
+    now = [0.0]
+    dog = Watchdog(2.0, clock=lambda: now[0])
+
+    def sample(steps: int, p95_ms: float) -> Sample:
+        return Sample(now[0], "encdec", "serial", 8, steps, steps * 8, 0.25, 4.0, 32.0, p95_ms, p95_ms, None)
+
+    now[0] = 100.0
+    assert dog.check() is None  # not started: torch is still loading
+    dog.heard(Event(now[0], EventKind.STARTED))
+    now[0] = 109.0
+    assert dog.check() is None  # the first step may warm up: 5 limits
+    now[0] = 110.5
+    assert dog.check() == pytest.approx(10.5)
+    assert dog.check() is None and dog.unresponsive  # said once
+    dog.heard(sample(3, 1500.0))  # heard again; steps of 1.5 s: 5 of them before it speaks
+    assert not dog.unresponsive
+    now[0] = 117.0
+    assert dog.check() is None
+    now[0] = 118.0
+    assert dog.check() == pytest.approx(7.5)
+    dog.heard(sample(4, 10.0))
+    dog.sent(TraceWindow(200))  # a profiler window answers when it ends
+    now[0] = 200.0
+    assert dog.check() is None
+    dog.heard(Event(now[0], EventKind.MEASURED, what="trace"))
+    now[0] = 202.5
+    assert dog.check() == pytest.approx(2.5)
+    dog.heard(Event(now[0], EventKind.CRASHED))
+    now[0] = 300.0
+    assert dog.check() is None  # it is gone: the crash says so
+
+
+# -- gpudash --record: every fault in its own run, all started at once ----------------------------
+RECORD_CASES: dict[str, tuple[str, list[str]]] = {
+    "raise": ("raise@step=5", ["--sample-interval", "0.05"]),
+    "hang": ("hang@step=5", ["--sample-interval", "0.05", "--watchdog", "2"]),
+    "nvml": ("nvml-lost@sample=4", ["--sample-interval", "0.1", "--interval", "0.1", "--duration", "3"]),
+    "slow": ("slow-parent@sample=5,for=1", ["--sample-interval", "0.02", "--steps", "250"]),
+    "csv": ("csv-write@row=8", ["--sample-interval", "0.05", "--duration", "30"]),
+}
+
+
+class Recording:
+    """One ``gpudash --record NAME.csv`` under a fault, as a user would start it."""
+
+    def __init__(self, folder: Path, name: str, fault: str, args: list[str]) -> None:
+        self.csv = folder / f"{name}.csv"
+        env = {**os.environ, faults.ENV: fault, **ONE_THREAD}
+        if name == "nvml":  # a fake NVML in front of the real one (this machine has no driver)
+            env["PYTHONPATH"] = os.pathsep.join([str(fake_pynvml_dir(folder)), env.get("PYTHONPATH", "")])
+        self.proc = subprocess.Popen([sys.executable, "-m", "gpudash", "--record", self.csv.name, *FAST, *args],
+                                     cwd=folder, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self._done: tuple[int, str] | None = None
+
+    def finish(self) -> tuple[int, str, list[dict[str, str]]]:
+        """(exit status, stderr, rows) once it has exited; nothing of the workload's is left."""
+        if self._done is None:
+            try:
+                _, err = self.proc.communicate(timeout=120)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                raise
+            self._done = (self.proc.returncode, err)
+        code, err = self._done
+        pid = int(json.loads(self.csv.with_suffix(".json").read_text())["started"]["pid"])
+        assert_nothing_left(pid)
+        return code, err, read_rows(self.csv)
+
+
+@pytest.fixture(scope="module")
+def recordings(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    folder = tmp_path_factory.mktemp("record-faults")
+    runs = {name: Recording(folder, name, fault, args) for name, (fault, args) in RECORD_CASES.items()}
+    yield runs
+    for run in runs.values():
+        if run.proc.poll() is None:
+            run.proc.kill()
+            run.proc.wait()
+
+
+def test_record_a_raising_step_keeps_the_rows_and_exits_1(recordings) -> None:  # type: ignore[no-untyped-def]
+    code, err, rows = recordings["raise"].finish()
+    assert code == 1
+    assert err.strip().splitlines()[-1].startswith(
+        "gpudash: error: workload failed: InjectedFault: injected fault: raise at step 5")
+    assert samples(rows) and 0 < int(samples(rows)[-1]["steps"]) <= 4  # the samples before the fault
+    crashed = events(rows, "crashed")
+    assert len(crashed) == 1 and rows[-1] == crashed[0]
+    assert "InjectedFault: injected fault: raise at step 5" in crashed[0]["event_message"]
+
+
+def test_record_a_hung_step_is_noticed_stopped_and_exits_1(recordings) -> None:  # type: ignore[no-untyped-def]
+    code, err, rows = recordings["hang"].finish()
+    assert code == 1
+    said = events(rows, "error", NOT_RESPONDING)
+    assert len(said) == 1 and re.match(r"workload process not responding for \d+ s", said[0]["event_message"])
+    assert err.strip().splitlines()[-1].startswith("gpudash: error: workload failed: workload process not "
+                                                   "responding for")
+    assert 0 < int(samples(rows)[-1]["steps"]) <= 4
+    assert "hanging at step 5" in recordings["hang"].csv.with_suffix(".log").read_text()
+    stopped = events(rows, "stopped")
+    assert rows[-1] == stopped[0] and "killed by SIGTERM while stopping" in stopped[0]["event_message"]
+
+
+def test_record_goes_on_without_gpu_columns_when_nvml_loses_the_gpu(recordings) -> None:  # type: ignore[no-untyped-def]
+    run = recordings["nvml"]
+    code, err, rows = run.finish()
+    assert code == 0, err
+    lost = events(rows, "error", NVML_LOST)
+    assert len(lost) == 1 and "the GPU has fallen off the bus" in lost[0]["event_message"]
+    at = rows.index(lost[0])
+    before, after = samples(rows[:at]), samples(rows[at:])
+    assert all(float(r["power_w"]) == 250.0 for r in before)  # (the loss may come before torch has loaded)
+    assert after, "the workload runs on after the loss"
+    assert all(r["power_w"] == "" and r["gpu_util_pct"] == "" for r in after)
+    meta = json.loads(run.csv.with_suffix(".json").read_text())
+    assert meta["nvml_unavailable"] == lost[0]["event_message"] and meta["exit_code"] == 0
+
+
+def test_record_counts_the_samples_a_slow_parent_made_the_workload_drop(recordings) -> None:  # type: ignore[no-untyped-def]
+    code, err, rows = recordings["slow"].finish()
+    assert code == 0, err
+    dropped = events(rows, "error", SAMPLES_DROPPED)
+    assert len(dropped) == 1
+    n = int(dropped[0]["event_message"].split()[0])
+    assert n > 0 and "samples dropped over" in dropped[0]["event_message"]
+    steps = [int(r["steps"]) for r in samples(rows)]
+    assert steps == sorted(steps)  # cumulative: the gap is one larger step, the totals stay right
+    at = rows.index(dropped[0])
+    gap = int(samples(rows[at:])[0]["steps"]) - int(samples(rows[:at])[-1]["steps"])
+    assert gap > 0
+
+
+def test_record_a_failing_csv_write_keeps_every_row_before_it_and_exits_1(recordings) -> None:  # type: ignore[no-untyped-def]
+    run = recordings["csv"]
+    code, err, rows = run.finish()
+    assert code == 1
+    assert len(rows) == 7  # the rows before the 8th, each whole
+    assert f"gpudash: error: cannot write {run.csv.name}: Input/output error (injected" in err
+    meta = json.loads(run.csv.with_suffix(".json").read_text())
+    assert meta["exit_code"] == 1 and meta["rows"] == 7 and meta["status"].startswith("write failed")
+
+
+# -- the dashboard over the real workload process ----------------------------------------------------
+@asynccontextmanager
+async def dashboard(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **config: object) -> AsyncIterator[tuple[object, object, list[str], set[int]]]:
+    """The app over a real engine; yields (app, pilot, every notice said, the workload pids seen).
+    Quits with q at the end and checks that nothing of any workload process is left."""
+    from gpudash.session import EngineSession
+    from gpudash.tui.app import GpuDashApp, prepare_for_child_processes
+
+    prepare_for_child_processes()
+    for name, value in ONE_THREAD.items():
+        monkeypatch.setenv(name, value)  # the workload process inherits it
+    source = EngineSession(RunConfig(**{**FAST_CONFIG, "sample_interval_s": 0.1, **config}),  # type: ignore[arg-type]
+                           log_path=str(tmp_path / "child.log"))
+    app = GpuDashApp(source, toasts=False)
+    said: list[str] = []
+    say = app.say
+
+    def spy(text: str, *args: object, **kw: object) -> None:
+        said.append(text)
+        say(text, *args, **kw)  # type: ignore[arg-type]
+
+    app.say = spy  # type: ignore[method-assign]
+    pids: set[int] = set()
+    async with app.run_test(size=(120, 36)) as pilot:
+        await wait_until(pilot, lambda: source.runner.pid is not None, "the workload process", timeout_s=30)
+        pids.add(source.runner.pid)
+        yield app, pilot, said, pids
+        await pilot.press("q")
+        await wait_until(pilot, lambda: not app.is_running, "the app to exit", timeout_s=30)
+    assert not source.alive
+    for pid in pids:
+        assert_nothing_left(pid)
+
+
+async def record_from_the_first_sample(app, pilot, path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Start the dashboard's recording (the c key's) once the workload runs."""
+    await wait_until(pilot, lambda: app.state.last_sample is not None, "a first sample", timeout_s=60)
+    app.start_recording(str(path))
+
+
+def said_line(said: list[str], part: str) -> str:
+    hits = [s for s in said if part in s]
+    assert hits, f"nothing said with {part!r}; said: {said}"
+    return hits[-1]
+
+
+async def test_dashboard_reports_a_raising_step_and_restarts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(faults.ENV, "raise@step=5")
+    async with dashboard(tmp_path, monkeypatch) as (app, pilot, said, pids):
+        await wait_until(pilot, lambda: app.state.ended, "the crash", timeout_s=60)
+        line = said_line(said, "workload crashed")
+        assert "InjectedFault: injected fault: raise at step 5" in line and "press r to restart" in line
+        assert app.controller.status_text() == "crashed — r restarts"
+        await pilot.press("r")  # a fresh workload process (it raises again at its step 5)
+        await wait_until(pilot, lambda: app.source.runner.pid not in pids and app.state.ended,
+                         "the restarted process to crash too", timeout_s=60)
+        pids.add(app.source.runner.pid)
+
+
+async def test_dashboard_says_a_hung_workload_is_not_responding_and_r_replaces_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(faults.ENV, "hang@step=10")
+    async with dashboard(tmp_path, monkeypatch, watchdog_s=2.0) as (app, pilot, said, pids):
+        await wait_until(pilot, lambda: app.controller.hung, "the watchdog", timeout_s=60)
+        line = said_line(said, "not responding")
+        assert re.match(r"✗ workload process not responding for \d+ s \(pid \d+\)", line)
+        assert line.endswith("r restarts it, q quits")
+        assert app.controller.status_text() == "not responding — r restarts"
+        hung = app.source.runner.pid
+        assert group_members(hung), "the dashboard leaves a hung process running until asked"
+        monkeypatch.delenv(faults.ENV)  # the next workload process runs as usual
+        await pilot.press("r")
+        await wait_until(pilot, lambda: app.source.runner.pid != hung and app.state.last_sample is not None
+                         and app.state.status == "running", "a fresh workload process", timeout_s=60)
+        pids.add(app.source.runner.pid)
+        assert_nothing_left(hung)  # terminated with its group, not left behind
+
+
+async def test_dashboard_records_up_to_a_process_that_exits_mid_reconfiguration(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(faults.ENV, "exit@reconfigure")
+    path = tmp_path / "dash.csv"
+    async with dashboard(tmp_path, monkeypatch) as (app, pilot, said, pids):
+        await record_from_the_first_sample(app, pilot, path)
+        await wait_until(pilot, lambda: app.controller.recorded_messages >= 3, "a few recorded rows", timeout_s=30)
+        await pilot.press("plus")
+        await wait_until(pilot, lambda: app.state.ended, "the crash", timeout_s=60)
+        line = said_line(said, "workload crashed")
+        assert "exited with code 3" in line and "exiting during reconfiguration 1 (batch_size)" in line
+        await pilot.press("c")  # stop recording
+    rows = read_rows(path)
+    assert samples(rows) and all(r["batch_size"] == "2" for r in samples(rows))
+    assert rows[-1]["event_kind"] == "crashed" and "exited with code 3" in rows[-1]["event_message"]
+
+
+async def test_dashboard_shows_why_the_gpu_charts_stopped_when_nvml_loses_the_gpu(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "pynvml", load_fake_pynvml(tmp_path))
+    monkeypatch.setenv(faults.ENV, "nvml-gone@sample=3")
+    async with dashboard(tmp_path, monkeypatch, gpu_interval_s=0.1) as (app, pilot, said, pids):
+        await wait_until(pilot, lambda: app.state.gpu_info is not None and not app.state.gpu_info.available,
+                         "NVML to go", timeout_s=60)
+        line = said_line(said, "NVML lost the GPU")
+        assert "the NVIDIA driver is no longer loaded" in line
+        steps = app.state.last_sample.steps if app.state.last_sample else 0
+        await wait_until(pilot, lambda: app.state.last_sample is not None and app.state.last_sample.steps > steps,
+                         "the workload to go on", timeout_s=60)
+        app.refresh_now()
+        notice = str(app.query_one("#gpu-notice").render())
+        assert "NVML lost the GPU" in notice and "driver is no longer loaded" in notice
+
+
+async def test_dashboard_warns_of_samples_dropped_while_it_read_slowly(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(faults.ENV, "slow-parent@sample=5,for=1")
+    async with dashboard(tmp_path, monkeypatch, sample_interval_s=0.02) as (app, pilot, said, pids):
+        await wait_until(pilot, lambda: any(e.what == SAMPLES_DROPPED for e in app.state.events),
+                         "the drop report", timeout_s=60)
+        line = said_line(said, "samples dropped")
+        assert "totals stay right" in line and not line.startswith("✗")
+        steps = app.state.last_sample.steps
+        await wait_until(pilot, lambda: app.state.last_sample.steps > steps, "samples again", timeout_s=30)
+        assert not app.state.ended
+
+
+async def test_dashboard_stops_a_recording_whose_write_fails_and_runs_on(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(faults.ENV, "csv-write@row=5")
+    path = tmp_path / "dash.csv"
+    async with dashboard(tmp_path, monkeypatch) as (app, pilot, said, pids):
+        await record_from_the_first_sample(app, pilot, path)
+        await wait_until(pilot, lambda: app.controller.recorder is None, "the failed write", timeout_s=30)
+        line = said_line(said, "recording stopped")
+        assert f"cannot write {path}: Input/output error" in line
+        steps = app.state.last_sample.steps
+        await wait_until(pilot, lambda: app.state.last_sample.steps > steps, "the run to go on", timeout_s=30)
+        assert not app.state.ended
+    assert len(read_rows(path)) == 4
