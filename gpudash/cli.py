@@ -23,6 +23,7 @@ from typing import Any, Callable, Sequence
 
 from gpudash import argtypes, faults
 from gpudash.argtypes import Parser, UsageError, check_device
+from gpudash.gpu_selection import GpuSelectionError, check_gpus, gpu_indexes, gpu_list
 from gpudash.protocol import ExitCode, RunConfig
 
 EPILOG = """\
@@ -40,7 +41,7 @@ DEFAULTS: dict[str, Any] = {  # every option's built-in default (the parsers hav
     "workload": None,  # the registry's DEFAULT_FAMILY (filled in by _with_defaults)
     "variant": None, "batch_size": None, "device": "auto", "image_size": None, "workers": None,
     "seed": 0, "steps": None, "knob": None, "theme": None, "no_color": False,
-    "sample_interval": RunConfig.sample_interval_s, "interval": RunConfig.gpu_interval_s,
+    "sample_interval": RunConfig.sample_interval_s, "interval": RunConfig.gpu_interval_s, "gpus": None,
     "watchdog": RunConfig.watchdog_s,
     "record": None, "duration": None, "log": None, "meta": None, "quiet": False, "force": False,
     "progress_every": None, "trace_every": None, "trace_steps": 20,
@@ -79,6 +80,9 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
                    help=f"seconds between throughput samples (default: {DEFAULTS['sample_interval']})")
     m.add_argument("--interval", type=argtypes.positive_float, metavar="S",
                    help=f"seconds between NVML GPU samples (default: {DEFAULTS['interval']})")
+    m.add_argument("--gpus", type=gpu_list, metavar="I,J",
+                   help="the GPUs to watch, one row and CSV columns each, by index as nvidia-smi numbers them "
+                   "(default: the ones CUDA_VISIBLE_DEVICES names, else every GPU)")
     m.add_argument("--watchdog", type=argtypes.positive_float, metavar="S",
                    help="seconds without a sample or event before the workload process is reported as not "
                    f"responding; --record then stops it and exits 1 (default: {DEFAULTS['watchdog']:g})")
@@ -244,6 +248,11 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     except WorkloadError as exc:
         raise UsageError(str(exc)) from None
     check_device(args.device, variant)
+    gpus = gpu_indexes(args.gpus) if args.gpus else None
+    try:
+        check_gpus(gpus)
+    except GpuSelectionError as exc:
+        raise UsageError(str(exc)) from None
     knobs = argtypes.knobs_from(args.knob)
     argtypes.check_knobs(knobs, args.device, variant)
     return RunConfig(
@@ -259,6 +268,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         watchdog_s=args.watchdog,
         max_steps=args.steps,
         knobs=knobs.text(),
+        gpus=gpus,
     )
 
 

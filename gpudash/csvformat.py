@@ -10,13 +10,15 @@ recorder and the dashboard's recording; read back by ``gpudash replay``.
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import math
+import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TextIO
 
-from gpudash.metrics import BY_KEY, NVML_KEYS, WORKLOAD_KEYS, Origin, keys
-from gpudash.protocol import Event, EventKind, GpuSample, Message, Sample
+from gpudash.metrics import BY_KEY, NVML_KEYS, PER_GPU_KEYS, WORKLOAD_KEYS, Origin, keys
+from gpudash.protocol import Event, EventKind, GpuReading, GpuSample, Message, Sample
 from gpudash.segments import Segment
 
 CONFIG_COLUMNS = ("workload", "variant", "batch_size")  # what ran, on every row
@@ -41,6 +43,41 @@ def missing_columns(header: list[str]) -> list[str]:
     """The columns every recording has (0.1's too) that ``header`` lacks, in the format's order."""
     present = set(header)
     return [c for c in COLUMNS if c != KNOBS_COLUMN and c not in present]
+
+
+# Added after 0.2, after every other column: for each GPU watched (``GpuInfo.sampled``), in its
+# order, its per-GPU metrics (``PER_GPU_KEYS``): gpu0_util_pct, gpu0_mem_used_mib, gpu0_power_w,
+# gpu0_sm_clock_mhz, gpu0_temp_c, gpu1_… A recording without them has no per-GPU readings.
+_PER_GPU_COLUMN = re.compile(r"gpu(0|[1-9]\d*)_(\w+)")
+_PER_GPU_SUFFIXES = tuple(key.removeprefix("gpu_") for key in PER_GPU_KEYS)
+
+
+def per_gpu_columns(gpus: Sequence[int]) -> list[str]:
+    """The per-GPU columns of a recording that watched ``gpus`` (NVML indexes, in their order):
+    GPU 2's ``gpu_util_pct`` is ``gpu2_util_pct``."""
+    return [f"gpu{i}_{suffix}" for i in gpus for suffix in _PER_GPU_SUFFIXES]
+
+
+def per_gpu_indexes(header: Sequence[str]) -> list[int]:
+    """The GPUs a header has every per-GPU column of, in its order."""
+    return list(_per_gpu_indexes(tuple(header)))
+
+
+@functools.lru_cache(maxsize=16)  # a reader that parses row by row asks again for the same header
+def _per_gpu_indexes(header: tuple[str, ...]) -> tuple[int, ...]:
+    found: dict[int, set[str]] = {}
+    for column in header:
+        m = _PER_GPU_COLUMN.fullmatch(column) if column.startswith("gpu") else None
+        if m:
+            found.setdefault(int(m.group(1)), set()).add(m.group(2))
+    return tuple(index for index, suffixes in found.items() if suffixes.issuperset(_PER_GPU_SUFFIXES))
+
+
+def per_gpu_cells(gpu: GpuSample | None, gpus: Sequence[int]) -> list[str]:
+    """A row's per-GPU cells: ``gpu``'s readings of ``gpus``; empty where it has none (and for
+    rows without an NVML sample: events, summaries)."""
+    readings = {r.index: r for r in gpu.per_gpu} if gpu is not None else {}
+    return [_cell(getattr(readings[i], k) if i in readings else None, k) for i in gpus for k in PER_GPU_KEYS]
 
 
 _KIND = {"batch_size": int, "workload": str, "variant": str, KNOBS_COLUMN: str,
@@ -102,8 +139,9 @@ def summary_row(segment: Segment, time_s: float) -> list[str]:
     return [_cell(values.get(c), c) for c in COLUMNS]
 
 
-def header() -> list[str]:
-    return list(COLUMNS)
+def header(gpus: Sequence[int] = ()) -> list[str]:
+    """A recording's header: ``COLUMNS``, then the per-GPU columns of ``gpus``."""
+    return [*COLUMNS, *per_gpu_columns(gpus)]
 
 
 def format_row(row: list[str]) -> str:
@@ -169,8 +207,10 @@ class RowParser:
             return []
         out: list[Message] = []
         g = {c: conv(cells[i]) if i is not None else None for c, i, conv in self._gpu}
-        if any(v is not None for v in g.values()):
-            out.append(GpuSample(time_s=t, **g))  # type: ignore[arg-type]
+        per_gpu = tuple(GpuReading(index, **{k: conv(cells[i]) for k, conv, i in zip(PER_GPU_KEYS, convs, at)})
+                        for index, convs, at in self._per_gpu)  # type: ignore[arg-type]
+        if any(v is not None for v in g.values()) or any(r.answered for r in per_gpu):
+            out.append(GpuSample(time_s=t, per_gpu=per_gpu, **g))  # type: ignore[arg-type]
         s = {c: conv(cells[i]) if i is not None else None for c, i, conv in self._sample}
         knobs = cells[self._knobs] if self._knobs is not None else ""
         out.append(Sample(time_s=t, knobs=knobs or "none", **s))  # type: ignore[arg-type]

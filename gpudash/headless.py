@@ -298,9 +298,11 @@ def run_record(
     if log_path is None:
         log_path = _default_log_path(path)
     session = EngineSession(config, log_path=log_path)
+    gpu_info = session.sampler.open()  # first: the CSV's header has columns for each GPU watched
     try:
-        recorder = CsvRecorder(path, run_metadata(config, child_log=session.log_path), meta_path=meta_path)
+        recorder = CsvRecorder(path, run_metadata(config, gpu_info, child_log=session.log_path), meta_path=meta_path)
     except OSError as exc:
+        session.sampler.stop()
         _say(f"error: cannot write {path}: {exc.strerror or exc}")
         return ExitCode.FAILED if isinstance(exc, RecordWriteError) else ExitCode.USAGE
     recording = HeadlessRecording(config, session, recorder, path=path, duration_s=duration_s, quiet=quiet,

@@ -48,6 +48,7 @@ class Metric:
     csv_decimals: int | None = None  # fixed decimals (counters that grow); None: 6 significant digits
     stat: bool = False  # a column of the stats panel
     series: bool = False  # kept as a chart series
+    per_gpu: bool = False  # also read for every GPU watched: CSV columns gpu0_util_pct, gpu1_… (GpuReading)
     mean: Averaging | None = None  # how the configuration's mean is taken (None: not averaged)
     description: str = ""
 
@@ -74,18 +75,18 @@ METRICS: tuple[Metric, ...] = (
     Metric("syncs_per_step", "syncs/st", "", _W, _DOWN, stat=True, series=True, mean=Averaging.EACH,
            description="times per step the host waited for the GPU (CUDA only)"),
     Metric("loss", "loss", "", _W, description="the latest training loss read back"),
-    Metric("gpu_util_pct", "kernel%", "%", _N, needs_gpu=True, stat=True, series=True, mean=Averaging.EACH,
+    Metric("gpu_util_pct", "kernel%", "%", _N, needs_gpu=True, stat=True, series=True, mean=Averaging.EACH, per_gpu=True,
            description="share of time ANY kernel ran (not SM occupancy)"),
     Metric("mem_bw_util_pct", "mem-bw%", "%", _N, needs_gpu=True, stat=True, series=True, mean=Averaging.EACH,
            description="share of time device memory was read or written"),
-    Metric("mem_used_mib", "mem MiB", "MiB", _N, needs_gpu=True, series=True, mean=Averaging.EACH,
+    Metric("mem_used_mib", "mem MiB", "MiB", _N, needs_gpu=True, series=True, mean=Averaging.EACH, per_gpu=True,
            description="device memory in use (all processes)"),
     Metric("mem_total_mib", "mem total", "MiB", _N, needs_gpu=True, description="device memory in all"),
-    Metric("power_w", "power W", "W", _N, needs_gpu=True, stat=True, series=True, mean=Averaging.EACH,
+    Metric("power_w", "power W", "W", _N, needs_gpu=True, stat=True, series=True, mean=Averaging.EACH, per_gpu=True,
            description="board power draw"),
-    Metric("sm_clock_mhz", "SM MHz", "MHz", _N, needs_gpu=True, series=True, mean=Averaging.EACH,
+    Metric("sm_clock_mhz", "SM MHz", "MHz", _N, needs_gpu=True, series=True, mean=Averaging.EACH, per_gpu=True,
            description="streaming-multiprocessor clock"),
-    Metric("temp_c", "temp °C", "°C", _N, needs_gpu=True, series=True, description="GPU temperature"),
+    Metric("temp_c", "temp °C", "°C", _N, needs_gpu=True, series=True, per_gpu=True, description="GPU temperature"),
     Metric("energy_j", "energy J", "J", _N, needs_gpu=True, csv_decimals=3,
            description="energy since the sampler started"),
     Metric("throttle", "throttle", "", _N, needs_gpu=True, kind=str,
@@ -115,3 +116,4 @@ WORKLOAD_KEYS = keys(Origin.WORKLOAD)
 NVML_KEYS = keys(Origin.NVML)
 STAT_KEYS = keys(stat=True)
 SERIES_KEYS = keys(series=True)
+PER_GPU_KEYS = keys(per_gpu=True)  # the fields of a GpuReading that have CSV columns, in column order

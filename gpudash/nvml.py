@@ -5,19 +5,26 @@ Every query gives a value or ``None``. A metric the GPU does not support (NVML s
 tick only. When NVML cannot be used at all (package missing, no driver, no GPU) the
 sampler says why once, in ``GpuInfo.unavailable``, and produces no samples.
 
+Each sample is the workload's GPU (``GpuInfo.index``: the charts, the CSV's first columns) and
+a ``GpuReading`` of every GPU watched (``GpuInfo.sampled``, as ``gpudash.gpu_selection`` picks
+them); a watched GPU that stops answering reads ``None`` while the others go on.
+
 ``pynvml`` comes from the ``nvidia-ml-py`` package and is imported lazily.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from gpudash import faults
-from gpudash.protocol import NVML_LOST, Event, EventKind, GpuInfo, GpuSample
+from gpudash.gpu_selection import GpuSelectionError, choose_gpus
+from gpudash.protocol import NVML_LOST, Event, EventKind, GpuInfo, GpuReading, GpuSample
 
 # NVML return codes (nvml.h); compared by value so a fake module needs no class hierarchy.
 NOT_SUPPORTED = 3
@@ -78,6 +85,29 @@ def gone_reason(exc: BaseException) -> str | None:
     return GONE.get(code) if code is not None else None
 
 
+def _unsupported(exc: BaseException) -> bool:
+    """NVML says this GPU (or driver) has no such query: asking again will not help."""
+    return _code(exc) in (NOT_SUPPORTED, FUNCTION_NOT_FOUND) or type(exc).__name__ in (
+        "NVMLError_NotSupported",
+        "NVMLError_FunctionNotFound",
+    )
+
+
+_READING_FIELDS = tuple(f.name for f in fields(GpuReading) if f.name != "index")
+_READING_QUERIES = ("utilization", "memory", "power", "sm_clock", "temperature")  # what a GpuReading needs
+
+
+@dataclass
+class _WatchedGpu:
+    """A GPU read for its per-GPU row: its handle, the queries it still answers, and why it
+    stopped answering at all (None while it answers)."""
+
+    handle: Any
+    queries: dict[str, Callable[[Any], dict[str, Any]]]
+    dropped: dict[str, str] = field(default_factory=dict)
+    gone: str | None = None
+
+
 def unavailable_reason(exc: BaseException) -> str:
     """One clear line for a failed ``nvmlInit``."""
     code = _code(exc)
@@ -108,8 +138,11 @@ class NvmlSampler:
         t0: float | None = None,
         clock: Callable[[], float] = time.monotonic,
         maxlen: int = 2000,
+        gpus: Sequence[int] | None = None,
     ) -> None:
         self.requested_index = index
+        self.requested_gpus = gpus  # the GPUs to watch (gpudash.gpu_selection.choose_gpus)
+        self._watched: dict[int, _WatchedGpu] = {}
         self.interval_s = interval_s
         self.clock = clock
         self.t0 = clock() if t0 is None else t0
@@ -166,16 +199,24 @@ class NvmlSampler:
             self.info = GpuInfo(available=False, unavailable="NVML found no NVIDIA GPU", driver=driver)
             return self.info
         self._uuids = uuids
+        try:
+            sampled = choose_gpus(count, uuids, self.requested_gpus, os.environ.get("CUDA_VISIBLE_DEVICES"))
+        except GpuSelectionError as exc:
+            self._shutdown()
+            self.info = GpuInfo(available=False, unavailable=str(exc), driver=driver, names=tuple(names))
+            return self.info
         index = self.requested_index if self.requested_index is not None else 0
         if not 0 <= index < count:
             index = 0
-        self.info = GpuInfo(available=True, driver=driver, names=tuple(names), index=index)
+        self.info = GpuInfo(available=True, driver=driver, names=tuple(names), index=index, sampled=sampled)
         self._handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+        self._watched = {i: _WatchedGpu(pynvml.nvmlDeviceGetHandleByIndex(i), self._reading_queries())
+                         for i in sampled}
         return self.info
 
     def start(self) -> GpuInfo:
-        """``open()``, take a first sample, then sample every ``interval_s`` in a thread."""
-        info = self.open()
+        """``open()`` (unless open), take a first sample, then sample every ``interval_s`` in a thread."""
+        info = self.info if self._nvml is not None else self.open()
         if info.available and self._thread is None:
             self.sample()
             self._stop.clear()
@@ -207,7 +248,7 @@ class NvmlSampler:
                 self._handle = self._nvml.nvmlDeviceGetHandleByIndex(index)
             except Exception:
                 return False
-            self.info = GpuInfo(available=True, driver=self.info.driver, names=self.info.names, index=index)
+            self.info = replace(self.info, index=index)
             self._energy0 = None
         return True
 
@@ -234,14 +275,12 @@ class NvmlSampler:
                     if gone is not None:
                         self._lose(gone)
                         return None
-                    if _code(exc) in (NOT_SUPPORTED, FUNCTION_NOT_FOUND) or type(exc).__name__ in (
-                        "NVMLError_NotSupported",
-                        "NVMLError_FunctionNotFound",
-                    ):
+                    if _unsupported(exc):
                         self.dropped[name] = str(exc) or "not supported"
                         del self._metrics[name]
                     # anything else: not available this tick
-            s = GpuSample(time_s=self.clock() - self.t0, **values)
+            per_gpu = tuple(self._reading(i, values) for i in self.info.sampled)
+            s = GpuSample(time_s=self.clock() - self.t0, per_gpu=per_gpu, **values)
             self.latest = s
             self._samples.append(s)
         return s
@@ -264,6 +303,30 @@ class NvmlSampler:
             if next_tick < self.clock():  # fell behind (suspended?): don't burst
                 next_tick = self.clock() + self.interval_s
             self.sample()
+
+    def _reading(self, index: int, own: dict[str, Any]) -> GpuReading:
+        """GPU ``index``'s row: the workload GPU's values when it is that GPU, else its own queries."""
+        values = own if index == self.info.index else self._ask(self._watched[index])
+        return GpuReading(index, **{k: values.get(k) for k in _READING_FIELDS})
+
+    def _ask(self, gpu: _WatchedGpu) -> dict[str, Any]:
+        """A watched GPU's values this tick. A failing query is None for this tick; one the GPU
+        does not support is dropped; a GPU that is gone is asked no more (its row reads n/a)."""
+        values: dict[str, Any] = {}
+        for name, query in list(gpu.queries.items()) if gpu.gone is None else ():
+            try:
+                values.update(query(gpu.handle))
+            except Exception as exc:  # noqa: BLE001 - one GPU failing never stops the others
+                if _unsupported(exc):
+                    gpu.dropped[name] = str(exc) or "not supported"
+                    del gpu.queries[name]
+                elif gone_reason(exc) is not None:
+                    gpu.gone = gone_reason(exc)
+                    return {}
+        return values
+
+    def _reading_queries(self) -> dict[str, Callable[[Any], dict[str, Any]]]:
+        return {name: self._metrics[name] for name in _READING_QUERIES if name in self._metrics}
 
     # -- one query per metric (each may raise; ``sample`` decides) -------------------------------
     def _utilization(self, h: Any) -> dict[str, Any]:

@@ -10,7 +10,7 @@ three through an ``EngineSource``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from enum import Enum, IntEnum
 from typing import Protocol, Union
 
@@ -43,6 +43,9 @@ class RunConfig:
     # a started workload that sends nothing (no sample, no event) for this long is reported as
     # "not responding" (the watchdog in gpudash.runner); None: never
     watchdog_s: float | None = 60.0
+    # the NVML indexes of the GPUs to watch, one row and CSV columns each, in this order
+    # (``--gpus 0,2``); None: the ones CUDA_VISIBLE_DEVICES names, else every GPU of the machine
+    gpus: tuple[int, ...] | None = None
 
 
 # -- controls: parent -> child, applied at a step boundary ---------------------------------
@@ -194,12 +197,32 @@ class GpuInfo:
     driver: str | None = None
     names: tuple[str, ...] = ()  # every GPU of the machine, by index
     index: int | None = None  # the GPU sampled (the workload's device)
+    sampled: tuple[int, ...] = ()  # the GPUs with a per-GPU reading in every sample (NVML indexes, in order)
 
     @property
     def name(self) -> str | None:
         if self.index is None or self.index >= len(self.names):
             return None
         return self.names[self.index]
+
+
+@dataclass(frozen=True)
+class GpuReading:
+    """One GPU's telemetry in an NVML tick (``GpuSample.per_gpu``); ``None``: not available.
+    The fields are the catalog's per-GPU metrics (``gpudash.metrics.PER_GPU_KEYS``) and the total memory."""
+
+    index: int  # the NVML index (as nvidia-smi numbers the GPUs)
+    gpu_util_pct: float | None = None
+    mem_used_mib: float | None = None
+    mem_total_mib: float | None = None
+    power_w: float | None = None
+    sm_clock_mhz: float | None = None
+    temp_c: float | None = None
+
+    @property
+    def answered(self) -> bool:
+        """Some query for this GPU answered this tick (False: every one failed)."""
+        return any(getattr(self, f.name) is not None for f in fields(self) if f.name != "index")
 
 
 @dataclass(frozen=True)
@@ -216,6 +239,7 @@ class GpuSample:
     temp_c: float | None = None
     energy_j: float | None = None  # energy since the sampler started
     throttle: str | None = None  # active throttle reasons, e.g. "sw_power_cap|hw_slowdown"; "" if none
+    per_gpu: tuple[GpuReading, ...] = ()  # every GPU watched (``GpuInfo.sampled``), the workload's included
 
 
 Message = Union[Sample, Event, GpuSample]

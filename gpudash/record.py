@@ -72,6 +72,7 @@ def run_metadata(config: RunConfig, gpu_info: GpuInfo | None = None, **extra: An
         "gpu_name": None,
         "gpu_names": [],
         "gpu_index": None,
+        "gpus_sampled": [],  # the GPUs with per-GPU columns (NVML indexes, in the columns' order)
         "driver": None,
         "nvml_unavailable": None,
         "torch_version": None,
@@ -83,6 +84,7 @@ def run_metadata(config: RunConfig, gpu_info: GpuInfo | None = None, **extra: An
             gpu_name=gpu_info.name,
             gpu_names=list(gpu_info.names),
             gpu_index=gpu_info.index,
+            gpus_sampled=list(gpu_info.sampled),
             driver=gpu_info.driver,
             nvml_unavailable=gpu_info.unavailable,
         )
@@ -208,6 +210,7 @@ class CsvRecorder:
             self._out = _StreamWriter(stream)  # type: ignore[arg-type]
             self.meta_path = str(meta_path) if meta_path else None
         self.rows = 0  # data rows (the header not counted)
+        self.gpus: tuple[int, ...] = tuple(self.metadata.get("gpus_sampled") or ())  # per-GPU columns
         self.samples = 0
         self.last_sample: Sample | None = None
         self.last_gpu: GpuSample | None = None
@@ -219,10 +222,10 @@ class CsvRecorder:
         self._fault = faults.of_kind("csv-write")  # test-only: a data row that fails to write
         self.summaries: list[str] = []  # one line per configuration that ended, as in the CSV
         self._closed = False
-        self.metadata.setdefault("csv_columns", csvformat.header())
+        self.metadata.setdefault("csv_columns", csvformat.header(self.gpus))
         try:
             # first: an unwritable CSV leaves no JSON behind
-            self._out.write(csvformat.format_row(csvformat.header()))
+            self._out.write(csvformat.format_row(csvformat.header(self.gpus)))
         except RecordWriteError:
             self._out.close()
             raise
@@ -235,7 +238,7 @@ class CsvRecorder:
             self.last_gpu = msg
             self._segments.on_gpu(msg)
         elif isinstance(msg, Sample):
-            self._write(csvformat.sample_row(msg, self.last_gpu, self._derived(msg)))
+            self._write(csvformat.sample_row(msg, self.last_gpu, self._derived(msg)), self.last_gpu)
             self.samples += 1
             self.last_sample = self._config = msg
             self._segments.on_sample(msg, self.last_gpu.energy_j if self.last_gpu is not None else None)
@@ -297,7 +300,9 @@ class CsvRecorder:
                 pass
 
     # -- internals ------------------------------------------------------------------------------------
-    def _write(self, row: list[str]) -> None:
+    def _write(self, row: list[str], gpu: GpuSample | None = None) -> None:
+        """Write ``row`` and its per-GPU cells (``gpu``'s readings; none: empty cells)."""
+        row = row + csvformat.per_gpu_cells(gpu, self.gpus)
         injected = self._fault.fails_row(self.rows + 1) if self._fault is not None else None
         try:
             if injected is not None:

@@ -29,7 +29,7 @@ class EngineSession:
         self.t0 = time.monotonic()
         self.runner = WorkloadRunner(config, log_path, t0=self.t0)
         self.sampler = sampler or NvmlSampler(
-            cuda_index_hint(config.device), config.gpu_interval_s, t0=self.t0
+            cuda_index_hint(config.device), config.gpu_interval_s, t0=self.t0, gpus=config.gpus
         )
         self.sampler.t0 = self.t0
         self._nvml_started = False

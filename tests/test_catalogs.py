@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from gpudash import csvformat
-from gpudash.metrics import METRICS, NVML_KEYS, STAT_KEYS, WORKLOAD_KEYS, Origin
-from gpudash.protocol import Event, GpuSample, Sample, SetBatchSize
+from gpudash.metrics import METRICS, NVML_KEYS, PER_GPU_KEYS, STAT_KEYS, WORKLOAD_KEYS, Origin
+from gpudash.protocol import Event, GpuReading, GpuSample, Sample, SetBatchSize
 from gpudash.record import CsvRecorder
 from gpudash.replay import ReplaySource, read_all
 from gpudash.stats import DashState
@@ -41,7 +41,9 @@ def test_every_measured_field_has_one_metric_row() -> None:
     sample_fields = [f.name for f in fields(Sample) if f.name != "time_s"]
     config = (*csvformat.CONFIG_COLUMNS, csvformat.KNOBS_COLUMN)
     assert list(WORKLOAD_KEYS) == [f for f in sample_fields if f not in config]
-    assert list(NVML_KEYS) == [f.name for f in fields(GpuSample) if f.name != "time_s"]
+    assert list(NVML_KEYS) == [f.name for f in fields(GpuSample) if f.name not in ("time_s", "per_gpu")]
+    # a per-GPU reading: the catalog's per-GPU metrics (its CSV columns) and the memory total for the row
+    assert [f.name for f in fields(GpuReading) if f.name not in ("index", "mem_total_mib")] == list(PER_GPU_KEYS)
     assert len({m.key for m in METRICS}) == len(METRICS)
 
 

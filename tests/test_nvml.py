@@ -156,7 +156,7 @@ def test_unsupported_metric_is_probed_once_and_dropped(install: Any) -> None:
 
 def test_one_call_failing_is_none_for_that_tick_only(install: Any) -> None:
     nv = install(fake_pynvml(fail_once={"nvmlDeviceGetPowerUsage"}))
-    s = NvmlSampler()
+    s = NvmlSampler(gpus=(0,))  # the workload's GPU only: one power query per tick
     s.open()
     first, second = s.sample(), s.sample()
     assert first.power_w is None and first.gpu_util_pct == 87

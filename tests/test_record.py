@@ -41,13 +41,19 @@ def start(*args: str, cwd: Path) -> subprocess.Popen[str]:
                             stderr=subprocess.PIPE, text=True)
 
 
+def assert_header(header: list[str]) -> None:
+    """Today's columns, then the per-GPU columns of each GPU NVML watched (none without NVML)."""
+    assert header[: len(COLUMNS)] == COLUMNS
+    assert header[len(COLUMNS):] == csvformat.per_gpu_columns(csvformat.per_gpu_indexes(header))
+
+
 def assert_intact(path: Path) -> list[list[str]]:
     """Every line complete: the header, then rows with exactly as many fields."""
     text = path.read_text()
     assert text.endswith("\n")
     rows = list(csv.reader(io.StringIO(text)))
-    assert rows[0] == COLUMNS
-    assert all(len(r) == len(COLUMNS) for r in rows), "a row with a different number of fields"
+    assert_header(rows[0])
+    assert all(len(r) == len(rows[0]) for r in rows), "a row with a different number of fields"
     return rows
 
 
@@ -107,7 +113,7 @@ def test_record_every_family(tmp_path: Path, name: str) -> None:
     assert all(line.startswith("gpudash: ") for line in r.stderr.splitlines())
 
     df = pd.read_csv(tmp_path / "run.csv")
-    assert list(df.columns) == COLUMNS
+    assert_header(list(df.columns))
     assert set(df.row_kind) == {"sample", "event", "summary"}
     s = df[df.row_kind == "sample"]
     assert len(s) >= 1
@@ -151,7 +157,7 @@ def test_parent_never_imports_torch_or_textual_and_stdout_csv(tmp_path: Path) ->
     r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=180)
     assert "MODULES 0 []" in r.stderr, r.stderr
     df = pd.read_csv(io.StringIO(r.stdout))  # stdout holds the CSV and nothing else
-    assert list(df.columns) == COLUMNS
+    assert_header(list(df.columns))
     s = df[df.row_kind == "sample"]
     assert s.steps.iloc[-1] == 5  # --steps: the child stops after exactly 5
     assert df.event_kind.dropna().iloc[-1] == "stopped"

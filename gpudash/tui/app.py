@@ -40,6 +40,7 @@ from gpudash.tui.crash import report_crash
 from gpudash.tui.layout import layout_for, notice_text
 from gpudash.tui.timeview import TimeView
 from gpudash.tui.user_settings import keep_user_settings
+from gpudash.tui.gpu_rows import GpuRows
 from gpudash.tui.widgets import HelpScreen, KnobsScreen, MessageBar, PickScreen, PromptScreen, RunHeader, StatsPanel
 from gpudash.tui.widgets import StatsTable, stats_table
 from workloads.registry import FAMILIES, WorkloadError, parse_batch_size
@@ -99,6 +100,7 @@ class GpuDashApp(App[int]):
     def compose(self) -> ComposeResult:
         yield RunHeader(id="header")
         yield MessageBar(id="messages")
+        yield GpuRows(id="gpu-rows")
         with Container(id="charts"):
             for spec in CHARTS:
                 yield MetricChart(spec)
@@ -134,7 +136,8 @@ class GpuDashApp(App[int]):
         """Charts, the GPU notice and the stats panel for the terminal's size (``gpudash.tui.layout``)."""
         self._layout_gpu_info = self.state.gpu_info
         self._layout_size = size = size or self._layout_size or self.size
-        layout = layout_for(size.width, size.height, self._gpu_available(), tuple(s.id for s in CHARTS))
+        rows = self.query_one(GpuRows).lines  # the per-GPU rows' lines come off the charts' share
+        layout = layout_for(size.width, size.height - rows, self._gpu_available(), tuple(s.id for s in CHARTS))
         for chart in self.query(MetricChart):
             chart.display = chart.spec.id in layout.charts
         grid = self.query_one("#charts")
@@ -209,6 +212,7 @@ class GpuDashApp(App[int]):
         try:
             header = self.query_one(RunHeader)
             stats = self.query_one(StatsPanel)
+            gpu_rows = self.query_one(GpuRows)
         except NoMatches:  # closing: the widgets are gone before the timers stop
             return
         size = tuple((c.size.width, c.size.height) for c in self.visible_charts)
@@ -225,6 +229,11 @@ class GpuDashApp(App[int]):
         if not force and self.state.version == self._drawn_version and size == self._drawn_size:
             return
         self._drawn_version, self._drawn_size = self.state.version, size
+        lines = gpu_rows.lines
+        gpu_rows.show(self.state.last_gpu, self.state.gpu_info, height=(self._layout_size or self.size).height,
+                      stale=not self.replay and not self._gpu_available())
+        if gpu_rows.lines != lines:
+            self._apply_layout()  # the rows took lines or gave them back: the charts get what is left
         self.redraw_charts()
         stats.show(self.state, last_trace=self.controller.last_trace_text())
 

@@ -1,0 +1,261 @@
+"""Every GPU of the box in the telemetry: the sampler's per-GPU readings, which GPUs it watches
+(``--gpus``, ``CUDA_VISIBLE_DEVICES``), the per-GPU CSV columns and their replay. NVML is faked
+at the ``pynvml`` boundary (tests/fake_gpus.py)."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pandas as pd
+import pytest
+
+from gpudash import cli, csvformat
+from gpudash.gpu_selection import GpuSelectionError, check_gpus, gpu_indexes, gpu_list
+from gpudash.nvml import NvmlSampler
+from gpudash.protocol import Event, GpuSample, RunConfig, Sample
+from gpudash.record import CsvRecorder, run_metadata
+from gpudash.replay import ReplaySource, read_all
+from tests.fake_gpus import fake_gpus, readings
+from tests.tui.fakes import sample, started
+
+PER_GPU = ["util_pct", "mem_used_mib", "power_w", "sm_clock_mhz", "temp_c"]
+
+
+@pytest.fixture
+def machine(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    """``machine(n)``: a box of n fake GPUs behind ``pynvml``; CUDA_VISIBLE_DEVICES unset."""
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+
+    def install(count: int) -> ModuleType:
+        module = fake_gpus(count)
+        monkeypatch.setitem(sys.modules, "pynvml", module)
+        return module
+
+    return install
+
+
+def opened(index: int = 0, **kw: object) -> NvmlSampler:
+    sampler = NvmlSampler(index, **kw)  # type: ignore[arg-type]
+    assert sampler.open().available, sampler.info.unavailable
+    return sampler
+
+
+def row_of(g: GpuSample, index: int) -> tuple[float | None, ...]:
+    r = next(r for r in g.per_gpu if r.index == index)
+    return r.gpu_util_pct, r.mem_used_mib, r.power_w, r.sm_clock_mhz, r.temp_c
+
+
+def expected(index: int) -> tuple[float, ...]:
+    v = readings(index)
+    return v["util"], v["mem_used_gib"] * 1024, v["power_w"], v["clock"], v["temp"]
+
+
+# -- the sampler ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("count", [2, 4])
+def test_one_reading_per_gpu_of_the_box(machine, count: int) -> None:
+    nv = machine(count)
+    s = opened(1)
+    g = s.sample()
+    assert s.info.sampled == tuple(range(count))
+    assert [r.index for r in g.per_gpu] == list(range(count))
+    for i in range(count):
+        assert row_of(g, i) == expected(i)
+        assert g.per_gpu[i].mem_total_mib == 80 * 1024
+    # today's fields stay the workload's GPU (1), and its row is the same reading, not a second query
+    assert (g.gpu_util_pct, g.power_w) == (11.0, 110.0)
+    assert nv.calls[1] == 7 and all(nv.calls[i] == 5 for i in range(count) if i != 1)
+
+
+def test_gpus_option_selects_and_orders(machine) -> None:
+    machine(4)
+    g = opened(0, gpus=(3, 1)).sample()
+    assert [r.index for r in g.per_gpu] == [3, 1] and row_of(g, 3) == expected(3)
+    assert g.gpu_util_pct == 10.0  # the workload's GPU is charted whether watched in a row or not
+
+
+@pytest.mark.parametrize(("visible", "watched"), [
+    ("2,0", (2, 0)),                    # indexes, in CUDA_VISIBLE_DEVICES' order
+    ("GPU-0000-3,GPU-0000-1", (3, 1)),  # UUIDs
+    ("1,7,2", (1,)),                    # CUDA stops at the first entry that names no GPU
+    ("MIG-abc,2", (2,)),                # a MIG slice: NVML reads the whole GPU, left out
+    ("", ()),                           # every GPU hidden: no rows
+])
+def test_cuda_visible_devices_selects_and_orders(machine, monkeypatch: pytest.MonkeyPatch, visible: str,
+                                                  watched: tuple[int, ...]) -> None:
+    machine(4)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    s = opened(watched[0] if watched else 0)
+    assert s.info.sampled == watched
+    assert tuple(r.index for r in s.sample().per_gpu) == watched
+
+
+def test_gpus_option_wins_over_cuda_visible_devices(machine, monkeypatch: pytest.MonkeyPatch) -> None:
+    machine(4)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
+    assert opened(2, gpus=(0,)).info.sampled == (0,)
+
+
+def test_a_gpu_failing_mid_run_reads_none_while_the_others_update(machine) -> None:
+    nv = machine(4)
+    s = opened(0)
+    first = s.sample()
+    assert all(r.answered for r in first.per_gpu)
+    nv.lost.add(2)  # GPU 2 falls off the bus
+    nv.gpus[1]["util"] = 77.0
+    nv.gpus[0]["power_w"] = 321.0
+    after = [s.sample(), s.sample()]
+    for g in after:
+        assert not g.per_gpu[2].answered and row_of(g, 2) == (None,) * 5
+        assert row_of(g, 1)[0] == 77.0 and row_of(g, 3) == expected(3)
+        assert g.power_w == 321.0 and row_of(g, 0)[2] == 321.0  # the workload's GPU goes on
+    assert s.info.available
+    assert nv.calls[2] == 5 + 1  # asked once after it was lost, then no more
+
+
+def test_unknown_gpu_index(machine) -> None:
+    machine(2)
+    with pytest.raises(GpuSelectionError, match=r"--gpus 0,2: no GPU 2 \(this machine has GPUs 0–1"):
+        check_gpus((0, 2))
+    check_gpus((1, 0))  # both there
+    info = NvmlSampler(0, gpus=(5,)).open()  # a caller that skipped the check: no rows, and says why
+    assert not info.available and "no GPU 5" in info.unavailable
+
+
+def test_without_nvml_gpus_cannot_be_checked_and_the_run_goes_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "pynvml", None)
+    check_gpus((3,))  # nothing raised: the dashboard says NVML is unavailable, as without --gpus
+
+
+@pytest.mark.parametrize("text", ["x", "0,,1", "-1", "1,1", ""])
+def test_gpus_argument_is_indexes_once_each(text: str) -> None:
+    with pytest.raises(argparse.ArgumentTypeError):
+        gpu_list(text)
+    assert gpu_list(" 2, 0") == "2,0" and gpu_indexes("2,0") == (2, 0)
+
+
+def test_serve_passes_gpus_on_to_the_dashboard_it_starts() -> None:
+    _, commands = cli.build_parsers()
+    given = vars(commands["run"].parse_args(["--gpus", "2,0", "--device", "cpu"]))
+    assert cli.as_argv(commands["run"], given) == ["--device=cpu", "--gpus=2,0"]
+
+
+def test_cli_refuses_a_gpu_the_machine_lacks_in_one_line(machine, tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    machine(2)
+    assert cli.main(["--record", str(tmp_path / "run.csv"), "--device", "cpu", "--gpus", "0,4"]) == 2
+    err = capsys.readouterr().err
+    assert err == "gpudash: error: --gpus 0,4: no GPU 4 (this machine has GPUs 0–1; see nvidia-smi -L)\n"
+    assert not (tmp_path / "run.csv").exists()
+
+
+def test_cli_refuses_a_malformed_gpus_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["--gpus", "0,x"])
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "gpudash: error: argument --gpus: expected GPU indexes separated by commas (0,2), got '0,x'"]
+
+
+# -- the CSV ------------------------------------------------------------------------------------------
+def recording(tmp_path: Path, sampler: NvmlSampler, ticks: int = 3) -> Path:
+    """A recording with a sample row per NVML tick, as the recorder writes it."""
+    path = tmp_path / "run.csv"
+    rec = CsvRecorder(path, run_metadata(RunConfig(), sampler.info))
+    rec.on_message(started())
+    for k in range(1, ticks + 1):
+        g = sampler.sample()
+        rec.on_message(GpuSample(k * 0.5, g.gpu_util_pct, per_gpu=g.per_gpu))
+        rec.on_message(sample(k * 0.5, 100.0))
+    rec.close()
+    return path
+
+
+def test_csv_appends_columns_per_gpu_watched_and_keeps_todays(machine, tmp_path: Path) -> None:
+    machine(4)
+    path = recording(tmp_path, opened(0, gpus=(2, 0)))
+    df = pd.read_csv(path)
+    cols = list(df.columns)
+    assert cols[: len(csvformat.COLUMNS)] == csvformat.COLUMNS  # 0.1's readers read the prefix
+    assert cols[len(csvformat.COLUMNS):] == [f"gpu{i}_{c}" for i in (2, 0) for c in PER_GPU]
+    assert csvformat.is_recording_header(cols)
+    rows = df[df.row_kind == "sample"]
+    assert list(rows.gpu2_util_pct) == [12.0] * 3 and list(rows.gpu0_sm_clock_mhz) == [1400.0] * 3
+    assert list(rows.gpu2_mem_used_mib) == [3 * 1024.0] * 3
+    assert df[df.row_kind != "sample"].gpu2_power_w.isna().all()  # events and summaries: empty
+    assert json.loads(path.with_suffix(".json").read_text())["gpus_sampled"] == [2, 0]
+
+
+def test_a_lost_gpu_is_empty_cells_and_replays_as_no_answer(machine, tmp_path: Path) -> None:
+    nv = machine(2)
+    s = opened(0)
+    s.sample()
+    nv.lost.add(1)
+    path = recording(tmp_path, s, ticks=2)
+    msgs = read_all(ReplaySource(path))
+    gpu = [m for m in msgs if isinstance(m, GpuSample)]
+    assert len(gpu) == 2 and all(g.per_gpu[0].answered and not g.per_gpu[1].answered for g in gpu)
+
+
+@pytest.mark.parametrize("count", [2, 4])
+def test_replay_gives_back_the_per_gpu_readings(machine, tmp_path: Path, count: int) -> None:
+    machine(count)
+    path = recording(tmp_path, opened(0))
+    msgs = read_all(ReplaySource(path))
+    gpu = [m for m in msgs if isinstance(m, GpuSample)]
+    assert len(gpu) == 3 and sum(isinstance(m, Sample) for m in msgs) == 3
+    assert all([r.index for r in g.per_gpu] == list(range(count)) for g in gpu)
+    assert all(row_of(gpu[-1], i) == expected(i) for i in range(count))
+
+
+def test_a_recording_without_per_gpu_columns_replays_as_before(tmp_path: Path) -> None:
+    path = tmp_path / "old.csv"
+    rows = [csvformat.header(), csvformat.event_row(Event(0.5, "started")),
+            csvformat.sample_row(sample(1.0, 100.0), GpuSample(1.0, 80.0))]
+    path.write_text("".join(csvformat.format_row(r) for r in rows))
+    gpu = [m for m in read_all(ReplaySource(path)) if isinstance(m, GpuSample)]
+    assert gpu == [GpuSample(1.0, 80.0)] and gpu[0].per_gpu == ()
+
+
+def test_header_with_a_gpus_columns_incomplete_has_no_row_for_it() -> None:
+    header = [*csvformat.header([0]), "gpu1_util_pct"]
+    assert csvformat.per_gpu_indexes(header) == [0]
+    assert csvformat.per_gpu_indexes(list(csv.reader(io.StringIO(",".join(csvformat.header([3, 1])))))[0]) == [3, 1]
+
+
+# -- end to end: gpudash --record --gpus, a real workload process on the CPU ---------------------------------
+@pytest.mark.slow
+def test_record_with_gpus_writes_their_columns_and_replays(machine, tmp_path: Path) -> None:
+    machine(2)
+    path = tmp_path / "run.csv"
+    code = cli.main(["--record", str(path), "-w", "sync_loss", "-v", "fixed", "--device", "cpu", "--steps", "40",
+                     "--sample-interval", "0.1", "--interval", "0.1", "--gpus", "1,0", "-q"])
+    assert code == 0
+    df = pd.read_csv(path)
+    assert list(df.columns)[len(csvformat.COLUMNS):] == [f"gpu{i}_{c}" for i in (1, 0) for c in PER_GPU]
+    rows = df[df.row_kind == "sample"]
+    assert len(rows) > 0 and set(rows.gpu1_util_pct) == {11.0} and set(rows.gpu0_temp_c) == {40.0}
+    gpu = [m for m in read_all(ReplaySource(path)) if isinstance(m, GpuSample)]
+    assert gpu and [r.index for r in gpu[-1].per_gpu] == [1, 0]
+
+
+# -- a real machine ----------------------------------------------------------------------------------------
+@pytest.mark.gpu
+def test_real_nvml_reads_every_gpu_watched() -> None:
+    s = NvmlSampler(0)
+    info = s.open()
+    try:
+        assert info.available, info.unavailable
+        g = s.sample()
+        assert info.sampled and [r.index for r in g.per_gpu] == list(info.sampled)
+        assert all(r.answered and r.mem_total_mib for r in g.per_gpu), g.per_gpu
+        if 0 in info.sampled:  # the workload's GPU: its row is its sample's values
+            assert row_of(g, 0)[:2] == (g.gpu_util_pct, g.mem_used_mib)
+        print(info.sampled, g.per_gpu)
+    finally:
+        s.stop()

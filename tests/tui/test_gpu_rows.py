@@ -1,0 +1,149 @@
+"""The dashboard's per-GPU rows (Pilot): the real NVML sampler over a fake ``pynvml`` of 1, 2, 4
+and 8 GPUs feeds a scripted workload source; and a replay of a multi-GPU recording."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpudash.nvml import NvmlSampler
+from gpudash.protocol import Message, RunConfig, Sample
+from gpudash.record import CsvRecorder, run_metadata
+from gpudash.replay import ReplaySource
+from gpudash.tui.app import GpuDashApp
+from gpudash.tui.charts import MetricChart
+from gpudash.tui.gpu_rows import GpuRows
+from gpudash.tui.widgets import plain_text
+from tests.fake_gpus import fake_gpus
+
+from .conftest import wait_until
+from .fakes import FakeSource, run_segment, started
+
+
+class SampledSource(FakeSource):
+    """The scripted workload of ``FakeSource``, with GPU samples from a real ``NvmlSampler``
+    (over the fake ``pynvml``) that the test ticks with ``tick()``."""
+
+    def __init__(self, sampler: NvmlSampler) -> None:
+        super().__init__(gpu_info=sampler.info)
+        self.sampler = sampler
+
+    def poll(self) -> list[Message]:
+        return super().poll() + self.sampler.drain()
+
+    def tick(self) -> None:
+        self.sampler.sample()
+
+
+@pytest.fixture
+def box(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    """``box(n, workload_gpu)``: (fake pynvml of n GPUs, a source sampling them)."""
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+
+    def make(count: int, workload_gpu: int = 0, **kw: object):  # type: ignore[no-untyped-def]
+        nv = fake_gpus(count)
+        monkeypatch.setitem(sys.modules, "pynvml", nv)
+        sampler = NvmlSampler(workload_gpu, **kw)  # type: ignore[arg-type]
+        assert sampler.open().available
+        return nv, SampledSource(sampler)
+
+    return make
+
+
+def workload_samples(t0: float, t1: float) -> list[Message]:
+    return [m for m in run_segment(t0, t1, 100.0) if isinstance(m, Sample)]
+
+
+async def running(app: GpuDashApp, pilot, src: SampledSource) -> None:  # type: ignore[no-untyped-def]
+    await wait_until(pilot, lambda: app.source_ready, "the source to start")
+    src.push(started(), *workload_samples(1.0, 4.0))
+    src.tick()
+    app.refresh_now()
+    await pilot.pause()
+
+
+def rows(app: GpuDashApp) -> list[str]:
+    widget = app.query_one(GpuRows)
+    return plain_text(widget, widget.size.width).rstrip("\n").split("\n") if widget.display else []
+
+
+def make_app(src) -> GpuDashApp:  # type: ignore[no-untyped-def]
+    return GpuDashApp(src, clock=lambda: 0.0, toasts=False)
+
+
+@pytest.mark.parametrize("count", [2, 4])
+async def test_one_row_per_gpu_with_the_workloads_highlighted(box, count: int) -> None:
+    nv, src = box(count, workload_gpu=1)
+    app = make_app(src)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await running(app, pilot, src)
+        shown = rows(app)
+        assert len(shown) == count
+        for i, line in enumerate(shown):
+            assert line.lstrip("▶ ").startswith(f"GPU {i}")
+            assert f"{10 + i}%" in line and f"{1400 + 100 * i} MHz" in line and f"{40 + i}°C" in line
+            assert f"{1 + i:.1f}/80 GiB" in line and f"{100 + 10 * i} W" in line
+        assert [line.startswith("▶") for line in shown] == [i == 1 for i in range(count)]
+
+
+async def test_a_gpu_that_stops_answering_reads_na_while_the_others_update(box) -> None:
+    nv, src = box(4)
+    app = make_app(src)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await running(app, pilot, src)
+        assert "n/a" not in " ".join(rows(app))
+        nv.lost.add(2)
+        nv.gpus[1]["util"] = 77.0
+        nv.gpus[3]["temp"] = 66.0
+        src.push(*workload_samples(4.0, 5.0))
+        src.tick()
+        app.refresh_now()
+        await pilot.pause()
+        shown = rows(app)
+        assert "n/a" in shown[2] and "%" not in shown[2]
+        assert "77%" in shown[1] and "66°C" in shown[3] and "10%" in shown[0]
+        assert app.state.status == "running" and app.query_one("#chart-gpu_util", MetricChart).display
+
+
+async def test_a_one_gpu_box_has_no_rows_its_gpu_is_in_the_header(box) -> None:
+    _, src = box(1)
+    app = make_app(src)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await running(app, pilot, src)
+        assert rows(app) == [] and app.state.last_gpu.per_gpu  # sampled, but nothing beyond the header's
+
+
+async def test_eight_gpus_on_a_short_terminal_share_lines_and_leave_the_charts_room(box) -> None:
+    _, src = box(8, workload_gpu=5)
+    app = make_app(src)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await running(app, pilot, src)
+        shown = rows(app)
+        assert len(shown) == 4 and all(line.count("MHz") == 2 for line in shown)
+        assert "▶5 " in shown[2] and "15%" in shown[2]
+        assert all(c.size.height >= 6 for c in app.visible_charts)
+
+
+async def test_replay_of_a_multi_gpu_recording_shows_its_rows(box, tmp_path: Path) -> None:
+    nv, live = box(4, workload_gpu=0, gpus=(3, 0, 1))
+    path = tmp_path / "run.csv"
+    rec = CsvRecorder(path, run_metadata(RunConfig(), live.sampler.info))
+    rec.on_message(started())
+    nv.lost.add(1)
+    for m in workload_samples(1.0, 3.0):
+        live.tick()
+        for g in live.sampler.drain():
+            rec.on_message(g)
+        rec.on_message(m)
+    rec.close()
+    app = make_app(ReplaySource(path))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_until(pilot, lambda: app.source_ready and not app.controller.source.alive, "the replay to load")
+        app.refresh_now()
+        await pilot.pause()
+        shown = rows(app)
+        assert [line.lstrip("▶ ")[:5] for line in shown] == ["GPU 3", "GPU 0", "GPU 1"]
+        assert "13%" in shown[0] and "4.0 GiB" in shown[0]  # a recording keeps the memory used, not the total
+        assert shown[1].startswith("▶") and "n/a" in shown[2]
