@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from gpudash.nvml import NvmlSampler
-from gpudash.protocol import Message, RunConfig, Sample
+from gpudash.protocol import GpuSample, Message, RunConfig, Sample
 from gpudash.record import CsvRecorder, run_metadata
-from gpudash.replay import ReplaySource
+from gpudash.replay import ReplaySource, read_all
 from gpudash.tui.app import GpuDashApp
 from gpudash.tui.charts import MetricChart
 from gpudash.tui.gpu_rows import GpuRows
@@ -147,3 +147,23 @@ async def test_replay_of_a_multi_gpu_recording_shows_its_rows(box, tmp_path: Pat
         assert [line.lstrip("▶ ")[:5] for line in shown] == ["GPU 3", "GPU 0", "GPU 1"]
         assert "13%" in shown[0] and "4.0 GiB" in shown[0]  # a recording keeps the memory used, not the total
         assert shown[1].startswith("▶") and "n/a" in shown[2]
+
+
+async def test_recording_from_the_dashboard_has_the_per_gpu_columns(box, tmp_path: Path) -> None:
+    nv, src = box(2, workload_gpu=1)
+    app = make_app(src)
+    path = tmp_path / "mid-run.csv"
+    async with app.run_test(size=(120, 40)) as pilot:
+        await running(app, pilot, src)
+        app.controller.start_recording(str(path))  # what c and a typed name do
+        nv.gpus[0]["power_w"] = 222.0
+        src.tick()
+        app.refresh_now()
+        src.push(*workload_samples(4.0, 5.0))  # each sample row joins the newest NVML sample
+        app.refresh_now()
+        app.controller.stop_recording()
+    header = path.read_text().splitlines()[0].split(",")
+    assert header[-10:] == [f"gpu{i}_{c}" for i in (0, 1)
+                            for c in ("util_pct", "mem_used_mib", "power_w", "sm_clock_mhz", "temp_c")]
+    gpu = [m for m in read_all(ReplaySource(path)) if isinstance(m, GpuSample)]
+    assert gpu and gpu[-1].per_gpu[0].power_w == 222.0 and gpu[-1].per_gpu[1].power_w == 110.0
