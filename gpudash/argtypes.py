@@ -14,7 +14,7 @@ from gpudash.protocol import ExitCode
 
 if TYPE_CHECKING:  # pragma: no cover
     from workloads.knobs import Knobs
-    from workloads.registry import VariantInfo
+    from workloads.registry import FamilyInfo, VariantInfo
 
 DEVICE_RE = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
 
@@ -76,6 +76,14 @@ def batch_size(text: str) -> int:
         return parse_batch_size(text)
     except WorkloadError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def check_batch_limits(info: "FamilyInfo", batch_size: int | None, ranks: int = 1) -> None:
+    """Raise UsageError when ``batch_size`` is over the family's fixed limits (its dataset, its
+    cap; ``FamilyInfo.batch_refusal``); None (the family's default) is within them."""
+    why = None if batch_size is None else info.batch_refusal(batch_size, ranks)
+    if why is not None:
+        raise UsageError(why)
 
 
 def image_size(text: str) -> int:

@@ -15,7 +15,7 @@ import traceback
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-from gpudash import faults
+from gpudash import faults, memguard
 from gpudash.engine import Builder, StepLoop, one_line, plain, progress_reports
 from gpudash.protocol import SAMPLES_DROPPED, Control, Event, EventKind, Message, RunConfig, Sample, Stop
 
@@ -280,6 +280,7 @@ def child_main(config: RunConfig, controls: Any, out: Any, log_path: str | None,
     channel.emit(Event(time_s=now(), kind=EventKind.STARTING, message=f"pid {os.getpid()}"))
     code = 0
     try:
+        memguard.apply_memory_guard()  # before torch: a runaway allocation fails here, reported
         _run_child(config, channel, t0)
     except BaseException as exc:  # noqa: BLE001 - report anything, then exit non-zero
         traceback.print_exc()

@@ -248,6 +248,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     except WorkloadError as exc:
         raise UsageError(str(exc)) from None
     check_device(args.device, variant)
+    argtypes.check_batch_limits(info, args.batch_size)
     gpus = gpu_indexes(args.gpus) if args.gpus else None
     try:
         check_gpus(gpus)

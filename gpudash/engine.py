@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from gpudash.measure import LossReader, StepTimer, SyncCounter, loss_reader, percentile, step_timer
+from gpudash.memguard import out_of_memory_message
 from gpudash.protocol import (
     Control,
     Event,
@@ -52,7 +53,10 @@ CONTROL_CHECK_S = 0.005  # look for controls at most this often (each check is a
 
 
 def one_line(exc: BaseException) -> str:
-    """An exception as one line for the user."""
+    """An exception as one line for the user (a failed host allocation: "out of host memory: …")."""
+    out_of_memory = out_of_memory_message(exc)
+    if out_of_memory is not None:
+        return out_of_memory
     text = str(exc).strip().splitlines()
     first = text[0] if text else ""
     name = type(exc).__name__

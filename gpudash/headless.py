@@ -36,7 +36,7 @@ PROGRESS_EVERY_S = 10.0  # a progress line on stderr this often (unless quiet)
 
 # -- signals and exit status -------------------------------------------------------------------------
 class _Interrupted:
-    """SIGINT/SIGTERM → a flag the record loop checks (the CSV stays intact)."""
+    """SIGINT/SIGTERM/SIGHUP → a flag the record loop checks (the CSV stays intact)."""
 
     def __init__(self) -> None:
         self.signal: int | None = None
@@ -44,7 +44,7 @@ class _Interrupted:
         self._old: dict[int, Any] = {}
 
     def __enter__(self) -> "_Interrupted":
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # SIGHUP: the terminal closed
             try:
                 self._old[sig] = signal.signal(sig, self._handle)
             except ValueError:  # not the main thread

@@ -4,6 +4,12 @@ Torch-free. The child (``gpudash.child.child_main``) is started with the *spawn*
 (CUDA cannot live in a forked child). Controls go in over an unbounded queue (they are
 few); samples and events come out over a bounded one: the child drops samples when it is
 full, so a slow reader never stalls training.
+
+No orphans: the child leads its own process group, and the group goes with it on every exit
+path (``gpudash.procgroup``): its end seen by ``poll()`` (a crash, a SIGKILL), ``stop()``,
+and gpudash's own exit (atexit; on SIGTERM and SIGHUP, where nothing else handles them,
+before gpudash dies of the signal). The child's RSS is sampled while it runs, so a SIGKILL
+at high RSS is reported as probably out of memory.
 """
 
 from __future__ import annotations
@@ -15,16 +21,19 @@ import os
 import queue
 import signal
 import tempfile
+import threading
 import time
 from pathlib import Path
 
-from gpudash import faults
+from gpudash import faults, memguard, procgroup
 from gpudash.protocol import NOT_RESPONDING
 from gpudash.protocol import ENDING_KINDS, Control, Event, EventKind, Message, RunConfig, Sample, Stop
 from gpudash.watchdog import Watchdog, not_responding
+from workloads.limits import machine_ram, rss_bytes
 
 OUT_QUEUE_SIZE = 100  # small enough that the pipe (64 KiB) never fills: the child exits cleanly
 UNRESPONSIVE_STOP_S = 1.0  # how long a child reported not responding gets to stop itself
+RSS_EVERY_S = 0.5  # how often poll() samples the child's resident memory
 MAX_PER_POLL = 1000
 
 
@@ -94,6 +103,9 @@ class WorkloadRunner:
         slow_parent = faults.of_kind("slow-parent")  # test-only: stop reading for a while
         self._reading_pause = faults.ParentPause(slow_parent) if slow_parent else None
         self._samples_seen = 0
+        self._rss: int | None = None  # the child's resident memory when last sampled
+        self._next_rss = 0.0
+        _stop_children_on(signal.SIGTERM, signal.SIGHUP)  # here: start() may run in a worker thread
 
     # -- life cycle ----------------------------------------------------------------------------
     def start(self) -> None:
@@ -154,24 +166,29 @@ class WorkloadRunner:
 
         When the child has died without saying so, ends with one ``Event("crashed")``; when it
         has said nothing for ``config.watchdog_s``, one ``Event("error", what="watchdog")``.
+        Once the child is gone, so is its process group when this returns.
         """
         out, self._backlog = self._backlog, []
         if self._reading_paused():
             return out  # GPUDASH_FAULT=slow-parent: the queue fills up meanwhile
         out.extend(self._drain())
         out.extend(self._watch())
+        self._watch_memory()
         if self._process is not None and not self._reported and self._process.exitcode is not None:
             out.extend(self._drain())  # what it sent before it died
             out.extend(self._end_event())
+            if self._process.pid is not None:  # its workers go with it, now (milliseconds: they
+                procgroup.end_group(self._process.pid)  # die on SIGTERM, the resource tracker at EOF)
         return out
 
     def stop(self, timeout: float = 10.0) -> None:
         """Stop the child: Stop control → join with timeout → terminate → kill. Idempotent.
 
         ``timeout=0`` terminates at once. Terminate and kill go to the child's process group
-        (its DataLoader workers too). Messages that arrive meanwhile (the last sample,
-        "stopped") are kept for ``poll()``. A log file chosen here is removed unless the
-        child crashed.
+        (its DataLoader workers too); whatever of the group outlives the child is then ended
+        too (``procgroup.end_group``), alive or not when this was called. Messages that arrive
+        meanwhile (the last sample, "stopped") are kept for ``poll()``. A log file chosen here
+        is removed when empty or when the child did not crash.
         """
         proc = self._process
         if proc is None:
@@ -192,10 +209,12 @@ class WorkloadRunner:
         if proc.exitcode is None:
             self._signal_group(proc, signal.SIGKILL)
             self._join(proc, 3.0)
+        if proc.pid is not None:
+            procgroup.end_group(proc.pid)
         self._backlog.extend(self._drain())
         self._close_queues()
         _LIVE.discard(self)
-        if self._own_log and proc.exitcode is not None and not self._ended_badly():
+        if self._own_log and proc.exitcode is not None and (not self._ended_badly() or self._log_empty()):
             try:
                 os.unlink(self.log_path)
             except OSError:
@@ -229,8 +248,26 @@ class WorkloadRunner:
             return True
         return not self._final_seen and not self._stopping
 
+    def _log_empty(self) -> bool:
+        try:
+            return os.path.getsize(self.log_path) == 0
+        except OSError:
+            return True
+
     def _with_log(self, message: str) -> str:
-        return f"{message} (log: {self.log_path})" if self._own_log else message
+        return f"{message} (log: {self.log_path})" if self._own_log and not self._log_empty() else message
+
+    def _watch_memory(self) -> None:
+        """Sample the child's resident memory every RSS_EVERY_S (what a SIGKILL's report says)."""
+        now = time.monotonic()
+        pid = self.pid
+        if pid is None or now < self._next_rss:
+            return
+        self._next_rss = now + RSS_EVERY_S
+        rss = rss_bytes(pid)
+        if rss is not None:
+            self._rss = rss
+
 
     def _join(self, proc: multiprocessing.process.BaseProcess, timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -305,7 +342,7 @@ class WorkloadRunner:
         now = time.monotonic() - self.t0
         if self._stopping:
             return [Event(time_s=now, kind=EventKind.STOPPED, message=f"workload process {exit_reason(code)} while stopping")]
-        message = f"workload process {exit_reason(code)}"
+        message = f"workload process {exit_reason(code)}{memguard.killed_note(code, self._rss, machine_ram())}"
         line = last_log_line(self.log_path, start=self._log_start)
         if line and any(word in line.lower() for word in _INFORMATIVE):
             message += f": {line}"
@@ -338,6 +375,28 @@ def _register_at_exit() -> None:
     if not _registered:
         _registered = True
         atexit.register(_stop_all)
+
+
+def _stop_children_then_die(signum: int, frame: object) -> None:
+    """Stop every child (and its group, removing empty logs), then die of the signal as before.
+
+    Done here, not by raising SystemExit: that would unwind through whatever the main thread
+    runs (Textual's event loop) and leave it half torn down."""
+    signal.signal(signum, signal.SIG_DFL)  # a second one ends gpudash at once
+    _stop_all()
+    os.kill(os.getpid(), signum)
+
+
+def _stop_children_on(*signals: int) -> None:
+    """For each signal that would end gpudash at once (its default action: no exit handlers,
+    the child and its workers left behind), stop the children first. A signal someone already
+    handles (``--record`` handles SIGTERM and SIGHUP) is left alone; only the main thread can
+    set handlers."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for sig in signals:
+        if signal.getsignal(sig) == signal.SIG_DFL:
+            signal.signal(sig, _stop_children_then_die)
 
 
 def _stop_all() -> None:

@@ -32,7 +32,7 @@ from torchvision.ops import roi_align
 
 from workloads import models
 from workloads.base import Workload, train_step
-from workloads.data import HostBatchPool, random_images_u8, shutdown_loader_workers
+from workloads.data import HostBatchPool, loader_bytes_held, random_images_u8, shutdown_loader_workers
 from workloads.registry import FAMILIES
 from workloads.streams import TwoStagePipeline
 
@@ -227,6 +227,11 @@ class AugmentWorkload(Workload):
 
     def trained_parameters(self) -> list[nn.Parameter]:
         return list(self.model.parameters())
+
+    def host_bytes_held(self, batch_bytes: int) -> int:
+        if self.variant_info.host_augment:
+            return loader_bytes_held(batch_bytes, self.workers, pin=self.on_cuda)
+        return super().host_bytes_held(batch_bytes)
 
     def generators(self) -> list[torch.Generator]:
         return [self.gen] if self.on_cuda else []

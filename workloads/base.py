@@ -12,8 +12,8 @@ from typing import Any, ClassVar
 
 import torch
 
-from workloads import tuning
-from workloads.data import HostBatchPool
+from workloads import limits, memory_probe, tuning
+from workloads.data import HostBatchPool, pool_bytes_held
 from workloads.knobs import Knobs
 from workloads.registry import (
     FamilyInfo,
@@ -85,6 +85,7 @@ class Workload(ABC):
     knob_modules: ClassVar[tuple[str, ...]] = ("model",)
     pool: HostBatchPool | None = None
     pipeline: TwoStagePipeline | None = None
+    _consume: Callable[..., Any] | None = None  # the training stage, once a configuration is built
     optimizer: torch.optim.Optimizer
 
     def __init__(self, device: torch.device | str, options: WorkloadOptions) -> None:
@@ -115,10 +116,11 @@ class Workload(ABC):
         # While set (a profiler window), each stage runs inside record_function(prefix + stage name),
         # so a trace can tell whose kernels are whose. None: no annotation, no cost.
         self.annotate_stages: str | None = None
+        self._step_memory: dict[tuple[str, Knobs], limits.StepMemory] = {}  # probes, per variant and knobs
         torch.manual_seed(self.seed)
         self._build_model()
         self._modules = tuning.ModuleKnobs({name: getattr(self, name) for name in self.knob_modules})
-        self._setup()
+        self._first_setup(defaults.batch_size)
 
     # -- what a family provides --------------------------------------------------------
     @abstractmethod
@@ -174,7 +176,23 @@ class Workload(ABC):
         """The 4-D layout the knobs ask for (channels_last or contiguous), fixed at each setup."""
         return self._memory_format
 
-    def _setup(self) -> None:
+    def _first_setup(self, known_to_fit: int) -> None:
+        """Build the first configuration. A batch over ``known_to_fit`` (the family's default)
+        is built there first and then grown through ``reconfigure``, whose memory check
+        measures a step before the large batch is allocated."""
+        asked = self.batch_size
+        if asked <= known_to_fit:
+            self._setup()
+            return
+        self.batch_size = known_to_fit
+        self._setup(warm_up=False)
+        try:
+            self.reconfigure(batch_size=asked)
+        except BaseException:
+            self.close()
+            raise
+
+    def _setup(self, warm_up: bool = True) -> None:
         """Apply the knobs, build the configuration, wire the stages, warm up what is slow."""
         tuning.apply_backend_flags(self.knobs)
         self._autocast = tuning.autocast_factory(self.device, self.knobs)
@@ -187,7 +205,8 @@ class Workload(ABC):
         self._stage_names = (produce[0] if produce else None, consume[0])
         self._produce = tuning.stage(produce[1], self.device, self.knobs, gens) if produce else None
         self._consume = tuning.stage(consume[1], self.device, self.knobs, gens)
-        self.warm_up()
+        if warm_up:
+            self.warm_up()
 
     def warm_up(self) -> None:
         """Compile, capture and autotune now, on the next batch, then put the training state
@@ -352,7 +371,91 @@ class Workload(ABC):
         why = new_knobs.refusal(info, self.device.type)
         if why:
             raise WorkloadError(why)
+        if batch_size is not None:
+            self._check_batch_limits(new_batch)
         return new_variant, new_batch, new_knobs
+
+    # -- limits ----------------------------------------------------------------------------
+    def _check_batch_limits(self, batch_size: int) -> None:
+        """Refuse a batch over the family's fixed limits (dataset, hard cap: before anything is
+        built) or, when it grows a configuration already built, one that would not fit in memory."""
+        why = self.info.batch_refusal(batch_size)
+        if why is None and batch_size > self.batch_size and self._consume is not None:
+            why = self.memory_refusal(batch_size)
+        if why:
+            raise WorkloadError(why)
+
+    def memory_refusal(self, batch_size: int) -> str | None:
+        """Why ``batch_size`` would not fit in memory, or None; measured on the running configuration.
+
+        Host: the batches held at once (``host_bytes_held``: the pinned pool, a loader's
+        prefetched batches), plus on the CPU the step's memory, against ``limits.host_room()``
+        (MemAvailable, or what the memory guard leaves) plus what the running batches free.
+        GPU: the step's memory against free plus cached-but-unused memory. The step's memory is
+        ``step_memory()``'s line, fitted at small batches and scaled linearly; each may use
+        ``limits.MEMORY_MARGIN`` of its room."""
+        batch = self._peek_input()
+        sample = memory_probe.nbytes(batch) / memory_probe.batch_len(batch)
+        step = self.step_memory()
+        held = self.host_bytes_held(round(sample * batch_size))
+        host_need = held + (0.0 if self.on_cuda else step.at(batch_size))
+        room = limits.host_room()
+        if room is not None:
+            free = room[0] + self.host_bytes_held(round(sample * self.batch_size))
+            if host_need > limits.MEMORY_MARGIN * free:
+                parts = f"batches held {limits.gib(held)}"
+                if not self.on_cuda:
+                    parts += f" + step {limits.gib(step.at(batch_size))}, {step.how()}"
+                return (f"batch {batch_size} needs about {limits.gib(host_need)} of host memory ({parts}); "
+                        f"{limits.gib(free)} {room[1]}")
+        if self.on_cuda:
+            free_now, _ = torch.cuda.mem_get_info(self.device)
+            free = free_now + torch.cuda.memory_reserved(self.device) - torch.cuda.memory_allocated(self.device)
+            if step.at(batch_size) > limits.MEMORY_MARGIN * free:
+                return (f"batch {batch_size} needs about {limits.gib(step.at(batch_size))} of GPU memory "
+                        f"({step.how()}); {limits.gib(free)} free on {self.device}")
+        return None
+
+    def host_bytes_held(self, batch_bytes: int) -> int:
+        """Host bytes the configuration keeps for batches of ``batch_bytes`` (a family with a
+        loader says its own): here a seeded pool, pinned on CUDA."""
+        return pool_bytes_held(batch_bytes, pin=self.on_cuda)
+
+    def step_memory(self) -> limits.StepMemory:
+        """What a step of the running variant and knobs allocates, fitted from two probe steps
+        (``workloads.memory_probe``) on the first 1 and ``PROBE_BATCH`` samples of the next batch.
+
+        The stages run eagerly (no compiled module, no captured graph: conservative) and train
+        nothing. Measured once per variant and knobs."""
+        key = (self.variant, self.knobs)
+        if key not in self._step_memory:
+            batch = self._peek_input()
+            sizes = sorted({1, min(memory_probe.PROBE_BATCH, memory_probe.batch_len(batch))})
+            produce, consume = self._stages()
+
+            def step(n: int) -> Any:
+                args = memory_probe.head(batch, n)
+                return consume[1](*(produce[1](*args) if produce is not None else args))
+
+            params = self.trained_parameters()
+            gens = memory_probe.generators_of(self, self.device)
+            with self._eager_modules(), memory_probe.gradients_kept(params), \
+                    tuning.restore_point(params, self.optimizer, gens):
+                measured = [memory_probe.step_bytes(self.device, lambda n=n: step(n)) for n in sizes]
+            self._step_memory[key] = limits.StepMemory.fit(sizes, [float(m) for m in measured])
+        return self._step_memory[key]
+
+    @contextlib.contextmanager
+    def _eager_modules(self) -> Any:
+        """The model modules as built (not compiled, not wrapped) while the body runs."""
+        current = {name: getattr(self, name) for name in self._modules.eager}
+        for name, module in self._modules.eager.items():
+            setattr(self, name, module)
+        try:
+            yield
+        finally:
+            for name, module in current.items():
+                setattr(self, name, module)
 
     @property
     def variant_info(self) -> VariantInfo:

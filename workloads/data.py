@@ -11,6 +11,22 @@ POOL_BYTES = 256 * 2**20
 MAX_POOL_BATCHES = 8
 
 
+def pool_batches(batch_bytes: int) -> int:
+    """How many batches a pool keeps: up to POOL_BYTES of them; a huge batch: one, reused."""
+    return max(1, min(MAX_POOL_BATCHES, POOL_BYTES // max(batch_bytes, 1)))
+
+
+def pool_bytes_held(batch_bytes: int, pin: bool) -> int:
+    """Host bytes a pool of such batches holds at its peak (pinning copies each batch once)."""
+    return pool_batches(batch_bytes) * batch_bytes * (2 if pin else 1)
+
+
+def loader_bytes_held(batch_bytes: int, workers: int, pin: bool, prefetch_factor: int = 2) -> int:
+    """Host bytes a DataLoader holds at once: each worker's prefetched batches (shared memory),
+    the batch in hand, and its pinned copy."""
+    return batch_bytes * (workers * prefetch_factor + 1 + (1 if pin else 0))
+
+
 class HostBatchPool:
     """A few pre-generated batches, handed out in a fixed cycle.
 
@@ -27,8 +43,7 @@ class HostBatchPool:
     ) -> None:
         gen = torch.Generator().manual_seed(seed)
         first = make_batch(gen)
-        size = sum(t.numel() * t.element_size() for t in first)
-        count = max(1, min(MAX_POOL_BATCHES, POOL_BYTES // max(size, 1)))  # huge batches: one, reused
+        count = pool_batches(sum(t.numel() * t.element_size() for t in first))
         batches = [first] + [make_batch(gen) for _ in range(count - 1)]
         if pin:
             batches = [tuple(t.pin_memory() for t in b) for b in batches]

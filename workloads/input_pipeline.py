@@ -49,11 +49,11 @@ from torch.utils.data import DataLoader, Dataset, default_collate, get_worker_in
 
 from workloads import models
 from workloads.base import Workload, train_step
-from workloads.data import shutdown_loader_workers
+from workloads.data import loader_bytes_held, shutdown_loader_workers
 from workloads.registry import FAMILIES, Fix, VariantInfo, WorkloadError
 
 JPEG_SIZE = (800, 533)  # width, height, as in the article
-DATASET_SIZE = 10_000
+DATASET_SIZE = FAMILIES["input_pipeline"].dataset_size  # the catalog's: batch sizes are checked against it
 BASELINE_WORKERS = 4
 MASK_RATIO = 0.25
 FOUR_NEIGHBOURS = np.array([[0, 1, 0], [1, 1, 1], [0, 1, 0]])
@@ -349,6 +349,9 @@ class InputPipelineWorkload(Workload):
 
     def describe(self) -> dict[str, object]:
         return {**super().describe(), "workers": self.loader_workers}
+
+    def host_bytes_held(self, batch_bytes: int) -> int:
+        return loader_bytes_held(batch_bytes, self.loader_workers, pin=self.on_cuda)
 
     def _configure(self) -> None:
         workers = self.loader_workers

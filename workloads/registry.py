@@ -81,6 +81,11 @@ class FamilyInfo:
     cpu_defaults: Defaults
     # (serial, pipelined) pair toggled by the dashboard's "pipelining" key, if the family has one.
     pipeline_toggle: tuple[str, str] | None = None
+    # The largest batch this family takes, whatever the memory: refused before anything is built.
+    max_batch_size: int = 4096
+    # Samples in an epoch when a step draws from a finite dataset with drop_last (None: endless).
+    dataset_size: int | None = None
+
 
     def __post_init__(self) -> None:
         named = tuple(replace(v, family=self.name) for v in self.variants)
@@ -101,6 +106,20 @@ class FamilyInfo:
 
     def defaults(self, device_type: str) -> Defaults:
         return self.cuda_defaults if device_type == "cuda" else self.cpu_defaults
+
+    def batch_refusal(self, batch_size: int, ranks: int = 1) -> str | None:
+        """Why ``batch_size`` is over this family's fixed limits, or None: the dataset (a batch
+        larger than an epoch never comes, with drop_last; with ``ranks`` data-parallel ranks,
+        each draws from its share) and the hard cap. Torch-free: checked before anything is built."""
+        if self.dataset_size is not None:
+            share = self.dataset_size // max(ranks, 1)
+            if batch_size > share:
+                whose = "the dataset" if ranks <= 1 else f"each of {ranks} ranks' share of the dataset"
+                return f"batch {batch_size} is larger than {whose} ({share} samples)"
+        if batch_size > self.max_batch_size:
+            return f"batch {batch_size} is over {self.name}'s limit of {self.max_batch_size}"
+        return None
+
 
     def refusal(self, variant: str, device: str) -> str | None:
         """Why ``variant`` cannot run on ``device``: unknown, or needs what the device lacks."""
@@ -216,6 +235,7 @@ FAMILIES: dict[str, FamilyInfo] = {
             default_variant="baseline",
             cuda_defaults=Defaults(batch_size=256, image_size=256),
             cpu_defaults=Defaults(batch_size=16, image_size=64),
+            dataset_size=10_000,  # workloads.input_pipeline.OneJpegDataset
         ),
     )
 }

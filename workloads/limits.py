@@ -1,0 +1,109 @@
+"""How much memory a batch size needs and how much there is: the arithmetic of the memory check.
+
+Torch-free. ``Workload.check_change`` measures a step (``workloads.base``) and asks here whether
+a batch fits; the fixed limits (dataset, hard cap) are the catalog's (``FamilyInfo.batch_refusal``).
+
+A step's memory is fitted from two probe steps at small batches as ``fixed + per_sample * n``
+(``StepMemory``); host batches held at once (the pinned pool, a loader's prefetched batches)
+come from the bytes of one sample times how many batches the configuration keeps.
+"""
+
+from __future__ import annotations
+
+import resource
+from dataclasses import dataclass
+
+MEMORY_MARGIN = 0.9  # a batch may use this share of the room: fragmentation, what the estimate misses
+GIB = 2**30
+
+
+def gib(n: float) -> str:
+    """Bytes as the messages show them: '3.2 GiB', '850 MiB'."""
+    if n >= GIB:
+        return f"{n / GIB:.1f} GiB"
+    return f"{n / 2**20:.0f} MiB"
+
+
+@dataclass(frozen=True)
+class StepMemory:
+    """Bytes a step needs beyond what is already held, as ``fixed + per_sample * n``: fitted
+    from probe steps at two small batch sizes (one probe: all of it per sample)."""
+
+    fixed: float
+    per_sample: float
+    probed: tuple[int, ...]  # the batch sizes measured
+
+    @classmethod
+    def fit(cls, sizes: list[int], measured: list[float]) -> "StepMemory":
+        """The line through (sizes[0], measured[0]) and (sizes[-1], measured[-1]); a slope of
+        zero or less (allocator rounding at tiny batches) falls back to all bytes per sample."""
+        n1, n2, m1, m2 = sizes[0], sizes[-1], measured[0], measured[-1]
+        slope = (m2 - m1) / (n2 - n1) if n2 > n1 else 0.0
+        if slope <= 0:
+            return cls(0.0, max(m1 / n1, m2 / n2, 0.0), tuple(sizes))
+        return cls(max(m1 - slope * n1, 0.0), slope, tuple(sizes))
+
+    def at(self, batch_size: int) -> float:
+        return self.fixed + self.per_sample * batch_size
+
+    def how(self) -> str:
+        """'4.1 MiB a sample, measured at batch 1 and 4'."""
+        at = " and ".join(str(n) for n in self.probed)
+        return f"{gib(self.per_sample)} a sample, measured at batch {at}"
+
+
+# -- the machine -------------------------------------------------------------------------------------
+def _kib_field(path: str, field: str) -> int | None:
+    """A "Field:   123 kB" line of a /proc file, in bytes (None when absent or off Linux)."""
+    try:
+        with open(path) as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _cgroup_limit() -> int | None:
+    """This process's cgroup memory limit (v2 ``memory.max`` or v1 ``limit_in_bytes``), if any."""
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            with open(path) as f:
+                text = f.read().strip()
+        except OSError:
+            continue
+        if text.isdigit() and int(text) < 2**60:  # v1 says "no limit" with a huge number
+            return int(text)
+    return None
+
+
+def machine_ram() -> int | None:
+    """RAM this process can have: MemTotal, or the cgroup's limit when lower."""
+    known = [v for v in (_kib_field("/proc/meminfo", "MemTotal"), _cgroup_limit()) if v]
+    return min(known) if known else None
+
+
+def data_limit() -> int | None:
+    """The soft RLIMIT_DATA of this process (the memory guard's), or None when unlimited."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_DATA)
+    return None if soft == resource.RLIM_INFINITY else soft
+
+
+def host_room() -> tuple[int, str] | None:
+    """(bytes, what they are) this process can still allocate on the host: MemAvailable, or
+    what is left under its data limit (VmData counts against it) when that is less. None when
+    neither can be read."""
+    rooms: list[tuple[int, str]] = []
+    available = _kib_field("/proc/meminfo", "MemAvailable")
+    if available is not None:
+        rooms.append((available, "available"))
+    limit, used = data_limit(), _kib_field("/proc/self/status", "VmData")
+    if limit is not None and used is not None:
+        rooms.append((max(limit - used, 0), f"left under the workload's memory limit of {gib(limit)}"))
+    return min(rooms) if rooms else None
+
+
+def rss_bytes(pid: int) -> int | None:
+    """Resident memory of process ``pid`` (VmRSS), or None when it is gone."""
+    return _kib_field(f"/proc/{pid}/status", "VmRSS")

@@ -1,0 +1,85 @@
+"""Measuring what one training step allocates: the probe behind the batch-size memory check.
+
+``Workload.step_memory`` runs the running variant's two stages, eagerly, on the first 1 and
+``PROBE_BATCH`` samples of the next batch and fits ``limits.StepMemory`` to what each step took:
+
+- on CUDA, the caching allocator's peak above what was allocated before the step
+  (``max_memory_allocated``): activations, their gradients, the parameters' gradients, workspaces;
+- on the CPU, torch keeps no allocator statistics, so the probe counts the bytes of the tensors
+  autograd saves for backward (each storage once): the activations, which grow with the batch.
+  It is a lower bound: backward's transient gradients come on top, and the memory guard
+  (``gpudash.memguard``) catches what the estimate misses.
+
+The probe trains nothing: parameters, optimizer state, gradients and every random generator
+are put back afterwards.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import torch
+
+PROBE_BATCH = 4  # the larger of the two probe batches (the smaller is 1)
+
+
+def nbytes(batch: Any) -> int:
+    """Bytes of a host batch: its tensors, in tuples or lists at any depth."""
+    if isinstance(batch, torch.Tensor):
+        return batch.numel() * batch.element_size()
+    if isinstance(batch, (tuple, list)):
+        return sum(nbytes(item) for item in batch)
+    return 0
+
+
+def batch_len(batch: Sequence[Any]) -> int:
+    """Samples in a batch: the length of its first item."""
+    return len(batch[0])
+
+
+def head(batch: Sequence[Any], n: int) -> tuple[Any, ...]:
+    """The first ``n`` samples of each item of a batch."""
+    return tuple(item[:n] for item in batch)
+
+
+def step_bytes(device: torch.device, run: Callable[[], Any]) -> int:
+    """What ``run()`` (one step) allocates on ``device``: see the module's docstring."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        before = torch.cuda.memory_allocated(device)
+        run()
+        torch.cuda.synchronize(device)
+        return torch.cuda.max_memory_allocated(device) - before
+    saved: dict[int, int] = {}
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        storage = t.untyped_storage()
+        saved[storage.data_ptr()] = storage.nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        run()
+    return sum(saved.values())
+
+
+def generators_of(owner: object, device: torch.device) -> list[torch.Generator]:
+    """Every generator a step may draw from: the owner's own and the defaults of its device."""
+    gens = [g for g in vars(owner).values() if isinstance(g, torch.Generator)]
+    gens.append(torch.default_generator)
+    if device.type == "cuda":
+        gens.append(torch.cuda.default_generators[device.index or 0])
+    return gens
+
+
+@contextlib.contextmanager
+def gradients_kept(parameters: Sequence[torch.nn.Parameter]) -> Iterator[None]:
+    """Put each parameter's ``.grad`` back afterwards (gradients accumulated over micro-steps)."""
+    saved = [None if p.grad is None else p.grad.detach().clone() for p in parameters]
+    try:
+        yield
+    finally:
+        for p, grad in zip(parameters, saved):
+            p.grad = grad
