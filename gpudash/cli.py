@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from gpudash import argtypes, faults
+from gpudash import argtypes, faults, paths
 from gpudash.argtypes import Parser, UsageError, check_device
 from gpudash.gpu_selection import GpuSelectionError, check_gpus, gpu_indexes, gpu_list
 from gpudash.protocol import ExitCode, RunConfig
@@ -397,6 +397,7 @@ def _cmd_run_or_record(command: str, given: dict[str, Any]) -> int:
         if args.trace_every is not None:
             config = dataclasses.replace(config, trace_dir=trace_dir_for(record))
         if record is not None:
+            paths.check_distinct_outputs(record, args.meta, args.log)
             check_new_record(record, args.force)
             check_writable(record)
             if args.meta:
