@@ -4,7 +4,7 @@ Textual-free and torch-free. The file is treated as hostile: ``start()`` refuses
 not a gpudash recording (``NotARecording``: empty, header only, or missing columns), and the
 metadata beside it is checked (``gpudash.sidecar``) and ignored, with the reason, when bad.
 
-The rows are parsed off the caller's thread: ``start()`` begins a reader thread that turns
+The rows are parsed off the caller's thread: from the first ``poll()`` a reader thread turns
 the file into messages in batches on a bounded queue, and ``poll()`` hands out at most
 ``POLL_MAX_MESSAGES`` at a time, so a dashboard that ingests them on its own thread stays
 responsive over a file of any size (``info.loading`` says how far the reading is). With
@@ -201,7 +201,7 @@ class ReplaySource:
         return f"reading {share}{self.rows_read:,} rows".replace(",", " ")
 
     def start(self) -> None:
-        """Open and check the file, read its metadata, start the reader thread.
+        """Open and check the file, read its metadata (the rows are read from the first ``poll()``).
 
         Raises OSError when the file cannot be read and ``NotARecording`` when it is not a
         gpudash recording (without ``follow``: also when it has no rows); the file is closed then."""
@@ -223,8 +223,13 @@ class ReplaySource:
         self.config = config_from_metadata(self.metadata)
         if first:
             self._batches.put(first)
-        self._thread = threading.Thread(target=self._run, name=f"replay {self.path}", daemon=True)
-        self._thread.start()
+
+    def _start_reading(self) -> None:
+        """The reader thread, from the first ``poll()`` on: until then (``gpudash replay`` checks the
+        file before the dashboard exists) it would only slow the dashboard's first frame down."""
+        if self._thread is None and self._reader is not None and not self._stop.is_set() and not self._done:
+            self._thread = threading.Thread(target=self._run, name=f"replay {self.path}", daemon=True)
+            self._thread.start()
 
     def _read_header(self) -> list[Message]:
         """Read until the header is complete and checked; the messages of any rows read with it."""
@@ -248,6 +253,7 @@ class ReplaySource:
     def poll(self) -> list[Message]:
         """Up to ``POLL_MAX_MESSAGES`` messages, oldest first; never blocks. Raises, once, what
         stopped the reader (a followed file whose header turned out not to be a recording's)."""
+        self._start_reading()
         out = self._carry
         self._carry = []
         while len(out) < POLL_MAX_MESSAGES:

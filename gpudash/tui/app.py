@@ -116,7 +116,8 @@ class GpuDashApp(App[int]):
         self.call_after_refresh(self._first_frame)
         self.set_interval(self.poll_interval_s, self._drain)
         self.set_interval(self.redraw_interval_s, self._redraw)
-        self._in_thread(self.source.start, "start-source", "could not start")
+        # after the first frame: a replay's reading (or a child's spawn) must not hold it up
+        self.call_after_refresh(self._in_thread, self.source.start, "start-source", "could not start")
         if self.user_config is not None:
             keep_user_settings(self, self.user_config)
 
