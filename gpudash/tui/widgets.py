@@ -65,6 +65,9 @@ def gpu_line(info: GpuInfo | None, state: DashState) -> Text:
     return t
 
 
+NARROW = 60  # columns under which the header leads with the run's status
+
+
 class RunHeader(Static):
     """Two lines: what runs (workload, variant, batch, device, time, status, REC); the knobs and the GPU."""
 
@@ -84,7 +87,12 @@ class RunHeader(Static):
         knobs: str = "none",
     ) -> None:
         t = Text(no_wrap=True, overflow="ellipsis")
-        t.append(" gpudash ", style="bold reverse")
+        pill = Text(f" {status} ", style=STATUS_STYLE.get(status.split(" ")[0], "bold"))
+        narrow = 0 < self.size.width < NARROW
+        if narrow:  # the status first, where it is not cut off ("crashed", "reading 37%")
+            t.append_text(pill)
+        else:
+            t.append(" gpudash ", style="bold reverse")
         t.append(" ")
         t.append(state.workload or "?", style="bold")
         t.append(" / ")
@@ -93,8 +101,9 @@ class RunHeader(Static):
         t.append(str(state.batch_size or "?"), style="bold")
         t.append(f" · {device}")
         t.append(f" · {fmt_duration(run_time_s)}")
-        t.append("  ")
-        t.append(f" {status} ", style=STATUS_STYLE.get(status.split(" ")[0], "bold"))
+        if not narrow:
+            t.append("  ")
+            t.append_text(pill)
         if source_label:
             t.append(f" {source_label}", style="magenta")
         if recording:
