@@ -164,7 +164,10 @@ class _Channel:
                 if self._send_backlog():
                     return
             parent = multiprocessing.parent_process()
-            if time.monotonic() >= deadline or (parent is not None and not parent.is_alive()):
+            if parent is not None and not parent.is_alive():
+                self.parent_gone = True  # nobody will read: close without waiting for the pipe
+                return
+            if time.monotonic() >= deadline:
                 return
             time.sleep(0.02)
 

@@ -216,7 +216,9 @@ class CsvRecorder:
         self.last_gpu: GpuSample | None = None
         self._config: Sample | None = None  # what runs now, for event rows
         self._energy = EnergyPerStep()
-        self._segments = SegmentTracker()  # for the summary row of each configuration that ends
+        # for the summary row of each configuration that ends: only the current one is read, so only it
+        # is kept (64 segments of statistics were ~4 MiB held for nothing through a long run)
+        self._segments = SegmentTracker(max_segments=1)
         self._summarized: Segment | None = None
         self._write_failed = False
         self._fault = faults.of_kind("csv-write")  # test-only: a data row that fails to write

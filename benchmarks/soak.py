@@ -1,0 +1,362 @@
+"""Soak: the dashboard (through Textual's Pilot, recording to CSV) over the real engine for an
+hour, a change every minute, and whether anything grows.
+
+    .venv/bin/python benchmarks/soak.py                                # 60 minutes, a change a minute
+    .venv/bin/python benchmarks/soak.py --minutes 6 --change-every 30   # a quick check
+    .venv/bin/python benchmarks/soak.py --device cuda --minutes 30 --out docs/soak-gpu.md
+
+Every second change goes back to the configuration the run started in (the base), so the base
+is measured again and again between the others: batch ×2 and back, knobs on and off, the next
+variant and back, another workload family (each in turn, DataLoader workers and all) and back.
+Just before each change it samples, from /proc (Linux): the RSS, open file descriptors and
+threads of this process (the dashboard, its recorder and the NVML thread) and of the workload
+process with its children (DataLoader workers), and the GPU's memory in use (NVML, when there
+is one). It prints a markdown table and, per column, the verdict "flat within 5% after the
+first 5 minutes" (a sixth of the run when it is shorter than 30 minutes): the spread (max −
+min) of the base configuration's values after the warm-up, relative to the first of them (for
+counts of fds and threads a spread of one also passes: one coming and going is not growth).
+Ctrl-C prints what was measured so far.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as _dt
+import os
+import platform
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+FLAT_PCT = 5.0
+CPU_KNOBS = "channels_last=on"  # what "knobs on" sets, by device type
+CUDA_KNOBS = "amp=bf16,channels_last=on,cudnn_benchmark=on"
+
+
+# -- processes, from /proc ----------------------------------------------------------------------------
+def _status(pid: int) -> dict[str, str]:
+    out = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        out[key] = value.strip()
+    return out
+
+
+def children_of(pid: int) -> list[int]:
+    """Every descendant of ``pid`` (children, their children, ...)."""
+    parents: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        parents.setdefault(ppid, []).append(int(entry))
+    found, todo = [], [pid]
+    while todo:
+        kids = parents.get(todo.pop(), [])
+        found.extend(kids)
+        todo.extend(kids)
+    return found
+
+
+@dataclass(frozen=True)
+class ProcStats:
+    """One process, or a tree of them summed."""
+
+    rss_mib: float
+    fds: int
+    threads: int
+    processes: int = 1
+
+    def __add__(self, other: "ProcStats") -> "ProcStats":
+        return ProcStats(self.rss_mib + other.rss_mib, self.fds + other.fds, self.threads + other.threads,
+                         self.processes + other.processes)
+
+
+def proc_stats(pid: int) -> ProcStats | None:
+    """RSS, open fds and threads of ``pid``; None when it is gone."""
+    try:
+        status = _status(pid)
+        fds = len(os.listdir(f"/proc/{pid}/fd"))
+    except OSError:
+        return None
+    rss_kib = float(status.get("VmRSS", "0 kB").split()[0])
+    return ProcStats(rss_kib / 1024, fds, int(status.get("Threads", "0")))
+
+
+def tree_stats(pid: int) -> ProcStats | None:
+    """``pid`` and its descendants, summed."""
+    total = proc_stats(pid)
+    if total is None:
+        return None
+    for kid in children_of(pid):
+        stats = proc_stats(kid)
+        if stats is not None:
+            total = total + stats
+    return total
+
+
+# -- one measurement ----------------------------------------------------------------------------------
+COLUMNS: tuple[tuple[str, str, str], ...] = (  # key, heading, format
+    ("parent_rss", "parent RSS MiB", "{:.1f}"),
+    ("workload_rss", "workload RSS MiB", "{:.1f}"),
+    ("parent_fds", "parent fds", "{:.0f}"),
+    ("workload_fds", "workload fds", "{:.0f}"),
+    ("parent_threads", "parent threads", "{:.0f}"),
+    ("workload_threads", "workload threads", "{:.0f}"),
+    ("gpu_mem", "GPU mem MiB", "{:.0f}"),
+)
+
+
+COUNTS = frozenset({"parent_fds", "workload_fds", "parent_threads", "workload_threads"})  # whole numbers
+
+
+@dataclass
+class Row:
+    minute: float
+    values: dict[str, float | None]
+    processes: int  # in the workload's tree
+    running: str  # what ran: "encdec serial b8 (channels_last=on)"
+    steps: int
+
+
+@dataclass
+class Soak:
+    """The measurements and what happened between them."""
+
+    rows: list[Row] = field(default_factory=list)
+    changes: list[str] = field(default_factory=list)
+    trouble: list[str] = field(default_factory=list)  # crashes, errors, restarts
+    base: str = ""  # the base configuration's label
+
+
+def measure(app: Any, minute: float) -> Row:
+    source, state, controller = app.source, app.state, app.controller
+    parent = proc_stats(os.getpid())
+    pid = source.runner.pid
+    workload = tree_stats(pid) if pid is not None else None
+    gpu = source.sampler.latest
+    values: dict[str, float | None] = {
+        "parent_rss": parent.rss_mib if parent else None,
+        "parent_fds": parent.fds if parent else None,
+        "parent_threads": parent.threads if parent else None,
+        "workload_rss": workload.rss_mib if workload else None,
+        "workload_fds": workload.fds if workload else None,
+        "workload_threads": workload.threads if workload else None,
+        "gpu_mem": gpu.mem_used_mib if gpu is not None and source.gpu_info.available else None,
+    }
+    knobs = controller.knobs_text
+    running = f"{state.workload} {state.variant} b{state.batch_size}" + (f" ({knobs})" if knobs != "none" else "")
+    steps = state.last_sample.steps if state.last_sample else 0
+    return Row(minute, values, workload.processes if workload else 0, running, steps)
+
+
+def verdict(rows: list[Row], key: str, warmup_min: float, base: str) -> str:
+    """ "flat within 5% after the first 5 minutes" for one column (the base configuration's
+    values after the warm-up), or how it moved."""
+    after = [r.values[key] for r in rows if r.minute >= warmup_min - 1e-9 and r.running == base]
+    after = [v for v in after if v is not None]
+    if len(after) < 2:
+        return "n/a (fewer than 2 measurements of the base configuration after the warm-up)"
+    ref = after[0]
+    spread = max(after) - min(after)
+    pct = 100.0 * spread / ref if ref else (0.0 if spread == 0 else float("inf"))
+    drift = after[-1] - ref
+    span = f"after the first {warmup_min:g} minutes ({len(after)} measurements"
+    if pct <= FLAT_PCT:
+        return f"flat within {FLAT_PCT:g}% {span}, spread {pct:.1f}%)"
+    if key in COUNTS and spread <= 1:  # one thread or fd coming and going is not growth
+        return f"flat within ±1 {span}, {min(after):.0f}–{max(after):.0f})"
+    return f"NOT flat: spread {pct:.1f}% {span}; {ref:.1f} → {after[-1]:.1f}, {'+' if drift >= 0 else ''}{drift:.1f})"
+
+
+def table(soak: Soak, warmup_min: float, base: str) -> str:
+    head = ["minute", *(h for _, h, _ in COLUMNS), "workload procs", "steps", "running"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in soak.rows:
+        cells = [f"{r.minute:.1f}"]
+        for key, _, fmt in COLUMNS:
+            v = r.values[key]
+            cells.append(fmt.format(v) if v is not None else "n/a")
+        cells += [str(r.processes), str(r.steps), r.running]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", f"| column | verdict (base: {base}) |", "|---|---|"]
+    lines += [f"| {h} | {verdict(soak.rows, key, warmup_min, base)} |" for key, h, _ in COLUMNS]
+    return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class Base:
+    """The configuration the soak comes back to."""
+
+    workload: str
+    variant: str
+    batch_size: int
+
+    @property
+    def label(self) -> str:
+        return f"{self.workload} {self.variant} b{self.batch_size}"
+
+
+# -- the changes ----------------------------------------------------------------------------------------
+def change_cycle(app: Any, base: Base) -> list[tuple[str, Callable[[], Any]]]:
+    """What a user would do, in turn, every second change back to ``base``; each returns the
+    dashboard's Notice (what the user would read)."""
+    from gpudash.protocol import SetBatchSize, SetKnobs, SetVariant, SwitchWorkload
+    from workloads.registry import FAMILIES
+
+    controller = app.controller
+    others = [f for f in FAMILIES if f != base.workload]
+    visits = iter(range(10**9))
+
+    def knobs_on() -> Any:
+        text = CUDA_KNOBS if controller.state.device.startswith("cuda") else CPU_KNOBS
+        return controller.send(SetKnobs(text), f"knobs {text}")
+
+    def other_family() -> Any:
+        return controller.switch_workload(others[next(visits) % len(others)])
+
+    def send(control: Any) -> Callable[[], Any]:
+        return lambda: controller.send(control, str(control))
+
+    return [
+        ("batch ×2 (+)", lambda: controller.scale_batch(True)),
+        ("back: batch", send(SetBatchSize(base.batch_size))),
+        ("knobs on", knobs_on),
+        ("back: knobs off", send(SetKnobs("none"))),
+        ("next variant (v)", controller.next_variant),
+        ("back: variant", send(SetVariant(base.variant))),
+        ("another workload (w)", other_family),
+        ("back: workload", send(SwitchWorkload(base.workload, base.variant, base.batch_size))),
+    ]
+
+
+def note_trouble(app: Any, soak: Soak, seen: set[int]) -> None:
+    """Errors and crashes since the last look (each once)."""
+    for e in list(app.state.events):
+        if id(e) in seen or e.kind not in ("error", "crashed"):
+            continue
+        seen.add(id(e))
+        soak.trouble.append(f"t={e.time_s:.0f} s {e.kind}: {e.message or e.label}")
+
+
+async def run_soak(args: argparse.Namespace, soak: Soak) -> None:
+    from gpudash.protocol import RunConfig
+    from gpudash.session import EngineSession
+    from gpudash.tui.app import GpuDashApp, prepare_for_child_processes
+
+    prepare_for_child_processes()
+    config = RunConfig(workload=args.workload, device=args.device, sample_interval_s=args.sample_interval)
+    source = EngineSession(config, log_path=str(args.out_dir / "soak-child.log"))
+    app = GpuDashApp(source, toasts=False)
+    seen: set[int] = set()
+    async with app.run_test(size=(120, 36)) as pilot:
+        t0 = await _until_running(app, pilot)
+        app.start_recording(str(args.out_dir / "soak.csv"))
+        state = app.state
+        base = Base(state.workload, state.variant, state.batch_size)
+        soak.base = base.label
+        changes = change_cycle(app, base)
+        end = t0 + args.minutes * 60
+        next_change, next_measure, n = t0 + args.change_every, t0, 0
+        while True:
+            now = time.monotonic()
+            if now >= next_measure:
+                row = measure(app, (now - t0) / 60)
+                soak.rows.append(row)
+                _say(f"minute {row.minute:5.1f}: " + ", ".join(
+                    f"{k}={v:.1f}" for k, v in row.values.items() if v is not None) + f"; {row.running}")
+                next_measure += args.measure_every
+            if now >= end:
+                break
+            if now >= next_change:
+                name, change = changes[n % len(changes)]
+                notice = change()
+                soak.changes.append(f"t={now - t0:.0f} s {name}: {getattr(notice, 'text', notice)}")
+                n += 1
+                next_change += args.change_every
+            note_trouble(app, soak, seen)
+            if app.state.ended:  # a crash: say so, restart, go on (the table shows it)
+                soak.trouble.append(f"t={now - t0:.0f} s workload ended ({app.state.status}); restarting")
+                await pilot.press("r")
+            await pilot.pause(1.0)
+        app.action_record()  # stop the recording (the CSV stays)
+        await pilot.press("q")
+        await pilot.pause(0.5)
+
+
+async def _until_running(app: Any, pilot: Any) -> float:
+    """Wait for the first sample; the soak's clock starts then."""
+    deadline = time.monotonic() + 300
+    while app.state.last_sample is None:
+        if time.monotonic() > deadline or app.state.ended:
+            raise SystemExit(f"soak: the workload did not start ({app.state.status}); see the log")
+        await pilot.pause(0.2)
+    return time.monotonic()
+
+
+def _say(text: str) -> None:
+    print(f"soak: {text}", file=sys.stderr, flush=True)
+
+
+def report(args: argparse.Namespace, soak: Soak) -> str:
+    import torch
+
+    gpu = torch.cuda.get_device_name(0) if args.device.startswith("cuda") and torch.cuda.is_available() else "none"
+    head = (f"# gpudash soak: {args.minutes:g} min, a change every {args.change_every:g} s\n\n"
+            f"{_dt.datetime.now().astimezone().isoformat(timespec='minutes')} · {platform.node()} · "
+            f"{os.cpu_count()} CPUs · torch {torch.__version__} · device {args.device} · GPU {gpu} · "
+            f"measured every {args.measure_every:g} s\n")
+    body = table(soak, args.warmup_minutes, soak.base)
+    notes = ["", f"changes: {len(soak.changes)}; errors and crashes: {len(soak.trouble)}"]
+    notes += [f"- {t}" for t in soak.trouble[:20]]
+    return "\n".join([head, body, *notes]) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--minutes", type=float, default=60.0, help="how long (default: 60)")
+    p.add_argument("--change-every", type=float, default=60.0, metavar="S", help="seconds between changes (60)")
+    p.add_argument("--measure-every", type=float, metavar="S",
+                   help="seconds between measurements (default: --change-every, just before each change)")
+    p.add_argument("--warmup-minutes", type=float,
+                   help="left out of the verdicts (default: 5, or a sixth of a run shorter than 30 minutes)")
+    p.add_argument("-w", "--workload", default="encdec", help="the family it starts on (encdec)")
+    p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N (auto)")
+    p.add_argument("--sample-interval", type=float, default=0.25, metavar="S", help="the dashboard's (0.25)")
+    p.add_argument("--out-dir", type=Path, default=Path("soak-out"), help="CSV and log go here (./soak-out)")
+    p.add_argument("--out", type=Path, help="also write the markdown report here")
+    args = p.parse_args(argv)
+    if args.measure_every is None:
+        args.measure_every = args.change_every
+    if args.warmup_minutes is None:
+        args.warmup_minutes = 5.0 if args.minutes >= 30 else args.minutes / 6
+    if min(args.minutes, args.change_every, args.measure_every) <= 0 or args.warmup_minutes < 0:
+        p.error("--minutes, --change-every and --measure-every must be > 0, --warmup-minutes ≥ 0")
+    if not Path("/proc/self/status").exists():
+        p.error("the soak reads /proc: Linux only")
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    soak = Soak()
+    try:
+        asyncio.run(run_soak(args, soak))
+    except KeyboardInterrupt:
+        _say("interrupted: the table so far")
+    text = report(args, soak)
+    print(text)
+    if args.out:
+        args.out.write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
