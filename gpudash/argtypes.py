@@ -149,15 +149,15 @@ def knobs_from(pairs: "list[tuple[str, str]] | None") -> "Knobs":
     return Knobs(chosen)
 
 
-def check_knobs(knobs: "Knobs", device: str, variant: "VariantInfo") -> None:
+def check_knobs(knobs: "Knobs", device: str, variant: "VariantInfo", world_size: int = 1) -> None:
     """Raise UsageError when ``knobs`` cannot be on for ``variant`` on ``device`` (``auto``: the
-    GPU if one is visible)."""
+    GPU if one is visible) in a run of ``world_size`` data-parallel ranks."""
     if not knobs:
         return
     kind = device.split(":", 1)[0]
     if kind == "auto":
         kind = "cuda" if cuda_devices()[0] > 0 else "cpu"
-    why = knobs.refusal(variant, kind)
+    why = knobs.refusal(variant, kind, world_size)
     if why is not None:
         advice = "; run it with --device cuda" if kind == "cpu" and "needs CUDA" in why else ""
         raise UsageError(f"{why}{advice}")
@@ -175,3 +175,22 @@ def check_out_dir(out: str) -> Path:
     if not os.access(path, os.W_OK | os.X_OK):
         raise UsageError(f"cannot write in --out {out}")
     return path
+
+
+def check_parallel(nproc: int, nnodes: int, endpoint: str | None, device: str) -> None:
+    """Raise UsageError for a data-parallel layout this machine cannot run: more ranks than GPUs
+    on a CUDA run, a multi-node run without a rendezvous, a rank pinned to one GPU."""
+    if nnodes > 1 and not endpoint:
+        raise UsageError(f"--nnodes {nnodes} needs --rdzv-endpoint HOST:PORT (the same on every node)")
+    if endpoint and not re.fullmatch(r"[\w.\-\[\]:]+:\d+", endpoint):
+        raise UsageError(f"--rdzv-endpoint takes HOST:PORT, got {endpoint!r}")
+    if nproc == 1:
+        return
+    kind = device.split(":", 1)[0]
+    if ":" in device:
+        raise UsageError(f"--nproc {nproc} gives each rank its own GPU (cuda:LOCAL_RANK): use --device cuda, not {device}")
+    count, why = cuda_devices()
+    if kind == "cuda" or (kind == "auto" and count > 0):
+        if nproc > count:
+            raise UsageError(f"--nproc {nproc} needs {nproc} GPUs, one per rank; this machine has {count}"
+                             + (f" ({why})" if why else ""))

@@ -200,8 +200,9 @@ class _Channel:
         self._out.close()
 
 
-def _builder(config: RunConfig, device: Any) -> Builder:
-    """Builds workloads on ``device``; the run's image size applies to its first family only."""
+def _builder(config: RunConfig, device: Any, rank: Any = None) -> Builder:
+    """Builds workloads on ``device`` (as data-parallel ``rank``, a ``RankInfo``, when given); the
+    run's image size applies to its first family only."""
     from workloads.base import WorkloadOptions
     from workloads.knobs import Knobs
     from workloads.registry import build
@@ -216,6 +217,7 @@ def _builder(config: RunConfig, device: Any) -> Builder:
             workers=config.workers,
             seed=config.seed,
             knobs=knobs or Knobs(),
+            distributed=rank,
         )
         return build(name, device, options)
 
@@ -270,6 +272,16 @@ def _run_child(config: RunConfig, channel: _Channel, t0: float) -> None:
     channel.emit(Event(time_s=loop.now(), kind=EventKind.STOPPED, details=plain(loop.config())))
 
 
+def _run_ranks(config: RunConfig, controls: Any, out: Any, log_path: str | None, t0: float) -> None:
+    """A data-parallel run: this process is torchrun's agent for the ranks (``gpudash.ranks``)."""
+    from gpudash.ranks import describe_failure, launch
+
+    try:
+        launch(config, controls, out, log_path, t0)
+    except Exception as exc:  # noqa: BLE001 - torch's ChildFailedError and friends, as one line
+        raise RuntimeError(describe_failure(exc)) from exc
+
+
 def child_main(config: RunConfig, controls: Any, out: Any, log_path: str | None, t0: float) -> None:
     """The spawned child's entry point: exit 0 after a clean stop, 1 after a crash."""
     _isolate(log_path)
@@ -284,7 +296,10 @@ def child_main(config: RunConfig, controls: Any, out: Any, log_path: str | None,
     code = 0
     try:
         memguard.apply_memory_guard()  # before torch: a runaway allocation fails here, reported
-        _run_child(config, channel, t0)
+        if config.nproc > 1 or config.nnodes > 1:
+            _run_ranks(config, controls, out, log_path, t0)
+        else:
+            _run_child(config, channel, t0)
     except BaseException as exc:  # noqa: BLE001 - report anything, then exit non-zero
         traceback.print_exc()
         channel.emit(Event(time_s=now(), kind=EventKind.CRASHED, message=one_line(exc)))

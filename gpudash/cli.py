@@ -46,6 +46,7 @@ DEFAULTS: dict[str, Any] = {  # every option's built-in default (the parsers hav
     "record": None, "duration": None, "log": None, "meta": None, "quiet": False, "force": False,
     "progress_every": None, "trace_every": None, "trace_steps": 20,
     "host": "127.0.0.1", "port": 8000, "public_url": None,
+    "nproc": 1, "nnodes": 1, "rdzv_endpoint": None, "rdzv_id": None,
 }
 RECORD_ONLY = (("--duration", "duration"), ("--log", "log"), ("--meta", "meta"), ("--trace-every", "trace_every"),
                ("--force", "force"), ("--progress-every", "progress_every"))
@@ -75,6 +76,13 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     w.add_argument("--knob", type=argtypes.knob, action="append", metavar="NAME[=VALUE]",
                    help="a knob beyond the variant, repeatable: amp=bf16, channels_last, cudnn_benchmark, "
                    "tf32, cuda_graph, compile[=MODE] ('gpudash list' says where each applies)")
+    d = p.add_argument_group("data parallelism (torch.distributed DDP; torchrun's launcher and rendezvous)")
+    d.add_argument("--nproc", type=argtypes.positive_int, metavar="N",
+                   help="ranks on this node, one GPU each (gloo on the CPU) (default: 1, no DDP)")
+    d.add_argument("--nnodes", type=argtypes.positive_int, metavar="M",
+                   help="machines in the run, each running gpudash with the same --rdzv-endpoint (default: 1)")
+    d.add_argument("--rdzv-endpoint", metavar="HOST:PORT", help="the rendezvous of a multi-node run (torchrun's)")
+    d.add_argument("--rdzv-id", metavar="ID", help="the run's id, the same on every node (torchrun's)")
     m = p.add_argument_group("measuring")
     m.add_argument("--sample-interval", type=argtypes.positive_float, metavar="S",
                    help=f"seconds between throughput samples (default: {DEFAULTS['sample_interval']})")
@@ -248,14 +256,15 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     except WorkloadError as exc:
         raise UsageError(str(exc)) from None
     check_device(args.device, variant)
-    argtypes.check_batch_limits(info, args.batch_size)
+    argtypes.check_batch_limits(info, args.batch_size, args.nproc * args.nnodes)
     gpus = gpu_indexes(args.gpus) if args.gpus else None
     try:
         check_gpus(gpus)
     except GpuSelectionError as exc:
         raise UsageError(str(exc)) from None
     knobs = argtypes.knobs_from(args.knob)
-    argtypes.check_knobs(knobs, args.device, variant)
+    argtypes.check_parallel(args.nproc, args.nnodes, args.rdzv_endpoint, args.device)
+    argtypes.check_knobs(knobs, args.device, variant, world_size=args.nproc * args.nnodes)
     return RunConfig(
         workload=info.name,
         variant=args.variant,
@@ -270,6 +279,10 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         max_steps=args.steps,
         knobs=knobs.text(),
         gpus=gpus,
+        nproc=args.nproc,
+        nnodes=args.nnodes,
+        rdzv_endpoint=args.rdzv_endpoint,
+        rdzv_id=args.rdzv_id,
     )
 
 

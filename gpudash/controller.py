@@ -23,6 +23,7 @@ from gpudash.protocol import (
     EngineSource,
     Event,
     EventKind,
+    MeasureScaling,
     Message,
     Pause,
     Resume,
@@ -350,6 +351,27 @@ class DashController:
             return _warning(f"{self.state.workload or 'this workload'} has no two stages to time apart")
         return self.send(TimeStages(), "timing each stage alone (20 steps each)…")
 
+    def measure_scaling(self) -> Notice:
+        """Ask a data-parallel run for its scaling efficiency (a "measured" scaling event answers)."""
+        if self.replay:
+            return self.read_only("a scaling measurement")
+        if self.config.nproc * self.config.nnodes < 2:
+            return _warning("scaling efficiency needs a data-parallel run: start gpudash with --nproc 2 or more")
+        return self.send(MeasureScaling(), "rank 0 trains alone for 50 steps (the others wait)…")
+
+    def ranks_text(self) -> str | None:
+        """A data-parallel run in one line: ranks, the slowest one, the last scaling efficiency."""
+        s = self.state.last_sample
+        if s is None or s.world_size < 2:
+            return None
+        parts = [f"{s.world_size} ranks (DDP)"]
+        if s.slowest_rank is not None and s.slowest_rank_step_ms is not None:
+            parts.append(f"slowest rank {s.slowest_rank}: {s.slowest_rank_step_ms:.3g} ms/step p50")
+        e = self.state.last_scaling
+        if e is not None and "scaling_efficiency" in e.details:
+            parts.append(f"scaling efficiency {float(e.details['scaling_efficiency']):.2f} (t={e.time_s:.0f} s)")
+        return " · ".join(parts)
+
     def read_only(self, what: str) -> Notice:
         """Why ``what`` (a control) does nothing in a replay."""
         return _warning(f"replay: read-only — {what} needs a live run")
@@ -397,7 +419,8 @@ class DashController:
             variant = fam.variant(self.state.variant)
         except WorkloadError:
             return None
-        return knobs.refusal(variant, device) if name is None else KNOBS[name].refusal(variant, device, knobs)
+        ranks = self.config.nproc * self.config.nnodes
+        return knobs.refusal(variant, device, ranks) if name is None else KNOBS[name].refusal(variant, device, knobs, ranks)
 
     def knob_refusals(self) -> dict[str, str | None]:
         """Each knob's reason it cannot be on here whatever the others are (the panel disables it)."""

@@ -20,6 +20,7 @@ from gpudash.protocol import (
     Control,
     Event,
     EventKind,
+    MeasureScaling,
     Message,
     Pause,
     Resume,
@@ -187,6 +188,7 @@ class StepLoop:
         clock: Callable[[], float] = time.monotonic,
         trace_dir: str | None = None,
         fault: "Fault | None" = None,
+        lockstep_every: int | None = None,
     ) -> None:
         import torch
 
@@ -200,6 +202,10 @@ class StepLoop:
         self.trace_dir = trace_dir
         self.fault = fault  # a test-only injected fault (gpudash.faults): raise, hang or exit on cue
         self._reconfigurations = 0  # changes applied or attempted past their checks (exit@reconfigure)
+        # Data-parallel ranks (gpudash.ranks) look for controls every N steps issued, not every few
+        # ms: each look is a collective, so every rank must make it at the same step.
+        self.lockstep_every = lockstep_every
+        self._lockstep_checked = -1
         self.clock = clock
         self.t0 = clock() if t0 is None else t0
         self.on_cuda = workload.device.type == "cuda"
@@ -271,6 +277,8 @@ class StepLoop:
             self._time_stages(control.steps)
         elif isinstance(control, TraceWindow):
             self._trace_window(control.steps)
+        elif isinstance(control, MeasureScaling):
+            self._measure_scaling(control.steps)
         else:
             self._event(EventKind.ERROR, message=f"unknown control {control!r}")
 
@@ -283,8 +291,7 @@ class StepLoop:
         self._open_window(start)
         while True:
             now = clock()
-            if self.controls is not None and now >= self._next_control:
-                self._next_control = now + CONTROL_CHECK_S
+            if self.controls is not None and self._controls_due(now):
                 self._check_controls(0.0)
             reason = self._end_reason(now, end, step_limit)
             if reason is not None:
@@ -296,6 +303,19 @@ class StepLoop:
             self._bookkeep(clock())
         self._settle()  # drain, count the last steps, send the last sample
         return reason
+
+    def _controls_due(self, now: float) -> bool:
+        """Whether to look for controls now: every CONTROL_CHECK_S, or in lockstep every N steps."""
+        if self.lockstep_every is not None:
+            issued = self.steps_issued
+            if issued % self.lockstep_every or issued == self._lockstep_checked:
+                return False
+            self._lockstep_checked = issued
+            return True
+        if now < self._next_control:
+            return False
+        self._next_control = now + CONTROL_CHECK_S
+        return True
 
     def _end_reason(self, now: float, end: float | None, step_limit: int | None) -> str | None:
         """Why the loop ends now ("stopped", "max_steps", "steps", "duration"), or None."""
@@ -420,17 +440,22 @@ class StepLoop:
             self._open_window(self.clock())
             self._event(EventKind.RESUMED, details=self.config())
 
-    def _time_stages(self, steps: int) -> None:
-        """Time the workload's two stages alone; a "measured" event with the overlap bound."""
-        w = self.workload
+    def _measure_apart(self, what: str, measure: Callable[[], Any]) -> Any:
+        """``measure()`` between two sample windows (its steps in neither); its result, or None after
+        an error event (a measurement must not end the run)."""
         self._settle()
         try:
-            stages = w.time_stages(steps)
-        except Exception as exc:  # noqa: BLE001 - a measurement must not end the run
-            self._event(EventKind.ERROR, what="stages", message=one_line(exc), details=self.config())
-            stages = None
+            result = measure()
+        except Exception as exc:  # noqa: BLE001
+            self._event(EventKind.ERROR, what=what, message=one_line(exc), details=self.config())
+            result = None
         self._collect(self.timer.reset())
         self._open_window(self.clock())
+        return result
+
+    def _time_stages(self, steps: int) -> None:
+        """Time the workload's two stages alone; a "measured" event with the overlap bound."""
+        stages = self._measure_apart("stages", lambda: self.workload.time_stages(steps))
         if stages is None:
             return
         (n1, t1), (n2, t2) = stages.items()
@@ -439,6 +464,30 @@ class StepLoop:
         details = {**self.config(), "stage1": n1, "stage1_ms": t1, "stage2": n2, "stage2_ms": t2,
                    "overlap_bound_steps_per_s": bound}
         self._event(EventKind.MEASURED, what="stages", message=message, details=details)
+
+    def _measure_scaling(self, steps: int) -> None:
+        """A data-parallel run's scaling efficiency: the configuration's steps/s (mean of its samples
+        after the first) against rank 0 training alone; a "measured" event (what="scaling")."""
+        w = self.workload
+        if w.world_size < 2:
+            self._event(EventKind.ERROR, what="scaling", details=self.config(),
+                        message="scaling efficiency needs a data-parallel run (--nproc 2 or more)")
+            return
+        alone_ms = self._measure_apart("scaling", lambda: w.time_single_rank(steps))
+        steps_done, seconds = self._config_rate
+        if alone_ms is None:
+            return
+        if not seconds:
+            self._event(EventKind.ERROR, what="scaling", details=self.config(),
+                        message="no steady rate of this configuration yet: measure again after a few samples")
+            return
+        rate, alone = steps_done / seconds, 1000.0 / alone_ms
+        efficiency = rate / alone  # (N x b x rate) / (N x b x alone): the same per-rank batch
+        message = (f"{w.world_size} ranks at {rate:.4g} steps/s, one rank alone {alone:.4g} steps/s: "
+                   f"scaling efficiency {efficiency:.2f}")
+        details = {**self.config(), "world_size": w.world_size, "steps_per_s": rate,
+                   "single_rank_steps_per_s": alone, "scaling_efficiency": efficiency}
+        self._event(EventKind.MEASURED, what="scaling", message=message, details=details)
 
     def _trace_window(self, steps: int) -> None:
         """Profile ``steps`` steps now; a "measured" event (what="trace") with the figures and the
@@ -577,7 +626,7 @@ class StepLoop:
             return knobs, ""  # the builder reports it
         notes = []
         for name in list(knobs):
-            why = KNOBS[name].refusal(info, self.workload.device.type, knobs)
+            why = KNOBS[name].refusal(info, self.workload.device.type, knobs, self.workload.world_size)
             if why is not None:
                 knobs = knobs.with_value(name, "off")
                 notes.append(f"{name} turned off: {why}")

@@ -18,6 +18,7 @@ class Origin(str, Enum):
     WORKLOAD = "workload"  # the child's Sample
     NVML = "nvml"  # the parent's GpuSample
     DERIVED = "derived"  # computed from both (joules per step)
+    RANKS = "ranks"  # a data-parallel run's ranks (Sample fields the parent fills in; CSV columns after knobs)
 
 
 class Better(IntEnum):
@@ -57,7 +58,7 @@ class Metric:
         return self.key
 
 
-_W, _N, _D = Origin.WORKLOAD, Origin.NVML, Origin.DERIVED
+_W, _N, _D, _R = Origin.WORKLOAD, Origin.NVML, Origin.DERIVED, Origin.RANKS
 _UP, _DOWN = Better.HIGHER, Better.LOWER
 
 METRICS: tuple[Metric, ...] = (
@@ -93,6 +94,12 @@ METRICS: tuple[Metric, ...] = (
            description="active throttle reasons ('' if none)"),
     Metric("joules_per_step", "J/step", "J", _D, _DOWN, needs_gpu=True, stat=True, mean=Averaging.ENDS,
            description="NVML energy over the steps done (see gpudash.energy)"),
+    Metric("world_size", "ranks", "", _R, kind=int,
+           description="data-parallel ranks training together (1: one process); samples count all of them"),
+    Metric("slowest_rank", "slowest rank", "", _R, kind=int,
+           description="the rank with the largest step time p50 in the latest reports"),
+    Metric("slowest_rank_step_ms", "slowest ms", "ms", _R, _DOWN, mean=Averaging.EACH,
+           description="that rank's step time p50"),
 )
 
 BY_KEY: dict[str, Metric] = {m.key: m for m in METRICS}
@@ -113,6 +120,7 @@ def keys(origin: Origin | None = None, **flags: bool) -> tuple[str, ...]:
 
 
 WORKLOAD_KEYS = keys(Origin.WORKLOAD)
+RANK_KEYS = keys(Origin.RANKS)
 NVML_KEYS = keys(Origin.NVML)
 STAT_KEYS = keys(stat=True)
 SERIES_KEYS = keys(series=True)

@@ -43,6 +43,11 @@ class RunConfig:
     # a started workload that sends nothing (no sample, no event) for this long is reported as
     # "not responding" (the watchdog in gpudash.runner); None: never
     watchdog_s: float | None = 60.0
+    # Data parallelism (gpudash.ranks): ranks on this node, nodes, and the rendezvous of a multi-node run
+    nproc: int = 1
+    nnodes: int = 1
+    rdzv_endpoint: str | None = None
+    rdzv_id: str | None = None
     # the NVML indexes of the GPUs to watch, one row and CSV columns each, in this order
     # (``--gpus 0,2``); None: the ones CUDA_VISIBLE_DEVICES names, else every GPU of the machine
     gpus: tuple[int, ...] | None = None
@@ -111,8 +116,16 @@ class TraceWindow:
     steps: int = 20
 
 
+@dataclass(frozen=True)
+class MeasureScaling:
+    """In a data-parallel run: time rank 0 training alone for ``steps`` steps (the others wait) and
+    report the scaling efficiency of the running configuration against it."""
+
+    steps: int = 50
+
+
 Control = Union[SetBatchSize, SetVariant, SetKnob, SetKnobs, SwitchWorkload, Pause, Resume, Stop, TimeStages,
-                TraceWindow]
+                TraceWindow, MeasureScaling]
 
 
 # -- child -> parent ---------------------------------------------------------------------------
@@ -134,6 +147,22 @@ class Sample:
     syncs_per_step: float | None  # host-device syncs per step; None where not countable (CPU)
     loss: float | None = None
     knobs: str = "none"  # the knob settings this sample ran with (text form)
+    # A data-parallel run: its ranks (samples count the global batch), and the slowest rank's
+    # step time (p50) in the latest reports of the other ranks (filled in by the parent's runner)
+    world_size: int = 1
+    slowest_rank: int | None = None
+    slowest_rank_step_ms: float | None = None
+
+
+@dataclass(frozen=True)
+class RankSample:
+    """What a rank other than 0 of a data-parallel run reports: its own step times."""
+
+    time_s: float
+    rank: int
+    steps: int
+    steps_per_s: float
+    step_ms_p50: float | None
 
 
 class EventKind(str, Enum):

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from gpudash import faults, memguard, procgroup
 from gpudash.protocol import NOT_RESPONDING
-from gpudash.protocol import ENDING_KINDS, Control, Event, EventKind, Message, RunConfig, Sample, Stop
+from gpudash.protocol import ENDING_KINDS, Control, Event, EventKind, Message, RankSample, RunConfig, Sample, Stop
 from gpudash.watchdog import Watchdog, not_responding
 from workloads.limits import machine_ram, rss_bytes
 
@@ -72,6 +72,16 @@ def last_log_line(path: str | os.PathLike[str] | None, limit: int = 200, start: 
     return ""
 
 
+def with_slowest_rank(sample: Sample, ranks: dict[int, RankSample]) -> Sample:
+    """Rank 0's sample with the slowest rank (largest step time p50) among it and the others' latest."""
+    times = {0: sample.step_ms_p50, **{r: s.step_ms_p50 for r, s in ranks.items()}}
+    known = {r: t for r, t in times.items() if t is not None}
+    if not known:
+        return sample
+    rank = max(known, key=known.__getitem__)
+    return dataclasses.replace(sample, slowest_rank=rank, slowest_rank_step_ms=known[rank])
+
+
 _INFORMATIVE = ("error", "exception", "fault", "abort", "killed", "terminate", "out of memory")
 
 
@@ -95,6 +105,7 @@ class WorkloadRunner:
         self._controls: multiprocessing.queues.Queue | None = None  # type: ignore[name-defined]
         self._out: multiprocessing.queues.Queue | None = None  # type: ignore[name-defined]
         self._backlog: list[Message] = []
+        self._ranks: dict[int, RankSample] = {}  # a data-parallel run's latest report of each rank > 0
         self._final_seen = False  # a "stopped" or "crashed" event came from the child
         self._crashed = False  # a "crashed" event came from the child or was reported for it
         self._reported = False  # the child's end has been reported
@@ -268,7 +279,6 @@ class WorkloadRunner:
         if rss is not None:
             self._rss = rss
 
-
     def _join(self, proc: multiprocessing.process.BaseProcess, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         while proc.exitcode is None and time.monotonic() < deadline:
@@ -285,6 +295,9 @@ class WorkloadRunner:
                 msg = q.get_nowait()
             except (queue.Empty, OSError, ValueError, EOFError):
                 break
+            if isinstance(msg, RankSample):
+                self._ranks[msg.rank] = msg  # folded into rank 0's next sample
+                continue
             got.append(self._note(msg))
         return got
 
@@ -311,6 +324,8 @@ class WorkloadRunner:
         self._watchdog.heard(msg)
         if isinstance(msg, Sample):
             self._samples_seen += 1
+        if isinstance(msg, Sample) and msg.world_size > 1:
+            msg = with_slowest_rank(msg, self._ranks)
         if isinstance(msg, Sample):
             if (msg.workload, msg.variant, msg.batch_size, msg.knobs) != (
                 self.config.workload,

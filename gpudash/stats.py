@@ -139,6 +139,7 @@ class DashState:
         self.status_message = ""
         self.last_error: Event | None = None
         self.last_trace: Event | None = None  # the latest profiler window's figures
+        self.last_scaling: Event | None = None  # a data-parallel run's latest scaling measurement
         self.workload = config.workload if config else ""
         self.variant = (config.variant or default_variant(self.workload)) if config else ""
         self.batch_size = (config.batch_size or 0) if config else 0
@@ -194,6 +195,8 @@ class DashState:
     def _on_event(self, e: Event) -> None:
         t = self._time(e.time_s)
         self.events.append(e)
+        if e.kind == EventKind.MEASURED and e.what == "scaling":
+            self.last_scaling = e
         if is_trace(e):  # a profiler window: marked where it began (its steps are not in the samples)
             self.last_trace = e
             self.markers.append(Marker(trace_start_s(e), _marker_label(e), e.kind))

@@ -127,6 +127,7 @@ class SweepSettings:
     gpu_interval_s: float = GPU_INTERVAL_S
     trace_steps: int | None = None  # after each measurement, a profiler window of this many steps
     trace_dir: str | None = None  # where its traces go (OUT/traces)
+    nproc: int = 1  # data-parallel ranks of every configuration (DDP; gpudash.ranks)
 
 
 @dataclass(frozen=True)
@@ -154,7 +155,8 @@ def run_config(config: Configuration, settings: SweepSettings) -> RunConfig:
     """The session's configuration when it starts in ``config``."""
     return RunConfig(workload=config.family, variant=config.variant, batch_size=config.batch_size,
                      device=settings.device, seed=settings.seed, sample_interval_s=settings.sample_interval_s,
-                     gpu_interval_s=settings.gpu_interval_s, knobs=config.knobs, trace_dir=settings.trace_dir)
+                     gpu_interval_s=settings.gpu_interval_s, knobs=config.knobs, trace_dir=settings.trace_dir,
+                     nproc=settings.nproc)
 
 
 # -- the order ------------------------------------------------------------------------------------
@@ -285,6 +287,8 @@ def build_parser() -> Parser:
                    help="after each measurement, a torch.profiler window of N steps (default 20), its Chrome "
                    "trace in DIR/traces/ (left out of the figures)")
     p.add_argument("--device", type=argtypes.device, default="auto", metavar="DEV", help="auto, cpu, cuda or cuda:N")
+    p.add_argument("--nproc", type=argtypes.positive_int, default=1, metavar="N",
+                   help="data-parallel ranks (DDP) for every configuration, one GPU each; -b is per rank (default: 1)")
     p.add_argument("--seed", type=int, default=0, help="workload seed and shuffle seed (default: %(default)s)")
     p.add_argument("--out", required=True, metavar="DIR", help="directory for the results (created)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
@@ -319,7 +323,8 @@ def entry_knobs(entry: str, base: Knobs) -> tuple[str, Knobs]:
     return variant, knobs
 
 
-def _refusal(info: FamilyInfo, entry: str, base: Knobs, dev_type: str) -> tuple[str, Knobs, str | None]:
+def _refusal(info: FamilyInfo, entry: str, base: Knobs, dev_type: str,
+             world_size: int = 1) -> tuple[str, Knobs, str | None]:
     """(variant, knobs, why the device cannot run them or None); an unknown variant: UsageError."""
     from workloads.registry import WorkloadError
 
@@ -329,17 +334,17 @@ def _refusal(info: FamilyInfo, entry: str, base: Knobs, dev_type: str) -> tuple[
     except WorkloadError as exc:
         raise UsageError(str(exc)) from None
     why = variant_info.refusal(dev_type)
-    if why is None and (knob_why := knobs.refusal(variant_info, dev_type)) is not None:
+    if why is None and (knob_why := knobs.refusal(variant_info, dev_type, world_size)) is not None:
         why = f"{info.name} {entry}: {knob_why}"
     return variant_info.name, knobs, why
 
 
 def family_plan(entry: PresetEntry, dev_type: str, skipped: list[str],
                 timing: tuple[float | None, float | None] = (None, None),
-                knobs: Knobs | None = None) -> FamilyPlan | None:
+                knobs: Knobs | None = None, nproc: int = 1) -> FamilyPlan | None:
     """The configurations of one family (entries × batch sizes); refused ones go to
     ``skipped``. ``timing``: --seconds and --warmup when given (they override the preset's);
-    ``knobs``: --knob's, on every configuration."""
+    ``knobs``: --knob's, on every configuration; ``nproc``: data-parallel ranks of each."""
     from workloads.knobs import Knobs
     from workloads.registry import WorkloadError, family
 
@@ -348,7 +353,7 @@ def family_plan(entry: PresetEntry, dev_type: str, skipped: list[str],
     except WorkloadError as exc:
         raise UsageError(str(exc)) from None
     entries = [entry_text(e) for e in entry.variants or info.variant_names]
-    checked = [_refusal(info, e, knobs or Knobs(), dev_type) for e in entries]
+    checked = [_refusal(info, e, knobs or Knobs(), dev_type, nproc) for e in entries]
     batches = entry.batch_sizes or (info.defaults(dev_type.split(":", 1)[0]).batch_size,)
     refused = [why for why in map(info.batch_refusal, batches) if why]
     if refused:  # over the dataset or the family's cap: refused before anything is measured
@@ -385,10 +390,11 @@ def plan_from_args(args: argparse.Namespace, argv: list[str]) -> SweepPlan:
                                tuple(args.batch_sizes or ()) or None),)
     knobs = argtypes.knobs_from(args.knob)
     check_device(args.device)
+    argtypes.check_parallel(args.nproc, 1, None, args.device)
     dev_type = device_type(args.device)
     skipped: list[str] = []
     timing = (args.seconds, args.warmup)
-    families = tuple(fp for fp in (family_plan(e, dev_type, skipped, timing, knobs) for e in entries) if fp is not None)
+    families = tuple(fp for fp in (family_plan(e, dev_type, skipped, timing, knobs, args.nproc) for e in entries) if fp is not None)
     if not families:
         advice = "; run it with --device cuda" if not dev_type.startswith("cuda") else ""
         raise UsageError(f"nothing to measure: {'; '.join(skipped)}{advice}")
@@ -398,6 +404,7 @@ def plan_from_args(args: argparse.Namespace, argv: list[str]) -> SweepPlan:
         warmup=_first(args.warmup, SweepSettings.warmup), until_ci=args.until_ci,
         max_minutes=args.max_minutes, device=args.device, device_type=dev_type, seed=args.seed,
         trace_steps=args.trace, trace_dir=str(out_dir.resolve() / "traces") if args.trace else None,
+        nproc=args.nproc,
     )
     command = shlex.join(["gpudash", "sweep", *argv])
     return SweepPlan(families, settings, out_dir, command, args.preset, tuple(skipped), knobs.text())

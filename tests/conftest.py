@@ -16,11 +16,22 @@ def _cuda_available() -> bool:
     return torch.cuda.is_available()
 
 
+def _cuda_count() -> int:
+    import torch
+
+    return torch.cuda.device_count() if _cuda_available() else 0
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if any("gpu" in item.keywords for item in items) and not _cuda_available():
         skip = pytest.mark.skip(reason="needs a CUDA GPU")
         for item in items:
             if "gpu" in item.keywords:
+                item.add_marker(skip)
+    if any("multigpu" in item.keywords for item in items) and _cuda_count() < 2:
+        skip = pytest.mark.skip(reason="needs 2 or more CUDA GPUs")
+        for item in items:
+            if "multigpu" in item.keywords:
                 item.add_marker(skip)
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from gpudash import csvformat
-from gpudash.metrics import METRICS, NVML_KEYS, PER_GPU_KEYS, STAT_KEYS, WORKLOAD_KEYS, Origin
+from gpudash.metrics import METRICS, NVML_KEYS, PER_GPU_KEYS, RANK_KEYS, STAT_KEYS, WORKLOAD_KEYS, Origin
 from gpudash.protocol import Event, GpuReading, GpuSample, Sample, SetBatchSize
 from gpudash.record import CsvRecorder
 from gpudash.replay import ReplaySource, read_all
@@ -33,14 +33,15 @@ CSV_COLUMNS_0_1 = [
 
 
 def test_csv_columns_derive_from_the_metric_catalog_and_keep_the_0_1_order() -> None:
-    assert csvformat.COLUMNS == [*CSV_COLUMNS_0_1, "knobs"]  # added after 0.1, at the end
-    assert [m.csv_column for m in METRICS] == [c for c in CSV_COLUMNS_0_1 if c in {m.key for m in METRICS}]
+    assert csvformat.COLUMNS == [*CSV_COLUMNS_0_1, "knobs", "world_size", "slowest_rank", "slowest_rank_step_ms"]  # after 0.1, at the end
+    before_ranks = [m.csv_column for m in METRICS if m.origin != Origin.RANKS]
+    assert before_ranks == [c for c in CSV_COLUMNS_0_1 if c in {m.key for m in METRICS}]
 
 
 def test_every_measured_field_has_one_metric_row() -> None:
     sample_fields = [f.name for f in fields(Sample) if f.name != "time_s"]
     config = (*csvformat.CONFIG_COLUMNS, csvformat.KNOBS_COLUMN)
-    assert list(WORKLOAD_KEYS) == [f for f in sample_fields if f not in config]
+    assert [*WORKLOAD_KEYS, *RANK_KEYS] == [f for f in sample_fields if f not in config]
     assert list(NVML_KEYS) == [f.name for f in fields(GpuSample) if f.name not in ("time_s", "per_gpu")]
     # a per-GPU reading: the catalog's per-GPU metrics (its CSV columns) and the memory total for the row
     assert [f.name for f in fields(GpuReading) if f.name not in ("index", "mem_total_mib")] == list(PER_GPU_KEYS)

@@ -190,15 +190,15 @@ class AugmentWorkload(Workload):
         self.model = models.classifier(self.image_size).to(self.device).train()
         self.criterion = nn.CrossEntropyLoss()
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=1e-3)
-        self.gen = torch.Generator(device=self.device).manual_seed(self.seed)
-        random.seed(self.seed)
+        self.gen = torch.Generator(device=self.device).manual_seed(self.data_seed)
+        random.seed(self.data_seed)
         self.loader: DataLoader | None = None
         self.batches: Iterator[tuple[Tensor, Tensor]] | None = None
 
     def _configure(self) -> None:
         n, size = self.batch_size, self.image_size
         if self.variant_info.host_augment:
-            dataset = RandomImages(size, cpu_transforms(size), self.seed)
+            dataset = RandomImages(size, cpu_transforms(size), self.data_seed)
             self.loader = DataLoader(
                 dataset,
                 batch_size=n,
@@ -214,7 +214,7 @@ class AugmentWorkload(Workload):
             labels = torch.randint(0, models.NUM_CLASSES, (n,), dtype=torch.uint8, generator=gen)
             return random_images_u8(gen, n, size), labels
 
-        self.pool = HostBatchPool(make_batch, seed=self.seed, pin=self.on_cuda)
+        self.pool = HostBatchPool(make_batch, seed=self.data_seed, pin=self.on_cuda)
         self.augment = BatchAugment(size, vectorized=self.variant_info.vectorized, gen=self.gen)
         if self.variant_info.pipelined:
             self.pipeline = TwoStagePipeline(self.device, emulate=self.emulate_streams)

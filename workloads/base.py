@@ -12,8 +12,9 @@ from typing import Any, ClassVar
 
 import torch
 
-from workloads import limits, memory_probe, tuning
+from workloads import distributed, limits, memory_probe, tuning
 from workloads.data import HostBatchPool, pool_bytes_held
+from workloads.distributed import RankInfo
 from workloads.knobs import Knobs
 from workloads.registry import (
     FamilyInfo,
@@ -37,6 +38,8 @@ class WorkloadOptions:
     knobs: Knobs = field(default_factory=Knobs)
     # Tests only: run a pipelined variant's schedule (produce n+1, consume n) on the CPU, in order.
     emulate_streams: bool = False
+    # This process's rank in a data-parallel run (workloads.distributed); None: one process.
+    distributed: RankInfo | None = None
 
 
 def available_cpus() -> int:
@@ -57,13 +60,32 @@ def train_step(
 ) -> torch.Tensor:
     """One SGD step on the current stream; returns the loss, detached (no host sync).
 
-    ``autocast`` wraps forward and loss only (the ``amp`` knob), never backward or the step."""
-    optimizer.zero_grad(set_to_none=True)
-    with autocast():
-        loss = criterion(model(inputs), targets)
-    loss.backward()
-    optimizer.step()
+    ``autocast`` wraps forward and loss only (the ``amp`` knob), never backward or the step.
+    A DDP model with an ``accumulation`` (the ``ddp_no_sync`` knob) accumulates gradients over
+    K calls under ``no_sync`` and all-reduces and steps the optimizer on the K-th."""
+    accumulation: GradientAccumulation | None = getattr(model, "accumulation", None)
+    first, last = accumulation.advance() if accumulation is not None else (True, True)
+    if first:
+        optimizer.zero_grad(set_to_none=True)
+    with contextlib.nullcontext() if last else model.no_sync():  # type: ignore[operator]
+        with autocast():
+            loss = criterion(model(inputs), targets)
+        loss.backward()
+    if last:
+        optimizer.step()
     return loss.detach()
+
+
+class GradientAccumulation:
+    """Which of K micro-steps this is: gradients are zeroed on the first and applied on the K-th."""
+
+    def __init__(self, steps: int) -> None:
+        self.steps, self._next = steps, 0
+
+    def advance(self) -> tuple[bool, bool]:
+        """(first of the K, last of the K) for the call about to run."""
+        i, self._next = self._next, (self._next + 1) % self.steps
+        return i == 0, i == self.steps - 1
 
 
 class Workload(ABC):
@@ -83,6 +105,8 @@ class Workload(ABC):
     info: ClassVar[FamilyInfo]
     # Attribute names of the model modules the model knobs (channels_last, compile) apply to.
     knob_modules: ClassVar[tuple[str, ...]] = ("model",)
+    # The attribute name of the module the optimizer trains (wrapped in DDP in a data-parallel run).
+    trained_module: ClassVar[str] = "model"
     pool: HostBatchPool | None = None
     pipeline: TwoStagePipeline | None = None
     _consume: Callable[..., Any] | None = None  # the training stage, once a configuration is built
@@ -90,6 +114,7 @@ class Workload(ABC):
 
     def __init__(self, device: torch.device | str, options: WorkloadOptions) -> None:
         self.device = torch.device(device)
+        self.rank_info = options.distributed
         if self.device.type == "cuda":
             if not torch.cuda.is_available():
                 raise WorkloadError("--device cuda was asked for, but CUDA is not available here")
@@ -199,6 +224,8 @@ class Workload(ABC):
         self._memory_format = tuning.memory_format(self.knobs)  # read by to_device at every step
         for name, module in self._modules.resolve(self.knobs).items():
             setattr(self, name, module)
+        if self.rank_info is not None:
+            self._wrap_in_ddp()
         self._configure()
         produce, consume = self._stages()
         gens = self.generators()
@@ -207,6 +234,18 @@ class Workload(ABC):
         self._consume = tuning.stage(consume[1], self.device, self.knobs, gens)
         if warm_up:
             self.warm_up()
+
+    def _wrap_in_ddp(self) -> None:
+        """The trained module in DDP, with the ``ddp_*`` knobs' settings (a fresh wrapper per setup)."""
+        knobs = self.knobs
+        module = getattr(self, self.trained_module)  # the plain (or knob-resolved) module: in knob_modules
+        bucket = knobs.value("ddp_bucket_mb")
+        ddp = distributed.wrap(module, self.device, bucket_cap_mb=None if bucket == "off" else float(bucket),
+                               gradient_as_bucket_view=knobs.on("ddp_grad_view"),
+                               static_graph=knobs.on("ddp_static_graph"))
+        accumulate = knobs.value("ddp_no_sync")
+        ddp.accumulation = GradientAccumulation(int(accumulate)) if accumulate != "off" else None
+        setattr(self, self.trained_module, ddp)
 
     def warm_up(self) -> None:
         """Compile, capture and autotune now, on the next batch, then put the training state
@@ -223,7 +262,8 @@ class Workload(ABC):
     # -- what the engine uses -----------------------------------------------------------
     @property
     def samples_per_step(self) -> int:
-        return self.batch_size
+        """Samples one step trains: the batch, on every data-parallel rank (the global batch)."""
+        return self.batch_size * self.world_size
 
     def describe(self) -> dict[str, object]:
         return {
@@ -324,6 +364,29 @@ class Workload(ABC):
         consume(produced)  # warm-up: allocator, kernels' first launch
         return {name1: self._ms_per_call(produce, steps), name2: self._ms_per_call(lambda: consume(produced), steps)}
 
+    def time_single_rank(self, steps: int = 50) -> float | None:
+        """In a data-parallel run, rank 0's step time (ms) training alone: the plain module, no
+        all-reduce, while the other ranks wait at a barrier; the training state is put back after.
+        The reference of the scaling efficiency (N-rank rate ÷ N × one rank's). None on other ranks."""
+        import torch.distributed as dist
+
+        if self.rank_info is None:
+            raise WorkloadError("scaling efficiency needs a data-parallel run (--nproc 2 or more)")
+        ms = None
+        if self.rank_info.is_leader:
+            ddp = getattr(self, self.trained_module)
+            setattr(self, self.trained_module, ddp.module)
+            try:
+                with tuning.restore_point(self.trained_parameters(), self.optimizer, self.generators()):
+                    self.step()  # the plain module's first call outside the timing
+                    self.drain()
+                    ms = self._ms_per_call(self.step, steps)
+                    self.drain()
+            finally:
+                setattr(self, self.trained_module, ddp)
+        dist.barrier()
+        return ms
+
     def _ms_per_call(self, fn: Callable[[], Any], steps: int) -> float:
         if self.on_cuda:
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -368,7 +431,7 @@ class Workload(ABC):
             raise WorkloadError(f"{why}; this run is on {self.device}")
         new_batch = self.batch_size if batch_size is None else check_batch_size(batch_size)
         new_knobs = self.knobs if knobs is None else knobs
-        why = new_knobs.refusal(info, self.device.type)
+        why = new_knobs.refusal(info, self.device.type, self.world_size)
         if why:
             raise WorkloadError(why)
         if batch_size is not None:
@@ -379,7 +442,7 @@ class Workload(ABC):
     def _check_batch_limits(self, batch_size: int) -> None:
         """Refuse a batch over the family's fixed limits (dataset, hard cap: before anything is
         built) or, when it grows a configuration already built, one that would not fit in memory."""
-        why = self.info.batch_refusal(batch_size)
+        why = self.info.batch_refusal(batch_size, self.world_size)
         if why is None and batch_size > self.batch_size and self._consume is not None:
             why = self.memory_refusal(batch_size)
         if why:
@@ -456,6 +519,16 @@ class Workload(ABC):
         finally:
             for name, module in current.items():
                 setattr(self, name, module)
+
+    @property
+    def world_size(self) -> int:
+        """How many data-parallel ranks train together (1: no DDP)."""
+        return self.rank_info.world_size if self.rank_info is not None else 1
+
+    @property
+    def data_seed(self) -> int:
+        """The seed this process draws its batches from: each rank its own slice of the data."""
+        return distributed.data_seed(self.seed, self.rank_info.rank) if self.rank_info is not None else self.seed
 
     @property
     def variant_info(self) -> VariantInfo:

@@ -15,6 +15,7 @@ from workloads.streams import TwoStagePipeline
 class EncDecWorkload(Workload):
     info = FAMILIES["encdec"]
     knob_modules = ("encoder", "decoder")
+    trained_module = "decoder"
 
     def _build_model(self) -> None:
         self.encoder = models.encoder(self.image_size).to(self.device).requires_grad_(False).eval()
@@ -29,7 +30,7 @@ class EncDecWorkload(Workload):
             labels = torch.randint(0, models.NUM_CLASSES, (n, size, size), dtype=torch.uint8, generator=gen)
             return random_images_u8(gen, n, size), labels
 
-        self.pool = HostBatchPool(make_batch, seed=self.seed, pin=self.on_cuda)
+        self.pool = HostBatchPool(make_batch, seed=self.data_seed, pin=self.on_cuda)
         if self.variant_info.pipelined:
             self.pipeline = TwoStagePipeline(self.device, emulate=self.emulate_streams)
 

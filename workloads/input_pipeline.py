@@ -45,7 +45,7 @@ from PIL import Image
 from scipy.signal import convolve2d
 from torch import Tensor
 from torchvision.io import ImageReadMode, decode_jpeg
-from torch.utils.data import DataLoader, Dataset, default_collate, get_worker_info
+from torch.utils.data import DataLoader, Dataset, DistributedSampler, default_collate, get_worker_info
 
 from workloads import models
 from workloads.base import Workload, train_step
@@ -339,7 +339,7 @@ class InputPipelineWorkload(Workload):
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=1e-3, momentum=0.9)
         self.jpeg = sample_jpeg()
         self.colour = DeviceColour(self.device)  # used by the variants with Fix.GPU_COLOUR
-        self.jpegs = DeviceJpegs(self.device, self.image_size, self.seed)  # ... with Fix.GPU_DECODE
+        self.jpegs = DeviceJpegs(self.device, self.image_size, self.data_seed)  # ... with Fix.GPU_DECODE
         self.loader: DataLoader | None = None
         self.batches: Iterator | None = None
 
@@ -361,6 +361,7 @@ class InputPipelineWorkload(Workload):
         self.loader = DataLoader(
             dataset,
             batch_size=self.batch_size,
+            sampler=self._rank_sampler(dataset),
             num_workers=workers,
             collate_fn=self._collate(),
             # nvjpeg reads JPEG bytes from any host memory: pinning them would only copy them
@@ -370,6 +371,13 @@ class InputPipelineWorkload(Workload):
             persistent_workers=workers > 0,
         )
         self.batches = iter(self.loader)
+
+    def _rank_sampler(self, dataset: Dataset) -> DistributedSampler | None:
+        """In a data-parallel run, this rank's share of the dataset's indices (None: all, in order)."""
+        if self.rank_info is None:
+            return None
+        return DistributedSampler(dataset, num_replicas=self.world_size, rank=self.rank_info.rank,
+                                  shuffle=False, drop_last=True)
 
     @property
     def decodes_on_device(self) -> bool:

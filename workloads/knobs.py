@@ -37,6 +37,7 @@ class KnobInfo:
     # What the first step after turning it on does that must stay out of the statistics
     # ("compiling", "capturing", "autotuning"); None: nothing slow.
     warmup: str | None = None
+    needs_ddp: bool = False  # a DistributedDataParallel setting: only with --nproc 2 or more
 
     @property
     def default_on(self) -> str:
@@ -48,10 +49,16 @@ class KnobInfo:
             raise WorkloadError(f"knob {self.name} takes one of: {', '.join(self.values)}; got {value!r}")
         return value
 
-    def refusal(self, variant: "VariantInfo", device: str, knobs: "Knobs") -> str | None:
-        """Why this knob cannot be on for ``variant`` on ``device`` beside ``knobs``, or None."""
+    def refusal(self, variant: "VariantInfo", device: str, knobs: "Knobs", world_size: int = 1) -> str | None:
+        """Why this knob cannot be on for ``variant`` on ``device`` beside ``knobs`` in a run of
+        ``world_size`` data-parallel ranks, or None."""
         if self.needs_cuda and device.split(":", 1)[0] != "cuda":
             return f"knob {self.name} needs CUDA ({self.summary})"
+        if self.needs_ddp and world_size < 2:
+            return f"knob {self.name} is a DistributedDataParallel setting: it needs --nproc 2 or more"
+        if self.name in DDP_EXCLUDED and world_size > 1:
+            return (f"knob {self.name} is not supported with --nproc > 1 here: DDP's gradient hooks would "
+                    "have to be compiled or captured with the model")
         rule = _RULES.get(self.name)
         return rule(self, variant, knobs) if rule is not None else None
 
@@ -74,6 +81,7 @@ def _compile_rule(knob: KnobInfo, variant: "VariantInfo", knobs: "Knobs") -> str
 
 
 _RULES = {"cuda_graph": _graph_rule, "compile": _compile_rule}
+DDP_EXCLUDED = ("cuda_graph", "compile")  # knobs refused in a data-parallel run (workloads.distributed)
 
 KNOBS: dict[str, KnobInfo] = {
     k.name: k
@@ -89,6 +97,14 @@ KNOBS: dict[str, KnobInfo] = {
                  needs_cuda=True, warmup="capturing"),
         KnobInfo("compile", "torch.compile the model(s), with the mode as value",
                  values=(OFF, "default", "reduce-overhead", "max-autotune"), warmup="compiling"),
+        KnobInfo("ddp_bucket_mb", "DDP gradient bucket size in MB (bucket_cap_mb; off: DDP's 25 MB)",
+                 values=(OFF, "1", "5", "100"), needs_ddp=True),
+        KnobInfo("ddp_grad_view", "DDP gradient_as_bucket_view: gradients are views into the all-reduce "
+                 "buckets (no copy)", needs_ddp=True),
+        KnobInfo("ddp_static_graph", "DDP static_graph: the same parameters get gradients every step",
+                 needs_ddp=True),
+        KnobInfo("ddp_no_sync", "accumulate gradients over K steps under DDP's no_sync, all-reduce and step "
+                 "the optimizer on the K-th", values=(OFF, "2", "4", "8"), needs_ddp=True),
     )
 }
 
@@ -145,10 +161,11 @@ class Knobs(Mapping[str, str]):
         """What the knobs that are on must do before their statistics count ("compiling", ...)."""
         return tuple(w for n in self if (w := KNOBS[n].warmup) is not None)
 
-    def refusal(self, variant: "VariantInfo", device: str) -> str | None:
-        """Why these settings cannot all be on for ``variant`` on ``device`` (the first reason), or None."""
+    def refusal(self, variant: "VariantInfo", device: str, world_size: int = 1) -> str | None:
+        """Why these settings cannot all be on for ``variant`` on ``device`` in a run of
+        ``world_size`` ranks (the first reason), or None."""
         for name in self:
-            why = KNOBS[name].refusal(variant, device, self)
+            why = KNOBS[name].refusal(variant, device, self, world_size)
             if why is not None:
                 return why
         return None
@@ -182,7 +199,8 @@ def describe() -> str:
     lines = ["knobs (--knob NAME[=VALUE]; k in the dashboard)"]
     for k in KNOBS.values():
         values = "|".join(k.values)
-        cuda = "  [needs CUDA]" if k.needs_cuda else ""
+        cuda = "  [needs CUDA]" if k.needs_cuda else "  [needs --nproc >= 2]" if k.needs_ddp else ""
         lines.append(f"  {k.name:<16} {values:<40} {k.summary}{cuda}")
     lines.append("  cuda_graph: only sync-free variants; not with compile (compile=reduce-overhead captures graphs)")
+    lines.append("  with --nproc > 1 (DDP): no cuda_graph, no compile")
     return "\n".join(lines)

@@ -86,7 +86,6 @@ class FamilyInfo:
     # Samples in an epoch when a step draws from a finite dataset with drop_last (None: endless).
     dataset_size: int | None = None
 
-
     def __post_init__(self) -> None:
         named = tuple(replace(v, family=self.name) for v in self.variants)
         object.__setattr__(self, "variants", named)
@@ -119,7 +118,6 @@ class FamilyInfo:
         if batch_size > self.max_batch_size:
             return f"batch {batch_size} is over {self.name}'s limit of {self.max_batch_size}"
         return None
-
 
     def refusal(self, variant: str, device: str) -> str | None:
         """Why ``variant`` cannot run on ``device``: unknown, or needs what the device lacks."""
@@ -292,10 +290,12 @@ def build(name: str, device: Any, options: "WorkloadOptions | None" = None) -> "
     return cls(device, options or WorkloadOptions())
 
 
-def describe() -> str:
-    """A plain-text table of every family and variant, for ``gpudash list``."""
+def describe(only: str | None = None) -> str:
+    """A plain-text table of every family (or only the one named) and its variants, for ``gpudash list``."""
     lines: list[str] = []
     for info in FAMILIES.values():
+        if only is not None and info.name != only:
+            continue
         c, p = info.cuda_defaults, info.cpu_defaults
         lines.append(f"{info.name}  —  {info.title}")
         lines.append(

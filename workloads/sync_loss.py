@@ -95,7 +95,7 @@ class SyncLossWorkload(Workload):
             labels = torch.randint(-1, models.NUM_CLASSES, (n, size, size), dtype=torch.int8, generator=gen)
             return images, labels
 
-        self.pool = HostBatchPool(make_batch, seed=self.seed, pin=self.on_cuda)
+        self.pool = HostBatchPool(make_batch, seed=self.data_seed, pin=self.on_cuda)
         self.criterion = self.losses[self.variant]
 
     def trained_parameters(self) -> list[nn.Parameter]:

@@ -58,6 +58,10 @@ ACTIONS: tuple[Action, ...] = (
            "run the next 20 steps under torch.profiler: a Chrome trace (.json.gz, open it in ui.perfetto.dev) "
            "and its figures (GPU busy, idle, stream overlap, kernels/step) under the stats; those steps stay "
            "out of the statistics", steers=True, tooltip="Profile 20 steps with torch.profiler"),
+    Action("measure_scaling", "e", "Scaling", "Measure the data-parallel scaling efficiency",
+           "with --nproc 2 or more: rank 0 trains alone for 50 steps (the others wait, the training is put "
+           "back) and the running rate is compared with it: N-rank samples/s ÷ (N × one rank's)", steers=True,
+           tooltip="Scaling efficiency of a --nproc run", in_footer=False),
     Action("knobs", "k", "Knobs", "Knobs panel",
            f"set the knobs ({', '.join(KNOBS)}): precision, layout, autotuning, graphs, compilation; "
            "applied at a step boundary, compile and capture show their progress", steers=True,

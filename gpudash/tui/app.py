@@ -236,7 +236,7 @@ class GpuDashApp(App[int]):
         if gpu_rows.lines != lines:
             self._apply_layout()  # the rows took lines or gave them back: the charts get what is left
         self.redraw_charts()
-        stats.show(self.state, last_trace=self.controller.last_trace_text())
+        stats.show(self.state, last_trace=self.controller.last_trace_text(), ranks=self.controller.ranks_text())
 
     def redraw_charts(self) -> None:
         t0, t1 = self.view.window(*self.state.time_range())
@@ -314,6 +314,9 @@ class GpuDashApp(App[int]):
 
     def action_trace_window(self) -> None:
         self._tell([self.controller.trace_window()])
+
+    def action_measure_scaling(self) -> None:
+        self._tell([self.controller.measure_scaling()])
 
     def action_knobs(self) -> None:
         ctl, s = self.controller, self.state

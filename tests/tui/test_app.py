@@ -657,3 +657,37 @@ def test_a_live_dashboard_run_gets_a_trace_directory(tmp_path):
     assert with_trace_dir(RunConfig(), cwd=str(tmp_path)).trace_dir == str(tmp_path / "gpudash-traces")
     assert with_trace_dir(RunConfig(trace_dir="/x")).trace_dir == "/x"
     assert not (tmp_path / "gpudash-traces").exists()  # made by the engine when a window is taken
+
+
+# -- data-parallel runs (--nproc) -------------------------------------------------------------------
+async def test_a_data_parallel_run_shows_its_ranks_and_asks_for_its_scaling_efficiency():
+    import dataclasses
+
+    from gpudash.protocol import EventKind, MeasureScaling, RunConfig
+
+    src = FakeSource(RunConfig(nproc=2))
+    app = make_app(src)
+    async with app.run_test(size=SIZE) as pilot:
+        await running_app(pilot, app, src, until=4.0)
+        last = app.state.last_sample
+        src.push(dataclasses.replace(last, time_s=last.time_s + 0.25, world_size=2, slowest_rank=1,
+                                     slowest_rank_step_ms=4.31))
+        await pilot.press("e")
+        assert src.sent[-1] == MeasureScaling()
+        src.push(Event(time_s=5.0, kind=EventKind.MEASURED, what="scaling",
+                       message="2 ranks at 190 steps/s, one rank alone 200 steps/s: scaling efficiency 0.95",
+                       details={"scaling_efficiency": "0.95", "world_size": "2"}))
+        app.refresh_now()
+        await pilot.pause()
+        line = str(app.query_one(StatsPanel).border_subtitle)
+        assert "2 ranks (DDP) · slowest rank 1: 4.31 ms/step p50 · scaling efficiency 0.95 (t=5 s)" in line
+
+
+async def test_the_scaling_key_says_why_not_without_ranks():
+    src = FakeSource()
+    app = make_app(src)
+    async with app.run_test(size=SIZE) as pilot:
+        await running_app(pilot, app, src, until=4.0)
+        await pilot.press("e")
+        assert "needs a data-parallel run" in message(app) and not src.sent
+        assert app.query_one(StatsPanel).border_subtitle is None

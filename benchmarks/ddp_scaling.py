@@ -1,0 +1,83 @@
+"""Data-parallel scaling efficiency per family: N-rank samples/s ÷ (N × one-rank samples/s).
+
+    python -m benchmarks.ddp_scaling [--nproc 2] [-w encdec -w sync_loss] [-b 8 -b 32] \
+        [--repeats 3 --seconds 10 --warmup 3] [--device cuda] [--out DIR]
+
+For each family it runs ``gpudash sweep`` twice, the same configurations with ``--nproc 1`` and
+with ``--nproc N`` (the batch size is per rank, so both process the same batch per rank and
+step), and prints a table. With the same per-rank batch, the efficiency is the N-rank steps/s
+over the one-rank steps/s; its interval and verdict are ``gpudash.comparison.compare`` over the
+batch means each ``sweep.csv`` carries. Target of issue 13: ≥ 0.9 for encdec at batch 32 per rank.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from gpudash.comparison import Estimate, compare  # noqa: E402
+
+DEFAULT_FAMILIES = ("encdec", "sync_loss")
+VARIANT = {"encdec": "serial", "sync_loss": "fixed", "augment": "gpu-vectorized", "input_pipeline": "gpu-transform"}
+
+
+def sweep(family: str, batches: list[int], nproc: int, args: argparse.Namespace, out: Path) -> dict[int, Estimate]:
+    """Run one sweep; its summary rows' steps/s by batch size."""
+    cmd = [sys.executable, "-m", "gpudash", "sweep", "-w", family, "-v", VARIANT[family],
+           "-b", ",".join(map(str, batches)), "--repeats", str(args.repeats), "--seconds", str(args.seconds),
+           "--warmup", str(args.warmup), "--device", args.device, "--nproc", str(nproc), "--out", str(out), "-q"]
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed: {done.stderr.strip().splitlines()[-1:]}")
+    with open(out / "sweep.csv", newline="") as f:
+        return {int(r["batch_size"]): Estimate(float(r["steps_per_s"]), _number(r["steps_per_s_low"]),
+                                               _number(r["steps_per_s_high"]), int(r["n_samples"]),
+                                               tuple(float(b) for b in r["steps_per_s_batches"].split(";") if b))
+                for r in csv.DictReader(f) if r["row_kind"] == "summary"}
+
+
+def _number(text: str) -> float | None:
+    return float(text) if text else None
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--nproc", type=int, default=2)
+    p.add_argument("-w", "--workload", action="append")
+    p.add_argument("-b", "--batch-size", type=int, action="append")
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--seconds", type=float, default=10.0)
+    p.add_argument("--warmup", type=float, default=3.0)
+    p.add_argument("--device", default="cuda")
+    p.add_argument("--out", type=Path, help="keep the sweeps here (default: a temporary directory)")
+    args = p.parse_args()
+    batches = args.batch_size or [8, 32]
+    out = args.out or Path(tempfile.mkdtemp(prefix="gpudash-ddp-"))
+    print(f"# DDP scaling, {args.nproc} ranks vs 1 — device {args.device}, {datetime.date.today()}, "
+          f"{args.repeats} repeats × {args.seconds:g} s (warm-up {args.warmup:g} s); sweeps in {out}\n")
+    print("| family | variant | batch per rank | 1 rank steps/s | N ranks steps/s | N ranks samples/s | scaling efficiency | verdict |")
+    print("|---|---|---:|---:|---:|---:|---:|---|")
+    for family in args.workload or DEFAULT_FAMILIES:
+        one = sweep(family, batches, 1, args, out / f"{family}-nproc1")
+        many = sweep(family, batches, args.nproc, args, out / f"{family}-nproc{args.nproc}")
+        for b in batches:
+            c = compare(one[b], many[b])
+            verdict = f"per-rank rate vs one rank: {c.verdict}"
+            if family == "encdec" and b == 32:
+                met = c.low is not None and c.low >= 0.9
+                missed = c.high is not None and c.high < 0.9
+                verdict += "; target ≥ 0.9: " + ("met" if met else "**not met**" if missed else "not decided")
+            print(f"| {family} | {VARIANT[family]} | {b} | {one[b].mean:.1f} | {many[b].mean:.1f} | "
+                  f"{many[b].mean * b * args.nproc:.0f} | {c.format()} | {verdict} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,196 @@
+"""Data-parallel runs: N workload ranks under torchrun's launcher, reporting to one parent.
+
+With ``RunConfig.nproc > 1`` the workload process (``gpudash.child``) does not train itself: it
+becomes torchrun's elastic agent (``torch.distributed.launcher.api.elastic_launch``, the launcher
+and rendezvous ``torchrun`` runs), which starts ``nproc`` ranks on this node, watches them, and
+ends them all when one fails. Multi-node runs pass ``--nnodes`` and ``--rdzv-endpoint`` through
+to the same rendezvous (c10d); one node's run is ``torchrun --standalone``'s.
+
+Each rank runs the ordinary step loop (``gpudash.engine.StepLoop``) on its own device (cuda:LOCAL_RANK,
+or the CPU with gloo), its workload built with DDP (``workloads.distributed``). The ranks stay
+in lockstep on controls: every ``LOCKSTEP_EVERY`` steps each rank makes one broadcast from rank 0
+over a gloo group (CPU tensors: no device sync), carrying the controls rank 0 read from the
+parent's queue, so a change applies at the same step on every rank. Rank 0 reports to the parent
+as a single process does (its samples count the global batch, N × the per-rank batch); the other
+ranks send ``RankSample``s with their step times, which the parent folds into rank 0's samples
+(slowest rank, its step time).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import uuid
+from collections import deque
+from typing import Any
+
+from gpudash.protocol import Control, Event, EventKind, Message, RankSample, RunConfig, Sample
+
+LOCKSTEP_EVERY = 10  # steps between control broadcasts (one small gloo collective each)
+# Events the other ranks forward to the parent (rank 0 reports the rest for the run).
+FORWARDED_KINDS = frozenset({EventKind.ERROR, EventKind.CRASHED})
+
+
+def launch(config: RunConfig, controls: Any, out: Any, log_path: str | None, t0: float) -> None:
+    """Start ``config.nproc`` ranks on this node with torchrun's launcher and wait for them.
+
+    Raises (torch's ``ChildFailedError``, one line per failed rank) when a rank fails; the
+    launcher has then stopped the others."""
+    from torch.distributed.launcher.api import LaunchConfig, elastic_launch
+
+    endpoint = config.rdzv_endpoint or "localhost:0"
+    launch_config = LaunchConfig(
+        min_nodes=config.nnodes,
+        max_nodes=config.nnodes,
+        nproc_per_node=config.nproc,
+        run_id=config.rdzv_id or str(uuid.uuid4()),
+        rdzv_backend="c10d",
+        rdzv_endpoint=endpoint,
+        rdzv_configs={"timeout": 120} if config.nnodes > 1 else {},
+        max_restarts=0,
+        monitor_interval=0.1,
+        start_method="spawn",
+    )
+    elastic_launch(launch_config, rank_main)(config, controls, out, log_path, t0)
+
+
+def rank_main(config: RunConfig, controls: Any, out: Any, log_path: str | None, t0: float) -> None:
+    """One rank: join the process group, build the workload with DDP, run the step loop."""
+    import torch
+    import torch.distributed as dist
+
+    from gpudash.child import _builder, _Channel, _started_details
+    from gpudash.engine import StepLoop, plain
+    from workloads.distributed import RankInfo
+    from workloads.knobs import parse_knobs
+
+    info = RankInfo.from_env()
+    device = _rank_device(torch, config.device, info.local_rank)
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    else:  # the node's CPUs shared between its ranks
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(1, config.nproc)))
+    dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+    control_group = dist.new_group(backend="gloo") if device.type == "cuda" else dist.group.WORLD
+    leader = _Channel(controls, out) if info.is_leader else None
+    channel: Any = leader if leader is not None else FollowerChannel(out, info.rank)
+    emit = channel.emit if leader is None else (lambda m: leader.emit(_as_global(m, info.world_size)))
+    try:
+        builder = _builder(config, device, info)
+        workload = builder(config.workload, config.variant, config.batch_size, parse_knobs(config.knobs))
+        loop = StepLoop(
+            workload,
+            emit=emit,
+            controls=LockstepControls(leader.next_control if leader else None, control_group, dist),
+            builder=builder,
+            sample_interval_s=config.sample_interval_s,
+            max_steps=config.max_steps,
+            trace_dir=config.trace_dir if info.is_leader else None,
+            t0=t0,
+            lockstep_every=LOCKSTEP_EVERY,
+        )
+        if leader is not None:
+            details = _started_details(torch, loop, device)
+            details.update(world_size=str(info.world_size), nnodes=str(config.nnodes))
+            message = (f"{workload.info.name} {workload.variant}, batch {workload.batch_size} per rank on "
+                       f"{info.world_size} ranks ({device.type}, DDP)")
+            leader.emit(Event(time_s=loop.now(), kind=EventKind.STARTED, message=message, details=details))
+        loop.run()
+        loop.workload.close()
+        if leader is not None:
+            leader.emit(Event(time_s=loop.now(), kind=EventKind.STOPPED, details=plain(loop.config())))
+    finally:
+        channel.close()
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def _rank_device(torch: Any, name: str, local_rank: int) -> Any:
+    """cuda:LOCAL_RANK for a CUDA run ("auto" with CUDA, "cuda"); the CPU otherwise."""
+    if name == "cpu" or (name == "auto" and not torch.cuda.is_available()):
+        return torch.device("cpu")
+    if not torch.cuda.is_available():
+        raise RuntimeError(f"--device {name} was asked for, but CUDA is not available here")
+    count = torch.cuda.device_count()
+    if local_rank >= count:
+        raise RuntimeError(f"rank {local_rank} needs GPU {local_rank}, but this node has {count}")
+    return torch.device("cuda", local_rank)
+
+
+def _as_global(msg: Message, world_size: int) -> Message:
+    """Rank 0's samples name the run's world size (the parent shows it)."""
+    if isinstance(msg, Sample):
+        return dataclasses.replace(msg, world_size=world_size)
+    return msg
+
+
+class LockstepControls:
+    """The controls of a data-parallel run, the same on every rank at the same step.
+
+    Called by each rank's step loop at the same points (``StepLoop(lockstep_every=…)``): when
+    its buffer is empty it joins one broadcast from rank 0, which sends every control rank 0's
+    queue holds (waiting up to ``timeout`` for the first); the buffer then hands them out one by
+    one on every rank alike."""
+
+    def __init__(self, local: Any, group: Any, dist: Any) -> None:
+        self.local, self.group, self.dist = local, group, dist
+        self._buffer: deque[Control] = deque()
+
+    def __call__(self, timeout: float) -> Control | None:
+        if not self._buffer:
+            pending: list[Control] = []
+            if self.local is not None:
+                control = self.local(timeout)
+                while control is not None:
+                    pending.append(control)
+                    control = self.local(0.0)
+            box: list[Any] = [pending]
+            self.dist.broadcast_object_list(box, src=0, group=self.group)
+            self._buffer.extend(box[0])
+        return self._buffer.popleft() if self._buffer else None
+
+
+class FollowerChannel:
+    """The output of a rank other than 0: its step times as ``RankSample``s, and its errors."""
+
+    def __init__(self, out: Any, rank: int) -> None:
+        self._out, self.rank = out, rank
+
+    def emit(self, msg: Message) -> None:
+        import queue
+
+        if isinstance(msg, Sample):
+            item: Message | RankSample = RankSample(time_s=msg.time_s, rank=self.rank, steps=msg.steps,
+                                                    steps_per_s=msg.steps_per_s, step_ms_p50=msg.step_ms_p50)
+        elif isinstance(msg, Event) and msg.kind in FORWARDED_KINDS:
+            item = dataclasses.replace(msg, message=f"rank {self.rank}: {msg.message}")
+        else:
+            return
+        try:
+            self._out.put_nowait(item)
+        except queue.Full:
+            pass
+
+    def close(self) -> None:
+        self._out.close()
+
+
+def describe_failure(exc: BaseException) -> str:
+    """One line for a failed data-parallel run: which rank ended how."""
+    failures = getattr(exc, "failures", None)
+    if not failures:
+        return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    parts = []
+    for rank, failure in sorted(failures.items()):
+        code = getattr(failure, "exitcode", None)
+        if code is not None and code < 0:
+            import signal
+
+            try:
+                how = f"killed by {signal.Signals(-code).name}"
+            except ValueError:
+                how = f"killed by signal {-code}"
+        else:
+            how = f"exited with code {code}"
+        parts.append(f"rank {rank} {how}")
+    return "data-parallel run failed: " + ", ".join(parts)

@@ -1,0 +1,64 @@
+"""Data parallelism for the workloads: each rank trains its family's model wrapped in
+``torch.nn.parallel.DistributedDataParallel`` on its own slice of the data.
+
+A workload knows nothing of the launcher: ``gpudash.ranks`` starts the ranks with torchrun's
+launcher (``torch.distributed.launcher.api.elastic_launch``) and initialises the process group;
+a workload built with ``WorkloadOptions.distributed`` then
+
+* draws different data on each rank (``data_seed``: the seed shifted by the rank), so the N ranks
+  together train on a global batch of N × the per-rank batch, as one process would on the
+  concatenated batch (DDP averages the gradients: the mean loss over the global batch when each
+  rank's loss is a mean over the same number of items);
+* wraps its trained module in DDP at every setup (after the model knobs are applied: DDP's
+  gradient buckets are built over the parameters as they are then), with the DDP settings of
+  the ``ddp_*`` knobs (``workloads.knobs``).
+
+The model knobs that replace the module's forward with compiled or captured code (``compile``,
+``cuda_graph``) are refused with DDP here: DDP's all-reduce hooks would have to be compiled or
+captured with them, which gpudash does not do.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import torch
+
+DATA_SEED_STRIDE = 1_000_003  # rank r draws its data from seed + r * stride
+
+
+@dataclass(frozen=True)
+class RankInfo:
+    """This process's place in a data-parallel run (from torchrun's environment)."""
+
+    rank: int
+    world_size: int
+    local_rank: int
+
+    @property
+    def is_leader(self) -> bool:
+        return self.rank == 0
+
+    @classmethod
+    def from_env(cls) -> "RankInfo":
+        """RANK, WORLD_SIZE and LOCAL_RANK as torchrun's launcher sets them."""
+        return cls(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), int(os.environ.get("LOCAL_RANK", "0")))
+
+
+def data_seed(seed: int, rank: int) -> int:
+    """The seed rank ``rank`` draws its batches from (rank 0: the run's seed, as without DDP)."""
+    return seed + rank * DATA_SEED_STRIDE
+
+
+def wrap(module: torch.nn.Module, device: torch.device, *, bucket_cap_mb: float | None = None,
+         gradient_as_bucket_view: bool = False, static_graph: bool = False) -> torch.nn.Module:
+    """``module`` in DDP on ``device`` (one device per rank); the parameters are broadcast from rank 0."""
+    from torch.nn.parallel import DistributedDataParallel
+
+    kwargs: dict[str, object] = {"gradient_as_bucket_view": gradient_as_bucket_view, "static_graph": static_graph}
+    if bucket_cap_mb is not None:
+        kwargs["bucket_cap_mb"] = bucket_cap_mb
+    if device.type == "cuda":
+        kwargs.update(device_ids=[device.index], output_device=device.index)
+    return DistributedDataParallel(module, **kwargs)
