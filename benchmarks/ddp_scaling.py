@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import csv
 import datetime
+import json
 import subprocess
 import sys
 import tempfile
@@ -48,6 +49,14 @@ def _number(text: str) -> float | None:
     return float(text) if text else None
 
 
+def machine(sweep_json: Path) -> str:
+    """The device, driver, torch and CUDA versions a sweep recorded, in one line."""
+    m = json.loads(sweep_json.read_text())
+    names = m.get("gpu_names") or [m.get("device_name") or m.get("device")]
+    return (f"{' + '.join(map(str, names))} · driver {m.get('driver')} · torch {m.get('torch_version')} "
+            f"(CUDA {m.get('cuda_version')}) · {m.get('cpu_count')} CPUs")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--nproc", type=int, default=2)
@@ -61,13 +70,16 @@ def main() -> None:
     args = p.parse_args()
     batches = args.batch_size or [8, 32]
     out = args.out or Path(tempfile.mkdtemp(prefix="gpudash-ddp-"))
-    print(f"# DDP scaling, {args.nproc} ranks vs 1 — device {args.device}, {datetime.date.today()}, "
-          f"{args.repeats} repeats × {args.seconds:g} s (warm-up {args.warmup:g} s); sweeps in {out}\n")
-    print("| family | variant | batch per rank | 1 rank steps/s | N ranks steps/s | N ranks samples/s | scaling efficiency | verdict |")
-    print("|---|---|---:|---:|---:|---:|---:|---|")
-    for family in args.workload or DEFAULT_FAMILIES:
+    header = f"# DDP scaling, {args.nproc} ranks vs 1 — {datetime.date.today()}, {args.repeats} repeats × {args.seconds:g} s"
+    print(f"{header} (warm-up {args.warmup:g} s); sweeps in {out}", flush=True)
+    for i, family in enumerate(args.workload or DEFAULT_FAMILIES):
         one = sweep(family, batches, 1, args, out / f"{family}-nproc1")
         many = sweep(family, batches, args.nproc, args, out / f"{family}-nproc{args.nproc}")
+        if i == 0:  # the machine once, then the table, a family's rows as soon as they are measured
+            print(machine(out / f"{family}-nproc{args.nproc}" / "sweep.json") + "\n")
+            print("| family | variant | batch per rank | 1 rank steps/s | N ranks steps/s | N ranks samples/s | "
+                  "scaling efficiency | verdict |")
+            print("|---|---|---:|---:|---:|---:|---:|---|")
         for b in batches:
             c = compare(one[b], many[b])
             verdict = f"per-rank rate vs one rank: {c.verdict}"
@@ -77,7 +89,6 @@ def main() -> None:
                 verdict += "; target ≥ 0.9: " + ("met" if met else "**not met**" if missed else "not decided")
             print(f"| {family} | {VARIANT[family]} | {b} | {one[b].mean:.1f} | {many[b].mean:.1f} | "
                   f"{many[b].mean * b * args.nproc:.0f} | {c.format()} | {verdict} |", flush=True)
-
 
 if __name__ == "__main__":
     main()
