@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 
 from gpudash.comparison import Estimate, compare  # noqa: E402
 
-DEFAULT_FAMILIES = ("encdec", "sync_loss")
+DEFAULT_FAMILIES = ("encdec", "sync_loss", "augment", "input_pipeline")
 VARIANT = {"encdec": "serial", "sync_loss": "fixed", "augment": "gpu-vectorized", "input_pipeline": "gpu-transform"}
 
 

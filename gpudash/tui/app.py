@@ -232,7 +232,8 @@ class GpuDashApp(App[int]):
         self._drawn_version, self._drawn_size = self.state.version, size
         lines = gpu_rows.lines
         gpu_rows.show(self.state.last_gpu, self.state.gpu_info, height=(self._layout_size or self.size).height,
-                      stale=not self.replay and not self._gpu_available())
+                      stale=not self.replay and not self._gpu_available(),
+                      ranks=self.controller.config.nproc)
         if gpu_rows.lines != lines:
             self._apply_layout()  # the rows took lines or gave them back: the charts get what is left
         self.redraw_charts()

@@ -23,9 +23,14 @@ BAR_CELLS = 8  # the util bar's width
 NA = "n/a"
 
 
-def workload_gpus(info: GpuInfo | None) -> frozenset[int]:
-    """The GPUs the workload runs on (highlighted): the one the sampler charts."""
-    return frozenset() if info is None or info.index is None else frozenset({info.index})
+def workload_gpus(info: GpuInfo | None, readings: Sequence[GpuReading] = (), ranks: int = 1) -> frozenset[int]:
+    """The GPUs the workload runs on (highlighted): the one the sampler charts; in a data-parallel
+    run of ``ranks`` ranks (rank r on cuda:r), the first ``ranks`` GPUs sampled, which follow
+    CUDA_VISIBLE_DEVICES' order as the ranks' devices do."""
+    own = frozenset() if info is None or info.index is None else frozenset({info.index})
+    if ranks > 1 and len(readings) >= ranks:
+        return own | frozenset(r.index for r in readings[:ranks])
+    return own
 
 
 def _num(value: float | None, fmt: str, width: int, unit: str = "") -> str:
@@ -99,10 +104,11 @@ class GpuRows(Static):
 
     lines = 0  # the lines shown (0: hidden); the app's layout gives the charts what is left
 
-    def show(self, gpu: GpuSample | None, info: GpuInfo | None, *, height: int, stale: bool = False) -> None:
+    def show(self, gpu: GpuSample | None, info: GpuInfo | None, *, height: int, stale: bool = False,
+             ranks: int = 1) -> None:
         """``gpu``: the newest NVML sample; ``height``: the terminal's rows; ``stale``: NVML has
-        stopped answering (the old figures are hidden)."""
-        workload = workload_gpus(info)
+        stopped answering (the old figures are hidden); ``ranks``: a data-parallel run's ranks."""
+        workload = workload_gpus(info, gpu.per_gpu if gpu is not None else (), ranks)
         shown = not stale and gpu is not None and worth_showing(gpu, workload)
         self.display = shown
         if not shown or gpu is None:

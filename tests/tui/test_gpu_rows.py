@@ -167,3 +167,14 @@ async def test_recording_from_the_dashboard_has_the_per_gpu_columns(box, tmp_pat
                             for c in ("util_pct", "mem_used_mib", "power_w", "sm_clock_mhz", "temp_c")]
     gpu = [m for m in read_all(ReplaySource(path)) if isinstance(m, GpuSample)]
     assert gpu and gpu[-1].per_gpu[0].power_w == 222.0 and gpu[-1].per_gpu[1].power_w == 110.0
+
+
+def test_a_data_parallel_run_highlights_every_ranks_gpu() -> None:
+    from gpudash.protocol import GpuInfo, GpuReading
+    from gpudash.tui.gpu_rows import workload_gpus
+
+    # CUDA_VISIBLE_DEVICES=2,0,1: rank r runs on cuda:r, the r-th GPU sampled
+    readings = tuple(GpuReading(i) for i in (2, 0, 1))
+    info = GpuInfo(available=True, names=("a", "b", "c"), index=2)
+    assert workload_gpus(info, readings, ranks=2) == {2, 0}
+    assert workload_gpus(info, readings) == {2}  # one process: its own GPU only
