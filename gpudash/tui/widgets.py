@@ -226,7 +226,7 @@ class StatsPanel(Static):
 
     def show(self, state: DashState, last_trace: str | None = None, ranks: str | None = None) -> None:
         """``last_trace``: the latest profiler window's figures, shown in the top border when there is one;
-        ``ranks``: a data-parallel run's ranks line, in the bottom border."""
+        ``ranks``: a data-parallel run's ranks line, first in the same border."""
         content = stats_table(state)
         table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, expand=True,
                       show_edge=False, collapse_padding=True)
@@ -239,8 +239,10 @@ class StatsPanel(Static):
 
         self.update(Group(content.title, table))
         # in the panel's top border: a persistent line that costs no row (80x24 has none to spare)
-        self.border_title = Text(f" {last_trace} ", style="bold magenta") if last_trace else None
-        self.border_subtitle = Text(f" {ranks} ", style="bold") if ranks else None
+        parts = [Text(f" {ranks} ", style="bold")] if ranks else []
+        if last_trace:
+            parts.append(Text(f" {last_trace} ", style="bold magenta"))
+        self.border_title = Text("│").join(parts) if parts else None
 
 
 class HelpScreen(ModalScreen[None]):
