@@ -152,6 +152,9 @@ def build_parsers() -> tuple[Parser, dict[str, Parser]]:
         description="See what CUDA streams, GPU-side augmentation and removing host-device syncs\n"
         "do to training throughput, live.",
         epilog=EPILOG, **common,
+        # no abbreviations at the top: it sees every argument, also those of 'sweep'/'report', whose
+        # own options (sweep's --trace) must not be taken for a prefix of one here (--trace-every)
+        allow_abbrev=False,
     )
     top.add_argument("-V", "--version", action="version", version=f"gpudash {_version()}")
     top.add_argument("--config-path", action=_ConfigPath, nargs=0, help="print where the settings file is, and exit")

@@ -8,6 +8,7 @@ imported only inside functions here, so ``import gpudash.engine`` stays cheap.
 from __future__ import annotations
 
 import gc
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -189,6 +190,7 @@ class StepLoop:
         trace_dir: str | None = None,
         fault: "Fault | None" = None,
         lockstep_every: int | None = None,
+        agree: Callable[[str | None], str | None] | None = None,
     ) -> None:
         import torch
 
@@ -205,6 +207,9 @@ class StepLoop:
         # Data-parallel ranks (gpudash.ranks) look for controls every N steps issued, not every few
         # ms: each look is a collective, so every rank must make it at the same step.
         self.lockstep_every = lockstep_every
+        # ... and agree on every refusal: ``agree(reason or None)`` returns any rank's reason, so a
+        # change one rank refuses is refused by all (gpudash.ranks)
+        self.agree = agree
         self._lockstep_checked = -1
         self.clock = clock
         self.t0 = clock() if t0 is None else t0
@@ -347,8 +352,8 @@ class StepLoop:
         try:
             self.workload.step()
         except self.torch.cuda.OutOfMemoryError:
-            if self._probation <= 0 or self._previous is None:
-                raise
+            if self._probation <= 0 or self._previous is None or self.workload.world_size > 1:
+                raise  # (a data-parallel rank cannot revert alone: the run ends, the launcher stops all)
             oom = True
         if oom:
             self._revert_after_oom()
@@ -495,11 +500,14 @@ class StepLoop:
         from gpudash import traces
 
         w = self.workload
+        steps = max(1, min(steps, MAX_TRACE_STEPS))
+        if self.trace_dir is None and w.world_size > 1:
+            self._follow_window(steps)
+            return
         if self.trace_dir is None:
             self._event(EventKind.ERROR, what="trace", message="this run has no trace directory",
                         details=self.config())
             return
-        steps = max(1, min(steps, MAX_TRACE_STEPS))
         self._settle()
         start_s = self.now()
         try:
@@ -527,6 +535,21 @@ class StepLoop:
                 details["pct_of_overlap_bound"] = f"{pct:.4g}"
                 message += f", running at {pct:.0f}% of it"
         self._event(EventKind.MEASURED, what="trace", message=f"{message} → {path}", details=details)
+
+    def _follow_window(self, steps: int) -> None:
+        """A data-parallel rank other than 0 during rank 0's profiler window: the same steps (their
+        all-reduces pair with rank 0's), unprofiled, kept out of the samples as rank 0's are."""
+        w = self.workload
+
+        def take_steps() -> None:
+            for _ in range(steps):
+                w.step()
+            w.drain()
+
+        self._measure_apart("trace", take_steps)
+        self.steps_issued += steps
+        self.steps_done += steps
+        self.samples_done += steps * w.samples_per_step
 
     def _setup(self) -> Setup:
         w = self.workload
@@ -564,10 +587,15 @@ class StepLoop:
         if requested_text == before:
             return
         previous = self._setup()
+        refusal = None
         try:  # a bad request is refused without draining the device or cutting the window
             _, _, new_knobs = w.check_change(variant=variant, batch_size=batch_size, knobs=knobs)
         except Exception as exc:  # WorkloadError
-            self._refused(what, before, requested_text, one_line(exc))
+            refusal = one_line(exc)
+        if self.agree is not None:
+            refusal = self.agree(refusal)
+        if refusal is not None:
+            self._refused(what, before, requested_text, refusal)
             return
         self._settle()
         self._reconfiguring(what)
@@ -575,6 +603,8 @@ class StepLoop:
             with self._warming(new_knobs, what):
                 w.reconfigure(variant=variant, batch_size=batch_size, knobs=knobs)
         except Exception as exc:  # OOM while configuring, a failed compile or capture, ...
+            if w.world_size > 1:
+                raise  # a data-parallel rank cannot go back alone: the run ends, the launcher stops all
             self._after_failure()
             self._collect(self.timer.reset())
             self._open_window(self.clock())
@@ -598,8 +628,10 @@ class StepLoop:
         try:
             with self._warming(knobs, "workload"):
                 new = self.builder(control.workload, control.variant, control.batch_size, knobs)
-        except Exception as exc:
-            message = one_line(exc)
+        except Exception:
+            if old.world_size > 1:
+                raise  # a data-parallel rank cannot go back alone: the run ends, the launcher stops all
+            message = one_line(sys.exc_info()[1])
             self._rebuild(previous)  # the last good configuration
             self._refused("workload", before, control.workload, message)
             return

@@ -73,6 +73,16 @@ def apply_memory_guard(environ: "os._Environ[str] | dict[str, str]" = os.environ
     return data_limit()
 
 
+def share_among(processes: int) -> int | None:
+    """Lower this process's soft RLIMIT_DATA to its 1/``processes`` share (each rank of a
+    data-parallel run on this node inherits the whole guard otherwise); returns the new limit."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
+    if soft == resource.RLIM_INFINITY or processes <= 1:
+        return data_limit()
+    resource.setrlimit(resource.RLIMIT_DATA, (soft // processes, hard))
+    return data_limit()
+
+
 def out_of_memory_message(exc: BaseException) -> str | None:
     """A host allocation that failed (the guard's limit, or the machine's), as one line; None
     for any other exception."""

@@ -27,8 +27,6 @@ from typing import Any
 from gpudash.protocol import Control, Event, EventKind, Message, RankSample, RunConfig, Sample
 
 LOCKSTEP_EVERY = 10  # steps between control broadcasts (one small gloo collective each)
-# Events the other ranks forward to the parent (rank 0 reports the rest for the run).
-FORWARDED_KINDS = frozenset({EventKind.ERROR, EventKind.CRASHED})
 
 
 def launch(config: RunConfig, controls: Any, out: Any, log_path: str | None, t0: float) -> None:
@@ -51,7 +49,7 @@ def launch(config: RunConfig, controls: Any, out: Any, log_path: str | None, t0:
         monitor_interval=0.1,
         start_method="spawn",
     )
-    elastic_launch(launch_config, rank_main)(config, controls, out, log_path, t0)
+    elastic_launch(launch_config, rank_entry)(config, controls, out, log_path, t0)
 
 
 def rank_main(config: RunConfig, controls: Any, out: Any, log_path: str | None, t0: float) -> None:
@@ -59,12 +57,14 @@ def rank_main(config: RunConfig, controls: Any, out: Any, log_path: str | None, 
     import torch
     import torch.distributed as dist
 
+    from gpudash import memguard
     from gpudash.child import _builder, _Channel, _started_details
     from gpudash.engine import StepLoop, plain
     from workloads.distributed import RankInfo
     from workloads.knobs import parse_knobs
 
     info = RankInfo.from_env()
+    memguard.share_among(config.nproc)  # the node's memory guard, split between its ranks
     device = _rank_device(torch, config.device, info.local_rank)
     if device.type == "cuda":
         torch.cuda.set_device(device)
@@ -88,6 +88,7 @@ def rank_main(config: RunConfig, controls: Any, out: Any, log_path: str | None, 
             trace_dir=config.trace_dir if info.is_leader else None,
             t0=t0,
             lockstep_every=LOCKSTEP_EVERY,
+            agree=lambda reason: _any_reason(dist, control_group, info.world_size, reason),
         )
         if leader is not None:
             details = _started_details(torch, loop, device)
@@ -103,6 +104,13 @@ def rank_main(config: RunConfig, controls: Any, out: Any, log_path: str | None, 
         channel.close()
         if dist.is_initialized():
             dist.destroy_process_group()
+
+
+def _any_reason(dist: Any, group: Any, world_size: int, reason: str | None) -> str | None:
+    """Every rank's refusal (None: none), gathered over the control group: the first there is."""
+    reasons: list[str | None] = [None] * world_size
+    dist.all_gather_object(reasons, reason, group=group)
+    return next((r for r in reasons if r), None)
 
 
 def _rank_device(torch: Any, name: str, local_rank: int) -> Any:
@@ -159,13 +167,11 @@ class FollowerChannel:
     def emit(self, msg: Message) -> None:
         import queue
 
-        if isinstance(msg, Sample):
-            item: Message | RankSample = RankSample(time_s=msg.time_s, rank=self.rank, steps=msg.steps,
-                                                    steps_per_s=msg.steps_per_s, step_ms_p50=msg.step_ms_p50)
-        elif isinstance(msg, Event) and msg.kind in FORWARDED_KINDS:
-            item = dataclasses.replace(msg, message=f"rank {self.rank}: {msg.message}")
-        else:
-            return
+        if not isinstance(msg, Sample):
+            return  # rank 0 reports the run's events (refusals are agreed by all ranks); a failing
+            # rank's exception reaches the launcher through torch's error file (``rank_entry``)
+        item = RankSample(time_s=msg.time_s, rank=self.rank, steps=msg.steps, steps_per_s=msg.steps_per_s,
+                          step_ms_p50=msg.step_ms_p50)
         try:
             self._out.put_nowait(item)
         except queue.Full:
@@ -176,21 +182,41 @@ class FollowerChannel:
 
 
 def describe_failure(exc: BaseException) -> str:
-    """One line for a failed data-parallel run: which rank ended how."""
+    """One line for a failed data-parallel run: which rank ended how, a rank killed by a signal
+    first (the others then fail on their broken collectives), each exception's last line."""
     failures = getattr(exc, "failures", None)
     if not failures:
         return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     parts = []
-    for rank, failure in sorted(failures.items()):
-        code = getattr(failure, "exitcode", None)
-        if code is not None and code < 0:
-            import signal
-
-            try:
-                how = f"killed by {signal.Signals(-code).name}"
-            except ValueError:
-                how = f"killed by signal {-code}"
-        else:
-            how = f"exited with code {code}"
-        parts.append(f"rank {rank} {how}")
+    for rank, failure in sorted(failures.items(), key=lambda rf: (not _signal_name(rf[1]), rf[0])):
+        signal_name = _signal_name(failure)
+        if signal_name:
+            parts.append(f"rank {rank} killed by {signal_name}")
+            continue
+        message = getattr(failure, "message", "")  # torch's error file: a dict with "message"
+        why = str(message.get("message", "") if isinstance(message, dict) else message or "").strip().splitlines()
+        detail = f" ({why[-1][:160]})" if why and why[-1] not in ("<N/A>", "") else ""
+        parts.append(f"rank {rank} exited with code {getattr(failure, 'exitcode', None)}{detail}")
     return "data-parallel run failed: " + ", ".join(parts)
+
+
+def _signal_name(failure: Any) -> str | None:
+    """SIGKILL, ... when the rank died of a signal; None when it exited."""
+    import signal
+
+    code = getattr(failure, "exitcode", None)
+    if code is None or code >= 0:
+        return None
+    try:
+        return signal.Signals(-code).name
+    except ValueError:
+        return f"signal {-code}"
+
+
+def rank_entry(config: RunConfig, controls: Any, out: Any, log_path: str | None, t0: float) -> None:
+    """The ranks' entry point as torchrun's launcher runs it: ``rank_main`` under torch's ``record``,
+    which writes a rank's exception to the error file the launcher reads, so the run's failure
+    names it (a plain module-level function: the launcher pickles it for each spawned rank)."""
+    from torch.distributed.elastic.multiprocessing.errors import record
+
+    record(rank_main)(config, controls, out, log_path, t0)

@@ -129,6 +129,7 @@ class WorkloadRunner:
         self._controls = self._ctx.Queue()
         self._out = self._ctx.Queue(maxsize=OUT_QUEUE_SIZE)
         self._final_seen = self._reported = self._stopping = self._crashed = False
+        self._ranks.clear()  # a new run's ranks report afresh
         self._watchdog.reset()
         try:
             self._log_start = os.path.getsize(self.log_path)

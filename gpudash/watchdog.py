@@ -15,10 +15,20 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from gpudash.protocol import ENDING_KINDS, Control, Event, EventKind, Message, Sample, TimeStages, TraceWindow
+from gpudash.protocol import (
+    ENDING_KINDS,
+    Control,
+    Event,
+    EventKind,
+    MeasureScaling,
+    Message,
+    Sample,
+    TimeStages,
+    TraceWindow,
+)
 
-LONG_OPS = (TimeStages, TraceWindow)  # controls answered by a "measured" or "error" event, maybe much later
-LONG_OP_ANSWERS = frozenset({"stages", "trace"})  # the ``what`` of those answers
+LONG_OPS = (TimeStages, TraceWindow, MeasureScaling)  # controls answered by a "measured" or "error" event, maybe much later
+LONG_OP_ANSWERS = frozenset({"stages", "trace", "scaling"})  # the ``what`` of those answers
 STEP_FACTOR = 5.0  # silence longer than this many recent p95 step times is never a slow step
 FIRST_STEP_FACTOR = 5.0  # the first step (lazy initialisation, autotuning) gets this many limits
 

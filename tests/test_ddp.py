@@ -301,3 +301,50 @@ def test_scaling_efficiency_is_measured_against_rank_0_alone_and_leaves_the_rank
     assert 0.0 < float(details["scaling_efficiency"]) < 2.0
     assert float(details["single_rank_steps_per_s"]) > 0 and details["world_size"] == "2"
     assert (flat0 == flat1).all()  # rank 0's solo steps were put back: the ranks still agree
+
+
+def test_a_profiler_window_in_a_data_parallel_run_keeps_the_ranks_in_step(tmp_path: Path) -> None:
+    out = _gpudash("--record", "run.csv", "-w", "sync_loss", "-v", "fixed", "--device", "cpu", "--nproc", "2",
+                   "--image-size", "16", "--duration", "8", "--trace-every", "2", "--trace-steps", "4", "-q",
+                   cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    rows = list(csv.DictReader((tmp_path / "run.csv").open()))
+    windows = [r for r in rows if r["event_what"] == "trace" and r["event_kind"] == "measured"]
+    assert windows  # rank 0 profiled while rank 1 took the same steps
+    last_window = max(float(r["time_s"]) for r in windows)
+    assert any(r["row_kind"] == "sample" and float(r["time_s"]) > last_window for r in rows)  # and it went on
+
+
+def test_a_change_any_rank_refuses_is_refused_by_every_rank() -> None:
+    from gpudash.engine import StepLoop
+    from gpudash.protocol import Event, SetBatchSize
+
+    with build("sync_loss", "cpu", WorkloadOptions(variant="fixed", batch_size=2, image_size=16)) as w:
+        got: list[object] = []
+        pending = [SetBatchSize(4)]
+        loop = StepLoop(w, emit=got.append, controls=lambda _t: pending.pop() if pending else None,
+                        agree=lambda mine: mine or "rank 1: batch 4 needs about 9 GiB; 1 GiB free")
+        loop.run(steps=3)
+        assert w.batch_size == 2  # rank 0 could, rank 1 could not: nobody changed
+    (error,) = [m for m in got if isinstance(m, Event) and m.kind == "error"]
+    assert "rank 1: batch 4 needs about 9 GiB" in error.message
+
+
+def test_a_ranks_exception_is_named_in_the_runs_crash() -> None:
+    from gpudash.protocol import Event, EventKind, RunConfig
+    from gpudash.runner import WorkloadRunner
+
+    # a knob value the CLI would refuse, given straight to the runner: every rank raises while building
+    runner = WorkloadRunner(RunConfig(workload="sync_loss", variant="fixed", device="cpu", image_size=16,
+                                      knobs="ddp_no_sync=3", nproc=2))
+    runner.start()
+    crashes: list[Event] = []
+    deadline = time.monotonic() + 120
+    try:
+        while time.monotonic() < deadline and not runner.finished:
+            crashes += [m for m in runner.poll() if isinstance(m, Event) and m.kind == EventKind.CRASHED]
+            time.sleep(0.2)
+    finally:
+        runner.stop()
+    assert crashes and "data-parallel run failed: rank" in crashes[0].message
+    assert "knob ddp_no_sync takes one of: off, 2, 4, 8; got '3'" in crashes[0].message

@@ -490,7 +490,12 @@ async def test_cuda_only_knobs_are_disabled_on_the_cpu_and_refused_with_one_line
         for name in ("cudnn_benchmark", "tf32", "cuda_graph"):
             assert panel.query_one(f"#knob-{name}").disabled
         assert not panel.query_one("#knob-channels_last").disabled
-        assert "knob cuda_graph needs CUDA" in str(panel.query(".knob-about.-refused").last().content)
+        refused = [str(label.content) for label in panel.query(".knob-about.-refused")]
+        assert any("knob cuda_graph needs CUDA" in text for text in refused)
+        for name in ("ddp_bucket_mb", "ddp_grad_view", "ddp_static_graph", "ddp_no_sync"):  # no --nproc here
+            assert panel.query_one(f"#knob-{name}").disabled
+        assert any("knob ddp_no_sync is a DistributedDataParallel setting: it needs --nproc 2 or more" in text
+                   for text in refused)
         await pilot.press("escape")
         # through the palette: the catalog's reason at once, nothing sent, the run goes on
         await pilot.press("ctrl+p")
