@@ -20,13 +20,15 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import time
 import uuid
 from collections import deque
 from typing import Any
 
 from gpudash.protocol import Control, Event, EventKind, Message, RankSample, RunConfig, Sample
 
-LOCKSTEP_EVERY = 10  # steps between control broadcasts (one small gloo collective each)
+LOCKSTEP_EVERY = 10  # steps between control broadcasts (one small gloo collective each), at most
+LOCKSTEP_LATENCY_S = 0.5  # ... and fewer when steps are slow: a control waits about this long at most
 
 
 def launch(config: RunConfig, controls: Any, out: Any, log_path: str | None, t0: float) -> None:
@@ -78,10 +80,11 @@ def rank_main(config: RunConfig, controls: Any, out: Any, log_path: str | None, 
     try:
         builder = _builder(config, device, info)
         workload = builder(config.workload, config.variant, config.batch_size, parse_knobs(config.knobs))
+        controls = LockstepControls(leader.next_control if leader else None, control_group, dist)
         loop = StepLoop(
             workload,
             emit=emit,
-            controls=LockstepControls(leader.next_control if leader else None, control_group, dist),
+            controls=controls,
             builder=builder,
             sample_interval_s=config.sample_interval_s,
             max_steps=config.max_steps,
@@ -90,6 +93,7 @@ def rank_main(config: RunConfig, controls: Any, out: Any, log_path: str | None, 
             lockstep_every=LOCKSTEP_EVERY,
             agree=lambda reason: _any_reason(dist, control_group, info.world_size, reason),
         )
+        controls.attach(loop)
         if leader is not None:
             details = _started_details(torch, loop, device)
             details.update(world_size=str(info.world_size), nnodes=str(config.nnodes))
@@ -138,11 +142,33 @@ class LockstepControls:
     Called by each rank's step loop at the same points (``StepLoop(lockstep_every=…)``): when
     its buffer is empty it joins one broadcast from rank 0, which sends every control rank 0's
     queue holds (waiting up to ``timeout`` for the first); the buffer then hands them out one by
-    one on every rank alike."""
+    one on every rank alike.
+
+    Attached to its loop (``attach``), rank 0 also sends how many steps to take before the next
+    look: about ``LOCKSTEP_LATENCY_S`` of steps at the rate since the last look, 1 to
+    ``LOCKSTEP_EVERY``, so a Stop does not wait 10 slow steps; every rank sets it alike."""
 
     def __init__(self, local: Any, group: Any, dist: Any) -> None:
         self.local, self.group, self.dist = local, group, dist
         self._buffer: deque[Control] = deque()
+        self._loop: Any = None
+        self._last: tuple[float, int] | None = None  # rank 0: (time, steps issued) at the last look
+
+    def attach(self, loop: Any) -> "LockstepControls":
+        self._loop = loop
+        return self
+
+    def _pace(self) -> int | None:
+        """Rank 0: steps until the next look (None: unknown yet, keep the loop's)."""
+        loop = self._loop
+        if loop is None:
+            return None
+        now, issued = time.monotonic(), loop.steps_issued
+        last, self._last = self._last, (now, issued)
+        if last is None or issued <= last[1] or now <= last[0]:
+            return None
+        rate = (issued - last[1]) / (now - last[0])
+        return max(1, min(LOCKSTEP_EVERY, round(rate * LOCKSTEP_LATENCY_S)))
 
     def __call__(self, timeout: float) -> Control | None:
         if not self._buffer:
@@ -152,9 +178,12 @@ class LockstepControls:
                 while control is not None:
                     pending.append(control)
                     control = self.local(0.0)
-            box: list[Any] = [pending]
+            box: list[Any] = [(pending, self._pace() if self.local is not None else None)]
             self.dist.broadcast_object_list(box, src=0, group=self.group)
-            self._buffer.extend(box[0])
+            controls, every = box[0]
+            self._buffer.extend(controls)
+            if every is not None and self._loop is not None:
+                self._loop.lockstep_every = every
         return self._buffer.popleft() if self._buffer else None
 
 

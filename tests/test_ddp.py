@@ -348,3 +348,26 @@ def test_a_ranks_exception_is_named_in_the_runs_crash() -> None:
         runner.stop()
     assert crashes and "data-parallel run failed: rank" in crashes[0].message
     assert "knob ddp_no_sync takes one of: off, 2, 4, 8; got '3'" in crashes[0].message
+
+
+def test_slow_steps_shorten_the_steps_between_control_looks() -> None:
+    from gpudash.ranks import LOCKSTEP_EVERY, LockstepControls
+
+    class OneRank:  # a broadcast among one rank: the box stays as rank 0 filled it
+        @staticmethod
+        def broadcast_object_list(box: list, src: int, group: object) -> None:
+            pass
+
+    class Loop:
+        steps_issued, lockstep_every = 0, LOCKSTEP_EVERY
+
+    loop = Loop()
+    controls = LockstepControls(lambda _t: None, None, OneRank).attach(loop)
+    controls(0.0)  # the first look: no rate yet
+    time.sleep(0.4)
+    loop.steps_issued = 2  # 5 steps/s: half a second holds 2 or 3 of them
+    controls(0.0)
+    assert loop.lockstep_every in (2, 3)
+    loop.steps_issued = 10_002  # very fast steps: never more than LOCKSTEP_EVERY between looks
+    controls(0.0)
+    assert loop.lockstep_every == LOCKSTEP_EVERY
