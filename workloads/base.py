@@ -373,18 +373,20 @@ class Workload(ABC):
         if self.rank_info is None:
             raise WorkloadError("scaling efficiency needs a data-parallel run (--nproc 2 or more)")
         ms = None
-        if self.rank_info.is_leader:
-            ddp = getattr(self, self.trained_module)
-            setattr(self, self.trained_module, ddp.module)
-            try:
-                with tuning.restore_point(self.trained_parameters(), self.optimizer, self.generators()):
-                    self.step()  # the plain module's first call outside the timing
-                    self.drain()
-                    ms = self._ms_per_call(self.step, steps)
-                    self.drain()
-            finally:
-                setattr(self, self.trained_module, ddp)
-        dist.barrier()
+        try:
+            if self.rank_info.is_leader:
+                ddp = getattr(self, self.trained_module)
+                setattr(self, self.trained_module, ddp.module)
+                try:
+                    with tuning.restore_point(self.trained_parameters(), self.optimizer, self.generators()):
+                        self.step()  # the plain module's first call outside the timing
+                        self.drain()
+                        ms = self._ms_per_call(self.step, steps)
+                        self.drain()
+                finally:
+                    setattr(self, self.trained_module, ddp)
+        finally:
+            dist.barrier()  # every rank leaves together, also when rank 0's measurement failed
         return ms
 
     def _ms_per_call(self, fn: Callable[[], Any], steps: int) -> float:
