@@ -27,7 +27,7 @@ from textual.containers import Container
 from textual.css.query import NoMatches
 from textual.geometry import Size
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 from textual.worker import WorkerFailed
 
 from gpudash.config import UserConfig
@@ -37,6 +37,7 @@ from gpudash.stats import Status
 from gpudash.tui import actions
 from gpudash.tui.charts import CHARTS, MetricChart
 from gpudash.tui.crash import report_crash
+from gpudash.tui.footer import LeanFooter
 from gpudash.tui.layout import layout_for, notice_text
 from gpudash.tui.timeview import TimeView
 from gpudash.tui.user_settings import keep_user_settings
@@ -106,7 +107,7 @@ class GpuDashApp(App[int]):
                 yield MetricChart(spec)
             yield Static(id="gpu-notice")
         yield StatsPanel(id="stats")
-        yield Footer(compact=True, show_command_palette=False)
+        yield LeanFooter(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
         path = self.controller.info.path or "a recording"
