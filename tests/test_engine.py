@@ -45,6 +45,7 @@ class FakeWorkload:
     """Duck-typed Workload: each step sleeps a little; batches over ``oom_above`` run out of memory."""
 
     info = _Info()
+    world_size = 1  # one process (no data parallelism)
 
     def __init__(self, batch_size: int = 4, variant: str = "a", oom_above: int | None = None) -> None:
         self.device = torch.device("cpu")
