@@ -73,19 +73,10 @@ def nvmlDeviceGetCurrentClocksEventReasons(h): return 0
 
 # -- helpers ---------------------------------------------------------------------------------------
 def group_members(pgid: int) -> list[int]:
-    """Live processes (zombies excluded) of process group ``pgid``."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        fields = stat.rsplit(")", 1)[1].split()  # after "(comm)": state, ppid, pgrp, ...
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            found.append(int(entry))
-    return found
+    """Live processes (zombies excluded) of process group ``pgid``: gpudash's own scan."""
+    from gpudash.procgroup import members
+
+    return members(pgid)
 
 
 def assert_nothing_left(pid: int) -> None:
