@@ -70,7 +70,7 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     w.add_argument("--device", type=argtypes.device, metavar="DEV",
                    help="auto, cpu, cuda or cuda:N (default: auto = cuda if available)")
     w.add_argument("--image-size", type=argtypes.image_size, metavar="PX", help="image side, a power of two")
-    w.add_argument("--workers", type=argtypes.nonnegative_int, metavar="N", help="DataLoader workers, where the variant uses them")
+    w.add_argument("--workers", type=argtypes.nonnegative_int, metavar="N", help="DataLoader workers, where the variant uses them (default: the CPUs, split among one machine's ranks)")
     w.add_argument("--seed", type=int, help=f"random seed (default: {DEFAULTS['seed']})")
     w.add_argument("--steps", type=argtypes.positive_int, metavar="N", help="stop after N steps")
     w.add_argument("--knob", type=argtypes.knob, action="append", metavar="NAME[=VALUE]",

@@ -371,3 +371,17 @@ def test_slow_steps_shorten_the_steps_between_control_looks() -> None:
     loop.steps_issued = 10_002  # very fast steps: never more than LOCKSTEP_EVERY between looks
     controls(0.0)
     assert loop.lockstep_every == LOCKSTEP_EVERY
+
+
+def test_ranks_on_one_machine_split_its_cpus_for_their_loader_workers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two ranks on a machine of 8 CPUs start 4 DataLoader workers each, not 8 (no oversubscription);
+    ranks on other machines do not count."""
+    import types
+
+    import workloads.base as base
+
+    monkeypatch.setattr(base, "available_cpus", lambda: 8)
+    share = base.Workload.cpus_per_rank
+    assert share(types.SimpleNamespace(rank_info=None)) == 8
+    assert share(types.SimpleNamespace(rank_info=RankInfo(3, 4, 1, local_world_size=2))) == 4
+    assert share(types.SimpleNamespace(rank_info=RankInfo(0, 16, 0, local_world_size=16))) == 1

@@ -130,7 +130,7 @@ class Workload(ABC):
         if options.workers is not None and options.workers < 0:
             raise WorkloadError(f"workers must be 0 or more, got {options.workers}")
         self.workers = options.workers if options.workers is not None else (
-            defaults.workers if defaults.workers is not None else available_cpus()
+            defaults.workers if defaults.workers is not None else self.cpus_per_rank()
         )
         self.seed = options.seed
         self.last_loss: torch.Tensor | None = None
@@ -521,6 +521,11 @@ class Workload(ABC):
         finally:
             for name, module in current.items():
                 setattr(self, name, module)
+
+    def cpus_per_rank(self) -> int:
+        """This process's share of the CPUs: the ranks on one machine split them (1 at least)."""
+        ranks_here = self.rank_info.local_world_size if self.rank_info is not None else 1
+        return max(1, available_cpus() // ranks_here)
 
     @property
     def world_size(self) -> int:

@@ -35,6 +35,7 @@ class RankInfo:
     rank: int
     world_size: int
     local_rank: int
+    local_world_size: int = 1  # ranks on this machine: they share its CPUs
 
     @property
     def is_leader(self) -> bool:
@@ -42,8 +43,9 @@ class RankInfo:
 
     @classmethod
     def from_env(cls) -> "RankInfo":
-        """RANK, WORLD_SIZE and LOCAL_RANK as torchrun's launcher sets them."""
-        return cls(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), int(os.environ.get("LOCAL_RANK", "0")))
+        """RANK, WORLD_SIZE, LOCAL_RANK and LOCAL_WORLD_SIZE as torchrun's launcher sets them."""
+        return cls(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), int(os.environ.get("LOCAL_RANK", "0")),
+                   int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
 
 
 def data_seed(seed: int, rank: int) -> int:

@@ -14,7 +14,8 @@ variant               workers  decode              dilation              crop   
 ``gpu-decode``        all      nvjpeg, per batch   shifted ORs, on GPU   per batch, on GPU    per batch, on the GPU
 ====================  =======  ==================  ====================  ===================  ======================
 
-"all" is the number of CPUs available to the process (or ``--workers``). Every sample reads
+"all" is the number of CPUs available to the process, split among the ranks of one machine
+under ``--nproc`` (or ``--workers``). Every sample reads
 the same JPEG, generated once into the cache directory (never downloaded). Up to
 ``batch-transform`` a sample leaves its worker as float32 (768 KB at 256x256, through shared
 memory, collate and pinning); ``gpu-transform`` keeps it uint8 (4x fewer bytes through shared
