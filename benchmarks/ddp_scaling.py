@@ -72,6 +72,7 @@ def main() -> None:
     out = args.out or Path(tempfile.mkdtemp(prefix="gpudash-ddp-"))
     header = f"# DDP scaling, {args.nproc} ranks vs 1 — {datetime.date.today()}, {args.repeats} repeats × {args.seconds:g} s"
     print(f"{header} (warm-up {args.warmup:g} s); sweeps in {out}", flush=True)
+    print("`python -m benchmarks.ddp_scaling " + " ".join(sys.argv[1:]) + "`", flush=True)
     for i, family in enumerate(args.workload or DEFAULT_FAMILIES):
         one = sweep(family, batches, 1, args, out / f"{family}-nproc1")
         many = sweep(family, batches, args.nproc, args, out / f"{family}-nproc{args.nproc}")
