@@ -117,6 +117,11 @@ _STATUS_AFTER = {
 }
 
 
+# Configurations whose statistics the dashboard keeps: it shows the current one against the last
+# different one, so a few suffice. 64 kept an hour of minute-long changes alive (docs/soak-cpu.md).
+MAX_SEGMENTS = 8
+
+
 class DashState:
     """Everything the dashboard shows, built from messages; no I/O, no clock.
 
@@ -125,7 +130,7 @@ class DashState:
     happens to the source outside its messages (a restart begun, a start that failed).
     """
 
-    def __init__(self, maxlen: int = 600, mode: str = "window", max_segments: int = 64,
+    def __init__(self, maxlen: int = 600, mode: str = "window", max_segments: int = MAX_SEGMENTS,
                  config: RunConfig | None = None) -> None:
         self.mode = mode
         self.series: dict[str, Series] = {k: Series(maxlen, mode) for k in SERIES_KEYS}

@@ -138,3 +138,22 @@ def test_a_change_inside_the_noise_is_not_coloured() -> None:
     assert row.change_pct is not None and row.change_pct != 0.0  # the means differ a little...
     assert row.verdict == 0 and not row.comparison.verdict.real  # ...and that is called noise
     assert row.estimate.has_interval and row.prev_estimate.has_interval
+
+
+def test_an_hour_of_changes_keeps_a_bounded_history_and_still_compares_with_the_last_config():
+    """A change a minute for an hour (the soak): the dashboard's memory of past configurations
+    stays bounded, and the stats panel still compares the current one with the one before."""
+    from gpudash.stats import MAX_SEGMENTS
+
+    st = DashState()
+    st.ingest(started())
+    for minute in range(60):
+        t = minute * 10.0
+        batch = 16 if minute % 2 else 8
+        st.ingest(Event(t, "changed", "batch_size", str(24 - batch), str(batch)))
+        st.ingest_all([m for m in run_segment(t + 0.25, t + 10.0, 100.0 + batch, batch=batch) if m])
+    assert len(st.segments) == MAX_SEGMENTS
+    rows = {r.key: r for r in st.stat_rows()}
+    assert st.current.key[2] == 16 and st.previous.key[2] == 8
+    assert rows["steps_per_s"].mean == pytest.approx(116.0)
+    assert rows["steps_per_s"].prev == pytest.approx(108.0)
