@@ -5,6 +5,10 @@ hour, a change every minute, and whether anything grows.
     .venv/bin/python benchmarks/soak.py --minutes 6 --change-every 30   # a quick check
     .venv/bin/python benchmarks/soak.py --device cuda --minutes 30 --out docs/soak-gpu.md
 
+The run opens with a tour: every change of the cycle once, every other family visited once, a
+change every ``--tour-every`` seconds (20), so that what a process loads once and keeps (each
+family's imports, the JPEG cache, cuDNN's and the allocator's first pools) is loaded inside the
+warm-up, not counted as growth. Then a change every ``--change-every`` seconds.
 Every second change goes back to the configuration the run started in (the base), so the base
 is measured again and again between the others: batch ×2 and back, knobs on and off, the next
 variant and back, another workload family (each in turn, DataLoader workers and all) and back.
@@ -241,6 +245,12 @@ def change_cycle(app: Any, base: Base) -> list[tuple[str, Callable[[], Any]]]:
     ]
 
 
+def tour(changes: list[tuple[str, Callable[[], Any]]], families: int) -> list[tuple[str, Callable[[], Any]]]:
+    """The opening tour: each change of the cycle once, then every other family (and back)."""
+    other_family_and_back = changes[-2:]
+    return [*changes[:-2], *other_family_and_back * max(1, families - 1)]
+
+
 def note_trouble(app: Any, soak: Soak, seen: set[int]) -> None:
     """Errors and crashes since the last look (each once)."""
     for e in list(app.state.events):
@@ -266,9 +276,12 @@ async def run_soak(args: argparse.Namespace, soak: Soak) -> None:
         state = app.state
         base = Base(state.workload, state.variant, state.batch_size)
         soak.base = base.label
+        from workloads.registry import FAMILIES
+
         changes = change_cycle(app, base)
+        opening = tour(changes, len(FAMILIES)) if args.tour_every > 0 else []
         end = t0 + args.minutes * 60
-        next_change, next_measure, n = t0 + args.change_every, t0, 0
+        next_change, next_measure, n = t0 + (args.tour_every if opening else args.change_every), t0, 0
         while True:
             now = time.monotonic()
             if now >= next_measure:
@@ -280,11 +293,13 @@ async def run_soak(args: argparse.Namespace, soak: Soak) -> None:
             if now >= end:
                 break
             if now >= next_change:
-                name, change = changes[n % len(changes)]
+                touring = n < len(opening)
+                name, change = opening[n] if touring else changes[(n - len(opening)) % len(changes)]
                 notice = change()
-                soak.changes.append(f"t={now - t0:.0f} s {name}: {getattr(notice, 'text', notice)}")
+                soak.changes.append(f"t={now - t0:.0f} s {'tour: ' if touring else ''}{name}: "
+                                    f"{getattr(notice, 'text', notice)}")
                 n += 1
-                next_change += args.change_every
+                next_change += args.tour_every if n < len(opening) else args.change_every
             note_trouble(app, soak, seen)
             if app.state.ended:  # a crash: say so, restart, go on (the table shows it)
                 soak.trouble.append(f"t={now - t0:.0f} s workload ended ({app.state.status}); restarting")
@@ -318,7 +333,9 @@ def report(args: argparse.Namespace, soak: Soak) -> str:
             f"{os.cpu_count()} CPUs · torch {torch.__version__} · device {args.device} · GPU {gpu} · "
             f"measured every {args.measure_every:g} s\n")
     body = table(soak, args.warmup_minutes, soak.base)
-    notes = ["", f"changes: {len(soak.changes)}; errors and crashes: {len(soak.trouble)}"]
+    toured = sum(1 for c in soak.changes if " tour: " in c)
+    notes = ["", f"changes: {len(soak.changes)} (the opening tour's {toured}, every {args.tour_every:g} s); "
+             f"errors and crashes: {len(soak.trouble)}"]
     notes += [f"- {t}" for t in soak.trouble[:20]]
     return "\n".join([head, body, *notes]) + "\n"
 
@@ -327,6 +344,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--minutes", type=float, default=60.0, help="how long (default: 60)")
     p.add_argument("--change-every", type=float, default=60.0, metavar="S", help="seconds between changes (60)")
+    p.add_argument("--tour-every", type=float, default=20.0, metavar="S",
+                   help="seconds between the opening tour's changes (20; 0: no tour)")
     p.add_argument("--measure-every", type=float, metavar="S",
                    help="seconds between measurements (default: --change-every, just before each change)")
     p.add_argument("--warmup-minutes", type=float,
@@ -341,8 +360,8 @@ def main(argv: list[str] | None = None) -> int:
         args.measure_every = args.change_every
     if args.warmup_minutes is None:
         args.warmup_minutes = 5.0 if args.minutes >= 30 else args.minutes / 6
-    if min(args.minutes, args.change_every, args.measure_every) <= 0 or args.warmup_minutes < 0:
-        p.error("--minutes, --change-every and --measure-every must be > 0, --warmup-minutes ≥ 0")
+    if min(args.minutes, args.change_every, args.measure_every) <= 0 or min(args.warmup_minutes, args.tour_every) < 0:
+        p.error("--minutes, --change-every and --measure-every must be > 0, --warmup-minutes and --tour-every ≥ 0")
     if not Path("/proc/self/status").exists():
         p.error("the soak reads /proc: Linux only")
     args.out_dir.mkdir(parents=True, exist_ok=True)
