@@ -69,7 +69,19 @@ def random_images_u8(gen: torch.Generator, n: int, size: int) -> torch.Tensor:
 
 
 def shutdown_loader_workers(batches: object) -> None:
-    """Stop a DataLoader iterator's (persistent) worker processes now, not at garbage collection."""
+    """Stop a DataLoader iterator's (persistent) worker processes now, not at garbage collection,
+    and give back the two pipes each reaped worker's ``Popen`` holds.
+
+    torch 2.11 registers an ``atexit`` hook per worker of a persistent, pinning loader (later
+    versions keep a weak set), so each worker's ``Process`` lives to the end of the program with
+    its pipes: 2 file descriptors per worker leaked at every configuration change on a GPU (the
+    GPU soak, docs/soak-gpu.md). Closing the ``Popen`` of a reaped worker frees them; its
+    ``is_alive()`` still answers False, as that hook asks at exit."""
     shutdown = getattr(batches, "_shutdown_workers", None)
-    if shutdown is not None:
-        shutdown()
+    if shutdown is None:
+        return
+    shutdown()
+    for worker in getattr(batches, "_workers", ()):
+        popen = getattr(worker, "_popen", None)
+        if popen is not None and worker.exitcode is not None:
+            popen.close()
