@@ -22,7 +22,9 @@ def test_ending_a_loader_gives_back_its_workers_pipes_even_when_their_processes_
     kept = []  # what torch 2.11's per-worker atexit hook holds until the program ends
     before = _open_fds()
     for _ in range(3):
-        batches = iter(DataLoader(data, batch_size=8, num_workers=2, persistent_workers=True))
+        # pinning on a GPU: the case where torch 2.11 itself registers the hook
+        batches = iter(DataLoader(data, batch_size=8, num_workers=2, persistent_workers=True,
+                                  pin_memory=torch.cuda.is_available()))
         next(batches)
         kept.extend(batches._workers)
         shutdown_loader_workers(batches)
