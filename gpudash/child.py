@@ -76,8 +76,9 @@ class _Channel:
 
     Training never waits for the parent: while the output queue is full, samples are dropped
     (and counted: an "error" event with what="samples" says how many once the parent reads
-    again; steps are cumulative, so totals stay right) and events wait in order in a bounded
-    backlog, sent before anything newer.
+    again) and events wait in order in a bounded backlog, sent before anything newer. The latest
+    dropped sample follows that report: steps are cumulative, so the totals stay right even when
+    the run ends before the parent reads again.
     """
 
     def __init__(self, controls: Any, out: Any, t0: float | None = None) -> None:
@@ -93,6 +94,7 @@ class _Channel:
         self.dropped_samples = 0  # since the last report
         self.dropped_events = 0  # backlog overflow, since the last report
         self._dropping_since: float | None = None
+        self._latest_dropped: Sample | None = None  # sent after the drop report: the totals
 
     def emit(self, msg: Message) -> None:
         """Send a message now if the queue has room; else drop it (a sample) or keep it (an event)."""
@@ -108,6 +110,7 @@ class _Channel:
             self._dropping_since = time.monotonic()
         if isinstance(msg, Sample):
             self.dropped_samples += 1
+            self._latest_dropped = msg
             return
         if len(self._backlog) >= MAX_EVENT_BACKLOG:
             self._backlog.popleft()
@@ -136,20 +139,25 @@ class _Channel:
             return False
         self.dropped_samples = self.dropped_events = 0
         self._dropping_since = None
-        return True
+        latest, self._latest_dropped = self._latest_dropped, None
+        if latest is None:
+            return True
+        self._backlog.append(latest)  # after the report, before anything newer
+        return self._send_backlog()
 
     def _drop_report(self) -> Event | None:
         """What was dropped since the queue filled up, as one event (None: nothing was)."""
-        if not (self.dropped_samples or self.dropped_events):
+        samples = self.dropped_samples - (1 if self._latest_dropped is not None else 0)  # the latest goes on
+        if not (samples or self.dropped_events):
             return None
         assert self._dropping_since is not None
         behind = time.monotonic() - self._dropping_since
-        lost = f"{self.dropped_samples} sample{'s' if self.dropped_samples != 1 else ''} dropped"
+        lost = f"{samples} sample{'s' if samples != 1 else ''} dropped"
         if self.dropped_events:
             lost += f" and {self.dropped_events} event{'s' if self.dropped_events != 1 else ''} lost"
         message = (f"{lost} over {behind:.1f} s: gpudash read the workload's messages too slowly "
                    "(steps and samples are cumulative, so the totals stay right)")
-        details = {"dropped_samples": str(self.dropped_samples), "dropped_events": str(self.dropped_events),
+        details = {"dropped_samples": str(samples), "dropped_events": str(self.dropped_events),
                    "behind_s": f"{behind:.3f}"}
         return Event(time_s=time.monotonic() - self._t0, kind=EventKind.ERROR, what=SAMPLES_DROPPED, message=message,
                      details=details)

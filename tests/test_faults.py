@@ -213,14 +213,44 @@ def test_a_full_queue_drops_samples_counts_them_and_keeps_every_event_in_order()
         channel.emit(sample(steps))  # dropped while anything is held or the queue is full
     assert (channel.dropped_samples, len(channel._backlog)) == (4, 1)
     assert [m.steps for m in read(3)] == [1, 2, 3]
-    channel.emit(sample(8))
-    first, report, last = read(3)
+    channel.emit(sample(8))  # room again: the held event, the report and the latest dropped sample first
+    first, report, latest = read(3)
     assert first == changed
     assert report.kind == EventKind.ERROR and report.what == SAMPLES_DROPPED
-    assert report.details["dropped_samples"] == "4" and report.message.startswith("4 samples dropped over")
+    # 4, 5 and 6 are lost; 7, the latest, follows the report with the totals
+    assert report.details["dropped_samples"] == "3" and report.message.startswith("3 samples dropped over")
     assert "totals stay right" in report.message
-    assert last.steps == 8  # cumulative: nothing trained was lost from the totals
+    assert latest.steps == 7  # cumulative: nothing trained was lost from the totals
+    channel.emit(sample(9))  # 8 found the queue full again: it goes on late, with no report (none lost)
+    assert [m.steps for m in read(2)] == [8, 9]
     assert channel.dropped_samples == 0
+    channel.close()
+
+
+def test_a_run_that_ends_while_the_parent_is_slow_still_sends_its_totals() -> None:
+    """The queue is full when training ends: the drop report and the last sample still arrive
+    (the final steps in the CSV are the run's)."""
+    from gpudash.child import _Channel
+
+    ctx = multiprocessing.get_context("spawn")
+    out = ctx.Queue(maxsize=2)
+    channel = _Channel(ctx.Queue(), out, t0=time.monotonic())
+    for steps in range(1, 7):
+        channel.emit(Sample(0.0, "encdec", "serial", 8, steps, steps * 8, 0.25, 4.0, 32.0, 250.0, 260.0, None))
+    dropped = channel.dropped_samples
+    assert dropped >= 2  # the queue holds 2 or 3 (its semaphore): the rest were dropped, 6 the latest
+    import threading
+
+    # what close() does first, at the end of the run, while the parent reads again
+    flushing = threading.Thread(target=channel.flush, args=(10.0,))
+    flushing.start()
+    got = []
+    while not (got and isinstance(got[-1], Sample) and got[-1].steps == 6):
+        got.append(out.get(timeout=10))
+    flushing.join()
+    reports = [m for m in got if isinstance(m, Event) and m.what == SAMPLES_DROPPED]
+    assert len(reports) == 1 and reports[0].details["dropped_samples"] == str(dropped - 1)
+    assert got.index(reports[0]) == len(got) - 2  # the report, then the totals
     channel.close()
 
 
