@@ -85,6 +85,15 @@ def encdec_rows() -> str:
     return "\n".join(out)
 
 
+LADDER_ORDER = ["baseline", "workers", "dilation", "reorder", "batch-transform", "gpu-transform"]
+
+
+def ladder_verdicts(name: str, w: str, b: int, order: list[str]) -> str:
+    """Each rung against the one before, by verdict: "faster 1, no change detected 4"."""
+    verdicts = [ratio(name, w, old, new, b).verdict for old, new in zip(order, order[1:])]
+    return ", ".join(f"{v} {verdicts.count(v)}" for v in dict.fromkeys(verdicts))
+
+
 def ladder(name: str, w: str, b: int, order: list[str]) -> str:
     """Each variant against the one before it."""
     return "\n".join(f"| {old} → {new} | {steps(name, w, old, b)} → {steps(name, w, new, b)} | "
@@ -204,6 +213,7 @@ run per family, with shorter windows, to fit the session's GPU time):
 {beyond_targets()}
 | encdec batch 16: plain pipelined at ≥ 92% of the overlap bound | ≥ 92% | {fmt_pm(bound_pct(ALL, "encdec", "pipelined", 16))}% (run 1 of the page) | {at_least(bound_pct(ALL, "encdec", "pipelined", 16), 92.0)} |
 | input pipeline: the best rung at ≤ 0.12 s per step, batch 256, 16 CPUs | ≤ 0.12 s | gpu-decode {seconds_per_step(DECODE, "input_pipeline", "gpu-decode", 256)} | {at_least(est(rows(DECODE)[("input_pipeline", "gpu-decode", 256)]), 1 / 0.12)} |
+| input pipeline: each rung at least as fast as the one before, or a profile says why it cannot help | no rung slower | {ladder_verdicts(i, "input_pipeline", 256, LADDER_ORDER)} | {"**not met**: a rung is slower" if "slower" in ladder_verdicts(i, "input_pipeline", 256, LADDER_ORDER) else "met: none slower; `reorder` and `batch-transform` explained by the profile below"} |
 
 ### Why the plain pipeline at batch 16 stays below 92% of its bound: the host
 
@@ -279,7 +289,7 @@ The ladder of the 20 s windows:
 
 | step | steps/s | ratio (95% CI), verdict |
 |---|---|---|
-{ladder(i, "input_pipeline", 256, ["baseline", "workers", "dilation", "reorder", "batch-transform", "gpu-transform"])}
+{ladder(i, "input_pipeline", 256, LADDER_ORDER)}
 
 {ladder_profile_section()}
 
