@@ -344,6 +344,10 @@ def ladder_profile_section() -> str:
     tables = "\n".join(line.lstrip("# ") if line.startswith("#") else line for line in lines)
     return f"""### Why `reorder` and `batch-transform` cannot help on this machine: a profile
 
+One run: the one-thread figures are medians of 200 samples with the total's 25–75% range, the
+training figures means of 4 windows with their 95% interval: a diagnosis, not a comparison (the
+comparisons, with their verdicts, are the sweep's ladder above).
+
 {tables}
 
 - **Decoding is most of a sample, and no CPU rung touches it.** From `dilation` on, decoding the

@@ -6,7 +6,9 @@ Prints lines, one per configuration (the diagnosis behind docs/soak-gpu.md).
     python -m benchmarks.reconfigure_leaks [--modes plain,plain,gc,close_procs] [--no-memory]
 
 Modes, per loader: ``plain`` closes the workload as the engine does; ``gc`` also runs the garbage
-collector; ``close_procs`` also closes the workers' Process objects.
+collector; ``close_procs`` also closes the workers' Process objects. Since the fixes (workloads
+close their workers' pipes and empty the CUDA cache when they release a configuration) both
+parts read flat; docs/soak-gpu.md has the figures from before them (commit af19d7e).
 """
 
 from __future__ import annotations
@@ -64,26 +66,26 @@ def loaders(modes: list[str]) -> None:
     print("final after gc", count(), fds(), flush=True)
 
 
-def memory() -> None:
-    def mib(x: int) -> int:
-        return round(x / 2**20)
+def encdec_changes(rounds: int, empty_each: bool) -> None:
+    """Serial then pipelined encdec, ``rounds`` times: reserved memory after each configuration."""
+    for _ in range(rounds):
+        for v in ["serial", "pipelined"]:
+            with build("encdec", "cuda", WorkloadOptions(variant=v, batch_size=8)) as w:
+                for _ in range(20):
+                    w.step()
+            if empty_each:
+                torch.cuda.empty_cache()
+            else:
+                torch.cuda.synchronize()
+            label = "with empty_cache each: encdec" if empty_each else "encdec"
+            print(label, v, "reserved MiB", round(torch.cuda.memory_reserved() / 2**20), flush=True)
 
-    for _ in range(4):
-        for v in ["serial", "pipelined"]:
-            with build("encdec", "cuda", WorkloadOptions(variant=v, batch_size=8)) as w:
-                for _ in range(20):
-                    w.step()
-            torch.cuda.synchronize()
-            print("encdec", v, "reserved MiB", mib(torch.cuda.memory_reserved()), flush=True)
+
+def memory() -> None:
+    encdec_changes(4, empty_each=False)
     torch.cuda.empty_cache()
-    print("after empty_cache reserved", mib(torch.cuda.memory_reserved()))
-    for _ in range(3):
-        for v in ["serial", "pipelined"]:
-            with build("encdec", "cuda", WorkloadOptions(variant=v, batch_size=8)) as w:
-                for _ in range(20):
-                    w.step()
-            torch.cuda.empty_cache()
-            print("with empty_cache each: encdec", v, "reserved MiB", mib(torch.cuda.memory_reserved()), flush=True)
+    print("after empty_cache reserved", round(torch.cuda.memory_reserved() / 2**20))
+    encdec_changes(3, empty_each=True)
 
 
 def main() -> None:
