@@ -355,9 +355,8 @@ def family_plan(entry: PresetEntry, dev_type: str, skipped: list[str],
     entries = [entry_text(e) for e in entry.variants or info.variant_names]
     checked = [_refusal(info, e, knobs or Knobs(), dev_type, nproc) for e in entries]
     batches = entry.batch_sizes or (info.defaults(dev_type.split(":", 1)[0]).batch_size,)
-    refused = [why for why in map(info.batch_refusal, batches) if why]
-    if refused:  # over the dataset or the family's cap: refused before anything is measured
-        raise UsageError(refused[0])
+    for b in batches:  # over each rank's share of the dataset or the family's cap: refused before anything runs
+        argtypes.check_batch_limits(info, b, nproc)
     kept = [(v, k.text(), label) for (v, k, why), label in zip(checked, labels(entries)) if why is None]
     skipped.extend(f"{why} (on {dev_type})" for why in dict.fromkeys(why for _, _, why in checked if why))
     if not kept:

@@ -277,6 +277,8 @@ def test_an_aa_sweep_measures_the_same_configuration_twice_and_its_csv_carries_t
         (["-w", "sync_loss", "--knob", "amp=bf16", "--knob", "amp=off"], "given twice"),
         (["-w", "sync_loss", "-v", "fixed", "--knob", "cuda_graph", "--device", "cpu"], "nothing to measure"),
         (["--preset", "beyond", "-v", "fixed"], "does not apply with --preset"),
+        (["-w", "input_pipeline", "-b", "6000", "--device", "cpu", "--nproc", "2"],
+         "batch 6000 is larger than each of 2 ranks' share of the dataset (5000 samples)"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(argv: list[str], says: str | None, tmp_path: Path,
