@@ -19,7 +19,6 @@ ranks send ``RankSample``s with their step times, which the parent folds into ra
 from __future__ import annotations
 
 import dataclasses
-import os
 import time
 import uuid
 from collections import deque
@@ -62,6 +61,7 @@ def rank_main(config: RunConfig, controls: Any, out: Any, log_path: str | None, 
     from gpudash import memguard
     from gpudash.child import _builder, _Channel, _started_details
     from gpudash.engine import StepLoop, plain
+    from workloads.base import available_cpus
     from workloads.distributed import RankInfo
     from workloads.knobs import parse_knobs
 
@@ -71,10 +71,10 @@ def rank_main(config: RunConfig, controls: Any, out: Any, log_path: str | None, 
     if device.type == "cuda":
         torch.cuda.set_device(device)
     else:  # the node's CPUs shared between its ranks
-        torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(1, config.nproc)))
+        torch.set_num_threads(max(1, available_cpus() // max(1, info.local_world_size)))
     dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
     control_group = dist.new_group(backend="gloo") if device.type == "cuda" else dist.group.WORLD
-    leader = _Channel(controls, out) if info.is_leader else None
+    leader = _Channel(controls, out, t0=t0) if info.is_leader else None  # event times on the session's clock
     channel: Any = leader if leader is not None else FollowerChannel(out, info.rank)
     emit = channel.emit if leader is None else (lambda m: leader.emit(_as_global(m, info.world_size)))
     try:
