@@ -146,3 +146,25 @@ def test_input_pipeline_gpu_transform_sends_uint8_through_the_loader(workers: in
             assert images.dtype == dtype and images.shape == (3, 3, 32, 32) and labels.shape == (3,)
             w.step()
             assert torch.isfinite(w.last_loss)
+
+
+def test_steps_under_a_restore_point_leave_no_gradients_or_micro_step_count_behind() -> None:
+    """Warm-up, single-rank timing and the memory probe run real steps: afterwards the gradients
+    accumulated so far (a ddp_no_sync cycle half done) and the cycle's position are as before."""
+    from workloads.base import GradientAccumulation
+
+    with build("encdec", "cpu", WorkloadOptions(batch_size=2, image_size=32)) as w:
+        w.step()  # gradients of one micro-step, not yet applied
+        accumulation = GradientAccumulation(3)
+        accumulation.advance()
+        w.decoder.accumulation = accumulation  # what the ddp_no_sync knob hangs on the DDP module
+        grads = [p.grad.clone() for p in w.trained_parameters()]
+        params = [p.detach().clone() for p in w.trained_parameters()]
+        with w._restore_point(w.generators()):
+            accumulation.advance()
+            w.decoder.accumulation = None  # a plain module steps: zero_grad, backward, step
+            w.step()
+        w.decoder.accumulation = accumulation
+        assert accumulation.position == 1
+        assert all(torch.equal(p.grad, g) for p, g in zip(w.trained_parameters(), grads))
+        assert all(torch.equal(p, q) for p, q in zip(w.trained_parameters(), params))

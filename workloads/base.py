@@ -6,7 +6,7 @@ import contextlib
 import os
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -80,11 +80,11 @@ class GradientAccumulation:
     """Which of K micro-steps this is: gradients are zeroed on the first and applied on the K-th."""
 
     def __init__(self, steps: int) -> None:
-        self.steps, self._next = steps, 0
+        self.steps, self.position = steps, 0  # position: the micro-step about to run, 0..K-1
 
     def advance(self) -> tuple[bool, bool]:
         """(first of the K, last of the K) for the call about to run."""
-        i, self._next = self._next, (self._next + 1) % self.steps
+        i, self.position = self.position, (self.position + 1) % self.steps
         return i == 0, i == self.steps - 1
 
 
@@ -253,7 +253,7 @@ class Workload(ABC):
         if not self.knobs.warmups:
             return
         batch = self._peek_input()
-        with tuning.restore_point(self.trained_parameters(), self.optimizer, self.generators()):
+        with self._restore_point(self.generators()):
             out = self._produce(*batch) if self._produce is not None else batch
             self._consume(*out)
             self.drain()
@@ -376,7 +376,7 @@ class Workload(ABC):
                 ddp = getattr(self, self.trained_module)
                 setattr(self, self.trained_module, ddp.module)
                 try:
-                    with tuning.restore_point(self.trained_parameters(), self.optimizer, self.generators()):
+                    with self._restore_point(self.generators()):
                         self.step()  # the plain module's first call outside the timing
                         self.drain()
                         ms = self._ms_per_call(self.step, steps)
@@ -511,13 +511,25 @@ class Workload(ABC):
                 args = memory_probe.head(batch, n)
                 return consume[1](*(produce[1](*args) if produce is not None else args))
 
-            params = self.trained_parameters()
-            gens = memory_probe.generators_of(self, self.device)
-            with self._eager_modules(), memory_probe.gradients_kept(params), \
-                    tuning.restore_point(params, self.optimizer, gens):
+            with self._eager_modules(), self._restore_point(memory_probe.generators_of(self, self.device)):
                 measured = [memory_probe.step_bytes(self.device, lambda n=n: step(n)) for n in sizes]
             self._step_memory[key] = limits.StepMemory.fit(sizes, [float(m) for m in measured])
         return self._step_memory[key]
+
+    @contextlib.contextmanager
+    def _restore_point(self, generators: Sequence[torch.Generator]) -> Iterator[None]:
+        """Steps run inside leave no trace: the parameters, the optimizer's state, the gradients
+        (accumulated over ``ddp_no_sync`` micro-steps), the accumulation's position and
+        ``generators`` are put back afterwards (warm-up, single-rank timing, the memory probe)."""
+        params = self.trained_parameters()
+        accumulation: GradientAccumulation | None = getattr(getattr(self, self.trained_module, None), "accumulation", None)
+        position = accumulation.position if accumulation is not None else 0
+        with memory_probe.gradients_kept(params), tuning.restore_point(params, self.optimizer, generators):
+            try:
+                yield
+            finally:
+                if accumulation is not None:
+                    accumulation.position = position
 
     @contextlib.contextmanager
     def _eager_modules(self) -> Any:
