@@ -13,7 +13,6 @@ batch means each ``sweep.csv`` carries. Target of issue 13: ≥ 0.9 for encdec a
 from __future__ import annotations
 
 import argparse
-import csv
 import datetime
 import json
 import subprocess
@@ -25,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from gpudash.comparison import Estimate, compare  # noqa: E402
+from gpudash.sweep_report import summaries_from_csv  # noqa: E402
 
 DEFAULT_FAMILIES = ("encdec", "sync_loss", "augment", "input_pipeline")
 VARIANT = {"encdec": "serial", "sync_loss": "fixed", "augment": "gpu-vectorized", "input_pipeline": "gpu-transform"}
@@ -38,15 +38,8 @@ def sweep(family: str, batches: list[int], nproc: int, args: argparse.Namespace,
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed: {done.stderr.strip().splitlines()[-1:]}")
-    with open(out / "sweep.csv", newline="") as f:
-        return {int(r["batch_size"]): Estimate(float(r["steps_per_s"]), _number(r["steps_per_s_low"]),
-                                               _number(r["steps_per_s_high"]), int(r["n_samples"]),
-                                               tuple(float(b) for b in r["steps_per_s_batches"].split(";") if b))
-                for r in csv.DictReader(f) if r["row_kind"] == "summary"}
-
-
-def _number(text: str) -> float | None:
-    return float(text) if text else None
+    return {s.config.batch_size: s.stats["steps_per_s"]
+            for _, summaries in summaries_from_csv(out / "sweep.csv") for s in summaries}
 
 
 def machine(sweep_json: Path) -> str:
