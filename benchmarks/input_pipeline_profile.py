@@ -20,6 +20,7 @@ shows how much that is.
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import os
 import statistics
 import sys
@@ -35,7 +36,6 @@ from torch.utils.data import default_collate
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.soak import children_of  # noqa: E402
 from gpudash.comparison import estimate_from_batches  # noqa: E402
 from workloads.base import WorkloadOptions, available_cpus  # noqa: E402
 from workloads.input_pipeline import (RandomMask, batch_transform, convert_color, per_sample_transforms,  # noqa: E402
@@ -119,7 +119,7 @@ def training(rung: str, seconds: float, windows: int, warmup: float) -> dict[str
             w.step()
         w.drain()
         me = os.getpid()
-        workers = children_of(me)
+        workers = [p.pid for p in multiprocessing.active_children()]  # the loader's workers
         rates, waited, steps = [], 0.0, 0
         main0, work0, (busy0, all0) = cpu_ticks(me), sum(cpu_ticks(p) for p in workers), machine_busy()
         start = time.perf_counter()

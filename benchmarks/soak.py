@@ -53,26 +53,6 @@ def _status(pid: int) -> dict[str, str]:
     return out
 
 
-def children_of(pid: int) -> list[int]:
-    """Every descendant of ``pid`` (children, their children, ...)."""
-    parents: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        parents.setdefault(ppid, []).append(int(entry))
-    found, todo = [], [pid]
-    while todo:
-        kids = parents.get(todo.pop(), [])
-        found.extend(kids)
-        todo.extend(kids)
-    return found
-
-
 @dataclass(frozen=True)
 class ProcStats:
     """One process, or a tree of them summed."""
@@ -99,12 +79,14 @@ def proc_stats(pid: int) -> ProcStats | None:
 
 
 def tree_stats(pid: int) -> ProcStats | None:
-    """``pid`` and its descendants, summed."""
+    """The workload process and its group (it leads one: its loader workers, its ranks), summed."""
+    from gpudash.procgroup import members
+
     total = proc_stats(pid)
     if total is None:
         return None
-    for kid in children_of(pid):
-        stats = proc_stats(kid)
+    for kid in members(pid):
+        stats = proc_stats(kid) if kid != pid else None
         if stats is not None:
             total = total + stats
     return total
