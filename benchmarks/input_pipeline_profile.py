@@ -37,12 +37,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from gpudash.comparison import estimate_from_batches  # noqa: E402
+from gpudash.textfmt import fmt_pm  # noqa: E402
 from workloads.base import WorkloadOptions, available_cpus  # noqa: E402
 from workloads.input_pipeline import (RandomMask, batch_transform, convert_color, per_sample_transforms,  # noqa: E402
                                       sample_jpeg, scale)
 from workloads.registry import FAMILIES, Fix, build  # noqa: E402
 
-LADDER = ("baseline", "workers", "dilation", "reorder", "batch-transform", "gpu-transform")
+# the rungs whose workers decode on the CPU (gpu-decode hands the JPEG bytes on), in the catalog's order
+LADDER = tuple(v.name for v in FAMILIES["input_pipeline"].variants if Fix.GPU_DECODE not in v.fixes)
 STAGES = ("decode", "crop", "to tensor", "mask + dilation", "colour", "scale", "colour in collate")
 TICK = os.sysconf("SC_CLK_TCK")
 
@@ -138,8 +140,7 @@ def training(rung: str, seconds: float, windows: int, warmup: float) -> dict[str
         main1, work1, (busy1, all1) = cpu_ticks(me), sum(cpu_ticks(p) for p in workers), machine_busy()
         batch = w.batch_size
     e = estimate_from_batches(rates)
-    shown = f"{e.mean:.2f} ± {e.half_width:.2f}" if e.has_interval else f"{e.mean:.2f} (too few windows)"
-    return {"steps/s": shown, "busy %": 100 * (busy1 - busy0) / max(1, all1 - all0),
+    return {"steps/s": fmt_pm(e), "busy %": 100 * (busy1 - busy0) / max(1, all1 - all0),
             "worker ms/sample": 1000 * (work1 - work0) / TICK / (steps * batch),
             "main ms/step": 1000 * (main1 - main0) / TICK / steps, "wait %": 100 * waited / wall,
             "workers": len(workers), "batch": batch}
