@@ -10,6 +10,7 @@ means the CSV carries. The articles' figures are quoted from ``../shared/WORKLOA
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 from pathlib import Path
 
@@ -384,24 +385,24 @@ def ddp_section() -> str:
     bench = DOCS / "bench" / "h200x2-ddp"
     first = (bench / "scaling.md").read_text().strip().splitlines()
     table = "\n".join(line for line in first if line.startswith("|"))
-    augment = (bench / "scaling-augment.md").read_text().strip().splitlines()
-    augment_command = next(line for line in augment if line.startswith("`python"))
-    augment_machine = next(line for line in augment if "driver" in line)
-    augment_rows = "\n".join(line for line in augment if line.startswith("| augment"))
+    later = {family: _scaling_run(bench / f"scaling-{family}.md", family) for family in ("augment", "input_pipeline")}
     tests = "\n".join((bench / "multigpu-tests.md").read_text().strip().splitlines()[1:])
+    tests_head = (bench / "multigpu-tests.md").read_text().strip().splitlines()[0]
     return f"""## Data parallelism: scaling efficiency of `--nproc 2` (issue 13)
 
 `python -m benchmarks.ddp_scaling --nproc 2 -w encdec -w sync_loss -b 8 -b 32 --repeats 3 --seconds 6 --warmup 3`
 on a machine of 2 NVIDIA H200 (driver 580.159.04, torch 2.11.0+cu130, CUDA 13.0, 32 CPUs; the run's
 header printed only its date, 2026-11-22: the script now prints the machine, and a second run on
-the same kind of machine printed that line), and for `augment`, in a later session of the same day,
-{augment_command} ({augment_machine}). For each family it runs the same `gpudash sweep`
+the same kind of machine printed that line); for `augment`, later the same day,
+{later["augment"].command} ({later["augment"].machine}); for `input_pipeline`, on {later["input_pipeline"].date},
+{later["input_pipeline"].command} ({later["input_pipeline"].machine}). For each family it runs the same `gpudash sweep`
 with `--nproc 1` and `--nproc 2`; the batch is per rank, so the scaling efficiency — 2-rank
 samples/s ÷ (2 × one-rank samples/s) — is the 2-rank steps/s over the one-rank steps/s, with the
 interval of `gpudash.comparison.compare` over the sweeps' batch means:
 
 {table}
-{augment_rows}
+{later["augment"].rows}
+{later["input_pipeline"].rows}
 
 The per-rank rate falls most where the step is shortest (encdec at batch 8), where the fixed
 cost of each step's gradient all-reduce weighs most; this run did not profile it (a profiler
@@ -409,17 +410,46 @@ window, `T` or `--trace-every`, on a `--nproc` run shows it). At batch 32 per ra
 issue 13 (≥ 0.9 for encdec) is met on the whole interval. `augment` (`gpu-vectorized`) keeps
 more of its rate at batch 128 than at 32, for the same reason.
 
-`input_pipeline` is not in the table: its two sweeps (`-b 64 -b 256`, `--nproc 1` then 2) ran
-past the device call's limit twice before the 2-rank sweep printed: each configuration of a
-2-rank run starts two loaders of 16 workers (the ranks of one machine split its CPUs between
-their loaders: `--workers` defaults to the CPUs ÷ the ranks on the machine). It is left for a
-session with the device time for it.
+`input_pipeline` scales worst, and not because of the all-reduce: its step waits on the JPEG
+decoders in the loader workers ("Why `reorder` and `batch-transform` cannot help", above), and
+the two ranks of one machine split its CPUs between their loaders (`--workers` defaults to the
+CPUs ÷ the ranks on the machine). One rank decodes with every CPU; two ranks decode with the same
+CPUs, so the machine's samples/s grows far less than twofold and each rank's rate falls toward
+half. Data parallelism on one box does not help a host-bound input pipeline; more decoders (or
+`gpu-decode`) do. At batch 256 the interval is wide: at a few steps a second, a 5 s repeat holds
+few steps.
 
-`pytest -m multigpu` (NCCL, 2 H200, the same day, on the code before the workloads emptied the
-CUDA cache at each change):
+This run needed a fix first: forked from an NCCL rank, the loader workers aborted ("terminate
+called without an active exception") when the first batch-size change shut them down, and the
+2-rank run ended ([bench/h200x2-ddp/input-pipeline-fork-abort.txt](bench/h200x2-ddp/input-pipeline-fork-abort.txt)).
+A rank's loaders now start their workers from a forkserver (`workloads.data.loader_worker_context`);
+`tests/test_ddp_multigpu.py::test_loader_workers_of_two_gpu_ranks_survive_a_batch_change` is the
+check, and the CPU ranks of CI take the same path.
+
+{tests_head}
 
 {tests}
 """
+
+
+@dataclasses.dataclass
+class ScalingRun:
+    """One later ``ddp_scaling`` run of a family: its command, machine, date and table rows."""
+
+    command: str
+    machine: str
+    date: str
+    rows: str
+
+
+def _scaling_run(path: Path, family: str) -> ScalingRun:
+    lines = path.read_text().strip().splitlines()
+    return ScalingRun(
+        command=next(line for line in lines if line.startswith("`python")),
+        machine=next(line for line in lines if "driver" in line),
+        date=lines[0].split(" — ")[1].split(",")[0],
+        rows="\n".join(line for line in lines if line.startswith(f"| {family} |")),
+    )
 
 
 def page() -> str:

@@ -127,6 +127,16 @@ def test_two_ranks_train_what_one_process_trains_on_the_global_batch(family: str
     assert (p0 - single).norm() / single.norm() < rel
 
 
+@pytest.mark.parametrize(("family", "variant"), [("input_pipeline", "workers"), ("augment", "cpu")])
+def test_loader_workers_of_two_ranks_survive_a_batch_change(family: str, variant: str) -> None:
+    """The DataLoader families under DDP: the change at step 2 shuts each rank's workers down and
+    starts new ones (from the rank's forkserver), and both ranks train on in step."""
+    got = _ddp_run(family, variant)
+    (p0, changed0, batch0), (p1, changed1, batch1) = got[0], got[1]
+    assert torch.equal(p0, p1)
+    assert changed0 == changed1 == [2] and batch0 == batch1 == BATCH * 2
+
+
 def test_no_sync_accumulation_steps_the_optimizer_every_kth_step_on_every_rank() -> None:
     got = _ddp_run("sync_loss", "fixed", knobs="ddp_no_sync=2,ddp_grad_view,ddp_bucket_mb=1")
     assert torch.equal(got[0][0], got[1][0])

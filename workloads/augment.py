@@ -32,7 +32,8 @@ from torchvision.ops import roi_align
 
 from workloads import models
 from workloads.base import Workload, train_step
-from workloads.data import HostBatchPool, loader_bytes_held, random_images_u8, shutdown_loader_workers
+from workloads.data import (HostBatchPool, loader_bytes_held, loader_worker_context, random_images_u8,
+                            shutdown_loader_workers)
 from workloads.registry import FAMILIES
 from workloads.streams import TwoStagePipeline
 
@@ -206,6 +207,8 @@ class AugmentWorkload(Workload):
                 pin_memory=self.on_cuda,
                 persistent_workers=self.workers > 0,
                 prefetch_factor=2 if self.workers > 0 else None,
+                multiprocessing_context=loader_worker_context(self.rank_info is not None, preload=[__name__])
+                if self.workers > 0 else None,
             )
             self.batches = iter(self.loader)
             return

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import multiprocessing
+from collections.abc import Callable, Sequence
+from multiprocessing.context import BaseContext
 
 import torch
 
@@ -85,3 +87,21 @@ def shutdown_loader_workers(batches: object) -> None:
         popen = getattr(worker, "_popen", None)
         if popen is not None and worker.exitcode is not None:
             popen.close()
+
+
+def loader_worker_context(data_parallel: bool, preload: Sequence[str]) -> BaseContext | None:
+    """How a DataLoader starts its workers: ``None`` (the platform's fork, the cheapest) in a
+    single workload process, a forkserver in a data-parallel rank.
+
+    A rank holds a process group: NCCL's communicators and its watchdog threads, which a forked
+    copy of the process inherits half-made. On two H200s the forked workers of a 2-rank input
+    pipeline aborted ("terminate called without an active exception") when a batch-size change
+    shut them down, and the run ended (docs/bench/h200x2-ddp/scaling-input.md). A forkserver is a clean process started once per rank;
+    it imports ``preload`` once, so each worker after it costs a fork and the dataset's pickle,
+    not a torch import. The CPU ranks (gloo) take the same path so that it is tested without a GPU.
+    """
+    if not data_parallel:
+        return None
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(list(preload))  # read when the rank's server first starts
+    return context

@@ -50,7 +50,7 @@ from torch.utils.data import DataLoader, Dataset, DistributedSampler, default_co
 
 from workloads import models
 from workloads.base import Workload, train_step
-from workloads.data import loader_bytes_held, shutdown_loader_workers
+from workloads.data import loader_bytes_held, loader_worker_context, shutdown_loader_workers
 from workloads.registry import FAMILIES, Fix, VariantInfo, WorkloadError
 
 JPEG_SIZE = (800, 533)  # width, height, as in the article
@@ -370,6 +370,8 @@ class InputPipelineWorkload(Workload):
             pin_memory=self.on_cuda and not decode,
             drop_last=True,
             persistent_workers=workers > 0,
+            multiprocessing_context=loader_worker_context(self.rank_info is not None, preload=[__name__])
+            if workers > 0 else None,
         )
         self.batches = iter(self.loader)
 
