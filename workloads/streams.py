@@ -25,6 +25,7 @@ device is refused with a clear message.
 
 from __future__ import annotations
 
+import functools
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -51,6 +52,18 @@ class Handoff:
     ready: torch.cuda.Event | None
 
 
+@functools.cache
+def stage_streams(device: torch.device) -> tuple[torch.cuda.Stream, torch.cuda.Stream]:
+    """The producer and (higher-priority) consumer streams of ``device``, made once per process.
+
+    Every pipelined configuration runs on these two. ``torch.cuda.Stream()`` hands out the next
+    of torch's pooled streams (32 per priority), and cuBLAS keeps a workspace (32 MiB on Hopper)
+    for each stream it has run a matmul on, for the life of the process: with two new streams per
+    configuration, each visit to a pipelined variant with a matmul (augment's classifier) could
+    leave another workspace behind until the pool wrapped (docs/soak-gpu.md)."""
+    return torch.cuda.Stream(device), torch.cuda.Stream(device, priority=CONSUMER_PRIORITY)
+
+
 class TwoStagePipeline:
     """Producer stage on stream P makes item n+depth while the consumer stage on stream C uses item n."""
 
@@ -63,8 +76,7 @@ class TwoStagePipeline:
         self._pending: deque[Handoff] = deque()  # produced, not yet consumed, oldest first
         if self.uses_streams:
             origin = torch.cuda.current_stream(device)
-            self.producer = torch.cuda.Stream(device)
-            self.consumer = torch.cuda.Stream(device, priority=CONSUMER_PRIORITY)
+            self.producer, self.consumer = stage_streams(device)
             self.producer.wait_stream(origin)  # rule 1
             self.consumer.wait_stream(origin)  # rule 1
 
