@@ -14,8 +14,10 @@ is measured again and again between the others: batch ×2 and back, knobs on and
 variant and back, another workload family (each in turn, DataLoader workers and all) and back.
 Just before each change it samples, from /proc (Linux): the RSS, open file descriptors and
 threads of this process (the dashboard, its recorder and the NVML thread) and of the workload
-process with its children (DataLoader workers), and the GPU's memory in use (NVML, when there
-is one). It prints a markdown table and, per column, the verdict "flat within 5% after the
+process with its children (DataLoader workers), the GPU's memory in use (NVML, when there
+is one: the whole device) and what the workload's CUDA caching allocator holds (allocated and
+reserved, from its latest sample), which tells the allocator's growth from the driver's and the
+libraries'. It prints a markdown table and, per column, the verdict "flat within 5% after the
 first 5 minutes" (a sixth of the run when it is shorter than 30 minutes): the spread (max −
 min) of the base configuration's values after the warm-up, relative to the first of them (for
 counts of fds and threads a spread of one also passes: one coming and going is not growth).
@@ -100,7 +102,9 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (  # key, heading, format
     ("workload_fds", "workload fds", "{:.0f}"),
     ("parent_threads", "parent threads", "{:.0f}"),
     ("workload_threads", "workload threads", "{:.0f}"),
-    ("gpu_mem", "GPU mem MiB", "{:.0f}"),
+    ("gpu_mem", "GPU mem MiB", "{:.0f}"),  # NVML, the whole device
+    ("cuda_allocated", "torch allocated MiB", "{:.0f}"),  # the workload's caching allocator
+    ("cuda_reserved", "torch reserved MiB", "{:.0f}"),
 )
 
 
@@ -140,6 +144,8 @@ def measure(app: Any, minute: float) -> Row:
         "workload_fds": workload.fds if workload else None,
         "workload_threads": workload.threads if workload else None,
         "gpu_mem": gpu.mem_used_mib if gpu is not None and source.gpu_info.available else None,
+        "cuda_allocated": state.last_sample.cuda_allocated_mib if state.last_sample else None,
+        "cuda_reserved": state.last_sample.cuda_reserved_mib if state.last_sample else None,
     }
     knobs = controller.knobs_text
     running = f"{state.workload} {state.variant} b{state.batch_size}" + (f" ({knobs})" if knobs != "none" else "")

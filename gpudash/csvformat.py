@@ -17,7 +17,8 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TextIO
 
-from gpudash.metrics import BY_KEY, NVML_KEYS, PER_GPU_KEYS, RANK_KEYS, WORKLOAD_KEYS, Origin, keys
+from gpudash.metrics import (ALLOCATOR_KEYS, BY_KEY, NVML_KEYS, PER_GPU_KEYS, RANK_KEYS, WORKLOAD_KEYS, Origin,
+                             keys)
 from gpudash.protocol import Event, EventKind, GpuReading, GpuSample, Message, Sample
 from gpudash.segments import Segment
 
@@ -34,8 +35,12 @@ MAX_TIME_S = 1e9  # a row's time_s (seconds since the run began) is below this: 
 # Added after the knobs column: a data-parallel run's ranks (world_size, slowest_rank,
 # slowest_rank_step_ms); a file without them reads as one process.
 RANK_COLUMNS = list(RANK_KEYS)
+# Added after the ranks' columns: the workload's CUDA caching allocator (cuda_allocated_mib,
+# cuda_reserved_mib); empty on the CPU and in a file without them.
+ALLOCATOR_COLUMNS = list(ALLOCATOR_KEYS)
+LATER_SAMPLE_COLUMNS = [*RANK_COLUMNS, *ALLOCATOR_COLUMNS]  # Sample fields after the knobs column
 COLUMNS_0_1 = ["row_kind", "time_s", *SAMPLE_COLUMNS, *GPU_COLUMNS, *DERIVED_COLUMNS, *EVENT_COLUMNS]
-COLUMNS = [*COLUMNS_0_1, KNOBS_COLUMN, *RANK_COLUMNS]
+COLUMNS = [*COLUMNS_0_1, KNOBS_COLUMN, *LATER_SAMPLE_COLUMNS]
 
 
 def is_recording_header(header: list[str]) -> bool:
@@ -103,7 +108,7 @@ def sample_row(sample: Sample, gpu: GpuSample | None, derived: dict[str, float |
     values: dict[str, object] = {"row_kind": "sample", "time_s": sample.time_s}
     values.update({c: getattr(sample, c) for c in SAMPLE_COLUMNS})
     values[KNOBS_COLUMN] = sample.knobs
-    values.update({c: getattr(sample, c) for c in RANK_COLUMNS})
+    values.update({c: getattr(sample, c) for c in LATER_SAMPLE_COLUMNS})
     if gpu is not None:
         values.update({c: getattr(gpu, c) for c in GPU_COLUMNS})
     values.update(derived or {})
@@ -197,7 +202,7 @@ class RowParser:
             return [(c, at.get(c), _CONVERT[_KIND.get(c, float)]) for c in names]
 
         self._gpu, self._sample = columns(GPU_COLUMNS), columns(SAMPLE_COLUMNS)
-        self._ranks = [(c, i, conv) for c, i, conv in columns(RANK_COLUMNS) if i is not None]
+        self._later = [(c, i, conv) for c, i, conv in columns(LATER_SAMPLE_COLUMNS) if i is not None]
         per_gpu_convs = [_CONVERT[_KIND.get(k, float)] for k in PER_GPU_KEYS]
         self._per_gpu = [(index, per_gpu_convs, [at[c] for c in per_gpu_columns([index])])
                          for index in per_gpu_indexes(header)]
@@ -218,7 +223,7 @@ class RowParser:
         if any(v is not None for v in g.values()) or any(r.answered for r in per_gpu):
             out.append(GpuSample(time_s=t, per_gpu=per_gpu, **g))  # type: ignore[arg-type]
         s = {c: conv(cells[i]) if i is not None else None for c, i, conv in self._sample}
-        s.update({c: value for c, i, conv in self._ranks if (value := conv(cells[i])) is not None})
+        s.update({c: value for c, i, conv in self._later if (value := conv(cells[i])) is not None})
         knobs = cells[self._knobs] if self._knobs is not None else ""
         out.append(Sample(time_s=t, knobs=knobs or "none", **s))  # type: ignore[arg-type]
         return out

@@ -15,7 +15,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from gpudash.measure import LossReader, StepTimer, SyncCounter, loss_reader, percentile, step_timer
+from gpudash.measure import (LossReader, StepTimer, SyncCounter, cuda_memory_mib, loss_reader, percentile,
+                             step_timer)
 from gpudash.memguard import out_of_memory_message
 from gpudash.protocol import (
     Control,
@@ -138,6 +139,7 @@ class Window:
         time_s: float,
         loss: float | None,
         syncs_counted: bool,
+        allocator_mib: tuple[float | None, float | None] = (None, None),
         force: bool = False,
     ) -> Sample | None:
         """The window as a ``Sample`` at ``now``; ``totals``: the run's (steps, samples).
@@ -164,6 +166,8 @@ class Window:
             syncs_per_step=syncs,
             loss=loss,
             knobs=workload.knobs.text(),
+            cuda_allocated_mib=allocator_mib[0],
+            cuda_reserved_mib=allocator_mib[1],
         )
 
 
@@ -400,6 +404,7 @@ class StepLoop:
             time_s=now - self.t0,
             loss=self.loss.value,
             syncs_counted=self.syncs is not None,
+            allocator_mib=cuda_memory_mib(self.torch, self.workload.device) if self.on_cuda else (None, None),
             force=force,
         )
         if sample is not None:

@@ -116,6 +116,12 @@ def step_timer(torch: Any, on_cuda: bool) -> StepTimer:
     return CudaStepTimer(torch) if on_cuda else CpuStepTimer()
 
 
+def cuda_memory_mib(torch: Any, device: Any) -> tuple[float, float]:
+    """What torch's caching allocator holds on ``device``: (allocated, reserved) MiB. Host-side
+    counters, read without a sync."""
+    return torch.cuda.memory_allocated(device) / 2**20, torch.cuda.memory_reserved(device) / 2**20
+
+
 # -- the loss ------------------------------------------------------------------------------------
 class CpuLossReader:
     """The latest offered loss, read with ``float()`` at the next poll."""

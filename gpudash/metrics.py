@@ -19,6 +19,7 @@ class Origin(str, Enum):
     NVML = "nvml"  # the parent's GpuSample
     DERIVED = "derived"  # computed from both (joules per step)
     RANKS = "ranks"  # a data-parallel run's ranks (Sample fields the parent fills in; CSV columns after knobs)
+    ALLOCATOR = "allocator"  # the workload's CUDA caching allocator (Sample fields; CSV columns after the ranks')
 
 
 class Better(IntEnum):
@@ -58,7 +59,7 @@ class Metric:
         return self.key
 
 
-_W, _N, _D, _R = Origin.WORKLOAD, Origin.NVML, Origin.DERIVED, Origin.RANKS
+_W, _N, _D, _R, _A = Origin.WORKLOAD, Origin.NVML, Origin.DERIVED, Origin.RANKS, Origin.ALLOCATOR
 _UP, _DOWN = Better.HIGHER, Better.LOWER
 
 METRICS: tuple[Metric, ...] = (
@@ -100,6 +101,11 @@ METRICS: tuple[Metric, ...] = (
            description="the rank with the largest step time p50 in the latest reports"),
     Metric("slowest_rank_step_ms", "slowest ms", "ms", _R, _DOWN, mean=Averaging.EACH,
            description="that rank's step time p50"),
+    Metric("cuda_allocated_mib", "alloc MiB", "MiB", _A,
+           description="device memory the workload's tensors hold (torch.cuda.memory_allocated; CUDA only)"),
+    Metric("cuda_reserved_mib", "reserved MiB", "MiB", _A,
+           description="device memory torch's caching allocator holds, in use or cached (memory_reserved; "
+                       "CUDA only); mem_used_mib minus this is the CUDA context, libraries and other processes"),
 )
 
 BY_KEY: dict[str, Metric] = {m.key: m for m in METRICS}
@@ -121,6 +127,7 @@ def keys(origin: Origin | None = None, **flags: bool) -> tuple[str, ...]:
 
 WORKLOAD_KEYS = keys(Origin.WORKLOAD)
 RANK_KEYS = keys(Origin.RANKS)
+ALLOCATOR_KEYS = keys(Origin.ALLOCATOR)
 NVML_KEYS = keys(Origin.NVML)
 STAT_KEYS = keys(stat=True)
 SERIES_KEYS = keys(series=True)

@@ -152,6 +152,9 @@ class Sample:
     world_size: int = 1
     slowest_rank: int | None = None
     slowest_rank_step_ms: float | None = None
+    # What the workload's CUDA caching allocator holds on its device (None on the CPU)
+    cuda_allocated_mib: float | None = None
+    cuda_reserved_mib: float | None = None
 
 
 @dataclass(frozen=True)

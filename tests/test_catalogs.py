@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from gpudash import csvformat
-from gpudash.metrics import METRICS, NVML_KEYS, PER_GPU_KEYS, RANK_KEYS, STAT_KEYS, WORKLOAD_KEYS, Origin
+from gpudash.metrics import (ALLOCATOR_KEYS, METRICS, NVML_KEYS, PER_GPU_KEYS, RANK_KEYS, STAT_KEYS, WORKLOAD_KEYS,
+                             Origin)
 from gpudash.protocol import Event, GpuReading, GpuSample, Sample, SetBatchSize
 from gpudash.record import CsvRecorder
 from gpudash.replay import ReplaySource, read_all
@@ -33,15 +34,30 @@ CSV_COLUMNS_0_1 = [
 
 
 def test_csv_columns_derive_from_the_metric_catalog_and_keep_the_0_1_order() -> None:
-    assert csvformat.COLUMNS == [*CSV_COLUMNS_0_1, "knobs", "world_size", "slowest_rank", "slowest_rank_step_ms"]  # after 0.1, at the end
-    before_ranks = [m.csv_column for m in METRICS if m.origin != Origin.RANKS]
+    assert csvformat.COLUMNS == [*CSV_COLUMNS_0_1, "knobs", "world_size", "slowest_rank", "slowest_rank_step_ms",
+                                 "cuda_allocated_mib", "cuda_reserved_mib"]  # after 0.1, at the end
+    before_ranks = [m.csv_column for m in METRICS if m.origin not in (Origin.RANKS, Origin.ALLOCATOR)]
     assert before_ranks == [c for c in CSV_COLUMNS_0_1 if c in {m.key for m in METRICS}]
+
+
+def test_the_allocators_memory_goes_to_the_csv_and_back_and_older_files_read_it_as_empty(tmp_path: Path) -> None:
+    sample = Sample(1.0, "encdec", "serial", 8, 10, 80, 0.25, 40.0, 320.0, 25.0, 26.0, 0.0,
+                    cuda_allocated_mib=612.5, cuda_reserved_mib=704.0)
+    path = tmp_path / "run.csv"
+    path.write_text("".join(csvformat.format_row(r) for r in (csvformat.header(), csvformat.sample_row(sample, None))))
+    back = [m for m in read_all(ReplaySource(path)) if isinstance(m, Sample)]
+    assert (back[0].cuda_allocated_mib, back[0].cuda_reserved_mib) == (612.5, 704.0)
+    before = csvformat.COLUMNS.index("cuda_allocated_mib")  # a recording made before these columns
+    rows = [r[:before] for r in (csvformat.header(), csvformat.sample_row(sample, None))]
+    path.write_text("".join(csvformat.format_row(r) for r in rows))
+    back = [m for m in read_all(ReplaySource(path)) if isinstance(m, Sample)]
+    assert back[0].steps == 10 and (back[0].cuda_allocated_mib, back[0].cuda_reserved_mib) == (None, None)
 
 
 def test_every_measured_field_has_one_metric_row() -> None:
     sample_fields = [f.name for f in fields(Sample) if f.name != "time_s"]
     config = (*csvformat.CONFIG_COLUMNS, csvformat.KNOBS_COLUMN)
-    assert [*WORKLOAD_KEYS, *RANK_KEYS] == [f for f in sample_fields if f not in config]
+    assert [*WORKLOAD_KEYS, *RANK_KEYS, *ALLOCATOR_KEYS] == [f for f in sample_fields if f not in config]
     assert list(NVML_KEYS) == [f.name for f in fields(GpuSample) if f.name not in ("time_s", "per_gpu")]
     # a per-GPU reading: the catalog's per-GPU metrics (its CSV columns) and the memory total for the row
     assert [f.name for f in fields(GpuReading) if f.name not in ("index", "mem_total_mib")] == list(PER_GPU_KEYS)

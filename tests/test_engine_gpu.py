@@ -110,6 +110,11 @@ def test_record_on_the_gpu_with_real_nvml(tmp_path: Path) -> None:
     assert (s.syncs_per_step.dropna() == 0).all() and s.syncs_per_step.notna().any()
     assert s.gpu_util_pct.notna().any() and s.mem_total_mib.notna().any()
     assert s.joules_per_step.notna().any() or s.energy_j.isna().all()
+    # the workload's allocator: part of what NVML sees on the device (which adds the CUDA context)
+    held = s.dropna(subset=["cuda_allocated_mib", "cuda_reserved_mib", "mem_used_mib"])
+    assert len(held) and (held.cuda_allocated_mib > 0).all()
+    assert (held.cuda_allocated_mib <= held.cuda_reserved_mib).all()
+    assert (held.cuda_reserved_mib < held.mem_used_mib).all()
     meta = json.loads((tmp_path / "g.json").read_text())
     assert meta["gpu_name"] and meta["driver"] and meta["nvml_unavailable"] is None
     assert meta["device_name"] == meta["gpu_name"]  # NVML samples the GPU the child runs on
