@@ -410,21 +410,24 @@ window, `T` or `--trace-every`, on a `--nproc` run shows it). At batch 32 per ra
 issue 13 (≥ 0.9 for encdec) is met on the whole interval. `augment` (`gpu-vectorized`) keeps
 more of its rate at batch 128 than at 32, for the same reason.
 
-`input_pipeline` scales worst, and not because of the all-reduce: its step waits on the JPEG
-decoders in the loader workers ("Why `reorder` and `batch-transform` cannot help", above), and
-the two ranks of one machine split its CPUs between their loaders (`--workers` defaults to the
-CPUs ÷ the ranks on the machine). One rank decodes with every CPU; two ranks decode with the same
-CPUs, so the machine's samples/s grows far less than twofold and each rank's rate falls toward
-half. Data parallelism on one box does not help a host-bound input pipeline; more decoders (or
-`gpu-decode`) do. At batch 256 the interval is wide: at a few steps a second, a 5 s repeat holds
-few steps.
+`input_pipeline` scales worst. This run did not profile it, but one rank's step already waits
+on the JPEG decoders of its loader workers most of the time ("Why `reorder` and `batch-transform`
+cannot help", above), and the two ranks of one machine split its CPUs between their loaders
+(`--workers` defaults to the CPUs ÷ the ranks on the machine): a second rank on the same box adds
+no decoders. At batch 256 the interval is too wide to say more: at a few steps a second, a 5 s
+repeat holds few steps.
 
-This run needed a fix first: forked from an NCCL rank, the loader workers aborted ("terminate
-called without an active exception") when the first batch-size change shut them down, and the
-2-rank run ended ([bench/h200x2-ddp/input-pipeline-fork-abort.txt](bench/h200x2-ddp/input-pipeline-fork-abort.txt)).
-A rank's loaders now start their workers from a forkserver (`workloads.data.loader_worker_context`);
-`tests/test_ddp_multigpu.py::test_loader_workers_of_two_gpu_ranks_survive_a_batch_change` is the
-check, and the CPU ranks of CI take the same path.
+This run needed a fix first. torchrun's launcher starts each rank with the `spawn` method, which
+then is the rank's default, so its DataLoader workers were spawned too: each imported torch afresh
+at every configuration, and when the first batch-size change shut them down they aborted as they
+exited ("terminate called without an active exception"; likely in the interpreter's teardown,
+which a spawned worker runs at exit and a forkserver's child skips), which ended the 2-rank run
+([bench/h200x2-ddp/input-pipeline-fork-abort.txt](bench/h200x2-ddp/input-pipeline-fork-abort.txt)).
+A rank's loaders now start their workers from a forkserver that has loaded the workload once
+(`workloads.data.loader_worker_options`);
+`tests/test_ddp_multigpu.py::test_loader_workers_of_two_gpu_ranks_survive_a_batch_change` checks
+that the workers of the first configuration exit with status 0 at the change, and the CPU ranks
+of CI take the same path.
 
 {tests_head}
 

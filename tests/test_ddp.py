@@ -70,11 +70,17 @@ def _rank(rank: int, world: int, port: int, family: str, variant: str, knobs: st
                         sample_interval_s=10.0, lockstep_every=1)
         loop.run(steps=STEPS)
         flat = torch.cat([p.detach().double().flatten().cpu() for p in w.trained_parameters()])
-        out.put((rank, flat.numpy(), changed_at, w.batch_size))  # numpy: pickled by value
+        loaders = (getattr(w, "retired_worker_exit_codes", None),  # the first configuration's workers
+                   sorted({type(p._popen).__module__ for p in getattr(getattr(w, "batches", None), "_workers", ())}))
+        out.put((rank, flat.numpy(), changed_at, w.batch_size, loaders))  # numpy: pickled by value
     dist.destroy_process_group()
 
 
-def _ddp_run(family: str, variant: str, knobs: str = "none", world: int = 2, device: str = "cpu") -> dict[int, tuple]:
+def _ddp_run(family: str, variant: str, knobs: str = "none", world: int = 2, device: str = "cpu",
+             loaders: dict[int, tuple] | None = None) -> dict[int, tuple]:
+    """Each rank's (parameters, steps where the change applied, batch size); ``loaders``, when
+    given, gets each rank's (exit codes of the first configuration's loader workers, the
+    ``multiprocessing.popen_*`` modules that started the running ones)."""
     ctx = multiprocessing.get_context("spawn")
     out = ctx.Queue()
     port = _free_port()
@@ -83,8 +89,10 @@ def _ddp_run(family: str, variant: str, knobs: str = "none", world: int = 2, dev
         p.start()
     got = {}
     for _ in range(world):
-        rank, flat, changed_at, batch = out.get(timeout=180)
+        rank, flat, changed_at, batch, rank_loaders = out.get(timeout=180)
         got[rank] = (torch.from_numpy(flat), changed_at, batch)
+        if loaders is not None:
+            loaders[rank] = rank_loaders
     for p in procs:
         p.join(30)
         assert p.exitcode == 0
@@ -129,12 +137,15 @@ def test_two_ranks_train_what_one_process_trains_on_the_global_batch(family: str
 
 @pytest.mark.parametrize(("family", "variant"), [("input_pipeline", "workers"), ("augment", "cpu")])
 def test_loader_workers_of_two_ranks_survive_a_batch_change(family: str, variant: str) -> None:
-    """The DataLoader families under DDP: the change at step 2 shuts each rank's workers down and
-    starts new ones (from the rank's forkserver), and both ranks train on in step."""
-    got = _ddp_run(family, variant)
+    """The DataLoader families under DDP: the change at step 2 shuts each rank's workers down (they
+    exit cleanly) and starts new ones from the rank's forkserver, and both ranks train on in step."""
+    loaders: dict[int, tuple] = {}
+    got = _ddp_run(family, variant, loaders=loaders)
     (p0, changed0, batch0), (p1, changed1, batch1) = got[0], got[1]
     assert torch.equal(p0, p1)
     assert changed0 == changed1 == [2] and batch0 == batch1 == BATCH * 2
+    for exit_codes, started_by in loaders.values():
+        assert exit_codes and not any(exit_codes) and started_by == ["multiprocessing.popen_forkserver"]
 
 
 def test_no_sync_accumulation_steps_the_optimizer_every_kth_step_on_every_rank() -> None:

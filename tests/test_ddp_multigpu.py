@@ -34,12 +34,15 @@ def test_two_gpus_train_what_one_gpu_trains_on_the_global_batch(family: str, var
 
 @pytest.mark.parametrize(("family", "variant"), [("input_pipeline", "gpu-transform"), ("augment", "cpu")])
 def test_loader_workers_of_two_gpu_ranks_survive_a_batch_change(family: str, variant: str) -> None:
-    """Workers forked from an NCCL rank aborted when a batch change shut them down (the 2-H200
-    input-pipeline sweep); started from a forkserver they stop cleanly and the ranks go on."""
-    got = _ddp_run(family, variant, device="cuda")
+    """Spawned workers of an NCCL rank aborted when a batch change shut them down (the 2-H200
+    input-pipeline sweep); started from a forkserver they exit cleanly and the ranks go on."""
+    loaders: dict[int, tuple] = {}
+    got = _ddp_run(family, variant, device="cuda", loaders=loaders)
     (p0, changed0, batch0), (p1, changed1, batch1) = got[0], got[1]
     assert torch.equal(p0, p1)
     assert changed0 == changed1 == [2] and batch0 == batch1
+    for exit_codes, started_by in loaders.values():
+        assert exit_codes and not any(exit_codes) and started_by == ["multiprocessing.popen_forkserver"]
 
 
 def test_record_on_two_gpus_reports_both_ranks(tmp_path: Path) -> None:

@@ -4,11 +4,19 @@ else keeps their Process objects alive (torch 2.11's atexit hook for persistent,
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
 
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
+from gpudash import procgroup
 from workloads.data import shutdown_loader_workers
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def _open_fds() -> int:
@@ -33,3 +41,33 @@ def test_ending_a_loader_gives_back_its_workers_pipes_even_when_their_processes_
             after_first = _open_fds()
     assert _open_fds() <= after_first
     assert not any(w.is_alive() for w in kept)  # what that hook asks at exit still answers
+
+
+RANK_WITH_A_LOADER = textwrap.dedent("""
+    import time, torch
+    from torch.utils.data import DataLoader, TensorDataset
+    from workloads.data import loader_worker_options
+    loader = DataLoader(TensorDataset(torch.arange(100_000)), batch_size=8, num_workers=2, persistent_workers=True,
+                        **loader_worker_options(True, preload=["torch"]))
+    batches = iter(loader)
+    next(batches)
+    print(" ".join(str(w.pid) for w in batches._workers), flush=True)
+    time.sleep(120)
+""")
+
+
+def test_the_forkserver_workers_of_a_killed_rank_end_with_it() -> None:
+    """A data-parallel rank's workers come from a forkserver, so their parent is the server and
+    torch's watchdog (which watches the parent) would keep them alive after a SIGKILL of the
+    rank, with the server. They watch the rank itself: within seconds nothing of the rank is left,
+    without anyone signalling its process group."""
+    rank = subprocess.Popen([sys.executable, "-c", RANK_WITH_A_LOADER], cwd=ROOT, stdout=subprocess.PIPE, text=True,
+                            start_new_session=True)  # its own group, to find what it leaves behind
+    try:
+        workers = [int(pid) for pid in rank.stdout.readline().split()]  # type: ignore[union-attr]
+        assert len(workers) == 2
+        rank.kill()
+        rank.wait()
+        assert procgroup.wait_empty(rank.pid, timeout=10.0), procgroup.members(rank.pid)
+    finally:
+        procgroup.signal_group(rank.pid, signal.SIGKILL)

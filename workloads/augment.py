@@ -32,7 +32,7 @@ from torchvision.ops import roi_align
 
 from workloads import models
 from workloads.base import Workload, train_step
-from workloads.data import (HostBatchPool, loader_bytes_held, loader_worker_context, random_images_u8,
+from workloads.data import (HostBatchPool, loader_bytes_held, loader_worker_options, random_images_u8,
                             shutdown_loader_workers)
 from workloads.registry import FAMILIES
 from workloads.streams import TwoStagePipeline
@@ -195,6 +195,7 @@ class AugmentWorkload(Workload):
         random.seed(self.data_seed)
         self.loader: DataLoader | None = None
         self.batches: Iterator[tuple[Tensor, Tensor]] | None = None
+        self.retired_worker_exit_codes: list[int] = []  # of the last loader shut down
 
     def _configure(self) -> None:
         n, size = self.batch_size, self.image_size
@@ -207,8 +208,7 @@ class AugmentWorkload(Workload):
                 pin_memory=self.on_cuda,
                 persistent_workers=self.workers > 0,
                 prefetch_factor=2 if self.workers > 0 else None,
-                multiprocessing_context=loader_worker_context(self.rank_info is not None, preload=[__name__])
-                if self.workers > 0 else None,
+                **(loader_worker_options(self.rank_info is not None, preload=[__name__]) if self.workers > 0 else {}),
             )
             self.batches = iter(self.loader)
             return
@@ -225,7 +225,7 @@ class AugmentWorkload(Workload):
     def _release(self) -> None:
         super()._release()
         if self.loader is not None:
-            shutdown_loader_workers(self.batches)
+            self.retired_worker_exit_codes = shutdown_loader_workers(self.batches)
             self.loader = self.batches = None
 
     def trained_parameters(self) -> list[nn.Parameter]:

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import multiprocessing
+import multiprocessing.connection
+import os
+import sys
+import threading
 from collections.abc import Callable, Sequence
-from multiprocessing.context import BaseContext
+from typing import Any
 
 import torch
 
@@ -70,9 +74,10 @@ def random_images_u8(gen: torch.Generator, n: int, size: int) -> torch.Tensor:
     return torch.randint(0, 256, (n, 3, size, size), dtype=torch.uint8, generator=gen)
 
 
-def shutdown_loader_workers(batches: object) -> None:
+def shutdown_loader_workers(batches: object) -> list[int]:
     """Stop a DataLoader iterator's (persistent) worker processes now, not at garbage collection,
-    and give back the two pipes each reaped worker's ``Popen`` holds.
+    give back the two pipes each reaped worker's ``Popen`` holds, and return the workers' exit
+    codes (a worker that ended abnormally is also said on stderr: the workload's log).
 
     torch 2.11 registers an ``atexit`` hook per worker of a persistent, pinning loader (later
     versions keep a weak set), so each worker's ``Process`` lives to the end of the program with
@@ -81,27 +86,51 @@ def shutdown_loader_workers(batches: object) -> None:
     ``is_alive()`` still answers False, as that hook asks at exit."""
     shutdown = getattr(batches, "_shutdown_workers", None)
     if shutdown is None:
-        return
+        return []
     shutdown()
+    codes = []
     for worker in getattr(batches, "_workers", ()):
         popen = getattr(worker, "_popen", None)
-        if popen is not None and worker.exitcode is not None:
-            popen.close()
+        code = worker.exitcode
+        if code is not None:
+            codes.append(code)
+            if popen is not None:
+                popen.close()
+    if any(codes):
+        print(f"gpudash: DataLoader workers ended with exit codes {codes} when their loader shut down",
+              file=sys.stderr, flush=True)
+    return codes
 
 
-def loader_worker_context(data_parallel: bool, preload: Sequence[str]) -> BaseContext | None:
-    """How a DataLoader starts its workers: ``None`` (the platform's fork, the cheapest) in a
-    single workload process, a forkserver in a data-parallel rank.
+def loader_worker_options(data_parallel: bool, preload: Sequence[str]) -> dict[str, Any]:
+    """How a DataLoader starts its workers, as DataLoader keyword arguments: the platform's fork
+    (the cheapest; nothing to add) in a single workload process, a forkserver in a data-parallel rank.
 
-    A rank holds a process group: NCCL's communicators and its watchdog threads, which a forked
-    copy of the process inherits half-made. On two H200s the forked workers of a 2-rank input
-    pipeline aborted ("terminate called without an active exception") when a batch-size change
-    shut them down, and the run ended (docs/bench/h200x2-ddp/scaling-input.md). A forkserver is a clean process started once per rank;
-    it imports ``preload`` once, so each worker after it costs a fork and the dataset's pickle,
-    not a torch import. The CPU ranks (gloo) take the same path so that it is tested without a GPU.
+    torchrun's launcher starts each rank with ``spawn``, which then is the rank's default start
+    method: spawned workers imported torch afresh at every configuration, and on two H200s they
+    aborted as a batch-size change shut them down ("terminate called without an active
+    exception"), which ended the run (docs/bench/h200x2-ddp/input-pipeline-fork-abort.txt). A
+    forkserver is started once per rank from a clean interpreter, imports ``preload`` once, and
+    forks each worker from there. Its workers' parent is the server, not the rank, so torch's
+    own watchdog (which watches the parent pid) would let them outlive a killed rank:
+    ``exit_with_launcher`` watches the rank instead. The CPU ranks (gloo) take the same path,
+    so that it is tested without a GPU.
     """
     if not data_parallel:
-        return None
+        return {}
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(list(preload))  # read when the rank's server first starts
-    return context
+    return {"multiprocessing_context": context, "worker_init_fn": exit_with_launcher}
+
+
+def exit_with_launcher(_worker_id: int) -> None:
+    """In a worker: end the process as soon as the process that started it (the rank) is gone."""
+    launcher = multiprocessing.parent_process()
+    if launcher is None:
+        return
+
+    def watch() -> None:
+        multiprocessing.connection.wait([launcher.sentinel])
+        os._exit(0)
+
+    threading.Thread(target=watch, name="gpudash-exit-with-launcher", daemon=True).start()

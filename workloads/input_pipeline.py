@@ -50,7 +50,7 @@ from torch.utils.data import DataLoader, Dataset, DistributedSampler, default_co
 
 from workloads import models
 from workloads.base import Workload, train_step
-from workloads.data import loader_bytes_held, loader_worker_context, shutdown_loader_workers
+from workloads.data import loader_bytes_held, loader_worker_options, shutdown_loader_workers
 from workloads.registry import FAMILIES, Fix, VariantInfo, WorkloadError
 
 JPEG_SIZE = (800, 533)  # width, height, as in the article
@@ -343,6 +343,7 @@ class InputPipelineWorkload(Workload):
         self.jpegs = DeviceJpegs(self.device, self.image_size, self.data_seed)  # ... with Fix.GPU_DECODE
         self.loader: DataLoader | None = None
         self.batches: Iterator | None = None
+        self.retired_worker_exit_codes: list[int] = []  # of the last loader shut down
 
     @property
     def loader_workers(self) -> int:
@@ -370,8 +371,7 @@ class InputPipelineWorkload(Workload):
             pin_memory=self.on_cuda and not decode,
             drop_last=True,
             persistent_workers=workers > 0,
-            multiprocessing_context=loader_worker_context(self.rank_info is not None, preload=[__name__])
-            if workers > 0 else None,
+            **(loader_worker_options(self.rank_info is not None, preload=[__name__]) if workers > 0 else {}),
         )
         self.batches = iter(self.loader)
 
@@ -400,7 +400,7 @@ class InputPipelineWorkload(Workload):
 
     def _release(self) -> None:
         super()._release()
-        shutdown_loader_workers(self.batches)
+        self.retired_worker_exit_codes = shutdown_loader_workers(self.batches)
         self.loader = self.batches = None
 
     def trained_parameters(self) -> list[nn.Parameter]:
