@@ -48,7 +48,7 @@ RANK_WITH_A_LOADER = textwrap.dedent("""
     from torch.utils.data import DataLoader, TensorDataset
     from workloads.data import loader_worker_options
     loader = DataLoader(TensorDataset(torch.arange(100_000)), batch_size=8, num_workers=2, persistent_workers=True,
-                        **loader_worker_options(True, preload=["torch"]))
+                        **loader_worker_options(2, True, preload=["torch"]))
     batches = iter(loader)
     next(batches)
     print(" ".join(str(w.pid) for w in batches._workers), flush=True)

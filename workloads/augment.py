@@ -208,7 +208,7 @@ class AugmentWorkload(Workload):
                 pin_memory=self.on_cuda,
                 persistent_workers=self.workers > 0,
                 prefetch_factor=2 if self.workers > 0 else None,
-                **(loader_worker_options(self.rank_info is not None, preload=[__name__]) if self.workers > 0 else {}),
+                **loader_worker_options(self.workers, self.rank_info is not None, preload=[__name__]),
             )
             self.batches = iter(self.loader)
             return

@@ -102,9 +102,10 @@ def shutdown_loader_workers(batches: object) -> list[int]:
     return codes
 
 
-def loader_worker_options(data_parallel: bool, preload: Sequence[str]) -> dict[str, Any]:
-    """How a DataLoader starts its workers, as DataLoader keyword arguments: the platform's fork
-    (the cheapest; nothing to add) in a single workload process, a forkserver in a data-parallel rank.
+def loader_worker_options(workers: int, data_parallel: bool, preload: Sequence[str]) -> dict[str, Any]:
+    """How a DataLoader starts its ``workers``, as DataLoader keyword arguments: nothing to add
+    without workers or in a single workload process (the platform's fork, the cheapest), a
+    forkserver in a data-parallel rank.
 
     torchrun's launcher starts each rank with ``spawn``, which then is the rank's default start
     method: spawned workers imported torch afresh at every configuration, and on two H200s they
@@ -116,7 +117,7 @@ def loader_worker_options(data_parallel: bool, preload: Sequence[str]) -> dict[s
     ``exit_with_launcher`` watches the rank instead. The CPU ranks (gloo) take the same path,
     so that it is tested without a GPU.
     """
-    if not data_parallel:
+    if workers == 0 or not data_parallel:
         return {}
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(list(preload))  # read when the rank's server first starts

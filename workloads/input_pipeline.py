@@ -371,7 +371,7 @@ class InputPipelineWorkload(Workload):
             pin_memory=self.on_cuda and not decode,
             drop_last=True,
             persistent_workers=workers > 0,
-            **(loader_worker_options(self.rank_info is not None, preload=[__name__]) if workers > 0 else {}),
+            **loader_worker_options(workers, self.rank_info is not None, preload=[__name__]),
         )
         self.batches = iter(self.loader)
 
