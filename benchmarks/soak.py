@@ -15,12 +15,16 @@ variant and back, another workload family (each in turn, DataLoader workers and 
 Just before each change it samples, from /proc (Linux): the RSS, open file descriptors and
 threads of this process (the dashboard, its recorder and the NVML thread) and of the workload
 process with its children (DataLoader workers), the GPU's memory in use (NVML, when there
-is one: the whole device) and what the workload's CUDA caching allocator holds (allocated and
-reserved, from its latest sample), which tells the allocator's growth from the driver's and the
+is one: the whole device), what the workload's CUDA caching allocator holds (allocated and
+reserved, from its latest sample) and the rest (NVML − reserved: the context, loaded kernels,
+the libraries' handles), which tells the allocator's growth from the driver's and the
 libraries'. It prints a markdown table and, per column, the verdict "flat within 5% after the
 first 5 minutes" (a sixth of the run when it is shorter than 30 minutes): the spread (max −
 min) of the base configuration's values after the warm-up, relative to the first of them (for
 counts of fds and threads a spread of one also passes: one coming and going is not growth).
+The allocator's cache of the base depends on the configuration before it (where the model's
+tensors were left), so reserved and NVML memory are also judged like for like: each
+measurement against the earlier ones that followed the same configuration.
 Ctrl-C prints what was measured so far.
 """
 
@@ -105,7 +109,14 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (  # key, heading, format
     ("gpu_mem", "GPU mem MiB", "{:.0f}"),  # NVML, the whole device
     ("cuda_allocated", "torch allocated MiB", "{:.0f}"),  # the workload's caching allocator
     ("cuda_reserved", "torch reserved MiB", "{:.0f}"),
+    ("gpu_outside", "outside the allocator MiB", "{:.0f}"),  # NVML − reserved: context, kernels, libraries
 )
+
+# The allocator's cache (reserved − allocated) of a configuration depends on what ran before it:
+# the model's persistent tensors sit wherever the previous configuration left room for them, and a
+# segment holding one cannot be given back. So these columns are also judged like for like: each
+# measurement of the base against the earlier ones that followed the same configuration.
+HISTORY_DEPENDENT = frozenset({"gpu_mem", "cuda_reserved"})
 
 
 COUNTS = frozenset({"parent_fds", "workload_fds", "parent_threads", "workload_threads"})  # whole numbers
@@ -147,22 +158,36 @@ def measure(app: Any, minute: float) -> Row:
         "cuda_allocated": state.last_sample.cuda_allocated_mib if state.last_sample else None,
         "cuda_reserved": state.last_sample.cuda_reserved_mib if state.last_sample else None,
     }
+    nvml, reserved = values["gpu_mem"], values["cuda_reserved"]
+    values["gpu_outside"] = nvml - reserved if nvml is not None and reserved is not None else None
     knobs = controller.knobs_text
     running = f"{state.workload} {state.variant} b{state.batch_size}" + (f" ({knobs})" if knobs != "none" else "")
     steps = state.last_sample.steps if state.last_sample else 0
     return Row(minute, values, workload.processes if workload else 0, running, steps)
 
 
+def _spread_pct(values: list[float]) -> float:
+    """(max − min) relative to the first value, in %."""
+    spread = max(values) - min(values)
+    return 100.0 * spread / values[0] if values[0] else (0.0 if spread == 0 else float("inf"))
+
+
+def _base_after_warmup(rows: list[Row], warmup_min: float, base: str) -> list[tuple[str, Row]]:
+    """The base configuration's measurements after the warm-up, each with what ran before it."""
+    return [(rows[i - 1].running if i else "", r) for i, r in enumerate(rows)
+            if r.minute >= warmup_min - 1e-9 and r.running == base]
+
+
 def verdict(rows: list[Row], key: str, warmup_min: float, base: str) -> str:
     """ "flat within 5% after the first 5 minutes" for one column (the base configuration's
     values after the warm-up), or how it moved."""
-    after = [r.values[key] for r in rows if r.minute >= warmup_min - 1e-9 and r.running == base]
+    after = [r.values[key] for _, r in _base_after_warmup(rows, warmup_min, base)]
     after = [v for v in after if v is not None]
     if len(after) < 2:
         return "n/a (fewer than 2 measurements of the base configuration after the warm-up)"
     ref = after[0]
     spread = max(after) - min(after)
-    pct = 100.0 * spread / ref if ref else (0.0 if spread == 0 else float("inf"))
+    pct = _spread_pct(after)
     drift = after[-1] - ref
     span = f"after the first {warmup_min:g} minutes ({len(after)} measurements"
     if pct <= FLAT_PCT:
@@ -170,6 +195,26 @@ def verdict(rows: list[Row], key: str, warmup_min: float, base: str) -> str:
     if key in COUNTS and spread <= 1:  # one thread or fd coming and going is not growth
         return f"flat within ±1 {span}, {min(after):.0f}–{max(after):.0f})"
     return f"NOT flat: spread {pct:.1f}% {span}; {ref:.1f} → {after[-1]:.1f}, {'+' if drift >= 0 else ''}{drift:.1f})"
+
+
+def like_for_like_verdict(rows: list[Row], key: str, warmup_min: float, base: str) -> str:
+    """Growth without the history: the base's values after the warm-up grouped by the
+    configuration that ran just before each, every group judged as ``verdict`` judges the whole."""
+    groups: dict[str, list[float]] = {}
+    for before, r in _base_after_warmup(rows, warmup_min, base):
+        value = r.values[key]
+        if value is not None:
+            groups.setdefault(before, []).append(value)
+    judged = {before: values for before, values in groups.items() if len(values) >= 2}
+    if not judged:
+        return "like for like: n/a (no configuration came before the base twice after the warm-up)"
+    worst, values = max(judged.items(), key=lambda item: _spread_pct(item[1]))
+    pct = _spread_pct(values)
+    counted = sum(len(v) for v in judged.values())
+    what = (f"{len(judged)} configurations before it, {counted} measurements; the largest spread "
+            f"{pct:.1f}%, after {worst}: {', '.join(f'{v:.0f}' for v in values)}")
+    flat = "flat within" if pct <= FLAT_PCT else "NOT flat beyond"
+    return f"like for like (after the same configuration) {flat} {FLAT_PCT:g}% ({what})"
 
 
 def table(soak: Soak, warmup_min: float, base: str) -> str:
@@ -183,7 +228,11 @@ def table(soak: Soak, warmup_min: float, base: str) -> str:
         cells += [str(r.processes), str(r.steps), r.running]
         lines.append("| " + " | ".join(cells) + " |")
     lines += ["", f"| column | verdict (base: {base}) |", "|---|---|"]
-    lines += [f"| {h} | {verdict(soak.rows, key, warmup_min, base)} |" for key, h, _ in COLUMNS]
+    for key, heading, _ in COLUMNS:
+        text = verdict(soak.rows, key, warmup_min, base)
+        if key in HISTORY_DEPENDENT:
+            text += "; " + like_for_like_verdict(soak.rows, key, warmup_min, base)
+        lines.append(f"| {heading} | {text} |")
     return "\n".join(lines)
 
 

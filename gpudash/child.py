@@ -260,9 +260,11 @@ def _run_child(config: RunConfig, channel: _Channel, t0: float) -> None:
     builder = _builder(config, device)
     knobs = parse_knobs(config.knobs)
     with progress_reports(channel.emit, lambda: time.monotonic() - t0, "knobs", knobs.warmups):
-        workload = builder(config.workload, config.variant, config.batch_size, knobs)
+        first = builder(config.workload, config.variant, config.batch_size, knobs)
+    # The loop alone holds the workload: a name kept here would keep the first workload's model and
+    # data (577 MiB of GPU memory for encdec on an H100) alive after a switch to another family.
     loop = StepLoop(
-        workload,
+        first,
         emit=channel.emit,
         controls=channel.next_control,
         builder=builder,
@@ -272,8 +274,10 @@ def _run_child(config: RunConfig, channel: _Channel, t0: float) -> None:
         t0=t0,
         fault=faults.for_workload(faults.from_env()),
     )
+    del first
     details = _started_details(torch, loop, device)
-    message = f"{workload.info.name} {workload.variant}, batch {workload.batch_size} on {device}"
+    config_now = loop.config()
+    message = f"{config_now['workload']} {config_now['variant']}, batch {config_now['batch_size']} on {device}"
     channel.emit(Event(time_s=loop.now(), kind=EventKind.STARTED, message=message, details=details))
     loop.run()
     loop.workload.close()

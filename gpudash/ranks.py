@@ -79,10 +79,10 @@ def rank_main(config: RunConfig, controls: Any, out: Any, log_path: str | None, 
     emit = channel.emit if leader is None else (lambda m: leader.emit(_as_global(m, info.world_size)))
     try:
         builder = _builder(config, device, info)
-        workload = builder(config.workload, config.variant, config.batch_size, parse_knobs(config.knobs))
+        first = builder(config.workload, config.variant, config.batch_size, parse_knobs(config.knobs))
         controls = LockstepControls(leader.next_control if leader else None, control_group, dist)
         loop = StepLoop(
-            workload,
+            first,
             emit=emit,
             controls=controls,
             builder=builder,
@@ -93,12 +93,14 @@ def rank_main(config: RunConfig, controls: Any, out: Any, log_path: str | None, 
             lockstep_every=LOCKSTEP_EVERY,
             agree=lambda reason: _any_reason(dist, control_group, info.world_size, reason),
         )
+        del first  # the loop alone holds it, so a switch of family frees it (gpudash.child)
         controls.attach(loop)
         if leader is not None:
             details = _started_details(torch, loop, device)
             details.update(world_size=str(info.world_size), nnodes=str(config.nnodes))
-            message = (f"{workload.info.name} {workload.variant}, batch {workload.batch_size} per rank on "
-                       f"{info.world_size} ranks ({device.type}, DDP)")
+            config_now = loop.config()
+            message = (f"{config_now['workload']} {config_now['variant']}, batch {config_now['batch_size']} per "
+                       f"rank on {info.world_size} ranks ({device.type}, DDP)")
             leader.emit(Event(time_s=loop.now(), kind=EventKind.STARTED, message=message, details=details))
         loop.run()
         loop.workload.close()

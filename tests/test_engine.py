@@ -436,3 +436,52 @@ def test_time_stages_measures_each_stage_alone_and_the_run_goes_on() -> None:
     assert len(errors) == 1 and "no two stages" in errors[0].message
     assert loop.steps_issued == 5
     w.close()
+
+
+def test_a_switch_of_family_in_the_child_frees_the_first_workload(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The workload child, after a switch to another family, holds nothing of the first one: on
+    an H100 a leftover reference kept encdec's model and data (577 MiB) for the rest of the run."""
+    import gc
+    import weakref
+
+    from gpudash import child
+
+    built: list[weakref.ref] = []
+    real_builder = child._builder
+
+    def recording_builder(config: RunConfig, device: object, rank: object = None) -> Callable[..., object]:
+        build = real_builder(config, device, rank)
+
+        def recorded(*args: object) -> object:
+            workload = build(*args)
+            built.append(weakref.ref(workload))
+            return workload
+
+        return recorded
+
+    monkeypatch.setattr(child, "_builder", recording_builder)
+    first_alive_after_switch: list[bool] = []
+
+    class Channel:
+        """What ``_run_child`` talks to (the real one wraps the parent's queues)."""
+
+        def __init__(self) -> None:
+            self.messages: list[Message] = []
+
+        def emit(self, message: Message) -> None:
+            self.messages.append(message)
+
+        def next_control(self, timeout: float) -> object:
+            if len(built) == 1 and any(isinstance(m, Sample) for m in self.messages):
+                return SwitchWorkload("sync_loss", batch_size=2)
+            if len(built) == 2 and not first_alive_after_switch:
+                gc.collect()
+                first_alive_after_switch.append(built[0]() is not None)
+                return Stop()
+            return None
+
+    channel = Channel()
+    config = RunConfig(workload="encdec", device="cpu", batch_size=2, image_size=16, sample_interval_s=0.01)
+    child._run_child(config, channel, time.monotonic())  # type: ignore[arg-type]
+    assert [e.kind for e in events(channel.messages)][:2] == ["started", "changed"]
+    assert first_alive_after_switch == [False]
