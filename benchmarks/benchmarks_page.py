@@ -426,9 +426,8 @@ which a spawned worker runs at exit and a forkserver's child skips), which ended
 A rank's loaders now start their workers from a forkserver that has loaded the workload once
 (`workloads.data.loader_worker_options`);
 `tests/test_ddp_multigpu.py::test_loader_workers_of_two_gpu_ranks_survive_a_batch_change` checks
-that the ranks go on after the change (the run below) and now also that the first configuration's
-workers exit with status 0 (added after that run; its CPU twin in `tests/test_ddp.py`, which CI
-runs, checks the same).
+that the ranks go on after the change and that the first configuration's workers exit with
+status 0 (the later run below; its CPU twin in `tests/test_ddp.py`, which CI runs, checks the same).
 
 {tests_head}
 

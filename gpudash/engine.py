@@ -628,13 +628,21 @@ class StepLoop:
             return
         self._settle()
         self._reconfiguring("workload")
-        old.close()
         knobs, dropped = self._knobs_for(control)
+        data_parallel = old.world_size > 1
+        old.close()
+        # The old workload's model and data are freed, and the allocator's cache emptied, before the
+        # new one is built: a switch never holds both families' memory, and the new workload's
+        # tensors are laid out the same whichever family ran before (docs/soak-gpu.md).
+        del old
+        self.workload = None  # type: ignore[assignment]  # set again below (or by _rebuild)
+        self.loss = loss_reader(self.torch, self.on_cuda)  # its last loss is the old workload's
+        self._after_failure()
         try:
             with self._warming(knobs, "workload"):
                 new = self.builder(control.workload, control.variant, control.batch_size, knobs)
         except Exception:
-            if old.world_size > 1:
+            if data_parallel:
                 raise  # a data-parallel rank cannot go back alone: the run ends, the launcher stops all
             message = one_line(sys.exc_info()[1])
             self._rebuild(previous)  # the last good configuration
@@ -695,6 +703,7 @@ class StepLoop:
         self._open_window(self.clock())
 
     def _after_failure(self) -> None:
+        """Free what is no longer referenced (cycles included) and give the cache back to the driver."""
         gc.collect()
         if self.on_cuda:
             self.torch.cuda.empty_cache()
