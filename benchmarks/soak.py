@@ -173,9 +173,15 @@ def _spread_pct(values: list[float]) -> float:
 
 
 def _base_after_warmup(rows: list[Row], warmup_min: float, base: str) -> list[tuple[str, Row]]:
-    """The base configuration's measurements after the warm-up, each with what ran before it."""
-    return [(rows[i - 1].running if i else "", r) for i, r in enumerate(rows)
-            if r.minute >= warmup_min - 1e-9 and r.running == base]
+    """The base configuration's measurements after the warm-up, each with the last other
+    configuration measured before it ("" when none was)."""
+    out, before = [], ""
+    for r in rows:
+        if r.running != base:
+            before = r.running
+        elif r.minute >= warmup_min - 1e-9:
+            out.append((before, r))
+    return out
 
 
 def verdict(rows: list[Row], key: str, warmup_min: float, base: str) -> str:
@@ -211,8 +217,9 @@ def like_for_like_verdict(rows: list[Row], key: str, warmup_min: float, base: st
     worst, values = max(judged.items(), key=lambda item: _spread_pct(item[1]))
     pct = _spread_pct(values)
     counted = sum(len(v) for v in judged.values())
-    what = (f"{len(judged)} configurations before it, {counted} measurements; the largest spread "
-            f"{pct:.1f}%, after {worst}: {', '.join(f'{v:.0f}' for v in values)}")
+    plural = "s" if len(judged) > 1 else ""
+    what = (f"{len(judged)} configuration{plural} before it, {counted} measurements; the largest spread "
+            f"{pct:.1f}%, after {worst or 'the start'}: {', '.join(f'{v:.0f}' for v in values)}")
     flat = "flat within" if pct <= FLAT_PCT else "NOT flat beyond"
     return f"like for like (after the same configuration) {flat} {FLAT_PCT:g}% ({what})"
 
@@ -229,6 +236,9 @@ def table(soak: Soak, warmup_min: float, base: str) -> str:
         lines.append("| " + " | ".join(cells) + " |")
     lines += ["", f"| column | verdict (base: {base}) |", "|---|---|"]
     for key, heading, _ in COLUMNS:
+        if all(r.values[key] is None for r in soak.rows):
+            lines.append(f"| {heading} | not measured here (no GPU, or no sample of it) |")
+            continue
         text = verdict(soak.rows, key, warmup_min, base)
         if key in HISTORY_DEPENDENT:
             text += "; " + like_for_like_verdict(soak.rows, key, warmup_min, base)
