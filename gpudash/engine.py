@@ -619,8 +619,7 @@ class StepLoop:
 
     def _switch(self, control: SwitchWorkload) -> None:
         """Close the workload and build another; if that fails, build the last good one again."""
-        old = self.workload
-        before = old.info.name
+        before = self.workload.info.name
         previous = self._setup()
         if self.builder is None:
             self._event(EventKind.ERROR, what="workload", before=before, after=control.workload,
@@ -629,15 +628,8 @@ class StepLoop:
         self._settle()
         self._reconfiguring("workload")
         knobs, dropped = self._knobs_for(control)
-        data_parallel = old.world_size > 1
-        old.close()
-        # The old workload's model and data are freed, and the allocator's cache emptied, before the
-        # new one is built: a switch never holds both families' memory, and the new workload's
-        # tensors are laid out the same whichever family ran before (docs/soak-gpu.md).
-        del old
-        self.workload = None  # type: ignore[assignment]  # set again below (or by _rebuild)
-        self.loss = loss_reader(self.torch, self.on_cuda)  # its last loss is the old workload's
-        self._after_failure()
+        data_parallel = self.workload.world_size > 1
+        self._retire_workload()
         try:
             with self._warming(knobs, "workload"):
                 new = self.builder(control.workload, control.variant, control.batch_size, knobs)
@@ -651,6 +643,16 @@ class StepLoop:
         self.workload = new
         self._reset_measuring()
         self._changed("workload", before, new.info.name, previous, note=dropped)
+
+    def _retire_workload(self) -> None:
+        """Close the running workload and free it (collected, the allocator's cache emptied) before
+        the caller builds another. So a switch never holds two families' memory, a revert after an
+        out-of-memory error never holds the failed workload's, and the next workload is laid out
+        the same whichever family ran before (docs/soak-gpu.md)."""
+        self.workload.close()
+        self.workload = None  # type: ignore[assignment]  # set again by the caller (or _rebuild)
+        self.loss = loss_reader(self.torch, self.on_cuda)  # its last loss is the old workload's
+        self._after_failure()
 
     def _reconfiguring(self, what: str) -> None:
         """A change is under way (drained, not yet rebuilt): where exit@reconfigure strikes."""
@@ -690,7 +692,7 @@ class StepLoop:
                     details=self.config())
 
     def _rebuild(self, setup: Setup) -> None:
-        """After a failure: a fresh workload in ``setup`` (the old one is already closed)."""
+        """After a failure: a fresh workload in ``setup`` (the old one already closed, or retired)."""
         assert self.builder is not None
         self._after_failure()
         self.workload = self.builder(*setup)
@@ -715,14 +717,16 @@ class StepLoop:
         name, variant, batch, knobs = previous
         w = self.workload
         failed = _label(self._setup())
-        what = ("workload" if name != w.info.name else "batch_size" if batch != w.batch_size
+        other_family = name != w.info.name
+        what = ("workload" if other_family else "batch_size" if batch != w.batch_size
                 else "knobs" if knobs != w.knobs else "variant")
         self._probation = 0
         self._after_failure()
         w.drain()
         self._collect(self.timer.reset())
-        if name != w.info.name:
-            w.close()
+        if other_family:
+            del w
+            self._retire_workload()  # the failed one goes before the previous one is built again
             self._rebuild(previous)
         else:
             w.reconfigure(variant=variant, batch_size=batch, knobs=knobs)

@@ -489,3 +489,28 @@ def test_a_switch_of_family_in_the_child_frees_the_first_workload(monkeypatch: p
     assert [e.kind for e in events(channel.messages)][:2] == ["started", "changed"]
     assert first_alive_after_switch == [False]
     assert alive_at_build == [[], [False]]  # the switch never held both families
+
+
+def test_out_of_memory_in_another_family_frees_it_before_the_previous_one_is_built_again() -> None:
+    """A switch whose new family runs out of memory in its first steps goes back to the previous
+    family, and the failed workload is gone before that one is built: holding both could run out
+    of memory again."""
+    import weakref
+
+    failed: list[weakref.ref] = []
+    alive_when_rebuilt: list[bool] = []
+
+    def builder(name: str, variant: object, batch: object, knobs: object = None) -> FakeWorkload:
+        if name == "big":
+            w = FakeWorkload(batch_size=64, oom_above=16)
+            w.info = _Info("big")  # type: ignore[misc]
+            failed.append(weakref.ref(w))
+            return w
+        alive_when_rebuilt.extend(ref() is not None for ref in failed)
+        return FakeWorkload(batch_size=int(batch or 4), variant=str(variant or "a"))
+
+    loop, msgs = run_loop(FakeWorkload(batch_size=5), [(5, SwitchWorkload("big")), (15, Stop())], builder=builder)
+    (error,) = events(msgs, "error")
+    assert error.what == "workload" and "out of memory" in error.message
+    assert loop.workload.info.name == "fake" and loop.workload.batch_size == 5
+    assert alive_when_rebuilt == [False]
