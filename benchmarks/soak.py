@@ -129,6 +129,7 @@ class Row:
     processes: int  # in the workload's tree
     running: str  # what ran: "encdec serial b8 (channels_last=on)"
     steps: int
+    before: str = ""  # what ran before the last change ("" before the first)
 
 
 @dataclass
@@ -141,8 +142,14 @@ class Soak:
     base: str = ""  # the base configuration's label
 
 
-def measure(app: Any, minute: float) -> Row:
-    source, state, controller = app.source, app.state, app.controller
+def running_label(app: Any) -> str:
+    """What runs now, as the table shows it: "encdec serial b8 (channels_last=on)"."""
+    state, knobs = app.state, app.controller.knobs_text
+    return f"{state.workload} {state.variant} b{state.batch_size}" + (f" ({knobs})" if knobs != "none" else "")
+
+
+def measure(app: Any, minute: float, before: str) -> Row:
+    source, state = app.source, app.state
     parent = proc_stats(os.getpid())
     pid = source.runner.pid
     workload = tree_stats(pid) if pid is not None else None
@@ -160,10 +167,8 @@ def measure(app: Any, minute: float) -> Row:
     }
     nvml, reserved = values["gpu_mem"], values["cuda_reserved"]
     values["gpu_outside"] = nvml - reserved if nvml is not None and reserved is not None else None
-    knobs = controller.knobs_text
-    running = f"{state.workload} {state.variant} b{state.batch_size}" + (f" ({knobs})" if knobs != "none" else "")
     steps = state.last_sample.steps if state.last_sample else 0
-    return Row(minute, values, workload.processes if workload else 0, running, steps)
+    return Row(minute, values, workload.processes if workload else 0, running_label(app), steps, before)
 
 
 def _spread_pct(values: list[float]) -> float:
@@ -173,15 +178,9 @@ def _spread_pct(values: list[float]) -> float:
 
 
 def _base_after_warmup(rows: list[Row], warmup_min: float, base: str) -> list[tuple[str, Row]]:
-    """The base configuration's measurements after the warm-up, each with the last other
-    configuration measured before it ("" when none was)."""
-    out, before = [], ""
-    for r in rows:
-        if r.running != base:
-            before = r.running
-        elif r.minute >= warmup_min - 1e-9:
-            out.append((before, r))
-    return out
+    """The base configuration's measurements after the warm-up, each with what ran before the
+    change that led to it ("" when none did)."""
+    return [(r.before, r) for r in rows if r.minute >= warmup_min - 1e-9 and r.running == base]
 
 
 def verdict(rows: list[Row], key: str, warmup_min: float, base: str) -> str:
@@ -236,7 +235,7 @@ def table(soak: Soak, warmup_min: float, base: str) -> str:
         lines.append("| " + " | ".join(cells) + " |")
     lines += ["", f"| column | verdict (base: {base}) |", "|---|---|"]
     for key, heading, _ in COLUMNS:
-        if all(r.values[key] is None for r in soak.rows):
+        if soak.rows and all(r.values[key] is None for r in soak.rows):
             lines.append(f"| {heading} | not measured here (no GPU, or no sample of it) |")
             continue
         text = verdict(soak.rows, key, warmup_min, base)
@@ -329,10 +328,11 @@ async def run_soak(args: argparse.Namespace, soak: Soak) -> None:
         opening = tour(changes, len(FAMILIES)) if args.tour_every > 0 else []
         end = t0 + args.minutes * 60
         next_change, next_measure, n = t0 + (args.tour_every if opening else args.change_every), t0, 0
+        before = ""  # what ran before the last change
         while True:
             now = time.monotonic()
             if now >= next_measure:
-                row = measure(app, (now - t0) / 60)
+                row = measure(app, (now - t0) / 60, before)
                 soak.rows.append(row)
                 _say(f"minute {row.minute:5.1f}: " + ", ".join(
                     f"{k}={v:.1f}" for k, v in row.values.items() if v is not None) + f"; {row.running}")
@@ -342,6 +342,7 @@ async def run_soak(args: argparse.Namespace, soak: Soak) -> None:
             if now >= next_change:
                 touring = n < len(opening)
                 name, change = opening[n] if touring else changes[(n - len(opening)) % len(changes)]
+                before = running_label(app)  # the like-for-like verdicts group by it
                 notice = change()
                 soak.changes.append(f"t={now - t0:.0f} s {'tour: ' if touring else ''}{name}: "
                                     f"{getattr(notice, 'text', notice)}")

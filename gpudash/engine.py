@@ -8,7 +8,6 @@ imported only inside functions here, so ``import gpudash.engine`` stays cheap.
 from __future__ import annotations
 
 import gc
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -604,16 +603,19 @@ class StepLoop:
             return
         self._settle()
         self._reconfiguring(what)
+        failure = None
         try:
             with self._warming(new_knobs, what):
                 w.reconfigure(variant=variant, batch_size=batch_size, knobs=knobs)
         except Exception as exc:  # OOM while configuring, a failed compile or capture, ...
             if w.world_size > 1:
                 raise  # a data-parallel rank cannot go back alone: the run ends, the launcher stops all
+            failure = one_line(exc)
+        if failure is not None:  # out of the except block: its traceback held what the attempt allocated
             self._after_failure()
             self._collect(self.timer.reset())
             self._open_window(self.clock())
-            self._refused(what, before, requested_text, one_line(exc))
+            self._refused(what, before, requested_text, failure)
             return
         self._changed(what, before, _setting_text(w, what), previous)
 
@@ -630,15 +632,17 @@ class StepLoop:
         knobs, dropped = self._knobs_for(control)
         data_parallel = self.workload.world_size > 1
         self._retire_workload()
+        failure = None
         try:
             with self._warming(knobs, "workload"):
                 new = self.builder(control.workload, control.variant, control.batch_size, knobs)
-        except Exception:
+        except Exception as exc:
             if data_parallel:
                 raise  # a data-parallel rank cannot go back alone: the run ends, the launcher stops all
-            message = one_line(sys.exc_info()[1])
+            failure = one_line(exc)
+        if failure is not None:  # out of the except block: its traceback held the half-built workload
             self._rebuild(previous)  # the last good configuration
-            self._refused("workload", before, control.workload, message)
+            self._refused("workload", before, control.workload, failure)
             return
         self.workload = new
         self._reset_measuring()

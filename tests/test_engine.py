@@ -514,3 +514,25 @@ def test_out_of_memory_in_another_family_frees_it_before_the_previous_one_is_bui
     assert error.what == "workload" and "out of memory" in error.message
     assert loop.workload.info.name == "fake" and loop.workload.batch_size == 5
     assert alive_when_rebuilt == [False]
+
+
+def test_a_family_that_fails_to_build_is_freed_before_the_previous_one_is_built_again() -> None:
+    """What a failed build had allocated (held by the exception's traceback while it is being
+    handled) is gone before the last good workload is built again."""
+    import weakref
+
+    half_built: list[weakref.ref] = []
+    alive_when_rebuilt: list[bool] = []
+
+    def builder(name: str, variant: object, batch: object, knobs: object = None) -> FakeWorkload:
+        if name == "big":
+            model = FakeWorkload(batch_size=64)  # what the build had made when it ran out of memory
+            half_built.append(weakref.ref(model))
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 1 TiB")
+        alive_when_rebuilt.extend(ref() is not None for ref in half_built)
+        return FakeWorkload(batch_size=int(batch or 4), variant=str(variant or "a"))
+
+    loop, msgs = run_loop(FakeWorkload(batch_size=5), [(5, SwitchWorkload("big")), (15, Stop())], builder=builder)
+    (error,) = events(msgs, "error")
+    assert error.what == "workload" and "out of memory" in error.message
+    assert loop.workload.batch_size == 5 and alive_when_rebuilt == [False]
