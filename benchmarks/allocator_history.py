@@ -28,11 +28,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gpudash.child import _builder  # noqa: E402
 from gpudash.engine import StepLoop  # noqa: E402
+from benchmarks.soak import CUDA_KNOBS  # noqa: E402
 from gpudash.protocol import RunConfig, SetBatchSize, SetKnobs, SetVariant, Stop, SwitchWorkload  # noqa: E402
 from workloads.registry import FAMILIES  # noqa: E402
 
 MiB = 2**20
-KNOBS = "amp=bf16,channels_last=on,cudnn_benchmark=on"
 
 
 def plan(base_variant: str, base_batch: int, cycles: int) -> list[tuple[str, Any]]:
@@ -40,7 +40,7 @@ def plan(base_variant: str, base_batch: int, cycles: int) -> list[tuple[str, Any
     others = [f for f in FAMILIES if f != "encdec"]
     back = ("back", SwitchWorkload("encdec", base_variant, base_batch))
     within = [("batch x2", SetBatchSize(base_batch * 2)), ("back", SetBatchSize(base_batch)),
-              ("knobs on", SetKnobs(KNOBS)), ("back", SetKnobs("none")),
+              ("knobs on", SetKnobs(CUDA_KNOBS)), ("back", SetKnobs("none")),
               ("pipelined", SetVariant("pipelined")), ("back", SetVariant(base_variant))]
     steps = list(within)
     for family in others:

@@ -612,7 +612,7 @@ class StepLoop:
                 raise  # a data-parallel rank cannot go back alone: the run ends, the launcher stops all
             failure = one_line(exc)
         if failure is not None:  # out of the except block: its traceback held what the attempt allocated
-            self._after_failure()
+            self._free_memory()
             self._collect(self.timer.reset())
             self._open_window(self.clock())
             self._refused(what, before, requested_text, failure)
@@ -656,7 +656,7 @@ class StepLoop:
         self.workload.close()
         self.workload = None  # type: ignore[assignment]  # set again by the caller (or _rebuild)
         self.loss = loss_reader(self.torch, self.on_cuda)  # its last loss is the old workload's
-        self._after_failure()
+        self._free_memory()
 
     def _reconfiguring(self, what: str) -> None:
         """A change is under way (drained, not yet rebuilt): where exit@reconfigure strikes."""
@@ -698,7 +698,7 @@ class StepLoop:
     def _rebuild(self, setup: Setup) -> None:
         """After a failure: a fresh workload in ``setup`` (the old one already closed, or retired)."""
         assert self.builder is not None
-        self._after_failure()
+        self._free_memory()
         self.workload = self.builder(*setup)
         self._reset_measuring()
 
@@ -708,7 +708,7 @@ class StepLoop:
         self._config_rate, self._config_samples = [0.0, 0.0], 0
         self._open_window(self.clock())
 
-    def _after_failure(self) -> None:
+    def _free_memory(self) -> None:
         """Free what is no longer referenced (cycles included) and give the cache back to the driver."""
         gc.collect()
         if self.on_cuda:
@@ -725,7 +725,6 @@ class StepLoop:
         what = ("workload" if other_family else "batch_size" if batch != w.batch_size
                 else "knobs" if knobs != w.knobs else "variant")
         self._probation = 0
-        self._after_failure()
         w.drain()
         self._collect(self.timer.reset())
         if other_family:
@@ -733,6 +732,7 @@ class StepLoop:
             self._retire_workload()  # the failed one goes before the previous one is built again
             self._rebuild(previous)
         else:
+            self._free_memory()  # what the failed step allocated
             w.reconfigure(variant=variant, batch_size=batch, knobs=knobs)
             self._open_window(self.clock())
         now = self.workload
