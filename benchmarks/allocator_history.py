@@ -8,9 +8,10 @@ allocator statistics at the end of each configuration (the diagnosis behind docs
 Columns: allocated (live tensors), reserved (segments held from the driver; its large and small
 pools), inactive_split (free space inside segments that hold live blocks: what ``empty_cache``
 cannot give back), segments, the configuration's peak allocated, the device's used memory
-(``mem_get_info``, device-wide, like NVML's) and what lies outside the allocator (used −
-reserved: the context, loaded kernels, library handles). ``--empty-after-warmup`` also empties the
-cache 8 steps into each configuration, to see how much of the variation is the first steps'.
+(``mem_get_info``, device-wide, like NVML's), what lies outside the allocator (used − reserved:
+the context, loaded kernels, library handles) and the reserved memory per stream.
+``--empty-after-warmup`` also empties the cache 8 steps into each configuration, to see how much
+of the variation is the first steps'.
 Run under ``PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`` to compare that allocator mode.
 """
 
@@ -63,7 +64,19 @@ def line(loop: StepLoop, device: torch.device, change: str) -> str:
             f"small {s['reserved_bytes.small_pool.current'] / MiB:5.1f}) "
             f"inactive_split {s['inactive_split_bytes.all.current'] / MiB:6.1f} "
             f"segments {s['segment.all.current']:3d} peak_alloc {s['allocated_bytes.all.peak'] / MiB:7.1f} "
-            f"used {used / MiB:7.1f} outside {(used - s['reserved_bytes.all.current']) / MiB:7.1f}")
+            f"used {used / MiB:7.1f} outside {(used - s['reserved_bytes.all.current']) / MiB:7.1f}"
+            f" | by stream {reserved_by_stream(device)}")
+
+
+def reserved_by_stream(device: torch.device) -> str:
+    """Reserved MiB per stream the segments were allocated for (``s0``: the default stream;
+    others by the last three digits of their handle). A free block is reused only by its own
+    stream, so what sits on a stream the running configuration does not use is dead weight."""
+    by: dict[int, int] = {}
+    for segment in torch.cuda.memory_snapshot():
+        if segment.get("device", device.index) == device.index:
+            by[segment["stream"]] = by.get(segment["stream"], 0) + segment["total_size"]
+    return " ".join(f"s{stream % 1000}:{size / MiB:.0f}" for stream, size in sorted(by.items()))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -59,6 +59,34 @@ def test_switching_variant_and_batch_size_at_a_step_boundary() -> None:
         assert (w.variant, w.samples_per_step) == ("cpu", 5)
 
 
+@pytest.mark.parametrize("name", list(FAMILIES))
+def test_a_change_frees_the_last_steps_gradients_before_the_next_configuration_is_built(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a GPU they lie in the old configuration's stream or graph pool: freed only by the next
+    configuration's first step, they stayed cached there (docs/soak-gpu.md). They must be gone
+    when the next configuration is built, and a closed workload holds none."""
+    import weakref
+
+    with build(name, "cpu", WorkloadOptions(batch_size=2, workers=0)) as w:
+        w.step()
+        grads = [weakref.ref(p.grad) for p in w.trained_parameters() if p.grad is not None]
+        assert grads
+        alive_when_built: list[int] = []
+        original = type(w)._configure
+
+        def configure(self) -> None:  # type: ignore[no-untyped-def]
+            alive_when_built.append(sum(g() is not None for g in grads))
+            original(self)
+
+        monkeypatch.setattr(type(w), "_configure", configure)
+        w.reconfigure(batch_size=3)
+        assert alive_when_built == [0]
+        w.step()
+        assert torch.isfinite(w.last_loss)
+    assert all(p.grad is None for p in w.trained_parameters())
+
+
 def test_a_rejected_change_keeps_the_last_good_configuration() -> None:
     with build("encdec", "cpu", WorkloadOptions(batch_size=2)) as w:
         for bad in ({"batch_size": 0}, {"batch_size": -3}, {"variant": "warp-speed"}, {"variant": "pipelined"}):

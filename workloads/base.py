@@ -186,6 +186,13 @@ class Workload(ABC):
         if self.pipeline is not None:
             self.pipeline.close()
             self.pipeline = None
+        # The last step's gradients lie in segments of the stream (or captured graph's pool) that
+        # computed them; freed by the next configuration's first step, they would stay cached for
+        # a stream it never uses (188 MiB after encdec pipelined → serial on an H100,
+        # docs/soak-gpu.md). Every setup zeroes them anyway (a new DDP wrapper starts its
+        # accumulation over), so they go now, before the cache is emptied.
+        for p in self.trained_parameters():
+            p.grad = None
 
     # -- knobs ---------------------------------------------------------------------------
     def autocast(self) -> contextlib.AbstractContextManager:
@@ -224,6 +231,7 @@ class Workload(ABC):
         self._memory_format = tuning.memory_format(self.knobs)  # read by to_device at every step
         for name, module in self._modules.resolve(self.knobs).items():
             setattr(self, name, module)
+        self._empty_cache()  # the weights in their old memory format, if the knobs changed it
         if self.rank_info is not None:
             self._wrap_in_ddp()
         self._configure()
@@ -414,6 +422,10 @@ class Workload(ABC):
         dashboard's GPU-memory chart showed the past configurations' memory as the running one's."""
         self._release()
         self.drain()
+        self._empty_cache()
+
+    def _empty_cache(self) -> None:
+        """Give the allocator's free cached segments back to the driver (CUDA; nothing elsewhere)."""
         if self.device.type == "cuda":
             with torch.cuda.device(self.device):
                 torch.cuda.empty_cache()
