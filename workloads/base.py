@@ -186,11 +186,11 @@ class Workload(ABC):
         if self.pipeline is not None:
             self.pipeline.close()
             self.pipeline = None
-        # The last step's gradients lie in segments of the stream (or captured graph's pool) that
-        # computed them; freed by the next configuration's first step, they would stay cached for
-        # a stream it never uses (188 MiB after encdec pipelined → serial on an H100,
-        # docs/soak-gpu.md). Every setup zeroes them anyway (a new DDP wrapper starts its
-        # accumulation over), so they go now, before the cache is emptied.
+        # The last step's gradients lie in segments of the stream that computed them; freed by
+        # the next configuration's first step, they would stay cached for a stream it may never
+        # use (188 MiB after encdec pipelined → serial on an H100, docs/soak-gpu.md). Nothing
+        # reads them across a change (a step sets them to None before its backward; a new DDP
+        # wrapper starts its accumulation over), so they go now, before the cache is emptied.
         for p in self.trained_parameters():
             p.grad = None
 
