@@ -274,10 +274,9 @@ def _run_child(config: RunConfig, channel: _Channel, t0: float) -> None:
         t0=t0,
         fault=faults.for_workload(faults.from_env()),
     )
+    message = f"{first.info.name} {first.variant}, batch {first.batch_size} on {device}"
     del first
     details = _started_details(torch, loop, device)
-    config_now = loop.config()
-    message = f"{config_now['workload']} {config_now['variant']}, batch {config_now['batch_size']} on {device}"
     channel.emit(Event(time_s=loop.now(), kind=EventKind.STARTED, message=message, details=details))
     loop.run()
     loop.workload.close()

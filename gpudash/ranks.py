@@ -93,14 +93,13 @@ def rank_main(config: RunConfig, controls: Any, out: Any, log_path: str | None, 
             lockstep_every=LOCKSTEP_EVERY,
             agree=lambda reason: _any_reason(dist, control_group, info.world_size, reason),
         )
+        started = f"{first.info.name} {first.variant}, batch {first.batch_size}"
         del first  # the loop alone holds it, so a switch of family frees it (gpudash.child)
         controls.attach(loop)
         if leader is not None:
             details = _started_details(torch, loop, device)
             details.update(world_size=str(info.world_size), nnodes=str(config.nnodes))
-            config_now = loop.config()
-            message = (f"{config_now['workload']} {config_now['variant']}, batch {config_now['batch_size']} per "
-                       f"rank on {info.world_size} ranks ({device.type}, DDP)")
+            message = f"{started} per rank on {info.world_size} ranks ({device.type}, DDP)"
             leader.emit(Event(time_s=loop.now(), kind=EventKind.STARTED, message=message, details=details))
         loop.run()
         loop.workload.close()
