@@ -27,7 +27,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gpudash.child import _builder  # noqa: E402
+from gpudash.builders import workload_builder  # noqa: E402
 from gpudash.engine import StepLoop  # noqa: E402
 from benchmarks.soak import CUDA_KNOBS  # noqa: E402
 from gpudash.protocol import RunConfig, SetBatchSize, SetKnobs, SetVariant, Stop, SwitchWorkload  # noqa: E402
@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     if not torch.cuda.is_available():
         p.error("needs a CUDA GPU: it reads the CUDA caching allocator's statistics")
     device = torch.device("cuda", torch.cuda.current_device())
-    builder = _builder(RunConfig(workload="encdec", device=str(device)), device)
+    builder = workload_builder(RunConfig(workload="encdec", device=str(device)), device)
     loop = StepLoop(builder("encdec", None, None, None), emit=lambda m: None, builder=builder)
     pending = deque(plan(loop.workload.variant, loop.workload.batch_size, args.cycles))
     state: dict[str, Any] = {"since": 0, "change": "start", "emptied": False}

@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 
 from workloads.base import WorkloadOptions  # noqa: E402
-from workloads.registry import build  # noqa: E402
+from workloads.factory import build  # noqa: E402
 
 
 def timed(fn, iters: int = 50) -> float:

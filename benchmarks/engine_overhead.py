@@ -43,7 +43,7 @@ def main() -> int:
     from gpudash.engine import StepLoop
     from gpudash.protocol import Sample
     from workloads.base import WorkloadOptions
-    from workloads.registry import build
+    from workloads.factory import build
 
     device = torch.device(args.device)
     cuda = device.type == "cuda"

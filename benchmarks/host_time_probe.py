@@ -27,7 +27,7 @@ import torch
 from gpudash.trace_figures import read_events
 from workloads.base import WorkloadOptions
 from workloads.knobs import parse_knobs
-from workloads.registry import build
+from workloads.factory import build
 
 
 def host_and_wall(w, steps: int) -> tuple[float, float, float]:  # noqa: ANN001 - a Workload

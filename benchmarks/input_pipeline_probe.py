@@ -15,7 +15,8 @@ from PIL import Image
 
 from workloads.base import WorkloadOptions, available_cpus
 from workloads.input_pipeline import per_sample_transforms, sample_jpeg
-from workloads.registry import FAMILIES, build
+from workloads.factory import build
+from workloads.registry import FAMILIES
 
 
 def ms_per_sample(variant: str, image_size: int, n: int = 100) -> float:

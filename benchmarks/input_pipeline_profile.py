@@ -41,7 +41,8 @@ from gpudash.textfmt import fmt_pm  # noqa: E402
 from workloads.base import WorkloadOptions, available_cpus  # noqa: E402
 from workloads.input_pipeline import (RandomMask, batch_transform, convert_color, per_sample_transforms,  # noqa: E402
                                       sample_jpeg, scale)
-from workloads.registry import FAMILIES, Fix, build  # noqa: E402
+from workloads.factory import build  # noqa: E402
+from workloads.registry import FAMILIES, Fix  # noqa: E402
 
 # the rungs whose workers decode on the CPU (gpu-decode hands the JPEG bytes on), in the catalog's order
 LADDER = tuple(v.name for v in FAMILIES["input_pipeline"].variants if Fix.GPU_DECODE not in v.fixes)

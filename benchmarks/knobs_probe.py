@@ -16,7 +16,7 @@ import torch
 
 from workloads.base import WorkloadOptions
 from workloads.knobs import parse_knobs
-from workloads.registry import build
+from workloads.factory import build
 
 BASE3 = "amp=bf16,channels_last,cudnn_benchmark"
 ROWS: list[tuple[str, str, int, str]] = [

@@ -23,7 +23,7 @@ from gpudash.trace_figures import Interval, covered_by_two_or_more, kernels_by_s
 from workloads import streams as streams_module
 from workloads.base import WorkloadOptions
 from workloads.knobs import parse_knobs
-from workloads.registry import build
+from workloads.factory import build
 
 def intersection(x: list[Interval], y: list[Interval]) -> float:
     """Total length where two merged interval lists overlap."""

@@ -24,7 +24,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from workloads.base import WorkloadOptions  # noqa: E402
-from workloads.registry import build  # noqa: E402
+from workloads.factory import build  # noqa: E402
 
 
 def fds() -> dict[str, int]:

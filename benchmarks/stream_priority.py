@@ -20,7 +20,7 @@ import torch  # noqa: E402
 from benchmarks.encdec_breakdown import timed  # noqa: E402
 from workloads import streams  # noqa: E402
 from workloads.base import WorkloadOptions  # noqa: E402
-from workloads.registry import build  # noqa: E402
+from workloads.factory import build  # noqa: E402
 
 ORIGINAL_STEP = streams.TwoStagePipeline.step
 

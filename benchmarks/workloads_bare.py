@@ -18,7 +18,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 
 from workloads.base import WorkloadOptions  # noqa: E402
-from workloads.registry import FAMILIES, build  # noqa: E402
+from workloads.factory import build  # noqa: E402
+from workloads.registry import FAMILIES  # noqa: E402
 
 
 def measure(name: str, variant: str, device: str, seconds: float, batch_size: int | None) -> tuple[float, int]:

@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, NoReturn
 
-from gpudash.devices import cuda_devices
+from gpudash.gpu_checks import cuda_devices
 from gpudash.protocol import ExitCode
 
 if TYPE_CHECKING:  # pragma: no cover

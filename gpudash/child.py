@@ -12,18 +12,13 @@ import signal
 import sys
 import time
 import traceback
-from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from gpudash import faults, memguard
-from gpudash.engine import Builder, StepLoop, one_line, plain, progress_reports
-from gpudash.protocol import SAMPLES_DROPPED, Control, Event, EventKind, Message, RunConfig, Sample, Stop
-
-if TYPE_CHECKING:  # pragma: no cover
-    from workloads.base import Workload
-
-MAX_EVENT_BACKLOG = 1000  # events held while the parent does not read; the oldest go beyond this
-FLUSH_AT_EXIT_S = 10.0  # how long an exiting child waits for the parent to take its last events
+from gpudash.builders import started_details, workload_builder
+from gpudash.channel import ParentChannel
+from gpudash.engine import StepLoop, one_line, plain, progress_reports
+from gpudash.protocol import Event, EventKind, RunConfig
 
 
 def resolve_device(torch: Any, name: str) -> Any:
@@ -71,185 +66,7 @@ def _isolate(log_path: str | None) -> None:
                 pass
 
 
-class _Channel:
-    """The child's ends of the two queues.
-
-    Training never waits for the parent: while the output queue is full, samples are dropped
-    (and counted: an "error" event with what="samples" says how many once the parent reads
-    again) and events wait in order in a bounded backlog, sent before anything newer. The latest
-    dropped sample follows that report: steps are cumulative, so the totals stay right even when
-    the run ends before the parent reads again.
-    """
-
-    def __init__(self, controls: Any, out: Any, t0: float | None = None) -> None:
-        import threading
-
-        self._controls = controls
-        self._out = out
-        self._t0 = time.monotonic() if t0 is None else t0
-        self._parent_check = 0.0
-        self.parent_gone = False
-        self._lock = threading.Lock()  # progress reports emit from a helper thread
-        self._backlog: deque[Message] = deque()  # events not yet sent, oldest first
-        self.dropped_samples = 0  # since the last report
-        self.dropped_events = 0  # backlog overflow, since the last report
-        self._dropping_since: float | None = None
-        self._latest_dropped: Sample | None = None  # sent after the drop report: the totals
-
-    def emit(self, msg: Message) -> None:
-        """Send a message now if the queue has room; else drop it (a sample) or keep it (an event)."""
-        with self._lock:
-            if not self._send_backlog():
-                self._hold(msg)
-            elif not self._put(msg):
-                self._hold(msg)
-
-    def _hold(self, msg: Message) -> None:
-        """Keep an event for later; count a dropped sample."""
-        if self._dropping_since is None:
-            self._dropping_since = time.monotonic()
-        if isinstance(msg, Sample):
-            self.dropped_samples += 1
-            self._latest_dropped = msg
-            return
-        if len(self._backlog) >= MAX_EVENT_BACKLOG:
-            self._backlog.popleft()
-            self.dropped_events += 1
-        self._backlog.append(msg)
-
-    def _put(self, msg: Message) -> bool:
-        import queue
-
-        try:
-            self._out.put_nowait(msg)
-        except queue.Full:
-            return False
-        return True
-
-    def _send_backlog(self) -> bool:
-        """Send the held events, then the drop report; True when nothing is left waiting."""
-        while self._backlog:
-            if not self._put(self._backlog[0]):
-                return False
-            self._backlog.popleft()
-        if self._dropping_since is None:
-            return True
-        report = self._drop_report()
-        if report is not None and not self._put(report):
-            return False
-        self.dropped_samples = self.dropped_events = 0
-        self._dropping_since = None
-        latest, self._latest_dropped = self._latest_dropped, None
-        if latest is None:
-            return True
-        self._backlog.append(latest)  # after the report, before anything newer
-        return self._send_backlog()
-
-    def _drop_report(self) -> Event | None:
-        """What was dropped since the queue filled up, as one event (None: nothing was)."""
-        samples = self.dropped_samples - (1 if self._latest_dropped is not None else 0)  # the latest goes on
-        if not (samples or self.dropped_events):
-            return None
-        assert self._dropping_since is not None
-        behind = time.monotonic() - self._dropping_since
-        lost = f"{samples} sample{'s' if samples != 1 else ''} dropped"
-        if self.dropped_events:
-            lost += f" and {self.dropped_events} event{'s' if self.dropped_events != 1 else ''} lost"
-        message = (f"{lost} over {behind:.1f} s: gpudash read the workload's messages too slowly "
-                   "(steps and samples are cumulative, so the totals stay right)")
-        details = {"dropped_samples": str(samples), "dropped_events": str(self.dropped_events),
-                   "behind_s": f"{behind:.3f}"}
-        return Event(time_s=time.monotonic() - self._t0, kind=EventKind.ERROR, what=SAMPLES_DROPPED, message=message,
-                     details=details)
-
-    def flush(self, timeout: float) -> None:
-        """Wait up to ``timeout`` s (while the parent lives) for held events to be sent."""
-        import multiprocessing
-
-        deadline = time.monotonic() + timeout
-        while True:
-            with self._lock:
-                if self._send_backlog():
-                    return
-            parent = multiprocessing.parent_process()
-            if parent is not None and not parent.is_alive():
-                self.parent_gone = True  # nobody will read: close without waiting for the pipe
-                return
-            if time.monotonic() >= deadline:
-                return
-            time.sleep(0.02)
-
-    def next_control(self, timeout: float) -> Control | None:
-        """The next control (waiting up to ``timeout`` s), or ``Stop`` once the parent is gone."""
-        import multiprocessing
-        import queue
-
-        now = time.monotonic()
-        if now >= self._parent_check:
-            self._parent_check = now + 1.0
-            parent = multiprocessing.parent_process()
-            if parent is not None and not parent.is_alive():
-                self.parent_gone = True
-                return Stop()
-        try:
-            if timeout <= 0:
-                return self._controls.get_nowait()
-            return self._controls.get(timeout=timeout)
-        except queue.Empty:
-            return None
-
-    def close(self) -> None:
-        """Send what is held, then close the output queue (without waiting for its pipe when
-        the parent is gone)."""
-        if not self.parent_gone:
-            self.flush(FLUSH_AT_EXIT_S)
-        if self.parent_gone:
-            self._out.cancel_join_thread()
-        self._out.close()
-
-
-def _builder(config: RunConfig, device: Any, rank: Any = None) -> Builder:
-    """Builds workloads on ``device`` (as data-parallel ``rank``, a ``RankInfo``, when given); the
-    run's image size applies to its first family only."""
-    from workloads.base import WorkloadOptions
-    from workloads.knobs import Knobs
-    from workloads.registry import build
-
-    def builder(name: str, variant: str | None, batch_size: int | None, knobs: Knobs | None = None) -> "Workload":
-        """A workload of family ``name`` (None: the family's default variant or batch, no knob)."""
-        same = name == config.workload
-        options = WorkloadOptions(
-            variant=variant,
-            batch_size=batch_size,
-            image_size=config.image_size if same else None,
-            workers=config.workers,
-            seed=config.seed,
-            knobs=knobs or Knobs(),
-            distributed=rank,
-        )
-        return build(name, device, options)
-
-    return builder
-
-
-def _started_details(torch: Any, loop: StepLoop, device: Any) -> dict[str, str]:
-    """The "started" event's details: the configuration, torch, CUDA, pid and GPU."""
-    workload = loop.workload
-    details = loop.config()
-    details.update(
-        torch=torch.__version__,
-        cuda=str(torch.version.cuda or ""),
-        pid=str(os.getpid()),
-        image_size=str(workload.image_size),
-        workers=str(workload.describe()["workers"]),
-    )
-    if device.type == "cuda":
-        props = torch.cuda.get_device_properties(device)
-        details.update(device_name=props.name, gpu_uuid=str(getattr(props, "uuid", "")))
-    return plain(details)
-
-
-def _run_child(config: RunConfig, channel: _Channel, t0: float) -> None:
+def _run_child(config: RunConfig, channel: ParentChannel, t0: float) -> None:
     import torch
 
     from workloads.knobs import parse_knobs
@@ -257,7 +74,7 @@ def _run_child(config: RunConfig, channel: _Channel, t0: float) -> None:
     device = resolve_device(torch, config.device)
     if device.type == "cuda" and torch.cuda.is_available():
         torch.cuda.set_device(device)
-    builder = _builder(config, device)
+    builder = workload_builder(config, device)
     knobs = parse_knobs(config.knobs)
     with progress_reports(channel.emit, lambda: time.monotonic() - t0, "knobs", knobs.warmups):
         first = builder(config.workload, config.variant, config.batch_size, knobs)
@@ -276,7 +93,7 @@ def _run_child(config: RunConfig, channel: _Channel, t0: float) -> None:
     )
     message = f"{first.info.name} {first.variant}, batch {first.batch_size} on {device}"
     del first
-    details = _started_details(torch, loop, device)
+    details = started_details(torch, loop, device)
     channel.emit(Event(time_s=loop.now(), kind=EventKind.STARTED, message=message, details=details))
     loop.run()
     loop.workload.close()
@@ -297,7 +114,7 @@ def child_main(config: RunConfig, controls: Any, out: Any, log_path: str | None,
     """The spawned child's entry point: exit 0 after a clean stop, 1 after a crash."""
     _isolate(log_path)
     _platform_start_method()
-    channel = _Channel(controls, out, t0)
+    channel = ParentChannel(controls, out, t0)
 
     def now() -> float:
         """Seconds since the session's ``t0``."""

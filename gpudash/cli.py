@@ -23,7 +23,8 @@ from typing import Any, Callable, Sequence
 
 from gpudash import argtypes, faults, paths
 from gpudash.argtypes import Parser, UsageError, check_device
-from gpudash.gpu_selection import GpuSelectionError, check_gpus, gpu_indexes, gpu_list
+from gpudash.gpu_checks import check_gpus
+from gpudash.gpu_selection import GpuSelectionError, gpu_indexes, gpu_list
 from gpudash.protocol import ExitCode, RunConfig
 
 EPILOG = """\
@@ -390,7 +391,7 @@ def _cmd_replay(given: dict[str, Any]) -> int:
 
 def _cmd_passthrough(name: str, argv: list[str]) -> int:
     if name == "sweep":
-        from gpudash.sweep_plan import main as sweep_main
+        from gpudash.sweep import main as sweep_main
 
         return sweep_main(argv)
     from gpudash.report import main as report_main

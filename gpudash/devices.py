@@ -1,12 +1,11 @@
 """Which CUDA GPUs this process may use, read without torch: ``CUDA_VISIBLE_DEVICES`` and friends.
 
-Torch-free and cheap to import (NVML is imported only when ``cuda_devices`` needs it).
+Torch-free, NVML-free: parsing only (``gpudash.gpu_checks`` asks the machine).
 """
 
 from __future__ import annotations
 
 import os
-import re
 
 _UUID_PREFIXES = ("gpu-", "mig-")
 
@@ -47,27 +46,3 @@ def cuda_index_hint(device: str) -> int:
     if entries and index < len(entries) and entries[index].isdecimal():
         return int(entries[index])
     return index
-
-
-def cuda_devices() -> tuple[int, str]:
-    """How many CUDA GPUs this process may use, without importing torch; and why if none."""
-    try:
-        nodes = [n for n in os.listdir("/dev") if re.fullmatch(r"nvidia\d+", n)]
-    except OSError:
-        nodes = []
-    count, why = len(nodes), ""
-    if count == 0:
-        from gpudash.nvml import NvmlSampler
-
-        sampler = NvmlSampler(None)
-        info = sampler.open()
-        sampler.stop()
-        count = len(info.names) if info.available else 0
-        why = "no /dev/nvidia* device and " + (info.unavailable or "NVML lists no GPU")
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    entries = visible_devices(visible)
-    if entries is not None and count:
-        count = min(count, len(entries))
-        if count == 0:
-            why = f"CUDA_VISIBLE_DEVICES={visible!r} hides every GPU"
-    return count, why

@@ -5,8 +5,9 @@ GPUs are named by their NVML index (as ``nvidia-smi`` numbers them), in the orde
 is taken as the NVML index (true when ``CUDA_DEVICE_ORDER=PCI_BUS_ID``, and on most machines
 whose GPUs are all alike), a ``GPU-…`` UUID (or a unique prefix of one) as the GPU it names;
 the list ends at the first entry that names no GPU, as CUDA's does; a ``MIG-…`` entry names a
-slice of a GPU that NVML samples as a whole, so it is left out. Torch-free; NVML only in
-``check_gpus``.
+slice of a GPU that NVML samples as a whole, so it is left out. Torch-free and NVML-free: the
+sampler (``gpudash.nvml``) asks NVML and calls ``choose_gpus``; ``gpudash.gpu_checks`` checks
+``--gpus`` against the machine.
 """
 
 from __future__ import annotations
@@ -87,17 +88,3 @@ def choose_gpus(count: int, uuids: Sequence[str], requested: Sequence[int] | Non
         return requested_gpus(requested, count)
     visible = visible_gpus(env_value, count, uuids)
     return tuple(range(count)) if visible is None else visible
-
-
-def check_gpus(requested: Sequence[int] | None) -> None:
-    """Raise GpuSelectionError when ``--gpus`` names a GPU NVML does not list. Without NVML
-    (no driver, no GPU) nothing can be checked or watched: the run goes on and says why."""
-    if requested is None:
-        return
-    from gpudash.nvml import NvmlSampler
-
-    sampler = NvmlSampler(None, gpus=())
-    info = sampler.open()
-    sampler.stop()
-    if info.available:
-        requested_gpus(requested, len(info.names))

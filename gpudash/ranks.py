@@ -59,7 +59,8 @@ def rank_main(config: RunConfig, controls: Any, out: Any, log_path: str | None, 
     import torch.distributed as dist
 
     from gpudash import memguard
-    from gpudash.child import _builder, _Channel, _started_details
+    from gpudash.builders import started_details, workload_builder
+    from gpudash.channel import ParentChannel
     from gpudash.engine import StepLoop, plain
     from workloads.base import available_cpus
     from workloads.distributed import RankInfo
@@ -74,11 +75,11 @@ def rank_main(config: RunConfig, controls: Any, out: Any, log_path: str | None, 
         torch.set_num_threads(max(1, available_cpus() // max(1, info.local_world_size)))
     dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
     control_group = dist.new_group(backend="gloo") if device.type == "cuda" else dist.group.WORLD
-    leader = _Channel(controls, out, t0=t0) if info.is_leader else None  # event times on the session's clock
+    leader = ParentChannel(controls, out, t0=t0) if info.is_leader else None  # event times on the session's clock
     channel: Any = leader if leader is not None else FollowerChannel(out, info.rank)
     emit = channel.emit if leader is None else (lambda m: leader.emit(_as_global(m, info.world_size)))
     try:
-        builder = _builder(config, device, info)
+        builder = workload_builder(config, device, info)
         first = builder(config.workload, config.variant, config.batch_size, parse_knobs(config.knobs))
         controls = LockstepControls(leader.next_control if leader else None, control_group, dist)
         loop = StepLoop(
@@ -97,7 +98,7 @@ def rank_main(config: RunConfig, controls: Any, out: Any, log_path: str | None, 
         del first  # the loop alone holds it, so a switch of family frees it (gpudash.child)
         controls.attach(loop)
         if leader is not None:
-            details = _started_details(torch, loop, device)
+            details = started_details(torch, loop, device)
             details.update(world_size=str(info.world_size), nnodes=str(config.nnodes))
             message = f"{started} per rank on {info.world_size} ranks ({device.type}, DDP)"
             leader.emit(Event(time_s=loop.now(), kind=EventKind.STARTED, message=message, details=details))

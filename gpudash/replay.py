@@ -26,14 +26,7 @@ from typing import Any
 
 from gpudash.csvformat import ROW_KINDS, RowParser, missing_columns
 from gpudash.protocol import Control, GpuInfo, Message, RunConfig, SourceInfo
-from gpudash.sidecar import (  # noqa: F401 - config_from_metadata, load_metadata: this module's API too
-    UNKNOWN_CONFIG,
-    Sidecar,
-    config_from_metadata,
-    gpu_info_from_metadata,
-    load_metadata,
-    read_sidecar,
-)
+from gpudash.sidecar import UNKNOWN_CONFIG, Sidecar, config_from_metadata, gpu_info_from_metadata, read_sidecar
 
 CHUNK = 256 << 10  # bytes read (and parsed) at a time: about 1 000 rows
 MAX_RECORD = 1 << 20  # a "row" longer than this without its end is not one: skipped

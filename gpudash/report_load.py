@@ -21,7 +21,7 @@ from typing import Any
 from gpudash.comparison import Estimate, estimate_from_batches
 from gpudash.csvformat import is_recording_header, parse_rows
 from gpudash.protocol import Event, EventKind, GpuSample, Sample
-from gpudash.replay import load_metadata
+from gpudash.sidecar import load_metadata
 from gpudash.segments import ConfigKey, Segment, SegmentTracker
 from gpudash.sweep_report import CSV_COLUMNS as SWEEP_COLUMNS
 from gpudash.sweep_report import OLD_CSV_COLUMNS as OLD_SWEEP_COLUMNS

@@ -21,6 +21,7 @@ SIGTERM. In every case the files hold every finished configuration × repeat.
 from __future__ import annotations
 
 import dataclasses
+import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -31,7 +32,10 @@ from gpudash.protocol import (
     Control, Event, EventKind, ExitCode, GpuSample, RunConfig, Sample, SetBatchSize, SetKnobs, SetVariant, TimeStages,
     TraceWindow,
 )
-from gpudash.sweep_plan import Configuration, FamilyPlan, SweepPlan, SweepSettings, round_orders, run_config
+from gpudash.argtypes import UsageError
+from gpudash.sweep_plan import (
+    Configuration, FamilyPlan, SweepPlan, SweepSettings, build_parser, plan_from_args, round_orders, run_config,
+)
 from gpudash.sweep_progress import SweepProgress
 from gpudash.sweep_stats import RepeatResult, StageTimes, summarize, wide_intervals
 from gpudash.textfmt import fmt_pm
@@ -394,8 +398,6 @@ def describe(result: RepeatResult) -> str:
 # -- the sweep -------------------------------------------------------------------------------------
 def _say(text: str) -> None:
     """A diagnostic line on stderr."""
-    import sys
-
     print(f"gpudash: {text}", file=sys.stderr, flush=True)
 
 
@@ -478,3 +480,16 @@ def _final_lines(report: SweepReport, status: str, code: ExitCode, written: list
     for note in report.notes:
         _say(note)
     _say(f"wrote {', '.join(written)} in {report.out_dir}")
+
+
+def main(argv: list[str]) -> int:
+    """``gpudash sweep ...``: check the arguments (``gpudash.sweep_plan``), then run the sweep."""
+    args = build_parser().parse_args(argv)
+    try:
+        plan = plan_from_args(args, argv)
+    except UsageError as exc:
+        print(f"gpudash: error: {' '.join(str(exc).split())}", file=sys.stderr)
+        return ExitCode.USAGE
+    for line in plan.skipped:
+        print(f"gpudash: skipping {line}", file=sys.stderr, flush=True)
+    return run_sweep(plan, quiet=args.quiet)

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import random
 import shlex
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from gpudash import argtypes
 from gpudash.argtypes import Parser, UsageError, check_device, check_out_dir
-from gpudash.protocol import ExitCode, RunConfig
+from gpudash.protocol import RunConfig
 
 if TYPE_CHECKING:  # pragma: no cover
     from workloads.knobs import Knobs
@@ -300,7 +299,7 @@ def device_type(device: str) -> str:
     """"cpu" or "cuda[:N]": what ``auto`` resolves to (cuda when a GPU is visible)."""
     if device != "auto":
         return device
-    from gpudash.devices import cuda_devices
+    from gpudash.gpu_checks import cuda_devices
 
     return "cuda" if cuda_devices()[0] > 0 else "cpu"
 
@@ -407,18 +406,3 @@ def plan_from_args(args: argparse.Namespace, argv: list[str]) -> SweepPlan:
     )
     command = shlex.join(["gpudash", "sweep", *argv])
     return SweepPlan(families, settings, out_dir, command, args.preset, tuple(skipped), knobs.text())
-
-
-def main(argv: list[str]) -> int:
-    """``gpudash sweep ...``: check the arguments, then run the sweep (``gpudash.sweep``)."""
-    args = build_parser().parse_args(argv)
-    try:
-        plan = plan_from_args(args, argv)
-    except UsageError as exc:
-        print(f"gpudash: error: {' '.join(str(exc).split())}", file=sys.stderr)
-        return ExitCode.USAGE
-    for line in plan.skipped:
-        print(f"gpudash: skipping {line}", file=sys.stderr, flush=True)
-    from gpudash.sweep import run_sweep
-
-    return run_sweep(plan, quiet=args.quiet)

@@ -12,8 +12,9 @@ import pytest
 from gpudash.cli import main
 from gpudash.headless import progress_line
 from gpudash.segments import SegmentTracker
-from gpudash import devices
-from gpudash.devices import cuda_devices, cuda_index_hint, visible_devices
+from gpudash import gpu_checks
+from gpudash.devices import cuda_index_hint, visible_devices
+from gpudash.gpu_checks import cuda_devices
 from tests.tui.fakes import sample, started
 from workloads.registry import FAMILIES
 
@@ -104,9 +105,9 @@ def test_cuda_visible_devices_one_parser() -> None:
 
 
 def test_both_callers_read_cuda_visible_devices_alike(monkeypatch: pytest.MonkeyPatch) -> None:
-    real_listdir = devices.os.listdir
+    real_listdir = gpu_checks.os.listdir
     nodes = ["nvidia0", "nvidia1", "nvidia2", "nvidiactl", "nvidia-uvm"]
-    monkeypatch.setattr(devices.os, "listdir", lambda path: nodes if path == "/dev" else real_listdir(path))
+    monkeypatch.setattr(gpu_checks.os, "listdir", lambda path: nodes if path == "/dev" else real_listdir(path))
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     assert cuda_devices() == (3, "")
     assert cuda_index_hint("cuda:1") == 1

@@ -19,7 +19,7 @@ import torch
 
 from workloads.base import WorkloadOptions
 from workloads.distributed import RankInfo, data_seed
-from workloads.registry import build
+from workloads.factory import build
 
 ROOT = Path(__file__).resolve().parent.parent
 STEPS = 4

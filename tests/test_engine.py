@@ -238,7 +238,7 @@ def test_sync_counter_counts_only_sync_warnings_and_prints_none(capsys: pytest.C
 
 
 def test_real_workload_in_process_on_cpu() -> None:
-    from workloads.registry import build
+    from workloads.factory import build
 
     w = build("encdec", "cpu")
     got: list[Message] = []
@@ -416,7 +416,7 @@ def test_time_stages_measures_each_stage_alone_and_the_run_goes_on() -> None:
     a family without two stages says so, and training continues either way."""
     from gpudash.protocol import EventKind, TimeStages
     from workloads.base import WorkloadOptions
-    from workloads.registry import build
+    from workloads.factory import build
 
     w = build("encdec", "cpu", WorkloadOptions(batch_size=2))
     loop, msgs = run_loop(w, [(3, TimeStages(steps=2))], max_steps=8)
@@ -448,7 +448,7 @@ def test_a_switch_of_family_in_the_child_frees_the_first_workload(monkeypatch: p
     from gpudash import child
 
     built: list[weakref.ref] = []
-    real_builder = child._builder
+    real_builder = child.workload_builder
 
     def recording_builder(config: RunConfig, device: object, rank: object = None) -> Callable[..., object]:
         build = real_builder(config, device, rank)
@@ -461,7 +461,7 @@ def test_a_switch_of_family_in_the_child_frees_the_first_workload(monkeypatch: p
 
         return recorded
 
-    monkeypatch.setattr(child, "_builder", recording_builder)
+    monkeypatch.setattr(child, "workload_builder", recording_builder)
     alive_at_build: list[list[bool]] = []
     first_alive_after_switch: list[bool] = []
 

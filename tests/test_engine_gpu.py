@@ -19,7 +19,7 @@ pytestmark = pytest.mark.gpu
 def _loop(family: str, variant: str, batch_size: int | None = None, **kw: object):  # type: ignore[no-untyped-def]
     from gpudash.engine import StepLoop
     from workloads.base import WorkloadOptions
-    from workloads.registry import build
+    from workloads.factory import build
 
     w = build(family, "cuda", WorkloadOptions(variant=variant, batch_size=batch_size))
     got: list[object] = []

@@ -9,7 +9,7 @@ import torchvision.transforms.v2.functional as F
 
 from workloads import augment, input_pipeline
 from workloads.base import WorkloadOptions
-from workloads.registry import build
+from workloads.factory import build
 from workloads.streams import TwoStagePipeline
 from workloads.sync_loss import FixedLoss, SyncHeavyLoss
 

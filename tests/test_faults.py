@@ -193,11 +193,11 @@ def test_nvml_failing_mid_run_is_one_event_then_no_telemetry(tmp_path: Path, mon
 
 
 def test_a_full_queue_drops_samples_counts_them_and_keeps_every_event_in_order() -> None:
-    from gpudash.child import _Channel
+    from gpudash.channel import ParentChannel
 
     ctx = multiprocessing.get_context("spawn")
     out = ctx.Queue(maxsize=3)
-    channel = _Channel(ctx.Queue(), out, t0=time.monotonic())
+    channel = ParentChannel(ctx.Queue(), out, t0=time.monotonic())
 
     def sample(steps: int) -> Sample:
         return Sample(0.0, "encdec", "serial", 8, steps, steps * 8, 0.25, 4.0, 32.0, 250.0, 260.0, None)
@@ -230,11 +230,11 @@ def test_a_full_queue_drops_samples_counts_them_and_keeps_every_event_in_order()
 def test_a_run_that_ends_while_the_parent_is_slow_still_sends_its_totals() -> None:
     """The queue is full when training ends: the drop report and the last sample still arrive
     (the final steps in the CSV are the run's)."""
-    from gpudash.child import _Channel
+    from gpudash.channel import ParentChannel
 
     ctx = multiprocessing.get_context("spawn")
     out = ctx.Queue(maxsize=2)
-    channel = _Channel(ctx.Queue(), out, t0=time.monotonic())
+    channel = ParentChannel(ctx.Queue(), out, t0=time.monotonic())
     for steps in range(1, 7):
         channel.emit(Sample(0.0, "encdec", "serial", 8, steps, steps * 8, 0.25, 4.0, 32.0, 250.0, 260.0, None))
     dropped = channel.dropped_samples

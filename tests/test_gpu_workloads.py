@@ -13,7 +13,7 @@ import torch
 
 from tests.test_workloads import ALL_VARIANTS
 from workloads.base import Workload, WorkloadOptions
-from workloads.registry import build
+from workloads.factory import build
 
 pytestmark = pytest.mark.gpu
 SMALL = {"encdec": 128, "augment": 128, "sync_loss": 128, "input_pipeline": 128}
@@ -48,7 +48,7 @@ SANITIZED = textwrap.dedent(
     """
     import torch
     from workloads.base import Workload, WorkloadOptions
-    from workloads.registry import build
+    from workloads.factory import build
     w = build({name!r}, "cuda", WorkloadOptions(variant={variant!r}, batch_size=4, image_size=64))
     for _ in range(4):
         w.step()

@@ -16,7 +16,8 @@ import pandas as pd
 import pytest
 
 from gpudash import cli, csvformat
-from gpudash.gpu_selection import GpuSelectionError, check_gpus, gpu_indexes, gpu_list
+from gpudash.gpu_checks import check_gpus
+from gpudash.gpu_selection import GpuSelectionError, gpu_indexes, gpu_list
 from gpudash.nvml import NvmlSampler
 from gpudash.protocol import Event, GpuSample, RunConfig, Sample
 from gpudash.record import CsvRecorder, run_metadata

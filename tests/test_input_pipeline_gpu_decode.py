@@ -25,7 +25,8 @@ from tests.test_gpu_workloads import steps_without_a_sync
 from workloads import input_pipeline as ip
 from workloads.base import WorkloadOptions
 from workloads.knobs import KNOBS, Knobs, parse_knobs
-from workloads.registry import WorkloadError, build, family
+from workloads.factory import build
+from workloads.registry import WorkloadError, family
 
 CPU = torch.device("cpu")
 # nvjpeg against libjpeg, in 0-255 levels of the decoded RGB (so at most that / 255 after the YUV
@@ -220,7 +221,7 @@ def test_gpu_decode_refuses_cuda_graph_on_cuda() -> None:
 SANITIZED = textwrap.dedent(
     """
     from workloads.base import WorkloadOptions
-    from workloads.registry import build
+    from workloads.factory import build
     # workers=0: the sanitizer's dispatch mode would follow a forked loader worker and ask it for CUDA
     w = build("input_pipeline", "cuda", WorkloadOptions(variant="gpu-decode", batch_size=8, image_size=64, workers=0))
     for _ in range(4):

@@ -12,10 +12,11 @@ import pytest
 import torch
 
 from gpudash.engine import StepLoop
-from gpudash.protocol import Event, EventKind, Sample, SetKnob, SetKnobs, Stop
+from gpudash.protocol import Event, EventKind, Sample, SetKnob, SetKnobs
 from workloads.base import WorkloadOptions
 from workloads.knobs import KNOBS, Knobs, knob, parse_knob, parse_knobs
-from workloads.registry import FAMILIES, WorkloadError, build
+from workloads.factory import build
+from workloads.registry import FAMILIES, WorkloadError
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -223,7 +224,7 @@ def test_a_knob_change_marker_says_only_what_changed(before: str, after: str, la
 
 
 def test_a_replay_takes_its_knobs_from_the_metadata() -> None:
-    from gpudash.replay import config_from_metadata
+    from gpudash.sidecar import config_from_metadata
 
     assert config_from_metadata({"config": {"workload": "encdec", "knobs": "amp=bf16"}}).knobs == "amp=bf16"
     assert config_from_metadata({"config": {"workload": "encdec", "knobs": 5}}).knobs == "none"

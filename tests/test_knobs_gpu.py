@@ -14,7 +14,8 @@ import torch
 from tests.test_gpu_workloads import steps_without_a_sync
 from workloads.base import WorkloadOptions
 from workloads.knobs import KNOBS, Knobs, parse_knobs
-from workloads.registry import FAMILIES, build
+from workloads.factory import build
+from workloads.registry import FAMILIES
 
 pytestmark = pytest.mark.gpu
 STEPS = 6
@@ -106,7 +107,7 @@ SANITIZED = textwrap.dedent(
     import torch
     from workloads.base import WorkloadOptions
     from workloads.knobs import parse_knobs
-    from workloads.registry import build
+    from workloads.factory import build
     knobs = parse_knobs({knobs!r})
     w = build({name!r}, "cuda", WorkloadOptions(variant="pipelined", batch_size=4, image_size=64, knobs=knobs))
     for _ in range(4):

@@ -24,7 +24,8 @@ from gpudash.protocol import Event, EventKind, Message, RunConfig, SetBatchSize
 from gpudash.runner import WorkloadRunner
 from workloads.base import WorkloadOptions
 from tests.test_orphans import START_TIMEOUT_S, until_event
-from workloads.registry import FAMILIES, WorkloadError, build
+from workloads.factory import build
+from workloads.registry import FAMILIES, WorkloadError
 
 
 def run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, list[str]]:

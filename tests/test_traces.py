@@ -16,7 +16,7 @@ from gpudash.engine import StepLoop
 from gpudash.protocol import Event, EventKind, Sample, TraceWindow
 from gpudash.trace_figures import covered_by_two_or_more, figures, union
 from workloads.base import WorkloadOptions
-from workloads.registry import build
+from workloads.factory import build
 
 ROOT = Path(__file__).resolve().parent.parent
 

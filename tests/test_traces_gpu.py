@@ -13,7 +13,7 @@ from benchmarks.encdec_breakdown import timed
 from gpudash.engine import StepLoop
 from gpudash.protocol import Event, EventKind, TraceWindow
 from workloads.base import WorkloadOptions
-from workloads.registry import build
+from workloads.factory import build
 
 pytestmark = pytest.mark.gpu
 BATCH = 16

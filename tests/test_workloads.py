@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from workloads.base import WorkloadOptions
-from workloads.registry import FAMILIES, WorkloadError, build, describe, family, parse_batch_size
+from workloads.factory import build
+from workloads.registry import FAMILIES, WorkloadError, describe, family, parse_batch_size
 
 ALL_VARIANTS = [(f.name, v.name) for f in FAMILIES.values() for v in f.variants]
 

@@ -112,7 +112,8 @@ class Workload(ABC):
     _consume: Callable[..., Any] | None = None  # the training stage, once a configuration is built
     optimizer: torch.optim.Optimizer
 
-    def __init__(self, device: torch.device | str, options: WorkloadOptions) -> None:
+    def __init__(self, device: torch.device | str, options: WorkloadOptions | None = None) -> None:
+        options = options or WorkloadOptions()
         self.device = torch.device(device)
         self.rank_info = options.distributed
         if self.device.type == "cuda":

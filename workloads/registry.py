@@ -1,18 +1,14 @@
 """What workloads exist: families, variants, defaults and which variants need CUDA.
 
-This module never imports torch, so ``gpudash list`` and ``gpudash --help`` stay instant.
-``build()`` imports the family's module only when a workload is actually created.
+This module never imports torch, so ``gpudash list`` and ``gpudash --help`` stay instant;
+``workloads.factory.build`` creates a workload from a family named here.
 """
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass, replace
 from enum import Enum
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:  # pragma: no cover
-    from workloads.base import Workload, WorkloadOptions
+from typing import Any
 
 
 class WorkloadError(ValueError):
@@ -279,15 +275,6 @@ def family(name: str) -> FamilyInfo:
         raise WorkloadError(
             f"unknown workload {name!r}; choose one of: {', '.join(FAMILIES)}"
         ) from None
-
-
-def build(name: str, device: Any, options: "WorkloadOptions | None" = None) -> "Workload":
-    """Create and set up the workload ``name`` on ``device`` (a torch.device or a string)."""
-    info = family(name)
-    cls = getattr(importlib.import_module(info.module), info.class_name)
-    from workloads.base import WorkloadOptions
-
-    return cls(device, options or WorkloadOptions())
 
 
 def describe(only: str | None = None) -> str:

@@ -120,7 +120,7 @@ class GpuDashApp(App[int]):
         # after the first frame: a replay's reading (or a child's spawn) must not hold it up
         self.call_after_refresh(self._in_thread, self.source.start, "start-source", "could not start")
         if self.user_config is not None:
-            keep_user_settings(self, self.user_config)
+            keep_user_settings(self, self.say, self.user_config)
 
     def _first_frame(self) -> None:
         if self.first_frame_at is None:

@@ -1,0 +1,47 @@
+"""What this machine has, asked before a run starts: how many CUDA GPUs this process may use
+(``/dev/nvidia*``, else NVML; ``CUDA_VISIBLE_DEVICES``) and whether ``--gpus`` names GPUs NVML
+lists. Torch-free; NVML is loaded only when a function here needs it."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Sequence
+
+from gpudash.devices import visible_devices
+from gpudash.gpu_selection import requested_gpus
+from gpudash.nvml import NvmlSampler
+
+
+def cuda_devices() -> tuple[int, str]:
+    """How many CUDA GPUs this process may use, without importing torch; and why if none."""
+    try:
+        nodes = [n for n in os.listdir("/dev") if re.fullmatch(r"nvidia\d+", n)]
+    except OSError:
+        nodes = []
+    count, why = len(nodes), ""
+    if count == 0:
+        sampler = NvmlSampler(None)
+        info = sampler.open()
+        sampler.stop()
+        count = len(info.names) if info.available else 0
+        why = "no /dev/nvidia* device and " + (info.unavailable or "NVML lists no GPU")
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    entries = visible_devices(visible)
+    if entries is not None and count:
+        count = min(count, len(entries))
+        if count == 0:
+            why = f"CUDA_VISIBLE_DEVICES={visible!r} hides every GPU"
+    return count, why
+
+
+def check_gpus(requested: Sequence[int] | None) -> None:
+    """Raise GpuSelectionError when ``--gpus`` names a GPU NVML does not list. Without NVML
+    (no driver, no GPU) nothing can be checked or watched: the run goes on and says why."""
+    if requested is None:
+        return
+    sampler = NvmlSampler(None, gpus=())
+    info = sampler.open()
+    sampler.stop()
+    if info.available:
+        requested_gpus(requested, len(info.names))
