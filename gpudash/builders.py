@@ -18,8 +18,8 @@ def workload_builder(config: RunConfig, device: Any, rank: Any = None) -> Builde
     """Builds workloads on ``device`` (as data-parallel ``rank``, a ``RankInfo``, when given); the
     run's image size applies to its first family only."""
     from workloads.base import WorkloadOptions
-    from workloads.knobs import Knobs
     from workloads.factory import build
+    from workloads.knobs import Knobs
 
     def builder(name: str, variant: str | None, batch_size: int | None, knobs: Knobs | None = None) -> "Workload":
         """A workload of family ``name`` (None: the family's default variant or batch, no knob)."""

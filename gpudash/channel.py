@@ -15,7 +15,7 @@ FLUSH_AT_EXIT_S = 10.0  # how long an exiting child waits for the parent to take
 
 
 class ParentChannel:
-    """The child's ends of the two queues.
+    """The workload process's ends of the two queues (controls from the parent, messages to it).
 
     Training never waits for the parent: while the output queue is full, samples are dropped
     (and counted: an "error" event with what="samples" says how many once the parent reads

@@ -27,12 +27,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from gpudash.argtypes import UsageError
 from gpudash.headless import _Interrupted
 from gpudash.protocol import (
     Control, Event, EventKind, ExitCode, GpuSample, RunConfig, Sample, SetBatchSize, SetKnobs, SetVariant, TimeStages,
     TraceWindow,
 )
-from gpudash.argtypes import UsageError
 from gpudash.sweep_plan import (
     Configuration, FamilyPlan, SweepPlan, SweepSettings, build_parser, plan_from_args, round_orders, run_config,
 )
