@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from gpudash.devices import visible_devices
 from gpudash.gpu_selection import requested_gpus
 from gpudash.nvml import NvmlSampler
+from gpudash.protocol import GpuInfo
 
 
 def cuda_devices() -> tuple[int, str]:
@@ -21,9 +22,7 @@ def cuda_devices() -> tuple[int, str]:
         nodes = []
     count, why = len(nodes), ""
     if count == 0:
-        sampler = NvmlSampler(None)
-        info = sampler.open()
-        sampler.stop()
+        info = _nvml_gpus()
         count = len(info.names) if info.available else 0
         why = "no /dev/nvidia* device and " + (info.unavailable or "NVML lists no GPU")
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
@@ -40,8 +39,15 @@ def check_gpus(requested: Sequence[int] | None) -> None:
     (no driver, no GPU) nothing can be checked or watched: the run goes on and says why."""
     if requested is None:
         return
-    sampler = NvmlSampler(None, gpus=())
-    info = sampler.open()
-    sampler.stop()
+    info = _nvml_gpus()
     if info.available:
         requested_gpus(requested, len(info.names))
+
+
+def _nvml_gpus() -> GpuInfo:
+    """The machine's GPUs as NVML lists them (or why it cannot): opened and closed, nothing watched."""
+    sampler = NvmlSampler(None, gpus=())
+    try:
+        return sampler.open()
+    finally:
+        sampler.stop()

@@ -110,6 +110,7 @@ class Workload(ABC):
     pool: HostBatchPool | None = None
     pipeline: TwoStagePipeline | None = None
     _consume: Callable[..., Any] | None = None  # the training stage, once a configuration is built
+    _memory_format: torch.memory_format = torch.contiguous_format  # the weights' layout: as built, then the knobs'
     optimizer: torch.optim.Optimizer
 
     def __init__(self, device: torch.device | str, options: WorkloadOptions | None = None) -> None:
@@ -229,10 +230,12 @@ class Workload(ABC):
         """Apply the knobs, build the configuration, wire the stages, warm up what is slow."""
         tuning.apply_backend_flags(self.knobs)
         self._autocast = tuning.autocast_factory(self.device, self.knobs)
-        self._memory_format = tuning.memory_format(self.knobs)  # read by to_device at every step
+        layout = tuning.memory_format(self.knobs)
+        relaid, self._memory_format = layout != self._memory_format, layout  # read by to_device at every step
         for name, module in self._modules.resolve(self.knobs).items():
             setattr(self, name, module)
-        self._empty_cache()  # the weights in their old memory format, if the knobs changed it
+        if relaid:  # the weights were converted after the change emptied the cache: their old copies go too
+            self._empty_cache()
         if self.rank_info is not None:
             self._wrap_in_ddp()
         self._configure()
