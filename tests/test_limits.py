@@ -129,9 +129,10 @@ def test_a_batch_that_would_not_fit_in_host_memory_is_refused_with_the_estimate(
 def test_a_first_batch_that_would_not_fit_is_refused_and_its_loader_stopped() -> None:
     """Above the family's default the first configuration is measured before it is built.
 
-    At 64 px building the default configuration and probing it grow the heap by about 75 MiB,
-    well inside the 256 MiB of room (at 256 px they needed about 290 MiB: the test passed only
-    where earlier tests had left freed heap behind, and failed on a fresh CI machine)."""
+    The room (256 MiB) must hold building the default configuration and probing it, which
+    ``benchmarks/refusal_heap_growth.py`` measures (docs/bench/cpu-limits/): at 64 px after the
+    warm-up below, about 20 MiB. At 256 px without it, about 270 MiB: the test passed only where
+    earlier tests had left freed heap behind, and failed on CI's fresh machine."""
     options = WorkloadOptions(batch_size=4000, image_size=64, workers=2)
     with build("input_pipeline", "cpu", replace(options, batch_size=4, workers=0)) as warm:
         warm.step()  # first use of torch here (threads, oneDNN's kernels) kept out of the measured room

@@ -1,0 +1,66 @@
+"""How much host heap a refused first batch costs before the refusal: the budget of
+``tests/test_limits.py::test_a_first_batch_that_would_not_fit_is_refused_and_its_loader_stopped``.
+
+    python benchmarks/refusal_heap_growth.py
+
+A batch over the family's default is refused only after the default configuration is built and a
+step is probed at batch 1 and 4 (``Workload.step_memory``). Each row runs that build, with no
+limit, in a fresh interpreter (the family's module imported; with "warm-up", one small step of
+the family run first, as the test does) and prints the peak growth of ``VmData`` (the figure
+``RLIMIT_DATA`` counts), sampled every millisecond. The test's room must stay well above it.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+CHILD = """
+import sys, threading, time
+from dataclasses import replace
+from workloads.base import WorkloadOptions
+from workloads.factory import build
+from workloads.registry import WorkloadError
+
+def vm_data():
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmData:"))
+
+import workloads.input_pipeline
+options = WorkloadOptions(batch_size=int(sys.argv[2]), image_size=int(sys.argv[1]), workers=2)
+if sys.argv[3] == "yes":
+    with build("input_pipeline", "cpu", replace(options, batch_size=4, workers=0)) as warm:
+        warm.step()
+start = peak = vm_data()
+done = False
+def watch():
+    global peak
+    while not done:
+        peak = max(peak, vm_data())
+        time.sleep(0.001)
+threading.Thread(target=watch, daemon=True).start()
+try:
+    build("input_pipeline", "cpu", options).close()
+    outcome = "built"
+except WorkloadError:
+    outcome = "refused"
+done = True
+print(f"{(peak - start) / 2**20:.0f} {outcome}")
+"""
+
+
+def main() -> None:
+    print("| image px | batch asked | warm-up | peak VmData growth, MiB | outcome (no limit) |")
+    print("|---:|---:|---|---:|---|")
+    for px in (256, 64):
+        for warm in ("no", "yes"):
+            out = subprocess.run([sys.executable, "-W", "ignore", "-c", CHILD, str(px), "4000", warm], cwd=ROOT,
+                                 capture_output=True, text=True, check=True).stdout.split()
+            print(f"| {px} | 4000 | {warm} | {out[0]} | {out[1]} |")
+
+
+if __name__ == "__main__":
+    main()
