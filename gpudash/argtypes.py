@@ -164,16 +164,19 @@ def check_knobs(knobs: "Knobs", device: str, variant: "VariantInfo", world_size:
 
 
 def check_out_dir(out: str) -> Path:
-    """The output directory, created if missing; UsageError when it is a file or unwritable."""
+    """The output directory, created if missing; UsageError when it is a file, unwritable, or its
+    name is too long for the file system."""
+    from gpudash.paths import shown
+
     path = Path(out)
-    if path.exists() and not path.is_dir():
-        raise UsageError(f"--out {out} is a file; give a directory")
     try:
+        if path.exists() and not path.is_dir():
+            raise UsageError(f"--out {shown(out)} is a file; give a directory")
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise UsageError(f"cannot create --out {out}: {exc.strerror or exc}") from None
+        raise UsageError(f"cannot create --out {shown(out)}: {exc.strerror or exc}") from None
     if not os.access(path, os.W_OK | os.X_OK):
-        raise UsageError(f"cannot write in --out {out}")
+        raise UsageError(f"cannot write in --out {shown(out)}")
     return path
 
 
@@ -194,3 +197,22 @@ def check_parallel(nproc: int, nnodes: int, endpoint: str | None, device: str) -
         if nproc > count:
             raise UsageError(f"--nproc {nproc} needs {nproc} GPUs, one per rank; this machine has {count}"
                              + (f" ({why})" if why else ""))
+
+
+def check_host_budget(nproc: int, workers: int | None, device: str) -> None:
+    """Raise UsageError when this machine cannot hold the processes the run starts (ranks, loader
+    workers: ``gpudash.host_budget``) or the memory guard's setting is not a limit."""
+    from gpudash import memguard
+    from gpudash.host_budget import HostBudgetError, ProcessPlan, available_cpus, check_process_caps
+
+    try:
+        memguard.check_setting()
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    kind = device.split(":", 1)[0]
+    on_cpu = kind == "cpu" or (kind == "auto" and cuda_devices()[0] == 0)
+    per_rank = workers if workers is not None else max(1, available_cpus() // nproc)
+    try:
+        check_process_caps(ProcessPlan(ranks=nproc, workers_per_rank=per_rank), on_cpu, workers is not None)
+    except HostBudgetError as exc:
+        raise UsageError(str(exc)) from None

@@ -18,7 +18,6 @@ import argparse
 import dataclasses
 import os
 import sys
-from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from gpudash import argtypes, faults, paths
@@ -110,7 +109,7 @@ def _add_record_options(p: argparse.ArgumentParser, title: str) -> None:
                        "the same as 'gpudash record PATH'")
     r.add_argument("--duration", type=argtypes.positive_float, metavar="S",
                    help="seconds to record once the workload runs (default: until Ctrl-C)")
-    r.add_argument("--force", action="store_true", help="overwrite the CSV if it exists (default: refuse)")
+    r.add_argument("--force", action="store_true", help="overwrite the CSV and its metadata file if they exist (default: refuse)")
     r.add_argument("--log", metavar="PATH", help="the workload process's log (default: beside the CSV, .log)")
     r.add_argument("--meta", metavar="PATH", help="metadata JSON (default: beside the CSV, .json)")
     r.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
@@ -212,36 +211,6 @@ def _version() -> str:
 
 
 # -- checks that need the machine, not torch ------------------------------------------------------
-def check_writable(path: str, what: str = "record path") -> None:
-    """Raise UsageError unless ``path`` can be created or appended to (created files are removed)."""
-    if path == "-":
-        return
-    p = Path(path)
-    if p.is_dir():
-        raise UsageError(f"{what} {path} is a directory")
-    parent = p.parent
-    if not parent.is_dir():
-        raise UsageError(f"cannot write {path}: directory {parent} does not exist")
-    existed = p.exists()
-    try:
-        with open(p, "a"):
-            pass
-    except OSError as exc:
-        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
-    if not existed:
-        try:
-            p.unlink()
-        except OSError:
-            pass
-
-
-def check_new_record(path: str, force: bool) -> None:
-    """Raise UsageError when ``path`` is an existing file and ``force`` was not given (the
-    dashboard's record prompt refuses existing names too)."""
-    if path != "-" and not force and os.path.isfile(path):
-        raise UsageError(f"{path} exists; give --force to overwrite it, or another name")
-
-
 def trace_dir_for(record: str) -> str:
     """Where a recording's profiler windows go: ``run.csv`` → ``run.traces/`` (stdout: ./gpudash-traces)."""
     if record == "-":
@@ -268,6 +237,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         raise UsageError(str(exc)) from None
     knobs = argtypes.knobs_from(args.knob)
     argtypes.check_parallel(args.nproc, args.nnodes, args.rdzv_endpoint, args.device)
+    argtypes.check_host_budget(args.nproc, args.workers, args.device)
     argtypes.check_knobs(knobs, args.device, variant, world_size=args.nproc * args.nnodes)
     return RunConfig(
         workload=info.name,
@@ -301,7 +271,10 @@ def check_theme(name: str | None) -> None:
 
 
 def _fail(message: str) -> int:
-    print(f"gpudash: error: {' '.join(message.split())}", file=sys.stderr)
+    """One ``gpudash: error:`` line (control characters from a name given are not passed on)."""
+    from gpudash.textfmt import strip_controls
+
+    print(f"gpudash: error: {strip_controls(' '.join(message.split()))}", file=sys.stderr)
     return ExitCode.USAGE
 
 
@@ -414,13 +387,7 @@ def _cmd_run_or_record(command: str, given: dict[str, Any]) -> int:
         if args.trace_every is not None:
             config = dataclasses.replace(config, trace_dir=trace_dir_for(record))
         if record is not None:
-            paths.check_distinct_outputs(record, args.meta, args.log)
-            check_new_record(record, args.force)
-            check_writable(record)
-            if args.meta:
-                check_writable(args.meta, "metadata path")
-            if args.log:
-                check_writable(args.log, "log path")
+            paths.check_recording_outputs(record, args.meta, args.log, args.force)
         else:
             check_theme(args.theme)
     except UsageError as exc:
@@ -446,8 +413,10 @@ def _cmd_run_or_record(command: str, given: dict[str, Any]) -> int:
 
         _, commands = build_parsers()
         return serve(args.host, args.port, args.public_url, as_argv(commands["run"], given))
+    from gpudash.serve import end_with_server
     from gpudash.tui.app import run_dashboard
 
+    end_with_server()  # a tab of ``gpudash serve``: quit (stopping the workload) when the server dies
     return int(run_dashboard(config, user_config) or 0)
 
 

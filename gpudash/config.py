@@ -147,6 +147,8 @@ def _check(data: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
             problems.append(f"{key} = {_toml(raw)}: {' '.join(str(exc).split())}; using the default")
     if "variant" in values:
         problems.extend(_check_variant(values))
+    if "batch_size" in values:
+        problems.extend(_check_batch_size(values))
     return values, problems
 
 
@@ -159,6 +161,17 @@ def _check_variant(values: dict[str, Any]) -> list[str]:
     except WorkloadError as exc:
         return [f"variant = {_toml(values.pop('variant'))}: {exc}; using the default"]
     return []
+
+
+def _check_batch_size(values: dict[str, Any]) -> list[str]:
+    """The batch size must be within the file's workload's fixed limits (its cap, its dataset);
+    else it is dropped and the family's default is used."""
+    from workloads.registry import DEFAULT_FAMILY, family
+
+    why = family(values.get("workload", DEFAULT_FAMILY)).batch_refusal(values["batch_size"], 1)
+    if why is None:
+        return []
+    return [f"batch_size = {_toml(values.pop('batch_size'))}: {why}; using the default"]
 
 
 def _toml(value: Any) -> str:

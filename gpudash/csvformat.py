@@ -4,7 +4,11 @@ One header row; one ``sample`` row per tick (the child's latest sample joined wi
 latest NVML sample); one ``event`` row per event, and a ``summary`` row with each
 configuration's statistics when it ends (``summary_row``; readers of messages skip it). Units are in the column names; an empty
 cell means "not available". ``pandas.read_csv(path)`` loads it as is. Written by the
-recorder and the dashboard's recording; read back by ``gpudash replay``.
+recorder and the dashboard's recording; read back by ``gpudash replay`` and ``gpudash report``
+through one reader, ``CsvRecords``, which treats the file as hostile: records are bounded
+(``MAX_RECORD``; fields by ``csv``'s field limit), control characters are stripped as the text
+is read, and a bad record is handed to its caller's policy (replay skips and counts it; report
+and ``read_table`` refuse the file in one line).
 """
 
 from __future__ import annotations
@@ -13,14 +17,16 @@ import csv
 import functools
 import io
 import math
+import os
 import re
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TextIO
 
 from gpudash.metrics import (ALLOCATOR_KEYS, BY_KEY, NVML_KEYS, PER_GPU_KEYS, RANK_KEYS, WORKLOAD_KEYS, Origin,
                              keys)
 from gpudash.protocol import Event, EventKind, GpuReading, GpuSample, Message, Sample
 from gpudash.segments import Segment
+from gpudash.textfmt import strip_controls
 
 CONFIG_COLUMNS = ("workload", "variant", "batch_size")  # what ran, on every row
 SAMPLE_COLUMNS = [*CONFIG_COLUMNS, *WORKLOAD_KEYS]  # the fields of a Sample, in CSV order
@@ -161,6 +167,9 @@ def format_row(row: list[str]) -> str:
     return buf.getvalue()
 
 
+REQUIRED_SAMPLE_COLUMNS = ("steps", "samples", "interval_s")  # a sample row without one is not read
+
+
 def _as_text(text: str) -> str | None:
     return text or None
 
@@ -223,21 +232,177 @@ class RowParser:
         if any(v is not None for v in g.values()) or any(r.answered for r in per_gpu):
             out.append(GpuSample(time_s=t, per_gpu=per_gpu, **g))  # type: ignore[arg-type]
         s = {c: conv(cells[i]) if i is not None else None for c, i, conv in self._sample}
+        missing = next((c for c in REQUIRED_SAMPLE_COLUMNS if s.get(c) is None), None)
+        if missing is not None:  # what a throughput's time and energy are computed from
+            raise ValueError(f"{missing} is empty or not a finite number")
         s.update({c: value for c, i, conv in self._later if (value := conv(cells[i])) is not None})
         knobs = cells[self._knobs] if self._knobs is not None else ""
         out.append(Sample(time_s=t, knobs=knobs or "none", **s))  # type: ignore[arg-type]
         return out
 
 
-def parse_rows(rows: Iterable[dict[str, str]]) -> Iterator[Message]:
-    """Turn CSV rows (as ``csv.DictReader`` gives them) back into messages, oldest first."""
-    parsers: dict[tuple[str, ...], RowParser] = {}
-    for row in rows:
-        header = tuple(row)
-        parser = parsers.get(header) or parsers.setdefault(header, RowParser(header))
-        yield from parser.messages(list(row.values()))
+# -- reading: one bounded reader for every CSV gpudash reads back -------------------------------------
+CHUNK = 256 << 10  # characters read (and parsed) at a time: about 1 000 rows
+MAX_RECORD = 1 << 20  # a record longer than this (or a quote never closed) is not a row: bad
+BadRecord = Callable[[int, str], None]  # what a reader does with a bad record: (line, why: "is longer …")
 
 
-def read_messages(stream: TextIO) -> Iterator[Message]:
-    """Messages of a whole CSV file (header included)."""
-    yield from parse_rows(csv.DictReader(stream))
+class UnreadableCsv(ValueError):
+    """A CSV file ``read_table`` refuses: the message is one line naming the file (and the line)."""
+
+
+def open_csv(path: str | os.PathLike[str]) -> TextIO:
+    """A CSV file opened as every reader here opens one: UTF-8 (a byte that is not reads as
+    U+FFFD), line endings as they are (``csv`` needs them)."""
+    return open(path, encoding="utf-8", errors="replace", newline="")
+
+
+def _complete_prefix(text: str) -> int:
+    """The length of the longest prefix of ``text`` made of whole CSV records: it ends with a
+    newline outside quotes (0: no record is complete yet). Linear in ``len(text)``."""
+    last = text.rfind("\n")
+    if last < 0:
+        return 0
+    if text.count('"', 0, last) % 2 == 0:  # the common case: no quote open at the last newline
+        return last + 1
+    end, pos, odd = 0, 0, False
+    while (nl := text.find("\n", pos, last + 1)) >= 0:
+        odd ^= bool(text.count('"', pos, nl) % 2)
+        pos = nl + 1
+        if not odd:
+            end = pos
+    return end
+
+
+def _blank(cells: list[str]) -> bool:
+    """An empty line (or one of spaces): no record at all."""
+    return not cells or (len(cells) == 1 and not cells[0].strip())
+
+
+class CsvRecords:
+    """The records of an open CSV file (``open_csv``), read incrementally as a hostile file.
+
+    ``read()`` reads a chunk and returns the records it completed as (line number, cells), parsed
+    as they are iterated (one at a time: a chunk's thousand rows are never all held as lists);
+    a record still being written (no newline yet, or an open quote) is kept back until it is
+    whole. Control
+    characters are stripped as the text is read (``strip_controls``; a quoted cell keeps its
+    line feeds), so no cell can carry an escape sequence. A record over ``MAX_RECORD``
+    characters, or with a field over ``csv``'s field limit, is handed to ``on_bad`` (which may
+    raise) and skipped; blank lines are skipped."""
+
+    def __init__(self, f: TextIO, on_bad: BadRecord) -> None:
+        self._f = f
+        self._on_bad = on_bad
+        self._pending = ""  # text after the last whole record
+        self._skipping = False  # dropping an overlong record until its newline
+        self._lines = 0  # lines before ``_pending``
+        self.at_end = False  # the last read reached the end of the file (as it was then)
+        self.chars_read = 0  # progress only
+
+    @property
+    def has_pending(self) -> bool:
+        """Text after the last whole record: a row without its newline (yet)."""
+        return bool(self._pending.strip())
+
+    def unfinished(self) -> str | None:
+        """Why the text after the last whole record is not one, at the end of a file ("line 9
+        has no newline …"); None when there is none."""
+        if not self.has_pending:
+            return None
+        if "\n" in self._pending:
+            return f"line {self._lines + 1} opens a quote it never closes"
+        return f"line {self._lines + 1} has no newline (truncated while being written?)"
+
+    def read(self, size: int = CHUNK) -> Iterator[tuple[int, list[str]]]:
+        """Read up to ``size`` more characters (now); the records they completed (as iterated)."""
+        chunk = self._f.read(size)
+        self.at_end = len(chunk) < size
+        self.chars_read += len(chunk)
+        self._pending += strip_controls(chunk, keep_newlines=True)
+        if self._skipping and not self._skip_rest():
+            return iter(())
+        cut = _complete_prefix(self._pending)
+        if cut == 0 and len(self._pending) > MAX_RECORD:  # no end in sight (or a stray quote): one bad record
+            line = self._lines + 1
+            self._lines += self._pending.count("\n")
+            self._pending, self._skipping = "", True
+            self._on_bad(line, f"is longer than {MAX_RECORD >> 20} MiB")
+            return iter(())
+        done, self._pending = self._pending[:cut], self._pending[cut:]
+        return self._parse(done)
+
+    def finish(self) -> Iterator[tuple[int, list[str]]]:
+        """The whole file is read: a last record without its newline is complete after all."""
+        rest, self._pending = self._pending, ""
+        return self._parse(rest + "\n") if rest.strip() and not self._skipping else iter(())
+
+    def _skip_rest(self) -> bool:
+        """Drop the rest of an overlong record, up to its newline; whether that was found."""
+        nl = self._pending.find("\n")
+        if nl < 0:
+            self._pending = ""
+            return False
+        self._pending, self._skipping = self._pending[nl + 1 :], False
+        self._lines += 1
+        return True
+
+    def _parse(self, text: str) -> Iterator[tuple[int, list[str]]]:
+        """The records of ``text`` (whole records), counted in lines now, parsed as iterated."""
+        first, self._lines = self._lines + 1, self._lines + text.count("\n")
+        return self._records(csv.reader(io.StringIO(text)), first)
+
+    def _records(self, rows: Iterator[list[str]], first: int) -> Iterator[tuple[int, list[str]]]:
+        while True:
+            line = first + rows.line_num  # type: ignore[attr-defined]
+            try:
+                cells = next(rows)
+            except StopIteration:
+                return
+            except csv.Error as exc:  # a field over csv's field limit, mostly
+                self._on_bad(line, f"is not CSV: {exc}")
+                continue
+            if not _blank(cells):
+                yield line, cells
+
+
+def _open_table(path: str | os.PathLike[str]) -> TextIO:
+    try:
+        return open_csv(path)
+    except FileNotFoundError:
+        raise UnreadableCsv(f"no such file: {path}") from None
+    except IsADirectoryError:
+        raise UnreadableCsv(f"{path} is a directory, not a CSV") from None
+    except OSError as exc:
+        raise UnreadableCsv(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
+def read_table(path: str | os.PathLike[str], check_header: Callable[[list[str]], None] | None = None,
+               ) -> tuple[list[str], list[tuple[int, list[str]]]]:
+    """A whole CSV file, strictly: its header and each record after it as (line number, cells),
+    each with as many cells as the header. Raises ``UnreadableCsv`` for the first thing wrong;
+    ``check_header`` may refuse the header before the rest is read."""
+
+    def refuse(line: int, why: str) -> None:
+        raise UnreadableCsv(f"{path}: line {line} {why}")
+
+    header: list[str] | None = None
+    rows: list[tuple[int, list[str]]] = []
+    with _open_table(path) as f:
+        records = CsvRecords(f, refuse)
+        while not records.at_end:
+            for line, cells in records.read():
+                if header is None:
+                    header = cells
+                    if check_header is not None:
+                        check_header(header)
+                elif len(cells) != len(header):
+                    raise UnreadableCsv(f"{path}: line {line} has {len(cells)} of {len(header)} fields (truncated?)")
+                else:
+                    rows.append((line, cells))
+        unfinished = records.unfinished()
+        if unfinished:
+            raise UnreadableCsv(f"{path}: {unfinished}")
+    if header is None:
+        raise UnreadableCsv(f"{path} is empty")
+    return header, rows

@@ -9,7 +9,7 @@ import re
 from collections.abc import Sequence
 
 from gpudash.devices import visible_devices
-from gpudash.gpu_selection import requested_gpus
+from gpudash.gpu_selection import GpuSelectionError, requested_gpus
 from gpudash.nvml import NvmlSampler
 from gpudash.protocol import GpuInfo
 
@@ -35,13 +35,15 @@ def cuda_devices() -> tuple[int, str]:
 
 
 def check_gpus(requested: Sequence[int] | None) -> None:
-    """Raise GpuSelectionError when ``--gpus`` names a GPU NVML does not list. Without NVML
-    (no driver, no GPU) nothing can be checked or watched: the run goes on and says why."""
+    """Raise GpuSelectionError when ``--gpus`` names a GPU NVML does not list, or NVML lists none
+    (no driver, no GPU): a GPU asked for by index that this machine lacks."""
     if requested is None:
         return
     info = _nvml_gpus()
-    if info.available:
-        requested_gpus(requested, len(info.names))
+    if not info.available:
+        asked = ",".join(str(i) for i in requested)
+        raise GpuSelectionError(f"--gpus {asked}: no GPU to watch here ({info.unavailable}); leave --gpus out")
+    requested_gpus(requested, len(info.names))
 
 
 def _nvml_gpus() -> GpuInfo:

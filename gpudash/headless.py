@@ -3,10 +3,16 @@
 Never imports textual (nor torch: the workload runs in the child). The rows and the
 metadata are ``gpudash.record.CsvRecorder``'s; progress lines and diagnostics go to stderr.
 
+Nothing is written before the workload has started: the CSV and its metadata are created at
+its "started" event (what came before is held and written first). A run that ends before that
+leaves no empty CSV/JSON behind: a refusal of its first configuration (a batch that would not
+fit) is one ``gpudash: error:`` line and exit 2, and the log goes too; a crash keeps the log,
+which holds the traceback, and names it.
+
 Exit status (``ExitCode``): OK when done, FAILED when the workload or writing the CSV failed,
-USAGE when the CSV cannot be created, INTERRUPTED after SIGINT or SIGTERM. On the first
-signal the child is asked to stop and the CSV is closed intact; a second Ctrl-C stops
-waiting for the child.
+USAGE when the CSV cannot be created or the workload refused its first configuration,
+INTERRUPTED after SIGINT or SIGTERM. On the first signal the child is asked to stop and the CSV
+is closed intact; a second Ctrl-C stops waiting for the child.
 """
 
 from __future__ import annotations
@@ -18,10 +24,10 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
-from gpudash.protocol import Event, EventKind, ExitCode, RunConfig, Sample, TraceWindow
-from gpudash.protocol import NOT_RESPONDING, NVML_LOST
+from gpudash.protocol import Event, EventKind, ExitCode, GpuSample, Message, RunConfig, Sample, TraceWindow
+from gpudash.protocol import NOT_RESPONDING, NVML_LOST, REFUSED
 from gpudash.record import CsvRecorder, RecordWriteError, run_metadata
 from gpudash.textfmt import fmt_duration, fmt_num, fmt_pm
 
@@ -121,6 +127,21 @@ def progress_line(sample: Sample | None, segment: Segment | None, elapsed_s: flo
     return f"{now} · {mean} · {elapsed}"
 
 
+def _empty(path: str) -> bool:
+    """The file is empty or gone."""
+    try:
+        return os.path.getsize(path) == 0
+    except OSError:
+        return True
+
+
+def _remove(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
 def _default_log_path(path: str | os.PathLike[str]) -> str | Path | None:
     """The child's log beside the CSV (``run.csv`` → ``run.log``); none for stdout."""
     if str(path) == "-":
@@ -132,11 +153,15 @@ def _default_log_path(path: str | os.PathLike[str]) -> str | Path | None:
 @dataclass
 class HeadlessRecording:
     """One headless run: the session's messages into the recorder until it ends, and how it
-    ended (``status`` for the metadata and stderr, ``code`` the exit status)."""
+    ended (``status`` for the metadata and stderr, ``code`` the exit status).
+
+    ``open_recorder`` creates the CSV and its metadata; it is called at the workload's "started"
+    event, and until then messages are held (the events, and only the newest GPU sample: all a
+    row joins), so a run that never starts leaves no files behind."""
 
     config: RunConfig
     session: EngineSession
-    recorder: CsvRecorder
+    open_recorder: Callable[[], CsvRecorder]
     path: str | os.PathLike[str]
     duration_s: float | None
     quiet: bool
@@ -145,6 +170,9 @@ class HeadlessRecording:
     progress_every_s: float = PROGRESS_EVERY_S  # a progress line this often, unless quiet
     status: str = "done"
     code: ExitCode = ExitCode.OK
+    recorder: CsvRecorder | None = None  # None until the workload has started
+    _held: list[Message] = field(default_factory=list, repr=False)  # messages before it started
+    _failure: Event | None = field(default=None, repr=False)  # the "crashed" event, when one came
     _started_at: float | None = field(default=None, repr=False)  # when the workload started (monotonic)
     _next_trace: float | None = field(default=None, repr=False)
     _next_progress: float | None = field(default=None, repr=False)
@@ -152,7 +180,7 @@ class HeadlessRecording:
     def run(self, interrupted: _Interrupted) -> None:
         """Start, record until the run ends, stop; the CSV is closed whatever happens."""
         try:
-            self._start()
+            self.session.start()
             self._record(interrupted)
             self._stop()
         except RecordWriteError as exc:
@@ -167,7 +195,9 @@ class HeadlessRecording:
     def report(self) -> None:
         """The last line on stderr: the failure, or (unless quiet) what was recorded."""
         recorder, log_path = self.recorder, self.session.log_path
-        if self.code == ExitCode.FAILED and self.status.startswith("workload failed"):
+        if recorder is None:
+            self._report_not_started()
+        elif self.code == ExitCode.FAILED and self.status.startswith("workload failed"):
             _say(f"error: {self.status}" + ("" if log_path in self.status else f" (see {log_path})"))
         elif not self.quiet:
             for line in recorder.summaries:  # each configuration's mean ± interval, as in the CSV
@@ -176,7 +206,50 @@ class HeadlessRecording:
             _say(f"{self.status}: {recorder.samples} samples, {recorder.rows} rows{where}")
 
     # -- internals ------------------------------------------------------------------------------------
+    def _report_not_started(self) -> None:
+        """The one line of a run that ended before its workload started (nothing was recorded);
+        the log is removed unless it holds a crash's traceback."""
+        failure, log_path = self._failure, self.session.log_path
+        if failure is not None and failure.details.get(REFUSED):
+            self.status, self.code = f"refused: {failure.message}", ExitCode.USAGE
+            _say(f"error: {failure.message}")
+            _remove(log_path)
+            return
+        if failure is not None or self.code == ExitCode.FAILED:
+            why = failure.message if failure is not None else self.status.removeprefix("workload failed: ")
+            self.code = ExitCode.FAILED
+            _say(f"error: the workload failed before it started, nothing recorded: {why}"
+                 + ("" if log_path in why or _empty(log_path) else f" (see {log_path})"))
+            if _empty(log_path):
+                _remove(log_path)
+            return
+        if _empty(log_path):
+            _remove(log_path)
+        if self.code == ExitCode.INTERRUPTED or not self.quiet:
+            _say(f"{self.status} before the workload started: nothing recorded")
+
+    def _on_message(self, msg: Message) -> None:
+        """Record ``msg``, or hold it until the workload has started (then create the files)."""
+        if self.recorder is None and isinstance(msg, Event) and msg.kind == EventKind.STARTED:
+            try:
+                self.recorder = self.open_recorder()
+            except RecordWriteError:
+                raise
+            except OSError as exc:  # the directory went away since the check, the disk filled up
+                raise RecordWriteError(exc.errno, f"cannot write {self.path}: {exc.strerror or exc}") from exc
+            held, self._held = self._held, []
+            for old in held:
+                self.recorder.on_message(old)
+        if self.recorder is not None:
+            self.recorder.on_message(msg)
+        elif isinstance(msg, GpuSample) and self._held and isinstance(self._held[-1], GpuSample):
+            self._held[-1] = msg  # a row joins only the newest GPU sample
+        else:
+            self._held.append(msg)
+
     def _note_gpu(self) -> None:
+        if self.recorder is None:
+            return  # the metadata is made from the session's GPU info when the files are created
         info = self.session.gpu_info
         self.recorder.metadata.update(
             gpu_name=info.name, gpu_names=list(info.names), gpu_index=info.index,
@@ -184,20 +257,17 @@ class HeadlessRecording:
         )
         self.recorder.write_metadata()
 
-    def _start(self) -> None:
-        session = self.session
-        session.start()
-        self._note_gpu()  # from the device hint; "started" names the GPU the child really uses
+    def _announce_start(self) -> None:
         if not self.quiet:
-            info = session.gpu_info
+            info = self.session.gpu_info
             gpu = f"GPU {info.name}" if info.available else f"no GPU telemetry ({info.unavailable})"
-            _say(f"recording {self.config.workload} to {self.path}; {gpu}; workload log: {session.log_path}")
+            _say(f"recording {self.config.workload} to {self.path}; {gpu}; workload log: {self.session.log_path}")
 
     def _record(self, interrupted: _Interrupted) -> None:
         """Poll and write until the workload ends or fails, a signal comes, or time is up."""
         while True:
             for msg in self.session.poll():
-                self.recorder.on_message(msg)
+                self._on_message(msg)
                 if isinstance(msg, Event):
                     self._on_event(msg)
             if self.code == ExitCode.FAILED or self.session.finished:
@@ -236,12 +306,16 @@ class HeadlessRecording:
             self._next_progress = now + self.progress_every_s
 
     def _on_event(self, e: Event) -> None:
-        if not self.quiet and (line := _describe_event(e)):
-            _say(line)
+        before_start = self.recorder is None
+        if e.kind == EventKind.STARTED:
+            self._announce_start()
+        if not self.quiet and not (before_start and e.kind == EventKind.CRASHED) and (line := _describe_event(e)):
+            _say(line)  # a failure before the start is the report's one line
         if e.kind == EventKind.STARTED:
             self._started_at = time.monotonic()
             self._note_gpu()
         elif e.kind == EventKind.CRASHED:
+            self._failure = self._failure or e
             self.status, self.code = f"workload failed: {e.message}", ExitCode.FAILED
         elif e.kind == EventKind.ERROR and e.what == NOT_RESPONDING:  # hung: stopped (terminated) next
             self.status, self.code = f"workload failed: {e.message}", ExitCode.FAILED
@@ -258,9 +332,11 @@ class HeadlessRecording:
         """Stop the child and record its last messages (a crash while stopping is a failure)."""
         self.session.stop()
         for msg in self.session.poll():
-            self.recorder.on_message(msg)
-            if isinstance(msg, Event) and msg.kind == EventKind.CRASHED and self.code == ExitCode.OK:
-                self.status, self.code = f"workload failed: {msg.message}", ExitCode.FAILED
+            self._on_message(msg)
+            if isinstance(msg, Event) and msg.kind == EventKind.CRASHED:
+                self._failure = self._failure or msg
+                if self.code == ExitCode.OK:
+                    self.status, self.code = f"workload failed: {msg.message}", ExitCode.FAILED
 
     def _close(self, interrupted: _Interrupted) -> None:
         try:  # after a second Ctrl-C: terminate the child now, don't wait again
@@ -268,8 +344,9 @@ class HeadlessRecording:
         except KeyboardInterrupt:  # the second Ctrl-C came while stopping here
             self.status, self.code = "interrupted", ExitCode.INTERRUPTED
             self.session.stop(timeout=0)
-        steps = getattr(self.recorder.last_sample, "steps", 0)
-        self.recorder.close(status=self.status, exit_code=int(self.code), steps=steps)
+        if self.recorder is not None:
+            steps = getattr(self.recorder.last_sample, "steps", 0)
+            self.recorder.close(status=self.status, exit_code=int(self.code), steps=steps)
 
 
 def run_record(
@@ -297,15 +374,20 @@ def run_record(
         config = dataclasses.replace(config, max_steps=steps)
     if log_path is None:
         log_path = _default_log_path(path)
+    if log_path is not None:
+        try:  # a log is replaced, not appended to: it is this run's
+            open(log_path, "w").close()
+        except OSError as exc:
+            _say(f"error: cannot write {log_path}: {exc.strerror or exc}")
+            return ExitCode.USAGE
     session = EngineSession(config, log_path=log_path)
-    gpu_info = session.sampler.open()  # first: the CSV's header has columns for each GPU watched
-    try:
-        recorder = CsvRecorder(path, run_metadata(config, gpu_info, child_log=session.log_path), meta_path=meta_path)
-    except OSError as exc:
-        session.sampler.stop()
-        _say(f"error: cannot write {path}: {exc.strerror or exc}")
-        return ExitCode.FAILED if isinstance(exc, RecordWriteError) else ExitCode.USAGE
-    recording = HeadlessRecording(config, session, recorder, path=path, duration_s=duration_s, quiet=quiet,
+    session.sampler.open()  # first: the CSV's header has columns for each GPU watched
+
+    def open_recorder() -> CsvRecorder:
+        meta = run_metadata(config, session.gpu_info, child_log=session.log_path)
+        return CsvRecorder(path, meta, meta_path=meta_path)
+
+    recording = HeadlessRecording(config, session, open_recorder, path=path, duration_s=duration_s, quiet=quiet,
                                   trace_every_s=trace_every_s, trace_steps=trace_steps,
                                   progress_every_s=progress_every_s or PROGRESS_EVERY_S)
     with _Interrupted() as interrupted:

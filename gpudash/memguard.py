@@ -48,14 +48,23 @@ def parse_limit(text: str, ram: int | None) -> int | None:
         except ValueError:
             share = -1.0
         if not 0 < share <= 100:
-            raise ValueError(f"{ENV}={text}: a share must be from 1% to 100%")
+            raise ValueError(f"{ENV}={text}: a share must be more than 0% and at most 100%")
         if ram is None:
             raise ValueError(f"{ENV}={text}: the machine's RAM cannot be read here; give a size such as 12G")
         return int(ram * share / 100)
     match = _SIZE.match(value)
     if not match:
         raise ValueError(f"{ENV}={text}: expected off, a share such as 80% or a size such as 12G")
-    return int(float(match[1]) * _UNITS[match[2].lower()])
+    size = int(float(match[1]) * _UNITS[match[2].lower()])
+    if size <= 0:
+        raise ValueError(f"{ENV}={text}: a size must be more than 0 (off turns the guard off)")
+    return size
+
+
+def check_setting(environ: "os._Environ[str] | dict[str, str]" = os.environ) -> None:
+    """Raise ValueError (one line) when ``GPUDASH_MEMORY_LIMIT`` is not a limit: checked by the
+    command before anything starts, as the workload process will read it."""
+    parse_limit(environ.get(ENV, DEFAULT), machine_ram())
 
 
 def apply_memory_guard(environ: "os._Environ[str] | dict[str, str]" = os.environ) -> int | None:

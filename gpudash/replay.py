@@ -9,27 +9,27 @@ the file into messages in batches on a bounded queue, and ``poll()`` hands out a
 ``POLL_MAX_MESSAGES`` at a time, so a dashboard that ingests them on its own thread stays
 responsive over a file of any size (``info.loading`` says how far the reading is). With
 ``follow`` the thread keeps reading rows as they are appended. ``RecordingReader`` is the
-parsing itself, synchronous: a row still being written (no newline yet, or an open quote) is
-kept back until it is complete, and a malformed row is skipped and counted. Controls make no
-sense on a recording: ``send()`` raises ``ReadOnlyError``.
+parsing itself, synchronous, over the bounded reader ``gpudash report`` reads with too
+(``csvformat.CsvRecords``): a row still being written (no newline yet, or an open quote) is
+kept back until it is complete; a malformed row, one over 1 MiB or with a field over ``csv``'s
+limit is skipped and counted; no cell keeps a control character. Controls make no sense on a
+recording: ``send()`` raises ``ReadOnlyError``.
 """
 
 from __future__ import annotations
 
-import csv
-import io
 import os
 import queue
 import threading
 import time
-from typing import Any
+from collections.abc import Iterable
+from typing import Any, TextIO
 
-from gpudash.csvformat import ROW_KINDS, RowParser, missing_columns
+from gpudash.csvformat import CHUNK, ROW_KINDS, CsvRecords, RowParser, missing_columns, open_csv
 from gpudash.protocol import Control, GpuInfo, Message, RunConfig, SourceInfo
 from gpudash.sidecar import UNKNOWN_CONFIG, Sidecar, config_from_metadata, gpu_info_from_metadata, read_sidecar
+from gpudash.textfmt import strip_controls
 
-CHUNK = 256 << 10  # bytes read (and parsed) at a time: about 1 000 rows
-MAX_RECORD = 1 << 20  # a "row" longer than this without its end is not one: skipped
 POLL_MAX_MESSAGES = 6000  # per poll(): about 40 ms of the dashboard's ingest
 QUEUED_BATCHES = 16  # parsed chunks the reader may hold before it waits for poll()
 FOLLOW_WAIT_S = 0.2  # how often a followed file is checked for new rows
@@ -43,89 +43,55 @@ class NotARecording(ValueError):
     """The file is not a gpudash recording (or has nothing in it): one line saying why."""
 
 
-def _complete_prefix(text: str) -> int:
-    """The length of the longest prefix of ``text`` made of whole CSV records: it ends with a
-    newline outside quotes (0: no record is complete yet). Linear in ``len(text)``."""
-    last = text.rfind("\n")
-    if last < 0:
-        return 0
-    if text.count('"', 0, last) % 2 == 0:  # the common case: no quote open at the last newline
-        return last + 1
-    end, pos, odd = 0, 0, False
-    while (nl := text.find("\n", pos, last + 1)) >= 0:
-        odd ^= bool(text.count('"', pos, nl) % 2)
-        pos = nl + 1
-        if not odd:
-            end = pos
-    return end
-
-
 class RecordingReader:
-    """A recording's rows as messages, read incrementally from an open text file."""
+    """A recording's rows as messages, read incrementally from an open text file (``open_csv``)
+    by the one bounded reader, ``CsvRecords``: a bad record is skipped and counted (before the
+    header: ``NotARecording``)."""
 
-    def __init__(self, f: io.TextIOBase, name: str) -> None:
-        self._f = f
-        self.name = name
+    def __init__(self, f: TextIO, name: str) -> None:
+        self.name = strip_controls(name)
+        self._records = CsvRecords(f, self._bad)
         self.fields: list[str] | None = None
         self._kind_at = 0  # where row_kind is in the header
         self._parser: RowParser | None = None
-        self._pending = ""
-        self._skipping = False  # dropping an overlong record until its newline
-        self.at_end = False  # the last read reached the end of the file (as it was then)
-        self.bytes_read = 0  # characters, to be exact: progress only
         self.rows_read = 0
         self.bad_rows = 0
 
-    def read(self, size: int = CHUNK) -> list[Message]:
-        """Parse up to ``size`` more characters; the messages of the rows completed."""
-        chunk = self._f.read(size)
-        self.at_end = len(chunk) < size
-        self.bytes_read += len(chunk)
-        self._pending += chunk
-        if self._skipping:  # the rest of an overlong record: up to the next newline
-            nl = self._pending.find("\n")
-            if nl < 0:
-                self._pending = ""
-                return []
-            self._pending, self._skipping = self._pending[nl + 1 :], False
-        cut = _complete_prefix(self._pending)
-        if cut == 0 and len(self._pending) > MAX_RECORD:  # no end in sight (or a stray quote): one bad record
-            if self.fields is None:
-                raise NotARecording(f"{self.name}: not a gpudash recording (its first line is over "
-                                    f"{MAX_RECORD >> 20} MiB)")
-            self._pending, self._skipping, self.bad_rows = "", True, self.bad_rows + 1
-            return []
-        done, self._pending = self._pending[:cut], self._pending[cut:]
-        return self._parse(done)
+    @property
+    def at_end(self) -> bool:
+        """The last read reached the end of the file (as it was then)."""
+        return self._records.at_end
 
-    def finish(self) -> list[Message]:
-        """The whole file is read: a last row without its newline is complete after all."""
-        rest, self._pending = self._pending, ""
-        return self._parse(rest + "\n") if rest.strip() and not self._skipping else []
+    @property
+    def bytes_read(self) -> int:
+        """Characters, to be exact: progress only."""
+        return self._records.chars_read
 
     @property
     def has_rows_pending(self) -> bool:
-        return bool(self._pending.strip())
+        return self._records.has_pending
 
-    def _parse(self, text: str) -> list[Message]:
+    def read(self, size: int = CHUNK) -> list[Message]:
+        """Parse up to ``size`` more characters; the messages of the rows completed."""
+        return self._messages(self._records.read(size))
+
+    def finish(self) -> list[Message]:
+        """The whole file is read: a last row without its newline is complete after all."""
+        return self._messages(self._records.finish())
+
+    def _bad(self, line: int, why: str) -> None:
+        if self.fields is None:
+            raise NotARecording(f"{self.name}: not a gpudash recording (line {line} {why})")
+        self.bad_rows += 1
+
+    def _messages(self, records: Iterable[tuple[int, list[str]]]) -> list[Message]:
         out: list[Message] = []
-        rows = csv.reader(io.StringIO(text))
-        while True:
-            try:
-                cells = next(rows)
-            except StopIteration:
-                return out
-            except csv.Error:
-                self.bad_rows += 1
-                continue
-            if not cells:
-                continue
+        for _, cells in records:
             if self.fields is None:
-                if not "".join(cells).strip():  # blank lines before the header
-                    continue
                 self._check_header(cells)
-                continue
-            out.extend(self._row(cells))
+            else:
+                out.extend(self._row(cells))
+        return out
 
     def _check_header(self, cells: list[str]) -> None:
         missing = missing_columns(cells)
@@ -159,7 +125,7 @@ class ReplaySource:
         self.metadata: dict[str, Any] = {}
         self.config: RunConfig = UNKNOWN_CONFIG
         self.gpu_info = GpuInfo(available=False, unavailable="replay not started")
-        self._f: io.TextIOWrapper | None = None
+        self._f: TextIO | None = None
         self._reader: RecordingReader | None = None
         self._size = 0
         self._batches: queue.Queue[list[Message]] = queue.Queue(maxsize=QUEUED_BATCHES)
@@ -173,7 +139,7 @@ class ReplaySource:
     # -- EngineSource ---------------------------------------------------------------------------
     @property
     def info(self) -> SourceInfo:
-        return SourceInfo(replay=True, path=self.path, follow=self.follow, bad_rows=self.bad_rows,
+        return SourceInfo(replay=True, path=strip_controls(self.path), follow=self.follow, bad_rows=self.bad_rows,
                           loading=self.loading, notes=(self.sidecar.note,) if self.sidecar.note else ())
 
     @property
@@ -200,7 +166,7 @@ class ReplaySource:
         gpudash recording (without ``follow``: also when it has no rows); the file is closed then."""
         if self._f is not None or self._done:
             return
-        self._f = open(self.path, encoding="utf-8", errors="replace", newline="")
+        self._f = open_csv(self.path)
         try:
             self._size = os.fstat(self._f.fileno()).st_size
             self._reader = RecordingReader(self._f, os.path.basename(self.path))

@@ -6,7 +6,9 @@ J/step), the verdict between consecutive segments of a recording, and between ru
 configuration of a later run against the same configuration of the first run that has it).
 ``DIR/report.png``/``.svg``: throughput and GPU utilisation over time with the changes
 labelled (recordings), bars with their intervals (sweeps). ``--html``: ``DIR/report.html``,
-one self-contained file (inline SVG, no network). Bad input: one line, exit status 2.
+one self-contained file (inline SVG, no network). Bad input: one line, exit status 2. The
+files are read as ``gpudash replay`` reads them (``report_load``): no text from them reaches
+report.md or the terminal with a control character in it.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from gpudash.argtypes import Parser, UsageError, check_out_dir
 from gpudash.comparison import Comparison, Estimate, compare
 from gpudash.protocol import ExitCode
 from gpudash.report_load import ConfigFigures, ReportInputError, Run, load_run
-from gpudash.textfmt import fmt_num, fmt_pm
+from gpudash.textfmt import clip, fmt_num, fmt_pm, strip_controls
 
 METHOD = (
     "Each figure is a mean after warm-up with its 95% interval: batch means over the per-interval "
@@ -122,17 +124,18 @@ def run_line(i: int, run: Run) -> str:
     torch = m.get("torch_version") or "?"
     when = str(m.get("start_time") or "?")
     ending = run.ending or ("sweep " + str(m.get("status") or "?") if run.kind == "sweep" else "–")
-    return f"| {i} | `{run.path}` | {run.kind} | {device} | {torch} | {when} | {ending} |"
+    return f"| {i} | `{run.shown_path}` | {run.kind} | {device} | {torch} | {when} | {ending} |"
 
 
 def markdown(runs: Sequence[Run], command: str, plots: Sequence[str]) -> str:
     """``report.md``."""
     now = _dt.datetime.now().astimezone().isoformat(timespec="seconds")
-    lines = ["# gpudash report", "", f"- **Command:** `{command}`", f"- **Written:** {now}", "", METHOD, "",
-             "## Runs", "", "| run | file | kind | device | torch | started | ended |", "|--:|---|---|---|---|---|---|",
-             *(run_line(i, r) for i, r in enumerate(runs, start=1)), ""]
+    lines = ["# gpudash report", "", f"- **Command:** `{strip_controls(command)}`", f"- **Written:** {now}", "",
+             METHOD, "", "## Runs", "", "| run | file | kind | device | torch | started | ended |",
+             "|--:|---|---|---|---|---|---|", *(run_line(i, r) for i, r in enumerate(runs, start=1)), ""]
     for i, run in enumerate(runs, start=1):
-        lines += [f"## Run {i}: {run.name}", "", *run_table(run), ""]
+        notes = [f"*Note: {note}*" for note in run.notes]  # a metadata file ignored, and why
+        lines += [f"## Run {i}: {run.name}", "", *notes, *([""] if notes else []), *run_table(run), ""]
         if run.traces:
             lines += ["### Profiler windows", "", "| time (s) | configuration | figures → trace |", "|--:|---|---|",
                       *(f"| {t:.1f} | {label} | {text} |" for t, label, text in run.traces), ""]
@@ -158,6 +161,13 @@ def write_report(runs: Sequence[Run], out: Path, command: str, html: bool) -> li
     return written
 
 
+def say(kind: str, message: object) -> None:
+    """One line on stderr, ``gpudash: error: …``: no control character, no line break, clipped
+    (a message may quote a file name or a cell)."""
+    text = " ".join(strip_controls(str(message), keep_newlines=True).split())
+    print(f"gpudash: {kind}: {clip(text, 500)}", file=sys.stderr)
+
+
 def main(argv: list[str]) -> int:
     """``gpudash report ...``: read every file first (bad input: one line, exit 2), then write."""
     args = build_parser().parse_args(argv)
@@ -165,12 +175,14 @@ def main(argv: list[str]) -> int:
         runs = [load_run(path) for path in args.runs]
         out = check_out_dir(args.out)
     except (ReportInputError, UsageError) as exc:
-        print(f"gpudash: error: {' '.join(str(exc).split())}", file=sys.stderr)
+        say("error", exc)
         return ExitCode.USAGE
+    for note in (note for run in runs for note in run.notes):  # a metadata file ignored
+        say("warning", note)
     try:
         written = write_report(runs, out, shlex.join(["gpudash", "report", *argv]), args.html)
     except OSError as exc:
-        print(f"gpudash: error: cannot write in {out}: {exc.strerror or exc}", file=sys.stderr)
+        say("error", f"cannot write in {out}: {exc.strerror or exc}")
         return ExitCode.FAILED
     print(f"gpudash: wrote {', '.join(written)} in {out}", file=sys.stderr)
     return ExitCode.OK

@@ -5,27 +5,29 @@ A recording becomes a ``Run``: its configurations' figures (``ConfigFigures``, o
 of a recording, one per configuration of a sweep) and, for a recording, its timeline
 (throughput and GPU utilisation over time, and the change markers). A recording's segments are
 rebuilt from its sample rows with ``SegmentTracker``, the code that wrote its summary rows,
-so the report and the file agree. Anything that is not a whole gpudash CSV raises
-``ReportInputError`` with one line that names the file (and the row).
+so the report and the file agree. The files are read as ``gpudash replay`` reads them: the CSV
+by the one bounded reader (``csvformat.read_table``: records of at most 1 MiB, no control
+characters), the metadata by ``sidecar.read_sidecar`` (ignored, with a note, when bad).
+Anything that is not a whole gpudash CSV raises ``ReportInputError`` with one line that names
+the file (and the line).
 """
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from gpudash.comparison import Estimate, estimate_from_batches
-from gpudash.csvformat import is_recording_header, parse_rows
-from gpudash.protocol import Event, EventKind, GpuSample, Sample
-from gpudash.sidecar import load_metadata
+from gpudash.csvformat import RowParser, UnreadableCsv, is_recording_header, read_table
+from gpudash.protocol import Event, EventKind, GpuSample, Message, Sample
+from gpudash.sidecar import Sidecar, read_sidecar
 from gpudash.segments import ConfigKey, Segment, SegmentTracker
 from gpudash.sweep_report import CSV_COLUMNS as SWEEP_COLUMNS
 from gpudash.sweep_report import OLD_CSV_COLUMNS as OLD_SWEEP_COLUMNS
 from gpudash.sweep_report import summary_from_row
+from gpudash.textfmt import clip, strip_controls
 
 FIGURE_KEYS = ("steps_per_s", "samples_per_s", "syncs_per_step", "gpu_util_pct", "power_w", "joules_per_step")
 
@@ -88,11 +90,17 @@ class Run:
     timeline: Timeline | None = None  # recordings only
     ending: str = ""  # how a recording ended: its last event ("stopped", "crashed: ...")
     traces: tuple[tuple[float, str, str], ...] = ()  # profiler windows: (time s, configuration, figures → file)
+    notes: tuple[str, ...] = ()  # what was ignored, for the user: "run.json ignored: …"
 
     @property
     def name(self) -> str:
-        """The file name, for tables and legends."""
-        return self.path.name
+        """The file name, for tables and legends (without control characters: it may be anything)."""
+        return strip_controls(self.path.name)
+
+    @property
+    def shown_path(self) -> str:
+        """The path as given, without control characters."""
+        return strip_controls(str(self.path))
 
     def pooled(self, key: ConfigKey, label: str) -> Estimate | None:
         """Steps/s of one configuration over all its segments in this run: their batch means
@@ -109,54 +117,40 @@ class Run:
 
 
 # -- reading ----------------------------------------------------------------------------------------
+Rows = list[tuple[int, list[str]]]  # (line number, cells)
+SWEEP_HEADERS = (list(SWEEP_COLUMNS), list(OLD_SWEEP_COLUMNS))  # the old one: no knobs column
+
+
 def load_run(path: str | Path) -> Run:
-    """Read one recording or sweep CSV; ``ReportInputError`` when it is not one, whole."""
+    """Read one recording or sweep CSV and its metadata; ``ReportInputError`` when it is not one, whole."""
     p = Path(path)
-    rows, header = _read_rows(p)
-    if is_recording_header(header):
-        return _recording(p, rows)
-    if header in (list(SWEEP_COLUMNS), list(OLD_SWEEP_COLUMNS)):  # the old one: no knobs column
-        return _sweep(p, rows)
-    raise ReportInputError(f"{p} is not a gpudash CSV: its header is neither a recording's nor a sweep's")
-
-
-def _read_rows(p: Path) -> tuple[list[dict[str, str]], list[str]]:
-    """The rows of a CSV as dicts, each checked to have every column."""
     try:
-        with open(p, encoding="utf-8", newline="") as f:
-            text = f.read()
-    except FileNotFoundError:
-        raise ReportInputError(f"no such file: {p}") from None
-    except IsADirectoryError:
-        raise ReportInputError(f"{p} is a directory, not a CSV") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ReportInputError(f"cannot read {p}: {getattr(exc, 'strerror', None) or exc}") from None
-    if not text.strip():
-        raise ReportInputError(f"{p} is empty")
-    reader = csv.reader(io.StringIO(text, newline=""))
-    header = next(reader)
-    if "row_kind" not in header:
-        raise ReportInputError(f"{p} is not a gpudash CSV: no row_kind column")
-    rows = []
-    if not text.endswith("\n"):
-        raise ReportInputError(f"{p}: the last line has no newline (truncated while being written?)")
-    for number, cells in enumerate(reader, start=2):
-        if not cells:
-            continue
-        if len(cells) != len(header):
-            raise ReportInputError(f"{p}: line {number} has {len(cells)} of {len(header)} fields (truncated?)")
-        rows.append(dict(zip(header, cells)))
-    return rows, header
+        header, rows = read_table(p, check_header=lambda h: _check_header(p, h))
+    except UnreadableCsv as exc:
+        raise ReportInputError(str(exc)) from None
+    sidecar = read_sidecar(p)
+    if is_recording_header(header):
+        return _recording(p, header, rows, sidecar)
+    return _sweep(p, header, rows, sidecar)
 
 
-def _recording(p: Path, rows: list[dict[str, str]]) -> Run:
+def _check_header(p: Path, header: list[str]) -> None:
+    if not is_recording_header(header) and header not in SWEEP_HEADERS:
+        raise UnreadableCsv(f"{p} is not a gpudash CSV: its header is neither a recording's nor a sweep's")
+
+
+def _notes(sidecar: Sidecar) -> tuple[str, ...]:
+    return (sidecar.note,) if sidecar.note else ()
+
+
+def _recording(p: Path, header: list[str], rows: Rows, sidecar: Sidecar) -> Run:
     """A ``--record`` CSV: its segments, timeline and ending."""
     tracker = SegmentTracker(max_segments=1_000_000)
     timeline = Timeline()
     energy: float | None = None
     ending = ""
     traces: list[tuple[float, str, str]] = []
-    for number, msg in _messages(p, rows):
+    for number, msg in _messages(p, header, rows):
         if isinstance(msg, GpuSample):
             energy = msg.energy_j
             tracker.on_gpu(msg)
@@ -182,17 +176,18 @@ def _recording(p: Path, rows: list[dict[str, str]]) -> Run:
     if not timeline.time_s:
         raise ReportInputError(f"{p} has no throughput samples (only its header and events)")
     configs = tuple(_segment_figures(seg) for seg in tracker.segments)
-    return Run(p, "recording", load_metadata(p), configs, timeline, ending, tuple(traces))
+    return Run(p, "recording", sidecar.data, configs, timeline, ending, tuple(traces), _notes(sidecar))
 
 
-def _messages(p: Path, rows: list[dict[str, str]]) -> list[tuple[int, Any]]:
+def _messages(p: Path, header: list[str], rows: Rows) -> list[tuple[int, Message]]:
     """Each row's messages, with its line number; a bad cell is a ``ReportInputError``."""
-    out: list[tuple[int, Any]] = []
-    for number, row in enumerate(rows, start=2):
+    parser = RowParser(header)
+    out: list[tuple[int, Message]] = []
+    for number, cells in rows:
         try:
-            out.extend((number, msg) for msg in parse_rows([row]))
-        except (ValueError, TypeError) as exc:
-            raise ReportInputError(f"{p}: line {number}: {exc}") from None
+            out.extend((number, msg) for msg in parser.messages(cells))
+        except (ValueError, TypeError, ArithmeticError) as exc:
+            raise ReportInputError(f"{p}: line {number}: {clip(str(exc))}") from None
     return out
 
 
@@ -206,19 +201,19 @@ def _segment_figures(seg: Segment) -> ConfigFigures:
     return ConfigFigures(seg.key, label, stats, steps.n_samples if steps else 0, seg.start_s, seg.end_s)
 
 
-def _sweep(p: Path, rows: list[dict[str, str]]) -> Run:
+def _sweep(p: Path, header: list[str], rows: Rows, sidecar: Sidecar) -> Run:
     """A ``sweep.csv``: one ``ConfigFigures`` per summary row."""
     configs = []
-    for number, row in enumerate(rows, start=2):
+    for number, cells in rows:
+        row = dict(zip(header, cells))
         if row["row_kind"] == "summary":
             try:
                 configs.append(_summary_figures(row))
-            except ValueError as exc:
-                raise ReportInputError(f"{p}: line {number}: {exc}") from None
+            except (ValueError, ArithmeticError) as exc:
+                raise ReportInputError(f"{p}: line {number}: {clip(str(exc))}") from None
     if not configs:
         raise ReportInputError(f"{p} has no summary rows (the sweep did not finish a family)")
-    meta = load_metadata(p.with_name("sweep.json")) if p.name == "sweep.csv" else load_metadata(p)
-    return Run(p, "sweep", meta, tuple(configs))
+    return Run(p, "sweep", sidecar.data, tuple(configs), notes=_notes(sidecar))
 
 
 def _summary_figures(row: dict[str, str]) -> ConfigFigures:

@@ -1,11 +1,14 @@
 """The pictures of ``gpudash report``: ``report.png``/``report.svg`` with matplotlib's Agg
 backend (no display), and ``report.html`` (the Markdown rendered by markdown-it-py, which
-Textual already installs, with the SVG inline: one file, nothing fetched)."""
+Textual already installs, with the SVG inline: one file, nothing fetched). Labels come from the
+files read: matplotlib draws them as they are (``literal``: no mathtext), the HTML renders no
+raw HTML and links nothing outside the report."""
 
 from __future__ import annotations
 
 import html
 import re
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -19,6 +22,12 @@ def _colour(i: int) -> str:
     return _COLOURS[i % len(_COLOURS)]
 
 
+def literal(text: str) -> str:
+    """``text`` as matplotlib should draw it: a ``$`` is a dollar sign, not mathtext (which
+    raises on a label such as ``$\\foo$`` when the figure is drawn)."""
+    return text.replace("$", r"\$")
+
+
 def _timelines(ax_steps: Any, ax_gpu: Any, runs: Sequence[tuple[int, Run]]) -> None:
     """Throughput (top) and GPU utilisation (bottom) over time, one line per recording, each
     change a dashed line labelled with what changed."""
@@ -26,14 +35,14 @@ def _timelines(ax_steps: Any, ax_gpu: Any, runs: Sequence[tuple[int, Run]]) -> N
     for i, run in runs:
         t = run.timeline
         assert t is not None
-        ax_steps.plot(t.time_s, t.steps_per_s, color=_colour(i), linewidth=1.0, label=run.name)
+        ax_steps.plot(t.time_s, t.steps_per_s, color=_colour(i), linewidth=1.0, label=literal(run.name))
         if t.gpu_util_pct:
             any_gpu = True
-            ax_gpu.plot(t.gpu_time_s, t.gpu_util_pct, color=_colour(i), linewidth=1.0, label=run.name)
+            ax_gpu.plot(t.gpu_time_s, t.gpu_util_pct, color=_colour(i), linewidth=1.0, label=literal(run.name))
         for m in t.markers:
             for ax in (ax_steps, ax_gpu):
                 ax.axvline(m.time_s, color=_colour(i), linestyle="--", linewidth=0.7, alpha=0.8)
-            ax_steps.annotate(m.text, (m.time_s, 1.0), xycoords=("data", "axes fraction"), rotation=90,
+            ax_steps.annotate(literal(m.text), (m.time_s, 1.0), xycoords=("data", "axes fraction"), rotation=90,
                               ha="right", va="top", fontsize=7, color=_colour(i), xytext=(-2, -2),
                               textcoords="offset points", bbox={"boxstyle": "square,pad=0.1", "fc": "white",
                                                                 "ec": "none", "alpha": 0.8})
@@ -64,9 +73,9 @@ def _bars(ax: Any, runs: Sequence[tuple[int, Run]]) -> None:
             means.append(e.mean)
             errs[0].append(e.mean - e.low if e.low is not None else 0.0)
             errs[1].append(e.high - e.mean if e.high is not None else 0.0)
-        ax.bar(xs, means, width=width * 0.95, yerr=errs, capsize=3, color=_colour(i), label=run.name,
+        ax.bar(xs, means, width=width * 0.95, yerr=errs, capsize=3, color=_colour(i), label=literal(run.name),
                edgecolor="black", linewidth=0.5)
-    ax.set_xticks(range(len(names)), names, rotation=25, ha="right", fontsize=7)
+    ax.set_xticks(range(len(names)), [literal(n) for n in names], rotation=25, ha="right", fontsize=7)
     ax.set_ylabel("steps/s (95% CI)")
     ax.set_title("sweeps: steps/s per configuration", fontsize=10)
     ax.legend(fontsize=8)
@@ -84,6 +93,16 @@ def plot_runs(runs: Sequence[Run], out: Path) -> list[str]:
     heights = [3.2, 2.2] * bool(recordings) + [3.6] * bool(sweeps)
     fig, axes = plt.subplots(len(heights), 1, figsize=(10, sum(heights) + 0.8), squeeze=False,
                              gridspec_kw={"height_ratios": heights})
+    with warnings.catch_warnings():  # numpy's overflow warnings on values near 1e308 from a file: not the user's news
+        warnings.simplefilter("ignore", RuntimeWarning)
+        _draw(fig, axes, runs, recordings, sweeps, out)
+    return ["report.png", "report.svg"]
+
+
+def _draw(fig: Any, axes: Any, runs: Sequence[Run], recordings: Sequence[tuple[int, Run]],
+          sweeps: Sequence[tuple[int, Run]], out: Path) -> None:
+    import matplotlib.pyplot as plt
+
     try:
         ax_iter = iter(axes[:, 0])
         if recordings:
@@ -92,13 +111,12 @@ def plot_runs(runs: Sequence[Run], out: Path) -> list[str]:
             _timelines(ax_steps, ax_gpu, recordings)
         if sweeps:
             _bars(next(ax_iter), sweeps)
-        fig.suptitle("gpudash report · " + ", ".join(r.name for r in runs), fontsize=10)
+        fig.suptitle(literal("gpudash report · " + ", ".join(r.name for r in runs)), fontsize=10)
         fig.tight_layout()
         fig.savefig(out / "report.png", dpi=120)
         fig.savefig(out / "report.svg")
     finally:
         plt.close(fig)
-    return ["report.png", "report.svg"]
 
 
 _STYLE = """body{font-family:system-ui,sans-serif;max-width:72rem;margin:2rem auto;padding:0 1rem;color:#222}
@@ -113,11 +131,18 @@ def inline_svg(svg_path: Path) -> str:
     return text[start:] if start >= 0 else html.escape(text)
 
 
+def _relative(url: str) -> bool:
+    """A link within the report's directory: no scheme (``https:``, ``javascript:``), no host."""
+    return ":" not in url and not url.startswith(("/", "\\"))
+
+
 def html_page(markdown_text: str, svg_path: Path) -> str:
     """``report.html``: the report's Markdown as HTML, its plot inline; no external reference."""
     from markdown_it import MarkdownIt
 
-    body = MarkdownIt("commonmark").enable("table").render(markdown_text)
+    md = MarkdownIt("commonmark", {"html": False}).enable("table")  # a file's text is text: no raw HTML
+    md.validateLink = _relative  # type: ignore[method-assign]  # and no link or image out of the report
+    body = md.render(markdown_text)
     body = re.sub(r"<p><img [^>]*></p>", lambda _: f"<figure>{inline_svg(svg_path)}</figure>", body)
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>gpudash report</title>"
             f"<style>{_STYLE}</style></head><body>\n{body}</body></html>\n")

@@ -1,10 +1,13 @@
 """The metadata JSON beside a recording (``run.json``), read as a hostile file.
 
-Torch- and Textual-free. ``read_sidecar`` finds the file, parses it and checks every key
-gpudash writes (its type and range; keys it does not know are ignored). A file that fails
-one check is not trusted at all: ``Sidecar.problem`` says why in one line and ``data`` is
-empty, so a replay shows what its CSV says and "?" for the rest. ``gpu_info_from_metadata``
-and ``config_from_metadata`` turn checked metadata into what the dashboard shows.
+Torch- and Textual-free. ``read_sidecar`` finds the file, parses it (at most
+``MAX_SIDECAR_BYTES``, nested at most ``MAX_DEPTH`` deep, every string stripped of control
+characters) and checks every key gpudash writes (its type and range; keys it does not know are
+ignored). A file that fails one check is not trusted at all: ``Sidecar.problem`` says why in
+one line and ``data`` is empty, so a replay or a report shows what its CSV says and "?" for the
+rest. ``gpudash replay`` and ``gpudash report`` both read metadata with it.
+``gpu_info_from_metadata`` and ``config_from_metadata`` turn checked metadata into what the
+dashboard shows.
 """
 
 from __future__ import annotations
@@ -19,8 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from gpudash.protocol import GpuInfo, RunConfig
+from gpudash.textfmt import strip_controls
 
 MAX_SIDECAR_BYTES = 4 << 20  # gpudash writes a few kB; a bigger file is not ours
+MAX_DEPTH = 16  # objects and lists in lists: gpudash writes 5 levels (sweep.json's configurations)
 UNKNOWN_DEVICE = "?"
 # what a replay shows before its rows say what ran, when no (trusted) metadata does: "? / ?"
 UNKNOWN_CONFIG = RunConfig(workload="", device=UNKNOWN_DEVICE)
@@ -30,22 +35,6 @@ def metadata_path_candidates(csv_path: str | os.PathLike[str]) -> list[Path]:
     """Where a recording's metadata may be: ``run.json``, ``run.csv.json``, ``run.meta.json``."""
     p = Path(csv_path)
     return [p.with_suffix(".json"), Path(str(p) + ".json"), p.with_name(p.stem + ".meta.json")]
-
-
-def load_metadata(csv_path: str | os.PathLike[str]) -> dict[str, Any]:
-    """The JSON object beside a CSV, unchecked ({} when there is none or it is unreadable).
-
-    For ``gpudash report``, which only prints a few of its values; a replay reads
-    ``read_sidecar`` instead."""
-    for cand in metadata_path_candidates(csv_path):
-        try:
-            with open(cand, encoding="utf-8") as f:
-                data = json.load(f)
-        except (OSError, ValueError):
-            continue
-        if isinstance(data, dict):
-            return data
-    return {}
 
 
 # -- checks: each returns None or what is wrong, in words ------------------------------------------
@@ -243,7 +232,7 @@ class Sidecar:
         """One line for the user when the file was ignored: "run.json ignored: config.variant is 5, …"."""
         if self.problem is None or self.path is None:
             return None
-        return f"{self.path.name} ignored: {self.problem}"
+        return strip_controls(f"{self.path.name} ignored: {self.problem}")
 
 
 def read_sidecar(csv_path: str | os.PathLike[str]) -> Sidecar:
@@ -259,17 +248,35 @@ def _read(path: Path) -> Sidecar:
         if path.stat().st_size > MAX_SIDECAR_BYTES:
             return Sidecar(path, problem=f"larger than {MAX_SIDECAR_BYTES >> 20} MiB")
         with open(path, encoding="utf-8") as f:
-            data = json.load(f)
+            data = _clean(json.load(f))
     except OSError as exc:
         return Sidecar(path, problem=f"cannot be read ({exc.strerror or exc})")
     except UnicodeDecodeError:
         return Sidecar(path, problem="not UTF-8 text")
     except ValueError as exc:  # json.JSONDecodeError
         return Sidecar(path, problem=f"not JSON ({str(exc).splitlines()[0]})")
-    except RecursionError:
-        return Sidecar(path, problem="nested too deeply")
+    except (RecursionError, _TooDeep):  # the parser's own bound, or ours
+        return Sidecar(path, problem=f"nested too deeply (more than {MAX_DEPTH} levels)")
     why = check_metadata(data)
     return Sidecar(path, problem=why) if why else Sidecar(path, data)
+
+
+class _TooDeep(Exception):
+    """Metadata nested deeper than ``MAX_DEPTH``."""
+
+
+def _clean(value: Any, depth: int = 0) -> Any:
+    """Parsed JSON with every string (keys too) stripped of control characters; ``_TooDeep``
+    when objects and lists nest deeper than ``MAX_DEPTH``."""
+    if isinstance(value, str):
+        return strip_controls(value)
+    if not isinstance(value, (dict, list)):
+        return value
+    if depth >= MAX_DEPTH:
+        raise _TooDeep
+    if isinstance(value, dict):
+        return {strip_controls(k): _clean(v, depth + 1) for k, v in value.items()}
+    return [_clean(v, depth + 1) for v in value]
 
 
 # -- what the dashboard shows ---------------------------------------------------------------------------

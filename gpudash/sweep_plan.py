@@ -389,6 +389,7 @@ def plan_from_args(args: argparse.Namespace, argv: list[str]) -> SweepPlan:
     knobs = argtypes.knobs_from(args.knob)
     check_device(args.device)
     argtypes.check_parallel(args.nproc, 1, None, args.device)
+    argtypes.check_host_budget(args.nproc, None, args.device)
     dev_type = device_type(args.device)
     skipped: list[str] = []
     timing = (args.seconds, args.warmup)

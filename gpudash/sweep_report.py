@@ -419,11 +419,13 @@ def summary_from_row(row: dict[str, str], position: int, base: Configuration | N
 
 
 def summaries_from_csv(path: Path) -> list[tuple[FamilyPlan, list[ConfigSummary]]]:
-    """Every family's summaries in a written ``sweep.csv``, in the order written."""
+    """Every family's summaries in a written ``sweep.csv``, in the order written (read by the
+    bounded reader of ``gpudash report``: ``UnreadableCsv`` when it is not a whole CSV)."""
+    from gpudash.csvformat import read_table
     from workloads.registry import family
 
-    with open(path, newline="", encoding="utf-8") as f:
-        rows = [r for r in csv.DictReader(f) if r["row_kind"] == "summary"]
+    header, records = read_table(path)
+    rows = [row for row in (dict(zip(header, cells)) for _, cells in records) if row.get("row_kind") == "summary"]
     out: dict[str, list[ConfigSummary]] = {}
     bases: dict[tuple[str, int], Configuration] = {}
     for row in rows:
@@ -437,8 +439,11 @@ def summaries_from_csv(path: Path) -> list[tuple[FamilyPlan, list[ConfigSummary]
 
 def redraw(sweep_dir: Path, dest: Path | None = None, families: tuple[str, ...] | None = None) -> list[Path]:
     """Draw ``sweep.png``/``.svg`` of a written sweep again (into ``dest``, default the sweep's
-    directory) from its ``sweep.csv`` and ``sweep.json``; ``families``: only these."""
-    meta = json.loads((sweep_dir / "sweep.json").read_text(encoding="utf-8"))
+    directory) from its ``sweep.csv`` and ``sweep.json`` (ignored when it fails its checks);
+    ``families``: only these."""
+    from gpudash.sidecar import read_sidecar
+
+    meta = read_sidecar(sweep_dir / "sweep.csv").data
     chosen = [(fp, ss) for fp, ss in summaries_from_csv(sweep_dir / "sweep.csv")
               if families is None or fp.family in families]
     return plot(chosen, dest or sweep_dir, title=plot_title(meta))

@@ -1,8 +1,10 @@
-"""Numbers and durations as the dashboard and reports print them."""
+"""Numbers and durations as the dashboard and reports print them, and text read from files
+made safe to print (``strip_controls``)."""
 
 from __future__ import annotations
 
 import math
+import re
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -49,8 +51,8 @@ def fmt_pm(e: Estimate | None) -> str:
     """"48.2 ± 1.3": the half-width to 2 significant digits, the mean to the same decimals."""
     if e is None:
         return "–"
-    if e.half_width is None:
-        return f"{fmt_num(e.mean)} (no CI)"
+    if e.half_width is None or not math.isfinite(e.half_width) or not math.isfinite(e.mean):
+        return f"{fmt_num(e.mean)} (no CI)"  # none, or none that a number can say (values near 1e308)
     hw = e.half_width
     if hw <= 0:
         return f"{fmt_num(e.mean)} ± 0"
@@ -65,3 +67,19 @@ def markdown_table(headers: list[str], rows: list[list[str]]) -> str:
         return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
 
     return "\n".join([line(headers), "|" + "---|" * len(headers), *(line(r) for r in rows)]) + "\n"
+
+
+_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f]")  # C0, DEL and C1: ESC, BEL, CSI (U+009B), OSC (U+009D)…
+_CONTROLS_BUT_NEWLINE = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f]")
+
+
+def strip_controls(text: str, *, keep_newlines: bool = False) -> str:
+    """``text`` without control characters (C0, DEL, C1), so a terminal that shows it (or a
+    ``cat`` of a report) runs no escape sequence read from a file; printable Unicode is kept.
+    ``keep_newlines``: keep the line feed (a CSV's records end with one)."""
+    return (_CONTROLS_BUT_NEWLINE if keep_newlines else _CONTROLS).sub("", text)
+
+
+def clip(text: str, width: int = 300) -> str:
+    """``text`` cut to ``width`` characters, "…" at the end when cut (a message quoting a huge cell)."""
+    return text if len(text) <= width else text[: width - 1] + "…"

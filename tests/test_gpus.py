@@ -128,9 +128,11 @@ def test_unknown_gpu_index(machine) -> None:
     assert not info.available and "no GPU 5" in info.unavailable
 
 
-def test_without_nvml_gpus_cannot_be_checked_and_the_run_goes_on(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_nvml_a_gpu_asked_for_is_refused_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "pynvml", None)
-    check_gpus((3,))  # nothing raised: the dashboard says NVML is unavailable, as without --gpus
+    with pytest.raises(GpuSelectionError, match=r"^--gpus 3: no GPU to watch here \(.+\); leave --gpus out$"):
+        check_gpus((3,))  # the README: a GPU the machine lacks is one line and exit 2
+    check_gpus(None)  # without --gpus the run goes on and the dashboard says why NVML is unavailable
 
 
 @pytest.mark.parametrize("text", ["x", "0,,1", "-1", "1,1", ""])

@@ -224,9 +224,9 @@ def test_full_disk_at_start_is_one_error_line(tmp_path: Path) -> None:
     if not os.path.exists("/dev/full"):
         pytest.skip("no /dev/full")
     r = gpudash("--record", "/dev/full", "--device", "cpu", cwd=tmp_path, timeout=60)
-    assert r.returncode == 1
+    assert r.returncode == 2  # refused before anything starts: a device is not a file to record to
     lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("gpudash: error:") and "space" in lines[0]
+    assert len(lines) == 1 and lines[0].startswith("gpudash: error:") and "not a regular file" in lines[0]
 
 
 # -- CsvRecorder, in-process ---------------------------------------------------------------------------------
@@ -317,13 +317,30 @@ def test_recorder_to_a_stream() -> None:
 
 
 @pytest.mark.skipif(os.path.exists("/dev/nvidia0"), reason="this machine has a GPU")
-def test_workload_that_cannot_start_is_exit_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_workload_that_refuses_to_start_is_one_line_exit_2_and_leaves_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from gpudash.headless import run_record
 
-    # past the CLI's checks (as if a GPU were seen): the child itself refuses, with one line
+    # past the CLI's checks (as if a GPU were seen): the child itself refuses its configuration
     code = run_record(RunConfig(device="cuda"), tmp_path / "x.csv", duration_s=5, quiet=True)
+    assert code == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "gpudash: error: --device cuda was asked for, but CUDA is not available here"]
+    assert list(tmp_path.iterdir()) == []  # no empty CSV, metadata or log behind
+
+
+def test_a_workload_that_crashes_before_it_starts_keeps_its_log_and_names_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gpudash.headless import run_record
+
+    monkeypatch.setenv("GPUDASH_MEMORY_LIMIT", "64M")  # importing torch fails under it: a crash, not a refusal
+    code = run_record(RunConfig(workload="sync_loss", device="cpu", image_size=16), tmp_path / "x.csv", quiet=True)
     assert code == 1
-    err = capsys.readouterr().err
-    assert "workload failed" in err and "CUDA is not available" in err
-    rows = assert_intact(tmp_path / "x.csv")
-    assert dict(zip(COLUMNS, rows[-1]))["event_kind"] == "crashed"
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("gpudash: error: the workload failed before it started, nothing "
+                                                   "recorded: ")
+    assert lines[0].endswith(f"(see {tmp_path / 'x.log'})")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.log"]  # the log holds the traceback
+    assert "Traceback" in (tmp_path / "x.log").read_text()

@@ -1,9 +1,11 @@
 """``gpudash replay`` treats its files as hostile: a bad metadata file is ignored with its reason,
 a CSV that is not a recording (or holds nothing) is one line and exit 2, bad rows are skipped
-and counted, and any exception in the dashboard is one line naming its log, with status 1."""
+and counted, no control character from a file reaches the dashboard or the terminal, and any
+exception in the dashboard is one line naming its log, with status 1."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import shutil
@@ -16,15 +18,18 @@ from pathlib import Path
 import pytest
 
 from gpudash.csvformat import event_row, format_row, header, sample_row
-from gpudash.protocol import Event, ExitCode
+from gpudash.protocol import Event, ExitCode, GpuInfo
 from gpudash.replay import NotARecording, ReplaySource, read_all
 from gpudash.sidecar import UNKNOWN_CONFIG, read_sidecar
 from gpudash.tui.app import GpuDashApp, _run_app
 from tests.tui.conftest import replay_loaded, wait_until
-from tests.tui.fakes import FakeSource, sample
+from tests.tui.fakes import FakeSource, gpu, sample
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "tests" / "tui" / "data" / "replay.csv"
+CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")  # C0, DEL, C1
+# OSC 52 (a terminal that runs it writes the clipboard), colours, a C1 CSI, NUL, DEL, NEL; then printable text
+HOSTILE = "\x1b]52;c;Y3VybCBldmlsLnNoIHwgc2g=\x07\x1b[31mred\x1b[0m\x9b2J\x00\x7f\x85 → ok"
 
 
 def recording(tmp_path: Path, sidecar: object | None = None, name: str = "run") -> Path:
@@ -57,6 +62,7 @@ BAD_SIDECARS = [
     ([1, 2], "it is a list, not an object"),
     ("{not json", "not JSON"),
     ("[" * 100_000, "nested too deeply"),
+    ({"later": {"a": json.loads("[" * 40 + "]" * 40)}}, "nested too deeply (more than 16 levels)"),
 ]
 
 
@@ -95,6 +101,31 @@ async def test_the_dashboard_shows_a_bad_metadata_files_reason_and_keeps_running
         assert "run.json ignored: config." in header  # and the GPU line says why it knows nothing
         await pilot.press("q")
     assert app.return_code == 0
+
+
+def texts(value: object) -> list[str]:
+    """Every string in ``value``: a message, ``GpuInfo``, metadata (dicts, lists, dataclasses)."""
+    if isinstance(value, str):
+        return [value]
+    if dataclasses.is_dataclass(value):
+        return texts(dataclasses.asdict(value))  # type: ignore[arg-type]
+    if isinstance(value, dict):
+        return [t for k, v in value.items() for t in (*texts(k), *texts(v))]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in texts(v)]
+    return []
+
+
+def test_no_control_character_reaches_the_dashboard_from_the_metadata(tmp_path: Path) -> None:
+    meta = json.loads(FIXTURE.with_suffix(".json").read_text())
+    meta.update(gpu_name=HOSTILE, gpu_names=[HOSTILE], driver=HOSTILE, hostname=HOSTILE, torch_version=HOSTILE,
+                **{HOSTILE: HOSTILE})
+    src = ReplaySource(recording(tmp_path, meta, name="run\x1b]52;c;aGk=\x07"))  # the file's name is shown too
+    read_all(src)
+    assert src.info.notes == ()  # the file is good: only its text is cleaned
+    shown = texts(src.gpu_info) + texts(src.metadata) + texts(src.config) + texts(src.info)
+    assert "]52;c;Y3VybCBldmlsLnNoIHwgc2g=[31mred[0m2J → ok" in shown and isinstance(src.gpu_info, GpuInfo)
+    assert not [t for t in shown if CONTROL.search(t)]
 
 
 # -- the CSV ------------------------------------------------------------------------------------------
@@ -198,6 +229,39 @@ def test_an_unbalanced_quote_does_not_swallow_the_file_or_hang(tmp_path: Path) -
     src = ReplaySource(p)
     read_all(src, timeout_s=120)
     assert src.bad_rows >= 1  # whatever was swallowed is one bad record, not a crash
+
+
+# where a recording's text reaches the dashboard: each field of a row, with HOSTILE in it
+FIELDS = [
+    ("workload", [sample_row(sample(1.0, 100.0, workload="encdec" + HOSTILE), gpu(1.0))]),
+    ("variant", [sample_row(sample(1.0, 100.0, variant=HOSTILE), None)]),
+    ("knobs", [sample_row(sample(1.0, 100.0, knobs="amp=bf16" + HOSTILE), None)]),
+    ("event-what-before-after", [event_row(Event(1.0, "changed", HOSTILE, HOSTILE, HOSTILE))]),
+    ("event-message", [event_row(Event(1.0, "error", message=HOSTILE))]),
+    ("event-message-quoted", [event_row(Event(1.0, "error", message=f'a, "quoted"\r\n{HOSTILE}'))]),
+]
+
+
+@pytest.mark.parametrize("rows", [r for _, r in FIELDS], ids=[n for n, _ in FIELDS])
+def test_no_control_character_reaches_the_dashboard_from_a_csv(tmp_path: Path, rows: list[list[str]]) -> None:
+    p = tmp_path / "run.csv"
+    p.write_text(format_row(header()) + "".join(map(format_row, rows)) + format_row(sample_row(sample(2, 9.0), None)))
+    src = ReplaySource(p)
+    msgs = read_all(src)
+    assert src.rows_read == len(rows) + 1 and src.bad_rows == 0  # read, not skipped: only cleaned
+    shown = texts(msgs)
+    assert any("]52;c;Y3VybCBldmlsLnNoIHwgc2g=[31mred[0m2J → ok" in t for t in shown)
+    assert not [t for t in shown if CONTROL.search(t.replace("\n", ""))]  # a quoted cell keeps its line feed
+
+
+def test_a_refusal_names_the_file_without_its_control_characters(tmp_path: Path) -> None:
+    p = tmp_path / "run\x1b]52;c;aGk=\x07\x1b[31m\x9b2J.csv"
+    p.write_text("a,b,c\n1,2,3\n")
+    done = replay_cli(p)
+    assert done.returncode == ExitCode.USAGE, done.stderr
+    (line,) = done.stderr.splitlines()
+    assert line == "gpudash: error: run]52;c;aGk=[31m2J.csv: not a gpudash recording (missing columns: row_kind, " \
+                   "time_s, workload, variant, batch_size, steps and 23 more)"
 
 
 # -- exceptions in the dashboard -------------------------------------------------------------------------

@@ -65,6 +65,11 @@ def _kib_field(path: str, field: str) -> int | None:
     return None
 
 
+def meminfo(field: str) -> int | None:
+    """A field of ``/proc/meminfo`` in bytes ("MemAvailable"), or None when it cannot be read."""
+    return _kib_field("/proc/meminfo", field)
+
+
 def _cgroup_limit() -> int | None:
     """This process's cgroup memory limit (v2 ``memory.max`` or v1 ``limit_in_bytes``), if any."""
     for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
