@@ -1,6 +1,7 @@
 """The workload process's ends of the two queues to the parent (``gpudash.runner``): controls in,
 events and samples out, without ever making training wait. Used by the single-process child
-(``gpudash.child``) and by rank 0 of a data-parallel run (``gpudash.ranks``)."""
+(``gpudash.child``) and by rank 0 of a data-parallel run (``gpudash.ranks``). A dead parent is
+not looked for here, between steps: those processes die with it (``gpudash.parent_watch``)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import time
 from collections import deque
 from typing import Any
 
-from gpudash.protocol import SAMPLES_DROPPED, Control, Event, EventKind, Message, Sample, Stop
+from gpudash.protocol import SAMPLES_DROPPED, Control, Event, EventKind, Message, Sample
 
 MAX_EVENT_BACKLOG = 1000  # events held while the parent does not read; the oldest go beyond this
 FLUSH_AT_EXIT_S = 10.0  # how long an exiting child waits for the parent to take its last events
@@ -30,7 +31,6 @@ class ParentChannel:
         self._controls = controls
         self._out = out
         self._t0 = time.monotonic() if t0 is None else t0
-        self._parent_check = 0.0
         self.parent_gone = False
         self._lock = threading.Lock()  # progress reports emit from a helper thread
         self._backlog: deque[Message] = deque()  # events not yet sent, oldest first
@@ -123,17 +123,9 @@ class ParentChannel:
             time.sleep(0.02)
 
     def next_control(self, timeout: float) -> Control | None:
-        """The next control (waiting up to ``timeout`` s), or ``Stop`` once the parent is gone."""
-        import multiprocessing
+        """The next control, waiting up to ``timeout`` s (None: none came)."""
         import queue
 
-        now = time.monotonic()
-        if now >= self._parent_check:
-            self._parent_check = now + 1.0
-            parent = multiprocessing.parent_process()
-            if parent is not None and not parent.is_alive():
-                self.parent_gone = True
-                return Stop()
         try:
             if timeout <= 0:
                 return self._controls.get_nowait()

@@ -3,22 +3,30 @@
 ``child_main`` is the entry point of the spawned child (see ``gpudash.runner``): it keeps
 the terminal to the parent, builds the workload, runs the step loop and reports over two
 queues. Torch is imported only inside functions here, so ``import gpudash.child`` stays cheap.
+
+The child leads its own process group, which its DataLoader workers and a data-parallel run's
+ranks (and theirs) inherit; the moment gpudash is gone, even SIGKILLed and whatever a step is
+doing, a watcher thread removes the run's scratch directory and kills that whole group
+(``die_with_parent``; the ranks do the same when the launcher is gone).
 """
 
 from __future__ import annotations
 
+import functools
+import multiprocessing
 import os
+import shutil
 import signal
 import sys
 import time
 import traceback
 from typing import Any
 
-from gpudash import faults, memguard
+from gpudash import faults, memguard, parent_watch, procgroup
 from gpudash.builders import started_details, workload_builder
 from gpudash.channel import ParentChannel
 from gpudash.engine import StepLoop, one_line, plain, progress_reports
-from gpudash.protocol import Event, EventKind, RunConfig
+from gpudash.protocol import REFUSED, Event, EventKind, RunConfig
 
 
 def resolve_device(torch: Any, name: str) -> Any:
@@ -66,6 +74,21 @@ def _isolate(log_path: str | None) -> None:
                 pass
 
 
+def parent_pid() -> int:
+    """The process that started this one through multiprocessing (else the current parent)."""
+    parent = multiprocessing.parent_process()
+    return parent.pid if parent is not None and parent.pid is not None else os.getppid()
+
+
+def die_with_parent(group: int, scratch: str | None) -> parent_watch.ParentWatch:
+    """Once this process's parent is gone (gpudash, for the workload process; the launcher, for a
+    rank), remove ``scratch`` and kill the workload's process group ``group`` at once, this
+    process included (``procgroup.kill_group_now``)."""
+    cleanup = functools.partial(shutil.rmtree, scratch, ignore_errors=True) if scratch else None
+    return parent_watch.on_parent_exit(parent_pid(), functools.partial(procgroup.kill_group_now, group, cleanup),
+                                       name="gpudash-die-with-parent")
+
+
 def _run_child(config: RunConfig, channel: ParentChannel, t0: float) -> None:
     import torch
 
@@ -100,19 +123,29 @@ def _run_child(config: RunConfig, channel: ParentChannel, t0: float) -> None:
     channel.emit(Event(time_s=loop.now(), kind=EventKind.STOPPED, details=plain(loop.config())))
 
 
-def _run_ranks(config: RunConfig, controls: Any, out: Any, log_path: str | None, t0: float) -> None:
+def _run_ranks(config: RunConfig, controls: Any, out: Any, log_path: str | None, t0: float, scratch: str) -> None:
     """A data-parallel run: this process is torchrun's agent for the ranks (``gpudash.ranks``)."""
     from gpudash.ranks import describe_failure, launch
 
     try:
-        launch(config, controls, out, log_path, t0)
+        launch(config, controls, out, log_path, t0, scratch)
     except Exception as exc:  # noqa: BLE001 - torch's ChildFailedError and friends, as one line
         raise RuntimeError(describe_failure(exc)) from exc
 
 
-def child_main(config: RunConfig, controls: Any, out: Any, log_path: str | None, t0: float) -> None:
-    """The spawned child's entry point: exit 0 after a clean stop, 1 after a crash."""
+def _is_refusal(exc: BaseException) -> bool:
+    """A workload's refusal of its first configuration (``WorkloadError``: over a limit, a batch
+    that would not fit in memory), as opposed to a failure while running."""
+    from workloads.registry import WorkloadError
+
+    return isinstance(exc, WorkloadError)
+
+
+def child_main(config: RunConfig, controls: Any, out: Any, log_path: str | None, t0: float, scratch: str) -> None:
+    """The spawned child's entry point: exit 0 after a clean stop, 1 after a crash. ``scratch``
+    is the run's scratch directory (the runner made it and removes it; so does the watcher)."""
     _isolate(log_path)
+    die_with_parent(os.getpid(), scratch)  # after _isolate, which made the group (its id: this pid)
     _platform_start_method()
     channel = ParentChannel(controls, out, t0)
 
@@ -125,12 +158,14 @@ def child_main(config: RunConfig, controls: Any, out: Any, log_path: str | None,
     try:
         memguard.apply_memory_guard()  # before torch: a runaway allocation fails here, reported
         if config.nproc > 1 or config.nnodes > 1:
-            _run_ranks(config, controls, out, log_path, t0)
+            memguard.share_among(config.nproc + 1)  # before the ranks start: they and this launcher, a share each
+            _run_ranks(config, controls, out, log_path, t0, scratch)
         else:
             _run_child(config, channel, t0)
     except BaseException as exc:  # noqa: BLE001 - report anything, then exit non-zero
         traceback.print_exc()
-        channel.emit(Event(time_s=now(), kind=EventKind.CRASHED, message=one_line(exc)))
+        refused = {REFUSED: "true"} if _is_refusal(exc) else {}
+        channel.emit(Event(time_s=now(), kind=EventKind.CRASHED, message=one_line(exc), details=refused))
         code = 1
     finally:
         sys.stdout.flush()

@@ -1,8 +1,9 @@
 """Fault injection for tests: ``GPUDASH_FAULT=KIND@POINT=N`` makes one thing fail on purpose.
 
 Test-only. Unset (the normal case), every hook is a ``None`` check. One fault per run; the
-workload process reads it when it starts (so a restarted one fails again), the parent when
-its runner, NVML sampler or recorder is made. The forms (``FORMS`` is the table):
+workload process reads it when it starts (so a restarted one fails again), each rank of a
+data-parallel run too (each counts its own steps), the parent when its runner, NVML sampler or
+recorder is made. The forms (``FORMS`` is the table):
 
 =============================  ===============================================================
 ``raise@step=N``               the workload process raises ``InjectedFault`` at its N-th step

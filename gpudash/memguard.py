@@ -83,8 +83,9 @@ def apply_memory_guard(environ: "os._Environ[str] | dict[str, str]" = os.environ
 
 
 def share_among(processes: int) -> int | None:
-    """Lower this process's soft RLIMIT_DATA to its 1/``processes`` share (each rank of a
-    data-parallel run on this node inherits the whole guard otherwise); returns the new limit."""
+    """Lower this process's soft RLIMIT_DATA to its 1/``processes`` share; returns the new limit.
+    The launcher of a data-parallel run does this before it starts its ranks, which inherit the
+    share: the node's guard is divided before any rank imports torch, never after."""
     soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
     if soft == resource.RLIM_INFINITY or processes <= 1:
         return data_limit()

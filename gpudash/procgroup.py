@@ -2,7 +2,8 @@
 
 The workload process makes itself a process group (``gpudash.child``), so its group id is
 its pid; everything it starts (DataLoader workers, the resource tracker) inherits the group
-and outlives it unless told to go. ``end_group`` is what the runner does on every exit path.
+and outlives it unless told to go. ``end_group`` is what the runner does on every exit path;
+``kill_group_now`` is what a member does when gpudash is gone (``gpudash.parent_watch``).
 
 Membership is read from ``/proc`` (Linux): a process whose group is the workload's pid is in
 the group it made, since a group id is not reused while the group has members, so a group
@@ -15,6 +16,8 @@ from __future__ import annotations
 import os
 import signal
 import time
+from collections.abc import Callable
+from typing import NoReturn
 
 GRACE_S = 1.0  # after SIGTERM, then after SIGKILL: how long the members get to be gone
 POLL_S = 0.02
@@ -71,3 +74,22 @@ def end_group(pgid: int, grace_s: float = GRACE_S) -> list[int]:
         if not signal_group(pgid, sig) or wait_empty(pgid, grace_s):
             return []
     return members(pgid)
+
+
+def kill_group_now(pgid: int, cleanup: Callable[[], object] | None = None) -> NoReturn:
+    """From a member of group ``pgid``: run ``cleanup`` (remove the run's temp files), then SIGKILL
+    the whole group at once, this process included.
+
+    Cleanup comes first: once a member dies, the workload's main thread may fail on it and exit
+    the process, taking this thread with it. No grace period: gpudash is gone and nobody reads
+    what the group would say. ``pgid`` is the group the workload process made (its pid); when
+    this process is not in it (the workload could not make its group), this process alone is
+    killed, never a group it did not make."""
+    try:
+        if cleanup is not None:
+            cleanup()
+    finally:
+        if pgid > 1 and os.getpgrp() == pgid:
+            os.killpg(pgid, signal.SIGKILL)
+        os.kill(os.getpid(), signal.SIGKILL)
+    raise AssertionError("unreachable: SIGKILL")  # pragma: no cover

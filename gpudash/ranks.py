@@ -14,11 +14,18 @@ parent's queue, so a change applies at the same step on every rank. Rank 0 repor
 as a single process does (its samples count the global batch, N × the per-rank batch); the other
 ranks send ``RankSample``s with their step times, which the parent folds into rank 0's samples
 (slowest rank, its step time).
+
+No process is left behind: the ranks (and their loader workers) stay in the workload process's
+group, each rank ends that group the moment the launcher is gone (``gpudash.child.die_with_parent``),
+as the launcher does when gpudash is gone; what the launcher writes to the temp dir (its log
+directory, the ranks' error files) goes to the run's scratch directory, removed on every path.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
+import tempfile
 import time
 import uuid
 from collections import deque
@@ -30,12 +37,19 @@ LOCKSTEP_EVERY = 10  # steps between control broadcasts (one small gloo collecti
 LOCKSTEP_LATENCY_S = 0.5  # ... and fewer when steps are slow: a control waits about this long at most
 
 
-def launch(config: RunConfig, controls: Any, out: Any, log_path: str | None, t0: float) -> None:
+def launch(config: RunConfig, controls: Any, out: Any, log_path: str | None, t0: float, scratch: str) -> None:
     """Start ``config.nproc`` ranks on this node with torchrun's launcher and wait for them.
 
-    Raises (torch's ``ChildFailedError``, one line per failed rank) when a rank fails; the
-    launcher has then stopped the others."""
+    The launcher's files go under ``scratch`` (the run's scratch directory): its log directory,
+    which it would otherwise make as ``torchelastic_*`` in the temp dir and never remove, and
+    the error files ``torch.multiprocessing`` names in the temp dir (this process's temp dir is
+    ``scratch`` from here on; the ranks' own stays the user's). Raises (torch's
+    ``ChildFailedError``, one line per failed rank) when a rank fails; the launcher has then
+    stopped the others."""
+    from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
+
+    tempfile.tempdir = scratch  # the launcher process only: its environment's TMPDIR, the ranks', is unchanged
 
     endpoint = config.rdzv_endpoint or "localhost:0"
     launch_config = LaunchConfig(
@@ -49,16 +63,21 @@ def launch(config: RunConfig, controls: Any, out: Any, log_path: str | None, t0:
         max_restarts=0,
         monitor_interval=0.1,
         start_method="spawn",
+        logs_specs=DefaultLogsSpecs(log_dir=os.path.join(scratch, "torchelastic")),
     )
-    elastic_launch(launch_config, rank_entry)(config, controls, out, log_path, t0)
+    elastic_launch(launch_config, rank_entry)(config, controls, out, log_path, t0, scratch)
 
 
-def rank_main(config: RunConfig, controls: Any, out: Any, log_path: str | None, t0: float) -> None:
+def rank_main(config: RunConfig, controls: Any, out: Any, log_path: str | None, t0: float, scratch: str) -> None:
     """One rank: join the process group, build the workload with DDP, run the step loop."""
+    from gpudash.child import die_with_parent, parent_pid
+
+    die_with_parent(parent_pid(), scratch)  # the launcher leads the workload's group: its pid is the group's id
+
     import torch
     import torch.distributed as dist
 
-    from gpudash import memguard
+    from gpudash import faults
     from gpudash.builders import started_details, workload_builder
     from gpudash.channel import ParentChannel
     from gpudash.engine import StepLoop, plain
@@ -67,7 +86,6 @@ def rank_main(config: RunConfig, controls: Any, out: Any, log_path: str | None, 
     from workloads.knobs import parse_knobs
 
     info = RankInfo.from_env()
-    memguard.share_among(config.nproc)  # the node's memory guard, split between its ranks
     device = _rank_device(torch, config.device, info.local_rank)
     if device.type == "cuda":
         torch.cuda.set_device(device)
@@ -93,6 +111,7 @@ def rank_main(config: RunConfig, controls: Any, out: Any, log_path: str | None, 
             t0=t0,
             lockstep_every=LOCKSTEP_EVERY,
             agree=lambda reason: _any_reason(dist, control_group, info.world_size, reason),
+            fault=faults.for_workload(faults.from_env()),  # tests: each rank fails alike
         )
         started = f"{first.info.name} {first.variant}, batch {first.batch_size}"
         del first  # the loop alone holds it, so a switch of family frees it (gpudash.child)
@@ -244,10 +263,10 @@ def _signal_name(failure: Any) -> str | None:
         return f"signal {-code}"
 
 
-def rank_entry(config: RunConfig, controls: Any, out: Any, log_path: str | None, t0: float) -> None:
+def rank_entry(config: RunConfig, controls: Any, out: Any, log_path: str | None, t0: float, scratch: str) -> None:
     """The ranks' entry point as torchrun's launcher runs it: ``rank_main`` under torch's ``record``,
     which writes a rank's exception to the error file the launcher reads, so the run's failure
     names it (a plain module-level function: the launcher pickles it for each spawned rank)."""
     from torch.distributed.elastic.multiprocessing.errors import record
 
-    record(rank_main)(config, controls, out, log_path, t0)
+    record(rank_main)(config, controls, out, log_path, t0, scratch)

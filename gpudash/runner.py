@@ -8,8 +8,14 @@ full, so a slow reader never stalls training.
 No orphans: the child leads its own process group, and the group goes with it on every exit
 path (``gpudash.procgroup``): its end seen by ``poll()`` (a crash, a SIGKILL), ``stop()``,
 and gpudash's own exit (atexit; on SIGTERM and SIGHUP, where nothing else handles them,
-before gpudash dies of the signal). The child's RSS is sampled while it runs, so a SIGKILL
-at high RSS is reported as probably out of memory.
+before gpudash dies of the signal). When gpudash dies without any of these (SIGKILL), the
+child's own watcher ends the group (``gpudash.child``, ``gpudash.parent_watch``). Each child
+gets a scratch directory (``gpudash-PID-run-*`` in the temp dir: the data-parallel launcher's
+logs and error files) that goes on the same paths. The child's RSS is sampled while it runs,
+so a SIGKILL at high RSS is reported as probably out of memory.
+
+A stop that has to terminate the child (it did not stop itself in time) is a stop, not a crash:
+whatever the child says after gpudash's SIGTERM ("got signal 15") is reported as "stopped".
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import dataclasses
 import multiprocessing
 import os
 import queue
+import shutil
 import signal
 import tempfile
 import threading
@@ -35,6 +42,16 @@ OUT_QUEUE_SIZE = 100  # small enough that the pipe (64 KiB) never fills: the chi
 UNRESPONSIVE_STOP_S = 1.0  # how long a child reported not responding gets to stop itself
 RSS_EVERY_S = 0.5  # how often poll() samples the child's resident memory
 MAX_PER_POLL = 1000
+STOP_S_PER_RANK = 2.5  # a data-parallel run gets this much longer to stop itself for each rank past the first
+
+
+def stop_timeout(timeout: float, nproc: int) -> float:
+    """How long a run of ``nproc`` local ranks gets to stop itself when asked for ``timeout`` s
+    (0 stays 0: terminate at once). Each rank drains, leaves the collectives and exits in turn,
+    and on a few busy CPUs eight of them take longer than one process."""
+    if timeout <= 0:
+        return 0.0
+    return timeout + STOP_S_PER_RANK * max(0, nproc - 1)
 
 
 def default_log_path() -> str:
@@ -110,6 +127,9 @@ class WorkloadRunner:
         self._crashed = False  # a "crashed" event came from the child or was reported for it
         self._reported = False  # the child's end has been reported
         self._stopping = False
+        self._stop_began: float | None = None  # when stop() began (monotonic)
+        self._terminated_after: float | None = None  # seconds into stop() when gpudash sent SIGTERM
+        self._scratch: str | None = None  # the child's scratch directory (removed with it)
         self._watchdog = Watchdog(config.watchdog_s)
         slow_parent = faults.of_kind("slow-parent")  # test-only: stop reading for a while
         self._reading_pause = faults.ParentPause(slow_parent) if slow_parent else None
@@ -129,15 +149,18 @@ class WorkloadRunner:
         self._controls = self._ctx.Queue()
         self._out = self._ctx.Queue(maxsize=OUT_QUEUE_SIZE)
         self._final_seen = self._reported = self._stopping = self._crashed = False
+        self._stop_began = self._terminated_after = None
         self._ranks.clear()  # a new run's ranks report afresh
         self._watchdog.reset()
         try:
             self._log_start = os.path.getsize(self.log_path)
         except OSError:
             self._log_start = 0
+        self._remove_scratch()  # the last child's, when its end was never polled
+        self._scratch = tempfile.mkdtemp(prefix=f"gpudash-{os.getpid()}-run-")
         self._process = self._ctx.Process(
             target=child_main,
-            args=(self.config, self._controls, self._out, self.log_path, self.t0),
+            args=(self.config, self._controls, self._out, self.log_path, self.t0, self._scratch),
             name="gpudash-workload",
             daemon=False,  # the child may start DataLoader workers: daemons cannot
         )
@@ -191,22 +214,28 @@ class WorkloadRunner:
             out.extend(self._end_event())
             if self._process.pid is not None:  # its workers go with it, now (milliseconds: they
                 procgroup.end_group(self._process.pid)  # die on SIGTERM, the resource tracker at EOF)
+            self._remove_scratch()
         return out
 
     def stop(self, timeout: float = 10.0) -> None:
         """Stop the child: Stop control → join with timeout → terminate → kill. Idempotent.
 
-        ``timeout=0`` terminates at once. Terminate and kill go to the child's process group
-        (its DataLoader workers too); whatever of the group outlives the child is then ended
-        too (``procgroup.end_group``), alive or not when this was called. Messages that arrive
-        meanwhile (the last sample, "stopped") are kept for ``poll()``. A log file chosen here
-        is removed when empty or when the child did not crash.
+        ``timeout`` grows with a data-parallel run's ranks (``stop_timeout``); 0 terminates at
+        once. Terminate and kill go to the child's process group (its DataLoader workers, its
+        ranks too); whatever of the group outlives the child is then ended too
+        (``procgroup.end_group``), alive or not when this was called. Messages that arrive
+        meanwhile (the last sample, "stopped") are kept for ``poll()``; once terminated, the
+        child's end is reported as "stopped" (terminated after N s), whatever it says. A log file
+        chosen here is removed when empty or when the child did not crash; the scratch directory
+        always.
         """
         proc = self._process
         if proc is None:
             return
-        if proc.exitcode is None:
+        if proc.exitcode is None and not self._stopping:
             self._stopping = True  # not when it already died: that is still a crash
+            self._stop_began = time.monotonic()
+        timeout = stop_timeout(timeout, self.config.nproc)
         if not self.responding:  # it will not read the Stop control: terminate it soon
             timeout = min(timeout, UNRESPONSIVE_STOP_S)
         if proc.is_alive() and self._controls is not None:
@@ -216,6 +245,8 @@ class WorkloadRunner:
                 pass
         self._join(proc, timeout)
         if proc.exitcode is None:
+            if self._terminated_after is None and self._stop_began is not None:
+                self._terminated_after = time.monotonic() - self._stop_began
             self._signal_group(proc, signal.SIGTERM)
             self._join(proc, 3.0)
         if proc.exitcode is None:
@@ -223,6 +254,7 @@ class WorkloadRunner:
             self._join(proc, 3.0)
         if proc.pid is not None:
             procgroup.end_group(proc.pid)
+        self._remove_scratch()
         self._backlog.extend(self._drain())
         self._close_queues()
         _LIVE.discard(self)
@@ -253,6 +285,27 @@ class WorkloadRunner:
                 proc.kill()
             else:
                 proc.terminate()
+
+    def _remove_scratch(self) -> None:
+        """Remove the child's scratch directory (its group is gone: nothing writes there)."""
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+            self._scratch = None
+
+    def _terminated_event(self, time_s: float, *, reported: str = "", exited: str = "") -> Event:
+        """The "stopped" event of a child gpudash terminated while stopping it: what it
+        ``reported`` then (its "crash": the signal) goes to the details; how it ``exited``, when
+        it said nothing, to the message."""
+        after = self._terminated_after or 0.0
+        message = f"workload terminated after {after:.1f} s of stopping"
+        if after >= UNRESPONSIVE_STOP_S:
+            message += ": it did not stop by itself in that time"
+        if exited:
+            message += f" ({exited})"
+        details = {"terminated_after_s": f"{after:.1f}"}
+        if reported:
+            details["reported"] = reported
+        return Event(time_s=time_s, kind=EventKind.STOPPED, message=message, details=details)
 
     def _ended_badly(self) -> bool:
         """The child crashed (or died without saying why, not while being stopped)."""
@@ -345,7 +398,9 @@ class WorkloadRunner:
                 )
         elif isinstance(msg, Event) and msg.kind in ENDING_KINDS:
             self._final_seen = True
-            if msg.kind == EventKind.CRASHED:
+            if msg.kind == EventKind.CRASHED and self._terminated_after is not None:
+                msg = self._terminated_event(msg.time_s, reported=msg.message)  # our SIGTERM, not a crash
+            elif msg.kind == EventKind.CRASHED:
                 self._crashed = True
                 msg = dataclasses.replace(msg, message=self._with_log(msg.message))
         return msg
@@ -356,6 +411,8 @@ class WorkloadRunner:
             return []
         code = self.exitcode
         now = time.monotonic() - self.t0
+        if self._stopping and self._terminated_after is not None:
+            return [self._terminated_event(now, exited=f"workload process {exit_reason(code)}")]
         if self._stopping:
             return [Event(time_s=now, kind=EventKind.STOPPED, message=f"workload process {exit_reason(code)} while stopping")]
         message = f"workload process {exit_reason(code)}{memguard.killed_note(code, self._rss, machine_ram())}"
@@ -416,8 +473,14 @@ def _stop_children_on(*signals: int) -> None:
 
 
 def _stop_all() -> None:
+    stop_all(timeout=3.0)
+
+
+def stop_all(timeout: float) -> None:
+    """Stop every runner's child (``timeout`` as in ``WorkloadRunner.stop``); errors are ignored:
+    the caller is exiting."""
     for runner in list(_LIVE):
         try:
-            runner.stop(timeout=3.0)
+            runner.stop(timeout=timeout)
         except Exception:  # noqa: BLE001 - exiting anyway
             pass

@@ -406,3 +406,42 @@ def test_ranks_on_one_machine_split_its_cpus_for_their_loader_workers(monkeypatc
     assert share(types.SimpleNamespace(rank_info=None)) == 8
     assert share(types.SimpleNamespace(rank_info=RankInfo(3, 4, 1, local_world_size=2))) == 4
     assert share(types.SimpleNamespace(rank_info=RankInfo(0, 16, 0, local_world_size=16))) == 1
+
+
+def _data_limit(pid: int) -> int:
+    """A process's soft RLIMIT_DATA in bytes, as /proc shows it."""
+    with open(f"/proc/{pid}/limits") as f:
+        line = next(line for line in f if line.startswith("Max data size"))
+    return int(line.split()[3])
+
+
+def test_the_nodes_memory_guard_is_divided_before_the_ranks_start(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """The launcher and each rank get a third of a 12 GiB guard from the start (issue 23, cause 1:
+    each rank started under the whole guard, divided only after it had imported torch)."""
+    from gpudash.protocol import EventKind, RunConfig
+    from gpudash.runner import WorkloadRunner
+    from tests.test_orphans import until_event
+
+    monkeypatch.setenv("GPUDASH_MEMORY_LIMIT", "12G")
+    runner = WorkloadRunner(RunConfig(workload="sync_loss", variant="fixed", device="cpu", image_size=16, nproc=2,
+                                      watchdog_s=None), log_path=tmp_path / "run.log")
+    runner.start()
+    try:
+        until_event(runner, EventKind.STARTED)
+        launcher = runner.pid
+        assert launcher is not None
+        ranks = [int(p) for p in os.listdir("/proc") if p.isdigit() and _parent_of(int(p)) == launcher]
+        limits = {pid: _data_limit(pid) for pid in [launcher, *ranks]}
+    finally:
+        runner.stop()
+    assert len(ranks) >= 2
+    assert set(limits.values()) == {12 * 2**30 // 3}, limits
+
+
+def _parent_of(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return int(f.read().rsplit(b")", 1)[-1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None

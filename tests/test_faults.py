@@ -359,7 +359,9 @@ def test_record_a_hung_step_is_noticed_stopped_and_exits_1(recordings) -> None: 
     assert 0 < int(samples(rows)[-1]["steps"]) <= 4
     assert "hanging at step 5" in recordings["hang"].csv.with_suffix(".log").read_text()
     stopped = events(rows, "stopped")
-    assert rows[-1] == stopped[0] and "killed by SIGTERM while stopping" in stopped[0]["event_message"]
+    assert rows[-1] == stopped[0]
+    assert re.match(r"workload terminated after \d+\.\d s of stopping: it did not stop by itself in that time "
+                    r"\(workload process killed by SIGTERM\)$", stopped[0]["event_message"])
 
 
 def test_record_goes_on_without_gpu_columns_when_nvml_loses_the_gpu(recordings) -> None:  # type: ignore[no-untyped-def]

@@ -1,13 +1,17 @@
 """No orphans: the workload process's group (its DataLoader workers, its resource tracker) is
-gone when gpudash exits, whatever ended the run (issue 11, failure 4).
+gone when gpudash exits, whatever ended the run (issue 11, failure 4), and every process gpudash
+started is gone within 5 s of gpudash being SIGKILLed, whatever a step is doing, with no temp
+directory of the run left behind (issue 23).
 
 Each test runs ``gpudash --record`` on the CPU in a subprocess and looks at the group with
 ``ps``, not with gpudash's own code. The group must be empty when gpudash has exited: gpudash
-waits for it (the issue allows 1 s; waiting makes the check exact).
+waits for it (the issue allows 1 s; waiting makes the check exact). After a SIGKILL nothing can
+wait: the processes must be gone within ``DIE_WITH_PARENT_S``.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import queue
 import signal
@@ -15,12 +19,13 @@ import subprocess
 import sys
 import threading
 import time
+from csv import DictReader
 from pathlib import Path
 
 import pytest
 
 from gpudash.protocol import Event, EventKind, RunConfig
-from gpudash.runner import WorkloadRunner
+from gpudash.runner import WorkloadRunner, stop_timeout
 
 # small and quick on the CPU; input_pipeline's baseline starts 4 DataLoader workers, augment's cpu 2
 FAMILIES = {
@@ -31,6 +36,7 @@ FAMILIES = {
 }
 START_TIMEOUT_S = 180  # a generous bound on torch's import on a busy 2-core machine
 EXIT_TIMEOUT_S = 60
+DIE_WITH_PARENT_S = 5.0  # issue 23: everything gpudash started is gone this soon after gpudash is SIGKILLed
 
 
 def _ps() -> list[tuple[int, int, int, str]]:
@@ -83,8 +89,8 @@ class Recording:
             if text in line:
                 return
 
-    def wait(self) -> int:
-        code = self.proc.wait(timeout=EXIT_TIMEOUT_S)
+    def wait(self, timeout: float = EXIT_TIMEOUT_S) -> int:
+        code = self.proc.wait(timeout=timeout)
         while (line := self.lines.get(timeout=EXIT_TIMEOUT_S)) is not None:
             self.seen.append(line)
         return code
@@ -164,3 +170,197 @@ def until_event(runner: WorkloadRunner, kind: EventKind) -> Event:
                 seen.append(f"{msg.kind}: {msg.message}")
         time.sleep(0.05)
     pytest.fail(f"no {kind} event: {seen}")
+
+
+# -- issue 23: everything gpudash started dies with it, even SIGKILLed ------------------------------------
+def descendants(root: int) -> dict[int, str]:
+    """The live descendants of ``root``, by ``ps``: pid → start time (``lstart``), which tells a
+    process from a later one given the same pid."""
+    out = subprocess.run(["ps", "-e", "-o", "pid=,ppid=,stat=,lstart="], capture_output=True, text=True, check=True)
+    rows = {}
+    for line in out.stdout.splitlines():
+        pid, ppid, state, started = line.split(None, 3)
+        rows[int(pid)] = (int(ppid), state, started.strip())
+    found: dict[int, str] = {}
+    frontier = [root]
+    while frontier:
+        parent = frontier.pop()
+        for pid, (ppid, state, started) in rows.items():
+            if ppid == parent and pid not in found:
+                frontier.append(pid)
+                if not state.startswith("Z"):
+                    found[pid] = started
+    return found
+
+
+def still_alive(procs: dict[int, str]) -> list[str]:
+    """Those of ``procs`` still running (not zombies), as ``ps`` lines."""
+    out = subprocess.run(["ps", "-e", "-o", "pid=,stat=,lstart=,args="], capture_output=True, text=True, check=True)
+    left = []
+    for line in out.stdout.splitlines():
+        pid, state, rest = line.split(None, 2)
+        if int(pid) in procs and not state.startswith("Z") and rest.startswith(procs[int(pid)]):
+            left.append(line.strip()[:200])
+    return left
+
+
+def gone_within(procs: dict[int, str], timeout: float) -> list[str]:
+    """Wait up to ``timeout`` s for every one of ``procs`` to be gone; the ``ps`` lines of those left."""
+    deadline = time.monotonic() + timeout
+    while (left := still_alive(procs)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return left
+
+
+def kill_all(procs: dict[int, str]) -> None:
+    """Clean-up: SIGKILL whatever of ``procs`` is left."""
+    for line in still_alive(procs):
+        try:
+            os.kill(int(line.split()[0]), signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def temp_leftovers(tmp: Path) -> list[str]:
+    """The run's temp directories left in ``tmp``: the launcher's (``torchelastic_*``) and gpudash's."""
+    return sorted(p.name for p in tmp.iterdir() if p.name.startswith(("torchelastic_", "gpudash-")))
+
+
+def wait_for_line(path: Path, text: str) -> None:
+    """Wait until the file at ``path`` holds ``text``."""
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while not (path.exists() and text in path.read_text(errors="replace")):
+        if time.monotonic() > deadline:
+            pytest.fail(f"no {text!r} in {path}")
+        time.sleep(0.1)
+
+
+DDP = ["-w", "sync_loss", "--image-size", "16", "--nproc", "2"]  # the launcher and 2 ranks (gloo)
+KILLED = {  # (options, fault): a step that hangs forever is seen only by a watcher, not between steps
+    "input_pipeline-hung": (["-w", "input_pipeline", "-v", "baseline", "--image-size", "16"], "hang@step=3"),  # 4 workers
+    "nproc-2-hung": (DDP, "hang@step=3"),
+    "nproc-2-running": (DDP, None),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", list(KILLED))
+def test_sigkill_to_gpudash_ends_all_it_started(tmp_path: Path, case: str) -> None:
+    """Causes 3 and 4: within 5 s of gpudash's SIGKILL, no process it started (the workload or
+    launcher, the loader workers or ranks, the resource tracker) runs, and no temp dir is left."""
+    options, fault = KILLED[case]
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = {**os.environ, "TMPDIR": str(tmp), **({"GPUDASH_FAULT": fault} if fault else {})}
+    rec = Recording(["--record", str(tmp_path / "run.csv"), "--device", "cpu", *options], env)
+    started: dict[int, str] = {}
+    group = None
+    try:
+        rec.wait_for("] started")
+        group = workload_pid(rec.proc.pid)
+        if fault:
+            wait_for_line(tmp_path / "run.log", "hanging at step 3")
+        started = descendants(rec.proc.pid)
+        assert len(live_group(group)) >= 3, "the loader workers or the ranks should be running"
+        os.kill(rec.proc.pid, signal.SIGKILL)
+        assert gone_within(started, DIE_WITH_PARENT_S) == []
+        assert live_group(group) == []
+        assert temp_leftovers(tmp) == []
+    finally:
+        rec.proc.kill()
+        kill_all(started)
+        if group is not None and live_group(group):
+            os.killpg(group, signal.SIGKILL)
+
+
+@pytest.mark.slow
+def test_a_data_parallel_run_leaves_no_temp_dir(tmp_path: Path) -> None:
+    """Cause 5: torch's launcher no longer leaves a ``torchelastic_*`` directory in the temp dir."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = {**os.environ, "TMPDIR": str(tmp)}
+    rec = Recording(["--record", str(tmp_path / "run.csv"), "--device", "cpu", *DDP, "--steps", "5"], env)
+    assert rec.wait(START_TIMEOUT_S) == 0, "".join(rec.seen)
+    assert temp_leftovers(tmp) == []
+
+
+@pytest.mark.slow
+def test_a_data_parallel_run_terminated_while_stopping_is_stopped_not_crashed(tmp_path: Path) -> None:
+    """Cause 15a: a run that reached its duration but did not stop itself in time (its ranks hang
+    in a step) is terminated by gpudash: a stop (exit 0, status done), not a crash."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = {**os.environ, "TMPDIR": str(tmp), "GPUDASH_FAULT": "hang@step=3"}
+    rec = Recording(["--record", str(tmp_path / "run.csv"), "--device", "cpu", *DDP, "--duration", "1"],
+                    env)
+    try:
+        code = rec.wait(START_TIMEOUT_S)
+    finally:
+        rec.proc.kill()
+    text = "".join(rec.seen)
+    assert code == 0, text
+    assert "failed" not in text, text
+    with open(tmp_path / "run.csv", newline="") as f:
+        events = [(row["event_kind"], row["event_message"]) for row in DictReader(f) if row["row_kind"] == "event"]
+    assert events[-1][0] == "stopped" and events[-1][1].startswith("workload terminated after "), events
+    assert "crashed" not in [kind for kind, _ in events], events
+    assert json.loads((tmp_path / "run.json").read_text())["status"] == "done"
+    assert temp_leftovers(tmp) == []
+
+
+def test_a_data_parallel_run_gets_longer_to_stop_with_more_ranks() -> None:
+    assert stop_timeout(10.0, 1) == 10.0
+    assert stop_timeout(10.0, 1) < stop_timeout(10.0, 2) < stop_timeout(10.0, 8)
+    assert stop_timeout(0, 8) == 0  # "terminate at once" stays that
+
+
+# -- gpudash.parent_watch, in real processes ----------------------------------------------------------------
+WATCHER = """
+import os, sys, time
+from gpudash import parent_watch
+if sys.argv[2] == "polling":
+    del os.pidfd_open
+watch = parent_watch.on_parent_exit(os.getppid(), lambda: (open(sys.argv[1], "w").close(), os._exit(7)))
+print(os.getpid(), watch.method, flush=True)
+time.sleep(600)  # the main thread is busy: the watcher acts anyway
+"""
+PARENT = """
+import subprocess, sys, time
+subprocess.Popen([sys.executable, "-c", sys.argv[1], sys.argv[2], sys.argv[3]])
+time.sleep(600)
+"""
+
+
+@pytest.mark.parametrize("how", ["pidfd", "polling"])
+def test_the_watcher_acts_when_the_parent_is_sigkilled(tmp_path: Path, how: str) -> None:
+    acted = tmp_path / "acted"
+    parent = subprocess.Popen([sys.executable, "-c", PARENT, WATCHER, str(acted), how], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    child: dict[int, str] = {}
+    try:
+        assert parent.stdout is not None
+        pid, method = parent.stdout.readline().split(None, 1)
+        child = descendants(parent.pid)
+        assert int(pid) in child
+        if how == "pidfd":
+            assert method.strip() == "pidfd"
+        else:
+            assert method.strip() == "checking the parent pid every 0.25 s"
+        parent.kill()
+        parent.wait()
+        assert gone_within(child, DIE_WITH_PARENT_S) == []
+        assert acted.exists()
+        if how == "polling":  # said once, on stderr
+            assert parent.stderr is not None
+            assert "pidfd_open is not available here" in parent.stderr.read()
+    finally:
+        parent.kill()
+        kill_all(child)
+
+
+def test_the_watcher_acts_at_once_when_the_parent_is_already_gone() -> None:
+    from gpudash import parent_watch
+
+    acted = threading.Event()
+    parent_watch.on_parent_exit(os.getpid(), acted.set)  # this process is not its own parent: "gone"
+    assert acted.wait(DIE_WITH_PARENT_S)

@@ -1,8 +1,10 @@
 """``gpudash serve``: the dashboard in a real headless browser (Debian's chromium driven by
-Playwright), the localhost default and its warning, and no process left behind."""
+Playwright), the localhost default and its warning, its exit status, and no process left behind,
+even when the server is SIGKILLed with a tab open (a websocket as the page opens it)."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import shutil
@@ -10,6 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -36,6 +39,8 @@ SCREEN_JS = """() => {
   return lines.join("\\n");
 }"""
 THROUGHPUT = re.compile(r"^ now +\d+(\.\d+)?k? ", re.MULTILINE)  # the stats panel's first figure: steps/s now
+INTERRUPTED = 130  # gpudash serve's exit status after SIGINT or SIGTERM (ExitCode.INTERRUPTED)
+DIE_WITH_SERVER_S = 5.0  # issue 23: a SIGKILLed server's tabs (dashboards, workloads) are gone this soon
 
 
 def free_port() -> int:
@@ -86,10 +91,11 @@ def serving(tmp_path: Path, *args: str) -> Iterator[tuple[subprocess.Popen[bytes
                 proc.wait(30)
             except subprocess.TimeoutExpired:
                 pass
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        for line in session_processes(proc.pid):  # the workloads lead groups of their own
+            try:
+                os.kill(int(line.split()[0]), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
 
 # -- the real browser ------------------------------------------------------------------------------------
@@ -124,7 +130,7 @@ def test_the_dashboard_in_a_headless_browser_and_nothing_left_behind(tmp_path: P
         wait_for("the tab's dashboard and workload to stop",
                  lambda: session_processes(server.pid) == [f"{server.pid} {' '.join(server.args)}"], 60)
         server.send_signal(signal.SIGINT)
-        assert server.wait(30) == 0
+        assert server.wait(30) == INTERRUPTED
     assert session_processes(server.pid) == []
     assert "Traceback" not in err.read_text()
 
@@ -152,12 +158,69 @@ def test_stopping_the_server_with_a_tab_open_stops_its_dashboard(tmp_path: Path)
             page.goto(f"http://127.0.0.1:{port}/")
             wait_for("the tab's workload", lambda: any("spawn_main" in p for p in session_processes(server.pid)), 120)
             server.send_signal(signal.SIGTERM)
-            assert server.wait(60) == 0
+            assert server.wait(60) == INTERRUPTED
             browser.close()
     assert session_processes(server.pid) == []
 
 
 # -- without a browser -----------------------------------------------------------------------------------
+def open_tab(port: int) -> threading.Thread:
+    """One tab as the page opens it: textual-serve's websocket, read (and dropped) until it closes."""
+    import aiohttp  # textual-serve's own dependency
+
+    async def tab() -> None:
+        async with aiohttp.ClientSession() as session:
+            async with session.ws_connect(f"http://127.0.0.1:{port}/ws?width=120&height=40") as ws:
+                async for _ in ws:
+                    pass
+
+    thread = threading.Thread(target=asyncio.run, args=(tab(),), daemon=True)
+    thread.start()
+    return thread
+
+
+@pytest.mark.slow
+def test_a_sigkilled_server_leaves_no_dashboard_nor_workload(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Cause 5: SIGKILL gives the server no chance to stop its tabs: each tab's dashboard sees it
+    go, stops its workload and quits, within 5 s, leaving no temp file or dir of its run."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp))
+    port = free_port()
+    with serving(tmp_path, "--port", str(port), "-w", "input_pipeline", "-v", "baseline", "--device", "cpu",
+                 "--image-size", "16") as (server, err):
+        open_tab(port)
+        wait_for("the tab's workload and its 4 loader workers",
+                 lambda: sum("spawn_main" in p for p in session_processes(server.pid)) >= 5, 180)
+        assert any("gpudash run" in p for p in session_processes(server.pid))
+        server.kill()
+        server.wait()
+        deadline = time.monotonic() + DIE_WITH_SERVER_S
+        while (left := session_processes(server.pid)) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert left == []
+    # the run's scratch dir and the workload's log: gone. Not looked at: the dashboard's crash log, which it
+    # writes when a frame meets the broken pipe to the dead server before its watcher acts (a race)
+    assert sorted(p.name for p in tmp.iterdir() if p.name.startswith("gpudash-") and "crash" not in p.name) == []
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_signal_stops_the_server_with_exit_130(tmp_path: Path, sig: int) -> None:
+    with serving(tmp_path, "--port", str(free_port())) as (server, err):
+        server.send_signal(sig)
+        assert server.wait(30) == INTERRUPTED
+    assert "Traceback" not in err.read_text()
+
+
+def test_a_host_name_that_is_not_one_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    host = "a" * 300  # a label over 63 characters: the idna codec refuses it
+    r = subprocess.run([sys.executable, "-m", "gpudash", "serve", "--host", host, "--port", str(free_port())],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2
+    assert len(r.stderr.splitlines()) == 1, r.stderr
+    assert r.stderr.startswith("gpudash: error: --host aaaa") and "label too long" in r.stderr, r.stderr
+
+
 def test_another_address_than_localhost_is_a_warning(tmp_path: Path) -> None:
     port = free_port()
     with serving(tmp_path, "--host", "0.0.0.0", "--port", str(port)) as (server, err):
