@@ -2,7 +2,7 @@
 ``benchmarks/publish_sweeps.py``). Every gpudash figure on the page is read from those CSVs or
 copied from their ``sweep.md``; the comparisons between two variants that the sweep did not
 make itself (each against the one before) are ``gpudash.comparison.compare`` over the batch
-means the CSV carries. The articles' figures are quoted from ``../shared/WORKLOADS.md``.
+means the CSV carries. The articles' figures are quoted from ``docs/workloads.md``.
 
     python -m benchmarks.benchmarks_page
 """
@@ -473,7 +473,7 @@ How to read it: every figure is a mean over 3 interleaved, shuffled repeats with
 (batch means of the per-interval samples, `gpudash/comparison.py`). A ratio is *faster* or *slower*
 only when its interval excludes 1 and the change exceeds 2%; otherwise it says *no change detected*
 or *within noise*. The articles' own figures (A10G) and the articles' code on an H200 are quoted from
-`../shared/WORKLOADS.md`; those runs had no intervals.
+[workloads.md](workloads.md); those runs had no intervals.
 
 **The runs on this page** (NVIDIA H100, 2026-11-22):
 
@@ -501,7 +501,7 @@ GPU utilisation {cell(AA, 'encdec', 'serial', 8, 'gpu_util_pct')}%), and the int
 At batch 8 the H100 showed no change that the noise lets one claim: between the three rounds the
 whole machine ran at different speeds (the serial repeats differ by more than pipelining could give),
 which widens both intervals. From batch 16 up the gain is clear and larger than the articles'
-(+14–16% against +5–7%), because the pipeline is built as `../shared/WORKLOADS.md` asks (features handed
+(+14–16% against +5–7%), because the pipeline follows [the stream rules](workloads.md#the-stream-rules) (features handed
 over with an event per batch, no host syncs in the producer): it reaches close to 90% of the overlap
 bound, where the articles' code reached 81% at batch 8 on the H200.
 

@@ -1,4 +1,4 @@
-"""Steps/s of every workload variant in a bare loop (no engine): the figures to compare with WORKLOADS.md.
+"""Steps/s of every workload variant in a bare loop (no engine): the figures to compare with docs/workloads.md.
 
     python benchmarks/workloads_bare.py [--seconds 4] [--family encdec] [--batch-size N]
 

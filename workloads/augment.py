@@ -1,4 +1,4 @@
-"""B. CPU vs GPU vs pipelined GPU augmentation (WORKLOADS.md B).
+"""B. CPU vs GPU vs pipelined GPU augmentation (docs/workloads.md B).
 
 The chain, per sample: to float in [0, 1] → random crop to half size → resize back → random
 rotation ±45° → Gaussian blur k=7 (random sigma) → normalize (mean 0, std 1).

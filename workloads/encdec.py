@@ -1,4 +1,4 @@
-"""A. Frozen encoder, trained decoder: serial vs dual-stream pipelined (WORKLOADS.md A)."""
+"""A. Frozen encoder, trained decoder: serial vs dual-stream pipelined (docs/workloads.md A)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""D. A CPU-bound input pipeline, fixed step by step (WORKLOADS.md D, the article's part 4).
+"""D. A CPU-bound input pipeline, fixed step by step (docs/workloads.md D, the article's part 4).
 
 Each variant adds one fix to the previous one:
 

@@ -1,4 +1,4 @@
-"""The small CNNs of WORKLOADS.md, sized by image size (a power of two)."""
+"""The small CNNs of docs/workloads.md, sized by image size (a power of two)."""
 
 from __future__ import annotations
 

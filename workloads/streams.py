@@ -1,6 +1,6 @@
 """Two-stage pipelining over CUDA streams: the one place that knows the stream rules.
 
-The rules (WORKLOADS.md, "Stream correctness"), each marked where it is applied:
+The rules (docs/workloads.md, "The stream rules"), each marked where it is applied:
 
 1. Each side stream waits once on the stream that set up model, optimizer and data.
 2. Host-to-device copies of a batch are issued on the producer stream (the producer

@@ -1,4 +1,4 @@
-"""C. Host-device syncs in a masked loss: sync-heavy vs fixed (WORKLOADS.md C).
+"""C. Host-device syncs in a masked loss: sync-heavy vs fixed (docs/workloads.md C).
 
 Both losses implement the same rules (from the source article):
 
