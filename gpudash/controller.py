@@ -9,6 +9,7 @@ restart, stop) are the app's to run in a thread; ``poll()`` never blocks.
 from __future__ import annotations
 
 import os
+from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import Enum
@@ -45,6 +46,7 @@ from workloads.registry import FAMILIES, FamilyInfo, WorkloadError  # torch-free
 STARTING = "starting workload (importing torch)…"
 TRACE_STEPS = 20  # steps in a profiler window asked for from the dashboard
 PERFETTO = "ui.perfetto.dev"
+MAX_SENT = 64  # controls kept in ``DashController.sent`` (the latest; a long run sends one per change)
 
 RecorderFactory = Callable[..., Any]  # (path, metadata) -> a recorder with on_message/close
 
@@ -91,7 +93,7 @@ class DashController:
         self.recorder: Any = None
         self.recording_path: str | None = None
         self.recorded_messages = 0
-        self.sent: list[Control] = []  # every control sent, oldest first
+        self.sent: deque[Control] = deque(maxlen=MAX_SENT)  # the latest controls sent, oldest first
         self.pending_batch: int | None = None
         self.ready = False  # source.start() has returned
         self.knobs_text = self.config.knobs or "none"  # the knobs running (text form), from the messages

@@ -39,6 +39,7 @@ from gpudash.tui.charts import CHARTS, MetricChart
 from gpudash.tui.crash import report_crash
 from gpudash.tui.footer import LeanFooter
 from gpudash.tui.layout import layout_for, notice_text
+from gpudash.tui.render_cache import bound_render_ansi
 from gpudash.tui.timeview import TimeView
 from gpudash.tui.user_settings import keep_user_settings
 from gpudash.tui.gpu_rows import GpuRows
@@ -74,6 +75,7 @@ class GpuDashApp(App[int]):
         user_config: UserConfig | None = None,
     ) -> None:
         super().__init__()
+        bound_render_ansi()  # Textual's escape-code cache kept a style per screen position (render_cache)
         self.user_config = user_config  # the settings file: its theme is applied and kept (None: not used)
         self.controller = DashController(source, maxlen=maxlen, recorder_factory=recorder_factory)
         self.source = source

@@ -11,6 +11,7 @@ import math
 import random
 import sys
 import time
+from collections import deque
 from collections.abc import Callable
 
 from gpudash.protocol import Control, Event, EventKind, GpuInfo, GpuSample, Message, Pause, Resume
@@ -51,7 +52,7 @@ class SyntheticSource:
         self._energy = 0.0
         self._out: list[Message] = []
         self._controls: list[Control] = []
-        self.sent: list[Control] = []
+        self.sent: deque[Control] = deque(maxlen=64)  # the latest controls (one a change: bounded)
 
     # -- EngineSource -------------------------------------------------------------------------
     @property

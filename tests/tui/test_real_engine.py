@@ -31,7 +31,7 @@ async def test_dashboard_over_the_real_engine_on_the_cpu(tmp_path):
         batch = app.state.batch_size
         assert batch >= 1
         await pilot.press("plus")
-        assert app.controller.sent == [SetBatchSize(batch * 2)]
+        assert list(app.controller.sent) == [SetBatchSize(batch * 2)]
         await wait_until(pilot, lambda: any(e.kind == "changed" and e.what == "batch_size"
                                             for e in app.state.events), "the change event", timeout_s=60)
         app.refresh_now()
@@ -64,7 +64,7 @@ async def test_the_knobs_panel_changes_the_real_workloads_knobs_on_the_cpu(tmp_p
         assert app.screen.query_one("#knob-cuda_graph").disabled  # needs CUDA: this run is on the CPU
         await pilot.click("#knob-channels_last")
         await pilot.click("#knobs-apply")
-        assert app.controller.sent == [SetKnobs("channels_last=on")]
+        assert list(app.controller.sent) == [SetKnobs("channels_last=on")]
         await wait_until(pilot, lambda: any(e.kind == "changed" and e.what == "knobs" for e in app.state.events),
                          "the knobs' change event", timeout_s=60)
         await wait_until(pilot, lambda: app.state.last_sample.knobs == "channels_last=on",
@@ -93,7 +93,7 @@ async def test_the_profile_key_traces_the_real_workload_on_the_cpu(tmp_path):
     async with app.run_test(size=(120, 36)) as pilot:
         await wait_until(pilot, lambda: app.state.last_sample is not None, "a first sample", timeout_s=60)
         await pilot.press("T")
-        assert app.controller.sent == [TraceWindow(20)]
+        assert list(app.controller.sent) == [TraceWindow(20)]
         await wait_until(pilot, lambda: app.state.last_trace is not None, "the window's measured event",
                          timeout_s=60)
         app.refresh_now()

@@ -1,0 +1,449 @@
+"""Soak of the dashboard itself: ``gpudash`` in a real terminal (tmux) for an hour, recording,
+a change every 30 s, and whether the dashboard process grows.
+
+    .venv/bin/python benchmarks/soak_dashboard.py                        # 60 minutes → docs/soak-dashboard.md
+    .venv/bin/python benchmarks/soak_dashboard.py --minutes 3 --out /tmp/soak-dashboard.md   # a quick check
+
+Why tmux and not Textual's pilot (``benchmarks/soak.py``): a headless app never turns its frames
+into terminal output (``App._display`` returns early), so what only a real terminal costs the
+dashboard (each frame's escape sequences, the styles rendered for it) is not measured there.
+
+The dashboard runs as a user starts it (``python -m gpudash -w sync_loss ...``) in a tmux session
+of its own (its own server socket, a fixed size), with a settings directory of its own so that the
+recording lands in ``--out-dir``. Once the workload runs, the soak starts a recording as a user
+does (``c``, enter), then sends a change every ``--change-every`` seconds, the keys in turn:
+``+`` (batch ×2), ``-`` (back), ``v`` (the next variant), ``v`` (back, on a two-variant family).
+Just before each change (or every ``--measure-every`` seconds) it samples from /proc the
+dashboard process's RSS, open fds and threads, and, for context, the workload's (the child that
+leads its own process group, with its group) and the recording's size.
+
+Verdict per dashboard column: after the warm-up (``--warmup-minutes``), the median of the first
+window (``--window-minutes``) against the median of the last one: flat when they differ by at
+most 5% (for fds and threads, also when by at most one). The report (markdown: the date, the
+machine, torch's and Textual's versions, the command, every measurement, the verdicts and the
+screen at the end) is rewritten after every measurement, so a run cut short leaves what it had.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import os
+import platform
+import shlex
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.soak import FLAT_PCT, ProcStats, proc_stats, tree_stats
+
+KEYS = ("+", "-", "v", "v")  # a change each: batch ×2, back, the next variant, back (a two-variant family)
+KEY_NAMES = {"+": "batch ×2 (+)", "-": "batch ÷2 (-)", "v": "the next variant (v)"}
+SIZE = (120, 36)  # the terminal (default): the README's screenshots' size
+START_TIMEOUT_S = 300.0  # torch's import on a loaded machine
+QUIT_TIMEOUT_S = 30.0
+
+# key, heading, format; the first three are the dashboard's and get a verdict
+COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("rss", "dashboard RSS MiB", "{:.1f}"),
+    ("fds", "dashboard fds", "{:.0f}"),
+    ("threads", "dashboard threads", "{:.0f}"),
+    ("workload_rss", "workload RSS MiB", "{:.0f}"),
+    ("csv_kib", "recording KiB", "{:.0f}"),
+)
+JUDGED = ("rss", "fds", "threads")
+COUNTS = frozenset({"fds", "threads"})
+
+
+# -- the terminal ---------------------------------------------------------------------------------
+@dataclass
+class Tmux:
+    """One tmux server (a socket of its own) with one session: the dashboard's terminal."""
+
+    socket: str
+    session: str = "dash"
+
+    def run(self, *args: str, check: bool = True) -> str:
+        out = subprocess.run(["tmux", "-L", self.socket, *args], capture_output=True, text=True, check=check)
+        return out.stdout
+
+    def start(self, command: str, cwd: Path, size: tuple[int, int]) -> int:
+        """Start ``command`` in a new session; returns the pid of the process in the pane."""
+        pid = self.run("new-session", "-d", "-P", "-F", "#{pane_pid}", "-s", self.session, "-c", str(cwd),
+                       "-x", str(size[0]), "-y", str(size[1]), command)
+        return int(pid.strip())
+
+    def keys(self, *keys: str, literal: bool = False) -> None:
+        self.run("send-keys", "-t", self.session, *(["-l"] if literal else []), *keys, check=False)
+
+    def screen(self) -> str:
+        return self.run("capture-pane", "-p", "-t", self.session, check=False)
+
+    def kill(self) -> None:
+        self.run("kill-server", check=False)
+
+
+def dashboard_command(args: argparse.Namespace) -> str:
+    """The shell command the pane runs: ``exec`` so the pane's pid is the dashboard's."""
+    argv = [sys.executable, "-m", "gpudash", "-w", args.workload, *args.gpudash_args]
+    env = f"XDG_CONFIG_HOME={shlex.quote(str(args.out_dir / 'config'))} PYTHONPATH={shlex.quote(str(ROOT))}"
+    return f"exec env {env} {shlex.join(argv)}"
+
+
+def wait_for(tmux: Tmux, text: str, timeout_s: float, pid: int, header: bool = False) -> str:
+    """Until the screen (its first line: ``header``) shows ``text`` (tmux drops trailing blanks);
+    SystemExit when the dashboard exits or time runs out."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        screen = tmux.screen()
+        if text in (screen.partition("\n")[0] if header else screen):
+            return screen
+        if proc_stats(pid) is None or time.monotonic() > deadline:
+            raise SystemExit(f"soak: no {text!r} on the dashboard's screen; it showed:\n{screen}")
+        time.sleep(0.5)
+
+
+# -- measurements -----------------------------------------------------------------------------------
+@dataclass
+class Row:
+    minute: float
+    values: dict[str, float | None]
+    changes: int
+    header: str  # the screen's first line: what runs, the status, REC
+
+
+@dataclass
+class Soak:
+    rows: list[Row] = field(default_factory=list)
+    changes: list[str] = field(default_factory=list)
+    trouble: list[str] = field(default_factory=list)
+    screen: str = ""  # the last capture
+    ended: str = "in progress"
+
+
+def workload_pid(dashboard: int) -> int | None:
+    """The dashboard's child that leads a process group of its own: the workload process."""
+    kids: list[str] = []
+    for task in Path(f"/proc/{dashboard}/task").glob("*/children"):  # any thread's (a worker spawned it)
+        try:
+            kids += task.read_text().split()
+        except OSError:
+            continue
+    for kid in map(int, kids):
+        try:
+            if os.getpgid(kid) == kid:
+                return kid
+        except OSError:
+            continue
+    return None
+
+
+def newest_csv(folder: Path) -> Path | None:
+    found = sorted(folder.glob("gpudash-*.csv"), key=lambda p: p.stat().st_mtime)
+    return found[-1] if found else None
+
+
+def measure(pid: int, folder: Path, minute: float, changes: int, screen: str) -> Row:
+    dash: ProcStats | None = proc_stats(pid)
+    kid = workload_pid(pid)
+    work = tree_stats(kid) if kid is not None else None
+    csv = newest_csv(folder)
+    values: dict[str, float | None] = {
+        "rss": dash.rss_mib if dash else None,
+        "fds": dash.fds if dash else None,
+        "threads": dash.threads if dash else None,
+        "workload_rss": work.rss_mib if work else None,
+        "csv_kib": csv.stat().st_size / 1024 if csv is not None else None,
+    }
+    header = " ".join(screen.splitlines()[0].split()) if screen else ""
+    return Row(minute, values, changes, header)
+
+
+# -- verdicts ------------------------------------------------------------------------------------------
+def windows(rows: Sequence[Row], key: str, warmup_min: float, window_min: float) -> tuple[list[float], list[float]]:
+    """The values of the first and of the last window after the warm-up (empty: too few)."""
+    after = [(r.minute, r.values[key]) for r in rows if r.minute >= warmup_min - 1e-9 and r.values[key] is not None]
+    if len(after) < 2:
+        return [], []
+    end = after[-1][0]
+    first = [v for m, v in after if m <= after[0][0] + window_min + 1e-9]
+    last = [v for m, v in after if m >= end - window_min - 1e-9]
+    return first, last  # type: ignore[return-value]
+
+
+def _count(n: int) -> str:
+    return f"{n} measurement{'s' if n != 1 else ''}"
+
+
+def verdict(rows: Sequence[Row], key: str, warmup_min: float, window_min: float) -> str:
+    """"flat within 5% (first window … → last window …)" or how it moved, for one column."""
+    first, last = windows(rows, key, warmup_min, window_min)
+    if not first:
+        return "n/a (fewer than 2 measurements after the warm-up)"
+    a, b = statistics.median(first), statistics.median(last)
+    pct = 100.0 * (b - a) / a if a else (0.0 if a == b else float("inf"))
+    fmt = "{:.0f}" if key in COUNTS else "{:.1f}"
+    what = (f"median of the first {window_min:.3g} min after the warm-up {fmt.format(a)} "
+            f"({_count(len(first))}), of the last {window_min:.3g} min {fmt.format(b)} ({_count(len(last))}): "
+            f"{pct:+.1f}%")
+    if abs(pct) <= FLAT_PCT:
+        return f"flat within {FLAT_PCT:g}%: {what}"
+    if key in COUNTS and abs(b - a) <= 1:
+        return f"flat within ±1: {what}"
+    return f"NOT flat: {what}"
+
+
+def slope_per_hour(rows: Sequence[Row], key: str, warmup_min: float) -> float | None:
+    """The least-squares slope after the warm-up, per hour (a second look at slow growth)."""
+    pts = [(r.minute, r.values[key]) for r in rows if r.minute >= warmup_min - 1e-9 and r.values[key] is not None]
+    if len(pts) < 3:
+        return None
+    xs, ys = [p[0] for p in pts], [float(p[1]) for p in pts]  # type: ignore[arg-type]
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    den = sum((x - mx) ** 2 for x in xs)
+    return 60.0 * sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / den if den else None
+
+
+def overall(args: argparse.Namespace, soak: Soak) -> str:
+    """One line for the judged columns together."""
+    verdicts = {key: verdict(soak.rows, key, args.warmup_minutes, args.window_minutes) for key in JUDGED}
+    names = {key: heading.removeprefix("dashboard ") for key, heading, _ in COLUMNS}
+    if any(v.startswith("n/a") for v in verdicts.values()):
+        return "not enough measurements after the warm-up yet"
+    grown = [names[k] for k, v in verdicts.items() if v.startswith("NOT")]
+    if grown:
+        return f"the dashboard's {', '.join(grown)} NOT flat within {FLAT_PCT:g}% after the warm-up"
+    return f"the dashboard's RSS, fds and threads flat within {FLAT_PCT:g}% after the warm-up"
+
+
+# -- the report ----------------------------------------------------------------------------------------
+def _version(name: str) -> str:
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return "not installed"
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+def _head(args: argparse.Namespace, soak: Soak, command: str) -> list[str]:
+    """The title, where and when, the commands, the verdict and what was done."""
+    when = args.started.astimezone().isoformat(timespec="minutes")
+    tmux_version = subprocess.run(["tmux", "-V"], capture_output=True, text=True, check=False).stdout.strip()
+    keys = ", ".join(KEY_NAMES[k] for k in KEYS)
+    return [
+        f"# gpudash dashboard soak: {args.minutes:g} min in tmux, a change every {args.change_every:g} s, recording",
+        "",
+        (f"{when} · {platform.node()} · {os.cpu_count()} CPUs ({_cpu_model()}) · Python "
+         f"{platform.python_version()} · torch {_version('torch')} · textual {_version('textual')} · "
+         f"{tmux_version} {args.size[0]}×{args.size[1]} · measured every {args.measure_every:g} s · "
+         f"status: {soak.ended}"),
+        "",
+        f"Command: `{command}`  ",
+        f"The dashboard, in tmux: `{dashboard_command(args).removeprefix('exec ')}`",
+        "",
+        f"**Verdict: {overall(args, soak)}**",
+        "",
+        (f"Changes, in turn: {keys} (on a two-variant family the second v goes back); the recording "
+         f"started with `c`, enter. The dashboard's columns are judged after a {args.warmup_minutes:.3g}-minute "
+         f"warm-up: the median of the first {args.window_minutes:.3g} minutes against that of the last "
+         f"{args.window_minutes:.3g} (flat: within {FLAT_PCT:g}%; fds and threads also within ±1). The "
+         "workload's RSS and the recording's size are context, not judged."),
+        "",
+    ]
+
+
+def _table(soak: Soak) -> list[str]:
+    cols = ["minute", *(h for _, h, _ in COLUMNS), "changes", "the screen's first line"]
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for r in soak.rows:
+        cells = [f"{r.minute:.1f}"] + [fmt.format(r.values[k]) if r.values[k] is not None else "n/a"
+                                        for k, _, fmt in COLUMNS]
+        lines.append("| " + " | ".join([*cells, str(r.changes), r.header.replace("|", "/")]) + " |")
+    return lines
+
+
+def _verdicts(args: argparse.Namespace, soak: Soak) -> list[str]:
+    lines = ["", "| column | verdict | slope after the warm-up |", "|---|---|---|"]
+    for key, heading, _ in COLUMNS:
+        if key in JUDGED:
+            slope = slope_per_hour(soak.rows, key, args.warmup_minutes)
+            slope_text = f"{slope:+.2f} /hour" if slope is not None else "n/a"
+            text = verdict(soak.rows, key, args.warmup_minutes, args.window_minutes)
+            lines.append(f"| {heading} | {text} | {slope_text} |")
+    return lines
+
+
+def _notes(soak: Soak) -> list[str]:
+    trouble = len(soak.trouble) or "none"
+    notes = ["", f"Changes sent: {len(soak.changes)}; trouble (crashes, restarts, a dashboard gone): {trouble}"]
+    notes += [f"- {t}" for t in soak.trouble[:20]]
+    if soak.screen:
+        notes += ["", "The screen at the last measurement:", "", "```text", soak.screen.rstrip("\n"), "```"]
+    return notes
+
+
+def report(args: argparse.Namespace, soak: Soak, command: str) -> str:
+    """The whole report, as markdown."""
+    return "\n".join(_head(args, soak, command) + _table(soak) + _verdicts(args, soak) + _notes(soak)) + "\n"
+
+
+def write_report(args: argparse.Namespace, soak: Soak, command: str) -> None:
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = args.out.with_suffix(args.out.suffix + ".tmp")
+    tmp.write_text(report(args, soak, command))
+    tmp.replace(args.out)
+
+
+# -- the soak ------------------------------------------------------------------------------------------
+def _say(text: str) -> None:
+    print(f"soak-dashboard: {text}", file=sys.stderr, flush=True)
+
+
+def start_recording(tmux: Tmux, pid: int) -> None:
+    """``c``, then enter on the prompt's proposed file name: what a user does."""
+    tmux.keys("c")
+    wait_for(tmux, "Record this run to CSV", 30, pid)
+    tmux.keys("Enter")
+    wait_for(tmux, "● REC", 30, pid)
+
+
+def look(tmux: Tmux, soak: Soak, pid: int, minute: float) -> str:
+    """The screen now; a crash is restarted (``r``) and noted."""
+    screen = tmux.screen()
+    if "crashed — r restarts" in screen or "not responding — r restarts" in screen:
+        soak.trouble.append(f"minute {minute:.1f}: the workload ended; pressed r")
+        tmux.keys("r")
+    return screen
+
+
+def run_soak(args: argparse.Namespace, soak: Soak, command: str) -> None:
+    tmux = Tmux(socket=f"gpudash-soak-{os.getpid()}")
+    pid = tmux.start(dashboard_command(args), args.out_dir, args.size)
+    _say(f"dashboard pid {pid} in tmux -L {tmux.socket} (attach: tmux -L {tmux.socket} attach -r)")
+    try:
+        wait_for(tmux, " running", START_TIMEOUT_S, pid, header=True)
+        start_recording(tmux, pid)
+        t0 = time.monotonic()
+        end = t0 + args.minutes * 60
+        next_change, next_measure = t0 + args.change_every, t0
+        while True:
+            now = time.monotonic()
+            minute = (now - t0) / 60
+            if proc_stats(pid) is None:
+                soak.trouble.append(f"minute {minute:.1f}: the dashboard process is gone")
+                break
+            if now >= next_measure - 1e-6:
+                soak.screen = look(tmux, soak, pid, minute)
+                row = measure(pid, args.out_dir, minute, len(soak.changes), soak.screen)
+                soak.rows.append(row)
+                _say(f"minute {minute:5.1f}: " + ", ".join(f"{k}={v:.1f}" for k, v in row.values.items()
+                                                           if v is not None) + f"; {row.header[:70]}")
+                write_report(args, soak, command)
+                next_measure += args.measure_every
+            if now >= end:
+                break
+            if now >= next_change:
+                key = KEYS[len(soak.changes) % len(KEYS)]
+                tmux.keys(key, literal=True)
+                soak.changes.append(f"minute {minute:.1f}: {KEY_NAMES[key]}")
+                next_change += args.change_every
+            time.sleep(max(0.05, min(next_change, next_measure, end) - time.monotonic()))
+        quit_dashboard(tmux, soak, pid)
+    finally:
+        tmux.kill()
+
+
+def quit_dashboard(tmux: Tmux, soak: Soak, pid: int) -> None:
+    """Stop the recording (``c``), quit (``q``), and note a dashboard that does not exit."""
+    tmux.keys("c")
+    time.sleep(1.0)
+    tmux.keys("q")
+    deadline = time.monotonic() + QUIT_TIMEOUT_S
+    while proc_stats(pid) is not None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    if proc_stats(pid) is not None:
+        soak.trouble.append(f"the dashboard had not exited {QUIT_TIMEOUT_S:g} s after q")
+
+
+def _interrupted(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def _size(text: str) -> tuple[int, int]:
+    w, _, h = text.lower().partition("x")
+    if not (w.isdigit() and h.isdigit() and int(w) >= 80 and int(h) >= 24):
+        raise argparse.ArgumentTypeError(f"{text!r}: give columns x rows, at least 80x24")
+    return int(w), int(h)
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--minutes", type=float, default=60.0, help="how long, from the recording's start (60)")
+    p.add_argument("--change-every", type=float, default=30.0, metavar="S", help="seconds between changes (30)")
+    p.add_argument("--measure-every", type=float, metavar="S",
+                   help="seconds between measurements (default: --change-every, just before each change)")
+    p.add_argument("--warmup-minutes", type=float,
+                   help="left out of the verdicts (default: 5, or a sixth of a run shorter than 30 minutes)")
+    p.add_argument("--window-minutes", type=float,
+                   help="the first and last windows compared (default: 5, or a sixth of a shorter run)")
+    p.add_argument("--size", type=_size, default=SIZE, metavar="WxH", help="the terminal's (120x36)")
+    p.add_argument("-w", "--workload", default="sync_loss", help="the family (sync_loss: cheap on the CPU)")
+    p.add_argument("--out-dir", type=Path, default=Path("soak-dashboard-out"),
+                   help="the recording, the settings and the dashboard's working directory (./soak-dashboard-out)")
+    p.add_argument("--out", type=Path, default=ROOT / "docs" / "soak-dashboard.md", help="the report")
+    p.add_argument("gpudash_args", nargs="*", metavar="-- GPUDASH_ARGS",
+                   help="more gpudash options after --, e.g. -- --image-size 16 --device cpu")
+    args = p.parse_args(argv)
+    args.measure_every = args.measure_every or args.change_every
+    short = args.minutes / 6
+    args.warmup_minutes = args.warmup_minutes if args.warmup_minutes is not None else min(5.0, short)
+    args.window_minutes = args.window_minutes if args.window_minutes is not None else min(5.0, short)
+    if min(args.minutes, args.change_every, args.measure_every, args.window_minutes) <= 0 or args.warmup_minutes < 0:
+        p.error("--minutes, --change-every, --measure-every and --window-minutes must be > 0, "
+                "--warmup-minutes ≥ 0")
+    if not Path("/proc/self/status").exists() or shutil.which("tmux") is None:
+        p.error("the soak needs Linux (/proc) and tmux")
+    args.out_dir = args.out_dir.resolve()
+    args.started = _dt.datetime.now()
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    command = shlex.join(["python", os.path.relpath(__file__, ROOT), *(sys.argv[1:] if argv is None else argv)])
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    soak = Soak()
+    signal.signal(signal.SIGTERM, _interrupted)
+    try:
+        run_soak(args, soak, command)
+        soak.ended = "done"
+    except KeyboardInterrupt:
+        soak.ended = "interrupted"
+        _say("interrupted: the report has what was measured so far")
+    write_report(args, soak, command)
+    _say(f"report: {args.out}")
+    print(report(args, soak, command))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
