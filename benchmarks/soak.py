@@ -9,6 +9,8 @@ The run opens with a tour: every change of the cycle once, every other family vi
 change every ``--tour-every`` seconds (20), so that what a process loads once and keeps (each
 family's imports, the JPEG cache, cuDNN's and the allocator's first pools) is loaded inside the
 warm-up, not counted as growth. Then a change every ``--change-every`` seconds.
+A Pilot-driven app never renders its frames to escape codes, so what a real terminal costs the
+dashboard is not measured here: ``benchmarks/soak_dashboard.py`` soaks it in tmux.
 Every second change goes back to the configuration the run started in (the base), so the base
 is measured again and again between the others: batch ×2 and back, knobs on and off, the next
 variant and back, another workload family (each in turn, DataLoader workers and all) and back.

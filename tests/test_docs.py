@@ -36,7 +36,7 @@ README = ROOT / "README.md"
 README_LIMIT = 8192  # bytes: a first contact, not the manual (issue 24)
 OUTSIDE = "../" + "shared"  # the path beside the checkout that the project once cited (spelt so it is not one)
 # Pages other work is writing: a link to one may point nowhere until it lands.
-PENDING = {DOCS / "soak-dashboard.md"}
+PENDING: set[Path] = set()  # none now
 # Textual's key names as the docs print them.
 KEY_SHOWN = {"plus": "+", "equals_sign": "=", "minus": "-", "question_mark": "?"}
 # Keys in the docs' key tables that are not Action rows: Textual's own command palette.
