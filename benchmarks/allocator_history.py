@@ -27,10 +27,10 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gpudash.builders import workload_builder  # noqa: E402
-from gpudash.engine import StepLoop  # noqa: E402
+from gpudash.engine.builders import workload_builder  # noqa: E402
+from gpudash.engine.loop import StepLoop  # noqa: E402
 from benchmarks.soak import CUDA_KNOBS  # noqa: E402
-from gpudash.protocol import RunConfig, SetBatchSize, SetKnobs, SetVariant, Stop, SwitchWorkload  # noqa: E402
+from gpudash.core.protocol import RunConfig, SetBatchSize, SetKnobs, SetVariant, Stop, SwitchWorkload  # noqa: E402
 from workloads.registry import FAMILIES  # noqa: E402
 
 MiB = 2**20

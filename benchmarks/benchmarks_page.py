@@ -1,7 +1,7 @@
 """Write ``docs/BENCHMARKS.md`` from the published sweeps in ``docs/bench/`` (see
 ``benchmarks/publish_sweeps.py``). Every gpudash figure on the page is read from those CSVs or
 copied from their ``sweep.md``; the comparisons between two variants that the sweep did not
-make itself (each against the one before) are ``gpudash.comparison.compare`` over the batch
+make itself (each against the one before) are ``gpudash.stats.comparison.compare`` over the batch
 means the CSV carries. The articles' figures are quoted from ``docs/workloads.md``.
 
     python -m benchmarks.benchmarks_page
@@ -14,8 +14,8 @@ import dataclasses
 import json
 from pathlib import Path
 
-from gpudash.comparison import Comparison, Estimate, compare
-from gpudash.textfmt import fmt_pm
+from gpudash.stats.comparison import Comparison, Estimate, compare
+from gpudash.core.textfmt import fmt_pm
 from workloads.registry import FAMILIES
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
@@ -198,7 +198,7 @@ def beyond_section() -> str:
 The articles teach three fixes (streams, GPU augmentation, no syncs). The knobs they never touch
 (`gpudash list`; `--knob`, the `k` panel in the dashboard) move the same steps further. Per family:
 the plain variant, the article's fix and the fastest knob setting measured, each with its 95%
-interval; the ratios are `gpudash.comparison.compare` over the batch means each `sweep.csv` carries.
+interval; the ratios are `gpudash.stats.comparison.compare` over the batch means each `sweep.csv` carries.
 `gpudash sweep --preset beyond --device cuda --out beyond` reproduces these runs (here split into one
 run per family, with shorter windows, to fit the session's GPU time):
 
@@ -398,7 +398,7 @@ the same kind of machine printed that line); for `augment`, later the same day,
 {later["input_pipeline"].command} ({later["input_pipeline"].machine}). For each family it runs the same `gpudash sweep`
 with `--nproc 1` and `--nproc 2`; the batch is per rank, so the scaling efficiency — 2-rank
 samples/s ÷ (2 × one-rank samples/s) — is the 2-rank steps/s over the one-rank steps/s, with the
-interval of `gpudash.comparison.compare` over the sweeps' batch means:
+interval of `gpudash.stats.comparison.compare` over the sweeps' batch means:
 
 {table}
 {later["augment"].rows}
@@ -470,7 +470,7 @@ gpudash sweep --preset all --device cuda --out bench
 ![gpudash sweep on an H100](img/h100-all.png)
 
 How to read it: every figure is a mean over 3 interleaved, shuffled repeats with its 95% interval
-(batch means of the per-interval samples, `gpudash/comparison.py`). A ratio is *faster* or *slower*
+(batch means of the per-interval samples, `gpudash/stats/comparison.py`). A ratio is *faster* or *slower*
 only when its interval excludes 1 and the change exceeds 2%; otherwise it says *no change detected*
 or *within noise*. The articles' own figures (A10G) and the articles' code on an H200 are quoted from
 [workloads.md](workloads.md); those runs had no intervals.

@@ -6,7 +6,7 @@
 For each family it runs ``gpudash sweep`` twice, the same configurations with ``--nproc 1`` and
 with ``--nproc N`` (the batch size is per rank, so both process the same batch per rank and
 step), and prints a table. With the same per-rank batch, the efficiency is the N-rank steps/s
-over the one-rank steps/s; its interval and verdict are ``gpudash.comparison.compare`` over the
+over the one-rank steps/s; its interval and verdict are ``gpudash.stats.comparison.compare`` over the
 batch means each ``sweep.csv`` carries. Target of issue 13: ≥ 0.9 for encdec at batch 32 per rank.
 """
 
@@ -23,8 +23,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from gpudash.comparison import Estimate, compare  # noqa: E402
-from gpudash.sweep_report import summaries_from_csv  # noqa: E402
+from gpudash.stats.comparison import Estimate, compare  # noqa: E402
+from gpudash.sweep.report import summaries_from_csv  # noqa: E402
 
 DEFAULT_FAMILIES = ("encdec", "sync_loss", "augment", "input_pipeline")
 VARIANT = {"encdec": "serial", "sync_loss": "fixed", "augment": "gpu-vectorized", "input_pipeline": "gpu-transform"}

@@ -23,7 +23,7 @@ CHILD = """
 import sys, time
 sys.path.insert(0, sys.argv[1])
 import torch
-from gpudash.engine import StepLoop
+from gpudash.engine.loop import StepLoop
 
 class Info:
     name = "noop"

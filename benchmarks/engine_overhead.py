@@ -6,7 +6,7 @@
 The workload is built once. Each round runs the same number of steps (about ``--seconds``
 worth) twice, alternating:
   * bare:   ``for _ in range(n): workload.step()`` then one synchronize;
-  * engine: ``gpudash.engine.StepLoop`` (what the child runs): CUDA-event timing read back by
+  * engine: ``gpudash.engine.loop.StepLoop`` (what the child runs): CUDA-event timing read back by
     query(), loss copies, sync counting with set_sync_debug_mode("warn"), samples every
     --sample-interval s, control checks; it ends with the same drain.
 and, with --no-sync-count as a third column, the engine without sync counting.
@@ -40,8 +40,8 @@ def main() -> int:
 
     import torch
 
-    from gpudash.engine import StepLoop
-    from gpudash.protocol import Sample
+    from gpudash.engine.loop import StepLoop
+    from gpudash.core.protocol import Sample
     from workloads.base import WorkloadOptions
     from workloads.factory import build
 

@@ -24,7 +24,7 @@ import time
 
 import torch
 
-from gpudash.trace_figures import read_events
+from gpudash.engine.trace_figures import read_events
 from workloads.base import WorkloadOptions
 from workloads.knobs import parse_knobs
 from workloads.factory import build

@@ -36,8 +36,8 @@ from torch.utils.data import default_collate
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from gpudash.comparison import estimate_from_batches  # noqa: E402
-from gpudash.textfmt import fmt_pm  # noqa: E402
+from gpudash.stats.comparison import estimate_from_batches  # noqa: E402
+from gpudash.core.textfmt import fmt_pm  # noqa: E402
 from workloads.base import WorkloadOptions, available_cpus  # noqa: E402
 from workloads.input_pipeline import (RandomMask, batch_transform, convert_color, per_sample_transforms,  # noqa: E402
                                       sample_jpeg, scale)

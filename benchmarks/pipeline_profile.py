@@ -19,7 +19,7 @@ import time
 
 import torch
 
-from gpudash.trace_figures import Interval, covered_by_two_or_more, kernels_by_stream, length, read_events
+from gpudash.engine.trace_figures import Interval, covered_by_two_or_more, kernels_by_stream, length, read_events
 from workloads import streams as streams_module
 from workloads.base import WorkloadOptions
 from workloads.knobs import parse_knobs

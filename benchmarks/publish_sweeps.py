@@ -4,7 +4,7 @@
 
 Each sweep's ``sweep.csv``, ``sweep.json`` and ``sweep.md`` are copied as written (the figures
 are the sweep's, never edited); the plot is drawn again from the CSV with the current code
-(``gpudash.sweep_report.redraw``), limited to the families named after the colon. Prints one
+(``gpudash.sweep.report.redraw``), limited to the families named after the colon. Prints one
 line per plot.
 """
 
@@ -14,7 +14,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from gpudash.sweep_report import redraw
+from gpudash.sweep.report import redraw
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 

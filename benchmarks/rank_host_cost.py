@@ -1,4 +1,4 @@
-"""Host memory of one data-parallel rank: what ``gpudash.host_budget`` counts per rank before it
+"""Host memory of one data-parallel rank: what ``gpudash.host.host_budget`` counts per rank before it
 lets ``--nproc`` start.
 
     python benchmarks/rank_host_cost.py [--families encdec,sync_loss] [--steps 30] [--device cpu]
@@ -26,7 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from gpudash.procgroup import members  # noqa: E402
+from gpudash.core.procgroup import members  # noqa: E402
 
 MIB = 2**20
 
@@ -81,7 +81,7 @@ def measure(family: str, steps: int, device: str) -> dict[str, int]:
 
 
 def _leads_group(pid: int) -> bool:
-    """The workload process makes its own process group (gpudash.child); the resource tracker does not."""
+    """The workload process makes its own process group (gpudash.engine.child); the resource tracker does not."""
     try:
         return os.getpgid(pid) == pid
     except OSError:

@@ -32,8 +32,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.tui_frame import pty_first_frame  # noqa: E402
-from gpudash.csvformat import event_row, format_row, header, sample_row  # noqa: E402
-from gpudash.protocol import Event, GpuSample, Sample  # noqa: E402
+from gpudash.recording.csvformat import event_row, format_row, header, sample_row  # noqa: E402
+from gpudash.core.protocol import Event, GpuSample, Sample  # noqa: E402
 
 SIZES = (200, 10_000, 50_000, 200_000)  # 200: the baseline, what any replay costs
 
@@ -57,7 +57,7 @@ def write_recording(path: Path, rows: int) -> None:
 
 def parse_on_this_thread_s(path: Path) -> float:
     """Seconds to parse the whole file where it is asked for (the dashboard's thread, before)."""
-    from gpudash.replay import RecordingReader
+    from gpudash.recording.replay import RecordingReader
 
     t0 = time.perf_counter()
     with path.open(encoding="utf-8", newline="") as f:
@@ -72,7 +72,7 @@ def parse_on_this_thread_s(path: Path) -> float:
 
 def in_process(path: Path) -> tuple[float, float, float, bool]:
     """(first frame s, everything read s, longest UI stall s, progress shown) in a headless app."""
-    from gpudash.replay import ReplaySource
+    from gpudash.recording.replay import ReplaySource
     from gpudash.tui.app import GpuDashApp
 
     async def main() -> tuple[float, float, float, bool]:

@@ -88,7 +88,7 @@ def proc_stats(pid: int) -> ProcStats | None:
 
 def tree_stats(pid: int) -> ProcStats | None:
     """The workload process and its group (it leads one: its loader workers, its ranks), summed."""
-    from gpudash.procgroup import members
+    from gpudash.core.procgroup import members
 
     total = proc_stats(pid)
     if total is None:
@@ -264,7 +264,7 @@ class Base:
 def change_cycle(app: Any, base: Base) -> list[tuple[str, Callable[[], Any]]]:
     """What a user would do, in turn, every second change back to ``base``; each returns the
     dashboard's Notice (what the user would read)."""
-    from gpudash.protocol import SetBatchSize, SetKnobs, SetVariant, SwitchWorkload
+    from gpudash.core.protocol import SetBatchSize, SetKnobs, SetVariant, SwitchWorkload
     from workloads.registry import FAMILIES
 
     controller = app.controller
@@ -309,8 +309,8 @@ def note_trouble(app: Any, soak: Soak, seen: set[int]) -> None:
 
 
 async def run_soak(args: argparse.Namespace, soak: Soak) -> None:
-    from gpudash.protocol import RunConfig
-    from gpudash.session import EngineSession
+    from gpudash.core.protocol import RunConfig
+    from gpudash.host.session import EngineSession
     from gpudash.tui.app import GpuDashApp, prepare_for_child_processes
 
     prepare_for_child_processes()

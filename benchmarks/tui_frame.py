@@ -153,7 +153,7 @@ def redraw_costs(size: tuple[int, int], frames: int = 20,
             for i in range(1, 1300):
                 t[0] = i * 0.25
                 if i % 400 == 0:
-                    src.send(__import__("gpudash.protocol", fromlist=["x"]).SetBatchSize(8 * (1 + i // 400)))
+                    src.send(__import__("gpudash.core.protocol", fromlist=["x"]).SetBatchSize(8 * (1 + i // 400)))
                 app.ingest(src.poll())
             assert len(app.state.series["steps_per_s"]) == 600
             assert len(app.state.series["power_w"]) == 600

@@ -9,8 +9,8 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, NoReturn
 
-from gpudash.gpu_checks import cuda_devices
-from gpudash.protocol import ExitCode
+from gpudash.host.gpu_checks import cuda_devices
+from gpudash.core.protocol import ExitCode
 
 if TYPE_CHECKING:  # pragma: no cover
     from workloads.knobs import Knobs
@@ -166,7 +166,7 @@ def check_knobs(knobs: "Knobs", device: str, variant: "VariantInfo", world_size:
 def check_out_dir(out: str) -> Path:
     """The output directory, created if missing; UsageError when it is a file, unwritable, or its
     name is too long for the file system."""
-    from gpudash.paths import shown
+    from gpudash.recording.paths import shown
 
     path = Path(out)
     try:
@@ -201,9 +201,9 @@ def check_parallel(nproc: int, nnodes: int, endpoint: str | None, device: str) -
 
 def check_host_budget(nproc: int, workers: int | None, device: str) -> None:
     """Raise UsageError when this machine cannot hold the processes the run starts (ranks, loader
-    workers: ``gpudash.host_budget``) or the memory guard's setting is not a limit."""
-    from gpudash import memguard
-    from gpudash.host_budget import HostBudgetError, ProcessPlan, available_cpus, check_process_caps
+    workers: ``gpudash.host.host_budget``) or the memory guard's setting is not a limit."""
+    from gpudash.core import memguard
+    from gpudash.host.host_budget import HostBudgetError, ProcessPlan, available_cpus, check_process_caps
 
     try:
         memguard.check_setting()

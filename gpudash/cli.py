@@ -20,11 +20,15 @@ import os
 import sys
 from typing import Any, Callable, Sequence
 
-from gpudash import argtypes, faults, paths
+from gpudash import argtypes
+
+from gpudash.core import faults
+
+from gpudash.recording import paths
 from gpudash.argtypes import Parser, UsageError, check_device
-from gpudash.gpu_checks import check_gpus
-from gpudash.gpu_selection import GpuSelectionError, gpu_indexes, gpu_list
-from gpudash.protocol import ExitCode, RunConfig
+from gpudash.host.gpu_checks import check_gpus
+from gpudash.host.gpu_selection import GpuSelectionError, gpu_indexes, gpu_list
+from gpudash.core.protocol import ExitCode, RunConfig
 
 EPILOG = """\
 examples:
@@ -141,7 +145,7 @@ class _ConfigPath(argparse.Action):
         parser.exit(ExitCode.OK)
 
 
-PASSTHROUGH = ("sweep", "report")  # these parse their own arguments (gpudash/sweep_plan.py, report.py)
+PASSTHROUGH = ("sweep", "report")  # these parse their own arguments (gpudash/sweep/plan.py, report.py)
 
 
 def build_parsers() -> tuple[Parser, dict[str, Parser]]:
@@ -205,7 +209,7 @@ def build_parser() -> Parser:
 
 
 def _version() -> str:
-    from gpudash.record import gpudash_version
+    from gpudash.recording.record import gpudash_version
 
     return gpudash_version()
 
@@ -272,7 +276,7 @@ def check_theme(name: str | None) -> None:
 
 def _fail(message: str) -> int:
     """One ``gpudash: error:`` line (control characters from a name given are not passed on)."""
-    from gpudash.textfmt import strip_controls
+    from gpudash.core.textfmt import strip_controls
 
     print(f"gpudash: error: {strip_controls(' '.join(message.split()))}", file=sys.stderr)
     return ExitCode.USAGE
@@ -364,10 +368,10 @@ def _cmd_replay(given: dict[str, Any]) -> int:
 
 def _cmd_passthrough(name: str, argv: list[str]) -> int:
     if name == "sweep":
-        from gpudash.sweep import main as sweep_main
+        from gpudash.sweep.run import main as sweep_main
 
         return sweep_main(argv)
-    from gpudash.report import main as report_main
+    from gpudash.report.command import main as report_main
 
     return report_main(argv)
 
@@ -393,7 +397,7 @@ def _cmd_run_or_record(command: str, given: dict[str, Any]) -> int:
     except UsageError as exc:
         return _fail(str(exc))
     if record is not None:
-        from gpudash.headless import run_record
+        from gpudash.recording.headless import run_record
 
         return run_record(
             config,

@@ -23,7 +23,7 @@ import threading
 from typing import Any, NoReturn
 
 from gpudash.argtypes import UsageError
-from gpudash.protocol import ExitCode
+from gpudash.core.protocol import ExitCode
 
 WILDCARDS = ("0.0.0.0", "::", "")
 STOP_TABS_S = 30.0  # on Ctrl-C, how long the open tabs' dashboards get to stop their workloads
@@ -75,12 +75,12 @@ def dashboard_command(run_argv: list[str]) -> str:
 
 def end_with_server() -> None:
     """In a tab's ``gpudash run`` (``SERVER_ENV`` set): stop the workload and exit 130 as soon as
-    the server is gone, even SIGKILLed (``gpudash.parent_watch``). A no-op otherwise. The
+    the server is gone, even SIGKILLed (``gpudash.core.parent_watch``). A no-op otherwise. The
     variable is removed here, so the workload and anything it starts do not inherit it."""
     value = os.environ.pop(SERVER_ENV, None)
     if value is None:
         return
-    from gpudash import parent_watch
+    from gpudash.core import parent_watch
 
     try:
         server = int(value)
@@ -110,7 +110,7 @@ def _server_gone() -> NoReturn:
 
     First stdout and stderr (pipes to the dead server: nobody reads them) go to /dev/null, so the
     dashboard's next frame does not fail meanwhile with a broken pipe (a "crash" of its own)."""
-    from gpudash import runner
+    from gpudash.host import runner
 
     null = os.open(os.devnull, os.O_WRONLY)
     os.dup2(null, 1)

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from gpudash import csvformat
-from gpudash.metrics import (ALLOCATOR_KEYS, METRICS, NVML_KEYS, PER_GPU_KEYS, RANK_KEYS, STAT_KEYS, WORKLOAD_KEYS,
+from gpudash.recording import csvformat
+from gpudash.core.metrics import (ALLOCATOR_KEYS, METRICS, NVML_KEYS, PER_GPU_KEYS, RANK_KEYS, STAT_KEYS, WORKLOAD_KEYS,
                              Origin)
-from gpudash.protocol import Event, GpuReading, GpuSample, Sample, SetBatchSize
-from gpudash.record import CsvRecorder
-from gpudash.replay import ReplaySource, read_all
-from gpudash.stats import DashState
+from gpudash.core.protocol import Event, GpuReading, GpuSample, Sample, SetBatchSize
+from gpudash.recording.record import CsvRecorder
+from gpudash.recording.replay import ReplaySource, read_all
+from gpudash.tui.state import DashState
 from gpudash.tui.demo import SyntheticSource
 from workloads.registry import FAMILIES, Fix, WorkloadError, family
 
@@ -172,7 +172,7 @@ def test_event_kinds_parse_from_the_csv_and_refuse_unknown_ones() -> None:
 
 
 def test_every_chart_line_is_a_charted_metric_of_the_catalog() -> None:
-    from gpudash.metrics import SERIES_KEYS
+    from gpudash.core.metrics import SERIES_KEYS
     from gpudash.tui.charts import CHARTS
 
     drawn = [line.key for chart in CHARTS for line in chart.lines]
@@ -192,8 +192,8 @@ def test_csv_and_screen_agree_on_joules_per_step_with_the_real_engine_and_nvml(t
     dashboard state fed the same messages, the same J/step at every sample."""
     import time
 
-    from gpudash.protocol import RunConfig
-    from gpudash.session import EngineSession
+    from gpudash.core.protocol import RunConfig
+    from gpudash.host.session import EngineSession
 
     session = EngineSession(RunConfig(workload="encdec", device="cuda"), log_path=tmp_path / "child.log")
     rec = CsvRecorder(str(tmp_path / "run.csv"), {})

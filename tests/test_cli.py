@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from gpudash.cli import main
-from gpudash.headless import progress_line
-from gpudash.segments import SegmentTracker
-from gpudash import gpu_checks
-from gpudash.devices import cuda_index_hint, visible_devices
-from gpudash.gpu_checks import cuda_devices
+from gpudash.recording.headless import progress_line
+from gpudash.stats.segments import SegmentTracker
+from gpudash.host import gpu_checks
+from gpudash.host.devices import cuda_index_hint, visible_devices
+from gpudash.host.gpu_checks import cuda_devices
 from tests.tui.fakes import sample, started
 from workloads.registry import FAMILIES
 

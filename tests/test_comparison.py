@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gpudash.comparison import (
+from gpudash.stats.comparison import (
     MAX_BLOCKS,
     BatchMeans,
     Verdict,

@@ -5,9 +5,9 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from gpudash.controller import DashController, Severity
-from gpudash.protocol import Event, RunConfig, SetBatchSize, SetKnob, SetKnobs, SetVariant
-from gpudash.stats import Status
+from gpudash.tui.controller import DashController, Severity
+from gpudash.core.protocol import Event, RunConfig, SetBatchSize, SetKnob, SetKnobs, SetVariant
+from gpudash.tui.state import Status
 from workloads.knobs import KNOBS, Knobs, parse_knobs
 from workloads.registry import family
 
@@ -27,7 +27,7 @@ def running(workload: str = "encdec", variant: str = "serial", device: str = "cu
 
 
 def test_the_controller_never_imports_textual_or_torch() -> None:
-    code = ("import sys, gpudash.controller\n"
+    code = ("import sys, gpudash.tui.controller\n"
             "assert 'textual' not in sys.modules and 'torch' not in sys.modules, sorted(sys.modules)\n")
     subprocess.run([sys.executable, "-c", code], check=True)
 
@@ -76,7 +76,7 @@ def test_batch_keys_build_on_the_size_asked_for_until_the_engine_answers() -> No
 
 
 def test_the_stages_key_asks_a_two_stage_family_only() -> None:
-    from gpudash.protocol import TimeStages
+    from gpudash.core.protocol import TimeStages
 
     ctl, src = running("encdec", device="cuda:0")
     ctl.time_stages()
@@ -95,7 +95,7 @@ def test_next_variant_from_an_unknown_variant_offers_every_one() -> None:
 
 
 def test_a_replay_is_read_only() -> None:
-    from gpudash.protocol import SourceInfo
+    from gpudash.core.protocol import SourceInfo
 
     class Recording(FakeSource):
         @property
@@ -200,7 +200,7 @@ def traced(workload: str = "encdec", device: str = "cuda:0", trace_dir: str | No
 
 
 def test_the_profile_key_sends_one_window_and_says_so() -> None:
-    from gpudash.protocol import TraceWindow
+    from gpudash.core.protocol import TraceWindow
 
     ctl, src = traced()
     notice = ctl.trace_window()
@@ -239,7 +239,7 @@ def test_the_figures_stay_in_one_line_and_the_window_is_marked() -> None:
 
 
 def test_no_profiler_window_without_a_trace_directory_or_in_a_replay() -> None:
-    from gpudash.protocol import SourceInfo
+    from gpudash.core.protocol import SourceInfo
 
     ctl, src = traced(trace_dir=None)
     notice = ctl.trace_window()

@@ -17,8 +17,8 @@ from rich.style import Style
 from textual.drivers.headless_driver import HeadlessDriver
 from textual.strip import Strip
 
-from gpudash.controller import MAX_SENT, DashController
-from gpudash.protocol import Event, EventKind, Message, RunConfig, SetBatchSize
+from gpudash.tui.controller import MAX_SENT, DashController
+from gpudash.core.protocol import Event, EventKind, Message, RunConfig, SetBatchSize
 from gpudash.tui.app import GpuDashApp
 from gpudash.tui.charts import MetricChart
 from gpudash.tui.render_cache import bound_render_ansi, cached_escape_codes

@@ -42,9 +42,9 @@ def _rank(rank: int, world: int, port: int, family: str, variant: str, knobs: st
                       LOCAL_RANK=str(rank))
     import torch.distributed as dist
 
-    from gpudash.engine import StepLoop
-    from gpudash.protocol import SetBatchSize
-    from gpudash.ranks import LockstepControls
+    from gpudash.engine.loop import StepLoop
+    from gpudash.core.protocol import SetBatchSize
+    from gpudash.engine.ranks import LockstepControls
     from workloads.knobs import parse_knobs
 
     torch.set_num_threads(1)
@@ -284,9 +284,9 @@ def _rank_scaling(rank: int, world: int, port: int, out: "multiprocessing.Queue"
                       LOCAL_RANK=str(rank))
     import torch.distributed as dist
 
-    from gpudash.engine import StepLoop
-    from gpudash.protocol import MeasureScaling, Stop
-    from gpudash.ranks import LockstepControls
+    from gpudash.engine.loop import StepLoop
+    from gpudash.core.protocol import MeasureScaling, Stop
+    from gpudash.engine.ranks import LockstepControls
 
     torch.set_num_threads(1)
     dist.init_process_group("gloo")
@@ -337,8 +337,8 @@ def test_a_profiler_window_in_a_data_parallel_run_keeps_the_ranks_in_step(tmp_pa
 
 
 def test_a_change_any_rank_refuses_is_refused_by_every_rank() -> None:
-    from gpudash.engine import StepLoop
-    from gpudash.protocol import Event, SetBatchSize
+    from gpudash.engine.loop import StepLoop
+    from gpudash.core.protocol import Event, SetBatchSize
 
     with build("sync_loss", "cpu", WorkloadOptions(variant="fixed", batch_size=2, image_size=16)) as w:
         got: list[object] = []
@@ -352,8 +352,8 @@ def test_a_change_any_rank_refuses_is_refused_by_every_rank() -> None:
 
 
 def test_a_ranks_exception_is_named_in_the_runs_crash() -> None:
-    from gpudash.protocol import Event, EventKind, RunConfig
-    from gpudash.runner import WorkloadRunner
+    from gpudash.core.protocol import Event, EventKind, RunConfig
+    from gpudash.host.runner import WorkloadRunner
 
     # a knob value the CLI would refuse, given straight to the runner: every rank raises while building
     runner = WorkloadRunner(RunConfig(workload="sync_loss", variant="fixed", device="cpu", image_size=16,
@@ -372,7 +372,7 @@ def test_a_ranks_exception_is_named_in_the_runs_crash() -> None:
 
 
 def test_slow_steps_shorten_the_steps_between_control_looks() -> None:
-    from gpudash.ranks import LOCKSTEP_EVERY, LockstepControls
+    from gpudash.engine.ranks import LOCKSTEP_EVERY, LockstepControls
 
     class OneRank:  # a broadcast among one rank: the box stays as rank 0 filled it
         @staticmethod
@@ -419,8 +419,8 @@ def test_the_nodes_memory_guard_is_divided_before_the_ranks_start(tmp_path: Path
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """The launcher and each rank get a third of a 12 GiB guard from the start (issue 23, cause 1:
     each rank started under the whole guard, divided only after it had imported torch)."""
-    from gpudash.protocol import EventKind, RunConfig
-    from gpudash.runner import WorkloadRunner
+    from gpudash.core.protocol import EventKind, RunConfig
+    from gpudash.host.runner import WorkloadRunner
     from tests.test_orphans import until_event
 
     monkeypatch.setenv("GPUDASH_MEMORY_LIMIT", "12G")

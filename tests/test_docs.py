@@ -2,8 +2,8 @@
 
 Every table of README.md and docs/ that lists what a catalog holds — the dashboard's keys
 (``gpudash/tui/actions.py``), the knobs (``workloads/knobs.py``), the variants and their defaults
-(``workloads/registry.py``), the fault kinds (``gpudash/faults.py``), the CSV's columns
-(``gpudash/csvformat.py``), the verdicts, the exit statuses, the benchmark scripts and the layer
+(``workloads/registry.py``), the fault kinds (``gpudash/core/faults.py``), the CSV's columns
+(``gpudash/recording/csvformat.py``), the verdicts, the exit statuses, the benchmark scripts and the layer
 picture's floors (the imports) — is checked here both ways: the doc lists nothing the code lacks
 and lacks nothing the code has. Also: the README stays a first contact (at most 8 KB) and its test
 command is the one CI runs, every link between the pages resolves, and nothing cites a path
@@ -22,10 +22,10 @@ from pathlib import Path
 
 import pytest
 
-from gpudash.comparison import Verdict
-from gpudash.csvformat import COLUMNS, ROW_KINDS, per_gpu_columns
-from gpudash.faults import FORMS
-from gpudash.protocol import EventKind, ExitCode
+from gpudash.stats.comparison import Verdict
+from gpudash.recording.csvformat import COLUMNS, ROW_KINDS, per_gpu_columns
+from gpudash.core.faults import FORMS
+from gpudash.core.protocol import EventKind, ExitCode
 from gpudash.tui.actions import ACTIONS
 from workloads.knobs import KNOBS
 from workloads.registry import FAMILIES
@@ -171,7 +171,7 @@ def test_the_defaults_table_is_the_catalogs() -> None:
             assert cell == f"{d.batch_size}, {d.image_size}", f"{f.name}: {cell!r} in the docs, {d} in the code"
 
 
-# -- fault injection: gpudash/faults.py ----------------------------------------------------------
+# -- fault injection: gpudash/core/faults.py ----------------------------------------------------------
 
 
 def test_the_fault_table_is_the_fault_catalog() -> None:
@@ -184,7 +184,7 @@ def test_the_fault_table_is_the_fault_catalog() -> None:
         assert point == FORMS[kind].point, f"{form}: {kind} counts {FORMS[kind].point}s"
 
 
-# -- the CSV: gpudash/csvformat.py ---------------------------------------------------------------
+# -- the CSV: gpudash/recording/csvformat.py ---------------------------------------------------------------
 
 
 def test_the_csv_column_table_is_the_csv_format() -> None:
@@ -213,7 +213,7 @@ def test_the_exit_status_table_is_exit_code() -> None:
 
 
 def test_every_sweep_preset_is_named() -> None:
-    from gpudash.sweep_plan import PRESETS  # torch-free
+    from gpudash.sweep.plan import PRESETS  # torch-free
 
     text = (DOCS / "measuring.md").read_text(encoding="utf-8")
     assert [p for p in PRESETS if f"`{p}`" not in text and f"--preset {p}" not in text] == [], (

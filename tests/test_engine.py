@@ -14,9 +14,9 @@ from dataclasses import dataclass
 import pytest
 import torch
 
-from gpudash.engine import StepLoop, plain
-from gpudash.measure import SYNC_WARNING, SyncCounter, percentile
-from gpudash.protocol import (
+from gpudash.engine.loop import StepLoop, plain
+from gpudash.engine.measure import SYNC_WARNING, SyncCounter, percentile
+from gpudash.core.protocol import (
     Event,
     GpuInfo,
     Message,
@@ -29,7 +29,7 @@ from gpudash.protocol import (
     Stop,
     SwitchWorkload,
 )
-from gpudash.session import EngineSession
+from gpudash.host.session import EngineSession
 from workloads.knobs import Knobs
 from workloads.registry import WorkloadError, check_batch_size
 
@@ -92,9 +92,9 @@ class FakeWorkload:
 def _controls_every_step(monkeypatch: pytest.MonkeyPatch) -> None:
     """Look for controls at every step (the engine throttles it to every few ms), so the
     scripted controls below land at exact step counts."""
-    import gpudash.engine
+    import gpudash.engine.loop
 
-    monkeypatch.setattr(gpudash.engine, "CONTROL_CHECK_S", 0.0)
+    monkeypatch.setattr(gpudash.engine.loop, "CONTROL_CHECK_S", 0.0)
 
 
 def scripted(controls: list[tuple[int, object]], loop_ref: list[StepLoop]) -> Callable[[float], object]:
@@ -387,7 +387,7 @@ def test_terminate_reaches_the_childs_own_workers() -> None:
     """Escalation signals the child's process group: forked loader workers die with it."""
     import subprocess
 
-    from gpudash.runner import WorkloadRunner
+    from gpudash.host.runner import WorkloadRunner
 
     proc = subprocess.Popen(["sh", "-c", "sleep 60 & echo $!; wait"], start_new_session=True,
                             stdout=subprocess.PIPE, text=True)
@@ -414,7 +414,7 @@ def test_terminate_reaches_the_childs_own_workers() -> None:
 def test_time_stages_measures_each_stage_alone_and_the_run_goes_on() -> None:
     """The overlap bound of a two-stage family: each stage timed alone on request, as an event;
     a family without two stages says so, and training continues either way."""
-    from gpudash.protocol import EventKind, TimeStages
+    from gpudash.core.protocol import EventKind, TimeStages
     from workloads.base import WorkloadOptions
     from workloads.factory import build
 
@@ -445,7 +445,7 @@ def test_a_switch_of_family_in_the_child_frees_the_first_workload(monkeypatch: p
     import gc
     import weakref
 
-    from gpudash import child
+    from gpudash.engine import child
 
     built: list[weakref.ref] = []
     real_builder = child.workload_builder

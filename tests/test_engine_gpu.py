@@ -17,7 +17,7 @@ pytestmark = pytest.mark.gpu
 
 
 def _loop(family: str, variant: str, batch_size: int | None = None, **kw: object):  # type: ignore[no-untyped-def]
-    from gpudash.engine import StepLoop
+    from gpudash.engine.loop import StepLoop
     from workloads.base import WorkloadOptions
     from workloads.factory import build
 
@@ -32,7 +32,7 @@ def _loop(family: str, variant: str, batch_size: int | None = None, **kw: object
     [("encdec", "serial", 0), ("encdec", "pipelined", 0), ("sync_loss", "fixed", 0), ("sync_loss", "sync-heavy", None)],
 )
 def test_syncs_per_step_and_no_syncs_of_our_own(family: str, variant: str, syncs: int | None) -> None:
-    from gpudash.protocol import Sample
+    from gpudash.core.protocol import Sample
 
     w, loop, got = _loop(family, variant)
     loop.run(steps=5)  # warm-up
@@ -60,7 +60,7 @@ def test_out_of_memory_at_a_huge_batch_reverts() -> None:
 
     import torch
 
-    from gpudash.protocol import Event, Sample, SetBatchSize, Stop
+    from gpudash.core.protocol import Event, Sample, SetBatchSize, Stop
 
     w, loop, got = _loop("encdec", "serial", 8)
     loop.run(steps=5)  # the allocator keeps what batch 8 needs

@@ -25,9 +25,11 @@ from types import ModuleType
 
 import pytest
 
-from gpudash import csvformat, faults
-from gpudash.faults import Fault, FaultSpecError
-from gpudash.protocol import NOT_RESPONDING, NVML_LOST, SAMPLES_DROPPED, Event, EventKind, RunConfig, Sample
+from gpudash.recording import csvformat
+
+from gpudash.core import faults
+from gpudash.core.faults import Fault, FaultSpecError
+from gpudash.core.protocol import NOT_RESPONDING, NVML_LOST, SAMPLES_DROPPED, Event, EventKind, RunConfig, Sample
 
 from .tui.conftest import wait_until
 
@@ -74,7 +76,7 @@ def nvmlDeviceGetCurrentClocksEventReasons(h): return 0
 # -- helpers ---------------------------------------------------------------------------------------
 def group_members(pgid: int) -> list[int]:
     """Live processes (zombies excluded) of process group ``pgid``: gpudash's own scan."""
-    from gpudash.procgroup import members
+    from gpudash.core.procgroup import members
 
     return members(pgid)
 
@@ -173,7 +175,7 @@ def test_gpudash_refuses_a_bad_fault_before_starting_anything(tmp_path: Path) ->
                                            ("nvml-gone", "the NVIDIA driver is no longer loaded")])
 def test_nvml_failing_mid_run_is_one_event_then_no_telemetry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                               kind: str, why: str) -> None:
-    from gpudash.nvml import NvmlSampler
+    from gpudash.host.nvml import NvmlSampler
 
     monkeypatch.setitem(sys.modules, "pynvml", load_fake_pynvml(tmp_path))
     monkeypatch.setenv(faults.ENV, f"{kind}@sample=3")
@@ -193,7 +195,7 @@ def test_nvml_failing_mid_run_is_one_event_then_no_telemetry(tmp_path: Path, mon
 
 
 def test_a_full_queue_drops_samples_counts_them_and_keeps_every_event_in_order() -> None:
-    from gpudash.channel import ParentChannel
+    from gpudash.engine.channel import ParentChannel
 
     ctx = multiprocessing.get_context("spawn")
     out = ctx.Queue(maxsize=3)
@@ -230,7 +232,7 @@ def test_a_full_queue_drops_samples_counts_them_and_keeps_every_event_in_order()
 def test_a_run_that_ends_while_the_parent_is_slow_still_sends_its_totals() -> None:
     """The queue is full when training ends: the drop report and the last sample still arrive
     (the final steps in the CSV are the run's)."""
-    from gpudash.channel import ParentChannel
+    from gpudash.engine.channel import ParentChannel
 
     ctx = multiprocessing.get_context("spawn")
     out = ctx.Queue(maxsize=2)
@@ -255,8 +257,8 @@ def test_a_run_that_ends_while_the_parent_is_slow_still_sends_its_totals() -> No
 
 
 def test_the_watchdog_waits_for_a_slow_step_and_speaks_once_per_silence() -> None:
-    from gpudash.protocol import TraceWindow
-    from gpudash.watchdog import Watchdog
+    from gpudash.core.protocol import TraceWindow
+    from gpudash.host.watchdog import Watchdog
 
     now = [0.0]
     dog = Watchdog(2.0, clock=lambda: now[0])
@@ -407,7 +409,7 @@ def test_record_a_failing_csv_write_keeps_every_row_before_it_and_exits_1(record
 async def dashboard(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **config: object) -> AsyncIterator[tuple[object, object, list[str], set[int]]]:
     """The app over a real engine; yields (app, pilot, every notice said, the workload pids seen).
     Quits with q at the end and checks that nothing of any workload process is left."""
-    from gpudash.session import EngineSession
+    from gpudash.host.session import EngineSession
     from gpudash.tui.app import GpuDashApp, prepare_for_child_processes
 
     prepare_for_child_processes()

@@ -15,13 +15,15 @@ from types import ModuleType
 import pandas as pd
 import pytest
 
-from gpudash import cli, csvformat
-from gpudash.gpu_checks import check_gpus
-from gpudash.gpu_selection import GpuSelectionError, gpu_indexes, gpu_list
-from gpudash.nvml import NvmlSampler
-from gpudash.protocol import Event, GpuSample, RunConfig, Sample
-from gpudash.record import CsvRecorder, run_metadata
-from gpudash.replay import ReplaySource, read_all
+from gpudash import cli
+
+from gpudash.recording import csvformat
+from gpudash.host.gpu_checks import check_gpus
+from gpudash.host.gpu_selection import GpuSelectionError, gpu_indexes, gpu_list
+from gpudash.host.nvml import NvmlSampler
+from gpudash.core.protocol import Event, GpuSample, RunConfig, Sample
+from gpudash.recording.record import CsvRecorder, run_metadata
+from gpudash.recording.replay import ReplaySource, read_all
 from tests.fake_gpus import fake_gpus, readings
 from tests.tui.fakes import sample, started
 

@@ -21,7 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from gpudash import config, host_budget
+from gpudash import config
+
+from gpudash.host import host_budget
 from gpudash.cli import main
 
 LONG = "x" * 300  # one name over the 255 bytes of every common file system
@@ -91,7 +93,7 @@ def empty_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pa
 
 
 def _has_gpu() -> bool:
-    from gpudash.gpu_checks import cuda_devices
+    from gpudash.host.gpu_checks import cuda_devices
 
     return cuda_devices()[0] > 0
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from gpudash.engine import StepLoop
-from gpudash.protocol import Event, EventKind, Sample, SetKnob, SetKnobs
+from gpudash.engine.loop import StepLoop
+from gpudash.core.protocol import Event, EventKind, Sample, SetKnob, SetKnobs
 from workloads.base import WorkloadOptions
 from workloads.knobs import KNOBS, Knobs, knob, parse_knob, parse_knobs
 from workloads.factory import build
@@ -158,9 +158,9 @@ def test_a_knob_change_is_an_event_and_the_samples_after_it_carry_the_knobs() ->
 
 
 def test_a_slow_change_reports_progress_and_its_warm_up_stays_out_of_the_window(monkeypatch: pytest.MonkeyPatch) -> None:
-    import gpudash.engine
+    import gpudash.engine.loop
 
-    monkeypatch.setattr(gpudash.engine, "PROGRESS_EVERY_S", 0.2)
+    monkeypatch.setattr(gpudash.engine.loop, "PROGRESS_EVERY_S", 0.2)
     with build("sync_loss", "cpu", WorkloadOptions(variant="fixed", image_size=16)) as w:
         msgs = _run(w, [SetKnob("compile", "default")], steps=8)
     progress = [m for m in msgs if isinstance(m, Event) and m.kind == EventKind.PROGRESS]
@@ -218,13 +218,13 @@ def test_list_shows_every_knob_and_where_it_applies() -> None:
     ("compile=default", "compile=max-autotune", "compile=max-autotune"),
 ])
 def test_a_knob_change_marker_says_only_what_changed(before: str, after: str, label: str) -> None:
-    from gpudash.stats import _marker_label
+    from gpudash.tui.state import _marker_label
 
     assert _marker_label(Event(time_s=1.0, kind=EventKind.CHANGED, what="knobs", before=before, after=after)) == label
 
 
 def test_a_replay_takes_its_knobs_from_the_metadata() -> None:
-    from gpudash.sidecar import config_from_metadata
+    from gpudash.recording.sidecar import config_from_metadata
 
     assert config_from_metadata({"config": {"workload": "encdec", "knobs": "amp=bf16"}}).knobs == "amp=bf16"
     assert config_from_metadata({"config": {"workload": "encdec", "knobs": 5}}).knobs == "none"

@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from gpudash import memguard
+from gpudash.core import memguard
 from gpudash.cli import main
-from gpudash.engine import StepLoop
-from gpudash.protocol import Event, EventKind, Message, RunConfig, SetBatchSize
-from gpudash.runner import WorkloadRunner
+from gpudash.engine.loop import StepLoop
+from gpudash.core.protocol import Event, EventKind, Message, RunConfig, SetBatchSize
+from gpudash.host.runner import WorkloadRunner
 from workloads.base import WorkloadOptions
 from tests.test_orphans import START_TIMEOUT_S, until_event
 from workloads.factory import build

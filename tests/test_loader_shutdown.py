@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from gpudash import procgroup
+from gpudash.core import procgroup
 from workloads.data import shutdown_loader_workers
 
 ROOT = Path(__file__).resolve().parent.parent

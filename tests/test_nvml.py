@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from gpudash.devices import cuda_index_hint
-from gpudash.nvml import NvmlSampler, decode_throttle
+from gpudash.host.devices import cuda_index_hint
+from gpudash.host.nvml import NvmlSampler, decode_throttle
 
 
 class NVMLError(Exception):

@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from gpudash.protocol import Event, EventKind, RunConfig
-from gpudash.runner import WorkloadRunner, stop_timeout
+from gpudash.core.protocol import Event, EventKind, RunConfig
+from gpudash.host.runner import WorkloadRunner, stop_timeout
 
 # small and quick on the CPU; input_pipeline's baseline starts 4 DataLoader workers, augment's cpu 2
 FAMILIES = {
@@ -314,10 +314,10 @@ def test_a_data_parallel_run_gets_longer_to_stop_with_more_ranks() -> None:
     assert stop_timeout(0, 8) == 0  # "terminate at once" stays that
 
 
-# -- gpudash.parent_watch, in real processes ----------------------------------------------------------------
+# -- gpudash.core.parent_watch, in real processes ----------------------------------------------------------------
 WATCHER = """
 import os, sys, time
-from gpudash import parent_watch
+from gpudash.core import parent_watch
 if sys.argv[2] == "polling":
     del os.pidfd_open
 watch = parent_watch.on_parent_exit(os.getppid(), lambda: (open(sys.argv[1], "w").close(), os._exit(7)))
@@ -359,7 +359,7 @@ def test_the_watcher_acts_when_the_parent_is_sigkilled(tmp_path: Path, how: str)
 
 
 def test_the_watcher_acts_at_once_when_the_parent_is_already_gone() -> None:
-    from gpudash import parent_watch
+    from gpudash.core import parent_watch
 
     acted = threading.Event()
     parent_watch.on_parent_exit(os.getpid(), acted.set)  # this process is not its own parent: "gone"

@@ -12,7 +12,7 @@ import pytest
 
 from gpudash.argtypes import UsageError
 from gpudash.cli import main
-from gpudash.paths import check_distinct_outputs
+from gpudash.recording.paths import check_distinct_outputs
 
 
 def refusal(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:

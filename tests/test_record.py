@@ -18,10 +18,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gpudash import csvformat
-from gpudash.protocol import Event, GpuSample, Sample
-from gpudash.record import CsvRecorder, RecordWriteError, meta_path_for, run_metadata
-from gpudash.protocol import RunConfig
+from gpudash.recording import csvformat
+from gpudash.core.protocol import Event, GpuSample, Sample
+from gpudash.recording.record import CsvRecorder, RecordWriteError, meta_path_for, run_metadata
+from gpudash.core.protocol import RunConfig
 from workloads.registry import FAMILIES
 
 COLUMNS = csvformat.COLUMNS
@@ -284,7 +284,7 @@ def test_recorder_full_disk_mid_run_leaves_whole_lines(tmp_path: Path, monkeypat
     path = tmp_path / "f.csv"
     rec = CsvRecorder(path, {})
     rec.on_message(sample(0.25, 10))
-    import gpudash.record as record
+    import gpudash.recording.record as record
 
     real_write = os.write
     calls = {"n": 0}
@@ -320,7 +320,7 @@ def test_recorder_to_a_stream() -> None:
 def test_a_workload_that_refuses_to_start_is_one_line_exit_2_and_leaves_nothing(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from gpudash.headless import run_record
+    from gpudash.recording.headless import run_record
 
     # past the CLI's checks (as if a GPU were seen): the child itself refuses its configuration
     code = run_record(RunConfig(device="cuda"), tmp_path / "x.csv", duration_s=5, quiet=True)
@@ -333,7 +333,7 @@ def test_a_workload_that_refuses_to_start_is_one_line_exit_2_and_leaves_nothing(
 def test_a_workload_that_crashes_before_it_starts_keeps_its_log_and_names_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from gpudash.headless import run_record
+    from gpudash.recording.headless import run_record
 
     monkeypatch.setenv("GPUDASH_MEMORY_LIMIT", "64M")  # importing torch fails under it: a crash, not a refusal
     code = run_record(RunConfig(workload="sync_loss", device="cpu", image_size=16), tmp_path / "x.csv", quiet=True)

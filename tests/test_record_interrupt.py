@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from gpudash import faults
+from gpudash.core import faults
 
 ROOT = Path(__file__).resolve().parent.parent
 STOPPING = "gpudash: stopping after the current step (Ctrl-C again to force)"

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from gpudash.csvformat import event_row, format_row, header, sample_row
-from gpudash.protocol import Event, ExitCode, GpuInfo
-from gpudash.replay import NotARecording, ReplaySource, read_all
-from gpudash.sidecar import UNKNOWN_CONFIG, read_sidecar
+from gpudash.recording.csvformat import event_row, format_row, header, sample_row
+from gpudash.core.protocol import Event, ExitCode, GpuInfo
+from gpudash.recording.replay import NotARecording, ReplaySource, read_all
+from gpudash.recording.sidecar import UNKNOWN_CONFIG, read_sidecar
 from gpudash.tui.app import GpuDashApp, _run_app
 from tests.tui.conftest import replay_loaded, wait_until
 from tests.tui.fakes import FakeSource, gpu, sample
@@ -267,7 +267,7 @@ def test_a_refusal_names_the_file_without_its_control_characters(tmp_path: Path)
 # -- exceptions in the dashboard -------------------------------------------------------------------------
 CRASHING_SOURCE = textwrap.dedent("""
     import sys
-    from gpudash.protocol import Sample
+    from gpudash.core.protocol import Sample
     from gpudash.tui.app import _run_app
     from tests.tui.fakes import FakeSource, started
 

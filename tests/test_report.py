@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from gpudash.cli import main
-from gpudash.report_load import load_run
-from gpudash.sweep_plan import Configuration, FamilyPlan, SweepPlan, SweepSettings
-from gpudash.sweep_report import SweepReport
-from gpudash.sweep_stats import RepeatResult
+from gpudash.report.load import load_run
+from gpudash.sweep.plan import Configuration, FamilyPlan, SweepPlan, SweepSettings
+from gpudash.sweep.report import SweepReport
+from gpudash.stats.repeats import RepeatResult
 from tests.test_sweep import _result
 from tests.tui.make_fixture import record
 

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from gpudash.cli import main
-from gpudash.csvformat import event_row, format_row, header, sample_row
-from gpudash.protocol import Event, ExitCode
-from gpudash.replay import NotARecording, ReplaySource, read_all
+from gpudash.recording.csvformat import event_row, format_row, header, sample_row
+from gpudash.core.protocol import Event, ExitCode
+from gpudash.recording.replay import NotARecording, ReplaySource, read_all
 from tests.test_report import _sweep
 from tests.tui.fakes import gpu, sample
 
@@ -216,7 +216,7 @@ def test_bad_metadata_is_ignored_with_a_note(tmp_path: Path, capsys: pytest.Capt
 def test_the_reading_path_stays_torch_free(tmp_path: Path) -> None:
     deep = recording(tmp_path, "deep.csv", variant=HOSTILE, meta="[" * 200_000)
     checked = recording(tmp_path, "checked.csv", variant=HOSTILE, meta=fixture_meta(gpu_name=HOSTILE))  # every check
-    code = ("import sys; from gpudash.report_load import load_run; runs = [load_run(p) for p in sys.argv[1:]]; "
+    code = ("import sys; from gpudash.report.load import load_run; runs = [load_run(p) for p in sys.argv[1:]]; "
             "print(runs[0].notes, runs[1].meta['gpu_name'], 'torch' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", code, str(deep), str(checked)], cwd=ROOT, capture_output=True,
                           text=True, timeout=120, stdin=subprocess.DEVNULL)

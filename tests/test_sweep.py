@@ -15,14 +15,14 @@ from pathlib import Path
 import pytest
 
 from gpudash.cli import main
-from gpudash.protocol import GpuSample, Sample
-from gpudash.sweep import Window
-from gpudash.sweep_plan import (
+from gpudash.core.protocol import GpuSample, Sample
+from gpudash.sweep.run import Window
+from gpudash.sweep.plan import (
     Configuration, FamilyPlan, SweepPlan, SweepSettings, build_parser, labels, plan_from_args, schedule,
 )
-from gpudash.sweep_report import CSV_COLUMNS, SweepReport
-from gpudash.textfmt import fmt_pm
-from gpudash.sweep_stats import RepeatResult, summarize
+from gpudash.sweep.report import CSV_COLUMNS, SweepReport
+from gpudash.core.textfmt import fmt_pm
+from gpudash.stats.repeats import RepeatResult, summarize
 from workloads.registry import FAMILIES
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -75,7 +75,7 @@ def test_the_input_pipeline_preset_measures_longer_unless_told(tmp_path: Path) -
 
 
 def test_the_beyond_preset_adds_knob_combinations_and_a_cpu_skips_the_cuda_ones(tmp_path: Path) -> None:
-    from gpudash.sweep_plan import BEYOND, PRESETS, family_plan
+    from gpudash.sweep.plan import BEYOND, PRESETS, family_plan
 
     def plan(*argv: str) -> SweepPlan:
         return plan_from_args(build_parser().parse_args([*argv, "--device", "cpu", "--out", str(tmp_path)]), [])
@@ -93,8 +93,8 @@ def test_the_beyond_preset_adds_knob_combinations_and_a_cpu_skips_the_cuda_ones(
 
 
 def test_switches_turn_knobs_off_before_the_variant_changes_and_on_after() -> None:
-    from gpudash.protocol import SetBatchSize, SetKnobs, SetVariant
-    from gpudash.sweep import switch_controls
+    from gpudash.core.protocol import SetBatchSize, SetKnobs, SetVariant
+    from gpudash.sweep.run import switch_controls
 
     assert switch_controls(("fixed", 8, "none"), ("fixed", 8, "none")) == []
     assert switch_controls(("fixed", 8, "none"), ("fixed", 8, "amp=bf16")) == [SetKnobs("amp=bf16")]
@@ -178,7 +178,7 @@ def test_report_files_from_synthetic_results(tmp_path: Path) -> None:
 
 
 def test_fmt_pm_rounds_the_mean_to_the_interval() -> None:
-    from gpudash.comparison import Estimate
+    from gpudash.stats.comparison import Estimate
 
     assert fmt_pm(Estimate(48.234, 46.964, 49.504, 10)) == "48.2 ± 1.3"
     assert fmt_pm(Estimate(0.567, 0.5627, 0.5713, 10)) == "0.5670 ± 0.0043"
@@ -233,7 +233,7 @@ def test_an_aa_sweep_measures_the_same_configuration_twice_and_its_csv_carries_t
     # Whether a real A/A run says "no change detected" is a property of the statistics
     # (test_comparison.py checks its false-alarm rate on synthetic series; docs/BENCHMARKS.md
     # shows the GPU's). A 2-core CI machine drifts by ±15% within seconds: here, the wiring.
-    from gpudash.comparison import Estimate, compare
+    from gpudash.stats.comparison import Estimate, compare
 
     out = tmp_path / "aa"
     argv = ["sweep", "-w", "sync_loss", "-v", "fixed,fixed", "-b", "2", "--repeats", "3", "--seconds", "1",
@@ -345,7 +345,7 @@ class FakeSession:
     when it runs out of memory: not something to provoke on a CI machine)."""
 
     def __init__(self, config: object) -> None:
-        from gpudash.protocol import GpuInfo
+        from gpudash.core.protocol import GpuInfo
 
         self.t0 = time.monotonic()
         self.variant, self.batch = config.variant, config.batch_size  # type: ignore[attr-defined]
@@ -354,7 +354,7 @@ class FakeSession:
         self.steps, self.last, self.stopped = 0, 0.0, False
 
     def _event(self, kind: str, **kw: object) -> None:
-        from gpudash.protocol import Event
+        from gpudash.core.protocol import Event
 
         details = {"workload": "sync_loss", "variant": self.variant, "batch_size": str(self.batch)}
         self.out.append(Event(time_s=time.monotonic() - self.t0, kind=kind, details=details, **kw))  # type: ignore[arg-type]
@@ -364,7 +364,7 @@ class FakeSession:
         self.last = time.monotonic() - self.t0
 
     def send(self, control: object) -> None:
-        from gpudash.protocol import SetVariant
+        from gpudash.core.protocol import SetVariant
 
         what = "variant" if isinstance(control, SetVariant) else "batch_size"
         after = getattr(control, what)
@@ -391,7 +391,7 @@ class FakeSession:
 
 def _fake_sweep(tmp_path: Path, variants: list[str],
                 monkeypatch: pytest.MonkeyPatch) -> tuple[int, Path, list[FakeSession]]:
-    import gpudash.sweep as sweep
+    import gpudash.sweep.run as sweep
 
     sessions: list[FakeSession] = []
 
@@ -462,7 +462,7 @@ def test_gpu_sweep_times_the_stages_and_no_pipeline_beats_its_overlap_bound(tmp_
 
 
 def test_a_written_sweep_csv_reads_back_into_the_same_tables(tmp_path: Path) -> None:
-    from gpudash.sweep_report import redraw, summaries_from_csv, table_row
+    from gpudash.sweep.report import redraw, summaries_from_csv, table_row
 
     base = Configuration("sync_loss", "sync-heavy", "sync-heavy", 4, 0)
     fixed = Configuration("sync_loss", "fixed", "fixed", 4, 1)
@@ -489,8 +489,8 @@ def test_a_written_sweep_csv_reads_back_into_the_same_tables(tmp_path: Path) -> 
 
 # -- knobs -----------------------------------------------------------------------------------------
 def test_a_sweep_measures_knob_settings_side_by_side_and_its_csv_reads_back(tmp_path: Path) -> None:
-    from gpudash.report_load import load_run
-    from gpudash.sweep_report import summaries_from_csv, table_row
+    from gpudash.report.load import load_run
+    from gpudash.sweep.report import summaries_from_csv, table_row
 
     out = tmp_path / "knobs"
     assert run(["sweep", "-w", "sync_loss", "-v", "fixed,fixed+channels_last", "-b", "2", *TINY,
@@ -531,8 +531,8 @@ def test_knob_applies_to_every_configuration_and_a_cuda_only_entry_is_skipped_on
 
 
 def test_an_old_sweep_csv_without_the_knobs_column_still_reads(tmp_path: Path) -> None:
-    from gpudash.report_load import load_run
-    from gpudash.sweep_report import summaries_from_csv
+    from gpudash.report.load import load_run
+    from gpudash.sweep.report import summaries_from_csv
 
     base = Configuration("sync_loss", "sync-heavy", "sync-heavy", 4, 0)
     fixed = Configuration("sync_loss", "fixed", "fixed", 4, 1)

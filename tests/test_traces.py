@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from gpudash.engine import StepLoop
-from gpudash.protocol import Event, EventKind, Sample, TraceWindow
-from gpudash.trace_figures import covered_by_two_or_more, figures, union
+from gpudash.engine.loop import StepLoop
+from gpudash.core.protocol import Event, EventKind, Sample, TraceWindow
+from gpudash.engine.trace_figures import covered_by_two_or_more, figures, union
 from workloads.base import WorkloadOptions
 from workloads.factory import build
 
@@ -103,9 +103,9 @@ def test_a_window_writes_a_chrome_trace_and_an_event_and_its_steps_stay_out_of_t
 
 
 def test_traces_are_bounded_oldest_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import gpudash.engine
+    import gpudash.engine.loop
 
-    monkeypatch.setattr(gpudash.engine, "MAX_TRACE_FILES", 2)
+    monkeypatch.setattr(gpudash.engine.loop, "MAX_TRACE_FILES", 2)
     msgs = _run_with_windows(tmp_path, windows=3, steps=1)
     paths = [m.details["trace_path"] for m in msgs if isinstance(m, Event) and m.kind == EventKind.MEASURED]
     assert len(paths) == 3
@@ -197,7 +197,7 @@ def test_a_window_annotates_the_stages_only_while_it_runs(tmp_path: Path) -> Non
 
 
 def test_the_dashboards_trace_line_says_how_close_a_pipeline_runs_to_its_bound() -> None:
-    from gpudash.stats import trace_line
+    from gpudash.tui.state import trace_line
 
     e = Event(12.3, EventKind.MEASURED, "trace", details={
         "gpu_busy_pct": "97.1", "idle_pct": "2.9", "overlap_pct": "31", "kernels_per_step": "145",

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from benchmarks.encdec_breakdown import timed
-from gpudash.engine import StepLoop
-from gpudash.protocol import Event, EventKind, TraceWindow
+from gpudash.engine.loop import StepLoop
+from gpudash.core.protocol import Event, EventKind, TraceWindow
 from workloads.base import WorkloadOptions
 from workloads.factory import build
 

@@ -31,9 +31,9 @@ from textual.widgets import Static
 from textual.worker import WorkerFailed
 
 from gpudash.config import UserConfig
-from gpudash.controller import STARTING, DashController, Notice, RecorderFactory, Severity
-from gpudash.protocol import EngineSource, ExitCode, GpuInfo, Message, RunConfig
-from gpudash.stats import Status
+from gpudash.tui.controller import STARTING, DashController, Notice, RecorderFactory, Severity
+from gpudash.core.protocol import EngineSource, ExitCode, GpuInfo, Message, RunConfig
+from gpudash.tui.state import Status
 from gpudash.tui import actions
 from gpudash.tui.charts import CHARTS, MetricChart
 from gpudash.tui.crash import report_crash
@@ -492,7 +492,7 @@ def run_dashboard(config: RunConfig, user_config: UserConfig | None = None) -> i
 
     Profiler windows (T) write into ``config.trace_dir``, by default ``./gpudash-traces`` (the
     engine creates it when the first window is taken)."""
-    from gpudash.session import EngineSession
+    from gpudash.host.session import EngineSession
 
     prepare_for_child_processes()
     config = with_trace_dir(config)
@@ -526,7 +526,7 @@ def _run_app(source: EngineSource, user_config: UserConfig | None = None, headle
 
 def run_replay(path: str, follow: bool, user_config: UserConfig | None = None) -> int:
     """``gpudash replay PATH``: the dashboard over a recorded CSV. Returns the exit code."""
-    from gpudash.replay import NotARecording, ReplaySource
+    from gpudash.recording.replay import NotARecording, ReplaySource
 
     # `gpudash replay` (cli._cmd_replay) has already checked that PATH is a readable file;
     # a file gone since (or a directory) still ends here as an OSError with a message.

@@ -20,9 +20,9 @@ from textual.app import RenderResult
 from textual.message import Message
 from textual_plotext import PlotextPlot
 
-from gpudash.protocol import EventKind
-from gpudash.stats import DashState, Marker
-from gpudash.textfmt import fmt_num
+from gpudash.core.protocol import EventKind
+from gpudash.tui.state import DashState, Marker
+from gpudash.core.textfmt import fmt_num
 from gpudash.tui.plotext_adapter import canvas_columns, column_to_x, render_plot, size_plot
 from gpudash.tui.timeview import ZOOM_IN, ZOOM_OUT
 
@@ -46,7 +46,7 @@ LEGEND_GLYPHS = {BRAILLE: "⠒", DOT: DOT}  # how the legend shows a line drawn 
 
 @dataclass(frozen=True)
 class Line:
-    key: str  # a metric of gpudash.metrics with series=True
+    key: str  # a metric of gpudash.core.metrics with series=True
     label: str  # the legend's name of the line
     color: tuple[int, int, int]
     marker: str = BRAILLE  # plotext marker: each line of a chart has its own

@@ -14,8 +14,8 @@ import time
 from collections import deque
 from collections.abc import Callable
 
-from gpudash.protocol import Control, Event, EventKind, GpuInfo, GpuSample, Message, Pause, Resume
-from gpudash.protocol import RunConfig, Sample, SetBatchSize, SetVariant, SourceInfo, Stop, SwitchWorkload
+from gpudash.core.protocol import Control, Event, EventKind, GpuInfo, GpuSample, Message, Pause, Resume
+from gpudash.core.protocol import RunConfig, Sample, SetBatchSize, SetVariant, SourceInfo, Stop, SwitchWorkload
 from workloads.registry import FAMILIES
 
 

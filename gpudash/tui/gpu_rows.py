@@ -14,7 +14,7 @@ from collections.abc import Collection, Sequence
 from rich.text import Text
 from textual.widgets import Static
 
-from gpudash.protocol import GpuInfo, GpuReading, GpuSample
+from gpudash.core.protocol import GpuInfo, GpuReading, GpuSample
 from gpudash.tui.layout import TALL
 
 SHORT_LINES = 4  # at most this many lines on a terminal of fewer than ``TALL`` rows

@@ -19,11 +19,11 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Checkbox, Input, Label, OptionList, Select, Static
 from textual.widgets.option_list import Option
 
-from gpudash.comparison import Estimate, Verdict
-from gpudash.metrics import Averaging, Better
-from gpudash.protocol import GpuInfo
-from gpudash.stats import DashState, StatRow, Status
-from gpudash.textfmt import fmt_duration, fmt_num, fmt_pct, markdown_table
+from gpudash.stats.comparison import Estimate, Verdict
+from gpudash.core.metrics import Averaging, Better
+from gpudash.core.protocol import GpuInfo
+from gpudash.tui.state import DashState, StatRow, Status
+from gpudash.core.textfmt import fmt_duration, fmt_num, fmt_pct, markdown_table
 from workloads.knobs import KNOBS, OFF, ON, KnobInfo, Knobs
 
 STATUS_STYLE = {

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpudash.protocol import Control, Event, GpuInfo, GpuSample, Message, RunConfig, Sample, SourceInfo
+from gpudash.core.protocol import Control, Event, GpuInfo, GpuSample, Message, RunConfig, Sample, SourceInfo
 
 GPU = GpuInfo(available=True, driver="550.54.15", names=("NVIDIA H100 80GB HBM3",), index=0)
 NO_GPU = GpuInfo(available=False, unavailable="NVML Shared Library Not Found (libnvidia-ml.so.1)")

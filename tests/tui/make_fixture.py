@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from gpudash.protocol import RunConfig, SetBatchSize, SetVariant
-from gpudash.record import CsvRecorder, run_metadata
+from gpudash.core.protocol import RunConfig, SetBatchSize, SetVariant
+from gpudash.recording.record import CsvRecorder, run_metadata
 from gpudash.tui.demo import SyntheticSource
 
 HERE = Path(__file__).parent / "data"

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from gpudash.protocol import Event, Pause, Resume, SetBatchSize, SetKnob, SetKnobs, SetVariant, SwitchWorkload
-from gpudash.replay import ReplaySource
+from gpudash.core.protocol import Event, Pause, Resume, SetBatchSize, SetKnob, SetKnobs, SetVariant, SwitchWorkload
+from gpudash.recording.replay import ReplaySource
 from gpudash.tui.app import STARTING, GpuDashApp
 from gpudash.tui.charts import MetricChart
 from gpudash.tui.widgets import HelpScreen, KnobsScreen, MessageBar, PromptScreen, StatsPanel, plain_text
@@ -569,17 +569,17 @@ def test_dashboard_modules_import_neither_torch_nor_the_engine_child():
     import sys
 
     code = (
-        "import sys, gpudash.tui.app, gpudash.tui.demo, gpudash.replay, gpudash.stats\n"
+        "import sys, gpudash.tui.app, gpudash.tui.demo, gpudash.recording.replay, gpudash.tui.state\n"
         "assert 'torch' not in sys.modules, 'torch imported'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
-    code = "import sys, gpudash.replay, gpudash.stats\nassert 'textual' not in sys.modules\n"
+    code = "import sys, gpudash.recording.replay, gpudash.tui.state\nassert 'textual' not in sys.modules\n"
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
 # -- profiler windows (T) --------------------------------------------------------------------------
 async def test_the_profile_key_asks_for_a_window_and_shows_its_figures_and_marker():
-    from gpudash.protocol import RunConfig, TraceWindow
+    from gpudash.core.protocol import RunConfig, TraceWindow
 
     from ..test_controller import TRACE_PATH, trace_event
 
@@ -600,7 +600,7 @@ async def test_the_profile_key_asks_for_a_window_and_shows_its_figures_and_marke
 
 
 async def test_the_last_trace_line_is_readable_at_80x24():
-    from gpudash.protocol import RunConfig
+    from gpudash.core.protocol import RunConfig
 
     from ..test_controller import trace_event
 
@@ -639,7 +639,7 @@ async def test_the_profile_key_says_why_not_without_a_trace_dir_and_in_a_replay(
 
 
 async def test_the_palette_asks_for_a_profiler_window():
-    from gpudash.protocol import RunConfig, TraceWindow
+    from gpudash.core.protocol import RunConfig, TraceWindow
 
     src = FakeSource(RunConfig(trace_dir="/runs/gpudash-traces"))
     app = make_app(src)
@@ -656,7 +656,7 @@ async def test_the_palette_asks_for_a_profiler_window():
 
 
 def test_a_live_dashboard_run_gets_a_trace_directory(tmp_path):
-    from gpudash.protocol import RunConfig
+    from gpudash.core.protocol import RunConfig
     from gpudash.tui.app import with_trace_dir
 
     assert with_trace_dir(RunConfig(), cwd=str(tmp_path)).trace_dir == str(tmp_path / "gpudash-traces")
@@ -668,7 +668,7 @@ def test_a_live_dashboard_run_gets_a_trace_directory(tmp_path):
 async def test_a_data_parallel_run_shows_its_ranks_and_asks_for_its_scaling_efficiency():
     import dataclasses
 
-    from gpudash.protocol import EventKind, MeasureScaling, RunConfig
+    from gpudash.core.protocol import EventKind, MeasureScaling, RunConfig
 
     src = FakeSource(RunConfig(nproc=2))
     app = make_app(src)

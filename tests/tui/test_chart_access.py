@@ -8,7 +8,7 @@ import pytest
 from rich.text import Text
 from textual.events import MouseScrollDown, MouseScrollUp
 
-from gpudash.protocol import Event
+from gpudash.core.protocol import Event
 from gpudash.tui.charts import CHARTS
 
 from .conftest import wait_until

@@ -6,7 +6,7 @@ import gc
 
 from textual.widgets._footer import FooterKey
 
-from gpudash.protocol import Event
+from gpudash.core.protocol import Event
 from gpudash.tui.app import GpuDashApp
 from gpudash.tui.footer import LeanFooter, prune_closed_watchers
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from gpudash.nvml import NvmlSampler
-from gpudash.protocol import GpuSample, Message, RunConfig, Sample
-from gpudash.record import CsvRecorder, run_metadata
-from gpudash.replay import ReplaySource, read_all
+from gpudash.host.nvml import NvmlSampler
+from gpudash.core.protocol import GpuSample, Message, RunConfig, Sample
+from gpudash.recording.record import CsvRecorder, run_metadata
+from gpudash.recording.replay import ReplaySource, read_all
 from gpudash.tui.app import GpuDashApp
 from gpudash.tui.charts import MetricChart
 from gpudash.tui.gpu_rows import GpuRows
@@ -170,7 +170,7 @@ async def test_recording_from_the_dashboard_has_the_per_gpu_columns(box, tmp_pat
 
 
 def test_a_data_parallel_run_highlights_every_ranks_gpu() -> None:
-    from gpudash.protocol import GpuInfo, GpuReading
+    from gpudash.core.protocol import GpuInfo, GpuReading
     from gpudash.tui.gpu_rows import workload_gpus
 
     # CUDA_VISIBLE_DEVICES=2,0,1: rank r runs on cuda:r, the r-th GPU sampled

@@ -6,7 +6,7 @@ import multiprocessing
 import time
 
 
-from gpudash.protocol import RunConfig, SetBatchSize
+from gpudash.core.protocol import RunConfig, SetBatchSize
 from gpudash.tui.app import GpuDashApp, prepare_for_child_processes
 
 from .conftest import wait_until
@@ -15,7 +15,7 @@ from .conftest import wait_until
 
 
 async def test_dashboard_over_the_real_engine_on_the_cpu(tmp_path):
-    from gpudash.session import EngineSession
+    from gpudash.host.session import EngineSession
 
     prepare_for_child_processes()  # as run_dashboard does, before Textual swaps sys.stderr
     source = EngineSession(RunConfig(workload="encdec", device="cpu", sample_interval_s=0.25),
@@ -49,8 +49,8 @@ async def test_dashboard_over_the_real_engine_on_the_cpu(tmp_path):
 
 
 async def test_the_knobs_panel_changes_the_real_workloads_knobs_on_the_cpu(tmp_path):
-    from gpudash.protocol import SetKnobs
-    from gpudash.session import EngineSession
+    from gpudash.core.protocol import SetKnobs
+    from gpudash.host.session import EngineSession
     from gpudash.tui.widgets import KnobsScreen, plain_text
 
     prepare_for_child_processes()
@@ -80,8 +80,8 @@ async def test_the_knobs_panel_changes_the_real_workloads_knobs_on_the_cpu(tmp_p
 
 
 async def test_the_profile_key_traces_the_real_workload_on_the_cpu(tmp_path):
-    from gpudash.protocol import TraceWindow
-    from gpudash.session import EngineSession
+    from gpudash.core.protocol import TraceWindow
+    from gpudash.host.session import EngineSession
     from gpudash.tui.widgets import MessageBar
 
     prepare_for_child_processes()

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from gpudash.csvformat import event_row, format_row, header, sample_row
-from gpudash.protocol import Event, GpuSample, SetBatchSize
-from gpudash.replay import POLL_MAX_MESSAGES, ReadOnlyError, RecordingReader, ReplaySource, read_all
+from gpudash.recording.csvformat import event_row, format_row, header, sample_row
+from gpudash.core.protocol import Event, GpuSample, SetBatchSize
+from gpudash.recording.replay import POLL_MAX_MESSAGES, ReadOnlyError, RecordingReader, ReplaySource, read_all
 
 from .fakes import gpu, sample
 

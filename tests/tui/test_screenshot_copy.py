@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gpudash.protocol import Event
+from gpudash.core.protocol import Event
 from gpudash.tui.widgets import StatsPanel, plain_text
 
 from .conftest import wait_until

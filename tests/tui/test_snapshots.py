@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from gpudash.protocol import Event
-from gpudash.replay import ReplaySource
+from gpudash.core.protocol import Event
+from gpudash.recording.replay import ReplaySource
 from gpudash.tui.app import GpuDashApp
 
 from .conftest import wait_until

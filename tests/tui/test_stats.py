@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from gpudash.protocol import Event
-from gpudash.series import Series, downsample
-from gpudash.stats import DashState
-from gpudash.textfmt import fmt_num, fmt_pct
+from gpudash.core.protocol import Event
+from gpudash.tui.series import Series, downsample
+from gpudash.tui.state import DashState
+from gpudash.core.textfmt import fmt_num, fmt_pct
 
 from .fakes import gpu, run_segment, sample, started
 
@@ -120,7 +120,7 @@ def test_a_change_inside_the_noise_is_not_coloured() -> None:
     change row gives no verdict of better or worse (the old panel coloured anything over 0.5%)."""
     import random
 
-    from gpudash.protocol import Event, Sample
+    from gpudash.core.protocol import Event, Sample
 
     rng = random.Random(7)
     st = DashState()
@@ -143,7 +143,7 @@ def test_a_change_inside_the_noise_is_not_coloured() -> None:
 def test_an_hour_of_changes_keeps_a_bounded_history_and_still_compares_with_the_last_config():
     """A change a minute for an hour (the soak): the dashboard's memory of past configurations
     stays bounded, and the stats panel still compares the current one with the one before."""
-    from gpudash.stats import MAX_SEGMENTS
+    from gpudash.tui.state import MAX_SEGMENTS
 
     st = DashState()
     st.ingest(started())

@@ -1,0 +1,134 @@
+"""The metric catalog: one row per measured quantity, from which everything else derives.
+
+The CSV's columns, the stats panel's columns, the dashboard's chart series, and (next)
+sweeps and reports all read this table; nothing else lists metrics. Torch- and
+Textual-free. To add a metric: add the field to ``Sample`` (the child measures it) or
+``GpuSample`` (NVML), then one ``Metric`` row here, in the position its CSV column takes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum, IntEnum
+
+
+class Origin(str, Enum):
+    """Where a metric's values come from."""
+
+    WORKLOAD = "workload"  # the child's Sample
+    NVML = "nvml"  # the parent's GpuSample
+    DERIVED = "derived"  # computed from both (joules per step)
+    RANKS = "ranks"  # a data-parallel run's ranks (Sample fields the parent fills in; CSV columns after knobs)
+    ALLOCATOR = "allocator"  # the workload's CUDA caching allocator (Sample fields; CSV columns after the ranks')
+
+
+class Better(IntEnum):
+    """Which direction is an improvement (colours the stats panel's change)."""
+
+    HIGHER = 1
+    LOWER = -1
+    NEITHER = 0  # telemetry: a change is neither good nor bad
+
+
+class Averaging(str, Enum):
+    """How a configuration's mean is taken."""
+
+    TIME = "time"  # weighted by each sample's interval (rates)
+    EACH = "each"  # each value counts once
+    ENDS = "ends"  # from the configuration's first and last value (energy per step)
+
+
+@dataclass(frozen=True)
+class Metric:
+    key: str  # the Sample/GpuSample field; also the CSV column and the chart series name
+    label: str  # the stats panel's column heading
+    unit: str
+    origin: Origin
+    better: Better = Better.NEITHER
+    needs_gpu: bool = False  # empty without NVML: hidden from the stats panel then
+    kind: type = float  # int, float or str in the CSV
+    csv_decimals: int | None = None  # fixed decimals (counters that grow); None: 6 significant digits
+    stat: bool = False  # a column of the stats panel
+    series: bool = False  # kept as a chart series
+    per_gpu: bool = False  # also read for every GPU watched: CSV columns gpu0_util_pct, gpu1_… (GpuReading)
+    mean: Averaging | None = None  # how the configuration's mean is taken (None: not averaged)
+    description: str = ""
+
+    @property
+    def csv_column(self) -> str:
+        return self.key
+
+
+_W, _N, _D, _R, _A = Origin.WORKLOAD, Origin.NVML, Origin.DERIVED, Origin.RANKS, Origin.ALLOCATOR
+_UP, _DOWN = Better.HIGHER, Better.LOWER
+
+METRICS: tuple[Metric, ...] = (
+    Metric("steps", "steps", "", _W, kind=int, description="steps done since the run started"),
+    Metric("samples", "samples", "", _W, kind=int, description="samples trained since the run started"),
+    Metric("interval_s", "interval s", "s", _W, description="the span the sample covers"),
+    Metric("steps_per_s", "steps/s", "", _W, _UP, stat=True, series=True, mean=Averaging.TIME,
+           description="training steps finished per second"),
+    Metric("samples_per_s", "samples/s", "", _W, _UP, stat=True, series=True, mean=Averaging.TIME,
+           description="samples (batch items) trained per second"),
+    Metric("step_ms_p50", "p50 ms", "ms", _W, _DOWN, stat=True, series=True, mean=Averaging.EACH,
+           description="median step time in the interval (CUDA events on a GPU)"),
+    Metric("step_ms_p95", "p95 ms", "ms", _W, _DOWN, stat=True, series=True, mean=Averaging.EACH,
+           description="95th percentile step time in the interval"),
+    Metric("syncs_per_step", "syncs/st", "", _W, _DOWN, stat=True, series=True, mean=Averaging.EACH,
+           description="times per step the host waited for the GPU (CUDA only)"),
+    Metric("loss", "loss", "", _W, description="the latest training loss read back"),
+    Metric("gpu_util_pct", "kernel%", "%", _N, needs_gpu=True, stat=True, series=True, mean=Averaging.EACH, per_gpu=True,
+           description="share of time ANY kernel ran (not SM occupancy)"),
+    Metric("mem_bw_util_pct", "mem-bw%", "%", _N, needs_gpu=True, stat=True, series=True, mean=Averaging.EACH,
+           description="share of time device memory was read or written"),
+    Metric("mem_used_mib", "mem MiB", "MiB", _N, needs_gpu=True, series=True, mean=Averaging.EACH, per_gpu=True,
+           description="device memory in use (all processes)"),
+    Metric("mem_total_mib", "mem total", "MiB", _N, needs_gpu=True, description="device memory in all"),
+    Metric("power_w", "power W", "W", _N, needs_gpu=True, stat=True, series=True, mean=Averaging.EACH, per_gpu=True,
+           description="board power draw"),
+    Metric("sm_clock_mhz", "SM MHz", "MHz", _N, needs_gpu=True, series=True, mean=Averaging.EACH, per_gpu=True,
+           description="streaming-multiprocessor clock"),
+    Metric("temp_c", "temp °C", "°C", _N, needs_gpu=True, series=True, per_gpu=True, description="GPU temperature"),
+    Metric("energy_j", "energy J", "J", _N, needs_gpu=True, csv_decimals=3,
+           description="energy since the sampler started"),
+    Metric("throttle", "throttle", "", _N, needs_gpu=True, kind=str,
+           description="active throttle reasons ('' if none)"),
+    Metric("joules_per_step", "J/step", "J", _D, _DOWN, needs_gpu=True, stat=True, mean=Averaging.ENDS,
+           description="NVML energy over the steps done (see gpudash.stats.energy)"),
+    Metric("world_size", "ranks", "", _R, kind=int,
+           description="data-parallel ranks training together (1: one process); samples count all of them"),
+    Metric("slowest_rank", "slowest rank", "", _R, kind=int,
+           description="the rank with the largest step time p50 in the latest reports"),
+    Metric("slowest_rank_step_ms", "slowest ms", "ms", _R, _DOWN, mean=Averaging.EACH,
+           description="that rank's step time p50"),
+    Metric("cuda_allocated_mib", "alloc MiB", "MiB", _A,
+           description="device memory the workload's tensors hold (torch.cuda.memory_allocated; CUDA only)"),
+    Metric("cuda_reserved_mib", "reserved MiB", "MiB", _A,
+           description="device memory torch's caching allocator holds, in use or cached (memory_reserved; "
+                       "CUDA only); mem_used_mib minus this is the CUDA context, libraries and other processes"),
+)
+
+BY_KEY: dict[str, Metric] = {m.key: m for m in METRICS}
+
+
+def metric(key: str) -> Metric:
+    """The catalog row for ``key`` (KeyError names the key)."""
+    return BY_KEY[key]
+
+
+def keys(origin: Origin | None = None, **flags: bool) -> tuple[str, ...]:
+    """Keys in catalog order, filtered by origin and by flags (``stat=True``, ``series=True``)."""
+    return tuple(
+        m.key
+        for m in METRICS
+        if (origin is None or m.origin == origin) and all(getattr(m, f) == v for f, v in flags.items())
+    )
+
+
+WORKLOAD_KEYS = keys(Origin.WORKLOAD)
+RANK_KEYS = keys(Origin.RANKS)
+ALLOCATOR_KEYS = keys(Origin.ALLOCATOR)
+NVML_KEYS = keys(Origin.NVML)
+STAT_KEYS = keys(stat=True)
+SERIES_KEYS = keys(series=True)
+PER_GPU_KEYS = keys(per_gpu=True)  # the fields of a GpuReading that have CSV columns, in column order

@@ -1,0 +1,321 @@
+"""Small picklable messages that cross the process boundary, and the interface listeners use.
+
+Never imports torch or textual: the CLI, the recorder and the TUI all import this.
+
+Data flow: the parent sends *controls* to the workload child; the child sends back
+*samples* (a few per second) and *events* (something changed, failed or started). The
+parent's NVML thread produces *GPU samples*. Listeners (the recorder, the TUI) see all
+three through an ``EngineSource``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from enum import Enum, IntEnum
+from typing import Protocol, Union
+
+
+class ExitCode(IntEnum):
+    """The exit status of every ``gpudash`` command."""
+
+    OK = 0
+    FAILED = 1  # the workload (or writing the recording) failed
+    USAGE = 2  # bad arguments or an unreadable file
+    INTERRUPTED = 130  # SIGINT or SIGTERM
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything needed to start a run; ``None`` means the family's default for the device."""
+
+    workload: str = "encdec"
+    variant: str | None = None
+    batch_size: int | None = None
+    device: str = "auto"  # "auto" (cuda if available, else cpu), "cpu", "cuda", "cuda:N"
+    image_size: int | None = None
+    workers: int | None = None
+    seed: int = 0
+    sample_interval_s: float = 0.25  # how often the child sends a Sample
+    gpu_interval_s: float = 0.5  # NVML tick
+    max_steps: int | None = None  # the child stops by itself after this many steps (None: never)
+    knobs: str = "none"  # knob settings in their text form ("amp=bf16,cuda_graph=on"; workloads.knobs)
+    trace_dir: str | None = None  # where profiler windows write their traces (None: no windows)
+    # a started workload that sends nothing (no sample, no event) for this long is reported as
+    # "not responding" (the watchdog in gpudash.host.runner); None: never
+    watchdog_s: float | None = 60.0
+    # Data parallelism (gpudash.engine.ranks): ranks on this node, nodes, and the rendezvous of a multi-node run
+    nproc: int = 1
+    nnodes: int = 1
+    rdzv_endpoint: str | None = None
+    rdzv_id: str | None = None
+    # the NVML indexes of the GPUs to watch, one row and CSV columns each, in this order
+    # (``--gpus 0,2``); None: the ones CUDA_VISIBLE_DEVICES names, else every GPU of the machine
+    gpus: tuple[int, ...] | None = None
+
+
+# -- controls: parent -> child, applied at a step boundary ---------------------------------
+@dataclass(frozen=True)
+class SetBatchSize:
+    batch_size: int
+
+
+@dataclass(frozen=True)
+class SetVariant:
+    variant: str
+
+
+@dataclass(frozen=True)
+class SetKnob:
+    """Set one knob (``workloads.knobs``) to a value; ``off`` turns it off."""
+
+    name: str
+    value: str
+
+
+@dataclass(frozen=True)
+class SetKnobs:
+    """Set every knob at once (one rebuild, one warm-up): the text form, ``none`` for all off."""
+
+    knobs: str
+
+
+@dataclass(frozen=True)
+class SwitchWorkload:
+    workload: str
+    variant: str | None = None
+    batch_size: int | None = None
+
+
+@dataclass(frozen=True)
+class Pause:
+    pass
+
+
+@dataclass(frozen=True)
+class Resume:
+    pass
+
+
+@dataclass(frozen=True)
+class Stop:
+    pass
+
+
+@dataclass(frozen=True)
+class TimeStages:
+    """Time each stage of a two-stage workload alone (``steps`` times each), at a step boundary."""
+
+    steps: int = 20
+
+
+@dataclass(frozen=True)
+class TraceWindow:
+    """Profile the next ``steps`` steps (torch.profiler, CPU + CUDA activities) at a step boundary:
+    a Chrome trace in the run's trace directory and a ``measured`` event with its figures."""
+
+    steps: int = 20
+
+
+@dataclass(frozen=True)
+class MeasureScaling:
+    """In a data-parallel run: time rank 0 training alone for ``steps`` steps (the others wait) and
+    report the scaling efficiency of the running configuration against it."""
+
+    steps: int = 50
+
+
+Control = Union[SetBatchSize, SetVariant, SetKnob, SetKnobs, SwitchWorkload, Pause, Resume, Stop, TimeStages,
+                TraceWindow, MeasureScaling]
+
+
+# -- child -> parent ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Sample:
+    """Throughput over the interval since the previous sample (time in seconds since run start)."""
+
+    time_s: float
+    workload: str
+    variant: str
+    batch_size: int
+    steps: int  # total steps done in this run
+    samples: int  # total samples trained in this run
+    interval_s: float
+    steps_per_s: float
+    samples_per_s: float
+    step_ms_p50: float | None
+    step_ms_p95: float | None
+    syncs_per_step: float | None  # host-device syncs per step; None where not countable (CPU)
+    loss: float | None = None
+    knobs: str = "none"  # the knob settings this sample ran with (text form)
+    # A data-parallel run: its ranks (samples count the global batch), and the slowest rank's
+    # step time (p50) in the latest reports of the other ranks (filled in by the parent's runner)
+    world_size: int = 1
+    slowest_rank: int | None = None
+    slowest_rank_step_ms: float | None = None
+    # What the workload's CUDA caching allocator holds on its device (None on the CPU)
+    cuda_allocated_mib: float | None = None
+    cuda_reserved_mib: float | None = None
+
+
+@dataclass(frozen=True)
+class RankSample:
+    """What a rank other than 0 of a data-parallel run reports: its own step times."""
+
+    time_s: float
+    rank: int
+    steps: int
+    steps_per_s: float
+    step_ms_p50: float | None
+
+
+class EventKind(str, Enum):
+    """What an ``Event`` reports; the value is what the CSV's ``event_kind`` column holds."""
+
+    STARTING = "starting"  # child process started, importing torch
+    STARTED = "started"  # workload built, first configuration
+    CHANGED = "changed"  # a control was applied: what/before/after say what
+    ERROR = "error"  # a control (or step) failed; the run goes on in its last good configuration
+    PAUSED = "paused"
+    RESUMED = "resumed"
+    STOPPED = "stopped"  # the child finished cleanly
+    CRASHED = "crashed"  # the child died: message says why
+    SUMMARY = "summary"  # written by the recorder: a configuration's statistics when it ends
+    MEASURED = "measured"  # a one-off measurement (what="stages": stage times; what="trace": a
+    # profiler window's figures, its file in details["trace_path"]): details hold the figures
+    PROGRESS = "progress"  # a slow change under way ("compiling… 12 s"); what names the change
+
+    def __str__(self) -> str:
+        return self.value
+
+
+ENDING_KINDS = frozenset({EventKind.STOPPED, EventKind.CRASHED})  # the child is gone after these
+
+# The ``what`` of "error" events about the run itself rather than a control:
+NOT_RESPONDING = "watchdog"  # the parent heard nothing from the workload process for too long
+SAMPLES_DROPPED = "samples"  # the workload process dropped samples while the parent read slowly
+NVML_LOST = "nvml"  # NVML lost the GPU or the driver mid-run; telemetry stops, the run goes on
+# a "crashed" event's details[REFUSED] = "true": the first configuration was refused (a batch that
+# would not fit, a bad setting for this machine): a usage error of the run, not a failure of it
+REFUSED = "refused"
+
+
+@dataclass(frozen=True)
+class Event:
+    time_s: float
+    kind: EventKind
+    what: str = ""  # "variant", "batch_size", "workload", ... (for "changed" and "error")
+    before: str = ""
+    after: str = ""
+    message: str = ""  # one line for the user
+    # Extra facts, text only. "started"/"changed": the configuration now running (workload,
+    # variant, batch_size, device, knobs); "started" also torch, cuda, device_name, gpu_uuid, pid.
+    details: dict[str, str] = field(default_factory=dict, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", EventKind(self.kind))  # text from a CSV: checked here
+
+    @property
+    def label(self) -> str:
+        """A short label for a chart marker or a log line."""
+        if self.kind == EventKind.CHANGED and self.what:
+            return f"{self.what}: {self.before} → {self.after}"
+        return self.message or self.kind.value
+
+
+# -- NVML, produced in the parent ---------------------------------------------------------------
+@dataclass(frozen=True)
+class GpuInfo:
+    """What NVML says about the machine; ``unavailable`` says why NVML gives nothing."""
+
+    available: bool
+    unavailable: str | None = None
+    driver: str | None = None
+    names: tuple[str, ...] = ()  # every GPU of the machine, by index
+    index: int | None = None  # the GPU sampled (the workload's device)
+    sampled: tuple[int, ...] = ()  # the GPUs with a per-GPU reading in every sample (NVML indexes, in order)
+
+    @property
+    def name(self) -> str | None:
+        if self.index is None or self.index >= len(self.names):
+            return None
+        return self.names[self.index]
+
+
+@dataclass(frozen=True)
+class GpuReading:
+    """One GPU's telemetry in an NVML tick (``GpuSample.per_gpu``); ``None``: not available.
+    The fields are the catalog's per-GPU metrics (``gpudash.core.metrics.PER_GPU_KEYS``) and the total memory."""
+
+    index: int  # the NVML index (as nvidia-smi numbers the GPUs)
+    gpu_util_pct: float | None = None
+    mem_used_mib: float | None = None
+    mem_total_mib: float | None = None
+    power_w: float | None = None
+    sm_clock_mhz: float | None = None
+    temp_c: float | None = None
+
+    @property
+    def answered(self) -> bool:
+        """Some query for this GPU answered this tick (False: every one failed)."""
+        return any(getattr(self, f.name) is not None for f in fields(self) if f.name != "index")
+
+
+@dataclass(frozen=True)
+class GpuSample:
+    """One NVML tick. ``None`` means not available (unsupported on this GPU, or the query failed)."""
+
+    time_s: float
+    gpu_util_pct: float | None = None  # kernel-active %: share of time any kernel ran, NOT SM occupancy
+    mem_bw_util_pct: float | None = None
+    mem_used_mib: float | None = None
+    mem_total_mib: float | None = None
+    power_w: float | None = None
+    sm_clock_mhz: float | None = None
+    temp_c: float | None = None
+    energy_j: float | None = None  # energy since the sampler started
+    throttle: str | None = None  # active throttle reasons, e.g. "sw_power_cap|hw_slowdown"; "" if none
+    per_gpu: tuple[GpuReading, ...] = ()  # every GPU watched (``GpuInfo.sampled``), the workload's included
+
+
+Message = Union[Sample, Event, GpuSample]
+
+
+@dataclass(frozen=True)
+class SourceInfo:
+    """What a source says about itself besides its messages (the dashboard shows it)."""
+
+    replay: bool = False  # a recording: read-only, no controls
+    path: str | None = None  # the recording's file
+    follow: bool = False  # the recording is read as it grows
+    log_path: str | None = None  # where the workload process's own output goes
+    started_details: dict[str, str] = field(default_factory=dict)  # the last "started" event's
+    bad_rows: int = 0  # malformed rows of a recording skipped so far
+    loading: str | None = None  # a recording still being read: how far ("reading 37% of run.csv (…)")
+    notes: tuple[str, ...] = ()  # one-line warnings to tell once it has started (a metadata file ignored)
+
+
+class EngineSource(Protocol):
+    """What the recorder and the dashboard listen to: a running workload plus GPU telemetry."""
+
+    config: RunConfig
+    gpu_info: GpuInfo
+
+    @property
+    def info(self) -> SourceInfo: ...
+
+    def start(self) -> None: ...
+
+    def send(self, control: Control) -> None: ...
+
+    def poll(self) -> list[Message]:
+        """Everything that arrived since the last poll, oldest first; never blocks."""
+        ...
+
+    @property
+    def alive(self) -> bool: ...
+
+    def restart(self) -> None: ...
+
+    def stop(self) -> None:
+        """Stop the child (and NVML thread): join with timeout, then terminate. Idempotent."""
+        ...

@@ -1,0 +1,85 @@
+"""Numbers and durations as the dashboard and reports print them, and text read from files
+made safe to print (``strip_controls``)."""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover
+    from gpudash.stats.comparison import Estimate
+
+
+def fmt_num(v: float | None, width: int = 0) -> str:
+    """A compact number: 3 significant figures, thousands as k; '–' when not available."""
+    if v is None:
+        s = "–"
+    else:
+        a = abs(v)
+        if a >= 100_000:
+            s = f"{v / 1000:.0f}k"
+        elif a >= 10_000:
+            s = f"{v / 1000:.1f}k"
+        elif a >= 100:
+            s = f"{v:.0f}"
+        elif a >= 10:
+            s = f"{v:.1f}"
+        elif a >= 1:
+            s = f"{v:.2f}"
+        elif a == 0:
+            s = "0"
+        else:
+            s = f"{v:.3f}"
+    return s.rjust(width) if width else s
+
+
+def fmt_pct(v: float | None) -> str:
+    if v is None:
+        return "–"
+    return f"{v:+.1f}%"
+
+
+def fmt_duration(seconds: float) -> str:
+    s = max(0, int(seconds))
+    h, rem = divmod(s, 3600)
+    m, s = divmod(rem, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m:02d}:{s:02d}"
+
+
+def fmt_pm(e: Estimate | None) -> str:
+    """"48.2 ± 1.3": the half-width to 2 significant digits, the mean to the same decimals."""
+    if e is None:
+        return "–"
+    if e.half_width is None or not math.isfinite(e.half_width) or not math.isfinite(e.mean):
+        return f"{fmt_num(e.mean)} (no CI)"  # none, or none that a number can say (values near 1e308)
+    hw = e.half_width
+    if hw <= 0:
+        return f"{fmt_num(e.mean)} ± 0"
+    digits = max(0, 1 - math.floor(math.log10(hw)))
+    return f"{e.mean:.{digits}f} ± {hw:.{digits}f}"
+
+
+def markdown_table(headers: list[str], rows: list[list[str]]) -> str:
+    """A GitHub Markdown table; ``|`` in a cell is escaped."""
+
+    def line(cells: list[str]) -> str:
+        return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+
+    return "\n".join([line(headers), "|" + "---|" * len(headers), *(line(r) for r in rows)]) + "\n"
+
+
+_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f]")  # C0, DEL and C1: ESC, BEL, CSI (U+009B), OSC (U+009D)…
+_CONTROLS_BUT_NEWLINE = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f]")
+
+
+def strip_controls(text: str, *, keep_newlines: bool = False) -> str:
+    """``text`` without control characters (C0, DEL, C1), so a terminal that shows it (or a
+    ``cat`` of a report) runs no escape sequence read from a file; printable Unicode is kept.
+    ``keep_newlines``: keep the line feed (a CSV's records end with one)."""
+    return (_CONTROLS_BUT_NEWLINE if keep_newlines else _CONTROLS).sub("", text)
+
+
+def clip(text: str, width: int = 300) -> str:
+    """``text`` cut to ``width`` characters, "…" at the end when cut (a message quoting a huge cell)."""
+    return text if len(text) <= width else text[: width - 1] + "…"

@@ -1,0 +1,55 @@
+"""Building the workload inside the workload process: the builder the step loop calls at start
+and at every switch of family, and the "started" event's details. Shared by the single-process
+child (``gpudash.engine.child``) and each rank of a data-parallel run (``gpudash.engine.ranks``)."""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+from gpudash.engine.loop import Builder, StepLoop, plain
+from gpudash.core.protocol import RunConfig
+
+if TYPE_CHECKING:  # pragma: no cover
+    from workloads.base import Workload
+
+
+def workload_builder(config: RunConfig, device: Any, rank: Any = None) -> Builder:
+    """Builds workloads on ``device`` (as data-parallel ``rank``, a ``RankInfo``, when given); the
+    run's image size applies to its first family only."""
+    from workloads.base import WorkloadOptions
+    from workloads.factory import build
+    from workloads.knobs import Knobs
+
+    def builder(name: str, variant: str | None, batch_size: int | None, knobs: Knobs | None = None) -> "Workload":
+        """A workload of family ``name`` (None: the family's default variant or batch, no knob)."""
+        same = name == config.workload
+        options = WorkloadOptions(
+            variant=variant,
+            batch_size=batch_size,
+            image_size=config.image_size if same else None,
+            workers=config.workers,
+            seed=config.seed,
+            knobs=knobs or Knobs(),
+            distributed=rank,
+        )
+        return build(name, device, options)
+
+    return builder
+
+
+def started_details(torch: Any, loop: StepLoop, device: Any) -> dict[str, str]:
+    """The "started" event's details: the configuration, torch, CUDA, pid and GPU."""
+    workload = loop.workload
+    details = loop.config()
+    details.update(
+        torch=torch.__version__,
+        cuda=str(torch.version.cuda or ""),
+        pid=str(os.getpid()),
+        image_size=str(workload.image_size),
+        workers=str(workload.describe()["workers"]),
+    )
+    if device.type == "cuda":
+        props = torch.cuda.get_device_properties(device)
+        details.update(device_name=props.name, gpu_uuid=str(getattr(props, "uuid", "")))
+    return plain(details)

@@ -1,0 +1,381 @@
+"""NVML telemetry, sampled in the parent in its own thread: UI-free, never raises into callers.
+
+Every query gives a value or ``None``. A metric the GPU does not support (NVML says
+"Not Supported") is probed once and dropped; any other failure gives ``None`` for that
+tick only. When NVML cannot be used at all (package missing, no driver, no GPU) the
+sampler says why once, in ``GpuInfo.unavailable``, and produces no samples.
+
+Each sample is the workload's GPU (``GpuInfo.index``: the charts, the CSV's first columns) and
+a ``GpuReading`` of every GPU watched (``GpuInfo.sampled``, as ``gpudash.host.gpu_selection`` picks
+them); a watched GPU that stops answering reads ``None`` while the others go on.
+
+``pynvml`` comes from the ``nvidia-ml-py`` package and is imported lazily.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+from gpudash.core import faults
+from gpudash.host.gpu_selection import GpuSelectionError, choose_gpus
+from gpudash.core.protocol import NVML_LOST, Event, EventKind, GpuInfo, GpuReading, GpuSample
+
+# NVML return codes (nvml.h); compared by value so a fake module needs no class hierarchy.
+NOT_SUPPORTED = 3
+DRIVER_NOT_LOADED = 9
+LIBRARY_NOT_FOUND = 12
+FUNCTION_NOT_FOUND = 13
+# Failures after which no query will answer again (the GPU or the driver is gone): the sampler
+# says so once, as an "error" event (what="nvml"), and stops; the workload keeps running.
+GONE: dict[int, str] = {
+    1: "NVML is no longer initialised",
+    DRIVER_NOT_LOADED: "the NVIDIA driver is no longer loaded",
+    15: "the GPU has fallen off the bus (GPU is lost)",
+    16: "the GPU needs a reset",
+    18: "the NVIDIA driver changed under NVML (driver/library version mismatch)",
+    28: "the GPU is no longer found",
+}
+
+# Clock event ("throttle") reason bits (nvml.h nvmlClocksEventReason*).
+THROTTLE_REASONS: tuple[tuple[int, str], ...] = (
+    (0x1, "gpu_idle"),
+    (0x2, "applications_clocks"),
+    (0x4, "sw_power_cap"),
+    (0x8, "hw_slowdown"),
+    (0x10, "sync_boost"),
+    (0x20, "sw_thermal"),
+    (0x40, "hw_thermal"),
+    (0x80, "hw_power_brake"),
+    (0x100, "display_clocks"),
+)
+
+
+def decode_throttle(mask: int) -> str:
+    """Active reasons as ``"sw_power_cap|hw_slowdown"``; ``""`` when none."""
+    names = [name for bit, name in THROTTLE_REASONS if mask & bit]
+    known = sum(bit for bit, _ in THROTTLE_REASONS)
+    if mask & ~known:
+        names.append(f"other_0x{mask & ~known:x}")
+    return "|".join(names)
+
+
+def _code(exc: BaseException) -> int | None:
+    value = getattr(exc, "value", None)
+    return value if isinstance(value, int) else None
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def _norm_uuid(uuid: str) -> str:
+    uuid = uuid.strip().lower()
+    return uuid[4:] if uuid.startswith("gpu-") else uuid
+
+
+def gone_reason(exc: BaseException) -> str | None:
+    """Why NVML will not answer again, when ``exc`` says it is gone (``GONE``); else None."""
+    code = _code(exc)
+    return GONE.get(code) if code is not None else None
+
+
+def _unsupported(exc: BaseException) -> bool:
+    """NVML says this GPU (or driver) has no such query: asking again will not help."""
+    return _code(exc) in (NOT_SUPPORTED, FUNCTION_NOT_FOUND) or type(exc).__name__ in (
+        "NVMLError_NotSupported",
+        "NVMLError_FunctionNotFound",
+    )
+
+
+_READING_FIELDS = tuple(f.name for f in fields(GpuReading) if f.name != "index")
+_READING_QUERIES = ("utilization", "memory", "power", "sm_clock", "temperature")  # what a GpuReading needs
+
+
+@dataclass
+class _WatchedGpu:
+    """A GPU read for its per-GPU row: its handle, the queries it still answers, and why it
+    stopped answering at all (None while it answers)."""
+
+    handle: Any
+    queries: dict[str, Callable[[Any], dict[str, Any]]]
+    dropped: dict[str, str] = field(default_factory=dict)
+    gone: str | None = None
+
+
+def unavailable_reason(exc: BaseException) -> str:
+    """One clear line for a failed ``nvmlInit``."""
+    code = _code(exc)
+    if isinstance(exc, ImportError):
+        return "the nvidia-ml-py package (pynvml) is not installed"
+    if code == LIBRARY_NOT_FOUND or type(exc).__name__ == "NVMLError_LibraryNotFound":
+        return "NVML library (libnvidia-ml) not found: no NVIDIA driver on this machine"
+    if code == DRIVER_NOT_LOADED or type(exc).__name__ == "NVMLError_DriverNotLoaded":
+        return "the NVIDIA driver is not loaded"
+    return f"NVML failed to start: {exc}"
+
+
+class NvmlSampler:
+    """Samples one GPU every ``interval_s`` in a daemon thread; sees every GPU of the machine.
+
+    ``start()`` initialises NVML and returns ``GpuInfo``; ``drain()`` returns the samples
+    since the last call; ``latest`` is the newest one. Times are seconds since ``t0``
+    (``time.monotonic()`` based, shared with the workload child). When the GPU or the driver
+    goes away mid-run, ``drain()`` returns one "error" event (what="nvml"), ``info`` turns
+    unavailable with the reason, and sampling stops.
+    """
+
+    def __init__(
+        self,
+        index: int | None = 0,
+        interval_s: float = 0.5,
+        *,
+        t0: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        maxlen: int = 2000,
+        gpus: Sequence[int] | None = None,
+    ) -> None:
+        self.requested_index = index
+        self.requested_gpus = gpus  # the GPUs to watch (gpudash.host.gpu_selection.choose_gpus)
+        self._watched: dict[int, _WatchedGpu] = {}
+        self.interval_s = interval_s
+        self.clock = clock
+        self.t0 = clock() if t0 is None else t0
+        self.info = GpuInfo(available=False, unavailable="NVML sampler not started")
+        self.latest: GpuSample | None = None
+        self.dropped: dict[str, str] = {}  # metric -> why it was dropped
+        self._nvml: Any = None
+        self._handle: Any = None
+        self._uuids: list[str] = []
+        self._energy0: float | None = None
+        self._samples: deque[GpuSample | Event] = deque(maxlen=maxlen)
+        self._ticks = 0  # samples attempted (GPUDASH_FAULT=nvml-lost@sample=N counts these)
+        self._fault = faults.of_kind("nvml-lost", "nvml-gone")
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._metrics: dict[str, Callable[[Any], dict[str, Any]]] = {
+            "utilization": self._utilization,
+            "memory": self._memory,
+            "power": self._power,
+            "sm_clock": self._sm_clock,
+            "temperature": self._temperature,
+            "energy": self._energy,
+            "throttle": self._throttle,
+        }
+
+    # -- life cycle ------------------------------------------------------------------------------
+    def open(self) -> GpuInfo:
+        """Initialise NVML and read the machine's GPUs (no thread). Never raises."""
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+        except Exception as exc:  # ImportError, NVMLError_*, OSError from a broken library
+            self.info = GpuInfo(available=False, unavailable=unavailable_reason(exc))
+            return self.info
+        self._nvml = pynvml
+        if self._fault is not None:  # test-only: every call fails from the fault's sample on
+            self._nvml = faults.FaultyNvml(pynvml, self._fault, lambda: self._ticks)
+        try:
+            count = int(pynvml.nvmlDeviceGetCount())
+            names, uuids = [], []
+            for i in range(count):
+                h = pynvml.nvmlDeviceGetHandleByIndex(i)
+                names.append(_text(pynvml.nvmlDeviceGetName(h)))
+                uuids.append(_norm_uuid(_text(self._safe(pynvml.nvmlDeviceGetUUID, h) or "")))
+            driver = _text(self._safe(pynvml.nvmlSystemGetDriverVersion) or "") or None
+        except Exception as exc:
+            self._shutdown()
+            self.info = GpuInfo(available=False, unavailable=f"NVML could not list the GPUs: {exc}")
+            return self.info
+        if count == 0:
+            self._shutdown()
+            self.info = GpuInfo(available=False, unavailable="NVML found no NVIDIA GPU", driver=driver)
+            return self.info
+        self._uuids = uuids
+        try:
+            sampled = choose_gpus(count, uuids, self.requested_gpus, os.environ.get("CUDA_VISIBLE_DEVICES"))
+        except GpuSelectionError as exc:
+            self._shutdown()
+            self.info = GpuInfo(available=False, unavailable=str(exc), driver=driver, names=tuple(names))
+            return self.info
+        index = self.requested_index if self.requested_index is not None else 0
+        if not 0 <= index < count:
+            index = 0
+        self.info = GpuInfo(available=True, driver=driver, names=tuple(names), index=index, sampled=sampled)
+        self._handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+        self._watched = {i: _WatchedGpu(pynvml.nvmlDeviceGetHandleByIndex(i), self._reading_queries())
+                         for i in sampled}
+        return self.info
+
+    def start(self) -> GpuInfo:
+        """``open()`` (unless open), take a first sample, then sample every ``interval_s`` in a thread."""
+        info = self.info if self._nvml is not None else self.open()
+        if info.available and self._thread is None:
+            self.sample()
+            self._stop.clear()
+            self._thread = threading.Thread(target=self._loop, name="gpudash-nvml", daemon=True)
+            self._thread.start()
+        return info
+
+    def stop(self) -> None:
+        """Stop the thread and shut NVML down. Idempotent."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=2.0)
+            self._thread = None
+        self._shutdown()
+
+    def select(self, *, index: int | None = None, uuid: str | None = None) -> bool:
+        """Sample another GPU (by NVML index or UUID); True if it changed."""
+        if not self.info.available or self._nvml is None:
+            return False
+        if uuid:
+            want = _norm_uuid(uuid)
+            if want not in self._uuids:
+                return False
+            index = self._uuids.index(want)
+        if index is None or not 0 <= index < len(self.info.names) or index == self.info.index:
+            return False
+        with self._lock:
+            try:
+                self._handle = self._nvml.nvmlDeviceGetHandleByIndex(index)
+            except Exception:
+                return False
+            self.info = replace(self.info, index=index)
+            self._energy0 = None
+        return True
+
+    def drain(self) -> list[GpuSample | Event]:
+        """The samples taken since the last call, oldest first (and the event if NVML went away)."""
+        with self._lock:
+            out = list(self._samples)
+            self._samples.clear()
+        return out
+
+    # -- sampling ---------------------------------------------------------------------------------
+    def sample(self) -> GpuSample | None:
+        """Take one sample now (the thread calls this every tick)."""
+        if not self.info.available or self._nvml is None:
+            return None
+        with self._lock:
+            self._ticks += 1
+            values: dict[str, Any] = {}
+            for name, query in list(self._metrics.items()):
+                try:
+                    values.update(query(self._handle))
+                except Exception as exc:  # noqa: BLE001 - never raise into the thread or callers
+                    gone = gone_reason(exc)
+                    if gone is not None:
+                        self._lose(gone)
+                        return None
+                    if _unsupported(exc):
+                        self.dropped[name] = str(exc) or "not supported"
+                        del self._metrics[name]
+                    # anything else: not available this tick
+            per_gpu = tuple(self._reading(i, values) for i in self.info.sampled)
+            s = GpuSample(time_s=self.clock() - self.t0, per_gpu=per_gpu, **values)
+            self.latest = s
+            self._samples.append(s)
+        return s
+
+    def _lose(self, why: str) -> None:
+        """NVML will not answer again: say so once, stop sampling (the caller holds the lock)."""
+        t = self.clock() - self.t0
+        message = f"NVML lost the GPU at {t:.1f} s: {why}; no GPU telemetry from here on"
+        info = self.info
+        self.info = GpuInfo(available=False, unavailable=message, driver=info.driver, names=info.names,
+                            index=info.index)
+        self._samples.append(Event(time_s=t, kind=EventKind.ERROR, what=NVML_LOST, message=message))
+        self._stop.set()  # the thread ends after this tick
+        self._shutdown()
+
+    def _loop(self) -> None:
+        next_tick = self.clock() + self.interval_s
+        while not self._stop.wait(max(0.0, next_tick - self.clock())):
+            next_tick += self.interval_s
+            if next_tick < self.clock():  # fell behind (suspended?): don't burst
+                next_tick = self.clock() + self.interval_s
+            self.sample()
+
+    def _reading(self, index: int, own: dict[str, Any]) -> GpuReading:
+        """GPU ``index``'s row: the workload GPU's values when it is that GPU, else its own queries."""
+        values = own if index == self.info.index else self._ask(self._watched[index])
+        return GpuReading(index, **{k: values.get(k) for k in _READING_FIELDS})
+
+    def _ask(self, gpu: _WatchedGpu) -> dict[str, Any]:
+        """A watched GPU's values this tick. A failing query is None for this tick; one the GPU
+        does not support is dropped; a GPU that is gone is asked no more (its row reads n/a)."""
+        values: dict[str, Any] = {}
+        for name, query in list(gpu.queries.items()) if gpu.gone is None else ():
+            try:
+                values.update(query(gpu.handle))
+            except Exception as exc:  # noqa: BLE001 - one GPU failing never stops the others
+                if _unsupported(exc):
+                    gpu.dropped[name] = str(exc) or "not supported"
+                    del gpu.queries[name]
+                elif gone_reason(exc) is not None:
+                    gpu.gone = gone_reason(exc)
+                    return {}
+        return values
+
+    def _reading_queries(self) -> dict[str, Callable[[Any], dict[str, Any]]]:
+        return {name: self._metrics[name] for name in _READING_QUERIES if name in self._metrics}
+
+    # -- one query per metric (each may raise; ``sample`` decides) -------------------------------
+    def _utilization(self, h: Any) -> dict[str, Any]:
+        u = self._nvml.nvmlDeviceGetUtilizationRates(h)
+        return {"gpu_util_pct": float(u.gpu), "mem_bw_util_pct": float(u.memory)}
+
+    def _memory(self, h: Any) -> dict[str, Any]:
+        m = self._nvml.nvmlDeviceGetMemoryInfo(h)
+        return {"mem_used_mib": m.used / 2**20, "mem_total_mib": m.total / 2**20}
+
+    def _power(self, h: Any) -> dict[str, Any]:
+        return {"power_w": self._nvml.nvmlDeviceGetPowerUsage(h) / 1000.0}
+
+    def _sm_clock(self, h: Any) -> dict[str, Any]:
+        return {"sm_clock_mhz": float(self._nvml.nvmlDeviceGetClockInfo(h, self._const("NVML_CLOCK_SM", 1)))}
+
+    def _temperature(self, h: Any) -> dict[str, Any]:
+        t = self._nvml.nvmlDeviceGetTemperature(h, self._const("NVML_TEMPERATURE_GPU", 0))
+        return {"temp_c": float(t)}
+
+    def _energy(self, h: Any) -> dict[str, Any]:
+        mj = float(self._nvml.nvmlDeviceGetTotalEnergyConsumption(h))
+        if self._energy0 is None:
+            self._energy0 = mj
+        return {"energy_j": (mj - self._energy0) / 1000.0}
+
+    def _throttle(self, h: Any) -> dict[str, Any]:
+        nvml = self._nvml
+        query = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or getattr(
+            nvml, "nvmlDeviceGetCurrentClocksThrottleReasons"
+        )
+        return {"throttle": decode_throttle(int(query(h)))}
+
+    # -- helpers -------------------------------------------------------------------------------
+    def _const(self, name: str, default: int) -> int:
+        return int(getattr(self._nvml, name, default))
+
+    @staticmethod
+    def _safe(fn: Callable[..., Any], *args: Any) -> Any:
+        try:
+            return fn(*args)
+        except Exception:
+            return None
+
+    def _shutdown(self) -> None:
+        nvml, self._nvml = self._nvml, None
+        self._handle = None
+        if nvml is not None:
+            try:
+                nvml.nvmlShutdown()
+            except Exception:
+                pass

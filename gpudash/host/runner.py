@@ -1,0 +1,486 @@
+"""The parent's side of the workload process: spawn it, send controls, receive messages.
+
+Torch-free. The child (``gpudash.engine.child.child_main``) is started with the *spawn* method
+(CUDA cannot live in a forked child). Controls go in over an unbounded queue (they are
+few); samples and events come out over a bounded one: the child drops samples when it is
+full, so a slow reader never stalls training.
+
+No orphans: the child leads its own process group, and the group goes with it on every exit
+path (``gpudash.core.procgroup``): its end seen by ``poll()`` (a crash, a SIGKILL), ``stop()``,
+and gpudash's own exit (atexit; on SIGTERM and SIGHUP, where nothing else handles them,
+before gpudash dies of the signal). When gpudash dies without any of these (SIGKILL), the
+child's own watcher ends the group (``gpudash.engine.child``, ``gpudash.core.parent_watch``). Each child
+gets a scratch directory (``gpudash-PID-run-*`` in the temp dir: the data-parallel launcher's
+logs and error files) that goes on the same paths. The child's RSS is sampled while it runs,
+so a SIGKILL at high RSS is reported as probably out of memory.
+
+A stop that has to terminate the child (it did not stop itself in time) is a stop, not a crash:
+whatever the child says after gpudash's SIGTERM ("got signal 15") is reported as "stopped".
+"""
+
+from __future__ import annotations
+
+import atexit
+import dataclasses
+import multiprocessing
+import os
+import queue
+import shutil
+import signal
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from gpudash.core import faults, memguard, procgroup
+from gpudash.core.protocol import NOT_RESPONDING
+from gpudash.core.protocol import ENDING_KINDS, Control, Event, EventKind, Message, RankSample, RunConfig, Sample, Stop
+from gpudash.host.watchdog import Watchdog, not_responding
+from workloads.limits import machine_ram, rss_bytes
+
+OUT_QUEUE_SIZE = 100  # small enough that the pipe (64 KiB) never fills: the child exits cleanly
+UNRESPONSIVE_STOP_S = 1.0  # how long a child reported not responding gets to stop itself
+RSS_EVERY_S = 0.5  # how often poll() samples the child's resident memory
+MAX_PER_POLL = 1000
+STOP_S_PER_RANK = 2.5  # a data-parallel run gets this much longer to stop itself for each rank past the first
+
+
+def stop_timeout(timeout: float, nproc: int) -> float:
+    """How long a run of ``nproc`` local ranks gets to stop itself when asked for ``timeout`` s
+    (0 stays 0: terminate at once). Each rank drains, leaves the collectives and exits in turn,
+    and on a few busy CPUs eight of them take longer than one process."""
+    if timeout <= 0:
+        return 0.0
+    return timeout + STOP_S_PER_RANK * max(0, nproc - 1)
+
+
+def default_log_path() -> str:
+    return os.path.join(tempfile.gettempdir(), f"gpudash-{os.getpid()}-child.log")
+
+
+def exit_reason(exitcode: int | None) -> str:
+    """'exited with code 1', 'killed by SIGKILL', ..."""
+    if exitcode is None:
+        return "is still running"
+    if exitcode < 0:
+        try:
+            return f"killed by {signal.Signals(-exitcode).name}"
+        except ValueError:
+            return f"killed by signal {-exitcode}"
+    return f"exited with code {exitcode}"
+
+
+def last_log_line(path: str | os.PathLike[str] | None, limit: int = 200, start: int = 0) -> str:
+    """The last non-empty line of a log file after byte ``start`` ('' if none)."""
+    if not path:
+        return ""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(start, size - 8192))
+            lines = f.read().decode("utf-8", "replace").splitlines()
+    except OSError:
+        return ""
+    for line in reversed(lines):
+        if line.strip():
+            line = line.strip()
+            return line if len(line) <= limit else line[: limit - 1] + "…"
+    return ""
+
+
+def with_slowest_rank(sample: Sample, ranks: dict[int, RankSample]) -> Sample:
+    """Rank 0's sample with the slowest rank (largest step time p50) among it and the others' latest."""
+    times = {0: sample.step_ms_p50, **{r: s.step_ms_p50 for r, s in ranks.items()}}
+    known = {r: t for r, t in times.items() if t is not None}
+    if not known:
+        return sample
+    rank = max(known, key=known.__getitem__)
+    return dataclasses.replace(sample, slowest_rank=rank, slowest_rank_step_ms=known[rank])
+
+
+_INFORMATIVE = ("error", "exception", "fault", "abort", "killed", "terminate", "out of memory")
+
+
+class WorkloadRunner:
+    """One workload child process at a time; ``restart()`` starts a fresh one."""
+
+    def __init__(
+        self,
+        config: RunConfig,
+        log_path: str | os.PathLike[str] | None = None,
+        *,
+        t0: float | None = None,
+    ) -> None:
+        self.config = config  # updated to the configuration last seen running (for restart)
+        self.log_path = str(log_path) if log_path else default_log_path()
+        self._own_log = not log_path  # chosen here: removed after a clean stop
+        self._log_start = 0  # the log's size when the current child started (the log appends)
+        self.t0 = time.monotonic() if t0 is None else t0
+        self._ctx = multiprocessing.get_context("spawn")
+        self._process: multiprocessing.process.BaseProcess | None = None
+        self._controls: multiprocessing.queues.Queue | None = None  # type: ignore[name-defined]
+        self._out: multiprocessing.queues.Queue | None = None  # type: ignore[name-defined]
+        self._backlog: list[Message] = []
+        self._ranks: dict[int, RankSample] = {}  # a data-parallel run's latest report of each rank > 0
+        self._final_seen = False  # a "stopped" or "crashed" event came from the child
+        self._crashed = False  # a "crashed" event came from the child or was reported for it
+        self._reported = False  # the child's end has been reported
+        self._stopping = False
+        self._stop_began: float | None = None  # when stop() began (monotonic)
+        self._terminated_after: float | None = None  # seconds into stop() when gpudash sent SIGTERM
+        self._scratch: str | None = None  # the child's scratch directory (removed with it)
+        self._watchdog = Watchdog(config.watchdog_s)
+        slow_parent = faults.of_kind("slow-parent")  # test-only: stop reading for a while
+        self._reading_pause = faults.ParentPause(slow_parent) if slow_parent else None
+        self._samples_seen = 0
+        self._rss: int | None = None  # the child's resident memory when last sampled
+        self._next_rss = 0.0
+        _stop_children_on(signal.SIGTERM, signal.SIGHUP)  # here: start() may run in a worker thread
+
+    # -- life cycle ----------------------------------------------------------------------------
+    def start(self) -> None:
+        """Start the child (a no-op while one is running)."""
+        if self._process is not None and self._process.is_alive():
+            return
+        from gpudash.engine.child import child_main  # torch-free at import
+
+        Path(self.log_path).parent.mkdir(parents=True, exist_ok=True)
+        self._controls = self._ctx.Queue()
+        self._out = self._ctx.Queue(maxsize=OUT_QUEUE_SIZE)
+        self._final_seen = self._reported = self._stopping = self._crashed = False
+        self._stop_began = self._terminated_after = None
+        self._ranks.clear()  # a new run's ranks report afresh
+        self._watchdog.reset()
+        try:
+            self._log_start = os.path.getsize(self.log_path)
+        except OSError:
+            self._log_start = 0
+        self._remove_scratch()  # the last child's, when its end was never polled
+        self._scratch = tempfile.mkdtemp(prefix=f"gpudash-{os.getpid()}-run-")
+        self._process = self._ctx.Process(
+            target=child_main,
+            args=(self.config, self._controls, self._out, self.log_path, self.t0, self._scratch),
+            name="gpudash-workload",
+            daemon=False,  # the child may start DataLoader workers: daemons cannot
+        )
+        self._process.start()
+        _LIVE.add(self)
+        _register_at_exit()
+
+    @property
+    def alive(self) -> bool:
+        return self._process is not None and self._process.is_alive()
+
+    @property
+    def finished(self) -> bool:
+        """The child has exited and ``poll()`` has reported how."""
+        return self._process is not None and self._reported
+
+    @property
+    def pid(self) -> int | None:
+        return None if self._process is None else self._process.pid
+
+    @property
+    def exitcode(self) -> int | None:
+        return None if self._process is None else self._process.exitcode
+
+    def send(self, control: Control) -> None:
+        """Queue a control; the child applies it at its next step boundary."""
+        if self._controls is not None and self.alive:
+            self._controls.put(control)
+            self._watchdog.sent(control)
+
+    @property
+    def responding(self) -> bool:
+        """False from a "not responding" report (the watchdog) until the child is heard again."""
+        return not self._watchdog.unresponsive
+
+    def poll(self) -> list[Message]:
+        """Every message since the last poll, oldest first; never blocks.
+
+        When the child has died without saying so, ends with one ``Event("crashed")``; when it
+        has said nothing for ``config.watchdog_s``, one ``Event("error", what="watchdog")``.
+        Once the child is gone, so is its process group when this returns.
+        """
+        out, self._backlog = self._backlog, []
+        if self._reading_paused():
+            return out  # GPUDASH_FAULT=slow-parent: the queue fills up meanwhile
+        out.extend(self._drain())
+        out.extend(self._watch())
+        self._watch_memory()
+        if self._process is not None and not self._reported and self._process.exitcode is not None:
+            out.extend(self._drain())  # what it sent before it died
+            out.extend(self._end_event())
+            if self._process.pid is not None:  # its workers go with it, now (milliseconds: they
+                procgroup.end_group(self._process.pid)  # die on SIGTERM, the resource tracker at EOF)
+            self._remove_scratch()
+        return out
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop the child: Stop control → join with timeout → terminate → kill. Idempotent.
+
+        ``timeout`` grows with a data-parallel run's ranks (``stop_timeout``); 0 terminates at
+        once. Terminate and kill go to the child's process group (its DataLoader workers, its
+        ranks too); whatever of the group outlives the child is then ended too
+        (``procgroup.end_group``), alive or not when this was called. Messages that arrive
+        meanwhile (the last sample, "stopped") are kept for ``poll()``; once terminated, the
+        child's end is reported as "stopped" (terminated after N s), whatever it says. A log file
+        chosen here is removed when empty or when the child did not crash; the scratch directory
+        always.
+        """
+        proc = self._process
+        if proc is None:
+            return
+        if proc.exitcode is None and not self._stopping:
+            self._stopping = True  # not when it already died: that is still a crash
+            self._stop_began = time.monotonic()
+        timeout = stop_timeout(timeout, self.config.nproc)
+        if not self.responding:  # it will not read the Stop control: terminate it soon
+            timeout = min(timeout, UNRESPONSIVE_STOP_S)
+        if proc.is_alive() and self._controls is not None:
+            try:
+                self._controls.put(Stop())
+            except (OSError, ValueError):
+                pass
+        self._join(proc, timeout)
+        if proc.exitcode is None:
+            if self._terminated_after is None and self._stop_began is not None:
+                self._terminated_after = time.monotonic() - self._stop_began
+            self._signal_group(proc, signal.SIGTERM)
+            self._join(proc, 3.0)
+        if proc.exitcode is None:
+            self._signal_group(proc, signal.SIGKILL)
+            self._join(proc, 3.0)
+        if proc.pid is not None:
+            procgroup.end_group(proc.pid)
+        self._remove_scratch()
+        self._backlog.extend(self._drain())
+        self._close_queues()
+        _LIVE.discard(self)
+        if self._own_log and proc.exitcode is not None and (not self._ended_badly() or self._log_empty()):
+            try:
+                os.unlink(self.log_path)
+            except OSError:
+                pass
+
+    def restart(self) -> None:
+        """Stop the child (if running) and start a fresh one in the last configuration seen."""
+        self.stop()
+        self._backlog.extend(self.poll())
+        self._process = None
+        self.start()
+
+    # -- internals -----------------------------------------------------------------------------
+    @staticmethod
+    def _signal_group(proc: multiprocessing.process.BaseProcess, sig: int) -> None:
+        """``sig`` to the child's process group (it makes its own at start), else to the child."""
+        pid = proc.pid
+        try:
+            if pid is None or os.getpgid(pid) != pid:
+                raise ProcessLookupError  # not (yet) a group of its own: never our group
+            os.killpg(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            if sig == signal.SIGKILL:
+                proc.kill()
+            else:
+                proc.terminate()
+
+    def _remove_scratch(self) -> None:
+        """Remove the child's scratch directory (its group is gone: nothing writes there)."""
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+            self._scratch = None
+
+    def _terminated_event(self, time_s: float, *, reported: str = "", exited: str = "") -> Event:
+        """The "stopped" event of a child gpudash terminated while stopping it: what it
+        ``reported`` then (its "crash": the signal) goes to the details; how it ``exited``, when
+        it said nothing, to the message."""
+        after = self._terminated_after or 0.0
+        message = f"workload terminated after {after:.1f} s of stopping"
+        if after >= UNRESPONSIVE_STOP_S:
+            message += ": it did not stop by itself in that time"
+        if exited:
+            message += f" ({exited})"
+        details = {"terminated_after_s": f"{after:.1f}"}
+        if reported:
+            details["reported"] = reported
+        return Event(time_s=time_s, kind=EventKind.STOPPED, message=message, details=details)
+
+    def _ended_badly(self) -> bool:
+        """The child crashed (or died without saying why, not while being stopped)."""
+        if self._crashed:
+            return True
+        return not self._final_seen and not self._stopping
+
+    def _log_empty(self) -> bool:
+        try:
+            return os.path.getsize(self.log_path) == 0
+        except OSError:
+            return True
+
+    def _with_log(self, message: str) -> str:
+        return f"{message} (log: {self.log_path})" if self._own_log and not self._log_empty() else message
+
+    def _watch_memory(self) -> None:
+        """Sample the child's resident memory every RSS_EVERY_S (what a SIGKILL's report says)."""
+        now = time.monotonic()
+        pid = self.pid
+        if pid is None or now < self._next_rss:
+            return
+        self._next_rss = now + RSS_EVERY_S
+        rss = rss_bytes(pid)
+        if rss is not None:
+            self._rss = rss
+
+    def _join(self, proc: multiprocessing.process.BaseProcess, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while proc.exitcode is None and time.monotonic() < deadline:
+            self._backlog.extend(self._drain())  # keep the pipe flowing while it exits
+            proc.join(0.05)
+
+    def _drain(self) -> list[Message]:
+        got: list[Message] = []
+        q = self._out
+        if q is None:
+            return got
+        for _ in range(MAX_PER_POLL):
+            try:
+                msg = q.get_nowait()
+            except (queue.Empty, OSError, ValueError, EOFError):
+                break
+            if isinstance(msg, RankSample):
+                self._ranks[msg.rank] = msg  # folded into rank 0's next sample
+                continue
+            got.append(self._note(msg))
+        return got
+
+    def _reading_paused(self) -> bool:
+        """GPUDASH_FAULT=slow-parent (tests): leave the queue unread while the fault says so and
+        the child lives."""
+        if self._reading_pause is None or self._out is None or not self.alive:
+            return False
+        return self._reading_pause.paused(self._samples_seen, self._out.full())
+
+    def _watch(self) -> list[Message]:
+        """The watchdog's report when a started child has gone quiet for too long."""
+        proc = self._process
+        if proc is None or proc.exitcode is not None:
+            return []
+        silent = self._watchdog.check()
+        if silent is None:
+            return []
+        now = time.monotonic() - self.t0
+        return [Event(time_s=now, kind=EventKind.ERROR, what=NOT_RESPONDING, message=not_responding(silent, proc.pid),
+                      details={"silent_s": f"{silent:.1f}", "pid": str(proc.pid)})]
+
+    def _note(self, msg: Message) -> Message:
+        self._watchdog.heard(msg)
+        if isinstance(msg, Sample):
+            self._samples_seen += 1
+        if isinstance(msg, Sample) and msg.world_size > 1:
+            msg = with_slowest_rank(msg, self._ranks)
+        if isinstance(msg, Sample):
+            if (msg.workload, msg.variant, msg.batch_size, msg.knobs) != (
+                self.config.workload,
+                self.config.variant,
+                self.config.batch_size,
+                self.config.knobs,
+            ):
+                same = msg.workload == self.config.workload
+                self.config = dataclasses.replace(
+                    self.config,
+                    workload=msg.workload,
+                    variant=msg.variant,
+                    batch_size=msg.batch_size,
+                    knobs=msg.knobs,
+                    image_size=self.config.image_size if same else None,
+                )
+        elif isinstance(msg, Event) and msg.kind in ENDING_KINDS:
+            self._final_seen = True
+            if msg.kind == EventKind.CRASHED and self._terminated_after is not None:
+                msg = self._terminated_event(msg.time_s, reported=msg.message)  # our SIGTERM, not a crash
+            elif msg.kind == EventKind.CRASHED:
+                self._crashed = True
+                msg = dataclasses.replace(msg, message=self._with_log(msg.message))
+        return msg
+
+    def _end_event(self) -> list[Message]:
+        self._reported = True
+        if self._final_seen:
+            return []
+        code = self.exitcode
+        now = time.monotonic() - self.t0
+        if self._stopping and self._terminated_after is not None:
+            return [self._terminated_event(now, exited=f"workload process {exit_reason(code)}")]
+        if self._stopping:
+            return [Event(time_s=now, kind=EventKind.STOPPED, message=f"workload process {exit_reason(code)} while stopping")]
+        message = f"workload process {exit_reason(code)}{memguard.killed_note(code, self._rss, machine_ram())}"
+        line = last_log_line(self.log_path, start=self._log_start)
+        if line and any(word in line.lower() for word in _INFORMATIVE):
+            message += f": {line}"
+        self._crashed = True
+        return [Event(time_s=now, kind=EventKind.CRASHED, message=self._with_log(message))]
+
+    def _close_queues(self) -> None:
+        for q in (self._controls, self._out):
+            if q is None:
+                continue
+            try:
+                q.cancel_join_thread()
+                q.close()
+            except (OSError, ValueError):
+                pass
+        self._controls = self._out = None
+
+
+# Runners with a child, held strongly: a runner dropped without stop() (its owner died in an
+# exception) must still stop its child at exit, or multiprocessing's own exit handler would
+# wait forever on the non-daemon child.
+_LIVE: set[WorkloadRunner] = set()
+_registered = False
+
+
+def _register_at_exit() -> None:
+    """Register once, after multiprocessing.util has registered its handler: atexit runs
+    handlers last-in first-out, so ours stops the children before it joins them."""
+    global _registered
+    if not _registered:
+        _registered = True
+        atexit.register(_stop_all)
+
+
+def _stop_children_then_die(signum: int, frame: object) -> None:
+    """Stop every child (and its group, removing empty logs), then die of the signal as before.
+
+    Done here, not by raising SystemExit: that would unwind through whatever the main thread
+    runs (Textual's event loop) and leave it half torn down."""
+    signal.signal(signum, signal.SIG_DFL)  # a second one ends gpudash at once
+    _stop_all()
+    os.kill(os.getpid(), signum)
+
+
+def _stop_children_on(*signals: int) -> None:
+    """For each signal that would end gpudash at once (its default action: no exit handlers,
+    the child and its workers left behind), stop the children first. A signal someone already
+    handles (``--record`` handles SIGTERM and SIGHUP) is left alone; only the main thread can
+    set handlers."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for sig in signals:
+        if signal.getsignal(sig) == signal.SIG_DFL:
+            signal.signal(sig, _stop_children_then_die)
+
+
+def _stop_all() -> None:
+    stop_all(timeout=3.0)
+
+
+def stop_all(timeout: float) -> None:
+    """Stop every runner's child (``timeout`` as in ``WorkloadRunner.stop``); errors are ignored:
+    the caller is exiting."""
+    for runner in list(_LIVE):
+        try:
+            runner.stop(timeout=timeout)
+        except Exception:  # noqa: BLE001 - exiting anyway
+            pass

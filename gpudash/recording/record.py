@@ -1,0 +1,344 @@
+"""Recording runs to CSV: ``CsvRecorder`` (also used by the dashboard; headless: ``gpudash.recording.headless``).
+
+Never imports textual (nor torch: the workload runs in the child).
+
+CSV rows follow ``gpudash.recording.csvformat``: a header, then one ``sample`` row per child sample
+(joined with the newest NVML sample) and one ``event`` row per event. Each row is written
+with a single write and flushed; if a write fails (a full disk) the file is cut back to the
+last complete line, so every line in it is whole.
+
+Metadata (GPU, driver, torch version, configuration, start time, why NVML was unavailable,
+host, gpudash version) goes to a JSON file beside the CSV: ``run.csv`` → ``run.json``.
+With ``-`` (CSV on stdout) no JSON file is written unless ``meta_path`` names one;
+diagnostics always go to stderr.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import errno
+import json
+import os
+import socket
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+from gpudash.recording import csvformat
+
+from gpudash.core import faults
+from gpudash.stats.energy import EnergyPerStep
+from gpudash.stats.segments import Segment, SegmentTracker
+from gpudash.core.protocol import NVML_LOST, Event, EventKind, GpuInfo, GpuSample, Message, RunConfig, Sample
+
+
+# events after which the configuration that ran before is over: its summary row goes first
+_SEGMENT_ENDS = frozenset({EventKind.CHANGED, EventKind.STARTED, EventKind.STOPPED, EventKind.CRASHED})
+
+
+class RecordWriteError(OSError):
+    """Writing the CSV failed (e.g. the disk is full); the file holds only complete lines."""
+
+
+def gpudash_version() -> str:
+    """The installed version; from a source tree that is not installed, its pyproject.toml's."""
+    try:
+        from importlib.metadata import version
+
+        return version("gpudash")
+    except Exception:  # noqa: BLE001 - not installed
+        pass
+    try:
+        import tomllib
+
+        with open(Path(__file__).resolve().parents[1] / "pyproject.toml", "rb") as f:
+            return str(tomllib.load(f)["project"]["version"]) + " (source tree)"
+    except Exception:  # noqa: BLE001 - neither
+        return "unknown"
+
+
+def meta_path_for(csv_path: str | os.PathLike[str]) -> Path:
+    """``run.csv`` → ``run.json`` (any other name: name + ``.json``)."""
+    p = Path(csv_path)
+    return p.with_suffix(".json") if p.suffix.lower() == ".csv" else p.with_name(p.name + ".json")
+
+
+def run_metadata(config: RunConfig, gpu_info: GpuInfo | None = None, **extra: Any) -> dict[str, Any]:
+    """The metadata known before the workload starts (the recorder adds the rest)."""
+    meta: dict[str, Any] = {
+        "gpudash_version": gpudash_version(),
+        "start_time": _dt.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "hostname": socket.gethostname(),
+        "config": dataclasses.asdict(config),
+        "gpu_name": None,
+        "gpu_names": [],
+        "gpu_index": None,
+        "gpus_sampled": [],  # the GPUs with per-GPU columns (NVML indexes, in the columns' order)
+        "driver": None,
+        "nvml_unavailable": None,
+        "torch_version": None,
+        "cuda_version": None,
+        "device": None,
+    }
+    if gpu_info is not None:
+        meta.update(
+            gpu_name=gpu_info.name,
+            gpu_names=list(gpu_info.names),
+            gpu_index=gpu_info.index,
+            gpus_sampled=list(gpu_info.sampled),
+            driver=gpu_info.driver,
+            nvml_unavailable=gpu_info.unavailable,
+        )
+    meta.update(extra)
+    return meta
+
+
+def started_metadata(details: dict[str, str], meta: dict[str, Any]) -> dict[str, Any]:
+    """The metadata a workload's "started" details give (what ``meta`` has stays unless replaced)."""
+    return {
+        "torch_version": details.get("torch") or meta.get("torch_version"),
+        "cuda_version": details.get("cuda") or meta.get("cuda_version"),
+        "device": details.get("device") or meta.get("device"),
+        "device_name": details.get("device_name"),
+        "started": dict(details),
+    }
+
+
+def dashboard_metadata(
+    config: RunConfig,
+    gpu_info: GpuInfo | None,
+    started_details: dict[str, str],
+    *,
+    device: str,
+    run_s: float,
+    running: dict[str, Any],
+) -> dict[str, Any]:
+    """The metadata of a recording begun from the dashboard, possibly mid-run: it never sees
+    the child's "started" event, so what the session kept of it goes in now."""
+    meta = run_metadata(config, gpu_info, recorded_by="gpudash dashboard", device=device,
+                        recording_started_at_run_s=round(run_s, 3), running_at_start=running)
+    if started_details:
+        meta.update(started_metadata(started_details, meta))
+    return meta
+
+
+class _FdWriter:
+    """Whole lines to a file descriptor: one write each; a failed write is cut back."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = str(path)
+        self.fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        self.offset = 0
+
+    def write(self, text: str) -> None:
+        data = text.encode("utf-8")
+        view = memoryview(data)
+        written = 0
+        try:
+            while written < len(data):
+                n = os.write(self.fd, view[written:])
+                if n <= 0:
+                    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+                written += n
+        except OSError as exc:
+            if written:
+                try:
+                    os.ftruncate(self.fd, self.offset)
+                    os.lseek(self.fd, self.offset, os.SEEK_SET)
+                except OSError:
+                    pass
+            raise RecordWriteError(exc.errno, f"cannot write {self.path}: {exc.strerror or exc}") from exc
+        self.offset += written
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            try:
+                os.close(self.fd)
+            finally:
+                self.fd = -1
+
+
+class _StreamWriter:
+    """Whole lines to a text stream (stdout), flushed after each."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+
+    def write(self, text: str) -> None:
+        try:
+            self.stream.write(text)
+            self.stream.flush()
+        except OSError as exc:  # BrokenPipeError included
+            if isinstance(exc, BrokenPipeError):
+                try:  # the reader went away: keep Python's exit-time flush quiet
+                    devnull = os.open(os.devnull, os.O_WRONLY)
+                    os.dup2(devnull, self.stream.fileno())
+                    os.close(devnull)
+                except (OSError, ValueError, AttributeError):
+                    pass
+            raise RecordWriteError(exc.errno, f"cannot write the CSV: {exc.strerror or exc}") from exc
+
+    def close(self) -> None:
+        try:
+            self.stream.flush()
+        except OSError:
+            pass
+
+
+class CsvRecorder:
+    """Writes messages as CSV rows; keeps the run's metadata JSON up to date.
+
+    ``path_or_stream``: a path, ``"-"`` for stdout, or an open text stream. ``metadata``:
+    see ``run_metadata``. ``meta_path``: where the JSON goes (default: beside a CSV path;
+    none for a stream). Raises ``RecordWriteError`` when a row cannot be written.
+    """
+
+    def __init__(
+        self,
+        path_or_stream: str | os.PathLike[str] | TextIO,
+        metadata: dict[str, Any] | None = None,
+        *,
+        meta_path: str | os.PathLike[str] | None = None,
+    ) -> None:
+        self.metadata: dict[str, Any] = dict(metadata or {})
+        if isinstance(path_or_stream, (str, os.PathLike)) and str(path_or_stream) != "-":
+            self.path: str | None = str(path_or_stream)
+            self._out: _FdWriter | _StreamWriter = _FdWriter(self.path)
+            self.meta_path: str | None = str(meta_path or meta_path_for(self.path))
+        else:
+            stream = sys.stdout if isinstance(path_or_stream, (str, os.PathLike)) else path_or_stream
+            self.path = None
+            self._out = _StreamWriter(stream)  # type: ignore[arg-type]
+            self.meta_path = str(meta_path) if meta_path else None
+        self.rows = 0  # data rows (the header not counted)
+        self.gpus: tuple[int, ...] = tuple(self.metadata.get("gpus_sampled") or ())  # per-GPU columns
+        self.samples = 0
+        self.last_sample: Sample | None = None
+        self.last_gpu: GpuSample | None = None
+        self._config: Sample | None = None  # what runs now, for event rows
+        self._energy = EnergyPerStep()
+        # for the summary row of each configuration that ends: only the current one is read, so only it
+        # is kept (64 segments of statistics were ~4 MiB held for nothing through a long run)
+        self._segments = SegmentTracker(max_segments=1)
+        self._summarized: Segment | None = None
+        self._write_failed = False
+        self._fault = faults.of_kind("csv-write")  # test-only: a data row that fails to write
+        self.summaries: list[str] = []  # one line per configuration that ended, as in the CSV
+        self._closed = False
+        self.metadata.setdefault("csv_columns", csvformat.header(self.gpus))
+        try:
+            # first: an unwritable CSV leaves no JSON behind
+            self._out.write(csvformat.format_row(csvformat.header(self.gpus)))
+        except RecordWriteError:
+            self._out.close()
+            raise
+        self.write_metadata()
+
+    # -- writing -----------------------------------------------------------------------------------
+    def on_message(self, msg: Message) -> None:
+        """Record one message (GPU samples are joined into the next sample row)."""
+        if isinstance(msg, GpuSample):
+            self.last_gpu = msg
+            self._segments.on_gpu(msg)
+        elif isinstance(msg, Sample):
+            self._write(csvformat.sample_row(msg, self.last_gpu, self._derived(msg)), self.last_gpu)
+            self.samples += 1
+            self.last_sample = self._config = msg
+            self._segments.on_sample(msg, self.last_gpu.energy_j if self.last_gpu is not None else None)
+        elif isinstance(msg, Event):
+            if msg.kind in _SEGMENT_ENDS:
+                self._write_summary(msg.time_s)  # the configuration that ends here
+            self._segments.on_event(msg)
+            self._config = self._config_after(msg)
+            if msg.kind == EventKind.ERROR and msg.what == NVML_LOST:
+                self.last_gpu = None  # no GPU columns from here on, not the last values repeated
+            self._write(csvformat.event_row(msg, self._config))
+            if msg.kind == EventKind.STARTED:
+                self.note_started(msg.details)
+
+    def _write_summary(self, time_s: float) -> None:
+        """A summary row for the current configuration, once (at its end)."""
+        seg = self._segments.current
+        if seg is not None and seg is not self._summarized:
+            self._summarized = seg
+            self._write(csvformat.summary_row(seg, time_s))
+            self.summaries.append(seg.summary())
+
+    @property
+    def current_segment(self) -> Segment | None:
+        """The configuration running now, with its statistics so far."""
+        return self._segments.current
+
+    def close(self, **final: Any) -> None:
+        """Close the CSV; ``final`` items are added to the metadata (e.g. exit status)."""
+        if self._closed:
+            return
+        self._closed = True
+        if not self._write_failed:  # after a failed write (a full disk) nothing more is written
+            try:
+                self._write_summary(self.last_sample.time_s if self.last_sample else 0.0)
+            except RecordWriteError:
+                pass  # the rows before stay whole
+        self.metadata.update(final)
+        self.metadata["end_time"] = _dt.datetime.now().astimezone().isoformat(timespec="seconds")
+        self.metadata["rows"] = self.rows
+        self.write_metadata()
+        self._out.close()
+
+    def write_metadata(self) -> None:
+        """(Re)write the JSON beside the CSV, atomically; a failure is one line on stderr."""
+        if not self.meta_path:
+            return
+        tmp = f"{self.meta_path}.tmp"
+        try:
+            with open(tmp, "w", encoding="utf-8") as f:
+                json.dump(self.metadata, f, indent=2, default=str)
+                f.write("\n")
+            os.replace(tmp, self.meta_path)
+        except OSError as exc:
+            print(f"gpudash: cannot write {self.meta_path}: {exc.strerror or exc}", file=sys.stderr)
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+
+    # -- internals ------------------------------------------------------------------------------------
+    def _write(self, row: list[str], gpu: GpuSample | None = None) -> None:
+        """Write ``row`` and its per-GPU cells (``gpu``'s readings; none: empty cells)."""
+        row = row + csvformat.per_gpu_cells(gpu, self.gpus)
+        injected = self._fault.fails_row(self.rows + 1) if self._fault is not None else None
+        try:
+            if injected is not None:
+                raise RecordWriteError(injected.errno, f"cannot write {self.path or 'the CSV'}: {injected.strerror}")
+            self._out.write(csvformat.format_row(row))
+        except RecordWriteError:
+            self._write_failed = True
+            raise
+        self.rows += 1
+
+    def _derived(self, s: Sample) -> dict[str, float | None]:
+        """The derived metrics of a sample row: J/step as ``gpudash.stats.energy`` defines it."""
+        g = self.last_gpu
+        energy = g.energy_j if g is not None else None
+        return {"joules_per_step": self._energy.update(s.time_s, energy, s.steps)}
+
+    def _config_after(self, e: Event) -> Sample | None:
+        d = e.details
+        if not d.get("workload"):
+            return self._config
+        try:
+            batch = int(d.get("batch_size", "0"))
+        except ValueError:
+            batch = 0
+        base = self._config or Sample(
+            time_s=e.time_s, workload="", variant="", batch_size=0, steps=0, samples=0,
+            interval_s=0.0, steps_per_s=0.0, samples_per_s=0.0, step_ms_p50=None,
+            step_ms_p95=None, syncs_per_step=None,
+        )
+        return dataclasses.replace(base, workload=d["workload"], variant=d.get("variant", ""), batch_size=batch)
+
+    def note_started(self, details: dict[str, str]) -> None:
+        """What the workload's "started" event says (torch, CUDA, device) into the metadata."""
+        self.metadata.update(started_metadata(details, self.metadata))
+        self.write_metadata()

@@ -1,0 +1,188 @@
+"""``gpudash report RUN.csv [RUN2.csv …] --out DIR [--html]``: recordings and sweeps as a
+Markdown report with plots. Torch- and Textual-free; matplotlib only to draw (``report_plot``).
+
+``DIR/report.md``: each run's configurations (mean ± 95% interval, syncs/step, GPU %, power,
+J/step), the verdict between consecutive segments of a recording, and between runs (each
+configuration of a later run against the same configuration of the first run that has it).
+``DIR/report.png``/``.svg``: throughput and GPU utilisation over time with the changes
+labelled (recordings), bars with their intervals (sweeps). ``--html``: ``DIR/report.html``,
+one self-contained file (inline SVG, no network). Bad input: one line, exit status 2. The
+files are read as ``gpudash replay`` reads them (``report_load``): no text from them reaches
+report.md or the terminal with a control character in it.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import shlex
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from gpudash.argtypes import Parser, UsageError, check_out_dir
+from gpudash.stats.comparison import Comparison, Estimate, compare
+from gpudash.core.protocol import ExitCode
+from gpudash.report.load import ConfigFigures, ReportInputError, Run, load_run
+from gpudash.core.textfmt import clip, fmt_num, fmt_pm, strip_controls
+
+METHOD = (
+    "Each figure is a mean after warm-up with its 95% interval: batch means over the per-interval "
+    "samples, which are autocorrelated (`gpudash/stats/comparison.py`). A ratio is new / old steps/s with "
+    "its 95% interval; the verdict is *faster* or *slower* only when that interval excludes 1 and the "
+    "change exceeds 2%, *within noise* when it is significant but smaller, *no change detected* when "
+    "it is not significant, *too short* when a side has no interval."
+)
+
+
+def build_parser() -> Parser:
+    """The parser of ``gpudash report``."""
+    p = Parser(prog="gpudash report",
+               description="Summaries, verdicts and plots of recordings (--record CSVs) and sweeps (sweep.csv).")
+    p.add_argument("runs", nargs="+", metavar="RUN.csv", help="recordings or sweep CSVs; the first is the reference")
+    p.add_argument("--out", required=True, metavar="DIR", help="directory for report.md/.png/.svg (created)")
+    p.add_argument("--html", action="store_true", help="also write report.html: one file, inline SVG, no network")
+    return p
+
+
+# -- comparisons ---------------------------------------------------------------------------------------
+def versus(base: Estimate | None, new: Estimate | None) -> Comparison | None:
+    """Steps/s of ``new`` against ``base`` (None when a side has no figure)."""
+    return None if base is None or new is None else compare(base, new)
+
+
+def fmt_comparison(c: Comparison | None) -> str:
+    """"1.07 ± 0.02 faster" ("–" when there is nothing to compare)."""
+    return "–" if c is None else f"{c.format()} {c.verdict}"
+
+
+def segment_change(before: ConfigFigures, after: ConfigFigures) -> str:
+    """``after`` against ``before``: steps/s, or samples/s when the batch size changed (a
+    step of another size is not the same work)."""
+    if before.key[2] == after.key[2]:
+        return fmt_comparison(versus(before.steps, after.steps))
+    c = versus(before.stats.get("samples_per_s"), after.stats.get("samples_per_s"))
+    return "–" if c is None else "samples/s " + fmt_comparison(c)
+
+
+def _time_span(c: ConfigFigures) -> str:
+    return "–" if c.start_s is None or c.end_s is None else f"{c.start_s:.1f}–{c.end_s:.1f}"
+
+
+def _cells(c: ConfigFigures) -> list[str]:
+    """steps/s ± CI, syncs/step, GPU %, power, J/step."""
+    steps = fmt_pm(c.steps) if c.steps is not None else "– (no samples after warm-up)"
+    rest = [fmt_num(None if c.stats.get(k) is None else c.stats[k].mean)  # type: ignore[union-attr]
+            for k in ("syncs_per_step", "gpu_util_pct", "power_w", "joules_per_step")]
+    return [steps, *rest]
+
+
+def run_table(run: Run) -> list[str]:
+    """A run's configurations; a recording's also against the segment before each."""
+    if run.kind == "sweep":
+        lines = ["| configuration | steps/s ± CI | syncs/step | GPU % | power (W) | J/step | the sweep's relative speed |",
+                 "|---|--:|--:|--:|--:|--:|---|"]
+        for c in run.configs:
+            ratio = f"failed: {c.error}" if c.error and c.steps is None else c.sweep_ratio or "–"
+            lines.append(f"| {c.name} | " + " | ".join([*_cells(c), ratio]) + " |")
+        return lines
+    lines = ["| # | configuration | time (s) | steps/s ± CI | syncs/step | GPU % | power (W) | J/step | vs the segment before |",
+             "|--:|---|---|--:|--:|--:|--:|--:|---|"]
+    before: ConfigFigures | None = None
+    for i, c in enumerate(run.configs, start=1):
+        vs = "–" if before is None else segment_change(before, c)
+        lines.append(f"| {i} | {c.name} | {_time_span(c)} | " + " | ".join([*_cells(c), vs]) + " |")
+        before = c
+    return lines
+
+
+def between_runs(runs: Sequence[Run]) -> list[str]:
+    """Each configuration of a later run against the first run that has it (steps/s)."""
+    lines: list[str] = []
+    for j, run in enumerate(runs[1:], start=2):
+        rows = []
+        for key, label in dict.fromkeys((c.key, c.label) for c in run.configs):
+            ref = next((r for r in runs[: j - 1] if r.pooled(key, label) is not None), None)
+            if ref is None:
+                continue
+            a, b = ref.pooled(key, label), run.pooled(key, label)
+            name = f"{key[0]}/{label} bs{key[2]}"
+            rows.append(f"| {name} | {ref.name}: {fmt_pm(a)} | {fmt_pm(b)} | {fmt_comparison(versus(a, b))} |")
+        lines += [f"### Run {j} ({run.name}) against the runs before it", ""]
+        if rows:
+            lines += [f"| configuration | before | {run.name} | ratio ± CI, verdict |", "|---|--:|--:|---|", *rows]
+        else:
+            lines.append("No configuration of this run was measured in an earlier one.")
+        lines.append("")
+    return lines
+
+
+# -- the Markdown ----------------------------------------------------------------------------------------
+def run_line(i: int, run: Run) -> str:
+    """One row of the runs table: what the file is, where and when it ran."""
+    m = run.meta
+    device = m.get("gpu_name") or m.get("device") or "?"
+    torch = m.get("torch_version") or "?"
+    when = str(m.get("start_time") or "?")
+    ending = run.ending or ("sweep " + str(m.get("status") or "?") if run.kind == "sweep" else "–")
+    return f"| {i} | `{run.shown_path}` | {run.kind} | {device} | {torch} | {when} | {ending} |"
+
+
+def markdown(runs: Sequence[Run], command: str, plots: Sequence[str]) -> str:
+    """``report.md``."""
+    now = _dt.datetime.now().astimezone().isoformat(timespec="seconds")
+    lines = ["# gpudash report", "", f"- **Command:** `{strip_controls(command)}`", f"- **Written:** {now}", "",
+             METHOD, "", "## Runs", "", "| run | file | kind | device | torch | started | ended |",
+             "|--:|---|---|---|---|---|---|", *(run_line(i, r) for i, r in enumerate(runs, start=1)), ""]
+    for i, run in enumerate(runs, start=1):
+        notes = [f"*Note: {note}*" for note in run.notes]  # a metadata file ignored, and why
+        lines += [f"## Run {i}: {run.name}", "", *notes, *([""] if notes else []), *run_table(run), ""]
+        if run.traces:
+            lines += ["### Profiler windows", "", "| time (s) | configuration | figures → trace |", "|--:|---|---|",
+                      *(f"| {t:.1f} | {label} | {text} |" for t, label, text in run.traces), ""]
+    if len(runs) > 1:
+        lines += ["## Between runs", "", *between_runs(runs)]
+    if plots:
+        lines += ["## Plot", "", f"![throughput and GPU utilisation]({plots[0]})", ""]
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+# -- the command ---------------------------------------------------------------------------------------
+def write_report(runs: Sequence[Run], out: Path, command: str, html: bool) -> list[str]:
+    """Write report.md, the plots and (``html``) report.html; returns the file names."""
+    from gpudash.report.plot import html_page, plot_runs
+
+    plots = plot_runs(runs, out)
+    text = markdown(runs, command, plots)
+    (out / "report.md").write_text(text, encoding="utf-8")
+    written = ["report.md", *plots]
+    if html:
+        (out / "report.html").write_text(html_page(text, out / "report.svg"), encoding="utf-8")
+        written.append("report.html")
+    return written
+
+
+def say(kind: str, message: object) -> None:
+    """One line on stderr, ``gpudash: error: …``: no control character, no line break, clipped
+    (a message may quote a file name or a cell)."""
+    text = " ".join(strip_controls(str(message), keep_newlines=True).split())
+    print(f"gpudash: {kind}: {clip(text, 500)}", file=sys.stderr)
+
+
+def main(argv: list[str]) -> int:
+    """``gpudash report ...``: read every file first (bad input: one line, exit 2), then write."""
+    args = build_parser().parse_args(argv)
+    try:
+        runs = [load_run(path) for path in args.runs]
+        out = check_out_dir(args.out)
+    except (ReportInputError, UsageError) as exc:
+        say("error", exc)
+        return ExitCode.USAGE
+    for note in (note for run in runs for note in run.notes):  # a metadata file ignored
+        say("warning", note)
+    try:
+        written = write_report(runs, out, shlex.join(["gpudash", "report", *argv]), args.html)
+    except OSError as exc:
+        say("error", f"cannot write in {out}: {exc.strerror or exc}")
+        return ExitCode.FAILED
+    print(f"gpudash: wrote {', '.join(written)} in {out}", file=sys.stderr)
+    return ExitCode.OK

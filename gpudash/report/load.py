@@ -1,0 +1,225 @@
+"""Read recordings for ``gpudash report``: a ``--record`` CSV (or a dashboard recording) or a
+``sweep.csv``, checked row by row. Torch-, Textual- and matplotlib-free.
+
+A recording becomes a ``Run``: its configurations' figures (``ConfigFigures``, one per segment
+of a recording, one per configuration of a sweep) and, for a recording, its timeline
+(throughput and GPU utilisation over time, and the change markers). A recording's segments are
+rebuilt from its sample rows with ``SegmentTracker``, the code that wrote its summary rows,
+so the report and the file agree. The files are read as ``gpudash replay`` reads them: the CSV
+by the one bounded reader (``csvformat.read_table``: records of at most 1 MiB, no control
+characters), the metadata by ``sidecar.read_sidecar`` (ignored, with a note, when bad).
+Anything that is not a whole gpudash CSV raises ``ReportInputError`` with one line that names
+the file (and the line).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpudash.stats.comparison import Estimate, estimate_from_batches
+from gpudash.recording.csvformat import RowParser, UnreadableCsv, is_recording_header, read_table
+from gpudash.core.protocol import Event, EventKind, GpuSample, Message, Sample
+from gpudash.recording.sidecar import Sidecar, read_sidecar
+from gpudash.stats.segments import ConfigKey, Segment, SegmentTracker
+from gpudash.sweep.report import CSV_COLUMNS as SWEEP_COLUMNS
+from gpudash.sweep.report import OLD_CSV_COLUMNS as OLD_SWEEP_COLUMNS
+from gpudash.sweep.report import summary_from_row
+from gpudash.core.textfmt import clip, strip_controls
+
+FIGURE_KEYS = ("steps_per_s", "samples_per_s", "syncs_per_step", "gpu_util_pct", "power_w", "joules_per_step")
+
+
+class ReportInputError(Exception):
+    """A file ``gpudash report`` cannot read: the message is one line."""
+
+
+@dataclass(frozen=True)
+class ConfigFigures:
+    """One configuration's figures in one run: a recording's segment, or a sweep's summary."""
+
+    key: ConfigKey
+    label: str  # "fixed#2" for a sweep's second "fixed"; the variant otherwise
+    stats: dict[str, Estimate | None]
+    n_samples: int
+    start_s: float | None = None  # a recording's segment: when it began and ended (session time)
+    end_s: float | None = None
+    sweep_ratio: str = ""  # a sweep's own relative speed and verdict, as it wrote them
+    error: str = ""
+
+    @property
+    def steps(self) -> Estimate | None:
+        """Steps/s with its interval."""
+        return self.stats.get("steps_per_s")
+
+    @property
+    def name(self) -> str:
+        """"sync_loss/fixed bs32"."""
+        return f"{self.key[0]}/{self.label} bs{self.key[2]}"
+
+
+@dataclass(frozen=True)
+class Marker:
+    """A change on a recording's timeline: when, and what (``variant: serial → pipelined``)."""
+
+    time_s: float
+    text: str
+
+
+@dataclass
+class Timeline:
+    """A recording's throughput and GPU utilisation over time, with its changes."""
+
+    time_s: list[float] = field(default_factory=list)
+    steps_per_s: list[float] = field(default_factory=list)
+    gpu_time_s: list[float] = field(default_factory=list)
+    gpu_util_pct: list[float] = field(default_factory=list)
+    markers: list[Marker] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Run:
+    """One input file of the report."""
+
+    path: Path
+    kind: str  # "recording" or "sweep"
+    meta: dict[str, Any]
+    configs: tuple[ConfigFigures, ...]
+    timeline: Timeline | None = None  # recordings only
+    ending: str = ""  # how a recording ended: its last event ("stopped", "crashed: ...")
+    traces: tuple[tuple[float, str, str], ...] = ()  # profiler windows: (time s, configuration, figures → file)
+    notes: tuple[str, ...] = ()  # what was ignored, for the user: "run.json ignored: …"
+
+    @property
+    def name(self) -> str:
+        """The file name, for tables and legends (without control characters: it may be anything)."""
+        return strip_controls(self.path.name)
+
+    @property
+    def shown_path(self) -> str:
+        """The path as given, without control characters."""
+        return strip_controls(str(self.path))
+
+    def pooled(self, key: ConfigKey, label: str) -> Estimate | None:
+        """Steps/s of one configuration over all its segments in this run: their batch means
+        together (each segment's are nearly independent of the others'), the mean weighted
+        by samples."""
+        parts = [c.steps for c in self.configs if c.key == key and c.label == label and c.steps is not None]
+        if not parts:
+            return None
+        if len(parts) == 1:
+            return parts[0]
+        n = sum(p.n_samples for p in parts)
+        mean = sum(p.mean * p.n_samples for p in parts) / n
+        return estimate_from_batches([b for p in parts for b in p.batch_means], mean, n)
+
+
+# -- reading ----------------------------------------------------------------------------------------
+Rows = list[tuple[int, list[str]]]  # (line number, cells)
+SWEEP_HEADERS = (list(SWEEP_COLUMNS), list(OLD_SWEEP_COLUMNS))  # the old one: no knobs column
+
+
+def load_run(path: str | Path) -> Run:
+    """Read one recording or sweep CSV and its metadata; ``ReportInputError`` when it is not one, whole."""
+    p = Path(path)
+    try:
+        header, rows = read_table(p, check_header=lambda h: _check_header(p, h))
+    except UnreadableCsv as exc:
+        raise ReportInputError(str(exc)) from None
+    sidecar = read_sidecar(p)
+    if is_recording_header(header):
+        return _recording(p, header, rows, sidecar)
+    return _sweep(p, header, rows, sidecar)
+
+
+def _check_header(p: Path, header: list[str]) -> None:
+    if not is_recording_header(header) and header not in SWEEP_HEADERS:
+        raise UnreadableCsv(f"{p} is not a gpudash CSV: its header is neither a recording's nor a sweep's")
+
+
+def _notes(sidecar: Sidecar) -> tuple[str, ...]:
+    return (sidecar.note,) if sidecar.note else ()
+
+
+def _recording(p: Path, header: list[str], rows: Rows, sidecar: Sidecar) -> Run:
+    """A ``--record`` CSV: its segments, timeline and ending."""
+    tracker = SegmentTracker(max_segments=1_000_000)
+    timeline = Timeline()
+    energy: float | None = None
+    ending = ""
+    traces: list[tuple[float, str, str]] = []
+    for number, msg in _messages(p, header, rows):
+        if isinstance(msg, GpuSample):
+            energy = msg.energy_j
+            tracker.on_gpu(msg)
+            if msg.gpu_util_pct is not None:
+                timeline.gpu_time_s.append(msg.time_s)
+                timeline.gpu_util_pct.append(msg.gpu_util_pct)
+        elif isinstance(msg, Sample):
+            if msg.workload is None or msg.variant is None or msg.batch_size is None:
+                raise ReportInputError(f"{p}: line {number} is a sample without workload, variant or batch size")
+            tracker.on_sample(msg, energy)
+            if msg.steps_per_s is not None and math.isfinite(msg.steps_per_s):
+                timeline.time_s.append(msg.time_s)
+                timeline.steps_per_s.append(msg.steps_per_s)
+        elif isinstance(msg, Event):
+            tracker.on_event(msg)
+            if msg.kind == EventKind.CHANGED:
+                timeline.markers.append(Marker(msg.time_s, f"{msg.what.replace('_', ' ')}: {msg.before} → {msg.after}"))
+            elif msg.kind in (EventKind.STOPPED, EventKind.CRASHED):
+                ending = msg.kind.value + (f": {msg.message}" if msg.message else "")
+            elif msg.kind == EventKind.MEASURED and msg.what == "trace":
+                current = tracker.current.label if tracker.current is not None else "?"
+                traces.append((msg.time_s, current, msg.message))
+    if not timeline.time_s:
+        raise ReportInputError(f"{p} has no throughput samples (only its header and events)")
+    configs = tuple(_segment_figures(seg) for seg in tracker.segments)
+    return Run(p, "recording", sidecar.data, configs, timeline, ending, tuple(traces), _notes(sidecar))
+
+
+def _messages(p: Path, header: list[str], rows: Rows) -> list[tuple[int, Message]]:
+    """Each row's messages, with its line number; a bad cell is a ``ReportInputError``."""
+    parser = RowParser(header)
+    out: list[tuple[int, Message]] = []
+    for number, cells in rows:
+        try:
+            out.extend((number, msg) for msg in parser.messages(cells))
+        except (ValueError, TypeError, ArithmeticError) as exc:
+            raise ReportInputError(f"{p}: line {number}: {clip(str(exc))}") from None
+    return out
+
+
+def _segment_figures(seg: Segment) -> ConfigFigures:
+    """A segment's figures (J/step: its first and last energy mark)."""
+    stats: dict[str, Estimate | None] = {k: seg.estimate(k) for k in FIGURE_KEYS if k != "joules_per_step"}
+    jps = seg.joules_per_step
+    stats["joules_per_step"] = None if jps is None else Estimate(jps, None, None, 1)
+    steps = stats["steps_per_s"]
+    label = seg.key[1] if seg.key[3] == "none" else f"{seg.key[1]} [{seg.key[3]}]"
+    return ConfigFigures(seg.key, label, stats, steps.n_samples if steps else 0, seg.start_s, seg.end_s)
+
+
+def _sweep(p: Path, header: list[str], rows: Rows, sidecar: Sidecar) -> Run:
+    """A ``sweep.csv``: one ``ConfigFigures`` per summary row."""
+    configs = []
+    for number, cells in rows:
+        row = dict(zip(header, cells))
+        if row["row_kind"] == "summary":
+            try:
+                configs.append(_summary_figures(row))
+            except (ValueError, ArithmeticError) as exc:
+                raise ReportInputError(f"{p}: line {number}: {clip(str(exc))}") from None
+    if not configs:
+        raise ReportInputError(f"{p} has no summary rows (the sweep did not finish a family)")
+    return Run(p, "sweep", sidecar.data, tuple(configs), notes=_notes(sidecar))
+
+
+def _summary_figures(row: dict[str, str]) -> ConfigFigures:
+    """A sweep summary row, read as the sweep reads its own (``summary_from_row``)."""
+    s = summary_from_row(row, 0, None)
+    c = s.comparison
+    ratio = f"{c.format()} {c.verdict}" if c is not None else ("1.00 (baseline)" if row["ratio"] else "")
+    key: ConfigKey = (s.config.family, s.config.variant, s.config.batch_size, s.config.knobs)
+    return ConfigFigures(key, s.config.label, dict(s.stats), s.n_samples, sweep_ratio=ratio, error=s.error)

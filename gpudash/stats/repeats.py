@@ -1,0 +1,242 @@
+"""The figures of a sweep: one configuration × repeat (``RepeatResult``, kept messages of its
+measuring window) and one configuration over all its repeats (``ConfigSummary``), compared
+with the family's first configuration at the same batch size. Torch-free.
+
+The statistics are ``gpudash.stats.comparison``'s: each metric's samples, in time order over every
+finished repeat, go into one ``BatchMeans`` (rates weighted by each sample's interval, as
+``gpudash.core.metrics`` says), whose ``Estimate`` is the mean with its 95% interval. J/step is
+``gpudash.stats.energy``'s: energy marks at each NVML tick in the window joined with the step count
+of the newest throughput sample; a repeat's figure is its first and last mark, and the
+summary's interval comes from the marks in between, each weighted by its steps.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from gpudash.stats.comparison import BatchMeans, Comparison, Estimate, compare
+from gpudash.stats.energy import joules_per_step
+from gpudash.core.metrics import Averaging, Better, metric
+from gpudash.core.protocol import GpuSample, Sample
+from gpudash.sweep.plan import Configuration
+
+SAMPLE_KEYS = ("steps_per_s", "samples_per_s", "syncs_per_step")  # from the child's Samples
+GPU_KEYS = ("gpu_util_pct", "power_w")  # from NVML, each tick counts once
+SUMMARY_KEYS = (*SAMPLE_KEYS, *GPU_KEYS, "joules_per_step")
+
+Mark = tuple[float, int]  # (NVML energy counter in J, steps done by then)
+
+
+@dataclass(frozen=True)
+class StageTimes:
+    """A two-stage family's stages timed alone (ms per call) and the overlap bound they imply:
+    a pipeline that overlaps the two perfectly runs at 1000 / max(t1, t2) steps/s."""
+
+    stage1: str
+    stage1_ms: float
+    stage2: str
+    stage2_ms: float
+
+    @property
+    def bound(self) -> float:
+        """The overlap bound in steps/s."""
+        return 1000.0 / max(self.stage1_ms, self.stage2_ms)
+
+    @classmethod
+    def from_details(cls, d: dict[str, str]) -> StageTimes:
+        """From the details of the engine's "measured" event."""
+        return cls(d["stage1"], float(d["stage1_ms"]), d["stage2"], float(d["stage2_ms"]))
+
+    @classmethod
+    def mean_of(cls, times: list[StageTimes]) -> StageTimes | None:
+        """Each stage's mean over ``times`` (None: no timings)."""
+        if not times:
+            return None
+        first = times[0]
+        return cls(first.stage1, sum(t.stage1_ms for t in times) / len(times),
+                   first.stage2, sum(t.stage2_ms for t in times) / len(times))
+
+    def describe(self) -> str:
+        """"encode 0.98 ms, train 2.91 ms alone"."""
+        return f"{self.stage1} {self.stage1_ms:.3g} ms, {self.stage2} {self.stage2_ms:.3g} ms alone"
+
+
+def pct_of(e: Estimate | None, reference: float) -> Estimate | None:
+    """``e`` as a percentage of ``reference`` (the interval scales with it)."""
+    if e is None or reference <= 0:
+        return None
+    k = 100.0 / reference
+    return Estimate(e.mean * k, None if e.low is None else e.low * k, None if e.high is None else e.high * k,
+                    e.n_samples)
+
+
+def energy_marks(samples: tuple[Sample, ...], gpu: tuple[GpuSample, ...]) -> tuple[Mark, ...]:
+    """One mark per NVML tick with an energy reading: its energy and the step count of the
+    newest sample at or before it (ticks before the window's first sample are left out)."""
+    marks: list[Mark] = []
+    i = -1
+    for g in gpu:
+        if g.energy_j is None:
+            continue
+        while i + 1 < len(samples) and samples[i + 1].time_s <= g.time_s:
+            i += 1
+        if i >= 0:
+            marks.append((g.energy_j, samples[i].steps))
+    return tuple(marks)
+
+
+def _energy_steps(marks: tuple[Mark, ...]) -> list[tuple[float, int]]:
+    """(J/step, steps) between successive marks; a mark with no new step merges into the next,
+    so the weighted mean is (last energy − first) / (last steps − first)."""
+    out: list[tuple[float, int]] = []
+    if not marks:
+        return out
+    e0, s0 = marks[0]
+    for e1, s1 in marks[1:]:
+        if e1 < e0 or s1 < s0:  # the counter reset (another GPU, a restart): start afresh
+            e0, s0 = e1, s1
+        elif s1 > s0:
+            out.append(((e1 - e0) / (s1 - s0), s1 - s0))
+            e0, s0 = e1, s1
+    return out
+
+
+@dataclass(frozen=True)
+class RepeatResult:
+    """One configuration × repeat: the samples kept after warm-up and the NVML ticks beside them."""
+
+    config: Configuration
+    repeat: int  # 1-based round number
+    samples: tuple[Sample, ...] = ()
+    gpu: tuple[GpuSample, ...] = ()
+    error: str = ""  # why it failed ("" when measured)
+    stages: StageTimes | None = None  # timed right after the window (two-stage families)
+
+    @property
+    def seconds(self) -> float:
+        """The time the kept samples span."""
+        return sum(s.interval_s for s in self.samples)
+
+    @property
+    def n_samples(self) -> int:
+        """How many samples were kept."""
+        return len(self.samples)
+
+    @property
+    def marks(self) -> tuple[Mark, ...]:
+        """The energy marks of the window (``energy_marks``)."""
+        return energy_marks(self.samples, self.gpu)
+
+    @property
+    def joules_per_step(self) -> float | None:
+        """``energy.joules_per_step`` between the window's first and last energy mark."""
+        marks = self.marks
+        if len(marks) < 2:
+            return None
+        (e0, s0), (e1, s1) = marks[0], marks[-1]
+        return joules_per_step(e0, s0, e1, s1)
+
+    def estimates(self) -> dict[str, Estimate | None]:
+        """Each metric's mean (with its interval where the repeat is long enough)."""
+        stats = accumulate([self])
+        stats["joules_per_step"] = _point(self.joules_per_step)
+        return stats
+
+
+def _point(value: float | None) -> Estimate | None:
+    """A value with no interval, as an ``Estimate``."""
+    return None if value is None else Estimate(value, None, None, 1)
+
+
+def accumulate(results: list[RepeatResult]) -> dict[str, Estimate | None]:
+    """Every metric over ``results`` (in time order) through one ``BatchMeans`` each."""
+    acc = {key: BatchMeans() for key in SUMMARY_KEYS}
+    for r in results:
+        for s in r.samples:
+            for key in SAMPLE_KEYS:
+                weight = s.interval_s if metric(key).mean == Averaging.TIME else 1.0
+                acc[key].add(getattr(s, key), weight)
+        for g in r.gpu:
+            for key in GPU_KEYS:
+                acc[key].add(getattr(g, key))
+        for value, steps in _energy_steps(r.marks):
+            acc["joules_per_step"].add(value, steps)
+    return {key: a.estimate() for key, a in acc.items()}
+
+
+@dataclass(frozen=True)
+class ConfigSummary:
+    """One configuration over its finished repeats, and how it compares with its family's base."""
+
+    config: Configuration
+    repeats: int  # repeats measured (failed ones not counted)
+    seconds: float
+    n_samples: int
+    stats: dict[str, Estimate | None] = field(default_factory=dict)
+    comparison: Comparison | None = None  # steps/s against ``base``
+    base: Configuration | None = None  # None: this one is the base, or nothing to compare with
+    error: str = ""
+    stages: StageTimes | None = None  # each stage's mean over the repeats that timed them
+
+    @property
+    def pct_of_bound(self) -> Estimate | None:
+        """Steps/s as a percentage of the overlap bound, with its interval."""
+        return None if self.stages is None else pct_of(self.steps, self.stages.bound)
+
+    @property
+    def steps(self) -> Estimate | None:
+        """Steps/s over every measured repeat, with its interval."""
+        return self.stats.get("steps_per_s")
+
+    @property
+    def is_base(self) -> bool:
+        """The configuration the others at its batch size are compared with."""
+        return self.steps is not None and self.base is None
+
+
+def summarize_one(config: Configuration, results: list[RepeatResult]) -> ConfigSummary:
+    """``config`` over its repeats (results of other configurations are ignored)."""
+    mine = [r for r in results if r.config == config]
+    good = [r for r in mine if not r.error]
+    error = next((r.error for r in mine if r.error), "")
+    return ConfigSummary(
+        config=config,
+        repeats=len(good),
+        seconds=sum(r.seconds for r in good),
+        n_samples=sum(r.n_samples for r in good),
+        stats=accumulate(good) if good else {},
+        error=error,
+        stages=StageTimes.mean_of([r.stages for r in good if r.stages is not None]),
+    )
+
+
+def summarize(configs: tuple[Configuration, ...], results: list[RepeatResult]) -> list[ConfigSummary]:
+    """Each configuration's summary; each compared (steps/s, new/base) with the first listed
+    configuration at its batch size that was measured."""
+    raw = [summarize_one(c, results) for c in configs]
+    bases: dict[int, ConfigSummary] = {}
+    for s in raw:
+        if s.steps is not None:
+            bases.setdefault(s.config.batch_size, s)
+    higher = metric("steps_per_s").better != Better.LOWER
+    out: list[ConfigSummary] = []
+    for s in raw:
+        base = bases.get(s.config.batch_size)
+        if base is None or base is s or s.steps is None or base.steps is None:
+            out.append(s)
+            continue
+        out.append(replace(s, comparison=compare(base.steps, s.steps, higher_is_better=higher), base=base.config))
+    return out
+
+
+def wide_intervals(summaries: list[ConfigSummary], pct: float) -> list[tuple[ConfigSummary, float | None]]:
+    """The measured configurations whose steps/s interval is wider than ±``pct``% (None: no
+    interval yet), with their relative half-width in percent."""
+    wide: list[tuple[ConfigSummary, float | None]] = []
+    for s in summaries:
+        if s.error or s.steps is None:
+            continue
+        rel = s.steps.rel_half_width
+        if rel is None or rel * 100 > pct:
+            wide.append((s, None if rel is None else rel * 100))
+    return wide

@@ -1,0 +1,175 @@
+"""Stretches of one configuration and their statistics, built from messages. Torch/Textual-free.
+
+A *segment* is one configuration (workload, variant, batch size, knobs) for as long as it runs: a
+``changed`` event, a (re)start, or a sample of another configuration starts a new one. Its
+statistics use every sample (not the charts' bounded series) except those of the first
+``SETTLE_S`` seconds after a change or a resume (rebuild, allocator and loader warm-up land
+there; they count only while nothing else has come) and none while paused. Each averaged
+metric keeps a ``comparison.BatchMeans``, so a segment has a mean *and* an interval;
+J/step comes from its first and last energy mark after warm-up (``gpudash.stats.energy``).
+
+``SegmentTracker`` is shared by the dashboard (``DashState``) and the CSV recorder, which
+writes a summary event row for each segment that ends: the screen and the file agree.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from gpudash.stats.comparison import BatchMeans, Comparison, Estimate, compare
+from gpudash.stats.energy import joules_per_step
+from gpudash.core.metrics import METRICS, Averaging, Better, Origin, metric
+from gpudash.core.protocol import Event, EventKind, GpuSample, Sample
+
+SETTLE_S = 1.0  # seconds after a change or resume left out of the configuration's statistics
+_SAMPLE_MEANS = tuple(m for m in METRICS if m.origin == Origin.WORKLOAD and m.mean is not None)
+_GPU_MEANS = tuple(m for m in METRICS if m.origin == Origin.NVML and m.mean is not None)
+
+ConfigKey = tuple[str, str, int, str]  # (workload, variant, batch size, knobs text)
+
+
+@dataclass
+class Segment:
+    """One stretch of one configuration."""
+
+    key: ConfigKey
+    start_s: float
+    end_s: float
+    stats: dict[str, BatchMeans] = field(default_factory=dict)
+    first: dict[str, BatchMeans] = field(default_factory=dict)  # warm-up samples, used only if alone
+    n_samples: int = 0
+    energy_steps: list[tuple[float, int]] = field(default_factory=list)  # (energy_j, steps): first, last
+
+    @property
+    def label(self) -> str:
+        w, v, b, knobs = self.key
+        return f"{w}/{v} bs{b}" + (f" [{knobs}]" if knobs != "none" else "")
+
+    @property
+    def duration_s(self) -> float:
+        return max(0.0, self.end_s - self.start_s)
+
+    def add(self, key: str, value: float | None, weight: float = 1.0, *, warmup: bool = False) -> None:
+        target = self.first if warmup else self.stats
+        target.setdefault(key, BatchMeans()).add(value, weight)
+
+    def mean(self, key: str) -> float | None:
+        if key == "joules_per_step":  # the one Averaging.ENDS metric
+            return self.joules_per_step
+        for source in (self.stats, self.first):
+            acc = source.get(key)
+            if acc is not None and acc.mean is not None:
+                return acc.mean
+        return None
+
+    def estimate(self, key: str) -> Estimate | None:
+        """The mean after warm-up with its interval (None: nothing after warm-up yet)."""
+        acc = self.stats.get(key)
+        return acc.estimate() if acc is not None else None
+
+    def note_energy(self, energy_j: float | None, steps: int) -> None:
+        if energy_j is None:
+            return
+        if len(self.energy_steps) < 2:
+            self.energy_steps.append((energy_j, steps))
+        else:
+            self.energy_steps[1] = (energy_j, steps)
+
+    @property
+    def joules_per_step(self) -> float | None:
+        if len(self.energy_steps) < 2:
+            return None
+        (e0, s0), (e1, s1) = self.energy_steps
+        return joules_per_step(e0, s0, e1, s1)
+
+    def summary(self, key: str = "steps_per_s") -> str:
+        """One line: "encdec/serial bs8: steps/s 231 ± 3.2 (95% CI, 120 samples after warm-up)"."""
+        m = metric(key)
+        e = self.estimate(key)
+        if e is None:
+            return f"{self.label}: {m.label} – (no samples after warm-up)"
+        if not e.has_interval:
+            return f"{self.label}: {m.label} {e.mean:.4g} (too short for an interval, {e.n_samples} samples)"
+        return (f"{self.label}: {m.label} {e.mean:.4g} ± {e.half_width:.2g} "
+                f"(95% CI, {e.n_samples} samples after warm-up)")
+
+
+def compare_segments(prev: Segment | None, cur: Segment | None, key: str) -> Comparison | None:
+    """``cur`` against ``prev`` for one metric, with the metric's direction of better."""
+    if prev is None or cur is None:
+        return None
+    a, b = prev.estimate(key), cur.estimate(key)
+    if a is None or b is None:
+        return None
+    return compare(a, b, higher_is_better=metric(key).better != Better.LOWER)
+
+
+class SegmentTracker:
+    """Splits a run's messages into segments (bounded: the latest ``max_segments``)."""
+
+    def __init__(self, max_segments: int = 64) -> None:
+        self.segments: deque[Segment] = deque(maxlen=max_segments)
+        self.paused = False
+        self._new_segment = True
+        self._warmup_next = True
+        self._settle_from = 0.0  # start of the current settling window (a change or a resume)
+
+    @property
+    def current(self) -> Segment | None:
+        return self.segments[-1] if self.segments else None
+
+    @property
+    def previous(self) -> Segment | None:
+        """The last segment before the current one with a different configuration."""
+        cur = self.current
+        for seg in reversed(list(self.segments)[:-1]):
+            if cur is None or seg.key != cur.key:
+                return seg
+        return None
+
+    def on_sample(self, s: Sample, energy_j: float | None) -> Segment | None:
+        """Count a sample; returns the segment it ended (a new configuration began), if any."""
+        t = s.time_s
+        key: ConfigKey = (s.workload, s.variant, s.batch_size, s.knobs)
+        seg, ended = self.current, None
+        if seg is None or self._new_segment or seg.key != key:
+            ended = seg
+            seg = Segment(key=key, start_s=t - s.interval_s, end_s=t)
+            self.segments.append(seg)
+            self._new_segment = False
+            self._warmup_next = True
+        seg.end_s = t
+        if self.paused:
+            return ended
+        warm = self._warmup_next or t - self._settle_from < SETTLE_S
+        if self._warmup_next:
+            self._settle_from = t - s.interval_s
+        self._warmup_next = False
+        seg.n_samples += 1
+        for m in _SAMPLE_MEANS:
+            weight = s.interval_s if m.mean == Averaging.TIME else 1.0
+            seg.add(m.key, getattr(s, m.key), weight, warmup=warm)
+        if not warm:
+            seg.note_energy(energy_j, s.steps)
+        return ended
+
+    def on_gpu(self, g: GpuSample) -> None:
+        seg = self.current
+        if seg is None or self.paused or self._new_segment or g.time_s < seg.start_s:
+            return
+        for m in _GPU_MEANS:
+            seg.add(m.key, getattr(g, m.key))
+
+    def on_event(self, e: Event) -> None:
+        if e.kind in (EventKind.STARTED, EventKind.CHANGED):
+            self._new_segment = True
+            if e.kind == EventKind.STARTED:
+                self.paused = False
+        elif e.kind == EventKind.PAUSED:
+            self.paused = True
+        elif e.kind == EventKind.RESUMED:
+            self.paused = False
+            self._warmup_next = True
+        elif e.kind == EventKind.CRASHED:
+            self.paused = False

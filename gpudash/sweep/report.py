@@ -1,0 +1,449 @@
+"""The files of ``gpudash sweep``: ``sweep.csv`` (row by row), ``sweep.json``, ``sweep.md`` and
+``sweep.png``/``sweep.svg``. Torch-free; matplotlib is imported only to draw, with Agg.
+
+``sweep.csv``: one ``row_kind=repeat`` row per configuration × repeat as it finishes, and one
+``row_kind=summary`` row per configuration when its family is done: the mean of all its
+repeats with the 95% interval of steps/s, and its steps/s relative to the family's first
+configuration at the same batch size (``ratio`` with its interval, and the verdict). Empty
+cells: not available. Every row is flushed as it is written. ``variant`` holds the
+configuration's label (the ``-v`` entry, ``fixed+amp=bf16``), ``knobs`` every knob it ran with
+(``--knob``'s too; added after the first release, last, so older files read as ``none``).
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import datetime as _dt
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+from gpudash.stats.comparison import Comparison, Estimate, Verdict
+from gpudash.core.metrics import metric
+from gpudash.core.protocol import ExitCode
+from gpudash.core.textfmt import fmt_num, fmt_pm
+from gpudash.sweep.plan import Configuration, FamilyPlan, SweepPlan, run_config
+from gpudash.stats.repeats import ConfigSummary, RepeatResult, StageTimes, pct_of, summarize
+
+CSV_COLUMNS = (
+    "row_kind", "workload", "variant", "batch_size", "repeat", "seconds", "n_samples",
+    "steps_per_s", "steps_per_s_low", "steps_per_s_high", "steps_per_s_batches", "samples_per_s", "syncs_per_step",
+    "gpu_util_pct", "power_w", "joules_per_step", "stage1", "stage1_ms", "stage2", "stage2_ms",
+    "overlap_bound", "pct_of_bound", "ratio", "ratio_low", "ratio_high", "verdict", "error", "knobs",
+)
+OLD_CSV_COLUMNS = CSV_COLUMNS[:-1]  # before the knobs column: read as knobs "none"
+_MEANS = ("samples_per_s", "syncs_per_step", "gpu_util_pct", "power_w", "joules_per_step")
+BASELINE = "(baseline)"
+
+
+def _cell(value: Any) -> str:
+    """A CSV cell: 6 significant digits, empty for None and non-finite numbers."""
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.6g}" if math.isfinite(value) else ""
+    return str(value)
+
+
+def _interval_cells(e: Estimate | None) -> dict[str, Any]:
+    """steps/s's interval and the batch means behind it ("a;b;c"): enough for ``gpudash
+    report`` to compare two sweeps without the samples."""
+    if e is None:
+        return {}
+    return {"steps_per_s_low": e.low, "steps_per_s_high": e.high,
+            "steps_per_s_batches": ";".join(f"{b:.6g}" for b in e.batch_means)}
+
+
+def _mean(e: Estimate | None) -> float | None:
+    """The estimate's mean (None: not available)."""
+    return None if e is None else e.mean
+
+
+def stage_cells(stages: StageTimes | None, steps: Estimate | None) -> dict[str, Any]:
+    """The stage-time columns: each stage's ms alone, the overlap bound, steps/s as % of it."""
+    if stages is None:
+        return {}
+    cells = dataclasses.asdict(stages)
+    cells.update(overlap_bound=stages.bound, pct_of_bound=_mean(pct_of(steps, stages.bound)))
+    return cells
+
+
+def repeat_row(r: RepeatResult) -> dict[str, Any]:
+    """The CSV row of one configuration × repeat."""
+    stats = r.estimates() if not r.error else {}
+    steps = stats.get("steps_per_s")
+    row = {"row_kind": "repeat", "workload": r.config.family, "variant": r.config.label,
+           "batch_size": r.config.batch_size, "repeat": r.repeat, "seconds": round(r.seconds, 3),
+           "n_samples": r.n_samples, "steps_per_s": _mean(steps), "error": r.error, "knobs": r.config.knobs}
+    row.update(_interval_cells(steps))
+    row.update({key: _mean(stats.get(key)) for key in _MEANS})
+    row.update(stage_cells(r.stages, steps))
+    return row
+
+
+def summary_row(s: ConfigSummary) -> dict[str, Any]:
+    """The CSV row of one configuration over its repeats."""
+    steps = s.steps
+    row = {"row_kind": "summary", "workload": s.config.family, "variant": s.config.label,
+           "batch_size": s.config.batch_size, "repeat": None, "seconds": round(s.seconds, 3),
+           "n_samples": s.n_samples, "steps_per_s": _mean(steps), "error": s.error, "knobs": s.config.knobs}
+    row.update(_interval_cells(steps))
+    row.update({key: _mean(s.stats.get(key)) for key in _MEANS})
+    row.update(stage_cells(s.stages, steps))
+    if s.comparison is not None:
+        c = s.comparison
+        row.update(ratio=c.ratio, ratio_low=c.low, ratio_high=c.high, verdict=c.verdict.value)
+    elif s.is_base:
+        row.update(ratio=1.0)
+    return row
+
+
+class SweepReport:
+    """Collects a sweep's results and writes its files into ``plan.out_dir``."""
+
+    def __init__(self, plan: SweepPlan) -> None:
+        self.plan = plan
+        self.out_dir = plan.out_dir
+        self.results: list[RepeatResult] = []
+        self.summaries: list[tuple[FamilyPlan, list[ConfigSummary]]] = []
+        self.notes: list[str] = []
+        self.meta = sweep_metadata(plan)
+        self._file = open(self.out_dir / "sweep.csv", "w", newline="", encoding="utf-8")
+        self._csv = csv.DictWriter(self._file, fieldnames=CSV_COLUMNS, lineterminator="\n")
+        self._csv.writeheader()
+        self._file.flush()
+        self.write_json()
+
+    def _row(self, row: dict[str, Any]) -> None:
+        """Write one CSV row and flush it (a crash or a kill leaves whole rows)."""
+        self._csv.writerow({k: _cell(row.get(k)) for k in CSV_COLUMNS})
+        self._file.flush()
+
+    def add_result(self, result: RepeatResult) -> None:
+        """A configuration × repeat finished: its row now."""
+        self.results.append(result)
+        self._row(repeat_row(result))
+
+    def add_family(self, fp: FamilyPlan, results: list[RepeatResult], notes: list[str]) -> None:
+        """A family is done (or stopped): its configurations' summary rows."""
+        self.notes.extend(notes)
+        if not results:
+            return
+        measured = tuple(c for c in fp.configurations if any(r.config == c for r in results))
+        summaries = summarize(measured, results)
+        self.summaries.append((fp, summaries))
+        for s in summaries:
+            self._row(summary_row(s))
+
+    def note_session(self, session: Any) -> None:
+        """The workload started: the GPU, driver, torch and CUDA versions into the metadata."""
+        from gpudash.recording.record import started_metadata
+
+        info = session.gpu_info
+        self.meta.update(gpu_name=info.name, gpu_names=list(info.names), gpu_index=info.index,
+                         driver=info.driver, nvml_unavailable=info.unavailable)
+        self.meta.update(started_metadata(session.started_details, self.meta))
+        self.write_json()
+
+    def write_json(self) -> None:
+        """``sweep.json``, replaced atomically."""
+        path = self.out_dir / "sweep.json"
+        tmp = path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(self.meta, indent=2, default=str) + "\n", encoding="utf-8")
+        os.replace(tmp, path)
+
+    def finish(self, status: str, code: ExitCode) -> list[str]:
+        """Close the CSV; write the JSON, the Markdown and the plots. Returns the files written."""
+        self._file.close()
+        self.meta.update(end_time=_now(), status=status, exit_code=int(code), notes=self.notes,
+                         measurements=len(self.results))
+        self.write_json()
+        (self.out_dir / "sweep.md").write_text(markdown(self, status), encoding="utf-8")
+        written = ["sweep.csv", "sweep.json", "sweep.md"]
+        if self.summaries:
+            written += write_plots(self)
+        return written
+
+    def summary_lines(self) -> list[str]:
+        """One line per configuration: steps/s ± interval and the comparison."""
+        lines = []
+        for _, summaries in self.summaries:
+            for s in summaries:
+                lines.append(summary_line(s))
+        return lines
+
+
+def summary_line(s: ConfigSummary) -> str:
+    """One line for stderr: steps/s ± interval, and the relative speed with its verdict."""
+    head = f"{s.config.name}: "
+    if s.steps is None:
+        return head + f"failed: {s.error}" if s.error else head + "no samples"
+    text = head + fmt_pm(s.steps) + " steps/s"
+    if s.comparison is not None and s.base is not None:
+        text += f", {s.comparison.format()}× {s.base.label}: {s.comparison.verdict}"
+    elif s.is_base:
+        text += " " + BASELINE
+    return text
+
+
+def _now() -> str:
+    """Local time, ISO 8601 with the offset (as ``run_metadata``'s start_time)."""
+    return _dt.datetime.now().astimezone().isoformat(timespec="seconds")
+
+
+def sweep_metadata(plan: SweepPlan) -> dict[str, Any]:
+    """What ``sweep.json`` says before the workload starts (the session adds GPU and torch)."""
+    from gpudash.recording.record import run_metadata
+
+    first = plan.families[0].configurations[0]
+    meta = run_metadata(run_config(first, plan.settings), command=plan.command, preset=plan.preset,
+                        settings=dataclasses.asdict(plan.settings), cpu_count=os.cpu_count(),
+                        skipped=list(plan.skipped), knobs=plan.knobs, status="running")
+    meta.pop("config", None)  # one session per family: their configurations are below
+    meta["families"] = [
+        {"family": fp.family, "title": fp.title, "seconds": fp.seconds, "warmup": fp.warmup,
+         "configurations": [{"label": c.label, "variant": c.variant, "batch_size": c.batch_size, "knobs": c.knobs}
+                            for c in fp.configurations]}
+        for fp in plan.families
+    ]
+    meta["out_dir"] = str(plan.out_dir)
+    return meta
+
+
+def write_plots(report: SweepReport) -> list[str]:
+    """``sweep.png`` and ``sweep.svg``: steps/s bars with their intervals, one panel per (family,
+    batch size). Without matplotlib: a note, and no plot."""
+    try:
+        paths = plot(report.summaries, report.out_dir, title=plot_title(report.meta))
+    except ImportError as exc:  # matplotlib is not a dependency of the dashboard
+        report.notes.append(f"no plot: {exc} (pip install matplotlib)")
+        return []
+    return [p.name for p in paths]
+
+
+def plot_title(meta: dict[str, Any]) -> str:
+    """The plot's title: the GPU (or device), torch and the date."""
+    device = meta.get("gpu_name") or meta.get("device_name") or meta.get("device") or "?"
+    return f"gpudash sweep · {device} · torch {meta.get('torch_version') or '?'} · {str(meta.get('start_time', ''))[:10]}"
+
+
+
+# -- sweep.md ------------------------------------------------------------------------------------
+METHOD = (
+    "Each figure is the mean over every measured repeat with its 95% interval (batch means of the "
+    "per-interval samples, `gpudash/stats/comparison.py`). Relative speed is steps/s over the first "
+    "configuration's at the same batch size, with its 95% interval. The verdict is *faster* or "
+    "*slower* only when that interval excludes 1 and the change exceeds 2%; *within noise* when "
+    "it is significant but smaller; *no change detected* when not significant. "
+    f"GPU % is NVML's {metric('gpu_util_pct').description}; J/step is NVML energy over the steps done."
+)
+TABLE_HEAD = ("| variant | steps/s ± CI | samples/s | syncs/step | GPU % | J/step | relative speed | verdict |\n"
+              "|---|--:|--:|--:|--:|--:|--:|---|")
+
+
+def table_row(s: ConfigSummary) -> str:
+    """One variant's row of a family's table."""
+    if s.steps is None:
+        why = f"failed: {s.error}" if s.error else "no samples"
+        return f"| {s.config.label} | – | – | – | – | – | – | {why} |"
+    cells = [fmt_pm(s.steps), *(fmt_pm(s.stats.get(k)) for k in _MEANS if k != "power_w")]
+    if s.comparison is not None:
+        cells += [s.comparison.format(), s.comparison.verdict.value]
+    else:
+        cells += ["1.00", BASELINE if s.is_base else "–"]
+    if s.error:
+        cells[-1] += f" (then failed: {s.error})"
+    return f"| {s.config.label} | " + " | ".join(cells) + " |"
+
+
+STAGE_HEAD = ("| variant | each stage alone | overlap bound (steps/s) | steps/s as % of the bound |\n"
+              "|---|---|--:|--:|")
+
+
+def stage_table(summaries: list[ConfigSummary]) -> list[str]:
+    """A two-stage family's stage times, the overlap bound 1000 / max(t1, t2) and how close
+    each variant comes to it (empty when no stages were timed)."""
+    timed = [s for s in summaries if s.stages is not None]
+    if not timed:
+        return []
+    lines = ["", "Each stage timed alone right after each repeat (20 calls each, CUDA events on a GPU); "
+             "a perfect two-stage pipeline runs at the overlap bound.", "", STAGE_HEAD]
+    for s in timed:
+        assert s.stages is not None
+        lines.append(f"| {s.config.label} | {s.stages.describe()} | {fmt_num(s.stages.bound)} | "
+                     f"{fmt_pm(s.pct_of_bound)} |")
+    return lines
+
+
+def header_lines(report: SweepReport, status: str) -> list[str]:
+    """``sweep.md``'s header: the command, date, device, torch, settings and outcome."""
+    meta, plan, st = report.meta, report.plan, report.plan.settings
+    gpu = meta.get("gpu_name") or meta.get("device_name")
+    telemetry = f"{gpu}, driver {meta.get('driver') or '?'}" if gpu else f"no GPU telemetry ({meta.get('nvml_unavailable') or '?'})"
+    order = f"configurations in a shuffled order each repeat (seed {st.seed})"
+    until = f"; then rounds until every steps/s interval is within ±{st.until_ci:g}%" if st.until_ci else ""
+    knobs = [f"- **Knobs on every configuration:** {plan.knobs}"] if plan.knobs != "none" else []
+    return [
+        f"- **Command:** `{plan.command}`",
+        f"- **Date:** {meta.get('start_time')} to {meta.get('end_time') or '?'} · host {meta.get('hostname')} · gpudash {meta.get('gpudash_version')}",
+        f"- **Device:** {meta.get('device') or st.device} · {telemetry}",
+        f"- **torch** {meta.get('torch_version') or '?'} · CUDA {meta.get('cuda_version') or '–'} · {meta.get('cpu_count')} CPUs",
+        f"- **Settings:** {st.repeats} repeats, a sample every {st.sample_interval_s:g} s; {order}{until}",
+        *knobs,
+        f"- **Outcome:** {status}; {len(report.results)} configuration × repeat measurements finished",
+    ]
+
+
+def markdown(report: SweepReport, status: str) -> str:
+    """``sweep.md``: a header (device, torch, date, the command), then per family and batch size a table."""
+    lines = ["# gpudash sweep", "", *header_lines(report, status), "", METHOD, ""]
+    for fp, summaries in report.summaries:
+        for batch in dict.fromkeys(s.config.batch_size for s in summaries):
+            timing = (f"{report.plan.settings.repeats} repeats × {fp.seconds:g} s measured after {fp.warmup:g} s "
+                      "of warm-up per configuration")
+            lines += [f"## {fp.family} · batch {batch}", "", f"{fp.title}. {timing}.", "", TABLE_HEAD]
+            at_batch = [s for s in summaries if s.config.batch_size == batch]
+            lines += [table_row(s) for s in at_batch]
+            lines += stage_table(at_batch)
+            lines.append("")
+    extra = [f"- skipped: {line}" for line in report.plan.skipped] + [f"- {note}" for note in report.notes]
+    if extra:
+        lines += ["## Notes", "", *extra, ""]
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+# -- sweep.png / sweep.svg -----------------------------------------------------------------------
+_COLOURS = {"faster": "#2ca02c", "slower": "#d62728"}
+
+
+def _panel(ax: Any, title: str, summaries: list[ConfigSummary]) -> None:
+    """Bars of steps/s with 95% whiskers; each bar's relative speed above it (staggered when
+    the bars are many); a dashed mark across a bar at its own overlap bound, when timed."""
+    means = [s.steps.mean if s.steps is not None else 0.0 for s in summaries]
+    lows = [m - s.steps.low if s.steps is not None and s.steps.low is not None else 0.0 for m, s in zip(means, summaries)]
+    highs = [s.steps.high - m if s.steps is not None and s.steps.high is not None else 0.0
+             for m, s in zip(means, summaries)]
+    colours = ["#7f7f7f" if s.is_base else _COLOURS.get(str(s.comparison.verdict) if s.comparison else "", "#1f77b4")
+               for s in summaries]
+    x = list(range(len(summaries)))
+    ax.bar(x, means, width=0.6, yerr=[lows, highs], capsize=5, color=colours, edgecolor="black", linewidth=0.6)
+    ax.set_xlim(-0.7, len(x) - 0.3)
+    bounds = [s.stages.bound if s.stages is not None else None for s in summaries]
+    top = max([m + h for m, h in zip(means, highs)] + [b for b in bounds if b is not None], default=1.0) or 1.0
+    for i, bound in enumerate(bounds):
+        if bound is not None:
+            ax.hlines(bound, i - 0.4, i + 0.4, colors="black", linestyles="--", linewidth=0.9)
+    if any(b is not None for b in bounds):
+        ax.plot([], [], color="black", linestyle="--", linewidth=0.9, label="overlap bound 1000/max(t₁, t₂)")
+        ax.legend(fontsize=7, loc="upper left")
+    stagger = len(summaries) > 3
+    for i, s in enumerate(summaries):
+        text = "failed" if s.steps is None else ("base" if s.is_base else
+                                                  (s.comparison.format() + "×" if s.comparison else ""))
+        lift = top * (0.02 + (0.07 if stagger and i % 2 else 0.0))
+        ax.text(i, max(means[i] + highs[i], bounds[i] or 0.0) + lift, text, ha="center", va="bottom", fontsize=7)
+    ticks = [tick_label(s.config.label) for s in summaries]
+    wrapped = any("\n" in t for t in ticks)
+    ax.set_xticks(x, ticks, rotation=20 if len(summaries) > 3 and not wrapped else 0, fontsize=7 if wrapped else 8)
+    ax.set_ylim(0, top * 1.25)
+    ax.set_ylabel("steps/s (95% CI)")
+    ax.set_title(title, fontsize=10)
+
+
+def tick_label(label: str) -> str:
+    """A bar's label: each knob of ``serial+amp=bf16+cuda_graph`` on a line of its own."""
+    return label.replace("+", "\n+")
+
+
+def plot(families: list[tuple[FamilyPlan, list[ConfigSummary]]], out_dir: Path, *, title: str) -> list[Path]:
+    """Draw one panel per (family, batch size); returns the files written (png, svg)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = [(f"{fp.family} · batch {b}", [s for s in ss if s.config.batch_size == b])
+              for fp, ss in families for b in dict.fromkeys(s.config.batch_size for s in ss)]
+    ncols = min(3, len(panels))
+    nrows = math.ceil(len(panels) / ncols)
+    bars = max(len(ss) for _, ss in panels)  # many bars (knob combinations): wider panels
+    lines = max(tick_label(s.config.label).count("\n") for _, ss in panels for s in ss)  # and taller ticks
+    size = (max(4.4, 1.3 * bars) * ncols + 0.4, (3.6 + 0.15 * lines) * nrows + 0.7)
+    fig, axes = plt.subplots(nrows, ncols, figsize=size, squeeze=False)
+    try:
+        for ax, (name, summaries) in zip(axes.flat, panels):
+            _panel(ax, name, summaries)
+        for ax in list(axes.flat)[len(panels):]:
+            ax.axis("off")
+        fig.suptitle(title, fontsize=10)
+        fig.tight_layout()
+        paths = [out_dir / "sweep.png", out_dir / "sweep.svg"]
+        fig.savefig(paths[0], dpi=120)
+        fig.savefig(paths[1])
+    finally:
+        plt.close(fig)
+    return paths
+
+
+# -- drawing a written sweep again ---------------------------------------------------------------
+def _optional(row: dict[str, str], key: str) -> float | None:
+    return float(row[key]) if row.get(key) else None
+
+
+def summary_from_row(row: dict[str, str], position: int, base: Configuration | None) -> ConfigSummary:
+    """A ``sweep.csv`` summary row back as a ``ConfigSummary`` (what its tables and plot need;
+    a row without a ``knobs`` cell, from before that column, ran with none)."""
+    label, batch, n = row["variant"], int(row["batch_size"]), int(row["n_samples"] or 0)
+    variant = label.split("#", 1)[0].split("+", 1)[0]
+    config = Configuration(row["workload"], variant, label, batch, position, row.get("knobs") or "none")
+    stats: dict[str, Estimate | None] = {}
+    if row["steps_per_s"]:
+        batches = tuple(float(b) for b in row.get("steps_per_s_batches", "").split(";") if b)
+        stats["steps_per_s"] = Estimate(float(row["steps_per_s"]), _optional(row, "steps_per_s_low"),
+                                        _optional(row, "steps_per_s_high"), n, batches)
+    for key in _MEANS:
+        value = _optional(row, key)
+        stats[key] = None if value is None else Estimate(value, None, None, n)
+    comparison = None
+    if row["verdict"]:
+        comparison = Comparison(float(row["ratio"]), _optional(row, "ratio_low"), _optional(row, "ratio_high"),
+                                Verdict(row["verdict"]))
+    stages = None
+    if row.get("stage1"):
+        stages = StageTimes(row["stage1"], float(row["stage1_ms"]), row["stage2"], float(row["stage2_ms"]))
+    return ConfigSummary(config, 0, float(row["seconds"] or 0), n, stats, comparison,
+                         None if comparison is None else base, row["error"], stages)
+
+
+def summaries_from_csv(path: Path) -> list[tuple[FamilyPlan, list[ConfigSummary]]]:
+    """Every family's summaries in a written ``sweep.csv``, in the order written (read by the
+    bounded reader of ``gpudash report``: ``UnreadableCsv`` when it is not a whole CSV)."""
+    from gpudash.recording.csvformat import read_table
+    from workloads.registry import family
+
+    header, records = read_table(path)
+    rows = [row for row in (dict(zip(header, cells)) for _, cells in records) if row.get("row_kind") == "summary"]
+    out: dict[str, list[ConfigSummary]] = {}
+    bases: dict[tuple[str, int], Configuration] = {}
+    for row in rows:
+        summaries = out.setdefault(row["workload"], [])
+        s = summary_from_row(row, len(summaries), bases.get((row["workload"], int(row["batch_size"]))))
+        if s.is_base:
+            bases[(s.config.family, s.config.batch_size)] = s.config
+        summaries.append(s)
+    return [(FamilyPlan(name, family(name).title, tuple(s.config for s in ss)), ss) for name, ss in out.items()]
+
+
+def redraw(sweep_dir: Path, dest: Path | None = None, families: tuple[str, ...] | None = None) -> list[Path]:
+    """Draw ``sweep.png``/``.svg`` of a written sweep again (into ``dest``, default the sweep's
+    directory) from its ``sweep.csv`` and ``sweep.json`` (ignored when it fails its checks);
+    ``families``: only these."""
+    from gpudash.recording.sidecar import read_sidecar
+
+    meta = read_sidecar(sweep_dir / "sweep.csv").data
+    chosen = [(fp, ss) for fp, ss in summaries_from_csv(sweep_dir / "sweep.csv")
+              if families is None or fp.family in families]
+    return plot(chosen, dest or sweep_dir, title=plot_title(meta))

@@ -1,0 +1,510 @@
+"""The dashboard's run controller: the one owner of run state, without Textual.
+
+``DashController`` holds the ``DashState`` (status, what runs, series, stats), the controls
+sent and pending, and the recording. The Textual app renders it and forwards keys: each
+user action here returns the ``Notice`` to show. Blocking calls on the source (start,
+restart, stop) are the app's to run in a thread; ``poll()`` never blocks.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from gpudash.core.protocol import (
+    ENDING_KINDS,
+    NOT_RESPONDING,
+    NVML_LOST,
+    SAMPLES_DROPPED,
+    Control,
+    EngineSource,
+    Event,
+    EventKind,
+    MeasureScaling,
+    Message,
+    Pause,
+    Resume,
+    RunConfig,
+    Sample,
+    SetBatchSize,
+    SetKnob,
+    SetKnobs,
+    SetVariant,
+    SourceInfo,
+    SwitchWorkload,
+    TimeStages,
+    TraceWindow,
+)
+from gpudash.tui.state import TRACE, DashState, Status, is_trace, trace_line
+from workloads.knobs import KNOBS, OFF, Knobs, parse_knobs  # torch-free
+from workloads.registry import FAMILIES, FamilyInfo, WorkloadError  # torch-free
+
+STARTING = "starting workload (importing torch)…"
+TRACE_STEPS = 20  # steps in a profiler window asked for from the dashboard
+PERFETTO = "ui.perfetto.dev"
+MAX_SENT = 64  # controls kept in ``DashController.sent`` (the latest; a long run sends one per change)
+
+RecorderFactory = Callable[..., Any]  # (path, metadata) -> a recorder with on_message/close
+
+
+class Severity(str, Enum):
+    INFO = "info"
+    WARNING = "warning"
+    ERROR = "error"
+
+
+@dataclass(frozen=True)
+class Notice:
+    """One line for the user; ``toast`` also pops it up."""
+
+    text: str
+    severity: Severity = Severity.INFO
+    toast: bool = False
+
+
+def _error(text: str) -> Notice:
+    return Notice(text, Severity.ERROR, toast=True)
+
+
+def _warning(text: str) -> Notice:
+    return Notice(text, Severity.WARNING)
+
+
+def _default_recorder(path: str, metadata: dict[str, Any]) -> Any:
+    from gpudash.recording.record import CsvRecorder  # the engine's recorder: same format as --record
+
+    return CsvRecorder(path, metadata)
+
+
+class DashController:
+    """A run (live or replayed) as the dashboard sees and steers it."""
+
+    def __init__(self, source: EngineSource, *, maxlen: int = 600,
+                 recorder_factory: RecorderFactory | None = None) -> None:
+        self.source = source
+        self.replay = source.info.replay
+        self.config: RunConfig = source.config
+        self.state = DashState(maxlen=maxlen, mode="whole" if self.replay else "window", config=self.config)
+        self.recorder_factory = recorder_factory or _default_recorder
+        self.recorder: Any = None
+        self.recording_path: str | None = None
+        self.recorded_messages = 0
+        self.sent: deque[Control] = deque(maxlen=MAX_SENT)  # the latest controls sent, oldest first
+        self.pending_batch: int | None = None
+        self.ready = False  # source.start() has returned
+        self.knobs_text = self.config.knobs or "none"  # the knobs running (text form), from the messages
+        self.pending_knobs: Knobs | None = None  # asked for, not yet answered
+        self.progress: str | None = None  # a slow change under way ("compiling… 12 s")
+        self.pending_trace = False  # a profiler window asked for, not yet answered
+        self.hung = False  # the watchdog said the workload is not responding; nothing heard since
+        self._bad_rows_told = 0
+        self._notes_told = False  # the source's notes (a replay's metadata file ignored) are said once
+
+    @property
+    def info(self) -> SourceInfo:
+        return self.source.info
+
+    # -- the source --------------------------------------------------------------------------
+    def source_started(self) -> list[Notice]:
+        """``source.start()`` (or restart) returned: what a replay says of itself, then drain."""
+        self.ready = True
+        if self.replay:
+            self.config = self.source.config  # a replay knows its config once opened
+            self.state.adopt_config(self.config)
+        return self.poll()
+
+    def source_failed(self, why: str) -> Notice:
+        self.state.mark_failed(why)
+        return Notice(why, Severity.ERROR)
+
+    def begin_restart(self) -> Notice | None:
+        """Before ``source.restart()``; a Notice (and no restart) when it makes no sense."""
+        if self.replay:
+            return None
+        if not self.state.ended and not self.hung:
+            return _warning("the workload is running; restart is for after a crash or stop")
+        self.hung = False
+        self.state.mark_starting()
+        self.ready = False
+        return Notice("restarting the workload…")
+
+    def poll(self) -> list[Notice]:
+        """Everything that arrived: into the state and the recording; returns what to tell."""
+        if not self.ready:
+            return []
+        info = self.source.gpu_info
+        if info != self.state.gpu_info:
+            self.state.gpu_info = info
+        try:
+            messages = self.source.poll()
+        except Exception as exc:  # noqa: BLE001 - shown, the dashboard stays up
+            what = f"reading {_short_path(self.info.path or '')}" if self.replay else "reading the workload's messages"
+            return [Notice(f"{what} failed: {exc}", Severity.ERROR)]
+        notices = self.ingest(messages)
+        info = self.info
+        if not self._notes_told and not info.loading:  # after a replay's rows: its last word
+            self._notes_told = True
+            notices += [Notice(note, Severity.WARNING, toast=True) for note in info.notes]
+        bad = info.bad_rows
+        if bad > self._bad_rows_told:
+            self._bad_rows_told = bad
+            notices.append(_warning(f"replay: {bad} malformed row{'s' if bad != 1 else ''} skipped"))
+        return notices
+
+    def ingest(self, messages: Iterable[Message]) -> list[Notice]:
+        notices: list[Notice] = []
+        for msg in messages:
+            self.state.ingest(msg)
+            self._note_knobs(msg)
+            if self.recorder is not None:
+                try:
+                    self.recorder.on_message(msg)
+                    self.recorded_messages += 1
+                except Exception as exc:  # noqa: BLE001 - a full disk must not stop the dashboard
+                    notices.append(self.stop_recording(f"recording stopped: {exc}", Severity.ERROR))
+            if self.hung and _from_workload(msg):
+                self.hung = False
+                notices.append(Notice("the workload process is responding again"))
+            if isinstance(msg, Event):
+                notices.extend(self._event_notice(msg))
+        return notices
+
+    def _note_knobs(self, msg: Message) -> None:
+        """The knobs running and the warm-up under way, from a sample or an event."""
+        if isinstance(msg, Sample):
+            self.knobs_text, self.progress = msg.knobs, None
+            return
+        if not isinstance(msg, Event) or msg.kind in (EventKind.MEASURED, EventKind.SUMMARY):
+            return
+        if msg.kind == EventKind.PROGRESS:
+            self.progress = msg.message or "warming up…"
+            return
+        self.progress = None
+        if msg.kind in (EventKind.STARTED, EventKind.CHANGED):
+            after = msg.after if msg.what == "knobs" else ""
+            self.knobs_text = msg.details.get("knobs") or after or self.knobs_text
+        if msg.what in ("knobs", "workload") or msg.kind in (EventKind.STARTED, EventKind.CRASHED):
+            self.pending_knobs = None
+
+    def _event_notice(self, e: Event) -> list[Notice]:
+        s, live = self.state, not self.replay
+        if e.what == "batch_size" and e.kind in (EventKind.CHANGED, EventKind.ERROR):
+            self.pending_batch = None
+        if (e.what == TRACE and e.kind in (EventKind.MEASURED, EventKind.ERROR)) or e.kind in ENDING_KINDS:
+            self.pending_trace = False
+        if is_trace(e):
+            return [self._trace_notice(e)]
+        if e.kind == EventKind.PROGRESS:
+            return [Notice(f"{e.message} — applying knobs {self.knobs_base().text()}; steps resume when done")]
+        if e.kind == EventKind.STARTING:
+            return [Notice(f"{STARTING} ({e.message})" if e.message else STARTING)]
+        if e.kind == EventKind.STARTED:
+            return [Notice(e.message or f"started {s.workload} / {s.variant}")]
+        if e.kind == EventKind.CHANGED:
+            return [Notice(f"{e.label} at {e.time_s:.1f} s — stats now compare against the previous config")]
+        if e.kind == EventKind.ERROR and e.what == NOT_RESPONDING:
+            self.hung = True
+            return [Notice(f"✗ {e.message} — r restarts it, q quits", Severity.ERROR, toast=live)]
+        if e.kind == EventKind.ERROR and e.what == SAMPLES_DROPPED:
+            return [_warning(e.message)]
+        if e.kind == EventKind.ERROR:
+            still = f"knobs stay {self.knobs_text}" if e.what == "knobs" else f"batch {s.batch_size}"
+            text = f"✗ {e.message or e.label} — still running {s.variant}, {still}"
+            return [Notice(text, Severity.ERROR, toast=live)]
+        if e.kind == EventKind.PAUSED:
+            return [Notice("paused (space resumes)")]
+        if e.kind == EventKind.RESUMED:
+            return [Notice("resumed")]
+        if e.kind == EventKind.CRASHED:
+            why = e.message or "the workload process died"
+            return [Notice(f"✗ workload crashed: {why} — press r to restart", Severity.ERROR, toast=live)]
+        if e.kind == EventKind.MEASURED:
+            return [Notice(e.message)]
+        if e.kind == EventKind.STOPPED:
+            return [Notice((e.message or "the workload stopped") + (" — press r to restart" if live else ""))]
+        return []
+
+    def _trace_notice(self, e: Event) -> Notice:
+        """A profiler window's answer: where its trace is (for Perfetto) and its figures."""
+        path = e.details.get("trace_path") or e.message.rpartition(" → ")[2]
+        summary = e.message.rpartition(" → ")[0] or trace_line(e)
+        text = f"open in {PERFETTO}: {_short_path(path)} — {summary}" if path else summary
+        return Notice(text, toast=not self.replay)
+
+    def last_trace_text(self) -> str | None:
+        """The latest profiler window's figures, one line (the stats panel's), or None."""
+        e = self.state.last_trace
+        return f"last trace: {trace_line(e)}" if e is not None else None
+
+    def status_text(self) -> str:
+        if self.replay:
+            info = self.info
+            return info.loading or ("following (read-only)" if info.follow else "replay (read-only)")
+        if self.progress and not self.state.ended:
+            return self.progress
+        if self.state.status == Status.STARTING:
+            return STARTING
+        if self.hung and not self.state.ended:
+            return "not responding — r restarts"
+        if self.state.status == Status.CRASHED:
+            return "crashed — r restarts"
+        return str(self.state.status)
+
+    # -- controls ----------------------------------------------------------------------------
+    def enabled(self, action: str, steers: bool) -> bool:
+        """Whether an action applies now (the app's ``check_action``)."""
+        if steers and self.replay:
+            return False
+        if action == "restart":
+            return self.state.ended or self.hung
+        if action == "pause_resume":
+            return not self.state.ended
+        return True
+
+    def send(self, control: Control, note: str) -> Notice:
+        if self.replay:
+            return _warning("replay: read-only")
+        if not self.ready:
+            return _warning("the workload is still starting; try again in a moment")
+        if self.state.ended or not self.source.alive:
+            return _warning("the workload is not running — press r to restart")
+        try:
+            self.source.send(control)
+        except Exception as exc:  # noqa: BLE001
+            return _error(f"could not send the control: {exc}")
+        self.sent.append(control)
+        if isinstance(control, SetBatchSize):
+            self.pending_batch = control.batch_size
+        elif isinstance(control, SetKnobs):
+            self.pending_knobs = parse_knobs(control.knobs)
+        elif isinstance(control, SetKnob):
+            self.pending_knobs = self.knobs_base().with_value(control.name, control.value)
+        elif isinstance(control, TraceWindow):
+            self.pending_trace = True
+        return Notice(note)
+
+    def family(self) -> FamilyInfo | None:
+        return FAMILIES.get(self.state.workload)
+
+    def _refusal(self, fam: FamilyInfo, variant: str) -> str | None:
+        """Why ``variant`` cannot run on this run's device (the catalog's message)."""
+        device = self.state.device
+        if device == "auto":  # not known yet: the workload itself will say
+            return None
+        return fam.refusal(variant, device)
+
+    def toggle_pipeline(self) -> Notice:
+        fam = self.family()
+        target = fam.pipeline_target(self.state.variant) if fam else None
+        if fam is None or target is None:
+            return _warning(f"{self.state.workload or 'this workload'} has no serial ↔ pipelined pair; "
+                            "v cycles its variants")
+        refusal = self._refusal(fam, target)
+        if refusal:
+            return _error(f"✗ {refusal}; this run is on the CPU — staying on {self.state.variant}")
+        return self.send(SetVariant(target), f"switching to {target}…")
+
+    def next_variant(self) -> Notice:
+        fam = self.family()
+        if fam is None:
+            return _warning("the workload is not known yet")
+        names = list(fam.variant_names)
+        i = names.index(self.state.variant) if self.state.variant in names else -1
+        later = [v for v in names[i + 1 :] + names[: i + 1] if v != self.state.variant]  # after, wrapping
+        skipped = [v for v in later if self._refusal(fam, v)]
+        runnable = [v for v in later if v not in skipped]
+        if not runnable:
+            why = f" ({', '.join(skipped)} need CUDA)" if skipped else ""
+            return _warning(f"no other variant of {fam.name} runs here{why}")
+        cand = runnable[0]
+        passed = [v for v in skipped if later.index(v) < later.index(cand)]
+        note = f"switching to {cand}…" + (f" (skipped {', '.join(passed)}: needs CUDA)" if passed else "")
+        return self.send(SetVariant(cand), note)
+
+    def switch_workload(self, name: str | None) -> Notice | None:
+        if not name or name == self.state.workload:
+            return None
+        return self.send(SwitchWorkload(name), f"switching to workload {name}…")
+
+    def batch_base(self) -> int | None:
+        """The batch size a ×2 / ÷2 starts from: the one asked for last, else the running one."""
+        return self.pending_batch or self.state.batch_size or None
+
+    def set_batch(self, n: int) -> Notice:
+        """Ask for batch size ``n``, checked at the edge (the prompt parses it; ×2/÷2 stay ≥ 1)."""
+        return self.send(SetBatchSize(n), f"batch size {self.state.batch_size} → {n} requested…")
+
+    def scale_batch(self, double: bool) -> Notice:
+        b = self.batch_base()
+        if b is None:
+            return _warning("the batch size is not known until the workload has started")
+        if not double and b <= 1:
+            return _error("✗ batch size is already 1, the smallest there is")
+        return self.set_batch(b * 2 if double else b // 2)
+
+    def time_stages(self) -> Notice:
+        """Ask the workload to time its two stages alone (a "measured" event answers)."""
+        fam = self.family()
+        if fam is None or fam.pipeline_toggle is None:
+            return _warning(f"{self.state.workload or 'this workload'} has no two stages to time apart")
+        return self.send(TimeStages(), "timing each stage alone (20 steps each)…")
+
+    def measure_scaling(self) -> Notice:
+        """Ask a data-parallel run for its scaling efficiency (a "measured" scaling event answers)."""
+        if self.replay:
+            return self.read_only("a scaling measurement")
+        if self.config.nproc * self.config.nnodes < 2:
+            return _warning("scaling efficiency needs a data-parallel run: start gpudash with --nproc 2 or more")
+        return self.send(MeasureScaling(), "rank 0 trains alone for 50 steps (the others wait)…")
+
+    def ranks_text(self) -> str | None:
+        """A data-parallel run in one line: ranks, the slowest one, the last scaling efficiency."""
+        s = self.state.last_sample
+        if s is None or s.world_size < 2:
+            return None
+        parts = [f"{s.world_size} ranks (DDP)"]
+        if s.slowest_rank is not None and s.slowest_rank_step_ms is not None:
+            parts.append(f"slowest rank {s.slowest_rank}: {s.slowest_rank_step_ms:.3g} ms/step p50")
+        e = self.state.last_scaling
+        if e is not None and "scaling_efficiency" in e.details:
+            parts.append(f"scaling efficiency {float(e.details['scaling_efficiency']):.2f} (t={e.time_s:.0f} s)")
+        return " · ".join(parts)
+
+    def read_only(self, what: str) -> Notice:
+        """Why ``what`` (a control) does nothing in a replay."""
+        return _warning(f"replay: read-only — {what} needs a live run")
+
+    def trace_window(self, steps: int = TRACE_STEPS) -> Notice:
+        """Ask for a profiler window of ``steps`` steps (a "measured" trace event answers)."""
+        if self.replay:
+            return self.read_only("a profiler window")
+        if not self.config.trace_dir:
+            return _warning("this run has no trace directory: profiler windows are off")
+        if self.pending_trace:
+            return _warning("a profiler window is already under way; its figures come when it ends")
+        return self.send(TraceWindow(steps),
+                         f"profiling {steps} steps… (torch.profiler; the trace goes to {self.config.trace_dir})")
+
+    def pause_resume(self) -> Notice:
+        if self.state.paused:
+            return self.send(Resume(), "resuming…")
+        return self.send(Pause(), "pausing at the next step…")
+
+    # -- knobs -------------------------------------------------------------------------------
+    @property
+    def knobs(self) -> Knobs:
+        """The knobs running now (none while the text is not this version's)."""
+        try:
+            return parse_knobs(self.knobs_text)
+        except WorkloadError:
+            return Knobs()
+
+    def knobs_label(self) -> str:
+        """The running knobs for the header: "amp=bf16, channels_last" (an on/off knob by name)."""
+        return knobs_label(self.knobs_text)
+
+    def knobs_base(self) -> Knobs:
+        """What a knob change starts from: the settings asked for last, else the running ones."""
+        return self.pending_knobs if self.pending_knobs is not None else self.knobs
+
+    def knob_refusal(self, knobs: Knobs, name: str | None = None) -> str | None:
+        """Why ``knobs`` (or knob ``name`` beside them) cannot run on this variant and device;
+        None when they can, or when that is not known yet (the workload itself will say)."""
+        fam, device = self.family(), self.state.device
+        if fam is None or device == "auto":
+            return None
+        try:
+            variant = fam.variant(self.state.variant)
+        except WorkloadError:
+            return None
+        ranks = self.config.nproc * self.config.nnodes
+        return knobs.refusal(variant, device, ranks) if name is None else KNOBS[name].refusal(variant, device, knobs, ranks)
+
+    def knob_refusals(self) -> dict[str, str | None]:
+        """Each knob's reason it cannot be on here whatever the others are (the panel disables it)."""
+        return {name: self.knob_refusal(Knobs(), name) for name in KNOBS}
+
+    def set_knobs(self, knobs: Knobs) -> Notice:
+        """Ask for every knob at once (one rebuild), checked first against the catalog."""
+        return self._ask_knobs(knobs, SetKnobs(knobs.text()))
+
+    def set_knob(self, name: str, value: str) -> Notice:
+        """Ask for one knob's value (``off`` turns it off); the others stay as they are."""
+        try:
+            knobs = self.knobs_base().with_value(name, value)
+        except WorkloadError as exc:
+            return _error(f"✗ {exc}")
+        return self._ask_knobs(knobs, SetKnob(name, value))
+
+    def toggle_knob(self, name: str) -> Notice:
+        """An on/off knob to the other state."""
+        value = OFF if self.knobs_base().on(name) else KNOBS[name].default_on
+        return self.set_knob(name, value)
+
+    def _ask_knobs(self, knobs: Knobs, control: SetKnob | SetKnobs) -> Notice:
+        if self.replay:
+            return _warning("replay: read-only")
+        base = self.knobs_base()
+        if knobs == base:
+            return Notice(f"knobs already {knobs.text()}")
+        why = self.knob_refusal(knobs)
+        if why:
+            return _error(f"✗ {why} — knobs stay {base.text()}")
+        slow = " and ".join(dict.fromkeys(knobs.warmups))
+        note = f"knobs {base.text()} → {knobs.text()} requested…" + (f" ({slow} first)" if slow else "")
+        return self.send(control, note)
+
+    # -- recording ---------------------------------------------------------------------------
+    def start_recording(self, path: str) -> Notice:
+        from gpudash.recording.record import dashboard_metadata
+
+        s = self.state
+        meta = dashboard_metadata(self.config, s.gpu_info, self.info.started_details, device=s.device,
+                                  run_s=s.time_s,
+                                  running={"workload": s.workload, "variant": s.variant,
+                                           "batch_size": s.batch_size, "knobs": self.knobs_text})
+        try:
+            self.recorder = self.recorder_factory(path, meta)
+        except Exception as exc:  # noqa: BLE001
+            self.recorder = None
+            return _error(f"✗ cannot record to {path}: {exc}")
+        self.recording_path = path
+        self.recorded_messages = 0
+        return Notice(f"● recording to {path} (c stops)")
+
+    def stop_recording(self, note: str | None = None, severity: Severity = Severity.INFO) -> Notice:
+        rec, self.recorder = self.recorder, None
+        note = note or f"saved {self.recording_path} ({self.recorded_messages} messages)"
+        if rec is not None:
+            try:
+                rec.close()
+            except Exception as exc:  # noqa: BLE001
+                note, severity = f"closing the recording failed: {exc}", Severity.ERROR
+        self.recording_path = None
+        return Notice(note, severity, toast=True)
+
+
+def _from_workload(msg: Message) -> bool:
+    """A message the workload process sent (not NVML's, not the watchdog's)."""
+    if isinstance(msg, Sample):
+        return True
+    return isinstance(msg, Event) and msg.what not in (NOT_RESPONDING, NVML_LOST)
+
+
+def _short_path(path: str) -> str:
+    """``path`` relative to the working directory when it is under it (the dashboard's traces are)."""
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:  # another drive (Windows)
+        return path
+    return path if rel.startswith("..") else rel
+
+
+def knobs_label(text: str) -> str:
+    """``amp=bf16,channels_last=on`` → ``amp=bf16, channels_last``: an on/off knob by its name."""
+    parts = [p[: -len("=on")] if p.endswith("=on") else p for p in text.split(",") if p.strip()]
+    return ", ".join(parts) or "none"

@@ -1,0 +1,401 @@
+"""What the dashboard knows about a run: bounded series for the charts, markers, per-configuration stats.
+
+Torch-free and Textual-free: the TUI feeds it messages (``DashState.ingest``) and reads it
+on its redraw timer; tests and benchmarks use it directly.
+
+* **Series** are bounded. In ``window`` mode (a live run) they keep the latest ``maxlen``
+  points, so a run of any length neither grows memory nor slows redraws. In ``whole`` mode
+  (a replayed file) they keep the whole run at a falling resolution: when full, every other
+  point is dropped and only every 2nd, 4th, ... new point is kept.
+* **Segments** (``gpudash.stats.segments``) are stretches of one configuration, each with means and
+  intervals after warm-up. The change row compares the current segment with the previous one
+  (``gpudash.stats.comparison``): the ratio with its interval and a verdict; only a real difference
+  (faster/slower beyond the noise threshold) is coloured.
+* **Joules per step** follow ``gpudash.stats.energy`` (the CSV's definition): "now" over the last
+  seconds of marks, a configuration's over its first and last mark after warm-up.
+* Which metrics exist, which are averaged and how, which are charted: ``gpudash.core.metrics``.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from enum import Enum
+
+from gpudash.stats.comparison import Comparison, Estimate, Verdict
+from gpudash.stats.energy import EnergyPerStep
+from gpudash.core.metrics import SERIES_KEYS, STAT_KEYS, Better, Metric, Origin, metric
+from gpudash.core.protocol import Event, EventKind, GpuInfo, GpuSample, Message, RunConfig, Sample
+from gpudash.stats.segments import Segment, SegmentTracker, compare_segments
+from gpudash.tui.series import Series
+
+STAT_METRICS: tuple[Metric, ...] = tuple(metric(k) for k in STAT_KEYS)  # the stats panel, in order
+MARKER_KINDS = frozenset({EventKind.STARTED, EventKind.CHANGED, EventKind.PAUSED, EventKind.RESUMED,
+                          EventKind.CRASHED, EventKind.STOPPED})
+TRACE = "trace"  # a measured event with this ``what`` is a profiler window: it gets a marker too
+
+
+def is_trace(e: Event) -> bool:
+    """A profiler window's figures (``TraceWindow``'s answer)."""
+    return e.kind == EventKind.MEASURED and e.what == TRACE
+
+
+_SAMPLE_SERIES = tuple(k for k in SERIES_KEYS if metric(k).origin == Origin.WORKLOAD)
+_GPU_SERIES = tuple(k for k in SERIES_KEYS if metric(k).origin == Origin.NVML)
+
+
+@dataclass(frozen=True)
+class StatRow:
+    """One column of the stats panel: now, this configuration, the previous, and the change."""
+
+    metric: Metric
+    now: float | None
+    mean: float | None
+    prev: float | None
+    estimate: Estimate | None = None  # this configuration's mean with its interval
+    prev_estimate: Estimate | None = None
+    comparison: Comparison | None = None  # this against the previous, with a verdict
+
+    @property
+    def key(self) -> str:
+        return self.metric.key
+
+    @property
+    def label(self) -> str:
+        return self.metric.label
+
+    @property
+    def better(self) -> Better:
+        return self.metric.better
+
+    @property
+    def change_pct(self) -> float | None:
+        if self.mean is None or self.prev is None or self.prev == 0:
+            return None
+        return (self.mean - self.prev) / abs(self.prev) * 100.0
+
+    @property
+    def verdict(self) -> int:
+        """+1 a real improvement, -1 a real regression; 0 within noise, unknown, or telemetry."""
+        c = self.comparison
+        if c is None or self.better == Better.NEITHER or not c.verdict.real:
+            return 0
+        return 1 if c.verdict == Verdict.FASTER else -1
+
+
+@dataclass(frozen=True)
+class Marker:
+    time_s: float
+    label: str
+    kind: str
+
+
+class Status(str, Enum):
+    """What the workload is doing, as the dashboard shows it."""
+
+    STARTING = "starting"
+    RUNNING = "running"
+    PAUSED = "paused"
+    CRASHED = "crashed"
+    STOPPED = "stopped"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+ENDED = frozenset({Status.CRASHED, Status.STOPPED})  # restart is possible; controls are not
+
+# what each event kind does to the status (kinds not listed leave it)
+_STATUS_AFTER = {
+    EventKind.STARTING: Status.STARTING,
+    EventKind.STARTED: Status.RUNNING,
+    EventKind.PAUSED: Status.PAUSED,
+    EventKind.RESUMED: Status.RUNNING,
+    EventKind.STOPPED: Status.STOPPED,
+    EventKind.CRASHED: Status.CRASHED,
+}
+
+
+# Configurations whose statistics the dashboard keeps: it shows the current one against the last
+# different one, so a few suffice. 64 kept an hour of minute-long changes alive (docs/soak-cpu.md).
+MAX_SEGMENTS = 8
+
+
+class DashState:
+    """Everything the dashboard shows, built from messages; no I/O, no clock.
+
+    The only writer of the run's status and of what runs (workload, variant, batch size,
+    device): events and samples set them; ``mark_starting`` / ``mark_failed`` are for what
+    happens to the source outside its messages (a restart begun, a start that failed).
+    """
+
+    def __init__(self, maxlen: int = 600, mode: str = "window", max_segments: int = MAX_SEGMENTS,
+                 config: RunConfig | None = None) -> None:
+        self.mode = mode
+        self.series: dict[str, Series] = {k: Series(maxlen, mode) for k in SERIES_KEYS}
+        self.markers: deque[Marker] = deque(maxlen=max(64, maxlen // 4))
+        self.events: deque[Event] = deque(maxlen=200)
+        self.tracker = SegmentTracker(max_segments)
+        self.gpu_info: GpuInfo | None = None
+        self.last_sample: Sample | None = None
+        self.last_gpu: GpuSample | None = None
+        self.status = Status.STARTING
+        self.status_message = ""
+        self.last_error: Event | None = None
+        self.last_trace: Event | None = None  # the latest profiler window's figures
+        self.last_scaling: Event | None = None  # a data-parallel run's latest scaling measurement
+        self.workload = config.workload if config else ""
+        self.variant = (config.variant or default_variant(self.workload)) if config else ""
+        self.batch_size = (config.batch_size or 0) if config else 0
+        self.device = config.device if config else "auto"
+        self.paused = False
+        self.time_s = 0.0  # latest time seen (run time)
+        self.n_messages = 0
+        self.energy = EnergyPerStep()  # "now" J/step, as the CSV computes it
+        self._started_once = False
+        self.version = 0  # bumped on every ingest; the UI redraws when it changed
+
+    # -- ingest -------------------------------------------------------------------------------
+    def ingest_all(self, messages: Iterable[Message]) -> int:
+        n = 0
+        for m in messages:
+            self.ingest(m)
+            n += 1
+        return n
+
+    def ingest(self, msg: Message) -> None:
+        self.n_messages += 1
+        self.version += 1
+        if isinstance(msg, Sample):
+            self._on_sample(msg)
+        elif isinstance(msg, GpuSample):
+            self._on_gpu(msg)
+        elif isinstance(msg, Event):
+            self._on_event(msg)
+
+    def _time(self, raw: float) -> float:
+        self.time_s = max(self.time_s, raw)
+        return raw
+
+    def _on_sample(self, s: Sample) -> None:
+        t = self._time(s.time_s)
+        self.last_sample = s
+        self.workload, self.variant, self.batch_size = s.workload, s.variant, s.batch_size
+        if self.status in (Status.STARTING, *ENDED):
+            self.status = Status.PAUSED if self.paused else Status.RUNNING
+        for k in _SAMPLE_SERIES:
+            self.series[k].append(t, getattr(s, k))
+        energy = self.last_gpu.energy_j if self.last_gpu is not None else None
+        self.energy.update(t, energy, s.steps)
+        self.tracker.on_sample(s, energy)
+
+    def _on_gpu(self, g: GpuSample) -> None:
+        t = self._time(g.time_s)
+        self.last_gpu = g
+        for k in _GPU_SERIES:
+            self.series[k].append(t, getattr(g, k))
+        self.tracker.on_gpu(g)
+
+    def _on_event(self, e: Event) -> None:
+        t = self._time(e.time_s)
+        self.events.append(e)
+        if e.kind == EventKind.MEASURED and e.what == "scaling":
+            self.last_scaling = e
+        if is_trace(e):  # a profiler window: marked where it began (its steps are not in the samples)
+            self.last_trace = e
+            self.markers.append(Marker(trace_start_s(e), _marker_label(e), e.kind))
+        elif e.kind in MARKER_KINDS:
+            # the first start is the left edge of the run: no marker; a restart gets one
+            if e.kind != EventKind.STARTED or self._started_once:
+                self.markers.append(Marker(t, _marker_label(e), e.kind))
+        if e.kind == EventKind.STARTED:
+            self._started_once = True
+        self._note_config(e)
+        status = _STATUS_AFTER.get(e.kind)
+        if status is not None:
+            self.status = status
+            self.paused = status == Status.PAUSED
+            if e.kind != EventKind.PAUSED and e.kind != EventKind.RESUMED:
+                self.status_message = e.message
+        self.tracker.on_event(e)
+        if e.kind == EventKind.CRASHED:
+            self.status_message = e.message or "the workload process died"
+        elif e.kind == EventKind.ERROR:
+            self.last_error = e
+
+    def _note_config(self, e: Event) -> None:
+        """What runs now, from an event: its details, else what a change says."""
+        d = e.details
+        if d.get("device"):
+            self.device = d["device"]
+        if e.kind not in (EventKind.STARTED, EventKind.CHANGED):
+            return
+        self.workload = d.get("workload") or (e.after if e.what == "workload" else self.workload)
+        self.variant = d.get("variant") or (e.after if e.what == "variant" else self.variant)
+        batch = d.get("batch_size") or (e.after if e.what == "batch_size" else "")
+        if batch.isdigit():
+            self.batch_size = int(batch)
+
+    def adopt_config(self, config: RunConfig) -> None:
+        """What runs, from a configuration learnt late (a replay's metadata), until events say."""
+        if self._started_once:
+            return
+        self.workload = config.workload
+        self.variant = config.variant or default_variant(config.workload)
+        self.batch_size = config.batch_size or 0
+        self.device = config.device
+        self.version += 1
+
+    def mark_starting(self) -> None:
+        """The source is being (re)started: no messages yet."""
+        self.status, self.status_message = Status.STARTING, ""
+        self.version += 1
+
+    def mark_failed(self, why: str) -> None:
+        """The source could not start (or restart): it will send nothing."""
+        self.status, self.status_message = Status.CRASHED, why
+        self.version += 1
+
+    @property
+    def ended(self) -> bool:
+        return self.status in ENDED
+
+    # -- read -----------------------------------------------------------------------------------
+    def time_range(self) -> tuple[float, float]:
+        """The shared time axis: every chart shows [t0, t1]."""
+        nonempty = [s for s in self.series.values() if s.first_t is not None]
+        lasts = [s.last_t for s in nonempty]
+        t1 = max([*lasts, self.time_s]) if lasts else max(self.time_s, 1.0)
+        if not nonempty:
+            return 0.0, max(t1, 1.0)
+        full = [s for s in nonempty if len(s) >= s.maxlen]
+        if self.mode == "window" and full:
+            # a full window has dropped its oldest points: start where every chart has data
+            t0 = max(s.first_t for s in full)  # type: ignore[type-var]
+        else:
+            t0 = min(s.first_t for s in nonempty)  # type: ignore[type-var]
+        if t1 - t0 < 1.0:
+            t1 = t0 + 1.0
+        return t0, t1
+
+    def visible_markers(self, t0: float, t1: float) -> list[Marker]:
+        return [m for m in self.markers if t0 <= m.time_s <= t1]
+
+    @property
+    def segments(self) -> deque[Segment]:
+        return self.tracker.segments
+
+    @property
+    def current(self) -> Segment | None:
+        return self.tracker.current
+
+    @property
+    def previous(self) -> Segment | None:
+        """The last segment before the current one with a different configuration."""
+        return self.tracker.previous
+
+    def now(self, key: str) -> float | None:
+        """The latest value of a metric (J/step: over the last seconds, as in the CSV)."""
+        origin = metric(key).origin
+        if origin == Origin.DERIVED:
+            return self.energy.value
+        latest = self.last_sample if origin == Origin.WORKLOAD else self.last_gpu
+        return getattr(latest, key, None) if latest is not None else None
+
+    def stat_rows(self) -> list[StatRow]:
+        cur, prev = self.current, self.previous
+        return [
+            StatRow(
+                metric=m,
+                now=self.now(m.key),
+                mean=cur.mean(m.key) if cur is not None else None,
+                prev=prev.mean(m.key) if prev is not None else None,
+                estimate=cur.estimate(m.key) if cur is not None else None,
+                prev_estimate=prev.estimate(m.key) if prev is not None else None,
+                comparison=compare_segments(prev, cur, m.key),
+            )
+            for m in STAT_METRICS
+        ]
+
+    def iter_segments(self) -> Iterator[Segment]:
+        return iter(self.segments)
+
+
+def default_variant(workload: str) -> str:
+    """The family's default variant ('' for a workload the catalog does not know)."""
+    from workloads.registry import FAMILIES  # torch-free
+
+    fam = FAMILIES.get(workload)
+    return fam.default_variant if fam else ""
+
+
+def _knobs_change(before: str, after: str) -> str:
+    """What a knob change did, short: "+cuda_graph", "-amp", "compile=max-autotune"."""
+    from workloads.knobs import parse_knobs
+    from workloads.registry import WorkloadError
+
+    try:
+        old, new = parse_knobs(before), parse_knobs(after)
+    except WorkloadError:
+        return f"knobs {before}→{after}"
+    parts = [f"-{n}" for n in old if n not in new]
+    for n in new:
+        if n not in old:
+            parts.append(f"+{n}" if new[n] == "on" else f"+{n}={new[n]}")
+        elif old[n] != new[n]:
+            parts.append(f"{n}={new[n]}")
+    return " ".join(parts) or "knobs"
+
+
+def _float(text: str | None) -> float | None:
+    try:
+        return float(text) if text else None
+    except ValueError:
+        return None
+
+
+def trace_start_s(e: Event) -> float:
+    """When a profiler window began: the event says (``trace_start_s``); else (a recording, whose
+    events keep no details) the event's time less the window's wall time, export time aside."""
+    start = _float(e.details.get("trace_start_s"))
+    if start is not None:
+        return min(start, e.time_s)
+    wall_ms = _float(e.details.get("trace_wall_ms")) or 0.0
+    return max(0.0, e.time_s - wall_ms / 1000.0)
+
+
+def trace_line(e: Event) -> str:
+    """A profiler window's figures in one line: "GPU busy 72%, idle 28%, overlap 31%, 145 kernels/step,
+    at 88% of the overlap bound (t=12.3 s)" (the bound where the variant has two stages); on the CPU
+    its step time and that GPU figures need CUDA."""
+    d = e.details
+    busy, idle, overlap = (_float(d.get(k)) for k in ("gpu_busy_pct", "idle_pct", "overlap_pct"))
+    kernels = _float(d.get("kernels_per_step"))
+    at = f"(t={trace_start_s(e):.1f} s)"
+    if busy is None:
+        steps, wall = _float(d.get("trace_steps")), _float(d.get("trace_wall_ms"))
+        head = f"{steps:.0f} steps, {wall / max(steps, 1):.3g} ms/step" if steps and wall is not None else "CPU only"
+        return f"{head}; GPU figures need CUDA {at}"
+    parts = [f"GPU busy {busy:.0f}%"]
+    if idle is not None:
+        parts.append(f"idle {idle:.0f}%")
+    if overlap is not None:
+        parts.append(f"overlap {overlap:.0f}%")
+    if kernels is not None:
+        parts.append(f"{kernels:.0f} kernels/step")
+    pct = _float(d.get("pct_of_overlap_bound"))
+    if pct is not None:
+        parts.append(f"at {pct:.0f}% of the overlap bound")
+    return f"{', '.join(parts)} {at}"
+
+
+def _marker_label(e: Event) -> str:
+    if is_trace(e):
+        return TRACE
+    if e.kind == EventKind.CHANGED and e.what == "knobs":
+        return _knobs_change(e.before, e.after)
+    if e.kind == EventKind.CHANGED and e.what:
+        what = {"batch_size": "batch", "variant": "", "workload": ""}.get(e.what, e.what)
+        return f"{what} {e.before}→{e.after}".strip() if e.before else f"{what} {e.after}".strip()
+    return e.kind
