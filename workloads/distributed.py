@@ -1,7 +1,7 @@
 """Data parallelism for the workloads: each rank trains its family's model wrapped in
 ``torch.nn.parallel.DistributedDataParallel`` on its own slice of the data.
 
-A workload knows nothing of the launcher: ``gpudash.ranks`` starts the ranks with torchrun's
+A workload knows nothing of the launcher: ``gpudash.engine.ranks`` starts the ranks with torchrun's
 launcher (``torch.distributed.launcher.api.elastic_launch``) and initialises the process group;
 a workload built with ``WorkloadOptions.distributed`` then
 

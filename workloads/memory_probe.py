@@ -8,7 +8,7 @@
 - on the CPU, torch keeps no allocator statistics, so the probe counts the bytes of the tensors
   autograd saves for backward (each storage once): the activations, which grow with the batch.
   It is a lower bound: backward's transient gradients come on top, and the memory guard
-  (``gpudash.memguard``) catches what the estimate misses.
+  (``gpudash.core.memguard``) catches what the estimate misses.
 
 The probe trains nothing: parameters, optimizer state, gradients and every random generator
 are put back afterwards.
