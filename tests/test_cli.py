@@ -267,13 +267,13 @@ def test_progress_line_gives_the_rate_now_the_configurations_mean_and_the_time()
     tracker.on_event(started(0.0, batch=8))
     assert progress_line(None, tracker.current, 2.0) == "no sample yet · warming up · 00:02 elapsed"
     first = sample(0.25, 100.0)
-    tracker.on_sample(first, None)
+    tracker.on_sample(first)
     assert progress_line(first, tracker.current, 5.0, 60.0) == (
         "100 steps/s now · encdec/serial bs8 warming up · 00:05 elapsed of 01:00")
     rates = [100.0 + (i % 5) for i in range(2, 400)]
     for i, rate in enumerate(rates, start=2):
         last = sample(0.25 * i, rate)
-        tracker.on_sample(last, None)
+        tracker.on_sample(last)
     line = progress_line(last, tracker.current, 100.0, 60.0)
     now, mean, elapsed = line.split(" · ")
     assert now == f"{rates[-1]:.0f} steps/s now" and elapsed == "01:40 elapsed of 01:00"

@@ -89,7 +89,10 @@ def test_the_stages_key_asks_a_two_stage_family_only() -> None:
 
 def test_next_variant_from_an_unknown_variant_offers_every_one() -> None:
     ctl, src = running("input_pipeline", "baseline", device="cpu")
-    ctl.state.variant = "bogus"  # as after a replayed file from another version
+    # as after a replayed file from another version: a change to a variant this version lacks
+    src.push(Event(4.0, "changed", "variant", "baseline", "bogus"))
+    ctl.poll()
+    assert ctl.state.variant == "bogus"
     ctl.next_variant()
     assert src.sent == [SetVariant("baseline")]
 

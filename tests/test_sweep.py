@@ -187,25 +187,40 @@ def test_fmt_pm_rounds_the_mean_to_the_interval() -> None:
 
 
 # -- real sweeps on the CPU ------------------------------------------------------------------------
+def _optional(text: str) -> float | None:
+    return float(text) if text else None
+
+
 def test_tiny_real_sweep(tmp_path: Path) -> None:
+    # How many samples a 1.5 s repeat gets, and so whether a summary has an interval, depends
+    # on how busy the machine is: both outcomes are checked for what the files must then say.
     out = tmp_path / "sw"
     had_torch = "torch" in sys.modules
     assert run(["sweep", "-w", "sync_loss", "-v", "sync-heavy,fixed", "-b", "2", *TINY, "--out", str(out)]) == 0
     repeats, summaries = rows(out, "repeat"), rows(out, "summary")
     assert len(repeats) == 4 and len(summaries) == 2
-    assert all(not r["error"] and float(r["steps_per_s"]) > 0 and int(r["n_samples"]) >= 5 for r in repeats)
+    assert all(not r["error"] and float(r["steps_per_s"]) > 0 and int(r["n_samples"]) >= 1 for r in repeats)
     names = ["sync-heavy", "fixed"]
     assert [r["variant"] for r in repeats] == [names[i] for order in schedule(2, 2, seed=0) for i in order]
-    assert summaries[0]["ratio"] == "1" and summaries[1]["ratio"] and summaries[1]["verdict"]
-    assert all(float(s["steps_per_s_low"]) <= float(s["steps_per_s"]) <= float(s["steps_per_s_high"])
-               for s in summaries)
+    for s in summaries:
+        assert int(s["n_samples"]) == sum(int(r["n_samples"]) for r in repeats if r["variant"] == s["variant"])
+        low, mean, high = _optional(s["steps_per_s_low"]), float(s["steps_per_s"]), _optional(s["steps_per_s_high"])
+        assert (low is None) == (high is None) and (low is None or low <= mean <= high)
+    base, other = summaries
+    assert base["ratio"] == "1" and float(other["ratio"]) == pytest.approx(
+        float(other["steps_per_s"]) / float(base["steps_per_s"]), rel=1e-4)
+    both_intervals = bool(base["steps_per_s_low"] and other["steps_per_s_low"])
+    assert (other["verdict"] == "too short") == (not both_intervals)
+    assert bool(other["ratio_low"]) == both_intervals
     md = (out / "sweep.md").read_text()
-    assert "±" in md and "| relative speed |" in md
-    assert "| 1.00 | (baseline) |" in md
-    # the report's ratio is the CSV's, rounded to its interval's digits (compared as numbers: the
-    # CSV keeps 6 significant digits, so a ratio at a rounding boundary may print either way)
-    shown = re.search(r"\| ([0-9.]+) ± [0-9.]+ \| " + re.escape(summaries[1]["verdict"]) + r" \|", md)
-    assert shown is not None and abs(float(shown.group(1)) - float(summaries[1]["ratio"])) <= 0.0051
+    assert "| relative speed |" in md and "| 1.00 | (baseline) |" in md
+    if both_intervals:
+        # the report's ratio is the CSV's, rounded to its interval's digits (compared as numbers: the
+        # CSV keeps 6 significant digits, so a ratio at a rounding boundary may print either way)
+        shown = re.search(r"\| ([0-9.]+) ± [0-9.]+ \| " + re.escape(other["verdict"]) + r" \|", md)
+    else:  # no interval: the ratio alone, never a ± the data do not have
+        shown = re.search(r"\| ([0-9.]+) \| too short \|", md)
+    assert shown is not None and abs(float(shown.group(1)) - float(other["ratio"])) <= 0.0051
     assert "gpudash sweep -w sync_loss -v sync-heavy,fixed -b 2" in md
     assert "overlap bound" not in md and not any(r["overlap_bound"] for r in repeats)  # one stage only
     assert (out / "sweep.png").stat().st_size > 0 and (out / "sweep.svg").stat().st_size > 0
@@ -244,14 +259,16 @@ def test_an_aa_sweep_measures_the_same_configuration_twice_and_its_csv_carries_t
     assert len(rows(out, "repeat")) == 6  # the second "fixed" is switched to without a control: no rebuild
 
     def estimate(row: dict[str, str]) -> Estimate:
-        return Estimate(float(row["steps_per_s"]), float(row["steps_per_s_low"]), float(row["steps_per_s_high"]),
-                        int(row["n_samples"]), tuple(float(b) for b in row["steps_per_s_batches"].split(";")))
+        batches = tuple(float(b) for b in row["steps_per_s_batches"].split(";") if b)
+        return Estimate(float(row["steps_per_s"]), _optional(row["steps_per_s_low"]),
+                        _optional(row["steps_per_s_high"]), int(row["n_samples"]), batches)
 
+    # whatever the machine's load made of the intervals, the file alone reproduces its verdict
     a, b = estimate(summaries[0]), estimate(summaries[1])
     again = compare(a, b)
     assert float(summaries[1]["ratio"]) == pytest.approx(b.mean / a.mean, rel=1e-4)
-    assert summaries[1]["verdict"] == again.verdict.value  # the file alone reproduces its verdict
-    assert float(summaries[1]["ratio_low"]) == pytest.approx(again.low, rel=1e-3)
+    assert summaries[1]["verdict"] == again.verdict.value
+    assert _optional(summaries[1]["ratio_low"]) == (None if again.low is None else pytest.approx(again.low, rel=1e-3))
 
 
 @pytest.mark.parametrize(

@@ -1,7 +1,7 @@
 """The metric catalog: one row per measured quantity, from which everything else derives.
 
-The CSV's columns, the stats panel's columns, the dashboard's chart series, and (next)
-sweeps and reports all read this table; nothing else lists metrics. Torch- and
+The CSV's columns, the stats panel's columns, the dashboard's chart series, and the figures
+of sweeps and reports all read this table; nothing else lists metrics. Torch- and
 Textual-free. To add a metric: add the field to ``Sample`` (the child measures it) or
 ``GpuSample`` (NVML), then one ``Metric`` row here, in the position its CSV column takes.
 """
@@ -52,6 +52,7 @@ class Metric:
     series: bool = False  # kept as a chart series
     per_gpu: bool = False  # also read for every GPU watched: CSV columns gpu0_util_pct, gpu1_… (GpuReading)
     mean: Averaging | None = None  # how the configuration's mean is taken (None: not averaged)
+    figure: bool = False  # a figure of sweeps and reports (their CSV columns and tables), in this order
     description: str = ""
 
     @property
@@ -66,25 +67,27 @@ METRICS: tuple[Metric, ...] = (
     Metric("steps", "steps", "", _W, kind=int, description="steps done since the run started"),
     Metric("samples", "samples", "", _W, kind=int, description="samples trained since the run started"),
     Metric("interval_s", "interval s", "s", _W, description="the span the sample covers"),
-    Metric("steps_per_s", "steps/s", "", _W, _UP, stat=True, series=True, mean=Averaging.TIME,
+    Metric("steps_per_s", "steps/s", "", _W, _UP, stat=True, series=True, figure=True, mean=Averaging.TIME,
            description="training steps finished per second"),
-    Metric("samples_per_s", "samples/s", "", _W, _UP, stat=True, series=True, mean=Averaging.TIME,
+    Metric("samples_per_s", "samples/s", "", _W, _UP, stat=True, series=True, figure=True, mean=Averaging.TIME,
            description="samples (batch items) trained per second"),
     Metric("step_ms_p50", "p50 ms", "ms", _W, _DOWN, stat=True, series=True, mean=Averaging.EACH,
            description="median step time in the interval (CUDA events on a GPU)"),
     Metric("step_ms_p95", "p95 ms", "ms", _W, _DOWN, stat=True, series=True, mean=Averaging.EACH,
            description="95th percentile step time in the interval"),
-    Metric("syncs_per_step", "syncs/st", "", _W, _DOWN, stat=True, series=True, mean=Averaging.EACH,
+    Metric("syncs_per_step", "syncs/st", "", _W, _DOWN, stat=True, series=True, figure=True, mean=Averaging.EACH,
            description="times per step the host waited for the GPU (CUDA only)"),
     Metric("loss", "loss", "", _W, description="the latest training loss read back"),
-    Metric("gpu_util_pct", "kernel%", "%", _N, needs_gpu=True, stat=True, series=True, mean=Averaging.EACH, per_gpu=True,
+    Metric("gpu_util_pct", "kernel%", "%", _N, needs_gpu=True, stat=True, series=True, figure=True,
+           mean=Averaging.EACH, per_gpu=True,
            description="share of time ANY kernel ran (not SM occupancy)"),
     Metric("mem_bw_util_pct", "mem-bw%", "%", _N, needs_gpu=True, stat=True, series=True, mean=Averaging.EACH,
            description="share of time device memory was read or written"),
     Metric("mem_used_mib", "mem MiB", "MiB", _N, needs_gpu=True, series=True, mean=Averaging.EACH, per_gpu=True,
            description="device memory in use (all processes)"),
     Metric("mem_total_mib", "mem total", "MiB", _N, needs_gpu=True, description="device memory in all"),
-    Metric("power_w", "power W", "W", _N, needs_gpu=True, stat=True, series=True, mean=Averaging.EACH, per_gpu=True,
+    Metric("power_w", "power W", "W", _N, needs_gpu=True, stat=True, series=True, figure=True,
+           mean=Averaging.EACH, per_gpu=True,
            description="board power draw"),
     Metric("sm_clock_mhz", "SM MHz", "MHz", _N, needs_gpu=True, series=True, mean=Averaging.EACH, per_gpu=True,
            description="streaming-multiprocessor clock"),
@@ -93,7 +96,7 @@ METRICS: tuple[Metric, ...] = (
            description="energy since the sampler started"),
     Metric("throttle", "throttle", "", _N, needs_gpu=True, kind=str,
            description="active throttle reasons ('' if none)"),
-    Metric("joules_per_step", "J/step", "J", _D, _DOWN, needs_gpu=True, stat=True, mean=Averaging.ENDS,
+    Metric("joules_per_step", "J/step", "J", _D, _DOWN, needs_gpu=True, stat=True, figure=True, mean=Averaging.ENDS,
            description="NVML energy over the steps done (see gpudash.stats.energy)"),
     Metric("world_size", "ranks", "", _R, kind=int,
            description="data-parallel ranks training together (1: one process); samples count all of them"),
@@ -131,4 +134,5 @@ ALLOCATOR_KEYS = keys(Origin.ALLOCATOR)
 NVML_KEYS = keys(Origin.NVML)
 STAT_KEYS = keys(stat=True)
 SERIES_KEYS = keys(series=True)
+FIGURE_KEYS = keys(figure=True)  # what sweeps and reports tabulate per configuration
 PER_GPU_KEYS = keys(per_gpu=True)  # the fields of a GpuReading that have CSV columns, in column order

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field, fields
 from enum import Enum, IntEnum
 from typing import Protocol, Union
 
+from gpudash.core.running import Running
+
 
 class ExitCode(IntEnum):
     """The exit status of every ``gpudash`` command."""
@@ -210,9 +212,16 @@ class Event:
     # Extra facts, text only. "started"/"changed": the configuration now running (workload,
     # variant, batch_size, device, knobs); "started" also torch, cuda, device_name, gpu_uuid, pid.
     details: dict[str, str] = field(default_factory=dict, compare=False)
+    # The configuration the details name, typed (read from them once, here); None: they name none.
+    # Given instead of the details' configuration keys, it fills them in (the CSV keeps text).
+    running: Running | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kind", EventKind(self.kind))  # text from a CSV: checked here
+        if self.running is None:
+            object.__setattr__(self, "running", Running.from_details(self.details))
+        elif not self.details.get("workload"):
+            object.__setattr__(self, "details", {**self.details, **self.running.details()})
 
     @property
     def label(self) -> str:

@@ -24,6 +24,7 @@ from typing import TextIO
 
 from gpudash.core.metrics import (ALLOCATOR_KEYS, BY_KEY, NVML_KEYS, PER_GPU_KEYS, RANK_KEYS, WORKLOAD_KEYS, Origin,
                              keys)
+from gpudash.core.running import Running
 from gpudash.core.protocol import Event, EventKind, GpuReading, GpuSample, Message, Sample
 from gpudash.stats.segments import Segment
 from gpudash.core.textfmt import strip_controls
@@ -121,8 +122,9 @@ def sample_row(sample: Sample, gpu: GpuSample | None, derived: dict[str, float |
     return [_cell(values.get(c), c) for c in COLUMNS]
 
 
-def event_row(event: Event, current: Sample | None = None) -> list[str]:
-    """An event row; the configuration columns say what runs *after* the event, when known."""
+def event_row(event: Event, current: Running | None = None) -> list[str]:
+    """An event row; the configuration columns say what runs *after* the event, when known
+    (``current``: the run's state after it)."""
     values: dict[str, object] = {
         "row_kind": "event",
         "time_s": event.time_s,

@@ -30,6 +30,7 @@ from gpudash.recording import csvformat
 from gpudash.core import faults
 from gpudash.stats.energy import EnergyPerStep
 from gpudash.stats.segments import Segment, SegmentTracker
+from gpudash.core.runstate import RunState
 from gpudash.core.protocol import NVML_LOST, Event, EventKind, GpuInfo, GpuSample, Message, RunConfig, Sample
 
 
@@ -216,7 +217,7 @@ class CsvRecorder:
         self.samples = 0
         self.last_sample: Sample | None = None
         self.last_gpu: GpuSample | None = None
-        self._config: Sample | None = None  # what runs now, for event rows
+        self.run = RunState()  # what runs now, for event rows
         self._energy = EnergyPerStep()
         # for the summary row of each configuration that ends: only the current one is read, so only it
         # is kept (64 segments of statistics were ~4 MiB held for nothing through a long run)
@@ -244,16 +245,17 @@ class CsvRecorder:
         elif isinstance(msg, Sample):
             self._write(csvformat.sample_row(msg, self.last_gpu, self._derived(msg)), self.last_gpu)
             self.samples += 1
-            self.last_sample = self._config = msg
-            self._segments.on_sample(msg, self.last_gpu.energy_j if self.last_gpu is not None else None)
+            self.last_sample = msg
+            self.run.observe_sample(msg)
+            self._segments.on_sample(msg)
         elif isinstance(msg, Event):
             if msg.kind in _SEGMENT_ENDS:
                 self._write_summary(msg.time_s)  # the configuration that ends here
             self._segments.on_event(msg)
-            self._config = self._config_after(msg)
+            self.run.observe(msg)
             if msg.kind == EventKind.ERROR and msg.what == NVML_LOST:
                 self.last_gpu = None  # no GPU columns from here on, not the last values repeated
-            self._write(csvformat.event_row(msg, self._config))
+            self._write(csvformat.event_row(msg, self.run.running))
             if msg.kind == EventKind.STARTED:
                 self.note_started(msg.details)
 
@@ -322,21 +324,6 @@ class CsvRecorder:
         g = self.last_gpu
         energy = g.energy_j if g is not None else None
         return {"joules_per_step": self._energy.update(s.time_s, energy, s.steps)}
-
-    def _config_after(self, e: Event) -> Sample | None:
-        d = e.details
-        if not d.get("workload"):
-            return self._config
-        try:
-            batch = int(d.get("batch_size", "0"))
-        except ValueError:
-            batch = 0
-        base = self._config or Sample(
-            time_s=e.time_s, workload="", variant="", batch_size=0, steps=0, samples=0,
-            interval_s=0.0, steps_per_s=0.0, samples_per_s=0.0, step_ms_p50=None,
-            step_ms_p95=None, syncs_per_step=None,
-        )
-        return dataclasses.replace(base, workload=d["workload"], variant=d.get("variant", ""), batch_size=batch)
 
     def note_started(self, details: dict[str, str]) -> None:
         """What the workload's "started" event says (torch, CUDA, device) into the metadata."""

@@ -21,6 +21,7 @@ from typing import Any
 
 from gpudash.stats.comparison import Estimate, estimate_from_batches
 from gpudash.recording.csvformat import RowParser, UnreadableCsv, is_recording_header, read_table
+from gpudash.core.metrics import FIGURE_KEYS
 from gpudash.core.protocol import Event, EventKind, GpuSample, Message, Sample
 from gpudash.recording.sidecar import Sidecar, read_sidecar
 from gpudash.stats.segments import ConfigKey, Segment, SegmentTracker
@@ -29,7 +30,6 @@ from gpudash.sweep.report import OLD_CSV_COLUMNS as OLD_SWEEP_COLUMNS
 from gpudash.sweep.report import summary_from_row
 from gpudash.core.textfmt import clip, strip_controls
 
-FIGURE_KEYS = ("steps_per_s", "samples_per_s", "syncs_per_step", "gpu_util_pct", "power_w", "joules_per_step")
 
 
 class ReportInputError(Exception):
@@ -147,12 +147,10 @@ def _recording(p: Path, header: list[str], rows: Rows, sidecar: Sidecar) -> Run:
     """A ``--record`` CSV: its segments, timeline and ending."""
     tracker = SegmentTracker(max_segments=1_000_000)
     timeline = Timeline()
-    energy: float | None = None
     ending = ""
     traces: list[tuple[float, str, str]] = []
     for number, msg in _messages(p, header, rows):
         if isinstance(msg, GpuSample):
-            energy = msg.energy_j
             tracker.on_gpu(msg)
             if msg.gpu_util_pct is not None:
                 timeline.gpu_time_s.append(msg.time_s)
@@ -160,7 +158,7 @@ def _recording(p: Path, header: list[str], rows: Rows, sidecar: Sidecar) -> Run:
         elif isinstance(msg, Sample):
             if msg.workload is None or msg.variant is None or msg.batch_size is None:
                 raise ReportInputError(f"{p}: line {number} is a sample without workload, variant or batch size")
-            tracker.on_sample(msg, energy)
+            tracker.on_sample(msg)
             if msg.steps_per_s is not None and math.isfinite(msg.steps_per_s):
                 timeline.time_s.append(msg.time_s)
                 timeline.steps_per_s.append(msg.steps_per_s)
@@ -192,10 +190,8 @@ def _messages(p: Path, header: list[str], rows: Rows) -> list[tuple[int, Message
 
 
 def _segment_figures(seg: Segment) -> ConfigFigures:
-    """A segment's figures (J/step: its first and last energy mark)."""
-    stats: dict[str, Estimate | None] = {k: seg.estimate(k) for k in FIGURE_KEYS if k != "joules_per_step"}
-    jps = seg.joules_per_step
-    stats["joules_per_step"] = None if jps is None else Estimate(jps, None, None, 1)
+    """A segment's figures after warm-up, as the dashboard and the CSV's summary rows give them."""
+    stats: dict[str, Estimate | None] = {k: seg.estimate(k) for k in FIGURE_KEYS}
     steps = stats["steps_per_s"]
     label = seg.key[1] if seg.key[3] == "none" else f"{seg.key[1]} [{seg.key[3]}]"
     return ConfigFigures(seg.key, label, stats, steps.n_samples if steps else 0, seg.start_s, seg.end_s)

@@ -2,29 +2,23 @@
 measuring window) and one configuration over all its repeats (``ConfigSummary``), compared
 with the family's first configuration at the same batch size. Torch-free.
 
-The statistics are ``gpudash.stats.comparison``'s: each metric's samples, in time order over every
-finished repeat, go into one ``BatchMeans`` (rates weighted by each sample's interval, as
-``gpudash.core.metrics`` says), whose ``Estimate`` is the mean with its 95% interval. J/step is
-``gpudash.stats.energy``'s: energy marks at each NVML tick in the window joined with the step count
-of the newest throughput sample; a repeat's figure is its first and last mark, and the
-summary's interval comes from the marks in between, each weighted by its steps.
+The figures are ``gpudash.stats.figures``'s, as the dashboard's and the CSV's are: every finished
+repeat's samples and NVML ticks, in time order, go into one ``Figures``, whose estimates
+are the means with their 95% intervals; J/step comes from the energy marks inside each repeat
+(none spans the gap between two repeats). Which figures: the catalog's ``FIGURE_KEYS``.
 """
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass, field, replace
 
-from gpudash.stats.comparison import BatchMeans, Comparison, Estimate, compare
-from gpudash.stats.energy import joules_per_step
-from gpudash.core.metrics import Averaging, Better, metric
+from gpudash.core.metrics import FIGURE_KEYS, Better, metric
 from gpudash.core.protocol import GpuSample, Sample
+from gpudash.stats.comparison import Comparison, Estimate, compare
+from gpudash.stats.figures import JOULES_PER_STEP, Figures
 from gpudash.sweep.plan import Configuration
 
-SAMPLE_KEYS = ("steps_per_s", "samples_per_s", "syncs_per_step")  # from the child's Samples
-GPU_KEYS = ("gpu_util_pct", "power_w")  # from NVML, each tick counts once
-SUMMARY_KEYS = (*SAMPLE_KEYS, *GPU_KEYS, "joules_per_step")
-
-Mark = tuple[float, int]  # (NVML energy counter in J, steps done by then)
 
 
 @dataclass(frozen=True)
@@ -70,37 +64,6 @@ def pct_of(e: Estimate | None, reference: float) -> Estimate | None:
                     e.n_samples)
 
 
-def energy_marks(samples: tuple[Sample, ...], gpu: tuple[GpuSample, ...]) -> tuple[Mark, ...]:
-    """One mark per NVML tick with an energy reading: its energy and the step count of the
-    newest sample at or before it (ticks before the window's first sample are left out)."""
-    marks: list[Mark] = []
-    i = -1
-    for g in gpu:
-        if g.energy_j is None:
-            continue
-        while i + 1 < len(samples) and samples[i + 1].time_s <= g.time_s:
-            i += 1
-        if i >= 0:
-            marks.append((g.energy_j, samples[i].steps))
-    return tuple(marks)
-
-
-def _energy_steps(marks: tuple[Mark, ...]) -> list[tuple[float, int]]:
-    """(J/step, steps) between successive marks; a mark with no new step merges into the next,
-    so the weighted mean is (last energy − first) / (last steps − first)."""
-    out: list[tuple[float, int]] = []
-    if not marks:
-        return out
-    e0, s0 = marks[0]
-    for e1, s1 in marks[1:]:
-        if e1 < e0 or s1 < s0:  # the counter reset (another GPU, a restart): start afresh
-            e0, s0 = e1, s1
-        elif s1 > s0:
-            out.append(((e1 - e0) / (s1 - s0), s1 - s0))
-            e0, s0 = e1, s1
-    return out
-
-
 @dataclass(frozen=True)
 class RepeatResult:
     """One configuration × repeat: the samples kept after warm-up and the NVML ticks beside them."""
@@ -122,46 +85,39 @@ class RepeatResult:
         """How many samples were kept."""
         return len(self.samples)
 
-    @property
-    def marks(self) -> tuple[Mark, ...]:
-        """The energy marks of the window (``energy_marks``)."""
-        return energy_marks(self.samples, self.gpu)
+    def figures(self) -> Figures:
+        """The window's figures (``gpudash.stats.figures``): its samples and NVML ticks in time order."""
+        figures = Figures()
+        self.add_to(figures)
+        return figures
+
+    def add_to(self, figures: Figures) -> None:
+        """Add the window to ``figures``; no energy increment spans the gap before it."""
+        figures.break_marks()
+        by_time = heapq.merge(((s.time_s, 0, s) for s in self.samples), ((g.time_s, 1, g) for g in self.gpu),
+                              key=lambda item: item[:2])  # a sample before a tick at the same time
+        for _, _, msg in by_time:
+            if isinstance(msg, Sample):
+                figures.add_sample(msg)
+            else:
+                figures.add_gpu(msg)
 
     @property
     def joules_per_step(self) -> float | None:
-        """``energy.joules_per_step`` between the window's first and last energy mark."""
-        marks = self.marks
-        if len(marks) < 2:
-            return None
-        (e0, s0), (e1, s1) = marks[0], marks[-1]
-        return joules_per_step(e0, s0, e1, s1)
+        """J/step over the window (``energy.joules_per_step`` between its first and last mark)."""
+        return self.figures().mean(JOULES_PER_STEP)
 
     def estimates(self) -> dict[str, Estimate | None]:
-        """Each metric's mean (with its interval where the repeat is long enough)."""
-        stats = accumulate([self])
-        stats["joules_per_step"] = _point(self.joules_per_step)
-        return stats
-
-
-def _point(value: float | None) -> Estimate | None:
-    """A value with no interval, as an ``Estimate``."""
-    return None if value is None else Estimate(value, None, None, 1)
+        """Each figure's mean (with its interval where the repeat is long enough)."""
+        return accumulate([self])
 
 
 def accumulate(results: list[RepeatResult]) -> dict[str, Estimate | None]:
-    """Every metric over ``results`` (in time order) through one ``BatchMeans`` each."""
-    acc = {key: BatchMeans() for key in SUMMARY_KEYS}
+    """Every figure over ``results`` (in time order), as ``gpudash.stats.figures`` computes it."""
+    figures = Figures()
     for r in results:
-        for s in r.samples:
-            for key in SAMPLE_KEYS:
-                weight = s.interval_s if metric(key).mean == Averaging.TIME else 1.0
-                acc[key].add(getattr(s, key), weight)
-        for g in r.gpu:
-            for key in GPU_KEYS:
-                acc[key].add(getattr(g, key))
-        for value, steps in _energy_steps(r.marks):
-            acc["joules_per_step"].add(value, steps)
-    return {key: a.estimate() for key, a in acc.items()}
+        r.add_to(figures)
+    return figures.estimates(FIGURE_KEYS)
 
 
 @dataclass(frozen=True)

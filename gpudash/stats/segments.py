@@ -2,11 +2,11 @@
 
 A *segment* is one configuration (workload, variant, batch size, knobs) for as long as it runs: a
 ``changed`` event, a (re)start, or a sample of another configuration starts a new one. Its
-statistics use every sample (not the charts' bounded series) except those of the first
-``SETTLE_S`` seconds after a change or a resume (rebuild, allocator and loader warm-up land
-there; they count only while nothing else has come) and none while paused. Each averaged
-metric keeps a ``comparison.BatchMeans``, so a segment has a mean *and* an interval;
-J/step comes from its first and last energy mark after warm-up (``gpudash.stats.energy``).
+statistics use every sample and NVML tick (not the charts' bounded series) except those of the
+first ``SETTLE_S`` seconds after a change or a resume (rebuild, allocator and loader warm-up land
+there; they count only while nothing else has come) and none while paused. The figures are
+``gpudash.stats.figures``'s, as a sweep's are: each averaged metric a mean *and* an interval,
+J/step from the energy marks after warm-up.
 
 ``SegmentTracker`` is shared by the dashboard (``DashState``) and the CSV recorder, which
 writes a summary event row for each segment that ends: the screen and the file agree.
@@ -17,29 +17,25 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from gpudash.stats.comparison import BatchMeans, Comparison, Estimate, compare
-from gpudash.stats.energy import joules_per_step
-from gpudash.core.metrics import METRICS, Averaging, Better, Origin, metric
+from gpudash.core.metrics import Better, metric
 from gpudash.core.protocol import Event, EventKind, GpuSample, Sample
+from gpudash.core.running import ConfigKey
+from gpudash.stats.comparison import Comparison, Estimate, compare
+from gpudash.stats.figures import JOULES_PER_STEP, Figures
 
 SETTLE_S = 1.0  # seconds after a change or resume left out of the configuration's statistics
-_SAMPLE_MEANS = tuple(m for m in METRICS if m.origin == Origin.WORKLOAD and m.mean is not None)
-_GPU_MEANS = tuple(m for m in METRICS if m.origin == Origin.NVML and m.mean is not None)
-
-ConfigKey = tuple[str, str, int, str]  # (workload, variant, batch size, knobs text)
 
 
 @dataclass
 class Segment:
-    """One stretch of one configuration."""
+    """One stretch of one configuration: its figures after warm-up, and those of its warm-up."""
 
     key: ConfigKey
     start_s: float
     end_s: float
-    stats: dict[str, BatchMeans] = field(default_factory=dict)
-    first: dict[str, BatchMeans] = field(default_factory=dict)  # warm-up samples, used only if alone
+    figures: Figures = field(default_factory=Figures)
+    first: Figures = field(default_factory=Figures)  # warm-up, used only if alone
     n_samples: int = 0
-    energy_steps: list[tuple[float, int]] = field(default_factory=list)  # (energy_j, steps): first, last
 
     @property
     def label(self) -> str:
@@ -50,38 +46,22 @@ class Segment:
     def duration_s(self) -> float:
         return max(0.0, self.end_s - self.start_s)
 
-    def add(self, key: str, value: float | None, weight: float = 1.0, *, warmup: bool = False) -> None:
-        target = self.first if warmup else self.stats
-        target.setdefault(key, BatchMeans()).add(value, weight)
-
     def mean(self, key: str) -> float | None:
-        if key == "joules_per_step":  # the one Averaging.ENDS metric
-            return self.joules_per_step
-        for source in (self.stats, self.first):
-            acc = source.get(key)
-            if acc is not None and acc.mean is not None:
-                return acc.mean
+        """The mean after warm-up; during the warm-up (nothing after it yet), the warm-up's."""
+        for source in (self.figures, self.first):
+            value = source.mean(key)
+            if value is not None:
+                return value
         return None
 
     def estimate(self, key: str) -> Estimate | None:
         """The mean after warm-up with its interval (None: nothing after warm-up yet)."""
-        acc = self.stats.get(key)
-        return acc.estimate() if acc is not None else None
-
-    def note_energy(self, energy_j: float | None, steps: int) -> None:
-        if energy_j is None:
-            return
-        if len(self.energy_steps) < 2:
-            self.energy_steps.append((energy_j, steps))
-        else:
-            self.energy_steps[1] = (energy_j, steps)
+        return self.figures.estimate(key)
 
     @property
     def joules_per_step(self) -> float | None:
-        if len(self.energy_steps) < 2:
-            return None
-        (e0, s0), (e1, s1) = self.energy_steps
-        return joules_per_step(e0, s0, e1, s1)
+        """J/step after warm-up (``gpudash.stats.figures``)."""
+        return self.figures.mean(JOULES_PER_STEP)
 
     def summary(self, key: str = "steps_per_s") -> str:
         """One line: "encdec/serial bs8: steps/s 231 ± 3.2 (95% CI, 120 samples after warm-up)"."""
@@ -128,7 +108,7 @@ class SegmentTracker:
                 return seg
         return None
 
-    def on_sample(self, s: Sample, energy_j: float | None) -> Segment | None:
+    def on_sample(self, s: Sample) -> Segment | None:
         """Count a sample; returns the segment it ended (a new configuration began), if any."""
         t = s.time_s
         key: ConfigKey = (s.workload, s.variant, s.batch_size, s.knobs)
@@ -147,19 +127,16 @@ class SegmentTracker:
             self._settle_from = t - s.interval_s
         self._warmup_next = False
         seg.n_samples += 1
-        for m in _SAMPLE_MEANS:
-            weight = s.interval_s if m.mean == Averaging.TIME else 1.0
-            seg.add(m.key, getattr(s, m.key), weight, warmup=warm)
-        if not warm:
-            seg.note_energy(energy_j, s.steps)
+        (seg.first if warm else seg.figures).add_sample(s)
         return ended
 
     def on_gpu(self, g: GpuSample) -> None:
+        """An NVML tick, into the current segment's warm-up or its figures."""
         seg = self.current
         if seg is None or self.paused or self._new_segment or g.time_s < seg.start_s:
             return
-        for m in _GPU_MEANS:
-            seg.add(m.key, getattr(g, m.key))
+        warm = self._warmup_next or g.time_s - self._settle_from < SETTLE_S
+        (seg.first if warm else seg.figures).add_gpu(g)
 
     def on_event(self, e: Event) -> None:
         if e.kind in (EventKind.STARTED, EventKind.CHANGED):

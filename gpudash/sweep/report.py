@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from gpudash.stats.comparison import Comparison, Estimate, Verdict
-from gpudash.core.metrics import metric
+from gpudash.core.metrics import FIGURE_KEYS, metric
 from gpudash.core.protocol import ExitCode
 from gpudash.core.textfmt import fmt_num, fmt_pm
 from gpudash.sweep.plan import Configuration, FamilyPlan, SweepPlan, run_config
@@ -35,7 +35,7 @@ CSV_COLUMNS = (
     "overlap_bound", "pct_of_bound", "ratio", "ratio_low", "ratio_high", "verdict", "error", "knobs",
 )
 OLD_CSV_COLUMNS = CSV_COLUMNS[:-1]  # before the knobs column: read as knobs "none"
-_MEANS = ("samples_per_s", "syncs_per_step", "gpu_util_pct", "power_w", "joules_per_step")
+_MEANS = tuple(k for k in FIGURE_KEYS if k != "steps_per_s")  # steps/s has columns of its own
 BASELINE = "(baseline)"
 
 

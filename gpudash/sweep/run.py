@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 
 from gpudash.argtypes import UsageError
 from gpudash.recording.headless import _Interrupted
+from gpudash.core.runstate import RunState
 from gpudash.core.protocol import (
     Control, Event, EventKind, ExitCode, GpuSample, RunConfig, Sample, SetBatchSize, SetKnobs, SetVariant, TimeStages,
     TraceWindow,
@@ -130,7 +131,7 @@ class FamilyRun:
         self.results: list[RepeatResult] = []
         self.failed: set[Configuration] = set()
         self.notes: list[str] = []  # how --until-ci ended, for the report
-        self.running: Running | None = None  # what the engine reports it runs
+        self.run_state = RunState()  # what the engine reports it runs
         self.window: Window | None = None
 
     # -- the rounds ---------------------------------------------------------------------------------
@@ -231,9 +232,7 @@ class FamilyRun:
 
     def _on_event(self, e: Event) -> None:
         """Track what runs; note the start; the workload's end stops the sweep."""
-        d = e.details
-        if "variant" in d and "batch_size" in d:
-            self.running = (d["variant"], int(d["batch_size"]), d.get("knobs", "none"))
+        self.run_state.observe(e)
         if e.kind == EventKind.STARTED:
             assert self.session is not None
             self.on_started(self.session)
@@ -272,8 +271,9 @@ class FamilyRun:
     def _switch(self, config: Configuration) -> float:
         """Make ``config`` run; returns when (session time) it began. A no-op switch (the A/A
         case: it already runs) sends nothing and starts the warm-up clock now."""
-        assert self.session is not None and self.running is not None
-        controls = switch_controls(self.running, (config.variant, config.batch_size, config.knobs))
+        now = self.run_state.running
+        assert self.session is not None and now is not None
+        controls = switch_controls((now.variant, now.batch_size, now.knobs), (config.variant, config.batch_size, config.knobs))
         for control in controls:
             self.session.send(control)
         pending = [_what(c) for c in controls]  # the engine answers each in turn
@@ -353,10 +353,10 @@ class FamilyRun:
             raise
 
 
-Running = tuple[str, int, str]  # (variant, batch size, knobs text)
+Setting = tuple[str, int, str]  # (variant, batch size, knobs text)
 
 
-def switch_controls(now: Running, want: Running) -> list[Control]:
+def switch_controls(now: Setting, want: Setting) -> list[Control]:
     """The controls that take the engine from ``now`` to ``want``, each valid where it is sent:
     knobs that go are turned off before the variant or batch size changes, knobs that come are
     turned on after it (a variant refuses some knobs: cuda_graph needs a sync-free step), so a

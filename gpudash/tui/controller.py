@@ -96,7 +96,6 @@ class DashController:
         self.sent: deque[Control] = deque(maxlen=MAX_SENT)  # the latest controls sent, oldest first
         self.pending_batch: int | None = None
         self.ready = False  # source.start() has returned
-        self.knobs_text = self.config.knobs or "none"  # the knobs running (text form), from the messages
         self.pending_knobs: Knobs | None = None  # asked for, not yet answered
         self.progress: str | None = None  # a slow change under way ("compiling… 12 s")
         self.pending_trace = False  # a profiler window asked for, not yet answered
@@ -176,7 +175,7 @@ class DashController:
     def _note_knobs(self, msg: Message) -> None:
         """The knobs running and the warm-up under way, from a sample or an event."""
         if isinstance(msg, Sample):
-            self.knobs_text, self.progress = msg.knobs, None
+            self.progress = None
             return
         if not isinstance(msg, Event) or msg.kind in (EventKind.MEASURED, EventKind.SUMMARY):
             return
@@ -184,11 +183,13 @@ class DashController:
             self.progress = msg.message or "warming up…"
             return
         self.progress = None
-        if msg.kind in (EventKind.STARTED, EventKind.CHANGED):
-            after = msg.after if msg.what == "knobs" else ""
-            self.knobs_text = msg.details.get("knobs") or after or self.knobs_text
         if msg.what in ("knobs", "workload") or msg.kind in (EventKind.STARTED, EventKind.CRASHED):
             self.pending_knobs = None
+
+    @property
+    def knobs_text(self) -> str:
+        """The knobs running, in their text form (the run state's)."""
+        return self.state.run.knobs
 
     def _event_notice(self, e: Event) -> list[Notice]:
         s, live = self.state, not self.replay

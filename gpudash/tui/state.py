@@ -27,6 +27,8 @@ from gpudash.stats.comparison import Comparison, Estimate, Verdict
 from gpudash.stats.energy import EnergyPerStep
 from gpudash.core.metrics import SERIES_KEYS, STAT_KEYS, Better, Metric, Origin, metric
 from gpudash.core.protocol import Event, EventKind, GpuInfo, GpuSample, Message, RunConfig, Sample
+from gpudash.core.running import NO_KNOBS, Running
+from gpudash.core.runstate import RunState
 from gpudash.stats.segments import Segment, SegmentTracker, compare_segments
 from gpudash.tui.series import Series
 
@@ -122,6 +124,12 @@ _STATUS_AFTER = {
 MAX_SEGMENTS = 8
 
 
+def _running_of(config: RunConfig) -> Running:
+    """What a run's settings say will run (the family's default variant where none is given)."""
+    return Running(config.workload, config.variant or default_variant(config.workload), config.batch_size or 0,
+                   config.knobs or NO_KNOBS, device=config.device, world_size=config.nproc * config.nnodes)
+
+
 class DashState:
     """Everything the dashboard shows, built from messages; no I/O, no clock.
 
@@ -145,10 +153,9 @@ class DashState:
         self.last_error: Event | None = None
         self.last_trace: Event | None = None  # the latest profiler window's figures
         self.last_scaling: Event | None = None  # a data-parallel run's latest scaling measurement
-        self.workload = config.workload if config else ""
-        self.variant = (config.variant or default_variant(self.workload)) if config else ""
-        self.batch_size = (config.batch_size or 0) if config else 0
-        self.device = config.device if config else "auto"
+        self.run = RunState()  # what runs now: the one writer is ``self.run.observe*``
+        if config is not None:
+            self.run.assume(_running_of(config))
         self.paused = False
         self.time_s = 0.0  # latest time seen (run time)
         self.n_messages = 0
@@ -181,14 +188,14 @@ class DashState:
     def _on_sample(self, s: Sample) -> None:
         t = self._time(s.time_s)
         self.last_sample = s
-        self.workload, self.variant, self.batch_size = s.workload, s.variant, s.batch_size
+        self.run.observe_sample(s)
         if self.status in (Status.STARTING, *ENDED):
             self.status = Status.PAUSED if self.paused else Status.RUNNING
         for k in _SAMPLE_SERIES:
             self.series[k].append(t, getattr(s, k))
         energy = self.last_gpu.energy_j if self.last_gpu is not None else None
         self.energy.update(t, energy, s.steps)
-        self.tracker.on_sample(s, energy)
+        self.tracker.on_sample(s)
 
     def _on_gpu(self, g: GpuSample) -> None:
         t = self._time(g.time_s)
@@ -225,27 +232,32 @@ class DashState:
             self.last_error = e
 
     def _note_config(self, e: Event) -> None:
-        """What runs now, from an event: its details, else what a change says."""
-        d = e.details
-        if d.get("device"):
-            self.device = d["device"]
-        if e.kind not in (EventKind.STARTED, EventKind.CHANGED):
-            return
-        self.workload = d.get("workload") or (e.after if e.what == "workload" else self.workload)
-        self.variant = d.get("variant") or (e.after if e.what == "variant" else self.variant)
-        batch = d.get("batch_size") or (e.after if e.what == "batch_size" else "")
-        if batch.isdigit():
-            self.batch_size = int(batch)
+        """What runs now, from an event."""
+        self.run.observe(e)
 
     def adopt_config(self, config: RunConfig) -> None:
         """What runs, from a configuration learnt late (a replay's metadata), until events say."""
         if self._started_once:
             return
-        self.workload = config.workload
-        self.variant = config.variant or default_variant(config.workload)
-        self.batch_size = config.batch_size or 0
-        self.device = config.device
+        self.run.assume(_running_of(config))
         self.version += 1
+
+    # what runs now, as the panels read it
+    @property
+    def workload(self) -> str:
+        return self.run.workload
+
+    @property
+    def variant(self) -> str:
+        return self.run.variant
+
+    @property
+    def batch_size(self) -> int:
+        return self.run.batch_size
+
+    @property
+    def device(self) -> str:
+        return self.run.device or "auto"
 
     def mark_starting(self) -> None:
         """The source is being (re)started: no messages yet."""
