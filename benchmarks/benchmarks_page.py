@@ -4,21 +4,26 @@ copied from their ``sweep.md``; the comparisons between two variants that the sw
 make itself (each against the one before) are ``gpudash.stats.comparison.compare`` over the batch
 means the CSV carries. The articles' figures are quoted from ``docs/workloads.md``.
 
-    python -m benchmarks.benchmarks_page
+    python benchmarks/benchmarks_page.py
 """
 
 from __future__ import annotations
 
+import argparse
 import csv
 import dataclasses
 import json
+import sys
 from pathlib import Path
 
-from gpudash.stats.comparison import Comparison, Estimate, compare
-from gpudash.core.textfmt import fmt_pm
-from workloads.registry import FAMILIES
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 
-DOCS = Path(__file__).resolve().parents[1] / "docs"
+from gpudash.stats.comparison import Comparison, Estimate, compare  # noqa: E402
+from gpudash.core.textfmt import fmt_pm  # noqa: E402
+from workloads.registry import FAMILIES  # noqa: E402
+
+DOCS = ROOT / "docs"
 ALL, PIPE, AA = "h100-all", "h100-input-pipeline", "h100-aa"
 # The "beyond the articles" sweeps, one per family (gpudash sweep --preset beyond, split by family
 # to fit one device call each).
@@ -182,7 +187,8 @@ def seconds_per_step(name: str, w: str, v: str, b: int) -> str:
 
 
 def host_probe() -> str:
-    """The committed output of benchmarks/host_time_probe.py, its table and the line naming the run."""
+    """The committed output of host_time_probe.py (a probe removed after commit e4133ae), its table
+    and the line naming the run."""
     lines = (DOCS / "bench" / "h100-host-time-probe.md").read_text().strip().splitlines()
     return "\n".join(line.lstrip("# ") if line.startswith("#") else line for line in lines)
 
@@ -222,9 +228,10 @@ run per family, with shorter windows, to fit the session's GPU time):
 ### Why the plain pipeline at batch 16 stays below 92% of its bound: the host
 
 The overlap bound takes each stage's GPU time alone; it assumes the host can enqueue a step
-faster than the GPU runs it. It cannot here. `python -m benchmarks.host_time_probe` times how long
-the host takes to enqueue a step while the launch queue is empty (right after a synchronize: 3
-steps, divided by 3, median of 30), against the steady wall time per step:
+faster than the GPU runs it. It cannot here. A probe, `benchmarks/host_time_probe.py` (removed
+after commit e4133ae; `git show e4133ae:benchmarks/host_time_probe.py`), timed how long the host
+takes to enqueue a step while the launch queue is empty (right after a synchronize: 3 steps,
+divided by 3, median of 30), against the steady wall time per step:
 
 {host_probe()}
 
@@ -233,10 +240,10 @@ share of wall ≈ 100%), and longer than the slower stage alone (the `train` sta
 ~187 kernel launches per step, plus the pipeline's stream switches, events and `record_stream`
 bookkeeping, put the host on the critical path (one run, medians of 30 repeats with their p95: a
 diagnosis, not a comparison). That is the consumer stream's idle time in the profile of
-`benchmarks/pipeline_profile.py` (docs/measurements.md). Only removing host work lifts it: with
-CUDA graphs (the `cuda_graph` knob) the same pipeline replays each stage in one launch. The 92%
-target of the plain variant stays unmet on this host; the figure is not tuned by changing the
-workload's model.
+`benchmarks/pipeline_profile.py` (docs/measurements.md; a probe removed after commit e4133ae).
+Only removing host work lifts it: with CUDA graphs (the `cuda_graph` knob) the same pipeline
+replays each stage in one launch. The 92% target of the plain variant stays unmet on this host;
+the figure is not tuned by changing the workload's model.
 
 ### What each knob does here, and why (from the sweeps' own GPU % and stage times)
 
@@ -309,8 +316,8 @@ LADDER_PROFILE = "h100-input-pipeline-profile.md"
 
 
 def profile_tables() -> tuple[list[str], dict[str, dict[str, str]], dict[str, dict[str, str]]]:
-    """The committed output of benchmarks/input_pipeline_profile.py: its lines, and its two tables
-    as {rung: {column: cell}} (one thread; training)."""
+    """The committed output of input_pipeline_profile.py (a probe removed after commit e4133ae): its
+    lines, and its two tables as {rung: {column: cell}} (one thread; training)."""
     lines = (DOCS / "bench" / LADDER_PROFILE).read_text().strip().splitlines()
     parsed: list[dict[str, dict[str, str]]] = []
     head: list[str] = []
@@ -348,9 +355,11 @@ def ladder_profile_section() -> str:
     tables = "\n".join(line.lstrip("# ") if line.startswith("#") else line for line in lines)
     return f"""### Why `reorder` and `batch-transform` cannot help on this machine: a profile
 
-One run: the one-thread figures are medians of 200 samples with the total's 25–75% range, the
-training figures means of 4 windows with their 95% interval: a diagnosis, not a comparison (the
-comparisons, with their verdicts, are the sweep's ladder above).
+One run of `benchmarks/input_pipeline_profile.py`, a probe removed after commit e4133ae
+(`git show e4133ae:benchmarks/input_pipeline_profile.py`): the one-thread figures are medians of
+200 samples with the total's 25–75% range, the training figures means of 4 windows with their 95%
+interval: a diagnosis, not a comparison (the comparisons, with their verdicts, are the sweep's
+ladder above).
 
 {tables}
 
@@ -459,7 +468,7 @@ def page() -> str:
     aa = rows(AA)[("encdec", "serial#2", 8)]
     return f"""# Benchmarks: the articles' tables, reproduced with intervals
 
-Written by `python -m benchmarks.benchmarks_page` from the sweeps in `docs/bench/` (each one's
+Written by `python benchmarks/benchmarks_page.py` from the sweeps in `docs/bench/` (each one's
 `sweep.csv`, `sweep.json` and `sweep.md` as the sweep wrote them). One command reproduces the page on
 your GPU:
 
@@ -556,6 +565,7 @@ transform) came without a noise estimate; differences of that size are inside th
 
 
 def main() -> None:
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
     (DOCS / "BENCHMARKS.md").write_text(page())
     print(DOCS / "BENCHMARKS.md")
 

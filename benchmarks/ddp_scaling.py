@@ -1,6 +1,6 @@
 """Data-parallel scaling efficiency per family: N-rank samples/s ÷ (N × one-rank samples/s).
 
-    python -m benchmarks.ddp_scaling [--nproc 2] [-w encdec -w sync_loss] [-b 8 -b 32] \
+    python benchmarks/ddp_scaling.py [--nproc 2] [-w encdec -w sync_loss] [-b 8 -b 32] \
         [--repeats 3 --seconds 10 --warmup 3] [--device cuda] [--out DIR]
 
 For each family it runs ``gpudash sweep`` twice, the same configurations with ``--nproc 1`` and
@@ -65,7 +65,7 @@ def main() -> None:
     out = args.out or Path(tempfile.mkdtemp(prefix="gpudash-ddp-"))
     header = f"# DDP scaling, {args.nproc} ranks vs 1 — {datetime.date.today()}, {args.repeats} repeats × {args.seconds:g} s"
     print(f"{header} (warm-up {args.warmup:g} s); sweeps in {out}", flush=True)
-    print("`python -m benchmarks.ddp_scaling " + " ".join(sys.argv[1:]) + "`", flush=True)
+    print("`python benchmarks/ddp_scaling.py " + " ".join(sys.argv[1:]) + "`", flush=True)
     for i, family in enumerate(args.workload or DEFAULT_FAMILIES):
         one = sweep(family, batches, 1, args, out / f"{family}-nproc1")
         many = sweep(family, batches, args.nproc, args, out / f"{family}-nproc{args.nproc}")

@@ -34,8 +34,15 @@ class NoopWorkload:
     batch_size = samples_per_step = 4
     variant = "noop"
     last_loss = None
+    world_size = 1
     def step(self): pass
     def drain(self): pass
+
+try:  # what the loop reads of a workload's knobs (older trees had none)
+    from workloads.knobs import Knobs
+    NoopWorkload.knobs = Knobs()
+except ImportError:
+    pass
 
 steps = int(sys.argv[2])
 loop = StepLoop(NoopWorkload(), emit=lambda m: None, sample_interval_s=0.25, count_syncs=False)

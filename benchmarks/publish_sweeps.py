@@ -1,6 +1,6 @@
 """Copy finished sweeps into ``docs/bench/NAME/`` and draw their plots into ``docs/img/``.
 
-    python -m benchmarks.publish_sweeps NAME=SWEEP_DIR[:family,family] ...
+    python benchmarks/publish_sweeps.py NAME=SWEEP_DIR[:family,family] ...
 
 Each sweep's ``sweep.csv``, ``sweep.json`` and ``sweep.md`` are copied as written (the figures
 are the sweep's, never edited); the plot is drawn again from the CSV with the current code
@@ -10,13 +10,17 @@ line per plot.
 
 from __future__ import annotations
 
+import argparse
 import shutil
 import sys
 from pathlib import Path
 
-from gpudash.sweep.report import redraw
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 
-DOCS = Path(__file__).resolve().parents[1] / "docs"
+from gpudash.sweep.report import redraw  # noqa: E402
+
+DOCS = ROOT / "docs"
 
 
 def publish(name: str, sweep_dir: Path, families: tuple[str, ...] | None) -> list[Path]:
@@ -37,7 +41,9 @@ def publish(name: str, sweep_dir: Path, families: tuple[str, ...] | None) -> lis
 
 
 def main(argv: list[str]) -> int:
-    for arg in argv:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("sweeps", nargs="+", metavar="NAME=SWEEP_DIR[:family,family]")
+    for arg in p.parse_args(argv).sweeps:
         name, _, rest = arg.partition("=")
         where, _, fams = rest.partition(":")
         for path in publish(name, Path(where), tuple(fams.split(",")) if fams else None):

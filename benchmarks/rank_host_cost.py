@@ -26,7 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from gpudash.core.procgroup import members  # noqa: E402
+from gpudash.core.procgroup import members, parent_of  # noqa: E402
 
 MIB = 2**20
 
@@ -45,14 +45,6 @@ def _rollup(pid: int) -> tuple[int, int] | None:
     return (found["Rss"], found["Pss"]) if len(found) == 2 else None
 
 
-def _parent(pid: int) -> int | None:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return int(f.read().rsplit(b")", 1)[-1].split()[1])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
 def measure(family: str, steps: int, device: str) -> dict[str, int]:
     """Peak RSS and PSS of a rank and of the launcher during a ``--nproc 2`` run of ``family``."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -69,7 +61,7 @@ def measure(family: str, steps: int, device: str) -> dict[str, int]:
                     figures = _rollup(pid)
                     if figures is None:
                         continue
-                    who = "launcher" if pid == launcher else "rank" if _parent(pid) == launcher else None
+                    who = "launcher" if pid == launcher else "rank" if parent_of(pid) == launcher else None
                     if who is None:
                         continue  # loader workers, the resource tracker
                     peak[f"{who}_rss"] = max(peak[f"{who}_rss"], figures[0])
@@ -89,7 +81,7 @@ def _leads_group(pid: int) -> bool:
 
 
 def _children(pid: int) -> list[int]:
-    return [int(n) for n in os.listdir("/proc") if n.isdigit() and _parent(int(n)) == pid]
+    return [int(n) for n in os.listdir("/proc") if n.isdigit() and parent_of(int(n)) == pid]
 
 
 def main() -> None:

@@ -12,6 +12,7 @@ the family run first, as the test does) and prints the peak growth of ``VmData``
 
 from __future__ import annotations
 
+import argparse
 import subprocess
 import sys
 from pathlib import Path
@@ -53,6 +54,7 @@ print(f"{(peak - start) / 2**20:.0f} {outcome}")
 
 
 def main() -> None:
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
     print("| image px | batch asked | warm-up | peak VmData growth, MiB | outcome (no limit) |")
     print("|---:|---:|---|---:|---|")
     for px in (256, 64):

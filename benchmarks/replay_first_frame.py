@@ -28,10 +28,11 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path[:0] = [str(ROOT), str(HERE)]  # gpudash, and tui_frame.py beside this script
 
-from benchmarks.tui_frame import pty_first_frame  # noqa: E402
+from tui_frame import pty_first_frame  # noqa: E402
 from gpudash.recording.csvformat import event_row, format_row, header, sample_row  # noqa: E402
 from gpudash.core.protocol import Event, GpuSample, Sample  # noqa: E402
 
@@ -104,8 +105,8 @@ def whole_process_first_frame_s(path: Path) -> float | None:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--rows", type=int, action="append", help="recording sizes (default: 10k, 50k, 200k)")
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rows", type=int, action="append", help="recording sizes (default: 200, 10k, 50k, 200k)")
     ap.add_argument("--quick", action="store_true", help="skip the whole-process (pty) runs")
     args = ap.parse_args()
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "

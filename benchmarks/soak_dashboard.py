@@ -33,7 +33,6 @@ import platform
 import shlex
 import shutil
 import signal
-import statistics
 import subprocess
 import sys
 import time
@@ -45,7 +44,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.soak import FLAT_PCT, ProcStats, proc_stats, tree_stats
+from tests.soaks import (FLAT_PCT, DashboardRow as Row, ProcStats, default_warmup_minutes, proc_stats,  # noqa: E402
+                         slope_per_hour, tree_stats, window_verdict as verdict)
 
 KEYS = ("+", "-", "v", "v")  # a change each: batch ×2, back, the next variant, back (a two-variant family)
 KEY_NAMES = {"+": "batch ×2 (+)", "-": "batch ÷2 (-)", "v": "the next variant (v)"}
@@ -62,7 +62,6 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("csv_kib", "recording KiB", "{:.0f}"),
 )
 JUDGED = ("rss", "fds", "threads")
-COUNTS = frozenset({"fds", "threads"})
 
 
 # -- the terminal ---------------------------------------------------------------------------------
@@ -115,14 +114,6 @@ def wait_for(tmux: Tmux, text: str, timeout_s: float, pid: int, header: bool = F
 
 # -- measurements -----------------------------------------------------------------------------------
 @dataclass
-class Row:
-    minute: float
-    values: dict[str, float | None]
-    changes: int
-    header: str  # the screen's first line: what runs, the status, REC
-
-
-@dataclass
 class Soak:
     rows: list[Row] = field(default_factory=list)
     changes: list[str] = field(default_factory=list)
@@ -169,51 +160,7 @@ def measure(pid: int, folder: Path, minute: float, changes: int, screen: str) ->
     return Row(minute, values, changes, header)
 
 
-# -- verdicts ------------------------------------------------------------------------------------------
-def windows(rows: Sequence[Row], key: str, warmup_min: float, window_min: float) -> tuple[list[float], list[float]]:
-    """The values of the first and of the last window after the warm-up (empty: too few)."""
-    after = [(r.minute, r.values[key]) for r in rows if r.minute >= warmup_min - 1e-9 and r.values[key] is not None]
-    if len(after) < 2:
-        return [], []
-    end = after[-1][0]
-    first = [v for m, v in after if m <= after[0][0] + window_min + 1e-9]
-    last = [v for m, v in after if m >= end - window_min - 1e-9]
-    return first, last  # type: ignore[return-value]
-
-
-def _count(n: int) -> str:
-    return f"{n} measurement{'s' if n != 1 else ''}"
-
-
-def verdict(rows: Sequence[Row], key: str, warmup_min: float, window_min: float) -> str:
-    """"flat within 5% (first window … → last window …)" or how it moved, for one column."""
-    first, last = windows(rows, key, warmup_min, window_min)
-    if not first:
-        return "n/a (fewer than 2 measurements after the warm-up)"
-    a, b = statistics.median(first), statistics.median(last)
-    pct = 100.0 * (b - a) / a if a else (0.0 if a == b else float("inf"))
-    fmt = "{:.0f}" if key in COUNTS else "{:.1f}"
-    what = (f"median of the first {window_min:.3g} min after the warm-up {fmt.format(a)} "
-            f"({_count(len(first))}), of the last {window_min:.3g} min {fmt.format(b)} ({_count(len(last))}): "
-            f"{pct:+.1f}%")
-    if abs(pct) <= FLAT_PCT:
-        return f"flat within {FLAT_PCT:g}%: {what}"
-    if key in COUNTS and abs(b - a) <= 1:
-        return f"flat within ±1: {what}"
-    return f"NOT flat: {what}"
-
-
-def slope_per_hour(rows: Sequence[Row], key: str, warmup_min: float) -> float | None:
-    """The least-squares slope after the warm-up, per hour (a second look at slow growth)."""
-    pts = [(r.minute, r.values[key]) for r in rows if r.minute >= warmup_min - 1e-9 and r.values[key] is not None]
-    if len(pts) < 3:
-        return None
-    xs, ys = [p[0] for p in pts], [float(p[1]) for p in pts]  # type: ignore[arg-type]
-    mx, my = statistics.fmean(xs), statistics.fmean(ys)
-    den = sum((x - mx) ** 2 for x in xs)
-    return 60.0 * sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / den if den else None
-
-
+# -- verdicts (tests/soaks.py: the first window after the warm-up against the last) ---------------------
 def overall(args: argparse.Namespace, soak: Soak) -> str:
     """One line for the judged columns together."""
     verdicts = {key: verdict(soak.rows, key, args.warmup_minutes, args.window_minutes) for key in JUDGED}
@@ -414,9 +361,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                    help="more gpudash options after --, e.g. -- --image-size 16 --device cpu")
     args = p.parse_args(argv)
     args.measure_every = args.measure_every or args.change_every
-    short = args.minutes / 6
-    args.warmup_minutes = args.warmup_minutes if args.warmup_minutes is not None else min(5.0, short)
-    args.window_minutes = args.window_minutes if args.window_minutes is not None else min(5.0, short)
+    short = default_warmup_minutes(args.minutes)
+    args.warmup_minutes = args.warmup_minutes if args.warmup_minutes is not None else short
+    args.window_minutes = args.window_minutes if args.window_minutes is not None else short
     if min(args.minutes, args.change_every, args.measure_every, args.window_minutes) <= 0 or args.warmup_minutes < 0:
         p.error("--minutes, --change-every, --measure-every and --window-minutes must be > 0, "
                 "--warmup-minutes ≥ 0")

@@ -187,7 +187,7 @@ def redraw_costs(size: tuple[int, int], frames: int = 20,
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="skip the whole-process (pty) runs")
     args = ap.parse_args()
     rows: list[tuple[str, str, str]] = []

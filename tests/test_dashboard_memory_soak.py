@@ -1,11 +1,12 @@
-"""The dashboard soak's verdicts (benchmarks/soak_dashboard.py): the warm-up is left out, then the
-first window against the last; a slow climb is reported, one fd or thread coming and going is not."""
+"""The dashboard soak's verdicts (benchmarks/soak_dashboard.py, judged by tests/soaks.py): the
+warm-up is left out, then the first window against the last; a slow climb is reported, one fd or
+thread coming and going is not."""
 
 from __future__ import annotations
 
 import pytest
 
-from benchmarks.soak_dashboard import Row, parse_args, slope_per_hour, verdict
+from tests.soaks import DashboardRow as Row, default_warmup_minutes, slope_per_hour, window_verdict as verdict
 
 
 def _rows(rss: list[float], fds: list[float] | None = None) -> list[Row]:
@@ -36,7 +37,7 @@ def test_too_few_measurements_after_the_warm_up_say_so() -> None:
     assert verdict(_rows([50.0, 51.0]), "rss", 5.0, 5.0).startswith("n/a")
 
 
-def test_a_short_run_gets_a_sixth_of_it_for_the_warm_up_and_the_windows(tmp_path) -> None:
-    args = parse_args(["--minutes", "3", "--out", str(tmp_path / "r.md"), "--out-dir", str(tmp_path)])
-    assert (args.warmup_minutes, args.window_minutes, args.measure_every) == (0.5, 0.5, 30.0)
-    assert parse_args(["--out-dir", str(tmp_path)]).warmup_minutes == 5.0
+def test_a_short_run_gets_a_sixth_of_it_for_the_warm_up_and_the_windows() -> None:
+    assert default_warmup_minutes(3.0) == 0.5  # both soaks' default warm-up; the dashboard soak's windows too
+    assert default_warmup_minutes(60.0) == 5.0
+    assert default_warmup_minutes(30.0) == 5.0

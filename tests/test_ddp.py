@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from gpudash.core.procgroup import parent_of
 from workloads.base import WorkloadOptions
 from workloads.distributed import RankInfo, data_seed
 from workloads.factory import build
@@ -178,11 +179,9 @@ def _descendants(pid: int) -> set[int]:
     children: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
-            try:
-                ppid = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry))
+            ppid = parent_of(int(entry))
+            if ppid is not None:
+                children.setdefault(ppid, []).append(int(entry))
     found, todo = set(), [pid]
     while todo:
         for child in children.get(todo.pop(), []):
@@ -201,14 +200,7 @@ def _cmdline(pid: int) -> str:
 def _spawned_children(pid: int) -> list[int]:
     """The direct children of ``pid`` that multiprocessing spawned (not its resource tracker)."""
     return sorted(p for p in _descendants(pid)
-                  if _parent(p) == pid and "spawn_main" in _cmdline(p) and "resource_tracker" not in _cmdline(p))
-
-
-def _parent(pid: int) -> int | None:
-    try:
-        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-    except (OSError, IndexError, ValueError):
-        return None
+                  if parent_of(p) == pid and "spawn_main" in _cmdline(p) and "resource_tracker" not in _cmdline(p))
 
 
 def _alive(pid: int) -> bool:
@@ -431,7 +423,7 @@ def test_the_nodes_memory_guard_is_divided_before_the_ranks_start(tmp_path: Path
         until_event(runner, EventKind.STARTED)
         launcher = runner.pid
         assert launcher is not None
-        ranks = [int(p) for p in os.listdir("/proc") if p.isdigit() and _parent_of(int(p)) == launcher]
+        ranks = [int(p) for p in os.listdir("/proc") if p.isdigit() and parent_of(int(p)) == launcher]
         limits = {pid: _data_limit(pid) for pid in [launcher, *ranks]}
     finally:
         runner.stop()
@@ -439,9 +431,11 @@ def test_the_nodes_memory_guard_is_divided_before_the_ranks_start(tmp_path: Path
     assert set(limits.values()) == {12 * 2**30 // 3}, limits
 
 
-def _parent_of(pid: int) -> int | None:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return int(f.read().rsplit(b")", 1)[-1].split()[1])
-    except (OSError, ValueError, IndexError):
-        return None
+def test_parent_of_reads_a_processs_parent_from_proc() -> None:
+    assert parent_of(os.getpid()) == os.getppid()
+    with subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"]) as kid:
+        try:
+            assert parent_of(kid.pid) == os.getpid()
+        finally:
+            kid.kill()
+    assert parent_of(2**22 + 1) is None  # above pid_max: never a process

@@ -221,11 +221,20 @@ def test_every_sweep_preset_is_named() -> None:
 
 
 def test_the_benchmark_table_names_every_script() -> None:
-    rows = table(DOCS / "testing.md", "script | what it measures")
+    rows = table(DOCS / "measurements.md", "script | what it measures | run it | takes | output")
     listed = sorted(code(r[0])[0] for r in rows)
     scripts = sorted(p.name for p in (ROOT / "benchmarks").iterdir()
                      if p.suffix in (".py", ".sh") and p.name != "__init__.py")
-    assert listed == scripts, "docs/testing.md's benchmark table: every script in benchmarks/, once"
+    assert listed == scripts, "docs/measurements.md's benchmark tools: every script in benchmarks/, once"
+    assert all(f"benchmarks/{code(r[0])[0]}" in r[2] for r in rows), "each tool's row says how to run it"
+
+
+def test_no_test_imports_from_benchmarks() -> None:
+    """benchmarks/ holds tools to re-run, not code the tests need (that lives in tests/ or gpudash/)."""
+    found = [f"{path.relative_to(ROOT).as_posix()} imports {name}"
+             for path in sorted((ROOT / "tests").rglob("*.py"))
+             for name in sorted(_imported_names(path)) if name.split(".")[0] == "benchmarks"]
+    assert found == [], found
 
 
 # -- the layer picture: the imports -------------------------------------------------------------
@@ -241,8 +250,8 @@ def _floors() -> dict[str, int]:
     return floors
 
 
-def _imports(path: Path) -> set[str]:
-    """The repository's modules that ``path`` imports anywhere in it (inside functions too), as paths."""
+def _imported_names(path: Path) -> set[str]:
+    """The dotted names ``path`` imports anywhere in it (inside functions too), relative ones made absolute."""
     package = path.parent.relative_to(ROOT).parts
     names: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -254,8 +263,13 @@ def _imports(path: Path) -> set[str]:
                 base = ".".join([*package[: len(package) - node.level + 1], *([base] if base else [])])
             names.add(base)
             names.update(f"{base}.{a.name}" for a in node.names)
+    return names
+
+
+def _imports(path: Path) -> set[str]:
+    """The repository's modules that ``path`` imports anywhere in it (inside functions too), as paths."""
     out = set()
-    for name in names:
+    for name in _imported_names(path):
         candidate = ROOT / (name.replace(".", "/") + ".py")
         if candidate.is_file() and candidate != path:
             out.add(candidate.relative_to(ROOT).as_posix())

@@ -1,9 +1,10 @@
-"""The soak's verdicts (benchmarks/soak.py): growth of the base configuration is reported, and
-the allocator's history-dependent cache is judged like for like, not taken for growth."""
+"""The soak's verdicts (benchmarks/soak.py, judged by tests/soaks.py): growth of the base
+configuration is reported, and the allocator's history-dependent cache is judged like for like,
+not taken for growth."""
 
 from __future__ import annotations
 
-from benchmarks.soak import Row, like_for_like_verdict, verdict
+from tests.soaks import Row, like_for_like_verdict, verdict
 
 BASE = "encdec serial b8"
 
@@ -59,7 +60,7 @@ def test_like_for_like_reports_the_group_that_grew_whichever_comes_first() -> No
 
 
 def test_a_soak_without_a_gpu_says_its_gpu_columns_were_not_measured() -> None:
-    from benchmarks.soak import COLUMNS, Soak, table
+    from tests.soaks import COLUMNS, Soak, table
 
     rows = [Row(float(m), {key: (80.0 if key == "parent_rss" else None) for key, _, _ in COLUMNS}, 1, BASE, m)
             for m in range(3)]
@@ -74,7 +75,7 @@ def test_a_soak_without_a_gpu_says_its_gpu_columns_were_not_measured() -> None:
 def test_the_table_splits_nvml_memory_into_the_allocator_and_the_rest() -> None:
     """Memory outside the allocator (NVML − reserved) is its own column, and flat when only the
     allocator's cache moves; the allocator's columns carry the like-for-like verdict."""
-    from benchmarks.soak import COLUMNS, Soak, table
+    from tests.soaks import COLUMNS, Soak, table
 
     def row(minute: int, running: str, nvml: float, reserved: float, before: str) -> Row:
         values: dict[str, float | None] = {key: None for key, _, _ in COLUMNS}

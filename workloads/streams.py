@@ -15,8 +15,8 @@ The rules (docs/workloads.md, "The stream rules"), each marked where it is appli
 
 Beyond correctness: the consumer (the training step, the pipeline's critical path) is issued
 first and runs on a higher-priority stream, so the producer fills the gaps instead of delaying it. Measured on an
-H200 by benchmarks/stream_priority.py (docs/measurements.md): encdec bs 8 289 → 296 steps/s,
-bs 16 207 → 224, augment bs 32 182 → 192.
+H200 by stream_priority.py, a probe removed after commit e4133ae (docs/measurements.md): encdec
+bs 8 289 → 296 steps/s, bs 16 207 → 224, augment bs 32 182 → 192.
 
 On the CPU there are no streams. With ``emulate=True`` the same schedule (produce n+1,
 consume n) runs in order, so its logic can be tested without a GPU; otherwise a CPU
@@ -39,8 +39,8 @@ T = TypeVar("T")
 CONSUMER_PRIORITY = -1  # lower is higher in CUDA; the producer keeps the default 0
 # Items produced ahead of the consumer: 1 makes item n+1 while item n is consumed. 2 (item n+2)
 # was tried against the consumer stream's idle time on an H100 and left it in place (single runs,
-# no gain detected: benchmarks/pipeline_profile.py --depth, docs/measurements.md). Kept as a
-# parameter for that benchmark.
+# no gain detected: pipeline_profile.py --depth, a probe removed after commit e4133ae;
+# docs/measurements.md). Kept as a parameter (``TwoStagePipeline(depth=...)``) to try it again.
 PREFETCH_DEPTH = 1
 
 

@@ -9,6 +9,8 @@ Membership is read from ``/proc`` (Linux): a process whose group is the workload
 the group it made, since a group id is not reused while the group has members, so a group
 found empty is never signalled (no stray signal to a reused pid). Zombies (dead, waiting for
 a parent to reap them) do not count. Without ``/proc`` nothing is found and nothing is sent.
+``parent_of`` reads the same ``/proc/PID/stat`` for a process's parent (the tests and
+``benchmarks/rank_host_cost.py`` find a launcher's ranks with it).
 """
 
 from __future__ import annotations
@@ -23,6 +25,27 @@ GRACE_S = 1.0  # after SIGTERM, then after SIGKILL: how long the members get to 
 POLL_S = 0.02
 
 
+def _stat_fields(pid: int | str) -> list[bytes] | None:
+    """The fields of ``/proc/PID/stat`` after the command name (state, ppid, pgrp, ...); None when
+    the process is gone or there is no ``/proc``."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    # pid (comm) state ppid pgrp ...: comm may hold spaces and parentheses, so split after the last ")"
+    return stat.rsplit(b")", 1)[-1].split()
+
+
+def parent_of(pid: int) -> int | None:
+    """The parent pid of ``pid`` (from ``/proc``); None when it is gone."""
+    fields = _stat_fields(pid)
+    try:
+        return int(fields[1]) if fields else None
+    except (IndexError, ValueError):
+        return None
+
+
 def members(pgid: int) -> list[int]:
     """The live processes of group ``pgid``."""
     found = []
@@ -33,13 +56,9 @@ def members(pgid: int) -> list[int]:
     for name in entries:
         if not name.isdigit():
             continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                stat = f.read()
-        except OSError:
+        fields = _stat_fields(name)
+        if fields is None:
             continue  # gone meanwhile
-        # pid (comm) state ppid pgrp ...: comm may hold spaces and parentheses, so split after the last ")"
-        fields = stat.rsplit(b")", 1)[-1].split()
         if len(fields) > 2 and int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
             found.append(int(name))
     return found
