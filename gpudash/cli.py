@@ -21,6 +21,7 @@ import sys
 from typing import Any, Callable, Sequence
 
 from gpudash import argtypes
+from gpudash.argparse_adapter import parser_actions
 
 from gpudash.core import faults
 
@@ -289,7 +290,7 @@ def _warn(message: str) -> None:
 # -- options: given, from the settings file, built in ------------------------------------------------
 def _flags(parser: argparse.ArgumentParser, dests: Sequence[str]) -> str:
     """How the user spells these options: "-w/--workload, --theme"."""
-    spelled = {a.dest: "/".join(a.option_strings) or a.dest for a in parser._actions}
+    spelled = {a.dest: "/".join(a.option_strings) or a.dest for a in parser_actions(parser)}
     return ", ".join(spelled.get(d, d) for d in dests)
 
 
@@ -317,7 +318,7 @@ def as_argv(parser: argparse.ArgumentParser, given: dict[str, Any]) -> list[str]
     """The options of ``given`` that ``parser`` reads, written back as its flags
     (``--knob=amp=bf16``): how ``serve`` starts ``gpudash run`` with the options it was given."""
     argv: list[str] = []
-    for action in parser._actions:
+    for action in parser_actions(parser):
         if action.dest not in given or not action.option_strings:
             continue
         flag, value = action.option_strings[-1], given[action.dest]
@@ -441,7 +442,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                          f"(gpudash {command} --help)")
         return _cmd_passthrough(command, rest)
     if command is not None:
-        own = {a.dest for a in commands[command]._actions}
+        own = {a.dest for a in parser_actions(commands[command])}
         stray = [dest for dest in given if dest not in own]
         if stray:
             return _fail(f"{_flags(top, stray)} does not apply to 'gpudash {command}'")

@@ -119,6 +119,26 @@ def test_compile_warms_up_without_training_and_trains_the_same_parameters() -> N
     assert torch.isfinite(loss) and _rel(tuned, plain) < 1e-5
 
 
+@pytest.mark.parametrize("mode", ["default", "reduce-overhead", "max-autotune"])
+def test_compile_keeps_the_layout_per_call_with_what_its_mode_sets(mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``compile=<mode>`` compiles with what ``mode=`` would set plus layout_optimization off, per
+    call (the backward, compiled later, too): inductor's process-wide config stays as it was."""
+    import torch._inductor.config as inductor_config
+
+    from workloads.tuning import ModuleKnobs
+
+    calls: list[dict] = []
+    monkeypatch.setattr(torch, "compile", lambda module, **kw: calls.append(kw) or module)
+    before = inductor_config.layout_optimization
+    ModuleKnobs({"m": torch.nn.Linear(2, 2)}).resolve(parse_knobs(f"compile={mode}"))
+    (kw,) = calls
+    assert kw.get("mode") is None and kw["dynamic"] is False  # torch.compile takes mode or options
+    as_mode = torch._TorchCompileInductorWrapper(mode, None, False).config
+    assert torch._TorchCompileInductorWrapper(None, kw["options"], False).config == {
+        **as_mode, "layout_optimization": False}
+    assert inductor_config.layout_optimization is before
+
+
 def test_channels_last_puts_weights_in_nhwc_and_back() -> None:
     with build("sync_loss", "cpu", WorkloadOptions(variant="fixed", knobs=parse_knobs("channels_last"))) as w:
         conv = w.model[0].weight

@@ -12,6 +12,8 @@ from typing import Any
 
 import torch
 
+from workloads.torch_adapter import close_process_pipes, stop_loader_workers
+
 # Keep a pool small enough to build in well under a second, large enough not to be one batch.
 POOL_BYTES = 256 * 2**20
 MAX_POOL_BATCHES = 8
@@ -83,19 +85,14 @@ def shutdown_loader_workers(batches: object) -> list[int]:
     versions keep a weak set), so each worker's ``Process`` lives to the end of the program with
     its pipes: 2 file descriptors per worker leaked at every configuration change on a GPU (the
     GPU soak, docs/soak-gpu.md). Closing the ``Popen`` of a reaped worker frees them; its
-    ``is_alive()`` still answers False, as that hook asks at exit."""
-    shutdown = getattr(batches, "_shutdown_workers", None)
-    if shutdown is None:
-        return []
-    shutdown()
+    ``is_alive()`` still answers False, as that hook asks at exit. Both steps lean on torch's and
+    multiprocessing's private names (``workloads.torch_adapter`` says why)."""
     codes = []
-    for worker in getattr(batches, "_workers", ()):
-        popen = getattr(worker, "_popen", None)
+    for worker in stop_loader_workers(batches):
         code = worker.exitcode
         if code is not None:
             codes.append(code)
-            if popen is not None:
-                popen.close()
+            close_process_pipes(worker)
     if any(codes):
         print(f"gpudash: DataLoader workers ended with exit codes {codes} when their loader shut down",
               file=sys.stderr, flush=True)

@@ -31,7 +31,6 @@ so the ``cuda_graph`` knob is refused for it.
 
 from __future__ import annotations
 
-import math
 import os
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -52,6 +51,7 @@ from workloads import models
 from workloads.base import Workload, train_step
 from workloads.data import loader_bytes_held, loader_worker_options, shutdown_loader_workers
 from workloads.registry import FAMILIES, Fix, VariantInfo, WorkloadError
+from workloads.torch_adapter import new_shared_empty
 
 JPEG_SIZE = (800, 533)  # width, height, as in the article
 DATASET_SIZE = FAMILIES["input_pipeline"].dataset_size  # the catalog's: batch sizes are checked against it
@@ -153,12 +153,11 @@ def scale(img: Tensor) -> Tensor:
 def _new_like(img: Tensor, shape: Sequence[int] | None = None) -> Tensor:
     """An empty contiguous tensor of ``img``'s dtype shaped as ``img`` (or ``shape``); in a
     DataLoader worker in shared memory, as ``default_collate`` makes its batch (the worker then
-    sends it without a copy)."""
+    sends it without a copy; ``share_memory_()`` would allocate twice and copy: torch_adapter)."""
     size = img.shape if shape is None else torch.Size(shape)
     if get_worker_info() is None:
         return torch.empty(size, dtype=img.dtype)
-    storage = img._typed_storage()._new_shared(math.prod(size), device=img.device)
-    return img.new(storage).resize_(size)
+    return new_shared_empty(img, size)
 
 
 def batch_transform(batch: Tensor) -> Tensor:

@@ -23,6 +23,7 @@ import torch
 
 from workloads.knobs import OFF, Knobs
 from workloads.registry import WorkloadError
+from workloads.torch_adapter import compile_options
 
 # PyTorch's own defaults, restored when a knob is turned off.
 _DEFAULT_CUDNN_BENCHMARK = torch.backends.cudnn.benchmark
@@ -67,14 +68,12 @@ def to_device(tensors: Sequence[torch.Tensor], device: torch.device,
     return tuple(out)
 
 
-def _without_inductor_layout_optimization() -> None:
-    """Inductor's own switch of convolutions to channels_last breaks ``ConvTranspose2d``'s weight
-    gradient on CUDA (torch 2.11, H100: "assert_size_stride … convolution_backward", encdec's
-    decoder). Layout is the ``channels_last`` knob's job here, so the compiler keeps the
-    layout it is given."""
-    import torch._inductor.config as inductor_config
-
-    inductor_config.layout_optimization = False
+# Inductor's own switch of convolutions to channels_last breaks ``ConvTranspose2d``'s weight
+# gradient on CUDA (torch 2.11, H100: "assert_size_stride … convolution_backward", encdec's
+# decoder; pytorch/pytorch#171622). Layout is the ``channels_last`` knob's job here, so the
+# compiler keeps the layout it is given: a per-call option (the backward, compiled later, gets it
+# too), not the process-wide ``torch._inductor.config``.
+COMPILE_OPTIONS: dict[str, Any] = {"layout_optimization": False}
 
 
 class ModuleKnobs:
@@ -99,8 +98,8 @@ class ModuleKnobs:
                 continue
             key = (name, mode)
             if key not in self._compiled:
-                _without_inductor_layout_optimization()
-                self._compiled[key] = torch.compile(module, mode=None if mode == "default" else mode, dynamic=False)
+                options = compile_options(mode, COMPILE_OPTIONS)  # mode's options, and these
+                self._compiled[key] = torch.compile(module, options=options, dynamic=False)
             out[name] = self._compiled[key]
         return out
 

@@ -26,6 +26,7 @@ import os
 import re
 import resource
 import signal
+from collections.abc import Mapping
 
 from workloads.limits import data_limit, gib, machine_ram
 
@@ -61,13 +62,13 @@ def parse_limit(text: str, ram: int | None) -> int | None:
     return size
 
 
-def check_setting(environ: "os._Environ[str] | dict[str, str]" = os.environ) -> None:
+def check_setting(environ: Mapping[str, str] = os.environ) -> None:
     """Raise ValueError (one line) when ``GPUDASH_MEMORY_LIMIT`` is not a limit: checked by the
     command before anything starts, as the workload process will read it."""
     parse_limit(environ.get(ENV, DEFAULT), machine_ram())
 
 
-def apply_memory_guard(environ: "os._Environ[str] | dict[str, str]" = os.environ) -> int | None:
+def apply_memory_guard(environ: Mapping[str, str] = os.environ) -> int | None:
     """Lower this process's soft RLIMIT_DATA to the guard's limit; returns it (None: off).
 
     Never raises the limit: a lower one already set (``ulimit -d``) stays."""

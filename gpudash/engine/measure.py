@@ -194,14 +194,15 @@ class SyncCounter:
         self.count = 0
         self._thread: int | None = None
         self._prev_show: Any = None
-        self._prev_filters: Any = None
+        self._saved_warnings: Any = None  # the warnings.catch_warnings that restores filters and showwarning
         self._prev_mode: Any = None
         self._torch: Any = None
 
     def install(self, torch: Any | None) -> None:
         """Turn on torch's sync warnings (if ``torch`` is given) and start counting them."""
         self._thread = threading.get_ident()
-        self._prev_filters = list(warnings.filters)
+        self._saved_warnings = warnings.catch_warnings()  # the filters and showwarning, restored by uninstall
+        self._saved_warnings.__enter__()
         warnings.filterwarnings("always", message=".*" + re.escape(SYNC_WARNING))
         self._prev_show = warnings.showwarning
         warnings.showwarning = self._show
@@ -215,13 +216,9 @@ class SyncCounter:
         if self._torch is not None:
             self._torch.cuda.set_sync_debug_mode(self._prev_mode)
             self._torch = None
-        if self._prev_show is not None:
-            warnings.showwarning = self._prev_show
-            warnings.filters[:] = self._prev_filters
-            mutated = getattr(warnings, "_filters_mutated", None)
-            if mutated is not None:
-                mutated()
-            self._prev_show = None
+        if self._saved_warnings is not None:
+            self._saved_warnings.__exit__(None, None, None)  # filters and showwarning as they were
+            self._saved_warnings = None
 
     def _show(self, message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None) -> None:
         if SYNC_WARNING in str(message):

@@ -22,7 +22,7 @@ from functools import partial
 from pathlib import Path
 
 from textual import events
-from textual.app import App, ComposeResult, SystemCommand
+from textual.app import ComposeResult, SystemCommand
 from textual.containers import Container
 from textual.css.query import NoMatches
 from textual.geometry import Size
@@ -40,6 +40,7 @@ from gpudash.tui.crash import report_crash
 from gpudash.tui.footer import LeanFooter
 from gpudash.tui.layout import layout_for, notice_text
 from gpudash.tui.render_cache import bound_render_ansi
+from gpudash.tui.textual_adapter import QuietCrashApp
 from gpudash.tui.timeview import TimeView
 from gpudash.tui.user_settings import keep_user_settings
 from gpudash.tui.gpu_rows import GpuRows
@@ -52,7 +53,7 @@ COPY_FORMATS = {"Markdown": StatsTable.markdown, "CSV": StatsTable.csv}  # the p
 TRACE_DIR = "gpudash-traces"  # a live run's profiler windows go here (in the working directory)
 
 
-class GpuDashApp(App[int]):
+class GpuDashApp(QuietCrashApp[int]):
     """Live charts of a training workload, its controls, and the before/after of every change."""
 
     CSS_PATH = "app.tcss"
@@ -437,9 +438,10 @@ class GpuDashApp(App[int]):
         self.say(f"stats table copied as {kind} ({len(table.headers)} metrics × {len(table.rows)} rows); "
                  "paste it anywhere (OSC 52)", toast=True)
 
-    def _handle_exception(self, error: Exception) -> None:
+    def unhandled_exception(self, error: Exception) -> None:
         """An exception nothing caught: Textual exits with status 1; its traceback goes to a log
-        file instead of the terminal, and ``crash_line`` (printed by ``_run_app``) says where."""
+        file instead of the terminal (``QuietCrashApp``), and ``crash_line`` (printed by
+        ``_run_app``) says where."""
         if self.crash_line is None:
             cause = error.error if isinstance(error, WorkerFailed) else error  # a thread's: its own exception
             try:
@@ -447,8 +449,6 @@ class GpuDashApp(App[int]):
             except Exception:  # noqa: BLE001 - the source may be what failed
                 where = "?"
             self.crash_line = report_crash(cause, f"source: {where}")
-        super()._handle_exception(error)
-        self._exit_renderables.clear()  # Textual's full-screen traceback: in the log instead
 
     async def action_quit(self) -> None:
         if self._stopping:

@@ -23,7 +23,7 @@ from textual_plotext import PlotextPlot
 from gpudash.core.protocol import EventKind
 from gpudash.tui.state import DashState, Marker
 from gpudash.core.textfmt import fmt_num
-from gpudash.tui.plotext_adapter import canvas_columns, column_to_x, render_plot, size_plot
+from gpudash.tui.plotext_adapter import canvas_columns, column_to_x, plotext_theme_name, render_plot, size_plot
 from gpudash.tui.timeview import ZOOM_IN, ZOOM_OUT
 
 # plotext colours as RGB, readable on dark and light themes
@@ -159,9 +159,9 @@ class MetricChart(PlotextPlot):
     def render(self) -> RenderResult:
         """Like ``PlotextPlot.render``, through ``plotext_adapter``'s fast path when it can."""
         w, h = self.size.width, self.size.height
-        plot = self._plot
+        plot = self.plt
         size_plot(plot, w, h)
-        plot.theme(self._get_plotext_theme_name(self.app.theme))
+        plot.theme(plotext_theme_name(self))
         title = self.spec.title
         room = max(8, w - 2)
         plot.title(title if len(title) <= room else title[: room - 1] + "…")
@@ -174,7 +174,7 @@ class MetricChart(PlotextPlot):
     def time_at(self, x: int) -> float | None:
         """The time under column ``x`` of this widget (clamped to the plot), or None before the
         chart was drawn or where plotext's matrix does not say where its data columns are."""
-        cols = canvas_columns(self._plot)
+        cols = canvas_columns(self.plt)
         return None if cols is None else column_to_x(x, cols, self.window)
 
     def readout_at(self, t: float) -> str:
@@ -217,7 +217,7 @@ class MetricChart(PlotextPlot):
         plt = self.plt
         plt.clear_figure()
         # the theme before any text: a text's background is the canvas colour at the time it is added
-        plt.theme(self._get_plotext_theme_name(self.app.theme))
+        plt.theme(plotext_theme_name(self))
         plt.title(self.spec.title)  # shortened to the width in render()
         plt.xlim(t0, t1)
         self.window, self._state = (t0, t1), state

@@ -8,7 +8,12 @@ their styles and render caches: the dashboard grew by ~0.3 MiB a minute in the s
 (Textualize/textual#6666). ``LeanFooter`` drops the closed widgets' watchers before composing,
 and empties the one style cache that is keyed by widget (``StylesCache.get_inner_outer``, 1024
 entries, each holding a widget's render caches), which would otherwise keep the old keys' caches
-for another hour of changes.
+for another hour of changes (Textualize/textual#6665).
+
+An adapter allowed by tests/test_private_apis.py: Textual has no public way to drop a watcher or
+to clear that cache, so this module reads ``textual.reactive``'s ``__watchers`` lists, a widget's
+``_closing`` flag and ``textual._styles_cache.StylesCache``; where they moved, the footer leaks
+again and tests/tui/test_footer.py says so.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The one place that reaches into plotext's and textual-plotext's private parts.
+"""The one place that reaches into plotext's and textual-plotext's private parts (an adapter
+allowed by tests/test_private_apis.py).
 
 ``render_plot(plot, width, height)`` sizes a plotext figure and returns it as a Rich
 ``Text``. The fast path reads plotext's character matrix directly: plotext would join it
@@ -7,7 +8,10 @@ building the plot. It leans on internals (``_set_size``, ``_set_sizes``, ``_buil
 ``monitor.matrix``, ``plotext._utility``) checked here at import against the plotext
 versions it was written for (5.x); on any other version, or if an internal is missing at
 run time (AttributeError), it uses the public ``build()`` path: slower, not broken.
-``canvas_columns`` reads the matrix's data columns to turn a mouse column into a time.
+``canvas_columns`` reads the matrix's data columns to turn a mouse column into a time
+(textual-plotext has no public way to read the canvas size: Textualize/textual-plotext#17).
+``plotext_theme_name`` is textual-plotext's private name of the theme a widget draws with.
+Everything else uses the public ``PlotextPlot.plt``.
 """
 
 from __future__ import annotations
@@ -38,8 +42,17 @@ except ImportError:  # pragma: no cover - only on a plotext that moved it
 FAST_PATH = _utility is not None
 
 
+def plotext_theme_name(widget: Any) -> str:
+    """The plotext theme a ``PlotextPlot`` draws with (``textual-auto-<app theme>`` under its
+    "auto" theme, the one ``PlotextPlot`` registers with plotext). textual-plotext names it only
+    in a private method, ``_get_plotext_theme_name``, and registers that theme itself, so a name
+    worked out here could drift from the one it registers; no upstream issue found."""
+    return widget._get_plotext_theme_name(widget.app.theme)
+
+
 def size_plot(plot: Any, width: int, height: int) -> None:
-    """Size the figure; textual-plotext's ``_set_size`` is its own resize workaround."""
+    """Size the figure; textual-plotext's ``_set_size`` is its own resize workaround
+    (Textualize/textual-plotext#5: ``plotsize`` alone does not resize a figure already drawn)."""
     plot.plotsize(width, height)
     set_size = getattr(plot, "_set_size", None)
     if set_size is not None:
