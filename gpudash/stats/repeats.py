@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 
 from gpudash.stats.comparison import BatchMeans, Comparison, Estimate, compare
 from gpudash.stats.energy import joules_per_step
-from gpudash.core.metrics import Averaging, Better, metric
+from gpudash.core.metrics import Averaging, Better, metric, overlap_bound
 from gpudash.core.protocol import GpuSample, Sample
 from gpudash.sweep.plan import Configuration
 
@@ -40,7 +40,10 @@ class StageTimes:
     @property
     def bound(self) -> float:
         """The overlap bound in steps/s."""
-        return 1000.0 / max(self.stage1_ms, self.stage2_ms)
+        bound = overlap_bound((self.stage1_ms, self.stage2_ms))
+        if bound is None:
+            raise ValueError(f"no overlap bound: {self.describe()}")
+        return bound
 
     @classmethod
     def from_details(cls, d: dict[str, str]) -> StageTimes:
