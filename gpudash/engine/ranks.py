@@ -80,7 +80,8 @@ def rank_main(config: RunConfig, controls: Any, out: Any, log_path: str | None, 
     from gpudash.core import faults
     from gpudash.engine.builders import started_details, workload_builder
     from gpudash.engine.channel import ParentChannel
-    from gpudash.engine.loop import StepLoop, plain
+    from gpudash.engine.events import plain
+    from gpudash.engine.loop import StepLoop
     from workloads.base import available_cpus
     from workloads.distributed import RankInfo
     from workloads.knobs import parse_knobs
