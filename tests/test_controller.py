@@ -181,7 +181,7 @@ TRACE_PATH = "/runs/gpudash-traces/gpudash-trace-20250101-120000-t00012.34-encde
 
 
 def trace_event(t: float = 13.0, gpu: bool = True, path: str = TRACE_PATH) -> Event:
-    """A profiler window's answer as the engine sends it (engine._trace_window)."""
+    """A profiler window's answer as the engine sends it (gpudash.engine.measure_windows.trace_window)."""
     details = {"workload": "encdec", "variant": "pipelined", "batch_size": "8", "device": "cuda:0",
                "trace_steps": "20", "trace_wall_ms": "400.0", "trace_path": path, "trace_start_s": "12.340"}
     if gpu:

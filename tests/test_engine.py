@@ -14,7 +14,8 @@ from dataclasses import dataclass
 import pytest
 import torch
 
-from gpudash.engine.loop import StepLoop, plain
+from gpudash.engine.events import plain
+from gpudash.engine.loop import StepLoop
 from gpudash.engine.measure import SYNC_WARNING, SyncCounter, percentile
 from gpudash.core.protocol import (
     Event,

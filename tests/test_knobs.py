@@ -178,9 +178,9 @@ def test_a_knob_change_is_an_event_and_the_samples_after_it_carry_the_knobs() ->
 
 
 def test_a_slow_change_reports_progress_and_its_warm_up_stays_out_of_the_window(monkeypatch: pytest.MonkeyPatch) -> None:
-    import gpudash.engine.loop
+    import gpudash.engine.events
 
-    monkeypatch.setattr(gpudash.engine.loop, "PROGRESS_EVERY_S", 0.2)
+    monkeypatch.setattr(gpudash.engine.events, "PROGRESS_EVERY_S", 0.2)
     with build("sync_loss", "cpu", WorkloadOptions(variant="fixed", image_size=16)) as w:
         msgs = _run(w, [SetKnob("compile", "default")], steps=8)
     progress = [m for m in msgs if isinstance(m, Event) and m.kind == EventKind.PROGRESS]

@@ -103,9 +103,9 @@ def test_a_window_writes_a_chrome_trace_and_an_event_and_its_steps_stay_out_of_t
 
 
 def test_traces_are_bounded_oldest_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import gpudash.engine.loop
+    import gpudash.engine.measure_windows
 
-    monkeypatch.setattr(gpudash.engine.loop, "MAX_TRACE_FILES", 2)
+    monkeypatch.setattr(gpudash.engine.measure_windows, "MAX_TRACE_FILES", 2)
     msgs = _run_with_windows(tmp_path, windows=3, steps=1)
     paths = [m.details["trace_path"] for m in msgs if isinstance(m, Event) and m.kind == EventKind.MEASURED]
     assert len(paths) == 3

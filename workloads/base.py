@@ -13,14 +13,14 @@ from typing import Any, ClassVar
 import torch
 
 from workloads import distributed, limits, memory_probe, tuning
-from workloads.data import HostBatchPool, pool_bytes_held
+from workloads.change_checks import ChangeChecks
+from workloads.data import HostBatchPool
 from workloads.distributed import RankInfo
 from workloads.knobs import Knobs
 from workloads.registry import (
     FamilyInfo,
     VariantInfo,
     WorkloadError,
-    check_batch_size,
     check_image_size,
 )
 from workloads.streams import TwoStagePipeline
@@ -88,7 +88,7 @@ class GradientAccumulation:
         return i == 0, i == self.steps - 1
 
 
-class Workload(ABC):
+class Workload(ChangeChecks, ABC):
     """One reference training workload: build on a device, then ``step()`` repeatedly.
 
     ``step()`` only enqueues work: it never waits for the GPU (except where the variant's
@@ -444,94 +444,6 @@ class Workload(ABC):
         self.close()
 
     # -- helpers -------------------------------------------------------------------------
-    def check_change(
-        self, *, variant: str | None = None, batch_size: int | None = None, knobs: Knobs | None = None
-    ) -> tuple[str, int, Knobs]:
-        """The (variant, batch size, knobs) a change asks for, checked: the workload's one check.
-
-        Raises a one-line WorkloadError (unknown variant, one the device cannot run, a bad
-        batch size, a knob that does not apply) without touching the running configuration."""
-        new_variant = self.variant if variant is None else variant
-        info = self.info.variant(new_variant)
-        why = info.refusal(self.device.type)
-        if why and not self.emulate_streams:
-            raise WorkloadError(f"{why}; this run is on {self.device}")
-        new_batch = self.batch_size if batch_size is None else check_batch_size(batch_size)
-        new_knobs = self.knobs if knobs is None else knobs
-        why = new_knobs.refusal(info, self.device.type, self.world_size)
-        if why:
-            raise WorkloadError(why)
-        if batch_size is not None:
-            self._check_batch_limits(new_batch)
-        return new_variant, new_batch, new_knobs
-
-    # -- limits ----------------------------------------------------------------------------
-    def _check_batch_limits(self, batch_size: int) -> None:
-        """Refuse a batch over the family's fixed limits (dataset, hard cap: before anything is
-        built) or, when it grows a configuration already built, one that would not fit in memory."""
-        why = self.info.batch_refusal(batch_size, self.world_size)
-        if why is None and batch_size > self.batch_size and self._consume is not None:
-            why = self.memory_refusal(batch_size)
-        if why:
-            raise WorkloadError(why)
-
-    def memory_refusal(self, batch_size: int) -> str | None:
-        """Why ``batch_size`` would not fit in memory, or None; measured on the running configuration.
-
-        Host: the batches held at once (``host_bytes_held``: the pinned pool, a loader's
-        prefetched batches), plus on the CPU the step's memory, against ``limits.host_room()``
-        (MemAvailable, or what the memory guard leaves) plus what the running batches free.
-        GPU: the step's memory against free plus cached-but-unused memory. The step's memory is
-        ``step_memory()``'s line, fitted at small batches and scaled linearly; each may use
-        ``limits.MEMORY_MARGIN`` of its room."""
-        batch = self._peek_input()
-        sample = memory_probe.nbytes(batch) / memory_probe.batch_len(batch)
-        step = self.step_memory()
-        held = self.host_bytes_held(round(sample * batch_size))
-        host_need = held + (0.0 if self.on_cuda else step.at(batch_size))
-        room = limits.host_room()
-        if room is not None:
-            free = room[0] + self.host_bytes_held(round(sample * self.batch_size))
-            if host_need > limits.MEMORY_MARGIN * free:
-                parts = f"batches held {limits.gib(held)}"
-                if not self.on_cuda:
-                    parts += f" + step {limits.gib(step.at(batch_size))}, {step.how()}"
-                return (f"batch {batch_size} needs about {limits.gib(host_need)} of host memory ({parts}); "
-                        f"{limits.gib(free)} {room[1]}")
-        if self.on_cuda:
-            free_now, _ = torch.cuda.mem_get_info(self.device)
-            free = free_now + torch.cuda.memory_reserved(self.device) - torch.cuda.memory_allocated(self.device)
-            if step.at(batch_size) > limits.MEMORY_MARGIN * free:
-                return (f"batch {batch_size} needs about {limits.gib(step.at(batch_size))} of GPU memory "
-                        f"({step.how()}); {limits.gib(free)} free on {self.device}")
-        return None
-
-    def host_bytes_held(self, batch_bytes: int) -> int:
-        """Host bytes the configuration keeps for batches of ``batch_bytes`` (a family with a
-        loader says its own): here a seeded pool, pinned on CUDA."""
-        return pool_bytes_held(batch_bytes, pin=self.on_cuda)
-
-    def step_memory(self) -> limits.StepMemory:
-        """What a step of the running variant and knobs allocates, fitted from two probe steps
-        (``workloads.memory_probe``) on the first 1 and ``PROBE_BATCH`` samples of the next batch.
-
-        The stages run eagerly (no compiled module, no captured graph: conservative) and train
-        nothing. Measured once per variant and knobs."""
-        key = (self.variant, self.knobs)
-        if key not in self._step_memory:
-            batch = self._peek_input()
-            sizes = sorted({1, min(memory_probe.PROBE_BATCH, memory_probe.batch_len(batch))})
-            produce, consume = self._stages()
-
-            def step(n: int) -> Any:
-                args = memory_probe.head(batch, n)
-                return consume[1](*(produce[1](*args) if produce is not None else args))
-
-            with self._eager_modules(), self._restore_point(memory_probe.generators_of(self, self.device)):
-                measured = [memory_probe.step_bytes(self.device, lambda n=n: step(n)) for n in sizes]
-            self._step_memory[key] = limits.StepMemory.fit(sizes, [float(m) for m in measured])
-        return self._step_memory[key]
-
     @contextlib.contextmanager
     def _restore_point(self, generators: Sequence[torch.Generator]) -> Iterator[None]:
         """Steps run inside leave no trace: the parameters, the optimizer's state, the gradients

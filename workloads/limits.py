@@ -1,7 +1,8 @@
 """How much memory a batch size needs and how much there is: the arithmetic of the memory check.
 
-Torch-free. ``Workload.check_change`` measures a step (``workloads.base``) and asks here whether
-a batch fits; the fixed limits (dataset, hard cap) are the catalog's (``FamilyInfo.batch_refusal``).
+Torch-free. ``Workload.check_change`` (``workloads.change_checks``) measures a step and asks here
+whether a batch fits; the fixed limits (dataset, hard cap) are the catalog's
+(``FamilyInfo.batch_refusal``).
 
 A step's memory is fitted from two probe steps at small batches as ``fixed + per_sample * n``
 (``StepMemory``); host batches held at once (the pinned pool, a loader's prefetched batches)

@@ -89,7 +89,7 @@ class Fault:
         extra = f",for={self.for_s:g}" if form.takes_for else ""
         return f"{self.kind}@{form.point}={self.n}{extra}"
 
-    # -- the workload process (gpudash.engine.loop) ---------------------------------------------------
+    # -- the workload process (gpudash.engine.loop, reconfigure) --------------------------------------
     def before_step(self, step: int) -> None:
         """Called before the workload process's ``step``-th step (1-based)."""
         if step != self.n:

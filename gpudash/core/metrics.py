@@ -8,6 +8,7 @@ Textual-free. To add a metric: add the field to ``Sample`` (the child measures i
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum, IntEnum
 
@@ -117,6 +118,15 @@ BY_KEY: dict[str, Metric] = {m.key: m for m in METRICS}
 def metric(key: str) -> Metric:
     """The catalog row for ``key`` (KeyError names the key)."""
     return BY_KEY[key]
+
+
+def overlap_bound(stage_ms: Iterable[float]) -> float | None:
+    """The steps/s a perfect pipeline of the stages reaches: 1000 / the slowest stage's ms per
+    step. None with fewer than two stages or no positive time."""
+    times = list(stage_ms)
+    if len(times) < 2 or max(times) <= 0:
+        return None
+    return 1000.0 / max(times)
 
 
 def keys(origin: Origin | None = None, **flags: bool) -> tuple[str, ...]:

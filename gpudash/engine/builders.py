@@ -7,7 +7,9 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from gpudash.engine.loop import Builder, StepLoop, plain
+from gpudash.engine.events import plain
+from gpudash.engine.loop import StepLoop
+from gpudash.engine.reconfigure import Builder
 from gpudash.core.protocol import RunConfig
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -25,7 +25,8 @@ from typing import Any
 from gpudash.core import faults, memguard, parent_watch, procgroup
 from gpudash.engine.builders import started_details, workload_builder
 from gpudash.engine.channel import ParentChannel
-from gpudash.engine.loop import StepLoop, one_line, plain, progress_reports
+from gpudash.engine.events import one_line, plain, progress_reports
+from gpudash.engine.loop import StepLoop
 from gpudash.core.protocol import REFUSED, Event, EventKind, RunConfig
 
 

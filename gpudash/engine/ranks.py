@@ -29,9 +29,12 @@ import tempfile
 import time
 import uuid
 from collections import deque
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpudash.core.protocol import Control, Event, EventKind, Message, RankSample, RunConfig, Sample
+
+if TYPE_CHECKING:  # pragma: no cover
+    from workloads.distributed import RankInfo
 
 LOCKSTEP_EVERY = 10  # steps between control broadcasts (one small gloo collective each), at most
 LOCKSTEP_LATENCY_S = 0.5  # ... and fewer when steps are slow: a control waits about this long at most
@@ -80,19 +83,13 @@ def rank_main(config: RunConfig, controls: Any, out: Any, log_path: str | None, 
     from gpudash.core import faults
     from gpudash.engine.builders import started_details, workload_builder
     from gpudash.engine.channel import ParentChannel
-    from gpudash.engine.loop import StepLoop, plain
-    from workloads.base import available_cpus
+    from gpudash.engine.events import plain
+    from gpudash.engine.loop import StepLoop
     from workloads.distributed import RankInfo
     from workloads.knobs import parse_knobs
 
     info = RankInfo.from_env()
-    device = _rank_device(torch, config.device, info.local_rank)
-    if device.type == "cuda":
-        torch.cuda.set_device(device)
-    else:  # the node's CPUs shared between its ranks
-        torch.set_num_threads(max(1, available_cpus() // max(1, info.local_world_size)))
-    dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
-    control_group = dist.new_group(backend="gloo") if device.type == "cuda" else dist.group.WORLD
+    device, control_group = _join_process_group(torch, dist, config.device, info)
     leader = ParentChannel(controls, out, t0=t0) if info.is_leader else None  # event times on the session's clock
     channel: Any = leader if leader is not None else FollowerChannel(out, info.rank)
     emit = channel.emit if leader is None else (lambda m: leader.emit(_as_global(m, info.world_size)))
@@ -129,6 +126,21 @@ def rank_main(config: RunConfig, controls: Any, out: Any, log_path: str | None, 
         channel.close()
         if dist.is_initialized():
             dist.destroy_process_group()
+
+
+def _join_process_group(torch: Any, dist: Any, device_name: str, info: "RankInfo") -> tuple[Any, Any]:
+    """Take this rank's device and join the run's process group; returns the device and the group
+    the controls go over (gloo: on CUDA a group of its own, on the CPU the world)."""
+    from workloads.base import available_cpus
+
+    device = _rank_device(torch, device_name, info.local_rank)
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    else:  # the node's CPUs shared between its ranks
+        torch.set_num_threads(max(1, available_cpus() // max(1, info.local_world_size)))
+    dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+    control_group = dist.new_group(backend="gloo") if device.type == "cuda" else dist.group.WORLD
+    return device, control_group
 
 
 def _any_reason(dist: Any, group: Any, world_size: int, reason: str | None) -> str | None:

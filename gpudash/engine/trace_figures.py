@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpudash.core.metrics import overlap_bound
+
 Interval = tuple[float, float]  # (start, end) in µs
 
 KERNEL, MEMCPY, MEMSET = "kernel", "gpu_memcpy", "gpu_memset"
@@ -81,9 +83,7 @@ class TraceFigures:
     @property
     def overlap_bound(self) -> float | None:
         """1000 / max(stage GPU ms per step): the steps/s a perfect two-stage pipeline reaches."""
-        if len(self.stage_ms_per_step) < 2 or max(self.stage_ms_per_step.values()) <= 0:
-            return None
-        return 1000.0 / max(self.stage_ms_per_step.values())
+        return overlap_bound(self.stage_ms_per_step.values())
 
     @property
     def has_gpu(self) -> bool:

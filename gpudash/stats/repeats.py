@@ -13,7 +13,7 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass, field, replace
 
-from gpudash.core.metrics import FIGURE_KEYS, Better, metric
+from gpudash.core.metrics import FIGURE_KEYS, Better, metric, overlap_bound
 from gpudash.core.protocol import GpuSample, Sample
 from gpudash.stats.comparison import Comparison, Estimate, compare
 from gpudash.stats.figures import JOULES_PER_STEP, Figures
@@ -34,7 +34,10 @@ class StageTimes:
     @property
     def bound(self) -> float:
         """The overlap bound in steps/s."""
-        return 1000.0 / max(self.stage1_ms, self.stage2_ms)
+        bound = overlap_bound((self.stage1_ms, self.stage2_ms))
+        if bound is None:
+            raise ValueError(f"no overlap bound: {self.describe()}")
+        return bound
 
     @classmethod
     def from_details(cls, d: dict[str, str]) -> StageTimes:
