@@ -19,24 +19,31 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from gpudash.stats.comparison import Comparison, Estimate, compare  # noqa: E402
 from gpudash.core.textfmt import fmt_pm  # noqa: E402
+from gpudash.stats.comparison import Comparison, Estimate, compare  # noqa: E402
 from workloads.registry import FAMILIES  # noqa: E402
 
 DOCS = ROOT / "docs"
 ALL, PIPE, AA = "h100-all", "h100-input-pipeline", "h100-aa"
 # The "beyond the articles" sweeps, one per family (gpudash sweep --preset beyond, split by family
 # to fit one device call each).
-BEYOND = {"encdec": "h100-beyond-encdec", "sync_loss": "h100-beyond-sync",
-          "augment": "h100-beyond-augment", "input_pipeline": "h100-beyond-input"}
+BEYOND = {
+    "encdec": "h100-beyond-encdec",
+    "sync_loss": "h100-beyond-sync",
+    "augment": "h100-beyond-augment",
+    "input_pipeline": "h100-beyond-input",
+}
 FAST = "amp=bf16+channels_last+cudnn_benchmark"
 DECODE = "h100-gpu-decode"  # the gpu-decode rung (nvjpeg) against gpu-transform, one sweep
 
 
 def rows(name: str) -> dict[tuple[str, str, int], dict[str, str]]:
     with open(DOCS / "bench" / name / "sweep.csv", newline="") as f:
-        return {(r["workload"], r["variant"], int(r["batch_size"])): r
-                for r in csv.DictReader(f) if r["row_kind"] == "summary"}
+        return {
+            (r["workload"], r["variant"], int(r["batch_size"])): r
+            for r in csv.DictReader(f)
+            if r["row_kind"] == "summary"
+        }
 
 
 def meta(name: str) -> dict[str, object]:
@@ -44,12 +51,17 @@ def meta(name: str) -> dict[str, object]:
 
 
 def est(row: dict[str, str]) -> Estimate:
-    return Estimate(float(row["steps_per_s"]), float(row["steps_per_s_low"]), float(row["steps_per_s_high"]),
-                    int(row["n_samples"]), tuple(float(b) for b in row["steps_per_s_batches"].split(";")))
+    return Estimate(
+        float(row["steps_per_s"]),
+        float(row["steps_per_s_low"]),
+        float(row["steps_per_s_high"]),
+        int(row["n_samples"]),
+        tuple(float(b) for b in row["steps_per_s_batches"].split(";")),
+    )
 
 
 def steps(name: str, w: str, v: str, b: int) -> str:
-    """"178.4 ± 2.3" steps/s."""
+    """ "178.4 ± 2.3" steps/s."""
     return fmt_pm(est(rows(name)[(w, v, b)]))
 
 
@@ -69,26 +81,36 @@ def tables(name: str, skip: tuple[str, ...] = ()) -> str:
     """The family tables of a sweep's own ``sweep.md`` (headings one level down)."""
     text = (DOCS / "bench" / name / "sweep.md").read_text()
     parts = text.split("\n## ")[1:]
-    kept = [p for p in parts if not p.startswith(skip) and not p.startswith("Notes")] if skip else \
-        [p for p in parts if not p.startswith("Notes")]
+    kept = (
+        [p for p in parts if not p.startswith(skip) and not p.startswith("Notes")]
+        if skip
+        else [p for p in parts if not p.startswith("Notes")]
+    )
     return "\n".join("### " + p.strip() + "\n" for p in kept)
 
 
 def header(name: str) -> str:
     m = meta(name)
-    return (f"`{m['command']}` · {m['gpu_name']}, driver {m['driver']} · torch {m['torch_version']} "
-            f"(CUDA {m['cuda_version']}) · {m['cpu_count']} CPUs · {str(m['start_time'])[:16]}")
+    return (
+        f"`{m['command']}` · {m['gpu_name']}, driver {m['driver']} · torch {m['torch_version']} "
+        f"(CUDA {m['cuda_version']}) · {m['cpu_count']} CPUs · {str(m['start_time'])[:16]}"
+    )
 
 
 def encdec_rows() -> str:
-    spec = {8: ("279 → 296 (+6%), bound 365", "83 → 91 (+9.6%)"), 16: ("194 → 208 (+7%), bound 251", "–"),
-            32: ("129 → 136 (+5%), bound 162", "–")}
+    spec = {
+        8: ("279 → 296 (+6%), bound 365", "83 → 91 (+9.6%)"),
+        16: ("194 → 208 (+7%), bound 251", "–"),
+        32: ("129 → 136 (+5%), bound 162", "–"),
+    }
     out = []
     for b in (8, 16, 32):
         pct = fmt_pm(bound_pct(ALL, "encdec", "pipelined", b))
-        out.append(f"| {b} | {spec[b][1]} | {spec[b][0]} | {steps(ALL, 'encdec', 'serial', b)} → "
-                   f"{steps(ALL, 'encdec', 'pipelined', b)}, {versus(ALL, 'encdec', 'serial', 'pipelined', b)}; "
-                   f"bound {cell(ALL, 'encdec', 'pipelined', b, 'overlap_bound')}, pipelined at {pct}% of it |")
+        out.append(
+            f"| {b} | {spec[b][1]} | {spec[b][0]} | {steps(ALL, 'encdec', 'serial', b)} → "
+            f"{steps(ALL, 'encdec', 'pipelined', b)}, {versus(ALL, 'encdec', 'serial', 'pipelined', b)}; "
+            f"bound {cell(ALL, 'encdec', 'pipelined', b, 'overlap_bound')}, pipelined at {pct}% of it |"
+        )
     return "\n".join(out)
 
 
@@ -98,44 +120,54 @@ LADDER_ORDER = [name for name in FAMILIES["input_pipeline"].variant_names if nam
 
 def ladder_verdicts(name: str, w: str, b: int, order: list[str]) -> str:
     """Each rung against the one before, by verdict: "faster 1, no change detected 4"."""
-    verdicts = [ratio(name, w, old, new, b).verdict for old, new in zip(order, order[1:])]
+    verdicts = [ratio(name, w, old, new, b).verdict for old, new in zip(order, order[1:], strict=False)]
     return ", ".join(f"{v} {verdicts.count(v)}" for v in dict.fromkeys(verdicts))
 
 
 def ladder(name: str, w: str, b: int, order: list[str]) -> str:
     """Each variant against the one before it."""
-    return "\n".join(f"| {old} → {new} | {steps(name, w, old, b)} → {steps(name, w, new, b)} | "
-                     f"{versus(name, w, old, new, b)} |" for old, new in zip(order, order[1:]))
+    return "\n".join(
+        f"| {old} → {new} | {steps(name, w, old, b)} → {steps(name, w, new, b)} | {versus(name, w, old, new, b)} |"
+        for old, new in zip(order, order[1:], strict=False)
+    )
 
 
-def ratio(name: str, w: str, old: str, new: str, b: int) -> "Comparison":
+def ratio(name: str, w: str, old: str, new: str, b: int) -> Comparison:
     r = rows(name)
     return compare(est(r[(w, old, b)]), est(r[(w, new, b)]))
 
 
 def best_label(name: str, w: str, b: int) -> str:
     """The configuration with knobs that ran fastest (highest mean steps/s) in a sweep."""
-    candidates = [(float(r["steps_per_s"]), v) for (fam, v, bs), r in rows(name).items()
-                  if fam == w and bs == b and "+" in v]
+    candidates = [
+        (float(r["steps_per_s"]), v) for (fam, v, bs), r in rows(name).items() if fam == w and bs == b and "+" in v
+    ]
     return max(candidates)[1]
 
 
 def beyond_rows() -> str:
     """Per family and batch: plain, the article's fix, the best knobs; each against plain and fix."""
-    cases = [("encdec", 8, "serial", "pipelined"), ("encdec", 32, "serial", "pipelined"),
-             ("sync_loss", 8, "sync-heavy", "fixed"), ("sync_loss", 32, "sync-heavy", "fixed"),
-             ("augment", 32, "cpu", "pipelined"), ("input_pipeline", 256, "baseline", "gpu-transform")]
+    cases = [
+        ("encdec", 8, "serial", "pipelined"),
+        ("encdec", 32, "serial", "pipelined"),
+        ("sync_loss", 8, "sync-heavy", "fixed"),
+        ("sync_loss", 32, "sync-heavy", "fixed"),
+        ("augment", 32, "cpu", "pipelined"),
+        ("input_pipeline", 256, "baseline", "gpu-transform"),
+    ]
     out = []
     for w, b, plain, fix in cases:
         name = BEYOND[w]
         best = best_label(name, w, b)
-        out.append(f"| {w} | {b} | {plain}: {steps(name, w, plain, b)} | {fix}: {steps(name, w, fix, b)}, "
-                   f"{versus(name, w, plain, fix, b)} | `{best}`: {steps(name, w, best, b)} | "
-                   f"{versus(name, w, plain, best, b)} | {versus(name, w, fix, best, b)} |")
+        out.append(
+            f"| {w} | {b} | {plain}: {steps(name, w, plain, b)} | {fix}: {steps(name, w, fix, b)}, "
+            f"{versus(name, w, plain, fix, b)} | `{best}`: {steps(name, w, best, b)} | "
+            f"{versus(name, w, plain, best, b)} | {versus(name, w, fix, best, b)} |"
+        )
     return "\n".join(out)
 
 
-def target_row(goal: str, c: "Comparison", at_least: float) -> str:
+def target_row(goal: str, c: Comparison, at_least: float) -> str:
     """A target "≥ N×" against a measured ratio: met only when the whole interval clears it."""
     if c.low is not None and c.low >= at_least:
         verdict = "met (the whole interval is above it)"
@@ -154,13 +186,20 @@ def beyond_targets() -> str:
     lines = [
         target_row("encdec batch 8: best knobs vs plain serial", ratio(e, "encdec", "serial", best, 8), 2.0),
         target_row("encdec batch 32: best knobs vs plain serial", ratio(e, "encdec", "serial", best, 32), 1.9),
-        target_row("encdec batch 8: pipelined vs serial, both with the best knobs", ratio(e, "encdec", best, piped, 8), 1.0),
-        target_row("encdec batch 32: pipelined vs serial, both with the best knobs", ratio(e, "encdec", best, piped, 32), 1.0),
+        target_row(
+            "encdec batch 8: pipelined vs serial, both with the best knobs", ratio(e, "encdec", best, piped, 8), 1.0
+        ),
+        target_row(
+            "encdec batch 32: pipelined vs serial, both with the best knobs", ratio(e, "encdec", best, piped, 32), 1.0
+        ),
         target_row("sync_loss batch 8: best knobs vs plain fixed", ratio(s, "sync_loss", "fixed", fixed, 8), 1.3),
         target_row("sync_loss batch 32: best knobs vs plain fixed", ratio(s, "sync_loss", "fixed", fixed, 32), 1.3),
         target_row("sync_loss batch 8: best knobs vs sync-heavy", ratio(s, "sync_loss", "sync-heavy", fixed, 8), 1.9),
-        target_row("augment batch 32: pipelined with the best knobs vs plain pipelined",
-                   ratio(a, "augment", "pipelined", piped, 32), 1.3),
+        target_row(
+            "augment batch 32: pipelined with the best knobs vs plain pipelined",
+            ratio(a, "augment", "pipelined", piped, 32),
+            1.3,
+        ),
     ]
     return "\n".join(lines)
 
@@ -330,7 +369,7 @@ def profile_tables() -> tuple[list[str], dict[str, dict[str, str]], dict[str, di
             head = cells
             parsed.append({})
         elif not set(cells[0]) <= set("-:"):
-            parsed[-1][cells[0]] = dict(zip(head, cells))
+            parsed[-1][cells[0]] = dict(zip(head, cells, strict=False))
     return lines, parsed[0], parsed[1]
 
 
@@ -497,9 +536,9 @@ or *within noise*. The articles' own figures (A10G) and the articles' code on an
 
 `encdec` serial at batch 8, listed twice, measured in the same interleaved rounds:
 {fmt_pm(est(rows(AA)[("encdec", "serial", 8)]))} vs {fmt_pm(est(aa))} steps/s, ratio
-{float(aa['ratio']):.2f} ({float(aa['ratio_low']):.2f}–{float(aa['ratio_high']):.2f}): **{aa['verdict']}**.
+{float(aa["ratio"]):.2f} ({float(aa["ratio_low"]):.2f}–{float(aa["ratio_high"]):.2f}): **{aa["verdict"]}**.
 Batch 8 is the noisiest configuration here (the host launches kernels as fast as the GPU runs them;
-GPU utilisation {cell(AA, 'encdec', 'serial', 8, 'gpu_util_pct')}%), and the interval is honest about it.
+GPU utilisation {cell(AA, "encdec", "serial", 8, "gpu_util_pct")}%), and the interval is honest about it.
 
 ## Pipelining: `encdec`, serial vs two streams
 

@@ -32,22 +32,49 @@ VARIANT = {"encdec": "serial", "sync_loss": "fixed", "augment": "gpu-vectorized"
 
 def sweep(family: str, batches: list[int], nproc: int, args: argparse.Namespace, out: Path) -> dict[int, Estimate]:
     """Run one sweep; its summary rows' steps/s by batch size."""
-    cmd = [sys.executable, "-m", "gpudash", "sweep", "-w", family, "-v", VARIANT[family],
-           "-b", ",".join(map(str, batches)), "--repeats", str(args.repeats), "--seconds", str(args.seconds),
-           "--warmup", str(args.warmup), "--device", args.device, "--nproc", str(nproc), "--out", str(out), "-q"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "gpudash",
+        "sweep",
+        "-w",
+        family,
+        "-v",
+        VARIANT[family],
+        "-b",
+        ",".join(map(str, batches)),
+        "--repeats",
+        str(args.repeats),
+        "--seconds",
+        str(args.seconds),
+        "--warmup",
+        str(args.warmup),
+        "--device",
+        args.device,
+        "--nproc",
+        str(nproc),
+        "--out",
+        str(out),
+        "-q",
+    ]
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed: {done.stderr.strip().splitlines()[-1:]}")
-    return {s.config.batch_size: s.stats["steps_per_s"]
-            for _, summaries in summaries_from_csv(out / "sweep.csv") for s in summaries}
+    return {
+        s.config.batch_size: s.stats["steps_per_s"]
+        for _, summaries in summaries_from_csv(out / "sweep.csv")
+        for s in summaries
+    }
 
 
 def machine(sweep_json: Path) -> str:
     """The device, driver, torch and CUDA versions a sweep recorded, in one line."""
     m = json.loads(sweep_json.read_text())
     names = m.get("gpu_names") or [m.get("device_name") or m.get("device")]
-    return (f"{' + '.join(map(str, names))} · driver {m.get('driver')} · torch {m.get('torch_version')} "
-            f"(CUDA {m.get('cuda_version')}) · {m.get('cpu_count')} CPUs")
+    return (
+        f"{' + '.join(map(str, names))} · driver {m.get('driver')} · torch {m.get('torch_version')} "
+        f"(CUDA {m.get('cuda_version')}) · {m.get('cpu_count')} CPUs"
+    )
 
 
 def main() -> None:
@@ -63,7 +90,9 @@ def main() -> None:
     args = p.parse_args()
     batches = args.batch_size or [8, 32]
     out = args.out or Path(tempfile.mkdtemp(prefix="gpudash-ddp-"))
-    header = f"# DDP scaling, {args.nproc} ranks vs 1 — {datetime.date.today()}, {args.repeats} repeats × {args.seconds:g} s"
+    header = (
+        f"# DDP scaling, {args.nproc} ranks vs 1 — {datetime.date.today()}, {args.repeats} repeats × {args.seconds:g} s"
+    )
     print(f"{header} (warm-up {args.warmup:g} s); sweeps in {out}", flush=True)
     print("`python benchmarks/ddp_scaling.py " + " ".join(sys.argv[1:]) + "`", flush=True)
     for i, family in enumerate(args.workload or DEFAULT_FAMILIES):
@@ -71,8 +100,10 @@ def main() -> None:
         many = sweep(family, batches, args.nproc, args, out / f"{family}-nproc{args.nproc}")
         if i == 0:  # the machine once, then the table, a family's rows as soon as they are measured
             print(machine(out / f"{family}-nproc{args.nproc}" / "sweep.json") + "\n")
-            print("| family | variant | batch per rank | 1 rank steps/s | N ranks steps/s | N ranks samples/s | "
-                  "scaling efficiency | verdict |")
+            print(
+                "| family | variant | batch per rank | 1 rank steps/s | N ranks steps/s | N ranks samples/s | "
+                "scaling efficiency | verdict |"
+            )
             print("|---|---|---:|---:|---:|---:|---:|---|")
         for b in batches:
             c = compare(one[b], many[b])
@@ -81,8 +112,12 @@ def main() -> None:
                 met = c.low is not None and c.low >= 0.9
                 missed = c.high is not None and c.high < 0.9
                 verdict += "; target ≥ 0.9: " + ("met" if met else "**not met**" if missed else "not decided")
-            print(f"| {family} | {VARIANT[family]} | {b} | {one[b].mean:.1f} | {many[b].mean:.1f} | "
-                  f"{many[b].mean * b * args.nproc:.0f} | {c.format()} | {verdict} |", flush=True)
+            print(
+                f"| {family} | {VARIANT[family]} | {b} | {one[b].mean:.1f} | {many[b].mean:.1f} | "
+                f"{many[b].mean * b * args.nproc:.0f} | {c.format()} | {verdict} |",
+                flush=True,
+            )
+
 
 if __name__ == "__main__":
     main()

@@ -62,8 +62,9 @@ def main() -> int:
     times: dict[str, list[float]] = {t: [] for t in trees}
     for _ in range(args.rounds):
         for tree in trees:  # interleaved: A B A B
-            out = subprocess.run([sys.executable, "-c", CHILD, tree, str(args.steps)],
-                                 capture_output=True, text=True, check=True)
+            out = subprocess.run(
+                [sys.executable, "-c", CHILD, tree, str(args.steps)], capture_output=True, text=True, check=True
+            )
             times[tree].append(float(out.stdout.strip().splitlines()[-1]))
     print(f"# engine loop cost, no-op workload on the CPU, {args.steps} steps a round, {args.rounds} rounds")
     print("| tree | µs/step (median) | min | max |")

@@ -40,8 +40,8 @@ def main() -> int:
 
     import torch
 
-    from gpudash.engine.loop import StepLoop
     from gpudash.core.protocol import Sample
+    from gpudash.engine.loop import StepLoop
     from workloads.base import WorkloadOptions
     from workloads.factory import build
 
@@ -67,29 +67,42 @@ def main() -> int:
 
     def engine(n: int, count_syncs: bool) -> float:
         got: list[object] = []
-        loop = StepLoop(w, emit=got.append, sample_interval_s=args.sample_interval,
-                        count_syncs=count_syncs and cuda, controls=lambda timeout: None)
+        loop = StepLoop(
+            w,
+            emit=got.append,
+            sample_interval_s=args.sample_interval,
+            count_syncs=count_syncs and cuda,
+            controls=lambda timeout: None,
+        )
         sync()
         t = time.perf_counter()
         loop.run(steps=n)  # ends with the workload's drain (a synchronize)
         rate = n / (time.perf_counter() - t)
         samples = [m for m in got if isinstance(m, Sample)]
         if count_syncs:
-            last.update(samples=len(samples), syncs=[s.syncs_per_step for s in samples][-3:],
-                        bookkeeping_syncs=loop.bookkeeping_syncs,
-                        p50=samples[-1].step_ms_p50 if samples else None)
+            last.update(
+                samples=len(samples),
+                syncs=[s.syncs_per_step for s in samples][-3:],
+                bookkeeping_syncs=loop.bookkeeping_syncs,
+                p50=samples[-1].step_ms_p50 if samples else None,
+            )
         return rate
 
     # warm up (allocator, cuDNN, lazy init), then size n to about --seconds
     bare(10)
     engine(10, True)
-    probe = bare(max(10, int(50)))
+    probe = bare(max(10, 50))
     n = max(20, int(probe * args.seconds))
 
     name = torch.cuda.get_device_name(device) if cuda else platform.processor() or "cpu"
-    print(f"# engine overhead: {args.workload} {w.variant}, batch {w.batch_size}, image {w.image_size}, on {device} ({name})")
-    print(f"# torch {torch.__version__}, CUDA {torch.version.cuda}, python {platform.python_version()}, "
-          f"{dt.datetime.now().astimezone().isoformat(timespec='seconds')}")
+    print(
+        f"# engine overhead: {args.workload} {w.variant}, batch {w.batch_size}, image {w.image_size}, "
+        f"on {device} ({name})"
+    )
+    print(
+        f"# torch {torch.__version__}, CUDA {torch.version.cuda}, python {platform.python_version()}, "
+        f"{dt.datetime.now().astimezone().isoformat(timespec='seconds')}"
+    )
     print(f"# {n} steps per measurement, {args.rounds} rounds, sample interval {args.sample_interval} s")
     cols = ["round", "bare steps/s", "engine steps/s", "ratio"]
     if args.no_sync_count:
@@ -111,8 +124,10 @@ def main() -> int:
     print(f"\nmedian engine/bare: {med:.3f}  (target >= 0.98: {'OK' if med >= 0.98 else 'BELOW'})")
     if ratios_nc:
         print(f"median engine (no sync counting)/bare: {statistics.median(ratios_nc):.3f}")
-    print(f"engine saw: syncs/step {last.get('syncs')}, syncs of its own bookkeeping "
-          f"{last.get('bookkeeping_syncs')}, step p50 {last.get('p50')} ms, {last.get('samples')} samples")
+    print(
+        f"engine saw: syncs/step {last.get('syncs')}, syncs of its own bookkeeping "
+        f"{last.get('bookkeeping_syncs')}, step p50 {last.get('p50')} ms, {last.get('samples')} samples"
+    )
     w.close()
     return 0
 

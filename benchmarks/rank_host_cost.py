@@ -48,8 +48,22 @@ def _rollup(pid: int) -> tuple[int, int] | None:
 def measure(family: str, steps: int, device: str) -> dict[str, int]:
     """Peak RSS and PSS of a rank and of the launcher during a ``--nproc 2`` run of ``family``."""
     with tempfile.TemporaryDirectory() as tmp:
-        argv = [sys.executable, "-m", "gpudash", "record", os.path.join(tmp, "run.csv"), "-w", family,
-                "--device", device, "--nproc", "2", "--steps", str(steps), "-q"]
+        argv = [
+            sys.executable,
+            "-m",
+            "gpudash",
+            "record",
+            os.path.join(tmp, "run.csv"),
+            "-w",
+            family,
+            "--device",
+            device,
+            "--nproc",
+            "2",
+            "--steps",
+            str(steps),
+            "-q",
+        ]
         proc = subprocess.Popen(argv, cwd=tmp, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         peak = {"rank_rss": 0, "rank_pss": 0, "launcher_rss": 0, "launcher_pss": 0}
         launcher: int | None = None
@@ -92,8 +106,10 @@ def main() -> None:
     args = p.parse_args()
     import torch
 
-    print(f"# Host memory of a data-parallel rank ({args.device}; {platform.node()}, "
-          f"torch {torch.__version__}, {datetime.date.today().isoformat()})\n")
+    print(
+        f"# Host memory of a data-parallel rank ({args.device}; {platform.node()}, "
+        f"torch {torch.__version__}, {datetime.date.today().isoformat()})\n"
+    )
     print(f"`python benchmarks/rank_host_cost.py --device {args.device} --steps {args.steps}`\n")
     print("| family | rank RSS MiB | rank PSS MiB | launcher RSS MiB | launcher PSS MiB |")
     print("|---|---:|---:|---:|---:|")
@@ -101,8 +117,11 @@ def main() -> None:
     for family in args.families.split(","):
         peak = measure(family, args.steps, args.device)
         worst = max(worst, peak["rank_pss"])
-        print(f"| {family} | {peak['rank_rss'] / MIB:.0f} | {peak['rank_pss'] / MIB:.0f} | "
-              f"{peak['launcher_rss'] / MIB:.0f} | {peak['launcher_pss'] / MIB:.0f} |", flush=True)
+        print(
+            f"| {family} | {peak['rank_rss'] / MIB:.0f} | {peak['rank_pss'] / MIB:.0f} | "
+            f"{peak['launcher_rss'] / MIB:.0f} | {peak['launcher_pss'] / MIB:.0f} |",
+            flush=True,
+        )
     print(f"\nlargest rank PSS: {worst / MIB:.0f} MiB")
 
 

@@ -59,8 +59,13 @@ def main() -> None:
     print("|---:|---:|---|---:|---|")
     for px in (256, 64):
         for warm in ("no", "yes"):
-            out = subprocess.run([sys.executable, "-W", "ignore", "-c", CHILD, str(px), "4000", warm], cwd=ROOT,
-                                 capture_output=True, text=True, check=True).stdout.split()
+            out = subprocess.run(
+                [sys.executable, "-W", "ignore", "-c", CHILD, str(px), "4000", warm],
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout.split()
             print(f"| {px} | 4000 | {warm} | {out[0]} | {out[1]} |")
 
 

@@ -33,8 +33,9 @@ ROOT = HERE.parent
 sys.path[:0] = [str(ROOT), str(HERE)]  # gpudash, and tui_frame.py beside this script
 
 from tui_frame import pty_first_frame  # noqa: E402
-from gpudash.recording.csvformat import event_row, format_row, header, sample_row  # noqa: E402
+
 from gpudash.core.protocol import Event, GpuSample, Sample  # noqa: E402
+from gpudash.recording.csvformat import event_row, format_row, header, sample_row  # noqa: E402
 
 SIZES = (200, 10_000, 50_000, 200_000)  # 200: the baseline, what any replay costs
 
@@ -91,7 +92,7 @@ def in_process(path: Path) -> tuple[float, float, float, bool]:
                 seen_progress = seen_progress or app.status_text().startswith("reading")
                 await pilot.pause(0.01)
             loaded = time.perf_counter() - t0
-            gaps = [b - a for a, b in zip(ticks, ticks[1:])]
+            gaps = [b - a for a, b in zip(ticks, ticks[1:], strict=False)]
             return first, loaded, max(gaps, default=0.0), seen_progress
 
     return asyncio.run(main())
@@ -109,8 +110,11 @@ def main() -> int:
     ap.add_argument("--rows", type=int, action="append", help="recording sizes (default: 200, 10k, 50k, 200k)")
     ap.add_argument("--quick", action="store_true", help="skip the whole-process (pty) runs")
     args = ap.parse_args()
-    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
-          f"Python {platform.python_version()}, load average {os.getloadavg()[0]:.1f}", flush=True)
+    print(
+        f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+        f"Python {platform.python_version()}, load average {os.getloadavg()[0]:.1f}",
+        flush=True,
+    )
     table = []
     with tempfile.TemporaryDirectory() as tmp:
         for rows in args.rows or SIZES:
@@ -126,13 +130,23 @@ def main() -> int:
     def ms(x: float | None) -> str:
         return "–" if x is None else f"{x * 1000:.0f} ms"
 
-    cols = ("rows", "MiB", "first frame (process)", "first frame (in process)", "all rows read",
-            "longest UI stall", "progress shown", "parse on the UI thread")
+    cols = (
+        "rows",
+        "MiB",
+        "first frame (process)",
+        "first frame (in process)",
+        "all rows read",
+        "longest UI stall",
+        "progress shown",
+        "parse on the UI thread",
+    )
     print("\n| " + " | ".join(cols) + " |")
     print("|" + "|".join("--:" for _ in cols) + "|")
     for rows, mib, pty, first, loaded, stall, progress, sync in table:
-        print(f"| {rows:,} | {mib:.1f} | {ms(pty)} | {ms(first)} | {loaded:.1f} s | {ms(stall)} | "
-              f"{'yes' if progress else 'no'} | {sync:.1f} s |")
+        print(
+            f"| {rows:,} | {mib:.1f} | {ms(pty)} | {ms(first)} | {loaded:.1f} s | {ms(stall)} | "
+            f"{'yes' if progress else 'no'} | {sync:.1f} s |"
+        )
     print(f"\nload average at the end: {os.getloadavg()[0]:.1f}")
     print("target: first frame ≤ 1 s at 200 000 rows")
     return 0

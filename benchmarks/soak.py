@@ -171,8 +171,11 @@ async def run_soak(args: argparse.Namespace, soak: Soak) -> None:
             if now >= next_measure:
                 row = measure(app, (now - t0) / 60, before)
                 soak.rows.append(row)
-                _say(f"minute {row.minute:5.1f}: " + ", ".join(
-                    f"{k}={v:.1f}" for k, v in row.values.items() if v is not None) + f"; {row.running}")
+                _say(
+                    f"minute {row.minute:5.1f}: "
+                    + ", ".join(f"{k}={v:.1f}" for k, v in row.values.items() if v is not None)
+                    + f"; {row.running}"
+                )
                 next_measure += args.measure_every
             if now >= end:
                 break
@@ -181,8 +184,9 @@ async def run_soak(args: argparse.Namespace, soak: Soak) -> None:
                 name, change = opening[n] if touring else changes[(n - len(opening)) % len(changes)]
                 before = running_label(app)  # the like-for-like verdicts group by it
                 notice = change()
-                soak.changes.append(f"t={now - t0:.0f} s {'tour: ' if touring else ''}{name}: "
-                                    f"{getattr(notice, 'text', notice)}")
+                soak.changes.append(
+                    f"t={now - t0:.0f} s {'tour: ' if touring else ''}{name}: {getattr(notice, 'text', notice)}"
+                )
                 n += 1
                 next_change += args.tour_every if n < len(opening) else args.change_every
             note_trouble(app, soak, seen)
@@ -213,14 +217,19 @@ def report(args: argparse.Namespace, soak: Soak) -> str:
     import torch
 
     gpu = torch.cuda.get_device_name(0) if args.device.startswith("cuda") and torch.cuda.is_available() else "none"
-    head = (f"# gpudash soak: {args.minutes:g} min, a change every {args.change_every:g} s\n\n"
-            f"{_dt.datetime.now().astimezone().isoformat(timespec='minutes')} · {platform.node()} · "
-            f"{os.cpu_count()} CPUs · torch {torch.__version__} · device {args.device} · GPU {gpu} · "
-            f"measured every {args.measure_every:g} s\n")
+    head = (
+        f"# gpudash soak: {args.minutes:g} min, a change every {args.change_every:g} s\n\n"
+        f"{_dt.datetime.now().astimezone().isoformat(timespec='minutes')} · {platform.node()} · "
+        f"{os.cpu_count()} CPUs · torch {torch.__version__} · device {args.device} · GPU {gpu} · "
+        f"measured every {args.measure_every:g} s\n"
+    )
     body = table(soak, args.warmup_minutes, soak.base)
     toured = sum(1 for c in soak.changes if " tour: " in c)
-    notes = ["", f"changes: {len(soak.changes)} (the opening tour's {toured}, every {args.tour_every:g} s); "
-             f"errors and crashes: {len(soak.trouble)}"]
+    notes = [
+        "",
+        f"changes: {len(soak.changes)} (the opening tour's {toured}, every {args.tour_every:g} s); "
+        f"errors and crashes: {len(soak.trouble)}",
+    ]
     notes += [f"- {t}" for t in soak.trouble[:20]]
     return "\n".join([head, body, *notes]) + "\n"
 
@@ -229,12 +238,24 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--minutes", type=float, default=60.0, help="how long (default: 60)")
     p.add_argument("--change-every", type=float, default=60.0, metavar="S", help="seconds between changes (60)")
-    p.add_argument("--tour-every", type=float, default=20.0, metavar="S",
-                   help="seconds between the opening tour's changes (20; 0: no tour)")
-    p.add_argument("--measure-every", type=float, metavar="S",
-                   help="seconds between measurements (default: --change-every, just before each change)")
-    p.add_argument("--warmup-minutes", type=float,
-                   help="left out of the verdicts (default: 5, or a sixth of a run shorter than 30 minutes)")
+    p.add_argument(
+        "--tour-every",
+        type=float,
+        default=20.0,
+        metavar="S",
+        help="seconds between the opening tour's changes (20; 0: no tour)",
+    )
+    p.add_argument(
+        "--measure-every",
+        type=float,
+        metavar="S",
+        help="seconds between measurements (default: --change-every, just before each change)",
+    )
+    p.add_argument(
+        "--warmup-minutes",
+        type=float,
+        help="left out of the verdicts (default: 5, or a sixth of a run shorter than 30 minutes)",
+    )
     p.add_argument("-w", "--workload", default="encdec", help="the family it starts on (encdec)")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N (auto)")
     p.add_argument("--sample-interval", type=float, default=0.25, metavar="S", help="the dashboard's (0.25)")

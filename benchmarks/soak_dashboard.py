@@ -44,8 +44,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.soaks import (FLAT_PCT, DashboardRow as Row, ProcStats, default_warmup_minutes, proc_stats,  # noqa: E402
-                         slope_per_hour, tree_stats, window_verdict as verdict)
+from tests.soaks import FLAT_PCT, ProcStats, default_warmup_minutes, proc_stats, slope_per_hour, tree_stats  # noqa: E402
+from tests.soaks import DashboardRow as Row  # noqa: E402
+from tests.soaks import window_verdict as verdict  # noqa: E402
 
 KEYS = ("+", "-", "v", "v")  # a change each: batch ×2, back, the next variant, back (a two-variant family)
 KEY_NAMES = {"+": "batch ×2 (+)", "-": "batch ÷2 (-)", "v": "the next variant (v)"}
@@ -78,8 +79,22 @@ class Tmux:
 
     def start(self, command: str, cwd: Path, size: tuple[int, int]) -> int:
         """Start ``command`` in a new session; returns the pid of the process in the pane."""
-        pid = self.run("new-session", "-d", "-P", "-F", "#{pane_pid}", "-s", self.session, "-c", str(cwd),
-                       "-x", str(size[0]), "-y", str(size[1]), command)
+        pid = self.run(
+            "new-session",
+            "-d",
+            "-P",
+            "-F",
+            "#{pane_pid}",
+            "-s",
+            self.session,
+            "-c",
+            str(cwd),
+            "-x",
+            str(size[0]),
+            "-y",
+            str(size[1]),
+            command,
+        )
         return int(pid.strip())
 
     def keys(self, *keys: str, literal: bool = False) -> None:
@@ -199,21 +214,25 @@ def _head(args: argparse.Namespace, soak: Soak, command: str) -> list[str]:
     return [
         f"# gpudash dashboard soak: {args.minutes:g} min in tmux, a change every {args.change_every:g} s, recording",
         "",
-        (f"{when} · {platform.node()} · {os.cpu_count()} CPUs ({_cpu_model()}) · Python "
-         f"{platform.python_version()} · torch {_version('torch')} · textual {_version('textual')} · "
-         f"{tmux_version} {args.size[0]}×{args.size[1]} · measured every {args.measure_every:g} s · "
-         f"status: {soak.ended}"),
+        (
+            f"{when} · {platform.node()} · {os.cpu_count()} CPUs ({_cpu_model()}) · Python "
+            f"{platform.python_version()} · torch {_version('torch')} · textual {_version('textual')} · "
+            f"{tmux_version} {args.size[0]}×{args.size[1]} · measured every {args.measure_every:g} s · "
+            f"status: {soak.ended}"
+        ),
         "",
         f"Command: `{command}`  ",
         f"The dashboard, in tmux: `{dashboard_command(args).removeprefix('exec ')}`",
         "",
         f"**Verdict: {overall(args, soak)}**",
         "",
-        (f"Changes, in turn: {keys} (on a two-variant family the second v goes back); the recording "
-         f"started with `c`, enter. The dashboard's columns are judged after a {args.warmup_minutes:.3g}-minute "
-         f"warm-up: the median of the first {args.window_minutes:.3g} minutes against that of the last "
-         f"{args.window_minutes:.3g} (flat: within {FLAT_PCT:g}%; fds and threads also within ±1). The "
-         "workload's RSS and the recording's size are context, not judged."),
+        (
+            f"Changes, in turn: {keys} (on a two-variant family the second v goes back); the recording "
+            f"started with `c`, enter. The dashboard's columns are judged after a {args.warmup_minutes:.3g}-minute "
+            f"warm-up: the median of the first {args.window_minutes:.3g} minutes against that of the last "
+            f"{args.window_minutes:.3g} (flat: within {FLAT_PCT:g}%; fds and threads also within ±1). The "
+            "workload's RSS and the recording's size are context, not judged."
+        ),
         "",
     ]
 
@@ -222,8 +241,9 @@ def _table(soak: Soak) -> list[str]:
     cols = ["minute", *(h for _, h, _ in COLUMNS), "changes", "the screen's first line"]
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for r in soak.rows:
-        cells = [f"{r.minute:.1f}"] + [fmt.format(r.values[k]) if r.values[k] is not None else "n/a"
-                                        for k, _, fmt in COLUMNS]
+        cells = [f"{r.minute:.1f}"] + [
+            fmt.format(r.values[k]) if r.values[k] is not None else "n/a" for k, _, fmt in COLUMNS
+        ]
         lines.append("| " + " | ".join([*cells, str(r.changes), r.header.replace("|", "/")]) + " |")
     return lines
 
@@ -302,8 +322,11 @@ def run_soak(args: argparse.Namespace, soak: Soak, command: str) -> None:
                 soak.screen = look(tmux, soak, pid, minute)
                 row = measure(pid, args.out_dir, minute, len(soak.changes), soak.screen)
                 soak.rows.append(row)
-                _say(f"minute {minute:5.1f}: " + ", ".join(f"{k}={v:.1f}" for k, v in row.values.items()
-                                                           if v is not None) + f"; {row.header[:70]}")
+                _say(
+                    f"minute {minute:5.1f}: "
+                    + ", ".join(f"{k}={v:.1f}" for k, v in row.values.items() if v is not None)
+                    + f"; {row.header[:70]}"
+                )
                 write_report(args, soak, command)
                 next_measure += args.measure_every
             if now >= end:
@@ -346,27 +369,44 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--minutes", type=float, default=60.0, help="how long, from the recording's start (60)")
     p.add_argument("--change-every", type=float, default=30.0, metavar="S", help="seconds between changes (30)")
-    p.add_argument("--measure-every", type=float, metavar="S",
-                   help="seconds between measurements (default: --change-every, just before each change)")
-    p.add_argument("--warmup-minutes", type=float,
-                   help="left out of the verdicts (default: 5, or a sixth of a run shorter than 30 minutes)")
-    p.add_argument("--window-minutes", type=float,
-                   help="the first and last windows compared (default: 5, or a sixth of a shorter run)")
+    p.add_argument(
+        "--measure-every",
+        type=float,
+        metavar="S",
+        help="seconds between measurements (default: --change-every, just before each change)",
+    )
+    p.add_argument(
+        "--warmup-minutes",
+        type=float,
+        help="left out of the verdicts (default: 5, or a sixth of a run shorter than 30 minutes)",
+    )
+    p.add_argument(
+        "--window-minutes",
+        type=float,
+        help="the first and last windows compared (default: 5, or a sixth of a shorter run)",
+    )
     p.add_argument("--size", type=_size, default=SIZE, metavar="WxH", help="the terminal's (120x36)")
     p.add_argument("-w", "--workload", default="sync_loss", help="the family (sync_loss: cheap on the CPU)")
-    p.add_argument("--out-dir", type=Path, default=Path("soak-dashboard-out"),
-                   help="the recording, the settings and the dashboard's working directory (./soak-dashboard-out)")
+    p.add_argument(
+        "--out-dir",
+        type=Path,
+        default=Path("soak-dashboard-out"),
+        help="the recording, the settings and the dashboard's working directory (./soak-dashboard-out)",
+    )
     p.add_argument("--out", type=Path, default=ROOT / "docs" / "soak-dashboard.md", help="the report")
-    p.add_argument("gpudash_args", nargs="*", metavar="-- GPUDASH_ARGS",
-                   help="more gpudash options after --, e.g. -- --image-size 16 --device cpu")
+    p.add_argument(
+        "gpudash_args",
+        nargs="*",
+        metavar="-- GPUDASH_ARGS",
+        help="more gpudash options after --, e.g. -- --image-size 16 --device cpu",
+    )
     args = p.parse_args(argv)
     args.measure_every = args.measure_every or args.change_every
     short = default_warmup_minutes(args.minutes)
     args.warmup_minutes = args.warmup_minutes if args.warmup_minutes is not None else short
     args.window_minutes = args.window_minutes if args.window_minutes is not None else short
     if min(args.minutes, args.change_every, args.measure_every, args.window_minutes) <= 0 or args.warmup_minutes < 0:
-        p.error("--minutes, --change-every, --measure-every and --window-minutes must be > 0, "
-                "--warmup-minutes ≥ 0")
+        p.error("--minutes, --change-every, --measure-every and --window-minutes must be > 0, --warmup-minutes ≥ 0")
     if not Path("/proc/self/status").exists() or shutil.which("tmux") is None:
         p.error("the soak needs Linux (/proc) and tmux")
     args.out_dir = args.out_dir.resolve()

@@ -57,8 +57,9 @@ def in_process_first_frame_s() -> float:
     return asyncio.run(main())
 
 
-def pty_first_frame(argv: list[str], marker: bytes, timeout: float = 20.0, cols: int = 120,
-                    rows: int = 36, after_frame=None) -> tuple[float | None, str]:
+def pty_first_frame(
+    argv: list[str], marker: bytes, timeout: float = 20.0, cols: int = 120, rows: int = 36, after_frame=None
+) -> tuple[float | None, str]:
     """Run ``argv`` in a pty; seconds from exec until ``marker`` appears on the terminal."""
     import fcntl
     import termios
@@ -132,8 +133,9 @@ def child_torch_state(parent_pid: int) -> str:
     return "child still importing torch" if kids else "no child yet"
 
 
-def redraw_costs(size: tuple[int, int], frames: int = 20,
-                 clock: Callable[[], float] = time.perf_counter) -> tuple[int, float, float, float]:
+def redraw_costs(
+    size: tuple[int, int], frames: int = 20, clock: Callable[[], float] = time.perf_counter
+) -> tuple[int, float, float, float]:
     """(charts shown, median ms to rebuild them all, p95 ms, median ms whole frame); with
     ``clock=time.process_time``, this process's CPU time (steadier on a shared machine)."""
     from gpudash.tui.app import GpuDashApp
@@ -180,8 +182,12 @@ def redraw_costs(size: tuple[int, int], frames: int = 20,
                 await pilot.pause()  # let Textual render and composite the frame
                 whole.append((clock() - a) * 1000)
             build.sort()
-            return (len(charts), statistics.median(build), build[int(0.95 * (len(build) - 1))],
-                    max(0.0, statistics.median(whole) - statistics.median(bare)))
+            return (
+                len(charts),
+                statistics.median(build),
+                build[int(0.95 * (len(build) - 1))],
+                max(0.0, statistics.median(whole) - statistics.median(bare)),
+            )
 
     return asyncio.run(main())
 
@@ -191,8 +197,11 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="skip the whole-process (pty) runs")
     args = ap.parse_args()
     rows: list[tuple[str, str, str]] = []
-    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
-          f"Python {platform.python_version()}", flush=True)
+    print(
+        f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+        f"Python {platform.python_version()}",
+        flush=True,
+    )
 
     imp = min(fresh_import_s() for _ in range(3))
     rows.append(("import gpudash.tui.app (fresh interpreter, best of 3)", f"{imp * 1000:.0f} ms", "—"))
@@ -203,20 +212,40 @@ def main() -> int:
         demo = [sys.executable, "-m", "gpudash.tui.demo", "--gpu"]
         times = [pty_first_frame(demo, b"Quit")[0] for _ in range(3)]
         ok = [x for x in times if x is not None]
-        rows.append(("first frame, whole process: python -m gpudash.tui.demo",
-                     f"{min(ok) * 1000:.0f} ms" if ok else "not seen", "≤ 1500 ms"))
+        rows.append(
+            (
+                "first frame, whole process: python -m gpudash.tui.demo",
+                f"{min(ok) * 1000:.0f} ms" if ok else "not seen",
+                "≤ 1500 ms",
+            )
+        )
         exe = shutil.which("gpudash") or str(Path(sys.executable).parent / "gpudash")
         if os.path.exists(exe):
             first, note = pty_first_frame([exe], b"Quit", after_frame=child_torch_state)
-            rows.append((f"first frame, whole process: gpudash ({note})",
-                         f"{first * 1000:.0f} ms" if first else "not seen", "≤ 1500 ms"))
+            rows.append(
+                (
+                    f"first frame, whole process: gpudash ({note})",
+                    f"{first * 1000:.0f} ms" if first else "not seen",
+                    "≤ 1500 ms",
+                )
+            )
 
     for size in ((100, 30), (160, 48)):
         n, med, p95, whole = redraw_costs(size)
-        rows.append((f"redraw {n} charts at full buffers, {size[0]}x{size[1]} (median / p95)",
-                     f"{med:.1f} / {p95:.1f} ms", "≤ 25 ms"))
-        rows.append((f"whole frame: state -> charts -> Textual paint, {size[0]}x{size[1]} (median, approx.)",
-                     f"{whole:.1f} ms", "—"))
+        rows.append(
+            (
+                f"redraw {n} charts at full buffers, {size[0]}x{size[1]} (median / p95)",
+                f"{med:.1f} / {p95:.1f} ms",
+                "≤ 25 ms",
+            )
+        )
+        rows.append(
+            (
+                f"whole frame: state -> charts -> Textual paint, {size[0]}x{size[1]} (median, approx.)",
+                f"{whole:.1f} ms",
+                "—",
+            )
+        )
 
     w = max(len(r[0]) for r in rows)
     print(f"\n{'measure':<{w}}  {'result':>16}  target")

@@ -6,11 +6,12 @@ from __future__ import annotations
 import argparse
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
-from gpudash.host.gpu_checks import cuda_devices
 from gpudash.core.protocol import ExitCode
+from gpudash.host.gpu_checks import cuda_devices
 
 if TYPE_CHECKING:  # pragma: no cover
     from workloads.knobs import Knobs
@@ -78,7 +79,7 @@ def batch_size(text: str) -> int:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def check_batch_limits(info: "FamilyInfo", batch_size: int | None, ranks: int = 1) -> None:
+def check_batch_limits(info: FamilyInfo, batch_size: int | None, ranks: int = 1) -> None:
     """Raise UsageError when ``batch_size`` is over the family's fixed limits (its dataset, its
     cap; ``FamilyInfo.batch_refusal``); None (the family's default) is within them."""
     why = None if batch_size is None else info.batch_refusal(batch_size, ranks)
@@ -123,7 +124,10 @@ def check_device(device: str, variant: VariantInfo | None = None) -> None:
     if device.startswith("cuda:"):
         index = int(device.split(":", 1)[1])
         if index >= count:
-            raise UsageError(f"--device {device}: only {count} CUDA GPU{'s' if count != 1 else ''} visible (cuda:0..cuda:{count - 1})")
+            raise UsageError(
+                f"--device {device}: only {count} CUDA GPU{'s' if count != 1 else ''} visible "
+                f"(cuda:0..cuda:{count - 1})"
+            )
 
 
 def knob(text: str) -> tuple[str, str]:
@@ -137,7 +141,7 @@ def knob(text: str) -> tuple[str, str]:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def knobs_from(pairs: "list[tuple[str, str]] | None") -> "Knobs":
+def knobs_from(pairs: list[tuple[str, str]] | None) -> Knobs:
     """The ``--knob`` flags as one setting; a knob given twice with two values is a UsageError."""
     from workloads.knobs import Knobs
 
@@ -149,7 +153,7 @@ def knobs_from(pairs: "list[tuple[str, str]] | None") -> "Knobs":
     return Knobs(chosen)
 
 
-def check_knobs(knobs: "Knobs", device: str, variant: "VariantInfo", world_size: int = 1) -> None:
+def check_knobs(knobs: Knobs, device: str, variant: VariantInfo, world_size: int = 1) -> None:
     """Raise UsageError when ``knobs`` cannot be on for ``variant`` on ``device`` (``auto``: the
     GPU if one is visible) in a run of ``world_size`` data-parallel ranks."""
     if not knobs:
@@ -191,12 +195,16 @@ def check_parallel(nproc: int, nnodes: int, endpoint: str | None, device: str) -
         return
     kind = device.split(":", 1)[0]
     if ":" in device:
-        raise UsageError(f"--nproc {nproc} gives each rank its own GPU (cuda:LOCAL_RANK): use --device cuda, not {device}")
+        raise UsageError(
+            f"--nproc {nproc} gives each rank its own GPU (cuda:LOCAL_RANK): use --device cuda, not {device}"
+        )
     count, why = cuda_devices()
     if kind == "cuda" or (kind == "auto" and count > 0):
         if nproc > count:
-            raise UsageError(f"--nproc {nproc} needs {nproc} GPUs, one per rank; this machine has {count}"
-                             + (f" ({why})" if why else ""))
+            raise UsageError(
+                f"--nproc {nproc} needs {nproc} GPUs, one per rank; this machine has {count}"
+                + (f" ({why})" if why else "")
+            )
 
 
 def check_host_budget(nproc: int, workers: int | None, device: str) -> None:

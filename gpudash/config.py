@@ -15,9 +15,10 @@ import json
 import os
 import re
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from gpudash import argtypes
 
@@ -86,8 +87,12 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("variant", _text, "default variant of that workload (-v)", "variant"),
     Setting("batch_size", _through(argtypes.batch_size), "default batch size of that workload (-b)", "batch_size"),
     Setting("device", _through(argtypes.device), "auto, cpu, cuda or cuda:N (--device)", "device"),
-    Setting("sample_interval", _through(argtypes.positive_float), "seconds between throughput samples "
-            "(--sample-interval)", "sample_interval"),
+    Setting(
+        "sample_interval",
+        _through(argtypes.positive_float),
+        "seconds between throughput samples (--sample-interval)",
+        "sample_interval",
+    ),
     Setting("gpu_interval", _through(argtypes.positive_float), "seconds between NVML samples (--interval)", "interval"),
     Setting("record_dir", _directory, "folder for the dashboard's recordings (c)"),
 )
@@ -112,8 +117,11 @@ class UserConfig:
         asks for; when it is another family, the file's variant and batch size do not apply."""
         own = self.values.get("workload")
         other_family = workload is not None and workload != own
-        return {s.dest: self.values[s.key] for s in SETTINGS
-                if s.dest and s.key in self.values and not (other_family and s.key in WORKLOAD_BOUND)}
+        return {
+            s.dest: self.values[s.key]
+            for s in SETTINGS
+            if s.dest and s.key in self.values and not (other_family and s.key in WORKLOAD_BOUND)
+        }
 
 
 def load(path: Path | None = None) -> UserConfig:

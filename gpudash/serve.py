@@ -131,9 +131,12 @@ def serve(host: str, port: int, url: str | None, run_argv: list[str]) -> int:
         print(f"gpudash: error: {exc}", file=sys.stderr)
         return ExitCode.USAGE
     if not is_loopback(host):
-        print(f"gpudash: warning: serving on {host}:{port}: anyone who can reach this port can run workloads "
-              f"on this machine; prefer the default 127.0.0.1 and 'ssh -L {port}:127.0.0.1:{port} HOST'",
-              file=sys.stderr, flush=True)
+        print(
+            f"gpudash: warning: serving on {host}:{port}: anyone who can reach this port can run workloads "
+            f"on this machine; prefer the default 127.0.0.1 and 'ssh -L {port}:127.0.0.1:{port} HOST'",
+            file=sys.stderr,
+            flush=True,
+        )
     from textual_serve.server import Server
 
     class DashboardServer(Server):
@@ -152,8 +155,11 @@ def serve(host: str, port: int, url: str | None, run_argv: list[str]) -> int:
             super().request_exit()
 
         async def on_startup(self, app: Any) -> None:
-            print(f"gpudash: serving the dashboard on {self.public_url} (each tab runs its own workload; "
-                  "Ctrl-C stops)", file=sys.stderr, flush=True)
+            print(
+                f"gpudash: serving the dashboard on {self.public_url} (each tab runs its own workload; Ctrl-C stops)",
+                file=sys.stderr,
+                flush=True,
+            )
 
         async def handle_websocket(self, request: Any) -> Any:
             tab = asyncio.current_task()
@@ -173,7 +179,8 @@ def serve(host: str, port: int, url: str | None, run_argv: list[str]) -> int:
                 await asyncio.wait(tabs, timeout=STOP_TABS_S)
 
     os.environ[SERVER_ENV] = str(os.getpid())  # each tab's environment is a copy of this one
-    server = DashboardServer(dashboard_command(run_argv), host=host, port=port, title="gpudash",
-                             public_url=url or public_url(host, port))
+    server = DashboardServer(
+        dashboard_command(run_argv), host=host, port=port, title="gpudash", public_url=url or public_url(host, port)
+    )
     server.serve()
     return ExitCode.INTERRUPTED if server.interrupted else ExitCode.OK

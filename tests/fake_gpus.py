@@ -13,8 +13,13 @@ GPU_IS_LOST = 15  # nvml.h NVML_ERROR_GPU_IS_LOST
 
 def readings(i: int) -> dict[str, float]:
     """GPU ``i``'s values until a test changes them: each GPU its own, so rows can be told apart."""
-    return {"util": 10.0 + i, "mem_used_gib": 1.0 + i, "power_w": 100.0 + 10 * i, "clock": 1400.0 + 100 * i,
-            "temp": 40.0 + i}
+    return {
+        "util": 10.0 + i,
+        "mem_used_gib": 1.0 + i,
+        "power_w": 100.0 + 10 * i,
+        "clock": 1400.0 + 100 * i,
+        "temp": 40.0 + i,
+    }
 
 
 def fake_gpus(count: int) -> types.ModuleType:
@@ -47,9 +52,11 @@ def fake_gpus(count: int) -> types.ModuleType:
     m.nvmlDeviceGetUUID = lambda h: f"GPU-0000-{h}"  # type: ignore[attr-defined]
     m.nvmlSystemGetDriverVersion = lambda: "555.42"  # type: ignore[attr-defined]
     m.nvmlDeviceGetUtilizationRates = per_gpu(  # type: ignore[attr-defined]
-        lambda g: types.SimpleNamespace(gpu=g["util"], memory=g["util"] / 2))
+        lambda g: types.SimpleNamespace(gpu=g["util"], memory=g["util"] / 2)
+    )
     m.nvmlDeviceGetMemoryInfo = per_gpu(  # type: ignore[attr-defined]
-        lambda g: types.SimpleNamespace(used=int(g["mem_used_gib"] * 2**30), total=80 * 2**30))
+        lambda g: types.SimpleNamespace(used=int(g["mem_used_gib"] * 2**30), total=80 * 2**30)
+    )
     m.nvmlDeviceGetPowerUsage = per_gpu(lambda g: g["power_w"] * 1000)  # type: ignore[attr-defined]
     m.nvmlDeviceGetClockInfo = per_gpu(lambda g: g["clock"])  # type: ignore[attr-defined]
     m.nvmlDeviceGetTemperature = per_gpu(lambda g: g["temp"])  # type: ignore[attr-defined]

@@ -45,9 +45,13 @@ class ProcStats:
     threads: int
     processes: int = 1
 
-    def __add__(self, other: "ProcStats") -> "ProcStats":
-        return ProcStats(self.rss_mib + other.rss_mib, self.fds + other.fds, self.threads + other.threads,
-                         self.processes + other.processes)
+    def __add__(self, other: ProcStats) -> ProcStats:
+        return ProcStats(
+            self.rss_mib + other.rss_mib,
+            self.fds + other.fds,
+            self.threads + other.threads,
+            self.processes + other.processes,
+        )
 
 
 def proc_stats(pid: int) -> ProcStats | None:
@@ -163,8 +167,10 @@ def like_for_like_verdict(rows: list[Row], key: str, warmup_min: float, base: st
     pct = _spread_pct(values)
     counted = sum(len(v) for v in judged.values())
     plural = "s" if len(judged) > 1 else ""
-    what = (f"{len(judged)} configuration{plural} before it, {counted} measurements; the largest spread "
-            f"{pct:.1f}%, after {worst or 'the start'}: {', '.join(f'{v:.0f}' for v in values)}")
+    what = (
+        f"{len(judged)} configuration{plural} before it, {counted} measurements; the largest spread "
+        f"{pct:.1f}%, after {worst or 'the start'}: {', '.join(f'{v:.0f}' for v in values)}"
+    )
     flat = "flat within" if pct <= FLAT_PCT else "NOT flat beyond"
     return f"like for like (after the same configuration) {flat} {FLAT_PCT:g}% ({what})"
 
@@ -203,8 +209,9 @@ class DashboardRow:
     header: str  # the screen's first line: what runs, the status, REC
 
 
-def windows(rows: Sequence[DashboardRow], key: str, warmup_min: float,
-            window_min: float) -> tuple[list[float], list[float]]:
+def windows(
+    rows: Sequence[DashboardRow], key: str, warmup_min: float, window_min: float
+) -> tuple[list[float], list[float]]:
     """The values of the first and of the last window after the warm-up (empty: too few)."""
     after = [(r.minute, r.values[key]) for r in rows if r.minute >= warmup_min - 1e-9 and r.values[key] is not None]
     if len(after) < 2:
@@ -220,16 +227,18 @@ def _count(n: int) -> str:
 
 
 def window_verdict(rows: Sequence[DashboardRow], key: str, warmup_min: float, window_min: float) -> str:
-    """"flat within 5% (first window … → last window …)" or how it moved, for one column."""
+    """ "flat within 5% (first window … → last window …)" or how it moved, for one column."""
     first, last = windows(rows, key, warmup_min, window_min)
     if not first:
         return "n/a (fewer than 2 measurements after the warm-up)"
     a, b = statistics.median(first), statistics.median(last)
     pct = 100.0 * (b - a) / a if a else (0.0 if a == b else float("inf"))
     fmt = "{:.0f}" if key in DASHBOARD_COUNTS else "{:.1f}"
-    what = (f"median of the first {window_min:.3g} min after the warm-up {fmt.format(a)} "
-            f"({_count(len(first))}), of the last {window_min:.3g} min {fmt.format(b)} ({_count(len(last))}): "
-            f"{pct:+.1f}%")
+    what = (
+        f"median of the first {window_min:.3g} min after the warm-up {fmt.format(a)} "
+        f"({_count(len(first))}), of the last {window_min:.3g} min {fmt.format(b)} ({_count(len(last))}): "
+        f"{pct:+.1f}%"
+    )
     if abs(pct) <= FLAT_PCT:
         return f"flat within {FLAT_PCT:g}%: {what}"
     if key in DASHBOARD_COUNTS and abs(b - a) <= 1:
@@ -245,4 +254,4 @@ def slope_per_hour(rows: Sequence[DashboardRow], key: str, warmup_min: float) ->
     xs, ys = [p[0] for p in pts], [float(p[1]) for p in pts]  # type: ignore[arg-type]
     mx, my = statistics.fmean(xs), statistics.fmean(ys)
     den = sum((x - mx) ** 2 for x in xs)
-    return 60.0 * sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / den if den else None
+    return 60.0 * sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=False)) / den if den else None

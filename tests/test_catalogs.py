@@ -10,14 +10,22 @@ from pathlib import Path
 
 import pytest
 
-from gpudash.recording import csvformat
-from gpudash.core.metrics import (ALLOCATOR_KEYS, METRICS, NVML_KEYS, PER_GPU_KEYS, RANK_KEYS, STAT_KEYS, WORKLOAD_KEYS,
-                             Origin)
+from gpudash.core.metrics import (
+    ALLOCATOR_KEYS,
+    METRICS,
+    NVML_KEYS,
+    PER_GPU_KEYS,
+    RANK_KEYS,
+    STAT_KEYS,
+    WORKLOAD_KEYS,
+    Origin,
+)
 from gpudash.core.protocol import Event, GpuReading, GpuSample, Sample, SetBatchSize
+from gpudash.recording import csvformat
 from gpudash.recording.record import CsvRecorder
 from gpudash.recording.replay import ReplaySource, read_all
-from gpudash.tui.state import DashState
 from gpudash.tui.demo import SyntheticSource
+from gpudash.tui.state import DashState
 from workloads.registry import FAMILIES, Fix, WorkloadError, family
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -25,24 +33,69 @@ ROOT = Path(__file__).resolve().parent.parent
 # The CSV of version 0.1: recordings made then must still replay, and pandas users'
 # column names must not move. A new metric appends a column; it never renames one.
 CSV_COLUMNS_0_1 = [
-    "row_kind", "time_s", "workload", "variant", "batch_size", "steps", "samples", "interval_s",
-    "steps_per_s", "samples_per_s", "step_ms_p50", "step_ms_p95", "syncs_per_step", "loss",
-    "gpu_util_pct", "mem_bw_util_pct", "mem_used_mib", "mem_total_mib", "power_w", "sm_clock_mhz",
-    "temp_c", "energy_j", "throttle", "joules_per_step",
-    "event_kind", "event_what", "event_before", "event_after", "event_message",
+    "row_kind",
+    "time_s",
+    "workload",
+    "variant",
+    "batch_size",
+    "steps",
+    "samples",
+    "interval_s",
+    "steps_per_s",
+    "samples_per_s",
+    "step_ms_p50",
+    "step_ms_p95",
+    "syncs_per_step",
+    "loss",
+    "gpu_util_pct",
+    "mem_bw_util_pct",
+    "mem_used_mib",
+    "mem_total_mib",
+    "power_w",
+    "sm_clock_mhz",
+    "temp_c",
+    "energy_j",
+    "throttle",
+    "joules_per_step",
+    "event_kind",
+    "event_what",
+    "event_before",
+    "event_after",
+    "event_message",
 ]
 
 
 def test_csv_columns_derive_from_the_metric_catalog_and_keep_the_0_1_order() -> None:
-    assert csvformat.COLUMNS == [*CSV_COLUMNS_0_1, "knobs", "world_size", "slowest_rank", "slowest_rank_step_ms",
-                                 "cuda_allocated_mib", "cuda_reserved_mib"]  # after 0.1, at the end
+    assert csvformat.COLUMNS == [
+        *CSV_COLUMNS_0_1,
+        "knobs",
+        "world_size",
+        "slowest_rank",
+        "slowest_rank_step_ms",
+        "cuda_allocated_mib",
+        "cuda_reserved_mib",
+    ]  # after 0.1, at the end
     before_ranks = [m.csv_column for m in METRICS if m.origin not in (Origin.RANKS, Origin.ALLOCATOR)]
     assert before_ranks == [c for c in CSV_COLUMNS_0_1 if c in {m.key for m in METRICS}]
 
 
 def test_the_allocators_memory_goes_to_the_csv_and_back_and_older_files_read_it_as_empty(tmp_path: Path) -> None:
-    sample = Sample(1.0, "encdec", "serial", 8, 10, 80, 0.25, 40.0, 320.0, 25.0, 26.0, 0.0,
-                    cuda_allocated_mib=612.5, cuda_reserved_mib=704.0)
+    sample = Sample(
+        1.0,
+        "encdec",
+        "serial",
+        8,
+        10,
+        80,
+        0.25,
+        40.0,
+        320.0,
+        25.0,
+        26.0,
+        0.0,
+        cuda_allocated_mib=612.5,
+        cuda_reserved_mib=704.0,
+    )
     path = tmp_path / "run.csv"
     path.write_text("".join(csvformat.format_row(r) for r in (csvformat.header(), csvformat.sample_row(sample, None))))
     back = [m for m in read_all(ReplaySource(path)) if isinstance(m, Sample)]
@@ -129,15 +182,22 @@ def test_every_variant_refusal_is_the_catalogs_one_message() -> None:
 def test_the_input_pipeline_ladder_adds_one_fix_per_step() -> None:
     ladder = family("input_pipeline").variants
     assert ladder[0].fixes == frozenset()
-    for before, after in zip(ladder, ladder[1:]):
+    for before, after in zip(ladder, ladder[1:], strict=False):
         assert before.fixes < after.fixes and len(after.fixes - before.fixes) == 1
     assert ladder[-1].fixes == frozenset(Fix)
 
 
 def test_the_input_pipeline_ladder_ends_with_the_colour_conversion_then_the_decode_on_the_gpu() -> None:
     ladder = family("input_pipeline").variants
-    assert [v.name for v in ladder] == ["baseline", "workers", "dilation", "reorder", "batch-transform",
-                                        "gpu-transform", "gpu-decode"]
+    assert [v.name for v in ladder] == [
+        "baseline",
+        "workers",
+        "dilation",
+        "reorder",
+        "batch-transform",
+        "gpu-transform",
+        "gpu-decode",
+    ]
     before, colour, decode = ladder[-3:]
     assert colour.fixes - before.fixes == {Fix.GPU_COLOUR}
     assert colour.summary == f"+ {Fix.GPU_COLOUR.value}" and not colour.needs_cuda
@@ -229,7 +289,7 @@ def test_a_recording_carries_each_configurations_verdict_as_the_screen_shows_it(
     state = DashState()
     for m in msgs:
         state.ingest(m)
-    for row, seg in zip(summaries, state.segments):
+    for row, seg in zip(summaries, state.segments, strict=False):
         e = seg.estimate("steps_per_s")
         assert float(row["steps_per_s"]) == pytest.approx(e.mean, rel=1e-5)
         assert float(row["event_before"]) == pytest.approx(e.low, rel=1e-5)

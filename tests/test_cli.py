@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from gpudash.cli import main
-from gpudash.recording.headless import progress_line
-from gpudash.stats.segments import SegmentTracker
 from gpudash.host import gpu_checks
 from gpudash.host.devices import cuda_index_hint, visible_devices
 from gpudash.host.gpu_checks import cuda_devices
+from gpudash.recording.headless import progress_line
+from gpudash.stats.segments import SegmentTracker
 from tests.tui.fakes import sample, started
 from workloads.registry import FAMILIES
 
@@ -60,8 +60,9 @@ def run(argv: list[str]) -> int:
         (["replay", "/no/such/run.csv"], "no such file"),
     ],
 )
-def test_bad_input_is_one_line_and_exit_2(argv: list[str], says: str, capsys: pytest.CaptureFixture[str],
-                                          tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_bad_input_is_one_line_and_exit_2(
+    argv: list[str], says: str, capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     assert run(argv) == 2
     assert says in one_error_line(capsys)
@@ -157,8 +158,9 @@ COMMANDS = ["run", "record", "list", "replay", "sweep", "report", "serve"]
 
 
 def gpudash(*args: str, cwd: Path | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "gpudash", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "gpudash", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def test_top_level_help_lists_every_command() -> None:
@@ -174,8 +176,15 @@ def test_each_command_has_its_own_help(name: str) -> None:
     r = gpudash(name, "--help")
     assert r.returncode == 0 and r.stderr == ""
     assert r.stdout.startswith(f"usage: gpudash {name} ")
-    own = {"run": "--theme", "record": "--force", "list": "only this family", "replay": "--follow",
-           "sweep": "--preset", "report": "--html", "serve": "--host"}[name]
+    own = {
+        "run": "--theme",
+        "record": "--force",
+        "list": "only this family",
+        "replay": "--follow",
+        "sweep": "--preset",
+        "report": "--html",
+        "serve": "--host",
+    }[name]
     assert own in r.stdout
 
 
@@ -194,25 +203,29 @@ def test_options_before_list_filter_it(capsys: pytest.CaptureFixture[str]) -> No
     assert "encdec" not in before and "sync-heavy" not in before
 
 
-@pytest.mark.parametrize(("argv", "says"), [
-    (["-v", "gpu", "list"], "-v/--variant does not apply to 'gpudash list'"),
-    (["-w", "nope", "list"], "unknown workload 'nope'"),
-    (["-w", "augment", "sweep", "--out", "x"], "-w/--workload before 'sweep': give sweep's options after it"),
-    (["--device", "cpu", "report", "a.csv", "--out", "x"], "--device before 'report'"),
-    (["--record", "x.csv", "run"], "--record does not apply to 'gpudash run'"),
-    (["--duration", "5", "serve"], "--duration does not apply to 'gpudash serve'"),
-    (["-w", "augment", "replay", "x.csv"], "-w/--workload does not apply to 'gpudash replay'"),
-    (["run", "--record", "x.csv"], "unrecognized arguments: --record"),
-    (["record"], "the following arguments are required: PATH"),
-    (["record", "/no/such/dir/run.csv"], "does not exist"),
-    (["record", "x.csv", "-b", "0"], "at least 1"),
-    (["serve", "--port", "70000"], "a port from 1 to 65535"),
-    (["serve", "--port", "0"], "a port from 1 to 65535"),
-    (["serve", "-w", "nope"], "unknown workload 'nope'"),
-    (["nope"], "invalid choice: 'nope'"),
-])
-def test_subcommand_misuse_is_one_line_and_exit_2(argv: list[str], says: str, capsys: pytest.CaptureFixture[str],
-                                                  tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["-v", "gpu", "list"], "-v/--variant does not apply to 'gpudash list'"),
+        (["-w", "nope", "list"], "unknown workload 'nope'"),
+        (["-w", "augment", "sweep", "--out", "x"], "-w/--workload before 'sweep': give sweep's options after it"),
+        (["--device", "cpu", "report", "a.csv", "--out", "x"], "--device before 'report'"),
+        (["--record", "x.csv", "run"], "--record does not apply to 'gpudash run'"),
+        (["--duration", "5", "serve"], "--duration does not apply to 'gpudash serve'"),
+        (["-w", "augment", "replay", "x.csv"], "-w/--workload does not apply to 'gpudash replay'"),
+        (["run", "--record", "x.csv"], "unrecognized arguments: --record"),
+        (["record"], "the following arguments are required: PATH"),
+        (["record", "/no/such/dir/run.csv"], "does not exist"),
+        (["record", "x.csv", "-b", "0"], "at least 1"),
+        (["serve", "--port", "70000"], "a port from 1 to 65535"),
+        (["serve", "--port", "0"], "a port from 1 to 65535"),
+        (["serve", "-w", "nope"], "unknown workload 'nope'"),
+        (["nope"], "invalid choice: 'nope'"),
+    ],
+)
+def test_subcommand_misuse_is_one_line_and_exit_2(
+    argv: list[str], says: str, capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     assert run(argv) == 2
     assert says in one_error_line(capsys)
@@ -228,8 +241,9 @@ def test_options_before_a_running_command_merge_with_its_own(capsys: pytest.Capt
 
 # -- --record refuses an existing file ----------------------------------------------------------------
 @pytest.mark.parametrize("form", [["--record"], ["record"]])
-def test_record_refuses_an_existing_file_unless_forced(form: list[str], tmp_path: Path,
-                                                       capsys: pytest.CaptureFixture[str]) -> None:
+def test_record_refuses_an_existing_file_unless_forced(
+    form: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     old = tmp_path / "run.csv"
     old.write_text("an earlier run\n")
     assert run([*form, str(old), "--device", "cpu"]) == 2
@@ -241,17 +255,34 @@ def test_record_refuses_an_existing_file_unless_forced(form: list[str], tmp_path
     assert old.read_text() == "an earlier run\n"
 
 
-PROGRESS = re.compile(r"^gpudash: (\S+ steps/s now|no sample yet) · (warming up|sync_loss/sync-heavy bs\d+ (warming up|"
-                      r"\S+ ± \S+ steps/s \(95% CI, \d+ samples\)|\S+ steps/s \(too short for an interval\))) · "
-                      r"\d\d:\d\d elapsed of 00:03$")
+PROGRESS = re.compile(
+    r"^gpudash: (\S+ steps/s now|no sample yet) · (warming up|sync_loss/sync-heavy bs\d+ (warming up|"
+    r"\S+ ± \S+ steps/s \(95% CI, \d+ samples\)|\S+ steps/s \(too short for an interval\))) · "
+    r"\d\d:\d\d elapsed of 00:03$"
+)
 
 
 @pytest.mark.slow
 def test_forced_recording_overwrites_and_says_how_it_goes(tmp_path: Path) -> None:
     old = tmp_path / "run.csv"
     old.write_text("an earlier run\n")
-    args = ["record", "run.csv", "--force", "-w", "sync_loss", "--image-size", "16", "--device", "cpu",
-            "--duration", "3", "--progress-every", "0.5", "--sample-interval", "0.1"]
+    args = [
+        "record",
+        "run.csv",
+        "--force",
+        "-w",
+        "sync_loss",
+        "--image-size",
+        "16",
+        "--device",
+        "cpu",
+        "--duration",
+        "3",
+        "--progress-every",
+        "0.5",
+        "--sample-interval",
+        "0.1",
+    ]
     r = gpudash(*args, cwd=tmp_path, timeout=180)
     assert r.returncode == 0, r.stderr
     assert old.read_text().startswith("row_kind,")  # the CSV replaced the earlier run
@@ -269,7 +300,8 @@ def test_progress_line_gives_the_rate_now_the_configurations_mean_and_the_time()
     first = sample(0.25, 100.0)
     tracker.on_sample(first)
     assert progress_line(first, tracker.current, 5.0, 60.0) == (
-        "100 steps/s now · encdec/serial bs8 warming up · 00:05 elapsed of 01:00")
+        "100 steps/s now · encdec/serial bs8 warming up · 00:05 elapsed of 01:00"
+    )
     rates = [100.0 + (i % 5) for i in range(2, 400)]
     for i, rate in enumerate(rates, start=2):
         last = sample(0.25 * i, rate)

@@ -48,8 +48,12 @@ def test_a_true_five_percent_change_is_found() -> None:
     """A 5% speed-up under 10% noise, at the sweep's sample count: found in at least 90% of
     500 trials, and never called slower."""
     rng = np.random.default_rng(2)
-    verdicts = [compare(estimate(_series(rng, 200.0, SWEEP_SAMPLES, 0.10)),
-                        estimate(_series(rng, 210.0, SWEEP_SAMPLES, 0.10))).verdict for _ in range(500)]
+    verdicts = [
+        compare(
+            estimate(_series(rng, 200.0, SWEEP_SAMPLES, 0.10)), estimate(_series(rng, 210.0, SWEEP_SAMPLES, 0.10))
+        ).verdict
+        for _ in range(500)
+    ]
     assert verdicts.count(Verdict.FASTER) / 500 >= 0.90
     assert Verdict.SLOWER not in verdicts
 
@@ -92,7 +96,7 @@ def test_batch_means_stay_bounded_and_keep_the_weighted_mean() -> None:
     acc = BatchMeans()
     rng = np.random.default_rng(6)
     vals, weights = rng.normal(100, 5, 100_000), rng.uniform(0.2, 0.3, 100_000)
-    for v, w in zip(vals, weights):
+    for v, w in zip(vals, weights, strict=False):
         acc.add(float(v), float(w))
     assert len(acc._blocks) < MAX_BLOCKS
     assert acc.mean == pytest.approx(float(np.average(vals, weights=weights)))

@@ -36,8 +36,9 @@ def write(path: Path, text: str) -> Path:
 
 
 def gpudash(*args: str, cwd: Path, timeout: float = 180) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "gpudash", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "gpudash", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def warnings(err: str) -> list[str]:
@@ -60,31 +61,45 @@ def test_no_file_is_no_settings_and_no_problem(config_home: Path) -> None:
 
 # -- reading and checking ----------------------------------------------------------------------------
 def test_every_key_is_read_and_checked(config_home: Path, tmp_path: Path) -> None:
-    write(config_home, f'theme = "nord"\nworkload = "sync_loss"\nvariant = "fixed"\nbatch_size = 4\n'
-                       f'device = "CPU"\nsample_interval = 0.1\ngpu_interval = 2\nrecord_dir = "{tmp_path}"\n')
+    write(
+        config_home,
+        f'theme = "nord"\nworkload = "sync_loss"\nvariant = "fixed"\nbatch_size = 4\n'
+        f'device = "CPU"\nsample_interval = 0.1\ngpu_interval = 2\nrecord_dir = "{tmp_path}"\n',
+    )
     loaded = config.load()
     assert loaded.problems == ()
-    assert loaded.values == {"theme": "nord", "workload": "sync_loss", "variant": "fixed", "batch_size": 4,
-                             "device": "cpu", "sample_interval": 0.1, "gpu_interval": 2.0,
-                             "record_dir": str(tmp_path)}
+    assert loaded.values == {
+        "theme": "nord",
+        "workload": "sync_loss",
+        "variant": "fixed",
+        "batch_size": 4,
+        "device": "cpu",
+        "sample_interval": 0.1,
+        "gpu_interval": 2.0,
+        "record_dir": str(tmp_path),
+    }
 
 
-@pytest.mark.parametrize(("text", "says"), [
-    ("batch_size = 0\n", "batch_size = 0: batch size must be at least 1"),
-    ('batch_size = "eight"\n', 'batch_size = "eight": batch size must be a whole number'),
-    ('device = "gpu"\n', 'device = "gpu": expected auto, cpu, cuda or cuda:N'),
-    ("sample_interval = -1\n", "sample_interval = -1: must be more than 0"),
-    ("sample_interval = true\n", "sample_interval = True: expected a number or a string"),
-    ('workload = "nope"\n', "workload = \"nope\": unknown workload 'nope'"),
-    ('variant = "gpu"\n', "variant = \"gpu\": unknown variant 'gpu' for workload 'encdec'"),
-    ('record_dir = "/no/such/dir"\n', 'record_dir = "/no/such/dir": /no/such/dir is not a directory'),
-    ("theme = 3\n", "theme = 3: expected a non-empty string"),
-    ('thme = "nord"\n', "unknown key 'thme' (known: theme, workload,"),
-    ("[run]\nworkload = 'augment'\n", "unknown key 'run'"),
-])
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("batch_size = 0\n", "batch_size = 0: batch size must be at least 1"),
+        ('batch_size = "eight"\n', 'batch_size = "eight": batch size must be a whole number'),
+        ('device = "gpu"\n', 'device = "gpu": expected auto, cpu, cuda or cuda:N'),
+        ("sample_interval = -1\n", "sample_interval = -1: must be more than 0"),
+        ("sample_interval = true\n", "sample_interval = True: expected a number or a string"),
+        ('workload = "nope"\n', "workload = \"nope\": unknown workload 'nope'"),
+        ('variant = "gpu"\n', "variant = \"gpu\": unknown variant 'gpu' for workload 'encdec'"),
+        ('record_dir = "/no/such/dir"\n', 'record_dir = "/no/such/dir": /no/such/dir is not a directory'),
+        ("theme = 3\n", "theme = 3: expected a non-empty string"),
+        ('thme = "nord"\n', "unknown key 'thme' (known: theme, workload,"),
+        ("[run]\nworkload = 'augment'\n", "unknown key 'run'"),
+    ],
+)
 def test_a_bad_key_or_value_is_one_line_naming_it_and_the_rest_still_applies(
-        config_home: Path, text: str, says: str) -> None:
-    write(config_home, f'gpu_interval = 1.5\n{text}')
+    config_home: Path, text: str, says: str
+) -> None:
+    write(config_home, f"gpu_interval = 1.5\n{text}")
     loaded = config.load()
     assert len(loaded.problems) == 1, loaded.problems
     assert loaded.problems[0].startswith(f"config {config_home}: ")
@@ -109,7 +124,9 @@ def test_variant_and_batch_size_go_with_their_workload(config_home: Path) -> Non
 
 
 # -- the command line over the file (checked before anything starts: nothing runs) -------------------
-def test_the_files_variant_is_used_and_checked_like_a_flag(config_home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_files_variant_is_used_and_checked_like_a_flag(
+    config_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     write(config_home, 'workload = "encdec"\nvariant = "pipelined"\n')
     assert main(["--record", "-", "--device", "cpu"]) == 2
     assert "pipelined" in capsys.readouterr().err  # the catalog's refusal of the file's variant on a CPU
@@ -128,15 +145,20 @@ def test_a_bad_file_warns_once_and_the_command_goes_on(config_home: Path, tmp_pa
     write(config_home, 'device = "gpu"\n')
     r = gpudash("--record", str(tmp_path / "no" / "x.csv"), "--device", "cpu", cwd=tmp_path)
     assert r.returncode == 2
-    assert warnings(r.stderr) == [f'gpudash: warning: config {config_home}: device = "gpu": expected auto, cpu, '
-                                  "cuda or cuda:N, got 'gpu'; using the default"]
+    assert warnings(r.stderr) == [
+        f'gpudash: warning: config {config_home}: device = "gpu": expected auto, cpu, '
+        "cuda or cuda:N, got 'gpu'; using the default"
+    ]
     assert "does not exist" in r.stderr.splitlines()[-1]
 
 
 @pytest.mark.slow
 def test_a_recording_runs_with_the_files_settings_under_the_flags(config_home: Path, tmp_path: Path) -> None:
-    write(config_home, 'workload = "sync_loss"\nvariant = "fixed"\nbatch_size = 4\ndevice = "cpu"\n'
-                       'sample_interval = 0.1\ngpu_interval = 3\nnot_a_key = 1\n')
+    write(
+        config_home,
+        'workload = "sync_loss"\nvariant = "fixed"\nbatch_size = 4\ndevice = "cpu"\n'
+        "sample_interval = 0.1\ngpu_interval = 3\nnot_a_key = 1\n",
+    )
     r = gpudash("record", "run.csv", "-b", "2", "--image-size", "16", "--steps", "10", "-q", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert len(warnings(r.stderr)) == 1 and "not_a_key" in r.stderr
@@ -218,8 +240,9 @@ async def test_the_dashboards_recordings_go_to_the_record_dir(config_home: Path,
     folder.mkdir()
     write(config_home, f'record_dir = "{folder}"\n')
     user_config = config.load()
-    app = GpuDashApp(FakeSource(), clock=lambda: 0.0, toasts=False, user_config=user_config,
-                     save_dir=user_config.get("record_dir"))  # as gpudash run builds it
+    app = GpuDashApp(
+        FakeSource(), clock=lambda: 0.0, toasts=False, user_config=user_config, save_dir=user_config.get("record_dir")
+    )  # as gpudash run builds it
     async with app.run_test(size=(100, 30)) as pilot:
         await pilot.press("c")
         await wait_until(pilot, lambda: isinstance(app.screen, PromptScreen), "the record prompt")

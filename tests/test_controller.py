@@ -5,8 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from gpudash.tui.controller import DashController, Severity
 from gpudash.core.protocol import Event, RunConfig, SetBatchSize, SetKnob, SetKnobs, SetVariant
+from gpudash.tui.controller import DashController, Severity
 from gpudash.tui.state import Status
 from workloads.knobs import KNOBS, Knobs, parse_knobs
 from workloads.registry import family
@@ -14,21 +14,26 @@ from workloads.registry import family
 from .tui.fakes import NO_GPU, FakeSource, run_segment
 
 
-def running(workload: str = "encdec", variant: str = "serial", device: str = "cuda:0",
-            batch: int = 8) -> tuple[DashController, FakeSource]:
+def running(
+    workload: str = "encdec", variant: str = "serial", device: str = "cuda:0", batch: int = 8
+) -> tuple[DashController, FakeSource]:
     src = FakeSource(RunConfig(workload=workload), gpu_info=NO_GPU if device == "cpu" else FakeSource().gpu_info)
     ctl = DashController(src)
     src.start()
     details = {"workload": workload, "variant": variant, "batch_size": str(batch), "device": device}
-    src.push(Event(1.0, "started", message="started", details=details),
-             *run_segment(1.0, 3.0, 100.0, workload=workload, variant=variant, batch=batch))
+    src.push(
+        Event(1.0, "started", message="started", details=details),
+        *run_segment(1.0, 3.0, 100.0, workload=workload, variant=variant, batch=batch),
+    )
     ctl.source_started()
     return ctl, src
 
 
 def test_the_controller_never_imports_textual_or_torch() -> None:
-    code = ("import sys, gpudash.tui.controller\n"
-            "assert 'textual' not in sys.modules and 'torch' not in sys.modules, sorted(sys.modules)\n")
+    code = (
+        "import sys, gpudash.tui.controller\n"
+        "assert 'textual' not in sys.modules and 'torch' not in sys.modules, sorted(sys.modules)\n"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
@@ -36,8 +41,16 @@ def test_status_and_what_runs_come_from_the_events_only() -> None:
     ctl, src = running(device="cpu", batch=4)
     s = ctl.state
     assert (s.status, s.workload, s.variant, s.batch_size, s.device) == (Status.RUNNING, "encdec", "serial", 4, "cpu")
-    src.push(Event(3.0, "changed", "batch_size", "4", "8", details={"workload": "encdec", "variant": "serial",
-                                                                     "batch_size": "8", "device": "cpu"}))
+    src.push(
+        Event(
+            3.0,
+            "changed",
+            "batch_size",
+            "4",
+            "8",
+            details={"workload": "encdec", "variant": "serial", "batch_size": "8", "device": "cpu"},
+        )
+    )
     src.push(Event(4.0, "crashed", message="killed by SIGKILL"))
     notices = ctl.poll()
     assert s.batch_size == 8 and s.status == Status.CRASHED and s.ended
@@ -115,8 +128,11 @@ def test_a_replay_is_read_only() -> None:
 def test_the_running_knobs_come_from_the_messages() -> None:
     ctl, src = running(device="cpu")
     assert ctl.knobs == Knobs() and ctl.knobs_label() == "none"
-    src.push(Event(3.0, "changed", "knobs", "none", "amp=bf16,channels_last=on",
-                   details={"knobs": "amp=bf16,channels_last=on"}))
+    src.push(
+        Event(
+            3.0, "changed", "knobs", "none", "amp=bf16,channels_last=on", details={"knobs": "amp=bf16,channels_last=on"}
+        )
+    )
     notices = ctl.poll()
     assert ctl.knobs == parse_knobs("amp=bf16,channels_last=on")
     assert ctl.knobs_label() == "amp=bf16, channels_last"
@@ -182,13 +198,27 @@ TRACE_PATH = "/runs/gpudash-traces/gpudash-trace-20250101-120000-t00012.34-encde
 
 def trace_event(t: float = 13.0, gpu: bool = True, path: str = TRACE_PATH) -> Event:
     """A profiler window's answer as the engine sends it (gpudash.engine.measure_windows.trace_window)."""
-    details = {"workload": "encdec", "variant": "pipelined", "batch_size": "8", "device": "cuda:0",
-               "trace_steps": "20", "trace_wall_ms": "400.0", "trace_path": path, "trace_start_s": "12.340"}
+    details = {
+        "workload": "encdec",
+        "variant": "pipelined",
+        "batch_size": "8",
+        "device": "cuda:0",
+        "trace_steps": "20",
+        "trace_wall_ms": "400.0",
+        "trace_path": path,
+        "trace_start_s": "12.340",
+    }
     if gpu:
-        details.update(gpu_busy_pct="72.2", idle_pct="27.8", overlap_pct="31.4", kernels_per_step="145",
-                       launch_delay_us="12.5", memcpy_pct="3.1", stream_7_busy_pct="60")
-        summary = ("20 steps traced, 20 ms/step: GPU busy 72.2%, idle 27.8%, overlap 31.4% of busy, "
-                   "145 kernels/step")
+        details.update(
+            gpu_busy_pct="72.2",
+            idle_pct="27.8",
+            overlap_pct="31.4",
+            kernels_per_step="145",
+            launch_delay_us="12.5",
+            memcpy_pct="3.1",
+            stream_7_busy_pct="60",
+        )
+        summary = "20 steps traced, 20 ms/step: GPU busy 72.2%, idle 27.8%, overlap 31.4% of busy, 145 kernels/step"
     else:
         summary = "20 steps traced, 20 ms/step; GPU figures need CUDA"
     return Event(t, "measured", "trace", message=f"{summary} → {path}", details=details)

@@ -17,10 +17,10 @@ from rich.style import Style
 from textual.drivers.headless_driver import HeadlessDriver
 from textual.strip import Strip
 
-from gpudash.tui.controller import MAX_SENT, DashController
 from gpudash.core.protocol import Event, EventKind, Message, RunConfig, SetBatchSize
 from gpudash.tui.app import GpuDashApp
 from gpudash.tui.charts import MetricChart
+from gpudash.tui.controller import MAX_SENT, DashController
 from gpudash.tui.render_cache import bound_render_ansi, cached_escape_codes
 
 from .tui.fakes import FakeSource, run_segment, started
@@ -32,13 +32,15 @@ ESCAPES = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x1b]*\x1b\\")
 def test_escape_codes_are_kept_per_colour_not_per_screen_position() -> None:
     """5,000 segments at distinct positions in 4 colours: 4 codes kept, the same codes as Textual's."""
     bound_render_ansi()
-    styles = [Style(color=c, bold=True) + Style.from_meta({"offset": (i % 200, i // 200)})
-              for i, c in enumerate(COLOURS * 1250)]
+    styles = [
+        Style(color=c, bold=True) + Style.from_meta({"offset": (i % 200, i // 200)})
+        for i, c in enumerate(COLOURS * 1250)
+    ]
     expected = {c: Style(color=c, bold=True).render("x", color_system=ColorSystem.TRUECOLOR) for c in COLOURS}
     before = cached_escape_codes()
     tracemalloc.start()
     start = tracemalloc.get_traced_memory()[0]
-    for style, colour in zip(styles, COLOURS * 1250):
+    for style, colour in zip(styles, COLOURS * 1250, strict=False):
         assert Strip.render_style(style, "x", ColorSystem.TRUECOLOR) == expected[colour]
     del styles
     held = tracemalloc.get_traced_memory()[0] - start
@@ -68,8 +70,16 @@ def changes(n: int, every_s: float = 30.0) -> list[Message]:
         out += run_segment(t, t + every_s, 200.0 / batch, batch=batch, steps0=int(t * 50))
         t += every_s
         new = 12 - batch
-        out.append(Event(t, EventKind.CHANGED, "batch_size", str(batch), str(new),
-                         details={"workload": "encdec", "variant": "serial", "batch_size": str(new)}))
+        out.append(
+            Event(
+                t,
+                EventKind.CHANGED,
+                "batch_size",
+                str(batch),
+                str(new),
+                details={"workload": "encdec", "variant": "serial", "batch_size": str(new)},
+            )
+        )
         batch = new
     return out + run_segment(t, t + 20.0, 200.0 / batch, batch=batch, steps0=int(t * 50))
 
@@ -87,7 +97,7 @@ async def test_a_long_run_on_a_large_terminal_keeps_few_escape_codes_and_draws_t
         while not app.source_ready:
             await pilot.pause(0.01)
         for i in range(0, len(messages), 240):  # a minute of samples between frames
-            src.push(*messages[i:i + 240])
+            src.push(*messages[i : i + 240])
             app.refresh_now()
             await pilot.pause()
         assert cached_escape_codes() < 200

@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import pytest
 
-from tests.soaks import DashboardRow as Row, default_warmup_minutes, slope_per_hour, window_verdict as verdict
+from tests.soaks import DashboardRow as Row
+from tests.soaks import default_warmup_minutes, slope_per_hour
+from tests.soaks import window_verdict as verdict
 
 
 def _rows(rss: list[float], fds: list[float] | None = None) -> list[Row]:
     """One measurement every half minute."""
     fds = fds or [14.0] * len(rss)
-    return [Row(i / 2, {"rss": r, "fds": f}, i, "") for i, (r, f) in enumerate(zip(rss, fds))]
+    return [Row(i / 2, {"rss": r, "fds": f}, i, "") for i, (r, f) in enumerate(zip(rss, fds, strict=False))]
 
 
 def test_growth_in_the_warm_up_is_left_out_and_a_flat_rest_passes() -> None:

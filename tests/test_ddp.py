@@ -35,16 +35,25 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _rank(rank: int, world: int, port: int, family: str, variant: str, knobs: str, out: "multiprocessing.Queue",
-          device: str = "cpu") -> None:
+def _rank(
+    rank: int,
+    world: int,
+    port: int,
+    family: str,
+    variant: str,
+    knobs: str,
+    out: multiprocessing.Queue,
+    device: str = "cpu",
+) -> None:
     """One rank: gloo group, the workload with DDP, STEPS steps (a batch change at step 2 through
     the lockstep controls), then its parameters and where the change applied."""
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world),
-                      LOCAL_RANK=str(rank))
+    os.environ.update(
+        MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank)
+    )
     import torch.distributed as dist
 
-    from gpudash.engine.loop import StepLoop
     from gpudash.core.protocol import SetBatchSize
+    from gpudash.engine.loop import StepLoop
     from gpudash.engine.ranks import LockstepControls
     from workloads.knobs import parse_knobs
 
@@ -55,8 +64,14 @@ def _rank(rank: int, world: int, port: int, family: str, variant: str, knobs: st
     dist.init_process_group("nccl" if on_cuda else "gloo")
     group = dist.new_group(backend="gloo") if on_cuda else dist.group.WORLD
     pending = [SetBatchSize(BATCH * 2)] if rank == 0 else []
-    opts = WorkloadOptions(variant=variant, batch_size=BATCH, image_size=SIZE, seed=SEED,
-                           knobs=parse_knobs(knobs), distributed=RankInfo.from_env())
+    opts = WorkloadOptions(
+        variant=variant,
+        batch_size=BATCH,
+        image_size=SIZE,
+        seed=SEED,
+        knobs=parse_knobs(knobs),
+        distributed=RankInfo.from_env(),
+    )
     with build(family, f"cuda:{rank}" if on_cuda else "cpu", opts) as w:
         changed_at: list[int] = []
 
@@ -67,25 +82,40 @@ def _rank(rank: int, world: int, port: int, family: str, variant: str, knobs: st
             if getattr(msg, "kind", None) == "changed":
                 changed_at.append(loop.steps_issued)
 
-        loop = StepLoop(w, emit=emit, controls=LockstepControls(local if rank == 0 else None, group, dist),
-                        sample_interval_s=10.0, lockstep_every=1)
+        loop = StepLoop(
+            w,
+            emit=emit,
+            controls=LockstepControls(local if rank == 0 else None, group, dist),
+            sample_interval_s=10.0,
+            lockstep_every=1,
+        )
         loop.run(steps=STEPS)
         flat = torch.cat([p.detach().double().flatten().cpu() for p in w.trained_parameters()])
-        loaders = (getattr(w, "retired_worker_exit_codes", None),  # the first configuration's workers
-                   sorted({type(p._popen).__module__ for p in getattr(getattr(w, "batches", None), "_workers", ())}))
+        loaders = (
+            getattr(w, "retired_worker_exit_codes", None),  # the first configuration's workers
+            sorted({type(p._popen).__module__ for p in getattr(getattr(w, "batches", None), "_workers", ())}),
+        )
         out.put((rank, flat.numpy(), changed_at, w.batch_size, loaders))  # numpy: pickled by value
     dist.destroy_process_group()
 
 
-def _ddp_run(family: str, variant: str, knobs: str = "none", world: int = 2, device: str = "cpu",
-             loaders: dict[int, tuple] | None = None) -> dict[int, tuple]:
+def _ddp_run(
+    family: str,
+    variant: str,
+    knobs: str = "none",
+    world: int = 2,
+    device: str = "cpu",
+    loaders: dict[int, tuple] | None = None,
+) -> dict[int, tuple]:
     """Each rank's (parameters, steps where the change applied, batch size); ``loaders``, when
     given, gets each rank's (exit codes of the first configuration's loader workers, the
     ``multiprocessing.popen_*`` modules that started the running ones)."""
     ctx = multiprocessing.get_context("spawn")
     out = ctx.Queue()
     port = _free_port()
-    procs = [ctx.Process(target=_rank, args=(r, world, port, family, variant, knobs, out, device)) for r in range(world)]
+    procs = [
+        ctx.Process(target=_rank, args=(r, world, port, family, variant, knobs, out, device)) for r in range(world)
+    ]
     for p in procs:
         p.start()
     got = {}
@@ -103,30 +133,39 @@ def _ddp_run(family: str, variant: str, knobs: str = "none", world: int = 2, dev
 def _single_run_on_the_global_batch(family: str, variant: str, world: int = 2, device: str = "cpu") -> torch.Tensor:
     """One process, no DDP: each step's batch is the ranks' batches of that step, concatenated;
     the batch doubles at step 2 as in the ranks' run."""
+
     def pool_of(rank: int, batch: int) -> list[tuple[torch.Tensor, ...]]:
-        with build(family, "cpu", WorkloadOptions(variant=variant, batch_size=batch, image_size=SIZE,
-                                                   seed=data_seed(SEED, rank))) as w:
+        with build(
+            family,
+            "cpu",
+            WorkloadOptions(variant=variant, batch_size=batch, image_size=SIZE, seed=data_seed(SEED, rank)),
+        ) as w:
             return list(w.pool.batches)
 
-    with build(family, device, WorkloadOptions(variant=variant, batch_size=BATCH * world, image_size=SIZE, seed=SEED)) as w:
+    with build(
+        family, device, WorkloadOptions(variant=variant, batch_size=BATCH * world, image_size=SIZE, seed=SEED)
+    ) as w:
         for step in range(STEPS):
             if step == 2:
                 w.set_batch_size(BATCH * 2 * world)
             per_rank = BATCH if step < 2 else BATCH * 2
             pools = [pool_of(r, per_rank) for r in range(world)]
             i = step if step < 2 else step - 2  # each configuration starts its pool from the top
-            batch = tuple(torch.cat(parts) for parts in zip(*(p[i % len(p)] for p in pools)))
+            batch = tuple(torch.cat(parts) for parts in zip(*(p[i % len(p)] for p in pools), strict=False))
             w.pool.batches, w.pool._next = [batch], 0
             w.step()
         return torch.cat([p.detach().double().flatten().cpu() for p in w.trained_parameters()])
 
 
-@pytest.mark.parametrize(("family", "variant", "rel"), [
-    ("encdec", "serial", 1e-6),
-    # each rank's loss is a mean over its own non-ignored pixels; DDP averages the two means, one
-    # process takes the mean over all of them: the same up to the ranks' different counts
-    ("sync_loss", "fixed", 1e-4),
-])
+@pytest.mark.parametrize(
+    ("family", "variant", "rel"),
+    [
+        ("encdec", "serial", 1e-6),
+        # each rank's loss is a mean over its own non-ignored pixels; DDP averages the two means, one
+        # process takes the mean over all of them: the same up to the ranks' different counts
+        ("sync_loss", "fixed", 1e-4),
+    ],
+)
 def test_two_ranks_train_what_one_process_trains_on_the_global_batch(family: str, variant: str, rel: float) -> None:
     got = _ddp_run(family, variant)
     (p0, changed0, batch0), (p1, changed1, batch1) = got[0], got[1]
@@ -159,13 +198,32 @@ def test_no_sync_accumulation_steps_the_optimizer_every_kth_step_on_every_rank()
 # -- the command line ----------------------------------------------------------------------------
 def _gpudash(*args: str, cwd: Path, timeout: float = 240) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH"))))}
-    return subprocess.run([sys.executable, "-m", "gpudash", *args], capture_output=True, text=True, cwd=cwd,
-                          timeout=timeout, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "gpudash", *args], capture_output=True, text=True, cwd=cwd, timeout=timeout, env=env
+    )
 
 
 def test_record_with_two_ranks_counts_the_global_batch_and_names_the_slowest_rank(tmp_path: Path) -> None:
-    out = _gpudash("--record", "run.csv", "-w", "sync_loss", "-v", "fixed", "--device", "cpu", "--nproc", "2",
-                   "--image-size", "16", "-b", "4", "--duration", "4", "-q", cwd=tmp_path)
+    out = _gpudash(
+        "--record",
+        "run.csv",
+        "-w",
+        "sync_loss",
+        "-v",
+        "fixed",
+        "--device",
+        "cpu",
+        "--nproc",
+        "2",
+        "--image-size",
+        "16",
+        "-b",
+        "4",
+        "--duration",
+        "4",
+        "-q",
+        cwd=tmp_path,
+    )
     assert out.returncode == 0, out.stderr
     rows = list(csv.DictReader((tmp_path / "run.csv").open()))
     started = next(r for r in rows if r["event_kind"] == "started")
@@ -199,8 +257,11 @@ def _cmdline(pid: int) -> str:
 
 def _spawned_children(pid: int) -> list[int]:
     """The direct children of ``pid`` that multiprocessing spawned (not its resource tracker)."""
-    return sorted(p for p in _descendants(pid)
-                  if parent_of(p) == pid and "spawn_main" in _cmdline(p) and "resource_tracker" not in _cmdline(p))
+    return sorted(
+        p
+        for p in _descendants(pid)
+        if parent_of(p) == pid and "spawn_main" in _cmdline(p) and "resource_tracker" not in _cmdline(p)
+    )
 
 
 def _alive(pid: int) -> bool:
@@ -214,9 +275,14 @@ def kill_a_rank(args: list[str], cwd: Path) -> tuple[int, str, set[int]]:
     """``gpudash --record run.csv ARGS --nproc 2`` until the ranks train, then SIGKILL rank 1:
     (gpudash's exit status, its stderr, every process below it before the kill)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH"))))}
-    proc = subprocess.Popen([sys.executable, "-m", "gpudash", "--record", "run.csv", *args, "--nproc", "2",
-                             "--duration", "120", "-q"], cwd=cwd, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gpudash", "--record", "run.csv", *args, "--nproc", "2", "--duration", "120", "-q"],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:  # until the ranks train
@@ -236,8 +302,9 @@ def kill_a_rank(args: list[str], cwd: Path) -> tuple[int, str, set[int]]:
 
 
 def test_killing_one_rank_ends_the_run_with_a_clear_message_and_no_process_left(tmp_path: Path) -> None:
-    code, err, everyone = kill_a_rank(["-w", "sync_loss", "-v", "fixed", "--device", "cpu", "--image-size", "16"],
-                                      tmp_path)
+    code, err, everyone = kill_a_rank(
+        ["-w", "sync_loss", "-v", "fixed", "--device", "cpu", "--image-size", "16"], tmp_path
+    )
     assert code == 1 and "rank 1 killed by SIGKILL" in err, err
     time.sleep(1.0)
     assert not [p for p in everyone if _alive(p)]
@@ -245,14 +312,17 @@ def test_killing_one_rank_ends_the_run_with_a_clear_message_and_no_process_left(
     assert any(r["row_kind"] == "sample" for r in rows)  # nothing recorded was lost
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["--nproc", "0"], "--nproc"),
-    (["--nproc", "-1"], "--nproc"),
-    (["--nproc", "3", "--device", "cuda"], "no CUDA GPU found"),  # this machine has none
-    (["--nnodes", "2"], "needs --rdzv-endpoint"),
-    (["--knob", "ddp_grad_view"], "needs --nproc 2 or more"),
-    (["--nproc", "2", "--device", "cpu", "-v", "fixed", "--knob", "compile"], "not supported with --nproc > 1"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--nproc", "0"], "--nproc"),
+        (["--nproc", "-1"], "--nproc"),
+        (["--nproc", "3", "--device", "cuda"], "no CUDA GPU found"),  # this machine has none
+        (["--nnodes", "2"], "needs --rdzv-endpoint"),
+        (["--knob", "ddp_grad_view"], "needs --nproc 2 or more"),
+        (["--nproc", "2", "--device", "cpu", "-v", "fixed", "--knob", "compile"], "not supported with --nproc > 1"),
+    ],
+)
 def test_bad_data_parallel_layouts_are_one_line_and_exit_2(tmp_path: Path, args: list[str], message: str) -> None:
     out = _gpudash("--record", "x.csv", "-w", "sync_loss", *args, cwd=tmp_path, timeout=60)
     assert out.returncode == 2 and message in out.stderr, out.stderr
@@ -270,14 +340,15 @@ def test_more_ranks_than_gpus_is_refused_naming_both(monkeypatch: pytest.MonkeyP
         argtypes.check_parallel(2, 1, None, "cuda:1")
 
 
-def _rank_scaling(rank: int, world: int, port: int, out: "multiprocessing.Queue") -> None:
+def _rank_scaling(rank: int, world: int, port: int, out: multiprocessing.Queue) -> None:
     """One rank of a run that measures its scaling efficiency after ~1 s of samples."""
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world),
-                      LOCAL_RANK=str(rank))
+    os.environ.update(
+        MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank)
+    )
     import torch.distributed as dist
 
-    from gpudash.engine.loop import StepLoop
     from gpudash.core.protocol import MeasureScaling, Stop
+    from gpudash.engine.loop import StepLoop
     from gpudash.engine.ranks import LockstepControls
 
     torch.set_num_threads(1)
@@ -291,8 +362,13 @@ def _rank_scaling(rank: int, world: int, port: int, out: "multiprocessing.Queue"
 
     opts = WorkloadOptions(variant="fixed", batch_size=2, image_size=16, seed=SEED, distributed=RankInfo.from_env())
     with build("sync_loss", "cpu", opts) as w:
-        loop = StepLoop(w, emit=events.append, controls=LockstepControls(local if rank == 0 else None,
-                        dist.group.WORLD, dist), sample_interval_s=0.1, lockstep_every=5)
+        loop = StepLoop(
+            w,
+            emit=events.append,
+            controls=LockstepControls(local if rank == 0 else None, dist.group.WORLD, dist),
+            sample_interval_s=0.1,
+            lockstep_every=5,
+        )
         loop.run(duration_s=120)
         flat = torch.cat([p.detach().double().flatten() for p in w.trained_parameters()]).numpy()
     measured = [e.details for e in events if getattr(e, "what", "") == "scaling"]
@@ -317,9 +393,28 @@ def test_scaling_efficiency_is_measured_against_rank_0_alone_and_leaves_the_rank
 
 
 def test_a_profiler_window_in_a_data_parallel_run_keeps_the_ranks_in_step(tmp_path: Path) -> None:
-    out = _gpudash("--record", "run.csv", "-w", "sync_loss", "-v", "fixed", "--device", "cpu", "--nproc", "2",
-                   "--image-size", "16", "--duration", "8", "--trace-every", "2", "--trace-steps", "4", "-q",
-                   cwd=tmp_path)
+    out = _gpudash(
+        "--record",
+        "run.csv",
+        "-w",
+        "sync_loss",
+        "-v",
+        "fixed",
+        "--device",
+        "cpu",
+        "--nproc",
+        "2",
+        "--image-size",
+        "16",
+        "--duration",
+        "8",
+        "--trace-every",
+        "2",
+        "--trace-steps",
+        "4",
+        "-q",
+        cwd=tmp_path,
+    )
     assert out.returncode == 0, out.stderr
     rows = list(csv.DictReader((tmp_path / "run.csv").open()))
     windows = [r for r in rows if r["event_what"] == "trace" and r["event_kind"] == "measured"]
@@ -329,14 +424,18 @@ def test_a_profiler_window_in_a_data_parallel_run_keeps_the_ranks_in_step(tmp_pa
 
 
 def test_a_change_any_rank_refuses_is_refused_by_every_rank() -> None:
-    from gpudash.engine.loop import StepLoop
     from gpudash.core.protocol import Event, SetBatchSize
+    from gpudash.engine.loop import StepLoop
 
     with build("sync_loss", "cpu", WorkloadOptions(variant="fixed", batch_size=2, image_size=16)) as w:
         got: list[object] = []
         pending = [SetBatchSize(4)]
-        loop = StepLoop(w, emit=got.append, controls=lambda _t: pending.pop() if pending else None,
-                        agree=lambda mine: mine or "rank 1: batch 4 needs about 9 GiB; 1 GiB free")
+        loop = StepLoop(
+            w,
+            emit=got.append,
+            controls=lambda _t: pending.pop() if pending else None,
+            agree=lambda mine: mine or "rank 1: batch 4 needs about 9 GiB; 1 GiB free",
+        )
         loop.run(steps=3)
         assert w.batch_size == 2  # rank 0 could, rank 1 could not: nobody changed
     (error,) = [m for m in got if isinstance(m, Event) and m.kind == "error"]
@@ -348,8 +447,9 @@ def test_a_ranks_exception_is_named_in_the_runs_crash() -> None:
     from gpudash.host.runner import WorkloadRunner
 
     # a knob value the CLI would refuse, given straight to the runner: every rank raises while building
-    runner = WorkloadRunner(RunConfig(workload="sync_loss", variant="fixed", device="cpu", image_size=16,
-                                      knobs="ddp_no_sync=3", nproc=2))
+    runner = WorkloadRunner(
+        RunConfig(workload="sync_loss", variant="fixed", device="cpu", image_size=16, knobs="ddp_no_sync=3", nproc=2)
+    )
     runner.start()
     crashes: list[Event] = []
     deadline = time.monotonic() + 120
@@ -407,8 +507,9 @@ def _data_limit(pid: int) -> int:
     return int(line.split()[3])
 
 
-def test_the_nodes_memory_guard_is_divided_before_the_ranks_start(tmp_path: Path,
-                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_nodes_memory_guard_is_divided_before_the_ranks_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The launcher and each rank get a third of a 12 GiB guard from the start (issue 23, cause 1:
     each rank started under the whole guard, divided only after it had imported torch)."""
     from gpudash.core.protocol import EventKind, RunConfig
@@ -416,8 +517,10 @@ def test_the_nodes_memory_guard_is_divided_before_the_ranks_start(tmp_path: Path
     from tests.test_orphans import until_event
 
     monkeypatch.setenv("GPUDASH_MEMORY_LIMIT", "12G")
-    runner = WorkloadRunner(RunConfig(workload="sync_loss", variant="fixed", device="cpu", image_size=16, nproc=2,
-                                      watchdog_s=None), log_path=tmp_path / "run.log")
+    runner = WorkloadRunner(
+        RunConfig(workload="sync_loss", variant="fixed", device="cpu", image_size=16, nproc=2, watchdog_s=None),
+        log_path=tmp_path / "run.log",
+    )
     runner.start()
     try:
         until_event(runner, EventKind.STARTED)

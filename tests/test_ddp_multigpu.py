@@ -19,10 +19,13 @@ from tests.test_ddp import ROOT, _alive, _ddp_run, _single_run_on_the_global_bat
 pytestmark = pytest.mark.multigpu
 
 
-@pytest.mark.parametrize(("family", "variant", "rel"), [
-    ("encdec", "serial", 1e-5),  # cuDNN sums in another order for a batch of 4 than for two of 2
-    ("sync_loss", "fixed", 1e-4),
-])
+@pytest.mark.parametrize(
+    ("family", "variant", "rel"),
+    [
+        ("encdec", "serial", 1e-5),  # cuDNN sums in another order for a batch of 4 than for two of 2
+        ("sync_loss", "fixed", 1e-4),
+    ],
+)
 def test_two_gpus_train_what_one_gpu_trains_on_the_global_batch(family: str, variant: str, rel: float) -> None:
     got = _ddp_run(family, variant, device="cuda")
     (p0, changed0, batch0), (p1, changed1, batch1) = got[0], got[1]
@@ -47,9 +50,31 @@ def test_loader_workers_of_two_gpu_ranks_survive_a_batch_change(family: str, var
 
 def test_record_on_two_gpus_reports_both_ranks(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH"))))}
-    out = subprocess.run([sys.executable, "-m", "gpudash", "--record", "run.csv", "-w", "encdec", "--device", "cuda",
-                          "--nproc", "2", "-b", "8", "--duration", "8", "-q"], cwd=tmp_path, env=env,
-                         capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gpudash",
+            "--record",
+            "run.csv",
+            "-w",
+            "encdec",
+            "--device",
+            "cuda",
+            "--nproc",
+            "2",
+            "-b",
+            "8",
+            "--duration",
+            "8",
+            "-q",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr
     rows = list(csv.DictReader((tmp_path / "run.csv").open()))
     samples = [r for r in rows if r["row_kind"] == "sample"]

@@ -22,10 +22,10 @@ from pathlib import Path
 
 import pytest
 
-from gpudash.stats.comparison import Verdict
-from gpudash.recording.csvformat import COLUMNS, ROW_KINDS, per_gpu_columns
 from gpudash.core.faults import FORMS
 from gpudash.core.protocol import EventKind, ExitCode
+from gpudash.recording.csvformat import COLUMNS, ROW_KINDS, per_gpu_columns
+from gpudash.stats.comparison import Verdict
 from gpudash.tui.actions import ACTIONS
 from workloads.knobs import KNOBS
 from workloads.registry import FAMILIES
@@ -121,7 +121,8 @@ def test_the_usage_key_table_is_the_actions_catalog() -> None:
         listed.append(actions[keys])
     assert sorted(listed) == sorted(actions.values()), (
         f"docs/usage.md's key table must list each Action once: missing "
-        f"{sorted(set(actions.values()) - set(listed))}, repeated {sorted(n for n in listed if listed.count(n) > 1)}")
+        f"{sorted(set(actions.values()) - set(listed))}, repeated {sorted(n for n in listed if listed.count(n) > 1)}"
+    )
 
 
 def test_the_readme_keys_are_actions() -> None:
@@ -151,7 +152,7 @@ def test_the_variant_table_is_the_variant_catalog() -> None:
     listed = [(code(r[0])[0], code(r[1])[0]) for r in rows]
     catalog = [(f.name, v.name) for f in FAMILIES.values() for v in f.variants]
     assert listed == catalog, "docs/workloads.md's variant table: every family's variants, in the catalog's order"
-    for (fam, var), row in zip(listed, rows):
+    for (fam, var), row in zip(listed, rows, strict=False):
         v = FAMILIES[fam].variant(var)
         assert bool(row[3].strip()) == v.needs_cuda, f"{fam}/{var}: 'needs CUDA' is filled iff it needs CUDA"
     for f in FAMILIES.values():  # the page says the first variant of each family is its default
@@ -191,10 +192,13 @@ def test_the_csv_column_table_is_the_csv_format() -> None:
     rows = table(DOCS / "usage.md", "column | what it holds")
     listed = [code(r[0])[0] for r in rows]
     assert listed == COLUMNS + per_gpu_columns(["N"]), (  # type: ignore[list-item]
-        "docs/usage.md's CSV columns: csvformat.COLUMNS, then one GPU's per-GPU columns (gpuN_…), in order")
-    cell = dict(zip(listed, (r[1] for r in rows)))
+        "docs/usage.md's CSV columns: csvformat.COLUMNS, then one GPU's per-GPU columns (gpuN_…), in order"
+    )
+    cell = dict(zip(listed, (r[1] for r in rows), strict=False))
     assert code(cell["row_kind"]) == list(ROW_KINDS), "the row_kind cell names csvformat.ROW_KINDS"
-    assert sorted(code(cell["event_kind"])) == sorted(k.value for k in EventKind), "the event_kind cell names EventKind's"
+    assert sorted(code(cell["event_kind"])) == sorted(k.value for k in EventKind), (
+        "the event_kind cell names EventKind's"
+    )
 
 
 # -- verdicts, exit statuses, presets ------------------------------------------------------------
@@ -202,7 +206,9 @@ def test_the_csv_column_table_is_the_csv_format() -> None:
 
 def test_the_verdict_table_is_the_verdicts() -> None:
     rows = table(DOCS / "measuring.md", "verdict | when")
-    assert [code(r[0])[0] for r in rows] == [v.value for v in Verdict], "docs/measuring.md's verdicts: Verdict's, in order"
+    assert [code(r[0])[0] for r in rows] == [v.value for v in Verdict], (
+        "docs/measuring.md's verdicts: Verdict's, in order"
+    )
     readme = README.read_text(encoding="utf-8")
     assert all(v.value in readme for v in Verdict), "the README's colours and verdicts name every verdict"
 
@@ -217,23 +223,28 @@ def test_every_sweep_preset_is_named() -> None:
 
     text = (DOCS / "measuring.md").read_text(encoding="utf-8")
     assert [p for p in PRESETS if f"`{p}`" not in text and f"--preset {p}" not in text] == [], (
-        "docs/measuring.md names every sweep preset")
+        "docs/measuring.md names every sweep preset"
+    )
 
 
 def test_the_benchmark_table_names_every_script() -> None:
     rows = table(DOCS / "measurements.md", "script | what it measures | run it | takes | output")
     listed = sorted(code(r[0])[0] for r in rows)
-    scripts = sorted(p.name for p in (ROOT / "benchmarks").iterdir()
-                     if p.suffix in (".py", ".sh") and p.name != "__init__.py")
+    scripts = sorted(
+        p.name for p in (ROOT / "benchmarks").iterdir() if p.suffix in (".py", ".sh") and p.name != "__init__.py"
+    )
     assert listed == scripts, "docs/measurements.md's benchmark tools: every script in benchmarks/, once"
     assert all(f"benchmarks/{code(r[0])[0]}" in r[2] for r in rows), "each tool's row says how to run it"
 
 
 def test_no_test_imports_from_benchmarks() -> None:
     """benchmarks/ holds tools to re-run, not code the tests need (that lives in tests/ or gpudash/)."""
-    found = [f"{path.relative_to(ROOT).as_posix()} imports {name}"
-             for path in sorted((ROOT / "tests").rglob("*.py"))
-             for name in sorted(_imported_names(path)) if name.split(".")[0] == "benchmarks"]
+    found = [
+        f"{path.relative_to(ROOT).as_posix()} imports {name}"
+        for path in sorted((ROOT / "tests").rglob("*.py"))
+        for name in sorted(_imported_names(path))
+        if name.split(".")[0] == "benchmarks"
+    ]
     assert found == [], found
 
 
@@ -278,13 +289,22 @@ def _imports(path: Path) -> set[str]:
 
 def test_the_layer_picture_holds() -> None:
     floors = _floors()
-    modules = sorted(p.relative_to(ROOT).as_posix() for pkg in ("gpudash", "workloads")
-                     for p in (ROOT / pkg).rglob("*.py") if p.name != "__init__.py")
+    modules = sorted(
+        p.relative_to(ROOT).as_posix()
+        for pkg in ("gpudash", "workloads")
+        for p in (ROOT / pkg).rglob("*.py")
+        if p.name != "__init__.py"
+    )
     assert sorted(floors) == modules, (
         f"docs/architecture.md's floors: missing {sorted(set(modules) - set(floors))}, "
-        f"gone {sorted(set(floors) - set(modules))}")
-    upward = [f"{m} (floor {floors[m]}) imports {d} (floor {floors[d]})"
-              for m in modules for d in sorted(_imports(ROOT / m)) if floors[d] > floors[m]]
+        f"gone {sorted(set(floors) - set(modules))}"
+    )
+    upward = [
+        f"{m} (floor {floors[m]}) imports {d} (floor {floors[d]})"
+        for m in modules
+        for d in sorted(_imports(ROOT / m))
+        if floors[d] > floors[m]
+    ]
     assert upward == [], "imports that run up the layer picture: move a module or redraw the picture"
 
 
@@ -360,8 +380,11 @@ SKIP_DIRS = {".git", ".venv", "__pycache__", "node_modules", "build"}
 def _repo_text_files() -> Iterator[Path]:
     """The repository's own text files: not the virtual environment, caches or build outputs."""
     for folder, dirs, files in os.walk(ROOT):
-        dirs[:] = [d for d in dirs if d not in SKIP_DIRS and not d.endswith(".egg-info")
-                   and (not d.startswith(".") or d == ".ci")]
+        dirs[:] = [
+            d
+            for d in dirs
+            if d not in SKIP_DIRS and not d.endswith(".egg-info") and (not d.startswith(".") or d == ".ci")
+        ]
         for name in files:
             path = Path(folder) / name
             if path.suffix in {".md", ".py", ".toml", ".sh", ".txt", ".cfg", ".json", ""}:

@@ -14,9 +14,6 @@ from dataclasses import dataclass
 import pytest
 import torch
 
-from gpudash.engine.events import plain
-from gpudash.engine.loop import StepLoop
-from gpudash.engine.measure import SYNC_WARNING, SyncCounter, percentile
 from gpudash.core.protocol import (
     Event,
     GpuInfo,
@@ -30,6 +27,9 @@ from gpudash.core.protocol import (
     Stop,
     SwitchWorkload,
 )
+from gpudash.engine.events import plain
+from gpudash.engine.loop import StepLoop
+from gpudash.engine.measure import SYNC_WARNING, SyncCounter, percentile
 from gpudash.host.session import EngineSession
 from workloads.knobs import Knobs
 from workloads.registry import WorkloadError, check_batch_size
@@ -70,17 +70,23 @@ class FakeWorkload:
         self.steps += 1
         self.last_loss = torch.tensor(1.0 / self.steps)
 
-    def check_change(self, *, variant: str | None = None, batch_size: int | None = None,
-                     knobs: Knobs | None = None) -> tuple[str, int, Knobs]:
+    def check_change(
+        self, *, variant: str | None = None, batch_size: int | None = None, knobs: Knobs | None = None
+    ) -> tuple[str, int, Knobs]:
         if variant is not None and variant not in ("a", "b"):
             raise WorkloadError(f"unknown variant {variant!r}")
-        return (variant or self.variant, self.batch_size if batch_size is None else check_batch_size(batch_size),
-                self.knobs if knobs is None else knobs)
+        return (
+            variant or self.variant,
+            self.batch_size if batch_size is None else check_batch_size(batch_size),
+            self.knobs if knobs is None else knobs,
+        )
 
-    def reconfigure(self, *, variant: str | None = None, batch_size: int | None = None,
-                    knobs: Knobs | None = None) -> None:
+    def reconfigure(
+        self, *, variant: str | None = None, batch_size: int | None = None, knobs: Knobs | None = None
+    ) -> None:
         self.variant, self.batch_size, self.knobs = self.check_change(
-            variant=variant, batch_size=batch_size, knobs=knobs)
+            variant=variant, batch_size=batch_size, knobs=knobs
+        )
 
     def drain(self) -> None:
         self.drains += 1
@@ -227,10 +233,10 @@ def test_sync_counter_counts_only_sync_warnings_and_prints_none(capsys: pytest.C
     try:
         counter.install(None)
         for _ in range(3):  # the same warning, same place: "always", never deduplicated
-            warnings.warn(SYNC_WARNING, UserWarning)
-        warnings.warn("something else", UserWarning)
+            warnings.warn(SYNC_WARNING, UserWarning, stacklevel=1)
+        warnings.warn("something else", UserWarning, stacklevel=1)
         counter.uninstall()
-        warnings.warn(SYNC_WARNING, UserWarning)  # after uninstall: not counted
+        warnings.warn(SYNC_WARNING, UserWarning, stacklevel=1)  # after uninstall: not counted
     finally:
         warnings.showwarning = old
     assert counter.count == 3
@@ -323,7 +329,9 @@ def test_session_controls_mid_run(session: EngineSession) -> None:
     switched = c.wait(lambda m: is_event("changed", "workload")(m) or is_event("error", "workload")(m), what="switch")
     assert switched.kind == "changed", switched.message
     assert switched.after == "sync_loss"
-    c.wait(lambda m: isinstance(m, Sample) and m.workload == "sync_loss" and m.variant == "fixed", what="sync_loss rows")
+    c.wait(
+        lambda m: isinstance(m, Sample) and m.workload == "sync_loss" and m.variant == "fixed", what="sync_loss rows"
+    )
 
     session.stop()
     c.msgs.extend(session.poll())
@@ -390,8 +398,9 @@ def test_terminate_reaches_the_childs_own_workers() -> None:
 
     from gpudash.host.runner import WorkloadRunner
 
-    proc = subprocess.Popen(["sh", "-c", "sleep 60 & echo $!; wait"], start_new_session=True,
-                            stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        ["sh", "-c", "sleep 60 & echo $!; wait"], start_new_session=True, stdout=subprocess.PIPE, text=True
+    )
     try:
         worker = int(proc.stdout.readline())  # type: ignore[union-attr]
         WorkloadRunner._signal_group(proc, signal.SIGTERM)  # type: ignore[arg-type]

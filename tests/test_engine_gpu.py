@@ -100,9 +100,25 @@ def test_out_of_memory_at_a_huge_batch_reverts() -> None:
 
 def test_record_on_the_gpu_with_real_nvml(tmp_path: Path) -> None:
     r = subprocess.run(
-        [sys.executable, "-m", "gpudash", "--record", "g.csv", "-w", "sync_loss", "-v", "fixed",
-         "--device", "cuda", "--duration", "4"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "gpudash",
+            "--record",
+            "g.csv",
+            "-w",
+            "sync_loss",
+            "-v",
+            "fixed",
+            "--device",
+            "cuda",
+            "--duration",
+            "4",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert r.returncode == 0, r.stderr
     df = pd.read_csv(tmp_path / "g.csv")

@@ -33,8 +33,15 @@ def _target(case: str, gen: torch.Generator) -> torch.Tensor:
     return t
 
 
-CASES = ["random", "all ignored", "one class", "one class and ignored", "no background", "all background",
-         "background and one class"]
+CASES = [
+    "random",
+    "all ignored",
+    "one class",
+    "one class and ignored",
+    "no background",
+    "all background",
+    "background and one class",
+]
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -54,8 +61,16 @@ def test_fixed_loss_equals_sync_heavy_loss_and_gradients(case: str, seed: int) -
     torch.testing.assert_close(g_fast, g_slow)
 
 
-@pytest.mark.parametrize(("case", "zero"), [("all ignored", True), ("one class", True), ("all background", True),
-                                            ("one class and ignored", False), ("random", False)])
+@pytest.mark.parametrize(
+    ("case", "zero"),
+    [
+        ("all ignored", True),
+        ("one class", True),
+        ("all background", True),
+        ("one class and ignored", False),
+        ("random", False),
+    ],
+)
 def test_loss_is_zeroed_below_two_distinct_values(case: str, zero: bool) -> None:
     gen = torch.Generator().manual_seed(0)
     logits = torch.randn(3, 10, 12, 12, generator=gen)
@@ -82,7 +97,7 @@ def test_vectorized_rotation_matches_torchvision_per_image() -> None:
     images = torch.rand(16, 3, 40, 40, generator=gen)
     angles = torch.empty(16).uniform_(-45, 45, generator=gen)
     batched = augment.rotate_batch(images, angles)
-    looped = torch.stack([F.rotate(img, angle=float(a)) for img, a in zip(images, angles)])
+    looped = torch.stack([F.rotate(img, angle=float(a)) for img, a in zip(images, angles, strict=False)])
     assert torch.equal(batched, looped)
 
 
@@ -90,7 +105,9 @@ def test_exact_crop_matches_slicing_and_roi_align() -> None:
     gen = torch.Generator().manual_seed(1)
     images = torch.rand(8, 3, 32, 32, generator=gen)
     tops, lefts = augment.random_crop_offsets(8, 16, gen, images.device)
-    sliced = torch.stack([img[:, t:t + 16, l:l + 16] for img, t, l in zip(images, tops, lefts)])
+    sliced = torch.stack(
+        [img[:, t : t + 16, left : left + 16] for img, t, left in zip(images, tops, lefts, strict=False)]
+    )
     assert torch.equal(augment.crop_exact(images, tops, lefts, 16), sliced)
     torch.testing.assert_close(augment.crop_roi_align(images, tops, lefts, 16), sliced)
 
@@ -99,7 +116,7 @@ def test_per_sample_blur_matches_torchvision_per_image() -> None:
     gen = torch.Generator().manual_seed(2)
     images = torch.rand(6, 3, 24, 24, generator=gen)
     sigmas = torch.empty(6).uniform_(0.1, 2.0, generator=gen)
-    looped = torch.stack([F.gaussian_blur(img, [7, 7], [float(s)] * 2) for img, s in zip(images, sigmas)])
+    looped = torch.stack([F.gaussian_blur(img, [7, 7], [float(s)] * 2) for img, s in zip(images, sigmas, strict=False)])
     torch.testing.assert_close(augment.blur_batch(images, sigmas), looped)
 
 
@@ -225,8 +242,9 @@ def test_pipeline_produces_ahead_while_consuming_the_current_item(depth: int) ->
     assert log == primed + [entry for step in steps for entry in step]
 
 
-@pytest.mark.parametrize(("name", "serial", "pipelined"), [("encdec", "serial", "pipelined"),
-                                                          ("augment", "gpu-vectorized", "pipelined")])
+@pytest.mark.parametrize(
+    ("name", "serial", "pipelined"), [("encdec", "serial", "pipelined"), ("augment", "gpu-vectorized", "pipelined")]
+)
 def test_pipelined_schedule_trains_the_same_parameters_as_serial(name: str, serial: str, pipelined: str) -> None:
     """Same seed, same batches: the pipelined order of work must not change the training result."""
     results = []
@@ -235,5 +253,5 @@ def test_pipelined_schedule_trains_the_same_parameters_as_serial(name: str, seri
             for _ in range(5):
                 w.step()
             results.append([p.detach().clone() for p in w.trained_parameters()])
-    for a, b in zip(*results):
+    for a, b in zip(*results, strict=False):
         assert torch.equal(a, b)

@@ -25,11 +25,10 @@ from types import ModuleType
 
 import pytest
 
-from gpudash.recording import csvformat
-
 from gpudash.core import faults
 from gpudash.core.faults import Fault, FaultSpecError
 from gpudash.core.protocol import NOT_RESPONDING, NVML_LOST, SAMPLES_DROPPED, Event, EventKind, RunConfig, Sample
+from gpudash.recording import csvformat
 
 from .tui.conftest import wait_until
 
@@ -111,12 +110,15 @@ def read_rows(path: Path) -> list[dict[str, str]]:
     rows = list(csv.reader(io.StringIO(text)))
     assert rows[0][: len(csvformat.COLUMNS)] == csvformat.COLUMNS  # (per-GPU columns may follow)
     assert all(len(r) == len(rows[0]) for r in rows), "a row with a different number of fields"
-    return [dict(zip(rows[0], r)) for r in rows[1:]]
+    return [dict(zip(rows[0], r, strict=False)) for r in rows[1:]]
 
 
 def events(rows: list[dict[str, str]], kind: str, what: str | None = None) -> list[dict[str, str]]:
-    return [r for r in rows if r["row_kind"] == "event" and r["event_kind"] == kind
-            and (what is None or r["event_what"] == what)]
+    return [
+        r
+        for r in rows
+        if r["row_kind"] == "event" and r["event_kind"] == kind and (what is None or r["event_what"] == what)
+    ]
 
 
 def samples(rows: list[dict[str, str]]) -> list[dict[str, str]]:
@@ -139,17 +141,20 @@ def test_every_documented_form_parses_and_round_trips() -> None:
         assert faults.parse(str(faults.parse(text))) == faults.parse(text)
 
 
-@pytest.mark.parametrize(("text", "why"), [
-    ("explode@step=3", "unknown fault 'explode'"),
-    ("raise", "raise takes @step"),
-    ("raise@row=3", "raise takes @step"),
-    ("raise@step", "raise needs a count"),
-    ("hang@step=0", "step must be a whole number ≥ 1, not '0'"),
-    ("hang@step=two", "not 'two'"),
-    ("csv-write@row=3,for=2", "unexpected 'for=2'"),
-    ("slow-parent@sample=3,for=-1", "for must be a number of seconds > 0"),
-    ("slow-parent@sample=3,every=2", "unexpected 'every=2'"),
-])
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ("explode@step=3", "unknown fault 'explode'"),
+        ("raise", "raise takes @step"),
+        ("raise@row=3", "raise takes @step"),
+        ("raise@step", "raise needs a count"),
+        ("hang@step=0", "step must be a whole number ≥ 1, not '0'"),
+        ("hang@step=two", "not 'two'"),
+        ("csv-write@row=3,for=2", "unexpected 'for=2'"),
+        ("slow-parent@sample=3,for=-1", "for must be a number of seconds > 0"),
+        ("slow-parent@sample=3,every=2", "unexpected 'every=2'"),
+    ],
+)
 def test_a_bad_fault_is_refused_in_one_line_naming_the_forms(text: str, why: str) -> None:
     with pytest.raises(FaultSpecError) as caught:
         faults.parse(text)
@@ -160,21 +165,34 @@ def test_a_bad_fault_is_refused_in_one_line_naming_the_forms(text: str, why: str
 
 def test_gpudash_refuses_a_bad_fault_before_starting_anything(tmp_path: Path) -> None:
     env = {**os.environ, faults.ENV: "hang@stp=3"}
-    done = subprocess.run([sys.executable, "-m", "gpudash", "--record", "x.csv", *FAST], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "gpudash", "--record", "x.csv", *FAST],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
         f"gpudash: error: {faults.ENV}='hang@stp=3': hang takes @step: hang@step=N (forms: raise@step=N, "
         "hang@step=N, exit@reconfigure[=1], nvml-lost@sample=N, nvml-gone@sample=N, slow-parent@sample=N,for=S, "
-        "csv-write@row=N)"]
+        "csv-write@row=N)"
+    ]
     assert not (tmp_path / "x.csv").exists()
 
 
 # -- the pieces, in-process ----------------------------------------------------------------------------
-@pytest.mark.parametrize(("kind", "why"), [("nvml-lost", "the GPU has fallen off the bus (GPU is lost)"),
-                                           ("nvml-gone", "the NVIDIA driver is no longer loaded")])
-def test_nvml_failing_mid_run_is_one_event_then_no_telemetry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                              kind: str, why: str) -> None:
+@pytest.mark.parametrize(
+    ("kind", "why"),
+    [
+        ("nvml-lost", "the GPU has fallen off the bus (GPU is lost)"),
+        ("nvml-gone", "the NVIDIA driver is no longer loaded"),
+    ],
+)
+def test_nvml_failing_mid_run_is_one_event_then_no_telemetry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str, why: str
+) -> None:
     from gpudash.host.nvml import NvmlSampler
 
     monkeypatch.setitem(sys.modules, "pynvml", load_fake_pynvml(tmp_path))
@@ -310,8 +328,14 @@ class Recording:
         env = {**os.environ, faults.ENV: fault, **ONE_THREAD}
         if name == "nvml":  # a fake NVML in front of the real one (this machine has no driver)
             env["PYTHONPATH"] = os.pathsep.join([str(fake_pynvml_dir(folder)), env.get("PYTHONPATH", "")])
-        self.proc = subprocess.Popen([sys.executable, "-m", "gpudash", "--record", self.csv.name, *FAST, *args],
-                                     cwd=folder, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "gpudash", "--record", self.csv.name, *FAST, *args],
+            cwd=folder,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         self._done: tuple[int, str] | None = None
 
     def finish(self) -> tuple[int, str, list[dict[str, str]]]:
@@ -343,8 +367,11 @@ def recordings(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-unt
 def test_record_a_raising_step_keeps_the_rows_and_exits_1(recordings) -> None:  # type: ignore[no-untyped-def]
     code, err, rows = recordings["raise"].finish()
     assert code == 1
-    assert err.strip().splitlines()[-1].startswith(
-        "gpudash: error: workload failed: InjectedFault: injected fault: raise at step 5")
+    assert (
+        err.strip()
+        .splitlines()[-1]
+        .startswith("gpudash: error: workload failed: InjectedFault: injected fault: raise at step 5")
+    )
     assert samples(rows) and 0 < int(samples(rows)[-1]["steps"]) <= 4  # the samples before the fault
     crashed = events(rows, "crashed")
     assert len(crashed) == 1 and rows[-1] == crashed[0]
@@ -356,14 +383,18 @@ def test_record_a_hung_step_is_noticed_stopped_and_exits_1(recordings) -> None: 
     assert code == 1
     said = events(rows, "error", NOT_RESPONDING)
     assert len(said) == 1 and re.match(r"workload process not responding for \d+ s", said[0]["event_message"])
-    assert err.strip().splitlines()[-1].startswith("gpudash: error: workload failed: workload process not "
-                                                   "responding for")
+    assert (
+        err.strip().splitlines()[-1].startswith("gpudash: error: workload failed: workload process not responding for")
+    )
     assert 0 < int(samples(rows)[-1]["steps"]) <= 4
     assert "hanging at step 5" in recordings["hang"].csv.with_suffix(".log").read_text()
     stopped = events(rows, "stopped")
     assert rows[-1] == stopped[0]
-    assert re.match(r"workload terminated after \d+\.\d s of stopping: it did not stop by itself in that time "
-                    r"\(workload process killed by SIGTERM\)$", stopped[0]["event_message"])
+    assert re.match(
+        r"workload terminated after \d+\.\d s of stopping: it did not stop by itself in that time "
+        r"\(workload process killed by SIGTERM\)$",
+        stopped[0]["event_message"],
+    )
 
 
 def test_record_goes_on_without_gpu_columns_when_nvml_loses_the_gpu(recordings) -> None:  # type: ignore[no-untyped-def]
@@ -390,7 +421,7 @@ def test_record_counts_the_samples_a_slow_parent_made_the_workload_drop(recordin
     assert n > 0 and "samples dropped over" in dropped[0]["event_message"]
     steps = [int(r["steps"]) for r in samples(rows)]
     assert steps == sorted(steps) and steps[-1] == 250  # cumulative: the run's --steps, none missing
-    jumps = [later - earlier for earlier, later in zip(steps, steps[1:])]
+    jumps = [later - earlier for earlier, later in zip(steps, steps[1:], strict=False)]
     assert max(jumps) >= n  # where the dropped samples were: one larger step in the totals
 
 
@@ -406,7 +437,9 @@ def test_record_a_failing_csv_write_keeps_every_row_before_it_and_exits_1(record
 
 # -- the dashboard over the real workload process ----------------------------------------------------
 @asynccontextmanager
-async def dashboard(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **config: object) -> AsyncIterator[tuple[object, object, list[str], set[int]]]:
+async def dashboard(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **config: object
+) -> AsyncIterator[tuple[object, object, list[str], set[int]]]:
     """The app over a real engine; yields (app, pilot, every notice said, the workload pids seen).
     Quits with q at the end and checks that nothing of any workload process is left."""
     from gpudash.host.session import EngineSession
@@ -415,8 +448,10 @@ async def dashboard(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **config: o
     prepare_for_child_processes()
     for name, value in ONE_THREAD.items():
         monkeypatch.setenv(name, value)  # the workload process inherits it
-    source = EngineSession(RunConfig(**{**FAST_CONFIG, "sample_interval_s": 0.1, **config}),  # type: ignore[arg-type]
-                           log_path=str(tmp_path / "child.log"))
+    source = EngineSession(
+        RunConfig(**{**FAST_CONFIG, "sample_interval_s": 0.1, **config}),  # type: ignore[arg-type]
+        log_path=str(tmp_path / "child.log"),
+    )
     app = GpuDashApp(source, toasts=False)
     said: list[str] = []
     say = app.say
@@ -458,13 +493,18 @@ async def test_dashboard_reports_a_raising_step_and_restarts(tmp_path: Path, mon
         assert "InjectedFault: injected fault: raise at step 5" in line and "press r to restart" in line
         assert app.controller.status_text() == "crashed — r restarts"
         await pilot.press("r")  # a fresh workload process (it raises again at its step 5)
-        await wait_until(pilot, lambda: app.source.runner.pid not in pids and app.state.ended,
-                         "the restarted process to crash too", timeout_s=60)
+        await wait_until(
+            pilot,
+            lambda: app.source.runner.pid not in pids and app.state.ended,
+            "the restarted process to crash too",
+            timeout_s=60,
+        )
         pids.add(app.source.runner.pid)
 
 
 async def test_dashboard_says_a_hung_workload_is_not_responding_and_r_replaces_it(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv(faults.ENV, "hang@step=10")
     async with dashboard(tmp_path, monkeypatch, watchdog_s=2.0) as (app, pilot, said, pids):
         await wait_until(pilot, lambda: app.controller.hung, "the watchdog", timeout_s=60)
@@ -476,14 +516,21 @@ async def test_dashboard_says_a_hung_workload_is_not_responding_and_r_replaces_i
         assert group_members(hung), "the dashboard leaves a hung process running until asked"
         monkeypatch.delenv(faults.ENV)  # the next workload process runs as usual
         await pilot.press("r")
-        await wait_until(pilot, lambda: app.source.runner.pid != hung and app.state.last_sample is not None
-                         and app.state.status == "running", "a fresh workload process", timeout_s=60)
+        await wait_until(
+            pilot,
+            lambda: (
+                app.source.runner.pid != hung and app.state.last_sample is not None and app.state.status == "running"
+            ),
+            "a fresh workload process",
+            timeout_s=60,
+        )
         pids.add(app.source.runner.pid)
         assert_nothing_left(hung)  # terminated with its group, not left behind
 
 
 async def test_dashboard_records_up_to_a_process_that_exits_mid_reconfiguration(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv(faults.ENV, "exit@reconfigure")
     path = tmp_path / "dash.csv"
     async with dashboard(tmp_path, monkeypatch) as (app, pilot, said, pids):
@@ -500,28 +547,39 @@ async def test_dashboard_records_up_to_a_process_that_exits_mid_reconfiguration(
 
 
 async def test_dashboard_shows_why_the_gpu_charts_stopped_when_nvml_loses_the_gpu(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setitem(sys.modules, "pynvml", load_fake_pynvml(tmp_path))
     monkeypatch.setenv(faults.ENV, "nvml-gone@sample=3")
     async with dashboard(tmp_path, monkeypatch, gpu_interval_s=0.1) as (app, pilot, said, pids):
-        await wait_until(pilot, lambda: app.state.gpu_info is not None and not app.state.gpu_info.available,
-                         "NVML to go", timeout_s=60)
+        await wait_until(
+            pilot,
+            lambda: app.state.gpu_info is not None and not app.state.gpu_info.available,
+            "NVML to go",
+            timeout_s=60,
+        )
         line = said_line(said, "NVML lost the GPU")
         assert "the NVIDIA driver is no longer loaded" in line
         steps = app.state.last_sample.steps if app.state.last_sample else 0
-        await wait_until(pilot, lambda: app.state.last_sample is not None and app.state.last_sample.steps > steps,
-                         "the workload to go on", timeout_s=60)
+        await wait_until(
+            pilot,
+            lambda: app.state.last_sample is not None and app.state.last_sample.steps > steps,
+            "the workload to go on",
+            timeout_s=60,
+        )
         app.refresh_now()
         notice = str(app.query_one("#gpu-notice").render())
         assert "NVML lost the GPU" in notice and "driver is no longer loaded" in notice
 
 
 async def test_dashboard_warns_of_samples_dropped_while_it_read_slowly(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv(faults.ENV, "slow-parent@sample=5,for=1")
     async with dashboard(tmp_path, monkeypatch, sample_interval_s=0.02) as (app, pilot, said, pids):
-        await wait_until(pilot, lambda: any(e.what == SAMPLES_DROPPED for e in app.state.events),
-                         "the drop report", timeout_s=60)
+        await wait_until(
+            pilot, lambda: any(e.what == SAMPLES_DROPPED for e in app.state.events), "the drop report", timeout_s=60
+        )
         line = said_line(said, "samples dropped")
         assert "totals stay right" in line and not line.startswith("✗")
         steps = app.state.last_sample.steps
@@ -530,7 +588,8 @@ async def test_dashboard_warns_of_samples_dropped_while_it_read_slowly(
 
 
 async def test_dashboard_stops_a_recording_whose_write_fails_and_runs_on(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv(faults.ENV, "csv-write@row=5")
     path = tmp_path / "dash.csv"
     async with dashboard(tmp_path, monkeypatch) as (app, pilot, said, pids):

@@ -26,11 +26,12 @@ def test_every_variant_steps_on_cuda(name: str, variant: str) -> None:
         for _ in range(3):
             w.step()
         assert torch.isfinite(w.last_loss).item()
-        assert any(not torch.equal(a, b) for a, b in zip(before, w.trained_parameters()))
+        assert any(not torch.equal(a, b) for a, b in zip(before, w.trained_parameters(), strict=False))
 
 
-@pytest.mark.parametrize(("name", "serial", "pipelined"), [("encdec", "serial", "pipelined"),
-                                                          ("augment", "gpu-vectorized", "pipelined")])
+@pytest.mark.parametrize(
+    ("name", "serial", "pipelined"), [("encdec", "serial", "pipelined"), ("augment", "gpu-vectorized", "pipelined")]
+)
 def test_pipelined_trains_the_same_parameters_as_serial_on_cuda(name: str, serial: str, pipelined: str) -> None:
     torch.backends.cudnn.deterministic = True
     torch.backends.cudnn.benchmark = False
@@ -40,7 +41,7 @@ def test_pipelined_trains_the_same_parameters_as_serial_on_cuda(name: str, seria
             for _ in range(6):
                 w.step()
             results.append([p.detach().double().cpu() for p in w.trained_parameters()])
-    for a, b in zip(*results):
+    for a, b in zip(*results, strict=False):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
 
 
@@ -59,13 +60,20 @@ SANITIZED = textwrap.dedent(
 )
 
 
-@pytest.mark.parametrize(("name", "variant", "back"), [("encdec", "pipelined", "serial"),
-                                                       ("augment", "pipelined", "gpu-vectorized")])
+@pytest.mark.parametrize(
+    ("name", "variant", "back"), [("encdec", "pipelined", "serial"), ("augment", "pipelined", "gpu-vectorized")]
+)
 def test_pipelined_variants_run_clean_under_the_cuda_sanitizer(name: str, variant: str, back: str) -> None:
     code = SANITIZED.format(name=name, variant=variant, back=back)
     env = {**os.environ, "TORCH_CUDA_SANITIZER": "1"}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600,
-                         cwd=os.path.dirname(os.path.dirname(__file__)))
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        cwd=os.path.dirname(os.path.dirname(__file__)),
+    )
     assert out.returncode == 0 and "clean" in out.stdout, out.stderr[-3000:]
     assert "CSAN" not in out.stderr, out.stderr[-3000:]
 
@@ -89,8 +97,10 @@ def test_sync_heavy_loss_syncs_and_fixed_loss_does_not() -> None:
     assert _sync_warnings("fixed") == 0
 
 
-@pytest.mark.parametrize(("name", "variant"), [("encdec", "serial"), ("encdec", "pipelined"),
-                                               ("augment", "gpu-vectorized"), ("augment", "pipelined")])
+@pytest.mark.parametrize(
+    ("name", "variant"),
+    [("encdec", "serial"), ("encdec", "pipelined"), ("augment", "gpu-vectorized"), ("augment", "pipelined")],
+)
 def test_sync_free_variants_never_sync(name: str, variant: str) -> None:
     with build(name, "cuda", WorkloadOptions(variant=variant, batch_size=4, image_size=64)) as w:
         steps_without_a_sync(w)
@@ -144,10 +154,15 @@ def test_serial_encdec_holds_the_same_gpu_memory_whatever_configuration_ran_befo
     with build("encdec", "cuda", WorkloadOptions(variant="serial", batch_size=8)) as w:
         before = settled_reserved_mib(w)
         after = {}
-        for name, there, back in [("pipelined", {"variant": "pipelined"}, {"variant": "serial"}),
-                                  ("knobs", {"knobs": parse_knobs("amp=bf16,channels_last=on,cudnn_benchmark=on")},
-                                   {"knobs": parse_knobs("none")}),
-                                  ("batch 16", {"batch_size": 16}, {"batch_size": 8})]:
+        for name, there, back in [
+            ("pipelined", {"variant": "pipelined"}, {"variant": "serial"}),
+            (
+                "knobs",
+                {"knobs": parse_knobs("amp=bf16,channels_last=on,cudnn_benchmark=on")},
+                {"knobs": parse_knobs("none")},
+            ),
+            ("batch 16", {"batch_size": 16}, {"batch_size": 8}),
+        ]:
             w.reconfigure(**there)
             settled_reserved_mib(w)
             w.reconfigure(**back)

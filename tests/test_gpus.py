@@ -16,12 +16,11 @@ import pandas as pd
 import pytest
 
 from gpudash import cli
-
-from gpudash.recording import csvformat
+from gpudash.core.protocol import Event, GpuSample, RunConfig, Sample
 from gpudash.host.gpu_checks import check_gpus
 from gpudash.host.gpu_selection import GpuSelectionError, gpu_indexes, gpu_list
 from gpudash.host.nvml import NvmlSampler
-from gpudash.core.protocol import Event, GpuSample, RunConfig, Sample
+from gpudash.recording import csvformat
 from gpudash.recording.record import CsvRecorder, run_metadata
 from gpudash.recording.replay import ReplaySource, read_all
 from tests.fake_gpus import fake_gpus, readings
@@ -82,15 +81,19 @@ def test_gpus_option_selects_and_orders(machine) -> None:
     assert g.gpu_util_pct == 10.0  # the workload's GPU is charted whether watched in a row or not
 
 
-@pytest.mark.parametrize(("visible", "watched"), [
-    ("2,0", (2, 0)),                    # indexes, in CUDA_VISIBLE_DEVICES' order
-    ("GPU-0000-3,GPU-0000-1", (3, 1)),  # UUIDs
-    ("1,7,2", (1,)),                    # CUDA stops at the first entry that names no GPU
-    ("MIG-abc,2", (2,)),                # a MIG slice: NVML reads the whole GPU, left out
-    ("", ()),                           # every GPU hidden: no rows
-])
-def test_cuda_visible_devices_selects_and_orders(machine, monkeypatch: pytest.MonkeyPatch, visible: str,
-                                                  watched: tuple[int, ...]) -> None:
+@pytest.mark.parametrize(
+    ("visible", "watched"),
+    [
+        ("2,0", (2, 0)),  # indexes, in CUDA_VISIBLE_DEVICES' order
+        ("GPU-0000-3,GPU-0000-1", (3, 1)),  # UUIDs
+        ("1,7,2", (1,)),  # CUDA stops at the first entry that names no GPU
+        ("MIG-abc,2", (2,)),  # a MIG slice: NVML reads the whole GPU, left out
+        ("", ()),  # every GPU hidden: no rows
+    ],
+)
+def test_cuda_visible_devices_selects_and_orders(
+    machine, monkeypatch: pytest.MonkeyPatch, visible: str, watched: tuple[int, ...]
+) -> None:
     machine(4)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
     s = opened(watched[0] if watched else 0)
@@ -150,8 +153,9 @@ def test_serve_passes_gpus_on_to_the_dashboard_it_starts() -> None:
     assert cli.as_argv(commands["run"], given) == ["--device=cpu", "--gpus=2,0"]
 
 
-def test_cli_refuses_a_gpu_the_machine_lacks_in_one_line(machine, tmp_path: Path,
-                                                         capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_refuses_a_gpu_the_machine_lacks_in_one_line(
+    machine, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     machine(2)
     assert cli.main(["--record", str(tmp_path / "run.csv"), "--device", "cpu", "--gpus", "0,4"]) == 2
     err = capsys.readouterr().err
@@ -164,7 +168,8 @@ def test_cli_refuses_a_malformed_gpus_in_one_line(capsys: pytest.CaptureFixture[
         cli.main(["--gpus", "0,x"])
     assert exit_.value.code == 2
     assert capsys.readouterr().err.splitlines() == [
-        "gpudash: error: argument --gpus: expected GPU indexes separated by commas (0,2), got '0,x'"]
+        "gpudash: error: argument --gpus: expected GPU indexes separated by commas (0,2), got '0,x'"
+    ]
 
 
 # -- the CSV ------------------------------------------------------------------------------------------
@@ -187,7 +192,7 @@ def test_csv_appends_columns_per_gpu_watched_and_keeps_todays(machine, tmp_path:
     df = pd.read_csv(path)
     cols = list(df.columns)
     assert cols[: len(csvformat.COLUMNS)] == csvformat.COLUMNS  # 0.1's readers read the prefix
-    assert cols[len(csvformat.COLUMNS):] == [f"gpu{i}_{c}" for i in (2, 0) for c in PER_GPU]
+    assert cols[len(csvformat.COLUMNS) :] == [f"gpu{i}_{c}" for i in (2, 0) for c in PER_GPU]
     assert csvformat.is_recording_header(cols)
     rows = df[df.row_kind == "sample"]
     assert list(rows.gpu2_util_pct) == [12.0] * 3 and list(rows.gpu0_sm_clock_mhz) == [1400.0] * 3
@@ -220,8 +225,11 @@ def test_replay_gives_back_the_per_gpu_readings(machine, tmp_path: Path, count: 
 
 def test_a_recording_without_per_gpu_columns_replays_as_before(tmp_path: Path) -> None:
     path = tmp_path / "old.csv"
-    rows = [csvformat.header(), csvformat.event_row(Event(0.5, "started")),
-            csvformat.sample_row(sample(1.0, 100.0), GpuSample(1.0, 80.0))]
+    rows = [
+        csvformat.header(),
+        csvformat.event_row(Event(0.5, "started")),
+        csvformat.sample_row(sample(1.0, 100.0), GpuSample(1.0, 80.0)),
+    ]
     path.write_text("".join(csvformat.format_row(r) for r in rows))
     gpu = [m for m in read_all(ReplaySource(path)) if isinstance(m, GpuSample)]
     assert gpu == [GpuSample(1.0, 80.0)] and gpu[0].per_gpu == ()
@@ -238,11 +246,30 @@ def test_header_with_a_gpus_columns_incomplete_has_no_row_for_it() -> None:
 def test_record_with_gpus_writes_their_columns_and_replays(machine, tmp_path: Path) -> None:
     machine(2)
     path = tmp_path / "run.csv"
-    code = cli.main(["--record", str(path), "-w", "sync_loss", "-v", "fixed", "--device", "cpu", "--steps", "40",
-                     "--sample-interval", "0.1", "--interval", "0.1", "--gpus", "1,0", "-q"])
+    code = cli.main(
+        [
+            "--record",
+            str(path),
+            "-w",
+            "sync_loss",
+            "-v",
+            "fixed",
+            "--device",
+            "cpu",
+            "--steps",
+            "40",
+            "--sample-interval",
+            "0.1",
+            "--interval",
+            "0.1",
+            "--gpus",
+            "1,0",
+            "-q",
+        ]
+    )
     assert code == 0
     df = pd.read_csv(path)
-    assert list(df.columns)[len(csvformat.COLUMNS):] == [f"gpu{i}_{c}" for i in (1, 0) for c in PER_GPU]
+    assert list(df.columns)[len(csvformat.COLUMNS) :] == [f"gpu{i}_{c}" for i in (1, 0) for c in PER_GPU]
     rows = df[df.row_kind == "sample"]
     assert len(rows) > 0 and set(rows.gpu1_util_pct) == {11.0} and set(rows.gpu0_temp_c) == {40.0}
     gpu = [m for m in read_all(ReplaySource(path)) if isinstance(m, GpuSample)]

@@ -22,9 +22,8 @@ from pathlib import Path
 import pytest
 
 from gpudash import config
-
-from gpudash.host import host_budget
 from gpudash.cli import main
+from gpudash.host import host_budget
 
 LONG = "x" * 300  # one name over the 255 bytes of every common file system
 DEEP = "/".join(["d" * 200] * 22)  # a path over PATH_MAX (4096)
@@ -45,24 +44,51 @@ class Case:
 
 CASES = [
     # -- caps: nothing may take the box down (cause 1, 2) ---------------------------------------------
-    Case("nproc-64", ["record", "np64.csv", "--nproc", "64", "--device", "cpu", "--duration", "30"],
-         "--nproc 64: each rank on the CPU needs a CPU of its own"),
-    Case("nproc-huge", ["record", "np.csv", "--nproc", "100000000", "--device", "cpu"],
-         "--nproc 100000000: each rank on the CPU needs a CPU of its own"),
+    Case(
+        "nproc-64",
+        ["record", "np64.csv", "--nproc", "64", "--device", "cpu", "--duration", "30"],
+        "--nproc 64: each rank on the CPU needs a CPU of its own",
+    ),
+    Case(
+        "nproc-huge",
+        ["record", "np.csv", "--nproc", "100000000", "--device", "cpu"],
+        "--nproc 100000000: each rank on the CPU needs a CPU of its own",
+    ),
     Case("nproc-auto", ["record", "np.csv", "--nproc", "64"], "--nproc 64: each rank on the CPU needs a CPU"),
-    Case("workers-huge", ["record", "wk.csv", "-w", "input_pipeline", "-v", "workers", "--workers", "100000",
-                          "--steps", "3"], "--workers 100000: more loader workers per rank than the"),
-    Case("workers-dashboard", ["-w", "input_pipeline", "-v", "workers", "--workers", "100000"],
-         "--workers 100000: more loader workers per rank"),
-    Case("sweep-nproc", ["sweep", "-w", "sync_loss", "--device", "cpu", "--nproc", "64", "--out", "sw"],
-         "--nproc 64: each rank on the CPU needs a CPU"),
+    Case(
+        "workers-huge",
+        ["record", "wk.csv", "-w", "input_pipeline", "-v", "workers", "--workers", "100000", "--steps", "3"],
+        "--workers 100000: more loader workers per rank than the",
+    ),
+    Case(
+        "workers-dashboard",
+        ["-w", "input_pipeline", "-v", "workers", "--workers", "100000"],
+        "--workers 100000: more loader workers per rank",
+    ),
+    Case(
+        "sweep-nproc",
+        ["sweep", "-w", "sync_loss", "--device", "cpu", "--nproc", "64", "--out", "sw"],
+        "--nproc 64: each rank on the CPU needs a CPU",
+    ),
     # -- the memory guard's setting (cause 7) --------------------------------------------------------------
-    *[Case(f"memory-limit-{i}", ["record", "m.csv", "--steps", "1"], f"GPUDASH_MEMORY_LIMIT={value}:",
-           env={"GPUDASH_MEMORY_LIMIT": value})
-      for i, value in enumerate(["abc", "0%", "150%", "-1G", "1e3G", "5 potatoes", "0G", "nan%"])],
-    Case("memory-limit-sweep", ["sweep", "-w", "sync_loss", "--device", "cpu", "--out", "sw"],
-         "GPUDASH_MEMORY_LIMIT=abc:", env={"GPUDASH_MEMORY_LIMIT": "abc"}),
-    Case("memory-limit-dashboard", [], "GPUDASH_MEMORY_LIMIT=12 potatoes:", env={"GPUDASH_MEMORY_LIMIT": "12 potatoes"}),
+    *[
+        Case(
+            f"memory-limit-{i}",
+            ["record", "m.csv", "--steps", "1"],
+            f"GPUDASH_MEMORY_LIMIT={value}:",
+            env={"GPUDASH_MEMORY_LIMIT": value},
+        )
+        for i, value in enumerate(["abc", "0%", "150%", "-1G", "1e3G", "5 potatoes", "0G", "nan%"])
+    ],
+    Case(
+        "memory-limit-sweep",
+        ["sweep", "-w", "sync_loss", "--device", "cpu", "--out", "sw"],
+        "GPUDASH_MEMORY_LIMIT=abc:",
+        env={"GPUDASH_MEMORY_LIMIT": "abc"},
+    ),
+    Case(
+        "memory-limit-dashboard", [], "GPUDASH_MEMORY_LIMIT=12 potatoes:", env={"GPUDASH_MEMORY_LIMIT": "12 potatoes"}
+    ),
     # -- names the file system refuses (cause 8) -----------------------------------------------------------
     Case("long-record", ["record", f"{LONG}.csv", "--steps", "1"], "File name too long"),
     Case("long-meta", ["record", "ok.csv", "--meta", f"{LONG}.json", "--steps", "1"], "File name too long"),
@@ -74,10 +100,18 @@ CASES = [
     # -- what a path may be (cause 10, 13) --------------------------------------------------------------
     Case("char-device", ["record", "/dev/null", "--steps", "1"], "is a character device, not a regular file"),
     Case("full-device", ["record", "/dev/full", "--steps", "1"], "is a character device, not a regular file"),
-    Case("meta-exists", ["record", "y5.csv", "--steps", "1"], "the metadata file y5.json exists; give --force",
-         setup="y5.json"),
-    Case("named-meta-exists", ["record", "z.csv", "--meta", "y5.json", "--steps", "1"],
-         "y5.json exists; give --force", setup="y5.json"),
+    Case(
+        "meta-exists",
+        ["record", "y5.csv", "--steps", "1"],
+        "the metadata file y5.json exists; give --force",
+        setup="y5.json",
+    ),
+    Case(
+        "named-meta-exists",
+        ["record", "z.csv", "--meta", "y5.json", "--steps", "1"],
+        "y5.json exists; give --force",
+        setup="y5.json",
+    ),
     Case("csv-exists", ["record", "y5.csv", "--steps", "1"], "y5.csv exists; give --force", setup="y5.csv"),
     # -- GPUs the machine lacks (cause 12) ----------------------------------------------------------------
     Case("gpus-without-gpus", ["record", "g1.csv", "--gpus", "0", "--steps", "1"], "--gpus 0: no GPU to watch here"),
@@ -131,8 +165,14 @@ def test_a_hostile_input_is_one_line_exit_2_and_creates_nothing(
 
 # -- cases that would hang or lose the test's own output: a subprocess with a timeout -----------------------
 def _gpudash(argv: list[str], cwd: Path, **kwargs: object) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "gpudash", *argv], cwd=cwd, capture_output=True, text=True,
-                          timeout=CASE_TIMEOUT_S, **kwargs)  # type: ignore[call-overload]
+    return subprocess.run(
+        [sys.executable, "-m", "gpudash", *argv],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=CASE_TIMEOUT_S,
+        **kwargs,
+    )  # type: ignore[call-overload]
 
 
 def _one_error_line(proc: subprocess.CompletedProcess[str]) -> str:
@@ -149,8 +189,15 @@ def test_a_fifo_is_refused_without_opening_it(tmp_path: Path) -> None:
 
 
 def test_a_closed_stdout_is_refused(tmp_path: Path) -> None:
-    proc = subprocess.run(f"exec {sys.executable} -m gpudash record - --steps 3 >&-", shell=True, cwd=tmp_path,
-                          capture_output=False, stderr=subprocess.PIPE, text=True, timeout=CASE_TIMEOUT_S)
+    proc = subprocess.run(
+        f"exec {sys.executable} -m gpudash record - --steps 3 >&-",
+        shell=True,
+        cwd=tmp_path,
+        capture_output=False,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=CASE_TIMEOUT_S,
+    )
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and lines == ["gpudash: error: --record -: standard output is closed; give a file name"]
     assert list(tmp_path.iterdir()) == []
@@ -158,10 +205,18 @@ def test_a_closed_stdout_is_refused(tmp_path: Path) -> None:
 
 def test_stdout_on_dev_full_is_refused(tmp_path: Path) -> None:
     with open("/dev/full", "w") as full:
-        proc = subprocess.run([sys.executable, "-m", "gpudash", "record", "-", "--steps", "3"], cwd=tmp_path,
-                              stdout=full, stderr=subprocess.PIPE, text=True, timeout=CASE_TIMEOUT_S)
+        proc = subprocess.run(
+            [sys.executable, "-m", "gpudash", "record", "-", "--steps", "3"],
+            cwd=tmp_path,
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=CASE_TIMEOUT_S,
+        )
     assert proc.returncode == 2
-    assert proc.stderr.strip() == "gpudash: error: --record -: standard output is /dev/full, where nothing can be written"
+    assert (
+        proc.stderr.strip() == "gpudash: error: --record -: standard output is /dev/full, where nothing can be written"
+    )
 
 
 # -- the PID budget: RLIMIT_NPROC and a cgroup's pids.max ----------------------------------------------------
@@ -174,8 +229,9 @@ def test_the_pid_budget_of_rlimit_nproc_is_checked_before_anything_starts(tmp_pa
     def lower() -> None:
         resource.setrlimit(resource.RLIMIT_NPROC, (limit, resource.getrlimit(resource.RLIMIT_NPROC)[1]))
 
-    line = _one_error_line(_gpudash(["record", "r.csv", "-w", "sync_loss", "--device", "cpu", "--steps", "1"],
-                                    tmp_path, preexec_fn=lower))
+    line = _one_error_line(
+        _gpudash(["record", "r.csv", "-w", "sync_loss", "--device", "cpu", "--steps", "1"], tmp_path, preexec_fn=lower)
+    )
     assert "processes" in line and f"RLIMIT_NPROC {limit} (ulimit -u)" in line
     assert list(tmp_path.iterdir()) == []
 
@@ -209,8 +265,13 @@ def _in_cgroup(folder: Path) -> object:
 @pytest.mark.parametrize("cgroup_v1", ["pids"], indirect=True)
 def test_a_cgroups_pids_max_is_checked_before_anything_starts(cgroup_v1: Path, tmp_path: Path) -> None:
     (cgroup_v1 / "pids.max").write_text("20")  # the python process and its threads fit; a run's processes do not
-    line = _one_error_line(_gpudash(["record", "p.csv", "-w", "sync_loss", "--device", "cpu", "--steps", "1"],
-                                    tmp_path, preexec_fn=_in_cgroup(cgroup_v1)))
+    line = _one_error_line(
+        _gpudash(
+            ["record", "p.csv", "-w", "sync_loss", "--device", "cpu", "--steps", "1"],
+            tmp_path,
+            preexec_fn=_in_cgroup(cgroup_v1),
+        )
+    )
     assert "the cgroup's pids.max 20" in line and "kept free" in line
     assert list(tmp_path.iterdir()) == []
 
@@ -220,8 +281,11 @@ def test_ranks_that_would_not_fit_in_a_cgroups_memory_are_refused_before_they_st
     cgroup_v1: Path, tmp_path: Path
 ) -> None:
     (cgroup_v1 / "memory.limit_in_bytes").write_text(str(1024 * 2**20))  # 1 GiB: under 3 × 640 MiB
-    proc = _gpudash(["record", "d.csv", "-w", "sync_loss", "-v", "fixed", "--device", "cpu", "--nproc", "2",
-                     "--steps", "1"], tmp_path, preexec_fn=_in_cgroup(cgroup_v1))
+    proc = _gpudash(
+        ["record", "d.csv", "-w", "sync_loss", "-v", "fixed", "--device", "cpu", "--nproc", "2", "--steps", "1"],
+        tmp_path,
+        preexec_fn=_in_cgroup(cgroup_v1),
+    )
     line = _one_error_line(proc)
     assert "--nproc 2: the ranks and their launcher need about 1.9 GiB of host memory" in line
     assert "left under the cgroup's memory limit of 1.0 GiB" in line
@@ -239,8 +303,9 @@ def test_a_settings_batch_size_over_the_limit_is_a_warning_naming_the_file(tmp_p
     path.write_text("workload = 'encdec'\nbatch_size = 5000\n")
     loaded = config.load(path)
     assert "batch_size" not in loaded.values and loaded.values["workload"] == "encdec"
-    assert loaded.problems == (f"config {path}: batch_size = 5000: batch 5000 is over encdec's limit of 4096; "
-                               "using the default",)
+    assert loaded.problems == (
+        f"config {path}: batch_size = 5000: batch 5000 is over encdec's limit of 4096; using the default",
+    )
 
 
 def test_the_command_warns_about_the_settings_file_and_goes_on(tmp_path: Path) -> None:
@@ -248,19 +313,26 @@ def test_the_command_warns_about_the_settings_file_and_goes_on(tmp_path: Path) -
     (tmp_path / "cfg" / "gpudash").mkdir(parents=True)
     (tmp_path / "cfg" / "gpudash" / "config.toml").write_text("batch_size = 5000\n")
     (tmp_path / "y.csv").write_text("kept\n")
-    proc = _gpudash(["record", "y.csv", "--steps", "1"], tmp_path, env={**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "cfg")})
+    proc = _gpudash(
+        ["record", "y.csv", "--steps", "1"], tmp_path, env={**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "cfg")}
+    )
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 2, proc.stderr
     assert lines[0].startswith("gpudash: warning: config ") and "config.toml: batch_size = 5000" in lines[0]
-    assert lines[0].endswith("using the default") and lines[1] == "gpudash: error: y.csv exists; give --force to overwrite it, or another name"
+    assert (
+        lines[0].endswith("using the default")
+        and lines[1] == "gpudash: error: y.csv exists; give --force to overwrite it, or another name"
+    )
 
 
 # -- a first configuration the workload refuses: one line, exit 2, nothing left behind (cause 6) ---------------
 @pytest.mark.slow
 def test_a_first_batch_that_would_not_fit_is_one_line_exit_2_and_leaves_no_files(tmp_path: Path) -> None:
     """The README's own example: the workload measures the batch, refuses it, and nothing stays."""
-    proc = _gpudash(["record", "x.csv", "-w", "sync_loss", "-b", "1000", "--image-size", "512", "--steps", "3",
-                     "--device", "cpu"], tmp_path)
+    proc = _gpudash(
+        ["record", "x.csv", "-w", "sync_loss", "-b", "1000", "--image-size", "512", "--steps", "3", "--device", "cpu"],
+        tmp_path,
+    )
     line = _one_error_line(proc)
     assert line.startswith("gpudash: error: batch 1000 needs about ") and "of host memory" in line
     assert list(tmp_path.iterdir()) == []
@@ -269,8 +341,9 @@ def test_a_first_batch_that_would_not_fit_is_one_line_exit_2_and_leaves_no_files
 @pytest.mark.slow
 def test_a_log_is_replaced_not_appended_and_the_run_is_recorded(tmp_path: Path) -> None:
     (tmp_path / "r.log").write_text("an old run's log\n")
-    proc = _gpudash(["record", "r.csv", "-w", "sync_loss", "--image-size", "16", "--device", "cpu", "--steps", "3",
-                     "-q"], tmp_path)
+    proc = _gpudash(
+        ["record", "r.csv", "-w", "sync_loss", "--image-size", "16", "--device", "cpu", "--steps", "3", "-q"], tmp_path
+    )
     assert proc.returncode == 0, proc.stderr
     assert "an old run's log" not in (tmp_path / "r.log").read_text()
     assert (tmp_path / "r.csv").exists() and (tmp_path / "r.json").exists()

@@ -24,8 +24,8 @@ from torch.utils.data import DataLoader
 from tests.test_gpu_workloads import steps_without_a_sync
 from workloads import input_pipeline as ip
 from workloads.base import WorkloadOptions
-from workloads.knobs import KNOBS, Knobs, parse_knobs
 from workloads.factory import build
+from workloads.knobs import KNOBS, Knobs, parse_knobs
 from workloads.registry import WorkloadError, family
 
 CPU = torch.device("cpu")
@@ -60,7 +60,7 @@ def _cpu_uint8(tops: torch.Tensor, lefts: torch.Tensor, dropped: torch.Tensor, s
     with shifted-OR dilation) for given offsets and masks."""
     mask = ip.RandomMask(ip.dilate_shift)
     out = []
-    for top, left, drop in zip(tops.tolist(), lefts.tolist(), dropped.numpy()):
+    for top, left, drop in zip(tops.tolist(), lefts.tolist(), dropped.numpy(), strict=False):
         img = T.PILToTensor()(TF.crop(Image.open(ip.sample_jpeg()), top, left, size, size))
         out.append(mask.apply(img, drop))
     return torch.stack(out)
@@ -86,7 +86,9 @@ def test_batched_crop_matches_each_sample_cropped_at_its_offset() -> None:
     images = torch.randint(0, 256, (6, 3, 40, 50), dtype=torch.uint8, generator=gen)
     tops, lefts = torch.tensor([0, 24, 3, 24, 0, 11]), torch.tensor([0, 34, 34, 0, 17, 5])
     got = ip.crop_batch(images, tops, lefts, 16)
-    want = torch.stack([TF.crop(img, t, l, 16, 16) for img, t, l in zip(images, tops.tolist(), lefts.tolist())])
+    want = torch.stack(
+        [TF.crop(img, t, left, 16, 16) for img, t, left in zip(images, tops.tolist(), lefts.tolist(), strict=False)]
+    )
     assert got.is_contiguous() and torch.equal(got, want)
 
 
@@ -94,8 +96,9 @@ def test_batched_mask_zeroes_what_random_mask_zeroes_per_sample() -> None:
     gen = torch.Generator().manual_seed(2)
     images = torch.randint(1, 256, (4, 3, 20, 24), dtype=torch.uint8, generator=gen)
     dropped = torch.rand((4, 20, 24), generator=gen) < ip.MASK_RATIO
-    want = torch.stack([ip.RandomMask(ip.dilate_shift).apply(img.clone(), d.numpy())
-                        for img, d in zip(images, dropped)])
+    want = torch.stack(
+        [ip.RandomMask(ip.dilate_shift).apply(img.clone(), d.numpy()) for img, d in zip(images, dropped, strict=False)]
+    )
     got = ip.mask_batch(images.clone(), dropped)
     assert got.dtype == torch.uint8 and torch.equal(got, want)
     assert 0 < int((got == 0).sum()) < got.numel()
@@ -122,7 +125,7 @@ def test_draws_span_random_crops_offsets_and_drop_a_quarter_of_the_pixels() -> N
     assert dropped.shape == (4000, 16, 16) and abs(float(dropped.float().mean()) - ip.MASK_RATIO) < 0.01
     again = ip.DeviceJpegs(CPU, 16, seed=4).draw(4000, 18, 20)
     other = ip.DeviceJpegs(CPU, 16, seed=5).draw(4000, 18, 20)
-    assert all(torch.equal(a, b) for a, b in zip((tops, lefts, dropped), again))
+    assert all(torch.equal(a, b) for a, b in zip((tops, lefts, dropped), again, strict=False))
     assert not torch.equal(dropped, other[2])
 
 
@@ -171,9 +174,11 @@ def test_nvjpeg_batch_matches_the_cpu_pipeline_within_the_decoders_difference() 
     masked = ip.dilate_batch(dropped)[:, None].expand_as(want)
     coloured = front.transform(decoded, *args).cpu()
     diff = (coloured - _cpu_pipeline(tops, lefts, dropped, size)).abs()
-    print(f"\nnvjpeg vs libjpeg, {n} crops of {size}: mean {levels.float().mean():.3f} levels, "
-          f"p99 {levels.float().quantile(0.99):.0f}, max {int(levels.max())}; after colour "
-          f"mean {diff.mean() * 255:.3f}/255, max {diff.max() * 255:.2f}/255")
+    print(
+        f"\nnvjpeg vs libjpeg, {n} crops of {size}: mean {levels.float().mean():.3f} levels, "
+        f"p99 {levels.float().quantile(0.99):.0f}, max {int(levels.max())}; after colour "
+        f"mean {diff.mean() * 255:.3f}/255, max {diff.max() * 255:.2f}/255"
+    )
     assert torch.equal(uint8[masked], want[masked]) and int(uint8[masked].max()) == 0
     assert float(levels.float().mean()) <= MEAN_LEVELS and int(levels.max()) <= MAX_LEVELS
     assert float(diff.mean()) <= MEAN_LEVELS / 255 and float(diff.max()) <= MAX_LEVELS / 255 + 1e-6
@@ -209,13 +214,15 @@ def test_gpu_decode_trains_without_a_host_sync(knobs: str) -> None:
         before = [p.detach().clone() for p in w.trained_parameters()]
         steps_without_a_sync(w)
         assert torch.isfinite(w.last_loss).item()
-        assert all(not torch.equal(a, b) for a, b in zip(before, w.trained_parameters()))
+        assert all(not torch.equal(a, b) for a, b in zip(before, w.trained_parameters(), strict=False))
 
 
 @pytest.mark.gpu
 def test_gpu_decode_refuses_cuda_graph_on_cuda() -> None:
     with pytest.raises(WorkloadError, match="cannot capture input_pipeline/gpu-decode"):
-        build("input_pipeline", "cuda", WorkloadOptions(variant="gpu-decode", workers=0, knobs=parse_knobs("cuda_graph")))
+        build(
+            "input_pipeline", "cuda", WorkloadOptions(variant="gpu-decode", workers=0, knobs=parse_knobs("cuda_graph"))
+        )
 
 
 SANITIZED = textwrap.dedent(
@@ -236,7 +243,13 @@ SANITIZED = textwrap.dedent(
 @pytest.mark.gpu
 def test_gpu_decode_runs_clean_under_the_cuda_sanitizer() -> None:
     env = {**os.environ, "TORCH_CUDA_SANITIZER": "1"}
-    out = subprocess.run([sys.executable, "-c", SANITIZED], capture_output=True, text=True, env=env, timeout=600,
-                         cwd=os.path.dirname(os.path.dirname(__file__)))
+    out = subprocess.run(
+        [sys.executable, "-c", SANITIZED],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        cwd=os.path.dirname(os.path.dirname(__file__)),
+    )
     assert out.returncode == 0 and "clean" in out.stdout, out.stderr[-3000:]
     assert "CSAN" not in out.stderr, out.stderr[-3000:]

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from gpudash.engine.loop import StepLoop
 from gpudash.core.protocol import Event, EventKind, Sample, SetKnob, SetKnobs
+from gpudash.engine.loop import StepLoop
 from workloads.base import WorkloadOptions
-from workloads.knobs import KNOBS, Knobs, knob, parse_knob, parse_knobs
 from workloads.factory import build
+from workloads.knobs import KNOBS, Knobs, knob, parse_knob, parse_knobs
 from workloads.registry import FAMILIES, WorkloadError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -47,8 +47,9 @@ def test_cuda_only_knobs_are_refused_on_the_cpu_with_the_reason() -> None:
         assert knob(name).refusal(serial, "cpu", Knobs()) is None
 
 
-@pytest.mark.parametrize(("name", "variant"), [("sync_loss", "sync-heavy"), ("augment", "gpu"),
-                                               ("augment", "pipelined-loop")])
+@pytest.mark.parametrize(
+    ("name", "variant"), [("sync_loss", "sync-heavy"), ("augment", "gpu"), ("augment", "pipelined-loop")]
+)
 def test_cuda_graph_refuses_variants_that_sync_the_host(name: str, variant: str) -> None:
     why = knob("cuda_graph").refusal(FAMILIES[name].variant(variant), "cuda", Knobs())
     assert why is not None and "sync-free" in why and variant in why
@@ -135,7 +136,9 @@ def test_compile_keeps_the_layout_per_call_with_what_its_mode_sets(mode: str, mo
     assert kw.get("mode") is None and kw["dynamic"] is False  # torch.compile takes mode or options
     as_mode = torch._TorchCompileInductorWrapper(mode, None, False).config
     assert torch._TorchCompileInductorWrapper(None, kw["options"], False).config == {
-        **as_mode, "layout_optimization": False}
+        **as_mode,
+        "layout_optimization": False,
+    }
     assert inductor_config.layout_optimization is before
 
 
@@ -168,7 +171,9 @@ def test_a_knob_change_is_an_event_and_the_samples_after_it_carry_the_knobs() ->
     events = [m for m in msgs if isinstance(m, Event)]
     changed = [e for e in events if e.kind == EventKind.CHANGED]
     assert [(e.what, e.before, e.after) for e in changed] == [
-        ("knobs", "none", "channels_last=on"), ("knobs", "channels_last=on", "amp=bf16")]
+        ("knobs", "none", "channels_last=on"),
+        ("knobs", "channels_last=on", "amp=bf16"),
+    ]
     assert changed[0].details["knobs"] == "channels_last=on"
     error = next(e for e in events if e.kind == EventKind.ERROR)
     assert error.what == "knobs" and "needs CUDA" in error.message and error.after == "channels_last=on,cuda_graph=on"
@@ -177,7 +182,9 @@ def test_a_knob_change_is_an_event_and_the_samples_after_it_carry_the_knobs() ->
     assert {s.knobs for s in samples} == {"none", "channels_last=on", "amp=bf16"}
 
 
-def test_a_slow_change_reports_progress_and_its_warm_up_stays_out_of_the_window(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_slow_change_reports_progress_and_its_warm_up_stays_out_of_the_window(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     import gpudash.engine.events
 
     monkeypatch.setattr(gpudash.engine.events, "PROGRESS_EVERY_S", 0.2)
@@ -195,16 +202,25 @@ def test_a_slow_change_reports_progress_and_its_warm_up_stays_out_of_the_window(
 
 # -- CLI and CSV -------------------------------------------------------------------------------
 def _gpudash(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "gpudash", *args], capture_output=True, text=True, cwd=cwd,
-                          timeout=240, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    return subprocess.run(
+        [sys.executable, "-m", "gpudash", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=240,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+    )
 
 
-@pytest.mark.parametrize(("args", "says"), [
-    (["--knob", "nope"], "unknown knob 'nope'"),
-    (["--knob", "amp=fp8"], "knob amp takes one of"),
-    (["--knob", "tf32", "--device", "cpu"], "knob tf32 needs CUDA"),
-    (["--knob", "amp=bf16", "--knob", "amp=off"], "--knob amp given twice"),
-])
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--knob", "nope"], "unknown knob 'nope'"),
+        (["--knob", "amp=fp8"], "knob amp takes one of"),
+        (["--knob", "tf32", "--device", "cpu"], "knob tf32 needs CUDA"),
+        (["--knob", "amp=bf16", "--knob", "amp=off"], "--knob amp given twice"),
+    ],
+)
 def test_bad_knob_flags_exit_2_with_one_line(tmp_path: Path, args: list[str], says: str) -> None:
     out = _gpudash("--record", "x.csv", *args, cwd=tmp_path)
     assert out.returncode == 2
@@ -213,8 +229,26 @@ def test_bad_knob_flags_exit_2_with_one_line(tmp_path: Path, args: list[str], sa
 
 
 def test_record_with_knobs_writes_them_on_every_row(tmp_path: Path) -> None:
-    out = _gpudash("--record", "run.csv", "-w", "sync_loss", "-v", "fixed", "--device", "cpu", "--image-size", "32",
-                   "--knob", "channels_last", "--knob", "amp=bf16", "--steps", "40", "-q", cwd=tmp_path)
+    out = _gpudash(
+        "--record",
+        "run.csv",
+        "-w",
+        "sync_loss",
+        "-v",
+        "fixed",
+        "--device",
+        "cpu",
+        "--image-size",
+        "32",
+        "--knob",
+        "channels_last",
+        "--knob",
+        "amp=bf16",
+        "--steps",
+        "40",
+        "-q",
+        cwd=tmp_path,
+    )
     assert out.returncode == 0, out.stderr
     rows = list(csv.DictReader((tmp_path / "run.csv").open()))
     samples = [r for r in rows if r["row_kind"] == "sample"]
@@ -231,12 +265,15 @@ def test_list_shows_every_knob_and_where_it_applies() -> None:
     assert "needs CUDA" in out.stdout
 
 
-@pytest.mark.parametrize(("before", "after", "label"), [
-    ("none", "amp=bf16,channels_last=on", "+amp=bf16 +channels_last"),
-    ("channels_last=on", "channels_last=on,compile=default", "+compile=default"),
-    ("amp=bf16,cuda_graph=on", "cuda_graph=on", "-amp"),
-    ("compile=default", "compile=max-autotune", "compile=max-autotune"),
-])
+@pytest.mark.parametrize(
+    ("before", "after", "label"),
+    [
+        ("none", "amp=bf16,channels_last=on", "+amp=bf16 +channels_last"),
+        ("channels_last=on", "channels_last=on,compile=default", "+compile=default"),
+        ("amp=bf16,cuda_graph=on", "cuda_graph=on", "-amp"),
+        ("compile=default", "compile=max-autotune", "compile=max-autotune"),
+    ],
+)
 def test_a_knob_change_marker_says_only_what_changed(before: str, after: str, label: str) -> None:
     from gpudash.tui.state import _marker_label
 

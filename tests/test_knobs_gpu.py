@@ -13,8 +13,8 @@ import torch
 
 from tests.test_gpu_workloads import steps_without_a_sync
 from workloads.base import WorkloadOptions
-from workloads.knobs import KNOBS, Knobs, parse_knobs
 from workloads.factory import build
+from workloads.knobs import KNOBS, Knobs, parse_knobs
 from workloads.registry import FAMILIES
 
 pytestmark = pytest.mark.gpu
@@ -34,8 +34,14 @@ TOLERANCE = {
     "amp": 2e-2,
 }
 BEST = "amp=bf16,channels_last,cudnn_benchmark,cuda_graph"
-CONFIGS = [("encdec", "serial"), ("encdec", "pipelined"), ("augment", "gpu-vectorized"),
-           ("augment", "pipelined"), ("sync_loss", "fixed"), ("sync_loss", "sync-heavy")]
+CONFIGS = [
+    ("encdec", "serial"),
+    ("encdec", "pipelined"),
+    ("augment", "gpu-vectorized"),
+    ("augment", "pipelined"),
+    ("sync_loss", "fixed"),
+    ("sync_loss", "sync-heavy"),
+]
 
 
 def _params_after(name: str, variant: str, knobs: Knobs, steps: int = STEPS) -> tuple[torch.Tensor, float]:
@@ -74,8 +80,9 @@ def test_each_knob_trains_what_the_plain_run_trains(name: str, variant: str, kno
     assert rel <= TOLERANCE[knob.split("=")[0]], f"{name}/{variant} {knob}: relative difference {rel:.2e}"
 
 
-@pytest.mark.parametrize(("name", "serial", "pipelined"), [("encdec", "serial", "pipelined"),
-                                                          ("augment", "gpu-vectorized", "pipelined")])
+@pytest.mark.parametrize(
+    ("name", "serial", "pipelined"), [("encdec", "serial", "pipelined"), ("augment", "gpu-vectorized", "pipelined")]
+)
 def test_graphed_pipeline_trains_what_the_graphed_serial_step_trains(name: str, serial: str, pipelined: str) -> None:
     knobs = parse_knobs("cuda_graph")
     a, _ = _params_after(name, serial, knobs)
@@ -123,7 +130,13 @@ SANITIZED = textwrap.dedent(
 def test_pipelines_with_knobs_run_clean_under_the_cuda_sanitizer(name: str) -> None:
     code = SANITIZED.format(name=name, knobs="amp=bf16,channels_last,cudnn_benchmark")
     env = {**os.environ, "TORCH_CUDA_SANITIZER": "1"}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600,
-                         cwd=os.path.dirname(os.path.dirname(__file__)))
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        cwd=os.path.dirname(os.path.dirname(__file__)),
+    )
     assert out.returncode == 0 and "clean" in out.stdout, out.stderr[-3000:]
     assert "CSAN" not in out.stderr, out.stderr[-3000:]

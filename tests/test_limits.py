@@ -17,13 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from gpudash.core import memguard
 from gpudash.cli import main
-from gpudash.engine.loop import StepLoop
+from gpudash.core import memguard
 from gpudash.core.protocol import Event, EventKind, Message, RunConfig, SetBatchSize
+from gpudash.engine.loop import StepLoop
 from gpudash.host.runner import WorkloadRunner
-from workloads.base import WorkloadOptions
 from tests.test_orphans import START_TIMEOUT_S, until_event
+from workloads.base import WorkloadOptions
 from workloads.factory import build
 from workloads.registry import FAMILIES, WorkloadError
 
@@ -38,13 +38,17 @@ def run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, l
 
 
 # -- fixed limits, before anything starts --------------------------------------------------------------
-@pytest.mark.parametrize(("family", "batch", "says"), [
-    ("input_pipeline", "20000", "batch 20000 is larger than the dataset (10000 samples)"),
-    ("input_pipeline", "1000000000", "batch 1000000000 is larger than the dataset (10000 samples)"),
-    ("encdec", "1000000000", "batch 1000000000 is over encdec's limit of 4096"),
-])
+@pytest.mark.parametrize(
+    ("family", "batch", "says"),
+    [
+        ("input_pipeline", "20000", "batch 20000 is larger than the dataset (10000 samples)"),
+        ("input_pipeline", "1000000000", "batch 1000000000 is larger than the dataset (10000 samples)"),
+        ("encdec", "1000000000", "batch 1000000000 is over encdec's limit of 4096"),
+    ],
+)
 def test_record_refuses_a_batch_over_the_fixed_limits_before_starting(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str], family: str, batch: str, says: str) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], family: str, batch: str, says: str
+) -> None:
     csv = tmp_path / "run.csv"
     code, err = run_cli(["--record", str(csv), "-w", family, "-b", batch, "--device", "cpu"], capsys)
     assert (code, err) == (2, [f"gpudash: error: {says}"])
@@ -52,8 +56,9 @@ def test_record_refuses_a_batch_over_the_fixed_limits_before_starting(
 
 
 def test_sweep_refuses_a_batch_over_the_fixed_limits(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, err = run_cli(["sweep", "-w", "input_pipeline", "-b", "16,20000", "--device", "cpu",
-                         "--out", str(tmp_path / "out")], capsys)
+    code, err = run_cli(
+        ["sweep", "-w", "input_pipeline", "-b", "16,20000", "--device", "cpu", "--out", str(tmp_path / "out")], capsys
+    )
     assert (code, err) == (2, ["gpudash: error: batch 20000 is larger than the dataset (10000 samples)"])
 
 
@@ -63,7 +68,8 @@ def test_every_family_has_a_cap_and_only_the_input_pipeline_a_dataset() -> None:
         assert info.batch_refusal(info.max_batch_size + 1) is not None
     assert [name for name, info in FAMILIES.items() if info.dataset_size is not None] == ["input_pipeline"]
     assert FAMILIES["input_pipeline"].batch_refusal(2501, ranks=4) == (
-        "batch 2501 is larger than each of 4 ranks' share of the dataset (2500 samples)")
+        "batch 2501 is larger than each of 4 ranks' share of the dataset (2500 samples)"
+    )
 
 
 # -- from the dashboard: refused, and the run goes on ----------------------------------------------------
@@ -89,7 +95,8 @@ def test_the_dashboards_batch_larger_than_the_dataset_is_refused_and_the_run_goe
         loop, got = run_with(w, SetBatchSize(20000), after_steps=2, steps=6)
         errors = [m for m in got if isinstance(m, Event) and m.kind == EventKind.ERROR]
         assert [(e.what, e.message) for e in errors] == [
-            ("batch_size", "batch 20000 is larger than the dataset (10000 samples)")]
+            ("batch_size", "batch 20000 is larger than the dataset (10000 samples)")
+        ]
         assert loop.steps_issued == 6 and w.batch_size == 4
 
 
@@ -148,15 +155,21 @@ def test_the_probe_trains_nothing() -> None:
         before = [p.detach().clone() for p in w.trained_parameters()]
         gen_state = w.gen.get_state()
         w.step_memory()
-        assert all((p == b).all() for p, b in zip(w.trained_parameters(), before))
+        assert all((p == b).all() for p, b in zip(w.trained_parameters(), before, strict=False))
         assert (w.gen.get_state() == gen_state).all()
 
 
 # -- the memory guard --------------------------------------------------------------------------------------
-@pytest.mark.parametrize(("text", "ram", "limit"), [
-    ("80%", 10 * 2**30, 8 * 2**30), ("12G", None, 12 * 2**30), ("512M", None, 512 * 2**20),
-    ("1.5GiB", None, 3 * 2**29), ("off", 10 * 2**30, None),
-])
+@pytest.mark.parametrize(
+    ("text", "ram", "limit"),
+    [
+        ("80%", 10 * 2**30, 8 * 2**30),
+        ("12G", None, 12 * 2**30),
+        ("512M", None, 512 * 2**20),
+        ("1.5GiB", None, 3 * 2**29),
+        ("off", 10 * 2**30, None),
+    ],
+)
 def test_memory_limit_settings(text: str, ram: int | None, limit: int | None) -> None:
     assert memguard.parse_limit(text, ram) == limit
 
@@ -171,9 +184,27 @@ def test_a_runaway_allocation_is_reported_as_out_of_host_memory(tmp_path: Path) 
     """sync_loss at 1024 px needs ~4 GiB a step on the CPU; under a 2 GiB guard the workload
     process fails inside, reports it, and ``--record`` exits 1 (before: it used what it liked)."""
     env = {**os.environ, memguard.ENV: "2G"}
-    out = subprocess.run([sys.executable, "-m", "gpudash", "--record", str(tmp_path / "run.csv"), "-w", "sync_loss",
-                          "--device", "cpu", "--image-size", "1024", "--steps", "2"],
-                         env=env, capture_output=True, text=True, timeout=START_TIMEOUT_S)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gpudash",
+            "--record",
+            str(tmp_path / "run.csv"),
+            "-w",
+            "sync_loss",
+            "--device",
+            "cpu",
+            "--image-size",
+            "1024",
+            "--steps",
+            "2",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=START_TIMEOUT_S,
+    )
     assert out.returncode == 1, out.stderr
     last = out.stderr.strip().splitlines()[-1]
     assert last.startswith("gpudash: error: workload failed: out of host memory: torch could not allocate")
@@ -182,15 +213,20 @@ def test_a_runaway_allocation_is_reported_as_out_of_host_memory(tmp_path: Path) 
 
 def test_out_of_host_memory_messages() -> None:
     assert memguard.out_of_memory_message(MemoryError()).startswith("out of host memory: an allocation failed")
-    torch_error = RuntimeError("[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate "
-                               "memory: you tried to allocate 6442450944 bytes. Error code 12")
-    assert memguard.out_of_memory_message(torch_error).startswith("out of host memory: torch could not allocate 6.0 GiB")
+    torch_error = RuntimeError(
+        "[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate "
+        "memory: you tried to allocate 6442450944 bytes. Error code 12"
+    )
+    assert memguard.out_of_memory_message(torch_error).startswith(
+        "out of host memory: torch could not allocate 6.0 GiB"
+    )
     assert memguard.out_of_memory_message(ValueError("no")) is None
 
 
 @pytest.mark.parametrize("share", [0.0, memguard.OOM_SUSPECT_SHARE])
 def test_a_sigkill_at_high_rss_is_reported_as_probably_out_of_memory(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, share: float) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, share: float
+) -> None:
     """What the OOM killer does, done by hand: with "high" at 0% of the RAM any SIGKILL reads as
     probably out of memory, with its RSS; at the real threshold a small workload's does not."""
     monkeypatch.setattr(memguard, "OOM_SUSPECT_SHARE", share)

@@ -31,8 +31,9 @@ def test_ending_a_loader_gives_back_its_workers_pipes_even_when_their_processes_
     after_first = 0
     for n in range(4):
         # pinning on a GPU: the case where torch 2.11 itself registers the hook
-        batches = iter(DataLoader(data, batch_size=8, num_workers=2, persistent_workers=True,
-                                  pin_memory=torch.cuda.is_available()))
+        batches = iter(
+            DataLoader(data, batch_size=8, num_workers=2, persistent_workers=True, pin_memory=torch.cuda.is_available())
+        )
         next(batches)
         kept.extend(batches._workers)
         shutdown_loader_workers(batches)
@@ -61,8 +62,9 @@ def test_the_forkserver_workers_of_a_killed_rank_end_with_it() -> None:
     torch's watchdog (which watches the parent) would keep them alive after a SIGKILL of the
     rank, with the server. They watch the rank itself: within seconds nothing of the rank is left,
     without anyone signalling its process group."""
-    rank = subprocess.Popen([sys.executable, "-c", RANK_WITH_A_LOADER], cwd=ROOT, stdout=subprocess.PIPE, text=True,
-                            start_new_session=True)  # its own group, to find what it leaves behind
+    rank = subprocess.Popen(
+        [sys.executable, "-c", RANK_WITH_A_LOADER], cwd=ROOT, stdout=subprocess.PIPE, text=True, start_new_session=True
+    )  # its own group, to find what it leaves behind
     try:
         workers = [int(pid) for pid in rank.stdout.readline().split()]  # type: ignore[union-attr]
         assert len(workers) == 2

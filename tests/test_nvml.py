@@ -40,8 +40,13 @@ class NVMLError_Unknown(NVMLError):
         super().__init__(999)
 
 
-def fake_pynvml(*, init_error: BaseException | None = None, unsupported: set[str] = frozenset(),
-                fail_once: set[str] = frozenset(), count: int = 2) -> types.ModuleType:
+def fake_pynvml(
+    *,
+    init_error: BaseException | None = None,
+    unsupported: set[str] = frozenset(),
+    fail_once: set[str] = frozenset(),
+    count: int = 2,
+) -> types.ModuleType:
     """A stand-in for ``pynvml`` that counts calls per function."""
     m = types.ModuleType("pynvml")
     m.calls = Counter()  # type: ignore[attr-defined]
@@ -174,7 +179,7 @@ def test_thread_ticks_and_stops(install: Any) -> None:
         got += s.drain()
         time.sleep(0.01)
     s.stop()
-    assert len(got) >= 3 and all(b.time_s > a.time_s for a, b in zip(got, got[1:]))
+    assert len(got) >= 3 and all(b.time_s > a.time_s for a, b in zip(got, got[1:], strict=False))
     s.stop()  # idempotent
 
 

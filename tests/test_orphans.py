@@ -65,8 +65,13 @@ class Recording:
     """``gpudash --record`` in a subprocess, its stderr read line by line."""
 
     def __init__(self, argv: list[str], env: dict[str, str] | None = None) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-m", "gpudash", *argv], stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE, text=True, env=env)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "gpudash", *argv],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
         self.lines: queue.Queue[str | None] = queue.Queue()
         self.seen: list[str] = []
         threading.Thread(target=self._read, daemon=True).start()
@@ -96,8 +101,9 @@ class Recording:
         return code
 
 
-def start_recording(tmp_path: Path, family: str, extra: list[str] = (), csv: str | None = None,
-                    env: dict[str, str] | None = None) -> tuple[Recording, int]:
+def start_recording(
+    tmp_path: Path, family: str, extra: list[str] = (), csv: str | None = None, env: dict[str, str] | None = None
+) -> tuple[Recording, int]:
     """A recording of ``family`` that has started; (it, the workload's group id)."""
     out = csv or str(tmp_path / "run.csv")
     rec = Recording(["--record", out, "-w", family, "--device", "cpu", *FAMILIES[family], *extra], env)
@@ -237,7 +243,10 @@ def wait_for_line(path: Path, text: str) -> None:
 
 DDP = ["-w", "sync_loss", "--image-size", "16", "--nproc", "2"]  # the launcher and 2 ranks (gloo)
 KILLED = {  # (options, fault): a step that hangs forever is seen only by a watcher, not between steps
-    "input_pipeline-hung": (["-w", "input_pipeline", "-v", "baseline", "--image-size", "16"], "hang@step=3"),  # 4 workers
+    "input_pipeline-hung": (
+        ["-w", "input_pipeline", "-v", "baseline", "--image-size", "16"],
+        "hang@step=3",
+    ),  # 4 workers
     "nproc-2-hung": (DDP, "hang@step=3"),
     "nproc-2-running": (DDP, None),
 }
@@ -291,8 +300,7 @@ def test_a_data_parallel_run_terminated_while_stopping_is_stopped_not_crashed(tm
     tmp = tmp_path / "tmp"
     tmp.mkdir()
     env = {**os.environ, "TMPDIR": str(tmp), "GPUDASH_FAULT": "hang@step=3"}
-    rec = Recording(["--record", str(tmp_path / "run.csv"), "--device", "cpu", *DDP, "--duration", "1"],
-                    env)
+    rec = Recording(["--record", str(tmp_path / "run.csv"), "--device", "cpu", *DDP, "--duration", "1"], env)
     try:
         code = rec.wait(START_TIMEOUT_S)
     finally:
@@ -334,8 +342,12 @@ time.sleep(600)
 @pytest.mark.parametrize("how", ["pidfd", "polling"])
 def test_the_watcher_acts_when_the_parent_is_sigkilled(tmp_path: Path, how: str) -> None:
     acted = tmp_path / "acted"
-    parent = subprocess.Popen([sys.executable, "-c", PARENT, WATCHER, str(acted), how], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True)
+    parent = subprocess.Popen(
+        [sys.executable, "-c", PARENT, WATCHER, str(acted), how],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     child: dict[int, str] = {}
     try:
         assert parent.stdout is not None

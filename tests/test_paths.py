@@ -33,8 +33,9 @@ def test_metadata_onto_the_csv_is_refused(tmp_path: Path, capsys: pytest.Capture
     assert not Path(csv).exists()
 
 
-def test_the_log_onto_the_csv_is_refused_by_another_name(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_log_onto_the_csv_is_refused_by_another_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     line = refusal(["--record", "b.csv", "--log", f"../{tmp_path.name}/./b.csv"], capsys)
     assert "--record b.csv are the same file" in line
@@ -57,9 +58,27 @@ def test_stdout_redirected_to_the_metadata_file_is_refused(tmp_path: Path) -> No
     """``gpudash --record - --meta out.json > out.json``: '-' is standard output, wherever it goes."""
     out = tmp_path / "out.json"
     with open(out, "w") as stdout:
-        done = subprocess.run([sys.executable, "-m", "gpudash", "--record", "-", "--meta", str(out), "-w", "sync_loss",
-                               "--device", "cpu", "--steps", "2"], stdout=stdout, stderr=subprocess.PIPE, text=True,
-                              timeout=60)
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "gpudash",
+                "--record",
+                "-",
+                "--meta",
+                str(out),
+                "-w",
+                "sync_loss",
+                "--device",
+                "cpu",
+                "--steps",
+                "2",
+            ],
+            stdout=stdout,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+        )
     assert done.returncode == 2
     assert done.stderr.strip() == f"gpudash: error: --meta {out} and --record - are the same file: give each its own"
 

@@ -40,7 +40,7 @@ ADAPTERS = {
     "gpudash/tui/footer.py": "Textual's reactive watchers and styles cache (Textualize/textual#6666, #6665)",
     "gpudash/tui/render_cache.py": "Rich Style's colour and attribute fields behind Textual's escape codes",
     "workloads/torch_adapter.py": "shared-memory batches, compile mode options, loader workers "
-                                  "(pytorch/pytorch#48558, #71383)",
+    "(pytorch/pytorch#48558, #71383)",
 }
 # Underscore names a dependency documents as public.
 PUBLIC = {("os", "_exit")}
@@ -136,8 +136,14 @@ def _dependency_has(origin: str, name: str) -> bool:
 
 
 def _calls_super(fn: ast.AST, name: str) -> bool:
-    return any(isinstance(n, ast.Attribute) and n.attr == name and isinstance(n.value, ast.Call)
-               and isinstance(n.value.func, ast.Name) and n.value.func.id == "super" for n in ast.walk(fn))
+    return any(
+        isinstance(n, ast.Attribute)
+        and n.attr == name
+        and isinstance(n.value, ast.Call)
+        and isinstance(n.value.func, ast.Name)
+        and n.value.func.id == "super"
+        for n in ast.walk(fn)
+    )
 
 
 def _class_members(cls: ast.ClassDef) -> Iterator[tuple[int, str, ast.AST]]:
@@ -147,8 +153,13 @@ def _class_members(cls: ast.ClassDef) -> Iterator[tuple[int, str, ast.AST]]:
             if _private(node.name):
                 yield node.lineno, node.name, node
             for n in ast.walk(node):
-                if (isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store) and _private(n.attr)
-                        and isinstance(n.value, ast.Name) and n.value.id == "self"):
+                if (
+                    isinstance(n, ast.Attribute)
+                    and isinstance(n.ctx, ast.Store)
+                    and _private(n.attr)
+                    and isinstance(n.value, ast.Name)
+                    and n.value.id == "self"
+                ):
                     yield n.lineno, n.attr, n
         elif isinstance(node, (ast.Assign, ast.AnnAssign)):
             for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
@@ -174,21 +185,30 @@ def _own_names() -> set[str]:
         overridden = {(line, name) for line, name, _ in _overrides(module)}
         for node in module.nodes:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                if (_private(node.name) and (node.lineno, node.name) not in overridden
-                        and not _calls_super(node, node.name)):
+                if (
+                    _private(node.name)
+                    and (node.lineno, node.name) not in overridden
+                    and not _calls_super(node, node.name)
+                ):
                     names.add(node.name)
             elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
                 names.add(node.id)
-            elif (isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store)
-                  and isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")
-                  and (node.lineno, node.attr) not in overridden):
+            elif (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.ctx, ast.Store)
+                and isinstance(node.value, ast.Name)
+                and node.value.id in ("self", "cls")
+                and (node.lineno, node.attr) not in overridden
+            ):
                 names.add(node.attr)
             elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
                 names.add(node.target.id)
-            elif isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__slots__"
-                                                      for t in node.targets):
-                names.update(c.value for c in ast.walk(node.value)
-                             if isinstance(c, ast.Constant) and isinstance(c.value, str))
+            elif isinstance(node, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id == "__slots__" for t in node.targets
+            ):
+                names.update(
+                    c.value for c in ast.walk(node.value) if isinstance(c, ast.Constant) and isinstance(c.value, str)
+                )
     return {n for n in names if _private(n)}
 
 
@@ -241,10 +261,16 @@ def uses(module: _Module) -> list[str]:
             for a in node.names:
                 if _private(a.name):
                     say(node, f"from {node.module} import {a.name}")
-        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-              and node.func.id in ("getattr", "setattr", "hasattr", "delattr") and len(node.args) >= 2
-              and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str)
-              and _private(node.args[1].value) and node.args[1].value not in OWN_NAMES):
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ("getattr", "setattr", "hasattr", "delattr")
+            and len(node.args) >= 2
+            and isinstance(node.args[1], ast.Constant)
+            and isinstance(node.args[1].value, str)
+            and _private(node.args[1].value)
+            and node.args[1].value not in OWN_NAMES
+        ):
             say(node, f"{node.func.id}(…, {node.args[1].value!r})")
     for nodes in [module.nodes, *(list(ast.walk(a)) for a in _annotations(module))]:
         for node in nodes:
@@ -263,8 +289,10 @@ def uses(module: _Module) -> list[str]:
 
 def test_no_private_api_of_a_dependency_outside_the_adapters() -> None:
     found = [u for m in MODULES.values() if m.rel not in ADAPTERS for u in uses(m)]
-    assert found == [], ("private APIs of dependencies outside the adapters (use the public API, or move "
-                         "the use into an adapter of tests/test_private_apis.py's ADAPTERS):\n" + "\n".join(found))
+    assert found == [], (
+        "private APIs of dependencies outside the adapters (use the public API, or move "
+        "the use into an adapter of tests/test_private_apis.py's ADAPTERS):\n" + "\n".join(found)
+    )
 
 
 @pytest.mark.parametrize("path", sorted(ADAPTERS))
@@ -275,26 +303,36 @@ def test_each_adapter_exists_and_still_needs_its_place(path: str) -> None:
     assert ast.get_docstring(module.tree), f"{path} says why it needs private APIs, in its docstring"
 
 
-@pytest.mark.parametrize("source, expected", [
-    ("import warnings\nwarnings._filters_mutated()", "warnings._filters_mutated (of warnings)"),
-    ("import torch._inductor.config as c", "import torch._inductor.config"),
-    ("from textual._styles_cache import StylesCache", "from textual._styles_cache import …"),
-    ("def f(parser):\n    return parser._actions", "parser._actions"),
-    ("def f(img):\n    return img._typed_storage()", "img._typed_storage"),
-    ("def f(x):\n    return getattr(x, '_workers', ())", "getattr(…, '_workers')"),
-    ("import os\ndef f(e: 'os._Environ[str]') -> None: ...", "os._Environ (of os)"),
-    ("from textual.app import App\nclass A(App):\n    def _handle_exception(self, e):\n        pass",
-     "_handle_exception overrides textual.app.App._handle_exception"),
-    ("from textual_plotext import PlotextPlot\nclass P(PlotextPlot):\n    def f(self):\n        return self._plot",
-     "self._plot"),
-])
+@pytest.mark.parametrize(
+    "source, expected",
+    [
+        ("import warnings\nwarnings._filters_mutated()", "warnings._filters_mutated (of warnings)"),
+        ("import torch._inductor.config as c", "import torch._inductor.config"),
+        ("from textual._styles_cache import StylesCache", "from textual._styles_cache import …"),
+        ("def f(parser):\n    return parser._actions", "parser._actions"),
+        ("def f(img):\n    return img._typed_storage()", "img._typed_storage"),
+        ("def f(x):\n    return getattr(x, '_workers', ())", "getattr(…, '_workers')"),
+        ("import os\ndef f(e: 'os._Environ[str]') -> None: ...", "os._Environ (of os)"),
+        (
+            "from textual.app import App\nclass A(App):\n    def _handle_exception(self, e):\n        pass",
+            "_handle_exception overrides textual.app.App._handle_exception",
+        ),
+        (
+            "from textual_plotext import PlotextPlot\nclass P(PlotextPlot):\n"
+            "    def f(self):\n        return self._plot",
+            "self._plot",
+        ),
+    ],
+)
 def test_the_scan_finds_the_forms_private_apis_take(source: str, expected: str) -> None:
     module = _Module(ROOT / "gpudash" / "_private_api_probe.py", source)  # a path in the package: not read
     assert any(u.endswith(expected) for u in uses(module)), uses(module)
 
 
 def test_the_projects_own_private_names_and_documented_ones_are_not_uses() -> None:
-    source = ("import os\nfrom workloads.base import Workload\n"
-              "class W(Workload):\n    def _release(self):\n        super()._release()\n"
-              "def f(k):\n    os._exit(0)\n    return k._items\n")
+    source = (
+        "import os\nfrom workloads.base import Workload\n"
+        "class W(Workload):\n    def _release(self):\n        super()._release()\n"
+        "def f(k):\n    os._exit(0)\n    return k._items\n"
+    )
     assert uses(_Module(ROOT / "workloads" / "_private_api_probe.py", source)) == []

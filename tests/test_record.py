@@ -18,33 +18,53 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from gpudash.core.protocol import Event, GpuSample, RunConfig, Sample
 from gpudash.recording import csvformat
-from gpudash.core.protocol import Event, GpuSample, Sample
 from gpudash.recording.record import CsvRecorder, RecordWriteError, meta_path_for, run_metadata
-from gpudash.core.protocol import RunConfig
 from workloads.registry import FAMILIES
 
 COLUMNS = csvformat.COLUMNS
-NUMERIC = ["time_s", "batch_size", "steps", "samples", "interval_s", "steps_per_s", "samples_per_s",
-           "step_ms_p50", "step_ms_p95", "syncs_per_step", "loss", "gpu_util_pct", "mem_bw_util_pct",
-           "mem_used_mib", "mem_total_mib", "power_w", "sm_clock_mhz", "temp_c", "energy_j", "joules_per_step"]
+NUMERIC = [
+    "time_s",
+    "batch_size",
+    "steps",
+    "samples",
+    "interval_s",
+    "steps_per_s",
+    "samples_per_s",
+    "step_ms_p50",
+    "step_ms_p95",
+    "syncs_per_step",
+    "loss",
+    "gpu_util_pct",
+    "mem_bw_util_pct",
+    "mem_used_mib",
+    "mem_total_mib",
+    "power_w",
+    "sm_clock_mhz",
+    "temp_c",
+    "energy_j",
+    "joules_per_step",
+]
 GPU = ["gpu_util_pct", "mem_bw_util_pct", "mem_used_mib", "mem_total_mib", "power_w", "sm_clock_mhz", "temp_c"]
 
 
 def gpudash(*args: str, cwd: Path, timeout: float = 180) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "gpudash", *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "gpudash", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def start(*args: str, cwd: Path) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "gpudash", *args], cwd=cwd, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "gpudash", *args], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
 
 
 def assert_header(header: list[str]) -> None:
     """Today's columns, then the per-GPU columns of each GPU NVML watched (none without NVML)."""
     assert header[: len(COLUMNS)] == COLUMNS
-    assert header[len(COLUMNS):] == csvformat.per_gpu_columns(csvformat.per_gpu_indexes(header))
+    assert header[len(COLUMNS) :] == csvformat.per_gpu_columns(csvformat.per_gpu_indexes(header))
 
 
 def assert_intact(path: Path) -> list[list[str]]:
@@ -106,8 +126,19 @@ def gone(pid: int, timeout: float = 15) -> bool:
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(FAMILIES))
 def test_record_every_family(tmp_path: Path, name: str) -> None:
-    r = gpudash("--record", "run.csv", "-w", name, "--device", "cpu", "--duration", "2",
-                "--sample-interval", "0.2", cwd=tmp_path)
+    r = gpudash(
+        "--record",
+        "run.csv",
+        "-w",
+        name,
+        "--device",
+        "cpu",
+        "--duration",
+        "2",
+        "--sample-interval",
+        "0.2",
+        cwd=tmp_path,
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout == ""  # diagnostics go to stderr only
     assert all(line.startswith("gpudash: ") for line in r.stderr.splitlines())
@@ -123,7 +154,9 @@ def test_record_every_family(tmp_path: Path, name: str) -> None:
     assert set(s.workload) == {name} and set(s.variant) == {info.default_variant}
     assert set(s.batch_size) == {info.cpu_defaults.batch_size}
     assert (s.steps_per_s >= 0).all() and s.steps_per_s.max() > 0
-    np.testing.assert_allclose(s.samples_per_s, s.steps_per_s * s.batch_size, rtol=1e-4)  # each cell has 6 significant digits
+    np.testing.assert_allclose(
+        s.samples_per_s, s.steps_per_s * s.batch_size, rtol=1e-4
+    )  # each cell has 6 significant digits
     assert s.steps.is_monotonic_increasing and s.steps.iloc[-1] > 0
     assert (s.step_ms_p50.dropna() > 0).all() and (s.step_ms_p95.dropna() >= s.step_ms_p50.dropna()).all()
     assert s.syncs_per_step.isna().all()  # not countable on the CPU
@@ -178,7 +211,7 @@ def test_sigkill_of_the_child_fails_cleanly(tmp_path: Path) -> None:
     assert proc.returncode == 1
     assert "SIGKILL" in err and "error" in err
     rows = assert_intact(tmp_path / "k.csv")
-    last = dict(zip(COLUMNS, rows[-1]))
+    last = dict(zip(COLUMNS, rows[-1], strict=False))
     assert last["row_kind"] == "event" and last["event_kind"] == "crashed"
     assert "SIGKILL" in last["event_message"]
     meta = json.loads((tmp_path / "k.json").read_text())
@@ -196,7 +229,7 @@ def test_interrupt_gives_130_and_an_intact_csv(tmp_path: Path, sig: signal.Signa
         proc.kill()
     assert proc.returncode == 130, err
     rows = assert_intact(tmp_path / "i.csv")
-    assert dict(zip(COLUMNS, rows[-1]))["event_kind"] == "stopped"  # the child stopped cleanly
+    assert dict(zip(COLUMNS, rows[-1], strict=False))["event_kind"] == "stopped"  # the child stopped cleanly
     assert "interrupted" in err
     assert gone(pid), "the workload process outlived the recorder"
     assert json.loads((tmp_path / "i.json").read_text())["exit_code"] == 130
@@ -233,9 +266,21 @@ def test_full_disk_at_start_is_one_error_line(tmp_path: Path) -> None:
 
 
 def sample(t: float, steps: int, **kw: object) -> Sample:
-    base = dict(time_s=t, workload="encdec", variant="serial", batch_size=8, steps=steps, samples=steps * 8,
-                interval_s=0.25, steps_per_s=100.0, samples_per_s=800.0, step_ms_p50=10.0, step_ms_p95=12.0,
-                syncs_per_step=0.0, loss=2.3)
+    base = dict(
+        time_s=t,
+        workload="encdec",
+        variant="serial",
+        batch_size=8,
+        steps=steps,
+        samples=steps * 8,
+        interval_s=0.25,
+        steps_per_s=100.0,
+        samples_per_s=800.0,
+        step_ms_p50=10.0,
+        step_ms_p95=12.0,
+        syncs_per_step=0.0,
+        loss=2.3,
+    )
     base.update(kw)
     return Sample(**base)  # type: ignore[arg-type]
 
@@ -243,15 +288,29 @@ def sample(t: float, steps: int, **kw: object) -> Sample:
 def test_recorder_rows_join_gpu_and_joules(tmp_path: Path) -> None:
     path = tmp_path / "r.csv"
     rec = CsvRecorder(path, run_metadata(RunConfig()))
-    rec.on_message(Event(0.1, "started", message="go", details={"workload": "encdec", "variant": "serial",
-                                                               "batch_size": "8", "torch": "9.9"}))
+    rec.on_message(
+        Event(
+            0.1,
+            "started",
+            message="go",
+            details={"workload": "encdec", "variant": "serial", "batch_size": "8", "torch": "9.9"},
+        )
+    )
     rec.on_message(GpuSample(0.2, gpu_util_pct=50.0, energy_j=0.0, power_w=100.0, throttle=""))
     rec.on_message(sample(0.25, 10))
     rec.on_message(GpuSample(0.7, gpu_util_pct=90.0, energy_j=40.0, power_w=200.0, throttle="sw_power_cap"))
     rec.on_message(sample(0.75, 30))
     rec.on_message(sample(1.0, 50))  # same NVML tick: repeats the estimate
-    rec.on_message(Event(1.1, "changed", what="batch_size", before="8", after="16",
-                         details={"workload": "encdec", "variant": "serial", "batch_size": "16"}))
+    rec.on_message(
+        Event(
+            1.1,
+            "changed",
+            what="batch_size",
+            before="8",
+            after="16",
+            details={"workload": "encdec", "variant": "serial", "batch_size": "16"},
+        )
+    )
     rec.close()
     df = pd.read_csv(path)
     s = df[df.row_kind == "sample"]
@@ -326,7 +385,8 @@ def test_a_workload_that_refuses_to_start_is_one_line_exit_2_and_leaves_nothing(
     code = run_record(RunConfig(device="cuda"), tmp_path / "x.csv", duration_s=5, quiet=True)
     assert code == 2
     assert capsys.readouterr().err.strip().splitlines() == [
-        "gpudash: error: --device cuda was asked for, but CUDA is not available here"]
+        "gpudash: error: --device cuda was asked for, but CUDA is not available here"
+    ]
     assert list(tmp_path.iterdir()) == []  # no empty CSV, metadata or log behind
 
 
@@ -339,8 +399,9 @@ def test_a_workload_that_crashes_before_it_starts_keeps_its_log_and_names_it(
     code = run_record(RunConfig(workload="sync_loss", device="cpu", image_size=16), tmp_path / "x.csv", quiet=True)
     assert code == 1
     lines = capsys.readouterr().err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("gpudash: error: the workload failed before it started, nothing "
-                                                   "recorded: ")
+    assert len(lines) == 1 and lines[0].startswith(
+        "gpudash: error: the workload failed before it started, nothing recorded: "
+    )
     assert lines[0].endswith(f"(see {tmp_path / 'x.log'})")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["x.log"]  # the log holds the traceback
     assert "Traceback" in (tmp_path / "x.log").read_text()

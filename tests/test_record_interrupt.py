@@ -30,9 +30,26 @@ def wait_for(cond, what: str, timeout_s: float = 120.0) -> None:
 @pytest.mark.slow
 def test_the_first_ctrl_c_says_it_stops_after_the_step_and_the_second_forces(tmp_path: Path) -> None:
     env = {**os.environ, faults.ENV: "hang@step=3"}
-    proc = subprocess.Popen([sys.executable, "-m", "gpudash", "record", "run.csv", "--device", "cpu",
-                             "-w", "sync_loss", "--watchdog", "600"], cwd=tmp_path, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "gpudash",
+            "record",
+            "run.csv",
+            "--device",
+            "cpu",
+            "-w",
+            "sync_loss",
+            "--watchdog",
+            "600",
+        ],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.extend(iter(proc.stderr.readline, "")), daemon=True)
     reader.start()

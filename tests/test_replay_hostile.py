@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from gpudash.recording.csvformat import event_row, format_row, header, sample_row
 from gpudash.core.protocol import Event, ExitCode, GpuInfo
+from gpudash.recording.csvformat import event_row, format_row, header, sample_row
 from gpudash.recording.replay import NotARecording, ReplaySource, read_all
 from gpudash.recording.sidecar import UNKNOWN_CONFIG, read_sidecar
 from gpudash.tui.app import GpuDashApp, _run_app
@@ -43,8 +43,14 @@ def recording(tmp_path: Path, sidecar: object | None = None, name: str = "run") 
 
 
 def replay_cli(path: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "gpudash", "replay", str(path)], cwd=ROOT, capture_output=True,
-                          text=True, timeout=120, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [sys.executable, "-m", "gpudash", "replay", str(path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 # -- the metadata file ------------------------------------------------------------------------------
@@ -88,8 +94,9 @@ def test_unknown_keys_are_ignored_and_the_rest_is_trusted(tmp_path: Path) -> Non
     assert src.info.notes == () and src.gpu_info.name.startswith("NVIDIA H100") and src.config.workload == "encdec"
 
 
-@pytest.mark.parametrize("sidecar", [{"config": {"workload": ["x"]}}, {"config": {"variant": 5}}],
-                         ids=["workload-list", "variant-number"])
+@pytest.mark.parametrize(
+    "sidecar", [{"config": {"workload": ["x"]}}, {"config": {"variant": 5}}], ids=["workload-list", "variant-number"]
+)
 async def test_the_dashboard_shows_a_bad_metadata_files_reason_and_keeps_running(tmp_path: Path, sidecar) -> None:
     app = GpuDashApp(ReplaySource(recording(tmp_path, sidecar)), clock=lambda: 0.0, toasts=False)
     async with app.run_test(size=(120, 36)) as pilot:
@@ -118,8 +125,14 @@ def texts(value: object) -> list[str]:
 
 def test_no_control_character_reaches_the_dashboard_from_the_metadata(tmp_path: Path) -> None:
     meta = json.loads(FIXTURE.with_suffix(".json").read_text())
-    meta.update(gpu_name=HOSTILE, gpu_names=[HOSTILE], driver=HOSTILE, hostname=HOSTILE, torch_version=HOSTILE,
-                **{HOSTILE: HOSTILE})
+    meta.update(
+        gpu_name=HOSTILE,
+        gpu_names=[HOSTILE],
+        driver=HOSTILE,
+        hostname=HOSTILE,
+        torch_version=HOSTILE,
+        **{HOSTILE: HOSTILE},
+    )
     src = ReplaySource(recording(tmp_path, meta, name="run\x1b]52;c;aGk=\x07"))  # the file's name is shown too
     read_all(src)
     assert src.info.notes == ()  # the file is good: only its text is cleaned
@@ -130,9 +143,12 @@ def test_no_control_character_reaches_the_dashboard_from_the_metadata(tmp_path: 
 
 # -- the CSV ------------------------------------------------------------------------------------------
 NOT_RECORDINGS = [
-    ("foreign.csv", "a,b,c\n1,2,3\n4,5,6\n",
-     "foreign.csv: not a gpudash recording (missing columns: row_kind, time_s, workload, variant, batch_size, "
-     "steps and 23 more)"),
+    (
+        "foreign.csv",
+        "a,b,c\n1,2,3\n4,5,6\n",
+        "foreign.csv: not a gpudash recording (missing columns: row_kind, time_s, workload, variant, batch_size, "
+        "steps and 23 more)",
+    ),
     ("empty.csv", "", "empty.csv is empty: not a gpudash recording"),
     ("blank.csv", "\n\n  \n", "blank.csv is empty: not a gpudash recording"),
     ("header.csv", format_row(header()), "header.csv has only its header: nothing was recorded"),
@@ -198,18 +214,26 @@ def hostile_rows(p: Path) -> None:
     cells = good.rstrip("\n").split(",")
 
     def variant(**change: str) -> str:
-        row = dict(zip(header(), cells))
+        row = dict(zip(header(), cells, strict=False))
         row.update(change)
         return format_row(list(row.values()))
 
-    p.write_text(format_row(header()) + good
-                 + variant(time_s="inf") + variant(time_s="nan") + variant(time_s="-5") + variant(time_s="1e300")
-                 + variant(batch_size="inf")  # int(float("inf")): OverflowError
-                 + variant(row_kind="bogus") + variant(event_kind="exploded", row_kind="event")
-                 + "x" * (2 << 20) + "\n"  # a "row" of 2 MiB
-                 + variant(steps_per_s="inf", time_s="2.0")  # a value that is not finite: "not available"
-                 + format_row(event_row(Event(3.0, "error", message='a stray " quote, alone')))
-                 + format_row(sample_row(sample(9.0, 100.0), None)))
+    p.write_text(
+        format_row(header())
+        + good
+        + variant(time_s="inf")
+        + variant(time_s="nan")
+        + variant(time_s="-5")
+        + variant(time_s="1e300")
+        + variant(batch_size="inf")  # int(float("inf")): OverflowError
+        + variant(row_kind="bogus")
+        + variant(event_kind="exploded", row_kind="event")
+        + "x" * (2 << 20)
+        + "\n"  # a "row" of 2 MiB
+        + variant(steps_per_s="inf", time_s="2.0")  # a value that is not finite: "not available"
+        + format_row(event_row(Event(3.0, "error", message='a stray " quote, alone')))
+        + format_row(sample_row(sample(9.0, 100.0), None))
+    )
 
 
 def test_rows_a_chart_could_choke_on_are_skipped_and_counted(tmp_path: Path) -> None:
@@ -260,8 +284,10 @@ def test_a_refusal_names_the_file_without_its_control_characters(tmp_path: Path)
     done = replay_cli(p)
     assert done.returncode == ExitCode.USAGE, done.stderr
     (line,) = done.stderr.splitlines()
-    assert line == "gpudash: error: run]52;c;aGk=[31m2J.csv: not a gpudash recording (missing columns: row_kind, " \
-                   "time_s, workload, variant, batch_size, steps and 23 more)"
+    assert (
+        line == "gpudash: error: run]52;c;aGk=[31m2J.csv: not a gpudash recording (missing columns: row_kind, "
+        "time_s, workload, variant, batch_size, steps and 23 more)"
+    )
 
 
 # -- exceptions in the dashboard -------------------------------------------------------------------------
@@ -284,8 +310,14 @@ CRASHING_SOURCE = textwrap.dedent("""
 
 
 def test_an_exception_in_the_dashboard_is_one_line_with_its_log_and_status_1(tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, "-c", CRASHING_SOURCE], cwd=ROOT, capture_output=True, text=True,
-                          timeout=120, stdin=subprocess.DEVNULL)
+    done = subprocess.run(
+        [sys.executable, "-c", CRASHING_SOURCE],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
     assert done.returncode == ExitCode.FAILED, done.stderr
     (line,) = done.stderr.strip().splitlines()  # no traceback on the terminal
     m = re.fullmatch(r"gpudash: error: the dashboard failed: TypeError: .+ \(traceback in (\S+)\)", line)

@@ -11,9 +11,9 @@ import pytest
 
 from gpudash.cli import main
 from gpudash.report.load import load_run
+from gpudash.stats.repeats import RepeatResult
 from gpudash.sweep.plan import Configuration, FamilyPlan, SweepPlan, SweepSettings
 from gpudash.sweep.report import SweepReport
-from gpudash.stats.repeats import RepeatResult
 from tests.test_sweep import _result
 from tests.tui.make_fixture import record
 
@@ -39,8 +39,12 @@ def test_a_recording_gets_a_row_per_segment_with_its_interval_and_the_verdict_on
     assert run(["report", str(FIXTURE), "--out", str(tmp_path)]) == 0
     md = (tmp_path / "report.md").read_text()
     rows = table_rows(md, "## Run 1: replay.csv")
-    assert [r[1] for r in rows] == ["encdec/serial bs8", "encdec/pipelined bs8", "encdec/pipelined bs16",
-                                    "encdec/serial bs16"]
+    assert [r[1] for r in rows] == [
+        "encdec/serial bs8",
+        "encdec/pipelined bs8",
+        "encdec/pipelined bs16",
+        "encdec/serial bs16",
+    ]
     assert all(re.fullmatch(r"[\d.]+ ± [\d.]+", r[3]) for r in rows)  # every mean with its interval
     assert rows[1][-1].endswith("faster")  # pipelined over serial at batch 8 (+9% in the fixture)
     assert rows[2][-1].startswith("samples/s ")  # a batch-size change compares samples/s, not steps
@@ -58,7 +62,7 @@ def test_the_report_agrees_with_the_summary_rows_the_recorder_wrote(tmp_path: Pa
     with open(path, newline="") as f:
         summaries = [r for r in csv.DictReader(f) if r["row_kind"] == "summary"]
     assert len(summaries) == len(run_.configs)  # one per segment, the last one written at the end
-    for row, seg in zip(summaries, run_.configs):
+    for row, seg in zip(summaries, run_.configs, strict=False):
         assert seg.steps is not None
         assert float(row["steps_per_s"]) == pytest.approx(seg.steps.mean, rel=1e-3)
         assert float(row["event_before"]) == pytest.approx(seg.steps.low, rel=1e-3)
@@ -71,8 +75,9 @@ def test_the_same_recording_twice_is_no_change_detected(tmp_path: Path) -> None:
     assert run(["report", str(FIXTURE), str(copy), "--out", str(tmp_path / "out")]) == 0
     md = (tmp_path / "out" / "report.md").read_text()
     rows = table_rows(md, "### Run 2 (again.csv)")
-    assert len(rows) == 4 and all(r[-1] == "1.00 ± 0.01 no change detected" or r[-1].endswith("no change detected")
-                                  for r in rows), rows
+    assert len(rows) == 4 and all(
+        r[-1] == "1.00 ± 0.01 no change detected" or r[-1].endswith("no change detected") for r in rows
+    ), rows
 
 
 def _sweep(out: Path, fixed_rate: float) -> Path:
@@ -99,7 +104,9 @@ def test_two_sweeps_compare_configuration_by_configuration(tmp_path: Path) -> No
     rows = {r[0]: r for r in table_rows(md, "## Run 1: sweep.csv")}
     assert rows["sync_loss/fixed bs4"][-1].startswith("1.50") and rows["sync_loss/fixed bs4"][-1].endswith("faster")
     between = {r[0]: r for r in table_rows(md, "### Run 2 (sweep.csv)")}
-    assert between["sync_loss/fixed bs4"][-1].startswith("1.200 ± ") and between["sync_loss/fixed bs4"][-1].endswith("faster")
+    assert between["sync_loss/fixed bs4"][-1].startswith("1.200 ± ") and between["sync_loss/fixed bs4"][-1].endswith(
+        "faster"
+    )
     assert between["sync_loss/sync-heavy bs4"][-1].endswith("no change detected")
     assert (tmp_path / "out" / "report.svg").stat().st_size > 0
 
@@ -126,14 +133,20 @@ def _truncated(tmp_path: Path) -> Path:
         (lambda d: d / "missing.csv", "no such file"),
         (lambda d: (d / "empty.csv").write_text("") and d / "empty.csv" or d / "empty.csv", "is empty"),
         (lambda d: (d / "other.csv").write_text("a,b\n1,2\n") and d / "other.csv", "not a gpudash CSV"),
-        (lambda d: (d / "hdr.csv").write_text(FIXTURE.read_text().splitlines()[0] + "\n") and d / "hdr.csv",
-         "no throughput samples"),
+        (
+            lambda d: (d / "hdr.csv").write_text(FIXTURE.read_text().splitlines()[0] + "\n") and d / "hdr.csv",
+            "no throughput samples",
+        ),
         (_truncated, "truncated"),
         (lambda d: d, "is a directory"),
     ],
 )
-def test_bad_input_is_one_line_and_exit_2(make, says: str, tmp_path: Path,  # noqa: ANN001
-                                          capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_input_is_one_line_and_exit_2(
+    make,
+    says: str,
+    tmp_path: Path,  # noqa: ANN001
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     path = make(tmp_path)
     out = tmp_path / "out"
     assert run(["report", str(FIXTURE), str(path), "--out", str(out)]) == 2

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from gpudash.cli import main
-from gpudash.recording.csvformat import event_row, format_row, header, sample_row
 from gpudash.core.protocol import Event, ExitCode
+from gpudash.recording.csvformat import event_row, format_row, header, sample_row
 from gpudash.recording.replay import NotARecording, ReplaySource, read_all
 from tests.test_report import _sweep
 from tests.tui.fakes import gpu, sample
@@ -45,7 +45,9 @@ def report(capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[int, 
 
 def assert_clean(text: str) -> None:
     found = CONTROL.search(text)
-    assert found is None, f"{found.group()!r} at {found.start()}: {text[max(0, found.start() - 40):found.end() + 40]!r}"
+    assert found is None, (
+        f"{found.group()!r} at {found.start()}: {text[max(0, found.start() - 40) : found.end() + 40]!r}"
+    )
 
 
 def assert_no_traceback(err: list[str]) -> None:
@@ -54,16 +56,21 @@ def assert_no_traceback(err: list[str]) -> None:
 
 
 # -- building hostile files ---------------------------------------------------------------------------
-def recording(directory: Path, name: str = "run.csv", events: tuple[Event, ...] = (), meta: object = None,
-              **fields: str) -> Path:
+def recording(
+    directory: Path, name: str = "run.csv", events: tuple[Event, ...] = (), meta: object = None, **fields: str
+) -> Path:
     """A short recording as gpudash writes one: 40 samples (with ``fields`` replaced) and their
     GPU readings, ``events`` in time order among them; ``meta`` (JSON-encoded; a str as is) beside it."""
-    timed = [(i * 0.25, sample_row(dataclasses.replace(sample(i * 0.25, 100.0 + i % 3), **fields), gpu(i * 0.25)))
-             for i in range(1, 41)]
+    timed = [
+        (i * 0.25, sample_row(dataclasses.replace(sample(i * 0.25, 100.0 + i % 3), **fields), gpu(i * 0.25)))
+        for i in range(1, 41)
+    ]
     timed += [(e.time_s, event_row(e)) for e in events]
     path = directory / name
-    path.write_text(format_row(header()) + "".join(format_row(row) for _, row in sorted(timed, key=lambda r: r[0])),
-                    encoding="utf-8")
+    path.write_text(
+        format_row(header()) + "".join(format_row(row) for _, row in sorted(timed, key=lambda r: r[0])),
+        encoding="utf-8",
+    )
     if meta is not None:
         path.with_suffix(".json").write_text(meta if isinstance(meta, str) else json.dumps(meta), encoding="utf-8")
     return path
@@ -100,8 +107,9 @@ PLACES: list[tuple[str, Callable[[Path], Path], bool]] = [
 
 
 @pytest.mark.parametrize("make, shown", [p[1:] for p in PLACES], ids=[p[0] for p in PLACES])
-def test_no_control_character_from_a_file_reaches_the_report(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                                             make: Callable[[Path], Path], shown: bool) -> None:
+def test_no_control_character_from_a_file_reaches_the_report(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], make: Callable[[Path], Path], shown: bool
+) -> None:
     code, err = report(capsys, make(tmp_path), "--out", tmp_path / "out", "--html")
     assert code == ExitCode.OK, err
     assert_no_traceback(err)
@@ -122,8 +130,9 @@ def test_a_refusal_quotes_no_control_character(tmp_path: Path, capsys: pytest.Ca
     assert line.startswith("gpudash: error: ") and "[31m2J.csv is not a gpudash CSV" in line
 
 
-def test_invalid_utf8_reads_as_replacement_characters_as_in_replay(tmp_path: Path,
-                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+def test_invalid_utf8_reads_as_replacement_characters_as_in_replay(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = recording(tmp_path, variant="serial\U0010ffff")  # a placeholder, made invalid below
     path.write_bytes(path.read_bytes().replace("\U0010ffff".encode(), b"\xff\x9b[2J"))
     code, err = report(capsys, path, "--out", tmp_path / "out")
@@ -134,8 +143,10 @@ def test_invalid_utf8_reads_as_replacement_characters_as_in_replay(tmp_path: Pat
 
 
 MARKUP = [  # text that a renderer would act on: raw HTML, a remote image, mathtext that fails to parse
-    ("html-and-a-remote-image", Event(10.1, "crashed",
-                                      message="<script>alert(1)</script> ![x](https://evil.example/x.png)")),
+    (
+        "html-and-a-remote-image",
+        Event(10.1, "crashed", message="<script>alert(1)</script> ![x](https://evil.example/x.png)"),
+    ),
     ("mathtext", Event(5.0, "changed", "variant", "serial", r"$\notacommand$")),
 ]
 
@@ -145,7 +156,7 @@ def test_markup_in_a_file_is_shown_as_text(tmp_path: Path, capsys: pytest.Captur
     code, err = report(capsys, recording(tmp_path, events=(event,)), "--out", tmp_path / "out", "--html")
     assert code == ExitCode.OK, err
     page = (tmp_path / "out" / "report.html").read_text(encoding="utf-8")
-    assert "<script" not in page and "evil.example/x.png\"" not in page and "<img" not in page
+    assert "<script" not in page and 'evil.example/x.png"' not in page and "<img" not in page
 
 
 # -- cause 9: huge lines and fields, deep nesting -------------------------------------------------------------
@@ -164,17 +175,24 @@ def with_line(line: int, text: str) -> Callable[[Path], Path]:
 # (what the file holds, the file, what report and replay both say of it)
 BROKEN: list[tuple[str, Callable[[Path], Path], str]] = [
     ("a-3-MiB-line", with_line(11, "x" * (3 << 20)), "line 11 is longer than 1 MiB"),
-    ("a-500-kB-field", with_line(11, format_row(event_row(Event(2.6, "error", message="y" * 500_000))).rstrip("\n")),
-     "line 11 is not CSV: field larger than field limit (131072)"),
-    ("a-quote-never-closed", with_line(11, 'sample,2.6,"encdec' + "z" * 200_000),
-     "line 11 opens a quote it never closes"),
+    (
+        "a-500-kB-field",
+        with_line(11, format_row(event_row(Event(2.6, "error", message="y" * 500_000))).rstrip("\n")),
+        "line 11 is not CSV: field larger than field limit (131072)",
+    ),
+    (
+        "a-quote-never-closed",
+        with_line(11, 'sample,2.6,"encdec' + "z" * 200_000),
+        "line 11 opens a quote it never closes",
+    ),
     ("a-3-MiB-header", with_line(1, "row_kind," + "x" * (3 << 20)), "line 1 is longer than 1 MiB"),
 ]
 
 
 @pytest.mark.parametrize("make, says", [b[1:] for b in BROKEN], ids=[b[0] for b in BROKEN])
-def test_report_refuses_in_one_line_the_record_replay_skips(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                                             make: Callable[[Path], Path], says: str) -> None:
+def test_report_refuses_in_one_line_the_record_replay_skips(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], make: Callable[[Path], Path], says: str
+) -> None:
     path = make(tmp_path)
     code, err = report(capsys, path, "--out", tmp_path / "out")
     assert code == ExitCode.USAGE
@@ -191,16 +209,20 @@ def test_report_refuses_in_one_line_the_record_replay_skips(tmp_path: Path, caps
 
 SIDECARS = [  # metadata report ignores, as replay does, with the reason in a note
     ("200000-brackets", "[" * 200_000, "nested too deeply"),
-    ("40-levels", json.dumps(fixture_meta(later={"a": json.loads("[" * 40 + "]" * 40)})),
-     "nested too deeply (more than 16 levels)"),
+    (
+        "40-levels",
+        json.dumps(fixture_meta(later={"a": json.loads("[" * 40 + "]" * 40)})),
+        "nested too deeply (more than 16 levels)",
+    ),
     ("not-json", "{oops", "not JSON"),
     ("a-bad-value", json.dumps(fixture_meta(gpu_index="0\x1b[31m")), "gpu_index is a string, not a whole number"),
 ]
 
 
 @pytest.mark.parametrize("text, why", [s[1:] for s in SIDECARS], ids=[s[0] for s in SIDECARS])
-def test_bad_metadata_is_ignored_with_a_note(tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str,
-                                             why: str) -> None:
+def test_bad_metadata_is_ignored_with_a_note(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, why: str
+) -> None:
     code, err = report(capsys, recording(tmp_path, meta=text), "--out", tmp_path / "out")
     assert code == ExitCode.OK, err
     assert_no_traceback(err)
@@ -216,10 +238,18 @@ def test_bad_metadata_is_ignored_with_a_note(tmp_path: Path, capsys: pytest.Capt
 def test_the_reading_path_stays_torch_free(tmp_path: Path) -> None:
     deep = recording(tmp_path, "deep.csv", variant=HOSTILE, meta="[" * 200_000)
     checked = recording(tmp_path, "checked.csv", variant=HOSTILE, meta=fixture_meta(gpu_name=HOSTILE))  # every check
-    code = ("import sys; from gpudash.report.load import load_run; runs = [load_run(p) for p in sys.argv[1:]]; "
-            "print(runs[0].notes, runs[1].meta['gpu_name'], 'torch' in sys.modules)")
-    done = subprocess.run([sys.executable, "-c", code, str(deep), str(checked)], cwd=ROOT, capture_output=True,
-                          text=True, timeout=120, stdin=subprocess.DEVNULL)
+    code = (
+        "import sys; from gpudash.report.load import load_run; runs = [load_run(p) for p in sys.argv[1:]]; "
+        "print(runs[0].notes, runs[1].meta['gpu_name'], 'torch' in sys.modules)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(deep), str(checked)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
     assert done.returncode == 0, done.stderr
     assert "deep.json ignored: nested too deeply" in done.stdout and "2J → ok" in done.stdout
     assert done.stdout.split()[-1] == "False"
@@ -243,8 +273,9 @@ def test_a_sample_without_a_finite_interval_is_refused_in_one_line_and_skipped_b
     assert src.bad_rows == 1 and src.rows_read == 39
 
 
-def test_figures_near_the_largest_float_give_a_report_not_a_traceback(tmp_path: Path,
-                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+def test_figures_near_the_largest_float_give_a_report_not_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """1e308 steps/s: the interval overflows (its mean and half-width are not finite numbers);
     the report says "no CI" for it instead of failing, and no warning reaches the terminal."""
     code, err = report(capsys, recording(tmp_path, steps_per_s=1e308), "--out", tmp_path / "out")

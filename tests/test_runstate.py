@@ -51,19 +51,24 @@ def test_the_segment_grows_only_when_another_configuration_runs() -> None:
 def test_a_change_from_an_older_file_without_details_still_says_what_runs() -> None:
     run = RunState()
     run.observe(Event(1.0, "started", details=STARTED))
-    for what, after, field, want in (("variant", "pipelined", "variant", "pipelined"),
-                                     ("batch_size", "32", "batch_size", 32),
-                                     ("knobs", "amp=bf16", "knobs", "amp=bf16")):
+    for what, after, field, want in (
+        ("variant", "pipelined", "variant", "pipelined"),
+        ("batch_size", "32", "batch_size", 32),
+        ("knobs", "amp=bf16", "knobs", "amp=bf16"),
+    ):
         assert run.observe(Event(2.0, "changed", what, "", after))
         assert getattr(run.running, field) == want
     assert run.device == "cuda:0"  # kept: a change never moves the run to another device
 
 
 def test_the_dashboard_and_the_recording_agree_on_what_runs_after_every_event() -> None:
-    messages = [Event(1.0, "started", details=STARTED), *run_segment(1.0, 3.0, 100.0),
-                changed(3.0, "variant", "serial", "pipelined", variant="pipelined"),
-                *run_segment(3.0, 5.0, 120.0, variant="pipelined"),
-                changed(5.0, "knobs", "none", "amp=bf16", variant="pipelined", knobs="amp=bf16")]
+    messages = [
+        Event(1.0, "started", details=STARTED),
+        *run_segment(1.0, 3.0, 100.0),
+        changed(3.0, "variant", "serial", "pipelined", variant="pipelined"),
+        *run_segment(3.0, 5.0, 120.0, variant="pipelined"),
+        changed(5.0, "knobs", "none", "amp=bf16", variant="pipelined", knobs="amp=bf16"),
+    ]
     dash = DashState(config=RunConfig(workload="encdec"))
     out = io.StringIO()
     recorder = CsvRecorder(out, {})
@@ -79,5 +84,10 @@ def test_the_dashboard_and_the_recording_agree_on_what_runs_after_every_event() 
 def test_before_any_event_the_dashboard_shows_what_the_settings_say() -> None:
     dash = DashState(config=RunConfig(workload="sync_loss", batch_size=4, device="cpu", knobs="tf32=on"))
     assert (dash.workload, dash.variant, dash.batch_size, dash.device, dash.run.knobs) == (
-        "sync_loss", "sync-heavy", 4, "cpu", "tf32=on")
+        "sync_loss",
+        "sync-heavy",
+        4,
+        "cpu",
+        "tf32=on",
+    )
     assert dash.run.segment == 0  # nothing has run yet

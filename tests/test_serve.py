@@ -78,8 +78,13 @@ def serving(tmp_path: Path, *args: str) -> Iterator[tuple[subprocess.Popen[bytes
     left of the session afterwards is killed (the tests assert there is nothing)."""
     err = tmp_path / "serve.err"
     with open(err, "wb") as errfile:
-        proc = subprocess.Popen([sys.executable, "-m", "gpudash", "serve", *args], cwd=tmp_path,
-                                stdout=subprocess.DEVNULL, stderr=errfile, start_new_session=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "gpudash", "serve", *args],
+            cwd=tmp_path,
+            stdout=subprocess.DEVNULL,
+            stderr=errfile,
+            start_new_session=True,
+        )
     try:
         wait_for("the server to listen", lambda: SERVING in err.read_text() or proc.poll() is not None, 60)
         assert proc.poll() is None, err.read_text()
@@ -104,11 +109,23 @@ def serving(tmp_path: Path, *args: str) -> Iterator[tuple[subprocess.Popen[bytes
 def test_the_dashboard_in_a_headless_browser_and_nothing_left_behind(tmp_path: Path) -> None:
     sync_api = pytest.importorskip("playwright.sync_api", reason="needs playwright (pip install -e '.[dev]')")
     port = free_port()
-    with serving(tmp_path, "--port", str(port), "-w", "sync_loss", "--device", "cpu", "--image-size", "16",
-                 "--sample-interval", "0.5") as (server, err):
+    with serving(
+        tmp_path,
+        "--port",
+        str(port),
+        "-w",
+        "sync_loss",
+        "--device",
+        "cpu",
+        "--image-size",
+        "16",
+        "--sample-interval",
+        "0.5",
+    ) as (server, err):
         with sync_api.sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path=CHROMIUM,
-                                                 args=["--no-sandbox"] if os.geteuid() == 0 else [])
+            browser = playwright.chromium.launch(
+                executable_path=CHROMIUM, args=["--no-sandbox"] if os.geteuid() == 0 else []
+            )
             page = browser.new_page(viewport={"width": 1280, "height": 800})
             page.route(re.compile(r".*/static/js/textual\.js$"), name_the_terminal)
             page.route(re.compile(rf"^(?!http://127\.0\.0\.1:{port}/).*"), lambda route: route.abort())  # no fonts
@@ -127,8 +144,11 @@ def test_the_dashboard_in_a_headless_browser_and_nothing_left_behind(tmp_path: P
             page.keyboard.press("Space")  # pause, as in a terminal
             wait_for("the header to say paused", lambda: "paused" in screen().splitlines()[0], 60)
             browser.close()  # the tab goes: its dashboard quits and stops its workload
-        wait_for("the tab's dashboard and workload to stop",
-                 lambda: session_processes(server.pid) == [f"{server.pid} {' '.join(server.args)}"], 60)
+        wait_for(
+            "the tab's dashboard and workload to stop",
+            lambda: session_processes(server.pid) == [f"{server.pid} {' '.join(server.args)}"],
+            60,
+        )
         server.send_signal(signal.SIGINT)
         assert server.wait(30) == INTERRUPTED
     assert session_processes(server.pid) == []
@@ -149,10 +169,13 @@ def test_stopping_the_server_with_a_tab_open_stops_its_dashboard(tmp_path: Path)
     sync_api = pytest.importorskip("playwright.sync_api", reason="needs playwright (pip install -e '.[dev]')")
     port = free_port()
     with serving(tmp_path, "--port", str(port), "-w", "sync_loss", "--device", "cpu", "--image-size", "16") as (
-            server, err):
+        server,
+        err,
+    ):
         with sync_api.sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path=CHROMIUM,
-                                                 args=["--no-sandbox"] if os.geteuid() == 0 else [])
+            browser = playwright.chromium.launch(
+                executable_path=CHROMIUM, args=["--no-sandbox"] if os.geteuid() == 0 else []
+            )
             page = browser.new_page()
             page.route(re.compile(rf"^(?!http://127\.0\.0\.1:{port}/).*"), lambda route: route.abort())
             page.goto(f"http://127.0.0.1:{port}/")
@@ -187,11 +210,15 @@ def test_a_sigkilled_server_leaves_no_dashboard_nor_workload(tmp_path: Path, mon
     tmp.mkdir()
     monkeypatch.setenv("TMPDIR", str(tmp))
     port = free_port()
-    with serving(tmp_path, "--port", str(port), "-w", "input_pipeline", "-v", "baseline", "--device", "cpu",
-                 "--image-size", "16") as (server, err):
+    with serving(
+        tmp_path, "--port", str(port), "-w", "input_pipeline", "-v", "baseline", "--device", "cpu", "--image-size", "16"
+    ) as (server, err):
         open_tab(port)
-        wait_for("the tab's workload and its 4 loader workers",
-                 lambda: sum("spawn_main" in p for p in session_processes(server.pid)) >= 5, 180)
+        wait_for(
+            "the tab's workload and its 4 loader workers",
+            lambda: sum("spawn_main" in p for p in session_processes(server.pid)) >= 5,
+            180,
+        )
         assert any("gpudash run" in p for p in session_processes(server.pid))
         server.kill()
         server.wait()
@@ -214,8 +241,13 @@ def test_a_signal_stops_the_server_with_exit_130(tmp_path: Path, sig: int) -> No
 
 def test_a_host_name_that_is_not_one_is_one_line_and_exit_2(tmp_path: Path) -> None:
     host = "a" * 300  # a label over 63 characters: the idna codec refuses it
-    r = subprocess.run([sys.executable, "-m", "gpudash", "serve", "--host", host, "--port", str(free_port())],
-                       cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [sys.executable, "-m", "gpudash", "serve", "--host", host, "--port", str(free_port())],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 2
     assert len(r.stderr.splitlines()) == 1, r.stderr
     assert r.stderr.startswith("gpudash: error: --host aaaa") and "label too long" in r.stderr, r.stderr
@@ -225,8 +257,9 @@ def test_another_address_than_localhost_is_a_warning(tmp_path: Path) -> None:
     port = free_port()
     with serving(tmp_path, "--host", "0.0.0.0", "--port", str(port)) as (server, err):
         text = err.read_text()
-    assert text.startswith(f"gpudash: warning: serving on 0.0.0.0:{port}: anyone who can reach this port can run "
-                           "workloads on this machine")
+    assert text.startswith(
+        f"gpudash: warning: serving on 0.0.0.0:{port}: anyone who can reach this port can run workloads on this machine"
+    )
     assert f"{SERVING}http://{socket.gethostname()}:{port} " in text
 
 
@@ -245,17 +278,42 @@ def test_a_port_in_use_is_one_line_and_exit_2(tmp_path: Path) -> None:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        r = subprocess.run([sys.executable, "-m", "gpudash", "serve", "--port", str(port)], cwd=tmp_path,
-                           capture_output=True, text=True, timeout=60)
+        r = subprocess.run(
+            [sys.executable, "-m", "gpudash", "serve", "--port", str(port)],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     assert r.returncode == 2
     assert r.stderr.splitlines() == [f"gpudash: error: cannot listen on 127.0.0.1:{port}: Address already in use"]
 
 
 def test_each_tab_runs_gpudash_run_with_the_serve_options() -> None:
     top, commands = build_parsers()
-    given = vars(top.parse_args(["serve", "--port", "9000", "-w", "augment", "-v", "gpu", "-b", "16",
-                                 "--knob", "amp=bf16", "--knob", "channels_last", "--theme", "nord",
-                                 "--sample-interval", "0.5"]))
+    given = vars(
+        top.parse_args(
+            [
+                "serve",
+                "--port",
+                "9000",
+                "-w",
+                "augment",
+                "-v",
+                "gpu",
+                "-b",
+                "16",
+                "--knob",
+                "amp=bf16",
+                "--knob",
+                "channels_last",
+                "--theme",
+                "nord",
+                "--sample-interval",
+                "0.5",
+            ]
+        )
+    )
     given.pop("command")
     argv = as_argv(commands["run"], given)
     assert "--port" not in " ".join(argv)  # the server's own options stay with the server
@@ -265,9 +323,19 @@ def test_each_tab_runs_gpudash_run_with_the_serve_options() -> None:
     assert again == {k: v for k, v in given.items() if k != "port"}
 
 
-@pytest.mark.parametrize(("host", "loopback"), [("127.0.0.1", True), ("localhost", True), ("::1", True),
-                                                ("127.0.0.2", True), ("0.0.0.0", False), ("::", False),
-                                                ("192.168.1.5", False), ("gpu-box", False)])
+@pytest.mark.parametrize(
+    ("host", "loopback"),
+    [
+        ("127.0.0.1", True),
+        ("localhost", True),
+        ("::1", True),
+        ("127.0.0.2", True),
+        ("0.0.0.0", False),
+        ("::", False),
+        ("192.168.1.5", False),
+        ("gpu-box", False),
+    ],
+)
 def test_which_addresses_are_this_machine_only(host: str, loopback: bool) -> None:
     assert is_loopback(host) is loopback
 

@@ -16,13 +16,20 @@ import pytest
 
 from gpudash.cli import main
 from gpudash.core.protocol import GpuSample, Sample
-from gpudash.sweep.run import Window
-from gpudash.sweep.plan import (
-    Configuration, FamilyPlan, SweepPlan, SweepSettings, build_parser, labels, plan_from_args, schedule,
-)
-from gpudash.sweep.report import CSV_COLUMNS, SweepReport
 from gpudash.core.textfmt import fmt_pm
 from gpudash.stats.repeats import RepeatResult, summarize
+from gpudash.sweep.plan import (
+    Configuration,
+    FamilyPlan,
+    SweepPlan,
+    SweepSettings,
+    build_parser,
+    labels,
+    plan_from_args,
+    schedule,
+)
+from gpudash.sweep.report import CSV_COLUMNS, SweepReport
+from gpudash.sweep.run import Window
 from workloads.registry import FAMILIES
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -99,26 +106,49 @@ def test_switches_turn_knobs_off_before_the_variant_changes_and_on_after() -> No
     assert switch_controls(("fixed", 8, "none"), ("fixed", 8, "none")) == []
     assert switch_controls(("fixed", 8, "none"), ("fixed", 8, "amp=bf16")) == [SetKnobs("amp=bf16")]
     assert switch_controls(("fixed", 8, "cuda_graph=on"), ("sync-heavy", 8, "none")) == [
-        SetKnobs("none"), SetVariant("sync-heavy")]  # sync-heavy refuses cuda_graph
+        SetKnobs("none"),
+        SetVariant("sync-heavy"),
+    ]  # sync-heavy refuses cuda_graph
     assert switch_controls(("sync-heavy", 8, "amp=bf16"), ("fixed", 32, "amp=bf16,cuda_graph=on")) == [
-        SetVariant("fixed"), SetBatchSize(32), SetKnobs("amp=bf16,cuda_graph=on")]
+        SetVariant("fixed"),
+        SetBatchSize(32),
+        SetKnobs("amp=bf16,cuda_graph=on"),
+    ]
     assert switch_controls(("serial", 8, "amp=bf16,compile=default"), ("pipelined", 8, "amp=bf16,cuda_graph=on")) == [
-        SetKnobs("amp=bf16"), SetVariant("pipelined"), SetKnobs("amp=bf16,cuda_graph=on")]
+        SetKnobs("amp=bf16"),
+        SetVariant("pipelined"),
+        SetKnobs("amp=bf16,cuda_graph=on"),
+    ]
 
 
 # -- the figures, from synthetic messages -------------------------------------------------------------
 def _sample(t: float, steps: int, rate: float, variant: str = "fixed", batch: int = 4) -> Sample:
-    return Sample(time_s=t, workload="sync_loss", variant=variant, batch_size=batch, steps=steps,
-                  samples=steps * batch, interval_s=0.1, steps_per_s=rate, samples_per_s=rate * batch,
-                  step_ms_p50=None, step_ms_p95=None, syncs_per_step=0.0)
+    return Sample(
+        time_s=t,
+        workload="sync_loss",
+        variant=variant,
+        batch_size=batch,
+        steps=steps,
+        samples=steps * batch,
+        interval_s=0.1,
+        steps_per_s=rate,
+        samples_per_s=rate * batch,
+        step_ms_p50=None,
+        step_ms_p95=None,
+        syncs_per_step=0.0,
+    )
 
 
 def _result(config: Configuration, repeat: int, rate: float, t0: float, *, power: float = 100.0) -> RepeatResult:
     """A repeat of 5 s at ``rate`` steps/s (±1% wobble) with NVML ticks every 0.25 s at ``power`` W."""
-    samples = tuple(_sample(t0 + 0.1 * (i + 1), int(rate * 0.1 * (i + 1)), rate * (1 + 0.01 * ((i % 3) - 1)),
-                            config.variant) for i in range(50))
-    gpu = tuple(GpuSample(time_s=t0 + 0.25 * (i + 1), gpu_util_pct=90.0, power_w=power,
-                          energy_j=power * 0.25 * (i + 1)) for i in range(20))
+    samples = tuple(
+        _sample(t0 + 0.1 * (i + 1), int(rate * 0.1 * (i + 1)), rate * (1 + 0.01 * ((i % 3) - 1)), config.variant)
+        for i in range(50)
+    )
+    gpu = tuple(
+        GpuSample(time_s=t0 + 0.25 * (i + 1), gpu_util_pct=90.0, power_w=power, energy_j=power * 0.25 * (i + 1))
+        for i in range(20)
+    )
     return RepeatResult(config, repeat, samples, gpu)
 
 
@@ -140,9 +170,14 @@ def test_summaries_compare_with_the_first_configuration_at_the_same_batch_size()
     base = Configuration("sync_loss", "sync-heavy", "sync-heavy", 4, 0)
     fixed = Configuration("sync_loss", "fixed", "fixed", 4, 1)
     again = Configuration("sync_loss", "fixed", "fixed#2", 4, 2)
-    results = [_result(base, 1, 50.0, 0.0, power=200.0), _result(fixed, 1, 75.0, 10.0),
-               _result(again, 1, 75.0, 20.0), _result(base, 2, 50.0, 30.0, power=200.0),
-               _result(again, 2, 75.0, 40.0), _result(fixed, 2, 75.0, 50.0)]
+    results = [
+        _result(base, 1, 50.0, 0.0, power=200.0),
+        _result(fixed, 1, 75.0, 10.0),
+        _result(again, 1, 75.0, 20.0),
+        _result(base, 2, 50.0, 30.0, power=200.0),
+        _result(again, 2, 75.0, 40.0),
+        _result(fixed, 2, 75.0, 50.0),
+    ]
     s_base, s_fixed, s_again = summarize((base, fixed, again), results)
     assert s_base.is_base and s_base.comparison is None
     assert s_fixed.comparison is not None and s_fixed.comparison.ratio == pytest.approx(1.5, rel=0.01)
@@ -160,8 +195,12 @@ def test_report_files_from_synthetic_results(tmp_path: Path) -> None:
     fp = FamilyPlan("sync_loss", "Host-device syncs in a masked loss", (base, fixed), seconds=5.0)
     plan = SweepPlan((fp,), SweepSettings(repeats=2), tmp_path, "gpudash sweep --preset syncs")
     report = SweepReport(plan)
-    results = [_result(base, 1, 50.0, 0.0), _result(fixed, 1, 75.0, 10.0),
-               _result(fixed, 2, 75.0, 20.0), RepeatResult(base, 2, error="CUDA out of memory")]
+    results = [
+        _result(base, 1, 50.0, 0.0),
+        _result(fixed, 1, 75.0, 10.0),
+        _result(fixed, 2, 75.0, 20.0),
+        RepeatResult(base, 2, error="CUDA out of memory"),
+    ]
     for r in results:
         report.add_result(r)
     report.add_family(fp, results, [])
@@ -208,7 +247,8 @@ def test_tiny_real_sweep(tmp_path: Path) -> None:
         assert (low is None) == (high is None) and (low is None or low <= mean <= high)
     base, other = summaries
     assert base["ratio"] == "1" and float(other["ratio"]) == pytest.approx(
-        float(other["steps_per_s"]) / float(base["steps_per_s"]), rel=1e-4)
+        float(other["steps_per_s"]) / float(base["steps_per_s"]), rel=1e-4
+    )
     both_intervals = bool(base["steps_per_s_low"] and other["steps_per_s_low"])
     assert (other["verdict"] == "too short") == (not both_intervals)
     assert bool(other["ratio_low"]) == both_intervals
@@ -231,15 +271,37 @@ def test_tiny_real_sweep(tmp_path: Path) -> None:
 
 def test_two_stage_families_time_each_stage_and_report_the_overlap_bound(tmp_path: Path) -> None:
     out = tmp_path / "stages"
-    assert run(["sweep", "-w", "encdec", "-b", "2", "--repeats", "1", "--seconds", "1", "--warmup", "0.5",
-                "--device", "cpu", "-q", "--out", str(out)]) == 0
+    assert (
+        run(
+            [
+                "sweep",
+                "-w",
+                "encdec",
+                "-b",
+                "2",
+                "--repeats",
+                "1",
+                "--seconds",
+                "1",
+                "--warmup",
+                "0.5",
+                "--device",
+                "cpu",
+                "-q",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     (repeat,), (summary,) = rows(out, "repeat"), rows(out, "summary")
     for row in (repeat, summary):
         assert (row["stage1"], row["stage2"]) == ("encode", "train")
         slowest = max(float(row["stage1_ms"]), float(row["stage2_ms"]))
         assert float(row["overlap_bound"]) == pytest.approx(1000 / slowest, rel=1e-4)
         assert float(row["pct_of_bound"]) == pytest.approx(
-            100 * float(row["steps_per_s"]) / float(row["overlap_bound"]), rel=1e-4)
+            100 * float(row["steps_per_s"]) / float(row["overlap_bound"]), rel=1e-4
+        )
     md = (out / "sweep.md").read_text()
     assert "| overlap bound (steps/s) |" in md and "| serial | encode " in md
 
@@ -251,8 +313,26 @@ def test_an_aa_sweep_measures_the_same_configuration_twice_and_its_csv_carries_t
     from gpudash.stats.comparison import Estimate, compare
 
     out = tmp_path / "aa"
-    argv = ["sweep", "-w", "sync_loss", "-v", "fixed,fixed", "-b", "2", "--repeats", "3", "--seconds", "1",
-            "--warmup", "0.5", "--device", "cpu", "-q", "--out", str(out)]
+    argv = [
+        "sweep",
+        "-w",
+        "sync_loss",
+        "-v",
+        "fixed,fixed",
+        "-b",
+        "2",
+        "--repeats",
+        "3",
+        "--seconds",
+        "1",
+        "--warmup",
+        "0.5",
+        "--device",
+        "cpu",
+        "-q",
+        "--out",
+        str(out),
+    ]
     assert run(argv) == 0
     summaries = rows(out, "summary")
     assert [s["variant"] for s in summaries] == ["fixed", "fixed#2"]
@@ -260,8 +340,13 @@ def test_an_aa_sweep_measures_the_same_configuration_twice_and_its_csv_carries_t
 
     def estimate(row: dict[str, str]) -> Estimate:
         batches = tuple(float(b) for b in row["steps_per_s_batches"].split(";") if b)
-        return Estimate(float(row["steps_per_s"]), _optional(row["steps_per_s_low"]),
-                        _optional(row["steps_per_s_high"]), int(row["n_samples"]), batches)
+        return Estimate(
+            float(row["steps_per_s"]),
+            _optional(row["steps_per_s_low"]),
+            _optional(row["steps_per_s_high"]),
+            int(row["n_samples"]),
+            batches,
+        )
 
     # whatever the machine's load made of the intervals, the file alone reproduces its verdict
     a, b = estimate(summaries[0]), estimate(summaries[1])
@@ -299,12 +384,15 @@ def test_an_aa_sweep_measures_the_same_configuration_twice_and_its_csv_carries_t
         (["-w", "sync_loss", "--knob", "amp=bf16", "--knob", "amp=off"], "given twice"),
         (["-w", "sync_loss", "-v", "fixed", "--knob", "cuda_graph", "--device", "cpu"], "nothing to measure"),
         (["--preset", "beyond", "-v", "fixed"], "does not apply with --preset"),
-        (["-w", "input_pipeline", "-b", "6000", "--device", "cpu", "--nproc", "2"],
-         "batch 6000 is larger than each of 2 ranks' share of the dataset (5000 samples)"),
+        (
+            ["-w", "input_pipeline", "-b", "6000", "--device", "cpu", "--nproc", "2"],
+            "batch 6000 is larger than each of 2 ranks' share of the dataset (5000 samples)",
+        ),
     ],
 )
-def test_bad_input_is_one_line_and_exit_2(argv: list[str], says: str | None, tmp_path: Path,
-                                          capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_input_is_one_line_and_exit_2(
+    argv: list[str], says: str | None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "out"
     if argv[-1:] == ["--no-out"]:
         argv, says = argv[:-1], "required: --out"
@@ -322,10 +410,37 @@ def test_bad_input_is_one_line_and_exit_2(argv: list[str], says: str | None, tmp
 
 
 def _sweep_process(out: Path, repeats: int) -> subprocess.Popen[str]:
-    cmd = [sys.executable, "-m", "gpudash", "sweep", "-w", "sync_loss", "-v", "sync-heavy,fixed", "-b", "2",
-           "--repeats", str(repeats), "--seconds", "1", "--warmup", "0.5", "--device", "cpu", "-q", "--out", str(out)]
-    return subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    cmd = [
+        sys.executable,
+        "-m",
+        "gpudash",
+        "sweep",
+        "-w",
+        "sync_loss",
+        "-v",
+        "sync-heavy,fixed",
+        "-b",
+        "2",
+        "--repeats",
+        str(repeats),
+        "--seconds",
+        "1",
+        "--warmup",
+        "0.5",
+        "--device",
+        "cpu",
+        "-q",
+        "--out",
+        str(out),
+    ]
+    return subprocess.Popen(
+        cmd,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
 
 
 def _wait_for_rows(out: Path, proc: subprocess.Popen[str], n: int, timeout: float = 60) -> None:
@@ -358,8 +473,9 @@ def test_ctrl_c_keeps_the_finished_rows(tmp_path: Path) -> None:
 # -- the measuring loop against a scripted session (no child, no torch) ---------------------------------
 class FakeSession:
     """Answers like an ``EngineSession``: "started", a sample every 0.05 s of the running
-    configuration, "changed" for a switch, "error" for the variant "bad" (a real engine refuses a configuration the plan allowed only
-    when it runs out of memory: not something to provoke on a CI machine)."""
+    configuration, "changed" for a switch, "error" for the variant "bad" (a real engine refuses a
+    configuration the plan allowed only when it runs out of memory: not something to provoke on a
+    CI machine)."""
 
     def __init__(self, config: object) -> None:
         from gpudash.core.protocol import GpuInfo
@@ -397,8 +513,22 @@ class FakeSession:
         while now - self.last >= 0.05:
             self.last += 0.05
             self.steps += 5
-            self.out.append(Sample(self.last, "sync_loss", self.variant, self.batch, self.steps, self.steps * self.batch,
-                                   0.05, 100.0 if self.variant == "fixed" else 50.0, 0.0, None, None, None))
+            self.out.append(
+                Sample(
+                    self.last,
+                    "sync_loss",
+                    self.variant,
+                    self.batch,
+                    self.steps,
+                    self.steps * self.batch,
+                    0.05,
+                    100.0 if self.variant == "fixed" else 50.0,
+                    0.0,
+                    None,
+                    None,
+                    None,
+                )
+            )
         out, self.out = self.out, []
         return out
 
@@ -406,8 +536,9 @@ class FakeSession:
         self.stopped = True
 
 
-def _fake_sweep(tmp_path: Path, variants: list[str],
-                monkeypatch: pytest.MonkeyPatch) -> tuple[int, Path, list[FakeSession]]:
+def _fake_sweep(
+    tmp_path: Path, variants: list[str], monkeypatch: pytest.MonkeyPatch
+) -> tuple[int, Path, list[FakeSession]]:
     import gpudash.sweep.run as sweep
 
     sessions: list[FakeSession] = []
@@ -416,17 +547,26 @@ def _fake_sweep(tmp_path: Path, variants: list[str],
         def make(config: object) -> FakeSession:
             sessions.append(FakeSession(config))
             return sessions[-1]
+
         return make
 
     monkeypatch.setattr(sweep, "_session_for", session_for)
-    configs = tuple(Configuration("sync_loss", v, label, 4, i) for i, (v, label) in enumerate(zip(variants, labels(variants))))
-    plan = SweepPlan((FamilyPlan("sync_loss", "Host-device syncs", configs, seconds=0.5, warmup=0.1),),
-                     SweepSettings(repeats=2), tmp_path, "gpudash sweep (fake)")
+    configs = tuple(
+        Configuration("sync_loss", v, label, 4, i)
+        for i, (v, label) in enumerate(zip(variants, labels(variants), strict=False))
+    )
+    plan = SweepPlan(
+        (FamilyPlan("sync_loss", "Host-device syncs", configs, seconds=0.5, warmup=0.1),),
+        SweepSettings(repeats=2),
+        tmp_path,
+        "gpudash sweep (fake)",
+    )
     return sweep.run_sweep(plan, quiet=True), tmp_path, sessions
 
 
-def test_a_refused_configuration_is_recorded_and_left_out_of_later_rounds(tmp_path: Path,
-                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_refused_configuration_is_recorded_and_left_out_of_later_rounds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     code, out, sessions = _fake_sweep(tmp_path, ["sync-heavy", "bad", "fixed", "fixed"], monkeypatch)
     assert code == 0 and len(sessions) == 1 and sessions[0].stopped
     repeats = rows(out, "repeat")
@@ -466,8 +606,29 @@ def test_gpu_sweep_times_the_stages_and_no_pipeline_beats_its_overlap_bound(tmp_
     # Batch 32: its stages are GPU-bound, so each alone times the GPU. At batch 8 the host's launch
     # rate sets both stage times and steps/s, and a loaded host (a full `-m gpu` run) moved one
     # repeat's bound below the pipeline's rate (112% on an H100, 2026-11-22).
-    assert run(["sweep", "-w", "encdec", "-b", "32", "--repeats", "2", "--seconds", "2", "--warmup", "1",
-                "--device", "cuda", "-q", "--out", str(out)]) == 0
+    assert (
+        run(
+            [
+                "sweep",
+                "-w",
+                "encdec",
+                "-b",
+                "32",
+                "--repeats",
+                "2",
+                "--seconds",
+                "2",
+                "--warmup",
+                "1",
+                "--device",
+                "cuda",
+                "-q",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     summary = {r["variant"]: r for r in rows(out, "summary")}
     assert set(summary) == {"serial", "pipelined"}
     for row in summary.values():
@@ -485,14 +646,19 @@ def test_a_written_sweep_csv_reads_back_into_the_same_tables(tmp_path: Path) -> 
     fixed = Configuration("sync_loss", "fixed", "fixed", 4, 1)
     fp = FamilyPlan("sync_loss", "Host-device syncs in a masked loss", (base, fixed), seconds=5.0)
     report = SweepReport(SweepPlan((fp,), SweepSettings(repeats=2), tmp_path, "gpudash sweep --preset syncs"))
-    results = [_result(base, 1, 50.0, 0.0), _result(fixed, 1, 75.0, 10.0), _result(base, 2, 50.0, 20.0),
-               _result(fixed, 2, 75.0, 30.0)]
+    results = [
+        _result(base, 1, 50.0, 0.0),
+        _result(fixed, 1, 75.0, 10.0),
+        _result(base, 2, 50.0, 20.0),
+        _result(fixed, 2, 75.0, 30.0),
+    ]
     for r in results:
         report.add_result(r)
     report.add_family(fp, results, [])
     report.finish("done", 0)
     ((_, written),) = report.summaries
     ((_, read),) = summaries_from_csv(tmp_path / "sweep.csv")
+
     def carried(row: str) -> tuple[list[str], list[float]]:  # steps/s with its interval; the others' means
         cells = [c.strip() for c in row.strip("|").split("|")]
         return [cells[0], cells[1], cells[6], cells[7]], [float(c.split(" ")[0]) for c in cells[2:6]]
@@ -510,12 +676,15 @@ def test_a_sweep_measures_knob_settings_side_by_side_and_its_csv_reads_back(tmp_
     from gpudash.sweep.report import summaries_from_csv, table_row
 
     out = tmp_path / "knobs"
-    assert run(["sweep", "-w", "sync_loss", "-v", "fixed,fixed+channels_last", "-b", "2", *TINY,
-                "--out", str(out)]) == 0
+    assert (
+        run(["sweep", "-w", "sync_loss", "-v", "fixed,fixed+channels_last", "-b", "2", *TINY, "--out", str(out)]) == 0
+    )
     repeats, summaries = rows(out, "repeat"), rows(out, "summary")
     assert len(repeats) == 4 and all(not r["error"] and float(r["steps_per_s"]) > 0 for r in repeats)
     assert [(s["variant"], s["knobs"]) for s in summaries] == [
-        ("fixed", "none"), ("fixed+channels_last", "channels_last=on")]
+        ("fixed", "none"),
+        ("fixed+channels_last", "channels_last=on"),
+    ]
     assert summaries[0]["ratio"] == "1" and summaries[1]["verdict"]  # against the plain variant
     md = (out / "sweep.md").read_text()
     ((_, read),) = summaries_from_csv(out / "sweep.csv")
@@ -523,23 +692,47 @@ def test_a_sweep_measures_knob_settings_side_by_side_and_its_csv_reads_back(tmp_
     for s in read:  # the file alone reproduces the table
         assert table_row(s).split(" | ")[:2] in [ln.split(" | ")[:2] for ln in md.splitlines()]
     assert [c.key for c in load_run(out / "sweep.csv").configs] == [
-        ("sync_loss", "fixed", 2, "none"), ("sync_loss", "fixed", 2, "channels_last=on")]
+        ("sync_loss", "fixed", 2, "none"),
+        ("sync_loss", "fixed", 2, "channels_last=on"),
+    ]
     meta = json.loads((out / "sweep.json").read_text())
     assert meta["knobs"] == "none" and meta["families"][0]["configurations"][1]["knobs"] == "channels_last=on"
 
 
 def test_knob_applies_to_every_configuration_and_a_cuda_only_entry_is_skipped_on_a_cpu(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "amp"
-    argv = ["sweep", "-w", "sync_loss", "-v", "fixed+cuda_graph,sync-heavy,fixed+channels_last", "--knob", "amp=bf16",
-            "-b", "2", "--repeats", "1", "--seconds", "1", "--warmup", "0.5", "--device", "cpu", "-q",
-            "--out", str(out)]
+    argv = [
+        "sweep",
+        "-w",
+        "sync_loss",
+        "-v",
+        "fixed+cuda_graph,sync-heavy,fixed+channels_last",
+        "--knob",
+        "amp=bf16",
+        "-b",
+        "2",
+        "--repeats",
+        "1",
+        "--seconds",
+        "1",
+        "--warmup",
+        "0.5",
+        "--device",
+        "cpu",
+        "-q",
+        "--out",
+        str(out),
+    ]
     assert run(argv) == 0
     err = capsys.readouterr().err
     assert "gpudash: skipping sync_loss fixed+cuda_graph: knob cuda_graph needs CUDA" in err
     summaries = rows(out, "summary")
     assert [(s["variant"], s["knobs"]) for s in summaries] == [
-        ("sync-heavy", "amp=bf16"), ("fixed+channels_last", "amp=bf16,channels_last=on")]
+        ("sync-heavy", "amp=bf16"),
+        ("fixed+channels_last", "amp=bf16,channels_last=on"),
+    ]
     assert all(not s["error"] and float(s["steps_per_s"]) > 0 for s in summaries)
     assert json.loads((out / "sweep.json").read_text())["knobs"] == "amp=bf16"
     md = (out / "sweep.md").read_text()
@@ -570,4 +763,6 @@ def test_an_old_sweep_csv_without_the_knobs_column_still_reads(tmp_path: Path) -
     assert [(s.config.variant, s.config.knobs) for s in read] == [("sync-heavy", "none"), ("fixed", "none")]
     assert read[1].comparison is not None and read[1].comparison.ratio == pytest.approx(1.5, rel=0.01)
     assert [c.key for c in load_run(path).configs] == [
-        ("sync_loss", "sync-heavy", 4, "none"), ("sync_loss", "fixed", 4, "none")]
+        ("sync_loss", "sync-heavy", 4, "none"),
+        ("sync_loss", "fixed", 4, "none"),
+    ]

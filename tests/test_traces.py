@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from gpudash.engine.loop import StepLoop
 from gpudash.core.protocol import Event, EventKind, Sample, TraceWindow
+from gpudash.engine.loop import StepLoop
 from gpudash.engine.trace_figures import covered_by_two_or_more, figures, union
 from workloads.base import WorkloadOptions
 from workloads.factory import build
@@ -53,7 +53,8 @@ def test_launch_delay_and_memcpy_share() -> None:
     events = [
         {"cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 0, "dur": 5, "args": {"correlation": 1}},
         {"cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 10, "dur": 5, "args": {"correlation": 2}},
-        _kernel(20, 10, 7, correlation=1), _kernel(50, 10, 7, correlation=2),
+        _kernel(20, 10, 7, correlation=1),
+        _kernel(50, 10, 7, correlation=2),
         {"cat": "gpu_memcpy", "name": "Memcpy HtoD", "ts": 100, "dur": 100, "args": {"stream": 7}},
     ]
     fig = figures(events, steps=1, wall_ms=1.0)
@@ -76,6 +77,7 @@ def _run_with_windows(trace_dir: Path, windows: int, steps: int = 3) -> list[obj
     got: list[object] = []
     pending = [TraceWindow(steps) for _ in range(windows)]
     with build("sync_loss", "cpu", WorkloadOptions(variant="fixed", image_size=16)) as w:
+
         def controls(timeout: float) -> object:
             return pending.pop() if pending and loop.steps_issued >= 2 else None
 
@@ -123,13 +125,37 @@ def test_a_failing_window_is_one_message_and_the_run_goes_on(tmp_path: Path) -> 
 
 # -- --record ------------------------------------------------------------------------------------
 def _gpudash(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "gpudash", *args], capture_output=True, text=True, cwd=cwd,
-                          timeout=240, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    return subprocess.run(
+        [sys.executable, "-m", "gpudash", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=240,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+    )
 
 
 def test_record_takes_a_window_every_few_seconds_into_event_rows_and_a_traces_folder(tmp_path: Path) -> None:
-    out = _gpudash("--record", "run.csv", "-w", "sync_loss", "-v", "fixed", "--device", "cpu", "--image-size", "16",
-                   "--duration", "4", "--trace-every", "1", "--trace-steps", "2", "-q", cwd=tmp_path)
+    out = _gpudash(
+        "--record",
+        "run.csv",
+        "-w",
+        "sync_loss",
+        "-v",
+        "fixed",
+        "--device",
+        "cpu",
+        "--image-size",
+        "16",
+        "--duration",
+        "4",
+        "--trace-every",
+        "1",
+        "--trace-steps",
+        "2",
+        "-q",
+        cwd=tmp_path,
+    )
     assert out.returncode == 0, out.stderr
     rows = [r for r in csv.DictReader((tmp_path / "run.csv").open()) if r["event_what"] == "trace"]
     assert rows and all(r["event_kind"] == "measured" for r in rows)
@@ -143,8 +169,29 @@ def test_trace_every_needs_record(tmp_path: Path) -> None:
 
 
 def test_sweep_trace_takes_a_window_after_each_measurement(tmp_path: Path) -> None:
-    out = _gpudash("sweep", "-w", "sync_loss", "-v", "fixed", "-b", "4", "--repeats", "2", "--seconds", "1",
-                   "--warmup", "0.5", "--device", "cpu", "--trace", "2", "--out", "sw", "-q", cwd=tmp_path)
+    out = _gpudash(
+        "sweep",
+        "-w",
+        "sync_loss",
+        "-v",
+        "fixed",
+        "-b",
+        "4",
+        "--repeats",
+        "2",
+        "--seconds",
+        "1",
+        "--warmup",
+        "0.5",
+        "--device",
+        "cpu",
+        "--trace",
+        "2",
+        "--out",
+        "sw",
+        "-q",
+        cwd=tmp_path,
+    )
     assert out.returncode == 0, out.stderr
     traces = sorted((tmp_path / "sw" / "traces").glob("*sync_loss-fixed-b4.json.gz"))
     assert len(traces) == 2  # one per configuration x repeat
@@ -154,8 +201,26 @@ def test_sweep_trace_takes_a_window_after_each_measurement(tmp_path: Path) -> No
 
 
 def test_report_lists_a_recordings_profiler_windows(tmp_path: Path) -> None:
-    out = _gpudash("--record", "run.csv", "-w", "sync_loss", "-v", "fixed", "--device", "cpu", "--image-size", "16",
-                   "--duration", "3", "--trace-every", "1", "--trace-steps", "2", "-q", cwd=tmp_path)
+    out = _gpudash(
+        "--record",
+        "run.csv",
+        "-w",
+        "sync_loss",
+        "-v",
+        "fixed",
+        "--device",
+        "cpu",
+        "--image-size",
+        "16",
+        "--duration",
+        "3",
+        "--trace-every",
+        "1",
+        "--trace-steps",
+        "2",
+        "-q",
+        cwd=tmp_path,
+    )
     assert out.returncode == 0, out.stderr
     report = _gpudash("report", "run.csv", "--out", "rep", cwd=tmp_path)
     assert report.returncode == 0, report.stderr
@@ -172,10 +237,20 @@ def test_each_stage_gets_the_gpu_time_of_the_kernels_it_launched_and_the_overlap
         return {"cat": "user_annotation", "name": f"gpudash.stage.{name}", "ts": ts, "dur": dur}
 
     # two steps; in each the train stage launches a 300 µs kernel, the encode stage a 100 µs one
-    events = [stage("train", 0, 20), launch(5, 1), stage("encode", 20, 20), launch(25, 2),
-              stage("train", 500, 20), launch(505, 3), stage("encode", 520, 20), launch(525, 4),
-              _kernel(30, 300, 7, correlation=1), _kernel(40, 100, 8, correlation=2),
-              _kernel(530, 300, 7, correlation=3), _kernel(540, 100, 8, correlation=4)]
+    events = [
+        stage("train", 0, 20),
+        launch(5, 1),
+        stage("encode", 20, 20),
+        launch(25, 2),
+        stage("train", 500, 20),
+        launch(505, 3),
+        stage("encode", 520, 20),
+        launch(525, 4),
+        _kernel(30, 300, 7, correlation=1),
+        _kernel(40, 100, 8, correlation=2),
+        _kernel(530, 300, 7, correlation=3),
+        _kernel(540, 100, 8, correlation=4),
+    ]
     fig = figures(events, steps=2, wall_ms=1.0)
     assert fig.stage_ms_per_step == pytest.approx({"train": 0.3, "encode": 0.1})
     assert fig.overlap_bound == pytest.approx(1000 / 0.3)
@@ -186,8 +261,13 @@ def test_a_window_annotates_the_stages_only_while_it_runs(tmp_path: Path) -> Non
     with build("encdec", "cpu", WorkloadOptions(image_size=16)) as w:
         got: list[object] = []
         pending = [TraceWindow(2)]
-        loop = StepLoop(w, emit=got.append, controls=lambda t: pending.pop() if pending else None,
-                        sample_interval_s=0.05, trace_dir=str(tmp_path))
+        loop = StepLoop(
+            w,
+            emit=got.append,
+            controls=lambda t: pending.pop() if pending else None,
+            sample_interval_s=0.05,
+            trace_dir=str(tmp_path),
+        )
         loop.run(steps=4)
         assert w.annotate_stages is None
     path = next(m for m in got if isinstance(m, Event) and m.kind == EventKind.MEASURED).details["trace_path"]
@@ -199,7 +279,19 @@ def test_a_window_annotates_the_stages_only_while_it_runs(tmp_path: Path) -> Non
 def test_the_dashboards_trace_line_says_how_close_a_pipeline_runs_to_its_bound() -> None:
     from gpudash.tui.state import trace_line
 
-    e = Event(12.3, EventKind.MEASURED, "trace", details={
-        "gpu_busy_pct": "97.1", "idle_pct": "2.9", "overlap_pct": "31", "kernels_per_step": "145",
-        "pct_of_overlap_bound": "88.4", "trace_path": "/x/gpudash-trace-1-t00012.30-encdec-pipelined-b16.json.gz"})
-    assert trace_line(e) == "GPU busy 97%, idle 3%, overlap 31%, 145 kernels/step, at 88% of the overlap bound (t=12.3 s)"
+    e = Event(
+        12.3,
+        EventKind.MEASURED,
+        "trace",
+        details={
+            "gpu_busy_pct": "97.1",
+            "idle_pct": "2.9",
+            "overlap_pct": "31",
+            "kernels_per_step": "145",
+            "pct_of_overlap_bound": "88.4",
+            "trace_path": "/x/gpudash-trace-1-t00012.30-encdec-pipelined-b16.json.gz",
+        },
+    )
+    assert (
+        trace_line(e) == "GPU busy 97%, idle 3%, overlap 31%, 145 kernels/step, at 88% of the overlap bound (t=12.3 s)"
+    )

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from gpudash.engine.loop import StepLoop
 from gpudash.core.protocol import Event, EventKind, TraceWindow
+from gpudash.engine.loop import StepLoop
 from workloads.base import WorkloadOptions
 from workloads.factory import build
 

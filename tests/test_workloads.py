@@ -27,7 +27,7 @@ def test_every_variant_trains_on_cpu(name: str, variant: str) -> None:
             losses.append(w.last_loss.item())
         assert w.samples_per_step == 4
         assert all(torch.isfinite(torch.tensor(losses)))
-        changed = [not torch.equal(a, b) for a, b in zip(before, w.trained_parameters())]
+        changed = [not torch.equal(a, b) for a, b in zip(before, w.trained_parameters(), strict=False)]
         assert all(changed), "every trained parameter should move after 3 SGD steps"
 
 
@@ -116,7 +116,13 @@ def test_a_failing_rebuild_rolls_back(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.parametrize(
     ("text", "message"),
-    [("0", "at least 1"), ("-4", "at least 1"), ("lots", "whole number"), ("2.5", "whole number"), ("", "whole number")],
+    [
+        ("0", "at least 1"),
+        ("-4", "at least 1"),
+        ("lots", "whole number"),
+        ("2.5", "whole number"),
+        ("", "whole number"),
+    ],
 )
 def test_batch_size_input_is_checked_with_one_clear_line(text: str, message: str) -> None:
     with pytest.raises(WorkloadError, match=message) as err:
@@ -195,5 +201,5 @@ def test_steps_under_a_restore_point_leave_no_gradients_or_micro_step_count_behi
             w.step()
         w.decoder.accumulation = accumulation
         assert accumulation.position == 1
-        assert all(torch.equal(p.grad, g) for p, g in zip(w.trained_parameters(), grads))
-        assert all(torch.equal(p, q) for p, q in zip(w.trained_parameters(), params))
+        assert all(torch.equal(p.grad, g) for p, g in zip(w.trained_parameters(), grads, strict=False))
+        assert all(torch.equal(p, q) for p, q in zip(w.trained_parameters(), params, strict=False))

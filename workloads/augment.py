@@ -32,8 +32,13 @@ from torchvision.ops import roi_align
 
 from workloads import models
 from workloads.base import Workload, train_step
-from workloads.data import (HostBatchPool, loader_bytes_held, loader_worker_options, random_images_u8,
-                            shutdown_loader_workers)
+from workloads.data import (
+    HostBatchPool,
+    loader_bytes_held,
+    loader_worker_options,
+    random_images_u8,
+    shutdown_loader_workers,
+)
 from workloads.registry import FAMILIES
 from workloads.streams import TwoStagePipeline
 

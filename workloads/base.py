@@ -131,8 +131,10 @@ class Workload(ChangeChecks, ABC):
         self.image_size = check_image_size(options.image_size or defaults.image_size)
         if options.workers is not None and options.workers < 0:
             raise WorkloadError(f"workers must be 0 or more, got {options.workers}")
-        self.workers = options.workers if options.workers is not None else (
-            defaults.workers if defaults.workers is not None else self.cpus_per_rank()
+        self.workers = (
+            options.workers
+            if options.workers is not None
+            else (defaults.workers if defaults.workers is not None else self.cpus_per_rank())
         )
         self.seed = options.seed
         self.last_loss: torch.Tensor | None = None
@@ -163,7 +165,7 @@ class Workload(ChangeChecks, ABC):
         """The next host batch (the first stage's arguments)."""
 
     @abstractmethod
-    def _stages(self) -> "tuple[tuple[str, Callable[..., Any]] | None, tuple[str, Callable[..., Any]]]":
+    def _stages(self) -> tuple[tuple[str, Callable[..., Any]] | None, tuple[str, Callable[..., Any]]]:
         """(producer or None, consumer), each (name, function) for the running variant.
 
         The producer takes the host batch and returns device tensors (it does its own copies);
@@ -252,9 +254,13 @@ class Workload(ChangeChecks, ABC):
         knobs = self.knobs
         module = getattr(self, self.trained_module)  # the plain (or knob-resolved) module: in knob_modules
         bucket = knobs.value("ddp_bucket_mb")
-        ddp = distributed.wrap(module, self.device, bucket_cap_mb=None if bucket == "off" else float(bucket),
-                               gradient_as_bucket_view=knobs.on("ddp_grad_view"),
-                               static_graph=knobs.on("ddp_static_graph"))
+        ddp = distributed.wrap(
+            module,
+            self.device,
+            bucket_cap_mb=None if bucket == "off" else float(bucket),
+            gradient_as_bucket_view=knobs.on("ddp_grad_view"),
+            static_graph=knobs.on("ddp_static_graph"),
+        )
         accumulate = knobs.value("ddp_no_sync")
         ddp.accumulation = GradientAccumulation(int(accumulate)) if accumulate != "off" else None
         setattr(self, self.trained_module, ddp)
@@ -320,7 +326,10 @@ class Workload(ChangeChecks, ABC):
         produce, consume = self._produce, self._consume
         assert consume is not None
         if self.annotate_stages is not None:
-            produce, consume = self._annotated(produce, self._stage_names[0]), self._annotated(consume, self._stage_names[1])
+            produce, consume = (
+                self._annotated(produce, self._stage_names[0]),
+                self._annotated(consume, self._stage_names[1]),
+            )
         if self.pipeline is not None:
             assert produce is not None
             self.last_loss = self.pipeline.step(self._next_input, produce, consume)
@@ -352,7 +361,7 @@ class Workload(ChangeChecks, ABC):
             self._pushback = self._draw_input()
         return self._pushback
 
-    def stage_pair(self) -> "tuple[tuple[str, Callable[[], Any]], tuple[str, Callable[[Any], Any]]] | None":
+    def stage_pair(self) -> tuple[tuple[str, Callable[[], Any]], tuple[str, Callable[[Any], Any]]] | None:
         """The two stages of a two-stage family, each runnable alone on a fixed batch:
         ((name, produce()), (name, consume(produced))). None: the variant has no such split."""
         produce, consume = self._stages()
@@ -437,7 +446,7 @@ class Workload(ChangeChecks, ABC):
     def close(self) -> None:
         self._release_and_drain()
 
-    def __enter__(self) -> "Workload":
+    def __enter__(self) -> Workload:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -450,7 +459,9 @@ class Workload(ChangeChecks, ABC):
         (accumulated over ``ddp_no_sync`` micro-steps), the accumulation's position and
         ``generators`` are put back afterwards (warm-up, single-rank timing, the memory probe)."""
         params = self.trained_parameters()
-        accumulation: GradientAccumulation | None = getattr(getattr(self, self.trained_module, None), "accumulation", None)
+        accumulation: GradientAccumulation | None = getattr(
+            getattr(self, self.trained_module, None), "accumulation", None
+        )
         position = accumulation.position if accumulation is not None else 0
         with memory_probe.gradients_kept(params), tuning.restore_point(params, self.optimizer, generators):
             try:

@@ -91,14 +91,18 @@ class ChangeChecks:
                 parts = f"batches held {limits.gib(held)}"
                 if not self.on_cuda:
                     parts += f" + step {limits.gib(step.at(batch_size))}, {step.how()}"
-                return (f"batch {batch_size} needs about {limits.gib(host_need)} of host memory ({parts}); "
-                        f"{limits.gib(free)} {room[1]}")
+                return (
+                    f"batch {batch_size} needs about {limits.gib(host_need)} of host memory ({parts}); "
+                    f"{limits.gib(free)} {room[1]}"
+                )
         if self.on_cuda:
             free_now, _ = torch.cuda.mem_get_info(self.device)
             free = free_now + torch.cuda.memory_reserved(self.device) - torch.cuda.memory_allocated(self.device)
             if step.at(batch_size) > limits.MEMORY_MARGIN * free:
-                return (f"batch {batch_size} needs about {limits.gib(step.at(batch_size))} of GPU memory "
-                        f"({step.how()}); {limits.gib(free)} free on {self.device}")
+                return (
+                    f"batch {batch_size} needs about {limits.gib(step.at(batch_size))} of GPU memory "
+                    f"({step.how()}); {limits.gib(free)} free on {self.device}"
+                )
         return None
 
     def host_bytes_held(self, batch_bytes: int) -> int:

@@ -94,8 +94,11 @@ def shutdown_loader_workers(batches: object) -> list[int]:
             codes.append(code)
             close_process_pipes(worker)
     if any(codes):
-        print(f"gpudash: DataLoader workers ended with exit codes {codes} when their loader shut down",
-              file=sys.stderr, flush=True)
+        print(
+            f"gpudash: DataLoader workers ended with exit codes {codes} when their loader shut down",
+            file=sys.stderr,
+            flush=True,
+        )
     return codes
 
 

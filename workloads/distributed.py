@@ -42,10 +42,14 @@ class RankInfo:
         return self.rank == 0
 
     @classmethod
-    def from_env(cls) -> "RankInfo":
+    def from_env(cls) -> RankInfo:
         """RANK, WORLD_SIZE, LOCAL_RANK and LOCAL_WORLD_SIZE as torchrun's launcher sets them."""
-        return cls(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), int(os.environ.get("LOCAL_RANK", "0")),
-                   int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
+        return cls(
+            int(os.environ["RANK"]),
+            int(os.environ["WORLD_SIZE"]),
+            int(os.environ.get("LOCAL_RANK", "0")),
+            int(os.environ.get("LOCAL_WORLD_SIZE", "1")),
+        )
 
 
 def data_seed(seed: int, rank: int) -> int:
@@ -53,8 +57,14 @@ def data_seed(seed: int, rank: int) -> int:
     return seed + rank * DATA_SEED_STRIDE
 
 
-def wrap(module: torch.nn.Module, device: torch.device, *, bucket_cap_mb: float | None = None,
-         gradient_as_bucket_view: bool = False, static_graph: bool = False) -> torch.nn.Module:
+def wrap(
+    module: torch.nn.Module,
+    device: torch.device,
+    *,
+    bucket_cap_mb: float | None = None,
+    gradient_as_bucket_view: bool = False,
+    static_graph: bool = False,
+) -> torch.nn.Module:
     """``module`` in DDP on ``device`` (one device per rank); the parameters are broadcast from rank 0."""
     from torch.nn.parallel import DistributedDataParallel
 

@@ -34,8 +34,8 @@ from __future__ import annotations
 import os
 import warnings
 from collections.abc import Callable, Iterator, Sequence
-from typing import TypeVar
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 import torch
@@ -44,8 +44,8 @@ import torchvision.transforms as T
 from PIL import Image
 from scipy.signal import convolve2d
 from torch import Tensor
-from torchvision.io import ImageReadMode, decode_jpeg
 from torch.utils.data import DataLoader, Dataset, DistributedSampler, default_collate, get_worker_info
+from torchvision.io import ImageReadMode, decode_jpeg
 
 from workloads import models
 from workloads.base import Workload, train_step
@@ -132,8 +132,10 @@ def _yuv(dtype: torch.dtype, device: torch.device | str = "cpu") -> tuple[Tensor
     """The 3x3 matrix and the offset as tensors, made once per dtype and device (per process)."""
     key = (dtype, str(device))
     if key not in _YUV:
-        _YUV[key] = (torch.tensor(YUV_MATRIX, dtype=dtype, device=device),
-                     torch.tensor(YUV_OFFSET, dtype=dtype, device=device))
+        _YUV[key] = (
+            torch.tensor(YUV_MATRIX, dtype=dtype, device=device),
+            torch.tensor(YUV_OFFSET, dtype=dtype, device=device),
+        )
     return _YUV[key]
 
 
@@ -267,8 +269,14 @@ class DeviceJpegs:
         dropped = torch.rand((n, s, s), generator=g, device=dev) < self.ratio
         return tops, lefts, dropped
 
-    def transform(self, images: Tensor, tops: Tensor, lefts: Tensor, dropped: Tensor,
-                  memory_format: torch.memory_format = torch.contiguous_format) -> Tensor:
+    def transform(
+        self,
+        images: Tensor,
+        tops: Tensor,
+        lefts: Tensor,
+        dropped: Tensor,
+        memory_format: torch.memory_format = torch.contiguous_format,
+    ) -> Tensor:
         """A decoded uint8 batch → the model's input, for given offsets and masks."""
         return self.colour(mask_batch(crop_batch(images, tops, lefts, self.size), dropped), memory_format)
 
@@ -357,8 +365,11 @@ class InputPipelineWorkload(Workload):
     def _configure(self) -> None:
         workers = self.loader_workers
         decode = self.decodes_on_device
-        dataset = (JpegBytesDataset(self.jpeg, self.seed) if decode
-                   else OneJpegDataset(self.jpeg, per_sample_transforms(self.variant_info, self.image_size), self.seed))
+        dataset = (
+            JpegBytesDataset(self.jpeg, self.seed)
+            if decode
+            else OneJpegDataset(self.jpeg, per_sample_transforms(self.variant_info, self.image_size), self.seed)
+        )
         self.loader = DataLoader(
             dataset,
             batch_size=self.batch_size,
@@ -378,8 +389,9 @@ class InputPipelineWorkload(Workload):
         """In a data-parallel run, this rank's share of the dataset's indices (None: all, in order)."""
         if self.rank_info is None:
             return None
-        return DistributedSampler(dataset, num_replicas=self.world_size, rank=self.rank_info.rank,
-                                  shuffle=False, drop_last=True)
+        return DistributedSampler(
+            dataset, num_replicas=self.world_size, rank=self.rank_info.rank, shuffle=False, drop_last=True
+        )
 
     @property
     def decodes_on_device(self) -> bool:

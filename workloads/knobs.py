@@ -49,7 +49,7 @@ class KnobInfo:
             raise WorkloadError(f"knob {self.name} takes one of: {', '.join(self.values)}; got {value!r}")
         return value
 
-    def refusal(self, variant: "VariantInfo", device: str, knobs: "Knobs", world_size: int = 1) -> str | None:
+    def refusal(self, variant: VariantInfo, device: str, knobs: Knobs, world_size: int = 1) -> str | None:
         """Why this knob cannot be on for ``variant`` on ``device`` beside ``knobs`` in a run of
         ``world_size`` data-parallel ranks, or None."""
         if self.needs_cuda and device.split(":", 1)[0] != "cuda":
@@ -57,16 +57,20 @@ class KnobInfo:
         if self.needs_ddp and world_size < 2:
             return f"knob {self.name} is a DistributedDataParallel setting: it needs --nproc 2 or more"
         if self.name in DDP_EXCLUDED and world_size > 1:
-            return (f"knob {self.name} is not supported with --nproc > 1 here: DDP's gradient hooks would "
-                    "have to be compiled or captured with the model")
+            return (
+                f"knob {self.name} is not supported with --nproc > 1 here: DDP's gradient hooks would "
+                "have to be compiled or captured with the model"
+            )
         rule = _RULES.get(self.name)
         return rule(self, variant, knobs) if rule is not None else None
 
 
-def _graph_rule(knob: KnobInfo, variant: "VariantInfo", knobs: "Knobs") -> str | None:
+def _graph_rule(knob: KnobInfo, variant: VariantInfo, knobs: Knobs) -> str | None:
     if not variant.sync_free:
-        return (f"knob cuda_graph needs a sync-free step: {variant.family}/{variant.name} makes the host "
-                "wait inside its step, which a captured graph cannot do")
+        return (
+            f"knob cuda_graph needs a sync-free step: {variant.family}/{variant.name} makes the host "
+            "wait inside its step, which a captured graph cannot do"
+        )
     if variant.uncapturable is not None:
         return f"knob cuda_graph cannot capture {variant.family}/{variant.name}: {variant.uncapturable}"
     if knobs.get("compile") not in (None, OFF):
@@ -74,7 +78,7 @@ def _graph_rule(knob: KnobInfo, variant: "VariantInfo", knobs: "Knobs") -> str |
     return None
 
 
-def _compile_rule(knob: KnobInfo, variant: "VariantInfo", knobs: "Knobs") -> str | None:
+def _compile_rule(knob: KnobInfo, variant: VariantInfo, knobs: Knobs) -> str | None:
     if knobs.get("cuda_graph") == ON:
         return "knob compile cannot run under cuda_graph: use compile=reduce-overhead, which captures graphs itself"
     return None
@@ -86,25 +90,51 @@ DDP_EXCLUDED = ("cuda_graph", "compile")  # knobs refused in a data-parallel run
 KNOBS: dict[str, KnobInfo] = {
     k.name: k
     for k in (
-        KnobInfo("amp", "bf16 autocast of forward and loss (bf16 tensor cores; weights stay fp32)",
-                 values=(OFF, "bf16")),
+        KnobInfo(
+            "amp", "bf16 autocast of forward and loss (bf16 tensor cores; weights stay fp32)", values=(OFF, "bf16")
+        ),
         KnobInfo("channels_last", "NHWC memory layout for the convolutions' weights and inputs"),
-        KnobInfo("cudnn_benchmark", "cuDNN times its convolution algorithms once per shape and keeps the fastest",
-                 needs_cuda=True, warmup="autotuning"),
-        KnobInfo("tf32", "TF32 tensor cores for float32 matrix products (cuDNN convolutions use TF32 by default)",
-                 needs_cuda=True),
-        KnobInfo("cuda_graph", "capture each stage of the step once as a CUDA graph and replay it",
-                 needs_cuda=True, warmup="capturing"),
-        KnobInfo("compile", "torch.compile the model(s), with the mode as value",
-                 values=(OFF, "default", "reduce-overhead", "max-autotune"), warmup="compiling"),
-        KnobInfo("ddp_bucket_mb", "DDP gradient bucket size in MB (bucket_cap_mb; off: DDP's 25 MB)",
-                 values=(OFF, "1", "5", "100"), needs_ddp=True),
-        KnobInfo("ddp_grad_view", "DDP gradient_as_bucket_view: gradients are views into the all-reduce "
-                 "buckets (no copy)", needs_ddp=True),
-        KnobInfo("ddp_static_graph", "DDP static_graph: the same parameters get gradients every step",
-                 needs_ddp=True),
-        KnobInfo("ddp_no_sync", "accumulate gradients over K steps under DDP's no_sync, all-reduce and step "
-                 "the optimizer on the K-th", values=(OFF, "2", "4", "8"), needs_ddp=True),
+        KnobInfo(
+            "cudnn_benchmark",
+            "cuDNN times its convolution algorithms once per shape and keeps the fastest",
+            needs_cuda=True,
+            warmup="autotuning",
+        ),
+        KnobInfo(
+            "tf32",
+            "TF32 tensor cores for float32 matrix products (cuDNN convolutions use TF32 by default)",
+            needs_cuda=True,
+        ),
+        KnobInfo(
+            "cuda_graph",
+            "capture each stage of the step once as a CUDA graph and replay it",
+            needs_cuda=True,
+            warmup="capturing",
+        ),
+        KnobInfo(
+            "compile",
+            "torch.compile the model(s), with the mode as value",
+            values=(OFF, "default", "reduce-overhead", "max-autotune"),
+            warmup="compiling",
+        ),
+        KnobInfo(
+            "ddp_bucket_mb",
+            "DDP gradient bucket size in MB (bucket_cap_mb; off: DDP's 25 MB)",
+            values=(OFF, "1", "5", "100"),
+            needs_ddp=True,
+        ),
+        KnobInfo(
+            "ddp_grad_view",
+            "DDP gradient_as_bucket_view: gradients are views into the all-reduce buckets (no copy)",
+            needs_ddp=True,
+        ),
+        KnobInfo("ddp_static_graph", "DDP static_graph: the same parameters get gradients every step", needs_ddp=True),
+        KnobInfo(
+            "ddp_no_sync",
+            "accumulate gradients over K steps under DDP's no_sync, all-reduce and step the optimizer on the K-th",
+            values=(OFF, "2", "4", "8"),
+            needs_ddp=True,
+        ),
     )
 }
 
@@ -145,7 +175,7 @@ class Knobs(Mapping[str, str]):
     def on(self, name: str) -> bool:
         return self.value(name) != OFF
 
-    def with_value(self, name: str, value: str) -> "Knobs":
+    def with_value(self, name: str, value: str) -> Knobs:
         """These settings with one knob changed (``off`` removes it)."""
         return Knobs({**self._values, name: knob(name).check_value(value)})
 
@@ -161,7 +191,7 @@ class Knobs(Mapping[str, str]):
         """What the knobs that are on must do before their statistics count ("compiling", ...)."""
         return tuple(w for n in self if (w := KNOBS[n].warmup) is not None)
 
-    def refusal(self, variant: "VariantInfo", device: str, world_size: int = 1) -> str | None:
+    def refusal(self, variant: VariantInfo, device: str, world_size: int = 1) -> str | None:
         """Why these settings cannot all be on for ``variant`` on ``device`` in a run of
         ``world_size`` ranks (the first reason), or None."""
         for name in self:

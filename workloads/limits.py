@@ -35,7 +35,7 @@ class StepMemory:
     probed: tuple[int, ...]  # the batch sizes measured
 
     @classmethod
-    def fit(cls, sizes: list[int], measured: list[float]) -> "StepMemory":
+    def fit(cls, sizes: list[int], measured: list[float]) -> StepMemory:
         """The line through (sizes[0], measured[0]) and (sizes[-1], measured[-1]); a slope of
         zero or less (allocator rounding at tiny batches) falls back to all bytes per sample."""
         n1, n2, m1, m2 = sizes[0], sizes[-1], measured[0], measured[-1]

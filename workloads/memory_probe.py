@@ -81,5 +81,5 @@ def gradients_kept(parameters: Sequence[torch.nn.Parameter]) -> Iterator[None]:
     try:
         yield
     finally:
-        for p, grad in zip(parameters, saved):
+        for p, grad in zip(parameters, saved, strict=False):
             p.grad = grad

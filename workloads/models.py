@@ -46,9 +46,7 @@ def decoder(image_size: int, num_classes: int = NUM_CLASSES) -> nn.Sequential:
 
 def classifier(image_size: int, num_classes: int = NUM_CLASSES) -> nn.Sequential:
     """The encoder's conv stack, flattened into a linear classifier (B)."""
-    return nn.Sequential(
-        *encoder(image_size), nn.Flatten(), nn.Linear(feature_channels(image_size), num_classes)
-    )
+    return nn.Sequential(*encoder(image_size), nn.Flatten(), nn.Linear(feature_channels(image_size), num_classes))
 
 
 class PixelNet(nn.Sequential):

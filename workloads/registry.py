@@ -95,8 +95,7 @@ class FamilyInfo:
             if v.name == name:
                 return v
         raise WorkloadError(
-            f"unknown variant {name!r} for workload {self.name!r}; "
-            f"choose one of: {', '.join(self.variant_names)}"
+            f"unknown variant {name!r} for workload {self.name!r}; choose one of: {', '.join(self.variant_names)}"
         )
 
     def defaults(self, device_type: str) -> Defaults:
@@ -130,8 +129,9 @@ class FamilyInfo:
         return serial if variant == piped else piped
 
 
-def _ladder(*steps: tuple[str, str, Fix | None], extra: dict[str, dict[str, Any]] | None = None
-            ) -> tuple[VariantInfo, ...]:
+def _ladder(
+    *steps: tuple[str, str, Fix | None], extra: dict[str, dict[str, Any]] | None = None
+) -> tuple[VariantInfo, ...]:
     """Variants that each add one fix to the one before (the input-pipeline ladder); ``extra``:
     further VariantInfo fields by variant name."""
     out: list[VariantInfo] = []
@@ -169,12 +169,13 @@ FAMILIES: dict[str, FamilyInfo] = {
             module="workloads.augment",
             class_name="AugmentWorkload",
             variants=(
-                VariantInfo("cpu", "per-sample torchvision v2 transforms in DataLoader workers",
-                            host_augment=True),
-                VariantInfo("gpu", "batch chain on the device, per-image rotation loop (the article's)",
-                            sync_free=False),
-                VariantInfo("gpu-vectorized", "batch chain on the device, one batched rotation, no syncs",
-                            vectorized=True),
+                VariantInfo("cpu", "per-sample torchvision v2 transforms in DataLoader workers", host_augment=True),
+                VariantInfo(
+                    "gpu", "batch chain on the device, per-image rotation loop (the article's)", sync_free=False
+                ),
+                VariantInfo(
+                    "gpu-vectorized", "batch chain on the device, one batched rotation, no syncs", vectorized=True
+                ),
                 VariantInfo(
                     "pipelined",
                     "vectorized augmentation of batch n+1 on its own stream while the model trains on batch n",
@@ -199,8 +200,11 @@ FAMILIES: dict[str, FamilyInfo] = {
             module="workloads.sync_loss",
             class_name="SyncLossWorkload",
             variants=(
-                VariantInfo("sync-heavy", "nonzero, unique, numel and boolean masks: the host waits 6 times a step",
-                            sync_free=False),
+                VariantInfo(
+                    "sync-heavy",
+                    "nonzero, unique, numel and boolean masks: the host waits 6 times a step",
+                    sync_free=False,
+                ),
                 VariantInfo("fixed", "where, sort + count_nonzero, ignore_index: no host syncs"),
             ),
             default_variant="sync-heavy",
@@ -220,11 +224,13 @@ FAMILIES: dict[str, FamilyInfo] = {
                 ("batch-transform", f"+ {Fix.BATCH_COLOUR.value}", Fix.BATCH_COLOUR),
                 ("gpu-transform", f"+ {Fix.GPU_COLOUR.value}", Fix.GPU_COLOUR),
                 ("gpu-decode", f"+ {Fix.GPU_DECODE.value}", Fix.GPU_DECODE),
-                extra={"gpu-decode": {
-                    "cuda_only": "needs CUDA: nvjpeg decodes its JPEGs on the GPU",
-                    "uncapturable": "nvjpeg's batched decode allocates its outputs and waits on the host "
-                                    "for its own stream at every call",
-                }},
+                extra={
+                    "gpu-decode": {
+                        "cuda_only": "needs CUDA: nvjpeg decodes its JPEGs on the GPU",
+                        "uncapturable": "nvjpeg's batched decode allocates its outputs and waits on the host "
+                        "for its own stream at every call",
+                    }
+                },
             ),
             default_variant="baseline",
             cuda_defaults=Defaults(batch_size=256, image_size=256),
@@ -261,9 +267,7 @@ def check_batch_size(n: int) -> int:
 def check_image_size(n: int) -> int:
     """Image sizes are powers of two: the models halve the image down to 1x1."""
     if not (MIN_IMAGE_SIZE <= n <= MAX_IMAGE_SIZE) or n & (n - 1):
-        raise WorkloadError(
-            f"image size must be a power of two from {MIN_IMAGE_SIZE} to {MAX_IMAGE_SIZE}, got {n}"
-        )
+        raise WorkloadError(f"image size must be a power of two from {MIN_IMAGE_SIZE} to {MAX_IMAGE_SIZE}, got {n}")
     return n
 
 
@@ -272,9 +276,7 @@ def family(name: str) -> FamilyInfo:
     try:
         return FAMILIES[name]
     except KeyError:
-        raise WorkloadError(
-            f"unknown workload {name!r}; choose one of: {', '.join(FAMILIES)}"
-        ) from None
+        raise WorkloadError(f"unknown workload {name!r}; choose one of: {', '.join(FAMILIES)}") from None
 
 
 def describe(only: str | None = None) -> str:

@@ -55,8 +55,9 @@ def memory_format(knobs: Knobs) -> torch.memory_format:
     return torch.channels_last if knobs.on("channels_last") else torch.contiguous_format
 
 
-def to_device(tensors: Sequence[torch.Tensor], device: torch.device,
-              fmt: torch.memory_format = torch.contiguous_format) -> tuple[torch.Tensor, ...]:
+def to_device(
+    tensors: Sequence[torch.Tensor], device: torch.device, fmt: torch.memory_format = torch.contiguous_format
+) -> tuple[torch.Tensor, ...]:
     """Copy to ``device`` on the current stream without blocking the host; 4-D tensors in
     ``fmt`` (``memory_format(knobs)``; a no-op for tensors already there)."""
     out = []
@@ -117,7 +118,8 @@ def restore_point(
     saved_params = [p.detach().clone() for p in parameters]
     saved_state = {
         id(p): {k: v.clone() if torch.is_tensor(v) else v for k, v in optimizer.state[p].items()}
-        for p in parameters if p in optimizer.state
+        for p in parameters
+        if p in optimizer.state
     }
     saved_gens = [g.get_state() for g in generators]
     saved_random = random.getstate()
@@ -125,7 +127,7 @@ def restore_point(
         yield
     finally:
         with torch.no_grad():
-            for p, saved in zip(parameters, saved_params):
+            for p, saved in zip(parameters, saved_params, strict=False):
                 p.copy_(saved)
             for p in parameters:
                 before = saved_state.get(id(p), {})
@@ -136,7 +138,7 @@ def restore_point(
                         v.copy_(before[k])
                     else:
                         v.zero_()
-        for g, state in zip(generators, saved_gens):
+        for g, state in zip(generators, saved_gens, strict=False):
             g.set_state(state)
         random.setstate(saved_random)
 
@@ -158,8 +160,9 @@ class GraphedStage:
     ``Workload.warm_up``'s (under a ``restore_point``: the recipe's warm-up calls train).
     """
 
-    def __init__(self, fn: Callable[..., Any], device: torch.device,
-                 generators: Sequence[torch.Generator] = ()) -> None:
+    def __init__(
+        self, fn: Callable[..., Any], device: torch.device, generators: Sequence[torch.Generator] = ()
+    ) -> None:
         self.fn, self.device, self.generators = fn, device, tuple(generators)
         self.graph: torch.cuda.CUDAGraph | None = None
         self.static_in: tuple[torch.Tensor, ...] = ()
@@ -172,7 +175,7 @@ class GraphedStage:
     def capture(self, args: Sequence[torch.Tensor]) -> None:
         current = torch.cuda.current_stream(self.device)
         self.static_in = tuple(torch.empty_like(a, device=self.device) for a in args)
-        for s, a in zip(self.static_in, args):
+        for s, a in zip(self.static_in, args, strict=False):
             s.copy_(a)
         side = torch.cuda.Stream(self.device)
         side.wait_stream(current)
@@ -193,14 +196,15 @@ class GraphedStage:
             self.capture(args)
         elif self._signature(args) != self._captured_with:
             raise WorkloadError("a CUDA-graphed stage was given other shapes than it was captured with")
-        for s, a in zip(self.static_in, args):
+        for s, a in zip(self.static_in, args, strict=False):
             s.copy_(a, non_blocking=True)
         self.graph.replay()
         return _clone_out(self.static_out)
 
 
-def stage(fn: Callable[..., Any], device: torch.device, knobs: Knobs,
-          generators: Sequence[torch.Generator] = ()) -> Callable[..., Any]:
+def stage(
+    fn: Callable[..., Any], device: torch.device, knobs: Knobs, generators: Sequence[torch.Generator] = ()
+) -> Callable[..., Any]:
     """``fn`` as the knobs run it: captured and replayed under ``cuda_graph``, else as it is."""
     if knobs.on("cuda_graph"):
         return GraphedStage(fn, device, generators)

@@ -57,15 +57,18 @@ class FaultForm:
         return f"{self.kind}@{self.point}{n}" + (",for=S" if self.takes_for else "")
 
 
-FORMS: dict[str, FaultForm] = {f.kind: f for f in (
-    FaultForm("raise", "step", "workload"),
-    FaultForm("hang", "step", "workload"),
-    FaultForm("exit", "reconfigure", "workload", default_n=1),
-    FaultForm("nvml-lost", "sample", "parent"),
-    FaultForm("nvml-gone", "sample", "parent"),
-    FaultForm("slow-parent", "sample", "parent", takes_for=True),
-    FaultForm("csv-write", "row", "parent"),
-)}
+FORMS: dict[str, FaultForm] = {
+    f.kind: f
+    for f in (
+        FaultForm("raise", "step", "workload"),
+        FaultForm("hang", "step", "workload"),
+        FaultForm("exit", "reconfigure", "workload", default_n=1),
+        FaultForm("nvml-lost", "sample", "parent"),
+        FaultForm("nvml-gone", "sample", "parent"),
+        FaultForm("slow-parent", "sample", "parent", takes_for=True),
+        FaultForm("csv-write", "row", "parent"),
+    )
+}
 
 
 class FaultSpecError(ValueError):
@@ -182,8 +185,10 @@ class ParentPause:
             if samples_seen < self.fault.n:
                 return False
             self.began = True
-            _say(f"the parent stops reading until the queue is full, then {self.fault.for_s:g} s more "
-                 f"({ENV}={self.fault})")
+            _say(
+                f"the parent stops reading until the queue is full, then {self.fault.for_s:g} s more "
+                f"({ENV}={self.fault})"
+            )
         if self.until is None:
             if not queue_full:
                 return True

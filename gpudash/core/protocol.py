@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 from enum import Enum, IntEnum
-from typing import Protocol, Union
+from typing import Protocol
 
 from gpudash.core.running import Running
 
@@ -126,8 +126,19 @@ class MeasureScaling:
     steps: int = 50
 
 
-Control = Union[SetBatchSize, SetVariant, SetKnob, SetKnobs, SwitchWorkload, Pause, Resume, Stop, TimeStages,
-                TraceWindow, MeasureScaling]
+Control = (
+    SetBatchSize
+    | SetVariant
+    | SetKnob
+    | SetKnobs
+    | SwitchWorkload
+    | Pause
+    | Resume
+    | Stop
+    | TimeStages
+    | TraceWindow
+    | MeasureScaling
+)
 
 
 # -- child -> parent ---------------------------------------------------------------------------
@@ -286,7 +297,7 @@ class GpuSample:
     per_gpu: tuple[GpuReading, ...] = ()  # every GPU watched (``GpuInfo.sampled``), the workload's included
 
 
-Message = Union[Sample, Event, GpuSample]
+Message = Sample | Event | GpuSample
 
 
 @dataclass(frozen=True)

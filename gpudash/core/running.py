@@ -35,8 +35,12 @@ class Running:
 
     def details(self) -> dict[str, str]:
         """The text form an event carries (the CSV's ``details`` column)."""
-        d = {"workload": self.workload, "variant": self.variant, "batch_size": str(self.batch_size),
-             "knobs": self.knobs}
+        d = {
+            "workload": self.workload,
+            "variant": self.variant,
+            "batch_size": str(self.batch_size),
+            "knobs": self.knobs,
+        }
         if self.device:
             d["device"] = self.device
         if self.world_size != 1:
@@ -50,9 +54,14 @@ class Running:
         workload = d.get("workload", "")
         if not workload:
             return None
-        return cls(workload=workload, variant=d.get("variant", ""), batch_size=_whole(d.get("batch_size"), 0),
-                   knobs=d.get("knobs") or NO_KNOBS, device=d.get("device", ""),
-                   world_size=_whole(d.get("world_size"), 1))
+        return cls(
+            workload=workload,
+            variant=d.get("variant", ""),
+            batch_size=_whole(d.get("batch_size"), 0),
+            knobs=d.get("knobs") or NO_KNOBS,
+            device=d.get("device", ""),
+            world_size=_whole(d.get("world_size"), 1),
+        )
 
 
 def _whole(text: str | None, default: int) -> int:

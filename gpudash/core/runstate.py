@@ -45,8 +45,7 @@ class RunState:
     def observe_sample(self, s: Sample) -> bool:
         """Follow a sample (it names its configuration too); True when it runs another one than
         the events said (a sample ahead of its change's event)."""
-        running = Running(s.workload, s.variant, s.batch_size, s.knobs, device=self.device,
-                          world_size=s.world_size)
+        running = Running(s.workload, s.variant, s.batch_size, s.knobs, device=self.device, world_size=s.world_size)
         if self.running is not None and running.key == self.running.key:
             return False
         self.running = running

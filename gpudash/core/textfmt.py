@@ -48,7 +48,7 @@ def fmt_duration(seconds: float) -> str:
 
 
 def fmt_pm(e: Estimate | None) -> str:
-    """"48.2 ± 1.3": the half-width to 2 significant digits, the mean to the same decimals."""
+    """ "48.2 ± 1.3": the half-width to 2 significant digits, the mean to the same decimals."""
     if e is None:
         return "–"
     if e.half_width is None or not math.isfinite(e.half_width) or not math.isfinite(e.mean):

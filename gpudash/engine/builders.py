@@ -7,10 +7,10 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
+from gpudash.core.protocol import RunConfig
 from gpudash.engine.events import plain
 from gpudash.engine.loop import StepLoop
 from gpudash.engine.reconfigure import Builder
-from gpudash.core.protocol import RunConfig
 
 if TYPE_CHECKING:  # pragma: no cover
     from workloads.base import Workload
@@ -23,7 +23,7 @@ def workload_builder(config: RunConfig, device: Any, rank: Any = None) -> Builde
     from workloads.factory import build
     from workloads.knobs import Knobs
 
-    def builder(name: str, variant: str | None, batch_size: int | None, knobs: Knobs | None = None) -> "Workload":
+    def builder(name: str, variant: str | None, batch_size: int | None, knobs: Knobs | None = None) -> Workload:
         """A workload of family ``name`` (None: the family's default variant or batch, no knob)."""
         same = name == config.workload
         options = WorkloadOptions(

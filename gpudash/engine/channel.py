@@ -98,12 +98,22 @@ class ParentChannel:
         lost = f"{samples} sample{'s' if samples != 1 else ''} dropped"
         if self.dropped_events:
             lost += f" and {self.dropped_events} event{'s' if self.dropped_events != 1 else ''} lost"
-        message = (f"{lost} over {behind:.1f} s: gpudash read the workload's messages too slowly "
-                   "(steps and samples are cumulative, so the totals stay right)")
-        details = {"dropped_samples": str(samples), "dropped_events": str(self.dropped_events),
-                   "behind_s": f"{behind:.3f}"}
-        return Event(time_s=time.monotonic() - self._t0, kind=EventKind.ERROR, what=SAMPLES_DROPPED, message=message,
-                     details=details)
+        message = (
+            f"{lost} over {behind:.1f} s: gpudash read the workload's messages too slowly "
+            "(steps and samples are cumulative, so the totals stay right)"
+        )
+        details = {
+            "dropped_samples": str(samples),
+            "dropped_events": str(self.dropped_events),
+            "behind_s": f"{behind:.3f}",
+        }
+        return Event(
+            time_s=time.monotonic() - self._t0,
+            kind=EventKind.ERROR,
+            what=SAMPLES_DROPPED,
+            message=message,
+            details=details,
+        )
 
     def flush(self, timeout: float) -> None:
         """Wait up to ``timeout`` s (while the parent lives) for held events to be sent."""

@@ -23,11 +23,11 @@ import traceback
 from typing import Any
 
 from gpudash.core import faults, memguard, parent_watch, procgroup
+from gpudash.core.protocol import REFUSED, Event, EventKind, RunConfig
 from gpudash.engine.builders import started_details, workload_builder
 from gpudash.engine.channel import ParentChannel
 from gpudash.engine.events import one_line, plain, progress_reports
 from gpudash.engine.loop import StepLoop
-from gpudash.core.protocol import REFUSED, Event, EventKind, RunConfig
 
 
 def resolve_device(torch: Any, name: str) -> Any:
@@ -86,8 +86,9 @@ def die_with_parent(group: int, scratch: str | None) -> parent_watch.ParentWatch
     rank), remove ``scratch`` and kill the workload's process group ``group`` at once, this
     process included (``procgroup.kill_group_now``)."""
     cleanup = functools.partial(shutil.rmtree, scratch, ignore_errors=True) if scratch else None
-    return parent_watch.on_parent_exit(parent_pid(), functools.partial(procgroup.kill_group_now, group, cleanup),
-                                       name="gpudash-die-with-parent")
+    return parent_watch.on_parent_exit(
+        parent_pid(), functools.partial(procgroup.kill_group_now, group, cleanup), name="gpudash-die-with-parent"
+    )
 
 
 def _run_child(config: RunConfig, channel: ParentChannel, t0: float) -> None:

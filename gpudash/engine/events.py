@@ -36,8 +36,9 @@ def plain(details: dict[str, Any]) -> dict[str, str]:
 
 
 @contextmanager
-def progress_reports(emit: Emit, now: Callable[[], float], what: str, doing: tuple[str, ...],
-                     every_s: float | None = None) -> Iterator[None]:
+def progress_reports(
+    emit: Emit, now: Callable[[], float], what: str, doing: tuple[str, ...], every_s: float | None = None
+) -> Iterator[None]:
     """While the body runs (a compile, a graph capture), emit a ``progress`` event every
     ``every_s`` seconds from a helper thread: "compiling… 12 s". Nothing when ``doing`` is empty."""
     if not doing:

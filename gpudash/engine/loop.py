@@ -33,8 +33,15 @@ from gpudash.core.protocol import (
 )
 from gpudash.engine import measure_windows, reconfigure
 from gpudash.engine.events import Emit, plain
-from gpudash.engine.measure import (LossReader, StepTimer, SyncCounter, cuda_memory_mib, loss_reader, percentile,
-                                    step_timer)
+from gpudash.engine.measure import (
+    LossReader,
+    StepTimer,
+    SyncCounter,
+    cuda_memory_mib,
+    loss_reader,
+    percentile,
+    step_timer,
+)
 from gpudash.engine.reconfigure import Builder, ChangeState
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -66,7 +73,7 @@ class Window:
     def sample(
         self,
         now: float,
-        workload: "Workload",
+        workload: Workload,
         totals: tuple[int, int],
         *,
         time_s: float,
@@ -114,7 +121,7 @@ class StepLoop:
 
     def __init__(
         self,
-        workload: "Workload",
+        workload: Workload,
         *,
         emit: Emit,
         controls: ControlSource | None = None,
@@ -125,7 +132,7 @@ class StepLoop:
         t0: float | None = None,
         clock: Callable[[], float] = time.monotonic,
         trace_dir: str | None = None,
-        fault: "Fault | None" = None,
+        fault: Fault | None = None,
         lockstep_every: int | None = None,
         agree: Callable[[str | None], str | None] | None = None,
     ) -> None:

@@ -26,7 +26,7 @@ import threading
 import time
 import warnings
 from collections import deque
-from typing import Any, Union
+from typing import Any
 
 SYNC_WARNING = "called a synchronizing CUDA operation"
 
@@ -108,7 +108,7 @@ class CudaStepTimer:
         return done
 
 
-StepTimer = Union[CpuStepTimer, CudaStepTimer]
+StepTimer = CpuStepTimer | CudaStepTimer
 
 
 def step_timer(torch: Any, on_cuda: bool) -> StepTimer:
@@ -178,7 +178,7 @@ class CudaLossReader:
             self._in_flight = False
 
 
-LossReader = Union[CpuLossReader, CudaLossReader]
+LossReader = CpuLossReader | CudaLossReader
 
 
 def loss_reader(torch: Any, on_cuda: bool) -> LossReader:
@@ -220,7 +220,9 @@ class SyncCounter:
             self._saved_warnings.__exit__(None, None, None)  # filters and showwarning as they were
             self._saved_warnings = None
 
-    def _show(self, message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None) -> None:
+    def _show(
+        self, message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None
+    ) -> None:
         if SYNC_WARNING in str(message):
             if threading.get_ident() == self._thread:
                 self.count += 1

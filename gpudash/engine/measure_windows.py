@@ -22,7 +22,7 @@ MAX_TRACE_STEPS = 200  # a profiler window's cap in steps
 MAX_TRACE_FILES = 20  # traces kept per trace directory: the oldest beyond this are deleted
 
 
-def measure_apart(loop: "StepLoop", what: str, measure: Callable[[], Any]) -> Any:
+def measure_apart(loop: StepLoop, what: str, measure: Callable[[], Any]) -> Any:
     """``measure()`` between two sample windows (its steps in neither); its result, or None after
     an error event (a measurement must not end the run)."""
     loop.settle()
@@ -35,7 +35,7 @@ def measure_apart(loop: "StepLoop", what: str, measure: Callable[[], Any]) -> An
     return result
 
 
-def time_stages(loop: "StepLoop", steps: int) -> None:
+def time_stages(loop: StepLoop, steps: int) -> None:
     """Time the workload's two stages alone; a "measured" event with the overlap bound."""
     stages = measure_apart(loop, "stages", lambda: loop.workload.time_stages(steps))
     if stages is None:
@@ -45,37 +45,58 @@ def time_stages(loop: "StepLoop", steps: int) -> None:
     if bound is None:
         raise ValueError(f"no overlap bound: {n1} {t1} ms, {n2} {t2} ms")
     message = f"{n1} {t1:.3g} ms, {n2} {t2:.3g} ms alone: overlap bound {bound:.4g} steps/s"
-    details = {**loop.config(), "stage1": n1, "stage1_ms": t1, "stage2": n2, "stage2_ms": t2,
-               "overlap_bound_steps_per_s": bound}
+    details = {
+        **loop.config(),
+        "stage1": n1,
+        "stage1_ms": t1,
+        "stage2": n2,
+        "stage2_ms": t2,
+        "overlap_bound_steps_per_s": bound,
+    }
     loop.event(EventKind.MEASURED, what="stages", message=message, details=details)
 
 
-def measure_scaling(loop: "StepLoop", steps: int) -> None:
+def measure_scaling(loop: StepLoop, steps: int) -> None:
     """A data-parallel run's scaling efficiency: the configuration's steps/s (mean of its samples
     after the first) against rank 0 training alone; a "measured" event (what="scaling")."""
     w = loop.workload
     if w.world_size < 2:
-        loop.event(EventKind.ERROR, what="scaling", details=loop.config(),
-                   message="scaling efficiency needs a data-parallel run (--nproc 2 or more)")
+        loop.event(
+            EventKind.ERROR,
+            what="scaling",
+            details=loop.config(),
+            message="scaling efficiency needs a data-parallel run (--nproc 2 or more)",
+        )
         return
     alone_ms = measure_apart(loop, "scaling", lambda: w.time_single_rank(steps))
     steps_done, seconds = loop.config_rate
     if alone_ms is None:
         return
     if not seconds:
-        loop.event(EventKind.ERROR, what="scaling", details=loop.config(),
-                   message="no steady rate of this configuration yet: measure again after a few samples")
+        loop.event(
+            EventKind.ERROR,
+            what="scaling",
+            details=loop.config(),
+            message="no steady rate of this configuration yet: measure again after a few samples",
+        )
         return
     rate, alone = steps_done / seconds, 1000.0 / alone_ms
     efficiency = rate / alone  # (N x b x rate) / (N x b x alone): the same per-rank batch
-    message = (f"{w.world_size} ranks at {rate:.4g} steps/s, one rank alone {alone:.4g} steps/s: "
-               f"scaling efficiency {efficiency:.2f}")
-    details = {**loop.config(), "world_size": w.world_size, "steps_per_s": rate,
-               "single_rank_steps_per_s": alone, "scaling_efficiency": efficiency}
+    message = (
+        f"{w.world_size} ranks at {rate:.4g} steps/s, one rank alone {alone:.4g} steps/s: "
+        f"scaling efficiency {efficiency:.2f}"
+    )
+    details = {
+        **loop.config(),
+        "world_size": w.world_size,
+        "steps_per_s": rate,
+        "single_rank_steps_per_s": alone,
+        "scaling_efficiency": efficiency,
+    }
     loop.event(EventKind.MEASURED, what="scaling", message=message, details=details)
 
 
-def trace_window(loop: "StepLoop", steps: int) -> None:
+def trace_window(loop: StepLoop, steps: int) -> None:
     """Profile ``steps`` steps now; a "measured" event (what="trace") with the figures and the
     trace's path. The window's steps train but stay out of every sample (profiling slows them)."""
     from gpudash.engine import traces
@@ -94,15 +115,16 @@ def trace_window(loop: "StepLoop", steps: int) -> None:
         path, fig = traces.profile_window(loop.torch, w, steps, loop.trace_dir, loop.now(), MAX_TRACE_FILES)
     except Exception as exc:  # noqa: BLE001 - a failing profiler must not end the run
         loop.restart_window()
-        loop.event(EventKind.ERROR, what="trace", message=f"profiler window failed: {one_line(exc)}",
-                   details=loop.config())
+        loop.event(
+            EventKind.ERROR, what="trace", message=f"profiler window failed: {one_line(exc)}", details=loop.config()
+        )
         return
     loop.count_steps_apart(steps)
     loop.restart_window()
     _trace_measured(loop, path, fig, start_s)
 
 
-def _trace_measured(loop: "StepLoop", path: Path, fig: "TraceFigures", start_s: float) -> None:
+def _trace_measured(loop: StepLoop, path: Path, fig: TraceFigures, start_s: float) -> None:
     """The profiler window's "measured" event: its figures, against the overlap bound where the
     family has two stages (and the configuration's steady rate, where there is one yet)."""
     details = {**loop.config(), **fig.details(), "trace_path": str(path), "trace_start_s": f"{start_s:.3f}"}
@@ -119,7 +141,7 @@ def _trace_measured(loop: "StepLoop", path: Path, fig: "TraceFigures", start_s: 
     loop.event(EventKind.MEASURED, what="trace", message=f"{message} → {path}", details=details)
 
 
-def _follow_window(loop: "StepLoop", steps: int) -> None:
+def _follow_window(loop: StepLoop, steps: int) -> None:
     """A data-parallel rank other than 0 during rank 0's profiler window: the same steps (their
     all-reduces pair with rank 0's), unprofiled, kept out of the samples as rank 0's are."""
     w = loop.workload

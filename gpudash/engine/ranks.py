@@ -128,7 +128,7 @@ def rank_main(config: RunConfig, controls: Any, out: Any, log_path: str | None, 
             dist.destroy_process_group()
 
 
-def _join_process_group(torch: Any, dist: Any, device_name: str, info: "RankInfo") -> tuple[Any, Any]:
+def _join_process_group(torch: Any, dist: Any, device_name: str, info: RankInfo) -> tuple[Any, Any]:
     """Take this rank's device and join the run's process group; returns the device and the group
     the controls go over (gloo: on CUDA a group of its own, on the CPU the world)."""
     from workloads.base import available_cpus
@@ -187,7 +187,7 @@ class LockstepControls:
         self._loop: Any = None
         self._last: tuple[float, int] | None = None  # rank 0: (time, steps issued) at the last look
 
-    def attach(self, loop: Any) -> "LockstepControls":
+    def attach(self, loop: Any) -> LockstepControls:
         self._loop = loop
         return self
 
@@ -232,8 +232,9 @@ class FollowerChannel:
         if not isinstance(msg, Sample):
             return  # rank 0 reports the run's events (refusals are agreed by all ranks); a failing
             # rank's exception reaches the launcher through torch's error file (``rank_entry``)
-        item = RankSample(time_s=msg.time_s, rank=self.rank, steps=msg.steps, steps_per_s=msg.steps_per_s,
-                          step_ms_p50=msg.step_ms_p50)
+        item = RankSample(
+            time_s=msg.time_s, rank=self.rank, steps=msg.steps, steps_per_s=msg.steps_per_s, step_ms_p50=msg.step_ms_p50
+        )
         try:
             self._out.put_nowait(item)
         except queue.Full:

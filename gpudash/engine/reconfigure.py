@@ -24,7 +24,7 @@ Setup = tuple[str, str, int, "Knobs"]  # (workload, variant, batch size, knobs)
 PROBATION_STEPS = 5  # an out-of-memory error this soon after a change reverts the change
 
 
-def setup_of(w: "Workload") -> Setup:
+def setup_of(w: Workload) -> Setup:
     """The running configuration of ``w``."""
     return (w.info.name, w.variant, w.batch_size, w.knobs)
 
@@ -36,7 +36,7 @@ def label(setup: Setup) -> str:
     return f"{name} {variant} batch {batch}{extra}"
 
 
-def setting_text(w: "Workload", what: str) -> str:
+def setting_text(w: Workload, what: str) -> str:
     """What the running workload has for one setting, as the events show it."""
     return w.knobs.text() if what == "knobs" else str(getattr(w, what))
 
@@ -51,14 +51,14 @@ class ChangeState:
     previous: Setup | None = None  # the configuration before it
 
 
-def may_revert(loop: "StepLoop") -> bool:
+def may_revert(loop: StepLoop) -> bool:
     """Whether an out-of-memory error now reverts the last change (never on a data-parallel rank:
     it cannot revert alone; the run ends, the launcher stops all)."""
     state = loop.changes
     return state.probation > 0 and state.previous is not None and loop.workload.world_size <= 1
 
 
-def set_knobs(loop: "StepLoop", control: SetKnob | SetKnobs) -> None:
+def set_knobs(loop: StepLoop, control: SetKnob | SetKnobs) -> None:
     """Turn one knob on, off or to another value (``SetKnob``), or set them all (``SetKnobs``);
     a bad name or value is an error event."""
     from workloads.knobs import knob, parse_knobs
@@ -77,8 +77,9 @@ def set_knobs(loop: "StepLoop", control: SetKnob | SetKnobs) -> None:
     change(loop, "knobs", knobs=knobs)
 
 
-def change(loop: "StepLoop", what: str, *, variant: str | None = None, batch_size: int | None = None,
-           knobs: "Knobs | None" = None) -> None:
+def change(
+    loop: StepLoop, what: str, *, variant: str | None = None, batch_size: int | None = None, knobs: Knobs | None = None
+) -> None:
     """Change the running workload's variant, batch size or knobs; refused: an error event."""
     w = loop.workload
     before = setting_text(w, what)
@@ -115,13 +116,18 @@ def change(loop: "StepLoop", what: str, *, variant: str | None = None, batch_siz
     _changed(loop, what, before, setting_text(w, what), previous)
 
 
-def switch(loop: "StepLoop", control: SwitchWorkload) -> None:
+def switch(loop: StepLoop, control: SwitchWorkload) -> None:
     """Close the workload and build another; if that fails, build the last good one again."""
     before = loop.workload.info.name
     previous = setup_of(loop.workload)
     if loop.builder is None:
-        loop.event(EventKind.ERROR, what="workload", before=before, after=control.workload,
-                   message="switching workloads is not possible here")
+        loop.event(
+            EventKind.ERROR,
+            what="workload",
+            before=before,
+            after=control.workload,
+            message="switching workloads is not possible here",
+        )
         return
     loop.settle()
     _reconfiguring(loop, "workload")
@@ -145,7 +151,7 @@ def switch(loop: "StepLoop", control: SwitchWorkload) -> None:
     _changed(loop, "workload", before, new.info.name, previous, note=dropped)
 
 
-def revert_after_oom(loop: "StepLoop") -> None:
+def revert_after_oom(loop: StepLoop) -> None:
     """Out of memory in the first steps after a change: back to the previous configuration."""
     assert loop.changes.previous is not None
     previous, loop.changes.previous = loop.changes.previous, None
@@ -153,8 +159,15 @@ def revert_after_oom(loop: "StepLoop") -> None:
     w = loop.workload
     failed = label(setup_of(w))
     other_family = name != w.info.name
-    what = ("workload" if other_family else "batch_size" if batch != w.batch_size
-            else "knobs" if knobs != w.knobs else "variant")
+    what = (
+        "workload"
+        if other_family
+        else "batch_size"
+        if batch != w.batch_size
+        else "knobs"
+        if knobs != w.knobs
+        else "variant"
+    )
     loop.changes.probation = 0
     w.drain()
     loop.collect(loop.timer.reset())
@@ -180,19 +193,19 @@ def revert_after_oom(loop: "StepLoop") -> None:
 # -- the steps of a change ----------------------------------------------------------------------
 
 
-def _warming(loop: "StepLoop", knobs: "Knobs", what: str) -> Any:
+def _warming(loop: StepLoop, knobs: Knobs, what: str) -> Any:
     """Progress reports while a change to ``knobs`` warms up (compiles, captures)."""
     return progress_reports(loop.emit, loop.now, what, knobs.warmups)
 
 
-def _reconfiguring(loop: "StepLoop", what: str) -> None:
+def _reconfiguring(loop: StepLoop, what: str) -> None:
     """A change is under way (drained, not yet rebuilt): where exit@reconfigure strikes."""
     loop.changes.count += 1
     if loop.fault is not None:
         loop.fault.reconfiguring(loop.changes.count, what)
 
 
-def _knobs_for(loop: "StepLoop", control: SwitchWorkload) -> "tuple[Knobs, str]":
+def _knobs_for(loop: StepLoop, control: SwitchWorkload) -> tuple[Knobs, str]:
     """The running knobs that the new workload's variant takes, and a note on those it does not."""
     from workloads.knobs import KNOBS
     from workloads.registry import WorkloadError, family
@@ -213,7 +226,7 @@ def _knobs_for(loop: "StepLoop", control: SwitchWorkload) -> "tuple[Knobs, str]"
     return knobs, "; ".join(notes)
 
 
-def _retire_workload(loop: "StepLoop") -> None:
+def _retire_workload(loop: StepLoop) -> None:
     """Close the running workload and free it (collected, the allocator's cache emptied) before
     the caller builds another. So a switch never holds two families' memory, a revert after an
     out-of-memory error never holds the failed workload's, and the next workload is laid out
@@ -224,7 +237,7 @@ def _retire_workload(loop: "StepLoop") -> None:
     free_memory(loop.torch, loop.on_cuda)
 
 
-def _rebuild(loop: "StepLoop", setup: Setup) -> None:
+def _rebuild(loop: StepLoop, setup: Setup) -> None:
     """After a failure: a fresh workload in ``setup`` (the old one already closed, or retired)."""
     assert loop.builder is not None
     free_memory(loop.torch, loop.on_cuda)
@@ -232,17 +245,16 @@ def _rebuild(loop: "StepLoop", setup: Setup) -> None:
     loop.reset_measuring()
 
 
-def _refused(loop: "StepLoop", what: str, before: str, after: str, message: str) -> None:
+def _refused(loop: StepLoop, what: str, before: str, after: str, message: str) -> None:
     loop.event(EventKind.ERROR, what=what, before=before, after=after, message=message, details=loop.config())
 
 
-def _changed(loop: "StepLoop", what: str, before: str, after: str, previous: Setup, note: str = "") -> None:
+def _changed(loop: StepLoop, what: str, before: str, after: str, previous: Setup, note: str = "") -> None:
     loop.changes.previous = previous
     loop.changes.probation = PROBATION_STEPS
     loop.reset_config_rate()
     loop.open_window(loop.clock())  # a warm-up (compile, capture) happened before: not in it
-    loop.event(EventKind.CHANGED, what=what, before=before, after=after, message=note,
-               details=loop.config())
+    loop.event(EventKind.CHANGED, what=what, before=before, after=after, message=note, details=loop.config())
 
 
 def free_memory(torch: Any, on_cuda: bool) -> None:

@@ -94,8 +94,10 @@ class TraceFigures:
         head = f"{self.steps} steps traced, {self.wall_ms / max(self.steps, 1):.3g} ms/step"
         if not self.has_gpu:
             return f"{head}; GPU figures need CUDA"
-        return (f"{head}: GPU busy {self.gpu_busy_pct:.1f}%, idle {self.idle_pct:.1f}%, "
-                f"overlap {self.overlap_pct:.1f}% of busy, {self.kernels_per_step:.0f} kernels/step")
+        return (
+            f"{head}: GPU busy {self.gpu_busy_pct:.1f}%, idle {self.idle_pct:.1f}%, "
+            f"overlap {self.overlap_pct:.1f}% of busy, {self.kernels_per_step:.0f} kernels/step"
+        )
 
     def details(self) -> dict[str, str]:
         """As an event's text details (what the CSV and the dashboard get)."""
@@ -184,12 +186,18 @@ def _pct(part: float, whole: float) -> float:
 def _stage_kernels(events: Sequence[dict[str, Any]], kernels: Sequence[dict[str, Any]]) -> dict[str, list[Interval]]:
     """Each kernel's interval, by the stage whose ``record_function`` range (on the CPU) holds the
     call that launched it (kernel → launch call by correlation id)."""
-    ranges = sorted((float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0.0)), str(e["name"])[len(STAGE_PREFIX):])
-                    for e in events if e.get("cat") == "user_annotation" and str(e.get("name", "")).startswith(STAGE_PREFIX))
+    ranges = sorted(
+        (float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0.0)), str(e["name"])[len(STAGE_PREFIX) :])
+        for e in events
+        if e.get("cat") == "user_annotation" and str(e.get("name", "")).startswith(STAGE_PREFIX)
+    )
     if not ranges:
         return {}
-    launches = {e.get("args", {}).get("correlation"): float(e["ts"]) for e in events
-                if e.get("cat") == "cuda_runtime" and e.get("name") in LAUNCH_NAMES}
+    launches = {
+        e.get("args", {}).get("correlation"): float(e["ts"])
+        for e in events
+        if e.get("cat") == "cuda_runtime" and e.get("name") in LAUNCH_NAMES
+    }
     out: dict[str, list[Interval]] = {}
     for k in kernels:
         at = launches.get(k.get("args", {}).get("correlation"))
@@ -203,8 +211,14 @@ def _stage_kernels(events: Sequence[dict[str, Any]], kernels: Sequence[dict[str,
 
 def _launch_delay(events: Sequence[dict[str, Any]], kernels: Sequence[dict[str, Any]]) -> float | None:
     """Median µs from each kernel's launch call on the CPU to the kernel's start on the GPU."""
-    launches = {e.get("args", {}).get("correlation"): float(e["ts"]) for e in events
-                if e.get("cat") == "cuda_runtime" and e.get("name") in LAUNCH_NAMES}
-    delays = [float(k["ts"]) - launches[c] for k in kernels
-              if (c := k.get("args", {}).get("correlation")) is not None and c in launches]
+    launches = {
+        e.get("args", {}).get("correlation"): float(e["ts"])
+        for e in events
+        if e.get("cat") == "cuda_runtime" and e.get("name") in LAUNCH_NAMES
+    }
+    delays = [
+        float(k["ts"]) - launches[c]
+        for k in kernels
+        if (c := k.get("args", {}).get("correlation")) is not None and c in launches
+    ]
     return statistics.median(delays) if delays else None

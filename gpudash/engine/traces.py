@@ -18,12 +18,15 @@ if TYPE_CHECKING:  # pragma: no cover
 PREFIX = "gpudash-trace-"
 
 
-def trace_name(workload: "Workload", at_s: float) -> str:
+def trace_name(workload: Workload, at_s: float) -> str:
     """``gpudash-trace-<date-time>-t<run seconds>-encdec-pipelined-b8[-<knobs>].json.gz``."""
-    knobs = "" if not workload.knobs else "-" + re.sub(r"[^A-Za-z0-9_.=-]", "_", workload.knobs.text().replace(",", "+"))
+    knobs = (
+        "" if not workload.knobs else "-" + re.sub(r"[^A-Za-z0-9_.=-]", "_", workload.knobs.text().replace(",", "+"))
+    )
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    return (f"{PREFIX}{stamp}-t{at_s:08.2f}-{workload.info.name}-{workload.variant}-b{workload.batch_size}"
-            f"{knobs}.json.gz")
+    return (
+        f"{PREFIX}{stamp}-t{at_s:08.2f}-{workload.info.name}-{workload.variant}-b{workload.batch_size}{knobs}.json.gz"
+    )
 
 
 def prune(directory: Path, keep: int) -> list[Path]:
@@ -35,8 +38,9 @@ def prune(directory: Path, keep: int) -> list[Path]:
     return doomed
 
 
-def profile_window(torch: Any, workload: "Workload", steps: int, trace_dir: str, at_s: float,
-                   keep: int) -> tuple[Path, TraceFigures]:
+def profile_window(
+    torch: Any, workload: Workload, steps: int, trace_dir: str, at_s: float, keep: int
+) -> tuple[Path, TraceFigures]:
     """``steps`` steps of ``workload`` under the profiler (CPU, and CUDA on a GPU); the trace's
     path and its figures."""
     directory = Path(trace_dir)

@@ -8,10 +8,10 @@ import os
 import re
 from collections.abc import Sequence
 
+from gpudash.core.protocol import GpuInfo
 from gpudash.host.devices import visible_devices
 from gpudash.host.gpu_selection import GpuSelectionError, requested_gpus
 from gpudash.host.nvml import NvmlSampler
-from gpudash.core.protocol import GpuInfo
 
 
 def cuda_devices() -> tuple[int, str]:

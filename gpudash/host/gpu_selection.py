@@ -44,8 +44,11 @@ def gpu_list(text: str) -> str:
 
 
 def _machine(count: int) -> str:
-    return "this machine has no GPU" if count == 0 else (
-        "this machine has GPU 0" if count == 1 else f"this machine has GPUs 0–{count - 1}")
+    return (
+        "this machine has no GPU"
+        if count == 0
+        else ("this machine has GPU 0" if count == 1 else f"this machine has GPUs 0–{count - 1}")
+    )
 
 
 def requested_gpus(requested: Sequence[int], count: int) -> tuple[int, ...]:
@@ -81,8 +84,9 @@ def visible_gpus(env_value: str | None, count: int, uuids: Sequence[str]) -> tup
     return tuple(out)
 
 
-def choose_gpus(count: int, uuids: Sequence[str], requested: Sequence[int] | None,
-                env_value: str | None) -> tuple[int, ...]:
+def choose_gpus(
+    count: int, uuids: Sequence[str], requested: Sequence[int] | None, env_value: str | None
+) -> tuple[int, ...]:
     """The GPUs to watch: ``requested`` (checked), else ``CUDA_VISIBLE_DEVICES``'s, else all."""
     if requested is not None:
         return requested_gpus(requested, count)

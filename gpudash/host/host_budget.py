@@ -72,7 +72,11 @@ def _cgroup_cpu_quota() -> int | None:
     """Whole CPUs the tightest cgroup CPU quota allows (rounded up), or None without a quota."""
     quotas = []
     for folder in cgroup_dirs("cpu"):
-        v2, quota, period = _read(folder / "cpu.max"), _read(folder / "cpu.cfs_quota_us"), _read(folder / "cpu.cfs_period_us")
+        v2, quota, period = (
+            _read(folder / "cpu.max"),
+            _read(folder / "cpu.cfs_quota_us"),
+            _read(folder / "cpu.cfs_period_us"),
+        )
         if v2 is not None:
             quota, _, period = v2.partition(" ")
         if quota and period and quota.isdigit() and period.isdigit() and int(period) > 0:
@@ -107,8 +111,11 @@ def cgroup_dirs(controller: str) -> list[Path]:
     return []
 
 
-_FILES = {"pids": ("pids.max",), "memory": ("memory.max", "memory.limit_in_bytes"),
-          "cpu": ("cpu.max", "cpu.cfs_quota_us")}
+_FILES = {
+    "pids": ("pids.max",),
+    "memory": ("memory.max", "memory.limit_in_bytes"),
+    "cpu": ("cpu.max", "cpu.cfs_quota_us"),
+}
 
 
 def pids_left() -> tuple[int, str] | None:
@@ -158,7 +165,9 @@ def memory_available() -> tuple[int, str] | None:
         limit = _read(folder / "memory.max") or _read(folder / "memory.limit_in_bytes")
         current = _read(folder / "memory.current") or _read(folder / "memory.usage_in_bytes")
         if limit and limit.isdigit() and int(limit) < 2**60 and current and current.isdigit():
-            found.append((max(int(limit) - int(current), 0), f"left under the cgroup's memory limit of {gib(int(limit))}"))
+            found.append(
+                (max(int(limit) - int(current), 0), f"left under the cgroup's memory limit of {gib(int(limit))}")
+            )
     return min(found) if found else None
 
 
@@ -166,29 +175,39 @@ def check_process_caps(plan: ProcessPlan, on_cpu: bool, workers_given: bool) -> 
     """Raise HostBudgetError when this machine cannot hold the processes ``plan`` starts."""
     cpus = available_cpus()
     if on_cpu and plan.ranks > cpus:
-        raise HostBudgetError(f"--nproc {plan.ranks}: each rank on the CPU needs a CPU of its own, and gpudash may use "
-                              f"{cpus} here (the affinity mask or the cgroup's cpu.max); give --nproc {cpus} or fewer")
+        raise HostBudgetError(
+            f"--nproc {plan.ranks}: each rank on the CPU needs a CPU of its own, and gpudash may use "
+            f"{cpus} here (the affinity mask or the cgroup's cpu.max); give --nproc {cpus} or fewer"
+        )
     if workers_given and plan.workers_per_rank > cpus:
-        raise HostBudgetError(f"--workers {plan.workers_per_rank}: more loader workers per rank than the {cpus} CPUs "
-                              f"gpudash may use; give --workers {cpus} or fewer")
+        raise HostBudgetError(
+            f"--workers {plan.workers_per_rank}: more loader workers per rank than the {cpus} CPUs "
+            f"gpudash may use; give --workers {cpus} or fewer"
+        )
     left = pids_left()
     if left is not None and plan.processes > left[0] - PROCESS_MARGIN:
         room = max(left[0] - PROCESS_MARGIN, 0)
-        raise HostBudgetError(f"this run would start {plan.processes} processes ({_spelled(plan)}), and {room} may "
-                              f"start ({left[1]}, {PROCESS_MARGIN} kept free)")
+        raise HostBudgetError(
+            f"this run would start {plan.processes} processes ({_spelled(plan)}), and {room} may "
+            f"start ({left[1]}, {PROCESS_MARGIN} kept free)"
+        )
     room = memory_available()
     need = plan.torch_processes * RANK_HOST_BYTES
     if plan.ranks > 1 and room is not None and need > MEMORY_SHARE * room[0]:  # one process: the memory guard
-        raise HostBudgetError(f"--nproc {plan.ranks}: the ranks and their launcher need about {gib(need)} of host "
-                              f"memory ({gib(RANK_HOST_BYTES)} each to import torch and build the workload), "
-                              f"and {gib(room[0])} is {room[1]}")
+        raise HostBudgetError(
+            f"--nproc {plan.ranks}: the ranks and their launcher need about {gib(need)} of host "
+            f"memory ({gib(RANK_HOST_BYTES)} each to import torch and build the workload), "
+            f"and {gib(room[0])} is {room[1]}"
+        )
 
 
 def _spelled(plan: ProcessPlan) -> str:
     parts = [f"{plan.ranks} rank{'s' if plan.ranks != 1 else ''}"] if plan.ranks > 1 else ["the workload"]
     if plan.workers_per_rank:
-        parts.append(f"{plan.workers_per_rank} loader worker{'s' if plan.workers_per_rank != 1 else ''}"
-                     + (" each" if plan.ranks > 1 else ""))
+        parts.append(
+            f"{plan.workers_per_rank} loader worker{'s' if plan.workers_per_rank != 1 else ''}"
+            + (" each" if plan.ranks > 1 else "")
+        )
     return " and ".join(parts)
 
 

@@ -23,8 +23,8 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from gpudash.core import faults
-from gpudash.host.gpu_selection import GpuSelectionError, choose_gpus
 from gpudash.core.protocol import NVML_LOST, Event, EventKind, GpuInfo, GpuReading, GpuSample
+from gpudash.host.gpu_selection import GpuSelectionError, choose_gpus
 
 # NVML return codes (nvml.h); compared by value so a fake module needs no class hierarchy.
 NOT_SUPPORTED = 3
@@ -210,8 +210,7 @@ class NvmlSampler:
             index = 0
         self.info = GpuInfo(available=True, driver=driver, names=tuple(names), index=index, sampled=sampled)
         self._handle = pynvml.nvmlDeviceGetHandleByIndex(index)
-        self._watched = {i: _WatchedGpu(pynvml.nvmlDeviceGetHandleByIndex(i), self._reading_queries())
-                         for i in sampled}
+        self._watched = {i: _WatchedGpu(pynvml.nvmlDeviceGetHandleByIndex(i), self._reading_queries()) for i in sampled}
         return self.info
 
     def start(self) -> GpuInfo:
@@ -290,8 +289,9 @@ class NvmlSampler:
         t = self.clock() - self.t0
         message = f"NVML lost the GPU at {t:.1f} s: {why}; no GPU telemetry from here on"
         info = self.info
-        self.info = GpuInfo(available=False, unavailable=message, driver=info.driver, names=info.names,
-                            index=info.index)
+        self.info = GpuInfo(
+            available=False, unavailable=message, driver=info.driver, names=info.names, index=info.index
+        )
         self._samples.append(Event(time_s=t, kind=EventKind.ERROR, what=NVML_LOST, message=message))
         self._stop.set()  # the thread ends after this tick
         self._shutdown()
@@ -355,8 +355,9 @@ class NvmlSampler:
 
     def _throttle(self, h: Any) -> dict[str, Any]:
         nvml = self._nvml
-        query = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or getattr(
-            nvml, "nvmlDeviceGetCurrentClocksThrottleReasons"
+        query = (
+            getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
+            or nvml.nvmlDeviceGetCurrentClocksThrottleReasons
         )
         return {"throttle": decode_throttle(int(query(h)))}
 

@@ -33,8 +33,18 @@ import time
 from pathlib import Path
 
 from gpudash.core import faults, memguard, procgroup
-from gpudash.core.protocol import NOT_RESPONDING
-from gpudash.core.protocol import ENDING_KINDS, Control, Event, EventKind, Message, RankSample, RunConfig, Sample, Stop
+from gpudash.core.protocol import (
+    ENDING_KINDS,
+    NOT_RESPONDING,
+    Control,
+    Event,
+    EventKind,
+    Message,
+    RankSample,
+    RunConfig,
+    Sample,
+    Stop,
+)
 from gpudash.host.watchdog import Watchdog, not_responding
 from workloads.limits import machine_ram, rss_bytes
 
@@ -371,8 +381,15 @@ class WorkloadRunner:
         if silent is None:
             return []
         now = time.monotonic() - self.t0
-        return [Event(time_s=now, kind=EventKind.ERROR, what=NOT_RESPONDING, message=not_responding(silent, proc.pid),
-                      details={"silent_s": f"{silent:.1f}", "pid": str(proc.pid)})]
+        return [
+            Event(
+                time_s=now,
+                kind=EventKind.ERROR,
+                what=NOT_RESPONDING,
+                message=not_responding(silent, proc.pid),
+                details={"silent_s": f"{silent:.1f}", "pid": str(proc.pid)},
+            )
+        ]
 
     def _note(self, msg: Message) -> Message:
         self._watchdog.heard(msg)
@@ -414,7 +431,11 @@ class WorkloadRunner:
         if self._stopping and self._terminated_after is not None:
             return [self._terminated_event(now, exited=f"workload process {exit_reason(code)}")]
         if self._stopping:
-            return [Event(time_s=now, kind=EventKind.STOPPED, message=f"workload process {exit_reason(code)} while stopping")]
+            return [
+                Event(
+                    time_s=now, kind=EventKind.STOPPED, message=f"workload process {exit_reason(code)} while stopping"
+                )
+            ]
         message = f"workload process {exit_reason(code)}{memguard.killed_note(code, self._rss, machine_ram())}"
         line = last_log_line(self.log_path, start=self._log_start)
         if line and any(word in line.lower() for word in _INFORMATIVE):

@@ -9,9 +9,9 @@ from __future__ import annotations
 import os
 import time
 
+from gpudash.core.protocol import Control, Event, EventKind, GpuInfo, Message, RunConfig, SourceInfo
 from gpudash.host.devices import cuda_index_hint
 from gpudash.host.nvml import NvmlSampler
-from gpudash.core.protocol import Control, Event, EventKind, GpuInfo, Message, RunConfig, SourceInfo
 from gpudash.host.runner import WorkloadRunner
 
 

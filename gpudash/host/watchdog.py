@@ -27,7 +27,11 @@ from gpudash.core.protocol import (
     TraceWindow,
 )
 
-LONG_OPS = (TimeStages, TraceWindow, MeasureScaling)  # controls answered by a "measured" or "error" event, maybe much later
+LONG_OPS = (
+    TimeStages,
+    TraceWindow,
+    MeasureScaling,
+)  # controls answered by a "measured" or "error" event, maybe much later
 LONG_OP_ANSWERS = frozenset({"stages", "trace", "scaling"})  # the ``what`` of those answers
 STEP_FACTOR = 5.0  # silence longer than this many recent p95 step times is never a slow step
 FIRST_STEP_FACTOR = 5.0  # the first step (lazy initialisation, autotuning) gets this many limits

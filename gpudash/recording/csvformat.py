@@ -2,8 +2,8 @@
 
 One header row; one ``sample`` row per tick (the child's latest sample joined with the
 latest NVML sample); one ``event`` row per event, and a ``summary`` row with each
-configuration's statistics when it ends (``summary_row``; readers of messages skip it). Units are in the column names; an empty
-cell means "not available". ``pandas.read_csv(path)`` loads it as is. Written by the
+configuration's statistics when it ends (``summary_row``; readers of messages skip it). Units
+are in the column names; an empty cell means "not available". ``pandas.read_csv(path)`` loads it as is. Written by the
 recorder and the dashboard's recording; read back by ``gpudash replay`` and ``gpudash report``
 through one reader, ``CsvRecords``, which treats the file as hostile: records are bounded
 (``MAX_RECORD``; fields by ``csv``'s field limit), control characters are stripped as the text
@@ -22,12 +22,11 @@ import re
 from collections.abc import Callable, Iterator, Sequence
 from typing import TextIO
 
-from gpudash.core.metrics import (ALLOCATOR_KEYS, BY_KEY, NVML_KEYS, PER_GPU_KEYS, RANK_KEYS, WORKLOAD_KEYS, Origin,
-                             keys)
-from gpudash.core.running import Running
+from gpudash.core.metrics import ALLOCATOR_KEYS, BY_KEY, NVML_KEYS, PER_GPU_KEYS, RANK_KEYS, WORKLOAD_KEYS, Origin, keys
 from gpudash.core.protocol import Event, EventKind, GpuReading, GpuSample, Message, Sample
-from gpudash.stats.segments import Segment
+from gpudash.core.running import Running
 from gpudash.core.textfmt import strip_controls
+from gpudash.stats.segments import Segment
 
 CONFIG_COLUMNS = ("workload", "variant", "batch_size")  # what ran, on every row
 SAMPLE_COLUMNS = [*CONFIG_COLUMNS, *WORKLOAD_KEYS]  # the fields of a Sample, in CSV order
@@ -96,8 +95,13 @@ def per_gpu_cells(gpu: GpuSample | None, gpus: Sequence[int]) -> list[str]:
     return [_cell(getattr(readings[i], k) if i in readings else None, k) for i in gpus for k in PER_GPU_KEYS]
 
 
-_KIND = {"batch_size": int, "workload": str, "variant": str, KNOBS_COLUMN: str,
-         **{k: m.kind for k, m in BY_KEY.items()}}
+_KIND = {
+    "batch_size": int,
+    "workload": str,
+    "variant": str,
+    KNOBS_COLUMN: str,
+    **{k: m.kind for k, m in BY_KEY.items()},
+}
 _DECIMALS = {"time_s": 3, **{k: m.csv_decimals for k, m in BY_KEY.items() if m.csv_decimals is not None}}
 
 
@@ -135,8 +139,9 @@ def event_row(event: Event, current: Running | None = None) -> list[str]:
         "event_message": event.message,
     }
     if current is not None:
-        values.update(workload=current.workload, variant=current.variant, batch_size=current.batch_size,
-                      knobs=current.knobs)
+        values.update(
+            workload=current.workload, variant=current.variant, batch_size=current.batch_size, knobs=current.knobs
+        )
     return [_cell(values.get(c), c) for c in COLUMNS]
 
 
@@ -145,9 +150,14 @@ def summary_row(segment: Segment, time_s: float) -> list[str]:
     configuration that ended: its means in the metric columns,
     the 95% interval of steps/s in ``event_before`` (low) and ``event_after`` (high), and the
     whole summary as one line in ``event_message``."""
-    values: dict[str, object] = {"row_kind": "summary", "time_s": time_s, "event_kind": EventKind.SUMMARY.value,
-                                 "event_what": "steps_per_s", "event_message": segment.summary()}
-    values.update(zip((*CONFIG_COLUMNS, KNOBS_COLUMN), segment.key))
+    values: dict[str, object] = {
+        "row_kind": "summary",
+        "time_s": time_s,
+        "event_kind": EventKind.SUMMARY.value,
+        "event_what": "steps_per_s",
+        "event_message": segment.summary(),
+    }
+    values.update(zip((*CONFIG_COLUMNS, KNOBS_COLUMN), segment.key, strict=False))
     for key in (*WORKLOAD_KEYS, *NVML_KEYS, *DERIVED_COLUMNS):
         if BY_KEY[key].mean is not None:
             values[key] = segment.mean(key)
@@ -207,7 +217,9 @@ class RowParser:
         at = {c: i for i, c in enumerate(header)}
         self._kind, self._t = at["row_kind"], at["time_s"]
         self._knobs = at.get(KNOBS_COLUMN)
-        self._events = [(f, at.get(c)) for f, c in zip(("kind", "what", "before", "after", "message"), EVENT_COLUMNS)]
+        self._events = [
+            (f, at.get(c)) for f, c in zip(("kind", "what", "before", "after", "message"), EVENT_COLUMNS, strict=False)
+        ]
 
         def columns(names: Sequence[str]) -> list[tuple[str, int | None, Callable[[str], object]]]:
             return [(c, at.get(c), _CONVERT[_KIND.get(c, float)]) for c in names]
@@ -215,8 +227,9 @@ class RowParser:
         self._gpu, self._sample = columns(GPU_COLUMNS), columns(SAMPLE_COLUMNS)
         self._later = [(c, i, conv) for c, i, conv in columns(LATER_SAMPLE_COLUMNS) if i is not None]
         per_gpu_convs = [_CONVERT[_KIND.get(k, float)] for k in PER_GPU_KEYS]
-        self._per_gpu = [(index, per_gpu_convs, [at[c] for c in per_gpu_columns([index])])
-                         for index in per_gpu_indexes(header)]
+        self._per_gpu = [
+            (index, per_gpu_convs, [at[c] for c in per_gpu_columns([index])]) for index in per_gpu_indexes(header)
+        ]
 
     def messages(self, cells: Sequence[str]) -> list[Message]:
         """A row's messages: an event; for a sample row its NVML sample (when it has one) and
@@ -229,8 +242,10 @@ class RowParser:
             return []
         out: list[Message] = []
         g = {c: conv(cells[i]) if i is not None else None for c, i, conv in self._gpu}
-        per_gpu = tuple(GpuReading(index, **{k: conv(cells[i]) for k, conv, i in zip(PER_GPU_KEYS, convs, at)})
-                        for index, convs, at in self._per_gpu)  # type: ignore[arg-type]
+        per_gpu = tuple(
+            GpuReading(index, **{k: conv(cells[i]) for k, conv, i in zip(PER_GPU_KEYS, convs, at, strict=False)})
+            for index, convs, at in self._per_gpu
+        )  # type: ignore[arg-type]
         if any(v is not None for v in g.values()) or any(r.answered for r in per_gpu):
             out.append(GpuSample(time_s=t, per_gpu=per_gpu, **g))  # type: ignore[arg-type]
         s = {c: conv(cells[i]) if i is not None else None for c, i, conv in self._sample}
@@ -379,8 +394,10 @@ def _open_table(path: str | os.PathLike[str]) -> TextIO:
         raise UnreadableCsv(f"cannot read {path}: {exc.strerror or exc}") from None
 
 
-def read_table(path: str | os.PathLike[str], check_header: Callable[[list[str]], None] | None = None,
-               ) -> tuple[list[str], list[tuple[int, list[str]]]]:
+def read_table(
+    path: str | os.PathLike[str],
+    check_header: Callable[[list[str]], None] | None = None,
+) -> tuple[list[str], list[tuple[int, list[str]]]]:
     """A whole CSV file, strictly: its header and each record after it as (line number, cells),
     each with as many cells as the header. Raises ``UnreadableCsv`` for the first thing wrong;
     ``check_header`` may refuse the header before the rest is read."""

@@ -22,18 +22,30 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
-from gpudash.core.protocol import Event, EventKind, ExitCode, GpuSample, Message, RunConfig, Sample, TraceWindow
-from gpudash.core.protocol import NOT_RESPONDING, NVML_LOST, REFUSED
-from gpudash.recording.record import CsvRecorder, RecordWriteError, run_metadata
+from gpudash.core.protocol import (
+    NOT_RESPONDING,
+    NVML_LOST,
+    REFUSED,
+    Event,
+    EventKind,
+    ExitCode,
+    GpuSample,
+    Message,
+    RunConfig,
+    Sample,
+    TraceWindow,
+)
 from gpudash.core.textfmt import fmt_duration, fmt_num, fmt_pm
+from gpudash.recording.record import CsvRecorder, RecordWriteError, run_metadata
 
 if TYPE_CHECKING:  # pragma: no cover
-    from gpudash.stats.segments import Segment
     from gpudash.host.session import EngineSession
+    from gpudash.stats.segments import Segment
 
 POLL_S = 0.05  # how often the record loop polls the session
 STOP_TIMEOUT_S = 10.0  # how long the child may take to stop itself
@@ -49,7 +61,7 @@ class _Interrupted:
         self.forced = False  # a second Ctrl-C came: terminate the child now
         self._old: dict[int, Any] = {}
 
-    def __enter__(self) -> "_Interrupted":
+    def __enter__(self) -> _Interrupted:
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # SIGHUP: the terminal closed
             try:
                 self._old[sig] = signal.signal(sig, self._handle)
@@ -110,9 +122,10 @@ def _describe_event(e: Event) -> str | None:
     return text
 
 
-def progress_line(sample: Sample | None, segment: Segment | None, elapsed_s: float,
-                  duration_s: float | None = None) -> str:
-    """"231 steps/s now · encdec/serial bs8 229.1 ± 3.2 steps/s (95% CI, 36 samples) · 00:40 elapsed of 01:00"."""
+def progress_line(
+    sample: Sample | None, segment: Segment | None, elapsed_s: float, duration_s: float | None = None
+) -> str:
+    """ "231 steps/s now · encdec/serial bs8 229.1 ± 3.2 steps/s (95% CI, 36 samples) · 00:40 elapsed of 01:00"."""
     now = f"{fmt_num(sample.steps_per_s)} steps/s now" if sample is not None else "no sample yet"
     estimate = segment.estimate("steps_per_s") if segment is not None else None
     if segment is None:
@@ -218,8 +231,10 @@ class HeadlessRecording:
         if failure is not None or self.code == ExitCode.FAILED:
             why = failure.message if failure is not None else self.status.removeprefix("workload failed: ")
             self.code = ExitCode.FAILED
-            _say(f"error: the workload failed before it started, nothing recorded: {why}"
-                 + ("" if log_path in why or _empty(log_path) else f" (see {log_path})"))
+            _say(
+                f"error: the workload failed before it started, nothing recorded: {why}"
+                + ("" if log_path in why or _empty(log_path) else f" (see {log_path})")
+            )
             if _empty(log_path):
                 _remove(log_path)
             return
@@ -252,8 +267,11 @@ class HeadlessRecording:
             return  # the metadata is made from the session's GPU info when the files are created
         info = self.session.gpu_info
         self.recorder.metadata.update(
-            gpu_name=info.name, gpu_names=list(info.names), gpu_index=info.index,
-            driver=info.driver, nvml_unavailable=info.unavailable,
+            gpu_name=info.name,
+            gpu_names=list(info.names),
+            gpu_index=info.index,
+            driver=info.driver,
+            nvml_unavailable=info.unavailable,
         )
         self.recorder.write_metadata()
 
@@ -387,9 +405,17 @@ def run_record(
         meta = run_metadata(config, session.gpu_info, child_log=session.log_path)
         return CsvRecorder(path, meta, meta_path=meta_path)
 
-    recording = HeadlessRecording(config, session, open_recorder, path=path, duration_s=duration_s, quiet=quiet,
-                                  trace_every_s=trace_every_s, trace_steps=trace_steps,
-                                  progress_every_s=progress_every_s or PROGRESS_EVERY_S)
+    recording = HeadlessRecording(
+        config,
+        session,
+        open_recorder,
+        path=path,
+        duration_s=duration_s,
+        quiet=quiet,
+        trace_every_s=trace_every_s,
+        trace_steps=trace_steps,
+        progress_every_s=progress_every_s or PROGRESS_EVERY_S,
+    )
     with _Interrupted() as interrupted:
         recording.run(interrupted)
     recording.report()

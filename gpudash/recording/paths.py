@@ -22,8 +22,12 @@ from dataclasses import dataclass
 from gpudash.argtypes import UsageError
 
 SHOWN_PATH_CHARS = 80  # a path longer than this is shortened in messages (one line stays readable)
-_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-          (stat.S_ISSOCK, "a socket"))
+_KINDS = (
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
 
 
 def shown(path: str) -> str:
@@ -84,8 +88,10 @@ def _check_existing(path: str, what: str, st: os.stat_result, replace: bool) -> 
         raise UsageError(f"{what} {shown(path)} is a directory")
     kind = next((name for test, name in _KINDS if test(st.st_mode)), None)
     if kind is not None:
-        raise UsageError(f"{what} {shown(path)} is {kind}, not a regular file: give a file name "
-                         "('-' writes the CSV to standard output)")
+        raise UsageError(
+            f"{what} {shown(path)} is {kind}, not a regular file: give a file name "
+            "('-' writes the CSV to standard output)"
+        )
     if not replace:
         named = "" if what.startswith("-") else f"{what} "
         raise UsageError(f"{named}{shown(path)} exists; give --force to overwrite it, or another name")
@@ -130,12 +136,20 @@ def recording_outputs(record: str, meta: str | None, log: str | None) -> list[Ou
     if meta:
         out.append(Output("metadata", "--meta", f"--meta {meta}", meta))
     elif named:
-        out.append(Output("metadata", "the metadata file", f"the metadata file (default: {meta_path_for(record)})",
-                          str(meta_path_for(record))))
+        out.append(
+            Output(
+                "metadata",
+                "the metadata file",
+                f"the metadata file (default: {meta_path_for(record)})",
+                str(meta_path_for(record)),
+            )
+        )
     if log:
         out.append(Output("log", "--log", f"--log {log}", log))
     elif named and (default_log := _default_log_path(record)) is not None:
-        out.append(Output("log", "the workload's log", f"the workload's log (default: {default_log})", str(default_log)))
+        out.append(
+            Output("log", "the workload's log", f"the workload's log (default: {default_log})", str(default_log))
+        )
     return out
 
 

@@ -25,14 +25,12 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from gpudash.recording import csvformat
-
 from gpudash.core import faults
+from gpudash.core.protocol import NVML_LOST, Event, EventKind, GpuInfo, GpuSample, Message, RunConfig, Sample
+from gpudash.core.runstate import RunState
+from gpudash.recording import csvformat
 from gpudash.stats.energy import EnergyPerStep
 from gpudash.stats.segments import Segment, SegmentTracker
-from gpudash.core.runstate import RunState
-from gpudash.core.protocol import NVML_LOST, Event, EventKind, GpuInfo, GpuSample, Message, RunConfig, Sample
-
 
 # events after which the configuration that ran before is over: its summary row goes first
 _SEGMENT_ENDS = frozenset({EventKind.CHANGED, EventKind.STARTED, EventKind.STOPPED, EventKind.CRASHED})
@@ -117,8 +115,14 @@ def dashboard_metadata(
 ) -> dict[str, Any]:
     """The metadata of a recording begun from the dashboard, possibly mid-run: it never sees
     the child's "started" event, so what the session kept of it goes in now."""
-    meta = run_metadata(config, gpu_info, recorded_by="gpudash dashboard", device=device,
-                        recording_started_at_run_s=round(run_s, 3), running_at_start=running)
+    meta = run_metadata(
+        config,
+        gpu_info,
+        recorded_by="gpudash dashboard",
+        device=device,
+        recording_started_at_run_s=round(run_s, 3),
+        running_at_start=running,
+    )
     if started_details:
         meta.update(started_metadata(started_details, meta))
     return meta

@@ -25,10 +25,16 @@ import time
 from collections.abc import Iterable
 from typing import Any, TextIO
 
-from gpudash.recording.csvformat import CHUNK, ROW_KINDS, CsvRecords, RowParser, missing_columns, open_csv
 from gpudash.core.protocol import Control, GpuInfo, Message, RunConfig, SourceInfo
-from gpudash.recording.sidecar import UNKNOWN_CONFIG, Sidecar, config_from_metadata, gpu_info_from_metadata, read_sidecar
 from gpudash.core.textfmt import strip_controls
+from gpudash.recording.csvformat import CHUNK, ROW_KINDS, CsvRecords, RowParser, missing_columns, open_csv
+from gpudash.recording.sidecar import (
+    UNKNOWN_CONFIG,
+    Sidecar,
+    config_from_metadata,
+    gpu_info_from_metadata,
+    read_sidecar,
+)
 
 POLL_MAX_MESSAGES = 6000  # per poll(): about 40 ms of the dashboard's ingest
 QUEUED_BATCHES = 16  # parsed chunks the reader may hold before it waits for poll()
@@ -139,8 +145,14 @@ class ReplaySource:
     # -- EngineSource ---------------------------------------------------------------------------
     @property
     def info(self) -> SourceInfo:
-        return SourceInfo(replay=True, path=strip_controls(self.path), follow=self.follow, bad_rows=self.bad_rows,
-                          loading=self.loading, notes=(self.sidecar.note,) if self.sidecar.note else ())
+        return SourceInfo(
+            replay=True,
+            path=strip_controls(self.path),
+            follow=self.follow,
+            bad_rows=self.bad_rows,
+            loading=self.loading,
+            notes=(self.sidecar.note,) if self.sidecar.note else (),
+        )
 
     @property
     def rows_read(self) -> int:
@@ -152,7 +164,7 @@ class ReplaySource:
 
     @property
     def loading(self) -> str | None:
-        """"reading 37% · 74 000 rows" until the file's rows (as they were at the start) are all
+        """ "reading 37% · 74 000 rows" until the file's rows (as they were at the start) are all
         handed out; None after."""
         if self._reader is None or (self._caught_up and self._drained):
             return None
@@ -295,4 +307,3 @@ def read_all(source: ReplaySource, timeout_s: float = 120.0) -> list[Message]:
             time.sleep(0.005)
     source.stop()
     return out
-

@@ -42,8 +42,15 @@ Check = Callable[[Any], "str | None"]
 
 
 def _kind(value: Any) -> str:
-    return {dict: "an object", list: "a list", str: "a string", bool: "true/false", type(None): "null",
-            int: "a number", float: "a number"}.get(type(value), type(value).__name__)
+    return {
+        dict: "an object",
+        list: "a list",
+        str: "a string",
+        bool: "true/false",
+        type(None): "null",
+        int: "a number",
+        float: "a number",
+    }.get(type(value), type(value).__name__)
 
 
 def _is_int(value: Any) -> bool:
@@ -162,22 +169,44 @@ class Key:
 
 
 TOP: dict[str, Key] = {
-    "gpudash_version": Key(_text), "start_time": Key(_text), "end_time": Key(_text), "hostname": Key(_text),
+    "gpudash_version": Key(_text),
+    "start_time": Key(_text),
+    "end_time": Key(_text),
+    "hostname": Key(_text),
     "config": Key(_object, nullable=False),
-    "gpu_name": Key(_text), "gpu_names": Key(_text_list), "gpu_index": Key(_int_from(0, 4096)),
-    "driver": Key(_text), "nvml_unavailable": Key(_text), "torch_version": Key(_text),
-    "cuda_version": Key(_text), "device": Key(_device), "device_name": Key(_text), "started": Key(_text_map),
-    "csv_columns": Key(_text_list), "rows": Key(_int_from(0)), "steps": Key(_int_from(0)),
-    "exit_code": Key(_int_from(0, 255)), "status": Key(_text), "child_log": Key(_text),
-    "recorded_by": Key(_text), "recording_started_at_run_s": Key(_nonnegative_number),
+    "gpu_name": Key(_text),
+    "gpu_names": Key(_text_list),
+    "gpu_index": Key(_int_from(0, 4096)),
+    "driver": Key(_text),
+    "nvml_unavailable": Key(_text),
+    "torch_version": Key(_text),
+    "cuda_version": Key(_text),
+    "device": Key(_device),
+    "device_name": Key(_text),
+    "started": Key(_text_map),
+    "csv_columns": Key(_text_list),
+    "rows": Key(_int_from(0)),
+    "steps": Key(_int_from(0)),
+    "exit_code": Key(_int_from(0, 255)),
+    "status": Key(_text),
+    "child_log": Key(_text),
+    "recorded_by": Key(_text),
+    "recording_started_at_run_s": Key(_nonnegative_number),
     "running_at_start": Key(_object),
 }
 CONFIG: dict[str, Key] = {
-    "workload": Key(_family, nullable=False), "variant": Key(_text), "batch_size": Key(_catalog(_batch_size)),
-    "device": Key(_device, nullable=False), "image_size": Key(_catalog(_image_size)),
-    "workers": Key(_int_from(0, 1024)), "seed": Key(_int_from(-(2**63), 2**64)),
-    "sample_interval_s": Key(_positive_number, nullable=False), "gpu_interval_s": Key(_positive_number, nullable=False),
-    "max_steps": Key(_int_from(1)), "knobs": Key(_catalog(_knobs), nullable=False), "trace_dir": Key(_text),
+    "workload": Key(_family, nullable=False),
+    "variant": Key(_text),
+    "batch_size": Key(_catalog(_batch_size)),
+    "device": Key(_device, nullable=False),
+    "image_size": Key(_catalog(_image_size)),
+    "workers": Key(_int_from(0, 1024)),
+    "seed": Key(_int_from(-(2**63), 2**64)),
+    "sample_interval_s": Key(_positive_number, nullable=False),
+    "gpu_interval_s": Key(_positive_number, nullable=False),
+    "max_steps": Key(_int_from(1)),
+    "knobs": Key(_catalog(_knobs), nullable=False),
+    "trace_dir": Key(_text),
 }
 
 
@@ -315,7 +344,9 @@ def config_from_metadata(meta: dict[str, Any]) -> RunConfig:
     cfg = meta.get("config")
     config = UNKNOWN_CONFIG
     if isinstance(cfg, dict) and cfg.get("workload"):
-        kw = {k: cfg[k] for k in ("workload", "variant", "batch_size", "device", "knobs") if cfg.get(k) not in (None, "")}
+        kw = {
+            k: cfg[k] for k in ("workload", "variant", "batch_size", "device", "knobs") if cfg.get(k) not in (None, "")
+        }
         config = RunConfig(**kw)
     if meta.get("device"):  # the device the run really used (the config may say "auto")
         config = dataclasses.replace(config, device=meta["device"])

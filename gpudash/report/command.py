@@ -20,10 +20,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from gpudash.argtypes import Parser, UsageError, check_out_dir
-from gpudash.stats.comparison import Comparison, Estimate, compare
 from gpudash.core.protocol import ExitCode
-from gpudash.report.load import ConfigFigures, ReportInputError, Run, load_run
 from gpudash.core.textfmt import clip, fmt_num, fmt_pm, strip_controls
+from gpudash.report.load import ConfigFigures, ReportInputError, Run, load_run
+from gpudash.stats.comparison import Comparison, Estimate, compare
 
 METHOD = (
     "Each figure is a mean after warm-up with its 95% interval: batch means over the per-interval "
@@ -36,8 +36,10 @@ METHOD = (
 
 def build_parser() -> Parser:
     """The parser of ``gpudash report``."""
-    p = Parser(prog="gpudash report",
-               description="Summaries, verdicts and plots of recordings (--record CSVs) and sweeps (sweep.csv).")
+    p = Parser(
+        prog="gpudash report",
+        description="Summaries, verdicts and plots of recordings (--record CSVs) and sweeps (sweep.csv).",
+    )
     p.add_argument("runs", nargs="+", metavar="RUN.csv", help="recordings or sweep CSVs; the first is the reference")
     p.add_argument("--out", required=True, metavar="DIR", help="directory for report.md/.png/.svg (created)")
     p.add_argument("--html", action="store_true", help="also write report.html: one file, inline SVG, no network")
@@ -51,7 +53,7 @@ def versus(base: Estimate | None, new: Estimate | None) -> Comparison | None:
 
 
 def fmt_comparison(c: Comparison | None) -> str:
-    """"1.07 ± 0.02 faster" ("–" when there is nothing to compare)."""
+    """ "1.07 ± 0.02 faster" ("–" when there is nothing to compare)."""
     return "–" if c is None else f"{c.format()} {c.verdict}"
 
 
@@ -71,22 +73,29 @@ def _time_span(c: ConfigFigures) -> str:
 def _cells(c: ConfigFigures) -> list[str]:
     """steps/s ± CI, syncs/step, GPU %, power, J/step."""
     steps = fmt_pm(c.steps) if c.steps is not None else "– (no samples after warm-up)"
-    rest = [fmt_num(None if c.stats.get(k) is None else c.stats[k].mean)  # type: ignore[union-attr]
-            for k in ("syncs_per_step", "gpu_util_pct", "power_w", "joules_per_step")]
+    rest = [
+        fmt_num(None if c.stats.get(k) is None else c.stats[k].mean)  # type: ignore[union-attr]
+        for k in ("syncs_per_step", "gpu_util_pct", "power_w", "joules_per_step")
+    ]
     return [steps, *rest]
 
 
 def run_table(run: Run) -> list[str]:
     """A run's configurations; a recording's also against the segment before each."""
     if run.kind == "sweep":
-        lines = ["| configuration | steps/s ± CI | syncs/step | GPU % | power (W) | J/step | the sweep's relative speed |",
-                 "|---|--:|--:|--:|--:|--:|---|"]
+        lines = [
+            "| configuration | steps/s ± CI | syncs/step | GPU % | power (W) | J/step | the sweep's relative speed |",
+            "|---|--:|--:|--:|--:|--:|---|",
+        ]
         for c in run.configs:
             ratio = f"failed: {c.error}" if c.error and c.steps is None else c.sweep_ratio or "–"
             lines.append(f"| {c.name} | " + " | ".join([*_cells(c), ratio]) + " |")
         return lines
-    lines = ["| # | configuration | time (s) | steps/s ± CI | syncs/step | GPU % | power (W) | J/step | vs the segment before |",
-             "|--:|---|---|--:|--:|--:|--:|--:|---|"]
+    lines = [
+        "| # | configuration | time (s) | steps/s ± CI | syncs/step | GPU % | power (W) | J/step "
+        "| vs the segment before |",
+        "|--:|---|---|--:|--:|--:|--:|--:|---|",
+    ]
     before: ConfigFigures | None = None
     for i, c in enumerate(run.configs, start=1):
         vs = "–" if before is None else segment_change(before, c)
@@ -130,15 +139,33 @@ def run_line(i: int, run: Run) -> str:
 def markdown(runs: Sequence[Run], command: str, plots: Sequence[str]) -> str:
     """``report.md``."""
     now = _dt.datetime.now().astimezone().isoformat(timespec="seconds")
-    lines = ["# gpudash report", "", f"- **Command:** `{strip_controls(command)}`", f"- **Written:** {now}", "",
-             METHOD, "", "## Runs", "", "| run | file | kind | device | torch | started | ended |",
-             "|--:|---|---|---|---|---|---|", *(run_line(i, r) for i, r in enumerate(runs, start=1)), ""]
+    lines = [
+        "# gpudash report",
+        "",
+        f"- **Command:** `{strip_controls(command)}`",
+        f"- **Written:** {now}",
+        "",
+        METHOD,
+        "",
+        "## Runs",
+        "",
+        "| run | file | kind | device | torch | started | ended |",
+        "|--:|---|---|---|---|---|---|",
+        *(run_line(i, r) for i, r in enumerate(runs, start=1)),
+        "",
+    ]
     for i, run in enumerate(runs, start=1):
         notes = [f"*Note: {note}*" for note in run.notes]  # a metadata file ignored, and why
         lines += [f"## Run {i}: {run.name}", "", *notes, *([""] if notes else []), *run_table(run), ""]
         if run.traces:
-            lines += ["### Profiler windows", "", "| time (s) | configuration | figures → trace |", "|--:|---|---|",
-                      *(f"| {t:.1f} | {label} | {text} |" for t, label, text in run.traces), ""]
+            lines += [
+                "### Profiler windows",
+                "",
+                "| time (s) | configuration | figures → trace |",
+                "|--:|---|---|",
+                *(f"| {t:.1f} | {label} | {text} |" for t, label, text in run.traces),
+                "",
+            ]
     if len(runs) > 1:
         lines += ["## Between runs", "", *between_runs(runs)]
     if plots:

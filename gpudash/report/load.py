@@ -19,17 +19,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpudash.stats.comparison import Estimate, estimate_from_batches
-from gpudash.recording.csvformat import RowParser, UnreadableCsv, is_recording_header, read_table
 from gpudash.core.metrics import FIGURE_KEYS
 from gpudash.core.protocol import Event, EventKind, GpuSample, Message, Sample
+from gpudash.core.textfmt import clip, strip_controls
+from gpudash.recording.csvformat import RowParser, UnreadableCsv, is_recording_header, read_table
 from gpudash.recording.sidecar import Sidecar, read_sidecar
+from gpudash.stats.comparison import Estimate, estimate_from_batches
 from gpudash.stats.segments import ConfigKey, Segment, SegmentTracker
 from gpudash.sweep.report import CSV_COLUMNS as SWEEP_COLUMNS
 from gpudash.sweep.report import OLD_CSV_COLUMNS as OLD_SWEEP_COLUMNS
 from gpudash.sweep.report import summary_from_row
-from gpudash.core.textfmt import clip, strip_controls
-
 
 
 class ReportInputError(Exception):
@@ -56,7 +55,7 @@ class ConfigFigures:
 
     @property
     def name(self) -> str:
-        """"sync_loss/fixed bs32"."""
+        """ "sync_loss/fixed bs32"."""
         return f"{self.key[0]}/{self.label} bs{self.key[2]}"
 
 
@@ -201,7 +200,7 @@ def _sweep(p: Path, header: list[str], rows: Rows, sidecar: Sidecar) -> Run:
     """A ``sweep.csv``: one ``ConfigFigures`` per summary row."""
     configs = []
     for number, cells in rows:
-        row = dict(zip(header, cells))
+        row = dict(zip(header, cells, strict=False))
         if row["row_kind"] == "summary":
             try:
                 configs.append(_summary_figures(row))

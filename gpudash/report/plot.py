@@ -42,10 +42,19 @@ def _timelines(ax_steps: Any, ax_gpu: Any, runs: Sequence[tuple[int, Run]]) -> N
         for m in t.markers:
             for ax in (ax_steps, ax_gpu):
                 ax.axvline(m.time_s, color=_colour(i), linestyle="--", linewidth=0.7, alpha=0.8)
-            ax_steps.annotate(literal(m.text), (m.time_s, 1.0), xycoords=("data", "axes fraction"), rotation=90,
-                              ha="right", va="top", fontsize=7, color=_colour(i), xytext=(-2, -2),
-                              textcoords="offset points", bbox={"boxstyle": "square,pad=0.1", "fc": "white",
-                                                                "ec": "none", "alpha": 0.8})
+            ax_steps.annotate(
+                literal(m.text),
+                (m.time_s, 1.0),
+                xycoords=("data", "axes fraction"),
+                rotation=90,
+                ha="right",
+                va="top",
+                fontsize=7,
+                color=_colour(i),
+                xytext=(-2, -2),
+                textcoords="offset points",
+                bbox={"boxstyle": "square,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.8},
+            )
     ax_steps.set_ylabel("steps/s")
     ax_steps.set_ylim(bottom=0)
     ax_steps.legend(fontsize=8, loc="lower right")
@@ -54,8 +63,16 @@ def _timelines(ax_steps: Any, ax_gpu: Any, runs: Sequence[tuple[int, Run]]) -> N
     ax_gpu.set_xlabel("seconds since the run started")
     ax_gpu.set_ylim(0, 105)
     if not any_gpu:
-        ax_gpu.text(0.5, 0.5, "no GPU telemetry in these recordings (NVML unavailable)", ha="center",
-                    va="center", transform=ax_gpu.transAxes, fontsize=9, color="#555555")
+        ax_gpu.text(
+            0.5,
+            0.5,
+            "no GPU telemetry in these recordings (NVML unavailable)",
+            ha="center",
+            va="center",
+            transform=ax_gpu.transAxes,
+            fontsize=9,
+            color="#555555",
+        )
 
 
 def _bars(ax: Any, runs: Sequence[tuple[int, Run]]) -> None:
@@ -73,8 +90,17 @@ def _bars(ax: Any, runs: Sequence[tuple[int, Run]]) -> None:
             means.append(e.mean)
             errs[0].append(e.mean - e.low if e.low is not None else 0.0)
             errs[1].append(e.high - e.mean if e.high is not None else 0.0)
-        ax.bar(xs, means, width=width * 0.95, yerr=errs, capsize=3, color=_colour(i), label=literal(run.name),
-               edgecolor="black", linewidth=0.5)
+        ax.bar(
+            xs,
+            means,
+            width=width * 0.95,
+            yerr=errs,
+            capsize=3,
+            color=_colour(i),
+            label=literal(run.name),
+            edgecolor="black",
+            linewidth=0.5,
+        )
     ax.set_xticks(range(len(names)), [literal(n) for n in names], rotation=25, ha="right", fontsize=7)
     ax.set_ylabel("steps/s (95% CI)")
     ax.set_title("sweeps: steps/s per configuration", fontsize=10)
@@ -91,16 +117,23 @@ def plot_runs(runs: Sequence[Run], out: Path) -> list[str]:
     recordings = [(i, r) for i, r in enumerate(runs) if r.kind == "recording"]
     sweeps = [(i, r) for i, r in enumerate(runs) if r.kind == "sweep"]
     heights = [3.2, 2.2] * bool(recordings) + [3.6] * bool(sweeps)
-    fig, axes = plt.subplots(len(heights), 1, figsize=(10, sum(heights) + 0.8), squeeze=False,
-                             gridspec_kw={"height_ratios": heights})
+    fig, axes = plt.subplots(
+        len(heights), 1, figsize=(10, sum(heights) + 0.8), squeeze=False, gridspec_kw={"height_ratios": heights}
+    )
     with warnings.catch_warnings():  # numpy's overflow warnings on values near 1e308 from a file: not the user's news
         warnings.simplefilter("ignore", RuntimeWarning)
         _draw(fig, axes, runs, recordings, sweeps, out)
     return ["report.png", "report.svg"]
 
 
-def _draw(fig: Any, axes: Any, runs: Sequence[Run], recordings: Sequence[tuple[int, Run]],
-          sweeps: Sequence[tuple[int, Run]], out: Path) -> None:
+def _draw(
+    fig: Any,
+    axes: Any,
+    runs: Sequence[Run],
+    recordings: Sequence[tuple[int, Run]],
+    sweeps: Sequence[tuple[int, Run]],
+    out: Path,
+) -> None:
     import matplotlib.pyplot as plt
 
     try:
@@ -144,5 +177,7 @@ def html_page(markdown_text: str, svg_path: Path) -> str:
     md.validateLink = _relative  # type: ignore[method-assign]  # and no link or image out of the report
     body = md.render(markdown_text)
     body = re.sub(r"<p><img [^>]*></p>", lambda _: f"<figure>{inline_svg(svg_path)}</figure>", body)
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>gpudash report</title>"
-            f"<style>{_STYLE}</style></head><body>\n{body}</body></html>\n")
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>gpudash report</title>'
+        f"<style>{_STYLE}</style></head><body>\n{body}</body></html>\n"
+    )

@@ -124,7 +124,7 @@ class BatchMeans:
             self._blocks.append((o[0], o[1]))
             self._open = [0.0, 0.0, 0]
             if len(self._blocks) >= MAX_BLOCKS:
-                pairs = zip(self._blocks[0::2], self._blocks[1::2])
+                pairs = zip(self._blocks[0::2], self._blocks[1::2], strict=False)
                 self._blocks = [(a[0] + b[0], a[1] + b[1]) for a, b in pairs]
                 self._block_size *= 2
 
@@ -159,8 +159,9 @@ class BatchMeans:
         return estimate_from_batches(self.batches(), mean, self.n, confidence)
 
 
-def estimate_from_batches(batch_means: list[float], mean: float | None = None, n_samples: int | None = None,
-                          confidence: float = CONFIDENCE) -> Estimate:
+def estimate_from_batches(
+    batch_means: list[float], mean: float | None = None, n_samples: int | None = None, confidence: float = CONFIDENCE
+) -> Estimate:
     """A Student-t interval over (nearly independent) batch means, or repeats' means."""
     k = len(batch_means)
     m = sum(batch_means) / k if mean is None else mean
@@ -172,7 +173,9 @@ def estimate_from_batches(batch_means: list[float], mean: float | None = None, n
     return Estimate(m, m - hw, m + hw, n, tuple(batch_means))
 
 
-def estimate(values: list[float], weights: list[float] | None = None, confidence: float = CONFIDENCE) -> Estimate | None:
+def estimate(
+    values: list[float], weights: list[float] | None = None, confidence: float = CONFIDENCE
+) -> Estimate | None:
     """The estimate of a sequence of samples (in time order), by batch means."""
     acc = BatchMeans()
     for i, v in enumerate(values):
@@ -180,8 +183,14 @@ def estimate(values: list[float], weights: list[float] | None = None, confidence
     return acc.estimate(confidence)
 
 
-def compare(base: Estimate, new: Estimate, *, higher_is_better: bool = True, noise: float = NOISE_THRESHOLD,
-            confidence: float = CONFIDENCE) -> Comparison:
+def compare(
+    base: Estimate,
+    new: Estimate,
+    *,
+    higher_is_better: bool = True,
+    noise: float = NOISE_THRESHOLD,
+    confidence: float = CONFIDENCE,
+) -> Comparison:
     """``new`` against ``base`` (ratio new/base), with an interval and a verdict."""
     if base.mean <= 0 or new.mean <= 0:
         return _compare_with_zero(base, new, higher_is_better)
@@ -243,7 +252,7 @@ def _lag1(xs: list[float]) -> float:
     m = sum(xs) / len(xs)
     d = [x - m for x in xs]
     den = sum(v * v for v in d)
-    return sum(a * b for a, b in zip(d, d[1:])) / den if den > 0 else 0.0
+    return sum(a * b for a, b in zip(d, d[1:], strict=False)) / den if den > 0 else 0.0
 
 
 def _sd(xs: list[float] | tuple[float, ...]) -> float:

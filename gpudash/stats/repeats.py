@@ -20,7 +20,6 @@ from gpudash.stats.figures import JOULES_PER_STEP, Figures
 from gpudash.sweep.plan import Configuration
 
 
-
 @dataclass(frozen=True)
 class StageTimes:
     """A two-stage family's stages timed alone (ms per call) and the overlap bound they imply:
@@ -50,11 +49,15 @@ class StageTimes:
         if not times:
             return None
         first = times[0]
-        return cls(first.stage1, sum(t.stage1_ms for t in times) / len(times),
-                   first.stage2, sum(t.stage2_ms for t in times) / len(times))
+        return cls(
+            first.stage1,
+            sum(t.stage1_ms for t in times) / len(times),
+            first.stage2,
+            sum(t.stage2_ms for t in times) / len(times),
+        )
 
     def describe(self) -> str:
-        """"encode 0.98 ms, train 2.91 ms alone"."""
+        """ "encode 0.98 ms, train 2.91 ms alone"."""
         return f"{self.stage1} {self.stage1_ms:.3g} ms, {self.stage2} {self.stage2_ms:.3g} ms alone"
 
 
@@ -63,8 +66,9 @@ def pct_of(e: Estimate | None, reference: float) -> Estimate | None:
     if e is None or reference <= 0:
         return None
     k = 100.0 / reference
-    return Estimate(e.mean * k, None if e.low is None else e.low * k, None if e.high is None else e.high * k,
-                    e.n_samples)
+    return Estimate(
+        e.mean * k, None if e.low is None else e.low * k, None if e.high is None else e.high * k, e.n_samples
+    )
 
 
 @dataclass(frozen=True)
@@ -97,8 +101,9 @@ class RepeatResult:
     def add_to(self, figures: Figures) -> None:
         """Add the window to ``figures``; no energy increment spans the gap before it."""
         figures.break_marks()
-        by_time = heapq.merge(((s.time_s, 0, s) for s in self.samples), ((g.time_s, 1, g) for g in self.gpu),
-                              key=lambda item: item[:2])  # a sample before a tick at the same time
+        by_time = heapq.merge(
+            ((s.time_s, 0, s) for s in self.samples), ((g.time_s, 1, g) for g in self.gpu), key=lambda item: item[:2]
+        )  # a sample before a tick at the same time
         for _, _, msg in by_time:
             if isinstance(msg, Sample):
                 figures.add_sample(msg)

@@ -71,8 +71,9 @@ class Segment:
             return f"{self.label}: {m.label} – (no samples after warm-up)"
         if not e.has_interval:
             return f"{self.label}: {m.label} {e.mean:.4g} (too short for an interval, {e.n_samples} samples)"
-        return (f"{self.label}: {m.label} {e.mean:.4g} ± {e.half_width:.2g} "
-                f"(95% CI, {e.n_samples} samples after warm-up)")
+        return (
+            f"{self.label}: {m.label} {e.mean:.4g} ± {e.half_width:.2g} (95% CI, {e.n_samples} samples after warm-up)"
+        )
 
 
 def compare_segments(prev: Segment | None, cur: Segment | None, key: str) -> Comparison | None:

@@ -64,14 +64,23 @@ def _entries(text: str) -> tuple[str, ...]:
 
 
 BEYOND: tuple[PresetEntry, ...] = (
-    PresetEntry("encdec", _entries("serial,pipelined,serial+{fast},serial+{fast}+cuda_graph,"
-                                   "pipelined+{fast}+cuda_graph,serial+compile"), (8, 32)),
-    PresetEntry("sync_loss", _entries("sync-heavy,fixed,fixed+{fast},fixed+{fast}+cuda_graph,"
-                                      "fixed+cuda_graph"), (8, 32)),
-    PresetEntry("augment", _entries("cpu,gpu-vectorized,pipelined,pipelined+{fast},"
-                                    "pipelined+{fast}+cuda_graph"), (32,)),
-    PresetEntry("input_pipeline", _entries("baseline,batch-transform,gpu-transform,gpu-transform+{fast}"),
-                seconds=BURSTY_SECONDS, warmup=BURSTY_WARMUP),
+    PresetEntry(
+        "encdec",
+        _entries("serial,pipelined,serial+{fast},serial+{fast}+cuda_graph,pipelined+{fast}+cuda_graph,serial+compile"),
+        (8, 32),
+    ),
+    PresetEntry(
+        "sync_loss", _entries("sync-heavy,fixed,fixed+{fast},fixed+{fast}+cuda_graph,fixed+cuda_graph"), (8, 32)
+    ),
+    PresetEntry(
+        "augment", _entries("cpu,gpu-vectorized,pipelined,pipelined+{fast},pipelined+{fast}+cuda_graph"), (32,)
+    ),
+    PresetEntry(
+        "input_pipeline",
+        _entries("baseline,batch-transform,gpu-transform,gpu-transform+{fast}"),
+        seconds=BURSTY_SECONDS,
+        warmup=BURSTY_WARMUP,
+    ),
 )
 PRESETS: dict[str, tuple[PresetEntry, ...]] = {
     **_PRESET_PARTS,
@@ -94,7 +103,7 @@ class Configuration:
 
     @property
     def name(self) -> str:
-        """"sync_loss fixed#2 b4": for progress and log lines."""
+        """ "sync_loss fixed#2 b4": for progress and log lines."""
         return f"{self.family} {self.label} b{self.batch_size}"
 
 
@@ -152,10 +161,18 @@ class SweepPlan:
 
 def run_config(config: Configuration, settings: SweepSettings) -> RunConfig:
     """The session's configuration when it starts in ``config``."""
-    return RunConfig(workload=config.family, variant=config.variant, batch_size=config.batch_size,
-                     device=settings.device, seed=settings.seed, sample_interval_s=settings.sample_interval_s,
-                     gpu_interval_s=settings.gpu_interval_s, knobs=config.knobs, trace_dir=settings.trace_dir,
-                     nproc=settings.nproc)
+    return RunConfig(
+        workload=config.family,
+        variant=config.variant,
+        batch_size=config.batch_size,
+        device=settings.device,
+        seed=settings.seed,
+        sample_interval_s=settings.sample_interval_s,
+        gpu_interval_s=settings.gpu_interval_s,
+        knobs=config.knobs,
+        trace_dir=settings.trace_dir,
+        nproc=settings.nproc,
+    )
 
 
 # -- the order ------------------------------------------------------------------------------------
@@ -252,7 +269,8 @@ def build_parser() -> Parser:
         "  pipelining      encdec, every variant, at batch 8,16,32\n"
         "  augmentation    augment, every variant, the family's default batch\n"
         "  syncs           sync_loss, every variant, default batch\n"
-        f"  input-pipeline  input_pipeline, every variant, default batch, {BURSTY_SECONDS:g} s after {BURSTY_WARMUP:g} s\n"
+        f"  input-pipeline  input_pipeline, every variant, default batch, "
+        f"{BURSTY_SECONDS:g} s after {BURSTY_WARMUP:g} s\n"
         "  all             the four\n"
         "  beyond          per family the plain variant, the article's fix, and the fix with knobs\n"
         f"                  ({_FAST.replace('+', ', ')}; cuda_graph; compile); not in all\n\n"
@@ -266,28 +284,67 @@ def build_parser() -> Parser:
     what = p.add_mutually_exclusive_group(required=True)
     what.add_argument("-w", "--workload", type=_family_name, metavar="FAMILY", help="the workload family")
     what.add_argument("--preset", choices=tuple(PRESETS), metavar="NAME", help=f"one of: {', '.join(PRESETS)}")
-    p.add_argument("-v", "--variants", type=_name_list, metavar="V1,V2+KNOB",
-                   help="variants, by position, each with +KNOB[=VALUE] knobs of its own "
-                   "(default: all; one twice = an A/A check)")
+    p.add_argument(
+        "-v",
+        "--variants",
+        type=_name_list,
+        metavar="V1,V2+KNOB",
+        help="variants, by position, each with +KNOB[=VALUE] knobs of its own (default: all; one twice = an A/A check)",
+    )
     p.add_argument("-b", "--batch-sizes", type=_batch_list, metavar="N1,N2", help="batch sizes (default: the family's)")
-    p.add_argument("--knob", type=argtypes.knob, action="append", metavar="NAME[=VALUE]",
-                   help="a knob on every configuration, repeatable: amp=bf16, channels_last, cudnn_benchmark, "
-                   "tf32, cuda_graph, compile[=MODE]")
-    p.add_argument("--repeats", type=argtypes.positive_int, default=3, metavar="N", help="rounds (default: %(default)s)")
-    p.add_argument("--seconds", type=argtypes.positive_float, metavar="S",
-                   help=f"measured per configuration per repeat (default: {SweepSettings.seconds:g}; a preset may say more)")
-    p.add_argument("--warmup", type=_seconds_or_zero, metavar="S",
-                   help=f"left out after each change (default: {SweepSettings.warmup:g}; a preset may say more)")
-    p.add_argument("--until-ci", type=argtypes.positive_float, metavar="PCT",
-                   help="then add rounds until every steps/s interval is within ±PCT%%")
-    p.add_argument("--max-minutes", type=argtypes.positive_float, default=30.0, metavar="M",
-                   help="start nothing new after M minutes (default: %(default)s)")
-    p.add_argument("--trace", type=argtypes.int_at_least(1, "at least 1"), nargs="?", const=20, metavar="N",
-                   help="after each measurement, a torch.profiler window of N steps (default 20), its Chrome "
-                   "trace in DIR/traces/ (left out of the figures)")
+    p.add_argument(
+        "--knob",
+        type=argtypes.knob,
+        action="append",
+        metavar="NAME[=VALUE]",
+        help="a knob on every configuration, repeatable: amp=bf16, channels_last, cudnn_benchmark, "
+        "tf32, cuda_graph, compile[=MODE]",
+    )
+    p.add_argument(
+        "--repeats", type=argtypes.positive_int, default=3, metavar="N", help="rounds (default: %(default)s)"
+    )
+    p.add_argument(
+        "--seconds",
+        type=argtypes.positive_float,
+        metavar="S",
+        help=f"measured per configuration per repeat (default: {SweepSettings.seconds:g}; a preset may say more)",
+    )
+    p.add_argument(
+        "--warmup",
+        type=_seconds_or_zero,
+        metavar="S",
+        help=f"left out after each change (default: {SweepSettings.warmup:g}; a preset may say more)",
+    )
+    p.add_argument(
+        "--until-ci",
+        type=argtypes.positive_float,
+        metavar="PCT",
+        help="then add rounds until every steps/s interval is within ±PCT%%",
+    )
+    p.add_argument(
+        "--max-minutes",
+        type=argtypes.positive_float,
+        default=30.0,
+        metavar="M",
+        help="start nothing new after M minutes (default: %(default)s)",
+    )
+    p.add_argument(
+        "--trace",
+        type=argtypes.int_at_least(1, "at least 1"),
+        nargs="?",
+        const=20,
+        metavar="N",
+        help="after each measurement, a torch.profiler window of N steps (default 20), its Chrome "
+        "trace in DIR/traces/ (left out of the figures)",
+    )
     p.add_argument("--device", type=argtypes.device, default="auto", metavar="DEV", help="auto, cpu, cuda or cuda:N")
-    p.add_argument("--nproc", type=argtypes.positive_int, default=1, metavar="N",
-                   help="data-parallel ranks (DDP) for every configuration, one GPU each; -b is per rank (default: 1)")
+    p.add_argument(
+        "--nproc",
+        type=argtypes.positive_int,
+        default=1,
+        metavar="N",
+        help="data-parallel ranks (DDP) for every configuration, one GPU each; -b is per rank (default: 1)",
+    )
     p.add_argument("--seed", type=int, default=0, help="workload seed and shuffle seed (default: %(default)s)")
     p.add_argument("--out", required=True, metavar="DIR", help="directory for the results (created)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
@@ -296,7 +353,7 @@ def build_parser() -> Parser:
 
 # -- the plan -------------------------------------------------------------------------------------
 def device_type(device: str) -> str:
-    """"cpu" or "cuda[:N]": what ``auto`` resolves to (cuda when a GPU is visible)."""
+    """ "cpu" or "cuda[:N]": what ``auto`` resolves to (cuda when a GPU is visible)."""
     if device != "auto":
         return device
     from gpudash.host.gpu_checks import cuda_devices
@@ -322,8 +379,9 @@ def entry_knobs(entry: str, base: Knobs) -> tuple[str, Knobs]:
     return variant, knobs
 
 
-def _refusal(info: FamilyInfo, entry: str, base: Knobs, dev_type: str,
-             world_size: int = 1) -> tuple[str, Knobs, str | None]:
+def _refusal(
+    info: FamilyInfo, entry: str, base: Knobs, dev_type: str, world_size: int = 1
+) -> tuple[str, Knobs, str | None]:
     """(variant, knobs, why the device cannot run them or None); an unknown variant: UsageError."""
     from workloads.registry import WorkloadError
 
@@ -338,9 +396,14 @@ def _refusal(info: FamilyInfo, entry: str, base: Knobs, dev_type: str,
     return variant_info.name, knobs, why
 
 
-def family_plan(entry: PresetEntry, dev_type: str, skipped: list[str],
-                timing: tuple[float | None, float | None] = (None, None),
-                knobs: Knobs | None = None, nproc: int = 1) -> FamilyPlan | None:
+def family_plan(
+    entry: PresetEntry,
+    dev_type: str,
+    skipped: list[str],
+    timing: tuple[float | None, float | None] = (None, None),
+    knobs: Knobs | None = None,
+    nproc: int = 1,
+) -> FamilyPlan | None:
     """The configurations of one family (entries × batch sizes); refused ones go to
     ``skipped``. ``timing``: --seconds and --warmup when given (they override the preset's);
     ``knobs``: --knob's, on every configuration; ``nproc``: data-parallel ranks of each."""
@@ -356,7 +419,7 @@ def family_plan(entry: PresetEntry, dev_type: str, skipped: list[str],
     batches = entry.batch_sizes or (info.defaults(dev_type.split(":", 1)[0]).batch_size,)
     for b in batches:  # over each rank's share of the dataset or the family's cap: refused before anything runs
         argtypes.check_batch_limits(info, b, nproc)
-    kept = [(v, k.text(), label) for (v, k, why), label in zip(checked, labels(entries)) if why is None]
+    kept = [(v, k.text(), label) for (v, k, why), label in zip(checked, labels(entries), strict=False) if why is None]
     skipped.extend(f"{why} (on {dev_type})" for why in dict.fromkeys(why for _, _, why in checked if why))
     if not kept:
         return None
@@ -384,8 +447,9 @@ def plan_from_args(args: argparse.Namespace, argv: list[str]) -> SweepPlan:
                 raise UsageError(f"{flag} does not apply with --preset (the preset names its own)")
         entries = PRESETS[args.preset]
     else:
-        entries = (PresetEntry(args.workload, tuple(args.variants or ()) or None,
-                               tuple(args.batch_sizes or ()) or None),)
+        entries = (
+            PresetEntry(args.workload, tuple(args.variants or ()) or None, tuple(args.batch_sizes or ()) or None),
+        )
     knobs = argtypes.knobs_from(args.knob)
     check_device(args.device)
     argtypes.check_parallel(args.nproc, 1, None, args.device)
@@ -393,16 +457,24 @@ def plan_from_args(args: argparse.Namespace, argv: list[str]) -> SweepPlan:
     dev_type = device_type(args.device)
     skipped: list[str] = []
     timing = (args.seconds, args.warmup)
-    families = tuple(fp for fp in (family_plan(e, dev_type, skipped, timing, knobs, args.nproc) for e in entries) if fp is not None)
+    families = tuple(
+        fp for fp in (family_plan(e, dev_type, skipped, timing, knobs, args.nproc) for e in entries) if fp is not None
+    )
     if not families:
         advice = "; run it with --device cuda" if not dev_type.startswith("cuda") else ""
         raise UsageError(f"nothing to measure: {'; '.join(skipped)}{advice}")
     out_dir = check_out_dir(args.out)
     settings = SweepSettings(
-        repeats=args.repeats, seconds=_first(args.seconds, SweepSettings.seconds),
-        warmup=_first(args.warmup, SweepSettings.warmup), until_ci=args.until_ci,
-        max_minutes=args.max_minutes, device=args.device, device_type=dev_type, seed=args.seed,
-        trace_steps=args.trace, trace_dir=str(out_dir.resolve() / "traces") if args.trace else None,
+        repeats=args.repeats,
+        seconds=_first(args.seconds, SweepSettings.seconds),
+        warmup=_first(args.warmup, SweepSettings.warmup),
+        until_ci=args.until_ci,
+        max_minutes=args.max_minutes,
+        device=args.device,
+        device_type=dev_type,
+        seed=args.seed,
+        trace_steps=args.trace,
+        trace_dir=str(out_dir.resolve() / "traces") if args.trace else None,
         nproc=args.nproc,
     )
     command = shlex.join(["gpudash", "sweep", *argv])

@@ -21,18 +21,42 @@ import os
 from pathlib import Path
 from typing import Any
 
-from gpudash.stats.comparison import Comparison, Estimate, Verdict
 from gpudash.core.metrics import FIGURE_KEYS, metric
 from gpudash.core.protocol import ExitCode
 from gpudash.core.textfmt import fmt_num, fmt_pm
-from gpudash.sweep.plan import Configuration, FamilyPlan, SweepPlan, run_config
+from gpudash.stats.comparison import Comparison, Estimate, Verdict
 from gpudash.stats.repeats import ConfigSummary, RepeatResult, StageTimes, pct_of, summarize
+from gpudash.sweep.plan import Configuration, FamilyPlan, SweepPlan, run_config
 
 CSV_COLUMNS = (
-    "row_kind", "workload", "variant", "batch_size", "repeat", "seconds", "n_samples",
-    "steps_per_s", "steps_per_s_low", "steps_per_s_high", "steps_per_s_batches", "samples_per_s", "syncs_per_step",
-    "gpu_util_pct", "power_w", "joules_per_step", "stage1", "stage1_ms", "stage2", "stage2_ms",
-    "overlap_bound", "pct_of_bound", "ratio", "ratio_low", "ratio_high", "verdict", "error", "knobs",
+    "row_kind",
+    "workload",
+    "variant",
+    "batch_size",
+    "repeat",
+    "seconds",
+    "n_samples",
+    "steps_per_s",
+    "steps_per_s_low",
+    "steps_per_s_high",
+    "steps_per_s_batches",
+    "samples_per_s",
+    "syncs_per_step",
+    "gpu_util_pct",
+    "power_w",
+    "joules_per_step",
+    "stage1",
+    "stage1_ms",
+    "stage2",
+    "stage2_ms",
+    "overlap_bound",
+    "pct_of_bound",
+    "ratio",
+    "ratio_low",
+    "ratio_high",
+    "verdict",
+    "error",
+    "knobs",
 )
 OLD_CSV_COLUMNS = CSV_COLUMNS[:-1]  # before the knobs column: read as knobs "none"
 _MEANS = tuple(k for k in FIGURE_KEYS if k != "steps_per_s")  # steps/s has columns of its own
@@ -53,8 +77,11 @@ def _interval_cells(e: Estimate | None) -> dict[str, Any]:
     report`` to compare two sweeps without the samples."""
     if e is None:
         return {}
-    return {"steps_per_s_low": e.low, "steps_per_s_high": e.high,
-            "steps_per_s_batches": ";".join(f"{b:.6g}" for b in e.batch_means)}
+    return {
+        "steps_per_s_low": e.low,
+        "steps_per_s_high": e.high,
+        "steps_per_s_batches": ";".join(f"{b:.6g}" for b in e.batch_means),
+    }
 
 
 def _mean(e: Estimate | None) -> float | None:
@@ -75,9 +102,18 @@ def repeat_row(r: RepeatResult) -> dict[str, Any]:
     """The CSV row of one configuration × repeat."""
     stats = r.estimates() if not r.error else {}
     steps = stats.get("steps_per_s")
-    row = {"row_kind": "repeat", "workload": r.config.family, "variant": r.config.label,
-           "batch_size": r.config.batch_size, "repeat": r.repeat, "seconds": round(r.seconds, 3),
-           "n_samples": r.n_samples, "steps_per_s": _mean(steps), "error": r.error, "knobs": r.config.knobs}
+    row = {
+        "row_kind": "repeat",
+        "workload": r.config.family,
+        "variant": r.config.label,
+        "batch_size": r.config.batch_size,
+        "repeat": r.repeat,
+        "seconds": round(r.seconds, 3),
+        "n_samples": r.n_samples,
+        "steps_per_s": _mean(steps),
+        "error": r.error,
+        "knobs": r.config.knobs,
+    }
     row.update(_interval_cells(steps))
     row.update({key: _mean(stats.get(key)) for key in _MEANS})
     row.update(stage_cells(r.stages, steps))
@@ -87,9 +123,18 @@ def repeat_row(r: RepeatResult) -> dict[str, Any]:
 def summary_row(s: ConfigSummary) -> dict[str, Any]:
     """The CSV row of one configuration over its repeats."""
     steps = s.steps
-    row = {"row_kind": "summary", "workload": s.config.family, "variant": s.config.label,
-           "batch_size": s.config.batch_size, "repeat": None, "seconds": round(s.seconds, 3),
-           "n_samples": s.n_samples, "steps_per_s": _mean(steps), "error": s.error, "knobs": s.config.knobs}
+    row = {
+        "row_kind": "summary",
+        "workload": s.config.family,
+        "variant": s.config.label,
+        "batch_size": s.config.batch_size,
+        "repeat": None,
+        "seconds": round(s.seconds, 3),
+        "n_samples": s.n_samples,
+        "steps_per_s": _mean(steps),
+        "error": s.error,
+        "knobs": s.config.knobs,
+    }
     row.update(_interval_cells(steps))
     row.update({key: _mean(s.stats.get(key)) for key in _MEANS})
     row.update(stage_cells(s.stages, steps))
@@ -143,8 +188,13 @@ class SweepReport:
         from gpudash.recording.record import started_metadata
 
         info = session.gpu_info
-        self.meta.update(gpu_name=info.name, gpu_names=list(info.names), gpu_index=info.index,
-                         driver=info.driver, nvml_unavailable=info.unavailable)
+        self.meta.update(
+            gpu_name=info.name,
+            gpu_names=list(info.names),
+            gpu_index=info.index,
+            driver=info.driver,
+            nvml_unavailable=info.unavailable,
+        )
         self.meta.update(started_metadata(session.started_details, self.meta))
         self.write_json()
 
@@ -158,8 +208,9 @@ class SweepReport:
     def finish(self, status: str, code: ExitCode) -> list[str]:
         """Close the CSV; write the JSON, the Markdown and the plots. Returns the files written."""
         self._file.close()
-        self.meta.update(end_time=_now(), status=status, exit_code=int(code), notes=self.notes,
-                         measurements=len(self.results))
+        self.meta.update(
+            end_time=_now(), status=status, exit_code=int(code), notes=self.notes, measurements=len(self.results)
+        )
         self.write_json()
         (self.out_dir / "sweep.md").write_text(markdown(self, status), encoding="utf-8")
         written = ["sweep.csv", "sweep.json", "sweep.md"]
@@ -199,14 +250,28 @@ def sweep_metadata(plan: SweepPlan) -> dict[str, Any]:
     from gpudash.recording.record import run_metadata
 
     first = plan.families[0].configurations[0]
-    meta = run_metadata(run_config(first, plan.settings), command=plan.command, preset=plan.preset,
-                        settings=dataclasses.asdict(plan.settings), cpu_count=os.cpu_count(),
-                        skipped=list(plan.skipped), knobs=plan.knobs, status="running")
+    meta = run_metadata(
+        run_config(first, plan.settings),
+        command=plan.command,
+        preset=plan.preset,
+        settings=dataclasses.asdict(plan.settings),
+        cpu_count=os.cpu_count(),
+        skipped=list(plan.skipped),
+        knobs=plan.knobs,
+        status="running",
+    )
     meta.pop("config", None)  # one session per family: their configurations are below
     meta["families"] = [
-        {"family": fp.family, "title": fp.title, "seconds": fp.seconds, "warmup": fp.warmup,
-         "configurations": [{"label": c.label, "variant": c.variant, "batch_size": c.batch_size, "knobs": c.knobs}
-                            for c in fp.configurations]}
+        {
+            "family": fp.family,
+            "title": fp.title,
+            "seconds": fp.seconds,
+            "warmup": fp.warmup,
+            "configurations": [
+                {"label": c.label, "variant": c.variant, "batch_size": c.batch_size, "knobs": c.knobs}
+                for c in fp.configurations
+            ],
+        }
         for fp in plan.families
     ]
     meta["out_dir"] = str(plan.out_dir)
@@ -227,8 +292,9 @@ def write_plots(report: SweepReport) -> list[str]:
 def plot_title(meta: dict[str, Any]) -> str:
     """The plot's title: the GPU (or device), torch and the date."""
     device = meta.get("gpu_name") or meta.get("device_name") or meta.get("device") or "?"
-    return f"gpudash sweep · {device} · torch {meta.get('torch_version') or '?'} · {str(meta.get('start_time', ''))[:10]}"
-
+    return (
+        f"gpudash sweep · {device} · torch {meta.get('torch_version') or '?'} · {str(meta.get('start_time', ''))[:10]}"
+    )
 
 
 # -- sweep.md ------------------------------------------------------------------------------------
@@ -240,8 +306,10 @@ METHOD = (
     "it is significant but smaller; *no change detected* when not significant. "
     f"GPU % is NVML's {metric('gpu_util_pct').description}; J/step is NVML energy over the steps done."
 )
-TABLE_HEAD = ("| variant | steps/s ± CI | samples/s | syncs/step | GPU % | J/step | relative speed | verdict |\n"
-              "|---|--:|--:|--:|--:|--:|--:|---|")
+TABLE_HEAD = (
+    "| variant | steps/s ± CI | samples/s | syncs/step | GPU % | J/step | relative speed | verdict |\n"
+    "|---|--:|--:|--:|--:|--:|--:|---|"
+)
 
 
 def table_row(s: ConfigSummary) -> str:
@@ -259,8 +327,7 @@ def table_row(s: ConfigSummary) -> str:
     return f"| {s.config.label} | " + " | ".join(cells) + " |"
 
 
-STAGE_HEAD = ("| variant | each stage alone | overlap bound (steps/s) | steps/s as % of the bound |\n"
-              "|---|---|--:|--:|")
+STAGE_HEAD = "| variant | each stage alone | overlap bound (steps/s) | steps/s as % of the bound |\n|---|---|--:|--:|"
 
 
 def stage_table(summaries: list[ConfigSummary]) -> list[str]:
@@ -269,12 +336,18 @@ def stage_table(summaries: list[ConfigSummary]) -> list[str]:
     timed = [s for s in summaries if s.stages is not None]
     if not timed:
         return []
-    lines = ["", "Each stage timed alone right after each repeat (20 calls each, CUDA events on a GPU); "
-             "a perfect two-stage pipeline runs at the overlap bound.", "", STAGE_HEAD]
+    lines = [
+        "",
+        "Each stage timed alone right after each repeat (20 calls each, CUDA events on a GPU); "
+        "a perfect two-stage pipeline runs at the overlap bound.",
+        "",
+        STAGE_HEAD,
+    ]
     for s in timed:
         assert s.stages is not None
-        lines.append(f"| {s.config.label} | {s.stages.describe()} | {fmt_num(s.stages.bound)} | "
-                     f"{fmt_pm(s.pct_of_bound)} |")
+        lines.append(
+            f"| {s.config.label} | {s.stages.describe()} | {fmt_num(s.stages.bound)} | {fmt_pm(s.pct_of_bound)} |"
+        )
     return lines
 
 
@@ -282,15 +355,21 @@ def header_lines(report: SweepReport, status: str) -> list[str]:
     """``sweep.md``'s header: the command, date, device, torch, settings and outcome."""
     meta, plan, st = report.meta, report.plan, report.plan.settings
     gpu = meta.get("gpu_name") or meta.get("device_name")
-    telemetry = f"{gpu}, driver {meta.get('driver') or '?'}" if gpu else f"no GPU telemetry ({meta.get('nvml_unavailable') or '?'})"
+    telemetry = (
+        f"{gpu}, driver {meta.get('driver') or '?'}"
+        if gpu
+        else f"no GPU telemetry ({meta.get('nvml_unavailable') or '?'})"
+    )
     order = f"configurations in a shuffled order each repeat (seed {st.seed})"
     until = f"; then rounds until every steps/s interval is within ±{st.until_ci:g}%" if st.until_ci else ""
     knobs = [f"- **Knobs on every configuration:** {plan.knobs}"] if plan.knobs != "none" else []
     return [
         f"- **Command:** `{plan.command}`",
-        f"- **Date:** {meta.get('start_time')} to {meta.get('end_time') or '?'} · host {meta.get('hostname')} · gpudash {meta.get('gpudash_version')}",
+        f"- **Date:** {meta.get('start_time')} to {meta.get('end_time') or '?'} · host {meta.get('hostname')} "
+        f"· gpudash {meta.get('gpudash_version')}",
         f"- **Device:** {meta.get('device') or st.device} · {telemetry}",
-        f"- **torch** {meta.get('torch_version') or '?'} · CUDA {meta.get('cuda_version') or '–'} · {meta.get('cpu_count')} CPUs",
+        f"- **torch** {meta.get('torch_version') or '?'} · CUDA {meta.get('cuda_version') or '–'} "
+        f"· {meta.get('cpu_count')} CPUs",
         f"- **Settings:** {st.repeats} repeats, a sample every {st.sample_interval_s:g} s; {order}{until}",
         *knobs,
         f"- **Outcome:** {status}; {len(report.results)} configuration × repeat measurements finished",
@@ -302,8 +381,10 @@ def markdown(report: SweepReport, status: str) -> str:
     lines = ["# gpudash sweep", "", *header_lines(report, status), "", METHOD, ""]
     for fp, summaries in report.summaries:
         for batch in dict.fromkeys(s.config.batch_size for s in summaries):
-            timing = (f"{report.plan.settings.repeats} repeats × {fp.seconds:g} s measured after {fp.warmup:g} s "
-                      "of warm-up per configuration")
+            timing = (
+                f"{report.plan.settings.repeats} repeats × {fp.seconds:g} s measured after {fp.warmup:g} s "
+                "of warm-up per configuration"
+            )
             lines += [f"## {fp.family} · batch {batch}", "", f"{fp.title}. {timing}.", "", TABLE_HEAD]
             at_batch = [s for s in summaries if s.config.batch_size == batch]
             lines += [table_row(s) for s in at_batch]
@@ -323,16 +404,26 @@ def _panel(ax: Any, title: str, summaries: list[ConfigSummary]) -> None:
     """Bars of steps/s with 95% whiskers; each bar's relative speed above it (staggered when
     the bars are many); a dashed mark across a bar at its own overlap bound, when timed."""
     means = [s.steps.mean if s.steps is not None else 0.0 for s in summaries]
-    lows = [m - s.steps.low if s.steps is not None and s.steps.low is not None else 0.0 for m, s in zip(means, summaries)]
-    highs = [s.steps.high - m if s.steps is not None and s.steps.high is not None else 0.0
-             for m, s in zip(means, summaries)]
-    colours = ["#7f7f7f" if s.is_base else _COLOURS.get(str(s.comparison.verdict) if s.comparison else "", "#1f77b4")
-               for s in summaries]
+    lows = [
+        m - s.steps.low if s.steps is not None and s.steps.low is not None else 0.0
+        for m, s in zip(means, summaries, strict=False)
+    ]
+    highs = [
+        s.steps.high - m if s.steps is not None and s.steps.high is not None else 0.0
+        for m, s in zip(means, summaries, strict=False)
+    ]
+    colours = [
+        "#7f7f7f" if s.is_base else _COLOURS.get(str(s.comparison.verdict) if s.comparison else "", "#1f77b4")
+        for s in summaries
+    ]
     x = list(range(len(summaries)))
     ax.bar(x, means, width=0.6, yerr=[lows, highs], capsize=5, color=colours, edgecolor="black", linewidth=0.6)
     ax.set_xlim(-0.7, len(x) - 0.3)
     bounds = [s.stages.bound if s.stages is not None else None for s in summaries]
-    top = max([m + h for m, h in zip(means, highs)] + [b for b in bounds if b is not None], default=1.0) or 1.0
+    top = (
+        max([m + h for m, h in zip(means, highs, strict=False)] + [b for b in bounds if b is not None], default=1.0)
+        or 1.0
+    )
     for i, bound in enumerate(bounds):
         if bound is not None:
             ax.hlines(bound, i - 0.4, i + 0.4, colors="black", linestyles="--", linewidth=0.9)
@@ -341,8 +432,11 @@ def _panel(ax: Any, title: str, summaries: list[ConfigSummary]) -> None:
         ax.legend(fontsize=7, loc="upper left")
     stagger = len(summaries) > 3
     for i, s in enumerate(summaries):
-        text = "failed" if s.steps is None else ("base" if s.is_base else
-                                                  (s.comparison.format() + "×" if s.comparison else ""))
+        text = (
+            "failed"
+            if s.steps is None
+            else ("base" if s.is_base else (s.comparison.format() + "×" if s.comparison else ""))
+        )
         lift = top * (0.02 + (0.07 if stagger and i % 2 else 0.0))
         ax.text(i, max(means[i] + highs[i], bounds[i] or 0.0) + lift, text, ha="center", va="bottom", fontsize=7)
     ticks = [tick_label(s.config.label) for s in summaries]
@@ -365,8 +459,11 @@ def plot(families: list[tuple[FamilyPlan, list[ConfigSummary]]], out_dir: Path, 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    panels = [(f"{fp.family} · batch {b}", [s for s in ss if s.config.batch_size == b])
-              for fp, ss in families for b in dict.fromkeys(s.config.batch_size for s in ss)]
+    panels = [
+        (f"{fp.family} · batch {b}", [s for s in ss if s.config.batch_size == b])
+        for fp, ss in families
+        for b in dict.fromkeys(s.config.batch_size for s in ss)
+    ]
     ncols = min(3, len(panels))
     nrows = math.ceil(len(panels) / ncols)
     bars = max(len(ss) for _, ss in panels)  # many bars (knob combinations): wider panels
@@ -374,9 +471,9 @@ def plot(families: list[tuple[FamilyPlan, list[ConfigSummary]]], out_dir: Path, 
     size = (max(4.4, 1.3 * bars) * ncols + 0.4, (3.6 + 0.15 * lines) * nrows + 0.7)
     fig, axes = plt.subplots(nrows, ncols, figsize=size, squeeze=False)
     try:
-        for ax, (name, summaries) in zip(axes.flat, panels):
+        for ax, (name, summaries) in zip(axes.flat, panels, strict=False):
             _panel(ax, name, summaries)
-        for ax in list(axes.flat)[len(panels):]:
+        for ax in list(axes.flat)[len(panels) :]:
             ax.axis("off")
         fig.suptitle(title, fontsize=10)
         fig.tight_layout()
@@ -402,20 +499,31 @@ def summary_from_row(row: dict[str, str], position: int, base: Configuration | N
     stats: dict[str, Estimate | None] = {}
     if row["steps_per_s"]:
         batches = tuple(float(b) for b in row.get("steps_per_s_batches", "").split(";") if b)
-        stats["steps_per_s"] = Estimate(float(row["steps_per_s"]), _optional(row, "steps_per_s_low"),
-                                        _optional(row, "steps_per_s_high"), n, batches)
+        stats["steps_per_s"] = Estimate(
+            float(row["steps_per_s"]), _optional(row, "steps_per_s_low"), _optional(row, "steps_per_s_high"), n, batches
+        )
     for key in _MEANS:
         value = _optional(row, key)
         stats[key] = None if value is None else Estimate(value, None, None, n)
     comparison = None
     if row["verdict"]:
-        comparison = Comparison(float(row["ratio"]), _optional(row, "ratio_low"), _optional(row, "ratio_high"),
-                                Verdict(row["verdict"]))
+        comparison = Comparison(
+            float(row["ratio"]), _optional(row, "ratio_low"), _optional(row, "ratio_high"), Verdict(row["verdict"])
+        )
     stages = None
     if row.get("stage1"):
         stages = StageTimes(row["stage1"], float(row["stage1_ms"]), row["stage2"], float(row["stage2_ms"]))
-    return ConfigSummary(config, 0, float(row["seconds"] or 0), n, stats, comparison,
-                         None if comparison is None else base, row["error"], stages)
+    return ConfigSummary(
+        config,
+        0,
+        float(row["seconds"] or 0),
+        n,
+        stats,
+        comparison,
+        None if comparison is None else base,
+        row["error"],
+        stages,
+    )
 
 
 def summaries_from_csv(path: Path) -> list[tuple[FamilyPlan, list[ConfigSummary]]]:
@@ -425,7 +533,11 @@ def summaries_from_csv(path: Path) -> list[tuple[FamilyPlan, list[ConfigSummary]
     from workloads.registry import family
 
     header, records = read_table(path)
-    rows = [row for row in (dict(zip(header, cells)) for _, cells in records) if row.get("row_kind") == "summary"]
+    rows = [
+        row
+        for row in (dict(zip(header, cells, strict=False)) for _, cells in records)
+        if row.get("row_kind") == "summary"
+    ]
     out: dict[str, list[ConfigSummary]] = {}
     bases: dict[tuple[str, int], Configuration] = {}
     for row in rows:
@@ -444,6 +556,7 @@ def redraw(sweep_dir: Path, dest: Path | None = None, families: tuple[str, ...] 
     from gpudash.recording.sidecar import read_sidecar
 
     meta = read_sidecar(sweep_dir / "sweep.csv").data
-    chosen = [(fp, ss) for fp, ss in summaries_from_csv(sweep_dir / "sweep.csv")
-              if families is None or fp.family in families]
+    chosen = [
+        (fp, ss) for fp, ss in summaries_from_csv(sweep_dir / "sweep.csv") if families is None or fp.family in families
+    ]
     return plot(chosen, dest or sweep_dir, title=plot_title(meta))

@@ -28,18 +28,35 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from gpudash.argtypes import UsageError
-from gpudash.recording.headless import _Interrupted
-from gpudash.core.runstate import RunState
 from gpudash.core.protocol import (
-    Control, Event, EventKind, ExitCode, GpuSample, RunConfig, Sample, SetBatchSize, SetKnobs, SetVariant, TimeStages,
+    Control,
+    Event,
+    EventKind,
+    ExitCode,
+    GpuSample,
+    RunConfig,
+    Sample,
+    SetBatchSize,
+    SetKnobs,
+    SetVariant,
+    TimeStages,
     TraceWindow,
 )
+from gpudash.core.runstate import RunState
+from gpudash.core.textfmt import fmt_pm
+from gpudash.recording.headless import _Interrupted
+from gpudash.stats.repeats import RepeatResult, StageTimes, summarize, wide_intervals
 from gpudash.sweep.plan import (
-    Configuration, FamilyPlan, SweepPlan, SweepSettings, build_parser, plan_from_args, round_orders, run_config,
+    Configuration,
+    FamilyPlan,
+    SweepPlan,
+    SweepSettings,
+    build_parser,
+    plan_from_args,
+    round_orders,
+    run_config,
 )
 from gpudash.sweep.progress import SweepProgress
-from gpudash.stats.repeats import RepeatResult, StageTimes, summarize, wide_intervals
-from gpudash.core.textfmt import fmt_pm
 
 if TYPE_CHECKING:  # pragma: no cover
     from gpudash.host.session import EngineSession
@@ -121,9 +138,18 @@ class Clock:
 class FamilyRun:
     """One family's rounds on one ``EngineSession``; each finished result goes to ``on_result``."""
 
-    def __init__(self, plan: FamilyPlan, settings: SweepSettings, *, session_for: Callable[[RunConfig], EngineSession],
-                 interrupted: _Interrupted, progress: SweepProgress, clock: Clock,
-                 on_result: Callable[[RepeatResult], None], on_started: Callable[[EngineSession], None]) -> None:
+    def __init__(
+        self,
+        plan: FamilyPlan,
+        settings: SweepSettings,
+        *,
+        session_for: Callable[[RunConfig], EngineSession],
+        interrupted: _Interrupted,
+        progress: SweepProgress,
+        clock: Clock,
+        on_result: Callable[[RepeatResult], None],
+        on_started: Callable[[EngineSession], None],
+    ) -> None:
         self.plan, self.settings = plan, settings
         self.session_for, self.interrupted, self.progress, self.clock = session_for, interrupted, progress, clock
         self.on_result, self.on_started = on_result, on_started
@@ -170,7 +196,9 @@ class FamilyRun:
     def _wide(self, pct: float) -> list[str]:
         """The configurations whose steps/s interval is wider than ±``pct``%, with their width."""
         summaries = summarize(self.plan.configurations, self.results)
-        return [f"{s.config.name} ±{'?' if rel is None else f'{rel:.1f}'}%" for s, rel in wide_intervals(summaries, pct)]
+        return [
+            f"{s.config.name} ±{'?' if rel is None else f'{rel:.1f}'}%" for s, rel in wide_intervals(summaries, pct)
+        ]
 
     def _time_up_status(self) -> str:
         """Why the sweep stopped at ``--max-minutes`` (and, with ``--until-ci``, what is still wide)."""
@@ -242,8 +270,9 @@ class FamilyRun:
             log = self.session.log_path
             raise SweepStopped(f"workload failed: {why}" + ("" if log in why else f" (log: {log})"), ExitCode.FAILED)
 
-    def _wait(self, done: Callable[[list[Event]], bool], timeout: float, what: str, *,
-              warming: str | None = None) -> None:
+    def _wait(
+        self, done: Callable[[list[Event]], bool], timeout: float, what: str, *, warming: str | None = None
+    ) -> None:
         """Poll until ``done(events)``; ``ConfigFailed`` after ``timeout`` seconds. ``warming``
         (a configuration's name): its knobs' warm-up (compile, capture) reports progress every
         2 s; each report is shown and restarts the clock."""
@@ -263,8 +292,11 @@ class FamilyRun:
         self.progress.status(f"starting {self.plan.family} (the workload process imports torch)")
         self.session.start()
         try:
-            self._wait(lambda events: any(e.kind == EventKind.STARTED for e in events), START_TIMEOUT_S,
-                       f"start of {self.plan.family}")
+            self._wait(
+                lambda events: any(e.kind == EventKind.STARTED for e in events),
+                START_TIMEOUT_S,
+                f"start of {self.plan.family}",
+            )
         except ConfigFailed as exc:
             raise SweepStopped(f"workload failed: {exc}", ExitCode.FAILED) from None
 
@@ -273,7 +305,9 @@ class FamilyRun:
         case: it already runs) sends nothing and starts the warm-up clock now."""
         now = self.run_state.running
         assert self.session is not None and now is not None
-        controls = switch_controls((now.variant, now.batch_size, now.knobs), (config.variant, config.batch_size, config.knobs))
+        controls = switch_controls(
+            (now.variant, now.batch_size, now.knobs), (config.variant, config.batch_size, config.knobs)
+        )
         for control in controls:
             self.session.send(control)
         pending = [_what(c) for c in controls]  # the engine answers each in turn
@@ -414,9 +448,16 @@ def _measure_all(plan: SweepPlan, report: SweepReport, progress: SweepProgress) 
     with _Interrupted() as interrupted:
         try:
             for fp in plan.families:
-                run = FamilyRun(fp, plan.settings, session_for=_session_for(plan, fp.family),
-                                interrupted=interrupted, progress=progress, clock=clock,
-                                on_result=report.add_result, on_started=report.note_session)
+                run = FamilyRun(
+                    fp,
+                    plan.settings,
+                    session_for=_session_for(plan, fp.family),
+                    interrupted=interrupted,
+                    progress=progress,
+                    clock=clock,
+                    on_result=report.add_result,
+                    on_started=report.note_session,
+                )
                 try:
                     run.run()
                 finally:
@@ -436,8 +477,10 @@ def run_sweep(plan: SweepPlan, *, quiet: bool = False) -> int:
     s = plan.settings
     planned_min = plan.planned_s / 60
     if planned_min > s.max_minutes:
-        _say(f"the planned {plan.units} measurements take about {planned_min:.0f} min: "
-             f"those after --max-minutes {s.max_minutes:g} are left out")
+        _say(
+            f"the planned {plan.units} measurements take about {planned_min:.0f} min: "
+            f"those after --max-minutes {s.max_minutes:g} are left out"
+        )
     try:
         report = SweepReport(plan)
     except OSError as exc:

@@ -32,59 +32,148 @@ class Action:
         return self.key_display or self.keys.split(",")[0]
 
     def binding(self) -> Binding:
-        return Binding(self.keys, self.name, self.footer, key_display=self.key_display,
-                       tooltip=self.tooltip or "", show=self.in_footer)
+        return Binding(
+            self.keys,
+            self.name,
+            self.footer,
+            key_display=self.key_display,
+            tooltip=self.tooltip or "",
+            show=self.in_footer,
+        )
 
 
 ACTIONS: tuple[Action, ...] = (
-    Action("toggle_pipeline", "p", "Pipeline", "Toggle pipelining",
-           "switch between the family's serial and pipelined variants", steers=True,
-           tooltip="Toggle serial ↔ pipelined"),
-    Action("cycle_variant", "v", "Variant", "Next variant",
-           "switch to the next variant of this workload family", steers=True,
-           tooltip="Next variant of this workload"),
-    Action("switch_workload", "w", "Workload", "Switch workload",
-           f"pick another workload family ({', '.join(FAMILIES)})", steers=True, tooltip="Switch to another workload family"),
-    Action("batch_double", "plus,equals_sign", "Batch×2", "Batch size ×2", "double the batch size",
-           steers=True, key_display="+"),
-    Action("batch_half", "minus", "÷2", "Batch size ÷2", "halve the batch size", steers=True,
-           key_display="-"),
-    Action("batch_typed", "b", "Batch=", "Type a batch size", "type a batch size", steers=True,
-           tooltip="Type a batch size"),
-    Action("time_stages", "t", "Stages", "Time the two stages alone",
-           "time each stage of a pipelined family alone (20 steps each) and show the overlap bound "
-           "1/max(t1, t2) that pipelining can reach", steers=True),
-    Action("trace_window", "T", "Profile", "Profile 20 steps (torch.profiler window)",
-           "run the next 20 steps under torch.profiler: a Chrome trace (.json.gz, open it in ui.perfetto.dev) "
-           "and its figures (GPU busy, idle, stream overlap, kernels/step) under the stats; those steps stay "
-           "out of the statistics", steers=True, tooltip="Profile 20 steps with torch.profiler"),
-    Action("measure_scaling", "e", "Scaling", "Measure the data-parallel scaling efficiency",
-           "with --nproc 2 or more: rank 0 trains alone for 50 steps (the others wait, the training is put "
-           "back) and the running rate is compared with it: N-rank samples/s ÷ (N × one rank's)", steers=True,
-           tooltip="Scaling efficiency of a --nproc run", in_footer=False),
-    Action("knobs", "k", "Knobs", "Knobs panel",
-           f"set the knobs ({', '.join(KNOBS)}): precision, layout, autotuning, graphs, compilation; "
-           "applied at a step boundary, compile and capture show their progress", steers=True,
-           tooltip="Set the knobs (amp, channels_last, compile, …)"),
-    Action("pause_resume", "space", "Pause", "Pause / resume",
-           "pause the training loop at the next step, or resume it", steers=True),
-    Action("restart", "r", "Restart", "Restart the workload",
-           "start the workload again after a crash or stop", steers=True),
-    Action("record", "c", "Record", "Start / stop recording to CSV",
-           "record the run to a CSV file (same format as gpudash --record); again to stop",
-           steers=True, tooltip="Start/stop recording to CSV"),
-    Action("screenshot", "s,ctrl+s", "Shot", "Save a screenshot (SVG)",
-           "save the screen as an SVG file in the current directory (or the configured record directory) "
-           "and say where", key_display="s", tooltip="Save an SVG screenshot", in_footer=False),
-    Action("reset_zoom", "0", "Unzoom", "Show the whole run (reset the time zoom)",
-           "show the whole run again after zooming the time axis with the scroll wheel",
-           tooltip="Reset the scroll-wheel zoom of the time axis", in_footer=False),
-    Action("help", "question_mark,f1", "Help", "Help: keys and charts", "the keys and what every chart means",
-           key_display="?"),
+    Action(
+        "toggle_pipeline",
+        "p",
+        "Pipeline",
+        "Toggle pipelining",
+        "switch between the family's serial and pipelined variants",
+        steers=True,
+        tooltip="Toggle serial ↔ pipelined",
+    ),
+    Action(
+        "cycle_variant",
+        "v",
+        "Variant",
+        "Next variant",
+        "switch to the next variant of this workload family",
+        steers=True,
+        tooltip="Next variant of this workload",
+    ),
+    Action(
+        "switch_workload",
+        "w",
+        "Workload",
+        "Switch workload",
+        f"pick another workload family ({', '.join(FAMILIES)})",
+        steers=True,
+        tooltip="Switch to another workload family",
+    ),
+    Action(
+        "batch_double",
+        "plus,equals_sign",
+        "Batch×2",
+        "Batch size ×2",
+        "double the batch size",
+        steers=True,
+        key_display="+",
+    ),
+    Action("batch_half", "minus", "÷2", "Batch size ÷2", "halve the batch size", steers=True, key_display="-"),
+    Action(
+        "batch_typed", "b", "Batch=", "Type a batch size", "type a batch size", steers=True, tooltip="Type a batch size"
+    ),
+    Action(
+        "time_stages",
+        "t",
+        "Stages",
+        "Time the two stages alone",
+        "time each stage of a pipelined family alone (20 steps each) and show the overlap bound "
+        "1/max(t1, t2) that pipelining can reach",
+        steers=True,
+    ),
+    Action(
+        "trace_window",
+        "T",
+        "Profile",
+        "Profile 20 steps (torch.profiler window)",
+        "run the next 20 steps under torch.profiler: a Chrome trace (.json.gz, open it in ui.perfetto.dev) "
+        "and its figures (GPU busy, idle, stream overlap, kernels/step) under the stats; those steps stay "
+        "out of the statistics",
+        steers=True,
+        tooltip="Profile 20 steps with torch.profiler",
+    ),
+    Action(
+        "measure_scaling",
+        "e",
+        "Scaling",
+        "Measure the data-parallel scaling efficiency",
+        "with --nproc 2 or more: rank 0 trains alone for 50 steps (the others wait, the training is put "
+        "back) and the running rate is compared with it: N-rank samples/s ÷ (N × one rank's)",
+        steers=True,
+        tooltip="Scaling efficiency of a --nproc run",
+        in_footer=False,
+    ),
+    Action(
+        "knobs",
+        "k",
+        "Knobs",
+        "Knobs panel",
+        f"set the knobs ({', '.join(KNOBS)}): precision, layout, autotuning, graphs, compilation; "
+        "applied at a step boundary, compile and capture show their progress",
+        steers=True,
+        tooltip="Set the knobs (amp, channels_last, compile, …)",
+    ),
+    Action(
+        "pause_resume",
+        "space",
+        "Pause",
+        "Pause / resume",
+        "pause the training loop at the next step, or resume it",
+        steers=True,
+    ),
+    Action(
+        "restart", "r", "Restart", "Restart the workload", "start the workload again after a crash or stop", steers=True
+    ),
+    Action(
+        "record",
+        "c",
+        "Record",
+        "Start / stop recording to CSV",
+        "record the run to a CSV file (same format as gpudash --record); again to stop",
+        steers=True,
+        tooltip="Start/stop recording to CSV",
+    ),
+    Action(
+        "screenshot",
+        "s,ctrl+s",
+        "Shot",
+        "Save a screenshot (SVG)",
+        "save the screen as an SVG file in the current directory (or the configured record directory) and say where",
+        key_display="s",
+        tooltip="Save an SVG screenshot",
+        in_footer=False,
+    ),
+    Action(
+        "reset_zoom",
+        "0",
+        "Unzoom",
+        "Show the whole run (reset the time zoom)",
+        "show the whole run again after zooming the time axis with the scroll wheel",
+        tooltip="Reset the scroll-wheel zoom of the time axis",
+        in_footer=False,
+    ),
+    Action(
+        "help",
+        "question_mark,f1",
+        "Help",
+        "Help: keys and charts",
+        "the keys and what every chart means",
+        key_display="?",
+    ),
     # ctrl+c quits like q, as in most terminal monitors; with text selected it copies it instead
     # (Textual's screen binding, tried first, passes the key on when nothing is selected)
-    Action("quit", "q,ctrl+c", "Quit", "Quit", "stop the workload cleanly and leave (also ctrl+c)",
-           key_display="q"),
+    Action("quit", "q,ctrl+c", "Quit", "Quit", "stop the workload cleanly and leave (also ctrl+c)", key_display="q"),
 )
 
 STEERING: frozenset[str] = frozenset(a.name for a in ACTIONS if a.steers)

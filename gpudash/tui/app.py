@@ -31,21 +31,30 @@ from textual.widgets import Static
 from textual.worker import WorkerFailed
 
 from gpudash.config import UserConfig
-from gpudash.tui.controller import STARTING, DashController, Notice, RecorderFactory, Severity
 from gpudash.core.protocol import EngineSource, ExitCode, GpuInfo, Message, RunConfig
-from gpudash.tui.state import Status
 from gpudash.tui import actions
 from gpudash.tui.charts import CHARTS, MetricChart
+from gpudash.tui.controller import STARTING, DashController, Notice, RecorderFactory, Severity
 from gpudash.tui.crash import report_crash
 from gpudash.tui.footer import LeanFooter
+from gpudash.tui.gpu_rows import GpuRows
 from gpudash.tui.layout import layout_for, notice_text
 from gpudash.tui.render_cache import bound_render_ansi
+from gpudash.tui.state import Status
 from gpudash.tui.textual_adapter import QuietCrashApp
 from gpudash.tui.timeview import TimeView
 from gpudash.tui.user_settings import keep_user_settings
-from gpudash.tui.gpu_rows import GpuRows
-from gpudash.tui.widgets import HelpScreen, KnobsScreen, MessageBar, PickScreen, PromptScreen, RunHeader, StatsPanel
-from gpudash.tui.widgets import StatsTable, stats_table
+from gpudash.tui.widgets import (
+    HelpScreen,
+    KnobsScreen,
+    MessageBar,
+    PickScreen,
+    PromptScreen,
+    RunHeader,
+    StatsPanel,
+    StatsTable,
+    stats_table,
+)
 from workloads.registry import FAMILIES, WorkloadError, parse_batch_size
 
 HINT = "? help · ctrl+p all commands"
@@ -235,9 +244,13 @@ class GpuDashApp(QuietCrashApp[int]):
             return
         self._drawn_version, self._drawn_size = self.state.version, size
         lines = gpu_rows.lines
-        gpu_rows.show(self.state.last_gpu, self.state.gpu_info, height=(self._layout_size or self.size).height,
-                      stale=not self.replay and not self._gpu_available(),
-                      ranks=self.controller.config.nproc)
+        gpu_rows.show(
+            self.state.last_gpu,
+            self.state.gpu_info,
+            height=(self._layout_size or self.size).height,
+            stale=not self.replay and not self._gpu_available(),
+            ranks=self.controller.config.nproc,
+        )
         if gpu_rows.lines != lines:
             self._apply_layout()  # the rows took lines or gave them back: the charts get what is left
         self.redraw_charts()
@@ -294,9 +307,10 @@ class GpuDashApp(QuietCrashApp[int]):
 
     def action_switch_workload(self) -> None:
         choices = [(f.name, f.title) for f in FAMILIES.values()]
-        self.push_screen(PickScreen("Switch workload (enter picks, escape cancels)", choices,
-                                    self.state.workload),
-                         lambda name: self._tell([self.controller.switch_workload(name)]))
+        self.push_screen(
+            PickScreen("Switch workload (enter picks, escape cancels)", choices, self.state.workload),
+            lambda name: self._tell([self.controller.switch_workload(name)]),
+        )
 
     def set_batch(self, n: int) -> None:
         self._tell([self.controller.set_batch(n)])
@@ -309,9 +323,12 @@ class GpuDashApp(QuietCrashApp[int]):
 
     def action_batch_typed(self) -> None:
         """The edge's one check of a typed batch size: the prompt parses it, or says why not."""
-        prompt = PromptScreen(f"Batch size (now {self.state.batch_size or '?'})",
-                              placeholder="a whole number ≥ 1", parse=parse_batch_size,
-                              errors=(WorkloadError,))
+        prompt = PromptScreen(
+            f"Batch size (now {self.state.batch_size or '?'})",
+            placeholder="a whole number ≥ 1",
+            parse=parse_batch_size,
+            errors=(WorkloadError,),
+        )
         self.push_screen(prompt, lambda n: None if n is None else self.set_batch(n))
 
     def action_time_stages(self) -> None:
@@ -325,8 +342,7 @@ class GpuDashApp(QuietCrashApp[int]):
 
     def action_knobs(self) -> None:
         ctl, s = self.controller, self.state
-        title = (f"Knobs for {s.workload}/{s.variant} on {s.device} — applied at a step boundary, "
-                 "all at once")
+        title = f"Knobs for {s.workload}/{s.variant} on {s.device} — applied at a step boundary, all at once"
         panel = KnobsScreen(title, ctl.knobs_base(), ctl.knob_refusals(), check=ctl.knob_refusal)
         self.push_screen(panel, lambda knobs: None if knobs is None else self._tell([ctl.set_knobs(knobs)]))
 
@@ -361,8 +377,12 @@ class GpuDashApp(QuietCrashApp[int]):
             self._tell([self.controller.stop_recording()])
             self._redraw(force=True)
             return
-        prompt = PromptScreen("Record this run to CSV (same format as gpudash --record)",
-                              value=self.default_record_path(), parse=new_file_path, errors=(ValueError,))
+        prompt = PromptScreen(
+            "Record this run to CSV (same format as gpudash --record)",
+            value=self.default_record_path(),
+            parse=new_file_path,
+            errors=(ValueError,),
+        )
         self.push_screen(prompt, lambda path: path and self.start_recording(path))
 
     def start_recording(self, path: str) -> None:
@@ -371,8 +391,7 @@ class GpuDashApp(QuietCrashApp[int]):
 
     # -- help, palette, quit ----------------------------------------------------------------------
     def key_help(self) -> list[tuple[str, str]]:
-        out = [(a.key, "leave" if (self.replay and a.name == "quit") else a.help)
-               for a in actions.shown(self.replay)]
+        out = [(a.key, "leave" if (self.replay and a.name == "quit") else a.help) for a in actions.shown(self.replay)]
         out.append(("ctrl+p", "command palette: every action by name, Copy stats as Markdown / CSV"))
         out.append(("mouse", "click a chart: the values under the cursor · wheel: zoom the time axis (0: all)"))
         return out
@@ -385,9 +404,11 @@ class GpuDashApp(QuietCrashApp[int]):
         # Textual's own "Screenshot" saves to ~/Downloads (missing on most GPU servers): ours replaces it
         yield from (c for c in super().get_system_commands(screen) if c.title != "Screenshot")
         for kind in COPY_FORMATS:
-            yield SystemCommand(f"Copy stats as {kind}", f"the stats table as {kind}, to the clipboard "
-                                "(OSC 52: works over ssh; in tmux with set-clipboard on)",
-                                partial(self.copy_stats, kind))
+            yield SystemCommand(
+                f"Copy stats as {kind}",
+                f"the stats table as {kind}, to the clipboard (OSC 52: works over ssh; in tmux with set-clipboard on)",
+                partial(self.copy_stats, kind),
+            )
         for a in actions.shown(self.replay):
             if a.name != "quit":
                 yield SystemCommand(f"{a.title} ({a.key})", a.help, getattr(self, f"action_{a.name}"))
@@ -435,8 +456,11 @@ class GpuDashApp(QuietCrashApp[int]):
         """The stats panel's table to the clipboard as ``kind`` (a key of ``COPY_FORMATS``)."""
         table = stats_table(self.state)
         self.copy_to_clipboard(COPY_FORMATS[kind](table))
-        self.say(f"stats table copied as {kind} ({len(table.headers)} metrics × {len(table.rows)} rows); "
-                 "paste it anywhere (OSC 52)", toast=True)
+        self.say(
+            f"stats table copied as {kind} ({len(table.headers)} metrics × {len(table.rows)} rows); "
+            "paste it anywhere (OSC 52)",
+            toast=True,
+        )
 
     def unhandled_exception(self, error: Exception) -> None:
         """An exception nothing caught: Textual exits with status 1; its traceback goes to a log
@@ -540,4 +564,3 @@ def run_replay(path: str, follow: bool, user_config: UserConfig | None = None) -
         print(f"gpudash: error: {exc}", file=sys.stderr)
         return ExitCode.USAGE
     return _run_app(source, user_config)
-

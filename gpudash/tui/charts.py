@@ -21,9 +21,9 @@ from textual.message import Message
 from textual_plotext import PlotextPlot
 
 from gpudash.core.protocol import EventKind
-from gpudash.tui.state import DashState, Marker
 from gpudash.core.textfmt import fmt_num
 from gpudash.tui.plotext_adapter import canvas_columns, column_to_x, plotext_theme_name, render_plot, size_plot
+from gpudash.tui.state import DashState, Marker
 from gpudash.tui.timeview import ZOOM_IN, ZOOM_OUT
 
 # plotext colours as RGB, readable on dark and light themes
@@ -35,9 +35,15 @@ RED = (240, 70, 70)
 YELLOW = (230, 200, 60)
 GREY = (150, 150, 150)
 
-MARKER_COLOURS = {EventKind.CHANGED: RED, EventKind.CRASHED: RED, EventKind.STARTED: GREEN,
-                  EventKind.PAUSED: GREY, EventKind.RESUMED: GREY, EventKind.STOPPED: GREY,
-                  EventKind.MEASURED: MAGENTA}  # measured: a profiler window (the stretch it traced)
+MARKER_COLOURS = {
+    EventKind.CHANGED: RED,
+    EventKind.CRASHED: RED,
+    EventKind.STARTED: GREEN,
+    EventKind.PAUSED: GREY,
+    EventKind.RESUMED: GREY,
+    EventKind.STOPPED: GREY,
+    EventKind.MEASURED: MAGENTA,
+}  # measured: a profiler window (the stretch it traced)
 
 BRAILLE = "braille"
 DOT = "•"
@@ -55,7 +61,7 @@ class Line:
 
     @property
     def legend(self) -> str:
-        """"⠒ steps/s (left)": the marker, the label, the axis where the chart has two."""
+        """ "⠒ steps/s (left)": the marker, the label, the axis where the chart has two."""
         return f"{LEGEND_GLYPHS.get(self.marker, self.marker)} {self.label}"
 
 
@@ -74,8 +80,9 @@ class ChartSpec:
         if len(self.lines) < 2:
             return self.heading
         two_axes = any(line.right for line in self.lines)
-        legend = " · ".join(line.legend + (f" ({'right' if line.right else 'left'})" if two_axes else "")
-                            for line in self.lines)
+        legend = " · ".join(
+            line.legend + (f" ({'right' if line.right else 'left'})" if two_axes else "") for line in self.lines
+        )
         return f"{self.heading}: {legend}" if self.heading else legend
 
 
@@ -104,8 +111,7 @@ CHARTS: tuple[ChartSpec, ...] = (
         "power",
         "",
         (Line("power_w", "power W", YELLOW), Line("sm_clock_mhz", "SM MHz", GREEN, DOT, right=True)),
-        help="Board power draw and streaming-multiprocessor clock; a falling clock at high power "
-        "means throttling.",
+        help="Board power draw and streaming-multiprocessor clock; a falling clock at high power means throttling.",
     ),
     ChartSpec(
         "memory",
@@ -178,7 +184,7 @@ class MetricChart(PlotextPlot):
         return None if cols is None else column_to_x(x, cols, self.window)
 
     def readout_at(self, t: float) -> str:
-        """"at 12.3 s: ⠒ steps/s 201 · • samples/s 1.61k": each line's point nearest to ``t``."""
+        """ "at 12.3 s: ⠒ steps/s 201 · • samples/s 1.61k": each line's point nearest to ``t``."""
         state, (t0, t1) = self._state, self.window
         parts: list[str] = []
         when: float | None = None
@@ -265,7 +271,7 @@ class MetricChart(PlotextPlot):
             span = (len(m.label) + 1) * per_col
             right = m.time_s > t0 + 0.6 * (t1 - t0)  # near the right edge: the label goes left
             a, b = (m.time_s - span, m.time_s) if right else (m.time_s, m.time_s + span)
-            for level, taken in zip(levels, rows):
+            for level, taken in zip(levels, rows, strict=False):
                 if all(b <= x0 or a >= x1 for x0, x1 in taken):
                     taken.append((a, b))
                     y = left_top * level
@@ -298,8 +304,10 @@ def _time_ticks(t0: float, t1: float, n: int) -> list[tuple[float, str]]:
     """About ``n`` round time ticks in [t0, t1] (seconds, or m:ss for long spans)."""
     span = max(t1 - t0, 1e-9)
     raw = span / max(1, n)
-    step = next((s for s in (0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600)
-                 if s >= raw), 3600 * (1 + int(raw // 3600)))
+    step = next(
+        (s for s in (0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600) if s >= raw),
+        3600 * (1 + int(raw // 3600)),
+    )
     if span / step < 2 and step > 0.5:  # at least two ticks
         step = max(0.5, step / 2)
     first = (int(t0 // step) + 1) * step if t0 % step else t0

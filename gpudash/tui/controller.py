@@ -83,8 +83,9 @@ def _default_recorder(path: str, metadata: dict[str, Any]) -> Any:
 class DashController:
     """A run (live or replayed) as the dashboard sees and steers it."""
 
-    def __init__(self, source: EngineSource, *, maxlen: int = 600,
-                 recorder_factory: RecorderFactory | None = None) -> None:
+    def __init__(
+        self, source: EngineSource, *, maxlen: int = 600, recorder_factory: RecorderFactory | None = None
+    ) -> None:
         self.source = source
         self.replay = source.info.replay
         self.config: RunConfig = source.config
@@ -302,8 +303,9 @@ class DashController:
         fam = self.family()
         target = fam.pipeline_target(self.state.variant) if fam else None
         if fam is None or target is None:
-            return _warning(f"{self.state.workload or 'this workload'} has no serial ↔ pipelined pair; "
-                            "v cycles its variants")
+            return _warning(
+                f"{self.state.workload or 'this workload'} has no serial ↔ pipelined pair; v cycles its variants"
+            )
         refusal = self._refusal(fam, target)
         if refusal:
             return _error(f"✗ {refusal}; this run is on the CPU — staying on {self.state.variant}")
@@ -387,8 +389,9 @@ class DashController:
             return _warning("this run has no trace directory: profiler windows are off")
         if self.pending_trace:
             return _warning("a profiler window is already under way; its figures come when it ends")
-        return self.send(TraceWindow(steps),
-                         f"profiling {steps} steps… (torch.profiler; the trace goes to {self.config.trace_dir})")
+        return self.send(
+            TraceWindow(steps), f"profiling {steps} steps… (torch.profiler; the trace goes to {self.config.trace_dir})"
+        )
 
     def pause_resume(self) -> Notice:
         if self.state.paused:
@@ -423,7 +426,11 @@ class DashController:
         except WorkloadError:
             return None
         ranks = self.config.nproc * self.config.nnodes
-        return knobs.refusal(variant, device, ranks) if name is None else KNOBS[name].refusal(variant, device, knobs, ranks)
+        return (
+            knobs.refusal(variant, device, ranks)
+            if name is None
+            else KNOBS[name].refusal(variant, device, knobs, ranks)
+        )
 
     def knob_refusals(self) -> dict[str, str | None]:
         """Each knob's reason it cannot be on here whatever the others are (the panel disables it)."""
@@ -464,10 +471,19 @@ class DashController:
         from gpudash.recording.record import dashboard_metadata
 
         s = self.state
-        meta = dashboard_metadata(self.config, s.gpu_info, self.info.started_details, device=s.device,
-                                  run_s=s.time_s,
-                                  running={"workload": s.workload, "variant": s.variant,
-                                           "batch_size": s.batch_size, "knobs": self.knobs_text})
+        meta = dashboard_metadata(
+            self.config,
+            s.gpu_info,
+            self.info.started_details,
+            device=s.device,
+            run_s=s.time_s,
+            running={
+                "workload": s.workload,
+                "variant": s.variant,
+                "batch_size": s.batch_size,
+                "knobs": self.knobs_text,
+            },
+        )
         try:
             self.recorder = self.recorder_factory(path, meta)
         except Exception as exc:  # noqa: BLE001

@@ -30,8 +30,10 @@ def write_crash_log(error: BaseException, context: str = "") -> str | None:
         textual_version = getattr(textual, "__version__", "?")
     except ImportError:  # pragma: no cover - the dashboard runs on it
         textual_version = "?"
-    head = (f"gpudash {gpudash_version()} · Python {platform.python_version()} · textual {textual_version} · "
-            f"{datetime.now().astimezone().isoformat(timespec='seconds')}\n" + (f"{context}\n" if context else ""))
+    head = (
+        f"gpudash {gpudash_version()} · Python {platform.python_version()} · textual {textual_version} · "
+        f"{datetime.now().astimezone().isoformat(timespec='seconds')}\n" + (f"{context}\n" if context else "")
+    )
     try:
         with open(path, "a", encoding="utf-8") as f:
             f.write(head + "".join(traceback.format_exception(error)) + "\n")
@@ -41,7 +43,7 @@ def write_crash_log(error: BaseException, context: str = "") -> str | None:
 
 
 def crash_line(error: BaseException, log_path: str | None) -> str:
-    """"gpudash: error: the dashboard failed: TypeError: … (traceback in /tmp/gpudash-12-crash.log)"."""
+    """ "gpudash: error: the dashboard failed: TypeError: … (traceback in /tmp/gpudash-12-crash.log)"."""
     first = (str(error).strip().splitlines() or [""])[0][:200]
     what = f"{type(error).__name__}: {first}" if first else type(error).__name__
     where = f"traceback in {log_path}" if log_path else "its traceback could not be written"

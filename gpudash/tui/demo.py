@@ -14,17 +14,39 @@ import time
 from collections import deque
 from collections.abc import Callable
 
-from gpudash.core.protocol import Control, Event, EventKind, GpuInfo, GpuSample, Message, Pause, Resume
-from gpudash.core.protocol import RunConfig, Sample, SetBatchSize, SetVariant, SourceInfo, Stop, SwitchWorkload
+from gpudash.core.protocol import (
+    Control,
+    Event,
+    EventKind,
+    GpuInfo,
+    GpuSample,
+    Message,
+    Pause,
+    Resume,
+    RunConfig,
+    Sample,
+    SetBatchSize,
+    SetVariant,
+    SourceInfo,
+    Stop,
+    SwitchWorkload,
+)
 from workloads.registry import FAMILIES
 
 
 class SyntheticSource:
     """Messages generated from the clock: a sample every ``interval_s``, a GPU tick every 2."""
 
-    def __init__(self, config: RunConfig | None = None, *, gpu: bool = True,
-                 clock: Callable[[], float] = time.monotonic, startup_s: float = 1.0,
-                 interval_s: float = 0.25, seed: int = 0) -> None:
+    def __init__(
+        self,
+        config: RunConfig | None = None,
+        *,
+        gpu: bool = True,
+        clock: Callable[[], float] = time.monotonic,
+        startup_s: float = 1.0,
+        interval_s: float = 0.25,
+        seed: int = 0,
+    ) -> None:
         self.config = config or RunConfig()
         self.gpu = gpu
         self.clock = clock
@@ -91,8 +113,11 @@ class SyntheticSource:
             t = self._next_t
             if not self._started:
                 self._started = True
-                self._out.append(Event(t, EventKind.STARTED, message=f"started {self.workload}/{self.variant}",
-                                       details=self._details()))
+                self._out.append(
+                    Event(
+                        t, EventKind.STARTED, message=f"started {self.workload}/{self.variant}", details=self._details()
+                    )
+                )
             self._apply_controls(t)
             self._emit(t)
             self._next_t += self.interval_s
@@ -101,39 +126,68 @@ class SyntheticSource:
 
     # -- simulation ---------------------------------------------------------------------------
     def _details(self) -> dict[str, str]:
-        return {"workload": self.workload, "variant": self.variant, "batch_size": str(self.batch),
-                "device": self.device}
+        return {
+            "workload": self.workload,
+            "variant": self.variant,
+            "batch_size": str(self.batch),
+            "device": self.device,
+        }
 
     def _apply_controls(self, t: float) -> None:
         for c in self._controls:
             before = {"variant": self.variant, "batch_size": str(self.batch), "workload": self.workload}
             if isinstance(c, SetBatchSize):
                 if c.batch_size < 1:
-                    self._out.append(Event(t, EventKind.ERROR, "batch_size", before["batch_size"], str(c.batch_size),
-                                           f"batch size must be at least 1, got {c.batch_size}"))
+                    self._out.append(
+                        Event(
+                            t,
+                            EventKind.ERROR,
+                            "batch_size",
+                            before["batch_size"],
+                            str(c.batch_size),
+                            f"batch size must be at least 1, got {c.batch_size}",
+                        )
+                    )
                 elif c.batch_size >= 512 and self.gpu:
-                    self._out.append(Event(t, EventKind.ERROR, "batch_size", before["batch_size"], str(c.batch_size),
-                                           f"CUDA out of memory at batch {c.batch_size}; "
-                                           f"back to batch {self.batch}"))
+                    self._out.append(
+                        Event(
+                            t,
+                            EventKind.ERROR,
+                            "batch_size",
+                            before["batch_size"],
+                            str(c.batch_size),
+                            f"CUDA out of memory at batch {c.batch_size}; back to batch {self.batch}",
+                        )
+                    )
                 else:
                     self.batch = c.batch_size
-                    self._out.append(Event(t, EventKind.CHANGED, "batch_size", before["batch_size"], str(self.batch),
-                                           details=self._details()))
+                    self._out.append(
+                        Event(
+                            t,
+                            EventKind.CHANGED,
+                            "batch_size",
+                            before["batch_size"],
+                            str(self.batch),
+                            details=self._details(),
+                        )
+                    )
             elif isinstance(c, SetVariant):
                 fam = FAMILIES[self.workload]
                 if why := fam.refusal(c.variant, self.device):
                     self._out.append(Event(t, EventKind.ERROR, "variant", self.variant, c.variant, why))
                 else:
                     self.variant = c.variant
-                    self._out.append(Event(t, EventKind.CHANGED, "variant", before["variant"], self.variant,
-                                           details=self._details()))
+                    self._out.append(
+                        Event(t, EventKind.CHANGED, "variant", before["variant"], self.variant, details=self._details())
+                    )
             elif isinstance(c, SwitchWorkload):
                 fam = FAMILIES[c.workload]
                 self.workload = fam.name
                 self.variant = c.variant or fam.default_variant
                 self.batch = c.batch_size or fam.defaults("cuda" if self.gpu else "cpu").batch_size
-                self._out.append(Event(t, EventKind.CHANGED, "workload", before["workload"], self.workload,
-                                       details=self._details()))
+                self._out.append(
+                    Event(t, EventKind.CHANGED, "workload", before["workload"], self.workload, details=self._details())
+                )
             elif isinstance(c, Pause):
                 self._paused = True
                 self._out.append(Event(t, EventKind.PAUSED))
@@ -164,14 +218,40 @@ class SyntheticSource:
         ms = 1000.0 / r
         sync_free = FAMILIES[self.workload].variant(self.variant).sync_free
         syncs = (0.0 if sync_free else 6.0) if self.gpu else None
-        self._out.append(Sample(t, self.workload, self.variant, self.batch, self._steps, self._samples,
-                                self.interval_s, r, r * self.batch, ms, ms * 1.3, syncs))
+        self._out.append(
+            Sample(
+                t,
+                self.workload,
+                self.variant,
+                self.batch,
+                self._steps,
+                self._samples,
+                self.interval_s,
+                r,
+                r * self.batch,
+                ms,
+                ms * 1.3,
+                syncs,
+            )
+        )
         if self.gpu and round(t / self.interval_s) % 2 == 0:
             util = min(99.0, 70 + 20 * (self._rate() / 300))
             power = 250 + 200 * util / 100 + 10 * math.sin(t)
             self._energy += power * self.interval_s * 2
-            self._out.append(GpuSample(t, util, util * 0.45, 2000 + 90 * self.batch, 81559, power,
-                                       1980 - 0.5 * util, 55 + util / 5, self._energy, ""))
+            self._out.append(
+                GpuSample(
+                    t,
+                    util,
+                    util * 0.45,
+                    2000 + 90 * self.batch,
+                    81559,
+                    power,
+                    1980 - 0.5 * util,
+                    55 + util / 5,
+                    self._energy,
+                    "",
+                )
+            )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -51,7 +51,9 @@ def _memory(r: GpuReading, compact: bool) -> str:
         return NA.rjust(6 if compact else 12)
     used = r.mem_used_mib / 1024
     if r.mem_total_mib:  # a replay has the used memory only
-        text = f"{used:.1f}/{r.mem_total_mib / 1024:.0f}G" if compact else f"{used:5.1f}/{r.mem_total_mib / 1024:.0f} GiB"
+        text = (
+            f"{used:.1f}/{r.mem_total_mib / 1024:.0f}G" if compact else f"{used:5.1f}/{r.mem_total_mib / 1024:.0f} GiB"
+        )
     else:
         text = f"{used:.1f}G" if compact else f"{used:5.1f} GiB"
     return text.rjust(7) if compact else text.ljust(12)
@@ -68,11 +70,20 @@ def gpu_entry(r: GpuReading, workload: bool, compact: bool = False) -> Text:
         return Text.assemble(mark, (name, style), (why, "yellow"))
     util = _num(r.gpu_util_pct, ".0f", 4, "%")
     if compact:
-        parts = [util, _memory(r, True), _num(r.power_w, ".0f", 4, "W"), _num(r.sm_clock_mhz, ".0f", 7, "MHz"),
-                 _num(r.temp_c, ".0f", 4, "°C")]
+        parts = [
+            util,
+            _memory(r, True),
+            _num(r.power_w, ".0f", 4, "W"),
+            _num(r.sm_clock_mhz, ".0f", 7, "MHz"),
+            _num(r.temp_c, ".0f", 4, "°C"),
+        ]
         return Text.assemble(mark, (name, style), (" " + " ".join(parts), style))
-    parts = [f"mem {_memory(r, False)}", _num(r.power_w, ".0f", 5, " W"), _num(r.sm_clock_mhz, ".0f", 8, " MHz"),
-             _num(r.temp_c, ".0f", 5, "°C")]
+    parts = [
+        f"mem {_memory(r, False)}",
+        _num(r.power_w, ".0f", 5, " W"),
+        _num(r.sm_clock_mhz, ".0f", 8, " MHz"),
+        _num(r.temp_c, ".0f", 5, "°C"),
+    ]
     return Text.assemble(mark, (name, style), " ", _bar(r.gpu_util_pct), (f"{util} · " + " · ".join(parts), style))
 
 
@@ -83,7 +94,7 @@ def gpu_rows(readings: Sequence[GpuReading], workload: Collection[int], max_line
     width = max((e.cell_len for e in entries), default=0)
     for e in entries:
         e.pad_right(width - e.cell_len)  # aligned, also when they share a line
-    lines = [Text("  ").join(entries[start:start + per_line]) for start in range(0, len(entries), per_line)]
+    lines = [Text("  ").join(entries[start : start + per_line]) for start in range(0, len(entries), per_line)]
     out = Text("\n").join(lines)
     out.no_wrap, out.overflow = True, "ellipsis"
     return out
@@ -104,8 +115,9 @@ class GpuRows(Static):
 
     lines = 0  # the lines shown (0: hidden); the app's layout gives the charts what is left
 
-    def show(self, gpu: GpuSample | None, info: GpuInfo | None, *, height: int, stale: bool = False,
-             ranks: int = 1) -> None:
+    def show(
+        self, gpu: GpuSample | None, info: GpuInfo | None, *, height: int, stale: bool = False, ranks: int = 1
+    ) -> None:
         """``gpu``: the newest NVML sample; ``height``: the terminal's rows; ``stale``: NVML has
         stopped answering (the old figures are hidden); ``ranks``: a data-parallel run's ranks."""
         workload = workload_gpus(info, gpu.per_gpu if gpu is not None else (), ranks)

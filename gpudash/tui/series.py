@@ -54,7 +54,7 @@ class Series:
 
     def points(self, t0: float, t1: float, max_points: int) -> tuple[list[float], list[float]]:
         """The points within [t0, t1], bucket-averaged down to at most ``max_points``."""
-        pts = [(t, v) for t, v in zip(self.t, self.v) if t0 <= t <= t1]
+        pts = [(t, v) for t, v in zip(self.t, self.v, strict=False) if t0 <= t <= t1]
         return downsample(pts, max_points)
 
     def nearest(self, t: float, t0: float, t1: float) -> tuple[float, float] | None:

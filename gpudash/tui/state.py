@@ -23,18 +23,19 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from enum import Enum
 
-from gpudash.stats.comparison import Comparison, Estimate, Verdict
-from gpudash.stats.energy import EnergyPerStep
 from gpudash.core.metrics import SERIES_KEYS, STAT_KEYS, Better, Metric, Origin, metric
 from gpudash.core.protocol import Event, EventKind, GpuInfo, GpuSample, Message, RunConfig, Sample
 from gpudash.core.running import NO_KNOBS, Running
 from gpudash.core.runstate import RunState
+from gpudash.stats.comparison import Comparison, Estimate, Verdict
+from gpudash.stats.energy import EnergyPerStep
 from gpudash.stats.segments import Segment, SegmentTracker, compare_segments
 from gpudash.tui.series import Series
 
 STAT_METRICS: tuple[Metric, ...] = tuple(metric(k) for k in STAT_KEYS)  # the stats panel, in order
-MARKER_KINDS = frozenset({EventKind.STARTED, EventKind.CHANGED, EventKind.PAUSED, EventKind.RESUMED,
-                          EventKind.CRASHED, EventKind.STOPPED})
+MARKER_KINDS = frozenset(
+    {EventKind.STARTED, EventKind.CHANGED, EventKind.PAUSED, EventKind.RESUMED, EventKind.CRASHED, EventKind.STOPPED}
+)
 TRACE = "trace"  # a measured event with this ``what`` is a profiler window: it gets a marker too
 
 
@@ -126,8 +127,14 @@ MAX_SEGMENTS = 8
 
 def _running_of(config: RunConfig) -> Running:
     """What a run's settings say will run (the family's default variant where none is given)."""
-    return Running(config.workload, config.variant or default_variant(config.workload), config.batch_size or 0,
-                   config.knobs or NO_KNOBS, device=config.device, world_size=config.nproc * config.nnodes)
+    return Running(
+        config.workload,
+        config.variant or default_variant(config.workload),
+        config.batch_size or 0,
+        config.knobs or NO_KNOBS,
+        device=config.device,
+        world_size=config.nproc * config.nnodes,
+    )
 
 
 class DashState:
@@ -138,8 +145,9 @@ class DashState:
     happens to the source outside its messages (a restart begun, a start that failed).
     """
 
-    def __init__(self, maxlen: int = 600, mode: str = "window", max_segments: int = MAX_SEGMENTS,
-                 config: RunConfig | None = None) -> None:
+    def __init__(
+        self, maxlen: int = 600, mode: str = "window", max_segments: int = MAX_SEGMENTS, config: RunConfig | None = None
+    ) -> None:
         self.mode = mode
         self.series: dict[str, Series] = {k: Series(maxlen, mode) for k in SERIES_KEYS}
         self.markers: deque[Marker] = deque(maxlen=max(64, maxlen // 4))

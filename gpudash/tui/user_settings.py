@@ -25,8 +25,12 @@ def keep_user_settings(app: App[Any], say: Say, config: UserConfig) -> None:
     if theme is not None and theme in app.available_themes:
         app.theme = theme
     elif theme is not None:
-        say(f"config {config.path}: theme {theme!r} is not a Textual theme (ctrl+p, Change theme lists "
-                f"them); using {app.theme}", "warning", toast=True)
+        say(
+            f"config {config.path}: theme {theme!r} is not a Textual theme (ctrl+p, Change theme lists "
+            f"them); using {app.theme}",
+            "warning",
+            toast=True,
+        )
     current = app.theme
 
     def save(new: Theme) -> None:

@@ -19,11 +19,11 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Checkbox, Input, Label, OptionList, Select, Static
 from textual.widgets.option_list import Option
 
-from gpudash.stats.comparison import Estimate, Verdict
 from gpudash.core.metrics import Averaging, Better
 from gpudash.core.protocol import GpuInfo
-from gpudash.tui.state import DashState, StatRow, Status
 from gpudash.core.textfmt import fmt_duration, fmt_num, fmt_pct, markdown_table
+from gpudash.stats.comparison import Estimate, Verdict
+from gpudash.tui.state import DashState, StatRow, Status
 from workloads.knobs import KNOBS, OFF, ON, KnobInfo, Knobs
 
 STATUS_STYLE = {
@@ -109,8 +109,12 @@ class RunHeader(Static):
         if recording:
             t.append("  ● REC ", style="bold red")
             t.append(os.path.basename(recording), style="red")
-        line2 = Text.assemble(("knobs: ", "bold"), (knobs, "dim" if knobs == "none" else "bold cyan"), " · ",
-                              gpu_line(state.gpu_info, state))
+        line2 = Text.assemble(
+            ("knobs: ", "bold"),
+            (knobs, "dim" if knobs == "none" else "bold cyan"),
+            " · ",
+            gpu_line(state.gpu_info, state),
+        )
         both = Text("\n", no_wrap=True, overflow="ellipsis").join([t, line2])
         both.no_wrap, both.overflow = True, "ellipsis"
         self.update(both)
@@ -209,12 +213,16 @@ def stats_table(state: DashState) -> StatsTable:
     this = [mean_cell(r.mean, r.estimate, r.metric.mean != Averaging.ENDS) for r in rows]
     for cell in this:
         cell.stylize("bold")
-    return StatsTable(title, [r.label for r in rows], [
-        ("now", [Text(fmt_num(r.now)) for r in rows]),
-        ("this cfg", this),
-        ("prev cfg", [mean_cell(r.prev, r.prev_estimate, r.metric.mean != Averaging.ENDS) for r in rows]),
-        ("change", [change_cell(r) for r in rows]),
-    ])
+    return StatsTable(
+        title,
+        [r.label for r in rows],
+        [
+            ("now", [Text(fmt_num(r.now)) for r in rows]),
+            ("this cfg", this),
+            ("prev cfg", [mean_cell(r.prev, r.prev_estimate, r.metric.mean != Averaging.ENDS) for r in rows]),
+            ("change", [change_cell(r) for r in rows]),
+        ],
+    )
 
 
 class StatsPanel(Static):
@@ -228,8 +236,9 @@ class StatsPanel(Static):
         """``last_trace``: the latest profiler window's figures, shown in the top border when there is one;
         ``ranks``: a data-parallel run's ranks line, first in the same border."""
         content = stats_table(state)
-        table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, expand=True,
-                      show_edge=False, collapse_padding=True)
+        table = Table(
+            box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, expand=True, show_edge=False, collapse_padding=True
+        )
         table.add_column("", style="dim", no_wrap=True, min_width=9)
         for label in content.headers:
             table.add_column(label, justify="right", no_wrap=True, min_width=len(label))
@@ -255,8 +264,13 @@ class HelpScreen(ModalScreen[None]):
                                   background: $surface; padding: 0 1; }
     """
 
-    def __init__(self, keys: Sequence[tuple[str, str]], charts: Sequence[tuple[str, str]],
-                 replay: bool, log_path: str | None = None) -> None:
+    def __init__(
+        self,
+        keys: Sequence[tuple[str, str]],
+        charts: Sequence[tuple[str, str]],
+        replay: bool,
+        log_path: str | None = None,
+    ) -> None:
         super().__init__()
         self._log_path = log_path
         self._keys = keys
@@ -265,8 +279,7 @@ class HelpScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         t = Text()
-        t.append("gpudash — what pipelining, GPU augmentation and host-device syncs do to throughput\n\n",
-                 style="bold")
+        t.append("gpudash — what pipelining, GPU augmentation and host-device syncs do to throughput\n\n", style="bold")
         if self._replay:
             t.append("Replay of a recorded run: read-only, controls are off.\n\n", style="magenta")
         t.append("Keys (also in the command palette, ctrl+p)\n", style="bold underline")
@@ -325,8 +338,14 @@ class PromptScreen(_Dialog):
     PromptScreen #prompt-error { color: $text-error; height: auto; }
     """
 
-    def __init__(self, title: str, value: str = "", placeholder: str = "",
-                 parse: Callable[[str], Any] = str, errors: tuple[type[Exception], ...] = (ValueError,)) -> None:
+    def __init__(
+        self,
+        title: str,
+        value: str = "",
+        placeholder: str = "",
+        parse: Callable[[str], Any] = str,
+        errors: tuple[type[Exception], ...] = (ValueError,),
+    ) -> None:
         super().__init__(title)
         self._value = value
         self._placeholder = placeholder
@@ -367,8 +386,9 @@ class PickScreen(_Dialog):
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Label(self._title)
-            options = [Option(Text.assemble((name, "bold"), "  ", (desc, "dim")), id=name)
-                       for name, desc in self._choices]
+            options = [
+                Option(Text.assemble((name, "bold"), "  ", (desc, "dim")), id=name) for name, desc in self._choices
+            ]
             yield OptionList(*options, id="pick-list")
 
     def on_mount(self) -> None:
@@ -409,8 +429,13 @@ class KnobsScreen(_Dialog):
     KnobsScreen #knobs-buttons Label { margin-left: 2; color: $text-muted; }
     """
 
-    def __init__(self, title: str, knobs: Knobs, refusals: dict[str, str | None],
-                 check: Callable[[Knobs], str | None] = lambda _: None) -> None:
+    def __init__(
+        self,
+        title: str,
+        knobs: Knobs,
+        refusals: dict[str, str | None],
+        check: Callable[[Knobs], str | None] = lambda _: None,
+    ) -> None:
         super().__init__(title)
         self._knobs = knobs
         self._refusals = refusals
@@ -436,8 +461,9 @@ class KnobsScreen(_Dialog):
         if info.values == (OFF, ON):
             control = Checkbox("on", value == ON, id=wid, disabled=bool(why), compact=True)
         else:
-            control = Select([(v, v) for v in info.values], value=value, allow_blank=False, id=wid,
-                             disabled=bool(why), compact=True)
+            control = Select(
+                [(v, v) for v in info.values], value=value, allow_blank=False, id=wid, disabled=bool(why), compact=True
+            )
         about = Label(why or info.summary, classes="knob-about" + (" -refused" if why else ""))
         return Horizontal(Label(info.name, classes="knob-name"), control, about, classes="knob-row")
 
@@ -479,8 +505,9 @@ def plain_text(widget: Static, width: int | None = None) -> str:
 
     from rich.console import Console
 
-    console = Console(file=StringIO(), width=width or max(20, widget.size.width or 120),
-                      color_system=None, legacy_windows=False)
+    console = Console(
+        file=StringIO(), width=width or max(20, widget.size.width or 120), color_system=None, legacy_windows=False
+    )
     content = widget.content
     console.print(content if not isinstance(content, str) else Text(content))
     return console.file.getvalue()  # type: ignore[attr-defined]

@@ -53,23 +53,49 @@ class FakeSource:
         self.queue.extend(messages)
 
 
-def sample(t: float, steps_per_s: float, *, variant: str = "serial", batch: int = 8,
-           workload: str = "encdec", steps: int | None = None, syncs: float | None = 0.0,
-           interval: float = 0.25, knobs: str = "none") -> Sample:
+def sample(
+    t: float,
+    steps_per_s: float,
+    *,
+    variant: str = "serial",
+    batch: int = 8,
+    workload: str = "encdec",
+    steps: int | None = None,
+    syncs: float | None = 0.0,
+    interval: float = 0.25,
+    knobs: str = "none",
+) -> Sample:
     n = steps if steps is not None else int(t * steps_per_s)
-    return Sample(t, workload, variant, batch, n, n * batch, interval, steps_per_s,
-                  steps_per_s * batch, 1000 / steps_per_s, 1300 / steps_per_s, syncs, knobs=knobs)
+    return Sample(
+        t,
+        workload,
+        variant,
+        batch,
+        n,
+        n * batch,
+        interval,
+        steps_per_s,
+        steps_per_s * batch,
+        1000 / steps_per_s,
+        1300 / steps_per_s,
+        syncs,
+        knobs=knobs,
+    )
 
 
 def gpu(t: float, util: float = 80.0, power: float = 300.0, energy: float | None = None) -> GpuSample:
-    return GpuSample(t, util, util / 2, 4096.0, 81559.0, power, 1980.0, 60.0,
-                     energy if energy is not None else power * t, "")
+    return GpuSample(
+        t, util, util / 2, 4096.0, 81559.0, power, 1980.0, 60.0, energy if energy is not None else power * t, ""
+    )
 
 
 def started(t: float = 1.0, variant: str = "serial", batch: int = 8, device: str = "cuda:0") -> Event:
-    return Event(t, "started", message=f"started encdec/{variant}",
-                 details={"workload": "encdec", "variant": variant, "batch_size": str(batch),
-                          "device": device})
+    return Event(
+        t,
+        "started",
+        message=f"started encdec/{variant}",
+        details={"workload": "encdec", "variant": variant, "batch_size": str(batch), "device": device},
+    )
 
 
 def run_segment(t0: float, t1: float, rate: float, **kw) -> list[Message]:
@@ -89,8 +115,12 @@ def run_segment(t0: float, t1: float, rate: float, **kw) -> list[Message]:
 def two_batch_run(gpu: bool = True) -> FakeSource:
     """A source holding a run at batch 4 then 8 (with NVML samples, or none on a machine without)."""
     src = FakeSource() if gpu else FakeSource(gpu_info=NO_GPU)
-    src.push(started(1.0, batch=4, device="cuda:0" if gpu else "cpu"), *run_segment(1.0, 15.0, 30.0, batch=4),
-             Event(15.0, "changed", "batch_size", "4", "8"), *run_segment(15.0, 30.0, 18.0, batch=8, steps0=450))
+    src.push(
+        started(1.0, batch=4, device="cuda:0" if gpu else "cpu"),
+        *run_segment(1.0, 15.0, 30.0, batch=4),
+        Event(15.0, "changed", "batch_size", "4", "8"),
+        *run_segment(15.0, 30.0, 18.0, batch=8, steps0=450),
+    )
     if not gpu:
         src.queue = [m for m in src.queue if not isinstance(m, GpuSample)]
     return src

@@ -39,8 +39,12 @@ def main() -> None:
     record(path)
     meta_path = path.with_suffix(".json")
     meta = json.loads(meta_path.read_text())
-    meta.update(hostname="fixture", start_time="2026-01-01T00:00:00+00:00",
-                end_time="2026-01-01T00:00:48+00:00", gpudash_version="fixture")
+    meta.update(
+        hostname="fixture",
+        start_time="2026-01-01T00:00:00+00:00",
+        end_time="2026-01-01T00:00:48+00:00",
+        gpudash_version="fixture",
+    )
     meta_path.write_text(json.dumps(meta, indent=2) + "\n")
 
 

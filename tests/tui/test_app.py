@@ -80,9 +80,17 @@ async def test_batch_double_reaches_the_engine_and_marks_the_change():
         assert src.sent == [SetBatchSize(16)]
         assert "8 → 16 requested" in message(app)
         # the engine applies it and reports the change
-        src.push(Event(10.0, "changed", "batch_size", "8", "16",
-                       details={"workload": "encdec", "variant": "serial", "batch_size": "16"}),
-                 *run_segment(10.0, 20.0, 120.0, batch=16, steps0=1800))
+        src.push(
+            Event(
+                10.0,
+                "changed",
+                "batch_size",
+                "8",
+                "16",
+                details={"workload": "encdec", "variant": "serial", "batch_size": "16"},
+            ),
+            *run_segment(10.0, 20.0, 120.0, batch=16, steps0=1800),
+        )
         app.refresh_now()
         await pilot.pause()
         assert app.state.batch_size == 16
@@ -104,8 +112,10 @@ async def test_stats_panel_shows_the_change_in_percent():
         await running_app(pilot, app, src, rate=200.0)
         await pilot.press("p")
         assert src.sent == [SetVariant("pipelined")]
-        src.push(Event(10.0, "changed", "variant", "serial", "pipelined"),
-                 *run_segment(10.0, 20.0, 220.0, variant="pipelined", steps0=2000))
+        src.push(
+            Event(10.0, "changed", "variant", "serial", "pipelined"),
+            *run_segment(10.0, 20.0, 220.0, variant="pipelined", steps0=2000),
+        )
         app.refresh_now()
         await pilot.pause()
         rows = {r.key: r for r in app.state.stat_rows()}
@@ -139,8 +149,10 @@ async def test_invalid_batch_input_shows_a_message_and_changes_nothing():
         assert not isinstance(app.screen, PromptScreen)
         assert src.sent == [SetBatchSize(32)]
         # the engine refuses it (out of memory): a message, and the run goes on at batch 1
-        src.push(Event(10.5, "error", "batch_size", "1", "32", "CUDA out of memory at batch 32"),
-                 *run_segment(10.5, 12.0, 200.0, batch=1, steps0=2100))
+        src.push(
+            Event(10.5, "error", "batch_size", "1", "32", "CUDA out of memory at batch 32"),
+            *run_segment(10.5, 12.0, 200.0, batch=1, steps0=2100),
+        )
         app.refresh_now()
         await pilot.pause()
         assert "CUDA out of memory at batch 32" in message(app)
@@ -232,9 +244,15 @@ async def test_recording_writes_the_record_format(tmp_path):
     src = FakeSource()
     # what EngineSession keeps of the child's "started" event: a recording started mid-run
     # (after that event went by) must still carry it in its JSON
-    src.started_details = {"workload": "encdec", "variant": "serial", "batch_size": "8",
-                           "device": "cuda:0", "torch": "2.5.1", "cuda": "12.4",
-                           "device_name": "NVIDIA H100 80GB HBM3"}
+    src.started_details = {
+        "workload": "encdec",
+        "variant": "serial",
+        "batch_size": "8",
+        "device": "cuda:0",
+        "torch": "2.5.1",
+        "cuda": "12.4",
+        "device_name": "NVIDIA H100 80GB HBM3",
+    }
     app = make_app(src)
     out = tmp_path / "rec.csv"
     async with app.run_test(size=SIZE) as pilot:
@@ -246,9 +264,11 @@ async def test_recording_writes_the_record_format(tmp_path):
         await pilot.press("enter")
         assert app.controller.recording_path == str(out)
         assert "● REC" in plain_text(app.query_one("#header"), 120)
-        src.push(*run_segment(10.0, 12.0, 200.0, steps0=2000),
-                 Event(12.0, "changed", "batch_size", "8", "16"),
-                 *run_segment(12.0, 13.0, 120.0, batch=16, steps0=2400))
+        src.push(
+            *run_segment(10.0, 12.0, 200.0, steps0=2000),
+            Event(12.0, "changed", "batch_size", "8", "16"),
+            *run_segment(12.0, 13.0, 120.0, batch=16, steps0=2400),
+        )
         app.refresh_now()
         await pilot.press("c")
         assert app.controller.recorder is None
@@ -353,8 +373,12 @@ async def test_help_and_command_palette_list_the_controls():
     async with app.run_test(size=SIZE) as pilot:
         await ready(app, pilot)
         titles = [c.title for c in app.get_system_commands(app.screen)]
-        for t in ("Toggle pipelining (p)", "Batch size ×2 (+)", "Start / stop recording to CSV (c)",
-                  "Pause / resume (space)"):
+        for t in (
+            "Toggle pipelining (p)",
+            "Batch size ×2 (+)",
+            "Start / stop recording to CSV (c)",
+            "Pause / resume (space)",
+        ):
             assert t in titles
         await pilot.press("question_mark")
         assert isinstance(app.screen, HelpScreen)
@@ -426,8 +450,11 @@ async def test_command_palette_runs_a_control():
         await running_app(pilot, app, src)
         await pilot.press("ctrl+p")
         await pilot.press(*"toggle pipelining")
-        await wait_until(pilot, lambda: "Toggle pipelining" in str(
-            [o.prompt for o in app.screen.query_one("CommandList").options]), "the palette's hits")
+        await wait_until(
+            pilot,
+            lambda: "Toggle pipelining" in str([o.prompt for o in app.screen.query_one("CommandList").options]),
+            "the palette's hits",
+        )
         await pilot.press("enter")
         await wait_until(pilot, lambda: src.sent == [SetVariant("pipelined")], "the control")
 
@@ -453,9 +480,17 @@ async def test_the_knobs_panel_applies_every_knob_at_once_and_the_change_is_mark
         assert not isinstance(app.screen, KnobsScreen)
         assert src.sent == [SetKnobs("amp=bf16,channels_last=on")]  # one control: one rebuild
         assert "knobs none → amp=bf16,channels_last=on requested" in message(app)
-        src.push(Event(5.0, "changed", "knobs", "none", "amp=bf16,channels_last=on",
-                       details={"knobs": "amp=bf16,channels_last=on"}),
-                 *run_segment(5.0, 8.0, 25.0, syncs=None, steps0=100, knobs="amp=bf16,channels_last=on"))
+        src.push(
+            Event(
+                5.0,
+                "changed",
+                "knobs",
+                "none",
+                "amp=bf16,channels_last=on",
+                details={"knobs": "amp=bf16,channels_last=on"},
+            ),
+            *run_segment(5.0, 8.0, 25.0, syncs=None, steps0=100, knobs="amp=bf16,channels_last=on"),
+        )
         app.refresh_now()
         await pilot.pause()
         assert "knobs: amp=bf16, channels_last" in plain_text(app.query_one("#header"), 120)
@@ -494,14 +529,21 @@ async def test_cuda_only_knobs_are_disabled_on_the_cpu_and_refused_with_one_line
         assert any("knob cuda_graph needs CUDA" in text for text in refused)
         for name in ("ddp_bucket_mb", "ddp_grad_view", "ddp_static_graph", "ddp_no_sync"):  # no --nproc here
             assert panel.query_one(f"#knob-{name}").disabled
-        assert any("knob ddp_no_sync is a DistributedDataParallel setting: it needs --nproc 2 or more" in text
-                   for text in refused)
+        assert any(
+            "knob ddp_no_sync is a DistributedDataParallel setting: it needs --nproc 2 or more" in text
+            for text in refused
+        )
         await pilot.press("escape")
         # through the palette: the catalog's reason at once, nothing sent, the run goes on
         await pilot.press("ctrl+p")
         await pilot.press(*"cuda_graph")
-        await wait_until(pilot, lambda: "Knob: turn cuda_graph on/off" in str(
-            [o.prompt for o in app.screen.query_one("CommandList").options]), "the palette's hits")
+        await wait_until(
+            pilot,
+            lambda: (
+                "Knob: turn cuda_graph on/off" in str([o.prompt for o in app.screen.query_one("CommandList").options])
+            ),
+            "the palette's hits",
+        )
         await pilot.press("enter")
         await wait_until(pilot, lambda: "needs CUDA" in message(app), "the refusal")
         assert src.sent == [] and app.query_one(MessageBar).has_class("-error")
@@ -514,13 +556,24 @@ async def test_the_palette_lists_every_knob_and_sets_one():
     async with app.run_test(size=SIZE) as pilot:
         await cpu_app(pilot, app, src)
         titles = [c.title for c in app.get_system_commands(app.screen)]
-        for t in ("Knobs panel (k)", "Knob: turn channels_last on/off", "Knob: amp=bf16", "Knob: compile=off",
-                  "Knob: compile=max-autotune", "Knob: turn cuda_graph on/off"):
+        for t in (
+            "Knobs panel (k)",
+            "Knob: turn channels_last on/off",
+            "Knob: amp=bf16",
+            "Knob: compile=off",
+            "Knob: compile=max-autotune",
+            "Knob: turn cuda_graph on/off",
+        ):
             assert t in titles
         await pilot.press("ctrl+p")
         await pilot.press(*"compile=max-autotune")
-        await wait_until(pilot, lambda: "Knob: compile=max-autotune" in str(
-            [o.prompt for o in app.screen.query_one("CommandList").options]), "the palette's hits")
+        await wait_until(
+            pilot,
+            lambda: (
+                "Knob: compile=max-autotune" in str([o.prompt for o in app.screen.query_one("CommandList").options])
+            ),
+            "the palette's hits",
+        )
         await pilot.press("enter")
         await wait_until(pilot, lambda: src.sent == [SetKnob("compile", "max-autotune")], "the control")
 
@@ -533,8 +586,10 @@ async def test_a_knob_change_reaches_the_recording(tmp_path):
         await cpu_app(pilot, app, src)
         app.start_recording(str(out))
         app.set_knob("channels_last", "on")
-        src.push(Event(5.0, "changed", "knobs", "none", "channels_last=on", details={"knobs": "channels_last=on"}),
-                 *run_segment(5.0, 6.0, 20.0, syncs=None, steps0=100, knobs="channels_last=on"))
+        src.push(
+            Event(5.0, "changed", "knobs", "none", "channels_last=on", details={"knobs": "channels_last=on"}),
+            *run_segment(5.0, 6.0, 20.0, syncs=None, steps0=100, knobs="channels_last=on"),
+        )
         app.refresh_now()
         await pilot.press("c")
     rows = list(csv.DictReader(out.open()))
@@ -556,8 +611,7 @@ async def test_a_slow_knob_shows_its_progress_until_the_change_arrives():
         await pilot.pause()
         assert message(app).startswith("compiling… 12 s — applying knobs compile=default")
         assert "compiling… 12 s" in plain_text(app.query_one("#header"), 120)
-        app.ingest([Event(11.0, "changed", "knobs", "none", "compile=default",
-                          details={"knobs": "compile=default"})])
+        app.ingest([Event(11.0, "changed", "knobs", "none", "compile=default", details={"knobs": "compile=default"})])
         app.refresh_now()
         await pilot.pause()
         header = plain_text(app.query_one("#header"), 120)
@@ -594,8 +648,9 @@ async def test_the_profile_key_asks_for_a_window_and_shows_its_figures_and_marke
         app.refresh_now()
         await pilot.pause()
         assert "open in ui.perfetto.dev" in message(app) and TRACE_PATH in message(app)
-        assert ("last trace: GPU busy 72%, idle 28%, overlap 31%, 145 kernels/step (t=12.3 s)"
-                in str(app.query_one(StatsPanel).border_title))
+        assert "last trace: GPU busy 72%, idle 28%, overlap 31%, 145 kernels/step (t=12.3 s)" in str(
+            app.query_one(StatsPanel).border_title
+        )
         assert (12.34, "trace") in chart(app, "throughput").marker_labels
 
 
@@ -634,8 +689,11 @@ async def test_the_profile_key_says_why_not_without_a_trace_dir_and_in_a_replay(
         await pilot.press("p")  # every steering key says why, not only T
         assert "replay: read-only — Toggle pipelining needs a live run" in message(app)
         assert not any("Profile" in c.title for c in app.get_system_commands(app.screen))
-        assert not any(b.binding.action == "trace_window" for b in app.active_bindings.values()
-                       if app.check_action(b.binding.action, ()))
+        assert not any(
+            b.binding.action == "trace_window"
+            for b in app.active_bindings.values()
+            if app.check_action(b.binding.action, ())
+        )
 
 
 async def test_the_palette_asks_for_a_profiler_window():
@@ -648,8 +706,11 @@ async def test_the_palette_asks_for_a_profiler_window():
         assert "Profile 20 steps (torch.profiler window) (T)" in [c.title for c in app.get_system_commands(app.screen)]
         await pilot.press("ctrl+p")
         await pilot.press(*"profile 20")
-        await wait_until(pilot, lambda: "Profile 20 steps" in str(
-            [o.prompt for o in app.screen.query_one("CommandList").options]), "the palette's hits")
+        await wait_until(
+            pilot,
+            lambda: "Profile 20 steps" in str([o.prompt for o in app.screen.query_one("CommandList").options]),
+            "the palette's hits",
+        )
         await pilot.press("enter")
         await wait_until(pilot, lambda: src.sent == [TraceWindow(20)], "the control")
         assert message(app).startswith("profiling 20 steps…")
@@ -675,13 +736,22 @@ async def test_a_data_parallel_run_shows_its_ranks_and_asks_for_its_scaling_effi
     async with app.run_test(size=SIZE) as pilot:
         await running_app(pilot, app, src, until=4.0)
         last = app.state.last_sample
-        src.push(dataclasses.replace(last, time_s=last.time_s + 0.25, world_size=2, slowest_rank=1,
-                                     slowest_rank_step_ms=4.31))
+        src.push(
+            dataclasses.replace(
+                last, time_s=last.time_s + 0.25, world_size=2, slowest_rank=1, slowest_rank_step_ms=4.31
+            )
+        )
         await pilot.press("e")
         assert src.sent[-1] == MeasureScaling()
-        src.push(Event(time_s=5.0, kind=EventKind.MEASURED, what="scaling",
-                       message="2 ranks at 190 steps/s, one rank alone 200 steps/s: scaling efficiency 0.95",
-                       details={"scaling_efficiency": "0.95", "world_size": "2"}))
+        src.push(
+            Event(
+                time_s=5.0,
+                kind=EventKind.MEASURED,
+                what="scaling",
+                message="2 ranks at 190 steps/s, one rank alone 200 steps/s: scaling efficiency 0.95",
+                details={"scaling_efficiency": "0.95", "world_size": "2"},
+            )
+        )
         app.refresh_now()
         await pilot.pause()
         line = "2 ranks (DDP) · slowest rank 1: 4.31 ms/step p50 · scaling efficiency 0.95 (t=5 s)"

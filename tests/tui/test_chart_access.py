@@ -19,8 +19,10 @@ from .test_app import SIZE, chart, make_app, message, running_app
 async def two_rates(pilot, app, src) -> None:
     """200 steps/s from 1 s to 10 s, then 300 steps/s (batch 8) to 20 s, with a change marker."""
     await running_app(pilot, app, src, rate=200.0)
-    src.push(Event(10.0, "changed", "variant", "serial", "pipelined"),
-             *run_segment(10.0, 20.0, 300.0, variant="pipelined", steps0=1800))
+    src.push(
+        Event(10.0, "changed", "variant", "serial", "pipelined"),
+        *run_segment(10.0, 20.0, 300.0, variant="pipelined", steps0=1800),
+    )
     app.refresh_now()
     await pilot.pause()
 
@@ -106,7 +108,7 @@ async def test_the_wheel_zooms_the_time_axis_around_the_cursor_and_0_resets_it()
         time_under_cursor = tp.time_at(at[0])
         await wheel(pilot, tp, at, MouseScrollUp, times=3)
         a, b = tp.window
-        assert (b - a) == pytest.approx((whole[1] - whole[0]) * 0.8 ** 3)
+        assert (b - a) == pytest.approx((whole[1] - whole[0]) * 0.8**3)
         assert a > whole[0] and b < whole[1]  # around the cursor, not at an edge
         assert tp.time_at(at[0]) == pytest.approx(time_under_cursor, abs=(b - a) / 40)
         assert power.window == tp.window  # one shared time axis
@@ -143,7 +145,9 @@ def test_the_no_color_flag_builds_the_dashboard_with_no_color(monkeypatch: pytes
     monkeypatch.delenv("NO_COLOR")  # restored to what it was after the test
     built: list[bool] = []
 
-    def replay_one_frame(path, follow, user_config=None) -> int:  # the dashboard's entry point, app built as it builds it
+    def replay_one_frame(
+        path, follow, user_config=None
+    ) -> int:  # the dashboard's entry point, app built as it builds it
         built.append(app_module.GpuDashApp(FakeSource()).no_color)
         return 0
 

@@ -33,8 +33,10 @@ async def test_an_hour_of_changes_keeps_only_the_footer_keys_on_screen() -> None
         t, batch = 10.0, 8
         for _ in range(CHANGES):  # a change a minute: each tells a notice, the footer recomposes
             before, batch = batch, 24 - batch
-            src.push(Event(t, "changed", "batch_size", str(before), str(batch)),
-                     *run_segment(t, t + 2.0, 200.0, batch=batch, steps0=int(t * 200)))
+            src.push(
+                Event(t, "changed", "batch_size", str(before), str(batch)),
+                *run_segment(t, t + 2.0, 200.0, batch=batch, steps0=int(t * 200)),
+            )
             app.refresh_now()
             t += 2.0
             await pilot.pause()

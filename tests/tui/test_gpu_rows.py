@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from gpudash.host.nvml import NvmlSampler
 from gpudash.core.protocol import GpuSample, Message, RunConfig, Sample
+from gpudash.host.nvml import NvmlSampler
 from gpudash.recording.record import CsvRecorder, run_metadata
 from gpudash.recording.replay import ReplaySource, read_all
 from gpudash.tui.app import GpuDashApp
@@ -163,8 +163,9 @@ async def test_recording_from_the_dashboard_has_the_per_gpu_columns(box, tmp_pat
         app.refresh_now()
         app.controller.stop_recording()
     header = path.read_text().splitlines()[0].split(",")
-    assert header[-10:] == [f"gpu{i}_{c}" for i in (0, 1)
-                            for c in ("util_pct", "mem_used_mib", "power_w", "sm_clock_mhz", "temp_c")]
+    assert header[-10:] == [
+        f"gpu{i}_{c}" for i in (0, 1) for c in ("util_pct", "mem_used_mib", "power_w", "sm_clock_mhz", "temp_c")
+    ]
     gpu = [m for m in read_all(ReplaySource(path)) if isinstance(m, GpuSample)]
     assert gpu and gpu[-1].per_gpu[0].power_w == 222.0 and gpu[-1].per_gpu[1].power_w == 110.0
 

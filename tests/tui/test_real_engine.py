@@ -5,7 +5,6 @@ from __future__ import annotations
 import multiprocessing
 import time
 
-
 from gpudash.core.protocol import RunConfig, SetBatchSize
 from gpudash.tui.app import GpuDashApp, prepare_for_child_processes
 
@@ -18,8 +17,9 @@ async def test_dashboard_over_the_real_engine_on_the_cpu(tmp_path):
     from gpudash.host.session import EngineSession
 
     prepare_for_child_processes()  # as run_dashboard does, before Textual swaps sys.stderr
-    source = EngineSession(RunConfig(workload="encdec", device="cpu", sample_interval_s=0.25),
-                           log_path=str(tmp_path / "child.log"))
+    source = EngineSession(
+        RunConfig(workload="encdec", device="cpu", sample_interval_s=0.25), log_path=str(tmp_path / "child.log")
+    )
     app = GpuDashApp(source, toasts=False)
     t0 = time.perf_counter()
     async with app.run_test(size=(120, 36)) as pilot:
@@ -32,14 +32,21 @@ async def test_dashboard_over_the_real_engine_on_the_cpu(tmp_path):
         assert batch >= 1
         await pilot.press("plus")
         assert list(app.controller.sent) == [SetBatchSize(batch * 2)]
-        await wait_until(pilot, lambda: any(e.kind == "changed" and e.what == "batch_size"
-                                            for e in app.state.events), "the change event", timeout_s=60)
+        await wait_until(
+            pilot,
+            lambda: any(e.kind == "changed" and e.what == "batch_size" for e in app.state.events),
+            "the change event",
+            timeout_s=60,
+        )
         app.refresh_now()
         label = f"batch {batch}→{batch * 2}"
         assert any(lbl == label for _, lbl in app.query_one("#chart-throughput").marker_labels)
-        await wait_until(pilot, lambda: app.state.batch_size == batch * 2
-                         and app.state.last_sample.batch_size == batch * 2, "a sample at the new batch",
-                         timeout_s=60)
+        await wait_until(
+            pilot,
+            lambda: app.state.batch_size == batch * 2 and app.state.last_sample.batch_size == batch * 2,
+            "a sample at the new batch",
+            timeout_s=60,
+        )
         pid = source.runner.pid
         await pilot.press("q")
         await wait_until(pilot, lambda: not app.is_running, "the app to exit", timeout_s=30)
@@ -54,8 +61,9 @@ async def test_the_knobs_panel_changes_the_real_workloads_knobs_on_the_cpu(tmp_p
     from gpudash.tui.widgets import KnobsScreen, plain_text
 
     prepare_for_child_processes()
-    source = EngineSession(RunConfig(workload="encdec", device="cpu", sample_interval_s=0.25),
-                           log_path=str(tmp_path / "child.log"))
+    source = EngineSession(
+        RunConfig(workload="encdec", device="cpu", sample_interval_s=0.25), log_path=str(tmp_path / "child.log")
+    )
     app = GpuDashApp(source, toasts=False)
     async with app.run_test(size=(120, 36)) as pilot:
         await wait_until(pilot, lambda: app.state.last_sample is not None, "a first sample", timeout_s=60)
@@ -65,14 +73,19 @@ async def test_the_knobs_panel_changes_the_real_workloads_knobs_on_the_cpu(tmp_p
         await pilot.click("#knob-channels_last")
         await pilot.click("#knobs-apply")
         assert list(app.controller.sent) == [SetKnobs("channels_last=on")]
-        await wait_until(pilot, lambda: any(e.kind == "changed" and e.what == "knobs" for e in app.state.events),
-                         "the knobs' change event", timeout_s=60)
-        await wait_until(pilot, lambda: app.state.last_sample.knobs == "channels_last=on",
-                         "a sample with the knob on", timeout_s=60)
+        await wait_until(
+            pilot,
+            lambda: any(e.kind == "changed" and e.what == "knobs" for e in app.state.events),
+            "the knobs' change event",
+            timeout_s=60,
+        )
+        await wait_until(
+            pilot, lambda: app.state.last_sample.knobs == "channels_last=on", "a sample with the knob on", timeout_s=60
+        )
         app.refresh_now()
-        assert (app.state.markers[-1].label == "+channels_last"
-                and any(lbl == "+channels_last"
-                        for _, lbl in app.query_one("#chart-throughput").marker_labels))
+        assert app.state.markers[-1].label == "+channels_last" and any(
+            lbl == "+channels_last" for _, lbl in app.query_one("#chart-throughput").marker_labels
+        )
         assert "knobs: channels_last" in plain_text(app.query_one("#header"), 120)
         await pilot.press("q")
         await wait_until(pilot, lambda: not app.is_running, "the app to exit", timeout_s=30)
@@ -86,16 +99,23 @@ async def test_the_profile_key_traces_the_real_workload_on_the_cpu(tmp_path):
 
     prepare_for_child_processes()
     traces = tmp_path / "traces"
-    source = EngineSession(RunConfig(workload="sync_loss", variant="fixed", device="cpu", image_size=32,
-                                     sample_interval_s=0.25, trace_dir=str(traces)),
-                           log_path=str(tmp_path / "child.log"))
+    source = EngineSession(
+        RunConfig(
+            workload="sync_loss",
+            variant="fixed",
+            device="cpu",
+            image_size=32,
+            sample_interval_s=0.25,
+            trace_dir=str(traces),
+        ),
+        log_path=str(tmp_path / "child.log"),
+    )
     app = GpuDashApp(source, toasts=False)
     async with app.run_test(size=(120, 36)) as pilot:
         await wait_until(pilot, lambda: app.state.last_sample is not None, "a first sample", timeout_s=60)
         await pilot.press("T")
         assert list(app.controller.sent) == [TraceWindow(20)]
-        await wait_until(pilot, lambda: app.state.last_trace is not None, "the window's measured event",
-                         timeout_s=60)
+        await wait_until(pilot, lambda: app.state.last_trace is not None, "the window's measured event", timeout_s=60)
         app.refresh_now()
         files = list(traces.glob("*.json.gz"))
         assert len(files) == 1 and app.state.last_trace.details["trace_path"] == str(files[0])

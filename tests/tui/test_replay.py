@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from gpudash.recording.csvformat import event_row, format_row, header, sample_row
 from gpudash.core.protocol import Event, GpuSample, SetBatchSize
+from gpudash.recording.csvformat import event_row, format_row, header, sample_row
 from gpudash.recording.replay import POLL_MAX_MESSAGES, ReadOnlyError, RecordingReader, ReplaySource, read_all
 
 from .fakes import gpu, sample
@@ -56,10 +56,12 @@ def test_without_metadata_the_gpu_info_says_why(tmp_path):
 
 def test_a_partial_last_line_waits_until_it_is_complete(tmp_path):
     p = tmp_path / "live.csv"
-    rows = [format_row(header()),
-            format_row(event_row(Event(0.5, "changed", "batch_size", "4", "8", 'a "quoted", message'))),
-            format_row(sample_row(sample(1.0, 100.0), gpu(1.0))),
-            format_row(sample_row(sample(1.25, 101.0), None))]
+    rows = [
+        format_row(header()),
+        format_row(event_row(Event(0.5, "changed", "batch_size", "4", "8", 'a "quoted", message'))),
+        format_row(sample_row(sample(1.0, 100.0), gpu(1.0))),
+        format_row(sample_row(sample(1.25, 101.0), None)),
+    ]
     with p.open("w") as f, p.open(newline="") as r:
         rd = RecordingReader(r, "live.csv")
         f.write(rows[0] + rows[1][:10])  # half an event row
@@ -112,8 +114,9 @@ def test_follow_hands_out_rows_as_they_are_appended(tmp_path):
 def test_a_big_recording_comes_in_bounded_polls_with_its_progress(tmp_path):
     p = tmp_path / "big.csv"
     n = 3 * POLL_MAX_MESSAGES  # rows of one Sample each: at least three polls' worth
-    p.write_text(format_row(header()) + "".join(format_row(sample_row(sample(1 + i / 4, 100.0), None))
-                                                for i in range(n)))
+    p.write_text(
+        format_row(header()) + "".join(format_row(sample_row(sample(1 + i / 4, 100.0), None)) for i in range(n))
+    )
     src = ReplaySource(p)
     src.start()
     assert src.info.loading is not None and src.info.loading.startswith("reading")

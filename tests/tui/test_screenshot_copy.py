@@ -40,8 +40,11 @@ def toasts(app) -> list[str]:
 async def run_palette(pilot, app, query: str, title: str) -> None:
     await pilot.press("ctrl+p")
     await pilot.press(*query)
-    await wait_until(pilot, lambda: title in str(
-        [o.prompt for o in app.screen.query_one("CommandList").options]), "the palette's hits")
+    await wait_until(
+        pilot,
+        lambda: title in str([o.prompt for o in app.screen.query_one("CommandList").options]),
+        "the palette's hits",
+    )
     await pilot.press("enter")
 
 
@@ -107,8 +110,10 @@ async def test_a_screenshot_that_cannot_be_written_says_why_and_the_run_goes_on(
 async def changed_run(pilot, app, src) -> None:
     """A run of 200 steps/s, then pipelined at 220: both rows of the stats table are filled."""
     await running_app(pilot, app, src, rate=200.0)
-    src.push(Event(10.0, "changed", "variant", "serial", "pipelined"),
-             *run_segment(10.0, 20.0, 220.0, variant="pipelined", steps0=2000))
+    src.push(
+        Event(10.0, "changed", "variant", "serial", "pipelined"),
+        *run_segment(10.0, 20.0, 220.0, variant="pipelined", steps0=2000),
+    )
     app.refresh_now()
     await pilot.pause()
 

@@ -37,9 +37,12 @@ def _settle(app: GpuDashApp):
 
 def test_main_screen_with_a_change_marker(snap_compare):
     src = FakeSource()
-    src.push(started(1.0), *run_segment(1.0, 20.0, 200.0),
-             Event(20.0, "changed", "variant", "serial", "pipelined"),
-             *run_segment(20.0, 40.0, 220.0, variant="pipelined", steps0=4000))
+    src.push(
+        started(1.0),
+        *run_segment(1.0, 20.0, 200.0),
+        Event(20.0, "changed", "variant", "serial", "pipelined"),
+        *run_segment(20.0, 40.0, 220.0, variant="pipelined", steps0=4000),
+    )
     app = _app(src)
     assert snap_compare(app, terminal_size=SIZE, run_before=_settle(app))
 
@@ -48,9 +51,12 @@ def test_main_screen_without_colour(snap_compare, monkeypatch):
     """NO_COLOR: the lines differ by marker, the legends say which is which, labels sit on the plot."""
     monkeypatch.setenv("NO_COLOR", "1")
     src = FakeSource()
-    src.push(started(1.0), *run_segment(1.0, 20.0, 200.0),
-             Event(20.0, "changed", "variant", "serial", "pipelined"),
-             *run_segment(20.0, 40.0, 220.0, variant="pipelined", steps0=4000))
+    src.push(
+        started(1.0),
+        *run_segment(1.0, 20.0, 200.0),
+        Event(20.0, "changed", "variant", "serial", "pipelined"),
+        *run_segment(20.0, 40.0, 220.0, variant="pipelined", steps0=4000),
+    )
     app = _app(src)
     assert app.no_color
     assert snap_compare(app, terminal_size=SIZE, run_before=_settle(app))
@@ -64,9 +70,12 @@ def test_replayed_csv_without_colour(snap_compare, monkeypatch):
 
 def test_no_nvml(snap_compare):
     src = FakeSource(gpu_info=NO_GPU)
-    src.push(started(1.0, batch=4, device="cpu"), *run_segment(1.0, 15.0, 30.0, batch=4, syncs=None),
-             Event(15.0, "changed", "batch_size", "4", "8"),
-             *run_segment(15.0, 30.0, 18.0, batch=8, syncs=None, steps0=450))
+    src.push(
+        started(1.0, batch=4, device="cpu"),
+        *run_segment(1.0, 15.0, 30.0, batch=4, syncs=None),
+        Event(15.0, "changed", "batch_size", "4", "8"),
+        *run_segment(15.0, 30.0, 18.0, batch=8, syncs=None, steps0=450),
+    )
     # no GPU samples on a machine without NVML
     src.queue = [m for m in src.queue if not type(m).__name__ == "GpuSample"]
     app = _app(src)

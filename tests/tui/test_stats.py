@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from gpudash.core.protocol import Event
+from gpudash.core.textfmt import fmt_num, fmt_pct
 from gpudash.tui.series import Series, downsample
 from gpudash.tui.state import DashState
-from gpudash.core.textfmt import fmt_num, fmt_pct
 
 from .fakes import gpu, run_segment, sample, started
 
@@ -40,8 +40,12 @@ def test_segment_means_and_change_against_the_previous_config():
     # the first sample after a change is warm-up (its interval straddles the rebuild): left out
     st.ingest_all([sample(1.25, 50.0), *run_segment(1.25, 11.0, 200.0)[1:]])
     st.ingest(Event(11.0, "changed", "variant", "serial", "pipelined"))
-    st.ingest_all([sample(11.25, 10.0, variant="pipelined"),
-                   *[m for m in run_segment(11.25, 21.0, 220.0, variant="pipelined") if m][1:]])
+    st.ingest_all(
+        [
+            sample(11.25, 10.0, variant="pipelined"),
+            *[m for m in run_segment(11.25, 21.0, 220.0, variant="pipelined") if m][1:],
+        ]
+    )
     rows = {r.key: r for r in st.stat_rows()}
     assert rows["steps_per_s"].mean == pytest.approx(220.0)
     assert rows["steps_per_s"].prev == pytest.approx(200.0)

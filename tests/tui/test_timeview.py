@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from gpudash.tui.series import Series
 from gpudash.tui.plotext_adapter import column_to_x
+from gpudash.tui.series import Series
 from gpudash.tui.timeview import MIN_SPAN_S, ZOOM_IN, ZOOM_OUT, TimeView
 
 
