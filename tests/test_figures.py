@@ -8,9 +8,9 @@ import pytest
 from gpudash.core.metrics import FIGURE_KEYS, METRICS
 from gpudash.stats.energy import joules_per_step
 from gpudash.stats.figures import Figures
-from gpudash.stats.repeats import RepeatResult, summarize
 from gpudash.stats.segments import SegmentTracker
 from gpudash.sweep.plan import Configuration
+from gpudash.sweep.results import RepeatResult, summarize
 from tests.tui.fakes import gpu, run_segment, sample, started
 
 CONFIG = Configuration("encdec", "serial", "serial", 8, 0)

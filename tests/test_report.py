@@ -11,9 +11,9 @@ import pytest
 
 from gpudash.cli import main
 from gpudash.report.load import load_run
-from gpudash.stats.repeats import RepeatResult
 from gpudash.sweep.plan import Configuration, FamilyPlan, SweepPlan, SweepSettings
 from gpudash.sweep.report import SweepReport
+from gpudash.sweep.results import RepeatResult
 from tests.test_sweep import _result
 from tests.tui.make_fixture import record
 

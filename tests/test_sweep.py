@@ -17,7 +17,6 @@ import pytest
 from gpudash.cli import main
 from gpudash.core.protocol import GpuSample, Sample
 from gpudash.core.textfmt import fmt_pm
-from gpudash.stats.repeats import RepeatResult, summarize
 from gpudash.sweep.plan import (
     Configuration,
     FamilyPlan,
@@ -29,6 +28,7 @@ from gpudash.sweep.plan import (
     schedule,
 )
 from gpudash.sweep.report import CSV_COLUMNS, SweepReport
+from gpudash.sweep.results import RepeatResult, summarize
 from gpudash.sweep.run import Window
 from workloads.registry import FAMILIES
 

@@ -3,7 +3,7 @@
 ``Figures`` takes a configuration's samples (the workload's), GPU ticks (NVML) and energy
 marks, and gives each averaged metric of the catalog (``gpudash.core.metrics``) as a mean with its
 95% interval (``gpudash.stats.comparison.BatchMeans``). The dashboard's and the CSV's segments
-(``gpudash.stats.segments``), a sweep's repeats and summaries (``gpudash.stats.repeats``) and
+(``gpudash.stats.segments``), a sweep's repeats and summaries (``gpudash.sweep.results``) and
 ``gpudash report`` all read their figures from it, so the same samples give the same numbers
 wherever they are shown.
 

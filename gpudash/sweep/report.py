@@ -25,8 +25,8 @@ from gpudash.core.metrics import FIGURE_KEYS, metric
 from gpudash.core.protocol import ExitCode
 from gpudash.core.textfmt import fmt_num, fmt_pm
 from gpudash.stats.comparison import Comparison, Estimate, Verdict
-from gpudash.stats.repeats import ConfigSummary, RepeatResult, StageTimes, pct_of, summarize
 from gpudash.sweep.plan import Configuration, FamilyPlan, SweepPlan, run_config
+from gpudash.sweep.results import ConfigSummary, RepeatResult, StageTimes, pct_of, summarize
 
 CSV_COLUMNS = (
     "row_kind",

@@ -2,7 +2,7 @@
 
 Never imports torch (the workload runs in the child), textual or matplotlib (the plot is
 ``gpudash.sweep.report``'s, imported when written). The plan and the arguments are
-``gpudash.sweep.plan``'s; the figures ``gpudash.stats.repeats``'; the files ``gpudash.sweep.report``'s.
+``gpudash.sweep.plan``'s; the figures ``gpudash.sweep.results``'; the files ``gpudash.sweep.report``'s.
 
 How one family is measured: its ``EngineSession`` starts in the first configuration of the
 first round (with its knobs); each round visits every configuration once in a seeded shuffled
@@ -45,7 +45,6 @@ from gpudash.core.protocol import (
 from gpudash.core.runstate import RunState
 from gpudash.core.textfmt import fmt_pm
 from gpudash.recording.headless import _Interrupted
-from gpudash.stats.repeats import RepeatResult, StageTimes, summarize, wide_intervals
 from gpudash.sweep.plan import (
     Configuration,
     FamilyPlan,
@@ -57,6 +56,7 @@ from gpudash.sweep.plan import (
     run_config,
 )
 from gpudash.sweep.progress import SweepProgress
+from gpudash.sweep.results import RepeatResult, StageTimes, summarize, wide_intervals
 
 if TYPE_CHECKING:  # pragma: no cover
     from gpudash.host.session import EngineSession
