@@ -5,14 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gpudash.stats.comparison import (
-    MAX_BLOCKS,
-    BatchMeans,
-    Verdict,
-    compare,
-    estimate,
-    estimate_from_batches,
-)
+from gpudash.stats.comparison import MAX_BLOCKS, BatchMeans, Verdict, compare, estimate, estimate_from_batches
 
 # what the sweep measures by default: 3 repeats x 10 s x 10 samples a second
 SWEEP_SAMPLES = 3 * 10 * 10

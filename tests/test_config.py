@@ -234,7 +234,7 @@ async def test_an_unknown_theme_in_the_file_is_a_message_and_the_default_theme(c
 async def test_the_dashboards_recordings_go_to_the_record_dir(config_home: Path, tmp_path: Path) -> None:
     from textual.widgets import Input
 
-    from gpudash.tui.widgets import PromptScreen
+    from gpudash.tui.screens import PromptScreen
 
     folder = tmp_path / "runs"
     folder.mkdir()

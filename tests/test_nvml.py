@@ -130,8 +130,7 @@ def test_library_missing(install: Any) -> None:
 
 
 @pytest.mark.parametrize(
-    ("error", "reason"),
-    [(NVMLError_LibraryNotFound(), "no NVIDIA driver"), (NVMLError(9), "driver is not loaded")],
+    ("error", "reason"), [(NVMLError_LibraryNotFound(), "no NVIDIA driver"), (NVMLError(9), "driver is not loaded")]
 )
 def test_nvml_unusable(install: Any, error: BaseException, reason: str) -> None:
     install(fake_pynvml(init_error=error))

@@ -17,12 +17,7 @@ from workloads.change_checks import ChangeChecks
 from workloads.data import HostBatchPool
 from workloads.distributed import RankInfo
 from workloads.knobs import Knobs
-from workloads.registry import (
-    FamilyInfo,
-    VariantInfo,
-    WorkloadError,
-    check_image_size,
-)
+from workloads.registry import FamilyInfo, VariantInfo, WorkloadError, check_image_size
 from workloads.streams import TwoStagePipeline
 
 

@@ -43,11 +43,7 @@ class HostBatchPool:
     """
 
     def __init__(
-        self,
-        make_batch: Callable[[torch.Generator], tuple[torch.Tensor, ...]],
-        *,
-        seed: int,
-        pin: bool,
+        self, make_batch: Callable[[torch.Generator], tuple[torch.Tensor, ...]], *, seed: int, pin: bool
     ) -> None:
         gen = torch.Generator().manual_seed(seed)
         first = make_batch(gen)

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from workloads.registry import WorkloadError
+from workloads.registry import WorkloadError, one_of
 
 if TYPE_CHECKING:  # pragma: no cover
     from workloads.registry import VariantInfo
@@ -203,10 +203,7 @@ class Knobs(Mapping[str, str]):
 
 def knob(name: str) -> KnobInfo:
     """The knob called ``name``, or a one-line WorkloadError naming the choices."""
-    try:
-        return KNOBS[name]
-    except KeyError:
-        raise WorkloadError(f"unknown knob {name!r}; choose one of: {', '.join(KNOBS)}") from None
+    return one_of(KNOBS, name, "knob")
 
 
 def parse_knob(text: str) -> tuple[str, str]:

@@ -6,9 +6,12 @@ This module never imports torch, so ``gpudash list`` and ``gpudash --help`` stay
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from enum import Enum
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 
 class WorkloadError(ValueError):
@@ -273,10 +276,15 @@ def check_image_size(n: int) -> int:
 
 def family(name: str) -> FamilyInfo:
     """The family called ``name``, or a one-line WorkloadError naming the choices."""
+    return one_of(FAMILIES, name, "workload")
+
+
+def one_of(table: Mapping[str, T], name: str, what: str) -> T:
+    """``table[name]``, or a one-line WorkloadError naming the unknown ``what`` and the choices."""
     try:
-        return FAMILIES[name]
+        return table[name]
     except KeyError:
-        raise WorkloadError(f"unknown workload {name!r}; choose one of: {', '.join(FAMILIES)}") from None
+        raise WorkloadError(f"unknown {what} {name!r}; choose one of: {', '.join(table)}") from None
 
 
 def describe(only: str | None = None) -> str:

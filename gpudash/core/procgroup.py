@@ -46,21 +46,25 @@ def parent_of(pid: int) -> int | None:
         return None
 
 
+def proc_pids() -> list[int] | None:
+    """The processes ``/proc`` lists now (some may be gone by the time they are read); None
+    without ``/proc``."""
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return None
+    return [int(name) for name in names if name.isdigit()]
+
+
 def members(pgid: int) -> list[int]:
     """The live processes of group ``pgid``."""
     found = []
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return found
-    for name in entries:
-        if not name.isdigit():
-            continue
-        fields = _stat_fields(name)
+    for pid in proc_pids() or ():
+        fields = _stat_fields(pid)
         if fields is None:
             continue  # gone meanwhile
         if len(fields) > 2 and int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
-            found.append(int(name))
+            found.append(pid)
     return found
 
 

@@ -318,7 +318,11 @@ class EngineSource(Protocol):
     """What the recorder and the dashboard listen to: a running workload plus GPU telemetry."""
 
     config: RunConfig
-    gpu_info: GpuInfo
+
+    @property
+    def gpu_info(self) -> GpuInfo:
+        """What NVML says of the GPU watched (read-only here: a source may compute it)."""
+        ...
 
     @property
     def info(self) -> SourceInfo: ...

@@ -22,6 +22,11 @@ MAX_TRACE_STEPS = 200  # a profiler window's cap in steps
 MAX_TRACE_FILES = 20  # traces kept per trace directory: the oldest beyond this are deleted
 
 
+def failed(loop: StepLoop, what: str, why: str) -> None:
+    """A measurement ``what`` not taken: an error event saying ``why`` (the run goes on)."""
+    loop.event(EventKind.ERROR, what=what, message=why, details=loop.config())
+
+
 def measure_apart(loop: StepLoop, what: str, measure: Callable[[], Any]) -> Any:
     """``measure()`` between two sample windows (its steps in neither); its result, or None after
     an error event (a measurement must not end the run)."""
@@ -29,7 +34,7 @@ def measure_apart(loop: StepLoop, what: str, measure: Callable[[], Any]) -> Any:
     try:
         result = measure()
     except Exception as exc:  # noqa: BLE001
-        loop.event(EventKind.ERROR, what=what, message=one_line(exc), details=loop.config())
+        failed(loop, what, one_line(exc))
         result = None
     loop.restart_window()
     return result
@@ -61,24 +66,14 @@ def measure_scaling(loop: StepLoop, steps: int) -> None:
     after the first) against rank 0 training alone; a "measured" event (what="scaling")."""
     w = loop.workload
     if w.world_size < 2:
-        loop.event(
-            EventKind.ERROR,
-            what="scaling",
-            details=loop.config(),
-            message="scaling efficiency needs a data-parallel run (--nproc 2 or more)",
-        )
+        failed(loop, "scaling", "scaling efficiency needs a data-parallel run (--nproc 2 or more)")
         return
     alone_ms = measure_apart(loop, "scaling", lambda: w.time_single_rank(steps))
     steps_done, seconds = loop.config_rate
     if alone_ms is None:
         return
     if not seconds:
-        loop.event(
-            EventKind.ERROR,
-            what="scaling",
-            details=loop.config(),
-            message="no steady rate of this configuration yet: measure again after a few samples",
-        )
+        failed(loop, "scaling", "no steady rate of this configuration yet: measure again after a few samples")
         return
     rate, alone = steps_done / seconds, 1000.0 / alone_ms
     efficiency = rate / alone  # (N x b x rate) / (N x b x alone): the same per-rank batch
@@ -107,7 +102,7 @@ def trace_window(loop: StepLoop, steps: int) -> None:
         _follow_window(loop, steps)
         return
     if loop.trace_dir is None:
-        loop.event(EventKind.ERROR, what="trace", message="this run has no trace directory", details=loop.config())
+        failed(loop, "trace", "this run has no trace directory")
         return
     loop.settle()
     start_s = loop.now()
@@ -115,9 +110,7 @@ def trace_window(loop: StepLoop, steps: int) -> None:
         path, fig = traces.profile_window(loop.torch, w, steps, loop.trace_dir, loop.now(), MAX_TRACE_FILES)
     except Exception as exc:  # noqa: BLE001 - a failing profiler must not end the run
         loop.restart_window()
-        loop.event(
-            EventKind.ERROR, what="trace", message=f"profiler window failed: {one_line(exc)}", details=loop.config()
-        )
+        failed(loop, "trace", f"profiler window failed: {one_line(exc)}")
         return
     loop.count_steps_apart(steps)
     loop.restart_window()

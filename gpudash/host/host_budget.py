@@ -23,6 +23,7 @@ import resource
 from dataclasses import dataclass
 from pathlib import Path
 
+from gpudash.core.procgroup import proc_pids
 from workloads.limits import gib, meminfo
 
 # PSS of a data-parallel rank at its peak (torch imported, workload built, training): the largest of
@@ -136,19 +137,16 @@ def pids_left() -> tuple[int, str] | None:
 
 def _user_processes() -> int | None:
     """Threads of this user, as RLIMIT_NPROC counts them (each task counts); None without /proc."""
+    pids = proc_pids()
+    if pids is None:
+        return None
     uid = os.getuid()
     count = 0
-    try:
-        names = os.listdir("/proc")
-    except OSError:
-        return None
-    for name in names:
-        if not name.isdigit():
-            continue
+    for pid in pids:
         try:
-            if os.stat(f"/proc/{name}").st_uid != uid:
+            if os.stat(f"/proc/{pid}").st_uid != uid:
                 continue
-            count += len(os.listdir(f"/proc/{name}/task"))
+            count += len(os.listdir(f"/proc/{pid}/task"))
         except OSError:
             continue  # gone meanwhile
     return count

@@ -116,11 +116,7 @@ class WorkloadRunner:
     """One workload child process at a time; ``restart()`` starts a fresh one."""
 
     def __init__(
-        self,
-        config: RunConfig,
-        log_path: str | os.PathLike[str] | None = None,
-        *,
-        t0: float | None = None,
+        self, config: RunConfig, log_path: str | os.PathLike[str] | None = None, *, t0: float | None = None
     ) -> None:
         self.config = config  # updated to the configuration last seen running (for restart)
         self.log_path = str(log_path) if log_path else default_log_path()

@@ -19,11 +19,7 @@ class EngineSession:
     """``EngineSource`` implementation: ``start()``, ``send()``, ``poll()``, ``restart()``, ``stop()``."""
 
     def __init__(
-        self,
-        config: RunConfig,
-        *,
-        log_path: str | os.PathLike[str] | None = None,
-        sampler: NvmlSampler | None = None,
+        self, config: RunConfig, *, log_path: str | os.PathLike[str] | None = None, sampler: NvmlSampler | None = None
     ) -> None:
         self.config = config
         self.t0 = time.monotonic()

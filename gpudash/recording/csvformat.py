@@ -395,8 +395,7 @@ def _open_table(path: str | os.PathLike[str]) -> TextIO:
 
 
 def read_table(
-    path: str | os.PathLike[str],
-    check_header: Callable[[list[str]], None] | None = None,
+    path: str | os.PathLike[str], check_header: Callable[[list[str]], None] | None = None
 ) -> tuple[list[str], list[tuple[int, list[str]]]]:
     """A whole CSV file, strictly: its header and each record after it as (line number, cells),
     each with as many cells as the header. Raises ``UnreadableCsv`` for the first thing wrong;

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 
 from workloads.knobs import KNOBS, OFF, ON  # torch-free
 from workloads.registry import FAMILIES  # torch-free
@@ -181,8 +181,8 @@ BY_NAME: dict[str, Action] = {a.name: a for a in ACTIONS}
 REFUSED = "refused_in_replay"  # the app's action for a steering key in a replay: it says why not
 
 
-def bindings() -> list[Binding]:
-    out = [a.binding() for a in ACTIONS]
+def bindings() -> list[BindingType]:
+    out: list[BindingType] = [a.binding() for a in ACTIONS]
     # a steering key's second, hidden binding: Textual tries it when the first is disabled (a
     # replay), and it says why nothing happens instead of nothing at all
     out += [Binding(a.keys, f"{REFUSED}('{a.name}')", show=False) for a in ACTIONS if a.steers]

@@ -34,35 +34,26 @@ from gpudash.config import UserConfig
 from gpudash.core.protocol import EngineSource, ExitCode, GpuInfo, Message, RunConfig
 from gpudash.tui import actions
 from gpudash.tui.charts import CHARTS, MetricChart
-from gpudash.tui.controller import STARTING, DashController, Notice, RecorderFactory, Severity
+from gpudash.tui.controller import DashController, RecorderFactory
 from gpudash.tui.crash import report_crash
 from gpudash.tui.footer import LeanFooter
 from gpudash.tui.gpu_rows import GpuRows
 from gpudash.tui.layout import layout_for, notice_text
+from gpudash.tui.notices import STARTING, Notice, Severity
 from gpudash.tui.render_cache import bound_render_ansi
+from gpudash.tui.screens import HelpScreen, PromptScreen
 from gpudash.tui.state import Status
-from gpudash.tui.textual_adapter import QuietCrashApp
+from gpudash.tui.steering import SteeringApp
 from gpudash.tui.timeview import TimeView
 from gpudash.tui.user_settings import keep_user_settings
-from gpudash.tui.widgets import (
-    HelpScreen,
-    KnobsScreen,
-    MessageBar,
-    PickScreen,
-    PromptScreen,
-    RunHeader,
-    StatsPanel,
-    StatsTable,
-    stats_table,
-)
-from workloads.registry import FAMILIES, WorkloadError, parse_batch_size
+from gpudash.tui.widgets import MessageBar, RunHeader, StatsPanel, StatsTable, stats_table
 
 HINT = "? help · ctrl+p all commands"
 COPY_FORMATS = {"Markdown": StatsTable.markdown, "CSV": StatsTable.csv}  # the palette's "Copy stats as …"
 TRACE_DIR = "gpudash-traces"  # a live run's profiler windows go here (in the working directory)
 
 
-class GpuDashApp(QuietCrashApp[int]):
+class GpuDashApp(SteeringApp):
     """Live charts of a training workload, its controls, and the before/after of every change."""
 
     CSS_PATH = "app.tcss"
@@ -104,10 +95,6 @@ class GpuDashApp(QuietCrashApp[int]):
         self.crash_line: str | None = None  # an exception nothing caught: the one line to print on exit
         self.save_dir = save_dir  # screenshots go here (the config's record directory); None: the cwd
         self.view = TimeView()  # the charts' time window: the whole run, or zoomed with the wheel
-
-    @property
-    def state(self):  # noqa: ANN201 - the controller's DashState, read-only here
-        return self.controller.state
 
     # -- layout -----------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -274,86 +261,7 @@ class GpuDashApp(QuietCrashApp[int]):
             return "no samples in this recording"
         return None
 
-    def say(self, text: str, severity: str = "info", toast: bool = False) -> None:
-        try:
-            bar = self.query_one(MessageBar)
-        except NoMatches:  # closing (see _redraw)
-            return
-        bar.say(text, str(severity.value if isinstance(severity, Severity) else severity))
-        if toast and self.toasts:
-            error = severity == Severity.ERROR
-            self.notify(text, severity="error" if error else "information", timeout=6 if error else 3)
-
-    def _tell(self, notices: Iterable[Notice | None]) -> None:
-        for n in notices:
-            if n is not None:
-                self.say(n.text, n.severity, n.toast)
-
-    # -- controls (each forwards to the controller) -----------------------------------------------
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action == actions.REFUSED:
-            return self.replay
-        return self.controller.enabled(action, action in actions.STEERING)
-
-    def action_refused_in_replay(self, name: str) -> None:
-        """A steering key pressed in a replay: say why nothing happens."""
-        self._tell([self.controller.read_only(actions.BY_NAME[name].title)])
-
-    def action_toggle_pipeline(self) -> None:
-        self._tell([self.controller.toggle_pipeline()])
-
-    def action_cycle_variant(self) -> None:
-        self._tell([self.controller.next_variant()])
-
-    def action_switch_workload(self) -> None:
-        choices = [(f.name, f.title) for f in FAMILIES.values()]
-        self.push_screen(
-            PickScreen("Switch workload (enter picks, escape cancels)", choices, self.state.workload),
-            lambda name: self._tell([self.controller.switch_workload(name)]),
-        )
-
-    def set_batch(self, n: int) -> None:
-        self._tell([self.controller.set_batch(n)])
-
-    def action_batch_double(self) -> None:
-        self._tell([self.controller.scale_batch(double=True)])
-
-    def action_batch_half(self) -> None:
-        self._tell([self.controller.scale_batch(double=False)])
-
-    def action_batch_typed(self) -> None:
-        """The edge's one check of a typed batch size: the prompt parses it, or says why not."""
-        prompt = PromptScreen(
-            f"Batch size (now {self.state.batch_size or '?'})",
-            placeholder="a whole number ≥ 1",
-            parse=parse_batch_size,
-            errors=(WorkloadError,),
-        )
-        self.push_screen(prompt, lambda n: None if n is None else self.set_batch(n))
-
-    def action_time_stages(self) -> None:
-        self._tell([self.controller.time_stages()])
-
-    def action_trace_window(self) -> None:
-        self._tell([self.controller.trace_window()])
-
-    def action_measure_scaling(self) -> None:
-        self._tell([self.controller.measure_scaling()])
-
-    def action_knobs(self) -> None:
-        ctl, s = self.controller, self.state
-        title = f"Knobs for {s.workload}/{s.variant} on {s.device} — applied at a step boundary, all at once"
-        panel = KnobsScreen(title, ctl.knobs_base(), ctl.knob_refusals(), check=ctl.knob_refusal)
-        self.push_screen(panel, lambda knobs: None if knobs is None else self._tell([ctl.set_knobs(knobs)]))
-
-    def set_knob(self, name: str, value: str | None) -> None:
-        """One knob from the palette: ``value`` None toggles an on/off knob."""
-        ctl = self.controller
-        self._tell([ctl.toggle_knob(name) if value is None else ctl.set_knob(name, value)])
-
-    def action_pause_resume(self) -> None:
-        self._tell([self.controller.pause_resume()])
-
+    # -- controls: the steering keys are SteeringApp's ---------------------------------------------
     def action_restart(self) -> None:
         notice = self.controller.begin_restart()
         self._tell([notice])
@@ -383,7 +291,7 @@ class GpuDashApp(QuietCrashApp[int]):
             parse=new_file_path,
             errors=(ValueError,),
         )
-        self.push_screen(prompt, lambda path: path and self.start_recording(path))
+        self.push_screen(prompt, lambda path: None if not path else self.start_recording(path))
 
     def start_recording(self, path: str) -> None:
         self._tell([self.controller.start_recording(path)])

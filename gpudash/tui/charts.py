@@ -259,9 +259,14 @@ class MetricChart(PlotextPlot):
         if drawn == 0:
             msg = note or self.spec.empty
             plt.text(msg, x=(t0 + t1) / 2, y=left_top / 2, alignment="center", color=GREY)
+        self._draw_markers(state.visible_markers(t0, t1)[-12:], t0, t1, width, left_top)
+        self.refresh()
+
+    def _draw_markers(self, markers: list[Marker], t0: float, t1: float, width: int, top: float) -> None:
+        """A vertical line at each change, its label on up to three rows near the ``top`` of the
+        y axis, each on the first row where it fits (``marker_labels``: those drawn)."""
+        plt = self.plt
         self.marker_labels = []
-        markers: list[Marker] = state.visible_markers(t0, t1)[-12:]
-        # labels go on up to three rows near the top, each on the first row where it fits
         per_col = (t1 - t0) / max(1, width)  # time per terminal column
         rows: list[list[tuple[float, float]]] = [[], [], []]
         levels = (0.97, 0.84, 0.71)
@@ -274,7 +279,7 @@ class MetricChart(PlotextPlot):
             for level, taken in zip(levels, rows, strict=False):
                 if all(b <= x0 or a >= x1 for x0, x1 in taken):
                     taken.append((a, b))
-                    y = left_top * level
+                    y = top * level
                     if right:
                         plt.text(m.label + " ", x=m.time_s, y=y, color=colour, style="bold", alignment="right")
                     else:
@@ -282,7 +287,6 @@ class MetricChart(PlotextPlot):
                     self.marker_labels.append((m.time_s, m.label))
                     break
         self.marker_labels.reverse()
-        self.refresh()
 
 
 def _axis(plt, top: float, side: str, rows: int) -> None:

@@ -8,18 +8,14 @@ restart, stop) are the app's to run in a thread; ``poll()`` never blocks.
 
 from __future__ import annotations
 
-import os
 from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from enum import Enum
 from typing import Any
 
 from gpudash.core.protocol import (
     ENDING_KINDS,
     NOT_RESPONDING,
     NVML_LOST,
-    SAMPLES_DROPPED,
     Control,
     EngineSource,
     Event,
@@ -39,39 +35,15 @@ from gpudash.core.protocol import (
     TimeStages,
     TraceWindow,
 )
-from gpudash.tui.state import TRACE, DashState, Status, is_trace, trace_line
+from gpudash.tui.notices import STARTING, Notice, Severity, error, event_notice, short_path, warning
+from gpudash.tui.state import TRACE, DashState, Status, trace_line
 from workloads.knobs import KNOBS, OFF, Knobs, parse_knobs  # torch-free
 from workloads.registry import FAMILIES, FamilyInfo, WorkloadError  # torch-free
 
-STARTING = "starting workload (importing torch)…"
 TRACE_STEPS = 20  # steps in a profiler window asked for from the dashboard
-PERFETTO = "ui.perfetto.dev"
 MAX_SENT = 64  # controls kept in ``DashController.sent`` (the latest; a long run sends one per change)
 
 RecorderFactory = Callable[..., Any]  # (path, metadata) -> a recorder with on_message/close
-
-
-class Severity(str, Enum):
-    INFO = "info"
-    WARNING = "warning"
-    ERROR = "error"
-
-
-@dataclass(frozen=True)
-class Notice:
-    """One line for the user; ``toast`` also pops it up."""
-
-    text: str
-    severity: Severity = Severity.INFO
-    toast: bool = False
-
-
-def _error(text: str) -> Notice:
-    return Notice(text, Severity.ERROR, toast=True)
-
-
-def _warning(text: str) -> Notice:
-    return Notice(text, Severity.WARNING)
 
 
 def _default_recorder(path: str, metadata: dict[str, Any]) -> Any:
@@ -126,7 +98,7 @@ class DashController:
         if self.replay:
             return None
         if not self.state.ended and not self.hung:
-            return _warning("the workload is running; restart is for after a crash or stop")
+            return warning("the workload is running; restart is for after a crash or stop")
         self.hung = False
         self.state.mark_starting()
         self.ready = False
@@ -136,13 +108,13 @@ class DashController:
         """Everything that arrived: into the state and the recording; returns what to tell."""
         if not self.ready:
             return []
-        info = self.source.gpu_info
-        if info != self.state.gpu_info:
-            self.state.gpu_info = info
+        gpu_info = self.source.gpu_info
+        if gpu_info != self.state.gpu_info:
+            self.state.gpu_info = gpu_info
         try:
             messages = self.source.poll()
         except Exception as exc:  # noqa: BLE001 - shown, the dashboard stays up
-            what = f"reading {_short_path(self.info.path or '')}" if self.replay else "reading the workload's messages"
+            what = f"reading {short_path(self.info.path or '')}" if self.replay else "reading the workload's messages"
             return [Notice(f"{what} failed: {exc}", Severity.ERROR)]
         notices = self.ingest(messages)
         info = self.info
@@ -152,7 +124,7 @@ class DashController:
         bad = info.bad_rows
         if bad > self._bad_rows_told:
             self._bad_rows_told = bad
-            notices.append(_warning(f"replay: {bad} malformed row{'s' if bad != 1 else ''} skipped"))
+            notices.append(warning(f"replay: {bad} malformed row{'s' if bad != 1 else ''} skipped"))
         return notices
 
     def ingest(self, messages: Iterable[Message]) -> list[Notice]:
@@ -193,49 +165,15 @@ class DashController:
         return self.state.run.knobs
 
     def _event_notice(self, e: Event) -> list[Notice]:
-        s, live = self.state, not self.replay
+        """What ``e`` settles (a batch size or a profiler window asked for; a hang) and says."""
         if e.what == "batch_size" and e.kind in (EventKind.CHANGED, EventKind.ERROR):
             self.pending_batch = None
         if (e.what == TRACE and e.kind in (EventKind.MEASURED, EventKind.ERROR)) or e.kind in ENDING_KINDS:
             self.pending_trace = False
-        if is_trace(e):
-            return [self._trace_notice(e)]
-        if e.kind == EventKind.PROGRESS:
-            return [Notice(f"{e.message} — applying knobs {self.knobs_base().text()}; steps resume when done")]
-        if e.kind == EventKind.STARTING:
-            return [Notice(f"{STARTING} ({e.message})" if e.message else STARTING)]
-        if e.kind == EventKind.STARTED:
-            return [Notice(e.message or f"started {s.workload} / {s.variant}")]
-        if e.kind == EventKind.CHANGED:
-            return [Notice(f"{e.label} at {e.time_s:.1f} s — stats now compare against the previous config")]
         if e.kind == EventKind.ERROR and e.what == NOT_RESPONDING:
             self.hung = True
-            return [Notice(f"✗ {e.message} — r restarts it, q quits", Severity.ERROR, toast=live)]
-        if e.kind == EventKind.ERROR and e.what == SAMPLES_DROPPED:
-            return [_warning(e.message)]
-        if e.kind == EventKind.ERROR:
-            still = f"knobs stay {self.knobs_text}" if e.what == "knobs" else f"batch {s.batch_size}"
-            text = f"✗ {e.message or e.label} — still running {s.variant}, {still}"
-            return [Notice(text, Severity.ERROR, toast=live)]
-        if e.kind == EventKind.PAUSED:
-            return [Notice("paused (space resumes)")]
-        if e.kind == EventKind.RESUMED:
-            return [Notice("resumed")]
-        if e.kind == EventKind.CRASHED:
-            why = e.message or "the workload process died"
-            return [Notice(f"✗ workload crashed: {why} — press r to restart", Severity.ERROR, toast=live)]
-        if e.kind == EventKind.MEASURED:
-            return [Notice(e.message)]
-        if e.kind == EventKind.STOPPED:
-            return [Notice((e.message or "the workload stopped") + (" — press r to restart" if live else ""))]
-        return []
-
-    def _trace_notice(self, e: Event) -> Notice:
-        """A profiler window's answer: where its trace is (for Perfetto) and its figures."""
-        path = e.details.get("trace_path") or e.message.rpartition(" → ")[2]
-        summary = e.message.rpartition(" → ")[0] or trace_line(e)
-        text = f"open in {PERFETTO}: {_short_path(path)} — {summary}" if path else summary
-        return Notice(text, toast=not self.replay)
+        notice = event_notice(e, self.state, live=not self.replay, applying=self.knobs_base().text())
+        return [] if notice is None else [notice]
 
     def last_trace_text(self) -> str | None:
         """The latest profiler window's figures, one line (the stats panel's), or None."""
@@ -269,15 +207,15 @@ class DashController:
 
     def send(self, control: Control, note: str) -> Notice:
         if self.replay:
-            return _warning("replay: read-only")
+            return warning("replay: read-only")
         if not self.ready:
-            return _warning("the workload is still starting; try again in a moment")
+            return warning("the workload is still starting; try again in a moment")
         if self.state.ended or not self.source.alive:
-            return _warning("the workload is not running — press r to restart")
+            return warning("the workload is not running — press r to restart")
         try:
             self.source.send(control)
         except Exception as exc:  # noqa: BLE001
-            return _error(f"could not send the control: {exc}")
+            return error(f"could not send the control: {exc}")
         self.sent.append(control)
         if isinstance(control, SetBatchSize):
             self.pending_batch = control.batch_size
@@ -303,18 +241,18 @@ class DashController:
         fam = self.family()
         target = fam.pipeline_target(self.state.variant) if fam else None
         if fam is None or target is None:
-            return _warning(
+            return warning(
                 f"{self.state.workload or 'this workload'} has no serial ↔ pipelined pair; v cycles its variants"
             )
         refusal = self._refusal(fam, target)
         if refusal:
-            return _error(f"✗ {refusal}; this run is on the CPU — staying on {self.state.variant}")
+            return error(f"✗ {refusal}; this run is on the CPU — staying on {self.state.variant}")
         return self.send(SetVariant(target), f"switching to {target}…")
 
     def next_variant(self) -> Notice:
         fam = self.family()
         if fam is None:
-            return _warning("the workload is not known yet")
+            return warning("the workload is not known yet")
         names = list(fam.variant_names)
         i = names.index(self.state.variant) if self.state.variant in names else -1
         later = [v for v in names[i + 1 :] + names[: i + 1] if v != self.state.variant]  # after, wrapping
@@ -322,7 +260,7 @@ class DashController:
         runnable = [v for v in later if v not in skipped]
         if not runnable:
             why = f" ({', '.join(skipped)} need CUDA)" if skipped else ""
-            return _warning(f"no other variant of {fam.name} runs here{why}")
+            return warning(f"no other variant of {fam.name} runs here{why}")
         cand = runnable[0]
         passed = [v for v in skipped if later.index(v) < later.index(cand)]
         note = f"switching to {cand}…" + (f" (skipped {', '.join(passed)}: needs CUDA)" if passed else "")
@@ -344,16 +282,16 @@ class DashController:
     def scale_batch(self, double: bool) -> Notice:
         b = self.batch_base()
         if b is None:
-            return _warning("the batch size is not known until the workload has started")
+            return warning("the batch size is not known until the workload has started")
         if not double and b <= 1:
-            return _error("✗ batch size is already 1, the smallest there is")
+            return error("✗ batch size is already 1, the smallest there is")
         return self.set_batch(b * 2 if double else b // 2)
 
     def time_stages(self) -> Notice:
         """Ask the workload to time its two stages alone (a "measured" event answers)."""
         fam = self.family()
         if fam is None or fam.pipeline_toggle is None:
-            return _warning(f"{self.state.workload or 'this workload'} has no two stages to time apart")
+            return warning(f"{self.state.workload or 'this workload'} has no two stages to time apart")
         return self.send(TimeStages(), "timing each stage alone (20 steps each)…")
 
     def measure_scaling(self) -> Notice:
@@ -361,7 +299,7 @@ class DashController:
         if self.replay:
             return self.read_only("a scaling measurement")
         if self.config.nproc * self.config.nnodes < 2:
-            return _warning("scaling efficiency needs a data-parallel run: start gpudash with --nproc 2 or more")
+            return warning("scaling efficiency needs a data-parallel run: start gpudash with --nproc 2 or more")
         return self.send(MeasureScaling(), "rank 0 trains alone for 50 steps (the others wait)…")
 
     def ranks_text(self) -> str | None:
@@ -379,16 +317,16 @@ class DashController:
 
     def read_only(self, what: str) -> Notice:
         """Why ``what`` (a control) does nothing in a replay."""
-        return _warning(f"replay: read-only — {what} needs a live run")
+        return warning(f"replay: read-only — {what} needs a live run")
 
     def trace_window(self, steps: int = TRACE_STEPS) -> Notice:
         """Ask for a profiler window of ``steps`` steps (a "measured" trace event answers)."""
         if self.replay:
             return self.read_only("a profiler window")
         if not self.config.trace_dir:
-            return _warning("this run has no trace directory: profiler windows are off")
+            return warning("this run has no trace directory: profiler windows are off")
         if self.pending_trace:
-            return _warning("a profiler window is already under way; its figures come when it ends")
+            return warning("a profiler window is already under way; its figures come when it ends")
         return self.send(
             TraceWindow(steps), f"profiling {steps} steps… (torch.profiler; the trace goes to {self.config.trace_dir})"
         )
@@ -445,7 +383,7 @@ class DashController:
         try:
             knobs = self.knobs_base().with_value(name, value)
         except WorkloadError as exc:
-            return _error(f"✗ {exc}")
+            return error(f"✗ {exc}")
         return self._ask_knobs(knobs, SetKnob(name, value))
 
     def toggle_knob(self, name: str) -> Notice:
@@ -455,13 +393,13 @@ class DashController:
 
     def _ask_knobs(self, knobs: Knobs, control: SetKnob | SetKnobs) -> Notice:
         if self.replay:
-            return _warning("replay: read-only")
+            return warning("replay: read-only")
         base = self.knobs_base()
         if knobs == base:
             return Notice(f"knobs already {knobs.text()}")
         why = self.knob_refusal(knobs)
         if why:
-            return _error(f"✗ {why} — knobs stay {base.text()}")
+            return error(f"✗ {why} — knobs stay {base.text()}")
         slow = " and ".join(dict.fromkeys(knobs.warmups))
         note = f"knobs {base.text()} → {knobs.text()} requested…" + (f" ({slow} first)" if slow else "")
         return self.send(control, note)
@@ -488,7 +426,7 @@ class DashController:
             self.recorder = self.recorder_factory(path, meta)
         except Exception as exc:  # noqa: BLE001
             self.recorder = None
-            return _error(f"✗ cannot record to {path}: {exc}")
+            return error(f"✗ cannot record to {path}: {exc}")
         self.recording_path = path
         self.recorded_messages = 0
         return Notice(f"● recording to {path} (c stops)")
@@ -510,15 +448,6 @@ def _from_workload(msg: Message) -> bool:
     if isinstance(msg, Sample):
         return True
     return isinstance(msg, Event) and msg.what not in (NOT_RESPONDING, NVML_LOST)
-
-
-def _short_path(path: str) -> str:
-    """``path`` relative to the working directory when it is under it (the dashboard's traces are)."""
-    try:
-        rel = os.path.relpath(path)
-    except ValueError:  # another drive (Windows)
-        return path
-    return path if rel.startswith("..") else rel
 
 
 def knobs_label(text: str) -> str:

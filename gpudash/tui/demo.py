@@ -135,42 +135,9 @@ class SyntheticSource:
 
     def _apply_controls(self, t: float) -> None:
         for c in self._controls:
-            before = {"variant": self.variant, "batch_size": str(self.batch), "workload": self.workload}
+            before = {"variant": self.variant, "workload": self.workload}
             if isinstance(c, SetBatchSize):
-                if c.batch_size < 1:
-                    self._out.append(
-                        Event(
-                            t,
-                            EventKind.ERROR,
-                            "batch_size",
-                            before["batch_size"],
-                            str(c.batch_size),
-                            f"batch size must be at least 1, got {c.batch_size}",
-                        )
-                    )
-                elif c.batch_size >= 512 and self.gpu:
-                    self._out.append(
-                        Event(
-                            t,
-                            EventKind.ERROR,
-                            "batch_size",
-                            before["batch_size"],
-                            str(c.batch_size),
-                            f"CUDA out of memory at batch {c.batch_size}; back to batch {self.batch}",
-                        )
-                    )
-                else:
-                    self.batch = c.batch_size
-                    self._out.append(
-                        Event(
-                            t,
-                            EventKind.CHANGED,
-                            "batch_size",
-                            before["batch_size"],
-                            str(self.batch),
-                            details=self._details(),
-                        )
-                    )
+                self._out.append(self._set_batch(t, c.batch_size))
             elif isinstance(c, SetVariant):
                 fam = FAMILIES[self.workload]
                 if why := fam.refusal(c.variant, self.device):
@@ -198,6 +165,19 @@ class SyntheticSource:
                 self._alive = False
                 self._out.append(Event(t, EventKind.STOPPED, message="stopped"))
         self._controls.clear()
+
+    def _set_batch(self, t: float, n: int) -> Event:
+        """Batch size ``n`` asked for: refused under 1 (and, on a GPU, from 512 on: out of memory),
+        else taken; the event that says which."""
+        before = str(self.batch)
+        if n < 1:
+            why = f"batch size must be at least 1, got {n}"
+        elif n >= 512 and self.gpu:
+            why = f"CUDA out of memory at batch {n}; back to batch {self.batch}"
+        else:
+            self.batch = n
+            return Event(t, EventKind.CHANGED, "batch_size", before, str(n), details=self._details())
+        return Event(t, EventKind.ERROR, "batch_size", before, str(n), why)
 
     def _rate(self) -> float:
         """Made up from what the catalog says of the variant: each later one a little faster,

@@ -12,7 +12,8 @@ from gpudash.core.protocol import Event, Pause, Resume, SetBatchSize, SetKnob, S
 from gpudash.recording.replay import ReplaySource
 from gpudash.tui.app import STARTING, GpuDashApp
 from gpudash.tui.charts import MetricChart
-from gpudash.tui.widgets import HelpScreen, KnobsScreen, MessageBar, PromptScreen, StatsPanel, plain_text
+from gpudash.tui.screens import HelpScreen, KnobsScreen, PromptScreen
+from gpudash.tui.widgets import MessageBar, StatsPanel, plain_text
 
 from .conftest import replay_loaded, wait_until
 from .fakes import NO_GPU, FakeSource, run_segment, started

@@ -58,7 +58,8 @@ async def test_dashboard_over_the_real_engine_on_the_cpu(tmp_path):
 async def test_the_knobs_panel_changes_the_real_workloads_knobs_on_the_cpu(tmp_path):
     from gpudash.core.protocol import SetKnobs
     from gpudash.host.session import EngineSession
-    from gpudash.tui.widgets import KnobsScreen, plain_text
+    from gpudash.tui.screens import KnobsScreen
+    from gpudash.tui.widgets import plain_text
 
     prepare_for_child_processes()
     source = EngineSession(

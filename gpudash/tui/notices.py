@@ -1,0 +1,88 @@
+"""What the dashboard tells the user: a ``Notice`` (one line, maybe a toast), and the one each
+event of a run is told as. Textual-free, like the controller that returns them."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from enum import Enum
+
+from gpudash.core.protocol import NOT_RESPONDING, SAMPLES_DROPPED, Event, EventKind
+from gpudash.tui.state import DashState, is_trace, trace_line
+
+STARTING = "starting workload (importing torch)…"
+PERFETTO = "ui.perfetto.dev"
+
+
+class Severity(str, Enum):
+    INFO = "info"
+    WARNING = "warning"
+    ERROR = "error"
+
+
+@dataclass(frozen=True)
+class Notice:
+    """One line for the user; ``toast`` also pops it up."""
+
+    text: str
+    severity: Severity = Severity.INFO
+    toast: bool = False
+
+
+def error(text: str) -> Notice:
+    return Notice(text, Severity.ERROR, toast=True)
+
+
+def warning(text: str) -> Notice:
+    return Notice(text, Severity.WARNING)
+
+
+def event_notice(e: Event, s: DashState, live: bool, applying: str) -> Notice | None:
+    """What event ``e`` of a run (``live``, or a replay's) is told as, after ``s`` took it in;
+    ``applying``: the knobs a warm-up applies. None for an event told nothing of."""
+    if is_trace(e):
+        return trace_notice(e, live)
+    if e.kind == EventKind.PROGRESS:
+        return Notice(f"{e.message} — applying knobs {applying}; steps resume when done")
+    if e.kind == EventKind.STARTING:
+        return Notice(f"{STARTING} ({e.message})" if e.message else STARTING)
+    if e.kind == EventKind.STARTED:
+        return Notice(e.message or f"started {s.workload} / {s.variant}")
+    if e.kind == EventKind.CHANGED:
+        return Notice(f"{e.label} at {e.time_s:.1f} s — stats now compare against the previous config")
+    if e.kind == EventKind.ERROR and e.what == NOT_RESPONDING:
+        return Notice(f"✗ {e.message} — r restarts it, q quits", Severity.ERROR, toast=live)
+    if e.kind == EventKind.ERROR and e.what == SAMPLES_DROPPED:
+        return warning(e.message)
+    if e.kind == EventKind.ERROR:
+        still = f"knobs stay {s.run.knobs}" if e.what == "knobs" else f"batch {s.batch_size}"
+        return Notice(f"✗ {e.message or e.label} — still running {s.variant}, {still}", Severity.ERROR, toast=live)
+    if e.kind == EventKind.PAUSED:
+        return Notice("paused (space resumes)")
+    if e.kind == EventKind.RESUMED:
+        return Notice("resumed")
+    if e.kind == EventKind.CRASHED:
+        why = e.message or "the workload process died"
+        return Notice(f"✗ workload crashed: {why} — press r to restart", Severity.ERROR, toast=live)
+    if e.kind == EventKind.MEASURED:
+        return Notice(e.message)
+    if e.kind == EventKind.STOPPED:
+        return Notice((e.message or "the workload stopped") + (" — press r to restart" if live else ""))
+    return None
+
+
+def trace_notice(e: Event, live: bool) -> Notice:
+    """A profiler window's answer: where its trace is (for Perfetto) and its figures."""
+    path = e.details.get("trace_path") or e.message.rpartition(" → ")[2]
+    summary = e.message.rpartition(" → ")[0] or trace_line(e)
+    text = f"open in {PERFETTO}: {short_path(path)} — {summary}" if path else summary
+    return Notice(text, toast=live)
+
+
+def short_path(path: str) -> str:
+    """``path`` relative to the working directory when it is under it (the dashboard's traces are)."""
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:  # another drive (Windows)
+        return path
+    return path if rel.startswith("..") else rel

@@ -1,0 +1,115 @@
+"""The dashboard's steering keys and the notices they bring: each key asks the ``DashController``
+(``controller.py``, Textual-free) and shows the ``Notice`` it returns in the message bar.
+
+``SteeringApp`` is the base of ``GpuDashApp`` (``app.py``), which builds the controller, lays
+out the screen and runs the source; this is the Textual side of the controls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from textual.css.query import NoMatches
+
+from gpudash.tui import actions
+from gpudash.tui.controller import DashController
+from gpudash.tui.notices import Notice, Severity
+from gpudash.tui.screens import KnobsScreen, PickScreen, PromptScreen
+from gpudash.tui.state import DashState
+from gpudash.tui.textual_adapter import QuietCrashApp
+from gpudash.tui.widgets import MessageBar
+from workloads.registry import FAMILIES, WorkloadError, parse_batch_size
+
+
+class SteeringApp(QuietCrashApp[int]):
+    """The keys that steer a run (and the palette's commands for them), and the message bar
+    that answers them."""
+
+    controller: DashController  # set by the app
+    replay: bool  # a recording: the steering keys only say why they do nothing
+    toasts: bool  # a notice that asks for a toast also pops up
+
+    @property
+    def state(self) -> DashState:
+        """The controller's, read-only here."""
+        return self.controller.state
+
+    def say(self, text: str, severity: str = "info", toast: bool = False) -> None:
+        try:
+            bar = self.query_one(MessageBar)
+        except NoMatches:  # closing: the widgets are gone before the timers stop
+            return
+        bar.say(text, str(severity.value if isinstance(severity, Severity) else severity))
+        if toast and self.toasts:
+            error = severity == Severity.ERROR
+            self.notify(text, severity="error" if error else "information", timeout=6 if error else 3)
+
+    def _tell(self, notices: Iterable[Notice | None]) -> None:
+        for n in notices:
+            if n is not None:
+                self.say(n.text, n.severity, n.toast)
+
+    # -- the steering keys ------------------------------------------------------------------------
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == actions.REFUSED:
+            return self.replay
+        return self.controller.enabled(action, action in actions.STEERING)
+
+    def action_refused_in_replay(self, name: str) -> None:
+        """A steering key pressed in a replay: say why nothing happens."""
+        self._tell([self.controller.read_only(actions.BY_NAME[name].title)])
+
+    def action_toggle_pipeline(self) -> None:
+        self._tell([self.controller.toggle_pipeline()])
+
+    def action_cycle_variant(self) -> None:
+        self._tell([self.controller.next_variant()])
+
+    def action_switch_workload(self) -> None:
+        choices = [(f.name, f.title) for f in FAMILIES.values()]
+        self.push_screen(
+            PickScreen("Switch workload (enter picks, escape cancels)", choices, self.state.workload),
+            lambda name: self._tell([self.controller.switch_workload(name)]),
+        )
+
+    def set_batch(self, n: int) -> None:
+        self._tell([self.controller.set_batch(n)])
+
+    def action_batch_double(self) -> None:
+        self._tell([self.controller.scale_batch(double=True)])
+
+    def action_batch_half(self) -> None:
+        self._tell([self.controller.scale_batch(double=False)])
+
+    def action_batch_typed(self) -> None:
+        """The edge's one check of a typed batch size: the prompt parses it, or says why not."""
+        prompt = PromptScreen(
+            f"Batch size (now {self.state.batch_size or '?'})",
+            placeholder="a whole number ≥ 1",
+            parse=parse_batch_size,
+            errors=(WorkloadError,),
+        )
+        self.push_screen(prompt, lambda n: None if n is None else self.set_batch(n))
+
+    def action_time_stages(self) -> None:
+        self._tell([self.controller.time_stages()])
+
+    def action_trace_window(self) -> None:
+        self._tell([self.controller.trace_window()])
+
+    def action_measure_scaling(self) -> None:
+        self._tell([self.controller.measure_scaling()])
+
+    def action_knobs(self) -> None:
+        ctl, s = self.controller, self.state
+        title = f"Knobs for {s.workload}/{s.variant} on {s.device} — applied at a step boundary, all at once"
+        panel = KnobsScreen(title, ctl.knobs_base(), ctl.knob_refusals(), check=ctl.knob_refusal)
+        self.push_screen(panel, lambda knobs: None if knobs is None else self._tell([ctl.set_knobs(knobs)]))
+
+    def set_knob(self, name: str, value: str | None) -> None:
+        """One knob from the palette: ``value`` None toggles an on/off knob."""
+        ctl = self.controller
+        self._tell([ctl.toggle_knob(name) if value is None else ctl.set_knob(name, value)])
+
+    def action_pause_resume(self) -> None:
+        self._tell([self.controller.pause_resume()])
