@@ -502,6 +502,7 @@ def _cmd_run_or_record(command: str, given: dict[str, Any]) -> int:
     try:
         config = config_from_args(args)
         if args.trace_every is not None:
+            assert record is not None  # --trace-every without --record PATH was refused above
             config = dataclasses.replace(config, trace_dir=trace_dir_for(record))
         if record is not None:
             paths.check_recording_outputs(record, args.meta, args.log, args.force)

@@ -248,6 +248,7 @@ class AugmentWorkload(Workload):
         if self.variant_info.host_augment:
             assert self.batches is not None
             return tuple(next(self.batches))
+        assert self.pool is not None  # built by _configure
         return self.pool.next()
 
     def prepare(self, images_u8: Tensor, labels_u8: Tensor) -> tuple[Tensor, Tensor]:

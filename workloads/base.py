@@ -62,7 +62,7 @@ def train_step(
     first, last = accumulation.advance() if accumulation is not None else (True, True)
     if first:
         optimizer.zero_grad(set_to_none=True)
-    with contextlib.nullcontext() if last else model.no_sync():  # type: ignore[operator]
+    with contextlib.nullcontext() if last else model.no_sync():  # type: ignore[operator]  # a model with an accumulation is DDP's
         with autocast():
             loss = criterion(model(inputs), targets)
         loss.backward()
@@ -257,7 +257,7 @@ class Workload(ChangeChecks, ABC):
             static_graph=knobs.on("ddp_static_graph"),
         )
         accumulate = knobs.value("ddp_no_sync")
-        ddp.accumulation = GradientAccumulation(int(accumulate)) if accumulate != "off" else None
+        ddp.accumulation = GradientAccumulation(int(accumulate)) if accumulate != "off" else None  # type: ignore[assignment]  # Module.__setattr__'s stub: Tensor | Module only
         setattr(self, self.trained_module, ddp)
 
     def warm_up(self) -> None:
@@ -268,6 +268,7 @@ class Workload(ChangeChecks, ABC):
         batch = self._peek_input()
         with self._restore_point(self.generators()):
             out = self._produce(*batch) if self._produce is not None else batch
+            assert self._consume is not None  # set by _setup, before it warms up
             self._consume(*out)
             self.drain()
         self.drain()

@@ -5,6 +5,7 @@ of the running configuration is touched. ``Workload`` (``workloads.base``) takes
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
@@ -30,8 +31,12 @@ class ChangeChecks:
         batch_size: int
         knobs: Knobs
         emulate_streams: bool
-        world_size: int
-        on_cuda: bool
+
+        @property
+        def world_size(self) -> int: ...
+        @property
+        def on_cuda(self) -> bool: ...
+
         _consume: Callable[..., Any] | None
         _step_memory: dict[tuple[str, Knobs], limits.StepMemory]
 
@@ -127,6 +132,6 @@ class ChangeChecks:
                 return consume[1](*(produce[1](*args) if produce is not None else args))
 
             with self._eager_modules(), self._restore_point(memory_probe.generators_of(self, self.device)):
-                measured = [memory_probe.step_bytes(self.device, lambda n=n: step(n)) for n in sizes]
+                measured = [memory_probe.step_bytes(self.device, functools.partial(step, n)) for n in sizes]
             self._step_memory[key] = limits.StepMemory.fit(sizes, [float(m) for m in measured])
         return self._step_memory[key]

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import TypedDict
 
 import torch
 
@@ -57,6 +58,16 @@ def data_seed(seed: int, rank: int) -> int:
     return seed + rank * DATA_SEED_STRIDE
 
 
+class _DdpOptions(TypedDict, total=False):
+    """The ``DistributedDataParallel`` arguments ``wrap`` passes (the others keep torch's defaults)."""
+
+    gradient_as_bucket_view: bool
+    static_graph: bool
+    bucket_cap_mb: float
+    device_ids: list[int | None]
+    output_device: int | None
+
+
 def wrap(
     module: torch.nn.Module,
     device: torch.device,
@@ -68,9 +79,9 @@ def wrap(
     """``module`` in DDP on ``device`` (one device per rank); the parameters are broadcast from rank 0."""
     from torch.nn.parallel import DistributedDataParallel
 
-    kwargs: dict[str, object] = {"gradient_as_bucket_view": gradient_as_bucket_view, "static_graph": static_graph}
+    kwargs: _DdpOptions = {"gradient_as_bucket_view": gradient_as_bucket_view, "static_graph": static_graph}
     if bucket_cap_mb is not None:
         kwargs["bucket_cap_mb"] = bucket_cap_mb
     if device.type == "cuda":
-        kwargs.update(device_ids=[device.index], output_device=device.index)
+        kwargs.update({"device_ids": [device.index], "output_device": device.index})
     return DistributedDataParallel(module, **kwargs)

@@ -38,6 +38,7 @@ class EncDecWorkload(Workload):
         return list(self.decoder.parameters())
 
     def _draw_input(self) -> tuple[torch.Tensor, ...]:
+        assert self.pool is not None  # built by _configure
         return self.pool.next()
 
     # -- the two stages ---------------------------------------------------------------

@@ -54,7 +54,9 @@ from workloads.registry import FAMILIES, Fix, VariantInfo, WorkloadError
 from workloads.torch_adapter import new_shared_empty
 
 JPEG_SIZE = (800, 533)  # width, height, as in the article
-DATASET_SIZE = FAMILIES["input_pipeline"].dataset_size  # the catalog's: batch sizes are checked against it
+_dataset_size = FAMILIES["input_pipeline"].dataset_size
+assert _dataset_size is not None  # the catalog gives this family one
+DATASET_SIZE: int = _dataset_size  # the catalog's: batch sizes are checked against it
 BASELINE_WORKERS = 4
 MASK_RATIO = 0.25
 FOUR_NEIGHBOURS = np.array([[0, 1, 0], [1, 1, 1], [0, 1, 0]])
@@ -418,9 +420,9 @@ class InputPipelineWorkload(Workload):
         return list(self.model.parameters())
 
     def _draw_input(self) -> tuple[Tensor, ...]:
-        assert self.loader is not None
+        assert self.loader is not None and self.batches is not None  # built together by _configure
         try:
-            return tuple(next(self.batches))  # type: ignore[arg-type]
+            return tuple(next(self.batches))
         except StopIteration:  # a new epoch
             self.batches = iter(self.loader)
             return tuple(next(self.batches))

@@ -95,6 +95,7 @@ class TwoStagePipeline:
         if not self.uses_streams:
             return fn(*item.tensors)
         with torch.cuda.stream(self.consumer):
+            assert item.ready is not None  # produce() records one whenever streams are used
             self.consumer.wait_event(item.ready)  # rule 3
             for t in item.tensors:
                 t.record_stream(self.consumer)  # rule 4: the consumer, not the producer

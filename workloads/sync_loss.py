@@ -102,6 +102,7 @@ class SyncLossWorkload(Workload):
         return list(self.model.parameters())
 
     def _draw_input(self) -> tuple[Tensor, ...]:
+        assert self.pool is not None  # built by _configure
         return self.pool.next()
 
     def train(self, images: Tensor, labels: Tensor) -> Tensor:

@@ -100,7 +100,7 @@ class ModuleKnobs:
             key = (name, mode)
             if key not in self._compiled:
                 options = compile_options(mode, COMPILE_OPTIONS)  # mode's options, and these
-                self._compiled[key] = torch.compile(module, options=options, dynamic=False)
+                self._compiled[key] = torch.compile(module, options=options, dynamic=False)  # type: ignore[assignment]  # a Module compiles to an OptimizedModule; the stub says a callable
             out[name] = self._compiled[key]
         return out
 
@@ -198,6 +198,7 @@ class GraphedStage:
             raise WorkloadError("a CUDA-graphed stage was given other shapes than it was captured with")
         for s, a in zip(self.static_in, args, strict=False):
             s.copy_(a, non_blocking=True)
+        assert self.graph is not None  # capture() set it
         self.graph.replay()
         return _clone_out(self.static_out)
 

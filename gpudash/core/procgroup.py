@@ -58,7 +58,7 @@ def proc_pids() -> list[int] | None:
 
 def members(pgid: int) -> list[int]:
     """The live processes of group ``pgid``."""
-    found = []
+    found: list[int] = []
     for pid in proc_pids() or ():
         fields = _stat_fields(pid)
         if fields is None:

@@ -70,7 +70,7 @@ def _isolate(log_path: str | None) -> None:
     for stream in (sys.stdout, sys.stderr):
         if stream is not None:
             try:
-                stream.reconfigure(line_buffering=True)  # type: ignore[union-attr]
+                stream.reconfigure(line_buffering=True)  # type: ignore[union-attr]  # TextIOWrapper's; else caught
             except (AttributeError, ValueError):
                 pass
 

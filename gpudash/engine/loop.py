@@ -234,7 +234,7 @@ class StepLoop:
         """Emit an event now (its details as plain ``str``)."""
         if "details" in kw:
             kw["details"] = plain(kw["details"])
-        self.emit(Event(time_s=self.now(), kind=kind, **kw))  # type: ignore[arg-type]
+        self.emit(Event(time_s=self.now(), kind=kind, **kw))
 
     def settle(self) -> None:
         """Before a change (and at the end): drain the device, count what completed, send the

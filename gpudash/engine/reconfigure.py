@@ -84,7 +84,7 @@ def change(
     w = loop.workload
     before = setting_text(w, what)
     requested = {"variant": variant, "batch_size": batch_size, "knobs": knobs}[what]
-    requested_text = requested.text() if what == "knobs" else str(requested)  # type: ignore[union-attr]
+    requested_text = requested.text() if what == "knobs" else str(requested)  # type: ignore[union-attr]  # the Knobs for 'knobs'
     if requested_text == before:
         return
     previous = setup_of(w)

@@ -122,7 +122,7 @@ class TraceFigures:
 def read_events(path: str | Path) -> list[dict[str, Any]]:
     """The ``traceEvents`` of a Chrome trace (``.json`` or ``.json.gz``)."""
     opener = gzip.open if str(path).endswith(".gz") else open
-    with opener(path, "rt", encoding="utf-8") as f:  # type: ignore[operator]
+    with opener(path, "rt", encoding="utf-8") as f:
         return list(json.load(f)["traceEvents"])
 
 

@@ -189,13 +189,13 @@ def check_process_caps(plan: ProcessPlan, on_cpu: bool, workers_given: bool) -> 
             f"this run would start {plan.processes} processes ({_spelled(plan)}), and {room} may "
             f"start ({left[1]}, {PROCESS_MARGIN} kept free)"
         )
-    room = memory_available()
+    memory = memory_available()
     need = plan.torch_processes * RANK_HOST_BYTES
-    if plan.ranks > 1 and room is not None and need > MEMORY_SHARE * room[0]:  # one process: the memory guard
+    if plan.ranks > 1 and memory is not None and need > MEMORY_SHARE * memory[0]:  # one process: the memory guard
         raise HostBudgetError(
             f"--nproc {plan.ranks}: the ranks and their launcher need about {gib(need)} of host "
             f"memory ({gib(RANK_HOST_BYTES)} each to import torch and build the workload), "
-            f"and {gib(room[0])} is {room[1]}"
+            f"and {gib(memory[0])} is {memory[1]}"
         )
 
 

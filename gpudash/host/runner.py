@@ -125,8 +125,8 @@ class WorkloadRunner:
         self.t0 = time.monotonic() if t0 is None else t0
         self._ctx = multiprocessing.get_context("spawn")
         self._process: multiprocessing.process.BaseProcess | None = None
-        self._controls: multiprocessing.queues.Queue | None = None  # type: ignore[name-defined]
-        self._out: multiprocessing.queues.Queue | None = None  # type: ignore[name-defined]
+        self._controls: multiprocessing.queues.Queue | None = None
+        self._out: multiprocessing.queues.Queue | None = None
         self._backlog: list[Message] = []
         self._ranks: dict[int, RankSample] = {}  # a data-parallel run's latest report of each rank > 0
         self._final_seen = False  # a "stopped" or "crashed" event came from the child

@@ -237,24 +237,24 @@ class RowParser:
         kind, t = cells[self._kind], _time(cells[self._t])
         if kind == "event":
             kw = {f: cells[i] if i is not None else "" for f, i in self._events}
-            return [Event(time_s=t, **kw)]  # type: ignore[arg-type]
+            return [Event(time_s=t, **kw)]  # type: ignore[arg-type]  # fields by the columns' names
         if kind != "sample":
             return []
         out: list[Message] = []
         g = {c: conv(cells[i]) if i is not None else None for c, i, conv in self._gpu}
         per_gpu = tuple(
-            GpuReading(index, **{k: conv(cells[i]) for k, conv, i in zip(PER_GPU_KEYS, convs, at, strict=False)})
+            GpuReading(index, **{k: conv(cells[i]) for k, conv, i in zip(PER_GPU_KEYS, convs, at, strict=False)})  # type: ignore[arg-type]  # fields by the catalog's names
             for index, convs, at in self._per_gpu
-        )  # type: ignore[arg-type]
+        )
         if any(v is not None for v in g.values()) or any(r.answered for r in per_gpu):
-            out.append(GpuSample(time_s=t, per_gpu=per_gpu, **g))  # type: ignore[arg-type]
+            out.append(GpuSample(time_s=t, per_gpu=per_gpu, **g))  # type: ignore[arg-type]  # fields by the columns' names
         s = {c: conv(cells[i]) if i is not None else None for c, i, conv in self._sample}
         missing = next((c for c in REQUIRED_SAMPLE_COLUMNS if s.get(c) is None), None)
         if missing is not None:  # what a throughput's time and energy are computed from
             raise ValueError(f"{missing} is empty or not a finite number")
         s.update({c: value for c, i, conv in self._later if (value := conv(cells[i])) is not None})
         knobs = cells[self._knobs] if self._knobs is not None else ""
-        out.append(Sample(time_s=t, knobs=knobs or "none", **s))  # type: ignore[arg-type]
+        out.append(Sample(time_s=t, knobs=knobs or "none", **s))  # type: ignore[arg-type]  # fields by the columns' names
         return out
 
 
@@ -371,7 +371,7 @@ class CsvRecords:
 
     def _records(self, rows: Iterator[list[str]], first: int) -> Iterator[tuple[int, list[str]]]:
         while True:
-            line = first + rows.line_num  # type: ignore[attr-defined]
+            line = first + rows.line_num  # type: ignore[attr-defined]  # a csv.reader, typed as its rows
             try:
                 cells = next(rows)
             except StopIteration:

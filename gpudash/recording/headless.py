@@ -320,6 +320,7 @@ class HeadlessRecording:
             self._next_progress = self._started_at + self.progress_every_s
         if now >= self._next_progress:
             recorder = self.recorder
+            assert recorder is not None  # opened on the STARTED event, before _started_at was set
             _say(progress_line(recorder.last_sample, recorder.current_segment, now - self._started_at, self.duration_s))
             self._next_progress = now + self.progress_every_s
 

@@ -214,7 +214,7 @@ class CsvRecorder:
         else:
             stream = sys.stdout if isinstance(path_or_stream, (str, os.PathLike)) else path_or_stream
             self.path = None
-            self._out = _StreamWriter(stream)  # type: ignore[arg-type]
+            self._out = _StreamWriter(stream)
             self.meta_path = str(meta_path) if meta_path else None
         self.rows = 0  # data rows (the header not counted)
         self.gpus: tuple[int, ...] = tuple(self.metadata.get("gpus_sampled") or ())  # per-GPU columns

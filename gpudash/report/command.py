@@ -74,7 +74,7 @@ def _cells(c: ConfigFigures) -> list[str]:
     """steps/s ± CI, syncs/step, GPU %, power, J/step."""
     steps = fmt_pm(c.steps) if c.steps is not None else "– (no samples after warm-up)"
     rest = [
-        fmt_num(None if c.stats.get(k) is None else c.stats[k].mean)  # type: ignore[union-attr]
+        fmt_num(None if (e := c.stats.get(k)) is None else e.mean)
         for k in ("syncs_per_step", "gpu_util_pct", "power_w", "joules_per_step")
     ]
     return [steps, *rest]

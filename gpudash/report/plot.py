@@ -81,7 +81,9 @@ def _bars(ax: Any, runs: Sequence[tuple[int, Run]]) -> None:
     width = 0.8 / len(runs)
     for k, (i, run) in enumerate(runs):
         by_name = {c.name: c.steps for c in run.configs}
-        xs, means, errs = [], [], [[], []]
+        xs: list[float] = []
+        means: list[float] = []
+        errs: list[list[float]] = [[], []]
         for x, name in enumerate(names):
             e = by_name.get(name)
             if e is None:

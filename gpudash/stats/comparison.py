@@ -221,6 +221,7 @@ def _compare_with_zero(base: Estimate, new: Estimate, higher_is_better: bool) ->
     ratio = math.inf if base.mean <= 0 else 0.0
     if not other.has_interval:
         return Comparison(ratio, None, None, Verdict.TOO_SHORT)
+    assert other.low is not None  # has_interval
     if not other.low > 0:
         return Comparison(ratio, None, None, Verdict.NO_CHANGE)
     return Comparison(ratio, None, None, _verdict(ratio, True, higher_is_better, 0.0))

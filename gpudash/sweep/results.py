@@ -107,7 +107,7 @@ class RepeatResult:
         for _, _, msg in by_time:
             if isinstance(msg, Sample):
                 figures.add_sample(msg)
-            else:
+            elif isinstance(msg, GpuSample):
                 figures.add_gpu(msg)
 
     @property

@@ -268,7 +268,7 @@ class MetricChart(PlotextPlot):
         plt = self.plt
         self.marker_labels = []
         per_col = (t1 - t0) / max(1, width)  # time per terminal column
-        rows: list[list[tuple[float, float]]] = [[], [], []]
+        label_rows: list[list[tuple[float, float]]] = [[], [], []]
         levels = (0.97, 0.84, 0.71)
         for m in reversed(markers):  # the newest label gets the top row
             colour = MARKER_COLOURS.get(m.kind, RED)
@@ -276,7 +276,7 @@ class MetricChart(PlotextPlot):
             span = (len(m.label) + 1) * per_col
             right = m.time_s > t0 + 0.6 * (t1 - t0)  # near the right edge: the label goes left
             a, b = (m.time_s - span, m.time_s) if right else (m.time_s, m.time_s + span)
-            for level, taken in zip(levels, rows, strict=False):
+            for level, taken in zip(levels, label_rows, strict=False):
                 if all(b <= x0 or a >= x1 for x0, x1 in taken):
                     taken.append((a, b))
                     y = top * level

@@ -95,9 +95,8 @@ def _style(fg: object, style: object, bg: object) -> Style:
     if got is None:
         ansi = _utility.colors_to_ansi(fg, style, bg)
         t = Text.from_ansi(ansi + "x" + _utility.ansi_end)
-        got = t.spans[0].style if t.spans else Style()
-        if not isinstance(got, Style):
-            got = Style.parse(str(got))
+        span_style = t.spans[0].style if t.spans else Style()
+        got = span_style if isinstance(span_style, Style) else Style.parse(str(span_style))
         if len(_STYLES) < 4096:
             _STYLES[key] = got
     return got

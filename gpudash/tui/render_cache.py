@@ -63,7 +63,7 @@ def bound_render_ansi() -> bool:
     if original is None or cache_clear is None or not _has_private_names():
         return False
     cache_clear()  # the styles it kept so far
-    Strip.render_ansi = classmethod(_keyed(original))  # type: ignore[method-assign, assignment]
+    Strip.render_ansi = classmethod(_keyed(original))  # type: ignore[method-assign, assignment]  # the patch of Textual's cache
     return True
 
 

@@ -91,7 +91,7 @@ class StatRow:
 class Marker:
     time_s: float
     label: str
-    kind: str
+    kind: EventKind
 
 
 class Status(str, Enum):
@@ -284,17 +284,19 @@ class DashState:
     # -- read -----------------------------------------------------------------------------------
     def time_range(self) -> tuple[float, float]:
         """The shared time axis: every chart shows [t0, t1]."""
-        nonempty = [s for s in self.series.values() if s.first_t is not None]
-        lasts = [s.last_t for s in nonempty]
+        # the series with data, with their first and last times (a series has both or neither)
+        spans = [(s.first_t, s.last_t, s) for s in self.series.values()]
+        nonempty = [(first, last, s) for first, last, s in spans if first is not None and last is not None]
+        lasts = [last for _, last, _ in nonempty]
         t1 = max([*lasts, self.time_s]) if lasts else max(self.time_s, 1.0)
         if not nonempty:
             return 0.0, max(t1, 1.0)
-        full = [s for s in nonempty if len(s) >= s.maxlen]
+        full = [first for first, _, s in nonempty if len(s) >= s.maxlen]
         if self.mode == "window" and full:
             # a full window has dropped its oldest points: start where every chart has data
-            t0 = max(s.first_t for s in full)  # type: ignore[type-var]
+            t0 = max(full)
         else:
-            t0 = min(s.first_t for s in nonempty)  # type: ignore[type-var]
+            t0 = min(first for first, _, _ in nonempty)
         if t1 - t0 < 1.0:
             t1 = t0 + 1.0
         return t0, t1

@@ -252,9 +252,10 @@ def plain_text(widget: Static, width: int | None = None) -> str:
 
     from rich.console import Console
 
+    out = StringIO()
     console = Console(
-        file=StringIO(), width=width or max(20, widget.size.width or 120), color_system=None, legacy_windows=False
+        file=out, width=width or max(20, widget.size.width or 120), color_system=None, legacy_windows=False
     )
     content = widget.content
     console.print(content if not isinstance(content, str) else Text(content))
-    return console.file.getvalue()  # type: ignore[attr-defined]
+    return out.getvalue()
