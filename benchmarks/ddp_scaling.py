@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from gpudash.stats.comparison import Estimate, compare  # noqa: E402
-from gpudash.sweep.report import summaries_from_csv  # noqa: E402
+from gpudash.sweep.readback import summaries_from_csv  # noqa: E402
 
 DEFAULT_FAMILIES = ("encdec", "sync_loss", "augment", "input_pipeline")
 VARIANT = {"encdec": "serial", "sync_loss": "fixed", "augment": "gpu-vectorized", "input_pipeline": "gpu-transform"}

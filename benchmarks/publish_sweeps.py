@@ -4,7 +4,7 @@
 
 Each sweep's ``sweep.csv``, ``sweep.json`` and ``sweep.md`` are copied as written (the figures
 are the sweep's, never edited); the plot is drawn again from the CSV with the current code
-(``gpudash.sweep.report.redraw``), limited to the families named after the colon. Prints one
+(``gpudash.sweep.readback.redraw``), limited to the families named after the colon. Prints one
 line per plot.
 """
 
@@ -18,7 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from gpudash.sweep.report import redraw  # noqa: E402
+from gpudash.sweep.readback import redraw  # noqa: E402
 
 DOCS = ROOT / "docs"
 

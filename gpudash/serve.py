@@ -137,6 +137,17 @@ def serve(host: str, port: int, url: str | None, run_argv: list[str]) -> int:
             file=sys.stderr,
             flush=True,
         )
+    DashboardServer = dashboard_server_class()
+    os.environ[SERVER_ENV] = str(os.getpid())  # each tab's environment is a copy of this one
+    server = DashboardServer(
+        dashboard_command(run_argv), host=host, port=port, title="gpudash", public_url=url or public_url(host, port)
+    )
+    server.serve()
+    return ExitCode.INTERRUPTED if server.interrupted else ExitCode.OK
+
+
+def dashboard_server_class() -> type[Any]:
+    """textual-serve's ``Server`` (imported here: only ``serve`` needs it), made gpudash's."""
     from textual_serve.server import Server
 
     class DashboardServer(Server):
@@ -178,9 +189,4 @@ def serve(host: str, port: int, url: str | None, run_argv: list[str]) -> int:
             if tabs:
                 await asyncio.wait(tabs, timeout=STOP_TABS_S)
 
-    os.environ[SERVER_ENV] = str(os.getpid())  # each tab's environment is a copy of this one
-    server = DashboardServer(
-        dashboard_command(run_argv), host=host, port=port, title="gpudash", public_url=url or public_url(host, port)
-    )
-    server.serve()
-    return ExitCode.INTERRUPTED if server.interrupted else ExitCode.OK
+    return DashboardServer

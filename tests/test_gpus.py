@@ -15,7 +15,7 @@ from types import ModuleType
 import pandas as pd
 import pytest
 
-from gpudash import cli
+from gpudash import cli, options
 from gpudash.core.protocol import Event, GpuSample, RunConfig, Sample
 from gpudash.host.gpu_checks import check_gpus
 from gpudash.host.gpu_selection import GpuSelectionError, gpu_indexes, gpu_list
@@ -148,7 +148,7 @@ def test_gpus_argument_is_indexes_once_each(text: str) -> None:
 
 
 def test_serve_passes_gpus_on_to_the_dashboard_it_starts() -> None:
-    _, commands = cli.build_parsers()
+    _, commands = options.build_parsers()
     given = vars(commands["run"].parse_args(["--gpus", "2,0", "--device", "cpu"]))
     assert cli.as_argv(commands["run"], given) == ["--device=cpu", "--gpus=2,0"]
 

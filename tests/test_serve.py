@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from gpudash.cli import as_argv, build_parsers
+from gpudash.cli import as_argv
+from gpudash.options import build_parsers
 from gpudash.serve import dashboard_command, is_loopback, public_url
 
 CHROMIUM = next(filter(None, (shutil.which(n) for n in ("chromium", "chromium-browser"))), None)

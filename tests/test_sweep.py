@@ -29,7 +29,7 @@ from gpudash.sweep.plan import (
 )
 from gpudash.sweep.report import CSV_COLUMNS, SweepReport
 from gpudash.sweep.results import RepeatResult, summarize
-from gpudash.sweep.run import Window
+from gpudash.sweep.window import Window
 from workloads.registry import FAMILIES
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -640,7 +640,8 @@ def test_gpu_sweep_times_the_stages_and_no_pipeline_beats_its_overlap_bound(tmp_
 
 
 def test_a_written_sweep_csv_reads_back_into_the_same_tables(tmp_path: Path) -> None:
-    from gpudash.sweep.report import redraw, summaries_from_csv, table_row
+    from gpudash.sweep.readback import redraw, summaries_from_csv
+    from gpudash.sweep.report import table_row
 
     base = Configuration("sync_loss", "sync-heavy", "sync-heavy", 4, 0)
     fixed = Configuration("sync_loss", "fixed", "fixed", 4, 1)
@@ -673,7 +674,8 @@ def test_a_written_sweep_csv_reads_back_into_the_same_tables(tmp_path: Path) -> 
 # -- knobs -----------------------------------------------------------------------------------------
 def test_a_sweep_measures_knob_settings_side_by_side_and_its_csv_reads_back(tmp_path: Path) -> None:
     from gpudash.report.load import load_run
-    from gpudash.sweep.report import summaries_from_csv, table_row
+    from gpudash.sweep.readback import summaries_from_csv
+    from gpudash.sweep.report import table_row
 
     out = tmp_path / "knobs"
     assert (
@@ -742,7 +744,7 @@ def test_knob_applies_to_every_configuration_and_a_cuda_only_entry_is_skipped_on
 
 def test_an_old_sweep_csv_without_the_knobs_column_still_reads(tmp_path: Path) -> None:
     from gpudash.report.load import load_run
-    from gpudash.sweep.report import summaries_from_csv
+    from gpudash.sweep.readback import summaries_from_csv
 
     base = Configuration("sync_loss", "sync-heavy", "sync-heavy", 4, 0)
     fixed = Configuration("sync_loss", "fixed", "fixed", 4, 1)

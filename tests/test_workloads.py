@@ -186,7 +186,7 @@ def test_input_pipeline_gpu_transform_sends_uint8_through_the_loader(workers: in
 def test_steps_under_a_restore_point_leave_no_gradients_or_micro_step_count_behind() -> None:
     """Warm-up, single-rank timing and the memory probe run real steps: afterwards the gradients
     accumulated so far (a ddp_no_sync cycle half done) and the cycle's position are as before."""
-    from workloads.base import GradientAccumulation
+    from workloads.train_step import GradientAccumulation
 
     with build("encdec", "cpu", WorkloadOptions(batch_size=2, image_size=32)) as w:
         w.step()  # gradients of one micro-step, not yet applied

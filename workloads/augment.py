@@ -31,7 +31,7 @@ from torch.utils.data import DataLoader, Dataset
 from torchvision.ops import roi_align
 
 from workloads import models
-from workloads.base import Workload, train_step
+from workloads.base import Workload
 from workloads.data import (
     HostBatchPool,
     loader_bytes_held,
@@ -41,6 +41,7 @@ from workloads.data import (
 )
 from workloads.registry import FAMILIES
 from workloads.streams import TwoStagePipeline
+from workloads.train_step import train_step
 
 MAX_DEGREES = 45.0
 BLUR_KERNEL = 7

@@ -6,10 +6,11 @@ import torch
 import torch.nn as nn
 
 from workloads import models
-from workloads.base import Workload, train_step
+from workloads.base import Workload
 from workloads.data import HostBatchPool, random_images_u8
 from workloads.registry import FAMILIES
 from workloads.streams import TwoStagePipeline
+from workloads.train_step import train_step
 
 
 class EncDecWorkload(Workload):

@@ -48,10 +48,11 @@ from torch.utils.data import DataLoader, Dataset, DistributedSampler, default_co
 from torchvision.io import ImageReadMode, decode_jpeg
 
 from workloads import models
-from workloads.base import Workload, train_step
+from workloads.base import Workload
 from workloads.data import loader_bytes_held, loader_worker_options, shutdown_loader_workers
 from workloads.registry import FAMILIES, Fix, VariantInfo, WorkloadError
 from workloads.torch_adapter import new_shared_empty
+from workloads.train_step import train_step
 
 JPEG_SIZE = (800, 533)  # width, height, as in the article
 _dataset_size = FAMILIES["input_pipeline"].dataset_size

@@ -19,9 +19,10 @@ import torch.nn as nn
 from torch import Tensor
 
 from workloads import models
-from workloads.base import Workload, train_step
+from workloads.base import Workload
 from workloads.data import HostBatchPool
 from workloads.registry import FAMILIES
+from workloads.train_step import train_step
 
 IGNORE_VALUE = -1
 BACKGROUND_CLASS = 9

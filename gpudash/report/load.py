@@ -26,9 +26,9 @@ from gpudash.recording.csvformat import RowParser, UnreadableCsv, is_recording_h
 from gpudash.recording.sidecar import Sidecar, read_sidecar
 from gpudash.stats.comparison import Estimate, estimate_from_batches
 from gpudash.stats.segments import ConfigKey, Segment, SegmentTracker
+from gpudash.sweep.readback import summary_from_row
 from gpudash.sweep.report import CSV_COLUMNS as SWEEP_COLUMNS
 from gpudash.sweep.report import OLD_CSV_COLUMNS as OLD_SWEEP_COLUMNS
-from gpudash.sweep.report import summary_from_row
 
 
 class ReportInputError(Exception):

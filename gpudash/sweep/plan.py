@@ -265,7 +265,28 @@ def build_parser() -> Parser:
         prog="gpudash sweep",
         description="Measure variants and batch sizes in interleaved, shuffled repeats and write\n"
         "the articles' tables with 95% intervals: sweep.csv, sweep.json, sweep.md, sweep.png/.svg.",
-        epilog=f"presets: {', '.join(PRESETS)}\n"
+        epilog=_epilog(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _add_selection_options(p)
+    _add_timing_options(p)
+    p.add_argument("--device", type=argtypes.device, default="auto", metavar="DEV", help="auto, cpu, cuda or cuda:N")
+    p.add_argument(
+        "--nproc",
+        type=argtypes.positive_int,
+        default=1,
+        metavar="N",
+        help="data-parallel ranks (DDP) for every configuration, one GPU each; -b is per rank (default: 1)",
+    )
+    p.add_argument("--seed", type=int, default=0, help="workload seed and shuffle seed (default: %(default)s)")
+    p.add_argument("--out", required=True, metavar="DIR", help="directory for the results (created)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    return p
+
+
+def _epilog() -> str:
+    return (
+        f"presets: {', '.join(PRESETS)}\n"
         "  pipelining      encdec, every variant, at batch 8,16,32\n"
         "  augmentation    augment, every variant, the family's default batch\n"
         "  syncs           sync_loss, every variant, default batch\n"
@@ -278,9 +299,12 @@ def build_parser() -> Parser:
         "  -v fixed,fixed+amp=bf16+channels_last,fixed+amp=bf16+channels_last+cuda_graph\n"
         "  measures the plain variant and two knob settings side by side ('gpudash list' says where\n"
         "  each knob applies; a setting the device cannot run is skipped with the reason)\n\n"
-        "exit status: 0 done, 1 the workload failed, 2 bad arguments, 130 interrupted\n",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "exit status: 0 done, 1 the workload failed, 2 bad arguments, 130 interrupted\n"
     )
+
+
+def _add_selection_options(p: Parser) -> None:
+    """What is measured: the family or preset, variants, batch sizes, knobs."""
     what = p.add_mutually_exclusive_group(required=True)
     what.add_argument("-w", "--workload", type=_family_name, metavar="FAMILY", help="the workload family")
     what.add_argument("--preset", choices=tuple(PRESETS), metavar="NAME", help=f"one of: {', '.join(PRESETS)}")
@@ -300,6 +324,10 @@ def build_parser() -> Parser:
         help="a knob on every configuration, repeatable: amp=bf16, channels_last, cudnn_benchmark, "
         "tf32, cuda_graph, compile[=MODE]",
     )
+
+
+def _add_timing_options(p: Parser) -> None:
+    """How long and how often: repeats, seconds, warm-up, the interval target, profiler windows."""
     p.add_argument(
         "--repeats", type=argtypes.positive_int, default=3, metavar="N", help="rounds (default: %(default)s)"
     )
@@ -337,18 +365,6 @@ def build_parser() -> Parser:
         help="after each measurement, a torch.profiler window of N steps (default 20), its Chrome "
         "trace in DIR/traces/ (left out of the figures)",
     )
-    p.add_argument("--device", type=argtypes.device, default="auto", metavar="DEV", help="auto, cpu, cuda or cuda:N")
-    p.add_argument(
-        "--nproc",
-        type=argtypes.positive_int,
-        default=1,
-        metavar="N",
-        help="data-parallel ranks (DDP) for every configuration, one GPU each; -b is per rank (default: 1)",
-    )
-    p.add_argument("--seed", type=int, default=0, help="workload seed and shuffle seed (default: %(default)s)")
-    p.add_argument("--out", required=True, metavar="DIR", help="directory for the results (created)")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
-    return p
 
 
 # -- the plan -------------------------------------------------------------------------------------

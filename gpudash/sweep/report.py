@@ -18,14 +18,14 @@ import datetime as _dt
 import json
 import math
 import os
-from pathlib import Path
 from typing import Any
 
 from gpudash.core.metrics import FIGURE_KEYS, metric
 from gpudash.core.protocol import ExitCode
 from gpudash.core.textfmt import fmt_num, fmt_pm
-from gpudash.stats.comparison import Comparison, Estimate, Verdict
-from gpudash.sweep.plan import Configuration, FamilyPlan, SweepPlan, run_config
+from gpudash.stats.comparison import Estimate
+from gpudash.sweep.plan import FamilyPlan, SweepPlan, run_config
+from gpudash.sweep.plot import plot, plot_title
 from gpudash.sweep.results import ConfigSummary, RepeatResult, StageTimes, pct_of, summarize
 
 CSV_COLUMNS = (
@@ -59,7 +59,7 @@ CSV_COLUMNS = (
     "knobs",
 )
 OLD_CSV_COLUMNS = CSV_COLUMNS[:-1]  # before the knobs column: read as knobs "none"
-_MEANS = tuple(k for k in FIGURE_KEYS if k != "steps_per_s")  # steps/s has columns of its own
+MEANS = tuple(k for k in FIGURE_KEYS if k != "steps_per_s")  # steps/s has columns of its own
 BASELINE = "(baseline)"
 
 
@@ -115,7 +115,7 @@ def repeat_row(r: RepeatResult) -> dict[str, Any]:
         "knobs": r.config.knobs,
     }
     row.update(_interval_cells(steps))
-    row.update({key: _mean(stats.get(key)) for key in _MEANS})
+    row.update({key: _mean(stats.get(key)) for key in MEANS})
     row.update(stage_cells(r.stages, steps))
     return row
 
@@ -136,7 +136,7 @@ def summary_row(s: ConfigSummary) -> dict[str, Any]:
         "knobs": s.config.knobs,
     }
     row.update(_interval_cells(steps))
-    row.update({key: _mean(s.stats.get(key)) for key in _MEANS})
+    row.update({key: _mean(s.stats.get(key)) for key in MEANS})
     row.update(stage_cells(s.stages, steps))
     if s.comparison is not None:
         c = s.comparison
@@ -289,14 +289,6 @@ def write_plots(report: SweepReport) -> list[str]:
     return [p.name for p in paths]
 
 
-def plot_title(meta: dict[str, Any]) -> str:
-    """The plot's title: the GPU (or device), torch and the date."""
-    device = meta.get("gpu_name") or meta.get("device_name") or meta.get("device") or "?"
-    return (
-        f"gpudash sweep · {device} · torch {meta.get('torch_version') or '?'} · {str(meta.get('start_time', ''))[:10]}"
-    )
-
-
 # -- sweep.md ------------------------------------------------------------------------------------
 METHOD = (
     "Each figure is the mean over every measured repeat with its 95% interval (batch means of the "
@@ -317,7 +309,7 @@ def table_row(s: ConfigSummary) -> str:
     if s.steps is None:
         why = f"failed: {s.error}" if s.error else "no samples"
         return f"| {s.config.label} | – | – | – | – | – | – | {why} |"
-    cells = [fmt_pm(s.steps), *(fmt_pm(s.stats.get(k)) for k in _MEANS if k != "power_w")]
+    cells = [fmt_pm(s.steps), *(fmt_pm(s.stats.get(k)) for k in MEANS if k != "power_w")]
     if s.comparison is not None:
         cells += [s.comparison.format(), s.comparison.verdict.value]
     else:
@@ -394,169 +386,3 @@ def markdown(report: SweepReport, status: str) -> str:
     if extra:
         lines += ["## Notes", "", *extra, ""]
     return "\n".join(lines).rstrip("\n") + "\n"
-
-
-# -- sweep.png / sweep.svg -----------------------------------------------------------------------
-_COLOURS = {"faster": "#2ca02c", "slower": "#d62728"}
-
-
-def _panel(ax: Any, title: str, summaries: list[ConfigSummary]) -> None:
-    """Bars of steps/s with 95% whiskers; each bar's relative speed above it (staggered when
-    the bars are many); a dashed mark across a bar at its own overlap bound, when timed."""
-    means = [s.steps.mean if s.steps is not None else 0.0 for s in summaries]
-    lows = [
-        m - s.steps.low if s.steps is not None and s.steps.low is not None else 0.0
-        for m, s in zip(means, summaries, strict=False)
-    ]
-    highs = [
-        s.steps.high - m if s.steps is not None and s.steps.high is not None else 0.0
-        for m, s in zip(means, summaries, strict=False)
-    ]
-    colours = [
-        "#7f7f7f" if s.is_base else _COLOURS.get(str(s.comparison.verdict) if s.comparison else "", "#1f77b4")
-        for s in summaries
-    ]
-    x = list(range(len(summaries)))
-    ax.bar(x, means, width=0.6, yerr=[lows, highs], capsize=5, color=colours, edgecolor="black", linewidth=0.6)
-    ax.set_xlim(-0.7, len(x) - 0.3)
-    bounds = [s.stages.bound if s.stages is not None else None for s in summaries]
-    top = (
-        max([m + h for m, h in zip(means, highs, strict=False)] + [b for b in bounds if b is not None], default=1.0)
-        or 1.0
-    )
-    for i, bound in enumerate(bounds):
-        if bound is not None:
-            ax.hlines(bound, i - 0.4, i + 0.4, colors="black", linestyles="--", linewidth=0.9)
-    if any(b is not None for b in bounds):
-        ax.plot([], [], color="black", linestyle="--", linewidth=0.9, label="overlap bound 1000/max(t₁, t₂)")
-        ax.legend(fontsize=7, loc="upper left")
-    stagger = len(summaries) > 3
-    for i, s in enumerate(summaries):
-        text = (
-            "failed"
-            if s.steps is None
-            else ("base" if s.is_base else (s.comparison.format() + "×" if s.comparison else ""))
-        )
-        lift = top * (0.02 + (0.07 if stagger and i % 2 else 0.0))
-        ax.text(i, max(means[i] + highs[i], bounds[i] or 0.0) + lift, text, ha="center", va="bottom", fontsize=7)
-    ticks = [tick_label(s.config.label) for s in summaries]
-    wrapped = any("\n" in t for t in ticks)
-    ax.set_xticks(x, ticks, rotation=20 if len(summaries) > 3 and not wrapped else 0, fontsize=7 if wrapped else 8)
-    ax.set_ylim(0, top * 1.25)
-    ax.set_ylabel("steps/s (95% CI)")
-    ax.set_title(title, fontsize=10)
-
-
-def tick_label(label: str) -> str:
-    """A bar's label: each knob of ``serial+amp=bf16+cuda_graph`` on a line of its own."""
-    return label.replace("+", "\n+")
-
-
-def plot(families: list[tuple[FamilyPlan, list[ConfigSummary]]], out_dir: Path, *, title: str) -> list[Path]:
-    """Draw one panel per (family, batch size); returns the files written (png, svg)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    panels = [
-        (f"{fp.family} · batch {b}", [s for s in ss if s.config.batch_size == b])
-        for fp, ss in families
-        for b in dict.fromkeys(s.config.batch_size for s in ss)
-    ]
-    ncols = min(3, len(panels))
-    nrows = math.ceil(len(panels) / ncols)
-    bars = max(len(ss) for _, ss in panels)  # many bars (knob combinations): wider panels
-    lines = max(tick_label(s.config.label).count("\n") for _, ss in panels for s in ss)  # and taller ticks
-    size = (max(4.4, 1.3 * bars) * ncols + 0.4, (3.6 + 0.15 * lines) * nrows + 0.7)
-    fig, axes = plt.subplots(nrows, ncols, figsize=size, squeeze=False)
-    try:
-        for ax, (name, summaries) in zip(axes.flat, panels, strict=False):
-            _panel(ax, name, summaries)
-        for ax in list(axes.flat)[len(panels) :]:
-            ax.axis("off")
-        fig.suptitle(title, fontsize=10)
-        fig.tight_layout()
-        paths = [out_dir / "sweep.png", out_dir / "sweep.svg"]
-        fig.savefig(paths[0], dpi=120)
-        fig.savefig(paths[1])
-    finally:
-        plt.close(fig)
-    return paths
-
-
-# -- drawing a written sweep again ---------------------------------------------------------------
-def _optional(row: dict[str, str], key: str) -> float | None:
-    return float(row[key]) if row.get(key) else None
-
-
-def summary_from_row(row: dict[str, str], position: int, base: Configuration | None) -> ConfigSummary:
-    """A ``sweep.csv`` summary row back as a ``ConfigSummary`` (what its tables and plot need;
-    a row without a ``knobs`` cell, from before that column, ran with none)."""
-    label, batch, n = row["variant"], int(row["batch_size"]), int(row["n_samples"] or 0)
-    variant = label.split("#", 1)[0].split("+", 1)[0]
-    config = Configuration(row["workload"], variant, label, batch, position, row.get("knobs") or "none")
-    stats: dict[str, Estimate | None] = {}
-    if row["steps_per_s"]:
-        batches = tuple(float(b) for b in row.get("steps_per_s_batches", "").split(";") if b)
-        stats["steps_per_s"] = Estimate(
-            float(row["steps_per_s"]), _optional(row, "steps_per_s_low"), _optional(row, "steps_per_s_high"), n, batches
-        )
-    for key in _MEANS:
-        value = _optional(row, key)
-        stats[key] = None if value is None else Estimate(value, None, None, n)
-    comparison = None
-    if row["verdict"]:
-        comparison = Comparison(
-            float(row["ratio"]), _optional(row, "ratio_low"), _optional(row, "ratio_high"), Verdict(row["verdict"])
-        )
-    stages = None
-    if row.get("stage1"):
-        stages = StageTimes(row["stage1"], float(row["stage1_ms"]), row["stage2"], float(row["stage2_ms"]))
-    return ConfigSummary(
-        config,
-        0,
-        float(row["seconds"] or 0),
-        n,
-        stats,
-        comparison,
-        None if comparison is None else base,
-        row["error"],
-        stages,
-    )
-
-
-def summaries_from_csv(path: Path) -> list[tuple[FamilyPlan, list[ConfigSummary]]]:
-    """Every family's summaries in a written ``sweep.csv``, in the order written (read by the
-    bounded reader of ``gpudash report``: ``UnreadableCsv`` when it is not a whole CSV)."""
-    from gpudash.recording.csvformat import read_table
-    from workloads.registry import family
-
-    header, records = read_table(path)
-    rows = [
-        row
-        for row in (dict(zip(header, cells, strict=False)) for _, cells in records)
-        if row.get("row_kind") == "summary"
-    ]
-    out: dict[str, list[ConfigSummary]] = {}
-    bases: dict[tuple[str, int], Configuration] = {}
-    for row in rows:
-        summaries = out.setdefault(row["workload"], [])
-        s = summary_from_row(row, len(summaries), bases.get((row["workload"], int(row["batch_size"]))))
-        if s.is_base:
-            bases[(s.config.family, s.config.batch_size)] = s.config
-        summaries.append(s)
-    return [(FamilyPlan(name, family(name).title, tuple(s.config for s in ss)), ss) for name, ss in out.items()]
-
-
-def redraw(sweep_dir: Path, dest: Path | None = None, families: tuple[str, ...] | None = None) -> list[Path]:
-    """Draw ``sweep.png``/``.svg`` of a written sweep again (into ``dest``, default the sweep's
-    directory) from its ``sweep.csv`` and ``sweep.json`` (ignored when it fails its checks);
-    ``families``: only these."""
-    from gpudash.recording.sidecar import read_sidecar
-
-    meta = read_sidecar(sweep_dir / "sweep.csv").data
-    chosen = [
-        (fp, ss) for fp, ss in summaries_from_csv(sweep_dir / "sweep.csv") if families is None or fp.family in families
-    ]
-    return plot(chosen, dest or sweep_dir, title=plot_title(meta))

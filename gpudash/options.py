@@ -1,0 +1,331 @@
+"""The command line's options: every parser of ``gpudash`` and its subcommands, and ``DEFAULTS``.
+
+Every parser leaves an option it was not given out of the namespace (``argument_default=SUPPRESS``),
+which is how a subcommand's flags and the ones before it merge and how the settings file knows what
+the command line set: give an option no ``default=``; its default belongs in ``DEFAULTS``. Nothing
+here imports torch or textual at module level (``gpudash --help`` is fast).
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from gpudash import argtypes
+from gpudash.argtypes import Parser
+from gpudash.core.protocol import ExitCode, RunConfig
+from gpudash.host.gpu_selection import gpu_list
+
+EPILOG = """\
+examples:
+  gpudash -w augment -v gpu -b 64          the dashboard on a workload, variant and batch size
+  gpudash record run.csv --duration 60     headless, CSV + run.json (= gpudash --record run.csv ...)
+  gpudash serve                            the dashboard in a browser at http://127.0.0.1:8000
+  gpudash COMMAND --help                   a command's own options
+
+Flags override the settings file (gpudash --config-path prints where it is).
+exit status: 0 done, 1 the workload (or writing) failed, 2 bad arguments, 130 interrupted
+"""
+
+DEFAULTS: dict[str, Any] = {  # every option's built-in default (the parsers have none)
+    "workload": None,  # the registry's DEFAULT_FAMILY (filled in by _with_defaults)
+    "variant": None,
+    "batch_size": None,
+    "device": "auto",
+    "image_size": None,
+    "workers": None,
+    "seed": 0,
+    "steps": None,
+    "knob": None,
+    "theme": None,
+    "no_color": False,
+    "sample_interval": RunConfig.sample_interval_s,
+    "interval": RunConfig.gpu_interval_s,
+    "gpus": None,
+    "watchdog": RunConfig.watchdog_s,
+    "record": None,
+    "duration": None,
+    "log": None,
+    "meta": None,
+    "quiet": False,
+    "force": False,
+    "progress_every": None,
+    "trace_every": None,
+    "trace_steps": 20,
+    "host": "127.0.0.1",
+    "port": 8000,
+    "public_url": None,
+    "nproc": 1,
+    "nnodes": 1,
+    "rdzv_endpoint": None,
+    "rdzv_id": None,
+}
+RECORD_ONLY = (
+    ("--duration", "duration"),
+    ("--log", "log"),
+    ("--meta", "meta"),
+    ("--trace-every", "trace_every"),
+    ("--force", "force"),
+    ("--progress-every", "progress_every"),
+)
+
+
+# -- parsers ----------------------------------------------------------------------------------------
+def help_formatter() -> type[argparse.HelpFormatter]:
+    """How help is laid out: plain argparse, keeping the line breaks of descriptions and epilogs."""
+    return argparse.RawDescriptionHelpFormatter
+
+
+def _add_run_options(p: argparse.ArgumentParser) -> None:
+    """What runs and how it is measured: the dashboard's, ``record``'s and ``serve``'s options."""
+    _add_workload_options(p)
+    _add_distributed_options(p)
+    _add_measuring_options(p)
+
+
+def _add_workload_options(p: argparse.ArgumentParser) -> None:
+    from workloads.registry import DEFAULT_FAMILY, FAMILIES
+
+    w = p.add_argument_group("workload")
+    w.add_argument(
+        "-w", "--workload", metavar="NAME", help=f"workload family: {', '.join(FAMILIES)} (default: {DEFAULT_FAMILY})"
+    )
+    w.add_argument("-v", "--variant", metavar="NAME", help="variant (default: the family's; see 'gpudash list')")
+    w.add_argument(
+        "-b", "--batch-size", type=argtypes.batch_size, metavar="N", help="batch size (default: the family's)"
+    )
+    w.add_argument(
+        "--device",
+        type=argtypes.device,
+        metavar="DEV",
+        help="auto, cpu, cuda or cuda:N (default: auto = cuda if available)",
+    )
+    w.add_argument("--image-size", type=argtypes.image_size, metavar="PX", help="image side, a power of two")
+    w.add_argument(
+        "--workers",
+        type=argtypes.nonnegative_int,
+        metavar="N",
+        help="DataLoader workers, where the variant uses them (default: the CPUs, split among one machine's ranks)",
+    )
+    w.add_argument("--seed", type=int, help=f"random seed (default: {DEFAULTS['seed']})")
+    w.add_argument("--steps", type=argtypes.positive_int, metavar="N", help="stop after N steps")
+    w.add_argument(
+        "--knob",
+        type=argtypes.knob,
+        action="append",
+        metavar="NAME[=VALUE]",
+        help="a knob beyond the variant, repeatable: amp=bf16, channels_last, cudnn_benchmark, "
+        "tf32, cuda_graph, compile[=MODE] ('gpudash list' says where each applies)",
+    )
+
+
+def _add_distributed_options(p: argparse.ArgumentParser) -> None:
+    d = p.add_argument_group("data parallelism (torch.distributed DDP; torchrun's launcher and rendezvous)")
+    d.add_argument(
+        "--nproc",
+        type=argtypes.positive_int,
+        metavar="N",
+        help="ranks on this node, one GPU each (gloo on the CPU) (default: 1, no DDP)",
+    )
+    d.add_argument(
+        "--nnodes",
+        type=argtypes.positive_int,
+        metavar="M",
+        help="machines in the run, each running gpudash with the same --rdzv-endpoint (default: 1)",
+    )
+    d.add_argument("--rdzv-endpoint", metavar="HOST:PORT", help="the rendezvous of a multi-node run (torchrun's)")
+    d.add_argument("--rdzv-id", metavar="ID", help="the run's id, the same on every node (torchrun's)")
+
+
+def _add_measuring_options(p: argparse.ArgumentParser) -> None:
+    m = p.add_argument_group("measuring")
+    m.add_argument(
+        "--sample-interval",
+        type=argtypes.positive_float,
+        metavar="S",
+        help=f"seconds between throughput samples (default: {DEFAULTS['sample_interval']})",
+    )
+    m.add_argument(
+        "--interval",
+        type=argtypes.positive_float,
+        metavar="S",
+        help=f"seconds between NVML GPU samples (default: {DEFAULTS['interval']})",
+    )
+    m.add_argument(
+        "--gpus",
+        type=gpu_list,
+        metavar="I,J",
+        help="the GPUs to watch, one row and CSV columns each, by index as nvidia-smi numbers them "
+        "(default: the ones CUDA_VISIBLE_DEVICES names, else every GPU)",
+    )
+    m.add_argument(
+        "--watchdog",
+        type=argtypes.positive_float,
+        metavar="S",
+        help="seconds without a sample or event before the workload process is reported as not "
+        f"responding; --record then stops it and exits 1 (default: {DEFAULTS['watchdog']:g})",
+    )
+
+
+def _add_theme_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--theme",
+        metavar="NAME",
+        help="the dashboard's Textual theme (default: the settings "
+        "file's, where ctrl+p's Change theme saves it; else textual-dark)",
+    )
+    p.add_argument("--no-color", action="store_true", help="no colour: lines told apart by marker (as NO_COLOR=1)")
+
+
+def _add_record_options(p: argparse.ArgumentParser, title: str) -> None:
+    r = p.add_argument_group(title)
+    if p.prog == "gpudash":  # 'gpudash record' takes the path as its argument
+        r.add_argument(
+            "--record",
+            metavar="PATH",
+            help="record headless to a CSV file ('-': stdout); the same as 'gpudash record PATH'",
+        )
+    r.add_argument(
+        "--duration",
+        type=argtypes.positive_float,
+        metavar="S",
+        help="seconds to record once the workload runs (default: until Ctrl-C)",
+    )
+    r.add_argument(
+        "--force", action="store_true", help="overwrite the CSV and its metadata file if they exist (default: refuse)"
+    )
+    r.add_argument("--log", metavar="PATH", help="the workload process's log (default: beside the CSV, .log)")
+    r.add_argument("--meta", metavar="PATH", help="metadata JSON (default: beside the CSV, .json)")
+    r.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
+    r.add_argument(
+        "--progress-every",
+        type=argtypes.positive_float,
+        metavar="S",
+        help="seconds between progress lines on stderr (default: 10)",
+    )
+    r.add_argument(
+        "--trace-every",
+        type=argtypes.positive_float,
+        metavar="S",
+        help="a torch.profiler window every S seconds (Chrome traces in PATH.traces/, figures in event rows)",
+    )
+    r.add_argument(
+        "--trace-steps",
+        type=argtypes.int_at_least(1, "at least 1"),
+        metavar="N",
+        help=f"steps per profiler window (default: {DEFAULTS['trace_steps']}; at most 200)",
+    )
+
+
+def _add_serve_options(p: argparse.ArgumentParser) -> None:
+    s = p.add_argument_group("serving")
+    s.add_argument(
+        "--host",
+        metavar="ADDR",
+        help=f"address to listen on (default: {DEFAULTS['host']}: this "
+        "machine only; anything else lets whoever reaches the port run workloads here)",
+    )
+    s.add_argument("--port", type=argtypes.port, metavar="N", help=f"port (default: {DEFAULTS['port']})")
+    s.add_argument(
+        "--public-url",
+        metavar="URL",
+        help="the address browsers use, when it is not http://HOST:PORT (a proxy, an ssh tunnel to another port)",
+    )
+
+
+class _ConfigPath(argparse.Action):
+    """``--config-path``: print where the settings file is, and exit."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> None:
+        from gpudash.config import config_path
+
+        print(config_path())
+        parser.exit(ExitCode.OK)
+
+
+PASSTHROUGH = ("sweep", "report")  # these parse their own arguments (gpudash/sweep/plan.py, report.py)
+
+
+def build_parsers() -> tuple[Parser, dict[str, Parser]]:
+    """The parser of ``gpudash`` and of each subcommand."""
+    common: dict[str, Any] = dict(formatter_class=help_formatter(), argument_default=argparse.SUPPRESS)
+    top = Parser(
+        prog="gpudash",
+        description="See what CUDA streams, GPU-side augmentation and removing host-device syncs\n"
+        "do to training throughput, live.",
+        epilog=EPILOG,
+        **common,
+        # no abbreviations at the top: it sees every argument, also those of 'sweep'/'report', whose
+        # own options (sweep's --trace) must not be taken for a prefix of one here (--trace-every)
+        allow_abbrev=False,
+    )
+    top.add_argument("-V", "--version", action="version", version=f"gpudash {_version()}")
+    top.add_argument("--config-path", action=_ConfigPath, nargs=0, help="print where the settings file is, and exit")
+    _add_theme_option(top)
+    sub = top.add_subparsers(
+        dest="command",
+        title="commands",
+        metavar="COMMAND",
+        description="without one, gpudash runs the dashboard (or records, with --record);\n"
+        "'gpudash COMMAND --help' lists a command's options",
+    )
+    commands = _add_commands(sub, common)
+    _add_run_options(top)
+    _add_record_options(top, "with --record")
+    return top, commands
+
+
+def _add_commands(sub: Any, common: dict[str, Any]) -> dict[str, Parser]:
+    """Each subcommand's parser, by name."""
+    commands: dict[str, Parser] = {}
+
+    def command(name: str, summary: str, description: str | None = None, **kw: Any) -> Parser:
+        p = sub.add_parser(name, help=summary, description=description or summary, **{**common, **kw})
+        commands[name] = p
+        return p
+
+    run = command("run", "the live dashboard (the default)", epilog=EPILOG.split("\n\n")[1])
+    _add_theme_option(run)
+    _add_run_options(run)
+    rec = command(
+        "record",
+        "headless: a CSV of the run, its metadata and the workload's log",
+        "Run a workload without the dashboard and record it: a CSV row per tick, events and\n"
+        "a summary row per configuration; metadata in PATH.json, the workload's log in PATH.log.",
+    )
+    rec.add_argument("path", metavar="PATH", help="the CSV to write ('-': stdout)")
+    _add_run_options(rec)
+    _add_record_options(rec, "recording")
+    lst = command("list", "workload families, variants, defaults, knobs, what needs CUDA")
+    lst.add_argument("-w", "--workload", metavar="NAME", help="only this family")
+    rep = command("replay", "a recorded CSV in the dashboard")
+    rep.add_argument("path", metavar="PATH", help="a CSV written by gpudash record (or c in the dashboard)")
+    rep.add_argument("--follow", action="store_true", help="keep reading as the file grows")
+    _add_theme_option(rep)
+    for name, summary in (
+        ("sweep", "measure variants x batch sizes with 95%% intervals (--preset NAME)"),
+        ("report", "report.md and plots of recordings or sweeps (--html)"),
+    ):
+        p = command(name, summary, add_help=False, prefix_chars="\0")  # its own parser reads every argument
+        p.add_argument("args", nargs=argparse.REMAINDER)
+    srv = command(
+        "serve",
+        "the dashboard in a browser (textual-serve), on this machine only by default",
+        "Serve the dashboard over HTTP: each browser tab gets its own dashboard and workload,\n"
+        "started with the options below; closing the tab stops both.",
+    )
+    _add_serve_options(srv)
+    _add_theme_option(srv)
+    _add_run_options(srv)
+    return commands
+
+
+def build_parser() -> Parser:
+    """The parser of ``gpudash [options]`` (its subcommands' parsers hang under it)."""
+    return build_parsers()[0]
+
+
+def _version() -> str:
+    from gpudash.recording.record import gpudash_version
+
+    return gpudash_version()
