@@ -1,0 +1,34 @@
+"""What several test files repeated, in one place: command lines, child processes, expected data.
+No assertions here: each test keeps its own."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+GPUDASH = [sys.executable, "-m", "gpudash"]  # gpudash as a child process: its arguments follow
+
+
+def record_args(path: str | Path, *more: str) -> list[str]:
+    """``--record PATH`` of sync_loss's fixed variant on the CPU, then ``more``."""
+    return ["--record", str(path), "-w", "sync_loss", "-v", "fixed", "--device", "cpu", *more]
+
+
+def timing(repeats: int = 1, seconds: float = 1, warmup: float = 0.5, device: str = "cpu") -> list[str]:
+    """A sweep's measuring options: ``--repeats R --seconds S --warmup W --device D``."""
+    return ["--repeats", str(repeats), "--seconds", str(seconds), "--warmup", str(warmup), "--device", device]
+
+
+def gpudash_in_bare_env(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``python -m gpudash ARGS`` in ``cwd`` with only PYTHONPATH (this checkout) and a system PATH set,
+    its output captured."""
+    return subprocess.run(
+        [*GPUDASH, *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=240,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+    )
