@@ -3,6 +3,7 @@ No assertions here: each test keeps its own."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -31,4 +32,16 @@ def gpudash_in_bare_env(*args: str, cwd: Path) -> subprocess.CompletedProcess[st
         cwd=cwd,
         timeout=240,
         env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+    )
+
+
+def run_under_cuda_sanitizer(code: str) -> subprocess.CompletedProcess[str]:
+    """``python -c code`` from the repository root with ``TORCH_CUDA_SANITIZER=1``, its output captured."""
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "TORCH_CUDA_SANITIZER": "1"},
+        timeout=600,
+        cwd=ROOT,
     )
