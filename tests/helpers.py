@@ -11,6 +11,40 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 GPUDASH = [sys.executable, "-m", "gpudash"]  # gpudash as a child process: its arguments follow
 
+# The CSV of version 0.1: recordings made then must still replay, and pandas users'
+# column names must not move. A new metric appends a column; it never renames one.
+CSV_COLUMNS_0_1 = [
+    "row_kind",
+    "time_s",
+    "workload",
+    "variant",
+    "batch_size",
+    "steps",
+    "samples",
+    "interval_s",
+    "steps_per_s",
+    "samples_per_s",
+    "step_ms_p50",
+    "step_ms_p95",
+    "syncs_per_step",
+    "loss",
+    "gpu_util_pct",
+    "mem_bw_util_pct",
+    "mem_used_mib",
+    "mem_total_mib",
+    "power_w",
+    "sm_clock_mhz",
+    "temp_c",
+    "energy_j",
+    "throttle",
+    "joules_per_step",
+    "event_kind",
+    "event_what",
+    "event_before",
+    "event_after",
+    "event_message",
+]
+
 
 def record_args(path: str | Path, *more: str) -> list[str]:
     """``--record PATH`` of sync_loss's fixed variant on the CPU, then ``more``."""
