@@ -47,7 +47,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.soaks import Row, Soak, default_warmup_minutes, proc_stats, table, tree_stats  # noqa: E402
+from tests.soaks import Row, Soak, add_measure_options, default_warmup_minutes, proc_stats, table, tree_stats  # noqa: E402
 
 CPU_KNOBS = "channels_last=on"  # what "knobs on" sets, by device type
 CUDA_KNOBS = "amp=bf16,channels_last=on,cudnn_benchmark=on"
@@ -245,17 +245,7 @@ def main(argv: list[str] | None = None) -> int:
         metavar="S",
         help="seconds between the opening tour's changes (20; 0: no tour)",
     )
-    p.add_argument(
-        "--measure-every",
-        type=float,
-        metavar="S",
-        help="seconds between measurements (default: --change-every, just before each change)",
-    )
-    p.add_argument(
-        "--warmup-minutes",
-        type=float,
-        help="left out of the verdicts (default: 5, or a sixth of a run shorter than 30 minutes)",
-    )
+    add_measure_options(p)
     p.add_argument("-w", "--workload", default="encdec", help="the family it starts on (encdec)")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N (auto)")
     p.add_argument("--sample-interval", type=float, default=0.25, metavar="S", help="the dashboard's (0.25)")

@@ -44,7 +44,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.soaks import FLAT_PCT, ProcStats, default_warmup_minutes, proc_stats, slope_per_hour, tree_stats  # noqa: E402
+from tests.soaks import (  # noqa: E402
+    FLAT_PCT,
+    ProcStats,
+    add_measure_options,
+    default_warmup_minutes,
+    proc_stats,
+    slope_per_hour,
+    tree_stats,
+)
 from tests.soaks import DashboardRow as Row  # noqa: E402
 from tests.soaks import window_verdict as verdict  # noqa: E402
 
@@ -369,17 +377,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--minutes", type=float, default=60.0, help="how long, from the recording's start (60)")
     p.add_argument("--change-every", type=float, default=30.0, metavar="S", help="seconds between changes (30)")
-    p.add_argument(
-        "--measure-every",
-        type=float,
-        metavar="S",
-        help="seconds between measurements (default: --change-every, just before each change)",
-    )
-    p.add_argument(
-        "--warmup-minutes",
-        type=float,
-        help="left out of the verdicts (default: 5, or a sixth of a run shorter than 30 minutes)",
-    )
+    add_measure_options(p)
     p.add_argument(
         "--window-minutes",
         type=float,

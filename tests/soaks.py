@@ -10,6 +10,7 @@ It lives in tests/ because nothing in tests/ imports from benchmarks/, and it is
 
 from __future__ import annotations
 
+import argparse
 import os
 import statistics
 from collections.abc import Sequence
@@ -25,6 +26,21 @@ def default_warmup_minutes(minutes: float) -> float:
     """Left out of the verdicts: 5 minutes, or a sixth of a run shorter than 30 (the dashboard
     soak's windows too)."""
     return min(5.0, minutes / 6)
+
+
+def add_measure_options(p: argparse.ArgumentParser) -> None:
+    """Both soaks' --measure-every and --warmup-minutes (None when not given: each soak fills in its default)."""
+    p.add_argument(
+        "--measure-every",
+        type=float,
+        metavar="S",
+        help="seconds between measurements (default: --change-every, just before each change)",
+    )
+    p.add_argument(
+        "--warmup-minutes",
+        type=float,
+        help="left out of the verdicts (default: 5, or a sixth of a run shorter than 30 minutes)",
+    )
 
 
 # -- processes, from /proc ----------------------------------------------------------------------------

@@ -26,43 +26,10 @@ from gpudash.recording.record import CsvRecorder
 from gpudash.recording.replay import ReplaySource, read_all
 from gpudash.tui.demo import SyntheticSource
 from gpudash.tui.state import DashState
+from tests.helpers import CSV_COLUMNS_0_1
 from workloads.registry import FAMILIES, Fix, WorkloadError, family
 
 ROOT = Path(__file__).resolve().parent.parent
-
-# The CSV of version 0.1: recordings made then must still replay, and pandas users'
-# column names must not move. A new metric appends a column; it never renames one.
-CSV_COLUMNS_0_1 = [
-    "row_kind",
-    "time_s",
-    "workload",
-    "variant",
-    "batch_size",
-    "steps",
-    "samples",
-    "interval_s",
-    "steps_per_s",
-    "samples_per_s",
-    "step_ms_p50",
-    "step_ms_p95",
-    "syncs_per_step",
-    "loss",
-    "gpu_util_pct",
-    "mem_bw_util_pct",
-    "mem_used_mib",
-    "mem_total_mib",
-    "power_w",
-    "sm_clock_mhz",
-    "temp_c",
-    "energy_j",
-    "throttle",
-    "joules_per_step",
-    "event_kind",
-    "event_what",
-    "event_before",
-    "event_after",
-    "event_message",
-]
 
 
 def test_csv_columns_derive_from_the_metric_catalog_and_keep_the_0_1_order() -> None:

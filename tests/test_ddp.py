@@ -18,6 +18,7 @@ import pytest
 import torch
 
 from gpudash.core.procgroup import parent_of
+from tests.helpers import record_args
 from workloads.base import WorkloadOptions
 from workloads.distributed import RankInfo, data_seed
 from workloads.factory import build
@@ -205,24 +206,7 @@ def _gpudash(*args: str, cwd: Path, timeout: float = 240) -> subprocess.Complete
 
 def test_record_with_two_ranks_counts_the_global_batch_and_names_the_slowest_rank(tmp_path: Path) -> None:
     out = _gpudash(
-        "--record",
-        "run.csv",
-        "-w",
-        "sync_loss",
-        "-v",
-        "fixed",
-        "--device",
-        "cpu",
-        "--nproc",
-        "2",
-        "--image-size",
-        "16",
-        "-b",
-        "4",
-        "--duration",
-        "4",
-        "-q",
-        cwd=tmp_path,
+        *record_args("run.csv", "--nproc", "2", "--image-size", "16", "-b", "4", "--duration", "4", "-q"), cwd=tmp_path
     )
     assert out.returncode == 0, out.stderr
     rows = list(csv.DictReader((tmp_path / "run.csv").open()))
@@ -394,25 +378,8 @@ def test_scaling_efficiency_is_measured_against_rank_0_alone_and_leaves_the_rank
 
 def test_a_profiler_window_in_a_data_parallel_run_keeps_the_ranks_in_step(tmp_path: Path) -> None:
     out = _gpudash(
-        "--record",
-        "run.csv",
-        "-w",
-        "sync_loss",
-        "-v",
-        "fixed",
-        "--device",
-        "cpu",
-        "--nproc",
-        "2",
-        "--image-size",
-        "16",
-        "--duration",
-        "8",
-        "--trace-every",
-        "2",
-        "--trace-steps",
-        "4",
-        "-q",
+        *record_args("run.csv", "--nproc", "2", "--image-size", "16", "--duration", "8"),
+        *("--trace-every", "2", "--trace-steps", "4", "-q"),
         cwd=tmp_path,
     )
     assert out.returncode == 0, out.stderr

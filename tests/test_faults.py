@@ -479,6 +479,19 @@ async def record_from_the_first_sample(app, pilot, path: Path) -> None:  # type:
     app.start_recording(str(path))
 
 
+@asynccontextmanager
+async def recording_under(
+    fault: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[tuple[object, object, list[str], Path]]:
+    """``dashboard`` with the fault ``fault`` set, recording to dash.csv from its first sample;
+    yields (app, pilot, every notice said, the CSV's path)."""
+    monkeypatch.setenv(faults.ENV, fault)
+    path = tmp_path / "dash.csv"
+    async with dashboard(tmp_path, monkeypatch) as (app, pilot, said, _):
+        await record_from_the_first_sample(app, pilot, path)
+        yield app, pilot, said, path
+
+
 def said_line(said: list[str], part: str) -> str:
     hits = [s for s in said if part in s]
     assert hits, f"nothing said with {part!r}; said: {said}"
@@ -531,10 +544,7 @@ async def test_dashboard_says_a_hung_workload_is_not_responding_and_r_replaces_i
 async def test_dashboard_records_up_to_a_process_that_exits_mid_reconfiguration(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv(faults.ENV, "exit@reconfigure")
-    path = tmp_path / "dash.csv"
-    async with dashboard(tmp_path, monkeypatch) as (app, pilot, said, pids):
-        await record_from_the_first_sample(app, pilot, path)
+    async with recording_under("exit@reconfigure", tmp_path, monkeypatch) as (app, pilot, said, path):
         await wait_until(pilot, lambda: app.controller.recorded_messages >= 3, "a few recorded rows", timeout_s=30)
         await pilot.press("plus")
         await wait_until(pilot, lambda: app.state.ended, "the crash", timeout_s=60)
@@ -590,10 +600,7 @@ async def test_dashboard_warns_of_samples_dropped_while_it_read_slowly(
 async def test_dashboard_stops_a_recording_whose_write_fails_and_runs_on(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv(faults.ENV, "csv-write@row=5")
-    path = tmp_path / "dash.csv"
-    async with dashboard(tmp_path, monkeypatch) as (app, pilot, said, pids):
-        await record_from_the_first_sample(app, pilot, path)
+    async with recording_under("csv-write@row=5", tmp_path, monkeypatch) as (app, pilot, said, path):
         await wait_until(pilot, lambda: app.controller.recorder is None, "the failed write", timeout_s=30)
         line = said_line(said, "recording stopped")
         assert f"cannot write {path}: Input/output error" in line

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import textwrap
 import warnings
 
 import pytest
 import torch
 
+from tests.helpers import run_under_cuda_sanitizer
 from tests.test_workloads import ALL_VARIANTS
 from workloads.base import Workload, WorkloadOptions
 from workloads.factory import build
@@ -65,15 +63,7 @@ SANITIZED = textwrap.dedent(
 )
 def test_pipelined_variants_run_clean_under_the_cuda_sanitizer(name: str, variant: str, back: str) -> None:
     code = SANITIZED.format(name=name, variant=variant, back=back)
-    env = {**os.environ, "TORCH_CUDA_SANITIZER": "1"}
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-        cwd=os.path.dirname(os.path.dirname(__file__)),
-    )
+    out = run_under_cuda_sanitizer(code)
     assert out.returncode == 0 and "clean" in out.stdout, out.stderr[-3000:]
     assert "CSAN" not in out.stderr, out.stderr[-3000:]
 

@@ -24,6 +24,7 @@ from gpudash.recording import csvformat
 from gpudash.recording.record import CsvRecorder, run_metadata
 from gpudash.recording.replay import ReplaySource, read_all
 from tests.fake_gpus import fake_gpus, readings
+from tests.helpers import record_args
 from tests.tui.fakes import sample, started
 
 PER_GPU = ["util_pct", "mem_used_mib", "power_w", "sm_clock_mhz", "temp_c"]
@@ -247,25 +248,7 @@ def test_record_with_gpus_writes_their_columns_and_replays(machine, tmp_path: Pa
     machine(2)
     path = tmp_path / "run.csv"
     code = cli.main(
-        [
-            "--record",
-            str(path),
-            "-w",
-            "sync_loss",
-            "-v",
-            "fixed",
-            "--device",
-            "cpu",
-            "--steps",
-            "40",
-            "--sample-interval",
-            "0.1",
-            "--interval",
-            "0.1",
-            "--gpus",
-            "1,0",
-            "-q",
-        ]
+        record_args(path, "--steps", "40", "--sample-interval", "0.1", "--interval", "0.1", "--gpus", "1,0", "-q")
     )
     assert code == 0
     df = pd.read_csv(path)

@@ -8,9 +8,6 @@ colour exactly; the ``gpu`` tests measure what nvjpeg changes.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import textwrap
 
 import numpy as np
@@ -21,6 +18,7 @@ import torchvision.transforms.functional as TF
 from PIL import Image
 from torch.utils.data import DataLoader
 
+from tests.helpers import run_under_cuda_sanitizer
 from tests.test_gpu_workloads import steps_without_a_sync
 from workloads import input_pipeline as ip
 from workloads.base import WorkloadOptions
@@ -242,14 +240,6 @@ SANITIZED = textwrap.dedent(
 
 @pytest.mark.gpu
 def test_gpu_decode_runs_clean_under_the_cuda_sanitizer() -> None:
-    env = {**os.environ, "TORCH_CUDA_SANITIZER": "1"}
-    out = subprocess.run(
-        [sys.executable, "-c", SANITIZED],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-        cwd=os.path.dirname(os.path.dirname(__file__)),
-    )
+    out = run_under_cuda_sanitizer(SANITIZED)
     assert out.returncode == 0 and "clean" in out.stdout, out.stderr[-3000:]
     assert "CSAN" not in out.stderr, out.stderr[-3000:]

@@ -4,8 +4,6 @@ the step loop (events, samples, warm-up out of the window), and the CLI and CSV.
 from __future__ import annotations
 
 import csv
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,6 +11,8 @@ import torch
 
 from gpudash.core.protocol import Event, EventKind, Sample, SetKnob, SetKnobs
 from gpudash.engine.loop import StepLoop
+from tests.helpers import gpudash_in_bare_env as _gpudash
+from tests.helpers import record_args
 from workloads.base import WorkloadOptions
 from workloads.factory import build
 from workloads.knobs import KNOBS, Knobs, knob, parse_knob, parse_knobs
@@ -201,17 +201,6 @@ def test_a_slow_change_reports_progress_and_its_warm_up_stays_out_of_the_window(
 
 
 # -- CLI and CSV -------------------------------------------------------------------------------
-def _gpudash(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "gpudash", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        timeout=240,
-        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
-    )
-
-
 @pytest.mark.parametrize(
     ("args", "says"),
     [
@@ -230,23 +219,9 @@ def test_bad_knob_flags_exit_2_with_one_line(tmp_path: Path, args: list[str], sa
 
 def test_record_with_knobs_writes_them_on_every_row(tmp_path: Path) -> None:
     out = _gpudash(
-        "--record",
-        "run.csv",
-        "-w",
-        "sync_loss",
-        "-v",
-        "fixed",
-        "--device",
-        "cpu",
-        "--image-size",
-        "32",
-        "--knob",
-        "channels_last",
-        "--knob",
-        "amp=bf16",
-        "--steps",
-        "40",
-        "-q",
+        *record_args(
+            "run.csv", "--image-size", "32", "--knob", "channels_last", "--knob", "amp=bf16", "--steps", "40", "-q"
+        ),
         cwd=tmp_path,
     )
     assert out.returncode == 0, out.stderr

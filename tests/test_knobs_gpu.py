@@ -3,14 +3,12 @@ knob's stated tolerance), keeps the loss finite and adds no host sync; pipelines
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import textwrap
 
 import pytest
 import torch
 
+from tests.helpers import run_under_cuda_sanitizer
 from tests.test_gpu_workloads import steps_without_a_sync
 from workloads.base import WorkloadOptions
 from workloads.factory import build
@@ -129,14 +127,6 @@ SANITIZED = textwrap.dedent(
 @pytest.mark.parametrize("name", ["encdec", "augment"])
 def test_pipelines_with_knobs_run_clean_under_the_cuda_sanitizer(name: str) -> None:
     code = SANITIZED.format(name=name, knobs="amp=bf16,channels_last,cudnn_benchmark")
-    env = {**os.environ, "TORCH_CUDA_SANITIZER": "1"}
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-        cwd=os.path.dirname(os.path.dirname(__file__)),
-    )
+    out = run_under_cuda_sanitizer(code)
     assert out.returncode == 0 and "clean" in out.stdout, out.stderr[-3000:]
     assert "CSAN" not in out.stderr, out.stderr[-3000:]

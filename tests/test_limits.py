@@ -10,7 +10,6 @@ import os
 import resource
 import signal
 import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -22,6 +21,7 @@ from gpudash.core import memguard
 from gpudash.core.protocol import Event, EventKind, Message, RunConfig, SetBatchSize
 from gpudash.engine.loop import StepLoop
 from gpudash.host.runner import WorkloadRunner
+from tests.helpers import GPUDASH
 from tests.test_orphans import START_TIMEOUT_S, until_event
 from workloads.base import WorkloadOptions
 from workloads.factory import build
@@ -184,26 +184,9 @@ def test_a_runaway_allocation_is_reported_as_out_of_host_memory(tmp_path: Path) 
     """sync_loss at 1024 px needs ~4 GiB a step on the CPU; under a 2 GiB guard the workload
     process fails inside, reports it, and ``--record`` exits 1 (before: it used what it liked)."""
     env = {**os.environ, memguard.ENV: "2G"}
+    argv = ["--record", str(tmp_path / "run.csv"), "-w", "sync_loss", "--device", "cpu", "--image-size", "1024"]
     out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "gpudash",
-            "--record",
-            str(tmp_path / "run.csv"),
-            "-w",
-            "sync_loss",
-            "--device",
-            "cpu",
-            "--image-size",
-            "1024",
-            "--steps",
-            "2",
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=START_TIMEOUT_S,
+        [*GPUDASH, *argv, "--steps", "2"], env=env, capture_output=True, text=True, timeout=START_TIMEOUT_S
     )
     assert out.returncode == 1, out.stderr
     last = out.stderr.strip().splitlines()[-1]

@@ -21,31 +21,12 @@ import pytest
 from gpudash.core.protocol import Event, GpuSample, RunConfig, Sample
 from gpudash.recording import csvformat
 from gpudash.recording.record import CsvRecorder, RecordWriteError, meta_path_for, run_metadata
+from tests.helpers import CSV_COLUMNS_0_1
 from workloads.registry import FAMILIES
 
 COLUMNS = csvformat.COLUMNS
-NUMERIC = [
-    "time_s",
-    "batch_size",
-    "steps",
-    "samples",
-    "interval_s",
-    "steps_per_s",
-    "samples_per_s",
-    "step_ms_p50",
-    "step_ms_p95",
-    "syncs_per_step",
-    "loss",
-    "gpu_util_pct",
-    "mem_bw_util_pct",
-    "mem_used_mib",
-    "mem_total_mib",
-    "power_w",
-    "sm_clock_mhz",
-    "temp_c",
-    "energy_j",
-    "joules_per_step",
-]
+TEXT_0_1 = ("row_kind", "workload", "variant", "throttle")  # and the event_ columns
+NUMERIC = [c for c in CSV_COLUMNS_0_1 if c not in TEXT_0_1 and not c.startswith("event_")]  # the 0.1 columns of numbers
 GPU = ["gpu_util_pct", "mem_bw_util_pct", "mem_used_mib", "mem_total_mib", "power_w", "sm_clock_mhz", "temp_c"]
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -15,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from gpudash.core import faults
+from tests.helpers import GPUDASH
 
 ROOT = Path(__file__).resolve().parent.parent
 STOPPING = "gpudash: stopping after the current step (Ctrl-C again to force)"
@@ -31,19 +31,7 @@ def wait_for(cond, what: str, timeout_s: float = 120.0) -> None:
 def test_the_first_ctrl_c_says_it_stops_after_the_step_and_the_second_forces(tmp_path: Path) -> None:
     env = {**os.environ, faults.ENV: "hang@step=3"}
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "gpudash",
-            "record",
-            "run.csv",
-            "--device",
-            "cpu",
-            "-w",
-            "sync_loss",
-            "--watchdog",
-            "600",
-        ],
+        [*GPUDASH, "record", "run.csv", "--device", "cpu", "-w", "sync_loss", "--watchdog", "600"],
         cwd=tmp_path,
         env=env,
         stdout=subprocess.DEVNULL,

@@ -30,10 +30,11 @@ from gpudash.sweep.plan import (
 from gpudash.sweep.report import CSV_COLUMNS, SweepReport
 from gpudash.sweep.results import RepeatResult, summarize
 from gpudash.sweep.window import Window
+from tests.helpers import timing
 from workloads.registry import FAMILIES
 
 ROOT = Path(__file__).resolve().parents[1]
-TINY = ["--repeats", "2", "--seconds", "1.5", "--warmup", "0.5", "--device", "cpu", "-q"]
+TINY = [*timing(repeats=2, seconds=1.5), "-q"]
 
 
 def run(argv: list[str]) -> int:
@@ -271,29 +272,7 @@ def test_tiny_real_sweep(tmp_path: Path) -> None:
 
 def test_two_stage_families_time_each_stage_and_report_the_overlap_bound(tmp_path: Path) -> None:
     out = tmp_path / "stages"
-    assert (
-        run(
-            [
-                "sweep",
-                "-w",
-                "encdec",
-                "-b",
-                "2",
-                "--repeats",
-                "1",
-                "--seconds",
-                "1",
-                "--warmup",
-                "0.5",
-                "--device",
-                "cpu",
-                "-q",
-                "--out",
-                str(out),
-            ]
-        )
-        == 0
-    )
+    assert run(["sweep", "-w", "encdec", "-b", "2", *timing(), "-q", "--out", str(out)]) == 0
     (repeat,), (summary,) = rows(out, "repeat"), rows(out, "summary")
     for row in (repeat, summary):
         assert (row["stage1"], row["stage2"]) == ("encode", "train")
@@ -313,26 +292,7 @@ def test_an_aa_sweep_measures_the_same_configuration_twice_and_its_csv_carries_t
     from gpudash.stats.comparison import Estimate, compare
 
     out = tmp_path / "aa"
-    argv = [
-        "sweep",
-        "-w",
-        "sync_loss",
-        "-v",
-        "fixed,fixed",
-        "-b",
-        "2",
-        "--repeats",
-        "3",
-        "--seconds",
-        "1",
-        "--warmup",
-        "0.5",
-        "--device",
-        "cpu",
-        "-q",
-        "--out",
-        str(out),
-    ]
+    argv = ["sweep", "-w", "sync_loss", "-v", "fixed,fixed", "-b", "2", *timing(repeats=3), "-q", "--out", str(out)]
     assert run(argv) == 0
     summaries = rows(out, "summary")
     assert [s["variant"] for s in summaries] == ["fixed", "fixed#2"]
@@ -410,29 +370,8 @@ def test_bad_input_is_one_line_and_exit_2(
 
 
 def _sweep_process(out: Path, repeats: int) -> subprocess.Popen[str]:
-    cmd = [
-        sys.executable,
-        "-m",
-        "gpudash",
-        "sweep",
-        "-w",
-        "sync_loss",
-        "-v",
-        "sync-heavy,fixed",
-        "-b",
-        "2",
-        "--repeats",
-        str(repeats),
-        "--seconds",
-        "1",
-        "--warmup",
-        "0.5",
-        "--device",
-        "cpu",
-        "-q",
-        "--out",
-        str(out),
-    ]
+    sweep = ["sweep", "-w", "sync_loss", "-v", "sync-heavy,fixed", "-b", "2", *timing(repeats), "-q", "--out", str(out)]
+    cmd = [sys.executable, "-m", "gpudash", *sweep]
     return subprocess.Popen(
         cmd,
         cwd=ROOT,
@@ -606,29 +545,7 @@ def test_gpu_sweep_times_the_stages_and_no_pipeline_beats_its_overlap_bound(tmp_
     # Batch 32: its stages are GPU-bound, so each alone times the GPU. At batch 8 the host's launch
     # rate sets both stage times and steps/s, and a loaded host (a full `-m gpu` run) moved one
     # repeat's bound below the pipeline's rate (112% on an H100, 2026-11-22).
-    assert (
-        run(
-            [
-                "sweep",
-                "-w",
-                "encdec",
-                "-b",
-                "32",
-                "--repeats",
-                "2",
-                "--seconds",
-                "2",
-                "--warmup",
-                "1",
-                "--device",
-                "cuda",
-                "-q",
-                "--out",
-                str(out),
-            ]
-        )
-        == 0
-    )
+    assert run(["sweep", "-w", "encdec", "-b", "32", *timing(2, 2, 1, "cuda"), "-q", "--out", str(out)]) == 0
     summary = {r["variant"]: r for r in rows(out, "summary")}
     assert set(summary) == {"serial", "pipelined"}
     for row in summary.values():
@@ -705,29 +622,9 @@ def test_knob_applies_to_every_configuration_and_a_cuda_only_entry_is_skipped_on
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "amp"
-    argv = [
-        "sweep",
-        "-w",
-        "sync_loss",
-        "-v",
-        "fixed+cuda_graph,sync-heavy,fixed+channels_last",
-        "--knob",
-        "amp=bf16",
-        "-b",
-        "2",
-        "--repeats",
-        "1",
-        "--seconds",
-        "1",
-        "--warmup",
-        "0.5",
-        "--device",
-        "cpu",
-        "-q",
-        "--out",
-        str(out),
-    ]
-    assert run(argv) == 0
+    variants = "fixed+cuda_graph,sync-heavy,fixed+channels_last"
+    argv = ["sweep", "-w", "sync_loss", "-v", variants, "--knob", "amp=bf16", "-b", "2", *timing(), "-q"]
+    assert run([*argv, "--out", str(out)]) == 0
     err = capsys.readouterr().err
     assert "gpudash: skipping sync_loss fixed+cuda_graph: knob cuda_graph needs CUDA" in err
     summaries = rows(out, "summary")

@@ -6,8 +6,6 @@ from __future__ import annotations
 import csv
 import gzip
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,10 +13,10 @@ import pytest
 from gpudash.core.protocol import Event, EventKind, Sample, TraceWindow
 from gpudash.engine.loop import StepLoop
 from gpudash.engine.trace_figures import covered_by_two_or_more, figures, union
+from tests.helpers import gpudash_in_bare_env as _gpudash
+from tests.helpers import record_args, timing
 from workloads.base import WorkloadOptions
 from workloads.factory import build
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def _kernel(start: float, dur: float, stream: int, name: str = "k", correlation: int | None = None) -> dict:
@@ -124,36 +122,11 @@ def test_a_failing_window_is_one_message_and_the_run_goes_on(tmp_path: Path) -> 
 
 
 # -- --record ------------------------------------------------------------------------------------
-def _gpudash(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "gpudash", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        timeout=240,
-        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
-    )
-
-
 def test_record_takes_a_window_every_few_seconds_into_event_rows_and_a_traces_folder(tmp_path: Path) -> None:
     out = _gpudash(
-        "--record",
-        "run.csv",
-        "-w",
-        "sync_loss",
-        "-v",
-        "fixed",
-        "--device",
-        "cpu",
-        "--image-size",
-        "16",
-        "--duration",
-        "4",
-        "--trace-every",
-        "1",
-        "--trace-steps",
-        "2",
-        "-q",
+        *record_args(
+            "run.csv", "--image-size", "16", "--duration", "4", "--trace-every", "1", "--trace-steps", "2", "-q"
+        ),
         cwd=tmp_path,
     )
     assert out.returncode == 0, out.stderr
@@ -169,29 +142,8 @@ def test_trace_every_needs_record(tmp_path: Path) -> None:
 
 
 def test_sweep_trace_takes_a_window_after_each_measurement(tmp_path: Path) -> None:
-    out = _gpudash(
-        "sweep",
-        "-w",
-        "sync_loss",
-        "-v",
-        "fixed",
-        "-b",
-        "4",
-        "--repeats",
-        "2",
-        "--seconds",
-        "1",
-        "--warmup",
-        "0.5",
-        "--device",
-        "cpu",
-        "--trace",
-        "2",
-        "--out",
-        "sw",
-        "-q",
-        cwd=tmp_path,
-    )
+    sweep = ["sweep", "-w", "sync_loss", "-v", "fixed", "-b", "4", *timing(repeats=2)]
+    out = _gpudash(*sweep, "--trace", "2", "--out", "sw", "-q", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     traces = sorted((tmp_path / "sw" / "traces").glob("*sync_loss-fixed-b4.json.gz"))
     assert len(traces) == 2  # one per configuration x repeat
@@ -202,23 +154,9 @@ def test_sweep_trace_takes_a_window_after_each_measurement(tmp_path: Path) -> No
 
 def test_report_lists_a_recordings_profiler_windows(tmp_path: Path) -> None:
     out = _gpudash(
-        "--record",
-        "run.csv",
-        "-w",
-        "sync_loss",
-        "-v",
-        "fixed",
-        "--device",
-        "cpu",
-        "--image-size",
-        "16",
-        "--duration",
-        "3",
-        "--trace-every",
-        "1",
-        "--trace-steps",
-        "2",
-        "-q",
+        *record_args(
+            "run.csv", "--image-size", "16", "--duration", "3", "--trace-every", "1", "--trace-steps", "2", "-q"
+        ),
         cwd=tmp_path,
     )
     assert out.returncode == 0, out.stderr

@@ -23,6 +23,18 @@ async def wait_until(pilot, cond: Callable[[], bool], what: str = "condition", t
         await pilot.pause(0.02)
 
 
+async def run_palette(pilot, app, query: str, title: str) -> None:
+    """Type ``query`` into the command palette, wait until ``title`` is among its hits, and pick it."""
+    await pilot.press("ctrl+p")
+    await pilot.press(*query)
+    await wait_until(
+        pilot,
+        lambda: title in str([o.prompt for o in app.screen.query_one("CommandList").options]),
+        "the palette's hits",
+    )
+    await pilot.press("enter")
+
+
 async def replay_loaded(pilot, app) -> None:
     """Until a replay (without follow) has handed every row of its file to the dashboard."""
     await wait_until(pilot, lambda: app.source_ready and not app.source.alive, "the recording to be read")

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import csv
 import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pandas as pd
+from textual.pilot import Pilot
 
 from gpudash.core.protocol import Event, Pause, Resume, SetBatchSize, SetKnob, SetKnobs, SetVariant, SwitchWorkload
 from gpudash.recording.replay import ReplaySource
@@ -15,7 +18,7 @@ from gpudash.tui.charts import MetricChart
 from gpudash.tui.screens import HelpScreen, KnobsScreen, PromptScreen
 from gpudash.tui.widgets import MessageBar, StatsPanel, plain_text
 
-from .conftest import replay_loaded, wait_until
+from .conftest import replay_loaded, run_palette, wait_until
 from .fakes import NO_GPU, FakeSource, run_segment, started
 from .test_replay import write_with_malformed_rows
 
@@ -47,6 +50,30 @@ async def running_app(pilot, app, src, rate=200.0, batch=8, until=10.0) -> None:
     await pilot.pause()
 
 
+@asynccontextmanager
+async def running(
+    src: FakeSource | None = None, start: Callable[..., Awaitable[None]] | None = None, **kw
+) -> AsyncIterator[tuple[Pilot, GpuDashApp, FakeSource]]:
+    """A dashboard at SIZE over ``src`` (a new FakeSource if None), once ``start(pilot, app, src, **kw)``
+    (``running_app`` if None) has run: (the pilot, the app, its source)."""
+    src = FakeSource() if src is None else src
+    app = make_app(src)
+    async with app.run_test(size=SIZE) as pilot:
+        await (start or running_app)(pilot, app, src, **kw)
+        yield pilot, app, src
+
+
+async def pipelined_after_serial(pilot, app, src, rate: float, steps0: int) -> None:
+    """200 steps/s (serial, batch 8) from 1 s to 10 s, then pipelined at ``rate`` to 20 s, with a change marker."""
+    await running_app(pilot, app, src, rate=200.0)
+    src.push(
+        Event(10.0, "changed", "variant", "serial", "pipelined"),
+        *run_segment(10.0, 20.0, rate, variant="pipelined", steps0=steps0),
+    )
+    app.refresh_now()
+    await pilot.pause()
+
+
 async def test_first_frame_says_the_workload_is_starting():
     src = FakeSource()
     app = make_app(src)
@@ -73,10 +100,7 @@ async def test_timer_drains_the_source_without_help():
 
 
 async def test_batch_double_reaches_the_engine_and_marks_the_change():
-    src = FakeSource()
-    app = make_app(src)
-    async with app.run_test(size=SIZE) as pilot:
-        await running_app(pilot, app, src, rate=200.0, batch=8)
+    async with running(rate=200.0, batch=8) as (pilot, app, src):
         await pilot.press("plus")
         assert src.sent == [SetBatchSize(16)]
         assert "8 → 16 requested" in message(app)
@@ -107,10 +131,7 @@ async def test_batch_double_reaches_the_engine_and_marks_the_change():
 
 
 async def test_stats_panel_shows_the_change_in_percent():
-    src = FakeSource()
-    app = make_app(src)
-    async with app.run_test(size=SIZE) as pilot:
-        await running_app(pilot, app, src, rate=200.0)
+    async with running(rate=200.0) as (pilot, app, src):
         await pilot.press("p")
         assert src.sent == [SetVariant("pipelined")]
         src.push(
@@ -129,10 +150,7 @@ async def test_stats_panel_shows_the_change_in_percent():
 
 
 async def test_invalid_batch_input_shows_a_message_and_changes_nothing():
-    src = FakeSource()
-    app = make_app(src)
-    async with app.run_test(size=SIZE) as pilot:
-        await running_app(pilot, app, src, batch=1)
+    async with running(batch=1) as (pilot, app, src):
         # ÷2 at batch 1
         await pilot.press("minus")
         assert src.sent == []
@@ -162,10 +180,7 @@ async def test_invalid_batch_input_shows_a_message_and_changes_nothing():
 
 
 async def test_typed_batch_sizes_are_checked_in_the_prompt():
-    src = FakeSource()
-    app = make_app(src)
-    async with app.run_test(size=SIZE) as pilot:
-        await running_app(pilot, app, src)
+    async with running() as (pilot, app, src):
         await pilot.press("b")
         assert isinstance(app.screen, PromptScreen)
         for text, why in (("abc", "whole number"), ("0", "at least 1")):
@@ -196,10 +211,7 @@ async def test_pipelining_on_the_cpu_says_it_needs_cuda():
 
 
 async def test_cycle_variant_and_switch_workload():
-    src = FakeSource()
-    app = make_app(src)
-    async with app.run_test(size=SIZE) as pilot:
-        await running_app(pilot, app, src)
+    async with running() as (pilot, app, src):
         await pilot.press("v")
         assert src.sent == [SetVariant("pipelined")]
         await pilot.press("w")
@@ -209,10 +221,7 @@ async def test_cycle_variant_and_switch_workload():
 
 
 async def test_pause_and_resume():
-    src = FakeSource()
-    app = make_app(src)
-    async with app.run_test(size=SIZE) as pilot:
-        await running_app(pilot, app, src)
+    async with running() as (pilot, app, src):
         await pilot.press("space")
         assert src.sent == [Pause()]
         src.push(Event(10.0, "paused"))
@@ -223,10 +232,7 @@ async def test_pause_and_resume():
 
 
 async def test_crash_shows_why_and_restart_starts_again():
-    src = FakeSource()
-    app = make_app(src)
-    async with app.run_test(size=SIZE) as pilot:
-        await running_app(pilot, app, src)
+    async with running() as (pilot, app, src):
         assert app.check_action("restart", ()) is False  # hidden while running
         src.push(Event(10.0, "crashed", message="workload process killed by SIGKILL"))
         app.refresh_now()
@@ -289,10 +295,7 @@ async def test_recording_writes_the_record_format(tmp_path):
 
 
 async def test_recording_to_a_bad_path_says_so(tmp_path):
-    src = FakeSource()
-    app = make_app(src)
-    async with app.run_test(size=SIZE) as pilot:
-        await running_app(pilot, app, src)
+    async with running() as (pilot, app, src):
         await pilot.press("c")
         app.screen.query_one("#prompt-input").value = str(tmp_path / "nope" / "x.csv")
         await pilot.press("enter")
@@ -302,10 +305,7 @@ async def test_recording_to_a_bad_path_says_so(tmp_path):
 
 
 async def test_quit_stops_the_source_and_closes_the_recording(tmp_path):
-    src = FakeSource()
-    app = make_app(src)
-    async with app.run_test(size=SIZE) as pilot:
-        await running_app(pilot, app, src)
+    async with running() as (pilot, app, src):
         app.start_recording(str(tmp_path / "q.csv"))
         src.push(*run_segment(10.0, 12.0, 200.0, steps0=2000))  # 8 samples, 4 GPU ticks
         app.refresh_now()
@@ -428,10 +428,7 @@ async def test_replay_says_how_many_malformed_rows_it_skipped(tmp_path):
 async def test_charts_fall_back_to_plotexts_public_build_when_its_internals_are_gone(monkeypatch):
     import gpudash.tui.plotext_adapter as adapter
 
-    src = FakeSource()
-    app = make_app(src)
-    async with app.run_test(size=SIZE) as pilot:
-        await running_app(pilot, app, src)
+    async with running() as (pilot, app, src):
         c = chart(app, "throughput")
         fast = c.render()
         # a plotext without the private module the fast path reads (as after an upgrade)
@@ -445,18 +442,8 @@ async def test_charts_fall_back_to_plotexts_public_build_when_its_internals_are_
 
 
 async def test_command_palette_runs_a_control():
-    src = FakeSource()
-    app = make_app(src)
-    async with app.run_test(size=SIZE) as pilot:
-        await running_app(pilot, app, src)
-        await pilot.press("ctrl+p")
-        await pilot.press(*"toggle pipelining")
-        await wait_until(
-            pilot,
-            lambda: "Toggle pipelining" in str([o.prompt for o in app.screen.query_one("CommandList").options]),
-            "the palette's hits",
-        )
-        await pilot.press("enter")
+    async with running() as (pilot, app, src):
+        await run_palette(pilot, app, "toggle pipelining", "Toggle pipelining")
         await wait_until(pilot, lambda: src.sent == [SetVariant("pipelined")], "the control")
 
 
@@ -468,10 +455,7 @@ async def cpu_app(pilot, app, src) -> None:
 
 
 async def test_the_knobs_panel_applies_every_knob_at_once_and_the_change_is_marked():
-    src = FakeSource(gpu_info=NO_GPU)
-    app = make_app(src)
-    async with app.run_test(size=SIZE) as pilot:
-        await cpu_app(pilot, app, src)
+    async with running(FakeSource(gpu_info=NO_GPU), start=cpu_app) as (pilot, app, src):
         assert "knobs: none" in plain_text(app.query_one("#header"), 120)
         await pilot.press("k")
         assert isinstance(app.screen, KnobsScreen)
@@ -505,10 +489,7 @@ async def test_the_knobs_panel_applies_every_knob_at_once_and_the_change_is_mark
 
 
 async def test_the_knobs_panel_works_from_the_keyboard_alone():
-    src = FakeSource(gpu_info=NO_GPU)
-    app = make_app(src)
-    async with app.run_test(size=SIZE) as pilot:
-        await cpu_app(pilot, app, src)
+    async with running(FakeSource(gpu_info=NO_GPU), start=cpu_app) as (pilot, app, src):
         await pilot.press("k")
         assert app.screen.focused is app.screen.query_one("#knob-amp")  # the first knob that can change
         await pilot.press("tab", "space", "a")  # to channels_last, tick it, apply
@@ -536,26 +517,14 @@ async def test_cuda_only_knobs_are_disabled_on_the_cpu_and_refused_with_one_line
         )
         await pilot.press("escape")
         # through the palette: the catalog's reason at once, nothing sent, the run goes on
-        await pilot.press("ctrl+p")
-        await pilot.press(*"cuda_graph")
-        await wait_until(
-            pilot,
-            lambda: (
-                "Knob: turn cuda_graph on/off" in str([o.prompt for o in app.screen.query_one("CommandList").options])
-            ),
-            "the palette's hits",
-        )
-        await pilot.press("enter")
+        await run_palette(pilot, app, "cuda_graph", "Knob: turn cuda_graph on/off")
         await wait_until(pilot, lambda: "needs CUDA" in message(app), "the refusal")
         assert src.sent == [] and app.query_one(MessageBar).has_class("-error")
         assert "\n" not in message(app) and app.state.status == "running"
 
 
 async def test_the_palette_lists_every_knob_and_sets_one():
-    src = FakeSource(gpu_info=NO_GPU)
-    app = make_app(src)
-    async with app.run_test(size=SIZE) as pilot:
-        await cpu_app(pilot, app, src)
+    async with running(FakeSource(gpu_info=NO_GPU), start=cpu_app) as (pilot, app, src):
         titles = [c.title for c in app.get_system_commands(app.screen)]
         for t in (
             "Knobs panel (k)",
@@ -566,16 +535,7 @@ async def test_the_palette_lists_every_knob_and_sets_one():
             "Knob: turn cuda_graph on/off",
         ):
             assert t in titles
-        await pilot.press("ctrl+p")
-        await pilot.press(*"compile=max-autotune")
-        await wait_until(
-            pilot,
-            lambda: (
-                "Knob: compile=max-autotune" in str([o.prompt for o in app.screen.query_one("CommandList").options])
-            ),
-            "the palette's hits",
-        )
-        await pilot.press("enter")
+        await run_palette(pilot, app, "compile=max-autotune", "Knob: compile=max-autotune")
         await wait_until(pilot, lambda: src.sent == [SetKnob("compile", "max-autotune")], "the control")
 
 
@@ -601,10 +561,7 @@ async def test_a_knob_change_reaches_the_recording(tmp_path):
 
 
 async def test_a_slow_knob_shows_its_progress_until_the_change_arrives():
-    src = FakeSource()
-    app = make_app(src)
-    async with app.run_test(size=SIZE) as pilot:
-        await running_app(pilot, app, src)
+    async with running() as (pilot, app, src):
         app.set_knob("compile", "default")
         assert "(compiling first)" in message(app)
         app.ingest([Event(10.0, "progress", "knobs", message="compiling… 12 s")])
@@ -638,10 +595,7 @@ async def test_the_profile_key_asks_for_a_window_and_shows_its_figures_and_marke
 
     from ..test_controller import TRACE_PATH, trace_event
 
-    src = FakeSource(RunConfig(trace_dir="/runs/gpudash-traces"))
-    app = make_app(src)
-    async with app.run_test(size=SIZE) as pilot:
-        await running_app(pilot, app, src, until=12.0)
+    async with running(FakeSource(RunConfig(trace_dir="/runs/gpudash-traces")), until=12.0) as (pilot, app, src):
         await pilot.press("T")
         assert src.sent == [TraceWindow(20)]
         assert message(app).startswith("profiling 20 steps…")
@@ -700,19 +654,9 @@ async def test_the_profile_key_says_why_not_without_a_trace_dir_and_in_a_replay(
 async def test_the_palette_asks_for_a_profiler_window():
     from gpudash.core.protocol import RunConfig, TraceWindow
 
-    src = FakeSource(RunConfig(trace_dir="/runs/gpudash-traces"))
-    app = make_app(src)
-    async with app.run_test(size=SIZE) as pilot:
-        await running_app(pilot, app, src)
+    async with running(FakeSource(RunConfig(trace_dir="/runs/gpudash-traces"))) as (pilot, app, src):
         assert "Profile 20 steps (torch.profiler window) (T)" in [c.title for c in app.get_system_commands(app.screen)]
-        await pilot.press("ctrl+p")
-        await pilot.press(*"profile 20")
-        await wait_until(
-            pilot,
-            lambda: "Profile 20 steps" in str([o.prompt for o in app.screen.query_one("CommandList").options]),
-            "the palette's hits",
-        )
-        await pilot.press("enter")
+        await run_palette(pilot, app, "profile 20", "Profile 20 steps")
         await wait_until(pilot, lambda: src.sent == [TraceWindow(20)], "the control")
         assert message(app).startswith("profiling 20 steps…")
 
@@ -732,10 +676,7 @@ async def test_a_data_parallel_run_shows_its_ranks_and_asks_for_its_scaling_effi
 
     from gpudash.core.protocol import EventKind, MeasureScaling, RunConfig
 
-    src = FakeSource(RunConfig(nproc=2))
-    app = make_app(src)
-    async with app.run_test(size=SIZE) as pilot:
-        await running_app(pilot, app, src, until=4.0)
+    async with running(FakeSource(RunConfig(nproc=2)), until=4.0) as (pilot, app, src):
         last = app.state.last_sample
         src.push(
             dataclasses.replace(
@@ -762,10 +703,7 @@ async def test_a_data_parallel_run_shows_its_ranks_and_asks_for_its_scaling_effi
 
 
 async def test_the_scaling_key_says_why_not_without_ranks():
-    src = FakeSource()
-    app = make_app(src)
-    async with app.run_test(size=SIZE) as pilot:
-        await running_app(pilot, app, src, until=4.0)
+    async with running(until=4.0) as (pilot, app, src):
         await pilot.press("e")
         assert "needs a data-parallel run" in message(app) and not src.sent
         assert app.query_one(StatsPanel).border_title is None

@@ -2,29 +2,36 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
 from rich.text import Text
 from textual.events import MouseScrollDown, MouseScrollUp
+from textual.pilot import Pilot
 
-from gpudash.core.protocol import Event
+from gpudash.tui.app import GpuDashApp
 from gpudash.tui.charts import CHARTS
 
 from .conftest import wait_until
 from .fakes import FakeSource, run_segment
-from .test_app import SIZE, chart, make_app, message, running_app
+from .test_app import SIZE, chart, make_app, message, pipelined_after_serial
 
 
 async def two_rates(pilot, app, src) -> None:
     """200 steps/s from 1 s to 10 s, then 300 steps/s (batch 8) to 20 s, with a change marker."""
-    await running_app(pilot, app, src, rate=200.0)
-    src.push(
-        Event(10.0, "changed", "variant", "serial", "pipelined"),
-        *run_segment(10.0, 20.0, 300.0, variant="pipelined", steps0=1800),
-    )
-    app.refresh_now()
-    await pilot.pause()
+    await pipelined_after_serial(pilot, app, src, rate=300.0, steps0=1800)
+
+
+@asynccontextmanager
+async def two_rates_app() -> AsyncIterator[tuple[Pilot, GpuDashApp, FakeSource]]:
+    """A dashboard at SIZE over ``two_rates``: (the pilot, the app, its source)."""
+    src = FakeSource()
+    app = make_app(src)
+    async with app.run_test(size=SIZE) as pilot:
+        await two_rates(pilot, app, src)
+        yield pilot, app, src
 
 
 def test_every_two_line_chart_names_its_lines_by_marker_and_label_not_colour():
@@ -59,10 +66,7 @@ def cell_style(text: Text, index: int):
 
 async def test_change_labels_sit_on_the_charts_own_background_not_a_white_box(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("NO_COLOR", "1")
-    src = FakeSource()
-    app = make_app(src)
-    async with app.run_test(size=SIZE) as pilot:
-        await two_rates(pilot, app, src)
+    async with two_rates_app() as (pilot, app, src):
         drawn = chart(app, "throughput").render()
         plain = drawn.plain
         label = plain.index("serial→pipelined")
@@ -74,10 +78,7 @@ async def test_change_labels_sit_on_the_charts_own_background_not_a_white_box(mo
 
 
 async def test_a_click_on_a_chart_shows_the_values_under_the_cursor():
-    src = FakeSource()
-    app = make_app(src)
-    async with app.run_test(size=SIZE) as pilot:
-        await two_rates(pilot, app, src)
+    async with two_rates_app() as (pilot, app, src):
         tp = chart(app, "throughput")
         width, middle = tp.size.width, tp.size.height // 2
         await pilot.click(tp, offset=(width // 4, middle))  # a quarter in: the first configuration
@@ -97,10 +98,7 @@ async def wheel(pilot, widget, offset, event, times: int = 1) -> None:
 
 
 async def test_the_wheel_zooms_the_time_axis_around_the_cursor_and_0_resets_it():
-    src = FakeSource()
-    app = make_app(src)
-    async with app.run_test(size=SIZE) as pilot:
-        await two_rates(pilot, app, src)
+    async with two_rates_app() as (pilot, app, src):
         tp, power = chart(app, "throughput"), chart(app, "power")
         whole = tp.window
         assert whole == app.state.time_range()
@@ -123,10 +121,7 @@ async def test_the_wheel_zooms_the_time_axis_around_the_cursor_and_0_resets_it()
 
 
 async def test_zoomed_in_at_the_right_edge_the_charts_follow_new_samples():
-    src = FakeSource()
-    app = make_app(src)
-    async with app.run_test(size=SIZE) as pilot:
-        await two_rates(pilot, app, src)
+    async with two_rates_app() as (pilot, app, src):
         tp = chart(app, "throughput")
         await wheel(pilot, tp, (tp.size.width - 3, tp.size.height // 2), MouseScrollUp, times=4)
         a, b = tp.window

@@ -9,12 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from gpudash.core.protocol import Event
 from gpudash.tui.widgets import StatsPanel, plain_text
 
-from .conftest import wait_until
+from .conftest import run_palette, wait_until
 from .fakes import FakeSource, run_segment
-from .test_app import SIZE, make_app, message, running_app
+from .test_app import SIZE, make_app, message, pipelined_after_serial, running_app
 
 
 @pytest.fixture
@@ -35,17 +34,6 @@ def svgs(folder: Path) -> list[Path]:
 
 def toasts(app) -> list[str]:
     return [str(n.message) for n in app._notifications]  # Textual keeps no public list of them
-
-
-async def run_palette(pilot, app, query: str, title: str) -> None:
-    await pilot.press("ctrl+p")
-    await pilot.press(*query)
-    await wait_until(
-        pilot,
-        lambda: title in str([o.prompt for o in app.screen.query_one("CommandList").options]),
-        "the palette's hits",
-    )
-    await pilot.press("enter")
 
 
 async def test_s_saves_an_svg_in_the_working_directory_and_says_where(headless_home: Path):
@@ -109,13 +97,7 @@ async def test_a_screenshot_that_cannot_be_written_says_why_and_the_run_goes_on(
 
 async def changed_run(pilot, app, src) -> None:
     """A run of 200 steps/s, then pipelined at 220: both rows of the stats table are filled."""
-    await running_app(pilot, app, src, rate=200.0)
-    src.push(
-        Event(10.0, "changed", "variant", "serial", "pipelined"),
-        *run_segment(10.0, 20.0, 220.0, variant="pipelined", steps0=2000),
-    )
-    app.refresh_now()
-    await pilot.pause()
+    await pipelined_after_serial(pilot, app, src, rate=220.0, steps0=2000)
 
 
 async def copied_after_a_changed_run(kind: str) -> tuple[str, str, str]:

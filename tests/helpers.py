@@ -1,0 +1,81 @@
+"""What several test files repeated, in one place: command lines, child processes, expected data.
+No assertions here: each test keeps its own."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+GPUDASH = [sys.executable, "-m", "gpudash"]  # gpudash as a child process: its arguments follow
+
+# The CSV of version 0.1: recordings made then must still replay, and pandas users'
+# column names must not move. A new metric appends a column; it never renames one.
+CSV_COLUMNS_0_1 = [
+    "row_kind",
+    "time_s",
+    "workload",
+    "variant",
+    "batch_size",
+    "steps",
+    "samples",
+    "interval_s",
+    "steps_per_s",
+    "samples_per_s",
+    "step_ms_p50",
+    "step_ms_p95",
+    "syncs_per_step",
+    "loss",
+    "gpu_util_pct",
+    "mem_bw_util_pct",
+    "mem_used_mib",
+    "mem_total_mib",
+    "power_w",
+    "sm_clock_mhz",
+    "temp_c",
+    "energy_j",
+    "throttle",
+    "joules_per_step",
+    "event_kind",
+    "event_what",
+    "event_before",
+    "event_after",
+    "event_message",
+]
+
+
+def record_args(path: str | Path, *more: str) -> list[str]:
+    """``--record PATH`` of sync_loss's fixed variant on the CPU, then ``more``."""
+    return ["--record", str(path), "-w", "sync_loss", "-v", "fixed", "--device", "cpu", *more]
+
+
+def timing(repeats: int = 1, seconds: float = 1, warmup: float = 0.5, device: str = "cpu") -> list[str]:
+    """A sweep's measuring options: ``--repeats R --seconds S --warmup W --device D``."""
+    return ["--repeats", str(repeats), "--seconds", str(seconds), "--warmup", str(warmup), "--device", device]
+
+
+def gpudash_in_bare_env(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``python -m gpudash ARGS`` in ``cwd`` with only PYTHONPATH (this checkout) and a system PATH set,
+    its output captured."""
+    return subprocess.run(
+        [*GPUDASH, *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=240,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+    )
+
+
+def run_under_cuda_sanitizer(code: str) -> subprocess.CompletedProcess[str]:
+    """``python -c code`` from the repository root with ``TORCH_CUDA_SANITIZER=1``, its output captured."""
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "TORCH_CUDA_SANITIZER": "1"},
+        timeout=600,
+        cwd=ROOT,
+    )
