@@ -54,6 +54,7 @@ class Metric:
     per_gpu: bool = False  # also read for every GPU watched: CSV columns gpu0_util_pct, gpu1_… (GpuReading)
     mean: Averaging | None = None  # how the configuration's mean is taken (None: not averaged)
     figure: bool = False  # a figure of sweeps and reports (their CSV columns and tables), in this order
+    per_batch: bool = False  # scales with the batch size: not compared across batch sizes
     description: str = ""
 
     @property
@@ -78,6 +79,7 @@ METRICS: tuple[Metric, ...] = (
         series=True,
         figure=True,
         mean=Averaging.TIME,
+        per_batch=True,
         description="training steps finished per second",
     ),
     Metric(
@@ -101,6 +103,7 @@ METRICS: tuple[Metric, ...] = (
         stat=True,
         series=True,
         mean=Averaging.EACH,
+        per_batch=True,
         description="median step time in the interval (CUDA events on a GPU)",
     ),
     Metric(
@@ -112,6 +115,7 @@ METRICS: tuple[Metric, ...] = (
         stat=True,
         series=True,
         mean=Averaging.EACH,
+        per_batch=True,
         description="95th percentile step time in the interval",
     ),
     Metric(
@@ -204,6 +208,7 @@ METRICS: tuple[Metric, ...] = (
         stat=True,
         figure=True,
         mean=Averaging.ENDS,
+        per_batch=True,
         description="NVML energy over the steps done (see gpudash.stats.energy)",
     ),
     Metric(
@@ -229,6 +234,7 @@ METRICS: tuple[Metric, ...] = (
         _R,
         _DOWN,
         mean=Averaging.EACH,
+        per_batch=True,
         description="that rank's step time p50",
     ),
     Metric(
@@ -280,5 +286,6 @@ ALLOCATOR_KEYS = keys(Origin.ALLOCATOR)
 NVML_KEYS = keys(Origin.NVML)
 STAT_KEYS = keys(stat=True)
 SERIES_KEYS = keys(series=True)
+PER_BATCH_KEYS = keys(per_batch=True)  # compared only between runs of one batch size
 FIGURE_KEYS = keys(figure=True)  # what sweeps and reports tabulate per configuration
 PER_GPU_KEYS = keys(per_gpu=True)  # the fields of a GpuReading that have CSV columns, in column order

@@ -42,6 +42,7 @@ from gpudash.core.protocol import (
 )
 from gpudash.core.textfmt import fmt_duration, fmt_num, fmt_pm
 from gpudash.recording.record import CsvRecorder, RecordWriteError, run_metadata
+from gpudash.stats.comparison import seconds_for_interval
 
 if TYPE_CHECKING:  # pragma: no cover
     from gpudash.host.session import EngineSession
@@ -133,7 +134,10 @@ def progress_line(
     elif estimate is None:
         mean = f"{segment.label} warming up"
     elif not estimate.has_interval:
-        mean = f"{segment.label} {fmt_num(estimate.mean)} steps/s (too short for an interval)"
+        needs = seconds_for_interval(estimate.n_samples, sample.interval_s if sample is not None else 1.0)
+        mean = (
+            f"{segment.label} {fmt_num(estimate.mean)} steps/s (too short for an interval: needs ≈ {needs:.0f} s more)"
+        )
     else:
         mean = f"{segment.label} {fmt_pm(estimate)} steps/s (95% CI, {estimate.n_samples} samples)"
     elapsed = f"{fmt_duration(elapsed_s)} elapsed" + (f" of {fmt_duration(duration_s)}" if duration_s else "")

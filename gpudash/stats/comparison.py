@@ -30,6 +30,13 @@ MAX_BATCHES = 10
 MIN_PER_BATCH = 2  # samples per batch, at the least
 MAX_BLOCKS = 64
 MAX_LAG1 = 0.2  # batch means more correlated than this: use fewer, longer batches
+MIN_SAMPLES_FOR_INTERVAL = MIN_BATCHES * MIN_PER_BATCH  # the fewest samples that can give one
+
+
+def seconds_for_interval(n_samples: int, seconds_per_sample: float) -> float:
+    """About how much longer a window of ``n_samples`` samples, each ``seconds_per_sample`` long,
+    must run before it can have an interval (0: long enough; more when its samples drift)."""
+    return max(0, MIN_SAMPLES_FOR_INTERVAL - n_samples) * seconds_per_sample
 
 
 class Verdict(str, Enum):
@@ -92,13 +99,17 @@ class Comparison:
         return math.isfinite(self.ratio) and self.ratio > 0
 
     def format(self) -> str:
-        """Relative speed as hyperfine prints it: "1.05 ± 0.02" ("1.05" without an interval; a
-        third decimal when the interval is narrower than ±0.005, so it never reads "± 0.00")."""
-        if self.low is None or self.high is None:
-            return f"{self.ratio:.2f}"
-        hw = (self.high - self.low) / 2
-        digits = 3 if 0 < hw < 0.005 else 2
-        return f"{self.ratio:.{digits}f} ± {hw:.{digits}f}"
+        """The ratio with its interval, as everything prints one: "1.08× [0.98–1.19]"
+        (``gpudash.core.textfmt.fmt_ratio``)."""
+        from gpudash.core.textfmt import fmt_ratio
+
+        return fmt_ratio(self)
+
+    def format_change(self) -> str:
+        """The same as a change in percent: "+8% (−2 … +19%)" (``textfmt.fmt_change``)."""
+        from gpudash.core.textfmt import fmt_change
+
+        return fmt_change(self)
 
 
 class BatchMeans:

@@ -76,9 +76,22 @@ class Segment:
         )
 
 
+def incomparable(prev: ConfigKey, cur: ConfigKey, key: str) -> str | None:
+    """Why ``key`` of configuration ``cur`` is not compared with ``prev``'s (None: like with like):
+    another workload ("new workload"), or another batch size for a figure that scales with it
+    ("batch size changed": steps/s, step times and J/step; samples/s and the GPU's figures are
+    compared)."""
+    if prev[0] != cur[0]:
+        return "new workload"
+    if prev[2] != cur[2] and metric(key).per_batch:
+        return "batch size changed"
+    return None
+
+
 def compare_segments(prev: Segment | None, cur: Segment | None, key: str) -> Comparison | None:
-    """``cur`` against ``prev`` for one metric, with the metric's direction of better."""
-    if prev is None or cur is None:
+    """``cur`` against ``prev`` for one metric, with the metric's direction of better (None:
+    nothing to compare, or not like with like: ``incomparable``)."""
+    if prev is None or cur is None or incomparable(prev.key, cur.key, key) is not None:
         return None
     a, b = prev.estimate(key), cur.estimate(key)
     if a is None or b is None:

@@ -22,24 +22,43 @@ def plot_title(meta: dict[str, Any]) -> str:
 _COLOURS = {"faster": "#2ca02c", "slower": "#d62728"}
 
 
+def _has_ci(s: ConfigSummary) -> bool:
+    return s.steps is not None and s.steps.has_interval
+
+
 def _panel(ax: Any, title: str, summaries: list[ConfigSummary]) -> None:
-    """Bars of steps/s with 95% whiskers; each bar's relative speed above it (staggered when
-    the bars are many); a dashed mark across a bar at its own overlap bound, when timed."""
+    """Bars of steps/s with 95% whiskers; each bar's relative speed and its interval above it
+    (staggered when the bars are many); a dashed mark across a bar at its own overlap bound, when
+    timed. A bar without an interval has no whisker and no ratio: it is hatched, white, and says
+    "no CI", so it cannot be taken for a measured one; colour only for a real difference."""
     means = [s.steps.mean if s.steps is not None else 0.0 for s in summaries]
-    lows = [
-        m - s.steps.low if s.steps is not None and s.steps.low is not None else 0.0
-        for m, s in zip(means, summaries, strict=False)
-    ]
-    highs = [
-        s.steps.high - m if s.steps is not None and s.steps.high is not None else 0.0
-        for m, s in zip(means, summaries, strict=False)
-    ]
+    ends = [(s.steps.low, s.steps.high) if s.steps is not None else (None, None) for s in summaries]
+    lows = [m - lo if lo is not None else 0.0 for m, (lo, _) in zip(means, ends, strict=False)]
+    highs = [hi - m if hi is not None else 0.0 for m, (_, hi) in zip(means, ends, strict=False)]
     colours = [
-        "#7f7f7f" if s.is_base else _COLOURS.get(str(s.comparison.verdict) if s.comparison else "", "#1f77b4")
+        "white"
+        if not _has_ci(s)
+        else "#7f7f7f"
+        if s.is_base
+        else _COLOURS.get(str(s.comparison.verdict) if s.comparison else "", "#1f77b4")
         for s in summaries
     ]
     x = list(range(len(summaries)))
-    ax.bar(x, means, width=0.6, yerr=[lows, highs], capsize=5, color=colours, edgecolor="black", linewidth=0.6)
+    hatches = ["" if _has_ci(s) else "//" for s in summaries]
+    bars = ax.bar(x, means, width=0.6, color=colours, edgecolor="black", linewidth=0.6)
+    for bar, hatch in zip(bars, hatches, strict=False):
+        bar.set_hatch(hatch)
+    with_ci = [i for i, s in enumerate(summaries) if _has_ci(s)]
+    if with_ci:
+        ax.errorbar(
+            with_ci,
+            [means[i] for i in with_ci],
+            yerr=[[lows[i] for i in with_ci], [highs[i] for i in with_ci]],
+            fmt="none",
+            ecolor="black",
+            capsize=5,
+            linewidth=1.0,
+        )
     ax.set_xlim(-0.7, len(x) - 0.3)
     bounds = [s.stages.bound if s.stages is not None else None for s in summaries]
     top = (
@@ -54,11 +73,7 @@ def _panel(ax: Any, title: str, summaries: list[ConfigSummary]) -> None:
         ax.legend(fontsize=7, loc="upper left")
     stagger = len(summaries) > 3
     for i, s in enumerate(summaries):
-        text = (
-            "failed"
-            if s.steps is None
-            else ("base" if s.is_base else (s.comparison.format() + "×" if s.comparison else ""))
-        )
+        text = _bar_label(s)
         lift = top * (0.02 + (0.07 if stagger and i % 2 else 0.0))
         ax.text(i, max(means[i] + highs[i], bounds[i] or 0.0) + lift, text, ha="center", va="bottom", fontsize=7)
     ticks = [tick_label(s.config.label) for s in summaries]
@@ -67,6 +82,19 @@ def _panel(ax: Any, title: str, summaries: list[ConfigSummary]) -> None:
     ax.set_ylim(0, top * 1.25)
     ax.set_ylabel("steps/s (95% CI)")
     ax.set_title(title, fontsize=10)
+
+
+def _bar_label(s: ConfigSummary) -> str:
+    """What a bar says above it: "failed", "no CI", "base", or its ratio with the interval."""
+    if s.steps is None:
+        return "failed"
+    if not _has_ci(s):
+        return "no CI"
+    if s.is_base:
+        return "base"
+    if s.comparison is None or s.comparison.low is None:
+        return "no CI"  # the base has none
+    return s.comparison.format()
 
 
 def tick_label(label: str) -> str:

@@ -23,7 +23,7 @@ from typing import Any
 from gpudash.core.metrics import FIGURE_KEYS, metric
 from gpudash.core.protocol import ExitCode
 from gpudash.core.textfmt import fmt_num, fmt_pm
-from gpudash.stats.comparison import Estimate
+from gpudash.stats.comparison import Estimate, Verdict
 from gpudash.sweep.plan import FamilyPlan, SweepPlan, run_config
 from gpudash.sweep.plot import plot, plot_title
 from gpudash.sweep.results import ConfigSummary, RepeatResult, StageTimes, pct_of, summarize
@@ -234,7 +234,7 @@ def summary_line(s: ConfigSummary) -> str:
         return head + f"failed: {s.error}" if s.error else head + "no samples"
     text = head + fmt_pm(s.steps) + " steps/s"
     if s.comparison is not None and s.base is not None:
-        text += f", {s.comparison.format()}× {s.base.label}: {s.comparison.verdict}"
+        text += f", {s.comparison.format()} of {s.base.label}: {s.comparison.verdict}"
     elif s.is_base:
         text += " " + BASELINE
     return text
@@ -310,10 +310,15 @@ def table_row(s: ConfigSummary) -> str:
         why = f"failed: {s.error}" if s.error else "no samples"
         return f"| {s.config.label} | – | – | – | – | – | – | {why} |"
     cells = [fmt_pm(s.steps), *(fmt_pm(s.stats.get(k)) for k in MEANS if k != "power_w")]
+    advice = s.too_short_advice()
     if s.comparison is not None:
-        cells += [s.comparison.format(), s.comparison.verdict.value]
+        verdict = s.comparison.verdict
+        cells += [
+            s.comparison.format(),
+            advice or ("too short (the base's)" if verdict == Verdict.TOO_SHORT else str(verdict)),
+        ]
     else:
-        cells += ["1.00", BASELINE if s.is_base else "–"]
+        cells += ["1.00×", " ".join(t for t in (BASELINE if s.is_base else "–", advice) if t)]
     if s.error:
         cells[-1] += f" (then failed: {s.error})"
     return f"| {s.config.label} | " + " | ".join(cells) + " |"

@@ -11,11 +11,13 @@ are the means with their 95% intervals; J/step comes from the energy marks insid
 from __future__ import annotations
 
 import heapq
+import math
 from dataclasses import dataclass, field, replace
 
 from gpudash.core.metrics import FIGURE_KEYS, Better, metric, overlap_bound
 from gpudash.core.protocol import GpuSample, Sample
-from gpudash.stats.comparison import Comparison, Estimate, compare
+from gpudash.core.textfmt import fmt_num
+from gpudash.stats.comparison import MIN_SAMPLES_FOR_INTERVAL, Comparison, Estimate, compare
 from gpudash.stats.figures import JOULES_PER_STEP, Figures
 from gpudash.sweep.plan import Configuration
 
@@ -151,6 +153,22 @@ class ConfigSummary:
     def steps(self) -> Estimate | None:
         """Steps/s over every measured repeat, with its interval."""
         return self.stats.get("steps_per_s")
+
+    @property
+    def seconds_for_interval(self) -> int | None:
+        """The ``--seconds`` per repeat after which steps/s would have an interval, from the
+        observed length of a sample (None: it has one, or nothing was measured)."""
+        if self.steps is None or self.steps.has_interval or self.n_samples == 0 or self.repeats == 0:
+            return None
+        per_sample = self.seconds / self.n_samples
+        return max(1, math.ceil(MIN_SAMPLES_FOR_INTERVAL * per_sample / self.repeats))
+
+    def too_short_advice(self) -> str:
+        """ "too short: 0.40 steps/s, use --seconds ≥ 15" ('' when steps/s has an interval)."""
+        need = self.seconds_for_interval
+        if need is None or self.steps is None:
+            return ""
+        return f"too short: {fmt_num(self.steps.mean)} steps/s, use --seconds ≥ {need}"
 
     @property
     def is_base(self) -> bool:

@@ -27,9 +27,9 @@ from gpudash.core.metrics import SERIES_KEYS, STAT_KEYS, Better, Metric, Origin,
 from gpudash.core.protocol import Event, EventKind, GpuInfo, GpuSample, Message, RunConfig, Sample
 from gpudash.core.running import NO_KNOBS, Running
 from gpudash.core.runstate import RunState
-from gpudash.stats.comparison import Comparison, Estimate, Verdict
+from gpudash.stats.comparison import Comparison, Estimate, Verdict, seconds_for_interval
 from gpudash.stats.energy import EnergyPerStep
-from gpudash.stats.segments import Segment, SegmentTracker, compare_segments
+from gpudash.stats.segments import Segment, SegmentTracker, compare_segments, incomparable
 from gpudash.tui.series import Series
 
 STAT_METRICS: tuple[Metric, ...] = tuple(metric(k) for k in STAT_KEYS)  # the stats panel, in order
@@ -59,6 +59,8 @@ class StatRow:
     estimate: Estimate | None = None  # this configuration's mean with its interval
     prev_estimate: Estimate | None = None
     comparison: Comparison | None = None  # this against the previous, with a verdict
+    incomparable: str | None = None  # why this is not compared with the previous ("new workload")
+    needs_s: float | None = None  # about how much longer this configuration must run for an interval
 
     @property
     def key(self) -> str:
@@ -327,18 +329,31 @@ class DashState:
 
     def stat_rows(self) -> list[StatRow]:
         cur, prev = self.current, self.previous
-        return [
-            StatRow(
-                metric=m,
-                now=self.now(m.key),
-                mean=cur.mean(m.key) if cur is not None else None,
-                prev=prev.mean(m.key) if prev is not None else None,
-                estimate=cur.estimate(m.key) if cur is not None else None,
-                prev_estimate=prev.estimate(m.key) if prev is not None else None,
-                comparison=compare_segments(prev, cur, m.key),
+        rows = []
+        for m in STAT_METRICS:
+            estimate = cur.estimate(m.key) if cur is not None else None
+            rows.append(
+                StatRow(
+                    metric=m,
+                    now=self.now(m.key),
+                    mean=cur.mean(m.key) if cur is not None else None,
+                    prev=prev.mean(m.key) if prev is not None else None,
+                    estimate=estimate,
+                    prev_estimate=prev.estimate(m.key) if prev is not None else None,
+                    comparison=compare_segments(prev, cur, m.key),
+                    incomparable=incomparable(prev.key, cur.key, m.key) if prev and cur else None,
+                    needs_s=self._needs_s(estimate),
+                )
             )
-            for m in STAT_METRICS
-        ]
+        return rows
+
+    def _needs_s(self, estimate: Estimate | None) -> float | None:
+        """How much longer the running configuration needs for an interval (None: it has one),
+        from the length of the latest sample."""
+        if estimate is not None and estimate.has_interval:
+            return None
+        per_sample = self.last_sample.interval_s if self.last_sample is not None else 1.0
+        return seconds_for_interval(estimate.n_samples if estimate is not None else 0, per_sample)
 
     def iter_segments(self) -> Iterator[Segment]:
         return iter(self.segments)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from rich import box
 from rich.table import Table
@@ -14,7 +14,7 @@ from textual.widgets import Static
 
 from gpudash.core.metrics import Averaging, Better
 from gpudash.core.protocol import GpuInfo
-from gpudash.core.textfmt import fmt_duration, fmt_num, fmt_pct, markdown_table
+from gpudash.core.textfmt import change_parts, fmt_change, fmt_duration, fmt_num, markdown_table
 from gpudash.stats.comparison import Estimate, Verdict
 from gpudash.tui.state import DashState, StatRow, Status
 
@@ -150,19 +150,39 @@ def mean_cell(mean: float | None, estimate: Estimate | None, averaged: bool) -> 
 
 
 def change_cell(row: StatRow) -> Text:
-    """The change as "+5.0±1.2%", coloured only for a real difference; else what it is."""
+    """The change as "+8% (−2 … +19%)", coloured only for a real difference; else what it is, or
+    what is missing and for how long ("needs ≈ 12 s more"); never a change of unlike runs."""
+    if row.incomparable is not None:
+        return Text(row.incomparable, style="dim")
     c = row.comparison
-    if c is None:
-        return Text(fmt_pct(row.change_pct), style="dim" if row.change_pct is not None else "")
-    if c.verdict in (Verdict.NO_CHANGE, Verdict.TOO_SHORT) or (
-        c.verdict == Verdict.WITHIN_NOISE and row.metric.better != Better.NEITHER
-    ):
+    if c is None or c.verdict == Verdict.TOO_SHORT:
+        return Text(_missing(row), style="dim")
+    if c.verdict == Verdict.NO_CHANGE or (c.verdict == Verdict.WITHIN_NOISE and row.metric.better != Better.NEITHER):
         return Text("no change" if c.verdict == Verdict.NO_CHANGE else str(c.verdict), style="dim")
     if not c.finite:  # from or to zero (syncs per step): say it as it is
         return Text(f"{fmt_num(row.prev)}→{fmt_num(row.mean)}", style=_pct_style(row))
-    half = (c.high - c.low) / 2 * 100 if c.low is not None and c.high is not None else None
-    text = f"{c.change_pct:+.1f}" + (f"±{half:.1f}" if half is not None else "") + "%"
-    return Text(text, style=_pct_style(row))
+    change, interval = change_parts(c)  # two lines, the interval's ends alone: the columns are narrow
+    return Text(f"{change}\n{interval.replace(' … ', '…').rstrip('%')}", style=_pct_style(row))
+
+
+def change_text(row: StatRow) -> str:
+    """The change cell on one line, as every other output writes it: "+8% (−2 … +19%)"."""
+    c = row.comparison
+    cell = change_cell(row)
+    return fmt_change(c) if c is not None and "\n" in cell.plain else cell.plain
+
+
+def _missing(row: StatRow) -> str:
+    """What a change without a verdict lacks: the previous configuration, this one's warm-up or
+    length, or the previous one's length (which will not grow)."""
+    if row.prev_estimate is None and row.prev is None:
+        return "–"
+    needs = f"≈ {row.needs_s:.0f} s" if row.needs_s is not None else ""
+    if row.estimate is None:
+        return f"warm-up, needs {needs}" if needs else "warm-up"
+    if not row.estimate.has_interval:
+        return f"needs {needs} more" if needs else "too short"
+    return "prev too short"
 
 
 @dataclass(frozen=True)
@@ -174,9 +194,11 @@ class StatsTable:
     title: Text
     headers: list[str]
     rows: list[tuple[str, list[Text]]]
+    plain: dict[str, list[str]] = field(default_factory=dict)  # a row's cells as text, where not as shown
 
     def plain_rows(self) -> list[list[str]]:
-        return [[label, *(c.plain for c in cells)] for label, cells in self.rows]
+        """The cells' text, each on one line (the change as "+8% (−2 … +19%)")."""
+        return [[label, *self.plain.get(label, [c.plain for c in cells])] for label, cells in self.rows]
 
     def markdown(self) -> str:
         """The title as a line of text, then the table as GitHub Markdown."""
@@ -202,6 +224,10 @@ def stats_table(state: DashState) -> StatsTable:
     title.append(f"{cur.label} ({fmt_duration(cur.duration_s)})" if cur else "–", style="bold")
     title.append("   previous: ", style="dim")
     title.append(f"{prev.label} ({fmt_duration(prev.duration_s)})" if prev else "–")
+    if cur is not None and prev is not None and cur.key[0] != prev.key[0]:
+        title.append("  · new workload: nothing to compare", style="dim")
+    elif cur is not None and prev is not None and cur.key[2] != prev.key[2]:
+        title.append(f"  · batch {prev.key[2]}→{cur.key[2]}: compared by samples/s", style="dim")
     this = [mean_cell(r.mean, r.estimate, r.metric.mean != Averaging.ENDS) for r in rows]
     for cell in this:
         cell.stylize("bold")
@@ -214,6 +240,7 @@ def stats_table(state: DashState) -> StatsTable:
             ("prev cfg", [mean_cell(r.prev, r.prev_estimate, r.metric.mean != Averaging.ENDS) for r in rows]),
             ("change", [change_cell(r) for r in rows]),
         ],
+        {"change": [change_text(r) for r in rows]},
     )
 
 

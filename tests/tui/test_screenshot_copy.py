@@ -119,8 +119,8 @@ async def test_copy_stats_as_markdown_puts_the_panels_table_on_the_clipboard():
     rows = {line.split(" | ")[0].strip("| "): line for line in lines if line.startswith("| ")}
     assert "p95 ms" in header and "J/step" in header
     assert "| 220±0 |" in rows["this cfg"] and "| 200±0 |" in rows["prev cfg"]
-    assert "+10.0±0.0%" in rows["change"]
-    assert "220±0" in panel and "+10.0±0.0%" in panel  # the same figures the panel shows
+    assert "+10.0% (+10.0 … +10.0%)" in rows["change"]
+    assert "220±0" in panel and "+10.0% " in panel and "+10.0…+10.0 " in panel  # the panel: two lines
     assert "copied as Markdown" in said
 
 
@@ -132,5 +132,5 @@ async def test_copy_stats_as_csv_is_the_same_table_as_csv():
     assert by_row["now"]["steps/s"] == "220"
     assert by_row["this cfg"]["steps/s"] == "220±0"
     assert by_row["prev cfg"]["samples/s"] == "1600±0"
-    assert by_row["change"]["steps/s"] == "+10.0±0.0%"
+    assert by_row["change"]["steps/s"] == "+10.0% (+10.0 … +10.0%)"
     assert "copied as CSV" in said

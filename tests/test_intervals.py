@@ -1,0 +1,149 @@
+"""One way to show an interval, colour only for a real change, like with like, and "too short"
+saying what to do: the dashboard's change row, sweeps' tables and plots, record's progress."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from gpudash.core.protocol import Event
+from gpudash.core.textfmt import MINUS, fmt_change, fmt_num, fmt_ratio
+from gpudash.stats.comparison import MIN_SAMPLES_FOR_INTERVAL, Comparison, Verdict
+from gpudash.tui.state import DashState
+from gpudash.tui.widgets import change_cell, stats_table
+from tests.tui.fakes import run_segment, sample, started
+
+RATIO = re.compile(r"^(\d+\.\d+)× \[(\d+\.\d+)–(\d+\.\d+)\]$")
+CHANGE = re.compile(rf"^([+{MINUS}]\d+(?:\.\d)?)% \(([+{MINUS}]\d+(?:\.\d)?) … ([+{MINUS}]\d+(?:\.\d)?)%\)$")
+
+
+def _num(text: str) -> float:
+    return float(text.replace(MINUS, "-"))
+
+
+@given(ratio=st.floats(0.05, 20.0), below=st.floats(0.0, 0.9), above=st.floats(0.0, 5.0))
+def test_a_ratio_prints_its_asymmetric_interval_as_its_two_ends_never_plus_minus(
+    ratio: float, below: float, above: float
+) -> None:
+    low, high = ratio * (1 - below), ratio * (1 + above)
+    c = Comparison(ratio, low, high, Verdict.NO_CHANGE)
+    for text, pattern in ((fmt_ratio(c), RATIO), (fmt_change(c), CHANGE)):
+        assert "±" not in text
+        m = pattern.match(text)
+        assert m, text
+        shown, lo, hi = (_num(g) for g in m.groups())
+        assert lo <= shown <= hi  # rounding to the same decimals keeps the order
+
+
+def test_without_an_interval_a_ratio_says_no_ci() -> None:
+    c = Comparison(2.07, None, None, Verdict.TOO_SHORT)
+    assert fmt_ratio(c) == "2.07× (no CI)" and fmt_change(c) == "+107% (no CI)"
+    assert fmt_change(Comparison(0.9, 0.8, 0.97, Verdict.SLOWER)) == f"{MINUS}10% ({MINUS}20 … {MINUS}3%)"
+
+
+def _two_configs(prev: list[tuple[float, float]], cur: list[tuple[float, float]]) -> DashState:
+    """A dashboard state: ``prev`` then ``cur`` as (steps/s, syncs/step) a sample, 0.25 s apart,
+    a variant change between them."""
+    state = DashState()
+    state.ingest(started())
+    t = 1.0
+    for rate, syncs in prev:
+        t += 0.25
+        state.ingest(sample(t, rate, syncs=syncs))
+    state.ingest(Event(t, "changed", "variant", "serial", "pipelined"))
+    for rate, syncs in cur:
+        t += 0.25
+        state.ingest(sample(t, rate, syncs=syncs, variant="pipelined"))
+    return state
+
+
+def _flat(rates: list[float]) -> list[tuple[float, float]]:
+    return [(r, 0.0) for r in rates]
+
+
+# steps/s anywhere; syncs/step all zero (the fixed loss), rare and large (a mean whose interval
+# may reach below zero), or anything
+_syncs = st.sampled_from([(0.0,), (0.0, 0.0, 0.0, 3.0), (0.0, 0.5, 1.0, 2.0, 4.0)])
+samples = _syncs.flatmap(
+    lambda choices: st.lists(st.tuples(st.floats(1.0, 1000.0), st.sampled_from(choices)), min_size=0, max_size=40)
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(prev=samples, cur=samples)
+# no syncs before, a few after whose interval reaches below zero: "no change", not a red "0→0.75"
+@example(prev=[(100.0, 0.0)] * 12, cur=[(100.0, x) for x in (0, 0, 0, 3, 0, 0, 0, 0, 3, 0, 0)])
+def test_no_colour_is_ever_shown_for_an_interval_that_covers_no_change(
+    prev: list[tuple[float, float]], cur: list[tuple[float, float]]
+) -> None:
+    state = _two_configs(prev, cur)
+    for row in state.stat_rows():
+        cell = change_cell(row)
+        if "green" not in str(cell.style) and "red" not in str(cell.style):
+            continue
+        c = row.comparison
+        assert c is not None and c.verdict.real and "±" not in cell.plain
+        if c.finite:
+            assert c.low is not None and c.high is not None
+            assert c.low > 1.0 or c.high < 1.0, (cell.plain, c)  # the ratio's interval excludes 1
+        else:  # from or to zero: the other side's interval must exclude zero
+            other = row.estimate if row.prev_estimate is not None and row.prev_estimate.mean <= 0 else row.prev_estimate
+            assert other is not None and other.low is not None and other.low > 0, (cell.plain, other)
+
+
+def test_a_change_of_workload_is_not_compared() -> None:
+    state = DashState()
+    state.ingest(started())
+    state.ingest_all(run_segment(1.0, 11.0, 200.0))
+    state.ingest(Event(11.0, "changed", "workload", "encdec", "sync_loss"))
+    state.ingest_all(run_segment(11.0, 21.0, 60.0, workload="sync_loss", variant="fixed"))
+    table = stats_table(state)
+    change = dict(table.rows)["change"]
+    assert {c.plain for c in change} == {"new workload"} and not any("red" in str(c.style) for c in change)
+    assert "new workload: nothing to compare" in table.title.plain
+
+
+def test_a_batch_size_change_compares_samples_per_second_and_says_so() -> None:
+    state = DashState()
+    state.ingest(started())
+    state.ingest_all(run_segment(1.0, 11.0, 200.0))  # batch 8: 1600 samples/s
+    state.ingest(Event(11.0, "changed", "batch_size", "8", "16"))
+    state.ingest_all(run_segment(11.0, 21.0, 110.0, batch=16))  # 1760 samples/s: +10%
+    table = stats_table(state)
+    change = dict(zip(table.headers, dict(table.rows)["change"], strict=True))
+    assert change["steps/s"].plain == "batch size changed" and change["p50 ms"].plain == "batch size changed"
+    assert change["samples/s"].plain.startswith("+10.0%\n+") and "green" in str(change["samples/s"].style)
+    assert "batch 8→16: compared by samples/s" in table.title.plain
+
+
+def test_warm_up_and_too_short_say_how_long_not_a_percentage() -> None:
+    state = _two_configs(_flat([100.0] * 20), _flat([150.0]))  # one sample: still in warm-up
+    steps = next(r for r in state.stat_rows() if r.key == "steps_per_s")
+    assert change_cell(steps).plain.startswith("warm-up, needs ≈") and "%" not in change_cell(steps).plain
+    state = _two_configs(_flat([100.0] * 20), _flat([150.0] * 7))  # past the warm-up, too few for an interval
+    steps = next(r for r in state.stat_rows() if r.key == "steps_per_s")
+    assert steps.estimate is not None and not steps.estimate.has_interval
+    left = MIN_SAMPLES_FOR_INTERVAL - steps.estimate.n_samples
+    assert change_cell(steps).plain == f"needs ≈ {left * 0.25:.0f} s more"
+
+
+@pytest.mark.parametrize("rate, seconds, want", [(0.4, 3.0, 10), (100.0, 0.5, 1)])
+def test_a_too_short_sweep_says_which_seconds_would_do(rate: float, seconds: float, want: int) -> None:
+    from gpudash.stats.comparison import Estimate
+    from gpudash.sweep.plan import Configuration
+    from gpudash.sweep.results import ConfigSummary
+
+    per_sample = max(0.25, 1 / rate)
+    n = max(1, int(seconds / per_sample))
+    s = ConfigSummary(
+        Configuration("sync_loss", "fixed", "fixed", 2, 0),
+        repeats=2,
+        seconds=2 * n * per_sample,
+        n_samples=2 * n,
+        stats={"steps_per_s": Estimate(rate, None, None, 2 * n)},
+    )
+    assert s.seconds_for_interval == want
+    assert s.too_short_advice() == f"too short: {fmt_num(rate)} steps/s, use --seconds ≥ {want}"
