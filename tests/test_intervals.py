@@ -102,7 +102,8 @@ def test_a_change_of_workload_is_not_compared() -> None:
     state.ingest_all(run_segment(11.0, 21.0, 60.0, workload="sync_loss", variant="fixed"))
     table = stats_table(state)
     change = dict(table.rows)["change"]
-    assert {c.plain for c in change} == {"new workload"} and not any("red" in str(c.style) for c in change)
+    assert {c.plain for c in change} == {"–"} and not any("red" in str(c.style) for c in change)
+    assert {r.incomparable for r in state.stat_rows()} == {"new workload"}
     assert "new workload: nothing to compare" in table.title.plain
 
 
@@ -114,9 +115,12 @@ def test_a_batch_size_change_compares_samples_per_second_and_says_so() -> None:
     state.ingest_all(run_segment(11.0, 21.0, 110.0, batch=16))  # 1760 samples/s: +10%
     table = stats_table(state)
     change = dict(zip(table.headers, dict(table.rows)["change"], strict=True))
-    assert change["steps/s"].plain == "batch size changed" and change["p50 ms"].plain == "batch size changed"
-    assert change["samples/s"].plain.startswith("+10.0%\n+") and "green" in str(change["samples/s"].style)
+    assert change["steps/s"].plain == "–" and change["p50 ms"].plain == "–"
+    rows = {r.key: r for r in state.stat_rows()}
+    assert rows["steps_per_s"].incomparable == "batch size changed" and rows["samples_per_s"].incomparable is None
+    assert change["samples/s"].plain == "+10.0%" and "green" in str(change["samples/s"].style)
     assert "batch 8→16: compared by samples/s" in table.title.plain
+    assert "samples/s +10.0% (" in table.title.plain  # the headline change, with its interval
 
 
 def test_warm_up_and_too_short_say_how_long_not_a_percentage() -> None:

@@ -132,6 +132,9 @@ class MessageBar(Static):
     text: str = ""
 
 
+HEADLINE = ("steps_per_s", "samples_per_s")  # the title's change with its interval: the first compared
+
+
 def _pct_style(row: StatRow) -> str:
     return {1: "bold green", -1: "bold red"}.get(row.verdict, "bold")
 
@@ -152,8 +155,8 @@ def mean_cell(mean: float | None, estimate: Estimate | None, averaged: bool) -> 
 def change_cell(row: StatRow) -> Text:
     """The change as "+8% (−2 … +19%)", coloured only for a real difference; else what it is, or
     what is missing and for how long ("needs ≈ 12 s more"); never a change of unlike runs."""
-    if row.incomparable is not None:
-        return Text(row.incomparable, style="dim")
+    if row.incomparable is not None:  # the title line says why ("new workload", "batch 8→16")
+        return Text("–", style="dim")
     c = row.comparison
     if c is None or c.verdict == Verdict.TOO_SHORT:
         return Text(_missing(row), style="dim")
@@ -161,15 +164,15 @@ def change_cell(row: StatRow) -> Text:
         return Text("no change" if c.verdict == Verdict.NO_CHANGE else str(c.verdict), style="dim")
     if not c.finite:  # from or to zero (syncs per step): say it as it is
         return Text(f"{fmt_num(row.prev)}→{fmt_num(row.mean)}", style=_pct_style(row))
-    change, interval = change_parts(c)  # two lines, the interval's ends alone: the columns are narrow
-    return Text(f"{change}\n{interval.replace(' … ', '…').rstrip('%')}", style=_pct_style(row))
+    change, _ = change_parts(c)  # the interval: in the title (the headline figure) and the copies
+    return Text(change, style=_pct_style(row))
 
 
 def change_text(row: StatRow) -> str:
     """The change cell on one line, as every other output writes it: "+8% (−2 … +19%)"."""
     c = row.comparison
     cell = change_cell(row)
-    return fmt_change(c) if c is not None and "\n" in cell.plain else cell.plain
+    return fmt_change(c) if c is not None and cell.plain == change_parts(c)[0] else cell.plain
 
 
 def _missing(row: StatRow) -> str:
@@ -228,6 +231,10 @@ def stats_table(state: DashState) -> StatsTable:
         title.append("  · new workload: nothing to compare", style="dim")
     elif cur is not None and prev is not None and cur.key[2] != prev.key[2]:
         title.append(f"  · batch {prev.key[2]}→{cur.key[2]}: compared by samples/s", style="dim")
+    headline = next((r for r in rows if r.comparison is not None and r.key in HEADLINE), None)
+    if headline is not None and headline.comparison is not None and headline.comparison.finite:
+        title.append(f"   {headline.label} ", style="dim")
+        title.append(headline.comparison.format_change(), style=_pct_style(headline))
     this = [mean_cell(r.mean, r.estimate, r.metric.mean != Averaging.ENDS) for r in rows]
     for cell in this:
         cell.stylize("bold")

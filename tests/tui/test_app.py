@@ -143,7 +143,7 @@ async def test_stats_panel_shows_the_change_in_percent():
         rows = {r.key: r for r in app.state.stat_rows()}
         assert round(rows["steps_per_s"].change_pct, 1) == 10.0
         text = plain_text(app.query_one(StatsPanel), 120)
-        assert "+10.0% " in text and "+10.0…+10.0 " in text  # noise-free fake data: a zero-width interval
+        assert "steps/s +10.0% (+10.0 … +10.0%)" in text  # noise-free fake data: a zero-width interval
         assert rows["steps_per_s"].verdict == 1  # faster, beyond the noise: coloured green
         assert "encdec/pipelined bs8" in text and "encdec/serial bs8" in text
         assert "220" in text and "200" in text
