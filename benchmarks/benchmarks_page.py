@@ -19,7 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from gpudash.core.textfmt import fmt_pm  # noqa: E402
+from gpudash.core.textfmt import fmt_pm, fmt_ratio  # noqa: E402
 from gpudash.stats.comparison import Comparison, Estimate, compare  # noqa: E402
 from workloads.registry import FAMILIES  # noqa: E402
 
@@ -69,7 +69,7 @@ def versus(name: str, w: str, old: str, new: str, b: int) -> str:
     """``new`` against ``old``: "1.16 ± 0.02, faster"."""
     r = rows(name)
     c = compare(est(r[(w, old, b)]), est(r[(w, new, b)]))
-    return f"{c.format()} ({c.verdict})"
+    return f"{fmt_ratio(c)} ({c.verdict})"
 
 
 def cell(name: str, w: str, v: str, b: int, key: str) -> str:
@@ -175,7 +175,7 @@ def target_row(goal: str, c: Comparison, at_least: float) -> str:
         verdict = "met by the mean; the interval reaches below it"
     else:
         verdict = "**not met**"
-    return f"| {goal} | ≥ {at_least:g}× | {c.format()} ({c.verdict}) | {verdict} |"
+    return f"| {goal} | ≥ {at_least:g}× | {fmt_ratio(c)} ({c.verdict}) | {verdict} |"
 
 
 def beyond_targets() -> str:

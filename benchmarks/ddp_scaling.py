@@ -23,6 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from gpudash.core.textfmt import fmt_ratio  # noqa: E402
 from gpudash.stats.comparison import Estimate, compare  # noqa: E402
 from gpudash.sweep.readback import summaries_from_csv  # noqa: E402
 
@@ -114,7 +115,7 @@ def main() -> None:
                 verdict += "; target ≥ 0.9: " + ("met" if met else "**not met**" if missed else "not decided")
             print(
                 f"| {family} | {VARIANT[family]} | {b} | {one[b].mean:.1f} | {many[b].mean:.1f} | "
-                f"{many[b].mean * b * args.nproc:.0f} | {c.format()} | {verdict} |",
+                f"{many[b].mean * b * args.nproc:.0f} | {fmt_ratio(c)} | {verdict} |",
                 flush=True,
             )
 

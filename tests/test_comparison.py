@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from gpudash.core.textfmt import fmt_ratio
 from gpudash.stats.comparison import MAX_BLOCKS, BatchMeans, Verdict, compare, estimate, estimate_from_batches
 
 # what the sweep measures by default: 3 repeats x 10 s x 10 samples a second
@@ -75,7 +76,7 @@ def test_a_significant_but_tiny_change_is_within_noise() -> None:
     c = compare(base, new)
     assert c.low > 1.0 and c.verdict == Verdict.WITHIN_NOISE
     # a third decimal: the interval is narrower than 0.01, so its two ends do not print the same
-    assert c.format() == f"1.010× [{c.low:.3f}–{c.high:.3f}]" and c.low < c.high
+    assert fmt_ratio(c) == f"1.010× [{c.low:.3f}–{c.high:.3f}]" and c.low < c.high
 
 
 def test_too_few_samples_give_no_interval_and_no_verdict() -> None:

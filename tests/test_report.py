@@ -74,10 +74,9 @@ def test_the_same_recording_twice_is_no_change_detected(tmp_path: Path) -> None:
     copy.write_text(FIXTURE.read_text())
     assert run(["report", str(FIXTURE), str(copy), "--out", str(tmp_path / "out")]) == 0
     md = (tmp_path / "out" / "report.md").read_text()
-    rows = table_rows(md, "### Run 2 (again.csv)")
-    assert len(rows) == 4 and all(
-        r[-1] == "1.00 ± 0.01 no change detected" or r[-1].endswith("no change detected") for r in rows
-    ), rows
+    rows = table_rows(md, "## Between runs")
+    assert len(rows) == 4 and all(r[2] == "the same" and r[-1] == "no change detected" for r in rows), rows
+    assert all(r[-2].startswith("1.00× [") for r in rows)  # the ratio with its interval, never ±
 
 
 def _sweep(out: Path, fixed_rate: float) -> Path:
@@ -103,11 +102,10 @@ def test_two_sweeps_compare_configuration_by_configuration(tmp_path: Path) -> No
     md = (tmp_path / "out" / "report.md").read_text()
     rows = {r[0]: r for r in table_rows(md, "## Run 1: sweep.csv")}
     assert rows["sync_loss/fixed bs4"][-1].startswith("1.50") and rows["sync_loss/fixed bs4"][-1].endswith("faster")
-    between = {r[0]: r for r in table_rows(md, "### Run 2 (sweep.csv)")}
-    assert between["sync_loss/fixed bs4"][-1].startswith("1.200 ± ") and between["sync_loss/fixed bs4"][-1].endswith(
-        "faster"
-    )
-    assert between["sync_loss/sync-heavy bs4"][-1].endswith("no change detected")
+    between = {r[0]: r for r in table_rows(md, "## Between runs")}
+    fixed = between["sync_loss/fixed bs4"]
+    assert fixed[2] == "the same" and fixed[-2].startswith("1.200× [") and fixed[-1] == "faster"
+    assert between["sync_loss/sync-heavy bs4"][-1] == "no change detected"
     assert (tmp_path / "out" / "report.svg").stat().st_size > 0
 
 

@@ -2,8 +2,9 @@
 Markdown report with plots. Torch- and Textual-free; matplotlib only to draw (``report_plot``).
 
 ``DIR/report.md``: each run's configurations (mean ± 95% interval, syncs/step, GPU %, power,
-J/step), the verdict between consecutive segments of a recording, and between runs (each
-configuration of a later run against the same configuration of the first run that has it).
+J/step), the verdict between consecutive segments of a recording, and between runs (A/B,
+``gpudash.report.ab``: each configuration against its counterpart in the baseline run, or in the
+runs before it; the verdicts also on stderr).
 ``DIR/report.png``/``.svg``: throughput and GPU utilisation over time with the changes
 labelled (recordings), bars with their intervals (sweeps). ``--html``: ``DIR/report.html``,
 one self-contained file (inline SVG, no network). Bad input: one line, exit status 2. The
@@ -21,7 +22,8 @@ from pathlib import Path
 
 from gpudash.argtypes import Parser, UsageError, check_out_dir
 from gpudash.core.protocol import ExitCode
-from gpudash.core.textfmt import clip, fmt_num, fmt_pm, strip_controls
+from gpudash.core.textfmt import clip, fmt_num, fmt_pm, fmt_ratio, strip_controls
+from gpudash.report.ab import pairs, relative_table
 from gpudash.report.load import ConfigFigures, ReportInputError, Run, load_run
 from gpudash.stats.comparison import Comparison, Estimate, compare
 
@@ -43,6 +45,13 @@ def build_parser() -> Parser:
     p.add_argument("runs", nargs="+", metavar="RUN.csv", help="recordings or sweep CSVs; the first is the reference")
     p.add_argument("--out", required=True, metavar="DIR", help="directory for report.md/.png/.svg (created)")
     p.add_argument("--html", action="store_true", help="also write report.html: one file, inline SVG, no network")
+    p.add_argument(
+        "--baseline",
+        metavar="RUN.csv",
+        help="compare every run's configurations with this run's (one of the runs; default: each run "
+        "with the runs before it); a configuration is paired with the same one, else with the first "
+        "of its family and batch size",
+    )
     return p
 
 
@@ -53,8 +62,8 @@ def versus(base: Estimate | None, new: Estimate | None) -> Comparison | None:
 
 
 def fmt_comparison(c: Comparison | None) -> str:
-    """ "1.07 ± 0.02 faster" ("–" when there is nothing to compare)."""
-    return "–" if c is None else f"{c.format()} {c.verdict}"
+    """ "1.07× [1.05–1.09] faster" ("–" when there is nothing to compare)."""
+    return "–" if c is None else f"{fmt_ratio(c)} {c.verdict}"
 
 
 def segment_change(before: ConfigFigures, after: ConfigFigures) -> str:
@@ -104,27 +113,6 @@ def run_table(run: Run) -> list[str]:
     return lines
 
 
-def between_runs(runs: Sequence[Run]) -> list[str]:
-    """Each configuration of a later run against the first run that has it (steps/s)."""
-    lines: list[str] = []
-    for j, run in enumerate(runs[1:], start=2):
-        rows = []
-        for key, label in dict.fromkeys((c.key, c.label) for c in run.configs):
-            ref = next((r for r in runs[: j - 1] if r.pooled(key, label) is not None), None)
-            if ref is None:
-                continue
-            a, b = ref.pooled(key, label), run.pooled(key, label)
-            name = f"{key[0]}/{label} bs{key[2]}"
-            rows.append(f"| {name} | {ref.name}: {fmt_pm(a)} | {fmt_pm(b)} | {fmt_comparison(versus(a, b))} |")
-        lines += [f"### Run {j} ({run.name}) against the runs before it", ""]
-        if rows:
-            lines += [f"| configuration | before | {run.name} | ratio ± CI, verdict |", "|---|--:|--:|---|", *rows]
-        else:
-            lines.append("No configuration of this run was measured in an earlier one.")
-        lines.append("")
-    return lines
-
-
 # -- the Markdown ----------------------------------------------------------------------------------------
 def run_line(i: int, run: Run) -> str:
     """One row of the runs table: what the file is, where and when it ran."""
@@ -136,7 +124,7 @@ def run_line(i: int, run: Run) -> str:
     return f"| {i} | `{run.shown_path}` | {run.kind} | {device} | {torch} | {when} | {ending} |"
 
 
-def markdown(runs: Sequence[Run], command: str, plots: Sequence[str]) -> str:
+def markdown(runs: Sequence[Run], command: str, plots: Sequence[str], baseline: int | None = None) -> str:
     """``report.md``."""
     now = _dt.datetime.now().astimezone().isoformat(timespec="seconds")
     lines = [
@@ -167,19 +155,20 @@ def markdown(runs: Sequence[Run], command: str, plots: Sequence[str]) -> str:
                 "",
             ]
     if len(runs) > 1:
-        lines += ["## Between runs", "", *between_runs(runs)]
+        against = "each against the runs before it" if baseline is None else f"against run {baseline + 1}"
+        lines += [f"## Between runs ({against})", "", *relative_table(runs, baseline), ""]
     if plots:
         lines += ["## Plot", "", f"![throughput and GPU utilisation]({plots[0]})", ""]
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
 # -- the command ---------------------------------------------------------------------------------------
-def write_report(runs: Sequence[Run], out: Path, command: str, html: bool) -> list[str]:
+def write_report(runs: Sequence[Run], out: Path, command: str, html: bool, baseline: int | None = None) -> list[str]:
     """Write report.md, the plots and (``html``) report.html; returns the file names."""
     from gpudash.report.plot import html_page, plot_runs
 
     plots = plot_runs(runs, out)
-    text = markdown(runs, command, plots)
+    text = markdown(runs, command, plots, baseline)
     (out / "report.md").write_text(text, encoding="utf-8")
     written = ["report.md", *plots]
     if html:
@@ -201,15 +190,28 @@ def main(argv: list[str]) -> int:
     try:
         runs = [load_run(path) for path in args.runs]
         out = check_out_dir(args.out)
+        baseline = _baseline_index(args.runs, args.baseline)
     except (ReportInputError, UsageError) as exc:
         say("error", exc)
         return ExitCode.USAGE
     for note in (note for run in runs for note in run.notes):  # a metadata file ignored
         say("warning", note)
     try:
-        written = write_report(runs, out, shlex.join(["gpudash", "report", *argv]), args.html)
+        written = write_report(runs, out, shlex.join(["gpudash", "report", *argv]), args.html, baseline)
     except OSError as exc:
         say("error", f"cannot write in {out}: {exc.strerror or exc}")
         return ExitCode.FAILED
+    for pair in pairs(runs, baseline):  # the A/B verdicts, hyperfine-style
+        print(f"gpudash: {strip_controls(pair.sentence())}", file=sys.stderr)
     print(f"gpudash: wrote {', '.join(written)} in {out}", file=sys.stderr)
     return ExitCode.OK
+
+
+def _baseline_index(paths: Sequence[str], baseline: str | None) -> int | None:
+    """Which of the runs ``--baseline`` names (None without it); a path not among them: UsageError."""
+    if baseline is None:
+        return None
+    for i, path in enumerate(paths):
+        if path == baseline or Path(path).resolve() == Path(baseline).resolve():
+            return i
+    raise UsageError(f"--baseline {baseline}: not one of the runs given; list it among them")

@@ -21,7 +21,7 @@ from typing import Any
 
 from gpudash.core.metrics import FIGURE_KEYS
 from gpudash.core.protocol import Event, EventKind, GpuSample, Message, Sample
-from gpudash.core.textfmt import clip, strip_controls
+from gpudash.core.textfmt import clip, fmt_ratio, strip_controls
 from gpudash.recording.csvformat import RowParser, UnreadableCsv, is_recording_header, read_table
 from gpudash.recording.sidecar import Sidecar, read_sidecar
 from gpudash.stats.comparison import Estimate, estimate_from_batches
@@ -215,6 +215,6 @@ def _summary_figures(row: dict[str, str]) -> ConfigFigures:
     """A sweep summary row, read as the sweep reads its own (``summary_from_row``)."""
     s = summary_from_row(row, 0, None)
     c = s.comparison
-    ratio = f"{c.format()} {c.verdict}" if c is not None else ("1.00× (baseline)" if row["ratio"] else "")
+    ratio = f"{fmt_ratio(c)} {c.verdict}" if c is not None else ("1.00× (baseline)" if row["ratio"] else "")
     key: ConfigKey = (s.config.family, s.config.variant, s.config.batch_size, s.config.knobs)
     return ConfigFigures(key, s.config.label, dict(s.stats), s.n_samples, sweep_ratio=ratio, error=s.error)

@@ -98,19 +98,6 @@ class Comparison:
         """A ratio that can be printed (neither side at zero)."""
         return math.isfinite(self.ratio) and self.ratio > 0
 
-    def format(self) -> str:
-        """The ratio with its interval, as everything prints one: "1.08× [0.98–1.19]"
-        (``gpudash.core.textfmt.fmt_ratio``)."""
-        from gpudash.core.textfmt import fmt_ratio
-
-        return fmt_ratio(self)
-
-    def format_change(self) -> str:
-        """The same as a change in percent: "+8% (−2 … +19%)" (``textfmt.fmt_change``)."""
-        from gpudash.core.textfmt import fmt_change
-
-        return fmt_change(self)
-
 
 class BatchMeans:
     """Weighted samples in at most ``MAX_BLOCKS`` contiguous blocks of equal size."""

@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from gpudash.core.textfmt import fmt_ratio
 from gpudash.sweep.plan import FamilyPlan
 from gpudash.sweep.results import ConfigSummary
 
@@ -94,7 +95,7 @@ def _bar_label(s: ConfigSummary) -> str:
         return "base"
     if s.comparison is None or s.comparison.low is None:
         return "no CI"  # the base has none
-    return s.comparison.format()
+    return fmt_ratio(s.comparison)
 
 
 def tick_label(label: str) -> str:

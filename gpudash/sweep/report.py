@@ -22,7 +22,7 @@ from typing import Any
 
 from gpudash.core.metrics import FIGURE_KEYS, metric
 from gpudash.core.protocol import ExitCode
-from gpudash.core.textfmt import fmt_num, fmt_pm
+from gpudash.core.textfmt import fmt_num, fmt_pm, fmt_ratio
 from gpudash.stats.comparison import Estimate, Verdict
 from gpudash.sweep.plan import FamilyPlan, SweepPlan, run_config
 from gpudash.sweep.plot import plot, plot_title
@@ -234,7 +234,7 @@ def summary_line(s: ConfigSummary) -> str:
         return head + f"failed: {s.error}" if s.error else head + "no samples"
     text = head + fmt_pm(s.steps) + " steps/s"
     if s.comparison is not None and s.base is not None:
-        text += f", {s.comparison.format()} of {s.base.label}: {s.comparison.verdict}"
+        text += f", {fmt_ratio(s.comparison)} of {s.base.label}: {s.comparison.verdict}"
     elif s.is_base:
         text += " " + BASELINE
     return text
@@ -314,7 +314,7 @@ def table_row(s: ConfigSummary) -> str:
     if s.comparison is not None:
         verdict = s.comparison.verdict
         cells += [
-            s.comparison.format(),
+            fmt_ratio(s.comparison),
             advice or ("too short (the base's)" if verdict == Verdict.TOO_SHORT else str(verdict)),
         ]
     else:

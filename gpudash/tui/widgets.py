@@ -234,7 +234,7 @@ def stats_table(state: DashState) -> StatsTable:
     headline = next((r for r in rows if r.comparison is not None and r.key in HEADLINE), None)
     if headline is not None and headline.comparison is not None and headline.comparison.finite:
         title.append(f"   {headline.label} ", style="dim")
-        title.append(headline.comparison.format_change(), style=_pct_style(headline))
+        title.append(fmt_change(headline.comparison), style=_pct_style(headline))
     this = [mean_cell(r.mean, r.estimate, r.metric.mean != Averaging.ENDS) for r in rows]
     for cell in this:
         cell.stylize("bold")

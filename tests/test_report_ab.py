@@ -1,0 +1,94 @@
+"""``gpudash report a.csv b.csv``: A/B across recordings — each configuration against its
+counterpart (the same one, else the same family and batch size) with the ratio's interval and verdict."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from gpudash.core.protocol import RunConfig
+from gpudash.recording.record import CsvRecorder, run_metadata
+from gpudash.tui.demo import SyntheticSource
+from tests.test_report import run, table_rows
+
+RATIO = r"\d+\.\d+× \[\d+\.\d+–\d+\.\d+\]"
+
+
+def synthetic(path: Path, variant: str, seconds: float = 20.0) -> Path:
+    """A recording of the synthetic encdec run in one variant (pipelined runs faster)."""
+    t = [0.0]
+    src = SyntheticSource(RunConfig(workload="encdec", variant=variant), gpu=True, clock=lambda: t[0], startup_s=1.0)
+    rec = CsvRecorder(str(path), run_metadata(src.config, src.gpu_info, device="cuda:0"))
+    src.start()
+    while t[0] < seconds:
+        t[0] = round(t[0] + 0.25, 2)
+        for m in src.poll():
+            rec.on_message(m)
+    rec.close()
+    return path
+
+
+def test_two_recordings_of_two_variants_are_compared_by_family_and_batch(tmp_path: Path, capsys) -> None:
+    a, b = synthetic(tmp_path / "serial.csv", "serial"), synthetic(tmp_path / "pipelined.csv", "pipelined")
+    assert run(["report", str(a), str(b), "--out", str(tmp_path / "out")]) == 0
+    md = (tmp_path / "out" / "report.md").read_text()
+    assert "No configuration" not in md
+    (row,) = table_rows(md, "## Between runs")
+    config, in_run, against, base_run, _, _, ratio, verdict = row
+    assert (config, in_run, against, base_run) == (
+        "encdec/pipelined bs8",
+        "pipelined.csv",
+        "encdec/serial bs8",
+        "serial.csv",
+    )
+    assert re.fullmatch(RATIO, ratio) and verdict == "faster"
+    low, high = (float(x) for x in re.findall(r"\d+\.\d+", ratio)[1:])
+    assert 1.0 < low <= high  # the synthetic pipelined run is faster
+    err = capsys.readouterr().err
+    assert re.search(rf"encdec/pipelined bs8 \(pipelined.csv\): {RATIO} encdec/serial bs8 \(serial.csv\), faster", err)
+
+
+def test_a_baseline_run_is_what_every_other_run_is_compared_with(tmp_path: Path) -> None:
+    a = synthetic(tmp_path / "serial.csv", "serial")
+    b = synthetic(tmp_path / "pipelined.csv", "pipelined")
+    c = synthetic(tmp_path / "serial2.csv", "serial")
+    out = tmp_path / "out"
+    assert run(["report", str(a), str(b), str(c), "--baseline", str(b), "--out", str(out)]) == 0
+    md = (out / "report.md").read_text()
+    assert "## Between runs (against run 2)" in md
+    rows = table_rows(md, "## Between runs")
+    assert [(r[1], r[3]) for r in rows] == [("serial.csv", "pipelined.csv"), ("serial2.csv", "pipelined.csv")]
+    assert all(r[-1] == "slower" for r in rows)
+    assert run(["report", str(a), str(b), "--baseline", str(tmp_path / "nope.csv"), "--out", str(out)]) == 2
+
+
+def test_another_family_or_batch_size_is_never_paired(tmp_path: Path) -> None:
+    a = synthetic(tmp_path / "serial.csv", "serial")
+    t = [0.0]
+    src = SyntheticSource(RunConfig(workload="encdec", batch_size=16), gpu=True, clock=lambda: t[0], startup_s=1.0)
+    rec = CsvRecorder(str(tmp_path / "b16.csv"), run_metadata(src.config, src.gpu_info, device="cuda:0"))
+    src.start()
+    while t[0] < 20.0:
+        t[0] = round(t[0] + 0.25, 2)
+        for m in src.poll():
+            rec.on_message(m)
+    rec.close()
+    assert run(["report", str(a), str(tmp_path / "b16.csv"), "--out", str(tmp_path / "out")]) == 0
+    md = (tmp_path / "out" / "report.md").read_text()
+    assert "No configuration of a run has a counterpart" in md
+
+
+@pytest.mark.slow
+def test_a_sync_heavy_and_a_fixed_recording_give_the_ratio_with_its_interval(tmp_path: Path, capsys) -> None:
+    common = ["-w", "sync_loss", "-b", "4", "--image-size", "16", "--device", "cpu", "--duration", "8", "-q"]
+    for variant in ("sync-heavy", "fixed"):
+        assert run(["record", str(tmp_path / f"{variant}.csv"), "-v", variant, *common]) == 0
+    capsys.readouterr()
+    assert run(["report", str(tmp_path / "sync-heavy.csv"), str(tmp_path / "fixed.csv"), "--out", str(tmp_path)]) == 0
+    (row,) = table_rows((tmp_path / "report.md").read_text(), "## Between runs")
+    assert row[:4] == ["sync_loss/fixed bs4", "fixed.csv", "sync_loss/sync-heavy bs4", "sync-heavy.csv"]
+    # a loaded CPU may leave a side without an interval: then the ratio says so, and there is no verdict
+    assert re.fullmatch(RATIO, row[6]) or (row[6].endswith("× (no CI)") and row[7] == "too short")
+    assert "sync_loss/fixed bs4 (fixed.csv): " in capsys.readouterr().err
