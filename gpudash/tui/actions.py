@@ -25,6 +25,7 @@ class Action:
     key_display: str | None = None
     tooltip: str | None = None
     in_footer: bool = True  # False: in the help screen and the palette only (the footer is full)
+    footer_first: bool = False  # first in the footer, so a narrow terminal cuts the others, not it
 
     @property
     def key(self) -> str:
@@ -170,10 +171,19 @@ ACTIONS: tuple[Action, ...] = (
         "Help: keys and charts",
         "the keys and what every chart means",
         key_display="?",
+        footer_first=True,
     ),
     # ctrl+c quits like q, as in most terminal monitors; with text selected it copies it instead
     # (Textual's screen binding, tried first, passes the key on when nothing is selected)
-    Action("quit", "q,ctrl+c", "Quit", "Quit", "stop the workload cleanly and leave (also ctrl+c)", key_display="q"),
+    Action(
+        "quit",
+        "q,ctrl+c",
+        "Quit",
+        "Quit",
+        "stop the workload cleanly and leave (also ctrl+c)",
+        key_display="q",
+        footer_first=True,
+    ),
 )
 
 STEERING: frozenset[str] = frozenset(a.name for a in ACTIONS if a.steers)
@@ -182,7 +192,10 @@ REFUSED = "refused_in_replay"  # the app's action for a steering key in a replay
 
 
 def bindings() -> list[BindingType]:
-    out: list[BindingType] = [a.binding() for a in ACTIONS]
+    """The app's bindings; the footer shows them in this order: help and quit first, so at 80
+    columns the keys a terminal cuts are the steering ones at the end, never ? and q."""
+    ordered = sorted(ACTIONS, key=lambda a: not a.footer_first)  # stable: the table's order otherwise
+    out: list[BindingType] = [a.binding() for a in ordered]
     # a steering key's second, hidden binding: Textual tries it when the first is disabled (a
     # replay), and it says why nothing happens instead of nothing at all
     out += [Binding(a.keys, f"{REFUSED}('{a.name}')", show=False) for a in ACTIONS if a.steers]

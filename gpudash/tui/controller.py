@@ -315,6 +315,17 @@ class DashController:
             parts.append(f"scaling efficiency {float(e.details['scaling_efficiency']):.2f} (t={e.time_s:.0f} s)")
         return " · ".join(parts)
 
+    def not_now(self, action: str, what: str) -> Notice:
+        """Why a key does nothing now: a replay is read-only, ``r`` waits for a crash, a stop or a
+        hang, and space has nothing to pause once the run has ended."""
+        if self.replay:
+            return self.read_only(what)
+        if action == "restart":
+            return warning(f"r restarts the workload after a crash, a stop or a hang; it is {self.state.status} now")
+        if action == "pause_resume":
+            return warning("nothing to pause: the workload has ended — r restarts it")
+        return warning(f"{what} is not available now")
+
     def read_only(self, what: str) -> Notice:
         """Why ``what`` (a control) does nothing in a replay."""
         return warning(f"replay: read-only — {what} needs a live run")

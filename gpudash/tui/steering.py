@@ -51,13 +51,14 @@ class SteeringApp(QuietCrashApp[int]):
 
     # -- the steering keys ------------------------------------------------------------------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action == actions.REFUSED:
-            return self.replay
+        if action == actions.REFUSED:  # the key's own action is disabled: say why, rather than nothing
+            (name,) = parameters
+            return not self.controller.enabled(str(name), True)
         return self.controller.enabled(action, action in actions.STEERING)
 
     def action_refused_in_replay(self, name: str) -> None:
-        """A steering key pressed in a replay: say why nothing happens."""
-        self._tell([self.controller.read_only(actions.BY_NAME[name].title)])
+        """A steering key whose action does not apply now (a replay, ``r`` while running): say why."""
+        self._tell([self.controller.not_now(name, actions.BY_NAME[name].title)])
 
     def action_toggle_pipeline(self) -> None:
         self._tell([self.controller.toggle_pipeline()])

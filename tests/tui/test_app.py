@@ -707,3 +707,11 @@ async def test_the_scaling_key_says_why_not_without_ranks():
         await pilot.press("e")
         assert "needs a data-parallel run" in message(app) and not src.sent
         assert app.query_one(StatsPanel).border_title is None
+
+
+async def test_r_while_the_workload_runs_says_why_it_does_nothing():
+    async with running() as (pilot, app, src):
+        await pilot.press("r")
+        await pilot.pause()
+        assert "r restarts the workload after a crash, a stop or a hang; it is running now" in message(app)
+        assert not src.restarted  # nothing was restarted

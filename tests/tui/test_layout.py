@@ -51,7 +51,7 @@ async def test_without_nvml_a_small_terminal_keeps_the_header_the_reason_the_sta
         now = [i for i, line in enumerate(lines) if line.startswith(" now ")]
         assert now and now[0] < size[1] - 1, "the stats' first row is off screen"
         assert "steps/s" in lines[now[0] - 2]  # under its column names
-        assert lines[-1].startswith("p Pipeline")  # the footer, on the last line
+        assert lines[-1].startswith("? Help q Quit p Pipeline")  # the footer, on the last line, ? and q first
 
 
 @pytest.mark.parametrize("size", SMALL_SIZES)
@@ -62,7 +62,7 @@ async def test_with_a_gpu_a_small_terminal_keeps_the_header_the_stats_and_the_fo
         assert "running" in lines[0]
         assert lines[1].lstrip().startswith("knobs: none · GPU 0: NVIDIA H100")
         assert any(line.startswith(" now ") for line in lines[:-1])
-        assert lines[-1].startswith("p Pipeline")
+        assert lines[-1].startswith("? Help q Quit p Pipeline")
         for chart in app.visible_charts:  # a chart is shown whole or not at all
             assert chart.region.bottom <= size[1] and chart.region.height >= CHART_ROWS
 
