@@ -1,11 +1,23 @@
-"""Shared test setup: the `gpu` marker skips without CUDA; the JPEG cache and the settings file go
-to temp dirs."""
+"""Shared test setup: the `gpu` marker skips without CUDA; a GPU run is one process (no xdist
+workers); the JPEG cache and the settings file go to temp dirs."""
 
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
+
+_SELECTS_GPU = re.compile(r"(?<!not )\b(multi)?gpu\b")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """``-m gpu`` (or ``multigpu``) runs in one process whatever ``addopts``' ``-n`` says: two tests
+    sharing a GPU would time each other and the sanitizer's runs, and fight for its memory. Set
+    here, before xdist (``trylast``) decides whether to start its workers."""
+    if _SELECTS_GPU.search(config.getoption("markexpr", "") or "") and hasattr(config.option, "numprocesses"):
+        config.option.numprocesses = 0
+        config.option.dist = "no"
 
 
 def _cuda_available() -> bool:
