@@ -3,6 +3,7 @@ saying what to do: the dashboard's change row, sweeps' tables and plots, record'
 
 from __future__ import annotations
 
+import math
 import re
 
 import pytest
@@ -131,7 +132,7 @@ def test_warm_up_and_too_short_say_how_long_not_a_percentage() -> None:
     steps = next(r for r in state.stat_rows() if r.key == "steps_per_s")
     assert steps.estimate is not None and not steps.estimate.has_interval
     left = MIN_SAMPLES_FOR_INTERVAL - steps.estimate.n_samples
-    assert change_cell(steps).plain == f"needs ≈ {left * 0.25:.0f} s more"
+    assert change_cell(steps).plain == f"needs ≈ {math.ceil(left * 0.25)} s more"
 
 
 @pytest.mark.parametrize("rate, seconds, want", [(0.4, 3.0, 10), (100.0, 0.5, 1)])

@@ -14,11 +14,14 @@ from __future__ import annotations
 import json
 import os
 import queue
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from csv import DictReader
 from pathlib import Path
 
@@ -232,6 +235,17 @@ def temp_leftovers(tmp: Path) -> list[str]:
     return sorted(p.name for p in tmp.iterdir() if p.name.startswith(("torchelastic_", "gpudash-")))
 
 
+@pytest.fixture
+def short_tmp() -> Iterator[Path]:
+    """A TMPDIR of its own with a short path: a loader worker's socket lives there, and an AF_UNIX
+    path may not exceed 107 bytes (pytest-xdist's temp paths are longer)."""
+    path = Path(tempfile.mkdtemp(prefix="gd-"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
 def wait_for_line(path: Path, text: str) -> None:
     """Wait until the file at ``path`` holds ``text``."""
     deadline = time.monotonic() + START_TIMEOUT_S
@@ -244,7 +258,7 @@ def wait_for_line(path: Path, text: str) -> None:
 DDP = ["-w", "sync_loss", "--image-size", "16", "--nproc", "2"]  # the launcher and 2 ranks (gloo)
 KILLED = {  # (options, fault): a step that hangs forever is seen only by a watcher, not between steps
     "input_pipeline-hung": (
-        ["-w", "input_pipeline", "-v", "baseline", "--image-size", "16"],
+        ["-w", "input_pipeline", "-v", "baseline", "--image-size", "16", "-b", "8"],  # small: 3 steps fast under load
         "hang@step=3",
     ),  # 4 workers
     "nproc-2-hung": (DDP, "hang@step=3"),
@@ -254,12 +268,11 @@ KILLED = {  # (options, fault): a step that hangs forever is seen only by a watc
 
 @pytest.mark.slow
 @pytest.mark.parametrize("case", list(KILLED))
-def test_sigkill_to_gpudash_ends_all_it_started(tmp_path: Path, case: str) -> None:
+def test_sigkill_to_gpudash_ends_all_it_started(short_tmp: Path, tmp_path: Path, case: str) -> None:
     """Causes 3 and 4: within 5 s of gpudash's SIGKILL, no process it started (the workload or
     launcher, the loader workers or ranks, the resource tracker) runs, and no temp dir is left."""
     options, fault = KILLED[case]
-    tmp = tmp_path / "tmp"
-    tmp.mkdir()
+    tmp = short_tmp
     env = {**os.environ, "TMPDIR": str(tmp), **({"GPUDASH_FAULT": fault} if fault else {})}
     rec = Recording(["--record", str(tmp_path / "run.csv"), "--device", "cpu", *options], env)
     started: dict[int, str] = {}
@@ -283,10 +296,9 @@ def test_sigkill_to_gpudash_ends_all_it_started(tmp_path: Path, case: str) -> No
 
 
 @pytest.mark.slow
-def test_a_data_parallel_run_leaves_no_temp_dir(tmp_path: Path) -> None:
+def test_a_data_parallel_run_leaves_no_temp_dir(short_tmp: Path, tmp_path: Path) -> None:
     """Cause 5: torch's launcher no longer leaves a ``torchelastic_*`` directory in the temp dir."""
-    tmp = tmp_path / "tmp"
-    tmp.mkdir()
+    tmp = short_tmp
     env = {**os.environ, "TMPDIR": str(tmp)}
     rec = Recording(["--record", str(tmp_path / "run.csv"), "--device", "cpu", *DDP, "--steps", "5"], env)
     assert rec.wait(START_TIMEOUT_S) == 0, "".join(rec.seen)
@@ -294,11 +306,10 @@ def test_a_data_parallel_run_leaves_no_temp_dir(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_a_data_parallel_run_terminated_while_stopping_is_stopped_not_crashed(tmp_path: Path) -> None:
+def test_a_data_parallel_run_terminated_while_stopping_is_stopped_not_crashed(short_tmp: Path, tmp_path: Path) -> None:
     """Cause 15a: a run that reached its duration but did not stop itself in time (its ranks hang
     in a step) is terminated by gpudash: a stop (exit 0, status done), not a crash."""
-    tmp = tmp_path / "tmp"
-    tmp.mkdir()
+    tmp = short_tmp
     env = {**os.environ, "TMPDIR": str(tmp), "GPUDASH_FAULT": "hang@step=3"}
     rec = Recording(["--record", str(tmp_path / "run.csv"), "--device", "cpu", *DDP, "--duration", "1"], env)
     try:

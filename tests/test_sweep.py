@@ -213,7 +213,7 @@ def test_report_files_from_synthetic_results(tmp_path: Path) -> None:
     assert table[3]["error"] == "CUDA out of memory" and table[4]["error"] == "CUDA out of memory"
     assert float(table[0]["joules_per_step"]) == pytest.approx(2.0, rel=0.05)
     md = (tmp_path / "sweep.md").read_text()
-    assert "| fixed | 74.9" in md and "1.500 ± 0.002" in md and "| faster |" in md and "90.0" in md
+    assert "| fixed | 74.9" in md and "1.500× [1.498–1.502]" in md and "| faster |" in md and "90.0" in md
     assert (tmp_path / "sweep.png").stat().st_size > 0 and (tmp_path / "sweep.svg").stat().st_size > 0
 
 
@@ -254,13 +254,13 @@ def test_tiny_real_sweep(tmp_path: Path) -> None:
     assert (other["verdict"] == "too short") == (not both_intervals)
     assert bool(other["ratio_low"]) == both_intervals
     md = (out / "sweep.md").read_text()
-    assert "| relative speed |" in md and "| 1.00 | (baseline) |" in md
+    assert "| relative speed |" in md and "| 1.00× | (baseline" in md
     if both_intervals:
         # the report's ratio is the CSV's, rounded to its interval's digits (compared as numbers: the
         # CSV keeps 6 significant digits, so a ratio at a rounding boundary may print either way)
-        shown = re.search(r"\| ([0-9.]+) ± [0-9.]+ \| " + re.escape(other["verdict"]) + r" \|", md)
-    else:  # no interval: the ratio alone, never a ± the data do not have
-        shown = re.search(r"\| ([0-9.]+) \| too short \|", md)
+        shown = re.search(r"\| ([0-9.]+)× \[[0-9.]+–[0-9.]+\] \| " + re.escape(other["verdict"]) + r" \|", md)
+    else:  # no interval: the ratio says so, and the verdict which --seconds would give one
+        shown = re.search(r"\| ([0-9.]+)× \(no CI\) \| too short[^|]*use --seconds ≥ \d+ \|", md)
     assert shown is not None and abs(float(shown.group(1)) - float(other["ratio"])) <= 0.0051
     assert "gpudash sweep -w sync_loss -v sync-heavy,fixed -b 2" in md
     assert "overlap bound" not in md and not any(r["overlap_bound"] for r in repeats)  # one stage only

@@ -98,6 +98,16 @@ def change_parts(c: Comparison) -> tuple[str, str]:
     return f"{_signed(change, d)}%", f"{_signed(low, d)} … {_signed(high, d)}%"
 
 
+def fmt_needs(seconds: float | None) -> str:
+    """What a window without an interval lacks: "needs ≈ 12 s more"; "needs more (its samples
+    drift)" when it has enough samples but they are too correlated for one (more will do)."""
+    if seconds is None:
+        return ""
+    if seconds <= 0:
+        return "needs more (its samples drift)"
+    return f"needs ≈ {math.ceil(seconds)} s more"
+
+
 def markdown_table(headers: list[str], rows: list[list[str]]) -> str:
     """A GitHub Markdown table; ``|`` in a cell is escaped."""
 

@@ -40,7 +40,7 @@ from gpudash.core.protocol import (
     Sample,
     TraceWindow,
 )
-from gpudash.core.textfmt import fmt_duration, fmt_num, fmt_pm
+from gpudash.core.textfmt import fmt_duration, fmt_needs, fmt_num, fmt_pm
 from gpudash.recording.record import CsvRecorder, RecordWriteError, run_metadata
 from gpudash.stats.comparison import seconds_for_interval
 
@@ -135,9 +135,7 @@ def progress_line(
         mean = f"{segment.label} warming up"
     elif not estimate.has_interval:
         needs = seconds_for_interval(estimate.n_samples, sample.interval_s if sample is not None else 1.0)
-        mean = (
-            f"{segment.label} {fmt_num(estimate.mean)} steps/s (too short for an interval: needs ≈ {needs:.0f} s more)"
-        )
+        mean = f"{segment.label} {fmt_num(estimate.mean)} steps/s (too short: {fmt_needs(needs)})"
     else:
         mean = f"{segment.label} {fmt_pm(estimate)} steps/s (95% CI, {estimate.n_samples} samples)"
     elapsed = f"{fmt_duration(elapsed_s)} elapsed" + (f" of {fmt_duration(duration_s)}" if duration_s else "")

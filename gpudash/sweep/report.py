@@ -304,13 +304,16 @@ TABLE_HEAD = (
 )
 
 
-def table_row(s: ConfigSummary) -> str:
-    """One variant's row of a family's table."""
+def table_row(s: ConfigSummary, base: ConfigSummary | None = None) -> str:
+    """One variant's row of a family's table (``base``: the one it is compared with, whose own
+    shortness the verdict then names)."""
     if s.steps is None:
         why = f"failed: {s.error}" if s.error else "no samples"
         return f"| {s.config.label} | – | – | – | – | – | – | {why} |"
     cells = [fmt_pm(s.steps), *(fmt_pm(s.stats.get(k)) for k in MEANS if k != "power_w")]
-    advice = s.too_short_advice()
+    advice = s.too_short_advice() or (
+        base.too_short_advice() + " (the base)" if base and base.too_short_advice() else ""
+    )
     if s.comparison is not None:
         verdict = s.comparison.verdict
         cells += [
@@ -384,7 +387,8 @@ def markdown(report: SweepReport, status: str) -> str:
             )
             lines += [f"## {fp.family} · batch {batch}", "", f"{fp.title}. {timing}.", "", TABLE_HEAD]
             at_batch = [s for s in summaries if s.config.batch_size == batch]
-            lines += [table_row(s) for s in at_batch]
+            base = next((b for b in at_batch if b.is_base), None)
+            lines += [table_row(s, base) for s in at_batch]
             lines += stage_table(at_batch)
             lines.append("")
     extra = [f"- skipped: {line}" for line in report.plan.skipped] + [f"- {note}" for note in report.notes]

@@ -14,7 +14,7 @@ from textual.widgets import Static
 
 from gpudash.core.metrics import Averaging, Better
 from gpudash.core.protocol import GpuInfo
-from gpudash.core.textfmt import change_parts, fmt_change, fmt_duration, fmt_num, markdown_table
+from gpudash.core.textfmt import change_parts, fmt_change, fmt_duration, fmt_needs, fmt_num, markdown_table
 from gpudash.stats.comparison import Estimate, Verdict
 from gpudash.tui.state import DashState, StatRow, Status
 
@@ -180,11 +180,10 @@ def _missing(row: StatRow) -> str:
     length, or the previous one's length (which will not grow)."""
     if row.prev_estimate is None and row.prev is None:
         return "–"
-    needs = f"≈ {row.needs_s:.0f} s" if row.needs_s is not None else ""
     if row.estimate is None:
-        return f"warm-up, needs {needs}" if needs else "warm-up"
+        return f"warm-up, {fmt_needs(row.needs_s)}" if row.needs_s else "warm-up"
     if not row.estimate.has_interval:
-        return f"needs {needs} more" if needs else "too short"
+        return fmt_needs(row.needs_s) if row.needs_s is not None else "too short"
     return "prev too short"
 
 
