@@ -208,6 +208,7 @@ async def dashboard() -> AsyncIterator[tuple[GpuDashApp, Pilot]]:
         yield app, pilot
 
 
+@pytest.mark.slow
 async def test_the_palettes_theme_is_saved_and_the_next_run_starts_on_it(config_home: Path) -> None:
     write(config_home, 'device = "cpu"\n')
     async with dashboard() as (app, pilot):

@@ -12,6 +12,7 @@ import re
 import tracemalloc
 from typing import ClassVar
 
+import pytest
 from rich.color import ColorSystem
 from rich.style import Style
 from textual.drivers.headless_driver import HeadlessDriver
@@ -84,6 +85,7 @@ def changes(n: int, every_s: float = 30.0) -> list[Message]:
     return out + run_segment(t, t + 20.0, 200.0 / batch, batch=batch, steps0=int(t * 50))
 
 
+@pytest.mark.slow
 async def test_a_long_run_on_a_large_terminal_keeps_few_escape_codes_and_draws_the_newest() -> None:
     """40 changes, 20 minutes of samples, drawn at 200×60 a frame per minute: the codes kept stay
     few (Textual's cache kept thousands of styles here), and the charts show the newest data and

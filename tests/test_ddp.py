@@ -167,6 +167,7 @@ def _single_run_on_the_global_batch(family: str, variant: str, world: int = 2, d
         ("sync_loss", "fixed", 1e-4),
     ],
 )
+@pytest.mark.slow
 def test_two_ranks_train_what_one_process_trains_on_the_global_batch(family: str, variant: str, rel: float) -> None:
     got = _ddp_run(family, variant)
     (p0, changed0, batch0), (p1, changed1, batch1) = got[0], got[1]
@@ -176,6 +177,7 @@ def test_two_ranks_train_what_one_process_trains_on_the_global_batch(family: str
     assert (p0 - single).norm() / single.norm() < rel
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("family", "variant"), [("input_pipeline", "workers"), ("augment", "cpu")])
 def test_loader_workers_of_two_ranks_survive_a_batch_change(family: str, variant: str) -> None:
     """The DataLoader families under DDP: the change at step 2 shuts each rank's workers down (they
@@ -189,6 +191,7 @@ def test_loader_workers_of_two_ranks_survive_a_batch_change(family: str, variant
         assert exit_codes and not any(exit_codes) and started_by == ["multiprocessing.popen_forkserver"]
 
 
+@pytest.mark.slow
 def test_no_sync_accumulation_steps_the_optimizer_every_kth_step_on_every_rank() -> None:
     got = _ddp_run("sync_loss", "fixed", knobs="ddp_no_sync=2,ddp_grad_view,ddp_bucket_mb=1")
     assert torch.equal(got[0][0], got[1][0])
@@ -204,6 +207,7 @@ def _gpudash(*args: str, cwd: Path, timeout: float = 240) -> subprocess.Complete
     )
 
 
+@pytest.mark.slow
 def test_record_with_two_ranks_counts_the_global_batch_and_names_the_slowest_rank(tmp_path: Path) -> None:
     out = _gpudash(
         *record_args("run.csv", "--nproc", "2", "--image-size", "16", "-b", "4", "--duration", "4", "-q"), cwd=tmp_path
@@ -285,6 +289,7 @@ def kill_a_rank(args: list[str], cwd: Path) -> tuple[int, str, set[int]]:
     return proc.returncode, err, everyone
 
 
+@pytest.mark.slow
 def test_killing_one_rank_ends_the_run_with_a_clear_message_and_no_process_left(tmp_path: Path) -> None:
     code, err, everyone = kill_a_rank(
         ["-w", "sync_loss", "-v", "fixed", "--device", "cpu", "--image-size", "16"], tmp_path
@@ -360,6 +365,7 @@ def _rank_scaling(rank: int, world: int, port: int, out: multiprocessing.Queue) 
     dist.destroy_process_group()
 
 
+@pytest.mark.slow
 def test_scaling_efficiency_is_measured_against_rank_0_alone_and_leaves_the_ranks_in_step() -> None:
     ctx = multiprocessing.get_context("spawn")
     out, port = ctx.Queue(), _free_port()
@@ -376,6 +382,7 @@ def test_scaling_efficiency_is_measured_against_rank_0_alone_and_leaves_the_rank
     assert (flat0 == flat1).all()  # rank 0's solo steps were put back: the ranks still agree
 
 
+@pytest.mark.slow
 def test_a_profiler_window_in_a_data_parallel_run_keeps_the_ranks_in_step(tmp_path: Path) -> None:
     out = _gpudash(
         *record_args("run.csv", "--nproc", "2", "--image-size", "16", "--duration", "8"),
@@ -409,6 +416,7 @@ def test_a_change_any_rank_refuses_is_refused_by_every_rank() -> None:
     assert "rank 1: batch 4 needs about 9 GiB" in error.message
 
 
+@pytest.mark.slow
 def test_a_ranks_exception_is_named_in_the_runs_crash() -> None:
     from gpudash.core.protocol import Event, EventKind, RunConfig
     from gpudash.host.runner import WorkloadRunner
@@ -474,6 +482,7 @@ def _data_limit(pid: int) -> int:
     return int(line.split()[3])
 
 
+@pytest.mark.slow
 def test_the_nodes_memory_guard_is_divided_before_the_ranks_start(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -300,6 +300,7 @@ def session(tmp_path: os.PathLike[str]) -> EngineSession:
     s.stop()
 
 
+@pytest.mark.slow
 def test_session_controls_mid_run(session: EngineSession) -> None:
     c = Collector(session)
     session.start()
@@ -340,6 +341,7 @@ def test_session_controls_mid_run(session: EngineSession) -> None:
     assert not session.alive and session.runner.exitcode == 0
 
 
+@pytest.mark.slow
 def test_session_child_killed_then_restarted(session: EngineSession) -> None:
     with open(session.log_path, "w") as f:  # the log appends: an older run's last line is no clue
         f.write("RuntimeError: from an older run\n")
@@ -364,6 +366,7 @@ def test_session_child_killed_then_restarted(session: EngineSession) -> None:
     assert session.runner.pid != pid
 
 
+@pytest.mark.slow
 def test_own_log_removed_after_a_clean_stop() -> None:
     s = EngineSession(RunConfig(workload="encdec", device="cpu", max_steps=3, sample_interval_s=0.1))
     c = Collector(s)

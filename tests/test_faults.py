@@ -364,6 +364,7 @@ def recordings(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-unt
             run.proc.wait()
 
 
+@pytest.mark.slow
 def test_record_a_raising_step_keeps_the_rows_and_exits_1(recordings) -> None:  # type: ignore[no-untyped-def]
     code, err, rows = recordings["raise"].finish()
     assert code == 1
@@ -498,6 +499,7 @@ def said_line(said: list[str], part: str) -> str:
     return hits[-1]
 
 
+@pytest.mark.slow
 async def test_dashboard_reports_a_raising_step_and_restarts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(faults.ENV, "raise@step=5")
     async with dashboard(tmp_path, monkeypatch) as (app, pilot, said, pids):
@@ -515,6 +517,7 @@ async def test_dashboard_reports_a_raising_step_and_restarts(tmp_path: Path, mon
         pids.add(app.source.runner.pid)
 
 
+@pytest.mark.slow
 async def test_dashboard_says_a_hung_workload_is_not_responding_and_r_replaces_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -541,6 +544,7 @@ async def test_dashboard_says_a_hung_workload_is_not_responding_and_r_replaces_i
         assert_nothing_left(hung)  # terminated with its group, not left behind
 
 
+@pytest.mark.slow
 async def test_dashboard_records_up_to_a_process_that_exits_mid_reconfiguration(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -556,6 +560,7 @@ async def test_dashboard_records_up_to_a_process_that_exits_mid_reconfiguration(
     assert rows[-1]["event_kind"] == "crashed" and "exited with code 3" in rows[-1]["event_message"]
 
 
+@pytest.mark.slow
 async def test_dashboard_shows_why_the_gpu_charts_stopped_when_nvml_loses_the_gpu(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -582,6 +587,7 @@ async def test_dashboard_shows_why_the_gpu_charts_stopped_when_nvml_loses_the_gp
         assert "NVML lost the GPU" in notice and "driver is no longer loaded" in notice
 
 
+@pytest.mark.slow
 async def test_dashboard_warns_of_samples_dropped_while_it_read_slowly(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -597,6 +603,7 @@ async def test_dashboard_warns_of_samples_dropped_while_it_read_slowly(
         assert not app.state.ended
 
 
+@pytest.mark.slow
 async def test_dashboard_stops_a_recording_whose_write_fails_and_runs_on(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -93,6 +93,7 @@ def test_channels_last_trains_the_same_parameters(name: str, variant: str) -> No
     assert torch.isfinite(loss) and _rel(tuned, plain) < 1e-5
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("name", "variant"), CPU_CASES)
 def test_bf16_autocast_stays_within_its_tolerance(name: str, variant: str) -> None:
     """bf16 keeps 8 bits of mantissa in forward and loss: 2% of the parameters' change at most."""
@@ -165,6 +166,7 @@ def _run(workload: object, controls: list[object], steps: int = 40) -> list[obje
     return got
 
 
+@pytest.mark.slow
 def test_a_knob_change_is_an_event_and_the_samples_after_it_carry_the_knobs() -> None:
     with build("sync_loss", "cpu", WorkloadOptions(variant="fixed", image_size=32)) as w:
         msgs = _run(w, [SetKnob("channels_last", "on"), SetKnob("cuda_graph", "on"), SetKnobs("amp=bf16")])
@@ -217,6 +219,7 @@ def test_bad_knob_flags_exit_2_with_one_line(tmp_path: Path, args: list[str], sa
     assert not (tmp_path / "x.csv").exists()
 
 
+@pytest.mark.slow
 def test_record_with_knobs_writes_them_on_every_row(tmp_path: Path) -> None:
     out = _gpudash(
         *record_args(

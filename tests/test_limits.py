@@ -180,6 +180,7 @@ def test_a_bad_memory_limit_setting_is_one_line(text: str) -> None:
         memguard.parse_limit(text, 10 * 2**30)
 
 
+@pytest.mark.slow
 def test_a_runaway_allocation_is_reported_as_out_of_host_memory(tmp_path: Path) -> None:
     """sync_loss at 1024 px needs ~4 GiB a step on the CPU; under a 2 GiB guard the workload
     process fails inside, reports it, and ``--record`` exits 1 (before: it used what it liked)."""
@@ -206,6 +207,7 @@ def test_out_of_host_memory_messages() -> None:
     assert memguard.out_of_memory_message(ValueError("no")) is None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("share", [0.0, memguard.OOM_SUSPECT_SHARE])
 def test_a_sigkill_at_high_rss_is_reported_as_probably_out_of_memory(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, share: float

@@ -10,6 +10,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
@@ -57,6 +58,7 @@ RANK_WITH_A_LOADER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_the_forkserver_workers_of_a_killed_rank_end_with_it() -> None:
     """A data-parallel rank's workers come from a forkserver, so their parent is the server and
     torch's watchdog (which watches the parent) would keep them alive after a SIGKILL of the

@@ -117,6 +117,7 @@ def start_recording(
     return rec, group
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", list(FAMILIES))
 def test_killing_the_workload_process_leaves_no_process_of_its_group(tmp_path: Path, family: str) -> None:
     rec, group = start_recording(tmp_path, family)
@@ -126,6 +127,7 @@ def test_killing_the_workload_process_leaves_no_process_of_its_group(tmp_path: P
     assert live_group(group) == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
 def test_a_signal_to_gpudash_ends_the_group_and_removes_the_empty_temporary_log(tmp_path: Path, sig: int) -> None:
     """``--record -`` logs the workload to gpudash-PID-child.log in the temp dir: gone afterwards."""
@@ -137,12 +139,14 @@ def test_a_signal_to_gpudash_ends_the_group_and_removes_the_empty_temporary_log(
     assert list(tmp_path.glob("gpudash-*-child.log")) == []
 
 
+@pytest.mark.slow
 def test_a_finished_run_leaves_no_process_of_its_group(tmp_path: Path) -> None:
     rec, group = start_recording(tmp_path, "input_pipeline", ["--steps", "3"])
     assert rec.wait() == 0
     assert live_group(group) == []
 
 
+@pytest.mark.slow
 def test_a_crashed_workload_leaves_no_process_of_its_group(tmp_path: Path) -> None:
     env = {**os.environ, "GPUDASH_FAULT": "raise@step=30"}
     rec, group = start_recording(tmp_path, "input_pipeline", env=env)
@@ -150,6 +154,7 @@ def test_a_crashed_workload_leaves_no_process_of_its_group(tmp_path: Path) -> No
     assert live_group(group) == []
 
 
+@pytest.mark.slow
 def test_the_group_is_gone_once_the_crash_is_reported(tmp_path: Path) -> None:
     """The dashboard keeps running after a crash, so the workers cannot wait for gpudash's exit:
     when ``poll()`` reports the SIGKILL, the group is already gone."""

@@ -161,6 +161,7 @@ def test_record_every_family(tmp_path: Path, name: str) -> None:
     assert (tmp_path / "run.log").exists()  # the workload's own output
 
 
+@pytest.mark.slow
 def test_parent_never_imports_torch_or_textual_and_stdout_csv(tmp_path: Path) -> None:
     code = (
         "import sys\n"

@@ -231,6 +231,7 @@ def _optional(text: str) -> float | None:
     return float(text) if text else None
 
 
+@pytest.mark.slow
 def test_tiny_real_sweep(tmp_path: Path) -> None:
     # How many samples a 1.5 s repeat gets, and so whether a summary has an interval, depends
     # on how busy the machine is: both outcomes are checked for what the files must then say.
@@ -270,6 +271,7 @@ def test_tiny_real_sweep(tmp_path: Path) -> None:
     assert had_torch or "torch" not in sys.modules  # torch only in the workload child
 
 
+@pytest.mark.slow
 def test_two_stage_families_time_each_stage_and_report_the_overlap_bound(tmp_path: Path) -> None:
     out = tmp_path / "stages"
     assert run(["sweep", "-w", "encdec", "-b", "2", *timing(), "-q", "--out", str(out)]) == 0
@@ -285,6 +287,7 @@ def test_two_stage_families_time_each_stage_and_report_the_overlap_bound(tmp_pat
     assert "| overlap bound (steps/s) |" in md and "| serial | encode " in md
 
 
+@pytest.mark.slow
 def test_an_aa_sweep_measures_the_same_configuration_twice_and_its_csv_carries_the_verdict(tmp_path: Path) -> None:
     # Whether a real A/A run says "no change detected" is a property of the statistics
     # (test_comparison.py checks its false-alarm rate on synthetic series; docs/BENCHMARKS.md
@@ -391,6 +394,7 @@ def _wait_for_rows(out: Path, proc: subprocess.Popen[str], n: int, timeout: floa
     raise AssertionError(f"no {n} repeat rows: {proc.poll()} {proc.communicate() if proc.poll() is not None else ''}")
 
 
+@pytest.mark.slow
 def test_ctrl_c_keeps_the_finished_rows(tmp_path: Path) -> None:
     out = tmp_path / "int"
     proc = _sweep_process(out, repeats=3)
@@ -503,6 +507,7 @@ def _fake_sweep(
     return sweep.run_sweep(plan, quiet=True), tmp_path, sessions
 
 
+@pytest.mark.slow
 def test_a_refused_configuration_is_recorded_and_left_out_of_later_rounds(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -589,6 +594,7 @@ def test_a_written_sweep_csv_reads_back_into_the_same_tables(tmp_path: Path) -> 
 
 
 # -- knobs -----------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_a_sweep_measures_knob_settings_side_by_side_and_its_csv_reads_back(tmp_path: Path) -> None:
     from gpudash.report.load import load_run
     from gpudash.sweep.readback import summaries_from_csv
@@ -618,6 +624,7 @@ def test_a_sweep_measures_knob_settings_side_by_side_and_its_csv_reads_back(tmp_
     assert meta["knobs"] == "none" and meta["families"][0]["configurations"][1]["knobs"] == "channels_last=on"
 
 
+@pytest.mark.slow
 def test_knob_applies_to_every_configuration_and_a_cuda_only_entry_is_skipped_on_a_cpu(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -122,6 +122,7 @@ def test_a_failing_window_is_one_message_and_the_run_goes_on(tmp_path: Path) -> 
 
 
 # -- --record ------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_record_takes_a_window_every_few_seconds_into_event_rows_and_a_traces_folder(tmp_path: Path) -> None:
     out = _gpudash(
         *record_args(
@@ -141,6 +142,7 @@ def test_trace_every_needs_record(tmp_path: Path) -> None:
     assert out.returncode == 2 and "--trace-every only applies with --record" in out.stderr
 
 
+@pytest.mark.slow
 def test_sweep_trace_takes_a_window_after_each_measurement(tmp_path: Path) -> None:
     sweep = ["sweep", "-w", "sync_loss", "-v", "fixed", "-b", "4", *timing(repeats=2)]
     out = _gpudash(*sweep, "--trace", "2", "--out", "sw", "-q", cwd=tmp_path)
@@ -152,6 +154,7 @@ def test_sweep_trace_takes_a_window_after_each_measurement(tmp_path: Path) -> No
     assert json.loads((tmp_path / "sw" / "sweep.json").read_text())["settings"]["trace_steps"] == 2
 
 
+@pytest.mark.slow
 def test_report_lists_a_recordings_profiler_windows(tmp_path: Path) -> None:
     out = _gpudash(
         *record_args(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 
+import pytest
 from textual.widgets._footer import FooterKey
 
 from gpudash.core.protocol import Event
@@ -21,6 +22,7 @@ def footer_keys_alive() -> list[FooterKey]:
     return [o for o in gc.get_objects() if isinstance(o, FooterKey)]
 
 
+@pytest.mark.slow
 async def test_an_hour_of_changes_keeps_only_the_footer_keys_on_screen() -> None:
     src = FakeSource()
     app = GpuDashApp(src, clock=lambda: 0.0, toasts=False)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import multiprocessing
 import time
 
+import pytest
+
 from gpudash.core.protocol import RunConfig, SetBatchSize
 from gpudash.tui.app import GpuDashApp, prepare_for_child_processes
 
@@ -13,6 +15,7 @@ from .conftest import wait_until
 # about 8 s on 2 cores (torch import in the child): not marked slow
 
 
+@pytest.mark.slow
 async def test_dashboard_over_the_real_engine_on_the_cpu(tmp_path):
     from gpudash.host.session import EngineSession
 
@@ -55,6 +58,7 @@ async def test_dashboard_over_the_real_engine_on_the_cpu(tmp_path):
     print(f"first sample after {first_sample_s:.1f} s")
 
 
+@pytest.mark.slow
 async def test_the_knobs_panel_changes_the_real_workloads_knobs_on_the_cpu(tmp_path):
     from gpudash.core.protocol import SetKnobs
     from gpudash.host.session import EngineSession
@@ -93,6 +97,7 @@ async def test_the_knobs_panel_changes_the_real_workloads_knobs_on_the_cpu(tmp_p
     assert not source.alive
 
 
+@pytest.mark.slow
 async def test_the_profile_key_traces_the_real_workload_on_the_cpu(tmp_path):
     from gpudash.core.protocol import TraceWindow
     from gpudash.host.session import EngineSession

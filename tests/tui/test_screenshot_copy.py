@@ -111,6 +111,7 @@ async def copied_after_a_changed_run(kind: str) -> tuple[str, str, str]:
         return app.clipboard, plain_text(app.query_one(StatsPanel), 120), message(app)
 
 
+@pytest.mark.slow
 async def test_copy_stats_as_markdown_puts_the_panels_table_on_the_clipboard():
     text, panel, said = await copied_after_a_changed_run("Markdown")
     lines = text.splitlines()
