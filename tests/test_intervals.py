@@ -7,8 +7,10 @@ import math
 import re
 
 import pytest
-from hypothesis import example, given, settings
-from hypothesis import strategies as st
+
+pytest.importorskip("hypothesis", reason="hypothesis is a dev extra (pip install -e '.[dev]')")
+from hypothesis import example, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
 
 from gpudash.core.protocol import Event
 from gpudash.core.textfmt import MINUS, fmt_change, fmt_num, fmt_ratio
