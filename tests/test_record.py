@@ -387,3 +387,17 @@ def test_a_workload_that_crashes_before_it_starts_keeps_its_log_and_names_it(
     assert lines[0].endswith(f"(see {tmp_path / 'x.log'})")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["x.log"]  # the log holds the traceback
     assert "Traceback" in (tmp_path / "x.log").read_text()
+
+
+def test_the_metadata_says_what_ran_with_numbers_as_numbers(tmp_path: Path) -> None:
+    """Issue 25: no null where the value is known, no count as a string."""
+    from gpudash.recording.sidecar import read_sidecar
+    from tests.tui.make_fixture import record as record_synthetic
+
+    path = tmp_path / "run.csv"
+    record_synthetic(path)  # asked for no variant or batch size: the family's defaults ran
+    meta = json.loads(path.with_suffix(".json").read_text())
+    assert meta["config"]["variant"] == "serial" and meta["config"]["batch_size"] == 8
+    assert meta["started"]["batch_size"] == 8  # an int, not "8"
+    assert isinstance(meta["started"]["device"], str)
+    assert read_sidecar(path).data["started"]["batch_size"] == 8  # the checked reader takes it

@@ -93,14 +93,29 @@ def run_metadata(config: RunConfig, gpu_info: GpuInfo | None = None, **extra: An
     return meta
 
 
+INT_DETAILS = frozenset({"batch_size", "pid", "image_size", "workers", "world_size", "seed", "nproc"})
+
+
+def typed_details(details: dict[str, str]) -> dict[str, Any]:
+    """An event's details for the metadata file: counts as numbers, names as strings."""
+    return {k: int(v) if k in INT_DETAILS and v.lstrip("-").isdigit() else v for k, v in details.items()}
+
+
 def started_metadata(details: dict[str, str], meta: dict[str, Any]) -> dict[str, Any]:
-    """The metadata a workload's "started" details give (what ``meta`` has stays unless replaced)."""
+    """The metadata a workload's "started" details give (what ``meta`` has stays unless replaced);
+    the configuration's defaults, ``null`` until then, become what started."""
+    started = typed_details(details)
+    config = dict(meta.get("config") or {})
+    for key in ("workload", "variant", "batch_size", "image_size", "workers"):
+        if config.get(key) is None and started.get(key) not in (None, ""):
+            config[key] = started[key]
     return {
         "torch_version": details.get("torch") or meta.get("torch_version"),
         "cuda_version": details.get("cuda") or meta.get("cuda_version"),
         "device": details.get("device") or meta.get("device"),
         "device_name": details.get("device_name"),
-        "started": dict(details),
+        "config": config,
+        "started": started,
     }
 
 

@@ -92,9 +92,12 @@ def _text_list(value: Any) -> str | None:
     return None
 
 
-def _text_map(value: Any) -> str | None:
-    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
-        return "is not an object of strings"
+def _scalar_map(value: Any) -> str | None:
+    """An object of strings and whole numbers ("started": its counts are numbers, older files strings)."""
+    if not isinstance(value, dict) or not all(
+        isinstance(v, str) or (isinstance(v, int) and not isinstance(v, bool)) for v in value.values()
+    ):
+        return "is not an object of strings and whole numbers"
     return None
 
 
@@ -183,7 +186,7 @@ TOP: dict[str, Key] = {
     "cuda_version": Key(_text),
     "device": Key(_device),
     "device_name": Key(_text),
-    "started": Key(_text_map),
+    "started": Key(_scalar_map),
     "csv_columns": Key(_text_list),
     "rows": Key(_int_from(0)),
     "steps": Key(_int_from(0)),
