@@ -715,3 +715,20 @@ async def test_r_while_the_workload_runs_says_why_it_does_nothing():
         await pilot.pause()
         assert "r restarts the workload after a crash, a stop or a hang; it is running now" in message(app)
         assert not src.restarted  # nothing was restarted
+
+
+async def test_a_toast_does_not_cover_the_stats():
+    src = FakeSource()
+    app = make_app(src, toasts=True)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await running_app(pilot, app, src)
+        app.notify("a message long enough to be seen", timeout=30)
+
+        def toasts() -> list:  # Textual's Toast widgets, by type name: the class is not public
+            return [w for w in app.screen.walk_children(with_self=False) if type(w).__name__ == "Toast"]
+
+        await wait_until(pilot, lambda: bool(toasts()), "the toast")
+        await pilot.pause()
+        toast = toasts()[0].region
+        stats = app.query_one(StatsPanel).region
+        assert toast.area > 0 and not toast.overlaps(stats), (toast, stats)
