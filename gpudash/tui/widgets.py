@@ -14,7 +14,7 @@ from textual.widgets import Static
 
 from gpudash.core.metrics import Averaging, Better
 from gpudash.core.protocol import GpuInfo
-from gpudash.core.textfmt import change_parts, fmt_change, fmt_duration, fmt_needs, fmt_num, markdown_table
+from gpudash.core.textfmt import change_parts, fmt_change, fmt_duration, fmt_needs, fmt_num, fmt_pm, markdown_table
 from gpudash.stats.comparison import Estimate, Verdict
 from gpudash.tui.state import DashState, StatRow, Status
 
@@ -148,8 +148,9 @@ def mean_cell(mean: float | None, estimate: Estimate | None, averaged: bool) -> 
     if not estimate.has_interval:
         return Text("too short", style="dim")
     hw = estimate.half_width or 0.0
-    tiny = hw < 1e-3 * abs(estimate.mean)  # below the mean's printed precision
-    return Text(f"{fmt_num(estimate.mean)}±{'0' if tiny else fmt_num(hw)}")
+    if hw < 1e-3 * abs(estimate.mean):  # below the mean's printed precision
+        return Text(f"{fmt_num(estimate.mean)}±0")
+    return Text(fmt_pm(estimate).replace(" ± ", "±"))  # the mean to the half-width's 2 digits
 
 
 def change_cell(row: StatRow) -> Text:
