@@ -154,8 +154,9 @@ def mean_cell(mean: float | None, estimate: Estimate | None, averaged: bool) -> 
 
 
 def change_cell(row: StatRow) -> Text:
-    """The change as "+8% (−2 … +19%)", coloured only for a real difference; else what it is, or
-    what is missing and for how long ("needs ≈ 12 s more"); never a change of unlike runs."""
+    """The change alone ("+8%"; its interval is in the panel's title and the copies), coloured only
+    for a real difference; else what it is, or what is missing and for how long ("needs ≈ 12 s
+    more"); "–" for unlike runs."""
     if row.incomparable is not None:  # the title line says why ("new workload", "batch 8→16")
         return Text("–", style="dim")
     c = row.comparison
