@@ -168,6 +168,10 @@ class PickScreen(_Dialog):
         self.dismiss(event.option.id)
 
 
+KNOB_ROWS = 18  # the knobs' list at the most
+KNOBS_CHROME_ROWS = 4  # the panel's border (2), its title and the buttons' row
+
+
 class KnobsScreen(_Dialog):
     """Every knob with what it does: a checkbox for an on/off knob, a select for a valued one.
 
@@ -183,7 +187,7 @@ class KnobsScreen(_Dialog):
     KnobsScreen { align: center middle; }
     KnobsScreen > Vertical { width: 100; max-width: 100%; height: auto; max-height: 100%;
                              border: thick $primary; background: $surface; padding: 0 1; }
-    KnobsScreen #knob-rows { height: auto; max-height: 18; }
+    KnobsScreen #knob-rows { height: auto; max-height: 18; }  /* then _fit_rows: what the screen leaves */
     KnobsScreen .knob-row { height: auto; }
     KnobsScreen .knob-name { width: 16; text-style: bold; }
     KnobsScreen .knob-row Checkbox { width: 21; }
@@ -237,6 +241,16 @@ class KnobsScreen(_Dialog):
         enabled = [w for w in self.query(".knob-row Checkbox, .knob-row Select") if not w.disabled]
         if enabled:
             enabled[0].focus()
+        self._fit_rows()
+
+    def on_resize(self) -> None:
+        self._fit_rows()
+
+    def _fit_rows(self) -> None:
+        """Give the knobs what the screen leaves (at most 18 rows): they scroll, and the Apply
+        button and the error line stay on screen however small the terminal (40×12)."""
+        chrome = KNOBS_CHROME_ROWS + self.query_one("#knobs-error", Label).size.height
+        self.query_one("#knob-rows").styles.max_height = max(1, min(KNOB_ROWS, self.size.height - chrome))
 
     def chosen(self) -> Knobs:
         """The setting the panel shows now."""

@@ -732,3 +732,18 @@ async def test_a_toast_does_not_cover_the_stats():
         toast = toasts()[0].region
         stats = app.query_one(StatsPanel).region
         assert toast.area > 0 and not toast.overlaps(stats), (toast, stats)
+
+
+async def test_at_40x12_the_knobs_panel_scrolls_and_its_apply_button_is_on_screen():
+    src = FakeSource()
+    app = make_app(src)
+    async with app.run_test(size=(40, 12)) as pilot:
+        await running_app(pilot, app, src)
+        await pilot.press("k")
+        await wait_until(pilot, lambda: isinstance(app.screen, KnobsScreen), "the knobs panel")
+        await pilot.pause()
+        apply = app.screen.query_one("#knobs-apply").region
+        screen = app.screen.region
+        assert apply.height > 0 and screen.contains_region(apply), (apply, screen)
+        rows = app.screen.query_one("#knob-rows")
+        assert rows.region.height > 0 and rows.max_scroll_y > 0  # the knobs scroll above it
