@@ -110,3 +110,16 @@ def test_a_change_from_zero_is_real_when_the_other_side_is_clearly_not_zero() ->
     c = compare(zero, six, higher_is_better=False)  # syncs per step: 0 -> 6 is worse
     assert c.verdict == Verdict.SLOWER and not c.finite
     assert compare(six, zero, higher_is_better=False).verdict == Verdict.FASTER
+
+
+@pytest.mark.parametrize("df", [3, 4, 5, 8, 13, 30, 100, 1000])
+@pytest.mark.parametrize("confidence", [0.90, 0.95, 0.99])
+def test_the_t_quantile_is_students_to_its_documented_precision(df: int, confidence: float) -> None:
+    """Every interval's width rests on it: the Cornish-Fisher expansion against scipy's exact one,
+    within 0.13% up to 95% confidence (the one gpudash uses), within 0.8% at 99%."""
+    from scipy.stats import t
+
+    from gpudash.stats.comparison import _t_quantile
+
+    exact = t.ppf(0.5 + confidence / 2, df)
+    assert _t_quantile(confidence, df) == pytest.approx(exact, rel=0.0013 if confidence <= 0.95 else 0.008)
