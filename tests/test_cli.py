@@ -14,6 +14,7 @@ from gpudash.host import gpu_checks
 from gpudash.host.devices import cuda_index_hint, visible_devices
 from gpudash.host.gpu_checks import cuda_devices
 from gpudash.recording.headless import progress_line
+from gpudash.recording.paths import shown
 from gpudash.stats.segments import SegmentTracker
 from tests.tui.fakes import sample, started
 from workloads.registry import FAMILIES
@@ -247,7 +248,11 @@ def test_record_refuses_an_existing_file_unless_forced(
     old = tmp_path / "run.csv"
     old.write_text("an earlier run\n")
     assert run([*form, str(old), "--device", "cpu"]) == 2
-    assert one_error_line(capsys) == f"gpudash: error: {old} exists; give --force to overwrite it, or another name"
+    # the path as one-line messages show it (abbreviated past 80 characters, as a deep temp dir may be)
+    assert (
+        one_error_line(capsys)
+        == f"gpudash: error: {shown(str(old))} exists; give --force to overwrite it, or another name"
+    )
     assert old.read_text() == "an earlier run\n"
     # --force gets past that check (to the next one: the metadata folder does not exist)
     assert run([*form, str(old), "--device", "cpu", "--force", "--meta", str(tmp_path / "no" / "m.json")]) == 2
