@@ -36,12 +36,6 @@ def fmt_num(v: float | None, width: int = 0) -> str:
     return s.rjust(width) if width else s
 
 
-def fmt_pct(v: float | None) -> str:
-    if v is None:
-        return "–"
-    return f"{v:+.1f}%"
-
-
 def fmt_duration(seconds: float) -> str:
     s = max(0, int(seconds))
     h, rem = divmod(s, 3600)

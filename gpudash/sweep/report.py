@@ -311,9 +311,8 @@ def table_row(s: ConfigSummary, base: ConfigSummary | None = None) -> str:
         why = f"failed: {s.error}" if s.error else "no samples"
         return f"| {s.config.label} | – | – | – | – | – | – | {why} |"
     cells = [fmt_pm(s.steps), *(fmt_pm(s.stats.get(k)) for k in MEANS if k != "power_w")]
-    advice = s.too_short_advice() or (
-        base.too_short_advice() + " (the base)" if base and base.too_short_advice() else ""
-    )
+    base_advice = base.too_short_advice() if base is not None else ""
+    advice = s.too_short_advice() or (base_advice + " (the base)" if base_advice else "")
     if s.comparison is not None:
         verdict = s.comparison.verdict
         cells += [

@@ -170,10 +170,9 @@ def change_cell(row: StatRow) -> Text:
     return Text(change, style=_pct_style(row))
 
 
-def change_text(row: StatRow) -> str:
-    """The change cell on one line, as every other output writes it: "+8% (−2 … +19%)"."""
+def change_text(row: StatRow, cell: Text) -> str:
+    """``row``'s change ``cell`` as every other output writes it: "+8% (−2 … +19%)"."""
     c = row.comparison
-    cell = change_cell(row)
     return fmt_change(c) if c is not None and cell.plain == change_parts(c)[0] else cell.plain
 
 
@@ -236,6 +235,7 @@ def stats_table(state: DashState) -> StatsTable:
     if headline is not None and headline.comparison is not None and headline.comparison.finite:
         title.append(f"   {headline.label} ", style="dim")
         title.append(fmt_change(headline.comparison), style=_pct_style(headline))
+    changes = [change_cell(r) for r in rows]  # built once: shown, and copied as text
     this = [mean_cell(r.mean, r.estimate, r.metric.mean != Averaging.ENDS) for r in rows]
     for cell in this:
         cell.stylize("bold")
@@ -246,9 +246,9 @@ def stats_table(state: DashState) -> StatsTable:
             ("now", [Text(fmt_num(r.now)) for r in rows]),
             ("this cfg", this),
             ("prev cfg", [mean_cell(r.prev, r.prev_estimate, r.metric.mean != Averaging.ENDS) for r in rows]),
-            ("change", [change_cell(r) for r in rows]),
+            ("change", changes),
         ],
-        {"change": [change_text(r) for r in rows]},
+        {"change": [change_text(r, cell) for r, cell in zip(rows, changes, strict=True)]},
     )
 
 
