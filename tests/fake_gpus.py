@@ -11,7 +11,7 @@ from tests.test_nvml import NVMLError
 GPU_IS_LOST = 15  # nvml.h NVML_ERROR_GPU_IS_LOST
 
 
-def readings(i: int) -> dict[str, float]:
+def readings(i: int) -> dict[str, Any]:
     """GPU ``i``'s values until a test changes them: each GPU its own, so rows can be told apart."""
     return {
         "util": 10.0 + i,
@@ -19,6 +19,8 @@ def readings(i: int) -> dict[str, float]:
         "power_w": 100.0 + 10 * i,
         "clock": 1400.0 + 100 * i,
         "temp": 40.0 + i,
+        "pids": [],  # the compute processes on it
+        "throttle": 0,  # clock-event reason bits
     }
 
 
@@ -61,5 +63,8 @@ def fake_gpus(count: int) -> types.ModuleType:
     m.nvmlDeviceGetClockInfo = per_gpu(lambda g: g["clock"])  # type: ignore[attr-defined]
     m.nvmlDeviceGetTemperature = per_gpu(lambda g: g["temp"])  # type: ignore[attr-defined]
     m.nvmlDeviceGetTotalEnergyConsumption = per_gpu(lambda g: 1_000_000.0)  # type: ignore[attr-defined]
-    m.nvmlDeviceGetCurrentClocksEventReasons = per_gpu(lambda g: 0)  # type: ignore[attr-defined]
+    m.nvmlDeviceGetCurrentClocksEventReasons = per_gpu(lambda g: g["throttle"])  # type: ignore[attr-defined]
+    m.nvmlDeviceGetComputeRunningProcesses = per_gpu(  # type: ignore[attr-defined]
+        lambda g: [types.SimpleNamespace(pid=pid, usedGpuMemory=2**30) for pid in g["pids"]]
+    )
     return m

@@ -41,6 +41,7 @@ def test_csv_columns_derive_from_the_metric_catalog_and_keep_the_0_1_order() -> 
         "slowest_rank_step_ms",
         "cuda_allocated_mib",
         "cuda_reserved_mib",
+        "noise",
     ]  # after 0.1, at the end
     before_ranks = [m.csv_column for m in METRICS if m.origin not in (Origin.RANKS, Origin.ALLOCATOR)]
     assert before_ranks == [c for c in CSV_COLUMNS_0_1 if c in {m.key for m in METRICS}]
@@ -76,9 +77,10 @@ def test_the_allocators_memory_goes_to_the_csv_and_back_and_older_files_read_it_
 
 def test_every_measured_field_has_one_metric_row() -> None:
     sample_fields = [f.name for f in fields(Sample) if f.name != "time_s"]
-    config = (*csvformat.CONFIG_COLUMNS, csvformat.KNOBS_COLUMN)
+    config = (*csvformat.CONFIG_COLUMNS, csvformat.KNOBS_COLUMN, csvformat.NOISE_COLUMN)  # text, not measured
     assert [*WORKLOAD_KEYS, *RANK_KEYS, *ALLOCATOR_KEYS] == [f for f in sample_fields if f not in config]
-    assert list(NVML_KEYS) == [f.name for f in fields(GpuSample) if f.name not in ("time_s", "per_gpu")]
+    # gpu_pids: read for the noise probe (gpudash.host.noise), not a metric
+    assert list(NVML_KEYS) == [f.name for f in fields(GpuSample) if f.name not in ("time_s", "per_gpu", "gpu_pids")]
     # a per-GPU reading: the catalog's per-GPU metrics (its CSV columns) and the memory total for the row
     assert [f.name for f in fields(GpuReading) if f.name not in ("index", "mem_total_mib")] == list(PER_GPU_KEYS)
     assert len({m.key for m in METRICS}) == len(METRICS)

@@ -264,7 +264,7 @@ PROGRESS = re.compile(
     r"^gpudash: (\S+ steps/s now|no sample yet) · (warming up|sync_loss/sync-heavy bs\d+ (warming up|"
     r"\S+ ± \S+ steps/s \(95% CI, \d+ samples\)|"
     r"\S+ steps/s \(too short: (needs ≈ \d+ s more|needs more \(its samples drift\))\))) · "
-    r"\d\d:\d\d elapsed of 00:03$"
+    r"\d\d:\d\d elapsed of 00:03( · ⚠ noisy: [^·]+)?$"
 )
 
 

@@ -72,7 +72,7 @@ def test_one_reading_per_gpu_of_the_box(machine, count: int) -> None:
         assert g.per_gpu[i].mem_total_mib == 80 * 1024
     # today's fields stay the workload's GPU (1), and its row is the same reading, not a second query
     assert (g.gpu_util_pct, g.power_w) == (11.0, 110.0)
-    assert nv.calls[1] == 7 and all(nv.calls[i] == 5 for i in range(count) if i != 1)
+    assert nv.calls[1] == 8 and all(nv.calls[i] == 5 for i in range(count) if i != 1)
 
 
 def test_gpus_option_selects_and_orders(machine) -> None:

@@ -93,6 +93,7 @@ def fake_pynvml(
 
     fn("nvmlDeviceGetTotalEnergyConsumption", energy)
     fn("nvmlDeviceGetCurrentClocksEventReasons", 0x4 | 0x8)
+    fn("nvmlDeviceGetComputeRunningProcesses", lambda h: [types.SimpleNamespace(pid=4242, usedGpuMemory=2**30)])
     return m
 
 
@@ -118,6 +119,7 @@ def test_all_metrics(install: Any) -> None:
     assert b.mem_used_mib == 3 * 1024 and b.mem_total_mib == 80 * 1024
     assert a.energy_j == 0.0 and b.energy_j == pytest.approx(5.0)  # joules since the sampler started
     assert b.throttle == "sw_power_cap|hw_slowdown"
+    assert b.gpu_pids == (4242,)  # the compute processes on it: what makes a GPU shared
     assert s.drain() == [a, b] and s.drain() == [] and s.latest is b
     s.stop()
     assert nv.calls["nvmlShutdown"] == 1

@@ -231,6 +231,9 @@ def _optional(text: str) -> float | None:
     return float(text) if text else None
 
 
+NOISY = r"( ⚠ noisy)?"  # a verdict measured while the machine was noisy says so
+
+
 @pytest.mark.slow
 def test_tiny_real_sweep(tmp_path: Path) -> None:
     # How many samples a 1.5 s repeat gets, and so whether a summary has an interval, depends
@@ -259,11 +262,14 @@ def test_tiny_real_sweep(tmp_path: Path) -> None:
     if both_intervals:
         # the report's ratio is the CSV's, rounded to its interval's digits (compared as numbers: the
         # CSV keeps 6 significant digits, so a ratio at a rounding boundary may print either way)
-        shown = re.search(r"\| ([0-9.]+)× \[[0-9.]+–[0-9.]+\] \| " + re.escape(other["verdict"]) + r" \|", md)
+        shown = re.search(r"\| ([0-9.]+)× \[[0-9.]+–[0-9.]+\] \| " + re.escape(other["verdict"]) + NOISY + r" \|", md)
     else:  # no interval: the ratio says so, and the verdict which --seconds would give one
-        shown = re.search(r"\| ([0-9.]+)× \(no CI\) \| too short[^|]*use --seconds ≥ \d+ \|", md)
+        shown = re.search(r"\| ([0-9.]+)× \(no CI\) \| too short[^|]*use --seconds ≥ \d+" + NOISY + r" \|", md)
     assert shown is not None and abs(float(shown.group(1)) - float(other["ratio"])) <= 0.0051
     assert "gpudash sweep -w sync_loss -v sync-heavy,fixed -b 2" in md
+    # a loaded machine (this suite runs two tests at once) says so: a verdict it touched is marked
+    noisy = [r for r in summaries if r["noise"]]
+    assert ("⚠ The machine was noisy" in md) == bool(noisy) and "## Noise" in md
     assert "overlap bound" not in md and not any(r["overlap_bound"] for r in repeats)  # one stage only
     assert (out / "sweep.png").stat().st_size > 0 and (out / "sweep.svg").stat().st_size > 0
     meta = json.loads((out / "sweep.json").read_text())
@@ -662,9 +668,9 @@ def test_an_old_sweep_csv_without_the_knobs_column_still_reads(tmp_path: Path) -
     path = tmp_path / "sweep.csv"
     with open(path, newline="") as f:
         table = list(csv.reader(f))
-    assert table[0][-1] == "knobs"
+    assert table[0][-2:] == ["knobs", "noise"]
     with open(path, "w", newline="") as f:
-        csv.writer(f, lineterminator="\n").writerows(line[:-1] for line in table)  # as written before knobs
+        csv.writer(f, lineterminator="\n").writerows(line[:-2] for line in table)  # as written before knobs
     ((_, read),) = summaries_from_csv(path)
     assert [(s.config.variant, s.config.knobs) for s in read] == [("sync-heavy", "none"), ("fixed", "none")]
     assert read[1].comparison is not None and read[1].comparison.ratio == pytest.approx(1.5, rel=0.01)

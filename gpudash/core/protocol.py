@@ -168,6 +168,9 @@ class Sample:
     # What the workload's CUDA caching allocator holds on its device (None on the CPU)
     cuda_allocated_mib: float | None = None
     cuda_reserved_mib: float | None = None
+    # What made the machine noisy while this sample was measured ("": quiet); stamped by the
+    # parent (``gpudash.host.noise``), never by the child
+    noise: str = ""
 
 
 @dataclass(frozen=True)
@@ -295,6 +298,7 @@ class GpuSample:
     energy_j: float | None = None  # energy since the sampler started
     throttle: str | None = None  # active throttle reasons, e.g. "sw_power_cap|hw_slowdown"; "" if none
     per_gpu: tuple[GpuReading, ...] = ()  # every GPU watched (``GpuInfo.sampled``), the workload's included
+    gpu_pids: tuple[int, ...] | None = None  # the compute processes on the workload's GPU (None: not read)
 
 
 Message = Sample | Event | GpuSample

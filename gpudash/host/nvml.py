@@ -87,6 +87,8 @@ def gone_reason(exc: BaseException) -> str | None:
 
 def _unsupported(exc: BaseException) -> bool:
     """NVML says this GPU (or driver) has no such query: asking again will not help."""
+    if isinstance(exc, AttributeError):  # an nvidia-ml-py without this query
+        return True
     return _code(exc) in (NOT_SUPPORTED, FUNCTION_NOT_FOUND) or type(exc).__name__ in (
         "NVMLError_NotSupported",
         "NVMLError_FunctionNotFound",
@@ -167,6 +169,7 @@ class NvmlSampler:
             "temperature": self._temperature,
             "energy": self._energy,
             "throttle": self._throttle,
+            "processes": self._processes,
         }
 
     # -- life cycle ------------------------------------------------------------------------------
@@ -360,6 +363,11 @@ class NvmlSampler:
             or nvml.nvmlDeviceGetCurrentClocksThrottleReasons
         )
         return {"throttle": decode_throttle(int(query(h)))}
+
+    def _processes(self, h: Any) -> dict[str, Any]:
+        """The compute processes on the GPU (their pids), for ``gpudash.host.noise``."""
+        processes = self._nvml.nvmlDeviceGetComputeRunningProcesses(h)
+        return {"gpu_pids": tuple(int(p.pid) for p in processes)}
 
     # -- helpers -------------------------------------------------------------------------------
     def _const(self, name: str, default: int) -> int:

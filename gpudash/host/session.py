@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import replace
 
-from gpudash.core.protocol import Control, Event, EventKind, GpuInfo, Message, RunConfig, SourceInfo
+from gpudash.core import procgroup
+from gpudash.core.protocol import Control, Event, EventKind, GpuInfo, Message, RunConfig, Sample, SourceInfo
 from gpudash.host.devices import cuda_index_hint
+from gpudash.host.noise import NoiseProbe
 from gpudash.host.nvml import NvmlSampler
 from gpudash.host.runner import WorkloadRunner
 
@@ -29,6 +32,7 @@ class EngineSession:
         )
         self.sampler.t0 = self.t0
         self._nvml_started = False
+        self.noise = NoiseProbe()  # what makes the samples noisy: stamped on each (``Sample.noise``)
         # the details of the child's last "started" event (torch version, device, GPU, pid):
         # for metadata of a recording begun mid-run
         self.started_details: dict[str, str] = {}
@@ -75,7 +79,15 @@ class EngineSession:
                     self.sampler.select(uuid=m.details["gpu_uuid"])  # the GPU the child really uses
         msgs.extend(self.sampler.drain())
         msgs.sort(key=lambda m: m.time_s)  # stable: same-time messages keep their order
+        if any(isinstance(m, Sample) for m in msgs):
+            noise = self._noise()
+            msgs = [replace(m, noise=noise) if isinstance(m, Sample) and noise else m for m in msgs]
         return msgs
+
+    def _noise(self) -> str:
+        """What makes the measurement noisy now (``gpudash.host.noise``); ``""``: quiet."""
+        pid = self.runner.pid
+        return self.noise.read(lambda: procgroup.members(pid) if pid is not None else [], self.sampler.latest)
 
     def restart(self) -> None:
         """Start a fresh child in the last configuration seen running (NVML keeps sampling)."""

@@ -46,7 +46,10 @@ RANK_COLUMNS = list(RANK_KEYS)
 ALLOCATOR_COLUMNS = list(ALLOCATOR_KEYS)
 LATER_SAMPLE_COLUMNS = [*RANK_COLUMNS, *ALLOCATOR_COLUMNS]  # Sample fields after the knobs column
 COLUMNS_0_1 = ["row_kind", "time_s", *SAMPLE_COLUMNS, *GPU_COLUMNS, *DERIVED_COLUMNS, *EVENT_COLUMNS]
-COLUMNS = [*COLUMNS_0_1, KNOBS_COLUMN, *LATER_SAMPLE_COLUMNS]
+# Added after the allocator's columns: what made the machine noisy while a sample was measured
+# (``Sample.noise``; empty: quiet), and on a summary row the share of noisy samples and why.
+NOISE_COLUMN = "noise"
+COLUMNS = [*COLUMNS_0_1, KNOBS_COLUMN, *LATER_SAMPLE_COLUMNS, NOISE_COLUMN]
 
 
 def is_recording_header(header: list[str]) -> bool:
@@ -100,6 +103,7 @@ _KIND = {
     "workload": str,
     "variant": str,
     KNOBS_COLUMN: str,
+    NOISE_COLUMN: str,
     **{k: m.kind for k, m in BY_KEY.items()},
 }
 _DECIMALS = {"time_s": 3, **{k: m.csv_decimals for k, m in BY_KEY.items() if m.csv_decimals is not None}}
@@ -120,6 +124,7 @@ def sample_row(sample: Sample, gpu: GpuSample | None, derived: dict[str, float |
     values.update({c: getattr(sample, c) for c in SAMPLE_COLUMNS})
     values[KNOBS_COLUMN] = sample.knobs
     values.update({c: getattr(sample, c) for c in LATER_SAMPLE_COLUMNS})
+    values[NOISE_COLUMN] = sample.noise
     if gpu is not None:
         values.update({c: getattr(gpu, c) for c in GPU_COLUMNS})
     values.update(derived or {})
@@ -156,6 +161,7 @@ def summary_row(segment: Segment, time_s: float) -> list[str]:
         "event_kind": EventKind.SUMMARY.value,
         "event_what": "steps_per_s",
         "event_message": segment.summary(),
+        NOISE_COLUMN: segment.noise.note(),
     }
     values.update(zip((*CONFIG_COLUMNS, KNOBS_COLUMN), segment.key, strict=False))
     for key in (*WORKLOAD_KEYS, *NVML_KEYS, *DERIVED_COLUMNS):
@@ -217,6 +223,7 @@ class RowParser:
         at = {c: i for i, c in enumerate(header)}
         self._kind, self._t = at["row_kind"], at["time_s"]
         self._knobs = at.get(KNOBS_COLUMN)
+        self._noise = at.get(NOISE_COLUMN)
         self._events = [
             (f, at.get(c)) for f, c in zip(("kind", "what", "before", "after", "message"), EVENT_COLUMNS, strict=False)
         ]
@@ -254,7 +261,8 @@ class RowParser:
             raise ValueError(f"{missing} is empty or not a finite number")
         s.update({c: value for c, i, conv in self._later if (value := conv(cells[i])) is not None})
         knobs = cells[self._knobs] if self._knobs is not None else ""
-        out.append(Sample(time_s=t, knobs=knobs or "none", **s))  # type: ignore[arg-type]  # fields by the columns' names
+        noise = cells[self._noise] if self._noise is not None else ""
+        out.append(Sample(time_s=t, knobs=knobs or "none", noise=noise, **s))  # type: ignore[arg-type]  # fields by the columns' names
         return out
 
 

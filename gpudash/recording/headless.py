@@ -126,7 +126,8 @@ def _describe_event(e: Event) -> str | None:
 def progress_line(
     sample: Sample | None, segment: Segment | None, elapsed_s: float, duration_s: float | None = None
 ) -> str:
-    """ "231 steps/s now · encdec/serial bs8 229.1 ± 3.2 steps/s (95% CI, 36 samples) · 00:40 elapsed of 01:00"."""
+    """ "231 steps/s now · encdec/serial bs8 229.1 ± 3.2 steps/s (95% CI, 36 samples) · 00:40 elapsed of 01:00",
+    then what makes the machine noisy now, when something does (" · ⚠ noisy: host load: …")."""
     now = f"{fmt_num(sample.steps_per_s)} steps/s now" if sample is not None else "no sample yet"
     estimate = segment.estimate("steps_per_s") if segment is not None else None
     if segment is None:
@@ -139,7 +140,8 @@ def progress_line(
     else:
         mean = f"{segment.label} {fmt_pm(estimate)} steps/s (95% CI, {estimate.n_samples} samples)"
     elapsed = f"{fmt_duration(elapsed_s)} elapsed" + (f" of {fmt_duration(duration_s)}" if duration_s else "")
-    return f"{now} · {mean} · {elapsed}"
+    noisy = f" · ⚠ noisy: {sample.noise}" if sample is not None and sample.noise else ""
+    return f"{now} · {mean} · {elapsed}{noisy}"
 
 
 def _empty(path: str) -> bool:

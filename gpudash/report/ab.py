@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from gpudash.core.textfmt import fmt_pm, fmt_ratio
 from gpudash.report.load import ConfigFigures, Run
 from gpudash.stats.comparison import Comparison, Estimate, compare
+from gpudash.stats.noise_tally import MARK
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,11 @@ class Pair:
     comparison: Comparison | None  # None: a side has no steps/s
 
     @property
+    def noisy(self) -> bool:
+        """Either side was measured while the machine was noisy."""
+        return bool(self.config.noise or self.base.noise)
+
+    @property
     def same_configuration(self) -> bool:
         return self.config.key == self.base.key and self.config.label == self.base.label
 
@@ -38,7 +44,7 @@ class Pair:
             return f"{self.config.name} ({self.run.name}): no steps/s to compare"
         return (
             f"{self.config.name} ({self.run.name}): {fmt_ratio(self.comparison)} {self.base.name} "
-            f"({self.base_run.name}), {self.comparison.verdict}"
+            f"({self.base_run.name}), {self.comparison.verdict}" + (f" ({MARK})" if self.noisy else "")
         )
 
 
@@ -92,7 +98,7 @@ def relative_table(runs: Sequence[Run], baseline: int | None = None) -> list[str
         "|---|---|---|---|--:|--:|---|---|",
     ]
     for p in found:
-        verdict = "–" if p.comparison is None else str(p.comparison.verdict)
+        verdict = "–" if p.comparison is None else str(p.comparison.verdict) + (f" {MARK}" if p.noisy else "")
         ratio = "–" if p.comparison is None else fmt_ratio(p.comparison)
         against = "the same" if p.same_configuration else p.base.name
         lines.append(

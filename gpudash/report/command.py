@@ -26,6 +26,7 @@ from gpudash.core.textfmt import clip, fmt_num, fmt_pm, fmt_ratio, strip_control
 from gpudash.report.ab import pairs, relative_table
 from gpudash.report.load import ConfigFigures, ReportInputError, Run, load_run
 from gpudash.stats.comparison import Comparison, Estimate, compare
+from gpudash.stats.noise_tally import MARK, markdown_section
 
 METHOD = (
     "Each figure is a mean after warm-up with its 95% interval: batch means over the per-interval "
@@ -98,6 +99,7 @@ def run_table(run: Run) -> list[str]:
         ]
         for c in run.configs:
             ratio = f"failed: {c.error}" if c.error and c.steps is None else c.sweep_ratio or "–"
+            ratio += f" {MARK}" if c.noise else ""
             lines.append(f"| {c.name} | " + " | ".join([*_cells(c), ratio]) + " |")
         return lines
     lines = [
@@ -108,6 +110,8 @@ def run_table(run: Run) -> list[str]:
     before: ConfigFigures | None = None
     for i, c in enumerate(run.configs, start=1):
         vs = "–" if before is None else segment_change(before, c)
+        if before is not None and vs != "–" and (c.noise or before.noise):
+            vs += f" {MARK}"
         lines.append(f"| {i} | {c.name} | {_time_span(c)} | " + " | ".join([*_cells(c), vs]) + " |")
         before = c
     return lines
@@ -154,6 +158,8 @@ def markdown(runs: Sequence[Run], command: str, plots: Sequence[str], baseline: 
                 *(f"| {t:.1f} | {label} | {text} |" for t, label, text in run.traces),
                 "",
             ]
+    noisy = [(f"{c.name} ({run.name})", c.noise) for run in runs for c in run.configs if c.noise]
+    lines += markdown_section(noisy, sum(len(run.configs) for run in runs))
     if len(runs) > 1:
         against = "each against the runs before it" if baseline is None else f"against run {baseline + 1}"
         lines += [f"## Between runs ({against})", "", *relative_table(runs, baseline), ""]

@@ -47,6 +47,7 @@ class ConfigFigures:
     end_s: float | None = None
     sweep_ratio: str = ""  # a sweep's own relative speed and verdict, as it wrote them
     error: str = ""
+    noise: str = ""  # "noisy: 40% of samples (host load)" when it was measured on a noisy machine
 
     @property
     def steps(self) -> Estimate | None:
@@ -117,7 +118,7 @@ class Run:
 
 # -- reading ----------------------------------------------------------------------------------------
 Rows = list[tuple[int, list[str]]]  # (line number, cells)
-SWEEP_HEADERS = (list(SWEEP_COLUMNS), list(OLD_SWEEP_COLUMNS))  # the old one: no knobs column
+SWEEP_HEADERS = (list(SWEEP_COLUMNS), *(list(old) for old in OLD_SWEEP_COLUMNS))  # older: no noise, no knobs
 
 
 def load_run(path: str | Path) -> Run:
@@ -193,7 +194,8 @@ def _segment_figures(seg: Segment) -> ConfigFigures:
     stats: dict[str, Estimate | None] = {k: seg.estimate(k) for k in FIGURE_KEYS}
     steps = stats["steps_per_s"]
     label = seg.key[1] if seg.key[3] == "none" else f"{seg.key[1]} [{seg.key[3]}]"
-    return ConfigFigures(seg.key, label, stats, steps.n_samples if steps else 0, seg.start_s, seg.end_s)
+    n = steps.n_samples if steps else 0
+    return ConfigFigures(seg.key, label, stats, n, seg.start_s, seg.end_s, noise=seg.noise.note())
 
 
 def _sweep(p: Path, header: list[str], rows: Rows, sidecar: Sidecar) -> Run:
@@ -217,4 +219,6 @@ def _summary_figures(row: dict[str, str]) -> ConfigFigures:
     c = s.comparison
     ratio = f"{fmt_ratio(c)} {c.verdict}" if c is not None else ("1.00× (baseline)" if row["ratio"] else "")
     key: ConfigKey = (s.config.family, s.config.variant, s.config.batch_size, s.config.knobs)
-    return ConfigFigures(key, s.config.label, dict(s.stats), s.n_samples, sweep_ratio=ratio, error=s.error)
+    return ConfigFigures(
+        key, s.config.label, dict(s.stats), s.n_samples, sweep_ratio=ratio, error=s.error, noise=s.noise
+    )

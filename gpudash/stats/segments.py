@@ -22,6 +22,7 @@ from gpudash.core.protocol import Event, EventKind, GpuSample, Sample
 from gpudash.core.running import ConfigKey
 from gpudash.stats.comparison import Comparison, Estimate, compare
 from gpudash.stats.figures import JOULES_PER_STEP, Figures
+from gpudash.stats.noise_tally import NoiseTally
 
 SETTLE_S = 1.0  # seconds after a change or resume left out of the configuration's statistics
 
@@ -36,6 +37,7 @@ class Segment:
     figures: Figures = field(default_factory=Figures)
     first: Figures = field(default_factory=Figures)  # warm-up, used only if alone
     n_samples: int = 0
+    noise: NoiseTally = field(default_factory=NoiseTally)  # the samples after warm-up: how many noisy
 
     @property
     def label(self) -> str:
@@ -69,10 +71,12 @@ class Segment:
         e = self.estimate(key)
         if e is None:
             return f"{self.label}: {m.label} – (no samples after warm-up)"
+        noisy = f"; {note}" if (note := self.noise.note()) else ""
         if not e.has_interval:
-            return f"{self.label}: {m.label} {e.mean:.4g} (too short for an interval, {e.n_samples} samples)"
+            return f"{self.label}: {m.label} {e.mean:.4g} (too short for an interval, {e.n_samples} samples{noisy})"
         return (
-            f"{self.label}: {m.label} {e.mean:.4g} ± {e.half_width:.2g} (95% CI, {e.n_samples} samples after warm-up)"
+            f"{self.label}: {m.label} {e.mean:.4g} ± {e.half_width:.2g} "
+            f"(95% CI, {e.n_samples} samples after warm-up{noisy})"
         )
 
 
@@ -142,6 +146,8 @@ class SegmentTracker:
         self._warmup_next = False
         seg.n_samples += 1
         (seg.first if warm else seg.figures).add_sample(s)
+        if not warm:
+            seg.noise.add(s.noise)
         return ended
 
     def on_gpu(self, g: GpuSample) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from gpudash.core.textfmt import fmt_ratio
+from gpudash.stats.noise_tally import MARK
 from gpudash.sweep.plan import FamilyPlan
 from gpudash.sweep.results import ConfigSummary
 
@@ -31,7 +32,8 @@ def _panel(ax: Any, title: str, summaries: list[ConfigSummary]) -> None:
     """Bars of steps/s with 95% whiskers; each bar's relative speed and its interval above it
     (staggered when the bars are many); a dashed mark across a bar at its own overlap bound, when
     timed. A bar without an interval has no whisker and no ratio: it is hatched, white, and says
-    "no CI", so it cannot be taken for a measured one; colour only for a real difference."""
+    "no CI", so it cannot be taken for a measured one; colour only for a real difference measured
+    on a quiet machine (a noisy one's bar says so)."""
     means = [s.steps.mean if s.steps is not None else 0.0 for s in summaries]
     ends = [(s.steps.low, s.steps.high) if s.steps is not None else (None, None) for s in summaries]
     lows = [m - lo if lo is not None else 0.0 for m, (lo, _) in zip(means, ends, strict=False)]
@@ -41,7 +43,7 @@ def _panel(ax: Any, title: str, summaries: list[ConfigSummary]) -> None:
         if not _has_ci(s)
         else "#7f7f7f"
         if s.is_base
-        else _COLOURS.get(str(s.comparison.verdict) if s.comparison else "", "#1f77b4")
+        else _COLOURS.get(str(s.comparison.verdict) if s.comparison and not s.noise else "", "#1f77b4")
         for s in summaries
     ]
     x = list(range(len(summaries)))
@@ -95,7 +97,7 @@ def _bar_label(s: ConfigSummary) -> str:
         return "base"
     if s.comparison is None or s.comparison.low is None:
         return "no CI"  # the base has none
-    return fmt_ratio(s.comparison)
+    return fmt_ratio(s.comparison) + (f"\n{MARK}" if s.noise else "")
 
 
 def tick_label(label: str) -> str:

@@ -49,6 +49,7 @@ def summary_from_row(row: dict[str, str], position: int, base: Configuration | N
         None if comparison is None else base,
         row["error"],
         stages,
+        row.get("noise") or "",
     )
 
 

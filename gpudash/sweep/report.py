@@ -24,6 +24,7 @@ from gpudash.core.metrics import FIGURE_KEYS, metric
 from gpudash.core.protocol import ExitCode
 from gpudash.core.textfmt import fmt_num, fmt_pm, fmt_ratio
 from gpudash.stats.comparison import Estimate, Verdict
+from gpudash.stats.noise_tally import MARK, markdown_section
 from gpudash.sweep.plan import FamilyPlan, SweepPlan, run_config
 from gpudash.sweep.plot import plot, plot_title
 from gpudash.sweep.results import ConfigSummary, RepeatResult, StageTimes, pct_of, summarize
@@ -57,8 +58,10 @@ CSV_COLUMNS = (
     "verdict",
     "error",
     "knobs",
+    "noise",
 )
-OLD_CSV_COLUMNS = CSV_COLUMNS[:-1]  # before the knobs column: read as knobs "none"
+# before the noise column (read as quiet), and before the knobs column too (read as knobs "none")
+OLD_CSV_COLUMNS = (CSV_COLUMNS[:-1], CSV_COLUMNS[:-2])
 MEANS = tuple(k for k in FIGURE_KEYS if k != "steps_per_s")  # steps/s has columns of its own
 BASELINE = "(baseline)"
 
@@ -113,6 +116,7 @@ def repeat_row(r: RepeatResult) -> dict[str, Any]:
         "steps_per_s": _mean(steps),
         "error": r.error,
         "knobs": r.config.knobs,
+        "noise": r.noise.note(),
     }
     row.update(_interval_cells(steps))
     row.update({key: _mean(stats.get(key)) for key in MEANS})
@@ -134,6 +138,7 @@ def summary_row(s: ConfigSummary) -> dict[str, Any]:
         "steps_per_s": _mean(steps),
         "error": s.error,
         "knobs": s.config.knobs,
+        "noise": s.noise,
     }
     row.update(_interval_cells(steps))
     row.update({key: _mean(s.stats.get(key)) for key in MEANS})
@@ -237,6 +242,8 @@ def summary_line(s: ConfigSummary) -> str:
         text += f", {fmt_ratio(s.comparison)} of {s.base.label}: {s.comparison.verdict}"
     elif s.is_base:
         text += " " + BASELINE
+    if s.noise:
+        text += f" (⚠ {s.noise})"
     return text
 
 
@@ -323,6 +330,8 @@ def table_row(s: ConfigSummary, base: ConfigSummary | None = None) -> str:
         cells += ["1.00×", " ".join(t for t in (BASELINE if s.is_base else "–", advice) if t)]
     if s.error:
         cells[-1] += f" (then failed: {s.error})"
+    if s.noise or (base is not None and base.noise and s.comparison is not None):
+        cells[-1] += f" {MARK}"  # measured while the machine was noisy: the Noise section says why
     return f"| {s.config.label} | " + " | ".join(cells) + " |"
 
 
@@ -350,6 +359,12 @@ def stage_table(summaries: list[ConfigSummary]) -> list[str]:
     return lines
 
 
+def noise_section(summaries: list[ConfigSummary]) -> list[str]:
+    """``## Noise``: which configurations were measured while the machine was noisy, and why."""
+    noisy = [(f"{s.config.family}/{s.config.label} bs{s.config.batch_size}", s.noise) for s in summaries if s.noise]
+    return markdown_section(noisy, len(summaries))
+
+
 def header_lines(report: SweepReport, status: str) -> list[str]:
     """``sweep.md``'s header: the command, date, device, torch, settings and outcome."""
     meta, plan, st = report.meta, report.plan, report.plan.settings
@@ -362,6 +377,9 @@ def header_lines(report: SweepReport, status: str) -> list[str]:
     order = f"configurations in a shuffled order each repeat (seed {st.seed})"
     until = f"; then rounds until every steps/s interval is within ±{st.until_ci:g}%" if st.until_ci else ""
     knobs = [f"- **Knobs on every configuration:** {plan.knobs}"] if plan.knobs != "none" else []
+    every = [s for _, summaries in report.summaries for s in summaries]
+    n_noisy = sum(1 for s in every if s.noise)
+    noisy = [f"- **⚠ The machine was noisy** while {n_noisy} of {len(every)} configurations were measured (see Noise)"]
     return [
         f"- **Command:** `{plan.command}`",
         f"- **Date:** {meta.get('start_time')} to {meta.get('end_time') or '?'} · host {meta.get('hostname')} "
@@ -372,6 +390,7 @@ def header_lines(report: SweepReport, status: str) -> list[str]:
         f"- **Settings:** {st.repeats} repeats, a sample every {st.sample_interval_s:g} s; {order}{until}",
         *knobs,
         f"- **Outcome:** {status}; {len(report.results)} configuration × repeat measurements finished",
+        *(noisy if n_noisy else []),
     ]
 
 
@@ -390,6 +409,7 @@ def markdown(report: SweepReport, status: str) -> str:
             lines += [table_row(s, base) for s in at_batch]
             lines += stage_table(at_batch)
             lines.append("")
+    lines += noise_section([s for _, summaries in report.summaries for s in summaries])
     extra = [f"- skipped: {line}" for line in report.plan.skipped] + [f"- {note}" for note in report.notes]
     if extra:
         lines += ["## Notes", "", *extra, ""]

@@ -19,6 +19,7 @@ from gpudash.core.protocol import GpuSample, Sample
 from gpudash.core.textfmt import fmt_num
 from gpudash.stats.comparison import MIN_SAMPLES_FOR_INTERVAL, Comparison, Estimate, compare
 from gpudash.stats.figures import JOULES_PER_STEP, Figures
+from gpudash.stats.noise_tally import NoiseTally
 from gpudash.sweep.plan import Configuration
 
 
@@ -94,6 +95,14 @@ class RepeatResult:
         """How many samples were kept."""
         return len(self.samples)
 
+    @property
+    def noise(self) -> NoiseTally:
+        """How many of the kept samples were measured while the machine was noisy, and why."""
+        tally = NoiseTally()
+        for s in self.samples:
+            tally.add(s.noise)
+        return tally
+
     def figures(self) -> Figures:
         """The window's figures (``gpudash.stats.figures``): its samples and NVML ticks in time order."""
         figures = Figures()
@@ -143,6 +152,7 @@ class ConfigSummary:
     base: Configuration | None = None  # None: this one is the base, or nothing to compare with
     error: str = ""
     stages: StageTimes | None = None  # each stage's mean over the repeats that timed them
+    noise: str = ""  # "noisy: 40% of samples (host load)" when the repeats were (``NoiseTally.note``)
 
     @property
     def pct_of_bound(self) -> Estimate | None:
@@ -189,6 +199,7 @@ def summarize_one(config: Configuration, results: list[RepeatResult]) -> ConfigS
         stats=accumulate(good) if good else {},
         error=error,
         stages=StageTimes.mean_of([r.stages for r in good if r.stages is not None]),
+        noise=sum((r.noise for r in good), NoiseTally()).note(),
     )
 
 

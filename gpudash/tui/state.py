@@ -61,6 +61,7 @@ class StatRow:
     comparison: Comparison | None = None  # this against the previous, with a verdict
     incomparable: str | None = None  # why this is not compared with the previous ("new workload")
     needs_s: float | None = None  # about how much longer this configuration must run for an interval
+    noisy: bool = False  # either side was measured while the machine was noisy: no colour for its verdict
 
     @property
     def key(self) -> str:
@@ -329,6 +330,7 @@ class DashState:
 
     def stat_rows(self) -> list[StatRow]:
         cur, prev = self.current, self.previous
+        noisy = any(seg is not None and seg.noise.is_noisy for seg in (cur, prev))
         rows = []
         for m in STAT_METRICS:
             estimate = cur.estimate(m.key) if cur is not None else None
@@ -343,6 +345,7 @@ class DashState:
                     comparison=compare_segments(prev, cur, m.key),
                     incomparable=incomparable(prev.key, cur.key, m.key) if prev and cur else None,
                     needs_s=self._needs_s(estimate),
+                    noisy=noisy,
                 )
             )
         return rows

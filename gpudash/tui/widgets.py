@@ -101,6 +101,10 @@ class RunHeader(Static):
         if recording:
             t.append("  ● REC ", style="bold red")
             t.append(os.path.basename(recording), style="red")
+        noise = state.last_sample.noise if state.last_sample is not None else ""
+        if noise:  # last: the ellipsis cuts the detail, never what runs
+            t.append("  ⚠ noisy ", style="bold black on yellow")
+            t.append(f" {noise}", style="yellow")
         line2 = Text.assemble(
             ("knobs: ", "bold"),
             (knobs, "dim" if knobs == "none" else "bold cyan"),
@@ -136,7 +140,8 @@ HEADLINE = ("steps_per_s", "samples_per_s")  # the title's change with its inter
 
 
 def _pct_style(row: StatRow) -> str:
-    return {1: "bold green", -1: "bold red"}.get(row.verdict, "bold")
+    """Green or red only for a real difference measured on a quiet machine."""
+    return "bold" if row.noisy else {1: "bold green", -1: "bold red"}.get(row.verdict, "bold")
 
 
 def mean_cell(mean: float | None, estimate: Estimate | None, averaged: bool) -> Text:
@@ -235,6 +240,9 @@ def stats_table(state: DashState) -> StatsTable:
     if headline is not None and headline.comparison is not None and headline.comparison.finite:
         title.append(f"   {headline.label} ", style="dim")
         title.append(fmt_change(headline.comparison), style=_pct_style(headline))
+        noisy = [seg.noise.note() for seg in (prev, cur) if seg is not None and seg.noise.is_noisy]
+        if noisy:  # a verdict measured while the machine was noisy says so
+            title.append(f"  · measured while {noisy[-1]}", style="yellow")
     changes = [change_cell(r) for r in rows]  # built once: shown, and copied as text
     this = [mean_cell(r.mean, r.estimate, r.metric.mean != Averaging.ENDS) for r in rows]
     for cell in this:

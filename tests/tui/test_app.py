@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -16,7 +17,7 @@ from gpudash.recording.replay import ReplaySource
 from gpudash.tui.app import STARTING, GpuDashApp
 from gpudash.tui.charts import MetricChart
 from gpudash.tui.screens import HelpScreen, KnobsScreen, PromptScreen
-from gpudash.tui.widgets import MessageBar, StatsPanel, plain_text
+from gpudash.tui.widgets import MessageBar, StatsPanel, plain_text, stats_table
 
 from .conftest import replay_loaded, run_palette, wait_until
 from .fakes import NO_GPU, FakeSource, run_segment, started
@@ -147,6 +148,32 @@ async def test_stats_panel_shows_the_change_in_percent():
         assert rows["steps_per_s"].verdict == 1  # faster, beyond the noise: coloured green
         assert "encdec/pipelined bs8" in text and "encdec/serial bs8" in text
         assert "220" in text and "200" in text
+
+
+async def test_a_noisy_machine_is_in_the_header_and_takes_the_colour_from_the_verdict():
+    """The same real +10% as above, measured while other processes loaded the CPUs: the header
+    says why, the title says the verdict was measured while noisy, and the change is not coloured."""
+    async with running(rate=200.0) as (pilot, app, src):
+        noise = "host load: other processes kept 1.6 of 2 CPUs busy"
+        noisy = [
+            dataclasses.replace(m, noise=noise) if hasattr(m, "noise") else m  # the samples
+            for m in run_segment(10.0, 20.0, 220.0, variant="pipelined", steps0=2000)
+        ]
+        src.push(Event(10.0, "changed", "variant", "serial", "pipelined"), *noisy)
+        app.refresh_now()
+        await pilot.pause()
+        header = plain_text(app.query_one("#header"), 160)
+        assert "⚠ noisy" in header and noise in header
+        rows = {r.key: r for r in app.state.stat_rows()}
+        assert rows["steps_per_s"].verdict == 1 and rows["steps_per_s"].noisy
+        table = stats_table(app.state)
+        assert "measured while noisy: 100% of samples (host load)" in table.title.plain
+        change = dict(table.rows)["change"][[r.key for r in app.state.stat_rows()].index("steps_per_s")]
+        assert change.plain == "+10.0%" and "green" not in str(change.style) and "red" not in str(change.style)
+        src.push(*run_segment(20.0, 21.0, 220.0, variant="pipelined", steps0=4200))  # quiet again
+        app.refresh_now()
+        await pilot.pause()
+        assert "noisy" not in plain_text(app.query_one("#header"), 160).split("knobs:")[0]
 
 
 async def test_invalid_batch_input_shows_a_message_and_changes_nothing():
