@@ -34,12 +34,27 @@ class Parser(argparse.ArgumentParser):
 
 # -- argument types (each raises ArgumentTypeError with one line) -----------------------------------
 def positive_float(text: str) -> float:
+    value = _seconds(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0, got {text}")
+    return value
+
+
+def non_negative_float(text: str) -> float:
+    value = _seconds(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    """A finite number of seconds."""
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not value > 0 or value != value or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be more than 0, got {text}")
+    if value != value or abs(value) == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a finite number of seconds, got {text}")
     return value
 
 

@@ -92,3 +92,27 @@ def test_a_sync_heavy_and_a_fixed_recording_give_the_ratio_with_its_interval(tmp
     # a loaded CPU may leave a side without an interval: then the ratio says so, and there is no verdict
     assert re.fullmatch(RATIO, row[6]) or (row[6].endswith("× (no CI)") and row[7] == "too short")
     assert "sync_loss/fixed bs4 (fixed.csv): " in capsys.readouterr().err
+
+
+def test_smoothing_is_a_centred_moving_mean_over_the_window() -> None:
+    from gpudash.report.plot import smoothed
+
+    t = [0.5 * i for i in range(11)]  # 0 … 5 s
+    step = [0.0] * 5 + [10.0] * 6  # a step at 2.5 s
+    assert smoothed(t, step, 0.0) == step  # no window: the raw values
+    s = smoothed(t, step, 1.0)  # each point with its neighbours 0.5 s either side
+    assert s[0] == 0.0 and s[-1] == 10.0
+    assert s[4] == pytest.approx(10.0 / 3) and s[5] == pytest.approx(20.0 / 3)  # the step, spread
+    assert all(a <= b for a, b in zip(s, s[1:], strict=False))
+    assert smoothed(t, [7.0] * 11, 3.0) == pytest.approx([7.0] * 11)  # a flat line stays flat
+
+
+def test_the_report_overlays_smoothed_runs_and_refuses_a_negative_window(tmp_path: Path, capsys) -> None:
+    a, b = synthetic(tmp_path / "serial.csv", "serial"), synthetic(tmp_path / "pipelined.csv", "pipelined")
+    out = tmp_path / "out"
+    assert run(["report", str(a), str(b), "--smooth", "2", "--out", str(out)]) == 0
+    svg = (out / "report.svg").read_text()
+    assert "serial.csv (mean over 2 s)" in svg and "pipelined.csv (mean over 2 s)" in svg  # one legend line each
+    assert run(["report", str(a), "--smooth", "-1", "--out", str(tmp_path / "bad")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == "gpudash: error: argument --smooth: must be 0 or more, got -1"

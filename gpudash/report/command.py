@@ -20,7 +20,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from gpudash.argtypes import Parser, UsageError, check_out_dir
+from gpudash.argtypes import Parser, UsageError, check_out_dir, non_negative_float
 from gpudash.core.protocol import ExitCode
 from gpudash.core.textfmt import clip, fmt_num, fmt_pm, fmt_ratio, strip_controls
 from gpudash.report.ab import pairs, relative_table
@@ -52,6 +52,13 @@ def build_parser() -> Parser:
         help="compare every run's configurations with this run's (one of the runs; default: each run "
         "with the runs before it); a configuration is paired with the same one, else with the first "
         "of its family and batch size",
+    )
+    p.add_argument(
+        "--smooth",
+        type=non_negative_float,
+        default=0.0,
+        metavar="SECONDS",
+        help="also draw each recording's throughput as a moving mean over this many seconds (default 0: raw)",
     )
     return p
 
@@ -169,11 +176,13 @@ def markdown(runs: Sequence[Run], command: str, plots: Sequence[str], baseline: 
 
 
 # -- the command ---------------------------------------------------------------------------------------
-def write_report(runs: Sequence[Run], out: Path, command: str, html: bool, baseline: int | None = None) -> list[str]:
+def write_report(
+    runs: Sequence[Run], out: Path, command: str, html: bool, baseline: int | None = None, smooth_s: float = 0.0
+) -> list[str]:
     """Write report.md, the plots and (``html``) report.html; returns the file names."""
     from gpudash.report.plot import html_page, plot_runs
 
-    plots = plot_runs(runs, out)
+    plots = plot_runs(runs, out, smooth_s)
     text = markdown(runs, command, plots, baseline)
     (out / "report.md").write_text(text, encoding="utf-8")
     written = ["report.md", *plots]
@@ -203,7 +212,8 @@ def main(argv: list[str]) -> int:
     for note in (note for run in runs for note in run.notes):  # a metadata file ignored
         say("warning", note)
     try:
-        written = write_report(runs, out, shlex.join(["gpudash", "report", *argv]), args.html, baseline)
+        command = shlex.join(["gpudash", "report", *argv])
+        written = write_report(runs, out, command, args.html, baseline, args.smooth)
     except OSError as exc:
         say("error", f"cannot write in {out}: {exc.strerror or exc}")
         return ExitCode.FAILED

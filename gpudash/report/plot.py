@@ -28,14 +28,34 @@ def literal(text: str) -> str:
     return text.replace("$", r"\$")
 
 
-def _timelines(ax_steps: Any, ax_gpu: Any, runs: Sequence[tuple[int, Run]]) -> None:
-    """Throughput (top) and GPU utilisation (bottom) over time, one line per recording, each
-    change a dashed line labelled with what changed."""
+def smoothed(time_s: Sequence[float], values: Sequence[float], window_s: float) -> list[float]:
+    """Each value replaced by the mean of the values within ``window_s`` centred on its time
+    (``time_s`` ascending; a window of 0 leaves them as they are)."""
+    import numpy as np
+
+    if window_s <= 0 or not values:
+        return list(values)
+    t, v = np.asarray(time_s, dtype=float), np.asarray(values, dtype=float)
+    sums = np.concatenate(([0.0], np.cumsum(v)))
+    lo = np.searchsorted(t, t - window_s / 2, side="left")
+    hi = np.searchsorted(t, t + window_s / 2, side="right")
+    return list((sums[hi] - sums[lo]) / (hi - lo))
+
+
+def _timelines(ax_steps: Any, ax_gpu: Any, runs: Sequence[tuple[int, Run]], smooth_s: float = 0.0) -> None:
+    """Throughput (top) and GPU utilisation (bottom) over time, the recordings overlaid on one time
+    axis (seconds since each began), each change a dashed line labelled with what changed.
+    ``smooth_s``: throughput also drawn as a moving mean over that window, the raw line faint."""
     any_gpu = False
     for i, run in runs:
         t = run.timeline
         assert t is not None
-        ax_steps.plot(t.time_s, t.steps_per_s, color=_colour(i), linewidth=1.0, label=literal(run.name))
+        if smooth_s > 0:
+            ax_steps.plot(t.time_s, t.steps_per_s, color=_colour(i), linewidth=0.6, alpha=0.3)
+            label = literal(f"{run.name} (mean over {smooth_s:g} s)")
+            ax_steps.plot(t.time_s, smoothed(t.time_s, t.steps_per_s, smooth_s), color=_colour(i), label=label)
+        else:
+            ax_steps.plot(t.time_s, t.steps_per_s, color=_colour(i), linewidth=1.0, label=literal(run.name))
         if t.gpu_util_pct:
             any_gpu = True
             ax_gpu.plot(t.gpu_time_s, t.gpu_util_pct, color=_colour(i), linewidth=1.0, label=literal(run.name))
@@ -109,8 +129,9 @@ def _bars(ax: Any, runs: Sequence[tuple[int, Run]]) -> None:
     ax.legend(fontsize=8)
 
 
-def plot_runs(runs: Sequence[Run], out: Path) -> list[str]:
-    """Draw ``report.png`` and ``report.svg`` into ``out``; returns their names."""
+def plot_runs(runs: Sequence[Run], out: Path, smooth_s: float = 0.0) -> list[str]:
+    """Draw ``report.png`` and ``report.svg`` into ``out`` (``smooth_s``: see ``_timelines``);
+    returns their names."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -124,7 +145,7 @@ def plot_runs(runs: Sequence[Run], out: Path) -> list[str]:
     )
     with warnings.catch_warnings():  # numpy's overflow warnings on values near 1e308 from a file: not the user's news
         warnings.simplefilter("ignore", RuntimeWarning)
-        _draw(fig, axes, runs, recordings, sweeps, out)
+        _draw(fig, axes, runs, recordings, sweeps, out, smooth_s)
     return ["report.png", "report.svg"]
 
 
@@ -135,6 +156,7 @@ def _draw(
     recordings: Sequence[tuple[int, Run]],
     sweeps: Sequence[tuple[int, Run]],
     out: Path,
+    smooth_s: float,
 ) -> None:
     import matplotlib.pyplot as plt
 
@@ -143,7 +165,7 @@ def _draw(
         if recordings:
             ax_steps, ax_gpu = next(ax_iter), next(ax_iter)
             ax_gpu.sharex(ax_steps)
-            _timelines(ax_steps, ax_gpu, recordings)
+            _timelines(ax_steps, ax_gpu, recordings, smooth_s)
         if sweeps:
             _bars(next(ax_iter), sweeps)
         fig.suptitle(literal("gpudash report · " + ", ".join(r.name for r in runs)), fontsize=10)
