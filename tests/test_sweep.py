@@ -320,43 +320,43 @@ def test_an_aa_sweep_measures_the_same_configuration_twice_and_its_csv_carries_t
 
 
 @pytest.mark.parametrize(
-    ("argv", "says"),
+    ("command_line", "says"),
     [
-        (["-w", "nope"], "unknown workload 'nope'"),
-        (["-w", "sync_loss", "-v", "nope"], "unknown variant 'nope'"),
-        (["-w", "sync_loss", "-v", "fixed,,"], "separated by commas"),
-        (["-w", "sync_loss", "-b", "0"], "at least 1"),
-        (["-w", "sync_loss", "-b", "8,eight"], "whole number"),
-        (["-w", "sync_loss", "-b", "8,8"], "listed twice"),
-        (["-w", "sync_loss", "--repeats", "0"], "at least 1"),
-        (["-w", "sync_loss", "--seconds", "abc"], "number of seconds"),
-        (["-w", "sync_loss", "--device", "gpu"], "auto, cpu, cuda or cuda:N"),
-        (["--preset", "nope"], "invalid choice"),
-        (["--preset", "syncs", "-v", "fixed"], "does not apply with --preset"),
-        (["--preset", "syncs", "-w", "encdec"], "not allowed with"),
-        ([], "one of the arguments"),
-        (["-w", "encdec", "-v", "pipelined", "--device", "cpu"], "nothing to measure"),
-        (["-w", "sync_loss", "--no-out"], None),
-        (["-w", "sync_loss", "FILE"], "is a file"),
-        (["-w", "sync_loss", "-v", "fixed,fixed+nope"], "unknown knob 'nope'"),
-        (["-w", "sync_loss", "-v", "fixed+amp=fp8"], "knob amp takes one of: off, bf16; got 'fp8'"),
-        (["-w", "sync_loss", "-v", "fixed+"], "expected VARIANT+KNOB[=VALUE]"),
-        (["-w", "sync_loss", "-v", "fixed+amp=bf16+amp=off"], "sets knob amp twice"),
-        (["-w", "sync_loss", "-v", "nope+amp=bf16"], "unknown variant 'nope'"),
-        (["-w", "sync_loss", "--knob", "nope"], "unknown knob 'nope'"),
-        (["-w", "sync_loss", "--knob", "amp=bf16", "--knob", "amp=off"], "given twice"),
-        (["-w", "sync_loss", "-v", "fixed", "--knob", "cuda_graph", "--device", "cpu"], "nothing to measure"),
-        (["--preset", "beyond", "-v", "fixed"], "does not apply with --preset"),
+        ("-w nope", "unknown workload 'nope'"),
+        ("-w sync_loss -v nope", "unknown variant 'nope'"),
+        ("-w sync_loss -v fixed,,", "separated by commas"),
+        ("-w sync_loss -b 0", "at least 1"),
+        ("-w sync_loss -b 8,eight", "whole number"),
+        ("-w sync_loss -b 8,8", "listed twice"),
+        ("-w sync_loss --repeats 0", "at least 1"),
+        ("-w sync_loss --seconds abc", "number of seconds"),
+        ("-w sync_loss --device gpu", "auto, cpu, cuda or cuda:N"),
+        ("--preset nope", "invalid choice"),
+        ("--preset syncs -v fixed", "does not apply with --preset"),
+        ("--preset syncs -w encdec", "not allowed with"),
+        ("", "one of the arguments"),
+        ("-w encdec -v pipelined --device cpu", "nothing to measure"),
+        ("-w sync_loss --no-out", None),
+        ("-w sync_loss FILE", "is a file"),
+        ("-w sync_loss -v fixed,fixed+nope", "unknown knob 'nope'"),
+        ("-w sync_loss -v fixed+amp=fp8", "knob amp takes one of: off, bf16; got 'fp8'"),
+        ("-w sync_loss -v fixed+", "expected VARIANT+KNOB[=VALUE]"),
+        ("-w sync_loss -v fixed+amp=bf16+amp=off", "sets knob amp twice"),
+        ("-w sync_loss -v nope+amp=bf16", "unknown variant 'nope'"),
+        ("-w sync_loss --knob nope", "unknown knob 'nope'"),
+        ("-w sync_loss --knob amp=bf16 --knob amp=off", "given twice"),
+        ("-w sync_loss -v fixed --knob cuda_graph --device cpu", "nothing to measure"),
+        ("--preset beyond -v fixed", "does not apply with --preset"),
         (
-            ["-w", "input_pipeline", "-b", "6000", "--device", "cpu", "--nproc", "2"],
+            "-w input_pipeline -b 6000 --device cpu --nproc 2",
             "batch 6000 is larger than each of 2 ranks' share of the dataset (5000 samples)",
         ),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(
-    argv: list[str], says: str | None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    command_line: str, says: str | None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    out = tmp_path / "out"
+    argv, out = command_line.split(), tmp_path / "out"
     if argv[-1:] == ["--no-out"]:
         argv, says = argv[:-1], "required: --out"
     elif argv[-1:] == ["FILE"]:
