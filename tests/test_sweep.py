@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -394,18 +395,26 @@ def _wait_for_rows(out: Path, proc: subprocess.Popen[str], n: int, timeout: floa
     raise AssertionError(f"no {n} repeat rows: {proc.poll()} {proc.communicate() if proc.poll() is not None else ''}")
 
 
-@pytest.mark.slow
-def test_ctrl_c_keeps_the_finished_rows(tmp_path: Path) -> None:
-    out = tmp_path / "int"
+def _stopped_sweep(
+    out: Path, after_rows: int, stop: Callable[[subprocess.Popen[str]], None], timeout: float
+) -> tuple[int, str]:
+    """A sweep of 3 repeats, ``stop(proc)`` once ``after_rows`` repeat rows are written: its exit status and stderr."""
     proc = _sweep_process(out, repeats=3)
     try:
-        _wait_for_rows(out, proc, 2)
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=30)
+        _wait_for_rows(out, proc, after_rows)
+        stop(proc)
+        _, err = proc.communicate(timeout=timeout)
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == 130, err
+    return proc.returncode, err
+
+
+@pytest.mark.slow
+def test_ctrl_c_keeps_the_finished_rows(tmp_path: Path) -> None:
+    out = tmp_path / "int"
+    code, err = _stopped_sweep(out, 2, lambda proc: proc.send_signal(signal.SIGINT), timeout=30)
+    assert code == 130, err
     finished = rows(out, "repeat")
     assert 2 <= len(finished) < 6 and all(not r["error"] for r in finished)
     assert {s["variant"] for s in rows(out, "summary")} == {"sync-heavy", "fixed"}
@@ -526,15 +535,12 @@ def test_a_refused_configuration_is_recorded_and_left_out_of_later_rounds(
 @pytest.mark.slow
 def test_a_killed_workload_keeps_what_finished_and_exits_1(tmp_path: Path) -> None:
     out = tmp_path / "killed"
-    proc = _sweep_process(out, repeats=3)
-    try:
-        _wait_for_rows(out, proc, 1)
+
+    def kill_the_workload(_: subprocess.Popen[str]) -> None:
         os.kill(int(json.loads((out / "sweep.json").read_text())["started"]["pid"]), signal.SIGKILL)
-        _, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 1, err
+
+    code, err = _stopped_sweep(out, 1, kill_the_workload, timeout=60)
+    assert code == 1, err
     assert "error: workload failed" in err and "SIGKILL" in err
     finished = rows(out, "repeat")
     assert 1 <= len(finished) < 6 and all(not r["error"] for r in finished)
