@@ -8,7 +8,7 @@ import os
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 from gpudash.core.protocol import ExitCode
 from gpudash.host.gpu_checks import cuda_devices
@@ -75,6 +75,22 @@ def int_at_least(minimum: int, words: str) -> Callable[[str], int]:
 
 positive_int = int_at_least(1, "at least 1")
 nonnegative_int = int_at_least(0, "0 or more")
+
+
+class Options(Protocol):
+    """Where options are added: a parser or one of its argument groups."""
+
+    def add_argument(self, *name_or_flags: str, **kwargs: Any) -> argparse.Action: ...
+
+
+def add_seconds(options: Options, flag: str, *, help: str, **kw: Any) -> None:
+    """Add ``flag S``: a number of seconds, more than 0 (``kw``: add_argument's others)."""
+    options.add_argument(flag, type=positive_float, metavar="S", help=help, **kw)
+
+
+def add_count(options: Options, flag: str, *, help: str, metavar: str = "N", **kw: Any) -> None:
+    """Add ``flag N``: a whole number, at least 1 (``kw``: add_argument's others)."""
+    options.add_argument(flag, type=positive_int, metavar=metavar, help=help, **kw)
 
 
 def port(text: str) -> int:

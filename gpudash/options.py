@@ -108,7 +108,7 @@ def _add_workload_options(p: argparse.ArgumentParser) -> None:
         help="DataLoader workers, where the variant uses them (default: the CPUs, split among one machine's ranks)",
     )
     w.add_argument("--seed", type=int, help=f"random seed (default: {DEFAULTS['seed']})")
-    w.add_argument("--steps", type=argtypes.positive_int, metavar="N", help="stop after N steps")
+    argtypes.add_count(w, "--steps", help="stop after N steps")
     w.add_argument(
         "--knob",
         type=argtypes.knob,
@@ -121,15 +121,10 @@ def _add_workload_options(p: argparse.ArgumentParser) -> None:
 
 def _add_distributed_options(p: argparse.ArgumentParser) -> None:
     d = p.add_argument_group("data parallelism (torch.distributed DDP; torchrun's launcher and rendezvous)")
-    d.add_argument(
-        "--nproc",
-        type=argtypes.positive_int,
-        metavar="N",
-        help="ranks on this node, one GPU each (gloo on the CPU) (default: 1, no DDP)",
-    )
-    d.add_argument(
+    argtypes.add_count(d, "--nproc", help="ranks on this node, one GPU each (gloo on the CPU) (default: 1, no DDP)")
+    argtypes.add_count(
+        d,
         "--nnodes",
-        type=argtypes.positive_int,
         metavar="M",
         help="machines in the run, each running gpudash with the same --rdzv-endpoint (default: 1)",
     )
@@ -139,18 +134,10 @@ def _add_distributed_options(p: argparse.ArgumentParser) -> None:
 
 def _add_measuring_options(p: argparse.ArgumentParser) -> None:
     m = p.add_argument_group("measuring")
-    m.add_argument(
-        "--sample-interval",
-        type=argtypes.positive_float,
-        metavar="S",
-        help=f"seconds between throughput samples (default: {DEFAULTS['sample_interval']})",
+    argtypes.add_seconds(
+        m, "--sample-interval", help=f"seconds between throughput samples (default: {DEFAULTS['sample_interval']})"
     )
-    m.add_argument(
-        "--interval",
-        type=argtypes.positive_float,
-        metavar="S",
-        help=f"seconds between NVML GPU samples (default: {DEFAULTS['interval']})",
-    )
+    argtypes.add_seconds(m, "--interval", help=f"seconds between NVML GPU samples (default: {DEFAULTS['interval']})")
     m.add_argument(
         "--gpus",
         type=gpu_list,
@@ -158,10 +145,9 @@ def _add_measuring_options(p: argparse.ArgumentParser) -> None:
         help="the GPUs to watch, one row and CSV columns each, by index as nvidia-smi numbers them "
         "(default: the ones CUDA_VISIBLE_DEVICES names, else every GPU)",
     )
-    m.add_argument(
+    argtypes.add_seconds(
+        m,
         "--watchdog",
-        type=argtypes.positive_float,
-        metavar="S",
         help="seconds without a sample or event before the workload process is reported as not "
         f"responding; --record then stops it and exits 1 (default: {DEFAULTS['watchdog']:g})",
     )
@@ -185,28 +171,17 @@ def _add_record_options(p: argparse.ArgumentParser, title: str) -> None:
             metavar="PATH",
             help="record headless to a CSV file ('-': stdout); the same as 'gpudash record PATH'",
         )
-    r.add_argument(
-        "--duration",
-        type=argtypes.positive_float,
-        metavar="S",
-        help="seconds to record once the workload runs (default: until Ctrl-C)",
-    )
+    argtypes.add_seconds(r, "--duration", help="seconds to record once the workload runs (default: until Ctrl-C)")
     r.add_argument(
         "--force", action="store_true", help="overwrite the CSV and its metadata file if they exist (default: refuse)"
     )
     r.add_argument("--log", metavar="PATH", help="the workload process's log (default: beside the CSV, .log)")
     r.add_argument("--meta", metavar="PATH", help="metadata JSON (default: beside the CSV, .json)")
     r.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
-    r.add_argument(
-        "--progress-every",
-        type=argtypes.positive_float,
-        metavar="S",
-        help="seconds between progress lines on stderr (default: 10)",
-    )
-    r.add_argument(
+    argtypes.add_seconds(r, "--progress-every", help="seconds between progress lines on stderr (default: 10)")
+    argtypes.add_seconds(
+        r,
         "--trace-every",
-        type=argtypes.positive_float,
-        metavar="S",
         help="a torch.profiler window every S seconds (Chrome traces in PATH.traces/, figures in event rows)",
     )
     r.add_argument(

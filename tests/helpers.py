@@ -3,6 +3,7 @@ No assertions here: each test keeps its own."""
 
 from __future__ import annotations
 
+import csv
 import os
 import subprocess
 import sys
@@ -67,6 +68,15 @@ def gpudash_in_bare_env(*args: str, cwd: Path) -> subprocess.CompletedProcess[st
         timeout=240,
         env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
     )
+
+
+def record_rows(cwd: Path, *more: str) -> list[dict[str, str]]:
+    """Record ``run.csv`` in ``cwd`` (``record_args``, then ``more`` and ``-q``), check that it exits 0,
+    and read its rows."""
+    out = gpudash_in_bare_env(*record_args("run.csv", *more, "-q"), cwd=cwd)
+    assert out.returncode == 0, out.stderr
+    with (cwd / "run.csv").open() as f:
+        return list(csv.DictReader(f))
 
 
 def run_under_cuda_sanitizer(code: str) -> subprocess.CompletedProcess[str]:

@@ -39,33 +39,33 @@ def run(argv: list[str]) -> int:
 
 
 @pytest.mark.parametrize(
-    ("argv", "says"),
+    ("command_line", "says"),
     [
-        (["-w", "nope"], "unknown workload 'nope'"),
-        (["-w", "encdec", "-v", "nope"], "unknown variant 'nope'"),
-        (["-b", "0"], "at least 1"),
-        (["-b", "-3"], "at least 1"),
-        (["-b", "eight"], "whole number"),
-        (["-b", "2.5"], "whole number"),
-        (["--image-size", "100"], "power of two"),
-        (["--device", "gpu"], "auto, cpu, cuda or cuda:N"),
-        (["--duration", "0", "--record", "x.csv"], "more than 0"),
-        (["--interval", "abc"], "number of seconds"),
-        (["--steps", "0"], "at least 1"),
-        (["--workers", "-1"], "0 or more"),
-        (["--record", "/no/such/dir/run.csv"], "does not exist"),
-        (["--record", "."], "is a directory"),
-        (["--duration", "5"], "only applies with --record"),
-        (["-w", "encdec", "-v", "pipelined", "--device", "cpu"], "needs CUDA"),
-        (["--bogus"], "unrecognized arguments"),
-        (["replay", "/no/such/run.csv"], "no such file"),
+        ("-w nope", "unknown workload 'nope'"),
+        ("-w encdec -v nope", "unknown variant 'nope'"),
+        ("-b 0", "at least 1"),
+        ("-b -3", "at least 1"),
+        ("-b eight", "whole number"),
+        ("-b 2.5", "whole number"),
+        ("--image-size 100", "power of two"),
+        ("--device gpu", "auto, cpu, cuda or cuda:N"),
+        ("--duration 0 --record x.csv", "more than 0"),
+        ("--interval abc", "number of seconds"),
+        ("--steps 0", "at least 1"),
+        ("--workers -1", "0 or more"),
+        ("--record /no/such/dir/run.csv", "does not exist"),
+        ("--record .", "is a directory"),
+        ("--duration 5", "only applies with --record"),
+        ("-w encdec -v pipelined --device cpu", "needs CUDA"),
+        ("--bogus", "unrecognized arguments"),
+        ("replay /no/such/run.csv", "no such file"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(
-    argv: list[str], says: str, capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    command_line: str, says: str, capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    assert run(argv) == 2
+    assert run(command_line.split()) == 2
     assert says in one_error_line(capsys)
     assert list(tmp_path.iterdir()) == []  # nothing was started or created
 

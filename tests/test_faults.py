@@ -439,13 +439,16 @@ def test_record_a_failing_csv_write_keeps_every_row_before_it_and_exits_1(record
 # -- the dashboard over the real workload process ----------------------------------------------------
 @asynccontextmanager
 async def dashboard(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **config: object
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fault: str | None = None, **config: object
 ) -> AsyncIterator[tuple[object, object, list[str], set[int]]]:
-    """The app over a real engine; yields (app, pilot, every notice said, the workload pids seen).
-    Quits with q at the end and checks that nothing of any workload process is left."""
+    """The app over a real engine, the workload with ``fault`` injected (``faults.ENV``) if given;
+    yields (app, pilot, every notice said, the workload pids seen). Quits with q at the end and
+    checks that nothing of any workload process is left."""
     from gpudash.host.session import EngineSession
     from gpudash.tui.app import GpuDashApp, prepare_for_child_processes
 
+    if fault is not None:
+        monkeypatch.setenv(faults.ENV, fault)
     prepare_for_child_processes()
     for name, value in ONE_THREAD.items():
         monkeypatch.setenv(name, value)  # the workload process inherits it
@@ -501,8 +504,7 @@ def said_line(said: list[str], part: str) -> str:
 
 @pytest.mark.slow
 async def test_dashboard_reports_a_raising_step_and_restarts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(faults.ENV, "raise@step=5")
-    async with dashboard(tmp_path, monkeypatch) as (app, pilot, said, pids):
+    async with dashboard(tmp_path, monkeypatch, "raise@step=5") as (app, pilot, said, pids):
         await wait_until(pilot, lambda: app.state.ended, "the crash", timeout_s=60)
         line = said_line(said, "workload crashed")
         assert "InjectedFault: injected fault: raise at step 5" in line and "press r to restart" in line
@@ -521,8 +523,7 @@ async def test_dashboard_reports_a_raising_step_and_restarts(tmp_path: Path, mon
 async def test_dashboard_says_a_hung_workload_is_not_responding_and_r_replaces_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv(faults.ENV, "hang@step=10")
-    async with dashboard(tmp_path, monkeypatch, watchdog_s=2.0) as (app, pilot, said, pids):
+    async with dashboard(tmp_path, monkeypatch, "hang@step=10", watchdog_s=2.0) as (app, pilot, said, pids):
         await wait_until(pilot, lambda: app.controller.hung, "the watchdog", timeout_s=60)
         line = said_line(said, "not responding")
         assert re.match(r"✗ workload process not responding for \d+ s \(pid \d+\)", line)
@@ -565,8 +566,7 @@ async def test_dashboard_shows_why_the_gpu_charts_stopped_when_nvml_loses_the_gp
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setitem(sys.modules, "pynvml", load_fake_pynvml(tmp_path))
-    monkeypatch.setenv(faults.ENV, "nvml-gone@sample=3")
-    async with dashboard(tmp_path, monkeypatch, gpu_interval_s=0.1) as (app, pilot, said, pids):
+    async with dashboard(tmp_path, monkeypatch, "nvml-gone@sample=3", gpu_interval_s=0.1) as (app, pilot, said, pids):
         await wait_until(
             pilot,
             lambda: app.state.gpu_info is not None and not app.state.gpu_info.available,
@@ -591,8 +591,8 @@ async def test_dashboard_shows_why_the_gpu_charts_stopped_when_nvml_loses_the_gp
 async def test_dashboard_warns_of_samples_dropped_while_it_read_slowly(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv(faults.ENV, "slow-parent@sample=5,for=1")
-    async with dashboard(tmp_path, monkeypatch, sample_interval_s=0.02) as (app, pilot, said, pids):
+    slow = "slow-parent@sample=5,for=1"
+    async with dashboard(tmp_path, monkeypatch, slow, sample_interval_s=0.02) as (app, pilot, said, _):
         await wait_until(
             pilot, lambda: any(e.what == SAMPLES_DROPPED for e in app.state.events), "the drop report", timeout_s=60
         )

@@ -3,7 +3,6 @@ the step loop (events, samples, warm-up out of the window), and the CLI and CSV.
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 
 import pytest
@@ -12,7 +11,7 @@ import torch
 from gpudash.core.protocol import Event, EventKind, Sample, SetKnob, SetKnobs
 from gpudash.engine.loop import StepLoop
 from tests.helpers import gpudash_in_bare_env as _gpudash
-from tests.helpers import record_args
+from tests.helpers import record_rows
 from workloads.base import WorkloadOptions
 from workloads.factory import build
 from workloads.knobs import KNOBS, Knobs, knob, parse_knob, parse_knobs
@@ -221,14 +220,7 @@ def test_bad_knob_flags_exit_2_with_one_line(tmp_path: Path, args: list[str], sa
 
 @pytest.mark.slow
 def test_record_with_knobs_writes_them_on_every_row(tmp_path: Path) -> None:
-    out = _gpudash(
-        *record_args(
-            "run.csv", "--image-size", "32", "--knob", "channels_last", "--knob", "amp=bf16", "--steps", "40", "-q"
-        ),
-        cwd=tmp_path,
-    )
-    assert out.returncode == 0, out.stderr
-    rows = list(csv.DictReader((tmp_path / "run.csv").open()))
+    rows = record_rows(tmp_path, "--image-size", "32", "--knob", "channels_last", "--knob", "amp=bf16", "--steps", "40")
     samples = [r for r in rows if r["row_kind"] == "sample"]
     assert samples and {r["knobs"] for r in samples} == {"amp=bf16,channels_last=on"}
     summary = next(r for r in rows if r["row_kind"] == "summary")

@@ -18,17 +18,8 @@ def _rows(sequence: list[tuple[str, float]]) -> list[Row]:
 
 
 def test_memory_that_grows_after_the_same_change_is_not_flat_either_way() -> None:
-    rows = _rows(
-        [
-            (BASE, 1000),
-            ("encdec pipelined b8", 1500),
-            (BASE, 1000),
-            ("encdec pipelined b8", 1500),
-            (BASE, 1100),
-            ("encdec pipelined b8", 1600),
-            (BASE, 1200),
-        ]
-    )
+    pipelined = "encdec pipelined b8"
+    rows = _rows([(BASE, 1000), (pipelined, 1500)] * 2 + [(BASE, 1100), (pipelined, 1600), (BASE, 1200)])
     assert verdict(rows, "gpu_mem", 1, BASE).startswith("NOT flat: spread 20.0%")
     like = like_for_like_verdict(rows, "gpu_mem", 1, BASE)
     assert "NOT flat beyond 5%" in like and "after encdec pipelined b8: 1000, 1100, 1200" in like
@@ -68,19 +59,7 @@ def test_the_base_counts_after_what_ran_before_the_change_not_after_the_last_mea
 
 
 def test_like_for_like_reports_the_group_that_grew_whichever_comes_first() -> None:
-    rows = _rows(
-        [
-            (BASE, 1000),
-            ("encdec serial b16", 0),
-            (BASE, 900),
-            ("knobs", 0),
-            (BASE, 1000),
-            ("encdec serial b16", 0),
-            (BASE, 900),
-            ("knobs", 0),
-            (BASE, 1100),
-        ]
-    )
+    rows = _rows([(BASE, 1000), ("encdec serial b16", 0), (BASE, 900), ("knobs", 0)] * 2 + [(BASE, 1100)])
     like = like_for_like_verdict(rows, "gpu_mem", 1, BASE)
     assert "NOT flat beyond 5%" in like and "the largest spread 10.0%, after knobs: 1000, 1100" in like
 

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -326,43 +327,43 @@ def test_an_aa_sweep_measures_the_same_configuration_twice_and_its_csv_carries_t
 
 
 @pytest.mark.parametrize(
-    ("argv", "says"),
+    ("command_line", "says"),
     [
-        (["-w", "nope"], "unknown workload 'nope'"),
-        (["-w", "sync_loss", "-v", "nope"], "unknown variant 'nope'"),
-        (["-w", "sync_loss", "-v", "fixed,,"], "separated by commas"),
-        (["-w", "sync_loss", "-b", "0"], "at least 1"),
-        (["-w", "sync_loss", "-b", "8,eight"], "whole number"),
-        (["-w", "sync_loss", "-b", "8,8"], "listed twice"),
-        (["-w", "sync_loss", "--repeats", "0"], "at least 1"),
-        (["-w", "sync_loss", "--seconds", "abc"], "number of seconds"),
-        (["-w", "sync_loss", "--device", "gpu"], "auto, cpu, cuda or cuda:N"),
-        (["--preset", "nope"], "invalid choice"),
-        (["--preset", "syncs", "-v", "fixed"], "does not apply with --preset"),
-        (["--preset", "syncs", "-w", "encdec"], "not allowed with"),
-        ([], "one of the arguments"),
-        (["-w", "encdec", "-v", "pipelined", "--device", "cpu"], "nothing to measure"),
-        (["-w", "sync_loss", "--no-out"], None),
-        (["-w", "sync_loss", "FILE"], "is a file"),
-        (["-w", "sync_loss", "-v", "fixed,fixed+nope"], "unknown knob 'nope'"),
-        (["-w", "sync_loss", "-v", "fixed+amp=fp8"], "knob amp takes one of: off, bf16; got 'fp8'"),
-        (["-w", "sync_loss", "-v", "fixed+"], "expected VARIANT+KNOB[=VALUE]"),
-        (["-w", "sync_loss", "-v", "fixed+amp=bf16+amp=off"], "sets knob amp twice"),
-        (["-w", "sync_loss", "-v", "nope+amp=bf16"], "unknown variant 'nope'"),
-        (["-w", "sync_loss", "--knob", "nope"], "unknown knob 'nope'"),
-        (["-w", "sync_loss", "--knob", "amp=bf16", "--knob", "amp=off"], "given twice"),
-        (["-w", "sync_loss", "-v", "fixed", "--knob", "cuda_graph", "--device", "cpu"], "nothing to measure"),
-        (["--preset", "beyond", "-v", "fixed"], "does not apply with --preset"),
+        ("-w nope", "unknown workload 'nope'"),
+        ("-w sync_loss -v nope", "unknown variant 'nope'"),
+        ("-w sync_loss -v fixed,,", "separated by commas"),
+        ("-w sync_loss -b 0", "at least 1"),
+        ("-w sync_loss -b 8,eight", "whole number"),
+        ("-w sync_loss -b 8,8", "listed twice"),
+        ("-w sync_loss --repeats 0", "at least 1"),
+        ("-w sync_loss --seconds abc", "number of seconds"),
+        ("-w sync_loss --device gpu", "auto, cpu, cuda or cuda:N"),
+        ("--preset nope", "invalid choice"),
+        ("--preset syncs -v fixed", "does not apply with --preset"),
+        ("--preset syncs -w encdec", "not allowed with"),
+        ("", "one of the arguments"),
+        ("-w encdec -v pipelined --device cpu", "nothing to measure"),
+        ("-w sync_loss --no-out", None),
+        ("-w sync_loss FILE", "is a file"),
+        ("-w sync_loss -v fixed,fixed+nope", "unknown knob 'nope'"),
+        ("-w sync_loss -v fixed+amp=fp8", "knob amp takes one of: off, bf16; got 'fp8'"),
+        ("-w sync_loss -v fixed+", "expected VARIANT+KNOB[=VALUE]"),
+        ("-w sync_loss -v fixed+amp=bf16+amp=off", "sets knob amp twice"),
+        ("-w sync_loss -v nope+amp=bf16", "unknown variant 'nope'"),
+        ("-w sync_loss --knob nope", "unknown knob 'nope'"),
+        ("-w sync_loss --knob amp=bf16 --knob amp=off", "given twice"),
+        ("-w sync_loss -v fixed --knob cuda_graph --device cpu", "nothing to measure"),
+        ("--preset beyond -v fixed", "does not apply with --preset"),
         (
-            ["-w", "input_pipeline", "-b", "6000", "--device", "cpu", "--nproc", "2"],
+            "-w input_pipeline -b 6000 --device cpu --nproc 2",
             "batch 6000 is larger than each of 2 ranks' share of the dataset (5000 samples)",
         ),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(
-    argv: list[str], says: str | None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    command_line: str, says: str | None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    out = tmp_path / "out"
+    argv, out = command_line.split(), tmp_path / "out"
     if argv[-1:] == ["--no-out"]:
         argv, says = argv[:-1], "required: --out"
     elif argv[-1:] == ["FILE"]:
@@ -400,18 +401,26 @@ def _wait_for_rows(out: Path, proc: subprocess.Popen[str], n: int, timeout: floa
     raise AssertionError(f"no {n} repeat rows: {proc.poll()} {proc.communicate() if proc.poll() is not None else ''}")
 
 
-@pytest.mark.slow
-def test_ctrl_c_keeps_the_finished_rows(tmp_path: Path) -> None:
-    out = tmp_path / "int"
+def _stopped_sweep(
+    out: Path, after_rows: int, stop: Callable[[subprocess.Popen[str]], None], timeout: float
+) -> tuple[int, str]:
+    """A sweep of 3 repeats, ``stop(proc)`` once ``after_rows`` repeat rows are written: its exit status and stderr."""
     proc = _sweep_process(out, repeats=3)
     try:
-        _wait_for_rows(out, proc, 2)
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=30)
+        _wait_for_rows(out, proc, after_rows)
+        stop(proc)
+        _, err = proc.communicate(timeout=timeout)
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == 130, err
+    return proc.returncode, err
+
+
+@pytest.mark.slow
+def test_ctrl_c_keeps_the_finished_rows(tmp_path: Path) -> None:
+    out = tmp_path / "int"
+    code, err = _stopped_sweep(out, 2, lambda proc: proc.send_signal(signal.SIGINT), timeout=30)
+    assert code == 130, err
     finished = rows(out, "repeat")
     assert 2 <= len(finished) < 6 and all(not r["error"] for r in finished)
     assert {s["variant"] for s in rows(out, "summary")} == {"sync-heavy", "fixed"}
@@ -532,15 +541,12 @@ def test_a_refused_configuration_is_recorded_and_left_out_of_later_rounds(
 @pytest.mark.slow
 def test_a_killed_workload_keeps_what_finished_and_exits_1(tmp_path: Path) -> None:
     out = tmp_path / "killed"
-    proc = _sweep_process(out, repeats=3)
-    try:
-        _wait_for_rows(out, proc, 1)
+
+    def kill_the_workload(_: subprocess.Popen[str]) -> None:
         os.kill(int(json.loads((out / "sweep.json").read_text())["started"]["pid"]), signal.SIGKILL)
-        _, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 1, err
+
+    code, err = _stopped_sweep(out, 1, kill_the_workload, timeout=60)
+    assert code == 1, err
     assert "error: workload failed" in err and "SIGKILL" in err
     finished = rows(out, "repeat")
     assert 1 <= len(finished) < 6 and all(not r["error"] for r in finished)

@@ -3,7 +3,6 @@ on the CPU (trace file, event, steps kept out of the samples, bounded files), an
 
 from __future__ import annotations
 
-import csv
 import gzip
 import json
 from pathlib import Path
@@ -14,7 +13,7 @@ from gpudash.core.protocol import Event, EventKind, Sample, TraceWindow
 from gpudash.engine.loop import StepLoop
 from gpudash.engine.trace_figures import covered_by_two_or_more, figures, union
 from tests.helpers import gpudash_in_bare_env as _gpudash
-from tests.helpers import record_args, timing
+from tests.helpers import record_rows, timing
 from workloads.base import WorkloadOptions
 from workloads.factory import build
 
@@ -122,16 +121,13 @@ def test_a_failing_window_is_one_message_and_the_run_goes_on(tmp_path: Path) -> 
 
 
 # -- --record ------------------------------------------------------------------------------------
+_WINDOWS = ("--image-size", "16", "--trace-every", "1", "--trace-steps", "2")  # a window of 2 steps every second
+
+
 @pytest.mark.slow
 def test_record_takes_a_window_every_few_seconds_into_event_rows_and_a_traces_folder(tmp_path: Path) -> None:
-    out = _gpudash(
-        *record_args(
-            "run.csv", "--image-size", "16", "--duration", "4", "--trace-every", "1", "--trace-steps", "2", "-q"
-        ),
-        cwd=tmp_path,
-    )
-    assert out.returncode == 0, out.stderr
-    rows = [r for r in csv.DictReader((tmp_path / "run.csv").open()) if r["event_what"] == "trace"]
+    recorded = record_rows(tmp_path, *_WINDOWS, "--duration", "4")
+    rows = [r for r in recorded if r["event_what"] == "trace"]
     assert rows and all(r["event_kind"] == "measured" for r in rows)
     files = list((tmp_path / "run.traces").glob("*.json.gz"))
     assert len(files) == len(rows)
@@ -156,13 +152,7 @@ def test_sweep_trace_takes_a_window_after_each_measurement(tmp_path: Path) -> No
 
 @pytest.mark.slow
 def test_report_lists_a_recordings_profiler_windows(tmp_path: Path) -> None:
-    out = _gpudash(
-        *record_args(
-            "run.csv", "--image-size", "16", "--duration", "3", "--trace-every", "1", "--trace-steps", "2", "-q"
-        ),
-        cwd=tmp_path,
-    )
-    assert out.returncode == 0, out.stderr
+    record_rows(tmp_path, *_WINDOWS, "--duration", "3")
     report = _gpudash("report", "run.csv", "--out", "rep", cwd=tmp_path)
     assert report.returncode == 0, report.stderr
     text = (tmp_path / "rep" / "report.md").read_text()

@@ -13,7 +13,7 @@ import torch
 
 from gpudash.core.protocol import Event, EventKind, TraceWindow
 from gpudash.engine.loop import StepLoop
-from workloads.base import WorkloadOptions
+from workloads.base import WorkloadOptions, ms_per_call
 from workloads.factory import build
 
 pytestmark = pytest.mark.gpu
@@ -25,16 +25,7 @@ def timed(fn: Callable[[], object], iters: int = 50) -> float:
     """Median ms per call of ``fn`` over 5 repeats of ``iters`` calls (CUDA events)."""
     for _ in range(5):
         fn()
-    out = []
-    for _ in range(5):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(iters):
-            fn()
-        end.record()
-        end.synchronize()
-        out.append(start.elapsed_time(end) / iters)
-    return statistics.median(out)
+    return statistics.median(ms_per_call(fn, iters, cuda=True) for _ in range(5))
 
 
 def _window(variant: str, tmp_path: Path, steps: int = 20, after: int = 20, batch: int = BATCH) -> dict[str, str]:

@@ -46,6 +46,23 @@ def available_cpus() -> int:
         return os.cpu_count() or 1
 
 
+def ms_per_call(fn: Callable[[], object], calls: int, cuda: bool) -> float:
+    """Mean ms per call of ``fn`` over ``calls`` calls in a row: CUDA events on the current stream
+    with ``cuda``, else the wall clock."""
+    if cuda:
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(calls):
+            fn()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) / calls
+    t = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    return (time.perf_counter() - t) * 1000.0 / calls
+
+
 class Workload(ChangeChecks, ABC):
     """One reference training workload: build on a device, then ``step()`` repeatedly.
 
@@ -340,7 +357,10 @@ class Workload(ChangeChecks, ABC):
         self.drain()
         produced = produce()
         consume(produced)  # warm-up: allocator, kernels' first launch
-        return {name1: self._ms_per_call(produce, steps), name2: self._ms_per_call(lambda: consume(produced), steps)}
+        return {
+            name1: ms_per_call(produce, steps, self.on_cuda),
+            name2: ms_per_call(lambda: consume(produced), steps, self.on_cuda),
+        }
 
     def time_single_rank(self, steps: int = 50) -> float | None:
         """In a data-parallel run, rank 0's step time (ms) training alone: the plain module, no
@@ -359,27 +379,13 @@ class Workload(ChangeChecks, ABC):
                     with self._restore_point(self.generators()):
                         self.step()  # the plain module's first call outside the timing
                         self.drain()
-                        ms = self._ms_per_call(self.step, steps)
+                        ms = ms_per_call(self.step, steps, self.on_cuda)
                         self.drain()
                 finally:
                     setattr(self, self.trained_module, ddp)
         finally:
             dist.barrier()  # every rank leaves together, also when rank 0's measurement failed
         return ms
-
-    def _ms_per_call(self, fn: Callable[[], Any], steps: int) -> float:
-        if self.on_cuda:
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            for _ in range(steps):
-                fn()
-            end.record()
-            end.synchronize()
-            return start.elapsed_time(end) / steps
-        t = time.perf_counter()
-        for _ in range(steps):
-            fn()
-        return (time.perf_counter() - t) * 1000.0 / steps
 
     def drain(self) -> None:
         """Wait until every stream of the device is idle (used at reconfigure, never per step)."""

@@ -3,7 +3,7 @@
 The CSV's columns, the stats panel's columns, the dashboard's chart series, and the figures
 of sweeps and reports all read this table; nothing else lists metrics. Torch- and
 Textual-free. To add a metric: add the field to ``Sample`` (the child measures it) or
-``GpuSample`` (NVML), then one ``Metric`` row here, in the position its CSV column takes.
+``GpuSample`` (NVML), then one ``_row`` here, in the position its CSV column takes.
 """
 
 from __future__ import annotations
@@ -63,196 +63,98 @@ class Metric:
 
 
 _W, _N, _D, _R, _A = Origin.WORKLOAD, Origin.NVML, Origin.DERIVED, Origin.RANKS, Origin.ALLOCATOR
-_UP, _DOWN = Better.HIGHER, Better.LOWER
+_UP, _DOWN, _ANY = Better.HIGHER, Better.LOWER, Better.NEITHER
+_TIME, _EACH, _ENDS = Averaging.TIME, Averaging.EACH, Averaging.ENDS
+_FLAGS = ("stat", "series", "figure", "per_gpu", "per_batch")  # the words of a row's flags
 
+
+def _row(
+    key: str,
+    label: str,
+    unit: str,
+    origin: Origin,
+    better: Better,
+    mean: Averaging | None,
+    kind: type,
+    flags: str,
+    description: str,
+    csv_decimals: int | None = None,
+) -> Metric:
+    """A catalog row: ``flags`` names the ``_FLAGS`` that are true; ``needs_gpu`` follows from the origin."""
+    words = flags.split()
+    if unknown := set(words) - set(_FLAGS):
+        raise ValueError(f"metric {key}: unknown flags {sorted(unknown)}")
+    return Metric(
+        key,
+        label,
+        unit,
+        origin,
+        better,
+        needs_gpu=origin in (Origin.NVML, Origin.DERIVED),
+        kind=kind,
+        csv_decimals=csv_decimals,
+        mean=mean,
+        description=description,
+        **{flag: flag in words for flag in _FLAGS},
+    )
+
+
+# One row per metric, in CSV column order; each row's second line is its description.
+# fmt: off
 METRICS: tuple[Metric, ...] = (
-    Metric("steps", "steps", "", _W, kind=int, description="steps done since the run started"),
-    Metric("samples", "samples", "", _W, kind=int, description="samples trained since the run started"),
-    Metric("interval_s", "interval s", "s", _W, description="the span the sample covers"),
-    Metric(
-        "steps_per_s",
-        "steps/s",
-        "",
-        _W,
-        _UP,
-        stat=True,
-        series=True,
-        figure=True,
-        mean=Averaging.TIME,
-        per_batch=True,
-        description="training steps finished per second",
-    ),
-    Metric(
-        "samples_per_s",
-        "samples/s",
-        "",
-        _W,
-        _UP,
-        stat=True,
-        series=True,
-        figure=True,
-        mean=Averaging.TIME,
-        description="samples (batch items) trained per second",
-    ),
-    Metric(
-        "step_ms_p50",
-        "p50 ms",
-        "ms",
-        _W,
-        _DOWN,
-        stat=True,
-        series=True,
-        mean=Averaging.EACH,
-        per_batch=True,
-        description="median step time in the interval (CUDA events on a GPU)",
-    ),
-    Metric(
-        "step_ms_p95",
-        "p95 ms",
-        "ms",
-        _W,
-        _DOWN,
-        stat=True,
-        series=True,
-        mean=Averaging.EACH,
-        per_batch=True,
-        description="95th percentile step time in the interval",
-    ),
-    Metric(
-        "syncs_per_step",
-        "syncs/st",
-        "",
-        _W,
-        _DOWN,
-        stat=True,
-        series=True,
-        figure=True,
-        mean=Averaging.EACH,
-        description="times per step the host waited for the GPU (CUDA only)",
-    ),
-    Metric("loss", "loss", "", _W, description="the latest training loss read back"),
-    Metric(
-        "gpu_util_pct",
-        "kernel%",
-        "%",
-        _N,
-        needs_gpu=True,
-        stat=True,
-        series=True,
-        figure=True,
-        mean=Averaging.EACH,
-        per_gpu=True,
-        description="share of time ANY kernel ran (not SM occupancy)",
-    ),
-    Metric(
-        "mem_bw_util_pct",
-        "mem-bw%",
-        "%",
-        _N,
-        needs_gpu=True,
-        stat=True,
-        series=True,
-        mean=Averaging.EACH,
-        description="share of time device memory was read or written",
-    ),
-    Metric(
-        "mem_used_mib",
-        "mem MiB",
-        "MiB",
-        _N,
-        needs_gpu=True,
-        series=True,
-        mean=Averaging.EACH,
-        per_gpu=True,
-        description="device memory in use (all processes)",
-    ),
-    Metric("mem_total_mib", "mem total", "MiB", _N, needs_gpu=True, description="device memory in all"),
-    Metric(
-        "power_w",
-        "power W",
-        "W",
-        _N,
-        needs_gpu=True,
-        stat=True,
-        series=True,
-        figure=True,
-        mean=Averaging.EACH,
-        per_gpu=True,
-        description="board power draw",
-    ),
-    Metric(
-        "sm_clock_mhz",
-        "SM MHz",
-        "MHz",
-        _N,
-        needs_gpu=True,
-        series=True,
-        mean=Averaging.EACH,
-        per_gpu=True,
-        description="streaming-multiprocessor clock",
-    ),
-    Metric("temp_c", "temp °C", "°C", _N, needs_gpu=True, series=True, per_gpu=True, description="GPU temperature"),
-    Metric(
-        "energy_j", "energy J", "J", _N, needs_gpu=True, csv_decimals=3, description="energy since the sampler started"
-    ),
-    Metric(
-        "throttle", "throttle", "", _N, needs_gpu=True, kind=str, description="active throttle reasons ('' if none)"
-    ),
-    Metric(
-        "joules_per_step",
-        "J/step",
-        "J",
-        _D,
-        _DOWN,
-        needs_gpu=True,
-        stat=True,
-        figure=True,
-        mean=Averaging.ENDS,
-        per_batch=True,
-        description="NVML energy over the steps done (see gpudash.stats.energy)",
-    ),
-    Metric(
-        "world_size",
-        "ranks",
-        "",
-        _R,
-        kind=int,
-        description="data-parallel ranks training together (1: one process); samples count all of them",
-    ),
-    Metric(
-        "slowest_rank",
-        "slowest rank",
-        "",
-        _R,
-        kind=int,
-        description="the rank with the largest step time p50 in the latest reports",
-    ),
-    Metric(
-        "slowest_rank_step_ms",
-        "slowest ms",
-        "ms",
-        _R,
-        _DOWN,
-        mean=Averaging.EACH,
-        per_batch=True,
-        description="that rank's step time p50",
-    ),
-    Metric(
-        "cuda_allocated_mib",
-        "alloc MiB",
-        "MiB",
-        _A,
-        description="device memory the workload's tensors hold (torch.cuda.memory_allocated; CUDA only)",
-    ),
-    Metric(
-        "cuda_reserved_mib",
-        "reserved MiB",
-        "MiB",
-        _A,
-        description="device memory torch's caching allocator holds, in use or cached (memory_reserved; "
-        "CUDA only); mem_used_mib minus this is the CUDA context, libraries and other processes",
-    ),
+    #    key                     label           unit   origin better mean   kind   flags
+    _row("steps",                "steps",        "",    _W,    _ANY,  None,  int,   "",
+         "steps done since the run started"),
+    _row("samples",              "samples",      "",    _W,    _ANY,  None,  int,   "",
+         "samples trained since the run started"),
+    _row("interval_s",           "interval s",   "s",   _W,    _ANY,  None,  float, "",
+         "the span the sample covers"),
+    _row("steps_per_s",          "steps/s",      "",    _W,    _UP,   _TIME, float, "stat series figure per_batch",
+         "training steps finished per second"),
+    _row("samples_per_s",        "samples/s",    "",    _W,    _UP,   _TIME, float, "stat series figure",
+         "samples (batch items) trained per second"),
+    _row("step_ms_p50",          "p50 ms",       "ms",  _W,    _DOWN, _EACH, float, "stat series per_batch",
+         "median step time in the interval (CUDA events on a GPU)"),
+    _row("step_ms_p95",          "p95 ms",       "ms",  _W,    _DOWN, _EACH, float, "stat series per_batch",
+         "95th percentile step time in the interval"),
+    _row("syncs_per_step",       "syncs/st",     "",    _W,    _DOWN, _EACH, float, "stat series figure",
+         "times per step the host waited for the GPU (CUDA only)"),
+    _row("loss",                 "loss",         "",    _W,    _ANY,  None,  float, "",
+         "the latest training loss read back"),
+    _row("gpu_util_pct",         "kernel%",      "%",   _N,    _ANY,  _EACH, float, "stat series figure per_gpu",
+         "share of time ANY kernel ran (not SM occupancy)"),
+    _row("mem_bw_util_pct",      "mem-bw%",      "%",   _N,    _ANY,  _EACH, float, "stat series",
+         "share of time device memory was read or written"),
+    _row("mem_used_mib",         "mem MiB",      "MiB", _N,    _ANY,  _EACH, float, "series per_gpu",
+         "device memory in use (all processes)"),
+    _row("mem_total_mib",        "mem total",    "MiB", _N,    _ANY,  None,  float, "",
+         "device memory in all"),
+    _row("power_w",              "power W",      "W",   _N,    _ANY,  _EACH, float, "stat series figure per_gpu",
+         "board power draw"),
+    _row("sm_clock_mhz",         "SM MHz",       "MHz", _N,    _ANY,  _EACH, float, "series per_gpu",
+         "streaming-multiprocessor clock"),
+    _row("temp_c",               "temp °C",      "°C",  _N,    _ANY,  None,  float, "series per_gpu",
+         "GPU temperature"),
+    _row("energy_j",             "energy J",     "J",   _N,    _ANY,  None,  float, "",
+         "energy since the sampler started", csv_decimals=3),
+    _row("throttle",             "throttle",     "",    _N,    _ANY,  None,  str,   "",
+         "active throttle reasons ('' if none)"),
+    _row("joules_per_step",      "J/step",       "J",   _D,    _DOWN, _ENDS, float, "stat figure per_batch",
+         "NVML energy over the steps done (see gpudash.stats.energy)"),
+    _row("world_size",           "ranks",        "",    _R,    _ANY,  None,  int,   "",
+         "data-parallel ranks training together (1: one process); samples count all of them"),
+    _row("slowest_rank",         "slowest rank", "",    _R,    _ANY,  None,  int,   "",
+         "the rank with the largest step time p50 in the latest reports"),
+    _row("slowest_rank_step_ms", "slowest ms",   "ms",  _R,    _DOWN, _EACH, float, "per_batch",
+         "that rank's step time p50"),
+    _row("cuda_allocated_mib",   "alloc MiB",    "MiB", _A,    _ANY,  None,  float, "",
+         "device memory the workload's tensors hold (torch.cuda.memory_allocated; CUDA only)"),
+    _row("cuda_reserved_mib",    "reserved MiB", "MiB", _A,    _ANY,  None,  float, "",
+         "device memory torch's caching allocator holds, in use or cached (memory_reserved; CUDA only); "
+         "mem_used_mib minus this is the CUDA context, libraries and other processes"),
+
 )
+# fmt: on
 
 BY_KEY: dict[str, Metric] = {m.key: m for m in METRICS}
 

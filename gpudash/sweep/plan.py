@@ -271,11 +271,10 @@ def build_parser() -> Parser:
     _add_selection_options(p)
     _add_timing_options(p)
     p.add_argument("--device", type=argtypes.device, default="auto", metavar="DEV", help="auto, cpu, cuda or cuda:N")
-    p.add_argument(
+    argtypes.add_count(
+        p,
         "--nproc",
-        type=argtypes.positive_int,
         default=1,
-        metavar="N",
         help="data-parallel ranks (DDP) for every configuration, one GPU each; -b is per rank (default: 1)",
     )
     p.add_argument("--seed", type=int, default=0, help="workload seed and shuffle seed (default: %(default)s)")
@@ -328,13 +327,10 @@ def _add_selection_options(p: Parser) -> None:
 
 def _add_timing_options(p: Parser) -> None:
     """How long and how often: repeats, seconds, warm-up, the interval target, profiler windows."""
-    p.add_argument(
-        "--repeats", type=argtypes.positive_int, default=3, metavar="N", help="rounds (default: %(default)s)"
-    )
-    p.add_argument(
+    argtypes.add_count(p, "--repeats", default=3, help="rounds (default: %(default)s)")
+    argtypes.add_seconds(
+        p,
         "--seconds",
-        type=argtypes.positive_float,
-        metavar="S",
         help=f"measured per configuration per repeat (default: {SweepSettings.seconds:g}; a preset may say more)",
     )
     p.add_argument(

@@ -35,6 +35,11 @@ async def run_palette(pilot, app, query: str, title: str) -> None:
     await pilot.press("enter")
 
 
+def palette_titles(app) -> set[str]:
+    """The titles of the commands the palette offers on the screen shown."""
+    return {c.title for c in app.get_system_commands(app.screen)}
+
+
 async def replay_loaded(pilot, app) -> None:
     """Until a replay (without follow) has handed every row of its file to the dashboard."""
     await wait_until(pilot, lambda: app.source_ready and not app.source.alive, "the recording to be read")

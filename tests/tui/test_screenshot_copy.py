@@ -11,7 +11,7 @@ import pytest
 
 from gpudash.tui.widgets import StatsPanel, plain_text
 
-from .conftest import run_palette, wait_until
+from .conftest import palette_titles, run_palette, wait_until
 from .fakes import FakeSource, run_segment
 from .test_app import SIZE, make_app, message, pipelined_after_serial, running_app
 
@@ -56,7 +56,7 @@ async def test_ctrl_s_and_the_palette_save_screenshots_too_and_the_builtin_one_i
     app = make_app(src, wall_clock=lambda: datetime(2026, 1, 2, 3, 4, 5))  # both in the same second
     async with app.run_test(size=SIZE) as pilot:
         await running_app(pilot, app, src)
-        titles = [c.title for c in app.get_system_commands(app.screen)]
+        titles = palette_titles(app)
         assert "Screenshot" not in titles  # Textual's, which saves to ~/Downloads
         assert "Save a screenshot (SVG) (s)" in titles
         await pilot.press("ctrl+s")
