@@ -401,3 +401,29 @@ def test_the_metadata_says_what_ran_with_numbers_as_numbers(tmp_path: Path) -> N
     assert meta["started"]["batch_size"] == 8  # an int, not "8"
     assert isinstance(meta["started"]["device"], str)
     assert read_sidecar(path).data["started"]["batch_size"] == 8  # the checked reader takes it
+
+
+def test_record_to_a_pipe_hands_each_row_to_the_reader_as_it_is_written() -> None:
+    """``gpudash record - | reader``: stdout to a pipe is block-buffered (8 KiB), so a row that is
+    not flushed waits there for dozens more. Each row, and the header first, must be readable from
+    the pipe at once: a real pipe and a text stream buffered as stdout is."""
+    r, w = os.pipe()
+    os.set_blocking(r, False)
+    stream = open(w, "w", encoding="utf-8", buffering=8192)  # noqa: SIM115 - closed below
+    try:
+        rec = CsvRecorder(stream)
+
+        def in_pipe() -> list[str]:
+            try:
+                return os.read(r, 1 << 16).decode().splitlines()
+            except BlockingIOError:
+                return []
+
+        assert in_pipe() == [",".join(csvformat.header())]
+        rec.on_message(Sample(1.0, "encdec", "serial", 8, 10, 80, 0.25, 40.0, 320.0, 25.0, 26.0, 0.0))
+        (row,) = in_pipe()
+        assert row.startswith("sample,1.000,encdec,serial,8,10,80,")
+        rec.close()
+    finally:
+        stream.close()
+        os.close(r)
