@@ -409,7 +409,7 @@ def test_record_to_a_pipe_hands_each_row_to_the_reader_as_it_is_written() -> Non
     the pipe at once: a real pipe and a text stream buffered as stdout is."""
     r, w = os.pipe()
     os.set_blocking(r, False)
-    stream = open(w, "w", encoding="utf-8", buffering=8192)  # noqa: SIM115 - closed below
+    stream = open(w, "w", encoding="utf-8", buffering=8192)  # closed below
     try:
         rec = CsvRecorder(stream)
 
