@@ -228,7 +228,7 @@ class DashController:
         return Notice(note)
 
     def family(self) -> FamilyInfo | None:
-        return FAMILIES.get(self.state.workload)
+        return FAMILIES.get(self.state.run.workload)
 
     def _refusal(self, fam: FamilyInfo, variant: str) -> str | None:
         """Why ``variant`` cannot run on this run's device (the catalog's message)."""
@@ -239,14 +239,14 @@ class DashController:
 
     def toggle_pipeline(self) -> Notice:
         fam = self.family()
-        target = fam.pipeline_target(self.state.variant) if fam else None
+        target = fam.pipeline_target(self.state.run.variant) if fam else None
         if fam is None or target is None:
             return warning(
-                f"{self.state.workload or 'this workload'} has no serial ↔ pipelined pair; v cycles its variants"
+                f"{self.state.run.workload or 'this workload'} has no serial ↔ pipelined pair; v cycles its variants"
             )
         refusal = self._refusal(fam, target)
         if refusal:
-            return error(f"✗ {refusal}; this run is on the CPU — staying on {self.state.variant}")
+            return error(f"✗ {refusal}; this run is on the CPU — staying on {self.state.run.variant}")
         return self.send(SetVariant(target), f"switching to {target}…")
 
     def next_variant(self) -> Notice:
@@ -254,8 +254,8 @@ class DashController:
         if fam is None:
             return warning("the workload is not known yet")
         names = list(fam.variant_names)
-        i = names.index(self.state.variant) if self.state.variant in names else -1
-        later = [v for v in names[i + 1 :] + names[: i + 1] if v != self.state.variant]  # after, wrapping
+        i = names.index(self.state.run.variant) if self.state.run.variant in names else -1
+        later = [v for v in names[i + 1 :] + names[: i + 1] if v != self.state.run.variant]  # after, wrapping
         skipped = [v for v in later if self._refusal(fam, v)]
         runnable = [v for v in later if v not in skipped]
         if not runnable:
@@ -267,17 +267,17 @@ class DashController:
         return self.send(SetVariant(cand), note)
 
     def switch_workload(self, name: str | None) -> Notice | None:
-        if not name or name == self.state.workload:
+        if not name or name == self.state.run.workload:
             return None
         return self.send(SwitchWorkload(name), f"switching to workload {name}…")
 
     def batch_base(self) -> int | None:
         """The batch size a ×2 / ÷2 starts from: the one asked for last, else the running one."""
-        return self.pending_batch or self.state.batch_size or None
+        return self.pending_batch or self.state.run.batch_size or None
 
     def set_batch(self, n: int) -> Notice:
         """Ask for batch size ``n``, checked at the edge (the prompt parses it; ×2/÷2 stay ≥ 1)."""
-        return self.send(SetBatchSize(n), f"batch size {self.state.batch_size} → {n} requested…")
+        return self.send(SetBatchSize(n), f"batch size {self.state.run.batch_size} → {n} requested…")
 
     def scale_batch(self, double: bool) -> Notice:
         b = self.batch_base()
@@ -291,7 +291,7 @@ class DashController:
         """Ask the workload to time its two stages alone (a "measured" event answers)."""
         fam = self.family()
         if fam is None or fam.pipeline_toggle is None:
-            return warning(f"{self.state.workload or 'this workload'} has no two stages to time apart")
+            return warning(f"{self.state.run.workload or 'this workload'} has no two stages to time apart")
         return self.send(TimeStages(), "timing each stage alone (20 steps each)…")
 
     def measure_scaling(self) -> Notice:
@@ -371,7 +371,7 @@ class DashController:
         if fam is None or device == "auto":
             return None
         try:
-            variant = fam.variant(self.state.variant)
+            variant = fam.variant(self.state.run.variant)
         except WorkloadError:
             return None
         ranks = self.config.nproc * self.config.nnodes
@@ -427,9 +427,9 @@ class DashController:
             device=s.device,
             run_s=s.time_s,
             running={
-                "workload": s.workload,
-                "variant": s.variant,
-                "batch_size": s.batch_size,
+                "workload": s.run.workload,
+                "variant": s.run.variant,
+                "batch_size": s.run.batch_size,
                 "knobs": self.knobs_text,
             },
         )
