@@ -87,7 +87,7 @@ def test_every_measured_field_has_one_metric_row() -> None:
 
 
 def test_the_stats_panel_shows_the_catalogs_stat_metrics_in_order() -> None:
-    assert [r.key for r in DashState().stat_rows()] == list(STAT_KEYS)
+    assert [r.metric.key for r in DashState().stat_rows()] == list(STAT_KEYS)
     assert STAT_KEYS[:2] == ("steps_per_s", "samples_per_s")
 
 

@@ -40,7 +40,13 @@ def test_the_controller_never_imports_textual_or_torch() -> None:
 def test_status_and_what_runs_come_from_the_events_only() -> None:
     ctl, src = running(device="cpu", batch=4)
     s = ctl.state
-    assert (s.status, s.workload, s.variant, s.batch_size, s.device) == (Status.RUNNING, "encdec", "serial", 4, "cpu")
+    assert (s.status, s.run.workload, s.run.variant, s.run.batch_size, s.device) == (
+        Status.RUNNING,
+        "encdec",
+        "serial",
+        4,
+        "cpu",
+    )
     src.push(
         Event(
             3.0,
@@ -53,7 +59,7 @@ def test_status_and_what_runs_come_from_the_events_only() -> None:
     )
     src.push(Event(4.0, "crashed", message="killed by SIGKILL"))
     notices = ctl.poll()
-    assert s.batch_size == 8 and s.status == Status.CRASHED and s.ended
+    assert s.run.batch_size == 8 and s.status == Status.CRASHED and s.ended
     assert notices[-1].severity == Severity.ERROR and "press r to restart" in notices[-1].text
     assert ctl.begin_restart() is not None and s.status == Status.STARTING
 
@@ -105,7 +111,7 @@ def test_next_variant_from_an_unknown_variant_offers_every_one() -> None:
     # as after a replayed file from another version: a change to a variant this version lacks
     src.push(Event(4.0, "changed", "variant", "baseline", "bogus"))
     ctl.poll()
-    assert ctl.state.variant == "bogus"
+    assert ctl.state.run.variant == "bogus"
     ctl.next_variant()
     assert src.sent == [SetVariant("baseline")]
 

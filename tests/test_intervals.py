@@ -119,7 +119,7 @@ def test_a_batch_size_change_compares_samples_per_second_and_says_so() -> None:
     table = stats_table(state)
     change = dict(zip(table.headers, dict(table.rows)["change"], strict=True))
     assert change["steps/s"].plain == "–" and change["p50 ms"].plain == "–"
-    rows = {r.key: r for r in state.stat_rows()}
+    rows = {r.metric.key: r for r in state.stat_rows()}
     assert rows["steps_per_s"].incomparable == "batch size changed" and rows["samples_per_s"].incomparable is None
     assert change["samples/s"].plain == "+10.0%" and "green" in str(change["samples/s"].style)
     assert "batch 8→16: compared by samples/s" in table.title.plain
@@ -128,10 +128,10 @@ def test_a_batch_size_change_compares_samples_per_second_and_says_so() -> None:
 
 def test_warm_up_and_too_short_say_how_long_not_a_percentage() -> None:
     state = _two_configs(_flat([100.0] * 20), _flat([150.0]))  # one sample: still in warm-up
-    steps = next(r for r in state.stat_rows() if r.key == "steps_per_s")
+    steps = next(r for r in state.stat_rows() if r.metric.key == "steps_per_s")
     assert change_cell(steps).plain.startswith("warm-up, needs ≈") and "%" not in change_cell(steps).plain
     state = _two_configs(_flat([100.0] * 20), _flat([150.0] * 7))  # past the warm-up, too few for an interval
-    steps = next(r for r in state.stat_rows() if r.key == "steps_per_s")
+    steps = next(r for r in state.stat_rows() if r.metric.key == "steps_per_s")
     assert steps.estimate is not None and not steps.estimate.has_interval
     left = MIN_SAMPLES_FOR_INTERVAL - steps.estimate.n_samples
     assert change_cell(steps).plain == f"needs ≈ {math.ceil(left * 0.25)} s more"

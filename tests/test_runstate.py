@@ -75,7 +75,12 @@ def test_the_dashboard_and_the_recording_agree_on_what_runs_after_every_event() 
     for m in messages:
         dash.ingest(m)
         recorder.on_message(m)
-    assert (dash.workload, dash.variant, dash.batch_size, dash.run.knobs) == ("encdec", "pipelined", 8, "amp=bf16")
+    assert (dash.run.workload, dash.run.variant, dash.run.batch_size, dash.run.knobs) == (
+        "encdec",
+        "pipelined",
+        8,
+        "amp=bf16",
+    )
     assert dash.run == recorder.run
     last_event = [r for r in csv.DictReader(io.StringIO(out.getvalue())) if r["row_kind"] == "event"][-1]
     assert (last_event["variant"], last_event["batch_size"], last_event["knobs"]) == ("pipelined", "8", "amp=bf16")
@@ -83,7 +88,7 @@ def test_the_dashboard_and_the_recording_agree_on_what_runs_after_every_event() 
 
 def test_before_any_event_the_dashboard_shows_what_the_settings_say() -> None:
     dash = DashState(config=RunConfig(workload="sync_loss", batch_size=4, device="cpu", knobs="tf32=on"))
-    assert (dash.workload, dash.variant, dash.batch_size, dash.device, dash.run.knobs) == (
+    assert (dash.run.workload, dash.run.variant, dash.run.batch_size, dash.device, dash.run.knobs) == (
         "sync_loss",
         "sync-heavy",
         4,

@@ -56,34 +56,20 @@ class RecordingReader:
 
     def __init__(self, f: TextIO, name: str) -> None:
         self.name = strip_controls(name)
-        self._records = CsvRecords(f, self._bad)
+        self.records = CsvRecords(f, self._bad)  # where the reading stands: at_end, chars_read
         self.fields: list[str] | None = None
         self._kind_at = 0  # where row_kind is in the header
         self._parser: RowParser | None = None
         self.rows_read = 0
         self.bad_rows = 0
 
-    @property
-    def at_end(self) -> bool:
-        """The last read reached the end of the file (as it was then)."""
-        return self._records.at_end
-
-    @property
-    def bytes_read(self) -> int:
-        """Characters, to be exact: progress only."""
-        return self._records.chars_read
-
-    @property
-    def has_rows_pending(self) -> bool:
-        return self._records.has_pending
-
     def read(self, size: int = CHUNK) -> list[Message]:
         """Parse up to ``size`` more characters; the messages of the rows completed."""
-        return self._messages(self._records.read(size))
+        return self._messages(self.records.read(size))
 
     def finish(self) -> list[Message]:
         """The whole file is read: a last row without its newline is complete after all."""
-        return self._messages(self._records.finish())
+        return self._messages(self.records.finish())
 
     def _bad(self, line: int, why: str) -> None:
         if self.fields is None:
@@ -168,7 +154,7 @@ class ReplaySource:
         handed out; None after."""
         if self._reader is None or (self._caught_up and self._drained):
             return None
-        share = f"{min(99, 100 * self._reader.bytes_read // max(1, self._size))}% · " if self._size else ""
+        share = f"{min(99, 100 * self._reader.records.chars_read // max(1, self._size))}% · " if self._size else ""
         return f"reading {share}{self.rows_read:,} rows".replace(",", " ")
 
     def start(self) -> None:
@@ -208,13 +194,13 @@ class ReplaySource:
         assert reader is not None
         while reader.fields is None:
             out += reader.read()
-            if reader.fields is None and reader.at_end:
+            if reader.fields is None and reader.records.at_end:
                 out += reader.finish()  # a header without its newline
                 if reader.fields is None:
                     if self.follow:  # a file just created: its header is still to come
                         return out
                     raise NotARecording(f"{reader.name} is empty: not a gpudash recording")
-        if not self.follow and reader.at_end and not out and not reader.has_rows_pending:
+        if not self.follow and reader.records.at_end and not out and not reader.records.has_pending:
             raise NotARecording(f"{reader.name} has only its header: nothing was recorded")
         return out
 
@@ -271,11 +257,11 @@ class ReplaySource:
         try:
             while not self._stop.is_set():
                 batch = reader.read()
-                if reader.at_end and not self.follow:
+                if reader.records.at_end and not self.follow:
                     self._put(batch + reader.finish())
                     break
                 self._put(batch)
-                if reader.at_end:
+                if reader.records.at_end:
                     self._caught_up = True
                     self._stop.wait(FOLLOW_WAIT_S)
         except Exception as exc:  # noqa: BLE001 - told by poll(), the dashboard stays up

@@ -276,7 +276,7 @@ class GpuDashApp(SteeringApp):
     def stamped_name(self, suffix: str) -> str:
         """``gpudash-<workload>-<date>-<time><suffix>``: a file name for something of this run."""
         stamp = self.wall_clock().strftime("%Y%m%d-%H%M%S")
-        return f"gpudash-{self.state.workload or 'run'}-{stamp}{suffix}"
+        return f"gpudash-{self.state.run.workload or 'run'}-{stamp}{suffix}"
 
     def action_record(self) -> None:
         if self.replay:

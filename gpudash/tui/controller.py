@@ -12,6 +12,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from gpudash.core import protocol  # the controls, as protocol.SetVariant etc.
 from gpudash.core.protocol import (
     ENDING_KINDS,
     NOT_RESPONDING,
@@ -20,20 +21,10 @@ from gpudash.core.protocol import (
     EngineSource,
     Event,
     EventKind,
-    MeasureScaling,
     Message,
-    Pause,
-    Resume,
     RunConfig,
     Sample,
-    SetBatchSize,
-    SetKnob,
-    SetKnobs,
-    SetVariant,
     SourceInfo,
-    SwitchWorkload,
-    TimeStages,
-    TraceWindow,
 )
 from gpudash.tui.notices import STARTING, Notice, Severity, error, event_notice, short_path, warning
 from gpudash.tui.state import TRACE, DashState, Status, trace_line
@@ -217,18 +208,18 @@ class DashController:
         except Exception as exc:  # noqa: BLE001
             return error(f"could not send the control: {exc}")
         self.sent.append(control)
-        if isinstance(control, SetBatchSize):
+        if isinstance(control, protocol.SetBatchSize):
             self.pending_batch = control.batch_size
-        elif isinstance(control, SetKnobs):
+        elif isinstance(control, protocol.SetKnobs):
             self.pending_knobs = parse_knobs(control.knobs)
-        elif isinstance(control, SetKnob):
+        elif isinstance(control, protocol.SetKnob):
             self.pending_knobs = self.knobs_base().with_value(control.name, control.value)
-        elif isinstance(control, TraceWindow):
+        elif isinstance(control, protocol.TraceWindow):
             self.pending_trace = True
         return Notice(note)
 
     def family(self) -> FamilyInfo | None:
-        return FAMILIES.get(self.state.workload)
+        return FAMILIES.get(self.state.run.workload)
 
     def _refusal(self, fam: FamilyInfo, variant: str) -> str | None:
         """Why ``variant`` cannot run on this run's device (the catalog's message)."""
@@ -239,23 +230,23 @@ class DashController:
 
     def toggle_pipeline(self) -> Notice:
         fam = self.family()
-        target = fam.pipeline_target(self.state.variant) if fam else None
+        target = fam.pipeline_target(self.state.run.variant) if fam else None
         if fam is None or target is None:
             return warning(
-                f"{self.state.workload or 'this workload'} has no serial ↔ pipelined pair; v cycles its variants"
+                f"{self.state.run.workload or 'this workload'} has no serial ↔ pipelined pair; v cycles its variants"
             )
         refusal = self._refusal(fam, target)
         if refusal:
-            return error(f"✗ {refusal}; this run is on the CPU — staying on {self.state.variant}")
-        return self.send(SetVariant(target), f"switching to {target}…")
+            return error(f"✗ {refusal}; this run is on the CPU — staying on {self.state.run.variant}")
+        return self.send(protocol.SetVariant(target), f"switching to {target}…")
 
     def next_variant(self) -> Notice:
         fam = self.family()
         if fam is None:
             return warning("the workload is not known yet")
         names = list(fam.variant_names)
-        i = names.index(self.state.variant) if self.state.variant in names else -1
-        later = [v for v in names[i + 1 :] + names[: i + 1] if v != self.state.variant]  # after, wrapping
+        i = names.index(self.state.run.variant) if self.state.run.variant in names else -1
+        later = [v for v in names[i + 1 :] + names[: i + 1] if v != self.state.run.variant]  # after, wrapping
         skipped = [v for v in later if self._refusal(fam, v)]
         runnable = [v for v in later if v not in skipped]
         if not runnable:
@@ -264,20 +255,20 @@ class DashController:
         cand = runnable[0]
         passed = [v for v in skipped if later.index(v) < later.index(cand)]
         note = f"switching to {cand}…" + (f" (skipped {', '.join(passed)}: needs CUDA)" if passed else "")
-        return self.send(SetVariant(cand), note)
+        return self.send(protocol.SetVariant(cand), note)
 
     def switch_workload(self, name: str | None) -> Notice | None:
-        if not name or name == self.state.workload:
+        if not name or name == self.state.run.workload:
             return None
-        return self.send(SwitchWorkload(name), f"switching to workload {name}…")
+        return self.send(protocol.SwitchWorkload(name), f"switching to workload {name}…")
 
     def batch_base(self) -> int | None:
         """The batch size a ×2 / ÷2 starts from: the one asked for last, else the running one."""
-        return self.pending_batch or self.state.batch_size or None
+        return self.pending_batch or self.state.run.batch_size or None
 
     def set_batch(self, n: int) -> Notice:
         """Ask for batch size ``n``, checked at the edge (the prompt parses it; ×2/÷2 stay ≥ 1)."""
-        return self.send(SetBatchSize(n), f"batch size {self.state.batch_size} → {n} requested…")
+        return self.send(protocol.SetBatchSize(n), f"batch size {self.state.run.batch_size} → {n} requested…")
 
     def scale_batch(self, double: bool) -> Notice:
         b = self.batch_base()
@@ -291,8 +282,8 @@ class DashController:
         """Ask the workload to time its two stages alone (a "measured" event answers)."""
         fam = self.family()
         if fam is None or fam.pipeline_toggle is None:
-            return warning(f"{self.state.workload or 'this workload'} has no two stages to time apart")
-        return self.send(TimeStages(), "timing each stage alone (20 steps each)…")
+            return warning(f"{self.state.run.workload or 'this workload'} has no two stages to time apart")
+        return self.send(protocol.TimeStages(), "timing each stage alone (20 steps each)…")
 
     def measure_scaling(self) -> Notice:
         """Ask a data-parallel run for its scaling efficiency (a "measured" scaling event answers)."""
@@ -300,7 +291,7 @@ class DashController:
             return self.read_only("a scaling measurement")
         if self.config.nproc * self.config.nnodes < 2:
             return warning("scaling efficiency needs a data-parallel run: start gpudash with --nproc 2 or more")
-        return self.send(MeasureScaling(), "rank 0 trains alone for 50 steps (the others wait)…")
+        return self.send(protocol.MeasureScaling(), "rank 0 trains alone for 50 steps (the others wait)…")
 
     def ranks_text(self) -> str | None:
         """A data-parallel run in one line: ranks, the slowest one, the last scaling efficiency."""
@@ -339,13 +330,14 @@ class DashController:
         if self.pending_trace:
             return warning("a profiler window is already under way; its figures come when it ends")
         return self.send(
-            TraceWindow(steps), f"profiling {steps} steps… (torch.profiler; the trace goes to {self.config.trace_dir})"
+            protocol.TraceWindow(steps),
+            f"profiling {steps} steps… (torch.profiler; the trace goes to {self.config.trace_dir})",
         )
 
     def pause_resume(self) -> Notice:
         if self.state.paused:
-            return self.send(Resume(), "resuming…")
-        return self.send(Pause(), "pausing at the next step…")
+            return self.send(protocol.Resume(), "resuming…")
+        return self.send(protocol.Pause(), "pausing at the next step…")
 
     # -- knobs -------------------------------------------------------------------------------
     @property
@@ -371,7 +363,7 @@ class DashController:
         if fam is None or device == "auto":
             return None
         try:
-            variant = fam.variant(self.state.variant)
+            variant = fam.variant(self.state.run.variant)
         except WorkloadError:
             return None
         ranks = self.config.nproc * self.config.nnodes
@@ -387,7 +379,7 @@ class DashController:
 
     def set_knobs(self, knobs: Knobs) -> Notice:
         """Ask for every knob at once (one rebuild), checked first against the catalog."""
-        return self._ask_knobs(knobs, SetKnobs(knobs.text()))
+        return self._ask_knobs(knobs, protocol.SetKnobs(knobs.text()))
 
     def set_knob(self, name: str, value: str) -> Notice:
         """Ask for one knob's value (``off`` turns it off); the others stay as they are."""
@@ -395,14 +387,14 @@ class DashController:
             knobs = self.knobs_base().with_value(name, value)
         except WorkloadError as exc:
             return error(f"✗ {exc}")
-        return self._ask_knobs(knobs, SetKnob(name, value))
+        return self._ask_knobs(knobs, protocol.SetKnob(name, value))
 
     def toggle_knob(self, name: str) -> Notice:
         """An on/off knob to the other state."""
         value = OFF if self.knobs_base().on(name) else KNOBS[name].default_on
         return self.set_knob(name, value)
 
-    def _ask_knobs(self, knobs: Knobs, control: SetKnob | SetKnobs) -> Notice:
+    def _ask_knobs(self, knobs: Knobs, control: protocol.SetKnob | protocol.SetKnobs) -> Notice:
         if self.replay:
             return warning("replay: read-only")
         base = self.knobs_base()
@@ -427,9 +419,9 @@ class DashController:
             device=s.device,
             run_s=s.time_s,
             running={
-                "workload": s.workload,
-                "variant": s.variant,
-                "batch_size": s.batch_size,
+                "workload": s.run.workload,
+                "variant": s.run.variant,
+                "batch_size": s.run.batch_size,
                 "knobs": self.knobs_text,
             },
         )

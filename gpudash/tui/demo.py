@@ -14,23 +14,8 @@ import time
 from collections import deque
 from collections.abc import Callable
 
-from gpudash.core.protocol import (
-    Control,
-    Event,
-    EventKind,
-    GpuInfo,
-    GpuSample,
-    Message,
-    Pause,
-    Resume,
-    RunConfig,
-    Sample,
-    SetBatchSize,
-    SetVariant,
-    SourceInfo,
-    Stop,
-    SwitchWorkload,
-)
+from gpudash.core import protocol  # the controls, as protocol.SetVariant etc.
+from gpudash.core.protocol import Control, Event, EventKind, GpuInfo, GpuSample, Message, RunConfig, Sample, SourceInfo
 from workloads.registry import FAMILIES
 
 
@@ -136,9 +121,9 @@ class SyntheticSource:
     def _apply_controls(self, t: float) -> None:
         for c in self._controls:
             before = {"variant": self.variant, "workload": self.workload}
-            if isinstance(c, SetBatchSize):
+            if isinstance(c, protocol.SetBatchSize):
                 self._out.append(self._set_batch(t, c.batch_size))
-            elif isinstance(c, SetVariant):
+            elif isinstance(c, protocol.SetVariant):
                 fam = FAMILIES[self.workload]
                 if why := fam.refusal(c.variant, self.device):
                     self._out.append(Event(t, EventKind.ERROR, "variant", self.variant, c.variant, why))
@@ -147,7 +132,7 @@ class SyntheticSource:
                     self._out.append(
                         Event(t, EventKind.CHANGED, "variant", before["variant"], self.variant, details=self._details())
                     )
-            elif isinstance(c, SwitchWorkload):
+            elif isinstance(c, protocol.SwitchWorkload):
                 fam = FAMILIES[c.workload]
                 self.workload = fam.name
                 self.variant = c.variant or fam.default_variant
@@ -155,13 +140,13 @@ class SyntheticSource:
                 self._out.append(
                     Event(t, EventKind.CHANGED, "workload", before["workload"], self.workload, details=self._details())
                 )
-            elif isinstance(c, Pause):
+            elif isinstance(c, protocol.Pause):
                 self._paused = True
                 self._out.append(Event(t, EventKind.PAUSED))
-            elif isinstance(c, Resume):
+            elif isinstance(c, protocol.Resume):
                 self._paused = False
                 self._out.append(Event(t, EventKind.RESUMED))
-            elif isinstance(c, Stop):
+            elif isinstance(c, protocol.Stop):
                 self._alive = False
                 self._out.append(Event(t, EventKind.STOPPED, message="stopped"))
         self._controls.clear()

@@ -47,7 +47,7 @@ def event_notice(e: Event, s: DashState, live: bool, applying: str) -> Notice | 
     if e.kind == EventKind.STARTING:
         return Notice(f"{STARTING} ({e.message})" if e.message else STARTING)
     if e.kind == EventKind.STARTED:
-        return Notice(e.message or f"started {s.workload} / {s.variant}")
+        return Notice(e.message or f"started {s.run.workload} / {s.run.variant}")
     if e.kind == EventKind.CHANGED:
         return Notice(f"{e.label} at {e.time_s:.1f} s — stats now compare against the previous config")
     if e.kind == EventKind.ERROR and e.what == NOT_RESPONDING:
@@ -55,8 +55,8 @@ def event_notice(e: Event, s: DashState, live: bool, applying: str) -> Notice | 
     if e.kind == EventKind.ERROR and e.what == SAMPLES_DROPPED:
         return warning(e.message)
     if e.kind == EventKind.ERROR:
-        still = f"knobs stay {s.run.knobs}" if e.what == "knobs" else f"batch {s.batch_size}"
-        return Notice(f"✗ {e.message or e.label} — still running {s.variant}, {still}", Severity.ERROR, toast=live)
+        still = f"knobs stay {s.run.knobs}" if e.what == "knobs" else f"batch {s.run.batch_size}"
+        return Notice(f"✗ {e.message or e.label} — still running {s.run.variant}, {still}", Severity.ERROR, toast=live)
     if e.kind == EventKind.PAUSED:
         return Notice("paused (space resumes)")
     if e.kind == EventKind.RESUMED:

@@ -77,13 +77,22 @@ class HelpScreen(ModalScreen[None]):
 
 
 class _Dialog(ModalScreen[Any]):
-    """A small modal with a title; escape cancels (dismissed with None)."""
+    """A small modal: its title over its ``body()`` in one box; escape cancels (dismissed with None)."""
 
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
 
     def __init__(self, title: str) -> None:
         super().__init__()
         self._title = title
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Label(self._title)
+            yield from self.body()
+
+    def body(self) -> ComposeResult:
+        """What the dialog shows under its title."""
+        raise NotImplementedError
 
     def action_cancel(self) -> None:
         self.dismiss(None)
@@ -118,12 +127,10 @@ class PromptScreen(_Dialog):
         self._parse = parse
         self._errors = errors
 
-    def compose(self) -> ComposeResult:
-        with Vertical():
-            yield Label(self._title)
-            yield Input(value=self._value, placeholder=self._placeholder, id="prompt-input")
-            yield Label("", id="prompt-error")
-            yield Label("enter: OK · escape: cancel", classes="dim")
+    def body(self) -> ComposeResult:
+        yield Input(value=self._value, placeholder=self._placeholder, id="prompt-input")
+        yield Label("", id="prompt-error")
+        yield Label("enter: OK · escape: cancel", classes="dim")
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         try:
@@ -149,13 +156,9 @@ class PickScreen(_Dialog):
         self._choices = choices
         self._current = current
 
-    def compose(self) -> ComposeResult:
-        with Vertical():
-            yield Label(self._title)
-            options = [
-                Option(Text.assemble((name, "bold"), "  ", (desc, "dim")), id=name) for name, desc in self._choices
-            ]
-            yield OptionList(*options, id="pick-list")
+    def body(self) -> ComposeResult:
+        options = [Option(Text.assemble((name, "bold"), "  ", (desc, "dim")), id=name) for name, desc in self._choices]
+        yield OptionList(*options, id="pick-list")
 
     def on_mount(self) -> None:
         ol = self.query_one(OptionList)
@@ -211,18 +214,16 @@ class KnobsScreen(_Dialog):
         self._refusals = refusals
         self._check = check
 
-    def compose(self) -> ComposeResult:
-        with Vertical():
-            yield Label(self._title)
-            rows = VerticalScroll(id="knob-rows")
-            rows.can_focus = False  # tab goes from knob to knob, not to the list around them
-            with rows:
-                for info in KNOBS.values():
-                    yield self._row(info)
-            yield Label("", id="knobs-error")
-            with Horizontal(id="knobs-buttons"):
-                yield Button("Apply", id="knobs-apply", variant="primary", compact=True)
-                yield Label("a applies them all at once · tab next · space toggles · escape cancels")
+    def body(self) -> ComposeResult:
+        rows = VerticalScroll(id="knob-rows")
+        rows.can_focus = False  # tab goes from knob to knob, not to the list around them
+        with rows:
+            for info in KNOBS.values():
+                yield self._row(info)
+        yield Label("", id="knobs-error")
+        with Horizontal(id="knobs-buttons"):
+            yield Button("Apply", id="knobs-apply", variant="primary", compact=True)
+            yield Label("a applies them all at once · tab next · space toggles · escape cancels")
 
     def _row(self, info: KnobInfo) -> Horizontal:
         why = self._refusals.get(info.name)

@@ -64,18 +64,6 @@ class StatRow:
     noisy: bool = False  # either side was measured while the machine was noisy: no colour for its verdict
 
     @property
-    def key(self) -> str:
-        return self.metric.key
-
-    @property
-    def label(self) -> str:
-        return self.metric.label
-
-    @property
-    def better(self) -> Better:
-        return self.metric.better
-
-    @property
     def change_pct(self) -> float | None:
         if self.mean is None or self.prev is None or self.prev == 0:
             return None
@@ -85,7 +73,7 @@ class StatRow:
     def verdict(self) -> int:
         """+1 a real improvement, -1 a real regression; 0 within noise, unknown, or telemetry."""
         c = self.comparison
-        if c is None or self.better == Better.NEITHER or not c.verdict.real:
+        if c is None or self.metric.better == Better.NEITHER or not c.verdict.real:
             return 0
         return 1 if c.verdict == Verdict.FASTER else -1
 
@@ -253,21 +241,9 @@ class DashState:
         self.run.assume(_running_of(config))
         self.version += 1
 
-    # what runs now, as the panels read it
-    @property
-    def workload(self) -> str:
-        return self.run.workload
-
-    @property
-    def variant(self) -> str:
-        return self.run.variant
-
-    @property
-    def batch_size(self) -> int:
-        return self.run.batch_size
-
     @property
     def device(self) -> str:
+        """The run's device, "auto" until an event names it (what runs now: ``self.run``)."""
         return self.run.device or "auto"
 
     def mark_starting(self) -> None:

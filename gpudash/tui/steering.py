@@ -69,7 +69,7 @@ class SteeringApp(QuietCrashApp[int]):
     def action_switch_workload(self) -> None:
         choices = [(f.name, f.title) for f in FAMILIES.values()]
         self.push_screen(
-            PickScreen("Switch workload (enter picks, escape cancels)", choices, self.state.workload),
+            PickScreen("Switch workload (enter picks, escape cancels)", choices, self.state.run.workload),
             lambda name: self._tell([self.controller.switch_workload(name)]),
         )
 
@@ -85,7 +85,7 @@ class SteeringApp(QuietCrashApp[int]):
     def action_batch_typed(self) -> None:
         """The edge's one check of a typed batch size: the prompt parses it, or says why not."""
         prompt = PromptScreen(
-            f"Batch size (now {self.state.batch_size or '?'})",
+            f"Batch size (now {self.state.run.batch_size or '?'})",
             placeholder="a whole number ≥ 1",
             parse=parse_batch_size,
             errors=(WorkloadError,),
@@ -103,7 +103,7 @@ class SteeringApp(QuietCrashApp[int]):
 
     def action_knobs(self) -> None:
         ctl, s = self.controller, self.state
-        title = f"Knobs for {s.workload}/{s.variant} on {s.device} — applied at a step boundary, all at once"
+        title = f"Knobs for {s.run.workload}/{s.run.variant} on {s.device} — applied at a step boundary, all at once"
         panel = KnobsScreen(title, ctl.knobs_base(), ctl.knob_refusals(), check=ctl.knob_refusal)
         self.push_screen(panel, lambda knobs: None if knobs is None else self._tell([ctl.set_knobs(knobs)]))
 

@@ -86,11 +86,11 @@ class RunHeader(Static):
         else:
             t.append(" gpudash ", style="bold reverse")
         t.append(" ")
-        t.append(state.workload or "?", style="bold")
+        t.append(state.run.workload or "?", style="bold")
         t.append(" / ")
-        t.append(state.variant or "?", style="bold")
+        t.append(state.run.variant or "?", style="bold")
         t.append(" · batch ")
-        t.append(str(state.batch_size or "?"), style="bold")
+        t.append(str(state.run.batch_size or "?"), style="bold")
         t.append(f" · {device}")
         t.append(f" · {fmt_duration(run_time_s)}")
         if not narrow:
@@ -236,9 +236,9 @@ def stats_table(state: DashState) -> StatsTable:
         title.append("  · new workload: nothing to compare", style="dim")
     elif cur is not None and prev is not None and cur.key[2] != prev.key[2]:
         title.append(f"  · batch {prev.key[2]}→{cur.key[2]}: compared by samples/s", style="dim")
-    headline = next((r for r in rows if r.comparison is not None and r.key in HEADLINE), None)
+    headline = next((r for r in rows if r.comparison is not None and r.metric.key in HEADLINE), None)
     if headline is not None and headline.comparison is not None and headline.comparison.finite:
-        title.append(f"   {headline.label} ", style="dim")
+        title.append(f"   {headline.metric.label} ", style="dim")
         title.append(fmt_change(headline.comparison), style=_pct_style(headline))
         noisy = [seg.noise.note() for seg in (prev, cur) if seg is not None and seg.noise.is_noisy]
         if noisy:  # a verdict measured while the machine was noisy says so
@@ -249,7 +249,7 @@ def stats_table(state: DashState) -> StatsTable:
         cell.stylize("bold")
     return StatsTable(
         title,
-        [r.label for r in rows],
+        [r.metric.label for r in rows],
         [
             ("now", [Text(fmt_num(r.now)) for r in rows]),
             ("this cfg", this),

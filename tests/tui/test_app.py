@@ -119,7 +119,7 @@ async def test_batch_double_reaches_the_engine_and_marks_the_change():
         )
         app.refresh_now()
         await pilot.pause()
-        assert app.state.batch_size == 16
+        assert app.state.run.batch_size == 16
         tp = chart(app, "throughput")
         assert (10.0, "batch 8→16") in tp.marker_labels
         assert "batch 8→16" in tp.render().plain  # the label is drawn on the chart
@@ -141,7 +141,7 @@ async def test_stats_panel_shows_the_change_in_percent():
         )
         app.refresh_now()
         await pilot.pause()
-        rows = {r.key: r for r in app.state.stat_rows()}
+        rows = {r.metric.key: r for r in app.state.stat_rows()}
         assert round(rows["steps_per_s"].change_pct, 1) == 10.0
         text = plain_text(app.query_one(StatsPanel), 120)
         assert "steps/s +10.0% (+10.0 … +10.0%)" in text  # noise-free fake data: a zero-width interval
@@ -164,11 +164,11 @@ async def test_a_noisy_machine_is_in_the_header_and_takes_the_colour_from_the_ve
         await pilot.pause()
         header = plain_text(app.query_one("#header"), 160)
         assert "⚠ noisy" in header and noise in header
-        rows = {r.key: r for r in app.state.stat_rows()}
+        rows = {r.metric.key: r for r in app.state.stat_rows()}
         assert rows["steps_per_s"].verdict == 1 and rows["steps_per_s"].noisy
         table = stats_table(app.state)
         assert "measured while noisy: 100% of samples (host load)" in table.title.plain
-        change = dict(table.rows)["change"][[r.key for r in app.state.stat_rows()].index("steps_per_s")]
+        change = dict(table.rows)["change"][[r.metric.key for r in app.state.stat_rows()].index("steps_per_s")]
         assert change.plain == "+10.0%" and "green" not in str(change.style) and "red" not in str(change.style)
         src.push(*run_segment(20.0, 21.0, 220.0, variant="pipelined", steps0=4200))  # quiet again
         app.refresh_now()
@@ -203,7 +203,7 @@ async def test_invalid_batch_input_shows_a_message_and_changes_nothing():
         await pilot.pause()
         assert "CUDA out of memory at batch 32" in message(app)
         assert app.query_one(MessageBar).has_class("-error")
-        assert app.state.batch_size == 1 and app.state.status == "running"
+        assert app.state.run.batch_size == 1 and app.state.status == "running"
 
 
 async def test_typed_batch_sizes_are_checked_in_the_prompt():
@@ -430,7 +430,7 @@ async def test_replay_shows_markers_and_stats_read_only():
         assert "replay" in app.status_text()
         assert app.check_action("batch_double", ()) is False
         await pilot.press("plus", "p", "c")
-        assert app.controller.recorder is None and app.state.batch_size == 16
+        assert app.controller.recorder is None and app.state.run.batch_size == 16
         assert not any("Batch" in t or "pipelining" in t or t.startswith("Knob") for t in palette_titles(app))
         assert "knobs: none" in plain_text(app.query_one("#header"), 120)  # shown, not settable
         await pilot.press("k")

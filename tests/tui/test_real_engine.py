@@ -30,8 +30,8 @@ async def test_dashboard_over_the_real_engine_on_the_cpu(tmp_path):
         assert app.state.status == "starting"
         await wait_until(pilot, lambda: app.state.last_sample is not None, "a first sample", timeout_s=60)
         first_sample_s = time.perf_counter() - t0
-        assert app.state.workload == "encdec" and app.state.device == "cpu"
-        batch = app.state.batch_size
+        assert app.state.run.workload == "encdec" and app.state.device == "cpu"
+        batch = app.state.run.batch_size
         assert batch >= 1
         await pilot.press("plus")
         assert list(app.controller.sent) == [SetBatchSize(batch * 2)]
@@ -46,7 +46,7 @@ async def test_dashboard_over_the_real_engine_on_the_cpu(tmp_path):
         assert any(lbl == label for _, lbl in app.query_one("#chart-throughput").marker_labels)
         await wait_until(
             pilot,
-            lambda: app.state.batch_size == batch * 2 and app.state.last_sample.batch_size == batch * 2,
+            lambda: app.state.run.batch_size == batch * 2 and app.state.last_sample.batch_size == batch * 2,
             "a sample at the new batch",
             timeout_s=60,
         )

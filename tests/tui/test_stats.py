@@ -46,7 +46,7 @@ def test_segment_means_and_change_against_the_previous_config():
             *[m for m in run_segment(11.25, 21.0, 220.0, variant="pipelined") if m][1:],
         ]
     )
-    rows = {r.key: r for r in st.stat_rows()}
+    rows = {r.metric.key: r for r in st.stat_rows()}
     assert rows["steps_per_s"].mean == pytest.approx(220.0)
     assert rows["steps_per_s"].prev == pytest.approx(200.0)
     assert rows["steps_per_s"].change_pct == pytest.approx(10.0)
@@ -138,7 +138,7 @@ def test_a_change_inside_the_noise_is_not_coloured() -> None:
             rate = 200.0 * (1 + rng.gauss(0, 0.10))
             steps += int(rate * 0.25)
             st.ingest(Sample(t, "encdec", variant, 8, steps, steps * 8, 0.25, rate, rate * 8, 5.0, 6.0, 0.0))
-    row = {r.key: r for r in st.stat_rows()}["steps_per_s"]
+    row = {r.metric.key: r for r in st.stat_rows()}["steps_per_s"]
     assert row.change_pct is not None and row.change_pct != 0.0  # the means differ a little...
     assert row.verdict == 0 and not row.comparison.verdict.real  # ...and that is called noise
     assert row.estimate.has_interval and row.prev_estimate.has_interval
@@ -157,7 +157,7 @@ def test_an_hour_of_changes_keeps_a_bounded_history_and_still_compares_with_the_
         st.ingest(Event(t, "changed", "batch_size", str(24 - batch), str(batch)))
         st.ingest_all([m for m in run_segment(t + 0.25, t + 10.0, 100.0 + batch, batch=batch) if m])
     assert len(st.segments) == MAX_SEGMENTS
-    rows = {r.key: r for r in st.stat_rows()}
+    rows = {r.metric.key: r for r in st.stat_rows()}
     assert st.current.key[2] == 16 and st.previous.key[2] == 8
     assert rows["steps_per_s"].mean == pytest.approx(116.0)
     assert rows["steps_per_s"].prev == pytest.approx(108.0)
