@@ -100,17 +100,14 @@ def _rank(
     dist.destroy_process_group()
 
 
-def _ddp_run(
-    family: str,
-    variant: str,
-    knobs: str = "none",
-    world: int = 2,
-    device: str = "cpu",
-    loaders: dict[int, tuple] | None = None,
-) -> dict[int, tuple]:
-    """Each rank's (parameters, steps where the change applied, batch size); ``loaders``, when
-    given, gets each rank's (exit codes of the first configuration's loader workers, the
-    ``multiprocessing.popen_*`` modules that started the running ones)."""
+Loaders = dict[int, tuple]  # a rank's loader workers: (their exit codes, the modules that started them)
+
+
+def _ddp_run(family: str, variant: str, knobs: str = "none", loaders: Loaders | None = None) -> dict[int, tuple]:
+    """Two CPU ranks: each one's (parameters, steps where the change applied, batch size);
+    ``loaders``, when given, gets each rank's (exit codes of the first configuration's loader
+    workers, the ``multiprocessing.popen_*`` modules that started the running ones)."""
+    world, device = 2, "cpu"
     ctx = multiprocessing.get_context("spawn")
     out = ctx.Queue()
     port = _free_port()
