@@ -287,3 +287,99 @@ def test_a_comparisons_change_and_whether_it_prints() -> None:
 def test_only_faster_and_slower_are_real_and_each_prints_as_its_value() -> None:
     assert [v for v in Verdict if v.real] == [Verdict.FASTER, Verdict.SLOWER]
     assert [str(v) for v in Verdict] == ["faster", "slower", "within noise", "no change detected", "too short"]
+
+
+def test_means_below_one_compare_as_ratios_and_against_zero() -> None:
+    """Syncs per step of 0.5 and 0.6 are a ratio like any other; 0.5 against 0 is a change from
+    zero, real when 0.5's interval (0.4 to 0.6) excludes zero."""
+    half = estimate_from_batches([0.5, 0.49, 0.51, 0.5])
+    more = estimate_from_batches([0.6, 0.59, 0.61, 0.6])
+    c = compare(half, more)
+    assert c.ratio == pytest.approx(1.2) and c.low is not None and c.low > 1.0 and c.verdict == Verdict.FASTER
+    assert compare(more, half).verdict == Verdict.SLOWER and compare(more, half).high is not None
+    zero = Estimate(0.0, 0.0, 0.0, 40, (0.0,) * 4)
+    point_five = Estimate(0.5, 0.4, 0.6, 40, (0.4, 0.5, 0.5, 0.6))
+    assert compare(point_five, zero) == Comparison(0.0, None, None, Verdict.SLOWER)
+    assert compare(zero, point_five) == Comparison(math.inf, None, None, Verdict.FASTER)
+    assert compare(zero, point_five, higher_is_better=False).verdict == Verdict.SLOWER
+    touching = Estimate(0.5, 0.0, 1.0, 40, (0.0, 0.5, 0.5, 1.0))
+    assert compare(zero, touching) == Comparison(math.inf, None, None, Verdict.NO_CHANGE)
+    assert compare(touching, zero) == Comparison(0.0, None, None, Verdict.NO_CHANGE)
+
+
+def drift(n: int, start: float = 0.0, step: float = 1.0) -> BatchMeans:
+    acc = BatchMeans()
+    for i in range(n):
+        acc.add(start + i * step)
+    return acc
+
+
+def test_a_small_drift_over_sixteen_samples_makes_four_batches_of_four_not_eight_of_two() -> None:
+    """However small the drift (a few hundredths), eight batches' means would be correlated."""
+    assert drift(16).batches() == [1.5, 5.5, 9.5, 13.5]
+    assert drift(16, 1.0, 0.001).batches() == pytest.approx([1.0015, 1.0055, 1.0095, 1.0135])
+
+
+def test_two_hundred_samples_are_fifty_blocks_of_four() -> None:
+    """Blocks double at 64 samples and again at 128, then keep four samples each: 200 samples of
+    a drift make five batches of ten blocks (40 samples)."""
+    assert drift(200).batches() == [19.5, 59.5, 99.5, 139.5, 179.5]
+
+
+def test_thirty_independent_samples_make_ten_batches_of_three() -> None:
+    values = [float(v) for v in np.random.default_rng(2).integers(90, 111, 30)]
+    acc = BatchMeans()
+    for v in values:
+        acc.add(v)
+    assert acc.batches() == pytest.approx([sum(values[i : i + 3]) / 3 for i in range(0, 30, 3)])
+
+
+def test_batch_means_correlated_exactly_at_the_limit_are_kept() -> None:
+    """Ten batch means whose lag-1 correlation is 0.2 exactly (14 / 70): not more than the
+    limit, so the ten batches stay."""
+    deviations = [-3, 3, 3, 3, 2, -2, -2, 2, -3, -3]
+    acc = BatchMeans()
+    for d in deviations:
+        acc.add(100.0 + d)
+        acc.add(100.0 + d)
+    assert acc.batches() == [100.0 + d for d in deviations]
+
+
+def test_weighted_samples_in_a_block_still_filling_keep_their_weighted_mean() -> None:
+    acc = BatchMeans()
+    for _ in range(65):  # 32 blocks of two, and one of one sample still filling
+        acc.add(10.0, 0.5)
+    assert acc.batches() == [10.0] * 10 and acc.mean == 10.0
+
+
+def test_the_confidence_asked_for_is_the_one_given() -> None:
+    values = [float(v) for v in np.random.default_rng(2).integers(90, 111, 30)]
+    e95, e90 = estimate(values), estimate(values, confidence=0.90)
+    assert e95 is not None and e90 is not None and e95.half_width is not None and e90.half_width is not None
+    assert e90.half_width == pytest.approx(exact_half_width(list(e90.batch_means), 0.90), rel=1e-4)
+    assert e95.half_width == pytest.approx(exact_half_width(list(e95.batch_means), 0.95), rel=1e-4)
+
+
+def _edge(side: str, lo: float, hi: float) -> Comparison:
+    """The comparison whose ``side`` ("low" or "high") end is exactly 1.0: a new mean found by
+    bisection (exp of a logarithm within 1e-16 of zero is 1.0)."""
+    base = Estimate(100.0, 90.0, 110.0, 40, (90.0, 110.0, 95.0, 105.0))
+
+    def against(m: float) -> Comparison:
+        return compare(base, Estimate(m, m - 10, m + 10, 40, (m - 10, m + 10, m - 5, m + 5)))
+
+    while (mid := (lo + hi) / 2) not in (lo, hi):
+        if getattr(against(mid), side) < 1.0:
+            lo = mid
+        else:
+            hi = mid
+    return against(hi)
+
+
+def test_an_interval_that_touches_no_change_gets_no_real_verdict() -> None:
+    faster = _edge("low", 100.0, 300.0)  # +16%, its interval from exactly 1.0
+    assert faster.low == 1.0 and faster.ratio > 1.15
+    assert faster.verdict == Verdict.NO_CHANGE and not faster.verdict.real
+    slower = _edge("high", 10.0, 100.0)  # -16%, its interval up to exactly 1.0
+    assert slower.high == 1.0 and slower.ratio < 0.85
+    assert slower.verdict == Verdict.NO_CHANGE and not slower.verdict.real
