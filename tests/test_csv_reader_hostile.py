@@ -169,3 +169,65 @@ def test_a_header_the_caller_refuses_stops_the_reading(tmp_path: Path) -> None:
 
     with pytest.raises(UnreadableCsv, match=r"^not ours: \['x', 'y'\]$"):
         read_table(path, check_header=refuse)
+
+
+def test_after_an_overlong_record_reading_resumes_at_its_newline_read_by_read() -> None:
+    """Read as ``gpudash replay --follow`` reads a file that grows: each read returns the records
+    it completed, also those right after an overlong record's end, and nothing is left pending."""
+    text = "a,b\n" + "x" * (MAX_RECORD + 5) + "\n1,2\n3,4\n5,6\n"
+    bad = Bad()
+    records = CsvRecords(io.StringIO(text), bad)
+    assert list(records.read(4)) == [(1, ["a", "b"])]
+    assert list(records.read(MAX_RECORD + 1)) == [] and bad == [(2, "is longer than 1 MiB")]
+    assert not records.has_pending and records.unfinished() is None
+    assert list(records.read(2)) == []  # more of it, still no newline: dropped
+    assert list(records.read(2)) == [] and not records.has_pending and records.unfinished() is None
+    assert list(records.read(6)) == [(3, ["1", "2"])]  # "x\n1,2\n": its end, then the next record at once
+    assert list(records.read(4)) == [(4, ["3", "4"])]  # and the reads after it as usual
+    assert list(records.read(100)) == [(5, ["5", "6"])] and records.at_end
+    assert bad == [(2, "is longer than 1 MiB")]
+
+
+def test_a_record_of_exactly_the_limit_is_read_once_its_newline_comes() -> None:
+    record = "abcdefg," * (MAX_RECORD // 8)  # 1 MiB exactly, of small fields (the last one empty)
+    assert len(record) == MAX_RECORD
+    bad = Bad()
+    records = CsvRecords(io.StringIO(record + "\n"), bad)
+    assert list(records.read(MAX_RECORD)) == [] and not bad  # whole but for its newline: kept back
+    ((line, cells),) = list(records.read(10))
+    assert line == 1 and len(cells) == MAX_RECORD // 8 + 1 and not bad
+
+
+@pytest.mark.parametrize("quote", ["", '"'])
+def test_an_overlong_record_after_a_blank_first_line_is_reported_on_line_2(quote: str) -> None:
+    text = "\n" + quote + ("y" * 999 + "\n") * 1100 + "1,2\n" * 100_000
+    if not quote:  # one long line, not 1 100 short ones
+        text = "\n" + "y" * (MAX_RECORD + 300_000) + "\n" + "1,2\n" * 1000
+    out, _, bad = read_all(text, 256 << 10)
+    assert bad[0] == (2, "is longer than 1 MiB") and len(bad) == 1
+    assert out[-1] == (text.count("\n"), ["1", "2"])
+
+
+def test_balanced_quotes_before_an_open_one_do_not_confuse_where_records_end() -> None:
+    text = 'a,"b"\n"c\nd",e\n"f,\ng\n'  # a quoted cell, a quoted line feed, then a quote still open
+    records = CsvRecords(io.StringIO(text), Bad())
+    assert list(records.read(len(text) + 1)) == [(1, ["a", "b"]), (2, ["c\nd", "e"])]
+    assert records.unfinished() == "line 4 opens a quote it never closes"
+    records = CsvRecords(io.StringIO('a,"b"\n"c\n'), Bad())
+    assert list(records.read(100)) == [(1, ["a", "b"])]
+    assert records.unfinished() == "line 2 opens a quote it never closes"
+
+
+def test_a_file_reads_as_utf8_with_bad_bytes_as_replacement_characters(tmp_path: Path) -> None:
+    path = tmp_path / "t.csv"
+    path.write_bytes("a,b\nnaïve,\xff\n".encode("latin-1").replace(b"na\xefve", "naïve".encode()))
+    header, rows = read_table(path)
+    assert rows == [(2, ["naïve", "\ufffd"])]
+
+
+def test_a_carriage_return_is_a_control_character_not_a_line_end(tmp_path: Path) -> None:
+    """A lone CR inside a row is stripped like any control character; it does not split the row
+    (CRLF line ends read as LF)."""
+    path = tmp_path / "t.csv"
+    path.write_bytes(b'a,b\r\n1\r2,"x\ry"\r\n')
+    assert read_table(path) == (["a", "b"], [(2, ["12", "xy"])])

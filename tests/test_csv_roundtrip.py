@@ -429,3 +429,28 @@ def test_per_gpu_columns_are_found_only_whole_and_in_their_order() -> None:
 def test_a_row_is_one_csv_line_quoted_where_it_must_be() -> None:
     assert csvformat.format_row(["a", "b,c", 'say "hi"', ""]) == 'a,"b,c","say ""hi""",\n'
     assert csvformat.format_row(["two\nlines"]) == '"two\nlines"\n'
+
+
+def test_a_configuration_that_ended_in_its_warm_up_still_gets_a_summary_row() -> None:
+    tracker = SegmentTracker()
+    tracker.on_sample(sample(0.5, 80.0))  # its one sample, inside the warm-up
+    seg = tracker.current
+    assert seg is not None and seg.estimate("steps_per_s") is None
+    row = as_dict(csvformat.header(), csvformat.summary_row(seg, 0.75))
+    assert float(row["steps_per_s"]) == 80.0  # the warm-up's mean, for want of another
+    assert (row["ci_low"], row["ci_high"]) == ("", "")
+    assert "no samples after warm-up" in row["event_message"]
+
+
+def test_a_header_without_some_columns_reads_them_as_not_available() -> None:
+    """``RowParser`` looks each column up by name: one the header lacks is empty (an event's text)
+    or not available (a measurement)."""
+    header = ["row_kind", "time_s", "event_kind", "steps", "samples", "interval_s", "steps_per_s", "power_w"]
+    parser = RowParser(header)
+    from gpudash.core.protocol import Event
+
+    assert parser.messages(["event", "1.5", "stopped", "", "", "", "", ""]) == [Event(1.5, "stopped")]
+    (g, s) = parser.messages(["sample", "2.0", "", "10", "80", "0.5", "20.0", "300.5"])
+    assert g == GpuSample(time_s=2.0, power_w=300.5)
+    assert isinstance(s, Sample) and (s.steps, s.steps_per_s, s.knobs) == (10, 20.0, "none")
+    assert (s.workload, s.loss) == (None, None)
