@@ -41,6 +41,8 @@ def test_csv_columns_derive_from_the_metric_catalog_and_keep_the_0_1_order() -> 
         "slowest_rank_step_ms",
         "cuda_allocated_mib",
         "cuda_reserved_mib",
+        "ci_low",
+        "ci_high",
         "noise",
     ]  # after 0.1, at the end
     before_ranks = [m.csv_column for m in METRICS if m.origin not in (Origin.RANKS, Origin.ALLOCATOR)]
@@ -258,11 +260,14 @@ def test_a_recording_carries_each_configurations_verdict_as_the_screen_shows_it(
     state = DashState()
     for m in msgs:
         state.ingest(m)
+    parser = csvformat.RowParser(list(rows[0]))
     for row, seg in zip(summaries, state.segments, strict=False):
         e = seg.estimate("steps_per_s")
         assert float(row["steps_per_s"]) == pytest.approx(e.mean, rel=1e-5)
-        assert float(row["event_before"]) == pytest.approx(e.low, rel=1e-5)
-        assert float(row["event_after"]) == pytest.approx(e.high, rel=1e-5)
+        assert float(row["ci_low"]) == pytest.approx(e.low, rel=1e-5)
+        assert float(row["ci_high"]) == pytest.approx(e.high, rel=1e-5)
+        assert parser.interval(list(row.values())) == pytest.approx((e.low, e.high), rel=1e-5)
+        assert (row["event_before"], row["event_after"]) == ("", "")  # the interval has its own columns now
         assert "95% CI" in row["event_message"] and seg.label in row["event_message"]
     assert rows[-1]["row_kind"] == "summary"  # the end of the run closes the last one
     assert all(r["event_kind"] == "summary" for r in summaries)

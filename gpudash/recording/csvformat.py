@@ -45,11 +45,15 @@ RANK_COLUMNS = list(RANK_KEYS)
 # cuda_reserved_mib); empty on the CPU and in a file without them.
 ALLOCATOR_COLUMNS = list(ALLOCATOR_KEYS)
 LATER_SAMPLE_COLUMNS = [*RANK_COLUMNS, *ALLOCATOR_COLUMNS]  # Sample fields after the knobs column
+# Added after the allocator's columns: a summary row's 95% interval of the mean of steps/s (empty
+# on other rows, and when the configuration was too short for one). A file without them carried
+# it in event_before (low) and event_after (high); ``RowParser.interval`` reads both.
+CI_COLUMNS = ["ci_low", "ci_high"]
 COLUMNS_0_1 = ["row_kind", "time_s", *SAMPLE_COLUMNS, *GPU_COLUMNS, *DERIVED_COLUMNS, *EVENT_COLUMNS]
-# Added after the allocator's columns: what made the machine noisy while a sample was measured
+# Added after the interval's columns: what made the machine noisy while a sample was measured
 # (``Sample.noise``; empty: quiet), and on a summary row the share of noisy samples and why.
 NOISE_COLUMN = "noise"
-COLUMNS = [*COLUMNS_0_1, KNOBS_COLUMN, *LATER_SAMPLE_COLUMNS, NOISE_COLUMN]
+COLUMNS = [*COLUMNS_0_1, KNOBS_COLUMN, *LATER_SAMPLE_COLUMNS, *CI_COLUMNS, NOISE_COLUMN]
 
 
 def is_recording_header(header: list[str]) -> bool:
@@ -153,7 +157,7 @@ def event_row(event: Event, current: Running | None = None) -> list[str]:
 def summary_row(segment: Segment, time_s: float) -> list[str]:
     """A ``summary`` row (its own ``row_kind``: sample-row averages stay clean) for a
     configuration that ended: its means in the metric columns,
-    the 95% interval of steps/s in ``event_before`` (low) and ``event_after`` (high), and the
+    the 95% interval of the mean of steps/s in ``ci_low`` and ``ci_high``, and the
     whole summary as one line in ``event_message``."""
     values: dict[str, object] = {
         "row_kind": "summary",
@@ -169,7 +173,7 @@ def summary_row(segment: Segment, time_s: float) -> list[str]:
             values[key] = segment.mean(key)
     e = segment.estimate("steps_per_s")
     if e is not None and e.has_interval:
-        values["event_before"], values["event_after"] = e.low, e.high
+        values["ci_low"], values["ci_high"] = e.low, e.high
     return [_cell(values.get(c), c) for c in COLUMNS]
 
 
@@ -224,6 +228,9 @@ class RowParser:
         self._kind, self._t = at["row_kind"], at["time_s"]
         self._knobs = at.get(KNOBS_COLUMN)
         self._noise = at.get(NOISE_COLUMN)
+        # a summary row's interval: its own columns, or (a file from before them) the event's
+        ci = [at.get(c) for c in CI_COLUMNS]
+        self._ci = ci if None not in ci else [at.get("event_before"), at.get("event_after")]
         self._events = [
             (f, at.get(c)) for f, c in zip(("kind", "what", "before", "after", "message"), EVENT_COLUMNS, strict=False)
         ]
@@ -264,6 +271,17 @@ class RowParser:
         noise = cells[self._noise] if self._noise is not None else ""
         out.append(Sample(time_s=t, knobs=knobs or "none", noise=noise, **s))  # type: ignore[arg-type]  # fields by the columns' names
         return out
+
+    def interval(self, cells: Sequence[str]) -> tuple[float, float] | None:
+        """A summary row's 95% interval of steps/s, (low, high): its ``ci_low``/``ci_high``, or in a
+        file without those columns its ``event_before``/``event_after``; None for other rows and
+        for a summary without one (empty cells, a number that is not finite, low above high)."""
+        if cells[self._kind] != "summary":
+            return None
+        low, high = (_as_float(cells[i]) if i is not None else None for i in self._ci)
+        if low is None or high is None or low > high:
+            return None
+        return low, high
 
 
 # -- reading: one bounded reader for every CSV gpudash reads back -------------------------------------

@@ -202,7 +202,7 @@ def compare(
         significant, low, high = ratio != 1.0, ratio, ratio
     else:
         ka, kb = len(base.batch_means), len(new.batch_means)
-        df = (va + vb) ** 2 / (va**2 / (ka - 1) + vb**2 / (kb - 1)) if va + vb > 0 else ka + kb - 2
+        df = (va + vb) ** 2 / (va**2 / (ka - 1) + vb**2 / (kb - 1))  # Welch-Satterthwaite (se > 0: va + vb > 0)
         t = _t_quantile(confidence, df)
         log_r = math.log(ratio)
         low, high = math.exp(log_r - t * se), math.exp(log_r + t * se)
