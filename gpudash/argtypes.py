@@ -240,9 +240,16 @@ def check_parallel(nproc: int, nnodes: int, endpoint: str | None, device: str) -
 
 def check_host_budget(nproc: int, workers: int | None, device: str) -> None:
     """Raise UsageError when this machine cannot hold the processes the run starts (ranks, loader
-    workers: ``gpudash.host.host_budget``) or the memory guard's setting is not a limit."""
+    workers: ``gpudash.host.host_budget``), their sockets' temp dir is too long, or the memory
+    guard's setting is not a limit."""
     from gpudash.core import memguard
-    from gpudash.host.host_budget import HostBudgetError, ProcessPlan, available_cpus, check_process_caps
+    from gpudash.host.host_budget import (
+        HostBudgetError,
+        ProcessPlan,
+        available_cpus,
+        check_process_caps,
+        check_temp_dir,
+    )
 
     try:
         memguard.check_setting()
@@ -252,6 +259,7 @@ def check_host_budget(nproc: int, workers: int | None, device: str) -> None:
     on_cpu = kind == "cpu" or (kind == "auto" and cuda_devices()[0] == 0)
     per_rank = workers if workers is not None else max(1, available_cpus() // nproc)
     try:
+        check_temp_dir()
         check_process_caps(ProcessPlan(ranks=nproc, workers_per_rank=per_rank), on_cpu, workers is not None)
     except HostBudgetError as exc:
         raise UsageError(str(exc)) from None

@@ -253,3 +253,30 @@ def test_a_batch_that_would_not_fit_on_the_gpu_is_refused() -> None:
         with pytest.raises(WorkloadError, match=r"^batch 2048 needs about .* of GPU memory .* free on cuda:\d"):
             w.check_change(batch_size=2048)
         assert w.check_change(batch_size=16)[1] == 16
+
+
+def test_a_temp_dir_too_long_for_the_workloads_sockets_is_refused_in_one_line(tmp_path: Path) -> None:
+    """Under a TMPDIR of 100 bytes the input pipeline's loader workers could not hand over their
+    tensors (AF_UNIX path too long) and the run stalled for good; now it does not start."""
+    long_dir = tmp_path / ("t" * max(1, 100 - len(str(tmp_path)) - 1))
+    long_dir.mkdir()
+    assert len(str(long_dir)) >= 100
+    env = {**os.environ, "TMPDIR": str(long_dir)}
+    r = subprocess.run(
+        [*GPUDASH, "record", "x.csv", "-w", "input_pipeline", "--device", "cpu", "--steps", "3"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 2 and r.stdout == ""
+    (line,) = r.stderr.splitlines()
+    assert line.startswith("gpudash: error: the temp dir ") and "set TMPDIR to a shorter directory" in line
+    assert not (tmp_path / "x.csv").exists()
+    # the limit is the socket's: TMPDIR plus multiprocessing's 32 characters within 107 bytes
+    from gpudash.host.host_budget import MAX_TEMP_DIR_BYTES, HostBudgetError, check_temp_dir
+
+    check_temp_dir("/" + "d" * (MAX_TEMP_DIR_BYTES - 1))
+    with pytest.raises(HostBudgetError):
+        check_temp_dir("/" + "d" * MAX_TEMP_DIR_BYTES)

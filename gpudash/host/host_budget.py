@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import resource
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -214,3 +215,21 @@ def _read(path: Path) -> str | None:
         return path.read_text().strip()
     except (OSError, UnicodeDecodeError):
         return None
+
+
+# The longest temp dir under which the workload's Unix sockets fit: multiprocessing's listeners
+# live at TMPDIR/pymp-XXXXXXXX/listener-XXXXXXXX (32 characters more), and a socket path holds at
+# most 107 bytes (AF_UNIX). Past it, loader workers and data-parallel ranks cannot hand over their
+# shared tensors: the input pipeline's loader stalled for good ("AF_UNIX path too long").
+MAX_TEMP_DIR_BYTES = 107 - 32
+
+
+def check_temp_dir(temp_dir: str | None = None) -> None:
+    """Raise HostBudgetError when the temp dir is too long for the workload's Unix sockets."""
+    path = temp_dir if temp_dir is not None else tempfile.gettempdir()
+    size = len(os.fsencode(path))
+    if size > MAX_TEMP_DIR_BYTES:
+        raise HostBudgetError(
+            f"the temp dir {path[:40]}… is {size} bytes long: the workload's Unix sockets (loader workers, "
+            f"ranks) need one of at most {MAX_TEMP_DIR_BYTES}; set TMPDIR to a shorter directory, such as /tmp"
+        )
