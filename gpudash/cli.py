@@ -38,6 +38,26 @@ def trace_dir_for(record: str) -> str:
     return (base[:-4] if base.endswith(".csv") else base) + ".traces"
 
 
+# The RunConfig fields that an option gives as it is (field: the option's dest); the workload,
+# the knobs and the GPUs are checked and converted first.
+RUN_OPTIONS = {
+    "variant": "variant",
+    "batch_size": "batch_size",
+    "device": "device",
+    "image_size": "image_size",
+    "workers": "workers",
+    "seed": "seed",
+    "sample_interval_s": "sample_interval",
+    "gpu_interval_s": "interval",
+    "watchdog_s": "watchdog",
+    "max_steps": "steps",
+    "nproc": "nproc",
+    "nnodes": "nnodes",
+    "rdzv_endpoint": "rdzv_endpoint",
+    "rdzv_id": "rdzv_id",
+}
+
+
 def config_from_args(args: argparse.Namespace) -> RunConfig:
     """Check the workload, variant and device; return the run's configuration."""
     from workloads.registry import WorkloadError, family
@@ -58,25 +78,8 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     argtypes.check_parallel(args.nproc, args.nnodes, args.rdzv_endpoint, args.device)
     argtypes.check_host_budget(args.nproc, args.workers, args.device)
     argtypes.check_knobs(knobs, args.device, variant, world_size=args.nproc * args.nnodes)
-    return RunConfig(
-        workload=info.name,
-        variant=args.variant,
-        batch_size=args.batch_size,
-        device=args.device,
-        image_size=args.image_size,
-        workers=args.workers,
-        seed=args.seed,
-        sample_interval_s=args.sample_interval,
-        gpu_interval_s=args.interval,
-        watchdog_s=args.watchdog,
-        max_steps=args.steps,
-        knobs=knobs.text(),
-        gpus=gpus,
-        nproc=args.nproc,
-        nnodes=args.nnodes,
-        rdzv_endpoint=args.rdzv_endpoint,
-        rdzv_id=args.rdzv_id,
-    )
+    as_given = {field: getattr(args, option) for field, option in RUN_OPTIONS.items()}
+    return RunConfig(workload=info.name, knobs=knobs.text(), gpus=gpus, **as_given)
 
 
 def check_theme(name: str | None) -> None:

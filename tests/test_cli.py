@@ -338,3 +338,17 @@ def test_help_is_light() -> None:
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "[]"
+
+
+def test_every_option_that_fills_a_run_config_field_names_a_real_field_and_option() -> None:
+    """``RUN_OPTIONS`` (field: option) is read by name, so neither side is checked by the type checker."""
+    import dataclasses
+
+    from gpudash.cli import RUN_OPTIONS
+    from gpudash.core.protocol import RunConfig
+    from gpudash.options import build_parsers
+
+    _, commands = build_parsers()
+    dests = set(vars(commands["run"].parse_args([])))  # every option's dest, with its default
+    assert set(RUN_OPTIONS) <= {f.name for f in dataclasses.fields(RunConfig)}
+    assert set(RUN_OPTIONS.values()) <= dests

@@ -159,19 +159,15 @@ class SweepPlan:
         return sum(len(f.configurations) * (f.warmup + f.seconds) for f in self.families) * self.settings.repeats
 
 
+# The RunConfig fields a sweep sets the same for every configuration, from its settings (same names)
+SESSION_SETTINGS = ("device", "seed", "sample_interval_s", "gpu_interval_s", "trace_dir", "nproc")
+
+
 def run_config(config: Configuration, settings: SweepSettings) -> RunConfig:
     """The session's configuration when it starts in ``config``."""
+    shared = {name: getattr(settings, name) for name in SESSION_SETTINGS}
     return RunConfig(
-        workload=config.family,
-        variant=config.variant,
-        batch_size=config.batch_size,
-        device=settings.device,
-        seed=settings.seed,
-        sample_interval_s=settings.sample_interval_s,
-        gpu_interval_s=settings.gpu_interval_s,
-        knobs=config.knobs,
-        trace_dir=settings.trace_dir,
-        nproc=settings.nproc,
+        workload=config.family, variant=config.variant, batch_size=config.batch_size, knobs=config.knobs, **shared
     )
 
 
