@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -58,3 +62,14 @@ def _private_config(tmp_path_factory: pytest.TempPathFactory) -> None:
     """No user's settings file (gpudash/config.py) changes what a test runs, and none is written:
     the settings file lives in an empty temp dir (tests of it point XDG_CONFIG_HOME elsewhere)."""
     os.environ["XDG_CONFIG_HOME"] = str(tmp_path_factory.mktemp("xdg-config"))
+
+
+@pytest.fixture
+def short_tmp() -> Iterator[Path]:
+    """A TMPDIR of its own with a short path: the workload's Unix sockets live there, and gpudash
+    refuses a temp dir over 75 bytes (an AF_UNIX path holds 107; pytest-xdist's paths are longer)."""
+    path = Path(tempfile.mkdtemp(prefix="gd-", dir="/tmp" if os.path.isdir("/tmp") else None))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)

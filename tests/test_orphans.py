@@ -14,14 +14,11 @@ from __future__ import annotations
 import json
 import os
 import queue
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
-from collections.abc import Iterator
 from csv import DictReader
 from pathlib import Path
 
@@ -129,14 +126,16 @@ def test_killing_the_workload_process_leaves_no_process_of_its_group(tmp_path: P
 
 @pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
-def test_a_signal_to_gpudash_ends_the_group_and_removes_the_empty_temporary_log(tmp_path: Path, sig: int) -> None:
+def test_a_signal_to_gpudash_ends_the_group_and_removes_the_empty_temporary_log(
+    tmp_path: Path, short_tmp: Path, sig: int
+) -> None:
     """``--record -`` logs the workload to gpudash-PID-child.log in the temp dir: gone afterwards."""
-    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    env = {**os.environ, "TMPDIR": str(short_tmp)}
     rec, group = start_recording(tmp_path, "input_pipeline", csv="-", env=env)
     rec.proc.send_signal(sig)
     assert rec.wait() == 130
     assert live_group(group) == []
-    assert list(tmp_path.glob("gpudash-*-child.log")) == []
+    assert list(short_tmp.glob("gpudash-*-child.log")) == []
 
 
 @pytest.mark.slow
@@ -238,17 +237,6 @@ def kill_all(procs: dict[int, str]) -> None:
 def temp_leftovers(tmp: Path) -> list[str]:
     """The run's temp directories left in ``tmp``: the launcher's (``torchelastic_*``) and gpudash's."""
     return sorted(p.name for p in tmp.iterdir() if p.name.startswith(("torchelastic_", "gpudash-")))
-
-
-@pytest.fixture
-def short_tmp() -> Iterator[Path]:
-    """A TMPDIR of its own with a short path: a loader worker's socket lives there, and an AF_UNIX
-    path may not exceed 107 bytes (pytest-xdist's temp paths are longer)."""
-    path = Path(tempfile.mkdtemp(prefix="gd-"))
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 def wait_for_line(path: Path, text: str) -> None:

@@ -204,11 +204,12 @@ def open_tab(port: int) -> threading.Thread:
 
 
 @pytest.mark.slow
-def test_a_sigkilled_server_leaves_no_dashboard_nor_workload(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_sigkilled_server_leaves_no_dashboard_nor_workload(
+    tmp_path: Path, short_tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Cause 5: SIGKILL gives the server no chance to stop its tabs: each tab's dashboard sees it
     go, stops its workload and quits, within 5 s, leaving no temp file or dir of its run."""
-    tmp = tmp_path / "tmp"
-    tmp.mkdir()
+    tmp = short_tmp
     monkeypatch.setenv("TMPDIR", str(tmp))
     port = free_port()
     with serving(
