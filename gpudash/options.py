@@ -88,7 +88,11 @@ def _add_workload_options(p: argparse.ArgumentParser) -> None:
 
     w = p.add_argument_group("workload")
     w.add_argument(
-        "-w", "--workload", metavar="NAME", help=f"workload family: {', '.join(FAMILIES)} (default: {DEFAULT_FAMILY})"
+        "-w",
+        "--workload",
+        metavar="NAME",
+        help=f"workload family: {', '.join(FAMILIES)} (default: {DEFAULT_FAMILY}); or your own, FILE.py:FUNCTION "
+        "(docs/your-model.md)",
     )
     w.add_argument("-v", "--variant", metavar="NAME", help="variant (default: the family's; see 'gpudash list')")
     w.add_argument(

@@ -82,7 +82,11 @@ def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
     return float((a - b).norm() / b.norm())
 
 
-CPU_CASES = [(n, v) for n, v in (("encdec", "serial"), ("sync_loss", "fixed"), ("augment", "gpu-vectorized"))]
+YOURS = [f"{ROOT / 'examples' / name}:workload" for name in ("mine.py", "frozen_trunk.py")]  # gpudash.api
+CPU_CASES = [
+    *(("encdec", "serial"), ("sync_loss", "fixed"), ("augment", "gpu-vectorized")),
+    *((spec, "serial") for spec in YOURS),
+]
 
 
 @pytest.mark.parametrize(("name", "variant"), CPU_CASES)

@@ -6,6 +6,8 @@ This module never imports torch, so ``gpudash list`` and ``gpudash --help`` stay
 
 from __future__ import annotations
 
+import functools
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from enum import Enum
@@ -275,8 +277,68 @@ def check_image_size(n: int) -> int:
 
 
 def family(name: str) -> FamilyInfo:
-    """The family called ``name``, or a one-line WorkloadError naming the choices."""
-    return one_of(FAMILIES, name, "workload")
+    """The family called ``name`` (a reference family, or ``FILE.py:FUNCTION`` /
+    ``package.module:FUNCTION`` for a workload of the user's own), or a one-line WorkloadError."""
+    if ":" in name:
+        return user_family(name)
+    try:
+        return one_of(FAMILIES, name, "workload")
+    except WorkloadError as exc:
+        raise WorkloadError(f"{exc}; or your own, as FILE.py:FUNCTION") from None
+
+
+# A workload of the user's own (gpudash.api, workloads.user): one variant; the defaults are a
+# guess, since the file is not imported (torch) before the workload process starts.
+USER_DEFAULTS = {"cuda": Defaults(batch_size=32, image_size=64), "cpu": Defaults(batch_size=8, image_size=64)}
+USER_UNCAPTURABLE = "a step of your own may sync the host or change shapes; its capture is not supported yet"
+
+
+@functools.lru_cache(maxsize=32)
+def user_family(spec: str) -> FamilyInfo:
+    """The family of a workload of the user's own, ``FILE.py:FUNCTION`` or ``package.module:FUNCTION``:
+    its form and the file's existence checked here (one line each); the function's, when the
+    workload process imports it."""
+    if not is_user_spec(spec):
+        raise WorkloadError(f"{spec!r}: a workload of your own is FILE.py:FUNCTION or package.module:FUNCTION")
+    source, _, function = spec.rpartition(":")
+    if source.endswith(".py") and not os.path.isfile(source):
+        raise WorkloadError(f"{spec!r}: no such file {source!r}")
+    return FamilyInfo(
+        name=spec,
+        title=f"your workload: {function}() of {source}",
+        module="workloads.user",
+        class_name="UserWorkload",
+        variants=(
+            VariantInfo("serial", "your training step, on one stream", uncapturable=USER_UNCAPTURABLE),
+            VariantInfo(
+                "pipelined",
+                "your frozen stage on batch n+1 (its own stream) overlaps training on batch n; needs Training.frozen",
+                pipelined=True,
+                uncapturable=USER_UNCAPTURABLE,
+            ),
+        ),
+        default_variant="serial",
+        cuda_defaults=USER_DEFAULTS["cuda"],
+        cpu_defaults=USER_DEFAULTS["cpu"],
+        pipeline_toggle=("serial", "pipelined"),
+    )
+
+
+def is_user_spec(name: str) -> bool:
+    """``name`` has the form of a workload of the user's own (the file is not looked at)."""
+    source, _, function = name.rpartition(":")
+    if not source or not function.isidentifier():
+        return False
+    return source.endswith(".py") or all(part.isidentifier() for part in source.split("."))
+
+
+def is_workload(name: str) -> bool:
+    """A name ``family`` accepts."""
+    try:
+        family(name)
+    except WorkloadError:
+        return False
+    return True
 
 
 def one_of(table: Mapping[str, T], name: str, what: str) -> T:

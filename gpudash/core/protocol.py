@@ -213,6 +213,9 @@ NVML_LOST = "nvml"  # NVML lost the GPU or the driver mid-run; telemetry stops, 
 # a "crashed" event's details[REFUSED] = "true": the first configuration was refused (a batch that
 # would not fit, a bad setting for this machine): a usage error of the run, not a failure of it
 REFUSED = "refused"
+# details[TRACEBACK] = "log": the refusal came from the user's own code (``-w FILE.py:FUNCTION``),
+# whose traceback the workload process printed to its log: the log is kept and named
+TRACEBACK = "traceback"
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ import traceback
 from typing import Any
 
 from gpudash.core import faults, memguard, parent_watch, procgroup
-from gpudash.core.protocol import REFUSED, Event, EventKind, RunConfig
+from gpudash.core.protocol import REFUSED, TRACEBACK, Event, EventKind, RunConfig
 from gpudash.engine.builders import started_details, workload_builder
 from gpudash.engine.channel import ParentChannel
 from gpudash.engine.events import one_line, plain, progress_reports
@@ -167,6 +167,8 @@ def child_main(config: RunConfig, controls: Any, out: Any, log_path: str | None,
     except BaseException as exc:  # noqa: BLE001 - report anything, then exit non-zero
         traceback.print_exc()
         refused = {REFUSED: "true"} if _is_refusal(exc) else {}
+        if getattr(exc, "traceback_in_log", False):  # the user's own code failed (workloads.user)
+            refused[TRACEBACK] = "log"
         channel.emit(Event(time_s=now(), kind=EventKind.CRASHED, message=one_line(exc), details=refused))
         code = 1
     finally:

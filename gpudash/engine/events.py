@@ -24,7 +24,7 @@ def one_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     first = text[0] if text else ""
     name = type(exc).__name__
-    if name in ("WorkloadError",):
+    if any(cls.__name__ == "WorkloadError" for cls in type(exc).__mro__):  # ours: meant for the user as it is
         return first or name
     return f"{name}: {first}" if first else name
 

@@ -31,6 +31,7 @@ from gpudash.core.protocol import (
     NOT_RESPONDING,
     NVML_LOST,
     REFUSED,
+    TRACEBACK,
     Event,
     EventKind,
     ExitCode,
@@ -229,6 +230,9 @@ class HeadlessRecording:
         failure, log_path = self._failure, self.session.log_path
         if failure is not None and failure.details.get(REFUSED):
             self.status, self.code = f"refused: {failure.message}", ExitCode.USAGE
+            if failure.details.get(TRACEBACK) and not _empty(log_path):  # the user's code: its traceback stays
+                _say(f"error: {failure.message} (traceback: {log_path})")
+                return
             _say(f"error: {failure.message}")
             _remove(log_path)
             return

@@ -156,11 +156,13 @@ def _knobs(value: Any) -> None:
 
 
 def _family(value: Any) -> str | None:
-    from workloads.registry import FAMILIES  # torch-free
+    from workloads.registry import FAMILIES, is_user_spec  # torch-free
 
     if not isinstance(value, str):
         return f"is {_kind(value)}, not a workload name"
-    return None if value in FAMILIES else f"{value!r} is not a workload ({', '.join(FAMILIES)})"
+    if value in FAMILIES or is_user_spec(value):  # a file of the user's own need not be here to be read
+        return None
+    return f"{value!r} is not a workload ({', '.join(FAMILIES)}, or FILE.py:FUNCTION)"
 
 
 @dataclass(frozen=True)
@@ -241,7 +243,9 @@ def check_metadata(data: Any) -> str | None:
             from workloads.registry import FAMILIES, WorkloadError
 
             try:
-                FAMILIES[config.get("workload", RunConfig.workload)].variant(variant)
+                known = FAMILIES.get(config.get("workload", RunConfig.workload))
+                if known is not None:  # a workload of the user's own has its one variant
+                    known.variant(variant)
             except WorkloadError as exc:
                 return f"config.variant: {exc}"
     names, index = data.get("gpu_names") or [], data.get("gpu_index")
