@@ -105,12 +105,24 @@ CASES = {
 }
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("case", list(CASES))
-def test_a_bad_workload_file_is_one_line_and_exit_2(tmp_path: Path, case: str) -> None:
+def test_a_bad_workload_file_is_one_line(tmp_path: Path, case: str) -> None:
+    """What the workload process says of each mistake (``gpudash record`` turns it into exit 2:
+    the next test), in process."""
     body, expected = CASES[case]
     mine = tmp_path / "mine.py"
     mine.write_text(GOOD_HEAD + textwrap.dedent(body))
+    with pytest.raises(WorkloadError) as refused:
+        build(f"{mine}:workload", "cpu", WorkloadOptions(batch_size=8))
+    message = str(refused.value)
+    assert message.startswith(f"{mine}:workload: ") and expected.split(" (traceback")[0] in message
+    assert "\n" not in message
+
+
+@pytest.mark.slow
+def test_gpudash_record_says_the_users_error_in_one_line_exits_2_and_keeps_the_traceback(tmp_path: Path) -> None:
+    body, expected = CASES["raises"]
+    (tmp_path / "mine.py").write_text(GOOD_HEAD + textwrap.dedent(body))
     r = subprocess.run(
         [*GPUDASH, "record", "out.csv", "-w", "mine.py:workload", "--device", "cpu", "--steps", "3"],
         cwd=tmp_path,
@@ -120,11 +132,10 @@ def test_a_bad_workload_file_is_one_line_and_exit_2(tmp_path: Path, case: str) -
     )
     assert r.returncode == 2, r.stderr
     (line,) = r.stderr.splitlines()
-    assert line.startswith("gpudash: error: mine.py:workload: ") and expected in line, line
+    assert line == f"gpudash: error: mine.py:workload: {expected}"
     assert not (tmp_path / "out.csv").exists() and r.stdout == ""
-    if case == "raises":
-        log = (tmp_path / "out.log").read_text() if (tmp_path / "out.log").exists() else ""
-        assert "Traceback" in log and "out of ideas" in log  # the user's traceback, whole, in the log
+    log = (tmp_path / "out.log").read_text()
+    assert "Traceback" in log and "out of ideas" in log  # the user's traceback, whole, in the log
 
 
 def test_a_missing_file_is_refused_before_anything_starts(tmp_path: Path) -> None:
