@@ -2,6 +2,7 @@
 
     python benchmarks/engine_overhead.py                          # encdec serial on cuda
     python benchmarks/engine_overhead.py -w sync_loss -v fixed --seconds 5 --rounds 5
+    python benchmarks/engine_overhead.py -w examples/mine.py:workload --hand --rounds 10   # your own model
 
 The workload is built once. Each round runs the same number of steps (about ``--seconds``
 worth) twice, alternating:
@@ -9,8 +10,11 @@ worth) twice, alternating:
   * engine: ``gpudash.engine.loop.StepLoop`` (what the child runs): CUDA-event timing read back by
     query(), loss copies, sync counting with set_sync_debug_mode("warn"), samples every
     --sample-interval s, control checks; it ends with the same drain.
-and, with --no-sync-count as a third column, the engine without sync counting.
-Prints a table and the median ratio engine/bare (target >= 0.98).
+and, with --no-sync-count as a third column, the engine without sync counting. With ``--hand``
+(a workload of your own, ``gpudash.api``) the bare loop is the step written by hand from the
+``Training`` gpudash was given (copy the batch, zero_grad, loss, backward, step): what the user's
+own loop would do. Prints a table, the median ratio engine/bare and the ratio of means with its 95%
+interval and verdict (the rounds are the samples; target >= 0.98).
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ def main() -> int:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--sample-interval", type=float, default=0.25)
     p.add_argument("--no-sync-count", action="store_true", help="also time the engine without sync counting")
+    p.add_argument("--hand", action="store_true", help="bare: the Training's step by hand (a workload of your own)")
     args = p.parse_args()
 
     import torch
@@ -62,6 +67,22 @@ def main() -> int:
             w.step()
         sync()
         return n / (time.perf_counter() - t)
+
+    def by_hand(n: int) -> float:
+        """The user's step as their own loop would take it, from the same Training and batches."""
+        model, loss_fn, optimizer, pool = w.model, w.loss_fn, w.optimizer, w.pool
+        sync()
+        t = time.perf_counter()
+        for _ in range(n):
+            x, y = (v.to(device, non_blocking=True) for v in pool.next())
+            optimizer.zero_grad(set_to_none=True)
+            loss_fn(model(x), y).backward()
+            optimizer.step()
+        sync()
+        return n / (time.perf_counter() - t)
+
+    if args.hand:
+        bare = by_hand  # noqa: F811 - the bare loop this run compares with
 
     last: dict[str, object] = {}
 
@@ -97,6 +118,7 @@ def main() -> int:
     name = torch.cuda.get_device_name(device) if cuda else platform.processor() or "cpu"
     print(
         f"# engine overhead: {args.workload} {w.variant}, batch {w.batch_size}, image {w.image_size}, "
+        f"bare loop {'by hand' if args.hand else 'workload.step()'}, "
         f"on {device} ({name})"
     )
     print(
@@ -109,10 +131,12 @@ def main() -> int:
         cols += ["engine, no sync count", "ratio"]
     print("| " + " | ".join(cols) + " |")
     print("|" + "---|" * len(cols))
-    ratios, ratios_nc = [], []
+    ratios, ratios_nc, bares, engines = [], [], [], []
     for r in range(1, args.rounds + 1):
         b = bare(n)
         e = engine(n, True)
+        bares.append(b)
+        engines.append(e)
         row = [str(r), f"{b:.1f}", f"{e:.1f}", f"{e / b:.3f}"]
         ratios.append(e / b)
         if args.no_sync_count:
@@ -122,6 +146,12 @@ def main() -> int:
         print("| " + " | ".join(row) + " |", flush=True)
     med = statistics.median(ratios)
     print(f"\nmedian engine/bare: {med:.3f}  (target >= 0.98: {'OK' if med >= 0.98 else 'BELOW'})")
+    if len(bares) >= 4:
+        from gpudash.core.textfmt import fmt_ratio
+        from gpudash.stats.comparison import compare, estimate_from_batches
+
+        c = compare(estimate_from_batches(bares), estimate_from_batches(engines))
+        print(f"engine/bare, ratio of means: {fmt_ratio(c)}, {c.verdict}")
     if ratios_nc:
         print(f"median engine (no sync counting)/bare: {statistics.median(ratios_nc):.3f}")
     print(
