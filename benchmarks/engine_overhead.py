@@ -70,11 +70,14 @@ def main() -> int:
 
     def by_hand(n: int) -> float:
         """The user's step as their own loop would take it, from the same Training and batches."""
-        model, loss_fn, optimizer, pool = w.model, w.loss_fn, w.optimizer, w.pool
+        model, loss_fn, optimizer, pool, frozen = w.model, w.loss_fn, w.optimizer, w.pool, w.frozen
         sync()
         t = time.perf_counter()
         for _ in range(n):
             x, y = (v.to(device, non_blocking=True) for v in pool.next())
+            if frozen is not None:
+                with torch.no_grad():
+                    x = frozen(x)
             optimizer.zero_grad(set_to_none=True)
             loss_fn(model(x), y).backward()
             optimizer.step()
