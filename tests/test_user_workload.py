@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -12,7 +13,8 @@ import pytest
 import torch
 
 from gpudash.api import Training
-from tests.helpers import GPUDASH, ROOT
+from tests.helpers import ROOT
+from tests.test_record import gpudash
 from workloads.base import WorkloadOptions
 from workloads.data import HostBatchPool
 from workloads.factory import build
@@ -123,12 +125,8 @@ def test_a_bad_workload_file_is_one_line(tmp_path: Path, case: str) -> None:
 def test_gpudash_record_says_the_users_error_in_one_line_exits_2_and_keeps_the_traceback(tmp_path: Path) -> None:
     body, expected = CASES["raises"]
     (tmp_path / "mine.py").write_text(GOOD_HEAD + textwrap.dedent(body))
-    r = subprocess.run(
-        [*GPUDASH, "record", "out.csv", "-w", "mine.py:workload", "--device", "cpu", "--steps", "3"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=180,
+    r = gpudash(
+        "record", "out.csv", "-w", "mine.py:workload", "--device", "cpu", "--steps", "3", cwd=tmp_path, timeout=180
     )
     assert r.returncode == 2, r.stderr
     (line,) = r.stderr.splitlines()
@@ -139,13 +137,7 @@ def test_gpudash_record_says_the_users_error_in_one_line_exits_2_and_keeps_the_t
 
 
 def test_a_missing_file_is_refused_before_anything_starts(tmp_path: Path) -> None:
-    r = subprocess.run(
-        [*GPUDASH, "record", "out.csv", "-w", "nowhere.py:workload", "--steps", "3"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    r = gpudash("record", "out.csv", "-w", "nowhere.py:workload", "--steps", "3", cwd=tmp_path, timeout=60)
     assert r.returncode == 2
     assert r.stderr.strip() == "gpudash: error: 'nowhere.py:workload': no such file 'nowhere.py'"
 
@@ -153,13 +145,7 @@ def test_a_missing_file_is_refused_before_anything_starts(tmp_path: Path) -> Non
 @pytest.mark.slow
 def test_the_example_records_as_written_on_the_cpu(tmp_path: Path) -> None:
     """The issue's command, with a step count instead of a duration (the same path, less time)."""
-    r = subprocess.run(
-        [*GPUDASH, "record", "out.csv", "-w", f"{EXAMPLE}:workload", "--device", "cpu", "--steps", "40", "-q"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
+    r = gpudash("record", "out.csv", "-w", f"{EXAMPLE}:workload", *"--device cpu --steps 40 -q".split(), cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     with open(tmp_path / "out.csv", newline="") as f:
         rows = list(csv.DictReader(f))
@@ -170,7 +156,7 @@ def test_the_example_records_as_written_on_the_cpu(tmp_path: Path) -> None:
 
 def test_the_api_is_torch_free_to_import() -> None:
     code = "import sys, gpudash.api; print('torch' in sys.modules, 'textual' in sys.modules)"
-    r = subprocess.run([GPUDASH[0], "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert r.stdout.split() == ["False", "False"], r.stderr
     assert Training.__dataclass_fields__.keys() == {"model", "loss_fn", "optimizer", "batch", "frozen"}
 

@@ -4,13 +4,13 @@ trains, and the example records with its syncs counted (none: its step never wai
 from __future__ import annotations
 
 import csv
-import subprocess
 from pathlib import Path
 
 import pytest
 import torch
 
-from tests.helpers import GPUDASH, ROOT
+from tests.helpers import ROOT
+from tests.test_record import gpudash
 from workloads.base import WorkloadOptions
 from workloads.factory import build
 
@@ -36,12 +36,8 @@ def test_the_frozen_stage_pipelined_on_two_streams_trains_what_serial_trains() -
 
 
 def test_the_example_records_on_the_gpu_without_a_sync(tmp_path: Path) -> None:
-    r = subprocess.run(
-        [*GPUDASH, "record", "out.csv", "-w", MINE, "--device", "cuda", "-b", "64", "--steps", "300", "-q"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=240,
+    r = gpudash(
+        "record", "out.csv", "-w", MINE, *"--device cuda -b 64 --steps 300 -q".split(), cwd=tmp_path, timeout=240
     )
     assert r.returncode == 0, r.stderr
     with open(tmp_path / "out.csv", newline="") as f:
