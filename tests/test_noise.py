@@ -316,7 +316,8 @@ def test_an_a_a_sweep_on_a_loaded_cpu_says_so_and_shows_no_ratio_without_an_inte
     import re
 
     from gpudash.sweep.plot import _COLOURS
-    from tests.test_sweep import TINY, run
+    from tests.helpers import timing
+    from tests.test_sweep import run
 
     cpu = min(os.sched_getaffinity(0))
     before = os.sched_getaffinity(0)
@@ -324,7 +325,8 @@ def test_an_a_a_sweep_on_a_loaded_cpu_says_so_and_shows_no_ratio_without_an_inte
     try:
         os.sched_setaffinity(0, {cpu})  # the sweep's workload process inherits it
         out = tmp_path / "aa"
-        assert run(["sweep", "-w", "sync_loss", "-v", "fixed,fixed", "-b", "2", *TINY, "--out", str(out)]) == 0
+        aa = ["sweep", "-w", "sync_loss", "-v", "fixed,fixed", "-b", "2", *timing(repeats=2), "-q", "--out", str(out)]
+        assert run(aa) == 0
     finally:
         os.sched_setaffinity(0, before)
         for hog in hogs:

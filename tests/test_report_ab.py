@@ -82,7 +82,7 @@ def test_another_family_or_batch_size_is_never_paired(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_a_sync_heavy_and_a_fixed_recording_give_the_ratio_with_its_interval(tmp_path: Path, capsys) -> None:
-    common = ["-w", "sync_loss", "-b", "4", "--image-size", "16", "--device", "cpu", "--duration", "8", "-q"]
+    common = ["-w", "sync_loss", "-b", "4", "--image-size", "16", "--device", "cpu", "--duration", "5", "-q"]
     for variant in ("sync-heavy", "fixed"):
         assert run(["record", str(tmp_path / f"{variant}.csv"), "-v", variant, *common]) == 0
     capsys.readouterr()
@@ -90,7 +90,8 @@ def test_a_sync_heavy_and_a_fixed_recording_give_the_ratio_with_its_interval(tmp
     (row,) = table_rows((tmp_path / "report.md").read_text(), "## Between runs")
     assert row[:4] == ["sync_loss/fixed bs4", "fixed.csv", "sync_loss/sync-heavy bs4", "sync-heavy.csv"]
     # a loaded CPU may leave a side without an interval: then the ratio says so, and there is no verdict
-    assert re.fullmatch(RATIO, row[6]) or (row[6].endswith("× (no CI)") and row[7] == "too short")
+    verdict = row[7].removesuffix(" ⚠ noisy")  # a loaded machine says so after the verdict
+    assert re.fullmatch(RATIO, row[6]) or (row[6].endswith("× (no CI)") and verdict == "too short")
     assert "sync_loss/fixed bs4 (fixed.csv): " in capsys.readouterr().err
 
 
