@@ -72,6 +72,20 @@ def test_pipelining_on_the_cpu_is_refused_with_the_catalogs_message() -> None:
     assert notice.severity == Severity.ERROR and notice.toast
 
 
+def test_a_workload_of_your_own_pipelines_through_the_same_keys() -> None:
+    """``p`` on ``-w mine.py:workload``: on the CPU refused with the catalog's reason; on a GPU sent
+    (the workload process then says whether the file has a frozen stage)."""
+    from tests.helpers import ROOT
+
+    spec = f"{ROOT / 'examples' / 'frozen_trunk.py'}:workload"
+    ctl, src = running(spec, device="cpu")
+    notice = ctl.toggle_pipeline()
+    assert src.sent == [] and "needs CUDA streams" in notice.text and notice.severity == Severity.ERROR
+    ctl, src = running(spec, device="cuda:0")
+    ctl.toggle_pipeline()
+    assert src.sent == [SetVariant("pipelined")]
+
+
 def test_next_variant_skips_what_the_device_cannot_run_and_says_so() -> None:
     ctl, src = running("augment", "gpu-vectorized", device="cpu")
     notice = ctl.next_variant()

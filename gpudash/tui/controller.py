@@ -29,7 +29,7 @@ from gpudash.core.protocol import (
 from gpudash.tui.notices import STARTING, Notice, Severity, error, event_notice, short_path, warning
 from gpudash.tui.state import TRACE, DashState, Status, trace_line
 from workloads.knobs import KNOBS, OFF, Knobs, parse_knobs  # torch-free
-from workloads.registry import FAMILIES, FamilyInfo, WorkloadError  # torch-free
+from workloads.registry import FamilyInfo, WorkloadError, family  # torch-free
 
 TRACE_STEPS = 20  # steps in a profiler window asked for from the dashboard
 MAX_SENT = 64  # controls kept in ``DashController.sent`` (the latest; a long run sends one per change)
@@ -219,7 +219,11 @@ class DashController:
         return Notice(note)
 
     def family(self) -> FamilyInfo | None:
-        return FAMILIES.get(self.state.run.workload)
+        """What runs now, as the catalog knows it (a workload of the user's own too); None: unknown."""
+        try:
+            return family(self.state.run.workload)
+        except WorkloadError:
+            return None
 
     def _refusal(self, fam: FamilyInfo, variant: str) -> str | None:
         """Why ``variant`` cannot run on this run's device (the catalog's message)."""
