@@ -18,7 +18,7 @@ from tests.test_record import gpudash
 from workloads.base import WorkloadOptions
 from workloads.data import HostBatchPool
 from workloads.factory import build
-from workloads.registry import WorkloadError, family, is_workload
+from workloads.registry import WorkloadError, family, is_user_spec
 
 EXAMPLE = ROOT / "examples" / "mine.py"
 SPEC = f"{EXAMPLE}:workload"
@@ -62,7 +62,7 @@ def test_a_new_batch_size_asks_the_function_again_and_keeps_training_the_same_mo
 def test_a_spec_names_a_family_of_one_variant_without_importing_the_file() -> None:
     info = family(SPEC)
     assert info.variant_names == ("serial", "pipelined") and info.module == "workloads.user"
-    assert "workload() of" in info.title and is_workload(SPEC) and not is_workload("nope")
+    assert "workload() of" in info.title and is_user_spec(SPEC) and not is_user_spec("nope")
     assert family("package.module:fn").name == "package.module:fn"  # imported by the workload process
     with pytest.raises(WorkloadError, match="no such file"):
         family("missing.py:workload")

@@ -332,15 +332,6 @@ def is_user_spec(name: str) -> bool:
     return source.endswith(".py") or all(part.isidentifier() for part in source.split("."))
 
 
-def is_workload(name: str) -> bool:
-    """A name ``family`` accepts."""
-    try:
-        family(name)
-    except WorkloadError:
-        return False
-    return True
-
-
 def one_of(table: Mapping[str, T], name: str, what: str) -> T:
     """``table[name]``, or a one-line WorkloadError naming the unknown ``what`` and the choices."""
     try:

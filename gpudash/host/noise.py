@@ -2,7 +2,7 @@
 
 A throughput figure measured while something else competes for the machine is not a property of
 the configuration. ``NoiseProbe.read`` looks, at most once a ``interval_s``, at four things and
-names each that crosses its threshold (``THRESHOLDS``):
+names each that crosses its threshold (the constants below; docs/measuring.md):
 
 - **host load**: CPU time spent by processes other than gpudash and its workload on the CPUs
   gpudash may run on (``/proc/stat``'s per-CPU lines for the affinity mask, less the workload
@@ -37,12 +37,6 @@ OTHERS_MIN_SHARE = 0.25  # ...and at least this share of the CPUs gpudash may us
 STARVED_SHARE = 0.05  # a workload process waited for a CPU this share of the wall time
 NOISY_THROTTLE = frozenset({"hw_slowdown", "sw_thermal", "hw_thermal", "hw_power_brake"})
 INTERVAL_S = 1.0
-THRESHOLDS = (
-    f"host load: other processes keep ≥ {OTHERS_MIN_CPUS:g} CPU and ≥ {OTHERS_MIN_SHARE:.0%} of the usable CPUs busy",
-    f"starved: a workload process waits for a CPU ≥ {STARVED_SHARE:.0%} of the time",
-    "GPU shared: any compute process on the workload's GPU that is not the workload's",
-    "throttled: " + ", ".join(sorted(NOISY_THROTTLE)),
-)
 
 
 @dataclass

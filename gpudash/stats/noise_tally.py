@@ -26,19 +26,17 @@ class NoiseTally:
     samples: int = 0
     noisy: int = 0
     reasons: Counter[str] = field(default_factory=Counter)
-    last: str = ""  # the latest noisy sample's reasons, in words
 
     def add(self, noise: str) -> None:
         self.samples += 1
         if noise:
             self.noisy += 1
             self.reasons.update(kinds(noise))
-            self.last = noise
 
     def __add__(self, other: NoiseTally) -> NoiseTally:
         """Both stretches' samples together (a configuration's repeats)."""
         samples, noisy = self.samples + other.samples, self.noisy + other.noisy
-        return NoiseTally(samples, noisy, self.reasons + other.reasons, other.last or self.last)
+        return NoiseTally(samples, noisy, self.reasons + other.reasons)
 
     @property
     def share(self) -> float:
