@@ -84,8 +84,7 @@ def main() -> int:
         sync()
         return n / (time.perf_counter() - t)
 
-    if args.hand:
-        bare = by_hand  # noqa: F811 - the bare loop this run compares with
+    baseline = by_hand if args.hand else bare  # the bare loop this run compares with
 
     last: dict[str, object] = {}
 
@@ -113,9 +112,9 @@ def main() -> int:
         return rate
 
     # warm up (allocator, cuDNN, lazy init), then size n to about --seconds
-    bare(10)
+    baseline(10)
     engine(10, True)
-    probe = bare(max(10, 50))
+    probe = baseline(max(10, 50))
     n = max(20, int(probe * args.seconds))
 
     name = torch.cuda.get_device_name(device) if cuda else platform.processor() or "cpu"
@@ -136,7 +135,7 @@ def main() -> int:
     print("|" + "---|" * len(cols))
     ratios, ratios_nc, bares, engines = [], [], [], []
     for r in range(1, args.rounds + 1):
-        b = bare(n)
+        b = baseline(n)
         e = engine(n, True)
         bares.append(b)
         engines.append(e)
