@@ -63,7 +63,9 @@ def test_a_spec_names_a_family_of_one_variant_without_importing_the_file() -> No
     info = family(SPEC)
     assert info.variant_names == ("serial", "pipelined") and info.module == "workloads.user"
     assert "workload() of" in info.title and is_user_spec(SPEC) and not is_user_spec("nope")
-    assert family("package.module:fn").name == "package.module:fn"  # imported by the workload process
+    assert family("workloads.vision:resnet50").source == "workloads.vision:resnet50"  # found, not imported
+    with pytest.raises(WorkloadError, match="no module 'package.module' on the Python path"):
+        family("package.module:fn")
     with pytest.raises(WorkloadError, match="no such file"):
         family("missing.py:workload")
     with pytest.raises(WorkloadError, match="FILE.py:FUNCTION"):
@@ -91,8 +93,31 @@ CASES = {
         "workload() returned int, not gpudash.api.Training",
     ),
     "missing field": (
-        LINEAR + "    return Training(model=m, loss_fn=None, optimizer=opt, batch=None)\n",
+        LINEAR + "    return Training(model=m, loss_fn=None, optimizer=opt, batch=42)\n",
         "returned a Training whose loss_fn, batch is missing or not usable",
+    ),
+    "no data": (
+        LINEAR + "    return Training(m, nn.CrossEntropyLoss(), opt)\n",
+        "returned a Training with neither of batch and loader; give one",
+    ),
+    "both data": (
+        LINEAR + "    return Training(m, nn.CrossEntropyLoss(), opt, batch=lambda g: None, loader=[])\n",
+        "returned a Training with both of batch and loader; give one",
+    ),
+    "short last batch": (
+        LINEAR + "    data = torch.utils.data.TensorDataset(torch.randn(20, 4), torch.zeros(20, dtype=torch.long))\n"
+        "    return Training(m, nn.CrossEntropyLoss(), opt, loader=torch.utils.data.DataLoader(data, batch_size))\n",
+        "the loader at batch size 8 gave tensors of shapes (4, 4), (4,) (a DataLoader's last batch: drop_last=True)",
+    ),
+    "empty loader": (
+        LINEAR + "    return Training(m, nn.CrossEntropyLoss(), opt, loader=[])\n",
+        "the loader gave no batch (an empty dataset, or fewer samples than a batch)",
+    ),
+    "loader raises": (
+        LINEAR + "    def items():\n        raise OSError('disk gone')\n        yield\n"
+        "    class Data:\n        def __iter__(self):\n            return items()\n"
+        "    return Training(m, nn.CrossEntropyLoss(), opt, loader=Data())\n",
+        "the loader raised OSError: disk gone",
     ),
     "wrong shape": (
         LINEAR + "    return Training(m, nn.CrossEntropyLoss(), opt, lambda g: (torch.randn(3, 4), torch.zeros(3)))\n",
@@ -100,9 +125,9 @@ CASES = {
     ),
     "not a tuple": (
         LINEAR + "    return Training(m, nn.CrossEntropyLoss(), opt, lambda g: torch.randn(batch_size, 4))\n",
-        "batch() must return (inputs, targets), two tensors; got Tensor",
+        "batch() must give (inputs, targets), two tensors; got Tensor",
     ),
-    "syntax": ("def workload(batch_size, device)\n    pass\n", "importing"),
+    "syntax": ("def workload(batch_size, device)\n    pass\n", "': line 5: expected ':'"),  # read before it runs
     "no function": ("def other(batch_size, device):\n    pass\n", "has no function workload()"),
 }
 
@@ -114,10 +139,12 @@ def test_a_bad_workload_file_is_one_line(tmp_path: Path, case: str) -> None:
     body, expected = CASES[case]
     mine = tmp_path / "mine.py"
     mine.write_text(GOOD_HEAD + textwrap.dedent(body))
-    with pytest.raises(WorkloadError) as refused:
-        build(f"{mine}:workload", "cpu", WorkloadOptions(batch_size=8))
+    with pytest.raises(WorkloadError) as refused:  # at the build, or at a step (a loader's third batch)
+        workload = build(f"{mine}:workload", "cpu", WorkloadOptions(batch_size=8))
+        for _ in range(3):
+            workload.step()
     message = str(refused.value)
-    assert message.startswith(f"{mine}:workload: ") and expected.split(" (traceback")[0] in message
+    assert message.startswith((f"{mine}:workload: ", f"'{mine}:workload': ")) and expected.split(" (traceback")[0] in message
     assert "\n" not in message
 
 
@@ -158,7 +185,7 @@ def test_the_api_is_torch_free_to_import() -> None:
     code = "import sys, gpudash.api; print('torch' in sys.modules, 'textual' in sys.modules)"
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert r.stdout.split() == ["False", "False"], r.stderr
-    assert Training.__dataclass_fields__.keys() == {"model", "loss_fn", "optimizer", "batch", "frozen"}
+    assert Training.__dataclass_fields__.keys() == {"model", "loss_fn", "optimizer", "batch", "loader", "frozen"}
 
 
 FROZEN = f"{ROOT / 'examples' / 'frozen_trunk.py'}:workload"

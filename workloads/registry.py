@@ -7,11 +7,12 @@ This module never imports torch, so ``gpudash list`` and ``gpudash --help`` stay
 from __future__ import annotations
 
 import functools
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any, TypeVar
+
+from workloads import user_spec
 
 T = TypeVar("T")
 
@@ -86,6 +87,9 @@ class FamilyInfo:
     max_batch_size: int = 4096
     # Samples in an epoch when a step draws from a finite dataset with drop_last (None: endless).
     dataset_size: int | None = None
+    # ``package.module:FUNCTION`` or ``FILE.py:FUNCTION`` of a workload written against gpudash.api
+    # (workloads.user runs it); None for the reference families, which have their own classes.
+    source: str | None = None
 
     def __post_init__(self) -> None:
         named = tuple(replace(v, family=self.name) for v in self.variants)
@@ -145,6 +149,56 @@ def _ladder(
         fixes = fixes | {fix} if fix is not None else fixes
         out.append(VariantInfo(name, summary, fixes=fixes, **(extra or {}).get(name, {})))
     return tuple(out)
+
+
+# Written against the public API (gpudash.api) like a user's file: workloads.vision.
+_ONE_STEP = "the training step on one stream"
+VISION_IMAGES = "224-pixel images on a GPU, 64 on the CPU"
+
+
+def _api_family(name: str, title: str, variants: tuple[VariantInfo, ...], cuda: int, cpu: int) -> FamilyInfo:
+    """A built-in family run by workloads.user from ``workloads.vision:<name>``."""
+    return FamilyInfo(
+        name=name,
+        title=title,
+        module="workloads.user",
+        class_name="UserWorkload",
+        variants=variants,
+        default_variant=variants[0].name,
+        cuda_defaults=Defaults(batch_size=cuda, image_size=64),  # the image size is the function's
+        cpu_defaults=Defaults(batch_size=cpu, image_size=64),
+        pipeline_toggle=("serial", "pipelined") if len(variants) == 2 else None,
+        source=f"workloads.vision:{name}",
+    )
+
+
+def _vision_families() -> tuple[FamilyInfo, ...]:
+    return (
+        _api_family(
+            "resnet50", f"torchvision ResNet-50, {VISION_IMAGES}", (VariantInfo("serial", _ONE_STEP),), cuda=128, cpu=4
+        ),
+        _api_family(
+            "vit_b_16",
+            f"torchvision ViT-B/16 with AdamW, {VISION_IMAGES} (2 layers on the CPU)",
+            (VariantInfo("serial", _ONE_STEP),),
+            cuda=64,
+            cpu=2,
+        ),
+        _api_family(
+            "finetune",
+            f"ResNet-50 fine-tuning: frozen stem and layers 1-3, trained layer 4 and head; {VISION_IMAGES}",
+            (
+                VariantInfo("serial", "frozen trunk then trained layer 4 and head, one stream"),
+                VariantInfo(
+                    "pipelined",
+                    "frozen trunk on batch n+1 (its own stream) overlaps training on batch n",
+                    pipelined=True,
+                ),
+            ),
+            cuda=128,
+            cpu=4,
+        ),
+    )
 
 
 FAMILIES: dict[str, FamilyInfo] = {
@@ -242,6 +296,7 @@ FAMILIES: dict[str, FamilyInfo] = {
             cpu_defaults=Defaults(batch_size=16, image_size=64),
             dataset_size=10_000,  # workloads.input_pipeline.OneJpegDataset
         ),
+        *_vision_families(),
     )
 }
 
@@ -277,35 +332,43 @@ def check_image_size(n: int) -> int:
 
 
 def family(name: str) -> FamilyInfo:
-    """The family called ``name`` (a reference family, or ``FILE.py:FUNCTION`` /
-    ``package.module:FUNCTION`` for a workload of the user's own), or a one-line WorkloadError."""
+    """The family called ``name``: a built-in family, an installed workload (an entry point of
+    the group ``gpudash.workloads``) or ``FILE.py:FUNCTION`` / ``package.module:FUNCTION`` for a
+    workload of the user's own; or a one-line WorkloadError."""
+    if name in FAMILIES:
+        return FAMILIES[name]
     if ":" in name:
         return user_family(name)
-    try:
-        return one_of(FAMILIES, name, "workload")
-    except WorkloadError as exc:
-        raise WorkloadError(f"{exc}; or your own, as FILE.py:FUNCTION") from None
+    installed = user_spec.entry_points()
+    if name in installed:
+        return user_family(installed[name], name)
+    choices = ", ".join([*FAMILIES, *installed])
+    raise WorkloadError(f"unknown workload {name!r}; choose one of: {choices}; or your own, as FILE.py:FUNCTION")
 
 
-# A workload of the user's own (gpudash.api, workloads.user): one variant; the defaults are a
-# guess, since the file is not imported (torch) before the workload process starts.
+# A workload of the user's own (gpudash.api, workloads.user) without declared batch sizes
+# (``@gpudash.api.workload``): these. Its image size is its own (the batches it makes).
 USER_DEFAULTS = {"cuda": Defaults(batch_size=32, image_size=64), "cpu": Defaults(batch_size=8, image_size=64)}
 USER_UNCAPTURABLE = "a step of your own may sync the host or change shapes; its capture is not supported yet"
 
 
 @functools.lru_cache(maxsize=32)
-def user_family(spec: str) -> FamilyInfo:
-    """The family of a workload of the user's own, ``FILE.py:FUNCTION`` or ``package.module:FUNCTION``:
-    its form and the file's existence checked here (one line each); the function's, when the
-    workload process imports it."""
+def user_family(spec: str, installed_as: str | None = None) -> FamilyInfo:
+    """The family of a workload of the user's own, ``FILE.py:FUNCTION`` or ``package.module:FUNCTION``
+    (``installed_as``: its entry point's name, which then names the family): its form, its file
+    and its ``@workload(...)`` declaration checked here, one line each; the function itself when
+    the workload process imports it."""
     if not is_user_spec(spec):
         raise WorkloadError(f"{spec!r}: a workload of your own is FILE.py:FUNCTION or package.module:FUNCTION")
+    try:
+        said = user_spec.declared(spec)
+    except user_spec.SpecError as exc:
+        raise WorkloadError(str(exc)) from None
     source, _, function = spec.rpartition(":")
-    if source.endswith(".py") and not os.path.isfile(source):
-        raise WorkloadError(f"{spec!r}: no such file {source!r}")
+    cuda, cpu = USER_DEFAULTS["cuda"], USER_DEFAULTS["cpu"]
     return FamilyInfo(
-        name=spec,
-        title=f"your workload: {function}() of {source}",
+        name=installed_as or spec,
+        title=f"{said.name or 'your workload'}: {function}() of {source}",
         module="workloads.user",
         class_name="UserWorkload",
         variants=(
@@ -318,18 +381,14 @@ def user_family(spec: str) -> FamilyInfo:
             ),
         ),
         default_variant="serial",
-        cuda_defaults=USER_DEFAULTS["cuda"],
-        cpu_defaults=USER_DEFAULTS["cpu"],
+        cuda_defaults=replace(cuda, batch_size=said.batch_size or cuda.batch_size),
+        cpu_defaults=replace(cpu, batch_size=said.cpu_batch_size or said.batch_size or cpu.batch_size),
         pipeline_toggle=("serial", "pipelined"),
+        source=spec,
     )
 
 
-def is_user_spec(name: str) -> bool:
-    """``name`` has the form of a workload of the user's own (the file is not looked at)."""
-    source, _, function = name.rpartition(":")
-    if not source or not function.isidentifier():
-        return False
-    return source.endswith(".py") or all(part.isidentifier() for part in source.split("."))
+is_user_spec = user_spec.is_user_spec
 
 
 def one_of(table: Mapping[str, T], name: str, what: str) -> T:
@@ -341,21 +400,26 @@ def one_of(table: Mapping[str, T], name: str, what: str) -> T:
 
 
 def describe(only: str | None = None) -> str:
-    """A plain-text table of every family (or only the one named) and its variants, for ``gpudash list``."""
+    """A plain-text table of every family (or only the one named) and its variants, and the
+    installed workloads (entry points), for ``gpudash list``."""
     lines: list[str] = []
     for info in FAMILIES.values():
         if only is not None and info.name != only:
             continue
         c, p = info.cuda_defaults, info.cpu_defaults
         lines.append(f"{info.name}  —  {info.title}")
-        lines.append(
-            f"  defaults: batch {c.batch_size}, image {c.image_size} on CUDA; "
-            f"batch {p.batch_size}, image {p.image_size} on the CPU"
-        )
+        images = "" if info.source else f", image {c.image_size}"
+        cpu_images = "" if info.source else f", image {p.image_size}"
+        lines.append(f"  defaults: batch {c.batch_size}{images} on CUDA; batch {p.batch_size}{cpu_images} on the CPU")
         for v in info.variants:
             mark = "*" if v.name == info.default_variant else " "
             cuda = "  [needs CUDA]" if v.needs_cuda else ""
             lines.append(f"  {mark} {v.name:<16} {v.summary}{cuda}")
         lines.append("")
-    lines.append("* = default variant")
+    installed = user_spec.entry_points()
+    if only is None and installed:
+        lines.append(f"installed workloads (entry points, group {user_spec.ENTRY_POINT_GROUP}):")
+        lines.extend(f"  {name:<18} {value}" for name, value in installed.items())
+        lines.append("")
+    lines.append("* = default variant; your own: -w FILE.py:FUNCTION (docs/your-model.md)")
     return "\n".join(lines)

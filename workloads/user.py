@@ -1,10 +1,11 @@
-"""A workload of the user's own (``gpudash.api.Training``), run by the engine like a reference family.
+"""A workload written against ``gpudash.api`` (the user's, or ``workloads.vision``), run by the engine.
 
-``-w FILE.py:FUNCTION`` (or ``package.module:FUNCTION``): the workload process imports the file,
-calls ``FUNCTION(batch_size, device)`` and trains what it returns, one stream, as the reference
-families' serial variants do. Whatever goes wrong in the user's code is a ``WorkloadError`` of
-one line (the traceback is printed to the workload's log first): at the start the run is
-refused (exit 2), after a change the dashboard says why and keeps the last configuration.
+``-w FILE.py:FUNCTION`` (or ``package.module:FUNCTION``, or an installed entry point): the
+workload process imports the file, calls ``FUNCTION(batch_size, device)`` and trains what it
+returns, as the reference families' serial variants do (or pipelined, with a frozen first
+stage). Whatever goes wrong in the user's code is a ``WorkloadError`` of one line (the traceback
+is printed to the workload's log first): at the start the run is refused (exit 2), after a
+change the dashboard says why and keeps the last configuration.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import importlib
 import importlib.util
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +22,8 @@ import torch
 from torch import Tensor, nn
 
 from gpudash.api import Training
-from workloads.base import Workload
-from workloads.data import HostBatchPool
+from workloads.base import Workload, WorkloadOptions
+from workloads.data import HostBatchPool, loader_bytes_held
 from workloads.registry import WorkloadError
 from workloads.streams import TwoStagePipeline
 from workloads.train_step import train_step
@@ -69,7 +70,7 @@ def _user_error(spec: str, doing: str, exc: BaseException) -> WorkloadError:
 
 def call(spec: str, fn: WorkloadFunction, batch_size: int, device: torch.device) -> Training:
     """``fn(batch_size, device)``, checked: a ``Training`` with a module, a callable loss, an
-    optimizer and a callable ``batch``."""
+    optimizer, and either a callable ``batch`` or an iterable ``loader``."""
     name = spec.rpartition(":")[2]
     try:
         training = fn(batch_size, device)
@@ -81,12 +82,16 @@ def call(spec: str, fn: WorkloadFunction, batch_size: int, device: torch.device)
         "model": isinstance(training.model, nn.Module),
         "loss_fn": callable(training.loss_fn),
         "optimizer": isinstance(training.optimizer, torch.optim.Optimizer),
-        "batch": callable(training.batch),
+        "batch": training.batch is None or callable(training.batch),
+        "loader": training.loader is None or isinstance(training.loader, Iterable),
         "frozen": training.frozen is None or isinstance(training.frozen, nn.Module),
     }
     wrong = [field for field, ok in checks.items() if not ok]
     if wrong:
         raise WorkloadError(f"{spec}: {name}() returned a Training whose {', '.join(wrong)} is missing or not usable")
+    if (training.batch is None) == (training.loader is None):
+        given = "both" if training.batch is not None else "neither"
+        raise WorkloadError(f"{spec}: {name}() returned a Training with {given} of batch and loader; give one")
     return training
 
 
@@ -98,14 +103,56 @@ def checked_batch(spec: str, make: Callable[[torch.Generator], Any], batch_size:
             out = make(gen)
         except BaseException as exc:  # noqa: BLE001 - the user's code
             raise _user_error(spec, "batch()", exc) from exc
-        if not (isinstance(out, tuple) and len(out) == 2 and all(isinstance(t, Tensor) for t in out)):
-            raise WorkloadError(f"{spec}: batch() must return (inputs, targets), two tensors; got {_shape_of(out)}")
-        if any(t.dim() == 0 or t.shape[0] != batch_size for t in out):
-            shapes = ", ".join(str(tuple(t.shape)) for t in out)
-            raise WorkloadError(f"{spec}: batch() at batch size {batch_size} gave tensors of shapes {shapes}")
-        return out[0], out[1]
+        return check_batch(spec, "batch()", out, batch_size)
 
     return batch
+
+
+def check_batch(spec: str, what: str, out: object, batch_size: int) -> tuple[Tensor, Tensor]:
+    """``out`` as ``(inputs, targets)`` of ``batch_size`` samples each, or a one-line WorkloadError
+    (``what`` gave it: "batch()", "the loader")."""
+    if not (isinstance(out, (tuple, list)) and len(out) == 2 and all(isinstance(t, Tensor) for t in out)):
+        raise WorkloadError(f"{spec}: {what} must give (inputs, targets), two tensors; got {_shape_of(out)}")
+    if any(t.dim() == 0 or t.shape[0] != batch_size for t in out):
+        shapes = ", ".join(str(tuple(t.shape)) for t in out)
+        hint = " (a DataLoader's last batch: drop_last=True)" if what == "the loader" else ""
+        raise WorkloadError(f"{spec}: {what} at batch size {batch_size} gave tensors of shapes {shapes}{hint}")
+    return out[0], out[1]
+
+
+class LoaderFeed:
+    """The batches of the user's ``loader``, one per step, a new pass when one ends (checked)."""
+
+    def __init__(self, spec: str, loader: Iterable[Any], batch_size: int) -> None:
+        self.spec, self.loader, self.batch_size = spec, loader, batch_size
+        self._it: Iterator[Any] | None = None
+
+    def next(self) -> tuple[Tensor, Tensor]:
+        try:
+            for fresh in (False, True):
+                if self._it is None:
+                    self._it = iter(self.loader)
+                try:
+                    return check_batch(self.spec, "the loader", next(self._it), self.batch_size)
+                except StopIteration:
+                    self._it = None
+                    if fresh:
+                        break
+        except WorkloadError:
+            raise
+        except BaseException as exc:  # noqa: BLE001 - the user's code (a worker's error comes here)
+            raise _user_error(self.spec, "the loader", exc) from exc
+        raise WorkloadError(f"{self.spec}: the loader gave no batch (an empty dataset, or fewer samples than a batch)")
+
+    def held_bytes(self, batch_bytes: int) -> int:
+        """Host bytes its batches hold at once (a DataLoader's prefetch; one batch otherwise)."""
+        workers = getattr(self.loader, "num_workers", 0) or 0
+        prefetch = getattr(self.loader, "prefetch_factor", None) or 2
+        return loader_bytes_held(batch_bytes, workers, bool(getattr(self.loader, "pin_memory", False)), prefetch)
+
+    def close(self) -> None:
+        """Let go of the iterator (a DataLoader's workers stop with it)."""
+        self._it = None
 
 
 def _shape_of(value: object) -> str:
@@ -117,8 +164,16 @@ def _shape_of(value: object) -> str:
 class UserWorkload(Workload):
     """The engine's workload over a ``Training`` (``factory.build`` gives it its ``info``)."""
 
+    feed: LoaderFeed | None = None
+
+    def __init__(self, device: torch.device | str, options: WorkloadOptions | None = None) -> None:
+        if options is not None and options.image_size is not None:
+            raise WorkloadError(f"{self.info.name}: --image-size is for the reference families; your batches set theirs")
+        super().__init__(device, options)
+
     def _build_model(self) -> None:
-        self.spec = self.info.name
+        assert self.info.source is not None  # the registry gives every workload of this kind its source
+        self.spec = self.info.source
         self.function = load_function(self.spec)
         training = call(self.spec, self.function, self.batch_size, self.device)
         self.model = training.model.to(self.device).train()
@@ -128,23 +183,43 @@ class UserWorkload(Workload):
         self.frozen = frozen.to(self.device).requires_grad_(False).eval() if frozen is not None else None
         if self.frozen is not None:  # the model knobs (channels_last, compile) apply to both stages
             self.knob_modules = ("frozen", "model")  # type: ignore[misc]  # this instance's modules
-        self._batches: dict[int, Callable[..., Any]] = {self.batch_size: training.batch}
+        self._trainings: dict[int, Training] = {self.batch_size: training}
 
     def _configure(self) -> None:
         n = self.batch_size
         if self.variant_info.pipelined and self.frozen is None:
             raise WorkloadError(f"{self.spec}/pipelined needs a frozen first stage (Training.frozen) to overlap")
-        if n not in self._batches:  # a new batch size: the function gives its batch (its model is not used)
-            self._batches = {n: call(self.spec, self.function, n, self.device).batch}
-        make = checked_batch(self.spec, self._batches[n], n)
-        self.pool = HostBatchPool(make, seed=self.data_seed, pin=self.on_cuda)
+        if n not in self._trainings:  # a new batch size: the function gives its data (its model is not used)
+            self._trainings = {n: call(self.spec, self.function, n, self.device)}
+        training = self._trainings[n]
+        if training.loader is not None:
+            self.feed = LoaderFeed(self.spec, training.loader, n)
+        else:
+            assert training.batch is not None  # call() checked: one of the two
+            self.pool = HostBatchPool(checked_batch(self.spec, training.batch, n), seed=self.data_seed, pin=self.on_cuda)
+        inputs = self._peek_input()[0]
+        if inputs.dim() == 4:  # what the recording says of images: their side
+            self.image_size = int(inputs.shape[-1])
         if self.variant_info.pipelined:
             self.pipeline = TwoStagePipeline(self.device, emulate=self.emulate_streams)
+
+    def _release(self) -> None:
+        if self.feed is not None:
+            self.feed.close()
+            self.feed = None
+        super()._release()
+
+    def host_bytes_held(self, batch_bytes: int) -> int:
+        if self.feed is not None:
+            return self.feed.held_bytes(batch_bytes)
+        return super().host_bytes_held(batch_bytes)
 
     def trained_parameters(self) -> list[nn.Parameter]:
         return list(self.model.parameters())
 
     def _draw_input(self) -> tuple[Tensor, ...]:
+        if self.feed is not None:
+            return self.feed.next()
         assert self.pool is not None  # built by _configure
         return self.pool.next()
 
