@@ -73,7 +73,9 @@ class Training:
     frozen: torch.nn.Module | None = None
 
 
-def workload(*, name: str | None = None, batch_size: int | None = None, cpu_batch_size: int | None = None) -> Callable[[F], F]:
+def workload(
+    *, name: str | None = None, batch_size: int | None = None, cpu_batch_size: int | None = None
+) -> Callable[[F], F]:
     """Optional, on your function: the name gpudash shows and its default batch sizes (on a GPU;
     on the CPU). gpudash reads these from the file's text before it runs the file (its window
     opens before torch is imported), so write them as plain literals::

@@ -244,7 +244,11 @@ def test_pipeline_produces_ahead_while_consuming_the_current_item(depth: int) ->
 
 @pytest.mark.parametrize(
     ("name", "serial", "pipelined"),
-    [("encdec", "serial", "pipelined"), ("augment", "gpu-vectorized", "pipelined"), ("finetune", "serial", "pipelined")],
+    [
+        ("encdec", "serial", "pipelined"),
+        ("augment", "gpu-vectorized", "pipelined"),
+        ("finetune", "serial", "pipelined"),
+    ],
 )
 def test_pipelined_schedule_trains_the_same_parameters_as_serial(name: str, serial: str, pipelined: str) -> None:
     """Same seed, same batches: the pipelined order of work must not change the training result."""

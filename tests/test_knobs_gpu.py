@@ -91,7 +91,11 @@ def test_each_knob_trains_what_the_plain_run_trains(name: str, variant: str, kno
 
 @pytest.mark.parametrize(
     ("name", "serial", "pipelined"),
-    [("encdec", "serial", "pipelined"), ("augment", "gpu-vectorized", "pipelined"), ("finetune", "serial", "pipelined")],
+    [
+        ("encdec", "serial", "pipelined"),
+        ("augment", "gpu-vectorized", "pipelined"),
+        ("finetune", "serial", "pipelined"),
+    ],
 )
 def test_graphed_pipeline_trains_what_the_graphed_serial_step_trains(name: str, serial: str, pipelined: str) -> None:
     knobs = parse_knobs("cuda_graph")

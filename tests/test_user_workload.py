@@ -144,7 +144,10 @@ def test_a_bad_workload_file_is_one_line(tmp_path: Path, case: str) -> None:
         for _ in range(3):
             workload.step()
     message = str(refused.value)
-    assert message.startswith((f"{mine}:workload: ", f"'{mine}:workload': ")) and expected.split(" (traceback")[0] in message
+    assert (
+        message.startswith((f"{mine}:workload: ", f"'{mine}:workload': "))
+        and expected.split(" (traceback")[0] in message
+    )
     assert "\n" not in message
 
 

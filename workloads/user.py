@@ -168,7 +168,9 @@ class UserWorkload(Workload):
 
     def __init__(self, device: torch.device | str, options: WorkloadOptions | None = None) -> None:
         if options is not None and options.image_size is not None:
-            raise WorkloadError(f"{self.info.name}: --image-size is for the reference families; your batches set theirs")
+            raise WorkloadError(
+                f"{self.info.name}: --image-size is for the reference families; your batches set theirs"
+            )
         super().__init__(device, options)
 
     def _build_model(self) -> None:
@@ -196,7 +198,9 @@ class UserWorkload(Workload):
             self.feed = LoaderFeed(self.spec, training.loader, n)
         else:
             assert training.batch is not None  # call() checked: one of the two
-            self.pool = HostBatchPool(checked_batch(self.spec, training.batch, n), seed=self.data_seed, pin=self.on_cuda)
+            self.pool = HostBatchPool(
+                checked_batch(self.spec, training.batch, n), seed=self.data_seed, pin=self.on_cuda
+            )
         inputs = self._peek_input()[0]
         if inputs.dim() == 4:  # what the recording says of images: their side
             self.image_size = int(inputs.shape[-1])

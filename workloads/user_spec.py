@@ -101,7 +101,9 @@ def _read_keywords(spec: str, call: ast.Call) -> Declared:
         try:
             values[kw.arg] = ast.literal_eval(kw.value)
         except ValueError:
-            raise SpecError(f"{spec!r}: @workload({kw.arg}=...) must be a literal (gpudash reads it without running the file)") from None
+            raise SpecError(
+                f"{spec!r}: @workload({kw.arg}=...) must be a literal (gpudash reads it without running the file)"
+            ) from None
     for key in ("batch_size", "cpu_batch_size"):
         n = values.get(key)
         if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):

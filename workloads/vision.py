@@ -45,7 +45,9 @@ def _sgd(params: object, batch_size: int) -> torch.optim.Optimizer:
 def resnet50(batch_size: int, device: torch.device) -> Training:
     """ResNet-50 image classification, the whole network trained."""
     model = models.resnet50(weights=None, num_classes=CLASSES)
-    return Training(model, nn.CrossEntropyLoss(), _sgd(model.parameters(), batch_size), _images(batch_size, image_size(device)))
+    return Training(
+        model, nn.CrossEntropyLoss(), _sgd(model.parameters(), batch_size), _images(batch_size, image_size(device))
+    )
 
 
 def vit_b_16(batch_size: int, device: torch.device) -> Training:
