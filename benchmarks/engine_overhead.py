@@ -5,7 +5,7 @@
     python benchmarks/engine_overhead.py -w examples/mine.py:workload --hand --rounds 10   # your own model
 
 The workload is built once. Each round runs the same number of steps (about ``--seconds``
-worth) twice, alternating:
+worth) twice, the order alternating from round to round:
   * bare:   ``for _ in range(n): workload.step()`` then one synchronize;
   * engine: ``gpudash.engine.loop.StepLoop`` (what the child runs): CUDA-event timing read back by
     query(), loss copies, sync counting with set_sync_debug_mode("warn"), samples every
@@ -135,8 +135,12 @@ def main() -> int:
     print("|" + "---|" * len(cols))
     ratios, ratios_nc, bares, engines = [], [], [], []
     for r in range(1, args.rounds + 1):
-        b = baseline(n)
-        e = engine(n, True)
+        if r % 2:  # ABBA: which runs first alternates, so a drift (clocks, heat) favours neither
+            b = baseline(n)
+            e = engine(n, True)
+        else:
+            e = engine(n, True)
+            b = baseline(n)
         bares.append(b)
         engines.append(e)
         row = [str(r), f"{b:.1f}", f"{e:.1f}", f"{e / b:.3f}"]

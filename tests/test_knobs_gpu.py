@@ -47,6 +47,13 @@ CONFIGS = [
 # Compiling ResNet-50 or ViT-B/16 takes a minute or more a run: their compile is measured by the
 # benchmark (benchmarks/vision.py), not here; the reference families test that compile trains alike.
 SLOW_TO_COMPILE = {"resnet50", "vit_b_16", "finetune"}
+# A few steps move a deep network's parameters by a tiny fraction of their size, so a knob that
+# computed the wrong gradients would still pass a comparison of the parameters: for these the
+# steps' *updates* are compared, relative to the plain run's update. Rounding differences grow
+# through 50 (ResNet) or 12 (ViT) layers, and AdamW's step is the gradient's sign where the
+# gradient is tiny, so the tolerances are wider; a wrong layout or gradient gives about 1 or more.
+DEEP = SLOW_TO_COMPILE
+DEEP_TOLERANCE = {"cuda_graph": 1e-6, "channels_last": 0.3, "cudnn_benchmark": 0.3, "tf32": 0.3, "amp": 0.5}
 
 
 def _options(name: str, **kw: object) -> WorkloadOptions:
@@ -55,12 +62,18 @@ def _options(name: str, **kw: object) -> WorkloadOptions:
 
 
 def _params_after(name: str, variant: str, knobs: Knobs, steps: int = STEPS) -> tuple[torch.Tensor, float]:
+    """The trained parameters after ``steps`` steps (for a deep network: what the steps changed)."""
     with build(name, "cuda", _options(name, variant=variant, seed=3, knobs=knobs)) as w:
+        before = _flat(w) if name in DEEP else None
         for _ in range(steps):
             w.step()
         loss = float(w.last_loss)
-        flat = torch.cat([p.detach().double().flatten().cpu() for p in w.trained_parameters()])
-    return flat, loss
+        after = _flat(w)
+    return (after - before if before is not None else after), loss
+
+
+def _flat(w: object) -> torch.Tensor:
+    return torch.cat([p.detach().double().flatten().cpu() for p in w.trained_parameters()])  # type: ignore[attr-defined]
 
 
 def _applicable() -> list[tuple[str, str, str]]:
@@ -86,7 +99,9 @@ def test_each_knob_trains_what_the_plain_run_trains(name: str, variant: str, kno
     tuned, loss = _params_after(name, variant, parse_knobs(knob))
     assert torch.isfinite(torch.tensor(loss))
     rel = float((tuned - plain).norm() / plain.norm())
-    assert rel <= TOLERANCE[knob.split("=")[0]], f"{name}/{variant} {knob}: relative difference {rel:.2e}"
+    print(f"knob-difference {name}/{variant} {knob}: {rel:.2e}")  # the measured margin, for the docs
+    limit = (DEEP_TOLERANCE if name in DEEP else TOLERANCE)[knob.split("=")[0]]
+    assert rel <= limit, f"{name}/{variant} {knob}: relative difference {rel:.2e}"
 
 
 @pytest.mark.parametrize(

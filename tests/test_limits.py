@@ -23,6 +23,7 @@ from gpudash.engine.loop import StepLoop
 from gpudash.host.runner import WorkloadRunner
 from tests.helpers import GPUDASH
 from tests.test_orphans import START_TIMEOUT_S, until_event
+from workloads import limits, memory_probe
 from workloads.base import WorkloadOptions
 from workloads.factory import build
 from workloads.registry import FAMILIES, WorkloadError
@@ -280,3 +281,26 @@ def test_a_temp_dir_too_long_for_the_workloads_sockets_is_refused_in_one_line(tm
     check_temp_dir("/" + "d" * (MAX_TEMP_DIR_BYTES - 1))
     with pytest.raises(HostBudgetError):
         check_temp_dir("/" + "d" * MAX_TEMP_DIR_BYTES)
+
+
+MIB = 2**20
+
+
+def test_a_workspace_taken_at_some_probe_sizes_does_not_inflate_the_estimate() -> None:
+    """The H100 case: a small network measured 66 MiB a sample from 1 to 4 samples (cuDNN took a
+    workspace at 4, not at 1), so batch 2048 'needed 132 GiB'. The flattest segment is the sample."""
+    per_sample, workspace = 1 * MIB, 200 * MIB
+    sizes = [1, 4, 16]
+    measured = [per_sample * 1, per_sample * 4 + workspace, per_sample * 16 + workspace]
+    step = limits.StepMemory.fit(sizes, measured)
+    assert step.per_sample == per_sample and step.fixed == workspace
+    assert step.at(2048) == 2048 * per_sample + workspace
+    assert step.how() == "1 MiB a sample, measured at batch 1, 4 and 16"
+
+
+def test_probe_sizes_follow_the_running_batch() -> None:
+    assert memory_probe.probe_sizes(64) == [1, 4, 16]
+    assert memory_probe.probe_sizes(8) == [1, 4, 8]
+    assert memory_probe.probe_sizes(1) == [1]
+    one = limits.StepMemory.fit([1], [5 * MIB])  # one probe: all of it per sample
+    assert (one.fixed, one.per_sample, one.how()) == (0.0, 5 * MIB, "5 MiB a sample, measured at batch 1")

@@ -116,15 +116,15 @@ class ChangeChecks:
         return pool_bytes_held(batch_bytes, pin=self.on_cuda)
 
     def step_memory(self) -> limits.StepMemory:
-        """What a step of the running variant and knobs allocates, fitted from two probe steps
-        (``workloads.memory_probe``) on the first 1 and ``PROBE_BATCH`` samples of the next batch.
+        """What a step of the running variant and knobs allocates, fitted from probe steps
+        (``workloads.memory_probe``) on the first 1, 4 and 16 samples of the next batch.
 
         The stages run eagerly (no compiled module, no captured graph: conservative) and train
         nothing. Measured once per variant and knobs."""
         key = (self.variant, self.knobs)
         if key not in self._step_memory:
             batch = self._peek_input()
-            sizes = sorted({1, min(memory_probe.PROBE_BATCH, memory_probe.batch_len(batch))})
+            sizes = memory_probe.probe_sizes(memory_probe.batch_len(batch))
             produce, consume = self._stages()
 
             def step(n: int) -> Any:

@@ -4,7 +4,7 @@ Torch-free. ``Workload.check_change`` (``workloads.change_checks``) measures a s
 whether a batch fits; the fixed limits (dataset, hard cap) are the catalog's
 (``FamilyInfo.batch_refusal``).
 
-A step's memory is fitted from two probe steps at small batches as ``fixed + per_sample * n``
+A step's memory is fitted from probe steps at small batches as ``fixed + per_sample * n``
 (``StepMemory``); host batches held at once (the pinned pool, a loader's prefetched batches)
 come from the bytes of one sample times how many batches the configuration keeps.
 """
@@ -28,7 +28,7 @@ def gib(n: float) -> str:
 @dataclass(frozen=True)
 class StepMemory:
     """Bytes a step needs beyond what is already held, as ``fixed + per_sample * n``: fitted
-    from probe steps at two small batch sizes (one probe: all of it per sample)."""
+    from probe steps at a few small batch sizes (one probe: all of it per sample)."""
 
     fixed: float
     per_sample: float
@@ -36,20 +36,29 @@ class StepMemory:
 
     @classmethod
     def fit(cls, sizes: list[int], measured: list[float]) -> StepMemory:
-        """The line through (sizes[0], measured[0]) and (sizes[-1], measured[-1]); a slope of
-        zero or less (allocator rounding at tiny batches) falls back to all bytes per sample."""
-        n1, n2, m1, m2 = sizes[0], sizes[-1], measured[0], measured[-1]
-        slope = (m2 - m1) / (n2 - n1) if n2 > n1 else 0.0
-        if slope <= 0:
-            return cls(0.0, max(m1 / n1, m2 / n2, 0.0), tuple(sizes))
-        return cls(max(m1 - slope * n1, 0.0), slope, tuple(sizes))
+        """The line through the largest probe with the smallest positive slope between
+        neighbouring probes. A workspace that a library takes at some batch sizes and not at
+        others (cuDNN's grows from 1 to 4 samples) makes one segment steep; the flattest is the
+        per-sample cost, and the largest probe keeps the workspace in ``fixed``. No positive
+        slope (allocator rounding at tiny batches): all bytes per sample."""
+        slopes = [
+            (measured[i + 1] - measured[i]) / (sizes[i + 1] - sizes[i])
+            for i in range(len(sizes) - 1)
+            if sizes[i + 1] > sizes[i]
+        ]
+        positive = [s for s in slopes if s > 0]
+        if not positive:
+            return cls(0.0, max([m / n for n, m in zip(sizes, measured, strict=True)] + [0.0]), tuple(sizes))
+        slope = min(positive)
+        return cls(max(measured[-1] - slope * sizes[-1], 0.0), slope, tuple(sizes))
 
     def at(self, batch_size: int) -> float:
         return self.fixed + self.per_sample * batch_size
 
     def how(self) -> str:
-        """'4.1 MiB a sample, measured at batch 1 and 4'."""
-        at = " and ".join(str(n) for n in self.probed)
+        """'4.1 MiB a sample, measured at batch 1, 4 and 16'."""
+        *first, last = [str(n) for n in self.probed]
+        at = f"{', '.join(first)} and {last}" if first else last
         return f"{gib(self.per_sample)} a sample, measured at batch {at}"
 
 

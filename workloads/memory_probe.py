@@ -1,7 +1,8 @@
 """Measuring what one training step allocates: the probe behind the batch-size memory check.
 
-``Workload.step_memory`` runs the running variant's two stages, eagerly, on the first 1 and
-``PROBE_BATCH`` samples of the next batch and fits ``limits.StepMemory`` to what each step took:
+``Workload.step_memory`` runs the running variant's two stages, eagerly, on the first 1, 4 and 16
+samples of the next batch (``PROBE_BATCHES``, as many as it holds) and fits ``limits.StepMemory``
+to what each step took:
 
 - on CUDA, the caching allocator's peak above what was allocated before the step
   (``max_memory_allocated``): activations, their gradients, the parameters' gradients, workspaces;
@@ -22,7 +23,12 @@ from typing import Any
 
 import torch
 
-PROBE_BATCH = 4  # the larger of the two probe batches (the smaller is 1)
+PROBE_BATCHES = (1, 4, 16)  # the probe steps' batch sizes (those up to the running batch's)
+
+
+def probe_sizes(batch_len: int) -> list[int]:
+    """The probe batch sizes for a running batch of ``batch_len`` samples (it caps the largest)."""
+    return sorted({min(n, batch_len) for n in PROBE_BATCHES})
 
 
 def nbytes(batch: Any) -> int:
