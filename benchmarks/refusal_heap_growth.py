@@ -4,10 +4,10 @@
     python benchmarks/refusal_heap_growth.py
 
 A batch over the family's default is refused only after the default configuration is built and a
-step is probed at batch 1, 4 and 16, as many as the batch holds (``Workload.step_memory``). Each row runs that build, with no
-limit, in a fresh interpreter (the family's module imported; with "warm-up", one small step of
-the family run first, as the test does) and prints the peak growth of ``VmData`` (the figure
-``RLIMIT_DATA`` counts), sampled every millisecond. The test's room must stay well above it.
+step is probed at batch 1, 4 and 16, as many as the batch holds (``Workload.step_memory``). Each
+row runs that build, with no limit, in a fresh interpreter (the family's module imported; with
+"warm-up", one small step of the family run first, as the test does) and prints the peak growth
+of ``VmData`` (the figure ``RLIMIT_DATA`` counts), sampled every millisecond. The test's room must stay well above it.
 """
 
 from __future__ import annotations
