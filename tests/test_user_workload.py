@@ -213,9 +213,14 @@ def test_a_frozen_stage_pipelined_trains_exactly_what_serial_trains() -> None:
     assert trunk is not None and not any(p.requires_grad for p in trunk.parameters())  # not trained
 
 
-def test_pipelined_without_a_frozen_stage_says_what_it_needs() -> None:
-    with pytest.raises(WorkloadError, match=r"pipelined needs a frozen first stage \(Training.frozen\)"):
-        build(SPEC, "cpu", WorkloadOptions(variant="pipelined", batch_size=4, emulate_streams=True))
+def test_without_a_frozen_stage_pipelined_copies_ahead_and_trains_exactly_what_serial_trains() -> None:
+    """Without a frozen stage the first stage is the batch's copy to the device (batch n+1's copy on
+    its own stream while batch n trains): emulated in order on the CPU, the same parameters."""
+    serial, pipelined = _trained(SPEC, "serial"), _trained(SPEC, "pipelined")
+    assert all(torch.equal(a, b) for a, b in zip(serial, pipelined, strict=True))
+    w = build(SPEC, "cpu", WorkloadOptions(variant="pipelined", batch_size=4, emulate_streams=True))
+    assert w.stage_pair() is not None and w.stage_pair()[0][0] == "copy"  # stage timing names it
+    w.close()
     # and on the CPU, for real, pipelining is refused for the reason every family gives
     assert "needs CUDA streams" in (family(FROZEN).refusal("pipelined", "cpu") or "")
 

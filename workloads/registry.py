@@ -153,6 +153,12 @@ def _ladder(
 
 # Written against the public API (gpudash.api) like a user's file: workloads.vision.
 _ONE_STEP = "the training step on one stream"
+PIPELINED_API = (
+    "batch n+1 copied to the GPU (and through the frozen stage, if any) on its own stream while batch n trains"
+)
+_COPY_AHEAD = VariantInfo(
+    "pipelined", "batch n+1 copied to the GPU on its own stream while batch n trains", pipelined=True
+)
 VISION_IMAGES = "224-pixel images on a GPU, 64 on the CPU"
 
 
@@ -175,12 +181,16 @@ def _api_family(name: str, title: str, variants: tuple[VariantInfo, ...], cuda: 
 def _vision_families() -> tuple[FamilyInfo, ...]:
     return (
         _api_family(
-            "resnet50", f"torchvision ResNet-50, {VISION_IMAGES}", (VariantInfo("serial", _ONE_STEP),), cuda=128, cpu=4
+            "resnet50",
+            f"torchvision ResNet-50, {VISION_IMAGES}",
+            (VariantInfo("serial", _ONE_STEP), _COPY_AHEAD),
+            cuda=128,
+            cpu=4,
         ),
         _api_family(
             "vit_b_16",
             f"torchvision ViT-B/16 with AdamW, {VISION_IMAGES} (2 layers on the CPU)",
-            (VariantInfo("serial", _ONE_STEP),),
+            (VariantInfo("serial", _ONE_STEP), _COPY_AHEAD),
             cuda=64,
             cpu=2,
         ),
@@ -373,12 +383,7 @@ def user_family(spec: str, installed_as: str | None = None) -> FamilyInfo:
         class_name="UserWorkload",
         variants=(
             VariantInfo("serial", "your training step, on one stream", uncapturable=USER_UNCAPTURABLE),
-            VariantInfo(
-                "pipelined",
-                "your frozen stage on batch n+1 (its own stream) overlaps training on batch n; needs Training.frozen",
-                pipelined=True,
-                uncapturable=USER_UNCAPTURABLE,
-            ),
+            VariantInfo("pipelined", PIPELINED_API, pipelined=True, uncapturable=USER_UNCAPTURABLE),
         ),
         default_variant="serial",
         cuda_defaults=replace(cuda, batch_size=said.batch_size or cuda.batch_size),

@@ -189,8 +189,6 @@ class UserWorkload(Workload):
 
     def _configure(self) -> None:
         n = self.batch_size
-        if self.variant_info.pipelined and self.frozen is None:
-            raise WorkloadError(f"{self.spec}/pipelined needs a frozen first stage (Training.frozen) to overlap")
         if n not in self._trainings:  # a new batch size: the function gives its data (its model is not used)
             self._trainings = {n: call(self.spec, self.function, n, self.device)}
         training = self._trainings[n]
@@ -249,6 +247,10 @@ class UserWorkload(Workload):
         return self.train(*self.load(inputs, targets))
 
     def _stages(self):  # noqa: ANN202 - see Workload._stages
-        if self.frozen is None:
-            return None, ("train", self.load_and_train)
-        return ("frozen", self.freeze), ("train", self.train)
+        """Serial without a frozen stage: copy and train, one function. Pipelined without one: the
+        next batch's copy to the device is the first stage (on its own stream, ahead of training)."""
+        if self.frozen is not None:
+            return ("frozen", self.freeze), ("train", self.train)
+        if self.variant_info.pipelined:
+            return ("copy", self.load), ("train", self.train)
+        return None, ("train", self.load_and_train)

@@ -4,7 +4,9 @@ Random initial weights and synthetic batches: nothing is downloaded. On a GPU th
 224 pixels, torchvision's training size; on the CPU 64 (and ViT-B/16 keeps 2 of its 12 layers),
 so a step there takes a fraction of a second.
 
-- ``resnet50``: ResNet-50, SGD with momentum, cross-entropy over 1000 classes.
+- ``resnet50``: ResNet-50, SGD with momentum, cross-entropy over 1000 classes; each residual
+  block's last BatchNorm starts at zero (``zero_init_residual``, the large-batch recipe of Goyal
+  et al. that NVIDIA's reference training uses), so a block starts as the identity.
 - ``vit_b_16``: ViT-B/16, AdamW (``capturable`` on a GPU, so ``cuda_graph`` can capture its step).
 - ``finetune``: ResNet-50 with its stem and layers 1-3 frozen (``Training.frozen``) feeding a
   trained layer 4 and head: partial training of a real network, serial or pipelined.
@@ -44,7 +46,7 @@ def _sgd(params: object, batch_size: int) -> torch.optim.Optimizer:
 
 def resnet50(batch_size: int, device: torch.device) -> Training:
     """ResNet-50 image classification, the whole network trained."""
-    model = models.resnet50(weights=None, num_classes=CLASSES)
+    model = models.resnet50(weights=None, num_classes=CLASSES, zero_init_residual=True)
     return Training(
         model, nn.CrossEntropyLoss(), _sgd(model.parameters(), batch_size), _images(batch_size, image_size(device))
     )
@@ -63,7 +65,7 @@ def vit_b_16(batch_size: int, device: torch.device) -> Training:
 
 def finetune(batch_size: int, device: torch.device) -> Training:
     """ResNet-50 fine-tuning: stem and layers 1-3 frozen, layer 4 and the classifier trained."""
-    net = models.resnet50(weights=None, num_classes=CLASSES)
+    net = models.resnet50(weights=None, num_classes=CLASSES, zero_init_residual=True)
     trunk = nn.Sequential(net.conv1, net.bn1, net.relu, net.maxpool, net.layer1, net.layer2, net.layer3)
     head = nn.Sequential(net.layer4, net.avgpool, nn.Flatten(), net.fc)
     return Training(
