@@ -48,10 +48,12 @@ CONFIGS = [
 # benchmark (benchmarks/vision.py), not here; the reference families test that compile trains alike.
 SLOW_TO_COMPILE = {"resnet50", "vit_b_16", "finetune"}
 # A few steps move a deep network's parameters by a tiny fraction of their size, so a knob that
-# computed the wrong gradients would still pass a comparison of the parameters: for these the
-# steps' *updates* are compared, relative to the plain run's update. Rounding differences grow
-# through 50 (ResNet) or 12 (ViT) layers, and AdamW's step is the gradient's sign where the
-# gradient is tiny, so the tolerances are wider; a wrong layout or gradient gives about 1 or more.
+# computed wrong gradients would still pass a comparison of the parameters: for these the first
+# step's *update* is compared, relative to the plain run's update (a wrong layout or gradient gives
+# about 1). Later steps compound the first one's rounding through 50 (ResNet) or 12 (ViT) layers: a
+# property of the network, not of the knob. Measured on an H100 (torch 2.11): bf16 up to 7.2e-2
+# (ViT), channels_last and tf32 up to 2.9e-3; the limits leave a margin of about 3 and 7.
+DEEP_TOLERANCE = {"cuda_graph": 1e-6, "channels_last": 2e-2, "cudnn_benchmark": 2e-2, "tf32": 2e-2, "amp": 0.2}
 DEEP = SLOW_TO_COMPILE
 DEEP_STEPS = 1  # later steps compound the first one's rounding: a property of the network, not of the knob
 DEEP_TOLERANCE = {"cuda_graph": 1e-6, "channels_last": 0.3, "cudnn_benchmark": 0.3, "tf32": 0.3, "amp": 0.5}
