@@ -259,3 +259,22 @@ def test_a_replay_takes_its_knobs_from_the_metadata() -> None:
 
     assert config_from_metadata({"config": {"workload": "encdec", "knobs": "amp=bf16"}}).knobs == "amp=bf16"
     assert config_from_metadata({"config": {"workload": "encdec", "knobs": 5}}).knobs == "none"
+
+
+def test_channels_last_relays_the_optimizers_state_with_the_weights() -> None:
+    """Turning channels_last on converts the weights in place; SGD's momentum buffers, made before,
+    must follow (fused SGD refuses a mix of layouts: the H100's ResNet-50 sweep failed on it)."""
+    from tests.helpers import ROOT
+
+    spec = f"{ROOT / 'examples' / 'frozen_trunk.py'}:workload"  # SGD with momentum
+    with build(spec, "cpu", WorkloadOptions(batch_size=4)) as w:
+        for _ in range(2):
+            w.step()
+        w.set_knob("channels_last", "on")
+        conv = next(p for p in w.trained_parameters() if p.dim() == 4)
+        buffer = w.optimizer.state[conv]["momentum_buffer"]
+        assert conv.is_contiguous(memory_format=torch.channels_last)
+        assert buffer.stride() == conv.stride()
+        before = buffer.clone()
+        w.step()
+        assert not torch.equal(w.optimizer.state[conv]["momentum_buffer"], before)  # still the state stepped

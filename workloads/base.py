@@ -212,6 +212,7 @@ class Workload(ChangeChecks, ABC):
         for name, module in self._modules.resolve(self.knobs).items():
             setattr(self, name, module)
         if relaid:  # the weights were converted after the change emptied the cache: their old copies go too
+            tuning.match_state_layout(self.optimizer)
             self._empty_cache()
         if self.rank_info is not None:
             self._wrap_in_ddp()

@@ -117,7 +117,8 @@ class ChangeChecks:
 
     def step_memory(self) -> limits.StepMemory:
         """What a step of the running variant and knobs allocates, fitted from probe steps
-        (``workloads.memory_probe``) on the first 1, 4 and 16 samples of the next batch.
+        (``workloads.memory_probe``) on the first 1, 4 and 16 samples of the next batch, after one
+        unmeasured step (the optimizer's state and the libraries' workspaces are made once).
 
         The stages run eagerly (no compiled module, no captured graph: conservative) and train
         nothing. Measured once per variant and knobs."""
@@ -132,6 +133,7 @@ class ChangeChecks:
                 return consume[1](*(produce[1](*args) if produce is not None else args))
 
             with self._eager_modules(), self._restore_point(memory_probe.generators_of(self, self.device)):
+                step(sizes[0])  # unmeasured: what a first step creates once (optimizer state, workspaces)
                 measured = [memory_probe.step_bytes(self.device, functools.partial(step, n)) for n in sizes]
             self._step_memory[key] = limits.StepMemory.fit(sizes, [float(m) for m in measured])
         return self._step_memory[key]

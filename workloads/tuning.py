@@ -105,6 +105,20 @@ class ModuleKnobs:
         return out
 
 
+def match_state_layout(optimizer: torch.optim.Optimizer) -> None:
+    """Give each optimizer state tensor shaped like its parameter the parameter's strides, after
+    the ``channels_last`` knob relaid the weights in place: the fused and foreach kernels want
+    parameters, gradients and state alike (fused SGD refuses a mix)."""
+    for p, state in optimizer.state.items():
+        if not isinstance(p, torch.Tensor):
+            continue
+        for key, value in state.items():
+            if torch.is_tensor(value) and value.shape == p.shape and value.stride() != p.stride():
+                relaid = torch.empty_like(p)  # preserve_format: the parameter's strides
+                relaid.copy_(value)
+                state[key] = relaid
+
+
 @contextlib.contextmanager
 def restore_point(
     parameters: Sequence[torch.nn.Parameter],

@@ -75,6 +75,10 @@ class CudaStepTimer:
         self._pool: list[Any] = []
         self._pending: deque[Any] = deque()
         self._last: Any = None  # the latest completed event: the start of the next step's time
+        # The stream steps end on (the loop thread's current one), looked up once and again at each
+        # reset: ``Event.record()`` without it asks torch for the current stream at every step, which
+        # cost a host-bound step on an H100 tens of µs (benchmarks/engine_overhead.py).
+        self._stream = torch.cuda.current_stream()
 
     def begin(self) -> None:
         """A step starts now (the previous step's event marks its start)."""
@@ -82,7 +86,7 @@ class CudaStepTimer:
     def end(self) -> None:
         """Record an event after the step just issued."""
         ev = self._pool.pop() if self._pool else self._torch.cuda.Event(enable_timing=True)
-        ev.record()  # the current stream: the workload orders the whole step before it
+        ev.record(self._stream)  # the workload orders the whole step before it on this stream
         self._pending.append(ev)
 
     def poll(self) -> list[float | None]:
@@ -105,6 +109,7 @@ class CudaStepTimer:
         if self._last is not None:
             self._pool.append(self._last)
             self._last = None
+        self._stream = self._torch.cuda.current_stream()
         return done
 
 
