@@ -288,14 +288,20 @@ MIB = 2**20
 
 def test_a_workspace_taken_at_some_probe_sizes_does_not_inflate_the_estimate() -> None:
     """The H100 case: a small network measured 66 MiB a sample from 1 to 4 samples (cuDNN took a
-    workspace at 4, not at 1), so batch 2048 'needed 132 GiB'. The flattest segment is the sample."""
+    workspace at 4, not at 1), so batch 2048 'needed 132 GiB'. The two largest probes set the slope."""
     per_sample, workspace = 1 * MIB, 200 * MIB
-    sizes = [1, 4, 16]
-    measured = [per_sample * 1, per_sample * 4 + workspace, per_sample * 16 + workspace]
-    step = limits.StepMemory.fit(sizes, measured)
+    step = limits.StepMemory.fit([1, 4, 16], [per_sample * 1, per_sample * 4 + workspace, per_sample * 16 + workspace])
     assert step.per_sample == per_sample and step.fixed == workspace
     assert step.at(2048) == 2048 * per_sample + workspace
     assert step.how() == "1 MiB a sample, measured at batch 1, 4 and 16"
+
+
+def test_a_workspace_that_shrinks_does_not_hide_the_samples_cost() -> None:
+    """encdec at 1024 px on an H100: a large workspace at 1 sample, smaller at 4, then 1 GiB a
+    sample. The flattest segment would say 16 MiB a sample and let batch 2048 through."""
+    gib = 2**30
+    step = limits.StepMemory.fit([1, 4, 8], [3.0 * gib, 3.1 * gib, 7.1 * gib])
+    assert step.per_sample == pytest.approx(gib) and step.at(2048) > 2000 * gib
 
 
 def test_probe_sizes_follow_the_running_batch() -> None:

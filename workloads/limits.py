@@ -36,21 +36,18 @@ class StepMemory:
 
     @classmethod
     def fit(cls, sizes: list[int], measured: list[float]) -> StepMemory:
-        """The line through the largest probe with the smallest positive slope between
-        neighbouring probes. A workspace that a library takes at some batch sizes and not at
-        others (cuDNN's grows from 1 to 4 samples) makes one segment steep; the flattest is the
-        per-sample cost, and the largest probe keeps the workspace in ``fixed``. No positive
-        slope (allocator rounding at tiny batches): all bytes per sample."""
-        slopes = [
-            (measured[i + 1] - measured[i]) / (sizes[i + 1] - sizes[i])
-            for i in range(len(sizes) - 1)
-            if sizes[i + 1] > sizes[i]
-        ]
-        positive = [s for s in slopes if s > 0]
-        if not positive:
-            return cls(0.0, max([m / n for n, m in zip(sizes, measured, strict=True)] + [0.0]), tuple(sizes))
-        slope = min(positive)
-        return cls(max(measured[-1] - slope * sizes[-1], 0.0), slope, tuple(sizes))
+        """The line through the two largest probes: the per-sample cost of large batches. At the
+        smallest batches a library's workspace can come and go (cuDNN took one at 4 samples and
+        not at 1 for a small network on an H100: the line through 1 and 4 made its batch 2048
+        need 132 GiB), and the largest probe keeps what it took in ``fixed``. A slope of zero or
+        less there: the widest span's; none positive (allocator rounding at tiny batches): all
+        bytes per sample."""
+        points = sorted(zip(sizes, measured, strict=True))
+        for (n1, m1), (n2, m2) in (points[-2:], (points[0], points[-1])) if len(points) > 1 else ():
+            slope = (m2 - m1) / (n2 - n1) if n2 > n1 else 0.0
+            if slope > 0:
+                return cls(max(m2 - slope * n2, 0.0), slope, tuple(sizes))
+        return cls(0.0, max([m / n for n, m in points] + [0.0]), tuple(sizes))
 
     def at(self, batch_size: int) -> float:
         return self.fixed + self.per_sample * batch_size
