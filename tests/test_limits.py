@@ -287,26 +287,30 @@ MIB = 2**20
 
 
 def test_a_workspace_taken_at_some_probe_sizes_does_not_inflate_the_estimate() -> None:
-    """The H100 case: a small network measured 66 MiB a sample from 1 to 4 samples (cuDNN took a
-    workspace at 4, not at 1), so batch 2048 'needed 132 GiB'. The two largest probes set the slope."""
+    """The H100 case: a small network's peak grew 66 MiB a sample from 1 to 4 samples (cuDNN took a
+    workspace at 4, not at 1), so batch 2048 'needed 132 GiB'. The activations set the slope."""
     per_sample, workspace = 1 * MIB, 200 * MIB
-    step = limits.StepMemory.fit([1, 4, 16], [per_sample * 1, per_sample * 4 + workspace, per_sample * 16 + workspace])
+    sizes = [1, 4, 16]
+    activations = [per_sample * n for n in sizes]
+    peaks = [per_sample * 1, per_sample * 4 + workspace, per_sample * 16 + workspace]
+    step = limits.StepMemory.fit(sizes, peaks, activations)
     assert step.per_sample == per_sample and step.fixed == workspace
     assert step.at(2048) == 2048 * per_sample + workspace
     assert step.how() == "1 MiB a sample, measured at batch 1, 4 and 16"
 
 
-def test_a_workspace_that_shrinks_does_not_hide_the_samples_cost() -> None:
-    """encdec at 1024 px on an H100: a large workspace at 1 sample, smaller at 4, then 1 GiB a
-    sample. The flattest segment would say 16 MiB a sample and let batch 2048 through."""
+def test_a_workspace_that_comes_and_goes_does_not_hide_the_samples_cost() -> None:
+    """encdec at 1024 px on an H100: a large workspace at 4 samples, none at 8, 1 GiB a sample.
+    A line through the peaks would say 16 MiB a sample and let batch 2048 through."""
     gib = 2**30
-    step = limits.StepMemory.fit([1, 4, 8], [3.0 * gib, 3.1 * gib, 7.1 * gib])
-    assert step.per_sample == pytest.approx(gib) and step.at(2048) > 2000 * gib
+    sizes = [1, 4, 8]
+    step = limits.StepMemory.fit(sizes, [1.0 * gib, 7.9 * gib, 8.0 * gib], [1.0 * gib * n for n in sizes])
+    assert step.per_sample == gib and step.at(2048) > 2000 * gib
 
 
 def test_probe_sizes_follow_the_running_batch() -> None:
     assert memory_probe.probe_sizes(64) == [1, 4, 16]
     assert memory_probe.probe_sizes(8) == [1, 4, 8]
     assert memory_probe.probe_sizes(1) == [1]
-    one = limits.StepMemory.fit([1], [5 * MIB])  # one probe: all of it per sample
+    one = limits.StepMemory.fit([1], [5 * MIB], [3 * MIB])  # one probe: all of its peak per sample
     assert (one.fixed, one.per_sample, one.how()) == (0.0, 5 * MIB, "5 MiB a sample, measured at batch 1")

@@ -135,5 +135,6 @@ class ChangeChecks:
             with self._eager_modules(), self._restore_point(memory_probe.generators_of(self, self.device)):
                 step(sizes[0])  # unmeasured: what a first step creates once (optimizer state, workspaces)
                 measured = [memory_probe.step_bytes(self.device, functools.partial(step, n)) for n in sizes]
-            self._step_memory[key] = limits.StepMemory.fit(sizes, [float(m) for m in measured])
+            peaks, activations = ([float(m[i]) for m in measured] for i in (0, 1))
+            self._step_memory[key] = limits.StepMemory.fit(sizes, peaks, activations)
         return self._step_memory[key]

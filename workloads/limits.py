@@ -35,19 +35,20 @@ class StepMemory:
     probed: tuple[int, ...]  # the batch sizes measured
 
     @classmethod
-    def fit(cls, sizes: list[int], measured: list[float]) -> StepMemory:
-        """The line through the two largest probes: the per-sample cost of large batches. At the
-        smallest batches a library's workspace can come and go (cuDNN took one at 4 samples and
-        not at 1 for a small network on an H100: the line through 1 and 4 made its batch 2048
-        need 132 GiB), and the largest probe keeps what it took in ``fixed``. A slope of zero or
-        less there: the widest span's; none positive (allocator rounding at tiny batches): all
-        bytes per sample."""
-        points = sorted(zip(sizes, measured, strict=True))
-        for (n1, m1), (n2, m2) in (points[-2:], (points[0], points[-1])) if len(points) > 1 else ():
-            slope = (m2 - m1) / (n2 - n1) if n2 > n1 else 0.0
-            if slope > 0:
-                return cls(max(m2 - slope * n2, 0.0), slope, tuple(sizes))
-        return cls(0.0, max([m / n for n, m in points] + [0.0]), tuple(sizes))
+    def fit(cls, sizes: list[int], peaks: list[float], activations: list[float]) -> StepMemory:
+        """A sample costs the slope of the activations (the bytes saved for backward) from the
+        smallest probe to the largest; the line with that slope passes through the largest
+        probe's peak, which keeps whatever else that step took (workspaces, gradients) in
+        ``fixed``. Peaks set no slope: a library's workspace comes and goes between batch sizes
+        (cuDNN took one at 4 samples and not at 1 for a small network on an H100, and the line
+        through the peaks at 1 and 4 made its batch 2048 need 132 GiB; at 1024-pixel images a
+        workspace at 4 samples hid the cost of the 8th). One probe, or no growth: all of the
+        peak per sample."""
+        n1, n2 = sizes[0], sizes[-1]
+        slope = (activations[-1] - activations[0]) / (n2 - n1) if n2 > n1 else 0.0
+        if slope <= 0:
+            return cls(0.0, max(peaks[-1] / n2, 0.0), tuple(sizes))
+        return cls(max(peaks[-1] - slope * n2, 0.0), slope, tuple(sizes))
 
     def at(self, batch_size: int) -> float:
         return self.fixed + self.per_sample * batch_size

@@ -4,12 +4,14 @@
 samples of the next batch (``PROBE_BATCHES``, as many as it holds) and fits ``limits.StepMemory``
 to what each step took:
 
-- on CUDA, the caching allocator's peak above what was allocated before the step
-  (``max_memory_allocated``): activations, their gradients, the parameters' gradients, workspaces;
-- on the CPU, torch keeps no allocator statistics, so the probe counts the bytes of the tensors
-  autograd saves for backward (each storage once): the activations, which grow with the batch.
-  It is a lower bound: backward's transient gradients come on top, and the memory guard
-  (``gpudash.core.memguard``) catches what the estimate misses.
+- the bytes of the tensors autograd saves for backward (each storage once): the activations,
+  which grow with the batch and with nothing else. Their slope is the cost of a sample;
+- on CUDA also the caching allocator's peak above what was allocated before the step
+  (``max_memory_allocated``): activations, gradients, and workspaces that libraries take at
+  some batch sizes and not at others (cuDNN's), which is why the peaks set no slope: the
+  largest probe's peak sets the fixed part. On the CPU torch keeps no allocator statistics,
+  so the estimate is a lower bound: backward's transient gradients come on top, and the memory
+  guard (``gpudash.core.memguard``) catches what the estimate misses.
 
 The probe trains nothing: parameters, optimizer state, gradients and every random generator
 are put back afterwards.
@@ -50,15 +52,12 @@ def head(batch: Sequence[Any], n: int) -> tuple[Any, ...]:
     return tuple(item[:n] for item in batch)
 
 
-def step_bytes(device: torch.device, run: Callable[[], Any]) -> int:
-    """What ``run()`` (one step) allocates on ``device``: see the module's docstring."""
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-        torch.cuda.reset_peak_memory_stats(device)
-        before = torch.cuda.memory_allocated(device)
-        run()
-        torch.cuda.synchronize(device)
-        return torch.cuda.max_memory_allocated(device) - before
+def step_bytes(device: torch.device, run: Callable[[], Any]) -> tuple[int, int]:
+    """What ``run()`` (one step) takes on ``device``: (its peak, the bytes saved for backward).
+
+    The saved bytes (each storage once) are the activations, which grow with the batch and with
+    nothing else; on CUDA the peak is the caching allocator's above what was allocated before
+    the step (workspaces and transient gradients too), on the CPU the saved bytes again."""
     saved: dict[int, int] = {}
 
     def pack(t: torch.Tensor) -> torch.Tensor:
@@ -66,9 +65,18 @@ def step_bytes(device: torch.device, run: Callable[[], Any]) -> int:
         saved[storage.data_ptr()] = storage.nbytes()
         return t
 
+    cuda = device.type == "cuda"
+    if cuda:
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        before = torch.cuda.memory_allocated(device)
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         run()
-    return sum(saved.values())
+    activations = sum(saved.values())
+    if not cuda:
+        return activations, activations
+    torch.cuda.synchronize(device)
+    return torch.cuda.max_memory_allocated(device) - before, activations
 
 
 def generators_of(owner: object, device: torch.device) -> list[torch.Generator]:
