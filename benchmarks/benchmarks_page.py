@@ -35,6 +35,11 @@ BEYOND = {
 }
 FAST = "amp=bf16+channels_last+cudnn_benchmark"
 DECODE = "h100-gpu-decode"  # the gpu-decode rung (nvjpeg) against gpu-transform, one sweep
+# The torchvision families (workloads/vision.py), one sweep each, and the engine-overhead runs
+# (benchmarks/engine_overhead.py --hand) as they printed.
+VISION = {"resnet50": "h100-vision-resnet50", "vit_b_16": "h100-vision-vit", "finetune": "h100-vision-finetune"}
+OVERHEAD = DOCS / "bench" / "h100-vision-overhead"
+NVIDIA_A100_RN50 = 2470.0  # img/s, ResNet-50 training, one A100 80GB, mixed precision: NVIDIA's published figure
 
 
 def rows(name: str) -> dict[tuple[str, str, int], dict[str, str]]:
@@ -503,6 +508,97 @@ def _scaling_run(path: Path, family: str) -> ScalingRun:
     )
 
 
+def images(name: str, w: str, v: str, b: int) -> Estimate:
+    """Images/s of a configuration: its steps/s estimate times the batch."""
+    e = est(rows(name)[(w, v, b)])
+    return Estimate(e.mean * b, e.low * b, e.high * b, e.n_samples, tuple(x * b for x in e.batch_means))
+
+
+def stage_ratio(name: str, w: str, v: str, b: int) -> float:
+    """The longer stage's time over the shorter's, from the sweep's stage timing."""
+    row = rows(name)[(w, v, b)]
+    one, two = float(row["stage1_ms"]), float(row["stage2_ms"])
+    return max(one, two) / min(one, two)
+
+
+def overhead(file: str) -> str:
+    """An engine_overhead.py run as it printed (its header lines as text, its table as a table)."""
+    lines = (OVERHEAD / file).read_text().strip().splitlines()
+    return "\n".join(line.lstrip("# ") if line.startswith("#") else line for line in lines)
+
+
+def vision_section() -> str:
+    r, v, f = VISION["resnet50"], VISION["vit_b_16"], VISION["finetune"]
+    best = f"pipelined+{FAST}+compile"
+    top = images(r, "resnet50", best, 256)
+    vit_best = ratio(v, "vit_b_16", "serial", "pipelined+amp=bf16+compile", 128)
+    return f"""## Real networks
+
+The three torchvision families (`resnet50`, `vit_b_16`, `finetune`; [workloads.md](workloads.md#e-real-networks-resnet50-vit_b_16-finetune))
+are written against the public API a user's own file uses. The runs (NVIDIA H100, 2026-11-24):
+
+1. {header(r)}
+2. {header(v)}
+3. {header(f)}
+4. `python benchmarks/engine_overhead.py -w resnet50 -b 256 --hand --rounds 6 --seconds 3` and
+   `python benchmarks/engine_overhead.py -w examples/mine.py:workload --hand --rounds 30 --seconds 1`
+   (their output below, as printed).
+
+"Plain" is PyTorch's defaults, under which cuDNN already runs convolutions in TF32: the `tf32` knob
+adds TF32 matrix products only, which is why it gives ResNet-50 {versus(r, "resnet50", "serial", "serial+tf32", 256)}
+and ViT-B/16, all matrix products, {versus(v, "vit_b_16", "serial", "serial+tf32", 128)}.
+
+### Targets
+
+| target | goal | measured | verdict |
+|---|---|---|---|
+| `resnet50` b256, best knobs ({best}) | ≥ 5,600 img/s | {fmt_pm(top)} img/s | {at_least(top, 5600)} |
+| the same, against NVIDIA's published A100 80GB figure ({NVIDIA_A100_RN50:,.0f} img/s, mixed precision) | ≥ 2.2× = {2.2 * NVIDIA_A100_RN50:,.0f} img/s | {fmt_pm(top)} img/s | {at_least(top, 2.2 * NVIDIA_A100_RN50)} |
+{target_row("`resnet50` b256: best knobs vs plain (TF32 convolutions)", ratio(r, "resnet50", "serial", best, 256), 6.0)}
+{target_row("`vit_b_16` b128: best knobs vs plain", vit_best, 2.0)}
+
+The 6× goal was set against a float32 step with TF32 off, which no knob here turns off; the row
+above measures against PyTorch's defaults. The best configuration runs at
+{fmt_pm(bound_pct(r, "resnet50", best, 256))}% of its overlap bound (the compiled training step
+alone): the copy is hidden, and what is left is the step itself.
+
+### `resnet50`, batch 256: which knob gives what
+
+{tables(r)}
+### `vit_b_16`, batch 128
+
+{tables(v)}
+### `finetune`: pipelined against serial at two batch sizes
+
+| batch | serial → pipelined steps/s | ratio (95% CI), verdict | pipelined, % of the overlap bound |
+|---|---|---|---|
+| 64 | {steps(f, "finetune", "serial", 64)} → {steps(f, "finetune", "pipelined", 64)} | {versus(f, "finetune", "serial", "pipelined", 64)} | {fmt_pm(bound_pct(f, "finetune", "pipelined", 64))} |
+| 256 | {steps(f, "finetune", "serial", 256)} → {steps(f, "finetune", "pipelined", 256)} | {versus(f, "finetune", "serial", "pipelined", 256)} | {fmt_pm(bound_pct(f, "finetune", "pipelined", 256))} |
+
+Why pipelining gives little here: at batch 256 the frozen trunk (stem and layers 1-3) takes
+{stage_ratio(f, "finetune", "pipelined", 256):.1f} times as long as the trained layer 4 and head (the
+stage times in the tables below), so the most overlap can save is the shorter stage, and both stages are convolutions that each fill the GPU's SMs, so running
+them side by side does not run either faster. At batch 64 the step is short enough that the host's
+launches show (GPU busy below 100%), and the two streams gain nothing the noise lets one claim.
+
+{tables(f)}
+### Engine overhead
+
+A step gpudash runs against the same step in a hand-written loop (`--hand`: copy, `zero_grad`,
+loss, `backward`, `step`), interleaved, the order alternating from round to round.
+
+{overhead("resnet50.txt")}
+
+{overhead("mine.txt")}
+
+On ResNet-50's step the engine costs nothing measurable. On `examples/mine.py`'s, a host-bound
+step of about a millisecond (the GPU waits for Python's launches), it is slower than the hand loop,
+and the goal of at least 0.98× is not met: its per-step CUDA event and bookkeeping land on the
+critical path when the host, not the GPU, is the bottleneck (the loop's own Python without torch:
+`benchmarks/engine_loop_cost.py`).
+"""
+
+
 def page() -> str:
     aa = rows(AA)[("encdec", "serial#2", 8)]
     return f"""# Benchmarks: the articles' tables, reproduced with intervals
@@ -600,6 +696,7 @@ transform) came without a noise estimate; differences of that size are inside th
 ![the input pipeline sweep](img/h100-input-pipeline.png)
 
 {beyond_section()}
+{vision_section()}
 {ddp_section()}"""
 
 

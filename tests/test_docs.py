@@ -169,6 +169,9 @@ def test_the_defaults_table_is_the_catalogs() -> None:
     for row in rows:
         f = FAMILIES[code(row[0])[0]]
         for cell, d in ((row[1], f.cuda_defaults), (row[2], f.cpu_defaults)):
+            if f.source is not None:  # written against gpudash.api: its batches set the image size
+                assert cell.startswith(f"{d.batch_size}, ") and cell.endswith("(its own)"), f"{f.name}: {cell!r}"
+                continue
             assert cell == f"{d.batch_size}, {d.image_size}", f"{f.name}: {cell!r} in the docs, {d} in the code"
 
 

@@ -199,9 +199,7 @@ class UserWorkload(Workload):
             self.pool = HostBatchPool(
                 checked_batch(self.spec, training.batch, n), seed=self.data_seed, pin=self.on_cuda
             )
-        inputs = self._peek_input()[0]
-        if inputs.dim() == 4:  # what the recording says of images: their side
-            self.image_size = int(inputs.shape[-1])
+            self._note_images(self.pool.batches[0][0])
         if self.variant_info.pipelined:
             self.pipeline = TwoStagePipeline(self.device, emulate=self.emulate_streams)
 
@@ -219,9 +217,16 @@ class UserWorkload(Workload):
     def trained_parameters(self) -> list[nn.Parameter]:
         return list(self.model.parameters())
 
+    def _note_images(self, inputs: Tensor) -> None:
+        """What the recording says of images: their side (the batches decide it, not --image-size)."""
+        if inputs.dim() == 4:
+            self.image_size = int(inputs.shape[-1])
+
     def _draw_input(self) -> tuple[Tensor, ...]:
         if self.feed is not None:
-            return self.feed.next()
+            batch = self.feed.next()
+            self._note_images(batch[0])
+            return batch
         assert self.pool is not None  # built by _configure
         return self.pool.next()
 
