@@ -29,6 +29,8 @@ ROOT = Path(__file__).resolve().parent.parent
 def _size(family: str) -> int | None:
     """The image size for a reference family; a workload of your own makes its own batches."""
     return None if ":" in family else SIZE
+
+
 STEPS = 4
 BATCH = 2
 SIZE = 32
