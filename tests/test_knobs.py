@@ -82,7 +82,10 @@ def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
     return float((a - b).norm() / b.norm())
 
 
-YOURS = [f"{ROOT / 'examples' / name}:workload" for name in ("mine.py", "frozen_trunk.py")]  # gpudash.api
+YOURS = [  # gpudash.api
+    *(f"{ROOT / 'examples' / name}:workload" for name in ("mine.py", "frozen_trunk.py")),
+    f"{ROOT / 'examples' / 'with_loader.py'}:train",
+]
 CPU_CASES = [
     *(("encdec", "serial"), ("sync_loss", "fixed"), ("augment", "gpu-vectorized")),
     *((spec, "serial") for spec in YOURS),
