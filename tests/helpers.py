@@ -89,3 +89,10 @@ def run_under_cuda_sanitizer(code: str) -> subprocess.CompletedProcess[str]:
         timeout=600,
         cwd=ROOT,
     )
+
+
+def pipeline_pairs() -> list[tuple[str, str, str]]:
+    """(family, serial variant, pipelined variant) of every family the ``p`` key toggles."""
+    from workloads.registry import FAMILIES
+
+    return [(f.name, *f.pipeline_toggle) for f in FAMILIES.values() if f.pipeline_toggle is not None]

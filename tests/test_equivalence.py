@@ -7,6 +7,7 @@ import pytest
 import torch
 import torchvision.transforms.v2.functional as F
 
+from tests.helpers import pipeline_pairs
 from workloads import augment, input_pipeline
 from workloads.base import WorkloadOptions
 from workloads.factory import build
@@ -242,14 +243,7 @@ def test_pipeline_produces_ahead_while_consuming_the_current_item(depth: int) ->
     assert log == primed + [entry for step in steps for entry in step]
 
 
-@pytest.mark.parametrize(
-    ("name", "serial", "pipelined"),
-    [
-        ("encdec", "serial", "pipelined"),
-        ("augment", "gpu-vectorized", "pipelined"),
-        ("finetune", "serial", "pipelined"),
-    ],
-)
+@pytest.mark.parametrize(("name", "serial", "pipelined"), pipeline_pairs())
 def test_pipelined_schedule_trains_the_same_parameters_as_serial(name: str, serial: str, pipelined: str) -> None:
     """Same seed, same batches: the pipelined order of work must not change the training result."""
     results = []

@@ -8,7 +8,7 @@ import textwrap
 import pytest
 import torch
 
-from tests.helpers import run_under_cuda_sanitizer
+from tests.helpers import pipeline_pairs, run_under_cuda_sanitizer
 from tests.test_gpu_workloads import steps_without_a_sync
 from workloads.base import WorkloadOptions
 from workloads.factory import build
@@ -107,14 +107,7 @@ def test_each_knob_trains_what_the_plain_run_trains(name: str, variant: str, kno
     assert rel <= limit, f"{name}/{variant} {knob}: relative difference {rel:.2e}"
 
 
-@pytest.mark.parametrize(
-    ("name", "serial", "pipelined"),
-    [
-        ("encdec", "serial", "pipelined"),
-        ("augment", "gpu-vectorized", "pipelined"),
-        ("finetune", "serial", "pipelined"),
-    ],
-)
+@pytest.mark.parametrize(("name", "serial", "pipelined"), pipeline_pairs())
 def test_graphed_pipeline_trains_what_the_graphed_serial_step_trains(name: str, serial: str, pipelined: str) -> None:
     knobs = parse_knobs("cuda_graph")
     a, _ = _params_after(name, serial, knobs)
