@@ -96,3 +96,14 @@ def pipeline_pairs() -> list[tuple[str, str, str]]:
     from workloads.registry import FAMILIES
 
     return [(f.name, *f.pipeline_toggle) for f in FAMILIES.values() if f.pipeline_toggle is not None]
+
+
+def slow_if_real(*case: str) -> object:
+    """A parametrize case for a family, marked ``slow`` when the family is a real network (its
+    first name a torchvision family: ResNet-50 or ViT-B/16 take seconds a step on the 2-core CPU)."""
+    import pytest
+
+    from workloads.registry import FAMILIES
+
+    real = case[0] in FAMILIES and FAMILIES[case[0]].source is not None
+    return pytest.param(*case, marks=pytest.mark.slow) if real else (case if len(case) > 1 else case[0])

@@ -7,7 +7,7 @@ import pytest
 import torch
 import torchvision.transforms.v2.functional as F
 
-from tests.helpers import pipeline_pairs
+from tests.helpers import pipeline_pairs, slow_if_real
 from workloads import augment, input_pipeline
 from workloads.base import WorkloadOptions
 from workloads.factory import build
@@ -243,7 +243,7 @@ def test_pipeline_produces_ahead_while_consuming_the_current_item(depth: int) ->
     assert log == primed + [entry for step in steps for entry in step]
 
 
-@pytest.mark.parametrize(("name", "serial", "pipelined"), pipeline_pairs())
+@pytest.mark.parametrize(("name", "serial", "pipelined"), [slow_if_real(*pair) for pair in pipeline_pairs()])
 def test_pipelined_schedule_trains_the_same_parameters_as_serial(name: str, serial: str, pipelined: str) -> None:
     """Same seed, same batches: the pipelined order of work must not change the training result."""
     results = []

@@ -5,18 +5,21 @@ from __future__ import annotations
 import pytest
 import torch
 
+from tests.helpers import slow_if_real
 from workloads.base import WorkloadOptions
 from workloads.factory import build
 from workloads.registry import FAMILIES, WorkloadError, describe, family, parse_batch_size
 
 ALL_VARIANTS = [(f.name, v.name) for f in FAMILIES.values() for v in f.variants]
+CPU_VARIANTS = [slow_if_real(*case) for case in ALL_VARIANTS]  # a real network's steps take seconds here
+EVERY_FAMILY = [slow_if_real(name) for name in FAMILIES]
 
 
 def _snapshot(params: list[torch.nn.Parameter]) -> list[torch.Tensor]:
     return [p.detach().clone() for p in params]
 
 
-@pytest.mark.parametrize(("name", "variant"), ALL_VARIANTS)
+@pytest.mark.parametrize(("name", "variant"), CPU_VARIANTS)
 def test_every_variant_trains_on_cpu(name: str, variant: str) -> None:
     options = WorkloadOptions(variant=variant, batch_size=4, workers=1, emulate_streams=True)
     with build(name, "cpu", options) as w:
@@ -31,7 +34,7 @@ def test_every_variant_trains_on_cpu(name: str, variant: str) -> None:
         assert all(changed), "every trained parameter should move after 3 SGD steps"
 
 
-@pytest.mark.parametrize("name", list(FAMILIES))
+@pytest.mark.parametrize("name", EVERY_FAMILY)
 def test_defaults_on_cpu_are_small_and_valid(name: str) -> None:
     with build(name, "cpu", WorkloadOptions(workers=0)) as w:
         info = family(name)
@@ -60,7 +63,7 @@ def test_switching_variant_and_batch_size_at_a_step_boundary() -> None:
         assert (w.variant, w.samples_per_step) == ("cpu", 5)
 
 
-@pytest.mark.parametrize("name", list(FAMILIES))
+@pytest.mark.parametrize("name", EVERY_FAMILY)
 def test_a_change_frees_the_last_steps_gradients_before_the_next_configuration_is_built(
     name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
