@@ -172,3 +172,17 @@ def test_an_unknown_name_lists_the_installed_workloads_too(tmp_path: Path) -> No
     r = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
     assert r.returncode == 2
     assert "unknown workload 'tinyy'; choose one of:" in r.stderr and "tiny" in r.stderr
+
+
+@pytest.mark.slow
+def test_a_module_in_the_current_directory_runs_from_the_gpudash_script(tmp_path: Path) -> None:
+    """``gpudash -w mymodel:workload`` in the project's directory: the console script's sys.path
+    lacks the current directory, which ``python -m`` would have; gpudash looks there first."""
+    (tmp_path / "mymodel.py").write_text((ROOT / "examples" / "mine.py").read_text())
+    script = Path(sys.executable).parent / "gpudash"
+    if not script.exists():
+        pytest.skip("no gpudash console script beside this interpreter")
+    args = [str(script), "record", "out.csv", "-w", "mymodel:workload", *"--device cpu --steps 5 -q".split()]
+    r = subprocess.run(args, cwd=tmp_path, capture_output=True, text=True, timeout=180)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "out.csv").read_text().count("mymodel:workload") > 1

@@ -22,6 +22,7 @@ import torch
 from torch import Tensor, nn
 
 from gpudash.api import Training
+from workloads import user_spec
 from workloads.base import Workload, WorkloadOptions
 from workloads.data import HostBatchPool, loader_bytes_held
 from workloads.registry import WorkloadError
@@ -44,6 +45,7 @@ def load_function(spec: str) -> WorkloadFunction:
             sys.modules[module_spec.name] = module
             module_spec.loader.exec_module(module)
         else:
+            sys.path[:] = user_spec.search_path()  # the current directory first, as the parent looked
             module = importlib.import_module(source)
     except WorkloadError:
         raise

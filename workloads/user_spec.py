@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import importlib.machinery
 import os
+import sys
 from dataclasses import dataclass
 from importlib import metadata
 
@@ -44,15 +45,22 @@ def entry_points() -> dict[str, str]:
     return {ep.name: ep.value for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)}
 
 
+def search_path() -> list[str]:
+    """Where a ``package.module`` of the user's own is looked for: the current directory first,
+    as ``python -m`` does, then ``sys.path`` (the ``gpudash`` script's own path lacks the former)."""
+    cwd = os.getcwd()
+    return [cwd, *(p for p in sys.path if p and os.path.abspath(p) != cwd)]
+
+
 def source_file(spec: str) -> str:
-    """The Python file a spec names: the file itself, or the module's, found on ``sys.path``
+    """The Python file a spec names: the file itself, or the module's, found on ``search_path()``
     without importing anything (a package's ``__init__`` is not run)."""
     source = spec.rpartition(":")[0]
     if source.endswith(".py"):
         if not os.path.isfile(source):
             raise SpecError(f"{spec!r}: no such file {source!r}")
         return source
-    search: list[str] | None = None
+    search: list[str] | None = search_path()
     found = None
     for part in source.split("."):
         found = importlib.machinery.PathFinder.find_spec(part, search)
