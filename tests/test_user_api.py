@@ -61,6 +61,17 @@ def test_a_declaration_gpudash_cannot_read_is_one_line(tmp_path: Path, decorator
     assert message in str(refused.value) and "\n" not in str(refused.value)
 
 
+def test_an_edited_declaration_is_read_again(tmp_path: Path) -> None:
+    """A dashboard left open while you edit your file: the next look at it sees the edit."""
+    spec = _file(tmp_path, "@workload(batch_size=24)\ndef train(b, d): ...\n", "edited")
+    assert family(spec).cuda_defaults.batch_size == 24
+    path = tmp_path / "edited.py"
+    path.write_text(HEAD + "@workload(batch_size=48)\ndef train(b, d): ...\n")
+    stat = path.stat()
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))  # a later edit, whatever the clock
+    assert family(spec).cuda_defaults.batch_size == 48
+
+
 def test_the_decorator_marks_the_function_and_checks_its_values() -> None:
     @workload(name="x", batch_size=8)
     def train(batch_size: int, device: object) -> Training: ...

@@ -7,6 +7,7 @@ This module never imports torch, so ``gpudash list`` and ``gpudash --help`` stay
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from enum import Enum
@@ -362,18 +363,24 @@ USER_DEFAULTS = {"cuda": Defaults(batch_size=32, image_size=64), "cpu": Defaults
 USER_UNCAPTURABLE = "a step of your own may sync the host or change shapes; its capture is not supported yet"
 
 
-@functools.lru_cache(maxsize=32)
 def user_family(spec: str, installed_as: str | None = None) -> FamilyInfo:
     """The family of a workload of the user's own, ``FILE.py:FUNCTION`` or ``package.module:FUNCTION``
     (``installed_as``: its entry point's name, which then names the family): its form, its file
     and its ``@workload(...)`` declaration checked here, one line each; the function itself when
-    the workload process imports it."""
+    the workload process imports it. Read again when the file changes (a dashboard left open)."""
     if not is_user_spec(spec):
         raise WorkloadError(f"{spec!r}: a workload of your own is FILE.py:FUNCTION or package.module:FUNCTION")
     try:
-        said = user_spec.declared(spec)
-    except user_spec.SpecError as exc:
+        path = user_spec.source_file(spec)
+        return _user_family(spec, installed_as, path, os.stat(path).st_mtime_ns)
+    except (user_spec.SpecError, OSError) as exc:
         raise WorkloadError(str(exc)) from None
+
+
+@functools.lru_cache(maxsize=32)
+def _user_family(spec: str, installed_as: str | None, path: str, _mtime_ns: int) -> FamilyInfo:
+    """``user_family``'s work, once per version of the file (``_mtime_ns`` is the cache's key)."""
+    said = user_spec.declared(spec, path)
     source, _, function = spec.rpartition(":")
     cuda, cpu = USER_DEFAULTS["cuda"], USER_DEFAULTS["cpu"]
     return FamilyInfo(

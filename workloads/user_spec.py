@@ -72,10 +72,11 @@ def source_file(spec: str) -> str:
     return found.origin
 
 
-def declared(spec: str) -> Declared:
-    """What the function's ``@workload(...)`` declares, read from its source; ``Declared()``
-    without one. A value that is not a literal, or of the wrong type, is a one-line SpecError."""
-    path = source_file(spec)
+def declared(spec: str, path: str | None = None) -> Declared:
+    """What the function's ``@workload(...)`` declares, read from its source (``path``: the file,
+    when already found); ``Declared()`` without one. A value that is not a literal, or of the
+    wrong type, is a one-line SpecError."""
+    path = path if path is not None else source_file(spec)
     function = spec.rpartition(":")[2]
     try:
         with open(path, encoding="utf-8") as f:
