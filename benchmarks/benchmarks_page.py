@@ -221,8 +221,7 @@ def at_least(e: Estimate, goal: float) -> str:
 def bound_pct(name: str, w: str, v: str, b: int) -> Estimate:
     """Steps/s as a % of the configuration's overlap bound, with the interval of steps/s."""
     row = rows(name)[(w, v, b)]
-    e, k = est(row), 100.0 / float(row["overlap_bound"])
-    return Estimate(e.mean * k, e.low * k, e.high * k, e.n_samples, tuple(x * k for x in e.batch_means))
+    return scaled(est(row), 100.0 / float(row["overlap_bound"]))
 
 
 def seconds_per_step(name: str, w: str, v: str, b: int) -> str:
@@ -508,10 +507,14 @@ def _scaling_run(path: Path, family: str) -> ScalingRun:
     )
 
 
+def scaled(e: Estimate, k: float) -> Estimate:
+    """An estimate times ``k`` (a unit's change: steps/s to images/s, to % of a bound)."""
+    return Estimate(e.mean * k, e.low * k, e.high * k, e.n_samples, tuple(x * k for x in e.batch_means))
+
+
 def images(name: str, w: str, v: str, b: int) -> Estimate:
     """Images/s of a configuration: its steps/s estimate times the batch."""
-    e = est(rows(name)[(w, v, b)])
-    return Estimate(e.mean * b, e.low * b, e.high * b, e.n_samples, tuple(x * b for x in e.batch_means))
+    return scaled(est(rows(name)[(w, v, b)]), b)
 
 
 def stage_ratio(name: str, w: str, v: str, b: int) -> float:

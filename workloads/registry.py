@@ -157,14 +157,19 @@ _ONE_STEP = "the training step on one stream"
 PIPELINED_API = (
     "batch n+1 copied to the GPU (and through the frozen stage, if any) on its own stream while batch n trains"
 )
-_COPY_AHEAD = VariantInfo(
-    "pipelined", "batch n+1 copied to the GPU on its own stream while batch n trains", pipelined=True
+_COPY_AHEAD = (
+    VariantInfo("serial", _ONE_STEP),
+    VariantInfo("pipelined", "batch n+1 copied to the GPU on its own stream while batch n trains", pipelined=True),
 )
 VISION_IMAGES = "224-pixel images on a GPU, 64 on the CPU"
+API_IMAGE_SIZE = 64  # a placeholder the catalog's checks accept: the function's batches set the real size
 
 
-def _api_family(name: str, title: str, variants: tuple[VariantInfo, ...], cuda: int, cpu: int) -> FamilyInfo:
-    """A built-in family run by workloads.user from ``workloads.vision:<name>``."""
+def api_family(
+    name: str, title: str, variants: tuple[VariantInfo, ...], cuda: int, cpu: int, source: str
+) -> FamilyInfo:
+    """A family run by workloads.user from the function ``source`` (``module:FUNCTION`` or
+    ``FILE.py:FUNCTION``), written against gpudash.api: serial, and pipelined if it has two variants."""
     return FamilyInfo(
         name=name,
         title=title,
@@ -172,43 +177,33 @@ def _api_family(name: str, title: str, variants: tuple[VariantInfo, ...], cuda: 
         class_name="UserWorkload",
         variants=variants,
         default_variant=variants[0].name,
-        cuda_defaults=Defaults(batch_size=cuda, image_size=64),  # the image size is the function's
-        cpu_defaults=Defaults(batch_size=cpu, image_size=64),
+        cuda_defaults=Defaults(batch_size=cuda, image_size=API_IMAGE_SIZE),
+        cpu_defaults=Defaults(batch_size=cpu, image_size=API_IMAGE_SIZE),
         pipeline_toggle=("serial", "pipelined") if len(variants) == 2 else None,
-        source=f"workloads.vision:{name}",
+        source=source,
     )
 
 
 def _vision_families() -> tuple[FamilyInfo, ...]:
-    return (
-        _api_family(
-            "resnet50",
-            f"torchvision ResNet-50, {VISION_IMAGES}",
-            (VariantInfo("serial", _ONE_STEP), _COPY_AHEAD),
-            cuda=128,
-            cpu=4,
+    finetune_variants = (
+        VariantInfo("serial", "frozen trunk then trained layer 4 and head, one stream"),
+        VariantInfo(
+            "pipelined", "frozen trunk on batch n+1 (its own stream) overlaps training on batch n", pipelined=True
         ),
-        _api_family(
-            "vit_b_16",
-            f"torchvision ViT-B/16 with AdamW, {VISION_IMAGES} (2 layers on the CPU)",
-            (VariantInfo("serial", _ONE_STEP), _COPY_AHEAD),
-            cuda=64,
-            cpu=2,
-        ),
-        _api_family(
-            "finetune",
+    )
+    catalog = {  # name: (title, variants, batch on a GPU, batch on the CPU)
+        "resnet50": (f"torchvision ResNet-50, {VISION_IMAGES}", _COPY_AHEAD, 128, 4),
+        "vit_b_16": (f"torchvision ViT-B/16 with AdamW, {VISION_IMAGES} (2 layers on the CPU)", _COPY_AHEAD, 64, 2),
+        "finetune": (
             f"ResNet-50 fine-tuning: frozen stem and layers 1-3, trained layer 4 and head; {VISION_IMAGES}",
-            (
-                VariantInfo("serial", "frozen trunk then trained layer 4 and head, one stream"),
-                VariantInfo(
-                    "pipelined",
-                    "frozen trunk on batch n+1 (its own stream) overlaps training on batch n",
-                    pipelined=True,
-                ),
-            ),
-            cuda=128,
-            cpu=4,
+            finetune_variants,
+            128,
+            4,
         ),
+    }
+    return tuple(
+        api_family(name, title, variants, cuda, cpu, f"workloads.vision:{name}")
+        for name, (title, variants, cuda, cpu) in catalog.items()
     )
 
 
@@ -358,8 +353,8 @@ def family(name: str) -> FamilyInfo:
 
 
 # A workload of the user's own (gpudash.api, workloads.user) without declared batch sizes
-# (``@gpudash.api.workload``): these. Its image size is its own (the batches it makes).
-USER_DEFAULTS = {"cuda": Defaults(batch_size=32, image_size=64), "cpu": Defaults(batch_size=8, image_size=64)}
+# (``@gpudash.api.workload``): these, on a GPU and on the CPU.
+USER_BATCH_SIZES = {"cuda": 32, "cpu": 8}
 USER_UNCAPTURABLE = "a step of your own may sync the host or change shapes; its capture is not supported yet"
 
 
@@ -382,22 +377,14 @@ def _user_family(spec: str, installed_as: str | None, path: str, _mtime_ns: int)
     """``user_family``'s work, once per version of the file (``_mtime_ns`` is the cache's key)."""
     said = user_spec.declared(spec, path)
     source, _, function = spec.rpartition(":")
-    cuda, cpu = USER_DEFAULTS["cuda"], USER_DEFAULTS["cpu"]
-    return FamilyInfo(
-        name=installed_as or spec,
-        title=f"{said.name or 'your workload'}: {function}() of {source}",
-        module="workloads.user",
-        class_name="UserWorkload",
-        variants=(
-            VariantInfo("serial", "your training step, on one stream", uncapturable=USER_UNCAPTURABLE),
-            VariantInfo("pipelined", PIPELINED_API, pipelined=True, uncapturable=USER_UNCAPTURABLE),
-        ),
-        default_variant="serial",
-        cuda_defaults=replace(cuda, batch_size=said.batch_size or cuda.batch_size),
-        cpu_defaults=replace(cpu, batch_size=said.cpu_batch_size or said.batch_size or cpu.batch_size),
-        pipeline_toggle=("serial", "pipelined"),
-        source=spec,
+    variants = (
+        VariantInfo("serial", "your training step, on one stream", uncapturable=USER_UNCAPTURABLE),
+        VariantInfo("pipelined", PIPELINED_API, pipelined=True, uncapturable=USER_UNCAPTURABLE),
     )
+    cuda = said.batch_size or USER_BATCH_SIZES["cuda"]
+    cpu = said.cpu_batch_size or said.batch_size or USER_BATCH_SIZES["cpu"]
+    title = f"{said.name or 'your workload'}: {function}() of {source}"
+    return api_family(installed_as or spec, title, variants, cuda, cpu, source=spec)
 
 
 is_user_spec = user_spec.is_user_spec

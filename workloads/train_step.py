@@ -22,16 +22,9 @@ def train_step(
     A DDP model with an ``accumulation`` (the ``ddp_no_sync`` knob) accumulates gradients over
     K calls under ``no_sync`` and all-reduces and steps the optimizer on the K-th."""
     # A plain attribute of the DDP wrapper, in its __dict__ (nn.Module's __getattr__ would build an
-    # error message for every step of every model without one).
+    # error message at every step of every model without one).
     accumulation: GradientAccumulation | None = vars(model).get("accumulation")
-    if accumulation is None:  # the common path, as a hand-written loop takes it
-        optimizer.zero_grad(set_to_none=True)
-        with autocast():
-            loss = criterion(model(inputs), targets)
-        loss.backward()
-        optimizer.step()
-        return loss.detach()
-    first, last = accumulation.advance()
+    first, last = accumulation.advance() if accumulation is not None else (True, True)
     if first:
         optimizer.zero_grad(set_to_none=True)
     with contextlib.nullcontext() if last else model.no_sync():  # type: ignore[operator]  # a model with an accumulation is DDP's
