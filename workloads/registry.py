@@ -355,7 +355,6 @@ def family(name: str) -> FamilyInfo:
 # A workload of the user's own (gpudash.api, workloads.user) without declared batch sizes
 # (``@gpudash.api.workload``): these, on a GPU and on the CPU.
 USER_BATCH_SIZES = {"cuda": 32, "cpu": 8}
-USER_UNCAPTURABLE = "a step of your own may sync the host or change shapes; its capture is not supported yet"
 
 
 def user_family(spec: str, installed_as: str | None = None) -> FamilyInfo:
@@ -378,8 +377,8 @@ def _user_family(spec: str, installed_as: str | None, path: str, _mtime_ns: int)
     said = user_spec.declared(spec, path)
     source, _, function = spec.rpartition(":")
     variants = (
-        VariantInfo("serial", "your training step, on one stream", uncapturable=USER_UNCAPTURABLE),
-        VariantInfo("pipelined", PIPELINED_API, pipelined=True, uncapturable=USER_UNCAPTURABLE),
+        VariantInfo("serial", "your training step, on one stream"),
+        VariantInfo("pipelined", PIPELINED_API, pipelined=True),
     )
     cuda = said.batch_size or USER_BATCH_SIZES["cuda"]
     cpu = said.cpu_batch_size or said.batch_size or USER_BATCH_SIZES["cpu"]

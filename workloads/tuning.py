@@ -200,8 +200,15 @@ class GraphedStage:
         graph = torch.cuda.CUDAGraph()
         for g in self.generators:
             graph.register_generator_state(g)
-        with torch.cuda.graph(graph, capture_error_mode="thread_local"):
-            self.static_out = self.fn(*self.static_in)
+        try:
+            with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+                self.static_out = self.fn(*self.static_in)
+        except Exception as exc:  # noqa: BLE001 - whatever the step did that a graph cannot hold
+            # A failed capture can leave its side stream current (torch's graph context exits
+            # early when capture_end raises): put the stream back before saying why.
+            torch.cuda.set_stream(current)
+            self.static_in, self.static_out = (), None
+            raise WorkloadError(capture_refusal(exc)) from exc
         self.graph = graph
         self._captured_with = self._signature(self.static_in)
 
@@ -209,12 +216,32 @@ class GraphedStage:
         if self.graph is None:
             self.capture(args)
         elif self._signature(args) != self._captured_with:
-            raise WorkloadError("a CUDA-graphed stage was given other shapes than it was captured with")
+            raise WorkloadError(
+                f"knob cuda_graph: the step was captured with inputs {_shapes(self._captured_with)} and "
+                f"now gets {_shapes(self._signature(args))}; a captured graph needs the same shapes every step"
+            )
         for s, a in zip(self.static_in, args, strict=False):
             s.copy_(a, non_blocking=True)
         assert self.graph is not None  # capture() set it
         self.graph.replay()
         return _clone_out(self.static_out)
+
+
+def capture_refusal(exc: BaseException) -> str:
+    """Why a step could not be captured, in one line: the first error of the chain (a failed
+    capture's own "operation failed due to a previous error" comes after the cause)."""
+    first = exc
+    while first.__context__ is not None and not first.__suppress_context__ and first.__context__ is not first:
+        first = first.__context__
+    said = (str(first).strip().splitlines() or [type(first).__name__])[0]
+    return (
+        f"knob cuda_graph cannot capture this step: {said} (a captured graph cannot make the host wait "
+        "— .item(), .cpu(), printing a tensor, a shape that depends on the data — nor change shapes)"
+    )
+
+
+def _shapes(signature: list[tuple[Any, ...]]) -> str:
+    return ", ".join(str(shape) for shape, _dtype in signature)
 
 
 def stage(
