@@ -7,9 +7,10 @@
 The workload is built once. Each round runs the same number of steps (about ``--seconds``
 worth) twice, the order alternating from round to round:
   * bare:   ``for _ in range(n): workload.step()`` then one synchronize;
-  * engine: ``gpudash.engine.loop.StepLoop`` (what the child runs): CUDA-event timing read back by
-    query(), loss copies, sync counting with set_sync_debug_mode("warn"), samples every
-    --sample-interval s, control checks; it ends with the same drain.
+  * engine: ``gpudash.engine.loop.StepLoop`` (what the child runs; one loop, built before the
+    first round, runs ``n`` more steps each round): CUDA-event timing read back by query(), loss
+    copies, sync counting with set_sync_debug_mode("warn"), samples every --sample-interval s,
+    control checks; it ends with the same drain.
 and, with --no-sync-count as a third column, the engine without sync counting. With ``--hand``
 (a workload of your own, ``gpudash.api``) the bare loop is the step written by hand from the
 ``Training`` gpudash was given (copy the batch, zero_grad, loss, backward, step): what the user's
@@ -88,15 +89,22 @@ def main() -> int:
 
     last: dict[str, object] = {}
 
+    loops: dict[bool, tuple[StepLoop, list[object]]] = {}
+
     def engine(n: int, count_syncs: bool) -> float:
-        got: list[object] = []
-        loop = StepLoop(
-            w,
-            emit=got.append,
-            sample_interval_s=args.sample_interval,
-            count_syncs=count_syncs and cuda,
-            controls=lambda timeout: None,
-        )
+        """``n`` more steps of one StepLoop per setting, built once (as the child builds one)."""
+        if count_syncs not in loops:
+            emitted: list[object] = []
+            loop = StepLoop(
+                w,
+                emit=emitted.append,
+                sample_interval_s=args.sample_interval,
+                count_syncs=count_syncs and cuda,
+                controls=lambda timeout: None,
+            )
+            loops[count_syncs] = (loop, emitted)
+        loop, got = loops[count_syncs]
+        got.clear()
         sync()
         t = time.perf_counter()
         loop.run(steps=n)  # ends with the workload's drain (a synchronize)

@@ -549,3 +549,59 @@ def test_a_family_that_fails_to_build_is_freed_before_the_previous_one_is_built_
     (error,) = events(msgs, "error")
     assert error.what == "workload" and "out of memory" in error.message
     assert loop.workload.batch_size == 5 and alive_when_rebuilt == [False]
+
+
+# -- CUDA step timing in groups (the timer's arithmetic, with events faked at torch's boundary) ----
+class _GpuClock:
+    """A fake GPU: each event completes when the host says the GPU got that far (``now_ms``)."""
+
+    def __init__(self) -> None:
+        self.issued_ms = 0.0  # when the GPU will have finished what was issued so far
+        self.now_ms = 0.0
+
+
+class _Event:
+    def __init__(self, gpu: _GpuClock, enable_timing: bool = False) -> None:
+        self.gpu, self.at = gpu, None
+
+    def record(self, stream: object = None) -> None:
+        self.at = self.gpu.issued_ms
+
+    def query(self) -> bool:
+        return self.at is not None and self.at <= self.gpu.now_ms
+
+    def elapsed_time(self, end: _Event) -> float:
+        assert self.query() and end.query()  # the timer only ever asks about completed events
+        return end.at - self.at
+
+
+def _fake_torch(gpu: _GpuClock) -> object:
+    from types import SimpleNamespace
+
+    return SimpleNamespace(
+        cuda=SimpleNamespace(Event=lambda enable_timing=False: _Event(gpu, enable_timing), current_stream=lambda: None)
+    )
+
+
+@pytest.mark.parametrize(("step_ms", "group"), [(1.0, 10), (0.05, 64), (25.0, 1)])
+def test_fast_steps_are_timed_in_groups_and_every_step_is_counted(step_ms: float, group: int) -> None:
+    """A 1 ms step gets one event per 10 steps (recording one costs tens of µs on an H100), each step
+    of a group its mean time; a 25 ms step is timed alone; no step is lost, even at a reset."""
+    from gpudash.engine.measure import CudaStepTimer
+
+    gpu = _GpuClock()
+    timer = CudaStepTimer(_fake_torch(gpu))
+    times: list[float | None] = []
+    for _ in range(1000):
+        timer.begin()
+        gpu.issued_ms += step_ms
+        timer.end()
+        gpu.now_ms = gpu.issued_ms - 3 * step_ms  # the GPU runs three steps behind the host
+        times += timer.poll()
+    assert timer.group == group
+    gpu.now_ms = gpu.issued_ms  # the drain
+    times += timer.reset()
+    assert len(times) == 1000 and timer.group == 1
+    timed = [t for t in times if t is not None]
+    assert times[0] is None and len(timed) > 1000 - group - 2  # unknown: the first, and after the last event
+    assert all(t == pytest.approx(step_ms) for t in timed)

@@ -135,3 +135,35 @@ def test_record_on_the_gpu_with_real_nvml(tmp_path: Path) -> None:
     assert meta["gpu_name"] and meta["driver"] and meta["nvml_unavailable"] is None
     assert meta["device_name"] == meta["gpu_name"]  # NVML samples the GPU the child runs on
     print(s[["steps_per_s", "step_ms_p50", "gpu_util_pct", "power_w", "joules_per_step"]].describe())
+
+
+def test_fast_steps_timed_in_groups_count_every_step_and_time_it_as_the_wall_clock_does() -> None:
+    """examples/mine.py takes about 1 ms a step: timed in groups (one event per ~10 ms), every
+    issued step is counted, and the step times add up to the loop's wall-clock time."""
+    import time
+
+    from gpudash.core.protocol import Sample
+
+    root = Path(__file__).resolve().parents[1]
+    w, loop, got = _loop(f"{root / 'examples' / 'mine.py'}:workload", "serial", 32)
+    groups: list[int] = []  # the timer's group at each sample (it is 1 again after the run's drain)
+
+    def emit(message: object) -> None:
+        got.append(message)
+        groups.append(loop.timer.group)  # type: ignore[union-attr]  # a CUDA timer
+
+    loop.emit = emit
+    loop.run(steps=50)  # warm-up
+    got.clear()
+    steps_before = loop.steps_done
+    t = time.perf_counter()
+    loop.run(steps=1500)
+    wall_ms = (time.perf_counter() - t) * 1000
+    samples = [m for m in got if isinstance(m, Sample)]
+    assert loop.steps_done - steps_before == 1500 and samples[-1].steps == loop.steps_done  # cumulative
+    assert max(groups) > 1
+    p50 = [m.step_ms_p50 for m in samples if m.step_ms_p50]
+    per_step = wall_ms / 1500
+    print("wall ms/step", per_step, "p50s", p50[:6], "groups", groups[:6])
+    assert p50 and all(0.5 * per_step < p < 1.5 * per_step for p in p50[1:])
+    w.close()

@@ -62,12 +62,15 @@ def test_pipelined_streams_overlap_and_serial_ones_do_not(tmp_path: Path) -> Non
 
 
 def test_the_windows_overlap_bound_is_within_ten_percent_of_the_breakdown_benchmarks(tmp_path: Path) -> None:
-    details = _window("pipelined", tmp_path, after=200)  # ~1 s of samples before the window
-    # the configuration's rate before the window, against the bound: below it (host-bound at
-    # this batch size: docs/bench/h100-host-time-probe.md), never above it by more than the noise
+    # At a GPU-bound batch: there the trace's bound (its kernels' busy time per stream) and each
+    # stage timed alone with events measure the same thing. At batch 16 the host enqueues slower
+    # than the GPU runs, events count the launch gaps and kernel time does not: on an H100 the two
+    # bounds differed by 11% (247 and 223 steps/s, 2026-11-24) for that reason alone.
+    details = _window("pipelined", tmp_path, after=100, batch=GPU_BOUND_BATCH)  # samples before the window
+    # the configuration's rate before the window, against the bound: never above it by more than the noise
     assert 50.0 < float(details["pct_of_overlap_bound"]) <= 105.0
     traced_bound = float(details["overlap_bound_steps_per_s"])
-    with build("encdec", "cuda", WorkloadOptions(batch_size=BATCH)) as w:
+    with build("encdec", "cuda", WorkloadOptions(batch_size=GPU_BOUND_BATCH)) as w:
         host = w.pool.next()
         feats, labels = w.encode(*host)
         enc = timed(lambda: w.encode(*host))

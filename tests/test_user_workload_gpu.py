@@ -95,7 +95,7 @@ def _trained_mine(knobs: Knobs, steps: int = 20) -> list[torch.Tensor]:
 def test_a_step_that_syncs_is_refused_cuda_graph_in_one_line_at_the_start(tmp_path: Path) -> None:
     (tmp_path / "syncs.py").write_text(SYNCING)
     r = gpudash(
-        *"record out.csv -w syncs.py:workload --device cuda -k cuda_graph --steps 50 -q".split(),
+        *"record out.csv -w syncs.py:workload --device cuda --knob cuda_graph --steps 50 -q".split(),
         cwd=tmp_path,
         timeout=240,
     )

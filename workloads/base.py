@@ -16,10 +16,12 @@ from workloads import distributed, limits, memory_probe, tuning
 from workloads.change_checks import ChangeChecks
 from workloads.data import HostBatchPool
 from workloads.distributed import RankInfo
-from workloads.knobs import Knobs
+from workloads.knobs import OFF, Knobs
 from workloads.registry import FamilyInfo, VariantInfo, WorkloadError, check_image_size
 from workloads.streams import TwoStagePipeline
 from workloads.train_step import GradientAccumulation
+
+COPY_STAGE = "copy"  # a first stage that only copies the batch to the device (never graphed)
 
 
 @dataclass(frozen=True)
@@ -220,7 +222,10 @@ class Workload(ChangeChecks, ABC):
         produce, consume = self._stages()
         gens = self.generators()
         self._stage_names = (produce[0] if produce else None, consume[0])
-        self._produce = tuning.stage(produce[1], self.device, self.knobs, gens) if produce else None
+        # A stage that only copies the batch to the device (copy-ahead) has no kernels to capture:
+        # its copies already go on the stage's stream, a graph would only add two more.
+        produce_knobs = self.knobs.with_value("cuda_graph", OFF) if produce and produce[0] == COPY_STAGE else self.knobs
+        self._produce = tuning.stage(produce[1], self.device, produce_knobs, gens) if produce else None
         self._consume = tuning.stage(consume[1], self.device, self.knobs, gens)
         if warm_up:
             self.warm_up()

@@ -23,7 +23,7 @@ from torch import Tensor, nn
 
 from gpudash.api import Training
 from workloads import user_spec
-from workloads.base import Workload, WorkloadOptions
+from workloads.base import COPY_STAGE, Workload, WorkloadOptions
 from workloads.data import HostBatchPool, loader_bytes_held
 from workloads.registry import WorkloadError
 from workloads.streams import TwoStagePipeline
@@ -259,5 +259,5 @@ class UserWorkload(Workload):
         if self.frozen is not None:
             return ("frozen", self.freeze), ("train", self.train)
         if self.variant_info.pipelined:
-            return ("copy", self.load), ("train", self.train)
+            return (COPY_STAGE, self.load), ("train", self.train)
         return None, ("train", self.load_and_train)

@@ -2,10 +2,11 @@
 
 Torch-free at import: the CUDA classes take the ``torch`` module as an argument.
 
-- CUDA step timing: after each ``step()`` an event (``enable_timing=True``) is recorded on the
-  current stream (the workload orders all of a step's work before it). Pending events wait in
-  a deque and are read back with ``event.query()``; the step time is ``elapsed_time`` between
-  consecutive completed events. ``query()`` and ``elapsed_time()`` on completed events never
+- CUDA step timing: after each ``step()`` (after each group of steps, for steps under 10 ms) an
+  event (``enable_timing=True``) is recorded on the current stream (the workload orders all of a
+  step's work before it). Pending events wait in a deque and are read back with
+  ``event.query()``; the step time is ``elapsed_time`` between consecutive completed events
+  (over the group's steps). ``query()`` and ``elapsed_time()`` on completed events never
   block the host, and neither goes through torch's sync check. Events come from a small pool.
 - Loss: on CUDA, ``last_loss`` is copied into a pinned host buffer with ``non_blocking=True``
   (an async copy, no sync) and read once its event reports complete; at most one copy is in
@@ -67,48 +68,70 @@ class CpuStepTimer:
         return self.poll()
 
 
+TIMED_GROUP_MS = 10.0  # fast steps are timed in groups of about this many ms (one event per group)
+MAX_GROUP_STEPS = 64
+
+
 class CudaStepTimer:
-    """CUDA events after each step, read back by ``query()``: no host sync, ever."""
+    """CUDA events after the steps, read back by ``query()``: no host sync, ever.
+
+    Recording a timing event costs the host tens of µs on an H100 (``benchmarks/engine_overhead.py``
+    measured a 1 ms step 7-10% slower with one after every step), so steps faster than
+    ``TIMED_GROUP_MS`` are timed in groups: an event after every ``group`` steps, each step of a
+    group given the group's mean time. ``group`` is 1 after each reset and follows the measured
+    step time (``TIMED_GROUP_MS`` / step ms, at most ``MAX_GROUP_STEPS``): a step of 10 ms or more
+    is timed alone, as before. Every step is counted exactly either way."""
 
     def __init__(self, torch: Any) -> None:
         self._torch = torch
         self._pool: list[Any] = []
-        self._pending: deque[Any] = deque()
-        self._last: Any = None  # the latest completed event: the start of the next step's time
+        self._pending: deque[tuple[Any, int]] = deque()  # (event, the steps it closes)
+        self._last: Any = None  # the latest completed event: the start of the next group's time
+        self._untimed = 0  # steps issued since the last event
+        self.group = 1  # steps per event now
         # The stream steps end on (the loop thread's current one), looked up once and again at each
-        # reset: ``Event.record()`` without it asks torch for the current stream at every step, which
-        # cost a host-bound step on an H100 tens of µs (benchmarks/engine_overhead.py).
+        # reset: ``Event.record()`` without it asks torch for the current stream at every step.
         self._stream = torch.cuda.current_stream()
 
     def begin(self) -> None:
-        """A step starts now (the previous step's event marks its start)."""
+        """A step starts now (the previous event marks its group's start)."""
 
     def end(self) -> None:
-        """Record an event after the step just issued."""
+        """The step just issued has ended: close its group with an event when the group is full."""
+        self._untimed += 1
+        if self._untimed < self.group:
+            return
         ev = self._pool.pop() if self._pool else self._torch.cuda.Event(enable_timing=True)
         ev.record(self._stream)  # the workload orders the whole step before it on this stream
-        self._pending.append(ev)
+        self._pending.append((ev, self._untimed))
+        self._untimed = 0
 
     def poll(self) -> list[float | None]:
         """Step times (ms) of the steps that completed since the last poll; None = unknown."""
         done: list[float | None] = []
         pending = self._pending
-        while pending and pending[0].query():
-            ev = pending.popleft()
+        while pending and pending[0][0].query():
+            ev, steps = pending.popleft()
             if self._last is None:
-                done.append(None)
+                done.extend([None] * steps)
             else:
-                done.append(self._last.elapsed_time(ev))  # both complete: no wait
+                ms = self._last.elapsed_time(ev) / steps  # both complete: no wait
+                done.extend([ms] * steps)
                 self._pool.append(self._last)
+                self.group = min(MAX_GROUP_STEPS, max(1, int(TIMED_GROUP_MS / ms))) if ms > 0 else MAX_GROUP_STEPS
             self._last = ev
         return done
 
     def reset(self) -> list[float | None]:
-        """After a drain: collect what completed, and start timing afresh (no gap counted)."""
+        """After a drain: collect what completed (steps after the last event: time unknown), and
+        start timing afresh (no gap counted, groups of one until a step is timed)."""
         done = self.poll()
+        done.extend([None] * self._untimed)
+        self._untimed = 0
         if self._last is not None:
             self._pool.append(self._last)
             self._last = None
+        self.group = 1
         self._stream = self._torch.cuda.current_stream()
         return done
 
