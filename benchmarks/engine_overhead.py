@@ -11,7 +11,8 @@ worth) twice, the order alternating from round to round:
     first round, runs ``n`` more steps each round): CUDA-event timing read back by query(), loss
     copies, sync counting with set_sync_debug_mode("warn"), samples every --sample-interval s,
     control checks; it ends with the same drain.
-and, with --no-sync-count as a third column, the engine without sync counting. With ``--hand``
+and, with --no-sync-count as a third column, the engine without sync counting; with
+--per-step-events, the engine with a timing event after every step (no groups). With ``--hand``
 (a workload of your own, ``gpudash.api``) the bare loop is the step written by hand from the
 ``Training`` gpudash was given (copy the batch, zero_grad, loss, backward, step): what the user's
 own loop would do. Prints a table, the median ratio engine/bare and the ratio of means with its 95%
@@ -41,6 +42,11 @@ def main() -> int:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--sample-interval", type=float, default=0.25)
     p.add_argument("--no-sync-count", action="store_true", help="also time the engine without sync counting")
+    p.add_argument(
+        "--per-step-events",
+        action="store_true",
+        help="also time the engine with a CUDA event after every step (no groups: measure.CudaStepTimer)",
+    )
     p.add_argument("--hand", action="store_true", help="bare: the Training's step by hand (a workload of your own)")
     args = p.parse_args()
 
@@ -48,6 +54,7 @@ def main() -> int:
 
     from gpudash.core.protocol import Sample
     from gpudash.engine.loop import StepLoop
+    from gpudash.engine.measure import CudaStepTimer
     from workloads.base import WorkloadOptions
     from workloads.factory import build
 
@@ -89,11 +96,11 @@ def main() -> int:
 
     last: dict[str, object] = {}
 
-    loops: dict[bool, tuple[StepLoop, list[object]]] = {}
+    loops: dict[tuple[bool, bool], tuple[StepLoop, list[object]]] = {}
 
-    def engine(n: int, count_syncs: bool) -> float:
+    def engine(n: int, count_syncs: bool, grouped: bool = True) -> float:
         """``n`` more steps of one StepLoop per setting, built once (as the child builds one)."""
-        if count_syncs not in loops:
+        if (count_syncs, grouped) not in loops:
             emitted: list[object] = []
             loop = StepLoop(
                 w,
@@ -102,8 +109,10 @@ def main() -> int:
                 count_syncs=count_syncs and cuda,
                 controls=lambda timeout: None,
             )
-            loops[count_syncs] = (loop, emitted)
-        loop, got = loops[count_syncs]
+            if not grouped and isinstance(loop.timer, CudaStepTimer):
+                loop.timer.group_ms = 0.0  # an event after every step
+            loops[count_syncs, grouped] = (loop, emitted)
+        loop, got = loops[count_syncs, grouped]
         got.clear()
         sync()
         t = time.perf_counter()
@@ -139,9 +148,11 @@ def main() -> int:
     cols = ["round", "bare steps/s", "engine steps/s", "ratio"]
     if args.no_sync_count:
         cols += ["engine, no sync count", "ratio"]
+    if args.per_step_events:
+        cols += ["engine, event per step", "ratio"]
     print("| " + " | ".join(cols) + " |")
     print("|" + "---|" * len(cols))
-    ratios, ratios_nc, bares, engines = [], [], [], []
+    ratios, ratios_nc, bares, engines, per_step = [], [], [], [], []
     for r in range(1, args.rounds + 1):
         if r % 2:  # ABBA: which runs first alternates, so a drift (clocks, heat) favours neither
             b = baseline(n)
@@ -157,6 +168,10 @@ def main() -> int:
             e2 = engine(n, False)
             ratios_nc.append(e2 / b)
             row += [f"{e2:.1f}", f"{e2 / b:.3f}"]
+        if args.per_step_events:
+            e3 = engine(n, True, grouped=False)
+            per_step.append(e3)
+            row += [f"{e3:.1f}", f"{e3 / b:.3f}"]
         print("| " + " | ".join(row) + " |", flush=True)
     med = statistics.median(ratios)
     print(f"\nmedian engine/bare: {med:.3f}  (target >= 0.98: {'OK' if med >= 0.98 else 'BELOW'})")
@@ -166,6 +181,11 @@ def main() -> int:
 
         c = compare(estimate_from_batches(bares), estimate_from_batches(engines))
         print(f"engine/bare, ratio of means: {fmt_ratio(c)}, {c.verdict}")
+        if per_step:
+            c = compare(estimate_from_batches(bares), estimate_from_batches(per_step))
+            print(f"engine with an event per step/bare, ratio of means: {fmt_ratio(c)}, {c.verdict}")
+            c = compare(estimate_from_batches(per_step), estimate_from_batches(engines))
+            print(f"engine (grouped)/engine with an event per step, ratio of means: {fmt_ratio(c)}, {c.verdict}")
     if ratios_nc:
         print(f"median engine (no sync counting)/bare: {statistics.median(ratios_nc):.3f}")
     print(

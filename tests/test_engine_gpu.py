@@ -165,5 +165,6 @@ def test_fast_steps_timed_in_groups_count_every_step_and_time_it_as_the_wall_clo
     p50 = [m.step_ms_p50 for m in samples if m.step_ms_p50]
     per_step = wall_ms / 1500
     print("wall ms/step", per_step, "p50s", p50[:6], "groups", groups[:6])
-    assert p50 and all(0.5 * per_step < p < 1.5 * per_step for p in p50[1:])
+    # a group's time divided by the wrong count of steps would be off by the group's size (5-10x)
+    assert p50 and all(per_step / 3 < p < 3 * per_step for p in p50[1:])
     w.close()

@@ -50,6 +50,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 ControlSource = Callable[[float], "Control | None"]  # wait up to N seconds (0: don't wait)
 CONTROL_CHECK_S = 0.005  # look for controls at most this often (each check is a syscall)
+TIMER_POLL_S = 0.002  # ask the step timer for completed steps at most this often (each ask is a CUDA call)
 
 
 class Window:
@@ -174,6 +175,7 @@ class StepLoop:
         self.config_rate = [0.0, 0.0]
         self._config_samples = 0
         self._next_loss = 0.0
+        self._next_poll = 0.0
         self._next_control = 0.0
         self._paused = False
         self._stopping = False
@@ -365,12 +367,15 @@ class StepLoop:
         """Collect completed steps; issue loss reads; send a sample when one is due."""
         syncs = self.syncs
         before = syncs.count if syncs is not None else 0
-        self.collect(self.timer.poll())
+        sample_due = now >= self._win.next_sample
+        if now >= self._next_poll or sample_due:
+            self._next_poll = now + TIMER_POLL_S
+            self.collect(self.timer.poll())
         if now >= self._next_loss:
             self._next_loss = now + self.sample_interval_s / 2
             self.loss.want()
             self.loss.poll()
-        if now >= self._win.next_sample:
+        if sample_due:
             self._send_sample(now)
         if syncs is not None:
             self.bookkeeping_syncs += syncs.count - before

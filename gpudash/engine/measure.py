@@ -75,15 +75,18 @@ MAX_GROUP_STEPS = 64
 class CudaStepTimer:
     """CUDA events after the steps, read back by ``query()``: no host sync, ever.
 
-    Recording a timing event costs the host tens of µs on an H100 (``benchmarks/engine_overhead.py``
-    measured a 1 ms step 7-10% slower with one after every step), so steps faster than
+    Each event recorded and each one asked about is a CUDA call on the host, on the critical path
+    of a host-bound step: on an H100 an engine with a timing event after every step ran a 1 ms step
+    measurably slower than one with an event per group (``benchmarks/engine_overhead.py
+    --per-step-events``; docs/BENCHMARKS.md, "Engine overhead"). So steps faster than
     ``TIMED_GROUP_MS`` are timed in groups: an event after every ``group`` steps, each step of a
     group given the group's mean time. ``group`` is 1 after each reset and follows the measured
-    step time (``TIMED_GROUP_MS`` / step ms, at most ``MAX_GROUP_STEPS``): a step of 10 ms or more
+    step time (``group_ms`` / step ms, at most ``MAX_GROUP_STEPS``): a step of 10 ms or more
     is timed alone, as before. Every step is counted exactly either way."""
 
-    def __init__(self, torch: Any) -> None:
+    def __init__(self, torch: Any, group_ms: float = TIMED_GROUP_MS) -> None:
         self._torch = torch
+        self.group_ms = group_ms  # 0: an event after every step
         self._pool: list[Any] = []
         self._pending: deque[tuple[Any, int]] = deque()  # (event, the steps it closes)
         self._last: Any = None  # the latest completed event: the start of the next group's time
@@ -118,7 +121,7 @@ class CudaStepTimer:
                 ms = self._last.elapsed_time(ev) / steps  # both complete: no wait
                 done.extend([ms] * steps)
                 self._pool.append(self._last)
-                self.group = min(MAX_GROUP_STEPS, max(1, int(TIMED_GROUP_MS / ms))) if ms > 0 else MAX_GROUP_STEPS
+                self.group = min(MAX_GROUP_STEPS, max(1, int(self.group_ms / ms))) if ms > 0 else MAX_GROUP_STEPS
             self._last = ev
         return done
 
