@@ -531,6 +531,30 @@ def overhead(file: str) -> str:
     return "\n".join(line.lstrip("# ") if line.startswith("#") else line for line in lines)
 
 
+FINETUNE_TRACES = DOCS / "bench" / "h100-vision-finetune" / "traces-b64.txt"
+
+
+def finetune_profile() -> str:
+    """What the batch-64 profiler windows show (``FINETUNE_TRACES``), in a sentence computed from them."""
+    windows = [line.split(" | ") for line in FINETUNE_TRACES.read_text().splitlines() if not line.startswith("#")]
+    figures = [dict(re.findall(r"(GPU busy|overlap) ([0-9.]+)%", message)) for _v, _t, message in windows]
+    kernels = {re.search(r"([0-9]+) kernels/step", message).group(1) for _v, _t, message in windows}  # type: ignore[union-attr]
+    first = re.search(r"stages frozen ([0-9.]+), train ([0-9.]+) ms/step", windows[0][2])
+    assert first, "the first window names its stage times"
+    kernel_ms = float(first.group(1)) + float(first.group(2))
+    busy = [float(f["GPU busy"]) for f in figures]
+    overlap = [float(f["overlap"]) for f in figures]
+    return (
+        f"A profiler window (two per variant, below; the profiler itself slows the host) shows why: "
+        f"the GPU is busy {min(busy):.0f}-{max(busy):.0f}% of a traced step and idle the rest, waiting "
+        f"for the host to launch {' or '.join(sorted(kernels))} kernels a step; the two streams' kernels "
+        f"overlap for at most {max(overlap):.1f}% of the busy time. Untraced, a serial step takes "
+        f"{1000 / est(rows(VISION['finetune'])[('finetune', 'serial', 64)]).mean:.1f} ms (the sweep) for "
+        f"{kernel_ms:.1f} ms of kernels (the windows' stage times): the GPU waits for launches there too. "
+        "A pipeline overlaps GPU work, and here the host's launches, not the GPU, set the pace."
+    )
+
+
 def overhead_result(file: str) -> tuple[str, float]:
     """An engine_overhead.py run's ratio of means with its interval and verdict, and its median ratio."""
     text = (OVERHEAD / file).read_text()
@@ -614,7 +638,11 @@ Why pipelining gives little here: at batch 256 the frozen trunk (stem and layers
 {stage_ratio(f, "finetune", "pipelined", 256):.1f} times as long as the trained layer 4 and head (the
 stage times in the tables below), so the most overlap can save is the shorter stage, and both stages are convolutions that each fill the GPU's SMs, so running
 them side by side does not run either faster. At batch 64 the step is short enough that the host's
-launches show (GPU busy below 100%), and the two streams gain nothing the noise lets one claim.
+launches show, and the two streams gain nothing the noise lets one claim. {finetune_profile()}
+
+```
+{FINETUNE_TRACES.read_text().strip()}
+```
 
 {tables(f)}
 ### Engine overhead
