@@ -281,3 +281,20 @@ def test_channels_last_relays_the_optimizers_state_with_the_weights() -> None:
         before = buffer.clone()
         w.step()
         assert not torch.equal(w.optimizer.state[conv]["momentum_buffer"], before)  # still the state stepped
+
+
+def test_tf32_never_turns_tf32_off_everywhere_and_off_restores_pytorchs_defaults() -> None:
+    """``tf32=never`` is strict float32 (cuDNN's convolutions too: the baseline of an "fp32" figure);
+    ``on`` is TF32 for matrix products as well; ``off`` is PyTorch's defaults again."""
+    from workloads import tuning
+
+    defaults = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+    try:
+        tuning.apply_backend_flags(parse_knobs("tf32=never"))
+        assert (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32) == (False, False)
+        tuning.apply_backend_flags(parse_knobs("tf32"))
+        assert (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32) == (True, True)
+        tuning.apply_backend_flags(Knobs())
+        assert (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32) == defaults
+    finally:
+        tuning.apply_backend_flags(Knobs())

@@ -85,6 +85,7 @@ def _compile_rule(knob: KnobInfo, variant: VariantInfo, knobs: Knobs) -> str | N
 
 
 _RULES = {"cuda_graph": _graph_rule, "compile": _compile_rule}
+TF32_NEVER = "never"  # the tf32 knob's strict-float32 value
 DDP_EXCLUDED = ("cuda_graph", "compile")  # knobs refused in a data-parallel run (workloads.distributed)
 
 KNOBS: dict[str, KnobInfo] = {
@@ -102,7 +103,9 @@ KNOBS: dict[str, KnobInfo] = {
         ),
         KnobInfo(
             "tf32",
-            "TF32 tensor cores for float32 matrix products (cuDNN convolutions use TF32 by default)",
+            "TF32 tensor cores for float32 matrix products (cuDNN convolutions use TF32 by default); "
+            "never: no TF32 anywhere, convolutions included (strict float32, the baseline of fp32 figures)",
+            values=(OFF, ON, TF32_NEVER),
             needs_cuda=True,
         ),
         KnobInfo(

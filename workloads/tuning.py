@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from workloads.knobs import OFF, Knobs
+from workloads.knobs import OFF, ON, TF32_NEVER, Knobs
 from workloads.registry import WorkloadError
 from workloads.torch_adapter import compile_options
 
@@ -35,9 +35,10 @@ GRAPH_WARMUP_CALLS = 3  # eager calls on a side stream before capture (PyTorch's
 def apply_backend_flags(knobs: Knobs) -> None:
     """Set the process-wide cuDNN / TF32 flags for ``knobs`` (PyTorch's defaults when off)."""
     torch.backends.cudnn.benchmark = knobs.on("cudnn_benchmark") or _DEFAULT_CUDNN_BENCHMARK
-    tf32 = knobs.on("tf32")
-    torch.backends.cuda.matmul.allow_tf32 = tf32 or _DEFAULT_MATMUL_TF32
-    torch.backends.cudnn.allow_tf32 = tf32 or _DEFAULT_CUDNN_TF32
+    tf32 = knobs.value("tf32")
+    never = tf32 == TF32_NEVER
+    torch.backends.cuda.matmul.allow_tf32 = tf32 == ON or (not never and _DEFAULT_MATMUL_TF32)
+    torch.backends.cudnn.allow_tf32 = tf32 == ON or (not never and _DEFAULT_CUDNN_TF32)
 
 
 def autocast_factory(device: torch.device, knobs: Knobs) -> Callable[[], contextlib.AbstractContextManager]:

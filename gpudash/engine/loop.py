@@ -376,6 +376,7 @@ class StepLoop:
             self.loss.want()
             self.loss.poll()
         if sample_due:
+            self.loss.poll()  # the freshest loss read so far (on the CPU, the last step's)
             self._send_sample(now)
         if syncs is not None:
             self.bookkeeping_syncs += syncs.count - before
