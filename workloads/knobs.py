@@ -103,8 +103,7 @@ KNOBS: dict[str, KnobInfo] = {
         ),
         KnobInfo(
             "tf32",
-            "TF32 tensor cores for float32 matrix products (cuDNN convolutions use TF32 by default); "
-            "never: no TF32 anywhere, convolutions included (strict float32, the baseline of fp32 figures)",
+            "on: TF32 for float32 matrix products too (convolutions use it by default); never: strict float32",
             values=(OFF, ON, TF32_NEVER),
             needs_cuda=True,
         ),
