@@ -1,5 +1,5 @@
 """The ``gpudash`` command and its subcommands: ``run`` (the dashboard, the default), ``record``
-(headless; ``gpudash --record PATH`` is the same), ``list``, ``replay``, ``sweep``, ``report``
+(headless; ``gpudash --record PATH`` is the same), ``diagnose``, ``list``, ``replay``, ``sweep``, ``report``
 and ``serve`` (the dashboard in a browser).
 
 Fast to start: nothing here imports torch or textual at module level. Every argument is
@@ -22,11 +22,13 @@ from gpudash import argtypes
 from gpudash.argparse_adapter import parser_actions
 from gpudash.argtypes import UsageError, check_device
 from gpudash.core import faults
-from gpudash.core.protocol import ExitCode, RunConfig
+from gpudash.core.protocol import EventKind, ExitCode, RunConfig
 from gpudash.host.gpu_checks import check_gpus
 from gpudash.host.gpu_selection import GpuSelectionError, gpu_indexes
 from gpudash.options import DEFAULTS, PASSTHROUGH, RECORD_ONLY, build_parsers
 from gpudash.recording import paths
+
+DIAGNOSE_CAP_S = 300.0  # seconds after the warm-up by which a diagnosis must have answered
 
 
 # -- checks that need the machine, not torch ------------------------------------------------------
@@ -228,6 +230,7 @@ def _cmd_run_or_record(command: str, given: dict[str, Any]) -> int:
             trace_every_s=args.trace_every,
             trace_steps=args.trace_steps,
             progress_every_s=args.progress_every,
+            diagnose_after_s=args.diagnose,
         )
     if args.theme is not None:
         user_config = dataclasses.replace(user_config, values={**user_config.values, "theme": args.theme})
@@ -241,6 +244,49 @@ def _cmd_run_or_record(command: str, given: dict[str, Any]) -> int:
 
     end_with_server()  # a tab of ``gpudash serve``: quit (stopping the workload) when the server dies
     return int(run_dashboard(config, user_config) or 0)
+
+
+def _cmd_diagnose(given: dict[str, Any]) -> int:
+    """``gpudash diagnose``: a headless run that ends with one diagnosis window; its verdict on stdout."""
+    import json
+    import tempfile
+
+    from gpudash.diagnosis.rules import Evidence, diagnose
+    from gpudash.recording.headless import HeadlessRecording, run_record
+
+    args = _with_defaults(given, _user_config())
+    try:
+        config = config_from_args(args)
+    except UsageError as exc:
+        return _fail(str(exc))
+    held: list[HeadlessRecording] = []
+    with tempfile.TemporaryDirectory(prefix="gpudash-diagnose-") as scratch:
+        code = run_record(
+            config,
+            os.path.join(scratch, "run.csv"),
+            duration_s=args.warmup + DIAGNOSE_CAP_S,  # a window that never answers does not hang it
+            quiet=True,
+            diagnose_after_s=args.warmup,
+            stop_after_diagnosis=True,
+            recording_out=held,
+        )
+    events = held[0].diagnoses if held else []
+    if code != 0:
+        return code  # the run's failure was said (refused, crashed, interrupted)
+    if not events:
+        return _fail(f"no diagnosis: the run ended before its window answered (in {args.warmup + DIAGNOSE_CAP_S:g} s)")
+    event = events[0]
+    if event.kind == EventKind.ERROR:
+        print(f"gpudash: error: {event.message}", file=sys.stderr)
+        return int(ExitCode.FAILED)
+    if args.json:
+        evidence = Evidence.from_details(event.details)
+        running: dict[str, object] = {k: event.details[k] for k in ("workload", "variant", "device", "knobs")}
+        running["batch_size"] = int(event.details["batch_size"])
+        print(json.dumps({**running, **diagnose(evidence).as_dict(evidence)}, indent=2))
+    else:
+        print(event.message)
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -266,7 +312,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         stray = [dest for dest in given if dest not in own]
         if stray:
             return _fail(f"{_flags(top, stray)} does not apply to 'gpudash {command}'")
-    handlers: dict[str, Callable[[dict[str, Any]], int]] = {"list": _cmd_list, "replay": _cmd_replay}
+    handlers: dict[str, Callable[[dict[str, Any]], int]] = {
+        "list": _cmd_list,
+        "replay": _cmd_replay,
+        "diagnose": _cmd_diagnose,
+    }
     if given.get("no_color"):
         os.environ["NO_COLOR"] = "1"  # Textual reads it when the app is built (here, or in serve's child)
     if command in handlers:

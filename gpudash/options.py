@@ -27,6 +27,7 @@ Flags override the settings file (gpudash --config-path prints where it is).
 exit status: 0 done, 1 the workload (or writing) failed, 2 bad arguments, 130 interrupted
 """
 
+DIAGNOSE_WARMUP_S = 5.0  # seconds of running before a diagnosis window (record --diagnose, gpudash diagnose)
 DEFAULTS: dict[str, Any] = {  # every option's built-in default (the parsers have none)
     "workload": None,  # the registry's DEFAULT_FAMILY (filled in by _with_defaults)
     "variant": None,
@@ -52,6 +53,9 @@ DEFAULTS: dict[str, Any] = {  # every option's built-in default (the parsers hav
     "progress_every": None,
     "trace_every": None,
     "trace_steps": 20,
+    "diagnose": None,
+    "warmup": DIAGNOSE_WARMUP_S,
+    "json": False,
     "host": "127.0.0.1",
     "port": 8000,
     "public_url": None,
@@ -65,6 +69,7 @@ RECORD_ONLY = (
     ("--log", "log"),
     ("--meta", "meta"),
     ("--trace-every", "trace_every"),
+    ("--diagnose", "diagnose"),
     ("--force", "force"),
     ("--progress-every", "progress_every"),
 )
@@ -188,6 +193,14 @@ def _add_record_options(p: argparse.ArgumentParser, title: str) -> None:
         "--trace-every",
         help="a torch.profiler window every S seconds (Chrome traces in PATH.traces/, figures in event rows)",
     )
+    argtypes.add_seconds(
+        r,
+        "--diagnose",
+        nargs="?",
+        const=DIAGNOSE_WARMUP_S,
+        help="a diagnosis window S seconds after the start (default: "
+        f"{DIAGNOSE_WARMUP_S:g}): what bounds the step, an event row and a line on stderr",
+    )
     r.add_argument(
         "--trace-steps",
         type=argtypes.int_at_least(1, "at least 1"),
@@ -275,6 +288,18 @@ def _add_commands(sub: Any, common: dict[str, Any]) -> dict[str, Parser]:
     rec.add_argument("path", metavar="PATH", help="the CSV to write ('-': stdout)")
     _add_run_options(rec)
     _add_record_options(rec, "recording")
+    diag = command(
+        "diagnose",
+        "what holds the step back: input, syncs, host launches or the GPU (one line, or --json)",
+        "Run a workload headless for --warmup seconds, then a diagnosis window: the wait for each\n"
+        "batch, the syncs inside the step and, on a GPU, a profiler window. Prints what bounds the\n"
+        "step (input-bound, sync-bound, host/launch-bound, GPU-bound, CPU-bound), the evidence and\n"
+        "what to try next. Nothing is written.",
+    )
+    _add_run_options(diag)
+    d = diag.add_argument_group("diagnosis")
+    argtypes.add_seconds(d, "--warmup", help=f"seconds the workload runs first (default: {DIAGNOSE_WARMUP_S:g})")
+    d.add_argument("--json", action="store_true", help="the verdict and its evidence as JSON on stdout")
     lst = command("list", "workload families, variants, defaults, knobs, what needs CUDA")
     lst.add_argument("-w", "--workload", metavar="NAME", help="only this family")
     rep = command("replay", "a recorded CSV in the dashboard")

@@ -126,6 +126,15 @@ class MeasureScaling:
     steps: int = 50
 
 
+@dataclass(frozen=True)
+class Diagnose:
+    """A diagnosis window at a step boundary: ``steps`` steps timed (input wait, syncs) and, on a
+    GPU, ``steps`` more under the profiler; a ``measured`` event (what="diagnosis") saying what
+    bounds the configuration (``gpudash.diagnosis.rules``)."""
+
+    steps: int = 30
+
+
 Control = (
     SetBatchSize
     | SetVariant
@@ -138,6 +147,7 @@ Control = (
     | TimeStages
     | TraceWindow
     | MeasureScaling
+    | Diagnose
 )
 
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpudash.core.protocol import (
     Control,
+    Diagnose,
     Event,
     EventKind,
     MeasureScaling,
@@ -228,6 +229,8 @@ class StepLoop:
             measure_windows.trace_window(self, control.steps)
         elif isinstance(control, MeasureScaling):
             measure_windows.measure_scaling(self, control.steps)
+        elif isinstance(control, Diagnose):
+            measure_windows.diagnose(self, control.steps)
         else:
             self.event(EventKind.ERROR, message=f"unknown control {control!r}")
 

@@ -1,5 +1,6 @@
 """Measurements a ``StepLoop`` takes between two sample windows, their steps in neither: the stages
-timed alone (the overlap bound), a data-parallel run's scaling efficiency and a profiler window.
+timed alone (the overlap bound), a data-parallel run's scaling efficiency, a profiler window and
+a diagnosis (what bounds the configuration).
 Each answers with a "measured" event, or with an error event when it fails (a failed measurement
 does not end the run). Torch is imported only inside functions here."""
 
@@ -146,3 +147,79 @@ def _follow_window(loop: StepLoop, steps: int) -> None:
 
     measure_apart(loop, "trace", take_steps)
     loop.count_steps_apart(steps)
+
+
+def diagnose(loop: StepLoop, steps: int) -> None:
+    """A diagnosis window: ``steps`` steps timed apart (the wait for each batch, the syncs), then on
+    a GPU ``steps`` more under the profiler (how busy the GPU is); a "measured" event
+    (what="diagnosis") with the verdict (``gpudash.diagnosis.rules``) and its evidence."""
+    import tempfile
+
+    from gpudash.diagnosis.rules import Evidence
+    from gpudash.diagnosis.rules import diagnose as classify
+    from gpudash.engine import traces
+
+    w = loop.workload
+    if w.world_size > 1:
+        failed(loop, "diagnosis", "a diagnosis of a data-parallel run is not supported: diagnose one rank (--nproc 1)")
+        return
+    steps = max(1, min(steps, MAX_TRACE_STEPS))
+    loop.settle()
+    try:
+        step_ms, input_ms, syncs = _timed_steps(loop, steps)
+        fig = None
+        if w.on_cuda:
+            with tempfile.TemporaryDirectory(prefix="gpudash-diagnosis-") as scratch:
+                _path, fig = traces.profile_window(
+                    loop.torch, w, steps, loop.trace_dir or scratch, loop.now(), MAX_TRACE_FILES
+                )
+    except Exception as exc:  # noqa: BLE001 - a failed measurement must not end the run
+        loop.restart_window()
+        failed(loop, "diagnosis", f"diagnosis failed: {one_line(exc)}")
+        return
+    loop.count_steps_apart(steps * (2 if fig is not None else 1))
+    loop.restart_window()
+    busy = fig.gpu_busy_pct if fig is not None else None
+    evidence = Evidence(
+        steps=steps,
+        step_ms=step_ms,
+        input_ms=input_ms,
+        syncs_per_step=syncs,
+        gpu_busy_pct=busy,
+        gpu_ms_per_step=busy / 100.0 * fig.wall_ms / fig.steps if fig is not None and busy is not None else None,
+        launch_delay_us=fig.launch_delay_us if fig is not None else None,
+    )
+    verdict = classify(evidence)
+    details = {**loop.config(), **evidence.details(), "bound": str(verdict.bound)}
+    loop.event(EventKind.MEASURED, what="diagnosis", message=verdict.line(), details=details)
+
+
+def _timed_steps(loop: StepLoop, steps: int) -> tuple[float, float, float | None]:
+    """``steps`` steps, drained: (wall ms per step, ms per step waiting for the next batch, syncs
+    per step or None where they cannot be counted)."""
+    import time
+
+    w = loop.workload
+    draw = w._next_input  # noqa: SLF001 - timed for the window only (an instance attribute shadows it)
+    waited = [0.0]
+
+    def timed_draw() -> Any:
+        start = time.perf_counter()
+        try:
+            return draw()
+        finally:
+            waited[0] += time.perf_counter() - start
+
+    counter = loop.syncs
+    before = counter.count if counter is not None else 0
+    w._next_input = timed_draw  # type: ignore[method-assign]  # noqa: SLF001
+    try:
+        start = time.perf_counter()
+        for _ in range(steps):
+            w.step()
+        w.drain()
+        wall = time.perf_counter() - start
+    finally:
+        del w._next_input  # noqa: SLF001 - the method again
+    syncs = (counter.count - before) / steps if counter is not None and w.on_cuda else None
+    return 1000.0 * wall / steps, 1000.0 * waited[0] / steps, syncs

@@ -32,6 +32,7 @@ from gpudash.core.protocol import (
     NVML_LOST,
     REFUSED,
     TRACEBACK,
+    Diagnose,
     Event,
     EventKind,
     ExitCode,
@@ -185,6 +186,8 @@ class HeadlessRecording:
     quiet: bool
     trace_every_s: float | None = None  # a profiler window this often (TraceWindow), from the start
     trace_steps: int = 20
+    diagnose_after_s: float | None = None  # one diagnosis window (Diagnose) this long after the start
+    stop_after_diagnosis: bool = False  # ``gpudash diagnose``: the run ends with its diagnosis
     progress_every_s: float = PROGRESS_EVERY_S  # a progress line this often, unless quiet
     status: str = "done"
     code: ExitCode = ExitCode.OK
@@ -194,6 +197,8 @@ class HeadlessRecording:
     _started_at: float | None = field(default=None, repr=False)  # when the workload started (monotonic)
     _next_trace: float | None = field(default=None, repr=False)
     _next_progress: float | None = field(default=None, repr=False)
+    _diagnosis_asked: bool = field(default=False, repr=False)
+    diagnoses: list[Event] = field(default_factory=list)  # the diagnosis events (measured or error)
 
     def run(self, interrupted: _Interrupted) -> None:
         """Start, record until the run ends, stop; the CSV is closed whatever happens."""
@@ -218,6 +223,8 @@ class HeadlessRecording:
         elif self.code == ExitCode.FAILED and self.status.startswith("workload failed"):
             _say(f"error: {self.status}" + ("" if log_path in self.status else f" (see {log_path})"))
         elif not self.quiet:
+            for event in self.diagnoses:
+                _say(f"diagnosis: {event.message}")
             for line in recorder.summaries:  # each configuration's mean ± interval, as in the CSV
                 _say(line)
             where = f" in {self.path}" if recorder.path else ""
@@ -296,6 +303,8 @@ class HeadlessRecording:
                 self._on_message(msg)
                 if isinstance(msg, Event):
                     self._on_event(msg)
+                    if msg.what == "diagnosis" and msg.kind in (EventKind.MEASURED, EventKind.ERROR):
+                        self.diagnoses.append(msg)
             if self.code == ExitCode.FAILED or self.session.finished:
                 return
             outcome = interrupted.outcome()
@@ -304,9 +313,20 @@ class HeadlessRecording:
                 return
             if self._time_is_up():
                 return
+            if self.stop_after_diagnosis and self.diagnoses:
+                return
             self._maybe_trace()
+            self._maybe_diagnose()
             self._maybe_progress()
             time.sleep(POLL_S)
+
+    def _maybe_diagnose(self) -> None:
+        """Ask for the diagnosis window once, ``diagnose_after_s`` seconds after the start."""
+        if self.diagnose_after_s is None or self._started_at is None or self._diagnosis_asked:
+            return
+        if time.monotonic() >= self._started_at + self.diagnose_after_s:
+            self.session.send(Diagnose())
+            self._diagnosis_asked = True
 
     def _maybe_trace(self) -> None:
         """Ask for a profiler window every ``trace_every_s`` seconds of the run."""
@@ -388,6 +408,9 @@ def run_record(
     trace_every_s: float | None = None,
     trace_steps: int = 20,
     progress_every_s: float | None = None,
+    diagnose_after_s: float | None = None,
+    stop_after_diagnosis: bool = False,
+    recording_out: list[HeadlessRecording] | None = None,
 ) -> int:
     """Record a run headless; returns the exit status (an ``ExitCode``): OK done, FAILED the
     workload or writing failed, USAGE the CSV cannot be created, INTERRUPTED by SIGINT/SIGTERM.
@@ -423,8 +446,12 @@ def run_record(
         quiet=quiet,
         trace_every_s=trace_every_s,
         trace_steps=trace_steps,
+        diagnose_after_s=diagnose_after_s,
+        stop_after_diagnosis=stop_after_diagnosis,
         progress_every_s=progress_every_s or PROGRESS_EVERY_S,
     )
+    if recording_out is not None:
+        recording_out.append(recording)
     with _Interrupted() as interrupted:
         recording.run(interrupted)
     recording.report()

@@ -1,0 +1,147 @@
+"""Classify what bounds a running configuration from the evidence of one diagnosis window.
+
+The window (``gpudash.engine.measure_windows.diagnose``) measures, apart from the samples:
+
+- the wall time of a step, untraced, and how much of it the host spent waiting for the next
+  batch (``input_ms``: inside the workload's input draw, the loader's queue included);
+- the host-device syncs inside the steps (``syncs_per_step``; CUDA only);
+- from a profiler window (CUDA only): the share of the window any kernel ran (``gpu_busy_pct``),
+  the GPU time of a step's kernels and the median launch delay.
+
+and the parent may add NVML's memory-bandwidth share and throttling. The rules, in order:
+
+1. **input-bound**: at least ``INPUT_SHARE`` of the step waits for the next batch;
+2. **sync-bound**: the host waits for the GPU inside the step (one sync or more) and the GPU is
+   not kept busy;
+3. **GPU-bound**: the GPU ran kernels at least ``GPU_BUSY`` of the time — *memory* when NVML's
+   memory-bandwidth share is at least ``MEMORY_BW``, *compute* otherwise;
+4. **host/launch-bound**: none of those, and the GPU idles between kernels: the host enqueues a step
+   slower than the GPU runs it.
+
+On the CPU (no GPU figures) a step that does not wait for input is **CPU-bound**: the step's own
+arithmetic. Each verdict carries its evidence and what to try next, in one line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from dataclasses import dataclass
+
+INPUT_SHARE = 0.30  # of a step spent waiting for the next batch: input-bound at or above
+GPU_BUSY = 90.0  # % of the window any kernel ran: GPU-bound at or above
+MEMORY_BW = 60.0  # NVML's memory-bandwidth %: a GPU-bound step is memory-bound at or above
+
+
+class Bound(enum.StrEnum):
+    INPUT = "input-bound"
+    SYNC = "sync-bound"
+    HOST = "host/launch-bound"
+    GPU_COMPUTE = "GPU-bound (compute)"
+    GPU_MEMORY = "GPU-bound (memory)"
+    CPU = "CPU-bound"
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What one diagnosis window measured (None: not measurable here)."""
+
+    steps: int
+    step_ms: float  # wall time per step, untraced
+    input_ms: float  # of it, waiting for the next batch
+    syncs_per_step: float | None = None  # CUDA only
+    gpu_busy_pct: float | None = None  # profiler window, CUDA only
+    gpu_ms_per_step: float | None = None  # the GPU time of one step's kernels (busy time per step)
+    launch_delay_us: float | None = None  # median, CPU launch call to kernel start
+    mem_bw_pct: float | None = None  # NVML, added by the parent
+    throttled: str | None = None  # NVML's throttle reasons, when any
+
+    @property
+    def input_share(self) -> float:
+        return self.input_ms / self.step_ms if self.step_ms > 0 else 0.0
+
+    def details(self) -> dict[str, str]:
+        """As an event's text details (``diag_`` + field; absent when unmeasured)."""
+        out = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if value is not None:
+                out[f"diag_{f.name}"] = f"{value:.4g}" if isinstance(value, float) else str(value)
+        return out
+
+    @classmethod
+    def from_details(cls, details: dict[str, str]) -> Evidence:
+        """Back from ``details()`` (a recording's event row)."""
+        kw: dict[str, object] = {}
+        for f in dataclasses.fields(cls):
+            text = details.get(f"diag_{f.name}")
+            if text is not None:
+                kw[f.name] = text if f.name == "throttled" else int(text) if f.name == "steps" else float(text)
+        return cls(**kw)  # type: ignore[arg-type]  # the fields' own types, read back
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    bound: Bound
+    why: str  # the evidence, in words
+    advice: str  # what to try next
+
+    def line(self) -> str:
+        """One line for the dashboard, the CSV's event and ``gpudash diagnose``."""
+        return f"{self.bound}: {self.why} — {self.advice}"
+
+    def as_dict(self, evidence: Evidence) -> dict[str, object]:
+        """For ``--json``: the verdict, its words and every figure it rests on."""
+        return {
+            "bound": str(self.bound),
+            "why": self.why,
+            "advice": self.advice,
+            "evidence": {k: v for k, v in dataclasses.asdict(evidence).items() if v is not None},
+        }
+
+
+def diagnose(e: Evidence) -> Diagnosis:
+    """The rules above, in order, on one window's evidence."""
+    if e.input_share >= INPUT_SHARE:
+        return Diagnosis(
+            Bound.INPUT,
+            f"{100 * e.input_share:.0f}% of each step waits for the next batch "
+            f"({e.input_ms:.3g} of {e.step_ms:.3g} ms)",
+            "make the input pipeline faster: more loader workers, pin_memory, decode or augment on the GPU",
+        )
+    busy = e.gpu_busy_pct
+    if e.syncs_per_step is not None and e.syncs_per_step >= 1 and (busy is None or busy < GPU_BUSY):
+        idle = f", and the GPU idles {100 - busy:.0f}% of the time" if busy is not None else ""
+        return Diagnosis(
+            Bound.SYNC,
+            f"the host waits for the GPU {e.syncs_per_step:.3g} times a step{idle}",
+            "keep the step free of .item(), .cpu(), printing a tensor and data-dependent shapes "
+            "(read values after the step, asynchronously); then cuda_graph applies",
+        )
+    if busy is None:
+        return Diagnosis(
+            Bound.CPU,
+            f"the step's own arithmetic on the CPU, {e.step_ms:.3g} ms a step "
+            f"({100 * e.input_share:.0f}% of it waiting for input)",
+            "run it on a GPU (--device cuda); on the CPU, a smaller model or batch",
+        )
+    throttle = f"; the GPU is throttled ({e.throttled})" if e.throttled else ""
+    if busy >= GPU_BUSY:
+        if e.mem_bw_pct is not None and e.mem_bw_pct >= MEMORY_BW:
+            return Diagnosis(
+                Bound.GPU_MEMORY,
+                f"kernels ran {busy:.0f}% of the time, memory bandwidth {e.mem_bw_pct:.0f}% busy{throttle}",
+                "move fewer bytes: amp=bf16 (half of them), compile (fuses elementwise kernels), channels_last",
+            )
+        return Diagnosis(
+            Bound.GPU_COMPUTE,
+            f"kernels ran {busy:.0f}% of the time{throttle}",
+            "faster arithmetic: amp=bf16, tf32, channels_last with cudnn_benchmark for convolutions, compile",
+        )
+    gpu = f" whose kernels run {e.gpu_ms_per_step:.3g} ms" if e.gpu_ms_per_step is not None else ""
+    delay = f", a kernel starts {e.launch_delay_us:.0f} µs after its launch" if e.launch_delay_us is not None else ""
+    return Diagnosis(
+        Bound.HOST,
+        f"the CPU needs {e.step_ms:.3g} ms to enqueue a step{gpu}; the GPU idles {100 - busy:.0f}% of the time{delay}",
+        "launch less from Python: cuda_graph or compile=reduce-overhead, or a larger batch",
+    )

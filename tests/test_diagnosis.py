@@ -1,0 +1,163 @@
+"""The diagnosis: each rule on synthetic evidence (the known bottleneck of each reference case, as
+its figures read on an H100), and on the CPU end to end, the input-bound case and the CPU-bound one."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from gpudash.core.protocol import Diagnose, Event, EventKind
+from gpudash.diagnosis.rules import Bound, Evidence, diagnose
+from gpudash.engine.loop import StepLoop
+from tests.test_record import gpudash
+from workloads.base import WorkloadOptions
+from workloads.factory import build
+
+CASES = {
+    # sync_loss sync-heavy: the host waits every step, the GPU idles between
+    "sync-heavy": (Evidence(30, step_ms=4.0, input_ms=0.1, syncs_per_step=3, gpu_busy_pct=40.0), Bound.SYNC),
+    # input_pipeline baseline: most of a step is the wait for the loader
+    "loader": (Evidence(30, step_ms=50.0, input_ms=40.0, syncs_per_step=0, gpu_busy_pct=10.0), Bound.INPUT),
+    # encdec pipelined at batch 8, plain: no syncs, the GPU idles between launches
+    "launches": (
+        Evidence(30, step_ms=4.9, input_ms=0.05, syncs_per_step=0, gpu_busy_pct=55.0, gpu_ms_per_step=2.7),
+        Bound.HOST,
+    ),
+    # encdec at batch 32 with the best knobs: kernels back to back
+    "compute": (Evidence(30, step_ms=9.0, input_ms=0.05, syncs_per_step=0, gpu_busy_pct=98.0), Bound.GPU_COMPUTE),
+    "memory": (
+        Evidence(30, step_ms=9.0, input_ms=0.05, syncs_per_step=0, gpu_busy_pct=98.0, mem_bw_pct=75.0),
+        Bound.GPU_MEMORY,
+    ),
+    # a sync that does not starve the GPU does not bound the step
+    "sync, GPU busy": (Evidence(30, step_ms=9.0, input_ms=0.0, syncs_per_step=1, gpu_busy_pct=97.0), Bound.GPU_COMPUTE),
+    "cpu": (Evidence(30, step_ms=20.0, input_ms=1.0), Bound.CPU),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_each_rule_names_the_known_bottleneck_with_its_evidence_and_advice(case: str) -> None:
+    evidence, bound = CASES[case]
+    verdict = diagnose(evidence)
+    assert verdict.bound == bound
+    line = verdict.line()
+    assert line.startswith(str(bound)) and "\n" not in line and " — " in line
+    advice = {
+        Bound.SYNC: ".item()",
+        Bound.INPUT: "loader workers",
+        Bound.HOST: "cuda_graph",
+        Bound.GPU_COMPUTE: "amp=bf16",
+        Bound.GPU_MEMORY: "amp=bf16",
+        Bound.CPU: "--device cuda",
+    }[bound]
+    assert advice in verdict.advice
+    if bound == Bound.HOST:  # "the CPU needs 4.9 ms to enqueue a step whose kernels run 2.7 ms"
+        assert "4.9 ms" in line and "2.7 ms" in line
+    assert Evidence.from_details(evidence.details()) == evidence  # a recording's event reads back
+    assert json.loads(json.dumps(verdict.as_dict(evidence)))["bound"] == str(bound)
+
+
+def test_the_rules_thresholds_decide_at_their_edges() -> None:
+    just_input = Evidence(10, step_ms=10.0, input_ms=3.0, syncs_per_step=5, gpu_busy_pct=20.0)
+    assert diagnose(just_input).bound == Bound.INPUT  # input first: the syncs are waiting on it
+    below = Evidence(10, step_ms=10.0, input_ms=2.9, syncs_per_step=0, gpu_busy_pct=89.9)
+    assert diagnose(below).bound == Bound.HOST
+    assert diagnose(Evidence(10, step_ms=10.0, input_ms=2.9, syncs_per_step=0, gpu_busy_pct=90.0)).bound == (
+        Bound.GPU_COMPUTE
+    )
+
+
+def _diagnosed(name: str, variant: str, **options: object) -> Event:
+    w = build(name, "cpu", WorkloadOptions(variant=variant, **options))  # type: ignore[arg-type]
+    got: list[object] = []
+    pending = [Diagnose(12)]
+
+    def controls(_timeout: float) -> Diagnose | None:
+        return pending.pop() if pending and loop.steps_issued >= 3 else None
+
+    loop = StepLoop(w, emit=got.append, controls=controls, sample_interval_s=0.1)
+    loop.run(steps=20)
+    w.close()
+    errors = [m for m in got if isinstance(m, Event) and m.kind == EventKind.ERROR]
+    assert not errors, errors[0].message
+    (event,) = [m for m in got if isinstance(m, Event) and m.what == "diagnosis"]
+    assert event.kind == EventKind.MEASURED and loop.steps_done == 20  # its 12 steps among them, trained apart
+    return event
+
+
+SLOW_LOADER = """
+import time
+import torch
+from torch import nn
+from gpudash.api import Training
+
+
+class Files(torch.utils.data.Dataset):
+    def __len__(self):
+        return 4096
+
+    def __getitem__(self, i):
+        time.sleep(0.002)  # reading a file: the loader waits, the CPU is free
+        return torch.randn(16), i % 4
+
+
+def workload(batch_size, device):
+    model = nn.Linear(16, 4)
+    loader = torch.utils.data.DataLoader(Files(), batch_size, drop_last=True)
+    return Training(model, nn.CrossEntropyLoss(), torch.optim.SGD(model.parameters(), lr=0.1), loader=loader)
+"""
+
+
+def test_a_loader_slower_than_the_step_is_diagnosed_input_bound_on_the_cpu(tmp_path: Path) -> None:
+    """Your own workload whose DataLoader reads slowly (2 ms a sample, no workers) and whose model is
+    one linear layer: nearly all of a step is the wait for the batch."""
+    (tmp_path / "slow.py").write_text(SLOW_LOADER)
+    event = _diagnosed(f"{tmp_path / 'slow.py'}:workload", "serial", batch_size=8)
+    assert event.details["bound"] == str(Bound.INPUT), event.message
+    evidence = Evidence.from_details(event.details)
+    assert evidence.input_share >= 0.5 and evidence.syncs_per_step is None  # not countable on the CPU
+    assert "waits for the next batch" in event.message
+
+
+def test_a_step_with_its_batches_ready_is_cpu_bound_on_the_cpu() -> None:
+    event = _diagnosed("encdec", "serial")
+    assert event.details["bound"] == str(Bound.CPU), event.message
+    assert Evidence.from_details(event.details).input_share < 0.3
+
+
+def test_gpudash_diagnose_prints_the_verdict_as_json_and_writes_nothing(tmp_path: Path) -> None:
+    (tmp_path / "slow.py").write_text(SLOW_LOADER)
+    r = gpudash(*"diagnose -w slow.py:workload --device cpu -b 8 --warmup 1 --json".split(), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)
+    assert got["bound"] == "input-bound" and got["batch_size"] == 8 and got["device"] == "cpu"
+    assert got["evidence"]["input_ms"] / got["evidence"]["step_ms"] >= 0.5 and "loader workers" in got["advice"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["slow.py"]  # no CSV, no log left behind
+
+
+def test_record_diagnose_adds_the_verdict_as_an_event_row_and_a_line(tmp_path: Path) -> None:
+    (tmp_path / "slow.py").write_text(SLOW_LOADER)
+    r = gpudash(*"record out.csv -w slow.py:workload --device cpu -b 8 --duration 4 --diagnose 1".split(), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "diagnosis: input-bound: " in r.stderr
+    with open(tmp_path / "out.csv", newline="") as f:
+        rows = [row for row in csv.DictReader(f) if row["event_what"] == "diagnosis"]
+    assert len(rows) == 1 and rows[0]["event_kind"] == "measured" and rows[0]["event_message"].startswith("input-bound")
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        ("diagnose --warmup 0", "--warmup"),
+        ("diagnose -w nope --device cpu", "unknown workload 'nope'"),
+        ("diagnose --json --record x.csv", "--record"),
+        ("--diagnose 2", "--diagnose only applies with --record PATH"),
+    ],
+)
+def test_bad_diagnosis_input_is_one_line_and_exit_2(tmp_path: Path, args: str, said: str) -> None:
+    r = gpudash(*args.split(), cwd=tmp_path, timeout=120)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert said in r.stderr and len(r.stderr.strip().splitlines()) <= 2, r.stderr
