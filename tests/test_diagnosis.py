@@ -56,7 +56,7 @@ def test_each_rule_names_the_known_bottleneck_with_its_evidence_and_advice(case:
     assert advice in verdict.advice
     if bound == Bound.HOST:  # "the CPU needs 4.9 ms to enqueue a step whose kernels run 2.7 ms"
         assert "4.9 ms" in line and "2.7 ms" in line
-    assert Evidence.from_details(evidence.details()) == evidence  # a recording's event reads back
+    assert Evidence.from_details(evidence.details()) == evidence  # the event's details read back
     assert json.loads(json.dumps(verdict.as_dict(evidence)))["bound"] == str(bound)
 
 

@@ -71,7 +71,7 @@ class Evidence:
 
     @classmethod
     def from_details(cls, details: dict[str, str]) -> Evidence:
-        """Back from ``details()`` (a recording's event row)."""
+        """Back from ``details()`` (the diagnosis event's, as the parent receives it)."""
         kw: dict[str, object] = {}
         for f in dataclasses.fields(cls):
             text = details.get(f"diag_{f.name}")
