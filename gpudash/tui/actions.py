@@ -105,6 +105,17 @@ ACTIONS: tuple[Action, ...] = (
         tooltip="Profile 20 steps with torch.profiler",
     ),
     Action(
+        "diagnose",
+        "d",
+        "Diagnose",
+        "Diagnose: what holds the step back",
+        "time 30 steps (the wait for each batch, the syncs) and, on a GPU, profile 30 more: input-bound, "
+        "sync-bound, host/launch-bound or GPU-bound, the evidence and what to try next, in a line above "
+        "the statistics until the configuration changes; those steps stay out of the statistics",
+        steers=True,
+        in_footer=False,
+    ),
+    Action(
         "measure_scaling",
         "e",
         "Scaling",

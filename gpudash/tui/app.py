@@ -241,7 +241,12 @@ class GpuDashApp(SteeringApp):
         if gpu_rows.lines != lines:
             self._apply_layout()  # the rows took lines or gave them back: the charts get what is left
         self.redraw_charts()
-        stats.show(self.state, last_trace=self.controller.last_trace_text(), ranks=self.controller.ranks_text())
+        stats.show(
+            self.state,
+            last_trace=self.controller.last_trace_text(),
+            ranks=self.controller.ranks_text(),
+            diagnosis=self.controller.diagnosis_text(),
+        )
 
     def redraw_charts(self) -> None:
         t0, t1 = self.view.window(*self.state.time_range())

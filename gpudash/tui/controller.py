@@ -27,7 +27,7 @@ from gpudash.core.protocol import (
     SourceInfo,
 )
 from gpudash.tui.notices import STARTING, Notice, Severity, error, event_notice, short_path, warning
-from gpudash.tui.state import TRACE, DashState, Status, trace_line
+from gpudash.tui.state import DIAGNOSIS, TRACE, DashState, Status, trace_line
 from workloads.knobs import KNOBS, OFF, Knobs, parse_knobs  # torch-free
 from workloads.registry import FamilyInfo, WorkloadError, family  # torch-free
 
@@ -63,6 +63,7 @@ class DashController:
         self.pending_knobs: Knobs | None = None  # asked for, not yet answered
         self.progress: str | None = None  # a slow change under way ("compiling… 12 s")
         self.pending_trace = False  # a profiler window asked for, not yet answered
+        self.pending_diagnosis = False  # a diagnosis window asked for, not yet answered
         self.hung = False  # the watchdog said the workload is not responding; nothing heard since
         self._bad_rows_told = 0
         self._notes_told = False  # the source's notes (a replay's metadata file ignored) are said once
@@ -161,10 +162,17 @@ class DashController:
             self.pending_batch = None
         if (e.what == TRACE and e.kind in (EventKind.MEASURED, EventKind.ERROR)) or e.kind in ENDING_KINDS:
             self.pending_trace = False
+        if (e.what == DIAGNOSIS and e.kind in (EventKind.MEASURED, EventKind.ERROR)) or e.kind in ENDING_KINDS:
+            self.pending_diagnosis = False
         if e.kind == EventKind.ERROR and e.what == NOT_RESPONDING:
             self.hung = True
         notice = event_notice(e, self.state, live=not self.replay, applying=self.knobs_base().text())
         return [] if notice is None else [notice]
+
+    def diagnosis_text(self) -> str | None:
+        """The running configuration's diagnosis, one line (the stats panel's), or None."""
+        e = self.state.last_diagnosis
+        return f"diagnosis: {e.message}" if e is not None else None
 
     def last_trace_text(self) -> str | None:
         """The latest profiler window's figures, one line (the stats panel's), or None."""
@@ -216,6 +224,8 @@ class DashController:
             self.pending_knobs = self.knobs_base().with_value(control.name, control.value)
         elif isinstance(control, protocol.TraceWindow):
             self.pending_trace = True
+        elif isinstance(control, protocol.Diagnose):
+            self.pending_diagnosis = True
         return Notice(note)
 
     def family(self) -> FamilyInfo | None:
@@ -337,6 +347,17 @@ class DashController:
             protocol.TraceWindow(steps),
             f"profiling {steps} steps… (torch.profiler; the trace goes to {self.config.trace_dir})",
         )
+
+    def diagnose(self) -> Notice:
+        """Ask for a diagnosis window (a "measured" diagnosis event answers; its line stays under
+        the charts until the configuration changes)."""
+        if self.replay:
+            return self.read_only("a diagnosis")
+        if self.pending_diagnosis:
+            return warning("a diagnosis is under way; its verdict comes when its window ends")
+        steps = protocol.Diagnose().steps
+        on_gpu = "" if self.state.device == "cpu" else f", {steps} more under the profiler"
+        return self.send(protocol.Diagnose(), f"diagnosing: {steps} steps timed{on_gpu}…")
 
     def pause_resume(self) -> Notice:
         if self.state.paused:

@@ -37,6 +37,7 @@ MARKER_KINDS = frozenset(
     {EventKind.STARTED, EventKind.CHANGED, EventKind.PAUSED, EventKind.RESUMED, EventKind.CRASHED, EventKind.STOPPED}
 )
 TRACE = "trace"  # a measured event with this ``what`` is a profiler window: it gets a marker too
+DIAGNOSIS = "diagnosis"  # a measured event with this ``what`` says what bounds the running configuration
 
 
 def is_trace(e: Event) -> bool:
@@ -152,6 +153,7 @@ class DashState:
         self.last_error: Event | None = None
         self.last_trace: Event | None = None  # the latest profiler window's figures
         self.last_scaling: Event | None = None  # a data-parallel run's latest scaling measurement
+        self.last_diagnosis: Event | None = None  # the running configuration's diagnosis (gone at a change)
         self.run = RunState()  # what runs now: the one writer is ``self.run.observe*``
         if config is not None:
             self.run.assume(_running_of(config))
@@ -208,6 +210,10 @@ class DashState:
         self.events.append(e)
         if e.kind == EventKind.MEASURED and e.what == "scaling":
             self.last_scaling = e
+        if e.kind == EventKind.MEASURED and e.what == DIAGNOSIS:
+            self.last_diagnosis = e
+        elif e.kind in (EventKind.CHANGED, EventKind.STARTED):  # another configuration: its own diagnosis
+            self.last_diagnosis = None
         if is_trace(e):  # a profiler window: marked where it began (its steps are not in the samples)
             self.last_trace = e
             self.markers.append(Marker(trace_start_s(e), _marker_label(e), e.kind))

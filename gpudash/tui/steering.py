@@ -98,6 +98,9 @@ class SteeringApp(QuietCrashApp[int]):
     def action_trace_window(self) -> None:
         self._tell([self.controller.trace_window()])
 
+    def action_diagnose(self) -> None:
+        self._tell([self.controller.diagnose()])
+
     def action_measure_scaling(self) -> None:
         self._tell([self.controller.measure_scaling()])
 

@@ -267,9 +267,12 @@ class StatsPanel(Static):
     StatsPanel { height: auto; padding: 0 1; border-top: solid $primary; }
     """
 
-    def show(self, state: DashState, last_trace: str | None = None, ranks: str | None = None) -> None:
+    def show(
+        self, state: DashState, last_trace: str | None = None, ranks: str | None = None, diagnosis: str | None = None
+    ) -> None:
         """``last_trace``: the latest profiler window's figures, shown in the top border when there is one;
-        ``ranks``: a data-parallel run's ranks line, first in the same border."""
+        ``ranks``: a data-parallel run's ranks line, first in the same border; ``diagnosis``: the
+        running configuration's diagnosis, before the trace's figures."""
         content = stats_table(state)
         table = Table(
             box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, expand=True, show_edge=False, collapse_padding=True
@@ -284,6 +287,8 @@ class StatsPanel(Static):
         self.update(Group(content.title, table))
         # in the panel's top border: a persistent line that costs no row (80x24 has none to spare)
         parts = [Text(f" {ranks} ", style="bold")] if ranks else []
+        if diagnosis:
+            parts.append(Text(f" {diagnosis} ", style="bold yellow"))
         if last_trace:
             parts.append(Text(f" {last_trace} ", style="bold magenta"))
         self.border_title = Text("│").join(parts) if parts else None

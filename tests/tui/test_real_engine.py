@@ -132,3 +132,30 @@ async def test_the_profile_key_traces_the_real_workload_on_the_cpu(tmp_path):
         await pilot.press("q")
         await wait_until(pilot, lambda: not app.is_running, "the app to exit", timeout_s=30)
     assert not source.alive
+
+
+@pytest.mark.slow
+async def test_the_diagnose_key_shows_the_verdict_until_the_configuration_changes(tmp_path):
+    from gpudash.core.protocol import Diagnose
+    from gpudash.host.session import EngineSession
+
+    prepare_for_child_processes()
+    source = EngineSession(
+        RunConfig(workload="encdec", variant="serial", device="cpu", sample_interval_s=0.25),
+        log_path=str(tmp_path / "child.log"),
+    )
+    app = GpuDashApp(source, toasts=False)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await wait_until(pilot, lambda: app.state.last_sample is not None, "a first sample", timeout_s=60)
+        await pilot.press("d")
+        assert list(app.controller.sent) == [Diagnose()]
+        await wait_until(pilot, lambda: app.state.last_diagnosis is not None, "the diagnosis", timeout_s=60)
+        app.refresh_now()
+        assert "diagnosis: CPU-bound: " in str(app.query_one("#stats").border_title)
+        await pilot.press("plus")  # another batch size: another configuration, its own diagnosis to take
+        await wait_until(pilot, lambda: app.state.last_diagnosis is None, "the line to go", timeout_s=60)
+        app.refresh_now()
+        assert "diagnosis" not in str(app.query_one("#stats").border_title or "")
+        await pilot.press("q")
+        await wait_until(pilot, lambda: not app.is_running, "the app to exit", timeout_s=30)
+    assert not source.alive
