@@ -161,3 +161,21 @@ def test_bad_diagnosis_input_is_one_line_and_exit_2(tmp_path: Path, args: str, s
     r = gpudash(*args.split(), cwd=tmp_path, timeout=120)
     assert r.returncode == 2, (r.stdout, r.stderr)
     assert said in r.stderr and len(r.stderr.strip().splitlines()) <= 2, r.stderr
+
+
+def test_nvml_figures_from_the_parent_tell_memory_from_compute_and_name_throttling() -> None:
+    """The workload process has no NVML: the parent judges a diagnosis event again with the GPU's
+    memory-bandwidth share and throttle reasons from before the window."""
+    from gpudash.core.protocol import GpuSample
+    from gpudash.diagnosis.rules import with_gpu_telemetry
+
+    evidence = Evidence(30, step_ms=9.0, input_ms=0.05, syncs_per_step=0, gpu_busy_pct=98.0)
+    verdict = diagnose(evidence)
+    event = Event(
+        time_s=1.0, kind=EventKind.MEASURED, what="diagnosis", message=verdict.line(), details=evidence.details()
+    )
+    assert with_gpu_telemetry(event, None) is event
+    memory = with_gpu_telemetry(event, GpuSample(time_s=0.5, mem_bw_util_pct=80.0, throttle=""))
+    assert memory.message.startswith("GPU-bound (memory): ") and memory.details["bound"] == "GPU-bound (memory)"
+    hot = with_gpu_telemetry(event, GpuSample(time_s=0.5, mem_bw_util_pct=20.0, throttle="sw_power_cap"))
+    assert hot.message.startswith("GPU-bound (compute): ") and "throttled (sw_power_cap)" in hot.message

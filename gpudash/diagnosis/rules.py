@@ -28,6 +28,8 @@ import dataclasses
 import enum
 from dataclasses import dataclass
 
+from gpudash.core.protocol import Event, GpuSample
+
 INPUT_SHARE = 0.30  # of a step spent waiting for the next batch: input-bound at or above
 GPU_BUSY = 90.0  # % of the window any kernel ran: GPU-bound at or above
 MEMORY_BW = 60.0  # NVML's memory-bandwidth %: a GPU-bound step is memory-bound at or above
@@ -145,3 +147,17 @@ def diagnose(e: Evidence) -> Diagnosis:
         f"the CPU needs {e.step_ms:.3g} ms to enqueue a step{gpu}; the GPU idles {100 - busy:.0f}% of the time{delay}",
         "launch less from Python: cuda_graph or compile=reduce-overhead, or a larger batch",
     )
+
+
+def with_gpu_telemetry(event: Event, gpu: GpuSample | None) -> Event:
+    """A diagnosis event judged again with NVML's figures of the GPU it ran on (the parent's: the
+    workload process has no NVML): memory-bandwidth share and throttling. ``gpu``: the latest GPU
+    sample from before the window (the configuration's steady state), None: as it came."""
+    if gpu is None or (gpu.mem_bw_util_pct is None and not gpu.throttle):
+        return event
+    evidence = dataclasses.replace(
+        Evidence.from_details(event.details), mem_bw_pct=gpu.mem_bw_util_pct, throttled=gpu.throttle or None
+    )
+    verdict = diagnose(evidence)
+    details = {**event.details, **evidence.details(), "bound": str(verdict.bound)}
+    return dataclasses.replace(event, message=verdict.line(), details=details)

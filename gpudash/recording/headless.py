@@ -43,6 +43,7 @@ from gpudash.core.protocol import (
     TraceWindow,
 )
 from gpudash.core.textfmt import fmt_duration, fmt_needs, fmt_num, fmt_pm
+from gpudash.diagnosis.rules import with_gpu_telemetry
 from gpudash.recording.record import CsvRecorder, RecordWriteError, run_metadata
 from gpudash.stats.comparison import seconds_for_interval
 
@@ -198,6 +199,8 @@ class HeadlessRecording:
     _next_trace: float | None = field(default=None, repr=False)
     _next_progress: float | None = field(default=None, repr=False)
     _diagnosis_asked: bool = field(default=False, repr=False)
+    _last_gpu: GpuSample | None = field(default=None, repr=False)  # the newest NVML sample
+    _gpu_at_ask: GpuSample | None = field(default=None, repr=False)  # ... when the diagnosis was asked for
     diagnoses: list[Event] = field(default_factory=list)  # the diagnosis events (measured or error)
 
     def run(self, interrupted: _Interrupted) -> None:
@@ -300,6 +303,10 @@ class HeadlessRecording:
         """Poll and write until the workload ends or fails, a signal comes, or time is up."""
         while True:
             for msg in self.session.poll():
+                if isinstance(msg, GpuSample):
+                    self._last_gpu = msg
+                elif isinstance(msg, Event) and msg.what == "diagnosis" and msg.kind == EventKind.MEASURED:
+                    msg = with_gpu_telemetry(msg, self._gpu_at_ask)  # noqa: PLW2901 - NVML's figures joined
                 self._on_message(msg)
                 if isinstance(msg, Event):
                     self._on_event(msg)
@@ -326,7 +333,7 @@ class HeadlessRecording:
             return
         if time.monotonic() >= self._started_at + self.diagnose_after_s:
             self.session.send(Diagnose())
-            self._diagnosis_asked = True
+            self._diagnosis_asked, self._gpu_at_ask = True, self._last_gpu
 
     def _maybe_trace(self) -> None:
         """Ask for a profiler window every ``trace_every_s`` seconds of the run."""

@@ -27,6 +27,7 @@ from gpudash.core.metrics import SERIES_KEYS, STAT_KEYS, Better, Metric, Origin,
 from gpudash.core.protocol import Event, EventKind, GpuInfo, GpuSample, Message, RunConfig, Sample
 from gpudash.core.running import NO_KNOBS, Running
 from gpudash.core.runstate import RunState
+from gpudash.diagnosis.rules import with_gpu_telemetry
 from gpudash.stats.comparison import Comparison, Estimate, Verdict, seconds_for_interval
 from gpudash.stats.energy import EnergyPerStep
 from gpudash.stats.segments import Segment, SegmentTracker, compare_segments, incomparable
@@ -211,7 +212,7 @@ class DashState:
         if e.kind == EventKind.MEASURED and e.what == "scaling":
             self.last_scaling = e
         if e.kind == EventKind.MEASURED and e.what == DIAGNOSIS:
-            self.last_diagnosis = e
+            self.last_diagnosis = with_gpu_telemetry(e, self.last_gpu)  # NVML's figures: the parent's
         elif e.kind in (EventKind.CHANGED, EventKind.STARTED):  # another configuration: its own diagnosis
             self.last_diagnosis = None
         if is_trace(e):  # a profiler window: marked where it began (its steps are not in the samples)
