@@ -1,0 +1,57 @@
+"""The diagnosis on a real GPU names the known bottleneck of each reference case (issue 27):
+sync_loss sync-heavy is sync-bound, input_pipeline's baseline input-bound, encdec pipelined at
+batch 8 with no knobs host/launch-bound, encdec at batch 32 with the best knobs GPU-bound."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpudash.core.protocol import Diagnose, Event, EventKind
+from gpudash.diagnosis.rules import Bound, Evidence
+from gpudash.engine.loop import StepLoop
+from workloads.base import WorkloadOptions
+from workloads.factory import build
+from workloads.knobs import parse_knobs
+
+pytestmark = pytest.mark.gpu
+BEST = "amp=bf16,channels_last,cudnn_benchmark,cuda_graph"
+
+
+def _diagnosed(name: str, variant: str, batch_size: int | None = None, knobs: str = "none", warmup: int = 40) -> Event:
+    w = build(name, "cuda", WorkloadOptions(variant=variant, batch_size=batch_size, knobs=parse_knobs(knobs)))
+    got: list[object] = []
+    pending = [Diagnose(30)]
+
+    def controls(_timeout: float) -> Diagnose | None:
+        return pending.pop() if pending and loop.steps_issued >= warmup else None
+
+    loop = StepLoop(w, emit=got.append, controls=controls, sample_interval_s=0.1)
+    loop.run(steps=warmup + 60 + 5)
+    w.close()
+    errors = [m for m in got if isinstance(m, Event) and m.kind == EventKind.ERROR]
+    assert not errors, errors[0].message
+    (event,) = [m for m in got if isinstance(m, Event) and m.what == "diagnosis"]
+    print(name, variant, batch_size, knobs, "→", event.message)
+    return event
+
+
+@pytest.mark.parametrize(
+    ("name", "variant", "batch_size", "knobs", "bound"),
+    [
+        ("sync_loss", "sync-heavy", None, "none", Bound.SYNC),
+        ("input_pipeline", "baseline", None, "none", Bound.INPUT),
+        ("encdec", "pipelined", 8, "none", Bound.HOST),
+        ("encdec", "serial", 32, BEST, Bound.GPU_COMPUTE),
+    ],
+)
+def test_the_diagnosis_names_each_reference_cases_known_bottleneck(
+    name: str, variant: str, batch_size: int | None, knobs: str, bound: Bound
+) -> None:
+    event = _diagnosed(name, variant, batch_size, knobs)
+    assert event.details["bound"] == str(bound), event.message
+    evidence = Evidence.from_details(event.details)
+    assert evidence.gpu_busy_pct is not None and evidence.syncs_per_step is not None
+    if bound == Bound.SYNC:
+        assert evidence.syncs_per_step >= 1
+    if bound == Bound.HOST:
+        assert evidence.gpu_ms_per_step is not None and evidence.gpu_ms_per_step < evidence.step_ms
