@@ -15,7 +15,7 @@ from tests.helpers import ROOT
 from tests.test_record import gpudash
 from workloads.base import WorkloadOptions
 from workloads.factory import build
-from workloads.knobs import Knobs, parse_knobs
+from workloads.knobs import parse_knobs
 
 pytestmark = pytest.mark.gpu
 
@@ -23,8 +23,9 @@ MINE = f"{ROOT / 'examples' / 'mine.py'}:workload"
 FROZEN = f"{ROOT / 'examples' / 'frozen_trunk.py'}:workload"
 
 
-def _trained(variant: str, steps: int = 20) -> list[torch.Tensor]:
-    w = build(FROZEN, "cuda", WorkloadOptions(variant=variant, batch_size=32, seed=1))
+def _trained(spec: str, options: WorkloadOptions, steps: int = 20) -> list[torch.Tensor]:
+    """The trained parameters after ``steps`` steps of ``spec`` on the GPU."""
+    w = build(spec, "cuda", options)
     for _ in range(steps):
         w.step()
     w.drain()
@@ -34,7 +35,9 @@ def _trained(variant: str, steps: int = 20) -> list[torch.Tensor]:
 
 
 def test_the_frozen_stage_pipelined_on_two_streams_trains_what_serial_trains() -> None:
-    serial, pipelined = _trained("serial"), _trained("pipelined")
+    serial, pipelined = (
+        _trained(FROZEN, WorkloadOptions(variant=v, batch_size=32, seed=1)) for v in ("serial", "pipelined")
+    )
     assert all(torch.equal(a, b) for a, b in zip(serial, pipelined, strict=True))
 
 
@@ -76,20 +79,10 @@ def workload(batch_size, device):
 def test_cuda_graph_captures_your_own_step_and_trains_what_eager_trains() -> None:
     """The example's step, captured and replayed, trains the same parameters as eagerly (to the
     rounding a captured graph's kernels may differ by)."""
-    eager = _trained_mine(Knobs())
-    graphed = _trained_mine(parse_knobs("cuda_graph"))
+    eager = _trained(MINE, WorkloadOptions(batch_size=32, seed=1))
+    graphed = _trained(MINE, WorkloadOptions(batch_size=32, seed=1, knobs=parse_knobs("cuda_graph")))
     for a, b in zip(eager, graphed, strict=True):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
-
-
-def _trained_mine(knobs: Knobs, steps: int = 20) -> list[torch.Tensor]:
-    w = build(MINE, "cuda", WorkloadOptions(batch_size=32, seed=1, knobs=knobs))
-    for _ in range(steps):
-        w.step()
-    w.drain()
-    params = [p.detach().clone() for p in w.model.parameters()]
-    w.close()
-    return params
 
 
 def test_a_step_that_syncs_is_refused_cuda_graph_in_one_line_at_the_start(tmp_path: Path) -> None:
