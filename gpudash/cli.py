@@ -271,7 +271,7 @@ def _cmd_diagnose(given: dict[str, Any]) -> int:
             recording_out=held,
         )
     events = held[0].diagnoses if held else []
-    if code != 0:
+    if code != ExitCode.OK:
         return code  # the run's failure was said (refused, crashed, interrupted)
     if not events:
         return _fail(f"no diagnosis: the run ended before its window answered (in {args.warmup + DIAGNOSE_CAP_S:g} s)")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from gpudash.core.protocol import Diagnose, Event, EventKind
-from gpudash.diagnosis.rules import Bound, Evidence, diagnose
+from gpudash.diagnosis.rules import INPUT_SHARE, Bound, Evidence, diagnose
 from gpudash.engine.loop import StepLoop
 from tests.test_record import gpudash
 from workloads.base import WorkloadOptions
@@ -100,7 +100,7 @@ class Files(torch.utils.data.Dataset):
         return 4096
 
     def __getitem__(self, i):
-        time.sleep(0.002)  # reading a file: the loader waits, the CPU is free
+        time.sleep(0.005)  # reading a file: the loader waits, the CPU is free
         return torch.randn(16), i % 4
 
 
@@ -112,13 +112,13 @@ def workload(batch_size, device):
 
 
 def test_a_loader_slower_than_the_step_is_diagnosed_input_bound_on_the_cpu(tmp_path: Path) -> None:
-    """Your own workload whose DataLoader reads slowly (2 ms a sample, no workers) and whose model is
+    """Your own workload whose DataLoader reads slowly (5 ms a sample, no workers) and whose model is
     one linear layer: nearly all of a step is the wait for the batch."""
     (tmp_path / "slow.py").write_text(SLOW_LOADER)
     event = _diagnosed(f"{tmp_path / 'slow.py'}:workload", "serial", batch_size=8)
     assert event.details["bound"] == str(Bound.INPUT), event.message
     evidence = Evidence.from_details(event.details)
-    assert evidence.input_share >= 0.5 and evidence.syncs_per_step is None  # not countable on the CPU
+    assert evidence.input_share >= INPUT_SHARE and evidence.syncs_per_step is None  # not countable on the CPU
     assert "waits for the next batch" in event.message
 
 
@@ -134,7 +134,7 @@ def test_gpudash_diagnose_prints_the_verdict_as_json_and_writes_nothing(tmp_path
     assert r.returncode == 0, r.stderr
     got = json.loads(r.stdout)
     assert got["bound"] == "input-bound" and got["batch_size"] == 8 and got["device"] == "cpu"
-    assert got["evidence"]["input_ms"] / got["evidence"]["step_ms"] >= 0.5 and "loader workers" in got["advice"]
+    assert got["evidence"]["input_ms"] / got["evidence"]["step_ms"] >= INPUT_SHARE and "loader workers" in got["advice"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["slow.py"]  # no CSV, no log left behind
 
 

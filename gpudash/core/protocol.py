@@ -220,6 +220,8 @@ ENDING_KINDS = frozenset({EventKind.STOPPED, EventKind.CRASHED})  # the child is
 NOT_RESPONDING = "watchdog"  # the parent heard nothing from the workload process for too long
 SAMPLES_DROPPED = "samples"  # the workload process dropped samples while the parent read slowly
 NVML_LOST = "nvml"  # NVML lost the GPU or the driver mid-run; telemetry stops, the run goes on
+# The ``what`` of a Diagnose window's answer ("measured" with the verdict, or "error"):
+DIAGNOSIS = "diagnosis"
 # a "crashed" event's details[REFUSED] = "true": the first configuration was refused (a batch that
 # would not fit, a bad setting for this machine): a usage error of the run, not a failure of it
 REFUSED = "refused"

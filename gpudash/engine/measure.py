@@ -76,9 +76,9 @@ class CudaStepTimer:
     """CUDA events after the steps, read back by ``query()``: no host sync, ever.
 
     Each event recorded and each one asked about is a CUDA call on the host, on the critical path
-    of a host-bound step: on an H100 an engine with a timing event after every step ran a 1 ms step
-    measurably slower than one with an event per group (``benchmarks/engine_overhead.py
-    --per-step-events``; docs/BENCHMARKS.md, "Engine overhead"). So steps faster than
+    of a host-bound step; the A/B of one event per step against one per group on an H100
+    (``benchmarks/engine_overhead.py --per-step-events``) is in docs/BENCHMARKS.md, "Engine
+    overhead". So steps faster than
     ``TIMED_GROUP_MS`` are timed in groups: an event after every ``group`` steps, each step of a
     group given the group's mean time. ``group`` is 1 after each reset and follows the measured
     step time (``group_ms`` / step ms, at most ``MAX_GROUP_STEPS``): a step of 10 ms or more

@@ -10,12 +10,13 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from gpudash.core.metrics import overlap_bound
-from gpudash.core.protocol import EventKind
+from gpudash.core.protocol import DIAGNOSIS, EventKind
 from gpudash.engine.events import one_line
 
 if TYPE_CHECKING:  # pragma: no cover
     from pathlib import Path
 
+    from gpudash.diagnosis.rules import Evidence
     from gpudash.engine.loop import StepLoop
     from gpudash.engine.trace_figures import TraceFigures
 
@@ -151,47 +152,47 @@ def _follow_window(loop: StepLoop, steps: int) -> None:
 
 def diagnose(loop: StepLoop, steps: int) -> None:
     """A diagnosis window: ``steps`` steps timed apart (the wait for each batch, the syncs), then on
-    a GPU ``steps`` more under the profiler (how busy the GPU is); a "measured" event
-    (what="diagnosis") with the verdict (``gpudash.diagnosis.rules``) and its evidence."""
-    import tempfile
-
-    from gpudash.diagnosis.rules import Evidence
+    a GPU ``steps`` more under the profiler (how busy the GPU is; the trace is not kept); a
+    "measured" event (what=DIAGNOSIS) with the verdict (``gpudash.diagnosis.rules``) and its evidence."""
     from gpudash.diagnosis.rules import diagnose as classify
-    from gpudash.engine import traces
 
     w = loop.workload
     if w.world_size > 1:
-        failed(loop, "diagnosis", "a diagnosis of a data-parallel run is not supported: diagnose one rank (--nproc 1)")
+        failed(loop, DIAGNOSIS, "a diagnosis of a data-parallel run is not supported: diagnose one rank (--nproc 1)")
         return
     steps = max(1, min(steps, MAX_TRACE_STEPS))
-    loop.settle()
-    try:
-        step_ms, input_ms, syncs = _timed_steps(loop, steps)
-        fig = None
-        if w.on_cuda:
-            with tempfile.TemporaryDirectory(prefix="gpudash-diagnosis-") as scratch:
-                _path, fig = traces.profile_window(
-                    loop.torch, w, steps, loop.trace_dir or scratch, loop.now(), MAX_TRACE_FILES
-                )
-    except Exception as exc:  # noqa: BLE001 - a failed measurement must not end the run
-        loop.restart_window()
-        failed(loop, "diagnosis", f"diagnosis failed: {one_line(exc)}")
+    evidence = measure_apart(loop, DIAGNOSIS, lambda: _evidence(loop, steps))
+    if evidence is None:
         return
-    loop.count_steps_apart(steps * (2 if fig is not None else 1))
-    loop.restart_window()
-    busy = fig.gpu_busy_pct if fig is not None else None
-    evidence = Evidence(
+    loop.count_steps_apart(steps * (2 if evidence.gpu_busy_pct is not None else 1))
+    verdict = classify(evidence)
+    details = {**loop.config(), **evidence.details(), "bound": str(verdict.bound)}
+    loop.event(EventKind.MEASURED, what=DIAGNOSIS, message=verdict.line(), details=details)
+
+
+def _evidence(loop: StepLoop, steps: int) -> Evidence:
+    """The window's measurements: the timed steps, then (on a GPU) the profiled ones."""
+    import tempfile
+
+    from gpudash.diagnosis.rules import Evidence
+    from gpudash.engine import traces
+
+    w = loop.workload
+    step_ms, input_ms, syncs = _timed_steps(loop, steps)
+    if not w.on_cuda:
+        return Evidence(steps=steps, step_ms=step_ms, input_ms=input_ms, syncs_per_step=syncs)
+    with tempfile.TemporaryDirectory(prefix="gpudash-diagnosis-") as scratch:
+        _path, fig = traces.profile_window(loop.torch, w, steps, scratch, loop.now(), keep=1)
+    busy = fig.gpu_busy_pct
+    return Evidence(
         steps=steps,
         step_ms=step_ms,
         input_ms=input_ms,
         syncs_per_step=syncs,
         gpu_busy_pct=busy,
-        gpu_ms_per_step=busy / 100.0 * fig.wall_ms / fig.steps if fig is not None and busy is not None else None,
-        launch_delay_us=fig.launch_delay_us if fig is not None else None,
+        gpu_ms_per_step=None if busy is None else busy / 100.0 * fig.wall_ms / fig.steps,  # kernels' busy time
+        launch_delay_us=fig.launch_delay_us,
     )
-    verdict = classify(evidence)
-    details = {**loop.config(), **evidence.details(), "bound": str(verdict.bound)}
-    loop.event(EventKind.MEASURED, what="diagnosis", message=verdict.line(), details=details)
 
 
 def _timed_steps(loop: StepLoop, steps: int) -> tuple[float, float, float | None]:

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpudash.core.protocol import (
+    DIAGNOSIS,
     NOT_RESPONDING,
     NVML_LOST,
     REFUSED,
@@ -305,12 +306,12 @@ class HeadlessRecording:
             for msg in self.session.poll():
                 if isinstance(msg, GpuSample):
                     self._last_gpu = msg
-                elif isinstance(msg, Event) and msg.what == "diagnosis" and msg.kind == EventKind.MEASURED:
+                elif isinstance(msg, Event) and msg.what == DIAGNOSIS and msg.kind == EventKind.MEASURED:
                     msg = with_gpu_telemetry(msg, self._gpu_at_ask)  # noqa: PLW2901 - NVML's figures joined
                 self._on_message(msg)
                 if isinstance(msg, Event):
                     self._on_event(msg)
-                    if msg.what == "diagnosis" and msg.kind in (EventKind.MEASURED, EventKind.ERROR):
+                    if msg.what == DIAGNOSIS and msg.kind in (EventKind.MEASURED, EventKind.ERROR):
                         self.diagnoses.append(msg)
             if self.code == ExitCode.FAILED or self.session.finished:
                 return

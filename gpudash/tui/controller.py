@@ -14,6 +14,7 @@ from typing import Any
 
 from gpudash.core import protocol  # the controls, as protocol.SetVariant etc.
 from gpudash.core.protocol import (
+    DIAGNOSIS,
     ENDING_KINDS,
     NOT_RESPONDING,
     NVML_LOST,
@@ -27,7 +28,7 @@ from gpudash.core.protocol import (
     SourceInfo,
 )
 from gpudash.tui.notices import STARTING, Notice, Severity, error, event_notice, short_path, warning
-from gpudash.tui.state import DIAGNOSIS, TRACE, DashState, Status, trace_line
+from gpudash.tui.state import TRACE, DashState, Status, trace_line
 from workloads.knobs import KNOBS, OFF, Knobs, parse_knobs  # torch-free
 from workloads.registry import FamilyInfo, WorkloadError, family  # torch-free
 

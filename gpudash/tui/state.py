@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from gpudash.core.metrics import SERIES_KEYS, STAT_KEYS, Better, Metric, Origin, metric
-from gpudash.core.protocol import Event, EventKind, GpuInfo, GpuSample, Message, RunConfig, Sample
+from gpudash.core.protocol import DIAGNOSIS, Event, EventKind, GpuInfo, GpuSample, Message, RunConfig, Sample
 from gpudash.core.running import NO_KNOBS, Running
 from gpudash.core.runstate import RunState
 from gpudash.diagnosis.rules import with_gpu_telemetry
@@ -38,7 +38,6 @@ MARKER_KINDS = frozenset(
     {EventKind.STARTED, EventKind.CHANGED, EventKind.PAUSED, EventKind.RESUMED, EventKind.CRASHED, EventKind.STOPPED}
 )
 TRACE = "trace"  # a measured event with this ``what`` is a profiler window: it gets a marker too
-DIAGNOSIS = "diagnosis"  # a measured event with this ``what`` says what bounds the running configuration
 
 
 def is_trace(e: Event) -> bool:
