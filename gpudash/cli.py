@@ -1,5 +1,5 @@
 """The ``gpudash`` command and its subcommands: ``run`` (the dashboard, the default), ``record``
-(headless; ``gpudash --record PATH`` is the same), ``diagnose``, ``list``, ``replay``, ``sweep``, ``report``
+(headless; ``gpudash --record PATH`` is the same), ``diagnose``, ``list``, ``replay``, ``sweep``, ``tune``, ``report``
 and ``serve`` (the dashboard in a browser).
 
 Fast to start: nothing here imports torch or textual at module level. Every argument is
@@ -191,6 +191,10 @@ def _cmd_passthrough(name: str, argv: list[str]) -> int:
         from gpudash.sweep.run import main as sweep_main
 
         return sweep_main(argv)
+    if name == "tune":
+        from gpudash.tune.run import main as tune_main
+
+        return tune_main(argv)
     from gpudash.report.command import main as report_main
 
     return report_main(argv)

@@ -235,7 +235,7 @@ class _ConfigPath(argparse.Action):
         parser.exit(ExitCode.OK)
 
 
-PASSTHROUGH = ("sweep", "report")  # these parse their own arguments (gpudash/sweep/plan.py, report.py)
+PASSTHROUGH = ("sweep", "tune", "report")  # these parse their own arguments (sweep/plan.py, tune/plan.py, report.py)
 
 
 def build_parsers() -> tuple[Parser, dict[str, Parser]]:
@@ -308,6 +308,7 @@ def _add_commands(sub: Any, common: dict[str, Any]) -> dict[str, Parser]:
     _add_theme_option(rep)
     for name, summary in (
         ("sweep", "measure variants x batch sizes with 95%% intervals (--preset NAME)"),
+        ("tune", "race variants x knobs x batch sizes: the fastest configuration, with its interval"),
         ("report", "report.md and plots of recordings or sweeps (--html)"),
     ):
         p = command(name, summary, add_help=False, prefix_chars="\0")  # its own parser reads every argument

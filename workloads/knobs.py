@@ -38,6 +38,10 @@ class KnobInfo:
     # ("compiling", "capturing", "autotuning"); None: nothing slow.
     warmup: str | None = None
     needs_ddp: bool = False  # a DistributedDataParallel setting: only with --nproc 2 or more
+    # It changes the number format of some arithmetic (bf16, TF32), so the loss moves: ``gpudash
+    # tune --exact`` leaves it out. The others keep every format (their results may differ in the
+    # last bits, as any change of kernel or summation order does).
+    changes_precision: bool = False
 
     @property
     def default_on(self) -> str:
@@ -92,7 +96,10 @@ KNOBS: dict[str, KnobInfo] = {
     k.name: k
     for k in (
         KnobInfo(
-            "amp", "bf16 autocast of forward and loss (bf16 tensor cores; weights stay fp32)", values=(OFF, "bf16")
+            "amp",
+            "bf16 autocast of forward and loss (bf16 tensor cores; weights stay fp32)",
+            values=(OFF, "bf16"),
+            changes_precision=True,
         ),
         KnobInfo("channels_last", "NHWC memory layout for the convolutions' weights and inputs"),
         KnobInfo(
@@ -106,6 +113,7 @@ KNOBS: dict[str, KnobInfo] = {
             "on: TF32 for float32 matrix products too (convolutions use it by default); never: strict float32",
             values=(OFF, ON, TF32_NEVER),
             needs_cuda=True,
+            changes_precision=True,
         ),
         KnobInfo(
             "cuda_graph",

@@ -135,6 +135,15 @@ class Diagnose:
     steps: int = 30
 
 
+@dataclass(frozen=True)
+class LossEffect:
+    """What the running knobs do to the loss: two fresh copies of the running configuration (same
+    seed, same batches), one plain and one with the knobs, ``steps`` steps each; a ``measured``
+    event (what=LOSS_EFFECT) with both losses (``gpudash tune``'s correctness guard)."""
+
+    steps: int = 50
+
+
 Control = (
     SetBatchSize
     | SetVariant
@@ -148,6 +157,7 @@ Control = (
     | TraceWindow
     | MeasureScaling
     | Diagnose
+    | LossEffect
 )
 
 
@@ -222,6 +232,7 @@ SAMPLES_DROPPED = "samples"  # the workload process dropped samples while the pa
 NVML_LOST = "nvml"  # NVML lost the GPU or the driver mid-run; telemetry stops, the run goes on
 # The ``what`` of a Diagnose window's answer ("measured" with the verdict, or "error"):
 DIAGNOSIS = "diagnosis"
+LOSS_EFFECT = "loss_effect"  # the ``what`` of a LossEffect's answer
 # a "crashed" event's details[REFUSED] = "true": the first configuration was refused (a batch that
 # would not fit, a bad setting for this machine): a usage error of the run, not a failure of it
 REFUSED = "refused"

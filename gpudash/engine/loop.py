@@ -19,6 +19,7 @@ from gpudash.core.protocol import (
     Diagnose,
     Event,
     EventKind,
+    LossEffect,
     MeasureScaling,
     Pause,
     Resume,
@@ -231,6 +232,8 @@ class StepLoop:
             measure_windows.measure_scaling(self, control.steps)
         elif isinstance(control, Diagnose):
             measure_windows.diagnose(self, control.steps)
+        elif isinstance(control, LossEffect):
+            measure_windows.loss_effect(self, control.steps)
         else:
             self.event(EventKind.ERROR, message=f"unknown control {control!r}")
 

@@ -1,6 +1,6 @@
 """Measurements a ``StepLoop`` takes between two sample windows, their steps in neither: the stages
 timed alone (the overlap bound), a data-parallel run's scaling efficiency, a profiler window and
-a diagnosis (what bounds the configuration).
+a diagnosis (what bounds the configuration), and what the knobs do to the loss.
 Each answers with a "measured" event, or with an error event when it fails (a failed measurement
 does not end the run). Torch is imported only inside functions here."""
 
@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from gpudash.core.metrics import overlap_bound
-from gpudash.core.protocol import DIAGNOSIS, EventKind
+from gpudash.core.protocol import DIAGNOSIS, LOSS_EFFECT, EventKind
 from gpudash.engine.events import one_line
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -224,3 +224,68 @@ def _timed_steps(loop: StepLoop, steps: int) -> tuple[float, float, float | None
         del w._next_input  # noqa: SLF001 - the method again
     syncs = (counter.count - before) / steps if counter is not None and w.on_cuda else None
     return 1000.0 * wall / steps, 1000.0 * waited[0] / steps, syncs
+
+
+LOSS_TAIL = 10  # the last losses averaged into each copy's "final" loss
+
+
+def loss_effect(loop: StepLoop, steps: int) -> None:
+    """Train two fresh copies of the running configuration ``steps`` steps each, from the same seed
+    on the same batches: one plain (no knob), one with the running knobs. A "measured" event
+    (what=LOSS_EFFECT) with both final losses (the mean of the last ``LOSS_TAIL``), their relative
+    difference and the largest difference at any one step. The running workload is left as it was."""
+    w = loop.workload
+    if w.knobs.text() == "none":
+        failed(loop, LOSS_EFFECT, "no knob is on: there is nothing to compare with the plain run")
+        return
+    if loop.builder is None or w.world_size > 1:
+        failed(loop, LOSS_EFFECT, "the loss check needs a single-process run")
+        return
+    steps = max(LOSS_TAIL, steps)
+    losses = measure_apart(loop, LOSS_EFFECT, lambda: _both_losses(loop, steps))
+    if losses is None:
+        return
+    plain, knobbed = losses
+    tail_plain, tail_knobbed = (sum(x[-LOSS_TAIL:]) / LOSS_TAIL for x in (plain, knobbed))
+    scale = max(abs(tail_plain), 1e-12)
+    diff_pct = 100.0 * (tail_knobbed - tail_plain) / scale
+    worst_pct = 100.0 * max(abs(a - b) / max(abs(a), 1e-12) for a, b in zip(plain, knobbed, strict=True))
+    details = {
+        **loop.config(),
+        "steps": str(steps),
+        "plain_loss": f"{tail_plain:.6g}",
+        "knob_loss": f"{tail_knobbed:.6g}",
+        "diff_pct": f"{diff_pct:.4g}",
+        "max_step_diff_pct": f"{worst_pct:.4g}",
+    }
+    message = (
+        f"loss after {steps} steps: {tail_knobbed:.4g} with {w.knobs.text()}, {tail_plain:.4g} plain "
+        f"({diff_pct:+.2f}%); the largest difference at one step {worst_pct:.2f}%"
+    )
+    loop.event(EventKind.MEASURED, what=LOSS_EFFECT, message=message, details=details)
+
+
+def _both_losses(loop: StepLoop, steps: int) -> tuple[list[float], list[float]]:
+    """The losses of a plain fresh copy and of one with the running knobs, ``steps`` steps each
+    (the backend flags of the running knobs are put back afterwards)."""
+    from workloads import tuning
+    from workloads.knobs import Knobs
+
+    w = loop.workload
+    assert loop.builder is not None  # checked by the caller
+    try:
+        return tuple(  # type: ignore[return-value]
+            _losses(loop.builder(w.info.name, w.variant, w.batch_size, knobs), steps) for knobs in (Knobs(), w.knobs)
+        )
+    finally:
+        tuning.apply_backend_flags(w.knobs)
+
+
+def _losses(copy: Any, steps: int) -> list[float]:
+    """``steps`` losses of ``copy`` (a fresh workload), which is closed afterwards."""
+    with copy:
+        out = []
+        for _ in range(steps):
+            copy.step()
+            out.append(float(copy.last_loss))
+        return out

@@ -181,7 +181,11 @@ class FamilyRun:
             result = RepeatResult(config, repeat, error=str(exc))
         self.results.append(result)
         self.on_result(result)
-        self.progress.finish_unit(describe(result))
+        self.progress.finish_unit(self.describe(result))
+
+    def describe(self, result: RepeatResult) -> str:
+        """The progress line of a finished measurement."""
+        return describe(result)
 
     # -- the session --------------------------------------------------------------------------------
     def _now(self) -> float:

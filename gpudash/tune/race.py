@@ -1,0 +1,107 @@
+"""The race's decisions, on measured figures only (torch-free, no session): who leads, who drops
+out and why. ``gpudash.tune.run`` measures; this module judges.
+
+Candidates are ranked by samples/s (so batch sizes compare), each over every window it has had.
+A candidate drops out when its interval lies clearly below the leader's: ``compare`` (the
+sweep's and the report's statistics) calls it *slower* than the leader. Successive halving then
+keeps at most a third of those left (``ETA``; at least ``MIN_KEPT``), the best by mean; the
+next rung measures them ``GROWTH`` times as long. A candidate that failed drops out with its error.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from gpudash.core.textfmt import fmt_ratio
+from gpudash.stats.comparison import Comparison, Estimate, Verdict, compare
+
+ETA = 3  # each rung keeps about 1/ETA of its candidates
+GROWTH = 2.0  # and measures them this many times longer
+MIN_KEPT = 2  # a rung keeps at least this many (while that many are in the race)
+MAX_RUNGS = 3  # rungs after the first look (the race ends sooner when one is left)
+VARIANTS_KEPT = 2  # the first stage keeps at most this many variants per batch size
+
+
+@dataclass(frozen=True)
+class Standing:
+    """One candidate's figures so far (``speed``: samples/s over all its windows; None: failed or
+    nothing measured)."""
+
+    key: object
+    speed: Estimate | None
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class Cut:
+    """A rung's decision: who goes on (best first) and why each of the others stops."""
+
+    kept: list[object]
+    dropped: dict[object, str]
+
+
+def leader(standings: list[Standing]) -> Standing | None:
+    """The measured candidate with the highest mean (None: none measured)."""
+    measured = [s for s in standings if s.speed is not None and not s.error]
+    return max(measured, key=lambda s: s.speed.mean if s.speed else 0.0, default=None)
+
+
+def against(lead: Standing, other: Standing) -> Comparison:
+    """``other`` relative to ``lead`` (samples/s, other/lead)."""
+    assert lead.speed is not None and other.speed is not None
+    return compare(lead.speed, other.speed)
+
+
+def cut(standings: list[Standing], keep: int | None = None) -> Cut:
+    """Drop the failed and the clearly slower; then keep the ``keep`` best by mean (default: a
+    third, rounded up, at least ``MIN_KEPT``)."""
+    dropped: dict[object, str] = {}
+    for s in standings:
+        if s.error:
+            dropped[s.key] = f"failed: {s.error}"
+        elif s.speed is None:
+            dropped[s.key] = "no samples"
+    lead = leader(standings)
+    alive = [s for s in standings if s.key not in dropped]
+    if lead is None:
+        return Cut([], dropped)
+    for s in alive:
+        if s is lead:
+            continue
+        c = against(lead, s)
+        if c.verdict == Verdict.SLOWER:
+            dropped[s.key] = f"clearly slower than the leader: {fmt_ratio(c)} of its samples/s"
+    alive = sorted((s for s in alive if s.key not in dropped), key=lambda s: -(s.speed.mean if s.speed else 0.0))
+    quota = keep if keep is not None else max(MIN_KEPT, math.ceil(len(alive) / ETA))
+    for rank, s in enumerate(alive[quota:], start=quota + 1):
+        c = against(lead, s)
+        dropped[s.key] = f"rank {rank} of {len(alive)}, {fmt_ratio(c)} of the leader's samples/s (halving)"
+    return Cut([s.key for s in alive[:quota]], dropped)
+
+
+def variant_cut(standings: list[Standing], batch_of: dict[object, int]) -> Cut:
+    """The first stage's decision, per batch size: drop what is clearly slower than that batch
+    size's leader; keep at most ``VARIANTS_KEPT`` (a bigger batch's samples/s must not end a
+    smaller one here: each batch size gets its own knobs)."""
+    kept: list[object] = []
+    dropped: dict[object, str] = {}
+    for b in dict.fromkeys(batch_of[s.key] for s in standings):
+        one = cut([s for s in standings if batch_of[s.key] == b], keep=None)
+        kept += one.kept[:VARIANTS_KEPT]
+        dropped.update(one.dropped)
+        for key in one.kept[VARIANTS_KEPT:]:
+            dropped[key] = f"not among the {VARIANTS_KEPT} fastest plain variants at batch {b}"
+    return Cut(kept, dropped)
+
+
+def settled(standings: list[Standing]) -> bool:
+    """No one left to separate: at most one candidate, or every one within the leader's noise
+    with intervals (more time would not name a clear winner soon)."""
+    lead = leader(standings)
+    if lead is None or len(standings) <= 1:
+        return True
+    return all(
+        s is lead or (s.speed is not None and against(lead, s).verdict in (Verdict.NO_CHANGE, Verdict.WITHIN_NOISE))
+        for s in standings
+    ) and all(s.speed is not None and s.speed.has_interval for s in standings)

@@ -1,0 +1,406 @@
+"""The files of ``gpudash tune``: ``tune.csv`` (a row per window as it finishes, then a row per
+candidate), ``tune.json`` (the metadata and the answer), ``tune.md`` (the winner with its
+intervals, the diagnosis before and after, every candidate's fate, the command that runs the
+winner) and ``tune.png``/``tune.svg``. Torch-free; matplotlib is imported only to draw.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as _dt
+import json
+import os
+import shlex
+from typing import Any
+
+from gpudash.core.protocol import Event, ExitCode
+from gpudash.core.textfmt import fmt_pm, fmt_ratio
+from gpudash.stats.comparison import Comparison, Estimate, compare
+from gpudash.sweep.results import ConfigSummary, RepeatResult, summarize_one
+from gpudash.tune import race
+from gpudash.tune.candidates import Candidate
+from gpudash.tune.plan import TunePlan
+
+CSV_COLUMNS = (
+    "row_kind",  # window: one measuring window; candidate: one candidate over all its windows
+    "candidate",
+    "variant",
+    "knobs",
+    "batch_size",
+    "stage",
+    "rung",
+    "seconds",
+    "n_samples",
+    "samples_per_s",
+    "samples_per_s_low",
+    "samples_per_s_high",
+    "steps_per_s",
+    "gpu_util_pct",
+    "fate",
+    "error",
+)
+
+
+def _now() -> str:
+    return _dt.datetime.now().astimezone().isoformat(timespec="seconds")
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return str(value)
+
+
+def _mean(e: Estimate | None) -> float | None:
+    return None if e is None else e.mean
+
+
+def reproduce(plan: TunePlan, c: Candidate) -> str:
+    """The one command line that runs ``c`` in the dashboard (``--record`` makes it headless)."""
+    from workloads.knobs import parse_knobs
+
+    argv = ["gpudash", "-w", plan.family, "-v", c.config.variant, "-b", str(c.config.batch_size)]
+    for name, value in parse_knobs(c.config.knobs).items():
+        argv += ["--knob", name if value == "on" else f"{name}={value}"]
+    if plan.settings.device != "auto":
+        argv += ["--device", plan.settings.device]
+    if plan.settings.seed:
+        argv += ["--seed", str(plan.settings.seed)]
+    return shlex.join(argv)
+
+
+class TuneReport:
+    """Collects the race's windows and decisions and writes its files into ``plan.out_dir``."""
+
+    def __init__(self, plan: TunePlan) -> None:
+        self.plan = plan
+        self.out_dir = plan.out_dir
+        self.results: list[RepeatResult] = []
+        self.candidates: list[Candidate] = []
+        self.stage_of: dict[int, str] = {}  # rung number → the stage's name
+        self.fates: dict[Candidate, str] = {}
+        self.notes: list[str] = []
+        self.refusals: list[str] = []
+        self.before: Event | None = None
+        self.after: Event | None = None
+        self.loss: Event | None = None
+        self.winner: Candidate | None = None
+        self.plain: Candidate | None = None
+        self.single: Candidate | None = None
+        self.meta: dict[str, Any] = {
+            "command": plan.command,
+            "start_time": _now(),
+            "workload": plan.family,
+            "batch_sizes": list(plan.batch_sizes),
+            "knob_pool": [f"{n}={v}" for n, v in plan.pool],
+            "settings": {k: v for k, v in vars(plan.settings).items() if not k.startswith("_")},
+            "skipped": list(plan.skipped),
+            "cpu_count": os.cpu_count(),
+            "status": "running",
+        }
+        self._file = open(self.out_dir / "tune.csv", "w", newline="", encoding="utf-8")
+        self._csv = csv.DictWriter(self._file, fieldnames=CSV_COLUMNS, lineterminator="\n")
+        self._csv.writeheader()
+        self._file.flush()
+        self.write_json()
+
+    # -- as the race goes -----------------------------------------------------------------------
+    def _row(self, row: dict[str, Any]) -> None:
+        self._csv.writerow({k: _cell(row.get(k)) for k in CSV_COLUMNS})
+        self._file.flush()
+
+    def add_candidates(self, candidates: list[Candidate]) -> None:
+        self.candidates.extend(c for c in candidates if c not in self.candidates)
+
+    def candidate_of(self, result: RepeatResult) -> Candidate:
+        return next(c for c in self.candidates if c.config == result.config)
+
+    def add_window(self, result: RepeatResult) -> None:
+        """A window finished: its row now (flushed: a kill keeps it)."""
+        self.results.append(result)
+        c = self.candidate_of(result)
+        e = result.estimates()
+        self._row(
+            {
+                "row_kind": "window",
+                "candidate": c.label,
+                "variant": c.config.variant,
+                "knobs": c.config.knobs,
+                "batch_size": c.config.batch_size,
+                "stage": self.stage_of.get(result.repeat, ""),
+                "rung": result.repeat,
+                "seconds": result.seconds,
+                "n_samples": result.n_samples,
+                "samples_per_s": _mean(e.get("samples_per_s")),
+                "steps_per_s": _mean(e.get("steps_per_s")),
+                "gpu_util_pct": _mean(e.get("gpu_util_pct")),
+                "error": result.error,
+            }
+        )
+
+    def note_session(self, session: Any) -> None:
+        """The workload started: GPU, driver, torch and CUDA into the metadata."""
+        from gpudash.recording.record import started_metadata
+
+        info = session.gpu_info
+        self.meta.update(gpu_name=info.name, driver=info.driver, nvml_unavailable=info.unavailable)
+        self.meta.update(started_metadata(session.started_details, self.meta))
+        self.write_json()
+
+    def note(self, text: str) -> None:
+        self.notes.append(text)
+
+    # -- the figures ----------------------------------------------------------------------------
+    def summary(self, c: Candidate) -> ConfigSummary:
+        return summarize_one(c.config, self.results)
+
+    def speed(self, c: Candidate | None) -> Estimate | None:
+        return None if c is None else self.summary(c).stats.get("samples_per_s")
+
+    def versus(self, base: Candidate | None) -> Comparison | None:
+        """The winner's samples/s over ``base``'s, with its interval and verdict."""
+        new, old = self.speed(self.winner), self.speed(base)
+        if new is None or old is None or base == self.winner:
+            return None
+        return compare(old, new)
+
+    def ranked(self) -> list[Candidate]:
+        """Every candidate, the measured ones fastest first, then the unmeasured."""
+        speeds = {c: self.speed(c) for c in self.candidates}
+        return sorted(self.candidates, key=lambda c: (speeds[c] is None, -(_mean(speeds[c]) or 0.0)))
+
+    def fate(self, c: Candidate) -> str:
+        if c == self.winner:
+            return "the winner"
+        if c in self.fates:
+            return self.fates[c]
+        return "not measured (the race stopped first)" if self.speed(c) is None else "finalist"
+
+    # -- the files ------------------------------------------------------------------------------
+    def write_json(self) -> None:
+        path = self.out_dir / "tune.json"
+        tmp = path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(self.meta, indent=2, default=str) + "\n", encoding="utf-8")
+        os.replace(tmp, path)
+
+    def finish(self, status: str, code: ExitCode, elapsed_s: float) -> list[str]:
+        """The candidate rows, the JSON, the Markdown and the plot; returns the files written."""
+        for c in self.ranked():
+            s, e = self.summary(c), self.speed(c)
+            self._row(
+                {
+                    "row_kind": "candidate",
+                    "candidate": c.label,
+                    "variant": c.config.variant,
+                    "knobs": c.config.knobs,
+                    "batch_size": c.config.batch_size,
+                    "stage": c.stage,
+                    "seconds": s.seconds,
+                    "n_samples": s.n_samples,
+                    "samples_per_s": _mean(e),
+                    "samples_per_s_low": None if e is None else e.low,
+                    "samples_per_s_high": None if e is None else e.high,
+                    "steps_per_s": _mean(s.steps),
+                    "gpu_util_pct": _mean(s.stats.get("gpu_util_pct")),
+                    "fate": self.fate(c),
+                    "error": s.error,
+                }
+            )
+        self._file.close()
+        self.meta.update(
+            end_time=_now(), status=status, exit_code=int(code), elapsed_s=round(elapsed_s, 1), notes=self.notes
+        )
+        self.meta["answer"] = self.answer()
+        self.write_json()
+        (self.out_dir / "tune.md").write_text(markdown(self, status, elapsed_s), encoding="utf-8")
+        written = ["tune.csv", "tune.json", "tune.md"]
+        if any(self.speed(c) is not None for c in self.candidates):
+            from gpudash.tune.plot import plot
+
+            try:
+                written += [p.name for p in plot(self)]
+            except ImportError:
+                self.note("no plot: matplotlib is not installed (pip install 'gpudash[report]')")
+        return written
+
+    def answer(self) -> dict[str, Any] | None:
+        """The winner, its figures and its command (for tune.json)."""
+        w = self.winner
+        if w is None:
+            return None
+        out: dict[str, Any] = {
+            "winner": w.label,
+            "batch_size": w.config.batch_size,
+            "samples_per_s": _estimate_dict(self.speed(w)),
+            "command": reproduce(self.plan, w),
+        }
+        for name, base in (("vs_plain", self.plain), ("vs_best_single_knob", self.single)):
+            c = self.versus(base)
+            if c is not None and base is not None:
+                out[name] = {
+                    "base": base.label,
+                    "ratio": c.ratio,
+                    "low": c.low,
+                    "high": c.high,
+                    "verdict": str(c.verdict),
+                }
+        for name, event in (("diagnosis_before", self.before), ("diagnosis_after", self.after), ("loss", self.loss)):
+            if event is not None:
+                out[name] = {"message": event.message, **event.details}
+        return out
+
+    def summary_lines(self) -> list[str]:
+        """What stdout says: the winner and its command (or that there is none)."""
+        w = self.winner
+        if w is None:
+            return ["no winner: nothing was measured"]
+        lines = [f"fastest: {w.label} at batch {w.config.batch_size}: {fmt_pm(self.speed(w))} samples/s"]
+        for name, base in (("the plain variant", self.plain), ("the best single knob", self.single)):
+            c = self.versus(base)
+            if base is not None and base == w:
+                lines.append(f"  it is {name}")
+            elif c is not None and base is not None:
+                lines.append(f"  vs {name} ({base.label}): {fmt_ratio(c)}, {c.verdict}")
+        if self.loss is not None:
+            lines.append(f"  {self.loss.message}")
+        lines.append(f"run it: {reproduce(self.plan, w)}")
+        return lines
+
+
+def _estimate_dict(e: Estimate | None) -> dict[str, Any] | None:
+    return None if e is None else {"mean": e.mean, "low": e.low, "high": e.high}
+
+
+def _versus_row(report: TuneReport, name: str, base: Candidate | None) -> str:
+    if base is not None and base == report.winner:
+        return f"| {name} | – | – | the winner is {name} |"
+    c = report.versus(base)
+    if c is None or base is None:
+        return f"| {name} | – | – | not measured |"
+    who = f"{name} (`{base.label}` b{base.config.batch_size})"
+    return f"| {who} | {fmt_pm(report.speed(base))} | {fmt_ratio(c)} | {c.verdict} |"
+
+
+def _device_name(meta: dict[str, Any]) -> str:
+    return str(meta.get("device_name") or meta.get("gpu_name") or "CPU")
+
+
+def _diagnosis_line(event: Event | None) -> str:
+    return "not measured" if event is None else (event.message or "")
+
+
+def markdown(report: TuneReport, status: str, elapsed_s: float) -> str:
+    """``tune.md``."""
+    plan, meta = report.plan, report.meta
+    lines = [
+        "# gpudash tune",
+        "",
+        f"- **Command:** `{plan.command}`",
+        f"- **Date:** {meta['start_time']} to {meta.get('end_time', _now())} ({elapsed_s:.0f} s)",
+        f"- **Device:** {meta.get('device', plan.settings.device)} · {_device_name(meta)}",
+        f"- **torch** {meta.get('torch_version', '?')} · {os.cpu_count()} CPUs",
+        f"- **Searched:** {plan.family} at batch {', '.join(map(str, plan.batch_sizes))}; knobs "
+        f"{', '.join(n if v == 'on' else f'{n}={v}' for n, v in plan.pool) or 'none'}"
+        f"{' (--exact)' if plan.settings.exact else ''}",
+        f"- **Outcome:** {status}; {len(report.results)} windows over {len(report.candidates)} candidates",
+        "",
+    ]
+    w = report.winner
+    if w is None:
+        lines += ["No candidate was measured: no winner.", ""]
+    else:
+        lines += [
+            "## The fastest configuration",
+            "",
+            f"**`{w.label}`** at batch {w.config.batch_size}: {fmt_pm(report.speed(w))} samples/s "
+            f"({fmt_pm(report.summary(w).steps)} steps/s).",
+            "",
+            "```",
+            reproduce(plan, w),
+            "```",
+            "",
+            "| against | its samples/s | the winner's speed relative to it | verdict |",
+            "|---|--:|--:|---|",
+            _versus_row(report, "the plain variant", report.plain),
+            _versus_row(report, "the best single knob", report.single),
+            "",
+            "Ratios are samples/s over samples/s with their 95% intervals (each candidate over all its "
+            "windows); *faster* only when the interval excludes 1 and the gain exceeds 2%.",
+            "",
+        ]
+    lines += _guard_lines(report)
+    lines += [
+        "## What bounds the step",
+        "",
+        f"- **Before** (the plain run): {_diagnosis_line(report.before)}",
+        f"- **After** (the winner): {_diagnosis_line(report.after)}",
+        "",
+        "## Every candidate",
+        "",
+        "| # | candidate | batch | samples/s ± CI | measured | fate |",
+        "|--:|---|--:|--:|--:|---|",
+    ]
+    for i, c in enumerate(report.ranked(), start=1):
+        s = report.summary(c)
+        mark = " †" if _precision_changed(c) else ""
+        lines.append(
+            f"| {i} | `{c.label}`{mark} | {c.config.batch_size} | {fmt_pm(report.speed(c))} | "
+            f"{s.seconds:.1f} s | {report.fate(c)} |"
+        )
+    lines += ["", "† changes a number format (bf16, TF32): `--exact` leaves it out.", ""]
+    lines += _method_lines(plan)
+    refused = [*plan.skipped, *report.refusals]
+    if refused:
+        lines += ["## Not tried", "", *[f"- {r}" for r in refused], ""]
+    if report.notes:
+        lines += ["## Notes", "", *[f"- {n}" for n in report.notes], ""]
+    return "\n".join(lines)
+
+
+def _precision_changed(c: Candidate) -> bool:
+    from workloads.knobs import KNOBS, parse_knobs
+
+    return any(KNOBS[n].changes_precision for n in parse_knobs(c.config.knobs))
+
+
+def _guard_lines(report: TuneReport) -> list[str]:
+    """The correctness guard's section."""
+    w = report.winner
+    if w is None:
+        return []
+    if not _precision_changed(w):
+        return [
+            "## Correctness",
+            "",
+            "The winner's knobs change no number format: it trains what the plain run trains (to the "
+            "last bits, which a different kernel or summation order may move).",
+            "",
+        ]
+    measured = report.loss.message if report.loss is not None else "not measured (see the notes)"
+    return [
+        "## Correctness",
+        "",
+        f"The winner changes a number format. Two fresh copies from the same seed on the same batches, "
+        f"plain and with the winner's knobs: {measured}. `--exact` keeps to knobs that change none.",
+        "",
+    ]
+
+
+def _method_lines(plan: TunePlan) -> list[str]:
+    s = plan.settings
+    return [
+        "## How it was measured",
+        "",
+        f"Every window starts {s.warmup:g} s after its switch (a knob's own warm-up — capture, "
+        f"compile, autotuning — is over before that) and keeps {s.seconds:g} s of samples in the first "
+        f"look, {race.GROWTH:g}× longer at each rung. The plain variants are measured first; those "
+        f"clearly slower than their batch size's leader drop out (at most {race.VARIANTS_KEPT} stay per "
+        "batch size). The survivors get each knob alone and the knob stacks, in the order the "
+        f"diagnosis of the plain run points to. Each rung then drops the candidates whose interval "
+        f"lies clearly below the leader's and keeps the best third (at least {race.MIN_KEPT}), in a "
+        "seeded shuffled order; the finalists, the plain variant and the best single knob share a "
+        "last interleaved round.",
+        "",
+    ]

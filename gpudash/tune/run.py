@@ -1,0 +1,320 @@
+"""``gpudash tune``: race a family's configurations on one session and name the fastest.
+
+Never imports torch (the workload runs in the child), textual or matplotlib. The candidates are
+``gpudash.tune.candidates``'; the decisions ``gpudash.tune.race``'s; the measuring is the
+sweep's (``FamilyRun``: each window after its warm-up, switches by ``switch_controls``); the
+files ``gpudash.tune.report``'s.
+
+The race, in order:
+
+1. the plain variants at every batch size, once each (the start configuration first, then a
+   diagnosis of it: what bounds the plain run orders the knobs);
+2. each batch size's surviving variants with the knobs alone and the knob stacks, once each, in
+   the diagnosis' order;
+3. rungs of successive halving, each in a seeded shuffled order, each window ``GROWTH`` times the
+   last, until one candidate is left, the rest are within its noise, or ``MAX_RUNGS``;
+4. a last interleaved round of the finalists, the plain variant at the winner's batch size and
+   the best single knob (the winner's comparisons);
+5. a diagnosis of the winner and, when its knobs change the number format, its loss against the
+   plain run's over the same steps.
+
+``--max-minutes`` ends measuring wherever it is (the winner is then named from what was
+measured); Ctrl-C does too, and the files hold every finished window.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+import sys
+import time
+from typing import TYPE_CHECKING
+
+from gpudash.argtypes import UsageError
+from gpudash.core.protocol import DIAGNOSIS, LOSS_EFFECT, Diagnose, Event, EventKind, ExitCode, LossEffect, RunConfig
+from gpudash.core.textfmt import fmt_pm
+from gpudash.recording.headless import _Interrupted
+from gpudash.sweep.plan import FamilyPlan, SweepSettings, run_config
+from gpudash.sweep.progress import SweepProgress
+from gpudash.sweep.results import RepeatResult, summarize_one
+from gpudash.sweep.run import CHANGE_TIMEOUT_S, ConfigFailed, FamilyRun, SweepStopped
+from gpudash.sweep.window import Clock
+from gpudash.tune import race
+from gpudash.tune.candidates import Candidate, CandidateMaker
+from gpudash.tune.plan import TunePlan, build_parser, plan_from_args
+
+if TYPE_CHECKING:  # pragma: no cover
+    from gpudash.host.session import EngineSession
+    from gpudash.tune.report import TuneReport
+
+MEASURED_TIMEOUT_S = 120.0  # a diagnosis window
+
+
+class BudgetSpent(Exception):
+    """``--max-minutes`` passed: measure nothing more."""
+
+
+class TuneProgress(SweepProgress):
+    """The sweep's progress bar, naming the race's stage instead of a repeat."""
+
+    stage = ""
+
+    def start_unit(self, name: str, repeat: int, repeats: int) -> None:
+        if self._bar is not None:
+            self._bar.update(self._task, description=f"{name} · {self.stage}", completed=self.done)
+
+
+class TuneRun(FamilyRun):
+    """The race on one ``EngineSession``; each finished window goes to the report."""
+
+    def __init__(self, plan: TunePlan, report: TuneReport, interrupted: _Interrupted, progress: TuneProgress) -> None:
+        from workloads.registry import family
+
+        s = plan.settings
+        family_plan = FamilyPlan(plan.family, plan.title, (), seconds=s.seconds, warmup=s.warmup)
+        settings = SweepSettings(
+            repeats=1,
+            seconds=s.seconds,
+            warmup=s.warmup,
+            max_minutes=s.max_minutes,
+            device=s.device,
+            device_type=s.device_type,
+            seed=s.seed,
+            sample_interval_s=s.sample_interval_s,
+            gpu_interval_s=s.gpu_interval_s,
+        )
+        log = plan.out_dir / "tune.log"
+        super().__init__(
+            family_plan,
+            settings,
+            session_for=lambda config: _session(config, log),
+            interrupted=interrupted,
+            progress=progress,
+            clock=Clock(s.max_minutes),
+            on_result=report.add_window,
+            on_started=report.note_session,
+        )
+        self.tune, self.report, self.tune_progress = plan, report, progress
+        self.maker = CandidateMaker(family(plan.family), s.device_type, plan.pool)
+        self.rng = random.Random(s.seed)
+
+    # -- the race -------------------------------------------------------------------------------
+    def run_race(self) -> None:
+        """Measure the stages in turn (``SweepStopped``: a signal or the workload's end)."""
+        first = self.maker.variants(self.tune.variants, self.tune.batch_sizes)
+        self.report.add_candidates(first)
+        self.session = self.session_for(run_config(first[0].config, self.settings))
+        try:
+            self._start()
+            try:
+                self._race(first)
+            except BudgetSpent:
+                minutes = self.tune.settings.max_minutes
+                self.report.note(f"--max-minutes {minutes:g} reached: the winner is named from what was measured")
+            self._conclude()
+        finally:
+            self._stop()
+
+    def _race(self, first: list[Candidate]) -> None:
+        s = self.tune.settings
+        self._stage("plain variants", first[:1], s.seconds, 1)
+        self.report.before = self._diagnose(first[0])
+        self._stage("plain variants", first[1:], s.seconds, 1)
+        survivors = self._decide(
+            first, race.variant_cut(self._standings(first), {c: c.config.batch_size for c in first})
+        )
+        bound = self.report.before.details.get("bound") if self.report.before else None
+        second = self.maker.knobs(survivors, bound)
+        self.report.refusals = list(self.maker.refusals)
+        self.report.add_candidates(second)
+        self._stage("knobs", second, s.seconds, 2)
+        alive = survivors + [c for c in second if c not in self.failed_candidates()]
+        seconds = s.seconds
+        for rung in range(1, race.MAX_RUNGS + 1):
+            alive = self._decide(alive, race.cut(self._standings(alive)))
+            if race.settled(self._standings(alive)):
+                break
+            seconds *= race.GROWTH
+            self._stage(f"rung {rung}", self._shuffled(alive), seconds, 2 + rung)
+        self._confirm(alive, seconds)
+
+    def _confirm(self, alive: list[Candidate], seconds: float) -> None:
+        """A last interleaved round: the finalists and the winner's references."""
+        lead = race.leader(self._standings(alive))
+        if lead is None:
+            return
+        winner = self._by_key(lead.key)
+        refs = [r for r in (self.plain_for(winner), self.best_single()) if r is not None]
+        finalists = list(dict.fromkeys([*alive, *refs]))
+        self._stage("final round", self._shuffled(finalists), seconds, race.MAX_RUNGS + 3)
+
+    def _conclude(self) -> None:
+        """Name the winner; diagnose it; check its loss where its knobs change the number format."""
+        everyone = list(self.report.candidates)
+        lead = race.leader(self._standings(everyone))
+        if lead is None:
+            return
+        winner = self._by_key(lead.key)
+        self.report.winner = winner
+        self.report.plain = self.plain_for(winner)
+        self.report.single = self.best_single()
+        self.report.fates.setdefault(winner, "the winner")
+        try:
+            self.tune_progress.stage = "diagnosis of the winner"
+            self._switch(winner.config)
+            self.report.after = self._diagnose(winner)
+            if _changes_precision(winner.config.knobs):
+                self.report.loss = self._ask(LossEffect(self.tune.settings.loss_steps), LOSS_EFFECT, CHANGE_TIMEOUT_S)
+        except ConfigFailed as exc:
+            self.report.note(f"after the race: {exc}")
+
+    # -- measuring ------------------------------------------------------------------------------
+    def describe(self, result: RepeatResult) -> str:
+        """ "fixed+cuda_graph b32 · knobs: 1520 ± 12 samples/s (1.0 s)", or why it failed."""
+        name = f"{result.config.label} b{result.config.batch_size} · {self.report.stage_of.get(result.repeat, '')}"
+        if result.error:
+            return f"{name}: failed: {result.error}"
+        return f"{name}: {fmt_pm(result.estimates().get('samples_per_s'))} samples/s ({result.seconds:.1f} s)"
+
+    def _stage(self, name: str, candidates: list[Candidate], seconds: float, number: int) -> None:
+        """Measure each of ``candidates`` once, ``seconds`` after the warm-up, in the given order;
+        their windows carry ``number`` (tune.csv's rung)."""
+        self.plan = dataclasses.replace(self.plan, seconds=seconds)
+        self.report.stage_of[number] = name
+        self.tune_progress.stage = name
+        self.tune_progress.add(len(candidates))
+        for c in candidates:
+            if c.config in self.failed:
+                continue
+            if self.clock.up:
+                raise BudgetSpent
+            self._unit(c.config, number)
+
+    def _diagnose(self, candidate: Candidate) -> Event | None:
+        """A diagnosis window of the running ``candidate`` (None: it failed; the note says why)."""
+        self.progress.status(f"{candidate.label} b{candidate.config.batch_size} · diagnosing")
+        try:
+            return self._ask(Diagnose(), DIAGNOSIS, MEASURED_TIMEOUT_S)
+        except ConfigFailed as exc:
+            self.report.note(f"diagnosis of {candidate.label}: {exc}")
+            return None
+
+    def _ask(self, control: Diagnose | LossEffect, what: str, timeout: float) -> Event | None:
+        """Send ``control``; its "measured" event (an "error" event is noted, None returned)."""
+        assert self.session is not None
+        self.session.send(control)
+        answer: list[Event] = []
+
+        def answered(events: list[Event]) -> bool:
+            answer.extend(e for e in events if e.what == what and e.kind in (EventKind.MEASURED, EventKind.ERROR))
+            return bool(answer)
+
+        self._wait(answered, timeout, what.replace("_", " "))
+        if answer[0].kind == EventKind.ERROR:
+            self.report.note(f"{what.replace('_', ' ')}: {answer[0].message}")
+            return None
+        return answer[0]
+
+    # -- the figures ----------------------------------------------------------------------------
+    def _standings(self, candidates: list[Candidate]) -> list[race.Standing]:
+        out = []
+        for c in candidates:
+            summary = summarize_one(c.config, self.results)
+            out.append(race.Standing(c, summary.stats.get("samples_per_s"), summary.error))
+        return out
+
+    def _decide(self, candidates: list[Candidate], cut: race.Cut) -> list[Candidate]:
+        """Record why each dropped candidate stops; the kept ones, best first."""
+        for key, why in cut.dropped.items():
+            self.report.fates[self._by_key(key)] = why
+        return [self._by_key(k) for k in cut.kept]
+
+    def _by_key(self, key: object) -> Candidate:
+        assert isinstance(key, Candidate)
+        return key
+
+    def _shuffled(self, candidates: list[Candidate]) -> list[Candidate]:
+        order = list(candidates)
+        self.rng.shuffle(order)
+        return order
+
+    def failed_candidates(self) -> set[Candidate]:
+        return {c for c in self.report.candidates if c.config in self.failed}
+
+    def plain_for(self, winner: Candidate) -> Candidate | None:
+        """The family's plain variant without knobs at the winner's batch size."""
+        return self.maker.made.get((self.tune.variants[0], winner.config.batch_size, "none"))
+
+    def best_single(self) -> Candidate | None:
+        """The single-knob candidate with the highest samples/s."""
+        singles = [c for c in self.report.candidates if c.stage == "single"]
+        lead = race.leader(self._standings(singles))
+        return None if lead is None else self._by_key(lead.key)
+
+
+def _changes_precision(knobs_text: str) -> bool:
+    """Whether any of the knobs changes a number format (``KnobInfo.changes_precision``)."""
+    from workloads.knobs import KNOBS, parse_knobs
+
+    return any(KNOBS[name].changes_precision for name in parse_knobs(knobs_text))
+
+
+def _session(config: RunConfig, log: object) -> EngineSession:
+    from pathlib import Path
+
+    from gpudash.host.session import EngineSession
+
+    return EngineSession(config, log_path=Path(str(log)))
+
+
+def _say(text: str) -> None:
+    print(f"gpudash: {text}", file=sys.stderr, flush=True)
+
+
+def run_tune(plan: TunePlan, *, quiet: bool = False) -> int:
+    """Race ``plan`` and write its files; returns the exit status (an ``ExitCode``)."""
+    from gpudash.tune.report import TuneReport
+
+    started = time.monotonic()
+    try:
+        report = TuneReport(plan)
+    except OSError as exc:
+        _say(f"error: cannot write in {plan.out_dir}: {exc.strerror or exc}")
+        return ExitCode.FAILED
+    status, code = "done", ExitCode.OK
+    with _Interrupted() as interrupted, TuneProgress(quiet, 0) as progress:
+        assert isinstance(progress, TuneProgress)
+        run = TuneRun(plan, report, interrupted, progress)
+        try:
+            run.run_race()
+        except SweepStopped as exc:
+            status, code = exc.status, exc.code
+        except KeyboardInterrupt:
+            status, code = "interrupted by SIGINT", ExitCode.INTERRUPTED
+        except OSError as exc:
+            status, code = f"write failed: {exc.strerror or exc}", ExitCode.FAILED
+    if code == ExitCode.OK and report.winner is None:
+        status, code = "nothing could be measured", ExitCode.FAILED
+    written = report.finish(status, code, time.monotonic() - started)
+    if code == ExitCode.FAILED:
+        _say(f"error: {status}")
+    if not quiet or code == ExitCode.OK:
+        for line in report.summary_lines():
+            print(line)
+    if not quiet:
+        _say(f"wrote {', '.join(written)} in {plan.out_dir}")
+    return code
+
+
+def main(argv: list[str]) -> int:
+    """``gpudash tune ...``: check the arguments, then race."""
+    args = build_parser().parse_args(argv)
+    try:
+        plan = plan_from_args(args, argv)
+    except UsageError as exc:
+        print(f"gpudash: error: {' '.join(str(exc).split())}", file=sys.stderr)
+        return ExitCode.USAGE
+    if not args.quiet:
+        for line in plan.skipped:
+            _say(f"not tried: {line}")
+    return run_tune(plan, quiet=args.quiet)

@@ -1,0 +1,288 @@
+"""``gpudash tune``: the race's decisions on synthetic figures, the candidates and their order, bad
+input, the correctness guard's measurement, and whole races on the CPU."""
+
+from __future__ import annotations
+
+import csv
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from gpudash.core.protocol import LOSS_EFFECT, Event, EventKind, LossEffect, RunConfig
+from gpudash.engine.builders import workload_builder
+from gpudash.engine.loop import StepLoop
+from gpudash.stats.comparison import Estimate
+from gpudash.tune import race
+from gpudash.tune.candidates import CandidateMaker, label_of
+from tests.test_record import gpudash
+from workloads.base import WorkloadOptions
+from workloads.factory import build
+from workloads.knobs import Knobs
+from workloads.registry import family
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def speed(mean: float, rel: float = 0.01, n: int = 40) -> Estimate:
+    """An estimate of ``mean`` samples/s with a ±``rel`` interval over ``n`` samples (8 batch means)."""
+    spread = [mean * (1 + rel * k / 4) for k in (-3, -2, -1, 0, 0, 1, 2, 3)]
+    return Estimate(mean, mean * (1 - rel), mean * (1 + rel), n, tuple(spread))
+
+
+# -- the race's decisions ------------------------------------------------------------------------
+def test_a_candidate_clearly_below_the_leader_drops_out_and_one_within_its_noise_stays() -> None:
+    cut = race.cut(
+        [race.Standing("lead", speed(1000)), race.Standing("close", speed(995)), race.Standing("slow", speed(600))]
+    )
+    assert cut.kept == ["lead", "close"]
+    assert "clearly slower than the leader: 0.6" in cut.dropped["slow"]
+
+
+def test_each_rung_keeps_a_third_and_says_the_rank_of_the_rest() -> None:
+    standings = [race.Standing(f"c{i}", speed(1000 - i, rel=0.05)) for i in range(9)]  # all within noise
+    cut = race.cut(standings)
+    assert cut.kept == ["c0", "c1", "c2"]
+    assert cut.dropped["c8"].startswith("rank 9 of 9") and "(halving)" in cut.dropped["c8"]
+
+
+def test_a_failed_candidate_drops_out_with_its_error_and_never_leads() -> None:
+    cut = race.cut([race.Standing("graph", None, "cannot capture"), race.Standing("plain", speed(10))])
+    assert cut.kept == ["plain"] and cut.dropped == {"graph": "failed: cannot capture"}
+    assert race.leader([race.Standing("graph", None, "x")]) is None
+
+
+def test_the_variant_stage_judges_each_batch_size_against_its_own_leader() -> None:
+    standings = [
+        race.Standing("serial8", speed(1800)),
+        race.Standing("piped8", speed(1790)),
+        race.Standing("serial32", speed(3700)),
+        race.Standing("piped32", speed(4300)),
+    ]
+    batch = {"serial8": 8, "piped8": 8, "serial32": 32, "piped32": 32}
+    cut = race.variant_cut(standings, batch)
+    assert set(cut.kept) == {"serial8", "piped8", "piped32"}  # batch 8 is not judged against batch 32
+    assert "clearly slower" in cut.dropped["serial32"]
+
+
+def test_the_race_is_settled_when_the_rest_are_within_the_leaders_noise() -> None:
+    assert race.settled([race.Standing("a", speed(1000)), race.Standing("b", speed(999))])
+    assert not race.settled([race.Standing("a", speed(1000)), race.Standing("b", speed(900))])
+    assert not race.settled([race.Standing("a", speed(1000)), race.Standing("b", Estimate(990, None, None, 3))])
+
+
+# -- the candidates ------------------------------------------------------------------------------
+POOL = (
+    ("amp", "bf16"),
+    ("channels_last", "on"),
+    ("cudnn_benchmark", "on"),
+    ("cuda_graph", "on"),
+    ("compile", "default"),
+)
+
+
+def test_a_refused_knob_is_listed_once_and_never_raced() -> None:
+    maker = CandidateMaker(family("sync_loss"), "cuda", POOL)
+    survivors = maker.variants(["sync-heavy", "fixed"], [32])
+    second = maker.knobs(survivors, None)
+    labels = [c.label for c in second]
+    assert not any(label.startswith("sync-heavy") and "cuda_graph" in label for label in labels)
+    assert "fixed+amp=bf16+channels_last+cudnn_benchmark+cuda_graph" in labels
+    assert sum("sync-heavy" in r and "cuda_graph" in r for r in maker.refusals) == 1
+    assert all("sync-free" in r for r in maker.refusals)
+
+
+def test_each_knob_alone_goes_on_the_leader_and_compile_only_in_the_full_stack() -> None:
+    maker = CandidateMaker(family("encdec"), "cuda", POOL)
+    survivors = maker.variants(["pipelined", "serial"], [8])  # the leader first
+    second = maker.knobs(survivors, None)
+    singles = {c.label for c in second if c.stage == "single"}
+    assert singles == {
+        "pipelined+amp=bf16",
+        "pipelined+channels_last",
+        "pipelined+cudnn_benchmark",
+        "pipelined+cuda_graph",
+    }
+    compiled = [c.label for c in second if "compile" in c.label]
+    assert compiled == [
+        "pipelined+amp=bf16+channels_last+cudnn_benchmark+compile=default",
+        "serial+amp=bf16+channels_last+cudnn_benchmark+compile=default",
+    ]
+    assert compiled[0] == second[-2].label  # compile's long warm-up comes last when nothing points to it
+
+
+def test_a_host_bound_diagnosis_tries_cuda_graphs_first() -> None:
+    maker = CandidateMaker(family("encdec"), "cuda", POOL)
+    survivors = maker.variants(["serial"], [8])
+    second = maker.knobs(survivors, "host/launch-bound")
+    assert "cuda_graph" in second[0].label
+    assert [c.label for c in maker.knobs(survivors, None)][0] == "serial+amp=bf16"
+
+
+def test_labels_are_the_entries_sweep_takes() -> None:
+    assert label_of("fixed", Knobs({"amp": "bf16", "cuda_graph": "on"})) == "fixed+amp=bf16+cuda_graph"
+
+
+# -- bad input -----------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        ("-w sync_loss --knobs amp=bf16,warp_speed", "unknown knob 'warp_speed'"),
+        ("-w sync_loss --knobs ddp_static_graph", "tune runs one process"),
+        ("-w sync_loss --knobs amp=off", "name a value"),
+        ("-w sync_loss --max-minutes 0.05", "too short for even one round"),
+        ("-w nope", "unknown workload 'nope'"),
+        ("-w sync_loss -b 0", "batch"),
+    ],
+)
+def test_bad_tune_input_is_one_line_and_exit_2(tmp_path: Path, args: str, said: str) -> None:
+    r = gpudash("tune", *args.split(), "--device", "cpu", cwd=tmp_path, timeout=120)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert said in r.stderr and len(r.stderr.strip().splitlines()) <= 2, r.stderr
+    assert not any(tmp_path.iterdir())  # nothing written
+
+
+def test_knobs_of_which_none_runs_here_leave_nothing_to_tune(tmp_path: Path) -> None:
+    r = gpudash("tune", "-w", "sync_loss", "--knobs", "cuda_graph,cudnn_benchmark", "--device", "cpu", cwd=tmp_path)
+    assert r.returncode == 2, r.stderr
+    assert "nothing to tune: knob cuda_graph: it needs CUDA (on cpu)" in r.stderr and "--device cuda" in r.stderr
+    r = gpudash("tune", "-w", "sync_loss", "--knobs", "amp=bf16", "--exact", "--device", "cpu", cwd=tmp_path)
+    assert r.returncode == 2 and "it changes the number format (--exact)" in r.stderr, r.stderr
+
+
+# -- the correctness guard -----------------------------------------------------------------------
+def _loss_effect(knobs: Knobs) -> Event:
+    config = RunConfig(workload="sync_loss", variant="fixed", batch_size=4, device="cpu", seed=3)
+    w = build("sync_loss", "cpu", WorkloadOptions(variant="fixed", batch_size=4, seed=3, knobs=knobs))
+    got: list[object] = []
+    pending = [LossEffect(12)]
+
+    def controls(_timeout: float) -> LossEffect | None:
+        return pending.pop() if pending and loop.steps_issued >= 2 else None
+
+    loop = StepLoop(
+        w, emit=got.append, controls=controls, sample_interval_s=0.1, builder=workload_builder(config, w.device)
+    )
+    loop.run(steps=6)
+    w.close()
+    (event,) = [m for m in got if isinstance(m, Event) and m.what == LOSS_EFFECT]
+    assert loop.steps_done == 6  # the copies' steps are not the run's
+    return event
+
+
+def test_the_loss_check_trains_a_plain_and_a_knobbed_copy_on_the_same_batches() -> None:
+    bf16 = _loss_effect(Knobs({"amp": "bf16"}))
+    assert bf16.kind == EventKind.MEASURED, bf16.message
+    d = bf16.details
+    assert d["steps"] == "12" and float(d["plain_loss"]) > 0
+    assert 0 < abs(float(d["diff_pct"])) < 5  # bf16 moves the loss, a little
+    layout = _loss_effect(Knobs({"channels_last": "on"}))
+    assert abs(float(layout.details["diff_pct"])) < 0.01  # a layout keeps the arithmetic
+    assert "plain" in layout.message and "with channels_last=on" in layout.message
+
+
+def test_the_loss_check_without_a_knob_says_there_is_nothing_to_compare() -> None:
+    event = _loss_effect(Knobs())
+    assert event.kind == EventKind.ERROR and "no knob is on" in (event.message or "")
+
+
+# -- whole races on the CPU ----------------------------------------------------------------------
+def _rows(out: Path, kind: str) -> list[dict[str, str]]:
+    with open(out / "tune.csv", newline="") as f:
+        return [r for r in csv.DictReader(f) if r["row_kind"] == kind]
+
+
+@pytest.mark.slow
+def test_tune_names_the_fastest_configuration_and_the_command_that_runs_it(tmp_path: Path) -> None:
+    out = tmp_path / "t"
+    r = gpudash(
+        "tune",
+        "-w",
+        "sync_loss",
+        "--device",
+        "cpu",
+        "--seconds",
+        "0.5",
+        "--out",
+        str(out),
+        "-q",
+        cwd=tmp_path,
+        timeout=400,
+    )
+    assert r.returncode == 0, r.stderr
+    answer = json.loads((out / "tune.json").read_text())["answer"]
+    winner = answer["winner"]
+    candidates = _rows(out, "candidate")
+    assert candidates[0]["candidate"] == winner and candidates[0]["fate"] == "the winner"
+    assert {c["candidate"] for c in candidates} >= {"sync-heavy", "fixed"}
+    assert all(c["fate"] for c in candidates)  # every candidate's fate is said
+    md = (out / "tune.md").read_text()
+    if winner != "sync-heavy":  # (on two loaded cores the plain variant can win)
+        assert answer["vs_plain"]["base"] == "sync-heavy" and answer["vs_plain"]["low"] is not None, md
+    assert answer["diagnosis_before"]["bound"] and answer["diagnosis_after"]["bound"]
+    assert answer["command"] in md and "## Every candidate" in md and (out / "tune.png").stat().st_size > 0
+    assert "knob cuda_graph: it needs CUDA (on cpu)" in md  # not tried, with the reason
+    assert r.stdout.splitlines()[-1] == f"run it: {answer['command']}"
+    # the command runs the winner: recorded headless, it trains that variant with those knobs
+    argv = answer["command"].split()[1:]
+    rec = gpudash(*argv, "--record", str(tmp_path / "w.csv"), "--steps", "5", "-q", cwd=tmp_path, timeout=200)
+    assert rec.returncode == 0, rec.stderr
+    with open(tmp_path / "w.csv", newline="") as f:
+        sample = next(row for row in csv.DictReader(f) if row["row_kind"] == "sample")
+    label = sample["variant"] + ("" if sample["knobs"] == "none" else "+" + sample["knobs"].replace(",", "+"))
+    assert label.replace("=on", "") == winner
+
+
+@pytest.mark.slow
+def test_a_users_own_workload_is_tuned_like_a_family(tmp_path: Path) -> None:
+    out = tmp_path / "mine"
+    r = gpudash(
+        "tune",
+        "-w",
+        f"{ROOT}/examples/mine.py:workload",
+        "--device",
+        "cpu",
+        "--seconds",
+        "0.5",
+        "--out",
+        str(out),
+        "-q",
+        cwd=tmp_path,
+        timeout=400,
+    )
+    assert r.returncode == 0, r.stderr
+    answer = json.loads((out / "tune.json").read_text())["answer"]
+    assert answer["command"].startswith(f"gpudash -w {ROOT}/examples/mine.py:workload -v ")
+    assert len(_rows(out, "window")) >= 3
+
+
+@pytest.mark.slow
+def test_ctrl_c_keeps_every_finished_window_and_writes_the_report(tmp_path: Path) -> None:
+    out = tmp_path / "int"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gpudash", "tune", "-w", "sync_loss", "--device", "cpu", "--out", str(out), "-q"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and proc.poll() is None:
+            if (out / "tune.csv").exists() and len(_rows(out, "window")) >= 2:
+                break
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    windows = _rows(out, "window")
+    assert len(windows) >= 2 and all(w["samples_per_s"] for w in windows)
+    assert "interrupted by SIGINT" in (out / "tune.md").read_text()
+    assert json.loads((out / "tune.json").read_text())["exit_code"] == 130
