@@ -5,8 +5,8 @@ The window (``gpudash.engine.measure_windows.diagnose``) measures, apart from th
 - the wall time of a step, untraced, and how much of it the host spent waiting for the next
   batch (``input_ms``: inside the workload's input draw, the loader's queue included);
 - the host-device syncs inside the steps (``syncs_per_step``; CUDA only);
-- from a profiler window (CUDA only): the share of the window any kernel ran (``gpu_busy_pct``),
-  the GPU time of a step's kernels and the median launch delay.
+- from a profiler window (CUDA only): the GPU time of a step's kernels (any kernel running) and
+  the median launch delay; ``gpu_busy_pct`` is that kernel time over the untraced step's wall.
 
 and the parent may add NVML's memory-bandwidth share and throttling. The rules, in order:
 

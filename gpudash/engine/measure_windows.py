@@ -183,14 +183,16 @@ def _evidence(loop: StepLoop, steps: int) -> Evidence:
         return Evidence(steps=steps, step_ms=step_ms, input_ms=input_ms, syncs_per_step=syncs)
     with tempfile.TemporaryDirectory(prefix="gpudash-diagnosis-") as scratch:
         _path, fig = traces.profile_window(loop.torch, w, steps, scratch, loop.now(), keep=1)
-    busy = fig.gpu_busy_pct
+    # The kernels' busy time per step, against the untraced step: the traced window's wall also
+    # holds the profiler's start and stop (a hundred ms), which would read as an idle GPU.
+    gpu_ms = None if fig.gpu_busy_pct is None else fig.gpu_busy_pct / 100.0 * fig.wall_ms / fig.steps
     return Evidence(
         steps=steps,
         step_ms=step_ms,
         input_ms=input_ms,
         syncs_per_step=syncs,
-        gpu_busy_pct=busy,
-        gpu_ms_per_step=None if busy is None else busy / 100.0 * fig.wall_ms / fig.steps,  # kernels' busy time
+        gpu_busy_pct=None if gpu_ms is None else min(100.0, 100.0 * gpu_ms / step_ms),
+        gpu_ms_per_step=gpu_ms,
         launch_delay_us=fig.launch_delay_us,
     )
 

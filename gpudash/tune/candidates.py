@@ -10,6 +10,10 @@ Two kinds, in two stages:
   + ``cuda_graph``, and the full stack + ``compile``. ``compile`` is never tried alone: its
   warm-up (tens of seconds) is spent only where the rest of the stack is on.
 
+``compile`` is raced when ``--knobs`` names it, or when the diagnosis of the plain run says the
+GPU bounds the step (fusion shortens GPU work); a step bound by the host, the input or syncs
+gains nothing from fusion that CUDA graphs do not give it without the warm-up.
+
 A candidate the workload refuses (cuda_graph on a step that syncs, say) is not built; its reason
 is listed once. The diagnosis of the plain run orders the second stage: what it points to first
 (a host-bound step tries CUDA graphs first), so a budget that runs out leaves the least likely out.
@@ -30,6 +34,7 @@ if TYPE_CHECKING:  # pragma: no cover
 EXACT_STACK = ("channels_last", "cudnn_benchmark")  # layout and autotuning: no number format changes
 FAST_STACK = (*EXACT_STACK, "amp", "tf32")
 GRAPH, COMPILE = "cuda_graph", "compile"
+GPU_BOUNDS = ("GPU-bound (compute)", "GPU-bound (memory)")  # where compile is raced unasked
 
 # What each bound points to first (the diagnosis' words for them: gpudash.diagnosis.rules.Bound)
 FIRST_FOR_BOUND: dict[str, tuple[str, ...]] = {
@@ -91,9 +96,10 @@ class CandidateMaker:
         out = [self.make(v, b, (), "variant") for b in batch_sizes for v in variants]
         return [c for c in out if c is not None]
 
-    def knobs(self, survivors: list[Candidate], bound: str | None) -> list[Candidate]:
+    def knobs(self, survivors: list[Candidate], bound: str | None, with_compile: bool = True) -> list[Candidate]:
         """The second stage on the first one's survivors (each batch size's leader first): each
-        knob alone on the leader, the stacks on every survivor; ordered for ``bound``."""
+        knob alone on the leader, the stacks on every survivor (``compile``'s only when
+        ``with_compile``); ordered for ``bound``."""
         out: list[Candidate | None] = []
         leaders: dict[int, Candidate] = {}
         for c in survivors:
@@ -101,7 +107,8 @@ class CandidateMaker:
         for c in leaders.values():
             out += [self.make(c.config.variant, c.config.batch_size, (n,), "single") for n in self.pool if n != COMPILE]
         for c in survivors:
-            out += [self.make(c.config.variant, c.config.batch_size, s, "stack") for s in self.stacks()]
+            stacks = [s for s in self.stacks() if with_compile or COMPILE not in s]
+            out += [self.make(c.config.variant, c.config.batch_size, s, "stack") for s in stacks]
         fresh = [c for c in dict.fromkeys(out) if c is not None and c not in survivors]
         return ordered(fresh, bound)
 

@@ -23,7 +23,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 # The knobs tune searches unless --knobs names others: every single-process knob, each at the value
 # that speeds a step up (tf32's "never" slows it down: it is a baseline, not a candidate).
-DEFAULT_POOL = ("amp=bf16", "channels_last", "cudnn_benchmark", "tf32", "cuda_graph", "compile")
+DEFAULT_POOL = ("amp=bf16", "channels_last", "cudnn_benchmark", "tf32", "cuda_graph", "compile")  # compile: see candidates
 SWITCH_S = 1.5  # about what one switch costs beyond the windows (a rebuild, a capture): for the budget check
 START_S = 15.0  # the workload process's start (torch's import, the first build): for the budget check
 
@@ -60,6 +60,7 @@ class TunePlan:
     command: str
     skipped: tuple[str, ...] = ()  # one line each: a variant or knob the device cannot run
     two_stage: bool = False
+    compile_asked: bool = False  # --knobs names compile: raced whatever the diagnosis says
 
     @property
     def first_round_s(self) -> float:
@@ -216,6 +217,7 @@ def plan_from_args(args: argparse.Namespace, argv: list[str]) -> TunePlan:
         command=shlex.join(["gpudash", "tune", *argv]),
         skipped=tuple(skipped),
         two_stage=info.pipeline_toggle is not None,
+        compile_asked=args.knobs is not None and any(name == "compile" for name, _ in args.knobs),
     )
     if plan.first_round_s > args.max_minutes * 60:
         need = math.ceil(plan.first_round_s / 6) / 10

@@ -40,7 +40,7 @@ from gpudash.sweep.results import RepeatResult, summarize_one
 from gpudash.sweep.run import CHANGE_TIMEOUT_S, ConfigFailed, FamilyRun, SweepStopped
 from gpudash.sweep.window import Clock
 from gpudash.tune import race
-from gpudash.tune.candidates import Candidate, CandidateMaker
+from gpudash.tune.candidates import COMPILE, GPU_BOUNDS, Candidate, CandidateMaker
 from gpudash.tune.plan import TunePlan, build_parser, plan_from_args
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -124,8 +124,14 @@ class TuneRun(FamilyRun):
             first, race.variant_cut(self._standings(first), {c: c.config.batch_size for c in first})
         )
         bound = self.report.before.details.get("bound") if self.report.before else None
-        second = self.maker.knobs(survivors, bound)
+        with_compile = self.tune.compile_asked or bound in GPU_BOUNDS
+        second = self.maker.knobs(survivors, bound, with_compile)
         self.report.refusals = list(self.maker.refusals)
+        if not with_compile and any(name == COMPILE for name, _ in self.tune.pool):
+            self.report.refusals.append(
+                f"knob compile: the plain run is {bound or 'not diagnosed'}, not GPU-bound, so fusion has little to "
+                "shorten and its warm-up costs tens of seconds a candidate (--knobs ...,compile races it anyway)"
+            )
         self.report.add_candidates(second)
         self._stage("knobs", second, s.seconds, 2)
         alive = survivors + [c for c in second if c not in self.failed_candidates()]
