@@ -4,13 +4,14 @@ its figures read on an H100), and on the CPU end to end, the input-bound case an
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 from pathlib import Path
 
 import pytest
 
 from gpudash.core.protocol import Diagnose, Event, EventKind
-from gpudash.diagnosis.rules import INPUT_SHARE, Bound, Evidence, diagnose
+from gpudash.diagnosis.rules import INPUT_SHARE, MANY_SYNCS, Bound, Evidence, diagnose
 from gpudash.engine.loop import StepLoop
 from tests.test_record import gpudash
 from workloads.base import WorkloadOptions
@@ -32,8 +33,10 @@ CASES = {
         Evidence(30, step_ms=9.0, input_ms=0.05, syncs_per_step=0, gpu_busy_pct=98.0, mem_bw_pct=75.0),
         Bound.GPU_MEMORY,
     ),
-    # a sync that does not starve the GPU does not bound the step
+    # a sync that does not starve the GPU does not bound the step (a logged loss)
     "sync, GPU busy": (Evidence(30, step_ms=9.0, input_ms=0.0, syncs_per_step=1, gpu_busy_pct=97.0), Bound.GPU_COMPUTE),
+    # sync_loss sync-heavy at batch 32: six waits a step bound it, though the GPU stays busy
+    "syncs, GPU busy": (Evidence(30, step_ms=38.0, input_ms=0.0, syncs_per_step=6, gpu_busy_pct=98.0), Bound.SYNC),
     "cpu": (Evidence(30, step_ms=20.0, input_ms=1.0), Bound.CPU),
 }
 
@@ -68,6 +71,10 @@ def test_the_rules_thresholds_decide_at_their_edges() -> None:
     assert diagnose(Evidence(10, step_ms=10.0, input_ms=2.9, syncs_per_step=0, gpu_busy_pct=90.0)).bound == (
         Bound.GPU_COMPUTE
     )
+    busy = Evidence(10, step_ms=10.0, input_ms=0.0, syncs_per_step=MANY_SYNCS, gpu_busy_pct=99.0)
+    assert diagnose(busy).bound == Bound.SYNC
+    fewer = dataclasses.replace(busy, syncs_per_step=MANY_SYNCS - 0.5)
+    assert diagnose(fewer).bound == Bound.GPU_COMPUTE
 
 
 def _diagnosed(name: str, variant: str, **options: object) -> Event:

@@ -11,8 +11,10 @@ The window (``gpudash.engine.measure_windows.diagnose``) measures, apart from th
 and the parent may add NVML's memory-bandwidth share and throttling. The rules, in order:
 
 1. **input-bound**: at least ``INPUT_SHARE`` of the step waits for the next batch;
-2. **sync-bound**: the host waits for the GPU inside the step (one sync or more) and the GPU is
-   not kept busy;
+2. **sync-bound**: the host waits for the GPU inside the step and the GPU is not kept busy — or
+   it waits ``MANY_SYNCS`` times or more, busy GPU or not: waits that many come from
+   data-dependent shapes (nonzero, unique, boolean masks), slow kernels themselves, and they keep
+   the step from being captured or overlapped (one wait, a logged loss, does not);
 3. **GPU-bound**: the GPU ran kernels at least ``GPU_BUSY`` of the time — *memory* when NVML's
    memory-bandwidth share is at least ``MEMORY_BW``, *compute* otherwise;
 4. **host/launch-bound**: none of those, and the GPU idles between kernels: the host enqueues a step
@@ -33,6 +35,7 @@ from gpudash.core.protocol import Event, GpuSample
 INPUT_SHARE = 0.30  # of a step spent waiting for the next batch: input-bound at or above
 GPU_BUSY = 90.0  # % of the window any kernel ran: GPU-bound at or above
 MEMORY_BW = 60.0  # NVML's memory-bandwidth %: a GPU-bound step is memory-bound at or above
+MANY_SYNCS = 2.0  # host waits per step: sync-bound at or above, however busy the GPU
 
 
 class Bound(enum.StrEnum):
@@ -112,7 +115,8 @@ def diagnose(e: Evidence) -> Diagnosis:
             "make the input pipeline faster: more loader workers, pin_memory, decode or augment on the GPU",
         )
     busy = e.gpu_busy_pct
-    if e.syncs_per_step is not None and e.syncs_per_step >= 1 and (busy is None or busy < GPU_BUSY):
+    syncs = e.syncs_per_step
+    if syncs is not None and syncs >= 1 and (busy is None or busy < GPU_BUSY or syncs >= MANY_SYNCS):
         idle = f", and the GPU idles {100 - busy:.0f}% of the time" if busy is not None else ""
         return Diagnosis(
             Bound.SYNC,
