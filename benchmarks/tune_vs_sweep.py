@@ -5,7 +5,7 @@ within 3% of the sweep's best configuration, in at most 40% of the sweep's time?
 
 Each pair: a ``gpudash sweep`` output directory (the ``--preset beyond`` entry of one family, or
 any sweep) and a ``gpudash tune`` directory of the same family and batch sizes. For each pair and
-each batch size (then over all of them) it prints the sweep's best configuration and tune's, by
+its winner (over all of its batch sizes) it prints the sweep's best configuration and tune's, by
 samples/s with their 95% intervals, tune's over the sweep's (the interval of the ratio from the two
 intervals, on the log scale, each taken as normal: the runs are independent), and the two runs'
 wall times. Verdicts: *met* when the ratio's interval lies above 0.97 (or the time share is at
@@ -97,9 +97,9 @@ def rows(sweep: Path, tune: Path) -> list[str]:
     sb, tb = sweep_bests(sweep), tune_bests(tune)
     family = json.loads((tune / "tune.json").read_text())["workload"]
     out = []
-    scopes = [(f"b{b}", b) for b in sorted({x.batch_size for x in tb})]
-    if len(scopes) > 1:
-        scopes.append(("all", None))
+    batches = sorted({x.batch_size for x in tb})
+    # one winner per tune run: over all its batch sizes (its best at one of several is no winner)
+    scopes = [("b" + ",".join(map(str, batches)), None)]
     for name, b in scopes:
         s = max((x for x in sb if b is None or x.batch_size == b), key=lambda x: x.mean, default=None)
         t = max((x for x in tb if b is None or x.batch_size == b), key=lambda x: x.mean, default=None)
@@ -111,7 +111,7 @@ def rows(sweep: Path, tune: Path) -> list[str]:
     ts, tt = seconds(sweep, "sweep.json"), seconds(tune, "tune.json")
     share = tt / ts
     out.append(
-        f"| {family} time | {ts:.0f} s | {tt:.0f} s | {share:.0%} of the sweep's | "
+        f"| {family} b{','.join(map(str, batches))} time | {ts:.0f} s | {tt:.0f} s | {share:.0%} of the sweep's | "
         f"{'met' if share <= TIME_SHARE else 'not met'} (≤ {TIME_SHARE:.0%}) |"
     )
     return out
