@@ -22,8 +22,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from workloads.registry import FamilyInfo
 
 # The knobs tune searches unless --knobs names others: every single-process knob, each at the value
-# that speeds a step up (tf32's "never" slows it down: it is a baseline, not a candidate).
-DEFAULT_POOL = ("amp=bf16", "channels_last", "cudnn_benchmark", "tf32", "cuda_graph", "compile")  # compile: see candidates
+# that speeds a step up (tf32's "never" slows it down: it is a baseline, not a candidate); when
+# compile is raced unasked: gpudash.tune.candidates.
+DEFAULT_POOL = ("amp=bf16", "channels_last", "cudnn_benchmark", "tf32", "cuda_graph", "compile")
 SWITCH_S = 1.5  # about what one switch costs beyond the windows (a rebuild, a capture): for the budget check
 START_S = 15.0  # the workload process's start (torch's import, the first build): for the budget check
 
