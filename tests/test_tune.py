@@ -285,4 +285,6 @@ def test_ctrl_c_keeps_every_finished_window_and_writes_the_report(tmp_path: Path
     windows = _rows(out, "window")
     assert len(windows) >= 2 and all(w["samples_per_s"] for w in windows)
     assert "interrupted by SIGINT" in (out / "tune.md").read_text()
-    assert json.loads((out / "tune.json").read_text())["exit_code"] == 130
+    meta = json.loads((out / "tune.json").read_text())
+    assert meta["exit_code"] == 130
+    assert meta["answer"]["winner"] in {w["candidate"] for w in windows}  # the fastest of what was measured

@@ -154,17 +154,24 @@ class TuneRun(FamilyRun):
         finalists = list(dict.fromkeys([*alive, *refs]))
         self._stage("final round", self._shuffled(finalists), seconds, race.MAX_RUNGS + 3)
 
-    def _conclude(self) -> None:
-        """Name the winner; diagnose it; check its loss where its knobs change the number format."""
-        everyone = list(self.report.candidates)
-        lead = race.leader(self._standings(everyone))
+    def name_winner(self) -> Candidate | None:
+        """The fastest candidate measured (and its references) into the report; no session needed
+        (after Ctrl-C too)."""
+        lead = race.leader(self._standings(list(self.report.candidates)))
         if lead is None:
-            return
+            return None
         winner = self._by_key(lead.key)
         self.report.winner = winner
         self.report.plain = self.plain_for(winner)
         self.report.single = self.best_single()
         self.report.fates.setdefault(winner, "the winner")
+        return winner
+
+    def _conclude(self) -> None:
+        """Name the winner; diagnose it; check its loss where its knobs change the number format."""
+        winner = self.name_winner()
+        if winner is None:
+            return
         try:
             self.tune_progress.stage = "diagnosis of the winner"
             self._switch(winner.config)
@@ -299,6 +306,8 @@ def run_tune(plan: TunePlan, *, quiet: bool = False) -> int:
             status, code = "interrupted by SIGINT", ExitCode.INTERRUPTED
         except OSError as exc:
             status, code = f"write failed: {exc.strerror or exc}", ExitCode.FAILED
+        if report.winner is None:  # stopped before the end: the fastest of what was measured
+            run.name_winner()
     if code == ExitCode.OK and report.winner is None:
         status, code = "nothing could be measured", ExitCode.FAILED
     written = report.finish(status, code, time.monotonic() - started)
