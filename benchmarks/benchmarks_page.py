@@ -713,13 +713,18 @@ def tune_section() -> str:
     meta = json.loads((TUNE / "tune-encdec" / "tune.json").read_text())
     day = str(meta["start_time"])[:10]
     pairs = " ".join(f"{sweep} {tune}" for sweep, tune in TUNE_PAIRS)
+    files = [TUNE / sweep / "sweep.json" for sweep, _ in TUNE_PAIRS] + [TUNE / t / "tune.json" for _, t in TUNE_PAIRS]
+    commands = "\n".join(f"- `{json.loads(f.read_text())['command']}`" for f in files)
     return f"""## `gpudash tune` against the exhaustive sweep
 
 Each case: the `--preset beyond` entry of one family, swept (3 repeats × 6 s after 2 s, as the
 beyond runs above), then `gpudash tune -w FAMILY -b …` with its defaults, on the same machine
 ({meta.get("device_name")}, torch {meta.get("torch_version")}, {day}). The goal: tune's winner within 3%
 of the sweep's best (the ratio's interval above 0.97) in at most 40% of the sweep's wall time.
-Written by `python benchmarks/tune_vs_sweep.py` from `docs/bench/h100-tune/` ({pairs}).
+Written by `python benchmarks/tune_vs_sweep.py` from `docs/bench/h100-tune/` ({pairs}); each run's
+exact command is the first line of its `sweep.md` or `tune.md` there:
+
+{commands}
 
 | case | the sweep's best (samples/s) | tune's winner (samples/s) | tune / sweep | goal |
 |---|---|---|--:|---|

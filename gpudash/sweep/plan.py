@@ -197,7 +197,7 @@ def _seconds_or_zero(text: str) -> float:
     return argtypes.positive_float(text)
 
 
-def _family_name(text: str) -> str:
+def family_name(text: str) -> str:
     """An argparse type: a known workload family."""
     from workloads.registry import WorkloadError, family
 
@@ -246,7 +246,7 @@ def _name_list(text: str) -> list[str]:
     return [entry_text(name) for name in names]
 
 
-def _batch_list(text: str) -> list[int]:
+def batch_list(text: str) -> list[int]:
     """An argparse type: batch sizes separated by commas, each at least 1, none twice."""
     sizes = [argtypes.batch_size(part) for part in text.split(",")]
     for i, b in enumerate(sizes):
@@ -301,7 +301,7 @@ def _epilog() -> str:
 def _add_selection_options(p: Parser) -> None:
     """What is measured: the family or preset, variants, batch sizes, knobs."""
     what = p.add_mutually_exclusive_group(required=True)
-    what.add_argument("-w", "--workload", type=_family_name, metavar="FAMILY", help="the workload family")
+    what.add_argument("-w", "--workload", type=family_name, metavar="FAMILY", help="the workload family")
     what.add_argument("--preset", choices=tuple(PRESETS), metavar="NAME", help=f"one of: {', '.join(PRESETS)}")
     p.add_argument(
         "-v",
@@ -310,7 +310,7 @@ def _add_selection_options(p: Parser) -> None:
         metavar="V1,V2+KNOB",
         help="variants, by position, each with +KNOB[=VALUE] knobs of its own (default: all; one twice = an A/A check)",
     )
-    p.add_argument("-b", "--batch-sizes", type=_batch_list, metavar="N1,N2", help="batch sizes (default: the family's)")
+    p.add_argument("-b", "--batch-sizes", type=batch_list, metavar="N1,N2", help="batch sizes (default: the family's)")
     p.add_argument(
         "--knob",
         type=argtypes.knob,

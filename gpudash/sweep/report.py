@@ -75,6 +75,26 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
+class FlushedCsv:
+    """A CSV written row by row, each row flushed (a crash or a kill leaves whole rows): the
+    sweep's and tune's."""
+
+    def __init__(self, path: os.PathLike[str] | str, columns: tuple[str, ...]) -> None:
+        self.columns = columns
+        self._file = open(path, "w", newline="", encoding="utf-8")
+        self._csv = csv.DictWriter(self._file, fieldnames=columns, lineterminator="\n")
+        self._csv.writeheader()
+        self._file.flush()
+
+    def row(self, row: dict[str, Any]) -> None:
+        """Write one row (missing and None cells empty) and flush it."""
+        self._csv.writerow({k: _cell(row.get(k)) for k in self.columns})
+        self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()
+
+
 def _interval_cells(e: Estimate | None) -> dict[str, Any]:
     """steps/s's interval and the batch means behind it ("a;b;c"): enough for ``gpudash
     report`` to compare two sweeps without the samples."""
@@ -161,16 +181,11 @@ class SweepReport:
         self.summaries: list[tuple[FamilyPlan, list[ConfigSummary]]] = []
         self.notes: list[str] = []
         self.meta = sweep_metadata(plan)
-        self._file = open(self.out_dir / "sweep.csv", "w", newline="", encoding="utf-8")
-        self._csv = csv.DictWriter(self._file, fieldnames=CSV_COLUMNS, lineterminator="\n")
-        self._csv.writeheader()
-        self._file.flush()
+        self._csv = FlushedCsv(self.out_dir / "sweep.csv", CSV_COLUMNS)
         self.write_json()
 
     def _row(self, row: dict[str, Any]) -> None:
-        """Write one CSV row and flush it (a crash or a kill leaves whole rows)."""
-        self._csv.writerow({k: _cell(row.get(k)) for k in CSV_COLUMNS})
-        self._file.flush()
+        self._csv.row(row)
 
     def add_result(self, result: RepeatResult) -> None:
         """A configuration × repeat finished: its row now."""
@@ -212,9 +227,9 @@ class SweepReport:
 
     def finish(self, status: str, code: ExitCode) -> list[str]:
         """Close the CSV; write the JSON, the Markdown and the plots. Returns the files written."""
-        self._file.close()
+        self._csv.close()
         self.meta.update(
-            end_time=_now(), status=status, exit_code=int(code), notes=self.notes, measurements=len(self.results)
+            end_time=now_iso(), status=status, exit_code=int(code), notes=self.notes, measurements=len(self.results)
         )
         self.write_json()
         (self.out_dir / "sweep.md").write_text(markdown(self, status), encoding="utf-8")
@@ -247,7 +262,7 @@ def summary_line(s: ConfigSummary) -> str:
     return text
 
 
-def _now() -> str:
+def now_iso() -> str:
     """Local time, ISO 8601 with the offset (as ``run_metadata``'s start_time)."""
     return _dt.datetime.now().astimezone().isoformat(timespec="seconds")
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from gpudash import argtypes
 from gpudash.argtypes import Parser, UsageError, check_device, check_out_dir
-from gpudash.sweep.plan import GPU_INTERVAL_S, SAMPLE_INTERVAL_S, _batch_list, _family_name, device_type
+from gpudash.sweep.plan import GPU_INTERVAL_S, SAMPLE_INTERVAL_S, batch_list, device_type, family_name
 
 if TYPE_CHECKING:  # pragma: no cover
     from workloads.registry import FamilyInfo
@@ -88,10 +88,10 @@ def build_parser() -> Parser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument(
-        "-w", "--workload", type=_family_name, required=True, metavar="W", help="a family, or FILE.py:FUNCTION"
+        "-w", "--workload", type=family_name, required=True, metavar="W", help="a family, or FILE.py:FUNCTION"
     )
     p.add_argument(
-        "-b", "--batch-sizes", type=_batch_list, metavar="N1,N2", help="batch sizes to search (default: the family's)"
+        "-b", "--batch-sizes", type=batch_list, metavar="N1,N2", help="batch sizes to search (default: the family's)"
     )
     p.add_argument(
         "--knobs",

@@ -6,8 +6,6 @@ winner) and ``tune.png``/``tune.svg``. Torch-free; matplotlib is imported only t
 
 from __future__ import annotations
 
-import csv
-import datetime as _dt
 import json
 import os
 import shlex
@@ -16,6 +14,7 @@ from typing import Any
 from gpudash.core.protocol import Event, ExitCode
 from gpudash.core.textfmt import fmt_pm, fmt_ratio
 from gpudash.stats.comparison import Comparison, Estimate, compare
+from gpudash.sweep.report import FlushedCsv, now_iso
 from gpudash.sweep.results import ConfigSummary, RepeatResult, summarize_one
 from gpudash.tune import race
 from gpudash.tune.candidates import Candidate
@@ -39,18 +38,6 @@ CSV_COLUMNS = (
     "fate",
     "error",
 )
-
-
-def _now() -> str:
-    return _dt.datetime.now().astimezone().isoformat(timespec="seconds")
-
-
-def _cell(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, float):
-        return f"{value:.6g}"
-    return str(value)
 
 
 def _mean(e: Estimate | None) -> float | None:
@@ -91,7 +78,7 @@ class TuneReport:
         self.single: Candidate | None = None
         self.meta: dict[str, Any] = {
             "command": plan.command,
-            "start_time": _now(),
+            "start_time": now_iso(),
             "workload": plan.family,
             "batch_sizes": list(plan.batch_sizes),
             "knob_pool": [f"{n}={v}" for n, v in plan.pool],
@@ -100,16 +87,12 @@ class TuneReport:
             "cpu_count": os.cpu_count(),
             "status": "running",
         }
-        self._file = open(self.out_dir / "tune.csv", "w", newline="", encoding="utf-8")
-        self._csv = csv.DictWriter(self._file, fieldnames=CSV_COLUMNS, lineterminator="\n")
-        self._csv.writeheader()
-        self._file.flush()
+        self._csv = FlushedCsv(self.out_dir / "tune.csv", CSV_COLUMNS)
         self.write_json()
 
     # -- as the race goes -----------------------------------------------------------------------
     def _row(self, row: dict[str, Any]) -> None:
-        self._csv.writerow({k: _cell(row.get(k)) for k in CSV_COLUMNS})
-        self._file.flush()
+        self._csv.row(row)
 
     def add_candidates(self, candidates: list[Candidate]) -> None:
         self.candidates.extend(c for c in candidates if c not in self.candidates)
@@ -208,9 +191,9 @@ class TuneReport:
                     "error": s.error,
                 }
             )
-        self._file.close()
+        self._csv.close()
         self.meta.update(
-            end_time=_now(), status=status, exit_code=int(code), elapsed_s=round(elapsed_s, 1), notes=self.notes
+            end_time=now_iso(), status=status, exit_code=int(code), elapsed_s=round(elapsed_s, 1), notes=self.notes
         )
         self.meta["answer"] = self.answer()
         self.write_json()
@@ -298,7 +281,7 @@ def markdown(report: TuneReport, status: str, elapsed_s: float) -> str:
         "# gpudash tune",
         "",
         f"- **Command:** `{plan.command}`",
-        f"- **Date:** {meta['start_time']} to {meta.get('end_time', _now())} ({elapsed_s:.0f} s)",
+        f"- **Date:** {meta['start_time']} to {meta.get('end_time', now_iso())} ({elapsed_s:.0f} s)",
         f"- **Device:** {meta.get('device', plan.settings.device)} · {_device_name(meta)}",
         f"- **torch** {meta.get('torch_version', '?')} · {os.cpu_count()} CPUs",
         f"- **Searched:** {plan.family} at batch {', '.join(map(str, plan.batch_sizes))}; knobs "

@@ -48,6 +48,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from gpudash.tune.report import TuneReport
 
 MEASURED_TIMEOUT_S = 120.0  # a diagnosis window
+EXTRA_ROUNDS = 2  # the final round's finalists without an interval yet are measured at most this often again
 
 
 class BudgetSpent(Exception):
@@ -153,6 +154,11 @@ class TuneRun(FamilyRun):
         refs = [r for r in (self.plain_for(winner), self.best_single()) if r is not None]
         finalists = list(dict.fromkeys([*alive, *refs]))
         self._stage("final round", self._shuffled(finalists), seconds, race.MAX_RUNGS + 3)
+        for _ in range(EXTRA_ROUNDS):  # a comparison needs both intervals: a loaded host can leave one without
+            short = [s.key for s in self._standings(finalists) if s.speed is not None and not s.speed.has_interval]
+            if not short:
+                break
+            self._stage("final round", [self._by_key(k) for k in short], seconds, race.MAX_RUNGS + 3)
 
     def name_winner(self) -> Candidate | None:
         """The fastest candidate measured (and its references) into the report; no session needed
