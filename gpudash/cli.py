@@ -1,6 +1,6 @@
 """The ``gpudash`` command and its subcommands: ``run`` (the dashboard, the default), ``record``
-(headless; ``gpudash --record PATH`` is the same), ``diagnose``, ``list``, ``replay``, ``sweep``, ``tune``, ``report``
-and ``serve`` (the dashboard in a browser).
+(headless; ``gpudash --record PATH`` is the same), ``diagnose``, ``list``, ``replay``, ``sweep``, ``tune``, ``report``,
+``watch`` (every GPU and its processes, no workload) and ``serve`` (the dashboard in a browser).
 
 Fast to start: nothing here imports torch or textual at module level. Every argument is
 checked before anything starts; a bad one is one line on stderr and exit status 2.
@@ -250,6 +250,83 @@ def _cmd_run_or_record(command: str, given: dict[str, Any]) -> int:
     return int(run_dashboard(config, user_config) or 0)
 
 
+WATCH_TUI_ONLY = (("--theme", "theme"),)
+WATCH_RECORD_ONLY = (("--duration", "duration"), ("--force", "force"), ("-q/--quiet", "quiet"))
+
+
+def _cmd_watch(given: dict[str, Any]) -> int:
+    """``gpudash watch``: the dashboard over every GPU (``--once``: printed; ``--record``: to CSV)."""
+    once, record = given.get("once", False), given.get("record")
+    headless = "--once" if once else ("--record" if record is not None else None)
+    if once and record is not None:
+        return _fail("--once and --record: give one (--once prints the GPUs once, --record records them)")
+    if given.get("json") and not once:
+        return _fail("--json only applies with --once")
+    stray = [flag for flag, dest in WATCH_RECORD_ONLY if dest in given and record is None]
+    if stray:
+        return _fail(f"{stray[0]} only applies with --record PATH")
+    stray = [flag for flag, dest in WATCH_TUI_ONLY if dest in given and headless]
+    if stray:
+        return _fail(f"{stray[0]} is for the dashboard; it does not apply with {headless}")
+    try:
+        gpus = gpu_indexes(given["gpus"]) if given.get("gpus") else None
+        check_gpus(gpus)  # a GPU this machine lacks: exit 2, as in the dashboard
+        if record is not None:
+            from gpudash.recording.record import meta_path_for
+
+            force = given.get("force", False)
+            paths.check_output_file(record, "--record", replace=force)
+            if record != "-":
+                paths.check_output_file(str(meta_path_for(record)), "the metadata file", replace=force)
+    except (UsageError, GpuSelectionError) as exc:
+        return _fail(str(exc))
+    interval = given.get("interval", DEFAULTS["interval"])
+    if once:
+        from gpudash.watch.once import run_once
+
+        return run_once(gpus, given.get("json", False))
+    if record is not None:
+        from gpudash.watch.record import run_watch_record
+
+        return run_watch_record(
+            record, interval_s=interval, gpus=gpus, duration_s=given.get("duration"), quiet=given.get("quiet", False)
+        )
+    user_config = _user_config()
+    theme = given.get("theme")
+    try:
+        check_theme(theme)
+    except UsageError as exc:
+        return _fail(str(exc))
+    if theme is not None:
+        user_config = dataclasses.replace(user_config, values={**user_config.values, "theme": theme})
+    from gpudash.serve import end_with_server
+    from gpudash.watch.app import run_watch
+
+    end_with_server()  # a tab of ``gpudash serve --watch``: quit when the server dies
+    return run_watch(interval, gpus, user_config)
+
+
+def _cmd_serve_watch(given: dict[str, Any]) -> int:
+    """``gpudash serve --watch``: each browser tab runs ``gpudash watch`` with the options given
+    here (a browser names nothing: no workload, no file)."""
+    _, commands = build_parsers()
+    own = {a.dest for a in parser_actions(commands["watch"])} - {"once", "json", "record", "duration", "force", "quiet"}
+    stray = [dest for dest in given if dest not in own and dest not in ("host", "port", "public_url")]
+    if stray:
+        flags = _flags(commands["serve"], stray)
+        return _fail(f"{flags} does not apply to 'gpudash serve --watch' (it runs no workload)")
+    try:
+        check_theme(given.get("theme"))
+        if given.get("gpus"):
+            check_gpus(gpu_indexes(given["gpus"]))
+    except (UsageError, GpuSelectionError) as exc:
+        return _fail(str(exc))
+    from gpudash.serve import serve
+
+    args = _with_defaults(given, _user_config())
+    return serve(args.host, args.port, args.public_url, as_argv(commands["watch"], given), command="watch")
+
+
 def _cmd_diagnose(given: dict[str, Any]) -> int:
     """``gpudash diagnose``: a headless run that ends with one diagnosis window; its verdict on stdout."""
     import json
@@ -320,11 +397,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         "list": _cmd_list,
         "replay": _cmd_replay,
         "diagnose": _cmd_diagnose,
+        "watch": _cmd_watch,
     }
     if given.get("no_color"):
         os.environ["NO_COLOR"] = "1"  # Textual reads it when the app is built (here, or in serve's child)
     if command in handlers:
         return handlers[command](given)
+    if command == "serve" and given.pop("watch", False):
+        return _cmd_serve_watch(given)
     return _cmd_run_or_record(command or ("record" if "record" in given else "run"), given)
 
 

@@ -56,6 +56,8 @@ DEFAULTS: dict[str, Any] = {  # every option's built-in default (the parsers hav
     "diagnose": None,
     "warmup": DIAGNOSE_WARMUP_S,
     "json": False,
+    "once": False,
+    "watch": False,
     "host": "127.0.0.1",
     "port": 8000,
     "public_url": None,
@@ -313,6 +315,7 @@ def _add_commands(sub: Any, common: dict[str, Any]) -> dict[str, Parser]:
     ):
         p = command(name, summary, add_help=False, prefix_chars="\0")  # its own parser reads every argument
         p.add_argument("args", nargs=argparse.REMAINDER)
+    _add_watch_command(command)
     srv = command(
         "serve",
         "the dashboard in a browser (textual-serve), on this machine only by default",
@@ -320,9 +323,43 @@ def _add_commands(sub: Any, common: dict[str, Any]) -> dict[str, Parser]:
         "started with the options below; closing the tab stops both.",
     )
     _add_serve_options(srv)
+    srv.add_argument(
+        "--watch",
+        action="store_true",
+        help="serve 'gpudash watch' (every GPU and its processes, no workload) instead of a workload's dashboard",
+    )
     _add_theme_option(srv)
     _add_run_options(srv)
     return commands
+
+
+def _add_watch_command(command: Any) -> None:
+    """``gpudash watch``: every GPU of the box and its processes, with no workload of its own."""
+    watch = command(
+        "watch",
+        "every GPU and its processes, live, with no workload of gpudash's (--once: print and exit)",
+        "The dashboard with no workload: every GPU's line, the charts of one GPU (g: the next) and\n"
+        "the processes on each GPU (NVML). --once prints them once (--json for scripts) and exits;\n"
+        "--record PATH writes NVML's readings to gpudash's CSV, headless, until Ctrl-C.\n"
+        "exit status: 0 done, 1 NVML unavailable (the line says why) or writing failed, 2 bad\n"
+        "arguments, 130 interrupted",
+    )
+    w = watch.add_argument_group("watch")
+    w.add_argument("--once", action="store_true", help="print every GPU and its processes now, and exit")
+    w.add_argument("--json", action="store_true", help="with --once: as JSON (schema in docs/usage.md)")
+    w.add_argument("--record", metavar="PATH", help="headless: NVML's readings to a CSV ('-': stdout) until Ctrl-C")
+    argtypes.add_seconds(w, "--duration", help="with --record: seconds to record (default: until Ctrl-C)")
+    w.add_argument("--force", action="store_true", help="with --record: overwrite the CSV and its metadata file")
+    w.add_argument("-q", "--quiet", action="store_true", help="with --record: no lines on stderr")
+    argtypes.add_seconds(w, "--interval", help=f"seconds between NVML samples (default: {DEFAULTS['interval']})")
+    w.add_argument(
+        "--gpus",
+        type=gpu_list,
+        metavar="I,J",
+        help="the GPUs to watch, by index as nvidia-smi numbers them (default: the ones "
+        "CUDA_VISIBLE_DEVICES names, else every GPU)",
+    )
+    _add_theme_option(watch)
 
 
 def build_parser() -> Parser:

@@ -68,9 +68,10 @@ def check_port_free(host: str, port: int) -> None:
             raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
 
 
-def dashboard_command(run_argv: list[str]) -> str:
-    """The shell command textual-serve starts for each browser tab (exec: no shell stays between)."""
-    return "exec " + shlex.join([sys.executable, "-m", "gpudash", "run", *run_argv])
+def dashboard_command(run_argv: list[str], command: str = "run") -> str:
+    """The shell command textual-serve starts for each browser tab (exec: no shell stays between):
+    ``gpudash run`` (or ``watch``) with the server's own options; a browser names nothing."""
+    return "exec " + shlex.join([sys.executable, "-m", "gpudash", command, *run_argv])
 
 
 def end_with_server() -> None:
@@ -122,26 +123,33 @@ def _server_gone() -> NoReturn:
     os._exit(ExitCode.INTERRUPTED)
 
 
-def serve(host: str, port: int, url: str | None, run_argv: list[str]) -> int:
-    """Serve ``gpudash run RUN_ARGV`` on ``host:port`` until Ctrl-C or SIGTERM; the exit status
-    (130 after those, 2 when it cannot listen)."""
+def serve(host: str, port: int, url: str | None, run_argv: list[str], command: str = "run") -> int:
+    """Serve ``gpudash run RUN_ARGV`` (``command`` "watch": ``gpudash watch``) on ``host:port``
+    until Ctrl-C or SIGTERM; the exit status (130 after those, 2 when it cannot listen)."""
     try:
         check_port_free(host, port)
     except UsageError as exc:
         print(f"gpudash: error: {exc}", file=sys.stderr)
         return ExitCode.USAGE
     if not is_loopback(host):
+        can = "see this machine's GPUs and their processes" if command == "watch" else "run workloads on this machine"
         print(
-            f"gpudash: warning: serving on {host}:{port}: anyone who can reach this port can run workloads "
-            f"on this machine; prefer the default 127.0.0.1 and 'ssh -L {port}:127.0.0.1:{port} HOST'",
+            f"gpudash: warning: serving on {host}:{port}: anyone who can reach this port can {can}; "
+            f"prefer the default 127.0.0.1 and 'ssh -L {port}:127.0.0.1:{port} HOST'",
             file=sys.stderr,
             flush=True,
         )
     DashboardServer = dashboard_server_class()
     os.environ[SERVER_ENV] = str(os.getpid())  # each tab's environment is a copy of this one
     server = DashboardServer(
-        dashboard_command(run_argv), host=host, port=port, title="gpudash", public_url=url or public_url(host, port)
+        dashboard_command(run_argv, command),
+        host=host,
+        port=port,
+        title="gpudash",
+        public_url=url or public_url(host, port),
     )
+    if command == "watch":
+        server.each_tab = "runs gpudash watch"
     server.serve()
     return ExitCode.INTERRUPTED if server.interrupted else ExitCode.OK
 
@@ -159,6 +167,7 @@ def dashboard_server_class() -> type[Any]:
             super().__init__(*args, **kwargs)
             self.tabs: set[asyncio.Task[Any]] = set()  # the websocket handlers: one per open tab
             self.interrupted = False  # SIGINT or SIGTERM came
+            self.each_tab = "runs its own workload"  # what the start-up line says of a tab
 
         def request_exit(self) -> None:
             """textual-serve's handler of SIGINT and SIGTERM."""
@@ -167,7 +176,7 @@ def dashboard_server_class() -> type[Any]:
 
         async def on_startup(self, app: Any) -> None:
             print(
-                f"gpudash: serving the dashboard on {self.public_url} (each tab runs its own workload; Ctrl-C stops)",
+                f"gpudash: serving the dashboard on {self.public_url} (each tab {self.each_tab}; Ctrl-C stops)",
                 file=sys.stderr,
                 flush=True,
             )

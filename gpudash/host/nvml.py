@@ -99,6 +99,20 @@ _READING_FIELDS = tuple(f.name for f in fields(GpuReading) if f.name != "index")
 _READING_QUERIES = ("utilization", "memory", "power", "sm_clock", "temperature")  # what a GpuReading needs
 
 
+NOT_AVAILABLE_U64 = 2**64 - 1  # NVML_VALUE_NOT_AVAILABLE in an unsigned long long (a process's memory)
+
+
+@dataclass(frozen=True)
+class NvmlProcess:
+    """A process on a GPU as NVML lists it: pid (the host's), its GPU memory (None: NVML gives
+    none), which lists it is on ("compute", "graphics") and NVML's name for it (None: none)."""
+
+    pid: int
+    used_memory_mib: float | None
+    kinds: tuple[str, ...]
+    name: str | None
+
+
 @dataclass
 class _WatchedGpu:
     """A GPU read for its per-GPU row: its handle, the queries it still answers, and why it
@@ -368,6 +382,76 @@ class NvmlSampler:
         """The compute processes on the GPU (their pids), for ``gpudash.host.noise``."""
         processes = self._nvml.nvmlDeviceGetComputeRunningProcesses(h)
         return {"gpu_pids": tuple(int(p.pid) for p in processes)}
+
+    # -- one GPU on demand (``gpudash watch``): every query now, and its processes ---------------
+    @property
+    def uuids(self) -> tuple[str, ...]:
+        """Every GPU's UUID by index, as ``nvidia-smi -L`` prints it (``GPU-…``; "" where NVML gave none)."""
+        return tuple(f"GPU-{u}" if u else "" for u in self._uuids)
+
+    def read_gpu(self, index: int) -> tuple[dict[str, Any], dict[str, str]]:
+        """GPU ``index``'s values now, by the sampler's own queries (not energy, not processes), and
+        why each query that gave nothing failed: one failing query leaves its fields out, no more."""
+        values: dict[str, Any] = {}
+        failed: dict[str, str] = {}
+        if self._nvml is None:
+            return values, {"nvml": self.info.unavailable or "NVML is not open"}
+        with self._lock:
+            try:
+                handle = self._nvml.nvmlDeviceGetHandleByIndex(index)
+            except Exception as exc:  # noqa: BLE001 - said, not raised
+                return values, {"handle": str(exc) or type(exc).__name__}
+            for name, query in self._metrics.items():
+                if name in ("energy", "processes"):
+                    continue
+                try:
+                    values.update(query(handle))
+                except Exception as exc:  # noqa: BLE001 - this field is empty; the others stand
+                    failed[name] = str(exc) or type(exc).__name__
+        return values, failed
+
+    def processes(self, index: int) -> tuple[list[NvmlProcess] | None, str | None]:
+        """The processes on GPU ``index`` as NVML lists them (compute and graphics, one entry per
+        pid) with NVML's name for each where it gives one; (None, why) when neither list answers."""
+        if self._nvml is None:
+            return None, self.info.unavailable or "NVML is not open"
+        nvml = self._nvml
+        found: dict[int, NvmlProcess] = {}
+        errors: list[str] = []
+        with self._lock:
+            try:
+                handle = nvml.nvmlDeviceGetHandleByIndex(index)
+            except Exception as exc:  # noqa: BLE001
+                return None, str(exc) or type(exc).__name__
+            for kind, query in (
+                ("compute", "nvmlDeviceGetComputeRunningProcesses"),
+                ("graphics", "nvmlDeviceGetGraphicsRunningProcesses"),
+            ):
+                try:
+                    listed = getattr(nvml, query)(handle)
+                except Exception as exc:  # noqa: BLE001 - the other list may answer
+                    errors.append(f"{kind}: {exc or type(exc).__name__}")
+                    continue
+                for p in listed:
+                    pid, used = int(p.pid), getattr(p, "usedGpuMemory", None)
+                    mib = used / 2**20 if isinstance(used, int) and 0 <= used < NOT_AVAILABLE_U64 else None
+                    seen = found.get(pid)
+                    if seen is None:
+                        found[pid] = NvmlProcess(pid, mib, (kind,), self._process_name(pid))
+                    else:  # on both lists: one process, its larger figure
+                        most = max((m for m in (seen.used_memory_mib, mib) if m is not None), default=None)
+                        found[pid] = replace(seen, used_memory_mib=most, kinds=(*seen.kinds, kind))
+        if len(errors) == 2:
+            return None, "; ".join(errors)
+        return sorted(found.values(), key=lambda p: p.pid), None
+
+    def _process_name(self, pid: int) -> str | None:
+        """NVML's name of process ``pid`` (None where it gives none)."""
+        try:
+            name = _text(self._nvml.nvmlSystemGetProcessName(pid))
+        except Exception:  # noqa: BLE001 - not every process is named
+            return None
+        return name or None
 
     # -- helpers -------------------------------------------------------------------------------
     def _const(self, name: str, default: int) -> int:

@@ -2,7 +2,8 @@
 
 One header row; one ``sample`` row per tick (the child's latest sample joined with the
 latest NVML sample); one ``event`` row per event, and a ``summary`` row with each
-configuration's statistics when it ends (``summary_row``; readers of messages skip it). Units
+configuration's statistics when it ends (``summary_row``; readers of messages skip it); a
+recording of NVML alone (``gpudash watch --record``) has a ``gpu`` row per tick instead of samples. Units
 are in the column names; an empty cell means "not available". ``pandas.read_csv(path)`` loads it as is. Written by the
 recorder and the dashboard's recording; read back by ``gpudash replay`` and ``gpudash report``
 through one reader, ``CsvRecords``, which treats the file as hostile: records are bounded
@@ -36,7 +37,7 @@ EVENT_COLUMNS = ["event_kind", "event_what", "event_before", "event_after", "eve
 # Added after 0.1, at the end so 0.1's columns keep their places: the knob settings on every
 # row ("amp=bf16,cuda_graph=on", "none"); a 0.1 file without it reads as "none".
 KNOBS_COLUMN = "knobs"
-ROW_KINDS = ("sample", "event", "summary")  # the row_kind column's values
+ROW_KINDS = ("sample", "event", "summary", "gpu")  # the row_kind column's values (gpu: an NVML tick alone)
 MAX_TIME_S = 1e9  # a row's time_s (seconds since the run began) is below this: 31 years
 # Added after the knobs column: a data-parallel run's ranks (world_size, slowest_rank,
 # slowest_rank_step_ms); a file without them reads as one process.
@@ -132,6 +133,14 @@ def sample_row(sample: Sample, gpu: GpuSample | None, derived: dict[str, float |
     if gpu is not None:
         values.update({c: getattr(gpu, c) for c in GPU_COLUMNS})
     values.update(derived or {})
+    return [_cell(values.get(c), c) for c in COLUMNS]
+
+
+def gpu_row(gpu: GpuSample) -> list[str]:
+    """A ``gpu`` row: an NVML tick on its own, with no workload's sample to join (``gpudash watch
+    --record``); the per-GPU cells follow as on a sample row."""
+    values: dict[str, object] = {"row_kind": "gpu", "time_s": gpu.time_s}
+    values.update({c: getattr(gpu, c) for c in GPU_COLUMNS})
     return [_cell(values.get(c), c) for c in COLUMNS]
 
 
@@ -252,16 +261,11 @@ class RowParser:
         if kind == "event":
             kw = {f: cells[i] if i is not None else "" for f, i in self._events}
             return [Event(time_s=t, **kw)]  # type: ignore[arg-type]  # fields by the columns' names
+        if kind == "gpu":
+            return self._gpu_sample(cells, t)
         if kind != "sample":
             return []
-        out: list[Message] = []
-        g = {c: conv(cells[i]) if i is not None else None for c, i, conv in self._gpu}
-        per_gpu = tuple(
-            GpuReading(index, **{k: conv(cells[i]) for k, conv, i in zip(PER_GPU_KEYS, convs, at, strict=False)})  # type: ignore[arg-type]  # fields by the catalog's names
-            for index, convs, at in self._per_gpu
-        )
-        if any(v is not None for v in g.values()) or any(r.answered for r in per_gpu):
-            out.append(GpuSample(time_s=t, per_gpu=per_gpu, **g))  # type: ignore[arg-type]  # fields by the columns' names
+        out: list[Message] = self._gpu_sample(cells, t)
         s = {c: conv(cells[i]) if i is not None else None for c, i, conv in self._sample}
         missing = next((c for c in REQUIRED_SAMPLE_COLUMNS if s.get(c) is None), None)
         if missing is not None:  # what a throughput's time and energy are computed from
@@ -271,6 +275,17 @@ class RowParser:
         noise = cells[self._noise] if self._noise is not None else ""
         out.append(Sample(time_s=t, knobs=knobs or "none", noise=noise, **s))  # type: ignore[arg-type]  # fields by the columns' names
         return out
+
+    def _gpu_sample(self, cells: Sequence[str], t: float) -> list[Message]:
+        """A row's NVML sample: [it], or [] when the row has none."""
+        g = {c: conv(cells[i]) if i is not None else None for c, i, conv in self._gpu}
+        per_gpu = tuple(
+            GpuReading(index, **{k: conv(cells[i]) for k, conv, i in zip(PER_GPU_KEYS, convs, at, strict=False)})  # type: ignore[arg-type]  # fields by the catalog's names
+            for index, convs, at in self._per_gpu
+        )
+        if any(v is not None for v in g.values()) or any(r.answered for r in per_gpu):
+            return [GpuSample(time_s=t, per_gpu=per_gpu, **g)]  # type: ignore[arg-type]  # fields by the columns' names
+        return []
 
     def interval(self, cells: Sequence[str]) -> tuple[float, float] | None:
         """A summary row's 95% interval of steps/s, (low, high): its ``ci_low``/``ci_high``, or in a

@@ -211,7 +211,8 @@ class CsvRecorder:
 
     ``path_or_stream``: a path, ``"-"`` for stdout, or an open text stream. ``metadata``:
     see ``run_metadata``. ``meta_path``: where the JSON goes (default: beside a CSV path;
-    none for a stream). Raises ``RecordWriteError`` when a row cannot be written.
+    none for a stream). ``gpu_rows``: a ``gpu`` row for every NVML sample (``gpudash watch``).
+    Raises ``RecordWriteError`` when a row cannot be written.
     """
 
     def __init__(
@@ -220,8 +221,10 @@ class CsvRecorder:
         metadata: dict[str, Any] | None = None,
         *,
         meta_path: str | os.PathLike[str] | None = None,
+        gpu_rows: bool = False,
     ) -> None:
         self.metadata: dict[str, Any] = dict(metadata or {})
+        self.gpu_rows = gpu_rows  # a row per NVML sample, no workload's to join (gpudash watch)
         if isinstance(path_or_stream, (str, os.PathLike)) and str(path_or_stream) != "-":
             self.path: str | None = str(path_or_stream)
             self._out: _FdWriter | _StreamWriter = _FdWriter(self.path)
@@ -261,6 +264,8 @@ class CsvRecorder:
         if isinstance(msg, GpuSample):
             self.last_gpu = msg
             self._segments.on_gpu(msg)
+            if self.gpu_rows:
+                self._write(csvformat.gpu_row(msg), msg)
         elif isinstance(msg, Sample):
             self._write(csvformat.sample_row(msg, self.last_gpu, self._derived(msg)), self.last_gpu)
             self.samples += 1

@@ -1,0 +1,152 @@
+"""What ``gpudash.track()`` costs a training loop: the same small-step loop with and without
+``tracker.step()``, interleaved.
+
+    python benchmarks/track_overhead.py                               # cuda, 20 rounds of ~2 s each side
+    python benchmarks/track_overhead.py --device cpu --rounds 4 --seconds 0.5    # a quick check anywhere
+    python benchmarks/track_overhead.py --hidden 4096 --batch 256      # a larger step
+
+The loop is a small MLP's training step (random inputs made on the device, forward, backward,
+SGD): a host-bound step of a fraction of a millisecond on a GPU, where a per-step cost shows
+most. Each round times ``n`` steps (about ``--seconds`` worth) twice, the order alternating
+(ABBA), each between two synchronizes:
+  * bare:    the loop alone (no tracker exists);
+  * tracked: the loop with ``tracker.step(samples=batch)`` after each step, the tracker made
+    (its NVML sampler opened, its writer thread started) and warmed up with 10 steps before the
+    timing starts, closed after it stops.
+Prints a row per round, the median ratio tracked/bare, and the ratio of the means of steps/s
+with its 95% interval and verdict (``gpudash.stats.comparison``; the rounds are the samples).
+The target is an overhead of at most 1%: the interval's low end at 0.99 or above. The tracked
+files go to a temp dir (removed); the last one's step-count check and step time are printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+TARGET = 0.99  # tracked/bare: at most 1% slower
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--device", default="cuda")
+    p.add_argument("--rounds", type=int, default=20, help="A/B rounds (default: 20)")
+    p.add_argument("--seconds", type=float, default=2.0, help="per measurement (default: 2)")
+    p.add_argument("--hidden", type=int, default=256, help="the MLP's hidden width (default: 256)")
+    p.add_argument("--batch", type=int, default=128)
+    p.add_argument("--interval", type=float, default=0.5, help="the tracker's sample interval (default: 0.5 s)")
+    args = p.parse_args()
+
+    import torch
+    from torch import nn
+
+    import gpudash
+    from gpudash.core.protocol import Sample
+    from gpudash.core.textfmt import fmt_ratio
+    from gpudash.recording.replay import ReplaySource, read_all
+    from gpudash.stats.comparison import compare, estimate_from_batches
+
+    device = torch.device(args.device)
+    cuda = device.type == "cuda"
+    if cuda and device.index is not None:
+        torch.cuda.set_device(device)
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(64, args.hidden), nn.ReLU(), nn.Linear(args.hidden, 10)).to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+
+    def train_step() -> None:
+        x = torch.randn(args.batch, 64, device=device)
+        y = torch.randn(args.batch, 10, device=device)
+        loss = nn.functional.mse_loss(model(x), y)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+
+    def sync() -> None:
+        if cuda:
+            torch.cuda.synchronize()
+
+    def bare(n: int) -> float:
+        sync()
+        t = time.perf_counter()
+        for _ in range(n):
+            train_step()
+        sync()
+        return n / (time.perf_counter() - t)
+
+    tmp = Path(tempfile.mkdtemp(prefix="track-overhead-"))
+    last_file: list[Path] = []
+
+    def tracked(n: int) -> float:
+        path = tmp / f"run{len(last_file)}.csv"
+        last_file.append(path)
+        tracker = gpudash.track(path, label="overhead", interval_s=args.interval, device=str(device))
+        for _ in range(10):  # the writer thread running, the first events made
+            train_step()
+            tracker.step(samples=args.batch)
+        sync()
+        t = time.perf_counter()
+        for _ in range(n):
+            train_step()
+            tracker.step(samples=args.batch)
+        sync()
+        rate = n / (time.perf_counter() - t)
+        tracker.close()
+        return rate
+
+    bare(20)  # warm up: the allocator, the kernels, lazy init
+    tracked(20)
+    n = max(50, int(bare(200) * args.seconds))
+
+    name = torch.cuda.get_device_name(device) if cuda else platform.processor() or "cpu"
+    print(f"# gpudash.track() overhead: MLP 64-{args.hidden}-10, batch {args.batch}, on {device} ({name})")
+    print(
+        f"# torch {torch.__version__}, CUDA {torch.version.cuda}, python {platform.python_version()}, "
+        f"{dt.datetime.now().astimezone().isoformat(timespec='seconds')}"
+    )
+    print(f"# {n} steps per measurement, {args.rounds} rounds (ABBA), tracker interval {args.interval} s")
+    print("| round | bare steps/s | tracked steps/s | tracked/bare |")
+    print("|---|---|---|---|")
+    bares: list[float] = []
+    trackeds: list[float] = []
+    for r in range(1, args.rounds + 1):
+        if r % 2:  # which runs first alternates, so a drift (clocks, heat) favours neither
+            b, t = bare(n), tracked(n)
+        else:
+            t, b = tracked(n), bare(n)
+        bares.append(b)
+        trackeds.append(t)
+        print(f"| {r} | {b:.1f} | {t:.1f} | {t / b:.4f} |", flush=True)
+
+    med = statistics.median(t / b for t, b in zip(trackeds, bares, strict=True))
+    print(f"\nmedian tracked/bare: {med:.4f}")
+    if len(bares) >= 4:
+        c = compare(estimate_from_batches(bares), estimate_from_batches(trackeds))
+        ok = c.low is not None and c.low >= TARGET
+        print(f"tracked/bare, ratio of means: {fmt_ratio(c)}, {c.verdict}")
+        print(f"overhead at most {100 * (1 - TARGET):.0f}% (interval's low end ≥ {TARGET}): {'yes' if ok else 'NO'}")
+    else:
+        print("(4 rounds or more for an interval)")
+    samples = [m for m in read_all(ReplaySource(last_file[-1])) if isinstance(m, Sample)]
+    if samples:
+        s = samples[-1]
+        print(
+            f"the last tracked file: {s.steps} steps counted of {n + 10} issued, step p50 {s.step_ms_p50} ms, "
+            f"{len(samples)} samples"
+        )
+    for f in tmp.iterdir():
+        f.unlink()
+    tmp.rmdir()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,143 @@
+"""The box's GPUs and their processes now, as plain dataclasses: what ``gpudash watch --once``
+prints and the dashboard's process table shows. Torch-free and Textual-free.
+
+Every figure comes from the NVML sampler's own queries (``NvmlSampler.read_gpu``) and NVML's
+process lists (``NvmlSampler.processes``); a query that fails leaves its field ``None`` and the
+rest stand. A process's command is NVML's name for it; its user, and its command where NVML gives
+none, come from ``/proc/PID``. A pid with no ``/proc`` entry here (a process in another pid
+namespace: NVML gives the host's pids, a container sees its own) shows ``?`` rather than a guess.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+from dataclasses import dataclass
+
+from gpudash.core.textfmt import strip_controls
+from gpudash.host.nvml import NvmlProcess, NvmlSampler
+
+UNKNOWN = "?"  # a user or command that cannot be told
+MAX_COMMAND = 4096  # characters of a command kept
+
+
+@dataclass(frozen=True)
+class GpuProcess:
+    """A process on a GPU: pid, its user and command (``?``: not known here), its GPU memory
+    (None: NVML gives none) and which of NVML's lists it is on ("compute", "graphics")."""
+
+    pid: int
+    user: str
+    command: str
+    used_memory_mib: float | None
+    kinds: tuple[str, ...] = ("compute",)
+
+
+@dataclass(frozen=True)
+class GpuState:
+    """One GPU now; ``None``: NVML gave nothing for it (``failed`` says why, by query)."""
+
+    index: int
+    name: str
+    uuid: str
+    utilization_pct: float | None = None
+    memory_bandwidth_pct: float | None = None
+    memory_used_mib: float | None = None
+    memory_total_mib: float | None = None
+    power_w: float | None = None
+    sm_clock_mhz: float | None = None
+    temperature_c: float | None = None
+    throttle: str | None = None  # "sw_power_cap|hw_slowdown"; "" none; None not known
+    processes: tuple[GpuProcess, ...] | None = None  # None: NVML could not list them
+    failed: tuple[tuple[str, str], ...] = ()  # (query, why) for each query that gave nothing
+
+    @property
+    def throttle_reasons(self) -> list[str] | None:
+        return None if self.throttle is None else [r for r in self.throttle.split("|") if r]
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The watched GPUs now (NVML indexes, in the order watched), or why there are none."""
+
+    gpus: tuple[GpuState, ...] = ()
+    driver: str | None = None
+    unavailable: str | None = None  # NVML cannot be used here: why, in one line
+
+
+def take(sampler: NvmlSampler, with_processes: bool = True) -> Snapshot:
+    """The GPUs ``sampler`` watches (opened: ``open()`` or ``start()``), read now."""
+    info = sampler.info
+    if not info.available:
+        return Snapshot(driver=info.driver, unavailable=info.unavailable or "NVML is not available")
+    uuids = sampler.uuids
+    gpus = []
+    for i in info.sampled:
+        values, failed = sampler.read_gpu(i)
+        procs: tuple[GpuProcess, ...] | None = None
+        if with_processes:
+            listed, why = sampler.processes(i)
+            if listed is None:
+                failed = {**failed, "processes": why or "not listed"}
+            else:
+                procs = tuple(describe(p) for p in listed)
+        gpus.append(
+            GpuState(
+                index=i,
+                name=strip_controls(info.names[i]) if i < len(info.names) else UNKNOWN,
+                uuid=uuids[i] if i < len(uuids) else "",
+                utilization_pct=values.get("gpu_util_pct"),
+                memory_bandwidth_pct=values.get("mem_bw_util_pct"),
+                memory_used_mib=values.get("mem_used_mib"),
+                memory_total_mib=values.get("mem_total_mib"),
+                power_w=values.get("power_w"),
+                sm_clock_mhz=values.get("sm_clock_mhz"),
+                temperature_c=values.get("temp_c"),
+                throttle=values.get("throttle"),
+                processes=procs,
+                failed=tuple(sorted(failed.items())),
+            )
+        )
+    return Snapshot(tuple(gpus), driver=info.driver)
+
+
+def describe(p: NvmlProcess, proc: str = "/proc") -> GpuProcess:
+    """NVML's entry with its user and command: NVML's name first, ``/proc/PID`` where NVML gives
+    none; ``?`` for what neither can tell (no ``/proc/PID`` here: another pid namespace)."""
+    base = os.path.join(proc, str(p.pid))
+    user = _user(base)
+    command = _clean(p.name) if p.name else None
+    if command is None:
+        command = _cmdline(base) if user is not None else None
+    return GpuProcess(p.pid, user or UNKNOWN, command or UNKNOWN, p.used_memory_mib, p.kinds)
+
+
+def _user(base: str) -> str | None:
+    """The owner of ``/proc/PID`` by name (its uid where the name is not known); None without one."""
+    try:
+        uid = os.stat(base).st_uid
+    except OSError:
+        return None
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
+
+
+def _cmdline(base: str) -> str | None:
+    """``/proc/PID/cmdline`` as one line; a kernel thread's or a zombie's (empty): its ``comm``."""
+    try:
+        with open(os.path.join(base, "cmdline"), "rb") as f:
+            raw = f.read(MAX_COMMAND)
+        if not raw.strip(b"\0"):
+            with open(os.path.join(base, "comm"), "rb") as f:
+                raw = f.read(256)
+    except OSError:
+        return None
+    return _clean(raw.replace(b"\0", b" ").decode("utf-8", "replace"))
+
+
+def _clean(text: str) -> str | None:
+    """One line without control characters (no escape sequence from a process reaches the terminal)."""
+    line = " ".join(strip_controls(" ".join(text.split())).split())[:MAX_COMMAND]  # line breaks: spaces
+    return line or None

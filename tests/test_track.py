@@ -1,0 +1,530 @@
+"""``gpudash.track()``: a user's own loop recorded in gpudash's CSV, read back by the replay and
+report readers; errors inside the tracker are one line on stderr and the loop goes on; a killed
+or interrupted script leaves a whole file; ``gpudash replay --follow`` shows it while it runs.
+
+CPU only (the wall clock times the steps); NVML is faked at the ``pynvml`` boundary
+(tests/fake_gpus.py). tests/test_track_gpu.py holds the CUDA checks."""
+
+from __future__ import annotations
+
+import os
+import random
+import resource
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import gpudash
+from gpudash.core.protocol import Event, EventKind, GpuSample, Sample
+from gpudash.engine.measure import percentile
+from gpudash.recording.csvformat import read_table
+from gpudash.recording.replay import ReplaySource, read_all
+from gpudash.recording.sidecar import read_sidecar
+from gpudash.report.load import load_run
+from gpudash.tracking.timing import weighted_percentile
+from tests.fake_gpus import GPU_IS_LOST, fake_gpus
+from tests.helpers import ROOT
+
+EXAMPLE = ROOT / "examples" / "track_loop.py"
+WARNING = "gpudash.track: warning:"
+
+
+def train(tracker: gpudash.Tracker, seconds: float, step_ms: float, samples: int | None = 8) -> int:
+    """A loop of steps that take ``step_ms`` each (a sleep stands in for the work); its step count."""
+    n, end = 0, time.monotonic() + seconds
+    while time.monotonic() < end:
+        time.sleep(step_ms / 1000)
+        tracker.step(samples=samples)
+        n += 1
+    return n
+
+
+def messages(path: Path) -> list:
+    return read_all(ReplaySource(path))
+
+
+def events(msgs: list) -> list[Event]:
+    return [m for m in msgs if isinstance(m, Event)]
+
+
+def samples(msgs: list) -> list[Sample]:
+    return [m for m in msgs if isinstance(m, Sample)]
+
+
+def whole(path: Path) -> list[list[str]]:
+    """The file's rows, read strictly (``read_table`` refuses a cut line or a short row)."""
+    _, rows = read_table(path)
+    return [cells for _, cells in rows]
+
+
+# -- what the file holds ----------------------------------------------------------------------------------
+
+
+def test_a_tracked_loop_replays_with_its_samples_marks_and_end(tmp_path):
+    path = tmp_path / "run.csv"
+    with gpudash.track(path, label="resnet-ft", interval_s=0.05) as tracker:
+        before = train(tracker, 0.6, 2.0)
+        tracker.mark("lr drop")
+        after = train(tracker, 0.6, 2.0)
+    msgs = messages(path)
+    ev = events(msgs)
+    assert [e.kind for e in ev] == ["starting", "started", "changed", "stopped"]
+    assert (ev[2].what, ev[2].before, ev[2].after) == ("mark", "start", "lr drop")
+    assert ev[3].message == f"stopped tracking after {before + after} steps"
+    ss = samples(msgs)
+    assert {s.workload for s in ss} == {"resnet-ft"} and {s.batch_size for s in ss} == {8}
+    assert [s.variant for s in ss] == sorted((s.variant for s in ss), key=["start", "lr drop"].index)
+    assert ss[-1].steps == before + after and ss[-1].samples == 8 * (before + after)  # every step counted
+    stretch = [s for s in ss if s.variant == "start"]
+    assert stretch[-1].steps == before  # the mark splits the steps where it was made
+    timed = [s.step_ms_p50 for s in ss if s.step_ms_p50 is not None]
+    assert len(timed) >= 5 and 2.0 <= percentile(sorted(timed), 50) < 30.0  # a 2 ms sleep and the loop
+    assert all(s.syncs_per_step is None and s.world_size == 1 for s in ss)
+    assert not any(isinstance(m, GpuSample) for m in msgs)  # no NVML on this machine: no GPU columns
+    src = ReplaySource(path)
+    read_all(src)
+    assert src.bad_rows == 0 and src.info.notes == ()  # the metadata passes replay's checks
+    meta = read_sidecar(path)
+    assert meta.problem is None and meta.data["recorded_by"] == "gpudash.track"
+    assert meta.data["label"] == "resnet-ft" and meta.data["device"] == "cpu" and meta.data["steps"] == before + after
+
+
+def test_the_report_reads_the_stretches_between_marks(tmp_path):
+    path = tmp_path / "run.csv"
+    with gpudash.track(path, label="mlp", interval_s=0.05) as tracker:
+        train(tracker, 0.5, 2.0)
+        tracker.mark("unfrozen")
+        train(tracker, 0.5, 2.0)
+    run = load_run(path)
+    assert [c.key for c in run.configs] == [("mlp", "start", 8, "none"), ("mlp", "unfrozen", 8, "none")]
+    assert [m.text for m in run.timeline.markers] == ["mark: start → unfrozen"]
+    summaries = [cells for cells in whole(path) if cells[0] == "summary"]
+    assert [s[3] for s in summaries] == ["start", "unfrozen"]  # the CSV carries each stretch's statistics
+
+
+@pytest.mark.slow
+def test_a_slower_stretch_after_a_mark_gets_an_interval_and_a_verdict(tmp_path):
+    path = tmp_path / "run.csv"
+    with gpudash.track(path, label="mlp", interval_s=0.05) as tracker:
+        train(tracker, 2.5, 2.0)
+        tracker.mark("bigger model")
+        train(tracker, 2.5, 6.0)
+    out = tmp_path / "report"
+    proc = subprocess.run(
+        [sys.executable, "-m", "gpudash", "report", str(path), "--out", str(out)], capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr
+    first, second = load_run(path).configs
+    a, b = first.stats["steps_per_s"], second.stats["steps_per_s"]
+    assert a is not None and b is not None and a.has_interval and b.has_interval
+    assert b.mean < 0.7 * a.mean
+    assert "slower" in (out / "report.md").read_text()
+
+
+def test_a_mark_before_the_first_step_names_the_first_stretch(tmp_path):
+    path = tmp_path / "run.csv"
+    with gpudash.track(path, label="ft", interval_s=0.05) as tracker:
+        tracker.mark("warm-up")
+        train(tracker, 0.3, 2.0)
+    msgs = messages(path)
+    assert [e.kind for e in events(msgs)] == ["starting", "started", "stopped"]
+    assert {s.variant for s in samples(msgs)} == {"warm-up"}
+
+
+def test_steps_without_samples_count_the_batch_size_given(tmp_path):
+    path = tmp_path / "run.csv"
+    with gpudash.track(path, batch_size=32, interval_s=0.05) as tracker:
+        n = train(tracker, 0.3, 1.0, samples=None)
+    last = samples(messages(path))[-1]
+    assert (last.workload, last.batch_size, last.steps, last.samples) == ("train", 32, n, 32 * n)
+
+
+def test_fast_steps_are_timed_in_groups_and_all_counted(tmp_path):
+    path = tmp_path / "run.csv"
+    with gpudash.track(path, interval_s=0.05) as tracker:
+        for _ in range(50_000):  # microseconds each: groups of up to 64 steps a stamp
+            tracker.step(samples=1)
+    ss = samples(messages(path))
+    assert ss[-1].steps == 50_000 and ss[-1].samples == 50_000
+    assert tracker._stamps.group > 1  # the steps were grouped
+    assert all(s.step_ms_p50 is None or s.step_ms_p50 < 1.0 for s in ss)
+
+
+def test_count_syncs_on_the_cpu_says_it_counts_on_cuda_only(tmp_path):
+    path = tmp_path / "run.csv"
+    with gpudash.track(path, interval_s=0.05) as tracker:
+        with tracker.count_syncs() as window:
+            train(tracker, 0.2, 1.0)
+    assert window.syncs is None and window.per_step is None and window.steps > 0
+    (measured,) = [e for e in events(messages(path)) if e.kind == EventKind.MEASURED]
+    assert measured.what == "syncs" and "CUDA only" in measured.message
+
+
+def test_weighted_percentile_is_the_percentile_of_the_steps():
+    rng = random.Random(3)
+    for _ in range(200):
+        groups = [(round(rng.uniform(0.1, 20), 2), rng.randint(1, 64)) for _ in range(rng.randint(1, 12))]
+        expanded = sorted(ms for ms, n in groups for _ in range(n))
+        for q in (0, 50, 95, 100):
+            assert weighted_percentile(groups, q) == pytest.approx(percentile(expanded, q))
+
+
+# -- NVML, faked at the pynvml boundary ---------------------------------------------------------------------
+
+
+def test_gpu_columns_come_from_nvml_and_its_loss_is_one_warning(tmp_path, monkeypatch, capfd):
+    nvml = fake_gpus(2)
+    monkeypatch.setitem(sys.modules, "pynvml", nvml)
+    path = tmp_path / "run.csv"
+    with gpudash.track(path, interval_s=0.05, device="cpu") as tracker:
+        train(tracker, 0.4, 2.0)
+        nvml.lost = {0, 1}  # the GPUs fall off the bus: every query raises GPU_IS_LOST
+        assert isinstance(nvml.lost, set) and GPU_IS_LOST == 15
+        after = train(tracker, 0.4, 2.0)  # the loop goes on
+    assert after > 0
+    err = capfd.readouterr().err
+    assert err.count(WARNING) == 1 and "NVML lost the GPU" in err and "recording goes on" in err
+    msgs = messages(path)
+    gpu = [m for m in msgs if isinstance(m, GpuSample)]
+    assert gpu and gpu[0].gpu_util_pct == 10.0 and [r.index for r in gpu[0].per_gpu] == [0, 1]
+    lost = next(e for e in events(msgs) if e.kind == EventKind.ERROR)
+    assert lost.what == "nvml"
+    later = [m for m in msgs if m.time_s > lost.time_s]
+    assert samples(later) and not any(isinstance(m, GpuSample) for m in later)  # samples go on, no GPU columns
+    assert events(msgs)[-1].kind == EventKind.STOPPED
+    assert read_sidecar(path).data["gpu_names"] == ["Fake GPU 0", "Fake GPU 1"]
+
+
+# -- errors: one line, the loop goes on, the file stays whole -----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "words"),
+    [
+        ({"path": "no/such/dir/run.csv"}, FileNotFoundError, "no directory no/such/dir"),
+        ({"label": ""}, ValueError, "label must be a non-empty string"),
+        ({"batch_size": 0}, ValueError, "batch_size must be a whole number ≥ 1"),
+        ({"interval_s": 0}, ValueError, "interval_s must be a number of seconds"),
+        ({"device": "gpu"}, ValueError, "device must be 'cpu', 'cuda' or 'cuda:N'"),
+        ({"path": "-"}, ValueError, "path must name a CSV file"),
+    ],
+)
+def test_bad_arguments_raise_a_one_line_error(tmp_path, monkeypatch, kwargs, error, words):
+    monkeypatch.chdir(tmp_path)
+    kwargs = {"path": "run.csv", **kwargs}
+    with pytest.raises(error) as info:
+        gpudash.track(**kwargs)
+    assert words in str(info.value) and "\n" not in str(info.value) and str(info.value).startswith("gpudash.track:")
+    assert not (tmp_path / "run.csv").exists()
+
+
+def test_a_directory_is_not_a_csv(tmp_path):
+    with pytest.raises(IsADirectoryError, match="is a directory"):
+        gpudash.track(tmp_path)
+
+
+def test_cuda_asked_for_without_cuda_is_refused(tmp_path):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    with pytest.raises(ValueError, match="CUDA is not available"):
+        gpudash.track(tmp_path / "run.csv", device="cuda")
+
+
+def test_a_bad_step_argument_is_one_warning_and_the_loop_goes_on(tmp_path, capfd):
+    path = tmp_path / "run.csv"
+    with gpudash.track(path, interval_s=0.05) as tracker:
+        good = train(tracker, 0.3, 2.0)
+        tracker.step(samples=-1)
+        tracker.step(samples="lots")  # type: ignore[arg-type]
+        tracker.mark("after")
+        train(tracker, 0.1, 1.0)  # no-ops now
+    err = capfd.readouterr().err
+    assert err.count(WARNING) == 1, err
+    assert "step(samples=-1): samples must be a whole number ≥ 0; recording stopped, training goes on" in err
+    rows = whole(path)
+    msgs = messages(path)
+    assert samples(msgs)[-1].steps == good
+    kinds = [(e.kind, e.what) for e in events(msgs)]
+    assert kinds[-2:] == [(EventKind.ERROR, "track"), (EventKind.STOPPED, "")]
+    assert rows[-1][0] == "event"
+
+
+def test_a_bad_mark_is_one_warning(tmp_path, capfd):
+    with gpudash.track(tmp_path / "run.csv", interval_s=0.05) as tracker:
+        train(tracker, 0.1, 1.0)
+        tracker.mark(None)  # type: ignore[arg-type]
+        tracker.mark("")
+    err = capfd.readouterr().err
+    assert err.count(WARNING) == 1 and "mark(None): the text must be a non-empty string" in err
+
+
+@pytest.mark.slow
+def test_a_full_disk_is_one_warning_the_loop_goes_on_and_the_file_is_whole(tmp_path):
+    limit = 6000  # bytes: a file may grow to this, a write past it fails (EFBIG), as on a full disk
+
+    def small_files() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # the write fails instead of killing the process
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    code = (
+        "import time, gpudash\n"
+        "with gpudash.track('run.csv', interval_s=0.05) as t:\n"  # 20 rows a second: past the limit in 2 s
+        "    for i in range(1500): time.sleep(0.002); t.step(samples=8)\n"
+        "print('trained', i + 1)\n"
+    )
+    proc = run_python(code, tmp_path, preexec_fn=small_files)
+    assert proc.returncode == 0 and proc.stdout == "trained 1500\n", proc.stderr  # the training finished
+    assert proc.stderr.count(WARNING) == 1, proc.stderr
+    assert (
+        "gpudash.track: warning: cannot write run.csv: File too large; recording stopped, training goes on"
+        in proc.stderr
+    )
+    path = tmp_path / "run.csv"
+    assert path.stat().st_size <= limit
+    assert path.read_bytes().endswith(b"\n")
+    rows = whole(path)  # every row whole
+    assert sum(r[0] == "sample" for r in rows) >= 3
+
+
+def test_a_failed_metadata_write_is_one_warning_and_the_csv_goes_on(tmp_path, capfd):
+    path = tmp_path / "run.csv"
+    with gpudash.track(path, interval_s=0.05) as tracker:
+        train(tracker, 0.2, 2.0)
+        (tmp_path / "run.json").unlink()
+        (tmp_path / "run.json").mkdir()  # os.replace onto a directory fails: the JSON cannot be written
+        n = train(tracker, 0.2, 2.0)
+    err = capfd.readouterr().err
+    assert err.count(WARNING) == 1 and "cannot write" in err and "the CSV goes on" in err
+    assert n > 0 and events(messages(path))[-1].kind == EventKind.STOPPED
+
+
+# -- data-parallel jobs --------------------------------------------------------------------------------------
+
+
+def test_by_default_only_rank_0_writes(tmp_path, monkeypatch):
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    tracker = gpudash.track(tmp_path / "run.csv")
+    tracker.step(samples=8)
+    tracker.close()
+    assert tracker.path is None and list(tmp_path.iterdir()) == []
+
+
+def test_per_rank_each_rank_writes_its_own_file(tmp_path, monkeypatch):
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with gpudash.track(tmp_path / "run.csv", per_rank=True, interval_s=0.05) as tracker:
+        train(tracker, 0.2, 2.0)
+    assert tracker.path == tmp_path / "run.rank1.csv"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.rank1.csv", "run.rank1.json"]
+    ss = samples(messages(tracker.path))
+    assert ss and {s.world_size for s in ss} == {2}
+    assert read_sidecar(tracker.path).data["rank"] == 1
+
+
+# -- the script around it: import cost, exit, Ctrl-C, kill ----------------------------------------------------
+
+
+def run_python(code: str, cwd: Path, **kw) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True, timeout=120, **kw)
+
+
+def test_import_gpudash_and_a_cpu_tracker_import_no_torch(tmp_path):
+    code = (
+        "import sys, time, gpudash\n"
+        "assert 'gpudash.tracking' not in sys.modules\n"
+        "t = gpudash.track('run.csv', interval_s=0.05)\n"
+        "for _ in range(20): time.sleep(0.005); t.step()\n"
+        "t.close()\n"
+        "print(sorted(m for m in ('torch', 'textual', 'numpy') if m in sys.modules))\n"
+    )
+    proc = run_python(code, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
+    assert samples(messages(tmp_path / "run.csv"))[-1].steps == 20
+
+
+def test_a_script_that_never_closes_is_closed_at_exit(tmp_path):
+    code = (
+        "import time, gpudash\nt = gpudash.track('run.csv', interval_s=0.05)\n"
+        "for _ in range(30): time.sleep(0.005); t.step()\n"
+    )
+    assert run_python(code, tmp_path).returncode == 0
+    msgs = messages(tmp_path / "run.csv")
+    assert events(msgs)[-1].kind == EventKind.STOPPED and samples(msgs)[-1].steps == 30
+
+
+def test_a_loop_that_raises_ends_the_file_with_a_crashed_row(tmp_path):
+    code = (
+        "import time, gpudash\nt = gpudash.track('run.csv', interval_s=0.05)\n"
+        "for i in range(30): time.sleep(0.005); t.step()\nraise RuntimeError('CUDA out of memory')\n"
+    )
+    proc = run_python(code, tmp_path)
+    assert proc.returncode == 1 and "RuntimeError: CUDA out of memory" in proc.stderr
+    last = events(messages(tmp_path / "run.csv"))[-1]
+    assert (
+        last.kind == EventKind.CRASHED and last.message == "the training loop raised RuntimeError: CUDA out of memory"
+    )
+
+
+def start_example(cwd: Path, seconds: float = 60.0) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, str(EXAMPLE), "run.csv", "--seconds", str(seconds)],
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def wait_for(cond, what: str, timeout_s: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not cond():
+        assert time.monotonic() < deadline, f"no {what} after {timeout_s:g} s"
+        time.sleep(0.05)
+
+
+def sample_rows(path: Path) -> int:
+    return path.read_text().count("\nsample,") if path.exists() else 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["ctrl-c", "kill"])
+def test_an_interrupted_or_killed_script_leaves_a_whole_file(tmp_path, sig):
+    proc = start_example(tmp_path)
+    try:
+        wait_for(lambda: sample_rows(tmp_path / "run.csv") >= 3, "sample rows")
+        proc.send_signal(sig)
+        code = proc.wait(timeout=60)
+    finally:
+        proc.kill()
+        proc.communicate()
+    path = tmp_path / "run.csv"
+    rows = whole(path)
+    assert path.read_bytes().endswith(b"\n") and sum(r[0] == "sample" for r in rows) >= 3
+    last = events(messages(path))[-1]
+    if sig == signal.SIGINT:
+        assert code == 130 or code == -signal.SIGINT
+        assert (last.kind, last.message) == (EventKind.STOPPED, "interrupted (KeyboardInterrupt)")
+    else:
+        assert code == -signal.SIGKILL and last.kind == EventKind.STARTED  # no end row: cut, but whole
+
+
+# -- live: gpudash replay --follow while the script writes -----------------------------------------------------
+
+
+@pytest.mark.slow
+def test_the_example_runs_end_to_end_and_reports(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, str(EXAMPLE), "run.csv", "--seconds", "4"], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    run = load_run(tmp_path / "run.csv")
+    assert [c.key[:2] for c in run.configs] == [("mlp", "start"), ("mlp", "lr 0.01")]
+
+
+@pytest.mark.slow
+async def test_replay_follow_shows_the_tracked_script_while_it_runs(tmp_path):
+    from gpudash.tui.app import GpuDashApp
+    from gpudash.tui.charts import MetricChart
+    from tests.tui.conftest import wait_until
+
+    proc = start_example(tmp_path, seconds=12)
+    try:
+        wait_for(lambda: (tmp_path / "run.csv").exists(), "run.csv")
+        app = GpuDashApp(ReplaySource(tmp_path / "run.csv", follow=True), clock=time.monotonic, toasts=False)
+        async with app.run_test(size=(120, 36)) as pilot:
+            await wait_until(pilot, lambda: app.state.last_sample is not None, "a sample", 60)
+            assert proc.poll() is None  # shown while the script still writes
+            assert app.state.last_sample.workload == "mlp" and app.state.run.workload == "mlp"
+            chart = app.query_one("#chart-throughput", MetricChart)
+
+            def marked() -> bool:
+                app.refresh_now()
+                return any("lr 0.01" in label for _, label in chart.marker_labels)
+
+            await wait_until(pilot, marked, "the mark on the throughput chart", 60)
+            assert proc.poll() is None
+            seen = app.state.last_sample.steps
+            await wait_until(pilot, lambda: app.state.last_sample.steps > seen, "rows after the mark", 30)
+    finally:
+        proc.kill()
+        proc.communicate()
+
+
+def tmux(socket: str, *args: str) -> str:
+    return subprocess.run(["tmux", "-L", socket, *args], capture_output=True, text=True).stdout
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(subprocess.run(["which", "tmux"], capture_output=True).returncode != 0, reason="needs tmux")
+def test_replay_follow_in_a_terminal_shows_the_script_live(tmp_path):
+    """As a user would: the script in the background, ``gpudash replay --follow`` in a terminal (tmux)."""
+    proc = start_example(tmp_path, seconds=16)
+    socket = f"gpudash-track-{os.getpid()}"
+    env = f"XDG_CONFIG_HOME={shlex.quote(str(tmp_path / 'config'))} PYTHONPATH={shlex.quote(str(ROOT))}"
+    command = f"exec env {env} {shlex.join([sys.executable, '-m', 'gpudash', 'replay', '--follow', 'run.csv'])}"
+    try:
+        wait_for(lambda: (tmp_path / "run.csv").exists(), "run.csv")
+        tmux(socket, "new-session", "-d", "-s", "dash", "-c", str(tmp_path), "-x", "120", "-y", "36", command)
+        screen = ""
+
+        def shows_it() -> bool:
+            nonlocal screen
+            screen = tmux(socket, "capture-pane", "-p", "-t", "dash")
+            return "mlp" in screen and "steps/s" in screen and "start" in screen
+
+        wait_for(shows_it, "the tracked run on the screen", 90)
+        assert proc.poll() is None, screen  # live: the script is still training
+        wait_for(lambda: "lr 0.01" in tmux(socket, "capture-pane", "-p", "-t", "dash"), "the mark on the screen", 60)
+        assert proc.poll() is None
+    finally:
+        tmux(socket, "kill-server")
+        proc.kill()
+        proc.communicate()
+
+
+DDP_SCRIPT = """
+import os, sys, time
+import torch, torch.distributed as dist, torch.multiprocessing as mp
+import gpudash
+
+def rank(r, init, per_rank):
+    dist.init_process_group("gloo", init_method=init, rank=r, world_size=2)
+    with gpudash.track("run.csv", per_rank=per_rank, interval_s=0.05) as t:
+        for _ in range(40):
+            time.sleep(0.005)
+            t.step(samples=4)
+        print(r, t.path, flush=True)
+    dist.barrier()
+    dist.destroy_process_group()
+
+if __name__ == "__main__":
+    per_rank = sys.argv[1] == "per-rank"
+    mp.spawn(rank, args=(f"file://{os.path.abspath('rendezvous')}", per_rank), nprocs=2)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["rank-0", "per-rank"])
+def test_a_gloo_job_writes_rank_0_or_each_rank(tmp_path, mode):
+    (tmp_path / "job.py").write_text(DDP_SCRIPT)
+    proc = subprocess.run([sys.executable, "job.py", mode], cwd=tmp_path, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr
+    csvs = sorted(p.name for p in tmp_path.glob("*.csv"))
+    if mode == "rank-0":
+        assert csvs == ["run.csv"] and "1 None" in proc.stdout
+        paths = [tmp_path / "run.csv"]
+    else:
+        assert csvs == ["run.rank0.csv", "run.rank1.csv"]
+        paths = [tmp_path / name for name in csvs]
+    for path in paths:
+        last = samples(messages(path))[-1]
+        assert (last.steps, last.samples, last.world_size) == (40, 160, 2)
