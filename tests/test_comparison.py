@@ -6,7 +6,15 @@ import numpy as np
 import pytest
 
 from gpudash.core.textfmt import fmt_ratio
-from gpudash.stats.comparison import MAX_BLOCKS, BatchMeans, Verdict, compare, estimate, estimate_from_batches
+from gpudash.stats.comparison import (
+    MAX_BLOCKS,
+    BatchMeans,
+    Verdict,
+    compare,
+    compare_paired,
+    estimate,
+    estimate_from_batches,
+)
 
 # what the sweep measures by default: 3 repeats x 10 s x 10 samples a second
 SWEEP_SAMPLES = 3 * 10 * 10
@@ -123,3 +131,44 @@ def test_the_t_quantile_is_students_to_its_documented_precision(df: int, confide
 
     exact = t.ppf(0.5 + confidence / 2, df)
     assert _t_quantile(confidence, df) == pytest.approx(exact, rel=0.0013 if confidence <= 0.95 else 0.008)
+
+
+def _drifting_pairs(rng: np.random.Generator, ratio: float, rounds: int) -> tuple[list[float], list[float]]:
+    """Interleaved rounds on a host whose speed drifts ±20% from round to round (both sides of a
+    round see the same drift) with 2% noise of each measurement's own."""
+    drift = 1.0 + rng.uniform(-0.2, 0.2, rounds)
+    base = 800.0 * drift * (1.0 + rng.normal(0.0, 0.02, rounds))
+    new = 800.0 * ratio * drift * (1.0 + rng.normal(0.0, 0.02, rounds))
+    return list(base), list(new)
+
+
+def test_paired_rounds_see_through_a_drift_that_hides_a_change_from_two_means() -> None:
+    """A 3% slowdown under a host drift shared by each pair: the paired comparison calls it slower
+    with an interval around 0.97; the ratio of the two means cannot tell it from noise."""
+    base, new = _drifting_pairs(np.random.default_rng(7), 0.97, 60)
+    paired = compare_paired(base, new)
+    unpaired = compare(estimate_from_batches(base), estimate_from_batches(new))
+    assert paired.verdict is Verdict.SLOWER
+    assert paired.low is not None and paired.high is not None
+    assert paired.low < 0.97 < paired.high and paired.high - paired.low < 0.03
+    assert unpaired.verdict is Verdict.NO_CHANGE
+
+
+def test_paired_a_against_a_rarely_cries_wolf_and_covers_the_true_ratio() -> None:
+    rng = np.random.default_rng(8)
+    alarms = covered = 0
+    for _ in range(400):
+        c = compare_paired(*_drifting_pairs(rng, 1.0, 30))
+        alarms += c.verdict.real
+        covered += c.low <= 1.0 <= c.high
+    assert alarms / 400 <= 0.05
+    assert 0.92 <= covered / 400 <= 0.98
+
+
+def test_paired_needs_equal_rounds_positive_values_and_enough_pairs() -> None:
+    with pytest.raises(ValueError, match="as many rounds"):
+        compare_paired([1.0, 2.0], [1.0])
+    with pytest.raises(ValueError, match="positive"):
+        compare_paired([1.0, 0.0, 1.0, 1.0], [1.0, 1.0, 1.0, 1.0])
+    short = compare_paired([100.0, 100.0, 100.0], [90.0, 90.0, 90.0])
+    assert short.verdict is Verdict.TOO_SHORT and short.low is None and abs(short.ratio - 0.9) < 1e-12

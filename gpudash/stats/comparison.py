@@ -8,6 +8,9 @@ workers drift over seconds), so they are not independent draws. The method, in t
    independent and normal (Law & Kelton), so a Student-t interval over them is honest.
 2. **Ratio of two configurations** by the delta method on log means with Welch's degrees of
    freedom; the interval of the ratio is exp(log ratio ± t·se).
+   Two configurations measured in interleaved pairs of rounds (benchmarks) compare by
+   ``compare_paired`` instead: a t interval over the per-pair log ratios, so a drift that moves
+   both rounds of a pair (a noisy host, clocks) cancels instead of widening the interval.
 3. **Verdict** as criterion.rs does: the change must be significant (the interval excludes 1)
    *and* larger than a noise threshold (default 2%), else "no change detected" / "within noise".
 
@@ -19,6 +22,7 @@ the same as a minute. Estimates re-batch the blocks into at most ``MAX_BATCHES``
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 from statistics import NormalDist
@@ -207,6 +211,34 @@ def compare(
         log_r = math.log(ratio)
         low, high = math.exp(log_r - t * se), math.exp(log_r + t * se)
         significant = low > 1.0 or high < 1.0
+    return Comparison(ratio, low, high, _verdict(ratio, significant, higher_is_better, noise))
+
+
+def compare_paired(
+    base: Sequence[float],
+    new: Sequence[float],
+    *,
+    higher_is_better: bool = True,
+    noise: float = NOISE_THRESHOLD,
+    confidence: float = CONFIDENCE,
+) -> Comparison:
+    """``new`` against ``base`` measured in pairs: ``base[i]`` and ``new[i]`` come from the same
+    round of an interleaved benchmark. The ratio is the geometric mean of the per-pair ratios,
+    its interval a Student-t one over their logs; fewer than ``MIN_BATCHES`` pairs: no interval.
+    Raises ValueError for unequal lengths or a value that is not positive."""
+    if len(base) != len(new):
+        raise ValueError(f"paired comparison needs as many rounds on each side ({len(base)} vs {len(new)})")
+    if not base or any(not (v > 0 and math.isfinite(v)) for v in (*base, *new)):
+        raise ValueError("paired comparison needs positive, finite values on both sides")
+    logs = [math.log(b / a) for a, b in zip(base, new, strict=True)]
+    k = len(logs)
+    mean = sum(logs) / k
+    ratio = math.exp(mean)
+    if k < MIN_BATCHES:
+        return Comparison(ratio, None, None, Verdict.TOO_SHORT)
+    hw = _t_quantile(confidence, k - 1) * _sd(logs) / math.sqrt(k)
+    low, high = math.exp(mean - hw), math.exp(mean + hw)
+    significant = low > 1.0 or high < 1.0
     return Comparison(ratio, low, high, _verdict(ratio, significant, higher_is_better, noise))
 
 
