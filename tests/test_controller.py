@@ -308,3 +308,51 @@ def test_no_profiler_window_without_a_trace_directory_or_in_a_replay() -> None:
     replay.ready = True
     (n,) = replay.ingest([trace_event()])  # a recorded window: its figures and where its file was
     assert "ui.perfetto.dev" in n.text and not n.toast and replay.last_trace_text()
+
+
+def test_a_tuned_winner_is_applied_as_its_variant_batch_and_knobs_then_the_run_resumes(tmp_path) -> None:
+    from gpudash.core.protocol import Pause, Resume
+    from gpudash.tune.job import answer_from
+
+    ctl, src = running(workload="sync_loss", variant="sync-heavy", device="cuda:0", batch=8)
+    ctl.set_knobs(Knobs({"amp": "bf16"}))  # running knobs go off before the variant changes
+    ctl.send(Pause(), "pausing for the tune…")
+    src.push(Event(3.5, "paused", message="paused"))
+    ctl.poll()
+    answer = answer_from(
+        {
+            "winner": "fixed+channels_last+tf32",
+            "variant": "fixed",
+            "knobs": "channels_last=on,tf32=on",
+            "batch_size": 32,
+            "samples_per_s": {"mean": 512.0, "low": 500.0, "high": 524.0},
+            "command": "gpudash -w sync_loss -v fixed -b 32 --knob channels_last --knob tf32",
+            "vs_plain": {"base": "sync-heavy", "ratio": 1.8, "low": 1.7, "high": 1.9, "verdict": "faster"},
+        },
+        tmp_path,
+    )
+    assert answer.lines[0] == "fastest: fixed+channels_last+tf32 at batch 32: 512 ± 12 samples/s"
+    assert answer.lines[1] == "vs the plain variant (sync-heavy): 1.80× [1.70–1.90], faster"
+    del src.sent[:]
+    ctl.apply_tuned(answer)
+    assert src.sent == [
+        SetKnobs("none"),
+        SetVariant("fixed"),
+        SetBatchSize(32),
+        SetKnobs("channels_last=on,tf32=on"),
+        Resume(),
+    ]
+
+
+def test_tune_is_refused_in_a_replay_and_on_a_data_parallel_run() -> None:
+    ctl, _ = running()
+    ctl.config = RunConfig(workload="encdec", nproc=2)
+    assert "2 ranks" in ctl.tune_refusal().text
+    from gpudash.core.protocol import SourceInfo
+
+    class Recording(FakeSource):
+        @property
+        def info(self) -> SourceInfo:
+            return SourceInfo(replay=True, path="run.csv")
+
+    assert DashController(Recording()).tune_refusal().text == "replay: read-only — tune needs a live run"

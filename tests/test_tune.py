@@ -288,3 +288,26 @@ def test_ctrl_c_keeps_every_finished_window_and_writes_the_report(tmp_path: Path
     meta = json.loads((out / "tune.json").read_text())
     assert meta["exit_code"] == 130
     assert meta["answer"]["winner"] in {w["candidate"] for w in windows}  # the fastest of what was measured
+
+
+def test_the_dashboards_tune_budget_is_checked_at_the_prompt() -> None:
+    from gpudash.tune.job import parse_minutes
+
+    assert parse_minutes("") == 5.0 and parse_minutes(" 2.5 ") == 2.5
+    for text, why in (("soon", "expected a number of minutes"), ("0.1", "0.5 to 120"), ("500", "0.5 to 120")):
+        with pytest.raises(ValueError, match=why):
+            parse_minutes(text)
+
+
+def test_a_dashboard_tune_that_fails_says_why_in_one_line(tmp_path: Path) -> None:
+    """The job's child refuses its arguments (exit 2): the dashboard gets tune's own one line."""
+    from gpudash.tune.job import TuneJob, TuneRequest
+
+    job = TuneJob(TuneRequest(workload="no_such_family", batch_size=8, device="cpu"), tmp_path / "t")
+    job.start()
+    deadline = time.monotonic() + 60
+    while job.running and time.monotonic() < deadline:
+        time.sleep(0.1)
+    result = job.result()
+    assert isinstance(result, str) and result.startswith("tune found no winner: ")
+    assert "no_such_family" in result and "\n" not in result

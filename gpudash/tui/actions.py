@@ -116,6 +116,17 @@ ACTIONS: tuple[Action, ...] = (
         in_footer=False,
     ),
     Action(
+        "tune",
+        "u",
+        "Tune",
+        "Tune: race variants × knobs for the fastest configuration",
+        "pause the run and race its variants × knobs at this batch size (gpudash tune, successive halving "
+        "with intervals) for at most the minutes you give; then run the winner here or keep the current "
+        "configuration; u again stops the race and keeps what it measured",
+        steers=True,
+        in_footer=False,
+    ),
+    Action(
         "measure_scaling",
         "e",
         "Scaling",

@@ -393,6 +393,9 @@ class GpuDashApp(SteeringApp):
         self._stopping = True
         if self.controller.recorder is not None:
             self._tell([self.controller.stop_recording(f"saved {self.controller.recording_path}")])
+        if self.tune_job is not None and self.tune_job.running:
+            self.say("stopping the tune…")
+            await self.run_worker(self.tune_job.close, thread=True, name="stop-tune", exit_on_error=False).wait()
         self.say("stopping the workload…")
         worker = self.run_worker(self.source.stop, thread=True, name="stop-source", exit_on_error=False)
         await worker.wait()

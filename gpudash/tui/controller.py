@@ -29,6 +29,7 @@ from gpudash.core.protocol import (
 )
 from gpudash.tui.notices import STARTING, Notice, Severity, error, event_notice, short_path, warning
 from gpudash.tui.state import TRACE, DashState, Status, trace_line
+from gpudash.tune.job import TuneAnswer, TuneRequest
 from workloads.knobs import KNOBS, OFF, Knobs, parse_knobs  # torch-free
 from workloads.registry import FamilyInfo, WorkloadError, family  # torch-free
 
@@ -432,6 +433,49 @@ class DashController:
         slow = " and ".join(dict.fromkeys(knobs.warmups))
         note = f"knobs {base.text()} → {knobs.text()} requested…" + (f" ({slow} first)" if slow else "")
         return self.send(control, note)
+
+    # -- tune (gpudash.tune.job runs the race; the app starts it and polls it) -------------------
+    def tune_refusal(self) -> Notice | None:
+        """Why a tune cannot start now, or None."""
+        if self.replay:
+            return self.read_only("tune")
+        if not self.ready:
+            return warning("the workload is still starting; try again in a moment")
+        if self.state.ended or not self.source.alive:
+            return warning("the workload is not running — press r to restart")
+        ranks = self.config.nproc * self.config.nnodes
+        if ranks > 1:
+            return warning(f"tune races one process; this run has {ranks} ranks — run gpudash tune -w … apart")
+        if not self.state.run.batch_size or not self.state.run.workload:
+            return warning("the workload and batch size are not known until the workload has started")
+        return None
+
+    def tune_request(self, minutes: float) -> TuneRequest:
+        """The race for what runs now: its workload at its batch size, on this run's device."""
+        return TuneRequest(
+            workload=self.state.run.workload,
+            batch_size=self.state.run.batch_size,
+            device=self.config.device,
+            seed=self.config.seed,
+            max_minutes=minutes,
+        )
+
+    def apply_tuned(self, answer: TuneAnswer) -> list[Notice]:
+        """Run the winner here: its variant, batch size and knobs (each a marked change), then resume.
+        Knobs go off first when the variant changes, so no running knob refuses the new variant."""
+        notices: list[Notice] = []
+        target = Knobs(answer.knobs)
+        if answer.variant != self.state.run.variant and self.knobs_base():
+            notices.append(self.send(protocol.SetKnobs(Knobs().text()), "knobs off before the variant changes…"))
+        if answer.variant != self.state.run.variant:
+            notices.append(self.send(protocol.SetVariant(answer.variant), f"switching to {answer.variant}…"))
+        if answer.batch_size != self.state.run.batch_size:
+            notices.append(self.set_batch(answer.batch_size))
+        if target != self.knobs_base():
+            notices.append(self.send(protocol.SetKnobs(target.text()), f"knobs → {target.text()} requested…"))
+        if self.state.paused:
+            notices.append(self.send(protocol.Resume(), "resuming…"))
+        return notices
 
     # -- recording ---------------------------------------------------------------------------
     def start_recording(self, path: str) -> Notice:

@@ -278,3 +278,29 @@ class KnobsScreen(_Dialog):
             self.query_one("#knobs-error", Label).update(f"✗ {why}")
             return
         self.dismiss(knobs)
+
+
+class TuneResultScreen(_Dialog):
+    """What a tune found, and whether to run it here: enter applies the winner, escape keeps the
+    configuration that ran (the run resumes either way)."""
+
+    BINDINGS = [Binding("escape", "cancel", "Keep"), Binding("enter", "apply", "Apply")]
+    DEFAULT_CSS = """
+    TuneResultScreen { align: center middle; }
+    TuneResultScreen > Vertical { width: 100; max-width: 95%; height: auto; border: thick $primary;
+                                  background: $surface; padding: 1 2; }
+    TuneResultScreen Label { width: 100%; }
+    """
+
+    def __init__(self, title: str, lines: Sequence[str], can_apply: bool) -> None:
+        super().__init__(title)
+        self._lines, self._can_apply = lines, can_apply
+
+    def body(self) -> ComposeResult:
+        for line in self._lines:
+            yield Label(line)
+        keys = "enter: run the winner here · escape: keep this configuration" if self._can_apply else "escape: close"
+        yield Label(f"{keys} (the run resumes either way)", classes="dim")
+
+    def action_apply(self) -> None:
+        self.dismiss(True if self._can_apply else None)

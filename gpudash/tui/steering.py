@@ -7,17 +7,21 @@ out the screen and runs the source; this is the Textual side of the controls.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 
 from textual.css.query import NoMatches
+from textual.timer import Timer
 
+from gpudash.core import protocol
 from gpudash.tui import actions
 from gpudash.tui.controller import DashController
-from gpudash.tui.notices import Notice, Severity
-from gpudash.tui.screens import KnobsScreen, PickScreen, PromptScreen
+from gpudash.tui.notices import Notice, Severity, error, short_path
+from gpudash.tui.screens import KnobsScreen, PickScreen, PromptScreen, TuneResultScreen
 from gpudash.tui.state import DashState
 from gpudash.tui.textual_adapter import QuietCrashApp
 from gpudash.tui.widgets import MessageBar
+from gpudash.tune.job import TuneAnswer, TuneJob, default_out_dir, parse_minutes
 from workloads.registry import FAMILIES, WorkloadError, parse_batch_size
 
 
@@ -28,6 +32,9 @@ class SteeringApp(QuietCrashApp[int]):
     controller: DashController  # set by the app
     replay: bool  # a recording: the steering keys only say why they do nothing
     toasts: bool  # a notice that asks for a toast also pops up
+    save_dir: str | None  # where files the dashboard writes go (None: the working directory)
+    tune_job: TuneJob | None = None  # the tune under way or last finished
+    _tune_timer: Timer | None = None
 
     @property
     def state(self) -> DashState:
@@ -100,6 +107,80 @@ class SteeringApp(QuietCrashApp[int]):
 
     def action_diagnose(self) -> None:
         self._tell([self.controller.diagnose()])
+
+    # -- tune: the race in a child process while the run is paused (gpudash.tune.job) -----------
+    def action_tune(self) -> None:
+        """Start a tune of what runs (a prompt asks for its budget), or stop the one under way."""
+        job = self.tune_job
+        if job is not None and job.running:
+            job.stop()
+            self.say(job.progress())
+            return
+        refusal = self.controller.tune_refusal()
+        if refusal is not None:
+            self._tell([refusal])
+            return
+        s = self.state
+        prompt = PromptScreen(
+            f"Tune {s.run.workload} at batch {s.run.batch_size}: race its variants × knobs for at most how many "
+            "minutes? (the run pauses meanwhile)",
+            value="5",
+            placeholder="minutes, 0.5 to 120",
+            parse=parse_minutes,
+        )
+        self.push_screen(prompt, lambda minutes: None if minutes is None else self.start_tune(minutes))
+
+    def start_tune(self, minutes: float, seconds: float | None = None, warmup: float | None = None) -> None:
+        """Pause the run and start ``gpudash tune`` on it (``seconds``/``warmup``: tune's own, for tests)."""
+        refusal = self.controller.tune_refusal()
+        if refusal is not None:
+            self._tell([refusal])
+            return
+        request = dataclasses.replace(self.controller.tune_request(minutes), seconds=seconds, warmup=warmup)
+        job = TuneJob(request, default_out_dir(self.save_dir, request.workload))
+        try:
+            job.start()
+        except OSError as exc:
+            self._tell([error(f"✗ could not start gpudash tune: {exc}")])
+            return
+        self.tune_job = job
+        if not self.state.paused:
+            self.controller.send(protocol.Pause(), "pausing for the tune…")
+        self.say(job.progress())
+        self._tune_timer = self.set_interval(1.0, self._poll_tune)
+
+    def _poll_tune(self) -> None:
+        job = self.tune_job
+        if job is None:
+            return
+        if job.running:
+            job.check_stop_deadline()
+            self.say(job.progress())
+            return
+        if self._tune_timer is not None:
+            self._tune_timer.stop()
+            self._tune_timer = None
+        result = job.result()
+        if isinstance(result, str):
+            self.say(result, "error", toast=True)
+            self._resume_after_tune()
+            return
+        same = self.state.run.workload == job.request.workload
+        lines = [*result.lines, f"run it: {result.command}", f"report: {short_path(str(result.out_dir / 'tune.md'))}"]
+        if not same:
+            lines.append(f"(the run is on {self.state.run.workload} now: the winner is not applied here)")
+        title = f"Tune of {job.request.workload} at batch {job.request.batch_size}: {job.windows()} windows measured"
+        self.push_screen(TuneResultScreen(title, lines, can_apply=same), lambda apply: self._tuned(result, bool(apply)))
+
+    def _tuned(self, answer: TuneAnswer, apply: bool) -> None:
+        if apply:
+            self._tell(self.controller.apply_tuned(answer))
+        else:
+            self._resume_after_tune()
+
+    def _resume_after_tune(self) -> None:
+        if self.state.paused:
+            self._tell([self.controller.send(protocol.Resume(), "resuming…")])
 
     def action_measure_scaling(self) -> None:
         self._tell([self.controller.measure_scaling()])

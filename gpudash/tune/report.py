@@ -215,6 +215,8 @@ class TuneReport:
             return None
         out: dict[str, Any] = {
             "winner": w.label,
+            "variant": w.config.variant,
+            "knobs": w.config.knobs,  # their text form, "none" for none (workloads.knobs)
             "batch_size": w.config.batch_size,
             "samples_per_s": _estimate_dict(self.speed(w)),
             "command": reproduce(self.plan, w),

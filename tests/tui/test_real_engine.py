@@ -9,6 +9,7 @@ import pytest
 
 from gpudash.core.protocol import RunConfig, SetBatchSize
 from gpudash.tui.app import GpuDashApp, prepare_for_child_processes
+from workloads.knobs import Knobs
 
 from .conftest import wait_until
 
@@ -159,3 +160,45 @@ async def test_the_diagnose_key_shows_the_verdict_until_the_configuration_change
         await pilot.press("q")
         await wait_until(pilot, lambda: not app.is_running, "the app to exit", timeout_s=30)
     assert not source.alive
+
+
+@pytest.mark.slow
+async def test_u_tunes_the_running_workload_and_enter_runs_the_winner_here(tmp_path, monkeypatch):
+    """The dashboard's tune on the CPU: u, a budget, the run pauses while `gpudash tune` races it
+    in a child; its answer is shown, enter applies the winner to this run, which resumes."""
+    from gpudash.core.protocol import Resume
+    from gpudash.host.session import EngineSession
+    from gpudash.tui.screens import PromptScreen, TuneResultScreen
+
+    monkeypatch.chdir(tmp_path)
+    prepare_for_child_processes()
+    source = EngineSession(
+        RunConfig(workload="sync_loss", device="cpu", batch_size=8, sample_interval_s=0.25),
+        log_path=str(tmp_path / "child.log"),
+    )
+    app = GpuDashApp(source, toasts=False, save_dir=str(tmp_path))
+    async with app.run_test(size=(120, 36)) as pilot:
+        await wait_until(pilot, lambda: app.state.last_sample is not None, "a first sample", timeout_s=60)
+        await pilot.press("u")
+        assert isinstance(app.screen, PromptScreen)
+        await pilot.press("backspace", "0", ".", "5", "enter")  # "5" → "0.5" minutes
+        await wait_until(pilot, lambda: app.state.paused, "the run to pause", timeout_s=30)
+        assert app.tune_job is not None and app.tune_job.request.max_minutes == 0.5
+        await wait_until(pilot, lambda: isinstance(app.screen, TuneResultScreen), "tune's answer", timeout_s=240)
+        job = app.tune_job
+        result = job.result()
+        assert not isinstance(result, str), result
+        assert (job.out_dir / "tune.md").is_file() and job.out_dir.parent == tmp_path
+        shown = " ".join(str(label.content) for label in app.screen.query("Label"))
+        assert f"fastest: {result.winner} at batch 8" in shown and result.command in shown
+        await pilot.press("enter")
+        assert list(app.controller.sent)[-1] == Resume()
+        await wait_until(
+            pilot,
+            lambda: not app.state.paused and app.state.run.variant == result.variant,
+            "the winner running here",
+            timeout_s=60,
+        )
+        assert app.controller.knobs == Knobs(result.knobs)
+        await pilot.press("q")
+        await wait_until(pilot, lambda: not app.is_running, "the app to exit", timeout_s=30)
