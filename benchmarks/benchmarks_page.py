@@ -537,6 +537,12 @@ def overhead(file: str, folder: Path = OVERHEAD) -> str:
     return "\n".join(line.lstrip("# ") if line.startswith("#") else line for line in lines)
 
 
+def run_header(file: str, folder: Path = OVERHEAD) -> str:
+    """A benchmark output's device and torch/date lines, as printed, in one line."""
+    lines = [line.lstrip("# ") for line in (folder / file).read_text().splitlines() if line.startswith("# ")]
+    return "; ".join(lines[:2])
+
+
 def paired_line(file: str, label: str, folder: Path = OVERHEAD) -> str:
     """A benchmark's paired-rounds line (``label, paired rounds: ...``), as printed."""
     found = re.search(rf"^{re.escape(label)}, paired rounds: (.+)$", (folder / file).read_text(), re.M)
@@ -718,7 +724,7 @@ same day, its output in `docs/bench/h100-vision-overhead/`):
 - `mine.txt`, as now: the timer asked at most every 2 ms. In the same run
   {extra_line("mine.txt", "engine (grouped)/engine with an event per step")}.
 
-`mine-paired.txt` is the same command with many short rounds, `--rounds 200 --seconds 0.1`, read
+`mine-paired.txt` ({run_header("mine-paired.txt")}) is the same command with many short rounds, `--rounds 200 --seconds 0.1`, read
 by pairs (`compare_paired`: each round's engine/bare, a t interval over their logs, so a swing of
 the host that moves both halves of a round cancels): {paired_line("mine-paired.txt", "engine/bare")};
 {paired_line("mine-paired.txt", "engine with an event per step/bare")}. The pairs narrow the interval

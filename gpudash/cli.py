@@ -167,20 +167,25 @@ def _cmd_list(given: dict[str, Any]) -> int:
     return ExitCode.OK
 
 
+def _themed_user_config(theme: str | None) -> Any:
+    """The settings file's settings with ``--theme`` on top (UsageError for an unknown theme)."""
+    check_theme(theme)
+    user_config = _user_config()
+    if theme is not None:
+        user_config = dataclasses.replace(user_config, values={**user_config.values, "theme": theme})
+    return user_config
+
+
 def _cmd_replay(given: dict[str, Any]) -> int:
     path = given["path"]
     if not os.path.isfile(path):
         return _fail(f"no such file: {path}")
     if not os.access(path, os.R_OK):
         return _fail(f"cannot read {path}")
-    user_config = _user_config()
-    theme = given.get("theme")
     try:
-        check_theme(theme)
+        user_config = _themed_user_config(given.get("theme"))
     except UsageError as exc:
         return _fail(str(exc))
-    if theme is not None:
-        user_config = dataclasses.replace(user_config, values={**user_config.values, "theme": theme})
     from gpudash.tui.app import run_replay
 
     return int(run_replay(path, given.get("follow", False), user_config) or 0)
@@ -291,14 +296,10 @@ def _cmd_watch(given: dict[str, Any]) -> int:
         return run_watch_record(
             record, interval_s=interval, gpus=gpus, duration_s=given.get("duration"), quiet=given.get("quiet", False)
         )
-    user_config = _user_config()
-    theme = given.get("theme")
     try:
-        check_theme(theme)
+        user_config = _themed_user_config(given.get("theme"))
     except UsageError as exc:
         return _fail(str(exc))
-    if theme is not None:
-        user_config = dataclasses.replace(user_config, values={**user_config.values, "theme": theme})
     from gpudash.serve import end_with_server
     from gpudash.watch.app import run_watch
 
