@@ -11,8 +11,9 @@ most. Each round times ``n`` steps (about ``--seconds`` worth) twice, the order 
 (ABBA), each between two synchronizes:
   * bare:    the loop alone (no tracker exists);
   * tracked: the loop with ``tracker.step(samples=batch)`` after each step, the tracker made
-    (its NVML sampler opened, its writer thread started) and warmed up with 10 steps before the
-    timing starts, closed after it stops.
+    (its NVML sampler opened, its writer thread started) and warmed up for WARM_S of steps
+    before the timing starts (its start-up rows written: once per job, not per step), closed
+    after it stops.
 Prints a row per round, the median ratio tracked/bare, the paired ratio (``compare_paired``: the
 geometric mean of each round's tracked/bare with a t interval over their logs, so a drift of the
 host shared by a round's two halves cancels) and the ratio of the means of steps/s, each with its
@@ -31,10 +32,13 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 TARGET = 0.99  # tracked/bare: at most 1% slower
+WARM_S = 0.25  # steps with the tracker before each timed stretch: its start-up (a few writer polls) done
+BLOCK_PAIRS = 50  # --alternate-blocks: pairs of steps (one tracked, one not) per block
 
 
 def main() -> int:
@@ -45,6 +49,12 @@ def main() -> int:
     p.add_argument("--hidden", type=int, default=256, help="the MLP's hidden width (default: 256)")
     p.add_argument("--batch", type=int, default=128)
     p.add_argument("--interval", type=float, default=0.5, help="the tracker's sample interval (default: 0.5 s)")
+    p.add_argument(
+        "--alternate-blocks",
+        type=int,
+        default=0,
+        help=f"also time steps alternated one by one, in this many blocks of {BLOCK_PAIRS} pairs (default: 0, not)",
+    )
     args = p.parse_args()
 
     import torch
@@ -86,14 +96,20 @@ def main() -> int:
 
     tmp = Path(tempfile.mkdtemp(prefix="track-overhead-"))
     last_file: list[Path] = []
+    issued: list[int] = []  # steps given to each tracker (its file must count them all)
 
     def tracked(n: int) -> float:
         path = tmp / f"run{len(last_file)}.csv"
         last_file.append(path)
         tracker = gpudash.track(path, label="overhead", interval_s=args.interval, device=str(device))
-        for _ in range(10):  # the writer thread running, the first events made
+        # Warm up past the tracker's start (its thread's first collect writes the started row and
+        # the metadata file): a job pays that once, not per step. Then the steady state is timed.
+        warm_until, warm = time.perf_counter() + WARM_S, 0
+        while time.perf_counter() < warm_until:
             train_step()
             tracker.step(samples=args.batch)
+            warm += 1
+        issued.append(warm + n)
         sync()
         t = time.perf_counter()
         for _ in range(n):
@@ -139,17 +155,79 @@ def main() -> int:
         print(f"overhead at most {100 * (1 - TARGET):.0f}% (interval's low end ≥ {TARGET}): {'yes' if ok else 'NO'}")
     else:
         print("(4 rounds or more for an interval)")
+    if args.alternate_blocks >= 4:
+        alternate(args.alternate_blocks, train_step, sync, tmp / "alternate.csv", args, gpudash, torch)
     samples = [m for m in read_all(ReplaySource(last_file[-1])) if isinstance(m, Sample)]
     if samples:
         s = samples[-1]
         print(
-            f"the last tracked file: {s.steps} steps counted of {n + 10} issued, step p50 {s.step_ms_p50} ms, "
+            f"the last tracked file: {s.steps} steps counted of {issued[-1]} issued, step p50 {s.step_ms_p50} ms, "
             f"{len(samples)} samples"
         )
     for f in tmp.iterdir():
         f.unlink()
     tmp.rmdir()
     return 0
+
+
+def alternate(blocks: int, train_step: Any, sync: Any, path: Path, args: Any, gpudash: Any, torch: Any) -> None:
+    """The tracker's cost with the host's drift taken out: one tracker open, steps alternated one
+    by one (tracked, then not, the order flipping each pair), each timed on the host clock, which
+    on a launch-bound step is the step's time (the GPU keeps up; nothing waits for it). A block's
+    ratio is the sum of its bare steps' times over its tracked steps'; the blocks' ratios give a
+    paired interval. What the per-step comparison cannot see, the writer thread's share, is its
+    CPU time over the wall clock (all the training thread could lose to it: a ceiling)."""
+    import threading
+
+    from gpudash.core.textfmt import fmt_ratio
+    from gpudash.stats.comparison import compare_paired
+
+    tracker = gpudash.track(path, label="alternate", interval_s=args.interval, device=args.device)
+    writer = next(t for t in threading.enumerate() if t.name == "gpudash-track")
+    clock = time.perf_counter
+    warm_until = clock() + WARM_S
+    while clock() < warm_until:
+        train_step()
+        tracker.step(samples=args.batch)
+    sync()
+    cpu_clock = time.pthread_getcpuclockid(writer.ident)  # type: ignore[arg-type]  # a started thread
+    cpu0, wall0 = time.clock_gettime(cpu_clock), clock()
+    bare_rates, tracked_rates, tracked_ms = [], [], 0.0
+    for b in range(blocks):
+        t_bare = t_tracked = 0.0
+        for i in range(BLOCK_PAIRS):
+            first_tracked = (b + i) % 2 == 0
+            for tracked in (first_tracked, not first_tracked):
+                t = clock()
+                train_step()
+                if tracked:
+                    tracker.step(samples=args.batch)
+                    t_tracked += clock() - t
+                else:
+                    t_bare += clock() - t
+        bare_rates.append(BLOCK_PAIRS / t_bare)
+        tracked_rates.append(BLOCK_PAIRS / t_tracked)
+        tracked_ms += t_tracked
+    sync()
+    wall = clock() - wall0
+    share = (time.clock_gettime(cpu_clock) - cpu0) / wall
+    tracker.close()
+    c = compare_paired(bare_rates, tracked_rates)
+    per_step_us = (sum(BLOCK_PAIRS / r for r in tracked_rates) - sum(BLOCK_PAIRS / r for r in bare_rates)) / (
+        blocks * BLOCK_PAIRS
+    )
+    print(
+        f"\n# steps alternated one by one: {blocks} blocks of {BLOCK_PAIRS} pairs, "
+        f"step {1000 * tracked_ms / (blocks * BLOCK_PAIRS):.3f} ms tracked"
+    )
+    print(f"tracked/bare, by steps alternated: {fmt_ratio(c)}, {c.verdict} ({1e6 * per_step_us:+.2f} µs a step)")
+    print(f"the writer thread's CPU time: {100 * share:.3f}% of the wall clock (a ceiling on what it takes)")
+    assert c.low is not None  # 4 blocks or more
+    low = c.low * (1 - share)
+    print(
+        f"together, the cost's ceiling: tracked/bare ≥ {low:.4f} "
+        f"(overhead at most {100 * (1 - TARGET):.0f}%: {'yes' if low >= TARGET else 'NO'})"
+    )
 
 
 if __name__ == "__main__":

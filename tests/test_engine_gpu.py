@@ -138,7 +138,7 @@ def test_record_on_the_gpu_with_real_nvml(tmp_path: Path) -> None:
 
 
 def test_fast_steps_timed_in_groups_count_every_step_and_time_it_as_the_wall_clock_does() -> None:
-    """examples/mine.py takes about 1 ms a step: timed in groups (one event per ~10 ms), every
+    """examples/mine.py takes about 1 ms a step: timed in groups (one event per ~25 ms), every
     issued step is counted, and the step times add up to the loop's wall-clock time."""
     import time
 

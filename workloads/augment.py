@@ -262,7 +262,7 @@ class AugmentWorkload(Workload):
     def train(self, images: Tensor, labels: Tensor) -> Tensor:
         """A training step on a batch (copied to the device first where it is on the host)."""
         images, labels = self.to_device((images, labels))
-        return train_step(self.model, self.criterion, self.optimizer, images, labels, self.autocast)
+        return train_step(self.model, self.criterion, self.optimizer, images, labels, self._autocast)
 
     def _stages(self):  # noqa: ANN202 - see Workload._stages
         if self.variant_info.host_augment:

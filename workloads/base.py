@@ -307,6 +307,16 @@ class Workload(ChangeChecks, ABC):
         """Enqueue one training step: producer then consumer, or overlapped when pipelined."""
         produce, consume = self._produce, self._consume
         assert consume is not None
+        if produce is None and self.annotate_stages is None:
+            # Serial: one function on the next batch, with no call between the two that is not
+            # needed (a launch-bound step pays for each: docs/BENCHMARKS.md, "Engine overhead").
+            batch = self._pushback
+            if batch is None:
+                batch = self._draw_input()
+            else:
+                self._pushback = None
+            self.last_loss = consume(*batch)
+            return
         if self.annotate_stages is not None:
             produce, consume = (
                 self._annotated(produce, self._stage_names[0]),

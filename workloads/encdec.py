@@ -51,7 +51,7 @@ class EncDecWorkload(Workload):
         return features, labels.long()
 
     def train_decoder(self, features: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        return train_step(self.decoder, self.criterion, self.optimizer, features, labels, self.autocast)
+        return train_step(self.decoder, self.criterion, self.optimizer, features, labels, self._autocast)
 
     def _stages(self):  # noqa: ANN202 - see Workload._stages
         return ("encode", self.encode), ("train", self.train_decoder)

@@ -438,7 +438,7 @@ class InputPipelineWorkload(Workload):
     def train(self, images: Tensor, labels: Tensor) -> Tensor:
         images, labels = self.to_device((images, labels))
         images = self.model_input(images)
-        return train_step(self.model, self.criterion, self.optimizer, images, labels, self.autocast)
+        return train_step(self.model, self.criterion, self.optimizer, images, labels, self._autocast)
 
     def train_jpegs(self, jpeg_bytes: Tensor, lengths: Tensor, labels: Tensor) -> Tensor:
         """gpu-decode's step: the batch's JPEGs decoded, cropped, masked, converted and scaled on
@@ -446,7 +446,7 @@ class InputPipelineWorkload(Workload):
         jpegs = list(torch.split(jpeg_bytes, lengths.tolist()))  # host tensors: no device read
         images = self.jpegs(jpegs, self.memory_format)
         (labels,) = self.to_device((labels.pin_memory() if self.on_cuda else labels,))
-        return train_step(self.model, self.criterion, self.optimizer, images, labels, self.autocast)
+        return train_step(self.model, self.criterion, self.optimizer, images, labels, self._autocast)
 
     def _stages(self):  # noqa: ANN202 - see Workload._stages
         return None, ("train", self.train_jpegs if self.decodes_on_device else self.train)

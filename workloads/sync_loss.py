@@ -109,7 +109,7 @@ class SyncLossWorkload(Workload):
     def train(self, images: Tensor, labels: Tensor) -> Tensor:
         """Copy a host batch to the device and take one training step on it."""
         images, labels = self.to_device((images, labels))
-        return train_step(self.model, self.criterion, self.optimizer, images, labels.long(), self.autocast)
+        return train_step(self.model, self.criterion, self.optimizer, images, labels.long(), self._autocast)
 
     def _stages(self):  # noqa: ANN202 - see Workload._stages
         return None, ("train", self.train)

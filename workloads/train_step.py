@@ -24,6 +24,14 @@ def train_step(
     # A plain attribute of the DDP wrapper, in its __dict__ (nn.Module's __getattr__ would build an
     # error message at every step of every model without one).
     accumulation: GradientAccumulation | None = vars(model).get("accumulation")
+    if accumulation is None and autocast is contextlib.nullcontext:
+        # The common step, written as a user's own loop is: each ``with`` and call the general
+        # path adds is host time on a launch-bound step (docs/BENCHMARKS.md, "Engine overhead").
+        optimizer.zero_grad(set_to_none=True)
+        loss = criterion(model(inputs), targets)
+        loss.backward()
+        optimizer.step()
+        return loss.detach()
     first, last = accumulation.advance() if accumulation is not None else (True, True)
     if first:
         optimizer.zero_grad(set_to_none=True)

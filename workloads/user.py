@@ -247,11 +247,16 @@ class UserWorkload(Workload):
 
     def train(self, inputs: Tensor, targets: Tensor) -> Tensor:
         """One training step of ``model`` on a batch on the device."""
-        return train_step(self.model, self.loss_fn, self.optimizer, inputs, targets, self.autocast)  # type: ignore[arg-type]  # any callable loss
+        return train_step(self.model, self.loss_fn, self.optimizer, inputs, targets, self._autocast)  # type: ignore[arg-type]  # any callable loss
 
     def load_and_train(self, inputs: Tensor, targets: Tensor) -> Tensor:
         """Copy a host batch to the device and take one training step on it (no frozen stage)."""
-        return self.train(*self.load(inputs, targets))
+        if self._memory_format is torch.contiguous_format:  # the copies as a user's own loop makes them
+            device = self.device
+            inputs, targets = inputs.to(device, non_blocking=True), targets.to(device, non_blocking=True)
+        else:
+            inputs, targets = self.load(inputs, targets)
+        return train_step(self.model, self.loss_fn, self.optimizer, inputs, targets, self._autocast)  # type: ignore[arg-type]  # any callable loss
 
     def _stages(self):  # noqa: ANN202 - see Workload._stages
         """Serial without a frozen stage: copy and train, one function. Pipelined without one: the

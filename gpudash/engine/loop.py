@@ -305,7 +305,7 @@ class StepLoop:
             if self._paused:
                 self._wait_paused(now)
                 continue
-            self._step()
+            self._issue(self._burst(step_limit))
             self._bookkeep(clock())
         self.settle()  # drain, count the last steps, send the last sample
         return reason
@@ -342,30 +342,53 @@ class StepLoop:
         else:
             time.sleep(0.01)
 
-    def _step(self) -> None:
+    def _burst(self, step_limit: int | None) -> int:
+        """How many steps to issue back to back before the next look at the clock, the controls and
+        the timer: the rest of the step timer's group (about ``TIMED_GROUP_MS`` of fast steps; 1 for
+        a slow step, on the CPU, under an injected fault and in the first steps after a change, where
+        an out-of-memory error reverts it), never past a step limit or a data-parallel lockstep."""
+        steps = self.timer.burst()
+        if steps > 1:
+            if self.fault is not None or self.changes.probation > 0:
+                return 1
+            issued = self.steps_issued
+            if self.lockstep_every is not None:
+                steps = min(steps, self.lockstep_every - issued % self.lockstep_every)
+            for limit in (step_limit, self.max_steps):
+                if limit is not None:
+                    steps = min(steps, limit - issued)
+        return max(1, steps)
+
+    def _issue(self, steps: int) -> None:
+        """Issue ``steps`` training steps with nothing of the loop's between them: on a launch-bound
+        step each call the loop makes between two steps costs the GPU several times its own time
+        (docs/BENCHMARKS.md, "Engine overhead"), so the loop's bookkeeping runs once per burst."""
         syncs = self.syncs
         before = syncs.count if syncs is not None else 0
         timer = self.timer
         oom = False
         if self.fault is not None:
-            self.fault.before_step(self.steps_issued + 1)
+            self.fault.before_step(self.steps_issued + 1)  # one step per burst while a fault is set
+        step = self.workload.step
         timer.begin()
         try:
-            self.workload.step()
+            for _ in range(steps):
+                step()
         except self.torch.cuda.OutOfMemoryError:
-            if not reconfigure.may_revert(self):
+            if not reconfigure.may_revert(self):  # (true only in bursts of one step: see _burst)
                 raise  # (a data-parallel rank cannot revert alone: the run ends, the launcher stops all)
             oom = True
+        del step  # a bound method holds its workload, which a revert may have to free first
         if oom:
             reconfigure.revert_after_oom(self)
             return
-        timer.end()
+        timer.end(steps)
         self.loss.offer(self.workload.last_loss)
-        self.steps_issued += 1
-        self._win.issued += 1
+        self.steps_issued += steps
+        self._win.issued += steps
         changes = self.changes
         if changes.probation > 0:
-            changes.probation -= 1
+            changes.probation -= steps
         if syncs is not None:
             self._win.syncs += syncs.count - before
 

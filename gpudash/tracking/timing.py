@@ -32,7 +32,7 @@ from typing import Any, NamedTuple
 
 from gpudash.engine.measure import MAX_GROUP_STEPS, TIMED_GROUP_MS
 
-MAX_PENDING = 4096  # stamps waiting to be read: ~40 s of 10 ms groups
+MAX_PENDING = 4096  # stamps waiting to be read: ~100 s of 25 ms groups
 
 
 class Done(NamedTuple):
@@ -145,16 +145,19 @@ class StepStamps:
 
 
 class CudaStamps(StepStamps):
-    """CUDA events on the current stream, from a small pool (``torch`` passed in: torch-free import)."""
+    """CUDA events on the stream current when made, from a small pool (``torch`` passed in: a
+    torch-free import). The stream is looked up once: asking torch for the current stream at each
+    stamp costs a launch-bound loop more than the event itself."""
 
     def __init__(self, torch: Any) -> None:
         super().__init__()
         self._torch = torch
         self._pool: deque[Any] = deque()  # events read back, for reuse (writer appends, trainer pops)
+        self._stream = torch.cuda.current_stream()
 
     def _stamp(self) -> Any:
         ev = self._pool.pop() if self._pool else self._torch.cuda.Event(enable_timing=True)
-        ev.record()  # on the current stream: the user's loop ordered the step's work before it
+        ev.record(self._stream)  # the user's loop ordered the step's work before it on this stream
         return ev
 
     def _ready(self, stamp: Any) -> bool:

@@ -1,7 +1,7 @@
 """``gpudash.track()`` and the ``Tracker`` it returns: the public API (docs/track.md).
 
 ``step()`` is all the training loop pays for: a few attribute updates, and on CUDA one event
-recorded on the current stream per group of steps (about every 10 ms); never a host-device
+recorded per group of steps (about every 25 ms) on the stream current when ``track()`` was called; never a host-device
 sync, never a write. Everything else happens on the writer thread (``gpudash.tracking.writer``).
 
 Errors: bad arguments to ``track()`` raise at once (``ValueError``, or ``OSError`` for a file

@@ -24,7 +24,7 @@ from typing import Any
 
 from gpudash.core.protocol import Event, EventKind, GpuSample, Sample
 from gpudash.core.running import Running
-from gpudash.engine.measure import SyncCounter
+from gpudash.engine.measure import SyncCounter, cuda_memory_mib
 from gpudash.host.nvml import NvmlSampler
 from gpudash.recording.record import CsvRecorder, RecordWriteError
 from gpudash.tracking.context import Device, Rank
@@ -232,8 +232,7 @@ class Writer:
         """What torch's caching allocator holds on the device, MiB (host-side counters: no sync)."""
         if not self.device.cuda:
             return None, None
-        cuda = self.device.torch.cuda
-        return cuda.memory_allocated(self.device.index) / 2**20, cuda.memory_reserved(self.device.index) / 2**20
+        return cuda_memory_mib(self.device.torch, self.device.index)
 
     def _nvml(self) -> None:
         """An NVML sample now, into the recorder (joined to the next sample row)."""

@@ -76,6 +76,8 @@ class TuneReport:
         self.winner: Candidate | None = None
         self.plain: Candidate | None = None
         self.single: Candidate | None = None
+        self.spent: dict[str, float] = {}  # what the race did → seconds of the wall clock (see TIME_PARTS)
+        self.switch_s: dict[object, float] = {}  # a configuration → seconds its switches took (warm-ups)
         self.meta: dict[str, Any] = {
             "command": plan.command,
             "start_time": now_iso(),
@@ -134,6 +136,13 @@ class TuneReport:
 
     def note(self, text: str) -> None:
         self.notes.append(text)
+
+    def add_time(self, part: str, seconds: float, config: object = None) -> None:
+        """``seconds`` of the wall clock went to ``part`` (one of ``TIME_PARTS``); a switch names
+        the ``config`` it went to."""
+        self.spent[part] = self.spent.get(part, 0.0) + seconds
+        if config is not None:
+            self.switch_s[config] = self.switch_s.get(config, 0.0) + seconds
 
     # -- the figures ----------------------------------------------------------------------------
     def summary(self, c: Candidate) -> ConfigSummary:
@@ -324,17 +333,24 @@ def markdown(report: TuneReport, status: str, elapsed_s: float) -> str:
         "",
         "## Every candidate",
         "",
-        "| # | candidate | batch | samples/s ± CI | measured | fate |",
-        "|--:|---|--:|--:|--:|---|",
+        "| # | candidate | batch | samples/s ± CI | measured | switching to it | fate |",
+        "|--:|---|--:|--:|--:|--:|---|",
     ]
     for i, c in enumerate(report.ranked(), start=1):
         s = report.summary(c)
         mark = " †" if _precision_changed(c) else ""
+        switched = report.switch_s.get(c.config)
         lines.append(
             f"| {i} | `{c.label}`{mark} | {c.config.batch_size} | {fmt_pm(report.speed(c))} | "
-            f"{s.seconds:.1f} s | {report.fate(c)} |"
+            f"{s.seconds:.1f} s | {'–' if switched is None else f'{switched:.1f} s'} | {report.fate(c)} |"
         )
-    lines += ["", "† changes a number format (bf16, TF32): `--exact` leaves it out.", ""]
+    lines += [
+        "",
+        "† changes a number format (bf16, TF32): `--exact` leaves it out. *Switching to it*: the "
+        "seconds its changes took, its knobs' warm-up (capture, compile, autotuning) included.",
+        "",
+    ]
+    lines += _time_lines(report, elapsed_s)
     lines += _method_lines(plan)
     refused = [*plan.skipped, *report.refusals]
     if refused:
@@ -342,6 +358,33 @@ def markdown(report: TuneReport, status: str, elapsed_s: float) -> str:
     if report.notes:
         lines += ["## Notes", "", *[f"- {n}" for n in report.notes], ""]
     return "\n".join(lines)
+
+
+TIME_PARTS = (
+    "starting the workload",
+    "switching configurations",
+    "measuring",
+    "diagnosing",
+    "checking the loss",
+    "stopping the workload",
+)
+
+
+def _time_lines(report: TuneReport, elapsed_s: float) -> list[str]:
+    """Where the wall clock went: each part of the race, in seconds and as a share."""
+    if not report.spent or elapsed_s <= 0:
+        return []
+    rest = max(0.0, elapsed_s - sum(report.spent.values()))
+    parts = [(p, report.spent[p]) for p in TIME_PARTS if p in report.spent] + [("the rest (deciding, writing)", rest)]
+    lines = ["## Where the time went", ""]
+    lines += [f"- {part}: {sec:.1f} s ({100 * sec / elapsed_s:.0f}%)" for part, sec in parts]
+    lines += [
+        "",
+        "*Measuring* is every window with its warm-up; *switching* is the changes between them, "
+        "each knob's own warm-up included (the table above names each candidate's).",
+        "",
+    ]
+    return lines
 
 
 def _precision_changed(c: Candidate) -> bool:

@@ -24,17 +24,19 @@ measured); Ctrl-C does too, and the files hold every finished window.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import random
 import sys
 import time
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from gpudash.argtypes import UsageError
 from gpudash.core.protocol import DIAGNOSIS, LOSS_EFFECT, Diagnose, Event, EventKind, ExitCode, LossEffect, RunConfig
 from gpudash.core.textfmt import fmt_pm
 from gpudash.recording.headless import _Interrupted
-from gpudash.sweep.plan import FamilyPlan, SweepSettings, run_config
+from gpudash.sweep.plan import Configuration, FamilyPlan, SweepSettings, run_config
 from gpudash.sweep.progress import SweepProgress
 from gpudash.sweep.results import RepeatResult, summarize_one
 from gpudash.sweep.run import CHANGE_TIMEOUT_S, ConfigFailed, FamilyRun, SweepStopped
@@ -183,9 +185,37 @@ class TuneRun(FamilyRun):
             self._switch(winner.config)
             self.report.after = self._diagnose(winner)
             if _changes_precision(winner.config.knobs):
-                self.report.loss = self._ask(LossEffect(self.tune.settings.loss_steps), LOSS_EFFECT, CHANGE_TIMEOUT_S)
+                steps = self.tune.settings.loss_steps
+                with self._timed("checking the loss"):
+                    self.report.loss = self._ask(LossEffect(steps), LOSS_EFFECT, CHANGE_TIMEOUT_S)
         except ConfigFailed as exc:
             self.report.note(f"after the race: {exc}")
+
+    # -- the time each part takes (tune.md's "Where the time went") -----------------------------
+    def _start(self) -> None:
+        with self._timed("starting the workload"):
+            super()._start()
+
+    def _switch(self, config: Configuration) -> float:
+        with self._timed("switching configurations", config):
+            return super()._switch(config)
+
+    def _measure(self, config: Configuration, repeat: int, since: float) -> RepeatResult:
+        with self._timed("measuring"):
+            return super()._measure(config, repeat, since)
+
+    def _stop(self) -> None:
+        with self._timed("stopping the workload"):
+            super()._stop()
+
+    @contextlib.contextmanager
+    def _timed(self, part: str, config: Configuration | None = None) -> Iterator[None]:
+        """The wall-clock seconds of the ``with`` block go to ``part`` of the report's ledger."""
+        t = time.monotonic()
+        try:
+            yield
+        finally:
+            self.report.add_time(part, time.monotonic() - t, config)
 
     # -- measuring ------------------------------------------------------------------------------
     def describe(self, result: RepeatResult) -> str:
@@ -213,7 +243,8 @@ class TuneRun(FamilyRun):
         """A diagnosis window of the running ``candidate`` (None: it failed; the note says why)."""
         self.progress.status(f"{candidate.label} b{candidate.config.batch_size} · diagnosing")
         try:
-            return self._ask(Diagnose(), DIAGNOSIS, MEASURED_TIMEOUT_S)
+            with self._timed("diagnosing"):
+                return self._ask(Diagnose(), DIAGNOSIS, MEASURED_TIMEOUT_S)
         except ConfigFailed as exc:
             self.report.note(f"diagnosis of {candidate.label}: {exc}")
             return None
