@@ -307,15 +307,8 @@ class Workload(ChangeChecks, ABC):
         """Enqueue one training step: producer then consumer, or overlapped when pipelined."""
         produce, consume = self._produce, self._consume
         assert consume is not None
-        if produce is None and self.annotate_stages is None:
-            # Serial: one function on the next batch, with no call between the two that is not
-            # needed (a launch-bound step pays for each: docs/BENCHMARKS.md, "Engine overhead").
-            batch = self._pushback
-            if batch is None:
-                batch = self._draw_input()
-            else:
-                self._pushback = None
-            self.last_loss = consume(*batch)
+        if produce is None and self.annotate_stages is None:  # serial: the common path first
+            self.last_loss = consume(*self._next_input())  # (_next_input: a diagnosis times it)
             return
         if self.annotate_stages is not None:
             produce, consume = (

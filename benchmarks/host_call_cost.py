@@ -1,0 +1,144 @@
+"""What one more call between two training steps costs a launch-bound loop, with the host's drift
+taken out: steps alternated one by one, with and without the call.
+
+    python benchmarks/host_call_cost.py                     # cuda, 120 blocks of 50 pairs per call
+    python benchmarks/host_call_cost.py --device cpu --blocks 10
+
+The step is a small MLP's (random inputs made on the device, forward, backward, SGD): about a
+millisecond on an H100, launch-bound, so a step's host time is its time (the GPU keeps up). For
+each call, steps alternate with and without it (the order flipping each pair), each timed on the
+host clock; a block's ratio is its bare steps' time over its steps-with-the-call time, and the
+blocks' ratios give a paired interval (``compare_paired``) and a verdict. The calls:
+
+  * A/A: nothing (the method's own bias);
+  * a Python call: a method that updates two counters (what ``tracker.step()`` does between stamps);
+  * a timing event every 8 steps, ``record()`` asking torch for the current stream each time;
+  * the same with the stream looked up once (``record(stream)``);
+  * a timing event after every step;
+  * ``tracker.step()`` (``gpudash.track()``, its writer thread running).
+
+Prints a table: the time over the bare step with its 95% interval and verdict, and µs a step.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import platform
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+PAIRS = 50  # pairs of steps per block
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--device", default="cuda")
+    p.add_argument("--blocks", type=int, default=120, help=f"blocks of {PAIRS} pairs per call (default: 120)")
+    args = p.parse_args()
+
+    import torch
+    from torch import nn
+
+    import gpudash
+    from gpudash.core.textfmt import fmt_ratio
+    from gpudash.stats.comparison import compare_paired
+
+    device = torch.device(args.device)
+    cuda = device.type == "cuda"
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 10)).to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+
+    def train_step() -> None:
+        x, y = torch.randn(128, 64, device=device), torch.randn(128, 10, device=device)
+        loss = nn.functional.mse_loss(model(x), y)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+
+    class Counters:
+        def __init__(self) -> None:
+            self.steps = self.samples = 0
+
+        def step(self, samples: int) -> None:
+            self.steps += 1
+            self.samples += samples
+
+    counters, calls = Counters(), [0]
+    calls_: dict[str, Callable[[], None]] = {"A/A: nothing": lambda: None}
+    calls_["a Python call (two counters)"] = lambda: counters.step(128)
+    if cuda:
+        events = [torch.cuda.Event(enable_timing=True) for _ in range(64)]
+        stream = torch.cuda.current_stream()
+
+        def every_8th(with_stream: bool) -> Callable[[], None]:
+            def call() -> None:
+                calls[0] += 1
+                if calls[0] % 8 == 0:
+                    ev = events[(calls[0] // 8) % 64]
+                    ev.record(stream) if with_stream else ev.record()
+
+            return call
+
+        def every_step() -> None:
+            calls[0] += 1
+            events[calls[0] % 64].record(stream)
+
+        calls_["a timing event every 8 steps, record()"] = every_8th(False)
+        calls_["a timing event every 8 steps, record(stream)"] = every_8th(True)
+        calls_["a timing event every step, record(stream)"] = every_step
+    tracker = gpudash.track(Path(tempfile.mkdtemp()) / "cost.csv", label="cost", device=args.device)
+    calls_["tracker.step()"] = lambda: tracker.step(samples=128)
+    for _ in range(300):  # warm up: allocator, kernels, the tracker's start
+        train_step()
+        tracker.step(samples=128)
+    if cuda:
+        torch.cuda.synchronize()
+
+    name = torch.cuda.get_device_name(device) if cuda else platform.processor() or "cpu"
+    print(f"# host call cost: MLP 64-256-10, batch 128, on {device} ({name})")
+    print(
+        f"# torch {torch.__version__}, CUDA {torch.version.cuda}, python {platform.python_version()}, "
+        f"{dt.datetime.now().astimezone().isoformat(timespec='seconds')}"
+    )
+    print(f"# {args.blocks} blocks of {PAIRS} pairs of steps per call, alternated one by one")
+    print("| call between two steps | bare step, ms | time over the bare step (95% CI) | verdict | µs a step |")
+    print("|---|--:|---|---|--:|")
+    clock = time.perf_counter
+    for label, call in calls_.items():
+        bare_rates, with_rates, bare_s, with_s = [], [], 0.0, 0.0
+        for b in range(args.blocks):
+            t_bare = t_with = 0.0
+            for i in range(PAIRS):
+                first = (b + i) % 2 == 0
+                for with_call in (first, not first):
+                    t = clock()
+                    train_step()
+                    if with_call:
+                        call()
+                        t_with += clock() - t
+                    else:
+                        t_bare += clock() - t
+            bare_rates.append(PAIRS / t_bare)
+            with_rates.append(PAIRS / t_with)
+            bare_s, with_s = bare_s + t_bare, with_s + t_with
+        # the bare rate over the rate with the call: the time with it over the bare time (lower is better)
+        c = compare_paired(with_rates, bare_rates, higher_is_better=False)
+        steps = args.blocks * PAIRS
+        print(
+            f"| {label} | {1000 * bare_s / steps:.3f} | {fmt_ratio(c)} | {c.verdict} | "
+            f"{1e6 * (with_s - bare_s) / steps:+.2f} |",
+            flush=True,
+        )
+    tracker.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
