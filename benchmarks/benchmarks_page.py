@@ -563,12 +563,15 @@ def paired_goal(file: str, label: str, goal: float, folder: Path = OVERHEAD) -> 
     found = re.search(r"\[([0-9.]+)–([0-9.]+)\]", line)
     assert found, f"{file}: no interval in {line!r}"
     low, high = float(found.group(1)), float(found.group(2))
+    printed = re.search(r"\(target >= [0-9.]+: (met|not met)\)", line)  # the script's verdict, unrounded
+    if printed is not None and printed.group(1) == "not met":
+        low = min(low, goal - 1e-9)  # its low end lies below the goal, however the printed figure rounds
     if low >= goal:
         verdict = "**met** (the whole interval clears it)"
     elif high < goal:
         verdict = "**not met** (the whole interval lies below it)"
     else:
-        verdict = "**not met**: not shown, the interval spans it (not decided)"
+        verdict = "**not met**: not shown, the interval's low end lies below it (not decided)"
     return f"The goal of at least {goal}× against the paired interval ({label}): {verdict}."
 
 
