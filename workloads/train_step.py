@@ -25,8 +25,7 @@ def train_step(
     # error message at every step of every model without one).
     accumulation: GradientAccumulation | None = vars(model).get("accumulation")
     if accumulation is None and autocast is contextlib.nullcontext:
-        # The common step, written as a user's own loop is: each ``with`` and call the general
-        # path adds is host time on a launch-bound step (docs/BENCHMARKS.md, "Engine overhead").
+        # The common step, written as a user's own loop writes it (no ``with`` blocks that do nothing).
         optimizer.zero_grad(set_to_none=True)
         loss = criterion(model(inputs), targets)
         loss.backward()

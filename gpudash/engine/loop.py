@@ -361,8 +361,9 @@ class StepLoop:
 
     def _issue(self, steps: int) -> None:
         """Issue ``steps`` training steps with nothing of the loop's between them: on a launch-bound
-        step each call the loop makes between two steps costs the GPU several times its own time
-        (docs/BENCHMARKS.md, "Engine overhead"), so the loop's bookkeeping runs once per burst."""
+        step a CUDA call between two steps (an event recorded or asked about) costs far more than
+        its own time (docs/BENCHMARKS.md, "Engine overhead"), so the loop's bookkeeping runs once
+        per burst."""
         syncs = self.syncs
         before = syncs.count if syncs is not None else 0
         timer = self.timer
