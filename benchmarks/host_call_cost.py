@@ -110,24 +110,8 @@ def main() -> int:
     print(f"# {args.blocks} blocks of {PAIRS} pairs of steps per call, alternated one by one")
     print("| call between two steps | bare step, ms | time over the bare step (95% CI) | verdict | µs a step |")
     print("|---|--:|---|---|--:|")
-    clock = time.perf_counter
     for label, call in calls_.items():
-        bare_rates, with_rates, bare_s, with_s = [], [], 0.0, 0.0
-        for b in range(args.blocks):
-            t_bare = t_with = 0.0
-            for i in range(PAIRS):
-                first = (b + i) % 2 == 0
-                for with_call in (first, not first):
-                    t = clock()
-                    train_step()
-                    if with_call:
-                        call()
-                        t_with += clock() - t
-                    else:
-                        t_bare += clock() - t
-            bare_rates.append(PAIRS / t_bare)
-            with_rates.append(PAIRS / t_with)
-            bare_s, with_s = bare_s + t_bare, with_s + t_with
+        bare_rates, with_rates, bare_s, with_s = alternate(train_step, call, args.blocks)
         # the bare rate over the rate with the call: the time with it over the bare time (lower is better)
         c = compare_paired(with_rates, bare_rates, higher_is_better=False)
         steps = args.blocks * PAIRS
@@ -138,6 +122,32 @@ def main() -> int:
         )
     tracker.close()
     return 0
+
+
+def alternate(
+    train_step: Callable[[], None], call: Callable[[], None], blocks: int, pairs: int = PAIRS
+) -> tuple[list[float], list[float], float, float]:
+    """Steps alternated one by one, ``pairs`` pairs a block (the order flipping each pair), each
+    timed on the host clock, ``call`` after the step in one of each pair: (each block's bare
+    steps/s, each block's steps/s with the call, total seconds bare, total seconds with it)."""
+    clock = time.perf_counter
+    bare_rates, with_rates, bare_s, with_s = [], [], 0.0, 0.0
+    for b in range(blocks):
+        t_bare = t_with = 0.0
+        for i in range(pairs):
+            first = (b + i) % 2 == 0
+            for with_call in (first, not first):
+                t = clock()
+                train_step()
+                if with_call:
+                    call()
+                    t_with += clock() - t
+                else:
+                    t_bare += clock() - t
+        bare_rates.append(pairs / t_bare)
+        with_rates.append(pairs / t_with)
+        bare_s, with_s = bare_s + t_bare, with_s + t_with
+    return bare_rates, with_rates, bare_s, with_s
 
 
 if __name__ == "__main__":

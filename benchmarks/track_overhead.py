@@ -36,9 +36,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks import host_call_cost  # noqa: E402 - after the path insert
+
 TARGET = 0.99  # tracked/bare: at most 1% slower
 WARM_S = 0.25  # steps with the tracker before each timed stretch: its start-up (a few writer polls) done
-BLOCK_PAIRS = 50  # --alternate-blocks: pairs of steps (one tracked, one not) per block
 
 
 def main() -> int:
@@ -53,7 +54,7 @@ def main() -> int:
         "--alternate-blocks",
         type=int,
         default=0,
-        help=f"also time steps alternated one by one, in this many blocks of {BLOCK_PAIRS} pairs (default: 0, not)",
+        help=f"also time steps alternated one by one, N blocks of {host_call_cost.PAIRS} pairs (default: 0)",
     )
     args = p.parse_args()
 
@@ -192,33 +193,18 @@ def alternate(blocks: int, train_step: Any, sync: Any, path: Path, args: Any, gp
     sync()
     cpu_clock = time.pthread_getcpuclockid(writer.ident)  # type: ignore[arg-type]  # a started thread
     cpu0, wall0 = time.clock_gettime(cpu_clock), clock()
-    bare_rates, tracked_rates, tracked_ms = [], [], 0.0
-    for b in range(blocks):
-        t_bare = t_tracked = 0.0
-        for i in range(BLOCK_PAIRS):
-            first_tracked = (b + i) % 2 == 0
-            for tracked in (first_tracked, not first_tracked):
-                t = clock()
-                train_step()
-                if tracked:
-                    tracker.step(samples=args.batch)
-                    t_tracked += clock() - t
-                else:
-                    t_bare += clock() - t
-        bare_rates.append(BLOCK_PAIRS / t_bare)
-        tracked_rates.append(BLOCK_PAIRS / t_tracked)
-        tracked_ms += t_tracked
+    bare_rates, tracked_rates, bare_s, tracked_s = host_call_cost.alternate(
+        train_step, lambda: tracker.step(samples=args.batch), blocks, host_call_cost.PAIRS
+    )
     sync()
     wall = clock() - wall0
     share = (time.clock_gettime(cpu_clock) - cpu0) / wall
     tracker.close()
     c = compare_paired(bare_rates, tracked_rates)
-    per_step_us = (sum(BLOCK_PAIRS / r for r in tracked_rates) - sum(BLOCK_PAIRS / r for r in bare_rates)) / (
-        blocks * BLOCK_PAIRS
-    )
+    per_step_us = (tracked_s - bare_s) / (blocks * host_call_cost.PAIRS)
     print(
-        f"\n# steps alternated one by one: {blocks} blocks of {BLOCK_PAIRS} pairs, "
-        f"step {1000 * tracked_ms / (blocks * BLOCK_PAIRS):.3f} ms tracked"
+        f"\n# steps alternated one by one: {blocks} blocks of {host_call_cost.PAIRS} pairs, "
+        f"step {1000 * tracked_s / (blocks * host_call_cost.PAIRS):.3f} ms tracked"
     )
     print(f"tracked/bare, by steps alternated: {fmt_ratio(c)}, {c.verdict} ({1e6 * per_step_us:+.2f} µs a step)")
     print(f"the writer thread's CPU time: {100 * share:.3f}% of the wall clock (a ceiling on what it takes)")

@@ -140,6 +140,7 @@ class TuneReport:
     def add_time(self, part: str, seconds: float, config: object = None) -> None:
         """``seconds`` of the wall clock went to ``part`` (one of ``TIME_PARTS``); a switch names
         the ``config`` it went to."""
+        assert part in TIME_PARTS, part  # tune.md lists the parts in that order
         self.spent[part] = self.spent.get(part, 0.0) + seconds
         if config is not None:
             self.switch_s[config] = self.switch_s.get(config, 0.0) + seconds
