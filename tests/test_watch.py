@@ -487,3 +487,16 @@ def test_watch_help_lists_its_keys_not_a_workloads(box) -> None:
     keys = dict(app.key_help())
     assert {"g", "c", "s", "?", "q", "0"} <= set(keys)
     assert not {"p", "v", "w", "+", "-", "b", "k", "t", "T", "d", "e", "space", "r"} & set(keys)
+
+
+@pytest.mark.slow
+async def test_a_process_snapshot_that_comes_back_while_the_dashboard_closes_is_dropped(box) -> None:
+    box(2)
+    source = WatchSource(0.05)
+    app = WatchApp(source, toasts=False)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_until(pilot, lambda: len(rows(app)) == 2, "a row per GPU")
+        snap = source.snapshot()
+        await app.query_one(ProcessTable).remove()  # as on quitting: the widgets go first
+        app._show_processes(snap)  # the worker's call_from_thread lands after them
+        assert app.snapshot is not snap and app.is_running

@@ -264,7 +264,10 @@ class WatchApp(GpuDashApp):
         return max(MIN_PROCESS_LINES, (size or self._layout_size or self.size).height // PROCESS_SHARE) - 1
 
     def _show_processes(self, snap: Snapshot) -> None:
-        table = self.query_one(ProcessTable)
+        try:
+            table = self.query_one(ProcessTable)
+        except NoMatches:  # the snapshot came back while the app was closing
+            return
         before = table.lines
         self.snapshot = snap
         table.show(snap, self._table_lines(), shown=self._gpu_available())
