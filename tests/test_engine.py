@@ -605,3 +605,23 @@ def test_fast_steps_are_timed_in_groups_and_every_step_is_counted(step_ms: float
     timed = [t for t in times if t is not None]
     assert times[0] is None and len(timed) > 1000 - group - 2  # unknown: the first, and after the last event
     assert all(t == pytest.approx(step_ms) for t in timed)
+
+
+def test_a_reset_that_keeps_the_pace_goes_on_in_groups_and_one_after_a_change_starts_at_one() -> None:
+    """A later ``run()`` of the same configuration issues its steps in groups at once (its first
+    steps one at a time, each with its event, would cost a launch-bound step ~1%); after a change
+    the group is one step until a step of the new configuration is timed."""
+    from gpudash.engine.measure import CudaStepTimer
+
+    gpu = _GpuClock()
+    timer = CudaStepTimer(_fake_torch(gpu))
+    for _ in range(100):
+        gpu.issued_ms += 1.0
+        timer.end()
+        gpu.now_ms = gpu.issued_ms
+        timer.poll()
+    assert timer.group == 25
+    timer.reset(keep_pace=True)
+    assert timer.group == 25 and timer.burst() == 25
+    timer.reset()
+    assert timer.group == 1 and timer.burst() == 1

@@ -155,6 +155,23 @@ def test_fast_steps_are_timed_in_groups_and_all_counted(tmp_path):
     assert all(s.step_ms_p50 is None or s.step_ms_p50 < 1.0 for s in ss)
 
 
+def test_the_writer_looks_at_the_steps_once_a_sample_and_counts_every_one(tmp_path):
+    """Each look at the stamps is CUDA calls in the training process: once the first step is in,
+    the writer thread wakes once per sample interval, not every few ms (a mark wakes it at once)."""
+    path = tmp_path / "run.csv"
+    with gpudash.track(path, interval_s=0.5) as tracker:
+        looks = []
+        collect = tracker._stamps.collect
+        tracker._stamps.collect = lambda: looks.append(time.monotonic()) or collect()  # type: ignore[method-assign]
+        n = train(tracker, 1.6, 1.0)
+        tracker.mark("after")
+        n += train(tracker, 0.2, 1.0)
+    assert len(looks) <= 8  # the first step, ~4 samples in 1.8 s, the mark, the close (every 50 ms: ~36)
+    last = samples(messages(path))[-1]
+    assert last.steps == n
+    assert [e.after for e in events(messages(path)) if e.kind is EventKind.CHANGED] == ["after"]
+
+
 def test_count_syncs_on_the_cpu_says_it_counts_on_cuda_only(tmp_path):
     path = tmp_path / "run.csv"
     with gpudash.track(path, interval_s=0.05) as tracker:

@@ -244,11 +244,13 @@ class StepLoop:
             kw["details"] = plain(kw["details"])
         self.emit(Event(time_s=self.now(), kind=kind, **kw))
 
-    def settle(self) -> None:
+    def settle(self, keep_pace: bool = False) -> None:
         """Before a change (and at the end): drain the device, count what completed, send the
-        old window."""
+        old window. ``keep_pace``: the configuration does not change before the next steps, so
+        they are issued in groups of the step time already measured (else one at a time until a
+        step of the new configuration is timed)."""
         self.workload.drain()
-        self.collect(self.timer.reset())
+        self.collect(self.timer.reset(keep_pace))
         self.loss.poll()
         self._send_sample(self.clock(), force=True)
 
@@ -307,7 +309,7 @@ class StepLoop:
                 continue
             self._issue(self._burst(step_limit))
             self._bookkeep(clock())
-        self.settle()  # drain, count the last steps, send the last sample
+        self.settle(keep_pace=True)  # drain, count the last steps, send the last sample
         return reason
 
     def _controls_due(self, now: float) -> bool:

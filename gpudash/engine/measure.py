@@ -68,7 +68,7 @@ class CpuStepTimer:
         done, self._done = self._done, []
         return done
 
-    def reset(self) -> list[float | None]:
+    def reset(self, keep_pace: bool = False) -> list[float | None]:
         """After a drain: what ``poll`` returns (nothing carries over on the CPU)."""
         return self.poll()
 
@@ -136,16 +136,19 @@ class CudaStepTimer:
             self._last = ev
         return done
 
-    def reset(self) -> list[float | None]:
+    def reset(self, keep_pace: bool = False) -> list[float | None]:
         """After a drain: collect what completed (steps after the last event: time unknown), and
-        start timing afresh (no gap counted, groups of one until a step is timed)."""
+        start timing afresh (no gap counted). The group goes back to one step until a step is
+        timed, unless ``keep_pace``: the same configuration steps on (a later ``run()`` of the
+        loop), at the pace already measured."""
         done = self.poll()
         done.extend([None] * self._untimed)
         self._untimed = 0
         if self._last is not None:
             self._pool.append(self._last)
             self._last = None
-        self.group = 1
+        if not keep_pace:
+            self.group = 1
         self._stream = self._torch.cuda.current_stream()
         return done
 

@@ -1,9 +1,10 @@
 """The tracker's background thread: completed steps and NVML samples become CSV rows.
 
-One daemon thread per tracker. Every ``POLL_S`` (at once after a mark or ``stop``) it collects
-the steps whose stamps have completed (``gpudash.tracking.timing``); every ``interval_s`` it
-takes an NVML sample (``gpudash.host.nvml.NvmlSampler``, driven by this thread, not its own)
-and writes a ``Sample`` of the steps completed since the last one. Rows go through
+One daemon thread per tracker. Every ``interval_s`` (at once after a mark or ``stop``; every
+``FIRST_POLL_S`` until the first step has completed) it collects the steps whose stamps have
+completed (``gpudash.tracking.timing``), takes an NVML sample
+(``gpudash.host.nvml.NvmlSampler``, driven by this thread, not its own) and writes a ``Sample``
+of the steps completed since the last one. Rows go through
 ``gpudash.recording.record.CsvRecorder``, as ``gpudash record``'s do: each a single write,
 flushed, a failed write cut back, so the file only ever holds whole rows. The metadata JSON
 beside it is written here (the recorder's own writing is off): a failure is one warning, and
@@ -30,7 +31,10 @@ from gpudash.recording.record import CsvRecorder, RecordWriteError
 from gpudash.tracking.context import Device, Rank
 from gpudash.tracking.timing import Done, Mark, Note, StepStamps, weighted_percentile
 
-POLL_S = 0.05  # how often completed steps are collected
+# Until the first step completes, how often to look for it (its completion starts the recording).
+# After it the thread wakes once per sample: each look at the stamps is CUDA calls in the training
+# process, and the stamps wait in a bounded queue (``timing.MAX_PENDING``) in between.
+FIRST_POLL_S = 0.05
 CLOSE_WAIT_S = 10.0  # at close, how long the steps already issued may take to complete on the GPU
 TRACK_ERROR = "track"  # the ``what`` of the error row the tracker writes when it stops on an error
 
@@ -134,12 +138,18 @@ class Writer:
                 self.device.torch.cuda.set_device(self.device.index)
             self._event(EventKind.STARTING, message=f"tracking {self.label} in pid {os.getpid()} on {self.device.name}")
             while not self._stop.is_set():
-                self._wake.wait(POLL_S)
+                self._wake.wait(self._until_next_tick(self.clock()))
                 self._wake.clear()
                 self._tick(self.clock())
             self._finish()
         except Exception as exc:  # noqa: BLE001 - never into the training loop: one line, the recording ends
             self._fail(exc)
+
+    def _until_next_tick(self, now: float) -> float:
+        """Seconds to wait: to the next sample, or ``FIRST_POLL_S`` until the first step is in."""
+        if self._window is None:
+            return FIRST_POLL_S
+        return max(0.0, self._next_sample - now)
 
     def _tick(self, now: float) -> None:
         for item in self.stamps.collect():
