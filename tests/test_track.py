@@ -26,7 +26,7 @@ from gpudash.recording.csvformat import read_table
 from gpudash.recording.replay import ReplaySource, read_all
 from gpudash.recording.sidecar import read_sidecar
 from gpudash.report.load import load_run
-from gpudash.tracking.timing import weighted_percentile
+from gpudash.tracking.timing import StepStamps, weighted_percentile
 from tests.fake_gpus import GPU_IS_LOST, fake_gpus
 from tests.helpers import ROOT
 
@@ -170,6 +170,29 @@ def test_the_writer_looks_at_the_steps_once_a_sample_and_counts_every_one(tmp_pa
     last = samples(messages(path))[-1]
     assert last.steps == n
     assert [e.after for e in events(messages(path)) if e.kind is EventKind.CHANGED] == ["after"]
+
+
+class _LaggingStamps(StepStamps):
+    """Stamps that complete 30 ms after they are made: a GPU running behind the host."""
+
+    def _ready(self, stamp: float) -> bool:
+        return time.perf_counter() >= stamp + 0.03
+
+
+def test_a_mark_behind_unfinished_steps_ends_its_stretch_when_they_finish(tmp_path, monkeypatch):
+    """The stretch before a mark ends once the steps before it complete, not at the next sample
+    0.5 s on: its steps/s is the loop's, not diluted by the wait."""
+    monkeypatch.setattr("gpudash.tracking.tracker.StepStamps", _LaggingStamps)
+    path = tmp_path / "run.csv"
+    with gpudash.track(path, interval_s=0.5) as tracker:
+        train(tracker, 0.8, 1.0)
+        tracker.mark("after")
+        train(tracker, 0.8, 1.0)
+    rates = [s.steps_per_s for s in samples(messages(path))]
+    change = next(i for i, e in enumerate(messages(path)) if isinstance(e, Event) and e.kind is EventKind.CHANGED)
+    before = [m for m in messages(path)[:change] if isinstance(m, Sample)][-1]
+    steady = sorted(rates)[len(rates) // 2]
+    assert before.steps_per_s == pytest.approx(steady, rel=0.2), (before.steps_per_s, rates)
 
 
 def test_count_syncs_on_the_cpu_says_it_counts_on_cuda_only(tmp_path):

@@ -71,6 +71,10 @@ class StepStamps:
         self._untimed = 0  # steps since the last stamp (training thread)
         self._untimed_samples = 0
         self._last: Any = None  # the latest stamp read back (writer thread)
+        # Marks and notes made (training thread) and handed over (writer thread): each count is
+        # written by one thread only, so their difference is read without a lock.
+        self.markers_made = 0
+        self.markers_taken = 0
 
     # -- the training thread ------------------------------------------------------------------------
     def add(self, samples: int) -> None:
@@ -90,10 +94,17 @@ class StepStamps:
     def mark(self, text: str) -> None:
         self.close_group()
         self.pending.append(Mark(text))
+        self.markers_made += 1
 
     def note(self, note: Note) -> None:
         self.close_group()
         self.pending.append(note)
+        self.markers_made += 1
+
+    @property
+    def marker_waiting(self) -> bool:
+        """A mark or note is pending behind stamps not yet complete (writer thread)."""
+        return self.markers_made > self.markers_taken
 
     # -- the writer thread --------------------------------------------------------------------------
     def collect(self) -> list[Done | Mark | Note]:
@@ -104,6 +115,7 @@ class StepStamps:
             entry = pending[0]
             if isinstance(entry, (Mark, Note)):
                 out.append(pending.popleft())  # type: ignore[arg-type]  # the entry just peeked
+                self.markers_taken += 1
                 continue
             stamp, steps, samples = entry
             if not self._ready(stamp):
@@ -123,7 +135,11 @@ class StepStamps:
         out = self.collect()
         while self.pending:
             entry = self.pending.popleft()
-            out.append(entry if isinstance(entry, (Mark, Note)) else Done(entry[1], entry[2], None))
+            if isinstance(entry, (Mark, Note)):
+                self.markers_taken += 1
+                out.append(entry)
+            else:
+                out.append(Done(entry[1], entry[2], None))
         return out
 
     def all_complete(self) -> bool:

@@ -1,7 +1,8 @@
 """The tracker's background thread: completed steps and NVML samples become CSV rows.
 
 One daemon thread per tracker. Every ``interval_s`` (at once after a mark or ``stop``; every
-``FIRST_POLL_S`` until the first step has completed) it collects the steps whose stamps have
+``FIRST_POLL_S`` until the first step has completed; every ``MARKER_POLL_S`` while a mark waits
+for the steps before it to complete) it collects the steps whose stamps have
 completed (``gpudash.tracking.timing``), takes an NVML sample
 (``gpudash.host.nvml.NvmlSampler``, driven by this thread, not its own) and writes a ``Sample``
 of the steps completed since the last one. Rows go through
@@ -35,6 +36,9 @@ from gpudash.tracking.timing import Done, Mark, Note, StepStamps, weighted_perce
 # After it the thread wakes once per sample: each look at the stamps is CUDA calls in the training
 # process, and the stamps wait in a bounded queue (``timing.MAX_PENDING``) in between.
 FIRST_POLL_S = 0.05
+# While a mark (or a note) waits behind steps the GPU has not finished, how often to look again:
+# the stretch before it ends when it is taken, so this bounds how late its boundary is placed.
+MARKER_POLL_S = 0.005
 CLOSE_WAIT_S = 10.0  # at close, how long the steps already issued may take to complete on the GPU
 TRACK_ERROR = "track"  # the ``what`` of the error row the tracker writes when it stops on an error
 
@@ -146,10 +150,12 @@ class Writer:
             self._fail(exc)
 
     def _until_next_tick(self, now: float) -> float:
-        """Seconds to wait: to the next sample, or ``FIRST_POLL_S`` until the first step is in."""
+        """Seconds to wait: to the next sample; less until the first step is in, or while a mark
+        waits for the steps before it."""
         if self._window is None:
             return FIRST_POLL_S
-        return max(0.0, self._next_sample - now)
+        wait = max(0.0, self._next_sample - now)
+        return min(wait, MARKER_POLL_S) if self.stamps.marker_waiting else wait
 
     def _tick(self, now: float) -> None:
         for item in self.stamps.collect():
