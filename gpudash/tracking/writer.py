@@ -2,10 +2,10 @@
 
 One daemon thread per tracker. Every ``interval_s`` (at once after a mark or ``stop``; every
 ``FIRST_POLL_S`` until the first step has completed; every ``MARKER_POLL_S`` while a mark waits
-for the steps before it to complete) it collects the steps whose stamps have
-completed (``gpudash.tracking.timing``), takes an NVML sample
-(``gpudash.host.nvml.NvmlSampler``, driven by this thread, not its own) and writes a ``Sample``
-of the steps completed since the last one. Rows go through
+for the steps before it to complete) it collects the steps whose stamps have completed
+(``gpudash.tracking.timing``), takes an NVML sample (``gpudash.host.nvml.NvmlSampler``, driven
+by this thread, not its own) and writes a ``Sample`` of the steps completed since the last one.
+Rows go through
 ``gpudash.recording.record.CsvRecorder``, as ``gpudash record``'s do: each a single write,
 flushed, a failed write cut back, so the file only ever holds whole rows. The metadata JSON
 beside it is written here (the recorder's own writing is off): a failure is one warning, and
