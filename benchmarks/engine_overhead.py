@@ -124,13 +124,7 @@ def main() -> int:
         """``n`` more steps of one StepLoop per setting, built once (as the child builds one)."""
         if (count_syncs, grouped) not in loops:
             emitted: list[object] = []
-            loop = StepLoop(
-                w,
-                emit=emitted.append,
-                sample_interval_s=args.sample_interval,
-                count_syncs=count_syncs and cuda,
-                controls=lambda timeout: None,
-            )
+            loop = engine_loop(w, args.sample_interval, count_syncs and cuda, emitted.append)
             if not grouped and isinstance(loop.timer, CudaStepTimer):
                 loop.timer.group_ms = 0.0  # an event after every step
             loops[count_syncs, grouped] = (loop, emitted)
@@ -228,14 +222,20 @@ def main() -> int:
     return 0
 
 
-def loop_for_interleaving(w: Any, args: Any, cuda: bool) -> Any:
-    """The engine's loop as the child builds it (sync counting on a GPU, samples, controls)."""
+def engine_loop(w: Any, sample_interval_s: float, count_syncs: bool, emit: Any) -> Any:
+    """The engine's step loop over ``w`` as the child builds it (samples, controls asked for)."""
     from gpudash.engine.loop import StepLoop
+
+    return StepLoop(
+        w, emit=emit, sample_interval_s=sample_interval_s, count_syncs=count_syncs, controls=lambda timeout: None
+    )
+
+
+def loop_for_interleaving(w: Any, args: Any, cuda: bool) -> Any:
+    """The engine's loop for ``interleave``: sync counting on a GPU, as in the rounds."""
     from gpudash.engine.measure import CudaStepTimer
 
-    loop = StepLoop(
-        w, emit=lambda message: None, sample_interval_s=args.sample_interval, count_syncs=cuda, controls=lambda t: None
-    )
+    loop = engine_loop(w, args.sample_interval, cuda, lambda message: None)
     if isinstance(loop.timer, CudaStepTimer):
         # A group's events span the bare steps run between its bursts too, so its measured step
         # time is about twice the engine's: twice the group time keeps the bursts at their size.

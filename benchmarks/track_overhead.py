@@ -205,7 +205,7 @@ def alternate(blocks: int, train_step: Any, sync: Any, path: Path, args: Any, gp
     tracker = gpudash.track(path, label="alternate", interval_s=args.interval, device=args.device)
     writer = next(t for t in threading.enumerate() if t.name == "gpudash-track")
     clock = time.perf_counter
-    warm_until = clock() + WARM_S
+    warm_until = clock() + args.warm
     while clock() < warm_until:
         train_step()
         tracker.step(samples=args.batch)
@@ -296,12 +296,12 @@ class NvmlCallTime:
         lookup = pynvml._nvmlGetFunctionPointer  # noqa: SLF001
         self._saved = (lookup, dict(cache))
         for name, fn in cache.items():
-            cache[name] = self._timed(fn)
+            cache[name] = _TimedCall(fn, self)
 
         def timed_lookup(name: str) -> Any:
             fn = lookup(name)
             if name in cache and cache[name] is fn and not getattr(fn, "_gpudash_timed", False):
-                cache[name] = fn = self._timed(fn)
+                cache[name] = fn = _TimedCall(fn, self)
             return fn
 
         pynvml._nvmlGetFunctionPointer = timed_lookup  # noqa: SLF001
@@ -315,9 +315,6 @@ class NvmlCallTime:
             pynvml._nvmlGetFunctionPointer = lookup  # noqa: SLF001
             pynvml._nvmlGetFunctionPointer_cache.clear()  # noqa: SLF001
             pynvml._nvmlGetFunctionPointer_cache.update(cache)  # noqa: SLF001
-
-    def _timed(self, fn: Any) -> Any:
-        return _TimedCall(fn, self)
 
 
 class _TimedCall:
