@@ -4,12 +4,14 @@ input, the correctness guard's measurement, and whole races on the CPU."""
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import re
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -17,9 +19,13 @@ import pytest
 from gpudash.core.protocol import LOSS_EFFECT, Event, EventKind, LossEffect, RunConfig
 from gpudash.engine.builders import workload_builder
 from gpudash.engine.loop import StepLoop
+from gpudash.recording.headless import _Interrupted
 from gpudash.stats.comparison import Estimate
 from gpudash.tune import race
-from gpudash.tune.candidates import CandidateMaker, label_of
+from gpudash.tune.candidates import Candidate, CandidateMaker, label_of
+from gpudash.tune.plan import build_parser, plan_from_args
+from gpudash.tune.report import TuneReport
+from gpudash.tune.run import TuneProgress, TuneRun
 from tests.test_record import gpudash
 from workloads.base import WorkloadOptions
 from workloads.factory import build
@@ -86,21 +92,27 @@ POOL = (
 )
 
 
-def test_a_refused_knob_is_listed_once_and_never_raced() -> None:
+def test_a_refused_knob_is_listed_once_and_the_runner_up_gets_the_stacks_the_leader_refused() -> None:
     maker = CandidateMaker(family("sync_loss"), "cuda", POOL)
-    survivors = maker.variants(["sync-heavy", "fixed"], [32])
-    second = maker.knobs(survivors, None)
-    labels = [c.label for c in second]
-    assert not any(label.startswith("sync-heavy") and "cuda_graph" in label for label in labels)
-    assert "fixed+amp=bf16+channels_last+cudnn_benchmark+cuda_graph" in labels
+    heavy, fixed = maker.variants(["sync-heavy", "fixed"], [32])
+    second = maker.knobs([heavy], None)
+    assert not any("cuda_graph" in c.label for c in second)  # sync-heavy syncs: no capture
     assert sum("sync-heavy" in r and "cuda_graph" in r for r in maker.refusals) == 1
     assert all("sync-free" in r for r in maker.refusals)
+    exact = next(c for c in second if c.label == "sync-heavy+channels_last+cudnn_benchmark")
+    follow = [c.label for c in maker.follow(fixed, heavy, [exact])]
+    # the stack that led on sync-heavy, and the graph stacks nothing was measured against
+    assert follow == [
+        "fixed+channels_last+cudnn_benchmark",
+        "fixed+channels_last+cudnn_benchmark+cuda_graph",
+        "fixed+amp=bf16+channels_last+cudnn_benchmark+cuda_graph",
+    ]
 
 
-def test_each_knob_alone_goes_on_the_leader_and_compile_only_in_the_full_stack() -> None:
+def test_each_knob_alone_goes_on_the_leader_and_compile_only_on_the_fast_stack() -> None:
     maker = CandidateMaker(family("encdec"), "cuda", POOL)
-    survivors = maker.variants(["pipelined", "serial"], [8])  # the leader first
-    second = maker.knobs(survivors, None)
+    leader, _ = maker.variants(["pipelined", "serial"], [8])  # the leader first
+    second = maker.knobs([leader], None)
     singles = {c.label for c in second if c.stage == "single"}
     assert singles == {
         "pipelined+amp=bf16",
@@ -108,12 +120,10 @@ def test_each_knob_alone_goes_on_the_leader_and_compile_only_in_the_full_stack()
         "pipelined+cudnn_benchmark",
         "pipelined+cuda_graph",
     }
-    compiled = [c.label for c in second if "compile" in c.label]
-    assert compiled == [
-        "pipelined+amp=bf16+channels_last+cudnn_benchmark+compile=default",
-        "serial+amp=bf16+channels_last+cudnn_benchmark+compile=default",
-    ]
-    assert compiled[0] == second[-2].label  # compile's long warm-up comes last when nothing points to it
+    assert not any("compile" in c.label for c in second) and all(c.label.startswith("pipelined") for c in second)
+    base, compiled = maker.compile_base(leader), maker.compiled(leader)
+    assert base is not None and base.label == "pipelined+amp=bf16+channels_last+cudnn_benchmark"
+    assert compiled is not None and compiled.label == base.label + "+compile=default"
 
 
 def test_a_host_bound_diagnosis_tries_cuda_graphs_first() -> None:
@@ -122,6 +132,87 @@ def test_a_host_bound_diagnosis_tries_cuda_graphs_first() -> None:
     second = maker.knobs(survivors, "host/launch-bound")
     assert "cuda_graph" in second[0].label
     assert [c.label for c in maker.knobs(survivors, None)][0] == "serial+amp=bf16"
+
+
+def test_a_runner_up_follows_the_stacks_that_led_and_at_most_two() -> None:
+    stacks = [
+        race.Standing("fast+graph", speed(11000)),
+        race.Standing("exact+graph", speed(10950)),  # within the leader's noise
+        race.Standing("graph", speed(10900)),  # within it too, but third
+        race.Standing("exact", speed(3500)),  # clearly slower
+    ]
+    assert race.followed_stacks(stacks) == ["fast+graph", "exact+graph"]
+    assert race.followed_stacks([stacks[0], race.Standing("exact", speed(9000))]) == ["fast+graph"]
+
+
+def test_compile_is_raced_only_on_a_stack_that_could_reach_the_leader_with_it() -> None:
+    lead = race.Standing("graph", speed(8000))
+    assert race.compile_out_of_reach(lead, race.Standing("fast", speed(6000))) is None  # needs 1.33x
+    why = race.compile_out_of_reach(lead, race.Standing("fast", speed(5000)))  # needs 1.6x
+    assert why is not None and "0.62x the leader's" in why and "1.60x faster" in why
+    assert race.compile_out_of_reach(lead, race.Standing("fast", None, "failed")) is None  # no figure: race it
+
+
+class ScriptedRace(TuneRun):
+    """The race's order of work on given speeds (samples/s by label): ``_stage`` measures nothing,
+    it notes what the race asked to measure."""
+
+    def __init__(self, tmp_path: Path, family_name: str, speeds: Mapping[str, float], knobs: str = "") -> None:
+        argv = ["-w", family_name, "--device", "cpu", "--out", str(tmp_path / "t")] + (
+            ["--knobs", knobs] if knobs else []
+        )
+        plan = plan_from_args(build_parser().parse_args(argv), argv)
+        settings = dataclasses.replace(plan.settings, device_type="cuda")
+        plan = dataclasses.replace(plan, pool=POOL + (("tf32", "on"),), settings=settings)
+        super().__init__(plan, TuneReport(plan), _Interrupted(), TuneProgress(True, 0))
+        self.speeds, self.measured = dict(speeds), list[str]()
+
+    def _stage(self, name: str, candidates: list[Candidate], seconds: float, number: int) -> None:
+        self.measured += [c.label for c in candidates]
+
+    def _standings(self, candidates: list[Candidate]) -> list[race.Standing]:
+        return [race.Standing(c, speed(self.speeds[c.label]) if c.label in self.measured else None) for c in candidates]
+
+
+AUGMENT_SPEEDS = {  # samples/s of augment at batch 32 on an H100 (docs/bench/h100-tune/tune-augment)
+    "pipelined": 3800,
+    "gpu-vectorized": 3700,
+    "pipelined+amp=bf16+channels_last+cudnn_benchmark+tf32+cuda_graph": 11300,
+    "pipelined+channels_last+cudnn_benchmark+cuda_graph": 9700,
+    "pipelined+channels_last+cudnn_benchmark": 3500,
+    "pipelined+amp=bf16+channels_last+cudnn_benchmark+tf32": 2900,
+    "gpu-vectorized+amp=bf16+channels_last+cudnn_benchmark+tf32+cuda_graph": 10600,
+} | {f"pipelined+{k}": 3500 for k in ("amp=bf16", "channels_last", "cudnn_benchmark", "tf32", "cuda_graph")}
+
+
+def test_the_runner_up_variant_gets_the_stack_that_led_and_compile_only_within_reach(tmp_path: Path) -> None:
+    run = ScriptedRace(tmp_path, "augment", AUGMENT_SPEEDS)
+    leader, runner_up = (run.maker.make(v, 32, (), "variant") for v in ("pipelined", "gpu-vectorized"))
+    assert leader is not None and runner_up is not None
+    run._knob_stage([leader, runner_up], "GPU-bound (compute)", with_compile=True)
+    followed = [m for m in run.measured if m.startswith("gpu-vectorized")]
+    assert followed == ["gpu-vectorized+amp=bf16+channels_last+cudnn_benchmark+tf32+cuda_graph"]
+    assert not any("compile" in m for m in run.measured)  # bf16 without graphs: 0.26x the leader
+    skipped = "\n".join(run.report.refusals)
+    assert "those stacks did not lead on pipelined" in skipped
+    assert "compile on pipelined b32: its stack without compile ran at 0.26x" in skipped
+    assert "compile on gpu-vectorized b32: its stack without compile was not tried" in skipped
+
+
+@pytest.mark.parametrize(
+    ("fast_stack", "knobs"),
+    [(9000, ""), (2900, "amp=bf16,channels_last,cudnn_benchmark,tf32,cuda_graph,compile")],
+    ids=["within-reach", "named-in-knobs"],
+)
+def test_compile_is_raced_where_its_stack_is_close_or_when_named(tmp_path: Path, fast_stack: int, knobs: str) -> None:
+    compiled = "pipelined+amp=bf16+channels_last+cudnn_benchmark+tf32+compile=default"
+    speeds = AUGMENT_SPEEDS | {"pipelined+amp=bf16+channels_last+cudnn_benchmark+tf32": fast_stack, compiled: 9500}
+    run = ScriptedRace(tmp_path, "augment", speeds, knobs)
+    leader = run.maker.make("pipelined", 32, (), "variant")
+    assert leader is not None
+    run._knob_stage([leader], "GPU-bound (compute)", with_compile=True)
+    assert run.measured[-1] == compiled  # last: its warm-up is the longest
+    assert not any("compile on" in r for r in run.report.refusals)
 
 
 def test_labels_are_the_entries_sweep_takes() -> None:

@@ -3,12 +3,14 @@
 Two kinds, in two stages:
 
 - **variants**: every variant the device runs, plain (no knob), at every batch size;
-- **knobs**, on the variants that survive the first stage: each knob of the pool alone (on the
-  leading variant of each batch size: the best single knob is what the winner is compared with),
-  and on every surviving variant the *stacks*: layout + autotuning (``channels_last``,
-  ``cudnn_benchmark``: no number format changes), that + ``amp=bf16`` and ``tf32``, each of those
-  + ``cuda_graph``, and the full stack + ``compile``. ``compile`` is never tried alone: its
-  warm-up (tens of seconds) is spent only where the rest of the stack is on.
+- **knobs**, on the variants that survive the first stage. On each batch size's leading variant:
+  each knob of the pool alone (the best single knob is what the winner is compared with) and the
+  *stacks*: layout + autotuning (``channels_last``, ``cudnn_benchmark``: no number format
+  changes), that + ``amp=bf16`` and ``tf32``, each of those + ``cuda_graph``. A runner-up variant
+  then gets only the stacks that led on the leading one (``follow``; which: ``gpudash.tune.race``).
+  Last, ``compile`` on top of the fast stack (``compiled``), never alone: its warm-up (tens of
+  seconds) is spent only where the rest of the stack is on, and only where it can still catch the
+  leader (``gpudash.tune.race.compile_out_of_reach``).
 
 ``compile`` is raced when ``--knobs`` names it, or when the diagnosis of the plain run says the
 GPU bounds the step (fusion shortens GPU work); a step bound by the host, the input or syncs
@@ -96,29 +98,55 @@ class CandidateMaker:
         out = [self.make(v, b, (), "variant") for b in batch_sizes for v in variants]
         return [c for c in out if c is not None]
 
-    def knobs(self, survivors: list[Candidate], bound: str | None, with_compile: bool = True) -> list[Candidate]:
-        """The second stage on the first one's survivors (each batch size's leader first): each
-        knob alone on the leader, the stacks on every survivor (``compile``'s only when
-        ``with_compile``); ordered for ``bound``."""
+    def knobs(self, leaders: list[Candidate], bound: str | None) -> list[Candidate]:
+        """The second stage on each batch size's leading variant: each knob of the pool alone
+        (``compile`` never alone) and every stack but ``compile``'s; ordered for ``bound``."""
         out: list[Candidate | None] = []
-        leaders: dict[int, Candidate] = {}
-        for c in survivors:
-            leaders.setdefault(c.config.batch_size, c)
-        for c in leaders.values():
-            out += [self.make(c.config.variant, c.config.batch_size, (n,), "single") for n in self.pool if n != COMPILE]
-        for c in survivors:
-            stacks = [s for s in self.stacks() if with_compile or COMPILE not in s]
-            out += [self.make(c.config.variant, c.config.batch_size, s, "stack") for s in stacks]
-        fresh = [c for c in dict.fromkeys(out) if c is not None and c not in survivors]
+        for c in leaders:
+            v, b = c.config.variant, c.config.batch_size
+            out += [self.make(v, b, (n,), "single") for n in self.pool if n != COMPILE]
+            out += [self.make(v, b, s, "stack") for s in self.stacks()]
+        fresh = [c for c in dict.fromkeys(out) if c is not None and c not in leaders]
         return ordered(fresh, bound)
 
+    def follow(self, runner_up: Candidate, leader: Candidate, kept: Iterable[Candidate]) -> list[Candidate]:
+        """The stacks for ``runner_up``'s variant and batch size: those of ``kept`` (the stacks
+        that led on ``leader``'s variant) and those ``leader``'s variant refused (nothing was
+        measured against them: ``cuda_graph`` on a step that syncs, say)."""
+        v, b = runner_up.config.variant, runner_up.config.batch_size
+        names = [tuple(_names(s.config.knobs)) for s in kept]
+        names += [s for s in self.stacks() if (leader.config.variant, b, self._text(s)) not in self.made]
+        out = [self.make(v, b, n, "stack") for n in names]
+        return [c for c in dict.fromkeys(out) if c is not None]
+
+    def compile_base(self, on: Candidate) -> Candidate | None:
+        """The stack ``compile`` goes on at ``on``'s variant and batch size: the fast stack (None:
+        not made, or ``compile`` is not in the pool)."""
+        if COMPILE not in self.pool:
+            return None
+        fast = tuple(n for n in FAST_STACK if n in self.pool)
+        return self.made.get((on.config.variant, on.config.batch_size, self._text(fast)))
+
+    def compiled(self, on: Candidate) -> Candidate | None:
+        """``compile`` on top of the fast stack at ``on``'s variant and batch size (None: not in
+        the pool, or refused)."""
+        if COMPILE not in self.pool:
+            return None
+        fast = tuple(n for n in FAST_STACK if n in self.pool)
+        return self.make(on.config.variant, on.config.batch_size, (*fast, COMPILE), "stack")
+
+    def _text(self, knob_names: Iterable[str]) -> str:
+        from workloads.knobs import Knobs
+
+        names = set(knob_names)
+        return Knobs((n, self.pool[n]) for n in self.pool if n in names).text()
+
     def stacks(self) -> list[tuple[str, ...]]:
-        """The knob stacks of the pool (each at least two knobs; duplicates once)."""
+        """The knob stacks of the pool but ``compile``'s (each at least two knobs; duplicates once)."""
         exact = tuple(n for n in EXACT_STACK if n in self.pool)
         fast = tuple(n for n in FAST_STACK if n in self.pool)
         graph = (GRAPH,) if GRAPH in self.pool else ()
-        compiled = (COMPILE,) if COMPILE in self.pool else ()
-        tries = [exact, fast, exact + graph, fast + graph, fast + compiled]
+        tries = [exact, fast, exact + graph, fast + graph]
         kept = [s for s in tries if len(s) >= 2]
         return list(dict.fromkeys(tuple(sorted(s)) for s in kept))
 

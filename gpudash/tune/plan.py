@@ -127,9 +127,10 @@ def build_parser() -> Parser:
 def _epilog() -> str:
     return (
         "how: every variant plain at every batch size, briefly; the variants clearly slower than\n"
-        "their batch size's leader drop out. The survivors get each knob alone and the knob stacks\n"
-        "(layout+autotuning, +bf16/TF32, +CUDA graphs, +compile), ordered by the diagnosis of the\n"
-        "plain run. Then successive halving: each rung keeps the third that is not clearly slower\n"
+        "their batch size's leader drop out. The leading variant gets each knob alone and the knob\n"
+        "stacks (layout+autotuning, +bf16/TF32, +CUDA graphs), ordered by the diagnosis of the plain\n"
+        "run; a runner-up variant the stacks that led on it; +compile last, where it can still catch\n"
+        "the leader. Then successive halving: each rung keeps the third that is not clearly slower\n"
         "than the leader and measures it twice as long; the finalists, the plain variant and the\n"
         "best single knob are measured once more, interleaved. A winner with bf16 or TF32 gets its\n"
         "loss compared with the plain run's over the same steps.\n\n"

@@ -6,6 +6,13 @@ A candidate drops out when its interval lies clearly below the leader's: ``compa
 sweep's and the report's statistics) calls it *slower* than the leader. Successive halving then
 keeps at most a third of those left (``ETA``; at least ``MIN_KEPT``), the best by mean; the
 next rung measures them ``GROWTH`` times as long. A candidate that failed drops out with its error.
+
+Two shortcuts spare switches that cannot change the outcome (each written into tune.md's "Not
+tried"): a runner-up variant gets only the knob stacks that led on its batch size's leading
+variant (``followed_stacks``: knobs act on the kernels, variants on their order, so a stack
+clearly behind on one is taken to be behind on the other); ``compile``, whose warm-up is tens of
+seconds, is skipped on a stack that would need more than ``COMPILE_REACH`` times its speed to
+reach the leader (``compile_out_of_reach``).
 """
 
 from __future__ import annotations
@@ -21,6 +28,11 @@ GROWTH = 2.0  # and measures them this many times longer
 MIN_KEPT = 2  # a rung keeps at least this many (while that many are in the race)
 MAX_RUNGS = 3  # rungs after the first look (the race ends sooner when one is left)
 VARIANTS_KEPT = 2  # the first stage keeps at most this many variants per batch size
+STACKS_FOLLOWED = 2  # a runner-up variant gets at most this many of the leading variant's stacks
+# compile is raced on a stack only while the stack's mean times this reaches the leader's: more than
+# the most compile gave over its own stack in this project's measurements (1.47x, vit_b_16 with
+# bf16 on an H100, docs/BENCHMARKS.md; 1.38-1.41x resnet50, 1.08x encdec)
+COMPILE_REACH = 1.5
 
 
 @dataclass(frozen=True)
@@ -105,3 +117,24 @@ def settled(standings: list[Standing]) -> bool:
         s is lead or (s.speed is not None and against(lead, s).verdict in (Verdict.NO_CHANGE, Verdict.WITHIN_NOISE))
         for s in standings
     ) and all(s.speed is not None and s.speed.has_interval for s in standings)
+
+
+def followed_stacks(stacks: list[Standing]) -> list[object]:
+    """Of the leading variant's knob stacks, those a runner-up variant is tried with: the ones not
+    clearly slower than the best of them, at most ``STACKS_FOLLOWED``, best first."""
+    return cut(stacks, keep=STACKS_FOLLOWED).kept
+
+
+def compile_out_of_reach(lead: Standing, base: Standing) -> str | None:
+    """Why ``compile`` on ``base``'s stack is not raced (None: it is): ``base`` would need more
+    than ``COMPILE_REACH`` times its samples/s to reach ``lead``'s."""
+    if base.speed is None or base.error or lead.speed is None or base.speed.mean <= 0:
+        return None  # nothing measured to judge by: race it
+    need = lead.speed.mean / base.speed.mean
+    if need <= COMPILE_REACH:
+        return None
+    return (
+        f"its stack without compile ran at {base.speed.mean / lead.speed.mean:.2f}x the leader's samples/s; "
+        f"compile would have to make it {need:.2f}x faster, more than the {COMPILE_REACH:g}x it has given "
+        "any network measured here (--knobs ...,compile races it anyway)"
+    )

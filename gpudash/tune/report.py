@@ -426,8 +426,10 @@ def _method_lines(plan: TunePlan) -> list[str]:
         f"compile, autotuning — is over before that) and keeps {s.seconds:g} s of samples in the first "
         f"look, {race.GROWTH:g}× longer at each rung. The plain variants are measured first; those "
         f"clearly slower than their batch size's leader drop out (at most {race.VARIANTS_KEPT} stay per "
-        "batch size). The survivors get each knob alone and the knob stacks, in the order the "
-        f"diagnosis of the plain run points to. Each rung then drops the candidates whose interval "
+        "batch size). The leading variant gets each knob alone and the knob stacks, in the order the "
+        "diagnosis of the plain run points to; a runner-up variant gets the stacks that led on it (at "
+        f"most {race.STACKS_FOLLOWED}); `compile`, last, goes on the fast stack only where {race.COMPILE_REACH:g}× "
+        "that stack's speed would reach the leader. Each rung then drops the candidates whose interval "
         f"lies clearly below the leader's and keeps the best third (at least {race.MIN_KEPT}), in a "
         "seeded shuffled order; the finalists, the plain variant and the best single knob share a "
         "last interleaved round.",

@@ -128,15 +128,13 @@ class TuneRun(FamilyRun):
         )
         bound = self.report.before.details.get("bound") if self.report.before else None
         with_compile = self.tune.compile_asked or bound in GPU_BOUNDS
-        second = self.maker.knobs(survivors, bound, with_compile)
-        self.report.refusals = list(self.maker.refusals)
+        self.report.refusals = self.maker.refusals  # one list: the refused and the skipped, as they come
         if not with_compile and any(name == COMPILE for name, _ in self.tune.pool):
             self.report.refusals.append(
                 f"knob compile: the plain run is {bound or 'not diagnosed'}, not GPU-bound, so fusion has little to "
                 "shorten and its warm-up costs tens of seconds a candidate (--knobs ...,compile races it anyway)"
             )
-        self.report.add_candidates(second)
-        self._stage("knobs", second, s.seconds, 2)
+        second = self._knob_stage(survivors, bound, with_compile)
         alive = survivors + [c for c in second if c not in self.failed_candidates()]
         seconds = s.seconds
         for rung in range(1, race.MAX_RUNGS + 1):
@@ -146,6 +144,59 @@ class TuneRun(FamilyRun):
             seconds *= race.GROWTH
             self._stage(f"rung {rung}", self._shuffled(alive), seconds, 2 + rung)
         self._confirm(alive, seconds)
+
+    def _knob_stage(self, survivors: list[Candidate], bound: str | None, with_compile: bool) -> list[Candidate]:
+        """The knobs on the survivors, measured once each: the leading variant's singles and stacks,
+        the stacks that led there on each runner-up, then compile where it can still catch up."""
+        leaders: dict[int, Candidate] = {}
+        for c in survivors:  # best first per batch size
+            leaders.setdefault(c.config.batch_size, c)
+        second = self._measure_new("knobs", self.maker.knobs(list(leaders.values()), bound))
+        for runner_up in (c for c in survivors if c not in leaders.values()):
+            b = runner_up.config.batch_size
+            stacks = [c for c in second if c.stage == "stack" and c.config.batch_size == b]
+            kept = [self._by_key(k) for k in race.followed_stacks(self._standings(stacks))]
+            follow = self.maker.follow(runner_up, leaders[b], kept)
+            left = [c.label.split("+", 1)[1] for c in stacks if c not in kept]
+            if left:
+                self.report.refusals.append(
+                    f"{runner_up.label} b{b} with {', '.join(left)}: those stacks did not lead on "
+                    f"{leaders[b].label} (a runner-up variant gets only the stacks that led on the leading one)"
+                )
+            second = second + self._measure_new("knobs", follow)
+        if with_compile:
+            second = second + self._measure_new("knobs", self._compile_candidates(survivors))
+        return second
+
+    def _compile_candidates(self, survivors: list[Candidate]) -> list[Candidate]:
+        """``compile`` on each survivor's fast stack, unless that stack cannot reach its batch
+        size's leader with it (``race.compile_out_of_reach``; ``--knobs ...,compile``: always)."""
+        out: list[Candidate] = []
+        if COMPILE not in self.maker.pool:
+            return out
+        for c in survivors:
+            base, b = self.maker.compile_base(c), c.config.batch_size
+            lead = race.leader(self._standings([x for x in self.report.candidates if x.config.batch_size == b]))
+            why = None
+            if self.tune.compile_asked:
+                pass  # asked for by name: raced wherever it runs
+            elif base is None or base not in self.report.candidates:
+                why = "its stack without compile was not tried (it did not lead on the leading variant)"
+            elif lead is not None:
+                why = race.compile_out_of_reach(lead, self._standings([base])[0])
+            compiled = self.maker.compiled(c) if why is None else None
+            if compiled is not None:
+                out.append(compiled)
+            elif why is not None:
+                self.report.refusals.append(f"compile on {c.label} b{b}: {why}")
+        return out
+
+    def _measure_new(self, name: str, candidates: list[Candidate]) -> list[Candidate]:
+        """Add ``candidates`` to the report and measure each once (the knob stage's rung)."""
+        if candidates:
+            self.report.add_candidates(candidates)
+            self._stage(name, candidates, self.tune.settings.seconds, 2)
+        return candidates
 
     def _confirm(self, alive: list[Candidate], seconds: float) -> None:
         """A last interleaved round: the finalists and the winner's references."""
