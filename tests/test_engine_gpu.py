@@ -130,7 +130,10 @@ def test_record_on_the_gpu_with_real_nvml(tmp_path: Path) -> None:
     held = s.dropna(subset=["cuda_allocated_mib", "cuda_reserved_mib", "mem_used_mib"])
     assert len(held) and (held.cuda_allocated_mib > 0).all()
     assert (held.cuda_allocated_mib <= held.cuda_reserved_mib).all()
-    assert (held.cuda_reserved_mib < held.mem_used_mib).all()
+    # NVML's figure is its last tick's, which can predate the step sample's allocation (a first
+    # row once read 1458 MiB reserved, 1009 MiB used): compare once the ticks have caught up
+    settled = held.iloc[len(held) // 2 :]
+    assert (settled.cuda_reserved_mib < settled.mem_used_mib).all(), held[["cuda_reserved_mib", "mem_used_mib"]]
     meta = json.loads((tmp_path / "g.json").read_text())
     assert meta["gpu_name"] and meta["driver"] and meta["nvml_unavailable"] is None
     assert meta["device_name"] == meta["gpu_name"]  # NVML samples the GPU the child runs on

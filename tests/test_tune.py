@@ -25,7 +25,7 @@ from gpudash.tune import race
 from gpudash.tune.candidates import Candidate, CandidateMaker, label_of
 from gpudash.tune.plan import build_parser, plan_from_args
 from gpudash.tune.report import TuneReport
-from gpudash.tune.run import TuneProgress, TuneRun
+from gpudash.tune.run import TuneProgress, TuneRun, diagnosis_steps
 from tests.test_record import gpudash
 from workloads.base import WorkloadOptions
 from workloads.factory import build
@@ -166,12 +166,20 @@ class ScriptedRace(TuneRun):
         plan = dataclasses.replace(plan, pool=POOL + (("tf32", "on"),), settings=settings)
         super().__init__(plan, TuneReport(plan), _Interrupted(), TuneProgress(True, 0))
         self.speeds, self.measured = dict(speeds), list[str]()
+        self.windows_for_interval: dict[str, int] = {}  # a label's windows before its estimate has an interval
 
     def _stage(self, name: str, candidates: list[Candidate], seconds: float, number: int) -> None:
         self.measured += [c.label for c in candidates]
 
     def _standings(self, candidates: list[Candidate]) -> list[race.Standing]:
-        return [race.Standing(c, speed(self.speeds[c.label]) if c.label in self.measured else None) for c in candidates]
+        out = []
+        for c in candidates:
+            windows = self.measured.count(c.label)
+            known = speed(self.speeds[c.label]) if windows else None
+            if known is not None and windows < self.windows_for_interval.get(c.label, 1):
+                known = Estimate(known.mean, None, None, 3)  # too few samples yet
+            out.append(race.Standing(c, known))
+        return out
 
 
 AUGMENT_SPEEDS = {  # samples/s of augment at batch 32 on an H100 (docs/bench/h100-tune/tune-augment)
@@ -213,6 +221,26 @@ def test_compile_is_raced_where_its_stack_is_close_or_when_named(tmp_path: Path,
     run._knob_stage([leader], "GPU-bound (compute)", with_compile=True)
     assert run.measured[-1] == compiled  # last: its warm-up is the longest
     assert not any("compile on" in r for r in run.report.refusals)
+
+
+def test_a_slow_plain_variant_is_measured_again_before_it_could_keep_a_faster_one_out(tmp_path: Path) -> None:
+    speeds = AUGMENT_SPEEDS | {"cpu": 800, "gpu": 1800, "pipelined-loop": 1900}  # gpu-vectorized: 0.97x
+    run = ScriptedRace(tmp_path, "augment", speeds)
+    run.windows_for_interval = {"cpu": 2}  # its first window: too few samples for an interval
+    first = run.maker.variants(family("augment").variant_names, [32])
+    batch_of: dict[object, int] = {c: 32 for c in first}
+    run._stage("plain variants", first, 1.0, 1)
+    kept = race.variant_cut(run._standings(first), batch_of).kept
+    assert [c.label for c in kept] == ["pipelined", "cpu"]  # cpu, at 0.2x, cannot be judged yet
+    run._until_intervals("plain variants", first, 1.0, 1)
+    assert run.measured.count("cpu") == 2 and run.measured.count("pipelined") == 1
+    kept = race.variant_cut(run._standings(first), batch_of).kept
+    assert [c.label for c in kept] == ["pipelined"]
+
+
+def test_a_diagnosis_lasts_about_half_a_second_of_steps() -> None:
+    assert diagnosis_steps(25.0) == 12  # a slow step: not 30 of them, twice
+    assert diagnosis_steps(4.0) == 10 and diagnosis_steps(400.0) == 30 and diagnosis_steps(None) == 30
 
 
 def test_labels_are_the_entries_sweep_takes() -> None:

@@ -63,6 +63,24 @@ def test_switching_variant_and_batch_size_at_a_step_boundary() -> None:
         assert (w.variant, w.samples_per_step) == ("cpu", 5)
 
 
+def test_a_knob_change_keeps_the_host_batches_and_hands_them_out_as_a_fresh_build_would() -> None:
+    from workloads.knobs import parse_knobs
+
+    knobs = parse_knobs("channels_last=on")
+    with build("encdec", "cpu", WorkloadOptions(batch_size=2)) as w:
+        assert w.pool is not None
+        pool, first = w.pool, w.pool.batches[0]
+        w.step()
+        w.reconfigure(knobs=knobs)  # not generated and pinned again: the same batches, from the first
+        assert w.pool is pool and w.pool.batches[0] is first
+        with build("encdec", "cpu", WorkloadOptions(batch_size=2, knobs=knobs)) as fresh:
+            assert fresh.pool is not None and fresh.pool is not pool
+            for _ in range(len(pool) + 1):  # around the cycle: the same sequence
+                assert all(torch.equal(a, b) for a, b in zip(w.pool.next(), fresh.pool.next(), strict=True))
+        w.reconfigure(batch_size=3)  # other batches: made anew
+        assert w.pool is not pool and w.pool.batches[0][0].shape[0] == 3
+
+
 @pytest.mark.parametrize("name", EVERY_FAMILY)
 def test_a_change_frees_the_last_steps_gradients_before_the_next_configuration_is_built(
     name: str, monkeypatch: pytest.MonkeyPatch

@@ -32,13 +32,7 @@ from torchvision.ops import roi_align
 
 from workloads import models
 from workloads.base import Workload
-from workloads.data import (
-    HostBatchPool,
-    loader_bytes_held,
-    loader_worker_options,
-    random_images_u8,
-    shutdown_loader_workers,
-)
+from workloads.data import loader_bytes_held, loader_worker_options, random_images_u8, shutdown_loader_workers
 from workloads.registry import FAMILIES
 from workloads.streams import TwoStagePipeline
 from workloads.train_step import train_step
@@ -223,7 +217,7 @@ class AugmentWorkload(Workload):
             labels = torch.randint(0, models.NUM_CLASSES, (n,), dtype=torch.uint8, generator=gen)
             return random_images_u8(gen, n, size), labels
 
-        self.pool = HostBatchPool(make_batch, seed=self.data_seed, pin=self.on_cuda)
+        self.pool = self.host_pool(make_batch)
         self.augment = BatchAugment(size, vectorized=self.variant_info.vectorized, gen=self.gen)
         if self.variant_info.pipelined:
             self.pipeline = TwoStagePipeline(self.device, emulate=self.emulate_streams)

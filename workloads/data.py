@@ -57,6 +57,10 @@ class HostBatchPool:
     def __len__(self) -> int:
         return len(self.batches)
 
+    def rewind(self) -> None:
+        """Start the cycle again from the first batch (as a pool made anew would)."""
+        self._next = 0
+
     def next(self) -> tuple[torch.Tensor, ...]:
         batch = self.batches[self._next]
         self._next = (self._next + 1) % len(self.batches)

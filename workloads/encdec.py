@@ -7,7 +7,7 @@ import torch.nn as nn
 
 from workloads import models
 from workloads.base import Workload
-from workloads.data import HostBatchPool, random_images_u8
+from workloads.data import random_images_u8
 from workloads.registry import FAMILIES
 from workloads.streams import TwoStagePipeline
 from workloads.train_step import train_step
@@ -31,7 +31,7 @@ class EncDecWorkload(Workload):
             labels = torch.randint(0, models.NUM_CLASSES, (n, size, size), dtype=torch.uint8, generator=gen)
             return random_images_u8(gen, n, size), labels
 
-        self.pool = HostBatchPool(make_batch, seed=self.data_seed, pin=self.on_cuda)
+        self.pool = self.host_pool(make_batch)
         if self.variant_info.pipelined:
             self.pipeline = TwoStagePipeline(self.device, emulate=self.emulate_streams)
 

@@ -20,7 +20,6 @@ from torch import Tensor
 
 from workloads import models
 from workloads.base import Workload
-from workloads.data import HostBatchPool
 from workloads.registry import FAMILIES
 from workloads.train_step import train_step
 
@@ -96,7 +95,7 @@ class SyncLossWorkload(Workload):
             labels = torch.randint(-1, models.NUM_CLASSES, (n, size, size), dtype=torch.int8, generator=gen)
             return images, labels
 
-        self.pool = HostBatchPool(make_batch, seed=self.data_seed, pin=self.on_cuda)
+        self.pool = self.host_pool(make_batch)
         self.criterion = self.losses[self.variant]
 
     def trained_parameters(self) -> list[nn.Parameter]:

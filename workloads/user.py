@@ -24,7 +24,7 @@ from torch import Tensor, nn
 from gpudash.api import Training
 from workloads import user_spec
 from workloads.base import COPY_STAGE, Workload, WorkloadOptions
-from workloads.data import HostBatchPool, loader_bytes_held
+from workloads.data import loader_bytes_held
 from workloads.registry import WorkloadError
 from workloads.streams import TwoStagePipeline
 from workloads.train_step import train_step
@@ -198,9 +198,7 @@ class UserWorkload(Workload):
             self.feed = LoaderFeed(self.spec, training.loader, n)
         else:
             assert training.batch is not None  # call() checked: one of the two
-            self.pool = HostBatchPool(
-                checked_batch(self.spec, training.batch, n), seed=self.data_seed, pin=self.on_cuda
-            )
+            self.pool = self.host_pool(checked_batch(self.spec, training.batch, n), id(training))
             self._note_images(self.pool.batches[0][0])
         if self.variant_info.pipelined:
             self.pipeline = TwoStagePipeline(self.device, emulate=self.emulate_streams)

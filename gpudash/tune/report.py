@@ -424,7 +424,8 @@ def _method_lines(plan: TunePlan) -> list[str]:
         "",
         f"Every window starts {s.warmup:g} s after its switch (a knob's own warm-up — capture, "
         f"compile, autotuning — is over before that) and keeps {s.seconds:g} s of samples in the first "
-        f"look, {race.GROWTH:g}× longer at each rung. The plain variants are measured first; those "
+        f"look, {race.GROWTH:g}× longer at each rung. The plain variants are measured first (again, up "
+        "to twice, where a window held too few samples for an interval); those "
         f"clearly slower than their batch size's leader drop out (at most {race.VARIANTS_KEPT} stay per "
         "batch size). The leading variant gets each knob alone and the knob stacks, in the order the "
         "diagnosis of the plain run points to; a runner-up variant gets the stacks that led on it (at "

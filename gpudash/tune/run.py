@@ -8,7 +8,8 @@ files ``gpudash.tune.report``'s.
 The race, in order:
 
 1. the plain variants at every batch size, once each (the start configuration first, then a
-   diagnosis of it: what bounds the plain run orders the knobs);
+   diagnosis of it: what bounds the plain run orders the knobs), again where one has no interval
+   yet (a slow variant's first window may hold too few samples to judge it);
 2. each batch size's surviving variants with the knobs alone and the knob stacks, once each, in
    the diagnosis' order;
 3. rungs of successive halving, each in a seeded shuffled order, each window ``GROWTH`` times the
@@ -50,7 +51,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from gpudash.tune.report import TuneReport
 
 MEASURED_TIMEOUT_S = 120.0  # a diagnosis window
-EXTRA_ROUNDS = 2  # the final round's finalists without an interval yet are measured at most this often again
+DIAGNOSIS_S = 0.5  # a diagnosis window's steps: about this long (each half: timed, then profiled)
+DIAGNOSIS_MIN_STEPS = 10
+EXTRA_ROUNDS = 2  # a plain variant or finalist still without an interval is measured at most this often again
 
 
 class BudgetSpent(Exception):
@@ -123,6 +126,7 @@ class TuneRun(FamilyRun):
         self._stage("plain variants", first[:1], s.seconds, 1)
         self.report.before = self._diagnose(first[0])
         self._stage("plain variants", first[1:], s.seconds, 1)
+        self._until_intervals("plain variants", first, s.seconds, 1)  # a variant is not kept for want of one
         survivors = self._decide(
             first, race.variant_cut(self._standings(first), {c: c.config.batch_size for c in first})
         )
@@ -207,11 +211,16 @@ class TuneRun(FamilyRun):
         refs = [r for r in (self.plain_for(winner), self.best_single()) if r is not None]
         finalists = list(dict.fromkeys([*alive, *refs]))
         self._stage("final round", self._shuffled(finalists), seconds, race.MAX_RUNGS + 3)
-        for _ in range(EXTRA_ROUNDS):  # a comparison needs both intervals: a loaded host can leave one without
-            short = [s.key for s in self._standings(finalists) if s.speed is not None and not s.speed.has_interval]
+        self._until_intervals("final round", finalists, seconds, race.MAX_RUNGS + 3)
+
+    def _until_intervals(self, name: str, candidates: list[Candidate], seconds: float, number: int) -> None:
+        """Measure again, at most ``EXTRA_ROUNDS`` times, those of ``candidates`` still without an
+        interval: a comparison needs both (a slow step or a loaded host gives few samples a window)."""
+        for _ in range(EXTRA_ROUNDS):
+            short = [s.key for s in self._standings(candidates) if s.speed is not None and not s.speed.has_interval]
             if not short:
-                break
-            self._stage("final round", [self._by_key(k) for k in short], seconds, race.MAX_RUNGS + 3)
+                return
+            self._stage(name, [self._by_key(k) for k in short], seconds, number)
 
     def name_winner(self) -> Candidate | None:
         """The fastest candidate measured (and its references) into the report; no session needed
@@ -295,10 +304,15 @@ class TuneRun(FamilyRun):
         self.progress.status(f"{candidate.label} b{candidate.config.batch_size} · diagnosing")
         try:
             with self._timed("diagnosing"):
-                return self._ask(Diagnose(), DIAGNOSIS, MEASURED_TIMEOUT_S)
+                return self._ask(Diagnose(diagnosis_steps(self._steps_per_s(candidate))), DIAGNOSIS, MEASURED_TIMEOUT_S)
         except ConfigFailed as exc:
             self.report.note(f"diagnosis of {candidate.label}: {exc}")
             return None
+
+    def _steps_per_s(self, candidate: Candidate) -> float | None:
+        """``candidate``'s measured steps/s so far (None: nothing measured)."""
+        steps = summarize_one(candidate.config, self.results).stats.get("steps_per_s")
+        return None if steps is None else steps.mean
 
     def _ask(self, control: Diagnose | LossEffect, what: str, timeout: float) -> Event | None:
         """Send ``control``; its "measured" event (an "error" event is noted, None returned)."""
@@ -351,6 +365,15 @@ class TuneRun(FamilyRun):
         singles = [c for c in self.report.candidates if c.stage == "single"]
         lead = race.leader(self._standings(singles))
         return None if lead is None else self._by_key(lead.key)
+
+
+def diagnosis_steps(steps_per_s: float | None) -> int:
+    """A diagnosis window's steps: about ``DIAGNOSIS_S`` of the running step (at least
+    ``DIAGNOSIS_MIN_STEPS``; at most, and with nothing measured, the dashboard's ``Diagnose()``)."""
+    most = Diagnose().steps
+    if steps_per_s is None:
+        return most
+    return max(DIAGNOSIS_MIN_STEPS, min(most, round(steps_per_s * DIAGNOSIS_S)))
 
 
 def _changes_precision(knobs_text: str) -> bool:
