@@ -243,6 +243,23 @@ def test_a_diagnosis_lasts_about_half_a_second_of_steps() -> None:
     assert diagnosis_steps(4.0) == 10 and diagnosis_steps(400.0) == 30 and diagnosis_steps(None) == 30
 
 
+@pytest.mark.parametrize("rung_measured", [True, False])
+def test_the_last_round_measures_the_leader_beside_its_references(tmp_path: Path, rung_measured: bool) -> None:
+    run = ScriptedRace(tmp_path, "augment", AUGMENT_SPEEDS)
+    make = run.maker.make
+    plain, single = make("cpu", 32, (), "variant"), make("pipelined", 32, ("channels_last",), "single")
+    graph_stack = ("amp", "channels_last", "cudnn_benchmark", "tf32", "cuda_graph")
+    lead, second = make("pipelined", 32, graph_stack, "stack"), make("gpu-vectorized", 32, graph_stack, "stack")
+    run.speeds |= {"cpu": 800}
+    finalists = [c for c in (lead, second) if c is not None]
+    run.report.add_candidates([c for c in (plain, single, *finalists) if c is not None])
+    run.measured += [c.label for c in run.report.candidates]
+    run._confirm(finalists, 2.0, rung_measured)
+    expected = {lead.label, plain.label, single.label} if lead and plain and single else set()
+    # after a rung, the other finalist was just measured beside the leader: not again
+    assert set(run.measured[len(run.report.candidates) :]) == expected | (set() if rung_measured else {second.label})
+
+
 def test_labels_are_the_entries_sweep_takes() -> None:
     assert label_of("fixed", Knobs({"amp": "bf16", "cuda_graph": "on"})) == "fixed+amp=bf16+cuda_graph"
 

@@ -432,7 +432,7 @@ def _method_lines(plan: TunePlan) -> list[str]:
         f"most {race.STACKS_FOLLOWED}); `compile`, last, goes on the fast stack only where {race.COMPILE_REACH:g}× "
         "that stack's speed would reach the leader. Each rung then drops the candidates whose interval "
         f"lies clearly below the leader's and keeps the best third (at least {race.MIN_KEPT}), in a "
-        "seeded shuffled order; the finalists, the plain variant and the best single knob share a "
-        "last interleaved round.",
+        "seeded shuffled order; the leader, the plain variant and the best single knob share a "
+        "last interleaved round (the other finalists too, unless a rung has just measured them).",
         "",
     ]

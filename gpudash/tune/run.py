@@ -14,8 +14,9 @@ The race, in order:
    the diagnosis' order;
 3. rungs of successive halving, each in a seeded shuffled order, each window ``GROWTH`` times the
    last, until one candidate is left, the rest are within its noise, or ``MAX_RUNGS``;
-4. a last interleaved round of the finalists, the plain variant at the winner's batch size and
-   the best single knob (the winner's comparisons);
+4. a last interleaved round of the leader, the plain variant at its batch size and the best
+   single knob (the winner's comparisons), with the other finalists unless a rung has just
+   measured them side by side;
 5. a diagnosis of the winner and, when its knobs change the number format, its loss against the
    plain run's over the same steps.
 
@@ -140,14 +141,15 @@ class TuneRun(FamilyRun):
             )
         second = self._knob_stage(survivors, bound, with_compile)
         alive = survivors + [c for c in second if c not in self.failed_candidates()]
-        seconds = s.seconds
+        seconds, rung_measured = s.seconds, False
         for rung in range(1, race.MAX_RUNGS + 1):
             alive = self._decide(alive, race.cut(self._standings(alive)))
             if race.settled(self._standings(alive)):
                 break
             seconds *= race.GROWTH
             self._stage(f"rung {rung}", self._shuffled(alive), seconds, 2 + rung)
-        self._confirm(alive, seconds)
+            rung_measured = True
+        self._confirm(alive, seconds, rung_measured)
 
     def _knob_stage(self, survivors: list[Candidate], bound: str | None, with_compile: bool) -> list[Candidate]:
         """The knobs on the survivors, measured once each: the leading variant's singles and stacks,
@@ -202,14 +204,16 @@ class TuneRun(FamilyRun):
             self._stage(name, candidates, self.tune.settings.seconds, 2)
         return candidates
 
-    def _confirm(self, alive: list[Candidate], seconds: float) -> None:
-        """A last interleaved round: the finalists and the winner's references."""
+    def _confirm(self, alive: list[Candidate], seconds: float, rung_measured: bool) -> None:
+        """A last interleaved round: the leader and its references (the plain variant, the best
+        single knob), and the other finalists unless a rung has just measured them all side by
+        side (``rung_measured``)."""
         lead = race.leader(self._standings(alive))
         if lead is None:
             return
         winner = self._by_key(lead.key)
         refs = [r for r in (self.plain_for(winner), self.best_single()) if r is not None]
-        finalists = list(dict.fromkeys([*alive, *refs]))
+        finalists = list(dict.fromkeys([winner, *refs] if rung_measured else [*alive, *refs]))
         self._stage("final round", self._shuffled(finalists), seconds, race.MAX_RUNGS + 3)
         self._until_intervals("final round", finalists, seconds, race.MAX_RUNGS + 3)
 
