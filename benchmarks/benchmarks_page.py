@@ -848,24 +848,30 @@ the loop's bookkeeping is in it, and adjacent bursts, ~25 ms apart, see the same
 
 
 TUNE = DOCS / "bench" / "h100-tune"
-TUNE_PAIRS = (
-    ("beyond-encdec", "tune-encdec"),
-    ("beyond-encdec-b8", "tune-encdec-b8"),
-    ("beyond-encdec-b32", "tune-encdec-b32"),
-    ("beyond-sync", "tune-sync_loss"),
-    ("beyond-augment", "tune-augment"),
+TUNE_PAIRS = (  # (sweep, tune, a note telling runs of one case apart)
+    ("beyond-encdec", "tune-encdec", ""),
+    ("beyond-encdec-b8", "tune-encdec-b8", ""),
+    ("beyond-encdec-b32", "tune-encdec-b32-before", "before"),
+    ("beyond-encdec-b32", "tune-encdec-b32", "now"),
+    ("beyond-encdec-b32", "tune-encdec-b32-again", "now, again"),
+    ("beyond-sync", "tune-sync_loss", ""),
+    ("beyond-augment", "tune-augment-before", "before"),
+    ("beyond-augment", "tune-augment", "now"),
+    ("beyond-augment", "tune-augment-again", "now, again"),
 )
 
 
 def tune_section() -> str:
     """``gpudash tune`` against the exhaustive sweeps (``benchmarks/tune_vs_sweep.py``'s rows)."""
     from benchmarks.tune_vs_sweep import rows as tune_rows
+    from gpudash.tune.race import COMPILE_REACH
 
-    lines = [line for sweep, tune in TUNE_PAIRS for line in tune_rows(TUNE / sweep, TUNE / tune)]
+    lines = [line for sweep, tune, note in TUNE_PAIRS for line in tune_rows(TUNE / sweep, TUNE / tune, note)]
     meta = json.loads((TUNE / "tune-encdec" / "tune.json").read_text())
     day = str(meta["start_time"])[:10]
-    pairs = " ".join(f"{sweep} {tune}" for sweep, tune in TUNE_PAIRS)
-    files = [TUNE / sweep / "sweep.json" for sweep, _ in TUNE_PAIRS] + [TUNE / t / "tune.json" for _, t in TUNE_PAIRS]
+    pairs = " ".join(f"{sweep} {tune}" for sweep, tune, _ in TUNE_PAIRS)
+    sweeps = dict.fromkeys(TUNE / sweep / "sweep.json" for sweep, _, _ in TUNE_PAIRS)
+    files = [*sweeps, *(TUNE / t / "tune.json" for _, t, _ in TUNE_PAIRS)]
     commands = "\n".join(f"- `{json.loads(f.read_text())['command']}`" for f in files)
     return f"""## `gpudash tune` against the exhaustive sweep
 
@@ -884,32 +890,58 @@ exact command is the first line of its `sweep.md` or `tune.md` there:
 
 Tune's winner is the sweep's best stack with `tf32` on top (which the beyond entries leave out),
 except at `sync_loss`, where it raced `compile` and found it faster than anything the beyond entries
-try. The time goal is missed at `encdec` b32 and `augment`. Those two were run again on the engine
-of today (steps in bursts of one ~25 ms timing group), with tune.md's account of where the time
-went, the sum of each part's wall-clock seconds:
+try. The time goal was missed at `encdec` b32 and `augment` *before* (the runs so marked, of
+{run_times("-before")}); *now* and *again* are two runs of today's `gpudash tune` ({run_times("")};
+{run_times("-again")}), each with tune.md's account of where the time went, the sum of each part's
+wall-clock seconds:
 
-- `encdec` b32: {tune_time("tune-encdec-b32")}
-- `augment` b32: {tune_time("tune-augment")}
+- `encdec` b32 before: {tune_time("tune-encdec-b32-before")}
+- `encdec` b32 now: {tune_time("tune-encdec-b32")}
+- `augment` b32 before: {tune_time("tune-augment-before")}
+- `augment` b32 now: {tune_time("tune-augment")}
 
-A tune pays the workload's start and its stop once, as the sweep does, but a switch and a warm-up
-for every candidate: the knob stacks' switches (cuDNN autotuning under `channels_last`, a CUDA
-graph's capture, `compile` at `encdec`, where the plain run is GPU-bound so `compile` is raced too)
-take as long as all the windows together, and how long they take varies from run to run (the
-earlier runs of the same two cases took {tune_seconds_before()}). The other tune runs in the table
-came before the rule that two or more host waits a step are sync-bound
-(`gpudash/diagnosis/rules.py`): `sync_loss`'s plain run (`sync-heavy`) was then judged GPU-bound,
-which is why `compile` was raced there; today it is judged sync-bound and `compile` is raced only
-with `--knobs …,compile`.
+Three changes between them. A configuration change keeps the workload's host batches when they
+do not depend on it (a knob, most variants: `Workload.host_pool`), where every switch used to
+generate and pin them again. A runner-up variant gets only the knob stacks that led on the leading
+one, and `compile` goes last, on the fast stack, and only where {COMPILE_REACH:g}× that stack's
+speed would reach the leader; before, its switch alone took {compile_switch("tune-encdec-b32-before")}
+of the `encdec` run. Now tune.md's *Not tried* says why it was left out:
+
+{compile_skips()}
+
+And a plain variant whose first window held too few samples for an interval (`augment`'s `cpu`)
+is measured again rather than kept, unjudged, in a faster variant's place. The
+other tune runs in the table came before the rule that two or more host waits a step are
+sync-bound (`gpudash/diagnosis/rules.py`): `sync_loss`'s plain run (`sync-heavy`) was then judged
+GPU-bound, which is why `compile` was raced there; today it is judged sync-bound and `compile` is
+raced only with `--knobs …,compile`.
 """
 
 
-def tune_seconds_before() -> str:
-    """The wall-clock seconds of the earlier runs of the two re-run cases (``*-before/tune.json``)."""
-    runs = [(name, json.loads((TUNE / f"{folder}-before" / "tune.json").read_text())) for name, folder in RERUN]
-    return " and ".join(f"{meta['elapsed_s']:.0f} s ({name}, {meta['start_time']})" for name, meta in runs)
+def run_times(suffix: str) -> str:
+    """When the two re-run cases' runs with ``suffix`` ran and how long they took (their tune.json)."""
+    runs = [(name, json.loads((TUNE / f"{folder}{suffix}" / "tune.json").read_text())) for name, folder in RERUN]
+    return " and ".join(f"{name} at {meta['start_time'][:16]}: {meta['elapsed_s']:.0f} s" for name, meta in runs)
 
 
 RERUN = (("encdec b32", "tune-encdec-b32"), ("augment b32", "tune-augment"))
+
+
+def compile_switch(folder: str) -> str:
+    """The seconds a tune run's switch to its ``compile`` candidate took (its tune.md's table)."""
+    text = (TUNE / folder / "tune.md").read_text()
+    row = next(line for line in text.splitlines() if line.startswith("| ") and "compile=" in line)
+    return row.split(" | ")[-2]
+
+
+def compile_skips() -> str:
+    """The "compile on ..." lines of the re-run ``encdec`` b32 tunes' *Not tried* (a bullet each)."""
+    lines = []
+    for folder in ("tune-encdec-b32", "tune-encdec-b32-again"):
+        text = (TUNE / folder / "tune.md").read_text()
+        lines += [f"{line} ({folder})" for line in text.splitlines() if line.startswith("- compile on ")]
+    assert lines, "no compile line in the encdec b32 tunes' Not tried"
+    return "\n".join(lines)
 
 
 def tune_time(folder: str) -> str:
@@ -917,9 +949,9 @@ def tune_time(folder: str) -> str:
     text = (TUNE / folder / "tune.md").read_text()
     section = text.split("## Where the time went", 1)[1].split("\n\n")[1]
     parts = [line.removeprefix("- ") for line in section.splitlines() if line.startswith("- ")]
-    total = re.search(r"\(([0-9]+) s\)", text)
-    assert parts and total, f"{folder}: no time account in tune.md"
-    return f"{total.group(1)} s in all: " + "; ".join(parts)
+    total = json.loads((TUNE / folder / "tune.json").read_text())["elapsed_s"]
+    assert parts, f"{folder}: no time account in tune.md"
+    return f"{total:.0f} s in all: " + "; ".join(parts)
 
 
 def page() -> str:

@@ -93,9 +93,11 @@ def seconds(folder: Path, name: str) -> float:
     return (end - start).total_seconds()
 
 
-def rows(sweep: Path, tune: Path) -> list[str]:
+def rows(sweep: Path, tune: Path, note: str = "") -> list[str]:
+    """The table's rows of one tune run against its sweep (``note``: after the case's name, to
+    tell runs of the same case apart)."""
     sb, tb = sweep_bests(sweep), tune_bests(tune)
-    family = json.loads((tune / "tune.json").read_text())["workload"]
+    family = json.loads((tune / "tune.json").read_text())["workload"] + (f" ({note})" if note else "")
     out = []
     batches = sorted({x.batch_size for x in tb})
     # one winner per tune run: over all its batch sizes (its best at one of several is no winner)
