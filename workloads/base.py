@@ -428,8 +428,9 @@ class Workload(ChangeChecks, ABC):
         """The pool of host batches ``make_batch`` makes for this configuration (``depends_on``:
         what else than the batch size, image size and seed its batches depend on). A change that
         leaves all that alone (a knob, most variants) gets the last pool again, from its first
-        batch, as a new one would start: generating and pinning the batches again took 0.3-0.6 s
-        of every switch on an H100. Another gets a new one, the old one freed first."""
+        batch, as a new one would start (generating and pinning them again was a share of every
+        switch: docs/BENCHMARKS.md, tune against the sweep). Another gets a new one, the old one
+        freed first."""
         key = (self.batch_size, self.image_size, self.data_seed, self.on_cuda, *depends_on)
         if self._kept_pool is not None and self._kept_pool[0] == key:
             pool = self._kept_pool[1]
