@@ -10,8 +10,9 @@ The race, in order:
 1. the plain variants at every batch size, once each (the start configuration first, then a
    diagnosis of it: what bounds the plain run orders the knobs), again where one has no interval
    yet (a slow variant's first window may hold too few samples to judge it);
-2. each batch size's surviving variants with the knobs alone and the knob stacks, once each, in
-   the diagnosis' order;
+2. each batch size's leading variant with the knobs alone and the knob stacks, once each, in
+   the diagnosis' order; a runner-up variant with the stacks that led there; ``compile`` last,
+   on the fast stack, where it can still reach the leader;
 3. rungs of successive halving, each in a seeded shuffled order, each window ``GROWTH`` times the
    last, until one candidate is left, the rest are within its noise, or ``MAX_RUNGS``;
 4. a last interleaved round of the leader, the plain variant at its batch size and the best
