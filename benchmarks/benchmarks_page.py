@@ -926,8 +926,9 @@ Three changes between them. A configuration change keeps the workload's host bat
 do not depend on it (a knob, most variants: `Workload.host_pool`), where every switch used to
 generate and pin them again. A runner-up variant gets only the knob stacks that led on the leading
 one, and `compile` goes last, on the fast stack, and only where {COMPILE_REACH:g}× that stack's
-speed would reach the leader; before, its switch alone took {compile_switch("tune-encdec-b32-before")}
-of the `encdec` run. Now tune.md's *Not tried* says why it was left out:
+speed would reach the leader (what `compile` gave over its own stack in these measurements, the
+most first: {compile_gains()}); before, its switch alone took {compile_switch("tune-encdec-b32-before")}
+of the `encdec` run. Now tune.md's *Not tried* says why it was left out (as these runs wrote it):
 
 {compile_skips()}
 
@@ -979,10 +980,21 @@ def fixed_share(folder: str, sweep: str) -> str:
     share of its sweep's wall time."""
     from benchmarks.tune_vs_sweep import seconds
 
-    text = (TUNE / folder / "tune.md").read_text()
-    parts = dict(re.findall(r"^- ([a-z ]+): ([0-9.]+) s \(", text, re.M))
-    total = float(parts["starting the workload"]) + compile_switch_s(folder) + float(parts["checking the loss"])
+    parts = {p: sec for p, sec, _ in time_parts(folder)}
+    total = parts["starting the workload"] + compile_switch_s(folder) + parts["checking the loss"]
     return f"{total:.0f} s, {total / seconds(TUNE / sweep, 'sweep.json'):.0%} of the sweep's"
+
+
+def compile_gains() -> str:
+    """``compile`` against the same stack without it, in the sweeps that measure both (the
+    evidence for ``gpudash.tune.race.COMPILE_REACH``)."""
+    pairs = (
+        (VISION["vit_b_16"], "vit_b_16", "serial+amp=bf16", 128),
+        (VISION["resnet50"], "resnet50", f"pipelined+{FAST}", 256),
+        (VISION["resnet50"], "resnet50", f"serial+{FAST}", 256),
+        ("h100-tune/beyond-encdec-b32", "encdec", "serial", 32),
+    )
+    return "; ".join(f"`{w}` b{b} `{v}`: {versus(name, w, v, v + '+compile', b)}" for name, w, v, b in pairs)
 
 
 def compile_skips() -> str:
@@ -995,14 +1007,22 @@ def compile_skips() -> str:
     return "\n".join(lines)
 
 
+def time_parts(folder: str) -> list[tuple[str, float, str]]:
+    """A tune run's "Where the time went" (``tune.md``): (part, seconds, share) each."""
+    text = (TUNE / folder / "tune.md").read_text()
+    section = text.split("## Where the time went", 1)[1]
+    parts = [
+        (p, float(sec), share)
+        for p, sec, share in re.findall(r"^- ([a-z ,()]+): ([0-9.]+) s \(([0-9]+%)\)", section, re.M)
+    ]
+    assert parts, f"{folder}: no time account in tune.md"
+    return parts
+
+
 def tune_time(folder: str) -> str:
     """A tune run's "Where the time went" list (``tune.md``), in one line."""
-    text = (TUNE / folder / "tune.md").read_text()
-    section = text.split("## Where the time went", 1)[1].split("\n\n")[1]
-    parts = [line.removeprefix("- ") for line in section.splitlines() if line.startswith("- ")]
     total = json.loads((TUNE / folder / "tune.json").read_text())["elapsed_s"]
-    assert parts, f"{folder}: no time account in tune.md"
-    return f"{total:.0f} s in all: " + "; ".join(parts)
+    return f"{total:.0f} s in all: " + "; ".join(f"{p}: {sec:.1f} s ({share})" for p, sec, share in time_parts(folder))
 
 
 def page() -> str:

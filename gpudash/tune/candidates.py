@@ -78,9 +78,7 @@ class CandidateMaker:
 
     def make(self, variant: str, batch_size: int, knob_names: Iterable[str], stage: str) -> Candidate | None:
         """The candidate (one already made is returned again); None when the workload refuses it."""
-        from workloads.knobs import Knobs
-
-        knobs = Knobs((n, self.pool[n]) for n in self.pool if n in set(knob_names))
+        knobs = self._knobs(knob_names)
         label = label_of(variant, knobs)
         why = knobs.refusal(self.info.variant(variant), self.device_type)
         if why is not None:  # said once per reason (it names the variant), not per stack that has the knob
@@ -115,7 +113,7 @@ class CandidateMaker:
         measured against them: ``cuda_graph`` on a step that syncs, say)."""
         v, b = runner_up.config.variant, runner_up.config.batch_size
         names = [tuple(_names(s.config.knobs)) for s in kept]
-        names += [s for s in self.stacks() if (leader.config.variant, b, self._text(s)) not in self.made]
+        names += [s for s in self.stacks() if (leader.config.variant, b, self._knobs(s).text()) not in self.made]
         out = [self.make(v, b, n, "stack") for n in names]
         return [c for c in dict.fromkeys(out) if c is not None]
 
@@ -124,27 +122,30 @@ class CandidateMaker:
         not made, or ``compile`` is not in the pool)."""
         if COMPILE not in self.pool:
             return None
-        fast = tuple(n for n in FAST_STACK if n in self.pool)
-        return self.made.get((on.config.variant, on.config.batch_size, self._text(fast)))
+        return self.made.get((on.config.variant, on.config.batch_size, self._knobs(self._fast).text()))
 
     def compiled(self, on: Candidate) -> Candidate | None:
         """``compile`` on top of the fast stack at ``on``'s variant and batch size (None: not in
         the pool, or refused)."""
         if COMPILE not in self.pool:
             return None
-        fast = tuple(n for n in FAST_STACK if n in self.pool)
-        return self.make(on.config.variant, on.config.batch_size, (*fast, COMPILE), "stack")
+        return self.make(on.config.variant, on.config.batch_size, (*self._fast, COMPILE), "stack")
 
-    def _text(self, knob_names: Iterable[str]) -> str:
+    @property
+    def _fast(self) -> tuple[str, ...]:
+        """The fast stack's knobs that are in the pool."""
+        return tuple(n for n in FAST_STACK if n in self.pool)
+
+    def _knobs(self, knob_names: Iterable[str]) -> Knobs:
+        """The pool's values of ``knob_names``, in the pool's order."""
         from workloads.knobs import Knobs
 
         names = set(knob_names)
-        return Knobs((n, self.pool[n]) for n in self.pool if n in names).text()
+        return Knobs((n, self.pool[n]) for n in self.pool if n in names)
 
     def stacks(self) -> list[tuple[str, ...]]:
         """The knob stacks of the pool but ``compile``'s (each at least two knobs; duplicates once)."""
-        exact = tuple(n for n in EXACT_STACK if n in self.pool)
-        fast = tuple(n for n in FAST_STACK if n in self.pool)
+        exact, fast = tuple(n for n in EXACT_STACK if n in self.pool), self._fast
         graph = (GRAPH,) if GRAPH in self.pool else ()
         tries = [exact, fast, exact + graph, fast + graph]
         kept = [s for s in tries if len(s) >= 2]
