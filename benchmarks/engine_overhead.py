@@ -65,6 +65,22 @@ def main() -> int:
     )
     p.add_argument("--hand", action="store_true", help="bare: the Training's step by hand (a workload of your own)")
     p.add_argument(
+        "--knob",
+        action="append",
+        default=[],
+        metavar="NAME[=VALUE]",
+        help="build the workload with this knob (repeatable); --hand applies it as a hand loop would "
+        "(the same compiled modules, inputs in the knobs' layout, forward and loss under the knobs' autocast)",
+    )
+    p.add_argument(
+        "--resident",
+        type=int,
+        default=0,
+        metavar="N",
+        help="--hand: the bare loop trains on N batches kept on the device, copied there once "
+        "(synthetic data on the GPU: no copy in the step)",
+    )
+    p.add_argument(
         "--interleave",
         type=float,
         default=0.0,
@@ -85,7 +101,10 @@ def main() -> int:
     cuda = device.type == "cuda"
     if cuda and device.index is not None:
         torch.cuda.set_device(device)
-    w = build(args.workload, device, WorkloadOptions(variant=args.variant, batch_size=args.batch_size))
+    from workloads.knobs import parse_knobs
+
+    knobs = parse_knobs(",".join(args.knob) or "none")
+    w = build(args.workload, device, WorkloadOptions(variant=args.variant, batch_size=args.batch_size, knobs=knobs))
 
     def sync() -> None:
         if cuda:
@@ -95,16 +114,21 @@ def main() -> int:
         for _ in range(n):
             w.step()
 
+    resident = [w.to_device(w.pool.next()) for _ in range(args.resident)] if args.hand else []
+
     def hand_steps(n: int) -> None:
-        """The user's step as their own loop would take it, from the same Training and batches."""
+        """The user's step as their own loop would take it, from the same Training and batches
+        (the workload's modules as its knobs resolved them: compiled, in their layout)."""
         model, loss_fn, optimizer, pool, frozen = w.model, w.loss_fn, w.optimizer, w.pool, w.frozen
-        for _ in range(n):
-            x, y = (v.to(device, non_blocking=True) for v in pool.next())
-            if frozen is not None:
-                with torch.no_grad():
-                    x = frozen(x)
+        for i in range(n):
+            x, y = resident[i % len(resident)] if resident else w.to_device(pool.next())
             optimizer.zero_grad(set_to_none=True)
-            loss_fn(model(x), y).backward()
+            with w.autocast():
+                if frozen is not None:
+                    with torch.no_grad():
+                        x = frozen(x)
+                loss = loss_fn(model(x), y)
+            loss.backward()
             optimizer.step()
 
     bare_steps = hand_steps if args.hand else workload_steps  # the bare loop this run compares with
@@ -153,7 +177,8 @@ def main() -> int:
     name = torch.cuda.get_device_name(device) if cuda else platform.processor() or "cpu"
     print(
         f"# engine overhead: {args.workload} {w.variant}, batch {w.batch_size}, image {w.image_size}, "
-        f"bare loop {'by hand' if args.hand else 'workload.step()'}, "
+        f"knobs {w.knobs.text()}, bare loop {'by hand' if args.hand else 'workload.step()'}"
+        f"{f' on {args.resident} batches kept on the device' if resident else ''}, "
         f"on {device} ({name})"
     )
     print(

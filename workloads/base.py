@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 import torch
 
-from workloads import distributed, limits, memory_probe, tuning
+from workloads import distributed, fresh_start, limits, memory_probe, tuning
 from workloads.change_checks import ChangeChecks
 from workloads.data import HostBatchPool
 from workloads.distributed import RankInfo
@@ -208,6 +208,7 @@ class Workload(ChangeChecks, ABC):
 
     def _setup(self, warm_up: bool = True) -> None:
         """Apply the knobs, build the configuration, wire the stages, warm up what is slow."""
+        self.random_at_setup = fresh_start.RandomStates.of(self)  # what a fresh start puts back first
         tuning.apply_backend_flags(self.knobs)
         self._autocast = tuning.autocast_factory(self.device, self.knobs)
         layout = tuning.memory_format(self.knobs)
@@ -303,6 +304,16 @@ class Workload(ChangeChecks, ABC):
             self.variant, self.batch_size, self.knobs = old
             self._setup()
             raise
+
+    def restart(self) -> None:
+        """Build the running configuration again: its batches start from the first, as a fresh
+        build's do (the compiled modules, kept per module and mode, are reused)."""
+        self._release_and_drain()
+        self._setup()
+
+    def model_modules(self) -> dict[str, torch.nn.Module]:
+        """The model modules as built (not compiled, not wrapped), by attribute name."""
+        return dict(self._modules.eager)
 
     def step(self) -> None:
         """Enqueue one training step: producer then consumer, or overlapped when pipelined."""

@@ -137,9 +137,10 @@ class Diagnose:
 
 @dataclass(frozen=True)
 class LossEffect:
-    """What the running knobs do to the loss: two fresh copies of the running configuration (same
-    seed, same batches), one plain and one with the knobs, ``steps`` steps each; a ``measured``
-    event (what=LOSS_EFFECT) with both losses (``gpudash tune``'s correctness guard)."""
+    """What the running knobs do to the loss: a plain fresh copy of the running configuration and
+    the running configuration started as that copy (same weights, same batches; its compiled code
+    kept), ``steps`` steps each; a ``measured`` event (what=LOSS_EFFECT) with both losses
+    (``gpudash tune``'s correctness guard)."""
 
     steps: int = 50
 

@@ -232,10 +232,11 @@ LOSS_TAIL = 10  # the last losses averaged into each copy's "final" loss
 
 
 def loss_effect(loop: StepLoop, steps: int) -> None:
-    """Train two fresh copies of the running configuration ``steps`` steps each, from the same seed
-    on the same batches: one plain (no knob), one with the running knobs. A "measured" event
+    """Train a plain fresh copy (no knob) ``steps`` steps, and the running configuration as many
+    from the copy's start (its weights, no optimizer state, the same batches). A "measured" event
     (what=LOSS_EFFECT) with both final losses (the mean of the last ``LOSS_TAIL``), their relative
-    difference and the largest difference at any one step. The running workload is left as it was."""
+    difference and the largest difference at any one step. The running workload's training state is
+    put back afterwards; its batches go on from where the check left them."""
     w = loop.workload
     if w.knobs.text() == "none":
         failed(loop, LOSS_EFFECT, "no knob is on: there is nothing to compare with the plain run")
@@ -247,7 +248,7 @@ def loss_effect(loop: StepLoop, steps: int) -> None:
     losses = measure_apart(loop, LOSS_EFFECT, lambda: _both_losses(loop, steps))
     if losses is None:
         return
-    plain, knobbed = losses
+    (plain, plain_s), (knobbed, knob_s) = losses
     tail_plain, tail_knobbed = (sum(x[-LOSS_TAIL:]) / LOSS_TAIL for x in (plain, knobbed))
     scale = max(abs(tail_plain), 1e-12)
     diff_pct = 100.0 * (tail_knobbed - tail_plain) / scale
@@ -259,35 +260,46 @@ def loss_effect(loop: StepLoop, steps: int) -> None:
         "knob_loss": f"{tail_knobbed:.6g}",
         "diff_pct": f"{diff_pct:.4g}",
         "max_step_diff_pct": f"{worst_pct:.4g}",
+        "plain_s": f"{plain_s:.3g}",
+        "knob_s": f"{knob_s:.3g}",
     }
     message = (
         f"loss after {steps} steps: {tail_knobbed:.4g} with {w.knobs.text()}, {tail_plain:.4g} plain "
-        f"({diff_pct:+.2f}%); the largest difference at one step {worst_pct:.2f}%"
+        f"({diff_pct:+.2f}%); the largest difference at one step {worst_pct:.2f}% "
+        f"(the plain copy built and trained in {plain_s:.1f} s, the knobs' steps in {knob_s:.1f} s)"
     )
     loop.event(EventKind.MEASURED, what=LOSS_EFFECT, message=message, details=details)
 
 
-def _both_losses(loop: StepLoop, steps: int) -> tuple[list[float], list[float]]:
-    """The losses of a plain fresh copy and of one with the running knobs, ``steps`` steps each
-    (the backend flags of the running knobs are put back afterwards)."""
+def _both_losses(loop: StepLoop, steps: int) -> tuple[tuple[list[float], float], tuple[list[float], float]]:
+    """The losses of a plain fresh copy and of the running workload started as that copy was
+    (``workloads.fresh_start``: its knobs' compiled and captured code kept), ``steps`` steps each,
+    with each arm's seconds (the backend flags of the running knobs are put back afterwards)."""
+    import time
+
     from workloads import tuning
+    from workloads.fresh_start import StartState, starting_as
     from workloads.knobs import Knobs
 
     w = loop.workload
     assert loop.builder is not None  # checked by the caller
     try:
-        return tuple(  # type: ignore[return-value]
-            _losses(loop.builder(w.info.name, w.variant, w.batch_size, knobs), steps) for knobs in (Knobs(), w.knobs)
-        )
+        t = time.perf_counter()
+        with loop.builder(w.info.name, w.variant, w.batch_size, Knobs()) as copy:
+            start = StartState.of(copy)
+            plain = _losses(copy, steps)
+        plain_s, t = time.perf_counter() - t, time.perf_counter()
+        with starting_as(w, start):
+            knobbed = _losses(w, steps)
+        return (plain, plain_s), (knobbed, time.perf_counter() - t)
     finally:
         tuning.apply_backend_flags(w.knobs)
 
 
-def _losses(copy: Any, steps: int) -> list[float]:
-    """``steps`` losses of ``copy`` (a fresh workload), which is closed afterwards."""
-    with copy:
-        out = []
-        for _ in range(steps):
-            copy.step()
-            out.append(float(copy.last_loss))
-        return out
+def _losses(w: Any, steps: int) -> list[float]:
+    """The losses of ``steps`` steps of ``w``, each read back."""
+    out = []
+    for _ in range(steps):
+        w.step()
+        out.append(float(w.last_loss))
+    return out

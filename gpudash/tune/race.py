@@ -33,6 +33,10 @@ STACKS_FOLLOWED = 2  # a runner-up variant gets at most this many of the leading
 # most compile gave over its own stack in this project's measurements (docs/BENCHMARKS.md, "gpudash
 # tune against the exhaustive sweep": vit_b_16, resnet50 and encdec on an H100, with intervals)
 COMPILE_REACH = 1.5
+# the winner is measured again while its interval is wider than this share of its mean: the
+# verdicts' noise threshold (gpudash.stats.comparison), so a comparison with it can be decided
+PRECISION = 0.02
+EXTRA_ROUNDS = 2  # a candidate without an interval, or a winner short of PRECISION: measured at most this often again
 
 
 @dataclass(frozen=True)
@@ -117,6 +121,19 @@ def settled(standings: list[Standing]) -> bool:
         s is lead or (s.speed is not None and against(lead, s).verdict in (Verdict.NO_CHANGE, Verdict.WITHIN_NOISE))
         for s in standings
     ) and all(s.speed is not None and s.speed.has_interval for s in standings)
+
+
+def imprecise(s: Standing) -> bool:
+    """Whether ``s`` was measured but its interval is missing or wider than ±``PRECISION``."""
+    if s.speed is None or s.error:
+        return False
+    width = s.speed.rel_half_width
+    return width is None or width > PRECISION
+
+
+def runner_up(lead: Standing, standings: list[Standing]) -> Standing | None:
+    """The measured candidate closest behind ``lead`` (None: no other)."""
+    return leader([s for s in standings if s is not lead])
 
 
 def followed_stacks(stacks: list[Standing]) -> list[object]:

@@ -411,8 +411,8 @@ def _guard_lines(report: TuneReport) -> list[str]:
     return [
         "## Correctness",
         "",
-        f"The winner changes a number format. Two fresh copies from the same seed on the same batches, "
-        f"plain and with the winner's knobs: {measured}. `--exact` keeps to knobs that change none.",
+        "The winner changes a number format. A plain fresh copy and the winner, trained from the "
+        f"same start on the same batches: {measured}. `--exact` keeps to knobs that change none.",
         "",
     ]
 
@@ -433,6 +433,8 @@ def _method_lines(plan: TunePlan) -> list[str]:
         "that stack's speed would reach the leader. Each rung then drops the candidates whose interval "
         f"lies clearly below the leader's and keeps the best third (at least {race.MIN_KEPT}), in a "
         "seeded shuffled order; the leader, the plain variant and the best single knob share a "
-        "last interleaved round (the other finalists too, unless a rung has just measured them).",
+        "last interleaved round (the other finalists too, unless a rung has just measured them); "
+        f"then the leader and its closest rival again, up to {race.EXTRA_ROUNDS} times, while the leader's "
+        f"interval is wider than ±{race.PRECISION:.0%} of its mean.",
         "",
     ]
