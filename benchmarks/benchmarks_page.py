@@ -714,11 +714,11 @@ def tune_winner_rows() -> str:
 def autotune_attempt() -> str:
     """The interrupted sweep of ``compile=max-autotune`` (its sweep.json, and its log's autotuned kernels)."""
     folder = DOCS / "bench" / R50_AUTOTUNE
-    meta = json.loads((folder / "sweep.json").read_text())
-    start, end = (dt.datetime.fromisoformat(meta[k]) for k in ("start_time", "end_time"))
+    m = meta(R50_AUTOTUNE)
+    start, end = (dt.datetime.fromisoformat(m[k]) for k in ("start_time", "end_time"))
     autotuned = (folder / "sweep-resnet50.log").read_text().count("\nAUTOTUNE ")
     return (
-        f"`{meta['command']}` was {meta['status']} after {(end - start).total_seconds() / 60:.1f} minutes, "
+        f"{header(R50_AUTOTUNE)} was {m['status']} after {(end - start).total_seconds() / 60:.1f} minutes, "
         f"the default compile measured, `max-autotune` still autotuning ({autotuned} kernels and "
         f"convolutions benchmarked so far; `docs/bench/{R50_AUTOTUNE}/`): too long a warm-up for a "
         "10-minute device call, so its speed is not known."
@@ -1004,7 +1004,7 @@ narrow enough to say it is within 3%, and `compile`'s warm-up (the first compile
 switch: {compile_switch("tune-resnet50-before")}) was paid again in the loss check, whose fresh copy
 of the model was compiled anew. Two changes since: the loss check trains the running workload
 from the plain copy's start, its compiled code kept (`workloads/fresh_start.py`; the check took
-{part_s("tune-resnet50-before", "checking the loss")}, now {part_s("tune-resnet50", "checking the loss")}: {loss_arms("tune-resnet50")}), and the winner is
+{part_s("tune-resnet50-before", "checking the loss")}, now {part_s("tune-resnet50", "checking the loss")}, one run each, so no interval: {loss_arms("tune-resnet50")}), and the winner is
 measured again beside its closest rival while its interval is wider than ±{PRECISION:.0%} of its
 mean. Where the time went:
 
@@ -1037,9 +1037,7 @@ def compile_switch(folder: str) -> str:
 
 
 def compile_switch_s(folder: str) -> float:
-    text = (TUNE / folder / "tune.md").read_text()
-    rows = [line for line in text.splitlines() if line.startswith("| ") and "compile=" in line]
-    return max(float(row.split(" | ")[-2].removesuffix(" s")) for row in rows)
+    return max(_switch_s(row) for row in candidate_rows(folder) if "compile=" in row)
 
 
 def candidate_rows(folder: str) -> list[str]:
@@ -1050,7 +1048,12 @@ def candidate_rows(folder: str) -> list[str]:
 
 def switches_s(folder: str) -> list[float]:
     """The seconds of each switch in a tune run's candidate table but the compiled candidates'."""
-    return [float(row.split(" | ")[-2].removesuffix(" s")) for row in candidate_rows(folder) if "compile=" not in row]
+    return [_switch_s(row) for row in candidate_rows(folder) if "compile=" not in row]
+
+
+def _switch_s(row: str) -> float:
+    """A candidate row's "switching to it" seconds."""
+    return float(row.split(" | ")[-2].removesuffix(" s"))
 
 
 def other_switch(folder: str) -> str:

@@ -33,11 +33,11 @@ class RandomStates:
 
     @classmethod
     def of(cls, w: Workload) -> RandomStates:
-        return cls([g.get_state() for g in _generators(w)], random.getstate())
+        return cls([g.get_state() for g in memory_probe.generators_of(w, w.device)], random.getstate())
 
     def put(self, w: Workload) -> None:
         """Set ``w``'s generators (and Python's) to these states."""
-        for g, state in zip(_generators(w), self.generators, strict=True):
+        for g, state in zip(memory_probe.generators_of(w, w.device), self.generators, strict=True):
             g.set_state(state)
         random.setstate(self.python)
 
@@ -69,7 +69,7 @@ def starting_as(w: Workload, start: StartState) -> Iterator[None]:
     if modules.keys() != start.modules.keys():
         raise ValueError(f"a start for modules {sorted(start.modules)}, not {sorted(modules)}")
     saved = {name: _cloned(m.state_dict()) for name, m in modules.items()}
-    generators = _generators(w)
+    generators = memory_probe.generators_of(w, w.device)
     with tuning.restore_point(w.trained_parameters(), w.optimizer, generators):
         try:
             start.at_setup.put(w)  # the configuration draws as the fresh build's did (a loader's seed)
@@ -81,15 +81,6 @@ def starting_as(w: Workload, start: StartState) -> Iterator[None]:
         finally:
             w.drain()
             _load(modules, saved)
-
-
-def _generators(w: Workload) -> list[torch.Generator]:
-    """Every generator ``w``'s steps draw from, its own and the device's defaults, once each."""
-    out: list[torch.Generator] = []
-    for g in [*w.generators(), *memory_probe.generators_of(w, w.device)]:
-        if not any(g is seen for seen in out):
-            out.append(g)
-    return out
 
 
 def _cloned(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

@@ -21,9 +21,14 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import torch
+
+
+class _DrawsRandomness(Protocol):
+    def generators(self) -> Sequence[torch.Generator]: ...
+
 
 PROBE_BATCHES = (1, 4, 16)  # the probe steps' batch sizes (those up to the running batch's)
 
@@ -79,13 +84,18 @@ def step_bytes(device: torch.device, run: Callable[[], Any]) -> tuple[int, int]:
     return torch.cuda.max_memory_allocated(device) - before, activations
 
 
-def generators_of(owner: object, device: torch.device) -> list[torch.Generator]:
-    """Every generator a step may draw from: the owner's own and the defaults of its device."""
-    gens = [g for g in vars(owner).values() if isinstance(g, torch.Generator)]
-    gens.append(torch.default_generator)
+def generators_of(owner: _DrawsRandomness, device: torch.device) -> list[torch.Generator]:
+    """Every generator a step may draw from, once each: the stages' (``owner.generators()``, also
+    those held by a helper object), the owner's own attributes and the defaults of its device."""
+    found = [*owner.generators(), *(g for g in vars(owner).values() if isinstance(g, torch.Generator))]
+    found.append(torch.default_generator)
     if device.type == "cuda":
-        gens.append(torch.cuda.default_generators[device.index or 0])
-    return gens
+        found.append(torch.cuda.default_generators[device.index or 0])
+    out: list[torch.Generator] = []
+    for g in found:
+        if not any(g is seen for seen in out):
+            out.append(g)
+    return out
 
 
 @contextlib.contextmanager
