@@ -21,6 +21,7 @@ CASES = [  # family, variant, knobs: each kind of state a start must reset
     ("augment", "gpu-vectorized", "channels_last"),  # augmentation drawn from the default generator
     ("augment", "cpu", "amp=bf16"),  # batches from DataLoader workers
     ("vit_b_16", "serial", "amp=bf16"),  # AdamW: moments and a step count
+    ("resnet50", "serial", "channels_last"),  # batch norm's running statistics (buffers, not parameters)
     (f"{ROOT / 'examples' / 'frozen_trunk.py'}:workload", None, "channels_last"),  # a user's file
 ]
 

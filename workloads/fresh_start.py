@@ -68,7 +68,7 @@ def starting_as(w: Workload, start: StartState) -> Iterator[None]:
     modules = w.model_modules()
     if modules.keys() != start.modules.keys():
         raise ValueError(f"a start for modules {sorted(start.modules)}, not {sorted(modules)}")
-    saved = {name: _cloned(m.state_dict()) for name, m in modules.items()}
+    saved = {name: _buffers(m) for name, m in modules.items()}  # the parameters: restore_point's
     generators = memory_probe.generators_of(w, w.device)
     with tuning.restore_point(w.trained_parameters(), w.optimizer, generators):
         try:
@@ -80,19 +80,27 @@ def starting_as(w: Workload, start: StartState) -> Iterator[None]:
             yield
         finally:
             w.drain()
-            _load(modules, saved)
+            _load(modules, saved, strict=False)
 
 
 def _cloned(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return {k: v.detach().clone() for k, v in state.items()}
 
 
-def _load(modules: dict[str, torch.nn.Module], states: dict[str, dict[str, torch.Tensor]]) -> None:
-    """Each module's weights and buffers from ``states``, copied in place (addresses a captured
-    graph or compiled code holds stay valid)."""
+def _buffers(module: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """``module``'s state but its parameters (batch norm's running statistics, say), cloned."""
+    parameters = {name for name, _ in module.named_parameters(remove_duplicate=False)}
+    return {k: v.detach().clone() for k, v in module.state_dict().items() if k not in parameters}
+
+
+def _load(
+    modules: dict[str, torch.nn.Module], states: dict[str, dict[str, torch.Tensor]], *, strict: bool = True
+) -> None:
+    """Each module's weights and buffers from ``states`` (``strict=False``: those it holds),
+    copied in place (addresses a captured graph or compiled code holds stay valid)."""
     with torch.no_grad():
         for name, module in modules.items():
-            module.load_state_dict(states[name])
+            module.load_state_dict(states[name], strict=strict)
 
 
 def _clear_optimizer_state(optimizer: torch.optim.Optimizer) -> None:
