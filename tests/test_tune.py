@@ -27,7 +27,7 @@ from gpudash.tune.plan import build_parser, plan_from_args
 from gpudash.tune.report import TuneReport
 from gpudash.tune.run import TuneProgress, TuneRun, diagnosis_steps
 from tests.test_record import gpudash
-from workloads.base import WorkloadOptions
+from workloads.base import Workload, WorkloadOptions
 from workloads.factory import build
 from workloads.knobs import Knobs
 from workloads.registry import family
@@ -338,6 +338,29 @@ def test_the_loss_check_of_a_compiled_run_compiles_nothing_again() -> None:
     assert event.kind == EventKind.MEASURED, event.message
     assert abs(float(event.details["diff_pct"])) < 1  # compiled float32 against eager: the same training
     assert graphs[0] >= 1 and counters["stats"]["unique_graphs"] == graphs[0]
+
+
+@pytest.mark.parametrize(
+    ("device", "knobs"), [("cpu", Knobs()), pytest.param("cuda", Knobs({"cuda_graph": "on"}), marks=pytest.mark.gpu)]
+)
+def test_the_loss_check_reads_each_steps_own_loss(device: str, knobs: Knobs) -> None:
+    """The check reads its losses back together after its steps; a captured graph writes every
+    step's loss into one tensor, so each must be copied as it comes (else each reads as the last)."""
+    import torch
+
+    from gpudash.engine.measure_windows import _losses
+
+    def fresh() -> Workload:
+        return build("sync_loss", device, WorkloadOptions(variant="fixed", batch_size=4, seed=3, knobs=knobs))
+
+    one_by_one = fresh()
+    expected = []
+    for _ in range(8):
+        one_by_one.step()
+        expected.append(float(one_by_one.last_loss))  # type: ignore[arg-type]  # a tensor after a step
+    got = _losses(torch, fresh(), 8)
+    assert got == pytest.approx(expected, rel=1e-6, abs=0)
+    assert len(set(got)) > 1  # the losses move (sync_loss's by about 1e-4 over 8 steps)
 
 
 def test_the_loss_check_without_a_knob_says_there_is_nothing_to_compare() -> None:

@@ -144,10 +144,11 @@ class ParentChannel:
             return None
 
     def close(self) -> None:
-        """Send what is held, then close the output queue (without waiting for its pipe when
-        the parent is gone)."""
+        """Send what is held, close the output queue and wait until its last message is in the
+        pipe (not when the parent is gone): the process may end at once afterwards."""
         if not self.parent_gone:
             self.flush(FLUSH_AT_EXIT_S)
         if self.parent_gone:
             self._out.cancel_join_thread()
         self._out.close()
+        self._out.join_thread()

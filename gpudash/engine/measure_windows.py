@@ -172,8 +172,6 @@ def diagnose(loop: StepLoop, steps: int) -> None:
 
 def _evidence(loop: StepLoop, steps: int) -> Evidence:
     """The window's measurements: the timed steps, then (on a GPU) the profiled ones."""
-    import tempfile
-
     from gpudash.diagnosis.rules import Evidence
     from gpudash.engine import traces
 
@@ -181,8 +179,7 @@ def _evidence(loop: StepLoop, steps: int) -> Evidence:
     step_ms, input_ms, syncs = _timed_steps(loop, steps)
     if not w.on_cuda:
         return Evidence(steps=steps, step_ms=step_ms, input_ms=input_ms, syncs_per_step=syncs)
-    with tempfile.TemporaryDirectory(prefix="gpudash-diagnosis-") as scratch:
-        _path, fig = traces.profile_window(loop.torch, w, steps, scratch, loop.now(), keep=1)
+    fig = traces.window_figures(loop.torch, w, steps)
     # The kernels' busy time per step, against the untraced step: the traced window's wall also
     # holds the profiler's start and stop (a hundred ms), which would read as an idle GPU.
     gpu_ms = None if fig.gpu_busy_pct is None else fig.gpu_busy_pct / 100.0 * fig.wall_ms / fig.steps
@@ -287,19 +284,21 @@ def _both_losses(loop: StepLoop, steps: int) -> tuple[tuple[list[float], float],
         t = time.perf_counter()
         with loop.builder(w.info.name, w.variant, w.batch_size, Knobs()) as copy:
             start = StartState.of(copy)
-            plain = _losses(copy, steps)
+            plain = _losses(loop.torch, copy, steps)
         plain_s, t = time.perf_counter() - t, time.perf_counter()
         with starting_as(w, start):
-            knobbed = _losses(w, steps)
+            knobbed = _losses(loop.torch, w, steps)
         return (plain, plain_s), (knobbed, time.perf_counter() - t)
     finally:
         tuning.apply_backend_flags(w.knobs)
 
 
-def _losses(w: Any, steps: int) -> list[float]:
-    """The losses of ``steps`` steps of ``w``, each read back."""
-    out = []
+def _losses(torch: Any, w: Any, steps: int) -> list[float]:
+    """The losses of ``steps`` steps of ``w``, read back together at the end (a read each step
+    would hold the host to the GPU's pace), each copied as it comes (a captured graph writes
+    every step's loss into the same tensor)."""
+    held = []
     for _ in range(steps):
         w.step()
-        out.append(float(w.last_loss))
-    return out
+        held.append(w.last_loss.detach().clone())
+    return [float(x) for x in torch.stack(held).float().cpu().tolist()]

@@ -41,10 +41,33 @@ def prune(directory: Path, keep: int) -> list[Path]:
 def profile_window(
     torch: Any, workload: Workload, steps: int, trace_dir: str, at_s: float, keep: int
 ) -> tuple[Path, TraceFigures]:
-    """``steps`` steps of ``workload`` under the profiler (CPU, and CUDA on a GPU); the trace's
-    path and its figures."""
+    """``steps`` steps of ``workload`` under the profiler (CPU, and CUDA on a GPU), kept as a
+    compressed trace in ``trace_dir`` (the ``keep`` newest stay); the trace's path and its figures."""
     directory = Path(trace_dir)
     directory.mkdir(parents=True, exist_ok=True)
+    prof, wall_ms = _profiled(torch, workload, steps)
+    path = directory / trace_name(workload, at_s)
+    prof.export_chrome_trace(str(path))
+    result = figures(read_events(path), steps, wall_ms)
+    prune(directory, keep)
+    return path, result
+
+
+def window_figures(torch: Any, workload: Workload, steps: int) -> TraceFigures:
+    """The figures of ``steps`` steps under the profiler, the trace not kept: it goes to a scratch
+    file uncompressed (compressing a ResNet-50 window's trace took about 2 s of a diagnosis on an
+    H100 host; writing it plain, a tenth of that)."""
+    import tempfile
+
+    prof, wall_ms = _profiled(torch, workload, steps)
+    with tempfile.TemporaryDirectory(prefix="gpudash-diagnosis-") as scratch:
+        path = Path(scratch) / "window.json"
+        prof.export_chrome_trace(str(path))
+        return figures(read_events(path), steps, wall_ms)
+
+
+def _profiled(torch: Any, workload: Workload, steps: int) -> tuple[Any, float]:
+    """``steps`` steps (drained) under the profiler: the profiler and the window's wall ms."""
     activities = [torch.profiler.ProfilerActivity.CPU]
     if workload.on_cuda:
         activities.append(torch.profiler.ProfilerActivity.CUDA)
@@ -57,9 +80,4 @@ def profile_window(
             workload.drain()
     finally:
         workload.annotate_stages = None
-    wall_ms = (time.perf_counter() - start) * 1000.0
-    path = directory / trace_name(workload, at_s)
-    prof.export_chrome_trace(str(path))
-    result = figures(read_events(path), steps, wall_ms)
-    prune(directory, keep)
-    return path, result
+    return prof, (time.perf_counter() - start) * 1000.0
