@@ -938,6 +938,8 @@ TUNE_PAIRS = (  # (sweep, tune, a note telling runs of one case apart)
     ("beyond-resnet50", "tune-resnet50-before", "before"),
     ("beyond-resnet50", "tune-resnet50", "now"),
     ("beyond-resnet50", "tune-resnet50-again", "now, again"),
+    ("beyond-resnet50-exit", "tune-resnet50-exit", "quick stop"),
+    ("beyond-resnet50-exit", "tune-resnet50-exit-again", "quick stop, again"),
 )
 
 
@@ -1018,7 +1020,69 @@ convolutions (the longest other switch: {other_switch("tune-resnet50")}) and the
 sweep pays as well, take {floor_share("tune-resnet50", "beyond-resnet50")} time; 40% would leave
 the race's {len(candidate_rows("tune-resnet50"))} candidates, its two diagnoses and the loss check
 {left_s("tune-resnet50", "beyond-resnet50")} between them.
+
+Since then (commit 8efe93e) a clean stop ends the workload process at once instead of waiting for
+the interpreter's shutdown (torch's compile workers, the CUDA context), and a diagnosis writes the
+trace it does not keep uncompressed (the probes that found both: `docs/bench/h100-compile-floor/`).
+The sweep, run again with its command, took {sweep_seconds("beyond-resnet50-exit")}; two tune runs
+beside it (*quick stop* in the table):
+
+- `resnet50` b256 quick stop: {tune_time("tune-resnet50-exit")}
+- `resnet50` b256 quick stop, again: {tune_time("tune-resnet50-exit-again")}
+
+Stopping took {part_s("tune-resnet50-exit", "stopping the workload")} and \
+{part_s("tune-resnet50-exit-again", "stopping the workload")} (before: \
+{part_s("tune-resnet50", "stopping the workload")} and {part_s("tune-resnet50-again", "stopping the workload")}), diagnosing \
+{part_s("tune-resnet50-exit", "diagnosing")} and {part_s("tune-resnet50-exit-again", "diagnosing")} (before: \
+{part_s("tune-resnet50", "diagnosing")} and {part_s("tune-resnet50-again", "diagnosing")}); one run each, so no interval. The
+windows of the first run's winner ranged {window_range("tune-resnet50-exit")} samples/s (within 3% of the sweep's best: \
+{within("beyond-resnet50-exit", "tune-resnet50-exit")}), the second's {window_range("tune-resnet50-exit-again")} \
+({within("beyond-resnet50-exit", "tune-resnet50-exit-again")}).
+
+The time goal stays **missed**, and trimming the race cannot meet it. The floor of each run
+(start, first compile, longest other switch, stop) took {floor_share("tune-resnet50-exit", "beyond-resnet50-exit")} time
+and {floor_share("tune-resnet50-exit-again", "beyond-resnet50-exit")}; 40% of the sweep's time then leaves \
+{left_s("tune-resnet50-exit", "beyond-resnet50-exit")} and {left_s("tune-resnet50-exit-again", "beyond-resnet50-exit")} for \
+the race itself, which took {race_s("tune-resnet50-exit")} and {race_s("tune-resnet50-exit-again")} — its \
+{len(candidate_rows("tune-resnet50-exit"))} candidates' windows alone {part_s("tune-resnet50-exit", "measuring")} and \
+{part_s("tune-resnet50-exit-again", "measuring")}. The floor's largest part, the compile, resisted both ways
+tried to shorten it: compiling in a second process while the race measures
+(`docs/bench/h100-background-compile/`: its GPU phase slowed the windows beside it, or, compiled
+without running, it took twice as long) and compiling each residual block on its own
+(`docs/bench/h100-compile-floor/`: not clearly shorter, and a slower step).
 """
+
+
+def sweep_seconds(sweep: str) -> str:
+    from benchmarks.tune_vs_sweep import seconds
+
+    return f"{seconds(TUNE / sweep, 'sweep.json'):.0f} s"
+
+
+def race_s(folder: str) -> str:
+    """A tune run's seconds beyond its floor (``floor_s``): the race's own windows, diagnoses,
+    loss check and other switches."""
+    total = json.loads((TUNE / folder / "tune.json").read_text())["elapsed_s"]
+    return f"{total - floor_s(folder):.0f} s"
+
+
+def within(sweep: str, tune: str) -> str:
+    """The within-3% verdict of a tune run's winner against its sweep's best (``tune_vs_sweep``)."""
+    from benchmarks.tune_vs_sweep import WITHIN, ratio, sweep_bests, tune_bests, verdict
+
+    best = max(sweep_bests(TUNE / sweep), key=lambda b: b.mean)
+    winner = max(tune_bests(TUNE / tune), key=lambda b: b.mean)
+    _, low, high = ratio(winner, best)
+    return verdict(low, high, WITHIN)
+
+
+def window_range(folder: str) -> str:
+    """The lowest to the highest samples/s of a tune run's winner's windows (its tune.csv)."""
+    with open(TUNE / folder / "tune.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    (winner,) = [r["candidate"] for r in rows if r["row_kind"] == "candidate" and r["fate"] == "the winner"]
+    speeds = [float(r["samples_per_s"]) for r in rows if r["row_kind"] == "window" and r["candidate"] == winner]
+    return f"{min(speeds):,.0f}–{max(speeds):,.0f}"
 
 
 def run_times(suffix: str) -> str:
