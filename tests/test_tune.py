@@ -400,7 +400,9 @@ def test_tune_names_the_fastest_configuration_and_the_command_that_runs_it(tmp_p
     assert all(c["fate"] for c in candidates)  # every candidate's fate is said
     md = (out / "tune.md").read_text()
     if winner != "sync-heavy":  # (on two loaded cores the plain variant can win)
-        assert answer["vs_plain"]["base"] == "sync-heavy" and answer["vs_plain"]["low"] is not None, md
+        assert answer["vs_plain"]["base"] == "sync-heavy", md
+        # with its interval, unless a loaded machine left the winner's windows without one (said so)
+        assert answer["vs_plain"]["low"] is not None or (f"`{winner}`** at batch 4: " in md and "(no CI)" in md), md
     assert answer["diagnosis_before"]["bound"] and answer["diagnosis_after"]["bound"]
     assert answer["command"] in md and "## Every candidate" in md and (out / "tune.png").stat().st_size > 0
     assert "knob cuda_graph: it needs CUDA (on cpu)" in md  # not tried, with the reason

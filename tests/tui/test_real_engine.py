@@ -184,7 +184,12 @@ async def test_u_tunes_the_running_workload_and_enter_runs_the_winner_here(tmp_p
         await pilot.press("backspace", "0", ".", "5", "enter")  # "5" → "0.5" minutes
         await wait_until(pilot, lambda: app.state.paused, "the run to pause", timeout_s=30)
         assert app.tune_job is not None and app.tune_job.request.max_minutes == 0.5
-        await wait_until(pilot, lambda: isinstance(app.screen, TuneResultScreen), "tune's answer", timeout_s=240)
+        await wait_until(
+            pilot,
+            lambda: isinstance(app.screen, TuneResultScreen) and len(app.screen.query("Label")) > 0,
+            "tune's answer on screen",  # the screen is current before its labels are mounted
+            timeout_s=240,
+        )
         job = app.tune_job
         result = job.result()
         assert not isinstance(result, str), result
