@@ -1034,7 +1034,7 @@ Stopping took {part_s("tune-resnet50-exit", "stopping the workload")} and \
 {part_s("tune-resnet50-exit-again", "stopping the workload")} (before: \
 {part_s("tune-resnet50", "stopping the workload")} and {part_s("tune-resnet50-again", "stopping the workload")}), diagnosing \
 {part_s("tune-resnet50-exit", "diagnosing")} and {part_s("tune-resnet50-exit-again", "diagnosing")} (before: \
-{part_s("tune-resnet50", "diagnosing")} and {part_s("tune-resnet50-again", "diagnosing")}); one run each, so no interval. The
+{part_s("tune-resnet50", "diagnosing")} and {part_s("tune-resnet50-again", "diagnosing")}); one run each: no interval, so no verdict. The
 windows of the first run's winner ranged {window_range("tune-resnet50-exit")} samples/s (within 3% of the sweep's best: \
 {within("beyond-resnet50-exit", "tune-resnet50-exit")}), the second's {window_range("tune-resnet50-exit-again")} \
 ({within("beyond-resnet50-exit", "tune-resnet50-exit-again")}).
@@ -1054,9 +1054,13 @@ without running, it took twice as long) and compiling each residual block on its
 
 
 def sweep_seconds(sweep: str) -> str:
+    return f"{sweep_s(sweep):.0f} s"
+
+
+def sweep_s(sweep: str) -> float:
     from benchmarks.tune_vs_sweep import seconds
 
-    return f"{seconds(TUNE / sweep, 'sweep.json'):.0f} s"
+    return seconds(TUNE / sweep, "sweep.json")
 
 
 def race_s(folder: str) -> str:
@@ -1068,11 +1072,11 @@ def race_s(folder: str) -> str:
 
 def within(sweep: str, tune: str) -> str:
     """The within-3% verdict of a tune run's winner against its sweep's best (``tune_vs_sweep``)."""
-    from benchmarks.tune_vs_sweep import WITHIN, ratio, sweep_bests, tune_bests, verdict
+    from benchmarks.tune_vs_sweep import WITHIN, against_best, verdict
 
-    best = max(sweep_bests(TUNE / sweep), key=lambda b: b.mean)
-    winner = max(tune_bests(TUNE / tune), key=lambda b: b.mean)
-    _, low, high = ratio(winner, best)
+    found = against_best(TUNE / sweep, TUNE / tune)
+    assert found is not None, f"{tune}: nothing measured"
+    *_, low, high = found
     return verdict(low, high, WITHIN)
 
 
@@ -1133,17 +1137,13 @@ def floor_s(folder: str) -> float:
 
 
 def floor_share(folder: str, sweep: str) -> str:
-    from benchmarks.tune_vs_sweep import seconds
-
     total = floor_s(folder)
-    return f"{total:.0f} s, {total / seconds(TUNE / sweep, 'sweep.json'):.0%} of the sweep's"
+    return f"{total:.0f} s, {total / sweep_s(sweep):.0%} of the sweep's"
 
 
 def left_s(folder: str, sweep: str) -> str:
     """What 40% of the sweep's time leaves after the floor (``floor_s``)."""
-    from benchmarks.tune_vs_sweep import seconds
-
-    return f"{0.4 * seconds(TUNE / sweep, 'sweep.json') - floor_s(folder):.0f} s"
+    return f"{0.4 * sweep_s(sweep) - floor_s(folder):.0f} s"
 
 
 def part_s(folder: str, part: str) -> str:

@@ -93,23 +93,29 @@ def seconds(folder: Path, name: str) -> float:
     return (end - start).total_seconds()
 
 
+def against_best(sweep: Path, tune: Path) -> tuple[Best, Best, float, float | None, float | None] | None:
+    """The sweep's best, tune's winner (each over all batch sizes) and winner/best with its
+    interval (None: either run measured nothing)."""
+    s = max(sweep_bests(sweep), key=lambda x: x.mean, default=None)
+    t = max(tune_bests(tune), key=lambda x: x.mean, default=None)
+    if s is None or t is None:
+        return None
+    return (s, t, *ratio(t, s))
+
+
 def rows(sweep: Path, tune: Path, note: str = "") -> list[str]:
     """The table's rows of one tune run against its sweep (``note``: after the case's name, to
     tell runs of the same case apart)."""
-    sb, tb = sweep_bests(sweep), tune_bests(tune)
     family = json.loads((tune / "tune.json").read_text())["workload"] + (f" ({note})" if note else "")
     out = []
-    batches = sorted({x.batch_size for x in tb})
+    batches = sorted({x.batch_size for x in tune_bests(tune)})
     # one winner per tune run: over all its batch sizes (its best at one of several is no winner)
-    scopes = [("b" + ",".join(map(str, batches)), None)]
-    for name, b in scopes:
-        s = max((x for x in sb if b is None or x.batch_size == b), key=lambda x: x.mean, default=None)
-        t = max((x for x in tb if b is None or x.batch_size == b), key=lambda x: x.mean, default=None)
-        if s is None or t is None:
-            continue
-        r, low, high = ratio(t, s)
+    found = against_best(sweep, tune)
+    if found is not None:
+        s, t, r, low, high = found
         interval = "" if low is None else f" [{low:.3f}–{high:.3f}]"
-        out.append(f"| {family} {name} | {s.text()} | {t.text()} | {r:.3f}×{interval} | {verdict(low, high, WITHIN)} |")
+        b = ",".join(map(str, batches))
+        out.append(f"| {family} b{b} | {s.text()} | {t.text()} | {r:.3f}×{interval} | {verdict(low, high, WITHIN)} |")
     ts, tt = seconds(sweep, "sweep.json"), seconds(tune, "tune.json")
     share = tt / ts
     out.append(

@@ -301,4 +301,4 @@ def _losses(torch: Any, w: Any, steps: int) -> list[float]:
     for _ in range(steps):
         w.step()
         held.append(w.last_loss.detach().clone())
-    return [float(x) for x in torch.stack(held).float().cpu().tolist()]
+    return list(torch.stack(held).float().tolist())  # one read: Python floats
