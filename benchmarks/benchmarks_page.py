@@ -235,6 +235,7 @@ def bound_pct(name: str, w: str, v: str, b: int) -> Estimate:
 
 def seconds_per_step(name: str, w: str, v: str, b: int) -> str:
     e = est(rows(name)[(w, v, b)])
+    assert e.low is not None and e.high is not None, f"{name}: {w} {v} b{b} has no interval"
     return f"{1 / e.mean:.3f} s ({1 / e.high:.3f}–{1 / e.low:.3f})"
 
 
@@ -518,7 +519,8 @@ def _scaling_run(path: Path, family: str) -> ScalingRun:
 
 def scaled(e: Estimate, k: float) -> Estimate:
     """An estimate times ``k`` (a unit's change: steps/s to images/s, to % of a bound)."""
-    return Estimate(e.mean * k, e.low * k, e.high * k, e.n_samples, tuple(x * k for x in e.batch_means))
+    low, high = (None if x is None else x * k for x in (e.low, e.high))
+    return Estimate(e.mean * k, low, high, e.n_samples, tuple(x * k for x in e.batch_means))
 
 
 def images(name: str, w: str, v: str, b: int) -> Estimate:
@@ -715,7 +717,7 @@ def autotune_attempt() -> str:
     """The interrupted sweep of ``compile=max-autotune`` (its sweep.json, and its log's autotuned kernels)."""
     folder = DOCS / "bench" / R50_AUTOTUNE
     m = meta(R50_AUTOTUNE)
-    start, end = (dt.datetime.fromisoformat(m[k]) for k in ("start_time", "end_time"))
+    start, end = (dt.datetime.fromisoformat(str(m[k])) for k in ("start_time", "end_time"))
     autotuned = (folder / "sweep-resnet50.log").read_text().count("\nAUTOTUNE ")
     return (
         f"{header(R50_AUTOTUNE)} was {m['status']} after {(end - start).total_seconds() / 60:.1f} minutes, "

@@ -62,9 +62,10 @@ def sweep(family: str, batches: list[int], nproc: int, args: argparse.Namespace,
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed: {done.stderr.strip().splitlines()[-1:]}")
     return {
-        s.config.batch_size: s.stats["steps_per_s"]
+        s.config.batch_size: rate
         for _, summaries in summaries_from_csv(out / "sweep.csv")
         for s in summaries
+        if (rate := s.stats["steps_per_s"]) is not None
     }
 
 

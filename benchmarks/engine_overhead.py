@@ -114,12 +114,19 @@ def main() -> int:
         for _ in range(n):
             w.step()
 
-    resident = [w.to_device(w.pool.next()) for _ in range(args.resident)] if args.hand else []
+    from workloads.user import UserWorkload
+
+    if args.hand and not (isinstance(w, UserWorkload) and w.pool is not None):
+        print("engine_overhead.py: --hand needs your own workload with a batch() function", file=sys.stderr)
+        return 2
+    pool = w.pool if isinstance(w, UserWorkload) else None
+    resident = [w.to_device(pool.next()) for _ in range(args.resident)] if args.hand and pool is not None else []
 
     def hand_steps(n: int) -> None:
         """The user's step as their own loop would take it, from the same Training and batches
         (the workload's modules as its knobs resolved them: compiled, in their layout)."""
-        model, loss_fn, optimizer, pool, frozen = w.model, w.loss_fn, w.optimizer, w.pool, w.frozen
+        assert isinstance(w, UserWorkload) and pool is not None  # checked above, for --hand
+        model, loss_fn, optimizer, frozen = w.model, w.loss_fn, w.optimizer, w.frozen
         for i in range(n):
             x, y = resident[i % len(resident)] if resident else w.to_device(pool.next())
             optimizer.zero_grad(set_to_none=True)

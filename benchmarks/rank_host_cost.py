@@ -26,7 +26,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from gpudash.core.procgroup import members, parent_of  # noqa: E402
+from gpudash.core.procgroup import members  # noqa: E402
+from gpudash.core.proctree import children, parent_of  # noqa: E402
 
 MIB = 2**20
 
@@ -69,7 +70,7 @@ def measure(family: str, steps: int, device: str) -> dict[str, int]:
         launcher: int | None = None
         while proc.poll() is None:
             if launcher is None:
-                launcher = next((p for p in _children(proc.pid) if _leads_group(p)), None)
+                launcher = next((p for p in children(proc.pid) if _leads_group(p)), None)
             if launcher is not None:
                 for pid in members(launcher):
                     figures = _rollup(pid)
@@ -92,10 +93,6 @@ def _leads_group(pid: int) -> bool:
         return os.getpgid(pid) == pid
     except OSError:
         return False
-
-
-def _children(pid: int) -> list[int]:
-    return [int(n) for n in os.listdir("/proc") if n.isdigit() and parent_of(int(n)) == pid]
 
 
 def main() -> None:

@@ -30,11 +30,10 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-sys.path[:0] = [str(ROOT), str(HERE)]  # gpudash, and tui_frame.py beside this script
+sys.path.insert(0, str(ROOT))  # gpudash, and benchmarks.tui_frame beside this script
 
-from tui_frame import pty_first_frame  # noqa: E402
-
-from gpudash.core.protocol import Event, GpuSample, Sample  # noqa: E402
+from benchmarks.tui_frame import pty_first_frame  # noqa: E402
+from gpudash.core.protocol import Event, EventKind, GpuSample, Sample  # noqa: E402
 from gpudash.recording.csvformat import event_row, format_row, header, sample_row  # noqa: E402
 
 SIZES = (200, 10_000, 50_000, 200_000)  # 200: the baseline, what any replay costs
@@ -44,12 +43,12 @@ def write_recording(path: Path, rows: int) -> None:
     """A recording of ``rows`` sample rows (with NVML values), a batch change every 20 000."""
     with path.open("w") as f:
         f.write(format_row(header()))
-        f.write(format_row(event_row(Event(0.5, "started", message="started encdec/serial"))))
+        f.write(format_row(event_row(Event(0.5, EventKind.STARTED, message="started encdec/serial"))))
         batch = 8
         for i in range(rows):
             t = 1 + i * 0.25
             if i and i % 20_000 == 0:
-                f.write(format_row(event_row(Event(t, "changed", "batch_size", str(batch), str(batch * 2)))))
+                f.write(format_row(event_row(Event(t, EventKind.CHANGED, "batch_size", str(batch), str(batch * 2)))))
                 batch *= 2
             rate = 100.0 + (i % 7)
             s = Sample(t, "encdec", "serial", batch, i, i * batch, 0.25, rate, rate * batch, 10.0, 13.0, 0.0)
@@ -66,7 +65,7 @@ def parse_on_this_thread_s(path: Path) -> float:
         reader = RecordingReader(f, path.name)
         while True:
             reader.read()
-            if reader.at_end:
+            if reader.records.at_end:
                 reader.finish()
                 break
     return time.perf_counter() - t0

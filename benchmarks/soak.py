@@ -156,8 +156,9 @@ async def run_soak(args: argparse.Namespace, soak: Soak) -> None:
     async with app.run_test(size=(120, 36)) as pilot:
         t0 = await _until_running(app, pilot)
         app.start_recording(str(args.out_dir / "soak.csv"))
-        state = app.state
-        base = Base(state.workload, state.variant, state.batch_size)
+        running = app.state.run.running
+        assert running is not None, "the dashboard reported no running configuration"
+        base = Base(running.workload, running.variant, running.batch_size)
         soak.base = base.label
         from workloads.registry import FAMILIES
 

@@ -44,6 +44,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from gpudash.core.proctree import children  # noqa: E402
 from tests.soaks import (  # noqa: E402
     FLAT_PCT,
     ProcStats,
@@ -147,13 +148,7 @@ class Soak:
 
 def workload_pid(dashboard: int) -> int | None:
     """The dashboard's child that leads a process group of its own: the workload process."""
-    kids: list[str] = []
-    for task in Path(f"/proc/{dashboard}/task").glob("*/children"):  # any thread's (a worker spawned it)
-        try:
-            kids += task.read_text().split()
-        except OSError:
-            continue
-    for kid in map(int, kids):
+    for kid in children(dashboard):  # any thread's (a worker spawned it)
         try:
             if os.getpgid(kid) == kid:
                 return kid

@@ -23,11 +23,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path.insert(0, str(ROOT))  # gpudash, and benchmarks.tui_frame beside this script
 
-from tui_frame import pty_first_frame  # noqa: E402
-
+from benchmarks.tui_frame import pty_first_frame  # noqa: E402
 from gpudash.stats.comparison import compare, estimate_from_batches  # noqa: E402
 
 

@@ -51,7 +51,12 @@ def main() -> int:
     if not torch.cuda.is_available():
         print("step_timing_cost.py needs CUDA", file=sys.stderr)
         return 2
+    from workloads.user import UserWorkload
+
     w = build(args.workload, "cuda", WorkloadOptions(batch_size=args.batch_size))
+    if not isinstance(w, UserWorkload):
+        print("step_timing_cost.py times your own workload (-w file.py:workload), not a family", file=sys.stderr)
+        return 2
     device, model, loss_fn, optimizer, pool = w.device, w.model, w.loss_fn, w.optimizer, w.pool
     assert pool is not None, "a workload with a batch() function (not a loader)"
     stream = torch.cuda.current_stream()

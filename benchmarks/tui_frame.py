@@ -35,6 +35,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from gpudash.core.proctree import children  # noqa: E402
+
 
 def fresh_import_s() -> float:
     code = "import time; t=time.perf_counter(); import gpudash.tui.app; print(time.perf_counter()-t)"
@@ -118,11 +120,8 @@ def pty_first_frame(
 
 
 def child_torch_state(parent_pid: int) -> str:
-    """Whether the workload child of ``parent_pid`` had torch loaded yet (from /proc)."""
-    try:
-        kids = Path(f"/proc/{parent_pid}/task/{parent_pid}/children").read_text().split()
-    except OSError:
-        return "no /proc"
+    """Whether the workload child of ``parent_pid`` had torch loaded yet (its memory maps, from /proc)."""
+    kids = children(parent_pid)
     for k in kids:
         try:
             maps = Path(f"/proc/{k}/maps").read_text()

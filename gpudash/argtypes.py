@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 from gpudash.core.protocol import ExitCode
+from gpudash.core.textfmt import shown
 from gpudash.host.gpu_checks import cuda_devices
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -201,8 +202,6 @@ def check_knobs(knobs: Knobs, device: str, variant: VariantInfo, world_size: int
 def check_out_dir(out: str) -> Path:
     """The output directory, created if missing; UsageError when it is a file, unwritable, or its
     name is too long for the file system."""
-    from gpudash.recording.paths import shown
-
     path = Path(out)
     try:
         if path.exists() and not path.is_dir():

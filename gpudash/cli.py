@@ -328,6 +328,17 @@ def _cmd_serve_watch(given: dict[str, Any]) -> int:
     return serve(args.host, args.port, args.public_url, as_argv(commands["watch"], given), command="watch")
 
 
+def _say_diagnosing(config: RunConfig, warmup_s: float) -> None:
+    """``gpudash diagnose``'s progress line (unless -q): what runs, and how long it takes at most."""
+    batch = f" bs{config.batch_size}" if config.batch_size else ""
+    print(
+        f"gpudash: diagnosing {config.workload} {config.variant or '(default variant)'}{batch} on {config.device}: "
+        f"{warmup_s:g} s of warm-up, then a diagnosis window (at most {DIAGNOSE_CAP_S:g} s); the verdict on stdout",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
 def _cmd_diagnose(given: dict[str, Any]) -> int:
     """``gpudash diagnose``: a headless run that ends with one diagnosis window; its verdict on stdout."""
     import json
@@ -341,6 +352,8 @@ def _cmd_diagnose(given: dict[str, Any]) -> int:
         config = config_from_args(args)
     except UsageError as exc:
         return _fail(str(exc))
+    if not args.quiet:
+        _say_diagnosing(config, args.warmup)
     held: list[HeadlessRecording] = []
     with tempfile.TemporaryDirectory(prefix="gpudash-diagnose-") as scratch:
         code = run_record(

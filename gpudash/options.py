@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from gpudash import argtypes
+from gpudash import argtypes, shared_flags
 from gpudash.argtypes import Parser
 from gpudash.core.protocol import ExitCode, RunConfig
 from gpudash.host.gpu_selection import gpu_list
@@ -105,12 +105,7 @@ def _add_workload_options(p: argparse.ArgumentParser) -> None:
     w.add_argument(
         "-b", "--batch-size", type=argtypes.batch_size, metavar="N", help="batch size (default: the family's)"
     )
-    w.add_argument(
-        "--device",
-        type=argtypes.device,
-        metavar="DEV",
-        help="auto, cpu, cuda or cuda:N (default: auto = cuda if available)",
-    )
+    shared_flags.add_device(w)
     w.add_argument("--image-size", type=argtypes.image_size, metavar="PX", help="image side, a power of two")
     w.add_argument(
         "--workers",
@@ -149,18 +144,23 @@ def _add_measuring_options(p: argparse.ArgumentParser) -> None:
         m, "--sample-interval", help=f"seconds between throughput samples (default: {DEFAULTS['sample_interval']})"
     )
     argtypes.add_seconds(m, "--interval", help=f"seconds between NVML GPU samples (default: {DEFAULTS['interval']})")
-    m.add_argument(
-        "--gpus",
-        type=gpu_list,
-        metavar="I,J",
-        help="the GPUs to watch, one row and CSV columns each, by index as nvidia-smi numbers them "
-        "(default: the ones CUDA_VISIBLE_DEVICES names, else every GPU)",
-    )
+    _add_gpus_option(m, "the GPUs to watch, one row and CSV columns each")
     argtypes.add_seconds(
         m,
         "--watchdog",
         help="seconds without a sample or event before the workload process is reported as not "
         f"responding; --record then stops it and exits 1 (default: {DEFAULTS['watchdog']:g})",
+    )
+
+
+def _add_gpus_option(options: argtypes.Options, what: str) -> None:
+    """``--gpus I,J``: which GPUs are watched (the dashboard's, ``record``'s and ``watch``'s)."""
+    options.add_argument(
+        "--gpus",
+        type=gpu_list,
+        metavar="I,J",
+        help=f"{what}, by index as nvidia-smi numbers them (default: the ones CUDA_VISIBLE_DEVICES names, "
+        "else every GPU)",
     )
 
 
@@ -188,7 +188,7 @@ def _add_record_options(p: argparse.ArgumentParser, title: str) -> None:
     )
     r.add_argument("--log", metavar="PATH", help="the workload process's log (default: beside the CSV, .log)")
     r.add_argument("--meta", metavar="PATH", help="metadata JSON (default: beside the CSV, .json)")
-    r.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
+    shared_flags.add_quiet(r)
     argtypes.add_seconds(r, "--progress-every", help="seconds between progress lines on stderr (default: 10)")
     argtypes.add_seconds(
         r,
@@ -237,7 +237,20 @@ class _ConfigPath(argparse.Action):
         parser.exit(ExitCode.OK)
 
 
-PASSTHROUGH = ("sweep", "tune", "report")  # these parse their own arguments (sweep/plan.py, tune/plan.py, report.py)
+PASSTHROUGH = {  # the commands that parse their own arguments (own_parser), and their summaries
+    "sweep": "measure variants x batch sizes with 95%% intervals (--preset NAME)",
+    "tune": "race variants x knobs x batch sizes: the fastest configuration, with its interval",
+    "report": "report.md and plots of recordings or sweeps (--html)",
+}
+
+
+def own_parser(command: str) -> Parser:
+    """The parser of a command of ``PASSTHROUGH``, which reads every argument after its name."""
+    from gpudash.report.command import build_parser as report_parser
+    from gpudash.sweep.plan import build_parser as sweep_parser
+    from gpudash.tune.plan import build_parser as tune_parser
+
+    return {"sweep": sweep_parser, "tune": tune_parser, "report": report_parser}[command]()
 
 
 def build_parsers() -> tuple[Parser, dict[str, Parser]]:
@@ -290,6 +303,23 @@ def _add_commands(sub: Any, common: dict[str, Any]) -> dict[str, Parser]:
     rec.add_argument("path", metavar="PATH", help="the CSV to write ('-': stdout)")
     _add_run_options(rec)
     _add_record_options(rec, "recording")
+    _add_diagnose_command(command)
+    lst = command("list", "workload families, variants, defaults, knobs, what needs CUDA")
+    lst.add_argument("-w", "--workload", metavar="NAME", help="only this family")
+    rep = command("replay", "a recorded CSV in the dashboard")
+    rep.add_argument("path", metavar="PATH", help="a CSV written by gpudash record (or c in the dashboard)")
+    rep.add_argument("--follow", action="store_true", help="keep reading as the file grows")
+    _add_theme_option(rep)
+    for name, summary in PASSTHROUGH.items():
+        p = command(name, summary, add_help=False, prefix_chars="\0")  # its own parser reads every argument
+        p.add_argument("args", nargs=argparse.REMAINDER)
+    _add_watch_command(command)
+    _add_serve_command(command)
+    return commands
+
+
+def _add_diagnose_command(command: Any) -> None:
+    """``gpudash diagnose``: one diagnosis window after a warm-up, its verdict on stdout."""
     diag = command(
         "diagnose",
         "what holds the step back: input, syncs, host launches or the GPU (one line, or --json)",
@@ -301,21 +331,12 @@ def _add_commands(sub: Any, common: dict[str, Any]) -> dict[str, Parser]:
     _add_run_options(diag)
     d = diag.add_argument_group("diagnosis")
     argtypes.add_seconds(d, "--warmup", help=f"seconds the workload runs first (default: {DIAGNOSE_WARMUP_S:g})")
-    d.add_argument("--json", action="store_true", help="the verdict and its evidence as JSON on stdout")
-    lst = command("list", "workload families, variants, defaults, knobs, what needs CUDA")
-    lst.add_argument("-w", "--workload", metavar="NAME", help="only this family")
-    rep = command("replay", "a recorded CSV in the dashboard")
-    rep.add_argument("path", metavar="PATH", help="a CSV written by gpudash record (or c in the dashboard)")
-    rep.add_argument("--follow", action="store_true", help="keep reading as the file grows")
-    _add_theme_option(rep)
-    for name, summary in (
-        ("sweep", "measure variants x batch sizes with 95%% intervals (--preset NAME)"),
-        ("tune", "race variants x knobs x batch sizes: the fastest configuration, with its interval"),
-        ("report", "report.md and plots of recordings or sweeps (--html)"),
-    ):
-        p = command(name, summary, add_help=False, prefix_chars="\0")  # its own parser reads every argument
-        p.add_argument("args", nargs=argparse.REMAINDER)
-    _add_watch_command(command)
+    shared_flags.add_json(d)
+    shared_flags.add_quiet(d)
+
+
+def _add_serve_command(command: Any) -> None:
+    """``gpudash serve``: the dashboard (or ``watch``) in a browser, a workload per tab."""
     srv = command(
         "serve",
         "the dashboard in a browser (textual-serve), on this machine only by default",
@@ -330,7 +351,6 @@ def _add_commands(sub: Any, common: dict[str, Any]) -> dict[str, Parser]:
     )
     _add_theme_option(srv)
     _add_run_options(srv)
-    return commands
 
 
 def _add_watch_command(command: Any) -> None:
@@ -340,25 +360,19 @@ def _add_watch_command(command: Any) -> None:
         "every GPU and its processes, live, with no workload of gpudash's (--once: print and exit)",
         "The dashboard with no workload: every GPU's line, the charts of one GPU (g: the next) and\n"
         "the processes on each GPU (NVML). --once prints them once (--json for scripts) and exits;\n"
-        "--record PATH writes NVML's readings to gpudash's CSV, headless, until Ctrl-C.\n"
+        "--record PATH writes NVML's readings to gpudash's CSV, headless, until Ctrl-C (-q: quietly).\n"
         "exit status: 0 done, 1 NVML unavailable (the line says why) or writing failed, 2 bad\n"
         "arguments, 130 interrupted",
     )
     w = watch.add_argument_group("watch")
     w.add_argument("--once", action="store_true", help="print every GPU and its processes now, and exit")
-    w.add_argument("--json", action="store_true", help="with --once: as JSON (schema in docs/usage.md)")
+    shared_flags.add_json(w)  # with --once
     w.add_argument("--record", metavar="PATH", help="headless: NVML's readings to a CSV ('-': stdout) until Ctrl-C")
     argtypes.add_seconds(w, "--duration", help="with --record: seconds to record (default: until Ctrl-C)")
     w.add_argument("--force", action="store_true", help="with --record: overwrite the CSV and its metadata file")
-    w.add_argument("-q", "--quiet", action="store_true", help="with --record: no lines on stderr")
+    shared_flags.add_quiet(w)  # with --record
     argtypes.add_seconds(w, "--interval", help=f"seconds between NVML samples (default: {DEFAULTS['interval']})")
-    w.add_argument(
-        "--gpus",
-        type=gpu_list,
-        metavar="I,J",
-        help="the GPUs to watch, by index as nvidia-smi numbers them (default: the ones "
-        "CUDA_VISIBLE_DEVICES names, else every GPU)",
-    )
+    _add_gpus_option(w, "the GPUs to watch")
     _add_theme_option(watch)
 
 

@@ -7,7 +7,16 @@ import csv
 import os
 import subprocess
 import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from workloads.base import Workload, WorkloadOptions
+
+    W = TypeVar("W", bound=Workload)
 
 ROOT = Path(__file__).resolve().parents[1]
 GPUDASH = [sys.executable, "-m", "gpudash"]  # gpudash as a child process: its arguments follow
@@ -107,3 +116,31 @@ def slow_if_real(*case: str) -> object:
 
     real = case[0] in FAMILIES and FAMILIES[case[0]].source is not None
     return pytest.param(*case, marks=pytest.mark.slow) if real else (case if len(case) > 1 else case[0])
+
+
+@contextmanager
+def build_as(kind: type[W], name: str, device: Any, options: WorkloadOptions | None = None) -> Iterator[W]:
+    """``with workloads.factory.build(...)`` for a test that reaches past the base class into one
+    family's own members (``EncDecWorkload.encode``): the workload, checked to be a ``kind``."""
+    from workloads.factory import build
+
+    with build(name, device, options) as workload:
+        if not isinstance(workload, kind):
+            raise TypeError(f"{name} built a {type(workload).__name__}, not a {kind.__name__}")
+        yield workload
+
+
+def act_when(
+    proc: subprocess.Popen[str], ready: Callable[[], bool], act: Callable[[], object], wait_s: float, end_s: float = 120
+) -> str:
+    """Poll ``ready()`` while ``proc`` runs (up to ``wait_s``), then ``act()`` (a signal, a kill) and
+    wait up to ``end_s`` for ``proc`` to end: its stderr. ``proc`` is killed if anything fails."""
+    try:
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline and proc.poll() is None and not ready():
+            time.sleep(0.2)
+        act()
+        return proc.communicate(timeout=end_s)[1]
+    finally:
+        if proc.poll() is None:
+            proc.kill()

@@ -152,8 +152,8 @@ def _base_after_warmup(rows: list[Row], warmup_min: float, base: str) -> list[tu
 def verdict(rows: list[Row], key: str, warmup_min: float, base: str) -> str:
     """ "flat within 5% after the first 5 minutes" for one column (the base configuration's
     values after the warm-up), or how it moved."""
-    after = [r.values[key] for _, r in _base_after_warmup(rows, warmup_min, base)]
-    after = [v for v in after if v is not None]
+    measured = [r.values[key] for _, r in _base_after_warmup(rows, warmup_min, base)]
+    after = [v for v in measured if v is not None]
     if len(after) < 2:
         return "n/a (fewer than 2 measurements of the base configuration after the warm-up)"
     ref = after[0]

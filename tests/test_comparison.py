@@ -9,12 +9,26 @@ from gpudash.core.textfmt import fmt_ratio
 from gpudash.stats.comparison import (
     MAX_BLOCKS,
     BatchMeans,
+    Comparison,
+    Estimate,
     Verdict,
     compare,
     compare_paired,
     estimate,
     estimate_from_batches,
 )
+from tests.messages import present
+
+
+def _estimate(values: list[float]) -> Estimate:
+    """The estimate of ``values``, which hold enough samples for one."""
+    return present(estimate(values), "an estimate")
+
+
+def _ends(value: Estimate | Comparison) -> tuple[float, float]:
+    """The two ends of an interval the test expects to be there."""
+    return present(value.low, "an interval"), present(value.high, "an interval")
+
 
 # what the sweep measures by default: 3 repeats x 10 s x 10 samples a second
 SWEEP_SAMPLES = 3 * 10 * 10
@@ -40,8 +54,8 @@ def test_a_against_a_rarely_cries_wolf(phi: float) -> None:
     rng = np.random.default_rng(1)
     alarms = 0
     for _ in range(500):
-        a = estimate(_series(rng, 200.0, SWEEP_SAMPLES, 0.10, phi))
-        b = estimate(_series(rng, 200.0, SWEEP_SAMPLES, 0.10, phi))
+        a = _estimate(_series(rng, 200.0, SWEEP_SAMPLES, 0.10, phi))
+        b = _estimate(_series(rng, 200.0, SWEEP_SAMPLES, 0.10, phi))
         alarms += compare(a, b).verdict.real
     assert alarms / 500 <= 0.05
 
@@ -52,7 +66,7 @@ def test_a_true_five_percent_change_is_found() -> None:
     rng = np.random.default_rng(2)
     verdicts = [
         compare(
-            estimate(_series(rng, 200.0, SWEEP_SAMPLES, 0.10)), estimate(_series(rng, 210.0, SWEEP_SAMPLES, 0.10))
+            _estimate(_series(rng, 200.0, SWEEP_SAMPLES, 0.10)), _estimate(_series(rng, 210.0, SWEEP_SAMPLES, 0.10))
         ).verdict
         for _ in range(500)
     ]
@@ -64,33 +78,35 @@ def test_the_interval_covers_the_true_mean_about_95_percent_of_the_time() -> Non
     rng = np.random.default_rng(3)
     covered = 0
     for _ in range(400):
-        e = estimate(_series(rng, 100.0, SWEEP_SAMPLES, 0.10, phi=0.5))
-        covered += e.low <= 100.0 <= e.high
+        e = _estimate(_series(rng, 100.0, SWEEP_SAMPLES, 0.10, phi=0.5))
+        low, high = _ends(e)
+        covered += low <= 100.0 <= high
     assert 0.88 <= covered / 400 <= 0.99
 
 
 def test_lower_is_better_metrics_flip_the_verdict() -> None:
     rng = np.random.default_rng(4)
-    base = estimate(_series(rng, 10.0, 200, 0.02))
-    worse = estimate(_series(rng, 12.0, 200, 0.02))
+    base = _estimate(_series(rng, 10.0, 200, 0.02))
+    worse = _estimate(_series(rng, 12.0, 200, 0.02))
     assert compare(base, worse, higher_is_better=False).verdict == Verdict.SLOWER
     assert compare(base, worse).verdict == Verdict.FASTER
 
 
 def test_a_significant_but_tiny_change_is_within_noise() -> None:
     rng = np.random.default_rng(5)
-    base = estimate(_series(rng, 100.0, 4000, 0.01))
-    new = estimate(_series(rng, 101.0, 4000, 0.01))  # +1%: certain, but below the 2% threshold
+    base = _estimate(_series(rng, 100.0, 4000, 0.01))
+    new = _estimate(_series(rng, 101.0, 4000, 0.01))  # +1%: certain, but below the 2% threshold
     c = compare(base, new)
-    assert c.low > 1.0 and c.verdict == Verdict.WITHIN_NOISE
+    low, high = _ends(c)
+    assert low > 1.0 and c.verdict == Verdict.WITHIN_NOISE
     # a third decimal: the interval is narrower than 0.01, so its two ends do not print the same
-    assert fmt_ratio(c) == f"1.010× [{c.low:.3f}–{c.high:.3f}]" and c.low < c.high
+    assert fmt_ratio(c) == f"1.010× [{low:.3f}–{high:.3f}]" and low < high
 
 
 def test_too_few_samples_give_no_interval_and_no_verdict() -> None:
     short = estimate([100.0, 101.0, 99.0])
     assert short is not None and not short.has_interval
-    long = estimate([100.0] * 50)
+    long = _estimate([100.0] * 50)
     assert compare(short, long).verdict == Verdict.TOO_SHORT
     assert estimate([]) is None
 
@@ -108,12 +124,13 @@ def test_batch_means_stay_bounded_and_keep_the_weighted_mean() -> None:
 
 def test_repeats_give_an_interval_too() -> None:
     e = estimate_from_batches([100.0, 102.0, 98.0, 101.0])
-    assert e.has_interval and e.low < 100.25 < e.high
+    low, high = _ends(e)
+    assert e.has_interval and low < 100.25 < high
 
 
 def test_a_change_from_zero_is_real_when_the_other_side_is_clearly_not_zero() -> None:
-    zero = estimate([0.0] * 40)
-    six = estimate([6.0] * 40)
+    zero = _estimate([0.0] * 40)
+    six = _estimate([6.0] * 40)
     assert compare(zero, zero).verdict == Verdict.NO_CHANGE
     c = compare(zero, six, higher_is_better=False)  # syncs per step: 0 -> 6 is worse
     assert c.verdict == Verdict.SLOWER and not c.finite
@@ -160,7 +177,8 @@ def test_paired_a_against_a_rarely_cries_wolf_and_covers_the_true_ratio() -> Non
     for _ in range(400):
         c = compare_paired(*_drifting_pairs(rng, 1.0, 30))
         alarms += c.verdict.real
-        covered += c.low <= 1.0 <= c.high
+        low, high = _ends(c)
+        covered += low <= 1.0 <= high
     assert alarms / 400 <= 0.05
     assert 0.92 <= covered / 400 <= 0.98
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from gpudash.core.protocol import Event, RunConfig, SetBatchSize, SetKnob, SetKnobs, SetVariant
+from gpudash.core.protocol import Event, EventKind, RunConfig, SetBatchSize, SetKnob, SetKnobs, SetVariant
 from gpudash.tui.controller import DashController, Severity
 from gpudash.tui.state import Status
+from tests.messages import present
 from workloads.knobs import KNOBS, Knobs, parse_knobs
 from workloads.registry import family
 
@@ -22,7 +23,7 @@ def running(
     src.start()
     details = {"workload": workload, "variant": variant, "batch_size": str(batch), "device": device}
     src.push(
-        Event(1.0, "started", message="started", details=details),
+        Event(1.0, EventKind.STARTED, message="started", details=details),
         *run_segment(1.0, 3.0, 100.0, workload=workload, variant=variant, batch=batch),
     )
     ctl.source_started()
@@ -50,14 +51,14 @@ def test_status_and_what_runs_come_from_the_events_only() -> None:
     src.push(
         Event(
             3.0,
-            "changed",
+            EventKind.CHANGED,
             "batch_size",
             "4",
             "8",
             details={"workload": "encdec", "variant": "serial", "batch_size": "8", "device": "cpu"},
         )
     )
-    src.push(Event(4.0, "crashed", message="killed by SIGKILL"))
+    src.push(Event(4.0, EventKind.CRASHED, message="killed by SIGKILL"))
     notices = ctl.poll()
     assert s.run.batch_size == 8 and s.status == Status.CRASHED and s.ended
     assert notices[-1].severity == Severity.ERROR and "press r to restart" in notices[-1].text
@@ -68,7 +69,7 @@ def test_pipelining_on_the_cpu_is_refused_with_the_catalogs_message() -> None:
     ctl, src = running(device="cpu")
     notice = ctl.toggle_pipeline()
     assert src.sent == []
-    assert family("encdec").variant("pipelined").refusal("cpu") in notice.text
+    assert present(family("encdec").variant("pipelined").refusal("cpu")) in notice.text
     assert notice.severity == Severity.ERROR and notice.toast
 
 
@@ -101,7 +102,7 @@ def test_batch_keys_build_on_the_size_asked_for_until_the_engine_answers() -> No
     ctl.scale_batch(double=True)
     ctl.scale_batch(double=True)
     assert src.sent == [SetBatchSize(16), SetBatchSize(32)]
-    src.push(Event(3.5, "error", "batch_size", "8", "32", "CUDA out of memory"))
+    src.push(Event(3.5, EventKind.ERROR, "batch_size", "8", "32", "CUDA out of memory"))
     ctl.poll()
     assert ctl.pending_batch is None
     ctl.scale_batch(double=False)
@@ -116,14 +117,16 @@ def test_the_stages_key_asks_a_two_stage_family_only() -> None:
     assert src.sent == [TimeStages()]
     ctl, src = running("sync_loss", "fixed", device="cuda:0")
     assert "no two stages" in ctl.time_stages().text and src.sent == []
-    src.push(Event(3.0, "measured", "stages", message="encode 1 ms, train 3 ms alone: overlap bound 333 steps/s"))
+    src.push(
+        Event(3.0, EventKind.MEASURED, "stages", message="encode 1 ms, train 3 ms alone: overlap bound 333 steps/s")
+    )
     assert ctl.poll()[-1].text.startswith("encode 1 ms")
 
 
 def test_next_variant_from_an_unknown_variant_offers_every_one() -> None:
     ctl, src = running("input_pipeline", "baseline", device="cpu")
     # as after a replayed file from another version: a change to a variant this version lacks
-    src.push(Event(4.0, "changed", "variant", "baseline", "bogus"))
+    src.push(Event(4.0, EventKind.CHANGED, "variant", "baseline", "bogus"))
     ctl.poll()
     assert ctl.state.run.variant == "bogus"
     ctl.next_variant()
@@ -150,7 +153,12 @@ def test_the_running_knobs_come_from_the_messages() -> None:
     assert ctl.knobs == Knobs() and ctl.knobs_label() == "none"
     src.push(
         Event(
-            3.0, "changed", "knobs", "none", "amp=bf16,channels_last=on", details={"knobs": "amp=bf16,channels_last=on"}
+            3.0,
+            EventKind.CHANGED,
+            "knobs",
+            "none",
+            "amp=bf16,channels_last=on",
+            details={"knobs": "amp=bf16,channels_last=on"},
         )
     )
     notices = ctl.poll()
@@ -172,7 +180,7 @@ def test_a_knob_change_is_sent_once_and_builds_on_the_one_asked_for() -> None:
     assert ctl.knobs_base() == Knobs({"amp": "bf16"})
     assert "already" in ctl.set_knob("amp", "bf16").text and len(src.sent) == 2
     assert "compiling first" in ctl.set_knob("compile", "max-autotune").text
-    src.push(Event(3.0, "changed", "knobs", "none", "amp=bf16,compile=max-autotune"))
+    src.push(Event(3.0, EventKind.CHANGED, "knobs", "none", "amp=bf16,compile=max-autotune"))
     ctl.poll()
     assert ctl.pending_knobs is None and ctl.knobs_text == "amp=bf16,compile=max-autotune"
 
@@ -182,7 +190,7 @@ def test_a_knob_the_device_or_variant_cannot_take_is_refused_before_sending() ->
     for name in ("cudnn_benchmark", "tf32", "cuda_graph"):
         notice = ctl.toggle_knob(name)
         assert notice.severity == Severity.ERROR and notice.toast
-        assert KNOBS[name].refusal(family("encdec").variant("serial"), "cpu", Knobs()) in notice.text
+        assert present(KNOBS[name].refusal(family("encdec").variant("serial"), "cpu", Knobs())) in notice.text
         assert "\n" not in notice.text and "knobs stay none" in notice.text
     assert src.sent == [] and ctl.state.status == Status.RUNNING
     assert ctl.knob_refusals()["cuda_graph"] and ctl.knob_refusals()["compile"] is None
@@ -197,17 +205,19 @@ def test_a_knob_the_device_or_variant_cannot_take_is_refused_before_sending() ->
 def test_progress_shows_until_the_change_arrives() -> None:
     ctl, src = running(device="cuda:0")
     ctl.set_knob("compile", "default")
-    notices = ctl.ingest([Event(4.0, "progress", "knobs", message="compiling… 12 s")])
+    notices = ctl.ingest([Event(4.0, EventKind.PROGRESS, "knobs", message="compiling… 12 s")])
     assert notices[0].text.startswith("compiling… 12 s — applying knobs compile=default")
     assert ctl.status_text() == "compiling… 12 s"
-    ctl.ingest([Event(5.0, "changed", "knobs", "none", "compile=default")])
+    ctl.ingest([Event(5.0, EventKind.CHANGED, "knobs", "none", "compile=default")])
     assert ctl.status_text() == "running" and ctl.knobs_label() == "compile=default"
 
 
 def test_a_knob_refused_by_the_workload_says_the_knobs_stay() -> None:
     ctl, src = running(device="cuda:0")
     ctl.set_knob("compile", "default")
-    notices = ctl.ingest([Event(4.0, "error", "knobs", "none", "compile=default", "compile failed: no C compiler")])
+    notices = ctl.ingest(
+        [Event(4.0, EventKind.ERROR, "knobs", "none", "compile=default", "compile failed: no C compiler")]
+    )
     assert "compile failed: no C compiler" in notices[-1].text and "knobs stay none" in notices[-1].text
     assert ctl.pending_knobs is None
 
@@ -241,7 +251,7 @@ def trace_event(t: float = 13.0, gpu: bool = True, path: str = TRACE_PATH) -> Ev
         summary = "20 steps traced, 20 ms/step: GPU busy 72.2%, idle 27.8%, overlap 31.4% of busy, 145 kernels/step"
     else:
         summary = "20 steps traced, 20 ms/step; GPU figures need CUDA"
-    return Event(t, "measured", "trace", message=f"{summary} → {path}", details=details)
+    return Event(t, EventKind.MEASURED, "trace", message=f"{summary} → {path}", details=details)
 
 
 def traced(workload: str = "encdec", device: str = "cuda:0", trace_dir: str | None = "/runs/gpudash-traces"):
@@ -273,7 +283,7 @@ def test_the_profile_key_sends_one_window_and_says_so() -> None:
     assert n.text.startswith("open in ui.perfetto.dev: gpudash-traces/gpudash-trace-x.json.gz — 20 steps traced")
     ctl.trace_window()
     assert src.sent == [TraceWindow(20), TraceWindow(20)]
-    ctl.ingest([Event(20.0, "error", "trace", message="profiler window failed: CUPTI unavailable")])
+    ctl.ingest([Event(20.0, EventKind.ERROR, "trace", message="profiler window failed: CUPTI unavailable")])
     assert not ctl.pending_trace  # a failed window can be asked for again
 
 
@@ -284,7 +294,7 @@ def test_the_figures_stay_in_one_line_and_the_window_is_marked() -> None:
     assert ctl.last_trace_text() == "last trace: GPU busy 72%, idle 28%, overlap 31%, 145 kernels/step (t=12.3 s)"
     marker = ctl.state.markers[-1]
     assert (marker.label, marker.kind, marker.time_s) == ("trace", "measured", 12.34)  # the window's start
-    ctl.ingest([Event(14.0, "measured", "stages", message="encode 1 ms, train 3 ms alone")])
+    ctl.ingest([Event(14.0, EventKind.MEASURED, "stages", message="encode 1 ms, train 3 ms alone")])
     assert ctl.state.markers[-1] is marker  # the stage timing has no marker
     cpu, _ = traced("sync_loss", device="cpu")
     cpu.ingest([trace_event(gpu=False)])
@@ -303,8 +313,9 @@ def test_no_profiler_window_without_a_trace_directory_or_in_a_replay() -> None:
         def info(self) -> SourceInfo:
             return SourceInfo(replay=True, path="run.csv")
 
-    replay = DashController(Recording(RunConfig(trace_dir="/runs/t")))
-    assert "replay: read-only" in replay.trace_window().text and replay.source.sent == []
+    recording = Recording(RunConfig(trace_dir="/runs/t"))
+    replay = DashController(recording)
+    assert "replay: read-only" in replay.trace_window().text and recording.sent == []
     replay.ready = True
     (n,) = replay.ingest([trace_event()])  # a recorded window: its figures and where its file was
     assert "ui.perfetto.dev" in n.text and not n.toast and replay.last_trace_text()
@@ -317,7 +328,7 @@ def test_a_tuned_winner_is_applied_as_its_variant_batch_and_knobs_then_the_run_r
     ctl, src = running(workload="sync_loss", variant="sync-heavy", device="cuda:0", batch=8)
     ctl.set_knobs(Knobs({"amp": "bf16"}))  # running knobs go off before the variant changes
     ctl.send(Pause(), "pausing for the tune…")
-    src.push(Event(3.5, "paused", message="paused"))
+    src.push(Event(3.5, EventKind.PAUSED, message="paused"))
     ctl.poll()
     answer = answer_from(
         {
@@ -347,7 +358,7 @@ def test_a_tuned_winner_is_applied_as_its_variant_batch_and_knobs_then_the_run_r
 def test_tune_is_refused_in_a_replay_and_on_a_data_parallel_run() -> None:
     ctl, _ = running()
     ctl.config = RunConfig(workload="encdec", nproc=2)
-    assert "2 ranks" in ctl.tune_refusal().text
+    assert "2 ranks" in present(ctl.tune_refusal()).text
     from gpudash.core.protocol import SourceInfo
 
     class Recording(FakeSource):
@@ -355,4 +366,4 @@ def test_tune_is_refused_in_a_replay_and_on_a_data_parallel_run() -> None:
         def info(self) -> SourceInfo:
             return SourceInfo(replay=True, path="run.csv")
 
-    assert DashController(Recording()).tune_refusal().text == "replay: read-only — tune needs a live run"
+    assert present(DashController(Recording()).tune_refusal()).text == "replay: read-only — tune needs a live run"

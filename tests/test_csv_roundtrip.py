@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from gpudash.core.protocol import GpuReading, GpuSample, Sample
+from gpudash.core.protocol import Event, EventKind, GpuReading, GpuSample, Sample
 from gpudash.recording import csvformat
 from gpudash.recording.csvformat import RowParser, read_table
 from gpudash.stats.segments import Segment, SegmentTracker
@@ -79,11 +79,10 @@ def test_a_summary_too_short_for_an_interval_leaves_the_ci_cells_empty() -> None
 
 
 def test_sample_and_event_rows_have_empty_ci_cells_and_no_interval() -> None:
-    from gpudash.core.protocol import Event
 
     header = csvformat.header()
     parser = RowParser(header)
-    for cells in (csvformat.sample_row(sample(1.0, 50.0), None), csvformat.event_row(Event(2.0, "stopped"))):
+    for cells in (csvformat.sample_row(sample(1.0, 50.0), None), csvformat.event_row(Event(2.0, EventKind.STOPPED))):
         row = as_dict(header, cells)
         assert (row["ci_low"], row["ci_high"]) == ("", "")
         assert parser.interval(cells) is None
@@ -268,11 +267,10 @@ def test_per_gpu_cells_follow_the_gpus_watched_not_the_readings_order() -> None:
 
 
 def test_an_event_row_reads_back_as_the_event_with_what_runs_after_it() -> None:
-    from gpudash.core.protocol import Event
     from gpudash.core.running import Running
 
     header = csvformat.header()
-    e = Event(12.5, "changed", "variant", "serial", "pipelined", 'variant: serial → "pipelined", now')
+    e = Event(12.5, EventKind.CHANGED, "variant", "serial", "pipelined", 'variant: serial → "pipelined", now')
     cells = csvformat.event_row(e, Running("encdec", "pipelined", 8, "amp=bf16"))
     row = as_dict(header, cells)
     assert [row[c] for c in ("row_kind", "time_s", *csvformat.EVENT_COLUMNS)] == [
@@ -292,7 +290,7 @@ def test_an_event_row_reads_back_as_the_event_with_what_runs_after_it() -> None:
     )
     assert all(row[c] == "" for c in ("steps", "steps_per_s", "gpu_util_pct", "ci_low"))
     assert RowParser(header).messages(cells) == [e]
-    unknown = as_dict(header, csvformat.event_row(Event(1.0, "stopped", message="done")))
+    unknown = as_dict(header, csvformat.event_row(Event(1.0, EventKind.STOPPED, message="done")))
     assert (unknown["workload"], unknown["variant"], unknown["batch_size"], unknown["knobs"]) == ("", "", "", "")
 
 
@@ -317,7 +315,7 @@ def test_a_summary_row_carries_each_averaged_metrics_mean_and_its_configuration(
     assert (row["event_kind"], row["event_what"]) == ("summary", "steps_per_s")
     assert row["event_message"] == seg.summary() and "encdec/pipelined bs16" in row["event_message"]
     for key in ("steps_per_s", "samples_per_s", "step_ms_p50", "syncs_per_step", "gpu_util_pct", "power_w"):
-        assert float(row[key]) == pytest.approx(seg.mean(key), rel=1e-5), key  # type: ignore[arg-type]
+        assert float(row[key]) == pytest.approx(seg.mean(key), rel=1e-5), key
     assert float(row["steps_per_s"]) == pytest.approx(200.5, abs=0.03)
     for key in ("steps", "samples", "interval_s", "loss", "energy_j", "mem_total_mib", "temp_c", "throttle"):
         assert row[key] == "", key  # counters and readings that are not averaged
@@ -447,9 +445,8 @@ def test_a_header_without_some_columns_reads_them_as_not_available() -> None:
     or not available (a measurement)."""
     header = ["row_kind", "time_s", "event_kind", "steps", "samples", "interval_s", "steps_per_s", "power_w"]
     parser = RowParser(header)
-    from gpudash.core.protocol import Event
 
-    assert parser.messages(["event", "1.5", "stopped", "", "", "", "", ""]) == [Event(1.5, "stopped")]
+    assert parser.messages(["event", "1.5", "stopped", "", "", "", "", ""]) == [Event(1.5, EventKind.STOPPED)]
     (g, s) = parser.messages(["sample", "2.0", "", "10", "80", "0.5", "20.0", "300.5"])
     assert g == GpuSample(time_s=2.0, power_w=300.5)
     assert isinstance(s, Sample) and (s.steps, s.steps_per_s, s.knobs) == (10, 20.0, "none")

@@ -1,25 +1,20 @@
-"""Data-parallel runs on the CPU (gloo): DDP trains what one process trains on the global batch,
-every rank holds the same parameters, controls reach every rank at the same step, a killed rank
-ends the run with a clear message and no process left, and bad layouts are refused."""
+"""Data-parallel ranks on the CPU (gloo): DDP trains what one process trains on the global batch,
+every rank holds the same parameters, controls reach every rank at the same step, a change one rank
+refuses is refused by all, and the scaling efficiency is measured (the launcher and the command
+line: tests/test_ddp_launch.py)."""
 
 from __future__ import annotations
 
-import csv
 import multiprocessing
 import os
-import signal
 import socket
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 import torch
 
-from gpudash.core.procgroup import parent_of
-from tests.helpers import record_args
-from workloads.base import WorkloadOptions
+from workloads.base import Workload, WorkloadOptions
 from workloads.distributed import RankInfo, data_seed
 from workloads.factory import build
 
@@ -99,22 +94,31 @@ def _rank(
         )
         loop.run(steps=STEPS)
         flat = torch.cat([p.detach().double().flatten().cpu() for p in w.trained_parameters()])
-        loaders = (
-            getattr(w, "retired_worker_exit_codes", None),  # the first configuration's workers
-            sorted({type(p._popen).__module__ for p in getattr(getattr(w, "batches", None), "_workers", ())}),
-        )
-        out.put((rank, flat.numpy(), changed_at, w.batch_size, loaders))  # numpy: pickled by value
+        out.put((rank, flat.numpy(), changed_at, w.batch_size, _loader_workers(w)))  # numpy: pickled by value
     dist.destroy_process_group()
 
 
-Loaders = dict[int, tuple]  # a rank's loader workers: (their exit codes, the modules that started them)
+LoaderWorkers = tuple[list[int] | None, list[str]]  # (their exit codes, the modules that started them)
+Loaders = dict[int, LoaderWorkers]  # each rank's loader workers
 
 
-def _ddp_run(family: str, variant: str, knobs: str = "none", loaders: Loaders | None = None) -> dict[int, tuple]:
-    """Two CPU ranks: each one's (parameters, steps where the change applied, batch size);
-    ``loaders``, when given, gets each rank's (exit codes of the first configuration's loader
-    workers, the ``multiprocessing.popen_*`` modules that started the running ones)."""
-    world, device = 2, "cpu"
+def _loader_workers(w: Workload) -> LoaderWorkers:
+    """The exit codes of the first configuration's loader workers, and the ``multiprocessing.popen_*``
+    modules that started the running ones (none when the workload has no loader)."""
+    running = getattr(getattr(w, "batches", None), "_workers", ())
+    return getattr(w, "retired_worker_exit_codes", None), sorted({type(p._popen).__module__ for p in running})
+
+
+RankResult = tuple[torch.Tensor, list[int], int]  # (parameters, steps where the change applied, batch size)
+
+
+def _ddp_run(
+    family: str, variant: str, knobs: str = "none", loaders: Loaders | None = None, device: str = "cpu"
+) -> dict[int, RankResult]:
+    """Two ranks, gloo on the CPU (``device="cuda"``: NCCL, one GPU each, tests/test_ddp_multigpu.py):
+    each one's (parameters, steps where the change applied, batch size); ``loaders``, when given,
+    gets each rank's ``LoaderWorkers``."""
+    world = 2
     ctx = multiprocessing.get_context("spawn")
     out = ctx.Queue()
     port = _free_port()
@@ -123,7 +127,7 @@ def _ddp_run(family: str, variant: str, knobs: str = "none", loaders: Loaders | 
     ]
     for p in procs:
         p.start()
-    got = {}
+    got: dict[int, RankResult] = {}
     for _ in range(world):
         rank, flat, changed_at, batch, rank_loaders = out.get(timeout=180)
         got[rank] = (torch.from_numpy(flat), changed_at, batch)
@@ -145,6 +149,7 @@ def _single_run_on_the_global_batch(family: str, variant: str, world: int = 2, d
             "cpu",
             WorkloadOptions(variant=variant, batch_size=batch, image_size=_size(family), seed=data_seed(SEED, rank)),
         ) as w:
+            assert w.pool is not None, f"{family} draws its batches from a pool"
             return list(w.pool.batches)
 
     with build(
@@ -157,7 +162,9 @@ def _single_run_on_the_global_batch(family: str, variant: str, world: int = 2, d
             pools = [pool_of(r, per_rank) for r in range(world)]
             i = step if step < 2 else step - 2  # each configuration starts its pool from the top
             batch = tuple(torch.cat(parts) for parts in zip(*(p[i % len(p)] for p in pools), strict=False))
-            w.pool.batches, w.pool._next = [batch], 0
+            assert w.pool is not None
+            w.pool.batches = [batch]
+            w.pool.rewind()
             w.step()
         return torch.cat([p.detach().double().flatten().cpu() for p in w.trained_parameters()])
 
@@ -204,136 +211,6 @@ def test_no_sync_accumulation_steps_the_optimizer_every_kth_step_on_every_rank()
     assert not torch.equal(got[0][0], plain[0][0])  # accumulation trains differently
 
 
-# -- the command line ----------------------------------------------------------------------------
-def _gpudash(*args: str, cwd: Path, timeout: float = 240) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH"))))}
-    return subprocess.run(
-        [sys.executable, "-m", "gpudash", *args], capture_output=True, text=True, cwd=cwd, timeout=timeout, env=env
-    )
-
-
-@pytest.mark.slow
-def test_record_with_two_ranks_counts_the_global_batch_and_names_the_slowest_rank(tmp_path: Path) -> None:
-    out = _gpudash(
-        *record_args("run.csv", "--nproc", "2", "--image-size", "16", "-b", "4", "--duration", "4", "-q"), cwd=tmp_path
-    )
-    assert out.returncode == 0, out.stderr
-    rows = list(csv.DictReader((tmp_path / "run.csv").open()))
-    started = next(r for r in rows if r["event_kind"] == "started")
-    assert "on 2 ranks" in started["event_message"]
-    samples = [r for r in rows if r["row_kind"] == "sample"]
-    assert samples and all(int(r["samples"]) == 8 * int(r["steps"]) for r in samples)  # 2 ranks x batch 4
-
-
-def _descendants(pid: int) -> set[int]:
-    """Every live process below ``pid`` (from /proc)."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            ppid = parent_of(int(entry))
-            if ppid is not None:
-                children.setdefault(ppid, []).append(int(entry))
-    found, todo = set(), [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.add(child)
-            todo.append(child)
-    return found
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-    except OSError:
-        return ""
-
-
-def _spawned_children(pid: int) -> list[int]:
-    """The direct children of ``pid`` that multiprocessing spawned (not its resource tracker)."""
-    return sorted(
-        p
-        for p in _descendants(pid)
-        if parent_of(p) == pid and "spawn_main" in _cmdline(p) and "resource_tracker" not in _cmdline(p)
-    )
-
-
-def _alive(pid: int) -> bool:
-    try:
-        return "zombie" not in Path(f"/proc/{pid}/status").read_text().lower()
-    except OSError:
-        return False
-
-
-def kill_a_rank(args: list[str], cwd: Path) -> tuple[int, str, set[int]]:
-    """``gpudash --record run.csv ARGS --nproc 2`` until the ranks train, then SIGKILL rank 1:
-    (gpudash's exit status, its stderr, every process below it before the kill)."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH"))))}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "gpudash", "--record", "run.csv", *args, "--nproc", "2", "--duration", "120", "-q"],
-        cwd=cwd,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:  # until the ranks train
-            time.sleep(0.5)
-            if (cwd / "run.csv").exists() and "\nsample," in (cwd / "run.csv").read_text():
-                break
-        (agent,) = _spawned_children(proc.pid)  # the workload process: torchrun's agent
-        ranks = _spawned_children(agent)
-        assert len(ranks) == 2, ranks
-        everyone = _descendants(proc.pid)
-        os.kill(ranks[1], signal.SIGKILL)
-        _, err = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    return proc.returncode, err, everyone
-
-
-@pytest.mark.slow
-def test_killing_one_rank_ends_the_run_with_a_clear_message_and_no_process_left(tmp_path: Path) -> None:
-    code, err, everyone = kill_a_rank(
-        ["-w", "sync_loss", "-v", "fixed", "--device", "cpu", "--image-size", "16"], tmp_path
-    )
-    assert code == 1 and "rank 1 killed by SIGKILL" in err, err
-    time.sleep(1.0)
-    assert not [p for p in everyone if _alive(p)]
-    rows = list(csv.DictReader((tmp_path / "run.csv").open()))
-    assert any(r["row_kind"] == "sample" for r in rows)  # nothing recorded was lost
-
-
-@pytest.mark.parametrize(
-    ("args", "message"),
-    [
-        (["--nproc", "0"], "--nproc"),
-        (["--nproc", "-1"], "--nproc"),
-        (["--nproc", "3", "--device", "cuda"], "no CUDA GPU found"),  # this machine has none
-        (["--nnodes", "2"], "needs --rdzv-endpoint"),
-        (["--knob", "ddp_grad_view"], "needs --nproc 2 or more"),
-        (["--nproc", "2", "--device", "cpu", "-v", "fixed", "--knob", "compile"], "not supported with --nproc > 1"),
-    ],
-)
-def test_bad_data_parallel_layouts_are_one_line_and_exit_2(tmp_path: Path, args: list[str], message: str) -> None:
-    out = _gpudash("--record", "x.csv", "-w", "sync_loss", *args, cwd=tmp_path, timeout=60)
-    assert out.returncode == 2 and message in out.stderr, out.stderr
-    assert len(out.stderr.strip().splitlines()) == 1
-
-
-def test_more_ranks_than_gpus_is_refused_naming_both(monkeypatch: pytest.MonkeyPatch) -> None:
-    from gpudash import argtypes
-
-    monkeypatch.setattr(argtypes, "cuda_devices", lambda: (2, ""))
-    with pytest.raises(argtypes.UsageError, match="--nproc 3 needs 3 GPUs, one per rank; this machine has 2"):
-        argtypes.check_parallel(3, 1, None, "cuda")
-    argtypes.check_parallel(2, 1, None, "auto")  # two GPUs, two ranks: fine
-    with pytest.raises(argtypes.UsageError, match="use --device cuda, not cuda:1"):
-        argtypes.check_parallel(2, 1, None, "cuda:1")
-
-
 def _rank_scaling(rank: int, world: int, port: int, out: multiprocessing.Queue) -> None:
     """One rank of a run that measures its scaling efficiency after ~1 s of samples."""
     os.environ.update(
@@ -341,7 +218,7 @@ def _rank_scaling(rank: int, world: int, port: int, out: multiprocessing.Queue) 
     )
     import torch.distributed as dist
 
-    from gpudash.core.protocol import MeasureScaling, Stop
+    from gpudash.core.protocol import Event, MeasureScaling, Stop
     from gpudash.engine.loop import StepLoop
     from gpudash.engine.ranks import LockstepControls
 
@@ -365,7 +242,7 @@ def _rank_scaling(rank: int, world: int, port: int, out: multiprocessing.Queue) 
         )
         loop.run(duration_s=120)
         flat = torch.cat([p.detach().double().flatten() for p in w.trained_parameters()]).numpy()
-    measured = [e.details for e in events if getattr(e, "what", "") == "scaling"]
+    measured = [e.details for e in events if isinstance(e, Event) and e.what == "scaling"]
     out.put((rank, measured, flat))
     dist.destroy_process_group()
 
@@ -387,21 +264,6 @@ def test_scaling_efficiency_is_measured_against_rank_0_alone_and_leaves_the_rank
     assert (flat0 == flat1).all()  # rank 0's solo steps were put back: the ranks still agree
 
 
-@pytest.mark.slow
-def test_a_profiler_window_in_a_data_parallel_run_keeps_the_ranks_in_step(tmp_path: Path) -> None:
-    out = _gpudash(
-        *record_args("run.csv", "--nproc", "2", "--image-size", "16", "--duration", "8"),
-        *("--trace-every", "2", "--trace-steps", "4", "-q"),
-        cwd=tmp_path,
-    )
-    assert out.returncode == 0, out.stderr
-    rows = list(csv.DictReader((tmp_path / "run.csv").open()))
-    windows = [r for r in rows if r["event_what"] == "trace" and r["event_kind"] == "measured"]
-    assert windows  # rank 0 profiled while rank 1 took the same steps
-    last_window = max(float(r["time_s"]) for r in windows)
-    assert any(r["row_kind"] == "sample" and float(r["time_s"]) > last_window for r in rows)  # and it went on
-
-
 def test_a_change_any_rank_refuses_is_refused_by_every_rank() -> None:
     from gpudash.core.protocol import Event, SetBatchSize
     from gpudash.engine.loop import StepLoop
@@ -419,28 +281,6 @@ def test_a_change_any_rank_refuses_is_refused_by_every_rank() -> None:
         assert w.batch_size == 2  # rank 0 could, rank 1 could not: nobody changed
     (error,) = [m for m in got if isinstance(m, Event) and m.kind == "error"]
     assert "rank 1: batch 4 needs about 9 GiB" in error.message
-
-
-@pytest.mark.slow
-def test_a_ranks_exception_is_named_in_the_runs_crash() -> None:
-    from gpudash.core.protocol import Event, EventKind, RunConfig
-    from gpudash.host.runner import WorkloadRunner
-
-    # a knob value the CLI would refuse, given straight to the runner: every rank raises while building
-    runner = WorkloadRunner(
-        RunConfig(workload="sync_loss", variant="fixed", device="cpu", image_size=16, knobs="ddp_no_sync=3", nproc=2)
-    )
-    runner.start()
-    crashes: list[Event] = []
-    deadline = time.monotonic() + 120
-    try:
-        while time.monotonic() < deadline and not runner.finished:
-            crashes += [m for m in runner.poll() if isinstance(m, Event) and m.kind == EventKind.CRASHED]
-            time.sleep(0.2)
-    finally:
-        runner.stop()
-    assert crashes and "data-parallel run failed: rank" in crashes[0].message
-    assert "knob ddp_no_sync takes one of: off, 2, 4, 8; got '3'" in crashes[0].message
 
 
 def test_slow_steps_shorten_the_steps_between_control_looks() -> None:
@@ -475,51 +315,7 @@ def test_ranks_on_one_machine_split_its_cpus_for_their_loader_workers(monkeypatc
 
     monkeypatch.setattr(base, "available_cpus", lambda: 8)
     share = base.Workload.cpus_per_rank
-    assert share(types.SimpleNamespace(rank_info=None)) == 8
-    assert share(types.SimpleNamespace(rank_info=RankInfo(3, 4, 1, local_world_size=2))) == 4
-    assert share(types.SimpleNamespace(rank_info=RankInfo(0, 16, 0, local_world_size=16))) == 1
-
-
-def _data_limit(pid: int) -> int:
-    """A process's soft RLIMIT_DATA in bytes, as /proc shows it."""
-    with open(f"/proc/{pid}/limits") as f:
-        line = next(line for line in f if line.startswith("Max data size"))
-    return int(line.split()[3])
-
-
-@pytest.mark.slow
-def test_the_nodes_memory_guard_is_divided_before_the_ranks_start(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The launcher and each rank get a third of a 12 GiB guard from the start (issue 23, cause 1:
-    each rank started under the whole guard, divided only after it had imported torch)."""
-    from gpudash.core.protocol import EventKind, RunConfig
-    from gpudash.host.runner import WorkloadRunner
-    from tests.test_orphans import until_event
-
-    monkeypatch.setenv("GPUDASH_MEMORY_LIMIT", "12G")
-    runner = WorkloadRunner(
-        RunConfig(workload="sync_loss", variant="fixed", device="cpu", image_size=16, nproc=2, watchdog_s=None),
-        log_path=tmp_path / "run.log",
-    )
-    runner.start()
-    try:
-        until_event(runner, EventKind.STARTED)
-        launcher = runner.pid
-        assert launcher is not None
-        ranks = [int(p) for p in os.listdir("/proc") if p.isdigit() and parent_of(int(p)) == launcher]
-        limits = {pid: _data_limit(pid) for pid in [launcher, *ranks]}
-    finally:
-        runner.stop()
-    assert len(ranks) >= 2
-    assert set(limits.values()) == {12 * 2**30 // 3}, limits
-
-
-def test_parent_of_reads_a_processs_parent_from_proc() -> None:
-    assert parent_of(os.getpid()) == os.getppid()
-    with subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"]) as kid:
-        try:
-            assert parent_of(kid.pid) == os.getpid()
-        finally:
-            kid.kill()
-    assert parent_of(2**22 + 1) is None  # above pid_max: never a process
+    # stand-ins that hold only what the share reads: building a workload per layout would start ranks
+    assert share(types.SimpleNamespace(rank_info=None)) == 8  # type: ignore[arg-type]
+    assert share(types.SimpleNamespace(rank_info=RankInfo(3, 4, 1, local_world_size=2))) == 4  # type: ignore[arg-type]
+    assert share(types.SimpleNamespace(rank_info=RankInfo(0, 16, 0, local_world_size=16))) == 1  # type: ignore[arg-type]

@@ -14,7 +14,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.test_ddp import ROOT, _alive, _ddp_run, _single_run_on_the_global_batch, kill_a_rank
+from gpudash.core.proctree import alive
+from tests.test_ddp import ROOT, Loaders, _ddp_run, _single_run_on_the_global_batch
+from tests.test_ddp_launch import kill_a_rank
 
 pytestmark = pytest.mark.multigpu
 
@@ -39,7 +41,7 @@ def test_two_gpus_train_what_one_gpu_trains_on_the_global_batch(family: str, var
 def test_loader_workers_of_two_gpu_ranks_survive_a_batch_change(family: str, variant: str) -> None:
     """Spawned workers of an NCCL rank aborted when a batch change shut them down (the 2-H200
     input-pipeline sweep); started from a forkserver they exit cleanly and the ranks go on."""
-    loaders: dict[int, tuple] = {}
+    loaders: Loaders = {}
     got = _ddp_run(family, variant, device="cuda", loaders=loaders)
     (p0, changed0, batch0), (p1, changed1, batch1) = got[0], got[1]
     assert torch.equal(p0, p1)
@@ -87,4 +89,4 @@ def test_killing_one_gpu_rank_ends_the_run_with_exit_1_and_no_process_left(tmp_p
     code, err, everyone = kill_a_rank(["-w", "encdec", "--device", "cuda"], tmp_path)
     assert code == 1 and "rank 1 killed by SIGKILL" in err, err
     time.sleep(1.0)
-    assert not [p for p in everyone if _alive(p)]
+    assert not [p for p in everyone if alive(p)]

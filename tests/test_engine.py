@@ -3,8 +3,6 @@ workload child driven through ``EngineSession`` as the dashboard drives it."""
 
 from __future__ import annotations
 
-import os
-import signal
 import time
 import warnings
 from collections import deque
@@ -15,8 +13,8 @@ import pytest
 import torch
 
 from gpudash.core.protocol import (
+    Control,
     Event,
-    GpuInfo,
     Message,
     Pause,
     Resume,
@@ -28,9 +26,11 @@ from gpudash.core.protocol import (
     SwitchWorkload,
 )
 from gpudash.engine.events import plain
-from gpudash.engine.loop import StepLoop
+from gpudash.engine.loop import ControlSource, StepLoop
+from gpudash.engine.loop_state import Builder
 from gpudash.engine.measure import SYNC_WARNING, SyncCounter, percentile
-from gpudash.host.session import EngineSession
+from tests.messages import events_of, present, samples_of
+from workloads.base import Workload
 from workloads.knobs import Knobs
 from workloads.registry import WorkloadError, check_batch_size
 
@@ -104,11 +104,11 @@ def _controls_every_step(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(gpudash.engine.loop, "CONTROL_CHECK_S", 0.0)
 
 
-def scripted(controls: list[tuple[int, object]], loop_ref: list[StepLoop]) -> Callable[[float], object]:
+def scripted(controls: list[tuple[int, Control]], loop_ref: list[StepLoop]) -> ControlSource:
     """A control source that hands out each control once the loop has issued N steps."""
     pending = deque(sorted(controls, key=lambda c: c[0]))
 
-    def next_control(timeout: float) -> object:
+    def next_control(timeout: float) -> Control | None:
         if pending and loop_ref[0].steps_issued >= pending[0][0]:
             return pending.popleft()[1]
         if timeout:
@@ -118,21 +118,32 @@ def scripted(controls: list[tuple[int, object]], loop_ref: list[StepLoop]) -> Ca
     return next_control
 
 
-def run_loop(workload: object, controls: list[tuple[int, object]], **kw: object) -> tuple[StepLoop, list[Message]]:
+FakeBuilder = Callable[[str, "str | None", "int | None", "Knobs | None"], object]
+
+
+def run_loop(
+    workload: object,
+    controls: list[tuple[int, Control]],
+    builder: FakeBuilder | None = None,
+    max_steps: int | None = None,
+) -> tuple[StepLoop, list[Message]]:
+    """Run ``workload`` (a fake or a real one) in the step loop until ``Stop`` or ``max_steps``."""
     got: list[Message] = []
     ref: list[StepLoop] = []
-    loop = StepLoop(workload, emit=got.append, controls=scripted(controls, ref), sample_interval_s=0.02, **kw)  # type: ignore[arg-type]
+    loop = StepLoop(
+        workload,  # type: ignore[arg-type]  # FakeWorkload is duck-typed, not a Workload subclass
+        emit=got.append,
+        controls=scripted(controls, ref),
+        builder=builder,  # type: ignore[arg-type]  # it builds FakeWorkloads
+        sample_interval_s=0.02,
+        max_steps=max_steps,
+    )
     ref.append(loop)
     loop.run()
     return loop, got
 
 
-def samples(msgs: list[Message]) -> list[Sample]:
-    return [m for m in msgs if isinstance(m, Sample)]
-
-
-def events(msgs: list[Message], kind: str | None = None) -> list[Event]:
-    return [m for m in msgs if isinstance(m, Event) and (kind is None or m.kind == kind)]
+samples, events = samples_of, events_of
 
 
 def test_percentile() -> None:
@@ -210,7 +221,7 @@ def test_out_of_memory_without_a_change_is_a_crash() -> None:
 def test_switch_workload_failure_rebuilds_the_old_one() -> None:
     built: list[tuple[str, object, object]] = []
 
-    def builder(name: str, variant: object, batch: object, knobs: object = None) -> FakeWorkload:
+    def builder(name: str, variant: str | None, batch: int | None, knobs: Knobs | None = None) -> FakeWorkload:
         built.append((name, variant, batch))
         if name != "fake":
             raise WorkloadError(f"unknown workload {name!r}")
@@ -229,7 +240,7 @@ def test_sync_counter_counts_only_sync_warnings_and_prints_none(capsys: pytest.C
     counter = SyncCounter()
     seen: list[str] = []
     old = warnings.showwarning
-    warnings.showwarning = lambda m, *a, **k: seen.append(str(m))  # type: ignore[assignment]
+    warnings.showwarning = lambda m, *a, **k: seen.append(str(m))
     try:
         counter.install(None)
         for _ in range(3):  # the same warning, same place: "always", never deduplicated
@@ -253,175 +264,9 @@ def test_real_workload_in_process_on_cpu() -> None:
     assert loop.run(steps=12) == "steps"
     last = samples(got)[-1]
     assert last.steps == 12 and last.samples == 12 * w.batch_size
-    assert last.step_ms_p50 is not None and last.step_ms_p95 >= last.step_ms_p50
+    assert last.step_ms_p50 is not None and present(last.step_ms_p95) >= last.step_ms_p50
     assert last.loss is not None and last.loss > 0
     w.close()
-
-
-# -- the child process, through EngineSession ---------------------------------------------------------
-
-
-class Collector:
-    """Polls a session and keeps everything; waits for conditions with a deadline."""
-
-    def __init__(self, session: EngineSession) -> None:
-        self.session = session
-        self.msgs: list[Message] = []
-
-    def wait(self, cond: Callable[[Message], bool], timeout: float = 60.0, what: str = "") -> Message:
-        deadline = time.monotonic() + timeout
-        start = len(self.msgs)
-        while True:
-            for m in self.msgs[start:]:
-                if cond(m):
-                    return m
-            start = len(self.msgs)
-            if time.monotonic() > deadline:
-                tail = "\n".join(map(str, self.msgs[-10:]))
-                raise AssertionError(f"timed out waiting for {what}; last messages:\n{tail}")
-            self.msgs.extend(self.session.poll())
-            time.sleep(0.02)
-
-    def after(self, marker: Message) -> list[Message]:
-        return self.msgs[self.msgs.index(marker) + 1 :]
-
-
-def is_event(kind: str, what: str | None = None) -> Callable[[Message], bool]:
-    return lambda m: isinstance(m, Event) and m.kind == kind and (what is None or m.what == what)
-
-
-@pytest.fixture
-def session(tmp_path: os.PathLike[str]) -> EngineSession:
-    s = EngineSession(
-        RunConfig(workload="encdec", device="cpu", sample_interval_s=0.1, gpu_interval_s=0.2),
-        log_path=os.path.join(tmp_path, "child.log"),
-    )
-    yield s
-    s.stop()
-
-
-@pytest.mark.slow
-def test_session_controls_mid_run(session: EngineSession) -> None:
-    c = Collector(session)
-    session.start()
-    assert isinstance(session.gpu_info, GpuInfo)
-    started = c.wait(is_event("started"), what="started")
-    assert started.details["torch"] == torch.__version__ and started.details["device"] == "cpu"
-    c.wait(lambda m: isinstance(m, Sample) and m.steps >= 3, what="a few steps")
-
-    session.send(SetBatchSize(2))
-    changed = c.wait(is_event("changed", "batch_size"), what="batch size change")
-    assert (changed.before, changed.after) == ("4", "2")
-    c.wait(lambda m: isinstance(m, Sample) and m.batch_size == 2 and m.steps_per_s > 0, what="rows at batch 2")
-    assert all(m.batch_size == 2 for m in c.after(changed) if isinstance(m, Sample))
-
-    session.send(SetVariant("pipelined"))  # needs CUDA streams: refused, the run goes on
-    error = c.wait(is_event("error", "variant"), what="error event")
-    assert "CUDA" in error.message
-    c.wait(lambda m: isinstance(m, Sample) and m.time_s > error.time_s and m.steps_per_s > 0, what="rows after error")
-    assert all(m.variant == "serial" for m in c.after(error) if isinstance(m, Sample))
-
-    session.send(Pause())
-    c.wait(is_event("paused"), what="paused")
-    session.send(Resume())
-    c.wait(is_event("resumed"), what="resumed")
-
-    session.send(SwitchWorkload("sync_loss", "fixed"))
-    switched = c.wait(lambda m: is_event("changed", "workload")(m) or is_event("error", "workload")(m), what="switch")
-    assert switched.kind == "changed", switched.message
-    assert switched.after == "sync_loss"
-    c.wait(
-        lambda m: isinstance(m, Sample) and m.workload == "sync_loss" and m.variant == "fixed", what="sync_loss rows"
-    )
-
-    session.stop()
-    c.msgs.extend(session.poll())
-    assert any(is_event("stopped")(m) for m in c.msgs)
-    assert not any(is_event("crashed")(m) for m in c.msgs)
-    assert not session.alive and session.runner.exitcode == 0
-
-
-@pytest.mark.slow
-def test_session_child_killed_then_restarted(session: EngineSession) -> None:
-    with open(session.log_path, "w") as f:  # the log appends: an older run's last line is no clue
-        f.write("RuntimeError: from an older run\n")
-    c = Collector(session)
-    session.start()
-    c.wait(lambda m: isinstance(m, Sample) and m.steps >= 2, what="steps")
-    session.send(SetBatchSize(3))
-    c.wait(is_event("changed"), what="change")
-    c.wait(lambda m: isinstance(m, Sample) and m.batch_size == 3, what="rows at batch 3")
-    pid = session.runner.pid
-    assert pid is not None
-    os.kill(pid, signal.SIGKILL)
-    crashed = c.wait(is_event("crashed"), what="crashed")
-    assert "SIGKILL" in crashed.message and "older run" not in crashed.message
-    assert sum(1 for m in c.msgs if is_event("crashed")(m)) == 1
-    assert not session.alive
-
-    session.restart()  # a fresh child, in the last configuration seen running
-    c.wait(is_event("started"), what="started again")
-    again = c.wait(lambda m: isinstance(m, Sample) and m.steps >= 1, what="samples again")
-    assert again.batch_size == 3
-    assert session.runner.pid != pid
-
-
-@pytest.mark.slow
-def test_own_log_removed_after_a_clean_stop() -> None:
-    s = EngineSession(RunConfig(workload="encdec", device="cpu", max_steps=3, sample_interval_s=0.1))
-    c = Collector(s)
-    try:
-        s.start()
-        c.wait(is_event("stopped"), what="stopped after 3 steps")
-        assert os.path.exists(s.log_path)
-    finally:
-        s.stop()
-    assert not os.path.exists(s.log_path)
-
-
-@pytest.mark.skipif(os.path.exists("/dev/nvidia0"), reason="this machine has a GPU")
-def test_own_log_kept_after_a_crash_and_named() -> None:
-    s = EngineSession(RunConfig(workload="encdec", device="cuda", sample_interval_s=0.1))
-    c = Collector(s)
-    try:
-        s.start()
-        crashed = c.wait(is_event("crashed"), what="crashed: no CUDA here")
-    finally:
-        s.stop()
-    try:
-        assert s.log_path in crashed.message
-        assert os.path.exists(s.log_path)
-    finally:
-        os.unlink(s.log_path)
-
-
-def test_terminate_reaches_the_childs_own_workers() -> None:
-    """Escalation signals the child's process group: forked loader workers die with it."""
-    import subprocess
-
-    from gpudash.host.runner import WorkloadRunner
-
-    proc = subprocess.Popen(
-        ["sh", "-c", "sleep 60 & echo $!; wait"], start_new_session=True, stdout=subprocess.PIPE, text=True
-    )
-    try:
-        worker = int(proc.stdout.readline())  # type: ignore[union-attr]
-        WorkloadRunner._signal_group(proc, signal.SIGTERM)  # type: ignore[arg-type]
-        proc.wait(timeout=10)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                with open(f"/proc/{worker}/stat") as f:
-                    if f.read().rsplit(")", 1)[1].split()[0] == "Z":
-                        break  # dead, not yet reaped by its new parent
-            except (FileNotFoundError, ProcessLookupError):
-                break
-            time.sleep(0.02)
-        else:
-            raise AssertionError("the worker outlived its group's SIGTERM")
-    finally:
-        proc.kill()
-        proc.wait()
 
 
 def test_time_stages_measures_each_stage_alone_and_the_run_goes_on() -> None:
@@ -463,12 +308,12 @@ def test_a_switch_of_family_in_the_child_frees_the_first_workload(monkeypatch: p
     built: list[weakref.ref] = []
     real_builder = child.workload_builder
 
-    def recording_builder(config: RunConfig, device: object, rank: object = None) -> Callable[..., object]:
+    def recording_builder(config: RunConfig, device: object, rank: object = None) -> Builder:
         build = real_builder(config, device, rank)
 
-        def recorded(*args: object) -> object:
+        def recorded(name: str, variant: str | None, batch: int | None, knobs: Knobs | None) -> Workload:
             alive_at_build.append([ref() is not None for ref in built])  # no gc.collect() here: the engine's
-            workload = build(*args)
+            workload = build(name, variant, batch, knobs)
             built.append(weakref.ref(workload))
             return workload
 
@@ -513,10 +358,10 @@ def test_out_of_memory_in_another_family_frees_it_before_the_previous_one_is_bui
     failed: list[weakref.ref] = []
     alive_when_rebuilt: list[bool] = []
 
-    def builder(name: str, variant: object, batch: object, knobs: object = None) -> FakeWorkload:
+    def builder(name: str, variant: str | None, batch: int | None, knobs: Knobs | None = None) -> FakeWorkload:
         if name == "big":
             w = FakeWorkload(batch_size=64, oom_above=16)
-            w.info = _Info("big")  # type: ignore[misc]
+            w.info = _Info("big")
             failed.append(weakref.ref(w))
             return w
         alive_when_rebuilt.extend(ref() is not None for ref in failed)
@@ -537,7 +382,7 @@ def test_a_family_that_fails_to_build_is_freed_before_the_previous_one_is_built_
     half_built: list[weakref.ref] = []
     alive_when_rebuilt: list[bool] = []
 
-    def builder(name: str, variant: object, batch: object, knobs: object = None) -> FakeWorkload:
+    def builder(name: str, variant: str | None, batch: int | None, knobs: Knobs | None = None) -> FakeWorkload:
         if name == "big":
             model = FakeWorkload(batch_size=64)  # what the build had made when it ran out of memory
             half_built.append(weakref.ref(model))
@@ -549,79 +394,3 @@ def test_a_family_that_fails_to_build_is_freed_before_the_previous_one_is_built_
     (error,) = events(msgs, "error")
     assert error.what == "workload" and "out of memory" in error.message
     assert loop.workload.batch_size == 5 and alive_when_rebuilt == [False]
-
-
-# -- CUDA step timing in groups (the timer's arithmetic, with events faked at torch's boundary) ----
-class _GpuClock:
-    """A fake GPU: each event completes when the host says the GPU got that far (``now_ms``)."""
-
-    def __init__(self) -> None:
-        self.issued_ms = 0.0  # when the GPU will have finished what was issued so far
-        self.now_ms = 0.0
-
-
-class _Event:
-    def __init__(self, gpu: _GpuClock, enable_timing: bool = False) -> None:
-        self.gpu, self.at = gpu, None
-
-    def record(self, stream: object = None) -> None:
-        self.at = self.gpu.issued_ms
-
-    def query(self) -> bool:
-        return self.at is not None and self.at <= self.gpu.now_ms
-
-    def elapsed_time(self, end: _Event) -> float:
-        assert self.query() and end.query()  # the timer only ever asks about completed events
-        return end.at - self.at
-
-
-def _fake_torch(gpu: _GpuClock) -> object:
-    from types import SimpleNamespace
-
-    return SimpleNamespace(
-        cuda=SimpleNamespace(Event=lambda enable_timing=False: _Event(gpu, enable_timing), current_stream=lambda: None)
-    )
-
-
-@pytest.mark.parametrize(("step_ms", "group"), [(1.0, 25), (0.05, 256), (25.0, 1)])
-def test_fast_steps_are_timed_in_groups_and_every_step_is_counted(step_ms: float, group: int) -> None:
-    """A 1 ms step gets one event per 25 steps (recording one costs tens of µs on an H100), each step
-    of a group its mean time; a 25 ms step is timed alone; no step is lost, even at a reset."""
-    from gpudash.engine.measure import CudaStepTimer
-
-    gpu = _GpuClock()
-    timer = CudaStepTimer(_fake_torch(gpu))
-    times: list[float | None] = []
-    for _ in range(1000):
-        timer.begin()
-        gpu.issued_ms += step_ms
-        timer.end()
-        gpu.now_ms = gpu.issued_ms - 3 * step_ms  # the GPU runs three steps behind the host
-        times += timer.poll()
-    assert timer.group == group
-    gpu.now_ms = gpu.issued_ms  # the drain
-    times += timer.reset()
-    assert len(times) == 1000 and timer.group == 1
-    timed = [t for t in times if t is not None]
-    assert times[0] is None and len(timed) > 1000 - group - 2  # unknown: the first, and after the last event
-    assert all(t == pytest.approx(step_ms) for t in timed)
-
-
-def test_a_reset_that_keeps_the_pace_goes_on_in_groups_and_one_after_a_change_starts_at_one() -> None:
-    """A later ``run()`` of the same configuration issues its steps in groups at once (its first
-    steps one at a time, each with its event, would cost a launch-bound step ~1%); after a change
-    the group is one step until a step of the new configuration is timed."""
-    from gpudash.engine.measure import CudaStepTimer
-
-    gpu = _GpuClock()
-    timer = CudaStepTimer(_fake_torch(gpu))
-    for _ in range(100):
-        gpu.issued_ms += 1.0
-        timer.end()
-        gpu.now_ms = gpu.issued_ms
-        timer.poll()
-    assert timer.group == 25
-    timer.reset(keep_pace=True)
-    assert timer.group == 25 and timer.burst() == 25
-    timer.reset()
-    assert timer.group == 1 and timer.burst() == 1

@@ -5,25 +5,35 @@ Run: ``pytest -q -m gpu tests/test_engine_gpu.py tests/test_nvml.py -s``
 
 from __future__ import annotations
 
+import csv
 import json
+import statistics
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pandas as pd
 import pytest
+
+from gpudash.core.protocol import Control, Message
+from tests.messages import present
+
+if TYPE_CHECKING:
+    from gpudash.engine.loop import StepLoop
+    from workloads.base import Workload
 
 pytestmark = pytest.mark.gpu
 
 
-def _loop(family: str, variant: str, batch_size: int | None = None, **kw: object):  # type: ignore[no-untyped-def]
+def _loop(family: str, variant: str, batch_size: int | None = None) -> tuple[Workload, StepLoop, list[Message]]:
+    """A workload on CUDA in a step loop that keeps every message it emits (in the list returned)."""
     from gpudash.engine.loop import StepLoop
     from workloads.base import WorkloadOptions
     from workloads.factory import build
 
     w = build(family, "cuda", WorkloadOptions(variant=variant, batch_size=batch_size))
-    got: list[object] = []
-    loop = StepLoop(w, emit=got.append, sample_interval_s=0.1, **kw)  # type: ignore[arg-type]
+    got: list[Message] = []
+    loop = StepLoop(w, emit=got.append, sample_interval_s=0.1)
     return w, loop, got
 
 
@@ -40,7 +50,7 @@ def test_syncs_per_step_and_no_syncs_of_our_own(family: str, variant: str, syncs
     loop.run(duration_s=2.0)
     samples = [m for m in got if isinstance(m, Sample) and m.syncs_per_step is not None]
     assert samples
-    per_step = [s.syncs_per_step for s in samples]
+    per_step = [present(s.syncs_per_step) for s in samples]
     print(family, variant, "syncs/step:", per_step[:5], "p50 ms:", samples[-1].step_ms_p50)
     if syncs is None:
         assert min(per_step) > 0  # the lesson: this variant makes the host wait every step
@@ -70,7 +80,7 @@ def test_out_of_memory_at_a_huge_batch_reverts() -> None:
     controls = [SetBatchSize(1024)]
     state: dict[str, int | None] = {"stop_at": None}
 
-    def next_control(timeout: float) -> object:
+    def next_control(timeout: float) -> Control | None:
         if controls:
             return controls.pop()
         if state["stop_at"] is None and any(isinstance(m, Event) and m.kind == "error" for m in got):
@@ -80,7 +90,7 @@ def test_out_of_memory_at_a_huge_batch_reverts() -> None:
             return Stop()
         return None
 
-    loop.controls = next_control  # type: ignore[assignment]
+    loop.controls = next_control
     t = time.monotonic()
     try:
         loop.run(duration_s=60)
@@ -121,23 +131,31 @@ def test_record_on_the_gpu_with_real_nvml(tmp_path: Path) -> None:
         timeout=300,
     )
     assert r.returncode == 0, r.stderr
-    df = pd.read_csv(tmp_path / "g.csv")
-    s = df[df.row_kind == "sample"]
-    assert (s.syncs_per_step.dropna() == 0).all() and s.syncs_per_step.notna().any()
-    assert s.gpu_util_pct.notna().any() and s.mem_total_mib.notna().any()
-    assert s.joules_per_step.notna().any() or s.energy_j.isna().all()
+    with (tmp_path / "g.csv").open() as f:
+        rows = [r for r in csv.DictReader(f) if r["row_kind"] == "sample"]
+
+    def column(name: str) -> list[float | None]:
+        return [float(r[name]) if r[name] else None for r in rows]
+
+    syncs = [v for v in column("syncs_per_step") if v is not None]
+    assert syncs and all(v == 0 for v in syncs)
+    assert any(v is not None for v in column("gpu_util_pct")) and any(v is not None for v in column("mem_total_mib"))
+    assert any(v is not None for v in column("joules_per_step")) or all(v is None for v in column("energy_j"))
     # the workload's allocator: part of what NVML sees on the device (which adds the CUDA context)
-    held = s.dropna(subset=["cuda_allocated_mib", "cuda_reserved_mib", "mem_used_mib"])
-    assert len(held) and (held.cuda_allocated_mib > 0).all()
-    assert (held.cuda_allocated_mib <= held.cuda_reserved_mib).all()
+    memory = zip(column("cuda_allocated_mib"), column("cuda_reserved_mib"), column("mem_used_mib"), strict=True)
+    held = [(a, r, u) for a, r, u in memory if a is not None and r is not None and u is not None]
+    assert held and all(allocated > 0 for allocated, _, _ in held)
+    assert all(allocated <= reserved for allocated, reserved, _ in held)
     # NVML's figure is its last tick's, which can predate the step sample's allocation (a first
     # row once read 1458 MiB reserved, 1009 MiB used): compare once the ticks have caught up
-    settled = held.iloc[len(held) // 2 :]
-    assert (settled.cuda_reserved_mib < settled.mem_used_mib).all(), held[["cuda_reserved_mib", "mem_used_mib"]]
+    settled = held[len(held) // 2 :]
+    assert all(reserved < used for _, reserved, used in settled), held
     meta = json.loads((tmp_path / "g.json").read_text())
     assert meta["gpu_name"] and meta["driver"] and meta["nvml_unavailable"] is None
     assert meta["device_name"] == meta["gpu_name"]  # NVML samples the GPU the child runs on
-    print(s[["steps_per_s", "step_ms_p50", "gpu_util_pct", "power_w", "joules_per_step"]].describe())
+    for name in ("steps_per_s", "step_ms_p50", "gpu_util_pct", "power_w", "joules_per_step"):
+        known = [v for v in column(name) if v is not None]
+        print(name, f"n={len(known)}", f"median={statistics.median(known):.4g}" if known else "")
 
 
 def test_fast_steps_timed_in_groups_count_every_step_and_time_it_as_the_wall_clock_does() -> None:
@@ -146,14 +164,17 @@ def test_fast_steps_timed_in_groups_count_every_step_and_time_it_as_the_wall_clo
     import time
 
     from gpudash.core.protocol import Sample
+    from gpudash.engine.measure import CudaStepTimer
 
     root = Path(__file__).resolve().parents[1]
     w, loop, got = _loop(f"{root / 'examples' / 'mine.py'}:workload", "serial", 32)
     groups: list[int] = []  # the timer's group at each sample
+    timer = loop.timer
+    assert isinstance(timer, CudaStepTimer)
 
-    def emit(message: object) -> None:
+    def emit(message: Message) -> None:
         got.append(message)
-        groups.append(loop.timer.group)  # type: ignore[union-attr]  # a CUDA timer
+        groups.append(timer.group)
 
     loop.emit = emit
     loop.run(steps=50)  # warm-up
@@ -165,7 +186,7 @@ def test_fast_steps_timed_in_groups_count_every_step_and_time_it_as_the_wall_clo
     samples = [m for m in got if isinstance(m, Sample)]
     assert loop.steps_done - steps_before == 1500 and samples[-1].steps == loop.steps_done  # cumulative
     assert max(groups) > 1
-    assert loop.timer.group > 1  # type: ignore[union-attr]  # the run's end keeps the pace: a next run() goes on in groups
+    assert timer.group > 1  # the run's end keeps the pace: a next run() goes on in groups
     p50 = [m.step_ms_p50 for m in samples if m.step_ms_p50]
     per_step = wall_ms / 1500
     print("wall ms/step", per_step, "p50s", p50[:6], "groups", groups[:6])

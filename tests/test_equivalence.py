@@ -7,7 +7,7 @@ import pytest
 import torch
 import torchvision.transforms.v2.functional as F
 
-from tests.helpers import pipeline_pairs, slow_if_real
+from tests.helpers import build_as, pipeline_pairs, slow_if_real
 from workloads import augment, input_pipeline
 from workloads.base import WorkloadOptions
 from workloads.factory import build
@@ -206,7 +206,8 @@ def test_gpu_transform_feeds_the_model_what_batch_transform_feeds_it() -> None:
     before, last = (family("input_pipeline").variant(v) for v in ("batch-transform", "gpu-transform"))
     inputs, drawn = [], []
     for variant in (before.name, last.name):
-        with build("input_pipeline", "cpu", WorkloadOptions(variant=variant, batch_size=4, workers=0, seed=3)) as w:
+        options = WorkloadOptions(variant=variant, batch_size=4, workers=0, seed=3)
+        with build_as(input_pipeline.InputPipelineWorkload, "input_pipeline", "cpu", options) as w:
             np.random.seed(9)
             torch.manual_seed(9)
             images, labels = w._draw_input()

@@ -3,126 +3,38 @@
 For each fault: ``gpudash --record`` keeps every row written before it and exits with the
 documented status, the dashboard stays up and says what happened, and no process of the
 workload's group is left. The ``--record`` runs start together (one module fixture) so the
-file stays quick on two cores; each dashboard case is one Pilot session.
+file stays quick on two cores. The dashboard's cases are in ``tests/test_faults_dashboard.py``.
 """
 
 from __future__ import annotations
 
-import csv
-import importlib.util
-import io
 import json
 import multiprocessing
 import os
 import re
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
 from gpudash.core import faults
 from gpudash.core.faults import Fault, FaultSpecError
-from gpudash.core.protocol import NOT_RESPONDING, NVML_LOST, SAMPLES_DROPPED, Event, EventKind, RunConfig, Sample
-from gpudash.recording import csvformat
-
-from .tui.conftest import wait_until
-
-# the cheapest workload on a CPU: ~30 steps/s at batch 2 on 32-pixel images
-FAST = ["-w", "augment", "-v", "cpu", "-b", "2", "--image-size", "32", "--device", "cpu"]
-FAST_CONFIG = dict(workload="augment", variant="cpu", batch_size=2, image_size=32, device="cpu")
-
-ONE_THREAD = {"OMP_NUM_THREADS": "1"}  # several workload processes share two cores here
-
-FAKE_PYNVML = '''"""A stand-in for pynvml: one GPU that answers every query (the machine has no driver)."""
-import types
-
-
-class NVMLError(Exception):
-    def __init__(self, value):
-        super().__init__(value)
-        self.value = value
-
-    def __str__(self):
-        return {15: "GPU is lost", 9: "Driver Not Loaded"}.get(self.value, "Unknown Error")
-
-
-NVML_CLOCK_SM = 1
-NVML_TEMPERATURE_GPU = 0
-
-
-def nvmlInit(): pass
-def nvmlShutdown(): pass
-def nvmlDeviceGetCount(): return 1
-def nvmlDeviceGetHandleByIndex(i): return i
-def nvmlDeviceGetName(h): return b"Fake GPU"
-def nvmlDeviceGetUUID(h): return "GPU-fake"
-def nvmlSystemGetDriverVersion(): return "555.42"
-def nvmlDeviceGetUtilizationRates(h): return types.SimpleNamespace(gpu=87, memory=40)
-def nvmlDeviceGetMemoryInfo(h): return types.SimpleNamespace(used=3 * 2**30, total=80 * 2**30)
-def nvmlDeviceGetPowerUsage(h): return 250000
-def nvmlDeviceGetClockInfo(h, kind): return 1980
-def nvmlDeviceGetTemperature(h, kind): return 61
-def nvmlDeviceGetTotalEnergyConsumption(h): return 1000000
-def nvmlDeviceGetCurrentClocksEventReasons(h): return 0
-'''
-
-
-# -- helpers ---------------------------------------------------------------------------------------
-def group_members(pgid: int) -> list[int]:
-    """Live processes (zombies excluded) of process group ``pgid``: gpudash's own scan."""
-    from gpudash.core.procgroup import members
-
-    return members(pgid)
-
-
-def assert_nothing_left(pid: int) -> None:
-    """Neither the workload process nor anything of its group (it leads one) is running."""
-    deadline = time.monotonic() + 5  # its group's last members may still be exiting
-    while group_members(pid) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert group_members(pid) == [], f"processes of the workload's group {pid} are left"
-
-
-def fake_pynvml_dir(tmp_path: Path) -> Path:
-    folder = tmp_path / "fake_nvml"
-    folder.mkdir(exist_ok=True)
-    (folder / "pynvml.py").write_text(FAKE_PYNVML)
-    return folder
-
-
-def load_fake_pynvml(tmp_path: Path) -> ModuleType:
-    spec = importlib.util.spec_from_file_location("pynvml", fake_pynvml_dir(tmp_path) / "pynvml.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def read_rows(path: Path) -> list[dict[str, str]]:
-    """The CSV's rows; every line whole (the header, then rows with as many fields)."""
-    text = path.read_text()
-    assert text.endswith("\n")
-    rows = list(csv.reader(io.StringIO(text)))
-    assert rows[0][: len(csvformat.COLUMNS)] == csvformat.COLUMNS  # (per-GPU columns may follow)
-    assert all(len(r) == len(rows[0]) for r in rows), "a row with a different number of fields"
-    return [dict(zip(rows[0], r, strict=False)) for r in rows[1:]]
-
-
-def events(rows: list[dict[str, str]], kind: str, what: str | None = None) -> list[dict[str, str]]:
-    return [
-        r
-        for r in rows
-        if r["row_kind"] == "event" and r["event_kind"] == kind and (what is None or r["event_what"] == what)
-    ]
-
-
-def samples(rows: list[dict[str, str]]) -> list[dict[str, str]]:
-    return [r for r in rows if r["row_kind"] == "sample"]
+from gpudash.core.protocol import NOT_RESPONDING, NVML_LOST, SAMPLES_DROPPED, Event, EventKind, Message, Sample
+from tests.fault_runs import (
+    FAST,
+    ONE_THREAD,
+    assert_nothing_left,
+    events,
+    fake_pynvml_dir,
+    load_fake_pynvml,
+    read_rows,
+    samples,
+)
+from tests.messages import present, samples_of
 
 
 # -- the grammar -----------------------------------------------------------------------------------
@@ -201,7 +113,7 @@ def test_nvml_failing_mid_run_is_one_event_then_no_telemetry(
     assert sampler.open().available
     got = [sampler.sample() for _ in range(5)]
     assert [g is not None for g in got] == [True, True, False, False, False]
-    assert got[1].power_w == 250.0  # the samples before the fault are whole
+    assert present(got[1]).power_w == 250.0  # the samples before the fault are whole
     drained = sampler.drain()
     assert drained[:2] == got[:2] and len(drained) == 3
     lost = drained[2]
@@ -222,7 +134,7 @@ def test_a_full_queue_drops_samples_counts_them_and_keeps_every_event_in_order()
     def sample(steps: int) -> Sample:
         return Sample(0.0, "encdec", "serial", 8, steps, steps * 8, 0.25, 4.0, 32.0, 250.0, 260.0, None)
 
-    def read(n: int) -> list:
+    def read(n: int) -> list[Message]:
         return [out.get(timeout=10) for _ in range(n)]
 
     for steps in (1, 2, 3):
@@ -232,17 +144,18 @@ def test_a_full_queue_drops_samples_counts_them_and_keeps_every_event_in_order()
     for steps in (4, 5, 6, 7):
         channel.emit(sample(steps))  # dropped while anything is held or the queue is full
     assert (channel.dropped_samples, len(channel._backlog)) == (4, 1)
-    assert [m.steps for m in read(3)] == [1, 2, 3]
+    assert [m.steps for m in samples_of(read(3))] == [1, 2, 3]
     channel.emit(sample(8))  # room again: the held event, the report and the latest dropped sample first
     first, report, latest = read(3)
     assert first == changed
+    assert isinstance(report, Event) and isinstance(latest, Sample)
     assert report.kind == EventKind.ERROR and report.what == SAMPLES_DROPPED
     # 4, 5 and 6 are lost; 7, the latest, follows the report with the totals
     assert report.details["dropped_samples"] == "3" and report.message.startswith("3 samples dropped over")
     assert "totals stay right" in report.message
     assert latest.steps == 7  # cumulative: nothing trained was lost from the totals
     channel.emit(sample(9))  # 8 found the queue full again: it goes on late, with no report (none lost)
-    assert [m.steps for m in read(2)] == [8, 9]
+    assert [m.steps for m in samples_of(read(2))] == [8, 9]
     assert channel.dropped_samples == 0
     channel.close()
 
@@ -259,12 +172,10 @@ def test_a_run_that_ends_while_the_parent_is_slow_still_sends_its_totals() -> No
         channel.emit(Sample(0.0, "encdec", "serial", 8, steps, steps * 8, 0.25, 4.0, 32.0, 250.0, 260.0, None))
     dropped = channel.dropped_samples
     assert dropped >= 2  # the queue holds 2 or 3 (its semaphore): the rest were dropped, 6 the latest
-    import threading
-
     # what close() does first, at the end of the run, while the parent reads again
     flushing = threading.Thread(target=channel.flush, args=(10.0,))
     flushing.start()
-    got = []
+    got: list[Message] = []
     while not (got and isinstance(got[-1], Sample) and got[-1].steps == 6):
         got.append(out.get(timeout=10))
     flushing.join()
@@ -354,7 +265,7 @@ class Recording:
 
 
 @pytest.fixture(scope="module")
-def recordings(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+def recordings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Recording]]:
     folder = tmp_path_factory.mktemp("record-faults")
     runs = {name: Recording(folder, name, fault, args) for name, (fault, args) in RECORD_CASES.items()}
     yield runs
@@ -365,7 +276,7 @@ def recordings(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-unt
 
 
 @pytest.mark.slow
-def test_record_a_raising_step_keeps_the_rows_and_exits_1(recordings) -> None:  # type: ignore[no-untyped-def]
+def test_record_a_raising_step_keeps_the_rows_and_exits_1(recordings: dict[str, Recording]) -> None:
     code, err, rows = recordings["raise"].finish()
     assert code == 1
     assert (
@@ -379,7 +290,7 @@ def test_record_a_raising_step_keeps_the_rows_and_exits_1(recordings) -> None:  
     assert "InjectedFault: injected fault: raise at step 5" in crashed[0]["event_message"]
 
 
-def test_record_a_hung_step_is_noticed_stopped_and_exits_1(recordings) -> None:  # type: ignore[no-untyped-def]
+def test_record_a_hung_step_is_noticed_stopped_and_exits_1(recordings: dict[str, Recording]) -> None:
     code, err, rows = recordings["hang"].finish()
     assert code == 1
     said = events(rows, "error", NOT_RESPONDING)
@@ -398,7 +309,7 @@ def test_record_a_hung_step_is_noticed_stopped_and_exits_1(recordings) -> None: 
     )
 
 
-def test_record_goes_on_without_gpu_columns_when_nvml_loses_the_gpu(recordings) -> None:  # type: ignore[no-untyped-def]
+def test_record_goes_on_without_gpu_columns_when_nvml_loses_the_gpu(recordings: dict[str, Recording]) -> None:
     run = recordings["nvml"]
     code, err, rows = run.finish()
     assert code == 0, err
@@ -413,7 +324,7 @@ def test_record_goes_on_without_gpu_columns_when_nvml_loses_the_gpu(recordings) 
     assert meta["nvml_unavailable"] == lost[0]["event_message"] and meta["exit_code"] == 0
 
 
-def test_record_counts_the_samples_a_slow_parent_made_the_workload_drop(recordings) -> None:  # type: ignore[no-untyped-def]
+def test_record_counts_the_samples_a_slow_parent_made_the_workload_drop(recordings: dict[str, Recording]) -> None:
     code, err, rows = recordings["slow"].finish()
     assert code == 0, err
     dropped = events(rows, "error", SAMPLES_DROPPED)
@@ -426,7 +337,7 @@ def test_record_counts_the_samples_a_slow_parent_made_the_workload_drop(recordin
     assert max(jumps) >= n  # where the dropped samples were: one larger step in the totals
 
 
-def test_record_a_failing_csv_write_keeps_every_row_before_it_and_exits_1(recordings) -> None:  # type: ignore[no-untyped-def]
+def test_record_a_failing_csv_write_keeps_every_row_before_it_and_exits_1(recordings: dict[str, Recording]) -> None:
     run = recordings["csv"]
     code, err, rows = run.finish()
     assert code == 1
@@ -434,184 +345,3 @@ def test_record_a_failing_csv_write_keeps_every_row_before_it_and_exits_1(record
     assert f"gpudash: error: cannot write {run.csv.name}: Input/output error (injected" in err
     meta = json.loads(run.csv.with_suffix(".json").read_text())
     assert meta["exit_code"] == 1 and meta["rows"] == 7 and meta["status"].startswith("write failed")
-
-
-# -- the dashboard over the real workload process ----------------------------------------------------
-@asynccontextmanager
-async def dashboard(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fault: str | None = None, **config: object
-) -> AsyncIterator[tuple[object, object, list[str], set[int]]]:
-    """The app over a real engine, the workload with ``fault`` injected (``faults.ENV``) if given;
-    yields (app, pilot, every notice said, the workload pids seen). Quits with q at the end and
-    checks that nothing of any workload process is left."""
-    from gpudash.host.session import EngineSession
-    from gpudash.tui.app import GpuDashApp, prepare_for_child_processes
-
-    if fault is not None:
-        monkeypatch.setenv(faults.ENV, fault)
-    prepare_for_child_processes()
-    for name, value in ONE_THREAD.items():
-        monkeypatch.setenv(name, value)  # the workload process inherits it
-    source = EngineSession(
-        RunConfig(**{**FAST_CONFIG, "sample_interval_s": 0.1, **config}),  # type: ignore[arg-type]
-        log_path=str(tmp_path / "child.log"),
-    )
-    app = GpuDashApp(source, toasts=False)
-    said: list[str] = []
-    say = app.say
-
-    def spy(text: str, *args: object, **kw: object) -> None:
-        said.append(text)
-        say(text, *args, **kw)  # type: ignore[arg-type]
-
-    app.say = spy  # type: ignore[method-assign]
-    pids: set[int] = set()
-    async with app.run_test(size=(120, 36)) as pilot:
-        await wait_until(pilot, lambda: source.runner.pid is not None, "the workload process", timeout_s=30)
-        pids.add(source.runner.pid)
-        yield app, pilot, said, pids
-        await pilot.press("q")
-        await wait_until(pilot, lambda: not app.is_running, "the app to exit", timeout_s=30)
-    assert not source.alive
-    for pid in pids:
-        assert_nothing_left(pid)
-
-
-async def record_from_the_first_sample(app, pilot, path: Path) -> None:  # type: ignore[no-untyped-def]
-    """Start the dashboard's recording (the c key's) once the workload runs."""
-    await wait_until(pilot, lambda: app.state.last_sample is not None, "a first sample", timeout_s=60)
-    app.start_recording(str(path))
-
-
-@asynccontextmanager
-async def recording_under(
-    fault: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> AsyncIterator[tuple[object, object, list[str], Path]]:
-    """``dashboard`` with the fault ``fault`` set, recording to dash.csv from its first sample;
-    yields (app, pilot, every notice said, the CSV's path)."""
-    monkeypatch.setenv(faults.ENV, fault)
-    path = tmp_path / "dash.csv"
-    async with dashboard(tmp_path, monkeypatch) as (app, pilot, said, _):
-        await record_from_the_first_sample(app, pilot, path)
-        yield app, pilot, said, path
-
-
-def said_line(said: list[str], part: str) -> str:
-    hits = [s for s in said if part in s]
-    assert hits, f"nothing said with {part!r}; said: {said}"
-    return hits[-1]
-
-
-@pytest.mark.slow
-async def test_dashboard_reports_a_raising_step_and_restarts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    async with dashboard(tmp_path, monkeypatch, "raise@step=5") as (app, pilot, said, pids):
-        await wait_until(pilot, lambda: app.state.ended, "the crash", timeout_s=60)
-        line = said_line(said, "workload crashed")
-        assert "InjectedFault: injected fault: raise at step 5" in line and "press r to restart" in line
-        assert app.controller.status_text() == "crashed — r restarts"
-        await pilot.press("r")  # a fresh workload process (it raises again at its step 5)
-        await wait_until(
-            pilot,
-            lambda: app.source.runner.pid not in pids and app.state.ended,
-            "the restarted process to crash too",
-            timeout_s=60,
-        )
-        pids.add(app.source.runner.pid)
-
-
-@pytest.mark.slow
-async def test_dashboard_says_a_hung_workload_is_not_responding_and_r_replaces_it(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    async with dashboard(tmp_path, monkeypatch, "hang@step=10", watchdog_s=2.0) as (app, pilot, said, pids):
-        await wait_until(pilot, lambda: app.controller.hung, "the watchdog", timeout_s=60)
-        line = said_line(said, "not responding")
-        assert re.match(r"✗ workload process not responding for \d+ s \(pid \d+\)", line)
-        assert line.endswith("r restarts it, q quits")
-        assert app.controller.status_text() == "not responding — r restarts"
-        hung = app.source.runner.pid
-        assert group_members(hung), "the dashboard leaves a hung process running until asked"
-        monkeypatch.delenv(faults.ENV)  # the next workload process runs as usual
-        await pilot.press("r")
-        await wait_until(
-            pilot,
-            lambda: (
-                app.source.runner.pid != hung and app.state.last_sample is not None and app.state.status == "running"
-            ),
-            "a fresh workload process",
-            timeout_s=60,
-        )
-        pids.add(app.source.runner.pid)
-        assert_nothing_left(hung)  # terminated with its group, not left behind
-
-
-@pytest.mark.slow
-async def test_dashboard_records_up_to_a_process_that_exits_mid_reconfiguration(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    async with recording_under("exit@reconfigure", tmp_path, monkeypatch) as (app, pilot, said, path):
-        await wait_until(pilot, lambda: app.controller.recorded_messages >= 3, "a few recorded rows", timeout_s=30)
-        await pilot.press("plus")
-        await wait_until(pilot, lambda: app.state.ended, "the crash", timeout_s=60)
-        line = said_line(said, "workload crashed")
-        assert "exited with code 3" in line and "exiting during reconfiguration 1 (batch_size)" in line
-        await pilot.press("c")  # stop recording
-    rows = read_rows(path)
-    assert samples(rows) and all(r["batch_size"] == "2" for r in samples(rows))
-    assert rows[-1]["event_kind"] == "crashed" and "exited with code 3" in rows[-1]["event_message"]
-
-
-@pytest.mark.slow
-async def test_dashboard_shows_why_the_gpu_charts_stopped_when_nvml_loses_the_gpu(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setitem(sys.modules, "pynvml", load_fake_pynvml(tmp_path))
-    async with dashboard(tmp_path, monkeypatch, "nvml-gone@sample=3", gpu_interval_s=0.1) as (app, pilot, said, pids):
-        await wait_until(
-            pilot,
-            lambda: app.state.gpu_info is not None and not app.state.gpu_info.available,
-            "NVML to go",
-            timeout_s=60,
-        )
-        line = said_line(said, "NVML lost the GPU")
-        assert "the NVIDIA driver is no longer loaded" in line
-        steps = app.state.last_sample.steps if app.state.last_sample else 0
-        await wait_until(
-            pilot,
-            lambda: app.state.last_sample is not None and app.state.last_sample.steps > steps,
-            "the workload to go on",
-            timeout_s=60,
-        )
-        app.refresh_now()
-        notice = str(app.query_one("#gpu-notice").render())
-        assert "NVML lost the GPU" in notice and "driver is no longer loaded" in notice
-
-
-@pytest.mark.slow
-async def test_dashboard_warns_of_samples_dropped_while_it_read_slowly(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    slow = "slow-parent@sample=5,for=1"
-    async with dashboard(tmp_path, monkeypatch, slow, sample_interval_s=0.02) as (app, pilot, said, _):
-        await wait_until(
-            pilot, lambda: any(e.what == SAMPLES_DROPPED for e in app.state.events), "the drop report", timeout_s=60
-        )
-        line = said_line(said, "samples dropped")
-        assert "totals stay right" in line and not line.startswith("✗")
-        steps = app.state.last_sample.steps
-        await wait_until(pilot, lambda: app.state.last_sample.steps > steps, "samples again", timeout_s=30)
-        assert not app.state.ended
-
-
-@pytest.mark.slow
-async def test_dashboard_stops_a_recording_whose_write_fails_and_runs_on(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    async with recording_under("csv-write@row=5", tmp_path, monkeypatch) as (app, pilot, said, path):
-        await wait_until(pilot, lambda: app.controller.recorder is None, "the failed write", timeout_s=30)
-        line = said_line(said, "recording stopped")
-        assert f"cannot write {path}: Input/output error" in line
-        steps = app.state.last_sample.steps
-        await wait_until(pilot, lambda: app.state.last_sample.steps > steps, "the run to go on", timeout_s=30)
-        assert not app.state.ended
-    assert len(read_rows(path)) == 4

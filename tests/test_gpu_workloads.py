@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import textwrap
 import warnings
+from typing import Any
 
 import pytest
 import torch
@@ -23,7 +24,7 @@ def test_every_variant_steps_on_cuda(name: str, variant: str) -> None:
         before = [p.detach().clone() for p in w.trained_parameters()]
         for _ in range(3):
             w.step()
-        assert torch.isfinite(w.last_loss).item()
+        assert w.last_loss is not None and torch.isfinite(w.last_loss).item()
         assert any(not torch.equal(a, b) for a, b in zip(before, w.trained_parameters(), strict=False))
 
 
@@ -135,7 +136,7 @@ def test_serial_encdec_holds_the_same_gpu_memory_whatever_configuration_ran_befo
     read 780 MiB before, 970 after the pipelined variant and 920 after the knobs."""
     from workloads.knobs import parse_knobs
 
-    def settled_reserved_mib(w) -> float:  # type: ignore[no-untyped-def]
+    def settled_reserved_mib(w: Workload) -> float:
         for _ in range(10):
             w.step()
         w.drain()
@@ -144,7 +145,7 @@ def test_serial_encdec_holds_the_same_gpu_memory_whatever_configuration_ran_befo
     with build("encdec", "cuda", WorkloadOptions(variant="serial", batch_size=8)) as w:
         before = settled_reserved_mib(w)
         after = {}
-        for name, there, back in [
+        changes: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
             ("pipelined", {"variant": "pipelined"}, {"variant": "serial"}),
             (
                 "knobs",
@@ -152,7 +153,8 @@ def test_serial_encdec_holds_the_same_gpu_memory_whatever_configuration_ran_befo
                 {"knobs": parse_knobs("none")},
             ),
             ("batch 16", {"batch_size": 16}, {"batch_size": 8}),
-        ]:
+        ]
+        for name, there, back in changes:
             w.reconfigure(**there)
             settled_reserved_mib(w)
             w.reconfigure(**back)

@@ -9,14 +9,14 @@ import csv
 import io
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
-import pandas as pd
 import pytest
 
 from gpudash import cli, options
-from gpudash.core.protocol import Event, GpuSample, RunConfig, Sample
+from gpudash.core.protocol import Event, EventKind, GpuSample, RunConfig, Sample
 from gpudash.host.gpu_checks import check_gpus
 from gpudash.host.gpu_selection import GpuSelectionError, gpu_indexes, gpu_list
 from gpudash.host.nvml import NvmlSampler
@@ -25,13 +25,17 @@ from gpudash.recording.record import CsvRecorder, run_metadata
 from gpudash.recording.replay import ReplaySource, read_all
 from tests.fake_gpus import fake_gpus, readings
 from tests.helpers import record_args
+from tests.messages import present
 from tests.tui.fakes import sample, started
 
 PER_GPU = ["util_pct", "mem_used_mib", "power_w", "sm_clock_mhz", "temp_c"]
 
 
+Machine = Callable[[int], ModuleType]  # machine(n): n fake GPUs installed as pynvml
+
+
 @pytest.fixture
-def machine(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+def machine(monkeypatch: pytest.MonkeyPatch) -> Machine:
     """``machine(n)``: a box of n fake GPUs behind ``pynvml``; CUDA_VISIBLE_DEVICES unset."""
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
 
@@ -43,10 +47,16 @@ def machine(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
     return install
 
 
-def opened(index: int = 0, **kw: object) -> NvmlSampler:
-    sampler = NvmlSampler(index, **kw)  # type: ignore[arg-type]
+def opened(index: int = 0, gpus: tuple[int, ...] | None = None) -> NvmlSampler:
+    """A sampler of the workload's GPU ``index`` (and ``gpus``), opened over the fake NVML."""
+    sampler = NvmlSampler(index, gpus=gpus)
     assert sampler.open().available, sampler.info.unavailable
     return sampler
+
+
+def sampled(sampler: NvmlSampler) -> GpuSample:
+    """The sampler's next tick, which the test expects to be there."""
+    return present(sampler.sample(), "a GPU sample")
 
 
 def row_of(g: GpuSample, index: int) -> tuple[float | None, ...]:
@@ -61,10 +71,10 @@ def expected(index: int) -> tuple[float, ...]:
 
 # -- the sampler ------------------------------------------------------------------------------------
 @pytest.mark.parametrize("count", [2, 4])
-def test_one_reading_per_gpu_of_the_box(machine, count: int) -> None:
+def test_one_reading_per_gpu_of_the_box(machine: Machine, count: int) -> None:
     nv = machine(count)
     s = opened(1)
-    g = s.sample()
+    g = sampled(s)
     assert s.info.sampled == tuple(range(count))
     assert [r.index for r in g.per_gpu] == list(range(count))
     for i in range(count):
@@ -75,9 +85,9 @@ def test_one_reading_per_gpu_of_the_box(machine, count: int) -> None:
     assert nv.calls[1] == 8 and all(nv.calls[i] == 5 for i in range(count) if i != 1)
 
 
-def test_gpus_option_selects_and_orders(machine) -> None:
+def test_gpus_option_selects_and_orders(machine: Machine) -> None:
     machine(4)
-    g = opened(0, gpus=(3, 1)).sample()
+    g = sampled(opened(0, gpus=(3, 1)))
     assert [r.index for r in g.per_gpu] == [3, 1] and row_of(g, 3) == expected(3)
     assert g.gpu_util_pct == 10.0  # the workload's GPU is charted whether watched in a row or not
 
@@ -93,30 +103,30 @@ def test_gpus_option_selects_and_orders(machine) -> None:
     ],
 )
 def test_cuda_visible_devices_selects_and_orders(
-    machine, monkeypatch: pytest.MonkeyPatch, visible: str, watched: tuple[int, ...]
+    machine: Machine, monkeypatch: pytest.MonkeyPatch, visible: str, watched: tuple[int, ...]
 ) -> None:
     machine(4)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
     s = opened(watched[0] if watched else 0)
     assert s.info.sampled == watched
-    assert tuple(r.index for r in s.sample().per_gpu) == watched
+    assert tuple(r.index for r in sampled(s).per_gpu) == watched
 
 
-def test_gpus_option_wins_over_cuda_visible_devices(machine, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_gpus_option_wins_over_cuda_visible_devices(machine: Machine, monkeypatch: pytest.MonkeyPatch) -> None:
     machine(4)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
     assert opened(2, gpus=(0,)).info.sampled == (0,)
 
 
-def test_a_gpu_failing_mid_run_reads_none_while_the_others_update(machine) -> None:
+def test_a_gpu_failing_mid_run_reads_none_while_the_others_update(machine: Machine) -> None:
     nv = machine(4)
     s = opened(0)
-    first = s.sample()
+    first = sampled(s)
     assert all(r.answered for r in first.per_gpu)
     nv.lost.add(2)  # GPU 2 falls off the bus
     nv.gpus[1]["util"] = 77.0
     nv.gpus[0]["power_w"] = 321.0
-    after = [s.sample(), s.sample()]
+    after = [sampled(s), sampled(s)]
     for g in after:
         assert not g.per_gpu[2].answered and row_of(g, 2) == (None,) * 5
         assert row_of(g, 1)[0] == 77.0 and row_of(g, 3) == expected(3)
@@ -125,13 +135,13 @@ def test_a_gpu_failing_mid_run_reads_none_while_the_others_update(machine) -> No
     assert nv.calls[2] == 5 + 1  # asked once after it was lost, then no more
 
 
-def test_unknown_gpu_index(machine) -> None:
+def test_unknown_gpu_index(machine: Machine) -> None:
     machine(2)
     with pytest.raises(GpuSelectionError, match=r"--gpus 0,2: no GPU 2 \(this machine has GPUs 0–1"):
         check_gpus((0, 2))
     check_gpus((1, 0))  # both there
     info = NvmlSampler(0, gpus=(5,)).open()  # a caller that skipped the check: no rows, and says why
-    assert not info.available and "no GPU 5" in info.unavailable
+    assert not info.available and "no GPU 5" in present(info.unavailable)
 
 
 def test_without_nvml_a_gpu_asked_for_is_refused_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -155,7 +165,7 @@ def test_serve_passes_gpus_on_to_the_dashboard_it_starts() -> None:
 
 
 def test_cli_refuses_a_gpu_the_machine_lacks_in_one_line(
-    machine, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    machine: Machine, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     machine(2)
     assert cli.main(["--record", str(tmp_path / "run.csv"), "--device", "cpu", "--gpus", "0,4"]) == 2
@@ -174,38 +184,54 @@ def test_cli_refuses_a_malformed_gpus_in_one_line(capsys: pytest.CaptureFixture[
 
 
 # -- the CSV ------------------------------------------------------------------------------------------
+def table(path: Path) -> tuple[list[str], list[dict[str, str]]]:
+    """A recording's header and its rows."""
+    with path.open() as f:
+        reader = csv.DictReader(f)
+        rows = list(reader)
+        return list(reader.fieldnames or ()), rows
+
+
+def samples_in(rows: list[dict[str, str]]) -> list[dict[str, str]]:
+    return [r for r in rows if r["row_kind"] == "sample"]
+
+
+def column(rows: list[dict[str, str]], name: str) -> list[float | None]:
+    """One column of ``rows`` as numbers (None where empty)."""
+    return [float(r[name]) if r[name] else None for r in rows]
+
+
 def recording(tmp_path: Path, sampler: NvmlSampler, ticks: int = 3) -> Path:
     """A recording with a sample row per NVML tick, as the recorder writes it."""
     path = tmp_path / "run.csv"
     rec = CsvRecorder(path, run_metadata(RunConfig(), sampler.info))
     rec.on_message(started())
     for k in range(1, ticks + 1):
-        g = sampler.sample()
+        g = sampled(sampler)
         rec.on_message(GpuSample(k * 0.5, g.gpu_util_pct, per_gpu=g.per_gpu))
         rec.on_message(sample(k * 0.5, 100.0))
     rec.close()
     return path
 
 
-def test_csv_appends_columns_per_gpu_watched_and_keeps_todays(machine, tmp_path: Path) -> None:
+def test_csv_appends_columns_per_gpu_watched_and_keeps_todays(machine: Machine, tmp_path: Path) -> None:
     machine(4)
     path = recording(tmp_path, opened(0, gpus=(2, 0)))
-    df = pd.read_csv(path)
-    cols = list(df.columns)
+    cols, every_row = table(path)
+    rows = samples_in(every_row)
     assert cols[: len(csvformat.COLUMNS)] == csvformat.COLUMNS  # 0.1's readers read the prefix
     assert cols[len(csvformat.COLUMNS) :] == [f"gpu{i}_{c}" for i in (2, 0) for c in PER_GPU]
     assert csvformat.is_recording_header(cols)
-    rows = df[df.row_kind == "sample"]
-    assert list(rows.gpu2_util_pct) == [12.0] * 3 and list(rows.gpu0_sm_clock_mhz) == [1400.0] * 3
-    assert list(rows.gpu2_mem_used_mib) == [3 * 1024.0] * 3
-    assert df[df.row_kind != "sample"].gpu2_power_w.isna().all()  # events and summaries: empty
+    assert column(rows, "gpu2_util_pct") == [12.0] * 3 and column(rows, "gpu0_sm_clock_mhz") == [1400.0] * 3
+    assert column(rows, "gpu2_mem_used_mib") == [3 * 1024.0] * 3
+    assert all(r["gpu2_power_w"] == "" for r in every_row if r["row_kind"] != "sample")  # events, summaries: empty
     assert json.loads(path.with_suffix(".json").read_text())["gpus_sampled"] == [2, 0]
 
 
-def test_a_lost_gpu_is_empty_cells_and_replays_as_no_answer(machine, tmp_path: Path) -> None:
+def test_a_lost_gpu_is_empty_cells_and_replays_as_no_answer(machine: Machine, tmp_path: Path) -> None:
     nv = machine(2)
     s = opened(0)
-    s.sample()
+    sampled(s)
     nv.lost.add(1)
     path = recording(tmp_path, s, ticks=2)
     msgs = read_all(ReplaySource(path))
@@ -214,7 +240,7 @@ def test_a_lost_gpu_is_empty_cells_and_replays_as_no_answer(machine, tmp_path: P
 
 
 @pytest.mark.parametrize("count", [2, 4])
-def test_replay_gives_back_the_per_gpu_readings(machine, tmp_path: Path, count: int) -> None:
+def test_replay_gives_back_the_per_gpu_readings(machine: Machine, tmp_path: Path, count: int) -> None:
     machine(count)
     path = recording(tmp_path, opened(0))
     msgs = read_all(ReplaySource(path))
@@ -228,7 +254,7 @@ def test_a_recording_without_per_gpu_columns_replays_as_before(tmp_path: Path) -
     path = tmp_path / "old.csv"
     rows = [
         csvformat.header(),
-        csvformat.event_row(Event(0.5, "started")),
+        csvformat.event_row(Event(0.5, EventKind.STARTED)),
         csvformat.sample_row(sample(1.0, 100.0), GpuSample(1.0, 80.0)),
     ]
     path.write_text("".join(csvformat.format_row(r) for r in rows))
@@ -244,17 +270,16 @@ def test_header_with_a_gpus_columns_incomplete_has_no_row_for_it() -> None:
 
 # -- end to end: gpudash --record --gpus, a real workload process on the CPU ---------------------------------
 @pytest.mark.slow
-def test_record_with_gpus_writes_their_columns_and_replays(machine, tmp_path: Path) -> None:
+def test_record_with_gpus_writes_their_columns_and_replays(machine: Machine, tmp_path: Path) -> None:
     machine(2)
     path = tmp_path / "run.csv"
-    code = cli.main(
-        record_args(path, "--steps", "40", "--sample-interval", "0.1", "--interval", "0.1", "--gpus", "1,0", "-q")
-    )
+    more = "--image-size 32 --steps 40 --sample-interval 0.1 --interval 0.1 --gpus 1,0 -q".split()
+    code = cli.main(record_args(path, *more))  # 32 px: 40 steps in ~0.3 s (the default 64 px: ~40 s)
     assert code == 0
-    df = pd.read_csv(path)
-    assert list(df.columns)[len(csvformat.COLUMNS) :] == [f"gpu{i}_{c}" for i in (1, 0) for c in PER_GPU]
-    rows = df[df.row_kind == "sample"]
-    assert len(rows) > 0 and set(rows.gpu1_util_pct) == {11.0} and set(rows.gpu0_temp_c) == {40.0}
+    cols, every_row = table(path)
+    rows = samples_in(every_row)
+    assert cols[len(csvformat.COLUMNS) :] == [f"gpu{i}_{c}" for i in (1, 0) for c in PER_GPU]
+    assert rows and set(column(rows, "gpu1_util_pct")) == {11.0} and set(column(rows, "gpu0_temp_c")) == {40.0}
     gpu = [m for m in read_all(ReplaySource(path)) if isinstance(m, GpuSample)]
     assert gpu and [r.index for r in gpu[-1].per_gpu] == [1, 0]
 
@@ -266,7 +291,7 @@ def test_real_nvml_reads_every_gpu_watched() -> None:
     info = s.open()
     try:
         assert info.available, info.unavailable
-        g = s.sample()
+        g = sampled(s)
         assert info.sampled and [r.index for r in g.per_gpu] == list(info.sampled)
         assert all(r.answered and r.mem_total_mib for r in g.per_gpu), g.per_gpu
         if 0 in info.sampled:  # the workload's GPU: its row is its sample's values

@@ -164,13 +164,13 @@ def test_nvjpeg_batch_matches_the_cpu_pipeline_within_the_decoders_difference() 
     size, n = 256, 16
     tops, lefts, dropped = _fixed_draws(n, size, seed=6)
     front = ip.DeviceJpegs(torch.device("cuda", torch.cuda.current_device()), size, seed=0)
-    args = [t.cuda() for t in (tops, lefts, dropped)]
+    tops_gpu, lefts_gpu, dropped_gpu = (t.cuda() for t in (tops, lefts, dropped))
     decoded = front.decode(_jpegs(n))
-    uint8 = ip.mask_batch(ip.crop_batch(decoded, args[0], args[1], size), args[2]).cpu()
+    uint8 = ip.mask_batch(ip.crop_batch(decoded, tops_gpu, lefts_gpu, size), dropped_gpu).cpu()
     want = _cpu_uint8(tops, lefts, dropped, size)
     levels = (uint8.int() - want.int()).abs()
     masked = ip.dilate_batch(dropped)[:, None].expand_as(want)
-    coloured = front.transform(decoded, *args).cpu()
+    coloured = front.transform(decoded, tops_gpu, lefts_gpu, dropped_gpu).cpu()
     diff = (coloured - _cpu_pipeline(tops, lefts, dropped, size)).abs()
     print(
         f"\nnvjpeg vs libjpeg, {n} crops of {size}: mean {levels.float().mean():.3f} levels, "
@@ -211,7 +211,7 @@ def test_gpu_decode_trains_without_a_host_sync(knobs: str) -> None:
     with build("input_pipeline", "cuda", opts) as w:
         before = [p.detach().clone() for p in w.trained_parameters()]
         steps_without_a_sync(w)
-        assert torch.isfinite(w.last_loss).item()
+        assert w.last_loss is not None and torch.isfinite(w.last_loss).item()
         assert all(not torch.equal(a, b) for a, b in zip(before, w.trained_parameters(), strict=False))
 
 

@@ -12,7 +12,7 @@ pytest.importorskip("hypothesis", reason="hypothesis is a dev extra (pip install
 from hypothesis import example, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from gpudash.core.protocol import Event
+from gpudash.core.protocol import Event, EventKind
 from gpudash.core.textfmt import MINUS, fmt_change, fmt_num, fmt_ratio
 from gpudash.stats.comparison import MIN_SAMPLES_FOR_INTERVAL, Comparison, Verdict
 from gpudash.tui.state import DashState
@@ -56,7 +56,7 @@ def _two_configs(prev: list[tuple[float, float]], cur: list[tuple[float, float]]
     for rate, syncs in prev:
         t += 0.25
         state.ingest(sample(t, rate, syncs=syncs))
-    state.ingest(Event(t, "changed", "variant", "serial", "pipelined"))
+    state.ingest(Event(t, EventKind.CHANGED, "variant", "serial", "pipelined"))
     for rate, syncs in cur:
         t += 0.25
         state.ingest(sample(t, rate, syncs=syncs, variant="pipelined"))
@@ -101,7 +101,7 @@ def test_a_change_of_workload_is_not_compared() -> None:
     state = DashState()
     state.ingest(started())
     state.ingest_all(run_segment(1.0, 11.0, 200.0))
-    state.ingest(Event(11.0, "changed", "workload", "encdec", "sync_loss"))
+    state.ingest(Event(11.0, EventKind.CHANGED, "workload", "encdec", "sync_loss"))
     state.ingest_all(run_segment(11.0, 21.0, 60.0, workload="sync_loss", variant="fixed"))
     table = stats_table(state)
     change = dict(table.rows)["change"]
@@ -114,7 +114,7 @@ def test_a_batch_size_change_compares_samples_per_second_and_says_so() -> None:
     state = DashState()
     state.ingest(started())
     state.ingest_all(run_segment(1.0, 11.0, 200.0))  # batch 8: 1600 samples/s
-    state.ingest(Event(11.0, "changed", "batch_size", "8", "16"))
+    state.ingest(Event(11.0, EventKind.CHANGED, "batch_size", "8", "16"))
     state.ingest_all(run_segment(11.0, 21.0, 110.0, batch=16))  # 1760 samples/s: +10%
     table = stats_table(state)
     change = dict(zip(table.headers, dict(table.rows)["change"], strict=True))

@@ -21,7 +21,7 @@ from gpudash.core import memguard
 from gpudash.core.protocol import Event, EventKind, Message, RunConfig, SetBatchSize
 from gpudash.engine.loop import StepLoop
 from gpudash.host.runner import WorkloadRunner
-from tests.helpers import GPUDASH
+from tests.helpers import GPUDASH, build_as
 from tests.test_orphans import START_TIMEOUT_S, until_event
 from workloads import limits, memory_probe
 from workloads.base import WorkloadOptions
@@ -151,7 +151,9 @@ def test_a_first_batch_that_would_not_fit_is_refused_and_its_loader_stopped() ->
 
 def test_the_probe_trains_nothing() -> None:
     """Measuring a step puts back the parameters, the optimizer's state and the generators."""
-    with build("augment", "cpu", WorkloadOptions(variant="gpu", batch_size=4, image_size=32)) as w:
+    from workloads.augment import AugmentWorkload
+
+    with build_as(AugmentWorkload, "augment", "cpu", WorkloadOptions(variant="gpu", batch_size=4, image_size=32)) as w:
         w.step()
         before = [p.detach().clone() for p in w.trained_parameters()]
         gen_state = w.gen.get_state()
@@ -197,12 +199,12 @@ def test_a_runaway_allocation_is_reported_as_out_of_host_memory(tmp_path: Path) 
 
 
 def test_out_of_host_memory_messages() -> None:
-    assert memguard.out_of_memory_message(MemoryError()).startswith("out of host memory: an allocation failed")
+    assert (memguard.out_of_memory_message(MemoryError()) or "").startswith("out of host memory: an allocation failed")
     torch_error = RuntimeError(
         "[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate "
         "memory: you tried to allocate 6442450944 bytes. Error code 12"
     )
-    assert memguard.out_of_memory_message(torch_error).startswith(
+    assert (memguard.out_of_memory_message(torch_error) or "").startswith(
         "out of host memory: torch could not allocate 6.0 GiB"
     )
     assert memguard.out_of_memory_message(ValueError("no")) is None
@@ -291,8 +293,8 @@ def test_a_workspace_taken_at_some_probe_sizes_does_not_inflate_the_estimate() -
     workspace at 4, not at 1), so batch 2048 'needed 132 GiB'. The activations set the slope."""
     per_sample, workspace = 1 * MIB, 200 * MIB
     sizes = [1, 4, 16]
-    activations = [per_sample * n for n in sizes]
-    peaks = [per_sample * 1, per_sample * 4 + workspace, per_sample * 16 + workspace]
+    activations: list[float] = [per_sample * n for n in sizes]
+    peaks: list[float] = [per_sample * 1, per_sample * 4 + workspace, per_sample * 16 + workspace]
     step = limits.StepMemory.fit(sizes, peaks, activations)
     assert step.per_sample == per_sample and step.fixed == workspace
     assert step.at(2048) == 2048 * per_sample + workspace

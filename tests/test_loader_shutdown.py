@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data.dataloader import _MultiProcessingDataLoaderIter
 
 from gpudash.core import procgroup
 from workloads.data import shutdown_loader_workers
@@ -38,6 +39,7 @@ def test_ending_a_loader_gives_back_its_workers_pipes_even_when_their_processes_
             DataLoader(data, batch_size=8, num_workers=2, persistent_workers=True, pin_memory=torch.cuda.is_available())
         )
         next(batches)
+        assert isinstance(batches, _MultiProcessingDataLoaderIter)  # 2 workers: torch's iterator of processes
         kept.extend(batches._workers)
         shutdown_loader_workers(batches)
         del batches

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from gpudash.core import procgroup
-from gpudash.core.protocol import GpuSample, Sample
+from gpudash.core.protocol import ExitCode, GpuSample, Sample
 from gpudash.host.noise import NoiseProbe, gpu_reasons
 from gpudash.recording import csvformat
 from gpudash.recording.headless import progress_line
@@ -105,7 +105,12 @@ def test_the_reading_is_kept_between_rereads(proc: FakeProc) -> None:
     proc.write(busy=(TICK, TICK), processes={10: (0, 0)})  # quiet since, but not reread yet
     clock[0] = 1.5
     asked: list[int] = []
-    assert p.read(lambda: asked.append(1) or []) == noisy and not asked  # nor the group listed
+
+    def listing() -> list[int]:
+        asked.append(1)
+        return []
+
+    assert p.read(listing) == noisy and not asked  # nor the group listed
     clock[0] = 2.0
     assert p.read(lambda: []) == ""
 
@@ -204,7 +209,8 @@ def test_the_noise_column_round_trips_and_the_summary_row_says_the_share() -> No
         tracker.on_sample(s)
         rows.append(csvformat.sample_row(s, None))
     parser = csvformat.RowParser(csvformat.header())
-    assert [parser.messages(r)[-1].noise for r in rows] == [s.noise for s in samples]
+    read_back = [parser.messages(r)[-1] for r in rows]
+    assert [m.noise if isinstance(m, Sample) else m for m in read_back] == [s.noise for s in samples]
     seg = tracker.current
     assert seg is not None
     summary = dict(zip(csvformat.header(), csvformat.summary_row(seg, 4.0), strict=True))
@@ -291,7 +297,7 @@ def test_sweep_md_marks_a_verdict_measured_on_a_noisy_machine_and_its_bar_is_not
     for r in results:
         report.add_result(r)
     report.add_family(fp, results, [])
-    report.finish("done", 0)
+    report.finish("done", ExitCode.OK)
     md = (tmp_path / "sweep.md").read_text()
     assert "- **⚠ The machine was noisy** while 1 of 2 configurations were measured (see Noise)" in md
     assert "| faster ⚠ noisy |" in md and "- sync_loss/fixed bs4: noisy: 100% of samples (starved)" in md

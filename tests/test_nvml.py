@@ -6,12 +6,16 @@ import sys
 import time
 import types
 from collections import Counter
-from typing import Any
+from collections.abc import Collection
+from typing import Any, Protocol, TypeVar
 
 import pytest
 
 from gpudash.host.devices import cuda_index_hint
 from gpudash.host.nvml import NvmlSampler, decode_throttle
+from tests.messages import gpu_samples_of, present
+
+M = TypeVar("M", bound="types.ModuleType | None")
 
 
 class NVMLError(Exception):
@@ -40,27 +44,35 @@ class NVMLError_Unknown(NVMLError):
         super().__init__(999)
 
 
+class FakePynvml(types.ModuleType):
+    """``pynvml`` as the sampler uses it: its errors and constants, and the calls made, counted."""
+
+    NVMLError = NVMLError
+    NVMLError_NotSupported = NVMLError_NotSupported
+    NVMLError_LibraryNotFound = NVMLError_LibraryNotFound
+    NVML_CLOCK_SM = 1
+    NVML_TEMPERATURE_GPU = 0
+
+    def __init__(self) -> None:
+        super().__init__("pynvml")
+        self.calls: Counter[str] = Counter()
+        self.energy_mj = 1_000_000.0
+
+
 def fake_pynvml(
     *,
     init_error: BaseException | None = None,
-    unsupported: set[str] = frozenset(),
-    fail_once: set[str] = frozenset(),
+    unsupported: Collection[str] = (),
+    fail_once: Collection[str] = (),
     count: int = 2,
-) -> types.ModuleType:
+) -> FakePynvml:
     """A stand-in for ``pynvml`` that counts calls per function."""
-    m = types.ModuleType("pynvml")
-    m.calls = Counter()  # type: ignore[attr-defined]
-    m.energy_mj = 1_000_000.0  # type: ignore[attr-defined]
+    m = FakePynvml()
     failed: set[str] = set()
-    m.NVMLError = NVMLError  # type: ignore[attr-defined]
-    m.NVMLError_NotSupported = NVMLError_NotSupported  # type: ignore[attr-defined]
-    m.NVMLError_LibraryNotFound = NVMLError_LibraryNotFound  # type: ignore[attr-defined]
-    m.NVML_CLOCK_SM = 1  # type: ignore[attr-defined]
-    m.NVML_TEMPERATURE_GPU = 0  # type: ignore[attr-defined]
 
     def fn(name: str, result: Any) -> None:
         def call(*args: Any) -> Any:
-            m.calls[name] += 1  # type: ignore[attr-defined]
+            m.calls[name] += 1
             if name in unsupported:
                 raise NVMLError_NotSupported()
             if name in fail_once and name not in failed:
@@ -88,8 +100,8 @@ def fake_pynvml(
     fn("nvmlDeviceGetTemperature", lambda h, kind: 61)
 
     def energy(h: str) -> float:
-        m.energy_mj += 5000.0  # type: ignore[attr-defined]
-        return m.energy_mj  # type: ignore[attr-defined]
+        m.energy_mj += 5000.0
+        return m.energy_mj
 
     fn("nvmlDeviceGetTotalEnergyConsumption", energy)
     fn("nvmlDeviceGetCurrentClocksEventReasons", 0x4 | 0x8)
@@ -97,16 +109,22 @@ def fake_pynvml(
     return m
 
 
+class Install(Protocol):
+    """Puts a fake ``pynvml`` (None: none at all) where ``import pynvml`` finds it; returns it."""
+
+    def __call__(self, module: M) -> M: ...
+
+
 @pytest.fixture
-def install(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
-    def _install(module: types.ModuleType | None) -> types.ModuleType | None:
+def install(monkeypatch: pytest.MonkeyPatch) -> Install:
+    def _install(module: M) -> M:
         monkeypatch.setitem(sys.modules, "pynvml", module)  # None makes `import pynvml` fail
         return module
 
     return _install
 
 
-def test_all_metrics(install: Any) -> None:
+def test_all_metrics(install: Install) -> None:
     nv = install(fake_pynvml())
     s = NvmlSampler(1, 0.5)
     info = s.open()
@@ -125,52 +143,52 @@ def test_all_metrics(install: Any) -> None:
     assert nv.calls["nvmlShutdown"] == 1
 
 
-def test_library_missing(install: Any) -> None:
+def test_library_missing(install: Install) -> None:
     install(None)
     info = NvmlSampler().start()
-    assert not info.available and "nvidia-ml-py" in info.unavailable
+    assert not info.available and "nvidia-ml-py" in present(info.unavailable)
 
 
 @pytest.mark.parametrize(
     ("error", "reason"), [(NVMLError_LibraryNotFound(), "no NVIDIA driver"), (NVMLError(9), "driver is not loaded")]
 )
-def test_nvml_unusable(install: Any, error: BaseException, reason: str) -> None:
+def test_nvml_unusable(install: Install, error: BaseException, reason: str) -> None:
     install(fake_pynvml(init_error=error))
     s = NvmlSampler()
     info = s.start()
-    assert not info.available and reason in info.unavailable
+    assert not info.available and reason in present(info.unavailable)
     assert s.sample() is None and s.drain() == []
     s.stop()
 
 
-def test_no_gpu(install: Any) -> None:
+def test_no_gpu(install: Install) -> None:
     install(fake_pynvml(count=0))
     info = NvmlSampler().open()
-    assert not info.available and "no NVIDIA GPU" in info.unavailable
+    assert not info.available and "no NVIDIA GPU" in present(info.unavailable)
 
 
-def test_unsupported_metric_is_probed_once_and_dropped(install: Any) -> None:
+def test_unsupported_metric_is_probed_once_and_dropped(install: Install) -> None:
     nv = install(fake_pynvml(unsupported={"nvmlDeviceGetTotalEnergyConsumption"}))
     s = NvmlSampler()
     s.open()
-    got = [s.sample() for _ in range(5)]
+    got = [present(s.sample()) for _ in range(5)]
     assert nv.calls["nvmlDeviceGetTotalEnergyConsumption"] == 1
     assert all(g.energy_j is None for g in got)
     assert all(g.power_w == 250.0 for g in got)  # the rest goes on
     assert "energy" in s.dropped
 
 
-def test_one_call_failing_is_none_for_that_tick_only(install: Any) -> None:
+def test_one_call_failing_is_none_for_that_tick_only(install: Install) -> None:
     nv = install(fake_pynvml(fail_once={"nvmlDeviceGetPowerUsage"}))
     s = NvmlSampler(gpus=(0,))  # the workload's GPU only: one power query per tick
     s.open()
-    first, second = s.sample(), s.sample()
+    first, second = present(s.sample()), present(s.sample())
     assert first.power_w is None and first.gpu_util_pct == 87
     assert second.power_w == 250.0
     assert nv.calls["nvmlDeviceGetPowerUsage"] == 2 and not s.dropped
 
 
-def test_thread_ticks_and_stops(install: Any) -> None:
+def test_thread_ticks_and_stops(install: Install) -> None:
     install(fake_pynvml())
     s = NvmlSampler(0, 0.02)
     s.start()
@@ -184,7 +202,7 @@ def test_thread_ticks_and_stops(install: Any) -> None:
     s.stop()  # idempotent
 
 
-def test_select_by_uuid(install: Any) -> None:
+def test_select_by_uuid(install: Install) -> None:
     install(fake_pynvml())
     s = NvmlSampler(0)
     s.open()
@@ -210,7 +228,7 @@ def test_real_nvml() -> None:
         assert info.available, info.unavailable
         assert info.names and info.driver
         time.sleep(0.5)
-        got = s.drain()
+        got = gpu_samples_of(s.drain())
         assert len(got) >= 2
         last = got[-1]
         assert last.gpu_util_pct is not None and last.mem_total_mib and last.mem_total_mib > 0

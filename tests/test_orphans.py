@@ -19,6 +19,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from csv import DictReader
 from pathlib import Path
 
@@ -102,7 +103,7 @@ class Recording:
 
 
 def start_recording(
-    tmp_path: Path, family: str, extra: list[str] = (), csv: str | None = None, env: dict[str, str] | None = None
+    tmp_path: Path, family: str, extra: Sequence[str] = (), csv: str | None = None, env: dict[str, str] | None = None
 ) -> tuple[Recording, int]:
     """A recording of ``family`` that has started; (it, the workload's group id)."""
     out = csv or str(tmp_path / "run.csv")
@@ -190,10 +191,10 @@ def descendants(root: int) -> dict[int, str]:
     """The live descendants of ``root``, by ``ps``: pid → start time (``lstart``), which tells a
     process from a later one given the same pid."""
     out = subprocess.run(["ps", "-e", "-o", "pid=,ppid=,stat=,lstart="], capture_output=True, text=True, check=True)
-    rows = {}
+    rows: dict[int, tuple[int, str, str]] = {}
     for line in out.stdout.splitlines():
-        pid, ppid, state, started = line.split(None, 3)
-        rows[int(pid)] = (int(ppid), state, started.strip())
+        pid_text, ppid_text, stat, lstart = line.split(None, 3)
+        rows[int(pid_text)] = (int(ppid_text), stat, lstart.strip())
     found: dict[int, str] = {}
     frontier = [root]
     while frontier:

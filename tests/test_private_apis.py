@@ -247,7 +247,7 @@ def uses(module: _Module) -> list[str]:
     """Every private-API use of a dependency in ``module``, as 'path:line what'."""
     out: list[str] = []
 
-    def say(node: ast.AST, what: str) -> None:
+    def say(node: ast.stmt | ast.expr, what: str) -> None:
         out.append(f"{module.rel}:{node.lineno} {what}")
 
     for node in module.nodes:

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gpudash.core.protocol import Event, GpuSample, RunConfig, Sample
+from gpudash.core.protocol import Event, EventKind, GpuSample, RunConfig, Sample
 from gpudash.recording import csvformat
 from gpudash.recording.record import CsvRecorder, RecordWriteError, meta_path_for, run_metadata
 from tests.helpers import CSV_COLUMNS_0_1
@@ -273,7 +273,7 @@ def test_recorder_rows_join_gpu_and_joules(tmp_path: Path) -> None:
     rec.on_message(
         Event(
             0.1,
-            "started",
+            EventKind.STARTED,
             message="go",
             details={"workload": "encdec", "variant": "serial", "batch_size": "8", "torch": "9.9"},
         )
@@ -286,7 +286,7 @@ def test_recorder_rows_join_gpu_and_joules(tmp_path: Path) -> None:
     rec.on_message(
         Event(
             1.1,
-            "changed",
+            EventKind.CHANGED,
             what="batch_size",
             before="8",
             after="16",

@@ -39,7 +39,9 @@ def test_the_first_ctrl_c_says_it_stops_after_the_step_and_the_second_forces(tmp
         text=True,
     )
     lines: list[str] = []
-    reader = threading.Thread(target=lambda: lines.extend(iter(proc.stderr.readline, "")), daemon=True)
+    stderr = proc.stderr
+    assert stderr is not None  # stderr=PIPE
+    reader = threading.Thread(target=lambda: lines.extend(iter(stderr.readline, "")), daemon=True)
     reader.start()
     try:
         log = tmp_path / "run.log"

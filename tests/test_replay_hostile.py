@@ -16,12 +16,16 @@ import time
 from pathlib import Path
 
 import pytest
+from rich.text import Text
+from textual.widgets import Static
 
-from gpudash.core.protocol import Event, ExitCode, GpuInfo
+from gpudash.core.protocol import Event, EventKind, ExitCode, GpuInfo, Message, Sample
 from gpudash.recording.csvformat import event_row, format_row, header, sample_row
 from gpudash.recording.replay import NotARecording, ReplaySource, read_all
 from gpudash.recording.sidecar import UNKNOWN_CONFIG, read_sidecar
-from gpudash.tui.app import GpuDashApp, _run_app
+from gpudash.tui.app import GpuDashApp, run_app
+from gpudash.tui.widgets import MessageBar
+from tests.messages import present, samples_of
 from tests.tui.conftest import replay_loaded, wait_until
 from tests.tui.fakes import FakeSource, gpu, sample
 
@@ -80,7 +84,7 @@ def test_a_bad_metadata_file_is_ignored_with_its_reason(tmp_path: Path, sidecar:
     (note,) = src.info.notes
     assert note.startswith("run.json ignored: ") and why in note and "\n" not in note
     assert src.metadata == {} and src.config == UNKNOWN_CONFIG  # nothing of it is trusted
-    assert not src.gpu_info.available and "run.json ignored" in src.gpu_info.unavailable
+    assert not src.gpu_info.available and "run.json ignored" in present(src.gpu_info.unavailable)
 
 
 def test_unknown_keys_are_ignored_and_the_rest_is_trusted(tmp_path: Path) -> None:
@@ -91,19 +95,29 @@ def test_unknown_keys_are_ignored_and_the_rest_is_trusted(tmp_path: Path) -> Non
     assert side.problem is None and side.data["driver"] == "550.54.15"
     src = ReplaySource(tmp_path / "run.csv")
     read_all(src)
-    assert src.info.notes == () and src.gpu_info.name.startswith("NVIDIA H100") and src.config.workload == "encdec"
+    assert (
+        src.info.notes == ()
+        and present(src.gpu_info.name).startswith("NVIDIA H100")
+        and src.config.workload == "encdec"
+    )
 
 
 @pytest.mark.parametrize(
     "sidecar", [{"config": {"workload": ["x"]}}, {"config": {"variant": 5}}], ids=["workload-list", "variant-number"]
 )
-async def test_the_dashboard_shows_a_bad_metadata_files_reason_and_keeps_running(tmp_path: Path, sidecar) -> None:
+async def test_the_dashboard_shows_a_bad_metadata_files_reason_and_keeps_running(
+    tmp_path: Path, sidecar: dict[str, object]
+) -> None:
     app = GpuDashApp(ReplaySource(recording(tmp_path, sidecar)), clock=lambda: 0.0, toasts=False)
     async with app.run_test(size=(120, 36)) as pilot:
         await replay_loaded(pilot, app)
-        await wait_until(pilot, lambda: "run.json ignored" in app.query_one("#messages").text, "the warning")
+        await wait_until(
+            pilot, lambda: "run.json ignored" in app.query_one("#messages", MessageBar).text, "the warning"
+        )
         app.refresh_now()
-        header = app.query_one("#header").content.plain
+        content = app.query_one("#header", Static).content
+        assert isinstance(content, Text)
+        header = content.plain
         assert "encdec / serial · batch 16" in header  # from the CSV's rows, not the metadata
         assert "run.json ignored: config." in header  # and the GPU line says why it knows nothing
         await pilot.press("q")
@@ -184,11 +198,11 @@ def test_a_recording_being_written_may_be_empty_when_followed(tmp_path: Path) ->
         assert src.config == UNKNOWN_CONFIG  # "? / ?" in the header, not a default workload
         with p.open("a") as f:
             f.write(format_row(header()) + format_row(sample_row(sample(1.0, 100.0), None)))
-        deadline, got = time.monotonic() + 30, []
+        deadline, got = time.monotonic() + 30, list[Message]()
         while not got and time.monotonic() < deadline:
             got = src.poll()
             time.sleep(0.01)
-        assert [m.steps_per_s for m in got] == [100.0]
+        assert [m.steps_per_s for m in samples_of(got)] == [100.0] and len(got) == 1
     finally:
         src.stop()
 
@@ -231,7 +245,7 @@ def hostile_rows(p: Path) -> None:
         + "x" * (2 << 20)
         + "\n"  # a "row" of 2 MiB
         + variant(steps_per_s="inf", time_s="2.0")  # a value that is not finite: "not available"
-        + format_row(event_row(Event(3.0, "error", message='a stray " quote, alone')))
+        + format_row(event_row(Event(3.0, EventKind.ERROR, message='a stray " quote, alone')))
         + format_row(sample_row(sample(9.0, 100.0), None))
     )
 
@@ -242,7 +256,8 @@ def test_rows_a_chart_could_choke_on_are_skipped_and_counted(tmp_path: Path) -> 
     src = ReplaySource(p)
     msgs = read_all(src)
     assert [m.time_s for m in msgs] == [1.0, 2.0, 3.0, 9.0]
-    assert msgs[1].steps_per_s is None
+    second = msgs[1]
+    assert isinstance(second, Sample) and second.steps_per_s is None
     assert src.bad_rows == 8 and src.rows_read == 4
 
 
@@ -260,9 +275,9 @@ FIELDS = [
     ("workload", [sample_row(sample(1.0, 100.0, workload="encdec" + HOSTILE), gpu(1.0))]),
     ("variant", [sample_row(sample(1.0, 100.0, variant=HOSTILE), None)]),
     ("knobs", [sample_row(sample(1.0, 100.0, knobs="amp=bf16" + HOSTILE), None)]),
-    ("event-what-before-after", [event_row(Event(1.0, "changed", HOSTILE, HOSTILE, HOSTILE))]),
-    ("event-message", [event_row(Event(1.0, "error", message=HOSTILE))]),
-    ("event-message-quoted", [event_row(Event(1.0, "error", message=f'a, "quoted"\r\n{HOSTILE}'))]),
+    ("event-what-before-after", [event_row(Event(1.0, EventKind.CHANGED, HOSTILE, HOSTILE, HOSTILE))]),
+    ("event-message", [event_row(Event(1.0, EventKind.ERROR, message=HOSTILE))]),
+    ("event-message-quoted", [event_row(Event(1.0, EventKind.ERROR, message=f'a, "quoted"\r\n{HOSTILE}'))]),
 ]
 
 
@@ -294,7 +309,7 @@ def test_a_refusal_names_the_file_without_its_control_characters(tmp_path: Path)
 CRASHING_SOURCE = textwrap.dedent("""
     import sys
     from gpudash.core.protocol import Sample
-    from gpudash.tui.app import _run_app
+    from gpudash.tui.app import run_app
     from tests.tui.fakes import FakeSource, started
 
     class Hostile(FakeSource):
@@ -305,7 +320,7 @@ CRASHING_SOURCE = textwrap.dedent("""
     src = Hostile()
     # a message no recorder would write: its time is text, so the dashboard's state raises on it
     src.push(started(1.0), Sample("soon", "encdec", "serial", 8, 1, 8, 0.25, 4.0, 32.0, 1.0, 1.0, 0.0))
-    sys.exit(_run_app(src, headless=True))
+    sys.exit(run_app(src, headless=True))
 """)
 
 
@@ -340,10 +355,10 @@ class UnbuildableSource(FakeSource):
 
 def test_when_building_the_dashboard_fails_the_source_is_stopped(capsys: pytest.CaptureFixture[str]) -> None:
     src = UnbuildableSource()
-    assert _run_app(src, headless=True) == ExitCode.FAILED
+    assert run_app(src, headless=True) == ExitCode.FAILED
     assert src.stopped == 1
     line = capsys.readouterr().err.strip()
     assert line.startswith("gpudash: error: the dashboard failed: RuntimeError: the source's info is gone")
-    log = Path(re.search(r"traceback in (\S+)\)", line).group(1))
+    log = Path(present(re.search(r"traceback in (\S+)\)", line)).group(1))
     assert "building the dashboard" in log.read_text()
     log.unlink()

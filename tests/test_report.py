@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from gpudash.cli import main
+from gpudash.core.protocol import ExitCode
 from gpudash.recording.csvformat import RowParser
 from gpudash.report.load import load_run
 from gpudash.sweep.plan import Configuration, FamilyPlan, SweepPlan, SweepSettings
@@ -94,7 +95,7 @@ def _sweep(out: Path, fixed_rate: float) -> Path:
     for r in results:
         report.add_result(r)
     report.add_family(fp, results, [])
-    report.finish("done", 0)
+    report.finish("done", ExitCode.OK)
     return out / "sweep.csv"
 
 

@@ -14,11 +14,12 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from gpudash.cli import main
-from gpudash.core.protocol import Event, ExitCode
+from gpudash.core.protocol import Event, EventKind, ExitCode
 from gpudash.recording.csvformat import event_row, format_row, header, sample_row
 from gpudash.recording.replay import NotARecording, ReplaySource, read_all
 from tests.test_report import _sweep
@@ -57,10 +58,11 @@ def assert_no_traceback(err: list[str]) -> None:
 
 # -- building hostile files ---------------------------------------------------------------------------
 def recording(
-    directory: Path, name: str = "run.csv", events: tuple[Event, ...] = (), meta: object = None, **fields: str
+    directory: Path, name: str = "run.csv", events: tuple[Event, ...] = (), meta: object = None, **fields: Any
 ) -> Path:
-    """A short recording as gpudash writes one: 40 samples (with ``fields`` replaced) and their
-    GPU readings, ``events`` in time order among them; ``meta`` (JSON-encoded; a str as is) beside it."""
+    """A short recording as gpudash writes one: 40 samples (with ``fields`` replaced: any Sample field,
+    any value, hostile ones included) and their GPU readings, ``events`` in time order among them;
+    ``meta`` (JSON-encoded; a str as is) beside it."""
     timed = [
         (i * 0.25, sample_row(dataclasses.replace(sample(i * 0.25, 100.0 + i % 3), **fields), gpu(i * 0.25)))
         for i in range(1, 41)
@@ -96,9 +98,9 @@ PLACES: list[tuple[str, Callable[[Path], Path], bool]] = [
     ("workload", lambda d: recording(d, workload="encdec" + HOSTILE), True),
     ("variant", lambda d: recording(d, variant=HOSTILE), True),
     ("knobs", lambda d: recording(d, knobs="amp=bf16" + HOSTILE), True),
-    ("change-marker", lambda d: recording(d, events=(Event(5.0, "changed", "variant", HOSTILE, "x"),)), False),
-    ("crash-message", lambda d: recording(d, events=(Event(10.1, "crashed", message=HOSTILE),)), True),
-    ("trace-message", lambda d: recording(d, events=(Event(5.0, "measured", "trace", message=HOSTILE),)), True),
+    ("change-marker", lambda d: recording(d, events=(Event(5.0, EventKind.CHANGED, "variant", HOSTILE, "x"),)), False),
+    ("crash-message", lambda d: recording(d, events=(Event(10.1, EventKind.CRASHED, message=HOSTILE),)), True),
+    ("trace-message", lambda d: recording(d, events=(Event(5.0, EventKind.MEASURED, "trace", message=HOSTILE),)), True),
     ("gpu-name", lambda d: recording(d, meta=fixture_meta(gpu_name=HOSTILE, gpu_names=[HOSTILE])), True),
     ("torch-and-start", lambda d: recording(d, meta=fixture_meta(torch_version=HOSTILE, start_time=HOSTILE)), True),
     ("file-name", lambda d: recording(d, name=HOSTILE_NAME), False),
@@ -145,9 +147,9 @@ def test_invalid_utf8_reads_as_replacement_characters_as_in_replay(
 MARKUP = [  # text that a renderer would act on: raw HTML, a remote image, mathtext that fails to parse
     (
         "html-and-a-remote-image",
-        Event(10.1, "crashed", message="<script>alert(1)</script> ![x](https://evil.example/x.png)"),
+        Event(10.1, EventKind.CRASHED, message="<script>alert(1)</script> ![x](https://evil.example/x.png)"),
     ),
-    ("mathtext", Event(5.0, "changed", "variant", "serial", r"$\notacommand$")),
+    ("mathtext", Event(5.0, EventKind.CHANGED, "variant", "serial", r"$\notacommand$")),
 ]
 
 
@@ -177,7 +179,7 @@ BROKEN: list[tuple[str, Callable[[Path], Path], str]] = [
     ("a-3-MiB-line", with_line(11, "x" * (3 << 20)), "line 11 is longer than 1 MiB"),
     (
         "a-500-kB-field",
-        with_line(11, format_row(event_row(Event(2.6, "error", message="y" * 500_000))).rstrip("\n")),
+        with_line(11, format_row(event_row(Event(2.6, EventKind.ERROR, message="y" * 500_000))).rstrip("\n")),
         "line 11 is not CSV: field larger than field limit (131072)",
     ),
     (

@@ -12,6 +12,7 @@ from gpudash.core.running import Running
 from gpudash.core.runstate import RunState
 from gpudash.recording.record import CsvRecorder
 from gpudash.tui.state import DashState
+from tests.messages import present
 from tests.tui.fakes import run_segment
 
 STARTED = {"workload": "encdec", "variant": "serial", "batch_size": "8", "device": "cuda:0", "knobs": "none"}
@@ -22,15 +23,15 @@ def changed(t: float, what: str, before: str, after: str, **config: str) -> Even
 
 
 def test_an_event_reads_its_configuration_once_typed() -> None:
-    e = Event(1.0, "started", details=STARTED)
+    e = Event(1.0, EventKind.STARTED, details=STARTED)
     assert e.running == Running("encdec", "serial", 8, "none", device="cuda:0")
-    assert Event(1.0, "paused").running is None
+    assert Event(1.0, EventKind.PAUSED).running is None
     # a hand-edited file: a batch size that is not a whole number reads as 0, never a crash
-    assert Event(1.0, "started", details={**STARTED, "batch_size": "eight"}).running.batch_size == 0
+    assert present(Event(1.0, EventKind.STARTED, details={**STARTED, "batch_size": "eight"}).running).batch_size == 0
 
 
 def test_a_typed_configuration_fills_the_text_the_csv_keeps_and_crosses_the_process_boundary() -> None:
-    e = Event(1.0, "changed", "batch_size", "8", "16", running=Running("encdec", "serial", 16, device="cpu"))
+    e = Event(1.0, EventKind.CHANGED, "batch_size", "8", "16", running=Running("encdec", "serial", 16, device="cpu"))
     assert e.details["batch_size"] == "16" and e.details["workload"] == "encdec"
     again = pickle.loads(pickle.dumps(e))
     assert again.running == e.running and again.details == e.details
@@ -38,32 +39,32 @@ def test_a_typed_configuration_fills_the_text_the_csv_keeps_and_crosses_the_proc
 
 def test_the_segment_grows_only_when_another_configuration_runs() -> None:
     run = RunState()
-    assert run.observe(Event(1.0, "started", details=STARTED)) and run.segment == 1
-    assert not run.observe(Event(2.0, "paused", details=STARTED))
+    assert run.observe(Event(1.0, EventKind.STARTED, details=STARTED)) and run.segment == 1
+    assert not run.observe(Event(2.0, EventKind.PAUSED, details=STARTED))
     assert run.observe(changed(3.0, "batch_size", "8", "16", batch_size="16")) and run.segment == 2
     assert run.batch_size == 16 and run.device == "cuda:0"
     # a change answered with the configuration that already runs is no new stretch
     assert not run.observe(changed(4.0, "knobs", "none", "none", batch_size="16")) and run.segment == 2
     # a restart is a new stretch even of the same configuration
-    assert run.observe(Event(5.0, "started", details={**STARTED, "batch_size": "16"})) and run.segment == 3
+    assert run.observe(Event(5.0, EventKind.STARTED, details={**STARTED, "batch_size": "16"})) and run.segment == 3
 
 
 def test_a_change_from_an_older_file_without_details_still_says_what_runs() -> None:
     run = RunState()
-    run.observe(Event(1.0, "started", details=STARTED))
+    run.observe(Event(1.0, EventKind.STARTED, details=STARTED))
     for what, after, field, want in (
         ("variant", "pipelined", "variant", "pipelined"),
         ("batch_size", "32", "batch_size", 32),
         ("knobs", "amp=bf16", "knobs", "amp=bf16"),
     ):
-        assert run.observe(Event(2.0, "changed", what, "", after))
+        assert run.observe(Event(2.0, EventKind.CHANGED, what, "", after))
         assert getattr(run.running, field) == want
     assert run.device == "cuda:0"  # kept: a change never moves the run to another device
 
 
 def test_the_dashboard_and_the_recording_agree_on_what_runs_after_every_event() -> None:
     messages = [
-        Event(1.0, "started", details=STARTED),
+        Event(1.0, EventKind.STARTED, details=STARTED),
         *run_segment(1.0, 3.0, 100.0),
         changed(3.0, "variant", "serial", "pipelined", variant="pipelined"),
         *run_segment(3.0, 5.0, 120.0, variant="pipelined"),

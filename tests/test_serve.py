@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from gpudash.cli import as_argv
+from gpudash.core import proctree
 from gpudash.options import build_parsers
 from gpudash.serve import dashboard_command, is_loopback, public_url
 
@@ -52,17 +53,7 @@ def free_port() -> int:
 
 def session_processes(sid: int) -> list[str]:
     """The live processes of session ``sid`` (the server started its own), as "pid command"."""
-    found = []
-    for name in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            stat = Path(f"/proc/{name}/stat").read_bytes()
-            command = Path(f"/proc/{name}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        fields = stat.rsplit(b")", 1)[-1].split()  # state ppid pgrp session ...
-        if int(fields[3]) == sid and fields[0] not in (b"Z", b"X"):
-            found.append(f"{name} {command.strip()}")
-    return found
+    return [f"{pid} {(proctree.command_line(pid) or '').strip()}" for pid in proctree.session_members(sid)]
 
 
 def wait_for(what: str, check, timeout: float) -> None:
@@ -145,11 +136,9 @@ def test_the_dashboard_in_a_headless_browser_and_nothing_left_behind(tmp_path: P
             page.keyboard.press("Space")  # pause, as in a terminal
             wait_for("the header to say paused", lambda: "paused" in screen().splitlines()[0], 60)
             browser.close()  # the tab goes: its dashboard quits and stops its workload
-        wait_for(
-            "the tab's dashboard and workload to stop",
-            lambda: session_processes(server.pid) == [f"{server.pid} {' '.join(server.args)}"],
-            60,
-        )
+        assert isinstance(server.args, list)  # serving() starts it from a list of words
+        alone = f"{server.pid} {' '.join(map(str, server.args))}"
+        wait_for("the tab's dashboard and workload to stop", lambda: session_processes(server.pid) == [alone], 60)
         server.send_signal(signal.SIGINT)
         assert server.wait(30) == INTERRUPTED
     assert session_processes(server.pid) == []

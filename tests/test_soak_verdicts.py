@@ -9,7 +9,7 @@ from tests.soaks import Row, like_for_like_verdict, verdict
 BASE = "encdec serial b8"
 
 
-def _rows(sequence: list[tuple[str, float]]) -> list[Row]:
+def _rows(sequence: list[tuple[str, int]]) -> list[Row]:
     """One measurement a minute, a change before each but the first: (what ran, GPU memory in MiB)."""
     return [
         Row(float(minute), {"gpu_mem": mib}, 1, running, 100 * minute, sequence[minute - 1][0] if minute else "")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gpudash.core.protocol import Event, EventKind, Sample, TraceWindow
+from gpudash.core.protocol import Control, Event, EventKind, Sample, TraceWindow
 from gpudash.engine.loop import StepLoop
 from gpudash.engine.trace_figures import covered_by_two_or_more, figures, union
 from tests.helpers import gpudash_in_bare_env as _gpudash
@@ -75,7 +75,7 @@ def _run_with_windows(trace_dir: Path, windows: int, steps: int = 3) -> list[obj
     pending = [TraceWindow(steps) for _ in range(windows)]
     with build("sync_loss", "cpu", WorkloadOptions(variant="fixed", image_size=16)) as w:
 
-        def controls(timeout: float) -> object:
+        def controls(timeout: float) -> Control | None:
             return pending.pop() if pending and loop.steps_issued >= 2 else None
 
         loop = StepLoop(w, emit=got.append, controls=controls, sample_interval_s=0.05, trace_dir=str(trace_dir))

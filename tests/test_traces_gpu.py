@@ -13,8 +13,11 @@ import torch
 
 from gpudash.core.protocol import Event, EventKind, TraceWindow
 from gpudash.engine.loop import StepLoop
-from workloads.base import WorkloadOptions, ms_per_call
+from tests.helpers import build_as
+from workloads.base import WorkloadOptions
+from workloads.encdec import EncDecWorkload
 from workloads.factory import build
+from workloads.stage_timing import ms_per_call
 
 pytestmark = pytest.mark.gpu
 BATCH = 16
@@ -70,7 +73,8 @@ def test_the_windows_overlap_bound_is_within_ten_percent_of_the_breakdown_benchm
     # the configuration's rate before the window, against the bound: never above it by more than the noise
     assert 50.0 < float(details["pct_of_overlap_bound"]) <= 105.0
     traced_bound = float(details["overlap_bound_steps_per_s"])
-    with build("encdec", "cuda", WorkloadOptions(batch_size=GPU_BOUND_BATCH)) as w:
+    with build_as(EncDecWorkload, "encdec", "cuda", WorkloadOptions(batch_size=GPU_BOUND_BATCH)) as w:
+        assert w.pool is not None, "encdec draws its batches from a pool"
         host = w.pool.next()
         feats, labels = w.encode(*host)
         enc = timed(lambda: w.encode(*host))

@@ -17,7 +17,7 @@ import pytest
 from gpudash.api import Training, workload
 from gpudash.core.protocol import Sample
 from gpudash.engine.loop import StepLoop
-from tests.helpers import ROOT
+from tests.helpers import ROOT, build_as
 from workloads.base import WorkloadOptions
 from workloads.factory import build
 from workloads.registry import WorkloadError, family
@@ -74,7 +74,8 @@ def test_an_edited_declaration_is_read_again(tmp_path: Path) -> None:
 
 def test_the_decorator_marks_the_function_and_checks_its_values() -> None:
     @workload(name="x", batch_size=8)
-    def train(batch_size: int, device: object) -> Training: ...
+    def train(batch_size: int, device: object) -> Training:
+        raise AssertionError("never called: only the decorator's marks are read")
 
     assert train.gpudash_workload == {"name": "x", "batch_size": 8, "cpu_batch_size": None}  # type: ignore[attr-defined]
     with pytest.raises(ValueError, match="batch_size must be a whole number of at least 1, got -1"):
@@ -129,7 +130,9 @@ def test_a_loaders_cost_is_measured_with_the_step_and_its_passes_start_over(tmp_
 
 
 def test_the_loader_example_trains_and_takes_a_new_batch_size() -> None:
-    with build(LOADER, "cpu", WorkloadOptions(batch_size=8)) as w:
+    from workloads.user import UserWorkload
+
+    with build_as(UserWorkload, LOADER, "cpu", WorkloadOptions(batch_size=8)) as w:
         for _ in range(3):
             w.step()
         w.set_batch_size(16)

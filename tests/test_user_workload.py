@@ -13,12 +13,13 @@ import pytest
 import torch
 
 from gpudash.api import Training
-from tests.helpers import ROOT
+from tests.helpers import ROOT, build_as
 from tests.test_record import gpudash
 from workloads.base import WorkloadOptions
 from workloads.data import HostBatchPool
 from workloads.factory import build
 from workloads.registry import WorkloadError, family, is_user_spec
+from workloads.user import UserWorkload
 
 EXAMPLE = ROOT / "examples" / "mine.py"
 SPEC = f"{EXAMPLE}:workload"
@@ -29,34 +30,33 @@ def _parameters(model: torch.nn.Module) -> list[torch.Tensor]:
 
 
 def test_the_example_trains_exactly_what_a_bare_loop_of_its_step_trains() -> None:
-    w = build(SPEC, "cpu", WorkloadOptions(batch_size=4, seed=3))
-    for _ in range(6):
-        w.step()
-    trained = _parameters(w.model)
+    with build_as(UserWorkload, SPEC, "cpu", WorkloadOptions(batch_size=4, seed=3)) as w:
+        for _ in range(6):
+            w.step()
+        trained, data_seed = _parameters(w.model), w.data_seed
     # the same function, seed and batches, by hand
     from workloads.user import load_function
 
     torch.manual_seed(3)
     t = load_function(SPEC)(4, torch.device("cpu"))
-    pool = HostBatchPool(t.batch, seed=w.data_seed, pin=False)
+    assert t.batch is not None, "the example makes its own batches"
+    pool = HostBatchPool(t.batch, seed=data_seed, pin=False)
     for _ in range(6):
         x, y = pool.next()
         t.optimizer.zero_grad(set_to_none=True)
         t.loss_fn(t.model(x), y).backward()
         t.optimizer.step()
     assert all(torch.equal(a, b) for a, b in zip(trained, _parameters(t.model), strict=True))
-    w.close()
 
 
 def test_a_new_batch_size_asks_the_function_again_and_keeps_training_the_same_model() -> None:
-    w = build(SPEC, "cpu", WorkloadOptions(batch_size=4))
-    model = w.model
-    w.step()
-    w.reconfigure(batch_size=8)
-    w.step()
-    assert w.model is model and w.batch_size == 8
-    assert w.pool is not None and w.pool.next()[0].shape[0] == 8
-    w.close()
+    with build_as(UserWorkload, SPEC, "cpu", WorkloadOptions(batch_size=4)) as w:
+        model = w.model
+        w.step()
+        w.reconfigure(batch_size=8)
+        w.step()
+        assert w.model is model and w.batch_size == 8
+        assert w.pool is not None and w.pool.next()[0].shape[0] == 8
 
 
 def test_a_spec_names_a_family_of_one_variant_without_importing_the_file() -> None:
@@ -195,13 +195,11 @@ FROZEN = f"{ROOT / 'examples' / 'frozen_trunk.py'}:workload"
 
 
 def _trained(spec: str, variant: str, steps: int = 5) -> list[torch.Tensor]:
-    w = build(spec, "cpu", WorkloadOptions(variant=variant, batch_size=4, emulate_streams=True))
-    for _ in range(steps):
-        w.step()
-    w.drain()
-    params = _parameters(w.model)
-    w.close()
-    return params
+    with build_as(UserWorkload, spec, "cpu", WorkloadOptions(variant=variant, batch_size=4, emulate_streams=True)) as w:
+        for _ in range(steps):
+            w.step()
+        w.drain()
+        return _parameters(w.model)
 
 
 def test_a_frozen_stage_pipelined_trains_exactly_what_serial_trains() -> None:
@@ -209,8 +207,9 @@ def test_a_frozen_stage_pipelined_trains_exactly_what_serial_trains() -> None:
     emulated in order on the CPU, against serial: the same parameters, bit for bit."""
     serial, pipelined = _trained(FROZEN, "serial"), _trained(FROZEN, "pipelined")
     assert all(torch.equal(a, b) for a, b in zip(serial, pipelined, strict=True))
-    trunk = build(FROZEN, "cpu", WorkloadOptions(batch_size=4)).frozen
-    assert trunk is not None and not any(p.requires_grad for p in trunk.parameters())  # not trained
+    with build_as(UserWorkload, FROZEN, "cpu", WorkloadOptions(batch_size=4)) as w:
+        trunk = w.frozen
+        assert trunk is not None and not any(p.requires_grad for p in trunk.parameters())  # not trained
 
 
 def test_without_a_frozen_stage_pipelined_copies_ahead_and_trains_exactly_what_serial_trains() -> None:
@@ -218,9 +217,9 @@ def test_without_a_frozen_stage_pipelined_copies_ahead_and_trains_exactly_what_s
     its own stream while batch n trains): emulated in order on the CPU, the same parameters."""
     serial, pipelined = _trained(SPEC, "serial"), _trained(SPEC, "pipelined")
     assert all(torch.equal(a, b) for a, b in zip(serial, pipelined, strict=True))
-    w = build(SPEC, "cpu", WorkloadOptions(variant="pipelined", batch_size=4, emulate_streams=True))
-    assert w.stage_pair() is not None and w.stage_pair()[0][0] == "copy"  # stage timing names it
-    w.close()
+    with build(SPEC, "cpu", WorkloadOptions(variant="pipelined", batch_size=4, emulate_streams=True)) as w:
+        stages = w.stage_pair()
+    assert stages is not None and stages[0][0] == "copy"  # stage timing names it
     # and on the CPU, for real, pipelining is refused for the reason every family gives
     assert "needs CUDA streams" in (family(FROZEN).refusal("pipelined", "cpu") or "")
 

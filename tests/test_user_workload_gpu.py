@@ -11,11 +11,11 @@ import torch
 
 from gpudash.core.protocol import Event, EventKind, SetKnob
 from gpudash.engine.loop import StepLoop
-from tests.helpers import ROOT
+from tests.helpers import ROOT, build_as
 from tests.test_record import gpudash
 from workloads.base import WorkloadOptions
-from workloads.factory import build
 from workloads.knobs import parse_knobs
+from workloads.user import UserWorkload
 
 pytestmark = pytest.mark.gpu
 
@@ -25,13 +25,11 @@ FROZEN = f"{ROOT / 'examples' / 'frozen_trunk.py'}:workload"
 
 def _trained(spec: str, options: WorkloadOptions, steps: int = 20) -> list[torch.Tensor]:
     """The trained parameters after ``steps`` steps of ``spec`` on the GPU."""
-    w = build(spec, "cuda", options)
-    for _ in range(steps):
-        w.step()
-    w.drain()
-    params = [p.detach().clone() for p in w.model.parameters()]
-    w.close()
-    return params
+    with build_as(UserWorkload, spec, "cuda", options) as w:
+        for _ in range(steps):
+            w.step()
+        w.drain()
+        return [p.detach().clone() for p in w.model.parameters()]
 
 
 def test_the_frozen_stage_pipelined_on_two_streams_trains_what_serial_trains() -> None:
@@ -100,13 +98,12 @@ def test_a_step_that_syncs_is_refused_cuda_graph_in_one_line_at_the_start(tmp_pa
 def test_turning_cuda_graph_on_for_a_step_that_syncs_keeps_the_run_going(tmp_path: Path) -> None:
     """In a running dashboard the refusal is an error event; the last configuration trains on."""
     (tmp_path / "syncs.py").write_text(SYNCING)
-    w = build(f"{tmp_path / 'syncs.py'}:workload", "cuda", WorkloadOptions(batch_size=16))
-    got: list[object] = []
-    controls = iter([SetKnob("cuda_graph", "on")])
-    loop = StepLoop(w, emit=got.append, controls=lambda timeout: next(controls, None), sample_interval_s=0.05)
-    loop.run(steps=60)
-    errors = [m for m in got if isinstance(m, Event) and m.kind == EventKind.ERROR]
-    assert errors and "knob cuda_graph cannot capture this step" in (errors[0].message or "")
-    assert w.knobs.text() == "none" and loop.steps_issued == 60
-    assert all(torch.isfinite(p).all() for p in w.model.parameters())
-    w.close()
+    with build_as(UserWorkload, f"{tmp_path / 'syncs.py'}:workload", "cuda", WorkloadOptions(batch_size=16)) as w:
+        got: list[object] = []
+        controls = iter([SetKnob("cuda_graph", "on")])
+        loop = StepLoop(w, emit=got.append, controls=lambda timeout: next(controls, None), sample_interval_s=0.05)
+        loop.run(steps=60)
+        errors = [m for m in got if isinstance(m, Event) and m.kind == EventKind.ERROR]
+        assert errors and "knob cuda_graph cannot capture this step" in (errors[0].message or "")
+        assert w.knobs.text() == "none" and loop.steps_issued == 60
+        assert all(torch.isfinite(p).all() for p in w.model.parameters())

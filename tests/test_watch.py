@@ -14,10 +14,11 @@ import subprocess
 import sys
 import time
 import types
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
+from textual.widgets import Static
 
 from gpudash import cli
 from gpudash.core.protocol import Event, GpuSample
@@ -30,78 +31,21 @@ from gpudash.tui.widgets import MessageBar, plain_text
 from gpudash.watch.app import ProcessTable, WatchApp
 from gpudash.watch.record import run_watch_record
 from gpudash.watch.source import WatchSource
-from tests.fake_gpus import fake_gpus
+from tests.fake_gpus import WatchBox, installer, watch_box
 from tests.helpers import GPUDASH, ROOT
-from tests.test_nvml import NVMLError, NVMLError_LibraryNotFound
+from tests.test_nvml import NVMLError_LibraryNotFound
 
 from .tui.conftest import wait_until
 
 NOT_A_PID = 4_194_305  # above the largest pid_max Linux allows: never in this machine's /proc
 ME = os.getpid()
 MY_USER = pwd.getpwuid(os.getuid()).pw_name
-UNKNOWN_ERROR = 999
-
-
-def watch_box(count: int) -> types.ModuleType:
-    """``fake_gpus(count)`` with what watch asks besides: graphics processes, each process's GPU
-    memory, NVML's process names, and queries a test can make fail.
-
-    ``m.compute[i]`` / ``m.graphics[i]``: GPU i's processes as {pid: MiB}; ``m.names``: NVML's
-    name by pid (a pid without one raises NotFound, as for a process NVML cannot name);
-    ``m.failing``: (query name, GPU index) pairs that raise NVMLError(999)."""
-    m = fake_gpus(count)
-    m.compute = [{} for _ in range(count)]  # type: ignore[attr-defined]
-    m.graphics = [{} for _ in range(count)]  # type: ignore[attr-defined]
-    m.names = {}  # type: ignore[attr-defined]
-    m.failing = set()  # type: ignore[attr-defined]
-
-    def failable(name: str, query: Any) -> Any:
-        def call(handle: int, *args: Any) -> Any:
-            if (name, handle) in m.failing:  # type: ignore[attr-defined]
-                raise NVMLError(UNKNOWN_ERROR)
-            return query(handle, *args)
-
-        return call
-
-    for name in (
-        "nvmlDeviceGetUtilizationRates",
-        "nvmlDeviceGetMemoryInfo",
-        "nvmlDeviceGetPowerUsage",
-        "nvmlDeviceGetClockInfo",
-        "nvmlDeviceGetTemperature",
-        "nvmlDeviceGetCurrentClocksEventReasons",
-    ):
-        setattr(m, name, failable(name, getattr(m, name)))
-
-    def listing(table: str) -> Any:
-        return lambda h: [
-            types.SimpleNamespace(pid=pid, usedGpuMemory=None if mib is None else int(mib * 2**20))
-            for pid, mib in getattr(m, table)[h].items()
-        ]
-
-    m.nvmlDeviceGetComputeRunningProcesses = failable("compute", listing("compute"))  # type: ignore[attr-defined]
-    m.nvmlDeviceGetGraphicsRunningProcesses = failable("graphics", listing("graphics"))  # type: ignore[attr-defined]
-
-    def process_name(pid: int) -> str:
-        if pid not in m.names:  # type: ignore[attr-defined]
-            raise NVMLError(6)  # NVML_ERROR_NOT_FOUND
-        return m.names[pid]  # type: ignore[attr-defined]
-
-    m.nvmlSystemGetProcessName = process_name  # type: ignore[attr-defined]
-    return m
 
 
 @pytest.fixture
-def box(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+def box(monkeypatch: pytest.MonkeyPatch) -> Callable[[int], WatchBox]:
     """``box(n)``: a box of n fake GPUs behind ``pynvml``; CUDA_VISIBLE_DEVICES unset."""
-    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-
-    def install(count: int) -> types.ModuleType:
-        module = watch_box(count)
-        monkeypatch.setitem(sys.modules, "pynvml", module)
-        return module
-
-    return install
+    return installer(monkeypatch, watch_box)
 
 
 @pytest.fixture
@@ -116,7 +60,7 @@ def no_nvml(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "pynvml", m)
 
 
-def busy_box(box) -> types.ModuleType:  # type: ignore[no-untyped-def]
+def busy_box(box: Callable[[int], WatchBox]) -> WatchBox:
     """Three GPUs: GPU 0 runs this test's process (no NVML name: /proc tells) and one from another
     pid namespace; GPU 1 a graphics process NVML names, its power query failing, its clock
     throttled; GPU 2 whose process lists both fail."""
@@ -332,7 +276,7 @@ def test_record_of_gpus_2_and_3_charts_gpu_2(box, tmp_path: Path, capsys) -> Non
 FAKE_PYNVML = """\
 import sys
 sys.path.insert(0, {root!r})
-from tests.test_watch import watch_box
+from tests.fake_gpus import watch_box
 _m = watch_box(2)
 globals().update({{k: v for k, v in vars(_m).items() if not k.startswith("__")}})
 """
@@ -432,7 +376,7 @@ async def test_the_watch_dashboard_shows_every_gpu_and_its_processes(box, tmp_pa
         assert "runs no workload" in message(app)
         # g: the charts move to GPU 1, marked on them
         await pilot.press("g")
-        await wait_until(pilot, lambda: app.state.gpu_info.index == 1, "GPU 1 charted")
+        await wait_until(pilot, lambda: (info := app.state.gpu_info) is not None and info.index == 1, "GPU 1 charted")
         assert "the charts show GPU 1" in message(app)
         await wait_until(pilot, lambda: rows(app)[1].startswith("▶ GPU 1"), "the mark on GPU 1")
         assert any(m.label == "gpu 0→1" for m in app.state.markers)
@@ -452,7 +396,7 @@ async def test_recording_from_the_watch_dashboard_is_a_recording(box, tmp_path: 
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_until(pilot, lambda: len(rows(app)) == 2, "a row per GPU")
         app.start_recording(str(path))
-        assert "REC" in plain_text(app.query_one("#header"), 120)
+        assert "REC" in plain_text(app.query_one("#header", Static), 120)
         await wait_until(pilot, lambda: app.controller.recorded_messages >= 5, "rows recorded")
         await pilot.press("c")  # stops it
         assert app.controller.recorder is None
@@ -466,7 +410,7 @@ async def test_recording_from_the_watch_dashboard_is_a_recording(box, tmp_path: 
 async def test_without_nvml_the_watch_dashboard_says_why_and_stays_up(no_nvml) -> None:
     app = WatchApp(WatchSource(0.05), toasts=False)
     async with app.run_test(size=(100, 30)) as pilot:
-        notice = app.query_one("#gpu-notice")
+        notice = app.query_one("#gpu-notice", Static)
         await wait_until(pilot, lambda: notice.display, "the notice")
         text = plain_text(notice, 100)
         assert "No GPU to watch — NVML unavailable: NVML library (libnvidia-ml) not found" in text

@@ -6,9 +6,12 @@ import pytest
 import torch
 
 from tests.helpers import slow_if_real
-from workloads.base import WorkloadOptions
+from tests.messages import present
+from workloads.base import Workload, WorkloadOptions
+from workloads.encdec import EncDecWorkload
 from workloads.factory import build
 from workloads.registry import FAMILIES, WorkloadError, describe, family, parse_batch_size
+from workloads.train_step import GradientAccumulation
 
 ALL_VARIANTS = [(f.name, v.name) for f in FAMILIES.values() for v in f.variants]
 CPU_VARIANTS = [slow_if_real(*case) for case in ALL_VARIANTS]  # a real network's steps take seconds here
@@ -27,7 +30,7 @@ def test_every_variant_trains_on_cpu(name: str, variant: str) -> None:
         losses = []
         for _ in range(3):
             w.step()
-            losses.append(w.last_loss.item())
+            losses.append(present(w.last_loss).item())
         assert w.samples_per_step == 4
         assert all(torch.isfinite(torch.tensor(losses)))
         changed = [not torch.equal(a, b) for a, b in zip(before, w.trained_parameters(), strict=False)]
@@ -42,7 +45,7 @@ def test_defaults_on_cpu_are_small_and_valid(name: str) -> None:
         assert w.batch_size == info.cpu_defaults.batch_size
         assert w.image_size == info.cpu_defaults.image_size
         w.step()
-        assert torch.isfinite(w.last_loss)
+        assert torch.isfinite(present(w.last_loss))
 
 
 @pytest.mark.parametrize(("name", "variant"), [("encdec", "pipelined"), ("augment", "pipelined")])
@@ -97,7 +100,7 @@ def test_a_change_frees_the_last_steps_gradients_before_the_next_configuration_i
         alive_when_built: list[int] = []
         original = type(w)._configure
 
-        def configure(self) -> None:  # type: ignore[no-untyped-def]
+        def configure(self: Workload) -> None:
             alive_when_built.append(sum(g() is not None for g in grads))
             original(self)
 
@@ -105,7 +108,7 @@ def test_a_change_frees_the_last_steps_gradients_before_the_next_configuration_i
         w.reconfigure(batch_size=3)
         assert alive_when_built == [0]
         w.step()
-        assert torch.isfinite(w.last_loss)
+        assert torch.isfinite(present(w.last_loss))
     assert all(p.grad is None for p in w.trained_parameters())
 
 
@@ -116,7 +119,7 @@ def test_a_rejected_change_keeps_the_last_good_configuration() -> None:
                 w.reconfigure(**bad)
             assert (w.variant, w.batch_size) == ("serial", 2)
         w.step()
-        assert torch.isfinite(w.last_loss)
+        assert torch.isfinite(present(w.last_loss))
 
 
 def test_a_failing_rebuild_rolls_back(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -131,7 +134,7 @@ def test_a_failing_rebuild_rolls_back(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setattr(type(w), "_configure", explode_on_big_batches)
         with pytest.raises(RuntimeError, match="out of memory"):
             w.set_batch_size(1024)
-        assert w.batch_size == 2 and w.pool.batches[0][0].shape[0] == 2
+        assert w.batch_size == 2 and present(w.pool).batches[0][0].shape[0] == 2
         w.step()
 
 
@@ -201,26 +204,30 @@ def test_input_pipeline_gpu_transform_sends_uint8_through_the_loader(workers: in
             images, labels = w._draw_input()
             assert images.dtype == dtype and images.shape == (3, 3, 32, 32) and labels.shape == (3,)
             w.step()
-            assert torch.isfinite(w.last_loss)
+            assert torch.isfinite(present(w.last_loss))
+
+
+def hang(module: torch.nn.Module, accumulation: GradientAccumulation | None) -> None:
+    """Set the module's ``accumulation``, as the ddp_no_sync knob does on a DDP module."""
+    module.accumulation = accumulation  # type: ignore[assignment]  # Module.__setattr__'s stub: Tensor | Module only
 
 
 def test_steps_under_a_restore_point_leave_no_gradients_or_micro_step_count_behind() -> None:
     """Warm-up, single-rank timing and the memory probe run real steps: afterwards the gradients
     accumulated so far (a ddp_no_sync cycle half done) and the cycle's position are as before."""
-    from workloads.train_step import GradientAccumulation
-
     with build("encdec", "cpu", WorkloadOptions(batch_size=2, image_size=32)) as w:
+        assert isinstance(w, EncDecWorkload)
         w.step()  # gradients of one micro-step, not yet applied
         accumulation = GradientAccumulation(3)
         accumulation.advance()
-        w.decoder.accumulation = accumulation  # what the ddp_no_sync knob hangs on the DDP module
-        grads = [p.grad.clone() for p in w.trained_parameters()]
+        hang(w.decoder, accumulation)  # what the ddp_no_sync knob hangs on the DDP module
+        grads = [present(p.grad).clone() for p in w.trained_parameters()]
         params = [p.detach().clone() for p in w.trained_parameters()]
         with w._restore_point(w.generators()):
             accumulation.advance()
-            w.decoder.accumulation = None  # a plain module steps: zero_grad, backward, step
+            hang(w.decoder, None)  # a plain module steps: zero_grad, backward, step
             w.step()
-        w.decoder.accumulation = accumulation
+        hang(w.decoder, accumulation)
         assert accumulation.position == 1
-        assert all(torch.equal(p.grad, g) for p, g in zip(w.trained_parameters(), grads, strict=False))
+        assert all(torch.equal(present(p.grad), g) for p, g in zip(w.trained_parameters(), grads, strict=False))
         assert all(torch.equal(p, q) for p, q in zip(w.trained_parameters(), params, strict=False))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -12,12 +11,13 @@ from typing import Any, ClassVar
 
 import torch
 
-from workloads import distributed, fresh_start, limits, memory_probe, tuning
+from workloads import distributed, limits, memory_probe, tuning
 from workloads.change_checks import ChangeChecks
 from workloads.data import HostBatchPool
 from workloads.distributed import RankInfo
 from workloads.knobs import OFF, Knobs
 from workloads.registry import FamilyInfo, VariantInfo, WorkloadError, check_image_size
+from workloads.stage_timing import StageTiming
 from workloads.streams import TwoStagePipeline
 from workloads.train_step import GradientAccumulation
 
@@ -48,24 +48,7 @@ def available_cpus() -> int:
         return os.cpu_count() or 1
 
 
-def ms_per_call(fn: Callable[[], object], calls: int, cuda: bool) -> float:
-    """Mean ms per call of ``fn`` over ``calls`` calls in a row: CUDA events on the current stream
-    with ``cuda``, else the wall clock."""
-    if cuda:
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(calls):
-            fn()
-        end.record()
-        end.synchronize()
-        return start.elapsed_time(end) / calls
-    t = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    return (time.perf_counter() - t) * 1000.0 / calls
-
-
-class Workload(ChangeChecks, ABC):
+class Workload(ChangeChecks, StageTiming, ABC):
     """One reference training workload: build on a device, then ``step()`` repeatedly.
 
     ``step()`` only enqueues work: it never waits for the GPU (except where the variant's
@@ -208,7 +191,7 @@ class Workload(ChangeChecks, ABC):
 
     def _setup(self, warm_up: bool = True) -> None:
         """Apply the knobs, build the configuration, wire the stages, warm up what is slow."""
-        self.random_at_setup = fresh_start.RandomStates.of(self)  # what a fresh start puts back first
+        self.random_at_setup = memory_probe.RandomStates.of(self, self.device)  # what a fresh start puts back first
         tuning.apply_backend_flags(self.knobs)
         self._autocast = tuning.autocast_factory(self.device, self.knobs)
         layout = tuning.memory_format(self.knobs)
@@ -357,56 +340,6 @@ class Workload(ChangeChecks, ABC):
         if self._pushback is None:
             self._pushback = self._draw_input()
         return self._pushback
-
-    def stage_pair(self) -> tuple[tuple[str, Callable[[], Any]], tuple[str, Callable[[Any], Any]]] | None:
-        """The two stages of a two-stage family, each runnable alone on a fixed batch:
-        ((name, produce()), (name, consume(produced))). None: the variant has no such split."""
-        produce, consume = self._stages()
-        if produce is None or self._produce is None or self._consume is None:
-            return None
-        batch, run_produce, run_consume = self._peek_input(), self._produce, self._consume
-        return (produce[0], lambda: run_produce(*batch)), (consume[0], lambda out: run_consume(*out))
-
-    def time_stages(self, steps: int = 20) -> dict[str, float]:
-        """Each stage alone, ``steps`` times on the current stream: ms per call, by stage name.
-
-        A measurement, not a training step: it synchronizes once per stage (never per step)."""
-        pair = self.stage_pair()
-        if pair is None:
-            raise WorkloadError(f"{self.info.name}/{self.variant} has no two stages to time apart")
-        (name1, produce), (name2, consume) = pair
-        self.drain()
-        produced = produce()
-        consume(produced)  # warm-up: allocator, kernels' first launch
-        return {
-            name1: ms_per_call(produce, steps, self.on_cuda),
-            name2: ms_per_call(lambda: consume(produced), steps, self.on_cuda),
-        }
-
-    def time_single_rank(self, steps: int = 50) -> float | None:
-        """In a data-parallel run, rank 0's step time (ms) training alone: the plain module, no
-        all-reduce, while the other ranks wait at a barrier; the training state is put back after.
-        The reference of the scaling efficiency (N-rank rate ÷ N × one rank's). None on other ranks."""
-        import torch.distributed as dist
-
-        if self.rank_info is None:
-            raise WorkloadError("scaling efficiency needs a data-parallel run (--nproc 2 or more)")
-        ms = None
-        try:
-            if self.rank_info.is_leader:
-                ddp = getattr(self, self.trained_module)
-                setattr(self, self.trained_module, ddp.module)
-                try:
-                    with self._restore_point(self.generators()):
-                        self.step()  # the plain module's first call outside the timing
-                        self.drain()
-                        ms = ms_per_call(self.step, steps, self.on_cuda)
-                        self.drain()
-                finally:
-                    setattr(self, self.trained_module, ddp)
-        finally:
-            dist.barrier()  # every rank leaves together, also when rank 0's measurement failed
-        return ms
 
     def drain(self) -> None:
         """Wait until every stream of the device is idle (used at reconfigure, never per step)."""

@@ -11,35 +11,17 @@ configuration, whose compiled and captured code stays valid (every tensor is wri
 from __future__ import annotations
 
 import contextlib
-import random
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import torch
 
 from workloads import memory_probe, tuning
+from workloads.memory_probe import RandomStates
 
 if TYPE_CHECKING:  # pragma: no cover
     from workloads.base import Workload
-
-
-@dataclass(frozen=True)
-class RandomStates:
-    """The state of every generator a workload's steps and set-up draw from, and Python's."""
-
-    generators: list[torch.Tensor]
-    python: Any
-
-    @classmethod
-    def of(cls, w: Workload) -> RandomStates:
-        return cls([g.get_state() for g in memory_probe.generators_of(w, w.device)], random.getstate())
-
-    def put(self, w: Workload) -> None:
-        """Set ``w``'s generators (and Python's) to these states."""
-        for g, state in zip(memory_probe.generators_of(w, w.device), self.generators, strict=True):
-            g.set_state(state)
-        random.setstate(self.python)
 
 
 @dataclass(frozen=True)
@@ -56,7 +38,7 @@ class StartState:
     def of(cls, w: Workload) -> StartState:
         """``w``'s state now (take it before ``w`` steps)."""
         modules = {name: _cloned(m.state_dict()) for name, m in w.model_modules().items()}
-        return cls(modules, RandomStates.of(w), w.random_at_setup)
+        return cls(modules, RandomStates.of(w, w.device), w.random_at_setup)
 
 
 @contextlib.contextmanager
@@ -72,11 +54,11 @@ def starting_as(w: Workload, start: StartState) -> Iterator[None]:
     generators = memory_probe.generators_of(w, w.device)
     with tuning.restore_point(w.trained_parameters(), w.optimizer, generators):
         try:
-            start.at_setup.put(w)  # the configuration draws as the fresh build's did (a loader's seed)
+            start.at_setup.put(w, w.device)  # the configuration draws as the fresh build's did (a loader's seed)
             w.restart()  # built again: the first batch next (compiled code kept)
             _load(modules, start.modules)
             _clear_optimizer_state(w.optimizer)
-            start.randomness.put(w)
+            start.randomness.put(w, w.device)
             yield
         finally:
             w.drain()

@@ -20,7 +20,9 @@ are put back afterwards.
 from __future__ import annotations
 
 import contextlib
+import random
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import torch
@@ -96,6 +98,25 @@ def generators_of(owner: _DrawsRandomness, device: torch.device) -> list[torch.G
         if not any(g is seen for seen in out):
             out.append(g)
     return out
+
+
+@dataclass(frozen=True)
+class RandomStates:
+    """The state of every generator an owner's steps and set-up draw from (``generators_of``), and
+    Python's: what the probe puts back, and what a fresh start (``workloads.fresh_start``) replays."""
+
+    generators: list[torch.Tensor]
+    python: Any
+
+    @classmethod
+    def of(cls, owner: _DrawsRandomness, device: torch.device) -> RandomStates:
+        return cls([g.get_state() for g in generators_of(owner, device)], random.getstate())
+
+    def put(self, owner: _DrawsRandomness, device: torch.device) -> None:
+        """Set ``owner``'s generators (and Python's) to these states."""
+        for g, state in zip(generators_of(owner, device), self.generators, strict=True):
+            g.set_state(state)
+        random.setstate(self.python)
 
 
 @contextlib.contextmanager

@@ -5,7 +5,8 @@ SIGKILLed and whatever the started process is doing (a step blocked in a loader,
 sleep): the workload process with gpudash, each data-parallel rank with the launcher, a
 ``gpudash serve`` tab's dashboard with the server. ``on_parent_exit`` starts a daemon thread
 that blocks on the parent's end and then runs an action (end a process group, quit), so nothing
-waits for a step to finish.
+waits for a step to finish; ``die_with_parent`` is that action for the workload process and each
+rank: remove the run's scratch directory and kill the workload's process group.
 
 How the end is seen: on Linux ≥ 5.3 a pidfd of the parent (``os.pidfd_open``), which becomes
 readable when it exits: no delay, no polling. Elsewhere (another OS, an older kernel, a sandbox
@@ -21,13 +22,18 @@ Torch-free.
 
 from __future__ import annotations
 
+import functools
+import multiprocessing
 import os
 import select
+import shutil
 import sys
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+
+from gpudash.core import procgroup
 
 POLL_S = 0.25  # without a pidfd: how often the parent is checked
 PIDFD = "pidfd"
@@ -49,6 +55,22 @@ def on_parent_exit(parent: int, action: Callable[[], object], *, name: str = "gp
     thread = threading.Thread(target=_watch, args=(parent, fd, action), name=name, daemon=True)
     thread.start()
     return ParentWatch(parent=parent, method=method, thread=thread)
+
+
+def parent_pid() -> int:
+    """The process that started this one through multiprocessing (else the current parent)."""
+    parent = multiprocessing.parent_process()
+    return parent.pid if parent is not None and parent.pid is not None else os.getppid()
+
+
+def die_with_parent(group: int, scratch: str | None) -> ParentWatch:
+    """Once this process's parent is gone (gpudash, for the workload process; the launcher, for a
+    rank), remove ``scratch`` and kill the workload's process group ``group`` at once, this
+    process included (``procgroup.kill_group_now``)."""
+    cleanup = functools.partial(shutil.rmtree, scratch, ignore_errors=True) if scratch else None
+    return on_parent_exit(
+        parent_pid(), functools.partial(procgroup.kill_group_now, group, cleanup), name="gpudash-die-with-parent"
+    )
 
 
 def _open_pidfd(parent: int) -> tuple[int | None, str]:

@@ -5,12 +5,10 @@ its pid; everything it starts (DataLoader workers, the resource tracker) inherit
 and outlives it unless told to go. ``end_group`` is what the runner does on every exit path;
 ``kill_group_now`` is what a member does when gpudash is gone (``gpudash.core.parent_watch``).
 
-Membership is read from ``/proc`` (Linux): a process whose group is the workload's pid is in
-the group it made, since a group id is not reused while the group has members, so a group
-found empty is never signalled (no stray signal to a reused pid). Zombies (dead, waiting for
-a parent to reap them) do not count. Without ``/proc`` nothing is found and nothing is sent.
-``parent_of`` reads the same ``/proc/PID/stat`` for a process's parent (the tests and
-``benchmarks/rank_host_cost.py`` find a launcher's ranks with it).
+Membership is read through ``gpudash.core.proctree`` (psutil): a process whose group is the
+workload's pid is in the group it made, since a group id is not reused while the group has
+members, so a group found empty is never signalled (no stray signal to a reused pid). Zombies
+(dead, waiting for a parent to reap them) do not count.
 """
 
 from __future__ import annotations
@@ -21,51 +19,15 @@ import time
 from collections.abc import Callable
 from typing import NoReturn
 
+from gpudash.core import proctree
+
 GRACE_S = 1.0  # after SIGTERM, then after SIGKILL: how long the members get to be gone
 POLL_S = 0.02
 
 
-def _stat_fields(pid: int | str) -> list[bytes] | None:
-    """The fields of ``/proc/PID/stat`` after the command name (state, ppid, pgrp, ...); None when
-    the process is gone or there is no ``/proc``."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-    except OSError:
-        return None
-    # pid (comm) state ppid pgrp ...: comm may hold spaces and parentheses, so split after the last ")"
-    return stat.rsplit(b")", 1)[-1].split()
-
-
-def parent_of(pid: int) -> int | None:
-    """The parent pid of ``pid`` (from ``/proc``); None when it is gone."""
-    fields = _stat_fields(pid)
-    try:
-        return int(fields[1]) if fields else None
-    except (IndexError, ValueError):
-        return None
-
-
-def proc_pids() -> list[int] | None:
-    """The processes ``/proc`` lists now (some may be gone by the time they are read); None
-    without ``/proc``."""
-    try:
-        names = os.listdir("/proc")
-    except OSError:
-        return None
-    return [int(name) for name in names if name.isdigit()]
-
-
 def members(pgid: int) -> list[int]:
     """The live processes of group ``pgid``."""
-    found: list[int] = []
-    for pid in proc_pids() or ():
-        fields = _stat_fields(pid)
-        if fields is None:
-            continue  # gone meanwhile
-        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
-            found.append(pid)
-    return found
+    return proctree.group_members(pgid)
 
 
 def signal_group(pgid: int, sig: int) -> bool:

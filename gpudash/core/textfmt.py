@@ -11,6 +11,15 @@ if TYPE_CHECKING:  # pragma: no cover
     from gpudash.stats.comparison import Comparison, Estimate
 
 MINUS = "\u2212"  # a typographic minus: "−2", as the intervals print it
+SHOWN_PATH_CHARS = 80  # a path longer than this is shortened in messages (one line stays readable)
+
+
+def shown(path: str) -> str:
+    """``path`` for a one-line message: its start and end when it is very long."""
+    if len(path) <= SHOWN_PATH_CHARS:
+        return path
+    half = SHOWN_PATH_CHARS // 2 - 1
+    return f"{path[:half]}…{path[-half:]} ({len(path)} characters)"
 
 
 def fmt_num(v: float | None, width: int = 0) -> str:

@@ -5,8 +5,12 @@ The window (``gpudash.engine.measure_windows.diagnose``) measures, apart from th
 - the wall time of a step, untraced, and how much of it the host spent waiting for the next
   batch (``input_ms``: inside the workload's input draw, the loader's queue included);
 - the host-device syncs inside the steps (``syncs_per_step``; CUDA only);
-- from a profiler window (CUDA only): the GPU time of a step's kernels (any kernel running) and
-  the median launch delay; ``gpu_busy_pct`` is that kernel time over the untraced step's wall.
+- from a profiler window (CUDA only), all from that one window: the span of its steps (the first
+  step marker's start to the last kernel's end), the share of it the GPU ran anything
+  (``gpu_busy_pct``: kernels, copies and memsets on any stream, their union, so never over 100), the
+  GPU's busy time per step, the host's time to enqueue a step (its marker's median) and the median
+  launch delay (a kernel's launch call to its start: microseconds when nothing waits in the GPU's
+  queue, milliseconds when the host runs ahead of a busy GPU).
 
 and the parent may add NVML's memory-bandwidth share and throttling. The rules, in order:
 
@@ -15,10 +19,13 @@ and the parent may add NVML's memory-bandwidth share and throttling. The rules, 
    it waits ``MANY_SYNCS`` times or more, busy GPU or not: waits that many come from
    data-dependent shapes (nonzero, unique, boolean masks), slow kernels themselves, and they keep
    the step from being captured or overlapped (one wait, a logged loss, does not);
-3. **GPU-bound**: the GPU ran kernels at least ``GPU_BUSY`` of the time — *memory* when NVML's
-   memory-bandwidth share is at least ``MEMORY_BW``, *compute* otherwise;
-4. **host/launch-bound**: none of those, and the GPU idles between kernels: the host enqueues a step
-   slower than the GPU runs it.
+3. **GPU-bound**: the GPU ran kernels at least ``GPU_BUSY`` of the steps' span — or at least
+   ``GPU_BUSY_QUEUED`` of it while launched work waits ``QUEUED_US`` or more in the GPU's queue (the
+   host runs ahead; the gaps are the GPU's own) — *memory* when NVML's memory-bandwidth share is at
+   least ``MEMORY_BW``, *compute* otherwise;
+4. **host/launch-bound**: none of those: the GPU idles between kernels and its queue is empty, the
+   host enqueues a step slower than the GPU runs it (on an H100: a kernel starts ~12 µs after its
+   launch here, against ~50 ms in a GPU-bound step's queue).
 
 On the CPU (no GPU figures) a step that does not wait for input is **CPU-bound**: the step's own
 arithmetic. Each verdict carries its evidence and what to try next, in one line.
@@ -33,7 +40,9 @@ from dataclasses import dataclass
 from gpudash.core.protocol import Event, GpuSample
 
 INPUT_SHARE = 0.30  # of a step spent waiting for the next batch: input-bound at or above
-GPU_BUSY = 90.0  # % of the window any kernel ran: GPU-bound at or above
+GPU_BUSY = 90.0  # % of the steps' span the GPU ran anything: GPU-bound at or above
+GPU_BUSY_QUEUED = 75.0  # % busy that is GPU-bound too when launched work queues (QUEUED_US)
+QUEUED_US = 1000.0  # median wait of launched work in the GPU's queue: the host runs ahead at or above
 MEMORY_BW = 60.0  # NVML's memory-bandwidth %: a GPU-bound step is memory-bound at or above
 MANY_SYNCS = 2.0  # host waits per step: sync-bound at or above, however busy the GPU
 
@@ -55,8 +64,9 @@ class Evidence:
     step_ms: float  # wall time per step, untraced
     input_ms: float  # of it, waiting for the next batch
     syncs_per_step: float | None = None  # CUDA only
-    gpu_busy_pct: float | None = None  # profiler window, CUDA only
-    gpu_ms_per_step: float | None = None  # the GPU time of one step's kernels (busy time per step)
+    gpu_busy_pct: float | None = None  # profiler window, CUDA only: busy share of the steps' span
+    gpu_ms_per_step: float | None = None  # the GPU's busy time per step, same window
+    host_ms_per_step: float | None = None  # the host's time to enqueue a step, same window (median)
     launch_delay_us: float | None = None  # median, CPU launch call to kernel start
     mem_bw_pct: float | None = None  # NVML, added by the parent
     throttled: str | None = None  # NVML's throttle reasons, when any
@@ -132,25 +142,44 @@ def diagnose(e: Evidence) -> Diagnosis:
             "run it on a GPU (--device cuda); on the CPU, a smaller model or batch",
         )
     throttle = f"; the GPU is throttled ({e.throttled})" if e.throttled else ""
-    if busy >= GPU_BUSY:
+    queued = e.launch_delay_us is not None and e.launch_delay_us >= QUEUED_US
+    if busy >= GPU_BUSY or (queued and busy >= GPU_BUSY_QUEUED):
         if e.mem_bw_pct is not None and e.mem_bw_pct >= MEMORY_BW:
             return Diagnosis(
                 Bound.GPU_MEMORY,
-                f"kernels ran {busy:.0f}% of the time, memory bandwidth {e.mem_bw_pct:.0f}% busy{throttle}",
+                f"kernels ran {busy:.0f}% of the time, memory bandwidth {e.mem_bw_pct:.0f}% busy"
+                f"{_delay(e, queued=True)}{throttle}",
                 "move fewer bytes: amp=bf16 (half of them), compile (fuses elementwise kernels), channels_last",
             )
         return Diagnosis(
             Bound.GPU_COMPUTE,
-            f"kernels ran {busy:.0f}% of the time{throttle}",
+            f"kernels ran {busy:.0f}% of the time{_delay(e, queued=True)}{throttle}",
             "faster arithmetic: amp=bf16, tf32, channels_last with cudnn_benchmark for convolutions, compile",
         )
-    gpu = f" whose kernels run {e.gpu_ms_per_step:.3g} ms" if e.gpu_ms_per_step is not None else ""
-    delay = f", a kernel starts {e.launch_delay_us:.0f} µs after its launch" if e.launch_delay_us is not None else ""
     return Diagnosis(
         Bound.HOST,
-        f"the CPU needs {e.step_ms:.3g} ms to enqueue a step{gpu}; the GPU idles {100 - busy:.0f}% of the time{delay}",
+        f"{_enqueue(e)}; the GPU idles {100 - busy:.0f}% of the time{_delay(e, queued=False)}",
         "launch less from Python: cuda_graph or compile=reduce-overhead, or a larger batch",
     )
+
+
+def _enqueue(e: Evidence) -> str:
+    """The host's time to enqueue a step against the GPU's time for it, in words."""
+    host = e.host_ms_per_step if e.host_ms_per_step is not None else e.step_ms
+    gpu = f" whose kernels run {e.gpu_ms_per_step:.3g} ms" if e.gpu_ms_per_step is not None else ""
+    return f"the CPU needs {host:.3g} ms to enqueue a step{gpu}"
+
+
+def _delay(e: Evidence, queued: bool) -> str:
+    if e.launch_delay_us is None:
+        return ""
+    if queued:
+        return f", kernels wait {_us(e.launch_delay_us)} in the GPU's queue"
+    return f", a kernel starts {_us(e.launch_delay_us)} after its launch"
+
+
+def _us(us: float) -> str:
+    return f"{us / 1000:.3g} ms" if us >= 1000 else f"{us:.0f} µs"
 
 
 def with_gpu_telemetry(event: Event, gpu: GpuSample | None) -> Event:

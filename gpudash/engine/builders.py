@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from gpudash.core.protocol import RunConfig
 from gpudash.engine.events import plain
 from gpudash.engine.loop import StepLoop
-from gpudash.engine.reconfigure import Builder
+from gpudash.engine.loop_state import Builder
 
 if TYPE_CHECKING:  # pragma: no cover
     from workloads.base import Workload

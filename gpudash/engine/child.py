@@ -7,22 +7,20 @@ queues. Torch is imported only inside functions here, so ``import gpudash.engine
 The child leads its own process group, which its DataLoader workers and a data-parallel run's
 ranks (and theirs) inherit; the moment gpudash is gone, even SIGKILLed and whatever a step is
 doing, a watcher thread removes the run's scratch directory and kills that whole group
-(``die_with_parent``; the ranks do the same when the launcher is gone).
+(``gpudash.core.parent_watch.die_with_parent``; the ranks do the same when the launcher is gone).
 """
 
 from __future__ import annotations
 
-import functools
 import multiprocessing
 import os
-import shutil
 import signal
 import sys
 import time
 import traceback
 from typing import Any
 
-from gpudash.core import faults, memguard, parent_watch, procgroup
+from gpudash.core import faults, memguard, parent_watch
 from gpudash.core.protocol import REFUSED, TRACEBACK, Event, EventKind, RunConfig
 from gpudash.engine.builders import started_details, workload_builder
 from gpudash.engine.channel import ParentChannel
@@ -48,8 +46,6 @@ def _platform_start_method() -> None:
     default (the first of ``get_all_start_methods()``: fork on Linux before 3.14) is what the
     workloads' loaders are written for.
     """
-    import multiprocessing
-
     methods = multiprocessing.get_all_start_methods()
     if methods and multiprocessing.get_start_method(allow_none=True) != methods[0]:
         multiprocessing.set_start_method(methods[0], force=True)
@@ -73,22 +69,6 @@ def _isolate(log_path: str | None) -> None:
                 stream.reconfigure(line_buffering=True)  # type: ignore[union-attr]  # TextIOWrapper's; else caught
             except (AttributeError, ValueError):
                 pass
-
-
-def parent_pid() -> int:
-    """The process that started this one through multiprocessing (else the current parent)."""
-    parent = multiprocessing.parent_process()
-    return parent.pid if parent is not None and parent.pid is not None else os.getppid()
-
-
-def die_with_parent(group: int, scratch: str | None) -> parent_watch.ParentWatch:
-    """Once this process's parent is gone (gpudash, for the workload process; the launcher, for a
-    rank), remove ``scratch`` and kill the workload's process group ``group`` at once, this
-    process included (``procgroup.kill_group_now``)."""
-    cleanup = functools.partial(shutil.rmtree, scratch, ignore_errors=True) if scratch else None
-    return parent_watch.on_parent_exit(
-        parent_pid(), functools.partial(procgroup.kill_group_now, group, cleanup), name="gpudash-die-with-parent"
-    )
 
 
 def _run_child(config: RunConfig, channel: ParentChannel, t0: float) -> None:
@@ -147,7 +127,7 @@ def child_main(config: RunConfig, controls: Any, out: Any, log_path: str | None,
     """The spawned child's entry point: exit 0 after a clean stop, 1 after a crash. ``scratch``
     is the run's scratch directory (the runner made it and removes it; so does the watcher)."""
     _isolate(log_path)
-    die_with_parent(os.getpid(), scratch)  # after _isolate, which made the group (its id: this pid)
+    parent_watch.die_with_parent(os.getpid(), scratch)  # after _isolate, which made the group (its id: this pid)
     _platform_start_method()
     channel = ParentChannel(controls, out, t0)
 

@@ -17,7 +17,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from pathlib import Path
 
     from gpudash.diagnosis.rules import Evidence
-    from gpudash.engine.loop import StepLoop
+
+    # what these functions see of a StepLoop: its state, beneath the loop that calls them
+    from gpudash.engine.loop_state import LoopState as StepLoop
     from gpudash.engine.trace_figures import TraceFigures
 
 MAX_TRACE_STEPS = 200  # a profiler window's cap in steps
@@ -180,16 +182,17 @@ def _evidence(loop: StepLoop, steps: int) -> Evidence:
     if not w.on_cuda:
         return Evidence(steps=steps, step_ms=step_ms, input_ms=input_ms, syncs_per_step=syncs)
     fig = traces.window_figures(loop.torch, w, steps)
-    # The kernels' busy time per step, against the untraced step: the traced window's wall also
-    # holds the profiler's start and stop (a hundred ms), which would read as an idle GPU.
-    gpu_ms = None if fig.gpu_busy_pct is None else fig.gpu_busy_pct / 100.0 * fig.wall_ms / fig.steps
+    # Busy, idle and the GPU's time per step all come from the traced window itself (one span, the
+    # step markers'), never from the traced kernels over an untraced wall: tracing slows the host,
+    # and a ratio across two windows can read a host-bound step as busy.
     return Evidence(
         steps=steps,
         step_ms=step_ms,
         input_ms=input_ms,
         syncs_per_step=syncs,
-        gpu_busy_pct=None if gpu_ms is None else min(100.0, 100.0 * gpu_ms / step_ms),
-        gpu_ms_per_step=gpu_ms,
+        gpu_busy_pct=fig.gpu_busy_pct,
+        gpu_ms_per_step=fig.gpu_ms_per_step,
+        host_ms_per_step=fig.host_ms_per_step,
         launch_delay_us=fig.launch_delay_us,
     )
 

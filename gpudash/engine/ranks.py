@@ -16,7 +16,7 @@ ranks send ``RankSample``s with their step times, which the parent folds into ra
 (slowest rank, its step time).
 
 No process is left behind: the ranks (and their loader workers) stay in the workload process's
-group, each rank ends that group the moment the launcher is gone (``gpudash.engine.child.die_with_parent``),
+group, each rank ends that group the moment the launcher is gone (``gpudash.core.parent_watch.die_with_parent``),
 as the launcher does when gpudash is gone; what the launcher writes to the temp dir (its log
 directory, the ranks' error files) goes to the run's scratch directory, removed on every path.
 """
@@ -73,7 +73,7 @@ def launch(config: RunConfig, controls: Any, out: Any, log_path: str | None, t0:
 
 def rank_main(config: RunConfig, controls: Any, out: Any, log_path: str | None, t0: float, scratch: str) -> None:
     """One rank: join the process group, build the workload with DDP, run the step loop."""
-    from gpudash.engine.child import die_with_parent, parent_pid
+    from gpudash.core.parent_watch import die_with_parent, parent_pid
 
     die_with_parent(parent_pid(), scratch)  # the launcher leads the workload's group: its pid is the group's id
 

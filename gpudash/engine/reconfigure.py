@@ -1,26 +1,21 @@
-"""Changes of the running configuration, for one ``StepLoop`` at a step boundary: a variant, batch
-size or knobs change, a switch of family, and the revert after an out-of-memory error in the first
-steps after a change. Torch is imported only inside functions here."""
+"""Changes of the running configuration, for one step loop (its ``LoopState``) at a step boundary:
+a variant, batch size or knobs change, a switch of family, and the revert after an out-of-memory
+error in the first steps after a change. Torch is imported only inside functions here."""
 
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from gpudash.core.protocol import EventKind, SetKnob, SetKnobs, SwitchWorkload
 from gpudash.engine.events import one_line, progress_reports
+from gpudash.engine.loop_state import LoopState, Setup
 from gpudash.engine.measure import loss_reader
 
 if TYPE_CHECKING:  # pragma: no cover
-    from gpudash.engine.loop import StepLoop
     from workloads.base import Workload
     from workloads.knobs import Knobs
 
-# builder(workload, variant, batch size, knobs): None means the family's default (no knob).
-Builder = Callable[[str, "str | None", "int | None", "Knobs | None"], "Workload"]
-Setup = tuple[str, str, int, "Knobs"]  # (workload, variant, batch size, knobs)
 PROBATION_STEPS = 5  # an out-of-memory error this soon after a change reverts the change
 
 
@@ -41,24 +36,14 @@ def setting_text(w: Workload, what: str) -> str:
     return w.knobs.text() if what == "knobs" else str(getattr(w, what))
 
 
-@dataclass
-class ChangeState:
-    """What a loop keeps of its changes: how many were tried, and the configuration before the last
-    one, which an out-of-memory error in its first ``PROBATION_STEPS`` steps goes back to."""
-
-    count: int = 0  # changes applied or attempted past their checks (exit@reconfigure)
-    probation: int = 0  # steps left in which an OOM reverts the last change
-    previous: Setup | None = None  # the configuration before it
-
-
-def may_revert(loop: StepLoop) -> bool:
+def may_revert(loop: LoopState) -> bool:
     """Whether an out-of-memory error now reverts the last change (never on a data-parallel rank:
     it cannot revert alone; the run ends, the launcher stops all)."""
     state = loop.changes
     return state.probation > 0 and state.previous is not None and loop.workload.world_size <= 1
 
 
-def set_knobs(loop: StepLoop, control: SetKnob | SetKnobs) -> None:
+def set_knobs(loop: LoopState, control: SetKnob | SetKnobs) -> None:
     """Turn one knob on, off or to another value (``SetKnob``), or set them all (``SetKnobs``);
     a bad name or value is an error event."""
     from workloads.knobs import knob, parse_knobs
@@ -78,7 +63,7 @@ def set_knobs(loop: StepLoop, control: SetKnob | SetKnobs) -> None:
 
 
 def change(
-    loop: StepLoop, what: str, *, variant: str | None = None, batch_size: int | None = None, knobs: Knobs | None = None
+    loop: LoopState, what: str, *, variant: str | None = None, batch_size: int | None = None, knobs: Knobs | None = None
 ) -> None:
     """Change the running workload's variant, batch size or knobs; refused: an error event."""
     w = loop.workload
@@ -116,7 +101,7 @@ def change(
     _changed(loop, what, before, setting_text(w, what), previous)
 
 
-def switch(loop: StepLoop, control: SwitchWorkload) -> None:
+def switch(loop: LoopState, control: SwitchWorkload) -> None:
     """Close the workload and build another; if that fails, build the last good one again."""
     before = loop.workload.info.name
     previous = setup_of(loop.workload)
@@ -151,7 +136,7 @@ def switch(loop: StepLoop, control: SwitchWorkload) -> None:
     _changed(loop, "workload", before, new.info.name, previous, note=dropped)
 
 
-def revert_after_oom(loop: StepLoop) -> None:
+def revert_after_oom(loop: LoopState) -> None:
     """Out of memory in the first steps after a change: back to the previous configuration."""
     assert loop.changes.previous is not None
     previous, loop.changes.previous = loop.changes.previous, None
@@ -193,19 +178,19 @@ def revert_after_oom(loop: StepLoop) -> None:
 # -- the steps of a change ----------------------------------------------------------------------
 
 
-def _warming(loop: StepLoop, knobs: Knobs, what: str) -> Any:
+def _warming(loop: LoopState, knobs: Knobs, what: str) -> Any:
     """Progress reports while a change to ``knobs`` warms up (compiles, captures)."""
     return progress_reports(loop.emit, loop.now, what, knobs.warmups)
 
 
-def _reconfiguring(loop: StepLoop, what: str) -> None:
+def _reconfiguring(loop: LoopState, what: str) -> None:
     """A change is under way (drained, not yet rebuilt): where exit@reconfigure strikes."""
     loop.changes.count += 1
     if loop.fault is not None:
         loop.fault.reconfiguring(loop.changes.count, what)
 
 
-def _knobs_for(loop: StepLoop, control: SwitchWorkload) -> tuple[Knobs, str]:
+def _knobs_for(loop: LoopState, control: SwitchWorkload) -> tuple[Knobs, str]:
     """The running knobs that the new workload's variant takes, and a note on those it does not."""
     from workloads.knobs import KNOBS
     from workloads.registry import WorkloadError, family
@@ -226,7 +211,7 @@ def _knobs_for(loop: StepLoop, control: SwitchWorkload) -> tuple[Knobs, str]:
     return knobs, "; ".join(notes)
 
 
-def _retire_workload(loop: StepLoop) -> None:
+def _retire_workload(loop: LoopState) -> None:
     """Close the running workload and free it (collected, the allocator's cache emptied) before
     the caller builds another. So a switch never holds two families' memory, a revert after an
     out-of-memory error never holds the failed workload's, and the next workload is laid out
@@ -237,7 +222,7 @@ def _retire_workload(loop: StepLoop) -> None:
     free_memory(loop.torch, loop.on_cuda)
 
 
-def _rebuild(loop: StepLoop, setup: Setup) -> None:
+def _rebuild(loop: LoopState, setup: Setup) -> None:
     """After a failure: a fresh workload in ``setup`` (the old one already closed, or retired)."""
     assert loop.builder is not None
     free_memory(loop.torch, loop.on_cuda)
@@ -245,11 +230,11 @@ def _rebuild(loop: StepLoop, setup: Setup) -> None:
     loop.reset_measuring()
 
 
-def _refused(loop: StepLoop, what: str, before: str, after: str, message: str) -> None:
+def _refused(loop: LoopState, what: str, before: str, after: str, message: str) -> None:
     loop.event(EventKind.ERROR, what=what, before=before, after=after, message=message, details=loop.config())
 
 
-def _changed(loop: StepLoop, what: str, before: str, after: str, previous: Setup, note: str = "") -> None:
+def _changed(loop: LoopState, what: str, before: str, after: str, previous: Setup, note: str = "") -> None:
     loop.changes.previous = previous
     loop.changes.probation = PROBATION_STEPS
     loop.reset_config_rate()

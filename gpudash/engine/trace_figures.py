@@ -1,10 +1,11 @@
 """Figures of one profiler window, from its Chrome trace events. Torch-free.
 
 What NVML's utilisation cannot say, read from the device activity of a ``torch.profiler`` trace:
-how much of the window the GPU ran anything (busy %), the gaps between (idle %), each stream's
-busy share, how much of the busy time two or more streams ran at once (multi-stream overlap %),
-kernels per step, the launch delay (CPU launch call → kernel start, median), the memcpy share and
-the five kernels that took the most time.
+how much of the steps' span the GPU ran anything (busy %), the gaps between (idle %), the host's
+time to enqueue a step against the GPU's time for it, each stream's busy share, how much of the
+busy time two or more streams ran at once (multi-stream overlap %), kernels per step, the launch
+delay (a launch call → its first kernel's start, median), the memcpy share and the five kernels
+that took the most time.
 
 Computed here from the trace events rather than with Holistic Trace Analysis: HTA is not among
 gpudash's dependencies (it brings pandas and plotly), reads trace *directories* of whole runs
@@ -28,6 +29,7 @@ Interval = tuple[float, float]  # (start, end) in µs
 
 KERNEL, MEMCPY, MEMSET = "kernel", "gpu_memcpy", "gpu_memset"
 STAGE_PREFIX = "gpudash.stage."  # record_function names around each stage during a window
+STEP_MARKER = "gpudash.step"  # the record_function range around each step of a window (the host's enqueue)
 DEVICE_CATEGORIES = (KERNEL, MEMCPY, MEMSET)
 LAUNCH_NAMES = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cudaGraphLaunch")
 
@@ -69,12 +71,15 @@ class TraceFigures:
 
     steps: int
     wall_ms: float
-    gpu_busy_pct: float | None = None
+    gpu_busy_pct: float | None = None  # of the steps' span (the window's wall without step markers)
     idle_pct: float | None = None
+    gpu_ms_per_step: float | None = None  # the GPU's busy time (any stream) per step, in the same span
+    host_ms_per_step: float | None = None  # median host time to enqueue a step (its step marker)
+    span_ms: float | None = None  # the steps' span: first step marker's start → the last device activity's end
     overlap_pct: float | None = None  # of the busy time, with kernels on >= 2 streams
     memcpy_pct: float | None = None
     kernels_per_step: float | None = None
-    launch_delay_us: float | None = None  # median, CPU launch call → kernel start
+    launch_delay_us: float | None = None  # median, CPU launch call → its first kernel's start
     stream_busy_pct: dict[int, float] = field(default_factory=dict)
     stream_ms_per_step: dict[int, float] = field(default_factory=dict)
     top_kernels: tuple[tuple[str, float], ...] = ()  # (name, ms per step), largest first
@@ -102,7 +107,17 @@ class TraceFigures:
     def details(self) -> dict[str, str]:
         """As an event's text details (what the CSV and the dashboard get)."""
         out = {"trace_steps": str(self.steps), "trace_wall_ms": f"{self.wall_ms:.3f}"}
-        for key in ("gpu_busy_pct", "idle_pct", "overlap_pct", "memcpy_pct", "kernels_per_step", "launch_delay_us"):
+        for key in (
+            "gpu_busy_pct",
+            "idle_pct",
+            "gpu_ms_per_step",
+            "host_ms_per_step",
+            "span_ms",
+            "overlap_pct",
+            "memcpy_pct",
+            "kernels_per_step",
+            "launch_delay_us",
+        ):
             value = getattr(self, key)
             if value is not None:
                 out[key] = f"{value:.4g}"
@@ -127,17 +142,22 @@ def read_events(path: str | Path) -> list[dict[str, Any]]:
 
 
 def figures(events: Sequence[dict[str, Any]], steps: int, wall_ms: float) -> TraceFigures:
-    """The window's figures from its trace events; ``wall_ms``: the window's wall time."""
+    """The window's figures from its trace events; ``wall_ms``: the window's wall time.
+
+    Busy and idle come from one and the same span: from the first step marker's start (the host
+    begins the first step) to the end of the last device activity or step, whichever is later; busy is
+    the union of kernel, copy and memset intervals inside it, so it never exceeds the span. Without
+    step markers (a trace from elsewhere) the span is the window's wall."""
     device = [e for e in events if e.get("cat") in DEVICE_CATEGORIES and "dur" in e and "ts" in e]
     if not device:
         return TraceFigures(steps=steps, wall_ms=wall_ms)
-    wall_us = wall_ms * 1000.0
+    span = steps_span(events, device) or (0.0, wall_ms * 1000.0)
+    span_us = span[1] - span[0]
     per_step = 1.0 / (1000.0 * max(steps, 1))  # µs over the window → ms per step
     kernels = [e for e in device if e["cat"] == KERNEL]
-    busy = union(_interval(e) for e in device)
+    busy_us = length(clip(union(_interval(e) for e in device), span))
     merged = kernels_by_stream(kernels)
     kernel_busy = union(iv for ivs in merged.values() for iv in ivs)
-    busy_us = length(busy)
     totals: dict[str, float] = {}
     for e in kernels:
         totals[str(e.get("name", "?"))] = totals.get(str(e.get("name", "?")), 0.0) + float(e["dur"])
@@ -145,17 +165,50 @@ def figures(events: Sequence[dict[str, Any]], steps: int, wall_ms: float) -> Tra
     return TraceFigures(
         steps=steps,
         wall_ms=wall_ms,
-        gpu_busy_pct=_pct(busy_us, wall_us),
-        idle_pct=max(0.0, 100.0 - _pct(busy_us, wall_us)),
+        gpu_busy_pct=_pct(busy_us, span_us),
+        idle_pct=max(0.0, 100.0 - _pct(busy_us, span_us)),
+        gpu_ms_per_step=busy_us * per_step,
+        host_ms_per_step=_host_ms_per_step(events),
+        span_ms=span_us / 1000.0,
         overlap_pct=_pct(covered_by_two_or_more(list(merged.values())), length(kernel_busy)),
-        memcpy_pct=_pct(length(union(_interval(e) for e in device if e["cat"] == MEMCPY)), wall_us),
+        memcpy_pct=_pct(length(clip(union(_interval(e) for e in device if e["cat"] == MEMCPY), span)), span_us),
         kernels_per_step=len(kernels) / max(steps, 1),
         launch_delay_us=_launch_delay(events, kernels),
-        stream_busy_pct={sid: _pct(length(iv), wall_us) for sid, iv in sorted(merged.items())},
+        stream_busy_pct={sid: _pct(length(clip(iv, span)), span_us) for sid, iv in sorted(merged.items())},
         stream_ms_per_step={sid: length(iv) * per_step for sid, iv in sorted(merged.items())},
         top_kernels=tuple((name, us * per_step) for name, us in top),
         stage_ms_per_step={name: length(union(iv)) * per_step for name, iv in _stage_kernels(events, kernels).items()},
     )
+
+
+def step_markers(events: Iterable[dict[str, Any]]) -> list[Interval]:
+    """The host's step ranges (``STEP_MARKER``), in order."""
+    return sorted(
+        _interval(e)
+        for e in events
+        if e.get("cat") == "user_annotation" and e.get("name") == STEP_MARKER and "ts" in e and "dur" in e
+    )
+
+
+def steps_span(events: Sequence[dict[str, Any]], device: Sequence[dict[str, Any]]) -> Interval | None:
+    """From the first step's start on the host to whichever ends later, the last step on the host or
+    the last device activity (the GPU's backlog of the last steps); None without step markers."""
+    marks = step_markers(events)
+    if not marks:
+        return None
+    end = max([b for _, b in marks] + [_interval(e)[1] for e in device])
+    return marks[0][0], end
+
+
+def clip(intervals: Iterable[Interval], span: Interval) -> list[Interval]:
+    """The parts of (disjoint) intervals inside ``span``."""
+    lo, hi = span
+    return [(max(a, lo), min(b, hi)) for a, b in intervals if b > lo and a < hi]
+
+
+def _host_ms_per_step(events: Sequence[dict[str, Any]]) -> float | None:
+    marks = step_markers(events)
+    return statistics.median(b - a for a, b in marks) / 1000.0 if marks else None
 
 
 def kernels_by_stream(events: Iterable[dict[str, Any]]) -> dict[int, list[Interval]]:
@@ -210,15 +263,18 @@ def _stage_kernels(events: Sequence[dict[str, Any]], kernels: Sequence[dict[str,
 
 
 def _launch_delay(events: Sequence[dict[str, Any]], kernels: Sequence[dict[str, Any]]) -> float | None:
-    """Median µs from each kernel's launch call on the CPU to the kernel's start on the GPU."""
+    """Median µs from each launch call on the CPU to the start of the first kernel it launched on the
+    GPU: how long launched work waits in the GPU's queue (a graph launch counts once, by its first
+    kernel, not by each of its kernels waiting behind the others)."""
     launches = {
         e.get("args", {}).get("correlation"): float(e["ts"])
         for e in events
         if e.get("cat") == "cuda_runtime" and e.get("name") in LAUNCH_NAMES
     }
-    delays = [
-        float(k["ts"]) - launches[c]
-        for k in kernels
-        if (c := k.get("args", {}).get("correlation")) is not None and c in launches
-    ]
+    first: dict[Any, float] = {}
+    for k in kernels:
+        c = k.get("args", {}).get("correlation")
+        if c is not None and c in launches:
+            first[c] = min(first.get(c, float("inf")), float(k["ts"]))
+    delays = [start - launches[c] for c, start in first.items()]
     return statistics.median(delays) if delays else None

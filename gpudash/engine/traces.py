@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gpudash.engine.trace_figures import STAGE_PREFIX, TraceFigures, figures, read_events
+from gpudash.engine.trace_figures import STAGE_PREFIX, STEP_MARKER, TraceFigures, figures, read_events
 
 if TYPE_CHECKING:  # pragma: no cover
     from workloads.base import Workload
@@ -67,7 +67,9 @@ def window_figures(torch: Any, workload: Workload, steps: int) -> TraceFigures:
 
 
 def _profiled(torch: Any, workload: Workload, steps: int) -> tuple[Any, float]:
-    """``steps`` steps (drained) under the profiler: the profiler and the window's wall ms."""
+    """``steps`` steps (drained) under the profiler, each inside a ``STEP_MARKER`` range (the host's
+    enqueue of that step: busy and idle are measured over the span they open): the profiler and the
+    window's wall ms."""
     activities = [torch.profiler.ProfilerActivity.CPU]
     if workload.on_cuda:
         activities.append(torch.profiler.ProfilerActivity.CUDA)
@@ -76,7 +78,8 @@ def _profiled(torch: Any, workload: Workload, steps: int) -> tuple[Any, float]:
     try:
         with torch.profiler.profile(activities=activities) as prof:
             for _ in range(steps):
-                workload.step()
+                with torch.profiler.record_function(STEP_MARKER):
+                    workload.step()
             workload.drain()
     finally:
         workload.annotate_stages = None

@@ -24,7 +24,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpudash.core.procgroup import proc_pids
+from gpudash.core import proctree
 from workloads.limits import gib, meminfo
 
 # PSS of a data-parallel rank at its peak (torch imported, workload built, training): the largest of
@@ -137,20 +137,8 @@ def pids_left() -> tuple[int, str] | None:
 
 
 def _user_processes() -> int | None:
-    """Threads of this user, as RLIMIT_NPROC counts them (each task counts); None without /proc."""
-    pids = proc_pids()
-    if pids is None:
-        return None
-    uid = os.getuid()
-    count = 0
-    for pid in pids:
-        try:
-            if os.stat(f"/proc/{pid}").st_uid != uid:
-                continue
-            count += len(os.listdir(f"/proc/{pid}/task"))
-        except OSError:
-            continue  # gone meanwhile
-    return count
+    """Threads of this user, as RLIMIT_NPROC counts them (each task counts); None when unreadable."""
+    return proctree.user_threads(os.getuid())
 
 
 def memory_available() -> tuple[int, str] | None:

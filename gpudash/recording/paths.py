@@ -20,22 +20,14 @@ import sys
 from dataclasses import dataclass
 
 from gpudash.argtypes import UsageError
+from gpudash.core.textfmt import shown
 
-SHOWN_PATH_CHARS = 80  # a path longer than this is shortened in messages (one line stays readable)
 _KINDS = (
     (stat.S_ISFIFO, "a FIFO"),
     (stat.S_ISCHR, "a character device"),
     (stat.S_ISBLK, "a block device"),
     (stat.S_ISSOCK, "a socket"),
 )
-
-
-def shown(path: str) -> str:
-    """``path`` for a one-line message: its start and end when it is very long."""
-    if len(path) <= SHOWN_PATH_CHARS:
-        return path
-    half = SHOWN_PATH_CHARS // 2 - 1
-    return f"{path[:half]}…{path[-half:]} ({len(path)} characters)"
 
 
 def check_stdout(what: str) -> None:

@@ -15,15 +15,19 @@ report.md or the terminal with a control character in it.
 from __future__ import annotations
 
 import datetime as _dt
+import json
+import math
 import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
+from gpudash import shared_flags
 from gpudash.argtypes import Parser, UsageError, check_out_dir, non_negative_float
 from gpudash.core.protocol import ExitCode
 from gpudash.core.textfmt import clip, fmt_num, fmt_pm, fmt_ratio, strip_controls
-from gpudash.report.ab import pairs, relative_table
+from gpudash.report.ab import Pair, pairs, relative_table
 from gpudash.report.load import ConfigFigures, ReportInputError, Run, load_run
 from gpudash.stats.comparison import Comparison, Estimate, compare
 from gpudash.stats.noise_tally import MARK, markdown_section
@@ -60,6 +64,8 @@ def build_parser() -> Parser:
         metavar="SECONDS",
         help="also draw each recording's throughput as a moving mean over this many seconds (default 0: raw)",
     )
+    shared_flags.add_quiet(p)
+    shared_flags.add_json(p)
     return p
 
 
@@ -217,10 +223,66 @@ def main(argv: list[str]) -> int:
     except OSError as exc:
         say("error", f"cannot write in {out}: {exc.strerror or exc}")
         return ExitCode.FAILED
-    for pair in pairs(runs, baseline):  # the A/B verdicts, hyperfine-style
-        print(f"gpudash: {strip_controls(pair.sentence())}", file=sys.stderr)
-    print(f"gpudash: wrote {', '.join(written)} in {out}", file=sys.stderr)
+    found = pairs(runs, baseline)
+    if args.json:
+        print(json.dumps(results_document(runs, found, out, written), indent=2))
+    if not args.quiet:
+        for pair in found:  # the A/B verdicts, hyperfine-style
+            print(f"gpudash: {strip_controls(pair.sentence())}", file=sys.stderr)
+        print(f"gpudash: wrote {', '.join(written)} in {out}", file=sys.stderr)
     return ExitCode.OK
+
+
+def _number(x: float | None) -> float | None:
+    """A figure for JSON: None for a missing or infinite one (JSON has no Infinity)."""
+    return x if x is not None and math.isfinite(x) else None
+
+
+def _estimate(e: Estimate | None) -> dict[str, Any] | None:
+    return None if e is None else {"mean": _number(e.mean), "low": _number(e.low), "high": _number(e.high)}
+
+
+def results_document(runs: Sequence[Run], found: Sequence[Pair], out: Path, written: Sequence[str]) -> dict[str, Any]:
+    """``--json``: each run's configurations with steps/s and its interval, and each A/B comparison."""
+    return {
+        "out": str(out),
+        "written": list(written),
+        "runs": [
+            {"path": run.shown_path, "kind": run.kind, "configurations": [_config_dict(c) for c in run.configs]}
+            for run in runs
+        ],
+        "comparisons": [_pair_dict(p) for p in found],
+    }
+
+
+def _config_dict(c: ConfigFigures) -> dict[str, Any]:
+    workload, _, batch_size, knobs = c.key
+    return {
+        "name": c.name,
+        "workload": workload,
+        "variant": c.label,
+        "batch_size": batch_size,
+        "knobs": knobs,
+        "steps_per_s": _estimate(c.steps),
+        "n_samples": c.n_samples,
+        "noise": c.noise,
+        "error": c.error,
+    }
+
+
+def _pair_dict(p: Pair) -> dict[str, Any]:
+    c = p.comparison
+    return {
+        "configuration": p.config.name,
+        "run": p.run.name,
+        "baseline": p.base.name,
+        "baseline_run": p.base_run.name,
+        "ratio": None if c is None else _number(c.ratio),
+        "low": None if c is None else _number(c.low),
+        "high": None if c is None else _number(c.high),
+        "verdict": None if c is None else str(c.verdict),
+        "noisy": p.noisy,
+    }
 
 
 def _baseline_index(paths: Sequence[str], baseline: str | None) -> int | None:

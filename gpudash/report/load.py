@@ -24,7 +24,7 @@ from gpudash.core.protocol import Event, EventKind, GpuSample, Message, Sample
 from gpudash.core.textfmt import clip, fmt_ratio, strip_controls
 from gpudash.recording.csvformat import RowParser, UnreadableCsv, is_recording_header, read_table
 from gpudash.recording.sidecar import Sidecar, read_sidecar
-from gpudash.stats.comparison import Estimate, estimate_from_batches
+from gpudash.stats.comparison import Estimate, pool_estimates
 from gpudash.stats.segments import ConfigKey, Segment, SegmentTracker
 from gpudash.sweep.readback import summary_from_row
 from gpudash.sweep.report import CSV_COLUMNS as SWEEP_COLUMNS
@@ -103,17 +103,14 @@ class Run:
         return strip_controls(str(self.path))
 
     def pooled(self, key: ConfigKey, label: str) -> Estimate | None:
-        """Steps/s of one configuration over all its segments in this run: their batch means
-        together (each segment's are nearly independent of the others'), the mean weighted
-        by samples."""
+        """Steps/s of one configuration over all its segments in this run, the mean weighted by
+        samples, its interval counting how the segments differ (``stats.comparison.pool_estimates``)."""
         parts = [c.steps for c in self.configs if c.key == key and c.label == label and c.steps is not None]
         if not parts:
             return None
         if len(parts) == 1:
             return parts[0]
-        n = sum(p.n_samples for p in parts)
-        mean = sum(p.mean * p.n_samples for p in parts) / n
-        return estimate_from_batches([b for p in parts for b in p.batch_means], mean, n)
+        return pool_estimates(parts)
 
 
 # -- reading ----------------------------------------------------------------------------------------

@@ -6,6 +6,11 @@ workers drift over seconds), so they are not independent draws. The method, in t
 1. **Batch means.** A configuration's samples (after warm-up) are cut into contiguous batches,
    fewer and longer while their means stay correlated (lag-1 > 0.2); such means are nearly
    independent and normal (Law & Kelton), so a Student-t interval over them is honest.
+   A configuration measured in several *stretches* (a sweep's repeats, a recording's segments)
+   also varies from stretch to stretch (load, clocks, placement), which batch means inside a
+   stretch do not see: ``estimate_over_stretches`` takes the larger of the two variances of the
+   mean, from the stretches' means (R − 1 degrees of freedom) or from every batch mean pooled
+   (the one-way random-effects ANOVA estimate, truncated at no stretch-to-stretch variance).
 2. **Ratio of two configurations** by the delta method on log means with Welch's degrees of
    freedom; the interval of the ratio is exp(log ratio ± t·se).
    Two configurations measured in interleaved pairs of rounds (benchmarks) compare by
@@ -13,6 +18,9 @@ workers drift over seconds), so they are not independent draws. The method, in t
    both rounds of a pair (a noisy host, clocks) cancels instead of widening the interval.
 3. **Verdict** as criterion.rs does: the change must be significant (the interval excludes 1)
    *and* larger than a noise threshold (default 2%), else "no change detected" / "within noise".
+
+A configuration measured in one stretch (the dashboard's segments, a sweep with ``--repeats 1``)
+has no measure of its stretch-to-stretch variation: its interval is the within-run one.
 
 ``BatchMeans`` accumulates samples in bounded memory: at most ``MAX_BLOCKS`` blocks of equal
 size; when full, neighbours merge (the block size doubles), so an hour-long segment costs
@@ -25,6 +33,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
+from functools import lru_cache
 from statistics import NormalDist
 
 CONFIDENCE = 0.95
@@ -131,6 +140,11 @@ class BatchMeans:
                 self._block_size *= 2
 
     @property
+    def weight(self) -> float:
+        """The samples' total weight."""
+        return sum(b[1] for b in self._blocks) + self._open[1]
+
+    @property
     def mean(self) -> float | None:
         vw = sum(b[0] for b in self._blocks) + self._open[0]
         w = sum(b[1] for b in self._blocks) + self._open[1]
@@ -183,6 +197,82 @@ def estimate(
     for i, v in enumerate(values):
         acc.add(v, 1.0 if weights is None else weights[i])
     return acc.estimate(confidence)
+
+
+Stretch = tuple[float, float, Sequence[float]]  # (mean, weight, batch means) of one stretch
+
+
+def estimate_over_stretches(
+    stretches: Sequence[Stretch], n_samples: int, confidence: float = CONFIDENCE
+) -> Estimate | None:
+    """The estimate of one configuration measured in several stretches: the weighted mean, and an
+    interval that counts the variation from stretch to stretch (None: no stretch has a sample).
+
+    Model: stretch r's samples vary about its own level, and the levels vary about the
+    configuration's (one-way random effects). The variance of the mean is estimated twice:
+    from the stretches' means (their weighted pseudo-values M + R·wᵣ/W·(mᵣ − M), the cluster-robust
+    variance, R − 1 degrees of freedom) and from every stretch's batch means pooled (no batch
+    spans two stretches). The larger is the ANOVA estimate truncated at no stretch-to-stretch
+    variance: the stretches' one when their means differ more than their batches say, else the
+    pooled one. The chosen values become ``batch_means``, so ``compare`` (and a CSV read back)
+    get the same variance and degrees of freedom. One stretch: ``estimate_from_batches``, as before.
+    Fewer than ``MIN_SAMPLES_FOR_INTERVAL`` samples or two pooled batch means: no interval."""
+    parts = [(m, w, tuple(b)) for m, w, b in stretches if w > 0]
+    if not parts:
+        return None
+    pooled = [b for _, _, bs in parts for b in bs]
+    if len(parts) == 1:
+        return estimate_from_batches(pooled, parts[0][0], n_samples, confidence)
+    weight = sum(w for _, w, _ in parts)
+    mean = sum(m * w for m, w, _ in parts) / weight
+    if n_samples < MIN_SAMPLES_FOR_INTERVAL or len(pooled) < 2:
+        return Estimate(mean, None, None, n_samples, tuple(pooled))
+    r = len(parts)
+    pseudo = [mean + r * w / weight * (m - mean) for m, w, _ in parts]
+    between, within = _sd(pseudo) ** 2 / r, _sd(pooled) ** 2 / len(pooled)
+    values = pseudo if between > within else pooled
+    hw = _t_quantile(confidence, len(values) - 1) * math.sqrt(max(between, within))
+    return Estimate(mean, mean - hw, mean + hw, n_samples, tuple(values))
+
+
+class Stretches:
+    """A configuration's samples in stretches (``new_stretch`` starts the next: a sweep's repeat),
+    each its own ``BatchMeans``; ``estimate`` is ``estimate_over_stretches``."""
+
+    __slots__ = ("parts",)
+
+    def __init__(self) -> None:
+        self.parts: list[BatchMeans] = [BatchMeans()]
+
+    def add(self, value: float | None, weight: float = 1.0) -> None:
+        self.parts[-1].add(value, weight)
+
+    def new_stretch(self) -> None:
+        """The samples that follow belong to another stretch (a no-op before any sample)."""
+        if self.parts[-1].n:
+            self.parts.append(BatchMeans())
+
+    @property
+    def n(self) -> int:
+        return sum(p.n for p in self.parts)
+
+    @property
+    def mean(self) -> float | None:
+        if len(self.parts) == 1:
+            return self.parts[0].mean
+        weight = sum(p.weight for p in self.parts)
+        return sum((p.mean or 0.0) * p.weight for p in self.parts) / weight if weight > 0 else None
+
+    def estimate(self, confidence: float = CONFIDENCE) -> Estimate | None:
+        stretches = [(p.mean, p.weight, p.batches()) for p in self.parts if p.mean is not None]
+        return estimate_over_stretches(stretches, self.n, confidence)
+
+
+def pool_estimates(parts: Sequence[Estimate], confidence: float = CONFIDENCE) -> Estimate | None:
+    """One configuration's estimates from separate stretches (a recording's segments of it) as one,
+    each weighted by its samples (``estimate_over_stretches``)."""
+    stretches = [(e.mean, float(e.n_samples), e.batch_means) for e in parts]
+    return estimate_over_stretches(stretches, sum(e.n_samples for e in parts), confidence)
 
 
 def compare(
@@ -268,14 +358,59 @@ def _verdict(ratio: float, significant: bool, higher_is_better: bool, noise: flo
 
 def _t_quantile(confidence: float, df: float) -> float:
     """Student's t quantile by the Cornish-Fisher expansion around the normal one: within
-    0.12% of the exact value from 3 degrees of freedom up (every interval here has >= 3), and
-    no scipy import on the dashboard's thread."""
+    0.12% of the exact value from 3 degrees of freedom up, and no scipy import on the dashboard's
+    thread. Below 3 (an interval over two or three stretches' means) it is exact: ``_t_exact``."""
+    if df < 3:
+        return _t_exact(confidence, df)
     z = NormalDist().inv_cdf(0.5 + confidence / 2)
     g1 = (z**3 + z) / 4
     g2 = (5 * z**5 + 16 * z**3 + 3 * z) / 96
     g3 = (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / 384
     g4 = (79 * z**9 + 776 * z**7 + 1482 * z**5 - 1920 * z**3 - 945 * z) / 92160
     return z + g1 / df + g2 / df**2 + g3 / df**3 + g4 / df**4
+
+
+@lru_cache(maxsize=256)
+def _t_exact(confidence: float, df: float) -> float:
+    """The two-sided ``confidence`` quantile of Student's t with ``df`` > 0 degrees of freedom, by
+    bisection on its distribution function: P(|T| > t) = I_{df/(df+t²)}(df/2, 1/2)."""
+    tail = 1.0 - confidence
+    low, high = 0.0, 1.0
+    while _beta_reg(df / (df + high * high), df / 2, 0.5) > tail:
+        high *= 2
+    for _ in range(100):
+        mid = (low + high) / 2
+        if _beta_reg(df / (df + mid * mid), df / 2, 0.5) > tail:
+            low = mid
+        else:
+            high = mid
+    return (low + high) / 2
+
+
+def _beta_reg(x: float, a: float, b: float) -> float:
+    """The regularized incomplete beta function I_x(a, b), by its continued fraction (Lentz)."""
+    if x <= 0.0 or x >= 1.0:
+        return 0.0 if x <= 0.0 else 1.0
+    if x > (a + 1) / (a + b + 2):
+        return 1.0 - _beta_reg(1.0 - x, b, a)
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)) / a
+    tiny = 1e-300
+    c, d = 1.0, 1.0 - (a + b) * x / (a + 1)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    f = d
+    for m in range(1, 300):
+        for num in (
+            m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+            -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1)),
+        ):
+            d = 1.0 + num * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + num / c
+            c = c if abs(c) > tiny else tiny
+            f *= c * d
+        if abs(c * d - 1.0) < 1e-15:
+            break
+    return front * f
 
 
 def _lag1(xs: list[float]) -> float:

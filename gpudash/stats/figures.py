@@ -2,7 +2,8 @@
 
 ``Figures`` takes a configuration's samples (the workload's), GPU ticks (NVML) and energy
 marks, and gives each averaged metric of the catalog (``gpudash.core.metrics``) as a mean with its
-95% interval (``gpudash.stats.comparison.BatchMeans``). The dashboard's and the CSV's segments
+95% interval (``gpudash.stats.comparison.BatchMeans``; over a sweep's repeats ``Stretches``,
+whose interval also counts how the repeats differ). The dashboard's and the CSV's segments
 (``gpudash.stats.segments``), a sweep's repeats and summaries (``gpudash.sweep.results``) and
 ``gpudash report`` all read their figures from it, so the same samples give the same numbers
 wherever they are shown.
@@ -22,7 +23,7 @@ from dataclasses import dataclass, field
 
 from gpudash.core.metrics import METRICS, Averaging, Origin
 from gpudash.core.protocol import GpuSample, Sample
-from gpudash.stats.comparison import BatchMeans, Estimate
+from gpudash.stats.comparison import Estimate, Stretches
 
 SAMPLE_MEANS = tuple(m for m in METRICS if m.origin == Origin.WORKLOAD and m.mean is not None)
 GPU_MEANS = tuple(m for m in METRICS if m.origin == Origin.NVML and m.mean is not None)
@@ -36,7 +37,7 @@ Mark = tuple[float, int]  # (NVML energy counter in J, steps done by then)
 class EnergyMarks:
     """J/step between successive energy marks, each weighted by its steps."""
 
-    per_step: BatchMeans = field(default_factory=BatchMeans)
+    per_step: Stretches = field(default_factory=Stretches)
     last: Mark | None = None
 
     def add(self, energy_j: float, steps: int) -> None:
@@ -56,7 +57,7 @@ class EnergyMarks:
 class Figures:
     """Every averaged metric of one configuration (or of one part of it, such as its warm-up)."""
 
-    means: dict[str, BatchMeans] = field(default_factory=dict)
+    means: dict[str, Stretches] = field(default_factory=dict)
     energy: EnergyMarks = field(default_factory=EnergyMarks)
     steps_now: int | None = None  # the newest sample's step count: what the next energy mark joins
 
@@ -64,20 +65,24 @@ class Figures:
         """A workload sample: each averaged workload metric, rates weighted by the interval."""
         for m in SAMPLE_MEANS:
             weight = s.interval_s if m.mean == Averaging.TIME else 1.0
-            self.means.setdefault(m.key, BatchMeans()).add(getattr(s, m.key), weight)
+            self.means.setdefault(m.key, Stretches()).add(getattr(s, m.key), weight)
         self.steps_now = s.steps
 
     def add_gpu(self, g: GpuSample) -> None:
         """An NVML tick: each averaged NVML metric once, and an energy mark after the first sample."""
         for m in GPU_MEANS:
-            self.means.setdefault(m.key, BatchMeans()).add(getattr(g, m.key))
+            self.means.setdefault(m.key, Stretches()).add(getattr(g, m.key))
         if g.energy_j is not None and self.steps_now is not None:
             self.energy.add(g.energy_j, self.steps_now)
 
     def break_marks(self) -> None:
-        """A gap in the configuration's run (the next repeat of a sweep): no energy increment spans it."""
+        """A gap in the configuration's run (the next repeat of a sweep): no energy increment spans
+        it, and what follows is another stretch (``comparison.estimate_over_stretches``)."""
         self.energy.last = None
         self.steps_now = None
+        self.energy.per_step.new_stretch()
+        for acc in self.means.values():
+            acc.new_stretch()
 
     def estimate(self, key: str) -> Estimate | None:
         """``key``'s mean with its interval (None: no value yet)."""

@@ -19,9 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gpudash import argtypes
+from gpudash import argtypes, shared_flags
 from gpudash.argtypes import Parser, UsageError, check_device, check_out_dir
 from gpudash.core.protocol import RunConfig
+from gpudash.sweep.command import command_parser
 
 if TYPE_CHECKING:  # pragma: no cover
     from workloads.knobs import Knobs
@@ -257,16 +258,15 @@ def batch_list(text: str) -> list[int]:
 
 def build_parser() -> Parser:
     """The parser of ``gpudash sweep``."""
-    p = Parser(
-        prog="gpudash sweep",
-        description="Measure variants and batch sizes in interleaved, shuffled repeats and write\n"
+    p = command_parser(
+        "gpudash sweep",
+        "Measure variants and batch sizes in interleaved, shuffled repeats and write\n"
         "the articles' tables with 95% intervals: sweep.csv, sweep.json, sweep.md, sweep.png/.svg.",
-        epilog=_epilog(),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        _epilog(),
     )
     _add_selection_options(p)
     _add_timing_options(p)
-    p.add_argument("--device", type=argtypes.device, default="auto", metavar="DEV", help="auto, cpu, cuda or cuda:N")
+    shared_flags.add_device(p, default="auto")
     argtypes.add_count(
         p,
         "--nproc",
@@ -275,7 +275,8 @@ def build_parser() -> Parser:
     )
     p.add_argument("--seed", type=int, default=0, help="workload seed and shuffle seed (default: %(default)s)")
     p.add_argument("--out", required=True, metavar="DIR", help="directory for the results (created)")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    shared_flags.add_quiet(p)
+    shared_flags.add_json(p)
     return p
 
 

@@ -129,10 +129,15 @@ def plot(families: list[tuple[FamilyPlan, list[ConfigSummary]]], out_dir: Path, 
         for ax in list(axes.flat)[len(panels) :]:
             ax.axis("off")
         fig.suptitle(title, fontsize=10)
-        fig.tight_layout()
-        paths = [out_dir / "sweep.png", out_dir / "sweep.svg"]
-        fig.savefig(paths[0], dpi=120)
-        fig.savefig(paths[1])
+        return save_figure(fig, out_dir, "sweep")
     finally:
         plt.close(fig)
+
+
+def save_figure(fig: Any, out_dir: Path, stem: str) -> list[Path]:
+    """Lay ``fig`` out and write ``STEM.png`` (120 dpi) and ``STEM.svg`` into ``out_dir``; returns them."""
+    fig.tight_layout()
+    paths = [out_dir / f"{stem}.png", out_dir / f"{stem}.svg"]
+    fig.savefig(paths[0], dpi=120)
+    fig.savefig(paths[1])
     return paths

@@ -1,5 +1,6 @@
 """The files of ``gpudash sweep``: ``sweep.csv`` (row by row), ``sweep.json``, ``sweep.md`` and
-``sweep.png``/``sweep.svg``. Torch-free; matplotlib is imported only to draw, with Agg.
+``sweep.png``/``sweep.svg``; the JSON's ``time_s`` and the Markdown's last section say where the
+time went (``gpudash.sweep.timing``). Torch-free; matplotlib is imported only to draw, with Agg.
 
 ``sweep.csv``: one ``row_kind=repeat`` row per configuration × repeat as it finishes, and one
 ``row_kind=summary`` row per configuration when its family is done: the mean of all its
@@ -12,6 +13,7 @@ configuration's label (the ``-v`` entry, ``fixed+amp=bf16``), ``knobs`` every kn
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import dataclasses
 import datetime as _dt
@@ -28,6 +30,7 @@ from gpudash.stats.noise_tally import MARK, markdown_section
 from gpudash.sweep.plan import FamilyPlan, SweepPlan, run_config
 from gpudash.sweep.plot import plot, plot_title
 from gpudash.sweep.results import ConfigSummary, RepeatResult, StageTimes, pct_of, summarize
+from gpudash.sweep.timing import TimeLedger
 
 CSV_COLUMNS = (
     "row_kind",
@@ -180,6 +183,8 @@ class SweepReport:
         self.results: list[RepeatResult] = []
         self.summaries: list[tuple[FamilyPlan, list[ConfigSummary]]] = []
         self.notes: list[str] = []
+        self.time = TimeLedger()  # where the wall clock went (the measuring loops add to it)
+        self.elapsed_s = 0.0
         self.meta = sweep_metadata(plan)
         self._csv = FlushedCsv(self.out_dir / "sweep.csv", CSV_COLUMNS)
         self.write_json()
@@ -225,17 +230,26 @@ class SweepReport:
         tmp.write_text(json.dumps(self.meta, indent=2, default=str) + "\n", encoding="utf-8")
         os.replace(tmp, path)
 
-    def finish(self, status: str, code: ExitCode) -> list[str]:
-        """Close the CSV; write the JSON, the Markdown and the plots. Returns the files written."""
+    def finish(self, status: str, code: ExitCode, elapsed_s: float | None = None) -> list[str]:
+        """Close the CSV; write the JSON, the Markdown and the plots; drop the empty workload
+        logs. ``elapsed_s``: the sweep's wall clock (None: no account of it). Returns the files written."""
         self._csv.close()
         self.meta.update(
             end_time=now_iso(), status=status, exit_code=int(code), notes=self.notes, measurements=len(self.results)
         )
+        if elapsed_s is not None:
+            self.elapsed_s = elapsed_s
+            self.meta.update(elapsed_s=round(elapsed_s, 1), time_s=self.time.as_dict(elapsed_s))
         self.write_json()
         (self.out_dir / "sweep.md").write_text(markdown(self, status), encoding="utf-8")
         written = ["sweep.csv", "sweep.json", "sweep.md"]
         if self.summaries:
             written += write_plots(self)
+        for fp in self.plan.families:  # a workload log says nothing after a clean run: not left behind
+            log = self.out_dir / f"sweep-{fp.family}.log"
+            with contextlib.suppress(OSError):
+                if log.stat().st_size == 0:
+                    log.unlink()
         return written
 
     def summary_lines(self) -> list[str]:
@@ -425,6 +439,7 @@ def markdown(report: SweepReport, status: str) -> str:
             lines += stage_table(at_batch)
             lines.append("")
     lines += noise_section([s for _, summaries in report.summaries for s in summaries])
+    lines += report.time.markdown(report.elapsed_s, "sweep")
     extra = [f"- skipped: {line}" for line in report.plan.skipped] + [f"- {note}" for note in report.notes]
     if extra:
         lines += ["## Notes", "", *extra, ""]

@@ -21,12 +21,12 @@ SIGTERM. In every case the files hold every finished configuration × repeat.
 from __future__ import annotations
 
 import dataclasses
+import json
 import sys
 import time
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
-from gpudash.argtypes import UsageError
 from gpudash.core.protocol import (
     Control,
     Event,
@@ -42,6 +42,7 @@ from gpudash.core.protocol import (
 from gpudash.core.runstate import RunState
 from gpudash.core.textfmt import fmt_pm
 from gpudash.recording.headless import _Interrupted
+from gpudash.sweep.command import parse_plan
 from gpudash.sweep.plan import (
     Configuration,
     FamilyPlan,
@@ -54,6 +55,7 @@ from gpudash.sweep.plan import (
 )
 from gpudash.sweep.progress import SweepProgress
 from gpudash.sweep.results import RepeatResult, StageTimes, summarize, wide_intervals
+from gpudash.sweep.timing import TimeLedger, start_warm_up_s
 from gpudash.sweep.window import Clock, Window
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -82,8 +84,18 @@ class SweepStopped(Exception):
         self.status, self.code = status, code
 
 
+class Recorder(Protocol):
+    """Where a family's measuring goes (a sweep's or a tune run's report)."""
+
+    time: TimeLedger  # where the wall clock went
+
+    def add_result(self, result: RepeatResult) -> None: ...  # a measurement finished
+
+    def note_session(self, session: EngineSession) -> None: ...  # the workload started
+
+
 class FamilyRun:
-    """One family's rounds on one ``EngineSession``; each finished result goes to ``on_result``."""
+    """One family's rounds on one ``EngineSession``; each finished result goes to ``recorder``."""
 
     def __init__(
         self,
@@ -94,12 +106,11 @@ class FamilyRun:
         interrupted: _Interrupted,
         progress: SweepProgress,
         clock: Clock,
-        on_result: Callable[[RepeatResult], None],
-        on_started: Callable[[EngineSession], None],
+        recorder: Recorder,
     ) -> None:
         self.plan, self.settings = plan, settings
         self.session_for, self.interrupted, self.progress, self.clock = session_for, interrupted, progress, clock
-        self.on_result, self.on_started = on_result, on_started
+        self.recorder, self.ledger = recorder, recorder.time
         self.session: EngineSession | None = None
         self.results: list[RepeatResult] = []
         self.failed: set[Configuration] = set()
@@ -180,12 +191,18 @@ class FamilyRun:
             self.failed.add(config)
             result = RepeatResult(config, repeat, error=str(exc))
         self.results.append(result)
-        self.on_result(result)
+        self.recorder.add_result(result)
         self.progress.finish_unit(self.describe(result))
 
     def describe(self, result: RepeatResult) -> str:
-        """The progress line of a finished measurement."""
-        return describe(result)
+        """One line for stderr: what a configuration × repeat measured, or why it failed."""
+        name = f"{result.config.name} repeat {result.repeat}"
+        if result.error:
+            return f"{name}: failed: {result.error}"
+        e = result.estimates()["steps_per_s"]
+        if e is None:
+            return f"{name}: no samples"
+        return f"{name}: {fmt_pm(e)} steps/s ({result.seconds:.1f} s, {result.n_samples} samples)"
 
     # -- the session --------------------------------------------------------------------------------
     def _now(self) -> float:
@@ -214,7 +231,7 @@ class FamilyRun:
         self.run_state.observe(e)
         if e.kind == EventKind.STARTED:
             assert self.session is not None
-            self.on_started(self.session)
+            self.recorder.note_session(self.session)
         elif e.kind in (EventKind.CRASHED, EventKind.STOPPED):
             assert self.session is not None
             why = e.message or "it stopped by itself"
@@ -241,15 +258,19 @@ class FamilyRun:
         """Start the session and wait for the workload's first configuration."""
         assert self.session is not None
         self.progress.status(f"starting {self.plan.family} (the workload process imports torch)")
-        self.session.start()
+        t, seen = time.monotonic(), []
+
+        def started(events: list[Event]) -> bool:
+            seen.extend(events)
+            return any(e.kind == EventKind.STARTED for e in events)
+
         try:
-            self._wait(
-                lambda events: any(e.kind == EventKind.STARTED for e in events),
-                START_TIMEOUT_S,
-                f"start of {self.plan.family}",
-            )
+            self.session.start()
+            self._wait(started, START_TIMEOUT_S, f"start of {self.plan.family}")
         except ConfigFailed as exc:
             raise SweepStopped(f"workload failed: {exc}", ExitCode.FAILED) from None
+        finally:
+            self.ledger.split(time.monotonic() - t, "starting", start_warm_up_s(seen))
 
     def _switch(self, config: Configuration) -> float:
         """Make ``config`` run; returns when (session time) it began. A no-op switch (the A/A
@@ -259,13 +280,15 @@ class FamilyRun:
         controls = switch_controls(
             (now.variant, now.batch_size, now.knobs), (config.variant, config.batch_size, config.knobs)
         )
+        t, sent = time.monotonic(), self._now()
         for control in controls:
             self.session.send(control)
         pending = [_what(c) for c in controls]  # the engine answers each in turn
-        began, errors = self._now(), []
+        began, errors, seen = sent, [], []
 
         def answered(events: list[Event]) -> bool:
             nonlocal began
+            seen.extend(events)
             for e in events:
                 if e.what in pending and e.kind in (EventKind.CHANGED, EventKind.ERROR):
                     pending.remove(e.what)
@@ -274,8 +297,11 @@ class FamilyRun:
                     began = max(began, e.time_s)
             return not pending
 
-        if pending:
-            self._wait(answered, CHANGE_TIMEOUT_S, f"reply to the change to {config.name}", warming=config.name)
+        try:
+            if pending:
+                self._wait(answered, CHANGE_TIMEOUT_S, f"reply to the change to {config.name}", warming=config.name)
+        finally:
+            self.ledger.switched(time.monotonic() - t, sent, seen, config)
         if errors:
             raise ConfigFailed("; ".join(dict.fromkeys(errors)))
         return began
@@ -284,7 +310,8 @@ class FamilyRun:
         """Keep ``config``'s samples from ``--warmup`` s after ``since`` until they span ``--seconds``."""
         s = self.plan
         window = self.window = Window(config, since + s.warmup, s.seconds)
-        deadline = time.monotonic() + s.warmup + s.seconds + STALL_S
+        t, began = time.monotonic(), self._now()
+        deadline = t + s.warmup + s.seconds + STALL_S
         try:
             while not window.full:
                 for e in self._pump():
@@ -296,43 +323,48 @@ class FamilyRun:
                 time.sleep(POLL_S)
         finally:
             self.window = None
+            self.ledger.measured(time.monotonic() - t, began, window.start_s)
         return window.result(repeat)
 
-    def _time_stages(self, config: Configuration) -> StageTimes | None:
-        """Time the two stages alone, after the window (None: this variant has no such split)."""
+    def _answer(self, control: Control, what: str, timeout: float, waiting_for: str, part: str) -> Event:
+        """Send ``control`` and wait for its "measured" (or "error") event, whose ``what`` is
+        ``what``; the wall-clock seconds go to ``part`` of the ledger."""
         assert self.session is not None
-        self.progress.status(f"{config.name} · timing each stage alone")
-        self.session.send(TimeStages(STAGE_STEPS))
         answer: list[Event] = []
 
         def answered(events: list[Event]) -> bool:
-            answer.extend(e for e in events if e.what == "stages" and e.kind in (EventKind.MEASURED, EventKind.ERROR))
+            answer.extend(e for e in events if e.what == what and e.kind in (EventKind.MEASURED, EventKind.ERROR))
             return bool(answer)
 
-        self._wait(answered, STAGES_TIMEOUT_S, f"stage times of {config.name}")
-        return StageTimes.from_details(answer[0].details) if answer[0].kind == EventKind.MEASURED else None
+        with self.ledger.timed(part):
+            self.session.send(control)
+            self._wait(answered, timeout, waiting_for)
+        return answer[0]
+
+    def _time_stages(self, config: Configuration) -> StageTimes | None:
+        """Time the two stages alone, after the window (None: this variant has no such split)."""
+        self.progress.status(f"{config.name} · timing each stage alone")
+        answer = self._answer(
+            TimeStages(STAGE_STEPS), "stages", STAGES_TIMEOUT_S, f"stage times of {config.name}", "timing_stages"
+        )
+        return StageTimes.from_details(answer.details) if answer.kind == EventKind.MEASURED else None
 
     def _trace(self, config: Configuration) -> None:
         """A profiler window after the measurement (its steps are in no window): the trace goes
         to ``OUT/traces``, its one-line figures to the progress line. A failed window is said, not fatal."""
-        assert self.session is not None and self.settings.trace_steps
+        assert self.settings.trace_steps
         self.progress.status(f"{config.name} · profiling {self.settings.trace_steps} steps")
-        self.session.send(TraceWindow(self.settings.trace_steps))
-        answer: list[Event] = []
-
-        def answered(events: list[Event]) -> bool:
-            answer.extend(e for e in events if e.what == "trace" and e.kind in (EventKind.MEASURED, EventKind.ERROR))
-            return bool(answer)
-
-        self._wait(answered, STAGES_TIMEOUT_S, f"profiler window of {config.name}")
-        self.progress.status(f"{config.name} · {answer[0].message}")
+        control = TraceWindow(self.settings.trace_steps)
+        answer = self._answer(control, "trace", STAGES_TIMEOUT_S, f"profiler window of {config.name}", "profiling")
+        self.progress.status(f"{config.name} · {answer.message}")
 
     def _stop(self) -> None:
         """Stop the session (at once after a second Ctrl-C)."""
         if self.session is None:
             return
         try:
-            self.session.stop(timeout=self.interrupted.stop_timeout)
+            with self.ledger.timed("stopping"):
+                self.session.stop(timeout=self.interrupted.stop_timeout)
         except KeyboardInterrupt:
             self.session.stop(timeout=0)
             raise
@@ -369,17 +401,6 @@ def _what(control: Control) -> str:
     return {SetKnobs: "knobs", SetVariant: "variant", SetBatchSize: "batch_size"}[type(control)]
 
 
-def describe(result: RepeatResult) -> str:
-    """One line for stderr: what a configuration × repeat measured, or why it failed."""
-    name = f"{result.config.name} repeat {result.repeat}"
-    if result.error:
-        return f"{name}: failed: {result.error}"
-    e = result.estimates()["steps_per_s"]
-    if e is None:
-        return f"{name}: no samples"
-    return f"{name}: {fmt_pm(e)} steps/s ({result.seconds:.1f} s, {result.n_samples} samples)"
-
-
 # -- the sweep -------------------------------------------------------------------------------------
 def _say(text: str) -> None:
     """A diagnostic line on stderr."""
@@ -406,8 +427,7 @@ def _measure_all(plan: SweepPlan, report: SweepReport, progress: SweepProgress) 
                     interrupted=interrupted,
                     progress=progress,
                     clock=clock,
-                    on_result=report.add_result,
-                    on_started=report.note_session,
+                    recorder=report,
                 )
                 try:
                     run.run()
@@ -420,12 +440,12 @@ def _measure_all(plan: SweepPlan, report: SweepReport, progress: SweepProgress) 
     return "done", ExitCode.OK
 
 
-def run_sweep(plan: SweepPlan, *, quiet: bool = False) -> int:
+def run_sweep(plan: SweepPlan, *, quiet: bool = False, as_json: bool = False) -> int:
     """Measure ``plan`` and write ``sweep.csv`` (row by row), ``sweep.json``, ``sweep.md`` and the
-    plots into ``plan.out_dir``; returns the exit status (an ``ExitCode``)."""
-    from gpudash.sweep.report import SweepReport
+    plots into ``plan.out_dir``; returns the exit status (an ``ExitCode``); ``as_json``: the results on stdout."""
+    from gpudash.sweep.report import SweepReport, summary_row
 
-    s = plan.settings
+    started, s = time.monotonic(), plan.settings
     planned_min = plan.planned_s / 60
     if planned_min > s.max_minutes:
         _say(
@@ -444,21 +464,12 @@ def run_sweep(plan: SweepPlan, *, quiet: bool = False) -> int:
             status, code = f"write failed: {exc.strerror or exc}", ExitCode.FAILED
     if code == ExitCode.OK and not any(not r.error for r in report.results):
         status, code = "nothing could be measured", ExitCode.FAILED
-    written = report.finish(status, code)
-    _drop_empty_logs(plan)
+    written = report.finish(status, code, time.monotonic() - started)
     _final_lines(report, status, code, written, quiet)
+    if as_json:  # sweep.json's document, with each configuration's summary row (sweep.csv's)
+        rows = [summary_row(c) for _, summaries in report.summaries for c in summaries]
+        print(json.dumps({**report.meta, "configurations": rows}, indent=2, default=str), flush=True)
     return code
-
-
-def _drop_empty_logs(plan: SweepPlan) -> None:
-    """The workload logs say nothing after a clean run: don't leave empty files behind."""
-    for fp in plan.families:
-        log = plan.out_dir / f"sweep-{fp.family}.log"
-        try:
-            if log.stat().st_size == 0:
-                log.unlink()
-        except OSError:
-            pass
 
 
 def _final_lines(report: SweepReport, status: str, code: ExitCode, written: list[str], quiet: bool) -> None:
@@ -478,12 +489,10 @@ def _final_lines(report: SweepReport, status: str, code: ExitCode, written: list
 
 def main(argv: list[str]) -> int:
     """``gpudash sweep ...``: check the arguments (``gpudash.sweep.plan``), then run the sweep."""
-    args = build_parser().parse_args(argv)
-    try:
-        plan = plan_from_args(args, argv)
-    except UsageError as exc:
-        print(f"gpudash: error: {' '.join(str(exc).split())}", file=sys.stderr)
+    parsed = parse_plan(argv, build_parser(), plan_from_args)
+    if parsed is None:
         return ExitCode.USAGE
+    args, plan = parsed
     for line in plan.skipped:
         print(f"gpudash: skipping {line}", file=sys.stderr, flush=True)
-    return run_sweep(plan, quiet=args.quiet)
+    return run_sweep(plan, quiet=args.quiet, as_json=args.json)

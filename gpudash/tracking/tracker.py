@@ -55,7 +55,17 @@ class SyncWindow:
 
 
 class Tracker:
-    """A recording of the calling process's training loop (made by ``gpudash.track``)."""
+    """A recording of this process's training loop to ``path`` (gpudash's CSV, ``PATH.json`` beside
+    it), for ``gpudash replay [--follow]`` and ``gpudash report``: ``gpudash.track(path, ...)``, the
+    same class, starts one. Call ``step()`` after each step.
+
+    ``label``: the run's name (the ``workload`` column). ``batch_size``: what ``step()`` counts
+    without ``samples=`` (default: the first step's samples, else 1). ``interval_s``: a sample
+    row (and an NVML sample) this often. ``device``: ``None`` times on CUDA when torch is
+    imported and CUDA available, else with the wall clock; or ``"cpu"``, ``"cuda"``,
+    ``"cuda:N"``. ``per_rank``: in a data-parallel job each rank writes ``PATH`` with its rank
+    in the name (``run.rank1.csv``); by default only rank 0 writes. An existing file is replaced.
+    """
 
     def __init__(
         self,
@@ -302,23 +312,5 @@ def _text(text: str) -> str:
     return " ".join(strip_controls(text).split())[:MAX_TEXT]
 
 
-def track(
-    path: str | os.PathLike[str],
-    *,
-    label: str = "train",
-    batch_size: int | None = None,
-    interval_s: float = 0.5,
-    device: str | None = None,
-    per_rank: bool = False,
-) -> Tracker:
-    """Record this process's training loop to ``path`` (gpudash's CSV, ``PATH.json`` beside it),
-    for ``gpudash replay [--follow]`` and ``gpudash report``. Call ``step()`` after each step.
-
-    ``label``: the run's name (the ``workload`` column). ``batch_size``: what ``step()`` counts
-    without ``samples=`` (default: the first step's samples, else 1). ``interval_s``: a sample
-    row (and an NVML sample) this often. ``device``: ``None`` times on CUDA when torch is
-    imported and CUDA available, else with the wall clock; or ``"cpu"``, ``"cuda"``,
-    ``"cuda:N"``. ``per_rank``: in a data-parallel job each rank writes ``PATH`` with its rank
-    in the name (``run.rank1.csv``); by default only rank 0 writes. An existing file is replaced.
-    """
-    return Tracker(path, label=label, batch_size=batch_size, interval_s=interval_s, device=device, per_rank=per_rank)
+# ``gpudash.track(path, ...)`` is the class itself: calling it starts a recording
+track = Tracker

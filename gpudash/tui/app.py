@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable
 from datetime import datetime
 from functools import partial
 from pathlib import Path
+from typing import ClassVar
 
 from textual import events
 from textual.app import ComposeResult, SystemCommand
@@ -27,13 +28,14 @@ from textual.containers import Container
 from textual.css.query import NoMatches
 from textual.geometry import Size
 from textual.screen import Screen
+from textual.widget import Widget
 from textual.widgets import Static
 from textual.worker import WorkerFailed
 
 from gpudash.config import UserConfig
 from gpudash.core.protocol import EngineSource, ExitCode, GpuInfo, Message, RunConfig
 from gpudash.tui import actions
-from gpudash.tui.charts import CHARTS, MetricChart
+from gpudash.tui.charts import CHARTS, ChartSpec, MetricChart
 from gpudash.tui.controller import DashController, RecorderFactory
 from gpudash.tui.crash import report_crash
 from gpudash.tui.footer import LeanFooter
@@ -60,6 +62,7 @@ class GpuDashApp(SteeringApp):
     TITLE = "gpudash"
     ENABLE_COMMAND_PALETTE = True
     BINDINGS = actions.bindings()
+    CHART_SPECS: ClassVar[tuple[ChartSpec, ...]] = CHARTS  # the charts, in order
 
     def __init__(
         self,
@@ -98,15 +101,23 @@ class GpuDashApp(SteeringApp):
 
     # -- layout -----------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
-        yield RunHeader(id="header")
+        yield self.header_widget()
         yield MessageBar(id="messages")
         yield GpuRows(id="gpu-rows")
         with Container(id="charts"):
-            for spec in CHARTS:
+            for spec in self.CHART_SPECS:
                 yield MetricChart(spec)
             yield Static(id="gpu-notice")
-        yield StatsPanel(id="stats")
+        yield self.side_panel()
         yield LeanFooter(compact=True, show_command_palette=False)
+
+    def header_widget(self) -> Widget:
+        """The line above the charts (``gpudash watch`` has its own)."""
+        return RunHeader(id="header")
+
+    def side_panel(self) -> Widget:
+        """What stands beside the charts: the stats (``gpudash watch``: its process table)."""
+        return StatsPanel(id="stats")
 
     def on_mount(self) -> None:
         path = self.controller.info.path or "a recording"
@@ -310,7 +321,7 @@ class GpuDashApp(SteeringApp):
         return out
 
     def action_help(self) -> None:
-        charts = [(c.title, c.help) for c in CHARTS]
+        charts = [(c.title, c.help) for c in self.CHART_SPECS]
         self.push_screen(HelpScreen(self.key_help(), charts, self.replay, log_path=self.controller.info.log_path))
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
@@ -378,7 +389,7 @@ class GpuDashApp(SteeringApp):
     def unhandled_exception(self, error: Exception) -> None:
         """An exception nothing caught: Textual exits with status 1; its traceback goes to a log
         file instead of the terminal (``QuietCrashApp``), and ``crash_line`` (printed by
-        ``_run_app``) says where."""
+        ``run_app``) says where."""
         if self.crash_line is None:
             cause = error.error if isinstance(error, WorkerFailed) else error  # a thread's: its own exception
             try:
@@ -436,7 +447,7 @@ def run_dashboard(config: RunConfig, user_config: UserConfig | None = None) -> i
 
     prepare_for_child_processes()
     config = with_trace_dir(config)
-    return _run_app(EngineSession(config), user_config)  # the child's output goes to the session's log file
+    return run_app(EngineSession(config), user_config)  # the child's output goes to the session's log file
 
 
 def with_trace_dir(config: RunConfig, cwd: str | None = None) -> RunConfig:
@@ -446,16 +457,23 @@ def with_trace_dir(config: RunConfig, cwd: str | None = None) -> RunConfig:
     return dataclasses.replace(config, trace_dir=os.path.join(os.path.abspath(cwd or os.getcwd()), TRACE_DIR))
 
 
-def _run_app(source: EngineSource, user_config: UserConfig | None = None, headless: bool = False) -> int:
-    """The dashboard over ``source`` until the user quits; the source is stopped however it ends.
-    An exception (building the app, or in it) is one line on stderr naming its log, and status 1."""
+def run_app(
+    source: EngineSource,
+    user_config: UserConfig | None = None,
+    headless: bool = False,
+    *,
+    app_class: Callable[..., GpuDashApp] = GpuDashApp,
+    what: str = "the dashboard",
+) -> int:
+    """``app_class`` (the dashboard, or watch's) over ``source`` until the user quits, the source stopped
+    however it ends; an exception (building the app, or in it) is one line naming its log, status 1."""
     try:
         save_dir = user_config.get("record_dir") if user_config is not None else None  # screenshots too
-        app = GpuDashApp(source, save_dir=save_dir, user_config=user_config)
+        app = app_class(source, save_dir=save_dir, user_config=user_config)
         code = app.run(headless=headless)
         failed = app.crash_line
     except Exception as exc:  # noqa: BLE001 - one line, the traceback in the log
-        code, failed = None, report_crash(exc, "building the dashboard")
+        code, failed = None, report_crash(exc, f"building {what}")
     finally:
         source.stop()
     if failed:
@@ -479,4 +497,4 @@ def run_replay(path: str, follow: bool, user_config: UserConfig | None = None) -
     except NotARecording as exc:  # empty, header only, or another program's CSV
         print(f"gpudash: error: {exc}", file=sys.stderr)
         return ExitCode.USAGE
-    return _run_app(source, user_config)
+    return run_app(source, user_config)

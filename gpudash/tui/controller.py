@@ -27,11 +27,12 @@ from gpudash.core.protocol import (
     Sample,
     SourceInfo,
 )
+from gpudash.tui.knob_steering import KnobSteering
 from gpudash.tui.notices import STARTING, Notice, Severity, error, event_notice, short_path, warning
 from gpudash.tui.state import TRACE, DashState, Status, trace_line
 from gpudash.tune.job import TuneAnswer, TuneRequest
-from workloads.knobs import KNOBS, OFF, Knobs, parse_knobs  # torch-free
-from workloads.registry import FamilyInfo, WorkloadError, family  # torch-free
+from workloads.knobs import Knobs, parse_knobs  # torch-free
+from workloads.registry import FamilyInfo  # torch-free
 
 TRACE_STEPS = 20  # steps in a profiler window asked for from the dashboard
 MAX_SENT = 64  # controls kept in ``DashController.sent`` (the latest; a long run sends one per change)
@@ -45,7 +46,7 @@ def _default_recorder(path: str, metadata: dict[str, Any]) -> Any:
     return CsvRecorder(path, metadata)
 
 
-class DashController:
+class DashController(KnobSteering):
     """A run (live or replayed) as the dashboard sees and steers it."""
 
     def __init__(
@@ -153,11 +154,6 @@ class DashController:
         if msg.what in ("knobs", "workload") or msg.kind in (EventKind.STARTED, EventKind.CRASHED):
             self.pending_knobs = None
 
-    @property
-    def knobs_text(self) -> str:
-        """The knobs running, in their text form (the run state's)."""
-        return self.state.run.knobs
-
     def _event_notice(self, e: Event) -> list[Notice]:
         """What ``e`` settles (a batch size or a profiler window asked for; a hang) and says."""
         if e.what == "batch_size" and e.kind in (EventKind.CHANGED, EventKind.ERROR):
@@ -229,13 +225,6 @@ class DashController:
         elif isinstance(control, protocol.Diagnose):
             self.pending_diagnosis = True
         return Notice(note)
-
-    def family(self) -> FamilyInfo | None:
-        """What runs now, as the catalog knows it (a workload of the user's own too); None: unknown."""
-        try:
-            return family(self.state.run.workload)
-        except WorkloadError:
-            return None
 
     def _refusal(self, fam: FamilyInfo, variant: str) -> str | None:
         """Why ``variant`` cannot run on this run's device (the catalog's message)."""
@@ -366,74 +355,6 @@ class DashController:
             return self.send(protocol.Resume(), "resuming…")
         return self.send(protocol.Pause(), "pausing at the next step…")
 
-    # -- knobs -------------------------------------------------------------------------------
-    @property
-    def knobs(self) -> Knobs:
-        """The knobs running now (none while the text is not this version's)."""
-        try:
-            return parse_knobs(self.knobs_text)
-        except WorkloadError:
-            return Knobs()
-
-    def knobs_label(self) -> str:
-        """The running knobs for the header: "amp=bf16, channels_last" (an on/off knob by name)."""
-        return knobs_label(self.knobs_text)
-
-    def knobs_base(self) -> Knobs:
-        """What a knob change starts from: the settings asked for last, else the running ones."""
-        return self.pending_knobs if self.pending_knobs is not None else self.knobs
-
-    def knob_refusal(self, knobs: Knobs, name: str | None = None) -> str | None:
-        """Why ``knobs`` (or knob ``name`` beside them) cannot run on this variant and device;
-        None when they can, or when that is not known yet (the workload itself will say)."""
-        fam, device = self.family(), self.state.device
-        if fam is None or device == "auto":
-            return None
-        try:
-            variant = fam.variant(self.state.run.variant)
-        except WorkloadError:
-            return None
-        ranks = self.config.nproc * self.config.nnodes
-        return (
-            knobs.refusal(variant, device, ranks)
-            if name is None
-            else KNOBS[name].refusal(variant, device, knobs, ranks)
-        )
-
-    def knob_refusals(self) -> dict[str, str | None]:
-        """Each knob's reason it cannot be on here whatever the others are (the panel disables it)."""
-        return {name: self.knob_refusal(Knobs(), name) for name in KNOBS}
-
-    def set_knobs(self, knobs: Knobs) -> Notice:
-        """Ask for every knob at once (one rebuild), checked first against the catalog."""
-        return self._ask_knobs(knobs, protocol.SetKnobs(knobs.text()))
-
-    def set_knob(self, name: str, value: str) -> Notice:
-        """Ask for one knob's value (``off`` turns it off); the others stay as they are."""
-        try:
-            knobs = self.knobs_base().with_value(name, value)
-        except WorkloadError as exc:
-            return error(f"✗ {exc}")
-        return self._ask_knobs(knobs, protocol.SetKnob(name, value))
-
-    def toggle_knob(self, name: str) -> Notice:
-        """An on/off knob to the other state."""
-        value = OFF if self.knobs_base().on(name) else KNOBS[name].default_on
-        return self.set_knob(name, value)
-
-    def _ask_knobs(self, knobs: Knobs, control: protocol.SetKnob | protocol.SetKnobs) -> Notice:
-        if self.replay:
-            return warning("replay: read-only")
-        base = self.knobs_base()
-        if knobs == base:
-            return Notice(f"knobs already {knobs.text()}")
-        why = self.knob_refusal(knobs)
-        if why:
-            return error(f"✗ {why} — knobs stay {base.text()}")
-        slow = " and ".join(dict.fromkeys(knobs.warmups))
-        note = f"knobs {base.text()} → {knobs.text()} requested…" + (f" ({slow} first)" if slow else "")
-        return self.send(control, note)
-
     # -- tune (gpudash.tune.job runs the race; the app starts it and polls it) -------------------
     def tune_refusal(self) -> Notice | None:
         """Why a tune cannot start now, or None."""
@@ -521,9 +442,3 @@ def _from_workload(msg: Message) -> bool:
     if isinstance(msg, Sample):
         return True
     return isinstance(msg, Event) and msg.what not in (NOT_RESPONDING, NVML_LOST)
-
-
-def knobs_label(text: str) -> str:
-    """``amp=bf16,channels_last=on`` → ``amp=bf16, channels_last``: an on/off knob by its name."""
-    parts = [p[: -len("=on")] if p.endswith("=on") else p for p in text.split(",") if p.strip()]
-    return ", ".join(parts) or "none"

@@ -7,6 +7,7 @@ and exit status 2. How the candidates are built and raced: ``gpudash.tune.candid
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import re
 import shlex
@@ -14,9 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gpudash import argtypes
+from gpudash import argtypes, shared_flags
 from gpudash.argtypes import Parser, UsageError, check_device, check_out_dir
-from gpudash.sweep.plan import GPU_INTERVAL_S, SAMPLE_INTERVAL_S, batch_list, device_type, family_name
+from gpudash.sweep.command import command_parser
+from gpudash.sweep.plan import GPU_INTERVAL_S, SAMPLE_INTERVAL_S, SweepSettings, batch_list, device_type, family_name
 
 if TYPE_CHECKING:  # pragma: no cover
     from workloads.registry import FamilyInfo
@@ -45,6 +47,11 @@ class TuneSettings:
     gpu_interval_s: float = GPU_INTERVAL_S
     trace_dir: str | None = None
     nproc: int = 1
+
+    def sweep_settings(self) -> SweepSettings:
+        """The sweep's settings that measure the race's windows: these, one repeat each."""
+        shared = {f.name: getattr(self, f.name) for f in dataclasses.fields(SweepSettings) if hasattr(self, f.name)}
+        return SweepSettings(repeats=1, **shared)
 
 
 @dataclass(frozen=True)
@@ -80,12 +87,11 @@ def _knob_list(text: str) -> list[tuple[str, str]]:
 
 def build_parser() -> Parser:
     """The parser of ``gpudash tune``."""
-    p = Parser(
-        prog="gpudash tune",
-        description="Race variants x knobs x batch sizes of one workload and report the fastest\n"
+    p = command_parser(
+        "gpudash tune",
+        "Race variants x knobs x batch sizes of one workload and report the fastest\n"
         "configuration with its interval: tune.md, tune.csv, tune.png and the command that runs it.",
-        epilog=_epilog(),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        _epilog(),
     )
     p.add_argument(
         "-w", "--workload", type=family_name, required=True, metavar="W", help="a family, or FILE.py:FUNCTION"
@@ -110,17 +116,14 @@ def build_parser() -> Parser:
     argtypes.add_seconds(
         p, "--seconds", default=TuneSettings.seconds, help="each candidate's first window (default: %(default)s)"
     )
-    p.add_argument(
-        "--warmup",
-        type=argtypes.positive_float,
-        default=TuneSettings.warmup,
-        metavar="S",
-        help="left out after each change (default: %(default)s)",
+    argtypes.add_seconds(
+        p, "--warmup", default=TuneSettings.warmup, help="left out after each change (default: %(default)s)"
     )
-    p.add_argument("--device", type=argtypes.device, default="auto", metavar="DEV", help="auto, cpu, cuda or cuda:N")
+    shared_flags.add_device(p, default="auto")
     p.add_argument("--seed", type=int, default=0, help="workload seed and shuffle seed (default: %(default)s)")
     p.add_argument("--out", metavar="DIR", help="directory for the results (default: tune-WORKLOAD; created)")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    shared_flags.add_quiet(p)
+    shared_flags.add_json(p)
     return p
 
 

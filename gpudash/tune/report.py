@@ -1,7 +1,8 @@
 """The files of ``gpudash tune``: ``tune.csv`` (a row per window as it finishes, then a row per
-candidate), ``tune.json`` (the metadata and the answer), ``tune.md`` (the winner with its
-intervals, the diagnosis before and after, every candidate's fate, the command that runs the
-winner) and ``tune.png``/``tune.svg``. Torch-free; matplotlib is imported only to draw.
+candidate), ``tune.json`` (the metadata, the answer and ``time_s``: where the time went,
+``gpudash.sweep.timing``), ``tune.md`` (the winner with its intervals, the diagnosis before and
+after, every candidate's fate, the command that runs the winner, where the time went) and
+``tune.png``/``tune.svg``. Torch-free; matplotlib is imported only to draw.
 """
 
 from __future__ import annotations
@@ -16,9 +17,11 @@ from gpudash.core.textfmt import fmt_pm, fmt_ratio
 from gpudash.stats.comparison import Comparison, Estimate, compare
 from gpudash.sweep.report import FlushedCsv, now_iso
 from gpudash.sweep.results import ConfigSummary, RepeatResult, summarize_one
+from gpudash.sweep.timing import TimeLedger
 from gpudash.tune import race
 from gpudash.tune.candidates import Candidate
 from gpudash.tune.plan import TunePlan
+from gpudash.tune.plot import Bar
 
 CSV_COLUMNS = (
     "row_kind",  # window: one measuring window; candidate: one candidate over all its windows
@@ -76,8 +79,7 @@ class TuneReport:
         self.winner: Candidate | None = None
         self.plain: Candidate | None = None
         self.single: Candidate | None = None
-        self.spent: dict[str, float] = {}  # what the race did → seconds of the wall clock (see TIME_PARTS)
-        self.switch_s: dict[object, float] = {}  # a configuration → seconds its switches took (warm-ups)
+        self.time = TimeLedger()  # where the wall clock went; per configuration, its switches' seconds
         self.meta: dict[str, Any] = {
             "command": plan.command,
             "start_time": now_iso(),
@@ -102,7 +104,7 @@ class TuneReport:
     def candidate_of(self, result: RepeatResult) -> Candidate:
         return next(c for c in self.candidates if c.config == result.config)
 
-    def add_window(self, result: RepeatResult) -> None:
+    def add_result(self, result: RepeatResult) -> None:
         """A window finished: its row now (flushed: a kill keeps it)."""
         self.results.append(result)
         c = self.candidate_of(result)
@@ -136,14 +138,6 @@ class TuneReport:
 
     def note(self, text: str) -> None:
         self.notes.append(text)
-
-    def add_time(self, part: str, seconds: float, config: object = None) -> None:
-        """``seconds`` of the wall clock went to ``part`` (one of ``TIME_PARTS``); a switch names
-        the ``config`` it went to."""
-        assert part in TIME_PARTS, part  # tune.md lists the parts in that order
-        self.spent[part] = self.spent.get(part, 0.0) + seconds
-        if config is not None:
-            self.switch_s[config] = self.switch_s.get(config, 0.0) + seconds
 
     # -- the figures ----------------------------------------------------------------------------
     def summary(self, c: Candidate) -> ConfigSummary:
@@ -205,18 +199,29 @@ class TuneReport:
         self.meta.update(
             end_time=now_iso(), status=status, exit_code=int(code), elapsed_s=round(elapsed_s, 1), notes=self.notes
         )
-        self.meta["answer"] = self.answer()
+        self.meta.update(time_s=self.time.as_dict(elapsed_s), answer=self.answer())
         self.write_json()
         (self.out_dir / "tune.md").write_text(markdown(self, status, elapsed_s), encoding="utf-8")
         written = ["tune.csv", "tune.json", "tune.md"]
-        if any(self.speed(c) is not None for c in self.candidates):
+        bars = self.bars()
+        if bars:
             from gpudash.tune.plot import plot
 
             try:
-                written += [p.name for p in plot(self)]
+                written += [p.name for p in plot(bars, self.out_dir, f"gpudash tune · {self.plan.family}")]
             except ImportError:
                 self.note("no plot: matplotlib is not installed (pip install 'gpudash[report]')")
         return written
+
+    def bars(self) -> list[Bar]:
+        """The plot's bars: every measured candidate, fastest first, and how it fared."""
+        out = []
+        for c in self.ranked():
+            e = self.speed(c)
+            if e is not None:
+                fared = "winner" if c == self.winner else ("dropped" if c in self.fates else "finalist")
+                out.append(Bar(f"{c.label} · b{c.config.batch_size}", e, fared))
+        return out
 
     def answer(self) -> dict[str, Any] | None:
         """The winner, its figures and its command (for tune.json)."""
@@ -288,8 +293,30 @@ def _diagnosis_line(event: Event | None) -> str:
 
 def markdown(report: TuneReport, status: str, elapsed_s: float) -> str:
     """``tune.md``."""
+    plan = report.plan
+    lines = [*_header_lines(report, status, elapsed_s), *_winner_lines(report), *_guard_lines(report)]
+    lines += [
+        "## What bounds the step",
+        "",
+        f"- **Before** (the plain run): {_diagnosis_line(report.before)}",
+        f"- **After** (the winner): {_diagnosis_line(report.after)}",
+        "",
+    ]
+    lines += _candidate_lines(report)
+    lines += report.time.markdown(elapsed_s, "race")
+    lines += _method_lines(plan)
+    refused = [*plan.skipped, *report.refusals]
+    if refused:
+        lines += ["## Not tried", "", *[f"- {r}" for r in refused], ""]
+    if report.notes:
+        lines += ["## Notes", "", *[f"- {n}" for n in report.notes], ""]
+    return "\n".join(lines)
+
+
+def _header_lines(report: TuneReport, status: str, elapsed_s: float) -> list[str]:
+    """The command, date, device, torch, what was searched and the outcome."""
     plan, meta = report.plan, report.meta
-    lines = [
+    return [
         "# gpudash tune",
         "",
         f"- **Command:** `{plan.command}`",
@@ -302,36 +329,37 @@ def markdown(report: TuneReport, status: str, elapsed_s: float) -> str:
         f"- **Outcome:** {status}; {len(report.results)} windows over {len(report.candidates)} candidates",
         "",
     ]
+
+
+def _winner_lines(report: TuneReport) -> list[str]:
+    """The fastest configuration, its command and its comparisons (or that there is none)."""
     w = report.winner
     if w is None:
-        lines += ["No candidate was measured: no winner.", ""]
-    else:
-        lines += [
-            "## The fastest configuration",
-            "",
-            f"**`{w.label}`** at batch {w.config.batch_size}: {fmt_pm(report.speed(w))} samples/s "
-            f"({fmt_pm(report.summary(w).steps)} steps/s).",
-            "",
-            "```",
-            reproduce(plan, w),
-            "```",
-            "",
-            "| against | its samples/s | the winner's speed relative to it | verdict |",
-            "|---|--:|--:|---|",
-            _versus_row(report, "the plain variant", report.plain),
-            _versus_row(report, "the best single knob", report.single),
-            "",
-            "Ratios are samples/s over samples/s with their 95% intervals (each candidate over all its "
-            "windows); *faster* only when the interval excludes 1 and the gain exceeds 2%.",
-            "",
-        ]
-    lines += _guard_lines(report)
-    lines += [
-        "## What bounds the step",
+        return ["No candidate was measured: no winner.", ""]
+    return [
+        "## The fastest configuration",
         "",
-        f"- **Before** (the plain run): {_diagnosis_line(report.before)}",
-        f"- **After** (the winner): {_diagnosis_line(report.after)}",
+        f"**`{w.label}`** at batch {w.config.batch_size}: {fmt_pm(report.speed(w))} samples/s "
+        f"({fmt_pm(report.summary(w).steps)} steps/s).",
         "",
+        "```",
+        reproduce(report.plan, w),
+        "```",
+        "",
+        "| against | its samples/s | the winner's speed relative to it | verdict |",
+        "|---|--:|--:|---|",
+        _versus_row(report, "the plain variant", report.plain),
+        _versus_row(report, "the best single knob", report.single),
+        "",
+        "Ratios are samples/s over samples/s with their 95% intervals (each candidate over all its "
+        "windows); *faster* only when the interval excludes 1 and the gain exceeds 2%.",
+        "",
+    ]
+
+
+def _candidate_lines(report: TuneReport) -> list[str]:
+    """Every candidate: its figures, the seconds its switches took and its fate."""
+    lines = [
         "## Every candidate",
         "",
         "| # | candidate | batch | samples/s ± CI | measured | switching to it | fate |",
@@ -340,52 +368,18 @@ def markdown(report: TuneReport, status: str, elapsed_s: float) -> str:
     for i, c in enumerate(report.ranked(), start=1):
         s = report.summary(c)
         mark = " †" if _precision_changed(c) else ""
-        switched = report.switch_s.get(c.config)
+        switched = report.time.switch_s.get(c.config)
         lines.append(
             f"| {i} | `{c.label}`{mark} | {c.config.batch_size} | {fmt_pm(report.speed(c))} | "
             f"{s.seconds:.1f} s | {'–' if switched is None else f'{switched:.1f} s'} | {report.fate(c)} |"
         )
-    lines += [
+    return [
+        *lines,
         "",
         "† changes a number format (bf16, TF32): `--exact` leaves it out. *Switching to it*: the "
         "seconds its changes took, its knobs' warm-up (capture, compile, autotuning) included.",
         "",
     ]
-    lines += _time_lines(report, elapsed_s)
-    lines += _method_lines(plan)
-    refused = [*plan.skipped, *report.refusals]
-    if refused:
-        lines += ["## Not tried", "", *[f"- {r}" for r in refused], ""]
-    if report.notes:
-        lines += ["## Notes", "", *[f"- {n}" for n in report.notes], ""]
-    return "\n".join(lines)
-
-
-TIME_PARTS = (
-    "starting the workload",
-    "switching configurations",
-    "measuring",
-    "diagnosing",
-    "checking the loss",
-    "stopping the workload",
-)
-
-
-def _time_lines(report: TuneReport, elapsed_s: float) -> list[str]:
-    """Where the wall clock went: each part of the race, in seconds and as a share."""
-    if not report.spent or elapsed_s <= 0:
-        return []
-    rest = max(0.0, elapsed_s - sum(report.spent.values()))
-    parts = [(p, report.spent[p]) for p in TIME_PARTS if p in report.spent] + [("the rest (deciding, writing)", rest)]
-    lines = ["## Where the time went", ""]
-    lines += [f"- {part}: {sec:.1f} s ({100 * sec / elapsed_s:.0f}%)" for part, sec in parts]
-    lines += [
-        "",
-        "*Measuring* is every window with its warm-up; *switching* is the changes between them, "
-        "each knob's own warm-up included (the table above names each candidate's).",
-        "",
-    ]
-    return lines
 
 
 def _precision_changed(c: Candidate) -> bool:

@@ -28,19 +28,18 @@ measured); Ctrl-C does too, and the files hold every finished window.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
+import json
 import random
 import sys
 import time
-from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from gpudash.argtypes import UsageError
 from gpudash.core.protocol import DIAGNOSIS, LOSS_EFFECT, Diagnose, Event, EventKind, ExitCode, LossEffect, RunConfig
 from gpudash.core.textfmt import fmt_pm
 from gpudash.recording.headless import _Interrupted
-from gpudash.sweep.plan import Configuration, FamilyPlan, SweepSettings, run_config
+from gpudash.sweep.command import parse_plan
+from gpudash.sweep.plan import FamilyPlan, run_config
 from gpudash.sweep.progress import SweepProgress
 from gpudash.sweep.results import RepeatResult, summarize_one
 from gpudash.sweep.run import CHANGE_TIMEOUT_S, ConfigFailed, FamilyRun, SweepStopped
@@ -80,27 +79,15 @@ class TuneRun(FamilyRun):
 
         s = plan.settings
         family_plan = FamilyPlan(plan.family, plan.title, (), seconds=s.seconds, warmup=s.warmup)
-        settings = SweepSettings(
-            repeats=1,
-            seconds=s.seconds,
-            warmup=s.warmup,
-            max_minutes=s.max_minutes,
-            device=s.device,
-            device_type=s.device_type,
-            seed=s.seed,
-            sample_interval_s=s.sample_interval_s,
-            gpu_interval_s=s.gpu_interval_s,
-        )
         log = plan.out_dir / "tune.log"
         super().__init__(
             family_plan,
-            settings,
+            s.sweep_settings(),
             session_for=lambda config: _session(config, log),
             interrupted=interrupted,
             progress=progress,
             clock=Clock(s.max_minutes),
-            on_result=report.add_window,
-            on_started=report.note_session,
+            recorder=report,
         )
         self.tune, self.report, self.tune_progress = plan, report, progress
         self.maker = CandidateMaker(family(plan.family), s.device_type, plan.pool)
@@ -266,36 +253,9 @@ class TuneRun(FamilyRun):
             self.report.after = self._diagnose(winner)
             if _changes_precision(winner.config.knobs):
                 steps = self.tune.settings.loss_steps
-                with self._timed("checking the loss"):
-                    self.report.loss = self._ask(LossEffect(steps), LOSS_EFFECT, CHANGE_TIMEOUT_S)
+                self.report.loss = self._ask(LossEffect(steps), LOSS_EFFECT, CHANGE_TIMEOUT_S, "checking_loss")
         except ConfigFailed as exc:
             self.report.note(f"after the race: {exc}")
-
-    # -- the time each part takes (tune.md's "Where the time went") -----------------------------
-    def _start(self) -> None:
-        with self._timed("starting the workload"):
-            super()._start()
-
-    def _switch(self, config: Configuration) -> float:
-        with self._timed("switching configurations", config):
-            return super()._switch(config)
-
-    def _measure(self, config: Configuration, repeat: int, since: float) -> RepeatResult:
-        with self._timed("measuring"):
-            return super()._measure(config, repeat, since)
-
-    def _stop(self) -> None:
-        with self._timed("stopping the workload"):
-            super()._stop()
-
-    @contextlib.contextmanager
-    def _timed(self, part: str, config: Configuration | None = None) -> Iterator[None]:
-        """The wall-clock seconds of the ``with`` block go to ``part`` of the report's ledger."""
-        t = time.monotonic()
-        try:
-            yield
-        finally:
-            self.report.add_time(part, time.monotonic() - t, config)
 
     # -- measuring ------------------------------------------------------------------------------
     def describe(self, result: RepeatResult) -> str:
@@ -323,8 +283,8 @@ class TuneRun(FamilyRun):
         """A diagnosis window of the running ``candidate`` (None: it failed; the note says why)."""
         self.progress.status(f"{candidate.label} b{candidate.config.batch_size} · diagnosing")
         try:
-            with self._timed("diagnosing"):
-                return self._ask(Diagnose(diagnosis_steps(self._steps_per_s(candidate))), DIAGNOSIS, MEASURED_TIMEOUT_S)
+            control = Diagnose(diagnosis_steps(self._steps_per_s(candidate)))
+            return self._ask(control, DIAGNOSIS, MEASURED_TIMEOUT_S, "diagnosing")
         except ConfigFailed as exc:
             self.report.note(f"diagnosis of {candidate.label}: {exc}")
             return None
@@ -334,21 +294,14 @@ class TuneRun(FamilyRun):
         steps = summarize_one(candidate.config, self.results).stats.get("steps_per_s")
         return None if steps is None else steps.mean
 
-    def _ask(self, control: Diagnose | LossEffect, what: str, timeout: float) -> Event | None:
-        """Send ``control``; its "measured" event (an "error" event is noted, None returned)."""
-        assert self.session is not None
-        self.session.send(control)
-        answer: list[Event] = []
-
-        def answered(events: list[Event]) -> bool:
-            answer.extend(e for e in events if e.what == what and e.kind in (EventKind.MEASURED, EventKind.ERROR))
-            return bool(answer)
-
-        self._wait(answered, timeout, what.replace("_", " "))
-        if answer[0].kind == EventKind.ERROR:
-            self.report.note(f"{what.replace('_', ' ')}: {answer[0].message}")
+    def _ask(self, control: Diagnose | LossEffect, what: str, timeout: float, part: str) -> Event | None:
+        """Send ``control``; its "measured" event (an "error" event is noted, None returned); the
+        seconds go to ``part`` of the ledger."""
+        answer = self._answer(control, what, timeout, what.replace("_", " "), part)
+        if answer.kind == EventKind.ERROR:
+            self.report.note(f"{what.replace('_', ' ')}: {answer.message}")
             return None
-        return answer[0]
+        return answer
 
     # -- the figures ----------------------------------------------------------------------------
     def _standings(self, candidates: list[Candidate]) -> list[race.Standing]:
@@ -415,8 +368,9 @@ def _say(text: str) -> None:
     print(f"gpudash: {text}", file=sys.stderr, flush=True)
 
 
-def run_tune(plan: TunePlan, *, quiet: bool = False) -> int:
-    """Race ``plan`` and write its files; returns the exit status (an ``ExitCode``)."""
+def run_tune(plan: TunePlan, *, quiet: bool = False, as_json: bool = False) -> int:
+    """Race ``plan`` and write its files; returns the exit status (an ``ExitCode``). The answer
+    on stdout: its lines, or (``as_json``) ``tune.json``'s document."""
     from gpudash.tune.report import TuneReport
 
     started = time.monotonic()
@@ -444,7 +398,9 @@ def run_tune(plan: TunePlan, *, quiet: bool = False) -> int:
     written = report.finish(status, code, time.monotonic() - started)
     if code == ExitCode.FAILED:
         _say(f"error: {status}")
-    if not quiet or code == ExitCode.OK:
+    if as_json:
+        print(json.dumps(report.meta, indent=2, default=str), flush=True)
+    elif not quiet or code == ExitCode.OK:
         for line in report.summary_lines():
             print(line)
     if not quiet:
@@ -454,13 +410,11 @@ def run_tune(plan: TunePlan, *, quiet: bool = False) -> int:
 
 def main(argv: list[str]) -> int:
     """``gpudash tune ...``: check the arguments, then race."""
-    args = build_parser().parse_args(argv)
-    try:
-        plan = plan_from_args(args, argv)
-    except UsageError as exc:
-        print(f"gpudash: error: {' '.join(str(exc).split())}", file=sys.stderr)
+    parsed = parse_plan(argv, build_parser(), plan_from_args)
+    if parsed is None:
         return ExitCode.USAGE
+    args, plan = parsed
     if not args.quiet:
         for line in plan.skipped:
             _say(f"not tried: {line}")
-    return run_tune(plan, quiet=args.quiet)
+    return run_tune(plan, quiet=args.quiet, as_json=args.json)

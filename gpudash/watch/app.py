@@ -11,34 +11,30 @@ table, and the keys that steer a workload say that watch runs none.
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from rich.text import Text
-from textual.app import ComposeResult, SystemCommand
+from textual.app import SystemCommand
 from textual.binding import Binding
-from textual.containers import Container
 from textual.css.query import NoMatches
 from textual.geometry import Size
 from textual.screen import Screen
+from textual.widget import Widget
 from textual.widgets import Static
 
 from gpudash.config import UserConfig
-from gpudash.core.protocol import ExitCode
 from gpudash.core.textfmt import fmt_duration
 from gpudash.recording.record import CsvRecorder
 from gpudash.tui import actions
 from gpudash.tui import app as app_module
 from gpudash.tui.app import HINT, GpuDashApp
 from gpudash.tui.charts import CHARTS, ORANGE, ChartSpec, Line, MetricChart
-from gpudash.tui.crash import report_crash
-from gpudash.tui.footer import LeanFooter
 from gpudash.tui.gpu_rows import GpuRows
 from gpudash.tui.layout import CHART_ROWS, WIDE
 from gpudash.tui.screens import HelpScreen
-from gpudash.tui.widgets import MessageBar, gpu_line
+from gpudash.tui.widgets import gpu_line
 from gpudash.watch.snapshot import GpuState, Snapshot
 from gpudash.watch.source import WatchController, WatchSource
 
@@ -155,6 +151,7 @@ class WatchApp(GpuDashApp):
         Path(app_module.__file__).with_name("app.tcss")
     )  # the dashboard's (Textual reads it beside its class)
     BINDINGS = [Binding("g", "next_gpu", "Next GPU", tooltip="Chart the next GPU watched")]
+    CHART_SPECS = WATCH_CHARTS
 
     def __init__(self, source: WatchSource, *, maxlen: int = 600, **kw: Any) -> None:
         super().__init__(source, maxlen=maxlen, recorder_factory=watch_recorder, **kw)
@@ -164,16 +161,11 @@ class WatchApp(GpuDashApp):
         self._reading = False  # a snapshot is being taken in a thread
 
     # -- layout -----------------------------------------------------------------------------------
-    def compose(self) -> ComposeResult:
-        yield WatchHeader(id="header")
-        yield MessageBar(id="messages")
-        yield GpuRows(id="gpu-rows")
-        with Container(id="charts"):
-            for spec in WATCH_CHARTS:
-                yield MetricChart(spec)
-            yield Static(id="gpu-notice")
-        yield ProcessTable(id="processes")
-        yield LeanFooter(compact=True, show_command_palette=False)
+    def header_widget(self) -> Widget:
+        return WatchHeader(id="header")
+
+    def side_panel(self) -> Widget:
+        return ProcessTable(id="processes")
 
     def on_mount(self) -> None:
         # GpuDashApp.on_mount runs too (Textual calls each class's handler): it starts the source
@@ -298,7 +290,7 @@ class WatchApp(GpuDashApp):
         return out
 
     def action_help(self) -> None:
-        charts = [(c.title, c.help) for c in WATCH_CHARTS]
+        charts = [(c.title, c.help) for c in self.CHART_SPECS]
         about = "NVML's compute and graphics processes per GPU: pid, user, GPU memory, command"
         charts.append(("processes", f"{about}; ? for a process in another pid namespace"))
         self.push_screen(HelpScreen(self.key_help(), charts, False))
@@ -316,17 +308,6 @@ class WatchApp(GpuDashApp):
 def run_watch(interval_s: float, gpus: tuple[int, ...] | None, user_config: UserConfig | None = None) -> int:
     """``gpudash watch``: the dashboard over every watched GPU until the user quits; the exit
     status (an exception is one line naming its log, and 1, as in the dashboard)."""
-    source = WatchSource(interval_s, gpus)
-    try:
-        save_dir = user_config.get("record_dir") if user_config is not None else None
-        app = WatchApp(source, save_dir=save_dir, user_config=user_config)
-        code = app.run()
-        failed = app.crash_line
-    except Exception as exc:  # noqa: BLE001 - one line, the traceback in the log
-        code, failed = None, report_crash(exc, "building the watch dashboard")
-    finally:
-        source.stop()
-    if failed:
-        print(failed, file=sys.stderr, flush=True)
-        return ExitCode.FAILED
-    return int(code or 0)
+    return app_module.run_app(
+        WatchSource(interval_s, gpus), user_config, app_class=WatchApp, what="the watch dashboard"
+    )

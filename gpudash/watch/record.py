@@ -12,11 +12,12 @@ whole); 2 the CSV cannot be created.
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from gpudash.core.protocol import Event, EventKind, ExitCode, GpuInfo, RunConfig
@@ -64,6 +65,35 @@ def run_watch_record(
         sampler.stop()
         print(f"gpudash: error: cannot write {path}: {exc.strerror or exc}", file=sys.stderr)
         return ExitCode.USAGE
+    with _stopped_by_signals(stop) as caught:
+        code, status = ExitCode.OK, "done"
+        try:
+            if not quiet:
+                shown = ", ".join(str(i) for i in sampler.info.sampled)
+                print(
+                    f"gpudash: recording GPU {shown} to {path} every {interval_s:g} s"
+                    + (f" for {duration_s:g} s" if duration_s else "; Ctrl-C stops"),
+                    file=sys.stderr,
+                    flush=True,
+                )
+            code, status = _record_until(sampler, recorder, stop, duration_s)
+            if caught:
+                code, status = ExitCode.INTERRUPTED, f"interrupted by {signal.Signals(caught[0]).name}"
+        except RecordWriteError as exc:
+            print(f"gpudash: error: {exc}", file=sys.stderr)
+            code, status = ExitCode.FAILED, f"writing failed: {exc}"
+        finally:
+            sampler.stop()
+            recorder.close(exit_code=int(code), status=status)
+    if not quiet:
+        print(f"gpudash: {recorder.rows} rows in {path} ({status})", file=sys.stderr, flush=True)
+    return code
+
+
+@contextlib.contextmanager
+def _stopped_by_signals(stop: threading.Event) -> Iterator[list[int]]:
+    """While the body runs, SIGINT, SIGTERM and SIGHUP set ``stop``; yields the signals caught so
+    far. Off the main thread (a test) no handler can be set: ``stop`` alone ends the recording."""
     caught: list[int] = []
 
     def on_signal(signum: int, frame: Any) -> None:
@@ -74,43 +104,34 @@ def run_watch_record(
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         try:
             old[sig] = signal.signal(sig, on_signal)
-        except ValueError:  # not the main thread (a test): ``stop`` ends it
+        except ValueError:  # not the main thread
             pass
-    code, status = ExitCode.OK, "done"
     try:
-        if not quiet:
-            shown = ", ".join(str(i) for i in sampler.info.sampled)
-            print(
-                f"gpudash: recording GPU {shown} to {path} every {interval_s:g} s"
-                + (f" for {duration_s:g} s" if duration_s else "; Ctrl-C stops"),
-                file=sys.stderr,
-                flush=True,
-            )
-        sampler.start()
-        deadline = None if duration_s is None else time.monotonic() + duration_s
-        while not stop.wait(POLL_S):
-            lost = _write(sampler, recorder)
-            if lost is not None:
-                print(f"gpudash watch: {lost.message}", file=sys.stderr)
-                code, status = ExitCode.FAILED, "NVML lost the GPU"
-                break
-            if deadline is not None and time.monotonic() >= deadline:
-                break
-        sampler.stop()
-        _write(sampler, recorder)  # the ticks since the last write: an interrupt loses none
-        if caught:
-            code, status = ExitCode.INTERRUPTED, f"interrupted by {signal.Signals(caught[0]).name}"
-    except RecordWriteError as exc:
-        print(f"gpudash: error: {exc}", file=sys.stderr)
-        code, status = ExitCode.FAILED, f"writing failed: {exc}"
+        yield caught
     finally:
-        sampler.stop()
         for sig, handler in old.items():
             signal.signal(sig, handler)
-        recorder.close(exit_code=int(code), status=status)
-    if not quiet:
-        print(f"gpudash: {recorder.rows} rows in {path} ({status})", file=sys.stderr, flush=True)
-    return code
+
+
+def _record_until(
+    sampler: NvmlSampler, recorder: CsvRecorder, stop: threading.Event, duration_s: float | None
+) -> tuple[ExitCode, str]:
+    """Write the sampler's ticks until ``stop``, ``duration_s`` or NVML losing the GPU, then the
+    ticks since the last write (an interrupt loses none): the exit status and the status line."""
+    sampler.start()
+    deadline = None if duration_s is None else time.monotonic() + duration_s
+    code, status = ExitCode.OK, "done"
+    while not stop.wait(POLL_S):
+        lost = _write(sampler, recorder)
+        if lost is not None:
+            print(f"gpudash watch: {lost.message}", file=sys.stderr)
+            code, status = ExitCode.FAILED, "NVML lost the GPU"
+            break
+        if deadline is not None and time.monotonic() >= deadline:
+            break
+    sampler.stop()
+    _write(sampler, recorder)
+    return code, status
 
 
 def _write(sampler: NvmlSampler, recorder: CsvRecorder) -> Event | None:

@@ -4,16 +4,16 @@ prints and the dashboard's process table shows. Torch-free and Textual-free.
 Every figure comes from the NVML sampler's own queries (``NvmlSampler.read_gpu``) and NVML's
 process lists (``NvmlSampler.processes``); a query that fails leaves its field ``None`` and the
 rest stand. A process's command is NVML's name for it; its user, and its command where NVML gives
-none, come from ``/proc/PID``. A pid with no ``/proc`` entry here (a process in another pid
-namespace: NVML gives the host's pids, a container sees its own) shows ``?`` rather than a guess.
+none, come from the process itself (``gpudash.core.proctree``). A pid this machine does not show
+(a process in another pid namespace: NVML gives the host's pids, a container sees its own) shows
+``?`` rather than a guess.
 """
 
 from __future__ import annotations
 
-import os
-import pwd
 from dataclasses import dataclass
 
+from gpudash.core import proctree
 from gpudash.core.textfmt import strip_controls
 from gpudash.host.nvml import NvmlProcess, NvmlSampler
 
@@ -101,40 +101,15 @@ def take(sampler: NvmlSampler, with_processes: bool = True) -> Snapshot:
     return Snapshot(tuple(gpus), driver=info.driver)
 
 
-def describe(p: NvmlProcess, proc: str = "/proc") -> GpuProcess:
-    """NVML's entry with its user and command: NVML's name first, ``/proc/PID`` where NVML gives
-    none; ``?`` for what neither can tell (no ``/proc/PID`` here: another pid namespace)."""
-    base = os.path.join(proc, str(p.pid))
-    user = _user(base)
+def describe(p: NvmlProcess) -> GpuProcess:
+    """NVML's entry with its user and command: NVML's name first, the process's own command line
+    where NVML gives none; ``?`` for what neither can tell (a pid this machine does not show:
+    another pid namespace)."""
+    user = proctree.owner(p.pid)
     command = _clean(p.name) if p.name else None
-    if command is None:
-        command = _cmdline(base) if user is not None else None
+    if command is None and user is not None:
+        command = _clean(proctree.command_line(p.pid) or "")
     return GpuProcess(p.pid, user or UNKNOWN, command or UNKNOWN, p.used_memory_mib, p.kinds)
-
-
-def _user(base: str) -> str | None:
-    """The owner of ``/proc/PID`` by name (its uid where the name is not known); None without one."""
-    try:
-        uid = os.stat(base).st_uid
-    except OSError:
-        return None
-    try:
-        return pwd.getpwuid(uid).pw_name
-    except KeyError:
-        return str(uid)
-
-
-def _cmdline(base: str) -> str | None:
-    """``/proc/PID/cmdline`` as one line; a kernel thread's or a zombie's (empty): its ``comm``."""
-    try:
-        with open(os.path.join(base, "cmdline"), "rb") as f:
-            raw = f.read(MAX_COMMAND)
-        if not raw.strip(b"\0"):
-            with open(os.path.join(base, "comm"), "rb") as f:
-                raw = f.read(256)
-    except OSError:
-        return None
-    return _clean(raw.replace(b"\0", b" ").decode("utf-8", "replace"))
 
 
 def _clean(text: str) -> str | None:

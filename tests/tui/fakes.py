@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpudash.core.protocol import Control, Event, GpuInfo, GpuSample, Message, RunConfig, Sample, SourceInfo
+from gpudash.core.protocol import Control, Event, EventKind, GpuInfo, GpuSample, Message, RunConfig, Sample, SourceInfo
 
 GPU = GpuInfo(available=True, driver="550.54.15", names=("NVIDIA H100 80GB HBM3",), index=0)
 NO_GPU = GpuInfo(available=False, unavailable="NVML Shared Library Not Found (libnvidia-ml.so.1)")
@@ -92,7 +92,7 @@ def gpu(t: float, util: float = 80.0, power: float = 300.0, energy: float | None
 def started(t: float = 1.0, variant: str = "serial", batch: int = 8, device: str = "cuda:0") -> Event:
     return Event(
         t,
-        "started",
+        EventKind.STARTED,
         message=f"started encdec/{variant}",
         details={"workload": "encdec", "variant": variant, "batch_size": str(batch), "device": device},
     )
@@ -118,7 +118,7 @@ def two_batch_run(gpu: bool = True) -> FakeSource:
     src.push(
         started(1.0, batch=4, device="cuda:0" if gpu else "cpu"),
         *run_segment(1.0, 15.0, 30.0, batch=4),
-        Event(15.0, "changed", "batch_size", "4", "8"),
+        Event(15.0, EventKind.CHANGED, "batch_size", "4", "8"),
         *run_segment(15.0, 30.0, 18.0, batch=8, steps0=450),
     )
     if not gpu:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from gpudash.core.protocol import RunConfig, SetBatchSize, SetVariant
+from gpudash.core.protocol import Control, RunConfig, SetBatchSize, SetVariant
 from gpudash.recording.record import CsvRecorder, run_metadata
 from gpudash.tui.demo import SyntheticSource
 
@@ -24,7 +24,7 @@ def record(path: Path) -> None:
     src = SyntheticSource(RunConfig(workload="encdec"), gpu=True, clock=lambda: t[0], startup_s=1.0)
     rec = CsvRecorder(str(path), run_metadata(src.config, src.gpu_info, device="cuda:0"))
     src.start()
-    script = {12.0: SetVariant("pipelined"), 24.0: SetBatchSize(16), 36.0: SetVariant("serial")}
+    script: dict[float, Control] = {12.0: SetVariant("pipelined"), 24.0: SetBatchSize(16), 36.0: SetVariant("serial")}
     while t[0] < 48.0:
         t[0] = round(t[0] + 0.25, 2)
         if t[0] in script:

@@ -15,8 +15,8 @@ from gpudash.tui.app import GpuDashApp
 from gpudash.tui.charts import CHARTS
 
 from .conftest import wait_until
+from .dashboard import SIZE, chart, chart_drawing, chart_text, make_app, message, pipelined_after_serial
 from .fakes import FakeSource, run_segment
-from .test_app import SIZE, chart, make_app, message, pipelined_after_serial
 
 
 async def two_rates(pilot, app, src) -> None:
@@ -54,7 +54,7 @@ async def test_no_color_charts_draw_each_line_with_its_marker(monkeypatch: pytes
     async with app.run_test(size=SIZE) as pilot:
         assert app.no_color
         await two_rates(pilot, app, src)
-        drawn = chart(app, "throughput").render().plain
+        drawn = chart_text(chart(app, "throughput"))
         assert "⠒ steps/s (left) · • samples/s (right)" in drawn
         assert "•" * 5 in drawn.replace("⠒ steps/s (left) · • samples/s (right)", "")  # the samples/s line
         assert any("\u2800" < ch <= "\u28ff" and ch != "⠒" for ch in drawn)  # the steps/s line in braille
@@ -67,7 +67,7 @@ def cell_style(text: Text, index: int):
 async def test_change_labels_sit_on_the_charts_own_background_not_a_white_box(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("NO_COLOR", "1")
     async with two_rates_app() as (pilot, app, src):
-        drawn = chart(app, "throughput").render()
+        drawn = chart_drawing(chart(app, "throughput"))
         plain = drawn.plain
         label = plain.index("serial→pipelined")
         # a blank cell of the plot on the label's row, past the label and its padding
@@ -111,7 +111,7 @@ async def test_the_wheel_zooms_the_time_axis_around_the_cursor_and_0_resets_it()
         assert tp.time_at(at[0]) == pytest.approx(time_under_cursor, abs=(b - a) / 40)
         assert power.window == tp.window  # one shared time axis
         assert "time axis:" in message(app)
-        assert "⠒ steps/s" in tp.render().plain
+        assert "⠒ steps/s" in chart_text(tp)
         await pilot.press("0")
         assert tp.window == whole and "the whole run" in message(app)
         # out again from a zoom: back to the whole run, never wider

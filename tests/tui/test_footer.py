@@ -7,7 +7,7 @@ import gc
 import pytest
 from textual.widgets._footer import FooterKey
 
-from gpudash.core.protocol import Event
+from gpudash.core.protocol import Event, EventKind
 from gpudash.tui.app import GpuDashApp
 from gpudash.tui.footer import LeanFooter, prune_closed_watchers
 
@@ -36,7 +36,7 @@ async def test_an_hour_of_changes_keeps_only_the_footer_keys_on_screen() -> None
         for _ in range(CHANGES):  # a change a minute: each tells a notice, the footer recomposes
             before, batch = batch, 24 - batch
             src.push(
-                Event(t, "changed", "batch_size", str(before), str(batch)),
+                Event(t, EventKind.CHANGED, "batch_size", str(before), str(batch)),
                 *run_segment(t, t + 2.0, 200.0, batch=batch, steps0=int(t * 200)),
             )
             app.refresh_now()

@@ -4,11 +4,13 @@ and 8 GPUs feeds a scripted workload source; and a replay of a multi-GPU recordi
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
-from gpudash.core.protocol import GpuSample, Message, RunConfig, Sample
+from gpudash.core.protocol import EngineSource, GpuSample, Message, RunConfig, Sample
 from gpudash.host.nvml import NvmlSampler
 from gpudash.recording.record import CsvRecorder, run_metadata
 from gpudash.recording.replay import ReplaySource, read_all
@@ -17,8 +19,10 @@ from gpudash.tui.charts import MetricChart
 from gpudash.tui.gpu_rows import GpuRows
 from gpudash.tui.widgets import plain_text
 from tests.fake_gpus import fake_gpus
+from tests.messages import present
 
 from .conftest import wait_until
+from .dashboard import DashPilot
 from .fakes import FakeSource, run_segment, started
 
 
@@ -37,15 +41,20 @@ class SampledSource(FakeSource):
         self.sampler.sample()
 
 
+Box = Callable[..., tuple[ModuleType, SampledSource]]  # box(count, workload_gpu=0, gpus=None)
+
+
 @pytest.fixture
-def box(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
-    """``box(n, workload_gpu)``: (fake pynvml of n GPUs, a source sampling them)."""
+def box(monkeypatch: pytest.MonkeyPatch) -> Box:
+    """``box(n, workload_gpu, gpus)``: (fake pynvml of n GPUs, a source sampling them)."""
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
 
-    def make(count: int, workload_gpu: int = 0, **kw: object):  # type: ignore[no-untyped-def]
+    def make(
+        count: int, workload_gpu: int = 0, gpus: tuple[int, ...] | None = None
+    ) -> tuple[ModuleType, SampledSource]:
         nv = fake_gpus(count)
         monkeypatch.setitem(sys.modules, "pynvml", nv)
-        sampler = NvmlSampler(workload_gpu, **kw)  # type: ignore[arg-type]
+        sampler = NvmlSampler(workload_gpu, gpus=gpus)
         assert sampler.open().available
         return nv, SampledSource(sampler)
 
@@ -56,7 +65,7 @@ def workload_samples(t0: float, t1: float) -> list[Message]:
     return [m for m in run_segment(t0, t1, 100.0) if isinstance(m, Sample)]
 
 
-async def running(app: GpuDashApp, pilot, src: SampledSource) -> None:  # type: ignore[no-untyped-def]
+async def running(app: GpuDashApp, pilot: DashPilot, src: SampledSource) -> None:
     await wait_until(pilot, lambda: app.source_ready, "the source to start")
     src.push(started(), *workload_samples(1.0, 4.0))
     src.tick()
@@ -69,12 +78,12 @@ def rows(app: GpuDashApp) -> list[str]:
     return plain_text(widget, widget.size.width).rstrip("\n").split("\n") if widget.display else []
 
 
-def make_app(src) -> GpuDashApp:  # type: ignore[no-untyped-def]
+def make_app(src: EngineSource) -> GpuDashApp:
     return GpuDashApp(src, clock=lambda: 0.0, toasts=False)
 
 
 @pytest.mark.parametrize("count", [2, 4])
-async def test_one_row_per_gpu_with_the_workloads_highlighted(box, count: int) -> None:
+async def test_one_row_per_gpu_with_the_workloads_highlighted(box: Box, count: int) -> None:
     nv, src = box(count, workload_gpu=1)
     app = make_app(src)
     async with app.run_test(size=(120, 40)) as pilot:
@@ -88,7 +97,7 @@ async def test_one_row_per_gpu_with_the_workloads_highlighted(box, count: int) -
         assert [line.startswith("▶") for line in shown] == [i == 1 for i in range(count)]
 
 
-async def test_a_gpu_that_stops_answering_reads_na_while_the_others_update(box) -> None:
+async def test_a_gpu_that_stops_answering_reads_na_while_the_others_update(box: Box) -> None:
     nv, src = box(4)
     app = make_app(src)
     async with app.run_test(size=(120, 40)) as pilot:
@@ -107,15 +116,15 @@ async def test_a_gpu_that_stops_answering_reads_na_while_the_others_update(box) 
         assert app.state.status == "running" and app.query_one("#chart-gpu_util", MetricChart).display
 
 
-async def test_a_one_gpu_box_has_no_rows_its_gpu_is_in_the_header(box) -> None:
+async def test_a_one_gpu_box_has_no_rows_its_gpu_is_in_the_header(box: Box) -> None:
     _, src = box(1)
     app = make_app(src)
     async with app.run_test(size=(120, 40)) as pilot:
         await running(app, pilot, src)
-        assert rows(app) == [] and app.state.last_gpu.per_gpu  # sampled, but nothing beyond the header's
+        assert rows(app) == [] and present(app.state.last_gpu).per_gpu  # sampled, but nothing beyond the header's
 
 
-async def test_eight_gpus_on_a_short_terminal_share_lines_and_leave_the_charts_room(box) -> None:
+async def test_eight_gpus_on_a_short_terminal_share_lines_and_leave_the_charts_room(box: Box) -> None:
     _, src = box(8, workload_gpu=5)
     app = make_app(src)
     async with app.run_test(size=(80, 24)) as pilot:
@@ -126,7 +135,7 @@ async def test_eight_gpus_on_a_short_terminal_share_lines_and_leave_the_charts_r
         assert all(c.size.height >= 6 for c in app.visible_charts)
 
 
-async def test_replay_of_a_multi_gpu_recording_shows_its_rows(box, tmp_path: Path) -> None:
+async def test_replay_of_a_multi_gpu_recording_shows_its_rows(box: Box, tmp_path: Path) -> None:
     nv, live = box(4, workload_gpu=0, gpus=(3, 0, 1))
     path = tmp_path / "run.csv"
     rec = CsvRecorder(path, run_metadata(RunConfig(), live.sampler.info))
@@ -149,7 +158,7 @@ async def test_replay_of_a_multi_gpu_recording_shows_its_rows(box, tmp_path: Pat
         assert shown[1].startswith("▶") and "n/a" in shown[2]
 
 
-async def test_recording_from_the_dashboard_has_the_per_gpu_columns(box, tmp_path: Path) -> None:
+async def test_recording_from_the_dashboard_has_the_per_gpu_columns(box: Box, tmp_path: Path) -> None:
     nv, src = box(2, workload_gpu=1)
     app = make_app(src)
     path = tmp_path / "mid-run.csv"

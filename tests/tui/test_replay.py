@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from gpudash.core.protocol import Event, GpuSample, SetBatchSize
+from gpudash.core.protocol import Event, EventKind, GpuSample, SetBatchSize
 from gpudash.recording.csvformat import event_row, format_row, header, sample_row
 from gpudash.recording.replay import POLL_MAX_MESSAGES, ReadOnlyError, RecordingReader, ReplaySource, read_all
+from tests.messages import events_of, present, samples_of
 
 from .fakes import gpu, sample
 
@@ -36,7 +37,7 @@ def test_reads_the_whole_recording_with_its_metadata():
     events = [m for m in msgs if isinstance(m, Event)]
     assert [e.kind for e in events] == ["starting", "started", "changed", "changed", "changed"]
     assert any(isinstance(m, GpuSample) for m in msgs)
-    assert src.gpu_info.available and src.gpu_info.name.startswith("NVIDIA H100")
+    assert src.gpu_info.available and present(src.gpu_info.name).startswith("NVIDIA H100")
     assert src.gpu_info.driver == "550.54.15"
     assert src.config.device == "cuda:0"
     assert not src.alive and src.info.loading is None
@@ -49,7 +50,7 @@ def test_without_metadata_the_gpu_info_says_why(tmp_path):
     shutil.copy(FIXTURE, p)
     src = ReplaySource(p)
     msgs = read_all(src)
-    assert not src.gpu_info.available and "no metadata" in src.gpu_info.unavailable
+    assert not src.gpu_info.available and "no metadata" in present(src.gpu_info.unavailable)
     assert len(msgs) > 100
     assert src.info.notes == ()  # no file is not a bad file: nothing to warn about
 
@@ -58,7 +59,7 @@ def test_a_partial_last_line_waits_until_it_is_complete(tmp_path):
     p = tmp_path / "live.csv"
     rows = [
         format_row(header()),
-        format_row(event_row(Event(0.5, "changed", "batch_size", "4", "8", 'a "quoted", message'))),
+        format_row(event_row(Event(0.5, EventKind.CHANGED, "batch_size", "4", "8", 'a "quoted", message'))),
         format_row(sample_row(sample(1.0, 100.0), gpu(1.0))),
         format_row(sample_row(sample(1.25, 101.0), None)),
     ]
@@ -70,25 +71,27 @@ def test_a_partial_last_line_waits_until_it_is_complete(tmp_path):
         f.write(rows[1][10:] + rows[2][:-1])  # the event row completes; the sample has no newline yet
         f.flush()
         got = rd.read()
-        assert len(got) == 1 and got[0].message == 'a "quoted", message'
+        (changed,) = events_of(got)
+        assert len(got) == 1 and changed.message == 'a "quoted", message'
         f.write("\n" + rows[3])
         f.flush()
         got = rd.read()
         assert [type(m).__name__ for m in got] == ["GpuSample", "Sample", "Sample"]  # NVML first, as recorded
-        assert got[2].steps_per_s == 101.0
+        assert samples_of(got)[1].steps_per_s == 101.0
 
 
 def test_a_newline_inside_a_quoted_cell_waits_for_the_record(tmp_path):
     p = tmp_path / "q.csv"
-    row = format_row(event_row(Event(1.0, "error", message="line one\nline two")))
+    row = format_row(event_row(Event(1.0, EventKind.ERROR, message="line one\nline two")))
     p.write_text(format_row(header()) + row[: row.index("\n") + 1])
     with p.open(newline="") as r:
         rd = RecordingReader(r, "q.csv")
         assert rd.read() == []
         with p.open("a") as f:
             f.write(row[row.index("\n") + 1 :])
-        (e,) = rd.read()
-    assert e.message == "line one\nline two"
+        got = rd.read()
+    (e,) = events_of(got)
+    assert len(got) == 1 and e.message == "line one\nline two"
 
 
 def test_follow_hands_out_rows_as_they_are_appended(tmp_path):

@@ -12,8 +12,8 @@ import pytest
 from gpudash.tui.widgets import StatsPanel, plain_text
 
 from .conftest import palette_titles, run_palette, wait_until
+from .dashboard import SIZE, make_app, message, pipelined_after_serial, running_app
 from .fakes import FakeSource, run_segment
-from .test_app import SIZE, make_app, message, pipelined_after_serial, running_app
 
 
 @pytest.fixture
@@ -42,7 +42,7 @@ async def test_s_saves_an_svg_in_the_working_directory_and_says_where(headless_h
     async with app.run_test(size=SIZE) as pilot:
         await running_app(pilot, app, src)
         await pilot.press("s")
-        await wait_until(pilot, lambda: svgs(headless_home), "the screenshot file")
+        await wait_until(pilot, lambda: bool(svgs(headless_home)), "the screenshot file")
         [shot] = svgs(headless_home)
         assert shot.name.startswith("gpudash-encdec-") and shot.read_text().lstrip().startswith("<svg")
         assert "steps/s" in shot.read_text()  # the screen's text is in the picture
@@ -78,7 +78,7 @@ async def test_screenshots_go_to_the_record_directory_when_one_is_set(tmp_path: 
     async with app.run_test(size=SIZE) as pilot:
         await running_app(pilot, app, src)
         await pilot.press("s")
-        await wait_until(pilot, lambda: svgs(records), "the screenshot in the record directory")
+        await wait_until(pilot, lambda: bool(svgs(records)), "the screenshot in the record directory")
         assert str(records) in message(app)
 
 

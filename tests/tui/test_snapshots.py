@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gpudash.core.protocol import Event
+from gpudash.core.protocol import Event, EventKind
 from gpudash.recording.replay import ReplaySource
 from gpudash.tui.app import GpuDashApp
 
@@ -40,7 +40,7 @@ def test_main_screen_with_a_change_marker(snap_compare):
     src.push(
         started(1.0),
         *run_segment(1.0, 20.0, 200.0),
-        Event(20.0, "changed", "variant", "serial", "pipelined"),
+        Event(20.0, EventKind.CHANGED, "variant", "serial", "pipelined"),
         *run_segment(20.0, 40.0, 220.0, variant="pipelined", steps0=4000),
     )
     app = _app(src)
@@ -54,7 +54,7 @@ def test_main_screen_without_colour(snap_compare, monkeypatch):
     src.push(
         started(1.0),
         *run_segment(1.0, 20.0, 200.0),
-        Event(20.0, "changed", "variant", "serial", "pipelined"),
+        Event(20.0, EventKind.CHANGED, "variant", "serial", "pipelined"),
         *run_segment(20.0, 40.0, 220.0, variant="pipelined", steps0=4000),
     )
     app = _app(src)
@@ -73,7 +73,7 @@ def test_no_nvml(snap_compare):
     src.push(
         started(1.0, batch=4, device="cpu"),
         *run_segment(1.0, 15.0, 30.0, batch=4, syncs=None),
-        Event(15.0, "changed", "batch_size", "4", "8"),
+        Event(15.0, EventKind.CHANGED, "batch_size", "4", "8"),
         *run_segment(15.0, 30.0, 18.0, batch=8, syncs=None, steps0=450),
     )
     # no GPU samples on a machine without NVML

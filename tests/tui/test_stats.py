@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from gpudash.core.protocol import Event
+from gpudash.core.protocol import Event, EventKind
 from gpudash.core.textfmt import fmt_num
 from gpudash.tui.series import Series, downsample
 from gpudash.tui.state import DashState
+from tests.messages import present
 
 from .fakes import gpu, run_segment, sample, started
 
@@ -26,7 +27,7 @@ def test_whole_series_keeps_the_whole_run_at_falling_resolution():
     for i in range(10_000):
         s.append(float(i), 1.0)
     assert len(s) <= 100
-    assert s.first_t == 0.0 and s.last_t > 9_800
+    assert s.first_t == 0.0 and present(s.last_t) > 9_800
 
 
 def test_downsample_averages_buckets():
@@ -39,7 +40,7 @@ def test_segment_means_and_change_against_the_previous_config():
     st.ingest(started())
     # the first sample after a change is warm-up (its interval straddles the rebuild): left out
     st.ingest_all([sample(1.25, 50.0), *run_segment(1.25, 11.0, 200.0)[1:]])
-    st.ingest(Event(11.0, "changed", "variant", "serial", "pipelined"))
+    st.ingest(Event(11.0, EventKind.CHANGED, "variant", "serial", "pipelined"))
     st.ingest_all(
         [
             sample(11.25, 10.0, variant="pipelined"),
@@ -53,8 +54,8 @@ def test_segment_means_and_change_against_the_previous_config():
     assert rows["steps_per_s"].verdict == 1
     assert rows["step_ms_p50"].change_pct == pytest.approx((1000 / 220 - 5.0) / 5.0 * 100)
     assert rows["step_ms_p50"].verdict == 1  # lower is better
-    assert st.current.key == ("encdec", "pipelined", 8, "none")
-    assert st.previous.key == ("encdec", "serial", 8, "none")
+    assert present(st.current).key == ("encdec", "pipelined", 8, "none")
+    assert present(st.previous).key == ("encdec", "serial", 8, "none")
     assert [m.label for m in st.markers] == ["serial→pipelined"]
 
 
@@ -69,11 +70,11 @@ def test_paused_time_is_left_out_of_the_means():
     st = DashState()
     st.ingest(started())
     st.ingest_all(run_segment(1.0, 6.0, 100.0))
-    st.ingest(Event(6.0, "paused"))
+    st.ingest(Event(6.0, EventKind.PAUSED))
     st.ingest_all([sample(t / 4, 0.001) for t in range(25, 40)])
-    st.ingest(Event(10.0, "resumed"))
+    st.ingest(Event(10.0, EventKind.RESUMED))
     st.ingest_all([sample(10.25, 1.0), *run_segment(10.25, 15.0, 100.0)[1:]])
-    assert st.current.mean("steps_per_s") == pytest.approx(100.0)
+    assert present(st.current).mean("steps_per_s") == pytest.approx(100.0)
     assert st.status == "running"
 
 
@@ -82,25 +83,25 @@ def test_joules_per_step_from_the_energy_counter():
     st.ingest(started())
     # 300 W, 100 steps/s -> 3 J per step
     st.ingest_all(run_segment(1.0, 11.0, 100.0))
-    assert st.current.joules_per_step == pytest.approx(3.0, rel=0.05)
+    assert present(st.current).joules_per_step == pytest.approx(3.0, rel=0.05)
     assert st.now("joules_per_step") == pytest.approx(3.0, rel=0.1)
 
 
 def test_no_energy_no_joules():
     st = DashState()
     st.ingest_all([sample(t / 4, 100.0) for t in range(1, 20)])
-    assert st.current.joules_per_step is None and st.now("joules_per_step") is None
+    assert present(st.current).joules_per_step is None and st.now("joules_per_step") is None
 
 
 def test_status_follows_the_events():
     st = DashState()
     assert st.status == "starting"
-    st.ingest(Event(0.0, "starting"))
+    st.ingest(Event(0.0, EventKind.STARTING))
     st.ingest(started())
     assert st.status == "running"
-    st.ingest(Event(5.0, "crashed", message="killed by SIGKILL"))
+    st.ingest(Event(5.0, EventKind.CRASHED, message="killed by SIGKILL"))
     assert st.status == "crashed" and "SIGKILL" in st.status_message
-    st.ingest(Event(6.0, "error", "batch_size", "8", "0", "batch size must be at least 1"))
+    st.ingest(Event(6.0, EventKind.ERROR, "batch_size", "8", "0", "batch size must be at least 1"))
     assert st.last_error is not None
 
 
@@ -128,11 +129,11 @@ def test_a_change_inside_the_noise_is_not_coloured() -> None:
 
     rng = random.Random(7)
     st = DashState()
-    st.ingest(Event(0.0, "started", details={"workload": "encdec", "variant": "serial", "batch_size": "8"}))
+    st.ingest(Event(0.0, EventKind.STARTED, details={"workload": "encdec", "variant": "serial", "batch_size": "8"}))
     steps, t = 0, 0.0
     for variant in ("serial", "pipelined"):
         if variant == "pipelined":
-            st.ingest(Event(t, "changed", "variant", "serial", "pipelined"))
+            st.ingest(Event(t, EventKind.CHANGED, "variant", "serial", "pipelined"))
         for _ in range(120):
             t += 0.25
             rate = 200.0 * (1 + rng.gauss(0, 0.10))
@@ -140,8 +141,8 @@ def test_a_change_inside_the_noise_is_not_coloured() -> None:
             st.ingest(Sample(t, "encdec", variant, 8, steps, steps * 8, 0.25, rate, rate * 8, 5.0, 6.0, 0.0))
     row = {r.metric.key: r for r in st.stat_rows()}["steps_per_s"]
     assert row.change_pct is not None and row.change_pct != 0.0  # the means differ a little...
-    assert row.verdict == 0 and not row.comparison.verdict.real  # ...and that is called noise
-    assert row.estimate.has_interval and row.prev_estimate.has_interval
+    assert row.verdict == 0 and not present(row.comparison).verdict.real  # ...and that is called noise
+    assert present(row.estimate).has_interval and present(row.prev_estimate).has_interval
 
 
 def test_an_hour_of_changes_keeps_a_bounded_history_and_still_compares_with_the_last_config():
@@ -154,10 +155,10 @@ def test_an_hour_of_changes_keeps_a_bounded_history_and_still_compares_with_the_
     for minute in range(60):
         t = minute * 10.0
         batch = 16 if minute % 2 else 8
-        st.ingest(Event(t, "changed", "batch_size", str(24 - batch), str(batch)))
+        st.ingest(Event(t, EventKind.CHANGED, "batch_size", str(24 - batch), str(batch)))
         st.ingest_all([m for m in run_segment(t + 0.25, t + 10.0, 100.0 + batch, batch=batch) if m])
     assert len(st.segments) == MAX_SEGMENTS
     rows = {r.metric.key: r for r in st.stat_rows()}
-    assert st.current.key[2] == 16 and st.previous.key[2] == 8
+    assert present(st.current).key[2] == 16 and present(st.previous).key[2] == 8
     assert rows["steps_per_s"].mean == pytest.approx(116.0)
     assert rows["steps_per_s"].prev == pytest.approx(108.0)

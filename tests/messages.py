@@ -1,0 +1,40 @@
+"""Typed views of what a source hands over: the ``Sample | Event | GpuSample`` stream narrowed by kind."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TypeVar
+
+from gpudash.core.protocol import Event, EventKind, GpuSample, Message, Sample
+
+T = TypeVar("T")
+
+
+def present(value: T | None, what: str = "a value") -> T:
+    """``value``, which the test expects to be there (a clear failure, not an AttributeError, when not)."""
+    assert value is not None, f"expected {what}, got None"
+    return value
+
+
+def events_of(messages: Iterable[object], kind: EventKind | str | None = None) -> list[Event]:
+    """The events among ``messages`` (of ``kind`` when given), in order."""
+    wanted = None if kind is None else EventKind(kind)
+    return [m for m in messages if isinstance(m, Event) and (wanted is None or m.kind == wanted)]
+
+
+def samples_of(messages: Iterable[object]) -> list[Sample]:
+    """The throughput samples among ``messages``, in order."""
+    return [m for m in messages if isinstance(m, Sample)]
+
+
+def gpu_samples_of(messages: Iterable[object]) -> list[GpuSample]:
+    """The NVML samples among ``messages``, in order."""
+    return [m for m in messages if isinstance(m, GpuSample)]
+
+
+def event(time_s: float, kind: EventKind | str, what: str = "", before: str = "", after: str = "") -> Event:
+    """An event built the way a CSV row builds one (its kind given as text or as the enum)."""
+    return Event(time_s, EventKind(kind), what, before, after)
+
+
+__all__ = ["Message", "event", "events_of", "gpu_samples_of", "present", "samples_of"]
