@@ -39,16 +39,24 @@ import platform
 import statistics
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+if TYPE_CHECKING:
+    from gpudash.engine.loop import StepLoop
+    from workloads.base import Workload
+    from workloads.user import UserWorkload
 
 TARGET = 0.98  # engine/bare: the interval's low end at or above this
 BLOCK = 20  # bursts per block of the interleaved measurement (~1 s of 25 ms bursts)
 
 
-def main() -> int:
+def parse_args() -> argparse.Namespace:
+    """The command line (see the module's docstring)."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("-w", "--workload", default="encdec")
     p.add_argument("-v", "--variant", default="serial")
@@ -87,48 +95,87 @@ def main() -> int:
         metavar="SECONDS",
         help="also run one engine loop this long with the bare steps interleaved burst by burst (see above)",
     )
-    args = p.parse_args()
+    return p.parse_args()
+
+
+def main() -> int:
+    args = parse_args()
 
     import torch
 
-    from gpudash.core.protocol import Sample
-    from gpudash.engine.loop import StepLoop
-    from gpudash.engine.measure import CudaStepTimer
-    from workloads.base import WorkloadOptions
-    from workloads.factory import build
+    from workloads.user import UserWorkload
 
-    device = torch.device(args.device)
+    w, device = build_workload(args)
     cuda = device.type == "cuda"
-    if cuda and device.index is not None:
-        torch.cuda.set_device(device)
-    from workloads.knobs import parse_knobs
-
-    knobs = parse_knobs(",".join(args.knob) or "none")
-    w = build(args.workload, device, WorkloadOptions(variant=args.variant, batch_size=args.batch_size, knobs=knobs))
+    user = w if isinstance(w, UserWorkload) and w.pool is not None else None
+    if args.hand and user is None:
+        print("engine_overhead.py: --hand needs your own workload with a batch() function", file=sys.stderr)
+        return 2
+    # the bare loop this run compares with
+    bare_steps = hand_loop(user, args.resident, torch) if args.hand and user is not None else workload_loop(w)
 
     def sync() -> None:
         if cuda:
             torch.cuda.synchronize()
 
+    def baseline(n: int) -> float:
+        return steps_per_s(bare_steps, n, sync)
+
+    engine = EngineRuns(w, args.sample_interval, cuda, sync)
+    # warm up (allocator, cuDNN, lazy init), then size n to about --seconds
+    baseline(10)
+    engine(10, True)
+    probe = baseline(max(10, 50))
+    n = max(20, int(probe * args.seconds))
+
+    print_header(args, w, device, resident=args.hand and args.resident > 0)
+    rounds = run_rounds(args, n, baseline, engine)
+    print_summary(rounds, engine.last)
+    if args.interleave > 0:
+        interleave(loop_for_interleaving(w, args, cuda), bare_steps, sync, args.interleave)
+    w.close()
+    return 0
+
+
+def build_workload(args: argparse.Namespace) -> tuple[Workload, Any]:
+    """The workload named on the command line (its variant, batch size and knobs) and the
+    ``torch.device`` it was built on, made the current GPU where ``--device`` names one."""
+    import torch
+
+    from workloads.base import WorkloadOptions
+    from workloads.factory import build
+    from workloads.knobs import parse_knobs
+
+    device = torch.device(args.device)
+    if device.type == "cuda" and device.index is not None:
+        torch.cuda.set_device(device)
+    knobs = parse_knobs(",".join(args.knob) or "none")
+    options = WorkloadOptions(variant=args.variant, batch_size=args.batch_size, knobs=knobs)
+    return build(args.workload, device, options), device
+
+
+def workload_loop(w: Workload) -> Callable[[int], None]:
+    """The bare loop: ``workload.step()`` ``n`` times."""
+
     def workload_steps(n: int) -> None:
         for _ in range(n):
             w.step()
 
-    from workloads.user import UserWorkload
+    return workload_steps
 
-    if args.hand and not (isinstance(w, UserWorkload) and w.pool is not None):
-        print("engine_overhead.py: --hand needs your own workload with a batch() function", file=sys.stderr)
-        return 2
-    pool = w.pool if isinstance(w, UserWorkload) else None
-    resident = [w.to_device(pool.next()) for _ in range(args.resident)] if args.hand and pool is not None else []
+
+def hand_loop(w: UserWorkload, resident: int, torch: Any) -> Callable[[int], None]:
+    """The bare loop of ``--hand``: the user's step as their own loop would take it, from the same
+    Training and batches (the workload's modules as its knobs resolved them: compiled, in their
+    layout); with ``resident`` > 0, on that many batches copied to the device once, here."""
+    pool = w.pool
+    assert pool is not None  # checked by main, for --hand
+    kept = [w.to_device(pool.next()) for _ in range(resident)]
 
     def hand_steps(n: int) -> None:
-        """The user's step as their own loop would take it, from the same Training and batches
-        (the workload's modules as its knobs resolved them: compiled, in their layout)."""
-        assert isinstance(w, UserWorkload) and pool is not None  # checked above, for --hand
         model, loss_fn, optimizer, frozen = w.model, w.loss_fn, w.optimizer, w.frozen
         for i in range(n):
-            x, y = resident[i % len(resident)] if resident else w.to_device(pool.next())
+            x, y = kept[i % len(kept)] if kept else w.to_device(pool.next())
             optimizer.zero_grad(set_to_none=True)
             with w.autocast():
                 if frozen is not None:
@@ -138,36 +185,53 @@ def main() -> int:
             loss.backward()
             optimizer.step()
 
-    bare_steps = hand_steps if args.hand else workload_steps  # the bare loop this run compares with
+    return hand_steps
 
-    def baseline(n: int) -> float:
-        sync()
-        t = time.perf_counter()
-        bare_steps(n)
-        sync()
-        return n / (time.perf_counter() - t)
 
-    last: dict[str, object] = {}
+def steps_per_s(steps: Callable[[int], None], n: int, sync: Callable[[], None]) -> float:
+    """Steps/s of ``steps(n)``, timed between two synchronizes."""
+    sync()
+    t = time.perf_counter()
+    steps(n)
+    sync()
+    return n / (time.perf_counter() - t)
 
-    loops: dict[tuple[bool, bool], tuple[StepLoop, list[object]]] = {}
 
-    def engine(n: int, count_syncs: bool, grouped: bool = True) -> float:
-        """``n`` more steps of one StepLoop per setting, built once (as the child builds one)."""
-        if (count_syncs, grouped) not in loops:
+class EngineRuns:
+    """The engine's step loop, timed: one StepLoop per setting (sync counting, grouped timing
+    events), built on first use as the child builds one, each call running ``n`` more steps.
+    ``last`` holds what the samples of the last run with sync counting saw."""
+
+    def __init__(self, w: Workload, sample_interval_s: float, cuda: bool, sync: Callable[[], None]) -> None:
+        self.w, self.sample_interval_s, self.cuda, self.sync = w, sample_interval_s, cuda, sync
+        self.loops: dict[tuple[bool, bool], tuple[StepLoop, list[object]]] = {}
+        self.last: dict[str, object] = {}
+
+    def loop(self, count_syncs: bool, grouped: bool) -> tuple[StepLoop, list[object]]:
+        """The loop for this setting and the list its messages go to, built the first time."""
+        from gpudash.engine.measure import CudaStepTimer
+
+        if (count_syncs, grouped) not in self.loops:
             emitted: list[object] = []
-            loop = engine_loop(w, args.sample_interval, count_syncs and cuda, emitted.append)
+            loop = engine_loop(self.w, self.sample_interval_s, count_syncs and self.cuda, emitted.append)
             if not grouped and isinstance(loop.timer, CudaStepTimer):
                 loop.timer.group_ms = 0.0  # an event after every step
-            loops[count_syncs, grouped] = (loop, emitted)
-        loop, got = loops[count_syncs, grouped]
+            self.loops[count_syncs, grouped] = (loop, emitted)
+        return self.loops[count_syncs, grouped]
+
+    def __call__(self, n: int, count_syncs: bool, grouped: bool = True) -> float:
+        """Steps/s of ``n`` more steps of the loop for this setting, its drain included."""
+        from gpudash.core.protocol import Sample
+
+        loop, got = self.loop(count_syncs, grouped)
         got.clear()
-        sync()
+        self.sync()
         t = time.perf_counter()
         loop.run(steps=n)  # ends with the workload's drain (a synchronize)
         rate = n / (time.perf_counter() - t)
         samples = [m for m in got if isinstance(m, Sample)]
         if count_syncs:
-            last.update(
+            self.last.update(
                 samples=len(samples),
                 syncs=[s.syncs_per_step for s in samples][-3:],
                 bookkeeping_syncs=loop.bookkeeping_syncs,
@@ -175,12 +239,12 @@ def main() -> int:
             )
         return rate
 
-    # warm up (allocator, cuDNN, lazy init), then size n to about --seconds
-    baseline(10)
-    engine(10, True)
-    probe = baseline(max(10, 50))
-    n = max(20, int(probe * args.seconds))
 
+def print_header(args: argparse.Namespace, w: Workload, device: Any, resident: bool) -> None:
+    """The run's header lines: the workload, the bare loop, the machine and the versions."""
+    import torch
+
+    cuda = device.type == "cuda"
     name = torch.cuda.get_device_name(device) if cuda else platform.processor() or "cpu"
     print(
         f"# engine overhead: {args.workload} {w.variant}, batch {w.batch_size}, image {w.image_size}, "
@@ -192,6 +256,23 @@ def main() -> int:
         f"# torch {torch.__version__}, CUDA {torch.version.cuda}, python {platform.python_version()}, "
         f"{dt.datetime.now().astimezone().isoformat(timespec='seconds')}"
     )
+
+
+@dataclass
+class Rounds:
+    """The rounds' measurements: steps/s bare, in the engine and with an event per step, and the
+    ratios engine/bare with and without sync counting."""
+
+    bares: list[float] = field(default_factory=list)
+    engines: list[float] = field(default_factory=list)
+    per_step: list[float] = field(default_factory=list)
+    ratios: list[float] = field(default_factory=list)
+    ratios_nc: list[float] = field(default_factory=list)
+
+
+def run_rounds(args: argparse.Namespace, n: int, baseline: Callable[[int], float], engine: EngineRuns) -> Rounds:
+    """``args.rounds`` rounds of ``n`` steps bare and in the engine (and the optional columns),
+    the order alternating; a table row printed for each."""
     cols = ["round", "bare steps/s", "engine steps/s", "ratio"]
     if args.no_sync_count:
         cols += ["engine, no sync count", "ratio"]
@@ -201,7 +282,7 @@ def main() -> int:
         print(f"# {n} steps per measurement, {args.rounds} rounds, sample interval {args.sample_interval} s")
         print("| " + " | ".join(cols) + " |")
         print("|" + "---|" * len(cols))
-    ratios, ratios_nc, bares, engines, per_step = [], [], [], [], []
+    got = Rounds()
     for r in range(1, args.rounds + 1):
         if r % 2:  # ABBA: which runs first alternates, so a drift (clocks, heat) favours neither
             b = baseline(n)
@@ -209,49 +290,55 @@ def main() -> int:
         else:
             e = engine(n, True)
             b = baseline(n)
-        bares.append(b)
-        engines.append(e)
+        got.bares.append(b)
+        got.engines.append(e)
         row = [str(r), f"{b:.1f}", f"{e:.1f}", f"{e / b:.3f}"]
-        ratios.append(e / b)
+        got.ratios.append(e / b)
         if args.no_sync_count:
             e2 = engine(n, False)
-            ratios_nc.append(e2 / b)
+            got.ratios_nc.append(e2 / b)
             row += [f"{e2:.1f}", f"{e2 / b:.3f}"]
         if args.per_step_events:
             e3 = engine(n, True, grouped=False)
-            per_step.append(e3)
+            got.per_step.append(e3)
             row += [f"{e3:.1f}", f"{e3 / b:.3f}"]
         print("| " + " | ".join(row) + " |", flush=True)
-    if ratios:
-        med = statistics.median(ratios)
-        print(f"\nmedian engine/bare: {med:.3f}  (target >= {TARGET}: {'OK' if med >= TARGET else 'BELOW'})")
-    if len(bares) >= 4:
-        from gpudash.core.textfmt import fmt_ratio
-        from gpudash.stats.comparison import compare, compare_paired, estimate_from_batches
+    return got
 
-        c = compare_paired(bares, engines)
-        met = "met" if c.low is not None and c.low >= TARGET else "not met"
-        print(f"engine/bare, paired rounds: {fmt_ratio(c)}, {c.verdict} (target >= {TARGET}: {met})")
-        if per_step:
-            c = compare_paired(bares, per_step)
-            print(f"engine with an event per step/bare, paired rounds: {fmt_ratio(c)}, {c.verdict}")
-        c = compare(estimate_from_batches(bares), estimate_from_batches(engines))
-        print(f"engine/bare, ratio of means: {fmt_ratio(c)}, {c.verdict}")
-        if per_step:
-            c = compare(estimate_from_batches(bares), estimate_from_batches(per_step))
-            print(f"engine with an event per step/bare, ratio of means: {fmt_ratio(c)}, {c.verdict}")
-            c = compare(estimate_from_batches(per_step), estimate_from_batches(engines))
-            print(f"engine (grouped)/engine with an event per step, ratio of means: {fmt_ratio(c)}, {c.verdict}")
-    if ratios_nc:
-        print(f"median engine (no sync counting)/bare: {statistics.median(ratios_nc):.3f}")
+
+def print_summary(rounds: Rounds, last: dict[str, object]) -> None:
+    """The median ratio, the intervals (4 rounds or more), and what the engine's samples saw."""
+    if rounds.ratios:
+        med = statistics.median(rounds.ratios)
+        print(f"\nmedian engine/bare: {med:.3f}  (target >= {TARGET}: {'OK' if med >= TARGET else 'BELOW'})")
+    if len(rounds.bares) >= 4:
+        print_intervals(rounds.bares, rounds.engines, rounds.per_step)
+    if rounds.ratios_nc:
+        print(f"median engine (no sync counting)/bare: {statistics.median(rounds.ratios_nc):.3f}")
     print(
         f"engine saw: syncs/step {last.get('syncs')}, syncs of its own bookkeeping "
         f"{last.get('bookkeeping_syncs')}, step p50 {last.get('p50')} ms, {last.get('samples')} samples"
     )
-    if args.interleave > 0:
-        interleave(loop_for_interleaving(w, args, cuda), bare_steps, sync, args.interleave)
-    w.close()
-    return 0
+
+
+def print_intervals(bares: list[float], engines: list[float], per_step: list[float]) -> None:
+    """The 95% intervals with their verdicts: paired rounds (against the target) and ratio of means."""
+    from gpudash.core.textfmt import fmt_ratio
+    from gpudash.stats.comparison import compare, compare_paired, estimate_from_batches
+
+    c = compare_paired(bares, engines)
+    met = "met" if c.low is not None and c.low >= TARGET else "not met"
+    print(f"engine/bare, paired rounds: {fmt_ratio(c)}, {c.verdict} (target >= {TARGET}: {met})")
+    if per_step:
+        c = compare_paired(bares, per_step)
+        print(f"engine with an event per step/bare, paired rounds: {fmt_ratio(c)}, {c.verdict}")
+    c = compare(estimate_from_batches(bares), estimate_from_batches(engines))
+    print(f"engine/bare, ratio of means: {fmt_ratio(c)}, {c.verdict}")
+    if per_step:
+        c = compare(estimate_from_batches(bares), estimate_from_batches(per_step))
+        print(f"engine with an event per step/bare, ratio of means: {fmt_ratio(c)}, {c.verdict}")
+        c = compare(estimate_from_batches(per_step), estimate_from_batches(engines))
+        print(f"engine (grouped)/engine with an event per step, ratio of means: {fmt_ratio(c)}, {c.verdict}")
 
 
 def engine_loop(w: Any, sample_interval_s: float, count_syncs: bool, emit: Any) -> Any:

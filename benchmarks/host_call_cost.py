@@ -30,6 +30,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -43,33 +44,66 @@ def main() -> int:
     args = p.parse_args()
 
     import torch
-    from torch import nn
 
     import gpudash
-    from gpudash.core.textfmt import fmt_ratio
-    from gpudash.stats.comparison import compare_paired
 
     device = torch.device(args.device)
     cuda = device.type == "cuda"
+    train_step = mlp_train_step(torch, device)
+    calls = calls_between_steps(torch, cuda)
+    tracker = gpudash.track(Path(tempfile.mkdtemp()) / "cost.csv", label="cost", device=args.device)
+    calls["tracker.step()"] = lambda: tracker.step(samples=128)
+    for _ in range(300):  # warm up: allocator, kernels, the tracker's start
+        train_step()
+        tracker.step(samples=128)
+    if cuda:
+        torch.cuda.synchronize()
+
+    name = torch.cuda.get_device_name(device) if cuda else platform.processor() or "cpu"
+    print(f"# host call cost: MLP 64-256-10, batch 128, on {device} ({name})")
+    print(
+        f"# torch {torch.__version__}, CUDA {torch.version.cuda}, python {platform.python_version()}, "
+        f"{dt.datetime.now().astimezone().isoformat(timespec='seconds')}"
+    )
+    print(f"# {args.blocks} blocks of {PAIRS} pairs of steps per call, alternated one by one")
+    print_table(train_step, calls, args.blocks)
+    tracker.close()
+    return 0
+
+
+def mlp_train_step(torch: Any, device: Any, hidden: int = 256, batch: int = 128) -> Callable[[], None]:
+    """A small MLP's training step (64-``hidden``-10, seeded): ``batch`` random inputs made on the
+    device, forward, backward, SGD."""
+    from torch import nn
+
     torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 10)).to(device)
+    model = nn.Sequential(nn.Linear(64, hidden), nn.ReLU(), nn.Linear(hidden, 10)).to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
 
     def train_step() -> None:
-        x, y = torch.randn(128, 64, device=device), torch.randn(128, 10, device=device)
+        x, y = torch.randn(batch, 64, device=device), torch.randn(batch, 10, device=device)
         loss = nn.functional.mse_loss(model(x), y)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
 
-    class Counters:
-        def __init__(self) -> None:
-            self.steps = self.samples = 0
+    return train_step
 
-        def step(self, samples: int) -> None:
-            self.steps += 1
-            self.samples += samples
 
+class Counters:
+    """What ``tracker.step()`` does between stamps: two counters updated."""
+
+    def __init__(self) -> None:
+        self.steps = self.samples = 0
+
+    def step(self, samples: int) -> None:
+        self.steps += 1
+        self.samples += samples
+
+
+def calls_between_steps(torch: Any, cuda: bool) -> dict[str, Callable[[], None]]:
+    """The calls to time between two steps, by label (the CUDA events on a GPU only);
+    ``tracker.step()`` is added by the caller."""
     counters, calls = Counters(), [0]
     calls_: dict[str, Callable[[], None]] = {"A/A: nothing": lambda: None}
     calls_["a Python call (two counters)"] = lambda: counters.step(128)
@@ -93,35 +127,26 @@ def main() -> int:
         calls_["a timing event every 8 steps, record()"] = every_8th(False)
         calls_["a timing event every 8 steps, record(stream)"] = every_8th(True)
         calls_["a timing event every step, record(stream)"] = every_step
-    tracker = gpudash.track(Path(tempfile.mkdtemp()) / "cost.csv", label="cost", device=args.device)
-    calls_["tracker.step()"] = lambda: tracker.step(samples=128)
-    for _ in range(300):  # warm up: allocator, kernels, the tracker's start
-        train_step()
-        tracker.step(samples=128)
-    if cuda:
-        torch.cuda.synchronize()
+    return calls_
 
-    name = torch.cuda.get_device_name(device) if cuda else platform.processor() or "cpu"
-    print(f"# host call cost: MLP 64-256-10, batch 128, on {device} ({name})")
-    print(
-        f"# torch {torch.__version__}, CUDA {torch.version.cuda}, python {platform.python_version()}, "
-        f"{dt.datetime.now().astimezone().isoformat(timespec='seconds')}"
-    )
-    print(f"# {args.blocks} blocks of {PAIRS} pairs of steps per call, alternated one by one")
+
+def print_table(train_step: Callable[[], None], calls: dict[str, Callable[[], None]], blocks: int) -> None:
+    """Each call timed by steps alternated with and without it, a table row printed as it is done."""
+    from gpudash.core.textfmt import fmt_ratio
+    from gpudash.stats.comparison import compare_paired
+
     print("| call between two steps | bare step, ms | time over the bare step (95% CI) | verdict | µs a step |")
     print("|---|--:|---|---|--:|")
-    for label, call in calls_.items():
-        bare_rates, with_rates, bare_s, with_s = alternate(train_step, call, args.blocks)
+    for label, call in calls.items():
+        bare_rates, with_rates, bare_s, with_s = alternate(train_step, call, blocks)
         # the bare rate over the rate with the call: the time with it over the bare time (lower is better)
         c = compare_paired(with_rates, bare_rates, higher_is_better=False)
-        steps = args.blocks * PAIRS
+        steps = blocks * PAIRS
         print(
             f"| {label} | {1000 * bare_s / steps:.3f} | {fmt_ratio(c)} | {c.verdict} | "
             f"{1e6 * (with_s - bare_s) / steps:+.2f} |",
             flush=True,
         )
-    tracker.close()
-    return 0
 
 
 def alternate(

@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import platform
 import shutil
 import sys
 import tempfile
@@ -32,7 +31,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))  # gpudash, and benchmarks.tui_frame beside this script
 
-from benchmarks.tui_frame import pty_first_frame  # noqa: E402
+from benchmarks.tui_frame import machine_line, pty_first_frame  # noqa: E402
 from gpudash.core.protocol import Event, EventKind, GpuSample, Sample  # noqa: E402
 from gpudash.recording.csvformat import event_row, format_row, header, sample_row  # noqa: E402
 
@@ -109,11 +108,7 @@ def main() -> int:
     ap.add_argument("--rows", type=int, action="append", help="recording sizes (default: 200, 10k, 50k, 200k)")
     ap.add_argument("--quick", action="store_true", help="skip the whole-process (pty) runs")
     args = ap.parse_args()
-    print(
-        f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
-        f"Python {platform.python_version()}, load average {os.getloadavg()[0]:.1f}",
-        flush=True,
-    )
+    print(f"{machine_line()}, load average {os.getloadavg()[0]:.1f}", flush=True)
     table = []
     with tempfile.TemporaryDirectory() as tmp:
         for rows in args.rows or SIZES:

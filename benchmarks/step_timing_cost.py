@@ -29,22 +29,29 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+if TYPE_CHECKING:
+    from workloads.user import UserWorkload
 
-def main() -> int:
+
+def parse_args() -> argparse.Namespace:
+    """The command line (see the module's docstring)."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("-w", "--workload", default="examples/mine.py:workload")
     p.add_argument("-b", "--batch-size", type=int, default=32)
     p.add_argument("--steps", type=int, default=300, help="steps per loop per round (default: 300)")
     p.add_argument("--rounds", type=int, default=24)
-    args = p.parse_args()
+    return p.parse_args()
+
+
+def main() -> int:
+    args = parse_args()
 
     import torch
-    from scipy import stats
 
-    from gpudash.engine.measure import CudaStepTimer
     from workloads.base import WorkloadOptions
     from workloads.factory import build
 
@@ -57,15 +64,35 @@ def main() -> int:
     if not isinstance(w, UserWorkload):
         print("step_timing_cost.py times your own workload (-w file.py:workload), not a family", file=sys.stderr)
         return 2
+    loops = timing_loops(hand_step(w), torch)
+    for run in loops.values():
+        run(50)  # warm-up
+    us = time_rounds(loops, args.steps, args.rounds, torch)
+    print_table(args, torch.cuda.get_device_name(w.device), us)
+    w.close()
+    return 0
+
+
+def hand_step(w: UserWorkload) -> Callable[[], None]:
+    """The user's step written by hand from the ``Training``: copy the batch, ``zero_grad``, loss,
+    ``backward``, ``step``."""
     device, model, loss_fn, optimizer, pool = w.device, w.model, w.loss_fn, w.optimizer, w.pool
     assert pool is not None, "a workload with a batch() function (not a loader)"
-    stream = torch.cuda.current_stream()
 
     def step() -> None:
         x, y = (v.to(device, non_blocking=True) for v in pool.next())
         optimizer.zero_grad(set_to_none=True)
         loss_fn(model(x), y).backward()
         optimizer.step()
+
+    return step
+
+
+def timing_loops(step: Callable[[], None], torch: Any) -> dict[str, Callable[[int], None]]:
+    """The loops compared, by name: each runs ``n`` steps, with or without a way of timing them."""
+    from gpudash.engine.measure import CudaStepTimer
+
+    stream = torch.cuda.current_stream()
 
     def hand(n: int) -> None:
         for _ in range(n):
@@ -89,26 +116,35 @@ def main() -> int:
             timer.end()
             timer.poll()
 
-    loops = {
+    return {
         "hand": hand,
         "+ timing event per step": with_events(True),
         "+ plain event per step": with_events(False),
         "+ CudaStepTimer": with_timer,
     }
-    for run in loops.values():
-        run(50)  # warm-up
+
+
+def time_rounds(loops: dict[str, Callable[[int], None]], steps: int, rounds: int, torch: Any) -> dict[str, list[float]]:
+    """µs per step of each loop, one value a round: ``steps`` steps of every loop each round, in a
+    shuffled order, timed on the wall clock between two synchronizes."""
     us: dict[str, list[float]] = {name: [] for name in loops}
     order = random.Random(0)
-    for _ in range(args.rounds):
+    for _ in range(rounds):
         for name, run in order.sample(list(loops.items()), len(loops)):
             torch.cuda.synchronize()
             t = time.perf_counter()
-            run(args.steps)
+            run(steps)
             torch.cuda.synchronize()
-            us[name].append((time.perf_counter() - t) / args.steps * 1e6)
+            us[name].append((time.perf_counter() - t) / steps * 1e6)
+    return us
+
+
+def print_table(args: argparse.Namespace, gpu: str, us: dict[str, list[float]]) -> None:
+    """The header lines and a row per loop: µs a step, and its time over the hand loop's."""
+    import torch
 
     print(
-        f"# step timing cost: {args.workload}, batch {args.batch_size}, on {torch.cuda.get_device_name(device)}\n"
+        f"# step timing cost: {args.workload}, batch {args.batch_size}, on {gpu}\n"
         f"# torch {torch.__version__}, CUDA {torch.version.cuda}, python {platform.python_version()}, "
         f"{dt.datetime.now().astimezone().isoformat(timespec='seconds')}\n"
         f"# {args.steps} steps per loop per round, {args.rounds} rounds, shuffled order"
@@ -119,17 +155,23 @@ def main() -> int:
         if name == "hand":
             print(f"| {name} | {statistics.mean(values):.1f} | {statistics.median(values):.1f} | – | (baseline) |")
             continue
-        logs = [math.log(a / b) for a, b in zip(values, us["hand"], strict=True)]
-        mean, se = statistics.mean(logs), statistics.stdev(logs) / math.sqrt(len(logs))
-        half = stats.t.ppf(0.975, len(logs) - 1) * se
-        lo, hi = math.exp(mean - half), math.exp(mean + half)
+        mean, lo, hi = paired_interval(values, us["hand"])
         verdict = "slower" if lo > 1.0 else "faster" if hi < 1.0 else "no change detected"
         print(
             f"| {name} | {statistics.mean(values):.1f} | {statistics.median(values):.1f} | "
-            f"{math.exp(mean):.3f}× [{lo:.3f}–{hi:.3f}] | {verdict} |"
+            f"{mean:.3f}× [{lo:.3f}–{hi:.3f}] | {verdict} |"
         )
-    w.close()
-    return 0
+
+
+def paired_interval(values: list[float], base: list[float]) -> tuple[float, float, float]:
+    """The geometric mean of the rounds' ratios ``values``/``base`` and its 95% interval (t over
+    the rounds' logs): (mean, low, high)."""
+    from scipy import stats
+
+    logs = [math.log(a / b) for a, b in zip(values, base, strict=True)]
+    mean, se = statistics.mean(logs), statistics.stdev(logs) / math.sqrt(len(logs))
+    half = stats.t.ppf(0.975, len(logs) - 1) * se
+    return math.exp(mean), math.exp(mean - half), math.exp(mean + half)
 
 
 if __name__ == "__main__":

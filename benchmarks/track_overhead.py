@@ -35,7 +35,8 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +48,8 @@ TARGET = 0.99  # tracked/bare: at most 1% slower
 WARM_S = 0.25  # steps with the tracker before each timed stretch: its start-up (a few writer polls) done
 
 
-def main() -> int:
+def parse_args() -> argparse.Namespace:
+    """The command line (see the module's docstring)."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--device", default="cuda")
     p.add_argument("--rounds", type=int, default=20, help="A/B rounds (default: 20)")
@@ -64,81 +66,118 @@ def main() -> int:
         default=0,
         help=f"also time steps alternated one by one, N blocks of {host_call_cost.PAIRS} pairs (default: 0)",
     )
-    args = p.parse_args()
+    return p.parse_args()
+
+
+def main() -> int:
+    args = parse_args()
 
     import torch
-    from torch import nn
 
     import gpudash
-    from gpudash.core.protocol import Sample
-    from gpudash.core.textfmt import fmt_ratio
-    from gpudash.recording.replay import ReplaySource, read_all
-    from gpudash.stats.comparison import compare, compare_paired, estimate_from_batches
 
     device = torch.device(args.device)
     cuda = device.type == "cuda"
     if cuda and device.index is not None:
         torch.cuda.set_device(device)
-    torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(64, args.hidden), nn.ReLU(), nn.Linear(args.hidden, 10)).to(device)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-
-    def train_step() -> None:
-        x = torch.randn(args.batch, 64, device=device)
-        y = torch.randn(args.batch, 10, device=device)
-        loss = nn.functional.mse_loss(model(x), y)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
+    train_step = host_call_cost.mlp_train_step(torch, device, args.hidden, args.batch)
 
     def sync() -> None:
         if cuda:
             torch.cuda.synchronize()
 
-    collections = CollectionCount()
+    arms = Arms(train_step, sync, batch=args.batch, interval_s=args.interval, warm_s=args.warm, device=str(device))
+    arms.bare(20)  # warm up: the allocator, the kernels, lazy init
+    arms.tracked(20)
+    n = max(50, int(arms.bare(200) * args.seconds))
 
-    def bare(n: int) -> float:
-        sync()
+    print_header(args, device, n)
+    bares, trackeds = run_rounds(arms, args.rounds, n)
+    print_summary(bares, trackeds, args.rounds, arms.collections)
+    if args.alternate_blocks >= 4:
+        alternate(args.alternate_blocks, train_step, sync, arms.tmp / "alternate.csv", args, gpudash, torch)
+    print_last_file(arms.files[-1], arms.issued[-1])
+    arms.remove()
+    return 0
+
+
+@dataclass
+class Arms:
+    """The two arms of a round, each timing ``n`` steps (steps/s): ``bare``, the loop alone (no
+    tracker exists), and ``tracked``, the loop with ``tracker.step()`` (a fresh tracker each
+    time, its file in ``tmp``)."""
+
+    train_step: Callable[[], None]
+    sync: Callable[[], None]
+    batch: int
+    interval_s: float
+    warm_s: float
+    device: str
+    collections: CollectionCount = field(default_factory=lambda: CollectionCount())
+    tmp: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="track-overhead-")))
+    files: list[Path] = field(default_factory=list)  # each tracker's file, in order
+    issued: list[int] = field(default_factory=list)  # steps given to each tracker (its file must count them all)
+
+    def timed(self, run: Callable[[int], None], n: int, arm: str) -> float:
+        """Steps/s of ``run(n)`` between two synchronizes, started after a ``gc.collect()`` (see
+        CollectionCount), the collections inside it counted for ``arm``."""
+        self.sync()
         gc.collect()  # see CollectionCount
         t = time.perf_counter()
-        with collections.during("bare"):
-            for _ in range(n):
-                train_step()
-            sync()
+        with self.collections.during(arm):
+            run(n)
+            self.sync()
         return n / (time.perf_counter() - t)
 
-    tmp = Path(tempfile.mkdtemp(prefix="track-overhead-"))
-    last_file: list[Path] = []
-    issued: list[int] = []  # steps given to each tracker (its file must count them all)
+    def bare(self, n: int) -> float:
+        """Steps/s of ``n`` steps alone."""
+        train_step = self.train_step
 
-    def tracked(n: int) -> float:
-        path = tmp / f"run{len(last_file)}.csv"
-        last_file.append(path)
-        tracker = gpudash.track(path, label="overhead", interval_s=args.interval, device=str(device))
-        # Warm up past the tracker's start (its thread's first collect writes the started row and
-        # the metadata file): a job pays that once, not per step. Then the steady state is timed.
-        warm_until, warm = time.perf_counter() + args.warm, 0
-        while time.perf_counter() < warm_until:
-            train_step()
-            tracker.step(samples=args.batch)
-            warm += 1
-        issued.append(warm + n)
-        sync()
-        gc.collect()  # see CollectionCount
-        t = time.perf_counter()
-        with collections.during("tracked"):
+        def run(n: int) -> None:
             for _ in range(n):
                 train_step()
-                tracker.step(samples=args.batch)
-            sync()
-        rate = n / (time.perf_counter() - t)
+
+        return self.timed(run, n, "bare")
+
+    def tracked(self, n: int) -> float:
+        """Steps/s of ``n`` steps each followed by ``tracker.step()``: a tracker made and warmed
+        up for ``warm_s`` before the timing starts, closed after it stops."""
+        import gpudash
+
+        path = self.tmp / f"run{len(self.files)}.csv"
+        self.files.append(path)
+        tracker = gpudash.track(path, label="overhead", interval_s=self.interval_s, device=self.device)
+        train_step, batch = self.train_step, self.batch
+        # Warm up past the tracker's start (its thread's first collect writes the started row and
+        # the metadata file): a job pays that once, not per step. Then the steady state is timed.
+        warm_until, warm = time.perf_counter() + self.warm_s, 0
+        while time.perf_counter() < warm_until:
+            train_step()
+            tracker.step(samples=batch)
+            warm += 1
+        self.issued.append(warm + n)
+
+        def run(n: int) -> None:
+            for _ in range(n):
+                train_step()
+                tracker.step(samples=batch)
+
+        rate = self.timed(run, n, "tracked")
         tracker.close()
         return rate
 
-    bare(20)  # warm up: the allocator, the kernels, lazy init
-    tracked(20)
-    n = max(50, int(bare(200) * args.seconds))
+    def remove(self) -> None:
+        """Remove the trackers' temp dir and its files."""
+        for f in self.tmp.iterdir():
+            f.unlink()
+        self.tmp.rmdir()
 
+
+def print_header(args: argparse.Namespace, device: Any, n: int) -> None:
+    """The run's header lines: the MLP, the machine, the versions and the design."""
+    import torch
+
+    cuda = device.type == "cuda"
     name = torch.cuda.get_device_name(device) if cuda else platform.processor() or "cpu"
     print(f"# gpudash.track() overhead: MLP 64-{args.hidden}-10, batch {args.batch}, on {device} ({name})")
     print(
@@ -149,19 +188,31 @@ def main() -> int:
         f"# {n} steps per measurement, {args.rounds} rounds (ABBA), tracker interval {args.interval} s, "
         f"each round's tracker warmed up {args.warm:g} s"
     )
-    if args.rounds:
+
+
+def run_rounds(arms: Arms, rounds: int, n: int) -> tuple[list[float], list[float]]:
+    """``rounds`` rounds of ``n`` steps bare and tracked, the order alternating (ABBA), a table
+    row printed for each: (bare steps/s, tracked steps/s), a value a round."""
+    if rounds:
         print("| round | bare steps/s | tracked steps/s | tracked/bare |")
         print("|---|---|---|---|")
     bares: list[float] = []
     trackeds: list[float] = []
-    for r in range(1, args.rounds + 1):
+    for r in range(1, rounds + 1):
         if r % 2:  # which runs first alternates, so a drift (clocks, heat) favours neither
-            b, t = bare(n), tracked(n)
+            b, t = arms.bare(n), arms.tracked(n)
         else:
-            t, b = tracked(n), bare(n)
+            t, b = arms.tracked(n), arms.bare(n)
         bares.append(b)
         trackeds.append(t)
         print(f"| {r} | {b:.1f} | {t:.1f} | {t / b:.4f} |", flush=True)
+    return bares, trackeds
+
+
+def print_summary(bares: list[float], trackeds: list[float], rounds: int, collections: CollectionCount) -> None:
+    """The median ratio tracked/bare and, with 4 rounds or more, the intervals and the verdict."""
+    from gpudash.core.textfmt import fmt_ratio
+    from gpudash.stats.comparison import compare, compare_paired, estimate_from_batches
 
     if bares:
         med = statistics.median(t / b for t, b in zip(trackeds, bares, strict=True))
@@ -174,21 +225,22 @@ def main() -> int:
         print(f"tracked/bare, ratio of means: {fmt_ratio(c)}, {c.verdict}")
         print(f"overhead at most {100 * (1 - TARGET):.0f}% (interval's low end ≥ {TARGET}): {'yes' if ok else 'NO'}")
         print(f"cyclic collections inside the timed stretches: {collections.summary()}")
-    elif args.rounds:
+    elif rounds:
         print("(4 rounds or more for an interval)")
-    if args.alternate_blocks >= 4:
-        alternate(args.alternate_blocks, train_step, sync, tmp / "alternate.csv", args, gpudash, torch)
-    samples = [m for m in read_all(ReplaySource(last_file[-1])) if isinstance(m, Sample)]
+
+
+def print_last_file(path: Path, issued: int) -> None:
+    """What the last tracker's file counted (against the ``issued`` steps) and its step time."""
+    from gpudash.core.protocol import Sample
+    from gpudash.recording.replay import ReplaySource, read_all
+
+    samples = [m for m in read_all(ReplaySource(path)) if isinstance(m, Sample)]
     if samples:
         s = samples[-1]
         print(
-            f"the last tracked file: {s.steps} steps counted of {issued[-1]} issued, step p50 {s.step_ms_p50} ms, "
+            f"the last tracked file: {s.steps} steps counted of {issued} issued, step p50 {s.step_ms_p50} ms, "
             f"{len(samples)} samples"
         )
-    for f in tmp.iterdir():
-        f.unlink()
-    tmp.rmdir()
-    return 0
 
 
 def alternate(blocks: int, train_step: Any, sync: Any, path: Path, args: Any, gpudash: Any, torch: Any) -> None:

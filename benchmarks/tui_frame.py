@@ -191,44 +191,67 @@ def redraw_costs(
     return asyncio.run(main())
 
 
+Row = tuple[str, str, str]  # (measure, result, target)
+
+
+def machine_line() -> str:
+    """ "machine: x86_64, 2 cores, Python 3.11.7": the header line of a frame benchmark's output."""
+    cpu = platform.processor() or platform.machine()
+    return f"machine: {cpu}, {os.cpu_count()} cores, Python {platform.python_version()}"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="skip the whole-process (pty) runs")
     args = ap.parse_args()
-    rows: list[tuple[str, str, str]] = []
-    print(
-        f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
-        f"Python {platform.python_version()}",
-        flush=True,
-    )
-
-    imp = min(fresh_import_s() for _ in range(3))
-    rows.append(("import gpudash.tui.app (fresh interpreter, best of 3)", f"{imp * 1000:.0f} ms", "—"))
-    ff = min(in_process_first_frame_s() for _ in range(3))
-    rows.append(("first frame, in process (construct app -> painted)", f"{ff * 1000:.0f} ms", "≤ 1500 ms"))
-
+    print(machine_line(), flush=True)
+    rows = startup_rows()
     if not args.quick:
-        demo = [sys.executable, "-m", "gpudash.tui.demo", "--gpu"]
-        times = [pty_first_frame(demo, b"Quit")[0] for _ in range(3)]
-        ok = [x for x in times if x is not None]
+        rows += whole_process_rows()
+    rows += redraw_rows()
+    print_table(rows)
+    return 0
+
+
+def startup_rows() -> list[Row]:
+    """The fresh import of the app and the in-process first frame, best of 3 each."""
+    imp = min(fresh_import_s() for _ in range(3))
+    ff = min(in_process_first_frame_s() for _ in range(3))
+    return [
+        ("import gpudash.tui.app (fresh interpreter, best of 3)", f"{imp * 1000:.0f} ms", "—"),
+        ("first frame, in process (construct app -> painted)", f"{ff * 1000:.0f} ms", "≤ 1500 ms"),
+    ]
+
+
+def whole_process_rows() -> list[Row]:
+    """The first frame in a pty: the demo (best of 3), and the real ``gpudash`` where it is installed."""
+    rows: list[Row] = []
+    demo = [sys.executable, "-m", "gpudash.tui.demo", "--gpu"]
+    times = [pty_first_frame(demo, b"Quit")[0] for _ in range(3)]
+    ok = [x for x in times if x is not None]
+    rows.append(
+        (
+            "first frame, whole process: python -m gpudash.tui.demo",
+            f"{min(ok) * 1000:.0f} ms" if ok else "not seen",
+            "≤ 1500 ms",
+        )
+    )
+    exe = shutil.which("gpudash") or str(Path(sys.executable).parent / "gpudash")
+    if os.path.exists(exe):
+        first, note = pty_first_frame([exe], b"Quit", after_frame=child_torch_state)
         rows.append(
             (
-                "first frame, whole process: python -m gpudash.tui.demo",
-                f"{min(ok) * 1000:.0f} ms" if ok else "not seen",
+                f"first frame, whole process: gpudash ({note})",
+                f"{first * 1000:.0f} ms" if first else "not seen",
                 "≤ 1500 ms",
             )
         )
-        exe = shutil.which("gpudash") or str(Path(sys.executable).parent / "gpudash")
-        if os.path.exists(exe):
-            first, note = pty_first_frame([exe], b"Quit", after_frame=child_torch_state)
-            rows.append(
-                (
-                    f"first frame, whole process: gpudash ({note})",
-                    f"{first * 1000:.0f} ms" if first else "not seen",
-                    "≤ 1500 ms",
-                )
-            )
+    return rows
 
+
+def redraw_rows() -> list[Row]:
+    """The redraw of the charts and the whole frame, at 100x30 and at 160x48."""
+    rows: list[Row] = []
     for size in ((100, 30), (160, 48)):
         n, med, p95, whole = redraw_costs(size)
         rows.append(
@@ -245,13 +268,16 @@ def main() -> int:
                 "—",
             )
         )
+    return rows
 
+
+def print_table(rows: list[Row]) -> None:
+    """The rows as a plain-text table: measure, result, target."""
     w = max(len(r[0]) for r in rows)
     print(f"\n{'measure':<{w}}  {'result':>16}  target")
     print("-" * (w + 30))
     for name, val, target in rows:
         print(f"{name:<{w}}  {val:>16}  {target}")
-    return 0
 
 
 if __name__ == "__main__":

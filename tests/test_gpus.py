@@ -23,7 +23,7 @@ from gpudash.host.nvml import NvmlSampler
 from gpudash.recording import csvformat
 from gpudash.recording.record import CsvRecorder, run_metadata
 from gpudash.recording.replay import ReplaySource, read_all
-from tests.fake_gpus import fake_gpus, readings
+from tests.fake_gpus import fake_gpus, installer, readings
 from tests.helpers import record_args
 from tests.messages import present
 from tests.tui.fakes import sample, started
@@ -37,14 +37,7 @@ Machine = Callable[[int], ModuleType]  # machine(n): n fake GPUs installed as py
 @pytest.fixture
 def machine(monkeypatch: pytest.MonkeyPatch) -> Machine:
     """``machine(n)``: a box of n fake GPUs behind ``pynvml``; CUDA_VISIBLE_DEVICES unset."""
-    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-
-    def install(count: int) -> ModuleType:
-        module = fake_gpus(count)
-        monkeypatch.setitem(sys.modules, "pynvml", module)
-        return module
-
-    return install
+    return installer(monkeypatch, fake_gpus)
 
 
 def opened(index: int = 0, gpus: tuple[int, ...] | None = None) -> NvmlSampler:

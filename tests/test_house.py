@@ -105,37 +105,9 @@ def oversized() -> list[str]:
     return found
 
 
-# Not split yet (issue 43 stays open for them): the benchmarks page's generator and five benchmark
-# mains. Each must still be oversized — a split one leaves this list — and nothing else may be.
-NOT_SPLIT_YET = frozenset(
-    {
-        "benchmarks/benchmarks_page.py",
-        "benchmarks/benchmarks_page.py beyond_section",
-        "benchmarks/benchmarks_page.py vision_section",
-        "benchmarks/benchmarks_page.py tune_section",
-        "benchmarks/benchmarks_page.py page",
-        "benchmarks/engine_overhead.py main",
-        "benchmarks/host_call_cost.py main",
-        "benchmarks/step_timing_cost.py main",
-        "benchmarks/track_overhead.py main",
-        "benchmarks/tui_frame.py main",
-    }
-)
-
-
-def _key(finding: str) -> str:
-    """``benchmarks/x.py:12 main: 70 lines`` → ``benchmarks/x.py main``; a module → its path."""
-    where, _, _ = finding.rpartition(": ")
-    path, _, function = where.partition(":")
-    return path if not function else f"{path} {function.split(' ', 1)[1]}"
-
-
 def test_no_module_over_500_lines_and_no_function_over_60() -> None:
     found = oversized()
-    new = [f for f in found if _key(f) not in NOT_SPLIT_YET]
-    assert new == [], "split by job: " + "; ".join(new)
-    done = NOT_SPLIT_YET - {_key(f) for f in found}
-    assert not done, "split now: take them out of NOT_SPLIT_YET: " + ", ".join(sorted(done))
+    assert found == [], "split by job: " + "; ".join(found)
 
 
 def test_only_proctree_walks_the_machines_processes() -> None:

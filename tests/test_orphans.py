@@ -381,3 +381,27 @@ def test_the_watcher_acts_at_once_when_the_parent_is_already_gone() -> None:
     acted = threading.Event()
     parent_watch.on_parent_exit(os.getpid(), acted.set)  # this process is not its own parent: "gone"
     assert acted.wait(DIE_WITH_PARENT_S)
+
+
+def test_a_stopped_runner_leaves_no_queue_semaphore_to_interpreter_exit(tmp_path: Path) -> None:
+    """Each queue semaphore is unlinked and unregistered by stop(), in the calling thread: one
+    left to a feeder thread at interpreter exit could be unlinked but never unregistered, and
+    multiprocessing's resource tracker then prints "leaked semaphore" warnings after gpudash's
+    last line (the one-line error a user reads)."""
+    from multiprocessing import synchronize, util
+
+    def pending_semaphores() -> int:
+        registry = list(util._finalizer_registry.values())  # type: ignore[attr-defined]  # the exit-time cleanups
+        cleanup = synchronize.SemLock._cleanup  # type: ignore[attr-defined]  # unlinks and unregisters one
+        return sum(getattr(f, "_callback", None) is cleanup for f in registry)
+
+    before = pending_semaphores()
+    config = RunConfig(workload="sync_loss", variant="fixed", device="cpu", image_size=16)
+    runner = WorkloadRunner(config, log_path=tmp_path / "child.log")
+    runner.start()
+    try:
+        until_event(runner, EventKind.STARTED)
+        assert pending_semaphores() > before, "the runner's queues hold semaphores while it runs"
+    finally:
+        runner.stop()
+    assert pending_semaphores() == before

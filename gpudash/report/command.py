@@ -275,8 +275,8 @@ def _pair_dict(p: Pair) -> dict[str, Any]:
     return {
         "configuration": p.config.name,
         "run": p.run.name,
-        "baseline": p.base.name,
-        "baseline_run": p.base_run.name,
+        "against": p.base.name,
+        "against_run": p.base_run.name,
         "ratio": None if c is None else _number(c.ratio),
         "low": None if c is None else _number(c.low),
         "high": None if c is None else _number(c.high),

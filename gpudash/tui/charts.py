@@ -51,22 +51,9 @@ LEGEND_GLYPHS = {BRAILLE: "⠒", DOT: DOT}  # how the legend shows a line drawn 
 
 
 @dataclass(frozen=True)
-class Line:
-    key: str  # a metric of gpudash.core.metrics with series=True
-    label: str  # the legend's name of the line
-    color: tuple[int, int, int]
-    marker: str = BRAILLE  # plotext marker: each line of a chart has its own
-    right: bool = False  # plot against the right-hand y axis
-    scale: float = 1.0  # multiply values (e.g. MiB -> GiB)
-
-    @property
-    def legend(self) -> str:
-        """ "⠒ steps/s (left)": the marker, the label, the axis where the chart has two."""
-        return f"{LEGEND_GLYPHS.get(self.marker, self.marker)} {self.label}"
-
-
-@dataclass(frozen=True)
 class ChartSpec:
+    """One chart of the dashboard: what it is called, which metrics it draws, how to read it."""
+
     id: str
     heading: str  # before the legend ("step time ms"); a one-line chart shows only this
     lines: tuple[Line, ...]
@@ -84,6 +71,23 @@ class ChartSpec:
             line.legend + (f" ({'right' if line.right else 'left'})" if two_axes else "") for line in self.lines
         )
         return f"{self.heading}: {legend}" if self.heading else legend
+
+
+@dataclass(frozen=True)
+class Line:
+    """One line of a chart: the metric it draws, its legend, colour, marker and axis."""
+
+    key: str  # a metric of gpudash.core.metrics with series=True
+    label: str  # the legend's name of the line
+    color: tuple[int, int, int]
+    marker: str = BRAILLE  # plotext marker: each line of a chart has its own
+    right: bool = False  # plot against the right-hand y axis
+    scale: float = 1.0  # multiply values (e.g. MiB -> GiB)
+
+    @property
+    def legend(self) -> str:
+        """ "⠒ steps/s (left)": the marker, the label, the axis where the chart has two."""
+        return f"{LEGEND_GLYPHS.get(self.marker, self.marker)} {self.label}"
 
 
 CHARTS: tuple[ChartSpec, ...] = (

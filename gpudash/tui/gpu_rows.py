@@ -117,15 +117,18 @@ class GpuRows(Static):
 
     def show(
         self, gpu: GpuSample | None, info: GpuInfo | None, *, height: int, stale: bool = False, ranks: int = 1
-    ) -> None:
+    ) -> bool:
         """``gpu``: the newest NVML sample; ``height``: the terminal's rows; ``stale``: NVML has
-        stopped answering (the old figures are hidden); ``ranks``: a data-parallel run's ranks."""
+        stopped answering (the old figures are hidden); ``ranks``: a data-parallel run's ranks.
+        True when the rows took lines or gave them back (the charts' layout must follow)."""
+        before = self.lines
         workload = workload_gpus(info, gpu.per_gpu if gpu is not None else (), ranks)
         shown = not stale and gpu is not None and worth_showing(gpu, workload)
         self.display = shown
         if not shown or gpu is None:
             self.lines = 0
-            return
+            return self.lines != before
         text = gpu_rows(gpu.per_gpu, workload, TALL_LINES if height >= TALL else SHORT_LINES)
         self.lines = len(text.plain.split("\n"))
         self.update(text)
+        return self.lines != before

@@ -218,15 +218,9 @@ class WatchApp(GpuDashApp):
         if not force and self.state.version == self._drawn_version and size == self._drawn_size:
             return
         self._drawn_version, self._drawn_size = self.state.version, size
-        lines = gpu_rows.lines
-        gpu_rows.show(
-            self.state.last_gpu,
-            self.state.gpu_info,
-            height=(self._layout_size or self.size).height,
-            stale=not self._gpu_available(),
-        )
-        if gpu_rows.lines != lines:
-            self._apply_layout()
+        height = (self._layout_size or self.size).height
+        if gpu_rows.show(self.state.last_gpu, self.state.gpu_info, height=height, stale=not self._gpu_available()):
+            self._apply_layout()  # the rows took lines or gave them back: the charts get what is left
         self.redraw_charts()
 
     def _chart_note(self) -> str | None:
