@@ -14,6 +14,14 @@ import pytest
 
 _SELECTS_GPU = re.compile(r"(?<!not )\b(multi)?gpu\b")
 
+# Each xdist worker is a process of its own, and so is each gpudash child a test starts: left to
+# itself, torch in every one of them runs as many threads as the machine has cores, and on the
+# 2-core CI machine they preempt one another (a ResNet-50 test took 42 s under the whole suite
+# and 2.4 s alone). One thread each, set before any test imports torch; a user's OMP_NUM_THREADS
+# is kept.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 
 def pytest_configure(config: pytest.Config) -> None:
     """``-m gpu`` (or ``multigpu``) runs in one process whatever ``addopts``' ``-n`` says: two tests

@@ -27,7 +27,7 @@ CASES = [  # family, variant, knobs: each kind of state a start must reset
 
 
 def _build(name: str, variant: str | None, knobs: Knobs) -> Workload:
-    return build(name, "cpu", WorkloadOptions(variant=variant, seed=3, workers=1, knobs=knobs))
+    return build(name, "cpu", WorkloadOptions(variant=variant, batch_size=2, seed=3, workers=1, knobs=knobs))
 
 
 def _losses(w: Workload, steps: int) -> list[float]:

@@ -15,6 +15,7 @@ from enum import Enum, IntEnum
 from typing import Protocol
 
 from gpudash.core.running import Running
+from gpudash.core.sync_sites import SyncTable
 
 
 class ExitCode(IntEnum):
@@ -40,6 +41,7 @@ class RunConfig:
     sample_interval_s: float = 0.25  # how often the child sends a Sample
     gpu_interval_s: float = 0.5  # NVML tick
     max_steps: int | None = None  # the child stops by itself after this many steps (None: never)
+    sync_sites: bool = True  # each host-device sync in the steps attributed to its line (CUDA; gpudash.core.sync_sites)
     knobs: str = "none"  # knob settings in their text form ("amp=bf16,cuda_graph=on"; workloads.knobs)
     trace_dir: str | None = None  # where profiler windows write their traces (None: no windows)
     # a started workload that sends nothing (no sample, no event) for this long is reported as
@@ -328,7 +330,27 @@ class GpuSample:
     gpu_pids: tuple[int, ...] | None = None  # the compute processes on the workload's GPU (None: not read)
 
 
-Message = Sample | Event | GpuSample
+@dataclass(frozen=True)
+class SyncSites:
+    """The lines that make the host wait in the configuration running now
+    (``gpudash.core.sync_sites``): the child sends one after a sample when the table changed."""
+
+    time_s: float
+    workload: str
+    variant: str
+    batch_size: int
+    knobs: str
+    table: SyncTable
+    not_counted: str = ""  # why torch.cuda.synchronize() and Event.synchronize() are not counted ("": they are)
+
+    @property
+    def configuration(self) -> str:
+        """``sync_loss/sync-heavy bs32`` (``+knobs`` when any are on)."""
+        knobs = "" if self.knobs == "none" else f"+{self.knobs}"
+        return f"{self.workload}/{self.variant}{knobs} bs{self.batch_size}"
+
+
+Message = Sample | Event | GpuSample | SyncSites
 
 
 @dataclass(frozen=True)

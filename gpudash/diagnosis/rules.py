@@ -35,9 +35,11 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import json
 from dataclasses import dataclass
 
 from gpudash.core.protocol import Event, GpuSample
+from gpudash.core.sync_sites import SyncTable
 
 INPUT_SHARE = 0.30  # of a step spent waiting for the next batch: input-bound at or above
 GPU_BUSY = 90.0  # % of the steps' span the GPU ran anything: GPU-bound at or above
@@ -64,6 +66,7 @@ class Evidence:
     step_ms: float  # wall time per step, untraced
     input_ms: float  # of it, waiting for the next batch
     syncs_per_step: float | None = None  # CUDA only
+    sync_sites: SyncTable | None = None  # where those syncs come from (CUDA only)
     gpu_busy_pct: float | None = None  # profiler window, CUDA only: busy share of the steps' span
     gpu_ms_per_step: float | None = None  # the GPU's busy time per step, same window
     host_ms_per_step: float | None = None  # the host's time to enqueue a step, same window (median)
@@ -80,7 +83,9 @@ class Evidence:
         out = {}
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
-            if value is not None:
+            if isinstance(value, SyncTable):
+                out[f"diag_{f.name}"] = json.dumps(value.as_dict(), separators=(",", ":"))
+            elif value is not None:
                 out[f"diag_{f.name}"] = f"{value:.4g}" if isinstance(value, float) else str(value)
         return out
 
@@ -90,7 +95,11 @@ class Evidence:
         kw: dict[str, object] = {}
         for f in dataclasses.fields(cls):
             text = details.get(f"diag_{f.name}")
-            if text is not None:
+            if text is None:
+                continue
+            if f.name == "sync_sites":
+                kw[f.name] = _table(text)
+            else:
                 kw[f.name] = text if f.name == "throttled" else int(text) if f.name == "steps" else float(text)
         return cls(**kw)  # type: ignore[arg-type]  # the fields' own types, read back
 
@@ -111,7 +120,11 @@ class Diagnosis:
             "bound": str(self.bound),
             "why": self.why,
             "advice": self.advice,
-            "evidence": {k: v for k, v in dataclasses.asdict(evidence).items() if v is not None},
+            "evidence": {
+                f.name: value.as_dict() if isinstance(value, SyncTable) else value
+                for f in dataclasses.fields(evidence)
+                if (value := getattr(evidence, f.name)) is not None
+            },
         }
 
 
@@ -128,9 +141,11 @@ def diagnose(e: Evidence) -> Diagnosis:
     syncs = e.syncs_per_step
     if syncs is not None and syncs >= 1 and (busy is None or busy < GPU_BUSY or syncs >= MANY_SYNCS):
         idle = f", and the GPU idles {100 - busy:.0f}% of the time" if busy is not None else ""
+        where = e.sync_sites.summary() if e.sync_sites is not None else ""
         return Diagnosis(
             Bound.SYNC,
-            f"the host waits for the GPU {e.syncs_per_step:.3g} times a step{idle}",
+            f"the host waits for the GPU {e.syncs_per_step:.3g} times a step{idle}"
+            + (f" — at {where}" if where else ""),
             "keep the step free of .item(), .cpu(), printing a tensor and data-dependent shapes "
             "(read values after the step, asynchronously); then cuda_graph applies",
         )
@@ -194,3 +209,17 @@ def with_gpu_telemetry(event: Event, gpu: GpuSample | None) -> Event:
     verdict = diagnose(evidence)
     details = {**event.details, **evidence.details(), "bound": str(verdict.bound)}
     return dataclasses.replace(event, message=verdict.line(), details=details)
+
+
+def sync_table_of(details: dict[str, str]) -> SyncTable | None:
+    """The sync sites in a diagnosis event's details (None: none, or unreadable)."""
+    text = details.get("diag_sync_sites")
+    return _table(text) if text else None
+
+
+def _table(text: str) -> SyncTable | None:
+    """A sync table from its JSON (None: unreadable)."""
+    try:
+        return SyncTable.from_dict(json.loads(text))
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None

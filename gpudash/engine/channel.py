@@ -9,7 +9,7 @@ import time
 from collections import deque
 from typing import Any
 
-from gpudash.core.protocol import SAMPLES_DROPPED, Control, Event, EventKind, Message, Sample
+from gpudash.core.protocol import SAMPLES_DROPPED, Control, Event, EventKind, Message, Sample, SyncSites
 
 MAX_EVENT_BACKLOG = 1000  # events held while the parent does not read; the oldest go beyond this
 FLUSH_AT_EXIT_S = 10.0  # how long an exiting child waits for the parent to take its last events
@@ -55,6 +55,8 @@ class ParentChannel:
             self.dropped_samples += 1
             self._latest_dropped = msg
             return
+        if isinstance(msg, SyncSites):
+            return  # a cumulative table: the next one says all this one did
         if len(self._backlog) >= MAX_EVENT_BACKLOG:
             self._backlog.popleft()
             self.dropped_events += 1

@@ -95,6 +95,7 @@ def _run_child(config: RunConfig, channel: ParentChannel, t0: float) -> None:
         trace_dir=config.trace_dir,
         t0=t0,
         fault=faults.for_workload(faults.from_env()),
+        sync_sites=config.sync_sites,
     )
     message = f"{first.info.name} {first.variant}, batch {first.batch_size} on {device}"
     del first

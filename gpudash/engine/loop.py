@@ -170,6 +170,8 @@ class StepLoop(LoopState):
         if self.fault is not None:
             self.fault.before_step(self.steps_issued + 1)  # one step per burst while a fault is set
         step = self.workload.step
+        if syncs is not None:
+            syncs.attributing = True  # these steps' syncs get a site; the loop's own do not
         timer.begin()
         try:
             for _ in range(steps):
@@ -178,6 +180,9 @@ class StepLoop(LoopState):
             if not reconfigure.may_revert(self):  # (true only in bursts of one step: see _burst)
                 raise  # (a data-parallel rank cannot revert alone: the run ends, the launcher stops all)
             oom = True
+        finally:
+            if syncs is not None:
+                syncs.attributing = False
         del step  # a bound method holds its workload, which a revert may have to free first
         if oom:
             reconfigure.revert_after_oom(self)
@@ -191,6 +196,7 @@ class StepLoop(LoopState):
             changes.probation -= steps
         if syncs is not None:
             self._win.syncs += syncs.count - before
+            self.site_steps += steps
 
     def _bookkeep(self, now: float) -> None:
         """Collect completed steps; issue loss reads; send a sample when one is due."""

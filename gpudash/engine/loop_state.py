@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from gpudash.core.protocol import Control, Event, EventKind, Sample
+from gpudash.core.protocol import Control, Event, EventKind, Sample, SyncSites
 from gpudash.engine.events import Emit, plain
 from gpudash.engine.measure import (
     LossReader,
@@ -36,6 +36,7 @@ ControlSource = Callable[[float], "Control | None"]  # wait up to N seconds (0: 
 # builder(workload, variant, batch size, knobs): None means the family's default (no knob).
 Builder = Callable[[str, "str | None", "int | None", "Knobs | None"], "Workload"]
 Setup = tuple[str, str, int, "Knobs"]  # (workload, variant, batch size, knobs)
+SITES_EVERY = 4  # a configuration's sync sites go out again every this many samples while they count
 
 
 @dataclass
@@ -107,6 +108,11 @@ class Window:
         )
 
 
+def _sync_counter(count: bool, sites: bool | None) -> SyncCounter | None:
+    """The loop's sync counter: with sites (each sync's line) unless ``sites`` is False."""
+    return SyncCounter(sites=sites is not False) if count else None
+
+
 class LoopState:
     """A step loop's workload, timers, totals and window, and the bookkeeping its collaborators
     (``reconfigure``, ``measure_windows``) call; ``StepLoop`` runs the steps on it."""
@@ -120,6 +126,7 @@ class LoopState:
         builder: Builder | None = None,
         sample_interval_s: float = 0.25,
         count_syncs: bool | None = None,
+        sync_sites: bool | None = None,
         max_steps: int | None = None,
         t0: float | None = None,
         clock: Callable[[], float] = time.monotonic,
@@ -150,9 +157,9 @@ class LoopState:
         self.clock = clock
         self.t0 = clock() if t0 is None else t0
         self.on_cuda = workload.device.type == "cuda"
-        if count_syncs is None:
-            count_syncs = self.on_cuda
-        self.syncs: SyncCounter | None = SyncCounter() if count_syncs else None
+        self.syncs: SyncCounter | None = _sync_counter(self.on_cuda if count_syncs is None else count_syncs, sync_sites)
+        self.site_steps = 0  # steps of this configuration whose syncs the site table counts
+        self._sites_sent = -1  # the site table's version last sent
         self.timer: StepTimer = step_timer(torch, self.on_cuda)
         self.loss: LossReader = loss_reader(torch, self.on_cuda)
         # totals for the run
@@ -165,9 +172,7 @@ class LoopState:
         # reference rate); the first sample after a start or change is warm-up, left out
         self.config_rate = [0.0, 0.0]
         self._config_samples = 0
-        self._next_loss = 0.0
-        self._next_poll = 0.0
-        self._next_control = 0.0
+        self._next_loss = self._next_poll = self._next_control = 0.0
         self._paused = False
         self._stopping = False
 
@@ -232,8 +237,11 @@ class LoopState:
         self.samples_done += steps * self.workload.samples_per_step
 
     def reset_config_rate(self) -> None:
-        """A new configuration: its steady rate starts over (its first sample is warm-up)."""
+        """A new configuration: its steady rate and its sync sites start over (its first sample is warm-up)."""
         self.config_rate, self._config_samples = [0.0, 0.0], 0
+        if self.syncs is not None and self.syncs.sites is not None:
+            self.syncs.sites.reset()
+            self.site_steps, self._sites_sent = 0, -1
 
     def reset_measuring(self) -> None:
         """A new workload: a fresh loss reader, the timer emptied, the rate and window started over."""
@@ -255,9 +263,34 @@ class LoopState:
         )
         if sample is not None:
             self.emit(sample)
+            self._send_sync_sites(sample.time_s, final=force)
             if sample.steps > 0 and sample.interval_s > 0 and not force:
                 self._config_samples += 1
                 if self._config_samples > 1:
                     self.config_rate[0] += sample.steps_per_s * sample.interval_s
                     self.config_rate[1] += sample.interval_s
             self.open_window(now)
+
+    def _send_sync_sites(self, time_s: float, final: bool = False) -> None:
+        """This configuration's sync sites, after a sample: the first time (even when empty: "no
+        host-device syncs in the step" is news too), every few samples, and at the
+        configuration's last sample (``final``)."""
+        syncs = self.syncs
+        if syncs is None or syncs.sites is None or self.site_steps == 0:
+            return
+        sites = syncs.sites
+        if self._sites_sent >= 0 and self._config_samples % SITES_EVERY and not final:
+            return  # sent before: again every few samples (the steps grow, if nothing else) and at the end
+        self._sites_sent = sites.version
+        w = self.workload
+        self.emit(
+            SyncSites(
+                time_s=time_s,
+                workload=w.info.name,
+                variant=w.variant,
+                batch_size=w.batch_size,
+                knobs=w.knobs.text(),
+                table=sites.table(self.site_steps),
+                not_counted=syncs.trace_missing or "",
+            )
+        )

@@ -23,11 +23,15 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 import threading
 import time
 import warnings
 from collections import deque
 from typing import Any
+
+from gpudash.core.sync_sites import SiteCounter, live_stack
+from gpudash.engine import gpu_sync_trace
 
 SYNC_WARNING = "called a synchronizing CUDA operation"
 
@@ -237,15 +241,23 @@ def loss_reader(torch: Any, on_cuda: bool) -> LossReader:
 
 # -- host-device syncs ---------------------------------------------------------------------------
 class SyncCounter:
-    """Counts torch's "synchronizing CUDA operation" warnings raised in one thread."""
+    """Counts torch's "synchronizing CUDA operation" warnings raised in one thread; with ``sites``,
+    also attributes each sync raised while ``attributing`` (inside the steps) to its line
+    (``gpudash.engine.sync_sites``), and counts ``torch.cuda.synchronize()`` and
+    ``Event.synchronize()``, which raise no warning, through torch's GPU trace
+    (``gpudash.engine.gpu_sync_trace``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, sites: bool = False) -> None:
         self.count = 0
+        self.sites: SiteCounter | None = SiteCounter() if sites else None
+        self.attributing = False  # set by the loop around its steps: only their syncs get a site
+        self.trace_missing: str | None = None  # why synchronize() calls are not counted (None: they are)
         self._thread: int | None = None
         self._prev_show: Any = None
         self._saved_warnings: Any = None  # the warnings.catch_warnings that restores filters and showwarning
         self._prev_mode: Any = None
         self._torch: Any = None
+        self._tracing = False
 
     def install(self, torch: Any | None) -> None:
         """Turn on torch's sync warnings (if ``torch`` is given) and start counting them."""
@@ -259,9 +271,17 @@ class SyncCounter:
             self._torch = torch
             self._prev_mode = torch.cuda.get_sync_debug_mode()
             torch.cuda.set_sync_debug_mode("warn")
+            if self.sites is not None:
+                self.trace_missing = gpu_sync_trace.start(torch, self._traced)
+                self._tracing = self.trace_missing is None
+        elif self.sites is not None:
+            self.trace_missing = "no CUDA device"
 
     def uninstall(self) -> None:
         """Stop counting; restore torch's sync debug mode and the warning filters."""
+        if self._tracing:
+            gpu_sync_trace.stop()
+            self._tracing = False
         if self._torch is not None:
             self._torch.cuda.set_sync_debug_mode(self._prev_mode)
             self._torch = None
@@ -274,6 +294,16 @@ class SyncCounter:
     ) -> None:
         if SYNC_WARNING in str(message):
             if threading.get_ident() == self._thread:
-                self.count += 1
+                self._counted(sys._getframe(1))
             return
         self._prev_show(message, category, filename, lineno, file, line)
+
+    def _traced(self) -> None:
+        """A device or event synchronization (torch's GPU trace calls this in the waiting thread)."""
+        if threading.get_ident() == self._thread:
+            self._counted(sys._getframe(1))
+
+    def _counted(self, frame: Any) -> None:
+        self.count += 1
+        if self.attributing and self.sites is not None:
+            self.sites.add(live_stack(frame))

@@ -7,10 +7,11 @@ does not end the run). Torch is imported only inside functions here."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from gpudash.core.metrics import overlap_bound
 from gpudash.core.protocol import DIAGNOSIS, LOSS_EFFECT, EventKind
+from gpudash.core.sync_sites import SiteCounter, SyncTable
 from gpudash.engine.events import one_line
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -178,7 +179,7 @@ def _evidence(loop: StepLoop, steps: int) -> Evidence:
     from gpudash.engine import traces
 
     w = loop.workload
-    step_ms, input_ms, syncs = _timed_steps(loop, steps)
+    step_ms, input_ms, syncs, sites = _timed_steps(loop, steps)
     if not w.on_cuda:
         return Evidence(steps=steps, step_ms=step_ms, input_ms=input_ms, syncs_per_step=syncs)
     fig = traces.window_figures(loop.torch, w, steps)
@@ -190,6 +191,7 @@ def _evidence(loop: StepLoop, steps: int) -> Evidence:
         step_ms=step_ms,
         input_ms=input_ms,
         syncs_per_step=syncs,
+        sync_sites=sites,
         gpu_busy_pct=fig.gpu_busy_pct,
         gpu_ms_per_step=fig.gpu_ms_per_step,
         host_ms_per_step=fig.host_ms_per_step,
@@ -197,9 +199,18 @@ def _evidence(loop: StepLoop, steps: int) -> Evidence:
     )
 
 
-def _timed_steps(loop: StepLoop, steps: int) -> tuple[float, float, float | None]:
-    """``steps`` steps, drained: (wall ms per step, ms per step waiting for the next batch, syncs
-    per step or None where they cannot be counted)."""
+class TimedSteps(NamedTuple):
+    """A diagnosis window's untraced steps: wall ms per step, ms per step waiting for the next
+    batch, syncs per step and their sites (None where they cannot be counted)."""
+
+    step_ms: float
+    input_ms: float
+    syncs: float | None
+    sites: SyncTable | None
+
+
+def _timed_steps(loop: StepLoop, steps: int) -> TimedSteps:
+    """``steps`` steps, drained, timed (``TimedSteps``)."""
     import time
 
     w = loop.workload
@@ -215,17 +226,28 @@ def _timed_steps(loop: StepLoop, steps: int) -> tuple[float, float, float | None
 
     counter = loop.syncs
     before = counter.count if counter is not None else 0
+    sites = SiteCounter() if counter is not None and counter.sites is not None else None
+    held = (counter.sites, counter.attributing) if counter is not None else (None, False)
+    if counter is not None and sites is not None:
+        counter.sites, counter.attributing = sites, True  # this window's own table
     w._next_input = timed_draw  # type: ignore[method-assign]  # noqa: SLF001
     try:
         start = time.perf_counter()
         for _ in range(steps):
             w.step()
+        counted = counter.count - before if counter is not None else 0  # the steps', not the drain's
+        if counter is not None:
+            counter.sites, counter.attributing = held
         w.drain()
         wall = time.perf_counter() - start
     finally:
         del w._next_input  # noqa: SLF001 - the method again
-    syncs = (counter.count - before) / steps if counter is not None and w.on_cuda else None
-    return 1000.0 * wall / steps, 1000.0 * waited[0] / steps, syncs
+        if counter is not None:
+            counter.sites, counter.attributing = held
+    on_gpu = counter is not None and w.on_cuda
+    syncs = counted / steps if on_gpu else None
+    table = sites.table(steps) if on_gpu and sites is not None else None
+    return TimedSteps(1000.0 * wall / steps, 1000.0 * waited[0] / steps, syncs, table)
 
 
 LOSS_TAIL = 10  # the last losses averaged into each copy's "final" loss

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from gpudash.core import faults
-from gpudash.core.protocol import NVML_LOST, Event, EventKind, GpuInfo, GpuSample, Message, RunConfig, Sample
+from gpudash.core.protocol import NVML_LOST, Event, EventKind, GpuInfo, GpuSample, Message, RunConfig, Sample, SyncSites
 from gpudash.core.runstate import RunState
 from gpudash.recording import csvformat
 from gpudash.stats.energy import EnergyPerStep
@@ -249,6 +249,7 @@ class CsvRecorder:
         self._fault = faults.of_kind("csv-write")  # test-only: a data row that fails to write
         self.summaries: list[str] = []  # one line per configuration that ended, as in the CSV
         self._closed = False
+        self._sites_unwritten = False  # sync sites noted since the JSON was last written
         self.metadata.setdefault("csv_columns", csvformat.header(self.gpus))
         try:
             # first: an unwritable CSV leaves no JSON behind
@@ -282,6 +283,25 @@ class CsvRecorder:
             self._write(csvformat.event_row(msg, self.run.running))
             if msg.kind == EventKind.STARTED:
                 self.note_started(msg.details)
+        elif isinstance(msg, SyncSites):
+            self._note_sync_sites(msg)
+
+    def _note_sync_sites(self, msg: SyncSites) -> None:
+        """The JSON's ``sync_sites``: each configuration's latest table (written at once the first
+        time, then when the configuration ends and at close)."""
+        tables = self.metadata.setdefault("sync_sites", {})
+        first = msg.configuration not in tables
+        tables[msg.configuration] = {
+            "workload": msg.workload,
+            "variant": msg.variant,
+            "batch_size": msg.batch_size,
+            "knobs": msg.knobs,
+            "not_counted": msg.not_counted,
+            **msg.table.as_dict(),
+        }
+        self._sites_unwritten = True
+        if first:
+            self.write_metadata()
 
     def _write_summary(self, time_s: float) -> None:
         """A summary row for the current configuration, once (at its end)."""
@@ -290,6 +310,8 @@ class CsvRecorder:
             self._summarized = seg
             self._write(csvformat.summary_row(seg, time_s))
             self.summaries.append(seg.summary())
+        if self._sites_unwritten:
+            self.write_metadata()
 
     @property
     def current_segment(self) -> Segment | None:
@@ -322,6 +344,7 @@ class CsvRecorder:
                 json.dump(self.metadata, f, indent=2, default=str)
                 f.write("\n")
             os.replace(tmp, self.meta_path)
+            self._sites_unwritten = False
         except OSError as exc:
             print(f"gpudash: cannot write {self.meta_path}: {exc.strerror or exc}", file=sys.stderr)
             try:

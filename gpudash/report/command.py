@@ -27,6 +27,7 @@ from gpudash import shared_flags
 from gpudash.argtypes import Parser, UsageError, check_out_dir, non_negative_float
 from gpudash.core.protocol import ExitCode
 from gpudash.core.textfmt import clip, fmt_num, fmt_pm, fmt_ratio, strip_controls
+from gpudash.report import sync_md
 from gpudash.report.ab import Pair, pairs, relative_table
 from gpudash.report.load import ConfigFigures, ReportInputError, Run, load_run
 from gpudash.stats.comparison import Comparison, Estimate, compare
@@ -162,6 +163,8 @@ def markdown(runs: Sequence[Run], command: str, plots: Sequence[str], baseline: 
     for i, run in enumerate(runs, start=1):
         notes = [f"*Note: {note}*" for note in run.notes]  # a metadata file ignored, and why
         lines += [f"## Run {i}: {run.name}", "", *notes, *([""] if notes else []), *run_table(run), ""]
+        sites = run.meta.get("sync_sites")
+        lines += sync_md.section(sites if isinstance(sites, dict) else {})
         if run.traces:
             lines += [
                 "### Profiler windows",

@@ -32,7 +32,9 @@ from gpudash.core.protocol import (
     Event,
     EventKind,
     ExitCode,
+    GpuSample,
     RunConfig,
+    Sample,
     SetBatchSize,
     SetKnobs,
     SetVariant,
@@ -222,7 +224,7 @@ class FamilyRun:
             if isinstance(msg, Event):
                 self._on_event(msg)
                 events.append(msg)
-            elif self.window is not None:
+            elif self.window is not None and isinstance(msg, (Sample, GpuSample)):
                 self.window.offer(msg)
         return events
 

@@ -64,7 +64,10 @@ class Tracker:
     row (and an NVML sample) this often. ``device``: ``None`` times on CUDA when torch is
     imported and CUDA available, else with the wall clock; or ``"cpu"``, ``"cuda"``,
     ``"cuda:N"``. ``per_rank``: in a data-parallel job each rank writes ``PATH`` with its rank
-    in the name (``run.rank1.csv``); by default only rank 0 writes. An existing file is replaced.
+    in the name (``run.rank1.csv``); by default only rank 0 writes. ``syncs``: count every
+    host-device sync of this thread until ``close()`` and name its source line (CUDA; the sample
+    rows carry syncs per step, the JSON beside the file the sync table): off by default, since it
+    sets torch's sync debug mode, a global setting. An existing file is replaced.
     """
 
     def __init__(
@@ -76,6 +79,7 @@ class Tracker:
         interval_s: float = 0.5,
         device: str | None = None,
         per_rank: bool = False,
+        syncs: bool = False,
     ) -> None:
         if not isinstance(label, str) or not strip_controls(label).strip():
             raise ValueError(f"gpudash.track: label must be a non-empty string, got {label!r}")
@@ -97,6 +101,7 @@ class Tracker:
         self._off = True  # step() and mark() do nothing (not writing, closed, or failed)
         self._issued = 0  # steps issued (step() calls)
         self._sync_counter: SyncCounter | None = None
+        self._sites_counter: SyncCounter | None = None  # syncs=True: counting until close()
         self._warned: set[str] = set()
         self._closed = False
         self._pid = os.getpid()
@@ -109,6 +114,8 @@ class Tracker:
         self._stamps: StepStamps = CudaStamps(self.device.torch) if self.device.cuda else StepStamps()
         self._writer = self._make_writer(self.path, batch_size, interval_s)
         self._off = False
+        if syncs:
+            self._count_sync_sites()
         atexit.register(self._at_exit)
         self._writer.start()
 
@@ -198,6 +205,19 @@ class Tracker:
         except Exception as exc:  # noqa: BLE001
             self._stop_on_error(f"mark(): {type(exc).__name__}: {exc}")
 
+    def _count_sync_sites(self) -> None:
+        """``syncs=True``: every host-device sync of this thread from now to ``close()`` counted and
+        attributed to its line (CUDA only): torch's sync debug mode is "warn" meanwhile, a global
+        setting, hence off by default. The table goes to the JSON beside the file (``sync_sites``)."""
+        try:
+            counter = SyncCounter(sites=True)
+            counter.install(self.device.torch if self.device.cuda else None)
+            counter.attributing = True  # no engine around the steps: every sync of the thread is the loop's
+            self._sync_counter = counter
+            self._sites_counter = counter
+        except Exception as exc:  # noqa: BLE001
+            self._warn("syncs", f"syncs=True: {type(exc).__name__}: {exc}; syncs are not counted")
+
     @contextlib.contextmanager
     def count_syncs(self) -> Iterator[SyncWindow]:
         """Count the host-device syncs in the steps of the ``with`` block (CUDA only), as the
@@ -273,6 +293,10 @@ class Tracker:
             writer.stop(ending, error)
         if wait:
             writer.join(CLOSE_WAIT_S + 5.0)
+        counter, self._sites_counter = self._sites_counter, None
+        if counter is not None:  # the sync debug mode and the warning filters as they were
+            with contextlib.suppress(Exception):
+                counter.uninstall()
 
     def _stop_on_error(self, why: str) -> None:
         """An error of the caller's after construction: one line, and the recording ends (not waited for)."""

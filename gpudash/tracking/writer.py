@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from gpudash.core.protocol import Event, EventKind, GpuSample, Sample
+from gpudash.core.protocol import Event, EventKind, GpuSample, Sample, SyncSites
 from gpudash.core.running import Running
 from gpudash.engine.measure import SyncCounter, cuda_memory_mib
 from gpudash.host.nvml import NvmlSampler
@@ -39,6 +39,7 @@ FIRST_POLL_S = 0.05
 # While a mark (or a note) waits behind steps the GPU has not finished, how often to look again:
 # the stretch before it ends when it is taken, so this bounds how late its boundary is placed.
 MARKER_POLL_S = 0.005
+SITES_EVERY = 4  # with syncs=True: the sync table goes to the JSON every this many samples (and at the end)
 CLOSE_WAIT_S = 10.0  # at close, how long the steps already issued may take to complete on the GPU
 TRACK_ERROR = "track"  # the ``what`` of the error row the tracker writes when it stops on an error
 
@@ -106,6 +107,7 @@ class Writer:
         self.samples = 0
         self.failed = False
         self._window: Window | None = None  # None until the first step completed
+        self._site_samples = 0  # samples written while sync sites were counted
         self._next_sample = 0.0
         self._stop = threading.Event()
         self._wake = threading.Event()
@@ -234,7 +236,24 @@ class Writer:
                 cuda_reserved_mib=reserved,
             )
         )
+        self._sync_sites(now)
         self._open_window(now)
+
+    def _sync_sites(self, now: float, final: bool = False) -> None:
+        """With ``track(..., syncs=True)``: the run's sync table so far, every few samples, into the
+        JSON beside the file (``sync_sites``)."""
+        counter, issued = self.syncs()
+        if counter is None or counter.sites is None or issued == 0:
+            return
+        self._site_samples += 1
+        if self._site_samples % SITES_EVERY != 1 and not final:
+            return
+        table = counter.sites.table(issued)
+        self.recorder.on_message(
+            SyncSites(
+                now - self.t0, self.label, "whole run", self.batch_size or 1, "none", table, counter.trace_missing or ""
+            )
+        )
 
     def _syncs_per_step(self, w: Window) -> float | None:
         """Syncs per step issued in the window, when ``count_syncs`` counted through all of it."""
@@ -277,6 +296,7 @@ class Writer:
             self._take(item, now)
         if self._window is not None:
             self._sample(now, force=True)
+        self._sync_sites(now, final=True)
         if self._error is not None:
             self._event(EventKind.ERROR, TRACK_ERROR, message=self._error)
         kind, message = self._ending

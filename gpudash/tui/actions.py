@@ -116,6 +116,15 @@ ACTIONS: tuple[Action, ...] = (
         in_footer=False,
     ),
     Action(
+        "sync_sites",
+        "y",
+        "Syncs",
+        "Sync table: which lines make the host wait",
+        "each host-device sync in the step by its source line (waits per step, share, the line), live "
+        "for the configuration running now; CUDA only",
+        in_footer=False,
+    ),
+    Action(
         "tune",
         "u",
         "Tune",

@@ -46,6 +46,7 @@ from gpudash.tui.render_cache import bound_render_ansi
 from gpudash.tui.screens import HelpScreen, PromptScreen
 from gpudash.tui.state import Status
 from gpudash.tui.steering import SteeringApp
+from gpudash.tui.sync_screen import SyncSitesScreen
 from gpudash.tui.timeview import TimeView
 from gpudash.tui.user_settings import keep_user_settings
 from gpudash.tui.widgets import MessageBar, RunHeader, StatsPanel, StatsTable, stats_table
@@ -318,6 +319,10 @@ class GpuDashApp(SteeringApp):
     def action_help(self) -> None:
         charts = [(c.title, c.help) for c in self.CHART_SPECS]
         self.push_screen(HelpScreen(self.key_help(), charts, self.replay, log_path=self.controller.info.log_path))
+
+    def action_sync_sites(self) -> None:
+        state = self.state
+        self.push_screen(SyncSitesScreen(lambda: (state.sync_sites, state.last_sample, state.device, self.replay)))
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         # Textual's own "Screenshot" saves to ~/Downloads (missing on most GPU servers): ours replaces it

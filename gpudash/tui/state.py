@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from gpudash.core.metrics import SERIES_KEYS, STAT_KEYS, Better, Metric, Origin, metric
-from gpudash.core.protocol import DIAGNOSIS, Event, EventKind, GpuInfo, GpuSample, Message, RunConfig, Sample
+from gpudash.core.protocol import DIAGNOSIS, Event, EventKind, GpuInfo, GpuSample, Message, RunConfig, Sample, SyncSites
 from gpudash.core.running import NO_KNOBS, Running
 from gpudash.core.runstate import RunState
 from gpudash.diagnosis.rules import with_gpu_telemetry
@@ -154,6 +154,7 @@ class DashState:
         self.last_trace: Event | None = None  # the latest profiler window's figures
         self.last_scaling: Event | None = None  # a data-parallel run's latest scaling measurement
         self.last_diagnosis: Event | None = None  # the running configuration's diagnosis (gone at a change)
+        self.sync_sites: SyncSites | None = None  # the latest sync table (key y), for its configuration
         self.run = RunState()  # what runs now: the one writer is ``self.run.observe*``
         if config is not None:
             self.run.assume(_running_of(config))
@@ -181,6 +182,8 @@ class DashState:
             self._on_gpu(msg)
         elif isinstance(msg, Event):
             self._on_event(msg)
+        elif isinstance(msg, SyncSites):
+            self.sync_sites = msg
 
     def _time(self, raw: float) -> float:
         self.time_s = max(self.time_s, raw)

@@ -14,6 +14,8 @@ from typing import Any
 
 from gpudash.core.protocol import Event, ExitCode
 from gpudash.core.textfmt import fmt_pm, fmt_ratio
+from gpudash.diagnosis.rules import sync_table_of
+from gpudash.report import sync_md
 from gpudash.stats.comparison import Comparison, Estimate, compare
 from gpudash.sweep.report import FlushedCsv, now_iso
 from gpudash.sweep.results import ConfigSummary, RepeatResult, summarize_one
@@ -291,6 +293,16 @@ def _diagnosis_line(event: Event | None) -> str:
     return "not measured" if event is None else (event.message or "")
 
 
+def _sync_lines(report: TuneReport) -> list[str]:
+    """The host-device syncs by line that each diagnosis counted (CUDA only; none: nothing)."""
+    lines: list[str] = []
+    for name, event in (("the plain run", report.before), ("the winner", report.after)):
+        table = sync_table_of(event.details) if event is not None else None
+        if table is not None:
+            lines += sync_md.table_lines(name, table)
+    return ["### Host-device syncs by line", "", *lines] if lines else []
+
+
 def markdown(report: TuneReport, status: str, elapsed_s: float) -> str:
     """``tune.md``."""
     plan = report.plan
@@ -301,6 +313,7 @@ def markdown(report: TuneReport, status: str, elapsed_s: float) -> str:
         f"- **Before** (the plain run): {_diagnosis_line(report.before)}",
         f"- **After** (the winner): {_diagnosis_line(report.after)}",
         "",
+        *_sync_lines(report),
     ]
     lines += _candidate_lines(report)
     lines += report.time.markdown(elapsed_s, "race")

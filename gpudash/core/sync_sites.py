@@ -1,0 +1,342 @@
+"""Where the host waits: each host-device sync of a step attributed to the line that made it.
+
+A sync's *site* is the first frame of its Python stack, innermost first, outside torch, gpudash
+and the standard library. Where that frame lies in another installed library (a sync inside
+``transformers``' model code), the site is the library's line, named with its package, and the
+user's own line that called into it comes beside it (``called_from``). A sync raised while
+autograd runs ``backward()`` is marked ``backward``; one under a ``torch.compile``d region (its
+stack passes through torch._dynamo, torch._inductor or their generated code) is marked
+``compiled``.
+
+Torch-free: frames come in as ``(filename, line, function)``, from a live stack (``live_stack``)
+or recorded ones (the tests). Each distinct site reads its source line once, when first seen
+(``linecache``): a file changed or deleted afterwards does not change what the table says, and
+a file that cannot be read (a notebook cell, a frozen module, ``<string>``) shows its file and
+line without the text. Walking the stack costs a few microseconds a sync (the classification of
+each file is cached).
+"""
+
+from __future__ import annotations
+
+import linecache
+import os
+import sys
+import sysconfig
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from types import FrameType
+from typing import Any
+
+Frame = tuple[str, int, str]  # (filename, line, function), innermost first
+TOP_SITES = 8  # the table's rows; the rest add up in an "other" row
+MAX_TRACKED = 256  # distinct sites counted one by one; beyond, they count as "other" at once
+
+_USER, _SKIP, _LIBRARY, _COMPILED = "user", "skip", "library", "compiled"
+_BACKWARD_FILES = ("torch/autograd/graph.py", "torch/autograd/__init__.py", "torch/_tensor.py")
+_BACKWARD_FUNCTIONS = frozenset({"_engine_run_backward", "backward"})
+
+
+@dataclass(frozen=True)
+class Site:
+    """One line that makes the host wait for the GPU."""
+
+    file: str
+    line: int
+    function: str
+    text: str | None = None  # the line's source as it ran; None: unreadable
+    package: str | None = None  # the installed library the line is in (None: the user's own code)
+    called_from: Site | None = None  # for a library's line: the user's line that called into it
+    backward: bool = False  # raised while autograd ran backward()
+    compiled: bool = False  # inside a torch.compile'd region
+
+    @property
+    def where(self) -> str:
+        """``their_loss.py:24``: the file's name and the line."""
+        return f"{os.path.basename(self.file)}:{self.line}"
+
+    def label(self) -> str:
+        """``their_loss.py:24 n = valid.nonzero().shape[0]``, with what else is known in brackets."""
+        text = f"{self.where} {self.text}" if self.text else self.where
+        notes = [f"in {self.package}"] if self.package else []
+        if self.called_from is not None:
+            notes.append(f"called from {self.called_from.where}")
+        if self.backward:
+            notes.append("in backward")
+        if self.compiled:
+            notes.append("compiled region")
+        return f"{text} ({', '.join(notes)})" if notes else text
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"file": self.file, "line": self.line, "function": self.function, "text": self.text}
+        if self.package:
+            out["package"] = self.package
+        if self.called_from is not None:
+            out["called_from"] = self.called_from.as_dict()
+        if self.backward:
+            out["backward"] = True
+        if self.compiled:
+            out["compiled"] = True
+        return out
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Site:
+        caller = d.get("called_from")
+        return cls(
+            file=str(d["file"]),
+            line=int(d["line"]),
+            function=str(d.get("function", "")),
+            text=d.get("text"),
+            package=d.get("package"),
+            called_from=cls.from_dict(caller) if isinstance(caller, dict) else None,
+            backward=bool(d.get("backward", False)),
+            compiled=bool(d.get("compiled", False)),
+        )
+
+
+@dataclass(frozen=True)
+class SiteCount:
+    """A site and how many syncs it made (``site`` None: the "other" row)."""
+
+    site: Site | None
+    count: int
+
+    def per_step(self, steps: int) -> float:
+        return self.count / steps if steps > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class SyncTable:
+    """The sites of one configuration's measured steps: the top ones, then "other"."""
+
+    steps: int  # the steps the counts cover
+    total: int  # syncs counted in them
+    rows: tuple[SiteCount, ...] = ()  # the most frequent first; an "other" row last, if any
+
+    def share(self, row: SiteCount) -> float:
+        return row.count / self.total if self.total else 0.0
+
+    @property
+    def per_step(self) -> float:
+        return self.total / self.steps if self.steps else 0.0
+
+    def summary(self, top: int = 3) -> str:
+        """``their_loss.py:24 n = … (1.0/step), train.py:88 loss.backward() (1.0/step, in backward)``."""
+        parts = []
+        for row in [r for r in self.rows if r.site is not None][:top]:
+            site = row.site
+            assert site is not None
+            notes = [f"{row.per_step(self.steps):.2g}/step"]
+            notes += [n for n, on in (("in backward", site.backward), ("compiled region", site.compiled)) if on]
+            if site.package:
+                notes.append(f"in {site.package}, from {site.called_from.where if site.called_from else '?'}")
+            head = f"{site.where} {site.text}" if site.text else site.where
+            parts.append(f"{head} ({', '.join(notes)})")
+        return ", ".join(parts)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "steps": self.steps,
+            "total": self.total,
+            "sites": [
+                {"count": r.count, "per_step": round(r.per_step(self.steps), 6), "share": round(self.share(r), 6)}
+                | ({"site": r.site.as_dict()} if r.site is not None else {"other": True})
+                for r in self.rows
+            ],
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> SyncTable:
+        rows = tuple(
+            SiteCount(Site.from_dict(r["site"]) if "site" in r else None, int(r["count"])) for r in d.get("sites", ())
+        )
+        return cls(steps=int(d.get("steps", 0)), total=int(d.get("total", 0)), rows=rows)
+
+
+class _Classifier:
+    """Which kind of code a file holds (cached per filename): the user's, skipped (torch,
+    gpudash, the standard library), a library's, or torch.compile's machinery."""
+
+    def __init__(self) -> None:
+        self._cache: dict[str, tuple[str, str | None]] = {}
+        here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the gpudash package
+        self._skipped = [here + os.sep]
+        # the reference families ship beside gpudash (in site-packages too): their lines are the
+        # workload's own, as a user's file is
+        self._own = [os.path.join(os.path.dirname(here), "workloads") + os.sep]
+        for key in ("stdlib", "platstdlib"):
+            path = sysconfig.get_paths().get(key)
+            if path:
+                self._skipped.append(os.path.abspath(path) + os.sep)
+        self._torch: list[str] = []
+
+    def _torch_dirs(self) -> list[str]:
+        if not self._torch:
+            where = getattr(sys.modules.get("torch"), "__file__", None)
+            if isinstance(where, str):
+                self._torch = [os.path.dirname(os.path.abspath(where)) + os.sep]
+        return self._torch
+
+    def may_call(self, filename: str) -> bool:
+        """Whether a line of ``filename`` names the caller of a site: not the reference families'
+        machinery (``workloads``, shipped with gpudash), nor a process's ``python -c`` code."""
+        return filename != "<string>" and not any(filename.startswith(d) for d in self._own)
+
+    def kind(self, filename: str) -> tuple[str, str | None]:
+        """(kind, package): the package names a library's top-level module."""
+        known = self._cache.get(filename)
+        if known is None:
+            known = self._classify(filename)
+            self._cache[filename] = known
+        return known
+
+    def _classify(self, filename: str) -> tuple[str, str | None]:
+        if filename.startswith("<frozen"):
+            return _SKIP, None
+        if filename.startswith("<eval_with_key") or "torchinductor" in filename:
+            return _COMPILED, None  # FX graph modules and Inductor's generated code
+        path = os.path.abspath(filename) if not filename.startswith("<") else filename
+        for torch_dir in self._torch_dirs():
+            if path.startswith(torch_dir):
+                rest = path[len(torch_dir) :]
+                compiled = rest.startswith(("_dynamo" + os.sep, "_inductor" + os.sep))
+                return (_COMPILED if compiled else _SKIP), None
+        if path.startswith(self._skipped[0]):  # gpudash itself
+            return _SKIP, None
+        if any(path.startswith(d) for d in self._own):
+            return _USER, None
+        for marker in (f"{os.sep}site-packages{os.sep}", f"{os.sep}dist-packages{os.sep}"):
+            i = path.find(marker)
+            if i >= 0:
+                top = path[i + len(marker) :].split(os.sep, 1)[0]
+                return _LIBRARY, top.removesuffix(".py")
+        if any(path.startswith(d) for d in self._skipped[1:]):  # the standard library (a venv's lib too)
+            return _SKIP, None
+        return _USER, None
+
+
+_CLASSIFIER = _Classifier()
+
+
+def live_stack(frame: FrameType | None) -> Iterator[Frame]:
+    """The frames from ``frame`` outwards, as ``(filename, line, function)``."""
+    while frame is not None:
+        code = frame.f_code
+        yield code.co_filename, frame.f_lineno, code.co_name
+        frame = frame.f_back
+
+
+def _is_backward(filename: str, function: str) -> bool:
+    return function in _BACKWARD_FUNCTIONS and filename.replace(os.sep, "/").endswith(_BACKWARD_FILES)
+
+
+def site_of(stack: Iterable[Frame], classifier: _Classifier = _CLASSIFIER) -> Site | None:
+    """The site of a sync whose stack is ``stack`` (innermost first); None: no frame to name.
+
+    A line of the user's is told apart by where it was called from (the next line of the user's
+    outward, the reference families' own machinery and ``python -c`` code skipped): a helper
+    called from two places is two sites."""
+    backward = compiled = False
+    library: tuple[Frame, str | None] | None = None
+    fallback: Frame | None = None
+    found: Frame | None = None
+    frames = iter(stack)
+    for frame in frames:
+        filename, _, function = frame
+        kind, package = classifier.kind(filename)
+        if kind == _USER:
+            found = frame
+            break
+        if kind == _LIBRARY and library is None:
+            library = (frame, package)
+        elif kind == _COMPILED:
+            compiled = True
+        elif kind == _SKIP and not backward:
+            backward = _is_backward(filename, function)
+        if fallback is None and not filename.startswith("<frozen"):
+            fallback = frame
+    if found is None:
+        if library is not None:
+            return _site(library[0], backward, compiled, library[1])
+        return _site(fallback, backward, compiled) if fallback is not None else None
+    if library is not None:  # a library's line, called from the user's
+        return _site(library[0], backward, compiled, library[1], _site(found, False, False))
+    caller = next((f for f in frames if classifier.kind(f[0])[0] == _USER and classifier.may_call(f[0])), None)
+    return _site(found, backward, compiled, called_from=_site(caller, False, False) if caller else None)
+
+
+def _site(
+    frame: Frame, backward: bool, compiled: bool, package: str | None = None, called_from: Site | None = None
+) -> Site:
+    filename, line, function = frame
+    return Site(filename, line, function, None, package, called_from, backward, compiled)
+
+
+def source_line(filename: str, line: int) -> str | None:
+    """The stripped source of ``filename:line`` now; None when it cannot be read."""
+    if not filename or filename.startswith("<frozen"):
+        return None
+    linecache.checkcache(filename)
+    text = linecache.getline(filename, line).strip()
+    return text or None
+
+
+def with_text(site: Site) -> Site:
+    """``site`` with its source line (and its caller's) read now."""
+    caller = with_text(site.called_from) if site.called_from is not None else None
+    return Site(
+        site.file,
+        site.line,
+        site.function,
+        source_line(site.file, site.line),
+        site.package,
+        caller,
+        site.backward,
+        site.compiled,
+    )
+
+
+class SiteCounter:
+    """Syncs counted by site over one configuration's steps (``reset`` when it changes)."""
+
+    def __init__(self, max_tracked: int = MAX_TRACKED) -> None:
+        self.max_tracked = max_tracked
+        self._counts: dict[Site, int] = {}
+        self._texts: dict[Site, Site] = {}  # each site as first seen, with its source read then
+        self.untracked = 0  # syncs of sites beyond max_tracked
+        self.unnamed = 0  # syncs whose stack had no frame to name
+        self.version = 0  # counts changed since the last reset
+
+    def reset(self) -> None:
+        self._counts.clear()
+        self.untracked = self.unnamed = 0
+        self.version += 1
+
+    def add(self, stack: Iterable[Frame]) -> None:
+        """Count one sync whose stack is ``stack``."""
+        self.version += 1
+        site = site_of(stack)
+        if site is None:
+            self.unnamed += 1
+            return
+        counts = self._counts
+        if site in counts:
+            counts[site] += 1
+        elif len(counts) < self.max_tracked:
+            counts[site] = 1
+            if site not in self._texts:
+                self._texts[site] = with_text(site)
+        else:
+            self.untracked += 1
+
+    @property
+    def total(self) -> int:
+        return sum(self._counts.values()) + self.untracked + self.unnamed
+
+    def table(self, steps: int, top: int = TOP_SITES) -> SyncTable:
+        """The top ``top`` sites, most frequent first (ties: by file and line), then "other"."""
+        ranked = sorted(self._counts.items(), key=lambda kv: (-kv[1], kv[0].file, kv[0].line))
+        rows = [SiteCount(self._texts.get(site, site), n) for site, n in ranked[:top]]
+        other = sum(n for _, n in ranked[top:]) + self.untracked + self.unnamed
+        if other:
+            rows.append(SiteCount(None, other))
+        return SyncTable(steps=steps, total=self.total, rows=tuple(rows))
