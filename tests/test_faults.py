@@ -222,11 +222,14 @@ def test_the_watchdog_waits_for_a_slow_step_and_speaks_once_per_silence() -> Non
 
 
 # -- gpudash --record: every fault in its own run, all started at once ----------------------------
+SLOW_PARENT_STEPS = 1000
 RECORD_CASES: dict[str, tuple[str, list[str]]] = {
     "raise": ("raise@step=5", ["--sample-interval", "0.05"]),
     "hang": ("hang@step=5", ["--sample-interval", "0.05", "--watchdog", "2"]),
     "nvml": ("nvml-lost@sample=4", ["--sample-interval", "0.1", "--interval", "0.1", "--duration", "3"]),
-    "slow": ("slow-parent@sample=5,for=1", ["--sample-interval", "0.02", "--steps", "250"]),
+    # enough steps that the run outlasts the pause on a quiet machine (~230 steps/s: 100 queued
+    # samples take 1 s, then 1 s more), whatever the load
+    "slow": ("slow-parent@sample=5,for=1", ["--sample-interval", "0.01", "--steps", str(SLOW_PARENT_STEPS)]),
     "csv": ("csv-write@row=8", ["--sample-interval", "0.05", "--duration", "30"]),
 }
 
@@ -332,7 +335,7 @@ def test_record_counts_the_samples_a_slow_parent_made_the_workload_drop(recordin
     n = int(dropped[0]["event_message"].split()[0])
     assert n > 0 and "samples dropped over" in dropped[0]["event_message"]
     steps = [int(r["steps"]) for r in samples(rows)]
-    assert steps == sorted(steps) and steps[-1] == 250  # cumulative: the run's --steps, none missing
+    assert steps == sorted(steps) and steps[-1] == SLOW_PARENT_STEPS  # cumulative: the run's --steps, none missing
     jumps = [later - earlier for earlier, later in zip(steps, steps[1:], strict=False)]
     assert max(jumps) >= n  # where the dropped samples were: one larger step in the totals
 

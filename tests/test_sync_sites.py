@@ -179,7 +179,10 @@ def test_the_sync_bound_verdict_names_the_top_lines_and_its_evidence_carries_the
     evidence = Evidence(steps=3, step_ms=4.0, input_ms=0.0, syncs_per_step=2.0, sync_sites=_table(), gpu_busy_pct=30)
     verdict = diagnose(evidence)
     assert str(verdict.bound) == "sync-bound"
-    assert "their_loss.py:24 (1/step)" in verdict.why and "train.py:88 (1/step, in backward)" in verdict.why
+    assert (
+        "their_loss.py:24 (1/step, from train.py:80)" in verdict.why
+        and "train.py:88 (1/step, in backward)" in verdict.why
+    )
     again = Evidence.from_details(evidence.details())
     assert again.sync_sites == evidence.sync_sites
     sites = verdict.as_dict(evidence)["evidence"]["sync_sites"]  # type: ignore[index]

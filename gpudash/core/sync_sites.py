@@ -129,6 +129,8 @@ class SyncTable:
             notes += [n for n, on in (("in backward", site.backward), ("compiled region", site.compiled)) if on]
             if site.package:
                 notes.append(f"in {site.package}, from {site.called_from.where if site.called_from else '?'}")
+            elif site.called_from is not None:
+                notes.append(f"from {site.called_from.where}")
             head = f"{site.where} {site.text}" if site.text else site.where
             parts.append(f"{head} ({', '.join(notes)})")
         return ", ".join(parts)
