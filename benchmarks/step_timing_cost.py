@@ -42,9 +42,19 @@ def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("-w", "--workload", default="examples/mine.py:workload")
     p.add_argument("-b", "--batch-size", type=int, default=32)
-    p.add_argument("--steps", type=int, default=300, help="steps per loop per round (default: 300)")
-    p.add_argument("--rounds", type=int, default=24)
+    add_round_options(p, steps=300, rounds=24)
     return p.parse_args()
+
+
+def add_round_options(p: argparse.ArgumentParser, *, steps: int, rounds: int) -> None:
+    """``--steps`` (per loop per round) and ``--rounds``, with their defaults."""
+    p.add_argument("--steps", type=int, default=steps, help=f"steps per loop per round (default: {steps})")
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=rounds,
+        help=f"rounds, each loop once a round in a shuffled order (default: {rounds})",
+    )
 
 
 def main() -> int:

@@ -28,7 +28,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.step_timing_cost import paired_interval, time_rounds  # noqa: E402 - after the path insert
+from benchmarks.step_timing_cost import add_round_options, paired_interval, time_rounds  # noqa: E402
 
 PAIRS = (("counting", "off"), ("sites", "counting"), ("sites", "off"))
 TARGET = 1.02  # sites over counting
@@ -38,23 +38,18 @@ def parse_args() -> argparse.Namespace:
     """The command line (see the module's docstring)."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("-b", "--batch-size", type=int, default=8, help="batch size (default: 8, a short step)")
-    p.add_argument("--steps", type=int, default=40, help="steps per setting per round (default: 40)")
-    p.add_argument("--rounds", type=int, default=16)
+    add_round_options(p, steps=40, rounds=16)
     return p.parse_args()
 
 
 def main() -> int:
     args = parse_args()
-
     import torch
-
-    from workloads.base import WorkloadOptions
-    from workloads.factory import build
 
     if not torch.cuda.is_available():
         print("sync_sites_cost.py needs CUDA", file=sys.stderr)
         return 2
-    w = build("sync_loss", "cuda", WorkloadOptions(variant="sync-heavy", batch_size=args.batch_size))
+    w = sync_heavy(args.batch_size)
     loops = setting_loops(w.step, torch)
     for run in loops.values():
         run(20)  # warm-up
@@ -62,6 +57,14 @@ def main() -> int:
     print_table(args, torch.cuda.get_device_name(w.device), w.batch_size, us)
     w.close()
     return 0
+
+
+def sync_heavy(batch_size: int) -> Any:
+    """The sync-heavy ``sync_loss`` workload on CUDA at ``batch_size``."""
+    from workloads.base import WorkloadOptions
+    from workloads.factory import build
+
+    return build("sync_loss", "cuda", WorkloadOptions(variant="sync-heavy", batch_size=batch_size))
 
 
 def setting_loops(step: Callable[[], None], torch: Any) -> dict[str, Callable[[int], None]]:
