@@ -81,7 +81,7 @@ class SyncSitesScreen(ModalScreen[None]):
     BINDINGS = [Binding("escape,q,y", "dismiss", "Close")]
     DEFAULT_CSS = """
     SyncSitesScreen { align: center middle; }
-    SyncSitesScreen > VerticalScroll { width: 95%; height: 80%; border: thick $primary;
+    SyncSitesScreen > VerticalScroll { width: 95%; height: auto; max-height: 90%; border: thick $primary;
                                        background: $surface; padding: 0 1; }
     """
 
