@@ -9,7 +9,7 @@ a shuffled order, timed with the wall clock between two synchronizes:
   * off:        no sync counter (``torch.cuda.set_sync_debug_mode`` untouched);
   * counting:   gpudash's ``SyncCounter`` (torch's sync warnings counted: what every run on a GPU does);
   * sites:      the same with each sync attributed to its line (``gpudash.core.sync_sites``) and
-                ``torch.cuda.synchronize()`` / ``Event.synchronize()`` caught by torch's GPU trace.
+                ``torch.cuda.synchronize()`` / ``Event.synchronize()`` counted (gpudash.engine.explicit_waits).
 
 Prints µs per step and each setting's time over another's (the geometric mean of the rounds' ratios,
 its 95% interval and the verdict). The target: sites over counting at most 1.02. Needs CUDA.

@@ -41,8 +41,6 @@ ADAPTERS = {
     "gpudash/tui/render_cache.py": "Rich Style's colour and attribute fields behind Textual's escape codes",
     "workloads/torch_adapter.py": "shared-memory batches, compile mode options, loader workers "
     "(pytorch/pytorch#48558, #71383)",
-    "gpudash/engine/gpu_sync_trace.py": "torch's GPU trace: torch.cuda.synchronize() and Event.synchronize() "
-    "raise no sync warning, and only the trace reports them (tests/test_sync_sites.py fails when torch drops it)",
 }
 # Underscore names a dependency documents as public.
 PUBLIC = {("os", "_exit"), ("sys", "_getframe")}  # both in the Python docs

@@ -1,13 +1,16 @@
 """Each host-device sync named by its line (``gpudash.core.sync_sites``): the walk over recorded
 stacks (torch, a library, backward, a compiled region, the standard library), the counts and the
-bounded table, unreadable sources, the real warnings machinery on the CPU, the private GPU-trace
-API torch must still have, and the table through the recording's JSON and ``gpudash report``."""
+bounded table, unreadable sources, the real warnings machinery on the CPU, the explicit waits
+(``torch.cuda.synchronize()``, ``Event.synchronize()``), and the table through the engine's loop,
+the recording's JSON, ``gpudash report``, ``tune.md`` and ``track(syncs=True)``."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sysconfig
+import threading
 import warnings
 from pathlib import Path
 
@@ -17,7 +20,7 @@ import torch
 from gpudash.core.protocol import SyncSites
 from gpudash.core.sync_sites import TOP_SITES, Site, SiteCounter, SyncTable, site_of, source_line
 from gpudash.diagnosis.rules import Evidence, diagnose
-from gpudash.engine import gpu_sync_trace
+from gpudash.engine import explicit_waits
 from gpudash.engine.measure import SYNC_WARNING, SyncCounter
 from gpudash.recording.record import CsvRecorder
 from gpudash.report import sync_md
@@ -157,13 +160,36 @@ def test_the_counter_names_the_lines_of_the_syncs_the_warnings_report() -> None:
     assert {r.site.called_from.function for r in table.rows if r.site and r.site.called_from} == {
         "_step_with_two_syncs"
     }
-    assert counter.trace_missing == "no CUDA device"
+    assert counter.explicit_not_counted == "no CUDA device"
 
 
-def test_the_private_gpu_trace_api_is_still_in_torch() -> None:
-    """torch.cuda.synchronize() and Event.synchronize() are counted through it: a torch release
-    that drops it must fail here, loudly, not count fewer syncs in silence."""
-    assert gpu_sync_trace.missing(torch) is None, gpu_sync_trace.missing(torch)
+def _explicit_waits() -> None:
+    """Both explicit waits, as a user writes them (there is no GPU here: each raises, once counted)."""
+    with contextlib.suppress(RuntimeError, AssertionError):
+        torch.cuda.synchronize()
+    with contextlib.suppress(RuntimeError, AssertionError):
+        torch.cuda.Event().synchronize()
+
+
+def test_synchronize_and_event_synchronize_are_counted_at_their_lines_and_put_back() -> None:
+    """They raise no sync warning: a wrapper counts each call while a counter runs, and the
+    originals are back afterwards (``gpudash.engine.explicit_waits``)."""
+    original = (torch.cuda.synchronize, torch.cuda.Event.synchronize)
+    counter = SyncCounter(sites=True)
+    assert explicit_waits.start(torch, counter._traced) is None  # noqa: SLF001 - what install() does on CUDA
+    counter._thread = threading.get_ident()  # noqa: SLF001
+    counter.attributing = True
+    try:
+        _explicit_waits()
+    finally:
+        explicit_waits.stop(torch)
+    assert (torch.cuda.synchronize, torch.cuda.Event.synchronize) == original
+    assert counter.count == 2 and counter.sites is not None
+    lines = {r.site.line for r in counter.sites.table(steps=1).rows if r.site and r.site.function == "_explicit_waits"}
+    source = Path(__file__).read_text().splitlines()
+    assert {source[n - 1].strip() for n in lines} == {"torch.cuda.synchronize()", "torch.cuda.Event().synchronize()"}
+    _explicit_waits()  # stopped: not counted
+    assert counter.count == 2
 
 
 # -- the table, through the diagnosis, the recording's JSON and the report ---------------------------------

@@ -51,7 +51,7 @@ def test_each_sync_of_a_users_loss_is_named_by_its_own_line() -> None:
     counter = SyncCounter(sites=True)
     counter.install(torch)
     try:
-        assert counter.trace_missing is None, counter.trace_missing
+        assert counter.explicit_not_counted is None, counter.explicit_not_counted
         counter.attributing = True
         for _ in range(STEPS):
             mine.step(model, x, target)

@@ -291,6 +291,6 @@ class LoopState:
                 batch_size=w.batch_size,
                 knobs=w.knobs.text(),
                 table=sites.table(self.site_steps),
-                not_counted=syncs.trace_missing or "",
+                not_counted=syncs.explicit_not_counted or "",
             )
         )

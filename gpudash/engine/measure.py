@@ -31,7 +31,7 @@ from collections import deque
 from typing import Any
 
 from gpudash.core.sync_sites import SiteCounter, live_stack
-from gpudash.engine import gpu_sync_trace
+from gpudash.engine import explicit_waits
 
 SYNC_WARNING = "called a synchronizing CUDA operation"
 
@@ -243,21 +243,20 @@ def loss_reader(torch: Any, on_cuda: bool) -> LossReader:
 class SyncCounter:
     """Counts torch's "synchronizing CUDA operation" warnings raised in one thread; with ``sites``,
     also attributes each sync raised while ``attributing`` (inside the steps) to its line
-    (``gpudash.engine.sync_sites``), and counts ``torch.cuda.synchronize()`` and
-    ``Event.synchronize()``, which raise no warning, through torch's GPU trace
-    (``gpudash.engine.gpu_sync_trace``)."""
+    (``gpudash.core.sync_sites``), and counts ``torch.cuda.synchronize()`` and
+    ``Event.synchronize()``, which raise no warning (``gpudash.engine.explicit_waits``)."""
 
     def __init__(self, sites: bool = False) -> None:
         self.count = 0
         self.sites: SiteCounter | None = SiteCounter() if sites else None
         self.attributing = False  # set by the loop around its steps: only their syncs get a site
-        self.trace_missing: str | None = None  # why synchronize() calls are not counted (None: they are)
+        self.explicit_not_counted: str | None = None  # why synchronize() calls are not counted (None: they are)
         self._thread: int | None = None
         self._prev_show: Any = None
         self._saved_warnings: Any = None  # the warnings.catch_warnings that restores filters and showwarning
         self._prev_mode: Any = None
         self._torch: Any = None
-        self._tracing = False
+        self._wrapped = False
 
     def install(self, torch: Any | None) -> None:
         """Turn on torch's sync warnings (if ``torch`` is given) and start counting them."""
@@ -272,16 +271,16 @@ class SyncCounter:
             self._prev_mode = torch.cuda.get_sync_debug_mode()
             torch.cuda.set_sync_debug_mode("warn")
             if self.sites is not None:
-                self.trace_missing = gpu_sync_trace.start(torch, self._traced)
-                self._tracing = self.trace_missing is None
+                self.explicit_not_counted = explicit_waits.start(torch, self._traced)
+                self._wrapped = self.explicit_not_counted is None
         elif self.sites is not None:
-            self.trace_missing = "no CUDA device"
+            self.explicit_not_counted = "no CUDA device"
 
     def uninstall(self) -> None:
         """Stop counting; restore torch's sync debug mode and the warning filters."""
-        if self._tracing:
-            gpu_sync_trace.stop()
-            self._tracing = False
+        if self._wrapped:
+            explicit_waits.stop(self._torch)
+            self._wrapped = False
         if self._torch is not None:
             self._torch.cuda.set_sync_debug_mode(self._prev_mode)
             self._torch = None

@@ -251,7 +251,13 @@ class Writer:
         table = counter.sites.table(issued)
         self.recorder.on_message(
             SyncSites(
-                now - self.t0, self.label, "whole run", self.batch_size or 1, "none", table, counter.trace_missing or ""
+                now - self.t0,
+                self.label,
+                "whole run",
+                self.batch_size or 1,
+                "none",
+                table,
+                counter.explicit_not_counted or "",
             )
         )
 
