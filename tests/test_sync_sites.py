@@ -215,8 +215,15 @@ def test_the_sync_bound_verdict_names_the_top_lines_and_its_evidence_carries_the
     assert sites["total"] == 6 and sites["sites"][0]["site"]["file"] == LOSS
 
 
-def test_a_recording_keeps_each_configurations_table_in_its_json_and_the_report_shows_it(tmp_path: Path) -> None:
+def test_a_recording_keeps_each_configurations_table_in_its_json_and_the_report_shows_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from gpudash import cli
+    from tests.tui.fakes import sample
+
     rec = CsvRecorder(tmp_path / "r.csv")
+    for t in (0.5, 1.0, 1.5):
+        rec.on_message(sample(t, 100.0, workload="sync_loss", variant="sync-heavy", batch=8, syncs=2.0))
     rec.on_message(SyncSites(1.0, "sync_loss", "sync-heavy", 8, "none", _table()))
     rec.on_message(SyncSites(2.0, "sync_loss", "fixed", 8, "none", SyncTable(steps=40, total=0)))
     on_disk = json.loads((tmp_path / "r.json").read_text())["sync_sites"]  # written at first sight, before close
@@ -225,6 +232,10 @@ def test_a_recording_keeps_each_configurations_table_in_its_json_and_the_report_
     md = "\n".join(sync_md.section(json.loads((tmp_path / "r.json").read_text())["sync_sites"]))
     assert "| 1 | 50% | `their_loss.py:24` (called from `train.py:80`) |" in md
     assert "**sync_loss/fixed bs8**: no host-device syncs in the step (40 steps)" in md
+    assert cli.main(["report", str(tmp_path / "r.csv"), "--out", str(tmp_path / "rep"), "--json", "-q"]) == 0
+    (run,) = json.loads(capsys.readouterr().out)["runs"]
+    assert run["sync_sites"]["sync_loss/sync-heavy bs8"]["total"] == 6
+    assert "their_loss.py:24" in (tmp_path / "rep" / "report.md").read_text()
 
 
 def test_a_site_survives_its_round_trip_through_json() -> None:

@@ -251,7 +251,12 @@ def results_document(runs: Sequence[Run], found: Sequence[Pair], out: Path, writ
         "out": str(out),
         "written": list(written),
         "runs": [
-            {"path": run.shown_path, "kind": run.kind, "configurations": [_config_dict(c) for c in run.configs]}
+            {
+                "path": run.shown_path,
+                "kind": run.kind,
+                "configurations": [_config_dict(c) for c in run.configs],
+                "sync_sites": run.meta.get("sync_sites") or {},
+            }
             for run in runs
         ],
         "comparisons": [_pair_dict(p) for p in found],
