@@ -182,7 +182,7 @@ def test_synchronize_and_event_synchronize_are_counted_at_their_lines_and_put_ba
     try:
         _explicit_waits()
     finally:
-        explicit_waits.stop(torch)
+        explicit_waits.stop(torch, counter._traced)  # noqa: SLF001
     assert (torch.cuda.synchronize, torch.cuda.Event.synchronize) == original
     assert counter.count == 2 and counter.sites is not None
     lines = {r.site.line for r in counter.sites.table(steps=1).rows if r.site and r.site.function == "_explicit_waits"}

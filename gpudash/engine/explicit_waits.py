@@ -22,7 +22,7 @@ from typing import Any
 
 Handler = Callable[[], None]
 
-_handler: Handler | None = None
+_handlers: list[Handler] = []  # the counters running, the latest last: it is the one called
 _originals: dict[str, Any] = {}  # "synchronize" / "Event.synchronize": what was there before start()
 
 
@@ -39,8 +39,8 @@ def missing(torch: Any) -> str | None:
 
 def start(torch: Any, handler: Handler) -> str | None:
     """Call ``handler()`` (in the waiting thread, before the wait) at each ``torch.cuda.synchronize()``
-    and ``Event.synchronize()`` from now until ``stop``. None, or why not."""
-    global _handler
+    and ``Event.synchronize()`` from now until ``stop(torch, handler)``; a later ``start`` takes
+    over until its own ``stop``. None, or why not."""
     why = missing(torch)
     if why is not None:
         return why
@@ -50,15 +50,15 @@ def start(torch: Any, handler: Handler) -> str | None:
         _originals["Event.synchronize"] = cuda.Event.synchronize
         cuda.synchronize = _reporting(cuda.synchronize)
         cuda.Event.synchronize = _reporting(cuda.Event.synchronize)
-    _handler = handler
+    _handlers.append(handler)
     return None
 
 
-def stop(torch: Any) -> None:
-    """The originals back in place; no handler."""
-    global _handler
-    _handler = None
-    if _originals:
+def stop(torch: Any, handler: Handler) -> None:
+    """``handler`` no longer called; the originals back in place once no counter runs."""
+    if handler in _handlers:
+        _handlers.remove(handler)
+    if _originals and not _handlers:
         torch.cuda.synchronize = _originals.pop("synchronize")
         torch.cuda.Event.synchronize = _originals.pop("Event.synchronize")
 
@@ -66,9 +66,8 @@ def stop(torch: Any) -> None:
 def _reporting(wait: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(wait)
     def reported(*args: Any, **kwargs: Any) -> Any:
-        handler = _handler
-        if handler is not None:
-            handler()
+        if _handlers:
+            _handlers[-1]()
         return wait(*args, **kwargs)
 
     return reported

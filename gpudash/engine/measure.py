@@ -279,7 +279,7 @@ class SyncCounter:
     def uninstall(self) -> None:
         """Stop counting; restore torch's sync debug mode and the warning filters."""
         if self._wrapped:
-            explicit_waits.stop(self._torch)
+            explicit_waits.stop(self._torch, self._traced)
             self._wrapped = False
         if self._torch is not None:
             self._torch.cuda.set_sync_debug_mode(self._prev_mode)
