@@ -18,14 +18,14 @@ each file is cached).
 
 from __future__ import annotations
 
-import linecache
 import os
 import sys
-import sysconfig
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    from types import FrameType
 
 Frame = tuple[str, int, str]  # (filename, line, function), innermost first
 TOP_SITES = 8  # the table's rows; the rest add up in an "other" row
@@ -165,6 +165,8 @@ class _Classifier:
         # the reference families ship beside gpudash (in site-packages too): their lines are the
         # workload's own, as a user's file is
         self._own = [os.path.join(os.path.dirname(here), "workloads") + os.sep]
+        import sysconfig  # here: a few ms that gpudash --help need not pay
+
         for key in ("stdlib", "platstdlib"):
             path = sysconfig.get_paths().get(key)
             if path:
@@ -216,7 +218,13 @@ class _Classifier:
         return _USER, None
 
 
-_CLASSIFIER = _Classifier()
+_CLASSIFIER: list[_Classifier] = []  # made at the first sync (its paths cost a few ms)
+
+
+def _classifier() -> _Classifier:
+    if not _CLASSIFIER:
+        _CLASSIFIER.append(_Classifier())
+    return _CLASSIFIER[0]
 
 
 def live_stack(frame: FrameType | None) -> Iterator[Frame]:
@@ -231,12 +239,13 @@ def _is_backward(filename: str, function: str) -> bool:
     return function in _BACKWARD_FUNCTIONS and filename.replace(os.sep, "/").endswith(_BACKWARD_FILES)
 
 
-def site_of(stack: Iterable[Frame], classifier: _Classifier = _CLASSIFIER) -> Site | None:
+def site_of(stack: Iterable[Frame], classifier: _Classifier | None = None) -> Site | None:
     """The site of a sync whose stack is ``stack`` (innermost first); None: no frame to name.
 
     A line of the user's is told apart by where it was called from (the next line of the user's
     outward, the reference families' own machinery and ``python -c`` code skipped): a helper
     called from two places is two sites."""
+    classifier = classifier or _classifier()
     backward = compiled = False
     library: tuple[Frame, str | None] | None = None
     fallback: Frame | None = None
@@ -275,6 +284,8 @@ def _site(
 
 def source_line(filename: str, line: int) -> str | None:
     """The stripped source of ``filename:line`` now; None when it cannot be read."""
+    import linecache
+
     if not filename or filename.startswith("<frozen"):
         return None
     linecache.checkcache(filename)
