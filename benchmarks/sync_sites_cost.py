@@ -13,6 +13,12 @@ a shuffled order, timed with the wall clock between two synchronizes:
 
 Prints µs per step and each setting's time over another's (the geometric mean of the rounds' ratios,
 its 95% interval and the verdict). The target: sites over counting at most 1.02. Needs CUDA.
+
+    python benchmarks/sync_sites_cost.py --walk              # on any machine: µs a sync, counted vs named
+
+``--walk`` times what naming a sync adds on the host, without a GPU: a stand-in of torch's sync
+warning raised ``--depth`` frames deep (a step's call stack), counted by a ``SyncCounter`` without
+and with sites; µs per sync, the median of ``--rounds`` rounds of 2,000.
 """
 
 from __future__ import annotations
@@ -39,11 +45,16 @@ def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("-b", "--batch-size", type=int, default=8, help="batch size (default: 8, a short step)")
     add_round_options(p, steps=40, rounds=16)
+    p.add_argument("--walk", action="store_true", help="time the stack walk alone, on the host (no GPU needed)")
+    p.add_argument("--depth", type=int, default=30, help="with --walk: frames between the step and the sync")
     return p.parse_args()
 
 
 def main() -> int:
     args = parse_args()
+    if args.walk:
+        print_walk(args.depth, args.rounds)
+        return 0
     import torch
 
     if not torch.cuda.is_available():
@@ -114,6 +125,45 @@ def print_table(args: argparse.Namespace, gpu: str, batch: int, us: dict[str, li
         verdict = "slower" if lo > 1.0 else "faster" if hi < 1.0 else "no change detected"
         target = f" (target ≤ {TARGET}: {'met' if hi <= TARGET else 'not shown'})" if (a, b) == PAIRS[1] else ""
         print(f"| {a} / {b} | {mean:.3f}× [{lo:.3f}–{hi:.3f}] | {verdict}{target} |")
+
+
+def print_walk(depth: int, rounds: int, syncs: int = 2000) -> None:
+    """µs per sync of a counter without and with sites, ``depth`` frames below the caller."""
+    import time
+    import warnings
+
+    from gpudash.engine.measure import SYNC_WARNING, SyncCounter
+
+    def sync_at(level: int) -> None:
+        if level:
+            sync_at(level - 1)
+        else:
+            warnings.warn(f"{SYNC_WARNING} (a stand-in)", UserWarning, stacklevel=1)
+
+    def per_sync(sites: bool) -> float:
+        counter = SyncCounter(sites=sites)
+        counter.install(None)
+        counter.attributing = True
+        try:
+            start = time.perf_counter()
+            for _ in range(syncs):
+                sync_at(depth)
+            return (time.perf_counter() - start) / syncs * 1e6
+        finally:
+            counter.uninstall()
+
+    us: dict[str, list[float]] = {"counting": [], "sites": []}
+    for _ in range(rounds):
+        for name in us:
+            us[name].append(per_sync(name == "sites"))
+    python = platform.python_version()
+    print(f"# sync sites on the host: a sync {depth} frames deep, {rounds} rounds of {syncs}, python {python}")
+    print("| setting | µs a sync, median | µs a sync, min |")
+    print("|---|--:|--:|")
+    for name, values in us.items():
+        print(f"| {name} | {statistics.median(values):.2f} | {min(values):.2f} |")
+    added = statistics.median(us["sites"]) - statistics.median(us["counting"])
+    print(f"naming the line adds {added:.2f} µs a sync (medians)")
 
 
 if __name__ == "__main__":

@@ -304,3 +304,16 @@ def test_tune_md_lists_the_sync_table_its_diagnosis_counted() -> None:
     assert lines[0] == "### Host-device syncs by line"
     assert "**the plain run**: 2 waits a step over 3 steps" in lines
     assert any(line.startswith("| 1 | 50% | `train.py:88` (in backward) |") for line in lines), lines
+
+
+def test_the_cost_benchmark_times_the_walk_on_the_host() -> None:
+    """``benchmarks/sync_sites_cost.py --walk`` runs without a GPU (a tiny run, as CI can)."""
+    import subprocess
+    import sys
+
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "sync_sites_cost.py"
+    done = subprocess.run(
+        [sys.executable, str(script), "--walk", "--rounds", "2", "--depth", "3"], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert "| sites |" in done.stdout and "naming the line adds" in done.stdout
