@@ -219,9 +219,12 @@ def test_a_recording_keeps_each_configurations_table_in_its_json_and_the_report_
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from gpudash import cli
+    from gpudash.core.protocol import RunConfig
+    from gpudash.recording.record import run_metadata
     from tests.tui.fakes import sample
 
-    rec = CsvRecorder(tmp_path / "r.csv")
+    meta = run_metadata(RunConfig(workload="sync_loss", variant="sync-heavy", batch_size=8, device="cuda"))
+    rec = CsvRecorder(tmp_path / "r.csv", meta)
     for t in (0.5, 1.0, 1.5):
         rec.on_message(sample(t, 100.0, workload="sync_loss", variant="sync-heavy", batch=8, syncs=2.0))
     rec.on_message(SyncSites(1.0, "sync_loss", "sync-heavy", 8, "none", _table()))
@@ -236,6 +239,14 @@ def test_a_recording_keeps_each_configurations_table_in_its_json_and_the_report_
     (run,) = json.loads(capsys.readouterr().out)["runs"]
     assert run["sync_sites"]["sync_loss/sync-heavy bs8"]["total"] == 6
     assert "their_loss.py:24" in (tmp_path / "rep" / "report.md").read_text()
+    # the replay hands the table out after its configuration's first sample (the dashboard's y)
+    from gpudash.recording.replay import ReplaySource, read_all
+
+    replayed = read_all(ReplaySource(tmp_path / "r.csv"))
+    kinds = [type(m).__name__ for m in replayed]
+    first = kinds.index("Sample")
+    (sites,) = [m for m in replayed if isinstance(m, SyncSites)]
+    assert kinds[first + 1] == "SyncSites" and sites.table == _table()  # the fixed one had no sample: not handed out
 
 
 def test_a_site_survives_its_round_trip_through_json() -> None:

@@ -28,6 +28,7 @@ from typing import Any, TextIO
 from gpudash.core.protocol import Control, GpuInfo, Message, RunConfig, SourceInfo
 from gpudash.core.textfmt import strip_controls
 from gpudash.recording.csvformat import CHUNK, ROW_KINDS, CsvRecords, RowParser, missing_columns, open_csv
+from gpudash.recording.replay_sites import RecordedSites
 from gpudash.recording.sidecar import (
     UNKNOWN_CONFIG,
     Sidecar,
@@ -127,6 +128,7 @@ class ReplaySource:
         self._done = False  # the reader thread has finished (without follow: the whole file is read)
         self._caught_up = False  # the reader has been to the end of the file once
         self._error: Exception | None = None  # what stopped the reader thread, told once by poll()
+        self._sites = RecordedSites({})
 
     # -- EngineSource ---------------------------------------------------------------------------
     @property
@@ -178,8 +180,9 @@ class ReplaySource:
         why_none = self.sidecar.note or "no metadata file beside the CSV"
         self.gpu_info = gpu_info_from_metadata(self.metadata, why_none)
         self.config = config_from_metadata(self.metadata)
+        self._sites = RecordedSites(self.metadata)  # each configuration's sync table, after its first sample
         if first:
-            self._batches.put(first)
+            self._batches.put(self._sites.after_samples(first))
 
     def _start_reading(self) -> None:
         """The reader thread, from the first ``poll()`` on: until then (``gpudash replay`` checks the
@@ -255,12 +258,13 @@ class ReplaySource:
         reader = self._reader
         assert reader is not None
         try:
+            sites = self._sites
             while not self._stop.is_set():
                 batch = reader.read()
                 if reader.records.at_end and not self.follow:
-                    self._put(batch + reader.finish())
+                    self._put(sites.after_samples(batch + reader.finish()))
                     break
-                self._put(batch)
+                self._put(sites.after_samples(batch))
                 if reader.records.at_end:
                     self._caught_up = True
                     self._stop.wait(FOLLOW_WAIT_S)

@@ -30,8 +30,8 @@ def sync_table(
     """The table for the configuration running now, or one line saying why there is none."""
     if replay and sites is None:
         return Text(
-            "a replay has no live sync table: the recording's JSON holds each configuration's "
-            "(sync_sites), and gpudash report lists them",
+            "no sync table recorded for this configuration (the recording's JSON has none: syncs are "
+            "counted on CUDA runs)",
             style="dim",
         )
     if device is not None and not device.startswith("cuda"):

@@ -57,3 +57,9 @@ async def test_on_the_cpu_the_table_says_syncs_are_counted_on_cuda_only() -> Non
         await pilot.press("y")
         await pilot.pause()
         assert "counted on CUDA devices only (this run: cpu)" in _shown(app)
+
+
+def test_a_replay_without_a_recorded_table_says_so() -> None:
+    from gpudash.tui.sync_screen import sync_table
+
+    assert "no sync table recorded for this configuration" in str(sync_table(None, None, "cuda:0", replay=True))
