@@ -23,8 +23,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from gpudash.core.textfmt import fmt_ratio  # noqa: E402
 from gpudash.stats.comparison import Estimate, compare  # noqa: E402
+from gpudash.stats.fmt import fmt_ratio  # noqa: E402
 from gpudash.sweep.readback import summaries_from_csv  # noqa: E402
 
 DEFAULT_FAMILIES = ("encdec", "sync_loss", "augment", "input_pipeline")

@@ -323,8 +323,8 @@ def print_summary(rounds: Rounds, last: dict[str, object]) -> None:
 
 def print_intervals(bares: list[float], engines: list[float], per_step: list[float]) -> None:
     """The 95% intervals with their verdicts: paired rounds (against the target) and ratio of means."""
-    from gpudash.core.textfmt import fmt_ratio
     from gpudash.stats.comparison import compare, compare_paired, estimate_from_batches
+    from gpudash.stats.fmt import fmt_ratio
 
     c = compare_paired(bares, engines)
     met = "met" if c.low is not None and c.low >= TARGET else "not met"
@@ -373,8 +373,8 @@ def interleave(loop: Any, bare_steps: Any, sync: Any, seconds: float) -> None:
     steps/s over bare steps/s), the blocks give a paired interval: the host's drift, which moves
     adjacent 25 ms bursts alike, cancels; the start and the end of a run (once per run in the
     product) are in neither."""
-    from gpudash.core.textfmt import fmt_ratio
     from gpudash.stats.comparison import compare_paired
+    from gpudash.stats.fmt import fmt_ratio
 
     timer = loop.timer
     begin = timer.begin

@@ -132,8 +132,8 @@ def calls_between_steps(torch: Any, cuda: bool) -> dict[str, Callable[[], None]]
 
 def print_table(train_step: Callable[[], None], calls: dict[str, Callable[[], None]], blocks: int) -> None:
     """Each call timed by steps alternated with and without it, a table row printed as it is done."""
-    from gpudash.core.textfmt import fmt_ratio
     from gpudash.stats.comparison import compare_paired
+    from gpudash.stats.fmt import fmt_ratio
 
     print("| call between two steps | bare step, ms | time over the bare step (95% CI) | verdict | µs a step |")
     print("|---|--:|---|---|--:|")

@@ -211,8 +211,8 @@ def run_rounds(arms: Arms, rounds: int, n: int) -> tuple[list[float], list[float
 
 def print_summary(bares: list[float], trackeds: list[float], rounds: int, collections: CollectionCount) -> None:
     """The median ratio tracked/bare and, with 4 rounds or more, the intervals and the verdict."""
-    from gpudash.core.textfmt import fmt_ratio
     from gpudash.stats.comparison import compare, compare_paired, estimate_from_batches
+    from gpudash.stats.fmt import fmt_ratio
 
     if bares:
         med = statistics.median(t / b for t, b in zip(trackeds, bares, strict=True))
@@ -251,8 +251,8 @@ def alternate(blocks: int, train_step: Any, sync: Any, path: Path, args: Any, gp
     paired interval. What the per-step comparison cannot see, the writer thread's share, is its
     CPU time over the wall clock (all the training thread could lose to it: a ceiling)."""
 
-    from gpudash.core.textfmt import fmt_ratio
     from gpudash.stats.comparison import compare_paired
+    from gpudash.stats.fmt import fmt_ratio
 
     tracker = gpudash.track(path, label="alternate", interval_s=args.interval, device=args.device)
     writer = next(t for t in threading.enumerate() if t.name == "gpudash-track")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gpudash.core.textfmt import fmt_ratio
 from gpudash.stats.comparison import (
     MAX_BLOCKS,
     BatchMeans,
@@ -17,6 +16,7 @@ from gpudash.stats.comparison import (
     estimate,
     estimate_from_batches,
 )
+from gpudash.stats.fmt import fmt_ratio
 from tests.messages import present
 
 

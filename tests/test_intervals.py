@@ -13,8 +13,9 @@ from hypothesis import example, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from gpudash.core.protocol import Event, EventKind
-from gpudash.core.textfmt import MINUS, fmt_change, fmt_num, fmt_ratio
+from gpudash.core.textfmt import fmt_num
 from gpudash.stats.comparison import MIN_SAMPLES_FOR_INTERVAL, Comparison, Verdict
+from gpudash.stats.fmt import MINUS, fmt_change, fmt_ratio
 from gpudash.tui.state import DashState
 from gpudash.tui.widgets import change_cell, stats_table
 from tests.tui.fakes import run_segment, sample, started

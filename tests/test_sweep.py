@@ -11,7 +11,7 @@ import pytest
 
 from gpudash.cli import main
 from gpudash.core.protocol import ExitCode, GpuSample, Sample
-from gpudash.core.textfmt import fmt_pm
+from gpudash.stats.fmt import fmt_pm
 from gpudash.sweep.plan import (
     Configuration,
     FamilyPlan,

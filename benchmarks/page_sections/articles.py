@@ -18,7 +18,7 @@ from benchmarks.page_sections.sweeps import (
     tables,
     versus,
 )
-from gpudash.core.textfmt import fmt_pm
+from gpudash.stats.fmt import fmt_pm
 
 
 def articles_section() -> str:

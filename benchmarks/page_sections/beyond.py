@@ -26,7 +26,7 @@ from benchmarks.page_sections.sweeps import (
     target_row,
     versus,
 )
-from gpudash.core.textfmt import fmt_pm
+from gpudash.stats.fmt import fmt_pm
 from workloads.registry import FAMILIES
 
 # the ladder up to gpu-transform, as the 20 s sweep ran it (the catalog's order; gpu-decode has its own sweep)

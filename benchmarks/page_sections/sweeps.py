@@ -9,8 +9,8 @@ import csv
 import json
 from pathlib import Path
 
-from gpudash.core.textfmt import fmt_pm, fmt_ratio
 from gpudash.stats.comparison import Comparison, Estimate, compare
+from gpudash.stats.fmt import fmt_pm, fmt_ratio
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"

@@ -35,8 +35,8 @@ from benchmarks.page_sections.sweeps import (
     versus,
 )
 from benchmarks.page_sections.vision_overhead import engine_overhead_section, overhead_result
-from gpudash.core.textfmt import fmt_pm
 from gpudash.stats.comparison import Estimate
+from gpudash.stats.fmt import fmt_pm
 
 
 def vision_section() -> str:

@@ -43,10 +43,11 @@ from gpudash.core.protocol import (
     Sample,
     TraceWindow,
 )
-from gpudash.core.textfmt import fmt_duration, fmt_needs, fmt_num, fmt_pm
+from gpudash.core.textfmt import fmt_duration, fmt_needs, fmt_num
 from gpudash.diagnosis.rules import with_gpu_telemetry
 from gpudash.recording.record import CsvRecorder, RecordWriteError, run_metadata
 from gpudash.stats.comparison import seconds_for_interval
+from gpudash.stats.fmt import fmt_pm
 
 if TYPE_CHECKING:  # pragma: no cover
     from gpudash.host.session import EngineSession

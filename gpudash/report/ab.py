@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gpudash.core.textfmt import fmt_pm, fmt_ratio
 from gpudash.report.load import ConfigFigures, Run
 from gpudash.stats.comparison import Comparison, Estimate, compare
+from gpudash.stats.fmt import fmt_pm, fmt_ratio
 from gpudash.stats.noise_tally import MARK
 
 

@@ -26,11 +26,12 @@ from typing import Any
 from gpudash import shared_flags
 from gpudash.argtypes import Parser, UsageError, check_out_dir, non_negative_float
 from gpudash.core.protocol import ExitCode
-from gpudash.core.textfmt import clip, fmt_num, fmt_pm, fmt_ratio, strip_controls
+from gpudash.core.textfmt import clip, fmt_num, strip_controls
 from gpudash.report import sync_md
 from gpudash.report.ab import Pair, pairs, relative_table
 from gpudash.report.load import ConfigFigures, ReportInputError, Run, load_run
 from gpudash.stats.comparison import Comparison, Estimate, compare
+from gpudash.stats.fmt import fmt_pm, fmt_ratio
 from gpudash.stats.noise_tally import MARK, markdown_section
 
 METHOD = (

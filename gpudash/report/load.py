@@ -21,10 +21,11 @@ from typing import Any
 
 from gpudash.core.metrics import FIGURE_KEYS
 from gpudash.core.protocol import Event, EventKind, GpuSample, Message, Sample
-from gpudash.core.textfmt import clip, fmt_ratio, strip_controls
+from gpudash.core.textfmt import clip, strip_controls
 from gpudash.recording.csvformat import RowParser, UnreadableCsv, is_recording_header, read_table
 from gpudash.recording.sidecar import Sidecar, read_sidecar
 from gpudash.stats.comparison import Estimate, pool_estimates
+from gpudash.stats.fmt import fmt_ratio
 from gpudash.stats.segments import ConfigKey, Segment, SegmentTracker
 from gpudash.sweep.readback import summary_from_row
 from gpudash.sweep.report import CSV_COLUMNS as SWEEP_COLUMNS

@@ -7,7 +7,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from gpudash.core.textfmt import fmt_ratio
+from gpudash.stats.fmt import fmt_ratio
 from gpudash.stats.noise_tally import MARK
 from gpudash.sweep.plan import FamilyPlan
 from gpudash.sweep.results import ConfigSummary

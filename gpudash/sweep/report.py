@@ -24,8 +24,9 @@ from typing import Any
 
 from gpudash.core.metrics import FIGURE_KEYS, metric
 from gpudash.core.protocol import ExitCode
-from gpudash.core.textfmt import fmt_num, fmt_pm, fmt_ratio
+from gpudash.core.textfmt import fmt_num
 from gpudash.stats.comparison import Estimate, Verdict
+from gpudash.stats.fmt import fmt_pm, fmt_ratio
 from gpudash.stats.noise_tally import MARK, markdown_section
 from gpudash.sweep.plan import FamilyPlan, SweepPlan, run_config
 from gpudash.sweep.plot import plot, plot_title

@@ -42,8 +42,8 @@ from gpudash.core.protocol import (
     TraceWindow,
 )
 from gpudash.core.runstate import RunState
-from gpudash.core.textfmt import fmt_pm
 from gpudash.recording.headless import _Interrupted
+from gpudash.stats.fmt import fmt_pm
 from gpudash.sweep.command import parse_plan
 from gpudash.sweep.plan import (
     Configuration,

@@ -14,8 +14,9 @@ from textual.widgets import Static
 
 from gpudash.core.metrics import Averaging, Better
 from gpudash.core.protocol import GpuInfo
-from gpudash.core.textfmt import change_parts, fmt_change, fmt_duration, fmt_needs, fmt_num, fmt_pm, markdown_table
+from gpudash.core.textfmt import fmt_duration, fmt_needs, fmt_num, markdown_table
 from gpudash.stats.comparison import Estimate, Verdict
+from gpudash.stats.fmt import change_parts, fmt_change, fmt_pm
 from gpudash.tui.state import DashState, StatRow, Status
 
 STATUS_STYLE = {

@@ -190,8 +190,8 @@ def answer_from(answer: dict, out_dir: Path) -> TuneAnswer:
 
 
 def _speed(e: object) -> str:
-    from gpudash.core.textfmt import fmt_pm
     from gpudash.stats.comparison import Estimate
+    from gpudash.stats.fmt import fmt_pm
 
     if not isinstance(e, dict) or e.get("mean") is None:
         return ""
@@ -199,8 +199,8 @@ def _speed(e: object) -> str:
 
 
 def _ratio(c: dict) -> str:
-    from gpudash.core.textfmt import fmt_ratio
     from gpudash.stats.comparison import Comparison, Verdict
+    from gpudash.stats.fmt import fmt_ratio
 
     return fmt_ratio(Comparison(float(c["ratio"]), c.get("low"), c.get("high"), Verdict(c["verdict"])))
 

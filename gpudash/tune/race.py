@@ -20,8 +20,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from gpudash.core.textfmt import fmt_ratio
 from gpudash.stats.comparison import Comparison, Estimate, Verdict, compare
+from gpudash.stats.fmt import fmt_ratio
 
 ETA = 3  # each rung keeps about 1/ETA of its candidates
 GROWTH = 2.0  # and measures them this many times longer

@@ -13,10 +13,10 @@ import shlex
 from typing import Any
 
 from gpudash.core.protocol import Event, ExitCode
-from gpudash.core.textfmt import fmt_pm, fmt_ratio
 from gpudash.diagnosis.rules import sync_table_of
 from gpudash.report import sync_md
 from gpudash.stats.comparison import Comparison, Estimate, compare
+from gpudash.stats.fmt import fmt_pm, fmt_ratio
 from gpudash.sweep.report import FlushedCsv, now_iso
 from gpudash.sweep.results import ConfigSummary, RepeatResult, summarize_one
 from gpudash.sweep.timing import TimeLedger

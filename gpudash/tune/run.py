@@ -36,8 +36,8 @@ import time
 from typing import TYPE_CHECKING
 
 from gpudash.core.protocol import DIAGNOSIS, LOSS_EFFECT, Diagnose, Event, EventKind, ExitCode, LossEffect, RunConfig
-from gpudash.core.textfmt import fmt_pm
 from gpudash.recording.headless import _Interrupted
+from gpudash.stats.fmt import fmt_pm
 from gpudash.sweep.command import parse_plan
 from gpudash.sweep.plan import FamilyPlan, run_config
 from gpudash.sweep.progress import SweepProgress
