@@ -62,7 +62,7 @@ def test_a_sync_inside_another_library_names_its_line_its_package_and_the_users_
     site = site_of(stack)
     assert site is not None and site.file == lib and site.line == 412 and site.package == "transformers"
     assert site.called_from is not None and site.called_from.where == "train.py:70"
-    assert "in transformers" in site.label() and "called from train.py:70" in site.label()
+    assert "in transformers" in site.label() and "from train.py:70" in site.label()
 
 
 def test_a_sync_under_a_compiled_region_says_so() -> None:
@@ -233,7 +233,7 @@ def test_a_recording_keeps_each_configurations_table_in_its_json_and_the_report_
     assert set(on_disk) == {"sync_loss/sync-heavy bs8", "sync_loss/fixed bs8"}
     rec.close()
     md = "\n".join(sync_md.section(json.loads((tmp_path / "r.json").read_text())["sync_sites"]))
-    assert "| 1 | 50% | `their_loss.py:24` (called from `train.py:80`) |" in md
+    assert "| 1 | 50% | `their_loss.py:24` (from `train.py:80`) |" in md
     assert "**sync_loss/fixed bs8**: no host-device syncs in the step (40 steps)" in md
     assert cli.main(["report", str(tmp_path / "r.csv"), "--out", str(tmp_path / "rep"), "--json", "-q"]) == 0
     (run,) = json.loads(capsys.readouterr().out)["runs"]

@@ -350,6 +350,11 @@ class SyncSites:
         return f"{self.workload}/{self.variant}{knobs} bs{self.batch_size}"
 
 
+def config_key(msg: Sample | SyncSites) -> tuple[str, str, int, str]:
+    """What configuration a sample or a sync table is of: (workload, variant, batch size, knobs)."""
+    return (msg.workload, msg.variant, msg.batch_size, msg.knobs)
+
+
 Message = Sample | Event | GpuSample | SyncSites
 
 

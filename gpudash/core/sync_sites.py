@@ -54,16 +54,20 @@ class Site:
         """``their_loss.py:24``: the file's name and the line."""
         return f"{os.path.basename(self.file)}:{self.line}"
 
-    def label(self) -> str:
-        """``their_loss.py:24 n = valid.nonzero().shape[0]``, with what else is known in brackets."""
-        text = f"{self.where} {self.text}" if self.text else self.where
-        notes = [f"in {self.package}"] if self.package else []
+    def notes(self, quote: str = "") -> list[str]:
+        """What else is known of the site, as every table says it: ``in backward``, ``compiled
+        region``, ``in transformers``, ``from train.py:80`` (the calling line, in ``quote`` marks)."""
+        notes = [n for n, on in (("in backward", self.backward), ("compiled region", self.compiled)) if on]
+        if self.package:
+            notes.append(f"in {self.package}")
         if self.called_from is not None:
-            notes.append(f"called from {self.called_from.where}")
-        if self.backward:
-            notes.append("in backward")
-        if self.compiled:
-            notes.append("compiled region")
+            notes.append(f"from {quote}{self.called_from.where}{quote}")
+        return notes
+
+    def label(self) -> str:
+        """``their_loss.py:24 n = valid.nonzero().shape[0]``, with its notes in brackets."""
+        text = f"{self.where} {self.text}" if self.text else self.where
+        notes = self.notes()
         return f"{text} ({', '.join(notes)})" if notes else text
 
     def as_dict(self) -> dict[str, Any]:
@@ -125,12 +129,7 @@ class SyncTable:
         for row in [r for r in self.rows if r.site is not None][:top]:
             site = row.site
             assert site is not None
-            notes = [f"{row.per_step(self.steps):.2g}/step"]
-            notes += [n for n, on in (("in backward", site.backward), ("compiled region", site.compiled)) if on]
-            if site.package:
-                notes.append(f"in {site.package}, from {site.called_from.where if site.called_from else '?'}")
-            elif site.called_from is not None:
-                notes.append(f"from {site.called_from.where}")
+            notes = [f"{row.per_step(self.steps):.2g}/step", *site.notes()]
             head = f"{site.where} {site.text}" if site.text else site.where
             parts.append(f"{head} ({', '.join(notes)})")
         return ", ".join(parts)
@@ -317,16 +316,13 @@ class SiteCounter:
         self._texts: dict[Site, Site] = {}  # each site as first seen, with its source read then
         self.untracked = 0  # syncs of sites beyond max_tracked
         self.unnamed = 0  # syncs whose stack had no frame to name
-        self.version = 0  # counts changed since the last reset
 
     def reset(self) -> None:
         self._counts.clear()
         self.untracked = self.unnamed = 0
-        self.version += 1
 
     def add(self, stack: Iterable[Frame]) -> None:
         """Count one sync whose stack is ``stack``."""
-        self.version += 1
         site = site_of(stack)
         if site is None:
             self.unnamed += 1

@@ -21,6 +21,7 @@ Torch-free at import: the CUDA classes take the ``torch`` module as an argument.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 import sys
@@ -28,6 +29,7 @@ import threading
 import time
 import warnings
 from collections import deque
+from collections.abc import Iterator
 from typing import Any
 
 from gpudash.core.sync_sites import SiteCounter, live_stack
@@ -287,6 +289,19 @@ class SyncCounter:
         if self._saved_warnings is not None:
             self._saved_warnings.__exit__(None, None, None)  # filters and showwarning as they were
             self._saved_warnings = None
+
+    @contextlib.contextmanager
+    def apart(self) -> Iterator[SiteCounter | None]:
+        """The syncs of the block attributed to a table of their own (None without sites); the
+        counter's own table and ``attributing`` as they were afterwards."""
+        held = (self.sites, self.attributing)
+        own = SiteCounter() if self.sites is not None else None
+        if own is not None:
+            self.sites, self.attributing = own, True
+        try:
+            yield own
+        finally:
+            self.sites, self.attributing = held
 
     def _show(
         self, message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None

@@ -6,12 +6,13 @@ does not end the run). Torch is imported only inside functions here."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from gpudash.core.metrics import overlap_bound
 from gpudash.core.protocol import DIAGNOSIS, LOSS_EFFECT, EventKind
-from gpudash.core.sync_sites import SiteCounter, SyncTable
+from gpudash.core.sync_sites import SyncTable
 from gpudash.engine.events import one_line
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -226,24 +227,17 @@ def _timed_steps(loop: StepLoop, steps: int) -> TimedSteps:
 
     counter = loop.syncs
     before = counter.count if counter is not None else 0
-    sites = SiteCounter() if counter is not None and counter.sites is not None else None
-    held = (counter.sites, counter.attributing) if counter is not None else (None, False)
-    if counter is not None and sites is not None:
-        counter.sites, counter.attributing = sites, True  # this window's own table
     w._next_input = timed_draw  # type: ignore[method-assign]  # noqa: SLF001
     try:
         start = time.perf_counter()
-        for _ in range(steps):
-            w.step()
+        with counter.apart() if counter is not None else contextlib.nullcontext() as sites:
+            for _ in range(steps):
+                w.step()
         counted = counter.count - before if counter is not None else 0  # the steps', not the drain's
-        if counter is not None:
-            counter.sites, counter.attributing = held
         w.drain()
         wall = time.perf_counter() - start
     finally:
         del w._next_input  # noqa: SLF001 - the method again
-        if counter is not None:
-            counter.sites, counter.attributing = held
     on_gpu = counter is not None and w.on_cuda
     syncs = counted / steps if on_gpu else None
     table = sites.table(steps) if on_gpu and sites is not None else None

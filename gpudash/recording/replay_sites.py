@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpudash.core.protocol import Message, Sample, SyncSites
+from gpudash.core.protocol import Message, Sample, SyncSites, config_key
 from gpudash.core.sync_sites import SyncTable
 
 Key = tuple[str, str, int, str]  # (workload, variant, batch size, knobs)
@@ -33,7 +33,7 @@ class RecordedSites:
         for msg in batch:
             out.append(msg)
             if isinstance(msg, Sample):
-                found = self._tables.pop((msg.workload, msg.variant, msg.batch_size, msg.knobs), None)
+                found = self._tables.pop(config_key(msg), None)
                 if found is not None:
                     table, not_counted = found
                     out.append(

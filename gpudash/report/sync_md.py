@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gpudash.core.sync_sites import SyncTable
-from gpudash.core.textfmt import strip_controls
+from gpudash.core.textfmt import markdown_table, strip_controls
 
 NO_SYNCS = "no host-device syncs in the step"
 
@@ -18,23 +18,19 @@ def table_lines(name: str, table: SyncTable, not_counted: str = "") -> list[str]
     if table.total == 0:
         lines[0] = f"**{name}**: {NO_SYNCS} ({table.steps} steps)"
     else:
-        lines += ["| waits/step | share | site | line |", "|--:|--:|---|---|"]
+        rows = []
         for row in table.rows:
             site = row.site
             if site is None:
                 where, text = "other", ""
             else:
-                notes = [n for n, on in (("in backward", site.backward), ("compiled region", site.compiled)) if on]
-                if site.package:
-                    caller = site.called_from.where if site.called_from else "?"
-                    notes.append(f"in {site.package}, called from {caller}")
-                elif site.called_from is not None:
-                    notes.append(f"called from `{site.called_from.where}`")
+                notes = site.notes(quote="`")
                 where = f"`{site.where}`" + (f" ({', '.join(notes)})" if notes else "")
-                text = f"`{_cell(site.text)}`" if site.text else "(source not readable)"
-            lines.append(f"| {row.per_step(table.steps):.3g} | {100 * table.share(row):.0f}% | {where} | {text} |")
+                text = f"`{_plain(site.text)}`" if site.text else "(source not readable)"
+            rows.append([f"{row.per_step(table.steps):.3g}", f"{100 * table.share(row):.0f}%", where, text])
+        lines += markdown_table(["waits/step", "share", "site", "line"], rows).splitlines()
     if not_counted:
-        lines += ["", f"*torch.cuda.synchronize() and Event.synchronize() not counted: {_cell(not_counted)}*"]
+        lines += ["", f"*torch.cuda.synchronize() and Event.synchronize() not counted: {_plain(not_counted)}*"]
     return [*lines, ""]
 
 
@@ -48,10 +44,10 @@ def section(tables: Mapping[str, Any]) -> list[str]:
             table = SyncTable.from_dict(d)
         except (KeyError, TypeError, ValueError):
             continue  # a hand-edited or foreign entry: left out, the rest shown
-        lines += table_lines(_cell(str(name)), table, str(d.get("not_counted") or ""))
+        lines += table_lines(_plain(str(name)), table, str(d.get("not_counted") or ""))
     return lines if len(lines) > 2 else []
 
 
-def _cell(text: str) -> str:
-    """Text safe in a Markdown table cell and inside backticks."""
-    return strip_controls(text).replace("|", "\\|").replace("`", "'")
+def _plain(text: str) -> str:
+    """Text read from a file, safe to print and inside backticks (``markdown_table`` escapes ``|``)."""
+    return strip_controls(text).replace("`", "'")

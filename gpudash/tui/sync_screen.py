@@ -17,7 +17,7 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from gpudash.core.protocol import Sample, SyncSites
+from gpudash.core.protocol import Sample, SyncSites, config_key
 from gpudash.core.sync_sites import Site
 
 REDRAW_S = 0.5
@@ -36,7 +36,7 @@ def sync_table(
         )
     if device is not None and not device.startswith("cuda"):
         return Text(f"host-device syncs are counted on CUDA devices only (this run: {device})", style="dim")
-    if sites is None or (sample is not None and not _same_configuration(sites, sample)):
+    if sites is None or (sample is not None and config_key(sites) != config_key(sample)):
         return Text("waiting for this configuration's first steps…", style="dim")
     table = sites.table
     if table.total == 0:
@@ -57,22 +57,9 @@ def sync_table(
 def _cells(site: Site | None) -> tuple[str, str]:
     if site is None:
         return "other", ""
-    notes = [n for n, on in (("backward", site.backward), ("compiled", site.compiled)) if on]
-    if site.package:
-        notes.append(f"{site.package}, from {site.called_from.where if site.called_from else '?'}")
-    elif site.called_from is not None:
-        notes.append(f"from {site.called_from.where}")
+    notes = site.notes()
     where = site.where + (f" ({', '.join(notes)})" if notes else "")
     return where, site.text or "(source not readable)"
-
-
-def _same_configuration(sites: SyncSites, sample: Sample) -> bool:
-    return (sites.workload, sites.variant, sites.batch_size, sites.knobs) == (
-        sample.workload,
-        sample.variant,
-        sample.batch_size,
-        sample.knobs,
-    )
 
 
 class SyncSitesScreen(ModalScreen[None]):
