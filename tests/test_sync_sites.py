@@ -9,16 +9,28 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import sys
 import sysconfig
 import threading
 import warnings
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
 
 from gpudash.core.protocol import SyncSites
-from gpudash.core.sync_sites import TOP_SITES, Site, SiteCounter, SyncTable, site_of, source_line
+from gpudash.core.sync_sites import (
+    MAX_CALLER_HOPS,
+    TOP_SITES,
+    LiveSites,
+    Site,
+    SiteCounter,
+    SyncTable,
+    live_stack,
+    site_of,
+    source_line,
+)
 from gpudash.diagnosis.rules import Evidence, diagnose
 from gpudash.engine import explicit_waits
 from gpudash.engine.measure import SYNC_WARNING, SyncCounter
@@ -69,6 +81,53 @@ def test_a_sync_under_a_compiled_region_says_so() -> None:
     stack = [("/tmp/torchinductor_me/ab/cabc.py", 40, "call"), _torch("_dynamo/eval_frame.py", 600, "_fn")]
     site = site_of([*stack, (USER, 12, "step")])
     assert site is not None and site.where == "train.py:12" and site.compiled
+
+
+def test_the_calling_line_is_not_searched_past_gpudash_or_far_out() -> None:
+    gpudash_loop = (
+        os.path.join(os.path.dirname(os.path.dirname(site_of.__code__.co_filename)), "engine", "loop.py"),
+        50,
+        "run",
+    )
+    site = site_of([(LOSS, 31, "loss_fn"), gpudash_loop, (USER, 9, "main")])
+    assert site is not None and site.where == "their_loss.py:31" and site.called_from is None
+    far = [(LOSS, 31, "loss_fn"), *[_torch("nn/modules/module.py")] * MAX_CALLER_HOPS, (USER, 9, "main")]
+    near = [(LOSS, 31, "loss_fn"), *[_torch("nn/modules/module.py")] * (MAX_CALLER_HOPS - 1), (USER, 9, "main")]
+    assert site_of(far).called_from is None  # type: ignore[union-attr]
+    assert site_of(near).called_from.where == "train.py:9"  # type: ignore[union-attr]
+
+
+def _both_ways(memo: LiveSites) -> tuple[Site | None, Site | None]:
+    frame = sys._getframe(1)  # the "sync" is in the caller, as torch's warning is
+    return memo.site(frame), site_of(live_stack(frame))
+
+
+def _sync_line(memo: LiveSites) -> tuple[Site | None, Site | None]:
+    return _both_ways(memo)
+
+
+_THROUGH: dict[str, Any] = {}  # a function "in torch" that calls back through n frames of its own
+exec(
+    compile("def through(n, f, *a):\n    return through(n - 1, f, *a) if n else f(*a)\n", _torch("fake.py")[0], "exec"),
+    _THROUGH,
+)
+
+
+@pytest.mark.parametrize("max_keys", [4096, 1])
+def test_a_remembered_stack_names_the_same_site_as_a_fresh_walk(max_keys: int) -> None:
+    memo = LiveSites(max_keys=max_keys)
+    through = _THROUGH["through"]
+    pairs = []
+    for _ in range(3):  # the first round walks, the next ones are remembered
+        pairs.append(_sync_line(memo))  # one caller
+        pairs.append(_sync_line(memo))  # another caller: another site
+        pairs.append(through(1, _sync_line, memo))  # the same first frames, the callers further out
+        pairs.append(through(4, _sync_line, memo))
+        pairs.append(through(7, _sync_line, memo))
+    assert all(remembered == fresh for remembered, fresh in pairs)
+    sites = {remembered for remembered, _ in pairs}
+    assert len(sites) == 5 and all(s is not None and s.function == "_sync_line" for s in sites)
+    assert len({s.called_from for s in sites if s is not None}) == 5
 
 
 def test_a_stack_of_only_torch_and_the_standard_library_names_its_innermost_frame() -> None:
@@ -254,9 +313,12 @@ def test_a_site_survives_its_round_trip_through_json() -> None:
     assert Site.from_dict(json.loads(json.dumps(site.as_dict()))) == site
 
 
-def test_the_step_loop_sends_the_running_configurations_table_after_its_samples() -> None:
+@pytest.mark.parametrize("interval_s", [0.05, 1e-6])
+def test_the_step_loop_sends_the_running_configurations_table_after_its_samples(interval_s: float) -> None:
     """The engine's loop on the CPU, its step syncing once (the stand-in warning): the table comes
-    after the samples, one wait a step at this file's line; the loop's own syncs get no site."""
+    after the samples, one wait a step at this file's line; the loop's own syncs get no site. The
+    last table counts every step, also when the last sample came after the last step (a sample
+    after every burst, as on a fast machine)."""
     from gpudash.engine.loop import StepLoop
     from workloads.base import WorkloadOptions
     from workloads.factory import build
@@ -270,7 +332,7 @@ def test_the_step_loop_sends_the_running_configurations_table_after_its_samples(
 
     w.step = step_with_a_sync  # type: ignore[method-assign]
     got: list[object] = []
-    loop = StepLoop(w, emit=got.append, sample_interval_s=0.05, count_syncs=True)
+    loop = StepLoop(w, emit=got.append, sample_interval_s=interval_s, count_syncs=True)
     loop.run(steps=30)
     w.close()
     tables = [m for m in got if isinstance(m, SyncSites)]
@@ -294,7 +356,11 @@ def test_track_with_syncs_names_the_lines_in_its_json_and_is_off_by_default(tmp_
             time.sleep(0.005)
     (entry,) = json.loads((tmp_path / "on.json").read_text())["sync_sites"].values()
     table = SyncTable.from_dict(entry)
-    assert table.steps == 20 and table.total == 20 and entry["not_counted"] == "no CUDA device"
+    import torch
+
+    # on a GPU box synchronize() is counted too; on the CPU the table says it is not
+    assert entry["not_counted"] == ("" if torch.cuda.is_available() else "no CUDA device")
+    assert table.steps == 20 and table.total == 20
     site = table.rows[0].site
     assert site is not None and site.file == __file__ and site.function == "_sync_here"
     with gpudash.track(tmp_path / "off.csv", interval_s=0.05) as tracker, warnings.catch_warnings(record=True):

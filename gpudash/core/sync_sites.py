@@ -12,12 +12,15 @@ Torch-free: frames come in as ``(filename, line, function)``, from a live stack 
 or recorded ones (the tests). Each distinct site reads its source line once, when first seen
 (``linecache``): a file changed or deleted afterwards does not change what the table says, and
 a file that cannot be read (a notebook cell, a frozen module, ``<string>``) shows its file and
-line without the text. Walking the stack costs a few microseconds a sync (the classification of
-each file is cached).
+line without the text. The calling line is searched for within ``MAX_CALLER_HOPS`` frames and
+not past gpudash's own. A live stack's site is remembered by the frames that decided it
+(``LiveSites``): a sync on a line seen before costs a walk over a few frames' code and line, about
+2 µs, not a classification of each file.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import sys
 from collections.abc import Iterable, Iterator
@@ -31,7 +34,9 @@ Frame = tuple[str, int, str]  # (filename, line, function), innermost first
 TOP_SITES = 8  # the table's rows; the rest add up in an "other" row
 MAX_TRACKED = 256  # distinct sites counted one by one; beyond, they count as "other" at once
 
-_USER, _SKIP, _LIBRARY, _COMPILED = "user", "skip", "library", "compiled"
+MAX_CALLER_HOPS = 16  # frames beyond a site searched for the user's line that called it
+
+_USER, _SKIP, _LIBRARY, _COMPILED, _GPUDASH = "user", "skip", "library", "compiled", "gpudash"
 _BACKWARD_FILES = ("torch/autograd/graph.py", "torch/autograd/__init__.py", "torch/_tensor.py")
 _BACKWARD_FUNCTIONS = frozenset({"_engine_run_backward", "backward"})
 
@@ -204,7 +209,7 @@ class _Classifier:
                 compiled = rest.startswith(("_dynamo" + os.sep, "_inductor" + os.sep))
                 return (_COMPILED if compiled else _SKIP), None
         if path.startswith(self._skipped[0]):  # gpudash itself
-            return _SKIP, None
+            return _GPUDASH, None
         if any(path.startswith(d) for d in self._own):
             return _USER, None
         for marker in (f"{os.sep}site-packages{os.sep}", f"{os.sep}dist-packages{os.sep}"):
@@ -234,6 +239,66 @@ def live_stack(frame: FrameType | None) -> Iterator[Frame]:
         frame = frame.f_back
 
 
+_NOT_SEEN = object()
+_INDEX_FRAMES = 3  # the innermost frames whose (code, line) index the memo's depths
+
+
+def _frames_key(frame: FrameType | None, depth: int) -> tuple[int, ...]:
+    """The (code, line) pairs of ``frame`` and the ``depth - 1`` frames outwards, flattened."""
+    key: list[int] = []
+    while frame is not None and depth:
+        key += (id(frame.f_code), frame.f_lineno)
+        frame = frame.f_back
+        depth -= 1
+    return tuple(key)
+
+
+class _Walked:
+    """A live stack's frames, counting how many were taken."""
+
+    def __init__(self, frame: FrameType | None) -> None:
+        self.frames = live_stack(frame)
+        self.taken = 0
+
+    def __iter__(self) -> Iterator[Frame]:
+        for frame in self.frames:
+            self.taken += 1
+            yield frame
+
+
+class LiveSites:
+    """The site of a live stack, remembered by the frames that decided it (their code and line):
+    a stack seen before costs a walk over those frames, not a classification of each one."""
+
+    def __init__(self, max_keys: int = 4096) -> None:
+        self.max_keys = max_keys
+        self._depths: dict[tuple[int, ...], list[int]] = {}  # index -> the depths that decided its sites
+        self._sites: dict[tuple[int, ...], Site | None] = {}
+        self._codes: list[Any] = []  # the code objects whose ids are in keys, kept alive so no id is reused
+
+    def site(self, frame: FrameType | None) -> Site | None:
+        """The site of the stack from ``frame`` outwards (None: no frame to name)."""
+        index = _frames_key(frame, _INDEX_FRAMES)
+        depths = self._depths.get(index)
+        for depth in depths or ():
+            known = self._sites.get(index if depth == _INDEX_FRAMES else _frames_key(frame, depth), _NOT_SEEN)
+            if known is not _NOT_SEEN:
+                return known  # type: ignore[return-value]
+        walked = _Walked(frame)
+        site = site_of(walked)
+        if len(self._sites) < self.max_keys:
+            depth = max(walked.taken, _INDEX_FRAMES)
+            self._sites[_frames_key(frame, depth)] = site
+            self._depths.setdefault(index, []).append(depth)
+            f = frame
+            for _ in range(depth):
+                if f is None:
+                    break
+                self._codes.append(f.f_code)
+                f = f.f_back
+        return site
+
+
 def _is_backward(filename: str, function: str) -> bool:
     return function in _BACKWARD_FUNCTIONS and filename.replace(os.sep, "/").endswith(_BACKWARD_FILES)
 
@@ -260,7 +325,7 @@ def site_of(stack: Iterable[Frame], classifier: _Classifier | None = None) -> Si
             library = (frame, package)
         elif kind == _COMPILED:
             compiled = True
-        elif kind == _SKIP and not backward:
+        elif kind in (_SKIP, _GPUDASH) and not backward:
             backward = _is_backward(filename, function)
         if fallback is None and not filename.startswith("<frozen"):
             fallback = frame
@@ -270,8 +335,20 @@ def site_of(stack: Iterable[Frame], classifier: _Classifier | None = None) -> Si
         return _site(fallback, backward, compiled) if fallback is not None else None
     if library is not None:  # a library's line, called from the user's
         return _site(library[0], backward, compiled, library[1], _site(found, False, False))
-    caller = next((f for f in frames if classifier.kind(f[0])[0] == _USER and classifier.may_call(f[0])), None)
+    caller = _caller(frames, classifier)
     return _site(found, backward, compiled, called_from=_site(caller, False, False) if caller else None)
+
+
+def _caller(frames: Iterator[Frame], classifier: _Classifier) -> Frame | None:
+    """The user's line that called a site, within ``MAX_CALLER_HOPS`` frames; None past gpudash's
+    own frames (a ``-w`` file's step is called by gpudash's loop, not by a line of the user's)."""
+    for frame in itertools.islice(frames, MAX_CALLER_HOPS):
+        kind = classifier.kind(frame[0])[0]
+        if kind == _GPUDASH:
+            return None
+        if kind == _USER and classifier.may_call(frame[0]):
+            return frame
+    return None
 
 
 def _site(
@@ -323,7 +400,10 @@ class SiteCounter:
 
     def add(self, stack: Iterable[Frame]) -> None:
         """Count one sync whose stack is ``stack``."""
-        site = site_of(stack)
+        self.add_site(site_of(stack))
+
+    def add_site(self, site: Site | None) -> None:
+        """Count one sync at ``site`` (None: its stack had no frame to name)."""
         if site is None:
             self.unnamed += 1
             return

@@ -159,7 +159,7 @@ class LoopState:
         self.on_cuda = workload.device.type == "cuda"
         self.syncs: SyncCounter | None = _sync_counter(self.on_cuda if count_syncs is None else count_syncs, sync_sites)
         self.site_steps = 0  # steps of this configuration whose syncs the site table counts
-        self._sites_told = False  # this configuration's site table has gone out once
+        self._sites_told = 0  # the steps of the last site table sent (0: none yet)
         self.timer: StepTimer = step_timer(torch, self.on_cuda)
         self.loss: LossReader = loss_reader(torch, self.on_cuda)
         # totals for the run
@@ -241,7 +241,7 @@ class LoopState:
         self.config_rate, self._config_samples = [0.0, 0.0], 0
         if self.syncs is not None and self.syncs.sites is not None:
             self.syncs.sites.reset()
-            self.site_steps, self._sites_told = 0, False
+            self.site_steps, self._sites_told = 0, 0
 
     def reset_measuring(self) -> None:
         """A new workload: a fresh loss reader, the timer emptied, the rate and window started over."""
@@ -270,6 +270,8 @@ class LoopState:
                     self.config_rate[0] += sample.steps_per_s * sample.interval_s
                     self.config_rate[1] += sample.interval_s
             self.open_window(now)
+        elif force:  # nothing since the last sample, whose table may have been skipped: the final one
+            self._send_sync_sites(now - self.t0, final=True)
 
     def _send_sync_sites(self, time_s: float, final: bool = False) -> None:
         """This configuration's sync sites, after a sample: the first time (even when empty: "no
@@ -279,9 +281,11 @@ class LoopState:
         if syncs is None or syncs.sites is None or self.site_steps == 0:
             return
         sites = syncs.sites
+        if self._sites_told == self.site_steps:
+            return  # this table went out already
         if self._sites_told and self._config_samples % SITES_EVERY and not final:
             return  # sent before: again every few samples (the steps grow, if nothing else) and at the end
-        self._sites_told = True
+        self._sites_told = self.site_steps
         w = self.workload
         self.emit(
             SyncSites(

@@ -32,7 +32,7 @@ from collections import deque
 from collections.abc import Iterator
 from typing import Any
 
-from gpudash.core.sync_sites import SiteCounter, live_stack
+from gpudash.core.sync_sites import LiveSites, SiteCounter
 from gpudash.engine import explicit_waits
 
 SYNC_WARNING = "called a synchronizing CUDA operation"
@@ -251,6 +251,7 @@ class SyncCounter:
     def __init__(self, sites: bool = False) -> None:
         self.count = 0
         self.sites: SiteCounter | None = SiteCounter() if sites else None
+        self._live = LiveSites()  # a stack's site, remembered by its frames
         self.attributing = False  # set by the loop around its steps: only their syncs get a site
         self.explicit_not_counted: str | None = None  # why synchronize() calls are not counted (None: they are)
         self._thread: int | None = None
@@ -320,4 +321,4 @@ class SyncCounter:
     def _counted(self, frame: Any) -> None:
         self.count += 1
         if self.attributing and self.sites is not None:
-            self.sites.add(live_stack(frame))
+            self.sites.add_site(self._live.site(frame))
