@@ -384,6 +384,62 @@ def _cmd_diagnose(given: dict[str, Any]) -> int:
     return 0
 
 
+# a job's settings are its own arguments: these options of a family's run do not apply to one
+JOB_REFUSED: tuple[str, ...] = ("workload", "variant", "batch_size", "knob", "image_size", "workers", "seed")
+JOB_REFUSED += ("device", "nproc", "nnodes", "rdzv_endpoint", "rdzv_id", "log", "watchdog")
+
+
+def _cmd_job(before: list[str], job: list[str]) -> int:
+    """``gpudash [run|record PATH|diagnose] [OPTIONS] -- CMD ...``: the user's job, unmodified."""
+    from gpudash.job.command import JobCommandError, check_command
+    from gpudash.job.run import diagnose_job, job_config, record_job
+
+    top, _ = build_parsers()
+    given = vars(top.parse_args(before))
+    command = given.pop("command", None) or ("record" if "record" in given else "run")
+    if command not in ("run", "record", "diagnose"):
+        return _fail(f"'gpudash {command}' takes no job after --: a job runs in the dashboard, record or diagnose")
+    refused = [dest for dest in JOB_REFUSED if dest in given]
+    if refused:
+        return _fail(f"{_flags(top, refused)} does not apply to a job after --: its settings are its own arguments")
+    try:
+        check_command(job)
+    except JobCommandError as exc:
+        _fail(str(exc))
+        return 2 if not job else 127 if "not found" in str(exc) or "no such" in str(exc) else 126
+    user_config = _user_config()
+    args = _with_defaults(given, user_config)
+    record = given.get("path") or given.get("record")
+    try:
+        gpus = gpu_indexes(args.gpus) if args.gpus else None
+        if record is not None:
+            paths.check_recording_outputs(record, args.meta, None, args.force)
+        check_theme(args.theme)
+    except (UsageError, GpuSelectionError) as exc:
+        return _fail(str(exc))
+    trace_dir = trace_dir_for(record) if record is not None and args.trace_every is not None else None
+    config = job_config(args, job, gpus, trace_dir)
+    if command == "diagnose":
+        return diagnose_job(
+            config, warmup_s=args.warmup, as_json=args.json, quiet=args.quiet, keep_running=args.keep_running
+        )
+    if record is not None:
+        return record_job(
+            config,
+            record,
+            duration_s=args.duration,
+            meta_path=args.meta,
+            quiet=args.quiet,
+            trace_every_s=args.trace_every,
+            trace_steps=args.trace_steps,
+            progress_every_s=args.progress_every,
+            diagnose_after_s=args.diagnose,
+        )
+    from gpudash.tui.app import run_dashboard
+
+    return int(run_dashboard(config, user_config) or 0)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``gpudash`` console script; returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -391,6 +447,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         faults.from_env()  # test-only (GPUDASH_FAULT): a bad value stops here, before anything starts
     except faults.FaultSpecError as exc:
         return _fail(str(exc))
+    from gpudash.job.command import split_job
+
+    before, job = split_job(argv)
+    if job is not None and not set(before) & set(PASSTHROUGH):
+        return _cmd_job(before, job)
     top, commands = build_parsers()
     given = vars(top.parse_args(argv))
     command = given.pop("command", None)

@@ -18,13 +18,16 @@ from gpudash.host.gpu_selection import gpu_list
 
 EPILOG = """\
 examples:
+  gpudash -- python train.py --lr 3e-4     the dashboard on your own training job, unmodified
+  gpudash record run.csv -- python train.py   ... headless; diagnose -- CMD: what holds it back
   gpudash -w augment -v gpu -b 64          the dashboard on a workload, variant and batch size
   gpudash record run.csv --duration 60     headless, CSV + run.json (= gpudash --record run.csv ...)
   gpudash serve                            the dashboard in a browser at http://127.0.0.1:8000
   gpudash COMMAND --help                   a command's own options
 
 Flags override the settings file (gpudash --config-path prints where it is).
-exit status: 0 done, 1 the workload (or writing) failed, 2 bad arguments, 130 interrupted
+exit status: 0 done, 1 the workload (or writing) failed, 2 bad arguments, 130 interrupted;
+with a job after --, the job's own exit status
 """
 
 DIAGNOSE_WARMUP_S = 5.0  # seconds of running before a diagnosis window (record --diagnose, gpudash diagnose)
@@ -55,6 +58,7 @@ DEFAULTS: dict[str, Any] = {  # every option's built-in default (the parsers hav
     "trace_steps": 20,
     "diagnose": None,
     "warmup": DIAGNOSE_WARMUP_S,
+    "keep_running": False,
     "json": False,
     "once": False,
     "watch": False,
@@ -331,6 +335,11 @@ def _add_diagnose_command(command: Any) -> None:
     _add_run_options(diag)
     d = diag.add_argument_group("diagnosis")
     argtypes.add_seconds(d, "--warmup", help=f"seconds the workload runs first (default: {DIAGNOSE_WARMUP_S:g})")
+    d.add_argument(
+        "--keep-running",
+        action="store_true",
+        help="with a job after --: leave it running after the verdict (default: stop it)",
+    )
     shared_flags.add_json(d)
     shared_flags.add_quiet(d)
 

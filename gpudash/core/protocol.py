@@ -55,6 +55,9 @@ class RunConfig:
     # the NVML indexes of the GPUs to watch, one row and CSV columns each, in this order
     # (``--gpus 0,2``); None: the ones CUDA_VISIBLE_DEVICES names, else every GPU of the machine
     gpus: tuple[int, ...] | None = None
+    # the user's own job, run unmodified (``gpudash -- CMD``): its command line; the workload is
+    # then ``job:`` and its script (gpudash.job.command), and none of the family's settings apply
+    job: tuple[str, ...] | None = None
 
 
 # -- controls: parent -> child, applied at a step boundary ---------------------------------

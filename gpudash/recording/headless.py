@@ -51,6 +51,7 @@ from gpudash.stats.fmt import fmt_pm
 
 if TYPE_CHECKING:  # pragma: no cover
     from gpudash.host.session import EngineSession
+    from gpudash.job.session import JobSession
     from gpudash.stats.segments import Segment
 
 POLL_S = 0.05  # how often the record loop polls the session
@@ -182,7 +183,7 @@ class HeadlessRecording:
     row joins), so a run that never starts leaves no files behind."""
 
     config: RunConfig
-    session: EngineSession
+    session: EngineSession | JobSession
     open_recorder: Callable[[], CsvRecorder]
     path: str | os.PathLike[str]
     duration_s: float | None
@@ -222,11 +223,11 @@ class HeadlessRecording:
 
     def report(self) -> None:
         """The last line on stderr: the failure, or (unless quiet) what was recorded."""
-        recorder, log_path = self.recorder, self.session.log_path
+        recorder, log_path = self.recorder, self.session.log_path or ""
         if recorder is None:
             self._report_not_started()
         elif self.code == ExitCode.FAILED and self.status.startswith("workload failed"):
-            _say(f"error: {self.status}" + ("" if log_path in self.status else f" (see {log_path})"))
+            _say(f"error: {self.status}" + ("" if not log_path or log_path in self.status else f" (see {log_path})"))
         elif not self.quiet:
             for event in self.diagnoses:
                 _say(f"diagnosis: {event.message}")
@@ -239,7 +240,7 @@ class HeadlessRecording:
     def _report_not_started(self) -> None:
         """The one line of a run that ended before its workload started (nothing was recorded);
         the log is removed unless it holds a crash's traceback."""
-        failure, log_path = self._failure, self.session.log_path
+        failure, log_path = self._failure, self.session.log_path or ""
         if failure is not None and failure.details.get(REFUSED):
             self.status, self.code = f"refused: {failure.message}", ExitCode.USAGE
             if failure.details.get(TRACEBACK) and not _empty(log_path):  # the user's code: its traceback stays
@@ -299,7 +300,8 @@ class HeadlessRecording:
         if not self.quiet:
             info = self.session.gpu_info
             gpu = f"GPU {info.name}" if info.available else f"no GPU telemetry ({info.unavailable})"
-            _say(f"recording {self.config.workload} to {self.path}; {gpu}; workload log: {self.session.log_path}")
+            log = f"; workload log: {self.session.log_path}" if self.session.log_path else ""
+            _say(f"recording {self.config.workload} to {self.path}; {gpu}{log}")
 
     def _record(self, interrupted: _Interrupted) -> None:
         """Poll and write until the workload ends or fails, a signal comes, or time is up."""

@@ -160,9 +160,9 @@ def _family(value: Any) -> str | None:
 
     if not isinstance(value, str):
         return f"is {_kind(value)}, not a workload name"
-    if value in FAMILIES or is_user_spec(value):  # a file of the user's own need not be here to be read
+    if value in FAMILIES or is_user_spec(value) or value.startswith("job:"):  # a file or job of the user's own
         return None
-    return f"{value!r} is not a workload ({', '.join(FAMILIES)}, or FILE.py:FUNCTION)"
+    return f"{value!r} is not a workload ({', '.join(FAMILIES)}, FILE.py:FUNCTION, or job:SCRIPT)"
 
 
 @dataclass(frozen=True)
@@ -212,6 +212,7 @@ CONFIG: dict[str, Key] = {
     "max_steps": Key(_int_from(1)),
     "knobs": Key(_catalog(_knobs), nullable=False),
     "trace_dir": Key(_text),
+    "job": Key(_text_list),
 }
 
 

@@ -1,0 +1,1 @@
+"""The user's own training job, run unmodified: ``gpudash -- python train.py``."""

@@ -1,0 +1,430 @@
+"""gpudash's hooks inside a job (``gpudash -- CMD``), loaded once the job has imported torch.
+
+Standard library and the job's own torch only. What they measure, and send to gpudash over the
+datagram socket named by ``GPUDASH_JOB_CHANNEL`` (one JSON object a datagram; a full socket drops
+it, nothing here ever blocks the job):
+
+- a *step*: one call of the first optimizer's ``step()`` seen (torch's global optimizer step
+  post-hook), so a second optimizer in the same iteration, a ``GradScaler`` and gradient
+  accumulation's micro-batches are one step;
+- its samples (and tokens): the batches ``DataLoader`` iterators handed out since the last step,
+  the first dimension of the first tensor (a mapping's ``input_ids``: also its tokens), and the
+  time spent inside those ``__next__`` calls, the step's input wait;
+- its time: CUDA events recorded at the step boundary and read back without blocking on a GPU,
+  the host clock on the CPU;
+- its host-device syncs and their lines (gpudash's ``core/sync_sites.py``, loaded from
+  ``GPUDASH_JOB_SRC``; CUDA only);
+- a profiler window of the next N steps when gpudash asks (at step boundaries, a
+  ``gpudash.step`` range around each step, the trace written where gpudash said).
+
+Any exception inside a hook turns every hook off, with one line on stderr; the job goes on.
+"""
+
+from __future__ import annotations
+
+import atexit
+import collections
+import importlib.util
+import json
+import os
+import socket
+import sys
+import threading
+import time
+import warnings
+from typing import Any
+
+SYNC_WARNING = "called a synchronizing CUDA operation"  # as gpudash/engine/measure.py
+SEND_EVERY_S = 0.1  # step records go out at most this often
+SITES_EVERY_S = 2.0  # the sync table, when it changed
+MAX_BATCH = 200  # step records a datagram
+
+
+def _load(name: str, relative: str) -> Any:
+    """One of gpudash's torch-free modules, from its file (the job's Python need not have gpudash)."""
+    path = os.path.join(os.environ.get("GPUDASH_JOB_SRC", ""), relative)
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def _samples_tokens(batch: Any, torch: Any, depth: int = 0) -> tuple[int, int]:
+    """(samples, tokens) of one batch: the first tensor's first dimension; a mapping's input_ids
+    first (its elements are the tokens). (0, 0) when no tensor is found."""
+    if isinstance(batch, torch.Tensor):
+        return (int(batch.shape[0]) if batch.dim() else 1), 0
+    if depth > 3:
+        return 0, 0
+    if isinstance(batch, collections.abc.Mapping):
+        ids = batch.get("input_ids")
+        if isinstance(ids, torch.Tensor) and ids.dim():
+            return int(ids.shape[0]), int(ids.numel()) if ids.dim() > 1 else 0
+        values: Any = batch.values()
+    elif isinstance(batch, (list, tuple)):
+        values = batch
+    else:
+        values = getattr(batch, "__dict__", {}).values()  # a dataclass or a plain object of tensors
+    for value in values:
+        found = _samples_tokens(value, torch, depth + 1)
+        if found[0]:
+            return found
+    return 0, 0
+
+
+class _Channel:
+    """The datagram socket to gpudash, and this process's own for gpudash's requests."""
+
+    def __init__(self, host: str) -> None:
+        self.host = host
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.setblocking(False)
+        self.own = os.path.join(os.path.dirname(host), f"job-{os.getpid()}.sock")
+        try:
+            self.sock.bind(self.own)
+        except OSError:
+            self.own = ""
+        self.dropped = 0
+
+    def send(self, message: dict[str, Any]) -> None:
+        try:
+            self.sock.sendto(json.dumps(message, separators=(",", ":")).encode(), self.host)
+        except OSError:  # full (dropped), or gpudash gone
+            self.dropped += 1
+
+    def requests(self) -> list[dict[str, Any]]:
+        out = []
+        while self.own:
+            try:
+                data = self.sock.recv(65536)
+            except OSError:
+                break
+            try:
+                out.append(json.loads(data))
+            except ValueError:
+                continue
+        return out
+
+
+class _SyncCount:
+    """Host-device syncs of the training thread, by line (torch's sync warnings and the explicit
+    waits), from the first step on."""
+
+    def __init__(self, torch: Any) -> None:
+        self.torch = torch
+        self.count = 0
+        self.thread = threading.get_ident()
+        sites = _load("_gpudash_sync_sites", os.path.join("core", "sync_sites.py"))
+        self.waits = _load("_gpudash_explicit_waits", os.path.join("engine", "explicit_waits.py"))
+        self.live, self.sites = sites.LiveSites(), sites.SiteCounter()
+        self.not_counted = ""
+        self._prev_show = warnings.showwarning
+        self._saved = warnings.catch_warnings()
+        self._saved.__enter__()
+        warnings.filterwarnings("always", message=".*" + SYNC_WARNING)
+        warnings.showwarning = self._show
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "a prototype feature"
+            self._prev_mode = torch.cuda.get_sync_debug_mode()
+            torch.cuda.set_sync_debug_mode("warn")
+        self.not_counted = self.waits.start(torch, self._waited) or ""
+
+    def close(self) -> None:
+        self.waits.stop(self.torch, self._waited)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            self.torch.cuda.set_sync_debug_mode(self._prev_mode)
+        self._saved.__exit__(None, None, None)
+
+    def _show(
+        self, message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None
+    ) -> None:
+        if SYNC_WARNING in str(message):
+            if threading.get_ident() == self.thread:
+                self._counted(sys._getframe(1))
+            return
+        self._prev_show(message, category, filename, lineno, file, line)
+
+    def _waited(self) -> None:
+        if threading.get_ident() == self.thread:
+            self._counted(sys._getframe(1))
+
+    def _counted(self, frame: Any) -> None:
+        self.count += 1
+        self.sites.add_site(self.live.site(frame))
+
+
+class Hooks:
+    """Everything the job's process measures (one per process)."""
+
+    def __init__(self, torch: Any) -> None:
+        self.torch = torch
+        self.channel = _Channel(os.environ["GPUDASH_JOB_CHANNEL"])
+        self.rank = int(os.environ.get("RANK", "0") or 0)
+        self.lock = threading.Lock()
+        self.optimizer: Any = None
+        self.cuda = False
+        self.steps = 0
+        self.samples = self.tokens = 0  # since the last step
+        self.waited = 0.0
+        self.last_t = 0.0
+        self.pending: collections.deque[list[Any]] = collections.deque()  # records waiting for their event
+        self.ready: list[list[Any]] = []  # records to send
+        self.last_event: Any = None
+        self.last_send = 0.0
+        self.syncs: _SyncCount | None = None
+        self.sites_sent = (0.0, -1)
+        self.window: dict[str, Any] | None = None  # the profiler window asked for or running
+        self.requests: list[dict[str, Any]] = []
+        self.handle: Any = None
+        self.on = True
+        self._next_orig: Any = None
+        self.loader_module: Any = None
+
+    # -- install / uninstall ---------------------------------------------------------------------
+    def install(self) -> None:
+        import importlib
+
+        optimizer = importlib.import_module("torch.optim.optimizer")  # (torch.optim drops the attribute)
+        self.loader_module = importlib.import_module("torch.utils.data.dataloader")
+        self.handle = optimizer.register_optimizer_step_post_hook(self._guarded_step)
+        base = self.loader_module._BaseDataLoaderIter
+        self._next_orig = base.__next__
+        base.__next__ = self._wrap_next(base.__next__)
+        atexit.register(self.close)
+        threading.Thread(target=self._flusher, name="gpudash-job-flush", daemon=True).start()
+        if not _multiprocessing_child():
+            self.channel.send(self._hello())
+
+    def _hello(self) -> dict[str, Any]:
+        env = os.environ
+        return {
+            "k": "hello",
+            "pid": os.getpid(),
+            "rank": self.rank,
+            "world": int(env.get("WORLD_SIZE", "1") or 1),
+            "torch": self.torch.__version__,
+            "argv": sys.argv[:6],
+            "ctl": self.channel.own,
+        }
+
+    def off(self, why: str) -> None:
+        """Every hook off, one line on stderr; the job goes on."""
+        if not self.on:
+            return
+        self.on = False
+        print(f"gpudash: the job's hooks are off: {why}", file=sys.stderr, flush=True)
+        self.channel.send({"k": "note", "rank": self.rank, "text": f"the job's hooks are off: {why}"})
+        try:
+            if self.handle is not None:
+                self.handle.remove()
+            if self._next_orig is not None:
+                self.loader_module._BaseDataLoaderIter.__next__ = self._next_orig
+            if self.syncs is not None:
+                self.syncs.close()
+        except Exception:  # noqa: BLE001, S110 - already turning off
+            pass
+
+    def close(self) -> None:
+        """At exit: the last steps whose time is known, and the sync table."""
+        if self.on:
+            with self.lock:
+                self._flush(final=True)
+
+    # -- the DataLoader --------------------------------------------------------------------------
+    def _wrap_next(self, original: Any) -> Any:
+        hooks = self
+        torch = self.torch
+
+        def __next__(it: Any) -> Any:  # noqa: N807 - the method it replaces
+            start = time.perf_counter()
+            batch = original(it)
+            if hooks.on:
+                hooks.waited += time.perf_counter() - start
+                try:
+                    n, tokens = _samples_tokens(batch, torch)
+                except Exception as exc:  # noqa: BLE001
+                    hooks.off(f"reading a batch: {type(exc).__name__}: {exc}")
+                    return batch
+                hooks.samples += n
+                hooks.tokens += tokens
+            return batch
+
+        return __next__
+
+    # -- the step --------------------------------------------------------------------------------
+    def _guarded_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        if not self.on or (optimizer is not self.optimizer and self.optimizer is not None):
+            return
+        try:
+            self._step(optimizer)
+        except Exception as exc:  # noqa: BLE001 - a failing hook must not end the job
+            self.off(f"{type(exc).__name__}: {exc}")
+
+    def _first(self, optimizer: Any) -> None:
+        torch = self.torch
+        self.optimizer = optimizer
+        device = "cpu"
+        for group in optimizer.param_groups:
+            for p in group["params"]:
+                device = str(p.device)
+                break
+            break
+        self.cuda = device.startswith("cuda")
+        first: dict[str, Any] = {"k": "first", "rank": self.rank, "pid": os.getpid(), "device": device}
+        first["optimizer"] = type(optimizer).__name__
+        first["world"] = int(os.environ.get("WORLD_SIZE", "1") or 1)
+        first["torch"] = torch.__version__
+        if self.cuda:
+            index = torch.device(device).index
+            index = torch.cuda.current_device() if index is None else index
+            props = torch.cuda.get_device_properties(index)
+            first["gpu_name"] = props.name
+            first["gpu_uuid"] = str(getattr(props, "uuid", "") or "")
+            first["cuda"] = str(torch.version.cuda)
+            if os.environ.get("GPUDASH_JOB_SITES", "1") == "1":
+                self.syncs = _SyncCount(torch)
+                first["not_counted"] = self.syncs.not_counted
+        if _multiprocessing_child():
+            self.channel.send(self._hello())
+        self.channel.send(first)
+
+    def _step(self, optimizer: Any) -> None:
+        if self.optimizer is None:
+            self._first(optimizer)
+        now = time.monotonic()
+        self.steps += 1
+        syncs = self.syncs
+        record = [self.steps, now, None, self.samples, self.tokens, self.waited, syncs.count if syncs else None, 0]
+        if self.window is not None and self.window.get("prof") is not None:
+            record[7] = 1  # under the profiler
+        self.samples = self.tokens = 0
+        self.waited = 0.0
+        if syncs is not None:
+            syncs.count = 0
+        with self.lock:
+            if self.cuda:
+                event = self.torch.cuda.Event(enable_timing=True)
+                event.record()
+                self.pending.append([record, event])
+                self._collect()
+            else:
+                record[2] = (now - self.last_t) * 1e3 if self.last_t else None
+                self.ready.append(record)
+            self.last_t = now
+            if now - self.last_send >= SEND_EVERY_S:
+                self._flush()
+        if self.requests or self.window is not None:
+            self._profile_window()
+
+    def _collect(self) -> None:
+        """Step records whose boundary event has completed: their GPU time (no wait)."""
+        pending = self.pending
+        while pending and pending[0][1].query():
+            record, event = pending.popleft()
+            if self.last_event is not None:
+                record[2] = self.last_event.elapsed_time(event)
+            self.last_event = event
+            self.ready.append(record)
+
+    def _flush(self, final: bool = False) -> None:
+        if self.cuda:
+            self._collect()
+        self.last_send = time.monotonic()
+        while self.ready:
+            batch, self.ready = self.ready[:MAX_BATCH], self.ready[MAX_BATCH:]
+            self.channel.send({"k": "steps", "rank": self.rank, "s": batch})
+        syncs = self.syncs
+        if syncs is not None and (final or self.last_send - self.sites_sent[0] >= SITES_EVERY_S):
+            total = syncs.sites.total
+            if total != self.sites_sent[1] or final:
+                table = syncs.sites.table(self.steps)
+                self.channel.send(
+                    {"k": "sites", "rank": self.rank, "table": table.as_dict(), "not_counted": syncs.not_counted}
+                )
+                self.sites_sent = (self.last_send, total)
+        self.requests += self.channel.requests()
+
+    def _flusher(self) -> None:
+        """Steps not sent yet go out even when the job stops stepping (an evaluation, the end)."""
+        while self.on:
+            time.sleep(SEND_EVERY_S * 2)
+            if time.monotonic() - self.last_send >= SEND_EVERY_S * 2 and self.lock.acquire(blocking=False):
+                try:
+                    self._flush()
+                except Exception:  # noqa: BLE001, S110 - the next step's flush says it
+                    pass
+                finally:
+                    self.lock.release()
+
+    # -- a profiler window -----------------------------------------------------------------------
+    def _profile_window(self) -> None:
+        """At a step boundary: start an asked-for window, mark a step, or end the window."""
+        window = self.window
+        if window is None:
+            with self.lock:
+                asked = [r for r in self.requests if r.get("k") == "trace"]
+                self.requests = []
+            if not asked:
+                return
+            self.window = window = dict(asked[-1], done=0)
+            self._start_profiler(window)
+            return
+        window["marker"].__exit__(None, None, None)
+        window["done"] += 1
+        if window["done"] >= int(window.get("steps", 20)):
+            self._end_profiler(window)
+            self.window = None
+            return
+        window["marker"] = self.torch.autograd.profiler.record_function("gpudash.step")
+        window["marker"].__enter__()
+
+    def _start_profiler(self, window: dict[str, Any]) -> None:
+        torch = self.torch
+        from torch.profiler import ProfilerActivity, profile
+
+        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.cuda else [])
+        window["start_t"] = time.monotonic()
+        prof = profile(activities=activities)
+        prof.start()
+        window["prof"] = prof
+        window["marker"] = torch.autograd.profiler.record_function("gpudash.step")
+        window["marker"].__enter__()
+
+    def _end_profiler(self, window: dict[str, Any]) -> None:
+        prof = window["prof"]
+        prof.stop()
+        path = os.path.join(str(window.get("dir", ".")), f"{window.get('name', 'job')}-rank{self.rank}.json")
+        message: dict[str, Any] = {"k": "trace", "rank": self.rank, "steps": window["done"], "path": path}
+        message["start_t"] = window["start_t"]
+        message["wall_ms"] = (time.monotonic() - window["start_t"]) * 1e3
+        try:
+            os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+            prof.export_chrome_trace(path)
+        except Exception as exc:  # noqa: BLE001 - said to gpudash; the job goes on
+            message["error"] = f"{type(exc).__name__}: {exc}"
+        self.channel.send(message)
+
+
+def _multiprocessing_child() -> bool:
+    """A process started by multiprocessing (a DataLoader worker, mp.spawn): it says hello only
+    once it steps an optimizer."""
+    argv = getattr(sys, "orig_argv", sys.argv)
+    return any("multiprocessing" in a for a in argv)
+
+
+_HOOKS: list[Hooks] = []
+
+
+def install() -> None:
+    """Install the hooks once, in this process, now that torch is imported."""
+    if _HOOKS:
+        return
+    import torch
+
+    hooks = Hooks(torch)
+    _HOOKS.append(hooks)
+    hooks.install()

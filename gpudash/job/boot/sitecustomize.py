@@ -1,0 +1,75 @@
+"""gpudash's bootstrap in a job run as ``gpudash -- CMD``: the first ``sitecustomize`` on the job's
+``PYTHONPATH``. It runs the ``sitecustomize`` it shadows (if there is one), then waits for the job
+to import ``torch`` and only then loads ``gpudash_job_hooks`` from this folder. It needs the
+standard library alone: a job whose Python has no gpudash works the same, and a process that never
+imports torch is left as it was. Skipped by Python under ``-I``, ``-E`` and ``-S`` (gpudash then
+says it heard nothing from the job).
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import os
+import sys
+from typing import Any
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_CHANNEL = "GPUDASH_JOB_CHANNEL"
+
+
+def _chain() -> None:
+    """Run the ``sitecustomize`` this one shadows (the next on ``sys.path``), as Python would have."""
+    rest = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
+    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", rest)
+    if spec is None or spec.loader is None or not spec.origin:
+        return
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:  # noqa: BLE001 - as site.py does: one line, and Python goes on
+        print(f"Error in sitecustomize ({spec.origin}); set PYTHONVERBOSE for traceback: {exc!r}", file=sys.stderr)
+
+
+class _TorchWatch(importlib.abc.MetaPathFinder):
+    """Finds nothing itself: when ``torch`` is about to be loaded, its loader is wrapped so the
+    hooks go in right after torch has finished importing."""
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        if name != "torch":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.loader is None:
+            return spec
+        loader = spec.loader
+        original = loader.exec_module
+
+        def exec_module(module: Any) -> None:
+            original(module)
+            _install()
+
+        loader.exec_module = exec_module  # type: ignore[method-assign]
+        return spec
+
+
+def _install() -> None:
+    """Load the hooks from this folder (never into the job's own module namespace)."""
+    try:
+        sys.path.insert(0, _HERE)
+        try:
+            import gpudash_job_hooks  # type: ignore[import-not-found]
+        finally:
+            sys.path.remove(_HERE)
+        gpudash_job_hooks.install()
+    except Exception as exc:  # noqa: BLE001 - the job goes on without gpudash
+        print(f"gpudash: the job's hooks are off: {type(exc).__name__}: {exc}", file=sys.stderr)
+
+
+_chain()
+if os.environ.get(_CHANNEL):
+    if "torch" in sys.modules:  # imported already (a sitecustomize before this one did)
+        _install()
+    else:
+        sys.meta_path.insert(0, _TorchWatch())

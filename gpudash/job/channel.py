@@ -1,0 +1,74 @@
+"""gpudash's end of a job's channel: a Unix datagram socket in a private folder, named to the job
+in ``GPUDASH_JOB_CHANNEL``. Each datagram is one JSON object from a process of the job (its hooks,
+``gpudash/job/boot/gpudash_job_hooks.py``); requests go back to the socket each process named in
+its hello. Never blocks: a full socket on either side drops the datagram. Torch-free.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import tempfile
+from typing import Any
+
+RECEIVE_BUFFER = 4 << 20  # bytes: a burst of step records from many ranks
+MAX_DATAGRAM = 1 << 16
+MAX_PER_POLL = 10_000
+MAX_DIR = 60  # bytes of the temp dir's path: room for "/gpudash-job-XXXXXXXX/job-PID.sock"
+
+
+class HostChannel:
+    """Receive the job's messages; send requests to its processes."""
+
+    def __init__(self) -> None:
+        # an AF_UNIX path holds 107 bytes: a long TMPDIR gives way to /tmp
+        base = tempfile.gettempdir()
+        self.folder = tempfile.mkdtemp(prefix="gpudash-job-", dir=base if len(base) <= MAX_DIR else "/tmp")
+        self.path = os.path.join(self.folder, "host.sock")
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind(self.path)
+        self.sock.setblocking(False)
+        try:
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RECEIVE_BUFFER)
+        except OSError:
+            pass
+        self.bad = 0  # datagrams that were not JSON objects
+
+    def receive(self) -> list[dict[str, Any]]:
+        """The messages that arrived, oldest first."""
+        out: list[dict[str, Any]] = []
+        for _ in range(MAX_PER_POLL):
+            try:
+                data = self.sock.recv(MAX_DATAGRAM)
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError:
+                break
+            try:
+                message = json.loads(data)
+            except ValueError:
+                self.bad += 1
+                continue
+            if isinstance(message, dict):
+                out.append(message)
+            else:
+                self.bad += 1
+        return out
+
+    def request(self, path: str, message: dict[str, Any]) -> bool:
+        """Send ``message`` to a process of the job (its socket ``path``); False when it could not go."""
+        if not path:
+            return False
+        try:
+            self.sock.sendto(json.dumps(message).encode(), path)
+        except OSError:
+            return False
+        return True
+
+    def close(self) -> None:
+        try:
+            self.sock.close()
+        finally:
+            shutil.rmtree(self.folder, ignore_errors=True)

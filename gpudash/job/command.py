@@ -1,0 +1,89 @@
+"""The job's command line, as gpudash's arguments see it: ``gpudash [OPTIONS] -- CMD ...`` split at
+the first ``--``, checked before anything starts, and named.
+
+A job's workload is ``job:`` and the script it runs (``job:train.py``, ``job:pkg.train``,
+``job:run.sh``); its variant is the script's arguments, so two recordings of one script at two
+settings pair up in ``gpudash report a.csv b.csv``. Torch-free.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+from collections.abc import Sequence
+
+JOB_PREFIX = "job:"
+NO_ARGUMENTS = "(no arguments)"
+# the launchers whose own options come before the script (``torchrun --nproc-per-node 2 train.py``)
+LAUNCHERS = ("python", "python3", "torchrun", "accelerate", "deepspeed", "bash", "sh", "uv", "poetry")
+_SCRIPT = re.compile(r".+\.(py|sh)$")
+
+
+class JobCommandError(ValueError):
+    """A job's command that cannot run: one line for the user."""
+
+
+def split_job(argv: Sequence[str]) -> tuple[list[str], list[str] | None]:
+    """``argv`` split at its first ``--``: gpudash's own arguments, and the job's command (None
+    when there is no ``--``)."""
+    args = list(argv)
+    if "--" not in args:
+        return args, None
+    i = args.index("--")
+    return args[:i], args[i + 1 :]
+
+
+def check_command(command: Sequence[str]) -> None:
+    """Raise JobCommandError unless ``command`` names a program that can be run."""
+    if not command:
+        raise JobCommandError("nothing after --: give the job's command, e.g. gpudash -- python train.py")
+    program = command[0]
+    if os.sep in program:
+        if not os.path.exists(program):
+            raise JobCommandError(f"{program}: no such file")
+        if not os.access(program, os.X_OK):
+            raise JobCommandError(f"{program}: not executable")
+        return
+    if shutil.which(program) is None:
+        raise JobCommandError(f"{program}: command not found")
+
+
+def script_index(command: Sequence[str]) -> int | None:
+    """Where the job's script (or ``-m`` module) is in ``command``; None when there is none."""
+    for i, arg in enumerate(command):
+        if i and command[i - 1] == "-m":
+            return i
+        if _SCRIPT.match(arg) and not arg.startswith("-"):
+            return i
+    return None
+
+
+def workload_name(command: Sequence[str]) -> str:
+    """``job:`` and the script (its file name), the ``-m`` module, else the program's name."""
+    i = script_index(command)
+    name = os.path.basename(command[i]) if i is not None else os.path.basename(command[0]) if command else "job"
+    return JOB_PREFIX + (name or "job")
+
+
+def variant(command: Sequence[str]) -> str:
+    """The script's arguments, as a shell would read them (``(no arguments)`` when none)."""
+    i = script_index(command)
+    rest = list(command[i + 1 :]) if i is not None else list(command[1:])
+    return shlex.join(rest) if rest else NO_ARGUMENTS
+
+
+def display(command: Sequence[str]) -> str:
+    """The command as one line a user could paste."""
+    return shlex.join(command)
+
+
+def is_job(workload: str) -> bool:
+    """``workload`` names a job (``job:train.py``), not a family."""
+    return workload.startswith(JOB_PREFIX)
+
+
+def slug(workload: str) -> str:
+    """A file-name-safe form of a job's name (for its trace files)."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", workload.removeprefix(JOB_PREFIX)) or "job"

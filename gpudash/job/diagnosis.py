@@ -1,0 +1,85 @@
+"""A diagnosis of the user's job, made passively over its own steps: a warm-up (until the step time
+settles), an untraced window (wall time per step, the input wait, the syncs), then on a GPU a
+profiler window of as many steps inside the job; the same rules as for every run
+(``gpudash.diagnosis.rules``). Torch-free.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+
+from gpudash.core.sync_sites import SyncTable
+from gpudash.diagnosis.rules import Evidence
+from gpudash.engine.trace_figures import TraceFigures
+from gpudash.job.steps import StepRecord
+
+SETTLE_STEPS = 10  # two runs of this many step times whose medians agree within SETTLE_TOLERANCE
+SETTLE_TOLERANCE = 0.10
+MAX_WARMUP_S = 60.0  # then the window starts anyway
+
+
+@dataclass
+class JobDiagnosis:
+    """One diagnosis under way: feed it the lead rank's step records; ``phase`` says what it waits
+    for ("warm-up", "timed", "traced", "done")."""
+
+    steps: int
+    asked_at: float  # monotonic
+    on_cuda: bool
+    phase: str = "warm-up"
+    warm_ms: list[float] = field(default_factory=list)
+    timed: list[StepRecord] = field(default_factory=list)
+    timed_evidence: Evidence | None = None
+    settled_after: int = 0  # warm-up steps seen
+
+    def add(self, record: StepRecord, now: float) -> None:
+        """One step of the job (the lead rank's)."""
+        if self.phase == "warm-up":
+            self.settled_after += 1
+            if record.ms is not None and not record.profiled:
+                self.warm_ms.append(record.ms)
+            if self._settled() or now - self.asked_at >= MAX_WARMUP_S:
+                self.phase = "timed"
+            return
+        if self.phase == "timed" and not record.profiled:
+            self.timed.append(record)
+            if len(self.timed) > self.steps:  # one more: the first one's boundary starts the window
+                self.timed_evidence = untraced_evidence(self.timed)
+                self.phase = "traced" if self.on_cuda else "done"
+
+    def _settled(self) -> bool:
+        ms = self.warm_ms
+        if len(ms) < 2 * SETTLE_STEPS:
+            return False
+        before = statistics.median(ms[-2 * SETTLE_STEPS : -SETTLE_STEPS])
+        last = statistics.median(ms[-SETTLE_STEPS:])
+        return before > 0 and abs(last - before) / before <= SETTLE_TOLERANCE
+
+
+def untraced_evidence(records: list[StepRecord], sites: SyncTable | None = None) -> Evidence:
+    """The untraced window's evidence: ``records`` are its steps and the one before (whose
+    boundary starts the window)."""
+    inside = records[1:]
+    wall_ms = 1e3 * (records[-1].t - records[0].t) / len(inside)
+    syncs = [r.syncs for r in inside if r.syncs is not None]
+    return Evidence(
+        steps=len(inside),
+        step_ms=wall_ms,
+        input_ms=1e3 * sum(r.input_wait_s for r in inside) / len(inside),
+        syncs_per_step=statistics.fmean(syncs) if syncs else None,
+        sync_sites=sites,
+    )
+
+
+def with_trace(evidence: Evidence, fig: TraceFigures) -> Evidence:
+    """The evidence with the profiler window's figures (busy and idle from its own steps)."""
+    from dataclasses import replace
+
+    return replace(
+        evidence,
+        gpu_busy_pct=fig.gpu_busy_pct,
+        gpu_ms_per_step=fig.gpu_ms_per_step,
+        host_ms_per_step=fig.host_ms_per_step,
+        launch_delay_us=fig.launch_delay_us,
+    )

@@ -1,0 +1,159 @@
+"""Starting the user's job, and ending it: its own process group, gpudash's bootstrap first on
+its ``PYTHONPATH``, and a reaper that ends the whole group if gpudash dies.
+
+The job leads its own process group, so everything it starts (torchrun's ranks, DataLoader
+workers, a shell script's commands) can be ended together, and a Ctrl-C at the terminal reaches
+gpudash alone, which passes it on. The reaper is a tiny Python process of its own session that
+reads a pipe only gpudash holds: when gpudash exits, however it exits (SIGKILL included), the
+pipe closes and the reaper ends the job's group (SIGTERM, then SIGKILL after 2 s) unless gpudash
+told it to leave the job running (``gpudash diagnose --keep-running``). Torch-free.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import IO
+
+from gpudash.core import procgroup
+
+BOOT_DIR = Path(__file__).resolve().parent / "boot"  # sitecustomize.py and gpudash_job_hooks.py
+SOURCE_DIR = Path(__file__).resolve().parent.parent  # the gpudash package: the hooks load two modules from it
+STOP_GRACE_S = 5.0  # after SIGINT, and again after SIGTERM, before the next signal
+REAPER = """
+import os, signal, sys, time
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+group = int(sys.argv[1])
+if "leave" not in sys.stdin.read():
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(group, sig)
+        except OSError:
+            break
+        deadline = time.monotonic() + 2.0
+        while time.monotonic() < deadline:
+            try:
+                os.killpg(group, 0)
+            except OSError:
+                sys.exit(0)
+            time.sleep(0.05)
+"""
+
+
+def exit_status(returncode: int) -> int:
+    """A process's exit code as a shell gives it (killed by signal N: 128 + N)."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def job_env(channel: str, base: dict[str, str] | None = None, *, sites: bool = True) -> dict[str, str]:
+    """The job's environment: the bootstrap first on ``PYTHONPATH``, the channel named."""
+    env = dict(os.environ if base is None else base)
+    path = env.get("PYTHONPATH", "")
+    env["PYTHONPATH"] = str(BOOT_DIR) + (os.pathsep + path if path else "")
+    env["GPUDASH_JOB_CHANNEL"] = channel
+    env["GPUDASH_JOB_SRC"] = str(SOURCE_DIR)
+    env["GPUDASH_JOB_SITES"] = "1" if sites else "0"
+    env.setdefault("PYTHONUNBUFFERED", "1")  # the job's lines as they come, not at exit
+    return env
+
+
+class JobProcess:
+    """The user's command, running: ``start``, ``poll`` (its exit status, None while it runs),
+    ``stop`` (SIGINT, then SIGTERM, then SIGKILL), ``leave_running``."""
+
+    def __init__(self, command: Sequence[str], env: dict[str, str], *, capture: bool = False) -> None:
+        self.command = list(command)
+        self.env = env
+        self.capture = capture  # the dashboard reads the job's output; headless it passes through
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._reaper: subprocess.Popen[bytes] | None = None
+        self.stopped_by_gpudash = False
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc is not None else None
+
+    @property
+    def output(self) -> IO[bytes] | None:
+        """The job's stdout and stderr together (when captured)."""
+        return self.proc.stdout if self.proc is not None else None
+
+    def start(self) -> None:
+        """Start the job (OSError when its command cannot be run) and its reaper."""
+        out = subprocess.PIPE if self.capture else None
+        self.proc = subprocess.Popen(
+            self.command,
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT if self.capture else None,
+            process_group=0,
+        )
+        self._reaper = subprocess.Popen(
+            [sys.executable, "-c", REAPER, str(self.proc.pid)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+
+    def poll(self) -> int | None:
+        """The job's exit status once it has ended (a shell's: 128 + N when killed by signal N)."""
+        if self.proc is None:
+            return None
+        code = self.proc.poll()
+        return None if code is None else exit_status(code)
+
+    def interrupt(self) -> None:
+        """Pass a Ctrl-C on to the job's group."""
+        if self.proc is not None and self.proc.poll() is None:
+            procgroup.signal_group(self.proc.pid, signal.SIGINT)
+
+    def stop(self, grace_s: float = STOP_GRACE_S) -> int | None:
+        """End the job: SIGINT, then SIGTERM, then SIGKILL, ``grace_s`` apart; then whatever of its
+        group is left. Returns its exit status."""
+        proc = self.proc
+        if proc is None:
+            return None
+        if proc.poll() is None:
+            self.stopped_by_gpudash = True
+            for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL):
+                procgroup.signal_group(proc.pid, sig)
+                if _waited(proc, grace_s):
+                    break
+        procgroup.end_group(proc.pid, grace_s=1.0)  # DataLoader workers or ranks left behind
+        self._release_reaper(leave=False)
+        return self.poll()
+
+    def leave_running(self) -> None:
+        """gpudash goes; the job stays (its reaper told to leave it)."""
+        self._release_reaper(leave=True)
+
+    def _release_reaper(self, *, leave: bool) -> None:
+        reaper, self._reaper = self._reaper, None
+        if reaper is None or reaper.stdin is None:
+            return
+        try:
+            if leave:
+                reaper.stdin.write(b"leave\n")
+            reaper.stdin.close()
+        except OSError:
+            pass
+        try:
+            reaper.wait(timeout=5.0)
+        except subprocess.TimeoutExpired:
+            reaper.kill()
+
+
+def _waited(proc: subprocess.Popen[bytes], timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while proc.poll() is None:
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.02)
+    return True

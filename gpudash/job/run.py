@@ -1,0 +1,158 @@
+"""``gpudash record PATH -- CMD`` and ``gpudash diagnose -- CMD``: the user's job, headless.
+
+The job's output passes through unchanged; the recording is the same CSV and metadata as a
+family's (``gpudash.recording.headless``); gpudash exits with the job's exit status when the job
+ended by itself or on a Ctrl-C passed on to it, and with its own when it stopped the job (the
+``--duration``, ``--steps`` or the diagnosis were done). Never imports torch or Textual.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+from typing import Any
+
+from gpudash.core.protocol import EventKind, ExitCode, RunConfig
+from gpudash.job.session import JobSession
+from gpudash.recording.headless import HeadlessRecording, _Interrupted
+from gpudash.recording.record import CsvRecorder, run_metadata
+
+DIAGNOSE_CAP_S = 300.0  # after the warm-up, the most a job's diagnosis may take
+
+
+def exit_code(session: JobSession, recording: HeadlessRecording) -> int:
+    """The job's exit status where it ended by itself or on a Ctrl-C passed on to it; gpudash's
+    own where gpudash stopped it (time was up, the diagnosis was done) or could not record."""
+    job_code = session.exit_code
+    if recording.code == ExitCode.INTERRUPTED:
+        return job_code if job_code is not None else int(ExitCode.INTERRUPTED)
+    if job_code is not None and not session.process.stopped_by_gpudash:
+        return job_code
+    return int(recording.code)
+
+
+def job_config(args: Any, job: list[str], gpus: tuple[int, ...] | None, trace_dir: str | None) -> RunConfig:
+    """The run's configuration for a job: its command, and gpudash's own options."""
+    from gpudash.job.command import variant, workload_name
+
+    return RunConfig(
+        workload=workload_name(job),
+        variant=variant(job),
+        job=tuple(job),
+        sample_interval_s=args.sample_interval,
+        gpu_interval_s=args.interval,
+        max_steps=args.steps,
+        gpus=gpus,
+        trace_dir=trace_dir,
+        watchdog_s=None,
+    )
+
+
+def record_job(
+    config: RunConfig,
+    path: str | os.PathLike[str],
+    *,
+    duration_s: float | None = None,
+    meta_path: str | os.PathLike[str] | None = None,
+    quiet: bool = False,
+    trace_every_s: float | None = None,
+    trace_steps: int = 20,
+    progress_every_s: float | None = None,
+    diagnose_after_s: float | None = None,
+    stop_after_diagnosis: bool = False,
+    keep_running: bool = False,
+    recording_out: list[HeadlessRecording] | None = None,
+) -> int:
+    """Run the job of ``config`` and record it to ``path``; returns the exit status."""
+    session = JobSession(config)
+    session.sampler.open()  # the CSV's header has columns for each GPU watched
+
+    def open_recorder() -> CsvRecorder:
+        return CsvRecorder(path, run_metadata(config, session.gpu_info), meta_path=meta_path)
+
+    options: dict[str, Any] = {"progress_every_s": progress_every_s} if progress_every_s else {}
+    recording = HeadlessRecording(
+        config,
+        session,
+        open_recorder,
+        path=path,
+        duration_s=duration_s,
+        quiet=quiet,
+        trace_every_s=trace_every_s,
+        trace_steps=trace_steps,
+        diagnose_after_s=diagnose_after_s,
+        stop_after_diagnosis=stop_after_diagnosis,
+        **options,
+    )
+    if recording_out is not None:
+        recording_out.append(recording)
+    if keep_running:
+        session.stop = lambda timeout=10.0: session.leave_running()  # type: ignore[method-assign]
+    with _Interrupted() as interrupted:
+        recording.run(interrupted)
+    code = exit_code(session, recording)
+    if recording.recorder is not None and recording.recorder.metadata.get("exit_code") != code:
+        recording.recorder.metadata["exit_code"] = code  # the job's own, where it ended by itself
+        recording.recorder.write_metadata()
+    if recording.recorder is None and session.exit_code is not None and not quiet:
+        what = "before its first optimizer step" if session.samples.steps == 0 else "before it was measured"
+        print(f"gpudash: the job exited with code {session.exit_code} {what}: nothing recorded", file=sys.stderr)
+    else:
+        recording.report()
+    return code
+
+
+def ended_early(session: JobSession) -> str:
+    """What a diagnosis could say of a job that ended before its window: its steps and rate."""
+    last = session.samples.last
+    rate = f"; measured before it ended: {last.samples_per_s:.4g} samples/s in its last window" if last else ""
+    return (
+        f"the job ended (exit code {session.exit_code}) after {session.samples.steps} steps, "
+        f"before the diagnosis window{rate}"
+    )
+
+
+def diagnose_job(config: RunConfig, *, warmup_s: float, as_json: bool, quiet: bool, keep_running: bool) -> int:
+    """``gpudash diagnose -- CMD``: the verdict on stdout, then the job is stopped (unless
+    ``keep_running``); if the job ends first, what could be measured."""
+    from gpudash.diagnosis.rules import Evidence, diagnose
+
+    if not quiet:
+        print(
+            f"gpudash: diagnosing {config.workload} ({' '.join(config.job or ())}): {warmup_s:g} s of warm-up "
+            f"after its first step, then a window of its own steps until they settle; the verdict on stdout",
+            file=sys.stderr,
+            flush=True,
+        )
+    held: list[HeadlessRecording] = []
+    with tempfile.TemporaryDirectory(prefix="gpudash-diagnose-") as scratch:
+        code = record_job(
+            config,
+            os.path.join(scratch, "run.csv"),
+            duration_s=warmup_s + DIAGNOSE_CAP_S,
+            quiet=True,
+            diagnose_after_s=warmup_s,
+            stop_after_diagnosis=True,
+            keep_running=keep_running,
+            recording_out=held,
+        )
+    events = held[0].diagnoses if held else []
+    if not events:
+        if held and isinstance(held[0].session, JobSession) and held[0].session.exit_code is not None:
+            print(f"gpudash: error: {ended_early(held[0].session)}", file=sys.stderr)
+        return code or int(ExitCode.FAILED)
+    event = events[0]
+    if event.kind == EventKind.ERROR:
+        print(f"gpudash: error: {event.message}", file=sys.stderr)
+        return code or int(ExitCode.FAILED)
+    if as_json:
+        evidence = Evidence.from_details(event.details)
+        running: dict[str, object] = {k: event.details.get(k, "") for k in ("workload", "variant", "device")}
+        running["batch_size"] = int(event.details.get("batch_size", "0") or 0)
+        running["command"] = list(config.job or ())
+        print(json.dumps({**running, **diagnose(evidence).as_dict(evidence)}, indent=2))
+    else:
+        print(event.message)
+    return 0

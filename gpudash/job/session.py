@@ -1,0 +1,419 @@
+"""The user's own job as a run: ``JobSession`` is the ``EngineSource`` of ``gpudash -- CMD``.
+
+It starts the job (``gpudash.job.launch``) with a channel (``gpudash.job.channel``), turns what
+the job's hooks send into the messages every run has — ``Sample`` and ``RankSample`` windows
+(``gpudash.job.steps``), ``SyncSites``, the "started", "measured" and ending events — and adds
+NVML's figures, as ``EngineSession`` does for the families. A job is the user's: its settings are
+its own arguments, so the controls that change a family (variant, batch size, knobs, workload)
+are answered with an error event; a profiler window, a diagnosis and stopping it are not.
+Torch-free.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import re
+import threading
+import time
+from typing import Any
+
+from gpudash.core.protocol import (
+    DIAGNOSIS,
+    Control,
+    Diagnose,
+    Event,
+    EventKind,
+    GpuInfo,
+    Message,
+    RunConfig,
+    Sample,
+    SourceInfo,
+    Stop,
+    SyncSites,
+    TraceWindow,
+)
+from gpudash.core.sync_sites import SyncTable
+from gpudash.core.textfmt import strip_controls
+from gpudash.host.devices import cuda_index_hint
+from gpudash.host.nvml import NvmlSampler
+from gpudash.job import command as job_command
+from gpudash.job.channel import HostChannel
+from gpudash.job.diagnosis import JobDiagnosis, with_trace
+from gpudash.job.launch import JobProcess, job_env
+from gpudash.job.steps import JobSamples, StepRecord
+
+NO_HELLO_S = 15.0  # no word from the job this long after its start: say why that may be
+NO_STEP_S = 60.0  # no optimizer step this long after its hello: say so
+STARTED_AFTER_STEPS = 10  # "started" once this many steps are in (the batch size known) ...
+STARTED_AFTER_S = 3.0  # ... or this long after the first
+OUTPUT_LINES = 5000  # the dashboard's log pane keeps this many of the job's lines
+
+
+class JobSession:
+    """``EngineSource`` for a job: ``start()``, ``send()``, ``poll()``, ``stop()``."""
+
+    def __init__(self, config: RunConfig, *, capture: bool = False, sampler: NvmlSampler | None = None) -> None:
+        assert config.job, "a JobSession needs RunConfig.job"
+        self.config = config
+        self.t0 = time.monotonic()
+        self.command = list(config.job)
+        self.workload, self.variant = job_command.workload_name(self.command), job_command.variant(self.command)
+        self.channel = HostChannel()
+        self.process = JobProcess(self.command, job_env(self.channel.path, sites=config.sync_sites), capture=capture)
+        self.sampler = sampler or NvmlSampler(
+            cuda_index_hint("cuda"), config.gpu_interval_s, t0=self.t0, gpus=config.gpus
+        )
+        self.sampler.t0 = self.t0
+        self.samples = JobSamples(self.workload, self.variant, config.sample_interval_s, self.t0)
+        self.started_details: dict[str, str] = {}
+        self.output: collections.deque[str] = collections.deque(maxlen=OUTPUT_LINES)
+        self.output_version = 0  # grows with each line the job writes (captured runs)
+        self.partial = ""  # the line the job is writing (a progress bar's, say)
+        self.exit_code: int | None = None  # the job's, once it has ended
+        self.diagnosis: JobDiagnosis | None = None
+        self._hello: dict[int, dict[str, Any]] = {}  # pid -> the process's hello
+        self._first: dict[int, dict[str, Any]] = {}  # rank -> its first step's message
+        self._first_step_at: float | None = None
+        self._started = False
+        self._told: set[str] = set()
+        self._pending: list[Message] = []
+        self._traces: dict[str, str] = {}  # what a requested window is for: "trace" or DIAGNOSIS
+        self._trace_seq = 0
+        self._ended = False
+        self._nvml_started = False
+        self._sites: SyncTable | None = None
+
+    # -- EngineSource ------------------------------------------------------------------------------
+    @property
+    def log_path(self) -> str | None:
+        return None  # the job's output is its own: on the terminal, or in the dashboard's pane
+
+    @property
+    def info(self) -> SourceInfo:
+        return SourceInfo(started_details=dict(self.started_details))
+
+    @property
+    def gpu_info(self) -> GpuInfo:
+        return self.sampler.info
+
+    @property
+    def alive(self) -> bool:
+        return not self._ended
+
+    @property
+    def finished(self) -> bool:
+        """The job has ended and ``poll()`` has said how."""
+        return self._ended
+
+    def start(self) -> None:
+        """NVML, then the job; a command that cannot be run is a "crashed" event."""
+        if not self._nvml_started:
+            self._nvml_started = True
+            self.sampler.start()
+        try:
+            self.process.start()
+        except OSError as exc:
+            self._end(127, f"cannot run {self.command[0]}: {exc.strerror or exc}")
+            return
+        if self.process.output is not None:
+            threading.Thread(target=self._read_output, name="gpudash-job-output", daemon=True).start()
+
+    def send(self, control: Control) -> None:
+        if isinstance(control, Stop):
+            self.stop()
+        elif isinstance(control, TraceWindow):
+            self._ask_trace("trace", control.steps)
+        elif isinstance(control, Diagnose):
+            self.diagnosis = JobDiagnosis(control.steps, time.monotonic(), self._on_cuda())
+        else:
+            name = type(control).__name__
+            self._error("control", f"not for a job ({name}): its settings are its own arguments")
+
+    def poll(self) -> list[Message]:
+        """What the job and NVML said since the last poll, oldest first; never blocks."""
+        now = time.monotonic()
+        for message in self.channel.receive():
+            self._on_message(message, now)
+        if self._started:
+            self._pending.extend(self.samples.due(now))
+        elif self._first_step_at is not None and (
+            self.samples.steps >= STARTED_AFTER_STEPS or now - self._first_step_at >= STARTED_AFTER_S
+        ):
+            self._start_run()
+        self._check_quiet(now)
+        limit = self.config.max_steps
+        if limit is not None and self.samples.steps >= limit and not self._ended:
+            self.stop()  # --steps: the job has made that many
+        if not self._ended:
+            code = self.process.poll()
+            if code is not None:
+                for message in self.channel.receive():  # its last words
+                    self._on_message(message, now)
+                self._end(code)
+        msgs, self._pending = self._pending, []
+        msgs.extend(self.sampler.drain())
+        msgs.sort(key=lambda m: m.time_s)
+        return msgs
+
+    def restart(self) -> None:
+        self._error("control", "a job cannot be restarted from here: run its command again")
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """End the job (SIGINT, SIGTERM, SIGKILL), NVML and the channel. Idempotent."""
+        if not self._ended:
+            code = self.process.stop()
+            for message in self.channel.receive():
+                self._on_message(message, time.monotonic())
+            self._end(code if code is not None else 0)
+        self.sampler.stop()
+        self._nvml_started = False
+
+    def leave_running(self) -> None:
+        """gpudash goes, the job stays (``diagnose --keep-running``)."""
+        self.process.leave_running()
+        self._ended = True
+        self.sampler.stop()
+
+    # -- the job's messages ------------------------------------------------------------------------
+    def _on_message(self, m: dict[str, Any], now: float) -> None:
+        kind = m.get("k")
+        rank = _int(m.get("rank"), 0)
+        if kind == "hello":
+            self._hello[_int(m.get("pid"), 0)] = m
+        elif kind == "first":
+            self._first[rank] = m
+            self._hello.setdefault(_int(m.get("pid"), 0), m)
+            self.samples.world_size = max(self.samples.world_size, _int(m.get("world"), 1))
+            if self._first_step_at is None:
+                self._first_step_at = now
+        elif kind == "steps":
+            self._on_steps(rank, m.get("s") or [], now)
+        elif kind == "sites" and rank == self._lead():
+            self._on_sites(m)
+        elif kind == "trace":
+            self._on_trace(m)
+        elif kind == "note":
+            self._error("job", str(m.get("text", "")))
+
+    def _on_steps(self, rank: int, raw: list[Any], now: float) -> None:
+        lead = rank == self._lead()
+        for item in raw:
+            record = StepRecord.parse(item)
+            if record is None:
+                continue
+            self.samples.add(rank, record)
+            if lead and self.diagnosis is not None:
+                self._diagnosis_step(record, now)
+
+    def _on_sites(self, m: dict[str, Any]) -> None:
+        try:
+            table = SyncTable.from_dict(m.get("table") or {})
+        except (TypeError, ValueError, KeyError):
+            return
+        self._sites = table
+        if self._started:
+            self._pending.append(
+                SyncSites(
+                    time_s=time.monotonic() - self.t0,
+                    workload=self.workload,
+                    variant=self.variant,
+                    batch_size=self._batch_size(),
+                    knobs="none",
+                    table=table,
+                    not_counted=str(m.get("not_counted") or ""),
+                )
+            )
+
+    def _on_trace(self, m: dict[str, Any]) -> None:
+        from gpudash.engine.trace_figures import figures, read_events
+
+        purpose = self._traces.pop(str(m.get("path", "")), "trace")
+        what = DIAGNOSIS if purpose == DIAGNOSIS else "trace"
+        if m.get("error"):
+            self._error(what, f"profiler window failed: {m['error']}")
+            return
+        path = str(m.get("path"))
+        try:
+            fig = figures(read_events(path), _int(m.get("steps"), 1), float(m.get("wall_ms") or 0.0))
+        except (OSError, ValueError) as exc:
+            self._error(what, f"cannot read the profiler window's trace {path}: {exc}")
+            return
+        if what == DIAGNOSIS:
+            self._diagnosed(fig)
+            return
+        details = {**self._config_details(), **fig.details(), "trace_path": path}
+        self._event(EventKind.MEASURED, what="trace", message=f"{fig.summary()} → {path}", details=details)
+
+    # -- a diagnosis -------------------------------------------------------------------------------
+    def _diagnosis_step(self, record: StepRecord, now: float) -> None:
+        d = self.diagnosis
+        assert d is not None
+        before = d.phase
+        d.add(record, now)
+        if d.phase == "traced" and before != "traced":
+            self._ask_trace(DIAGNOSIS, d.steps)
+        elif d.phase == "done" and before != "done":
+            self._diagnosed(None)
+
+    def _diagnosed(self, fig: Any) -> None:
+        from dataclasses import replace
+
+        from gpudash.diagnosis.rules import diagnose as classify
+
+        d, self.diagnosis = self.diagnosis, None
+        if d is None or d.timed_evidence is None:
+            return
+        evidence = replace(d.timed_evidence, sync_sites=self._sites if self._on_cuda() else None)
+        if fig is not None:
+            evidence = with_trace(evidence, fig)
+        verdict = classify(evidence)
+        details = {**self._config_details(), **evidence.details(), "bound": str(verdict.bound)}
+        self._event(EventKind.MEASURED, what=DIAGNOSIS, message=verdict.line(), details=details)
+
+    def _ask_trace(self, purpose: str, steps: int) -> None:
+        lead = self._first.get(self._lead())
+        hello = self._hello.get(_int(lead.get("pid"), 0)) if lead else None
+        if hello is None:
+            self._error(purpose, "no optimizer step seen yet: nothing to profile")
+            return
+        self._trace_seq += 1
+        folder = self.config.trace_dir or os.path.join(self.channel.folder, "traces")
+        name = f"{job_command.slug(self.workload)}-{self._trace_seq}"
+        path = os.path.join(folder, f"{name}-rank{self._lead()}.json")
+        self._traces[path] = purpose
+        request = {"k": "trace", "steps": max(1, steps), "dir": folder, "name": name}
+        if not self.channel.request(str(hello.get("ctl", "")), request):
+            self._error(purpose, "the job's process did not take the request (its channel is closed)")
+
+    # -- the run's own events ------------------------------------------------------------------------
+    def _start_run(self) -> None:
+        self._started = True
+        lead = self._first.get(self._lead(), {})
+        rank = self.samples.ranks.get(self._lead())
+        batch = rank.batch_size if rank is not None else 0
+        self.samples.world_size = max(self.samples.world_size, len(self._first))
+        details = {
+            **self._config_details(batch),
+            "torch": str(lead.get("torch", "")),
+            "cuda": str(lead.get("cuda", "") or ""),
+            "pid": str(self.process.pid or ""),
+            "device_name": str(lead.get("gpu_name", "") or ""),
+            "gpu_uuid": str(lead.get("gpu_uuid", "") or ""),
+            "optimizer": str(lead.get("optimizer", "")),
+            "command": job_command.display(self.command),
+        }
+        self.started_details = details
+        if details["gpu_uuid"]:
+            self.sampler.select(uuid=details["gpu_uuid"])
+        message = f"{job_command.display(self.command)} on {details['device']}"
+        self._event(EventKind.STARTED, message=message, details=details)
+        if self._sites is not None:
+            self._on_sites({"table": self._sites.as_dict()})
+
+    def _config_details(self, batch: int | None = None) -> dict[str, str]:
+        lead = self._first.get(self._lead(), {})
+        return {
+            "workload": self.workload,
+            "variant": self.variant,
+            "batch_size": str(self._batch_size() if batch is None else batch * self.samples.world_size),
+            "device": str(lead.get("device", "")),
+            "knobs": "none",
+            "world_size": str(self.samples.world_size),
+        }
+
+    def _batch_size(self) -> int:
+        rank = self.samples.ranks.get(self._lead())
+        return (rank.batch_size if rank is not None else 0) * self.samples.world_size
+
+    def _check_quiet(self, now: float) -> None:
+        """A note, once, when the job says nothing or never steps an optimizer."""
+        since = now - self.t0
+        if not self._hello and since >= NO_HELLO_S and not self._ended:
+            self._tell(
+                "hello",
+                f"no word from the job after {NO_HELLO_S:.0f} s: it has not imported torch yet, or its "
+                "Python skips sitecustomize (python -I, -E or -S)",
+            )
+        if self._hello and not self._first and since >= NO_STEP_S and not self._ended:
+            self._tell("step", "no optimizer step seen yet: is the job training with torch.optim?")
+
+    def _end(self, code: int, why: str = "") -> None:
+        self._ended = True
+        self.exit_code = code
+        if self._started:
+            self._pending.extend(self.samples.flush())
+        if self.diagnosis is not None:
+            d, self.diagnosis = self.diagnosis, None
+            self._error(DIAGNOSIS, f"the job ended after {self.samples.steps} steps, in the diagnosis' {d.phase}")
+        stopped = self.process.stopped_by_gpudash
+        if code == 0 or stopped:
+            how = "stopped by gpudash" if stopped else "exited with code 0"
+            self._event(EventKind.STOPPED, message=f"the job {how}", details={"exit_code": str(code)})
+        else:
+            message = why or f"the job exited with code {code}"
+            self._event(EventKind.CRASHED, message=message, details={"exit_code": str(code)})
+        self.process.stop(grace_s=1.0)  # its group's leftovers (DataLoader workers), the reaper
+        self.channel.close()
+
+    def _read_output(self) -> None:
+        """The job's output into ``output``, line by line: a carriage return (a progress bar)
+        replaces the line being written, escape sequences are dropped."""
+        import codecs
+
+        out = self.process.output
+        assert out is not None
+        decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        fd = out.fileno()
+        while True:
+            try:
+                chunk = os.read(fd, 1 << 16)
+            except OSError:
+                break
+            if not chunk:
+                break
+            text = self.partial + decoder.decode(chunk)
+            *lines, self.partial = text.split("\n")
+            self.output.extend(safe_line(line) for line in lines)
+            self.output_version += 1
+        if self.partial:
+            self.output.append(safe_line(self.partial))
+            self.partial = ""
+            self.output_version += 1
+
+    def _on_cuda(self) -> bool:
+        lead = self._first.get(self._lead(), {})
+        return str(lead.get("device", "")).startswith("cuda")
+
+    def _lead(self) -> int:
+        return min(self._first, default=0)
+
+    def _tell(self, key: str, message: str) -> None:
+        if key not in self._told:
+            self._told.add(key)
+            self._error("job", message)
+
+    def _error(self, what: str, message: str) -> None:
+        self._event(EventKind.ERROR, what=what, message=message)
+
+    def _event(self, kind: EventKind, **kw: Any) -> None:
+        self._pending.append(Event(time_s=time.monotonic() - self.t0, kind=kind, **kw))
+
+
+_ESCAPES = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
+
+
+def safe_line(text: str) -> str:
+    """A line of the job's output as a pane can show it: what follows its last carriage return,
+    without escape sequences or other control characters."""
+    return strip_controls(_ESCAPES.sub("", text.rsplit("\r", 1)[-1]))
+
+
+def _int(value: Any, default: int) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return default
+
+
+__all__ = ["JobSession", "Sample"]

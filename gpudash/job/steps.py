@@ -1,0 +1,189 @@
+"""A job's step records into the samples every run has: windows of ``interval_s`` seconds of the
+job's steps (by the host time of each step's boundary), rank 0's as the run's ``Sample`` (its
+samples times the ranks: the global batch, as the data-parallel families count it), with the
+slowest rank's step time where there are others. Torch-free.
+
+A step record, as the job's hooks send it (``gpudash/job/boot/gpudash_job_hooks.py``):
+``[step, t, ms, samples, tokens, input_wait_s, syncs, profiled]`` — ``t`` on the machine's
+monotonic clock, ``ms`` the step's time (CUDA events on a GPU; None where unknown), ``syncs``
+None where not counted, ``profiled`` 1 for a step under a profiler window (counted, but kept out
+of the step-time percentiles: the profiler slows it).
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpudash.core.protocol import RankSample, Sample
+from gpudash.engine.measure import percentile
+from gpudash.host.runner import with_slowest_rank
+
+STEP, T, MS, SAMPLES, TOKENS, WAIT, SYNCS, PROFILED = range(8)
+BATCH_FROM_STEPS = 10  # the job's batch size: the most common of its first steps' sample counts
+LAG_S = 0.5  # a window closes this long after its end: its steps' records arrive late
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """One step of the job, as received."""
+
+    step: int
+    t: float  # monotonic seconds at the step's boundary
+    ms: float | None
+    samples: int
+    tokens: int
+    input_wait_s: float
+    syncs: int | None
+    profiled: bool
+
+    @classmethod
+    def parse(cls, raw: Any) -> StepRecord | None:
+        """A record from the channel; None when it is not one."""
+        try:
+            return cls(
+                int(raw[STEP]),
+                float(raw[T]),
+                None if raw[MS] is None else float(raw[MS]),
+                int(raw[SAMPLES]),
+                int(raw[TOKENS]),
+                float(raw[WAIT]),
+                None if raw[SYNCS] is None else int(raw[SYNCS]),
+                bool(raw[PROFILED]),
+            )
+        except (TypeError, ValueError, IndexError):
+            return None
+
+
+@dataclass
+class RankWindows:
+    """One rank's steps: the totals and the window being filled."""
+
+    steps: int = 0
+    samples: int = 0
+    tokens: int = 0
+    window: list[StepRecord] = field(default_factory=list)
+    first_counts: list[int] = field(default_factory=list)  # the first steps' samples
+
+    def add(self, record: StepRecord) -> None:
+        self.window.append(record)
+        self.steps = max(self.steps, record.step)
+        self.samples += record.samples
+        self.tokens += record.tokens
+        if len(self.first_counts) < BATCH_FROM_STEPS:
+            self.first_counts.append(record.samples)
+
+    @property
+    def batch_size(self) -> int:
+        """The most common sample count of the first steps (a framework that fetches a batch
+        ahead makes its first step's count larger)."""
+        counts = [n for n in self.first_counts if n > 0]
+        return statistics.mode(counts) if counts else 0
+
+
+@dataclass(frozen=True)
+class WindowFigures:
+    """What one window of a rank's steps says."""
+
+    steps: int
+    samples: int
+    step_ms_p50: float | None
+    step_ms_p95: float | None
+    syncs_per_step: float | None
+    input_wait_ms: float  # per step, mean
+
+
+def window_figures(records: list[StepRecord]) -> WindowFigures:
+    """The window's step count, samples, step time percentiles (profiled steps left out), syncs
+    and input wait per step."""
+    ms = sorted(r.ms for r in records if r.ms is not None and not r.profiled)
+    syncs = [r.syncs for r in records if r.syncs is not None]
+    n = len(records)
+    return WindowFigures(
+        steps=n,
+        samples=sum(r.samples for r in records),
+        step_ms_p50=percentile(ms, 50) if ms else None,
+        step_ms_p95=percentile(ms, 95) if ms else None,
+        syncs_per_step=statistics.fmean(syncs) if syncs else None,
+        input_wait_ms=1e3 * sum(r.input_wait_s for r in records) / n if n else 0.0,
+    )
+
+
+class JobSamples:
+    """Step records in, samples out: ``add`` each record, ``due(now)`` the samples of every window
+    that has ended by ``now`` (monotonic)."""
+
+    def __init__(self, workload: str, variant: str, interval_s: float, t0: float) -> None:
+        self.workload, self.variant = workload, variant
+        self.interval_s = interval_s
+        self.t0 = t0
+        self.ranks: dict[int, RankWindows] = {}
+        self.world_size = 1
+        self.window_start: float | None = None  # monotonic
+        self.last: Sample | None = None
+        self.rank_samples: dict[int, RankSample] = {}
+
+    def add(self, rank: int, record: StepRecord) -> None:
+        self.ranks.setdefault(rank, RankWindows()).add(record)
+        if self.window_start is None:
+            self.window_start = record.t
+
+    @property
+    def steps(self) -> int:
+        lead = self.ranks.get(min(self.ranks, default=0))
+        return lead.steps if lead is not None else 0
+
+    def due(self, now: float) -> list[Sample]:
+        """The samples of the windows that ended by ``now`` (a window with no step is a sample
+        of zero steps a second: the job stalled, or is doing something else)."""
+        out: list[Sample] = []
+        start = self.window_start
+        if start is None or not self.ranks:
+            return out
+        while now >= start + self.interval_s + LAG_S:
+            end = start + self.interval_s
+            out.append(self._close(end))
+            start = end
+        self.window_start = start
+        return out
+
+    def flush(self) -> list[Sample]:
+        """At the job's end: the windows up to its last step, and none after."""
+        last = max((r.t for w in self.ranks.values() for r in w.window), default=None)
+        return [] if last is None else self.due(last + self.interval_s + LAG_S)
+
+    def _close(self, end: float) -> Sample:
+        """The window ending at ``end``: rank 0's sample, with the slowest rank where there are others."""
+        lead = min(self.ranks)
+        world = max(self.world_size, len(self.ranks))
+        time_s = end - self.t0
+        figures = {}
+        for rank, windows in self.ranks.items():
+            inside = [r for r in windows.window if r.t < end]
+            windows.window = [r for r in windows.window if r.t >= end]
+            figures[rank] = fig = window_figures(inside)
+            if rank != lead:
+                self.rank_samples[rank] = RankSample(
+                    time_s, rank, windows.steps, fig.steps / self.interval_s, fig.step_ms_p50
+                )
+        windows, fig = self.ranks[lead], figures[lead]
+        sample = Sample(
+            time_s=time_s,
+            workload=self.workload,
+            variant=self.variant,
+            batch_size=windows.batch_size * world,
+            steps=windows.steps,
+            samples=windows.samples * world,
+            interval_s=self.interval_s,
+            steps_per_s=fig.steps / self.interval_s,
+            samples_per_s=fig.samples * world / self.interval_s,
+            step_ms_p50=fig.step_ms_p50,
+            step_ms_p95=fig.step_ms_p95,
+            syncs_per_step=fig.syncs_per_step,
+            world_size=world,
+        )
+        if self.rank_samples:
+            sample = with_slowest_rank(sample, self.rank_samples)
+        self.last = sample
+        return sample

@@ -1,0 +1,122 @@
+"""A user's plain training loop, as users write it: its own argument parser, a DataLoader with
+workers, and options for two optimizers in one iteration, gradient accumulation and an exit code
+of its own. It prints its own count and timing of its optimizer steps on its last line."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+
+def parse() -> argparse.Namespace:
+    p = argparse.ArgumentParser()
+    p.add_argument("--steps", type=int, default=40)
+    p.add_argument("--batch", type=int, default=16)
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--two-optimizers", action="store_true")
+    p.add_argument("--accumulate", type=int, default=1)
+    p.add_argument("--sleep", type=float, default=0.01, help="seconds of 'work' a micro-batch")
+    p.add_argument("--exit-code", type=int, default=0)
+    p.add_argument("--dict-batches", action="store_true", help="batches as {'input_ids': ..., 'labels': ...}")
+    p.add_argument("--spawn-workers", action="store_true", help="DataLoader workers started with 'spawn'")
+    p.add_argument("--odd-batches", action="store_true", help="batches of an object whose attributes raise")
+    return p.parse_args()
+
+
+class Tokens(torch.utils.data.Dataset):
+    def __init__(self, n: int) -> None:
+        self.ids = torch.randint(0, 100, (n, 12))
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
+        return {"input_ids": self.ids[i], "labels": self.ids[i]}
+
+
+class Odd:
+    """A batch object of a kind nobody expects: reading its attributes fails."""
+
+    def __init__(self, x: torch.Tensor, y: torch.Tensor) -> None:
+        self.pair = (x, y)
+
+    def __iter__(self) -> Iterator[torch.Tensor]:
+        return iter(self.pair)
+
+    @property
+    def __dict__(self) -> dict[str, Any]:  # type: ignore[override]
+        raise RuntimeError("no attributes here")
+
+    @staticmethod
+    def collate(items: list[tuple[torch.Tensor, torch.Tensor]]) -> Odd:
+        return Odd(torch.stack([i[0] for i in items]), torch.stack([i[1] for i in items]))
+
+
+def main() -> int:
+    args = parse()
+    torch.manual_seed(0)
+    if args.dict_batches:
+        data: torch.utils.data.Dataset = Tokens(4096)
+        model: torch.nn.Module = torch.nn.Sequential(
+            torch.nn.Embedding(100, 16), torch.nn.Flatten(), torch.nn.Linear(192, 1)
+        )
+    else:
+        data = TensorDataset(torch.randn(4096, 16), torch.randn(4096, 1))
+        model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 1))
+    loader = DataLoader(
+        data,
+        batch_size=args.batch,
+        num_workers=args.workers,
+        shuffle=True,
+        drop_last=True,
+        multiprocessing_context="spawn" if args.spawn_workers and args.workers else None,
+        collate_fn=Odd.collate if args.odd_batches else None,
+    )
+    layers = list(model.children())
+    first = torch.optim.SGD(layers[0].parameters(), lr=0.01)
+    second = torch.optim.Adam(layers[-1].parameters(), lr=0.001) if args.two_optimizers else None
+    if second is None:
+        first = torch.optim.SGD(model.parameters(), lr=0.01)
+    steps = micro = 0
+    start = None
+    while steps < args.steps:
+        for batch in loader:
+            if args.dict_batches:
+                x = batch["input_ids"]
+                out = model(x)
+            else:
+                x, y = batch
+                out = model(x) - y
+            loss = out.pow(2).mean() / args.accumulate
+            loss.backward()
+            time.sleep(args.sleep)
+            micro += 1
+            if micro % args.accumulate:
+                continue
+            first.step()
+            if second is not None:
+                second.step()
+            first.zero_grad()
+            if second is not None:
+                second.zero_grad()
+            steps += 1
+            if steps == 5:
+                start = time.monotonic()  # its own timing: from its 5th step to its last
+            if steps >= args.steps:
+                break
+    took = time.monotonic() - start if start is not None else 0.0
+    samples = (steps - 5) * args.batch * args.accumulate
+    print(
+        f"JOB steps={steps} timed_steps={steps - 5} seconds={took:.6f} samples_per_s={samples / took:.3f}", flush=True
+    )
+    return args.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,329 @@
+"""The user's own job, unmodified (``gpudash [record PATH|diagnose] -- CMD``), on the CPU: real
+training scripts (``tests/data/jobs/``) run through the real command — a plain loop with a
+DataLoader and workers, two optimizers in one iteration, gradient accumulation, an exit code of
+its own, Lightning's ``Trainer.fit``, a Hugging Face ``Trainer``, ``torchrun`` on gloo — and what a
+user notices: the steps and samples recorded, the job's output and exit status passed through,
+Ctrl-C and a killed gpudash, bad input, the recordings read by report and replay."""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+JOBS = Path(__file__).parent / "data" / "jobs"
+PLAIN = str(JOBS / "plain_loop.py")
+TIMEOUT_S = 180.0
+
+
+def gpudash(
+    *args: str, timeout: float = TIMEOUT_S, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``gpudash ARGS`` as a user runs it; its stdout and stderr."""
+    return subprocess.run(
+        [sys.executable, "-m", "gpudash", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def samples(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="") as f:
+        return [row for row in csv.DictReader(f) if row["row_kind"] == "sample"]
+
+
+def events(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="") as f:
+        return [row for row in csv.DictReader(f) if row["row_kind"] == "event"]
+
+
+def job_line(stdout: str) -> dict[str, str]:
+    """The job's own last line ("JOB steps=40 ...") as a dict."""
+    (line,) = [x for x in stdout.splitlines() if x.startswith("JOB ")]
+    return dict(part.split("=", 1) for part in line.split()[1:])
+
+
+# -- bad input ------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("args", "code", "says"),
+    [
+        (["--"], 2, "nothing after --"),
+        (["record", "x.csv", "--", "no-such-command-here"], 127, "no-such-command-here: command not found"),
+        (["record", "x.csv", "--", "./no/such/file.py"], 127, "no such file"),
+        (["-w", "encdec", "--", "python", "train.py"], 2, "-w/--workload does not apply to a job"),
+        (["-b", "8", "--", "python", "train.py"], 2, "does not apply to a job"),
+        (["list", "--", "python", "train.py"], 2, "takes no job"),
+    ],
+)
+def test_bad_input_is_one_line_and_a_non_zero_exit(tmp_path: Path, args: list[str], code: int, says: str) -> None:
+    os.chdir(tmp_path)
+    done = gpudash(*args)
+    assert done.returncode == code
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("gpudash: error:") and says in lines[0]
+    assert not (tmp_path / "x.csv").exists()
+
+
+def test_a_job_whose_python_has_no_torch_exits_with_its_own_code_and_records_nothing(tmp_path: Path) -> None:
+    script = tmp_path / "no_torch.py"
+    script.write_text("import sys\nsys.path = [p for p in sys.path if 'packages' not in p]\nimport torch\n")
+    done = gpudash("record", str(tmp_path / "r.csv"), "--", sys.executable, str(script))
+    assert done.returncode == 1
+    assert "ModuleNotFoundError" in done.stderr  # the job's own traceback, passed through
+    assert (
+        done.stderr.strip().splitlines()[-1]
+        == "gpudash: the job exited with code 1 before its first optimizer step: nothing recorded"
+    )
+    assert not (tmp_path / "r.csv").exists()
+
+
+# -- what a step is ---------------------------------------------------------------------------------
+def test_a_plain_loop_with_workers_two_optimizers_and_accumulation_is_counted_as_the_job_counts(tmp_path: Path) -> None:
+    """Two optimizers step in each iteration and two micro-batches make a step: 40 steps of 32
+    samples, as the job says; its output passes through and its exit code comes back."""
+    out = tmp_path / "r.csv"
+    job = [sys.executable, PLAIN, "--steps", "40", "--two-optimizers", "--accumulate", "2", "--exit-code", "7"]
+    done = gpudash("record", str(out), "-q", "--", *job)
+    assert done.returncode == 7
+    own = job_line(done.stdout)
+    rows = samples(out)
+    assert int(own["steps"]) == 40 == int(rows[-1]["steps"])
+    assert {r["batch_size"] for r in rows} == {"32"} and int(rows[-1]["samples"]) == 40 * 32
+    assert {r["workload"] for r in rows} == {"job:plain_loop.py"}
+    (crashed,) = [e for e in events(out) if e["event_kind"] == "crashed"]
+    assert crashed["event_message"] == "the job exited with code 7"
+    meta = json.loads(out.with_suffix(".json").read_text())
+    assert meta["config"]["job"] == job and meta["exit_code"] == 7
+
+
+def test_dict_batches_count_their_input_ids_and_spawned_workers_are_not_ranks(tmp_path: Path) -> None:
+    out = tmp_path / "r.csv"
+    job = [sys.executable, PLAIN, "--steps", "25", "--dict-batches", "--spawn-workers", "--batch", "8"]
+    done = gpudash("record", str(out), "-q", "--", *job)
+    assert done.returncode == 0, done.stderr
+    rows = samples(out)
+    assert int(rows[-1]["steps"]) == 25 and rows[-1]["batch_size"] == "8" and rows[-1]["world_size"] == "1"
+
+
+def test_a_failing_hook_turns_the_hooks_off_with_one_line_and_the_job_goes_on(tmp_path: Path) -> None:
+    done = gpudash(
+        "record", str(tmp_path / "r.csv"), "-q", "--", sys.executable, PLAIN, "--odd-batches", "--workers", "0"
+    )
+    assert done.returncode == 0
+    assert job_line(done.stdout)["steps"] == "40"
+    off = [x for x in done.stderr.splitlines() if "hooks are off" in x]
+    assert off == ["gpudash: the job's hooks are off: reading a batch: RuntimeError: no attributes here"]
+
+
+def test_steps_stops_the_job_after_that_many_steps(tmp_path: Path) -> None:
+    out = tmp_path / "r.csv"
+    done = gpudash("record", str(out), "-q", "--steps", "15", "--", sys.executable, PLAIN, "--steps", "100000")
+    assert done.returncode == 0, done.stderr
+    assert int(samples(out)[-1]["steps"]) >= 15
+    assert [e["event_message"] for e in events(out) if e["event_kind"] == "stopped"] == ["the job stopped by gpudash"]
+
+
+@pytest.mark.slow
+def test_lightning_trainer_fit_steps_are_its_global_steps(tmp_path: Path) -> None:
+    pytest.importorskip("lightning")
+    out = tmp_path / "r.csv"
+    done = gpudash("record", str(out), "-q", "--", sys.executable, str(JOBS / "lightning_fit.py"), "30")
+    assert done.returncode == 0, done.stderr
+    assert job_line(done.stdout)["global_step"] == "30" == samples(out)[-1]["steps"]
+    assert samples(out)[-1]["batch_size"] == "8"
+
+
+@pytest.mark.slow
+def test_a_hugging_face_trainer_with_accumulation_counts_its_global_steps(tmp_path: Path) -> None:
+    pytest.importorskip("transformers")
+    pytest.importorskip("accelerate")
+    out = tmp_path / "r.csv"
+    done = gpudash("record", str(out), "-q", "--", sys.executable, str(JOBS / "hf_trainer.py"), "12")
+    assert done.returncode == 0, done.stderr
+    rows = samples(out)
+    assert job_line(done.stdout)["global_step"] == "12" == rows[-1]["steps"]
+    assert rows[-1]["batch_size"] == "8"  # 4 a micro-batch, 2 micro-batches a step
+
+
+@pytest.mark.slow
+def test_torchrun_measures_every_rank(tmp_path: Path) -> None:
+    torchrun = Path(sys.executable).with_name("torchrun")
+    out = tmp_path / "r.csv"
+    job = [str(torchrun), "--nproc-per-node", "2", str(JOBS / "ddp_loop.py"), "30"]
+    done = gpudash("record", str(out), "-q", "--", *job, env={"OMP_NUM_THREADS": "1"})
+    assert done.returncode == 0, done.stderr
+    rows = samples(out)
+    assert rows[-1]["world_size"] == "2" and rows[-1]["steps"] == "30"
+    assert rows[-1]["batch_size"] == "16" and int(rows[-1]["samples"]) == 30 * 16  # the global batch
+    assert sorted(x for x in done.stdout.split() if x.startswith("rank=")) == ["rank=0", "rank=1"]
+
+
+# -- the job stays the user's ---------------------------------------------------------------------
+def _start(tmp_path: Path, *extra: str) -> subprocess.Popen[str]:
+    argv = [sys.executable, "-m", "gpudash", "record", str(tmp_path / "r.csv"), "-q", *extra]
+    argv += ["--", sys.executable, PLAIN, "--steps", "100000", "--workers", "2"]
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+def _wait_for_samples(path: Path, proc: subprocess.Popen[str]) -> None:
+    deadline = time.monotonic() + TIMEOUT_S
+    while not (path.exists() and len(samples(path)) >= 2):
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+
+
+def _job_group(gpudash_pid: int) -> int:
+    import psutil
+
+    (job,) = [p for p in psutil.Process(gpudash_pid).children() if "plain_loop.py" in " ".join(p.cmdline())]
+    return job.pid
+
+
+def _alive(pgid: int) -> list[int]:
+    import psutil
+
+    out = []
+    for p in psutil.process_iter(["pid", "status"]):
+        try:
+            if os.getpgid(p.pid) == pgid and p.info["status"] != psutil.STATUS_ZOMBIE:
+                out.append(p.pid)
+        except (ProcessLookupError, psutil.Error):
+            continue
+    return out
+
+
+def test_ctrl_c_goes_to_the_job_and_gpudash_keeps_what_it_recorded(tmp_path: Path) -> None:
+    proc = _start(tmp_path)
+    _wait_for_samples(tmp_path / "r.csv", proc)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert "KeyboardInterrupt" in err  # the job got it
+    assert proc.returncode == 130  # the job's own status (killed by SIGINT)
+    rows = samples(tmp_path / "r.csv")
+    assert len(rows) >= 2 and int(rows[-1]["steps"]) > 0
+    assert json.loads((tmp_path / "r.json").read_text())["rows"] > 0
+
+
+def test_a_killed_gpudash_takes_the_job_and_its_workers_with_it_within_5_s(tmp_path: Path) -> None:
+    proc = _start(tmp_path)
+    _wait_for_samples(tmp_path / "r.csv", proc)
+    group = _job_group(proc.pid)
+    assert len(_alive(group)) >= 3  # the job and its two DataLoader workers
+    proc.kill()
+    proc.wait()
+    deadline = time.monotonic() + 5.0
+    while _alive(group) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _alive(group) == []
+
+
+# -- diagnose ---------------------------------------------------------------------------------------
+def test_diagnose_prints_the_verdict_then_stops_the_job(tmp_path: Path) -> None:
+    os.chdir(tmp_path)
+    done = gpudash(
+        "diagnose", "--json", "--warmup", "1", "--", sys.executable, PLAIN, "--steps", "100000", "--workers", "0"
+    )
+    assert done.returncode == 0, done.stderr
+    verdict = json.loads(done.stdout)
+    assert verdict["workload"] == "job:plain_loop.py" and verdict["bound"] == "CPU-bound"
+    assert verdict["evidence"]["steps"] == 30 and verdict["command"][-1] == "0"
+
+
+def test_diagnose_of_a_job_that_ends_first_says_what_it_measured(tmp_path: Path) -> None:
+    os.chdir(tmp_path)
+    done = gpudash("diagnose", "--warmup", "60", "--", sys.executable, PLAIN, "--steps", "30", "--workers", "0")
+    assert done.returncode == 1
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("gpudash: error: the job ended (exit code 0) after 30 steps, before the diagnosis window")
+
+
+# -- the same recordings ------------------------------------------------------------------------------
+def test_two_recordings_of_one_script_pair_up_in_report_and_replay(tmp_path: Path) -> None:
+    for name, sleep in (("a", "0.02"), ("b", "0.005")):
+        done = gpudash(
+            "record",
+            str(tmp_path / f"{name}.csv"),
+            "-q",
+            "--",
+            sys.executable,
+            PLAIN,
+            "--steps",
+            "60",
+            "--sleep",
+            sleep,
+        )
+        assert done.returncode == 0, done.stderr
+    done = gpudash("report", str(tmp_path / "a.csv"), str(tmp_path / "b.csv"), "--out", str(tmp_path / "rep"), "--json")
+    assert done.returncode == 0, done.stderr
+    (compared,) = json.loads(done.stdout)["comparisons"]  # the same script, the same batch: paired
+    assert compared["against"] == "job:plain_loop.py/--steps 60 --sleep 0.02 bs16"
+    assert "--sleep 0.005" in compared["configuration"]
+    from gpudash.recording.replay import ReplaySource, read_all
+
+    replayed = read_all(ReplaySource(tmp_path / "a.csv"))
+    assert sum(type(m).__name__ == "Sample" for m in replayed) >= 2
+
+
+# -- the hooks alone ----------------------------------------------------------------------------------
+def _hooks_module() -> Any:
+    path = Path(__file__).parents[1] / "gpudash" / "job" / "boot" / "gpudash_job_hooks.py"
+    spec = importlib.util.spec_from_file_location("gpudash_job_hooks_under_test", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_channel_nobody_reads_drops_figures_and_never_blocks(short_tmp: Path) -> None:
+    import socket
+
+    hooks = _hooks_module()
+    reader = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    reader.bind(str(short_tmp / "host.sock"))  # bound, never read: its buffer fills up
+    channel = hooks._Channel(str(short_tmp / "host.sock"))
+    start = time.monotonic()
+    for i in range(20_000):
+        channel.send({"k": "steps", "s": [[i, 0.0, 1.0, 8, 0, 0.0, None, 0]] * 20})
+    assert time.monotonic() - start < 10.0 and channel.dropped > 0
+    gone = hooks._Channel(str(short_tmp / "nobody.sock"))
+    gone.send({"k": "hello"})
+    assert gone.dropped == 1
+    reader.close()
+
+
+def test_batches_are_counted_by_their_first_tensor_or_their_input_ids() -> None:
+    import torch
+
+    count = _hooks_module()._samples_tokens
+    ids = torch.zeros(4, 16, dtype=torch.long)
+    assert count(torch.zeros(8, 3), torch) == (8, 0)
+    assert count((torch.zeros(8, 3), torch.zeros(8)), torch) == (8, 0)
+    assert count({"pixel_values": torch.zeros(2, 3), "input_ids": ids}, torch) == (4, 64)
+    assert count([{"x": torch.zeros(5)}], torch) == (5, 0)
+    assert count("text", torch) == (0, 0)
+
+
+def test_the_bootstrap_runs_the_sitecustomize_it_shadows(tmp_path: Path) -> None:
+    """A job environment's own sitecustomize still runs; a process that never imports torch gets
+    no hooks (and says nothing)."""
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / "sitecustomize.py").write_text("import os\nos.environ['THEIRS_RAN'] = '1'\n")
+    from gpudash.job.launch import job_env
+
+    env = job_env(str(tmp_path / "nobody.sock"), {**os.environ, "PYTHONPATH": str(theirs)})
+    code = "import os, sys; print(os.environ.get('THEIRS_RAN'), 'gpudash_job_hooks' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert done.stdout.split() == ["1", "False"], done.stderr
