@@ -327,3 +327,18 @@ def test_the_bootstrap_runs_the_sitecustomize_it_shadows(tmp_path: Path) -> None
     code = "import os, sys; print(os.environ.get('THEIRS_RAN'), 'gpudash_job_hooks' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
     assert done.stdout.split() == ["1", "False"], done.stderr
+
+
+def test_a_windows_totals_count_only_the_steps_inside_the_windows_closed() -> None:
+    """Step records arrive ahead of the windows that hold them: a sample's cumulative steps and
+    samples are those of the windows closed, never of records that arrived early."""
+    from gpudash.job.steps import LAG_S, JobSamples, StepRecord
+
+    job = JobSamples("job:train.py", "", interval_s=0.25, t0=0.0)
+    for i, t in enumerate([0.0, 0.1, 0.2, 0.3, 0.6, 0.7], 1):
+        job.add(0, StepRecord(i, t, 5.0, 8, 0, 0.0, None, False))
+    first, second = job.due(0.5 + LAG_S)
+    assert (first.steps, first.samples, first.steps_per_s) == (3, 24, 12.0)
+    assert (second.steps, second.samples) == (4, 32)
+    (third,) = job.flush()
+    assert (third.steps, third.samples, third.batch_size) == (6, 48, 8) and job.flush() == []

@@ -60,9 +60,11 @@ class StepRecord:
 class RankWindows:
     """One rank's steps: the totals and the window being filled."""
 
-    steps: int = 0
+    steps: int = 0  # the last step received
     samples: int = 0
     tokens: int = 0
+    closed_steps: int = 0  # the last step of the windows closed so far
+    closed_samples: int = 0  # ... and their samples (a sample's totals)
     window: list[StepRecord] = field(default_factory=list)
     first_counts: list[int] = field(default_factory=list)  # the first steps' samples
 
@@ -163,9 +165,11 @@ class JobSamples:
             inside = [r for r in windows.window if r.t < end]
             windows.window = [r for r in windows.window if r.t >= end]
             figures[rank] = fig = window_figures(inside)
+            windows.closed_steps = max([windows.closed_steps, *(r.step for r in inside)])
+            windows.closed_samples += fig.samples
             if rank != lead:
                 self.rank_samples[rank] = RankSample(
-                    time_s, rank, windows.steps, fig.steps / self.interval_s, fig.step_ms_p50
+                    time_s, rank, windows.closed_steps, fig.steps / self.interval_s, fig.step_ms_p50
                 )
         windows, fig = self.ranks[lead], figures[lead]
         sample = Sample(
@@ -173,8 +177,8 @@ class JobSamples:
             workload=self.workload,
             variant=self.variant,
             batch_size=windows.batch_size * world,
-            steps=windows.steps,
-            samples=windows.samples * world,
+            steps=windows.closed_steps,
+            samples=windows.closed_samples * world,
             interval_s=self.interval_s,
             steps_per_s=fig.steps / self.interval_s,
             samples_per_s=fig.samples * world / self.interval_s,

@@ -1,0 +1,151 @@
+"""What watching a job costs it, and whether gpudash counts what the job counts: a user's script
+run bare and under ``gpudash record CSV -- python SCRIPT``, in interleaved pairs.
+
+    python benchmarks/job_overhead.py                       # both jobs, 4 pairs each (needs CUDA)
+    python benchmarks/job_overhead.py --job small --pairs 6
+    python benchmarks/job_overhead.py --tiny                # the small job on the CPU, a few steps
+
+The jobs (``benchmarks/jobs/``): ``resnet`` — torchvision ResNet-50, batch 256, bf16 autocast,
+channels_last; ``small`` — an MLP over a DataLoader whose step takes a few milliseconds. Each
+prints its own samples/s over its steps after a warm-up (synchronized at both ends) on its last
+line. Each pair runs the job bare and under gpudash, in a shuffled order.
+
+Prints, per job: the job's own samples/s bare and under gpudash, the slowdown (bare over hooked,
+the geometric mean of the pairs with its 95% interval; target ≤ 1.01) and its verdict; then the
+match: gpudash's samples/s over the same stretch (from its CSV: the cumulative samples between
+the end of the first window past the job's warm-up and the end of the last full window) against the job's
+own under gpudash (target within 2%), and the step counts (gpudash's last against the job's).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime as dt
+import platform
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.step_timing_cost import paired_interval  # noqa: E402
+
+JOBS = Path(__file__).resolve().parent / "jobs"
+ARGS = {
+    "resnet": ["--steps", "200", "--warmup", "30"],
+    "small": ["--steps", "3000", "--warmup", "300", "--width", "8192"],
+}
+TINY = ["--steps", "3000", "--warmup", "300", "--width", "32", "--batch", "32"]
+SLOWDOWN_TARGET, MATCH_TARGET_PCT = 1.01, 2.0
+
+
+def parse_args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--job", choices=["resnet", "small", "both"], default="both")
+    p.add_argument("--pairs", type=int, default=4, help="interleaved pairs per job (default: 4)")
+    p.add_argument("--tiny", action="store_true", help="the small job on the CPU, a few steps, 2 pairs")
+    return p.parse_args()
+
+
+def own_line(stdout: str) -> dict[str, float]:
+    """The job's last line, ``JOB steps=... samples_per_s=...``, as numbers."""
+    line = [x for x in stdout.splitlines() if x.startswith("JOB ")][-1]
+    return {k: float(v) for k, v in (part.split("=", 1) for part in line.split()[1:])}
+
+
+def run_job(script: Path, args: list[str], under: Path | None) -> tuple[dict[str, float], list[dict[str, str]]]:
+    """One run: bare, or under gpudash recording to ``under``; the job's figures and gpudash's rows."""
+    job = [sys.executable, str(script), *args]
+    argv = [sys.executable, "-m", "gpudash", "record", str(under), "-q", "--force", "--", *job] if under else job
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=900)
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(argv)} failed ({done.returncode}): {done.stderr[-2000:]}")
+    rows: list[dict[str, str]] = []
+    if under is not None:
+        with open(under, newline="") as f:
+            rows = [r for r in csv.DictReader(f) if r["row_kind"] == "sample"]
+    return own_line(done.stdout), rows
+
+
+def gpudash_rate(rows: list[dict[str, str]], warmup: int, last: int) -> float:
+    """gpudash's samples/s from its windows: from the end of the first window past the job's warm-up
+    to the end of the last window before the one that holds its last step (a full one)."""
+    steps = [int(r["steps"]) for r in rows]
+    a = next(i for i, s in enumerate(steps) if s > warmup)
+    b = next(i for i, s in enumerate(steps) if s >= last) - 1  # the last full window
+    if b <= a:
+        raise SystemExit(f"the job's timed steps fit in one of gpudash's windows: give it more --steps ({last})")
+    first, end = rows[a], rows[b]
+    return (int(end["samples"]) - int(first["samples"])) / (float(end["time_s"]) - float(first["time_s"]))
+
+
+def measure(name: str, args: list[str], pairs: int) -> dict[str, list[float]]:
+    """``pairs`` interleaved pairs of one job: the job's rates, gpudash's, and the step counts."""
+    script = JOBS / f"{name}_job.py"
+    warmup = int(args[args.index("--warmup") + 1])
+    out: dict[str, list[float]] = {"bare": [], "hooked": [], "gpudash": [], "steps_job": [], "steps_gpudash": []}
+    order = random.Random(1)
+    with tempfile.TemporaryDirectory() as scratch:
+        csv_path = Path(scratch) / "run.csv"
+        for _ in range(pairs):
+            for setting in order.sample(["bare", "hooked"], 2):
+                own, rows = run_job(script, args, csv_path if setting == "hooked" else None)
+                out[setting].append(own["samples_per_s"])
+                if setting == "hooked":
+                    out["gpudash"].append(gpudash_rate(rows, warmup, int(own["steps"])))
+                    out["steps_job"].append(own["steps"])
+                    out["steps_gpudash"].append(float(rows[-1]["steps"]))
+    return out
+
+
+def print_tables(results: dict[str, dict[str, list[float]]], device: str) -> None:
+    import torch
+
+    now = dt.datetime.now().astimezone().isoformat(timespec="seconds")
+    print(f"# job overhead on {device}; torch {torch.__version__}, python {platform.python_version()}, {now}")
+    print("| job | pairs | bare samples/s | under gpudash | slowdown (95% CI) | verdict |")
+    print("|---|--:|--:|--:|---|---|")
+    for name, r in results.items():
+        mean, lo, hi = paired_interval(r["bare"], r["hooked"])
+        verdict = "slower" if lo > 1.0 else "faster" if hi < 1.0 else "no change detected"
+        met = "met" if hi <= SLOWDOWN_TARGET else "not shown"
+        print(
+            f"| {name} | {len(r['bare'])} | {statistics.mean(r['bare']):.1f} | {statistics.mean(r['hooked']):.1f} "
+            f"| {mean:.4f}× [{lo:.4f}–{hi:.4f}] | {verdict} (target ≤ {SLOWDOWN_TARGET}: {met}) |"
+        )
+    print()
+    print("| job | run | the job's samples/s | gpudash's | difference | steps: job / gpudash |")
+    print("|---|--:|--:|--:|--:|---|")
+    for name, r in results.items():
+        for i, (own, seen) in enumerate(zip(r["hooked"], r["gpudash"], strict=True)):
+            pct = 100.0 * (seen - own) / own
+            ok = "within" if abs(pct) <= MATCH_TARGET_PCT else "OUTSIDE"
+            steps = f"{r['steps_job'][i]:.0f} / {r['steps_gpudash'][i]:.0f}"
+            print(
+                f"| {name} | {i + 1} | {own:.1f} | {seen:.1f} | {pct:+.2f}% ({ok} ±{MATCH_TARGET_PCT:g}%) | {steps} |"
+            )
+
+
+def main() -> int:
+    args = parse_args()
+    import torch
+
+    if args.tiny:
+        results = {"small": measure("small", TINY, 2)}
+        print_tables(results, "cpu")
+        return 0
+    if not torch.cuda.is_available():
+        print("job_overhead.py needs CUDA (--tiny runs on the CPU)", file=sys.stderr)
+        return 2
+    names = ["resnet", "small"] if args.job == "both" else [args.job]
+    results = {name: measure(name, ARGS[name], args.pairs) for name in names}
+    print_tables(results, torch.cuda.get_device_name())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,49 @@
+"""A user's ResNet-50 training script (torchvision), bf16 autocast and channels_last, as the job
+gpudash measures in ``benchmarks/job_overhead.py``: synthetic images made on the GPU once (so the
+input is not what bounds it), its own timing of its steps on its last line."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+import torch
+import torchvision
+
+
+def main() -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--steps", type=int, default=120)
+    p.add_argument("--batch", type=int, default=256)
+    p.add_argument("--warmup", type=int, default=20)
+    args = p.parse_args()
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    torch.backends.cudnn.benchmark = True
+    model = torchvision.models.resnet50().to(device, memory_format=torch.channels_last)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    images = torch.randn(args.batch, 3, 224, 224, device=device).to(memory_format=torch.channels_last)
+    labels = torch.randint(0, 1000, (args.batch,), device=device)
+    start = 0.0
+    for step in range(1, args.steps + 1):
+        with torch.autocast(device.type, dtype=torch.bfloat16):
+            loss = torch.nn.functional.cross_entropy(model(images), labels)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        if step == args.warmup:
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            start = time.perf_counter()
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    took = time.perf_counter() - start
+    timed = args.steps - args.warmup
+    print(
+        f"JOB steps={args.steps} timed_steps={timed} seconds={took:.6f} samples_per_s={timed * args.batch / took:.3f}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
