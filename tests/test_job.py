@@ -170,9 +170,9 @@ def test_torchrun_measures_every_rank(tmp_path: Path) -> None:
 
 
 # -- the job stays the user's ---------------------------------------------------------------------
-def _start(tmp_path: Path, *extra: str) -> subprocess.Popen[str]:
-    argv = [sys.executable, "-m", "gpudash", "record", str(tmp_path / "r.csv"), "-q", *extra]
-    argv += ["--", sys.executable, PLAIN, "--steps", "100000", "--workers", "2"]
+def _start(tmp_path: Path, *job_args: str) -> subprocess.Popen[str]:
+    argv = [sys.executable, "-m", "gpudash", "record", str(tmp_path / "r.csv"), "-q"]
+    argv += ["--", sys.executable, PLAIN, "--steps", "100000", *job_args]
     return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
 
 
@@ -205,19 +205,19 @@ def _alive(pgid: int) -> list[int]:
 
 
 def test_ctrl_c_goes_to_the_job_and_gpudash_keeps_what_it_recorded(tmp_path: Path) -> None:
-    proc = _start(tmp_path)
+    proc = _start(tmp_path, "--workers", "0", "--interrupted-code", "42")
     _wait_for_samples(tmp_path / "r.csv", proc)
     proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
-    assert "KeyboardInterrupt" in err  # the job got it
-    assert proc.returncode == 130  # the job's own status (killed by SIGINT)
+    out, _ = proc.communicate(timeout=60)
+    assert "JOB interrupted" in out  # the job got it
+    assert proc.returncode == 42  # the job's own status
     rows = samples(tmp_path / "r.csv")
     assert len(rows) >= 2 and int(rows[-1]["steps"]) > 0
     assert json.loads((tmp_path / "r.json").read_text())["rows"] > 0
 
 
 def test_a_killed_gpudash_takes_the_job_and_its_workers_with_it_within_5_s(tmp_path: Path) -> None:
-    proc = _start(tmp_path)
+    proc = _start(tmp_path, "--workers", "2")
     _wait_for_samples(tmp_path / "r.csv", proc)
     group = _job_group(proc.pid)
     assert len(_alive(group)) >= 3  # the job and its two DataLoader workers

@@ -38,6 +38,8 @@ SYNC_WARNING = "called a synchronizing CUDA operation"  # as gpudash/engine/meas
 SEND_EVERY_S = 0.1  # step records go out at most this often
 SITES_EVERY_S = 2.0  # the sync table, when it changed
 MAX_BATCH = 200  # step records a datagram
+GROUP_MS = 25.0  # steps faster than this are timed in groups (one CUDA event a group)
+MAX_GROUP_STEPS = 256
 
 
 def _load(name: str, relative: str) -> Any:
@@ -171,7 +173,11 @@ class Hooks:
         self.samples = self.tokens = 0  # since the last step
         self.waited = 0.0
         self.last_t = 0.0
-        self.pending: collections.deque[list[Any]] = collections.deque()  # records waiting for their event
+        self.pending: collections.deque[tuple[Any, list[list[Any]]]] = collections.deque()  # (event, its steps)
+        self.untimed: list[list[Any]] = []  # steps since the last event
+        self.group = 1  # steps per event: follows the step time (GROUP_MS)
+        self.pool: list[Any] = []  # events read back, to record again
+        self.stream: Any = None  # the stream the steps end on (looked up once)
         self.ready: list[list[Any]] = []  # records to send
         self.last_event: Any = None
         self.last_send = 0.0
@@ -274,6 +280,8 @@ class Hooks:
                 break
             break
         self.cuda = device.startswith("cuda")
+        if self.cuda:
+            self.stream = torch.cuda.current_stream(torch.device(device))
         first: dict[str, Any] = {"k": "first", "rank": self.rank, "pid": os.getpid(), "device": device}
         first["optimizer"] = type(optimizer).__name__
         first["world"] = int(os.environ.get("WORLD_SIZE", "1") or 1)
@@ -307,10 +315,9 @@ class Hooks:
             syncs.count = 0
         with self.lock:
             if self.cuda:
-                event = self.torch.cuda.Event(enable_timing=True)
-                event.record()
-                self.pending.append([record, event])
-                self._collect()
+                self.untimed.append(record)
+                if len(self.untimed) >= self.group:
+                    self._close_group()
             else:
                 record[2] = (now - self.last_t) * 1e3 if self.last_t else None
                 self.ready.append(record)
@@ -320,19 +327,40 @@ class Hooks:
         if self.requests or self.window is not None:
             self._profile_window()
 
+    def _close_group(self) -> None:
+        """An event after the group's last step (from a pool, on the stream the steps end on)."""
+        event = self.pool.pop() if self.pool else self.torch.cuda.Event(enable_timing=True)
+        event.record(self.stream)
+        self.pending.append((event, self.untimed))
+        self.untimed = []
+        self._collect()
+
     def _collect(self) -> None:
-        """Step records whose boundary event has completed: their GPU time (no wait)."""
+        """The groups whose closing event has completed: each step the group's mean GPU time (no
+        wait). Each event recorded or asked about is a CUDA call between two steps, which costs a
+        launch-bound step far more than its own time: steps faster than GROUP_MS are timed in
+        groups, as gpudash's own step timer does (``gpudash/engine/measure.py``)."""
         pending = self.pending
-        while pending and pending[0][1].query():
-            record, event = pending.popleft()
+        while pending and pending[0][0].query():
+            event, records = pending.popleft()
             if self.last_event is not None:
-                record[2] = self.last_event.elapsed_time(event)
+                ms = self.last_event.elapsed_time(event) / len(records)
+                for record in records:
+                    record[2] = ms
+                self.pool.append(self.last_event)
+                self.group = min(MAX_GROUP_STEPS, max(1, int(GROUP_MS / ms))) if ms > 0 else MAX_GROUP_STEPS
             self.last_event = event
-            self.ready.append(record)
+            self.ready.extend(records)
 
     def _flush(self, final: bool = False) -> None:
         if self.cuda:
             self._collect()
+            if final:  # steps after the last event, and groups still running: their time unknown
+                for _, records in self.pending:
+                    self.ready.extend(records)
+                self.ready.extend(self.untimed)
+                self.pending.clear()
+                self.untimed = []
         self.last_send = time.monotonic()
         while self.ready:
             batch, self.ready = self.ready[:MAX_BATCH], self.ready[MAX_BATCH:]

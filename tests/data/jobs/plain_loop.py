@@ -23,6 +23,7 @@ def parse() -> argparse.Namespace:
     p.add_argument("--accumulate", type=int, default=1)
     p.add_argument("--sleep", type=float, default=0.01, help="seconds of 'work' a micro-batch")
     p.add_argument("--exit-code", type=int, default=0)
+    p.add_argument("--interrupted-code", type=int, help="on a Ctrl-C: say so and exit with this code")
     p.add_argument("--dict-batches", action="store_true", help="batches as {'input_ids': ..., 'labels': ...}")
     p.add_argument("--spawn-workers", action="store_true", help="DataLoader workers started with 'spawn'")
     p.add_argument("--odd-batches", action="store_true", help="batches of an object whose attributes raise")
@@ -119,4 +120,10 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    if "--interrupted-code" in sys.argv:
+        try:
+            sys.exit(main())
+        except KeyboardInterrupt:
+            print("JOB interrupted", flush=True)
+            sys.exit(parse().interrupted_code)
     sys.exit(main())
