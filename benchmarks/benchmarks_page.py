@@ -19,6 +19,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.page_sections.articles import articles_section  # noqa: E402
 from benchmarks.page_sections.beyond import beyond_section  # noqa: E402
 from benchmarks.page_sections.ddp import ddp_section  # noqa: E402
+from benchmarks.page_sections.job import job_section  # noqa: E402
 from benchmarks.page_sections.sweeps import DOCS  # noqa: E402
 from benchmarks.page_sections.track import track_section  # noqa: E402
 from benchmarks.page_sections.tune import tune_section  # noqa: E402
@@ -27,7 +28,15 @@ from benchmarks.page_sections.vision import vision_section  # noqa: E402
 
 def page() -> str:
     """The whole page: the articles' tables, then the sections beyond them (``benchmarks/page_sections/``)."""
-    sections = [articles_section(), beyond_section(), tune_section(), vision_section(), track_section(), ddp_section()]
+    sections = [
+        articles_section(),
+        beyond_section(),
+        tune_section(),
+        vision_section(),
+        track_section(),
+        job_section(),
+        ddp_section(),
+    ]
     return "\n".join(sections)
 
 

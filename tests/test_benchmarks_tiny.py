@@ -27,6 +27,7 @@ TINY = {  # script: (its tiny arguments, a line its output must hold)
     "engine_loop_cost.py": (["--rounds", "2", "--steps", "200"], "| "),
     "replay_first_frame.py": (["--quick", "--rows", "200"], "first frame"),
     "rank_host_cost.py": (["--device", "cpu", "--steps", "5", "--families", "sync_loss"], "PSS"),
+    "job_overhead.py": (["--tiny"], "| small | 1 | samples/s |"),
 }
 
 

@@ -232,13 +232,14 @@ def test_a_killed_gpudash_takes_the_job_and_its_workers_with_it_within_5_s(tmp_p
 # -- diagnose ---------------------------------------------------------------------------------------
 def test_diagnose_prints_the_verdict_then_stops_the_job(tmp_path: Path) -> None:
     os.chdir(tmp_path)
-    done = gpudash(
-        "diagnose", "--json", "--warmup", "1", "--", sys.executable, PLAIN, "--steps", "100000", "--workers", "0"
-    )
+    job = [sys.executable, PLAIN, "--steps", "100000", "--workers", "0", "--print-every", "50"]
+    done = gpudash("diagnose", "--json", "--warmup", "1", "--", *job)
     assert done.returncode == 0, done.stderr
-    verdict = json.loads(done.stdout)
+    verdict = json.loads(done.stdout)  # stdout is the verdict's: the job's own lines went to stderr
+    assert "step 50 loss" in done.stderr
     assert verdict["workload"] == "job:plain_loop.py" and verdict["bound"] == "CPU-bound"
-    assert verdict["evidence"]["steps"] == 30 and verdict["command"][-1] == "0"
+    assert verdict["evidence"]["steps"] == 30 and verdict["command"][-1] == "50"
+    assert verdict["advice"].startswith("move the model and its batches to a GPU")  # a script's words, no flags
 
 
 def test_diagnose_of_a_job_that_ends_first_says_what_it_measured(tmp_path: Path) -> None:

@@ -1,6 +1,6 @@
 """A user's ResNet-50 training script (torchvision), bf16 autocast and channels_last, as the job
-gpudash measures in ``benchmarks/job_overhead.py``: synthetic images made on the GPU once (so the
-input is not what bounds it), its own timing of its steps on its last line."""
+gpudash measures in ``benchmarks/job_overhead.py``: a DataLoader over synthetic images made on the
+GPU once (so the input is not what bounds it), its own timing of its steps on its last line."""
 
 from __future__ import annotations
 
@@ -10,6 +10,23 @@ import time
 
 import torch
 import torchvision
+from torch.utils.data import DataLoader
+
+
+class SameBatch(torch.utils.data.Dataset):
+    """One batch of synthetic images, made on the GPU once and handed out ``steps`` times: the
+    job's DataLoader, with nothing to load."""
+
+    def __init__(self, batch: int, steps: int, device: torch.device) -> None:
+        self.images = torch.randn(batch, 3, 224, 224, device=device).to(memory_format=torch.channels_last)
+        self.labels = torch.randint(0, 1000, (batch,), device=device)
+        self.steps = steps
+
+    def __len__(self) -> int:
+        return self.steps
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.images, self.labels
 
 
 def main() -> int:
@@ -22,10 +39,9 @@ def main() -> int:
     torch.backends.cudnn.benchmark = True
     model = torchvision.models.resnet50().to(device, memory_format=torch.channels_last)
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-    images = torch.randn(args.batch, 3, 224, 224, device=device).to(memory_format=torch.channels_last)
-    labels = torch.randint(0, 1000, (args.batch,), device=device)
+    loader = DataLoader(SameBatch(args.batch, args.steps, device), batch_size=None)
     start = 0.0
-    for step in range(1, args.steps + 1):
+    for step, (images, labels) in enumerate(loader, 1):
         with torch.autocast(device.type, dtype=torch.bfloat16):
             loss = torch.nn.functional.cross_entropy(model(images), labels)
         opt.zero_grad(set_to_none=True)

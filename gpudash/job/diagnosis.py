@@ -7,16 +7,35 @@ profiler window of as many steps inside the job; the same rules as for every run
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from gpudash.core.sync_sites import SyncTable
-from gpudash.diagnosis.rules import Evidence
+from gpudash.diagnosis.rules import Bound, Diagnosis, Evidence, diagnose
 from gpudash.engine.trace_figures import TraceFigures
 from gpudash.job.steps import StepRecord
 
 SETTLE_STEPS = 10  # two runs of this many step times whose medians agree within SETTLE_TOLERANCE
 SETTLE_TOLERANCE = 0.10
 MAX_WARMUP_S = 60.0  # then the window starts anyway
+# What to try, in the words of a script rather than of gpudash's knobs and flags (which a job has not)
+JOB_ADVICE = {
+    Bound.INPUT: "make the input pipeline faster: more DataLoader workers (num_workers), pin_memory=True, "
+    "decode or augment on the GPU",
+    Bound.SYNC: "keep the step free of .item(), .cpu(), printing a tensor and data-dependent shapes (read values "
+    "after the step, asynchronously); then CUDA graphs apply",
+    Bound.CPU: "move the model and its batches to a GPU (.to('cuda')); on the CPU, a smaller model or batch",
+    Bound.GPU_MEMORY: "move fewer bytes, where the job does not already: bf16 autocast, torch.compile (fuses "
+    "elementwise kernels), channels_last for convolutions",
+    Bound.GPU_COMPUTE: "faster arithmetic, where the job does not already: bf16 autocast, TF32 matmuls, "
+    "channels_last with cudnn.benchmark for convolutions, torch.compile",
+    Bound.HOST: "launch less from Python: CUDA graphs or torch.compile(mode='reduce-overhead'), or a larger batch",
+}
+
+
+def job_verdict(evidence: Evidence) -> Diagnosis:
+    """The rules' verdict on a job's evidence, its advice in a script's words."""
+    verdict = diagnose(evidence)
+    return replace(verdict, advice=JOB_ADVICE.get(verdict.bound, verdict.advice))
 
 
 @dataclass
@@ -74,8 +93,6 @@ def untraced_evidence(records: list[StepRecord], sites: SyncTable | None = None)
 
 def with_trace(evidence: Evidence, fig: TraceFigures) -> Evidence:
     """The evidence with the profiler window's figures (busy and idle from its own steps)."""
-    from dataclasses import replace
-
     return replace(
         evidence,
         gpu_busy_pct=fig.gpu_busy_pct,

@@ -11,10 +11,12 @@ told it to leave the job running (``gpudash diagnose --keep-running``). Torch-fr
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -66,34 +68,44 @@ class JobProcess:
     """The user's command, running: ``start``, ``poll`` (its exit status, None while it runs),
     ``stop`` (SIGINT, then SIGTERM, then SIGKILL), ``leave_running``."""
 
-    def __init__(self, command: Sequence[str], env: dict[str, str], *, capture: bool = False) -> None:
+    def __init__(
+        self, command: Sequence[str], env: dict[str, str], *, capture: bool = False, stdout_to_stderr: bool = False
+    ) -> None:
         self.command = list(command)
         self.env = env
         self.capture = capture  # the dashboard reads the job's output; headless it passes through
+        self.stdout_to_stderr = stdout_to_stderr  # gpudash diagnose: stdout holds the verdict alone
         self.proc: subprocess.Popen[bytes] | None = None
         self._reaper: subprocess.Popen[bytes] | None = None
         self.stopped_by_gpudash = False
+        self.output_path: str | None = None  # the captured output's file (capture=True)
 
     @property
     def pid(self) -> int | None:
         return self.proc.pid if self.proc is not None else None
 
-    @property
-    def output(self) -> IO[bytes] | None:
-        """The job's stdout and stderr together (when captured)."""
-        return self.proc.stdout if self.proc is not None else None
-
     def start(self) -> None:
-        """Start the job (OSError when its command cannot be run) and its reaper."""
-        out = subprocess.PIPE if self.capture else None
-        self.proc = subprocess.Popen(
-            self.command,
-            env=self.env,
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT if self.capture else None,
-            process_group=0,
-        )
+        """Start the job (OSError when its command cannot be run) and its reaper. Captured, its
+        stdout and stderr go to a file (``output_path``), not a pipe: a job left running after
+        gpudash has gone (``leave_running``) goes on writing there instead of dying of a broken pipe."""
+        out: IO[bytes] | int | None = None
+        if self.stdout_to_stderr:
+            out = sys.stderr.fileno()
+        if self.capture:
+            fd, self.output_path = tempfile.mkstemp(prefix="gpudash-job-", suffix=".log")
+            out = os.fdopen(fd, "ab")
+        try:
+            self.proc = subprocess.Popen(
+                self.command,
+                env=self.env,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT if self.capture else None,
+                process_group=0,
+            )
+        finally:
+            if out is not None and not isinstance(out, int):
+                out.close()  # the job holds its own
         self._reaper = subprocess.Popen(
             [sys.executable, "-c", REAPER, str(self.proc.pid)],
             stdin=subprocess.PIPE,
@@ -129,6 +141,13 @@ class JobProcess:
         procgroup.end_group(proc.pid, grace_s=1.0)  # DataLoader workers or ranks left behind
         self._release_reaper(leave=False)
         return self.poll()
+
+    def remove_output(self) -> None:
+        """The captured output's file, once the job is gone and its lines read."""
+        if self.output_path is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(self.output_path)
+            self.output_path = None
 
     def leave_running(self) -> None:
         """gpudash goes; the job stays (its reaper told to leave it)."""

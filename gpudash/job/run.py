@@ -63,10 +63,12 @@ def record_job(
     diagnose_after_s: float | None = None,
     stop_after_diagnosis: bool = False,
     keep_running: bool = False,
+    stdout_to_stderr: bool = False,
     recording_out: list[HeadlessRecording] | None = None,
 ) -> int:
-    """Run the job of ``config`` and record it to ``path``; returns the exit status."""
-    session = JobSession(config)
+    """Run the job of ``config`` and record it to ``path``; returns the exit status.
+    ``stdout_to_stderr``: the job's stdout goes to gpudash's stderr (diagnose: stdout is the verdict's)."""
+    session = JobSession(config, stdout_to_stderr=stdout_to_stderr)
     session.sampler.open()  # the CSV's header has columns for each GPU watched
 
     def open_recorder() -> CsvRecorder:
@@ -117,7 +119,8 @@ def ended_early(session: JobSession) -> str:
 def diagnose_job(config: RunConfig, *, warmup_s: float, as_json: bool, quiet: bool, keep_running: bool) -> int:
     """``gpudash diagnose -- CMD``: the verdict on stdout, then the job is stopped (unless
     ``keep_running``); if the job ends first, what could be measured."""
-    from gpudash.diagnosis.rules import Evidence, diagnose
+    from gpudash.diagnosis.rules import Evidence
+    from gpudash.job.diagnosis import job_verdict
 
     if not quiet:
         print(
@@ -136,6 +139,7 @@ def diagnose_job(config: RunConfig, *, warmup_s: float, as_json: bool, quiet: bo
             diagnose_after_s=warmup_s,
             stop_after_diagnosis=True,
             keep_running=keep_running,
+            stdout_to_stderr=True,
             recording_out=held,
         )
     events = held[0].diagnoses if held else []
@@ -152,7 +156,7 @@ def diagnose_job(config: RunConfig, *, warmup_s: float, as_json: bool, quiet: bo
         running: dict[str, object] = {k: event.details.get(k, "") for k in ("workload", "variant", "device")}
         running["batch_size"] = int(event.details.get("batch_size", "0") or 0)
         running["command"] = list(config.job or ())
-        print(json.dumps({**running, **diagnose(evidence).as_dict(evidence)}, indent=2))
+        print(json.dumps({**running, **job_verdict(evidence).as_dict(evidence)}, indent=2))
     else:
         print(event.message)
     return 0

@@ -39,7 +39,7 @@ from gpudash.host.devices import cuda_index_hint
 from gpudash.host.nvml import NvmlSampler
 from gpudash.job import command as job_command
 from gpudash.job.channel import HostChannel
-from gpudash.job.diagnosis import JobDiagnosis, with_trace
+from gpudash.job.diagnosis import JobDiagnosis, job_verdict, with_trace
 from gpudash.job.launch import JobProcess, job_env
 from gpudash.job.steps import JobSamples, StepRecord
 
@@ -48,19 +48,28 @@ NO_STEP_S = 60.0  # no optimizer step this long after its hello: say so
 STARTED_AFTER_STEPS = 10  # "started" once this many steps are in (the batch size known) ...
 STARTED_AFTER_S = 3.0  # ... or this long after the first
 OUTPUT_LINES = 5000  # the dashboard's log pane keeps this many of the job's lines
+OUTPUT_POLL_S = 0.05  # how often the captured output's file is read as it grows
 
 
 class JobSession:
     """``EngineSource`` for a job: ``start()``, ``send()``, ``poll()``, ``stop()``."""
 
-    def __init__(self, config: RunConfig, *, capture: bool = False, sampler: NvmlSampler | None = None) -> None:
+    def __init__(
+        self,
+        config: RunConfig,
+        *,
+        capture: bool = False,
+        stdout_to_stderr: bool = False,
+        sampler: NvmlSampler | None = None,
+    ) -> None:
         assert config.job, "a JobSession needs RunConfig.job"
         self.config = config
         self.t0 = time.monotonic()
         self.command = list(config.job)
         self.workload, self.variant = job_command.workload_name(self.command), job_command.variant(self.command)
         self.channel = HostChannel()
-        self.process = JobProcess(self.command, job_env(self.channel.path, sites=config.sync_sites), capture=capture)
+        env = job_env(self.channel.path, sites=config.sync_sites)
+        self.process = JobProcess(self.command, env, capture=capture, stdout_to_stderr=stdout_to_stderr)
         self.sampler = sampler or NvmlSampler(
             cuda_index_hint("cuda"), config.gpu_interval_s, t0=self.t0, gpus=config.gpus
         )
@@ -70,6 +79,7 @@ class JobSession:
         self.output: collections.deque[str] = collections.deque(maxlen=OUTPUT_LINES)
         self.output_version = 0  # grows with each line the job writes (captured runs)
         self.partial = ""  # the line the job is writing (a progress bar's, say)
+        self.left = False  # gpudash went and left the job running
         self.exit_code: int | None = None  # the job's, once it has ended
         self.diagnosis: JobDiagnosis | None = None
         self._hello: dict[int, dict[str, Any]] = {}  # pid -> the process's hello
@@ -116,7 +126,7 @@ class JobSession:
         except OSError as exc:
             self._end(127, f"cannot run {self.command[0]}: {exc.strerror or exc}")
             return
-        if self.process.output is not None:
+        if self.process.output_path is not None:
             threading.Thread(target=self._read_output, name="gpudash-job-output", daemon=True).start()
 
     def send(self, control: Control) -> None:
@@ -135,7 +145,9 @@ class JobSession:
         now = time.monotonic()
         for message in self.channel.receive():
             self._on_message(message, now)
-        if self._started:
+        if self._ended:
+            pass  # nothing more comes: no window after the job's last step
+        elif self._started:
             self._pending.extend(self.samples.due(now))
         elif self._first_step_at is not None and (
             self.samples.steps >= STARTED_AFTER_STEPS or now - self._first_step_at >= STARTED_AFTER_S
@@ -170,7 +182,9 @@ class JobSession:
         self._nvml_started = False
 
     def leave_running(self) -> None:
-        """gpudash goes, the job stays (``diagnose --keep-running``)."""
+        """gpudash goes, the job stays (``diagnose --keep-running``, the dashboard's "leave it
+        running"); a captured job's output goes on into its file (``process.output_path``)."""
+        self.left = True
         self.process.leave_running()
         self._ended = True
         self.sampler.stop()
@@ -259,15 +273,13 @@ class JobSession:
     def _diagnosed(self, fig: Any) -> None:
         from dataclasses import replace
 
-        from gpudash.diagnosis.rules import diagnose as classify
-
         d, self.diagnosis = self.diagnosis, None
         if d is None or d.timed_evidence is None:
             return
         evidence = replace(d.timed_evidence, sync_sites=self._sites if self._on_cuda() else None)
         if fig is not None:
             evidence = with_trace(evidence, fig)
-        verdict = classify(evidence)
+        verdict = job_verdict(evidence)
         details = {**self._config_details(), **evidence.details(), "bound": str(verdict.bound)}
         self._event(EventKind.MEASURED, what=DIAGNOSIS, message=verdict.line(), details=details)
 
@@ -341,6 +353,8 @@ class JobSession:
     def _end(self, code: int, why: str = "") -> None:
         self._ended = True
         self.exit_code = code
+        if not self._started and self._first_step_at is not None:
+            self._start_run()  # a short job: what it stepped is recorded all the same
         if self._started:
             self._pending.extend(self.samples.flush())
         if self.diagnosis is not None:
@@ -357,29 +371,34 @@ class JobSession:
         self.channel.close()
 
     def _read_output(self) -> None:
-        """The job's output into ``output``, line by line: a carriage return (a progress bar)
-        replaces the line being written, escape sequences are dropped."""
+        """The job's output into ``output``, line by line, as its file grows: a carriage return (a
+        progress bar) replaces the line being written, escape sequences are dropped."""
         import codecs
 
-        out = self.process.output
-        assert out is not None
+        path = self.process.output_path
+        assert path is not None
         decoder = codecs.getincrementaldecoder("utf-8")("replace")
-        fd = out.fileno()
-        while True:
-            try:
-                chunk = os.read(fd, 1 << 16)
-            except OSError:
-                break
-            if not chunk:
-                break
-            text = self.partial + decoder.decode(chunk)
-            *lines, self.partial = text.split("\n")
-            self.output.extend(safe_line(line) for line in lines)
-            self.output_version += 1
+        with open(path, "rb") as f:
+            while True:
+                chunk = f.read(1 << 16)
+                if not chunk:
+                    if self.process.poll() is not None or self.left:
+                        chunk = f.read(1 << 16)  # what it wrote last
+                        if not chunk:
+                            break
+                    else:
+                        time.sleep(OUTPUT_POLL_S)
+                        continue
+                text = self.partial + decoder.decode(chunk)
+                *lines, self.partial = text.split("\n")
+                self.output.extend(safe_line(line) for line in lines)
+                self.output_version += 1
         if self.partial:
             self.output.append(safe_line(self.partial))
             self.partial = ""
             self.output_version += 1
+        if not self.left:
+            self.process.remove_output()
 
     def _on_cuda(self) -> bool:
         lead = self._first.get(self._lead(), {})
@@ -406,7 +425,7 @@ _ESCAPES = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)
 def safe_line(text: str) -> str:
     """A line of the job's output as a pane can show it: what follows its last carriage return,
     without escape sequences or other control characters."""
-    return strip_controls(_ESCAPES.sub("", text.rsplit("\r", 1)[-1]))
+    return strip_controls(_ESCAPES.sub("", text.rsplit("\r", 1)[-1]).expandtabs())
 
 
 def _int(value: Any, default: int) -> int:

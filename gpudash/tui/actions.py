@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from textual.binding import Binding, BindingType
 
+from gpudash.tui.job_notices import OUTPUT  # the job's output pane (elsewhere: where the output went)
 from workloads.knobs import KNOBS, OFF, ON  # torch-free
 from workloads.registry import FAMILIES  # torch-free
 
@@ -44,6 +45,15 @@ class Action:
 
 
 ACTIONS: tuple[Action, ...] = (
+    Action(
+        "output",
+        "o",
+        "Output",
+        "Output of the job",
+        "a job's (gpudash -- CMD): its output, live, in place of the charts (o again: the charts); "
+        "arrows, page keys and the wheel scroll it, end follows it again; a family's run: names its log file",
+        tooltip="The job's output (o again: the charts)",
+    ),
     Action(
         "toggle_pipeline",
         "p",
@@ -228,8 +238,8 @@ def bindings() -> list[BindingType]:
     ordered = sorted(ACTIONS, key=lambda a: not a.footer_first)  # stable: the table's order otherwise
     out: list[BindingType] = [a.binding() for a in ordered]
     # a steering key's second, hidden binding: Textual tries it when the first is disabled (a
-    # replay), and it says why nothing happens instead of nothing at all
-    out += [Binding(a.keys, f"{REFUSED}('{a.name}')", show=False) for a in ACTIONS if a.steers]
+    # replay, a job), and it says why nothing happens instead of nothing at all
+    out += [Binding(a.keys, f"{REFUSED}('{a.name}')", show=False) for a in ACTIONS if a.steers or a.name == OUTPUT]
     return out
 
 

@@ -40,23 +40,23 @@ from gpudash.tui.controller import DashController, RecorderFactory
 from gpudash.tui.crash import report_crash
 from gpudash.tui.footer import LeanFooter
 from gpudash.tui.gpu_rows import GpuRows
+from gpudash.tui.job_view import JobView, run_job
 from gpudash.tui.layout import layout_for, notice_text
-from gpudash.tui.notices import STARTING, Notice, Severity
+from gpudash.tui.notices import STARTING, Notice
 from gpudash.tui.render_cache import bound_render_ansi
 from gpudash.tui.screens import HelpScreen, PromptScreen
+from gpudash.tui.shots import COPY_FORMATS, ShotsApp
 from gpudash.tui.state import Status
-from gpudash.tui.steering import SteeringApp
 from gpudash.tui.sync_screen import SyncSitesScreen
 from gpudash.tui.timeview import TimeView
 from gpudash.tui.user_settings import keep_user_settings
-from gpudash.tui.widgets import MessageBar, RunHeader, StatsPanel, StatsTable, stats_table
+from gpudash.tui.widgets import MessageBar, RunHeader, StatsPanel
 
 HINT = "? help · ctrl+p all commands"
-COPY_FORMATS = {"Markdown": StatsTable.markdown, "CSV": StatsTable.csv}  # the palette's "Copy stats as …"
 TRACE_DIR = "gpudash-traces"  # a live run's profiler windows go here (in the working directory)
 
 
-class GpuDashApp(SteeringApp):
+class GpuDashApp(ShotsApp):
     """Live charts of a training workload, its controls, and the before/after of every change."""
 
     CSS_PATH = "app.tcss"
@@ -84,6 +84,7 @@ class GpuDashApp(SteeringApp):
         self.user_config = user_config  # the settings file: its theme is applied and kept (None: not used)
         self.controller = DashController(source, maxlen=maxlen, recorder_factory=recorder_factory)
         self.source = source
+        self.job = JobView.of(source)  # the user's own command (gpudash -- CMD): its output pane, its quit
         self.replay = self.controller.replay
         self.clock, self.wall_clock = clock, wall_clock
         self.poll_interval_s, self.redraw_interval_s = poll_interval_s, redraw_interval_s
@@ -114,7 +115,7 @@ class GpuDashApp(SteeringApp):
 
     def header_widget(self) -> Widget:
         """The line above the charts (``gpudash watch`` has its own)."""
-        return RunHeader(id="header")
+        return self.job.header() if self.job is not None else RunHeader(id="header")
 
     def side_panel(self) -> Widget:
         """What stands beside the charts: the stats (``gpudash watch``: its process table)."""
@@ -132,6 +133,8 @@ class GpuDashApp(SteeringApp):
         self.call_after_refresh(self._in_thread, self.source.start, "start-source", "could not start")
         if self.user_config is not None:
             keep_user_settings(self, self.say, self.user_config)
+        if self.job is not None:
+            self.job.mount(self, self.say, self._apply_layout)
 
     def _first_frame(self) -> None:
         if self.first_frame_at is None:
@@ -163,6 +166,8 @@ class GpuDashApp(SteeringApp):
         if layout.notice:
             info = self.state.gpu_info
             notice.update(notice_text((info.unavailable if info is not None else None) or "unknown"))
+        if self.job is not None:  # its output pane in the charts' place while it is shown
+            self.job.layout(self)
         self.call_after_refresh(self._redraw, True)  # the charts at the sizes this layout gives them
 
     @property
@@ -285,11 +290,6 @@ class GpuDashApp(SteeringApp):
         name = self.stamped_name(".csv")
         return os.path.join(self.save_dir, name) if self.save_dir else name
 
-    def stamped_name(self, suffix: str) -> str:
-        """``gpudash-<workload>-<date>-<time><suffix>``: a file name for something of this run."""
-        stamp = self.wall_clock().strftime("%Y%m%d-%H%M%S")
-        return f"gpudash-{self.state.run.workload or 'run'}-{stamp}{suffix}"
-
     def action_record(self) -> None:
         if self.replay:
             return
@@ -311,7 +311,7 @@ class GpuDashApp(SteeringApp):
 
     # -- help, palette, quit ----------------------------------------------------------------------
     def key_help(self) -> list[tuple[str, str]]:
-        out = [(a.key, "leave" if (self.replay and a.name == "quit") else a.help) for a in actions.shown(self.replay)]
+        out = [(a.key, "leave" if (self.replay and a.name == "quit") else a.help) for a in self.shown_actions()]
         out.append(("ctrl+p", "command palette: every action by name, Copy stats as Markdown / CSV"))
         out.append(("mouse", "click a chart: the values under the cursor · wheel: zoom the time axis (0: all)"))
         return out
@@ -333,10 +333,10 @@ class GpuDashApp(SteeringApp):
                 f"the stats table as {kind}, to the clipboard (OSC 52: works over ssh; in tmux with set-clipboard on)",
                 partial(self.copy_stats, kind),
             )
-        for a in actions.shown(self.replay):
+        for a in self.shown_actions():
             if a.name != "quit":
                 yield SystemCommand(f"{a.title} ({a.key})", a.help, getattr(self, f"action_{a.name}"))
-        if not self.replay:
+        if not self.replay and not self.controller.is_job:
             for k in actions.knob_commands():
                 yield SystemCommand(k.title, k.help, partial(self.set_knob, k.knob, k.value))
 
@@ -355,37 +355,6 @@ class GpuDashApp(SteeringApp):
         self.say(self.view.describe(*self.state.time_range()))
         self._redraw(force=True)
 
-    # -- screenshots and copies -------------------------------------------------------------------
-    def action_screenshot(self, filename: str | None = None, path: str | None = None) -> None:
-        """Save the screen as SVG (s, ctrl+s, the palette) a moment later, once a palette that ran
-        this has closed; into ``path``, else ``save_dir``, else the working directory."""
-        self.set_timer(0.1, partial(self.save_svg, filename, path))
-
-    def save_svg(self, filename: str | None = None, path: str | None = None) -> str | None:
-        """Write the screenshot now and say where (or why not); returns its path."""
-        folder = os.path.abspath(path or self.save_dir or os.getcwd())
-        name = filename or self.stamped_name(".svg")
-        n = 2
-        while filename is None and os.path.exists(os.path.join(folder, name)):  # two in one second
-            name, n = self.stamped_name(f"-{n}.svg"), n + 1
-        try:
-            saved = self.save_screenshot(name, folder)
-        except OSError as exc:
-            self.say(f"could not save the screenshot in {folder}: {exc.strerror or exc}", Severity.ERROR, toast=True)
-            return None
-        self.say(f"screenshot saved: {saved}", toast=True)
-        return saved
-
-    def copy_stats(self, kind: str) -> None:
-        """The stats panel's table to the clipboard as ``kind`` (a key of ``COPY_FORMATS``)."""
-        table = stats_table(self.state)
-        self.copy_to_clipboard(COPY_FORMATS[kind](table))
-        self.say(
-            f"stats table copied as {kind} ({len(table.headers)} metrics × {len(table.rows)} rows); "
-            "paste it anywhere (OSC 52)",
-            toast=True,
-        )
-
     def unhandled_exception(self, error: Exception) -> None:
         """An exception nothing caught: Textual exits with status 1; its traceback goes to a log
         file instead of the terminal (``QuietCrashApp``), and ``crash_line`` (printed by
@@ -399,6 +368,10 @@ class GpuDashApp(SteeringApp):
             self.crash_line = report_crash(cause, f"source: {where}")
 
     async def action_quit(self) -> None:
+        if self.job is None or not self.job.asks_first(self.quit_now):  # a job still running: ask first
+            await self.quit_now()
+
+    async def quit_now(self) -> None:
         if self._stopping:
             return
         self._stopping = True
@@ -447,6 +420,8 @@ def run_dashboard(config: RunConfig, user_config: UserConfig | None = None) -> i
 
     prepare_for_child_processes()
     config = with_trace_dir(config)
+    if config.job:  # the user's own command (gpudash -- CMD): its status where it ended by itself
+        return run_job(config, user_config, run_app)
     return run_app(EngineSession(config), user_config)  # the child's output goes to the session's log file
 
 

@@ -27,6 +27,7 @@ from gpudash.core.protocol import (
     Sample,
     SourceInfo,
 )
+from gpudash.tui import job_notices
 from gpudash.tui.knob_steering import KnobSteering
 from gpudash.tui.notices import STARTING, Notice, Severity, error, event_notice, short_path, warning
 from gpudash.tui.state import TRACE, DashState, Status, trace_line
@@ -55,6 +56,7 @@ class DashController(KnobSteering):
         self.source = source
         self.replay = source.info.replay
         self.config: RunConfig = source.config
+        self.is_job = self.config.job is not None  # the user's own command (gpudash -- CMD): job_notices
         self.state = DashState(maxlen=maxlen, mode="whole" if self.replay else "window", config=self.config)
         self.recorder_factory = recorder_factory or _default_recorder
         self.recorder: Any = None
@@ -164,7 +166,8 @@ class DashController(KnobSteering):
             self.pending_diagnosis = False
         if e.kind == EventKind.ERROR and e.what == NOT_RESPONDING:
             self.hung = True
-        notice = event_notice(e, self.state, live=not self.replay, applying=self.knobs_base().text())
+        notice = job_notices.job_notice(e, live=not self.replay) if self.is_job else None
+        notice = notice or event_notice(e, self.state, live=not self.replay, applying=self.knobs_base().text())
         return [] if notice is None else [notice]
 
     def diagnosis_text(self) -> str | None:
@@ -188,13 +191,13 @@ class DashController(KnobSteering):
         if self.hung and not self.state.ended:
             return "not responding — r restarts"
         if self.state.status == Status.CRASHED:
-            return "crashed — r restarts"
+            return "crashed" if self.is_job else "crashed — r restarts"
         return str(self.state.status)
 
     # -- controls ----------------------------------------------------------------------------
     def enabled(self, action: str, steers: bool) -> bool:
         """Whether an action applies now (the app's ``check_action``)."""
-        if steers and self.replay:
+        if (steers and self.replay) or not self.applies(action, steers):
             return False
         if action == "restart":
             return self.state.ended or self.hung
@@ -202,13 +205,19 @@ class DashController(KnobSteering):
             return not self.state.ended
         return True
 
+    def applies(self, action: str, steers: bool) -> bool:
+        """Whether an action is for this run at all: of a job's steering keys only a few are."""
+        return not (self.is_job and steers and action not in job_notices.JOB_STEERS)
+
     def send(self, control: Control, note: str) -> Notice:
         if self.replay:
             return warning("replay: read-only")
+        if self.is_job and not isinstance(control, job_notices.JOB_CONTROLS):
+            return warning(job_notices.NOT_FOR_A_JOB)
         if not self.ready:
             return warning("the workload is still starting; try again in a moment")
         if self.state.ended or not self.source.alive:
-            return warning("the workload is not running — press r to restart")
+            return warning("the job has ended" if self.is_job else "the workload is not running — press r to restart")
         try:
             self.source.send(control)
         except Exception as exc:  # noqa: BLE001
@@ -313,7 +322,12 @@ class DashController(KnobSteering):
 
     def not_now(self, action: str, what: str) -> Notice:
         """Why a key does nothing now: a replay is read-only, ``r`` waits for a crash, a stop or a
-        hang, and space has nothing to pause once the run has ended."""
+        hang, and space has nothing to pause once the run has ended; a job's refusals; where the
+        output of a run that is not a job goes."""
+        if action == job_notices.OUTPUT:
+            return job_notices.output_elsewhere(self.info, self.replay)
+        if not self.applies(action, True):
+            return job_notices.refusal(action, what)
         if self.replay:
             return self.read_only(what)
         if action == "restart":

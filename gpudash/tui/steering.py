@@ -16,6 +16,7 @@ from textual.timer import Timer
 from gpudash.core import protocol
 from gpudash.tui import actions
 from gpudash.tui.controller import DashController
+from gpudash.tui.job_view import JobView
 from gpudash.tui.notices import Notice, Severity, error, short_path
 from gpudash.tui.screens import KnobsScreen, PickScreen, PromptScreen, TuneResultScreen
 from gpudash.tui.state import DashState
@@ -34,6 +35,7 @@ class SteeringApp(QuietCrashApp[int]):
     toasts: bool  # a notice that asks for a toast also pops up
     save_dir: str | None  # where files the dashboard writes go (None: the working directory)
     tune_job: TuneJob | None = None  # the tune under way or last finished
+    job: JobView | None = None  # the user's own command (gpudash -- CMD): its output pane and its quit
     _tune_timer: Timer | None = None
 
     @property
@@ -60,12 +62,29 @@ class SteeringApp(QuietCrashApp[int]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == actions.REFUSED:  # the key's own action is disabled: say why, rather than nothing
             (name,) = parameters
-            return not self.controller.enabled(str(name), True)
+            return not self._enabled(str(name))
+        return self._enabled(action)
+
+    def _enabled(self, action: str) -> bool:
+        if action == actions.OUTPUT:  # a job's pane; for any other run the key's twin says where the output went
+            return self.job is not None
         return self.controller.enabled(action, action in actions.STEERING)
 
+    def shown_actions(self) -> list[actions.Action]:
+        """The actions of the help screen and the palette: a replay has no steering ones, a job
+        only those that apply to it."""
+        return [a for a in actions.shown(self.replay) if self.controller.applies(a.name, a.steers)]
+
     def action_refused_in_replay(self, name: str) -> None:
-        """A steering key whose action does not apply now (a replay, ``r`` while running): say why."""
+        """A key whose action does not apply now (a replay, a job, ``r`` while running): say why."""
         self._tell([self.controller.not_now(name, actions.BY_NAME[name].title)])
+
+    def action_output(self) -> None:
+        """A job's output in place of the charts (again: the charts); any other run's key says where it went."""
+        if self.job is None:
+            self.action_refused_in_replay(actions.OUTPUT)
+        else:
+            self.job.toggle()
 
     def action_toggle_pipeline(self) -> None:
         self._tell([self.controller.toggle_pipeline()])

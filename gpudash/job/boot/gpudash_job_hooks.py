@@ -18,6 +18,10 @@ it, nothing here ever blocks the job):
   ``gpudash.step`` range around each step, the trace written where gpudash said).
 
 Any exception inside a hook turns every hook off, with one line on stderr; the job goes on.
+
+One private API of torch: ``torch.utils.data.dataloader._BaseDataLoaderIter.__next__`` is wrapped,
+since every iterator a ``DataLoader`` hands out subclasses it and torch has no public hook that
+sees each batch (``tests/test_private_apis.py`` keeps the use here).
 """
 
 from __future__ import annotations
@@ -123,6 +127,7 @@ class _SyncCount:
         self.waits = _load("_gpudash_explicit_waits", os.path.join("engine", "explicit_waits.py"))
         self.live, self.sites = sites.LiveSites(), sites.SiteCounter()
         self.not_counted = ""
+        self.paused = False  # while gpudash itself works inside a step (a profiler window's start and end)
         self._prev_show = warnings.showwarning
         self._saved = warnings.catch_warnings()
         self._saved.__enter__()
@@ -155,6 +160,8 @@ class _SyncCount:
             self._counted(sys._getframe(1))
 
     def _counted(self, frame: Any) -> None:
+        if self.paused:
+            return  # gpudash's own (the profiler's synchronize at a window's start and end)
         self.count += 1
         self.sites.add_site(self.live.site(frame))
 
@@ -411,6 +418,28 @@ class Hooks:
         window["marker"].__enter__()
 
     def _start_profiler(self, window: dict[str, Any]) -> None:
+        with self._own_syncs():
+            self._start_profiler_now(window)
+
+    def _own_syncs(self) -> Any:
+        """A block whose host-device syncs are gpudash's, not the job's: not counted."""
+        import contextlib
+
+        syncs = self.syncs
+
+        @contextlib.contextmanager
+        def paused() -> Any:
+            if syncs is not None:
+                syncs.paused = True
+            try:
+                yield
+            finally:
+                if syncs is not None:
+                    syncs.paused = False
+
+        return paused()
+
+    def _start_profiler_now(self, window: dict[str, Any]) -> None:
         torch = self.torch
         from torch.profiler import ProfilerActivity, profile
 
@@ -423,6 +452,10 @@ class Hooks:
         window["marker"].__enter__()
 
     def _end_profiler(self, window: dict[str, Any]) -> None:
+        with self._own_syncs():
+            self._end_profiler_now(window)
+
+    def _end_profiler_now(self, window: dict[str, Any]) -> None:
         prof = window["prof"]
         prof.stop()
         path = os.path.join(str(window.get("dir", ".")), f"{window.get('name', 'job')}-rank{self.rank}.json")

@@ -24,6 +24,7 @@ def parse() -> argparse.Namespace:
     p.add_argument("--sleep", type=float, default=0.01, help="seconds of 'work' a micro-batch")
     p.add_argument("--exit-code", type=int, default=0)
     p.add_argument("--interrupted-code", type=int, help="on a Ctrl-C: say so and exit with this code")
+    p.add_argument("--print-every", type=int, default=0, help="a progress line on stdout every N steps")
     p.add_argument("--dict-batches", action="store_true", help="batches as {'input_ids': ..., 'labels': ...}")
     p.add_argument("--spawn-workers", action="store_true", help="DataLoader workers started with 'spawn'")
     p.add_argument("--odd-batches", action="store_true", help="batches of an object whose attributes raise")
@@ -107,6 +108,8 @@ def main() -> int:
             if second is not None:
                 second.zero_grad()
             steps += 1
+            if args.print_every and steps % args.print_every == 0:
+                print(f"step {steps} loss {loss.item():.4f}", flush=True)
             if steps == 5:
                 start = time.monotonic()  # its own timing: from its 5th step to its last
             if steps >= args.steps:

@@ -1,0 +1,57 @@
+"""What the dashboard tells the user of a job (``gpudash -- CMD``): the keys that do not apply to
+one, the notices of its events, and where a run's output is when it is not a job's. Textual-free,
+like the controller that returns them.
+
+A job's settings are its own arguments: of the keys that steer a run, only the profiler window,
+the diagnosis and the recording apply to one (``JOB_STEERS``); the others say why not.
+"""
+
+from __future__ import annotations
+
+from gpudash.core.protocol import (
+    NOT_RESPONDING,
+    SAMPLES_DROPPED,
+    Diagnose,
+    Event,
+    EventKind,
+    SourceInfo,
+    Stop,
+    TraceWindow,
+)
+from gpudash.tui.notices import Notice, Severity, warning
+
+JOB_STEERS = frozenset({"trace_window", "diagnose", "record"})  # the steering actions a job takes
+JOB_CONTROLS = (TraceWindow, Diagnose, Stop)  # the controls a job answers
+NOT_FOR_A_JOB = "not for a job: its settings are its own arguments"
+OUTPUT = "output"  # the action of the job's output pane
+
+
+def refusal(action: str, what: str) -> Notice:
+    """Why ``action`` (a steering key, titled ``what``) does nothing for a job."""
+    if action == "pause_resume":
+        return warning("not for a job: gpudash cannot pause its loop (space)")
+    if action == "restart":
+        return warning("not for a job: gpudash does not restart it; run its command again (r)")
+    return warning(f"{NOT_FOR_A_JOB} ({what})")
+
+
+def job_notice(e: Event, live: bool) -> Notice | None:
+    """What a job's event says where it differs from a family's (no restart, no variant to stay
+    on); None: as a family's (``notices.event_notice``)."""
+    if e.kind == EventKind.STOPPED:
+        return Notice((e.message or "the job stopped") + (" — o shows its output, q quits" if live else ""))
+    if e.kind == EventKind.CRASHED:
+        why = e.message or "the job ended"
+        return Notice(f"✗ {why} — o shows its output, q quits", Severity.ERROR, toast=live)
+    if e.kind == EventKind.ERROR and e.what not in (NOT_RESPONDING, SAMPLES_DROPPED):
+        return Notice(f"✗ {e.message or e.label}", Severity.ERROR, toast=live)
+    return None
+
+
+def output_elsewhere(info: SourceInfo, replay: bool) -> Notice:
+    """Where the output of a run that is not a job goes (the key ``o`` of a family's run)."""
+    if replay:
+        return warning("a replay has no output to show: the recorded run's went to that run's log file")
+    if info.log_path:
+        return Notice(f"the workload's output goes to its log file: {info.log_path}", toast=True)
+    return warning("no output to show: this run names no log file of its workload")
