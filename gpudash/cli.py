@@ -205,6 +205,19 @@ def _cmd_passthrough(name: str, argv: list[str]) -> int:
     return report_main(argv)
 
 
+def _recording_options(args: argparse.Namespace) -> dict[str, Any]:
+    """A headless recording's options as given (``--steps`` is in the run's config: max_steps)."""
+    return {
+        "duration_s": args.duration,
+        "meta_path": args.meta,
+        "quiet": args.quiet,
+        "trace_every_s": args.trace_every,
+        "trace_steps": args.trace_steps,
+        "progress_every_s": args.progress_every,
+        "diagnose_after_s": args.diagnose,
+    }
+
+
 def _cmd_run_or_record(command: str, given: dict[str, Any]) -> int:
     """``gpudash [run]``, ``gpudash record PATH`` and ``gpudash --record PATH``; ``serve`` checks
     its options here too (``command`` = "serve") before serving."""
@@ -229,18 +242,7 @@ def _cmd_run_or_record(command: str, given: dict[str, Any]) -> int:
     if record is not None:
         from gpudash.recording.headless import run_record
 
-        return run_record(
-            config,
-            record,
-            duration_s=args.duration,  # --steps is in config (max_steps)
-            log_path=args.log,
-            meta_path=args.meta,
-            quiet=args.quiet,
-            trace_every_s=args.trace_every,
-            trace_steps=args.trace_steps,
-            progress_every_s=args.progress_every,
-            diagnose_after_s=args.diagnose,
-        )
+        return run_record(config, record, log_path=args.log, **_recording_options(args))
     if args.theme is not None:
         user_config = dataclasses.replace(user_config, values={**user_config.values, "theme": args.theme})
     if command == "serve":
@@ -424,17 +426,7 @@ def _cmd_job(before: list[str], job: list[str]) -> int:
             config, warmup_s=args.warmup, as_json=args.json, quiet=args.quiet, keep_running=args.keep_running
         )
     if record is not None:
-        return record_job(
-            config,
-            record,
-            duration_s=args.duration,
-            meta_path=args.meta,
-            quiet=args.quiet,
-            trace_every_s=args.trace_every,
-            trace_steps=args.trace_steps,
-            progress_every_s=args.progress_every,
-            diagnose_after_s=args.diagnose,
-        )
+        return record_job(config, record, **_recording_options(args))
     from gpudash.tui.app import run_dashboard
 
     return int(run_dashboard(config, user_config) or 0)

@@ -164,8 +164,11 @@ def test_torchrun_measures_every_rank(tmp_path: Path) -> None:
     done = gpudash("record", str(out), "-q", "--", *job, env={"OMP_NUM_THREADS": "1"})
     assert done.returncode == 0, done.stderr
     rows = samples(out)
-    assert rows[-1]["world_size"] == "2" and rows[-1]["steps"] == "30"
-    assert rows[-1]["batch_size"] == "16" and int(rows[-1]["samples"]) == 30 * 16  # the global batch
+    last = {k: rows[-1][k] for k in ("world_size", "steps", "batch_size", "samples")}
+    assert last == {"world_size": "2", "steps": "30", "batch_size": "16", "samples": str(30 * 16)}, (
+        last,
+        done.stderr[-3000:],
+    )  # samples: the global batch
     assert sorted(x for x in done.stdout.split() if x.startswith("rank=")) == ["rank=0", "rank=1"]
 
 

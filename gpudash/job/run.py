@@ -16,8 +16,7 @@ from typing import Any
 
 from gpudash.core.protocol import EventKind, ExitCode, RunConfig
 from gpudash.job.session import JobSession
-from gpudash.recording.headless import HeadlessRecording, _Interrupted
-from gpudash.recording.record import CsvRecorder, run_metadata
+from gpudash.recording.headless import HeadlessRecording, _Interrupted, new_recording
 
 DIAGNOSE_CAP_S = 300.0  # after the warm-up, the most a job's diagnosis may take
 
@@ -69,17 +68,13 @@ def record_job(
     """Run the job of ``config`` and record it to ``path``; returns the exit status.
     ``stdout_to_stderr``: the job's stdout goes to gpudash's stderr (diagnose: stdout is the verdict's)."""
     session = JobSession(config, stdout_to_stderr=stdout_to_stderr)
-    session.sampler.open()  # the CSV's header has columns for each GPU watched
-
-    def open_recorder() -> CsvRecorder:
-        return CsvRecorder(path, run_metadata(config, session.gpu_info), meta_path=meta_path)
-
     options: dict[str, Any] = {"progress_every_s": progress_every_s} if progress_every_s else {}
-    recording = HeadlessRecording(
+    recording = new_recording(
         config,
         session,
-        open_recorder,
-        path=path,
+        path,
+        meta_path,
+        {},
         duration_s=duration_s,
         quiet=quiet,
         trace_every_s=trace_every_s,

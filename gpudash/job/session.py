@@ -81,6 +81,7 @@ class JobSession:
         self.partial = ""  # the line the job is writing (a progress bar's, say)
         self.left = False  # gpudash went and left the job running
         self.exit_code: int | None = None  # the job's, once it has ended
+        self.no_hello_s, self.no_step_s = NO_HELLO_S, NO_STEP_S  # when a quiet job gets its note
         self.diagnosis: JobDiagnosis | None = None
         self._hello: dict[int, dict[str, Any]] = {}  # pid -> the process's hello
         self._first: dict[int, dict[str, Any]] = {}  # rank -> its first step's message
@@ -341,13 +342,13 @@ class JobSession:
     def _check_quiet(self, now: float) -> None:
         """A note, once, when the job says nothing or never steps an optimizer."""
         since = now - self.t0
-        if not self._hello and since >= NO_HELLO_S and not self._ended:
+        if not self._hello and since >= self.no_hello_s and not self._ended:
             self._tell(
                 "hello",
-                f"no word from the job after {NO_HELLO_S:.0f} s: it has not imported torch yet, or its "
+                f"no word from the job after {self.no_hello_s:.0f} s: it has not imported torch yet, or its "
                 "Python skips sitecustomize (python -I, -E or -S)",
             )
-        if self._hello and not self._first and since >= NO_STEP_S and not self._ended:
+        if self._hello and not self._first and since >= self.no_step_s and not self._ended:
             self._tell("step", "no optimizer step seen yet: is the job training with torch.optim?")
 
     def _end(self, code: int, why: str = "") -> None:

@@ -407,6 +407,24 @@ class HeadlessRecording:
             self.recorder.close(status=self.status, exit_code=int(self.code), steps=steps)
 
 
+def new_recording(
+    config: RunConfig,
+    session: EngineSession | JobSession,
+    path: str | os.PathLike[str],
+    meta_path: str | os.PathLike[str] | None,
+    meta_extra: dict[str, Any],
+    **options: Any,
+) -> HeadlessRecording:
+    """A headless recording of ``session`` to ``path`` (NVML opened first: the CSV's header has
+    columns for each GPU watched); ``options``: HeadlessRecording's own (duration_s, quiet, …)."""
+    session.sampler.open()
+
+    def open_recorder() -> CsvRecorder:
+        return CsvRecorder(path, run_metadata(config, session.gpu_info, **meta_extra), meta_path=meta_path)
+
+    return HeadlessRecording(config, session, open_recorder, path=path, **options)
+
+
 def run_record(
     config: RunConfig,
     path: str | os.PathLike[str],
@@ -442,17 +460,12 @@ def run_record(
             _say(f"error: cannot write {log_path}: {exc.strerror or exc}")
             return ExitCode.USAGE
     session = EngineSession(config, log_path=log_path)
-    session.sampler.open()  # first: the CSV's header has columns for each GPU watched
-
-    def open_recorder() -> CsvRecorder:
-        meta = run_metadata(config, session.gpu_info, child_log=session.log_path)
-        return CsvRecorder(path, meta, meta_path=meta_path)
-
-    recording = HeadlessRecording(
+    recording = new_recording(
         config,
         session,
-        open_recorder,
-        path=path,
+        path,
+        meta_path,
+        {"child_log": session.log_path},
         duration_s=duration_s,
         quiet=quiet,
         trace_every_s=trace_every_s,

@@ -1,0 +1,127 @@
+"""The edges of ``gpudash -- CMD`` on the CPU: a job behind a shell script, a job whose Python has
+no gpudash, ``diagnose --keep-running``, and the notes for a job that says nothing (its Python skips
+``sitecustomize``) or never steps an optimizer."""
+
+from __future__ import annotations
+
+import csv
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from gpudash.core.protocol import Event, EventKind, RunConfig
+from gpudash.job.session import JobSession
+
+PLAIN = str(Path(__file__).parent / "data" / "jobs" / "plain_loop.py")
+
+
+def _gpudash(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "gpudash", *args], capture_output=True, text=True, timeout=180)
+
+
+def test_a_job_behind_a_shell_script_is_measured(tmp_path: Path) -> None:
+    script = tmp_path / "run.sh"
+    script.write_text(f'#!/bin/sh\necho "starting"\nexec "{sys.executable}" "{PLAIN}" --steps 30 --workers 0 "$@"\n')
+    script.chmod(0o755)
+    out = tmp_path / "r.csv"
+    done = _gpudash("record", str(out), "-q", "--", "bash", str(script), "--batch", "4")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("starting\n")
+    with open(out, newline="") as f:
+        rows = [r for r in csv.DictReader(f) if r["row_kind"] == "sample"]
+    assert rows[-1]["steps"] == "30" and rows[-1]["batch_size"] == "4"
+    assert {r["workload"] for r in rows} == {"job:run.sh"} and {r["variant"] for r in rows} == {"--batch 4"}
+
+
+def test_the_jobs_python_needs_no_gpudash(tmp_path: Path) -> None:
+    """The hooks are loaded from gpudash's files, never imported as gpudash: a job whose Python
+    cannot import gpudash at all is measured the same."""
+    job = tmp_path / "job.py"
+    job.write_text(
+        "import sys\n"
+        "sys.modules['gpudash'] = None  # this Python has no gpudash: importing it fails\n"
+        f"sys.argv = ['plain_loop.py', '--steps', '20', '--workers', '0']\n"
+        f"exec(compile(open({PLAIN!r}).read(), {PLAIN!r}, 'exec'))\n"
+    )
+    out = tmp_path / "r.csv"
+    done = _gpudash("record", str(out), "-q", "--", sys.executable, str(job))
+    assert done.returncode == 0, done.stderr
+    assert "hooks are off" not in done.stderr
+    with open(out, newline="") as f:
+        rows = [r for r in csv.DictReader(f) if r["row_kind"] == "sample"]
+    assert rows[-1]["steps"] == "20"
+
+
+def test_diagnose_keep_running_leaves_the_job_running(tmp_path: Path) -> None:
+    os.chdir(tmp_path)
+    marker = tmp_path / "pid"
+    job = tmp_path / "job.py"
+    job.write_text(
+        f"import os\nopen({str(marker)!r}, 'w').write(str(os.getpid()))\n"
+        f"import sys\nsys.argv = ['plain_loop.py', '--steps', '1000000', '--workers', '0']\n"
+        f"exec(compile(open({PLAIN!r}).read(), {PLAIN!r}, 'exec'))\n"
+    )
+    argv = [
+        sys.executable,
+        "-m",
+        "gpudash",
+        "diagnose",
+        "--warmup",
+        "1",
+        "--keep-running",
+        "--",
+        sys.executable,
+        str(job),
+    ]
+    with open(tmp_path / "out", "w") as out, open(tmp_path / "err", "w") as err:  # the job keeps writing to them
+        code = subprocess.run(argv, stdout=out, stderr=err, timeout=180).returncode
+    assert code == 0, (tmp_path / "err").read_text()
+    assert (tmp_path / "out").read_text().startswith("CPU-bound: ")
+    pid = int(marker.read_text())
+    try:
+        time.sleep(3.0)  # the reaper had its chance
+        os.kill(pid, 0)  # still there
+    finally:
+        os.killpg(pid, signal.SIGKILL)
+
+
+def _session(no_hello_s: float, no_step_s: float, *job: str) -> JobSession:
+    config = RunConfig(workload="job:x", job=tuple(job), sample_interval_s=0.25)
+    session = JobSession(config)
+    session.no_hello_s, session.no_step_s = no_hello_s, no_step_s
+    return session
+
+
+def _notes(session: JobSession, seconds: float) -> list[str]:
+    notes: list[str] = []
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and not session.finished:
+        notes += [m.message for m in session.poll() if isinstance(m, Event) and m.kind == EventKind.ERROR]
+        time.sleep(0.1)
+    return notes
+
+
+def test_a_job_whose_python_skips_sitecustomize_gets_one_line_saying_so() -> None:
+    session = _session(2.0, 60.0, sys.executable, "-I", "-c", "import time, torch; time.sleep(30)")
+    session.start()
+    try:
+        notes = _notes(session, 8.0)
+    finally:
+        session.stop()
+    assert notes == [
+        "no word from the job after 2 s: it has not imported torch yet, or its Python skips "
+        "sitecustomize (python -I, -E or -S)"
+    ]
+
+
+def test_a_job_that_never_steps_an_optimizer_gets_a_note() -> None:
+    session = _session(60.0, 4.0, sys.executable, "-c", "import time, torch; time.sleep(30)")
+    session.start()
+    try:
+        notes = _notes(session, 15.0)
+    finally:
+        session.stop()
+    assert notes == ["no optimizer step seen yet: is the job training with torch.optim?"]
