@@ -50,8 +50,7 @@ from gpudash.stats.comparison import seconds_for_interval
 from gpudash.stats.fmt import fmt_pm
 
 if TYPE_CHECKING:  # pragma: no cover
-    from gpudash.host.session import EngineSession
-    from gpudash.job.session import JobSession
+    from gpudash.recording.session_api import RecordedSession
     from gpudash.stats.segments import Segment
 
 POLL_S = 0.05  # how often the record loop polls the session
@@ -183,7 +182,7 @@ class HeadlessRecording:
     row joins), so a run that never starts leaves no files behind."""
 
     config: RunConfig
-    session: EngineSession | JobSession
+    session: RecordedSession
     open_recorder: Callable[[], CsvRecorder]
     path: str | os.PathLike[str]
     duration_s: float | None
@@ -409,7 +408,7 @@ class HeadlessRecording:
 
 def new_recording(
     config: RunConfig,
-    session: EngineSession | JobSession,
+    session: RecordedSession,
     path: str | os.PathLike[str],
     meta_path: str | os.PathLike[str] | None,
     meta_extra: dict[str, Any],
