@@ -53,36 +53,20 @@ def record_job(
     config: RunConfig,
     path: str | os.PathLike[str],
     *,
-    duration_s: float | None = None,
     meta_path: str | os.PathLike[str] | None = None,
-    quiet: bool = False,
-    trace_every_s: float | None = None,
-    trace_steps: int = 20,
-    progress_every_s: float | None = None,
-    diagnose_after_s: float | None = None,
-    stop_after_diagnosis: bool = False,
     keep_running: bool = False,
     stdout_to_stderr: bool = False,
     recording_out: list[HeadlessRecording] | None = None,
+    **options: Any,
 ) -> int:
-    """Run the job of ``config`` and record it to ``path``; returns the exit status.
-    ``stdout_to_stderr``: the job's stdout goes to gpudash's stderr (diagnose: stdout is the verdict's)."""
+    """Run the job of ``config`` and record it to ``path``; returns the exit status. ``options``:
+    the recording's (``HeadlessRecording``: duration_s, quiet, trace_every_s, diagnose_after_s, …;
+    a ``progress_every_s`` of None is the default). ``stdout_to_stderr``: the job's stdout goes to
+    gpudash's stderr (diagnose: stdout is the verdict's)."""
     session = JobSession(config, stdout_to_stderr=stdout_to_stderr)
-    options: dict[str, Any] = {"progress_every_s": progress_every_s} if progress_every_s else {}
-    recording = new_recording(
-        config,
-        session,
-        path,
-        meta_path,
-        {},
-        duration_s=duration_s,
-        quiet=quiet,
-        trace_every_s=trace_every_s,
-        trace_steps=trace_steps,
-        diagnose_after_s=diagnose_after_s,
-        stop_after_diagnosis=stop_after_diagnosis,
-        **options,
-    )
+    if options.get("progress_every_s") is None:
+        options.pop("progress_every_s", None)
+    recording = new_recording(config, session, path, meta_path, {}, **options)
     if recording_out is not None:
         recording_out.append(recording)
     if keep_running:
@@ -93,7 +77,7 @@ def record_job(
     if recording.recorder is not None and recording.recorder.metadata.get("exit_code") != code:
         recording.recorder.metadata["exit_code"] = code  # the job's own, where it ended by itself
         recording.recorder.write_metadata()
-    if recording.recorder is None and session.exit_code is not None and not quiet:
+    if recording.recorder is None and session.exit_code is not None and not recording.quiet:
         what = "before its first optimizer step" if session.samples.steps == 0 else "before it was measured"
         print(f"gpudash: the job exited with code {session.exit_code} {what}: nothing recorded", file=sys.stderr)
     else:
