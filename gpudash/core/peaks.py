@@ -1,0 +1,64 @@
+"""The dense peak arithmetic of a GPU, by the step's dtype: what model FLOPs utilisation (MFU) is a
+share of. Torch-free.
+
+Each entry is the vendor's datasheet figure **without sparsity** (datasheets print the tensor-core
+figures with 2:4 structured sparsity, twice the dense ones; those are halved here), matched by the
+device name NVML and CUDA give (``NVIDIA H100 80GB HBM3``). ``bf16`` stands for bf16 and fp16
+tensor-core math (dense, the same figure on these parts), ``tf32`` for fp32 matmuls on tensor cores,
+``fp32`` for plain fp32 (no tensor cores). A GPU not in the table has no peak: MFU is blank with
+that reason, unless ``--peak-tflops`` gives one.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+DTYPES = ("bf16", "tf32", "fp32")
+
+
+@dataclass(frozen=True)
+class GpuPeak:
+    """One part's dense peaks in TFLOP/s, and where they come from."""
+
+    part: str  # the part's name, as its datasheet gives it
+    pattern: str  # a regular expression on the device name (case-insensitive)
+    bf16: float
+    tf32: float
+    fp32: float
+    source: str
+
+    def tflops(self, dtype: str) -> float:
+        """The peak for ``dtype`` (one of ``DTYPES``)."""
+        if dtype not in DTYPES:
+            raise ValueError(f"no peak for dtype {dtype!r}: one of {', '.join(DTYPES)}")
+        return float(getattr(self, dtype))
+
+
+H100_DATASHEET = "NVIDIA H100 Tensor Core GPU datasheet (2023), sparsity figures halved"
+PEAKS = (
+    GpuPeak("H100 NVL", r"\bH100 NVL\b", 835.0, 417.5, 60.0, H100_DATASHEET),
+    GpuPeak("H100 PCIe", r"\bH100 PCIe\b", 756.5, 378.0, 51.0, H100_DATASHEET),
+    GpuPeak("H100 SXM", r"\bH100\b", 989.5, 494.7, 67.0, H100_DATASHEET),
+    GpuPeak("H200 NVL", r"\bH200 NVL\b", 835.0, 417.5, 60.0, "NVIDIA H200 datasheet (2024), sparsity halved"),
+    GpuPeak("H200 SXM", r"\bH200\b", 989.5, 494.7, 67.0, "NVIDIA H200 datasheet (2024), sparsity halved"),
+    GpuPeak("A100", r"\bA100\b", 312.0, 156.0, 19.5, "NVIDIA A100 Tensor Core GPU datasheet (2021)"),
+    GpuPeak("L40S", r"\bL40S\b", 362.05, 183.0, 91.6, "NVIDIA L40S datasheet (2023), sparsity halved"),
+    GpuPeak("L4", r"\bL4\b", 121.0, 60.0, 30.3, "NVIDIA L4 Tensor Core GPU datasheet (2023), sparsity halved"),
+    GpuPeak("A10", r"\bA10\b", 125.0, 62.5, 31.2, "NVIDIA A10 Tensor Core GPU datasheet (2021)"),
+)
+
+
+def peak_of(device_name: str) -> GpuPeak | None:
+    """The table's entry for ``device_name`` (the first whose pattern matches); None: not known."""
+    for peak in PEAKS:
+        if re.search(peak.pattern, device_name, re.IGNORECASE):
+            return peak
+    return None
+
+
+def mfu_pct(flops_per_step: float, steps_per_s: float, peak_tflops: float) -> float:
+    """Model FLOPs utilisation, in percent: the step's FLOPs at the measured rate over the peak."""
+    if peak_tflops <= 0:
+        raise ValueError("the peak must be a positive number of TFLOP/s")
+    return 100.0 * flops_per_step * steps_per_s / (peak_tflops * 1e12)
