@@ -130,7 +130,7 @@ def test_steps_stops_the_job_after_that_many_steps(tmp_path: Path) -> None:
     out = tmp_path / "r.csv"
     done = gpudash("record", str(out), "-q", "--steps", "15", "--", sys.executable, PLAIN, "--steps", "100000")
     assert done.returncode == 0, done.stderr
-    assert int(samples(out)[-1]["steps"]) >= 15
+    assert int(samples(out)[-1]["steps"]) == 15  # the steps the job made after the 15th are not the run's
     assert [e["event_message"] for e in events(out) if e["event_kind"] == "stopped"] == ["the job stopped by gpudash"]
 
 
@@ -208,7 +208,7 @@ def _alive(pgid: int) -> list[int]:
 
 
 def test_ctrl_c_goes_to_the_job_and_gpudash_keeps_what_it_recorded(tmp_path: Path) -> None:
-    proc = _start(tmp_path, "--workers", "0", "--interrupted-code", "42")
+    proc = _start(tmp_path, "--workers", "0", "--interrupted-code", "42", "--interrupt-takes", "8")
     _wait_for_samples(tmp_path / "r.csv", proc)
     proc.send_signal(signal.SIGINT)
     out, _ = proc.communicate(timeout=60)
@@ -346,3 +346,45 @@ def test_a_windows_totals_count_only_the_steps_inside_the_windows_closed() -> No
     assert (second.steps, second.samples) == (4, 32)
     (third,) = job.flush()
     assert (third.steps, third.samples, third.batch_size) == (6, 48, 8) and job.flush() == []
+
+
+def test_evaluation_batches_are_not_the_next_steps_and_a_new_optimizer_takes_over(tmp_path: Path) -> None:
+    """An evaluation loader's batches between two steps are not the next step's samples; an
+    optimizer that replaces the first (a second phase; the first one freed) counts from its first step."""
+    out = tmp_path / "r.csv"
+    job = [sys.executable, PLAIN, "--steps", "130", "--workers", "0", "--eval-every", "10"]
+    done = gpudash("record", str(out), "-q", "--", *job, "--new-optimizer-after", "30")
+    assert done.returncode == 0, done.stderr
+    last = samples(out)[-1]
+    assert int(last["steps"]) == 130
+    assert last["batch_size"] == "16" and int(last["samples"]) == 16 * int(last["steps"])
+
+
+def test_a_library_that_asks_for_torch_before_importing_it_still_gets_the_hooks(tmp_path: Path) -> None:
+    job = tmp_path / "probe.py"
+    job.write_text(
+        "import importlib.util, sys\n"
+        "assert importlib.util.find_spec('torch') is not None  # as transformers and accelerate do\n"
+        "sys.argv = ['plain_loop.py', '--steps', '20', '--workers', '0']\n"
+        f"exec(compile(open({PLAIN!r}).read(), {PLAIN!r}, 'exec'))\n"
+    )
+    out = tmp_path / "r.csv"
+    done = gpudash("record", str(out), "-q", "--", sys.executable, str(job))
+    assert done.returncode == 0, done.stderr
+    assert samples(out)[-1]["steps"] == "20"
+
+
+def test_a_job_is_named_by_its_script_behind_a_launcher_module() -> None:
+    from gpudash.job.command import variant, workload_name
+
+    command = ["python", "-m", "torch.distributed.run", "--nproc-per-node", "2", "train.py", "--lr", "1e-3"]
+    assert (workload_name(command), variant(command)) == ("job:train.py", "--lr 1e-3")
+    assert variant(["python", "train.py", "a\nb|c"]) == "'a b|c'"
+
+
+def test_a_new_optimizer_takes_over_after_20_steps_alone_while_the_old_one_lives(tmp_path: Path) -> None:
+    out = tmp_path / "r.csv"
+    job = [sys.executable, PLAIN, "--steps", "130", "--workers", "0", "--new-optimizer-after", "30"]
+    done = gpudash("record", str(out), "-q", "--", *job, "--keep-old-optimizer")
+    assert done.returncode == 0, done.stderr
+    assert int(samples(out)[-1]["steps"]) == 130 - 20  # its first 20 steps alone, then it is the job's

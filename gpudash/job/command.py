@@ -50,10 +50,16 @@ def check_command(command: Sequence[str]) -> None:
         raise JobCommandError(f"{program}: command not found")
 
 
+# ``python -m`` modules that launch the script named after them
+LAUNCHER_MODULES = frozenset(
+    {"torch.distributed.run", "torch.distributed.launch", "accelerate.commands.launch", "deepspeed.launcher.runner"}
+)
+
+
 def script_index(command: Sequence[str]) -> int | None:
     """Where the job's script (or ``-m`` module) is in ``command``; None when there is none."""
     for i, arg in enumerate(command):
-        if i and command[i - 1] == "-m":
+        if i and command[i - 1] == "-m" and arg not in LAUNCHER_MODULES:
             return i
         if _SCRIPT.match(arg) and not arg.startswith("-"):
             return i
@@ -68,10 +74,10 @@ def workload_name(command: Sequence[str]) -> str:
 
 
 def variant(command: Sequence[str]) -> str:
-    """The script's arguments, as a shell would read them (``(no arguments)`` when none)."""
+    """The script's arguments, as a shell would read them, on one line (``(no arguments)`` when none)."""
     i = script_index(command)
     rest = list(command[i + 1 :]) if i is not None else list(command[1:])
-    return shlex.join(rest) if rest else NO_ARGUMENTS
+    return " ".join(shlex.join(rest).split()) if rest else NO_ARGUMENTS
 
 
 def display(command: Sequence[str]) -> str:

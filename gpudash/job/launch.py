@@ -26,23 +26,28 @@ from gpudash.core import procgroup
 
 BOOT_DIR = Path(__file__).resolve().parent / "boot"  # sitecustomize.py and gpudash_job_hooks.py
 SOURCE_DIR = Path(__file__).resolve().parent.parent  # the gpudash package: the hooks load two modules from it
-STOP_GRACE_S = 5.0  # after SIGINT, and again after SIGTERM, before the next signal
+STOP_GRACE_S = 20.0  # after SIGINT (a job may save a checkpoint), before SIGTERM
+TERM_GRACE_S = 5.0  # after SIGTERM, before SIGKILL
 REAPER = """
 import os, signal, sys, time
 signal.signal(signal.SIGINT, signal.SIG_IGN)
-group = int(sys.argv[1])
-if "leave" not in sys.stdin.read():
+said = sys.stdin.read()
+groups = [int(sys.argv[1])] + [int(line.split()[1]) for line in said.splitlines() if line.startswith("group ")]
+def alive(group):
+    try:
+        os.killpg(group, 0)
+        return True
+    except OSError:
+        return False
+if "leave" not in said:
     for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(group, sig)
-        except OSError:
-            break
-        deadline = time.monotonic() + 2.0
-        while time.monotonic() < deadline:
+        for group in groups:
             try:
-                os.killpg(group, 0)
+                os.killpg(group, sig)
             except OSError:
-                sys.exit(0)
+                pass
+        deadline = time.monotonic() + 2.0
+        while time.monotonic() < deadline and any(alive(g) for g in groups):
             time.sleep(0.05)
 """
 
@@ -79,6 +84,8 @@ class JobProcess:
         self._reaper: subprocess.Popen[bytes] | None = None
         self.stopped_by_gpudash = False
         self.output_path: str | None = None  # the captured output's file (capture=True)
+        # process groups of the job's own besides its first (torchrun starts each rank in a session of its own)
+        self.groups: list[int] = []
 
     @property
     def pid(self) -> int | None:
@@ -126,19 +133,38 @@ class JobProcess:
         if self.proc is not None and self.proc.poll() is None:
             procgroup.signal_group(self.proc.pid, signal.SIGINT)
 
+    def add_group(self, pgid: int) -> None:
+        """Another process group of the job's (a torchrun rank's session): ended with it, and by
+        the reaper if gpudash dies."""
+        if self.proc is None or pgid in (self.proc.pid, os.getpgrp()) or pgid <= 1 or pgid in self.groups:
+            return
+        self.groups.append(pgid)
+        reaper = self._reaper
+        if reaper is not None and reaper.stdin is not None:
+            with contextlib.suppress(OSError):
+                reaper.stdin.write(f"group {pgid}\n".encode())
+                reaper.stdin.flush()
+
     def stop(self, grace_s: float = STOP_GRACE_S) -> int | None:
-        """End the job: SIGINT, then SIGTERM, then SIGKILL, ``grace_s`` apart; then whatever of its
-        group is left. Returns its exit status."""
+        """End the job: SIGINT, then SIGTERM after ``grace_s``, then SIGKILL after at most
+        ``TERM_GRACE_S`` (0: at once); then whatever of its groups is left. Returns its exit status."""
         proc = self.proc
         if proc is None:
             return None
+        groups = [proc.pid, *self.groups]
         if proc.poll() is None:
             self.stopped_by_gpudash = True
-            for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL):
-                procgroup.signal_group(proc.pid, sig)
-                if _waited(proc, grace_s):
+            for sig, wait_s in (
+                (signal.SIGINT, grace_s),
+                (signal.SIGTERM, min(grace_s, TERM_GRACE_S)),
+                (signal.SIGKILL, 1.0),
+            ):
+                for group in groups:
+                    procgroup.signal_group(group, sig)
+                if _waited(proc, wait_s):
                     break
-        procgroup.end_group(proc.pid, grace_s=1.0)  # DataLoader workers or ranks left behind
+        for group in groups:  # DataLoader workers or ranks left behind
+            procgroup.end_group(group, grace_s=1.0)
         self._release_reaper(leave=False)
         return self.poll()
 

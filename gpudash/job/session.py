@@ -40,7 +40,7 @@ from gpudash.host.nvml import NvmlSampler
 from gpudash.job import command as job_command
 from gpudash.job.channel import HostChannel
 from gpudash.job.diagnosis import JobDiagnosis, job_verdict, with_trace
-from gpudash.job.launch import JobProcess, job_env
+from gpudash.job.launch import STOP_GRACE_S, JobProcess, job_env
 from gpudash.job.steps import JobSamples, StepRecord
 
 NO_HELLO_S = 15.0  # no word from the job this long after its start: say why that may be
@@ -48,6 +48,7 @@ NO_STEP_S = 60.0  # no optimizer step this long after its hello: say so
 STARTED_AFTER_STEPS = 10  # "started" once this many steps are in (the batch size known) ...
 STARTED_AFTER_S = 3.0  # ... or this long after the first
 OUTPUT_LINES = 5000  # the dashboard's log pane keeps this many of the job's lines
+MAX_LINE = 4096  # characters of a line kept for the pane
 OUTPUT_POLL_S = 0.05  # how often the captured output's file is read as it grows
 
 
@@ -175,7 +176,7 @@ class JobSession:
     def stop(self, timeout: float = 10.0) -> None:
         """End the job (SIGINT, SIGTERM, SIGKILL), NVML and the channel. Idempotent."""
         if not self._ended:
-            code = self.process.stop()
+            code = self.process.stop(grace_s=STOP_GRACE_S if timeout > 0 else 0.0)
             for message in self.channel.receive():
                 self._on_message(message, time.monotonic())
             self._end(code if code is not None else 0)
@@ -196,6 +197,7 @@ class JobSession:
         rank = _int(m.get("rank"), 0)
         if kind == "hello":
             self._hello[_int(m.get("pid"), 0)] = m
+            self.process.add_group(_int(m.get("pgid"), 0))
         elif kind == "first":
             self._first[rank] = m
             self._hello.setdefault(_int(m.get("pid"), 0), m)
@@ -213,10 +215,11 @@ class JobSession:
 
     def _on_steps(self, rank: int, raw: list[Any], now: float) -> None:
         lead = rank == self._lead()
+        limit = self.config.max_steps
         for item in raw:
             record = StepRecord.parse(item)
-            if record is None:
-                continue
+            if record is None or (limit is not None and record.step > limit):
+                continue  # --steps: the job is being stopped; its later steps are not this run's
             self.samples.add(rank, record)
             if lead and self.diagnosis is not None:
                 self._diagnosis_step(record, now)
@@ -391,7 +394,8 @@ class JobSession:
                         time.sleep(OUTPUT_POLL_S)
                         continue
                 text = self.partial + decoder.decode(chunk)
-                *lines, self.partial = text.split("\n")
+                *lines, partial = text.split("\n")
+                self.partial = partial.rsplit("\r", 1)[-1][-MAX_LINE:]  # a progress bar's latest draw
                 self.output.extend(safe_line(line) for line in lines)
                 self.output_version += 1
         if self.partial:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import atexit
 import collections
+import contextlib
 import importlib.util
 import json
 import os
@@ -36,12 +37,14 @@ import sys
 import threading
 import time
 import warnings
+import weakref
 from typing import Any
 
 SYNC_WARNING = "called a synchronizing CUDA operation"  # as gpudash/engine/measure.py
 SEND_EVERY_S = 0.1  # step records go out at most this often
 SITES_EVERY_S = 2.0  # the sync table, when it changed
 MAX_BATCH = 200  # step records a datagram
+HANDOVER_STEPS = 20  # another optimizer that steps this often alone becomes the one whose steps count
 GROUP_MS = 25.0  # steps faster than this are timed in groups (one CUDA event a group)
 MAX_GROUP_STEPS = 256
 
@@ -139,6 +142,16 @@ class _SyncCount:
             torch.cuda.set_sync_debug_mode("warn")
         self.not_counted = self.waits.start(torch, self._waited) or ""
 
+    def keep_watching(self) -> None:
+        """At a step boundary: put the handler and the filter back if the job displaced them
+        (``logging.captureWarnings``, a ``catch_warnings`` block, ``simplefilter``)."""
+        if warnings.showwarning is not self._show:
+            self._prev_show = warnings.showwarning
+            warnings.showwarning = self._show
+        first = warnings.filters[0] if warnings.filters else None
+        if first is None or first[0] != "always" or first[1] is None or not first[1].pattern.endswith(SYNC_WARNING):
+            warnings.filterwarnings("always", message=".*" + SYNC_WARNING)
+
     def close(self) -> None:
         self.waits.stop(self.torch, self._waited)
         with warnings.catch_warnings():
@@ -173,12 +186,16 @@ class Hooks:
         self.torch = torch
         self.channel = _Channel(os.environ["GPUDASH_JOB_CHANNEL"])
         self.rank = int(os.environ.get("RANK", "0") or 0)
+        self.world = int(os.environ.get("WORLD_SIZE", "1") or 1)
+        self.first_done = False
         self.lock = threading.Lock()
-        self.optimizer: Any = None
+        self.optimizer: Any = None  # a weak reference to the optimizer whose steps are the job's
+        self.others = 0  # steps of other optimizers since the tracked one's last step
         self.cuda = False
         self.steps = 0
-        self.samples = self.tokens = 0  # since the last step
-        self.waited = 0.0
+        # the batches each DataLoader iterator handed out since the last step: [samples, tokens, wait]
+        self.batches: dict[int, list[Any]] = {}
+        self.last_iterator = 0  # the iterator of the latest batch: the training loop's, at a step
         self.last_t = 0.0
         self.pending: collections.deque[tuple[Any, list[list[Any]]]] = collections.deque()  # (event, its steps)
         self.untimed: list[list[Any]] = []  # steps since the last event
@@ -203,7 +220,12 @@ class Hooks:
 
         optimizer = importlib.import_module("torch.optim.optimizer")  # (torch.optim drops the attribute)
         self.loader_module = importlib.import_module("torch.utils.data.dataloader")
-        self.handle = optimizer.register_optimizer_step_post_hook(self._guarded_step)
+        hook = self._guarded_step
+        compiler = getattr(self.torch, "compiler", None)
+        if compiler is not None and hasattr(compiler, "disable"):  # a compiled optimizer step calls it eagerly
+            hook = compiler.disable(hook)
+        self.handle = optimizer.register_optimizer_step_post_hook(hook)
+        os.register_at_fork(after_in_child=self._forked)
         base = self.loader_module._BaseDataLoaderIter
         self._next_orig = base.__next__
         base.__next__ = self._wrap_next(base.__next__)
@@ -212,6 +234,10 @@ class Hooks:
         if not _multiprocessing_child():
             self.channel.send(self._hello())
 
+    def _forked(self) -> None:
+        """A forked child (a DataLoader worker): a lock of its own, which no thread here holds."""
+        self.lock = threading.Lock()
+
     def _hello(self) -> dict[str, Any]:
         env = os.environ
         return {
@@ -219,6 +245,7 @@ class Hooks:
             "pid": os.getpid(),
             "rank": self.rank,
             "world": int(env.get("WORLD_SIZE", "1") or 1),
+            "pgid": os.getpgid(0),
             "torch": self.torch.__version__,
             "argv": sys.argv[:6],
             "ctl": self.channel.own,
@@ -242,9 +269,10 @@ class Hooks:
             pass
 
     def close(self) -> None:
-        """At exit: the last steps whose time is known, and the sync table."""
+        """At exit: the last steps whose time is known, and the sync table (quietly: a job that
+        ends on a CUDA error has said so already)."""
         if self.on:
-            with self.lock:
+            with self.lock, contextlib.suppress(Exception):
                 self._flush(final=True)
 
     # -- the DataLoader --------------------------------------------------------------------------
@@ -256,30 +284,47 @@ class Hooks:
             start = time.perf_counter()
             batch = original(it)
             if hooks.on:
-                hooks.waited += time.perf_counter() - start
+                waited = time.perf_counter() - start
                 try:
                     n, tokens = _samples_tokens(batch, torch)
                 except Exception as exc:  # noqa: BLE001
                     hooks.off(f"reading a batch: {type(exc).__name__}: {exc}")
                     return batch
-                hooks.samples += n
-                hooks.tokens += tokens
+                key = id(it)
+                acc = hooks.batches.get(key)
+                if acc is None:
+                    hooks.batches[key] = [n, tokens, waited]
+                else:
+                    acc[0] += n
+                    acc[1] += tokens
+                    acc[2] += waited
+                hooks.last_iterator = key
             return batch
 
         return __next__
 
     # -- the step --------------------------------------------------------------------------------
     def _guarded_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
-        if not self.on or (optimizer is not self.optimizer and self.optimizer is not None):
+        if not self.on:
             return
         try:
+            tracked = self.optimizer() if self.optimizer is not None else None
+            if optimizer is not tracked:
+                if tracked is not None and self.others < HANDOVER_STEPS:
+                    self.others += 1  # a second optimizer of the same iteration: not a step
+                    return
+                self.optimizer = weakref.ref(optimizer)  # the first, or the one that steps alone now
+            self.others = 0
             self._step(optimizer)
         except Exception as exc:  # noqa: BLE001 - a failing hook must not end the job
             self.off(f"{type(exc).__name__}: {exc}")
 
     def _first(self, optimizer: Any) -> None:
         torch = self.torch
-        self.optimizer = optimizer
+        self.first_done = True
+        dist = getattr(torch, "distributed", None)
+        if dist is not None and dist.is_available() and dist.is_initialized():  # mp.spawn sets no RANK
+            self.rank, self.world = dist.get_rank(), dist.get_world_size()
         device = "cpu"
         for group in optimizer.param_groups:
             for p in group["params"]:
@@ -291,7 +336,7 @@ class Hooks:
             self.stream = torch.cuda.current_stream(torch.device(device))
         first: dict[str, Any] = {"k": "first", "rank": self.rank, "pid": os.getpid(), "device": device}
         first["optimizer"] = type(optimizer).__name__
-        first["world"] = int(os.environ.get("WORLD_SIZE", "1") or 1)
+        first["world"] = self.world
         first["torch"] = torch.__version__
         if self.cuda:
             index = torch.device(device).index
@@ -308,20 +353,27 @@ class Hooks:
         self.channel.send(first)
 
     def _step(self, optimizer: Any) -> None:
-        if self.optimizer is None:
+        if not self.first_done:
             self._first(optimizer)
         now = time.monotonic()
         self.steps += 1
         syncs = self.syncs
-        record = [self.steps, now, None, self.samples, self.tokens, self.waited, syncs.count if syncs else None, 0]
+        if syncs is not None:
+            syncs.keep_watching()
+        # the step's batches: those of the iterator that handed out the latest one (the training
+        # loop's); an evaluation loader's batches in between are not this step's
+        samples, tokens, waited = self.batches.get(self.last_iterator) or (0, 0, 0.0)
+        self.batches.clear()
+        record = [self.steps, now, None, samples, tokens, waited, syncs.count if syncs else None, 0]
         if self.window is not None and self.window.get("prof") is not None:
             record[7] = 1  # under the profiler
-        self.samples = self.tokens = 0
-        self.waited = 0.0
         if syncs is not None:
             syncs.count = 0
         with self.lock:
-            if self.cuda:
+            if self.cuda and self.torch.cuda.is_current_stream_capturing():
+                record[2] = None  # a CUDA graph being captured: no event may be recorded or asked about
+                self.ready.append(record)
+            elif self.cuda:
                 self.untimed.append(record)
                 if len(self.untimed) >= self.group:
                     self._close_group()
@@ -359,8 +411,10 @@ class Hooks:
             self.last_event = event
             self.ready.extend(records)
 
-    def _flush(self, final: bool = False) -> None:
-        if self.cuda:
+    def _flush(self, final: bool = False, cuda: bool = True) -> None:
+        """Send the records ready (``cuda``: first collect the groups whose event completed; never
+        from the flusher thread, which must not make CUDA calls)."""
+        if self.cuda and cuda:
             self._collect()
             if final:  # steps after the last event, and groups still running: their time unknown
                 for _, records in self.pending:
@@ -389,7 +443,7 @@ class Hooks:
             time.sleep(SEND_EVERY_S * 2)
             if time.monotonic() - self.last_send >= SEND_EVERY_S * 2 and self.lock.acquire(blocking=False):
                 try:
-                    self._flush()
+                    self._flush(cuda=False)
                 except Exception:  # noqa: BLE001, S110 - the next step's flush says it
                     pass
                 finally:

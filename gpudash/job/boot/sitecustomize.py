@@ -33,24 +33,34 @@ def _chain() -> None:
 
 
 class _TorchWatch(importlib.abc.MetaPathFinder):
-    """Finds nothing itself: when ``torch`` is about to be loaded, its loader is wrapped so the
-    hooks go in right after torch has finished importing."""
+    """Finds nothing itself: each spec found for ``torch`` gets its loader wrapped, so the hooks go
+    in right after torch has finished importing. It stays on ``sys.meta_path`` until then: a
+    library that asks ``importlib.util.find_spec("torch")`` before importing it (transformers,
+    accelerate, datasets) gets a spec of its own, and the real import a fresh one."""
+
+    def __init__(self) -> None:
+        self._finding = False
 
     def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
-        if name != "torch":
+        if name != "torch" or self._finding:
             return None
-        sys.meta_path.remove(self)
-        spec = importlib.util.find_spec(name)
-        if spec is None or spec.loader is None:
+        self._finding = True
+        try:
+            spec = importlib.util.find_spec(name)
+        finally:
+            self._finding = False
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
             return spec
-        loader = spec.loader
-        original = loader.exec_module
+        original = spec.loader.exec_module
+        watch = self
 
         def exec_module(module: Any) -> None:
             original(module)
-            _install()
+            if watch in sys.meta_path:
+                sys.meta_path.remove(watch)
+                _install()
 
-        loader.exec_module = exec_module  # type: ignore[method-assign]
+        spec.loader.exec_module = exec_module  # type: ignore[method-assign]
         return spec
 
 

@@ -25,6 +25,10 @@ def parse() -> argparse.Namespace:
     p.add_argument("--exit-code", type=int, default=0)
     p.add_argument("--interrupted-code", type=int, help="on a Ctrl-C: say so and exit with this code")
     p.add_argument("--print-every", type=int, default=0, help="a progress line on stdout every N steps")
+    p.add_argument("--eval-every", type=int, default=0, help="an evaluation pass (10 batches of 64) every N steps")
+    p.add_argument("--new-optimizer-after", type=int, default=0, help="a fresh AdamW takes over after N steps")
+    p.add_argument("--interrupt-takes", type=float, default=0.0, help="seconds a Ctrl-C's clean-up takes")
+    p.add_argument("--keep-old-optimizer", action="store_true", help="the replaced optimizer stays referenced")
     p.add_argument("--dict-batches", action="store_true", help="batches as {'input_ids': ..., 'labels': ...}")
     p.add_argument("--spawn-workers", action="store_true", help="DataLoader workers started with 'spawn'")
     p.add_argument("--odd-batches", action="store_true", help="batches of an object whose attributes raise")
@@ -60,6 +64,15 @@ class Odd:
         return Odd(torch.stack([i[0] for i in items]), torch.stack([i[1] for i in items]))
 
 
+def evaluate(model: torch.nn.Module, data: torch.utils.data.Dataset, dict_batches: bool) -> None:
+    """An evaluation pass over 10 batches of 64 from a loader of its own, without gradients."""
+    with torch.no_grad():
+        for i, batch in enumerate(DataLoader(data, batch_size=64)):
+            model(batch["input_ids"] if dict_batches else batch[0])
+            if i == 9:
+                break
+
+
 def main() -> int:
     args = parse()
     torch.manual_seed(0)
@@ -81,12 +94,13 @@ def main() -> int:
         collate_fn=Odd.collate if args.odd_batches else None,
     )
     layers = list(model.children())
-    first = torch.optim.SGD(layers[0].parameters(), lr=0.01)
+    first: torch.optim.Optimizer = torch.optim.SGD(layers[0].parameters(), lr=0.01)
     second = torch.optim.Adam(layers[-1].parameters(), lr=0.001) if args.two_optimizers else None
     if second is None:
         first = torch.optim.SGD(model.parameters(), lr=0.01)
     steps = micro = 0
     start = None
+    kept: list[torch.optim.Optimizer] = []
     while steps < args.steps:
         for batch in loader:
             if args.dict_batches:
@@ -108,6 +122,12 @@ def main() -> int:
             if second is not None:
                 second.zero_grad()
             steps += 1
+            if args.eval_every and steps % args.eval_every == 0:
+                evaluate(model, data, args.dict_batches)
+            if args.new_optimizer_after and steps == args.new_optimizer_after:
+                if args.keep_old_optimizer:
+                    kept.append(first)
+                first, second = torch.optim.AdamW(model.parameters(), lr=1e-3), None  # the next phase
             if args.print_every and steps % args.print_every == 0:
                 print(f"step {steps} loss {loss.item():.4f}", flush=True)
             if steps == 5:
@@ -127,6 +147,7 @@ if __name__ == "__main__":
         try:
             sys.exit(main())
         except KeyboardInterrupt:
+            time.sleep(parse().interrupt_takes)  # saving a checkpoint, say
             print("JOB interrupted", flush=True)
             sys.exit(parse().interrupted_code)
     sys.exit(main())
