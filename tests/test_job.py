@@ -344,8 +344,23 @@ def test_a_windows_totals_count_only_the_steps_inside_the_windows_closed() -> No
     first, second = job.due(0.5 + LAG_S)
     assert (first.steps, first.samples, first.steps_per_s) == (3, 24, 12.0)
     assert (second.steps, second.samples) == (4, 32)
-    (third,) = job.flush()
+    (third,) = job.flush()  # the last window: rated over the stretch up to its last step (0.5 to 0.7 s)
     assert (third.steps, third.samples, third.batch_size) == (6, 48, 8) and job.flush() == []
+    assert third.interval_s == pytest.approx(0.2) and third.steps_per_s == pytest.approx(10.0)
+
+
+def test_windows_without_a_step_wait_for_a_later_step_and_the_end_drops_them() -> None:
+    from gpudash.job.steps import HOLD_ZERO_S, LAG_S, JobSamples, StepRecord
+
+    job = JobSamples("job:train.py", "", interval_s=0.25, t0=0.0)
+    job.add(0, StepRecord(1, 0.0, 5.0, 8, 0, 0.0, None, False))
+    job.add(0, StepRecord(2, 0.1, 5.0, 8, 0, 0.0, None, False))
+    assert [s.steps_per_s for s in job.due(1.0 + LAG_S)] == [8.0]  # three empty windows held back
+    job.add(0, StepRecord(3, 1.1, 5.0, 8, 0, 0.0, None, False))
+    assert [s.steps_per_s for s in job.due(1.25 + LAG_S)] == [0.0, 0.0, 0.0, 4.0]  # a pause: they go out
+    assert [s.steps_per_s for s in job.due(1.25 + HOLD_ZERO_S + LAG_S)][:1] == [0.0]  # a stall: they go out
+    job.add(0, StepRecord(4, 6.0, 5.0, 8, 0, 0.0, None, False))
+    assert all(s.steps_per_s > 0 for s in job.flush()[-1:])
 
 
 def test_evaluation_batches_are_not_the_next_steps_and_a_new_optimizer_takes_over(tmp_path: Path) -> None:

@@ -23,6 +23,7 @@ from gpudash.host.runner import with_slowest_rank
 STEP, T, MS, SAMPLES, TOKENS, WAIT, SYNCS, PROFILED = range(8)
 BATCH_FROM_STEPS = 10  # the job's batch size: the most common of its first steps' sample counts
 LAG_S = 0.5  # a window closes this long after its end: its steps' records arrive late
+HOLD_ZERO_S = 3.0  # a window without a step goes out when a later one has steps, or after this long
 
 
 @dataclass(frozen=True)
@@ -125,6 +126,7 @@ class JobSamples:
         self.window_start: float | None = None  # monotonic
         self.last: Sample | None = None
         self.rank_samples: dict[int, RankSample] = {}
+        self.held: list[Sample] = []  # windows without a step, not sent yet (see ``due``)
 
     def add(self, rank: int, record: StepRecord) -> None:
         self.ranks.setdefault(rank, RankWindows()).add(record)
@@ -137,25 +139,51 @@ class JobSamples:
         return lead.steps if lead is not None else 0
 
     def due(self, now: float) -> list[Sample]:
-        """The samples of the windows that ended by ``now`` (a window with no step is a sample
-        of zero steps a second: the job stalled, or is doing something else)."""
+        """The samples of the windows that ended by ``now``. A window without a step is held back
+        until a later one has steps (a pause: its zero goes out then) or ``HOLD_ZERO_S`` have
+        passed (the job stalled, or does something else: it goes out); the job's end drops it
+        (its teardown is not training at zero steps a second)."""
         out: list[Sample] = []
         start = self.window_start
         if start is None or not self.ranks:
             return out
         while now >= start + self.interval_s + LAG_S:
             end = start + self.interval_s
-            out.append(self._close(end))
+            sample = self._close(end, self.interval_s)
+            if sample.steps_per_s > 0:
+                out.extend(self.held)
+                self.held = []
+                out.append(sample)
+            else:
+                self.held.append(sample)
             start = end
         self.window_start = start
+        if self.held and now - (self.held[0].time_s + self.t0) >= HOLD_ZERO_S:
+            out.extend(self.held)
+            self.held = []
         return out
 
     def flush(self) -> list[Sample]:
-        """At the job's end: the windows up to its last step, and none after."""
+        """At the job's end: the windows up to its last step, the last one rated over the stretch
+        it covers (up to that step), and no empty window after."""
         last = max((r.t for w in self.ranks.values() for r in w.window), default=None)
-        return [] if last is None else self.due(last + self.interval_s + LAG_S)
+        start = self.window_start
+        if last is None or start is None:
+            self.held = []
+            return []
+        out = self.due(last + LAG_S)  # every full window before the last step's
+        start = self.window_start or start
+        lead = self.ranks[min(self.ranks)].window
+        ms = sorted(r.ms for r in lead if r.ms is not None)
+        at_least = len(lead) * ms[len(ms) // 2] / 1e3 if ms else 1e-3  # one step just after the start
+        final = self._close(last + 1e-9, max(last - start, at_least))
+        if final.steps > 0:
+            out.extend(self.held)
+            out.append(final)
+        self.held = []
+        return out
 
-    def _close(self, end: float) -> Sample:
+    def _close(self, end: float, interval_s: float) -> Sample:
         """The window ending at ``end``: rank 0's sample, with the slowest rank where there are others."""
         lead = min(self.ranks)
         world = max(self.world_size, len(self.ranks))
@@ -169,7 +197,7 @@ class JobSamples:
             windows.closed_samples += fig.samples
             if rank != lead:
                 self.rank_samples[rank] = RankSample(
-                    time_s, rank, windows.closed_steps, fig.steps / self.interval_s, fig.step_ms_p50
+                    time_s, rank, windows.closed_steps, fig.steps / interval_s, fig.step_ms_p50
                 )
         windows, fig = self.ranks[lead], figures[lead]
         sample = Sample(
@@ -179,9 +207,9 @@ class JobSamples:
             batch_size=windows.batch_size * world,
             steps=windows.closed_steps,
             samples=windows.closed_samples * world,
-            interval_s=self.interval_s,
-            steps_per_s=fig.steps / self.interval_s,
-            samples_per_s=fig.samples * world / self.interval_s,
+            interval_s=interval_s,
+            steps_per_s=fig.steps / interval_s,
+            samples_per_s=fig.samples * world / interval_s,
             step_ms_p50=fig.step_ms_p50,
             step_ms_p95=fig.step_ms_p95,
             syncs_per_step=fig.syncs_per_step,
