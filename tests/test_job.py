@@ -286,7 +286,11 @@ def _hooks_module() -> Any:
     spec = importlib.util.spec_from_file_location("gpudash_job_hooks_under_test", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    sys.path.insert(0, str(path.parent))  # its parts beside it, as the bootstrap loads it
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(path.parent))
     return module
 
 

@@ -29,36 +29,21 @@ from __future__ import annotations
 import atexit
 import collections
 import contextlib
-import importlib.util
-import json
 import os
-import socket
 import sys
 import threading
 import time
-import warnings
 import weakref
 from typing import Any
 
-SYNC_WARNING = "called a synchronizing CUDA operation"  # as gpudash/engine/measure.py
+from gpudash_job_parts import _Channel, _SyncCount  # type: ignore[import-not-found]  # beside this file
+
 SEND_EVERY_S = 0.1  # step records go out at most this often
 SITES_EVERY_S = 2.0  # the sync table, when it changed
 MAX_BATCH = 200  # step records a datagram
 HANDOVER_STEPS = 20  # another optimizer that steps this often alone becomes the one whose steps count
 GROUP_MS = 25.0  # steps faster than this are timed in groups (one CUDA event a group)
 MAX_GROUP_STEPS = 256
-
-
-def _load(name: str, relative: str) -> Any:
-    """One of gpudash's torch-free modules, from its file (the job's Python need not have gpudash)."""
-    path = os.path.join(os.environ.get("GPUDASH_JOB_SRC", ""), relative)
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot load {path}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
 
 
 def _samples_tokens(batch: Any, torch: Any, depth: int = 0) -> tuple[int, int]:
@@ -82,101 +67,6 @@ def _samples_tokens(batch: Any, torch: Any, depth: int = 0) -> tuple[int, int]:
         if found[0]:
             return found
     return 0, 0
-
-
-class _Channel:
-    """The datagram socket to gpudash, and this process's own for gpudash's requests."""
-
-    def __init__(self, host: str) -> None:
-        self.host = host
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        self.sock.setblocking(False)
-        self.own = os.path.join(os.path.dirname(host), f"job-{os.getpid()}.sock")
-        try:
-            self.sock.bind(self.own)
-        except OSError:
-            self.own = ""
-        self.dropped = 0
-
-    def send(self, message: dict[str, Any]) -> None:
-        try:
-            self.sock.sendto(json.dumps(message, separators=(",", ":")).encode(), self.host)
-        except OSError:  # full (dropped), or gpudash gone
-            self.dropped += 1
-
-    def requests(self) -> list[dict[str, Any]]:
-        out = []
-        while self.own:
-            try:
-                data = self.sock.recv(65536)
-            except OSError:
-                break
-            try:
-                out.append(json.loads(data))
-            except ValueError:
-                continue
-        return out
-
-
-class _SyncCount:
-    """Host-device syncs of the training thread, by line (torch's sync warnings and the explicit
-    waits), from the first step on."""
-
-    def __init__(self, torch: Any) -> None:
-        self.torch = torch
-        self.count = 0
-        self.thread = threading.get_ident()
-        sites = _load("_gpudash_sync_sites", os.path.join("core", "sync_sites.py"))
-        self.waits = _load("_gpudash_explicit_waits", os.path.join("engine", "explicit_waits.py"))
-        self.live, self.sites = sites.LiveSites(), sites.SiteCounter()
-        self.not_counted = ""
-        self.paused = False  # while gpudash itself works inside a step (a profiler window's start and end)
-        self._prev_show = warnings.showwarning
-        self._saved = warnings.catch_warnings()
-        self._saved.__enter__()
-        warnings.filterwarnings("always", message=".*" + SYNC_WARNING)
-        warnings.showwarning = self._show
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # "a prototype feature"
-            self._prev_mode = torch.cuda.get_sync_debug_mode()
-            torch.cuda.set_sync_debug_mode("warn")
-        self.not_counted = self.waits.start(torch, self._waited) or ""
-
-    def keep_watching(self) -> None:
-        """At a step boundary: put the handler and the filter back if the job displaced them
-        (``logging.captureWarnings``, a ``catch_warnings`` block, ``simplefilter``)."""
-        if warnings.showwarning is not self._show:
-            self._prev_show = warnings.showwarning
-            warnings.showwarning = self._show
-        first = warnings.filters[0] if warnings.filters else None
-        if first is None or first[0] != "always" or first[1] is None or not first[1].pattern.endswith(SYNC_WARNING):
-            warnings.filterwarnings("always", message=".*" + SYNC_WARNING)
-
-    def close(self) -> None:
-        self.waits.stop(self.torch, self._waited)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            self.torch.cuda.set_sync_debug_mode(self._prev_mode)
-        self._saved.__exit__(None, None, None)
-
-    def _show(
-        self, message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None
-    ) -> None:
-        if SYNC_WARNING in str(message):
-            if threading.get_ident() == self.thread:
-                self._counted(sys._getframe(1))
-            return
-        self._prev_show(message, category, filename, lineno, file, line)
-
-    def _waited(self) -> None:
-        if threading.get_ident() == self.thread:
-            self._counted(sys._getframe(1))
-
-    def _counted(self, frame: Any) -> None:
-        if self.paused:
-            return  # gpudash's own (the profiler's synchronize at a window's start and end)
-        self.count += 1
-        self.sites.add_site(self.live.site(frame))
 
 
 class Hooks:

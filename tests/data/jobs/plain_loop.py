@@ -73,8 +73,8 @@ def evaluate(model: torch.nn.Module, data: torch.utils.data.Dataset, dict_batche
                 break
 
 
-def main() -> int:
-    args = parse()
+def build(args: argparse.Namespace) -> tuple[torch.utils.data.Dataset, torch.nn.Module, DataLoader]:
+    """The data, the model and the loader the options ask for."""
     torch.manual_seed(0)
     if args.dict_batches:
         data: torch.utils.data.Dataset = Tokens(4096)
@@ -93,6 +93,12 @@ def main() -> int:
         multiprocessing_context="spawn" if args.spawn_workers and args.workers else None,
         collate_fn=Odd.collate if args.odd_batches else None,
     )
+    return data, model, loader
+
+
+def main() -> int:
+    args = parse()
+    data, model, loader = build(args)
     layers = list(model.children())
     first: torch.optim.Optimizer = torch.optim.SGD(layers[0].parameters(), lr=0.01)
     second = torch.optim.Adam(layers[-1].parameters(), lr=0.001) if args.two_optimizers else None
