@@ -27,7 +27,6 @@ from gpudash.core.protocol import (
     GpuInfo,
     Message,
     RunConfig,
-    Sample,
     SourceInfo,
     Stop,
     SyncSites,
@@ -438,6 +437,3 @@ def _int(value: Any, default: int) -> int:
         return int(value)
     except (TypeError, ValueError):
         return default
-
-
-__all__ = ["JobSession", "Sample"]
