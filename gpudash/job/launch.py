@@ -128,11 +128,6 @@ class JobProcess:
         code = self.proc.poll()
         return None if code is None else exit_status(code)
 
-    def interrupt(self) -> None:
-        """Pass a Ctrl-C on to the job's group."""
-        if self.proc is not None and self.proc.poll() is None:
-            procgroup.signal_group(self.proc.pid, signal.SIGINT)
-
     def add_group(self, pgid: int) -> None:
         """Another process group of the job's (a torchrun rank's session): ended with it, and by
         the reaper if gpudash dies."""

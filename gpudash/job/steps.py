@@ -63,7 +63,6 @@ class RankWindows:
 
     steps: int = 0  # the last step received
     samples: int = 0
-    tokens: int = 0
     closed_steps: int = 0  # the last step of the windows closed so far
     closed_samples: int = 0  # ... and their samples (a sample's totals)
     window: list[StepRecord] = field(default_factory=list)
@@ -73,7 +72,6 @@ class RankWindows:
         self.window.append(record)
         self.steps = max(self.steps, record.step)
         self.samples += record.samples
-        self.tokens += record.tokens
         if len(self.first_counts) < BATCH_FROM_STEPS:
             self.first_counts.append(record.samples)
 
@@ -94,12 +92,11 @@ class WindowFigures:
     step_ms_p50: float | None
     step_ms_p95: float | None
     syncs_per_step: float | None
-    input_wait_ms: float  # per step, mean
 
 
 def window_figures(records: list[StepRecord]) -> WindowFigures:
-    """The window's step count, samples, step time percentiles (profiled steps left out), syncs
-    and input wait per step."""
+    """The window's step count, samples, step time percentiles (profiled steps left out) and
+    syncs per step."""
     ms = sorted(r.ms for r in records if r.ms is not None and not r.profiled)
     syncs = [r.syncs for r in records if r.syncs is not None]
     n = len(records)
@@ -109,7 +106,6 @@ def window_figures(records: list[StepRecord]) -> WindowFigures:
         step_ms_p50=percentile(ms, 50) if ms else None,
         step_ms_p95=percentile(ms, 95) if ms else None,
         syncs_per_step=statistics.fmean(syncs) if syncs else None,
-        input_wait_ms=1e3 * sum(r.input_wait_s for r in records) / n if n else 0.0,
     )
 
 
