@@ -12,7 +12,9 @@ import pytest
 
 from gpudash.core.metrics import (
     ALLOCATOR_KEYS,
+    GPM_KEYS,
     METRICS,
+    MODEL_KEYS,
     NVML_KEYS,
     PER_GPU_KEYS,
     RANK_KEYS,
@@ -45,8 +47,12 @@ def test_csv_columns_derive_from_the_metric_catalog_and_keep_the_0_1_order() -> 
         "ci_low",
         "ci_high",
         "noise",
+        *("sm_active_pct", "sm_occupancy_pct", "tensor_active_pct", "hmma_active_pct", "dfma_active_pct"),
+        *("dram_active_pct", "pcie_tx_mib_s", "pcie_rx_mib_s", "nvlink_tx_mib_s", "nvlink_rx_mib_s"),
+        *("flops_per_step", "tflops", "mfu_pct"),
     ]  # after 0.1, at the end
-    before_ranks = [m.csv_column for m in METRICS if m.origin not in (Origin.RANKS, Origin.ALLOCATOR)]
+    later = (Origin.RANKS, Origin.ALLOCATOR, Origin.GPM, Origin.MODEL)
+    before_ranks = [m.csv_column for m in METRICS if m.origin not in later]
     assert before_ranks == [c for c in CSV_COLUMNS_0_1 if c in {m.key for m in METRICS}]
 
 
@@ -81,9 +87,10 @@ def test_the_allocators_memory_goes_to_the_csv_and_back_and_older_files_read_it_
 def test_every_measured_field_has_one_metric_row() -> None:
     sample_fields = [f.name for f in fields(Sample) if f.name != "time_s"]
     config = (*csvformat.CONFIG_COLUMNS, csvformat.KNOBS_COLUMN, csvformat.NOISE_COLUMN)  # text, not measured
-    assert [*WORKLOAD_KEYS, *RANK_KEYS, *ALLOCATOR_KEYS] == [f for f in sample_fields if f not in config]
-    # gpu_pids: read for the noise probe (gpudash.host.noise), not a metric
-    assert list(NVML_KEYS) == [f.name for f in fields(GpuSample) if f.name not in ("time_s", "per_gpu", "gpu_pids")]
+    assert [*WORKLOAD_KEYS, *RANK_KEYS, *ALLOCATOR_KEYS, *MODEL_KEYS] == [f for f in sample_fields if f not in config]
+    # gpu_pids: read for the noise probe (gpudash.host.noise), not a metric; mig: each instance's GPM figures
+    not_metrics = ("time_s", "per_gpu", "gpu_pids", "mig")
+    assert [*NVML_KEYS, *GPM_KEYS] == [f.name for f in fields(GpuSample) if f.name not in not_metrics]
     # a per-GPU reading: the catalog's per-GPU metrics (its CSV columns) and the memory total for the row
     assert [f.name for f in fields(GpuReading) if f.name not in ("index", "mem_total_mib")] == list(PER_GPU_KEYS)
     assert len({m.key for m in METRICS}) == len(METRICS)

@@ -176,6 +176,9 @@ def full_sample() -> Sample:
         slowest_rank_step_ms=4.875,
         cuda_allocated_mib=612.5,
         cuda_reserved_mib=704.25,
+        flops_per_step=3.0625e12,
+        tflops=710.125,
+        mfu_pct=71.75,
     )
 
 
@@ -191,8 +194,18 @@ def full_gpu() -> GpuSample:
         temp_c=61.0,
         energy_j=12345.678,  # 3 decimals
         throttle="sw_power_cap|hw_slowdown",
+        sm_active_pct=84.5,
+        sm_occupancy_pct=31.25,
+        tensor_active_pct=78.125,
+        hmma_active_pct=77.5,
+        dfma_active_pct=0.0,
+        dram_active_pct=22.75,
+        pcie_tx_mib_s=12.5,
+        pcie_rx_mib_s=1536.25,
+        nvlink_tx_mib_s=0.0,
+        nvlink_rx_mib_s=0.0,
         per_gpu=(
-            GpuReading(2, 97.5, 30123.5, None, 412.375, 1980.0, 61.0),
+            GpuReading(2, 97.5, 30123.5, None, 412.375, 1980.0, 61.0, 84.5, 78.125, 22.75),
             GpuReading(0, 3.25, 1024.5, None, 71.125, 345.0, 33.0),
         ),
     )
@@ -203,9 +216,9 @@ def test_a_sample_row_reads_back_as_the_sample_and_the_nvml_sample_it_joined(tmp
     header = csvformat.header(GPUS)
     cells = csvformat.sample_row(s, g, {"joules_per_step": 1.78125}) + csvformat.per_gpu_cells(g, GPUS)
     row = as_dict(header, cells)
-    for column in csvformat.SAMPLE_COLUMNS[3:] + csvformat.LATER_SAMPLE_COLUMNS:  # every measured field
-        assert float(row[column]) == getattr(s, column), column
-    for column in csvformat.GPU_COLUMNS:
+    for column in csvformat.SAMPLE_COLUMNS[3:] + csvformat.LATER_SAMPLE_COLUMNS + csvformat.MODEL_COLUMNS:
+        assert float(row[column]) == getattr(s, column), column  # every measured field
+    for column in csvformat.GPU_COLUMNS + csvformat.GPM_COLUMNS:
         assert (
             row[column] == str(getattr(g, column)) if column == "throttle" else float(row[column]) == getattr(g, column)
         ), column
@@ -218,8 +231,11 @@ def test_a_sample_row_reads_back_as_the_sample_and_the_nvml_sample_it_joined(tmp
     )
     assert (row["steps"], row["samples"], row["world_size"]) == ("123456789", "1975308624", "4")  # whole, exact
     assert row["joules_per_step"] == "1.78125"
-    assert [row[c] for c in csvformat.per_gpu_columns([2])] == ["97.5", "30123.5", "412.375", "1980", "61"]
-    assert [row[c] for c in csvformat.per_gpu_columns([0])] == ["3.25", "1024.5", "71.125", "345", "33"]
+    assert [row[c] for c in csvformat.per_gpu_columns([2])] == [
+        *("97.5", "30123.5", "412.375", "1980", "61"),
+        *("84.5", "78.125", "22.75"),  # GPM's SM, tensor and DRAM activity
+    ]
+    assert [row[c] for c in csvformat.per_gpu_columns([0])] == ["3.25", "1024.5", "71.125", "345", "33", "", "", ""]
     assert all(row[c] == "" for c in [*csvformat.EVENT_COLUMNS, *csvformat.CI_COLUMNS])
     path = tmp_path / "run.csv"
     path.write_text(csvformat.format_row(header) + csvformat.format_row(cells))
@@ -233,7 +249,7 @@ def test_a_sample_without_an_nvml_sample_has_empty_gpu_cells_and_reads_back_alon
     header = csvformat.header(GPUS)
     cells = csvformat.sample_row(s, None) + csvformat.per_gpu_cells(None, GPUS)
     row = as_dict(header, cells)
-    gpu_columns = [*csvformat.GPU_COLUMNS, *csvformat.per_gpu_columns(GPUS), "joules_per_step"]
+    gpu_columns = [*csvformat.GPU_COLUMNS, *csvformat.GPM_COLUMNS, *csvformat.per_gpu_columns(GPUS), "joules_per_step"]
     assert all(row[c] == "" for c in gpu_columns)
     assert RowParser(header).messages(cells) == [s]
 
@@ -254,15 +270,12 @@ def test_only_the_gpus_that_answered_make_an_nvml_sample() -> None:
 
 def test_per_gpu_cells_follow_the_gpus_watched_not_the_readings_order() -> None:
     g = full_gpu()
-    assert csvformat.per_gpu_cells(g, [0, 2]) == ["3.25", "1024.5", "71.125", "345", "33"] + [
-        "97.5",
-        "30123.5",
-        "412.375",
-        "1980",
-        "61",
+    assert csvformat.per_gpu_cells(g, [0, 2]) == ["3.25", "1024.5", "71.125", "345", "33", "", "", ""] + [
+        *("97.5", "30123.5", "412.375", "1980", "61"),
+        *("84.5", "78.125", "22.75"),
     ]
-    assert csvformat.per_gpu_cells(g, [1]) == [""] * 5  # watched, but no reading of it this tick
-    assert csvformat.per_gpu_cells(None, [0, 2]) == [""] * 10
+    assert csvformat.per_gpu_cells(g, [1]) == [""] * 8  # watched, but no reading of it this tick
+    assert csvformat.per_gpu_cells(None, [0, 2]) == [""] * 16
     assert csvformat.per_gpu_cells(g, []) == []
 
 
@@ -416,9 +429,12 @@ def test_per_gpu_columns_are_found_only_whole_and_in_their_order() -> None:
         "gpu3_power_w",
         "gpu3_sm_clock_mhz",
         "gpu3_temp_c",
+        "gpu3_sm_active_pct",
+        "gpu3_tensor_active_pct",
+        "gpu3_dram_active_pct",
     ]
     assert csvformat.per_gpu_indexes(csvformat.header((5, 1, 10))) == [5, 1, 10]
-    partial = [*csvformat.header((1,)), *csvformat.per_gpu_columns([2])[:-1]]  # GPU 2 lacks its temperature
+    partial = [*csvformat.header((1,)), *csvformat.per_gpu_columns([2])[:4]]  # GPU 2 lacks its temperature
     assert csvformat.per_gpu_indexes(partial) == [1]
     odd = ["gpu01_util_pct", "gpu_util_pct", "xgpu1_util_pct", *csvformat.per_gpu_columns([7])]
     assert csvformat.per_gpu_indexes(odd) == [7]

@@ -3,10 +3,12 @@ take their figures from ``gpudash.stats.figures`` and agree on the same samples.
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from gpudash.core.metrics import FIGURE_KEYS, METRICS
-from gpudash.core.protocol import GpuSample, Sample
+from gpudash.core.protocol import GpuSample, Message, Sample
 from gpudash.stats.energy import joules_per_step
 from gpudash.stats.figures import Figures
 from gpudash.stats.segments import SegmentTracker
@@ -44,8 +46,17 @@ def test_a_counter_that_goes_back_starts_afresh_and_no_increment_spans_a_gap() -
     assert f.mean("joules_per_step") == pytest.approx(130.0 / 20)
 
 
+def with_gpm_and_mfu(m: Message) -> Message:
+    """A message of ``run_segment`` with the figures GPM and the FLOP count add (every figure of a sweep)."""
+    if isinstance(m, GpuSample):
+        return dataclasses.replace(m, sm_active_pct=70.0 + m.time_s % 3, tensor_active_pct=50.0, dram_active_pct=20.0)
+    if isinstance(m, Sample):
+        return dataclasses.replace(m, flops_per_step=1e12, tflops=m.steps_per_s, mfu_pct=m.steps_per_s / 10)
+    return m
+
+
 def test_a_sweep_and_the_dashboard_give_the_same_figures_for_the_same_window() -> None:
-    window = [m for m in run_segment(0.0, 12.0, 40.0) if m.time_s > 0]
+    window = [with_gpm_and_mfu(m) for m in run_segment(0.0, 12.0, 40.0) if m.time_s > 0]
     samples, ticks = tuple(samples_of(window)), tuple(gpu_samples_of(window))
     assert len(samples) + len(ticks) == len(window)
     (summary,) = summarize((CONFIG,), [RepeatResult(CONFIG, 1, samples, ticks)])

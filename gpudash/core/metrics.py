@@ -21,6 +21,13 @@ class Origin(str, Enum):
     DERIVED = "derived"  # computed from both (joules per step)
     RANKS = "ranks"  # a data-parallel run's ranks (Sample fields the parent fills in; CSV columns after knobs)
     ALLOCATOR = "allocator"  # the workload's CUDA caching allocator (Sample fields; CSV columns after the ranks')
+    GPM = "gpm"  # NVML's GPU performance monitoring, Hopper and newer (GpuSample fields; CSV columns after the noise)
+    MODEL = "model"  # the model FLOPs of a step and what they make of the GPU's peak (Sample fields; after GPM's)
+
+    @property
+    def from_gpu(self) -> bool:
+        """Values of the parent's NVML tick (``GpuSample``), not of the workload's ``Sample``."""
+        return self in (Origin.NVML, Origin.GPM)
 
 
 class Better(IntEnum):
@@ -63,6 +70,7 @@ class Metric:
 
 
 _W, _N, _D, _R, _A = Origin.WORKLOAD, Origin.NVML, Origin.DERIVED, Origin.RANKS, Origin.ALLOCATOR
+_G, _M = Origin.GPM, Origin.MODEL
 _UP, _DOWN, _ANY = Better.HIGHER, Better.LOWER, Better.NEITHER
 _TIME, _EACH, _ENDS = Averaging.TIME, Averaging.EACH, Averaging.ENDS
 _FLAGS = ("stat", "series", "figure", "per_gpu", "per_batch")  # the words of a row's flags
@@ -90,7 +98,7 @@ def _row(
         unit,
         origin,
         better,
-        needs_gpu=origin in (Origin.NVML, Origin.DERIVED),
+        needs_gpu=origin in (Origin.NVML, Origin.DERIVED, Origin.GPM),
         kind=kind,
         csv_decimals=csv_decimals,
         mean=mean,
@@ -152,7 +160,34 @@ METRICS: tuple[Metric, ...] = (
     _row("cuda_reserved_mib",    "reserved MiB", "MiB", _A,    _ANY,  None,  float, "",
          "device memory torch's caching allocator holds, in use or cached (memory_reserved; CUDA only); "
          "mem_used_mib minus this is the CUDA context, libraries and other processes"),
-
+    # NVML's GPU performance monitoring (GPM; Hopper and newer), over each NVML tick
+    _row("sm_active_pct",        "SM%",          "%",   _G,    _ANY,  _EACH, float, "stat series figure per_gpu",
+         "share of the SMs' time they were busy (GPM): what 'GPU-bound' means, unlike kernel%"),
+    _row("sm_occupancy_pct",     "occupancy%",   "%",   _G,    _ANY,  _EACH, float, "series",
+         "resident warps over the SMs' maximum (GPM)"),
+    _row("tensor_active_pct",    "tensor%",      "%",   _G,    _ANY,  _EACH, float, "stat series figure per_gpu",
+         "share of the SMs' time any tensor core ran (GPM)"),
+    _row("hmma_active_pct",      "HMMA%",        "%",   _G,    _ANY,  None,  float, "",
+         "share of the SMs' time half-precision (HMMA) tensor math ran (GPM)"),
+    _row("dfma_active_pct",      "DFMA%",        "%",   _G,    _ANY,  None,  float, "",
+         "share of the SMs' time double-precision (DFMA) tensor math ran (GPM)"),
+    _row("dram_active_pct",      "DRAM%",        "%",   _G,    _ANY,  _EACH, float, "stat series figure per_gpu",
+         "DRAM bandwidth used over its maximum (GPM)"),
+    _row("pcie_tx_mib_s",        "PCIe tx",      "MiB/s", _G,  _ANY,  None,  float, "",
+         "PCIe traffic from the GPU (GPM)"),
+    _row("pcie_rx_mib_s",        "PCIe rx",      "MiB/s", _G,  _ANY,  None,  float, "",
+         "PCIe traffic to the GPU (GPM)"),
+    _row("nvlink_tx_mib_s",      "NVLink tx",    "MiB/s", _G,  _ANY,  None,  float, "",
+         "NVLink traffic from the GPU, all links (GPM)"),
+    _row("nvlink_rx_mib_s",      "NVLink rx",    "MiB/s", _G,  _ANY,  None,  float, "",
+         "NVLink traffic to the GPU, all links (GPM)"),
+    # the model FLOPs of one step (counted once per configuration, eagerly) and the GPU's dense peak
+    _row("flops_per_step",       "FLOP/step",    "",    _M,    _ANY,  None,  float, "",
+         "model FLOPs of one step on one GPU (torch's FlopCounterMode on an eager step)"),
+    _row("tflops",               "TFLOP/s",      "",    _M,    _UP,   _TIME, float, "series",
+         "model FLOPs per second on one GPU: FLOPs per step × steps/s"),
+    _row("mfu_pct",              "MFU%",         "%",   _M,    _UP,   _TIME, float, "stat series figure",
+         "model FLOPs utilisation: TFLOP/s over the GPU's dense peak for the step's dtype"),
 )
 # fmt: on
 
@@ -186,8 +221,12 @@ WORKLOAD_KEYS = keys(Origin.WORKLOAD)
 RANK_KEYS = keys(Origin.RANKS)
 ALLOCATOR_KEYS = keys(Origin.ALLOCATOR)
 NVML_KEYS = keys(Origin.NVML)
+GPM_KEYS = keys(Origin.GPM)
+MODEL_KEYS = keys(Origin.MODEL)
 STAT_KEYS = keys(stat=True)
 SERIES_KEYS = keys(series=True)
 PER_BATCH_KEYS = keys(per_batch=True)  # compared only between runs of one batch size
 FIGURE_KEYS = keys(figure=True)  # what sweeps and reports tabulate per configuration
 PER_GPU_KEYS = keys(per_gpu=True)  # the fields of a GpuReading that have CSV columns, in column order
+# the per-GPU fields every per-GPU recording has (those added with GPM may be missing)
+PER_GPU_BASE_KEYS = tuple(k for k in PER_GPU_KEYS if BY_KEY[k].origin == Origin.NVML)

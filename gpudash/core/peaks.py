@@ -46,6 +46,10 @@ PEAKS = (
     GpuPeak("L40S", r"\bL40S\b", 362.05, 183.0, 91.6, "NVIDIA L40S datasheet (2023), sparsity halved"),
     GpuPeak("L4", r"\bL4\b", 121.0, 60.0, 30.3, "NVIDIA L4 Tensor Core GPU datasheet (2023), sparsity halved"),
     GpuPeak("A10", r"\bA10\b", 125.0, 62.5, 31.2, "NVIDIA A10 Tensor Core GPU datasheet (2021)"),
+    GpuPeak("RTX A6000", r"\bRTX A6000\b", 154.8, 77.4, 38.7, "NVIDIA RTX A6000 datasheet (2021), sparsity halved"),
+    # GeForce: fp16/bf16 tensor math with fp32 accumulation (what training uses), from the architecture whitepapers
+    GpuPeak("RTX 4090", r"\bRTX 4090\b", 165.2, 82.6, 82.6, "NVIDIA Ada Lovelace architecture whitepaper (2023)"),
+    GpuPeak("RTX 3090", r"\bRTX 3090\b", 71.0, 35.6, 35.6, "NVIDIA Ampere GA102 GPU architecture whitepaper (2021)"),
 )
 
 
@@ -62,3 +66,44 @@ def mfu_pct(flops_per_step: float, steps_per_s: float, peak_tflops: float) -> fl
     if peak_tflops <= 0:
         raise ValueError("the peak must be a positive number of TFLOP/s")
     return 100.0 * flops_per_step * steps_per_s / (peak_tflops * 1e12)
+
+
+NO_PEAK_HINT = "give one with --peak-tflops"
+
+
+@dataclass(frozen=True)
+class PeakChoice:
+    """The peak MFU is a share of for one run, or why there is none."""
+
+    tflops: float | None
+    source: str  # where the figure comes from, or (tflops None) why MFU is blank
+
+    @property
+    def known(self) -> bool:
+        return self.tflops is not None
+
+
+def choose_peak(device_name: str | None, dtype: str | None, override: float | None = None) -> PeakChoice:
+    """The peak for a step of ``dtype`` (one of ``DTYPES``; None: a mixed or unknown dtype) on
+    ``device_name`` (None: no GPU); ``override`` (``--peak-tflops``) wins over the table."""
+    if override is not None:
+        return PeakChoice(override, "--peak-tflops")
+    if device_name is None:
+        return PeakChoice(None, f"no GPU, so no peak to compare with: {NO_PEAK_HINT}")
+    if dtype is None or dtype not in DTYPES:
+        what = "mixes dtypes" if dtype is None else f"computes in {dtype}"
+        return PeakChoice(None, f"the step {what}, which has no single peak: {NO_PEAK_HINT}")
+    peak = peak_of(device_name)
+    if peak is None:
+        return PeakChoice(None, f"no dense peak known for {device_name!r}: {NO_PEAK_HINT}")
+    return PeakChoice(peak.tflops(dtype), f"{peak.part} {dtype} dense, {peak.source}")
+
+
+def model_rates(
+    flops_per_step: float | None, steps_per_s: float, peak: PeakChoice
+) -> tuple[float | None, float | None]:
+    """(TFLOP/s, MFU %) of steps of ``flops_per_step`` FLOPs at ``steps_per_s``; None where not known."""
+    if flops_per_step is None or flops_per_step <= 0:
+        return None, None
+    tflops = flops_per_step * steps_per_s / 1e12
+    return tflops, (mfu_pct(flops_per_step, steps_per_s, peak.tflops) if peak.tflops is not None else None)

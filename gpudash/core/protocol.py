@@ -58,6 +58,9 @@ class RunConfig:
     # the user's own job, run unmodified (``gpudash -- CMD``): its command line; the workload is
     # then ``job:`` and its script (gpudash.job.command), and none of the family's settings apply
     job: tuple[str, ...] | None = None
+    # the GPU's dense peak in TFLOP/s that MFU is a share of (``--peak-tflops``); None: the table's
+    # figure for the GPU and the step's dtype (gpudash.core.peaks)
+    peak_tflops: float | None = None
 
 
 # -- controls: parent -> child, applied at a step boundary ---------------------------------
@@ -197,6 +200,12 @@ class Sample:
     # What made the machine noisy while this sample was measured ("": quiet); stamped by the
     # parent (``gpudash.host.noise``), never by the child
     noise: str = ""
+    # The model FLOPs of one step on one GPU (counted once per configuration, eagerly:
+    # ``gpudash.engine.flops``), the rate they make and its share of the GPU's dense peak
+    # (``gpudash.core.peaks``); None: not known (the reason went out once, as a "measured" event)
+    flops_per_step: float | None = None
+    tflops: float | None = None
+    mfu_pct: float | None = None
 
 
 @dataclass(frozen=True)
@@ -288,6 +297,7 @@ class GpuInfo:
     names: tuple[str, ...] = ()  # every GPU of the machine, by index
     index: int | None = None  # the GPU sampled (the workload's device)
     sampled: tuple[int, ...] = ()  # the GPUs with a per-GPU reading in every sample (NVML indexes, in order)
+    gpm_unavailable: str | None = None  # why the GPM figures (SM, tensor, DRAM activity) stay empty; None: they flow
 
     @property
     def name(self) -> str | None:
@@ -308,11 +318,24 @@ class GpuReading:
     power_w: float | None = None
     sm_clock_mhz: float | None = None
     temp_c: float | None = None
+    sm_active_pct: float | None = None  # GPM (Hopper and newer)
+    tensor_active_pct: float | None = None
+    dram_active_pct: float | None = None
 
     @property
     def answered(self) -> bool:
         """Some query for this GPU answered this tick (False: every one failed)."""
         return any(getattr(self, f.name) is not None for f in fields(self) if f.name != "index")
+
+
+@dataclass(frozen=True)
+class MigReading:
+    """One MIG GPU instance's GPM figures in an NVML tick (``GpuSample.mig``)."""
+
+    label: str  # "GPU 0 · GI 1": the GPU's NVML index and the GPU instance's id
+    sm_active_pct: float | None = None
+    tensor_active_pct: float | None = None
+    dram_active_pct: float | None = None
 
 
 @dataclass(frozen=True)
@@ -329,6 +352,20 @@ class GpuSample:
     temp_c: float | None = None
     energy_j: float | None = None  # energy since the sampler started
     throttle: str | None = None  # active throttle reasons, e.g. "sw_power_cap|hw_slowdown"; "" if none
+    # GPM, NVML's GPU performance monitoring (Hopper and newer), over the tick: None where not
+    # supported (``GpuInfo.gpm_unavailable`` says why) or not answered this tick
+    sm_active_pct: float | None = None  # share of the SMs' time they were busy (not "a kernel ran")
+    sm_occupancy_pct: float | None = None
+    tensor_active_pct: float | None = None
+    hmma_active_pct: float | None = None
+    dfma_active_pct: float | None = None
+    dram_active_pct: float | None = None
+    pcie_tx_mib_s: float | None = None
+    pcie_rx_mib_s: float | None = None
+    nvlink_tx_mib_s: float | None = None
+    nvlink_rx_mib_s: float | None = None
+    # MIG: each GPU instance's GPM figures, labelled ("GPU 0 · GI 1"); () without MIG
+    mig: tuple[MigReading, ...] = ()
     per_gpu: tuple[GpuReading, ...] = ()  # every GPU watched (``GpuInfo.sampled``), the workload's included
     gpu_pids: tuple[int, ...] | None = None  # the compute processes on the workload's GPU (None: not read)
 

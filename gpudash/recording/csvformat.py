@@ -23,7 +23,19 @@ import re
 from collections.abc import Callable, Iterator, Sequence
 from typing import TextIO
 
-from gpudash.core.metrics import ALLOCATOR_KEYS, BY_KEY, NVML_KEYS, PER_GPU_KEYS, RANK_KEYS, WORKLOAD_KEYS, Origin, keys
+from gpudash.core.metrics import (
+    ALLOCATOR_KEYS,
+    BY_KEY,
+    GPM_KEYS,
+    MODEL_KEYS,
+    NVML_KEYS,
+    PER_GPU_BASE_KEYS,
+    PER_GPU_KEYS,
+    RANK_KEYS,
+    WORKLOAD_KEYS,
+    Origin,
+    keys,
+)
 from gpudash.core.protocol import Event, EventKind, GpuReading, GpuSample, Message, Sample
 from gpudash.core.running import Running
 from gpudash.core.textfmt import strip_controls
@@ -54,7 +66,12 @@ COLUMNS_0_1 = ["row_kind", "time_s", *SAMPLE_COLUMNS, *GPU_COLUMNS, *DERIVED_COL
 # Added after the interval's columns: what made the machine noisy while a sample was measured
 # (``Sample.noise``; empty: quiet), and on a summary row the share of noisy samples and why.
 NOISE_COLUMN = "noise"
-COLUMNS = [*COLUMNS_0_1, KNOBS_COLUMN, *LATER_SAMPLE_COLUMNS, *CI_COLUMNS, NOISE_COLUMN]
+# Added after the noise column: GPM's figures of the NVML tick (sm_active_pct, tensor_active_pct,
+# dram_active_pct, …; empty before Hopper and in a file without them), then the model FLOPs of a
+# step, their rate and MFU (flops_per_step, tflops, mfu_pct; empty where not known).
+GPM_COLUMNS = list(GPM_KEYS)
+MODEL_COLUMNS = list(MODEL_KEYS)
+COLUMNS = [*COLUMNS_0_1, KNOBS_COLUMN, *LATER_SAMPLE_COLUMNS, *CI_COLUMNS, NOISE_COLUMN, *GPM_COLUMNS, *MODEL_COLUMNS]
 
 
 def is_recording_header(header: list[str]) -> bool:
@@ -70,9 +87,12 @@ def missing_columns(header: list[str]) -> list[str]:
 
 # Added after 0.2, after every other column: for each GPU watched (``GpuInfo.sampled``), in its
 # order, its per-GPU metrics (``PER_GPU_KEYS``): gpu0_util_pct, gpu0_mem_used_mib, gpu0_power_w,
-# gpu0_sm_clock_mhz, gpu0_temp_c, gpu1_… A recording without them has no per-GPU readings.
+# gpu0_sm_clock_mhz, gpu0_temp_c, then (added with GPM) gpu0_sm_active_pct, gpu0_tensor_active_pct,
+# gpu0_dram_active_pct, gpu1_… A GPU is read when it has the first five (``PER_GPU_BASE_KEYS``); a
+# recording without them has no per-GPU readings, one without the GPM ones reads those as empty.
 _PER_GPU_COLUMN = re.compile(r"gpu(0|[1-9]\d*)_(\w+)")
 _PER_GPU_SUFFIXES = tuple(key.removeprefix("gpu_") for key in PER_GPU_KEYS)
+_PER_GPU_BASE_SUFFIXES = tuple(key.removeprefix("gpu_") for key in PER_GPU_BASE_KEYS)
 
 
 def per_gpu_columns(gpus: Sequence[int]) -> list[str]:
@@ -93,7 +113,7 @@ def _per_gpu_indexes(header: tuple[str, ...]) -> tuple[int, ...]:
         m = _PER_GPU_COLUMN.fullmatch(column) if column.startswith("gpu") else None
         if m:
             found.setdefault(int(m.group(1)), set()).add(m.group(2))
-    return tuple(index for index, suffixes in found.items() if suffixes.issuperset(_PER_GPU_SUFFIXES))
+    return tuple(index for index, suffixes in found.items() if suffixes.issuperset(_PER_GPU_BASE_SUFFIXES))
 
 
 def per_gpu_cells(gpu: GpuSample | None, gpus: Sequence[int]) -> list[str]:
@@ -130,8 +150,9 @@ def sample_row(sample: Sample, gpu: GpuSample | None, derived: dict[str, float |
     values[KNOBS_COLUMN] = sample.knobs
     values.update({c: getattr(sample, c) for c in LATER_SAMPLE_COLUMNS})
     values[NOISE_COLUMN] = sample.noise
+    values.update({c: getattr(sample, c) for c in MODEL_COLUMNS})
     if gpu is not None:
-        values.update({c: getattr(gpu, c) for c in GPU_COLUMNS})
+        values.update({c: getattr(gpu, c) for c in (*GPU_COLUMNS, *GPM_COLUMNS)})
     values.update(derived or {})
     return [_cell(values.get(c), c) for c in COLUMNS]
 
@@ -140,7 +161,7 @@ def gpu_row(gpu: GpuSample) -> list[str]:
     """A ``gpu`` row: an NVML tick on its own, with no workload's sample to join (``gpudash watch
     --record``); the per-GPU cells follow as on a sample row."""
     values: dict[str, object] = {"row_kind": "gpu", "time_s": gpu.time_s}
-    values.update({c: getattr(gpu, c) for c in GPU_COLUMNS})
+    values.update({c: getattr(gpu, c) for c in (*GPU_COLUMNS, *GPM_COLUMNS)})
     return [_cell(values.get(c), c) for c in COLUMNS]
 
 
@@ -177,7 +198,7 @@ def summary_row(segment: Segment, time_s: float) -> list[str]:
         NOISE_COLUMN: segment.noise.note(),
     }
     values.update(zip((*CONFIG_COLUMNS, KNOBS_COLUMN), segment.key, strict=False))
-    for key in (*WORKLOAD_KEYS, *NVML_KEYS, *DERIVED_COLUMNS):
+    for key in (*WORKLOAD_KEYS, *NVML_KEYS, *DERIVED_COLUMNS, *GPM_COLUMNS, *MODEL_COLUMNS):
         if BY_KEY[key].mean is not None:
             values[key] = segment.mean(key)
     e = segment.estimate("steps_per_s")
@@ -247,11 +268,17 @@ class RowParser:
         def columns(names: Sequence[str]) -> list[tuple[str, int | None, Callable[[str], object]]]:
             return [(c, at.get(c), _CONVERT[_KIND.get(c, float)]) for c in names]
 
-        self._gpu, self._sample = columns(GPU_COLUMNS), columns(SAMPLE_COLUMNS)
-        self._later = [(c, i, conv) for c, i, conv in columns(LATER_SAMPLE_COLUMNS) if i is not None]
-        per_gpu_convs = [_CONVERT[_KIND.get(k, float)] for k in PER_GPU_KEYS]
+        self._gpu, self._sample = columns([*GPU_COLUMNS, *GPM_COLUMNS]), columns(SAMPLE_COLUMNS)
+        self._later = [(c, i, conv) for c, i, conv in columns([*LATER_SAMPLE_COLUMNS, *MODEL_COLUMNS]) if i is not None]
         self._per_gpu = [
-            (index, per_gpu_convs, [at[c] for c in per_gpu_columns([index])]) for index in per_gpu_indexes(header)
+            (
+                index,
+                [
+                    (k, at.get(c), _CONVERT[_KIND.get(k, float)])
+                    for k, c in zip(PER_GPU_KEYS, per_gpu_columns([index]), strict=True)
+                ],
+            )
+            for index in per_gpu_indexes(header)
         ]
 
     def messages(self, cells: Sequence[str]) -> list[Message]:
@@ -280,8 +307,8 @@ class RowParser:
         """A row's NVML sample: [it], or [] when the row has none."""
         g = {c: conv(cells[i]) if i is not None else None for c, i, conv in self._gpu}
         per_gpu = tuple(
-            GpuReading(index, **{k: conv(cells[i]) for k, conv, i in zip(PER_GPU_KEYS, convs, at, strict=False)})  # type: ignore[arg-type]  # fields by the catalog's names
-            for index, convs, at in self._per_gpu
+            GpuReading(index, **{k: conv(cells[i]) if i is not None else None for k, i, conv in read})  # type: ignore[arg-type]  # fields by the catalog's names
+            for index, read in self._per_gpu
         )
         if any(v is not None for v in g.values()) or any(r.answered for r in per_gpu):
             return [GpuSample(time_s=t, per_gpu=per_gpu, **g)]  # type: ignore[arg-type]  # fields by the columns' names

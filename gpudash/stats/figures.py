@@ -25,8 +25,8 @@ from gpudash.core.metrics import METRICS, Averaging, Origin
 from gpudash.core.protocol import GpuSample, Sample
 from gpudash.stats.comparison import Estimate, Stretches
 
-SAMPLE_MEANS = tuple(m for m in METRICS if m.origin == Origin.WORKLOAD and m.mean is not None)
-GPU_MEANS = tuple(m for m in METRICS if m.origin == Origin.NVML and m.mean is not None)
+SAMPLE_MEANS = tuple(m for m in METRICS if m.origin in (Origin.WORKLOAD, Origin.MODEL) and m.mean is not None)
+GPU_MEANS = tuple(m for m in METRICS if m.origin.from_gpu and m.mean is not None)
 ENDS_KEYS = tuple(m.key for m in METRICS if m.mean == Averaging.ENDS)  # joules_per_step
 JOULES_PER_STEP = "joules_per_step"
 

@@ -45,8 +45,8 @@ def is_trace(e: Event) -> bool:
     return e.kind == EventKind.MEASURED and e.what == TRACE
 
 
-_SAMPLE_SERIES = tuple(k for k in SERIES_KEYS if metric(k).origin == Origin.WORKLOAD)
-_GPU_SERIES = tuple(k for k in SERIES_KEYS if metric(k).origin == Origin.NVML)
+_SAMPLE_SERIES = tuple(k for k in SERIES_KEYS if metric(k).origin in (Origin.WORKLOAD, Origin.MODEL))
+_GPU_SERIES = tuple(k for k in SERIES_KEYS if metric(k).origin.from_gpu)
 
 
 @dataclass(frozen=True)
@@ -310,7 +310,7 @@ class DashState:
         origin = metric(key).origin
         if origin == Origin.DERIVED:
             return self.energy.value
-        latest = self.last_sample if origin == Origin.WORKLOAD else self.last_gpu
+        latest = self.last_gpu if origin.from_gpu else self.last_sample
         return getattr(latest, key, None) if latest is not None else None
 
     def stat_rows(self) -> list[StatRow]:

@@ -1,0 +1,56 @@
+"""A recording made by an earlier gpudash still replays and reports: ``tests/data/recordings/before-gpm.csv``
+was written by the version before the GPM and model-FLOPs columns (``gpudash record -w encdec -b 8
+--steps 300 --gpus 0,1`` on the CPU, NVML faked with two GPUs), and is kept as it came."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gpudash.cli import main
+from gpudash.core.protocol import ExitCode, GpuSample, Sample
+from gpudash.recording import csvformat
+from gpudash.recording.csvformat import open_csv
+from gpudash.recording.replay import RecordingReader
+
+OLD = Path(__file__).parent / "data" / "recordings" / "before-gpm.csv"
+
+
+def _messages(path: Path) -> tuple[RecordingReader, list[object]]:
+    with open_csv(path) as f:
+        reader = RecordingReader(f, path.name)
+        messages = [*reader.read(), *reader.finish()]
+    return reader, messages
+
+
+def test_the_old_file_lacks_the_new_columns_it_is_read_against() -> None:
+    header = OLD.read_text().splitlines()[0].split(",")
+    assert not set(header) & {*csvformat.GPM_COLUMNS, *csvformat.MODEL_COLUMNS, "gpu0_sm_active_pct"}
+    assert "gpu1_temp_c" in header  # per-GPU columns of its own day
+
+
+def test_an_old_recording_replays_every_row_with_its_per_gpu_readings_and_no_gpm_figures() -> None:
+    reader, messages = _messages(OLD)
+    assert reader.bad_rows == 0
+    samples = [m for m in messages if isinstance(m, Sample)]
+    ticks = [m for m in messages if isinstance(m, GpuSample)]
+    assert len(samples) == 10 and len(ticks) == 10
+    assert samples[-1].steps == 300 and samples[-1].mfu_pct is None and samples[-1].flops_per_step is None
+    tick = ticks[-1]
+    assert tick.gpu_util_pct == 10.0 and tick.sm_active_pct is None and tick.tensor_active_pct is None
+    assert [(r.index, r.gpu_util_pct, r.sm_active_pct) for r in tick.per_gpu] == [(0, 10.0, None), (1, 11.0, None)]
+
+
+def test_an_old_recording_reports_as_before(tmp_path: Path) -> None:
+    out = tmp_path / "report"
+    assert main(["report", str(OLD), "--out", str(out), "-q"]) == ExitCode.OK
+    md = (out / "report.md").read_text()
+    assert "encdec/serial bs8" in md and "| 124 (no CI) |" in md  # its one configuration, its steps/s
+
+
+def test_a_new_recordings_columns_keep_the_old_ones_in_their_places() -> None:
+    old = OLD.read_text().splitlines()[0].split(",")
+    new = csvformat.header((0, 1))
+    old_fixed = [c for c in old if not c.startswith("gpu0_") and not c.startswith("gpu1_")]
+    assert new[: len(old_fixed)] == old_fixed  # every earlier column where it was
+    added = new[len(old_fixed) : len(old_fixed) + len(csvformat.GPM_COLUMNS) + len(csvformat.MODEL_COLUMNS)]
+    assert added == [*csvformat.GPM_COLUMNS, *csvformat.MODEL_COLUMNS]
