@@ -59,6 +59,17 @@ def _seconds(text: str) -> float:
     return value
 
 
+def tflops(text: str) -> float:
+    """A peak in TFLOP/s: a finite number above 0 (``--peak-tflops``)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of TFLOP/s, got {text!r}") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive, finite number of TFLOP/s, got {text}")
+    return value
+
+
 def int_at_least(minimum: int, words: str) -> Callable[[str], int]:
     """An argparse type: a whole number of at least ``minimum`` ("must be <words>, got N")."""
 

@@ -57,6 +57,7 @@ RUN_OPTIONS = {
     "nnodes": "nnodes",
     "rdzv_endpoint": "rdzv_endpoint",
     "rdzv_id": "rdzv_id",
+    "peak_tflops": "peak_tflops",
 }
 
 

@@ -46,6 +46,7 @@ DEFAULTS: dict[str, Any] = {  # every option's built-in default (the parsers hav
     "sample_interval": RunConfig.sample_interval_s,
     "interval": RunConfig.gpu_interval_s,
     "gpus": None,
+    "peak_tflops": None,
     "watchdog": RunConfig.watchdog_s,
     "record": None,
     "duration": None,
@@ -149,6 +150,13 @@ def _add_measuring_options(p: argparse.ArgumentParser) -> None:
     )
     argtypes.add_seconds(m, "--interval", help=f"seconds between NVML GPU samples (default: {DEFAULTS['interval']})")
     _add_gpus_option(m, "the GPUs to watch, one row and CSV columns each")
+    m.add_argument(
+        "--peak-tflops",
+        type=argtypes.tflops,
+        metavar="TFLOPS",
+        help="the GPU's dense peak for the step's dtype that MFU is a share of (default: the datasheet "
+        "figure of a known GPU; MFU is blank for others, and on the CPU, without this)",
+    )
     argtypes.add_seconds(
         m,
         "--watchdog",

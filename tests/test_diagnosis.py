@@ -186,3 +186,69 @@ def test_nvml_figures_from_the_parent_tell_memory_from_compute_and_name_throttli
     assert memory.message.startswith("GPU-bound (memory): ") and memory.details["bound"] == "GPU-bound (memory)"
     hot = with_gpu_telemetry(event, GpuSample(time_s=0.5, mem_bw_util_pct=20.0, throttle="sw_power_cap"))
     assert hot.message.startswith("GPU-bound (compute): ") and "throttled (sw_power_cap)" in hot.message
+
+
+GPM_CASES = {
+    # a loop of tiny kernels on an H100: NVML's utilisation 26%, SM activity 0.02% — busy by kernel
+    # time in a step of many small launches, yet the SMs idle
+    "small kernels": (dict(gpu_busy_pct=95.0, sm_active_pct=4.4, tensor_active_pct=0.0), Bound.SMALL_KERNELS),
+    # a bf16 matmul loop: 100% kernel time, SMs 97%, tensor cores 94%, DRAM 24%
+    "matmuls": (
+        dict(gpu_busy_pct=99.0, sm_active_pct=96.6, tensor_active_pct=93.8, dram_active_pct=23.7),
+        Bound.GPU_COMPUTE,
+    ),
+    # a 1 GiB copy loop: SMs 99%, tensor 0%, DRAM 90% (GPM's DRAM share wins over NVML's)
+    "copies": (
+        dict(gpu_busy_pct=99.0, sm_active_pct=99.0, tensor_active_pct=0.0, dram_active_pct=89.8, mem_bw_pct=10.0),
+        Bound.GPU_MEMORY,
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(GPM_CASES))
+def test_gpm_tells_busy_sms_from_a_kernel_running(case: str) -> None:
+    figures, bound = GPM_CASES[case]
+    evidence = Evidence(30, step_ms=9.0, input_ms=0.05, syncs_per_step=0, **figures)  # type: ignore[arg-type]
+    verdict = diagnose(evidence)
+    assert verdict.bound == bound
+    assert "(GPM)" in verdict.why and "no GPM" not in verdict.why
+    assert Evidence.from_details(evidence.details()) == evidence
+    if bound == Bound.SMALL_KERNELS:
+        assert "kernels too small to fill the GPU" in verdict.why and "bigger batch" in verdict.advice
+
+
+def test_without_gpm_the_verdict_says_it_was_judged_by_kernel_time_alone() -> None:
+    verdict = diagnose(Evidence(30, step_ms=9.0, input_ms=0.05, syncs_per_step=0, gpu_busy_pct=98.0))
+    assert verdict.bound == Bound.GPU_COMPUTE and "no GPM figures here: judged by kernel time" in verdict.why
+
+
+def test_a_bf16_step_whose_tensor_cores_idle_says_so_and_an_fp32_one_does_not() -> None:
+    idle = Evidence(30, 9.0, 0.05, 0, gpu_busy_pct=98.0, sm_active_pct=80.0, tensor_active_pct=2.0, dtype="bf16")
+    verdict = diagnose(idle)
+    assert verdict.bound == Bound.GPU_COMPUTE and "tensor cores idle (2%) in a bf16 step" in verdict.why
+    assert "multiples of 8" in verdict.advice
+    fp32 = diagnose(dataclasses.replace(idle, dtype="fp32"))
+    assert "idle" not in fp32.why and "tensor cores 2%" in fp32.why
+    assert Evidence.from_details(idle.details()) == idle  # the dtype reads back as text
+
+
+def test_the_sm_threshold_decides_at_its_edge() -> None:
+    from gpudash.diagnosis.rules import SM_BUSY
+
+    at = Evidence(30, 9.0, 0.05, 0, gpu_busy_pct=98.0, sm_active_pct=SM_BUSY)
+    assert diagnose(at).bound == Bound.GPU_COMPUTE
+    assert diagnose(dataclasses.replace(at, sm_active_pct=SM_BUSY - 0.1)).bound == Bound.SMALL_KERNELS
+
+
+def test_the_parent_adds_gpm_figures_to_a_diagnosis_from_before_the_window() -> None:
+    from gpudash.core.protocol import GpuSample
+    from gpudash.diagnosis.rules import with_gpu_telemetry
+
+    evidence = Evidence(30, step_ms=9.0, input_ms=0.05, syncs_per_step=0, gpu_busy_pct=98.0)
+    event = Event(
+        1.0, EventKind.MEASURED, what="diagnosis", message=diagnose(evidence).line(), details=evidence.details()
+    )
+    idle_sms = with_gpu_telemetry(event, GpuSample(time_s=0.5, sm_active_pct=3.0, tensor_active_pct=0.0))
+    assert idle_sms.details["bound"] == str(Bound.SMALL_KERNELS) and idle_sms.details["diag_sm_active_pct"] == "3"
+    dram = with_gpu_telemetry(event, GpuSample(time_s=0.5, sm_active_pct=90.0, dram_active_pct=85.0))
+    assert dram.message.startswith("GPU-bound (memory): ") and "DRAM bandwidth 85% busy" in dram.message

@@ -5,6 +5,7 @@ of the running configuration is touched. ``Workload`` (``workloads.base``) takes
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -16,7 +17,7 @@ from workloads.knobs import Knobs
 from workloads.registry import FamilyInfo, WorkloadError, check_batch_size
 
 if TYPE_CHECKING:  # pragma: no cover
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Iterator, Sequence
     from contextlib import AbstractContextManager
 
 
@@ -139,3 +140,18 @@ class ChangeChecks:
             peaks, activations = ([float(m[i]) for m in measured] for i in (0, 1))
             self._step_memory[key] = limits.StepMemory.fit(sizes, peaks, activations)
         return self._step_memory[key]
+
+    @contextlib.contextmanager
+    def probe_step(self) -> Iterator[Callable[[], Any]]:
+        """One step of the running configuration on the next batch, to run once inside (a FLOP count,
+        ``gpudash.engine.flops``): the stages run eagerly (no compiled module, no captured graph) and
+        train nothing — the parameters, optimizer state and generators are put back on leaving, as
+        ``step_memory``'s probe steps do."""
+        batch = self._peek_input()
+        produce, consume = self._stages()
+
+        def step() -> Any:
+            return consume[1](*(produce[1](*batch) if produce is not None else batch))
+
+        with self._eager_modules(), self._restore_point(memory_probe.generators_of(self, self.device)):
+            yield step

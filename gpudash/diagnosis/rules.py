@@ -12,7 +12,10 @@ The window (``gpudash.engine.measure_windows.diagnose``) measures, apart from th
   launch delay (a kernel's launch call to its start: microseconds when nothing waits in the GPU's
   queue, milliseconds when the host runs ahead of a busy GPU).
 
-and the parent may add NVML's memory-bandwidth share and throttling. The rules, in order:
+and the parent may add NVML's memory-bandwidth share and throttling and, on Hopper and newer, GPM's
+SM, tensor-core and DRAM activity over the same seconds (``sm_active_pct`` …: the share of the SMs'
+time they were busy, which "a kernel ran" is not); the workload process adds the step's dtype
+from its FLOP count. The rules, in order:
 
 1. **input-bound**: at least ``INPUT_SHARE`` of the step waits for the next batch;
 2. **sync-bound**: the host waits for the GPU inside the step and the GPU is not kept busy — or
@@ -21,8 +24,11 @@ and the parent may add NVML's memory-bandwidth share and throttling. The rules, 
    the step from being captured or overlapped (one wait, a logged loss, does not);
 3. **GPU-bound**: the GPU ran kernels at least ``GPU_BUSY`` of the steps' span — or at least
    ``GPU_BUSY_QUEUED`` of it while launched work waits ``QUEUED_US`` or more in the GPU's queue (the
-   host runs ahead; the gaps are the GPU's own) — *memory* when NVML's memory-bandwidth share is at
-   least ``MEMORY_BW``, *compute* otherwise;
+   host runs ahead; the gaps are the GPU's own) — and, where GPM reads, the SMs were busy at least
+   ``SM_BUSY`` of the time: *memory* when the DRAM bandwidth share (GPM's, else NVML's) is at least
+   ``MEMORY_BW``, *compute* otherwise (a bf16 step whose tensor cores idle, below ``TENSOR_IDLE``,
+   says so). Busy with the SMs below ``SM_BUSY`` is **busy, SMs idle**: kernels too small to fill
+   the GPU. Without GPM the rule is kernel time alone, and the verdict says so;
 4. **host/launch-bound**: none of those: the GPU idles between kernels and its queue is empty, the
    host enqueues a step slower than the GPU runs it (on an H100: a kernel starts ~12 µs after its
    launch here, against ~50 ms in a GPU-bound step's queue).
@@ -47,6 +53,8 @@ GPU_BUSY_QUEUED = 75.0  # % busy that is GPU-bound too when launched work queues
 QUEUED_US = 1000.0  # median wait of launched work in the GPU's queue: the host runs ahead at or above
 MEMORY_BW = 60.0  # NVML's memory-bandwidth %: a GPU-bound step is memory-bound at or above
 MANY_SYNCS = 2.0  # host waits per step: sync-bound at or above, however busy the GPU
+SM_BUSY = 40.0  # GPM's SM activity %: a GPU busy with kernels is GPU-bound at or above, SM-idle below
+TENSOR_IDLE = 10.0  # GPM's tensor-core activity %: a bf16 step's tensor cores idle below
 
 
 class Bound(enum.StrEnum):
@@ -56,6 +64,7 @@ class Bound(enum.StrEnum):
     GPU_COMPUTE = "GPU-bound (compute)"
     GPU_MEMORY = "GPU-bound (memory)"
     CPU = "CPU-bound"
+    SMALL_KERNELS = "busy, SMs idle"
 
 
 @dataclass(frozen=True)
@@ -73,6 +82,10 @@ class Evidence:
     launch_delay_us: float | None = None  # median, CPU launch call to kernel start
     mem_bw_pct: float | None = None  # NVML, added by the parent
     throttled: str | None = None  # NVML's throttle reasons, when any
+    sm_active_pct: float | None = None  # GPM (Hopper and newer), added by the parent
+    tensor_active_pct: float | None = None
+    dram_active_pct: float | None = None
+    dtype: str | None = None  # the step's dtype from its FLOP count (gpudash.engine.flops), when one
 
     @property
     def input_share(self) -> float:
@@ -100,8 +113,11 @@ class Evidence:
             if f.name == "sync_sites":
                 kw[f.name] = _table(text)
             else:
-                kw[f.name] = text if f.name == "throttled" else int(text) if f.name == "steps" else float(text)
+                kw[f.name] = text if f.name in _TEXT else int(text) if f.name == "steps" else float(text)
         return cls(**kw)  # type: ignore[arg-type]  # the fields' own types, read back
+
+
+_TEXT = ("throttled", "dtype")  # Evidence's text fields
 
 
 @dataclass(frozen=True)
@@ -156,25 +172,49 @@ def diagnose(e: Evidence) -> Diagnosis:
             f"({100 * e.input_share:.0f}% of it waiting for input)",
             "run it on a GPU (--device cuda); on the CPU, a smaller model or batch",
         )
-    throttle = f"; the GPU is throttled ({e.throttled})" if e.throttled else ""
     queued = e.launch_delay_us is not None and e.launch_delay_us >= QUEUED_US
     if busy >= GPU_BUSY or (queued and busy >= GPU_BUSY_QUEUED):
-        if e.mem_bw_pct is not None and e.mem_bw_pct >= MEMORY_BW:
-            return Diagnosis(
-                Bound.GPU_MEMORY,
-                f"kernels ran {busy:.0f}% of the time, memory bandwidth {e.mem_bw_pct:.0f}% busy"
-                f"{_delay(e, queued=True)}{throttle}",
-                "move fewer bytes: amp=bf16 (half of them), compile (fuses elementwise kernels), channels_last",
-            )
-        return Diagnosis(
-            Bound.GPU_COMPUTE,
-            f"kernels ran {busy:.0f}% of the time{_delay(e, queued=True)}{throttle}",
-            "faster arithmetic: amp=bf16, tf32, channels_last with cudnn_benchmark for convolutions, compile",
-        )
+        return _gpu_busy(e, busy, queued)
     return Diagnosis(
         Bound.HOST,
         f"{_enqueue(e)}; the GPU idles {100 - busy:.0f}% of the time{_delay(e, queued=False)}",
         "launch less from Python: cuda_graph or compile=reduce-overhead, or a larger batch",
+    )
+
+
+def _gpu_busy(e: Evidence, busy: float, queued: bool) -> Diagnosis:
+    """Rule 3: the GPU ran kernels most of the time; GPM (where it reads) says whether the SMs did."""
+    throttle = f"; the GPU is throttled ({e.throttled})" if e.throttled else ""
+    kernels = f"kernels ran {busy:.0f}% of the time"
+    sm = e.sm_active_pct
+    if sm is not None and sm < SM_BUSY:
+        return Diagnosis(
+            Bound.SMALL_KERNELS,
+            f"{kernels} but the SMs were busy {sm:.0f}% of it (GPM): kernels too small to fill the GPU"
+            f"{_delay(e, queued=queued)}{throttle}",
+            "give each kernel more work: a bigger batch, cuda_graph, or compile (fuses small kernels)",
+        )
+    gpm = f", SMs busy {sm:.0f}% (GPM)" if sm is not None else " (no GPM figures here: judged by kernel time)"
+    dram = e.dram_active_pct if e.dram_active_pct is not None else e.mem_bw_pct
+    if dram is not None and dram >= MEMORY_BW:
+        source = "DRAM bandwidth" if e.dram_active_pct is not None else "memory bandwidth"
+        return Diagnosis(
+            Bound.GPU_MEMORY,
+            f"{kernels}{gpm}, {source} {dram:.0f}% busy{_delay(e, queued=True)}{throttle}",
+            "move fewer bytes: amp=bf16 (half of them), compile (fuses elementwise kernels), channels_last",
+        )
+    tensor = e.tensor_active_pct
+    if e.dtype == "bf16" and tensor is not None and tensor < TENSOR_IDLE:
+        return Diagnosis(
+            Bound.GPU_COMPUTE,
+            f"{kernels}{gpm}, yet the tensor cores idle ({tensor:.0f}%) in a bf16 step{throttle}",
+            "get the matmuls onto the tensor cores: bf16 inputs (autocast covers them), sizes in multiples of 8",
+        )
+    tensor_text = f", tensor cores {tensor:.0f}%" if tensor is not None else ""
+    return Diagnosis(
+        Bound.GPU_COMPUTE,
+        f"{kernels}{gpm}{tensor_text}{_delay(e, queued=True)}{throttle}",
+        "faster arithmetic: amp=bf16, tf32, channels_last with cudnn_benchmark for convolutions, compile",
     )
 
 
@@ -199,12 +239,19 @@ def _us(us: float) -> str:
 
 def with_gpu_telemetry(event: Event, gpu: GpuSample | None) -> Event:
     """A diagnosis event judged again with NVML's figures of the GPU it ran on (the parent's: the
-    workload process has no NVML): memory-bandwidth share and throttling. ``gpu``: the latest GPU
-    sample from before the window (the configuration's steady state), None: as it came."""
-    if gpu is None or (gpu.mem_bw_util_pct is None and not gpu.throttle):
+    workload process has no NVML): memory-bandwidth share, throttling and GPM's SM, tensor and DRAM
+    activity. ``gpu``: the latest GPU sample from before the window (the configuration's steady
+    state), None: as it came."""
+    gpm = (gpu.sm_active_pct, gpu.tensor_active_pct, gpu.dram_active_pct) if gpu is not None else (None,) * 3
+    if gpu is None or (gpu.mem_bw_util_pct is None and not gpu.throttle and gpm == (None,) * 3):
         return event
     evidence = dataclasses.replace(
-        Evidence.from_details(event.details), mem_bw_pct=gpu.mem_bw_util_pct, throttled=gpu.throttle or None
+        Evidence.from_details(event.details),
+        mem_bw_pct=gpu.mem_bw_util_pct,
+        throttled=gpu.throttle or None,
+        sm_active_pct=gpm[0],
+        tensor_active_pct=gpm[1],
+        dram_active_pct=gpm[2],
     )
     verdict = diagnose(evidence)
     details = {**event.details, **evidence.details(), "bound": str(verdict.bound)}

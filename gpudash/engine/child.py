@@ -96,6 +96,7 @@ def _run_child(config: RunConfig, channel: ParentChannel, t0: float) -> None:
         t0=t0,
         fault=faults.for_workload(faults.from_env()),
         sync_sites=config.sync_sites,
+        peak_tflops=config.peak_tflops,
     )
     message = f"{first.info.name} {first.variant}, batch {first.batch_size} on {device}"
     del first

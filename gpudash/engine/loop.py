@@ -89,6 +89,8 @@ class StepLoop(LoopState):
     # -- the loop ------------------------------------------------------------------------------
     # -- the loop ------------------------------------------------------------------------------
     def _run(self, duration_s: float | None, steps: int | None) -> str:
+        if self.model_flops is not None and self.model_flops.current is None:
+            self.count_model_flops()  # the first configuration's, before its first window
         clock = self.clock
         start = clock()
         end = None if duration_s is None else start + duration_s

@@ -26,6 +26,7 @@ from gpudash.engine.measure import (
     percentile,
     step_timer,
 )
+from gpudash.engine.model_flops import ModelFlops
 
 if TYPE_CHECKING:  # pragma: no cover
     from gpudash.core.faults import Fault
@@ -77,6 +78,7 @@ class Window:
         loss: float | None,
         syncs_counted: bool,
         allocator_mib: tuple[float | None, float | None] = (None, None),
+        model: ModelFlops | None = None,
         force: bool = False,
     ) -> Sample | None:
         """The window as a ``Sample`` at ``now``; ``totals``: the run's (steps, samples).
@@ -88,6 +90,8 @@ class Window:
         ms = sorted(self.ms)
         syncs = self.syncs / self.issued if syncs_counted and self.issued else None
         steps, samples = totals
+        steps_per_s = self.steps / interval
+        flops, tflops, mfu = model.rates(steps_per_s) if model is not None else (None, None, None)
         return Sample(
             time_s=time_s,
             workload=workload.info.name,
@@ -96,7 +100,7 @@ class Window:
             steps=steps,
             samples=samples,
             interval_s=interval,
-            steps_per_s=self.steps / interval,
+            steps_per_s=steps_per_s,
             samples_per_s=self.samples / interval,
             step_ms_p50=percentile(ms, 50) if ms else None,
             step_ms_p95=percentile(ms, 95) if ms else None,
@@ -105,6 +109,9 @@ class Window:
             knobs=workload.knobs.text(),
             cuda_allocated_mib=allocator_mib[0],
             cuda_reserved_mib=allocator_mib[1],
+            flops_per_step=flops,
+            tflops=tflops,
+            mfu_pct=mfu,
         )
 
 
@@ -134,6 +141,8 @@ class LoopState:
         fault: Fault | None = None,
         lockstep_every: int | None = None,
         agree: Callable[[str | None], str | None] | None = None,
+        count_flops: bool = True,
+        peak_tflops: float | None = None,
     ) -> None:
         import torch
 
@@ -161,6 +170,7 @@ class LoopState:
         self.site_steps = 0  # steps of this configuration whose syncs the site table counts
         self._sites_told = 0  # the steps of the last site table sent (0: none yet)
         self.timer: StepTimer = step_timer(torch, self.on_cuda)
+        self.model_flops = ModelFlops(torch, workload.device, peak_tflops) if count_flops else None
         self.loss: LossReader = loss_reader(torch, self.on_cuda)
         # totals for the run
         self.steps_issued = 0
@@ -236,8 +246,16 @@ class LoopState:
         self.steps_done += steps
         self.samples_done += steps * self.workload.samples_per_step
 
+    def count_model_flops(self) -> None:
+        """The running configuration's model FLOPs (counted now when new: an eager step that trains
+        nothing, before the window that follows opens)."""
+        if self.model_flops is not None:
+            self.model_flops.refresh(self.workload, self.emit, self.now())
+
     def reset_config_rate(self) -> None:
-        """A new configuration: its steady rate and its sync sites start over (its first sample is warm-up)."""
+        """A new configuration: its steady rate and its sync sites start over (its first sample is
+        warm-up), and its model FLOPs are the ones counted for it."""
+        self.count_model_flops()
         self.config_rate, self._config_samples = [0.0, 0.0], 0
         if self.syncs is not None and self.syncs.sites is not None:
             self.syncs.sites.reset()
@@ -259,6 +277,7 @@ class LoopState:
             loss=self.loss.value,
             syncs_counted=self.syncs is not None,
             allocator_mib=cuda_memory_mib(self.torch, self.workload.device) if self.on_cuda else (None, None),
+            model=self.model_flops,
             force=force,
         )
         if sample is not None:

@@ -109,6 +109,7 @@ def rank_main(config: RunConfig, controls: Any, out: Any, log_path: str | None, 
             lockstep_every=LOCKSTEP_EVERY,
             agree=lambda reason: _any_reason(dist, control_group, info.world_size, reason),
             fault=faults.for_workload(faults.from_env()),  # tests: each rank fails alike
+            peak_tflops=config.peak_tflops,
         )
         started = f"{first.info.name} {first.variant}, batch {first.batch_size}"
         del first  # the loop alone holds it, so a switch of family frees it (gpudash.engine.child)

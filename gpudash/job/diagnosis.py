@@ -29,6 +29,8 @@ JOB_ADVICE = {
     Bound.GPU_COMPUTE: "faster arithmetic, where the job does not already: bf16 autocast, TF32 matmuls, "
     "channels_last with cudnn.benchmark for convolutions, torch.compile",
     Bound.HOST: "launch less from Python: CUDA graphs or torch.compile(mode='reduce-overhead'), or a larger batch",
+    Bound.SMALL_KERNELS: "give each kernel more work: a larger batch, CUDA graphs, or torch.compile (fuses small "
+    "kernels)",
 }
 
 

@@ -46,6 +46,7 @@ def job_config(args: Any, job: list[str], gpus: tuple[int, ...] | None, trace_di
         gpus=gpus,
         trace_dir=trace_dir,
         watchdog_s=None,
+        peak_tflops=args.peak_tflops,
     )
 
 

@@ -1,0 +1,118 @@
+"""Model FLOPs utilisation in the workload process: each configuration's step counted once, eagerly
+(``gpudash.engine.flops`` on the workload's ``probe_step``), the GPU's dense peak for the step's
+dtype chosen (``gpudash.core.peaks``), and both turned into every sample's TFLOP/s and MFU.
+
+A configuration's count is kept by what changes a step's arithmetic — family, variant, batch size
+and the precision knobs (``amp``, ``tf32``) — so going back to a configuration counts nothing
+again, and the compile and CUDA-graph knobs reuse the eager count (they change how the arithmetic
+is launched, not how much of it there is). Each count goes out once as a "measured" event
+(``what="flops"``) saying what was counted, or why MFU is blank. Torch is imported only inside
+functions (the loop's torch is given).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from gpudash.core.peaks import PeakChoice, choose_peak, model_rates
+from gpudash.core.protocol import Event, EventKind
+from gpudash.engine.events import one_line
+from gpudash.engine.flops import StepFlops, count_step_flops
+
+if TYPE_CHECKING:  # pragma: no cover
+    from workloads.base import Workload
+
+FLOPS = "flops"  # the ``what`` of the event that says what was counted, or why MFU is blank
+PRECISION_KNOBS = ("amp", "tf32")  # the knobs that change the step's dtype
+
+
+@dataclass(frozen=True)
+class ModelCount:
+    """One configuration's count: its FLOPs a step (None: not known) and the peak they are a share of."""
+
+    flops_per_step: float | None
+    dtype: str | None
+    peak: PeakChoice
+    message: str
+
+    def details(self) -> dict[str, str]:
+        """The "flops" event's details (text)."""
+        out = {"dtype": self.dtype or "mixed", "peak_source": self.peak.source}
+        if self.flops_per_step is not None:
+            out["flops_per_step"] = str(int(self.flops_per_step))  # exact: a count
+        if self.peak.tflops is not None:
+            out["peak_tflops"] = f"{self.peak.tflops:g}"
+        return out
+
+    def rates(self, steps_per_s: float) -> tuple[float | None, float | None]:
+        """(TFLOP/s, MFU %) at ``steps_per_s``."""
+        return model_rates(self.flops_per_step, steps_per_s, self.peak)
+
+
+def flop_text(flops: float) -> str:
+    """``3.1 TFLOP``, ``231 MFLOP``: a count of FLOPs with its prefix, three significant digits."""
+    for scale, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if flops >= scale:
+            return f"{flops / scale:.3g} {prefix}FLOP"
+    return f"{flops:.3g} FLOP"
+
+
+def describe(counted: StepFlops | None, why_not: str | None, peak: PeakChoice) -> str:
+    """The event's line: what was counted and against what, or why MFU is blank."""
+    if counted is None or not counted.known:
+        return f"MFU blank: {why_not or 'torch counted no FLOPs in the step'}"
+    what = f"model FLOPs: {flop_text(counted.total)} a step ({counted.dtypes_text()})"
+    if peak.tflops is None:
+        return f"{what}; MFU blank: {peak.source}"
+    return f"{what}; MFU over {peak.tflops:g} TFLOP/s ({peak.source})"
+
+
+class ModelFlops:
+    """The loop's model-FLOPs state: counts by configuration, the one running, the peak's inputs."""
+
+    def __init__(self, torch: Any, device: Any, peak_override: float | None) -> None:
+        self.torch = torch
+        on_cuda = device.type == "cuda"
+        self.device_name: str | None = torch.cuda.get_device_name(device) if on_cuda else None
+        self.peak_override = peak_override
+        self.counts: dict[tuple[object, ...], ModelCount] = {}
+        self.current: ModelCount | None = None
+
+    def key(self, w: Workload) -> tuple[object, ...]:
+        """What a configuration's count is kept by."""
+        return (w.info.name, w.variant, w.batch_size, *(w.knobs.value(k) for k in PRECISION_KNOBS))
+
+    def refresh(self, w: Workload, emit: Any, time_s: float) -> None:
+        """The running configuration's count (made now if new, and said in an event)."""
+        key = self.key(w)
+        known = self.counts.get(key)
+        if known is None:
+            known = self.counts[key] = self._count(w)
+            emit(
+                Event(
+                    time_s=time_s, kind=EventKind.MEASURED, what=FLOPS, message=known.message, details=known.details()
+                )
+            )
+        self.current = known
+
+    def _count(self, w: Workload) -> ModelCount:
+        counted: StepFlops | None = None
+        why_not: str | None = None
+        try:
+            with w.probe_step() as step:
+                counted = count_step_flops(step, self.torch)
+        except Exception as exc:  # noqa: BLE001 - a count that fails leaves MFU blank, never the run
+            why_not = f"could not count the step's FLOPs ({one_line(exc)})"
+        dtype = counted.dtype if counted is not None else None
+        peak = choose_peak(self.device_name, dtype, self.peak_override)
+        flops = float(counted.total) if counted is not None and counted.known else None
+        return ModelCount(flops, dtype, peak, describe(counted, why_not, peak))
+
+    def rates(self, steps_per_s: float) -> tuple[float | None, float | None, float | None]:
+        """(FLOPs a step, TFLOP/s, MFU %) of a sample at ``steps_per_s``; Nones where not known."""
+        c = self.current
+        if c is None:
+            return None, None, None
+        tflops, mfu = c.rates(steps_per_s)
+        return c.flops_per_step, tflops, mfu

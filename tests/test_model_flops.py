@@ -1,0 +1,108 @@
+"""Model FLOPs utilisation in the step loop (``gpudash.engine.model_flops``): each configuration's
+step counted once, eagerly, without training anything; every sample's TFLOP/s and MFU from it; one
+"flops" event per configuration saying what was counted or why MFU is blank."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from gpudash.core.protocol import Event, EventKind, Message, SetBatchSize, Stop
+from gpudash.engine.flops import count_step_flops
+from gpudash.engine.loop import StepLoop
+from gpudash.engine.model_flops import FLOPS, flop_text
+from tests.messages import samples_of
+from tests.test_engine import FakeWorkload, run_loop, scripted
+from workloads.base import Workload, WorkloadOptions
+from workloads.factory import build
+
+
+def flops_events(msgs: list[Message]) -> list[Event]:
+    return [m for m in msgs if isinstance(m, Event) and m.kind == EventKind.MEASURED and m.what == FLOPS]
+
+
+def encdec(batch: int = 4) -> Workload:
+    torch.manual_seed(0)
+    return build("encdec", "cpu", WorkloadOptions(batch_size=batch, seed=0))
+
+
+def run(w: Workload, steps: int, *, peak: float | None, controls: list | None = None, count: bool = True) -> list:
+    got: list[Message] = []
+    ref: list[StepLoop] = []
+    loop = StepLoop(
+        w,
+        emit=got.append,
+        controls=scripted([*(controls or []), (steps, Stop())], ref),
+        sample_interval_s=0.02,
+        peak_tflops=peak,
+        count_flops=count,
+    )
+    ref.append(loop)
+    loop.run()
+    return got
+
+
+def test_every_sample_carries_the_counted_flops_their_rate_and_mfu_over_the_peak_given() -> None:
+    w = encdec()
+    with w.probe_step() as step:
+        direct = count_step_flops(step, torch)
+    msgs = run(w, 40, peak=0.5)
+    (event,) = flops_events(msgs)
+    assert float(event.details["flops_per_step"]) == pytest.approx(direct.total, rel=1e-5)
+    assert event.details["dtype"] == "fp32" and event.details["peak_source"] == "--peak-tflops"
+    assert f"{flop_text(direct.total)} a step (fp32 100%)" in event.message
+    timed = [s for s in samples_of(msgs) if s.steps_per_s > 0]
+    assert timed
+    for s in timed:
+        assert s.flops_per_step == direct.total
+        tflops = direct.total * s.steps_per_s / 1e12
+        assert s.tflops == pytest.approx(tflops) and s.mfu_pct == pytest.approx(100 * tflops / 0.5)
+    w.close()
+
+
+def test_counting_trains_nothing_the_run_trains_exactly_as_without_it() -> None:
+    trained = []
+    for count in (False, True):
+        w = encdec()
+        run(w, 12, peak=None, count=count)
+        trained.append([p.detach().clone() for p in w.trained_parameters()])
+        w.close()
+    assert all(torch.equal(a, b) for a, b in zip(*trained, strict=True))
+
+
+def test_a_new_batch_size_is_counted_once_and_going_back_counts_nothing_again() -> None:
+    w = encdec(batch=2)
+    msgs = run(w, 30, peak=None, controls=[(10, SetBatchSize(4)), (20, SetBatchSize(2))])
+    events = flops_events(msgs)
+    assert len(events) == 2  # batch 2, batch 4; back at 2 the first count stands
+    small, large = (float(e.details["flops_per_step"]) for e in events)
+    assert large == pytest.approx(2 * small, rel=0.01)  # the model's arithmetic grows with the batch
+    by_batch = {s.batch_size: s.flops_per_step for s in samples_of(msgs) if s.steps_per_s > 0}
+    assert by_batch == {2: small, 4: large}
+    w.close()
+
+
+def test_on_the_cpu_without_a_peak_mfu_is_blank_with_the_reason_and_the_rate_stays() -> None:
+    w = encdec()
+    msgs = run(w, 20, peak=None)
+    (event,) = flops_events(msgs)
+    assert "MFU blank: no GPU" in event.message and "--peak-tflops" in event.message
+    assert "peak_tflops" not in event.details
+    timed = [s for s in samples_of(msgs) if s.steps_per_s > 0]
+    assert all(s.mfu_pct is None and s.tflops is not None and s.tflops > 0 for s in timed)
+    w.close()
+
+
+def test_a_step_that_cannot_be_counted_leaves_mfu_blank_with_why_and_the_run_goes_on() -> None:
+    loop, msgs = run_loop(FakeWorkload(), [], max_steps=20)  # a workload without a probe step
+    (event,) = flops_events(msgs)
+    assert event.message.startswith("MFU blank: could not count the step's FLOPs")
+    assert loop.steps_issued == 20
+    assert all(s.flops_per_step is None and s.mfu_pct is None for s in samples_of(msgs))
+
+
+@pytest.mark.parametrize(
+    ("flops", "text"), [(3.1e12, "3.1 TFLOP"), (2.31e8, "231 MFLOP"), (4.2e15, "4.2 PFLOP"), (12.0, "12 FLOP")]
+)
+def test_flop_counts_read_with_their_prefix(flops: float, text: str) -> None:
+    assert flop_text(flops) == text
