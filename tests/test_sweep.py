@@ -407,8 +407,9 @@ def test_a_written_sweep_csv_reads_back_into_the_same_tables(tmp_path: Path) -> 
     ((_, read),) = summaries_from_csv(tmp_path / "sweep.csv")
 
     def carried(row: str) -> tuple[list[str], list[float]]:  # steps/s with its interval; the others' means
-        cells = [c.strip() for c in row.strip("|").split("|")]
-        return [cells[0], cells[1], cells[6], cells[7]], [float(c.split(" ")[0]) for c in cells[2:6]]
+        cells = [c.strip() for c in row.strip("|").split("|")]  # (SM % and MFU %: none in these results)
+        texts = [cells[0], cells[1], cells[5], cells[6], cells[8], cells[9]]
+        return texts, [float(cells[i].split(" ")[0]) for i in (2, 3, 4, 7)]
 
     for read_back, wrote in zip(read, written, strict=True):
         (r_text, r_means), (w_text, w_means) = carried(table_row(read_back)), carried(table_row(wrote))
@@ -433,9 +434,9 @@ def test_an_old_sweep_csv_without_the_knobs_column_still_reads(tmp_path: Path) -
     path = tmp_path / "sweep.csv"
     with open(path, newline="") as f:
         table = list(csv.reader(f))
-    assert table[0][-2:] == ["knobs", "noise"]
+    assert table[0][-6:] == ["knobs", "noise", "sm_active_pct", "tensor_active_pct", "dram_active_pct", "mfu_pct"]
     with open(path, "w", newline="") as f:
-        csv.writer(f, lineterminator="\n").writerows(line[:-2] for line in table)  # as written before knobs
+        csv.writer(f, lineterminator="\n").writerows(line[:-6] for line in table)  # as written before knobs
     ((_, read),) = summaries_from_csv(path)
     assert [(s.config.variant, s.config.knobs) for s in read] == [("sync-heavy", "none"), ("fixed", "none")]
     assert read[1].comparison is not None and read[1].comparison.ratio == pytest.approx(1.5, rel=0.01)

@@ -1,7 +1,7 @@
 """``gpudash report RUN.csv [RUN2.csv …] --out DIR [--html]``: recordings and sweeps as a
 Markdown report with plots. Torch- and Textual-free; matplotlib only to draw (``report_plot``).
 
-``DIR/report.md``: each run's configurations (mean ± 95% interval, syncs/step, GPU %, power,
+``DIR/report.md``: each run's configurations (mean ± 95% interval, syncs/step, GPU %, SM %, MFU %, power,
 J/step), the verdict between consecutive segments of a recording, and between runs (A/B,
 ``gpudash.report.ab``: each configuration against its counterpart in the baseline run, or in the
 runs before it; the verdicts also on stderr).
@@ -95,13 +95,15 @@ def _time_span(c: ConfigFigures) -> str:
     return "–" if c.start_s is None or c.end_s is None else f"{c.start_s:.1f}–{c.end_s:.1f}"
 
 
+TABLE_KEYS = ("syncs_per_step", "gpu_util_pct", "sm_active_pct", "mfu_pct", "power_w", "joules_per_step")
+TABLE_HEADS = "syncs/step | GPU % | SM % | MFU % | power (W) | J/step"  # TABLE_KEYS' headings
+
+
 def _cells(c: ConfigFigures) -> list[str]:
-    """steps/s ± CI, syncs/step, GPU %, power, J/step."""
+    """steps/s ± CI, then ``TABLE_KEYS``' means (– where a run has none: SM % before Hopper, MFU
+    where the FLOPs or the peak are not known, both in a recording from before them)."""
     steps = fmt_pm(c.steps) if c.steps is not None else "– (no samples after warm-up)"
-    rest = [
-        fmt_num(None if (e := c.stats.get(k)) is None else e.mean)
-        for k in ("syncs_per_step", "gpu_util_pct", "power_w", "joules_per_step")
-    ]
+    rest = [fmt_num(None if (e := c.stats.get(k)) is None else e.mean) for k in TABLE_KEYS]
     return [steps, *rest]
 
 
@@ -109,8 +111,8 @@ def run_table(run: Run) -> list[str]:
     """A run's configurations; a recording's also against the segment before each."""
     if run.kind == "sweep":
         lines = [
-            "| configuration | steps/s ± CI | syncs/step | GPU % | power (W) | J/step | the sweep's relative speed |",
-            "|---|--:|--:|--:|--:|--:|---|",
+            f"| configuration | steps/s ± CI | {TABLE_HEADS} | the sweep's relative speed |",
+            "|---|--:|--:|--:|--:|--:|--:|--:|---|",
         ]
         for c in run.configs:
             ratio = f"failed: {c.error}" if c.error and c.steps is None else c.sweep_ratio or "–"
@@ -118,9 +120,8 @@ def run_table(run: Run) -> list[str]:
             lines.append(f"| {c.name} | " + " | ".join([*_cells(c), ratio]) + " |")
         return lines
     lines = [
-        "| # | configuration | time (s) | steps/s ± CI | syncs/step | GPU % | power (W) | J/step "
-        "| vs the segment before |",
-        "|--:|---|---|--:|--:|--:|--:|--:|---|",
+        f"| # | configuration | time (s) | steps/s ± CI | {TABLE_HEADS} | vs the segment before |",
+        "|--:|---|---|--:|--:|--:|--:|--:|--:|--:|---|",
     ]
     before: ConfigFigures | None = None
     for i, c in enumerate(run.configs, start=1):

@@ -63,9 +63,14 @@ CSV_COLUMNS = (
     "error",
     "knobs",
     "noise",
+    "sm_active_pct",
+    "tensor_active_pct",
+    "dram_active_pct",
+    "mfu_pct",
 )
-# before the noise column (read as quiet), and before the knobs column too (read as knobs "none")
-OLD_CSV_COLUMNS = (CSV_COLUMNS[:-1], CSV_COLUMNS[:-2])
+# before GPM's and MFU's columns (read as empty), before the noise column too (read as quiet), and
+# before the knobs column (read as knobs "none")
+OLD_CSV_COLUMNS = (CSV_COLUMNS[:-4], CSV_COLUMNS[:-5], CSV_COLUMNS[:-6])
 MEANS = tuple(k for k in FIGURE_KEYS if k != "steps_per_s")  # steps/s has columns of its own
 BASELINE = "(baseline)"
 
@@ -333,11 +338,13 @@ METHOD = (
     "configuration's at the same batch size, with its 95% interval. The verdict is *faster* or "
     "*slower* only when that interval excludes 1 and the change exceeds 2%; *within noise* when "
     "it is significant but smaller; *no change detected* when not significant. "
-    f"GPU % is NVML's {metric('gpu_util_pct').description}; J/step is NVML energy over the steps done."
+    f"GPU % is NVML's {metric('gpu_util_pct').description}; SM % is {metric('sm_active_pct').description}; "
+    f"MFU % is {metric('mfu_pct').description}; J/step is NVML energy over the steps done."
 )
+TABLE_KEYS = ("samples_per_s", "syncs_per_step", "gpu_util_pct", "sm_active_pct", "mfu_pct", "joules_per_step")
 TABLE_HEAD = (
-    "| variant | steps/s ± CI | samples/s | syncs/step | GPU % | J/step | relative speed | verdict |\n"
-    "|---|--:|--:|--:|--:|--:|--:|---|"
+    "| variant | steps/s ± CI | samples/s | syncs/step | GPU % | SM % | MFU % | J/step | relative speed | verdict |\n"
+    "|---|--:|--:|--:|--:|--:|--:|--:|--:|---|"
 )
 
 
@@ -346,8 +353,8 @@ def table_row(s: ConfigSummary, base: ConfigSummary | None = None) -> str:
     shortness the verdict then names)."""
     if s.steps is None:
         why = f"failed: {s.error}" if s.error else "no samples"
-        return f"| {s.config.label} | – | – | – | – | – | – | {why} |"
-    cells = [fmt_pm(s.steps), *(fmt_pm(s.stats.get(k)) for k in MEANS if k != "power_w")]
+        return f"| {s.config.label} | – | – | – | – | – | – | – | – | {why} |"
+    cells = [fmt_pm(s.steps), *(fmt_pm(s.stats.get(k)) for k in TABLE_KEYS)]
     base_advice = base.too_short_advice() if base is not None else ""
     advice = s.too_short_advice() or (base_advice + " (the base)" if base_advice else "")
     if s.comparison is not None:

@@ -42,6 +42,8 @@ CSV_COLUMNS = (
     "gpu_util_pct",
     "fate",
     "error",
+    "mfu_pct",
+    "sm_active_pct",
 )
 
 
@@ -125,6 +127,8 @@ class TuneReport:
                 "samples_per_s": _mean(e.get("samples_per_s")),
                 "steps_per_s": _mean(e.get("steps_per_s")),
                 "gpu_util_pct": _mean(e.get("gpu_util_pct")),
+                "mfu_pct": _mean(e.get("mfu_pct")),
+                "sm_active_pct": _mean(e.get("sm_active_pct")),
                 "error": result.error,
             }
         )
@@ -193,6 +197,8 @@ class TuneReport:
                     "samples_per_s_high": None if e is None else e.high,
                     "steps_per_s": _mean(s.steps),
                     "gpu_util_pct": _mean(s.stats.get("gpu_util_pct")),
+                    "mfu_pct": _mean(s.stats.get("mfu_pct")),
+                    "sm_active_pct": _mean(s.stats.get("sm_active_pct")),
                     "fate": self.fate(c),
                     "error": s.error,
                 }
@@ -375,8 +381,8 @@ def _candidate_lines(report: TuneReport) -> list[str]:
     lines = [
         "## Every candidate",
         "",
-        "| # | candidate | batch | samples/s ± CI | measured | switching to it | fate |",
-        "|--:|---|--:|--:|--:|--:|---|",
+        "| # | candidate | batch | samples/s ± CI | MFU % | measured | switching to it | fate |",
+        "|--:|---|--:|--:|--:|--:|--:|---|",
     ]
     for i, c in enumerate(report.ranked(), start=1):
         s = report.summary(c)
@@ -384,7 +390,8 @@ def _candidate_lines(report: TuneReport) -> list[str]:
         switched = report.time.switch_s.get(c.config)
         lines.append(
             f"| {i} | `{c.label}`{mark} | {c.config.batch_size} | {fmt_pm(report.speed(c))} | "
-            f"{s.seconds:.1f} s | {'–' if switched is None else f'{switched:.1f} s'} | {report.fate(c)} |"
+            f"{fmt_pm(s.stats.get('mfu_pct'))} | {s.seconds:.1f} s | "
+            f"{'–' if switched is None else f'{switched:.1f} s'} | {report.fate(c)} |"
         )
     return [
         *lines,
