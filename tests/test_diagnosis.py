@@ -252,3 +252,18 @@ def test_the_parent_adds_gpm_figures_to_a_diagnosis_from_before_the_window() -> 
     assert idle_sms.details["bound"] == str(Bound.SMALL_KERNELS) and idle_sms.details["diag_sm_active_pct"] == "3"
     dram = with_gpu_telemetry(event, GpuSample(time_s=0.5, sm_active_pct=90.0, dram_active_pct=85.0))
     assert dram.message.startswith("GPU-bound (memory): ") and "DRAM bandwidth 85% busy" in dram.message
+
+
+def test_a_jobs_diagnosis_judged_again_keeps_the_words_of_a_script() -> None:
+    """The parent's second look (GPM, NVML) at a user's job's diagnosis gives advice a script can
+    follow, not gpudash's knob names, which a job does not have."""
+    from gpudash.core.protocol import GpuSample
+    from gpudash.diagnosis.rules import SCRIPT_ADVICE, with_gpu_telemetry
+
+    evidence = Evidence(30, step_ms=9.0, input_ms=0.05, syncs_per_step=0, gpu_busy_pct=98.0)
+    for workload, words in (("job:train.py", "a larger batch, CUDA graphs"), ("encdec", "bigger batch, cuda_graph")):
+        details = {**evidence.details(), "workload": workload}
+        event = Event(1.0, EventKind.MEASURED, what="diagnosis", message=diagnose(evidence).line(), details=details)
+        judged = with_gpu_telemetry(event, GpuSample(time_s=0.5, sm_active_pct=3.0))
+        assert judged.details["bound"] == str(Bound.SMALL_KERNELS) and words in judged.message
+    assert set(SCRIPT_ADVICE) >= set(Bound)  # every verdict has a script's words

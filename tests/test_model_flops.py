@@ -4,6 +4,8 @@ step counted once, eagerly, without training anything; every sample's TFLOP/s an
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -106,3 +108,25 @@ def test_a_step_that_cannot_be_counted_leaves_mfu_blank_with_why_and_the_run_goe
 )
 def test_flop_counts_read_with_their_prefix(flops: float, text: str) -> None:
     assert flop_text(flops) == text
+
+
+@pytest.mark.gpu
+def test_a_bf16_family_on_the_gpu_has_its_mfu_over_the_tables_bf16_peak(tmp_path: Path) -> None:
+    import csv
+    import subprocess
+    import sys
+
+    from gpudash.core.peaks import peak_of
+
+    path = tmp_path / "run.csv"
+    argv = ["record", str(path), "-w", "encdec", "-b", "32", "--knob", "amp=bf16", "--steps", "400", "-q"]
+    subprocess.run([sys.executable, "-m", "gpudash", *argv], check=True, timeout=300)
+    rows = list(csv.DictReader(path.open(newline="")))
+    (event,) = [r for r in rows if r["event_what"] == FLOPS]
+    peak = peak_of(torch.cuda.get_device_name())
+    assert peak is not None, "run this on a GPU of the peaks table"
+    assert "(bf16 " in event["event_message"] and f"{peak.part} bf16 dense" in event["event_message"]
+    timed = [r for r in rows if r["row_kind"] == "sample" and float(r["steps_per_s"]) > 0]
+    for r in timed:
+        tflops, mfu = float(r["tflops"]), float(r["mfu_pct"])
+        assert 0 < mfu < 100 and mfu == pytest.approx(100 * tflops / peak.bf16, rel=1e-4)

@@ -46,6 +46,7 @@ from dataclasses import dataclass
 
 from gpudash.core.protocol import Event, GpuSample
 from gpudash.core.sync_sites import SyncTable
+from gpudash.job.command import JOB_PREFIX
 
 INPUT_SHARE = 0.30  # of a step spent waiting for the next batch: input-bound at or above
 GPU_BUSY = 90.0  # % of the steps' span the GPU ran anything: GPU-bound at or above
@@ -118,6 +119,23 @@ class Evidence:
 
 
 _TEXT = ("throttled", "dtype")  # Evidence's text fields
+TENSORS_IDLE = "tensors-idle"  # a bf16 step whose tensor cores idle: compute-bound, advice of its own
+# What to try, in the words of a script rather than of gpudash's knobs and flags (which a job has not)
+SCRIPT_ADVICE: dict[str, str] = {
+    Bound.INPUT: "make the input pipeline faster: more DataLoader workers (num_workers), pin_memory=True, "
+    "decode or augment on the GPU",
+    Bound.SYNC: "keep the step free of .item(), .cpu(), printing a tensor and data-dependent shapes (read values "
+    "after the step, asynchronously); then CUDA graphs apply",
+    Bound.CPU: "move the model and its batches to a GPU (.to('cuda')); on the CPU, a smaller model or batch",
+    Bound.GPU_MEMORY: "move fewer bytes, where the job does not already: bf16 autocast, torch.compile (fuses "
+    "elementwise kernels), channels_last for convolutions",
+    Bound.GPU_COMPUTE: "faster arithmetic, where the job does not already: bf16 autocast, TF32 matmuls, "
+    "channels_last with cudnn.benchmark for convolutions, torch.compile",
+    Bound.HOST: "launch less from Python: CUDA graphs or torch.compile(mode='reduce-overhead'), or a larger batch",
+    Bound.SMALL_KERNELS: "give each kernel more work: a larger batch, CUDA graphs, or torch.compile (fuses small "
+    "kernels)",
+    TENSORS_IDLE: "get the matmuls onto the tensor cores: bf16 inputs (autocast covers them), sizes in multiples of 8",
+}
 
 
 @dataclass(frozen=True)
@@ -125,6 +143,12 @@ class Diagnosis:
     bound: Bound
     why: str  # the evidence, in words
     advice: str  # what to try next
+    case: str = ""  # a case of the bound with advice of its own (TENSORS_IDLE); "": the bound's
+
+    def in_script_words(self) -> Diagnosis:
+        """The advice in the words of a training script (``SCRIPT_ADVICE``), not gpudash's knobs: a
+        user's job (``gpudash -- CMD``) has none of them."""
+        return dataclasses.replace(self, advice=SCRIPT_ADVICE.get(self.case or self.bound, self.advice))
 
     def line(self) -> str:
         """One line for the dashboard, the CSV's event and ``gpudash diagnose``."""
@@ -209,6 +233,7 @@ def _gpu_busy(e: Evidence, busy: float, queued: bool) -> Diagnosis:
             Bound.GPU_COMPUTE,
             f"{kernels}{gpm}, yet the tensor cores idle ({tensor:.0f}%) in a bf16 step{throttle}",
             "get the matmuls onto the tensor cores: bf16 inputs (autocast covers them), sizes in multiples of 8",
+            case=TENSORS_IDLE,
         )
     tensor_text = f", tensor cores {tensor:.0f}%" if tensor is not None else ""
     return Diagnosis(
@@ -254,6 +279,8 @@ def with_gpu_telemetry(event: Event, gpu: GpuSample | None) -> Event:
         dram_active_pct=gpm[2],
     )
     verdict = diagnose(evidence)
+    if event.details.get("workload", "").startswith(JOB_PREFIX):
+        verdict = verdict.in_script_words()
     details = {**event.details, **evidence.details(), "bound": str(verdict.bound)}
     return dataclasses.replace(event, message=verdict.line(), details=details)
 

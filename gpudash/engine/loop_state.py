@@ -172,11 +172,7 @@ class LoopState:
         self.timer: StepTimer = step_timer(torch, self.on_cuda)
         self.model_flops = ModelFlops(torch, workload.device, peak_tflops) if count_flops else None
         self.loss: LossReader = loss_reader(torch, self.on_cuda)
-        # totals for the run
-        self.steps_issued = 0
-        self.steps_done = 0
-        self.samples_done = 0
-        self.bookkeeping_syncs = 0
+        self.steps_issued = self.steps_done = self.samples_done = self.bookkeeping_syncs = 0  # the run's totals
         self._win = Window(0.0, 0.0)  # the current window (opened when the loop runs)
         # steps and seconds of this configuration's samples after its first (a profiler window's
         # reference rate); the first sample after a start or change is warm-up, left out

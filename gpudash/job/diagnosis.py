@@ -10,34 +10,18 @@ import statistics
 from dataclasses import dataclass, field, replace
 
 from gpudash.core.sync_sites import SyncTable
-from gpudash.diagnosis.rules import Bound, Diagnosis, Evidence, diagnose
+from gpudash.diagnosis.rules import Diagnosis, Evidence, diagnose
 from gpudash.engine.trace_figures import TraceFigures
 from gpudash.job.steps import StepRecord
 
 SETTLE_STEPS = 10  # two runs of this many step times whose medians agree within SETTLE_TOLERANCE
 SETTLE_TOLERANCE = 0.10
 MAX_WARMUP_S = 60.0  # then the window starts anyway
-# What to try, in the words of a script rather than of gpudash's knobs and flags (which a job has not)
-JOB_ADVICE = {
-    Bound.INPUT: "make the input pipeline faster: more DataLoader workers (num_workers), pin_memory=True, "
-    "decode or augment on the GPU",
-    Bound.SYNC: "keep the step free of .item(), .cpu(), printing a tensor and data-dependent shapes (read values "
-    "after the step, asynchronously); then CUDA graphs apply",
-    Bound.CPU: "move the model and its batches to a GPU (.to('cuda')); on the CPU, a smaller model or batch",
-    Bound.GPU_MEMORY: "move fewer bytes, where the job does not already: bf16 autocast, torch.compile (fuses "
-    "elementwise kernels), channels_last for convolutions",
-    Bound.GPU_COMPUTE: "faster arithmetic, where the job does not already: bf16 autocast, TF32 matmuls, "
-    "channels_last with cudnn.benchmark for convolutions, torch.compile",
-    Bound.HOST: "launch less from Python: CUDA graphs or torch.compile(mode='reduce-overhead'), or a larger batch",
-    Bound.SMALL_KERNELS: "give each kernel more work: a larger batch, CUDA graphs, or torch.compile (fuses small "
-    "kernels)",
-}
 
 
 def job_verdict(evidence: Evidence) -> Diagnosis:
     """The rules' verdict on a job's evidence, its advice in a script's words."""
-    verdict = diagnose(evidence)
-    return replace(verdict, advice=JOB_ADVICE.get(verdict.bound, verdict.advice))
+    return diagnose(evidence).in_script_words()
 
 
 @dataclass
