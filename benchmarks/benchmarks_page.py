@@ -19,6 +19,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.page_sections.articles import articles_section  # noqa: E402
 from benchmarks.page_sections.beyond import beyond_section  # noqa: E402
 from benchmarks.page_sections.ddp import ddp_section  # noqa: E402
+from benchmarks.page_sections.gpm import gpm_section  # noqa: E402
 from benchmarks.page_sections.job import job_section  # noqa: E402
 from benchmarks.page_sections.sweeps import DOCS  # noqa: E402
 from benchmarks.page_sections.track import track_section  # noqa: E402
@@ -35,6 +36,7 @@ def page() -> str:
         vision_section(),
         track_section(),
         job_section(),
+        gpm_section(),
         ddp_section(),
     ]
     return "\n".join(sections)

@@ -150,13 +150,7 @@ def _add_measuring_options(p: argparse.ArgumentParser) -> None:
     )
     argtypes.add_seconds(m, "--interval", help=f"seconds between NVML GPU samples (default: {DEFAULTS['interval']})")
     _add_gpus_option(m, "the GPUs to watch, one row and CSV columns each")
-    m.add_argument(
-        "--peak-tflops",
-        type=argtypes.tflops,
-        metavar="TFLOPS",
-        help="the GPU's dense peak for the step's dtype that MFU is a share of (default: the datasheet "
-        "figure of a known GPU; MFU is blank for others, and on the CPU, without this)",
-    )
+    shared_flags.add_peak_tflops(m)
     argtypes.add_seconds(
         m,
         "--watchdog",

@@ -40,3 +40,14 @@ def add_device(options: argtypes.Options, **default: Any) -> None:
     """``--device DEV`` (``default``: ``default="auto"`` where the parser keeps defaults; the
     command line's parsers leave it out and take ``options.DEFAULTS``)."""
     options.add_argument(*SHARED_FLAGS["device"], type=argtypes.device, metavar="DEV", help=DEVICE_HELP, **default)
+
+
+def add_peak_tflops(options: argtypes.Options) -> None:
+    """``--peak-tflops``: the dense peak MFU is a share of (the run's commands, sweep and tune)."""
+    options.add_argument(
+        "--peak-tflops",
+        type=argtypes.tflops,
+        metavar="TFLOPS",
+        help="the GPU's dense peak for the step's dtype that MFU is a share of (default: the datasheet "
+        "figure of a known GPU; MFU is blank for others, and on the CPU, without this)",
+    )

@@ -28,7 +28,16 @@ from tests.helpers import record_args
 from tests.messages import present
 from tests.tui.fakes import sample, started
 
-PER_GPU = ["util_pct", "mem_used_mib", "power_w", "sm_clock_mhz", "temp_c"]
+PER_GPU = [
+    "util_pct",
+    "mem_used_mib",
+    "power_w",
+    "sm_clock_mhz",
+    "temp_c",
+    "sm_active_pct",
+    "tensor_active_pct",
+    "dram_active_pct",
+]
 
 
 Machine = Callable[[int], ModuleType]  # machine(n): n fake GPUs installed as pynvml

@@ -160,7 +160,7 @@ def test_a_hugging_face_trainer_with_accumulation_counts_its_global_steps(tmp_pa
 def test_torchrun_measures_every_rank(tmp_path: Path) -> None:
     torchrun = Path(sys.executable).with_name("torchrun")
     out = tmp_path / "r.csv"
-    job = [str(torchrun), "--nproc-per-node", "2", str(JOBS / "ddp_loop.py"), "30"]
+    job = [str(torchrun), "--standalone", "--nproc-per-node", "2", str(JOBS / "ddp_loop.py"), "30"]  # a free port
     done = gpudash("record", str(out), "-q", "--", *job, env={"OMP_NUM_THREADS": "1"})
     assert done.returncode == 0, done.stderr
     rows = samples(out)

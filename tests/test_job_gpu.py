@@ -1,5 +1,6 @@
 """``gpudash -- CMD`` on a GPU: a job's step time from CUDA events, its syncs named by their lines,
-a profiler window inside the job, and ``diagnose`` naming the lines that make it sync-bound."""
+a profiler window inside the job, ``diagnose`` naming the lines that make it sync-bound, and a bf16
+job's model FLOPs counted in bf16 with its MFU over the GPU's datasheet peak."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 pytestmark = pytest.mark.gpu
 
 SCRIPT = Path(__file__).parent / "data" / "jobs" / "cuda_syncs.py"
+PLAIN = Path(__file__).parent / "data" / "jobs" / "plain_loop.py"
 
 
 def _line(marker: str) -> int:
@@ -47,3 +49,32 @@ def test_diagnose_of_a_cuda_job_names_its_sync_lines(tmp_path: Path) -> None:
     verdict = json.loads(done.stdout)
     assert verdict["bound"] == "sync-bound", verdict
     assert f"cuda_syncs.py:{_line('item')}" in verdict["why"]
+
+
+def test_a_bf16_jobs_flops_are_counted_in_bf16_and_its_mfu_is_over_the_datasheet_peak(tmp_path: Path) -> None:
+    import torch
+
+    from gpudash.core.peaks import choose_peak
+    from gpudash.engine.model_flops import flop_text
+
+    peak = choose_peak(torch.cuda.get_device_name(), "bf16")
+    assert peak.tflops is not None, peak.source  # an H100 (or another GPU of the table)
+    out = tmp_path / "r.csv"
+    job = [sys.executable, str(PLAIN), "--steps", "10000000", "--device", "cuda", "--bf16", "--hidden", "4096"]
+    job += ["--batch", "512", "--workers", "0", "--sleep", "0"]
+    done = _gpudash("record", str(out), "-q", "--duration", "8", "--", *job)
+    assert done.returncode == 0, done.stderr
+    with open(out, newline="") as f:
+        rows = list(csv.DictReader(f))
+    flops = 3 * (2 * 512 * 16 * 4096 + 2 * 512 * 4096) - 2 * 512 * 16 * 4096  # forward ×3, less an input gradient
+    (event,) = [r for r in rows if r["event_kind"] == "measured" and r["event_what"] == "flops"]
+    assert event["event_message"] == (
+        f"model FLOPs: {flop_text(flops)} a step (bf16 100%); MFU over {peak.tflops:g} TFLOP/s ({peak.source})"
+    )
+    timed = [r for r in rows if r["row_kind"] == "sample" and float(r["steps_per_s"]) > 0]
+    assert len(timed) > 4
+    for r in timed:
+        assert float(r["flops_per_step"]) == flops
+        assert float(r["tflops"]) == pytest.approx(flops * float(r["steps_per_s"]) / 1e12, rel=1e-4)
+        assert 0 < float(r["mfu_pct"]) < 100
+        assert float(r["mfu_pct"]) == pytest.approx(100 * float(r["tflops"]) / peak.tflops, rel=1e-4)

@@ -41,6 +41,8 @@ ADAPTERS = {
     "gpudash/tui/render_cache.py": "Rich Style's colour and attribute fields behind Textual's escape codes",
     "workloads/torch_adapter.py": "shared-memory batches, compile mode options, loader workers "
     "(pytorch/pytorch#48558, #71383)",
+    "gpudash/engine/flops.py": "torch's dispatch modes (TorchDispatchMode, the thread's mode stack), an operator's "
+    "overload packet and FlopCounterMode's raw-formula flag: the FLOPs by dtype, a count started and stopped apart",
     "gpudash/job/boot/gpudash_job_hooks.py": "DataLoader iterators' __next__ (_BaseDataLoaderIter, the base of "
     "every iterator a DataLoader hands out): the one place each batch of an unmodified job passes",
 }

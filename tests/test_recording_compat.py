@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from gpudash.cli import main
-from gpudash.core.protocol import ExitCode, GpuSample, Sample
+from gpudash.core.protocol import ExitCode, GpuSample, Message, Sample
 from gpudash.recording import csvformat
 from gpudash.recording.csvformat import open_csv
 from gpudash.recording.replay import RecordingReader
@@ -15,7 +15,7 @@ from gpudash.recording.replay import RecordingReader
 OLD = Path(__file__).parent / "data" / "recordings" / "before-gpm.csv"
 
 
-def _messages(path: Path) -> tuple[RecordingReader, list[object]]:
+def _messages(path: Path) -> tuple[RecordingReader, list[Message]]:
     with open_csv(path) as f:
         reader = RecordingReader(f, path.name)
         messages = [*reader.read(), *reader.finish()]

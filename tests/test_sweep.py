@@ -444,3 +444,22 @@ def test_an_old_sweep_csv_without_the_knobs_column_still_reads(tmp_path: Path) -
         ("sync_loss", "sync-heavy", 4, "none"),
         ("sync_loss", "fixed", 4, "none"),
     ]
+
+
+def test_a_sweep_and_a_tune_hand_their_peak_to_every_configuration_and_refuse_a_bad_one(tmp_path: Path) -> None:
+    from gpudash.cli import main
+    from gpudash.sweep.plan import run_config
+    from gpudash.tune import plan as tune_plan
+
+    args = build_parser().parse_args(
+        ["-w", "sync_loss", "--device", "cpu", "--peak-tflops", "2.5", "--out", str(tmp_path)]
+    )
+    plan = plan_from_args(args, [])
+    assert {run_config(c, plan.settings).peak_tflops for f in plan.families for c in f.configurations} == {2.5}
+    argv = ["-w", "sync_loss", "--device", "cpu", "--peak-tflops", "7", "--out", str(tmp_path / "t")]
+    tuned = tune_plan.plan_from_args(tune_plan.build_parser().parse_args(argv), argv)
+    assert tuned.settings.sweep_settings().peak_tflops == 7.0
+    for command in ("sweep", "tune"):
+        with pytest.raises(SystemExit) as stop:
+            main([command, "-w", "sync_loss", "--peak-tflops", "0", "--out", str(tmp_path / "x")])
+        assert stop.value.code == 2

@@ -85,7 +85,7 @@ def _run_with_windows(trace_dir: Path, windows: int, steps: int = 3) -> list[obj
 
 def test_a_window_writes_a_chrome_trace_and_an_event_and_its_steps_stay_out_of_the_samples(tmp_path: Path) -> None:
     msgs = _run_with_windows(tmp_path, windows=1)
-    event = next(m for m in msgs if isinstance(m, Event) and m.kind == EventKind.MEASURED)
+    event = next(m for m in msgs if isinstance(m, Event) and m.kind == EventKind.MEASURED and m.what == "trace")
     assert event.what == "trace" and event.details["trace_steps"] == "3"
     path = Path(event.details["trace_path"])
     assert path.parent == tmp_path and path.name.endswith(".json.gz") and "sync_loss-fixed-b4" in path.name
@@ -106,7 +106,11 @@ def test_traces_are_bounded_oldest_first(tmp_path: Path, monkeypatch: pytest.Mon
 
     monkeypatch.setattr(gpudash.engine.measure_windows, "MAX_TRACE_FILES", 2)
     msgs = _run_with_windows(tmp_path, windows=3, steps=1)
-    paths = [m.details["trace_path"] for m in msgs if isinstance(m, Event) and m.kind == EventKind.MEASURED]
+    paths = [
+        m.details["trace_path"]
+        for m in msgs
+        if isinstance(m, Event) and m.kind == EventKind.MEASURED and m.what == "trace"
+    ]
     assert len(paths) == 3
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(Path(p).name for p in paths[1:])
 
@@ -201,7 +205,9 @@ def test_a_window_annotates_the_stages_only_while_it_runs(tmp_path: Path) -> Non
         )
         loop.run(steps=4)
         assert w.annotate_stages is None
-    path = next(m for m in got if isinstance(m, Event) and m.kind == EventKind.MEASURED).details["trace_path"]
+    path = next(m for m in got if isinstance(m, Event) and m.kind == EventKind.MEASURED and m.what == "trace").details[
+        "trace_path"
+    ]
     with gzip.open(path, "rt") as f:
         names = {e.get("name") for e in json.load(f)["traceEvents"]}
     assert {"gpudash.stage.encode", "gpudash.stage.train"} <= names

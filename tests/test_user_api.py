@@ -125,7 +125,9 @@ def test_a_loaders_cost_is_measured_with_the_step_and_its_passes_start_over(tmp_
     elapsed = time.monotonic() - start
     w.close()
     rates = [m.steps_per_s for m in got if isinstance(m, Sample) and m.steps]
-    assert rates and max(rates) < 50.0 and elapsed >= 12 * 0.02  # the loader's time is in every step
+    # the loader's time is in every step after the first sample, the configuration's warm-up (which
+    # every figure leaves out): its first batch was drawn before the window, by the FLOP count's probe
+    assert len(rates) > 1 and max(rates[1:]) < 50.0 and elapsed >= 12 * 0.02
     assert loop.steps_done == 12
 
 

@@ -31,6 +31,7 @@ from gpudash.tui.widgets import MessageBar, plain_text
 from gpudash.watch.app import ProcessTable, WatchApp
 from gpudash.watch.record import run_watch_record
 from gpudash.watch.source import WatchSource
+from tests.fake_gpm import add_gpm
 from tests.fake_gpus import WatchBox, installer, watch_box
 from tests.helpers import GPUDASH, ROOT
 from tests.test_nvml import NVMLError_LibraryNotFound
@@ -61,10 +62,11 @@ def no_nvml(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def busy_box(box: Callable[[int], WatchBox]) -> WatchBox:
-    """Three GPUs: GPU 0 runs this test's process (no NVML name: /proc tells) and one from another
-    pid namespace; GPU 1 a graphics process NVML names, its power query failing, its clock
-    throttled; GPU 2 whose process lists both fail."""
+    """Three Hopper GPUs (GPM: GPU i's SM 60+i %, tensor 40+i %, DRAM 20+i %): GPU 0 runs this test's
+    process (no NVML name: /proc tells) and one from another pid namespace; GPU 1 a graphics process
+    NVML names, its power query failing, its clock throttled; GPU 2 whose process lists both fail."""
     nv = box(3)
+    add_gpm(nv)
     nv.compute[0] = {ME: 1536.0, NOT_A_PID: 512.0}
     nv.graphics[1] = {1: 64.0}
     nv.names[1] = "Xorg"
@@ -85,7 +87,7 @@ def test_once_json_gives_every_gpu_its_figures_and_its_processes(box, capsys) ->
     code, out, err = once(capsys, "--json")
     assert (code, err) == (0, "")
     doc = json.loads(out)
-    assert doc["schema"] == "gpudash-watch/1" and doc["driver"] == "555.42"
+    assert doc["schema"] == "gpudash-watch/1" and doc["driver"] == "555.42" and doc["gpm_unavailable"] is None
     gpus = doc["gpus"]
     assert [g["index"] for g in gpus] == [0, 1, 2]
     assert [(g["name"], g["uuid"]) for g in gpus] == [(f"Fake GPU {i}", f"GPU-0000-{i}") for i in range(3)]
@@ -98,6 +100,10 @@ def test_once_json_gives_every_gpu_its_figures_and_its_processes(box, capsys) ->
         40.0,
     )
     assert g0["throttle_reasons"] == [] and g0["errors"] == {}
+    # GPM's, over the window before the read: each GPU its own, beside kernel-active
+    assert [(g["sm_active_pct"], g["tensor_active_pct"], g["dram_active_pct"]) for g in gpus] == [
+        (60.0 + i, 40.0 + i, 20.0 + i) for i in range(3)
+    ]
     mine, elsewhere = g0["processes"]
     assert (mine["pid"], mine["user"], mine["used_memory_mib"], mine["type"]) == (ME, MY_USER, 1536.0, "compute")
     assert "python" in mine["command"] or "pytest" in mine["command"]  # /proc/PID/cmdline: NVML gave no name
@@ -146,7 +152,8 @@ def test_once_table_shows_each_gpu_and_its_processes(box, capsys) -> None:
     assert (code, err) == (0, "")
     lines = out.splitlines()
     assert lines[0] == "GPU 0 · Fake GPU 0 · GPU-0000-0"
-    assert lines[1].startswith("  kernel-active 10% · mem-bw 5% · memory 1.0/80.0 GiB · 100 W · 1400 MHz · 40°C")
+    assert lines[1].startswith("  kernel-active 10% · SM 60% · tensor 40% · DRAM 20% · mem-bw 5% · memory 1.0/80.0 GiB")
+    assert "· 100 W · 1400 MHz · 40°C" in lines[1]
     assert "throttle: none" in lines[1]
     assert lines[2].split() == ["PID", "USER", "GPU", "MEM", "COMMAND"]
     mine = next(line for line in lines if line.split()[0] == str(ME))
@@ -163,6 +170,33 @@ def test_once_table_shows_each_gpu_and_its_processes(box, capsys) -> None:
     assert "n/a above: NVML failed (power:" in gpu1
     assert "processes: n/a (NVML: compute:" in gpu2 and "no processes" not in gpu2
     assert lines[-1] == "driver 555.42"
+
+
+@pytest.mark.parametrize("gpm", ["pre-Hopper", "no GPM in pynvml"])
+def test_without_gpm_once_leaves_its_figures_out_and_says_why_once(box, capsys, gpm: str) -> None:
+    nv = box(2)
+    if gpm == "pre-Hopper":
+        add_gpm(nv).unsupported |= {0, 1}
+    code, out, err = once(capsys)
+    assert (code, err) == (0, "")
+    lines = out.splitlines()
+    assert lines[1].startswith("  kernel-active 10% · mem-bw 5% ·") and "SM " not in out and "tensor" not in lines[1]
+    why = [line for line in lines if line.startswith("GPM (SM, tensor and DRAM activity)")]
+    assert len(why) == 1 and lines[-2] == why[0]  # once, after the GPUs, before the driver
+    assert ("needs a Hopper or newer GPU" if gpm == "pre-Hopper" else "needs a newer nvidia-ml-py") in why[0]
+    code, out, _ = once(capsys, "--json")
+    doc = json.loads(out)
+    assert doc["gpm_unavailable"] == why[0]
+    assert all(g["sm_active_pct"] is g["tensor_active_pct"] is g["dram_active_pct"] is None for g in doc["gpus"])
+    assert doc["gpus"][1]["utilization_pct"] == 11.0  # the rest as ever
+
+
+def test_once_names_the_gpu_without_gpm_on_a_mixed_box(box, capsys) -> None:
+    add_gpm(box(2)).unsupported.add(1)
+    code, out, _ = once(capsys)
+    gpu0, gpu1 = out.split("\nGPU ")
+    assert code == 0 and "· SM 60% · tensor 40% · DRAM 20% ·" in gpu0 and "SM " not in gpu1.split("\n")[1]
+    assert "GPM (SM, tensor and DRAM activity): GPU 1 needs a Hopper or newer GPU: Fake GPU 1 has none" in out
 
 
 def test_a_gpu_without_processes_says_so(box, capsys) -> None:
@@ -354,6 +388,7 @@ async def test_the_watch_dashboard_shows_every_gpu_and_its_processes(box, tmp_pa
         await wait_until(pilot, lambda: str(NOT_A_PID) in table_text(app), "the process table")
         shown = rows(app)
         assert shown[0].startswith("▶ GPU 0") and "10%" in shown[0] and "41°C" in shown[1]
+        await wait_until(pilot, lambda: "62%" in rows(app)[2], "GPM's figures in the rows")  # GPU 2's SM%
         table = table_text(app)
         mine = next(line for line in table.splitlines() if f" {ME} " in line)
         assert MY_USER in mine and "1.50 GiB" in mine
@@ -367,7 +402,7 @@ async def test_the_watch_dashboard_shows_every_gpu_and_its_processes(box, tmp_pa
         footer = plain_text_of_footer(app)
         assert "Record" in footer and "Next GPU" in footer and "Pipeline" not in footer
         visible = {c.spec.id for c in app.visible_charts}
-        assert visible == {"gpu_util", "power", "memory", "temperature"}
+        assert visible == {"gpu_util", "gpm", "power", "memory", "temperature"}  # GPM's beside kernel-active
         await wait_until(pilot, lambda: app.query_one("#chart-gpu_util", MetricChart).points_drawn > 0, "a chart")
         # a workload's key says why it does nothing; the run goes on
         await pilot.press("p")
@@ -385,6 +420,18 @@ async def test_the_watch_dashboard_shows_every_gpu_and_its_processes(box, tmp_pa
         assert saved is not None and "Fake GPU 1" in html.unescape(Path(saved).read_text()).replace("\xa0", " ")
         await pilot.press("q")
     assert source.alive is False
+
+
+@pytest.mark.slow
+async def test_without_gpm_the_watch_dashboard_says_why_and_draws_no_gpm_chart(box) -> None:
+    add_gpm(box(2)).unsupported |= {0, 1}  # GPUs before Hopper
+    app = WatchApp(WatchSource(0.05), toasts=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_until(pilot, lambda: "needs a Hopper or newer GPU: Fake GPU 0 has none" in message(app), "why")
+        await asyncio.sleep(0.3)  # ticks go by: no empty GPM chart takes the room
+        assert {c.spec.id for c in app.visible_charts} == {"gpu_util", "power", "memory", "temperature"}
+        assert len(rows(app)) == 2 and "11%" in rows(app)[1]
+        await pilot.press("q")
 
 
 @pytest.mark.slow

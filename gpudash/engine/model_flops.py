@@ -38,7 +38,8 @@ class ModelCount:
 
     def details(self) -> dict[str, str]:
         """The "flops" event's details (text)."""
-        out = {"dtype": self.dtype or "mixed", "peak_source": self.peak.source}
+        mixed = self.flops_per_step is not None and self.dtype is None
+        out = {"dtype": self.dtype or ("mixed" if mixed else ""), "peak_source": self.peak.source}
         if self.flops_per_step is not None:
             out["flops_per_step"] = str(int(self.flops_per_step))  # exact: a count
         if self.peak.tflops is not None:

@@ -7,7 +7,8 @@ sampler says why once, in ``GpuInfo.unavailable``, and produces no samples.
 
 Each sample is the workload's GPU (``GpuInfo.index``: the charts, the CSV's first columns) and
 a ``GpuReading`` of every GPU watched (``GpuInfo.sampled``, as ``gpudash.host.gpu_selection`` picks
-them); a watched GPU that stops answering reads ``None`` while the others go on.
+them); a watched GPU that stops answering reads ``None`` while the others go on. Each tick also
+reads GPM (SM, tensor and DRAM activity: ``gpudash.host.gpm``) of those GPUs, where it can.
 
 ``pynvml`` comes from the ``nvidia-ml-py`` package and is imported lazily.
 """
@@ -24,6 +25,7 @@ from typing import Any
 
 from gpudash.core import faults
 from gpudash.core.protocol import NVML_LOST, Event, EventKind, GpuInfo, GpuReading, GpuSample
+from gpudash.host.gpm import GpmReader
 from gpudash.host.gpu_selection import GpuSelectionError, choose_gpus
 
 # NVML return codes (nvml.h); compared by value so a fake module needs no class hierarchy.
@@ -155,10 +157,12 @@ class NvmlSampler:
         clock: Callable[[], float] = time.monotonic,
         maxlen: int = 2000,
         gpus: Sequence[int] | None = None,
+        gpm: bool = True,
     ) -> None:
         self.requested_index = index
         self.requested_gpus = gpus  # the GPUs to watch (gpudash.host.gpu_selection.choose_gpus)
         self._watched: dict[int, _WatchedGpu] = {}
+        self.gpm = GpmReader(None, enabled=gpm)  # GPM's figures (False: not read; the benchmark's "off")
         self.interval_s = interval_s
         self.clock = clock
         self.t0 = clock() if t0 is None else t0
@@ -228,6 +232,8 @@ class NvmlSampler:
         self.info = GpuInfo(available=True, driver=driver, names=tuple(names), index=index, sampled=sampled)
         self._handle = pynvml.nvmlDeviceGetHandleByIndex(index)
         self._watched = {i: _WatchedGpu(pynvml.nvmlDeviceGetHandleByIndex(i), self._reading_queries()) for i in sampled}
+        self.gpm = GpmReader(self._nvml, enabled=self.gpm.enabled)
+        self._add_gpm({index: self._handle, **{i: w.handle for i, w in self._watched.items()}})
         return self.info
 
     def start(self) -> GpuInfo:
@@ -266,6 +272,7 @@ class NvmlSampler:
                 return False
             self.info = replace(self.info, index=index)
             self._energy0 = None
+            self._add_gpm({index: self._handle})
         return True
 
     def drain(self) -> list[GpuSample | Event]:
@@ -295,8 +302,11 @@ class NvmlSampler:
                         self.dropped[name] = str(exc) or "not supported"
                         del self._metrics[name]
                     # anything else: not available this tick
+            if self.gpm.tick():  # a GPU stopped giving GPM: the info says why
+                self._add_gpm({})
+            values.update(self.gpm.figures(self.info.index))
             per_gpu = tuple(self._reading(i, values) for i in self.info.sampled)
-            s = GpuSample(time_s=self.clock() - self.t0, per_gpu=per_gpu, **values)
+            s = GpuSample(time_s=self.clock() - self.t0, per_gpu=per_gpu, mig=self.gpm.mig(), **values)
             self.latest = s
             self._samples.append(s)
         return s
@@ -323,7 +333,7 @@ class NvmlSampler:
 
     def _reading(self, index: int, own: dict[str, Any]) -> GpuReading:
         """GPU ``index``'s row: the workload GPU's values when it is that GPU, else its own queries."""
-        values = own if index == self.info.index else self._ask(self._watched[index])
+        values = own if index == self.info.index else {**self._ask(self._watched[index]), **self.gpm.figures(index)}
         return GpuReading(index, **{k: values.get(k) for k in _READING_FIELDS})
 
     def _ask(self, gpu: _WatchedGpu) -> dict[str, Any]:
@@ -341,6 +351,19 @@ class NvmlSampler:
                     gpu.gone = gone_reason(exc)
                     return {}
         return values
+
+    def _add_gpm(self, handles: dict[int, Any]) -> None:
+        """Read GPM of these GPUs too (index: handle; the caller holds the lock); the info's reason."""
+        self.gpm.add((i, h, self.info.names[i]) for i, h in handles.items())
+        self.info = replace(self.info, gpm_unavailable=self.gpm.reason(self.info.index))
+
+    def gpm_window(self, seconds: float) -> None:
+        """GPM's two samples ``seconds`` apart, now (``watch --once``: no tick came before); blocks."""
+        for wait in (0.0, seconds if self.gpm.active else 0.0):
+            time.sleep(wait)
+            with self._lock:
+                if self._nvml is not None and self.gpm.tick():
+                    self._add_gpm({})
 
     def _reading_queries(self) -> dict[str, Callable[[Any], dict[str, Any]]]:
         return {name: self._metrics[name] for name in _READING_QUERIES if name in self._metrics}
@@ -390,8 +413,8 @@ class NvmlSampler:
         return tuple(f"GPU-{u}" if u else "" for u in self._uuids)
 
     def read_gpu(self, index: int) -> tuple[dict[str, Any], dict[str, str]]:
-        """GPU ``index``'s values now, by the sampler's own queries (not energy, not processes), and
-        why each query that gave nothing failed: one failing query leaves its fields out, no more."""
+        """GPU ``index``'s values now by the sampler's queries (not energy, not processes; GPM: the last
+        tick's), and why each query that gave nothing failed: a failing query leaves its fields out."""
         values: dict[str, Any] = {}
         failed: dict[str, str] = {}
         if self._nvml is None:
@@ -408,6 +431,7 @@ class NvmlSampler:
                     values.update(query(handle))
                 except Exception as exc:  # noqa: BLE001 - this field is empty; the others stand
                     failed[name] = str(exc) or type(exc).__name__
+            values.update(self.gpm.figures(index))  # the last tick's (``gpm_window`` without ticks)
         return values, failed
 
     def processes(self, index: int) -> tuple[list[NvmlProcess] | None, str | None]:
@@ -467,6 +491,7 @@ class NvmlSampler:
     def _shutdown(self) -> None:
         nvml, self._nvml = self._nvml, None
         self._handle = None
+        self.gpm.close()  # its buffers, while NVML is up
         if nvml is not None:
             try:
                 nvml.nvmlShutdown()

@@ -2,11 +2,11 @@
 
 It starts the job (``gpudash.job.launch``) with a channel (``gpudash.job.channel``), turns what
 the job's hooks send into the messages every run has — ``Sample`` and ``RankSample`` windows
-(``gpudash.job.steps``), ``SyncSites``, the "started", "measured" and ending events — and adds
-NVML's figures, as ``EngineSession`` does for the families. A job is the user's: its settings are
-its own arguments, so the controls that change a family (variant, batch size, knobs, workload)
-are answered with an error event; a profiler window, a diagnosis and stopping it are not.
-Torch-free.
+(``gpudash.job.steps``), ``SyncSites``, the "started", "measured" (a trace, a diagnosis, the model
+FLOPs: ``gpudash.job.mfu``) and ending events — and adds NVML's figures, as ``EngineSession``
+does for the families. A job is the user's: its settings are its own arguments, so the controls
+that change a family (variant, batch size, knobs, workload) are answered with an error event; a
+profiler window, a diagnosis and stopping it are not. Torch-free.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ from gpudash.job import command as job_command
 from gpudash.job.channel import HostChannel
 from gpudash.job.diagnosis import JobDiagnosis, job_verdict, with_trace
 from gpudash.job.launch import STOP_GRACE_S, JobProcess, job_env
+from gpudash.job.mfu import JobCount, job_count, missing
 from gpudash.job.steps import JobSamples, StepRecord
 
 NO_HELLO_S = 15.0  # no word from the job this long after its start: say why that may be
@@ -94,6 +95,8 @@ class JobSession:
         self._ended = False
         self._nvml_started = False
         self._sites: SyncTable | None = None
+        self._flops: dict[int, dict[str, Any]] = {}  # rank -> its hooks' model FLOPs count (or why none)
+        self._flops_said = False
 
     # -- EngineSource ------------------------------------------------------------------------------
     @property
@@ -209,6 +212,9 @@ class JobSession:
             self._on_sites(m)
         elif kind == "trace":
             self._on_trace(m)
+        elif kind == "flops":
+            self._flops[rank] = m
+            self._say_flops()
         elif kind == "note":
             self._error("job", str(m.get("text", "")))
 
@@ -325,6 +331,22 @@ class JobSession:
         self._event(EventKind.STARTED, message=message, details=details)
         if self._sites is not None:
             self._on_sites({"table": self._sites.as_dict()})
+        self._say_flops()
+
+    def _say_flops(self, final: bool = False) -> None:
+        """Once the run has started: the lead rank's count into every sample from now on, and the
+        "flops" event saying what was counted or why MFU is blank (``final``: the job has ended, and
+        no count came: why)."""
+        if self._flops_said or not self._started:
+            return
+        m = self._flops.get(self._lead())
+        if m is None and not final:
+            return
+        count: JobCount = missing(self.samples.steps) if m is None else job_count(m, self.config.peak_tflops)
+        self._flops_said = True
+        if count.flops_per_step is not None:
+            self.samples.count = count
+        self._event(EventKind.MEASURED, what="flops", message=count.message, details=dict(count.details))
 
     def _config_details(self, batch: int | None = None) -> dict[str, str]:
         lead = self._first.get(self._lead(), {})
@@ -359,6 +381,7 @@ class JobSession:
         if not self._started and self._first_step_at is not None:
             self._start_run()  # a short job: what it stepped is recorded all the same
         if self._started:
+            self._say_flops(final=True)
             self._pending.extend(self.samples.flush())
         if self.diagnosis is not None:
             d, self.diagnosis = self.diagnosis, None

@@ -1,13 +1,14 @@
 """A job's step records into the samples every run has: windows of ``interval_s`` seconds of the
 job's steps (by the host time of each step's boundary), rank 0's as the run's ``Sample`` (its
 samples times the ranks: the global batch, as the data-parallel families count it), with the
-slowest rank's step time where there are others. Torch-free.
+slowest rank's step time where there are others, and (once the job's count is in) the model FLOPs,
+TFLOP/s and MFU of ``gpudash.job.mfu``. Torch-free.
 
 A step record, as the job's hooks send it (``gpudash/job/boot/gpudash_job_hooks.py``):
 ``[step, t, ms, samples, tokens, input_wait_s, syncs, profiled]`` — ``t`` on the machine's
 monotonic clock, ``ms`` the step's time (CUDA events on a GPU; None where unknown), ``syncs``
-None where not counted, ``profiled`` 1 for a step under a profiler window (counted, but kept out
-of the step-time percentiles: the profiler slows it).
+None where not counted, ``profiled`` 1 for a step under a profiler window or the FLOP counter
+(counted, but kept out of the step-time percentiles: they slow it).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 from gpudash.core.protocol import RankSample, Sample
 from gpudash.engine.measure import percentile
 from gpudash.host.runner import with_slowest_rank
+from gpudash.job.mfu import JobCount
 
 STEP, T, MS, SAMPLES, TOKENS, WAIT, SYNCS, PROFILED = range(8)
 BATCH_FROM_STEPS = 10  # the job's batch size: the most common of its first steps' sample counts
@@ -123,6 +125,7 @@ class JobSamples:
         self.last: Sample | None = None
         self.rank_samples: dict[int, RankSample] = {}
         self.held: list[Sample] = []  # windows without a step, not sent yet (see ``due``)
+        self.count: JobCount | None = None  # the job's model FLOPs a step, and the peak (MFU)
 
     def add(self, rank: int, record: StepRecord) -> None:
         self.ranks.setdefault(rank, RankWindows()).add(record)
@@ -196,6 +199,8 @@ class JobSamples:
                     time_s, rank, windows.closed_steps, fig.steps / interval_s, fig.step_ms_p50
                 )
         windows, fig = self.ranks[lead], figures[lead]
+        steps_per_s = fig.steps / interval_s
+        flops, tflops, mfu = self.count.rates(steps_per_s) if self.count is not None else (None, None, None)
         sample = Sample(
             time_s=time_s,
             workload=self.workload,
@@ -204,12 +209,15 @@ class JobSamples:
             steps=windows.closed_steps,
             samples=windows.closed_samples * world,
             interval_s=interval_s,
-            steps_per_s=fig.steps / interval_s,
+            steps_per_s=steps_per_s,
             samples_per_s=fig.samples * world / interval_s,
             step_ms_p50=fig.step_ms_p50,
             step_ms_p95=fig.step_ms_p95,
             syncs_per_step=fig.syncs_per_step,
             world_size=world,
+            flops_per_step=flops,
+            tflops=tflops,
+            mfu_pct=mfu,
         )
         if self.rank_samples:
             sample = with_slowest_rank(sample, self.rank_samples)

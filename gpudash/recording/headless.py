@@ -292,6 +292,7 @@ class HeadlessRecording:
             gpu_index=info.index,
             driver=info.driver,
             nvml_unavailable=info.unavailable,
+            gpm_unavailable=info.gpm_unavailable,
         )
         self.recorder.write_metadata()
 

@@ -76,6 +76,7 @@ def run_metadata(config: RunConfig, gpu_info: GpuInfo | None = None, **extra: An
         "gpus_sampled": [],  # the GPUs with per-GPU columns (NVML indexes, in the columns' order)
         "driver": None,
         "nvml_unavailable": None,
+        "gpm_unavailable": None,  # why the GPM columns are empty (None: they were read, or no NVML at all)
         "torch_version": None,
         "cuda_version": None,
         "device": None,
@@ -88,6 +89,7 @@ def run_metadata(config: RunConfig, gpu_info: GpuInfo | None = None, **extra: An
             gpus_sampled=list(gpu_info.sampled),
             driver=gpu_info.driver,
             nvml_unavailable=gpu_info.unavailable,
+            gpm_unavailable=gpu_info.gpm_unavailable,
         )
     meta.update(extra)
     return meta

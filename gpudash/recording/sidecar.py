@@ -184,6 +184,7 @@ TOP: dict[str, Key] = {
     "gpu_index": Key(_int_from(0, 4096)),
     "driver": Key(_text),
     "nvml_unavailable": Key(_text),
+    "gpm_unavailable": Key(_text),
     "torch_version": Key(_text),
     "cuda_version": Key(_text),
     "device": Key(_device),
@@ -341,6 +342,7 @@ def gpu_info_from_metadata(meta: dict[str, Any], why_none: str = "no metadata fi
         driver=meta.get("driver") or None,
         names=names,
         index=index,
+        gpm_unavailable=meta.get("gpm_unavailable") or None,
     )
 
 

@@ -137,6 +137,7 @@ class SweepSettings:
     trace_steps: int | None = None  # after each measurement, a profiler window of this many steps
     trace_dir: str | None = None  # where its traces go (OUT/traces)
     nproc: int = 1  # data-parallel ranks of every configuration (DDP; gpudash.engine.ranks)
+    peak_tflops: float | None = None  # MFU's peak (--peak-tflops); None: the table's for the GPU
 
 
 @dataclass(frozen=True)
@@ -161,7 +162,7 @@ class SweepPlan:
 
 
 # The RunConfig fields a sweep sets the same for every configuration, from its settings (same names)
-SESSION_SETTINGS = ("device", "seed", "sample_interval_s", "gpu_interval_s", "trace_dir", "nproc")
+SESSION_SETTINGS = ("device", "seed", "sample_interval_s", "gpu_interval_s", "trace_dir", "nproc", "peak_tflops")
 
 
 def run_config(config: Configuration, settings: SweepSettings) -> RunConfig:
@@ -274,6 +275,7 @@ def build_parser() -> Parser:
         help="data-parallel ranks (DDP) for every configuration, one GPU each; -b is per rank (default: 1)",
     )
     p.add_argument("--seed", type=int, default=0, help="workload seed and shuffle seed (default: %(default)s)")
+    shared_flags.add_peak_tflops(p)
     p.add_argument("--out", required=True, metavar="DIR", help="directory for the results (created)")
     shared_flags.add_quiet(p)
     shared_flags.add_json(p)
@@ -485,6 +487,7 @@ def plan_from_args(args: argparse.Namespace, argv: list[str]) -> SweepPlan:
         trace_steps=args.trace,
         trace_dir=str(out_dir.resolve() / "traces") if args.trace else None,
         nproc=args.nproc,
+        peak_tflops=args.peak_tflops,
     )
     command = shlex.join(["gpudash", "sweep", *argv])
     return SweepPlan(families, settings, out_dir, command, args.preset, tuple(skipped), knobs.text())

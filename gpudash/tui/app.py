@@ -35,11 +35,11 @@ from textual.worker import WorkerFailed
 from gpudash.config import UserConfig
 from gpudash.core.protocol import EngineSource, ExitCode, GpuInfo, Message, RunConfig
 from gpudash.tui import actions
-from gpudash.tui.charts import CHARTS, ChartSpec, MetricChart
+from gpudash.tui.charts import CHARTS, ChartSpec, MetricChart, charts_in_play
 from gpudash.tui.controller import DashController, RecorderFactory
 from gpudash.tui.crash import report_crash
 from gpudash.tui.footer import LeanFooter
-from gpudash.tui.gpu_rows import GpuRows
+from gpudash.tui.gpu_rows import GPM_EXPLAINED, GpuRows
 from gpudash.tui.job_view import JobView, run_job
 from gpudash.tui.layout import layout_for, notice_text
 from gpudash.tui.notices import STARTING, Notice
@@ -91,6 +91,7 @@ class GpuDashApp(ShotsApp):
         self.toasts = toasts
         self._stopping = False
         self._layout_gpu_info: GpuInfo | None = None
+        self._layout_charts: tuple[str, ...] = ()  # the charts with something to draw, as the layout took them
         self._layout_size: Size | None = None  # the terminal's, as the last resize said
         self._drawn_version = -1
         self._drawn_size: tuple[tuple[int, int], ...] | None = None
@@ -153,7 +154,8 @@ class GpuDashApp(ShotsApp):
         self._layout_gpu_info = self.state.gpu_info
         self._layout_size = size = size or self._layout_size or self.size
         rows = self.query_one(GpuRows).lines  # the per-GPU rows' lines come off the charts' share
-        layout = layout_for(size.width, size.height - rows, self._gpu_available(), tuple(s.id for s in CHARTS))
+        self._layout_charts = charts_in_play(self.CHART_SPECS, self.state)  # GPM's and MFU's once they have figures
+        layout = layout_for(size.width, size.height - rows, self._gpu_available(), self._layout_charts)
         for chart in self.query(MetricChart):
             chart.display = chart.spec.id in layout.charts
         grid = self.query_one("#charts")
@@ -198,8 +200,10 @@ class GpuDashApp(ShotsApp):
             self._after_poll(self.controller.poll())
 
     def _after_poll(self, notices: list[Notice]) -> None:
-        if self.state.gpu_info != self._layout_gpu_info:
-            self._apply_layout()  # NVML answered (or said why not): charts or the notice
+        charts = charts_in_play(self.CHART_SPECS, self.state)
+        if self.state.gpu_info != self._layout_gpu_info or charts != self._layout_charts:
+            self._layout_charts = charts
+            self._apply_layout()  # NVML answered (or said why not), GPM or MFU figures came: charts or the notice
         self._tell(notices)
         if notices:
             self.refresh_bindings()
@@ -215,7 +219,7 @@ class GpuDashApp(ShotsApp):
 
     def ingest(self, messages: Iterable[Message]) -> None:
         """Feed messages as if the source sent them (tests, benchmarks; app thread only)."""
-        self._tell(self.controller.ingest(messages))
+        self._after_poll(self.controller.ingest(messages))
 
     # -- drawing --------------------------------------------------------------------------------
     def run_time_s(self) -> float:
@@ -317,7 +321,7 @@ class GpuDashApp(ShotsApp):
         return out
 
     def action_help(self) -> None:
-        charts = [(c.title, c.help) for c in self.CHART_SPECS]
+        charts = [(c.title, c.help) for c in self.CHART_SPECS] + [("GPU lines (GPM's gauges)", GPM_EXPLAINED)]
         self.push_screen(HelpScreen(self.key_help(), charts, self.replay, log_path=self.controller.info.log_path))
 
     def action_sync_sites(self) -> None:

@@ -47,7 +47,8 @@ MARKER_COLOURS = {
 
 BRAILLE = "braille"
 DOT = "•"
-LEGEND_GLYPHS = {BRAILLE: "⠒", DOT: DOT}  # how the legend shows a line drawn with each marker
+PLUS = "+"  # a chart's third line
+LEGEND_GLYPHS = {BRAILLE: "⠒", DOT: DOT, PLUS: PLUS}  # how the legend shows a line drawn with each marker
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,12 @@ class ChartSpec:
     ymax: float | None = None  # fixed top of the y axis (percentages)
     empty: str = "waiting for the first sample…"
     help: str = ""
+    first_on_top: bool = False  # draw the first line last, over the others where they share a row
+
+    @property
+    def drawing_order(self) -> tuple[Line, ...]:
+        """The lines in the order they are drawn (a later one hides an earlier one where they meet)."""
+        return (*self.lines[1:], self.lines[0]) if self.first_on_top and self.lines else self.lines
 
     @property
     def title(self) -> str:
@@ -112,6 +119,21 @@ CHARTS: tuple[ChartSpec, ...] = (
         "of time device memory was read or written.",
     ),
     ChartSpec(
+        "gpm",
+        "GPM %",
+        (
+            Line("sm_active_pct", "SMs busy", GREEN),
+            Line("tensor_active_pct", "tensor", MAGENTA, DOT),
+            Line("dram_active_pct", "DRAM", YELLOW, PLUS),
+        ),
+        ymax=100.0,
+        empty="no GPM figures (Hopper and newer)",
+        first_on_top=True,  # SMs busy over tensor and DRAM where they meet
+        help="NVML's GPU performance monitoring: the share of the SMs' time they were busy (unlike "
+        "kernel-active %, which counts a kernel that keeps one SM busy as 100%), the SMs' time any "
+        "tensor core ran, and the DRAM bandwidth used. Shown where GPM figures flow (Hopper and newer).",
+    ),
+    ChartSpec(
         "power",
         "",
         (Line("power_w", "power W", YELLOW), Line("sm_clock_mhz", "SM MHz", GREEN, DOT, right=True)),
@@ -124,6 +146,14 @@ CHARTS: tuple[ChartSpec, ...] = (
         help="Device memory in use on the sampled GPU (all processes); the top is the GPU's total.",
     ),
     ChartSpec(
+        "mfu",
+        "model FLOPs",
+        (Line("tflops", "TFLOP/s", BLUE), Line("mfu_pct", "MFU %", ORANGE, DOT, right=True)),
+        empty="no model FLOPs counted",
+        help="The step's model FLOPs (counted once per configuration) × steps/s, and that over the GPU's "
+        "dense peak for the step's dtype (MFU); the stats panel's border says what was counted and the peak.",
+    ),
+    ChartSpec(
         "syncs",
         "host-device syncs per step",
         (Line("syncs_per_step", "syncs/step", RED),),
@@ -131,6 +161,19 @@ CHARTS: tuple[ChartSpec, ...] = (
         help="Times per step the host waited for the GPU (torch sync debug mode); 0 is the goal.",
     ),
 )
+
+
+# charts shown only once one of their lines has a point: GPM's (Hopper and newer) and the model FLOPs'
+WHEN_FLOWING = frozenset({"gpm", "mfu"})
+
+
+def charts_in_play(specs: tuple[ChartSpec, ...], state: DashState) -> tuple[str, ...]:
+    """The ids of the charts with something to draw: every chart but those of ``WHEN_FLOWING``,
+    which wait for their first point (a GPU before Hopper has no GPM figures, a run without a FLOPs
+    count no MFU: no empty chart for them)."""
+    return tuple(
+        s.id for s in specs if s.id not in WHEN_FLOWING or any(len(state.series[line.key]) for line in s.lines)
+    )
 
 
 class MetricChart(PlotextPlot):
@@ -236,7 +279,7 @@ class MetricChart(PlotextPlot):
         top_left = 0.0
         top_right = 0.0
         drawn = 0
-        for line in self.spec.lines:
+        for line in self.spec.drawing_order:
             xs, ys = state.series[line.key].points(t0, t1, max_points)
             if not xs:
                 continue
@@ -272,8 +315,9 @@ class MetricChart(PlotextPlot):
         plt = self.plt
         self.marker_labels = []
         per_col = (t1 - t0) / max(1, width)  # time per terminal column
-        label_rows: list[list[tuple[float, float]]] = [[], [], []]
-        levels = (0.97, 0.84, 0.71)
+        rows = max(1, self.size.height - 4)  # of the plot: a label a row, on up to three of the top ones
+        levels = [(rows - k - 0.5) / rows for k in range(min(3, rows))]
+        label_rows: list[list[tuple[float, float]]] = [[] for _ in levels]
         for m in reversed(markers):  # the newest label gets the top row
             colour = MARKER_COLOURS.get(m.kind, RED)
             plt.vertical_line(m.time_s, colour)

@@ -29,7 +29,7 @@ from gpudash.core.protocol import (
 )
 from gpudash.tui import job_notices
 from gpudash.tui.knob_steering import KnobSteering
-from gpudash.tui.notices import STARTING, Notice, Severity, error, event_notice, short_path, warning
+from gpudash.tui.notices import STARTING, Notice, Severity, error, event_notice, gpm_notice, short_path, warning
 from gpudash.tui.state import TRACE, DashState, Status, trace_line
 from gpudash.tune.job import TuneAnswer, TuneRequest
 from workloads.knobs import Knobs, parse_knobs  # torch-free
@@ -72,6 +72,7 @@ class DashController(KnobSteering):
         self.hung = False  # the watchdog said the workload is not responding; nothing heard since
         self._bad_rows_told = 0
         self._notes_told = False  # the source's notes (a replay's metadata file ignored) are said once
+        self._gpm_told = False  # why GPM's figures are blank is said once
 
     @property
     def info(self) -> SourceInfo:
@@ -114,6 +115,9 @@ class DashController(KnobSteering):
             what = f"reading {short_path(self.info.path or '')}" if self.replay else "reading the workload's messages"
             return [Notice(f"{what} failed: {exc}", Severity.ERROR)]
         notices = self.ingest(messages)
+        if gpu_info.gpm_unavailable and not self._gpm_told:
+            self._gpm_told = True
+            notices.append(gpm_notice(gpu_info.gpm_unavailable))
         info = self.info
         if not self._notes_told and not info.loading:  # after a replay's rows: its last word
             self._notes_told = True

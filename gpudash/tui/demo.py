@@ -1,8 +1,9 @@
 """A synthetic ``EngineSource`` (no torch, no GPU): for developing the dashboard and benchmarks.
 
-``python -m gpudash.tui.demo [--gpu]`` opens the dashboard on made-up but plausible numbers
-that react to the controls (pipelining is faster, a bigger batch trades steps/s for samples/s,
-batch 512 and up "runs out of memory"). Not used by ``gpudash`` itself.
+``python -m gpudash.tui.demo [--gpu] [--gpm]`` opens the dashboard on made-up but plausible
+numbers that react to the controls (pipelining is faster, a bigger batch trades steps/s for
+samples/s, batch 512 and up "runs out of memory"); ``--gpm``: a Hopper's GPM figures (SM, tensor
+and DRAM activity) and model FLOPs with MFU too. Not used by ``gpudash`` itself.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import sys
 import time
 from collections import deque
 from collections.abc import Callable
+from dataclasses import replace
 
 from gpudash.core import protocol  # the controls, as protocol.SetVariant etc.
 from gpudash.core.protocol import Control, Event, EventKind, GpuInfo, GpuSample, Message, RunConfig, Sample, SourceInfo
@@ -31,9 +33,12 @@ class SyntheticSource:
         startup_s: float = 1.0,
         interval_s: float = 0.25,
         seed: int = 0,
+        gpm: bool = False,
     ) -> None:
         self.config = config or RunConfig()
         self.gpu = gpu
+        self.gpm = gpm and gpu  # GPM's figures on the GPU samples, model FLOPs and MFU on the samples
+        self._counted: tuple[str, str, int] | None = None  # the configuration whose FLOPs were told
         self.clock = clock
         self.startup_s = startup_s
         self.interval_s = interval_s
@@ -183,6 +188,7 @@ class SyntheticSource:
         ms = 1000.0 / r
         sync_free = FAMILIES[self.workload].variant(self.variant).sync_free
         syncs = (0.0 if sync_free else 6.0) if self.gpu else None
+        flops, tflops, mfu = self._model_flops(t, r)
         self._out.append(
             Sample(
                 t,
@@ -197,26 +203,58 @@ class SyntheticSource:
                 ms,
                 ms * 1.3,
                 syncs,
+                flops_per_step=flops,
+                tflops=tflops,
+                mfu_pct=mfu,
             )
         )
         if self.gpu and round(t / self.interval_s) % 2 == 0:
             util = min(99.0, 70 + 20 * (self._rate() / 300))
             power = 250 + 200 * util / 100 + 10 * math.sin(t)
             self._energy += power * self.interval_s * 2
-            self._out.append(
-                GpuSample(
-                    t,
-                    util,
-                    util * 0.45,
-                    2000 + 90 * self.batch,
-                    81559,
-                    power,
-                    1980 - 0.5 * util,
-                    55 + util / 5,
-                    self._energy,
-                    "",
-                )
+            tick = GpuSample(
+                t,
+                util,
+                util * 0.45,
+                2000 + 90 * self.batch,
+                81559,
+                power,
+                1980 - 0.5 * util,
+                55 + util / 5,
+                self._energy,
+                "",
             )
+            self._out.append(self._with_gpm(tick))
+
+    def _model_flops(self, t: float, rate: float) -> tuple[float | None, float | None, float | None]:
+        """(FLOPs a step, TFLOP/s, MFU %) at ``rate`` steps/s, made up in proportion to the batch; a
+        "flops" event the first sample of each configuration, as the engine sends."""
+        if not self.gpm:
+            return None, None, None
+        flops = 2.4e11 * self.batch
+        if self._counted != (self.workload, self.variant, self.batch):
+            self._counted = (self.workload, self.variant, self.batch)
+            line = f"model FLOPs: {flops / 1e12:.3g} TFLOP a step (bf16 100%); MFU over {PEAK_TFLOPS:g} TFLOP/s"
+            details = {"flops_per_step": str(int(flops)), "dtype": "bf16", "peak_tflops": f"{PEAK_TFLOPS:g}"}
+            details["peak_source"] = "H100 SXM bf16 dense (synthetic)"
+            self._out.append(
+                Event(t, EventKind.MEASURED, "flops", message=f"{line} ({details['peak_source']})", details=details)
+            )
+        tflops = flops * rate / 1e12
+        return flops, tflops, 100.0 * tflops / PEAK_TFLOPS
+
+    def _with_gpm(self, tick: GpuSample) -> GpuSample:
+        """``tick`` with a Hopper's GPM figures: the SMs busier at a bigger batch, the tensor cores a
+        little under them (``tick`` as it is without GPM)."""
+        if not self.gpm or tick.gpu_util_pct is None:
+            return tick
+        sm = tick.gpu_util_pct * min(1.0, 0.35 + self.batch / 64) * (1 + 0.02 * self.rng.uniform(-1, 1))
+        return replace(
+            tick, sm_active_pct=sm, sm_occupancy_pct=sm * 0.6, tensor_active_pct=sm * 0.8, dram_active_pct=20 + sm / 4
+        )
+
+
+PEAK_TFLOPS = 989.0  # H100 SXM, bf16 dense: what the synthetic MFU is a share of
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -226,9 +264,10 @@ def main(argv: list[str] | None = None) -> int:
 
     ap = argparse.ArgumentParser(prog="python -m gpudash.tui.demo")
     ap.add_argument("--gpu", action="store_true", help="pretend there is a GPU with NVML")
+    ap.add_argument("--gpm", action="store_true", help="with a Hopper's GPM figures and model FLOPs (implies --gpu)")
     ap.add_argument("--workload", default="encdec")
     args = ap.parse_args(argv)
-    src = SyntheticSource(RunConfig(workload=args.workload), gpu=args.gpu)
+    src = SyntheticSource(RunConfig(workload=args.workload), gpu=args.gpu or args.gpm, gpm=args.gpm)
     return int(GpuDashApp(src).run() or 0)
 
 

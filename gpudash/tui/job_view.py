@@ -38,7 +38,7 @@ from gpudash.core.textfmt import fmt_duration, strip_controls
 from gpudash.job import command as job_command
 from gpudash.job.session import JobSession, safe_line
 from gpudash.tui.state import DashState
-from gpudash.tui.widgets import STATUS_STYLE, RunHeader, gpu_line
+from gpudash.tui.widgets import STATUS_STYLE, RunHeader, gpu_line, mfu_text
 
 OUTPUT_INTERVAL_S = 0.1  # how often the pane takes the job's new lines (while it is shown)
 QUESTION = "The job is still running: s stop it and quit · l leave it running and quit · esc stay"
@@ -117,7 +117,7 @@ class OutputPane(ScrollView, can_focus=True):
 
 
 class JobHeader(RunHeader):
-    """Two lines: the job's status and command line (REC while recording); its batch, device,
+    """Two lines: the job's status, MFU and command line (REC while recording); its batch, device,
     time and pid, and the GPU."""
 
     def __init__(self, view: JobView, *, id: str | None = None) -> None:
@@ -142,6 +142,7 @@ class JobHeader(RunHeader):
         if recording:
             t.append("  ● REC ", style="bold red")
             t.append(os.path.basename(recording), style="red")
+        t.append_text(mfu_text(state))  # counted on its first optimizer step, eagerly
         t.append("  ")
         t.append(self.view.command, style="bold")  # last: a long command is cut, not the status
         pid = self.view.session.process.pid

@@ -20,6 +20,8 @@ TALL = 40  # rows from which every chart is shown
 WIDE = 60  # columns from which two charts fit side by side
 
 COMPACT_CHARTS = ("throughput", "step_time", "gpu_util", "power")
+# with GPM's figures flowing, its chart beside kernel-active % (what "a kernel ran" hides), for power
+COMPACT_CHARTS_GPM = ("throughput", "step_time", "gpu_util", "gpm")
 COMPACT_CHARTS_NO_GPU = ("throughput", "step_time", "syncs")
 
 
@@ -35,13 +37,15 @@ class Layout:
 
 def layout_for(width: int, height: int, gpu: bool, all_charts: tuple[str, ...]) -> Layout:
     """The layout for a ``width`` × ``height`` terminal, with or without GPU telemetry
-    (``all_charts``: every chart's id, shown from ``TALL`` rows on)."""
+    (``all_charts``: the id of every chart with something to draw, shown from ``TALL`` rows on;
+    under that, ``COMPACT_CHARTS``, GPM's chart for power's where it is among them)."""
     columns = 2 if width >= WIDE else 1
     left = height - FIXED_ROWS - STATS_ROWS  # rows for the charts with the whole stats panel
     grid_rows = max(0, left // CHART_ROWS)  # rows of charts that fit
     if gpu:
-        pool = all_charts if height >= TALL else COMPACT_CHARTS
-        charts = pool[: grid_rows * columns] if grid_rows < 2 else pool
+        compact = COMPACT_CHARTS_GPM if "gpm" in all_charts else COMPACT_CHARTS
+        pool = all_charts if height >= TALL else compact
+        charts = pool[: grid_rows * columns]  # no more than fit at their least height
         return Layout(charts, columns, CHART_ROWS * min(grid_rows, 2), False, True, None)
     # without NVML the notice takes one cell of the grid, or the whole area when it is small
     cells = grid_rows * columns

@@ -71,6 +71,15 @@ def event_notice(e: Event, s: DashState, live: bool, applying: str) -> Notice | 
     return None
 
 
+def gpm_notice(why: str) -> Notice:
+    """Why GPM's figures (SM, tensor and DRAM activity) stay blank: told once, the rest goes on."""
+    return Notice(
+        f"GPM unavailable: {why} — SMs busy, tensor and DRAM read –; kernel% says only that a kernel ran",
+        Severity.WARNING,
+        toast=True,
+    )
+
+
 def trace_notice(e: Event, live: bool) -> Notice:
     """A profiler window's answer: where its trace is (for Perfetto) and its figures."""
     path = e.details.get("trace_path") or e.message.rpartition(" → ")[2]

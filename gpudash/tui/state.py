@@ -31,6 +31,7 @@ from gpudash.diagnosis.rules import with_gpu_telemetry
 from gpudash.stats.comparison import Comparison, Estimate, Verdict, seconds_for_interval
 from gpudash.stats.energy import EnergyPerStep
 from gpudash.stats.segments import Segment, SegmentTracker, compare_segments, incomparable
+from gpudash.tui.mfu import FlopsCounts
 from gpudash.tui.series import Series
 
 STAT_METRICS: tuple[Metric, ...] = tuple(metric(k) for k in STAT_KEYS)  # the stats panel, in order
@@ -155,6 +156,7 @@ class DashState:
         self.last_scaling: Event | None = None  # a data-parallel run's latest scaling measurement
         self.last_diagnosis: Event | None = None  # the running configuration's diagnosis (gone at a change)
         self.sync_sites: SyncSites | None = None  # the latest sync table (key y), for its configuration
+        self.flops = FlopsCounts()  # what each configuration's model FLOPs count was (the stats panel's border)
         self.run = RunState()  # what runs now: the one writer is ``self.run.observe*``
         if config is not None:
             self.run.assume(_running_of(config))
@@ -193,6 +195,7 @@ class DashState:
         t = self._time(s.time_s)
         self.last_sample = s
         self.run.observe_sample(s)
+        self.flops.on_sample(s)
         if self.status in (Status.STARTING, *ENDED):
             self.status = Status.PAUSED if self.paused else Status.RUNNING
         for k in _SAMPLE_SERIES:
@@ -213,6 +216,7 @@ class DashState:
         self.events.append(e)
         if e.kind == EventKind.MEASURED and e.what == "scaling":
             self.last_scaling = e
+        self.flops.on_event(e)
         if e.kind == EventKind.MEASURED and e.what == DIAGNOSIS:
             self.last_diagnosis = with_gpu_telemetry(e, self.last_gpu)  # NVML's figures: the parent's
         elif e.kind in (EventKind.CHANGED, EventKind.STARTED):  # another configuration: its own diagnosis
@@ -342,6 +346,10 @@ class DashState:
             return None
         per_sample = self.last_sample.interval_s if self.last_sample is not None else 1.0
         return seconds_for_interval(estimate.n_samples if estimate is not None else 0, per_sample)
+
+    def flops_event(self) -> Event | None:
+        """The "flops" event of the configuration running now: what was counted, or why MFU is blank."""
+        return self.flops.of(self.last_sample)
 
     def iter_segments(self) -> Iterator[Segment]:
         return iter(self.segments)

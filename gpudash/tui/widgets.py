@@ -17,6 +17,7 @@ from gpudash.core.protocol import GpuInfo
 from gpudash.core.textfmt import fmt_duration, fmt_needs, fmt_num, markdown_table
 from gpudash.stats.comparison import Estimate, Verdict
 from gpudash.stats.fmt import change_parts, fmt_change, fmt_pm
+from gpudash.tui.mfu import mfu_figure
 from gpudash.tui.state import DashState, StatRow, Status
 
 STATUS_STYLE = {
@@ -61,6 +62,19 @@ def gpu_line(info: GpuInfo | None, state: DashState) -> Text:
 NARROW = 60  # columns under which the header leads with the run's status
 
 
+def mfu_text(state: DashState) -> Text:
+    """The header's model FLOPs utilisation: "  MFU 41.2% · 402 TFLOP/s", or MFU blank with its
+    reason (never a 0 for what is not known); nothing before a count says anything."""
+    figure = mfu_figure(state.last_sample, state.flops_event())
+    if figure is None:
+        return Text()
+    text, why = figure
+    out = Text.assemble("  ", (text, "bold cyan" if why is None else "bold"))
+    if why:
+        out.append(f": {why}", style="yellow")
+    return out
+
+
 class RunHeader(Static):
     """Two lines: what runs (workload, variant, batch, device, time, status, REC); the knobs and the GPU."""
 
@@ -97,11 +111,13 @@ class RunHeader(Static):
         if not narrow:
             t.append("  ")
             t.append_text(pill)
-        if source_label:
-            t.append(f" {source_label}", style="magenta")
         if recording:
             t.append("  ● REC ", style="bold red")
             t.append(os.path.basename(recording), style="red")
+        mfu = mfu_text(state)  # before a replay's file name, which the message bar said
+        t.append_text(mfu)
+        if source_label:
+            t.append(f"{'  ' if mfu else ' '}{source_label}", style="magenta")
         noise = state.last_sample.noise if state.last_sample is not None else ""
         if noise:  # last: the ellipsis cuts the detail, never what runs
             t.append("  ⚠ noisy ", style="bold black on yellow")
@@ -204,6 +220,7 @@ class StatsTable:
     headers: list[str]
     rows: list[tuple[str, list[Text]]]
     plain: dict[str, list[str]] = field(default_factory=dict)  # a row's cells as text, where not as shown
+    keys: list[str] = field(default_factory=list)  # the metric of each column
 
     def plain_rows(self) -> list[list[str]]:
         """The cells' text, each on one line (the change as "+8% (−2 … +19%)")."""
@@ -258,7 +275,51 @@ def stats_table(state: DashState) -> StatsTable:
             ("change", changes),
         ],
         {"change": [change_text(r, cell) for r, cell in zip(rows, changes, strict=True)]},
+        [r.metric.key for r in rows],
     )
+
+
+# The stats panel's columns by how much they are wanted, where not all fit: those not named go
+# first, and before any of them the ones with nothing to show (no GPM before Hopper, no MFU uncounted)
+STATS_KEPT_FIRST = (
+    "steps_per_s",
+    "samples_per_s",
+    "step_ms_p50",
+    "mfu_pct",
+    "sm_active_pct",
+    "gpu_util_pct",
+    "syncs_per_step",
+    "tensor_active_pct",
+    "step_ms_p95",
+    "dram_active_pct",
+    "joules_per_step",
+    "power_w",
+    "mem_bw_util_pct",
+)
+LABEL_WIDTH = 9  # the row names' column ("this cfg")
+COLUMN_GAP = 2  # between two columns of the panel's table
+
+
+def fitted_columns(content: StatsTable, width: int) -> list[int]:
+    """The columns the panel shows in ``width`` cells (indexes, in order): all where all fit; else the
+    empty ones go first, then the least wanted (``STATS_KEPT_FIRST``) until the rest fit. "Copy stats"
+    keeps every column."""
+    n = len(content.headers)
+    cells = [[row[i] for _, row in content.rows] for i in range(n)]
+    widths = [max([len(content.headers[i]), *(c.cell_len for c in cells[i])]) for i in range(n)]
+    empty = {i for i in range(n) if all(c.plain.strip() in ("", "–") for c in cells[i])}
+    keys = content.keys or content.headers
+
+    def wanted(i: int) -> tuple[bool, int]:  # the largest goes first
+        rank = STATS_KEPT_FIRST.index(keys[i]) if keys[i] in STATS_KEPT_FIRST else len(STATS_KEPT_FIRST)
+        return (i in empty, rank)
+
+    kept = set(range(n))
+    for i in sorted(range(n), key=wanted, reverse=True):
+        if len(kept) <= 1 or LABEL_WIDTH + sum(widths[k] + COLUMN_GAP for k in kept) <= width:
+            break
+        kept.discard(i)
+    return sorted(kept)
 
 
 class StatsPanel(Static):
@@ -278,11 +339,12 @@ class StatsPanel(Static):
         table = Table(
             box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, expand=True, show_edge=False, collapse_padding=True
         )
-        table.add_column("", style="dim", no_wrap=True, min_width=9)
-        for label in content.headers:
-            table.add_column(label, justify="right", no_wrap=True, min_width=len(label))
+        table.add_column("", style="dim", no_wrap=True, min_width=LABEL_WIDTH)
+        shown = fitted_columns(content, self.size.width or max(0, self.app.size.width - 2))
+        for i in shown:
+            table.add_column(content.headers[i], justify="right", no_wrap=True, min_width=len(content.headers[i]))
         for label, cells in content.rows:
-            table.add_row(label, *cells)
+            table.add_row(label, *(cells[i] for i in shown))
         from rich.console import Group
 
         self.update(Group(content.title, table))
@@ -292,6 +354,9 @@ class StatsPanel(Static):
             parts.append(Text(f" {diagnosis} ", style="bold yellow"))
         if last_trace:
             parts.append(Text(f" {last_trace} ", style="bold magenta"))
+        flops = state.flops_event()
+        if flops is not None and flops.message:  # what MFU is made of, or why it is blank: the last, cut first
+            parts.append(Text(f" {flops.message} ", style="cyan"))
         self.border_title = Text("│").join(parts) if parts else None
 
 

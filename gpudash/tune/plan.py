@@ -47,6 +47,7 @@ class TuneSettings:
     gpu_interval_s: float = GPU_INTERVAL_S
     trace_dir: str | None = None
     nproc: int = 1
+    peak_tflops: float | None = None  # MFU's peak (--peak-tflops); None: the table's for the GPU
 
     def sweep_settings(self) -> SweepSettings:
         """The sweep's settings that measure the race's windows: these, one repeat each."""
@@ -121,6 +122,7 @@ def build_parser() -> Parser:
     )
     shared_flags.add_device(p, default="auto")
     p.add_argument("--seed", type=int, default=0, help="workload seed and shuffle seed (default: %(default)s)")
+    shared_flags.add_peak_tflops(p)
     p.add_argument("--out", metavar="DIR", help="directory for the results (default: tune-WORKLOAD; created)")
     shared_flags.add_quiet(p)
     shared_flags.add_json(p)
@@ -210,6 +212,7 @@ def plan_from_args(args: argparse.Namespace, argv: list[str]) -> TunePlan:
         device=args.device,
         device_type=dev_type,
         seed=args.seed,
+        peak_tflops=args.peak_tflops,
     )
     plan = TunePlan(
         family=info.name,

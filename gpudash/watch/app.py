@@ -2,6 +2,9 @@
 dashboard's ``GpuRows``), the charts of one GPU (``g`` moves them to the next, marked on them),
 and a table of the processes on each GPU, from NVML's process lists.
 
+GPM's SM, tensor and DRAM activity (Hopper and newer) show in each GPU's row and, once they flow,
+in a chart beside kernel-active %; where GPM is not read, one notice says why.
+
 It is ``GpuDashApp`` over a ``WatchSource`` (``gpudash.watch.source``): the same sampler, rows,
 charts, screenshots (``s``), recording (``c``, with a ``gpu`` row per tick), themes, NO_COLOR and
 ``gpudash serve --watch``; the stats panel (a workload's statistics) is replaced by the process
@@ -30,7 +33,7 @@ from gpudash.recording.record import CsvRecorder
 from gpudash.tui import actions
 from gpudash.tui import app as app_module
 from gpudash.tui.app import HINT, GpuDashApp
-from gpudash.tui.charts import CHARTS, ORANGE, ChartSpec, Line, MetricChart
+from gpudash.tui.charts import CHARTS, ORANGE, ChartSpec, Line, MetricChart, charts_in_play
 from gpudash.tui.gpu_rows import GpuRows
 from gpudash.tui.layout import CHART_ROWS, WIDE
 from gpudash.tui.screens import HelpScreen
@@ -44,7 +47,11 @@ TEMPERATURE = ChartSpec(
     (Line("temp_c", "°C", ORANGE),),
     help="The GPU's core temperature; a hot GPU throttles its clock (the header says why).",
 )
-WATCH_CHARTS: tuple[ChartSpec, ...] = (*(c for c in CHARTS if c.id in ("gpu_util", "power", "memory")), TEMPERATURE)
+# GPM's chart is shown once it has a point (``charts_in_play``): none on a GPU before Hopper
+WATCH_CHARTS: tuple[ChartSpec, ...] = (
+    *(c for c in CHARTS if c.id in ("gpu_util", "gpm", "power", "memory")),
+    TEMPERATURE,
+)
 FIXED_ROWS = 4  # header (2), message bar, footer
 PROCESS_SHARE = 3  # the process table takes at most a third of the rows (at least MIN_PROCESS_LINES)
 MIN_PROCESS_LINES = 3
@@ -190,7 +197,7 @@ class WatchApp(GpuDashApp):
         left = size.height - FIXED_ROWS - rows - table.lines
         columns = 2 if size.width >= WIDE else 1
         cells = max(0, left // CHART_ROWS) * columns if gpu else 0
-        shown = {spec.id for spec in WATCH_CHARTS[:cells]}
+        shown = set(charts_in_play(WATCH_CHARTS, self.state)[:cells])
         for chart in self.query(MetricChart):
             chart.display = chart.spec.id in shown
         grid = self.query_one("#charts")

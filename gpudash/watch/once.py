@@ -5,15 +5,22 @@ JSON for scripts, then exit. Imports neither Textual nor torch (``python -X impo
 The JSON's schema (``SCHEMA``; a new field may be added, none renamed or removed)::
 
     {"schema": "gpudash-watch/1", "time": ISO 8601, "driver": str | null,
-     "gpus": [{"index", "name", "uuid", "utilization_pct", "memory_bandwidth_pct",
-               "memory_used_mib", "memory_total_mib", "power_w", "sm_clock_mhz",
-               "temperature_c", "throttle_reasons": [str] | null,
+     "gpm_unavailable": str | null,
+     "gpus": [{"index", "name", "uuid", "utilization_pct",
+               "sm_active_pct", "tensor_active_pct", "dram_active_pct",
+               "memory_bandwidth_pct", "memory_used_mib", "memory_total_mib", "power_w",
+               "sm_clock_mhz", "temperature_c", "throttle_reasons": [str] | null,
                "processes": [{"pid", "user", "command", "used_memory_mib", "type"}] | null,
                "errors": {query: why}}]}
 
 A figure NVML did not give is ``null`` (and its query's reason is in ``errors``); ``processes``
 is null when NVML could not list them, ``[]`` when there are none; ``user`` and ``command`` are
 ``"?"`` for a process this machine's ``/proc`` does not show (another pid namespace).
+
+``sm_active_pct``, ``tensor_active_pct`` and ``dram_active_pct`` are GPM's (Hopper and newer), over
+``GPM_WINDOW_S`` before the read: the share of the SMs' time they were busy, ran tensor cores, and
+the DRAM bandwidth used (``utilization_pct`` is NVML's "a kernel ran"). Null where GPM is not
+read; ``gpm_unavailable`` says why in one line (null: every GPU gives them).
 
 Exit status: 0 done; 1 NVML cannot be used here (no driver, no GPU: the one line says why, on
 stderr, and nothing goes to stdout).
@@ -34,12 +41,20 @@ from gpudash.watch.snapshot import GpuState, Snapshot, take
 SCHEMA = "gpudash-watch/1"
 NA = "n/a"
 COMMAND_WIDTH = 72  # characters of a command in the table (the JSON has it whole)
+GPM_WINDOW_S = 0.25  # the span GPM's figures cover: two samples this far apart (GPM has no "now")
 
 
 def as_dict(snap: Snapshot, now: _dt.datetime | None = None) -> dict[str, Any]:
     """The snapshot in the JSON's schema (``SCHEMA``)."""
     when = (now or _dt.datetime.now().astimezone()).isoformat(timespec="seconds")
-    return {"schema": SCHEMA, "time": when, "driver": snap.driver, "gpus": [_gpu(g) for g in snap.gpus]}
+    gpus = [_gpu(g) for g in snap.gpus]
+    return {
+        "schema": SCHEMA,
+        "time": when,
+        "driver": snap.driver,
+        "gpm_unavailable": snap.gpm_unavailable,
+        "gpus": gpus,
+    }
 
 
 def _gpu(g: GpuState) -> dict[str, Any]:
@@ -48,6 +63,9 @@ def _gpu(g: GpuState) -> dict[str, Any]:
         "name": g.name,
         "uuid": g.uuid,
         "utilization_pct": g.utilization_pct,
+        "sm_active_pct": _round(g.sm_active_pct),
+        "tensor_active_pct": _round(g.tensor_active_pct),
+        "dram_active_pct": _round(g.dram_active_pct),
         "memory_bandwidth_pct": g.memory_bandwidth_pct,
         "memory_used_mib": _round(g.memory_used_mib),
         "memory_total_mib": _round(g.memory_total_mib),
@@ -71,8 +89,8 @@ def _gpu(g: GpuState) -> dict[str, Any]:
     }
 
 
-def _round(mib: float | None) -> float | None:
-    return None if mib is None else round(mib, 1)
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 1)
 
 
 def _num(value: float | None, fmt: str, unit: str = "") -> str:
@@ -91,8 +109,14 @@ def table(snap: Snapshot) -> str:
     for g in snap.gpus:
         throttle = NA if g.throttle is None else (g.throttle.replace("|", ", ") or "none")
         head = f"GPU {g.index} · {g.name}" + (f" · {g.uuid}" if g.uuid else "")
-        figures = [
-            f"kernel-active {_num(g.utilization_pct, '.0f', '%')}",
+        figures = [f"kernel-active {_num(g.utilization_pct, '.0f', '%')}"]
+        if g.gpm:  # GPM's: what the SMs did, beside "a kernel ran"
+            figures += [
+                f"SM {_num(g.sm_active_pct, '.0f', '%')}",
+                f"tensor {_num(g.tensor_active_pct, '.0f', '%')}",
+                f"DRAM {_num(g.dram_active_pct, '.0f', '%')}",
+            ]
+        figures += [
             f"mem-bw {_num(g.memory_bandwidth_pct, '.0f', '%')}",
             f"memory {_memory(g.memory_used_mib, g.memory_total_mib)}",
             _num(g.power_w, ".0f", " W"),
@@ -115,6 +139,8 @@ def table(snap: Snapshot) -> str:
         failed = [f"{q}: {why}" for q, why in g.failed if q != "processes"]
         if failed:
             out.append(f"  {NA} above: NVML failed ({'; '.join(failed)})")
+    if snap.gpm_unavailable:
+        out.append(snap.gpm_unavailable)
     if snap.driver:
         out.append(f"driver {snap.driver}")
     return "\n".join(out)
@@ -126,6 +152,7 @@ def run_once(gpus: Sequence[int] | None, as_json: bool, *, out: TextIO | None = 
     sampler = NvmlSampler(None, gpus=gpus)
     try:
         sampler.open()
+        sampler.gpm_window(GPM_WINDOW_S)
         snap = take(sampler)
     finally:
         sampler.stop()

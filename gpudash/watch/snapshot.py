@@ -1,12 +1,12 @@
 """The box's GPUs and their processes now, as plain dataclasses: what ``gpudash watch --once``
 prints and the dashboard's process table shows. Torch-free and Textual-free.
 
-Every figure comes from the NVML sampler's own queries (``NvmlSampler.read_gpu``) and NVML's
-process lists (``NvmlSampler.processes``); a query that fails leaves its field ``None`` and the
-rest stand. A process's command is NVML's name for it; its user, and its command where NVML gives
-none, come from the process itself (``gpudash.core.proctree``). A pid this machine does not show
-(a process in another pid namespace: NVML gives the host's pids, a container sees its own) shows
-``?`` rather than a guess.
+Every figure comes from the NVML sampler's own queries (``NvmlSampler.read_gpu``; GPM's SM, tensor
+and DRAM activity over its last tick or window) and NVML's process lists (``NvmlSampler.processes``);
+a query that fails leaves its field ``None`` and the rest stand. A process's command is NVML's
+name for it; its user, and its command where NVML gives none, come from the process itself
+(``gpudash.core.proctree``). A pid this machine does not show (a process in another pid namespace:
+NVML gives the host's pids, a container sees its own) shows ``?`` rather than a guess.
 """
 
 from __future__ import annotations
@@ -41,6 +41,10 @@ class GpuState:
     name: str
     uuid: str
     utilization_pct: float | None = None
+    sm_active_pct: float | None = None  # GPM (Hopper and newer): the SMs' time busy, tensor cores, DRAM
+    tensor_active_pct: float | None = None
+    dram_active_pct: float | None = None
+    gpm: bool = False  # GPM is read on this GPU (its three figures are shown, n/a where not answered)
     memory_bandwidth_pct: float | None = None
     memory_used_mib: float | None = None
     memory_total_mib: float | None = None
@@ -63,6 +67,7 @@ class Snapshot:
     gpus: tuple[GpuState, ...] = ()
     driver: str | None = None
     unavailable: str | None = None  # NVML cannot be used here: why, in one line
+    gpm_unavailable: str | None = None  # why GPM's figures are empty (some GPUs or all), in one line
 
 
 def take(sampler: NvmlSampler, with_processes: bool = True) -> Snapshot:
@@ -87,6 +92,10 @@ def take(sampler: NvmlSampler, with_processes: bool = True) -> Snapshot:
                 name=strip_controls(info.names[i]) if i < len(info.names) else UNKNOWN,
                 uuid=uuids[i] if i < len(uuids) else "",
                 utilization_pct=values.get("gpu_util_pct"),
+                sm_active_pct=values.get("sm_active_pct"),
+                tensor_active_pct=values.get("tensor_active_pct"),
+                dram_active_pct=values.get("dram_active_pct"),
+                gpm=i in sampler.gpm.gpus and sampler.gpm.reason_for(i) is None,
                 memory_bandwidth_pct=values.get("mem_bw_util_pct"),
                 memory_used_mib=values.get("mem_used_mib"),
                 memory_total_mib=values.get("mem_total_mib"),
@@ -98,7 +107,7 @@ def take(sampler: NvmlSampler, with_processes: bool = True) -> Snapshot:
                 failed=tuple(sorted(failed.items())),
             )
         )
-    return Snapshot(tuple(gpus), driver=info.driver)
+    return Snapshot(tuple(gpus), driver=info.driver, gpm_unavailable=sampler.info.gpm_unavailable)
 
 
 def describe(p: NvmlProcess) -> GpuProcess:

@@ -2,7 +2,21 @@
 
 from __future__ import annotations
 
-from gpudash.core.protocol import Control, Event, EventKind, GpuInfo, GpuSample, Message, RunConfig, Sample, SourceInfo
+from dataclasses import replace
+
+from gpudash.core.protocol import (
+    Control,
+    Event,
+    EventKind,
+    GpuInfo,
+    GpuReading,
+    GpuSample,
+    Message,
+    MigReading,
+    RunConfig,
+    Sample,
+    SourceInfo,
+)
 
 GPU = GpuInfo(available=True, driver="550.54.15", names=("NVIDIA H100 80GB HBM3",), index=0)
 NO_GPU = GpuInfo(available=False, unavailable="NVML Shared Library Not Found (libnvidia-ml.so.1)")
@@ -124,3 +138,30 @@ def two_batch_run(gpu: bool = True) -> FakeSource:
     if not gpu:
         src.queue = [m for m in src.queue if not isinstance(m, GpuSample)]
     return src
+
+
+def gpm_gpu(
+    t: float,
+    sm: float | None,
+    tensor: float | None,
+    dram: float | None,
+    *,
+    util: float = 80.0,
+    per_gpu: tuple[GpuReading, ...] = (),
+    mig: tuple[MigReading, ...] = (),
+) -> GpuSample:
+    """An NVML tick with GPM's figures (SM, tensor and DRAM activity) of the workload's GPU."""
+    return replace(
+        gpu(t, util), sm_active_pct=sm, tensor_active_pct=tensor, dram_active_pct=dram, per_gpu=per_gpu, mig=mig
+    )
+
+
+def with_model(s: Sample, tflops: float | None, mfu: float | None) -> Sample:
+    """``s`` with its model FLOPs' rate and MFU (FLOPs a step from the rate, where there is one)."""
+    flops = tflops * 1e12 / s.steps_per_s if tflops is not None else None
+    return replace(s, flops_per_step=flops, tflops=tflops, mfu_pct=mfu)
+
+
+def flops_event(t: float, message: str) -> Event:
+    """The workload's "flops" event: what a configuration's count was, or why MFU is blank."""
+    return Event(t, EventKind.MEASURED, "flops", message=message, details={"dtype": "bf16"})

@@ -172,9 +172,9 @@ async def test_recording_from_the_dashboard_has_the_per_gpu_columns(box: Box, tm
         app.refresh_now()
         app.controller.stop_recording()
     header = path.read_text().splitlines()[0].split(",")
-    assert header[-10:] == [
-        f"gpu{i}_{c}" for i in (0, 1) for c in ("util_pct", "mem_used_mib", "power_w", "sm_clock_mhz", "temp_c")
-    ]
+    suffixes = ("util_pct", "mem_used_mib", "power_w", "sm_clock_mhz", "temp_c")
+    gpm = ("sm_active_pct", "tensor_active_pct", "dram_active_pct")  # empty: the fake GPUs have no GPM
+    assert header[-16:] == [f"gpu{i}_{c}" for i in (0, 1) for c in (*suffixes, *gpm)]
     gpu = [m for m in read_all(ReplaySource(path)) if isinstance(m, GpuSample)]
     assert gpu and gpu[-1].per_gpu[0].power_w == 222.0 and gpu[-1].per_gpu[1].power_w == 110.0
 

@@ -15,7 +15,9 @@ it, nothing here ever blocks the job):
 - its host-device syncs and their lines (gpudash's ``core/sync_sites.py``, loaded from
   ``GPUDASH_JOB_SRC``; CUDA only);
 - a profiler window of the next N steps when gpudash asks (at step boundaries, a
-  ``gpudash.step`` range around each step, the trace written where gpudash said).
+  ``gpudash.step`` range around each step, the trace written where gpudash said);
+- the model FLOPs of one step, counted once between the first and second steps
+  (``gpudash_job_flops.py``, beside this file; a failure there stops that count alone).
 
 Any exception inside a hook turns every hook off, with one line on stderr; the job goes on.
 
@@ -36,7 +38,8 @@ import time
 import weakref
 from typing import Any
 
-from gpudash_job_parts import _Channel, _SyncCount  # type: ignore[import-not-found]  # beside this file
+from gpudash_job_flops import StepFlopsCount  # type: ignore[import-not-found]  # beside this file
+from gpudash_job_parts import _Channel, _SyncCount  # type: ignore[import-not-found]
 
 SEND_EVERY_S = 0.1  # step records go out at most this often
 SITES_EVERY_S = 2.0  # the sync table, when it changed
@@ -82,6 +85,8 @@ class Hooks:
         self.optimizer: Any = None  # a weak reference to the optimizer whose steps are the job's
         self.others = 0  # steps of other optimizers since the tracked one's last step
         self.cuda = False
+        self.device = "cpu"  # the device of the tracked optimizer's parameters
+        self.flops = StepFlopsCount(torch, self.channel.send)
         self.steps = 0
         # the batches each DataLoader iterator handed out since the last step: [samples, tokens, wait]
         self.batches: dict[int, list[Any]] = {}
@@ -115,6 +120,7 @@ class Hooks:
         if compiler is not None and hasattr(compiler, "disable"):  # a compiled optimizer step calls it eagerly
             hook = compiler.disable(hook)
         self.handle = optimizer.register_optimizer_step_post_hook(hook)
+        self.flops.install()
         os.register_at_fork(after_in_child=self._forked)
         base = self.loader_module._BaseDataLoaderIter
         self._next_orig = base.__next__
@@ -127,6 +133,7 @@ class Hooks:
     def _forked(self) -> None:
         """A forked child (a DataLoader worker): a lock of its own, which no thread here holds."""
         self.lock = threading.Lock()
+        self.flops.forked()  # the counter's modes, should the fork come inside the counted step
 
     def _hello(self) -> dict[str, Any]:
         env = os.environ
@@ -155,6 +162,7 @@ class Hooks:
                 self.loader_module._BaseDataLoaderIter.__next__ = self._next_orig
             if self.syncs is not None:
                 self.syncs.close()
+            self.flops.close()
         except Exception:  # noqa: BLE001, S110 - already turning off
             pass
 
@@ -221,6 +229,7 @@ class Hooks:
                 device = str(p.device)
                 break
             break
+        self.device = device
         self.cuda = device.startswith("cuda")
         if self.cuda:
             self.stream = torch.cuda.current_stream(torch.device(device))
@@ -257,6 +266,8 @@ class Hooks:
         record = [self.steps, now, None, samples, tokens, waited, syncs.count if syncs else None, 0]
         if self.window is not None and self.window.get("prof") is not None:
             record[7] = 1  # under the profiler
+        if self.flops.running:
+            record[7] = 1  # under the FLOP counter: its time is not the job's
         if syncs is not None:
             syncs.count = 0
         with self.lock:
@@ -275,6 +286,7 @@ class Hooks:
                 self._flush()
         if self.requests or self.window is not None:
             self._profile_window()
+        self.flops.at_step(self.device, self.rank)  # last: the count starts after gpudash's work
 
     def _close_group(self) -> None:
         """An event after the group's last step (from a pool, on the stream the steps end on)."""

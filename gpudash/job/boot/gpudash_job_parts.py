@@ -15,7 +15,7 @@ from typing import Any
 SYNC_WARNING = "called a synchronizing CUDA operation"  # as gpudash/engine/measure.py
 
 
-def _load(name: str, relative: str) -> Any:
+def load_source(name: str, relative: str) -> Any:
     """One of gpudash's torch-free modules, from its file (the job's Python need not have gpudash)."""
     path = os.path.join(os.environ.get("GPUDASH_JOB_SRC", ""), relative)
     spec = importlib.util.spec_from_file_location(name, path)
@@ -69,8 +69,8 @@ class _SyncCount:
         self.torch = torch
         self.count = 0
         self.thread = threading.get_ident()
-        sites = _load("_gpudash_sync_sites", os.path.join("core", "sync_sites.py"))
-        self.waits = _load("_gpudash_explicit_waits", os.path.join("engine", "explicit_waits.py"))
+        sites = load_source("_gpudash_sync_sites", os.path.join("core", "sync_sites.py"))
+        self.waits = load_source("_gpudash_explicit_waits", os.path.join("engine", "explicit_waits.py"))
         self.live, self.sites = sites.LiveSites(), sites.SiteCounter()
         self.not_counted = ""
         self.paused = False  # while gpudash itself works inside a step (a profiler window's start and end)
@@ -78,7 +78,8 @@ class _SyncCount:
         self._saved = warnings.catch_warnings()
         self._saved.__enter__()
         warnings.filterwarnings("always", message=".*" + SYNC_WARNING)
-        warnings.showwarning = self._show
+        self._handler = self._show  # one bound method: each ``self._show`` is a new object
+        warnings.showwarning = self._handler
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # "a prototype feature"
             self._prev_mode = torch.cuda.get_sync_debug_mode()
@@ -88,9 +89,9 @@ class _SyncCount:
     def keep_watching(self) -> None:
         """At a step boundary: put the handler and the filter back if the job displaced them
         (``logging.captureWarnings``, a ``catch_warnings`` block, ``simplefilter``)."""
-        if warnings.showwarning is not self._show:
+        if warnings.showwarning is not self._handler:  # (never take our own handler as the one before it)
             self._prev_show = warnings.showwarning
-            warnings.showwarning = self._show
+            warnings.showwarning = self._handler
         first = warnings.filters[0] if warnings.filters else None
         if first is None or first[0] != "always" or first[1] is None or not first[1].pattern.endswith(SYNC_WARNING):
             warnings.filterwarnings("always", message=".*" + SYNC_WARNING)

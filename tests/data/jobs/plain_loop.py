@@ -1,6 +1,9 @@
 """A user's plain training loop, as users write it: its own argument parser, a DataLoader with
-workers, and options for two optimizers in one iteration, gradient accumulation and an exit code
-of its own. It prints its own count and timing of its optimizer steps on its last line."""
+workers, and options for two optimizers in one iteration, gradient accumulation, an exit code of
+its own, torch.compile, a GPU and bf16 autocast. It prints its own count and timing of its
+optimizer steps on its last line.
+
+The model (without ``--dict-batches``): Linear(16, H), ReLU, Linear(H, 1), H = ``--hidden``."""
 
 from __future__ import annotations
 
@@ -32,6 +35,10 @@ def parse() -> argparse.Namespace:
     p.add_argument("--dict-batches", action="store_true", help="batches as {'input_ids': ..., 'labels': ...}")
     p.add_argument("--spawn-workers", action="store_true", help="DataLoader workers started with 'spawn'")
     p.add_argument("--odd-batches", action="store_true", help="batches of an object whose attributes raise")
+    p.add_argument("--hidden", type=int, default=32, help="the MLP's hidden width")
+    p.add_argument("--compile", action="store_true", help="torch.compile the model (backend 'eager')")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--bf16", action="store_true", help="the forward pass under bf16 autocast")
     return p.parse_args()
 
 
@@ -66,9 +73,10 @@ class Odd:
 
 def evaluate(model: torch.nn.Module, data: torch.utils.data.Dataset, dict_batches: bool) -> None:
     """An evaluation pass over 10 batches of 64 from a loader of its own, without gradients."""
+    device = next(model.parameters()).device
     with torch.no_grad():
         for i, batch in enumerate(DataLoader(data, batch_size=64)):
-            model(batch["input_ids"] if dict_batches else batch[0])
+            model((batch["input_ids"] if dict_batches else batch[0]).to(device))
             if i == 9:
                 break
 
@@ -83,7 +91,10 @@ def build(args: argparse.Namespace) -> tuple[torch.utils.data.Dataset, torch.nn.
         )
     else:
         data = TensorDataset(torch.randn(4096, 16), torch.randn(4096, 1))
-        model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 1))
+        model = torch.nn.Sequential(torch.nn.Linear(16, args.hidden), torch.nn.ReLU(), torch.nn.Linear(args.hidden, 1))
+    model = model.to(args.device)
+    if args.compile:
+        model = torch.compile(model, backend="eager")  # type: ignore[assignment]
     loader = DataLoader(
         data,
         batch_size=args.batch,
@@ -94,6 +105,18 @@ def build(args: argparse.Namespace) -> tuple[torch.utils.data.Dataset, torch.nn.
         collate_fn=Odd.collate if args.odd_batches else None,
     )
     return data, model, loader
+
+
+def loss_of(model: torch.nn.Module, batch: Any, args: argparse.Namespace) -> torch.Tensor:
+    """One micro-batch's loss (its share of the step's)."""
+    device = torch.device(args.device)
+    with torch.autocast(device.type, dtype=torch.bfloat16, enabled=args.bf16):
+        if args.dict_batches:
+            out = model(batch["input_ids"].to(device))
+        else:
+            x, y = batch
+            out = model(x.to(device)) - y.to(device)
+    return out.float().pow(2).mean() / args.accumulate
 
 
 def main() -> int:
@@ -109,13 +132,7 @@ def main() -> int:
     kept: list[torch.optim.Optimizer] = []
     while steps < args.steps:
         for batch in loader:
-            if args.dict_batches:
-                x = batch["input_ids"]
-                out = model(x)
-            else:
-                x, y = batch
-                out = model(x) - y
-            loss = out.pow(2).mean() / args.accumulate
+            loss = loss_of(model, batch, args)
             loss.backward()
             time.sleep(args.sleep)
             micro += 1

@@ -1,0 +1,187 @@
+"""The model FLOPs of one optimizer step of a job (``gpudash -- CMD``), counted by gpudash's hooks
+(``gpudash_job_hooks.py``, which imports this file from the same folder). Standard library and the
+job's own torch only; gpudash's ``engine/flops.py`` is loaded from its file.
+
+What is counted: the whole iteration from the end of the job's first optimizer step (its post-hook)
+to the end of its second — the batch drawn, the forward and backward passes of every micro-batch,
+the optimizer's step — eagerly, under torch's ``FlopCounterMode`` and a tally of the FLOPs by
+dtype, on the thread that steps the optimizer (each rank of a data-parallel job counts its own).
+One record goes to gpudash: the FLOPs, their shares by dtype and the device's name, or why there
+is no count:
+
+- the job called ``torch.compile`` before (or during) the counted step: compiled code runs no
+  operator the counter sees (``torch.compile`` is wrapped, to note it);
+- the stream was capturing a CUDA graph;
+- the second step's hook ran on another thread than the first's, or a dispatch mode of the job's
+  own was entered over the count and is still there: the count cannot be left there and then, so
+  it is left at a later step boundary where it can be;
+- anything in the count failed (a FLOP formula included): one line on stderr, the count's modes
+  left; the hooks' other measurements go on.
+
+Test-only: ``GPUDASH_JOB_FAULT=flops@start`` (or ``flops@stop``) makes the count raise there.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from gpudash_job_parts import load_source  # type: ignore[import-not-found]  # beside this file
+
+FAULT_ENV = "GPUDASH_JOB_FAULT"
+
+
+class InjectedFault(RuntimeError):
+    """``GPUDASH_JOB_FAULT``'s failure (tests)."""
+
+
+class StepFlopsCount:
+    """The count of one step's FLOPs in a job's process: ``at_step`` at each step boundary."""
+
+    def __init__(self, torch: Any, send: Callable[[dict[str, Any]], None]) -> None:
+        self.torch = torch
+        self.send = send
+        self.compiled = False  # the job called torch.compile
+        self.count: Any = None  # engine/flops.py's FlopCount, while it runs
+        self.thread = 0  # the thread it runs on
+        self.cuda = False
+        self.device_name: str | None = None
+        self.done = False  # the record (the count, or why not) went out
+        self.stranded = False  # the count ended, its modes still to be left (another thread, the job's mode)
+        self.fault = os.environ.get(FAULT_ENV, "")
+        self._compile: Any = None
+
+    @property
+    def running(self) -> bool:
+        """The count runs: the step now ending is the counted one (slowed by the counter)."""
+        return self.count is not None and not self.stranded
+
+    def install(self) -> None:
+        """Wrap ``torch.compile`` to note that the job compiles (``nn.Module.compile`` calls it too)."""
+        original = getattr(self.torch, "compile", None)
+        if original is None:
+            return
+        part = self
+
+        @functools.wraps(original)
+        def compile(*args: Any, **kwargs: Any) -> Any:  # noqa: A001 - the name it replaces
+            part.compiled = True
+            return original(*args, **kwargs)
+
+        self._compile = original
+        self.torch.compile = compile
+
+    def at_step(self, device: str, rank: int) -> None:
+        """At the end of one of the job's optimizer steps: start the count (the first), end it and
+        send the record (the second), or leave a stranded count's modes where that can be done."""
+        if self.done and not self.stranded:
+            return
+        try:
+            if self.stranded:
+                self._leave()
+            elif self.count is None:
+                self._start(device, rank)
+            else:
+                self._stop(rank)
+        except Exception as exc:  # noqa: BLE001 - the count gives up; the job and the other hooks go on
+            self._failed(exc, rank)
+
+    def _start(self, device: str, rank: int) -> None:
+        torch = self.torch
+        self.cuda = device.startswith("cuda")
+        why = self._why_not("before its first optimizer step")
+        if why:
+            self._send(rank, None, why)
+            return
+        if self.cuda:
+            self.device_name = str(torch.cuda.get_device_name(torch.device(device)))
+        flops = load_source("_gpudash_flops", os.path.join("engine", "flops.py"))
+        self._fault("start")
+        count = flops.FlopCount(torch)
+        count.start()
+        self.count, self.thread = count, threading.get_ident()
+
+    def _stop(self, rank: int) -> None:
+        count = self.count
+        if threading.get_ident() != self.thread:
+            self.stranded = True
+            self._send(rank, None, "the second optimizer step ran on another thread than the first")
+            return
+        if not count.on_top():
+            self.stranded = True
+            self._send(rank, None, "the job entered a dispatch mode of its own during the counted step")
+            return
+        self._fault("stop")
+        self.count = None
+        counted = count.stop()
+        why = self._why_not("during the counted step")
+        if not why and count.errors:
+            why = f"torch could not count an operator's FLOPs ({count.errors[0]})"
+        self._send(rank, None if why else counted, why)
+
+    def _why_not(self, when: str) -> str:
+        """Why the step now is not to be counted, or ""."""
+        if self.compiled:
+            return f"the job called torch.compile {when} (the counter sees eager operators only)"
+        if self.cuda and self.torch.cuda.is_current_stream_capturing():
+            return f"a CUDA graph was being captured {when}"
+        return ""
+
+    def _send(self, rank: int, counted: Any, why: str) -> None:
+        self.done = True
+        why = " ".join(why.split())  # one line (an error's text may have more)
+        message: dict[str, Any] = {"k": "flops", "rank": rank, "device_name": self.device_name, "why": why}
+        if counted is not None:
+            message["flops"] = int(counted.total)
+            message["by_dtype"] = [[name, int(n)] for name, n in counted.by_dtype]
+        self.send(message)
+
+    def _failed(self, exc: Exception, rank: int) -> None:
+        """One line on stderr, the count's modes left (or left later), the reason sent."""
+        why = " ".join(f"{type(exc).__name__}: {exc}".split())  # one line
+        print(f"gpudash: the model FLOPs count is off: {why}", file=sys.stderr, flush=True)
+        if self.count is not None:
+            self.stranded = True
+            try:
+                self._leave()
+            except Exception:  # noqa: BLE001, S110 - left at a later step, if ever
+                pass
+        if not self.done:
+            self._send(rank, None, f"the count failed: {why}")
+
+    def _leave(self) -> None:
+        """A stranded count's modes, left if they are on top of this (their) thread's stack."""
+        count = self.count
+        if count is None or threading.get_ident() != self.thread or not count.on_top():
+            return
+        self.count = None
+        self.stranded = False
+        count.stop()
+
+    def forked(self) -> None:
+        """In a forked child (a DataLoader worker made inside the counted step): the parent's count
+        is not its own; its modes are left."""
+        count, self.count, self.stranded = self.count, None, False
+        try:
+            if count is not None and count.on_top():
+                count.stop()
+        except Exception:  # noqa: BLE001, S110 - a worker under the counter is slower, nothing worse
+            pass
+
+    def close(self) -> None:
+        """The hooks are off (or this is a forked child): the count's modes left where they can be,
+        ``torch.compile`` given back."""
+        self.done = True
+        if self.count is not None:
+            self.stranded = True
+            self._leave()
+        if self._compile is not None and getattr(self.torch.compile, "__wrapped__", None) is self._compile:
+            self.torch.compile = self._compile
+
+    def _fault(self, point: str) -> None:
+        if self.fault == f"flops@{point}":
+            raise InjectedFault(f"{FAULT_ENV}={self.fault}")

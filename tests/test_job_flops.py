@@ -1,0 +1,300 @@
+"""Model FLOPs and MFU of the user's own job (``gpudash -- CMD``), on the CPU: the FLOPs of one
+optimizer step counted inside the job (``gpudash/job/boot/gpudash_job_flops.py``) from the end of
+its first step to the end of its second, every sample's TFLOP/s and MFU from them
+(``gpudash/job/mfu.py``), and the one "flops" event saying what was counted or why MFU is blank —
+through the real command on real scripts, and the count's part alone for what a script cannot
+arrange (another thread, a dispatch mode of the job's own, a FLOP formula that fails)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from torch.utils import flop_counter
+from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatch_mode_stack
+
+from gpudash.core.protocol import Sample
+from gpudash.job.mfu import job_count, missing
+from gpudash.job.steps import JobSamples, StepRecord
+from tests.test_job import JOBS, PLAIN, events, gpudash, job_line, samples
+
+BOOT = Path(__file__).parents[1] / "gpudash" / "job" / "boot"
+
+
+def mlp_flops(batch: int, hidden: int, micro_batches: int = 1) -> int:
+    """The analytic FLOPs of one step of plain_loop.py's MLP, Linear(16, H), ReLU, Linear(H, 1):
+    forward 2·B·16·H + 2·B·H; backward twice that, less the first layer's input gradient."""
+    forward = 2 * batch * 16 * hidden + 2 * batch * hidden
+    backward = 2 * forward - 2 * batch * 16 * hidden
+    return micro_batches * (forward + backward)
+
+
+def flops_event(path: Path) -> dict[str, str]:
+    (event,) = [e for e in events(path) if e["event_kind"] == "measured" and e["event_what"] == "flops"]
+    return event
+
+
+# -- through the real command ---------------------------------------------------------------------
+def test_a_plain_loops_flops_a_step_are_its_models_and_mfu_is_over_the_peak_given(tmp_path: Path) -> None:
+    out = tmp_path / "r.csv"
+    done = gpudash("record", str(out), "-q", "--peak-tflops", "1", "--", sys.executable, PLAIN, "--steps", "60")
+    assert done.returncode == 0, done.stderr
+    flops = mlp_flops(16, 32)
+    assert (
+        flops_event(out)["event_message"]
+        == "model FLOPs: 35.8 kFLOP a step (fp32 100%); MFU over 1 TFLOP/s (--peak-tflops)"
+    )
+    rows = samples(out)
+    assert rows and int(rows[-1]["steps"]) == 60
+    for row in rows:
+        steps_per_s = float(row["steps_per_s"])
+        assert float(row["flops_per_step"]) == flops
+        assert float(row["tflops"]) == pytest.approx(flops * steps_per_s / 1e12, rel=1e-4)
+        assert float(row["mfu_pct"]) == pytest.approx(100 * float(row["tflops"]) / 1.0, rel=1e-4)
+
+
+def test_accumulated_micro_batches_are_one_steps_flops_and_without_a_peak_mfu_is_blank(tmp_path: Path) -> None:
+    out = tmp_path / "r.csv"
+    job = [sys.executable, PLAIN, "--steps", "30", "--accumulate", "3", "--batch", "8", "--hidden", "64"]
+    done = gpudash("record", str(out), "-q", "--", *job)
+    assert done.returncode == 0, done.stderr
+    flops = mlp_flops(8, 64, micro_batches=3)
+    assert flops_event(out)["event_message"] == (
+        "model FLOPs: 108 kFLOP a step (fp32 100%); MFU blank: no GPU, so no peak to compare with: "
+        "give one with --peak-tflops"
+    )
+    rows = samples(out)
+    assert rows and all(float(r["flops_per_step"]) == flops and r["tflops"] and not r["mfu_pct"] for r in rows)
+
+
+def test_a_job_that_calls_torch_compile_is_not_counted_and_says_why(tmp_path: Path) -> None:
+    out = tmp_path / "r.csv"
+    done = gpudash(
+        "record", str(out), "-q", "--peak-tflops", "1", "--", sys.executable, PLAIN, "--steps", "30", "--compile"
+    )
+    assert done.returncode == 0, done.stderr
+    assert flops_event(out)["event_message"] == (
+        "MFU blank: the step's FLOPs were not counted: the job called torch.compile before its first optimizer "
+        "step (the counter sees eager operators only)"
+    )
+    rows = samples(out)
+    assert int(rows[-1]["steps"]) == 30 and not any(r["flops_per_step"] or r["mfu_pct"] for r in rows)
+
+
+def test_a_count_that_fails_says_one_line_and_the_job_and_its_step_counting_go_on(tmp_path: Path) -> None:
+    out = tmp_path / "r.csv"
+    job = [sys.executable, PLAIN, "--steps", "40", "--workers", "0"]
+    done = gpudash("record", str(out), "-q", "--", *job, env={"GPUDASH_JOB_FAULT": "flops@stop"})
+    assert done.returncode == 0, done.stderr
+    said = [x for x in done.stderr.splitlines() if x.startswith("gpudash:")]
+    assert said == ["gpudash: the model FLOPs count is off: InjectedFault: GPUDASH_JOB_FAULT=flops@stop"]
+    rows = samples(out)
+    assert job_line(done.stdout)["steps"] == "40" == rows[-1]["steps"] and rows[-1]["step_ms_p50"]
+    assert flops_event(out)["event_message"] == (
+        "MFU blank: the step's FLOPs were not counted: the count failed: InjectedFault: GPUDASH_JOB_FAULT=flops@stop"
+    )
+
+
+@pytest.mark.slow
+def test_every_torchrun_rank_counts_its_own_step_and_mfu_is_per_gpu(tmp_path: Path) -> None:
+    torchrun = Path(sys.executable).with_name("torchrun")
+    out = tmp_path / "r.csv"
+    job = [str(torchrun), "--standalone", "--nproc-per-node", "2", str(JOBS / "ddp_loop.py"), "30"]  # a free port
+    done = gpudash("record", str(out), "-q", "--peak-tflops", "2", "--", *job, env={"OMP_NUM_THREADS": "1"})
+    assert done.returncode == 0, done.stderr
+    per_rank = 2 * 8 * 16 + 2 * 8 * 16  # DDP(Linear(16, 1)), batch 8 a rank: forward, weight gradient
+    rows = samples(out)
+    assert rows and rows[-1]["world_size"] == "2"
+    for row in rows:
+        assert float(row["flops_per_step"]) == per_rank
+        assert float(row["mfu_pct"]) == pytest.approx(100 * per_rank * float(row["steps_per_s"]) / 2e12, rel=1e-4)
+
+
+# -- gpudash's side alone -------------------------------------------------------------------------
+def test_the_event_says_the_flops_their_dtype_and_the_peak_or_why_mfu_is_blank() -> None:
+    h100 = "NVIDIA H100 80GB HBM3"
+    count = job_count({"flops": 3.1e12, "by_dtype": [["bf16", 3.1e12]], "device_name": h100, "why": ""}, None)
+    assert count.message.startswith("model FLOPs: 3.1 TFLOP a step (bf16 100%); MFU over 989.5 TFLOP/s (H100 SXM bf16")
+    assert count.details["dtype"] == "bf16" and count.details["flops_per_step"] == "3100000000000"
+    assert count.details["peak_tflops"] == "989.5" and count.details["peak_source"].startswith("H100 SXM bf16 dense")
+    assert count.rates(10.0) == (3.1e12, 31.0, pytest.approx(100 * 31.0 / 989.5))
+    mixed = job_count({"flops": 100, "by_dtype": [["bf16", 60], ["fp32", 40]], "device_name": h100}, None)
+    assert mixed.message == (
+        "model FLOPs: 100 FLOP a step (bf16 60%, fp32 40%); MFU blank: the step mixes dtypes, which has no single "
+        "peak: give one with --peak-tflops"
+    )
+    assert mixed.details["dtype"] == "mixed" and "peak_tflops" not in mixed.details
+    assert mixed.rates(10.0) == (100.0, pytest.approx(1e-9), None)
+    assert job_count({"flops": 100, "by_dtype": [["bf16", 60], ["fp32", 40]]}, 5.0).rates(1.0)[2] == pytest.approx(2e-9)
+    graph = job_count({"why": "a CUDA graph was being captured before its first optimizer step"}, 5.0)
+    assert graph.message == (
+        "MFU blank: the step's FLOPs were not counted: a CUDA graph was being captured before its first optimizer step"
+    )
+    assert graph.rates(10.0) == (None, None, None) and graph.details["dtype"] == ""
+    assert missing(1).message == "MFU blank: the job made one optimizer step: the count is of its second"
+
+
+def test_every_window_after_the_count_carries_its_flops_rate_and_mfu() -> None:
+    windows = JobSamples("job:x", "", 1.0, t0=0.0)
+    windows.count = job_count({"flops": 2e12, "by_dtype": [["fp32", 2e12]]}, 4.0)
+    for step in range(1, 21):
+        windows.add(0, StepRecord(step, step * 0.1, 100.0, 8, 0, 0.0, None, False))
+    out: list[Sample] = windows.flush()
+    assert out and all(s.steps_per_s > 0 for s in out)
+    for s in out:
+        assert s.flops_per_step == 2e12 and s.tflops == pytest.approx(2 * s.steps_per_s)
+        assert s.mfu_pct == pytest.approx(100 * 2 * s.steps_per_s / 4.0)
+
+
+# -- the count's part alone, inside this process ------------------------------------------------------
+@pytest.fixture
+def part_module(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """``gpudash_job_flops.py`` loaded as the hooks load it (its parts beside it, gpudash's source named)."""
+    monkeypatch.setenv("GPUDASH_JOB_SRC", str(BOOT.parent.parent))
+    monkeypatch.delenv("GPUDASH_JOB_FAULT", raising=False)
+    spec = importlib.util.spec_from_file_location("gpudash_job_flops_under_test", BOOT / "gpudash_job_flops.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(BOOT))
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(BOOT))
+    return module
+
+
+def _iteration(batch: int = 8, hidden: int = 32) -> Callable[[], torch.Tensor]:
+    """One iteration of plain_loop.py's MLP: forward, backward, the optimizer's step."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x = torch.randn(batch, 16)
+
+    def iteration() -> torch.Tensor:
+        loss = model(x).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss.detach()
+
+    return iteration
+
+
+@pytest.fixture
+def sent(part_module: Any) -> Iterator[tuple[Any, list[dict[str, Any]]]]:
+    messages: list[dict[str, Any]] = []
+    part = part_module.StepFlopsCount(torch, messages.append)
+    try:
+        yield part, messages
+    finally:
+        part.close()
+        assert _get_current_dispatch_mode_stack() == []  # nothing of the count's left behind
+
+
+def test_the_count_runs_from_one_step_end_to_the_next_and_leaves_no_mode(sent: Any) -> None:
+    part, messages = sent
+    iteration = _iteration()
+    part.at_step("cpu", 3)
+    assert part.running and len(_get_current_dispatch_mode_stack()) == 2
+    iteration()
+    part.at_step("cpu", 3)
+    assert not part.running and _get_current_dispatch_mode_stack() == []
+    (message,) = messages
+    assert message["k"] == "flops" and message["rank"] == 3 and message["why"] == ""
+    assert message["flops"] == mlp_flops(8, 32) and message["by_dtype"] == [["fp32", mlp_flops(8, 32)]]
+    assert message["device_name"] is None
+    iteration()
+    part.at_step("cpu", 3)
+    assert len(messages) == 1  # counted once
+
+
+def test_a_second_step_on_another_thread_gives_up_and_the_modes_go_at_a_later_step_of_their_own(sent: Any) -> None:
+    part, messages = sent
+    part.at_step("cpu", 0)
+    _iteration()()
+    other = threading.Thread(target=part.at_step, args=("cpu", 0))
+    other.start()
+    other.join()
+    assert [m["why"] for m in messages] == ["the second optimizer step ran on another thread than the first"]
+    assert "flops" not in messages[0] and not part.running
+    assert len(_get_current_dispatch_mode_stack()) == 2  # this thread's: not to be left from another
+    part.at_step("cpu", 0)
+    assert _get_current_dispatch_mode_stack() == [] and len(messages) == 1
+
+
+class _JobsMode(TorchDispatchMode):
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        return func(*args, **(kwargs or {}))
+
+
+def test_a_dispatch_mode_of_the_jobs_own_over_the_count_is_left_alone(sent: Any) -> None:
+    part, messages = sent
+    part.at_step("cpu", 0)
+    mode = _JobsMode()
+    mode.__enter__()
+    try:
+        _iteration()()
+        part.at_step("cpu", 0)
+        assert _get_current_dispatch_mode_stack()[-1] is mode  # the job's, still its own
+    finally:
+        mode.__exit__(None, None, None)
+    assert [m["why"] for m in messages] == ["the job entered a dispatch mode of its own during the counted step"]
+    part.at_step("cpu", 0)
+    assert _get_current_dispatch_mode_stack() == []
+
+
+def test_a_flop_formula_that_raises_never_reaches_the_job_and_voids_the_count(
+    sent: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    part, messages = sent
+    expected = _iteration()()
+
+    def boom(*args: Any, **kwargs: Any) -> int:
+        raise ValueError("boom")
+
+    monkeypatch.setitem(flop_counter.flop_registry, torch.ops.aten.addmm, boom)
+    part.at_step("cpu", 0)
+    assert torch.equal(_iteration()(), expected)  # the job's arithmetic, untouched
+    part.at_step("cpu", 0)
+    (message,) = messages
+    assert message["why"] == "torch could not count an operator's FLOPs (ValueError: boom)" and "flops" not in message
+
+
+def test_a_failure_in_the_count_leaves_its_modes_and_says_one_line(
+    part_module: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("GPUDASH_JOB_FAULT", "flops@stop")
+    messages: list[dict[str, Any]] = []
+    part = part_module.StepFlopsCount(torch, messages.append)
+    part.at_step("cpu", 0)
+    _iteration()()
+    part.at_step("cpu", 0)
+    assert _get_current_dispatch_mode_stack() == [] and not part.running
+    assert (
+        capsys.readouterr().err
+        == "gpudash: the model FLOPs count is off: InjectedFault: GPUDASH_JOB_FAULT=flops@stop\n"
+    )
+    assert [m["why"] for m in messages] == ["the count failed: InjectedFault: GPUDASH_JOB_FAULT=flops@stop"]
+
+
+def test_torch_compile_is_noted_and_given_back(sent: Any) -> None:
+    part, messages = sent
+    original = torch.compile
+    part.install()
+    try:
+        assert torch.compile is not original
+        compiled = torch.compile(torch.nn.Linear(2, 2), backend="eager")
+        assert compiled is not None and part.compiled
+        part.at_step("cpu", 0)
+    finally:
+        part.close()
+    assert torch.compile is original and not part.running
+    assert [m["why"] for m in messages] == [
+        "the job called torch.compile before its first optimizer step (the counter sees eager operators only)"
+    ]
