@@ -331,7 +331,8 @@ def _add_diagnose_command(command: Any) -> None:
         "what holds the step back: input, syncs, host launches or the GPU (one line, or --json)",
         "Run a workload headless for --warmup seconds, then a diagnosis window: the wait for each\n"
         "batch, the syncs inside the step and, on a GPU, a profiler window. Prints what bounds the\n"
-        "step (input-bound, sync-bound, host/launch-bound, GPU-bound, CPU-bound), the evidence and\n"
+        "step (input-bound, sync-bound, host/launch-bound, GPU-bound, busy with the SMs idle (GPM),\n"
+        "CPU-bound), the evidence and\n"
         "what to try next. Nothing is written.",
     )
     _add_run_options(diag)

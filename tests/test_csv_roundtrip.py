@@ -214,7 +214,7 @@ def full_gpu() -> GpuSample:
 def test_a_sample_row_reads_back_as_the_sample_and_the_nvml_sample_it_joined(tmp_path: Path) -> None:
     s, g = full_sample(), full_gpu()
     header = csvformat.header(GPUS)
-    cells = csvformat.sample_row(s, g, {"joules_per_step": 1.78125}) + csvformat.per_gpu_cells(g, GPUS)
+    cells = csvformat.row_cells(csvformat.sample_row(s, g, {"joules_per_step": 1.78125}), g, GPUS)
     row = as_dict(header, cells)
     for column in csvformat.SAMPLE_COLUMNS[3:] + csvformat.LATER_SAMPLE_COLUMNS + csvformat.MODEL_COLUMNS:
         assert float(row[column]) == getattr(s, column), column  # every measured field
@@ -247,7 +247,7 @@ def test_a_sample_row_reads_back_as_the_sample_and_the_nvml_sample_it_joined(tmp
 def test_a_sample_without_an_nvml_sample_has_empty_gpu_cells_and_reads_back_alone() -> None:
     s = full_sample()
     header = csvformat.header(GPUS)
-    cells = csvformat.sample_row(s, None) + csvformat.per_gpu_cells(None, GPUS)
+    cells = csvformat.row_cells(csvformat.sample_row(s, None), None, GPUS)
     row = as_dict(header, cells)
     gpu_columns = [*csvformat.GPU_COLUMNS, *csvformat.GPM_COLUMNS, *csvformat.per_gpu_columns(GPUS), "joules_per_step"]
     assert all(row[c] == "" for c in gpu_columns)
@@ -258,21 +258,21 @@ def test_only_the_gpus_that_answered_make_an_nvml_sample() -> None:
     header = csvformat.header(GPUS)
     parser = RowParser(header)
     per_gpu_only = GpuSample(time_s=2.0, per_gpu=(GpuReading(2, 50.0), GpuReading(0)))
-    cells = csvformat.sample_row(full_sample(), per_gpu_only) + csvformat.per_gpu_cells(per_gpu_only, GPUS)
+    cells = csvformat.row_cells(csvformat.sample_row(full_sample(), per_gpu_only), per_gpu_only, GPUS)
     msgs = parser.messages(cells)
     assert msgs[0] == GpuSample(
         time_s=1234.567, per_gpu=(GpuReading(2, 50.0), GpuReading(0))
     )  # the row's time; GPU 0 did not answer
     silent = GpuSample(time_s=2.0, per_gpu=(GpuReading(2), GpuReading(0)))
-    cells = csvformat.sample_row(full_sample(), silent) + csvformat.per_gpu_cells(silent, GPUS)
+    cells = csvformat.row_cells(csvformat.sample_row(full_sample(), silent), silent, GPUS)
     assert [type(m) for m in parser.messages(cells)] == [Sample]
 
 
 def test_per_gpu_cells_follow_the_gpus_watched_not_the_readings_order() -> None:
     g = full_gpu()
-    assert csvformat.per_gpu_cells(g, [0, 2]) == ["3.25", "1024.5", "71.125", "345", "33", "", "", ""] + [
-        *("97.5", "30123.5", "412.375", "1980", "61"),
-        *("84.5", "78.125", "22.75"),
+    assert csvformat.per_gpu_cells(g, [0, 2]) == [
+        *("3.25", "1024.5", "71.125", "345", "33", "97.5", "30123.5", "412.375", "1980", "61"),  # NVML's
+        *("", "", "", "84.5", "78.125", "22.75"),  # then GPM's, GPU 0 (none) and GPU 2
     ]
     assert csvformat.per_gpu_cells(g, [1]) == [""] * 8  # watched, but no reading of it this tick
     assert csvformat.per_gpu_cells(None, [0, 2]) == [""] * 16

@@ -254,6 +254,30 @@ def test_the_parent_adds_gpm_figures_to_a_diagnosis_from_before_the_window() -> 
     assert dram.message.startswith("GPU-bound (memory): ") and "DRAM bandwidth 85% busy" in dram.message
 
 
+def test_the_dashboard_judges_a_diagnosis_by_the_ticks_from_before_its_window() -> None:
+    """The window's own seconds end with the profiler stopped and its trace read: the GPU idles, and
+    a tick from then would call a GPU-bound step "busy, SMs idle". The dashboard takes the newest
+    tick from before the window began (the event's ``diag_window_start_s``)."""
+    from gpudash.core.protocol import GpuSample
+    from gpudash.diagnosis.rules import WINDOW_START
+    from gpudash.tui.state import DashState
+
+    evidence = Evidence(30, step_ms=9.0, input_ms=0.05, syncs_per_step=0, gpu_busy_pct=98.0)
+    details = {**evidence.details(), WINDOW_START: "10.000"}
+    event = Event(14.0, EventKind.MEASURED, what="diagnosis", message=diagnose(evidence).line(), details=details)
+    state = DashState()
+    for i in range(28):  # 0.5 s ticks: busy SMs until the window, idle ones after it began
+        t = 0.5 * i
+        state.ingest(GpuSample(time_s=t, sm_active_pct=90.0 if t <= 10.0 else 0.5, dram_active_pct=20.0))
+    state.ingest(event)
+    assert state.last_diagnosis is not None
+    assert state.last_diagnosis.details["bound"] == str(Bound.GPU_COMPUTE)
+    assert state.last_diagnosis.details["diag_sm_active_pct"] == "90"
+    old = Event(14.0, EventKind.MEASURED, what="diagnosis", message="", details=evidence.details())
+    state.ingest(old)  # a recording from before the detail: the newest tick, as before
+    assert state.last_diagnosis.details["bound"] == str(Bound.SMALL_KERNELS)
+
+
 def test_a_jobs_diagnosis_judged_again_keeps_the_words_of_a_script() -> None:
     """The parent's second look (GPM, NVML) at a user's job's diagnosis gives advice a script can
     follow, not gpudash's knob names, which a job does not have."""

@@ -24,7 +24,7 @@ import pytest
 
 from gpudash.core.faults import FORMS
 from gpudash.core.protocol import EventKind, ExitCode
-from gpudash.recording.csvformat import COLUMNS, ROW_KINDS, per_gpu_columns
+from gpudash.recording.csvformat import ROW_KINDS, header
 from gpudash.stats.comparison import Verdict
 from gpudash.tui.actions import ACTIONS
 from workloads.knobs import KNOBS
@@ -194,8 +194,8 @@ def test_the_fault_table_is_the_fault_catalog() -> None:
 def test_the_csv_column_table_is_the_csv_format() -> None:
     rows = table(DOCS / "usage.md", "column | what it holds")
     listed = [code(r[0])[0] for r in rows]
-    assert listed == COLUMNS + per_gpu_columns(["N"]), (  # type: ignore[list-item]
-        "docs/usage.md's CSV columns: csvformat.COLUMNS, then one GPU's per-GPU columns (gpuN_…), in order"
+    assert listed == header(["N"]), (  # type: ignore[list-item]
+        "docs/usage.md's CSV columns: a recording's header for one GPU (gpuN_…), in order"
     )
     cell = dict(zip(listed, (r[1] for r in rows), strict=False))
     assert code(cell["row_kind"]) == list(ROW_KINDS), "the row_kind cell names csvformat.ROW_KINDS"

@@ -34,6 +34,11 @@ def test_resnet50_training_flops_per_image_are_the_published_count_within_5_perc
     assert counted.known and counted.by_op[0][0].startswith("aten.convolution")
     assert counted.by_dtype == (("fp32", counted.total),)  # every counted FLOP, by dtype too
     assert counted.dtype == "fp32"
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with FlopCounterMode(display=False) as reference:  # torch's own counter, the same formulas
+        step()
+    assert counted.total == reference.get_total_flops()
 
 
 def test_a_step_without_matmuls_counts_nothing_known() -> None:
@@ -116,6 +121,7 @@ def test_the_peak_comes_from_the_table_by_name_and_dtype_or_from_the_flag_and_ot
     for name, dtype, why in [
         ("NVIDIA GeForce GTX 1080", "bf16", "no dense peak known for 'NVIDIA GeForce GTX 1080'"),
         (None, "fp32", "no GPU"),
+        ("NVIDIA H100 80GB HBM3 MIG 1g.10gb", "bf16", "is a MIG slice"),  # not the whole GPU's peak
         ("NVIDIA H100 80GB HBM3", "float64", "computes in float64"),
     ]:
         choice = choose_peak(name, dtype)

@@ -28,16 +28,15 @@ from tests.helpers import record_args
 from tests.messages import present
 from tests.tui.fakes import sample, started
 
-PER_GPU = [
-    "util_pct",
-    "mem_used_mib",
-    "power_w",
-    "sm_clock_mhz",
-    "temp_c",
-    "sm_active_pct",
-    "tensor_active_pct",
-    "dram_active_pct",
-]
+PER_GPU = ["util_pct", "mem_used_mib", "power_w", "sm_clock_mhz", "temp_c"]  # NVML's, after the noise column
+PER_GPU_GPM = ["sm_active_pct", "tensor_active_pct", "dram_active_pct"]  # GPM's, at the very end
+
+
+def per_gpu_header(gpus: tuple[int, ...]) -> list[str]:
+    """A recording's columns after the noise: NVML's per GPU, GPM's and the model's, GPM's per GPU."""
+    nvml = [f"gpu{i}_{c}" for i in gpus for c in PER_GPU]
+    gpm = [f"gpu{i}_{c}" for i in gpus for c in PER_GPU_GPM]
+    return [*nvml, *csvformat.GPM_COLUMNS, *csvformat.MODEL_COLUMNS, *gpm]
 
 
 Machine = Callable[[int], ModuleType]  # machine(n): n fake GPUs installed as pynvml
@@ -221,8 +220,9 @@ def test_csv_appends_columns_per_gpu_watched_and_keeps_todays(machine: Machine, 
     path = recording(tmp_path, opened(0, gpus=(2, 0)))
     cols, every_row = table(path)
     rows = samples_in(every_row)
-    assert cols[: len(csvformat.COLUMNS)] == csvformat.COLUMNS  # 0.1's readers read the prefix
-    assert cols[len(csvformat.COLUMNS) :] == [f"gpu{i}_{c}" for i in (2, 0) for c in PER_GPU]
+    earlier = csvformat.COLUMNS.index("noise") + 1  # the columns before GPM's and the model's
+    assert cols[:earlier] == csvformat.COLUMNS[:earlier]  # 0.1's readers read the prefix
+    assert cols[earlier:] == per_gpu_header((2, 0))
     assert csvformat.is_recording_header(cols)
     assert column(rows, "gpu2_util_pct") == [12.0] * 3 and column(rows, "gpu0_sm_clock_mhz") == [1400.0] * 3
     assert column(rows, "gpu2_mem_used_mib") == [3 * 1024.0] * 3
@@ -280,7 +280,7 @@ def test_record_with_gpus_writes_their_columns_and_replays(machine: Machine, tmp
     assert code == 0
     cols, every_row = table(path)
     rows = samples_in(every_row)
-    assert cols[len(csvformat.COLUMNS) :] == [f"gpu{i}_{c}" for i in (1, 0) for c in PER_GPU]
+    assert cols[csvformat.COLUMNS.index("noise") + 1 :] == per_gpu_header((1, 0))
     assert rows and set(column(rows, "gpu1_util_pct")) == {11.0} and set(column(rows, "gpu0_temp_c")) == {40.0}
     gpu = [m for m in read_all(ReplaySource(path)) if isinstance(m, GpuSample)]
     assert gpu and [r.index for r in gpu[-1].per_gpu] == [1, 0]

@@ -242,6 +242,7 @@ def test_diagnose_prints_the_verdict_then_stops_the_job(tmp_path: Path) -> None:
     assert "step 50 loss" in done.stderr
     assert verdict["workload"] == "job:plain_loop.py" and verdict["bound"] == "CPU-bound"
     assert verdict["evidence"]["steps"] == 30 and verdict["command"][-1] == "50"
+    assert verdict["evidence"]["dtype"] == "fp32"  # the counted step's, which the tensor-core rule reads
     assert verdict["advice"].startswith("move the model and its batches to a GPU")  # a script's words, no flags
 
 

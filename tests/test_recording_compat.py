@@ -48,9 +48,12 @@ def test_an_old_recording_reports_as_before(tmp_path: Path) -> None:
 
 
 def test_a_new_recordings_columns_keep_the_old_ones_in_their_places() -> None:
-    old = OLD.read_text().splitlines()[0].split(",")
+    old = OLD.read_text().splitlines()[0].split(",")  # two GPUs watched, 0 and 1
     new = csvformat.header((0, 1))
-    old_fixed = [c for c in old if not c.startswith("gpu0_") and not c.startswith("gpu1_")]
-    assert new[: len(old_fixed)] == old_fixed  # every earlier column where it was
-    added = new[len(old_fixed) : len(old_fixed) + len(csvformat.GPM_COLUMNS) + len(csvformat.MODEL_COLUMNS)]
-    assert added == [*csvformat.GPM_COLUMNS, *csvformat.MODEL_COLUMNS]
+    assert new[: len(old)] == old  # every earlier column where it was, the per-GPU ones too
+    assert new[len(old) :] == [
+        *csvformat.GPM_COLUMNS,
+        *csvformat.MODEL_COLUMNS,
+        *("gpu0_sm_active_pct", "gpu0_tensor_active_pct", "gpu0_dram_active_pct"),
+        *("gpu1_sm_active_pct", "gpu1_tensor_active_pct", "gpu1_dram_active_pct"),
+    ]

@@ -436,6 +436,11 @@ def test_an_old_sweep_csv_without_the_knobs_column_still_reads(tmp_path: Path) -
         table = list(csv.reader(f))
     assert table[0][-6:] == ["knobs", "noise", "sm_active_pct", "tensor_active_pct", "dram_active_pct", "mfu_pct"]
     with open(path, "w", newline="") as f:
+        csv.writer(f, lineterminator="\n").writerows(line[:-4] for line in table)  # as written before GPM and MFU
+    ((_, read),) = summaries_from_csv(path)
+    assert [(s.config.variant, s.config.knobs) for s in read] == [("sync-heavy", "none"), ("fixed", "none")]
+    assert read[1].stats["mfu_pct"] is None and read[1].comparison is not None
+    with open(path, "w", newline="") as f:
         csv.writer(f, lineterminator="\n").writerows(line[:-6] for line in table)  # as written before knobs
     ((_, read),) = summaries_from_csv(path)
     assert [(s.config.variant, s.config.knobs) for s in read] == [("sync-heavy", "none"), ("fixed", "none")]

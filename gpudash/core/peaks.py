@@ -93,6 +93,10 @@ def choose_peak(device_name: str | None, dtype: str | None, override: float | No
     if dtype is None or dtype not in DTYPES:
         what = "mixes dtypes" if dtype is None else f"computes in {dtype}"
         return PeakChoice(None, f"the step {what}, which has no single peak: {NO_PEAK_HINT}")
+    if re.search(r"\bMIG\b", device_name):
+        return PeakChoice(
+            None, f"{device_name!r} is a MIG slice, whose share of the GPU's peak is not known: {NO_PEAK_HINT}"
+        )
     peak = peak_of(device_name)
     if peak is None:
         return PeakChoice(None, f"no dense peak known for {device_name!r}: {NO_PEAK_HINT}")

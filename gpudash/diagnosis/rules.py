@@ -42,6 +42,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gpudash.core.protocol import Event, GpuSample
@@ -119,6 +120,7 @@ class Evidence:
 
 
 _TEXT = ("throttled", "dtype")  # Evidence's text fields
+WINDOW_START = "diag_window_start_s"  # a diagnosis event's detail: when its window began (the run's seconds)
 TENSORS_IDLE = "tensors-idle"  # a bf16 step whose tensor cores idle: compute-bound, advice of its own
 # What to try, in the words of a script rather than of gpudash's knobs and flags (which a job has not)
 SCRIPT_ADVICE: dict[str, str] = {
@@ -283,6 +285,18 @@ def with_gpu_telemetry(event: Event, gpu: GpuSample | None) -> Event:
         verdict = verdict.in_script_words()
     details = {**event.details, **evidence.details(), "bound": str(verdict.bound)}
     return dataclasses.replace(event, message=verdict.line(), details=details)
+
+
+def tick_before_window(event: Event, ticks: Sequence[GpuSample]) -> GpuSample | None:
+    """The newest NVML tick (of ``ticks``, oldest first) from before a diagnosis event's window
+    began — the configuration's steady state, not the window's own seconds (a profiler's stop and
+    its trace's export leave the GPU idle); the newest of all for an event that does not say when
+    its window began (recorded before it did)."""
+    try:
+        began = float(event.details[WINDOW_START])
+    except (KeyError, ValueError):
+        return ticks[-1] if ticks else None
+    return next((t for t in reversed(ticks) if t.time_s <= began), None)
 
 
 def sync_table_of(details: dict[str, str]) -> SyncTable | None:

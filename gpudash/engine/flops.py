@@ -1,7 +1,8 @@
-"""The model FLOPs of one training step, counted once on an eager step with torch's own
-``torch.utils.flop_counter.FlopCounterMode`` (matmuls, convolutions, attention: forward and
-backward), before any compile or graph capture — the numerator of model FLOPs utilisation — and
-the dtype that arithmetic ran in (the denominator's row of the peaks table, ``gpudash.core.peaks``).
+"""The model FLOPs of one training step, counted once on an eager step with torch's own FLOP
+formulas (``torch.utils.flop_counter.flop_registry``: matmuls, convolutions, attention, forward and
+backward — what ``FlopCounterMode`` counts), before any compile or graph capture — the numerator of
+model FLOPs utilisation — and the dtype that arithmetic ran in (the denominator's row of the peaks
+table, ``gpudash.core.peaks``).
 
 Torch-free at import (the step's ``torch`` is given), and free of gpudash imports: a job's hooks
 load this file by its path (``gpudash/job/boot``). A step whose FLOPs torch cannot count (a
@@ -14,16 +15,19 @@ for fp32 on a GPU where torch lets that operator use TF32 (``torch.backends.cuda
 for matmuls, ``torch.backends.cudnn.allow_tf32`` for convolutions), ``fp32`` otherwise; anything
 else by its torch name. A step is of one dtype when ``DOMINANT`` of its FLOPs are.
 
-``FlopCount`` starts and stops a count apart (a job's hooks count from the end of one optimizer
-step to the end of the next); ``count_step_flops`` runs one given step under it. A FLOP formula
-that fails never raises into the counted work: the count notes it.
+The count is one dispatch mode of gpudash's own, not ``FlopCounterMode``: that one also installs
+global module hooks (its module tracker, which raised inside activation checkpointing's recompute
+in torch 2.4.0) and, from torch 2.4 on, a second mode under a private attribute. ``FlopCount``
+starts and stops a count apart (a job's hooks count from the end of one optimizer step to the end
+of the next); a count that cannot be taken off its thread's stack (the job stepped on another
+thread, or entered a mode of its own over it) is switched to passing every operator straight
+through until it can. ``count_step_flops`` runs one given step under it. A FLOP formula that fails
+never raises into the counted work: the count notes it.
 
 Private APIs of torch, kept here (``tests/test_private_apis.py``): ``TorchDispatchMode`` and the
-thread's stack of dispatch modes (``torch.utils._python_dispatch``: the dtype tally, and whether a
-count's modes are still on top when it stops), an operator's ``_overloadpacket`` (the key of
-torch's FLOP registry, as ``FlopCounterMode`` itself uses it) and ``FlopCounterMode``'s
-``_get_raw`` flag on a formula (the guarded formulas are called as given). Torch has no public
-equivalent of any of them.
+thread's stack of dispatch modes (``torch.utils._python_dispatch``: the count, and whether it is
+still on top when it stops), and an operator's ``_overloadpacket`` (the key of torch's FLOP
+registry, as ``FlopCounterMode`` itself uses it). Torch has no public equivalent of any of them.
 """
 
 from __future__ import annotations
@@ -78,112 +82,87 @@ def dtype_class(dtype: Any, op: str, on_cuda: bool, torch: Any) -> str:
     return str(dtype).removeprefix("torch.")
 
 
-def _guarded(formula: Callable[..., Any], errors: list[str]) -> Callable[..., Any]:
-    """``formula`` (a FLOP formula of torch's registry) that never raises into the counted step:
-    a failure is noted in ``errors`` and counts nothing."""
-
-    def guarded(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return formula(*args, **kwargs)
-        except Exception as exc:  # noqa: BLE001 - the step goes on; the count says it failed
-            if len(errors) < MAX_ERRORS:
-                errors.append(f"{type(exc).__name__}: {exc}")
-            return 0
-
-    guarded._get_raw = True  # type: ignore[attr-defined]  # FlopCounterMode: call it as given (wrapped already)
-    return guarded
-
-
-def _tally_mode(torch: Any, tally: dict[str, int], registry: dict[Any, Any], errors: list[str]) -> Any:
-    """A dispatch mode that adds each counted operator's FLOPs (``registry``'s formulas) to
-    ``tally`` by its dtype class; a failure to count is noted in ``errors``, never raised."""
+def _counting_mode(torch: Any, count: FlopCount) -> Any:
+    """A dispatch mode that adds each operator's FLOPs (torch's registry formulas) to ``count``'s
+    tallies by dtype class and by operator; a failure to count is noted, never raised; once
+    ``count.passing`` is set it only runs the operators."""
     from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils.flop_counter import flop_registry
 
-    class DtypeTally(TorchDispatchMode):
+    class Counting(TorchDispatchMode):
         def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
             kwargs = kwargs or {}
             out = func(*args, **kwargs)
+            if count.passing:
+                return out
             try:
                 packet = func._overloadpacket
-                count = registry.get(packet)
+                formula = flop_registry.get(packet)
                 first = next((a for a in args if isinstance(a, torch.Tensor)), None)
-                if count is not None and first is not None:
-                    flops = int(count(*args, **kwargs, out_val=out))
+                if formula is not None and first is not None:
+                    flops = int(formula(*args, **kwargs, out_val=out))
                     key = dtype_class(first.dtype, str(packet), first.is_cuda, torch)
-                    tally[key] = tally.get(key, 0) + flops
+                    count.by_dtype[key] = count.by_dtype.get(key, 0) + flops
+                    count.by_op[str(packet)] = count.by_op.get(str(packet), 0) + flops
             except Exception as exc:  # noqa: BLE001 - the step goes on; the count says it failed
-                if len(errors) < MAX_ERRORS:
-                    errors.append(f"{type(exc).__name__}: {exc}")
+                if len(count.errors) < MAX_ERRORS:
+                    count.errors.append(f"{type(exc).__name__}: {exc}")
             return out
 
-    return DtypeTally()
+    return Counting()
 
 
 class FlopCount:
-    """A count started and stopped apart, on one thread: ``FlopCounterMode`` and the dtype tally
-    entered by ``start()`` and left by ``stop()`` (a job's hooks: at the end of one optimizer step,
-    then of the next). A FLOP formula that fails inside the counted work never raises into it: it
-    counts nothing and is noted in ``errors`` (the count is then not to be trusted)."""
+    """A count started and stopped apart, on one thread: the counting mode entered by ``start()``
+    and left by ``stop()`` (a job's hooks: at the end of one optimizer step, then of the next). A
+    FLOP formula that fails inside the counted work never raises into it: it counts nothing and is
+    noted in ``errors`` (the count is then not to be trusted). ``pass_through()``: the mode stays
+    on the stack (it cannot be left from here) but only runs the operators."""
 
     def __init__(self, torch: Any) -> None:
         self.torch = torch
-        self.tally: dict[str, int] = {}
+        self.by_dtype: dict[str, int] = {}
+        self.by_op: dict[str, int] = {}
         self.errors: list[str] = []
-        self.counter: Any = None  # the FlopCounterMode, while the count runs
-        self.mode: Any = None  # the dtype tally, on top of it
+        self.passing = False
+        self.mode: Any = None  # the counting mode, while the count runs
 
     @property
     def running(self) -> bool:
-        return self.counter is not None
+        return self.mode is not None
 
     def start(self) -> None:
-        """Enter the counter and the tally (on this thread's stack of dispatch modes)."""
-        from torch.utils.flop_counter import FlopCounterMode, flop_registry
-
-        registry = {op: _guarded(formula, self.errors) for op, formula in flop_registry.items()}
-        counter = FlopCounterMode(display=False, custom_mapping=registry)
-        mode = _tally_mode(self.torch, self.tally, registry, self.errors)
-        counter.__enter__()
-        try:
-            mode.__enter__()
-        except BaseException:
-            counter.__exit__(None, None, None)
-            raise
-        self.counter, self.mode = counter, mode
+        """Enter the counting mode (on this thread's stack of dispatch modes)."""
+        mode = _counting_mode(self.torch, self)
+        mode.__enter__()
+        self.mode = mode
 
     def on_top(self) -> bool:
-        """The count's two modes are the top of this thread's stack (nothing entered since, or left)."""
+        """The counting mode is the top of this thread's stack (nothing entered since, or left)."""
         from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
 
         stack = _get_current_dispatch_mode_stack()
-        return (
-            self.counter is not None
-            and len(stack) >= 2
-            and stack[-1] is self.mode
-            and stack[-2] is getattr(self.counter, "mode", None)
-        )
+        return self.mode is not None and bool(stack) and stack[-1] is self.mode
+
+    def pass_through(self) -> None:
+        """Count no more: the mode, if it must stay on the stack for now, only runs the operators."""
+        self.passing = True
 
     def stop(self) -> StepFlops:
-        """Leave the tally and the counter (both, whatever happens); what they counted."""
-        counter, mode = self.counter, self.mode
-        if counter is None:
+        """Leave the counting mode; what it counted."""
+        mode = self.mode
+        if mode is None:
             raise RuntimeError("the FLOP count is not running")
-        self.counter = self.mode = None
-        try:
-            mode.__exit__(None, None, None)
-        finally:
-            counter.__exit__(None, None, None)
-        per_op: dict[str, int] = {}
-        for ops in counter.get_flop_counts().values():  # by module; "Global" holds every op once
-            for op, n in ops.items():
-                per_op[str(op)] = max(per_op.get(str(op), 0), int(n))
-        by_op = tuple(sorted(per_op.items(), key=lambda kv: -kv[1]))
-        by_dtype = tuple(sorted(((k, n) for k, n in self.tally.items() if n > 0), key=lambda kv: -kv[1]))
-        return StepFlops(total=int(counter.get_total_flops()), by_op=by_op, by_dtype=by_dtype)
+        self.mode = None
+        self.passing = True
+        mode.__exit__(None, None, None)
+        by_op = tuple(sorted(((k, n) for k, n in self.by_op.items() if n > 0), key=lambda kv: -kv[1]))
+        by_dtype = tuple(sorted(((k, n) for k, n in self.by_dtype.items() if n > 0), key=lambda kv: -kv[1]))
+        return StepFlops(total=sum(n for _, n in by_dtype), by_op=by_op, by_dtype=by_dtype)
 
 
 def count_step_flops(step: Callable[[], Any], torch: Any) -> StepFlops:
-    """Run ``step()`` once under ``FlopCounterMode`` and return what it counted, and in what dtype
+    """Run ``step()`` once under the counting mode and return what it counted, and in what dtype
     (a FLOP formula that failed: ``RuntimeError``, after the step)."""
     count = FlopCount(torch)
     count.start()

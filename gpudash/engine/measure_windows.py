@@ -158,6 +158,7 @@ def diagnose(loop: StepLoop, steps: int) -> None:
     """A diagnosis window: ``steps`` steps timed apart (the wait for each batch, the syncs), then on
     a GPU ``steps`` more under the profiler (how busy the GPU is; the trace is not kept); a
     "measured" event (what=DIAGNOSIS) with the verdict (``gpudash.diagnosis.rules``) and its evidence."""
+    from gpudash.diagnosis.rules import WINDOW_START
     from gpudash.diagnosis.rules import diagnose as classify
 
     w = loop.workload
@@ -165,12 +166,13 @@ def diagnose(loop: StepLoop, steps: int) -> None:
         failed(loop, DIAGNOSIS, "a diagnosis of a data-parallel run is not supported: diagnose one rank (--nproc 1)")
         return
     steps = max(1, min(steps, MAX_TRACE_STEPS))
+    began = loop.now()  # the parent judges GPM's and NVML's figures from before this (WINDOW_START)
     evidence = measure_apart(loop, DIAGNOSIS, lambda: _evidence(loop, steps))
     if evidence is None:
         return
     loop.count_steps_apart(steps * (2 if evidence.gpu_busy_pct is not None else 1))
     verdict = classify(evidence)
-    details = {**loop.config(), **evidence.details(), "bound": str(verdict.bound)}
+    details = {**loop.config(), **evidence.details(), "bound": str(verdict.bound), WINDOW_START: f"{began:.3f}"}
     loop.event(EventKind.MEASURED, what=DIAGNOSIS, message=verdict.line(), details=details)
 
 

@@ -51,14 +51,15 @@ GONE = {1, 9, 15, 16, 18, 28}  # gpudash.host.nvml.GONE: NVML will not answer fo
 HOPPER, VGPU, MIG_ENABLED = 9, 2, 1  # NVML_DEVICE_ARCH_HOPPER, ..._VIRTUALIZATION_MODE_VGPU, ..._MIG_ENABLE
 
 
-def _code(exc: BaseException) -> int | None:
+def error_code(exc: BaseException) -> int | None:
+    """An NVML error's return code (None: not an NVMLError)."""
     value = getattr(exc, "value", None)
     return value if isinstance(value, int) else None
 
 
 def failure(exc: BaseException, name: str) -> str:
     """Why GPM failed on GPU ``name``: the words after "GPM (…)" in ``reason``."""
-    code = _code(exc)
+    code = error_code(exc)
     if isinstance(exc, AttributeError):
         return "needs a newer nvidia-ml-py: this pynvml has no GPM functions"
     if code == FUNCTION_NOT_FOUND or type(exc).__name__ == "NVMLError_FunctionNotFound":
@@ -74,7 +75,7 @@ def failure(exc: BaseException, name: str) -> str:
 
 def permanent(exc: BaseException) -> bool:
     """Asking again will not help: GPM is missing, refused, or the GPU is gone."""
-    code = _code(exc)
+    code = error_code(exc)
     return isinstance(exc, AttributeError) or code in (NOT_SUPPORTED, NO_PERMISSION, FUNCTION_NOT_FOUND, *GONE)
 
 
@@ -141,7 +142,7 @@ class GpmReader:
         try:
             supported = int(nvml.nvmlGpmQueryDeviceSupport(gpu.handle).isSupportedDevice)
         except Exception as exc:  # noqa: BLE001 - said, not raised
-            return self._unsupported(gpu) if _code(exc) == NOT_SUPPORTED else failure(exc, gpu.name)
+            return self._unsupported(gpu) if error_code(exc) == NOT_SUPPORTED else failure(exc, gpu.name)
         if not supported:
             return self._unsupported(gpu)
         if self._mig_mode(gpu.handle):

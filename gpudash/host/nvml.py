@@ -1,9 +1,9 @@
 """NVML telemetry, sampled in the parent in its own thread: UI-free, never raises into callers.
 
-Every query gives a value or ``None``. A metric the GPU does not support (NVML says
-"Not Supported") is probed once and dropped; any other failure gives ``None`` for that
-tick only. When NVML cannot be used at all (package missing, no driver, no GPU) the
-sampler says why once, in ``GpuInfo.unavailable``, and produces no samples.
+Every query gives a value or ``None``. A metric the GPU does not support (NVML says "Not
+Supported") is probed once and dropped; any other failure gives ``None`` for that tick only. When
+NVML cannot be used at all (package missing, no driver, no GPU) the sampler says why once, in
+``GpuInfo.unavailable``, and produces no samples.
 
 Each sample is the workload's GPU (``GpuInfo.index``: the charts, the CSV's first columns) and
 a ``GpuReading`` of every GPU watched (``GpuInfo.sampled``, as ``gpudash.host.gpu_selection`` picks
@@ -25,7 +25,7 @@ from typing import Any
 
 from gpudash.core import faults
 from gpudash.core.protocol import NVML_LOST, Event, EventKind, GpuInfo, GpuReading, GpuSample
-from gpudash.host.gpm import GpmReader
+from gpudash.host.gpm import GpmReader, error_code
 from gpudash.host.gpu_selection import GpuSelectionError, choose_gpus
 
 # NVML return codes (nvml.h); compared by value so a fake module needs no class hierarchy.
@@ -67,11 +67,6 @@ def decode_throttle(mask: int) -> str:
     return "|".join(names)
 
 
-def _code(exc: BaseException) -> int | None:
-    value = getattr(exc, "value", None)
-    return value if isinstance(value, int) else None
-
-
 def _text(value: Any) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
@@ -83,7 +78,7 @@ def _norm_uuid(uuid: str) -> str:
 
 def gone_reason(exc: BaseException) -> str | None:
     """Why NVML will not answer again, when ``exc`` says it is gone (``GONE``); else None."""
-    code = _code(exc)
+    code = error_code(exc)
     return GONE.get(code) if code is not None else None
 
 
@@ -91,7 +86,7 @@ def _unsupported(exc: BaseException) -> bool:
     """NVML says this GPU (or driver) has no such query: asking again will not help."""
     if isinstance(exc, AttributeError):  # an nvidia-ml-py without this query
         return True
-    return _code(exc) in (NOT_SUPPORTED, FUNCTION_NOT_FOUND) or type(exc).__name__ in (
+    return error_code(exc) in (NOT_SUPPORTED, FUNCTION_NOT_FOUND) or type(exc).__name__ in (
         "NVMLError_NotSupported",
         "NVMLError_FunctionNotFound",
     )
@@ -128,7 +123,7 @@ class _WatchedGpu:
 
 def unavailable_reason(exc: BaseException) -> str:
     """One clear line for a failed ``nvmlInit``."""
-    code = _code(exc)
+    code = error_code(exc)
     if isinstance(exc, ImportError):
         return "the nvidia-ml-py package (pynvml) is not installed"
     if code == LIBRARY_NOT_FOUND or type(exc).__name__ == "NVMLError_LibraryNotFound":
@@ -141,12 +136,11 @@ def unavailable_reason(exc: BaseException) -> str:
 class NvmlSampler:
     """Samples one GPU every ``interval_s`` in a daemon thread; sees every GPU of the machine.
 
-    ``start()`` initialises NVML and returns ``GpuInfo``; ``drain()`` returns the samples
-    since the last call; ``latest`` is the newest one. Times are seconds since ``t0``
-    (``time.monotonic()`` based, shared with the workload child). When the GPU or the driver
-    goes away mid-run, ``drain()`` returns one "error" event (what="nvml"), ``info`` turns
-    unavailable with the reason, and sampling stops.
-    """
+    ``start()`` initialises NVML and returns ``GpuInfo``; ``drain()`` returns the samples since the
+    last call; ``latest`` is the newest one. Times are seconds since ``t0`` (``time.monotonic()``
+    based, shared with the workload child). When the GPU or the driver goes away mid-run,
+    ``drain()`` returns one "error" event (what="nvml"), ``info`` turns unavailable with the
+    reason, and sampling stops."""
 
     def __init__(
         self,
@@ -247,12 +241,16 @@ class NvmlSampler:
         return info
 
     def stop(self) -> None:
-        """Stop the thread and shut NVML down. Idempotent."""
+        """Stop the thread and shut NVML down, unless a tick is stuck in NVML (then left). Idempotent."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=2.0)
             self._thread = None
-        self._shutdown()
+        if self._lock.acquire(timeout=2.0):
+            try:
+                self._shutdown()
+            finally:
+                self._lock.release()
 
     def select(self, *, index: int | None = None, uuid: str | None = None) -> bool:
         """Sample another GPU (by NVML index or UUID); True if it changed."""
@@ -337,8 +335,7 @@ class NvmlSampler:
         return GpuReading(index, **{k: values.get(k) for k in _READING_FIELDS})
 
     def _ask(self, gpu: _WatchedGpu) -> dict[str, Any]:
-        """A watched GPU's values this tick. A failing query is None for this tick; one the GPU
-        does not support is dropped; a GPU that is gone is asked no more (its row reads n/a)."""
+        """A watched GPU's values this tick: a failing query None, one not supported dropped, a gone GPU n/a."""
         values: dict[str, Any] = {}
         for name, query in list(gpu.queries.items()) if gpu.gone is None else ():
             try:

@@ -34,6 +34,7 @@ from gpudash.core.protocol import (
 )
 from gpudash.core.sync_sites import SyncTable
 from gpudash.core.textfmt import strip_controls
+from gpudash.diagnosis.rules import WINDOW_START
 from gpudash.host.devices import cuda_index_hint
 from gpudash.host.nvml import NvmlSampler
 from gpudash.job import command as job_command
@@ -84,6 +85,7 @@ class JobSession:
         self.exit_code: int | None = None  # the job's, once it has ended
         self.no_hello_s, self.no_step_s = NO_HELLO_S, NO_STEP_S  # when a quiet job gets its note
         self.diagnosis: JobDiagnosis | None = None
+        self._window_start: float | None = None  # when the diagnosis' timed window began (the run's seconds)
         self._hello: dict[int, dict[str, Any]] = {}  # pid -> the process's hello
         self._first: dict[int, dict[str, Any]] = {}  # rank -> its first step's message
         self._first_step_at: float | None = None
@@ -274,6 +276,8 @@ class JobSession:
         assert d is not None
         before = d.phase
         d.add(record, now)
+        if d.phase == "timed" and before == "warm-up":
+            self._window_start = time.monotonic() - self.t0  # the steady state's NVML figures are before it
         if d.phase == "traced" and before != "traced":
             self._ask_trace(DIAGNOSIS, d.steps)
         elif d.phase == "done" and before != "done":
@@ -285,11 +289,15 @@ class JobSession:
         d, self.diagnosis = self.diagnosis, None
         if d is None or d.timed_evidence is None:
             return
-        evidence = replace(d.timed_evidence, sync_sites=self._sites if self._on_cuda() else None)
+        count = self.samples.count
+        dtype = (count.details.get("dtype") or None) if count is not None else None  # the counted step's
+        evidence = replace(d.timed_evidence, sync_sites=self._sites if self._on_cuda() else None, dtype=dtype)
         if fig is not None:
             evidence = with_trace(evidence, fig)
         verdict = job_verdict(evidence)
         details = {**self._config_details(), **evidence.details(), "bound": str(verdict.bound)}
+        if self._window_start is not None:
+            details[WINDOW_START] = f"{self._window_start:.3f}"
         self._event(EventKind.MEASURED, what=DIAGNOSIS, message=verdict.line(), details=details)
 
     def _ask_trace(self, purpose: str, steps: int) -> None:

@@ -1,15 +1,14 @@
 """The CSV format of a recorded run: one list of columns, and the conversions both ways.
 
-One header row; one ``sample`` row per tick (the child's latest sample joined with the
-latest NVML sample); one ``event`` row per event, and a ``summary`` row with each
-configuration's statistics when it ends (``summary_row``; readers of messages skip it); a
-recording of NVML alone (``gpudash watch --record``) has a ``gpu`` row per tick instead of samples. Units
-are in the column names; an empty cell means "not available". ``pandas.read_csv(path)`` loads it as is. Written by the
-recorder and the dashboard's recording; read back by ``gpudash replay`` and ``gpudash report``
-through one reader, ``CsvRecords``, which treats the file as hostile: records are bounded
-(``MAX_RECORD``; fields by ``csv``'s field limit), control characters are stripped as the text
-is read, and a bad record is handed to its caller's policy (replay skips and counts it; report
-and ``read_table`` refuse the file in one line).
+One header row; one ``sample`` row per tick (the child's latest sample joined with the latest NVML
+sample); one ``event`` row per event, and a ``summary`` row with each configuration's statistics when
+it ends (``summary_row``; readers of messages skip it); a recording of NVML alone (``gpudash watch
+--record``) has a ``gpu`` row per tick instead of samples. Units are in the column names; an empty cell
+means "not available". ``pandas.read_csv(path)`` loads it as is. Written by the recorder and the
+dashboard's recording; read back by ``gpudash replay`` and ``gpudash report`` through one reader,
+``CsvRecords``, which treats the file as hostile: records are bounded (``MAX_RECORD``; fields by
+``csv``'s field limit), control characters are stripped as the text is read, and a bad record is
+handed to its caller's policy (replay skips and counts it; report and ``read_table`` refuse it).
 """
 
 from __future__ import annotations
@@ -58,17 +57,15 @@ RANK_COLUMNS = list(RANK_KEYS)
 # cuda_reserved_mib); empty on the CPU and in a file without them.
 ALLOCATOR_COLUMNS = list(ALLOCATOR_KEYS)
 LATER_SAMPLE_COLUMNS = [*RANK_COLUMNS, *ALLOCATOR_COLUMNS]  # Sample fields after the knobs column
-# Added after the allocator's columns: a summary row's 95% interval of the mean of steps/s (empty
-# on other rows, and when the configuration was too short for one). A file without them carried
-# it in event_before (low) and event_after (high); ``RowParser.interval`` reads both.
+# Added after the allocator's columns: a summary row's 95% interval of the mean of steps/s (empty on
+# other rows, or too short for one); a file without them carried it in event_before/after.
 CI_COLUMNS = ["ci_low", "ci_high"]
 COLUMNS_0_1 = ["row_kind", "time_s", *SAMPLE_COLUMNS, *GPU_COLUMNS, *DERIVED_COLUMNS, *EVENT_COLUMNS]
 # Added after the interval's columns: what made the machine noisy while a sample was measured
-# (``Sample.noise``; empty: quiet), and on a summary row the share of noisy samples and why.
+# (``Sample.noise``; empty: quiet); on a summary row the share of noisy samples and why.
 NOISE_COLUMN = "noise"
-# Added after the noise column: GPM's figures of the NVML tick (sm_active_pct, tensor_active_pct,
-# dram_active_pct, …; empty before Hopper and in a file without them), then the model FLOPs of a
-# step, their rate and MFU (flops_per_step, tflops, mfu_pct; empty where not known).
+# Added after the noise (and NVML's per-GPU columns): GPM's figures of the tick, then the model's
+# FLOPs a step, TFLOP/s and MFU; empty where not known and in a file without them.
 GPM_COLUMNS = list(GPM_KEYS)
 MODEL_COLUMNS = list(MODEL_KEYS)
 COLUMNS = [*COLUMNS_0_1, KNOBS_COLUMN, *LATER_SAMPLE_COLUMNS, *CI_COLUMNS, NOISE_COLUMN, *GPM_COLUMNS, *MODEL_COLUMNS]
@@ -85,20 +82,24 @@ def missing_columns(header: list[str]) -> list[str]:
     return [c for c in COLUMNS_0_1 if c not in present]
 
 
-# Added after 0.2, after every other column: for each GPU watched (``GpuInfo.sampled``), in its
-# order, its per-GPU metrics (``PER_GPU_KEYS``): gpu0_util_pct, gpu0_mem_used_mib, gpu0_power_w,
-# gpu0_sm_clock_mhz, gpu0_temp_c, then (added with GPM) gpu0_sm_active_pct, gpu0_tensor_active_pct,
-# gpu0_dram_active_pct, gpu1_… A GPU is read when it has the first five (``PER_GPU_BASE_KEYS``); a
-# recording without them has no per-GPU readings, one without the GPM ones reads those as empty.
+# Added after 0.2, after the noise column: for each GPU watched (``GpuInfo.sampled``), in its order,
+# NVML's per-GPU metrics (``PER_GPU_BASE_KEYS``): gpu0_util_pct, …, gpu0_temp_c, gpu1_…; at the very
+# end (added with GPM) each GPU's GPM ones: gpu0_sm_active_pct, …, gpu1_… A GPU is read when it has
+# its first five; a recording without the GPM ones reads those as empty.
 _PER_GPU_COLUMN = re.compile(r"gpu(0|[1-9]\d*)_(\w+)")
-_PER_GPU_SUFFIXES = tuple(key.removeprefix("gpu_") for key in PER_GPU_KEYS)
 _PER_GPU_BASE_SUFFIXES = tuple(key.removeprefix("gpu_") for key in PER_GPU_BASE_KEYS)
+_PER_GPU_GROUPS = (PER_GPU_BASE_KEYS, tuple(k for k in PER_GPU_KEYS if k not in PER_GPU_BASE_KEYS))
 
 
-def per_gpu_columns(gpus: Sequence[int]) -> list[str]:
-    """The per-GPU columns of a recording that watched ``gpus`` (NVML indexes, in their order):
-    GPU 2's ``gpu_util_pct`` is ``gpu2_util_pct``."""
-    return [f"gpu{i}_{suffix}" for i in gpus for suffix in _PER_GPU_SUFFIXES]
+def per_gpu_column(index: int, key: str) -> str:
+    """GPU ``index``'s column of the per-GPU metric ``key``: GPU 2's ``gpu_util_pct`` is ``gpu2_util_pct``."""
+    return f"gpu{index}_{key.removeprefix('gpu_')}"
+
+
+def per_gpu_columns(gpus: Sequence[int], group: int | None = None) -> list[str]:
+    """The per-GPU columns of ``gpus`` (NVML indexes, in their order): NVML's (``group`` 0), GPM's (1), or both."""
+    groups = _PER_GPU_GROUPS if group is None else (_PER_GPU_GROUPS[group],)
+    return [per_gpu_column(i, k) for keys in groups for i in gpus for k in keys]
 
 
 def per_gpu_indexes(header: Sequence[str]) -> list[int]:
@@ -116,11 +117,11 @@ def _per_gpu_indexes(header: tuple[str, ...]) -> tuple[int, ...]:
     return tuple(index for index, suffixes in found.items() if suffixes.issuperset(_PER_GPU_BASE_SUFFIXES))
 
 
-def per_gpu_cells(gpu: GpuSample | None, gpus: Sequence[int]) -> list[str]:
-    """A row's per-GPU cells: ``gpu``'s readings of ``gpus``; empty where it has none (and for
-    rows without an NVML sample: events, summaries)."""
+def per_gpu_cells(gpu: GpuSample | None, gpus: Sequence[int], group: int | None = None) -> list[str]:
+    """A row's per-GPU cells (``gpu``'s readings of ``gpus``; empty where none), ``group`` as ``per_gpu_columns``'."""
     readings = {r.index: r for r in gpu.per_gpu} if gpu is not None else {}
-    return [_cell(getattr(readings[i], k) if i in readings else None, k) for i in gpus for k in PER_GPU_KEYS]
+    groups = _PER_GPU_GROUPS if group is None else (_PER_GPU_GROUPS[group],)
+    return [_cell(getattr(readings[i], k) if i in readings else None, k) for keys in groups for i in gpus for k in keys]
 
 
 _KIND = {
@@ -207,9 +208,22 @@ def summary_row(segment: Segment, time_s: float) -> list[str]:
     return [_cell(values.get(c), c) for c in COLUMNS]
 
 
+_EARLIER = len(COLUMNS) - len(GPM_COLUMNS) - len(MODEL_COLUMNS)  # the columns before GPM's and the model's
+
+
 def header(gpus: Sequence[int] = ()) -> list[str]:
-    """A recording's header: ``COLUMNS``, then the per-GPU columns of ``gpus``."""
-    return [*COLUMNS, *per_gpu_columns(gpus)]
+    """A recording's header (every earlier version's columns in their places, ``full_row``)."""
+    return full_row(COLUMNS, per_gpu_columns(gpus, 0), per_gpu_columns(gpus, 1))
+
+
+def full_row(cells: Sequence[str], nvml_cells: Sequence[str], gpm_cells: Sequence[str]) -> list[str]:
+    """``COLUMNS`` up to the noise, NVML's per-GPU cells, GPM's and the model's, GPM's per-GPU cells."""
+    return [*cells[:_EARLIER], *nvml_cells, *cells[_EARLIER:], *gpm_cells]
+
+
+def row_cells(cells: Sequence[str], gpu: GpuSample | None, gpus: Sequence[int]) -> list[str]:
+    """A row of ``COLUMNS`` cells as written, with ``gpu``'s per-GPU readings of ``gpus``."""
+    return full_row(cells, per_gpu_cells(gpu, gpus, 0), per_gpu_cells(gpu, gpus, 1))
 
 
 def format_row(row: list[str]) -> str:
@@ -232,9 +246,7 @@ def _as_int(text: str) -> int | None:
 
 def _as_float(text: str) -> float | None:
     """A number; one that is not finite is "not available" (None), like an empty cell."""
-    if not text:
-        return None
-    value = float(text)
+    value = float(text) if text else math.nan
     return value if math.isfinite(value) else None
 
 
@@ -271,13 +283,7 @@ class RowParser:
         self._gpu, self._sample = columns([*GPU_COLUMNS, *GPM_COLUMNS]), columns(SAMPLE_COLUMNS)
         self._later = [(c, i, conv) for c, i, conv in columns([*LATER_SAMPLE_COLUMNS, *MODEL_COLUMNS]) if i is not None]
         self._per_gpu = [
-            (
-                index,
-                [
-                    (k, at.get(c), _CONVERT[_KIND.get(k, float)])
-                    for k, c in zip(PER_GPU_KEYS, per_gpu_columns([index]), strict=True)
-                ],
-            )
+            (index, [(k, at.get(per_gpu_column(index, k)), _CONVERT[_KIND.get(k, float)]) for k in PER_GPU_KEYS])
             for index in per_gpu_indexes(header)
         ]
 

@@ -357,7 +357,7 @@ class CsvRecorder:
     # -- internals ------------------------------------------------------------------------------------
     def _write(self, row: list[str], gpu: GpuSample | None = None) -> None:
         """Write ``row`` and its per-GPU cells (``gpu``'s readings; none: empty cells)."""
-        row = row + csvformat.per_gpu_cells(gpu, self.gpus)
+        row = csvformat.row_cells(row, gpu, self.gpus)
         injected = self._fault.fails_row(self.rows + 1) if self._fault is not None else None
         try:
             if injected is not None:

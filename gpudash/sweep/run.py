@@ -8,11 +8,10 @@ How one family is measured: its ``EngineSession`` starts in the first configurat
 first round (with its knobs); each round visits every configuration once in a seeded shuffled
 order, switching with ``SetVariant``/``SetBatchSize``/``SetKnobs`` (``switch_controls``) and
 waiting for the matching ``changed`` (or ``error``) events. Samples of the ``--warmup`` seconds
-after each change (and after the start) are left out; then the configuration's samples are
-kept until they span ``--seconds``. A switch to
-what already runs sends no control (the engine would ignore it): the warm-up clock just
-starts again — the A/A case. A configuration that fails (an ``error`` event) is recorded
-with its message and left out of later rounds.
+after each change (and after the start) are left out; then the configuration's samples are kept
+until they span ``--seconds``. A switch to what already runs sends no control (the engine would
+ignore it): the warm-up clock just starts again — the A/A case. A configuration that fails (an
+``error`` event) is recorded with its message and left out of later rounds.
 
 Exit status: 0 done, 1 the workload crashed (or nothing could be measured), 130 SIGINT or
 SIGTERM. In every case the files hold every finished configuration × repeat.
@@ -24,6 +23,7 @@ import dataclasses
 import json
 import sys
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Protocol
 
@@ -119,6 +119,7 @@ class FamilyRun:
         self.notes: list[str] = []  # how --until-ci ended, for the report
         self.run_state = RunState()  # what the engine reports it runs
         self.window: Window | None = None
+        self.recent_gpu: deque[GpuSample] = deque(maxlen=600)  # a diagnosis' ticks (tick_before_window)
 
     # -- the rounds ---------------------------------------------------------------------------------
     def run(self) -> None:
@@ -213,8 +214,7 @@ class FamilyRun:
         return time.monotonic() - self.session.t0
 
     def _pump(self) -> list[Event]:
-        """Poll once: samples into the open window; events returned (a signal or the
-        workload's end raises ``SweepStopped``)."""
+        """Poll once: samples into the open window; events returned (a signal or its end: ``SweepStopped``)."""
         outcome = self.interrupted.outcome()
         if outcome is not None:
             raise SweepStopped(*outcome)
@@ -226,6 +226,8 @@ class FamilyRun:
                 events.append(msg)
             elif self.window is not None and isinstance(msg, (Sample, GpuSample)):
                 self.window.offer(msg)
+            if isinstance(msg, GpuSample):
+                self.recent_gpu.append(msg)
         return events
 
     def _on_event(self, e: Event) -> None:
@@ -275,8 +277,7 @@ class FamilyRun:
             self.ledger.split(time.monotonic() - t, "starting", start_warm_up_s(seen))
 
     def _switch(self, config: Configuration) -> float:
-        """Make ``config`` run; returns when (session time) it began. A no-op switch (the A/A
-        case: it already runs) sends nothing and starts the warm-up clock now."""
+        """Make ``config`` run; when (session time) it began. A no-op switch (A/A) sends nothing."""
         now = self.run_state.running
         assert self.session is not None and now is not None
         controls = switch_controls(
@@ -329,8 +330,7 @@ class FamilyRun:
         return window.result(repeat)
 
     def _answer(self, control: Control, what: str, timeout: float, waiting_for: str, part: str) -> Event:
-        """Send ``control`` and wait for its "measured" (or "error") event, whose ``what`` is
-        ``what``; the wall-clock seconds go to ``part`` of the ledger."""
+        """Send ``control``; its "measured" (or "error") event of ``what``; the seconds go to ``part``."""
         assert self.session is not None
         answer: list[Event] = []
 

@@ -27,7 +27,7 @@ from gpudash.core.metrics import SERIES_KEYS, STAT_KEYS, Better, Metric, Origin,
 from gpudash.core.protocol import DIAGNOSIS, Event, EventKind, GpuInfo, GpuSample, Message, RunConfig, Sample, SyncSites
 from gpudash.core.running import NO_KNOBS, Running
 from gpudash.core.runstate import RunState
-from gpudash.diagnosis.rules import with_gpu_telemetry
+from gpudash.diagnosis.rules import tick_before_window, with_gpu_telemetry
 from gpudash.stats.comparison import Comparison, Estimate, Verdict, seconds_for_interval
 from gpudash.stats.energy import EnergyPerStep
 from gpudash.stats.segments import Segment, SegmentTracker, compare_segments, incomparable
@@ -46,6 +46,7 @@ def is_trace(e: Event) -> bool:
     return e.kind == EventKind.MEASURED and e.what == TRACE
 
 
+RECENT_GPU_TICKS = 600  # NVML ticks kept (5 minutes at 0.5 s): a diagnosis window is shorter
 _SAMPLE_SERIES = tuple(k for k in SERIES_KEYS if metric(k).origin in (Origin.WORKLOAD, Origin.MODEL))
 _GPU_SERIES = tuple(k for k in SERIES_KEYS if metric(k).origin.from_gpu)
 
@@ -149,6 +150,9 @@ class DashState:
         self.gpu_info: GpuInfo | None = None
         self.last_sample: Sample | None = None
         self.last_gpu: GpuSample | None = None
+        self._recent_gpu: deque[GpuSample] = deque(
+            maxlen=RECENT_GPU_TICKS
+        )  # a diagnosis' tick is from before its window
         self.status = Status.STARTING
         self.status_message = ""
         self.last_error: Event | None = None
@@ -207,6 +211,7 @@ class DashState:
     def _on_gpu(self, g: GpuSample) -> None:
         t = self._time(g.time_s)
         self.last_gpu = g
+        self._recent_gpu.append(g)
         for k in _GPU_SERIES:
             self.series[k].append(t, getattr(g, k))
         self.tracker.on_gpu(g)
@@ -218,7 +223,8 @@ class DashState:
             self.last_scaling = e
         self.flops.on_event(e)
         if e.kind == EventKind.MEASURED and e.what == DIAGNOSIS:
-            self.last_diagnosis = with_gpu_telemetry(e, self.last_gpu)  # NVML's figures: the parent's
+            # NVML's and GPM's figures (the parent's) from before the window, the steady state
+            self.last_diagnosis = with_gpu_telemetry(e, tick_before_window(e, self._recent_gpu))
         elif e.kind in (EventKind.CHANGED, EventKind.STARTED):  # another configuration: its own diagnosis
             self.last_diagnosis = None
         if is_trace(e):  # a profiler window: marked where it began (its steps are not in the samples)

@@ -108,11 +108,11 @@ class StepFlopsCount:
     def _stop(self, rank: int) -> None:
         count = self.count
         if threading.get_ident() != self.thread:
-            self.stranded = True
+            self._strand(count)
             self._send(rank, None, "the second optimizer step ran on another thread than the first")
             return
         if not count.on_top():
-            self.stranded = True
+            self._strand(count)
             self._send(rank, None, "the job entered a dispatch mode of its own during the counted step")
             return
         self._fault("stop")
@@ -145,13 +145,19 @@ class StepFlopsCount:
         why = " ".join(f"{type(exc).__name__}: {exc}".split())  # one line
         print(f"gpudash: the model FLOPs count is off: {why}", file=sys.stderr, flush=True)
         if self.count is not None:
-            self.stranded = True
+            self._strand(self.count)
             try:
                 self._leave()
             except Exception:  # noqa: BLE001, S110 - left at a later step, if ever
                 pass
         if not self.done:
             self._send(rank, None, f"the count failed: {why}")
+
+    def _strand(self, count: Any) -> None:
+        """The count's mode cannot be left now: it counts no more (it only runs the operators, at a
+        Python call's cost each) until a step boundary on its thread finds it on top and leaves it."""
+        count.pass_through()
+        self.stranded = True
 
     def _leave(self) -> None:
         """A stranded count's modes, left if they are on top of this (their) thread's stack."""
@@ -177,7 +183,7 @@ class StepFlopsCount:
         ``torch.compile`` given back."""
         self.done = True
         if self.count is not None:
-            self.stranded = True
+            self._strand(self.count)
             self._leave()
         if self._compile is not None and getattr(self.torch.compile, "__wrapped__", None) is self._compile:
             self.torch.compile = self._compile

@@ -162,6 +162,9 @@ class Hooks:
                 self.loader_module._BaseDataLoaderIter.__next__ = self._next_orig
             if self.syncs is not None:
                 self.syncs.close()
+        except Exception:  # noqa: BLE001, S110 - already turning off
+            pass
+        try:  # apart: a count left running would slow every operator of the job
             self.flops.close()
         except Exception:  # noqa: BLE001, S110 - already turning off
             pass
