@@ -5,7 +5,7 @@
 
 Runs ``gpudash record CSV -w benchmarks/mfu_check.py:workload`` (the model below, as a user's
 workload file) and reads back what gpudash measured: its FLOPs a step (counted once with
-FlopCounterMode on an eager step), its TFLOP/s and MFU over the GPU's dense bf16 peak. The analytic
+torch's FLOP formulas on an eager step), its TFLOP/s and MFU over the GPU's dense bf16 peak. The analytic
 count is the one the PaLM paper and nanoGPT use: per token, 6·N (N: the parameters without the
 position embedding; the tied output layer counts through the token embedding) plus 12·L·d·T for
 attention (L layers, width d, sequence T; causal masking not discounted), times the tokens a step

@@ -19,7 +19,7 @@ The target: no measurable cost.
 {overhead("gpm-cost.txt", GPM)}
 
 `benchmarks/mfu_check.py`: GPT-2 small in bf16 as a `-w` workload under `gpudash record`;
-gpudash's FLOPs a step (counted once with FlopCounterMode), TFLOP/s and MFU against the analytic
+gpudash's FLOPs a step (counted once with torch's FLOP formulas), TFLOP/s and MFU against the analytic
 6·N + 12·L·d·T a token at the measured tokens/s. The target: MFU within ±10%.
 
 {overhead("mfu-check.txt", GPM)}

@@ -183,7 +183,7 @@ METRICS: tuple[Metric, ...] = (
          "NVLink traffic to the GPU, all links (GPM)"),
     # the model FLOPs of one step (counted once per configuration, eagerly) and the GPU's dense peak
     _row("flops_per_step",       "FLOP/step",    "",    _M,    _ANY,  None,  float, "",
-         "model FLOPs of one step on one GPU (torch's FlopCounterMode on an eager step)", csv_decimals=0),
+         "model FLOPs of one step on one GPU (torch's FLOP formulas on an eager step)", csv_decimals=0),
     _row("tflops",               "TFLOP/s",      "",    _M,    _UP,   _TIME, float, "series",
          "model FLOPs per second on one GPU: FLOPs per step × steps/s"),
     _row("mfu_pct",              "MFU%",         "%",   _M,    _UP,   _TIME, float, "stat series figure",

@@ -4,7 +4,7 @@ job's own torch only; gpudash's ``engine/flops.py`` is loaded from its file.
 
 What is counted: the whole iteration from the end of the job's first optimizer step (its post-hook)
 to the end of its second — the batch drawn, the forward and backward passes of every micro-batch,
-the optimizer's step — eagerly, under torch's ``FlopCounterMode`` and a tally of the FLOPs by
+the optimizer's step — eagerly, under gpudash's counting mode (``engine/flops.py``: torch's FLOP formulas), by
 dtype, on the thread that steps the optimizer (each rank of a data-parallel job counts its own).
 One record goes to gpudash: the FLOPs, their shares by dtype and the device's name, or why there
 is no count:
