@@ -172,33 +172,6 @@ def test_once_table_shows_each_gpu_and_its_processes(box, capsys) -> None:
     assert lines[-1] == "driver 555.42"
 
 
-@pytest.mark.parametrize("gpm", ["pre-Hopper", "no GPM in pynvml"])
-def test_without_gpm_once_leaves_its_figures_out_and_says_why_once(box, capsys, gpm: str) -> None:
-    nv = box(2)
-    if gpm == "pre-Hopper":
-        add_gpm(nv).unsupported |= {0, 1}
-    code, out, err = once(capsys)
-    assert (code, err) == (0, "")
-    lines = out.splitlines()
-    assert lines[1].startswith("  kernel-active 10% · mem-bw 5% ·") and "SM " not in out and "tensor" not in lines[1]
-    why = [line for line in lines if line.startswith("GPM (SM, tensor and DRAM activity)")]
-    assert len(why) == 1 and lines[-2] == why[0]  # once, after the GPUs, before the driver
-    assert ("needs a Hopper or newer GPU" if gpm == "pre-Hopper" else "needs a newer nvidia-ml-py") in why[0]
-    code, out, _ = once(capsys, "--json")
-    doc = json.loads(out)
-    assert doc["gpm_unavailable"] == why[0]
-    assert all(g["sm_active_pct"] is g["tensor_active_pct"] is g["dram_active_pct"] is None for g in doc["gpus"])
-    assert doc["gpus"][1]["utilization_pct"] == 11.0  # the rest as ever
-
-
-def test_once_names_the_gpu_without_gpm_on_a_mixed_box(box, capsys) -> None:
-    add_gpm(box(2)).unsupported.add(1)
-    code, out, _ = once(capsys)
-    gpu0, gpu1 = out.split("\nGPU ")
-    assert code == 0 and "· SM 60% · tensor 40% · DRAM 20% ·" in gpu0 and "SM " not in gpu1.split("\n")[1]
-    assert "GPM (SM, tensor and DRAM activity): GPU 1 needs a Hopper or newer GPU: Fake GPU 1 has none" in out
-
-
 def test_a_gpu_without_processes_says_so(box, capsys) -> None:
     box(1)
     code, out, _ = once(capsys)

@@ -11,7 +11,8 @@ The JSON's schema (``SCHEMA``; a new field may be added, none renamed or removed
                "memory_bandwidth_pct", "memory_used_mib", "memory_total_mib", "power_w",
                "sm_clock_mhz", "temperature_c", "throttle_reasons": [str] | null,
                "processes": [{"pid", "user", "command", "used_memory_mib", "type"}] | null,
-               "errors": {query: why}}]}
+               "errors": {query: why}}],
+     "mig": [{"label", "sm_active_pct", "tensor_active_pct", "dram_active_pct"}]}
 
 A figure NVML did not give is ``null`` (and its query's reason is in ``errors``); ``processes``
 is null when NVML could not list them, ``[]`` when there are none; ``user`` and ``command`` are
@@ -20,7 +21,8 @@ is null when NVML could not list them, ``[]`` when there are none; ``user`` and 
 ``sm_active_pct``, ``tensor_active_pct`` and ``dram_active_pct`` are GPM's (Hopper and newer), over
 ``GPM_WINDOW_S`` before the read: the share of the SMs' time they were busy, ran tensor cores, and
 the DRAM bandwidth used (``utilization_pct`` is NVML's "a kernel ran"). Null where GPM is not
-read; ``gpm_unavailable`` says why in one line (null: every GPU gives them).
+read; ``gpm_unavailable`` says why in one line (null: every GPU gives them). Under MIG each GPU
+instance's are in ``mig``, labelled ``GPU 0 · GI 1`` (the table: a line under its GPU).
 
 Exit status: 0 done; 1 NVML cannot be used here (no driver, no GPU: the one line says why, on
 stderr, and nothing goes to stdout).
@@ -41,6 +43,7 @@ from gpudash.watch.snapshot import GpuState, Snapshot, take
 SCHEMA = "gpudash-watch/1"
 NA = "n/a"
 COMMAND_WIDTH = 72  # characters of a command in the table (the JSON has it whole)
+MIG_FIGURES = ("sm_active_pct", "tensor_active_pct", "dram_active_pct")  # a MIG instance's, in this order
 GPM_WINDOW_S = 0.25  # the span GPM's figures cover: two samples this far apart (GPM has no "now")
 
 
@@ -54,6 +57,9 @@ def as_dict(snap: Snapshot, now: _dt.datetime | None = None) -> dict[str, Any]:
         "driver": snap.driver,
         "gpm_unavailable": snap.gpm_unavailable,
         "gpus": gpus,
+        "mig": [  # under MIG: each GPU instance's GPM figures
+            {"label": r.label, **{k: _round(getattr(r, k)) for k in MIG_FIGURES}} for r in snap.mig
+        ],
     }
 
 
@@ -125,6 +131,12 @@ def table(snap: Snapshot) -> str:
             f"throttle: {throttle}",
         ]
         out += [head, "  " + " · ".join(figures)]
+        for r in (r for r in snap.mig if r.label.startswith(f"GPU {g.index} ")):  # its MIG instances
+            gpm = (
+                f"{name} {_num(getattr(r, k), '.0f', '%')}"
+                for name, k in zip(("SM", "tensor", "DRAM"), MIG_FIGURES, strict=True)
+            )
+            out.append(f"  └ {r.label}: " + " · ".join(gpm))
         if g.processes is None:
             why = dict(g.failed).get("processes", "")
             out.append(f"  processes: {NA}" + (f" (NVML: {why})" if why else ""))

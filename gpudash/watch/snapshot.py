@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpudash.core import proctree
+from gpudash.core.protocol import MigReading
 from gpudash.core.textfmt import strip_controls
 from gpudash.host.nvml import NvmlProcess, NvmlSampler
 
@@ -68,6 +69,7 @@ class Snapshot:
     driver: str | None = None
     unavailable: str | None = None  # NVML cannot be used here: why, in one line
     gpm_unavailable: str | None = None  # why GPM's figures are empty (some GPUs or all), in one line
+    mig: tuple[MigReading, ...] = ()  # under MIG, each GPU instance's GPM figures ("GPU 0 · GI 1")
 
 
 def take(sampler: NvmlSampler, with_processes: bool = True) -> Snapshot:
@@ -107,7 +109,9 @@ def take(sampler: NvmlSampler, with_processes: bool = True) -> Snapshot:
                 failed=tuple(sorted(failed.items())),
             )
         )
-    return Snapshot(tuple(gpus), driver=info.driver, gpm_unavailable=sampler.info.gpm_unavailable)
+    return Snapshot(
+        tuple(gpus), driver=info.driver, gpm_unavailable=sampler.info.gpm_unavailable, mig=sampler.gpm.mig()
+    )
 
 
 def describe(p: NvmlProcess) -> GpuProcess:
