@@ -17,6 +17,8 @@ from typing import Protocol
 from gpudash.core.running import Running
 from gpudash.core.sync_sites import SyncTable
 
+JOB_PREFIX = "job:"  # the workload name of a user's own job (``gpudash -- CMD``): "job:" and its script
+
 
 class ExitCode(IntEnum):
     """The exit status of every ``gpudash`` command."""

@@ -45,9 +45,8 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gpudash.core.protocol import Event, GpuSample
+from gpudash.core.protocol import JOB_PREFIX, Event, GpuSample
 from gpudash.core.sync_sites import SyncTable
-from gpudash.job.command import JOB_PREFIX
 
 INPUT_SHARE = 0.30  # of a step spent waiting for the next batch: input-bound at or above
 GPU_BUSY = 90.0  # % of the steps' span the GPU ran anything: GPU-bound at or above

@@ -14,7 +14,8 @@ import shlex
 import shutil
 from collections.abc import Sequence
 
-JOB_PREFIX = "job:"
+from gpudash.core.protocol import JOB_PREFIX
+
 NO_ARGUMENTS = "(no arguments)"
 # the launchers whose own options come before the script (``torchrun --nproc-per-node 2 train.py``)
 LAUNCHERS = ("python", "python3", "torchrun", "accelerate", "deepspeed", "bash", "sh", "uv", "poetry")
