@@ -10,6 +10,7 @@ from gpudash.core.textfmt import fmt_num
 
 FLOPS = "flops"  # a measured event with this ``what`` says what a configuration's model FLOPs count was
 MFU_BLANK = "MFU blank: "  # what a "flops" event's message says before the reason MFU is blank
+PRECISION_KNOBS = ("amp", "tf32")  # as gpudash.engine.model_flops keeps its counts by
 
 
 class FlopsCounts:
@@ -36,15 +37,21 @@ class FlopsCounts:
                 del self.by_config[next(iter(self.by_config))]
 
     def of(self, s: Sample | None) -> Event | None:
-        """The count of ``s``'s configuration: its own; one of its workload, variant and batch size
-        (knobs that change no arithmetic, such as compile, reuse a count); before any sample, the one told."""
+        """The count of ``s``'s configuration: its own; one of its workload, variant, batch size and
+        precision knobs (knobs that change no arithmetic, such as compile, reuse a count); before
+        any sample, the one told."""
         if s is None:
             return self.pending
         key = config_key(s)
         if key in self.by_config:
             return self.by_config[key]
-        alike = [e for k, e in self.by_config.items() if k[:3] == key[:3]]
+        alike = [e for k, e in self.by_config.items() if k[:3] == key[:3] and _precision(k[3]) == _precision(key[3])]
         return alike[-1] if alike else self.pending
+
+
+def _precision(knobs: str) -> tuple[str, ...]:
+    """The settings of a knobs text that change a step's dtype (``amp``, ``tf32``): a count is kept by them."""
+    return tuple(sorted(item for item in knobs.split(",") if item.split("=", 1)[0] in PRECISION_KNOBS))
 
 
 def mfu_blank_reason(e: Event | None) -> str | None:

@@ -278,3 +278,22 @@ def test_the_compact_layout_puts_gpms_chart_beside_kernel_active_once_it_has_fig
     assert layout_for(120, 36, True, without).charts == COMPACT_CHARTS
     assert layout_for(120, 48, True, every).charts == every  # tall: every chart with figures
     assert len(layout_for(50, 40, True, every).charts) == 4  # one column: no more than fit
+
+
+def test_a_count_is_found_again_by_the_knobs_that_change_the_dtype_only() -> None:
+    """compile reuses its eager configuration's count (the engine says nothing new); amp=bf16 does
+    not reuse an fp32 count's line."""
+    from dataclasses import replace
+
+    from gpudash.tui.mfu import FlopsCounts
+
+    counts = FlopsCounts()
+    s = run_segment(1.0, 1.25, 100.0)[0]
+    assert isinstance(s, Sample)
+    fp32, bf16 = flops_event(1.0, "model FLOPs: 1 TFLOP a step (fp32 100%)"), flops_event(2.0, "bf16 count")
+    for event, knobs in ((fp32, "none"), (bf16, "amp=bf16")):
+        counts.on_event(event)
+        counts.on_sample(replace(s, knobs=knobs))
+    assert counts.of(replace(s, knobs="compile=default")) is fp32
+    assert counts.of(replace(s, knobs="amp=bf16,compile=default")) is bf16
+    assert counts.of(replace(s, knobs="amp=bf16,cuda_graph=on")) is bf16
