@@ -36,6 +36,7 @@ class ModelCount:
     peak: PeakChoice
     message: str
 
+    @property
     def details(self) -> dict[str, str]:
         """The "flops" event's details (text)."""
         mixed = self.flops_per_step is not None and self.dtype is None
@@ -46,9 +47,10 @@ class ModelCount:
             out["peak_tflops"] = f"{self.peak.tflops:g}"
         return out
 
-    def rates(self, steps_per_s: float) -> tuple[float | None, float | None]:
-        """(TFLOP/s, MFU %) at ``steps_per_s``."""
-        return model_rates(self.flops_per_step, steps_per_s, self.peak)
+    def rates(self, steps_per_s: float) -> tuple[float | None, float | None, float | None]:
+        """(FLOPs a step, TFLOP/s, MFU %) of a sample at ``steps_per_s``; Nones where not known."""
+        tflops, mfu = model_rates(self.flops_per_step, steps_per_s, self.peak)
+        return self.flops_per_step, tflops, mfu
 
 
 def flop_text(flops: float) -> str:
@@ -91,9 +93,7 @@ class ModelFlops:
         if known is None:
             known = self.counts[key] = self._count(w)
             emit(
-                Event(
-                    time_s=time_s, kind=EventKind.MEASURED, what=FLOPS, message=known.message, details=known.details()
-                )
+                Event(time_s=time_s, kind=EventKind.MEASURED, what=FLOPS, message=known.message, details=known.details)
             )
         self.current = known
 
@@ -112,8 +112,4 @@ class ModelFlops:
 
     def rates(self, steps_per_s: float) -> tuple[float | None, float | None, float | None]:
         """(FLOPs a step, TFLOP/s, MFU %) of a sample at ``steps_per_s``; Nones where not known."""
-        c = self.current
-        if c is None:
-            return None, None, None
-        tflops, mfu = c.rates(steps_per_s)
-        return c.flops_per_step, tflops, mfu
+        return self.current.rates(steps_per_s) if self.current is not None else (None, None, None)

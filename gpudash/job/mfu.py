@@ -8,30 +8,14 @@ rank steps together). Torch-free.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
-from gpudash.core.peaks import PeakChoice, choose_peak, model_rates
+from gpudash.core.peaks import PeakChoice, choose_peak
 from gpudash.engine.flops import StepFlops
-from gpudash.engine.model_flops import describe
+from gpudash.engine.model_flops import ModelCount, describe
 
 
-@dataclass(frozen=True)
-class JobCount:
-    """What the job's count says: its FLOPs a step (None: not known), the peak, the event's line."""
-
-    flops_per_step: float | None
-    peak: PeakChoice
-    message: str
-    details: dict[str, str] = field(default_factory=dict)
-
-    def rates(self, steps_per_s: float) -> tuple[float | None, float | None, float | None]:
-        """(FLOPs a step, TFLOP/s, MFU %) of a sample at ``steps_per_s``; Nones where not known."""
-        tflops, mfu = model_rates(self.flops_per_step, steps_per_s, self.peak)
-        return self.flops_per_step, tflops, mfu
-
-
-def job_count(message: dict[str, Any], peak_override: float | None) -> JobCount:
+def job_count(message: dict[str, Any], peak_override: float | None) -> ModelCount:
     """The count in a rank's "flops" message, and the peak ``choose_peak`` gives for its dtype."""
     why = str(message.get("why") or "")
     try:
@@ -45,18 +29,15 @@ def job_count(message: dict[str, Any], peak_override: float | None) -> JobCount:
         return not_counted("torch counted no FLOPs in the step")
     device_name = message.get("device_name")
     peak = choose_peak(str(device_name) if device_name else None, counted.dtype, peak_override)
-    details = {"flops_per_step": str(counted.total), "dtype": counted.dtype or "mixed", "peak_source": peak.source}
-    if peak.tflops is not None:
-        details["peak_tflops"] = f"{peak.tflops:g}"
-    return JobCount(float(counted.total), peak, describe(counted, None, peak), details)
+    return ModelCount(float(counted.total), counted.dtype, peak, describe(counted, None, peak))
 
 
-def not_counted(why: str) -> JobCount:
+def not_counted(why: str) -> ModelCount:
     """No count: MFU blank, and why."""
-    return JobCount(None, PeakChoice(None, why), f"MFU blank: {why}", {"dtype": "", "peak_source": why})
+    return ModelCount(None, None, PeakChoice(None, why), f"MFU blank: {why}")
 
 
-def missing(steps: int) -> JobCount:
+def missing(steps: int) -> ModelCount:
     """The job ended (or gpudash stopped it) without a count from its lead rank."""
     if steps < 2:
         made = "one optimizer step" if steps == 1 else "no optimizer step"

@@ -35,13 +35,14 @@ from gpudash.core.protocol import (
 from gpudash.core.sync_sites import SyncTable
 from gpudash.core.textfmt import strip_controls
 from gpudash.diagnosis.rules import WINDOW_START
+from gpudash.engine.model_flops import ModelCount
 from gpudash.host.devices import cuda_index_hint
 from gpudash.host.nvml import NvmlSampler
 from gpudash.job import command as job_command
 from gpudash.job.channel import HostChannel
 from gpudash.job.diagnosis import JobDiagnosis, job_verdict, with_trace
 from gpudash.job.launch import STOP_GRACE_S, JobProcess, job_env
-from gpudash.job.mfu import JobCount, job_count, missing
+from gpudash.job.mfu import job_count, missing
 from gpudash.job.steps import JobSamples, StepRecord
 
 NO_HELLO_S = 15.0  # no word from the job this long after its start: say why that may be
@@ -350,7 +351,7 @@ class JobSession:
         m = self._flops.get(self._lead())
         if m is None and not final:
             return
-        count: JobCount = missing(self.samples.steps) if m is None else job_count(m, self.config.peak_tflops)
+        count: ModelCount = missing(self.samples.steps) if m is None else job_count(m, self.config.peak_tflops)
         self._flops_said = True
         if count.flops_per_step is not None:
             self.samples.count = count

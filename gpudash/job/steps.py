@@ -19,8 +19,8 @@ from typing import Any
 
 from gpudash.core.protocol import RankSample, Sample
 from gpudash.engine.measure import percentile
+from gpudash.engine.model_flops import ModelCount
 from gpudash.host.runner import with_slowest_rank
-from gpudash.job.mfu import JobCount
 
 STEP, T, MS, SAMPLES, TOKENS, WAIT, SYNCS, PROFILED = range(8)
 BATCH_FROM_STEPS = 10  # the job's batch size: the most common of its first steps' sample counts
@@ -125,7 +125,7 @@ class JobSamples:
         self.last: Sample | None = None
         self.rank_samples: dict[int, RankSample] = {}
         self.held: list[Sample] = []  # windows without a step, not sent yet (see ``due``)
-        self.count: JobCount | None = None  # the job's model FLOPs a step, and the peak (MFU)
+        self.count: ModelCount | None = None  # the job's model FLOPs a step, and the peak (MFU)
 
     def add(self, rank: int, record: StepRecord) -> None:
         self.ranks.setdefault(rank, RankWindows()).add(record)
