@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from gpudash.core.protocol import Event, EventKind, Message, SetBatchSize, Stop
+from gpudash.core.protocol import FLOPS, Event, EventKind, Message, SetBatchSize, Stop
 from gpudash.engine.flops import count_step_flops
 from gpudash.engine.loop import StepLoop
-from gpudash.engine.model_flops import FLOPS, flop_text
+from gpudash.engine.model_flops import flop_text
 from tests.messages import samples_of
 from tests.test_engine import FakeWorkload, run_loop, scripted
 from workloads.base import Workload, WorkloadOptions

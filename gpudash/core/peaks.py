@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass
 
 DTYPES = ("bf16", "tf32", "fp32")
+PRECISION_KNOBS = ("amp", "tf32")  # gpudash's knobs that change a step's dtype: a FLOP count is kept by them
 
 
 @dataclass(frozen=True)

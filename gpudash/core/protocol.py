@@ -250,6 +250,7 @@ NVML_LOST = "nvml"  # NVML lost the GPU or the driver mid-run; telemetry stops, 
 # The ``what`` of a Diagnose window's answer ("measured" with the verdict, or "error"):
 DIAGNOSIS = "diagnosis"
 LOSS_EFFECT = "loss_effect"  # the ``what`` of a LossEffect's answer
+FLOPS = "flops"  # the ``what`` of the event saying what a model FLOPs count was, or why MFU is blank
 # a "crashed" event's details[REFUSED] = "true": the first configuration was refused (a batch that
 # would not fit, a bad setting for this machine): a usage error of the run, not a failure of it
 REFUSED = "refused"

@@ -15,16 +15,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from gpudash.core.peaks import PeakChoice, choose_peak, model_rates
-from gpudash.core.protocol import Event, EventKind
+from gpudash.core.peaks import PRECISION_KNOBS, PeakChoice, choose_peak, model_rates
+from gpudash.core.protocol import FLOPS, Event, EventKind
 from gpudash.engine.events import one_line
 from gpudash.engine.flops import StepFlops, count_step_flops
 
 if TYPE_CHECKING:  # pragma: no cover
     from workloads.base import Workload
-
-FLOPS = "flops"  # the ``what`` of the event that says what was counted, or why MFU is blank
-PRECISION_KNOBS = ("amp", "tf32")  # the knobs that change the step's dtype
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from typing import Any
 
 from gpudash.core.protocol import (
     DIAGNOSIS,
+    FLOPS,
     Control,
     Diagnose,
     Event,
@@ -355,7 +356,7 @@ class JobSession:
         self._flops_said = True
         if count.flops_per_step is not None:
             self.samples.count = count
-        self._event(EventKind.MEASURED, what="flops", message=count.message, details=dict(count.details))
+        self._event(EventKind.MEASURED, what=FLOPS, message=count.message, details=dict(count.details))
 
     def _config_details(self, batch: int | None = None) -> dict[str, str]:
         lead = self._first.get(self._lead(), {})

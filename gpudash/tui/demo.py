@@ -17,7 +17,18 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from gpudash.core import protocol  # the controls, as protocol.SetVariant etc.
-from gpudash.core.protocol import Control, Event, EventKind, GpuInfo, GpuSample, Message, RunConfig, Sample, SourceInfo
+from gpudash.core.protocol import (
+    FLOPS,
+    Control,
+    Event,
+    EventKind,
+    GpuInfo,
+    GpuSample,
+    Message,
+    RunConfig,
+    Sample,
+    SourceInfo,
+)
 from workloads.registry import FAMILIES
 
 
@@ -238,7 +249,7 @@ class SyntheticSource:
             details = {"flops_per_step": str(int(flops)), "dtype": "bf16", "peak_tflops": f"{PEAK_TFLOPS:g}"}
             details["peak_source"] = "H100 SXM bf16 dense (synthetic)"
             self._out.append(
-                Event(t, EventKind.MEASURED, "flops", message=f"{line} ({details['peak_source']})", details=details)
+                Event(t, EventKind.MEASURED, FLOPS, message=f"{line} ({details['peak_source']})", details=details)
             )
         tflops = flops * rate / 1e12
         return flops, tflops, 100.0 * tflops / PEAK_TFLOPS

@@ -5,12 +5,11 @@ never a 0 for a figure that is not known)."""
 
 from __future__ import annotations
 
-from gpudash.core.protocol import Event, EventKind, Sample, config_key
+from gpudash.core.peaks import PRECISION_KNOBS
+from gpudash.core.protocol import FLOPS, Event, EventKind, Sample, config_key
 from gpudash.core.textfmt import fmt_num
 
-FLOPS = "flops"  # a measured event with this ``what`` says what a configuration's model FLOPs count was
 MFU_BLANK = "MFU blank: "  # what a "flops" event's message says before the reason MFU is blank
-PRECISION_KNOBS = ("amp", "tf32")  # as gpudash.engine.model_flops keeps its counts by
 
 
 class FlopsCounts:
