@@ -119,6 +119,7 @@ class Evidence:
 
 
 _TEXT = ("throttled", "dtype")  # Evidence's text fields
+RECENT_GPU_TICKS = 600  # NVML ticks a reader keeps for tick_before_window (5 minutes at 0.5 s)
 WINDOW_START = "diag_window_start_s"  # a diagnosis event's detail: when its window began (the run's seconds)
 TENSORS_IDLE = "tensors-idle"  # a bf16 step whose tensor cores idle: compute-bound, advice of its own
 # What to try, in the words of a script rather than of gpudash's knobs and flags (which a job has not)

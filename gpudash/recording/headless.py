@@ -22,6 +22,7 @@ import os
 import signal
 import sys
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,7 +45,7 @@ from gpudash.core.protocol import (
     TraceWindow,
 )
 from gpudash.core.textfmt import fmt_duration, fmt_needs, fmt_num
-from gpudash.diagnosis.rules import with_gpu_telemetry
+from gpudash.diagnosis.rules import RECENT_GPU_TICKS, tick_before_window, with_gpu_telemetry
 from gpudash.recording.record import CsvRecorder, RecordWriteError, run_metadata
 from gpudash.stats.comparison import seconds_for_interval
 from gpudash.stats.fmt import fmt_pm
@@ -201,8 +202,8 @@ class HeadlessRecording:
     _next_trace: float | None = field(default=None, repr=False)
     _next_progress: float | None = field(default=None, repr=False)
     _diagnosis_asked: bool = field(default=False, repr=False)
-    _last_gpu: GpuSample | None = field(default=None, repr=False)  # the newest NVML sample
-    _gpu_at_ask: GpuSample | None = field(default=None, repr=False)  # ... when the diagnosis was asked for
+    # the latest NVML samples: a diagnosis is judged with the one from before its window (tick_before_window)
+    _recent_gpu: deque[GpuSample] = field(default_factory=lambda: deque(maxlen=RECENT_GPU_TICKS), repr=False)
     diagnoses: list[Event] = field(default_factory=list)  # the diagnosis events (measured or error)
 
     def run(self, interrupted: _Interrupted) -> None:
@@ -308,9 +309,10 @@ class HeadlessRecording:
         while True:
             for msg in self.session.poll():
                 if isinstance(msg, GpuSample):
-                    self._last_gpu = msg
+                    self._recent_gpu.append(msg)
                 elif isinstance(msg, Event) and msg.what == DIAGNOSIS and msg.kind == EventKind.MEASURED:
-                    msg = with_gpu_telemetry(msg, self._gpu_at_ask)  # noqa: PLW2901 - NVML's figures joined
+                    gpu = tick_before_window(msg, self._recent_gpu)
+                    msg = with_gpu_telemetry(msg, gpu)  # noqa: PLW2901 - NVML's figures joined
                 self._on_message(msg)
                 if isinstance(msg, Event):
                     self._on_event(msg)
@@ -337,7 +339,7 @@ class HeadlessRecording:
             return
         if time.monotonic() >= self._started_at + self.diagnose_after_s:
             self.session.send(Diagnose())
-            self._diagnosis_asked, self._gpu_at_ask = True, self._last_gpu
+            self._diagnosis_asked = True
 
     def _maybe_trace(self) -> None:
         """Ask for a profiler window every ``trace_every_s`` seconds of the run."""

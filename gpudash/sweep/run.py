@@ -42,6 +42,7 @@ from gpudash.core.protocol import (
     TraceWindow,
 )
 from gpudash.core.runstate import RunState
+from gpudash.diagnosis.rules import RECENT_GPU_TICKS
 from gpudash.recording.headless import _Interrupted
 from gpudash.stats.fmt import fmt_pm
 from gpudash.sweep.command import parse_plan
@@ -119,7 +120,7 @@ class FamilyRun:
         self.notes: list[str] = []  # how --until-ci ended, for the report
         self.run_state = RunState()  # what the engine reports it runs
         self.window: Window | None = None
-        self.recent_gpu: deque[GpuSample] = deque(maxlen=600)  # a diagnosis' ticks (tick_before_window)
+        self.recent_gpu: deque[GpuSample] = deque(maxlen=RECENT_GPU_TICKS)  # a diagnosis' ticks (tick_before_window)
 
     # -- the rounds ---------------------------------------------------------------------------------
     def run(self) -> None:
@@ -352,8 +353,7 @@ class FamilyRun:
         return StageTimes.from_details(answer.details) if answer.kind == EventKind.MEASURED else None
 
     def _trace(self, config: Configuration) -> None:
-        """A profiler window after the measurement (its steps are in no window): the trace goes
-        to ``OUT/traces``, its one-line figures to the progress line. A failed window is said, not fatal."""
+        """A profiler window after the measurement (in no window): the trace to ``OUT/traces``; a failure said."""
         assert self.settings.trace_steps
         self.progress.status(f"{config.name} · profiling {self.settings.trace_steps} steps")
         control = TraceWindow(self.settings.trace_steps)

@@ -27,7 +27,7 @@ from gpudash.core.metrics import SERIES_KEYS, STAT_KEYS, Better, Metric, Origin,
 from gpudash.core.protocol import DIAGNOSIS, Event, EventKind, GpuInfo, GpuSample, Message, RunConfig, Sample, SyncSites
 from gpudash.core.running import NO_KNOBS, Running
 from gpudash.core.runstate import RunState
-from gpudash.diagnosis.rules import tick_before_window, with_gpu_telemetry
+from gpudash.diagnosis.rules import RECENT_GPU_TICKS, tick_before_window, with_gpu_telemetry
 from gpudash.stats.comparison import Comparison, Estimate, Verdict, seconds_for_interval
 from gpudash.stats.energy import EnergyPerStep
 from gpudash.stats.segments import Segment, SegmentTracker, compare_segments, incomparable
@@ -46,7 +46,6 @@ def is_trace(e: Event) -> bool:
     return e.kind == EventKind.MEASURED and e.what == TRACE
 
 
-RECENT_GPU_TICKS = 600  # NVML ticks kept (5 minutes at 0.5 s): a diagnosis window is shorter
 _SAMPLE_SERIES = tuple(k for k in SERIES_KEYS if metric(k).origin in (Origin.WORKLOAD, Origin.MODEL))
 _GPU_SERIES = tuple(k for k in SERIES_KEYS if metric(k).origin.from_gpu)
 
