@@ -13,8 +13,9 @@ The window (``gpudash.engine.measure_windows.diagnose``) measures, apart from th
   queue, milliseconds when the host runs ahead of a busy GPU).
 
 and the parent may add NVML's memory-bandwidth share and throttling and, on Hopper and newer, GPM's
-SM, tensor-core and DRAM activity over the same seconds (``sm_active_pct`` …: the share of the SMs'
-time they were busy, which "a kernel ran" is not); the workload process adds the step's dtype
+SM, tensor-core and DRAM activity (``sm_active_pct`` …: the share of the SMs' time they were busy,
+which "a kernel ran" is not), all from the last NVML tick before the window began
+(``tick_before_window``: the configuration's steady state); the workload process adds the step's dtype
 from its FLOP count. The rules, in order:
 
 1. **input-bound**: at least ``INPUT_SHARE`` of the step waits for the next batch;
