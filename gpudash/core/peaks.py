@@ -79,10 +79,6 @@ class PeakChoice:
     tflops: float | None
     source: str  # where the figure comes from, or (tflops None) why MFU is blank
 
-    @property
-    def known(self) -> bool:
-        return self.tflops is not None
-
 
 def choose_peak(device_name: str | None, dtype: str | None, override: float | None = None) -> PeakChoice:
     """The peak for a step of ``dtype`` (one of ``DTYPES``; None: a mixed or unknown dtype) on

@@ -127,10 +127,6 @@ class FlopCount:
         self.passing = False
         self.mode: Any = None  # the counting mode, while the count runs
 
-    @property
-    def running(self) -> bool:
-        return self.mode is not None
-
     def start(self) -> None:
         """Enter the counting mode (on this thread's stack of dispatch modes)."""
         mode = _counting_mode(self.torch, self)
