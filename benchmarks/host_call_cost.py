@@ -152,27 +152,45 @@ def print_table(train_step: Callable[[], None], calls: dict[str, Callable[[], No
 def alternate(
     train_step: Callable[[], None], call: Callable[[], None], blocks: int, pairs: int = PAIRS
 ) -> tuple[list[float], list[float], float, float]:
-    """Steps alternated one by one, ``pairs`` pairs a block (the order flipping each pair), each
-    timed on the host clock, ``call`` after the step in one of each pair: (each block's bare
-    steps/s, each block's steps/s with the call, total seconds bare, total seconds with it)."""
+    """Steps alternated one by one, ``call`` after the step in one of each pair (see ``alternate_steps``)."""
+
+    def step_then_call() -> None:
+        train_step()
+        call()
+
+    return alternate_steps(train_step, step_then_call, blocks, pairs)
+
+
+def alternate_steps(
+    bare: Callable[[], None],
+    other: Callable[[], None],
+    blocks: int,
+    pairs: int = PAIRS,
+    between: Callable[[], None] | None = None,
+) -> tuple[list[float], list[float], float, float]:
+    """Two kinds of step alternated one by one, ``pairs`` pairs a block (the order flipping each
+    pair), each timed on the host clock (``between``, if given, runs after each, untimed): (each
+    block's ``bare`` steps/s, each block's ``other`` steps/s, total seconds of each)."""
     clock = time.perf_counter
-    bare_rates, with_rates, bare_s, with_s = [], [], 0.0, 0.0
+    bare_rates, other_rates, bare_s, other_s = [], [], 0.0, 0.0
     for b in range(blocks):
-        t_bare = t_with = 0.0
+        t_bare = t_other = 0.0
         for i in range(pairs):
             first = (b + i) % 2 == 0
-            for with_call in (first, not first):
+            for is_other in (first, not first):
                 t = clock()
-                train_step()
-                if with_call:
-                    call()
-                    t_with += clock() - t
+                if is_other:
+                    other()
+                    t_other += clock() - t
                 else:
+                    bare()
                     t_bare += clock() - t
+                if between is not None:
+                    between()
         bare_rates.append(pairs / t_bare)
-        with_rates.append(pairs / t_with)
-        bare_s, with_s = bare_s + t_bare, with_s + t_with
-    return bare_rates, with_rates, bare_s, with_s
+        other_rates.append(pairs / t_other)
+        bare_s, other_s = bare_s + t_bare, other_s + t_other
+    return bare_rates, other_rates, bare_s, other_s
 
 
 if __name__ == "__main__":

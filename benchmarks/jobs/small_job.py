@@ -1,15 +1,43 @@
 """A user's small-model training script whose step takes a few milliseconds: an MLP over a
 DataLoader of in-memory tensors (pinned, non-blocking copies), as the second job of
-``benchmarks/job_overhead.py``; its own timing of its steps on its last line."""
+``benchmarks/job_overhead.py`` (and the step of ``benchmarks/job_hook_cost.py``); its own timing
+of its steps on its last line."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 import time
+from typing import Any
 
 import torch
 from torch.utils.data import DataLoader, TensorDataset
+
+
+def build(
+    batch: int, width: int, device: torch.device
+) -> tuple[DataLoader[Any], torch.nn.Module, torch.optim.Optimizer]:
+    """The job's data (16 batches an epoch, shuffled), its MLP (256-``width``-``width``-10) and AdamW."""
+    data = TensorDataset(torch.randn(batch * 16, 256), torch.randint(0, 10, (batch * 16,)))
+    loader = DataLoader(data, batch_size=batch, shuffle=True, drop_last=True, pin_memory=device.type == "cuda")
+    layers = [
+        torch.nn.Linear(256, width),
+        torch.nn.ReLU(),
+        torch.nn.Linear(width, width),
+        torch.nn.ReLU(),
+        torch.nn.Linear(width, 10),
+    ]
+    model = torch.nn.Sequential(*layers).to(device)
+    return loader, model, torch.optim.AdamW(model.parameters(), lr=1e-4)
+
+
+def train_step(model: torch.nn.Module, opt: torch.optim.Optimizer, batch: Any, device: torch.device) -> None:
+    """One step on one batch: the copy to the device, forward, backward, AdamW."""
+    x, y = (t.to(device, non_blocking=True) for t in batch)
+    loss = torch.nn.functional.cross_entropy(model(x), y)
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    opt.step()
 
 
 def main() -> int:
@@ -20,20 +48,11 @@ def main() -> int:
     p.add_argument("--warmup", type=int, default=50)
     args = p.parse_args()
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    data = TensorDataset(torch.randn(args.batch * 16, 256), torch.randint(0, 10, (args.batch * 16,)))
-    loader = DataLoader(data, batch_size=args.batch, shuffle=True, drop_last=True, pin_memory=device.type == "cuda")
-    w = args.width
-    layers = [torch.nn.Linear(256, w), torch.nn.ReLU(), torch.nn.Linear(w, w), torch.nn.ReLU(), torch.nn.Linear(w, 10)]
-    model = torch.nn.Sequential(*layers).to(device)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    loader, model, opt = build(args.batch, args.width, device)
     step, start = 0, 0.0
     while step < args.steps:
-        for x, y in loader:
-            x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
-            loss = torch.nn.functional.cross_entropy(model(x), y)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
+        for batch in loader:
+            train_step(model, opt, batch, device)
             step += 1
             if step == args.warmup:
                 if device.type == "cuda":
