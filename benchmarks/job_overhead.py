@@ -62,9 +62,12 @@ def parse_args() -> argparse.Namespace:
 def cpu_list(text: str) -> set[int]:
     """taskset's list syntax (``2-5,8``) as a set of CPU numbers."""
     cpus: set[int] = set()
-    for part in text.split(","):
-        lo, _, hi = part.partition("-")
-        cpus.update(range(int(lo), int(hi or lo) + 1))
+    try:
+        for part in text.split(","):
+            lo, _, hi = part.partition("-")
+            cpus.update(range(int(lo), int(hi or lo) + 1))
+    except ValueError:
+        raise SystemExit(f"--job-cpus {text}: not a CPU list (e.g. 2-5 or 2,3,8)") from None
     return cpus
 
 
