@@ -28,7 +28,10 @@ TINY = {  # script: (its tiny arguments, a line its output must hold)
     "replay_first_frame.py": (["--quick", "--rows", "200"], "first frame"),
     "rank_host_cost.py": (["--device", "cpu", "--steps", "5", "--families", "sync_loss"], "PSS"),
     "job_overhead.py": (["--tiny"], "| small | 1 | samples/s |"),
-    "job_hook_cost.py": (["--device", "cpu", "--width", "32", "--blocks", "2"], "| gpudash's hooks (at the job's pace) |"),
+    "job_hook_cost.py": (
+        ["--device", "cpu", "--width", "32", "--blocks", "2"],
+        "| gpudash's hooks (at the job's pace) |",
+    ),
     "mfu_check.py": (["--tiny"], "| MFU over 1 TFLOP/s |"),
 }
 

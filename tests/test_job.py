@@ -105,6 +105,10 @@ def test_a_plain_loop_with_workers_two_optimizers_and_accumulation_is_counted_as
     assert crashed["event_message"] == "the job exited with code 7"
     meta = json.loads(out.with_suffix(".json").read_text())
     assert meta["config"]["job"] == job and meta["exit_code"] == 7
+    last = done.stderr.strip().splitlines()[-1]  # what was kept, not "workload failed"
+    assert last.startswith(f"gpudash: the job exited with code 7: {len(rows)} samples, ") and last.endswith(
+        f" in {out}"
+    )
 
 
 def test_dict_batches_count_their_input_ids_and_spawned_workers_are_not_ranks(tmp_path: Path) -> None:

@@ -81,9 +81,29 @@ def record_job(
     if recording.recorder is None and session.exit_code is not None and not recording.quiet:
         what = "before its first optimizer step" if session.samples.steps == 0 else "before it was measured"
         print(f"gpudash: the job exited with code {session.exit_code} {what}: nothing recorded", file=sys.stderr)
-    else:
+    elif not report_failed_job(session, recording):
         recording.report()
     return code
+
+
+def report_failed_job(session: JobSession, recording: HeadlessRecording) -> bool:
+    """A job that ended by itself with a non-zero code after gpudash recorded it: what was kept (each
+    configuration's summary unless quiet, then one line), not "workload failed" — the job's own
+    output says why it ended. False where that is not the case (the usual report follows)."""
+    recorder, job_code = recording.recorder, session.exit_code
+    if recorder is None or not job_code or session.process.stopped_by_gpudash:
+        return False
+    if recording.code != ExitCode.FAILED or not recording.status.startswith("workload failed"):
+        return False  # gpudash's own failure (a write that failed) was said already
+    if not recording.quiet:
+        for line in recorder.summaries:
+            print(f"gpudash: {line}", file=sys.stderr)
+    where = f" in {recording.path}" if recorder.path else ""
+    print(
+        f"gpudash: the job exited with code {job_code}: {recorder.samples} samples, {recorder.rows} rows{where}",
+        file=sys.stderr,
+    )
+    return True
 
 
 def ended_early(session: JobSession) -> str:
