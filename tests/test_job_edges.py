@@ -82,6 +82,7 @@ def test_diagnose_keep_running_leaves_the_job_running(tmp_path: Path) -> None:
         code = subprocess.run(argv, stdout=out, stderr=err, timeout=180).returncode
     assert code == 0, (tmp_path / "err").read_text()
     assert (tmp_path / "out").read_text().startswith("CPU-bound: ")
+    assert "stopping the job" not in (tmp_path / "err").read_text()
     pid = int(marker.read_text())
     try:
         time.sleep(3.0)  # the reaper had its chance

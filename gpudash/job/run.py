@@ -19,6 +19,9 @@ from gpudash.job.session import JobSession
 from gpudash.recording.headless import HeadlessRecording, _Interrupted, new_recording
 
 DIAGNOSE_CAP_S = 300.0  # after the warm-up, the most a job's diagnosis may take
+STOP_NOTE = (  # before the job's own KeyboardInterrupt traceback, so that it reads as what it is
+    "gpudash: the diagnosis is done: stopping the job (SIGINT, then SIGTERM; --keep-running leaves it running)"
+)
 
 
 def exit_code(session: JobSession, recording: HeadlessRecording) -> int:
@@ -58,13 +61,16 @@ def record_job(
     keep_running: bool = False,
     stdout_to_stderr: bool = False,
     recording_out: list[HeadlessRecording] | None = None,
+    stop_note: str = "",
     **options: Any,
 ) -> int:
     """Run the job of ``config`` and record it to ``path``; returns the exit status. ``options``:
     the recording's (``HeadlessRecording``: duration_s, quiet, trace_every_s, diagnose_after_s, …;
     a ``progress_every_s`` of None is the default). ``stdout_to_stderr``: the job's stdout goes to
-    gpudash's stderr (diagnose: stdout is the verdict's)."""
+    gpudash's stderr (diagnose: stdout is the verdict's). ``stop_note``: said on stderr when gpudash
+    stops the job while it runs."""
     session = JobSession(config, stdout_to_stderr=stdout_to_stderr)
+    session.stop_note = stop_note
     if options.get("progress_every_s") is None:
         options.pop("progress_every_s", None)
     recording = new_recording(config, session, path, meta_path, {}, **options)
@@ -141,6 +147,7 @@ def diagnose_job(config: RunConfig, *, warmup_s: float, as_json: bool, quiet: bo
             keep_running=keep_running,
             stdout_to_stderr=True,
             recording_out=held,
+            stop_note="" if quiet else STOP_NOTE,
         )
     events = held[0].diagnoses if held else []
     if not events:

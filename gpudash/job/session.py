@@ -14,6 +14,7 @@ from __future__ import annotations
 import collections
 import os
 import re
+import sys
 import threading
 import time
 from typing import Any
@@ -84,6 +85,7 @@ class JobSession:
         self.output_version = 0  # grows with each line the job writes (captured runs)
         self.partial = ""  # the line the job is writing (a progress bar's, say)
         self.left = False  # gpudash went and left the job running
+        self.stop_note = ""  # said on stderr when gpudash stops the job while it runs (what its traceback means)
         self.exit_code: int | None = None  # the job's, once it has ended
         self.no_hello_s, self.no_step_s = NO_HELLO_S, NO_STEP_S  # when a quiet job gets its note
         self.diagnosis: JobDiagnosis | None = None
@@ -182,6 +184,8 @@ class JobSession:
     def stop(self, timeout: float = 10.0) -> None:
         """End the job (SIGINT, SIGTERM, SIGKILL), NVML and the channel. Idempotent."""
         if not self._ended:
+            if self.stop_note and self.process.proc is not None and self.process.poll() is None:
+                print(self.stop_note, file=sys.stderr, flush=True)
             code = self.process.stop(grace_s=STOP_GRACE_S if timeout > 0 else 0.0)
             for message in self.channel.receive():
                 self._on_message(message, time.monotonic())
