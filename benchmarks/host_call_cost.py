@@ -162,15 +162,11 @@ def alternate(
 
 
 def alternate_steps(
-    bare: Callable[[], None],
-    other: Callable[[], None],
-    blocks: int,
-    pairs: int = PAIRS,
-    between: Callable[[], None] | None = None,
+    bare: Callable[[], None], other: Callable[[], None], blocks: int, pairs: int = PAIRS
 ) -> tuple[list[float], list[float], float, float]:
     """Two kinds of step alternated one by one, ``pairs`` pairs a block (the order flipping each
-    pair), each timed on the host clock (``between``, if given, runs after each, untimed): (each
-    block's ``bare`` steps/s, each block's ``other`` steps/s, total seconds of each)."""
+    pair), each timed on the host clock: (each block's ``bare`` steps/s, each block's ``other``
+    steps/s, total seconds of each)."""
     clock = time.perf_counter
     bare_rates, other_rates, bare_s, other_s = [], [], 0.0, 0.0
     for b in range(blocks):
@@ -185,8 +181,6 @@ def alternate_steps(
                 else:
                     bare()
                     t_bare += clock() - t
-                if between is not None:
-                    between()
         bare_rates.append(pairs / t_bare)
         other_rates.append(pairs / t_other)
         bare_s, other_s = bare_s + t_bare, other_s + t_other

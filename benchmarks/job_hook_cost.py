@@ -29,7 +29,15 @@ settings (they act only at a host-device sync; this step has none). The warm-up 
 hooks, so their one-off FLOP count of a step is out of the timing. After the warm-up the heap is
 frozen (``gc.freeze()``): a full collection over torch's objects lasts many steps, and the few
 that come in a run would each land on one side of one block, which swamps a 1% difference;
-collections go on (the hooks' own garbage too), over the objects made since.
+collections go on (the hooks' own garbage too), over the objects made since. What that hides: a
+full collection that the hooks' few objects a step would bring on sooner — a small share of the
+job's own thousands a step (a batch is collated from one tuple per sample).
+
+What this figure is: the hooks' cost inside the job's process, which is what they add to its
+step. What it leaves out: gpudash's own process beside the job (NVML, reading the channel, the
+CSV), which costs the job only what it takes from the CPUs and memory they share; the
+whole-process pairs of ``job_overhead.py`` take it in (for ResNet-50 they resolve 1%; for this
+host-bound job they do not).
 
 Prints the A/A row (bare against bare: the method's own bias) and the hooks' row: the time over
 the bare step with its 95% interval and verdict (target ≤ 1.01; the blocks' ratios read by pairs),
@@ -90,7 +98,8 @@ def drain(channel: HostChannel) -> int:
 
 
 class Batches:
-    """The loader's batches, endlessly: a new epoch's iterator made between steps (untimed)."""
+    """The loader's batches, endlessly: a new epoch's iterator made at the end of the step that took
+    the last batch (timed, as the job pays it; its first batch draws the epoch's order)."""
 
     def __init__(self, loader: Any) -> None:
         self.loader, self.iterator, self.left = loader, iter(loader), len(loader)

@@ -97,9 +97,10 @@ def run_job(
     ``pin``: the job's CPU prefix and gpudash's own CPUs (see ``pinning``)."""
     prefix, gpudash_cpus = pin
     job = [*prefix, sys.executable, str(script), *args]
-    argv = [sys.executable, "-m", "gpudash", "record", str(under), "-q", "--force", "--", *job] if under else job
-    keep_off = (lambda: os.sched_setaffinity(0, gpudash_cpus)) if under and gpudash_cpus else None
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=900, preexec_fn=keep_off)
+    keep_off = ["taskset", "-c", ",".join(map(str, sorted(gpudash_cpus)))] if gpudash_cpus else []
+    gpudash = [*keep_off, sys.executable, "-m", "gpudash", "record", str(under), "-q", "--force", "--"]
+    argv = [*gpudash, *job] if under else job
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=900)
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(argv)} failed ({done.returncode}): {done.stderr[-2000:]}")
     rows: list[dict[str, str]] = []

@@ -160,3 +160,42 @@ def test_the_sync_counters_warning_handler_never_calls_itself(monkeypatch: pytes
         finally:
             count.close()
     assert shown == ["the job's own warning"] and modes == ["warn", 0]
+
+
+def test_a_job_killed_by_a_signal_after_it_was_recorded_says_so_and_what_was_kept(tmp_path: Path) -> None:
+    """The OOM killer's SIGKILL, say: the end names the signal, the exit status is the shell's
+    (128 + 9), and the last line says what the recording kept rather than "workload failed"."""
+    job = tmp_path / "job.py"
+    job.write_text(
+        "import os, signal, sys\n"
+        f"sys.argv = ['plain_loop.py', '--steps', '30', '--workers', '0']\n"
+        "try:\n"
+        f"    exec(compile(open({PLAIN!r}).read(), {PLAIN!r}, 'exec'))\n"
+        "finally:\n"
+        "    os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    out = tmp_path / "r.csv"
+    done = _gpudash("record", str(out), "--", sys.executable, str(job))
+    assert done.returncode == 128 + signal.SIGKILL
+    with open(out, newline="") as f:
+        rows = list(csv.DictReader(f))
+    samples = [r for r in rows if r["row_kind"] == "sample"]
+    assert (
+        samples and 0 < int(samples[-1]["steps"]) <= 30
+    )  # a SIGKILL'd job sends nothing more: the last steps may miss
+    assert [r["event_message"] for r in rows if r["event_kind"] == "crashed"] == [
+        "the job was killed by SIGKILL (exit status 137)"
+    ]
+    last = done.stderr.strip().splitlines()[-1]
+    kept = f"{len(samples)} samples, {len(rows)} rows in {out}"
+    assert last == f"gpudash: the job was killed by SIGKILL (exit status 137): {kept}"
+
+
+def test_diagnose_of_a_job_that_fails_first_names_no_scratch_file_and_says_nothing_of_stopping(tmp_path: Path) -> None:
+    os.chdir(tmp_path)
+    done = _gpudash(
+        "diagnose", "--warmup", "60", "--", sys.executable, PLAIN, "--steps", "30", "--workers", "0", "--exit-code", "3"
+    )
+    assert done.returncode == 3
+    assert " rows in " not in done.stderr and "stopping the job" not in done.stderr
+    assert done.stderr.strip().splitlines()[-1].startswith("gpudash: error: the job ended (exit code 3) after 30 steps")

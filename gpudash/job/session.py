@@ -17,6 +17,7 @@ import re
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from gpudash.core.protocol import (
@@ -85,7 +86,8 @@ class JobSession:
         self.output_version = 0  # grows with each line the job writes (captured runs)
         self.partial = ""  # the line the job is writing (a progress bar's, say)
         self.left = False  # gpudash went and left the job running
-        self.stop_note = ""  # said on stderr when gpudash stops the job while it runs (what its traceback means)
+        # said on stderr when gpudash stops the job while it runs, if it returns a line (what its traceback means)
+        self.stop_note: Callable[[], str] | None = None
         self.exit_code: int | None = None  # the job's, once it has ended
         self.no_hello_s, self.no_step_s = NO_HELLO_S, NO_STEP_S  # when a quiet job gets its note
         self.diagnosis: JobDiagnosis | None = None
@@ -184,8 +186,9 @@ class JobSession:
     def stop(self, timeout: float = 10.0) -> None:
         """End the job (SIGINT, SIGTERM, SIGKILL), NVML and the channel. Idempotent."""
         if not self._ended:
-            if self.stop_note and self.process.proc is not None and self.process.poll() is None:
-                print(self.stop_note, file=sys.stderr, flush=True)
+            note = self.stop_note() if self.stop_note is not None and self.process.poll() is None else ""
+            if note:
+                print(note, file=sys.stderr, flush=True)
             code = self.process.stop(grace_s=STOP_GRACE_S if timeout > 0 else 0.0)
             for message in self.channel.receive():
                 self._on_message(message, time.monotonic())
@@ -405,7 +408,9 @@ class JobSession:
             how = "stopped by gpudash" if stopped else "exited with code 0"
             self._event(EventKind.STOPPED, message=f"the job {how}", details={"exit_code": str(code)})
         else:
-            message = why or f"the job exited with code {code}"
+            signal_name = self.process.killed_by()
+            killed = f"the job was killed by {signal_name} (exit status {code})" if signal_name else ""
+            message = why or killed or f"the job exited with code {code}"
             self._event(EventKind.CRASHED, message=message, details={"exit_code": str(code)})
         self.process.stop(grace_s=1.0)  # its group's leftovers (DataLoader workers), the reaper
         self.channel.close()
