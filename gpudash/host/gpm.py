@@ -25,6 +25,7 @@ from typing import Any
 
 from gpudash.core.protocol import MigReading
 from gpudash.host.devices import visible_devices
+from gpudash.host.nvml_errors import FUNCTION_NOT_FOUND, GONE, NO_PERMISSION, NOT_SUPPORTED, error_code, is_error
 
 WHAT = "GPM (SM, tensor and DRAM activity)"
 # (GpuSample field, pynvml's name of the metric, its id in nvml.h where pynvml lacks the name)
@@ -45,38 +46,29 @@ Figures = dict[str, float | None]
 EMPTY: Figures = dict.fromkeys(KEYS)
 MIG_FIELDS = ("sm_active_pct", "tensor_active_pct", "dram_active_pct")  # a MigReading's, in its order
 
-# nvml.h return codes and values, compared by number so a fake module needs no class hierarchy
-NO_PERMISSION, NOT_SUPPORTED, FUNCTION_NOT_FOUND = 4, 3, 13
-GONE = {1, 9, 15, 16, 18, 28}  # gpudash.host.nvml.GONE: NVML will not answer for this GPU again
+# nvml.h values, compared by number so a fake module needs no class hierarchy
 HOPPER, VGPU, MIG_ENABLED = 9, 2, 1  # NVML_DEVICE_ARCH_HOPPER, ..._VIRTUALIZATION_MODE_VGPU, ..._MIG_ENABLE
-
-
-def error_code(exc: BaseException) -> int | None:
-    """An NVML error's return code (None: not an NVMLError)."""
-    value = getattr(exc, "value", None)
-    return value if isinstance(value, int) else None
 
 
 def failure(exc: BaseException, name: str) -> str:
     """Why GPM failed on GPU ``name``: the words after "GPM (…)" in ``reason``."""
-    code = error_code(exc)
     if isinstance(exc, AttributeError):
         return "needs a newer nvidia-ml-py: this pynvml has no GPM functions"
-    if code == FUNCTION_NOT_FOUND or type(exc).__name__ == "NVMLError_FunctionNotFound":
+    if is_error(exc, FUNCTION_NOT_FOUND):
         return "needs a newer NVIDIA driver: this one's NVML has no GPM functions"
-    if code == NO_PERMISSION or type(exc).__name__ == "NVMLError_NoPermission":
+    if is_error(exc, NO_PERMISSION):
         return f"was refused on {name}: no permission (GPU profiling may be restricted to administrators)"
-    if code == NOT_SUPPORTED or type(exc).__name__ == "NVMLError_NotSupported":
+    if is_error(exc, NOT_SUPPORTED):
         return f"is not supported on {name} (NVML: Not Supported)"
-    if code in GONE:
+    if error_code(exc) in GONE:
         return f"stopped: the GPU no longer answers ({exc or type(exc).__name__})"
     return f"failed on {name}: {exc or type(exc).__name__}"
 
 
 def permanent(exc: BaseException) -> bool:
     """Asking again will not help: GPM is missing, refused, or the GPU is gone."""
-    code = error_code(exc)
-    return isinstance(exc, AttributeError) or code in (NOT_SUPPORTED, NO_PERMISSION, FUNCTION_NOT_FOUND, *GONE)
+    missing = is_error(exc, NOT_SUPPORTED, NO_PERMISSION, FUNCTION_NOT_FOUND)
+    return isinstance(exc, AttributeError) or missing or error_code(exc) in GONE
 
 
 def _finite(value: Any) -> float | None:
@@ -142,7 +134,7 @@ class GpmReader:
         try:
             supported = int(nvml.nvmlGpmQueryDeviceSupport(gpu.handle).isSupportedDevice)
         except Exception as exc:  # noqa: BLE001 - said, not raised
-            return self._unsupported(gpu) if error_code(exc) == NOT_SUPPORTED else failure(exc, gpu.name)
+            return self._unsupported(gpu) if is_error(exc, NOT_SUPPORTED) else failure(exc, gpu.name)
         if not supported:
             return self._unsupported(gpu)
         if self._mig_mode(gpu.handle):

@@ -25,24 +25,17 @@ from typing import Any
 
 from gpudash.core import faults
 from gpudash.core.protocol import NVML_LOST, Event, EventKind, GpuInfo, GpuReading, GpuSample
-from gpudash.host.gpm import GpmReader, error_code
+from gpudash.host.gpm import GpmReader
 from gpudash.host.gpu_selection import GpuSelectionError, choose_gpus
-
-# NVML return codes (nvml.h); compared by value so a fake module needs no class hierarchy.
-NOT_SUPPORTED = 3
-DRIVER_NOT_LOADED = 9
-LIBRARY_NOT_FOUND = 12
-FUNCTION_NOT_FOUND = 13
-# Failures after which no query will answer again (the GPU or the driver is gone): the sampler
-# says so once, as an "error" event (what="nvml"), and stops; the workload keeps running.
-GONE: dict[int, str] = {
-    1: "NVML is no longer initialised",
-    DRIVER_NOT_LOADED: "the NVIDIA driver is no longer loaded",
-    15: "the GPU has fallen off the bus (GPU is lost)",
-    16: "the GPU needs a reset",
-    18: "the NVIDIA driver changed under NVML (driver/library version mismatch)",
-    28: "the GPU is no longer found",
-}
+from gpudash.host.nvml_errors import (
+    DRIVER_NOT_LOADED,
+    FUNCTION_NOT_FOUND,
+    GONE,
+    LIBRARY_NOT_FOUND,
+    NOT_SUPPORTED,
+    error_code,
+    is_error,
+)
 
 # Clock event ("throttle") reason bits (nvml.h nvmlClocksEventReason*).
 THROTTLE_REASONS: tuple[tuple[int, str], ...] = (
@@ -86,10 +79,7 @@ def _unsupported(exc: BaseException) -> bool:
     """NVML says this GPU (or driver) has no such query: asking again will not help."""
     if isinstance(exc, AttributeError):  # an nvidia-ml-py without this query
         return True
-    return error_code(exc) in (NOT_SUPPORTED, FUNCTION_NOT_FOUND) or type(exc).__name__ in (
-        "NVMLError_NotSupported",
-        "NVMLError_FunctionNotFound",
-    )
+    return is_error(exc, NOT_SUPPORTED, FUNCTION_NOT_FOUND)
 
 
 _READING_FIELDS = tuple(f.name for f in fields(GpuReading) if f.name != "index")
@@ -123,12 +113,11 @@ class _WatchedGpu:
 
 def unavailable_reason(exc: BaseException) -> str:
     """One clear line for a failed ``nvmlInit``."""
-    code = error_code(exc)
     if isinstance(exc, ImportError):
         return "the nvidia-ml-py package (pynvml) is not installed"
-    if code == LIBRARY_NOT_FOUND or type(exc).__name__ == "NVMLError_LibraryNotFound":
+    if is_error(exc, LIBRARY_NOT_FOUND):
         return "NVML library (libnvidia-ml) not found: no NVIDIA driver on this machine"
-    if code == DRIVER_NOT_LOADED or type(exc).__name__ == "NVMLError_DriverNotLoaded":
+    if is_error(exc, DRIVER_NOT_LOADED):
         return "the NVIDIA driver is not loaded"
     return f"NVML failed to start: {exc}"
 
