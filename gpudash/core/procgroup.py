@@ -78,3 +78,14 @@ def kill_group_now(pgid: int, cleanup: Callable[[], object] | None = None) -> No
             os.killpg(pgid, signal.SIGKILL)
         os.kill(os.getpid(), signal.SIGKILL)
     raise AssertionError("unreachable: SIGKILL")  # pragma: no cover
+
+
+def signal_name(returncode: int | None) -> str:
+    """The signal a process died of (``SIGKILL``), from its return code as Python gives it (-N);
+    "" when it exited by itself or still runs."""
+    if returncode is None or returncode >= 0:
+        return ""
+    try:
+        return signal.Signals(-returncode).name
+    except ValueError:
+        return f"signal {-returncode}"

@@ -31,6 +31,7 @@ import uuid
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
+from gpudash.core import procgroup
 from gpudash.core.protocol import Control, Event, EventKind, Message, RankSample, RunConfig, Sample
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -264,17 +265,9 @@ def describe_failure(exc: BaseException) -> str:
     return "data-parallel run failed: " + ", ".join(parts)
 
 
-def _signal_name(failure: Any) -> str | None:
-    """SIGKILL, ... when the rank died of a signal; None when it exited."""
-    import signal
-
-    code = getattr(failure, "exitcode", None)
-    if code is None or code >= 0:
-        return None
-    try:
-        return signal.Signals(-code).name
-    except ValueError:
-        return f"signal {-code}"
+def _signal_name(failure: Any) -> str:
+    """SIGKILL, ... when the rank died of a signal; "" when it exited."""
+    return procgroup.signal_name(getattr(failure, "exitcode", None))
 
 
 def rank_entry(config: RunConfig, controls: Any, out: Any, log_path: str | None, t0: float, scratch: str) -> None:

@@ -130,13 +130,7 @@ class JobProcess:
 
     def killed_by(self) -> str:
         """The signal that ended the job (``SIGKILL``), or "" when it exited by itself or still runs."""
-        code = self.proc.poll() if self.proc is not None else None
-        if code is None or code >= 0:
-            return ""
-        try:
-            return signal.Signals(-code).name
-        except ValueError:
-            return f"signal {-code}"
+        return procgroup.signal_name(self.proc.poll() if self.proc is not None else None)
 
     def add_group(self, pgid: int) -> None:
         """Another process group of the job's (a torchrun rank's session): ended with it, and by
