@@ -20,7 +20,7 @@ from gpudash.recording.headless import HeadlessRecording, _Interrupted, new_reco
 
 DIAGNOSE_CAP_S = 300.0  # after the warm-up, the most a job's diagnosis may take
 STOP_NOTE = (  # before the job's own KeyboardInterrupt traceback, so that it reads as what it is
-    "gpudash: the diagnosis is done: stopping the job (SIGINT, then SIGTERM; --keep-running leaves it running)"
+    "the diagnosis is done: stopping the job (SIGINT, then SIGTERM; --keep-running leaves it running)"
 )
 
 
@@ -62,21 +62,17 @@ def record_job(
     stdout_to_stderr: bool = False,
     recording_out: list[HeadlessRecording] | None = None,
     diagnosing: bool = False,
-    stop_note: str = "",
     **options: Any,
 ) -> int:
     """Run the job of ``config`` and record it to ``path``; returns the exit status. ``options``:
     the recording's (``HeadlessRecording``: duration_s, quiet, trace_every_s, diagnose_after_s, …;
     a ``progress_every_s`` of None is the default). ``stdout_to_stderr``: the job's stdout goes to
     gpudash's stderr (diagnose: stdout is the verdict's). ``diagnosing``: ``gpudash diagnose``'s run,
-    whose recording is a scratch file (what was kept is not reported); ``stop_note``: said on stderr
-    when gpudash stops the job once the diagnosis is done (not on a Ctrl-C, a hung job, a cap)."""
+    whose recording is a scratch file (what was kept is not reported)."""
     session = JobSession(config, stdout_to_stderr=stdout_to_stderr)
     if options.get("progress_every_s") is None:
         options.pop("progress_every_s", None)
     recording = new_recording(config, session, path, meta_path, {}, **options)
-    if stop_note:
-        session.stop_note = lambda: stop_note if recording.diagnoses and recording.code == ExitCode.OK else ""
     if recording_out is not None:
         recording_out.append(recording)
     if keep_running:
@@ -90,29 +86,10 @@ def record_job(
     if recording.recorder is None and session.exit_code is not None and not recording.quiet:
         what = "before its first optimizer step" if session.samples.steps == 0 else "before it was measured"
         print(f"gpudash: the job exited with code {session.exit_code} {what}: nothing recorded", file=sys.stderr)
-    elif diagnosing or not report_failed_job(session, recording):
-        recording.report()
+    else:
+        ended_by_itself = session.exit_code is not None and not session.process.stopped_by_gpudash
+        recording.report(ended_by_itself=ended_by_itself and not diagnosing)
     return code
-
-
-def report_failed_job(session: JobSession, recording: HeadlessRecording) -> bool:
-    """A job that ended by itself with a non-zero code after gpudash recorded it: what was kept (each
-    configuration's summary unless quiet, then one line), not "workload failed" — the job's own
-    output says why it ended. False where that is not the case (the usual report follows)."""
-    recorder, job_code = recording.recorder, session.exit_code
-    if recorder is None or not job_code or session.process.stopped_by_gpudash:
-        return False
-    if recording.code != ExitCode.FAILED or not recording.status.startswith("workload failed"):
-        return False  # gpudash's own failure (a write that failed) was said already
-    if not recording.quiet:
-        for event in recording.diagnoses:  # ``record --diagnose``: a verdict that came before the end
-            print(f"gpudash: diagnosis: {event.message}", file=sys.stderr)
-        for line in recorder.summaries:
-            print(f"gpudash: {line}", file=sys.stderr)
-    where = f" in {recording.path}" if recorder.path else ""
-    ended = recording.status.removeprefix("workload failed: ")  # the job's end, as its event says it
-    print(f"gpudash: {ended}: {recorder.samples} samples, {recorder.rows} rows{where}", file=sys.stderr)
-    return True
 
 
 def ended_early(session: JobSession) -> str:
@@ -151,7 +128,7 @@ def diagnose_job(config: RunConfig, *, warmup_s: float, as_json: bool, quiet: bo
             stdout_to_stderr=True,
             recording_out=held,
             diagnosing=True,
-            stop_note="" if quiet else STOP_NOTE,
+            stop_note="" if quiet or keep_running else STOP_NOTE,
         )
     events = held[0].diagnoses if held else []
     if not events:

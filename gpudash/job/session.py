@@ -14,10 +14,8 @@ from __future__ import annotations
 import collections
 import os
 import re
-import sys
 import threading
 import time
-from collections.abc import Callable
 from typing import Any
 
 from gpudash.core.protocol import (
@@ -86,8 +84,6 @@ class JobSession:
         self.output_version = 0  # grows with each line the job writes (captured runs)
         self.partial = ""  # the line the job is writing (a progress bar's, say)
         self.left = False  # gpudash went and left the job running
-        # said on stderr when gpudash stops the job while it runs, if it returns a line (what its traceback means)
-        self.stop_note: Callable[[], str] | None = None
         self.exit_code: int | None = None  # the job's, once it has ended
         self.no_hello_s, self.no_step_s = NO_HELLO_S, NO_STEP_S  # when a quiet job gets its note
         self.diagnosis: JobDiagnosis | None = None
@@ -186,9 +182,6 @@ class JobSession:
     def stop(self, timeout: float = 10.0) -> None:
         """End the job (SIGINT, SIGTERM, SIGKILL), NVML and the channel. Idempotent."""
         if not self._ended:
-            note = self.stop_note() if self.stop_note is not None and self.process.poll() is None else ""
-            if note:
-                print(note, file=sys.stderr, flush=True)
             code = self.process.stop(grace_s=STOP_GRACE_S if timeout > 0 else 0.0)
             for message in self.channel.receive():
                 self._on_message(message, time.monotonic())

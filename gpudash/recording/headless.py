@@ -192,6 +192,7 @@ class HeadlessRecording:
     trace_steps: int = 20
     diagnose_after_s: float | None = None  # one diagnosis window (Diagnose) this long after the start
     stop_after_diagnosis: bool = False  # ``gpudash diagnose``: the run ends with its diagnosis
+    stop_note: str = ""  # said when the run ends with its diagnosis, before the workload is stopped
     progress_every_s: float = PROGRESS_EVERY_S  # a progress line this often, unless quiet
     status: str = "done"
     code: ExitCode = ExitCode.OK
@@ -221,20 +222,27 @@ class HeadlessRecording:
         finally:
             self._close(interrupted)
 
-    def report(self) -> None:
-        """The last line on stderr: the failure, or (unless quiet) what was recorded."""
+    def report(self, ended_by_itself: bool = False) -> None:
+        """The last line on stderr: the failure, or (unless quiet) what was recorded.
+        ``ended_by_itself``: a user's job that failed on its own after it was recorded (its exit
+        code, a signal): its end, as its event says it, with what was kept, even when quiet — its
+        own output says why; not gpudash's "workload failed"."""
         recorder, log_path = self.recorder, self.session.log_path or ""
+        failed = self.code == ExitCode.FAILED and self.status.startswith("workload failed")
+        own_end = ended_by_itself and failed and self._failure is not None
         if recorder is None:
             self._report_not_started()
-        elif self.code == ExitCode.FAILED and self.status.startswith("workload failed"):
+        elif failed and not own_end:
             _say(f"error: {self.status}" + ("" if not log_path or log_path in self.status else f" (see {log_path})"))
-        elif not self.quiet:
-            for event in self.diagnoses:
-                _say(f"diagnosis: {event.message}")
-            for line in recorder.summaries:  # each configuration's mean ± interval, as in the CSV
-                _say(line)
+        elif not self.quiet or own_end:
+            if not self.quiet:
+                for event in self.diagnoses:
+                    _say(f"diagnosis: {event.message}")
+                for line in recorder.summaries:  # each configuration's mean ± interval, as in the CSV
+                    _say(line)
             where = f" in {self.path}" if recorder.path else ""
-            _say(f"{self.status}: {recorder.samples} samples, {recorder.rows} rows{where}")
+            end = self._failure.message if own_end and self._failure is not None else self.status
+            _say(f"{end}: {recorder.samples} samples, {recorder.rows} rows{where}")
 
     # -- internals ------------------------------------------------------------------------------------
     def _report_not_started(self) -> None:
@@ -327,6 +335,8 @@ class HeadlessRecording:
             if self._time_is_up():
                 return
             if self.stop_after_diagnosis and self.diagnoses:
+                if self.stop_note:
+                    _say(self.stop_note)
                 return
             self._maybe_trace()
             self._maybe_diagnose()
