@@ -43,6 +43,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import json
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -298,6 +299,21 @@ def tick_before_window(event: Event, ticks: Sequence[GpuSample]) -> GpuSample | 
     except (KeyError, ValueError):
         return ticks[-1] if ticks else None
     return next((t for t in reversed(ticks) if t.time_s <= began), None)
+
+
+class RecentTicks:
+    """The latest NVML ticks a reader of the run has seen (the dashboard, a headless recording, a
+    sweep, tune): a diagnosis is judged again with the one from before its window."""
+
+    def __init__(self) -> None:
+        self._ticks: deque[GpuSample] = deque(maxlen=RECENT_GPU_TICKS)
+
+    def add(self, tick: GpuSample) -> None:
+        self._ticks.append(tick)
+
+    def judge(self, event: Event) -> Event:
+        """A diagnosis event judged again with NVML's and GPM's figures from before its window."""
+        return with_gpu_telemetry(event, tick_before_window(event, self._ticks))
 
 
 def sync_table_of(details: dict[str, str]) -> SyncTable | None:

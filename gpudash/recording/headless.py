@@ -22,7 +22,6 @@ import os
 import signal
 import sys
 import time
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,7 +44,7 @@ from gpudash.core.protocol import (
     TraceWindow,
 )
 from gpudash.core.textfmt import fmt_duration, fmt_needs, fmt_num
-from gpudash.diagnosis.rules import RECENT_GPU_TICKS, tick_before_window, with_gpu_telemetry
+from gpudash.diagnosis.rules import RecentTicks
 from gpudash.recording.record import CsvRecorder, RecordWriteError, run_metadata
 from gpudash.stats.comparison import seconds_for_interval
 from gpudash.stats.fmt import fmt_pm
@@ -203,8 +202,8 @@ class HeadlessRecording:
     _next_trace: float | None = field(default=None, repr=False)
     _next_progress: float | None = field(default=None, repr=False)
     _diagnosis_asked: bool = field(default=False, repr=False)
-    # the latest NVML samples: a diagnosis is judged with the one from before its window (tick_before_window)
-    _recent_gpu: deque[GpuSample] = field(default_factory=lambda: deque(maxlen=RECENT_GPU_TICKS), repr=False)
+    # the latest NVML samples: a diagnosis is judged with the one from before its window
+    _recent_gpu: RecentTicks = field(default_factory=RecentTicks, repr=False)
     diagnoses: list[Event] = field(default_factory=list)  # the diagnosis events (measured or error)
 
     def run(self, interrupted: _Interrupted) -> None:
@@ -317,10 +316,9 @@ class HeadlessRecording:
         while True:
             for msg in self.session.poll():
                 if isinstance(msg, GpuSample):
-                    self._recent_gpu.append(msg)
+                    self._recent_gpu.add(msg)
                 elif isinstance(msg, Event) and msg.what == DIAGNOSIS and msg.kind == EventKind.MEASURED:
-                    gpu = tick_before_window(msg, self._recent_gpu)
-                    msg = with_gpu_telemetry(msg, gpu)  # noqa: PLW2901 - NVML's figures joined
+                    msg = self._recent_gpu.judge(msg)  # noqa: PLW2901 - NVML's figures joined
                 self._on_message(msg)
                 if isinstance(msg, Event):
                     self._on_event(msg)

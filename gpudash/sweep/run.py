@@ -23,7 +23,6 @@ import dataclasses
 import json
 import sys
 import time
-from collections import deque
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Protocol
 
@@ -42,7 +41,7 @@ from gpudash.core.protocol import (
     TraceWindow,
 )
 from gpudash.core.runstate import RunState
-from gpudash.diagnosis.rules import RECENT_GPU_TICKS
+from gpudash.diagnosis.rules import RecentTicks
 from gpudash.recording.headless import _Interrupted
 from gpudash.stats.fmt import fmt_pm
 from gpudash.sweep.command import parse_plan
@@ -120,7 +119,7 @@ class FamilyRun:
         self.notes: list[str] = []  # how --until-ci ended, for the report
         self.run_state = RunState()  # what the engine reports it runs
         self.window: Window | None = None
-        self.recent_gpu: deque[GpuSample] = deque(maxlen=RECENT_GPU_TICKS)  # a diagnosis' ticks (tick_before_window)
+        self.recent_gpu = RecentTicks()  # a diagnosis is judged with the tick from before its window
 
     # -- the rounds ---------------------------------------------------------------------------------
     def run(self) -> None:
@@ -228,7 +227,7 @@ class FamilyRun:
             elif self.window is not None and isinstance(msg, (Sample, GpuSample)):
                 self.window.offer(msg)
             if isinstance(msg, GpuSample):
-                self.recent_gpu.append(msg)
+                self.recent_gpu.add(msg)
         return events
 
     def _on_event(self, e: Event) -> None:

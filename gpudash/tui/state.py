@@ -27,7 +27,7 @@ from gpudash.core.metrics import SERIES_KEYS, STAT_KEYS, Better, Metric, Origin,
 from gpudash.core.protocol import DIAGNOSIS, Event, EventKind, GpuInfo, GpuSample, Message, RunConfig, Sample, SyncSites
 from gpudash.core.running import NO_KNOBS, Running
 from gpudash.core.runstate import RunState
-from gpudash.diagnosis.rules import RECENT_GPU_TICKS, tick_before_window, with_gpu_telemetry
+from gpudash.diagnosis.rules import RecentTicks
 from gpudash.stats.comparison import Comparison, Estimate, Verdict, seconds_for_interval
 from gpudash.stats.energy import EnergyPerStep
 from gpudash.stats.segments import Segment, SegmentTracker, compare_segments, incomparable
@@ -149,9 +149,7 @@ class DashState:
         self.gpu_info: GpuInfo | None = None
         self.last_sample: Sample | None = None
         self.last_gpu: GpuSample | None = None
-        self._recent_gpu: deque[GpuSample] = deque(
-            maxlen=RECENT_GPU_TICKS
-        )  # a diagnosis' tick is from before its window
+        self._recent_gpu = RecentTicks()  # a diagnosis' tick is from before its window
         self.status = Status.STARTING
         self.status_message = ""
         self.last_error: Event | None = None
@@ -210,7 +208,7 @@ class DashState:
     def _on_gpu(self, g: GpuSample) -> None:
         t = self._time(g.time_s)
         self.last_gpu = g
-        self._recent_gpu.append(g)
+        self._recent_gpu.add(g)
         for k in _GPU_SERIES:
             self.series[k].append(t, getattr(g, k))
         self.tracker.on_gpu(g)
@@ -223,7 +221,7 @@ class DashState:
         self.flops.on_event(e)
         if e.kind == EventKind.MEASURED and e.what == DIAGNOSIS:
             # NVML's and GPM's figures (the parent's) from before the window, the steady state
-            self.last_diagnosis = with_gpu_telemetry(e, tick_before_window(e, self._recent_gpu))
+            self.last_diagnosis = self._recent_gpu.judge(e)
         elif e.kind in (EventKind.CHANGED, EventKind.STARTED):  # another configuration: its own diagnosis
             self.last_diagnosis = None
         if is_trace(e):  # a profiler window: marked where it began (its steps are not in the samples)

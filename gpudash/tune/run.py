@@ -36,7 +36,6 @@ import time
 from typing import TYPE_CHECKING
 
 from gpudash.core.protocol import DIAGNOSIS, LOSS_EFFECT, Diagnose, Event, EventKind, ExitCode, LossEffect, RunConfig
-from gpudash.diagnosis.rules import tick_before_window, with_gpu_telemetry
 from gpudash.recording.headless import _Interrupted
 from gpudash.stats.fmt import fmt_pm
 from gpudash.sweep.command import parse_plan
@@ -303,7 +302,7 @@ class TuneRun(FamilyRun):
             self.report.note(f"{what.replace('_', ' ')}: {answer.message}")
             return None
         if what == DIAGNOSIS:  # judged again with NVML's and GPM's figures from before the window
-            return with_gpu_telemetry(answer, tick_before_window(answer, self.recent_gpu))
+            return self.recent_gpu.judge(answer)
         return answer
 
     # -- the figures ----------------------------------------------------------------------------
