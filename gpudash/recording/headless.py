@@ -90,7 +90,10 @@ class _Interrupted:
 
     def __exit__(self, *exc: object) -> None:
         for sig, old in self._old.items():
-            signal.signal(sig, old)
+            # once interrupted, gpudash is on its way out with 130: a later Ctrl-C (an impatient
+            # third) must not kill it by SIGINT between the closed CSV and its last line
+            late = sig == signal.SIGINT and self.signal is not None
+            signal.signal(sig, signal.SIG_IGN if late else old)
 
     def outcome(self) -> tuple[str, ExitCode] | None:
         """(status, exit code) once a signal came; None before."""
