@@ -26,7 +26,7 @@ from gpudash.engine.measure import (
     percentile,
     step_timer,
 )
-from gpudash.engine.model_flops import ModelFlops
+from gpudash.engine.model_flops import ModelCount, ModelFlops, sample_rates
 
 if TYPE_CHECKING:  # pragma: no cover
     from gpudash.core.faults import Fault
@@ -78,7 +78,7 @@ class Window:
         loss: float | None,
         syncs_counted: bool,
         allocator_mib: tuple[float | None, float | None] = (None, None),
-        model: ModelFlops | None = None,
+        model: ModelCount | None = None,
         force: bool = False,
     ) -> Sample | None:
         """The window as a ``Sample`` at ``now``; ``totals``: the run's (steps, samples).
@@ -91,7 +91,7 @@ class Window:
         syncs = self.syncs / self.issued if syncs_counted and self.issued else None
         steps, samples = totals
         steps_per_s = self.steps / interval
-        flops, tflops, mfu = model.rates(steps_per_s) if model is not None else (None, None, None)
+        flops, tflops, mfu = sample_rates(model, steps_per_s)
         return Sample(
             time_s=time_s,
             workload=workload.info.name,
@@ -273,7 +273,7 @@ class LoopState:
             loss=self.loss.value,
             syncs_counted=self.syncs is not None,
             allocator_mib=cuda_memory_mib(self.torch, self.workload.device) if self.on_cuda else (None, None),
-            model=self.model_flops,
+            model=self.model_flops.current if self.model_flops is not None else None,
             force=force,
         )
         if sample is not None:

@@ -50,6 +50,11 @@ class ModelCount:
         return self.flops_per_step, tflops, mfu
 
 
+def sample_rates(count: ModelCount | None, steps_per_s: float) -> tuple[float | None, float | None, float | None]:
+    """(FLOPs a step, TFLOP/s, MFU %) of a sample at ``steps_per_s``; Nones where nothing was counted."""
+    return count.rates(steps_per_s) if count is not None else (None, None, None)
+
+
 def flop_text(flops: float) -> str:
     """``3.1 TFLOP``, ``231 MFLOP``: a count of FLOPs with its prefix, three significant digits."""
     for scale, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
@@ -106,7 +111,3 @@ class ModelFlops:
         peak = choose_peak(self.device_name, dtype, self.peak_override)
         flops = float(counted.total) if counted is not None and counted.known else None
         return ModelCount(flops, dtype, peak, describe(counted, why_not, peak))
-
-    def rates(self, steps_per_s: float) -> tuple[float | None, float | None, float | None]:
-        """(FLOPs a step, TFLOP/s, MFU %) of a sample at ``steps_per_s``; Nones where not known."""
-        return self.current.rates(steps_per_s) if self.current is not None else (None, None, None)

@@ -19,7 +19,7 @@ from typing import Any
 
 from gpudash.core.protocol import RankSample, Sample
 from gpudash.engine.measure import percentile
-from gpudash.engine.model_flops import ModelCount
+from gpudash.engine.model_flops import ModelCount, sample_rates
 from gpudash.host.runner import with_slowest_rank
 
 STEP, T, MS, SAMPLES, TOKENS, WAIT, SYNCS, PROFILED = range(8)
@@ -200,7 +200,7 @@ class JobSamples:
                 )
         windows, fig = self.ranks[lead], figures[lead]
         steps_per_s = fig.steps / interval_s
-        flops, tflops, mfu = self.count.rates(steps_per_s) if self.count is not None else (None, None, None)
+        flops, tflops, mfu = sample_rates(self.count, steps_per_s)
         sample = Sample(
             time_s=time_s,
             workload=self.workload,
