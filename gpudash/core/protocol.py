@@ -341,6 +341,9 @@ class MigReading:
     dram_active_pct: float | None = None
 
 
+MIG_FIGURES = ("sm_active_pct", "tensor_active_pct", "dram_active_pct")  # a MigReading's figures, in its order
+
+
 @dataclass(frozen=True)
 class GpuSample:
     """One NVML tick. ``None`` means not available (unsupported on this GPU, or the query failed)."""

@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpudash.core.protocol import MigReading
+from gpudash.core.protocol import MIG_FIGURES, MigReading
 from gpudash.host.devices import visible_devices
 from gpudash.host.nvml_errors import FUNCTION_NOT_FOUND, GONE, NO_PERMISSION, NOT_SUPPORTED, error_code, is_error
 
@@ -44,7 +44,6 @@ METRICS: tuple[tuple[str, str, int], ...] = (
 KEYS = tuple(key for key, _, _ in METRICS)
 Figures = dict[str, float | None]
 EMPTY: Figures = dict.fromkeys(KEYS)
-MIG_FIELDS = ("sm_active_pct", "tensor_active_pct", "dram_active_pct")  # a MigReading's, in its order
 
 # nvml.h values, compared by number so a fake module needs no class hierarchy
 HOPPER, VGPU, MIG_ENABLED = 9, 2, 1  # NVML_DEVICE_ARCH_HOPPER, ..._VIRTUALIZATION_MODE_VGPU, ..._MIG_ENABLE
@@ -237,7 +236,7 @@ class GpmReader:
         readings = []
         for gi in gpu.instances:
             got = self._step(gpu, gi) or {}
-            readings.append(MigReading(f"GPU {gpu.index} · GI {gi}", *(got.get(k) for k in MIG_FIELDS)))
+            readings.append(MigReading(f"GPU {gpu.index} · GI {gi}", *(got.get(k) for k in MIG_FIGURES)))
             if gi == gpu.workload_gi:
                 gpu.figures = got
         gpu.mig = tuple(readings)

@@ -36,14 +36,13 @@ import sys
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-from gpudash.core.protocol import ExitCode
+from gpudash.core.protocol import MIG_FIGURES, ExitCode
 from gpudash.host.nvml import NvmlSampler
 from gpudash.watch.snapshot import GpuState, Snapshot, take
 
 SCHEMA = "gpudash-watch/1"
 NA = "n/a"
 COMMAND_WIDTH = 72  # characters of a command in the table (the JSON has it whole)
-MIG_FIGURES = ("sm_active_pct", "tensor_active_pct", "dram_active_pct")  # a MIG instance's, in this order
 GPM_WINDOW_S = 0.25  # the span GPM's figures cover: two samples this far apart (GPM has no "now")
 
 
