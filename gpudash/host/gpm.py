@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import math
 import os
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -114,7 +113,6 @@ class GpmReader:
         self.enabled = enabled
         self.visible = visible if visible is not None else os.environ.get("CUDA_VISIBLE_DEVICES")
         self.gpus: dict[int, _Gpu] = {}
-        self.tick_s = 0.0  # the last tick's time in NVML's GPM calls (the benchmark reads it)
         self._ids = [int(getattr(nvml, name, default)) for _, name, default in METRICS]
         self._request: Any = None  # one c_nvmlGpmMetricsGet_t, reused every tick
 
@@ -214,7 +212,6 @@ class GpmReader:
     def tick(self) -> bool:
         """Sample every GPU and compute its figures since the last tick; True when ``reason``
         changed (a GPU stopped giving GPM)."""
-        start = time.perf_counter()
         changed = False
         for gpu in self.gpus.values():
             if gpu.reason is None:
@@ -225,7 +222,6 @@ class GpmReader:
                     if permanent(exc):
                         gpu.reason, changed = failure(exc, f"GPU {gpu.index}"), True
                         self._free(gpu)
-        self.tick_s = time.perf_counter() - start
         return changed
 
     def _tick_gpu(self, gpu: _Gpu) -> None:
