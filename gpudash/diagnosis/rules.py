@@ -236,7 +236,7 @@ def _gpu_busy(e: Evidence, busy: float, queued: bool) -> Diagnosis:
         return Diagnosis(
             Bound.GPU_COMPUTE,
             f"{kernels}{gpm}, yet the tensor cores idle ({tensor:.0f}%) in a bf16 step{throttle}",
-            "get the matmuls onto the tensor cores: bf16 inputs (autocast covers them), sizes in multiples of 8",
+            SCRIPT_ADVICE[TENSORS_IDLE],  # the same in gpudash's words and a script's
             case=TENSORS_IDLE,
         )
     tensor_text = f", tensor cores {tensor:.0f}%" if tensor is not None else ""
