@@ -202,7 +202,6 @@ class GpuDashApp(ShotsApp):
     def _after_poll(self, notices: list[Notice]) -> None:
         charts = charts_in_play(self.CHART_SPECS, self.state)
         if self.state.gpu_info != self._layout_gpu_info or charts != self._layout_charts:
-            self._layout_charts = charts
             self._apply_layout()  # NVML answered (or said why not), GPM or MFU figures came: charts or the notice
         self._tell(notices)
         if notices:
