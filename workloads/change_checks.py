@@ -126,15 +126,12 @@ class ChangeChecks:
         nothing. Measured once per variant and knobs."""
         key = (self.variant, self.knobs)
         if key not in self._step_memory:
-            batch = self._peek_input()
-            sizes = memory_probe.probe_sizes(memory_probe.batch_len(batch))
-            produce, consume = self._stages()
+            with self._eager_probe() as (batch, run):
+                sizes = memory_probe.probe_sizes(memory_probe.batch_len(batch))
 
-            def step(n: int) -> Any:
-                args = memory_probe.head(batch, n)
-                return consume[1](*(produce[1](*args) if produce is not None else args))
+                def step(n: int) -> Any:
+                    return run(*memory_probe.head(batch, n))
 
-            with self._eager_modules(), self._restore_point(memory_probe.generators_of(self, self.device)):
                 step(sizes[0])  # unmeasured: what a first step creates once (optimizer state, workspaces)
                 measured = [memory_probe.step_bytes(self.device, functools.partial(step, n)) for n in sizes]
             peaks, activations = ([float(m[i]) for m in measured] for i in (0, 1))
@@ -147,11 +144,19 @@ class ChangeChecks:
         ``gpudash.engine.flops``): the stages run eagerly (no compiled module, no captured graph) and
         train nothing — the parameters, optimizer state and generators are put back on leaving, as
         ``step_memory``'s probe steps do."""
+        with self._eager_probe() as (batch, run):
+            yield lambda: run(*batch)
+
+    @contextlib.contextmanager
+    def _eager_probe(self) -> Iterator[tuple[Any, Callable[..., Any]]]:
+        """The next batch and the running configuration's stages as one call, run eagerly (no
+        compiled module, no captured graph) and training nothing: the parameters, optimizer state
+        and generators are put back on leaving."""
         batch = self._peek_input()
         produce, consume = self._stages()
 
-        def step() -> Any:
-            return consume[1](*(produce[1](*batch) if produce is not None else batch))
+        def run(*args: Any) -> Any:
+            return consume[1](*(produce[1](*args) if produce is not None else args))
 
         with self._eager_modules(), self._restore_point(memory_probe.generators_of(self, self.device)):
-            yield step
+            yield batch, run
