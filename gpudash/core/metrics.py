@@ -23,6 +23,7 @@ class Origin(str, Enum):
     ALLOCATOR = "allocator"  # the workload's CUDA caching allocator (Sample fields; CSV columns after the ranks')
     GPM = "gpm"  # NVML's GPU performance monitoring, Hopper and newer (GpuSample fields; CSV columns after the noise)
     MODEL = "model"  # the model FLOPs of a step and what they make of the GPU's peak (Sample fields; after GPM's)
+    TRAINING = "training"  # a job's seconds of training steps in a sample (Sample field; the very last column)
 
     @property
     def from_gpu(self) -> bool:
@@ -70,7 +71,7 @@ class Metric:
 
 
 _W, _N, _D, _R, _A = Origin.WORKLOAD, Origin.NVML, Origin.DERIVED, Origin.RANKS, Origin.ALLOCATOR
-_G, _M = Origin.GPM, Origin.MODEL
+_G, _M, _T = Origin.GPM, Origin.MODEL, Origin.TRAINING
 _UP, _DOWN, _ANY = Better.HIGHER, Better.LOWER, Better.NEITHER
 _TIME, _EACH, _ENDS = Averaging.TIME, Averaging.EACH, Averaging.ENDS
 _FLAGS = ("stat", "series", "figure", "per_gpu", "per_batch")  # the words of a row's flags
@@ -188,6 +189,9 @@ METRICS: tuple[Metric, ...] = (
          "model FLOPs per second on one GPU: FLOPs per step × steps/s"),
     _row("mfu_pct",              "MFU%",         "%",   _M,    _UP,   _TIME, float, "stat series figure",
          "model FLOPs utilisation: TFLOP/s over the GPU's dense peak for the step's dtype"),
+    # a user's job: the seconds of training steps the sample's rates are over (its weight)
+    _row("train_s",              "train s",      "s",   _T,    _ANY,  None,  float, "",
+         "seconds of training steps the rates are over (a job's; empty: the whole interval)"),
 )
 # fmt: on
 
@@ -223,6 +227,7 @@ ALLOCATOR_KEYS = keys(Origin.ALLOCATOR)
 NVML_KEYS = keys(Origin.NVML)
 GPM_KEYS = keys(Origin.GPM)
 MODEL_KEYS = keys(Origin.MODEL)
+TRAINING_KEYS = keys(Origin.TRAINING)
 STAT_KEYS = keys(stat=True)
 SERIES_KEYS = keys(series=True)
 PER_BATCH_KEYS = keys(per_batch=True)  # compared only between runs of one batch size

@@ -185,7 +185,7 @@ class Sample:
     samples: int  # total samples trained in this run
     interval_s: float
     steps_per_s: float
-    samples_per_s: float
+    samples_per_s: float | None  # None: the batch size is not known (a job without a DataLoader)
     step_ms_p50: float | None
     step_ms_p95: float | None
     syncs_per_step: float | None  # host-device syncs per step; None where not countable (CPU)
@@ -208,6 +208,10 @@ class Sample:
     flops_per_step: float | None = None
     tflops: float | None = None
     mfu_pct: float | None = None
+    # A user's job (``gpudash.job.steps``): the seconds of training steps its rates are over, which
+    # the statistics weigh them by (evaluation, checkpoints, stalls and a step still under way
+    # left out; 0: nothing to count); None: the whole interval, as a family's steps fill it
+    train_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -236,6 +240,10 @@ class EventKind(str, Enum):
     MEASURED = "measured"  # a one-off measurement (what="stages": stage times; what="trace": a
     # profiler window's figures, its file in details["trace_path"]): details hold the figures
     PROGRESS = "progress"  # a slow change under way ("compiling… 12 s"); what names the change
+    # A user's job: a phase of its wall time other than training began (``after`` empty) or ended
+    # (``after``: its seconds); ``what`` names it (``PHASES``)
+    PHASE = "phase"
+    STALLED = "stalled"  # a job with no step for long: where each of its threads waits (message)
 
     def __str__(self) -> str:
         return self.value
@@ -250,6 +258,20 @@ NVML_LOST = "nvml"  # NVML lost the GPU or the driver mid-run; telemetry stops, 
 # The ``what`` of a Diagnose window's answer ("measured" with the verdict, or "error"):
 DIAGNOSIS = "diagnosis"
 LOSS_EFFECT = "loss_effect"  # the ``what`` of a LossEffect's answer
+# The phases of a job's wall time besides training (``EventKind.PHASE``'s ``what``), in the order
+# they are told; and the ``what`` of the "measured" event with the run's seconds of each, and goodput
+STARTUP, EVALUATION, CHECKPOINT, COMPILE, TEARDOWN, STALLED_PHASE, OTHER = (
+    "startup",
+    "evaluation",
+    "checkpoint",
+    "compile",
+    "teardown",
+    "stalled",
+    "other",
+)
+TRAINING = "training"
+PHASES = (STARTUP, TRAINING, EVALUATION, CHECKPOINT, COMPILE, STALLED_PHASE, TEARDOWN, OTHER)
+GOODPUT = "phases"
 FLOPS = "flops"  # the ``what`` of the event saying what a model FLOPs count was, or why MFU is blank
 # a "crashed" event's details[REFUSED] = "true": the first configuration was refused (a batch that
 # would not fit, a bad setting for this machine): a usage error of the run, not a failure of it

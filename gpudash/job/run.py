@@ -95,7 +95,7 @@ def record_job(
 def ended_early(session: JobSession) -> str:
     """What a diagnosis could say of a job that ended before its window: its steps and rate."""
     last = session.samples.last
-    rate = f"; measured before it ended: {last.samples_per_s:.4g} samples/s in its last window" if last else ""
+    rate = f"; measured before it ended: {last.steps_per_s:.4g} steps/s in its last window" if last else ""
     return (
         f"the job ended (exit code {session.exit_code}) after {session.samples.steps} steps, "
         f"before the diagnosis window{rate}"

@@ -4,11 +4,22 @@ samples times the ranks: the global batch, as the data-parallel families count i
 slowest rank's step time where there are others, and (once the job's count is in) the model FLOPs,
 TFLOP/s and MFU of ``gpudash.job.mfu``. Torch-free.
 
+**Steps as steps.** A window's rates come from the durations of the steps that ended in it — each
+step's training seconds since the step before, evaluation, checkpoints and compilation left out
+(the hooks' ``train_s``) — not from a count per interval: its steps/s is its steps over their
+seconds, and ``Sample.train_s`` carries those seconds, which the statistics weigh it by
+(``gpudash.stats.figures``), so a configuration's rate is its steps over the time spent in training
+steps. A window in which no step ended while one is under way reads the last rate, or less once
+the step takes longer than that (a 10 s step reads 0.1 steps/s, not 0, 0, 0, 0.4), and weighs
+nothing. A window with a step under a profiler window (a trace, a diagnosis) weighs nothing either:
+it is shown, not counted. Without a batch size (no ``DataLoader``) samples/s is unknown (None).
+
 A step record, as the job's hooks send it (``gpudash/job/boot/gpudash_job_hooks.py``):
-``[step, t, ms, samples, tokens, input_wait_s, syncs, profiled]`` — ``t`` on the machine's
-monotonic clock, ``ms`` the step's time (CUDA events on a GPU; None where unknown), ``syncs``
-None where not counted, ``profiled`` 1 for a step under a profiler window or the FLOP counter
-(counted, but kept out of the step-time percentiles: they slow it).
+``[step, t, ms, samples, tokens, input_wait_s, syncs, profiled, train_s]`` — ``t`` on the
+machine's monotonic clock, ``ms`` the step's time (CUDA events on a GPU; None where unknown),
+``syncs`` None where not counted, ``profiled`` 1 for a step under a profiler window or the FLOP
+counter (counted, but kept out of the step-time percentiles and the statistics: they slow it),
+``train_s`` the step's training seconds (None for the first step, whose start is the job's).
 """
 
 from __future__ import annotations
@@ -22,10 +33,12 @@ from gpudash.engine.measure import percentile
 from gpudash.engine.model_flops import ModelCount, sample_rates
 from gpudash.host.runner import with_slowest_rank
 
-STEP, T, MS, SAMPLES, TOKENS, WAIT, SYNCS, PROFILED = range(8)
+STEP, T, MS, SAMPLES, TOKENS, WAIT, SYNCS, PROFILED, TRAIN_S = range(9)
 BATCH_FROM_STEPS = 10  # the job's batch size: the most common of its first steps' sample counts
 LAG_S = 0.5  # a window closes this long after its end: its steps' records arrive late
 HOLD_ZERO_S = 3.0  # a window without a step goes out when a later one has steps, or after this long
+LATE_STEPS = 2.0  # a step under way reads the last rate, falling, until it takes this many of its usual
+MEDIAN_OF = 64  # the latest step durations the median step is taken over
 
 
 @dataclass(frozen=True)
@@ -40,6 +53,7 @@ class StepRecord:
     input_wait_s: float
     syncs: int | None
     profiled: bool
+    train_s: float | None = None  # seconds of training since the step before (None: unknown, the first)
 
     @classmethod
     def parse(cls, raw: Any) -> StepRecord | None:
@@ -54,9 +68,18 @@ class StepRecord:
                 float(raw[WAIT]),
                 None if raw[SYNCS] is None else int(raw[SYNCS]),
                 bool(raw[PROFILED]),
+                _seconds(raw[TRAIN_S]) if len(raw) > TRAIN_S else None,
             )
         except (TypeError, ValueError, IndexError):
             return None
+
+
+def _seconds(value: Any) -> float | None:
+    """A step's training seconds: finite and not negative, else unknown."""
+    if value is None:
+        return None
+    seconds = float(value)
+    return seconds if 0.0 <= seconds < 1e7 else None
 
 
 @dataclass
@@ -69,9 +92,11 @@ class RankWindows:
     closed_samples: int = 0  # ... and their samples (a sample's totals)
     window: list[StepRecord] = field(default_factory=list)
     first_counts: list[int] = field(default_factory=list)  # the first steps' samples
+    last_t: float | None = None  # the latest step's end (monotonic)
 
     def add(self, record: StepRecord) -> None:
         self.window.append(record)
+        self.last_t = record.t if self.last_t is None else max(self.last_t, record.t)
         self.steps = max(self.steps, record.step)
         self.samples += record.samples
         if len(self.first_counts) < BATCH_FROM_STEPS:
@@ -94,13 +119,23 @@ class WindowFigures:
     step_ms_p50: float | None
     step_ms_p95: float | None
     syncs_per_step: float | None
+    timed_steps: int = 0  # the steps whose training seconds are known
+    timed_samples: int = 0  # ... and their samples
+    train_s: float = 0.0  # ... and those seconds
+    profiled: bool = False  # a step of the window ran under a profiler window or the FLOP counter
+
+    @property
+    def steps_per_s(self) -> float | None:
+        """Steps over their training seconds (None: no timed step ended in the window)."""
+        return self.timed_steps / self.train_s if self.timed_steps and self.train_s > 0 else None
 
 
 def window_figures(records: list[StepRecord]) -> WindowFigures:
-    """The window's step count, samples, step time percentiles (profiled steps left out) and
-    syncs per step."""
+    """The window's step count, samples, step time percentiles (profiled steps left out), syncs
+    per step, and its timed steps' training seconds."""
     ms = sorted(r.ms for r in records if r.ms is not None and not r.profiled)
     syncs = [r.syncs for r in records if r.syncs is not None]
+    timed = [r for r in records if r.train_s is not None]
     n = len(records)
     return WindowFigures(
         steps=n,
@@ -108,6 +143,10 @@ def window_figures(records: list[StepRecord]) -> WindowFigures:
         step_ms_p50=percentile(ms, 50) if ms else None,
         step_ms_p95=percentile(ms, 95) if ms else None,
         syncs_per_step=statistics.fmean(syncs) if syncs else None,
+        timed_steps=len(timed),
+        timed_samples=sum(r.samples for r in timed),
+        train_s=sum(r.train_s for r in timed if r.train_s is not None),
+        profiled=any(r.profiled for r in records),
     )
 
 
@@ -126,11 +165,31 @@ class JobSamples:
         self.rank_samples: dict[int, RankSample] = {}
         self.held: list[Sample] = []  # windows without a step, not sent yet (see ``due``)
         self.count: ModelCount | None = None  # the job's model FLOPs a step, and the peak (MFU)
+        self.away = False  # the job is in a phase other than training now (evaluation, a checkpoint, a stall)
+        self.rate: float | None = None  # the lead rank's latest steps/s from its steps' durations
+        self.durations: list[float] = []  # the lead rank's latest step durations (seconds), for the median
+        self.last_step_t: float | None = None  # the lead rank's latest step end (monotonic)
 
     def add(self, rank: int, record: StepRecord) -> None:
         self.ranks.setdefault(rank, RankWindows()).add(record)
         if self.window_start is None:
             self.window_start = record.t
+        if rank == min(self.ranks):
+            self.last_step_t = max(self.last_step_t or record.t, record.t)
+            if record.train_s is not None and record.train_s > 0:
+                self.durations.append(record.train_s)
+                del self.durations[:-MEDIAN_OF]
+
+    @property
+    def median_step_s(self) -> float | None:
+        """The lead rank's median step duration over its latest steps (None: none timed yet)."""
+        return statistics.median(self.durations) if self.durations else None
+
+    @property
+    def batch_known(self) -> bool:
+        """The job's batches come from a ``DataLoader`` (its samples are counted)."""
+        lead = self.ranks.get(min(self.ranks, default=0))
+        return lead is not None and lead.batch_size > 0
 
     @property
     def steps(self) -> int:
@@ -199,7 +258,8 @@ class JobSamples:
                     time_s, rank, windows.closed_steps, fig.steps / interval_s, fig.step_ms_p50
                 )
         windows, fig = self.ranks[lead], figures[lead]
-        steps_per_s = fig.steps / interval_s
+        steps_per_s, train_s = self._rate(fig, end)
+        per_step = fig.timed_samples / fig.timed_steps if fig.timed_steps else windows.batch_size
         flops, tflops, mfu = sample_rates(self.count, steps_per_s)
         sample = Sample(
             time_s=time_s,
@@ -210,7 +270,8 @@ class JobSamples:
             samples=windows.closed_samples * world,
             interval_s=interval_s,
             steps_per_s=steps_per_s,
-            samples_per_s=fig.samples * world / interval_s,
+            samples_per_s=steps_per_s * per_step * world if self.batch_known else None,
+            train_s=train_s,
             step_ms_p50=fig.step_ms_p50,
             step_ms_p95=fig.step_ms_p95,
             syncs_per_step=fig.syncs_per_step,
@@ -223,3 +284,20 @@ class JobSamples:
             sample = with_slowest_rank(sample, self.rank_samples)
         self.last = sample
         return sample
+
+    def _rate(self, fig: WindowFigures, end: float) -> tuple[float, float]:
+        """(steps/s, the training seconds it weighs in the statistics) of the lead rank's window:
+        its timed steps over their seconds; with no step ended in it, the last rate while a step
+        is under way (falling once it runs late), 0 in another phase; weight 0 for a window with a
+        profiled step or none timed."""
+        rate = fig.steps_per_s
+        if rate is not None:
+            self.rate = rate
+            return rate, 0.0 if fig.profiled else fig.train_s
+        if fig.steps or self.away or self.rate is None or self.last_step_t is None:
+            return (self.rate or 0.0) if fig.steps else 0.0, 0.0
+        since = max(end - self.last_step_t, 1e-9)
+        usual = 1.0 / self.rate
+        if since > LATE_STEPS * max(usual, self.median_step_s or usual):
+            return 0.0, 0.0  # late: a phase gpudash cannot name, or a stall
+        return min(self.rate, 1.0 / since), 0.0

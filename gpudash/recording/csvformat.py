@@ -31,6 +31,7 @@ from gpudash.core.metrics import (
     PER_GPU_BASE_KEYS,
     PER_GPU_KEYS,
     RANK_KEYS,
+    TRAINING_KEYS,
     WORKLOAD_KEYS,
     Origin,
     keys,
@@ -68,7 +69,19 @@ NOISE_COLUMN = "noise"
 # FLOPs a step, TFLOP/s and MFU; empty where not known and in a file without them.
 GPM_COLUMNS = list(GPM_KEYS)
 MODEL_COLUMNS = list(MODEL_KEYS)
-COLUMNS = [*COLUMNS_0_1, KNOBS_COLUMN, *LATER_SAMPLE_COLUMNS, *CI_COLUMNS, NOISE_COLUMN, *GPM_COLUMNS, *MODEL_COLUMNS]
+# Added after GPM's per-GPU columns, at the very end: a job's seconds of training steps in a sample
+# (``Sample.train_s``, what its rates are over); empty for a family's samples and in a file without it.
+TRAINING_COLUMNS = list(TRAINING_KEYS)
+COLUMNS = [
+    *COLUMNS_0_1,
+    KNOBS_COLUMN,
+    *LATER_SAMPLE_COLUMNS,
+    *CI_COLUMNS,
+    NOISE_COLUMN,
+    *GPM_COLUMNS,
+    *MODEL_COLUMNS,
+    *TRAINING_COLUMNS,
+]
 
 
 def is_recording_header(header: list[str]) -> bool:
@@ -151,7 +164,7 @@ def sample_row(sample: Sample, gpu: GpuSample | None, derived: dict[str, float |
     values[KNOBS_COLUMN] = sample.knobs
     values.update({c: getattr(sample, c) for c in LATER_SAMPLE_COLUMNS})
     values[NOISE_COLUMN] = sample.noise
-    values.update({c: getattr(sample, c) for c in MODEL_COLUMNS})
+    values.update({c: getattr(sample, c) for c in (*MODEL_COLUMNS, *TRAINING_COLUMNS)})
     if gpu is not None:
         values.update({c: getattr(gpu, c) for c in (*GPU_COLUMNS, *GPM_COLUMNS)})
     values.update(derived or {})
@@ -208,7 +221,8 @@ def summary_row(segment: Segment, time_s: float) -> list[str]:
     return [_cell(values.get(c), c) for c in COLUMNS]
 
 
-_EARLIER = len(COLUMNS) - len(GPM_COLUMNS) - len(MODEL_COLUMNS)  # the columns before GPM's and the model's
+_LATEST = len(COLUMNS) - len(TRAINING_COLUMNS)  # the columns before the job's training seconds
+_EARLIER = _LATEST - len(GPM_COLUMNS) - len(MODEL_COLUMNS)  # the columns before GPM's and the model's
 
 
 def header(gpus: Sequence[int] = ()) -> list[str]:
@@ -218,7 +232,7 @@ def header(gpus: Sequence[int] = ()) -> list[str]:
 
 def full_row(cells: Sequence[str], nvml_cells: Sequence[str], gpm_cells: Sequence[str]) -> list[str]:
     """``COLUMNS`` up to the noise, NVML's per-GPU cells, GPM's and the model's, GPM's per-GPU cells."""
-    return [*cells[:_EARLIER], *nvml_cells, *cells[_EARLIER:], *gpm_cells]
+    return [*cells[:_EARLIER], *nvml_cells, *cells[_EARLIER:_LATEST], *gpm_cells, *cells[_LATEST:]]
 
 
 def row_cells(cells: Sequence[str], gpu: GpuSample | None, gpus: Sequence[int]) -> list[str]:
@@ -281,7 +295,8 @@ class RowParser:
             return [(c, at.get(c), _CONVERT[_KIND.get(c, float)]) for c in names]
 
         self._gpu, self._sample = columns([*GPU_COLUMNS, *GPM_COLUMNS]), columns(SAMPLE_COLUMNS)
-        self._later = [(c, i, conv) for c, i, conv in columns([*LATER_SAMPLE_COLUMNS, *MODEL_COLUMNS]) if i is not None]
+        later = [*LATER_SAMPLE_COLUMNS, *MODEL_COLUMNS, *TRAINING_COLUMNS]
+        self._later = [(c, i, conv) for c, i, conv in columns(later) if i is not None]
         self._per_gpu = [
             (index, [(k, at.get(per_gpu_column(index, k)), _CONVERT[_KIND.get(k, float)]) for k in PER_GPU_KEYS])
             for index in per_gpu_indexes(header)

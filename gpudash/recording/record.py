@@ -26,7 +26,19 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from gpudash.core import faults
-from gpudash.core.protocol import NVML_LOST, Event, EventKind, GpuInfo, GpuSample, Message, RunConfig, Sample, SyncSites
+from gpudash.core.protocol import (
+    GOODPUT,
+    NVML_LOST,
+    PHASES,
+    Event,
+    EventKind,
+    GpuInfo,
+    GpuSample,
+    Message,
+    RunConfig,
+    Sample,
+    SyncSites,
+)
 from gpudash.core.runstate import RunState
 from gpudash.recording import csvformat
 from gpudash.stats.energy import EnergyPerStep
@@ -34,6 +46,13 @@ from gpudash.stats.segments import Segment, SegmentTracker
 
 # events after which the configuration that ran before is over: its summary row goes first
 _SEGMENT_ENDS = frozenset({EventKind.CHANGED, EventKind.STARTED, EventKind.STOPPED, EventKind.CRASHED})
+
+
+def _number(text: str | None) -> float | None:
+    try:
+        return round(float(text), 3) if text else None
+    except ValueError:
+        return None
 
 
 class RecordWriteError(OSError):
@@ -285,6 +304,8 @@ class CsvRecorder:
             self._write(csvformat.event_row(msg, self.run.running))
             if msg.kind == EventKind.STARTED:
                 self.note_started(msg.details)
+            elif msg.kind in (EventKind.MEASURED, EventKind.STALLED):
+                self._note_phases(msg)
         elif isinstance(msg, SyncSites):
             self._note_sync_sites(msg)
 
@@ -304,6 +325,22 @@ class CsvRecorder:
         self._sites_unwritten = True
         if first:
             self.write_metadata()
+
+    def _note_phases(self, e: Event) -> None:
+        """A job's wall time by phase and goodput (``phases``, ``goodput_pct``, ``wall_s``), and each
+        stall told (``stalls``: when, how long, where each thread waited), into the JSON."""
+        if e.kind == EventKind.STALLED:
+            where = e.details.get("where", "").split("\n")
+            stall = {"time_s": round(e.time_s, 3), "message": e.message, "where": where}
+            self.metadata.setdefault("stalls", []).append(stall)
+        elif e.what == GOODPUT:
+            seconds = {k: _number(e.details.get(f"{k}_s")) for k in PHASES}
+            self.metadata["phases"] = {k: v for k, v in seconds.items() if v is not None}
+            self.metadata["wall_s"] = _number(e.details.get("wall_s"))
+            self.metadata["goodput_pct"] = _number(e.details.get("goodput_pct"))
+        else:
+            return
+        self.write_metadata()
 
     def _write_summary(self, time_s: float) -> None:
         """A summary row for the current configuration, once (at its end)."""

@@ -8,8 +8,11 @@ whose interval also counts how the repeats differ). The dashboard's and the CSV'
 ``gpudash report`` all read their figures from it, so the same samples give the same numbers
 wherever they are shown.
 
-- Rates (``Averaging.TIME``) are weighted by each sample's interval; other averaged metrics
-  count each value once; NVML's metrics count each tick once.
+- Rates (``Averaging.TIME``) are weighted by each sample's interval — a job's sample by its
+  seconds of training steps (``Sample.train_s``), so that a job's rate is its steps over the time
+  spent in training steps, and a sample of evaluation, a checkpoint or a stall weighs nothing;
+  other averaged metrics count each value once (a sample that weighs nothing, not at all);
+  NVML's metrics count each tick once.
 - J/step (``Averaging.ENDS``): an energy *mark* is NVML's energy counter at a tick joined with the
   step count of the newest sample by then. Between successive marks, ΔJ/Δsteps is one value
   weighted by its steps, so the mean is (last energy − first) / (last steps − first), as
@@ -63,8 +66,9 @@ class Figures:
 
     def add_sample(self, s: Sample) -> None:
         """A workload sample: each averaged workload metric, rates weighted by the interval."""
+        span = s.interval_s if s.train_s is None else s.train_s
         for m in SAMPLE_MEANS:
-            weight = s.interval_s if m.mean == Averaging.TIME else 1.0
+            weight = span if m.mean == Averaging.TIME else (1.0 if span > 0 else 0.0)
             self.means.setdefault(m.key, Stretches()).add(getattr(s, m.key), weight)
         self.steps_now = s.steps
 

@@ -4,7 +4,9 @@ A *segment* is one configuration (workload, variant, batch size, knobs) for as l
 ``changed`` event, a (re)start, or a sample of another configuration starts a new one. Its
 statistics use every sample and NVML tick (not the charts' bounded series) except those of the
 first ``SETTLE_S`` seconds after a change or a resume (rebuild, allocator and loader warm-up land
-there; they count only while nothing else has come) and none while paused. The figures are
+there; they count only while nothing else has come) and none while paused, nor — a user's job —
+while it is in a phase other than training (evaluation, a checkpoint, a stall: ``PHASE`` events;
+its samples weigh only their training seconds, ``gpudash.stats.figures``). The figures are
 ``gpudash.stats.figures``'s, as a sweep's are: each averaged metric a mean *and* an interval,
 J/step from the energy marks after warm-up.
 
@@ -112,6 +114,7 @@ class SegmentTracker:
         self._new_segment = True
         self._warmup_next = True
         self._settle_from = 0.0  # start of the current settling window (a change or a resume)
+        self.away = False  # a job's phase other than training is under way: its NVML ticks are not training's
 
     @property
     def current(self) -> Segment | None:
@@ -153,13 +156,15 @@ class SegmentTracker:
     def on_gpu(self, g: GpuSample) -> None:
         """An NVML tick, into the current segment's warm-up or its figures."""
         seg = self.current
-        if seg is None or self.paused or self._new_segment or g.time_s < seg.start_s:
+        if seg is None or self.paused or self.away or self._new_segment or g.time_s < seg.start_s:
             return
         warm = self._warmup_next or g.time_s - self._settle_from < SETTLE_S
         (seg.first if warm else seg.figures).add_gpu(g)
 
     def on_event(self, e: Event) -> None:
-        if e.kind in (EventKind.STARTED, EventKind.CHANGED):
+        if e.kind == EventKind.PHASE:
+            self.away = not e.after  # begun (no seconds yet), or ended
+        elif e.kind in (EventKind.STARTED, EventKind.CHANGED):
             self._new_segment = True
             if e.kind == EventKind.STARTED:
                 self.paused = False

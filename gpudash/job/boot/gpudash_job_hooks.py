@@ -17,7 +17,11 @@ it, nothing here ever blocks the job):
 - a profiler window of the next N steps when gpudash asks (at step boundaries, a
   ``gpudash.step`` range around each step, the trace written where gpudash said);
 - the model FLOPs of one step, counted once between the first and second steps
-  (``gpudash_job_flops.py``, beside this file; a failure there stops that count alone).
+  (``gpudash_job_flops.py``, beside this file; a failure there stops that count alone);
+- what the job does between its steps — evaluation, checkpoints, compilation — as spans, so that
+  each step's training seconds leave them out (``gpudash_job_phases.py``, beside this file);
+- where each thread (and each DataLoader worker) waits, when gpudash asks because the job stalled:
+  answered by the flusher thread that is already there, so nothing the job can see changes.
 
 Any exception inside a hook turns every hook off, with one line on stderr; the job goes on.
 
@@ -39,7 +43,8 @@ import weakref
 from typing import Any
 
 from gpudash_job_flops import StepFlopsCount  # type: ignore[import-not-found]  # beside this file
-from gpudash_job_parts import _Channel, _SyncCount  # type: ignore[import-not-found]
+from gpudash_job_parts import _Channel, _SyncCount, load_source  # type: ignore[import-not-found]
+from gpudash_job_phases import Phases, thread_stacks  # type: ignore[import-not-found]
 
 SEND_EVERY_S = 0.1  # step records go out at most this often
 SITES_EVERY_S = 2.0  # the sync table, when it changed
@@ -47,6 +52,8 @@ MAX_BATCH = 200  # step records a datagram
 HANDOVER_STEPS = 20  # another optimizer that steps this often alone becomes the one whose steps count
 GROUP_MS = 25.0  # steps faster than this are timed in groups (one CUDA event a group)
 MAX_GROUP_STEPS = 256
+MAX_THREADS = 32  # threads a stack answer names
+FLUSHER = "gpudash-job-flush"
 
 
 def _samples_tokens(batch: Any, torch: Any, depth: int = 0) -> tuple[int, int]:
@@ -108,6 +115,8 @@ class Hooks:
         self.on = True
         self._next_orig: Any = None
         self.loader_module: Any = None
+        self.phases = Phases(self.channel.send, lambda: self.rank)
+        self.worker = False  # a DataLoader worker (forked or spawned): answers stack requests only
 
     # -- install / uninstall ---------------------------------------------------------------------
     def install(self) -> None:
@@ -121,19 +130,48 @@ class Hooks:
             hook = compiler.disable(hook)
         self.handle = optimizer.register_optimizer_step_post_hook(hook)
         self.flops.install()
+        self.phases.install(self.torch)
         os.register_at_fork(after_in_child=self._forked)
         base = self.loader_module._BaseDataLoaderIter
         self._next_orig = base.__next__
         base.__next__ = self._wrap_next(base.__next__)
         atexit.register(self.close)
-        threading.Thread(target=self._flusher, name="gpudash-job-flush", daemon=True).start()
+        threading.Thread(target=self._flusher, name=FLUSHER, daemon=True).start()
         if not _multiprocessing_child():
             self.channel.send(self._hello())
+        else:  # a spawned DataLoader worker (or an mp.spawn rank, until it steps): known for its stacks
+            self.worker = True
+            self.channel.send(self._worker_hello())
 
     def _forked(self) -> None:
-        """A forked child (a DataLoader worker): a lock of its own, which no thread here holds."""
+        """A forked child (a DataLoader worker): a lock of its own, which no thread here holds, a
+        socket of its own, and a thread that answers gpudash's stack requests (it has no flusher)."""
         self.lock = threading.Lock()
         self.flops.forked()  # the counter's modes, should the fork come inside the counted step
+        self.worker = True
+        try:
+            self.channel = _Channel(self.channel.host)
+            threading.Thread(target=self._answer_forever, name=FLUSHER, daemon=True).start()
+            self.channel.send(self._worker_hello())
+        except Exception:  # noqa: BLE001, S110 - a worker without stacks; its batches still count
+            pass
+
+    def _worker_hello(self) -> dict[str, Any]:
+        return {"k": "worker", "pid": os.getpid(), "ppid": os.getppid(), "ctl": self.channel.own}
+
+    def _answer_forever(self) -> None:
+        """A forked worker's one thread of gpudash's: stack requests answered as they come."""
+        import select
+
+        sock = self.channel.sock
+        while True:
+            try:
+                select.select([sock], [], [], 5.0)
+                for request in self.channel.requests():
+                    if request.get("k") == "stacks":
+                        self._answer_stacks(request)
+            except Exception:  # noqa: BLE001 - never into the worker
+                return
 
     def _hello(self) -> dict[str, Any]:
         env = os.environ
@@ -153,13 +191,17 @@ class Hooks:
         if not self.on:
             return
         self.on = False
-        print(f"gpudash: the job's hooks are off: {why}", file=sys.stderr, flush=True)
+        try:
+            print(f"gpudash: the job's hooks are off: {why}", file=sys.stderr, flush=True)
+        except Exception:  # noqa: BLE001, S110 - a closed stderr: gpudash hears it over the channel
+            pass
         self.channel.send({"k": "note", "rank": self.rank, "text": f"the job's hooks are off: {why}"})
         try:
             if self.handle is not None:
                 self.handle.remove()
             if self._next_orig is not None:
                 self.loader_module._BaseDataLoaderIter.__next__ = self._next_orig
+            self.phases.uninstall()
             if self.syncs is not None:
                 self.syncs.close()
         except Exception:  # noqa: BLE001, S110 - already turning off
@@ -183,9 +225,16 @@ class Hooks:
 
         def __next__(it: Any) -> Any:  # noqa: N807 - the method it replaces
             start = time.perf_counter()
-            batch = original(it)
+            began = time.monotonic()
+            try:
+                batch = original(it)
+            except StopIteration:
+                if hooks.on:
+                    hooks.phases.batch(id(it), began, time.monotonic(), True)
+                raise
             if hooks.on:
                 waited = time.perf_counter() - start
+                hooks.phases.batch(id(it), began, time.monotonic(), False)
                 try:
                     n, tokens = _samples_tokens(batch, torch)
                 except Exception as exc:  # noqa: BLE001
@@ -223,6 +272,7 @@ class Hooks:
     def _first(self, optimizer: Any) -> None:
         torch = self.torch
         self.first_done = True
+        self.worker = False  # (an mp.spawn rank: it steps)
         dist = getattr(torch, "distributed", None)
         if dist is not None and dist.is_available() and dist.is_initialized():  # mp.spawn sets no RANK
             self.rank, self.world = dist.get_rank(), dist.get_world_size()
@@ -266,7 +316,9 @@ class Hooks:
         # loop's); an evaluation loader's batches in between are not this step's
         samples, tokens, waited = self.batches.get(self.last_iterator) or (0, 0, 0.0)
         self.batches.clear()
-        record = [self.steps, now, None, samples, tokens, waited, syncs.count if syncs else None, 0]
+        train_s = self.phases.at_step(now, self.last_iterator)
+        self.phases.watch_compile()
+        record = [self.steps, now, None, samples, tokens, waited, syncs.count if syncs else None, 0, train_s]
         if self.window is not None and self.window.get("prof") is not None:
             record[7] = 1  # under the profiler
         if self.flops.running:
@@ -340,12 +392,38 @@ class Hooks:
                     {"k": "sites", "rank": self.rank, "table": table.as_dict(), "not_counted": syncs.not_counted}
                 )
                 self.sites_sent = (self.last_send, total)
-        self.requests += self.channel.requests()
+        self._take_requests()
+
+    def _take_requests(self) -> None:
+        """gpudash's requests: a stack request answered now, a profiler window kept for the next step."""
+        for request in self.channel.requests():
+            if request.get("k") == "stacks":
+                self._answer_stacks(request)
+            else:
+                self.requests.append(request)
+
+    def _answer_stacks(self, request: dict[str, Any]) -> None:
+        """Where each thread of this process waits: its innermost frame of the job's own code."""
+        sites = sys.modules.get("_gpudash_sync_sites") or load_source(
+            "_gpudash_sync_sites", os.path.join("core", "sync_sites.py")
+        )
+        classifier = sites._classifier()
+        ours = frozenset(t.ident for t in threading.enumerate() if t.name == FLUSHER and t.ident is not None)
+        threads = thread_stacks(lambda f: classifier.kind(f)[0], ours)[:MAX_THREADS]
+        answer = {"k": "stacks", "rank": self.rank, "pid": os.getpid(), "worker": self.worker, "threads": threads}
+        answer["asked"] = request.get("id")
+        self.channel.send(answer)
 
     def _flusher(self) -> None:
         """Steps not sent yet go out even when the job stops stepping (an evaluation, the end)."""
         while self.on:
             time.sleep(SEND_EVERY_S * 2)
+            try:
+                self.phases.tick(time.monotonic())
+                if self.first_done or self.worker:
+                    self._take_requests()  # a stalled job's stacks: answered here, not at a step
+            except Exception:  # noqa: BLE001, S110 - never into the job
+                pass
             if time.monotonic() - self.last_send >= SEND_EVERY_S * 2 and self.lock.acquire(blocking=False):
                 try:
                     self._flush(cuda=False)

@@ -1,0 +1,117 @@
+"""A job's wall time by phase: ``startup`` (its launch to its first step), ``training`` (the steps'
+own seconds), ``evaluation``, ``checkpoint`` and ``compile`` (spans the job's hooks time between
+steps: ``gpudash/job/boot/gpudash_job_phases.py``), ``stalled`` (no step for long, in no phase
+above: ``gpudash.job.stalls``), ``teardown`` (its last step to its exit) and ``other`` (the rest:
+what no hook saw, such as a first step's own time). **Goodput** is training's share of the wall
+time. Torch-free.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from gpudash.core.protocol import (
+    CHECKPOINT,
+    COMPILE,
+    EVALUATION,
+    OTHER,
+    PHASES,
+    STALLED_PHASE,
+    STARTUP,
+    TEARDOWN,
+    TRAINING,
+)
+
+SPAN_KINDS = frozenset({EVALUATION, CHECKPOINT, COMPILE})  # what the hooks time
+HEAVY_SHARE = 0.25  # evaluation or checkpoints above this share of the wall time: the diagnosis says so
+ADVICE = {
+    EVALUATION: "evaluate less often, or on fewer batches",
+    CHECKPOINT: "save less often, or asynchronously (torch.distributed.checkpoint.async_save)",
+}
+
+
+@dataclass
+class JobPhases:
+    """Seconds by phase, from the run's start (``t0``, monotonic) to ``ended_t`` or now."""
+
+    t0: float
+    seconds: dict[str, float] = field(default_factory=dict)  # closed spans of the phases the hooks time, stalls
+    training_s: float = 0.0
+    first_step_t: float | None = None
+    last_step_t: float | None = None
+    ended_t: float | None = None
+    open: dict[str, float] = field(default_factory=dict)  # phases under way: kind -> since (monotonic)
+
+    def step(self, t: float, train_s: float | None) -> None:
+        """A step of the lead rank ended at ``t`` after ``train_s`` seconds of training."""
+        if self.first_step_t is None:
+            self.first_step_t = t
+        self.last_step_t = t if self.last_step_t is None else max(self.last_step_t, t)
+        if train_s is not None:
+            self.training_s += train_s
+
+    def begin(self, kind: str, since: float) -> None:
+        self.open.setdefault(kind, since)
+
+    def end(self, kind: str, seconds: float) -> None:
+        """A phase closed after ``seconds`` (its own, as timed); 0: it was none after all."""
+        self.open.pop(kind, None)
+        if seconds > 0:
+            self.seconds[kind] = self.seconds.get(kind, 0.0) + seconds
+
+    def current(self) -> str:
+        """The phase now: a stall first, then one the hooks said is under way, then the run's."""
+        if STALLED_PHASE in self.open:
+            return STALLED_PHASE
+        if self.open:
+            return next(iter(self.open))
+        if self.ended_t is not None:
+            return TEARDOWN
+        return STARTUP if self.first_step_t is None else TRAINING
+
+    def totals(self, now: float) -> dict[str, float]:
+        """Each phase's seconds (``PHASES``, in order), summing to the wall time; open phases up to now."""
+        end = self.ended_t if self.ended_t is not None else now
+        wall = max(0.0, end - self.t0)
+        out = dict.fromkeys(PHASES, 0.0)
+        out[STARTUP] = min(wall, (self.first_step_t if self.first_step_t is not None else end) - self.t0)
+        out[TRAINING] = self.training_s
+        for kind, seconds in self.seconds.items():
+            out[kind] = out.get(kind, 0.0) + seconds
+        for kind, since in self.open.items():
+            out[kind] = out.get(kind, 0.0) + max(0.0, end - since)
+        if self.ended_t is not None and self.last_step_t is not None:
+            out[TEARDOWN] = max(0.0, self.ended_t - self.last_step_t)
+        out[OTHER] = max(0.0, wall - sum(v for k, v in out.items() if k != OTHER))
+        return out
+
+    def wall_s(self, now: float) -> float:
+        return max(0.0, (self.ended_t if self.ended_t is not None else now) - self.t0)
+
+    def goodput_pct(self, now: float) -> float | None:
+        """Training's share of the wall time (None before any time has passed)."""
+        wall = self.wall_s(now)
+        return 100.0 * min(self.training_s, wall) / wall if wall > 0 else None
+
+    def line(self, now: float) -> str:
+        """ "goodput 62.1% of 58.3 s: training 36.2 s · evaluation 9.8 s · startup 6.0 s · …" (the
+        phases that took any time, in order)."""
+        totals = self.totals(now)
+        parts = [f"{k} {v:.1f} s" for k, v in totals.items() if v >= 0.05 or k == TRAINING]
+        pct = self.goodput_pct(now)
+        head = "goodput –" if pct is None else f"goodput {pct:.1f}%"
+        return f"{head} of {self.wall_s(now):.1f} s: " + " · ".join(parts)
+
+    def heavy(self, now: float) -> str:
+        """What the diagnosis adds when evaluation or checkpoints take over ``HEAVY_SHARE`` of the
+        wall time ("evaluation takes 31% of the wall time — evaluate less often, …"); "" otherwise."""
+        wall = self.wall_s(now)
+        if wall <= 0:
+            return ""
+        totals = self.totals(now)
+        said = [
+            f"{kind} takes {100 * totals[kind] / wall:.0f}% of the wall time — {advice}"
+            for kind, advice in ADVICE.items()
+            if totals[kind] / wall > HEAVY_SHARE
+        ]
+        return "; ".join(said)
