@@ -144,7 +144,7 @@ def test_every_window_after_the_count_carries_its_flops_rate_and_mfu() -> None:
     windows = JobSamples("job:x", "", 1.0, t0=0.0)
     windows.count = job_count({"flops": 2e12, "by_dtype": [["fp32", 2e12]]}, 4.0)
     for step in range(1, 21):
-        windows.add(0, StepRecord(step, step * 0.1, 100.0, 8, 0, 0.0, None, False))
+        windows.add(0, StepRecord(step, step * 0.1, 100.0, 8, 0, 0.0, None, False, 0.1 if step > 1 else None))
     out: list[Sample] = windows.flush()
     assert out and all(s.steps_per_s > 0 for s in out)
     for s in out:

@@ -41,6 +41,7 @@ class JobPhases:
     last_step_t: float | None = None
     ended_t: float | None = None
     open: dict[str, float] = field(default_factory=dict)  # phases under way: kind -> since (monotonic)
+    ended_in_phase: bool = False  # the job ended in a stall or a span: no teardown after it
 
     def step(self, t: float, train_s: float | None) -> None:
         """A step of the lead rank ended at ``t`` after ``train_s`` seconds of training."""
@@ -80,7 +81,7 @@ class JobPhases:
             out[kind] = out.get(kind, 0.0) + seconds
         for kind, since in self.open.items():
             out[kind] = out.get(kind, 0.0) + max(0.0, end - since)
-        if self.ended_t is not None and self.last_step_t is not None:
+        if self.ended_t is not None and self.last_step_t is not None and not self.ended_in_phase:
             out[TEARDOWN] = max(0.0, self.ended_t - self.last_step_t)
         out[OTHER] = max(0.0, wall - sum(v for k, v in out.items() if k != OTHER))
         return out

@@ -525,12 +525,16 @@ class JobSession:
     def _say_phases(self, now: float) -> None:
         """At the job's end: its teardown, and its wall time by phase with goodput (a "measured" event)."""
         phases = self.phases
-        for kind in list(phases.open):  # a stall or a span the job ended in
-            phases.end(kind, max(0.0, now - phases.open[kind]))
+        ended_in = list(phases.open)  # a stall or a span the job ended in: its end, not a teardown
+        for kind in ended_in:
+            seconds = max(0.0, now - phases.open[kind])
+            phases.end(kind, seconds)
+            self._phase_event(kind, seconds, f"{kind} {seconds:.2f} s, until the job ended")
         self._stall = None
         phases.ended_t = now
+        phases.ended_in_phase = bool(ended_in)
         last = phases.last_step_t
-        if last is not None:
+        if last is not None and not ended_in:
             self._phase_event(TEARDOWN, now - last, f"teardown {now - last:.2f} s (the last step to the exit)")
         totals = phases.totals(now)
         details = {f"{k}_s": f"{v:.3f}" for k, v in totals.items()}

@@ -298,9 +298,14 @@ class _ImportWatch(importlib.abc.MetaPathFinder):
 
 
 # -- where each thread waits -------------------------------------------------------------------------
+WORKER_LOOP = "_worker_loop"  # torch's DataLoader worker: the frames outside it are the fork's, not the worker's
+
+
 def thread_stacks(classify: Callable[[str], str], skip: frozenset[int] = frozenset()) -> list[dict[str, Any]]:
     """Each thread's innermost frame of the job's own code (``classify(filename) == "user"``) and
-    its innermost frame of all, main thread first; ``skip``: gpudash's own threads."""
+    its innermost frame of all, main thread first; ``skip``: gpudash's own threads. In a forked
+    DataLoader worker the search stops at torch's worker loop: the frames outside it are those the
+    fork copied from the training loop (a worker waiting for work has no frame of the job's)."""
     import linecache
 
     names = {t.ident: t.name for t in threading.enumerate()}
@@ -314,6 +319,8 @@ def thread_stacks(classify: Callable[[str], str], skip: frozenset[int] = frozens
         f: Any = frame
         depth = 0
         while f is not None and depth < 200:
+            if f.f_code.co_name == WORKER_LOOP:
+                break
             if classify(f.f_code.co_filename) == "user":
                 user = f
                 break
