@@ -56,4 +56,5 @@ def test_a_new_recordings_columns_keep_the_old_ones_in_their_places() -> None:
         *csvformat.MODEL_COLUMNS,
         *("gpu0_sm_active_pct", "gpu0_tensor_active_pct", "gpu0_dram_active_pct"),
         *("gpu1_sm_active_pct", "gpu1_tensor_active_pct", "gpu1_dram_active_pct"),
+        *csvformat.TRAINING_COLUMNS,  # a job's training seconds, last
     ]

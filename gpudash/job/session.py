@@ -21,10 +21,6 @@ from typing import Any
 from gpudash.core.protocol import (
     DIAGNOSIS,
     FLOPS,
-    GOODPUT,
-    STALLED_PHASE,
-    STARTUP,
-    TEARDOWN,
     Control,
     Diagnose,
     Event,
@@ -48,8 +44,7 @@ from gpudash.job.channel import HostChannel
 from gpudash.job.diagnosis import JobDiagnosis, job_verdict, with_trace
 from gpudash.job.launch import STOP_GRACE_S, JobProcess, job_env
 from gpudash.job.mfu import job_count, missing
-from gpudash.job.phases import SPAN_KINDS, JobPhases
-from gpudash.job.stalls import AGAIN_S, STALL_MIN_S, Stall, report, stall_after_s
+from gpudash.job.phase_watch import PhaseWatch
 from gpudash.job.steps import JobSamples, StepRecord
 
 NO_HELLO_S = 15.0  # no word from the job this long after its start: say why that may be
@@ -107,11 +102,8 @@ class JobSession:
         self._sites: SyncTable | None = None
         self._flops: dict[int, dict[str, Any]] = {}  # rank -> its hooks' model FLOPs count (or why none)
         self._flops_said = False
-        self.phases = JobPhases(self.t0)  # the lead rank's wall time by phase, and goodput
-        self.stall_min_s = STALL_MIN_S  # no step for at least this long (and 10 median steps): stalled
-        self.stalls: list[dict[str, Any]] = []  # each stall told: when, how long, where (the sidecar's)
-        self._stall: Stall | None = None
-        self._workers: dict[int, str] = {}  # a DataLoader worker's pid -> its socket (for its stacks)
+        self.watch = PhaseWatch(self.t0, self.samples, self.channel, self._event)  # phases, goodput, stalls
+        self.phases = self.watch.phases
 
     # -- EngineSource ------------------------------------------------------------------------------
     @property
@@ -173,7 +165,8 @@ class JobSession:
         ):
             self._start_run()
         self._check_quiet(now)
-        self._check_stall(now)
+        if self._started and not self._ended:
+            self.watch.check_stall(now, self._stack_targets)
         limit = self.config.max_steps
         if limit is not None and self.samples.steps >= limit and not self._ended:
             self.stop()  # --steps: the job has made that many
@@ -233,13 +226,8 @@ class JobSession:
             self._say_flops()
         elif kind == "note":
             self._error("job", str(m.get("text", "")))
-        elif kind == "phase" and rank == self._lead():
-            self._on_phase(m)
-        elif kind == "stacks":
-            if self._stall is not None:
-                self._stall.answers[_int(m.get("pid"), 0)] = m
-        elif kind == "worker":
-            self._workers[_int(m.get("pid"), 0)] = str(m.get("ctl") or "")
+        elif kind in ("phase", "stacks", "worker"):
+            self.watch.on_message(kind, m, rank == self._lead())
 
     def _on_steps(self, rank: int, raw: list[Any], now: float) -> None:
         lead = rank == self._lead()
@@ -248,11 +236,9 @@ class JobSession:
             record = StepRecord.parse(item)
             if record is None or (limit is not None and record.step > limit):
                 continue  # --steps: the job is being stopped; its later steps are not this run's
-            if lead and self._stall is not None and record.t > self._stall.since:
-                record = self._stall_ended(record)  # noqa: PLW2901 - its seconds were the stall's
-            self.samples.add(rank, record)
             if lead:
-                self.phases.step(record.t, record.train_s)
+                record = self.watch.step(record)  # noqa: PLW2901 - after a stall its seconds were the stall's
+            self.samples.add(rank, record)
             if lead and self.diagnosis is not None:
                 self._diagnosis_step(record, now)
 
@@ -294,90 +280,6 @@ class JobSession:
             return
         details = {**self._config_details(), **fig.details(), "trace_path": path}
         self._event(EventKind.MEASURED, what="trace", message=f"{fig.summary()} → {path}", details=details)
-
-    # -- phases and stalls -------------------------------------------------------------------------
-    def _on_phase(self, m: dict[str, Any]) -> None:
-        """A span the hooks timed between steps (evaluation, a checkpoint, compiling): begun (said
-        while it lasts), ended with its seconds, or (``cancel``) part of a step after all."""
-        what = str(m.get("kind", ""))
-        if what not in SPAN_KINDS:
-            return
-        if m.get("open"):
-            self.phases.begin(what, _float(m.get("t0"), time.monotonic()))
-            self._phase_event(what, None, f"{what} under way")
-            return
-        seconds = 0.0 if m.get("cancel") else max(0.0, _float(m.get("s"), 0.0))
-        was_open = what in self.phases.open
-        self.phases.end(what, seconds)
-        if seconds > 0 or was_open:
-            said = f"{what} {seconds:.2f} s" if seconds > 0 else f"not {what} after all: part of a step"
-            self._phase_event(what, seconds, said)
-
-    def _phase_event(self, what: str, seconds: float | None, message: str) -> None:
-        self.samples.away = bool(self.phases.open)
-        after = "" if seconds is None else f"{seconds:.3f}"
-        self._event(EventKind.PHASE, what=what, after=after, message=message)
-
-    def _check_stall(self, now: float) -> None:
-        """No step for long, in no phase the hooks time: stalled; ask each process where it waits,
-        tell it once they answered (or the time is up), and again every ``AGAIN_S``."""
-        last = self.samples.last_step_t
-        if not self._started or self._ended or last is None:
-            return
-        stall = self._stall
-        if stall is None:
-            if self.phases.open or now - last < stall_after_s(self.samples.median_step_s, self.stall_min_s):
-                return
-            self._stall = stall = Stall(since=last, asked_at=now)
-            self.phases.begin(STALLED_PHASE, last)
-            self._phase_event(STALLED_PHASE, None, f"stalled: no step for {now - last:.0f} s")
-            self._ask_stacks(stall, now)
-            return
-        if stall.told_at is None and stall.complete(now):
-            self._tell_stall(stall, now)
-        elif stall.told_at is not None and now - stall.told_at >= AGAIN_S:
-            self._ask_stacks(stall, now)
-
-    def _ask_stacks(self, stall: Stall, now: float) -> None:
-        """Each process of the job (its ranks, then their DataLoader workers) asked for its stacks."""
-        stall.asked_at, stall.told_at = now, None
-        stall.answers.clear()
-        stall.asked.clear()
-        ranks = {r: windows.last_t for r, windows in self.samples.ranks.items() if windows.last_t is not None}
-        stall.first_rank = min(ranks, key=lambda r: ranks[r]) if ranks else self._lead()
-        targets: list[tuple[int, str, str]] = []
-        for rank, first in sorted(self._first.items()):
-            pid = _int(first.get("pid"), 0)
-            hello = self._hello.get(pid, {})
-            targets.append((pid, f"rank {rank}", str(hello.get("ctl") or "")))
-        targets += [(pid, "DataLoader worker", ctl) for pid, ctl in sorted(self._workers.items())]
-        for pid, who, ctl in targets:
-            if ctl and self.channel.request(ctl, {"k": "stacks", "id": len(self.stalls)}):
-                stall.asked[pid] = who
-            elif not who.startswith("DataLoader"):
-                stall.asked[pid] = who  # said as not answering
-            else:
-                self._workers.pop(pid, None)  # a worker that has gone
-
-    def _tell_stall(self, stall: Stall, now: float) -> None:
-        stall.told_at = now
-        line, lines = report(stall, now, self.samples.median_step_s)
-        told = {"time_s": round(now - self.t0, 3), "stalled_s": round(now - stall.since, 3), "where": lines}
-        self.stalls.append(told)
-        details = {"stalled_s": f"{now - stall.since:.3f}", "where": "\n".join(lines)}
-        self._event(EventKind.STALLED, what=STALLED_PHASE, message=line, details=details)
-
-    def _stall_ended(self, record: StepRecord) -> StepRecord:
-        """The first step after a stall: the stall's seconds are the stall's, not that step's."""
-        from dataclasses import replace
-
-        stall, self._stall = self._stall, None
-        assert stall is not None
-        seconds = max(0.0, record.t - stall.since)
-        self.phases.open.pop(STALLED_PHASE, None)
-        self.phases.end(STALLED_PHASE, seconds)
-        self._phase_event(STALLED_PHASE, seconds, f"steps resumed after a {seconds:.0f} s stall")
-        return replace(record, train_s=None)
 
     # -- a diagnosis -------------------------------------------------------------------------------
     def _diagnosis_step(self, record: StepRecord, now: float) -> None:
@@ -449,9 +351,7 @@ class JobSession:
             self.sampler.select(uuid=details["gpu_uuid"])
         message = f"{job_command.display(self.command)} on {details['device']}"
         self._event(EventKind.STARTED, message=message, details=details)
-        first = self.phases.first_step_t
-        if first is not None:
-            self._phase_event(STARTUP, first - self.t0, f"startup {first - self.t0:.2f} s (launch to the first step)")
+        self.watch.started()
         if self._sites is not None:
             self._on_sites({"table": self._sites.as_dict()})
         self._say_flops()
@@ -506,7 +406,7 @@ class JobSession:
         if self._started:
             self._say_flops(final=True)
             self._pending.extend(self.samples.flush())
-            self._say_phases(time.monotonic())
+            self.watch.ended(time.monotonic())
         if self.diagnosis is not None:
             d, self.diagnosis = self.diagnosis, None
             self._error(DIAGNOSIS, f"the job ended after {self.samples.steps} steps, in the diagnosis' {d.phase}")
@@ -521,27 +421,6 @@ class JobSession:
             self._event(EventKind.CRASHED, message=message, details={"exit_code": str(code)})
         self.process.stop(grace_s=1.0)  # its group's leftovers (DataLoader workers), the reaper
         self.channel.close()
-
-    def _say_phases(self, now: float) -> None:
-        """At the job's end: its teardown, and its wall time by phase with goodput (a "measured" event)."""
-        phases = self.phases
-        ended_in = list(phases.open)  # a stall or a span the job ended in: its end, not a teardown
-        for kind in ended_in:
-            seconds = max(0.0, now - phases.open[kind])
-            phases.end(kind, seconds)
-            self._phase_event(kind, seconds, f"{kind} {seconds:.2f} s, until the job ended")
-        self._stall = None
-        phases.ended_t = now
-        phases.ended_in_phase = bool(ended_in)
-        last = phases.last_step_t
-        if last is not None and not ended_in:
-            self._phase_event(TEARDOWN, now - last, f"teardown {now - last:.2f} s (the last step to the exit)")
-        totals = phases.totals(now)
-        details = {f"{k}_s": f"{v:.3f}" for k, v in totals.items()}
-        details["wall_s"] = f"{phases.wall_s(now):.3f}"
-        pct = phases.goodput_pct(now)
-        details["goodput_pct"] = "" if pct is None else f"{pct:.2f}"
-        self._event(EventKind.MEASURED, what=GOODPUT, message=phases.line(now), details=details)
 
     def _read_output(self) -> None:
         """The job's output into ``output``, line by line, as its file grows: a carriage return (a
@@ -574,6 +453,14 @@ class JobSession:
         if not self.left:
             self.process.remove_output()
 
+    def _stack_targets(self) -> list[tuple[int, str, str]]:
+        """Each rank's process: (pid, "rank N", its socket), lead first."""
+        out = []
+        for rank, first in sorted(self._first.items()):
+            pid = _int(first.get("pid"), 0)
+            out.append((pid, f"rank {rank}", str(self._hello.get(pid, {}).get("ctl") or "")))
+        return out
+
     def _on_cuda(self) -> bool:
         lead = self._first.get(self._lead(), {})
         return str(lead.get("device", "")).startswith("cuda")
@@ -600,14 +487,6 @@ def safe_line(text: str) -> str:
     """A line of the job's output as a pane can show it: what follows its last carriage return,
     without escape sequences or other control characters."""
     return strip_controls(_ESCAPES.sub("", text.rsplit("\r", 1)[-1]).expandtabs())
-
-
-def _float(value: Any, default: float) -> float:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return default
-    return number if number == number and abs(number) < 1e12 else default
 
 
 def _int(value: Any, default: int) -> int:

@@ -31,7 +31,6 @@ from gpudash.core.metrics import (
     PER_GPU_BASE_KEYS,
     PER_GPU_KEYS,
     RANK_KEYS,
-    TRAINING_KEYS,
     WORKLOAD_KEYS,
     Origin,
     keys,
@@ -69,19 +68,10 @@ NOISE_COLUMN = "noise"
 # FLOPs a step, TFLOP/s and MFU; empty where not known and in a file without them.
 GPM_COLUMNS = list(GPM_KEYS)
 MODEL_COLUMNS = list(MODEL_KEYS)
-# Added after GPM's per-GPU columns, at the very end: a job's seconds of training steps in a sample
-# (``Sample.train_s``, what its rates are over); empty for a family's samples and in a file without it.
-TRAINING_COLUMNS = list(TRAINING_KEYS)
-COLUMNS = [
-    *COLUMNS_0_1,
-    KNOBS_COLUMN,
-    *LATER_SAMPLE_COLUMNS,
-    *CI_COLUMNS,
-    NOISE_COLUMN,
-    *GPM_COLUMNS,
-    *MODEL_COLUMNS,
-    *TRAINING_COLUMNS,
-]
+# Last, after GPM's per-GPU ones: a job's training seconds (``Sample.train_s``; empty: a family's, an old file)
+TRAINING_COLUMNS = list(keys(Origin.TRAINING))
+COLUMNS = [*COLUMNS_0_1, KNOBS_COLUMN, *LATER_SAMPLE_COLUMNS, *CI_COLUMNS, NOISE_COLUMN, *GPM_COLUMNS, *MODEL_COLUMNS]
+COLUMNS += TRAINING_COLUMNS
 
 
 def is_recording_header(header: list[str]) -> bool:
@@ -250,21 +240,13 @@ def format_row(row: list[str]) -> str:
 REQUIRED_SAMPLE_COLUMNS = ("steps", "samples", "interval_s")  # a sample row without one is not read
 
 
-def _as_text(text: str) -> str | None:
-    return text or None
-
-
-def _as_int(text: str) -> int | None:
-    return int(float(text)) if text else None
-
-
 def _as_float(text: str) -> float | None:
     """A number; one that is not finite is "not available" (None), like an empty cell."""
     value = float(text) if text else math.nan
     return value if math.isfinite(value) else None
 
 
-_CONVERT = {str: _as_text, int: _as_int, float: _as_float}
+_CONVERT = {str: lambda text: text or None, int: lambda text: int(float(text)) if text else None, float: _as_float}
 
 
 def _time(text: str) -> float:
@@ -328,7 +310,7 @@ class RowParser:
         """A row's NVML sample: [it], or [] when the row has none."""
         g = {c: conv(cells[i]) if i is not None else None for c, i, conv in self._gpu}
         per_gpu = tuple(
-            GpuReading(index, **{k: conv(cells[i]) if i is not None else None for k, i, conv in read})  # type: ignore[arg-type]  # fields by the catalog's names
+            GpuReading(index, **{k: conv(cells[i]) if i is not None else None for k, i, conv in read})
             for index, read in self._per_gpu
         )
         if any(v is not None for v in g.values()) or any(r.answered for r in per_gpu):

@@ -18,10 +18,8 @@ it, nothing here ever blocks the job):
   ``gpudash.step`` range around each step, the trace written where gpudash said);
 - the model FLOPs of one step, counted once between the first and second steps
   (``gpudash_job_flops.py``, beside this file; a failure there stops that count alone);
-- what the job does between its steps — evaluation, checkpoints, compilation — as spans, so that
-  each step's training seconds leave them out (``gpudash_job_phases.py``, beside this file);
-- where each thread (and each DataLoader worker) waits, when gpudash asks because the job stalled:
-  answered by the flusher thread that is already there, so nothing the job can see changes.
+- evaluation, checkpoints and compiling between steps, left out of each step's training seconds
+  (``gpudash_job_phases.py``); where each thread waits, when gpudash asks (``gpudash_job_stacks.py``).
 
 Any exception inside a hook turns every hook off, with one line on stderr; the job goes on.
 
@@ -43,8 +41,9 @@ import weakref
 from typing import Any
 
 from gpudash_job_flops import StepFlopsCount  # type: ignore[import-not-found]  # beside this file
-from gpudash_job_parts import _Channel, _SyncCount, load_source  # type: ignore[import-not-found]
-from gpudash_job_phases import Phases, thread_stacks  # type: ignore[import-not-found]
+from gpudash_job_parts import _Channel, _SyncCount  # type: ignore[import-not-found]
+from gpudash_job_phases import Phases  # type: ignore[import-not-found]
+from gpudash_job_stacks import FLUSHER, answer, answering  # type: ignore[import-not-found]
 
 SEND_EVERY_S = 0.1  # step records go out at most this often
 SITES_EVERY_S = 2.0  # the sync table, when it changed
@@ -52,8 +51,6 @@ MAX_BATCH = 200  # step records a datagram
 HANDOVER_STEPS = 20  # another optimizer that steps this often alone becomes the one whose steps count
 GROUP_MS = 25.0  # steps faster than this are timed in groups (one CUDA event a group)
 MAX_GROUP_STEPS = 256
-MAX_THREADS = 32  # threads a stack answer names
-FLUSHER = "gpudash-job-flush"
 
 
 def _samples_tokens(batch: Any, torch: Any, depth: int = 0) -> tuple[int, int]:
@@ -151,27 +148,13 @@ class Hooks:
         self.worker = True
         try:
             self.channel = _Channel(self.channel.host)
-            threading.Thread(target=self._answer_forever, name=FLUSHER, daemon=True).start()
+            answering(self.channel, lambda: self.rank)
             self.channel.send(self._worker_hello())
         except Exception:  # noqa: BLE001, S110 - a worker without stacks; its batches still count
             pass
 
     def _worker_hello(self) -> dict[str, Any]:
         return {"k": "worker", "pid": os.getpid(), "ppid": os.getppid(), "ctl": self.channel.own}
-
-    def _answer_forever(self) -> None:
-        """A forked worker's one thread of gpudash's: stack requests answered as they come."""
-        import select
-
-        sock = self.channel.sock
-        while True:
-            try:
-                select.select([sock], [], [], 5.0)
-                for request in self.channel.requests():
-                    if request.get("k") == "stacks":
-                        self._answer_stacks(request)
-            except Exception:  # noqa: BLE001 - never into the worker
-                return
 
     def _hello(self) -> dict[str, Any]:
         env = os.environ
@@ -398,21 +381,9 @@ class Hooks:
         """gpudash's requests: a stack request answered now, a profiler window kept for the next step."""
         for request in self.channel.requests():
             if request.get("k") == "stacks":
-                self._answer_stacks(request)
+                answer(self.channel, self.rank, self.worker, request)
             else:
                 self.requests.append(request)
-
-    def _answer_stacks(self, request: dict[str, Any]) -> None:
-        """Where each thread of this process waits: its innermost frame of the job's own code."""
-        sites = sys.modules.get("_gpudash_sync_sites") or load_source(
-            "_gpudash_sync_sites", os.path.join("core", "sync_sites.py")
-        )
-        classifier = sites._classifier()
-        ours = frozenset(t.ident for t in threading.enumerate() if t.name == FLUSHER and t.ident is not None)
-        threads = thread_stacks(lambda f: classifier.kind(f)[0], ours)[:MAX_THREADS]
-        answer = {"k": "stacks", "rank": self.rank, "pid": os.getpid(), "worker": self.worker, "threads": threads}
-        answer["asked"] = request.get("id")
-        self.channel.send(answer)
 
     def _flusher(self) -> None:
         """Steps not sent yet go out even when the job stops stepping (an evaluation, the end)."""

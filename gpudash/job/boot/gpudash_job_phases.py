@@ -14,6 +14,8 @@ torch only (``gpudash_job_hooks.py`` loads this file from the same folder).
   thread (a save in a thread of its own overlaps training: not counted).
 - **compile**: torch.compile's dynamo compiling (its start and end callbacks), once dynamo is loaded.
 
+Where each thread waits, asked for when a job stalls, is ``gpudash_job_stacks.py``'s.
+
 Spans shorter than ``MIN_SPAN_S`` are part of the step. Before the first step everything is the
 job's start-up, which gpudash times itself.
 """
@@ -295,50 +297,3 @@ class _ImportWatch(importlib.abc.MetaPathFinder):
 
         spec.loader.exec_module = exec_module  # type: ignore[method-assign]
         return spec
-
-
-# -- where each thread waits -------------------------------------------------------------------------
-WORKER_LOOP = "_worker_loop"  # torch's DataLoader worker: the frames outside it are the fork's, not the worker's
-
-
-def thread_stacks(classify: Callable[[str], str], skip: frozenset[int] = frozenset()) -> list[dict[str, Any]]:
-    """Each thread's innermost frame of the job's own code (``classify(filename) == "user"``) and
-    its innermost frame of all, main thread first; ``skip``: gpudash's own threads. In a forked
-    DataLoader worker the search stops at torch's worker loop: the frames outside it are those the
-    fork copied from the training loop (a worker waiting for work has no frame of the job's)."""
-    import linecache
-
-    names = {t.ident: t.name for t in threading.enumerate()}
-    main = threading.main_thread().ident
-    out: list[dict[str, Any]] = []
-    for ident, frame in sys._current_frames().items():
-        if ident in skip:
-            continue
-        inner = frame
-        user = None
-        f: Any = frame
-        depth = 0
-        while f is not None and depth < 200:
-            if f.f_code.co_name == WORKER_LOOP:
-                break
-            if classify(f.f_code.co_filename) == "user":
-                user = f
-                break
-            f = f.f_back
-            depth += 1
-        entry: dict[str, Any] = {
-            "thread": names.get(ident, str(ident)),
-            "main": ident == main,
-            "inner": {"file": inner.f_code.co_filename, "line": inner.f_lineno, "function": inner.f_code.co_name},
-        }
-        if user is not None:
-            text = linecache.getline(user.f_code.co_filename, user.f_lineno).strip()
-            entry["user"] = {
-                "file": user.f_code.co_filename,
-                "line": user.f_lineno,
-                "function": user.f_code.co_name,
-                "text": text or None,
-            }
-        out.append(entry)
-    out.sort(key=lambda e: (not e["main"], "user" not in e))
-    return out
