@@ -142,11 +142,8 @@ class PhaseWatch:
                 self.workers.pop(pid, None)  # a worker that has gone
 
     def _tell(self, stall: Stall, now: float) -> None:
-        stall.told_at = now
+        stall.told_at, self.told = now, self.told + 1
         line, lines = report(stall, now, self.samples.median_step_s)
-        self.stalls.append(
-            {"time_s": round(now - self.t0, 3), "stalled_s": round(now - stall.since, 3), "where": lines}
-        )
         details = {"stalled_s": f"{now - stall.since:.3f}", "where": "\n".join(lines)}
         self.emit(EventKind.STALLED, what=STALLED_PHASE, message=line, details=details)
 
