@@ -40,12 +40,14 @@ from gpudash.tui.controller import DashController, RecorderFactory
 from gpudash.tui.crash import report_crash
 from gpudash.tui.footer import LeanFooter
 from gpudash.tui.gpu_rows import GPM_EXPLAINED, GpuRows
+from gpudash.tui.job_notices import STALL_COMMAND
 from gpudash.tui.job_view import JobView, run_job
 from gpudash.tui.layout import layout_for, notice_text
 from gpudash.tui.notices import STARTING, Notice
 from gpudash.tui.render_cache import bound_render_ansi
 from gpudash.tui.screens import HelpScreen, PromptScreen
 from gpudash.tui.shots import COPY_FORMATS, ShotsApp
+from gpudash.tui.stall_screen import StallScreen
 from gpudash.tui.state import Status
 from gpudash.tui.sync_screen import SyncSitesScreen
 from gpudash.tui.timeview import TimeView
@@ -327,6 +329,9 @@ class GpuDashApp(ShotsApp):
         state = self.state
         self.push_screen(SyncSitesScreen(lambda: (state.sync_sites, state.last_sample, state.device, self.replay)))
 
+    def show_stall(self) -> None:
+        self.push_screen(StallScreen(self.state.phases, self.replay))
+
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         # Textual's own "Screenshot" saves to ~/Downloads (missing on most GPU servers): ours replaces it
         yield from (c for c in super().get_system_commands(screen) if c.title != "Screenshot")
@@ -339,6 +344,8 @@ class GpuDashApp(ShotsApp):
         for a in self.shown_actions():
             if a.name != "quit":
                 yield SystemCommand(f"{a.title} ({a.key})", a.help, getattr(self, f"action_{a.name}"))
+        if self.state.phases.stall is not None:  # a job that stalled: its report, every thread
+            yield SystemCommand(STALL_COMMAND, "the latest stall report: a line per thread of the job", self.show_stall)
         if not self.replay and not self.controller.is_job:
             for k in actions.knob_commands():
                 yield SystemCommand(k.title, k.help, partial(self.set_knob, k.knob, k.value))

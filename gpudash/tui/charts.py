@@ -22,6 +22,7 @@ from textual_plotext import PlotextPlot
 
 from gpudash.core.protocol import EventKind
 from gpudash.core.textfmt import fmt_num
+from gpudash.tui.phase_strip import legend, strip_row, with_strip
 from gpudash.tui.plotext_adapter import canvas_columns, column_to_x, plotext_theme_name, render_plot, size_plot
 from gpudash.tui.state import DashState, Marker
 from gpudash.tui.timeview import ZOOM_IN, ZOOM_OUT
@@ -62,6 +63,7 @@ class ChartSpec:
     empty: str = "waiting for the first sample…"
     help: str = ""
     first_on_top: bool = False  # draw the first line last, over the others where they share a row
+    phases: bool = False  # a job's phases in a strip under the chart (``gpudash.tui.phase_strip``)
 
     @property
     def drawing_order(self) -> tuple[Line, ...]:
@@ -102,7 +104,10 @@ CHARTS: tuple[ChartSpec, ...] = (
         "throughput",
         "",
         (Line("steps_per_s", "steps/s", BLUE), Line("samples_per_s", "samples/s", ORANGE, DOT, right=True)),
-        help="Training steps and samples finished per second, over each sample interval.",
+        phases=True,
+        help="Training steps and samples finished per second, over each sample interval. A job's "
+        "phases in the row under it, the one that took most of each column's time: training █, "
+        "evaluation ▓, checkpoint ▒, compile ▞, stalled !, startup, teardown and the rest ░.",
     ),
     ChartSpec(
         "step_time",
@@ -210,16 +215,34 @@ class MetricChart(PlotextPlot):
         self._state: DashState | None = None
 
     def render(self) -> RenderResult:
-        """Like ``PlotextPlot.render``, through ``plotext_adapter``'s fast path when it can."""
-        w, h = self.size.width, self.size.height
+        """Like ``PlotextPlot.render``, through ``plotext_adapter``'s fast path when it can; a
+        job's phase strip as the last row, its legend in the title where it fits."""
+        w = self.size.width
         plot = self.plt
-        size_plot(plot, w, h)
+        state, (t0, t1) = self._state, self.window
+        size_plot(plot, w, self.plot_height)
         plot.theme(plotext_theme_name(self))
         title = self.spec.title
         room = max(8, w - 2)
+        key = legend(state.phases, t0, t1, state.time_s, w) if self.strip and state is not None else None
+        if key is not None and len(title) + len(key) + 3 <= room:
+            title = f"{title} │ {key.plain}"
         plot.title(title if len(title) <= room else title[: room - 1] + "…")
         text, self._fast_render = render_plot(plot, self._fast_render)
-        return text
+        if not self.strip or state is None:
+            return text
+        columns = canvas_columns(plot) or range(w)
+        return with_strip(text, key, strip_row(state.phases, t0, t1, columns, w, state.time_s))
+
+    @property
+    def strip(self) -> bool:
+        """This chart draws a job's phase strip under it: a chart with ``phases`` of a run with phases."""
+        return self.spec.phases and self._state is not None and self._state.phases.active
+
+    @property
+    def plot_height(self) -> int:
+        """The rows of the plotext figure: the widget's, less the phase strip's."""
+        return self.size.height - int(self.strip)
 
     _fast_render = True  # False once this chart found plotext's internals missing
 
@@ -297,7 +320,7 @@ class MetricChart(PlotextPlot):
         if self.spec.id == "memory" and state.last_gpu is not None and state.last_gpu.mem_total_mib:
             ymax = state.last_gpu.mem_total_mib / 1024
         left_top = ymax or _nice_top(top_left)
-        rows = self.size.height - 4  # of the plot itself: less the title, the frame and the time labels
+        rows = self.plot_height - 4  # of the plot itself: less the title, the frame and the time labels
         _axis(plt, left_top, "left", rows)
         if any(line.right for line in self.spec.lines):
             _axis(plt, _nice_top(top_right), "right", rows)
@@ -315,7 +338,7 @@ class MetricChart(PlotextPlot):
         plt = self.plt
         self.marker_labels = []
         per_col = (t1 - t0) / max(1, width)  # time per terminal column
-        rows = max(1, self.size.height - 4)  # of the plot: a label a row, on up to three of the top ones
+        rows = max(1, self.plot_height - 4)  # of the plot: a label a row, on up to three of the top ones
         levels = [(rows - k - 0.5) / rows for k in range(min(3, rows))]
         label_rows: list[list[tuple[float, float]]] = [[] for _ in levels]
         for m in reversed(markers):  # the newest label gets the top row

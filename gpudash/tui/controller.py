@@ -170,8 +170,10 @@ class DashController(KnobSteering):
             self.pending_diagnosis = False
         if e.kind == EventKind.ERROR and e.what == NOT_RESPONDING:
             self.hung = True
-        notice = job_notices.job_notice(e, live=not self.replay) if self.is_job else None
-        notice = notice or event_notice(e, self.state, live=not self.replay, applying=self.knobs_base().text())
+        live = not self.replay
+        notice = job_notices.phase_notice(e, live)  # a job's, replayed too
+        notice = notice or (job_notices.job_notice(e, live) if self.is_job else None)
+        notice = notice or event_notice(e, self.state, live=live, applying=self.knobs_base().text())
         return [] if notice is None else [notice]
 
     def diagnosis_text(self) -> str | None:

@@ -3,7 +3,9 @@ one, the notices of its events, and where a run's output is when it is not a job
 like the controller that returns them.
 
 A job's settings are its own arguments: of the keys that steer a run, only the profiler window,
-the diagnosis and the recording apply to one (``JOB_STEERS``); the others say why not.
+the diagnosis and the recording apply to one (``JOB_STEERS``); the others say why not. A stall is
+told, an error, with where the job waits (every thread: the palette's ``STALL_COMMAND``), and so
+is its end; the job's other phases are not (they come often: the header and the strip show them).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 from gpudash.core.protocol import (
     NOT_RESPONDING,
     SAMPLES_DROPPED,
+    STALLED_PHASE,
     Diagnose,
     Event,
     EventKind,
@@ -24,6 +27,7 @@ JOB_STEERS = frozenset({"trace_window", "diagnose", "record"})  # the steering a
 JOB_CONTROLS = (TraceWindow, Diagnose, Stop)  # the controls a job answers
 NOT_FOR_A_JOB = "not for a job: its settings are its own arguments"
 OUTPUT = "output"  # the action of the job's output pane
+STALL_COMMAND = "Stalled job: where each thread waits"  # the palette's command for the stall screen
 
 
 def refusal(action: str, what: str) -> Notice:
@@ -45,6 +49,16 @@ def job_notice(e: Event, live: bool) -> Notice | None:
         return Notice(f"✗ {why} — o shows its output, q quits", Severity.ERROR, toast=live)
     if e.kind == EventKind.ERROR and e.what not in (NOT_RESPONDING, SAMPLES_DROPPED):
         return Notice(f"✗ {e.message or e.label}", Severity.ERROR, toast=live)
+    return None
+
+
+def phase_notice(e: Event, live: bool) -> Notice | None:
+    """A job's stall (live or replayed): where it waits, an error; steps again after it (or its end);
+    None for any other event (its other phases say nothing)."""
+    if e.kind == EventKind.STALLED:
+        return Notice(f'✗ stalled: {e.message} — ctrl+p "stalled": every thread', Severity.ERROR, toast=live)
+    if e.kind == EventKind.PHASE and e.what == STALLED_PHASE and e.after:
+        return Notice(e.message or f"steps resumed after {e.after} s", toast=live)
     return None
 
 

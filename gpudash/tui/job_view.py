@@ -37,8 +37,9 @@ from gpudash.core.protocol import EngineSource, RunConfig
 from gpudash.core.textfmt import fmt_duration, strip_controls
 from gpudash.job import command as job_command
 from gpudash.job.session import JobSession, safe_line
+from gpudash.tui.phase_strip import phase_text
 from gpudash.tui.state import DashState
-from gpudash.tui.widgets import STATUS_STYLE, RunHeader, gpu_line, mfu_text
+from gpudash.tui.widgets import STATUS_STYLE, RunHeader, batch_text, gpu_line, mfu_text
 
 OUTPUT_INTERVAL_S = 0.1  # how often the pane takes the job's new lines (while it is shown)
 QUESTION = "The job is still running: s stop it and quit · l leave it running and quit · esc stay"
@@ -118,7 +119,7 @@ class OutputPane(ScrollView, can_focus=True):
 
 class JobHeader(RunHeader):
     """Two lines: the job's status, MFU and command line (REC while recording); its batch, device,
-    time and pid, and the GPU."""
+    time and pid, its phase now and goodput, and the GPU."""
 
     def __init__(self, view: JobView, *, id: str | None = None) -> None:
         super().__init__(id=id)
@@ -148,9 +149,10 @@ class JobHeader(RunHeader):
         pid = self.view.session.process.pid
         line2 = Text.assemble(
             ("batch ", "bold"),
-            str(state.run.batch_size or "?"),
+            batch_text(state.run.batch_size),
             f" · {device} · {fmt_duration(run_time_s)}",
             f" · pid {pid}" if pid else "",
+            phase_text(state.phases, run_time_s),  # the phase now, for how long, and goodput
             " · ",
             gpu_line(state.gpu_info, state),
         )

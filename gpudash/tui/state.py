@@ -32,6 +32,7 @@ from gpudash.stats.comparison import Comparison, Estimate, Verdict, seconds_for_
 from gpudash.stats.energy import EnergyPerStep
 from gpudash.stats.segments import Segment, SegmentTracker, compare_segments, incomparable
 from gpudash.tui.mfu import FlopsCounts
+from gpudash.tui.phases import PhaseTimeline
 from gpudash.tui.series import Series
 
 STAT_METRICS: tuple[Metric, ...] = tuple(metric(k) for k in STAT_KEYS)  # the stats panel, in order
@@ -158,6 +159,7 @@ class DashState:
         self.last_diagnosis: Event | None = None  # the running configuration's diagnosis (gone at a change)
         self.sync_sites: SyncSites | None = None  # the latest sync table (key y), for its configuration
         self.flops = FlopsCounts()  # what each configuration's model FLOPs count was (the stats panel's border)
+        self.phases = PhaseTimeline()  # a job's phases, its stalls and goodput (the header, the phase strip)
         self.run = RunState()  # what runs now: the one writer is ``self.run.observe*``
         if config is not None:
             self.run.assume(_running_of(config))
@@ -197,6 +199,7 @@ class DashState:
         self.last_sample = s
         self.run.observe_sample(s)
         self.flops.on_sample(s)
+        self.phases.on_sample(s)
         if self.status in (Status.STARTING, *ENDED):
             self.status = Status.PAUSED if self.paused else Status.RUNNING
         for k in _SAMPLE_SERIES:
@@ -219,6 +222,7 @@ class DashState:
         if e.kind == EventKind.MEASURED and e.what == "scaling":
             self.last_scaling = e
         self.flops.on_event(e)
+        self.phases.on_event(e)
         if e.kind == EventKind.MEASURED and e.what == DIAGNOSIS:
             # NVML's and GPM's figures (the parent's) from before the window, the steady state
             self.last_diagnosis = self._recent_gpu.judge(e)

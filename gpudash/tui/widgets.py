@@ -17,7 +17,9 @@ from gpudash.core.protocol import GpuInfo
 from gpudash.core.textfmt import fmt_duration, fmt_needs, fmt_num, markdown_table
 from gpudash.stats.comparison import Estimate, Verdict
 from gpudash.stats.fmt import change_parts, fmt_change, fmt_pm
+from gpudash.stats.segments import Segment
 from gpudash.tui.mfu import mfu_figure
+from gpudash.tui.phase_strip import phase_text
 from gpudash.tui.state import DashState, StatRow, Status
 
 STATUS_STYLE = {
@@ -62,6 +64,19 @@ def gpu_line(info: GpuInfo | None, state: DashState) -> Text:
 NARROW = 60  # columns under which the header leads with the run's status
 
 
+def batch_text(batch_size: int) -> str:
+    """A batch size as the dashboard shows it: "–" where it is not known (0: a job without a DataLoader)."""
+    return str(batch_size) if batch_size else "–"
+
+
+def config_label(seg: Segment) -> str:
+    """A configuration's label ("encdec/serial bs8"), its batch "–" where it is not known."""
+    if seg.key[2]:
+        return seg.label
+    head, _, tail = seg.label.rpartition(" bs0")
+    return f"{head} bs–{tail}"
+
+
 def mfu_text(state: DashState) -> Text:
     """The header's model FLOPs utilisation: "  MFU 41.2% · 402 TFLOP/s", or MFU blank with its
     reason (never a 0 for what is not known); nothing before a count says anything."""
@@ -76,7 +91,8 @@ def mfu_text(state: DashState) -> Text:
 
 
 class RunHeader(Static):
-    """Two lines: what runs (workload, variant, batch, device, time, status, REC); the knobs and the GPU."""
+    """Two lines: what runs (workload, variant, batch, device, time, status, REC); the knobs (a
+    replayed job's phase now and goodput) and the GPU."""
 
     DEFAULT_CSS = """
     RunHeader { height: 2; background: $panel; padding: 0 1; text-wrap: nowrap; text-overflow: ellipsis; }
@@ -105,7 +121,7 @@ class RunHeader(Static):
         t.append(" / ")
         t.append(state.run.variant or "?", style="bold")
         t.append(" · batch ")
-        t.append(str(state.run.batch_size or "?"), style="bold")
+        t.append(batch_text(state.run.batch_size), style="bold")
         t.append(f" · {device}")
         t.append(f" · {fmt_duration(run_time_s)}")
         if not narrow:
@@ -125,6 +141,7 @@ class RunHeader(Static):
         line2 = Text.assemble(
             ("knobs: ", "bold"),
             (knobs, "dim" if knobs == "none" else "bold cyan"),
+            phase_text(state.phases, run_time_s),  # a job's phase now and goodput
             " · ",
             gpu_line(state.gpu_info, state),
         )
@@ -247,9 +264,9 @@ def stats_table(state: DashState) -> StatsTable:
     cur, prev = state.current, state.previous
     title = Text(no_wrap=True, overflow="ellipsis")
     title.append("this config: ", style="dim")
-    title.append(f"{cur.label} ({fmt_duration(cur.duration_s)})" if cur else "–", style="bold")
+    title.append(f"{config_label(cur)} ({fmt_duration(cur.duration_s)})" if cur else "–", style="bold")
     title.append("   previous: ", style="dim")
-    title.append(f"{prev.label} ({fmt_duration(prev.duration_s)})" if prev else "–")
+    title.append(f"{config_label(prev)} ({fmt_duration(prev.duration_s)})" if prev else "–")
     if cur is not None and prev is not None and cur.key[0] != prev.key[0]:
         title.append("  · new workload: nothing to compare", style="dim")
     elif cur is not None and prev is not None and cur.key[2] != prev.key[2]:

@@ -61,6 +61,8 @@ class Phases:
         self.save_depth = 0
         self.said: set[str] = set()  # kinds whose "begin" went to gpudash
         self.compile_watched = False
+        self.wrapped: set[int] = set()  # the save functions put in place (torch.save is torch.serialization.save)
+        self._originals: list[tuple[Any, str, Any]] = []  # (owner, name, what was there) to put back
 
     # -- signals (training thread) -------------------------------------------------------------------
     def _ours(self) -> bool:
@@ -216,7 +218,7 @@ class Phases:
             return exit_(ctx, *exc)
 
         inference.__enter__, inference.__exit__ = inference_enter, inference_exit
-        self._originals = [(module_cls, "train", original_train), (inference, "__enter__", enter)]
+        self._originals += [(module_cls, "train", original_train), (inference, "__enter__", enter)]
         self._originals.append((inference, "__exit__", exit_))
         for name in SAVES:
             if name in sys.modules:
@@ -224,16 +226,17 @@ class Phases:
         sys.meta_path.insert(0, _ImportWatch(self))
 
     def uninstall(self) -> None:
-        for owner, name, original in getattr(self, "_originals", []):
+        for owner, name, original in self._originals:
             setattr(owner, name, original)
         sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _ImportWatch)]
 
     def _wrap_saves(self, module: Any) -> None:
         for name in SAVES.get(module.__name__, ()):
             original = getattr(module, name, None)
-            if original is None or getattr(original, "_gpudash_save", False):
+            if original is None or id(original) in self.wrapped:
                 continue
             wrapped = self._timed_save(original)
+            self.wrapped.add(id(wrapped))
             setattr(module, name, wrapped)
             self._originals.append((module, name, original))
 
@@ -252,7 +255,6 @@ class Phases:
                 if phases.save_depth == 0:
                     phases.end(CHECKPOINT)
 
-        save._gpudash_save = True  # type: ignore[attr-defined]
         return save
 
     def watch_compile(self) -> None:

@@ -77,6 +77,25 @@ def batches(args: argparse.Namespace, data: Dataset[tuple[torch.Tensor, torch.Te
         yield from DataLoader(data, batch_size=16, num_workers=args.workers)
 
 
+def evaluate(
+    model: torch.nn.Module, val: Dataset[tuple[torch.Tensor, torch.Tensor]], args: argparse.Namespace
+) -> float:
+    """An evaluation pass (over a loader of its own, or ``--eval-mode-only`` batches made here); its seconds."""
+    t = time.monotonic()
+    model.eval()
+    with torch.no_grad():
+        if args.eval_mode_only:
+            for _ in range(args.eval_batches):
+                model(torch.randn(64, 16))
+                time.sleep(args.eval_batch_s)
+        else:
+            for vx, _ in DataLoader(val, batch_size=512 // args.eval_batches):
+                model(vx)
+                time.sleep(args.eval_batch_s)
+    model.train()
+    return time.monotonic() - t
+
+
 def main() -> int:
     args = parse()
     time.sleep(args.start_s)
@@ -110,20 +129,9 @@ def main() -> int:
         if args.own_handlers:
             seen_threads.append(threading.active_count())
         if args.eval_every and steps % args.eval_every == 0:
-            t = time.monotonic()
-            model.eval()
-            with torch.no_grad():
-                if args.eval_mode_only:
-                    for _ in range(args.eval_batches):
-                        model(torch.randn(64, 16))
-                        time.sleep(args.eval_batch_s)
-                else:
-                    for vx, _ in DataLoader(val, batch_size=512 // args.eval_batches):
-                        model(vx)
-                        time.sleep(args.eval_batch_s)
-            model.train()
-            eval_s += time.monotonic() - t
-            last_end += time.monotonic() - t
+            took = evaluate(model, val, args)
+            eval_s += took
+            last_end += took
         if args.save_every and steps % args.save_every == 0:
             t = time.monotonic()
             torch.save(model.state_dict(), SlowFile(args.save_s))

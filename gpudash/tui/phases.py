@@ -1,0 +1,160 @@
+"""A job's phases as the dashboard shows them: the spans of its wall time that were not training
+(startup, evaluation, checkpoints, compiling, stalls, teardown: ``EventKind.PHASE``), the phase
+now, its latest stall report and its goodput. Textual-free; ``DashState`` feeds it, from the
+events alone, so a replayed job (whose events keep their ``what``, ``after`` and message, not
+their details) shows the same.
+
+Run time throughout (seconds since the run's start). A phase told ended after ``after`` seconds
+at ``time_s`` spans ``[time_s - after, time_s]`` (startup, told late, spans ``[0, after]``); one
+told begun spans ``[time_s, …)`` until its end replaces it, or an end of 0 s says it was none.
+Training is the rest, from the first step to the run's end. **Goodput** is the training seconds
+(the samples' ``train_s``) over the wall time; once the job has ended, its own account (the
+``GOODPUT`` event).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+from dataclasses import dataclass
+
+from gpudash.core.protocol import ENDING_KINDS, GOODPUT, STALLED_PHASE, STARTUP, TRAINING, Event, EventKind, Sample
+
+MAX_SPANS = 10_000  # ended spans kept (the oldest go first): hours of an evaluation a minute
+_GOODPUT_PCT = re.compile(r"goodput ([0-9.]+)%")  # the GOODPUT event's message, where details are gone
+
+
+@dataclass(frozen=True)
+class Span:
+    """A stretch of a phase other than training; ``end_s`` None: under way."""
+
+    start_s: float
+    end_s: float | None
+    phase: str
+
+
+class PhaseTimeline:
+    """A job's phases from its samples and events (``on_sample``, ``on_event``)."""
+
+    def __init__(self, max_spans: int = MAX_SPANS) -> None:
+        self.spans: deque[Span] = deque(maxlen=max_spans)  # ended, in the order told
+        self.open: dict[str, float] = {}  # the phases under way: phase -> since
+        self.training_s = 0.0  # the samples' training seconds
+        self.timed = False  # a sample carried its training seconds: a job's
+        self.first_step_s: float | None = None
+        self.ended_s: float | None = None  # the run ended (stopped or crashed) at
+        self.last_end_s = 0.0  # the latest end of a span: training since then, when none is open
+        self.goodput: Event | None = None  # the job's own account, at its end
+        self.stall: Event | None = None  # the latest report of where a stalled job waits
+        self.resumed: Event | None = None  # that stall's end, once steps came again
+
+    @property
+    def active(self) -> bool:
+        """The run has phases to show (a job's); a family's run has none."""
+        return self.timed or bool(self.spans or self.open or self.goodput)
+
+    def on_sample(self, s: Sample) -> None:
+        if s.train_s is None:
+            return
+        self.timed = True
+        self.training_s += s.train_s
+        if self.first_step_s is None:
+            self.first_step_s = max(0.0, s.time_s - s.interval_s)
+
+    def on_event(self, e: Event) -> None:
+        if e.kind == EventKind.PHASE and e.what:
+            self._on_phase(e)
+        elif e.kind == EventKind.STALLED:
+            self.stall, self.resumed = e, None
+        elif e.kind == EventKind.MEASURED and e.what == GOODPUT:
+            self.goodput = e
+        elif e.kind in ENDING_KINDS:
+            self.ended_s = e.time_s
+
+    def _on_phase(self, e: Event) -> None:
+        if not e.after:
+            self.open.setdefault(e.what, e.time_s)
+            return
+        try:
+            seconds = float(e.after)
+        except ValueError:
+            return
+        self.open.pop(e.what, None)
+        if e.what == STARTUP:  # told once the run has started: from the launch to the first step
+            self.first_step_s = seconds
+        if e.what == STALLED_PHASE and self.stall is not None:
+            self.resumed = e
+        if seconds <= 0:  # it was none after all
+            return
+        start = 0.0 if e.what == STARTUP else max(0.0, e.time_s - seconds)
+        end = start + seconds if e.what == STARTUP else e.time_s
+        self.spans.append(Span(start, end, e.what))
+        self.last_end_s = max(self.last_end_s, end)
+
+    # -- read ---------------------------------------------------------------------------------------
+    def current(self) -> tuple[str, float] | None:
+        """The phase now and since when: a stall first, then the latest begun, else training
+        (after the first step); None before it or once the run has ended."""
+        if self.ended_s is not None:
+            return None
+        if STALLED_PHASE in self.open:
+            return STALLED_PHASE, self.open[STALLED_PHASE]
+        if self.open:
+            phase = max(self.open, key=lambda p: self.open[p])
+            return phase, self.open[phase]
+        if self.first_step_s is None:
+            return None
+        return TRAINING, max(self.first_step_s, self.last_end_s)
+
+    def goodput_pct(self, now_s: float) -> float | None:
+        """Training's share of the wall time up to ``now_s``; the job's own figure once it has
+        ended; None for a run without training seconds."""
+        if self.goodput is not None:
+            said = self.goodput.details.get("goodput_pct") or _said_pct(self.goodput.message)
+            if said:
+                return float(said)
+        if not self.timed or now_s <= 0:
+            return None
+        return 100.0 * min(self.training_s, now_s) / now_s
+
+    def spans_until(self, end_s: float) -> list[Span]:
+        """Every span, those under way ending at ``end_s``."""
+        return [*self.spans, *(Span(since, end_s, p) for p, since in self.open.items())]
+
+    def buckets(self, t0: float, t1: float, n: int, now_s: float) -> list[str | None]:
+        """The phase that took most of each of ``n`` buckets centred on ``t0 … t1`` (a chart's
+        columns: the first on ``t0``, the last on ``t1``); None where nothing is known (before the
+        first step, after the run). Spans under way and training end at ``now_s`` (or the run's end)."""
+        if n <= 0:
+            return []
+        width = (t1 - t0) / max(1, n - 1) or 1.0
+        lo = t0 - width / 2
+        weights: list[dict[str, float]] = [{} for _ in range(n)]
+
+        def add(a: float, b: float, phase: str, sign: float = 1.0) -> None:
+            first = max(0, int((a - lo) // width))
+            for i in range(first, min(n, int((b - lo) // width) + 1)):
+                left = lo + i * width
+                w = min(b, left + width) - max(a, left)
+                if w > 0:
+                    weights[i][phase] = weights[i].get(phase, 0.0) + sign * w
+
+        end = self.ended_s if self.ended_s is not None else now_s
+        for span in self.spans_until(end):
+            if span.end_s is not None and span.end_s > lo and span.start_s < t1 + width:
+                add(span.start_s, span.end_s, span.phase)
+                if span.phase != STARTUP:  # within the training's stretch: not training
+                    add(span.start_s, span.end_s, TRAINING, -1.0)
+        if self.first_step_s is not None:
+            add(self.first_step_s, end, TRAINING)
+        return [_most(w) for w in weights]
+
+
+def _most(weights: dict[str, float]) -> str | None:
+    best = max(weights, key=lambda p: weights[p], default=None)
+    return best if best is not None and weights[best] > 0 else None
+
+
+def _said_pct(message: str) -> str | None:
+    m = _GOODPUT_PCT.search(message)
+    return m.group(1) if m else None

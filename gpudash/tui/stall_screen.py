@@ -1,0 +1,71 @@
+"""Where a stalled job waits (the palette's ``STALL_COMMAND``): its latest stall report, a line per
+thread of each of its processes, redrawn while the stall lasts (the job reports again every
+minute), and whether steps came again. A recording keeps the report's first line only (the
+events' details are not in the CSV).
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+from gpudash.core.protocol import STALLED_PHASE
+from gpudash.tui.phases import PhaseTimeline
+
+REDRAW_S = 0.5
+NO_STALL = "no stall reported in this run: a job is stalled when no step comes for much longer than its steps take"
+
+
+def stall_text(timeline: PhaseTimeline, replay: bool) -> Text:
+    """The latest stall report: its line, where each thread waits, and whether it is over."""
+    e = timeline.stall
+    if e is None:
+        return Text(NO_STALL, style="dim")
+    out = Text()
+    out.append(f"at {e.time_s:.0f} s: ", style="bold")
+    out.append(f"{e.message}\n\n", style="bold red")
+    where = e.details.get("where", "")
+    if where:
+        out.append("where each thread waits:\n", style="bold underline")
+        for line in where.splitlines():
+            out.append(f"  {line}\n")
+    elif replay:
+        out.append("a recording keeps the report's first line only\n", style="dim")
+    current = timeline.current()
+    if timeline.resumed is not None:
+        out.append(f"\n{timeline.resumed.message} (at {timeline.resumed.time_s:.0f} s)", style="green")
+    elif current is not None and current[0] == STALLED_PHASE:
+        out.append("\nstill stalled: the report comes again every minute while it lasts", style="yellow")
+    return out
+
+
+class StallScreen(ModalScreen[None]):
+    """The stall report over the dashboard; escape closes it."""
+
+    BINDINGS = [Binding("escape,q", "dismiss", "Close")]
+    DEFAULT_CSS = """
+    StallScreen { align: center middle; }
+    StallScreen > VerticalScroll { width: 95%; height: auto; max-height: 90%; border: thick $error;
+                                   background: $surface; padding: 0 1; }
+    """
+
+    def __init__(self, timeline: PhaseTimeline, replay: bool) -> None:
+        super().__init__()
+        self.timeline, self.replay = timeline, replay
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll():
+            yield Static(Text("Stalled job: where it waits", style="bold"))
+            yield Static(id="stall-report")
+            yield Static(Text("escape closes", style="dim"))
+
+    def on_mount(self) -> None:
+        self.redraw()
+        self.set_interval(REDRAW_S, self.redraw)
+
+    def redraw(self) -> None:
+        self.query_one("#stall-report", Static).update(stall_text(self.timeline, self.replay))
