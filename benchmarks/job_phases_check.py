@@ -99,9 +99,10 @@ def run_case(key: str, case: Case, folder: Path) -> list[str]:
     if case.stall:
         return stall_row(key, case, text, meta)
     own = job_line(text)
-    mean, low, high = summary(out)
+    mean, low, high = summary(out) if out.exists() else (None, None, None)
     if not own or mean is None:
-        return [key, case.name, "–", "–", "–", "–", "–", f"failed (exit {done.returncode})"]
+        last = (text.strip().splitlines() or [""])[-1][:100]
+        return [key, case.name, "–", "–", "–", "–", "–", f"failed (exit {done.returncode}): {last}"]
     own_rate = float(own["steps_per_s"])
     ratio = mean / own_rate
     half = (high - low) / 2 / mean if low is not None and high is not None else None
