@@ -47,6 +47,7 @@ DEFAULTS: dict[str, Any] = {  # every option's built-in default (the parsers hav
     "interval": RunConfig.gpu_interval_s,
     "gpus": None,
     "peak_tflops": None,
+    "stall_after": RunConfig.stall_after_s,
     "watchdog": RunConfig.watchdog_s,
     "record": None,
     "duration": None,
@@ -151,6 +152,13 @@ def _add_measuring_options(p: argparse.ArgumentParser) -> None:
     argtypes.add_seconds(m, "--interval", help=f"seconds between NVML GPU samples (default: {DEFAULTS['interval']})")
     _add_gpus_option(m, "the GPUs to watch, one row and CSV columns each")
     shared_flags.add_peak_tflops(m)
+    argtypes.add_seconds(
+        m,
+        "--stall-after",
+        help="your job (gpudash -- CMD): seconds with no step, in no evaluation, checkpoint or compile, "
+        "after which it is called stalled and gpudash shows where each of its threads waits; also ten "
+        f"median steps at the least (default: {DEFAULTS['stall_after']:g})",
+    )
     argtypes.add_seconds(
         m,
         "--watchdog",

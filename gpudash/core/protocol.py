@@ -63,6 +63,9 @@ class RunConfig:
     # the GPU's dense peak in TFLOP/s that MFU is a share of (``--peak-tflops``); None: the table's
     # figure for the GPU and the step's dtype (gpudash.core.peaks)
     peak_tflops: float | None = None
+    # a user's job with no step for this long (and ten of its median steps), in no phase the hooks
+    # time, is stalled: gpudash asks where each of its threads waits (``gpudash.job.stalls``)
+    stall_after_s: float = 30.0
 
 
 # -- controls: parent -> child, applied at a step boundary ---------------------------------

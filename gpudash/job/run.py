@@ -50,6 +50,7 @@ def job_config(args: Any, job: list[str], gpus: tuple[int, ...] | None, trace_di
         trace_dir=trace_dir,
         watchdog_s=None,
         peak_tflops=args.peak_tflops,
+        stall_after_s=args.stall_after,
     )
 
 

@@ -104,6 +104,7 @@ class JobSession:
         self._flops_said = False
         self.watch = PhaseWatch(self.t0, self.samples, self.channel, self._event)  # phases, goodput, stalls
         self.phases = self.watch.phases
+        self.watch.stall_min_s = config.stall_after_s
 
     # -- EngineSource ------------------------------------------------------------------------------
     @property

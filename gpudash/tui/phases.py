@@ -6,7 +6,8 @@ their details) shows the same.
 
 Run time throughout (seconds since the run's start). A phase told ended after ``after`` seconds
 at ``time_s`` spans ``[time_s - after, time_s]`` (startup, told late, spans ``[0, after]``); one
-told begun spans ``[time_s, …)`` until its end replaces it, or an end of 0 s says it was none.
+told begun spans ``[time_s, …)`` (a stall, told once it has lasted, from the last step) until its
+end replaces it, or an end of 0 s says it was none.
 Training is the rest, from the first step to the run's end. **Goodput** is the training seconds
 (the samples' ``train_s``) over the wall time; once the job has ended, its own account (the
 ``GOODPUT`` event).
@@ -42,6 +43,8 @@ class PhaseTimeline:
         self.training_s = 0.0  # the samples' training seconds
         self.timed = False  # a sample carried its training seconds: a job's
         self.first_step_s: float | None = None
+        self.last_step_s: float | None = None  # the latest sample with a step in it
+        self._steps = 0
         self.ended_s: float | None = None  # the run ended (stopped or crashed) at
         self.last_end_s = 0.0  # the latest end of a span: training since then, when none is open
         self.goodput: Event | None = None  # the job's own account, at its end
@@ -54,6 +57,8 @@ class PhaseTimeline:
         return self.timed or bool(self.spans or self.open or self.goodput)
 
     def on_sample(self, s: Sample) -> None:
+        if s.steps > self._steps:
+            self._steps, self.last_step_s = s.steps, s.time_s
         if s.train_s is None:
             return
         self.timed = True
@@ -73,7 +78,10 @@ class PhaseTimeline:
 
     def _on_phase(self, e: Event) -> None:
         if not e.after:
-            self.open.setdefault(e.what, e.time_s)
+            since = e.time_s
+            if e.what == STALLED_PHASE and self.last_step_s is not None:  # told once it has lasted: from the last step
+                since = min(since, self.last_step_s)
+            self.open.setdefault(e.what, since)
             return
         try:
             seconds = float(e.after)

@@ -16,7 +16,11 @@ torch only (``gpudash_job_hooks.py`` loads this file from the same folder).
 
 Where each thread waits, asked for when a job stalls, is ``gpudash_job_stacks.py``'s.
 
-Spans shorter than ``MIN_SPAN_S`` are part of the step. Before the first step everything is the
+The saves between two steps are one checkpoint, from the first's start to the last's end (what a
+framework does between its saves — a JSON file, the old checkpoints removed — is the checkpoint's
+too). Between two steps the spans' union is not training; where they overlap, a second counts once,
+as a checkpoint before an evaluation before compiling. What is shorter than ``MIN_SPAN_S`` is part
+of the step. The spans go to gpudash at the step's end. Before the first step everything is the
 job's start-up, which gpudash times itself.
 """
 
@@ -115,12 +119,7 @@ class Phases:
         start = self.open.pop(kind, None) if self._ours() else None
         if start is None:
             return
-        now = time.monotonic()
-        if now - start >= MIN_SPAN_S:
-            self.spans.append((kind, start, now))
-            self._said(kind, start, now, now - start)
-        else:
-            self._cancel(kind)
+        self.spans.append((kind, start, time.monotonic()))  # (a short one still joins the checkpoint's saves)
 
     # -- the step -------------------------------------------------------------------------------------
     def at_step(self, now: float, step_iterator: int) -> float | None:
@@ -132,11 +131,32 @@ class Phases:
         self.draws.pop(step_iterator, None)  # a new epoch's iterator: training, not another loader
         self._resolve(first[1] if first else None, by_training=False)
         self.train_iter = step_iterator
-        away = sum(end - start for _, start, end in self.spans)
+        away = self._tell_spans(self.last_end if self.last_end is not None else 0.0, now)
         train = None if self.last_end is None else max(0.0, now - self.last_end - away)
         self.last_end = now
         self.spans = []
         return train
+
+    def _tell_spans(self, since: float, now: float) -> float:
+        """The spans since the last step, each kind's own seconds said to gpudash (a second that
+        two kinds share counts once: a checkpoint's, then an evaluation's); their union's seconds."""
+        spans = [(k, max(s, since), min(e, now)) for k, s, e in self.spans if min(e, now) > max(s, since)]
+        saves = [(s, e) for k, s, e in spans if k == CHECKPOINT]
+        if saves and max(e for _, e in saves) - min(s for s, _ in saves) >= MIN_SPAN_S:
+            spans = [(k, s, e) for k, s, e in spans if k != CHECKPOINT]
+            spans.insert(0, (CHECKPOINT, min(s for s, _ in saves), max(e for _, e in saves)))
+        elif saves:
+            spans = [(k, s, e) for k, s, e in spans if k != CHECKPOINT]
+        taken: list[tuple[float, float]] = []
+        for kind in (CHECKPOINT, EVALUATION, COMPILE):
+            mine = [(s, e) for k, s, e in spans if k == kind]
+            seconds = _measure(mine + taken) - _measure(taken)
+            taken += mine
+            if seconds >= MIN_SPAN_S:
+                self._said(kind, min(s for s, _ in mine), max(e for _, e in mine), seconds)
+            else:
+                self._cancel(kind)
+        return _measure(taken)
 
     def _resolve(self, close: float | None, *, by_training: bool) -> None:
         """End the evaluation candidate at ``close``: an evaluation when another loader handed out
@@ -158,11 +178,8 @@ class Phases:
             n = sum(d[0] for d in loaders)
             close = last + ((last - start) / (n - 1) if n > 1 else 0.0)
         close = min(close, time.monotonic())
-        overlap = sum(max(0.0, min(e, close) - max(s, start)) for _, s, e in self.spans)
-        net = close - start - overlap
-        if net >= MIN_SPAN_S:
-            self.spans.append((EVALUATION, start, start + net))
-            self._said(EVALUATION, start, close, net)
+        if close - start >= MIN_SPAN_S:
+            self.spans.append((EVALUATION, start, close))  # said at the step's end (``_tell_spans``)
         else:
             self._cancel(EVALUATION)
 
@@ -267,6 +284,16 @@ class Phases:
             return
         handler.register_start_callback(lambda *_: self.begin(COMPILE))
         handler.register_end_callback(lambda *_: self.end(COMPILE))
+
+
+def _measure(intervals: list[tuple[float, float]]) -> float:
+    """The seconds the union of ``intervals`` covers."""
+    total, reach = 0.0, float("-inf")
+    for start, end in sorted(intervals):
+        if end > reach:
+            total += end - max(start, reach)
+            reach = end
+    return total
 
 
 class _ImportWatch(importlib.abc.MetaPathFinder):

@@ -35,7 +35,8 @@ def parse() -> argparse.Namespace:
     p.add_argument("--exit-s", type=float, default=0.0, help="seconds after the last step before the exit")
     p.add_argument("--no-loader", action="store_true", help="batches made in the loop, no DataLoader")
     p.add_argument("--workers", type=int, default=0)
-    p.add_argument("--hang-at", type=int, default=0, help="block for ever on a lock at this step")
+    p.add_argument("--hang-at", type=int, default=0, help="block on a lock at this step (for ever, or --hang-s)")
+    p.add_argument("--hang-s", type=float, default=-1, help="seconds the lock holds it (-1: for ever)")
     p.add_argument("--hang-in-worker", action="store_true", help="... in a DataLoader worker's __getitem__")
     p.add_argument("--own-handlers", action="store_true", help="install signal handlers and watch its threads")
     return p.parse_args()
@@ -77,9 +78,7 @@ def batches(args: argparse.Namespace, data: Dataset[tuple[torch.Tensor, torch.Te
         yield from DataLoader(data, batch_size=16, num_workers=args.workers)
 
 
-def evaluate(
-    model: torch.nn.Module, val: Dataset[tuple[torch.Tensor, torch.Tensor]], args: argparse.Namespace
-) -> float:
+def evaluate(model: torch.nn.Module, val: Any, args: argparse.Namespace) -> float:
     """An evaluation pass (over a loader of its own, or ``--eval-mode-only`` batches made here); its seconds."""
     t = time.monotonic()
     model.eval()
@@ -105,9 +104,8 @@ def main() -> int:
     data: Any = Hanging() if args.hang_in_worker else TensorDataset(torch.randn(4096, 16), torch.randn(4096, 1))
     val = TensorDataset(torch.randn(512, 16), torch.randn(512, 1))
     seen_threads: list[int] = []
-    if args.own_handlers:
-        signal.signal(signal.SIGUSR1, lambda *_: None)
-        signal.signal(signal.SIGUSR2, lambda *_: None)
+    handlers = [signal.signal(signal.SIGUSR1, lambda *_: None), signal.signal(signal.SIGUSR2, lambda *_: None)]
+    handlers = [signal.getsignal(signal.SIGUSR1), signal.getsignal(signal.SIGUSR2)] if args.own_handlers else []
     lock = threading.Lock()
     lock.acquire()
     train_s = eval_s = ckpt_s = 0.0
@@ -115,7 +113,9 @@ def main() -> int:
     steps = 0
     for x, y in batches(args, data):
         if args.hang_at and steps + 1 == args.hang_at:
-            lock.acquire()  # the job hangs here: nobody releases it
+            hung = time.monotonic()
+            lock.acquire(timeout=args.hang_s)  # the job hangs here: nobody releases it
+            last_end += time.monotonic() - hung  # its own figure: the hang is not training
         loss = (model(x) - y).pow(2).mean()
         loss.backward()
         time.sleep(args.step_s)
@@ -141,6 +141,8 @@ def main() -> int:
             break
     if args.own_handlers and len(set(seen_threads)) != 1:
         print(f"JOB threads changed: {sorted(set(seen_threads))}", flush=True)
+    if handlers and handlers != [signal.getsignal(signal.SIGUSR1), signal.getsignal(signal.SIGUSR2)]:
+        print("JOB its signal handlers changed", flush=True)
     print(
         f"JOB steps={steps} train_s={train_s:.4f} eval_s={eval_s:.4f} ckpt_s={ckpt_s:.4f} "
         f"steps_per_s={(steps - 1) / train_s:.4f} pid={os.getpid()}",
