@@ -64,9 +64,13 @@ class JobDiagnosis:
 
 def untraced_evidence(records: list[StepRecord], sites: SyncTable | None = None) -> Evidence:
     """The untraced window's evidence: ``records`` are its steps and the one before (whose
-    boundary starts the window)."""
+    boundary starts the window). A step's time is its training seconds (evaluation, checkpoints and
+    stalls between steps left out), or the wall time between boundaries where those are not known."""
     inside = records[1:]
+    known = [r.train_s for r in inside if r.train_s is not None]
     wall_ms = 1e3 * (records[-1].t - records[0].t) / len(inside)
+    if len(known) == len(inside):
+        wall_ms = 1e3 * sum(known) / len(inside)
     syncs = [r.syncs for r in inside if r.syncs is not None]
     return Evidence(
         steps=len(inside),

@@ -25,7 +25,7 @@ from typing import Any
 
 from gpudash import shared_flags
 from gpudash.argtypes import Parser, UsageError, check_out_dir, non_negative_float
-from gpudash.core.protocol import ExitCode
+from gpudash.core.protocol import PHASES, ExitCode
 from gpudash.core.textfmt import clip, fmt_num, strip_controls
 from gpudash.report import sync_md
 from gpudash.report.ab import Pair, pairs, relative_table
@@ -144,6 +144,44 @@ def run_line(i: int, run: Run) -> str:
     return f"| {i} | `{run.shown_path}` | {run.kind} | {device} | {torch} | {when} | {ending} |"
 
 
+def phases_section(run: Run) -> list[str]:
+    """A job's wall time by phase and its goodput (none for other runs)."""
+    p = run.phases
+    if p is None:
+        return []
+    goodput = "–" if p.goodput_pct is None else f"**{p.goodput_pct:.1f}%**"
+    rows = [f"| {k} | {v:.1f} | {100 * v / p.wall_s:.1f}% |" for k, v in p.seconds.items() if v > 0 and p.wall_s > 0]
+    return [
+        "### Wall time by phase",
+        "",
+        f"Goodput (training's share of the wall time): {goodput} of {p.wall_s:.1f} s. The figures above are "
+        "over training steps alone.",
+        "",
+        "| phase | seconds | share |",
+        "|---|--:|--:|",
+        *rows,
+        "",
+    ]
+
+
+def goodput_table(runs: Sequence[Run]) -> list[str]:
+    """Each job's goodput and phases side by side (none unless a run is a job's)."""
+    if not any(run.phases for run in runs):
+        return []
+    kinds = [k for k in PHASES if any(run.phases and run.phases.seconds.get(k, 0) > 0 for run in runs)]
+    lines = ["| run | goodput | wall s | " + " | ".join(f"{k} s" for k in kinds) + " |"]
+    lines.append("|--:|--:|--:|" + "--:|" * len(kinds))
+    for i, run in enumerate(runs, start=1):
+        p = run.phases
+        if p is None:
+            lines.append(f"| {i} | – | – |" + " – |" * len(kinds))
+            continue
+        pct = "–" if p.goodput_pct is None else f"{p.goodput_pct:.1f}%"
+        cells = " | ".join(f"{p.seconds.get(k, 0.0):.1f}" for k in kinds)
+        lines.append(f"| {i} | {pct} | {p.wall_s:.1f} | {cells} |")
+    return [*lines, ""]
+
+
 def markdown(runs: Sequence[Run], command: str, plots: Sequence[str], baseline: int | None = None) -> str:
     """``report.md``."""
     now = _dt.datetime.now().astimezone().isoformat(timespec="seconds")
@@ -165,6 +203,7 @@ def markdown(runs: Sequence[Run], command: str, plots: Sequence[str], baseline: 
     for i, run in enumerate(runs, start=1):
         notes = [f"*Note: {note}*" for note in run.notes]  # a metadata file ignored, and why
         lines += [f"## Run {i}: {run.name}", "", *notes, *([""] if notes else []), *run_table(run), ""]
+        lines += phases_section(run)
         sites = run.meta.get("sync_sites")
         lines += sync_md.section(sites if isinstance(sites, dict) else {})
         if run.traces:
@@ -181,6 +220,7 @@ def markdown(runs: Sequence[Run], command: str, plots: Sequence[str], baseline: 
     if len(runs) > 1:
         against = "each against the runs before it" if baseline is None else f"against run {baseline + 1}"
         lines += [f"## Between runs ({against})", "", *relative_table(runs, baseline), ""]
+        lines += goodput_table(runs)
     if plots:
         lines += ["## Plot", "", f"![throughput and GPU utilisation]({plots[0]})", ""]
     return "\n".join(lines).rstrip("\n") + "\n"
@@ -232,6 +272,9 @@ def main(argv: list[str]) -> int:
     if args.json:
         print(json.dumps(results_document(runs, found, out, written), indent=2))
     if not args.quiet:
+        for i, run in enumerate(runs, start=1):  # a job's: over training steps, and what share of its time that was
+            if run.phases is not None:
+                print(f"gpudash: run {i} ({run.name}): {run.phases.line()}", file=sys.stderr)
         for pair in found:  # the A/B verdicts, hyperfine-style
             print(f"gpudash: {strip_controls(pair.sentence())}", file=sys.stderr)
         print(f"gpudash: wrote {', '.join(written)} in {out}", file=sys.stderr)
@@ -258,6 +301,9 @@ def results_document(runs: Sequence[Run], found: Sequence[Pair], out: Path, writ
                 "kind": run.kind,
                 "configurations": [_config_dict(c) for c in run.configs],
                 "sync_sites": run.meta.get("sync_sites") or {},
+                "phases": run.phases.seconds if run.phases else None,
+                "wall_s": run.phases.wall_s if run.phases else None,
+                "goodput_pct": run.phases.goodput_pct if run.phases else None,
             }
             for run in runs
         ],

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from gpudash.core.metrics import FIGURE_KEYS
-from gpudash.core.protocol import Event, EventKind, GpuSample, Message, Sample
+from gpudash.core.protocol import OTHER, PHASES, TRAINING, Event, EventKind, GpuSample, Message, Sample
 from gpudash.core.textfmt import clip, strip_controls
 from gpudash.recording.csvformat import RowParser, UnreadableCsv, is_recording_header, read_table
 from gpudash.recording.sidecar import Sidecar, read_sidecar
@@ -81,6 +81,61 @@ class Timeline:
 
 
 @dataclass(frozen=True)
+class Phases:
+    """A user's job's wall time by phase (seconds, in ``PHASES`` order) and goodput: its sidecar's,
+    or (without one) from its ``phase`` rows and its samples' training seconds."""
+
+    seconds: dict[str, float]
+    wall_s: float
+    goodput_pct: float | None
+
+    @classmethod
+    def of(cls, meta: dict[str, Any]) -> Phases | None:
+        seconds, wall = meta.get("phases"), meta.get("wall_s")
+        if not isinstance(seconds, dict) or not isinstance(wall, (int, float)):
+            return None
+        clean = {str(k): float(v) for k, v in seconds.items() if isinstance(v, (int, float)) and math.isfinite(v)}
+        pct = meta.get("goodput_pct")
+        return cls(clean, float(wall), float(pct) if isinstance(pct, (int, float)) else None)
+
+    def line(self) -> str:
+        """ "goodput 62.1% of 58.3 s: training 36.2 s · evaluation 9.8 s · …" (phases that took time)."""
+        parts = [f"{k} {v:.1f} s" for k, v in self.seconds.items() if v >= 0.05 or k == TRAINING]
+        head = "goodput –" if self.goodput_pct is None else f"goodput {self.goodput_pct:.1f}%"
+        return f"{head} of {self.wall_s:.1f} s: " + " · ".join(parts)
+
+
+class _PhaseRows:
+    """The phases of a recording without its sidecar's: each ended ``phase`` row's seconds, the
+    samples' training seconds, the wall time up to the last row."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self.last_s = 0.0
+        self.seen = False
+
+    def add(self, msg: Message) -> None:
+        self.last_s = max(self.last_s, msg.time_s)
+        if isinstance(msg, Sample) and msg.train_s is not None:
+            self.seconds[TRAINING] = self.seconds.get(TRAINING, 0.0) + msg.train_s
+        elif isinstance(msg, Event) and msg.kind == EventKind.PHASE and msg.after:
+            try:
+                seconds = float(msg.after)
+            except ValueError:
+                return
+            if math.isfinite(seconds) and seconds >= 0:
+                self.seen = True
+                self.seconds[msg.what] = self.seconds.get(msg.what, 0.0) + seconds
+
+    def phases(self) -> Phases | None:
+        if not self.seen or self.last_s <= 0:
+            return None
+        seconds = {k: self.seconds.get(k, 0.0) for k in PHASES if k != OTHER}
+        seconds[OTHER] = max(0.0, self.last_s - sum(seconds.values()))
+        return Phases(seconds, self.last_s, 100.0 * min(seconds[TRAINING], self.last_s) / self.last_s)
+
+
+@dataclass(frozen=True)
 class Run:
     """One input file of the report."""
 
@@ -92,6 +147,7 @@ class Run:
     ending: str = ""  # how a recording ended: its last event ("stopped", "crashed: ...")
     traces: tuple[tuple[float, str, str], ...] = ()  # profiler windows: (time s, configuration, figures → file)
     notes: tuple[str, ...] = ()  # what was ignored, for the user: "run.json ignored: …"
+    phases: Phases | None = None  # a user's job: its wall time by phase, and goodput
 
     @property
     def name(self) -> str:
@@ -147,7 +203,9 @@ def _recording(p: Path, header: list[str], rows: Rows, sidecar: Sidecar) -> Run:
     timeline = Timeline()
     ending = ""
     traces: list[tuple[float, str, str]] = []
+    phase_rows = _PhaseRows()
     for number, msg in _messages(p, header, rows):
+        phase_rows.add(msg)
         if isinstance(msg, GpuSample):
             tracker.on_gpu(msg)
             if msg.gpu_util_pct is not None:
@@ -172,7 +230,8 @@ def _recording(p: Path, header: list[str], rows: Rows, sidecar: Sidecar) -> Run:
     if not timeline.time_s:
         raise ReportInputError(f"{p} has no throughput samples (only its header and events)")
     configs = tuple(_segment_figures(seg) for seg in tracker.segments)
-    return Run(p, "recording", sidecar.data, configs, timeline, ending, tuple(traces), _notes(sidecar))
+    phases = Phases.of(sidecar.data) or phase_rows.phases()
+    return Run(p, "recording", sidecar.data, configs, timeline, ending, tuple(traces), _notes(sidecar), phases)
 
 
 def _messages(p: Path, header: list[str], rows: Rows) -> list[tuple[int, Message]]:

@@ -136,26 +136,45 @@ class PhaseTimeline:
         if n <= 0:
             return []
         width = (t1 - t0) / max(1, n - 1) or 1.0
-        lo = t0 - width / 2
-        weights: list[dict[str, float]] = [{} for _ in range(n)]
-
-        def add(a: float, b: float, phase: str, sign: float = 1.0) -> None:
-            first = max(0, int((a - lo) // width))
-            for i in range(first, min(n, int((b - lo) // width) + 1)):
-                left = lo + i * width
-                w = min(b, left + width) - max(a, left)
-                if w > 0:
-                    weights[i][phase] = weights[i].get(phase, 0.0) + sign * w
-
+        lo, hi = t0 - width / 2, t1 + width / 2
+        grid = _Buckets(lo, width, n)
         end = self.ended_s if self.ended_s is not None else now_s
         for span in self.spans_until(end):
-            if span.end_s is not None and span.end_s > lo and span.start_s < t1 + width:
-                add(span.start_s, span.end_s, span.phase)
-                if span.phase != STARTUP:  # within the training's stretch: not training
-                    add(span.start_s, span.end_s, TRAINING, -1.0)
+            if span.start_s < hi and span.end_s is not None and span.end_s > lo:  # in the window
+                grid.add(span.start_s, span.end_s, span.phase)
         if self.first_step_s is not None:
-            add(self.first_step_s, end, TRAINING)
-        return [_most(w) for w in weights]
+            grid.add(self.first_step_s, end, TRAINING)
+        return grid.most()
+
+
+class _Buckets:
+    """Seconds of each phase in ``n`` buckets of ``width`` from ``lo``."""
+
+    def __init__(self, lo: float, width: float, n: int) -> None:
+        self.lo, self.width, self.n = lo, width, n
+        self.seconds: list[dict[str, float]] = [{} for _ in range(n)]
+
+    def add(self, a: float, b: float, phase: str) -> None:
+        lo, width = self.lo, self.width
+        a, b = max(a, lo), min(b, lo + self.n * width)
+        if b <= a:
+            return
+        for i in range(int((a - lo) // width), min(self.n - 1, int((b - lo) // width)) + 1):
+            left = lo + i * width
+            w = min(b, left + width) - max(a, left)
+            if w > 0:
+                got = self.seconds[i]
+                got[phase] = got.get(phase, 0.0) + w
+
+    def most(self) -> list[str | None]:
+        """Each bucket's phase of the most seconds; training's are what the other spans leave of its
+        stretch (startup is before it)."""
+        out = []
+        for got in self.seconds:
+            if TRAINING in got:
+                got[TRAINING] -= sum(v for p, v in got.items() if p not in (TRAINING, STARTUP))
+            out.append(_most(got))
+        return out
 
 
 def _most(weights: dict[str, float]) -> str | None:
