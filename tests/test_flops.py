@@ -67,9 +67,20 @@ def test_a_gpu_is_matched_by_its_device_name(name: str, part: str) -> None:
 def test_an_unknown_gpu_has_no_peak_and_every_entry_is_dense_and_sourced() -> None:
     assert peak_of("NVIDIA GeForce GTX 1080") is None
     for peak in PEAKS:
-        assert peak.bf16 > peak.tf32 >= peak.fp32 > 0 and peak.source
+        half, tf32 = peak.tflops("fp16"), peak.tflops("tf32")
+        assert half is not None and half > peak.fp32 > 0 and peak.source
+        assert tf32 is None or half > tf32 >= peak.fp32
     with pytest.raises(ValueError, match="no peak for dtype"):
         PEAKS[0].tflops("int8")
+
+
+def test_fp16_is_its_own_dtype_with_its_own_peak_where_a_gpu_has_no_bf16() -> None:
+    h100 = choose_peak("NVIDIA H100 80GB HBM3", "fp16")
+    assert h100.tflops == 989.5 and "H100 SXM fp16 dense" in h100.source  # the same figure as bf16 on an H100
+    v100 = choose_peak("Tesla V100-SXM2-32GB", "fp16")
+    assert v100.tflops == 125.0
+    no_bf16 = choose_peak("Tesla V100-SXM2-32GB", "bf16")
+    assert no_bf16.tflops is None and "has no bf16 tensor math" in no_bf16.source
 
 
 def test_mfu_is_the_steps_flops_at_the_measured_rate_over_the_peak() -> None:

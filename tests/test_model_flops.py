@@ -129,4 +129,4 @@ def test_a_bf16_family_on_the_gpu_has_its_mfu_over_the_tables_bf16_peak(tmp_path
     timed = [r for r in rows if r["row_kind"] == "sample" and float(r["steps_per_s"]) > 0]
     for r in timed:
         tflops, mfu = float(r["tflops"]), float(r["mfu_pct"])
-        assert 0 < mfu < 100 and mfu == pytest.approx(100 * tflops / peak.bf16, rel=1e-4)
+        assert 0 < mfu < 100 and mfu == pytest.approx(100 * tflops / (peak.bf16 or 0.0), rel=1e-4)

@@ -3,9 +3,10 @@ share of. Torch-free.
 
 Each entry is the vendor's datasheet figure **without sparsity** (datasheets print the tensor-core
 figures with 2:4 structured sparsity, twice the dense ones; those are halved here), matched by the
-device name NVML and CUDA give (``NVIDIA H100 80GB HBM3``). ``bf16`` stands for bf16 and fp16
-tensor-core math (dense, the same figure on these parts), ``tf32`` for fp32 matmuls on tensor cores,
-``fp32`` for plain fp32 (no tensor cores). A GPU not in the table has no peak: MFU is blank with
+device name NVML and CUDA give (``NVIDIA H100 80GB HBM3``). ``bf16`` and ``fp16`` are tensor-core
+math in each (dense, with fp32 accumulation: the same figure on most parts, not on all — a V100
+has fp16 tensor cores and no bf16), ``tf32`` is fp32 matmuls on tensor cores, ``fp32`` plain fp32
+(no tensor cores). A GPU not in the table has no peak: MFU is blank with
 that reason, unless ``--peak-tflops`` gives one.
 """
 
@@ -14,7 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-DTYPES = ("bf16", "tf32", "fp32")
+DTYPES = ("bf16", "fp16", "tf32", "fp32")
 PRECISION_KNOBS = ("amp", "tf32")  # gpudash's knobs that change a step's dtype: a FLOP count is kept by them
 
 
@@ -24,16 +25,18 @@ class GpuPeak:
 
     part: str  # the part's name, as its datasheet gives it
     pattern: str  # a regular expression on the device name (case-insensitive)
-    bf16: float
-    tf32: float
+    bf16: float | None  # None: the part has no such tensor math
+    tf32: float | None
     fp32: float
     source: str
+    fp16: float | None = None  # None: bf16's figure
 
-    def tflops(self, dtype: str) -> float:
-        """The peak for ``dtype`` (one of ``DTYPES``)."""
+    def tflops(self, dtype: str) -> float | None:
+        """The peak for ``dtype`` (one of ``DTYPES``); None where the part has no such math."""
         if dtype not in DTYPES:
             raise ValueError(f"no peak for dtype {dtype!r}: one of {', '.join(DTYPES)}")
-        return float(getattr(self, dtype))
+        value = self.bf16 if dtype == "fp16" and self.fp16 is None else getattr(self, dtype)
+        return None if value is None else float(value)
 
 
 H100_DATASHEET = "NVIDIA H100 Tensor Core GPU datasheet (2023), sparsity figures halved"
@@ -51,6 +54,8 @@ PEAKS = (
     # GeForce: fp16/bf16 tensor math with fp32 accumulation (what training uses), from the architecture whitepapers
     GpuPeak("RTX 4090", r"\bRTX 4090\b", 165.2, 82.6, 82.6, "NVIDIA Ada Lovelace architecture whitepaper (2023)"),
     GpuPeak("RTX 3090", r"\bRTX 3090\b", 71.0, 35.6, 35.6, "NVIDIA Ampere GA102 GPU architecture whitepaper (2021)"),
+    # Volta: fp16 tensor cores, no bf16 nor tf32
+    GpuPeak("V100 SXM2", r"\bV100\b", None, None, 15.7, "NVIDIA Tesla V100 GPU datasheet (2020)", fp16=125.0),
 )
 
 
@@ -97,7 +102,10 @@ def choose_peak(device_name: str | None, dtype: str | None, override: float | No
     peak = peak_of(device_name)
     if peak is None:
         return PeakChoice(None, f"no dense peak known for {device_name!r}: {NO_PEAK_HINT}")
-    return PeakChoice(peak.tflops(dtype), f"{peak.part} {dtype} dense, {peak.source}")
+    tflops = peak.tflops(dtype)
+    if tflops is None:
+        return PeakChoice(None, f"the {peak.part} has no {dtype} tensor math, so no peak for it: {NO_PEAK_HINT}")
+    return PeakChoice(tflops, f"{peak.part} {dtype} dense, {peak.source}")
 
 
 def model_rates(

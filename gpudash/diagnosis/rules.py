@@ -232,10 +232,10 @@ def _gpu_busy(e: Evidence, busy: float, queued: bool) -> Diagnosis:
             "move fewer bytes: amp=bf16 (half of them), compile (fuses elementwise kernels), channels_last",
         )
     tensor = e.tensor_active_pct
-    if e.dtype == "bf16" and tensor is not None and tensor < TENSOR_IDLE:
+    if e.dtype in ("bf16", "fp16") and tensor is not None and tensor < TENSOR_IDLE:
         return Diagnosis(
             Bound.GPU_COMPUTE,
-            f"{kernels}{gpm}, yet the tensor cores idle ({tensor:.0f}%) in a bf16 step{throttle}",
+            f"{kernels}{gpm}, yet the tensor cores idle ({tensor:.0f}%) in a {e.dtype} step{throttle}",
             SCRIPT_ADVICE[TENSORS_IDLE],  # the same in gpudash's words and a script's
             case=TENSORS_IDLE,
         )

@@ -10,7 +10,7 @@ compiled-only region, custom kernels) counts what it can; a count of zero says t
 not known, never that it made none.
 
 The dtype: each counted operator's FLOPs go to the dtype of its first tensor argument — ``bf16``
-for bf16 and fp16 (autocast's matmuls included: autocast casts before the operator runs), ``tf32``
+and ``fp16`` (autocast's matmuls included: autocast casts before the operator runs), ``tf32``
 for fp32 on a GPU where torch lets that operator use TF32 (``torch.backends.cuda.matmul.allow_tf32``
 for matmuls, ``torch.backends.cudnn.allow_tf32`` for convolutions), ``fp32`` otherwise; anything
 else by its torch name. A step is of one dtype when ``DOMINANT`` of its FLOPs are.
@@ -70,8 +70,10 @@ class StepFlops:
 
 def dtype_class(dtype: Any, op: str, on_cuda: bool, torch: Any) -> str:
     """The peaks table's row for an operator ``op`` computing in ``dtype`` (see the module's text)."""
-    if dtype in (torch.bfloat16, torch.float16):
+    if dtype == torch.bfloat16:
         return "bf16"
+    if dtype == torch.float16:
+        return "fp16"
     if dtype == torch.float32:
         if on_cuda:
             conv = any(op.startswith(f"aten.{c}") for c in _CONVOLUTIONS)
