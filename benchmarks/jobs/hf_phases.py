@@ -30,12 +30,14 @@ class RandomTokens(torch.utils.data.Dataset[dict[str, torch.Tensor]]):
 class StepClock(TrainerCallback):
     """The script's own training time: step end to step end, less what evaluation and saving took."""
 
-    def __init__(self) -> None:
+    def __init__(self, pace_s: float = 0.0) -> None:
+        self.pace_s = pace_s  # seconds of extra work a step (a CPU test's steps long enough to time)
         self.last: float | None = None
         self.train_s = 0.0
         self.steps = 0
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+        time.sleep(self.pace_s)
         now = time.monotonic()
         if self.last is not None:
             self.train_s += now - self.last
@@ -58,13 +60,14 @@ def main() -> int:
     p.add_argument("--eval-steps", type=int, default=20)
     p.add_argument("--save-steps", type=int, default=40)
     p.add_argument("--tiny", action="store_true", help="a model and data small enough for the CPU")
+    p.add_argument("--pace", type=float, default=0.0, help="seconds of extra work each step")
     a = p.parse_args()
     torch.manual_seed(0)
     cuda = torch.cuda.is_available() and not a.tiny
     layers, width, length, batch = (1, 32, 32, 4) if a.tiny else (6, 512, 256, 16)
     config = GPT2Config(vocab_size=1024, n_positions=length, n_embd=width, n_layer=layers, n_head=4)
     model = GPT2LMHeadModel(config)
-    clock = StepClock()
+    clock = StepClock(a.pace)
     with tempfile.TemporaryDirectory() as out:
         args = TrainingArguments(
             output_dir=out,

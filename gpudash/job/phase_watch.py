@@ -73,9 +73,9 @@ class PhaseWatch:
             self._event(kind, seconds, f"{kind} {seconds:.2f} s, until the job ended")
         self.stall = None
         phases.ended_t, phases.ended_in_phase = now, bool(ended_in)
-        last = phases.last_step_t
-        if last is not None and not ended_in:
-            self._event(TEARDOWN, now - last, f"teardown {now - last:.2f} s (the last step to the exit)")
+        teardown = phases.totals(now)[TEARDOWN]
+        if phases.last_step_t is not None and not ended_in:
+            self._event(TEARDOWN, teardown, f"teardown {teardown:.2f} s (the last step to the exit)")
         details = {f"{k}_s": f"{v:.3f}" for k, v in phases.totals(now).items()}
         details["wall_s"] = f"{phases.wall_s(now):.3f}"
         pct = phases.goodput_pct(now)
@@ -95,7 +95,7 @@ class PhaseWatch:
             return
         seconds = 0.0 if m.get("cancel") else max(0.0, _float(m.get("s"), 0.0))
         was_open = what in self.phases.open
-        self.phases.end(what, seconds)
+        self.phases.end(what, seconds, _float(m.get("t1"), 0.0) or None)
         if seconds > 0 or was_open:
             said = f"{what} {seconds:.2f} s" if seconds > 0 else f"not {what} after all: part of a step"
             self._event(what, seconds, said)

@@ -42,23 +42,27 @@ class JobPhases:
     ended_t: float | None = None
     open: dict[str, float] = field(default_factory=dict)  # phases under way: kind -> since (monotonic)
     ended_in_phase: bool = False  # the job ended in a stall or a span: no teardown after it
+    after_last_s: float = 0.0  # seconds of phases that ended after the last step (not its teardown)
 
     def step(self, t: float, train_s: float | None) -> None:
         """A step of the lead rank ended at ``t`` after ``train_s`` seconds of training."""
         if self.first_step_t is None:
             self.first_step_t = t
         self.last_step_t = t if self.last_step_t is None else max(self.last_step_t, t)
+        self.after_last_s = 0.0
         if train_s is not None:
             self.training_s += train_s
 
     def begin(self, kind: str, since: float) -> None:
         self.open.setdefault(kind, since)
 
-    def end(self, kind: str, seconds: float) -> None:
-        """A phase closed after ``seconds`` (its own, as timed); 0: it was none after all."""
+    def end(self, kind: str, seconds: float, until: float | None = None) -> None:
+        """A phase closed after ``seconds`` (its own, as timed) at ``until``; 0: it was none after all."""
         self.open.pop(kind, None)
         if seconds > 0:
             self.seconds[kind] = self.seconds.get(kind, 0.0) + seconds
+            if until is not None and self.last_step_t is not None and until > self.last_step_t:
+                self.after_last_s += seconds
 
     def current(self) -> str:
         """The phase now: a stall first, then one the hooks said is under way, then the run's."""
@@ -82,7 +86,7 @@ class JobPhases:
         for kind, since in self.open.items():
             out[kind] = out.get(kind, 0.0) + max(0.0, end - since)
         if self.ended_t is not None and self.last_step_t is not None and not self.ended_in_phase:
-            out[TEARDOWN] = max(0.0, self.ended_t - self.last_step_t)
+            out[TEARDOWN] = max(0.0, self.ended_t - self.last_step_t - self.after_last_s)
         out[OTHER] = max(0.0, wall - sum(v for k, v in out.items() if k != OTHER))
         return out
 

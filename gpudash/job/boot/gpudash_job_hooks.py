@@ -199,6 +199,7 @@ class Hooks:
         ends on a CUDA error has said so already)."""
         if self.on:
             with self.lock, contextlib.suppress(Exception):
+                self.phases.finish()  # an evaluation after the last step: its own, not the exit's
                 self._flush(final=True)
 
     # -- the DataLoader --------------------------------------------------------------------------

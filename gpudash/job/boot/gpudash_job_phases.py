@@ -137,6 +137,12 @@ class Phases:
         self.spans = []
         return train
 
+    def finish(self) -> None:
+        """At the job's exit: the spans since its last step (an evaluation after it), said."""
+        if self.last_end is not None and self._ours():
+            self._resolve(None, by_training=False)
+            self._tell_spans(self.last_end, time.monotonic())
+
     def _tell_spans(self, since: float, now: float) -> float:
         """The spans since the last step, each kind's own seconds said to gpudash (a second that
         two kinds share counts once: a checkpoint's, then an evaluation's); their union's seconds."""
