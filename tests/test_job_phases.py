@@ -1,0 +1,279 @@
+"""A job's figures are its training's (``gpudash -- CMD``): steps measured as steps, its wall time by
+phase (start-up, evaluation, checkpoints, stalls, teardown) with goodput, and the line a hung job
+waits on. The parts alone (the hooks' span keeping, the session's tally, the stall's report), then
+real scripts through the real command on the CPU (``tests/data/jobs/phases_loop.py`` and its
+Lightning and Hugging Face kin), read back by ``report`` and ``replay``."""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import json
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpudash.core.protocol import (
+    CHECKPOINT,
+    EVALUATION,
+    OTHER,
+    STALLED_PHASE,
+    STARTUP,
+    TEARDOWN,
+    TRAINING,
+    Event,
+    EventKind,
+)
+from gpudash.job.phases import JobPhases
+from gpudash.job.stalls import Stall, report, stall_after_s
+from tests.test_job import JOBS, gpudash, job_line
+
+BOOT = Path(__file__).parents[1] / "gpudash" / "job" / "boot"
+PHASES_LOOP = str(JOBS / "phases_loop.py")
+BENCH_JOBS = Path(__file__).parents[1] / "benchmarks" / "jobs"
+
+
+# -- the hooks' spans, inside the job ---------------------------------------------------------------
+def _phases_module() -> Any:
+    spec = importlib.util.spec_from_file_location("gpudash_job_phases_under_test", BOOT / "gpudash_job_phases.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def phases() -> tuple[Any, list[dict[str, Any]]]:
+    """The hooks' span keeper on this thread (as after a first step), and what it says to gpudash."""
+    said: list[dict[str, Any]] = []
+    keeper = _phases_module().Phases(said.append, lambda: 0)
+    keeper.thread = threading.get_ident()
+    return keeper, said
+
+
+def _ended(said: list[dict[str, Any]]) -> dict[str, float]:
+    return {m["kind"]: m["s"] for m in said if "s" in m}
+
+
+def test_batches_of_another_loader_between_steps_are_an_evaluation_left_out_of_the_step(phases: Any) -> None:
+    keeper, said = phases
+    t = time.monotonic() - 100.0  # in the past: the keeper never closes a span after now
+    keeper.batch(1, t, t + 0.01, False)
+    assert keeper.at_step(t + 0.1, 1) is None  # the first step: its start is the job's start-up
+    for i in range(3):  # the evaluation loop
+        keeper.batch(2, t + 0.2 + 0.1 * i, t + 0.25 + 0.1 * i, False)
+    keeper.batch(1, t + 0.5, t + 0.51, False)  # training again: its next batch
+    assert keeper.at_step(t + 0.6, 1) == pytest.approx(0.2)  # 0.5 s since the last step, 0.3 s of it evaluation
+    assert _ended(said) == {EVALUATION: pytest.approx(0.3)}
+
+
+def test_one_batch_of_a_second_loader_a_step_and_a_new_epochs_iterator_are_training(phases: Any) -> None:
+    keeper, said = phases
+    t = time.monotonic() - 100.0
+    keeper.batch(1, t, t, False)
+    keeper.batch(2, t, t, False)
+    keeper.at_step(t + 0.1, 2)
+    for k in range(1, 4):  # two loaders a step (a GAN's, say): each hands one batch
+        keeper.batch(1, t + k * 0.1, t + k * 0.1, False)
+        keeper.batch(2, t + k * 0.1 + 0.01, t + k * 0.1 + 0.01, False)
+        assert keeper.at_step(t + k * 0.1 + 0.1, 2) == pytest.approx(0.1)
+    keeper.batch(2, t + 0.45, t + 0.45, True)  # the epoch ends ...
+    for k in range(2):  # ... a new iterator hands two batches (accumulation) before the step
+        keeper.batch(3, t + 0.46 + 0.01 * k, t + 0.47 + 0.01 * k, False)
+    assert keeper.at_step(t + 0.5, 3) == pytest.approx(0.1)
+    assert _ended(said) == {}
+
+
+def test_a_model_in_eval_mode_is_an_evaluation_only_when_training_resumes_before_the_step(phases: Any) -> None:
+    keeper, said = phases
+    keeper.at_step(time.monotonic(), 0)
+    keeper.mode(False)  # model.eval(); an evaluation without a DataLoader
+    time.sleep(0.1)
+    keeper.mode(True)  # model.train()
+    train = keeper.at_step(time.monotonic(), 0)
+    assert train is not None and train < 0.05 and _ended(said)[EVALUATION] >= 0.09
+    said.clear()
+    keeper.mode(False)  # a teacher put in eval mode inside the step: the step is training
+    time.sleep(0.1)
+    train = keeper.at_step(time.monotonic(), 0)
+    assert train is not None and train >= 0.09 and _ended(said) == {}
+
+
+def test_the_saves_between_two_steps_are_one_checkpoint_and_a_second_counts_once(phases: Any) -> None:
+    keeper, said = phases
+    t = time.monotonic() - 100.0
+    keeper.at_step(t, 0)
+    keeper.spans = [(EVALUATION, t + 0.2, t + 1.0), (CHECKPOINT, t + 0.5, t + 0.6), (CHECKPOINT, t + 0.7, t + 0.72)]
+    assert keeper.at_step(t + 1.5, 0) == pytest.approx(0.7)  # 1.5 s, 0.8 s of them evaluation or checkpoint
+    assert _ended(said) == {CHECKPOINT: pytest.approx(0.22), EVALUATION: pytest.approx(0.58)}
+
+
+# -- the session's tally, the stall's report ---------------------------------------------------------
+def test_the_phases_add_up_to_the_wall_time_and_goodput_is_trainings_share() -> None:
+    p = JobPhases(t0=0.0)
+    p.step(5.0, None)  # the first step: 5 s of start-up
+    for k in range(1, 11):
+        p.step(5.0 + k, 1.0)  # ten 1 s steps
+    p.end(EVALUATION, 3.0, until=18.0)  # after the last step: not its teardown
+    p.ended_t = 20.0
+    totals = p.totals(20.0)
+    assert totals[STARTUP] == 5.0 and totals[TRAINING] == 10.0 and totals[EVALUATION] == 3.0
+    assert totals[TEARDOWN] == 2.0 and sum(totals.values()) == pytest.approx(20.0) and totals[OTHER] == 0
+    assert p.goodput_pct(20.0) == pytest.approx(50.0) and p.line(20.0).startswith("goodput 50.0% of 20.0 s")
+    assert p.heavy(20.0) == ""  # evaluation 15%: under a quarter
+    p.end(EVALUATION, 3.0)
+    assert p.heavy(20.0).startswith("evaluation takes 30% of the wall time — evaluate less often")
+
+
+def test_a_stall_names_the_rank_that_stalled_first_and_a_process_that_cannot_answer() -> None:
+    assert stall_after_s(None) == 30.0 and stall_after_s(5.0) == 50.0
+    stall = Stall(since=0.0, asked_at=31.0, asked={11: "rank 0", 12: "rank 1"}, first_rank=1)
+    stall.answers[12] = {
+        "threads": [
+            {
+                "thread": "MainThread",
+                "main": True,
+                "user": {"file": "/x/train.py", "line": 41, "function": "main", "text": "dist.all_reduce(t)"},
+            },
+            {
+                "thread": "pin",
+                "main": False,
+                "inner": {"file": "/usr/lib/threading.py", "line": 320, "function": "wait"},
+            },
+        ]
+    }
+    assert not stall.complete(31.5) and stall.complete(34.1)
+    line, lines = report(stall, 35.0, 0.5)
+    where = "rank 1 (pid 12) MainThread waits at train.py:41 in main: dist.all_reduce(t)"
+    assert line == f"no step for 35 s; its steps take 0.5 s: {where}"
+    assert lines[-1].startswith("rank 0 (pid 11) did not answer within 3 s: a thread holds the GIL")
+    assert "py-spy dump --pid 11" in lines[-1]
+
+
+# -- real scripts through gpudash record --------------------------------------------------------------
+def _rows(path: Path, kind: str) -> list[dict[str, str]]:
+    with open(path, newline="") as f:
+        return [row for row in csv.DictReader(f) if row["row_kind"] == kind]
+
+
+def _summary(path: Path) -> tuple[float, float | None, float | None]:
+    (row,) = _rows(path, "summary")
+    low, high = (float(row[k]) if row[k] else None for k in ("ci_low", "ci_high"))
+    return float(row["steps_per_s"]), low, high
+
+
+def _record(tmp_path: Path, name: str, *job: str, options: tuple[str, ...] = ()) -> tuple[Path, Any, dict[str, Any]]:
+    out = tmp_path / f"{name}.csv"
+    done = gpudash("record", str(out), *options, "--", sys.executable, *job)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return out, done, json.loads(out.with_suffix(".json").read_text())
+
+
+@pytest.mark.slow
+def test_evaluation_checkpoints_a_slow_start_and_exit_are_phases_and_the_rate_is_the_trainings(tmp_path: Path) -> None:
+    job = ("--steps", "24", "--step-s", "0.3", "--eval-every", "6", "--save-every", "12", "--start-s", "1")
+    out, done, meta = _record(tmp_path, "run", PHASES_LOOP, *job, "--exit-s", "1.5")
+    own = job_line(done.stdout)
+    mean, low, high = _summary(out)
+    assert mean == pytest.approx(float(own["steps_per_s"]), rel=0.05)  # not averaged with what is not training
+    phases = meta["phases"]
+    assert phases[EVALUATION] == pytest.approx(float(own["eval_s"]), rel=0.15)
+    assert phases[CHECKPOINT] == pytest.approx(float(own["ckpt_s"]), rel=0.15)
+    assert phases[TEARDOWN] >= 1.5 and phases[STARTUP] >= 1.0
+    own_goodput = 100 * float(own["train_s"]) / meta["wall_s"]
+    assert meta["goodput_pct"] == pytest.approx(own_goodput, abs=5.0)
+    ended = {(r["event_what"], bool(r["event_after"])) for r in _rows(out, "event") if r["event_kind"] == "phase"}
+    assert {(EVALUATION, True), (CHECKPOINT, True), (STARTUP, True), (TEARDOWN, True)} <= ended
+    assert "measured: goodput" in done.stderr
+
+
+@pytest.mark.slow
+def test_two_second_steps_read_their_rate_with_an_interval_after_12_steps(tmp_path: Path) -> None:
+    out, done, _ = _record(tmp_path, "slow", PHASES_LOOP, "--steps", "13", "--step-s", "2")
+    mean, low, high = _summary(out)
+    assert mean == pytest.approx(float(job_line(done.stdout)["steps_per_s"]), rel=0.04)
+    assert low is not None and high is not None and (high - low) / 2 / mean < 0.10
+    rates = [float(r["steps_per_s"]) for r in _rows(out, "sample")]
+    after_second = rates[len(rates) // 4 :]
+    assert min(after_second) > 0.3  # a step under way reads its rate, not 0, 0, 0, 2
+
+
+@pytest.mark.slow
+def test_a_job_hung_on_a_lock_is_stalled_with_its_line_and_the_ask_leaves_it_as_it_was(tmp_path: Path) -> None:
+    job = ("--steps", "20", "--step-s", "0.1", "--hang-at", "6", "--hang-s", "8", "--own-handlers", "--workers", "1")
+    out, done, meta = _record(tmp_path, "hung", PHASES_LOOP, *job, options=("--stall-after", "3"))
+    assert "threads changed" not in done.stdout and "signal handlers changed" not in done.stdout
+    (told,) = [r for r in _rows(out, "event") if r["event_kind"] == EventKind.STALLED.value]
+    assert "rank 0" in told["event_message"] and "phases_loop.py:" in told["event_message"]
+    assert "lock.acquire(timeout=args.hang_s)" in told["event_message"]
+    assert "stalled: no step for" in done.stderr and "steps resumed after a" in done.stderr
+    assert meta["stalls"] and meta["phases"][STALLED_PHASE] == pytest.approx(8.0, abs=1.0)
+    mean, _, _ = _summary(out)  # the step after the stall is the stall's, not a slow step
+    assert mean == pytest.approx(float(job_line(done.stdout)["steps_per_s"]), rel=0.05)
+
+
+@pytest.mark.slow
+def test_a_stall_in_a_dataloader_worker_shows_the_workers_line(tmp_path: Path) -> None:
+    job = ("--steps", "100", "--step-s", "0.05", "--hang-in-worker", "--workers", "2")
+    out, done, meta = _record(tmp_path, "worker", PHASES_LOOP, *job, options=("--stall-after", "3", "--duration", "12"))
+    told = [r["event_message"] for r in _rows(out, "event") if r["event_kind"] == EventKind.STALLED.value]
+    assert told
+    where = "\n".join(line for stall in meta["stalls"] for line in stall["where"])
+    assert "DataLoader worker" in where and "in __getitem__: time.sleep(3600)" in where
+    assert "rank 0" in where  # and where the training loop waits for it
+
+
+@pytest.mark.slow
+def test_without_a_dataloader_the_batch_and_samples_per_s_are_blank_and_eval_mode_is_an_evaluation(
+    tmp_path: Path,
+) -> None:
+    job = ("--steps", "16", "--step-s", "0.2", "--no-loader", "--eval-every", "5", "--eval-mode-only")
+    out, done, meta = _record(tmp_path, "plain", PHASES_LOOP, *job)
+    samples = _rows(out, "sample")
+    assert samples and all(r["samples_per_s"] == "" and r["batch_size"] == "0" for r in samples)
+    assert meta["phases"][EVALUATION] == pytest.approx(3 * 6 * 0.1, rel=0.3)  # three passes of 6 × 0.1 s
+    mean, _, _ = _summary(out)
+    assert mean == pytest.approx(float(job_line(done.stdout)["steps_per_s"]), rel=0.05)
+
+
+@pytest.mark.slow
+def test_lightnings_validation_loop_is_an_evaluation_and_its_rate_its_training_steps(tmp_path: Path) -> None:
+    out, done, meta = _record(tmp_path, "lightning", str(JOBS / "lightning_val.py"), "40")
+    mean, _, _ = _summary(out)
+    assert mean == pytest.approx(float(job_line(done.stdout)["steps_per_s"]), rel=0.05)
+    assert meta["phases"][EVALUATION] == pytest.approx(4 * 6 * 0.1, rel=0.3)  # four passes of 6 × 0.1 s
+
+
+@pytest.mark.slow
+def test_a_hugging_face_trainer_with_evaluation_and_saves_reads_its_training_rate_and_goodput(tmp_path: Path) -> None:
+    job = ("--tiny", "--steps", "40", "--eval-steps", "10", "--save-steps", "20", "--pace", "0.05")
+    out, done, meta = _record(tmp_path, "hf", str(BENCH_JOBS / "hf_phases.py"), *job)
+    mean, _, _ = _summary(out)
+    assert mean == pytest.approx(float(job_line(done.stdout)["steps_per_s"]), rel=0.10)
+    assert meta["phases"][EVALUATION] > 0 and 0 < meta["goodput_pct"] < 100
+
+
+@pytest.mark.slow
+def test_report_and_replay_read_a_jobs_phases_and_goodput(tmp_path: Path) -> None:
+    from gpudash.recording.replay import ReplaySource, read_all
+
+    job = ("--steps", "12", "--step-s", "0.2", "--eval-every", "4", "--exit-s", "0.5")
+    out, _, meta = _record(tmp_path, "a", PHASES_LOOP, *job)
+    report_dir = tmp_path / "report"
+    done = gpudash("report", str(out), "--out", str(report_dir), "--json")
+    assert done.returncode == 0, done.stderr
+    assert f"goodput {meta['goodput_pct']:.1f}% of" in done.stderr
+    (run,) = json.loads(done.stdout)["runs"]
+    assert run["goodput_pct"] == meta["goodput_pct"] and run["phases"][EVALUATION] > 0
+    assert "### Wall time by phase" in (report_dir / "report.md").read_text()
+    out.with_suffix(".json").unlink()  # without its sidecar: from the phase rows and the samples
+    again = gpudash("report", str(out), "--out", str(tmp_path / "again"), "--json")
+    (bare,) = json.loads(again.stdout)["runs"]
+    assert bare["phases"][EVALUATION] == pytest.approx(meta["phases"][EVALUATION], rel=0.01)
+    assert bare["goodput_pct"] == pytest.approx(meta["goodput_pct"], abs=5.0)
+    replayed = [m for m in read_all(ReplaySource(out)) if isinstance(m, Event) and m.kind == EventKind.PHASE]
+    assert {m.what for m in replayed} >= {STARTUP, EVALUATION, TEARDOWN}
