@@ -277,3 +277,14 @@ def test_report_and_replay_read_a_jobs_phases_and_goodput(tmp_path: Path) -> Non
     assert bare["goodput_pct"] == pytest.approx(meta["goodput_pct"], abs=5.0)
     replayed = [m for m in read_all(ReplaySource(out)) if isinstance(m, Event) and m.kind == EventKind.PHASE]
     assert {m.what for m in replayed} >= {STARTUP, EVALUATION, TEARDOWN}
+
+
+@pytest.mark.slow
+def test_diagnose_says_when_evaluation_takes_over_a_quarter_of_the_wall_time() -> None:
+    job = ("--steps", "400", "--step-s", "0.05", "--eval-every", "3", "--eval-batches", "4", "--eval-batch-s", "0.05")
+    done = gpudash("diagnose", "--warmup", "2", "--", sys.executable, PHASES_LOOP, *job)
+    assert done.returncode == 0, done.stderr[-2000:]
+    verdict = done.stdout.strip().splitlines()[-1]
+    assert "evaluation takes" in verdict and "of the wall time — evaluate less often, or on fewer batches" in verdict
+    step_ms = float(verdict.split(" ms a step")[0].rsplit(" ", 1)[-1])
+    assert 50.0 <= step_ms < 90.0  # the step's own time, evaluation left out (with it: about 117 ms)
