@@ -56,7 +56,7 @@ def phase_notice(e: Event, live: bool) -> Notice | None:
     """A job's stall (live or replayed): where it waits, an error; steps again after it (or its end);
     None for any other event (its other phases say nothing)."""
     if e.kind == EventKind.STALLED:
-        return Notice(f'✗ stalled: {e.message} — ctrl+p "stalled": every thread', Severity.ERROR, toast=live)
+        return Notice(f'✗ stalled: {e.message} — ctrl+p "stalled" shows every thread', Severity.ERROR, toast=live)
     if e.kind == EventKind.PHASE and e.what == STALLED_PHASE and e.after:
         return Notice(e.message or f"steps resumed after {e.after} s", toast=live)
     return None

@@ -174,9 +174,10 @@ async def test_recording_from_the_dashboard_has_the_per_gpu_columns(box: Box, tm
     header = path.read_text().splitlines()[0].split(",")
     suffixes = ("util_pct", "mem_used_mib", "power_w", "sm_clock_mhz", "temp_c")
     gpm = ("sm_active_pct", "tensor_active_pct", "dram_active_pct")  # empty: the fake GPUs have no GPM
-    nvml_end = header.index("noise") + 1 + 10  # NVML's per-GPU columns follow the noise column; GPM's end the row
+    nvml_end = header.index("noise") + 1 + 10  # NVML's per-GPU columns follow the noise column
     assert header[nvml_end - 10 : nvml_end] == [f"gpu{i}_{c}" for i in (0, 1) for c in suffixes]
-    assert header[-6:] == [f"gpu{i}_{c}" for i in (0, 1) for c in gpm]
+    gpm_end = header.index("train_s")  # GPM's come last but for a job's training seconds
+    assert header[gpm_end - 6 :] == [*(f"gpu{i}_{c}" for i in (0, 1) for c in gpm), "train_s"]
     gpu = [m for m in read_all(ReplaySource(path)) if isinstance(m, GpuSample)]
     assert gpu and gpu[-1].per_gpu[0].power_w == 222.0 and gpu[-1].per_gpu[1].power_w == 110.0
 

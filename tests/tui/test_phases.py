@@ -14,13 +14,13 @@ from gpudash.core.protocol import (
     GOODPUT,
     STALLED_PHASE,
     STARTUP,
-    TEARDOWN,
     TRAINING,
     Event,
     EventKind,
     Message,
     RunConfig,
     Sample,
+    SourceInfo,
 )
 from gpudash.tui.controller import DashController
 from gpudash.tui.notices import Severity
@@ -83,8 +83,8 @@ def test_the_phase_now_is_the_one_under_way_a_stall_first_else_training_since_th
     assert t.current() == (TRAINING, 1.0)
     t.on_event(phase(4.0, EVALUATION))
     assert t.current() == (EVALUATION, 4.0)
-    t.on_event(phase(5.0, STALLED_PHASE))  # stalled in an evaluation: the stall is what matters
-    assert t.current() == (STALLED_PHASE, 5.0)
+    t.on_event(phase(35.0, STALLED_PHASE))  # told once it has lasted: since the last step; over an evaluation
+    assert t.current() == (STALLED_PHASE, 1.25)
     t.on_event(phase(40.0, STALLED_PHASE, "35.000"))
     t.on_event(phase(41.0, EVALUATION, "37.000"))
     assert t.current() == (TRAINING, 41.0)
@@ -117,27 +117,17 @@ def test_goodput_is_the_training_seconds_over_the_wall_time_then_the_job_s_own_a
 
 def test_each_bucket_shows_the_phase_that_took_most_of_it() -> None:
     t = timeline(job_run())
-    # 13 buckets of 1 s centred on 0, 1, …, 12: startup, training, the evaluation, the checkpoint
-    cells = t.buckets(0.0, 12.0, 13, now_s=12.0)
-    assert cells == [
-        STARTUP,
-        STARTUP,
-        *[TRAINING] * 4,
-        EVALUATION,
-        EVALUATION,
-        *[TRAINING] * 2,
-        CHECKPOINT,
-        TRAINING,
-        TRAINING,
-    ]
-    # fewer buckets than spans: a 3 s bucket over [4.5, 7.5] is most of all evaluation
-    assert t.buckets(0.0, 12.0, 5, now_s=12.0)[2] == EVALUATION
+    # 12 buckets of 1 s over [0, 12] (centred on 0.5, 1.5, …): startup, training, the evaluation, the checkpoint
+    cells = t.buckets(0.5, 11.5, 12, now_s=12.0)
+    assert cells == [STARTUP] * 2 + [TRAINING] * 4 + [EVALUATION] * 2 + [TRAINING] * 2 + [CHECKPOINT, TRAINING]
+    # fewer buckets than spans: a 3 s bucket over [5, 8] is most of all evaluation
+    assert t.buckets(0.5, 12.5, 5, now_s=12.0)[2] == EVALUATION
     # a phase under way lasts until now; after the run's end nothing is known
     t.on_event(phase(12.0, EVALUATION))
-    assert t.buckets(11.0, 15.0, 5, now_s=15.0) == [CHECKPOINT, TRAINING, EVALUATION, EVALUATION, EVALUATION]
+    assert t.buckets(10.5, 14.5, 5, now_s=15.0) == [CHECKPOINT, TRAINING, EVALUATION, EVALUATION, EVALUATION]
     t.on_event(phase(13.0, EVALUATION, "1.000"))
     t.on_event(Event(13.0, EventKind.STOPPED))
-    assert t.buckets(11.0, 15.0, 5, now_s=15.0)[-1] is None
+    assert t.buckets(10.5, 14.5, 5, now_s=15.0)[-1] is None
 
 
 def test_the_header_says_the_phase_for_how_long_and_goodput() -> None:
@@ -151,9 +141,9 @@ def test_the_header_says_the_phase_for_how_long_and_goodput() -> None:
 
 def test_the_strip_lines_up_with_the_chart_s_columns_and_its_legend_is_coloured() -> None:
     t = timeline(job_run())
-    row = strip_row(t, 0.0, 12.0, range(3, 16), 20, now_s=12.0)
-    assert row.plain == "   ░░████▓▓██▒██    "
-    key = legend(t, 0.0, 12.0, 12.0, 13)
+    row = strip_row(t, 0.5, 11.5, range(3, 15), 20, now_s=12.0)  # a cell a second, from the 4th column
+    assert row.plain == "   ░░████▓▓██▒█     "
+    key = legend(t, 0.5, 11.5, 12.0, 12)
     assert key is not None and key.plain == "░ startup █ train ▓ eval ▒ ckpt"
     chart = with_strip(Text(f"  steps/s │ {key.plain}  \nplot"), key, row)
     assert chart.plain.endswith(row.plain) and len(chart.plain.splitlines()) == 3
@@ -172,12 +162,18 @@ def test_an_unknown_batch_shows_as_a_dash_and_samples_s_as_a_gap() -> None:
     assert [row[column + 1] for row in table.plain_rows()] == ["–", "–", "–", "–"]
 
 
+class Recording(FakeSource):
+    """A replayed job's recording: its config names no command (a replay's never does)."""
+
+    @property
+    def info(self) -> SourceInfo:
+        return SourceInfo(replay=True)
+
+
 def controller(*messages: Message, replay: bool = False) -> tuple[DashController, list[str]]:
-    src = FakeSource(RunConfig(workload="job:train.py", job=("python", "train.py")))
-    src.start()
+    """A job's controller (live, or a recording's) and what ``messages`` told."""
+    src = Recording() if replay else FakeSource(RunConfig(workload="job:train.py", job=("python", "train.py")))
     c = DashController(src)
-    c.ready = True
-    c.replay = replay
     return c, [n.text for n in c.ingest(messages)]
 
 
