@@ -19,6 +19,7 @@ import json
 import os
 import platform
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -60,7 +61,7 @@ CASES = {
     ),
     "gpu-resnet": Case(
         "ResNet-50, persistent workers, evaluation and checkpoints (its CUDA-event figure)",
-        [str(JOBS / "resnet_persistent.py")],
+        [str(JOBS / "resnet_persistent.py"), "--steps", "600"],
         0.02,
     ),
     "gpu-hf": Case(
@@ -145,6 +146,7 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--case", action="append", choices=sorted(CASES), help="a case (default: the CPU ones)")
     p.add_argument("--out", type=Path, help="also write the table here (Markdown)")
+    p.add_argument("--keep", type=Path, help="copy each case's recording (CSV and JSON) into this folder")
     args = p.parse_args()
     keys = args.case or [k for k in CASES if k.startswith("cpu")]
     import torch
@@ -165,6 +167,10 @@ def main() -> int:
         for key in keys:
             row = run_case(key, CASES[key], Path(scratch))
             lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |")
+            if args.keep:
+                args.keep.mkdir(parents=True, exist_ok=True)
+                for kept in Path(scratch).glob(f"{key}.*"):
+                    shutil.copy(kept, args.keep / kept.name)
             print(lines[-1], flush=True)
     table = "\n".join(lines)
     print("\n" + table)

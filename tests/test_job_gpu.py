@@ -78,3 +78,22 @@ def test_a_bf16_jobs_flops_are_counted_in_bf16_and_its_mfu_is_over_the_datasheet
         assert float(r["tflops"]) == pytest.approx(flops * float(r["steps_per_s"]) / 1e12, rel=1e-4)
         assert 0 < float(r["mfu_pct"]) < 100
         assert float(r["mfu_pct"]) == pytest.approx(100 * float(r["tflops"]) / peak.tflops, rel=1e-4)
+
+
+@pytest.mark.gpu
+def test_an_fp16_jobs_flops_are_counted_in_fp16_with_the_gpus_fp16_peak(tmp_path: Path) -> None:
+    import torch
+
+    from gpudash.core.peaks import choose_peak
+
+    peak = choose_peak(torch.cuda.get_device_name(), "fp16")
+    assert peak.tflops is not None, peak.source
+    out = tmp_path / "r.csv"
+    job = [sys.executable, str(PLAIN), "--steps", "10000000", "--device", "cuda", "--fp16", "--hidden", "4096"]
+    job += ["--batch", "512", "--workers", "0", "--sleep", "0"]
+    done = _gpudash("record", str(out), "-q", "--duration", "6", "--", *job)
+    assert done.returncode == 0, done.stderr
+    with open(out, newline="") as f:
+        rows = list(csv.DictReader(f))
+    (event,) = [r for r in rows if r["event_kind"] == "measured" and r["event_what"] == "flops"]
+    assert "(fp16 100%)" in event["event_message"] and peak.source in event["event_message"]

@@ -58,7 +58,7 @@ class ConfigFigures:
     @property
     def name(self) -> str:
         """ "sync_loss/fixed bs32"."""
-        return f"{self.key[0]}/{self.label} bs{self.key[2]}"
+        return f"{self.key[0]}/{self.label} bs{self.key[2] or '–'}"  # 0: not known (a job without a DataLoader)
 
 
 @dataclass(frozen=True)

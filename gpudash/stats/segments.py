@@ -44,7 +44,7 @@ class Segment:
     @property
     def label(self) -> str:
         w, v, b, knobs = self.key
-        return f"{w}/{v} bs{b}" + (f" [{knobs}]" if knobs != "none" else "")
+        return f"{w}/{v} bs{b or '–'}" + (f" [{knobs}]" if knobs != "none" else "")  # 0: not known (a job)
 
     @property
     def duration_s(self) -> float:

@@ -55,6 +55,7 @@ class Phases:
         self.rank = rank
         self.thread: int | None = None  # the training thread (the first step's)
         self.last_end: float | None = None  # the previous step's end (monotonic)
+        self.last_train_s = 0.0  # the previous step's training seconds
         self.spans: list[tuple[str, float, float]] = []  # closed since the last step: (kind, start, end)
         self.train_iter = 0  # the iterator whose batch the last step took
         self.draws: dict[int, list[float]] = {}  # other iterators since the last step: id -> [n, first, last end]
@@ -133,7 +134,7 @@ class Phases:
         self.train_iter = step_iterator
         away = self._tell_spans(self.last_end if self.last_end is not None else 0.0, now)
         train = None if self.last_end is None else max(0.0, now - self.last_end - away)
-        self.last_end = now
+        self.last_end, self.last_train_s = now, train or 0.0
         self.spans = []
         return train
 
@@ -200,11 +201,15 @@ class Phases:
             self.send({"k": "phase", "rank": self.rank(), "kind": kind, "cancel": 1})
 
     def tick(self, now: float) -> None:
-        """From the flusher thread: a span open for ``BEGIN_AFTER_S`` is said, once (live)."""
+        """From the flusher thread: a span open for ``BEGIN_AFTER_S`` is said, once (live); an
+        evaluation by eval mode alone once it has lasted two of the last step too (a model put in
+        eval mode inside a step is training: the step's end cancels it)."""
         candidates = dict(self.open)
         loaders = [d[1] for d in list(self.draws.values()) if d[0] >= EVAL_BATCHES]
         if loaders:
             candidates[EVALUATION] = min(loaders)
+        elif self.mode_from is not None and now - self.mode_from >= 2 * self.last_train_s:
+            candidates[EVALUATION] = self.mode_from
         for kind, start in candidates.items():
             if kind not in self.said and now - start >= BEGIN_AFTER_S:
                 self.said.add(kind)

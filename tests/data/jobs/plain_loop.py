@@ -39,6 +39,7 @@ def parse() -> argparse.Namespace:
     p.add_argument("--compile", action="store_true", help="torch.compile the model (backend 'eager')")
     p.add_argument("--device", default="cpu")
     p.add_argument("--bf16", action="store_true", help="the forward pass under bf16 autocast")
+    p.add_argument("--fp16", action="store_true", help="the forward pass under fp16 autocast")
     return p.parse_args()
 
 
@@ -110,7 +111,8 @@ def build(args: argparse.Namespace) -> tuple[torch.utils.data.Dataset, torch.nn.
 def loss_of(model: torch.nn.Module, batch: Any, args: argparse.Namespace) -> torch.Tensor:
     """One micro-batch's loss (its share of the step's)."""
     device = torch.device(args.device)
-    with torch.autocast(device.type, dtype=torch.bfloat16, enabled=args.bf16):
+    half = torch.float16 if args.fp16 else torch.bfloat16
+    with torch.autocast(device.type, dtype=half, enabled=args.bf16 or args.fp16):
         if args.dict_batches:
             out = model(batch["input_ids"].to(device))
         else:
