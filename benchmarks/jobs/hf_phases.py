@@ -28,30 +28,42 @@ class RandomTokens(torch.utils.data.Dataset[dict[str, torch.Tensor]]):
 
 
 class StepClock(TrainerCallback):
-    """The script's own training time: step end to step end, less what evaluation and saving took."""
+    """The script's own training time: a step's time is the time between two step ends — on the
+    GPU's clock, CUDA events recorded at each (host time on the CPU) — and a step after an
+    evaluation or a save is left out."""
 
     def __init__(self, pace_s: float = 0.0) -> None:
         self.pace_s = pace_s  # seconds of extra work a step (a CPU test's steps long enough to time)
-        self.last: float | None = None
-        self.train_s = 0.0
-        self.steps = 0
+        self.ends: list[Any] = []  # each step's end: a CUDA event, or a host time
+        self.skip: set[int] = set()  # the steps whose interval holds an evaluation or a save
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
         time.sleep(self.pace_s)
-        now = time.monotonic()
-        if self.last is not None:
-            self.train_s += now - self.last
-            self.steps += 1
-        self.last = now
+        if torch.cuda.is_available() and not args.use_cpu:
+            end = torch.cuda.Event(enable_timing=True)
+            end.record()
+            self.ends.append(end)
+        else:
+            self.ends.append(time.monotonic())
 
-    def _skip(self) -> None:  # evaluation or a save after the step: not training
-        self.last = time.monotonic()
+    def _skip(self) -> None:  # evaluation or a save after the step: the next interval is not a step's
+        self.skip.add(len(self.ends) + 1)
 
     def on_evaluate(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
         self._skip()
 
     def on_save(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
         self._skip()
+
+    def timed(self) -> tuple[int, float]:
+        """(steps timed, their seconds): every step but the first and those after an evaluation or a save."""
+        if self.ends and not isinstance(self.ends[0], float):
+            torch.cuda.synchronize()
+            seconds = [self.ends[i - 1].elapsed_time(self.ends[i]) / 1e3 for i in range(1, len(self.ends))]
+        else:
+            seconds = [self.ends[i] - self.ends[i - 1] for i in range(1, len(self.ends))]
+        kept = [s for i, s in enumerate(seconds, start=2) if i not in self.skip]
+        return len(kept), sum(kept)
 
 
 def main() -> int:
@@ -90,8 +102,9 @@ def main() -> int:
         evaluation = RandomTokens(batch * (4 if a.tiny else 24), length, 1024)
         trainer = Trainer(model=model, args=args, train_dataset=train, eval_dataset=evaluation, callbacks=[clock])
         trainer.train()
-    rate = clock.steps / clock.train_s if clock.train_s else 0.0
-    print(f"JOB steps={clock.steps + 1} train_s={clock.train_s:.4f} steps_per_s={rate:.4f}", flush=True)
+    steps, train_s = clock.timed()
+    rate = steps / train_s if train_s else 0.0
+    print(f"JOB steps={len(clock.ends)} train_s={train_s:.4f} steps_per_s={rate:.4f}", flush=True)
     return 0
 
 

@@ -176,7 +176,8 @@ class Phases:
         self.draws.clear()
         self.mode_from = None
         if not starts:
-            self._cancel(EVALUATION)
+            if not any(kind == EVALUATION for kind, _, _ in self.spans):  # one already ended stands
+                self._cancel(EVALUATION)
             return
         start = min(starts)
         if close is None or (not by_training and loaders and close < max(d[2] for d in loaders)):
