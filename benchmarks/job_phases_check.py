@@ -65,7 +65,9 @@ CASES = {
         0.02,
     ),
     "gpu-hf": Case(
-        "Hugging Face Trainer, eval_steps 20, save_steps 40 (its callback's figure)", [str(JOBS / "hf_phases.py")], 0.05
+        "Hugging Face Trainer, 600 steps, eval_steps 100, save_steps 200 (its callback's CUDA-event figure)",
+        [str(JOBS / "hf_phases.py"), "--steps", "600", "--eval-steps", "100", "--save-steps", "200"],
+        0.05,
     ),
 }
 
@@ -112,7 +114,9 @@ def run_case(key: str, case: Case, folder: Path) -> list[str]:
     goodput = meta.get("goodput_pct")
     verdicts = []
     if case.rate_within is not None:
+        inside = low is not None and high is not None and low <= own_rate <= high
         verdicts.append("rate " + ("met" if abs(ratio - 1) <= case.rate_within else "MISSED"))
+        verdicts.append("its figure " + ("inside" if inside else "outside") + " gpudash's interval")
     if case.goodput_within is not None and goodput is not None:
         verdicts.append("goodput " + ("met" if abs(goodput - own_goodput) <= case.goodput_within else "MISSED"))
     if case.max_half_width is not None:
