@@ -141,9 +141,10 @@ def stall_row(key: str, case: Case, text: str, meta: dict[str, object]) -> list[
         return [key, case.name, "–", "no stall told", "–", "–", "–", "MISSED"]
     line = said.group(2)
     seconds = float(said.group(3))
-    named = "phases_loop.py:" in line and "lock.acquire()" in line
+    named = "phases_loop.py:" in line and "lock.acquire(" in line
     verdict = "met" if seconds <= 60 and named else "MISSED"
-    return [key, case.name, "–", f"stalled after {seconds:.0f} s without a step", line[:90], "–", "–", verdict]
+    where = line.split(": ", 1)[-1]  # where the rank that stalled first waits
+    return [key, case.name, "–", f"stalled after {seconds:.0f} s without a step", where, "–", "–", verdict]
 
 
 def main() -> int:

@@ -19,6 +19,7 @@ from gpudash.core.metrics import (
     PER_GPU_KEYS,
     RANK_KEYS,
     STAT_KEYS,
+    TRAINING_KEYS,
     WORKLOAD_KEYS,
     Origin,
 )
@@ -50,8 +51,9 @@ def test_csv_columns_derive_from_the_metric_catalog_and_keep_the_0_1_order() -> 
         *("sm_active_pct", "sm_occupancy_pct", "tensor_active_pct", "hmma_active_pct", "dfma_active_pct"),
         *("dram_active_pct", "pcie_tx_mib_s", "pcie_rx_mib_s", "nvlink_tx_mib_s", "nvlink_rx_mib_s"),
         *("flops_per_step", "tflops", "mfu_pct"),
+        "train_s",  # a job's training seconds, last (after GPM's per-GPU columns in a header)
     ]  # after 0.1, at the end
-    later = (Origin.RANKS, Origin.ALLOCATOR, Origin.GPM, Origin.MODEL)
+    later = (Origin.RANKS, Origin.ALLOCATOR, Origin.GPM, Origin.MODEL, Origin.TRAINING)
     before_ranks = [m.csv_column for m in METRICS if m.origin not in later]
     assert before_ranks == [c for c in CSV_COLUMNS_0_1 if c in {m.key for m in METRICS}]
 
@@ -87,7 +89,8 @@ def test_the_allocators_memory_goes_to_the_csv_and_back_and_older_files_read_it_
 def test_every_measured_field_has_one_metric_row() -> None:
     sample_fields = [f.name for f in fields(Sample) if f.name != "time_s"]
     config = (*csvformat.CONFIG_COLUMNS, csvformat.KNOBS_COLUMN, csvformat.NOISE_COLUMN)  # text, not measured
-    assert [*WORKLOAD_KEYS, *RANK_KEYS, *ALLOCATOR_KEYS, *MODEL_KEYS] == [f for f in sample_fields if f not in config]
+    measured = [*WORKLOAD_KEYS, *RANK_KEYS, *ALLOCATOR_KEYS, *MODEL_KEYS, *TRAINING_KEYS]
+    assert measured == [f for f in sample_fields if f not in config]
     # gpu_pids: read for the noise probe (gpudash.host.noise), not a metric; mig: each instance's GPM figures
     not_metrics = ("time_s", "per_gpu", "gpu_pids", "mig")
     assert [*NVML_KEYS, *GPM_KEYS] == [f.name for f in fields(GpuSample) if f.name not in not_metrics]
