@@ -51,16 +51,20 @@ def test_diagnose_of_a_cuda_job_names_its_sync_lines(tmp_path: Path) -> None:
     assert f"cuda_syncs.py:{_line('item')}" in verdict["why"]
 
 
-def test_a_bf16_jobs_flops_are_counted_in_bf16_and_its_mfu_is_over_the_datasheet_peak(tmp_path: Path) -> None:
+@pytest.mark.parametrize("half", ["bf16", "fp16"])
+def test_a_half_precision_jobs_flops_are_counted_in_its_dtype_and_its_mfu_is_over_that_peak(
+    tmp_path: Path, half: str
+) -> None:
+    """fp16 is fp16: its own dtype and the GPU's fp16 peak (the same figure as bf16's on an H100)."""
     import torch
 
     from gpudash.core.peaks import choose_peak
     from gpudash.engine.model_flops import flop_text
 
-    peak = choose_peak(torch.cuda.get_device_name(), "bf16")
+    peak = choose_peak(torch.cuda.get_device_name(), half)
     assert peak.tflops is not None, peak.source  # an H100 (or another GPU of the table)
     out = tmp_path / "r.csv"
-    job = [sys.executable, str(PLAIN), "--steps", "10000000", "--device", "cuda", "--bf16", "--hidden", "4096"]
+    job = [sys.executable, str(PLAIN), "--steps", "10000000", "--device", "cuda", f"--{half}", "--hidden", "4096"]
     job += ["--batch", "512", "--workers", "0", "--sleep", "0"]
     done = _gpudash("record", str(out), "-q", "--duration", "8", "--", *job)
     assert done.returncode == 0, done.stderr
@@ -69,7 +73,7 @@ def test_a_bf16_jobs_flops_are_counted_in_bf16_and_its_mfu_is_over_the_datasheet
     flops = 3 * (2 * 512 * 16 * 4096 + 2 * 512 * 4096) - 2 * 512 * 16 * 4096  # forward ×3, less an input gradient
     (event,) = [r for r in rows if r["event_kind"] == "measured" and r["event_what"] == "flops"]
     assert event["event_message"] == (
-        f"model FLOPs: {flop_text(flops)} a step (bf16 100%); MFU over {peak.tflops:g} TFLOP/s ({peak.source})"
+        f"model FLOPs: {flop_text(flops)} a step ({half} 100%); MFU over {peak.tflops:g} TFLOP/s ({peak.source})"
     )
     timed = [r for r in rows if r["row_kind"] == "sample" and float(r["steps_per_s"]) > 0]
     assert len(timed) > 4
@@ -78,22 +82,3 @@ def test_a_bf16_jobs_flops_are_counted_in_bf16_and_its_mfu_is_over_the_datasheet
         assert float(r["tflops"]) == pytest.approx(flops * float(r["steps_per_s"]) / 1e12, rel=1e-4)
         assert 0 < float(r["mfu_pct"]) < 100
         assert float(r["mfu_pct"]) == pytest.approx(100 * float(r["tflops"]) / peak.tflops, rel=1e-4)
-
-
-@pytest.mark.gpu
-def test_an_fp16_jobs_flops_are_counted_in_fp16_with_the_gpus_fp16_peak(tmp_path: Path) -> None:
-    import torch
-
-    from gpudash.core.peaks import choose_peak
-
-    peak = choose_peak(torch.cuda.get_device_name(), "fp16")
-    assert peak.tflops is not None, peak.source
-    out = tmp_path / "r.csv"
-    job = [sys.executable, str(PLAIN), "--steps", "10000000", "--device", "cuda", "--fp16", "--hidden", "4096"]
-    job += ["--batch", "512", "--workers", "0", "--sleep", "0"]
-    done = _gpudash("record", str(out), "-q", "--duration", "6", "--", *job)
-    assert done.returncode == 0, done.stderr
-    with open(out, newline="") as f:
-        rows = list(csv.DictReader(f))
-    (event,) = [r for r in rows if r["event_kind"] == "measured" and r["event_what"] == "flops"]
-    assert "(fp16 100%)" in event["event_message"] and peak.source in event["event_message"]

@@ -288,3 +288,14 @@ def test_diagnose_says_when_evaluation_takes_over_a_quarter_of_the_wall_time() -
     assert "evaluation takes" in verdict and "of the wall time — evaluate less often, or on fewer batches" in verdict
     step_ms = float(verdict.split(" ms a step")[0].rsplit(" ", 1)[-1])
     assert 50.0 <= step_ms < 90.0  # the step's own time, evaluation left out (with it: about 117 ms)
+
+
+@pytest.mark.slow
+def test_with_torchrun_the_rank_that_stalled_is_named_first_and_the_others_wait_for_it(tmp_path: Path) -> None:
+    ddp = str(JOBS / "ddp_loop.py")
+    torchrun = ("-m", "torch.distributed.run", "--nproc-per-node", "2", ddp, "60", "1:10:8")
+    out, done, meta = _record(tmp_path, "ddp", *torchrun, options=("--stall-after", "3"))
+    (first, *rest) = meta["stalls"][0]["where"]
+    assert first.startswith("rank 1 ") and "ddp_loop.py:" in first and "time.sleep(hang_s)" in first
+    assert any(line.startswith("rank 0 ") and "loss.backward()" in line for line in rest)  # in the all-reduce
+    assert "steps resumed after a" in done.stderr

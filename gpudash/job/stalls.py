@@ -58,11 +58,34 @@ def thread_line(who: str, thread: dict[str, Any]) -> str:
     return f"{who} {name} waits in {_site(inner)} (none of its frames is the job's code)"
 
 
+PEERS = ("/torch/distributed/", "/torch/nn/parallel/", "/torch/autograd/")  # where a rank waits for the others
+
+
+def waits_for_peers(answer: dict[str, Any] | None) -> bool:
+    """The process's main thread waits inside a collective (an all-reduce, DDP's backward): for
+    another rank, not of its own accord."""
+    threads = [t for t in (answer or {}).get("threads") or [] if isinstance(t, dict) and t.get("main")]
+    inner = str((threads[0].get("inner") or {}).get("file", "")) if threads else ""
+    return any(part in inner.replace("\\", "/") for part in PEERS)
+
+
 def report(stall: Stall, now: float, median_step_s: float | None) -> tuple[str, list[str]]:
     """The stall's one line (where the rank that stalled first waits, and for how long) and a line
-    per thread of each process with a frame of the job's own code (unanswered processes said)."""
+    per thread of each process with a frame of the job's own code (unanswered processes said).
+    The rank that stalled first: of the ranks, one that does not wait in a collective for the
+    others (a straggler, a hang of its own), else the one whose last step is the oldest."""
     lines: list[str] = []
-    order = sorted(stall.asked, key=lambda pid: (stall.asked[pid] != f"rank {stall.first_rank}", stall.asked[pid]))
+
+    def first(pid: int) -> tuple[bool, bool, bool, str]:
+        who = stall.asked[pid]
+        return (
+            not who.startswith("rank"),
+            waits_for_peers(stall.answers.get(pid)),
+            who != f"rank {stall.first_rank}",
+            who,
+        )
+
+    order = sorted(stall.asked, key=first)
     for pid in order:
         who = f"{stall.asked[pid]} (pid {pid})"
         answer = stall.answers.get(pid)

@@ -310,7 +310,8 @@ def _measure(intervals: list[tuple[float, float]]) -> float:
 
 class _ImportWatch(importlib.abc.MetaPathFinder):
     """The save functions of a module of ``SAVES`` wrapped as soon as it is imported (before a
-    ``from safetensors.torch import save_file`` binds the original)."""
+    ``from safetensors.torch import save_file`` binds the original): the bootstrap's way with torch
+    (``sitecustomize._TorchWatch``), kept apart since the bootstrap loads nothing of this folder's."""
 
     def __init__(self, phases: Phases) -> None:
         self.phases = phases

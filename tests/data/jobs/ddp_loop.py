@@ -1,9 +1,12 @@
-"""A user's data-parallel loop for torchrun (gloo on the CPU): DistributedSampler, DDP."""
+"""A user's data-parallel loop for torchrun (gloo on the CPU): DistributedSampler, DDP.
+``ddp_loop.py STEPS [RANK:STEP:SECONDS]``: that rank stops for that long before that step (a
+straggler, or a hang: the other ranks wait in the gradients' all-reduce)."""
 
 from __future__ import annotations
 
 import os
 import sys
+import time
 
 import torch
 import torch.distributed as dist
@@ -19,8 +22,11 @@ def main() -> int:
     loader = DataLoader(data, batch_size=8, sampler=DistributedSampler(data))
     model = DistributedDataParallel(torch.nn.Linear(16, 1))
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    hang_rank, hang_step, hang_s = (int(v) for v in sys.argv[2].split(":")) if len(sys.argv) > 2 else (-1, 0, 0)
     done = 0
     for x, y in loader:
+        if dist.get_rank() == hang_rank and done + 1 == hang_step:
+            time.sleep(hang_s)  # this rank stops here
         loss = torch.nn.functional.mse_loss(model(x), y)
         opt.zero_grad()
         loss.backward()
