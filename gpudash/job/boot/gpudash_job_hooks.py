@@ -41,7 +41,7 @@ import weakref
 from typing import Any
 
 from gpudash_job_flops import StepFlopsCount  # type: ignore[import-not-found]  # beside this file
-from gpudash_job_parts import _Channel, _SyncCount  # type: ignore[import-not-found]
+from gpudash_job_parts import _Channel, _samples_tokens, _SyncCount  # type: ignore[import-not-found]
 from gpudash_job_phases import Phases  # type: ignore[import-not-found]
 from gpudash_job_stacks import FLUSHER, answer, answering  # type: ignore[import-not-found]
 
@@ -51,29 +51,6 @@ MAX_BATCH = 200  # step records a datagram
 HANDOVER_STEPS = 20  # another optimizer that steps this often alone becomes the one whose steps count
 GROUP_MS = 25.0  # steps faster than this are timed in groups (one CUDA event a group)
 MAX_GROUP_STEPS = 256
-
-
-def _samples_tokens(batch: Any, torch: Any, depth: int = 0) -> tuple[int, int]:
-    """(samples, tokens) of one batch: the first tensor's first dimension; a mapping's input_ids
-    first (its elements are the tokens). (0, 0) when no tensor is found."""
-    if isinstance(batch, torch.Tensor):
-        return (int(batch.shape[0]) if batch.dim() else 1), 0
-    if depth > 3:
-        return 0, 0
-    if isinstance(batch, collections.abc.Mapping):
-        ids = batch.get("input_ids")
-        if isinstance(ids, torch.Tensor) and ids.dim():
-            return int(ids.shape[0]), int(ids.numel()) if ids.dim() > 1 else 0
-        values: Any = batch.values()
-    elif isinstance(batch, (list, tuple)):
-        values = batch
-    else:
-        values = getattr(batch, "__dict__", {}).values()  # a dataclass or a plain object of tensors
-    for value in values:
-        found = _samples_tokens(value, torch, depth + 1)
-        if found[0]:
-            return found
-    return 0, 0
 
 
 class Hooks:
@@ -97,6 +74,7 @@ class Hooks:
         self.last_iterator = 0  # the iterator of the latest batch: the training loop's, at a step
         self.last_t = 0.0
         self.pending: collections.deque[tuple[Any, list[list[Any]]]] = collections.deque()  # (event, its steps)
+        self.spanned: set[int] = set()  # steps (their records' ids) whose GPU time holds a phase
         self.untimed: list[list[Any]] = []  # steps since the last event
         self.group = 1  # steps per event: follows the step time (GROUP_MS)
         self.pool: list[Any] = []  # events read back, to record again
@@ -314,11 +292,13 @@ class Hooks:
                 record[2] = None  # a CUDA graph being captured: no event may be recorded or asked about
                 self.ready.append(record)
             elif self.cuda:
+                if train_s is not None and now - self.last_t - train_s >= self.phases.min_span_s:
+                    self.spanned.add(id(record))  # its GPU time holds an evaluation's, say: unknown
                 self.untimed.append(record)
                 if len(self.untimed) >= self.group:
                     self._close_group()
             else:
-                record[2] = (now - self.last_t) * 1e3 if self.last_t else None
+                record[2] = train_s * 1e3 if train_s is not None else None  # what was not training left out
                 self.ready.append(record)
             self.last_t = now
             if now - self.last_send >= SEND_EVERY_S:
@@ -343,7 +323,11 @@ class Hooks:
         pending = self.pending
         while pending and pending[0][0].query():
             event, records = pending.popleft()
-            if self.last_event is not None:
+            spanned = [id(r) for r in records if id(r) in self.spanned]
+            self.spanned.difference_update(spanned)
+            if self.last_event is not None and spanned:
+                self.pool.append(self.last_event)  # the group's time holds a phase's: left unknown
+            elif self.last_event is not None:
                 ms = self.last_event.elapsed_time(event) / len(records)
                 for record in records:
                     record[2] = ms

@@ -1,8 +1,9 @@
-"""The channel and the sync counter of gpudash's hooks inside a job (``gpudash_job_hooks.py``, which
+"""The channel, the sync counter and the batch's size of gpudash's hooks inside a job (``gpudash_job_hooks.py``, which
 imports this file from the same folder). Standard library and the job's own torch only."""
 
 from __future__ import annotations
 
+import collections.abc
 import importlib.util
 import json
 import os
@@ -121,3 +122,26 @@ class _SyncCount:
             return  # gpudash's own (the profiler's synchronize at a window's start and end)
         self.count += 1
         self.sites.add_site(self.live.site(frame))
+
+
+def _samples_tokens(batch: Any, torch: Any, depth: int = 0) -> tuple[int, int]:
+    """(samples, tokens) of one batch: the first tensor's first dimension; a mapping's input_ids
+    first (its elements are the tokens). (0, 0) when no tensor is found."""
+    if isinstance(batch, torch.Tensor):
+        return (int(batch.shape[0]) if batch.dim() else 1), 0
+    if depth > 3:
+        return 0, 0
+    if isinstance(batch, collections.abc.Mapping):
+        ids = batch.get("input_ids")
+        if isinstance(ids, torch.Tensor) and ids.dim():
+            return int(ids.shape[0]), int(ids.numel()) if ids.dim() > 1 else 0
+        values: Any = batch.values()
+    elif isinstance(batch, (list, tuple)):
+        values = batch
+    else:
+        values = getattr(batch, "__dict__", {}).values()  # a dataclass or a plain object of tensors
+    for value in values:
+        found = _samples_tokens(value, torch, depth + 1)
+        if found[0]:
+            return found
+    return 0, 0

@@ -66,6 +66,7 @@ class Phases:
         self.save_depth = 0
         self.said: set[str] = set()  # kinds whose "begin" went to gpudash
         self.compile_watched = False
+        self.min_span_s = MIN_SPAN_S
         self.wrapped: set[int] = set()  # the save functions put in place (torch.save is torch.serialization.save)
         self._originals: list[tuple[Any, str, Any]] = []  # (owner, name, what was there) to put back
 
