@@ -186,7 +186,6 @@ class Hooks:
         torch = self.torch
 
         def __next__(it: Any) -> Any:  # noqa: N807 - the method it replaces
-            start = time.perf_counter()
             began = time.monotonic()
             try:
                 batch = original(it)
@@ -195,8 +194,9 @@ class Hooks:
                     hooks.phases.batch(id(it), began, time.monotonic(), True)
                 raise
             if hooks.on:
-                waited = time.perf_counter() - start
-                hooks.phases.batch(id(it), began, time.monotonic(), False)
+                ended = time.monotonic()
+                waited = ended - began
+                hooks.phases.batch(id(it), began, ended, False)
                 try:
                     n, tokens = _samples_tokens(batch, torch)
                 except Exception as exc:  # noqa: BLE001

@@ -79,7 +79,7 @@ class Phases:
         if not self._ours():
             return
         if iterator == self.train_iter:
-            if not exhausted:
+            if not exhausted and (self.draws or self.mode_from is not None):
                 self._resolve(start, by_training=True)
             return
         if exhausted:
@@ -97,11 +97,11 @@ class Phases:
         """A top-level ``Module.train(training)`` (``eval()`` is ``train(False)``)."""
         if not self._ours():
             return
-        now = time.monotonic()
         if training:
-            self._resolve(now, by_training=True)
+            if self.draws or self.mode_from is not None:
+                self._resolve(time.monotonic(), by_training=True)
         elif self.mode_from is None:
-            self.mode_from = now
+            self.mode_from = time.monotonic()
 
     def inference(self, entering: bool) -> None:
         if not self._ours():
@@ -129,6 +129,10 @@ class Phases:
         the first step: its start is the job's start-up)."""
         if self.thread is None:
             self.thread = threading.get_ident()
+        if not (self.draws or self.mode_from is not None or self.spans or self.said):  # a plain step
+            train = None if self.last_end is None else now - self.last_end
+            self.last_end, self.last_train_s, self.train_iter = now, train or 0.0, step_iterator
+            return train
         first = self.draws.get(step_iterator)
         self.draws.pop(step_iterator, None)  # a new epoch's iterator: training, not another loader
         self._resolve(first[1] if first else None, by_training=False)
