@@ -380,3 +380,16 @@ def test_per_rank_each_rank_writes_its_own_file(tmp_path, monkeypatch):
     ss = samples(messages(tmp_path / "run.rank1.csv"))
     assert ss and {s.world_size for s in ss} == {2}
     assert read_sidecar(tmp_path / "run.rank1.csv").data["rank"] == 1
+
+
+def test_steps_all_taken_at_the_end_still_make_a_sample(tmp_path, monkeypatch):
+    """A loop that ends before the writer first looks (a short one, a busy machine) is recorded."""
+    from gpudash.tracking import writer
+
+    monkeypatch.setattr(writer, "FIRST_POLL_S", 60.0)  # the writer does not look before the end
+    path = tmp_path / "run.csv"
+    with gpudash.track(path, interval_s=30.0) as tracker:
+        for _ in range(100):
+            tracker.step(samples=2)
+    (last,) = samples(messages(path))
+    assert (last.steps, last.samples) == (100, 200) and last.interval_s > 0 and last.steps_per_s > 0

@@ -298,9 +298,12 @@ class Writer:
         while not self.stamps.all_complete() and self.clock() < deadline:
             time.sleep(0.002)  # query() only: the steps already issued finish on the GPU
         now = self.clock()
+        unseen = self._window is None  # no step was in before the end (a short loop, a busy machine)
         for item in self.stamps.rest():
             self._take(item, now)
         if self._window is not None:
+            if unseen:  # its steps came since tracking began, not at this instant: not a window of 0 s
+                self._window.start = min(self._window.start, self.t0)
             self._sample(now, force=True)
         self._sync_sites(now, final=True)
         if self._error is not None:
