@@ -12,8 +12,8 @@ profiler window, a diagnosis and stopping it are not. Torch-free.
 from __future__ import annotations
 
 import collections
+import math
 import os
-import re
 import threading
 import time
 from typing import Any
@@ -34,7 +34,6 @@ from gpudash.core.protocol import (
     TraceWindow,
 )
 from gpudash.core.sync_sites import SyncTable
-from gpudash.core.textfmt import strip_controls
 from gpudash.diagnosis.rules import WINDOW_START
 from gpudash.engine.model_flops import ModelCount
 from gpudash.host.devices import cuda_index_hint
@@ -44,16 +43,16 @@ from gpudash.job.channel import HostChannel
 from gpudash.job.diagnosis import JobDiagnosis, job_verdict, with_trace
 from gpudash.job.launch import STOP_GRACE_S, JobProcess, job_env
 from gpudash.job.mfu import job_count, missing
+from gpudash.job.output import read_output
 from gpudash.job.phase_watch import PhaseWatch
 from gpudash.job.steps import JobSamples, StepRecord
 
+WHY_DROPPED = "a bad number, a time outside the run, or a step counted before"
 NO_HELLO_S = 15.0  # no word from the job this long after its start: say why that may be
 NO_STEP_S = 60.0  # no optimizer step this long after its hello: say so
 STARTED_AFTER_STEPS = 10  # "started" once this many steps are in (the batch size known) ...
 STARTED_AFTER_S = 3.0  # ... or this long after the first
 OUTPUT_LINES = 5000  # the dashboard's log pane keeps this many of the job's lines
-MAX_LINE = 4096  # characters of a line kept for the pane
-OUTPUT_POLL_S = 0.05  # how often the captured output's file is read as it grows
 
 
 class JobSession:
@@ -100,6 +99,8 @@ class JobSession:
         self._ended = False
         self._nvml_started = False
         self._sites: SyncTable | None = None
+        self._offsets: dict[int, float] = {}  # rank -> gpudash's clock minus its process's (a time namespace)
+        self._bad_records: dict[int, int] = {}  # rank -> step records dropped
         self._flops: dict[int, dict[str, Any]] = {}  # rank -> its hooks' model FLOPs count (or why none)
         self._flops_said = False
         self.watch = PhaseWatch(self.t0, self.samples, self.channel, self._event)  # phases, goodput, stalls
@@ -139,7 +140,7 @@ class JobSession:
             self._end(127, f"cannot run {self.command[0]}: {exc.strerror or exc}")
             return
         if self.process.output_path is not None:
-            threading.Thread(target=self._read_output, name="gpudash-job-output", daemon=True).start()
+            threading.Thread(target=read_output, args=(self,), name="gpudash-job-output", daemon=True).start()
 
     def send(self, control: Control) -> None:
         if isinstance(control, Stop):
@@ -212,6 +213,9 @@ class JobSession:
             self.process.add_group(_int(m.get("pgid"), 0))
         elif kind == "first":
             self._first[rank] = m
+            mono = m.get("mono")  # the process's clock at its first step: its records' offset onto ours
+            if isinstance(mono, (int, float)) and math.isfinite(mono):
+                self._offsets[rank] = now - float(mono)
             self._hello.setdefault(_int(m.get("pid"), 0), m)
             self.samples.world_size = max(self.samples.world_size, _int(m.get("world"), 1))
             if self._first_step_at is None:
@@ -228,20 +232,35 @@ class JobSession:
         elif kind == "note":
             self._error("job", str(m.get("text", "")))
         elif kind in ("phase", "stacks", "worker"):
+            if kind == "phase":  # its times on gpudash's clock
+                offset = self._offsets.get(rank, 0.0)
+                m = {**m, **{k: m[k] + offset for k in ("t0", "t1") if isinstance(m.get(k), (int, float))}}
             self.watch.on_message(kind, m, rank == self._lead())
 
     def _on_steps(self, rank: int, raw: list[Any], now: float) -> None:
         lead = rank == self._lead()
         limit = self.config.max_steps
-        for item in raw:
-            record = StepRecord.parse(item)
-            if record is None or (limit is not None and record.step > limit):
+        offset = self._offsets.get(rank, 0.0)
+        last = self.samples.ranks[rank].steps if rank in self.samples.ranks else 0
+        for item in raw if isinstance(raw, list) else []:
+            record = StepRecord.parse(item, offset)
+            if record is None or not self.t0 - 1.0 <= record.t <= now + 1.0 or record.step <= last:
+                self._dropped(rank)  # not a step of this job's: forged, or from another clock
+                continue
+            last = record.step
+            if limit is not None and record.step > limit:
                 continue  # --steps: the job is being stopped; its later steps are not this run's
             if lead:
                 record = self.watch.step(record)  # noqa: PLW2901 - after a stall its seconds were the stall's
             self.samples.add(rank, record)
             if lead and self.diagnosis is not None:
                 self._diagnosis_step(record, now)
+
+    def _dropped(self, rank: int) -> None:
+        """A step record that fails its checks is dropped; the first one of a rank is said."""
+        self._bad_records[rank] = self._bad_records.get(rank, 0) + 1
+        if self._bad_records[rank] == 1:
+            self._error("job", f"rank {rank} sent a step record that is not one: dropped ({WHY_DROPPED})")
 
     def _on_sites(self, m: dict[str, Any]) -> None:
         try:
@@ -423,37 +442,6 @@ class JobSession:
         self.process.stop(grace_s=1.0)  # its group's leftovers (DataLoader workers), the reaper
         self.channel.close()
 
-    def _read_output(self) -> None:
-        """The job's output into ``output``, line by line, as its file grows: a carriage return (a
-        progress bar) replaces the line being written, escape sequences are dropped."""
-        import codecs
-
-        path = self.process.output_path
-        assert path is not None
-        decoder = codecs.getincrementaldecoder("utf-8")("replace")
-        with open(path, "rb") as f:
-            while True:
-                chunk = f.read(1 << 16)
-                if not chunk:
-                    if self.process.poll() is not None or self.left:
-                        chunk = f.read(1 << 16)  # what it wrote last
-                        if not chunk:
-                            break
-                    else:
-                        time.sleep(OUTPUT_POLL_S)
-                        continue
-                text = self.partial + decoder.decode(chunk)
-                *lines, partial = text.split("\n")
-                self.partial = partial.rsplit("\r", 1)[-1][-MAX_LINE:]  # a progress bar's latest draw
-                self.output.extend(safe_line(line) for line in lines)
-                self.output_version += 1
-        if self.partial:
-            self.output.append(safe_line(self.partial))
-            self.partial = ""
-            self.output_version += 1
-        if not self.left:
-            self.process.remove_output()
-
     def _stack_targets(self) -> list[tuple[int, str, str]]:
         """Each rank's process: (pid, "rank N", its socket), lead first."""
         out = []
@@ -479,15 +467,6 @@ class JobSession:
 
     def _event(self, kind: EventKind, **kw: Any) -> None:
         self._pending.append(Event(time_s=time.monotonic() - self.t0, kind=kind, **kw))
-
-
-_ESCAPES = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
-
-
-def safe_line(text: str) -> str:
-    """A line of the job's output as a pane can show it: what follows its last carriage return,
-    without escape sequences or other control characters."""
-    return strip_controls(_ESCAPES.sub("", text.rsplit("\r", 1)[-1]).expandtabs())
 
 
 def _int(value: Any, default: int) -> int:

@@ -24,6 +24,7 @@ counter (counted, but kept out of the step-time percentiles and the statistics: 
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,6 +40,9 @@ LAG_S = 0.5  # a window closes this long after its end: its steps' records arriv
 HOLD_ZERO_S = 3.0  # a window without a step goes out when a later one has steps, or after this long
 LATE_STEPS = 2.0  # a step under way reads the last rate, falling, until it takes this many of its usual
 MEDIAN_OF = 64  # the latest step durations the median step is taken over
+MAX_COUNT = 1 << 53  # a step number, samples, tokens or syncs beyond this is no record's
+MAX_SECONDS = 1e7  # nor a step of more than about four months
+MAX_CLOCK_S = 1e12  # nor a monotonic clock's reading of 30,000 years (NaN fails the comparison too)
 
 
 @dataclass(frozen=True)
@@ -56,12 +60,13 @@ class StepRecord:
     train_s: float | None = None  # seconds of training since the step before (None: unknown, the first)
 
     @classmethod
-    def parse(cls, raw: Any) -> StepRecord | None:
-        """A record from the channel; None when it is not one."""
+    def parse(cls, raw: Any, offset_s: float = 0.0) -> StepRecord | None:
+        """A record from the channel, its time moved by ``offset_s`` onto gpudash's clock; None when
+        it is not one: a field of the wrong type, a number not finite, negative or beyond bounds."""
         try:
-            return cls(
+            record = cls(
                 int(raw[STEP]),
-                float(raw[T]),
+                float(raw[T]) + offset_s,
                 None if raw[MS] is None else float(raw[MS]),
                 int(raw[SAMPLES]),
                 int(raw[TOKENS]),
@@ -70,8 +75,16 @@ class StepRecord:
                 bool(raw[PROFILED]),
                 _seconds(raw[TRAIN_S]) if len(raw) > TRAIN_S else None,
             )
-        except (TypeError, ValueError, IndexError):
+        except (TypeError, ValueError, IndexError, OverflowError):
             return None
+        return record if record.sane() else None
+
+    def sane(self) -> bool:
+        """Every number finite and within what a training step can be."""
+        counts = (self.step, self.samples, self.tokens, self.syncs or 0)
+        if not all(0 <= n < MAX_COUNT for n in counts) or not abs(self.t) < MAX_CLOCK_S:
+            return False
+        return all(x is None or (math.isfinite(x) and 0 <= x < MAX_SECONDS * 1e3) for x in (self.ms, self.input_wait_s))
 
 
 def _seconds(value: Any) -> float | None:
@@ -79,7 +92,7 @@ def _seconds(value: Any) -> float | None:
     if value is None:
         return None
     seconds = float(value)
-    return seconds if 0.0 <= seconds < 1e7 else None
+    return seconds if 0.0 <= seconds < MAX_SECONDS else None
 
 
 @dataclass

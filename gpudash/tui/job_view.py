@@ -36,7 +36,8 @@ from textual.widgets import Footer, Label
 from gpudash.core.protocol import EngineSource, RunConfig
 from gpudash.core.textfmt import fmt_duration, strip_controls
 from gpudash.job import command as job_command
-from gpudash.job.session import JobSession, safe_line
+from gpudash.job.output import safe_line
+from gpudash.job.session import JobSession
 from gpudash.tui.phase_strip import phase_text
 from gpudash.tui.state import DashState
 from gpudash.tui.widgets import STATUS_STYLE, RunHeader, batch_text, gpu_line, mfu_text

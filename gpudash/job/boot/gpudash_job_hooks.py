@@ -249,6 +249,7 @@ class Hooks:
         if self.cuda:
             self.stream = torch.cuda.current_stream(torch.device(device))
         first: dict[str, Any] = {"k": "first", "rank": self.rank, "pid": os.getpid(), "device": device}
+        first["mono"] = time.monotonic()  # this process's clock now: gpudash places its times on its own
         first["optimizer"] = type(optimizer).__name__
         first["world"] = self.world
         first["torch"] = torch.__version__

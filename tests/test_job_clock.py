@@ -1,0 +1,85 @@
+"""A job's step records are data from another process, checked before they count: placed on
+gpudash's clock by the offset measured at the process's first step (a job in a time namespace of
+its own reads as any other), and dropped with one note when a number is not finite or in bounds, a
+time lies outside the run or a step comes again — never an endless loop (issue 54, items 10 and 11)."""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpudash.core.protocol import Event, EventKind, RunConfig
+from gpudash.job.session import JobSession
+from gpudash.job.steps import StepRecord
+
+
+def _session(tmp_path: Path) -> JobSession:
+    """A job's session, its process never started: the test speaks for the job."""
+    session = JobSession(RunConfig(workload="job:train.py", job=("python", str(tmp_path / "train.py"))))
+    return session
+
+
+def _record(step: int, t: float, train_s: float | None = 0.1) -> list[Any]:
+    return [step, t, None, 8, 0, 0.0, None, 0, train_s]
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        _record(1, -1e308),
+        _record(1, math.inf),
+        _record(1, 1e300),
+        [1, "soon", None, 8, 0, 0.0, None, 0, 0.1],
+        [-5, 1.0, None, 8, 0, 0.0, None, 0, 0.1],
+        [1, 1.0, -3.0, 8, 0, 0.0, None, 0, 0.1],
+        [1, 1.0, None, 10**30, 0, 0.0, None, 0, 0.1],
+        [1, 1.0, None, 8, 0, math.nan, None, 0, 0.1],
+        "not a record",
+        [1],
+    ],
+)
+def test_a_record_that_is_not_one_is_refused_by_the_parser(bad: Any) -> None:
+    assert StepRecord.parse(bad) is None
+
+
+def test_forged_records_are_dropped_with_one_note_and_never_hang_the_session(tmp_path: Path) -> None:
+    session = _session(tmp_path)
+    try:
+        now = time.monotonic()
+        session._on_message({"k": "first", "rank": 0, "pid": 1, "mono": now, "world": 1}, now)
+        good = [_record(i, now + 0.01 * i) for i in range(1, 6)]
+        forged = [_record(6, -1e308), _record(7, 1e308), _record(3, now + 0.1), [8, math.nan], "x"]
+        session._on_message({"k": "steps", "rank": 0, "s": [*good, *forged]}, now + 0.1)
+        session._on_message({"k": "steps", "rank": 0, "s": "not a list"}, now + 0.1)
+        assert session.samples.steps == 5  # the good ones, and nothing else
+        started = time.monotonic()
+        out = session.samples.due(now + 5.0)  # windows from the first step's time, not from 1e-308
+        assert time.monotonic() - started < 1.0 and all(0 <= s.time_s < 10 for s in out)
+        notes = [m for m in session._pending if isinstance(m, Event) and m.kind == EventKind.ERROR]
+        assert len(notes) == 1 and "rank 0 sent a step record that is not one: dropped" in notes[0].message
+    finally:
+        session.channel.close()
+
+
+def test_a_job_on_another_monotonic_clock_is_placed_on_gpudashs(tmp_path: Path) -> None:
+    """A process in a time namespace (``unshare -T --monotonic -3700``) reads its clock an hour
+    behind: its records keep their spacing and land at the run's own times."""
+    session = _session(tmp_path)
+    try:
+        now = time.monotonic()
+        skew = -3700.0
+        session._on_message({"k": "first", "rank": 0, "pid": 1, "mono": now + skew, "world": 1}, now)
+        records = [_record(i, now + skew + 0.1 * i) for i in range(1, 21)]
+        session._on_message({"k": "steps", "rank": 0, "s": records}, now + 2.0)
+        assert session.samples.steps == 20
+        out = session.samples.due(now + 2.5)
+        assert out and all(0 <= s.time_s <= 3.0 for s in out)
+        assert out[-1].steps_per_s == pytest.approx(10.0)
+        session._on_message({"k": "phase", "rank": 0, "kind": "evaluation", "t0": now + skew + 2.1, "open": 1}, now)
+        assert session.phases.open["evaluation"] == pytest.approx(now + 2.1)
+    finally:
+        session.channel.close()
