@@ -426,8 +426,8 @@ def _cmd_job(before: list[str], job: list[str]) -> int:
         return diagnose_job(
             config, warmup_s=args.warmup, as_json=args.json, quiet=args.quiet, keep_running=args.keep_running
         )
-    if record is not None:
-        return record_job(config, record, **_recording_options(args))
+    if record is not None:  # with "-" the CSV is stdout: the job's own stdout goes to stderr, apart
+        return record_job(config, record, stdout_to_stderr=str(record) == "-", **_recording_options(args))
     from gpudash.tui.app import run_dashboard
 
     return int(run_dashboard(config, user_config) or 0)
@@ -443,7 +443,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from gpudash.job.command import split_job
 
     before, job = split_job(argv)
-    if job is not None and not set(before) & set(PASSTHROUGH):
+    named = next((word for word in before if not word.startswith("-")), None)  # the command, if any
+    if job is not None and named not in PASSTHROUGH:  # (a recording path named "report" is a path)
         return _cmd_job(before, job)
     top, commands = build_parsers()
     given = vars(top.parse_args(argv))

@@ -83,3 +83,44 @@ def test_a_job_on_another_monotonic_clock_is_placed_on_gpudashs(tmp_path: Path) 
         assert session.phases.open["evaluation"] == pytest.approx(now + 2.1)
     finally:
         session.channel.close()
+
+
+@pytest.mark.slow
+def test_record_to_stdout_keeps_the_jobs_own_stdout_out_of_the_csv(tmp_path: Path) -> None:
+    """``gpudash record - -- CMD``: the CSV alone on stdout, the job's prints on stderr (issue 54, item 7)."""
+    import csv
+    import io
+    import sys
+
+    from tests.test_job import JOBS, gpudash
+
+    done = gpudash(
+        "record", "-", "-q", "--", sys.executable, str(JOBS / "phases_loop.py"), "--steps", "12", "--step-s", "0.05"
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = list(csv.reader(io.StringIO(done.stdout)))
+    assert rows[0][:2] == ["row_kind", "time_s"] and all(len(r) == len(rows[0]) for r in rows)
+    assert "JOB steps=12" not in done.stdout and "JOB steps=12" in done.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["report", "tune"])
+def test_a_recording_named_like_a_command_is_a_path(tmp_path: Path, name: str) -> None:
+    """``gpudash record report -- CMD`` records to a file named ``report`` (issue 54, item 15)."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.test_job import JOBS
+
+    job = [sys.executable, str(JOBS / "phases_loop.py"), "--steps", "8", "--step-s", "0.05"]
+    done = subprocess.run(
+        [sys.executable, "-m", "gpudash", "record", name, "-q", "--", *job],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])},
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert (tmp_path / name).read_text().startswith("row_kind,time_s,")
