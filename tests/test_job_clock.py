@@ -124,3 +124,21 @@ def test_a_recording_named_like_a_command_is_a_path(tmp_path: Path, name: str) -
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert (tmp_path / name).read_text().startswith("row_kind,time_s,")
+
+
+@pytest.mark.slow
+def test_escape_sequences_in_a_jobs_command_line_are_shown_escaped(tmp_path: Path) -> None:
+    """A script's name or argument holding an escape sequence never reaches the terminal or the CSV
+    as it is (issue 54, item 21): ``$'…'`` quoting, as bash writes it."""
+    import shutil
+    import sys
+
+    from tests.test_job import JOBS, gpudash
+
+    script = tmp_path / "tr\x1b[31main.py"
+    shutil.copy(JOBS / "phases_loop.py", script)
+    out = tmp_path / "run.csv"
+    done = gpudash("record", str(out), "--", sys.executable, str(script), "--steps", "8", "--step-s", "0.05")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "\x1b" not in done.stderr and "\x1b" not in out.read_text()
+    assert "job:tr\\x1b[31main.py" in done.stderr and "$'" in done.stderr

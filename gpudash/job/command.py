@@ -71,19 +71,34 @@ def workload_name(command: Sequence[str]) -> str:
     """``job:`` and the script (its file name), the ``-m`` module, else the program's name."""
     i = script_index(command)
     name = os.path.basename(command[i]) if i is not None else os.path.basename(command[0]) if command else "job"
-    return JOB_PREFIX + (name or "job")
+    return JOB_PREFIX + (_CONTROL.sub(_escaped, name) or "job")
 
 
 def variant(command: Sequence[str]) -> str:
     """The script's arguments, as a shell would read them, on one line (``(no arguments)`` when none)."""
     i = script_index(command)
     rest = list(command[i + 1 :]) if i is not None else list(command[1:])
-    return " ".join(shlex.join(rest).split()) if rest else NO_ARGUMENTS
+    return " ".join(" ".join(_word(w) for w in rest).split()) if rest else NO_ARGUMENTS
 
 
 def display(command: Sequence[str]) -> str:
-    """The command as one line a user could paste."""
-    return shlex.join(command)
+    """The command as one line a user could paste; a control character in it (an escape sequence)
+    written out, as bash's ``$'…'`` quoting does, never sent to a terminal or a file as it is."""
+    return " ".join(_word(w) for w in command)
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def _escaped(match: re.Match[str]) -> str:
+    return f"\\x{ord(match.group()):02x}"
+
+
+def _word(word: str) -> str:
+    """One argument as a shell reads it: ``shlex.quote``'s, or ``$'…'`` with its control characters escaped."""
+    if not _CONTROL.search(word):
+        return shlex.quote(word)
+    return "$'" + _CONTROL.sub(_escaped, word.replace("\\", "\\\\").replace("'", "\\'")) + "'"
 
 
 def is_job(workload: str) -> bool:

@@ -15,6 +15,7 @@ import tempfile
 from typing import Any
 
 from gpudash.core.protocol import EventKind, ExitCode, RunConfig
+from gpudash.job.command import display
 from gpudash.job.session import JobSession
 from gpudash.recording.headless import HeadlessRecording, _Interrupted, new_recording
 
@@ -111,7 +112,7 @@ def diagnose_job(config: RunConfig, *, warmup_s: float, as_json: bool, quiet: bo
 
     if not quiet:
         print(
-            f"gpudash: diagnosing {config.workload} ({' '.join(config.job or ())}): {warmup_s:g} s of warm-up "
+            f"gpudash: diagnosing {config.workload} ({display(config.job or ())}): {warmup_s:g} s of warm-up "
             f"after its first step, then a window of its own steps until they settle; the verdict on stdout",
             file=sys.stderr,
             flush=True,
