@@ -142,3 +142,74 @@ def test_escape_sequences_in_a_jobs_command_line_are_shown_escaped(tmp_path: Pat
     assert done.returncode == 0, done.stderr[-2000:]
     assert "\x1b" not in done.stderr and "\x1b" not in out.read_text()
     assert "job:tr\\x1b[31main.py" in done.stderr and "$'" in done.stderr
+
+
+# -- the job's own warnings filters and sync debug mode (issue 54, items 2 and 3) ------------------------
+def _parts(monkeypatch: pytest.MonkeyPatch, mode: int = 0) -> tuple[Any, list[object], list[str]]:
+    """The hooks' parts as the bootstrap loads them, the sync debug mode kept here (it needs a CUDA
+    driver: faked at torch's boundary), and what reaches the job's own warning handler."""
+    import importlib.util
+    import warnings
+
+    import torch
+
+    boot = Path(__file__).parents[1] / "gpudash" / "job" / "boot"
+    monkeypatch.setenv("GPUDASH_JOB_SRC", str(boot.parent.parent))
+    spec = importlib.util.spec_from_file_location("gpudash_job_parts_under_test", boot / "gpudash_job_parts.py")
+    assert spec is not None and spec.loader is not None
+    parts = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(parts)
+    modes: list[object] = []
+    monkeypatch.setattr(torch.cuda, "get_sync_debug_mode", lambda: mode)
+    monkeypatch.setattr(torch.cuda, "set_sync_debug_mode", modes.append)
+    shown: list[str] = []
+    monkeypatch.setattr(warnings, "showwarning", lambda message, *rest, **kw: shown.append(str(message)))
+    return parts, modes, shown
+
+
+SYNC = "called a synchronizing CUDA operation"
+
+
+def test_a_jobs_error_filter_never_turns_a_counted_sync_into_an_exception(monkeypatch: pytest.MonkeyPatch) -> None:
+    import warnings
+
+    import torch
+
+    parts, _, shown = _parts(monkeypatch)
+    with warnings.catch_warnings():
+        count = parts._SyncCount(torch)
+        try:
+            with warnings.catch_warnings():  # the job's own block, as it writes it
+                warnings.simplefilter("error")
+                warnings.warn(SYNC, UserWarning, stacklevel=1)  # torch's warning at a sync: no exception
+                with pytest.raises(UserWarning):
+                    warnings.warn("the job's own warning", UserWarning, stacklevel=1)  # its filter still holds
+            warnings.resetwarnings()
+            warnings.filterwarnings("error", message=".*synchronizing")
+            warnings.warn(SYNC, UserWarning, stacklevel=1)
+            assert count.count == 2 and shown == []  # counted, never printed into the job
+        finally:
+            count.close()
+    assert warnings.simplefilter.__module__ == "warnings"  # the job's functions back as they were
+
+
+def test_a_job_that_sets_the_sync_debug_mode_keeps_it_and_nothing_is_counted(monkeypatch: pytest.MonkeyPatch) -> None:
+    import warnings
+
+    import torch
+
+    parts, modes, _ = _parts(monkeypatch, mode=2)  # set to "error" before its first step
+    count = parts._SyncCount(torch)
+    assert count.job_owns_mode and "the job sets torch.cuda.set_sync_debug_mode itself" in count.not_counted
+    count.close()
+    assert modes == []  # never changed
+    parts, modes, shown = _parts(monkeypatch)
+    with warnings.catch_warnings():
+        count = parts._SyncCount(torch)
+        try:
+            torch.cuda.set_sync_debug_mode("warn")  # the job's own, after its first step
+            warnings.warn(SYNC, UserWarning, stacklevel=1)
+            assert count.count == 0 and shown == [SYNC] and count.not_counted  # the job's warning is the job's
+        finally:
+            count.close()
+    assert modes == ["warn", "warn"]  # gpudash's, then the job's; the job's stays at the end

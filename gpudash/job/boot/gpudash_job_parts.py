@@ -62,9 +62,15 @@ class _Channel:
         return out
 
 
+JOB_OWNS_MODE = "not counted: the job sets torch.cuda.set_sync_debug_mode itself, and gpudash leaves its mode as it is"
+FILTERS = ("simplefilter", "filterwarnings", "resetwarnings")  # the job's ways to change the filters
+
+
 class _SyncCount:
     """Host-device syncs of the training thread, by line (torch's sync warnings and the explicit
-    waits), from the first step on."""
+    waits), from the first step on. The job's own warnings filters never turn a sync's warning
+    into an error (the filter that shows it stays first, however the job changes them), and a job
+    that sets the sync debug mode itself keeps it: then no sync is counted, and gpudash says so."""
 
     def __init__(self, torch: Any) -> None:
         self.torch = torch
@@ -75,21 +81,51 @@ class _SyncCount:
         self.live, self.sites = sites.LiveSites(), sites.SiteCounter()
         self.not_counted = ""
         self.paused = False  # while gpudash itself works inside a step (a profiler window's start and end)
-        self._prev_show = warnings.showwarning
-        self._saved = warnings.catch_warnings()
-        self._saved.__enter__()
-        warnings.filterwarnings("always", message=".*" + SYNC_WARNING)
-        self._handler = self._show  # one bound method: each ``self._show`` is a new object
-        warnings.showwarning = self._handler
+        self.job_owns_mode = False  # the job set the sync debug mode: it is the job's, nothing is counted
+        self._set_mode = torch.cuda.set_sync_debug_mode
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # "a prototype feature"
             self._prev_mode = torch.cuda.get_sync_debug_mode()
-            torch.cuda.set_sync_debug_mode("warn")
+        if self._prev_mode != 0:  # set before its first step: the job's
+            self.job_owns_mode, self.not_counted = True, JOB_OWNS_MODE
+            return
+        self._prev_show = warnings.showwarning
+        self._saved = warnings.catch_warnings()
+        self._saved.__enter__()
+        self._filters = {name: getattr(warnings, name) for name in FILTERS}
+        for name, original in self._filters.items():
+            setattr(warnings, name, self._first_after(original))
+        warnings.filterwarnings("always", message=".*" + SYNC_WARNING)
+        self._handler = self._show  # one bound method: each ``self._show`` is a new object
+        warnings.showwarning = self._handler
+        torch.cuda.set_sync_debug_mode = self._jobs_mode
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            self._set_mode("warn")
         self.not_counted = self.waits.start(torch, self._waited) or ""
+
+    def _first_after(self, original: Any) -> Any:
+        """``original`` (a function of ``warnings`` that changes the filters), then the filter that
+        shows a sync's warning put first again."""
+
+        def changed(*args: Any, **kwargs: Any) -> Any:
+            result = original(*args, **kwargs)
+            if not self.job_owns_mode:
+                self._filters["filterwarnings"]("always", message=".*" + SYNC_WARNING)
+            return result
+
+        return changed
+
+    def _jobs_mode(self, debug_mode: Any) -> None:
+        """The job sets the sync debug mode: it is the job's from now on (its warnings its own)."""
+        self.job_owns_mode, self.not_counted = True, JOB_OWNS_MODE
+        self._set_mode(debug_mode)
 
     def keep_watching(self) -> None:
         """At a step boundary: put the handler and the filter back if the job displaced them
         (``logging.captureWarnings``, a ``catch_warnings`` block, ``simplefilter``)."""
+        if self.job_owns_mode:
+            return
         if warnings.showwarning is not self._handler:  # (never take our own handler as the one before it)
             self._prev_show = warnings.showwarning
             warnings.showwarning = self._handler
@@ -98,16 +134,23 @@ class _SyncCount:
             warnings.filterwarnings("always", message=".*" + SYNC_WARNING)
 
     def close(self) -> None:
+        if not hasattr(self, "_saved"):
+            return  # the job's mode from the start: nothing was changed
         self.waits.stop(self.torch, self._waited)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            self.torch.cuda.set_sync_debug_mode(self._prev_mode)
+        if self.torch.cuda.set_sync_debug_mode == self._jobs_mode:
+            self.torch.cuda.set_sync_debug_mode = self._set_mode
+        if not self.job_owns_mode:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                self._set_mode(self._prev_mode)
+        for name, original in self._filters.items():
+            setattr(warnings, name, original)
         self._saved.__exit__(None, None, None)
 
     def _show(
         self, message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None
     ) -> None:
-        if SYNC_WARNING in str(message):
+        if SYNC_WARNING in str(message) and not self.job_owns_mode:
             if threading.get_ident() == self.thread:
                 self._counted(sys._getframe(1))
             return
@@ -118,8 +161,8 @@ class _SyncCount:
             self._counted(sys._getframe(1))
 
     def _counted(self, frame: Any) -> None:
-        if self.paused:
-            return  # gpudash's own (the profiler's synchronize at a window's start and end)
+        if self.paused or self.job_owns_mode:
+            return  # gpudash's own (the profiler's synchronize at a window's start and end), or not counted
         self.count += 1
         self.sites.add_site(self.live.site(frame))
 
