@@ -82,3 +82,20 @@ def test_a_half_precision_jobs_flops_are_counted_in_its_dtype_and_its_mfu_is_ove
         assert float(r["tflops"]) == pytest.approx(flops * float(r["steps_per_s"]) / 1e12, rel=1e-4)
         assert 0 < float(r["mfu_pct"]) < 100
         assert float(r["mfu_pct"]) == pytest.approx(100 * float(r["tflops"]) / peak.tflops, rel=1e-4)
+
+
+def test_a_jobs_own_warnings_filter_and_sync_guard_are_left_to_it(tmp_path: Path) -> None:
+    """Its ``simplefilter("error")`` around ``.item()`` raises nothing under gpudash (the sync is
+    counted, on its line), and its own ``set_sync_debug_mode("error")`` catches every sync as bare."""
+    out = tmp_path / "strict.csv"
+    done = _gpudash("record", str(out), "-q", "--", sys.executable, str(SCRIPT), "300", "--strict-warnings")
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert "JOB steps=300" in done.stdout
+    (table,) = json.loads(out.with_suffix(".json").read_text())["sync_sites"].values()
+    lines = {s["site"]["line"] for s in table["sites"] if "site" in s}
+    assert _line("strict item") in lines
+    guarded = _gpudash(
+        "record", str(tmp_path / "guard.csv"), "-q", "--", sys.executable, str(SCRIPT), "300", "--sync-guard"
+    )
+    assert guarded.returncode == 0, guarded.stderr[-2000:]
+    assert "caught=300" in guarded.stdout  # as bare: every sync caught by the job's own guard

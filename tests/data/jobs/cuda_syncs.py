@@ -4,12 +4,18 @@
 from __future__ import annotations
 
 import sys
+import warnings
 
 import torch
 
 
 def main() -> int:
     steps = int(sys.argv[1]) if len(sys.argv) > 1 else 400
+    strict = "--strict-warnings" in sys.argv  # its own filter: every warning around .item() an error
+    guard = "--sync-guard" in sys.argv  # its own sync guard: torch raises at every sync, which it counts
+    caught = 0
+    if guard:
+        torch.cuda.set_sync_debug_mode("error")
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(512, 2048), torch.nn.ReLU(), torch.nn.Linear(2048, 10)).cuda()
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
@@ -21,10 +27,21 @@ def main() -> int:
         opt.zero_grad()
         loss.backward()
         opt.step()
+        if guard:
+            try:
+                loss.item()
+            except RuntimeError:
+                caught += 1  # its guard caught the sync
+            continue
         if bool(torch.isnan(loss)):  # SYNC: bool
             break
-        total += loss.item()  # SYNC: item
-    print(f"JOB steps={steps} mean_loss={total / steps:.4f}", flush=True)
+        if strict:
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")
+                total += loss.item()  # SYNC: strict item
+        else:
+            total += loss.item()  # SYNC: item
+    print(f"JOB steps={steps} mean_loss={total / steps:.4f} caught={caught}", flush=True)
     return 0
 
 
