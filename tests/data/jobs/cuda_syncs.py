@@ -14,14 +14,14 @@ def main() -> int:
     strict = "--strict-warnings" in sys.argv  # its own filter: every warning around .item() an error
     guard = "--sync-guard" in sys.argv  # its own sync guard: torch raises at every sync, which it counts
     caught = 0
-    if guard:
-        torch.cuda.set_sync_debug_mode("error")
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(512, 2048), torch.nn.ReLU(), torch.nn.Linear(2048, 10)).cuda()
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     x = torch.randn(256, 512, device="cuda")
     y = torch.randint(0, 10, (256,), device="cuda")
     total = 0.0
+    if guard:  # once its model and data are on the GPU (copying them there syncs)
+        torch.cuda.set_sync_debug_mode("error")
     for _ in range(steps):
         loss = torch.nn.functional.cross_entropy(model(x), y)
         opt.zero_grad()
