@@ -213,3 +213,32 @@ def test_a_job_that_sets_the_sync_debug_mode_keeps_it_and_nothing_is_counted(mon
         finally:
             count.close()
     assert modes == ["warn", "warn"]  # gpudash's, then the job's; the job's stays at the end
+
+
+@pytest.mark.slow
+def test_hooks_that_go_off_in_a_job_without_stderr_never_crash_it_and_the_end_says_what_happened(
+    tmp_path: Path,
+) -> None:
+    """Issue 54, items 4 and 14: with its fd 2 closed, the hooks' one line fails to print and the job
+    goes on (the note reaches gpudash over the channel); the end says the hooks went off, not that
+    the job never stepped."""
+    import sys
+
+    from tests.test_job import JOBS, gpudash
+
+    plain = str(JOBS / "plain_loop.py")
+    job = tmp_path / "closes_stderr.py"  # its stderr closed once it runs, as a daemonised job's is
+    job.write_text(
+        "import os, sys\n"
+        "os.close(2)\n"
+        f"sys.argv = [{plain!r}, '--odd-batches', '--workers', '0', '--steps', '30']\n"
+        f"exec(compile(open({plain!r}).read(), {plain!r}, 'exec'))\n"
+    )
+    done = gpudash("record", str(tmp_path / "r.csv"), "-q", "--", sys.executable, str(job))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "JOB steps=30" in done.stdout  # the job ran to its end
+    (end,) = [line for line in done.stderr.splitlines() if "nothing recorded" in line]
+    assert end == (
+        "gpudash: the job exited with code 0; gpudash's hooks in it went off after 0 steps "
+        "(reading a batch: RuntimeError: no attributes here): nothing recorded"
+    )

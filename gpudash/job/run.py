@@ -85,7 +85,14 @@ def record_job(
     if recording.recorder is not None and recording.recorder.metadata.get("exit_code") != code:
         recording.recorder.metadata["exit_code"] = code  # the job's own, where it ended by itself
         recording.recorder.write_metadata()
-    if recording.recorder is None and session.exit_code is not None and not recording.quiet:
+    if recording.recorder is None and session.exit_code is not None and session.hooks_off is not None:
+        why, steps = session.hooks_off  # said even when quiet: the job ran, gpudash did not see it
+        print(
+            f"gpudash: the job exited with code {session.exit_code}; gpudash's hooks in it went off after {steps} "
+            f"steps ({why}): nothing recorded",
+            file=sys.stderr,
+        )
+    elif recording.recorder is None and session.exit_code is not None and not recording.quiet:
         what = "before its first optimizer step" if session.samples.steps == 0 else "before it was measured"
         print(f"gpudash: the job exited with code {session.exit_code} {what}: nothing recorded", file=sys.stderr)
     else:

@@ -47,6 +47,7 @@ from gpudash.job.output import read_output
 from gpudash.job.phase_watch import PhaseWatch
 from gpudash.job.steps import JobSamples, StepRecord
 
+HOOKS_OFF = "the job's hooks are off: "  # the note of hooks that turned themselves off (and why)
 WHY_DROPPED = "a bad number, a time outside the run, or a step counted before"
 NO_HELLO_S = 15.0  # no word from the job this long after its start: say why that may be
 NO_STEP_S = 60.0  # no optimizer step this long after its hello: say so
@@ -99,6 +100,7 @@ class JobSession:
         self._ended = False
         self._nvml_started = False
         self._sites: SyncTable | None = None
+        self.hooks_off: tuple[str, int] | None = None  # why the job's hooks went off, and the steps seen by then
         self._offsets: dict[int, float] = {}  # rank -> gpudash's clock minus its process's (a time namespace)
         self._bad_records: dict[int, int] = {}  # rank -> step records dropped
         self._flops: dict[int, dict[str, Any]] = {}  # rank -> its hooks' model FLOPs count (or why none)
@@ -230,7 +232,10 @@ class JobSession:
             self._flops[rank] = m
             self._say_flops()
         elif kind == "note":
-            self._error("job", str(m.get("text", "")))
+            text = str(m.get("text", ""))
+            if text.startswith(HOOKS_OFF) and self.hooks_off is None:
+                self.hooks_off = (text.removeprefix(HOOKS_OFF), self.samples.steps)
+            self._error("job", text)
         elif kind in ("phase", "stacks", "worker"):
             if kind == "phase":  # its times on gpudash's clock
                 offset = self._offsets.get(rank, 0.0)
