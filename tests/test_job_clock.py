@@ -242,3 +242,36 @@ def test_hooks_that_go_off_in_a_job_without_stderr_never_crash_it_and_the_end_sa
         "gpudash: the job exited with code 0; gpudash's hooks in it went off after 0 steps "
         "(reading a batch: RuntimeError: no attributes here): nothing recorded"
     )
+
+
+@pytest.mark.slow
+def test_a_second_recording_to_a_csv_being_recorded_is_refused_with_one_line(tmp_path: Path) -> None:
+    """Issue 54, item 6: two ``record``s on one CSV: the second is refused while the first holds it,
+    ``--force`` or not; once the first has ended, the file is the user's to replace."""
+    import subprocess
+    import sys
+
+    from tests.test_job import JOBS, gpudash
+
+    out = tmp_path / "run.csv"
+    job = [sys.executable, str(JOBS / "phases_loop.py"), "--steps", "30", "--step-s", "0.2"]
+    first = subprocess.Popen(
+        [sys.executable, "-m", "gpudash", "record", str(out), "-q", "--", *job],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        time.sleep(1.0)  # it holds the file from its start, before the CSV exists
+        second = gpudash("record", str(out), "--force", "-q", "--", *job)
+        assert second.returncode == 2
+        (line,) = second.stderr.strip().splitlines()
+        assert line == (
+            f"gpudash: error: {out} is being recorded by another gpudash (pid {first.pid}): wait for it to end, "
+            "or record to another file"
+        )
+    finally:
+        assert first.wait(timeout=120) == 0
+    assert (
+        gpudash("record", str(out), "--force", "-q", "--", *job[:2], "--steps", "3", "--step-s", "0.05").returncode == 0
+    )

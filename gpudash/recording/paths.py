@@ -102,10 +102,44 @@ def _identity(path: str) -> tuple[object, ...]:
 
 def check_recording_outputs(record: str, meta: str | None, log: str | None, force: bool) -> None:
     """Check every file a recording writes: distinct, writable; the CSV and its metadata refused
-    when they exist (unless ``force``), the log replaced."""
+    when they exist (unless ``force``), the log replaced; and the CSV held for this process (a
+    second gpudash recording to it meanwhile is refused, ``--force`` or not)."""
     check_distinct_outputs(record, meta, log)
+    hold_recording(record)
     for output in recording_outputs(record, meta, log):
         check_output_file(output.path, output.what, replace=force or output.role == "log")
+
+
+_HELD: list[int] = []  # the lock files' descriptors, open (and locked) while this process lives
+
+
+def hold_recording(record: str) -> None:
+    """Lock ``record`` for this process: an advisory lock (``flock``) on a file of its own in a
+    private folder of the temp dir, named by the CSV's real path — nothing beside the CSV, and the
+    lock goes with the process however it ends. Held by another process: ``UsageError``."""
+    import fcntl
+    import hashlib
+    import tempfile
+
+    if record == "-":
+        return
+    key = hashlib.sha256(os.path.realpath(record).encode()).hexdigest()[:24]
+    folder = os.path.join(tempfile.gettempdir(), f"gpudash-recording-locks-{os.getuid()}")
+    try:
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        fd = os.open(os.path.join(folder, f"{key}.lock"), os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError:
+        return  # no temp dir to lock in: the existence checks alone
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+        os.close(fd)
+        busy = f"{shown(record)} is being recorded by another gpudash (pid {holder})"
+        raise UsageError(f"{busy}: wait for it to end, or record to another file") from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, str(os.getpid()).encode(), 0)
+    _HELD.append(fd)
 
 
 @dataclass(frozen=True)
