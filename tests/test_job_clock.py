@@ -275,3 +275,29 @@ def test_a_second_recording_to_a_csv_being_recorded_is_refused_with_one_line(tmp
     assert (
         gpudash("record", str(out), "--force", "-q", "--", *job[:2], "--steps", "3", "--step-s", "0.05").returncode == 0
     )
+
+
+@pytest.mark.parametrize(
+    ("make", "code", "says"),
+    [
+        ("directory", 126, "{path}: is a directory"),
+        ("garbage", 126, "cannot run {path}: Exec format error (exit status 126)"),
+        ("shebang", 127, "cannot run {path}: required file not found (its #! interpreter?) (exit status 127)"),
+    ],
+)
+def test_a_command_that_cannot_be_run_is_one_line_with_the_reason_and_the_shells_status(
+    tmp_path: Path, make: str, code: int, says: str
+) -> None:
+    """Issue 54, item 13: as bash says it, in one line (``record`` and ``diagnose`` alike)."""
+    from tests.test_job import gpudash
+
+    path = tmp_path / make
+    if make == "directory":
+        path.mkdir()
+    else:
+        path.write_bytes(b"\x00\x01\x02garbage" if make == "garbage" else b"#!/nonexistent/python\nprint(1)\n")
+        path.chmod(0o755)
+    for command in (["record", str(tmp_path / "r.csv")], ["diagnose", "-q"]):
+        done = gpudash(*command, "--", str(path))
+        assert done.returncode == code
+        assert done.stderr.strip().splitlines() == [f"gpudash: error: {says.format(path=path)}"]

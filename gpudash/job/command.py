@@ -44,6 +44,8 @@ def check_command(command: Sequence[str]) -> None:
     if os.sep in program:
         if not os.path.exists(program):
             raise JobCommandError(f"{program}: no such file")
+        if os.path.isdir(program):
+            raise JobCommandError(f"{program}: is a directory")
         if not os.access(program, os.X_OK):
             raise JobCommandError(f"{program}: not executable")
         return

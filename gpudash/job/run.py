@@ -85,7 +85,9 @@ def record_job(
     if recording.recorder is not None and recording.recorder.metadata.get("exit_code") != code:
         recording.recorder.metadata["exit_code"] = code  # the job's own, where it ended by itself
         recording.recorder.write_metadata()
-    if recording.recorder is None and session.exit_code is not None and session.hooks_off is not None:
+    if session.start_error is not None:  # one line with the reason, and the shell's status
+        print(f"gpudash: error: {session.start_error} (exit status {session.exit_code})", file=sys.stderr)
+    elif recording.recorder is None and session.exit_code is not None and session.hooks_off is not None:
         why, steps = session.hooks_off  # said even when quiet: the job ran, gpudash did not see it
         print(
             f"gpudash: the job exited with code {session.exit_code}; gpudash's hooks in it went off after {steps} "
@@ -141,8 +143,9 @@ def diagnose_job(config: RunConfig, *, warmup_s: float, as_json: bool, quiet: bo
         )
     events = held[0].diagnoses if held else []
     if not events:
-        if held and isinstance(held[0].session, JobSession) and held[0].session.exit_code is not None:
-            print(f"gpudash: error: {ended_early(held[0].session)}", file=sys.stderr)
+        session = held[0].session if held else None
+        if isinstance(session, JobSession) and session.exit_code is not None and session.start_error is None:
+            print(f"gpudash: error: {ended_early(session)}", file=sys.stderr)
         return code or int(ExitCode.FAILED)
     event = events[0]
     if event.kind == EventKind.ERROR:

@@ -12,6 +12,7 @@ profiler window, a diagnosis and stopping it are not. Torch-free.
 from __future__ import annotations
 
 import collections
+import errno
 import math
 import os
 import threading
@@ -100,6 +101,7 @@ class JobSession:
         self._ended = False
         self._nvml_started = False
         self._sites: SyncTable | None = None
+        self.start_error: str | None = None  # why the command could not be run at all
         self.hooks_off: tuple[str, int] | None = None  # why the job's hooks went off, and the steps seen by then
         self._offsets: dict[int, float] = {}  # rank -> gpudash's clock minus its process's (a time namespace)
         self._bad_records: dict[int, int] = {}  # rank -> step records dropped
@@ -138,8 +140,11 @@ class JobSession:
             self.sampler.start()
         try:
             self.process.start()
-        except OSError as exc:
-            self._end(127, f"cannot run {self.command[0]}: {exc.strerror or exc}")
+        except OSError as exc:  # as a shell says it: 127 for what is not found, else 126
+            found = exc.errno not in (errno.ENOENT, errno.ENOTDIR)
+            why = "required file not found (its #! interpreter?)" if not found else exc.strerror or str(exc)
+            self.start_error = f"cannot run {job_command.display(self.command[:1])}: {why}"
+            self._end(126 if found else 127, self.start_error)
             return
         if self.process.output_path is not None:
             threading.Thread(target=read_output, args=(self,), name="gpudash-job-output", daemon=True).start()
