@@ -301,3 +301,16 @@ def test_a_command_that_cannot_be_run_is_one_line_with_the_reason_and_the_shells
         done = gpudash(*command, "--", str(path))
         assert done.returncode == code
         assert done.stderr.strip().splitlines() == [f"gpudash: error: {says.format(path=path)}"]
+
+
+def test_headless_the_jobs_output_buffering_is_its_own_and_the_pane_gets_lines_as_they_come() -> None:
+    """Issue 54, item 18: ``PYTHONUNBUFFERED`` is not forced on a recorded job (its stdout and
+    stderr interleave, and a flood into a file runs, as they do bare); the dashboard's pane asks for it."""
+    import os
+
+    from gpudash.job.launch import job_env
+
+    bare = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    assert "PYTHONUNBUFFERED" not in job_env("/x.sock", bare)
+    assert job_env("/x.sock", bare, unbuffered=True)["PYTHONUNBUFFERED"] == "1"
+    assert job_env("/x.sock", {**bare, "PYTHONUNBUFFERED": ""}, unbuffered=True)["PYTHONUNBUFFERED"] == ""  # the user's

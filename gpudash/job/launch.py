@@ -57,15 +57,20 @@ def exit_status(returncode: int) -> int:
     return 128 - returncode if returncode < 0 else returncode
 
 
-def job_env(channel: str, base: dict[str, str] | None = None, *, sites: bool = True) -> dict[str, str]:
-    """The job's environment: the bootstrap first on ``PYTHONPATH``, the channel named."""
+def job_env(
+    channel: str, base: dict[str, str] | None = None, *, sites: bool = True, unbuffered: bool = False
+) -> dict[str, str]:
+    """The job's environment: the bootstrap first on ``PYTHONPATH``, the channel named; its output's
+    buffering as the job has it, but where gpudash shows its lines as they come (``unbuffered``:
+    the dashboard's pane)."""
     env = dict(os.environ if base is None else base)
     path = env.get("PYTHONPATH", "")
     env["PYTHONPATH"] = str(BOOT_DIR) + (os.pathsep + path if path else "")
     env["GPUDASH_JOB_CHANNEL"] = channel
     env["GPUDASH_JOB_SRC"] = str(SOURCE_DIR)
     env["GPUDASH_JOB_SITES"] = "1" if sites else "0"
-    env.setdefault("PYTHONUNBUFFERED", "1")  # the job's lines as they come, not at exit
+    if unbuffered:
+        env.setdefault("PYTHONUNBUFFERED", "1")  # the pane's lines as they come, not at exit
     return env
 
 
