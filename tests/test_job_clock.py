@@ -314,3 +314,13 @@ def test_headless_the_jobs_output_buffering_is_its_own_and_the_pane_gets_lines_a
     assert "PYTHONUNBUFFERED" not in job_env("/x.sock", bare)
     assert job_env("/x.sock", bare, unbuffered=True)["PYTHONUNBUFFERED"] == "1"
     assert job_env("/x.sock", {**bare, "PYTHONUNBUFFERED": ""}, unbuffered=True)["PYTHONUNBUFFERED"] == ""  # the user's
+
+
+def test_a_long_output_line_is_cut_visibly_and_its_memory_bounded() -> None:
+    """Issue 54, item 17: a 60,000-character line keeps its beginning, says what was cut."""
+    from gpudash.job.output import MAX_LINE, cut, safe_line
+
+    line = "x" * 60_000
+    shown = safe_line(cut(line))
+    assert shown.startswith("x" * MAX_LINE) and shown.endswith(f"[{60_000 - MAX_LINE:,} more characters not shown]")
+    assert len(shown) < MAX_LINE + 64 and cut("short") == "short"

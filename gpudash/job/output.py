@@ -1,5 +1,5 @@
 """A captured job's output for the dashboard's pane: read as its file grows, a line at a time, made
-safe to show (``safe_line``). Torch- and Textual-free."""
+safe to show (``safe_line``) and cut to ``MAX_LINE`` characters (``cut``). Torch- and Textual-free."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ def read_output(session: Any) -> None:
             text = session.partial + decoder.decode(chunk)
             *lines, partial = text.split("\n")
             session.partial = partial.rsplit("\r", 1)[-1][-MAX_LINE:]  # a progress bar's latest draw
-            session.output.extend(safe_line(line) for line in lines)
+            session.output.extend(safe_line(cut(line)) for line in lines)
             session.output_version += 1
     if session.partial:
         session.output.append(safe_line(session.partial))
@@ -44,6 +44,14 @@ def read_output(session: Any) -> None:
         session.output_version += 1
     if not session.left:
         session.process.remove_output()
+
+
+def cut(line: str) -> str:
+    """A line of at most ``MAX_LINE`` characters kept (its beginning), what was cut said: the
+    pane's memory stays bounded whatever the job prints."""
+    if len(line) <= MAX_LINE:
+        return line
+    return f"{line[:MAX_LINE]} … [{len(line) - MAX_LINE:,} more characters not shown]"
 
 
 _ESCAPES = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
