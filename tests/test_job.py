@@ -449,7 +449,7 @@ def test_a_job_is_named_by_its_script_behind_a_launcher_module() -> None:
 
     command = ["python", "-m", "torch.distributed.run", "--nproc-per-node", "2", "train.py", "--lr", "1e-3"]
     assert (workload_name(command), variant(command)) == ("job:train.py", "--lr 1e-3")
-    assert variant(["python", "train.py", "a\nb|c"]) == "'a b|c'"
+    assert variant(["python", "train.py", "a\nb|c"]) == "$'a\\x0ab|c'"  # one line, as bash would quote it
 
 
 def test_a_new_optimizer_takes_over_after_20_steps_alone_while_the_old_one_lives(tmp_path: Path) -> None:

@@ -324,3 +324,56 @@ def test_a_long_output_line_is_cut_visibly_and_its_memory_bounded() -> None:
     shown = safe_line(cut(line))
     assert shown.startswith("x" * MAX_LINE) and shown.endswith(f"[{60_000 - MAX_LINE:,} more characters not shown]")
     assert len(shown) < MAX_LINE + 64 and cut("short") == "short"
+
+
+@pytest.mark.slow
+def test_a_killed_recording_leaves_no_folder_behind_and_stale_ones_go_at_the_next_start(short_tmp: Path) -> None:
+    """Issue 54, item 16: the reaper removes the channel's folder when gpudash is SIGKILLed; a
+    folder of a gpudash that is gone (its owner file names a dead process) is removed by the next one."""
+    import os
+    import subprocess
+    import sys
+
+    from gpudash.job.channel import HostChannel
+    from tests.test_job import JOBS
+
+    env = {**os.environ, "TMPDIR": str(short_tmp)}
+    job = [sys.executable, str(JOBS / "phases_loop.py"), "--steps", "1000", "--step-s", "0.1"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gpudash", "record", str(short_tmp / "r.csv"), "-q", "--", *job],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 60
+    while not list(short_tmp.glob("gpudash-job-*/host.sock")) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert list(short_tmp.glob("gpudash-job-*"))
+    time.sleep(3.0)  # the job runs
+    proc.kill()
+    proc.wait()
+    deadline = time.monotonic() + 6
+    while list(short_tmp.glob("gpudash-job-*")) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert list(short_tmp.glob("gpudash-job-*")) == []
+    stale = short_tmp / "gpudash-job-stale"
+    stale.mkdir()
+    (stale / "owner").write_text(str(proc.pid))  # gone
+    mine = short_tmp / "gpudash-job-live"
+    mine.mkdir()
+    (mine / "owner").write_text(str(os.getpid()))  # alive
+    old = os.environ.get("TMPDIR")
+    os.environ["TMPDIR"] = str(short_tmp)
+    try:
+        import tempfile
+
+        tempfile.tempdir = None
+        channel = HostChannel()
+        channel.close()
+    finally:
+        if old is None:
+            os.environ.pop("TMPDIR")
+        else:
+            os.environ["TMPDIR"] = old
+        tempfile.tempdir = None
+    assert not stale.exists() and mine.exists()

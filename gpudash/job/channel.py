@@ -19,13 +19,42 @@ MAX_PER_POLL = 10_000
 MAX_DIR = 60  # bytes of the temp dir's path: room for "/gpudash-job-XXXXXXXX/job-PID.sock"
 
 
+PREFIX = "gpudash-job-"
+OWNER = "owner"  # the file in a channel's folder that names the gpudash process that made it
+
+
+def remove_stale(base: str) -> None:
+    """The channel folders in ``base`` of this user's gpudash processes that are gone (killed
+    before their reaper could remove them)."""
+    try:
+        entries = list(os.scandir(base))
+    except OSError:
+        return
+    for entry in entries:
+        try:
+            if not entry.name.startswith(PREFIX) or not entry.is_dir() or entry.stat().st_uid != os.getuid():
+                continue
+            with open(os.path.join(entry.path, OWNER)) as f:
+                owner = int(f.read().strip() or 0)
+            if owner > 0:
+                os.kill(owner, 0)  # alive (ProcessLookupError when it is gone)
+        except ProcessLookupError:
+            shutil.rmtree(entry.path, ignore_errors=True)
+        except (OSError, ValueError):
+            continue
+
+
 class HostChannel:
     """Receive the job's messages; send requests to its processes."""
 
     def __init__(self) -> None:
         # an AF_UNIX path holds 107 bytes: a long TMPDIR gives way to /tmp
         base = tempfile.gettempdir()
-        self.folder = tempfile.mkdtemp(prefix="gpudash-job-", dir=base if len(base) <= MAX_DIR else "/tmp")
+        base = base if len(base) <= MAX_DIR else "/tmp"
+        remove_stale(base)
+        self.folder = tempfile.mkdtemp(prefix=PREFIX, dir=base)
+        with open(os.path.join(self.folder, OWNER), "w") as f:
+            f.write(str(os.getpid()))
         self.path = os.path.join(self.folder, "host.sock")
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self.sock.bind(self.path)

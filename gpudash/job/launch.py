@@ -29,7 +29,7 @@ SOURCE_DIR = Path(__file__).resolve().parent.parent  # the gpudash package: the 
 STOP_GRACE_S = 20.0  # after SIGINT (a job may save a checkpoint), before SIGTERM
 TERM_GRACE_S = 5.0  # after SIGTERM, before SIGKILL
 REAPER = """
-import os, signal, sys, time
+import os, shutil, signal, sys, time
 signal.signal(signal.SIGINT, signal.SIG_IGN)
 said = sys.stdin.read()
 groups = [int(sys.argv[1])] + [int(line.split()[1]) for line in said.splitlines() if line.startswith("group ")]
@@ -49,6 +49,13 @@ if "leave" not in said:
         deadline = time.monotonic() + 2.0
         while time.monotonic() < deadline and any(alive(g) for g in groups):
             time.sleep(0.05)
+for line in said.splitlines():  # the run's files: the channel's folder, and the output of a job not left running
+    kind, _, path = line.partition(" ")
+    if kind == "remove" or (kind == "output" and "leave" not in said):
+        try:
+            shutil.rmtree(path) if os.path.isdir(path) else os.unlink(path)
+        except OSError:
+            pass
 """
 
 
@@ -79,9 +86,16 @@ class JobProcess:
     ``stop`` (SIGINT, then SIGTERM, then SIGKILL), ``leave_running``."""
 
     def __init__(
-        self, command: Sequence[str], env: dict[str, str], *, capture: bool = False, stdout_to_stderr: bool = False
+        self,
+        command: Sequence[str],
+        env: dict[str, str],
+        *,
+        capture: bool = False,
+        stdout_to_stderr: bool = False,
+        litter: Sequence[str] = (),
     ) -> None:
         self.command = list(command)
+        self.litter = list(litter)  # the run's own files (the channel's folder): the reaper removes them
         self.env = env
         self.capture = capture  # the dashboard reads the job's output; headless it passes through
         self.stdout_to_stderr = stdout_to_stderr  # gpudash diagnose: stdout holds the verdict alone
@@ -115,6 +129,9 @@ class JobProcess:
                 stderr=subprocess.STDOUT if self.capture else None,
                 process_group=0,
             )
+        except OSError:
+            self.remove_output()  # it could not be run: no file of its output left behind
+            raise
         finally:
             if out is not None and not isinstance(out, int):
                 out.close()  # the job holds its own
@@ -125,6 +142,13 @@ class JobProcess:
             stderr=subprocess.DEVNULL,
             start_new_session=True,
         )
+        files = [f"remove {path}" for path in self.litter] + (
+            [f"output {self.output_path}"] if self.output_path else []
+        )
+        if files and self._reaper.stdin is not None:  # removed when gpudash is gone, however it went
+            with contextlib.suppress(OSError):
+                self._reaper.stdin.write("".join(f"{line}\n" for line in files).encode())
+                self._reaper.stdin.flush()
 
     def poll(self) -> int | None:
         """The job's exit status once it has ended (a shell's: 128 + N when killed by signal N)."""

@@ -75,7 +75,9 @@ class JobSession:
         self.workload, self.variant = job_command.workload_name(self.command), job_command.variant(self.command)
         self.channel = HostChannel()
         env = job_env(self.channel.path, sites=config.sync_sites, unbuffered=capture)
-        self.process = JobProcess(self.command, env, capture=capture, stdout_to_stderr=stdout_to_stderr)
+        self.process = JobProcess(
+            self.command, env, capture=capture, stdout_to_stderr=stdout_to_stderr, litter=[self.channel.folder]
+        )
         self.sampler = sampler or NvmlSampler(
             cuda_index_hint("cuda"), config.gpu_interval_s, t0=self.t0, gpus=config.gpus
         )

@@ -110,36 +110,37 @@ def check_recording_outputs(record: str, meta: str | None, log: str | None, forc
         check_output_file(output.path, output.what, replace=force or output.role == "log")
 
 
-_HELD: list[int] = []  # the lock files' descriptors, open (and locked) while this process lives
+_HELD: list[object] = []  # the sockets that hold this process's recordings, open while it lives
 
 
 def hold_recording(record: str) -> None:
-    """Lock ``record`` for this process: an advisory lock (``flock``) on a file of its own in a
-    private folder of the temp dir, named by the CSV's real path — nothing beside the CSV, and the
-    lock goes with the process however it ends. Held by another process: ``UsageError``."""
-    import fcntl
+    """Hold ``record`` for this process: a Unix socket in the abstract namespace (Linux), named by
+    the CSV's real path and listening — no file anywhere, and it goes with the process however it
+    ends. Held by another process: ``UsageError`` naming it (its pid, from the socket's peer)."""
     import hashlib
-    import tempfile
+    import socket
+    import struct
 
-    if record == "-":
+    if record == "-" or not sys.platform.startswith("linux"):
         return
-    key = hashlib.sha256(os.path.realpath(record).encode()).hexdigest()[:24]
-    folder = os.path.join(tempfile.gettempdir(), f"gpudash-recording-locks-{os.getuid()}")
+    name = b"\0gpudash-recording-" + hashlib.sha256(os.path.realpath(record).encode()).hexdigest()[:32].encode()
+    held = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        os.makedirs(folder, mode=0o700, exist_ok=True)
-        fd = os.open(os.path.join(folder, f"{key}.lock"), os.O_RDWR | os.O_CREAT, 0o600)
+        held.bind(name)
+        held.listen(1)
     except OSError:
-        return  # no temp dir to lock in: the existence checks alone
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
-        os.close(fd)
+        held.close()
+        holder = "?"
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+                probe.settimeout(1.0)
+                probe.connect(name)
+                holder = str(struct.unpack("3i", probe.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))[0])
+        except OSError:
+            pass
         busy = f"{shown(record)} is being recorded by another gpudash (pid {holder})"
         raise UsageError(f"{busy}: wait for it to end, or record to another file") from None
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, str(os.getpid()).encode(), 0)
-    _HELD.append(fd)
+    _HELD.append(held)
 
 
 @dataclass(frozen=True)
