@@ -377,3 +377,43 @@ def test_a_killed_recording_leaves_no_folder_behind_and_stale_ones_go_at_the_nex
             os.environ["TMPDIR"] = old
         tempfile.tempdir = None
     assert not stale.exists() and mine.exists()
+
+
+@pytest.mark.slow
+def test_a_process_in_a_session_of_its_own_is_ended_with_the_job_from_its_start(tmp_path: Path) -> None:
+    """Issue 54, item 20: a child in a new session (a torchrun rank, before it imports torch) is
+    known to gpudash from its first moment: a SIGKILLed gpudash's reaper ends it too."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    pid_file = tmp_path / "child.pid"
+    job = tmp_path / "job.py"
+    job.write_text(
+        "import subprocess, sys, time\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'], start_new_session=True)\n"
+        f"open({str(pid_file)!r}, 'w').write(str(child.pid))\n"
+        "time.sleep(60)\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gpudash", "record", str(tmp_path / "r.csv"), "-q", "--", sys.executable, str(job)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 30
+    while not (pid_file.exists() and pid_file.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    child = int(pid_file.read_text())
+    time.sleep(0.5)  # its first word (an interpreter's start) has reached gpudash; no torch anywhere
+    proc.kill()
+    proc.wait()
+    deadline = time.monotonic() + 6
+    while time.monotonic() < deadline:
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.1)
+    os.kill(child, signal.SIGKILL)
+    pytest.fail("the child in a session of its own outlived gpudash's death")

@@ -217,7 +217,9 @@ class JobSession:
     def _on_message(self, m: dict[str, Any], now: float) -> None:
         kind = m.get("k")
         rank = _int(m.get("rank"), 0)
-        if kind == "hello":
+        if kind == "proc":  # a process of the job, as it starts: its group ended with the job's
+            self.process.add_group(_int(m.get("pgid"), 0))
+        elif kind == "hello":
             self._hello[_int(m.get("pid"), 0)] = m
             self.process.add_group(_int(m.get("pgid"), 0))
         elif kind == "first":

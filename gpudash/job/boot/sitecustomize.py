@@ -77,8 +77,24 @@ def _install() -> None:
         print(f"gpudash: the job's hooks are off: {type(exc).__name__}: {exc}", file=sys.stderr)
 
 
+def _register() -> None:
+    """Say this process's group to gpudash at once, before any import of the job's: a process that
+    starts a session of its own (a torchrun rank) is ended with the job even if gpudash is killed
+    before the process says anything else. One datagram; a full or gone channel drops it."""
+    import socket
+
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+            sock.setblocking(False)
+            word = f'{{"k":"proc","pid":{os.getpid()},"pgid":{os.getpgid(0)}}}'
+            sock.sendto(word.encode(), os.environ[_CHANNEL])
+    except OSError:
+        pass
+
+
 _chain()
 if os.environ.get(_CHANNEL):
+    _register()
     if "torch" in sys.modules:  # imported already (a sitecustomize before this one did)
         _install()
     else:
