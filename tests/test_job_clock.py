@@ -417,3 +417,19 @@ def test_a_process_in_a_session_of_its_own_is_ended_with_the_job_from_its_start(
         time.sleep(0.1)
     os.kill(child, signal.SIGKILL)
     pytest.fail("the child in a session of its own outlived gpudash's death")
+
+
+def test_a_second_training_in_a_row_is_not_taken_for_repeated_steps(tmp_path: Path) -> None:
+    """A shell script that trains twice: the second process's steps start at 1 again, and count."""
+    session = _session(tmp_path)
+    try:
+        now = time.monotonic()
+        session._on_message({"k": "first", "rank": 0, "pid": 1, "mono": now, "world": 1}, now)
+        session._on_message({"k": "steps", "rank": 0, "s": [_record(i, now + 0.01 * i) for i in range(1, 6)]}, now)
+        session._on_message({"k": "first", "rank": 0, "pid": 2, "mono": now + 0.1, "world": 1}, now + 0.1)
+        again = [_record(i, now + 0.1 + 0.01 * i) for i in range(1, 4)]
+        session._on_message({"k": "steps", "rank": 0, "s": again}, now + 0.2)
+        assert not [m for m in session._pending if isinstance(m, Event) and m.kind == EventKind.ERROR]
+        assert len(session.samples.ranks[0].window) == 8  # every step of both, none dropped
+    finally:
+        session.channel.close()

@@ -107,6 +107,7 @@ class JobSession:
         self.hooks_off: tuple[str, int] | None = None  # why the job's hooks went off, and the steps seen by then
         self._offsets: dict[int, float] = {}  # rank -> gpudash's clock minus its process's (a time namespace)
         self._bad_records: dict[int, int] = {}  # rank -> step records dropped
+        self._last_step: dict[int, int] = {}  # rank -> the last step of its process (records must go on from it)
         self._flops: dict[int, dict[str, Any]] = {}  # rank -> its hooks' model FLOPs count (or why none)
         self._flops_said = False
         self.watch = PhaseWatch(self.t0, self.samples, self.channel, self._event)  # phases, goodput, stalls
@@ -224,6 +225,7 @@ class JobSession:
             self.process.add_group(_int(m.get("pgid"), 0))
         elif kind == "first":
             self._first[rank] = m
+            self._last_step[rank] = 0  # a process's first step: its steps count from here (a second run in a row)
             mono = m.get("mono")  # the process's clock at its first step: its records' offset onto ours
             if isinstance(mono, (int, float)) and math.isfinite(mono):
                 self._offsets[rank] = now - float(mono)
@@ -255,13 +257,13 @@ class JobSession:
         lead = rank == self._lead()
         limit = self.config.max_steps
         offset = self._offsets.get(rank, 0.0)
-        last = self.samples.ranks[rank].steps if rank in self.samples.ranks else 0
+        last = self._last_step.get(rank, 0)
         for item in raw if isinstance(raw, list) else []:
             record = StepRecord.parse(item, offset)
             if record is None or not self.t0 - 1.0 <= record.t <= now + 1.0 or record.step <= last:
                 self._dropped(rank)  # not a step of this job's: forged, or from another clock
                 continue
-            last = record.step
+            last = self._last_step[rank] = record.step
             if limit is not None and record.step > limit:
                 continue  # --steps: the job is being stopped; its later steps are not this run's
             if lead:

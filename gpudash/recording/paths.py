@@ -105,12 +105,12 @@ def check_recording_outputs(record: str, meta: str | None, log: str | None, forc
     when they exist (unless ``force``), the log replaced; and the CSV held for this process (a
     second gpudash recording to it meanwhile is refused, ``--force`` or not)."""
     check_distinct_outputs(record, meta, log)
-    hold_recording(record)
     for output in recording_outputs(record, meta, log):
         check_output_file(output.path, output.what, replace=force or output.role == "log")
+    hold_recording(record)
 
 
-_HELD: list[object] = []  # the sockets that hold this process's recordings, open while it lives
+_HELD: dict[bytes, object] = {}  # the sockets that hold this process's recordings, open while it lives
 
 
 def hold_recording(record: str) -> None:
@@ -124,6 +124,8 @@ def hold_recording(record: str) -> None:
     if record == "-" or not sys.platform.startswith("linux"):
         return
     name = b"\0gpudash-recording-" + hashlib.sha256(os.path.realpath(record).encode()).hexdigest()[:32].encode()
+    if name in _HELD:
+        return  # this process's already (a second run of the same command, in a test)
     held = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         held.bind(name)
@@ -140,7 +142,7 @@ def hold_recording(record: str) -> None:
             pass
         busy = f"{shown(record)} is being recorded by another gpudash (pid {holder})"
         raise UsageError(f"{busy}: wait for it to end, or record to another file") from None
-    _HELD.append(held)
+    _HELD[name] = held
 
 
 @dataclass(frozen=True)
