@@ -17,7 +17,6 @@ from gpudash.core.protocol import GpuInfo
 from gpudash.core.textfmt import fmt_duration, fmt_needs, fmt_num, markdown_table
 from gpudash.stats.comparison import Estimate, Verdict
 from gpudash.stats.fmt import change_parts, fmt_change, fmt_pm
-from gpudash.stats.segments import Segment
 from gpudash.tui.mfu import mfu_figure
 from gpudash.tui.phase_strip import phase_text
 from gpudash.tui.state import DashState, StatRow, Status
@@ -67,14 +66,6 @@ NARROW = 60  # columns under which the header leads with the run's status
 def batch_text(batch_size: int) -> str:
     """A batch size as the dashboard shows it: "–" where it is not known (0: a job without a DataLoader)."""
     return str(batch_size) if batch_size else "–"
-
-
-def config_label(seg: Segment) -> str:
-    """A configuration's label ("encdec/serial bs8"), its batch "–" where it is not known."""
-    if seg.key[2]:
-        return seg.label
-    head, _, tail = seg.label.rpartition(" bs0")
-    return f"{head} bs–{tail}"
 
 
 def mfu_text(state: DashState) -> Text:
@@ -264,9 +255,9 @@ def stats_table(state: DashState) -> StatsTable:
     cur, prev = state.current, state.previous
     title = Text(no_wrap=True, overflow="ellipsis")
     title.append("this config: ", style="dim")
-    title.append(f"{config_label(cur)} ({fmt_duration(cur.duration_s)})" if cur else "–", style="bold")
+    title.append(f"{cur.label} ({fmt_duration(cur.duration_s)})" if cur else "–", style="bold")
     title.append("   previous: ", style="dim")
-    title.append(f"{config_label(prev)} ({fmt_duration(prev.duration_s)})" if prev else "–")
+    title.append(f"{prev.label} ({fmt_duration(prev.duration_s)})" if prev else "–")
     if cur is not None and prev is not None and cur.key[0] != prev.key[0]:
         title.append("  · new workload: nothing to compare", style="dim")
     elif cur is not None and prev is not None and cur.key[2] != prev.key[2]:
