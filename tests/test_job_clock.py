@@ -145,7 +145,7 @@ def test_escape_sequences_in_a_jobs_command_line_are_shown_escaped(tmp_path: Pat
 
 
 # -- the job's own warnings filters and sync debug mode (issue 54, items 2 and 3) ------------------------
-def _parts(monkeypatch: pytest.MonkeyPatch, mode: int = 0) -> tuple[Any, list[object], list[str]]:
+def job_parts(monkeypatch: pytest.MonkeyPatch, mode: int = 0) -> tuple[Any, list[object], list[str]]:
     """The hooks' parts as the bootstrap loads them, the sync debug mode kept here (it needs a CUDA
     driver: faked at torch's boundary), and what reaches the job's own warning handler."""
     import importlib.util
@@ -175,7 +175,7 @@ def test_a_jobs_error_filter_never_turns_a_counted_sync_into_an_exception(monkey
 
     import torch
 
-    parts, _, shown = _parts(monkeypatch)
+    parts, _, shown = job_parts(monkeypatch)
     with warnings.catch_warnings():
         count = parts._SyncCount(torch)
         try:
@@ -198,12 +198,12 @@ def test_a_job_that_sets_the_sync_debug_mode_keeps_it_and_nothing_is_counted(mon
 
     import torch
 
-    parts, modes, _ = _parts(monkeypatch, mode=2)  # set to "error" before its first step
+    parts, modes, _ = job_parts(monkeypatch, mode=2)  # set to "error" before its first step
     count = parts._SyncCount(torch)
     assert count.job_owns_mode and "the job sets torch.cuda.set_sync_debug_mode itself" in count.not_counted
     count.close()
     assert modes == []  # never changed
-    parts, modes, shown = _parts(monkeypatch)
+    parts, modes, shown = job_parts(monkeypatch)
     with warnings.catch_warnings():
         count = parts._SyncCount(torch)
         try:

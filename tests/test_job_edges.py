@@ -135,22 +135,13 @@ def test_the_sync_counters_warning_handler_never_calls_itself(monkeypatch: pytes
     check by identity of a bound method (a new object each time) took the handler for a stranger
     and made it its own predecessor: the job's next other warning recursed until RecursionError
     (found on the H100, where syncs are counted). Other warnings still reach the handler before it."""
-    import importlib.util
     import warnings
 
     import torch
 
-    boot = Path(__file__).parents[1] / "gpudash" / "job" / "boot"
-    monkeypatch.setenv("GPUDASH_JOB_SRC", str(boot.parent.parent))
-    spec = importlib.util.spec_from_file_location("gpudash_job_parts_under_test", boot / "gpudash_job_parts.py")
-    assert spec is not None and spec.loader is not None
-    parts = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(parts)
-    shown: list[str] = []
-    monkeypatch.setattr(warnings, "showwarning", lambda message, *rest, **kw: shown.append(str(message)))
-    modes: list[object] = []  # the sync debug mode needs a CUDA driver: kept here instead
-    monkeypatch.setattr(torch.cuda, "get_sync_debug_mode", lambda: 0)
-    monkeypatch.setattr(torch.cuda, "set_sync_debug_mode", modes.append)
+    from tests.test_job_clock import job_parts
+
+    parts, modes, shown = job_parts(monkeypatch)  # the sync debug mode needs a CUDA driver: kept there
     with warnings.catch_warnings():
         count = parts._SyncCount(torch)
         try:
