@@ -30,7 +30,6 @@ class PhaseWatch:
         self.emit = emit
         self.phases = JobPhases(t0)  # the lead rank's wall time by phase, and goodput
         self.stall_min_s = STALL_MIN_S  # no step for at least this long (and 10 median steps): stalled
-        self.told = 0  # stall reports told
         self.stall: Stall | None = None
         self.workers: dict[int, str] = {}  # a DataLoader worker's pid -> its socket (for its stacks)
 
@@ -134,7 +133,7 @@ class PhaseWatch:
         stall.first_rank = min(ranks, key=lambda r: ranks[r]) if ranks else 0
         workers = [(pid, "DataLoader worker", ctl) for pid, ctl in sorted(self.workers.items())]
         for pid, who, ctl in [*targets(), *workers]:
-            if ctl and self.channel.request(ctl, {"k": "stacks", "id": self.told}):
+            if ctl and self.channel.request(ctl, {"k": "stacks"}):
                 stall.asked[pid] = who
             elif not who.startswith("DataLoader"):
                 stall.asked[pid] = who  # said as not answering
@@ -142,7 +141,7 @@ class PhaseWatch:
                 self.workers.pop(pid, None)  # a worker that has gone
 
     def _tell(self, stall: Stall, now: float) -> None:
-        stall.told_at, self.told = now, self.told + 1
+        stall.told_at = now
         line, lines = report(stall, now, self.samples.median_step_s)
         details = {"stalled_s": f"{now - stall.since:.3f}", "where": "\n".join(lines)}
         self.emit(EventKind.STALLED, what=STALLED_PHASE, message=line, details=details)

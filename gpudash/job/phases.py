@@ -10,17 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gpudash.core.protocol import (
-    CHECKPOINT,
-    COMPILE,
-    EVALUATION,
-    OTHER,
-    PHASES,
-    STALLED_PHASE,
-    STARTUP,
-    TEARDOWN,
-    TRAINING,
-)
+from gpudash.core.protocol import CHECKPOINT, COMPILE, EVALUATION, OTHER, PHASES, STARTUP, TEARDOWN, TRAINING
 
 SPAN_KINDS = frozenset({EVALUATION, CHECKPOINT, COMPILE})  # what the hooks time
 HEAVY_SHARE = 0.25  # evaluation or checkpoints above this share of the wall time: the diagnosis says so
@@ -64,16 +54,6 @@ class JobPhases:
             if until is not None and self.last_step_t is not None and until > self.last_step_t:
                 self.after_last_s += seconds
 
-    def current(self) -> str:
-        """The phase now: a stall first, then one the hooks said is under way, then the run's."""
-        if STALLED_PHASE in self.open:
-            return STALLED_PHASE
-        if self.open:
-            return next(iter(self.open))
-        if self.ended_t is not None:
-            return TEARDOWN
-        return STARTUP if self.first_step_t is None else TRAINING
-
     def totals(self, now: float) -> dict[str, float]:
         """Each phase's seconds (``PHASES``, in order), summing to the wall time; open phases up to now."""
         end = self.ended_t if self.ended_t is not None else now
@@ -99,13 +79,8 @@ class JobPhases:
         return 100.0 * min(self.training_s, wall) / wall if wall > 0 else None
 
     def line(self, now: float) -> str:
-        """ "goodput 62.1% of 58.3 s: training 36.2 s · evaluation 9.8 s · startup 6.0 s · …" (the
-        phases that took any time, in order)."""
-        totals = self.totals(now)
-        parts = [f"{k} {v:.1f} s" for k, v in totals.items() if v >= 0.05 or k == TRAINING]
-        pct = self.goodput_pct(now)
-        head = "goodput –" if pct is None else f"goodput {pct:.1f}%"
-        return f"{head} of {self.wall_s(now):.1f} s: " + " · ".join(parts)
+        """ "goodput 62.1% of 58.3 s: training 36.2 s · evaluation 9.8 s · startup 6.0 s · …"."""
+        return phases_line(self.totals(now), self.wall_s(now), self.goodput_pct(now))
 
     def heavy(self, now: float) -> str:
         """What the diagnosis adds when evaluation or checkpoints take over ``HEAVY_SHARE`` of the
@@ -120,3 +95,11 @@ class JobPhases:
             if totals[kind] / wall > HEAVY_SHARE
         ]
         return "; ".join(said)
+
+
+def phases_line(seconds: dict[str, float], wall_s: float, goodput_pct: float | None) -> str:
+    """ "goodput 62.1% of 58.3 s: training 36.2 s · evaluation 9.8 s · …": the phases that took any
+    time, in order (a live job's, and a recording's in ``gpudash report``)."""
+    parts = [f"{k} {v:.1f} s" for k, v in seconds.items() if v >= 0.05 or k == TRAINING]
+    head = "goodput –" if goodput_pct is None else f"goodput {goodput_pct:.1f}%"
+    return f"{head} of {wall_s:.1f} s: " + " · ".join(parts)

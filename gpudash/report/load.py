@@ -22,6 +22,7 @@ from typing import Any
 from gpudash.core.metrics import FIGURE_KEYS
 from gpudash.core.protocol import OTHER, PHASES, TRAINING, Event, EventKind, GpuSample, Message, Sample
 from gpudash.core.textfmt import clip, strip_controls
+from gpudash.job.phases import phases_line
 from gpudash.recording.csvformat import RowParser, UnreadableCsv, is_recording_header, read_table
 from gpudash.recording.sidecar import Sidecar, read_sidecar
 from gpudash.stats.comparison import Estimate, pool_estimates
@@ -99,10 +100,8 @@ class Phases:
         return cls(clean, float(wall), float(pct) if isinstance(pct, (int, float)) else None)
 
     def line(self) -> str:
-        """ "goodput 62.1% of 58.3 s: training 36.2 s · evaluation 9.8 s · …" (phases that took time)."""
-        parts = [f"{k} {v:.1f} s" for k, v in self.seconds.items() if v >= 0.05 or k == TRAINING]
-        head = "goodput –" if self.goodput_pct is None else f"goodput {self.goodput_pct:.1f}%"
-        return f"{head} of {self.wall_s:.1f} s: " + " · ".join(parts)
+        """ "goodput 62.1% of 58.3 s: training 36.2 s · evaluation 9.8 s · …", as ``record`` says it."""
+        return phases_line(self.seconds, self.wall_s, self.goodput_pct)
 
 
 class _PhaseRows:

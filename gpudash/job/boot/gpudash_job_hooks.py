@@ -367,7 +367,7 @@ class Hooks:
         """gpudash's requests: a stack request answered now, a profiler window kept for the next step."""
         for request in self.channel.requests():
             if request.get("k") == "stacks":
-                answer(self.channel, self.rank, self.worker, request)
+                answer(self.channel, self.rank, self.worker)
             else:
                 self.requests.append(request)
 

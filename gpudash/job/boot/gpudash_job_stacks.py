@@ -20,7 +20,7 @@ MAX_THREADS = 32  # threads an answer names
 FLUSHER = "gpudash-job-flush"  # the name of gpudash's own thread in the job's processes
 
 
-def answer(channel: Any, rank: int, worker: bool, request: dict[str, Any]) -> None:
+def answer(channel: Any, rank: int, worker: bool) -> None:
     """Send where each thread of this process waits (gpudash's own threads left out)."""
     sites = sys.modules.get("_gpudash_sync_sites") or load_source(
         "_gpudash_sync_sites", os.path.join("core", "sync_sites.py")
@@ -29,7 +29,6 @@ def answer(channel: Any, rank: int, worker: bool, request: dict[str, Any]) -> No
     ours = frozenset(t.ident for t in threading.enumerate() if t.name == FLUSHER and t.ident is not None)
     threads = thread_stacks(lambda f: classifier.kind(f)[0], ours)[:MAX_THREADS]
     message = {"k": "stacks", "rank": rank, "pid": os.getpid(), "worker": worker, "threads": threads}
-    message["asked"] = request.get("id")
     channel.send(message)
 
 
@@ -45,7 +44,7 @@ def answer_forever(channel: Any, rank: Callable[[], int]) -> None:
             select.select([channel.sock], [], [], 5.0)
             for request in channel.requests():
                 if request.get("k") == "stacks":
-                    answer(channel, rank(), True, request)
+                    answer(channel, rank(), True)
         except Exception:  # noqa: BLE001 - never into the worker
             return
 
