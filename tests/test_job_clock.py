@@ -433,3 +433,51 @@ def test_a_second_training_in_a_row_is_not_taken_for_repeated_steps(tmp_path: Pa
         assert len(session.samples.ranks[0].window) == 8  # every step of both, none dropped
     finally:
         session.channel.close()
+
+
+def test_two_trainings_in_a_row_add_up_and_say_so(tmp_path: Path) -> None:
+    """Issue 54, item 9: a shell script's second training goes on from the first's count (the sum),
+    so ``--steps`` and the recording count both; how they were combined is said."""
+    from gpudash.job.intake import IN_SEQUENCE
+
+    session = _session(tmp_path)
+    try:
+        now = time.monotonic()
+        session._on_message({"k": "first", "rank": 0, "pid": 11, "mono": now, "world": 1}, now)
+        first = [_record(i, now + 0.01 * i) for i in range(1, 401)]
+        session._on_message({"k": "steps", "rank": 0, "pid": 11, "s": first}, now + 4.0)
+        later = now + 10.0
+        session._on_message({"k": "first", "rank": 0, "pid": 12, "mono": later, "world": 1}, later)
+        second = [_record(i, later + 0.01 * i) for i in range(1, 101)]
+        session._on_message({"k": "steps", "rank": 0, "pid": 12, "s": second}, later + 1.0)
+        assert session.samples.steps == 500
+        assert session.intake.combined() == IN_SEQUENCE
+        said = [m for m in session._pending if isinstance(m, Event) and m.what == "processes"]
+        assert said and "after 400 steps" in said[0].message
+        assert {p["pid"]: p["steps"] for p in session.intake.as_list()} == {11: 400, 12: 100}
+    finally:
+        session.channel.close()
+
+
+def test_processes_stepping_at_once_as_one_rank_count_in_all_and_each_apart(tmp_path: Path) -> None:
+    """Hogwild: two processes step the shared model at 10 steps/s each; the run steps 20 a second,
+    its steps are both's, and each process's steps are kept apart."""
+    from gpudash.job.intake import AT_ONCE
+
+    session = _session(tmp_path)
+    try:
+        now = time.monotonic()
+        for pid in (21, 22):
+            session._on_message({"k": "first", "rank": 0, "pid": pid, "mono": now, "world": 1}, now)
+        for pid, lag in ((21, 0.0), (22, 0.05)):
+            records = [_record(i, now + lag + 0.1 * i) for i in range(1, 31)]
+            session._on_message({"k": "steps", "rank": 0, "pid": pid, "s": records}, now + 3.2)
+        assert session.samples.steps == 60
+        out = session.samples.due(now + 3.6)
+        assert len(out) >= 3 and all(s.steps_per_s == pytest.approx(20.0) for s in out)
+        assert session.intake.combined() == AT_ONCE
+        assert {p["pid"]: p["steps"] for p in session.intake.as_list()} == {21: 30, 22: 30}
+        said = [m for m in session._pending if isinstance(m, Event) and m.what == "processes"]
+        assert said and "steps too" in said[0].message
+    finally:
+        session.channel.close()

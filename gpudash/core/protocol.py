@@ -263,18 +263,20 @@ DIAGNOSIS = "diagnosis"
 LOSS_EFFECT = "loss_effect"  # the ``what`` of a LossEffect's answer
 # The phases of a job's wall time besides training (``EventKind.PHASE``'s ``what``), in the order
 # they are told; and the ``what`` of the "measured" event with the run's seconds of each, and goodput
-STARTUP, EVALUATION, CHECKPOINT, COMPILE, TEARDOWN, STALLED_PHASE, OTHER = (
+STARTUP, EVALUATION, CHECKPOINT, COMPILE, TEARDOWN, STALLED_PHASE, SUSPENDED, OTHER = (
     "startup",
     "evaluation",
     "checkpoint",
     "compile",
     "teardown",
     "stalled",
+    "suspended",  # the job stopped (Ctrl-Z, kill -STOP, its terminal's SIGTTOU): not its own time
     "other",
 )
 TRAINING = "training"
-PHASES = (STARTUP, TRAINING, EVALUATION, CHECKPOINT, COMPILE, STALLED_PHASE, TEARDOWN, OTHER)
+PHASES = (STARTUP, TRAINING, EVALUATION, CHECKPOINT, COMPILE, STALLED_PHASE, SUSPENDED, TEARDOWN, OTHER)
 GOODPUT = "phases"
+PROCESSES = "processes"  # the ``what`` of the event saying how several processes' steps of a rank are counted
 FLOPS = "flops"  # the ``what`` of the event saying what a model FLOPs count was, or why MFU is blank
 # a "crashed" event's details[REFUSED] = "true": the first configuration was refused (a batch that
 # would not fit, a bad setting for this machine): a usage error of the run, not a failure of it

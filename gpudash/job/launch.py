@@ -2,8 +2,11 @@
 its ``PYTHONPATH``, and a reaper that ends the whole group if gpudash dies.
 
 The job leads its own process group, so everything it starts (torchrun's ranks, DataLoader
-workers, a shell script's commands) can be ended together, and a Ctrl-C at the terminal reaches
-gpudash alone, which passes it on. The reaper is a tiny Python process of its own session that
+workers, a shell script's commands) can be ended together. Headless, it gets the terminal's
+foreground while gpudash holds it, and gpudash's stdin, as a shell's foreground job does
+(``gpudash.job.terminal``): the keys of the terminal (Ctrl-C, Ctrl-Z) reach it as they would bare.
+Under the dashboard, whose terminal is Textual's, it runs in a session of its own, without a
+terminal (its output captured into a file). The reaper is a tiny Python process of its own session that
 reads a pipe only gpudash holds: when gpudash exits, however it exits (SIGKILL included), the
 pipe closes and the reaper ends the job's group (SIGTERM, then SIGKILL after 2 s) unless gpudash
 told it to leave the job running (``gpudash diagnose --keep-running``). Torch-free.
@@ -23,6 +26,7 @@ from pathlib import Path
 from typing import IO
 
 from gpudash.core import procgroup
+from gpudash.job.terminal import JobTerminal, signal_groups
 
 BOOT_DIR = Path(__file__).resolve().parent / "boot"  # sitecustomize.py and gpudash_job_hooks.py
 SOURCE_DIR = Path(__file__).resolve().parent.parent  # the gpudash package: the hooks load two modules from it
@@ -44,6 +48,10 @@ if "leave" not in said:
         for group in groups:
             try:
                 os.killpg(group, sig)
+            except OSError:
+                pass
+            try:
+                os.killpg(group, signal.SIGCONT)  # a stopped job (Ctrl-Z) gets the signal too
             except OSError:
                 pass
         deadline = time.monotonic() + 2.0
@@ -105,6 +113,7 @@ class JobProcess:
         self.output_path: str | None = None  # the captured output's file (capture=True)
         # process groups of the job's own besides its first (torchrun starts each rank in a session of its own)
         self.groups: list[int] = []
+        self.terminal = JobTerminal(None)  # headless: gpudash's terminal, its foreground handed to the job
 
     @property
     def pid(self) -> int | None:
@@ -124,10 +133,11 @@ class JobProcess:
             self.proc = subprocess.Popen(
                 self.command,
                 env=self.env,
-                stdin=subprocess.DEVNULL,
+                stdin=subprocess.DEVNULL if self.capture else None,
                 stdout=out,
                 stderr=subprocess.STDOUT if self.capture else None,
-                process_group=0,
+                process_group=None if self.capture else 0,
+                start_new_session=self.capture,  # no terminal: the dashboard's is Textual's
             )
         except OSError:
             self.remove_output()  # it could not be run: no file of its output left behind
@@ -135,6 +145,9 @@ class JobProcess:
         finally:
             if out is not None and not isinstance(out, int):
                 out.close()  # the job holds its own
+        if not self.capture:
+            self.terminal = JobTerminal.open()
+            self.terminal.hand_over(self.proc.pid)  # a foreground job of gpudash's terminal, as bare
         self._reaper = subprocess.Popen(
             [sys.executable, "-c", REAPER, str(self.proc.pid)],
             stdin=subprocess.PIPE,
@@ -189,12 +202,20 @@ class JobProcess:
             ):
                 for group in groups:
                     procgroup.signal_group(group, sig)
+                signal_groups(groups, signal.SIGCONT)  # a stopped job gets it too
                 if _waited(proc, wait_s):
                     break
         for group in groups:  # DataLoader workers or ranks left behind
             procgroup.end_group(group, grace_s=1.0)
         self._release_reaper(leave=False)
+        self.terminal.close()
         return self.poll()
+
+    def ended_by_itself(self) -> None:
+        """The job has exited by itself: what it left running (a helper in its group, a child of a
+        session of its own) lives on, as it would bare; the run's own files go."""
+        self._release_reaper(leave=True)
+        self.terminal.close()
 
     def remove_output(self) -> None:
         """The captured output's file, once the job is gone and its lines read."""

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from gpudash.core.protocol import GOODPUT, STALLED_PHASE, STARTUP, TEARDOWN, EventKind
+from gpudash.core.protocol import GOODPUT, STALLED_PHASE, STARTUP, SUSPENDED, TEARDOWN, EventKind
 from gpudash.job.channel import HostChannel
 from gpudash.job.phases import SPAN_KINDS, JobPhases
 from gpudash.job.stalls import AGAIN_S, STALL_MIN_S, Stall, report, stall_after_s
@@ -32,6 +32,7 @@ class PhaseWatch:
         self.stall_min_s = STALL_MIN_S  # no step for at least this long (and 10 median steps): stalled
         self.stall: Stall | None = None
         self.workers: dict[int, str] = {}  # a DataLoader worker's pid -> its socket (for its stacks)
+        self.suspended_s = 0.0  # seconds the job was stopped since its last step: not the next step's
 
     def on_message(self, kind: str, m: dict[str, Any], lead: bool) -> None:
         """A "phase" (the lead rank's), "stacks" or "worker" message of the job's hooks."""
@@ -52,8 +53,24 @@ class PhaseWatch:
             self.phases.end(STALLED_PHASE, seconds)
             self._event(STALLED_PHASE, seconds, f"steps resumed after a {seconds:.0f} s stall")
             record = replace(record, train_s=None)
+        if self.suspended_s and record.train_s is not None:  # the step the job was stopped in
+            left = record.train_s - self.suspended_s
+            record = replace(record, train_s=left if left > 0 else None)
+        self.suspended_s = 0.0
         self.phases.step(record.t, record.train_s)
         return record
+
+    def suspended(self, now: float, message: str) -> None:
+        """The job stopped (``gpudash.job.stops``): its time is not training, nor a stall."""
+        self.phases.begin(SUSPENDED, now)
+        self._event(SUSPENDED, None, message)
+
+    def resumed(self, now: float, since: float) -> None:
+        """The job goes on after ``now - since`` seconds stopped."""
+        seconds = max(0.0, now - since)
+        self.phases.end(SUSPENDED, seconds)
+        self.suspended_s += seconds
+        self._event(SUSPENDED, seconds, f"the job goes on after {seconds:.1f} s stopped")
 
     def started(self) -> None:
         """The run has started: its start-up, launch to the first step."""

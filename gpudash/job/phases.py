@@ -1,8 +1,9 @@
 """A job's wall time by phase: ``startup`` (its launch to its first step), ``training`` (the steps'
 own seconds), ``evaluation``, ``checkpoint`` and ``compile`` (spans the job's hooks time between
 steps: ``gpudash/job/boot/gpudash_job_phases.py``), ``stalled`` (no step for long, in no phase
-above: ``gpudash.job.stalls``), ``teardown`` (its last step to its exit) and ``other`` (the rest:
-what no hook saw, such as a first step's own time). **Goodput** is training's share of the wall
+above: ``gpudash.job.stalls``), ``suspended`` (the job stopped: Ctrl-Z, ``kill -STOP``, SIGTTOU:
+``gpudash.job.stops``; left out of goodput's wall time), ``teardown`` (its last step to its exit)
+and ``other`` (the rest: what no hook saw, such as a first step's own time). **Goodput** is training's share of the wall
 time. Torch-free.
 """
 
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gpudash.core.protocol import CHECKPOINT, COMPILE, EVALUATION, OTHER, PHASES, STARTUP, TEARDOWN, TRAINING
+from gpudash.core.protocol import CHECKPOINT, COMPILE, EVALUATION, OTHER, PHASES, STARTUP, SUSPENDED, TEARDOWN, TRAINING
 
 SPAN_KINDS = frozenset({EVALUATION, CHECKPOINT, COMPILE})  # what the hooks time
 HEAVY_SHARE = 0.25  # evaluation or checkpoints above this share of the wall time: the diagnosis says so
@@ -74,8 +75,11 @@ class JobPhases:
         return max(0.0, (self.ended_t if self.ended_t is not None else now) - self.t0)
 
     def goodput_pct(self, now: float) -> float | None:
-        """Training's share of the wall time (None before any time has passed)."""
+        """Training's share of the wall time, less the time the job was stopped (suspended: not
+        the job's own); None before any time has passed."""
         wall = self.wall_s(now)
+        if self.open or self.seconds.get(SUSPENDED):
+            wall -= self.totals(now)[SUSPENDED]
         return 100.0 * min(self.training_s, wall) / wall if wall > 0 else None
 
     def line(self, now: float) -> str:

@@ -17,6 +17,7 @@ from typing import Any
 from gpudash.core.protocol import EventKind, ExitCode, RunConfig
 from gpudash.job.command import display
 from gpudash.job.session import JobSession
+from gpudash.job.stops import JobControlSignals
 from gpudash.recording.headless import HeadlessRecording, _Interrupted, new_recording
 
 DIAGNOSE_CAP_S = 300.0  # after the warm-up, the most a job's diagnosis may take
@@ -79,7 +80,7 @@ def record_job(
         recording_out.append(recording)
     if keep_running:
         session.stop = lambda timeout=10.0: session.leave_running()  # type: ignore[method-assign]
-    with _Interrupted() as interrupted:
+    with _Interrupted() as interrupted, JobControlSignals(session.stops):
         recording.run(interrupted)
     code = exit_code(session, recording)
     if recording.recorder is not None and recording.recorder.metadata.get("exit_code") != code:

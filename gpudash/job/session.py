@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import collections
 import errno
-import math
+import json
 import os
 import threading
 import time
@@ -22,6 +22,7 @@ from typing import Any
 from gpudash.core.protocol import (
     DIAGNOSIS,
     FLOPS,
+    PROCESSES,
     Control,
     Diagnose,
     Event,
@@ -42,18 +43,20 @@ from gpudash.host.nvml import NvmlSampler
 from gpudash.job import command as job_command
 from gpudash.job.channel import HostChannel
 from gpudash.job.diagnosis import JobDiagnosis, job_verdict, with_trace
+from gpudash.job.intake import StepIntake
 from gpudash.job.launch import STOP_GRACE_S, JobProcess, job_env
 from gpudash.job.mfu import job_count, missing
 from gpudash.job.output import read_output
 from gpudash.job.phase_watch import PhaseWatch
 from gpudash.job.steps import JobSamples, StepRecord
+from gpudash.job.stops import JobStops
 
 HOOKS_OFF = "the job's hooks are off: "  # the note of hooks that turned themselves off (and why)
-WHY_DROPPED = "a bad number, a time outside the run, or a step counted before"
 NO_HELLO_S = 15.0  # no word from the job this long after its start: say why that may be
 NO_STEP_S = 60.0  # no optimizer step this long after its hello: say so
 STARTED_AFTER_STEPS = 10  # "started" once this many steps are in (the batch size known) ...
 STARTED_AFTER_S = 3.0  # ... or this long after the first
+BLIND_AFTER_S = 2.0  # gpudash did not look for this long (stopped, starved): its windows are unknown, not zero
 OUTPUT_LINES = 5000  # the dashboard's log pane keeps this many of the job's lines
 
 
@@ -105,14 +108,14 @@ class JobSession:
         self._sites: SyncTable | None = None
         self.start_error: str | None = None  # why the command could not be run at all
         self.hooks_off: tuple[str, int] | None = None  # why the job's hooks went off, and the steps seen by then
-        self._offsets: dict[int, float] = {}  # rank -> gpudash's clock minus its process's (a time namespace)
-        self._bad_records: dict[int, int] = {}  # rank -> step records dropped
-        self._last_step: dict[int, int] = {}  # rank -> the last step of its process (records must go on from it)
+        self.intake = StepIntake(self.t0, lambda text: self._error("job", text))  # each process's records, checked
         self._flops: dict[int, dict[str, Any]] = {}  # rank -> its hooks' model FLOPs count (or why none)
         self._flops_said = False
         self.watch = PhaseWatch(self.t0, self.samples, self.channel, self._event)  # phases, goodput, stalls
         self.phases = self.watch.phases
         self.watch.stall_min_s = config.stall_after_s
+        self.stops = JobStops(self.process, self.watch, lambda text: self._error("job", text))  # Ctrl-Z, SIGTTOU
+        self._last_poll = self.t0
 
     # -- EngineSource ------------------------------------------------------------------------------
     @property
@@ -166,8 +169,13 @@ class JobSession:
     def poll(self) -> list[Message]:
         """What the job and NVML said since the last poll, oldest first; never blocks."""
         now = time.monotonic()
+        if now - self._last_poll >= BLIND_AFTER_S:  # gpudash was stopped: what the job sent then may be lost
+            self.samples.blind(self._last_poll, now)
+        self._last_poll = now
         for message in self.channel.receive():
             self._on_message(message, now)
+        if not self._ended:
+            self.stops.check(now)
         if self._ended:
             pass  # nothing more comes: no window after the job's last step
         elif self._started:
@@ -225,16 +233,13 @@ class JobSession:
             self.process.add_group(_int(m.get("pgid"), 0))
         elif kind == "first":
             self._first[rank] = m
-            self._last_step[rank] = 0  # a process's first step: its steps count from here (a second run in a row)
-            mono = m.get("mono")  # the process's clock at its first step: its records' offset onto ours
-            if isinstance(mono, (int, float)) and math.isfinite(mono):
-                self._offsets[rank] = now - float(mono)
+            self.intake.first(m, rank, _int(m.get("pid"), 0), now)
             self._hello.setdefault(_int(m.get("pid"), 0), m)
             self.samples.world_size = max(self.samples.world_size, _int(m.get("world"), 1))
             if self._first_step_at is None:
                 self._first_step_at = now
         elif kind == "steps":
-            self._on_steps(rank, m.get("s") or [], now)
+            self._on_steps(rank, _int(m.get("pid"), -1), m.get("s") or [], now)
         elif kind == "sites" and rank == self._lead():
             self._on_sites(m)
         elif kind == "trace":
@@ -249,21 +254,14 @@ class JobSession:
             self._error("job", text)
         elif kind in ("phase", "stacks", "worker"):
             if kind == "phase":  # its times on gpudash's clock
-                offset = self._offsets.get(rank, 0.0)
+                offset = self.intake.offset(rank)
                 m = {**m, **{k: m[k] + offset for k in ("t0", "t1") if isinstance(m.get(k), (int, float))}}
             self.watch.on_message(kind, m, rank == self._lead())
 
-    def _on_steps(self, rank: int, raw: list[Any], now: float) -> None:
+    def _on_steps(self, rank: int, pid: int, raw: list[Any], now: float) -> None:
         lead = rank == self._lead()
         limit = self.config.max_steps
-        offset = self._offsets.get(rank, 0.0)
-        last = self._last_step.get(rank, 0)
-        for item in raw if isinstance(raw, list) else []:
-            record = StepRecord.parse(item, offset)
-            if record is None or not self.t0 - 1.0 <= record.t <= now + 1.0 or record.step <= last:
-                self._dropped(rank)  # not a step of this job's: forged, or from another clock
-                continue
-            last = self._last_step[rank] = record.step
+        for record in self.intake.records(rank, pid, raw, now):
             if limit is not None and record.step > limit:
                 continue  # --steps: the job is being stopped; its later steps are not this run's
             if lead:
@@ -271,12 +269,14 @@ class JobSession:
             self.samples.add(rank, record)
             if lead and self.diagnosis is not None:
                 self._diagnosis_step(record, now)
+        while self.intake.joined:
+            self._processes_said(self.intake.joined.pop(0))
 
-    def _dropped(self, rank: int) -> None:
-        """A step record that fails its checks is dropped; the first one of a rank is said."""
-        self._bad_records[rank] = self._bad_records.get(rank, 0) + 1
-        if self._bad_records[rank] == 1:
-            self._error("job", f"rank {rank} sent a step record that is not one: dropped ({WHY_DROPPED})")
+    def _processes_said(self, message: str) -> None:
+        """How the steps of several processes of a rank are counted (a "measured" event: run.json's
+        ``processes`` and ``steps_combined``)."""
+        details = {"processes": json.dumps(self.intake.as_list()), "steps_combined": self.intake.combined()}
+        self._event(EventKind.MEASURED, what=PROCESSES, message=message, details=details)
 
     def _on_sites(self, m: dict[str, Any]) -> None:
         try:
@@ -439,6 +439,9 @@ class JobSession:
         self.exit_code = code
         if not self._started and self._first_step_at is not None:
             self._start_run()  # a short job: what it stepped is recorded all the same
+        if len(self.intake.as_list()) > 1:
+            combined = self.intake.combined() or "one process a rank"
+            self._processes_said(f"steps of {len(self.intake.as_list())} processes, counted {combined}")
         if self._started:
             self._say_flops(final=True)
             self._pending.extend(self.samples.flush())
@@ -447,15 +450,19 @@ class JobSession:
             d, self.diagnosis = self.diagnosis, None
             self._error(DIAGNOSIS, f"the job ended after {self.samples.steps} steps, in the diagnosis' {d.phase}")
         stopped = self.process.stopped_by_gpudash
-        if code == 0 or stopped:
-            how = "stopped by gpudash" if stopped else "exited with code 0"
+        ctrl_c = self.process.killed_by() == "SIGINT" and self.process.terminal.job_group is not None
+        if code == 0 or stopped or ctrl_c:
+            how = "stopped by gpudash" if stopped else "interrupted (Ctrl-C)" if ctrl_c else "exited with code 0"
             self._event(EventKind.STOPPED, message=f"the job {how}", details={"exit_code": str(code)})
         else:
             signal_name = self.process.killed_by()
             killed = f"the job was killed by {signal_name} (exit status {code})" if signal_name else ""
             message = why or killed or f"the job exited with code {code}"
             self._event(EventKind.CRASHED, message=message, details={"exit_code": str(code)})
-        self.process.stop(grace_s=1.0)  # its group's leftovers (DataLoader workers), the reaper
+        if stopped:
+            self.process.stop(grace_s=1.0)  # its group's leftovers (DataLoader workers), the reaper
+        else:
+            self.process.ended_by_itself()  # what it leaves running lives on, as bare
         self.channel.close()
 
     def _stack_targets(self) -> list[tuple[int, str, str]]:

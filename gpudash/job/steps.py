@@ -58,9 +58,10 @@ class StepRecord:
     syncs: int | None
     profiled: bool
     train_s: float | None = None  # seconds of training since the step before (None: unknown, the first)
+    pid: int = 0  # the process that stepped (several may step as one rank: one after another, or at once)
 
     @classmethod
-    def parse(cls, raw: Any, offset_s: float = 0.0) -> StepRecord | None:
+    def parse(cls, raw: Any, offset_s: float = 0.0, pid: int = 0) -> StepRecord | None:
         """A record from the channel, its time moved by ``offset_s`` onto gpudash's clock; None when
         it is not one: a field of the wrong type, a number not finite, negative or beyond bounds."""
         try:
@@ -74,6 +75,7 @@ class StepRecord:
                 None if raw[SYNCS] is None else int(raw[SYNCS]),
                 bool(raw[PROFILED]),
                 _seconds(raw[TRAIN_S]) if len(raw) > TRAIN_S else None,
+                pid,
             )
         except (TypeError, ValueError, IndexError, OverflowError):
             return None
@@ -136,19 +138,21 @@ class WindowFigures:
     timed_samples: int = 0  # ... and their samples
     train_s: float = 0.0  # ... and those seconds
     profiled: bool = False  # a step of the window ran under a profiler window or the FLOP counter
-
-    @property
-    def steps_per_s(self) -> float | None:
-        """Steps over their training seconds (None: no timed step ended in the window)."""
-        return self.timed_steps / self.train_s if self.timed_steps and self.train_s > 0 else None
+    steps_per_s: float | None = None  # steps over their training seconds (None: no timed step ended in it)
 
 
 def window_figures(records: list[StepRecord]) -> WindowFigures:
     """The window's step count, samples, step time percentiles (profiled steps left out), syncs
-    per step, and its timed steps' training seconds."""
+    per step, and its timed steps' training seconds. Its rate is each process's steps over its
+    seconds, summed: processes that step at once as one rank (Hogwild) add up; the seconds it
+    weighs in the statistics are the mean of theirs."""
     ms = sorted(r.ms for r in records if r.ms is not None and not r.profiled)
     syncs = [r.syncs for r in records if r.syncs is not None]
     timed = [r for r in records if r.train_s is not None]
+    by_pid: dict[int, list[float]] = {}
+    for r in timed:
+        by_pid.setdefault(r.pid, []).append(r.train_s or 0.0)
+    rates = [len(seconds) / sum(seconds) for seconds in by_pid.values() if sum(seconds) > 0]
     n = len(records)
     return WindowFigures(
         steps=n,
@@ -158,8 +162,9 @@ def window_figures(records: list[StepRecord]) -> WindowFigures:
         syncs_per_step=statistics.fmean(syncs) if syncs else None,
         timed_steps=len(timed),
         timed_samples=sum(r.samples for r in timed),
-        train_s=sum(r.train_s for r in timed if r.train_s is not None),
+        train_s=sum(sum(seconds) for seconds in by_pid.values()) / max(1, len(by_pid)),
         profiled=any(r.profiled for r in records),
+        steps_per_s=sum(rates) if rates else None,
     )
 
 
@@ -182,6 +187,7 @@ class JobSamples:
         self.rate: float | None = None  # the lead rank's latest steps/s from its steps' durations
         self.durations: list[float] = []  # the lead rank's latest step durations (seconds), for the median
         self.last_step_t: float | None = None  # the lead rank's latest step end (monotonic)
+        self.blind_spans: list[tuple[float, float]] = []  # when gpudash could not listen (monotonic)
 
     def add(self, rank: int, record: StepRecord) -> None:
         self.ranks.setdefault(rank, RankWindows()).add(record)
@@ -192,6 +198,15 @@ class JobSamples:
             if record.train_s is not None and record.train_s > 0:
                 self.durations.append(record.train_s)
                 del self.durations[:-MEDIAN_OF]
+
+    def blind(self, since: float, until: float) -> None:
+        """gpudash did not listen from ``since`` to ``until`` (it was stopped): what the job sent then
+        may be lost, so the windows inside are unknown; they are not sent (no zero throughput)."""
+        self.blind_spans.append((since, until))
+        del self.blind_spans[:-8]
+
+    def _unseen(self, start: float, end: float) -> bool:
+        return any(since <= start and end <= until + LAG_S for since, until in self.blind_spans)
 
     @property
     def median_step_s(self) -> float | None:
@@ -221,7 +236,9 @@ class JobSamples:
         while now >= start + self.interval_s + LAG_S:
             end = start + self.interval_s
             sample = self._close(end, self.interval_s)
-            if sample.steps_per_s > 0:
+            if self._unseen(start, end):
+                pass  # gpudash was not listening: unknown, not sent
+            elif sample.steps_per_s > 0:
                 out.extend(self.held)
                 self.held = []
                 out.append(sample)

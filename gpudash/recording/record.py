@@ -30,6 +30,7 @@ from gpudash.core.protocol import (
     GOODPUT,
     NVML_LOST,
     PHASES,
+    PROCESSES,
     Event,
     EventKind,
     GpuInfo,
@@ -327,8 +328,9 @@ class CsvRecorder:
             self.write_metadata()
 
     def _note_phases(self, e: Event) -> None:
-        """A job's wall time by phase and goodput (``phases``, ``goodput_pct``, ``wall_s``), and each
-        stall told (``stalls``: when, how long, where each thread waited), into the JSON."""
+        """A job's wall time by phase and goodput (``phases``, ``goodput_pct``, ``wall_s``), each
+        stall told (``stalls``: when, how long, where each thread waited), and the processes that
+        stepped as one rank (``processes``, ``steps_combined``), into the JSON."""
         if e.kind == EventKind.STALLED:
             where = e.details.get("where", "").split("\n")
             stall = {"time_s": round(e.time_s, 3), "message": e.message, "where": where}
@@ -338,6 +340,12 @@ class CsvRecorder:
             self.metadata["phases"] = {k: v for k, v in seconds.items() if v is not None}
             self.metadata["wall_s"] = _number(e.details.get("wall_s"))
             self.metadata["goodput_pct"] = _number(e.details.get("goodput_pct"))
+        elif e.what == PROCESSES:  # several processes stepped as a rank: each one's steps, and how they add up
+            try:
+                self.metadata["processes"] = json.loads(e.details.get("processes") or "[]")
+            except ValueError:
+                return
+            self.metadata["steps_combined"] = e.details.get("steps_combined", "")
         else:
             return
         self.write_metadata()

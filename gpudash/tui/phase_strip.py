@@ -4,23 +4,37 @@ most of its time — with its legend in the chart's title.
 
 Each phase has its colour (the header's and the strip's) and its glyph, so the strip reads
 without colour too (``NO_COLOR``): training █ green, evaluation ▓ yellow, checkpoint ▒ cyan,
-compile ▞ magenta, stalled ! red, startup, teardown and the rest ░ grey.
+compile ▞ magenta, stalled ! red, suspended ‖ blue, startup, teardown and the rest ░ grey.
 """
 
 from __future__ import annotations
 
 from rich.text import Text
 
-from gpudash.core.protocol import CHECKPOINT, COMPILE, EVALUATION, PHASES, STALLED_PHASE, TEARDOWN, TRAINING
+from gpudash.core.protocol import CHECKPOINT, COMPILE, EVALUATION, PHASES, STALLED_PHASE, SUSPENDED, TEARDOWN, TRAINING
 from gpudash.core.textfmt import fmt_duration
 from gpudash.tui.phases import PhaseTimeline
 
-COLOURS = {TRAINING: "green", EVALUATION: "yellow", CHECKPOINT: "cyan", COMPILE: "magenta", STALLED_PHASE: "red"}
+COLOURS = {
+    TRAINING: "green",
+    EVALUATION: "yellow",
+    CHECKPOINT: "cyan",
+    COMPILE: "magenta",
+    STALLED_PHASE: "red",
+    SUSPENDED: "blue",
+}
 QUIET = "grey50"  # startup, teardown, other: not the job's own work
-GLYPHS = {TRAINING: "█", EVALUATION: "▓", CHECKPOINT: "▒", COMPILE: "▞", STALLED_PHASE: "!"}
+GLYPHS = {TRAINING: "█", EVALUATION: "▓", CHECKPOINT: "▒", COMPILE: "▞", STALLED_PHASE: "!", SUSPENDED: "‖"}
 QUIET_GLYPH = "░"
 # the legend's names (the others': their own)
-SHORT = {TRAINING: "train", EVALUATION: "eval", CHECKPOINT: "ckpt", STALLED_PHASE: "stall", TEARDOWN: "exit"}
+SHORT = {
+    TRAINING: "train",
+    EVALUATION: "eval",
+    CHECKPOINT: "ckpt",
+    STALLED_PHASE: "stall",
+    SUSPENDED: "stopped",
+    TEARDOWN: "exit",
+}
 
 
 def phase_style(phase: str) -> str:

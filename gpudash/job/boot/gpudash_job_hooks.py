@@ -351,7 +351,7 @@ class Hooks:
         self.last_send = time.monotonic()
         while self.ready:
             batch, self.ready = self.ready[:MAX_BATCH], self.ready[MAX_BATCH:]
-            self.channel.send({"k": "steps", "rank": self.rank, "s": batch})
+            self.channel.send({"k": "steps", "rank": self.rank, "pid": os.getpid(), "s": batch})
         syncs = self.syncs
         if syncs is not None and (final or self.last_send - self.sites_sent[0] >= SITES_EVERY_S):
             total = syncs.sites.total

@@ -1,0 +1,226 @@
+"""The job under ``gpudash record`` is a foreground job of the user's terminal, as it is bare: it
+may set the terminal's modes, Ctrl-Z suspends it with gpudash and ``fg`` goes on, a job stopped
+by something else is said at once, and what a job leaves running when it ends by itself lives on
+(issue 54, items 1, 8 and 19). Driven from an interactive bash in a pseudo-terminal, as a user types."""
+
+from __future__ import annotations
+
+import csv
+import os
+import pty
+import re
+import select
+import signal
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from gpudash.job.stops import JobStops
+from tests.test_job import JOBS
+
+REPO = Path(__file__).resolve().parents[1]
+TTY_LOOP = JOBS / "tty_loop.py"
+
+
+class Shell:
+    """An interactive bash in a pseudo-terminal: ``type`` a line or a key, ``expect`` its output."""
+
+    def __init__(self, cwd: Path) -> None:
+        env = {**os.environ, "PS1": "$ ", "PYTHONPATH": str(REPO), "TERM": "dumb", "HISTFILE": "/dev/null"}
+        self.pid, self.fd = pty.fork()
+        if self.pid == 0:  # the child: a login-less interactive shell
+            os.chdir(cwd)
+            os.execvpe("bash", ["bash", "--norc", "--noprofile", "-i"], env)
+        self.seen = ""
+
+    def type(self, text: str) -> None:
+        os.write(self.fd, text.encode())
+
+    def expect(self, pattern: str, timeout: float = 90.0) -> re.Match[str]:
+        deadline = time.monotonic() + timeout
+        while (found := re.search(pattern, self.seen)) is None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                pytest.fail(f"no {pattern!r} in the terminal after {timeout:.0f} s:\n{self.seen[-3000:]}")
+            ready, _, _ = select.select([self.fd], [], [], min(left, 0.5))
+            if ready:
+                try:
+                    self.seen += os.read(self.fd, 65536).decode(errors="replace")
+                except OSError:
+                    pytest.fail(f"the terminal closed:\n{self.seen[-3000:]}")
+        return found
+
+    def close(self) -> None:
+        os.kill(self.pid, signal.SIGKILL)
+        os.waitpid(self.pid, 0)
+        os.close(self.fd)
+
+
+@pytest.fixture
+def shell(tmp_path: Path) -> Iterator[Shell]:
+    sh = Shell(tmp_path)
+    sh.expect(r"\$ ")
+    yield sh
+    sh.close()
+
+
+def _record(job_args: str, csv_name: str = "r.csv", *, then_status: bool = True) -> str:
+    status = "; echo EXIT=$?" if then_status else ""
+    return f"{sys.executable} -m gpudash record {csv_name} -q -- {sys.executable} {TTY_LOOP} {job_args}{status}\n"
+
+
+def _state(pid: int) -> str:
+    """A process's state letter (``T``: stopped)."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
+def _wait_for(test: object, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not test():  # type: ignore[operator]
+        if time.monotonic() > deadline:
+            pytest.fail("timed out")
+        time.sleep(0.05)
+
+
+@pytest.mark.slow
+def test_a_job_that_sets_its_terminals_modes_runs_to_its_end_as_it_does_bare(shell: Shell, tmp_path: Path) -> None:
+    """Item 1: ``termios.tcsetattr(1, …)`` from a background group is stopped by SIGTTOU for ever;
+    the job is the terminal's foreground job instead."""
+    shell.type(_record("--steps 10 --tcsetattr"))
+    shell.expect(r"EXIT=\d+")
+    assert "JOB done steps=10" in shell.seen and "EXIT=0" in shell.seen, shell.seen[-2000:]
+
+
+@pytest.mark.slow
+def test_a_job_writing_under_stty_tostop_runs_to_its_end(shell: Shell) -> None:
+    shell.type("stty tostop\n")
+    shell.expect(r"\$ ")
+    shell.type(_record("--steps 10"))
+    shell.expect(r"EXIT=\d+")
+    assert "JOB done steps=10" in shell.seen and "EXIT=0" in shell.seen, shell.seen[-2000:]
+
+
+@pytest.mark.slow
+def test_ctrl_z_suspends_the_job_with_gpudash_and_fg_goes_on_without_a_zero_in_the_recording(
+    shell: Shell, tmp_path: Path
+) -> None:
+    """Item 8: Ctrl-Z stops the job (the terminal's foreground) and gpudash with it, so the shell
+    says its job is stopped; ``fg`` continues both; the stopped time is the "suspended" phase, no
+    window of it reads zero steps/s, and every step is counted."""
+    pid_file = tmp_path / "job.pid"
+    shell.type(_record(f"--steps 60 --step-s 0.05 --pid-file {pid_file}", then_status=False))
+    shell.expect(r"step 20\r?\n")
+    shell.type("\x1a")  # Ctrl-Z
+    shell.expect(r"Stopped")
+    job = int(pid_file.read_text())
+    assert _state(job) == "T"  # the job is stopped, not training on unseen
+    time.sleep(2.5)  # long enough for windows of nothing
+    shell.type("fg\n")
+    shell.expect(r"JOB done")
+    shell.type("echo EXIT=$?\n")
+    shell.expect(r"EXIT=\d+")
+    assert "EXIT=0" in shell.seen and "JOB done steps=60" in shell.seen, shell.seen[-2000:]
+    rows = list(csv.DictReader((tmp_path / "r.csv").open()))
+    suspended = [r for r in rows if r["row_kind"] == "event" and r["event_what"] == "suspended"]
+    assert len(suspended) == 2 and float(suspended[1]["event_after"]) >= 2.0  # went, and came back 2.5 s later
+    stopped_from, stopped_to = float(suspended[0]["time_s"]), float(suspended[1]["time_s"])
+    samples = [r for r in rows if r["row_kind"] == "sample"]
+    assert max(int(r["steps"]) for r in samples) == 60
+    inside = [r for r in samples if stopped_from + 1.0 < float(r["time_s"]) < stopped_to - 0.5]
+    assert not [r for r in inside if float(r["steps_per_s"] or 0) == 0.0]
+
+
+@pytest.mark.slow
+def test_a_job_stopped_by_someone_else_is_said_at_once_and_counted_as_suspended(tmp_path: Path) -> None:
+    """A stopped job never makes gpudash wait silently: ``kill -STOP`` of the job is said at once,
+    and its stopped time is not a stall."""
+    import subprocess
+
+    pid_file = tmp_path / "job.pid"
+    cmd = [sys.executable, "-m", "gpudash", "record", str(tmp_path / "r.csv"), "--", sys.executable, str(TTY_LOOP)]
+    proc = subprocess.Popen(
+        [*cmd, "--steps", "120", "--pid-file", str(pid_file)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    _wait_for(lambda: pid_file.exists() and pid_file.read_text())
+    job = int(pid_file.read_text())
+    time.sleep(3.0)  # training
+    os.kill(job, signal.SIGSTOP)
+    time.sleep(2.0)
+    os.kill(job, signal.SIGCONT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err[-2000:]
+    rows = list(csv.DictReader((tmp_path / "r.csv").open()))
+    said = [r for r in rows if r["event_what"] == "job" and "SIGSTOP" in r["event_message"]]
+    assert said and "kill -CONT" in said[0]["event_message"]
+    assert [r for r in rows if r["event_what"] == "suspended" and r["event_after"]]
+
+
+@pytest.mark.slow
+def test_what_a_job_leaves_running_when_it_ends_by_itself_lives_on(tmp_path: Path) -> None:
+    """Item 19: a helper in the job's group outlives the job bare, and under gpudash too."""
+    import subprocess
+
+    helper_file = tmp_path / "helper.pid"
+    job = [sys.executable, str(TTY_LOOP), "--steps", "5", "--helper-file", str(helper_file)]
+    done = subprocess.run(
+        [sys.executable, "-m", "gpudash", "record", str(tmp_path / "r.csv"), "-q", "--", *job],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    helper = int(helper_file.read_text())
+    time.sleep(1.0)  # the reaper's time, had it been told to end the group
+    try:
+        assert _state(helper) in "SR"  # alive, as bare
+    finally:
+        os.kill(helper, signal.SIGKILL)
+
+
+def test_the_stops_class_is_what_the_session_uses() -> None:
+    """The session's stops are the ones the headless signals drive (a signature change breaks here)."""
+    from gpudash.core.protocol import RunConfig
+    from gpudash.job.session import JobSession
+
+    session = JobSession(RunConfig(workload="job:x", job=("true",)))
+    try:
+        assert isinstance(session.stops, JobStops)
+        session.stops.suspend()  # no job yet: nothing to suspend, and no hang
+        session.stops.check(time.monotonic())
+    finally:
+        session.channel.close()
+
+
+@pytest.mark.slow
+def test_a_script_of_two_trainings_is_counted_as_the_sum_and_steps_stops_it_in_the_second(tmp_path: Path) -> None:
+    """Item 9: ``--steps 30`` over two trainings of 20 in a row stops the second at its 10th step;
+    run.json keeps each process's steps and says how they were combined."""
+    import json
+    import subprocess
+
+    script = tmp_path / "two.sh"
+    script.write_text(f"#!/bin/sh\n{sys.executable} {TTY_LOOP} --steps 20\n{sys.executable} {TTY_LOOP} --steps 20\n")
+    script.chmod(0o755)
+    done = subprocess.run(
+        [sys.executable, "-m", "gpudash", "record", str(tmp_path / "r.csv"), "--steps", "30", "-q", "--", str(script)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.count("JOB done") == 1  # the second never got to its end
+    meta = json.loads((tmp_path / "r.json").read_text())
+    assert meta["steps_combined"] == "one after the other"
+    assert [p["steps"] for p in meta["processes"]][0] == 20 and len(meta["processes"]) == 2
+    rows = [r for r in csv.DictReader((tmp_path / "r.csv").open()) if r["row_kind"] == "sample"]
+    assert max(int(r["steps"]) for r in rows) == 30
