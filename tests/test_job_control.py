@@ -15,6 +15,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -224,3 +225,63 @@ def test_a_script_of_two_trainings_is_counted_as_the_sum_and_steps_stops_it_in_t
     assert [p["steps"] for p in meta["processes"]][0] == 20 and len(meta["processes"]) == 2
     rows = [r for r in csv.DictReader((tmp_path / "r.csv").open()) if r["row_kind"] == "sample"]
     assert max(int(r["steps"]) for r in rows) == 30
+
+
+def _run_captured(job: list[str], seconds: float = 60.0, watch: object = None) -> Any:
+    """A job under the dashboard's session (its output captured), polled to its end; what each poll
+    said is in its ``said``."""
+    from gpudash.core.protocol import RunConfig
+    from gpudash.job.session import JobSession
+
+    session = JobSession(RunConfig(workload="job:flood", job=tuple(job)), capture=True)
+    session.said = []  # type: ignore[attr-defined]
+    session.start()
+    deadline = time.monotonic() + seconds
+    try:
+        while not session.finished and time.monotonic() < deadline:
+            session.said.extend(session.poll())  # type: ignore[attr-defined]
+            if watch is not None:
+                watch(session)  # type: ignore[operator]
+            time.sleep(0.02)
+    finally:
+        session.stop(timeout=0)
+    return session
+
+
+def test_a_flood_of_output_keeps_the_capture_file_bounded_and_the_pane_ends_with_the_last_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Item 5: 200 MiB printed as fast as the job can; the captured file's blocks stay within the
+    backlog bound (what was read is freed, what is too far behind is skipped and said), and the
+    pane ends with the job's last line."""
+    from gpudash.job import output
+
+    monkeypatch.setattr(output, "BACKLOG_MAX", 8 << 20)
+    flood = "import sys\nline = 'x' * 1023 + '\\n'\nfor _ in range(200 * 1024): sys.stdout.write(line)\n"
+    flood += "print('LAST LINE')\n"
+    largest = [0]
+
+    def watch(session: object) -> None:
+        path = session.process.output_path  # type: ignore[attr-defined]
+        try:
+            largest[0] = max(largest[0], os.stat(path).st_blocks * 512)
+        except (OSError, TypeError):
+            pass
+
+    session = _run_captured([sys.executable, "-c", flood], watch=watch)
+    assert session.exit_code == 0  # type: ignore[attr-defined]
+    _wait_for(lambda: session.output and session.output[-1] == "LAST LINE")  # type: ignore[attr-defined]
+    assert largest[0] <= (8 + 8) << 20, f"the capture held {largest[0] / 2**20:.0f} MiB"
+
+
+def test_output_that_cannot_be_captured_is_said_and_the_job_runs_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Item 5: no room for the captured output (a full $TMPDIR: here, a room the disk cannot have):
+    one message, and the job runs to its end."""
+    from gpudash.core.protocol import Event, EventKind
+    from gpudash.job import launch
+
+    monkeypatch.setattr(launch, "CAPTURE_ROOM", 1 << 62)
+    session = _run_captured([sys.executable, "-c", "print('hello')"])
+    assert session.exit_code == 0
+    said = [e for e in session.said if isinstance(e, Event) and e.kind == EventKind.ERROR and e.what == "output"]
+    assert said and "cannot be written in" in said[0].message and "MiB free" in said[0].message

@@ -15,6 +15,7 @@ told it to leave the job running (``gpudash diagnose --keep-running``). Torch-fr
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import signal
 import subprocess
@@ -32,6 +33,7 @@ BOOT_DIR = Path(__file__).resolve().parent / "boot"  # sitecustomize.py and gpud
 SOURCE_DIR = Path(__file__).resolve().parent.parent  # the gpudash package: the hooks load two modules from it
 STOP_GRACE_S = 20.0  # after SIGINT (a job may save a checkpoint), before SIGTERM
 TERM_GRACE_S = 5.0  # after SIGTERM, before SIGKILL
+CAPTURE_ROOM = 64 << 20  # the free space the captured output's folder needs (the file itself stays below)
 REAPER = """
 import os, shutil, signal, sys, time
 signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -111,6 +113,7 @@ class JobProcess:
         self._reaper: subprocess.Popen[bytes] | None = None
         self.stopped_by_gpudash = False
         self.output_path: str | None = None  # the captured output's file (capture=True)
+        self.capture_error: str | None = None  # why the output could not be captured (it runs all the same)
         # process groups of the job's own besides its first (torchrun starts each rank in a session of its own)
         self.groups: list[int] = []
         self.terminal = JobTerminal(None)  # headless: gpudash's terminal, its foreground handed to the job
@@ -127,8 +130,7 @@ class JobProcess:
         if self.stdout_to_stderr:
             out = sys.stderr.fileno()
         if self.capture:
-            fd, self.output_path = tempfile.mkstemp(prefix="gpudash-job-", suffix=".log")
-            out = os.fdopen(fd, "ab")
+            out = self._capture_file()
         try:
             self.proc = subprocess.Popen(
                 self.command,
@@ -162,6 +164,21 @@ class JobProcess:
             with contextlib.suppress(OSError):
                 self._reaper.stdin.write("".join(f"{line}\n" for line in files).encode())
                 self._reaper.stdin.flush()
+
+    def _capture_file(self) -> IO[bytes] | int:
+        """The file the job's output goes to for the pane; where it cannot be written (no room, no
+        folder), none: the job runs all the same, its output not shown, and ``capture_error`` says why."""
+        folder = tempfile.gettempdir()
+        try:
+            room = os.statvfs(folder)
+            if room.f_bavail * room.f_frsize < CAPTURE_ROOM:
+                raise OSError(errno.ENOSPC, f"{room.f_bavail * room.f_frsize / 2**20:.0f} MiB free")
+            fd, self.output_path = tempfile.mkstemp(prefix="gpudash-job-", suffix=".log")
+        except OSError as exc:
+            why = exc.strerror or str(exc)
+            self.capture_error = f"the job's output is not shown: it cannot be written in {folder} ({why})"
+            return subprocess.DEVNULL
+        return os.fdopen(fd, "ab")
 
     def poll(self) -> int | None:
         """The job's exit status once it has ended (a shell's: 128 + N when killed by signal N)."""

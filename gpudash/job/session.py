@@ -152,6 +152,8 @@ class JobSession:
             self.start_error = f"cannot run {job_command.display(self.command[:1])}: {why}"
             self._end(126 if found else 127, self.start_error)
             return
+        if self.process.capture_error is not None:
+            self._error("output", self.process.capture_error)
         if self.process.output_path is not None:
             threading.Thread(target=read_output, args=(self,), name="gpudash-job-output", daemon=True).start()
 
@@ -273,8 +275,7 @@ class JobSession:
             self._processes_said(self.intake.joined.pop(0))
 
     def _processes_said(self, message: str) -> None:
-        """How the steps of several processes of a rank are counted (a "measured" event: run.json's
-        ``processes`` and ``steps_combined``)."""
+        """How several processes' steps of a rank count (run.json's ``processes``, ``steps_combined``)."""
         details = {"processes": json.dumps(self.intake.as_list()), "steps_combined": self.intake.combined()}
         self._event(EventKind.MEASURED, what=PROCESSES, message=message, details=details)
 
@@ -439,9 +440,8 @@ class JobSession:
         self.exit_code = code
         if not self._started and self._first_step_at is not None:
             self._start_run()  # a short job: what it stepped is recorded all the same
-        if len(self.intake.as_list()) > 1:
-            combined = self.intake.combined() or "one process a rank"
-            self._processes_said(f"steps of {len(self.intake.as_list())} processes, counted {combined}")
+        if (n := len(self.intake.as_list())) > 1:
+            self._processes_said(f"steps of {n} processes, counted {self.intake.combined() or 'one process a rank'}")
         if self._started:
             self._say_flops(final=True)
             self._pending.extend(self.samples.flush())
