@@ -269,8 +269,8 @@ def test_a_flood_of_output_keeps_the_capture_file_bounded_and_the_pane_ends_with
             pass
 
     session = _run_captured([sys.executable, "-c", flood], watch=watch)
-    assert session.exit_code == 0  # type: ignore[attr-defined]
-    _wait_for(lambda: session.output and session.output[-1] == "LAST LINE")  # type: ignore[attr-defined]
+    assert session.exit_code == 0
+    _wait_for(lambda: session.output and session.output[-1] == "LAST LINE")
     assert largest[0] <= (8 + 8) << 20, f"the capture held {largest[0] / 2**20:.0f} MiB"
 
 

@@ -50,6 +50,7 @@ from gpudash.job.output import read_output
 from gpudash.job.phase_watch import PhaseWatch
 from gpudash.job.steps import JobSamples, StepRecord
 from gpudash.job.stops import JobStops
+from gpudash.job.traces import JobTraces, TraceRead
 
 HOOKS_OFF = "the job's hooks are off: "  # the note of hooks that turned themselves off (and why)
 NO_HELLO_S = 15.0  # no word from the job this long after its start: say why that may be
@@ -101,8 +102,7 @@ class JobSession:
         self._started = False
         self._told: set[str] = set()
         self._pending: list[Message] = []
-        self._traces: dict[str, str] = {}  # what a requested window is for: "trace" or DIAGNOSIS
-        self._trace_seq = 0
+        self.traces = JobTraces()  # profiler windows asked of the lead process, read in the background
         self._ended = False
         self._nvml_started = False
         self._sites: SyncTable | None = None
@@ -176,6 +176,8 @@ class JobSession:
         self._last_poll = now
         for message in self.channel.receive():
             self._on_message(message, now)
+        for read in self.traces.done():
+            self._traced(read)
         if not self._ended:
             self.stops.check(now)
         if self._ended:
@@ -245,7 +247,7 @@ class JobSession:
         elif kind == "sites" and rank == self._lead():
             self._on_sites(m)
         elif kind == "trace":
-            self._on_trace(m)
+            self.traces.received(m)
         elif kind == "flops":
             self._flops[rank] = m
             self._say_flops()
@@ -298,23 +300,18 @@ class JobSession:
                 )
             )
 
-    def _on_trace(self, m: dict[str, Any]) -> None:
-        from gpudash.engine.trace_figures import figures, read_events
-
-        purpose = self._traces.pop(str(m.get("path", "")), "trace")
-        what = DIAGNOSIS if purpose == DIAGNOSIS else "trace"
-        if m.get("error"):
-            self._error(what, f"profiler window failed: {m['error']}")
+    def _traced(self, read: TraceRead) -> None:
+        """A profiler window's trace, read in the background: its figures, or why there are none."""
+        what = DIAGNOSIS if read.purpose == DIAGNOSIS else "trace"
+        if read.figures is None:
+            self._error(what, read.error)
             return
-        path = str(m.get("path"))
-        try:
-            fig = figures(read_events(path), _int(m.get("steps"), 1), float(m.get("wall_ms") or 0.0))
-        except (OSError, ValueError) as exc:
-            self._error(what, f"cannot read the profiler window's trace {path}: {exc}")
-            return
+        if read.note:
+            self._error(what, f"profiler window {read.note}")
         if what == DIAGNOSIS:
-            self._diagnosed(fig)
+            self._diagnosed(read.figures)
             return
+        fig, path = read.figures, read.path
         details = {**self._config_details(), **fig.details(), "trace_path": path}
         self._event(EventKind.MEASURED, what="trace", message=f"{fig.summary()} → {path}", details=details)
 
@@ -357,12 +354,10 @@ class JobSession:
         if hello is None:
             self._error(purpose, "no optimizer step seen yet: nothing to profile")
             return
-        self._trace_seq += 1
         folder = self.config.trace_dir or os.path.join(self.channel.folder, "traces")
-        name = f"{job_command.slug(self.workload)}-{self._trace_seq}"
-        path = os.path.join(folder, f"{name}-rank{self._lead()}.json")
-        self._traces[path] = purpose
-        request = {"k": "trace", "steps": max(1, steps), "dir": folder, "name": name}
+        request, note = self.traces.ask(purpose, steps, folder, job_command.slug(self.workload), self._lead())
+        if note:
+            self._error(purpose, note)
         if not self.channel.request(str(hello.get("ctl", "")), request):
             self._error(purpose, "the job's process did not take the request (its channel is closed)")
 

@@ -1,0 +1,107 @@
+"""A job's profiler windows: asked of its lead process, read in the background within a memory
+bound (``gpudash.engine.trace_read``), and made into figures for the session.
+
+A trace is read off the session's thread, so a large one never holds up the dashboard or the
+recording, and within ``MAX_EVENTS`` events: a window that held more is cut to its first whole
+steps, and the session says so. Once a trace's size per step is known, later windows ask for no
+more steps than make ``TRACE_BYTES`` of trace (a step of thousands of small operators writes tens
+of MB). Torch-free.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from gpudash.engine.trace_read import MAX_EVENTS, read_bounded
+
+TRACE_BYTES = 64 << 20  # the trace a window may write: later windows ask for fewer steps past it
+
+
+@dataclass(frozen=True)
+class TraceRead:
+    """A window's trace, read: its figures (None, and ``error``, where it could not be read)."""
+
+    purpose: str  # "trace", or the diagnosis' own
+    path: str
+    figures: Any = None
+    error: str = ""
+    note: str = ""  # the window was cut short, or later ones will be
+
+
+class JobTraces:
+    """``ask(purpose, steps, ...)`` a window of the lead process, ``received(m)`` its answer, and
+    ``done()`` the windows read since the last call."""
+
+    def __init__(self, max_events: int = MAX_EVENTS) -> None:
+        self.max_events = max_events
+        self.step_cap: int | None = None  # the steps a window may have (its trace's size known)
+        self._asked: dict[str, str] = {}  # path -> purpose
+        self._seq = 0
+        self._done: list[TraceRead] = []
+        self._lock = threading.Lock()
+
+    def ask(self, purpose: str, steps: int, folder: str, slug: str, rank: int) -> tuple[dict[str, Any], str]:
+        """The request to send (its steps within the cap), and a note where the cap cut them."""
+        self._seq += 1
+        name = f"{slug}-{self._seq}"
+        self._asked[os.path.join(folder, f"{name}-rank{rank}.json")] = purpose
+        asked = max(1, steps)
+        fewer = min(asked, self.step_cap) if self.step_cap is not None else asked
+        note = "" if fewer == asked else f"a window of {fewer} steps, not {asked}: this job's trace is large"
+        return {"k": "trace", "steps": fewer, "dir": folder, "name": name}, note
+
+    def received(self, m: dict[str, Any]) -> None:
+        """The job's answer: the window's trace is read in the background."""
+        path = str(m.get("path", ""))
+        purpose = self._asked.pop(path, "trace")
+        if m.get("error"):
+            self._finish(TraceRead(purpose, path, error=f"profiler window failed: {m['error']}"))
+            return
+        args = (purpose, path, _int(m.get("steps")), _float(m.get("wall_ms")))
+        threading.Thread(target=self._read, args=args, name="gpudash-trace-read", daemon=True).start()
+
+    def done(self) -> list[TraceRead]:
+        with self._lock:
+            out, self._done = self._done, []
+        return out
+
+    def _read(self, purpose: str, path: str, steps: int, wall_ms: float) -> None:
+        from gpudash.engine.trace_figures import figures
+
+        try:
+            size = os.path.getsize(path)
+            trace = read_bounded(path, self.max_events)
+        except (OSError, ValueError) as exc:
+            self._finish(TraceRead(purpose, path, error=f"cannot read the profiler window's trace {path}: {exc}"))
+            return
+        in_file = trace.steps_in_file or steps
+        kept = trace.steps if trace.steps_in_file else steps
+        note = ""
+        if in_file and size / in_file * max(1, steps) > TRACE_BYTES:
+            self.step_cap = max(1, int(TRACE_BYTES * in_file / size))
+            note = f"a step's trace is {size / in_file / 2**20:.0f} MB: later windows take {self.step_cap} steps"
+        if trace.cut_short:
+            note = f"cut short to its first {kept} of {in_file} steps (its trace: {size / 2**20:.0f} MB); " + note
+        fig = figures(trace.events, max(1, kept), wall_ms * kept / max(1, in_file))
+        self._finish(TraceRead(purpose, path, figures=fig, note=note.rstrip("; ")))
+
+    def _finish(self, read: TraceRead) -> None:
+        with self._lock:
+            self._done.append(read)
+
+
+def _int(value: Any) -> int:
+    try:
+        return max(1, int(value))
+    except (TypeError, ValueError):
+        return 1
+
+
+def _float(value: Any) -> float:
+    try:
+        return float(value or 0.0)
+    except (TypeError, ValueError):
+        return 0.0

@@ -1,0 +1,119 @@
+"""A job's profiler window read within a memory bound, off the session's thread (issue 54, item 12):
+a trace of steps of thousands of small operators is streamed, cut to the whole steps that fit, and
+its figures per step are those of the whole trace; later windows ask for fewer steps."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import time
+import tracemalloc
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpudash.engine.trace_figures import STEP_MARKER, figures, read_events
+from gpudash.engine.trace_read import read_bounded, stream_events
+from gpudash.job.traces import JobTraces
+
+
+def _trace(path: Path, steps: int, kernels: int, *, gz: bool = False) -> Path:
+    """A Chrome trace as torch's profiler writes it: host ops and launches first, then the GPU's
+    kernels; each step a ``gpudash.step`` range of ``kernels`` launches of 2 µs kernels."""
+    host: list[dict[str, Any]] = []
+    device: list[dict[str, Any]] = []
+    step_us = kernels * 5.0
+    for s in range(steps):
+        t0 = s * step_us
+        host.append({"ph": "X", "cat": "user_annotation", "name": STEP_MARKER, "ts": t0, "dur": step_us - 1, "pid": 1})
+        for k in range(kernels):
+            c = s * kernels + k
+            ts = t0 + 5.0 * k
+            host.append({"ph": "X", "cat": "cpu_op", "name": "aten::add", "ts": ts, "dur": 3.0, "args": {"seq": c}})
+            host.append(
+                {
+                    "ph": "X",
+                    "cat": "cuda_runtime",
+                    "name": "cudaLaunchKernel",
+                    "ts": ts + 1,
+                    "dur": 1.0,
+                    "args": {"correlation": c},
+                }
+            )
+            device.append(
+                {
+                    "ph": "X",
+                    "cat": "kernel",
+                    "name": "void at::native::vectorized_elementwise_kernel<4>",
+                    "ts": ts + 3,
+                    "dur": 2.0,
+                    "args": {"correlation": c, "stream": 7, "grid": [1, 1, 1]},
+                }
+            )
+    doc = {"schemaVersion": 1, "deviceProperties": [{"id": 0}], "traceEvents": host + device, "traceName": "x"}
+    if gz:
+        with gzip.open(path, "wt") as f:
+            json.dump(doc, f)
+    else:
+        path.write_text(json.dumps(doc, indent=1))
+    return path
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_streamed_events_are_the_files_events(tmp_path: Path, gz: bool) -> None:
+    path = _trace(tmp_path / ("t.json.gz" if gz else "t.json"), steps=3, kernels=40, gz=gz)
+    assert list(stream_events(path)) == read_events(path)
+
+
+@pytest.mark.parametrize("text", ["", "{}", '{"traceEvents": [{"a": 1}, {oops', '{"traceEvents": [{"a": 1}'])
+def test_a_file_that_is_not_a_trace_is_a_value_error(tmp_path: Path, text: str) -> None:
+    path = tmp_path / "bad.json"
+    path.write_text(text)
+    with pytest.raises(ValueError):
+        list(stream_events(path))
+
+
+def _peak_reading(path: Path, max_events: int) -> tuple[Any, int]:
+    tracemalloc.start()
+    try:
+        trace = read_bounded(path, max_events=max_events)
+        return trace, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+@pytest.mark.slow
+def test_a_large_trace_is_cut_to_whole_steps_with_the_same_figures_per_step_in_bounded_memory(tmp_path: Path) -> None:
+    """Four times the trace, the same memory: what is kept is bounded by events, not by the file."""
+    small = _trace(tmp_path / "small.json", steps=5, kernels=800)
+    large = _trace(tmp_path / "large.json", steps=20, kernels=800)
+    _, small_peak = _peak_reading(small, 3200)
+    trace, large_peak = _peak_reading(large, 3200)
+    assert trace.steps_in_file == 20 and trace.cut_short and 1 <= trace.steps <= 2
+    assert large_peak < 1.5 * small_peak, f"{large_peak:,} B vs {small_peak:,} B"
+    whole = figures(read_events(large), 20, 20 * 4.0)
+    part = figures(trace.events, trace.steps, trace.steps * 4.0)
+    assert part.kernels_per_step == whole.kernels_per_step == 800
+    assert part.gpu_ms_per_step == pytest.approx(whole.gpu_ms_per_step, rel=0.01)
+    assert part.launch_delay_us == pytest.approx(whole.launch_delay_us)
+
+
+def test_a_large_window_is_read_in_the_background_said_cut_short_and_later_windows_ask_fewer_steps(
+    tmp_path: Path,
+) -> None:
+    traces = JobTraces(max_events=3000)
+    request, note = traces.ask("trace", 10, str(tmp_path), "job", 0)
+    assert request["steps"] == 10 and not note
+    path = _trace(Path(request["dir"]) / f"{request['name']}-rank0.json", steps=10, kernels=600)
+    traces.received({"k": "trace", "path": str(path), "steps": 10, "wall_ms": 150.0})
+    deadline = time.monotonic() + 60
+    while not (done := traces.done()):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    read = done[0]
+    assert read.figures is not None and read.figures.kernels_per_step == 600
+    assert "cut short to its first" in read.note and "of 10 steps" in read.note
+    traces.step_cap = 2  # as a trace of 32 MB a step would set it
+    request, note = traces.ask("trace", 10, str(tmp_path), "job", 0)
+    assert request["steps"] == 2 and "2 steps, not 10" in note
