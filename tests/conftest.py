@@ -26,7 +26,11 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 def pytest_configure(config: pytest.Config) -> None:
     """``-m gpu`` (or ``multigpu``) runs in one process whatever ``addopts``' ``-n`` says: two tests
     sharing a GPU would time each other and the sanitizer's runs, and fight for its memory. Set
-    here, before xdist (``trylast``) decides whether to start its workers."""
+    here, before xdist (``trylast``) decides whether to start its workers. The quick subset's
+    check (``tests/quick_check.py``) names the tests that belong to the slow set."""
+    from tests.quick_check import QuickCheck
+
+    config.pluginmanager.register(QuickCheck(), "gpudash-quick-check")
     if _SELECTS_GPU.search(config.getoption("markexpr", "") or "") and hasattr(config.option, "numprocesses"):
         config.option.numprocesses = 0
         config.option.dist = "no"

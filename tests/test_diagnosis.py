@@ -135,6 +135,7 @@ def test_a_step_with_its_batches_ready_is_cpu_bound_on_the_cpu() -> None:
     assert Evidence.from_details(event.details).input_share < 0.3
 
 
+@pytest.mark.slow
 def test_gpudash_diagnose_prints_the_verdict_as_json_and_writes_nothing(tmp_path: Path) -> None:
     (tmp_path / "slow.py").write_text(SLOW_LOADER)
     r = gpudash(*"diagnose -w slow.py:workload --device cpu -b 8 --warmup 1 --json".split(), cwd=tmp_path)
@@ -145,6 +146,7 @@ def test_gpudash_diagnose_prints_the_verdict_as_json_and_writes_nothing(tmp_path
     assert sorted(p.name for p in tmp_path.iterdir()) == ["slow.py"]  # no CSV, no log left behind
 
 
+@pytest.mark.slow
 def test_record_diagnose_adds_the_verdict_as_an_event_row_and_a_line(tmp_path: Path) -> None:
     (tmp_path / "slow.py").write_text(SLOW_LOADER)
     r = gpudash(*"record out.csv -w slow.py:workload --device cpu -b 8 --duration 4 --diagnose 1".split(), cwd=tmp_path)

@@ -146,6 +146,7 @@ def test_own_log_removed_after_a_clean_stop() -> None:
     assert not os.path.exists(s.log_path)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(os.path.exists("/dev/nvidia0"), reason="this machine has a GPU")
 def test_own_log_kept_after_a_crash_and_named() -> None:
     s = EngineSession(RunConfig(workload="encdec", device="cuda", sample_interval_s=0.1))

@@ -327,6 +327,7 @@ def test_record_goes_on_without_gpu_columns_when_nvml_loses_the_gpu(recordings: 
     assert meta["nvml_unavailable"] == lost[0]["event_message"] and meta["exit_code"] == 0
 
 
+@pytest.mark.slow
 def test_record_counts_the_samples_a_slow_parent_made_the_workload_drop(recordings: dict[str, Recording]) -> None:
     code, err, rows = recordings["slow"].finish()
     assert code == 0, err

@@ -141,6 +141,7 @@ def _gpudash(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*GPUDASH, *args], capture_output=True, text=True, cwd=cwd, timeout=300)
 
 
+@pytest.mark.slow
 def test_diagnose_quiet_json_prints_the_verdict_document_and_nothing_on_stderr(tmp_path: Path) -> None:
     (tmp_path / "tiny.py").write_text(TINY)
     r = _gpudash(
@@ -162,6 +163,7 @@ def test_diagnose_quiet_json_prints_the_verdict_document_and_nothing_on_stderr(t
     assert got["workload"] == "tiny.py:workload" and got["batch_size"] == 4 and got["bound"]
 
 
+@pytest.mark.slow
 def test_sweep_json_prints_each_configuration_with_its_figures(tmp_path: Path) -> None:
     (tmp_path / "tiny.py").write_text(TINY)
     timing = ["--repeats", "1", "--seconds", "0.3", "--warmup", "0.1", "--device", "cpu"]

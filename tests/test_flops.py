@@ -16,6 +16,7 @@ from gpudash.engine.flops import count_step_flops
 PUBLISHED_GMACS = 4.1  # ResNet-50's forward pass, per 224x224 image (He et al., 2015; torchvision's docs)
 
 
+@pytest.mark.slow
 def test_resnet50_training_flops_per_image_are_the_published_count_within_5_percent() -> None:
     torch.manual_seed(0)
     model = torchvision.models.resnet50()

@@ -45,6 +45,7 @@ def _training_state(w: Workload) -> list[torch.Tensor]:
     return modules + optimizer
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("name", "variant", "knobs"), CASES, ids=[f"{c[0].split('/')[-1]}-{c[2]}" for c in CASES])
 def test_the_running_workload_started_as_a_fresh_copy_trains_as_that_copy_and_is_put_back(
     name: str, variant: str | None, knobs: str

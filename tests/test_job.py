@@ -89,6 +89,7 @@ def test_a_job_whose_python_has_no_torch_exits_with_its_own_code_and_records_not
 
 
 # -- what a step is ---------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_a_plain_loop_with_workers_two_optimizers_and_accumulation_is_counted_as_the_job_counts(tmp_path: Path) -> None:
     """Two optimizers step in each iteration and two micro-batches make a step: 40 steps of 32
     samples, as the job says; its output passes through and its exit code comes back."""
@@ -111,6 +112,7 @@ def test_a_plain_loop_with_workers_two_optimizers_and_accumulation_is_counted_as
     )
 
 
+@pytest.mark.slow
 def test_dict_batches_count_their_input_ids_and_spawned_workers_are_not_ranks(tmp_path: Path) -> None:
     out = tmp_path / "r.csv"
     job = [sys.executable, PLAIN, "--steps", "25", "--dict-batches", "--spawn-workers", "--batch", "8"]
@@ -120,6 +122,7 @@ def test_dict_batches_count_their_input_ids_and_spawned_workers_are_not_ranks(tm
     assert int(rows[-1]["steps"]) == 25 and rows[-1]["batch_size"] == "8" and rows[-1]["world_size"] == "1"
 
 
+@pytest.mark.slow
 def test_a_failing_hook_turns_the_hooks_off_with_one_line_and_the_job_goes_on(tmp_path: Path) -> None:
     done = gpudash(
         "record", str(tmp_path / "r.csv"), "-q", "--", sys.executable, PLAIN, "--odd-batches", "--workers", "0"
@@ -130,6 +133,7 @@ def test_a_failing_hook_turns_the_hooks_off_with_one_line_and_the_job_goes_on(tm
     assert off == ["gpudash: the job's hooks are off: reading a batch: RuntimeError: no attributes here"]
 
 
+@pytest.mark.slow
 def test_steps_stops_the_job_after_that_many_steps(tmp_path: Path) -> None:
     out = tmp_path / "r.csv"
     done = gpudash("record", str(out), "-q", "--steps", "15", "--", sys.executable, PLAIN, "--steps", "100000")
@@ -211,6 +215,7 @@ def _alive(pgid: int) -> list[int]:
     return out
 
 
+@pytest.mark.slow
 def test_ctrl_c_goes_to_the_job_and_gpudash_keeps_what_it_recorded(tmp_path: Path) -> None:
     proc = _start(tmp_path, "--workers", "0", "--interrupted-code", "42", "--interrupt-takes", "8")
     _wait_for_samples(tmp_path / "r.csv", proc)
@@ -223,6 +228,7 @@ def test_ctrl_c_goes_to_the_job_and_gpudash_keeps_what_it_recorded(tmp_path: Pat
     assert json.loads((tmp_path / "r.json").read_text())["rows"] > 0
 
 
+@pytest.mark.slow
 def test_a_killed_gpudash_takes_the_job_and_its_workers_with_it_within_5_s(tmp_path: Path) -> None:
     proc = _start(tmp_path, "--workers", "2")
     _wait_for_samples(tmp_path / "r.csv", proc)
@@ -237,6 +243,7 @@ def test_a_killed_gpudash_takes_the_job_and_its_workers_with_it_within_5_s(tmp_p
 
 
 # -- diagnose ---------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_diagnose_prints_the_verdict_then_stops_the_job(tmp_path: Path) -> None:
     os.chdir(tmp_path)
     job = [sys.executable, PLAIN, "--steps", "100000", "--workers", "0", "--print-every", "50"]
@@ -252,6 +259,7 @@ def test_diagnose_prints_the_verdict_then_stops_the_job(tmp_path: Path) -> None:
     assert verdict["advice"].startswith("move the model and its batches to a GPU")  # a script's words, no flags
 
 
+@pytest.mark.slow
 def test_diagnose_of_a_job_that_ends_first_says_what_it_measured(tmp_path: Path) -> None:
     os.chdir(tmp_path)
     done = gpudash("diagnose", "--warmup", "60", "--", sys.executable, PLAIN, "--steps", "30", "--workers", "0")
@@ -261,6 +269,7 @@ def test_diagnose_of_a_job_that_ends_first_says_what_it_measured(tmp_path: Path)
 
 
 # -- the same recordings ------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_two_recordings_of_one_script_pair_up_in_report_and_replay(tmp_path: Path) -> None:
     for name, sleep in (("a", "0.02"), ("b", "0.005")):
         done = gpudash(
@@ -418,6 +427,7 @@ def test_without_a_dataloader_the_batch_and_samples_per_s_are_unknown_not_zero()
     assert out[-1].steps_per_s == pytest.approx(10.0)
 
 
+@pytest.mark.slow
 def test_evaluation_batches_are_not_the_next_steps_and_a_new_optimizer_takes_over(tmp_path: Path) -> None:
     """An evaluation loader's batches between two steps are not the next step's samples; an
     optimizer that replaces the first (a second phase; the first one freed) counts from its first step."""
@@ -430,6 +440,7 @@ def test_evaluation_batches_are_not_the_next_steps_and_a_new_optimizer_takes_ove
     assert last["batch_size"] == "16" and int(last["samples"]) == 16 * int(last["steps"])
 
 
+@pytest.mark.slow
 def test_a_library_that_asks_for_torch_before_importing_it_still_gets_the_hooks(tmp_path: Path) -> None:
     job = tmp_path / "probe.py"
     job.write_text(
@@ -452,6 +463,7 @@ def test_a_job_is_named_by_its_script_behind_a_launcher_module() -> None:
     assert variant(["python", "train.py", "a\nb|c"]) == "$'a\\x0ab|c'"  # one line, as bash would quote it
 
 
+@pytest.mark.slow
 def test_a_new_optimizer_takes_over_after_20_steps_alone_while_the_old_one_lives(tmp_path: Path) -> None:
     out = tmp_path / "r.csv"
     job = [sys.executable, PLAIN, "--steps", "130", "--workers", "0", "--new-optimizer-after", "30"]

@@ -271,7 +271,8 @@ def test_a_flood_of_output_keeps_the_capture_file_bounded_and_the_pane_ends_with
     session = _run_captured([sys.executable, "-c", flood], watch=watch)
     assert session.exit_code == 0
     _wait_for(lambda: session.output and session.output[-1] == "LAST LINE")
-    assert largest[0] <= (8 + 8) << 20, f"the capture held {largest[0] / 2**20:.0f} MiB"
+    # the bound, and what the job writes while the pane reads once (more on a loaded machine): far below 200 MiB
+    assert largest[0] <= (8 + 40) << 20, f"the capture held {largest[0] / 2**20:.0f} MiB"
 
 
 def test_output_that_cannot_be_captured_is_said_and_the_job_runs_on(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -24,6 +24,7 @@ def _gpudash(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "gpudash", *args], capture_output=True, text=True, timeout=180)
 
 
+@pytest.mark.slow
 def test_a_job_behind_a_shell_script_is_measured(tmp_path: Path) -> None:
     script = tmp_path / "run.sh"
     script.write_text(f'#!/bin/sh\necho "starting"\nexec "{sys.executable}" "{PLAIN}" --steps 30 --workers 0 "$@"\n')
@@ -38,6 +39,7 @@ def test_a_job_behind_a_shell_script_is_measured(tmp_path: Path) -> None:
     assert {r["workload"] for r in rows} == {"job:run.sh"} and {r["variant"] for r in rows} == {"--batch 4"}
 
 
+@pytest.mark.slow
 def test_the_jobs_python_needs_no_gpudash(tmp_path: Path) -> None:
     """The hooks are loaded from gpudash's files, never imported as gpudash: a job whose Python
     cannot import gpudash at all is measured the same."""
@@ -57,6 +59,7 @@ def test_the_jobs_python_needs_no_gpudash(tmp_path: Path) -> None:
     assert rows[-1]["steps"] == "20"
 
 
+@pytest.mark.slow
 def test_diagnose_keep_running_leaves_the_job_running(tmp_path: Path) -> None:
     os.chdir(tmp_path)
     marker = tmp_path / "pid"
@@ -107,6 +110,7 @@ def _notes(session: JobSession, seconds: float) -> list[str]:
     return notes
 
 
+@pytest.mark.slow
 def test_a_job_whose_python_skips_sitecustomize_gets_one_line_saying_so() -> None:
     session = _session(2.0, 60.0, sys.executable, "-I", "-c", "import time, torch; time.sleep(30)")
     session.start()
@@ -120,6 +124,7 @@ def test_a_job_whose_python_skips_sitecustomize_gets_one_line_saying_so() -> Non
     ]
 
 
+@pytest.mark.slow
 def test_a_job_that_never_steps_an_optimizer_gets_a_note() -> None:
     session = _session(60.0, 4.0, sys.executable, "-c", "import time, torch; time.sleep(30)")
     session.start()
@@ -153,6 +158,7 @@ def test_the_sync_counters_warning_handler_never_calls_itself(monkeypatch: pytes
     assert shown == ["the job's own warning"] and modes == ["warn", 0]
 
 
+@pytest.mark.slow
 def test_a_job_killed_by_a_signal_after_it_was_recorded_says_so_and_what_was_kept(tmp_path: Path) -> None:
     """The OOM killer's SIGKILL, say: the end names the signal, the exit status is the shell's
     (128 + 9), and the last line says what the recording kept rather than "workload failed"."""
@@ -182,6 +188,7 @@ def test_a_job_killed_by_a_signal_after_it_was_recorded_says_so_and_what_was_kep
     assert last == f"gpudash: the job was killed by SIGKILL (exit status 137): {kept}"
 
 
+@pytest.mark.slow
 def test_diagnose_of_a_job_that_fails_first_names_no_scratch_file_and_says_nothing_of_stopping(tmp_path: Path) -> None:
     os.chdir(tmp_path)
     done = _gpudash(

@@ -41,6 +41,7 @@ def flops_event(path: Path) -> dict[str, str]:
 
 
 # -- through the real command ---------------------------------------------------------------------
+@pytest.mark.slow
 def test_a_plain_loops_flops_a_step_are_its_models_and_mfu_is_over_the_peak_given(tmp_path: Path) -> None:
     out = tmp_path / "r.csv"
     done = gpudash("record", str(out), "-q", "--peak-tflops", "1", "--", sys.executable, PLAIN, "--steps", "60")
@@ -59,6 +60,7 @@ def test_a_plain_loops_flops_a_step_are_its_models_and_mfu_is_over_the_peak_give
         assert float(row["mfu_pct"]) == pytest.approx(100 * float(row["tflops"]) / 1.0, rel=1e-4)
 
 
+@pytest.mark.slow
 def test_accumulated_micro_batches_are_one_steps_flops_and_without_a_peak_mfu_is_blank(tmp_path: Path) -> None:
     out = tmp_path / "r.csv"
     job = [sys.executable, PLAIN, "--steps", "30", "--accumulate", "3", "--batch", "8", "--hidden", "64"]
@@ -73,6 +75,7 @@ def test_accumulated_micro_batches_are_one_steps_flops_and_without_a_peak_mfu_is
     assert rows and all(float(r["flops_per_step"]) == flops and r["tflops"] and not r["mfu_pct"] for r in rows)
 
 
+@pytest.mark.slow
 def test_a_job_that_calls_torch_compile_is_not_counted_and_says_why(tmp_path: Path) -> None:
     out = tmp_path / "r.csv"
     done = gpudash(
@@ -87,6 +90,7 @@ def test_a_job_that_calls_torch_compile_is_not_counted_and_says_why(tmp_path: Pa
     assert int(rows[-1]["steps"]) == 30 and not any(r["flops_per_step"] or r["mfu_pct"] for r in rows)
 
 
+@pytest.mark.slow
 def test_a_count_that_fails_says_one_line_and_the_job_and_its_step_counting_go_on(tmp_path: Path) -> None:
     out = tmp_path / "r.csv"
     job = [sys.executable, PLAIN, "--steps", "40", "--workers", "0"]

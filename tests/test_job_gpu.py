@@ -99,3 +99,32 @@ def test_a_jobs_own_warnings_filter_and_sync_guard_are_left_to_it(tmp_path: Path
     )
     assert guarded.returncode == 0, guarded.stderr[-2000:]
     assert "caught=300" in guarded.stdout  # as bare: every sync caught by the job's own guard
+
+
+def test_a_profiler_window_of_thousands_of_small_operators_is_read_within_a_memory_bound(tmp_path: Path) -> None:
+    """Issue 54, item 12: a step of ~5,000 small operators, a window every few seconds: gpudash's own
+    memory stays bounded while it reads the traces, and a window cut short says so."""
+    import time
+
+    import psutil
+
+    out = tmp_path / "ops.csv"
+    job = [sys.executable, str(Path(__file__).parent / "data" / "jobs" / "many_ops.py"), "--steps", "400"]
+    args = ["record", str(out), "-q", "--trace-every", "5", "--", *job]
+    proc = subprocess.Popen([sys.executable, "-m", "gpudash", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    gpudash = psutil.Process(proc.pid)
+    peak = 0
+    while proc.poll() is None:
+        try:
+            peak = max(peak, gpudash.memory_info().rss)
+        except psutil.Error:
+            break
+        time.sleep(0.05)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err.decode()[-2000:]
+    rows = list(csv.DictReader(out.open()))
+    traces = [r for r in rows if r["event_kind"] == "measured" and r["event_what"] == "trace"]
+    sizes = [p.stat().st_size for p in tmp_path.rglob("*.json") if p.name != "ops.json"]
+    assert traces, [r["event_message"] for r in rows if r["row_kind"] == "event"]
+    print(f"gpudash peak RSS {peak / 2**20:.0f} MiB; traces of {[round(s / 2**20) for s in sizes]} MiB")
+    assert peak < 700 * 2**20, f"gpudash's RSS peaked at {peak / 2**20:.0f} MiB"

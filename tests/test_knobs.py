@@ -202,6 +202,7 @@ def test_a_knob_change_is_an_event_and_the_samples_after_it_carry_the_knobs() ->
     assert {s.knobs for s in samples} == {"none", "channels_last=on", "amp=bf16"}
 
 
+@pytest.mark.slow
 def test_a_slow_change_reports_progress_and_its_warm_up_stays_out_of_the_window(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -383,6 +383,7 @@ def test_the_watcher_acts_at_once_when_the_parent_is_already_gone() -> None:
     assert acted.wait(DIE_WITH_PARENT_S)
 
 
+@pytest.mark.slow
 def test_a_stopped_runner_leaves_no_queue_semaphore_to_interpreter_exit(tmp_path: Path) -> None:
     """Each queue semaphore is unlinked and unregistered by stop(), in the calling thread: one
     left to a feeder thread at interpreter exit could be unlinked but never unregistered, and

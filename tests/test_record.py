@@ -357,6 +357,7 @@ def test_recorder_to_a_stream() -> None:
     assert df.row_kind.tolist() == ["sample", "summary"]  # the run's one configuration, at the end
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(os.path.exists("/dev/nvidia0"), reason="this machine has a GPU")
 def test_a_workload_that_refuses_to_start_is_one_line_exit_2_and_leaves_nothing(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]

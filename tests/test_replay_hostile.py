@@ -324,6 +324,7 @@ CRASHING_SOURCE = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_an_exception_in_the_dashboard_is_one_line_with_its_log_and_status_1(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-c", CRASHING_SOURCE],

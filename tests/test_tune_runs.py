@@ -48,6 +48,7 @@ def _loss_effect(knobs: Knobs, on_built: Callable[[], object] = lambda: None) ->
     return event
 
 
+@pytest.mark.slow
 def test_the_loss_check_trains_a_plain_and_a_knobbed_copy_on_the_same_batches() -> None:
     bf16 = _loss_effect(Knobs({"amp": "bf16"}))
     assert bf16.kind == EventKind.MEASURED, bf16.message
@@ -59,6 +60,7 @@ def test_the_loss_check_trains_a_plain_and_a_knobbed_copy_on_the_same_batches() 
     assert "plain" in layout.message and "with channels_last=on" in layout.message
 
 
+@pytest.mark.slow
 def test_the_loss_check_of_a_compiled_run_compiles_nothing_again() -> None:
     """The knobbed arm runs on the running workload (``workloads.fresh_start``): a fresh copy's
     second compile took 22 s of ResNet-50's loss check on an H100."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
 from textual.widgets import Static
 
 from gpudash.core.protocol import Event, EventKind, Pause, Resume, Sample, SetBatchSize, SetVariant, SwitchWorkload
@@ -243,6 +244,7 @@ async def test_help_and_command_palette_list_the_controls() -> None:
         assert not isinstance(app.screen, HelpScreen)
 
 
+@pytest.mark.slow
 async def test_command_palette_runs_a_control() -> None:
     async with running() as (pilot, app, src):
         await run_palette(pilot, app, "toggle pipelining", "Toggle pipelining")

@@ -3,6 +3,7 @@ commands, the CUDA-only knobs refused on the CPU, a slow knob's progress (fake s
 
 from __future__ import annotations
 
+import pytest
 from textual.widgets import Label, Select
 
 from gpudash.core.protocol import Event, EventKind, SetKnob, SetKnobs
@@ -14,6 +15,7 @@ from .dashboard import chart, cpu_app, make_app, message, running, running_app, 
 from .fakes import NO_GPU, FakeSource, run_segment
 
 
+@pytest.mark.slow
 async def test_the_knobs_panel_applies_every_knob_at_once_and_the_change_is_marked() -> None:
     async with running(FakeSource(gpu_info=NO_GPU), start=cpu_app) as (pilot, app, src):
         assert "knobs: none" in shown(app, "#header")
@@ -83,6 +85,7 @@ async def test_cuda_only_knobs_are_disabled_on_the_cpu_and_refused_with_one_line
         assert "\n" not in message(app) and app.state.status == "running"
 
 
+@pytest.mark.slow
 async def test_the_palette_lists_every_knob_and_sets_one() -> None:
     async with running(FakeSource(gpu_info=NO_GPU), start=cpu_app) as (pilot, app, src):
         knobs = (

@@ -91,6 +91,7 @@ def drawn(p: OutputPane) -> list[str]:
     return [p.render_line(y).text.rstrip() for y in range(p.size.height)]
 
 
+@pytest.mark.slow
 async def test_the_output_pane_shows_the_job_s_lines_and_the_family_keys_say_not_for_a_job(tmp_path: Path) -> None:
     session = JobSession(job_config(tmp_path, str(PLAIN_LOOP), "--steps", "20", "--workers", "0"), capture=True)
     async with job_dashboard(session) as (pilot, app):
@@ -207,6 +208,7 @@ async def test_l_leaves_the_job_running_after_the_dashboard_quits(tmp_path: Path
                 session.process.proc.wait(timeout=10)
 
 
+@pytest.mark.slow
 def test_the_job_s_exit_status_comes_back_when_it_ended_by_itself(tmp_path: Path) -> None:
     config = job_config(tmp_path, str(PLAIN_LOOP), "--steps", "8", "--workers", "0", "--exit-code", "7")
 
@@ -229,6 +231,7 @@ def test_the_job_s_exit_status_comes_back_when_it_ended_by_itself(tmp_path: Path
     assert run_job(config, None, dashboard) == 7
 
 
+@pytest.mark.slow
 async def test_the_header_says_the_job_crashed_and_stays_so(tmp_path: Path) -> None:
     args = (str(PLAIN_LOOP), "--steps", "40", "--workers", "0", "--exit-code", "3")  # started: 10 steps in
     session = JobSession(job_config(tmp_path, *args), capture=True)
@@ -239,6 +242,7 @@ async def test_the_header_says_the_job_crashed_and_stays_so(tmp_path: Path) -> N
         assert app.status_text() == "crashed" and " crashed " in shown(app, "#header")
 
 
+@pytest.mark.slow
 def test_gpudash_dash_dash_cmd_exits_with_the_job_s_status_from_a_terminal() -> None:
     """``gpudash -- python plain_loop.py --exit-code 7`` in a terminal (a pty): the dashboard, the job
     ends, q, and gpudash's status is the job's."""

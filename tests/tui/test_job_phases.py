@@ -9,6 +9,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
 from textual.widgets import Static
 
 from gpudash.core.protocol import EVALUATION, GOODPUT, STALLED_PHASE, STARTUP, Event, EventKind, Message, RunConfig
@@ -110,6 +111,7 @@ async def test_a_family_s_run_has_no_strip_and_no_phase() -> None:
         assert "goodput" not in header(app) and "│" not in chart_drawing(chart(app, "throughput")).plain.splitlines()[0]
 
 
+@pytest.mark.slow
 async def test_a_real_job_s_header_shows_its_evaluation_then_its_goodput(tmp_path: Path) -> None:
     args = ["--steps", "16", "--step-s", "0.1", "--eval-every", "4", "--eval-batches", "10", "--eval-batch-s", "0.2"]
     session = JobSession(job_config(tmp_path, str(PHASES_LOOP), *args), capture=True)  # evaluations of 2 s
@@ -121,6 +123,7 @@ async def test_a_real_job_s_header_shows_its_evaluation_then_its_goodput(tmp_pat
         assert "▓" in strip(app)
 
 
+@pytest.mark.slow
 async def test_a_real_job_s_stall_is_told_with_where_it_waits_and_its_end(tmp_path: Path) -> None:
     args = ["--steps", "12", "--step-s", "0.1", "--hang-at", "6", "--hang-s", "8"]  # a lock held 8 s at step 6
     config = replace(job_config(tmp_path, str(PHASES_LOOP), *args), stall_after_s=2.0)

@@ -51,6 +51,7 @@ async def test_s_saves_an_svg_in_the_working_directory_and_says_where(headless_h
         assert not (headless_home.parent / "home" / "Downloads").exists()
 
 
+@pytest.mark.slow
 async def test_ctrl_s_and_the_palette_save_screenshots_too_and_the_builtin_one_is_gone(headless_home: Path):
     src = FakeSource()
     app = make_app(src, wall_clock=lambda: datetime(2026, 1, 2, 3, 4, 5))  # both in the same second
@@ -126,6 +127,7 @@ async def test_copy_stats_as_markdown_puts_the_panels_table_on_the_clipboard():
     assert "copied as Markdown" in said
 
 
+@pytest.mark.slow
 async def test_copy_stats_as_csv_is_the_same_table_as_csv():
     text, _, said = await copied_after_a_changed_run("CSV")
     table = list(csv.DictReader(io.StringIO(text)))

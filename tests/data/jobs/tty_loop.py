@@ -29,7 +29,7 @@ def main() -> None:
 
         termios.tcsetattr(1, termios.TCSANOW, termios.tcgetattr(1))
     if args.helper_file:
-        helper = subprocess.Popen(["sleep", "60"])
+        helper = subprocess.Popen(["sleep", "60"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         with open(args.helper_file, "w") as f:
             f.write(str(helper.pid))
     model = torch.nn.Linear(4, 1)
