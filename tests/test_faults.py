@@ -293,6 +293,7 @@ def test_record_a_raising_step_keeps_the_rows_and_exits_1(recordings: dict[str, 
     assert "InjectedFault: injected fault: raise at step 5" in crashed[0]["event_message"]
 
 
+@pytest.mark.slow
 def test_record_a_hung_step_is_noticed_stopped_and_exits_1(recordings: dict[str, Recording]) -> None:
     code, err, rows = recordings["hang"].finish()
     assert code == 1
