@@ -45,7 +45,7 @@ ARGS = {
     "resnet": ["--steps", "200", "--warmup", "30"],
     "small": ["--steps", "3000", "--warmup", "300", "--width", "8192"],
 }
-TINY = ["--steps", "3000", "--warmup", "300", "--width", "32", "--batch", "32"]
+TINY = ["--steps", "1200", "--warmup", "120", "--width", "32", "--batch", "32"]
 SLOWDOWN_TARGET, MATCH_TARGET_PCT = 1.01, 2.0
 
 

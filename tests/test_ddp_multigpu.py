@@ -18,7 +18,7 @@ from gpudash.core.proctree import alive
 from tests.test_ddp import ROOT, Loaders, _ddp_run, _single_run_on_the_global_batch
 from tests.test_ddp_launch import kill_a_rank
 
-pytestmark = pytest.mark.multigpu
+pytestmark = [pytest.mark.multigpu, pytest.mark.slow]
 
 
 @pytest.mark.parametrize(
