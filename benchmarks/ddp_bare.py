@@ -32,7 +32,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from gpudash.engine.trace_figures import length, union  # noqa: E402
+from gpudash.engine.trace_figures import intersection, is_collective, length, union  # noqa: E402
 from gpudash.stats.comparison import compare, estimate_from_batches  # noqa: E402
 from gpudash.stats.fmt import fmt_ratio  # noqa: E402
 
@@ -140,32 +140,15 @@ def trace_split(torch: Any, step: Any, sync: Any, steps: int, cuda: bool) -> tup
 
     kernels = [e for e in read_events(path) if e.get("cat") == "kernel" and "dur" in e]
     os.unlink(path)
-    nccl = [
-        (float(e["ts"]), float(e["ts"]) + float(e["dur"])) for e in kernels if "nccl" in str(e.get("name", "")).lower()
+    spans = [
+        ((float(e["ts"]), float(e["ts"]) + float(e["dur"])), is_collective(str(e.get("name", "")))) for e in kernels
     ]
-    compute = [
-        (float(e["ts"]), float(e["ts"]) + float(e["dur"]))
-        for e in kernels
-        if "nccl" not in str(e.get("name", "")).lower()
-    ]
+    nccl = [span for span, collective in spans if collective]
+    compute = [span for span, collective in spans if not collective]
     busy = union(compute)
     comm = union(nccl)
-    exposed = length(comm) - length(_intersect(comm, busy))
+    exposed = length(comm) - length(intersection(comm, busy))
     return wall_ms, length(busy) / 1e3 / steps, length(comm) / 1e3 / steps, exposed / 1e3 / steps
-
-
-def _intersect(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> list[tuple[float, float]]:
-    """The overlap of two sorted lists of disjoint intervals."""
-    out, i, j = [], 0, 0
-    while i < len(a) and j < len(b):
-        lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
-        if lo < hi:
-            out.append((lo, hi))
-        if a[i][1] < b[j][1]:
-            i += 1
-        else:
-            j += 1
-    return out
 
 
 def run(world: int, args: argparse.Namespace, setting: str) -> list[tuple[list[float], list[float]]]:

@@ -30,7 +30,10 @@ from its FLOP count. The rules, in order:
    ``MEMORY_BW``, *compute* otherwise (a bf16 step whose tensor cores idle, below ``TENSOR_IDLE``,
    says so). Busy with the SMs below ``SM_BUSY`` is **busy, SMs idle**: kernels too small to fill
    the GPU. Without GPM the rule is kernel time alone, and the verdict says so;
-4. **host/launch-bound**: none of those: the GPU idles between kernels and its queue is empty, the
+4. **communication-bound** (data-parallel runs): at least ``COMM_SHARE`` of the step the
+   collectives' kernels (NCCL's gradient all-reduce) run with no other kernel beside them — checked
+   before GPU-bound, whose busy time counts those kernels too;
+5. **host/launch-bound**: none of those: the GPU idles between kernels and its queue is empty, the
    host enqueues a step slower than the GPU runs it (on an H100: a kernel starts ~12 µs after its
    launch here, against ~50 ms in a GPU-bound step's queue).
 
@@ -58,6 +61,7 @@ MEMORY_BW = 60.0  # NVML's memory-bandwidth %: a GPU-bound step is memory-bound 
 MANY_SYNCS = 2.0  # host waits per step: sync-bound at or above, however busy the GPU
 SM_BUSY = 40.0  # GPM's SM activity %: a GPU busy with kernels is GPU-bound at or above, SM-idle below
 TENSOR_IDLE = 10.0  # GPM's tensor-core activity %: a bf16 step's tensor cores idle below
+COMM_SHARE = 0.25  # of a step the all-reduce runs exposed (no other kernel): communication-bound at or above
 
 
 class Bound(enum.StrEnum):
@@ -68,6 +72,7 @@ class Bound(enum.StrEnum):
     GPU_MEMORY = "GPU-bound (memory)"
     CPU = "CPU-bound"
     SMALL_KERNELS = "busy, SMs idle"
+    COMM = "communication-bound"
 
 
 @dataclass(frozen=True)
@@ -89,6 +94,7 @@ class Evidence:
     tensor_active_pct: float | None = None
     dram_active_pct: float | None = None
     dtype: str | None = None  # the step's dtype from its FLOP count (gpudash.engine.flops), when one
+    comm_exposed_ms: float | None = None  # profiler window: collectives' time a step with no other kernel running
 
     @property
     def input_share(self) -> float:
@@ -131,6 +137,8 @@ SCRIPT_ADVICE: dict[str, str] = {
     Bound.SYNC: "keep the step free of .item(), .cpu(), printing a tensor and data-dependent shapes (read values "
     "after the step, asynchronously); then CUDA graphs apply",
     Bound.CPU: "move the model and its batches to a GPU (.to('cuda')); on the CPU, a smaller model or batch",
+    Bound.COMM: "hide the all-reduce behind the backward pass: DistributedDataParallel(bucket_cap_mb=100, "
+    "gradient_as_bucket_view=True, static_graph=True), or a larger batch per rank",
     Bound.GPU_MEMORY: "move fewer bytes, where the job does not already: bf16 autocast, torch.compile (fuses "
     "elementwise kernels), channels_last for convolutions",
     Bound.GPU_COMPUTE: "faster arithmetic, where the job does not already: bf16 autocast, TF32 matmuls, "
@@ -199,6 +207,14 @@ def diagnose(e: Evidence) -> Diagnosis:
             f"the step's own arithmetic on the CPU, {e.step_ms:.3g} ms a step "
             f"({100 * e.input_share:.0f}% of it waiting for input)",
             "run it on a GPU (--device cuda); on the CPU, a smaller model or batch",
+        )
+    if e.comm_exposed_ms is not None and e.step_ms > 0 and e.comm_exposed_ms / e.step_ms >= COMM_SHARE:
+        return Diagnosis(
+            Bound.COMM,
+            f"the gradient all-reduce runs with nothing else on the GPU {e.comm_exposed_ms:.3g} ms of each "
+            f"{e.step_ms:.3g} ms step ({100 * e.comm_exposed_ms / e.step_ms:.0f}%)",
+            "hide it behind the backward pass: ddp_bucket_mb=100 with ddp_grad_view and ddp_static_graph, "
+            "or a larger batch per rank",
         )
     queued = e.launch_delay_us is not None and e.launch_delay_us >= QUEUED_US
     if busy >= GPU_BUSY or (queued and busy >= GPU_BUSY_QUEUED):

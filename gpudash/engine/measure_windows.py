@@ -199,6 +199,7 @@ def _evidence(loop: StepLoop, steps: int) -> Evidence:
         gpu_ms_per_step=fig.gpu_ms_per_step,
         host_ms_per_step=fig.host_ms_per_step,
         launch_delay_us=fig.launch_delay_us,
+        comm_exposed_ms=fig.comm_exposed_ms_per_step,
         dtype=loop.model_flops.current.dtype if loop.model_flops and loop.model_flops.current else None,
     )
 

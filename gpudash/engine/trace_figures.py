@@ -84,6 +84,8 @@ class TraceFigures:
     stream_ms_per_step: dict[int, float] = field(default_factory=dict)
     top_kernels: tuple[tuple[str, float], ...] = ()  # (name, ms per step), largest first
     stage_ms_per_step: dict[str, float] = field(default_factory=dict)  # GPU time of each stage's kernels
+    comm_ms_per_step: float | None = None  # collectives' kernels (NCCL: a data-parallel all-reduce) per step
+    comm_exposed_ms_per_step: float | None = None  # ... of it, with no other kernel running (nothing hides it)
 
     @property
     def overlap_bound(self) -> float | None:
@@ -117,6 +119,8 @@ class TraceFigures:
             "memcpy_pct",
             "kernels_per_step",
             "launch_delay_us",
+            "comm_ms_per_step",
+            "comm_exposed_ms_per_step",
         ):
             value = getattr(self, key)
             if value is not None:
@@ -162,6 +166,7 @@ def figures(events: Sequence[dict[str, Any]], steps: int, wall_ms: float) -> Tra
     for e in kernels:
         totals[str(e.get("name", "?"))] = totals.get(str(e.get("name", "?")), 0.0) + float(e["dur"])
     top = sorted(totals.items(), key=lambda kv: kv[1], reverse=True)[:5]
+    comm, exposed = _communication(kernels, span)
     return TraceFigures(
         steps=steps,
         wall_ms=wall_ms,
@@ -175,6 +180,8 @@ def figures(events: Sequence[dict[str, Any]], steps: int, wall_ms: float) -> Tra
         kernels_per_step=len(kernels) / max(steps, 1),
         launch_delay_us=_launch_delay(events, kernels),
         stream_busy_pct={sid: _pct(length(clip(iv, span)), span_us) for sid, iv in sorted(merged.items())},
+        comm_ms_per_step=None if comm is None else comm * per_step,
+        comm_exposed_ms_per_step=None if exposed is None else exposed * per_step,
         stream_ms_per_step={sid: length(iv) * per_step for sid, iv in sorted(merged.items())},
         top_kernels=tuple((name, us * per_step) for name, us in top),
         stage_ms_per_step={name: length(union(iv)) * per_step for name, iv in _stage_kernels(events, kernels).items()},
@@ -259,6 +266,36 @@ def _stage_kernels(events: Sequence[dict[str, Any]], kernels: Sequence[dict[str,
         stage = next((name for start, end, name in ranges if start <= at <= end), None)
         if stage is not None:
             out.setdefault(stage, []).append(_interval(k))
+    return out
+
+
+def is_collective(name: str) -> bool:
+    """A collective's kernel (NCCL's all-reduce, all-gather, …: ``ncclDevKernel_AllReduce_…``)."""
+    return "nccl" in name.lower()
+
+
+def _communication(kernels: Sequence[dict[str, Any]], span: Interval) -> tuple[float | None, float | None]:
+    """(µs of collectives' kernels, µs of them while no other kernel runs) inside ``span``; (None,
+    None) without a collective (a run of one rank)."""
+    comm = union(_interval(k) for k in kernels if is_collective(str(k.get("name", ""))))
+    if not comm:
+        return None, None
+    comm = clip(comm, span)
+    compute = clip(union(_interval(k) for k in kernels if not is_collective(str(k.get("name", "")))), span)
+    return length(comm), length(comm) - length(intersection(comm, compute))
+
+
+def intersection(a: Sequence[Interval], b: Sequence[Interval]) -> list[Interval]:
+    """The overlap of two sorted lists of disjoint intervals."""
+    out, i, j = [], 0, 0
+    while i < len(a) and j < len(b):
+        lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+        if lo < hi:
+            out.append((lo, hi))
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
     return out
 
 

@@ -89,4 +89,5 @@ def with_trace(evidence: Evidence, fig: TraceFigures) -> Evidence:
         gpu_ms_per_step=fig.gpu_ms_per_step,
         host_ms_per_step=fig.host_ms_per_step,
         launch_delay_us=fig.launch_delay_us,
+        comm_exposed_ms=fig.comm_exposed_ms_per_step,
     )

@@ -1,0 +1,53 @@
+"""A data-parallel step whose gradient all-reduce runs with nothing beside it is communication-bound
+(issue 55): the profiler window's collectives (NCCL kernels) and their exposed part per step, and
+the verdict that names it before "GPU-bound", whose busy time counts those kernels too."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from gpudash.diagnosis.rules import COMM_SHARE, Bound, Evidence, diagnose
+from gpudash.engine.trace_figures import STEP_MARKER, figures
+
+
+def _step(t0: float, *, compute_us: float, comm_from_us: float, comm_us: float) -> list[dict[str, Any]]:
+    """One step of a DDP rank: its marker, a compute kernel, and an all-reduce that starts inside it."""
+    return [
+        {"cat": "user_annotation", "name": STEP_MARKER, "ts": t0, "dur": 500.0},
+        {"cat": "kernel", "name": "sm90_xmma_gemm_bf16", "ts": t0, "dur": compute_us, "args": {"stream": 7}},
+        {
+            "cat": "kernel",
+            "name": "ncclDevKernel_AllReduce_Sum_bf16_RING_LL",
+            "ts": t0 + comm_from_us,
+            "dur": comm_us,
+            "args": {"stream": 13},
+        },
+    ]
+
+
+def test_the_all_reduces_exposed_part_is_what_no_other_kernel_hides() -> None:
+    events = _step(0.0, compute_us=6000, comm_from_us=4000, comm_us=6000)
+    events += _step(10_000.0, compute_us=6000, comm_from_us=4000, comm_us=6000)
+    fig = figures(events, 2, 20.0)
+    assert fig.comm_ms_per_step == pytest.approx(6.0)
+    assert fig.comm_exposed_ms_per_step == pytest.approx(4.0)  # 2 of its 6 ms ran beside the GEMM
+    assert fig.details()["comm_exposed_ms_per_step"] == "4"
+
+
+def test_a_rank_without_collectives_has_no_communication_figures() -> None:
+    fig = figures(_step(0.0, compute_us=6000, comm_from_us=0, comm_us=0)[:2], 1, 10.0)
+    assert fig.comm_ms_per_step is None and fig.comm_exposed_ms_per_step is None
+
+
+def test_an_exposed_all_reduce_over_a_quarter_of_the_step_is_communication_bound_before_gpu_bound() -> None:
+    busy = Evidence(steps=30, step_ms=10.0, input_ms=0.1, syncs_per_step=0.0, gpu_busy_pct=99.0, gpu_ms_per_step=9.9)
+    exposed = Evidence(**{**busy.__dict__, "comm_exposed_ms": 4.0})
+    verdict = diagnose(exposed)
+    assert verdict.bound == Bound.COMM
+    assert "4 ms of each 10 ms step (40%)" in verdict.line() and "ddp_bucket_mb=100" in verdict.advice
+    assert "bucket_cap_mb=100" in verdict.in_script_words().advice  # a job's own DistributedDataParallel
+    hidden = Evidence(**{**busy.__dict__, "comm_exposed_ms": 10.0 * COMM_SHARE - 0.1})
+    assert diagnose(hidden).bound == Bound.GPU_COMPUTE
+    assert Evidence.from_details(exposed.details()).comm_exposed_ms == pytest.approx(4.0)
