@@ -117,3 +117,19 @@ def test_a_large_window_is_read_in_the_background_said_cut_short_and_later_windo
     traces.step_cap = 2  # as a trace of 32 MB a step would set it
     request, note = traces.ask("trace", 10, str(tmp_path), "job", 0)
     assert request["steps"] == 2 and "2 steps, not 10" in note
+
+
+def test_a_note_on_a_diagnosis_windows_trace_is_the_traces_never_the_diagnosis_answer(tmp_path: Path) -> None:
+    """A window cut short during ``gpudash diagnose`` says so as a trace note: the diagnosis is not
+    taken to have failed (it did, on two H200s, before this)."""
+    from gpudash.core.protocol import DIAGNOSIS, Event, RunConfig
+    from gpudash.job.session import JobSession
+    from gpudash.job.traces import TraceRead
+
+    session = JobSession(RunConfig(workload="job:x", job=("python", str(tmp_path / "x.py"))))
+    try:
+        session._traced(TraceRead(DIAGNOSIS, "t.json", figures=figures([], 1, 1.0), note="cut short to its first 2"))
+        events = [m for m in session._pending if isinstance(m, Event)]
+        assert [e.what for e in events] == ["trace"] and "cut short" in events[0].message
+    finally:
+        session.channel.close()

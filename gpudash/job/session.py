@@ -306,8 +306,8 @@ class JobSession:
         if read.figures is None:
             self._error(what, read.error)
             return
-        if read.note:
-            self._error(what, f"profiler window {read.note}")
+        if read.note:  # a note of the trace's size, never the diagnosis' answer
+            self._error("trace", f"profiler window {read.note}")
         if what == DIAGNOSIS:
             self._diagnosed(read.figures)
             return
@@ -357,7 +357,7 @@ class JobSession:
         folder = self.config.trace_dir or os.path.join(self.channel.folder, "traces")
         request, note = self.traces.ask(purpose, steps, folder, job_command.slug(self.workload), self._lead())
         if note:
-            self._error(purpose, note)
+            self._error("trace", note)
         if not self.channel.request(str(hello.get("ctl", "")), request):
             self._error(purpose, "the job's process did not take the request (its channel is closed)")
 
