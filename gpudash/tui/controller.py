@@ -314,13 +314,18 @@ class DashController(KnobSteering):
         return self.send(protocol.MeasureScaling(), "rank 0 trains alone for 50 steps (the others wait)…")
 
     def ranks_text(self) -> str | None:
-        """A data-parallel run in one line: ranks, the slowest one, the last scaling efficiency."""
+        """A data-parallel run in one line: ranks, the slowest one, the all-reduce's exposed time from
+        the last profiler window, the last scaling efficiency."""
         s = self.state.last_sample
         if s is None or s.world_size < 2:
             return None
         parts = [f"{s.world_size} ranks (DDP)"]
         if s.slowest_rank is not None and s.slowest_rank_step_ms is not None:
             parts.append(f"slowest rank {s.slowest_rank}: {s.slowest_rank_step_ms:.3g} ms/step p50")
+        trace = self.state.last_trace
+        exposed = trace.details.get("comm_exposed_ms_per_step") if trace is not None else None
+        if trace is not None and exposed:  # the all-reduce with nothing beside it, from the last profiler window
+            parts.append(f"all-reduce exposed {float(exposed):.3g} ms/step (t={trace.time_s:.0f} s)")
         e = self.state.last_scaling
         if e is not None and "scaling_efficiency" in e.details:
             parts.append(f"scaling efficiency {float(e.details['scaling_efficiency']):.2f} (t={e.time_s:.0f} s)")

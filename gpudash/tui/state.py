@@ -427,6 +427,9 @@ def trace_line(e: Event) -> str:
     pct = _float(d.get("pct_of_overlap_bound"))
     if pct is not None:
         parts.append(f"at {pct:.0f}% of the overlap bound")
+    comm, exposed = _float(d.get("comm_ms_per_step")), _float(d.get("comm_exposed_ms_per_step"))
+    if comm is not None and exposed is not None:
+        parts.append(f"all-reduce {comm:.3g} ms/step, {exposed:.3g} exposed")
     return f"{', '.join(parts)} {at}"
 
 

@@ -128,3 +128,24 @@ async def test_the_scaling_key_says_why_not_without_ranks() -> None:
         await pilot.press("e")
         assert "needs a data-parallel run" in message(app) and not src.sent
         assert app.query_one(StatsPanel).border_title is None
+
+
+async def test_a_data_parallel_runs_line_shows_the_all_reduce_exposed_in_the_last_profiler_window() -> None:
+    """Issue 55: with several ranks, the stats panel's ranks line says how long each step's gradient
+    all-reduce ran with nothing beside it, from the last profiler window (``T``)."""
+    from tests.test_controller import trace_event
+
+    async with running(FakeSource(RunConfig(nproc=2)), until=4.0) as (pilot, app, src):
+        last = present(app.state.last_sample)
+        src.push(dataclasses.replace(last, time_s=last.time_s + 0.25, world_size=2))
+        trace = trace_event(t=6.0)
+        src.push(
+            dataclasses.replace(
+                trace, details={**trace.details, "comm_ms_per_step": "2.1", "comm_exposed_ms_per_step": "0.34"}
+            )
+        )
+        app.refresh_now()
+        await pilot.pause()
+        title = str(app.query_one(StatsPanel).border_title)
+        assert "2 ranks (DDP) · all-reduce exposed 0.34 ms/step (t=6 s)" in title
+        assert "all-reduce 2.1 ms/step, 0.34 exposed" in str(app.controller.last_trace_text())
