@@ -50,6 +50,7 @@ from gpudash.job.output import read_output
 from gpudash.job.phase_watch import PhaseWatch
 from gpudash.job.steps import JobSamples, StepRecord
 from gpudash.job.stops import JobStops
+from gpudash.job.stragglers import StragglerWatch
 from gpudash.job.traces import JobTraces, TraceRead
 
 HOOKS_OFF = "the job's hooks are off: "  # the note of hooks that turned themselves off (and why)
@@ -116,6 +117,7 @@ class JobSession:
         self.watch.stall_min_s = config.stall_after_s
         self.stops = JobStops(self.process, self.watch, lambda text: self._error("job", text))  # Ctrl-Z, SIGTTOU
         self._last_poll = self.t0
+        self.stragglers = StragglerWatch()  # the rank a data-parallel job's others wait for
 
     # -- EngineSource ------------------------------------------------------------------------------
     @property
@@ -183,7 +185,7 @@ class JobSession:
         if self._ended:
             pass  # nothing more comes: no window after the job's last step
         elif self._started:
-            self._pending.extend(self.samples.due(now))
+            self._close_windows(now)
         elif self._first_step_at is not None and (
             self.samples.steps >= STARTED_AFTER_STEPS or now - self._first_step_at >= STARTED_AFTER_S
         ):
@@ -219,8 +221,7 @@ class JobSession:
         self._nvml_started = False
 
     def leave_running(self) -> None:
-        """gpudash goes, the job stays (``diagnose --keep-running``, the dashboard's "leave it
-        running"); a captured job's output goes on into its file (``process.output_path``)."""
+        """gpudash goes, the job stays (``diagnose --keep-running``, the dashboard's "leave it running")."""
         self.left = True
         self.process.leave_running()
         self._ended = True
@@ -275,6 +276,13 @@ class JobSession:
                 self._diagnosis_step(record, now)
         while self.intake.joined:
             self._processes_said(self.intake.joined.pop(0))
+
+    def _close_windows(self, now: float) -> None:
+        """The windows that ended by ``now``, and the straggler they show (a data-parallel job)."""
+        closed = self.samples.windows_closed
+        self._pending.extend(self.samples.due(now))
+        if self.samples.windows_closed > closed and (told := self.stragglers.window(self.samples.input_shares)):
+            self._error("ranks", told)
 
     def _processes_said(self, message: str) -> None:
         """How several processes' steps of a rank count (run.json's ``processes``, ``steps_combined``)."""
@@ -462,11 +470,8 @@ class JobSession:
 
     def _stack_targets(self) -> list[tuple[int, str, str]]:
         """Each rank's process: (pid, "rank N", its socket), lead first."""
-        out = []
-        for rank, first in sorted(self._first.items()):
-            pid = _int(first.get("pid"), 0)
-            out.append((pid, f"rank {rank}", str(self._hello.get(pid, {}).get("ctl") or "")))
-        return out
+        pids = {rank: _int(first.get("pid"), 0) for rank, first in sorted(self._first.items())}
+        return [(pid, f"rank {rank}", str(self._hello.get(pid, {}).get("ctl") or "")) for rank, pid in pids.items()]
 
     def _on_cuda(self) -> bool:
         lead = self._first.get(self._lead(), {})

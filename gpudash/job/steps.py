@@ -188,6 +188,8 @@ class JobSamples:
         self.durations: list[float] = []  # the lead rank's latest step durations (seconds), for the median
         self.last_step_t: float | None = None  # the lead rank's latest step end (monotonic)
         self.blind_spans: list[tuple[float, float]] = []  # when gpudash could not listen (monotonic)
+        self.input_shares: dict[int, float] = {}  # each rank's input wait over its training seconds, last window
+        self.windows_closed = 0
 
     def add(self, rank: int, record: StepRecord) -> None:
         self.ranks.setdefault(rank, RankWindows()).add(record)
@@ -281,12 +283,17 @@ class JobSamples:
             inside = [r for r in windows.window if r.t < end]
             windows.window = [r for r in windows.window if r.t >= end]
             figures[rank] = fig = window_figures(inside)
+            timed = [r for r in inside if r.train_s]
+            if timed:
+                seconds = sum(r.train_s or 0.0 for r in timed)
+                self.input_shares[rank] = min(1.0, sum(r.input_wait_s for r in timed) / seconds)
             windows.closed_steps = max([windows.closed_steps, *(r.step for r in inside)])
             windows.closed_samples += fig.samples
             if rank != lead:
                 self.rank_samples[rank] = RankSample(
                     time_s, rank, windows.closed_steps, fig.steps / interval_s, fig.step_ms_p50
                 )
+        self.windows_closed += 1
         windows, fig = self.ranks[lead], figures[lead]
         steps_per_s, train_s = self._rate(fig, end)
         per_step = fig.timed_samples / fig.timed_steps if fig.timed_steps else windows.batch_size

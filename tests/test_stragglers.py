@@ -1,0 +1,52 @@
+"""A data-parallel job's straggler is named by where its ranks wait (issue 55): the rank whose steps
+wait for their next batch far longer than the others' is the one the others wait for."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from gpudash.core.protocol import Event, EventKind, RunConfig
+from gpudash.job.session import JobSession
+from gpudash.job.stragglers import WINDOWS, StragglerWatch
+
+
+def test_a_rank_that_waits_for_input_far_longer_than_the_others_is_named_once_then_cleared() -> None:
+    watch = StragglerWatch()
+    told = [watch.window({0: 0.02, 1: 0.38}) for _ in range(WINDOWS + 2)]
+    assert [t for t in told if t] == [told[WINDOWS - 1]]
+    assert told[WINDOWS - 1].startswith("rank 1 is the straggler: it waits for its input 38% of each step")
+    assert "the other ranks at most 2%" in told[WINDOWS - 1]
+    cleared = [watch.window({0: 0.02, 1: 0.03}) for _ in range(WINDOWS)]
+    assert cleared[-1] == "rank 1 keeps up again: no rank waits for its input much longer than the others"
+
+
+def test_ranks_that_all_wait_alike_or_a_single_rank_have_no_straggler() -> None:
+    watch = StragglerWatch()
+    assert not any(watch.window({0: 0.4, 1: 0.35}) for _ in range(WINDOWS * 2))  # all input-bound alike
+    assert not any(watch.window({0: 0.9}) for _ in range(WINDOWS * 2))  # one rank
+
+
+def _record(step: int, t: float, wait_s: float) -> list[Any]:
+    return [step, t, 100.0, 8, 0, wait_s, None, 0, 0.1]
+
+
+def test_a_torchrun_jobs_rank_starved_of_input_is_said_as_its_windows_close(tmp_path: Path) -> None:
+    session = JobSession(RunConfig(workload="job:x", job=("python", str(tmp_path / "x.py")), sample_interval_s=0.5))
+    try:
+        now = time.monotonic()
+        for rank in (0, 1):
+            session._on_message({"k": "first", "rank": rank, "pid": 100 + rank, "mono": now, "world": 2}, now)
+            wait = 0.04 if rank == 1 else 0.001
+            records = [_record(i, now + 0.1 * i, wait) for i in range(1, 41)]
+            session._on_message({"k": "steps", "rank": rank, "pid": 100 + rank, "s": records}, now + 4.0)
+        session._started = True
+        session._pending.clear()
+        session.samples.window_start = now
+        for i in range(1, 9):
+            session._close_windows(now + 0.5 * i + 0.6)
+        said = [m for m in session._pending if isinstance(m, Event) and m.kind == EventKind.ERROR and m.what == "ranks"]
+        assert len(said) == 1 and said[0].message.startswith("rank 1 is the straggler: it waits for its input 40%")
+    finally:
+        session.channel.close()
