@@ -58,7 +58,7 @@ NO_HELLO_S = 15.0  # no word from the job this long after its start: say why tha
 NO_STEP_S = 60.0  # no optimizer step this long after its hello: say so
 STARTED_AFTER_STEPS = 10  # "started" once this many steps are in (the batch size known) ...
 STARTED_AFTER_S = 3.0  # ... or this long after the first
-BLIND_AFTER_S = 2.0  # gpudash did not look for this long (stopped, starved): its windows are unknown, not zero
+BLIND_AFTER_S = 2.0  # gpudash was stopped this long (SIGSTOP, Ctrl-Z): its windows are unknown, not zero
 OUTPUT_LINES = 5000  # the dashboard's log pane keeps this many of the job's lines
 
 
@@ -173,8 +173,9 @@ class JobSession:
     def poll(self) -> list[Message]:
         """What the job and NVML said since the last poll, oldest first; never blocks."""
         now = time.monotonic()
-        if now - self._last_poll >= BLIND_AFTER_S:  # gpudash was stopped: what the job sent then may be lost
-            self.samples.blind(self._last_poll, now)
+        if self.stops.gpudash_was_stopped and now - self._last_poll >= BLIND_AFTER_S:  # what the job sent then
+            self.samples.blind(self._last_poll, now)  # may be lost: those windows are unknown, not zero
+        self.stops.gpudash_was_stopped = False
         self._last_poll = now
         for message in self.channel.receive():
             self._on_message(message, now)

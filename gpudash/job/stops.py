@@ -60,6 +60,7 @@ class JobStops:
         self.watch = watch
         self.say = say  # an "error" event of the job's: seen at once
         self.stopped_by: int | None = None  # the signal the job is stopped by now
+        self.gpudash_was_stopped = False  # gpudash itself was stopped and went on (SIGCONT) since the last look
         self._front_checked = 0.0
 
     @property
@@ -98,11 +99,13 @@ class JobStops:
         while stop_state(self.process.pid) is not None:
             pass  # the job's own stop and continue, which gpudash made
         self.stopped_by = None
+        self.gpudash_was_stopped = True
         self.watch.resumed(time.monotonic(), since)
 
     def resume(self) -> None:
         """gpudash was continued by a signal of its own (SIGCONT after ``kill -STOP`` of gpudash):
         the job goes on with it."""
+        self.gpudash_was_stopped = True
         if self.process.pid is not None and self.process.poll() is None:
             resume_job(self.process.terminal, self.groups)
 
