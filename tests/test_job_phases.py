@@ -250,7 +250,7 @@ def test_lightnings_validation_loop_is_an_evaluation_and_its_rate_its_training_s
 
 @pytest.mark.slow
 def test_a_hugging_face_trainer_with_evaluation_and_saves_reads_its_training_rate_and_goodput(tmp_path: Path) -> None:
-    job = ("--tiny", "--steps", "40", "--eval-steps", "10", "--save-steps", "20", "--pace", "0.05")
+    job = ("--tiny", "--steps", "80", "--eval-steps", "20", "--save-steps", "40", "--pace", "0.05")
     out, done, meta = _record(tmp_path, "hf", str(BENCH_JOBS / "hf_phases.py"), *job)
     mean, _, _ = _summary(out)
     assert mean == pytest.approx(float(job_line(done.stdout)["steps_per_s"]), rel=0.10)
