@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 
 import torch
 import torch.distributed as dist
@@ -16,20 +15,8 @@ import torchvision
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader
 
-
-class SameBatch(torch.utils.data.Dataset):
-    """One batch of synthetic images, made on the rank's GPU once and handed out ``steps`` times."""
-
-    def __init__(self, batch: int, steps: int, device: torch.device) -> None:
-        self.images = torch.randn(batch, 3, 224, 224, device=device).to(memory_format=torch.channels_last)
-        self.labels = torch.randint(0, 1000, (batch,), device=device)
-        self.steps = steps
-
-    def __len__(self) -> int:
-        return self.steps
-
-    def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.images, self.labels
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+from benchmarks.jobs.resnet_job import SameBatch, timed_loop  # noqa: E402 - the repository's root first
 
 
 def main() -> int:
@@ -57,20 +44,16 @@ def main() -> int:
     )
     opt = torch.optim.SGD(ddp.parameters(), lr=0.1, momentum=0.9)
     loader = DataLoader(SameBatch(args.batch, args.steps, device), batch_size=None)
-    start = 0.0
-    for step, (images, labels) in enumerate(loader, 1):
+
+    def step(batch: tuple[torch.Tensor, torch.Tensor]) -> None:
+        images, labels = batch
         with torch.autocast(device.type, dtype=torch.bfloat16):
             loss = torch.nn.functional.cross_entropy(ddp(images), labels)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
-        if step == args.warmup:
-            if device.type == "cuda":
-                torch.cuda.synchronize()
-            start = time.perf_counter()
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-    took = time.perf_counter() - start
+
+    took = timed_loop(step, loader, args.steps, args.warmup, device)
     timed = args.steps - args.warmup
     if rank == 0:
         rate = timed * args.batch * world / took

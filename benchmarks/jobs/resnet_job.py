@@ -7,6 +7,8 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import torch
 import torchvision
@@ -29,6 +31,27 @@ class SameBatch(torch.utils.data.Dataset):
         return self.images, self.labels
 
 
+def timed_loop(
+    step: Callable[[Any], None], batches: Iterable[Any], steps: int, warmup: int, device: torch.device
+) -> float:
+    """``step`` over ``batches`` (again, epoch after epoch, until ``steps``); the seconds of the
+    steps after the first ``warmup``, the GPU's work done (synchronized at both ends)."""
+    done, start = 0, 0.0
+    while done < steps:
+        for batch in batches:
+            step(batch)
+            done += 1
+            if done == warmup:
+                if device.type == "cuda":
+                    torch.cuda.synchronize()
+                start = time.perf_counter()
+            if done >= steps:
+                break
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    return time.perf_counter() - start
+
+
 def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--steps", type=int, default=120)
@@ -40,20 +63,16 @@ def main() -> int:
     model = torchvision.models.resnet50().to(device, memory_format=torch.channels_last)
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     loader = DataLoader(SameBatch(args.batch, args.steps, device), batch_size=None)
-    start = 0.0
-    for step, (images, labels) in enumerate(loader, 1):
+
+    def step(batch: tuple[torch.Tensor, torch.Tensor]) -> None:
+        images, labels = batch
         with torch.autocast(device.type, dtype=torch.bfloat16):
             loss = torch.nn.functional.cross_entropy(model(images), labels)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
-        if step == args.warmup:
-            if device.type == "cuda":
-                torch.cuda.synchronize()
-            start = time.perf_counter()
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-    took = time.perf_counter() - start
+
+    took = timed_loop(step, loader, args.steps, args.warmup, device)
     timed = args.steps - args.warmup
     print(
         f"JOB steps={args.steps} timed_steps={timed} seconds={took:.6f} samples_per_s={timed * args.batch / took:.3f}"

@@ -6,12 +6,15 @@ of its steps on its last line."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
-import time
 from typing import Any
 
 import torch
 from torch.utils.data import DataLoader, TensorDataset
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+from benchmarks.jobs.resnet_job import timed_loop  # noqa: E402 - the repository's root first
 
 
 def build(
@@ -49,20 +52,7 @@ def main() -> int:
     args = p.parse_args()
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     loader, model, opt = build(args.batch, args.width, device)
-    step, start = 0, 0.0
-    while step < args.steps:
-        for batch in loader:
-            train_step(model, opt, batch, device)
-            step += 1
-            if step == args.warmup:
-                if device.type == "cuda":
-                    torch.cuda.synchronize()
-                start = time.perf_counter()
-            if step >= args.steps:
-                break
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-    took = time.perf_counter() - start
+    took = timed_loop(lambda batch: train_step(model, opt, batch, device), loader, args.steps, args.warmup, device)
     timed = args.steps - args.warmup
     print(
         f"JOB steps={args.steps} timed_steps={timed} seconds={took:.6f} samples_per_s={timed * args.batch / took:.3f}"
