@@ -32,7 +32,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from gpudash.engine.trace_figures import intersection, is_collective, length, union  # noqa: E402
+from gpudash.engine.trace_figures import STEP_MARKER, figures, is_collective, length, read_events, union  # noqa: E402
 from gpudash.stats.comparison import compare, estimate_from_batches  # noqa: E402
 from gpudash.stats.fmt import fmt_ratio  # noqa: E402
 
@@ -129,26 +129,23 @@ def trace_split(torch: Any, step: Any, sync: Any, steps: int, cuda: bool) -> tup
     start = time.perf_counter()
     with profile(activities=activities) as prof:
         for _ in range(steps):
-            step()
+            with torch.autograd.profiler.record_function(STEP_MARKER):  # the steps' span, as gpudash marks it
+                step()
         sync()
     wall_ms = (time.perf_counter() - start) * 1e3 / steps
     if not cuda:
         return wall_ms, 0.0, 0.0, 0.0
-    path = tempfile.mktemp(suffix=".json")
-    prof.export_chrome_trace(path)
-    from gpudash.engine.trace_figures import read_events
+    with tempfile.TemporaryDirectory() as scratch:
+        path = os.path.join(scratch, "trace.json")
+        prof.export_chrome_trace(path)
+        events = read_events(path)
+    fig = figures(events, steps, wall_ms * steps)  # the collectives and their exposed part, as gpudash reads them
+    compute = union(_interval(e) for e in events if e.get("cat") == "kernel" and not is_collective(str(e.get("name"))))
+    return wall_ms, length(compute) / 1e3 / steps, fig.comm_ms_per_step or 0.0, fig.comm_exposed_ms_per_step or 0.0
 
-    kernels = [e for e in read_events(path) if e.get("cat") == "kernel" and "dur" in e]
-    os.unlink(path)
-    spans = [
-        ((float(e["ts"]), float(e["ts"]) + float(e["dur"])), is_collective(str(e.get("name", "")))) for e in kernels
-    ]
-    nccl = [span for span, collective in spans if collective]
-    compute = [span for span, collective in spans if not collective]
-    busy = union(compute)
-    comm = union(nccl)
-    exposed = length(comm) - length(intersection(comm, busy))
-    return wall_ms, length(busy) / 1e3 / steps, length(comm) / 1e3 / steps, exposed / 1e3 / steps
+
+def _interval(e: dict[str, Any]) -> tuple[float, float]:
+    return float(e["ts"]), float(e["ts"]) + float(e["dur"])
 
 
 def run(world: int, args: argparse.Namespace, setting: str) -> list[tuple[list[float], list[float]]]:

@@ -282,10 +282,10 @@ def _communication(kernels: Sequence[dict[str, Any]], span: Interval) -> tuple[f
         return None, None
     comm = clip(comm, span)
     compute = clip(union(_interval(k) for k in kernels if not is_collective(str(k.get("name", "")))), span)
-    return length(comm), length(comm) - length(intersection(comm, compute))
+    return length(comm), length(comm) - length(_intersection(comm, compute))
 
 
-def intersection(a: Sequence[Interval], b: Sequence[Interval]) -> list[Interval]:
+def _intersection(a: Sequence[Interval], b: Sequence[Interval]) -> list[Interval]:
     """The overlap of two sorted lists of disjoint intervals."""
     out, i, j = [], 0, 0
     while i < len(a) and j < len(b):
