@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from gpudash.core.protocol import SUSPENDED
 from gpudash.job.launch import JobProcess
 from gpudash.job.phase_watch import PhaseWatch
 from gpudash.job.terminal import TTY_SIGNALS, resume_job, signal_groups, stop_state, suspend_with_job
@@ -126,6 +127,6 @@ class JobStops:
         if self.stopped_by is None:
             return
         self.stopped_by = None
-        since = self.watch.phases.open.get("suspended")
+        since = self.watch.phases.open.get(SUSPENDED)
         if since is not None:
             self.watch.resumed(now, since)
