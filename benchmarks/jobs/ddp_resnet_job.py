@@ -16,7 +16,7 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-from benchmarks.jobs.resnet_job import SameBatch, timed_loop  # noqa: E402 - the repository's root first
+from benchmarks.jobs.resnet_job import SameBatch, classifier_step, timed_loop  # noqa: E402 - the repository's root first
 
 
 def main() -> int:
@@ -44,16 +44,7 @@ def main() -> int:
     )
     opt = torch.optim.SGD(ddp.parameters(), lr=0.1, momentum=0.9)
     loader = DataLoader(SameBatch(args.batch, args.steps, device), batch_size=None)
-
-    def step(batch: tuple[torch.Tensor, torch.Tensor]) -> None:
-        images, labels = batch
-        with torch.autocast(device.type, dtype=torch.bfloat16):
-            loss = torch.nn.functional.cross_entropy(ddp(images), labels)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-
-    took = timed_loop(step, loader, args.steps, args.warmup, device)
+    took = timed_loop(classifier_step(ddp, opt, device), loader, args.steps, args.warmup, device)
     timed = args.steps - args.warmup
     if rank == 0:
         rate = timed * args.batch * world / took

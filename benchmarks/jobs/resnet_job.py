@@ -31,6 +31,22 @@ class SameBatch(torch.utils.data.Dataset):
         return self.images, self.labels
 
 
+def classifier_step(
+    model: torch.nn.Module, opt: torch.optim.Optimizer, device: torch.device
+) -> Callable[[tuple[torch.Tensor, torch.Tensor]], None]:
+    """One training step of an image classifier under bf16 autocast, on a batch of (images, labels)."""
+
+    def step(batch: tuple[torch.Tensor, torch.Tensor]) -> None:
+        images, labels = batch
+        with torch.autocast(device.type, dtype=torch.bfloat16):
+            loss = torch.nn.functional.cross_entropy(model(images), labels)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    return step
+
+
 def timed_loop(
     step: Callable[[Any], None], batches: Iterable[Any], steps: int, warmup: int, device: torch.device
 ) -> float:
@@ -63,16 +79,7 @@ def main() -> int:
     model = torchvision.models.resnet50().to(device, memory_format=torch.channels_last)
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     loader = DataLoader(SameBatch(args.batch, args.steps, device), batch_size=None)
-
-    def step(batch: tuple[torch.Tensor, torch.Tensor]) -> None:
-        images, labels = batch
-        with torch.autocast(device.type, dtype=torch.bfloat16):
-            loss = torch.nn.functional.cross_entropy(model(images), labels)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-
-    took = timed_loop(step, loader, args.steps, args.warmup, device)
+    took = timed_loop(classifier_step(model, opt, device), loader, args.steps, args.warmup, device)
     timed = args.steps - args.warmup
     print(
         f"JOB steps={args.steps} timed_steps={timed} seconds={took:.6f} samples_per_s={timed * args.batch / took:.3f}"
