@@ -1,7 +1,7 @@
 """Data-parallel scaling efficiency per family: N-rank samples/s ÷ (N × one-rank samples/s).
 
     python benchmarks/ddp_scaling.py [--nproc 2] [-w encdec -w resnet50] [-b 8 -b 32] \
-        [--knob amp=bf16 --knob channels_last --knob ddp_grad_view] \
+        [--knob amp=bf16 --knob channels_last --knob ddp_torch_defaults] \
         [--repeats 3 --seconds 10 --warmup 3] [--device cuda] [--out DIR]
 
 For each family it runs ``gpudash sweep`` twice, the same configurations with ``--nproc 1`` and

@@ -46,7 +46,7 @@ def test_an_exposed_all_reduce_over_a_quarter_of_the_step_is_communication_bound
     exposed = Evidence(**{**busy.__dict__, "comm_exposed_ms": 4.0})
     verdict = diagnose(exposed)
     assert verdict.bound == Bound.COMM
-    assert "4 ms of each 10 ms step (40%)" in verdict.line() and "ddp_bucket_mb=100" in verdict.advice
+    assert "4 ms of each 10 ms step (40%)" in verdict.line() and "ddp_no_sync=K" in verdict.advice
     assert "bucket_cap_mb=100" in verdict.in_script_words().advice  # a job's own DistributedDataParallel
     hidden = Evidence(**{**busy.__dict__, "comm_exposed_ms": 10.0 * COMM_SHARE - 0.1})
     assert diagnose(hidden).bound == Bound.GPU_COMPUTE

@@ -205,10 +205,19 @@ def test_loader_workers_of_two_ranks_survive_a_batch_change(family: str, variant
 
 @pytest.mark.slow
 def test_no_sync_accumulation_steps_the_optimizer_every_kth_step_on_every_rank() -> None:
-    got = _ddp_run("sync_loss", "fixed", knobs="ddp_no_sync=2,ddp_grad_view,ddp_bucket_mb=1")
+    got = _ddp_run("sync_loss", "fixed", knobs="ddp_no_sync=2,ddp_torch_defaults,ddp_bucket_mb=1")
     assert torch.equal(got[0][0], got[1][0])
     plain = _ddp_run("sync_loss", "fixed")
     assert not torch.equal(got[0][0], plain[0][0])  # accumulation trains differently
+
+
+def test_ddp_is_set_up_with_gpudash_settings_unless_a_knob_asks_for_torch_defaults() -> None:
+    from workloads.distributed import GPUDASH_BUCKET_MB, DdpSettings
+
+    assert DdpSettings.chosen(bucket_mb=None, torch_defaults=False) == DdpSettings(GPUDASH_BUCKET_MB, True, True)
+    assert DdpSettings.chosen(bucket_mb=None, torch_defaults=True) == DdpSettings(None, False, False)
+    assert DdpSettings.chosen(bucket_mb=5.0, torch_defaults=True) == DdpSettings(5.0, False, False)
+    assert DdpSettings.chosen(bucket_mb=1.0, torch_defaults=False) == DdpSettings(1.0, True, True)
 
 
 def _rank_scaling(rank: int, world: int, port: int, out: multiprocessing.Queue) -> None:

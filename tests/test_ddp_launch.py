@@ -92,7 +92,7 @@ def test_killing_one_rank_ends_the_run_with_a_clear_message_and_no_process_left(
         (["--nproc", "-1"], "--nproc"),
         (["--nproc", "3", "--device", "cuda"], "no CUDA GPU found"),  # this machine has none
         (["--nnodes", "2"], "needs --rdzv-endpoint"),
-        (["--knob", "ddp_grad_view"], "needs --nproc 2 or more"),
+        (["--knob", "ddp_torch_defaults"], "needs --nproc 2 or more"),
         (["--nproc", "2", "--device", "cpu", "-v", "fixed", "--knob", "compile"], "not supported with --nproc > 1"),
     ],
 )

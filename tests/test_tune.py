@@ -266,7 +266,7 @@ def test_labels_are_the_entries_sweep_takes() -> None:
     ("args", "said"),
     [
         ("-w sync_loss --knobs amp=bf16,warp_speed", "unknown knob 'warp_speed'"),
-        ("-w sync_loss --knobs ddp_static_graph", "tune runs one process"),
+        ("-w sync_loss --knobs ddp_torch_defaults", "tune runs one process"),
         ("-w sync_loss --knobs amp=off", "name a value"),
         ("-w sync_loss --max-minutes 0.05", "too short for even one round"),
         ("-w nope", "unknown workload 'nope'"),

@@ -223,9 +223,9 @@ class Workload(ChangeChecks, StageTiming, ABC):
         ddp = distributed.wrap(
             module,
             self.device,
-            bucket_cap_mb=None if bucket == "off" else float(bucket),
-            gradient_as_bucket_view=knobs.on("ddp_grad_view"),
-            static_graph=knobs.on("ddp_static_graph"),
+            distributed.DdpSettings.chosen(
+                bucket_mb=None if bucket == "off" else float(bucket), torch_defaults=knobs.on("ddp_torch_defaults")
+            ),
         )
         accumulate = knobs.value("ddp_no_sync")
         ddp.accumulation = GradientAccumulation(int(accumulate)) if accumulate != "off" else None  # type: ignore[assignment]  # Module.__setattr__'s stub: Tensor | Module only

@@ -10,8 +10,10 @@ a workload built with ``WorkloadOptions.distributed`` then
   concatenated batch (DDP averages the gradients: the mean loss over the global batch when each
   rank's loss is a mean over the same number of items);
 * wraps its trained module in DDP at every setup (after the model knobs are applied: DDP's
-  gradient buckets are built over the parameters as they are then), with the DDP settings of
-  the ``ddp_*`` knobs (``workloads.knobs``).
+  gradient buckets are built over the parameters as they are then), with gpudash's DDP settings
+  (``DdpSettings``: 100 MB buckets, ``gradient_as_bucket_view`` and ``static_graph``, measured to
+  scale better than torch's defaults; docs/BENCHMARKS.md) or those the ``ddp_*`` knobs choose
+  (``workloads.knobs``).
 
 The model knobs that replace the module's forward with compiled or captured code (``compile``,
 ``cuda_graph``) are refused with DDP here: DDP's all-reduce hooks would have to be compiled or
@@ -58,6 +60,25 @@ def data_seed(seed: int, rank: int) -> int:
     return seed + rank * DATA_SEED_STRIDE
 
 
+GPUDASH_BUCKET_MB = 100.0  # gpudash's bucket size; torch's own is 25 MB
+
+
+@dataclass(frozen=True)
+class DdpSettings:
+    """How ``wrap`` sets DDP up. gpudash's defaults hide more of the all-reduce behind the backward
+    pass than torch's (2 ranks of ResNet-50: 0.96 of linear against 0.92, docs/BENCHMARKS.md)."""
+
+    bucket_cap_mb: float | None = GPUDASH_BUCKET_MB  # None: torch's default (25 MB)
+    gradient_as_bucket_view: bool = True
+    static_graph: bool = True
+
+    @classmethod
+    def chosen(cls, *, bucket_mb: float | None, torch_defaults: bool) -> DdpSettings:
+        """The settings the ``ddp_bucket_mb`` and ``ddp_torch_defaults`` knobs choose."""
+        base = cls(None, False, False) if torch_defaults else cls()
+        return base if bucket_mb is None else cls(bucket_mb, base.gradient_as_bucket_view, base.static_graph)
+
+
 class _DdpOptions(TypedDict, total=False):
     """The ``DistributedDataParallel`` arguments ``wrap`` passes (the others keep torch's defaults)."""
 
@@ -68,20 +89,16 @@ class _DdpOptions(TypedDict, total=False):
     output_device: int | None
 
 
-def wrap(
-    module: torch.nn.Module,
-    device: torch.device,
-    *,
-    bucket_cap_mb: float | None = None,
-    gradient_as_bucket_view: bool = False,
-    static_graph: bool = False,
-) -> torch.nn.Module:
+def wrap(module: torch.nn.Module, device: torch.device, settings: DdpSettings = DdpSettings()) -> torch.nn.Module:
     """``module`` in DDP on ``device`` (one device per rank); the parameters are broadcast from rank 0."""
     from torch.nn.parallel import DistributedDataParallel
 
-    kwargs: _DdpOptions = {"gradient_as_bucket_view": gradient_as_bucket_view, "static_graph": static_graph}
-    if bucket_cap_mb is not None:
-        kwargs["bucket_cap_mb"] = bucket_cap_mb
+    kwargs: _DdpOptions = {
+        "gradient_as_bucket_view": settings.gradient_as_bucket_view,
+        "static_graph": settings.static_graph,
+    }
+    if settings.bucket_cap_mb is not None:
+        kwargs["bucket_cap_mb"] = settings.bucket_cap_mb
     if device.type == "cuda":
         kwargs.update({"device_ids": [device.index], "output_device": device.index})
     return DistributedDataParallel(module, **kwargs)

@@ -129,16 +129,16 @@ KNOBS: dict[str, KnobInfo] = {
         ),
         KnobInfo(
             "ddp_bucket_mb",
-            "DDP gradient bucket size in MB (bucket_cap_mb; off: DDP's 25 MB)",
-            values=(OFF, "1", "5", "100"),
+            "DDP gradient bucket size in MB (bucket_cap_mb; off: gpudash's 100 MB, 25: torch's default)",
+            values=(OFF, "1", "5", "25"),
             needs_ddp=True,
         ),
         KnobInfo(
-            "ddp_grad_view",
-            "DDP gradient_as_bucket_view: gradients are views into the all-reduce buckets (no copy)",
+            "ddp_torch_defaults",
+            "DDP as torch sets it up: gradients copied into the all-reduce buckets, a graph found anew each "
+            "step (off: gpudash's gradient_as_bucket_view and static_graph)",
             needs_ddp=True,
         ),
-        KnobInfo("ddp_static_graph", "DDP static_graph: the same parameters get gradients every step", needs_ddp=True),
         KnobInfo(
             "ddp_no_sync",
             "accumulate gradients over K steps under DDP's no_sync, all-reduce and step the optimizer on the K-th",

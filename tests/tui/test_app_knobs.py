@@ -71,7 +71,7 @@ async def test_cuda_only_knobs_are_disabled_on_the_cpu_and_refused_with_one_line
         assert not panel.query_one("#knob-channels_last").disabled
         refused = [str(label.content) for label in panel.query(".knob-about.-refused").results(Label)]
         assert any("knob cuda_graph needs CUDA" in text for text in refused)
-        for name in ("ddp_bucket_mb", "ddp_grad_view", "ddp_static_graph", "ddp_no_sync"):  # no --nproc here
+        for name in ("ddp_bucket_mb", "ddp_torch_defaults", "ddp_no_sync"):  # no --nproc here
             assert panel.query_one(f"#knob-{name}").disabled
         assert any(
             "knob ddp_no_sync is a DistributedDataParallel setting: it needs --nproc 2 or more" in text
