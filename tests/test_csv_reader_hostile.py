@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gpudash.recording.csvformat import MAX_RECORD, CsvRecords, UnreadableCsv, read_table
+from gpudash.recording.csvread import MAX_RECORD, CsvRecords, UnreadableCsv, read_table
 
 FIELD_LIMIT = 131072  # csv's default field limit
 

@@ -10,7 +10,8 @@ import pytest
 
 from gpudash.core.protocol import Event, EventKind, GpuReading, GpuSample, Sample
 from gpudash.recording import csvformat
-from gpudash.recording.csvformat import RowParser, read_table
+from gpudash.recording.csvformat import RowParser
+from gpudash.recording.csvread import read_table
 from gpudash.stats.segments import Segment, SegmentTracker
 
 ROOT = Path(__file__).resolve().parent.parent

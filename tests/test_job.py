@@ -178,6 +178,12 @@ def test_torchrun_measures_every_rank(tmp_path: Path) -> None:
         done.stderr[-3000:],
     )  # samples: the global batch
     assert sorted(x for x in done.stdout.split() if x.startswith("rank=")) == ["rank=0", "rank=1"]
+    with open(out, newline="") as f:
+        rows = list(csv.DictReader(f))
+    ranks = [r for r in rows if r["row_kind"] == "rank"]  # each rank's windows, side by side
+    assert {r["rank"] for r in ranks} == {"0", "1"} and {r["node"] for r in ranks} == {"0"}
+    (world,) = [r for r in rows if r["event_what"] == "world"]  # which run, node and ranks gpudash saw
+    assert world["event_before"] == "0" and "ranks 0, 1 of 2" in world["event_message"]
 
 
 # -- the job stays the user's ---------------------------------------------------------------------

@@ -9,7 +9,7 @@ from pathlib import Path
 from gpudash.cli import main
 from gpudash.core.protocol import ExitCode, GpuSample, Message, Sample
 from gpudash.recording import csvformat
-from gpudash.recording.csvformat import open_csv
+from gpudash.recording.csvread import open_csv
 from gpudash.recording.replay import RecordingReader
 
 OLD = Path(__file__).parent / "data" / "recordings" / "before-gpm.csv"
@@ -56,5 +56,6 @@ def test_a_new_recordings_columns_keep_the_old_ones_in_their_places() -> None:
         *csvformat.MODEL_COLUMNS,
         *("gpu0_sm_active_pct", "gpu0_tensor_active_pct", "gpu0_dram_active_pct"),
         *("gpu1_sm_active_pct", "gpu1_tensor_active_pct", "gpu1_dram_active_pct"),
-        *csvformat.TRAINING_COLUMNS,  # a job's training seconds, last
+        *csvformat.TRAINING_COLUMNS,  # a job's training seconds
+        *csvformat.WORLD_COLUMNS,  # a rank row's own, last
     ]

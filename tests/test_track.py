@@ -22,7 +22,7 @@ import pytest
 import gpudash
 from gpudash.core.protocol import Event, EventKind, GpuSample, Sample
 from gpudash.engine.measure import percentile
-from gpudash.recording.csvformat import read_table
+from gpudash.recording.csvread import read_table
 from gpudash.recording.replay import ReplaySource, read_all
 from gpudash.recording.sidecar import read_sidecar
 from gpudash.report.load import load_run

@@ -219,13 +219,18 @@ class Sample:
 
 @dataclass(frozen=True)
 class RankSample:
-    """What a rank other than 0 of a data-parallel run reports: its own step times."""
+    """One rank of a data-parallel run over a window: its own step times (the CSV's ``rank`` rows).
+    ``rank`` is the global rank; the other fields are None where unknown."""
 
     time_s: float
     rank: int
     steps: int
     steps_per_s: float
     step_ms_p50: float | None
+    node: int | None = None  # the node (torchrun's GROUP_RANK) the rank runs on
+    samples_per_s: float | None = None  # the rank's own samples a second
+    input_wait_pct: float | None = None  # share of its training time spent waiting for input
+    allreduce_exposed_ms: float | None = None  # its latest profiler window's exposed all-reduce a step
 
 
 class EventKind(str, Enum):
@@ -276,6 +281,7 @@ STARTUP, EVALUATION, CHECKPOINT, COMPILE, TEARDOWN, STALLED_PHASE, SUSPENDED, OT
 TRAINING = "training"
 PHASES = (STARTUP, TRAINING, EVALUATION, CHECKPOINT, COMPILE, STALLED_PHASE, SUSPENDED, TEARDOWN, OTHER)
 GOODPUT = "phases"
+WORLD = "world"  # the ``what`` of the event saying which part of a torchrun run (its id, node, ranks) gpudash sees
 PROCESSES = "processes"  # the ``what`` of the event saying how several processes' steps of a rank are counted
 FLOPS = "flops"  # the ``what`` of the event saying what a model FLOPs count was, or why MFU is blank
 # a "crashed" event's details[REFUSED] = "true": the first configuration was refused (a batch that
@@ -428,7 +434,7 @@ def config_key(msg: Sample | SyncSites) -> tuple[str, str, int, str]:
     return (msg.workload, msg.variant, msg.batch_size, msg.knobs)
 
 
-Message = Sample | Event | GpuSample | SyncSites
+Message = Sample | Event | GpuSample | SyncSites | RankSample
 
 
 @dataclass(frozen=True)

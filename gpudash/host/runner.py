@@ -327,9 +327,12 @@ class WorkloadRunner:
             except (queue.Empty, OSError, ValueError, EOFError):
                 break
             if isinstance(msg, RankSample):
-                self._ranks[msg.rank] = msg  # folded into rank 0's next sample
+                self._ranks[msg.rank] = msg  # folded into rank 0's next sample, and recorded as its row
+                got.append(msg)
                 continue
-            got.append(self._note(msg))
+            got.append(noted := self._note(msg))
+            if isinstance(noted, Sample) and noted.world_size > 1:  # rank 0's row beside the others'
+                got.append(RankSample(noted.time_s, 0, noted.steps, noted.steps_per_s, noted.step_ms_p50))
         return got
 
     def _reading_paused(self) -> bool:

@@ -50,8 +50,8 @@ from gpudash.job.output import read_output
 from gpudash.job.phase_watch import PhaseWatch
 from gpudash.job.steps import JobSamples, StepRecord
 from gpudash.job.stops import JobStops
-from gpudash.job.stragglers import StragglerWatch
 from gpudash.job.traces import JobTraces, TraceRead
+from gpudash.job.world import JobWorld
 
 HOOKS_OFF = "the job's hooks are off: "  # the note of hooks that turned themselves off (and why)
 NO_HELLO_S = 15.0  # no word from the job this long after its start: say why that may be
@@ -117,12 +117,10 @@ class JobSession:
         self.watch.stall_min_s = config.stall_after_s
         self.stops = JobStops(self.process, self.watch, lambda text: self._error("job", text))  # Ctrl-Z, SIGTTOU
         self._last_poll = self.t0
-        self.stragglers = StragglerWatch()  # the rank a data-parallel job's others wait for
+        self.world = JobWorld(self.t0)  # where a data-parallel job's ranks run, each one's windows, the straggler
 
     # -- EngineSource ------------------------------------------------------------------------------
-    @property
-    def log_path(self) -> str | None:
-        return None  # the job's output is its own: on the terminal, or in the dashboard's pane
+    log_path: str | None = None  # the job's output is its own: on the terminal, or in the dashboard's pane
 
     @property
     def info(self) -> SourceInfo:
@@ -237,6 +235,7 @@ class JobSession:
         elif kind == "hello":
             self._hello[_int(m.get("pid"), 0)] = m
             self.process.add_group(_int(m.get("pgid"), 0))
+            self.world.hello(m)
         elif kind == "first":
             self._first[rank] = m
             self.intake.first(m, rank, _int(m.get("pid"), 0), now)
@@ -279,11 +278,9 @@ class JobSession:
             self._processes_said(self.intake.joined.pop(0))
 
     def _close_windows(self, now: float) -> None:
-        """The windows that ended by ``now``, and the straggler they show (a data-parallel job)."""
-        closed = self.samples.windows_closed
+        """The windows that ended by ``now``: the run's, each rank's, and the straggler they show."""
         self._pending.extend(self.samples.due(now))
-        if self.samples.windows_closed > closed and (told := self.stragglers.window(self.samples.input_shares)):
-            self._error("ranks", told)
+        self._pending.extend(self.world.closed(self.samples, now - self.t0))
 
     def _processes_said(self, message: str) -> None:
         """How several processes' steps of a rank count (run.json's ``processes``, ``steps_combined``)."""
@@ -317,6 +314,7 @@ class JobSession:
             return
         if read.note:  # a note of the trace's size, never the diagnosis' answer
             self._error("trace", f"profiler window {read.note}")
+        self.world.traced(self._lead(), read.figures.comm_exposed_ms_per_step)
         if what == DIAGNOSIS:
             self._diagnosed(read.figures)
             return
@@ -449,6 +447,7 @@ class JobSession:
         if self._started:
             self._say_flops(final=True)
             self._pending.extend(self.samples.flush())
+            self._pending.extend(self.world.closed(self.samples, time.monotonic() - self.t0))
             self.watch.ended(time.monotonic())
         if self.diagnosis is not None:
             d, self.diagnosis = self.diagnosis, None

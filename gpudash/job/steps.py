@@ -180,7 +180,8 @@ class JobSamples:
         self.world_size = 1
         self.window_start: float | None = None  # monotonic
         self.last: Sample | None = None
-        self.rank_samples: dict[int, RankSample] = {}
+        self.rank_samples: dict[int, RankSample] = {}  # each rank's latest window (several ranks)
+        self.new_rank_samples: list[RankSample] = []  # the windows closed since the session took them
         self.held: list[Sample] = []  # windows without a step, not sent yet (see ``due``)
         self.count: ModelCount | None = None  # the job's model FLOPs a step, and the peak (MFU)
         self.away = False  # the job is in a phase other than training now (evaluation, a checkpoint, a stall)
@@ -289,11 +290,9 @@ class JobSamples:
                 self.input_shares[rank] = min(1.0, sum(r.input_wait_s for r in timed) / seconds)
             windows.closed_steps = max([windows.closed_steps, *(r.step for r in inside)])
             windows.closed_samples += fig.samples
-            if rank != lead:
-                self.rank_samples[rank] = RankSample(
-                    time_s, rank, windows.closed_steps, fig.steps / interval_s, fig.step_ms_p50
-                )
         self.windows_closed += 1
+        if world > 1:
+            self._rank_windows(time_s, interval_s, figures)
         windows, fig = self.ranks[lead], figures[lead]
         steps_per_s, train_s = self._rate(fig, end)
         per_step = fig.timed_samples / fig.timed_steps if fig.timed_steps else windows.batch_size
@@ -321,6 +320,23 @@ class JobSamples:
             sample = with_slowest_rank(sample, self.rank_samples)
         self.last = sample
         return sample
+
+    def _rank_windows(self, time_s: float, interval_s: float, figures: dict[int, WindowFigures]) -> None:
+        """Each rank's figures over the window (``rank_samples``; the new ones in ``new_rank_samples``)."""
+        for rank, fig in figures.items():
+            rate = fig.steps_per_s if fig.steps_per_s is not None else fig.steps / interval_s
+            per_step = fig.timed_samples / fig.timed_steps if fig.timed_steps else self.ranks[rank].batch_size
+            share = self.input_shares.get(rank)
+            self.rank_samples[rank] = RankSample(
+                time_s,
+                rank,
+                self.ranks[rank].closed_steps,
+                rate,
+                fig.step_ms_p50,
+                samples_per_s=rate * per_step if self.batch_known else None,
+                input_wait_pct=100.0 * share if share is not None else None,
+            )
+        self.new_rank_samples.extend(self.rank_samples[rank] for rank in sorted(figures))
 
     def _rate(self, fig: WindowFigures, end: float) -> tuple[float, float]:
         """(steps/s, the training seconds it weighs in the statistics) of the lead rank's window:

@@ -36,6 +36,7 @@ from gpudash.core.protocol import (
     GpuInfo,
     GpuSample,
     Message,
+    RankSample,
     RunConfig,
     Sample,
     SyncSites,
@@ -309,6 +310,8 @@ class CsvRecorder:
                 self._note_phases(msg)
         elif isinstance(msg, SyncSites):
             self._note_sync_sites(msg)
+        elif isinstance(msg, RankSample):
+            self._write(csvformat.rank_row(msg, self.run.running))
 
     def _note_sync_sites(self, msg: SyncSites) -> None:
         """The JSON's ``sync_sites``: each configuration's latest table (written at once the first

@@ -10,7 +10,7 @@ the file into messages in batches on a bounded queue, and ``poll()`` hands out a
 responsive over a file of any size (``info.loading`` says how far the reading is). With
 ``follow`` the thread keeps reading rows as they are appended. ``RecordingReader`` is the
 parsing itself, synchronous, over the bounded reader ``gpudash report`` reads with too
-(``csvformat.CsvRecords``): a row still being written (no newline yet, or an open quote) is
+(``csvread.CsvRecords``): a row still being written (no newline yet, or an open quote) is
 kept back until it is complete; a malformed row, one over 1 MiB or with a field over ``csv``'s
 limit is skipped and counted; no cell keeps a control character. Controls make no sense on a
 recording: ``send()`` raises ``ReadOnlyError``.
@@ -27,7 +27,8 @@ from typing import Any, TextIO
 
 from gpudash.core.protocol import Control, GpuInfo, Message, RunConfig, SourceInfo
 from gpudash.core.textfmt import strip_controls
-from gpudash.recording.csvformat import CHUNK, ROW_KINDS, CsvRecords, RowParser, missing_columns, open_csv
+from gpudash.recording.csvformat import ROW_KINDS, RowParser, missing_columns
+from gpudash.recording.csvread import CHUNK, CsvRecords, open_csv
 from gpudash.recording.replay_sites import RecordedSites
 from gpudash.recording.sidecar import (
     UNKNOWN_CONFIG,

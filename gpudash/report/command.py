@@ -27,7 +27,7 @@ from gpudash import shared_flags
 from gpudash.argtypes import Parser, UsageError, check_out_dir, non_negative_float
 from gpudash.core.protocol import PHASES, ExitCode
 from gpudash.core.textfmt import clip, fmt_num, strip_controls
-from gpudash.report import sync_md
+from gpudash.report import sync_md, world
 from gpudash.report.ab import Pair, pairs, relative_table
 from gpudash.report.load import ConfigFigures, ReportInputError, Run, load_run
 from gpudash.stats.comparison import Comparison, Estimate, compare
@@ -215,15 +215,23 @@ def markdown(runs: Sequence[Run], command: str, plots: Sequence[str], baseline: 
                 *(f"| {t:.1f} | {label} | {text} |" for t, label, text in run.traces),
                 "",
             ]
+    worlds = world.join(runs)
+    for w in worlds:
+        lines += world.markdown(w)
     noisy = [(f"{c.name} ({run.name})", c.noise) for run in runs for c in run.configs if c.noise]
     lines += markdown_section(noisy, sum(len(run.configs) for run in runs))
-    if len(runs) > 1:
+    if len(runs) > 1 and not one_world(runs, worlds):
         against = "each against the runs before it" if baseline is None else f"against run {baseline + 1}"
         lines += [f"## Between runs ({against})", "", *relative_table(runs, baseline), ""]
         lines += goodput_table(runs)
     if plots:
         lines += ["## Plot", "", f"![throughput and GPU utilisation]({plots[0]})", ""]
     return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def one_world(runs: Sequence[Run], worlds: Sequence[world.World]) -> bool:
+    """Every run is a node of one data-parallel run: joined as a world, not compared as A and B."""
+    return len(worlds) == 1 and len(worlds[0].nodes) == len(runs)
 
 
 # -- the command ---------------------------------------------------------------------------------------
@@ -268,13 +276,16 @@ def main(argv: list[str]) -> int:
     except OSError as exc:
         say("error", f"cannot write in {out}: {exc.strerror or exc}")
         return ExitCode.FAILED
-    found = pairs(runs, baseline)
+    worlds = world.join(runs)
+    found = [] if one_world(runs, worlds) else pairs(runs, baseline)
     if args.json:
-        print(json.dumps(results_document(runs, found, out, written), indent=2))
+        print(json.dumps(results_document(runs, found, out, written, worlds), indent=2))
     if not args.quiet:
         for i, run in enumerate(runs, start=1):  # a job's: over training steps, and what share of its time that was
             if run.phases is not None:
                 print(f"gpudash: run {i} ({run.name}): {run.phases.line()}", file=sys.stderr)
+        for w in worlds:  # every rank of a data-parallel run: the world's rate, the slowest rank
+            print(f"gpudash: {strip_controls(w.sentence())}", file=sys.stderr)
         for pair in found:  # the A/B verdicts, hyperfine-style
             print(f"gpudash: {strip_controls(pair.sentence())}", file=sys.stderr)
         print(f"gpudash: wrote {', '.join(written)} in {out}", file=sys.stderr)
@@ -290,8 +301,11 @@ def _estimate(e: Estimate | None) -> dict[str, Any] | None:
     return None if e is None else {"mean": _number(e.mean), "low": _number(e.low), "high": _number(e.high)}
 
 
-def results_document(runs: Sequence[Run], found: Sequence[Pair], out: Path, written: Sequence[str]) -> dict[str, Any]:
-    """``--json``: each run's configurations with steps/s and its interval, and each A/B comparison."""
+def results_document(
+    runs: Sequence[Run], found: Sequence[Pair], out: Path, written: Sequence[str], worlds: Sequence[world.World] = ()
+) -> dict[str, Any]:
+    """``--json``: each run's configurations with steps/s and its interval, each A/B comparison, and
+    each data-parallel run's world (every rank)."""
     return {
         "out": str(out),
         "written": list(written),
@@ -308,6 +322,7 @@ def results_document(runs: Sequence[Run], found: Sequence[Pair], out: Path, writ
             for run in runs
         ],
         "comparisons": [_pair_dict(p) for p in found],
+        "worlds": [world.as_dict(w) for w in worlds],
     }
 
 

@@ -6,7 +6,7 @@ of a recording, one per configuration of a sweep) and, for a recording, its time
 (throughput and GPU utilisation over time, and the change markers). A recording's segments are
 rebuilt from its sample rows with ``SegmentTracker``, the code that wrote its summary rows,
 so the report and the file agree. The files are read as ``gpudash replay`` reads them: the CSV
-by the one bounded reader (``csvformat.read_table``: records of at most 1 MiB, no control
+by the one bounded reader (``csvread.read_table``: records of at most 1 MiB, no control
 characters), the metadata by ``sidecar.read_sidecar`` (ignored, with a note, when bad).
 Anything that is not a whole gpudash CSV raises ``ReportInputError`` with one line that names
 the file (and the line).
@@ -20,10 +20,22 @@ from pathlib import Path
 from typing import Any
 
 from gpudash.core.metrics import FIGURE_KEYS
-from gpudash.core.protocol import OTHER, PHASES, TRAINING, Event, EventKind, GpuSample, Message, Sample
+from gpudash.core.protocol import (
+    OTHER,
+    PHASES,
+    TRAINING,
+    WORLD,
+    Event,
+    EventKind,
+    GpuSample,
+    Message,
+    RankSample,
+    Sample,
+)
 from gpudash.core.textfmt import clip, strip_controls
 from gpudash.job.phases import phases_line
-from gpudash.recording.csvformat import RowParser, UnreadableCsv, is_recording_header, read_table
+from gpudash.recording.csvformat import RowParser, is_recording_header
+from gpudash.recording.csvread import UnreadableCsv, read_table
 from gpudash.recording.sidecar import Sidecar, read_sidecar
 from gpudash.stats.comparison import Estimate, pool_estimates
 from gpudash.stats.fmt import fmt_ratio
@@ -147,6 +159,8 @@ class Run:
     traces: tuple[tuple[float, str, str], ...] = ()  # profiler windows: (time s, configuration, figures → file)
     notes: tuple[str, ...] = ()  # what was ignored, for the user: "run.json ignored: …"
     phases: Phases | None = None  # a user's job: its wall time by phase, and goodput
+    ranks: tuple[RankSample, ...] = ()  # a data-parallel run's ``rank`` rows: each rank's windows
+    world: Event | None = None  # a torchrun job's: which run, node and ranks this recording saw
 
     @property
     def name(self) -> str:
@@ -203,9 +217,13 @@ def _recording(p: Path, header: list[str], rows: Rows, sidecar: Sidecar) -> Run:
     ending = ""
     traces: list[tuple[float, str, str]] = []
     phase_rows = _PhaseRows()
+    ranks: list[RankSample] = []
+    world: Event | None = None
     for number, msg in _messages(p, header, rows):
         phase_rows.add(msg)
-        if isinstance(msg, GpuSample):
+        if isinstance(msg, RankSample):
+            ranks.append(msg)
+        elif isinstance(msg, GpuSample):
             tracker.on_gpu(msg)
             if msg.gpu_util_pct is not None:
                 timeline.gpu_time_s.append(msg.time_s)
@@ -223,6 +241,8 @@ def _recording(p: Path, header: list[str], rows: Rows, sidecar: Sidecar) -> Run:
                 timeline.markers.append(Marker(msg.time_s, f"{msg.what.replace('_', ' ')}: {msg.before} → {msg.after}"))
             elif msg.kind in (EventKind.STOPPED, EventKind.CRASHED):
                 ending = msg.kind.value + (f": {msg.message}" if msg.message else "")
+            elif msg.kind == EventKind.MEASURED and msg.what == WORLD:
+                world = msg
             elif msg.kind == EventKind.MEASURED and msg.what == "trace":
                 current = tracker.current.label if tracker.current is not None else "?"
                 traces.append((msg.time_s, current, msg.message))
@@ -230,7 +250,10 @@ def _recording(p: Path, header: list[str], rows: Rows, sidecar: Sidecar) -> Run:
         raise ReportInputError(f"{p} has no throughput samples (only its header and events)")
     configs = tuple(_segment_figures(seg) for seg in tracker.segments)
     phases = Phases.of(sidecar.data) or phase_rows.phases()
-    return Run(p, "recording", sidecar.data, configs, timeline, ending, tuple(traces), _notes(sidecar), phases)
+    notes = _notes(sidecar)
+    return Run(
+        p, "recording", sidecar.data, configs, timeline, ending, tuple(traces), notes, phases, tuple(ranks), world
+    )
 
 
 def _messages(p: Path, header: list[str], rows: Rows) -> list[tuple[int, Message]]:

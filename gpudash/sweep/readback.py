@@ -56,7 +56,7 @@ def summary_from_row(row: dict[str, str], position: int, base: Configuration | N
 def summaries_from_csv(path: Path) -> list[tuple[FamilyPlan, list[ConfigSummary]]]:
     """Every family's summaries in a written ``sweep.csv``, in the order written (read by the
     bounded reader of ``gpudash report``: ``UnreadableCsv`` when it is not a whole CSV)."""
-    from gpudash.recording.csvformat import read_table
+    from gpudash.recording.csvread import read_table
     from workloads.registry import family
 
     header, records = read_table(path)

@@ -23,6 +23,7 @@ from gpudash.core.protocol import (
     Event,
     EventKind,
     Message,
+    RankSample,
     RunConfig,
     Sample,
     SourceInfo,
@@ -320,11 +321,17 @@ class DashController(KnobSteering):
         if s is None or s.world_size < 2:
             return None
         parts = [f"{s.world_size} ranks (DDP)"]
+        ranks = sorted(self.state.ranks.values(), key=lambda r: r.rank)
+        timed = [r for r in ranks if r.step_ms_p50 is not None]
+        if len(timed) > 1:  # each rank's step time; its exposed all-reduce where a profiler window gave one
+            each = [f"r{r.rank} {r.step_ms_p50:.3g}" + _exposed(r) for r in timed[:RANKS_SHOWN]]
+            more = f" +{len(timed) - RANKS_SHOWN} more" if len(timed) > RANKS_SHOWN else ""
+            parts.append("ms/step p50 (all-reduce exposed): " + ", ".join(each) + more)
         if s.slowest_rank is not None and s.slowest_rank_step_ms is not None:
             parts.append(f"slowest rank {s.slowest_rank}: {s.slowest_rank_step_ms:.3g} ms/step p50")
         trace = self.state.last_trace
         exposed = trace.details.get("comm_exposed_ms_per_step") if trace is not None else None
-        if trace is not None and exposed:  # the all-reduce with nothing beside it, from the last profiler window
+        if trace is not None and exposed and not any(r.allreduce_exposed_ms is not None for r in ranks):
             parts.append(f"all-reduce exposed {float(exposed):.3g} ms/step (t={trace.time_s:.0f} s)")
         e = self.state.last_scaling
         if e is not None and "scaling_efficiency" in e.details:
@@ -460,6 +467,13 @@ class DashController(KnobSteering):
                 note, severity = f"closing the recording failed: {exc}", Severity.ERROR
         self.recording_path = None
         return Notice(note, severity, toast=True)
+
+
+RANKS_SHOWN = 8  # ranks named one by one in the ranks line; past that, counted
+
+
+def _exposed(r: RankSample) -> str:
+    return f" ({r.allreduce_exposed_ms:.2g})" if r.allreduce_exposed_ms is not None else ""
 
 
 def _from_workload(msg: Message) -> bool:

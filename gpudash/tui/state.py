@@ -24,7 +24,18 @@ from dataclasses import dataclass
 from enum import Enum
 
 from gpudash.core.metrics import SERIES_KEYS, STAT_KEYS, Better, Metric, Origin, metric
-from gpudash.core.protocol import DIAGNOSIS, Event, EventKind, GpuInfo, GpuSample, Message, RunConfig, Sample, SyncSites
+from gpudash.core.protocol import (
+    DIAGNOSIS,
+    Event,
+    EventKind,
+    GpuInfo,
+    GpuSample,
+    Message,
+    RankSample,
+    RunConfig,
+    Sample,
+    SyncSites,
+)
 from gpudash.core.running import NO_KNOBS, Running
 from gpudash.core.runstate import RunState
 from gpudash.diagnosis.rules import RecentTicks
@@ -158,6 +169,7 @@ class DashState:
         self.last_scaling: Event | None = None  # a data-parallel run's latest scaling measurement
         self.last_diagnosis: Event | None = None  # the running configuration's diagnosis (gone at a change)
         self.sync_sites: SyncSites | None = None  # the latest sync table (key y), for its configuration
+        self.ranks: dict[int, RankSample] = {}  # a data-parallel run: each rank's latest window
         self.flops = FlopsCounts()  # what each configuration's model FLOPs count was (the stats panel's border)
         self.phases = PhaseTimeline()  # a job's phases, its stalls and goodput (the header, the phase strip)
         self.run = RunState()  # what runs now: the one writer is ``self.run.observe*``
@@ -189,6 +201,8 @@ class DashState:
             self._on_event(msg)
         elif isinstance(msg, SyncSites):
             self.sync_sites = msg
+        elif isinstance(msg, RankSample):
+            self.ranks[msg.rank] = msg
 
     def _time(self, raw: float) -> float:
         self.time_s = max(self.time_s, raw)

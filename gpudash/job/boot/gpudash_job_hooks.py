@@ -34,6 +34,7 @@ import atexit
 import collections
 import contextlib
 import os
+import socket
 import sys
 import threading
 import time
@@ -141,6 +142,9 @@ class Hooks:
             "pid": os.getpid(),
             "rank": self.rank,
             "world": int(env.get("WORLD_SIZE", "1") or 1),
+            "node": env.get("GROUP_RANK"),  # torchrun's: the node (agent) the rank runs on
+            "run_id": env.get("TORCHELASTIC_RUN_ID"),  # the rendezvous id every node's ranks share
+            "host": socket.gethostname(),
             "pgid": os.getpgid(0),
             "torch": self.torch.__version__,
             "argv": sys.argv[:6],

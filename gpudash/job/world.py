@@ -1,0 +1,124 @@
+"""Where a data-parallel job's ranks run, and each rank's figures a window, for the recording.
+
+Each rank's hello names its global rank, its node (torchrun's ``GROUP_RANK``), its host and the
+run's rendezvous id (``TORCHELASTIC_RUN_ID``). A job that spans machines runs one gpudash per
+node; each says once, in a "measured" event whose ``what`` is ``WORLD``, which part of which
+run it sees and where its clock's zero is in Unix time, so that ``gpudash report`` (and
+``replay``) can join the nodes' recordings into one world on one clock. Every closed window gives
+each rank's ``RankSample`` (the CSV's ``rank`` rows), with its node and the exposed all-reduce of
+its latest profiler window. Torch-free.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from gpudash.core.protocol import WORLD, Event, EventKind, Message, RankSample
+from gpudash.core.textfmt import strip_controls
+from gpudash.job.stragglers import StragglerWatch
+
+if TYPE_CHECKING:
+    from gpudash.job.steps import JobSamples
+
+CLOCK_WORDS = "time 0 at unix"  # the world event's message says its clock's zero thus: "time 0 at unix 1764.5"
+_CLOCK = re.compile(re.escape(CLOCK_WORDS) + r" (\d+(?:\.\d+)?)")
+_HOST = re.compile(r"\(host ([^)]*)\)")
+
+
+@dataclass(frozen=True)
+class RankPlace:
+    """Where one rank runs: what its hello said."""
+
+    rank: int
+    node: int | None
+    host: str
+    run_id: str
+
+
+def _int_or_none(value: Any) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def clock_zero(message: str) -> float | None:
+    """The Unix time of a world event's time 0, from its message; None where it gives none."""
+    m = _CLOCK.search(message)
+    return float(m.group(1)) if m else None
+
+
+def host_of(message: str) -> str:
+    """The host a world event's message names ("" where none)."""
+    m = _HOST.search(message)
+    return m.group(1) if m else ""
+
+
+class JobWorld:
+    """The places of a job's ranks (from their hellos) and the exposed all-reduce of each rank's
+    latest profiler window; ``t0``: the session's clock zero (monotonic)."""
+
+    def __init__(self, t0: float) -> None:
+        self.t0 = t0
+        self.places: dict[int, RankPlace] = {}
+        self.exposed_ms: dict[int, float] = {}
+        self._told: frozenset[int] = frozenset()
+        self.stragglers = StragglerWatch()  # the rank the others wait for
+        self._windows_seen = 0
+
+    def hello(self, m: dict[str, Any]) -> None:
+        """A process's hello: where its rank runs (a hello without a run id: not torchrun's)."""
+        rank = _int_or_none(m.get("rank"))
+        if rank is None or rank < 0:
+            return
+        host = strip_controls(str(m.get("host") or ""))[:200]
+        run_id = strip_controls(str(m.get("run_id") or ""))[:200]
+        self.places[rank] = RankPlace(rank, _int_or_none(m.get("node")), host, run_id)
+
+    def traced(self, rank: int, exposed_ms: float | None) -> None:
+        """A profiler window of ``rank``: its exposed all-reduce a step (None: no collective in it)."""
+        if exposed_ms is not None:
+            self.exposed_ms[rank] = exposed_ms
+
+    def event(self, time_s: float, world_size: int) -> Event | None:
+        """The ``WORLD`` event, when a torchrun job's ranks here are known and not told yet."""
+        here = frozenset(r for r, p in self.places.items() if p.run_id)
+        if not here or here == self._told:
+            return None
+        self._told = here
+        first = self.places[min(here)]
+        node = "" if first.node is None else str(first.node)
+        zero = time.time() - (time.monotonic() - self.t0)
+        ranks = ", ".join(str(r) for r in sorted(here))
+        where = f"node {node or '?'}" + (f" (host {first.host})" if first.host else "")
+        message = f"torchrun run {first.run_id}: {where}, ranks {ranks} of {world_size}; {CLOCK_WORDS} {zero:.3f}"
+        details = {"run_id": first.run_id, "node": node, "host": first.host, "ranks": ranks}
+        details.update(world_size=str(world_size), clock_unix=f"{zero:.3f}")
+        return Event(time_s, EventKind.MEASURED, what=WORLD, before=node, after=first.run_id, message=message,
+                     details=details)  # fmt: skip
+
+    def closed(self, samples: JobSamples, time_s: float) -> list[Message]:
+        """After ``samples`` closed windows: the world event (once), each rank's windows, and the
+        straggler they show (an "error" event of ``what`` "ranks")."""
+        out: list[Message] = []
+        if told := self.event(time_s, max(samples.world_size, len(samples.ranks))):
+            out.append(told)
+        out.extend(self.windows(samples.new_rank_samples))
+        samples.new_rank_samples = []
+        if samples.windows_closed > self._windows_seen and (straggler := self.stragglers.window(samples.input_shares)):
+            out.append(Event(time_s, EventKind.ERROR, what="ranks", message=straggler))
+        self._windows_seen = samples.windows_closed
+        return out
+
+    def windows(self, closed: list[RankSample]) -> list[RankSample]:
+        """The ranks' closed windows with their node and exposed all-reduce."""
+        out = []
+        for r in closed:
+            place = self.places.get(r.rank)
+            node = place.node if place is not None else None
+            out.append(dataclasses.replace(r, node=node, allreduce_exposed_ms=self.exposed_ms.get(r.rank)))
+        return out

@@ -1,0 +1,206 @@
+"""One world view from the recordings of a data-parallel run: every rank side by side.
+
+A torchrun job that spans machines is recorded by one gpudash a node; each recording's "world"
+event names the run's rendezvous id, its node and where its clock's zero is in Unix time
+(``gpudash.job.world``). ``join`` groups the recordings of one run id (a recording of several
+ranks without one, ``--nproc`` or a one-node torchrun job, is a world of its own), places each
+node's ``rank`` rows on one clock (the earliest node's), and takes each rank's figures over the
+span every node recorded: the world's samples/s (the ranks' sum), the slowest rank and its node.
+Torch-free.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from gpudash.core.protocol import RankSample
+from gpudash.core.textfmt import fmt_num, strip_controls
+from gpudash.job.world import clock_zero, host_of
+from gpudash.report.load import Run
+
+
+@dataclass(frozen=True)
+class RankFigures:
+    """One rank over the world's common span."""
+
+    rank: int
+    node: int | None
+    host: str
+    file: str
+    windows: int
+    steps_per_s: float
+    samples_per_s: float | None
+    step_ms_p50: float | None  # the median of its windows' medians
+    input_wait_pct: float | None
+    allreduce_exposed_ms: float | None  # its latest profiler window's
+
+    def where(self) -> str:
+        """ "rank 3 (node 1, host b)"."""
+        place = ", ".join(p for p in (_node(self.node), f"host {self.host}" if self.host else "") if p)
+        return f"rank {self.rank}" + (f" ({place})" if place else "")
+
+
+@dataclass(frozen=True)
+class NodeFile:
+    """One node's recording in a world, and where its clock's zero falls on the world's."""
+
+    node: int | None
+    host: str
+    file: str
+    offset_s: float
+
+
+@dataclass(frozen=True)
+class World:
+    """A data-parallel run's ranks, joined from one recording or several (one a node)."""
+
+    run_id: str
+    nodes: tuple[NodeFile, ...]
+    ranks: tuple[RankFigures, ...]
+    span_s: tuple[float, float]  # the common span, on the world's clock
+
+    @property
+    def samples_per_s(self) -> float | None:
+        """The world's samples a second: the sum of its ranks' (None where a rank's is unknown)."""
+        each = [r.samples_per_s for r in self.ranks]
+        return sum(v for v in each if v is not None) if each and None not in each else None
+
+    @property
+    def slowest(self) -> RankFigures | None:
+        """The rank with the longest median step (the others wait for it)."""
+        timed = [r for r in self.ranks if r.step_ms_p50 is not None]
+        return max(timed, key=lambda r: r.step_ms_p50 or 0.0) if timed else None
+
+    @property
+    def fastest(self) -> RankFigures | None:
+        timed = [r for r in self.ranks if r.step_ms_p50 is not None]
+        return min(timed, key=lambda r: r.step_ms_p50 or 0.0) if timed else None
+
+    def sentence(self) -> str:
+        """ "world of run R: 2 node(s), 4 ranks, 2,345 samples/s; slowest rank 3 (node 1): 41.2 ms a step,
+        1.06× rank 0's"."""
+        name = f"run {self.run_id}" if self.run_id else self.nodes[0].file
+        rate = f", {fmt_num(self.samples_per_s)} samples/s" if self.samples_per_s is not None else ""
+        text = f"world of {name}: {len(self.nodes)} node(s), {len(self.ranks)} ranks{rate}"
+        slow, fast = self.slowest, self.fastest
+        if slow is not None and fast is not None and slow.step_ms_p50 and fast.step_ms_p50:
+            ratio = slow.step_ms_p50 / fast.step_ms_p50
+            text += f"; slowest {slow.where()}: {slow.step_ms_p50:.3g} ms a step, {ratio:.2f}× rank {fast.rank}'s"
+        return text
+
+
+def _node(node: int | None) -> str:
+    return f"node {node}" if node is not None else ""
+
+
+def _run_id(run: Run) -> str:
+    return run.world.after if run.world is not None else ""
+
+
+def join(runs: Sequence[Run]) -> list[World]:
+    """The worlds among ``runs``: recordings of one torchrun run id joined, each other recording
+    of several ranks on its own; recordings of one process are in none."""
+    groups: dict[str, list[Run]] = {}
+    for run in runs:
+        if len({r.rank for r in run.ranks}) > 1 or (run.ranks and _run_id(run)):
+            groups.setdefault(_run_id(run) or f"file:{run.path}", []).append(run)
+    return [_world(key, members) for key, members in groups.items()]
+
+
+def _world(key: str, runs: list[Run]) -> World:
+    zeros = [clock_zero(r.world.message) if r.world is not None else None for r in runs]
+    known = [z for z in zeros if z is not None]
+    first = min(known, default=0.0)
+    nodes = tuple(
+        NodeFile(
+            _node_of(r), host_of(r.world.message) if r.world else "", r.name, (z - first) if z is not None else 0.0
+        )
+        for r, z in zip(runs, zeros, strict=True)
+    )
+    placed: dict[int, tuple[NodeFile, list[RankSample]]] = {}
+    for run, node in zip(runs, nodes, strict=True):
+        for sample in run.ranks:
+            placed.setdefault(sample.rank, (node, []))[1].append(sample)
+    starts = [node.offset_s + min(s.time_s for s in rows) for node, rows in placed.values()]
+    ends = [node.offset_s + max(s.time_s for s in rows) for node, rows in placed.values()]
+    span = (max(starts), min(ends)) if max(starts) < min(ends) else (min(starts), max(ends))
+    ranks = tuple(_rank(rank, node, rows, span) for rank, (node, rows) in sorted(placed.items()))
+    return World("" if key.startswith("file:") else key, nodes, ranks, span)
+
+
+def _rank(rank: int, node: NodeFile, rows: list[RankSample], span: tuple[float, float]) -> RankFigures:
+    inside = [s for s in rows if span[0] <= node.offset_s + s.time_s <= span[1]] or rows
+    where = next((s.node for s in reversed(rows) if s.node is not None), node.node)
+    exposed = next((s.allreduce_exposed_ms for s in reversed(rows) if s.allreduce_exposed_ms is not None), None)
+    return RankFigures(
+        rank,
+        where,
+        node.host,
+        node.file,
+        len(inside),
+        statistics.fmean(s.steps_per_s for s in inside),
+        _mean([s.samples_per_s for s in inside]),
+        _median([s.step_ms_p50 for s in inside]),
+        _mean([s.input_wait_pct for s in inside]),
+        exposed,
+    )
+
+
+def _mean(values: list[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return statistics.fmean(known) if known else None
+
+
+def _median(values: list[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return statistics.median(known) if known else None
+
+
+def _node_of(run: Run) -> int | None:
+    try:
+        return int(run.world.before) if run.world is not None else None
+    except ValueError:
+        return None
+
+
+def _cell(value: float | None, digits: str = ".3g") -> str:
+    return "–" if value is None else format(value, digits)
+
+
+def markdown(world: World) -> list[str]:
+    """The world's section of report.md: its nodes, every rank, the world's rate and slowest rank."""
+    title = f"torchrun run {world.run_id}" if world.run_id else world.nodes[0].file
+    lines = [f"## World: {strip_controls(title)} ({len(world.nodes)} node(s), {len(world.ranks)} ranks)", ""]
+    if len(world.nodes) > 1:
+        placed = "; ".join(f"{n.file}: {_node(n.node) or 'node ?'} at +{n.offset_s:.2f} s" for n in world.nodes)
+        lines += [f"Joined by the run's rendezvous id, on one clock (each node's time 0 placed: {placed}).", ""]
+    lines += [
+        f"Each rank over the {world.span_s[1] - world.span_s[0]:.1f} s every node recorded "
+        "(steps/s and samples/s: means of its windows; step time: their median; exposed all-reduce: "
+        "its latest profiler window's).",
+        "",
+        "| rank | node | host | steps/s | samples/s | step ms p50 | input wait % | exposed all-reduce ms | file |",
+        "|--:|--:|---|--:|--:|--:|--:|--:|---|",
+    ]
+    for r in world.ranks:
+        cells = [str(r.rank), "–" if r.node is None else str(r.node), strip_controls(r.host) or "–"]
+        cells += [_cell(r.steps_per_s), fmt_num(r.samples_per_s) if r.samples_per_s is not None else "–"]
+        cells += [_cell(r.step_ms_p50), _cell(r.input_wait_pct, ".0f"), _cell(r.allreduce_exposed_ms), r.file]
+        lines.append("| " + " | ".join(cells) + " |")
+    return [*lines, "", strip_controls(world.sentence()) + ".", ""]
+
+
+def as_dict(world: World) -> dict[str, object]:
+    """``--json``'s ``worlds`` entry."""
+    slow = world.slowest
+    return {
+        "run_id": world.run_id,
+        "nodes": [vars(n) for n in world.nodes],
+        "ranks": [vars(r) for r in world.ranks],
+        "samples_per_s": world.samples_per_s,
+        "slowest_rank": slow.rank if slow else None,
+        "slowest_node": slow.node if slow else None,
+        "span_s": list(world.span_s),
+    }

@@ -1,0 +1,171 @@
+"""A data-parallel run's ranks side by side: each rank's window in the recording (``rank`` rows),
+where each rank runs (torchrun's run id, node, host), and ``gpudash report`` joining the nodes'
+recordings of one run into one world on one clock."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from gpudash.cli import main
+from gpudash.core.protocol import WORLD, Event, EventKind, RankSample, RunConfig, Sample
+from gpudash.job.steps import LAG_S, JobSamples, StepRecord
+from gpudash.job.world import JobWorld, clock_zero, host_of
+from gpudash.recording.csvformat import RowParser, header, rank_row
+from gpudash.recording.record import CsvRecorder, run_metadata
+from gpudash.report.load import load_run
+from gpudash.report.world import join
+
+RUN_ID = "run-7f3a"
+
+
+def _hello(rank: int, node: int, run_id: str = RUN_ID, host: str = "box") -> dict[str, object]:
+    return {"k": "hello", "rank": rank, "node": str(node), "run_id": run_id, "host": host, "pid": 100 + rank}
+
+
+def test_the_world_event_names_the_run_its_node_and_its_clock_once_for_the_ranks_seen() -> None:
+    t0 = time.monotonic() - 5.0  # the session began 5 s ago
+    world = JobWorld(t0)
+    world.hello(_hello(2, 1, host="node-b"))
+    world.hello(_hello(3, 1, host="node-b"))
+    before = time.time()
+    e = world.event(5.0, 4)
+    assert e is not None and e.what == WORLD and e.kind == EventKind.MEASURED
+    assert (e.before, e.after) == ("1", RUN_ID) and host_of(e.message) == "node-b"
+    assert "ranks 2, 3 of 4" in e.message
+    zero = clock_zero(e.message)
+    assert zero is not None and abs(zero - (before - 5.0)) < 0.5  # the Unix time of the session's time 0
+    assert world.event(6.0, 4) is None  # told once ...
+    world.hello(_hello(4, 1, host="node-b"))
+    again = world.event(7.0, 4)
+    assert again is not None and "ranks 2, 3, 4" in again.message  # ... and again when a rank joins
+
+
+def test_a_job_that_is_not_torchruns_says_no_world() -> None:
+    world = JobWorld(time.monotonic())
+    world.hello({"k": "hello", "rank": 0, "pid": 1})  # no run id: python train.py, mp.spawn
+    assert world.event(1.0, 1) is None
+
+
+def test_each_rank_gets_its_window_with_its_node_input_wait_and_exposed_all_reduce() -> None:
+    t0 = time.monotonic()
+    samples = JobSamples("train.py", "job", 1.0, t0)
+    samples.world_size = 2
+    for step in range(1, 11):
+        t = t0 + 0.05 * step
+        samples.add(0, StepRecord(step, t, 50.0, 8, 0, 0.0, None, False, train_s=0.05))
+        samples.add(1, StepRecord(step, t, 50.0, 8, 0, 0.03, None, False, train_s=0.05))
+    world = JobWorld(t0)
+    world.hello(_hello(0, 0))
+    world.hello(_hello(1, 0))
+    world.traced(0, 0.4)
+    assert len(samples.due(t0 + 1.05 + LAG_S)) == 1
+    out = world.closed(samples, 1.01)
+    told = [m for m in out if isinstance(m, Event)]
+    ranks = [m for m in out if isinstance(m, RankSample)]
+    assert [e.what for e in told] == [WORLD]
+    assert [r.rank for r in ranks] == [0, 1] and all(r.node == 0 for r in ranks)
+    assert ranks[0].allreduce_exposed_ms == pytest.approx(0.4) and ranks[1].allreduce_exposed_ms is None
+    assert ranks[0].input_wait_pct == pytest.approx(0.0) and ranks[1].input_wait_pct == pytest.approx(60.0)
+    assert ranks[1].steps == 10 and ranks[1].steps_per_s == pytest.approx(20.0)
+    assert ranks[1].samples_per_s == pytest.approx(160.0)
+    assert samples.new_rank_samples == [] and world.closed(samples, 1.02) == []  # taken once
+
+
+def test_a_rank_row_reads_back_as_the_rank_sample_written() -> None:
+    r = RankSample(3.5, 2, 40, 12.5, 80.0, node=1, samples_per_s=400.0, input_wait_pct=12.0, allreduce_exposed_ms=0.3)
+    parsed = RowParser(header()).messages(rank_row(r))
+    assert parsed == [r]
+
+
+def _node_recording(path: Path, node: int, ranks: tuple[int, ...], zero: float, step_ms: dict[int, float]) -> None:
+    """One node's recording of a torchrun run, as ``gpudash record`` writes it: its world event,
+    rank 0's samples (on node 0) and a ``rank`` row a second for each of its ranks."""
+    rec = CsvRecorder(str(path), run_metadata(RunConfig(workload="train.py", variant="job"), None, device="cpu"))
+    details = {"workload": "train.py", "variant": "job", "batch_size": "32", "device": "cpu", "knobs": "none"}
+    rec.on_message(Event(0.5, EventKind.STARTED, message="python train.py on cpu", details=details))
+    where = f"torchrun run {RUN_ID}: node {node} (host host{node}), ranks {', '.join(map(str, ranks))} of 4"
+    message = f"{where}; time 0 at unix {zero:.3f}"
+    rec.on_message(Event(0.6, EventKind.MEASURED, what=WORLD, before=str(node), after=RUN_ID, message=message))
+    for second in range(1, 21):
+        t = float(second)
+        figures = (second * 10, second * 320, 1.0, 10.0, 320.0, 100.0, 110.0, None)
+        rec.on_message(Sample(t, "train.py", "job", 32, *figures, world_size=4))
+        for rank in ranks:
+            rec.on_message(RankSample(t, rank, second * 10, 10.0, step_ms[rank], node, samples_per_s=80.0))
+    rec.close()
+
+
+def test_report_joins_the_nodes_of_one_run_into_one_world_on_one_clock(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    step_ms = {0: 99.0, 1: 100.0, 2: 101.0, 3: 140.0}  # rank 3 holds the others back
+    a, b = tmp_path / "node0.csv", tmp_path / "node1.csv"
+    _node_recording(a, 0, (0, 1), 1_764_000_000.0, step_ms)
+    _node_recording(b, 1, (2, 3), 1_764_000_002.5, step_ms)  # its gpudash started 2.5 s later
+    worlds = join([load_run(a), load_run(b)])
+    assert len(worlds) == 1
+    w = worlds[0]
+    assert w.run_id == RUN_ID and [n.offset_s for n in w.nodes] == [0.0, 2.5]
+    assert [r.rank for r in w.ranks] == [0, 1, 2, 3] and [r.node for r in w.ranks] == [0, 0, 1, 1]
+    assert w.span_s == pytest.approx((3.5, 20.0))  # only what every node recorded
+    assert w.samples_per_s == pytest.approx(320.0)  # four ranks of 80 samples/s
+    assert w.slowest is not None and (w.slowest.rank, w.slowest.node, w.slowest.host) == (3, 1, "host1")
+    out = tmp_path / "report"
+    assert main(["report", str(a), str(b), "--out", str(out), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["comparisons"] == []  # two nodes of one run are not an A/B
+    (got,) = doc["worlds"]
+    assert (got["slowest_rank"], got["slowest_node"], got["samples_per_s"]) == (3, 1, pytest.approx(320.0))
+    md = (out / "report.md").read_text()
+    assert f"## World: torchrun run {RUN_ID} (2 node(s), 4 ranks)" in md
+    assert "slowest rank 3 (node 1, host host1): 140 ms a step, 1.41× rank 0's" in md
+    assert "Between runs" not in md
+
+
+def test_recordings_of_different_runs_are_still_compared(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    step_ms = {0: 100.0, 1: 100.0}
+    a, b = tmp_path / "a.csv", tmp_path / "b.csv"
+    _node_recording(a, 0, (0, 1), 1_764_000_000.0, step_ms)
+    _node_recording(b, 0, (0, 1), 1_764_000_100.0, step_ms)
+    text = b.read_text().replace(RUN_ID, "run-other")
+    b.write_text(text)
+    assert main(["report", str(a), str(b), "--out", str(tmp_path / "r"), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert len(doc["worlds"]) == 2 and doc["comparisons"]  # two worlds, and the A/B between them
+
+
+@pytest.mark.slow
+def test_two_nodes_of_a_torchrun_job_recorded_apart_are_joined_by_report(tmp_path: Path) -> None:
+    """Two torchrun agents on this machine as two nodes (gloo on the CPU), each under its own
+    ``gpudash record``: report joins them by the rendezvous id into one world of two ranks."""
+    torchrun = Path(sys.executable).with_name("torchrun")
+    job = Path(__file__).parent / "data" / "jobs" / "ddp_loop.py"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    procs = []
+    for node in (0, 1):
+        rdzv = ["--nnodes", "2", "--node-rank", str(node), "--nproc-per-node", "1", "--rdzv-backend", "c10d"]
+        rdzv += ["--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "two-nodes"]
+        argv = [sys.executable, "-m", "gpudash", "record", str(tmp_path / f"node{node}.csv"), "-q", "--"]
+        argv += [str(torchrun), *rdzv, str(job), "60"]
+        procs.append(subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env))
+    for proc in procs:
+        out, err = proc.communicate(timeout=240)
+        assert proc.returncode == 0, err[-3000:]
+    worlds = join([load_run(tmp_path / "node0.csv"), load_run(tmp_path / "node1.csv")])
+    assert len(worlds) == 1, worlds
+    w = worlds[0]
+    assert w.run_id == "two-nodes" and sorted(n.node for n in w.nodes if n.node is not None) == [0, 1]
+    assert [r.rank for r in w.ranks] == [0, 1] and {r.node for r in w.ranks} == {0, 1}
+    assert all(abs(n.offset_s) < 60 for n in w.nodes)  # both gpudash started within a minute: one clock
+    assert w.slowest is not None and w.samples_per_s is not None and w.samples_per_s > 0
