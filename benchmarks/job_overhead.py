@@ -5,9 +5,13 @@ run bare and under ``gpudash record CSV -- python SCRIPT``, in interleaved pairs
     python benchmarks/job_overhead.py --job small --pairs 6
     python benchmarks/job_overhead.py --job small --pairs 12 --job-cpus 2-5 --steps 2000
     python benchmarks/job_overhead.py --tiny                # the small job on the CPU, a few steps
+    python benchmarks/job_overhead.py --job ddp_resnet --pairs 6   # torchrun, 2 ranks (needs 2 GPUs)
 
 The jobs (``benchmarks/jobs/``): ``resnet`` — torchvision ResNet-50, batch 256, bf16 autocast,
-channels_last; ``small`` — an MLP over a DataLoader whose step takes a few milliseconds. Each
+channels_last; ``small`` — an MLP over a DataLoader whose step takes a few milliseconds;
+``ddp_resnet`` — the same ResNet-50 at 128 images per rank in DistributedDataParallel (100 MB
+buckets, bucket views, a static graph) on 2 ranks, run as ``python -m torch.distributed.run
+--nproc-per-node 2`` (held out: gpudash sees a user's torchrun job, and counts the world). Each
 prints its own samples/s over its steps after a warm-up (synchronized at both ends) on its last
 line. Each pair runs the job bare and under gpudash, in a shuffled order. ``--job-cpus`` pins the
 job to those CPUs in both arms (``taskset -c``, inside gpudash's command line: ``gpudash record
@@ -44,14 +48,16 @@ JOBS = Path(__file__).resolve().parent / "jobs"
 ARGS = {
     "resnet": ["--steps", "200", "--warmup", "30"],
     "small": ["--steps", "3000", "--warmup", "300", "--width", "8192"],
+    "ddp_resnet": ["--steps", "400", "--warmup", "30", "--tuned", "--bucket-mb", "100"],
 }
+LAUNCH = {"ddp_resnet": ["-m", "torch.distributed.run", "--nproc-per-node", "2"]}  # how a job is started
 TINY = ["--steps", "1200", "--warmup", "120", "--width", "32", "--batch", "32"]
 SLOWDOWN_TARGET, MATCH_TARGET_PCT = 1.01, 2.0
 
 
 def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--job", choices=["resnet", "small", "both"], default="both")
+    p.add_argument("--job", choices=["resnet", "small", "ddp_resnet", "both"], default="both")
     p.add_argument("--pairs", type=int, default=4, help="interleaved pairs per job (default: 4)")
     p.add_argument("--steps", type=int, help="the job's steps per run (default: the job's own setting)")
     p.add_argument("--job-cpus", metavar="LIST", help="pin the job to these CPUs (taskset's list, e.g. 2-5)")
@@ -85,9 +91,13 @@ def pinning(job_cpus: str | None) -> tuple[list[str], set[int] | None]:
 
 
 def own_line(stdout: str) -> dict[str, float]:
-    """The job's last line, ``JOB steps=... samples_per_s=...``, as numbers."""
+    """The job's last line, ``JOB steps=... samples_per_s=...``, as numbers (a data-parallel job's
+    ``world_samples_per_s`` as its ``samples_per_s``)."""
     line = [x for x in stdout.splitlines() if x.startswith("JOB ")][-1]
-    return {k: float(v) for k, v in (part.split("=", 1) for part in line.split()[1:])}
+    got = {k: float(v) for k, v in (part.split("=", 1) for part in line.split()[1:])}
+    if "world_samples_per_s" in got:
+        got["samples_per_s"] = got["world_samples_per_s"]
+    return got
 
 
 def run_job(
@@ -96,7 +106,7 @@ def run_job(
     """One run: bare, or under gpudash recording to ``under``; the job's figures and gpudash's rows.
     ``pin``: the job's CPU prefix and gpudash's own CPUs (see ``pinning``)."""
     prefix, gpudash_cpus = pin
-    job = [*prefix, sys.executable, str(script), *args]
+    job = [*prefix, sys.executable, *LAUNCH.get(script.stem.removesuffix("_job"), []), str(script), *args]
     keep_off = ["taskset", "-c", ",".join(map(str, sorted(gpudash_cpus)))] if gpudash_cpus else []
     gpudash = [*keep_off, sys.executable, "-m", "gpudash", "record", str(under), "-q", "--force", "--"]
     argv = [*gpudash, *job] if under else job
