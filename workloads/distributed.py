@@ -11,9 +11,11 @@ a workload built with ``WorkloadOptions.distributed`` then
   rank's loss is a mean over the same number of items);
 * wraps its trained module in DDP at every setup (after the model knobs are applied: DDP's
   gradient buckets are built over the parameters as they are then), with gpudash's DDP settings
-  (``DdpSettings``: 100 MB buckets, ``gradient_as_bucket_view`` and ``static_graph``, measured to
-  scale better than torch's defaults; docs/BENCHMARKS.md) or those the ``ddp_*`` knobs choose
-  (``workloads.knobs``).
+  (``DdpSettings``: 100 MB buckets and ``gradient_as_bucket_view``, measured to scale better than
+  torch's defaults; docs/BENCHMARKS.md) or those the ``ddp_*`` knobs choose (``workloads.knobs``).
+  ``static_graph`` is not used: on two GPUs with NCCL the ranks' parameters came apart with it
+  (by up to 4e-5 after four steps of ``encdec`` and ``sync_loss``, 2×H200, 2026-11-26), where
+  without it they stay bitwise equal.
 
 The model knobs that replace the module's forward with compiled or captured code (``compile``,
 ``cuda_graph``) are refused with DDP here: DDP's all-reduce hooks would have to be compiled or
@@ -65,18 +67,18 @@ GPUDASH_BUCKET_MB = 100.0  # gpudash's bucket size; torch's own is 25 MB
 
 @dataclass(frozen=True)
 class DdpSettings:
-    """How ``wrap`` sets DDP up. gpudash's defaults hide more of the all-reduce behind the backward
-    pass than torch's (2 ranks of ResNet-50: 0.96 of linear against 0.92, docs/BENCHMARKS.md)."""
+    """How ``wrap`` sets DDP up. gpudash's defaults (larger buckets, gradients as views into them)
+    hide more of the all-reduce behind the backward pass than torch's (docs/BENCHMARKS.md)."""
 
     bucket_cap_mb: float | None = GPUDASH_BUCKET_MB  # None: torch's default (25 MB)
     gradient_as_bucket_view: bool = True
-    static_graph: bool = True
+    static_graph: bool = False  # see the module's docstring
 
     @classmethod
     def chosen(cls, *, bucket_mb: float | None, torch_defaults: bool) -> DdpSettings:
         """The settings the ``ddp_bucket_mb`` and ``ddp_torch_defaults`` knobs choose."""
-        base = cls(None, False, False) if torch_defaults else cls()
-        return base if bucket_mb is None else cls(bucket_mb, base.gradient_as_bucket_view, base.static_graph)
+        base = cls(None, False) if torch_defaults else cls()
+        return base if bucket_mb is None else cls(bucket_mb, base.gradient_as_bucket_view)
 
 
 class _DdpOptions(TypedDict, total=False):

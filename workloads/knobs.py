@@ -135,8 +135,8 @@ KNOBS: dict[str, KnobInfo] = {
         ),
         KnobInfo(
             "ddp_torch_defaults",
-            "DDP as torch sets it up: gradients copied into the all-reduce buckets, a graph found anew each "
-            "step (off: gpudash's gradient_as_bucket_view and static_graph)",
+            "DDP as torch sets it up: gradients copied into the all-reduce buckets "
+            "(off: gpudash's gradient_as_bucket_view)",
             needs_ddp=True,
         ),
         KnobInfo(

@@ -213,8 +213,8 @@ def diagnose(e: Evidence) -> Diagnosis:
             Bound.COMM,
             f"the gradient all-reduce runs with nothing else on the GPU {e.comm_exposed_ms:.3g} ms of each "
             f"{e.step_ms:.3g} ms step ({100 * e.comm_exposed_ms / e.step_ms:.0f}%)",
-            "hide it behind the backward pass: 100 MB buckets, gradient_as_bucket_view and static_graph "
-            "(gpudash's DDP defaults), a larger batch per rank, or fewer all-reduces (ddp_no_sync=K)",
+            "hide it behind the backward pass: 100 MB buckets and gradient_as_bucket_view (gpudash's DDP "
+            "defaults), a larger batch per rank, or fewer all-reduces (ddp_no_sync=K)",
         )
     queued = e.launch_delay_us is not None and e.launch_delay_us >= QUEUED_US
     if busy >= GPU_BUSY or (queued and busy >= GPU_BUSY_QUEUED):
