@@ -103,7 +103,7 @@ def test_a_large_window_is_read_in_the_background_said_cut_short_and_later_windo
     tmp_path: Path,
 ) -> None:
     traces = JobTraces(max_events=3000)
-    request, note = traces.ask("trace", 10, str(tmp_path), "job", 0)
+    request, note = traces.ask("trace", 10, str(tmp_path), "job", [0])
     assert request["steps"] == 10 and not note
     path = _trace(Path(request["dir"]) / f"{request['name']}-rank0.json", steps=10, kernels=600)
     traces.received({"k": "trace", "path": str(path), "steps": 10, "wall_ms": 150.0})
@@ -115,7 +115,7 @@ def test_a_large_window_is_read_in_the_background_said_cut_short_and_later_windo
     assert read.figures is not None and read.figures.kernels_per_step == 600
     assert "cut short to its first" in read.note and "of 10 steps" in read.note
     traces.step_cap = 2  # as a trace of 32 MB a step would set it
-    request, note = traces.ask("trace", 10, str(tmp_path), "job", 0)
+    request, note = traces.ask("trace", 10, str(tmp_path), "job", [0])
     assert request["steps"] == 2 and "2 steps, not 10" in note
 
 

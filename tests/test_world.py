@@ -4,6 +4,7 @@ recordings of one run into one world on one clock."""
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import socket
@@ -24,6 +25,7 @@ from gpudash.report.load import load_run
 from gpudash.report.world import join
 
 RUN_ID = "run-7f3a"
+JOBS = Path(__file__).parent / "data" / "jobs"
 
 
 def _hello(rank: int, node: int, run_id: str = RUN_ID, host: str = "box") -> dict[str, object]:
@@ -147,7 +149,7 @@ def test_two_nodes_of_a_torchrun_job_recorded_apart_are_joined_by_report(tmp_pat
     """Two torchrun agents on this machine as two nodes (gloo on the CPU), each under its own
     ``gpudash record``: report joins them by the rendezvous id into one world of two ranks."""
     torchrun = Path(sys.executable).with_name("torchrun")
-    job = Path(__file__).parent / "data" / "jobs" / "ddp_loop.py"
+    job = JOBS / "ddp_loop.py"
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -169,3 +171,27 @@ def test_two_nodes_of_a_torchrun_job_recorded_apart_are_joined_by_report(tmp_pat
     assert [r.rank for r in w.ranks] == [0, 1] and {r.node for r in w.ranks} == {0, 1}
     assert all(abs(n.offset_s) < 60 for n in w.nodes)  # both gpudash started within a minute: one clock
     assert w.slowest is not None and w.samples_per_s is not None and w.samples_per_s > 0
+
+
+@pytest.mark.slow
+def test_a_profiler_window_of_a_torchrun_job_is_taken_on_every_rank(tmp_path: Path) -> None:
+    """The same steps profiled on each rank: the lead's window is the run's trace event, and the
+    other rank's trace is written beside it (its exposed all-reduce goes on its rank rows)."""
+    torchrun = Path(sys.executable).with_name("torchrun")
+    job = [str(torchrun), "--standalone", "--nproc-per-node", "2", str(JOBS / "ddp_loop.py"), "100000000"]
+    out = tmp_path / "r.csv"
+    argv = [sys.executable, "-m", "gpudash", "record", str(out), "-q", "--duration", "8", "--trace-every", "2"]
+    done = subprocess.run(
+        [*argv, "--trace-steps", "3", "--", *job],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    with open(out, newline="") as f:
+        traced = [r for r in csv.DictReader(f) if r["event_what"] == "trace" and r["event_kind"] == "measured"]
+    assert traced, done.stderr[-3000:]
+    lead = Path(traced[0]["event_message"].rsplit("→ ", 1)[1])
+    assert lead.name.endswith("-rank0.json") and lead.is_file()
+    assert lead.with_name(lead.name.replace("-rank0.json", "-rank1.json")).is_file()  # the same window, rank 1

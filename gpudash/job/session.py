@@ -165,8 +165,7 @@ class JobSession:
         elif isinstance(control, Diagnose):
             self.diagnosis = JobDiagnosis(control.steps, time.monotonic(), self._on_cuda())
         else:
-            name = type(control).__name__
-            self._error("control", f"not for a job ({name}): its settings are its own arguments")
+            self._error("control", f"not for a job ({type(control).__name__}): its settings are its own arguments")
 
     def poll(self) -> list[Message]:
         """What the job and NVML said since the last poll, oldest first; never blocks."""
@@ -314,7 +313,9 @@ class JobSession:
             return
         if read.note:  # a note of the trace's size, never the diagnosis' answer
             self._error("trace", f"profiler window {read.note}")
-        self.world.traced(self._lead(), read.figures.comm_exposed_ms_per_step)
+        self.world.traced(read.rank, read.figures.comm_exposed_ms_per_step)
+        if read.rank != self._lead():
+            return  # another rank's window: its exposed all-reduce, on its rank rows
         if what == DIAGNOSIS:
             self._diagnosed(read.figures)
             return
@@ -356,16 +357,16 @@ class JobSession:
         self._event(EventKind.MEASURED, what=DIAGNOSIS, message=message, details=details)
 
     def _ask_trace(self, purpose: str, steps: int) -> None:
-        lead = self._first.get(self._lead())
-        hello = self._hello.get(_int(lead.get("pid"), 0)) if lead else None
-        if hello is None:
+        """A window of the same steps on every rank: the lead's is the run's; the others' feed their rank rows."""
+        targets = [ctl for _, _, ctl in self._stack_targets()]  # lead first
+        if not targets or not targets[0]:
             self._error(purpose, "no optimizer step seen yet: nothing to profile")
             return
         folder = self.config.trace_dir or os.path.join(self.channel.folder, "traces")
-        request, note = self.traces.ask(purpose, steps, folder, job_command.slug(self.workload), self._lead())
+        request, note = self.traces.ask(purpose, steps, folder, job_command.slug(self.workload), self._first)
         if note:
             self._error("trace", note)
-        if not self.channel.request(str(hello.get("ctl", "")), request):
+        if not all([self.channel.request(ctl, request) for ctl in targets if ctl]):
             self._error(purpose, "the job's process did not take the request (its channel is closed)")
 
     # -- the run's own events ------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,10 +30,11 @@ class TraceRead:
     figures: Any = None
     error: str = ""
     note: str = ""  # the window was cut short, or later ones will be
+    rank: int = 0  # the rank whose window it was
 
 
 class JobTraces:
-    """``ask(purpose, steps, ...)`` a window of the lead process, ``received(m)`` its answer, and
+    """``ask(purpose, steps, ...)`` a window of each rank's process, ``received(m)`` each answer, and
     ``done()`` the windows read since the last call."""
 
     def __init__(self, max_events: int = MAX_EVENTS) -> None:
@@ -43,24 +45,27 @@ class JobTraces:
         self._done: list[TraceRead] = []
         self._lock = threading.Lock()
 
-    def ask(self, purpose: str, steps: int, folder: str, slug: str, rank: int) -> tuple[dict[str, Any], str]:
-        """The request to send (its steps within the cap), and a note where the cap cut them."""
+    def ask(self, purpose: str, steps: int, folder: str, slug: str, ranks: Iterable[int]) -> tuple[dict[str, Any], str]:
+        """The request to send to each of ``ranks`` (its steps within the cap), and a note where
+        the cap cut them."""
         self._seq += 1
         name = f"{slug}-{self._seq}"
-        self._asked[os.path.join(folder, f"{name}-rank{rank}.json")] = purpose
+        for rank in ranks:
+            self._asked[os.path.join(folder, f"{name}-rank{rank}.json")] = purpose
         asked = max(1, steps)
         fewer = min(asked, self.step_cap) if self.step_cap is not None else asked
         note = "" if fewer == asked else f"a window of {fewer} steps, not {asked}: this job's trace is large"
         return {"k": "trace", "steps": fewer, "dir": folder, "name": name}, note
 
     def received(self, m: dict[str, Any]) -> None:
-        """The job's answer: the window's trace is read in the background."""
+        """A rank's answer: the window's trace is read in the background."""
         path = str(m.get("path", ""))
         purpose = self._asked.pop(path, "trace")
+        rank = _int(m.get("rank"), 0)
         if m.get("error"):
-            self._finish(TraceRead(purpose, path, error=f"profiler window failed: {m['error']}"))
+            self._finish(TraceRead(purpose, path, error=f"profiler window failed: {m['error']}", rank=rank))
             return
-        args = (purpose, path, _int(m.get("steps")), _float(m.get("wall_ms")))
+        args = (purpose, path, _int(m.get("steps")), _float(m.get("wall_ms")), rank)
         threading.Thread(target=self._read, args=args, name="gpudash-trace-read", daemon=True).start()
 
     def done(self) -> list[TraceRead]:
@@ -68,14 +73,15 @@ class JobTraces:
             out, self._done = self._done, []
         return out
 
-    def _read(self, purpose: str, path: str, steps: int, wall_ms: float) -> None:
+    def _read(self, purpose: str, path: str, steps: int, wall_ms: float, rank: int) -> None:
         from gpudash.engine.trace_figures import figures
 
         try:
             size = os.path.getsize(path)
             trace = read_bounded(path, self.max_events)
         except (OSError, ValueError) as exc:
-            self._finish(TraceRead(purpose, path, error=f"cannot read the profiler window's trace {path}: {exc}"))
+            why = f"cannot read the profiler window's trace {path}: {exc}"
+            self._finish(TraceRead(purpose, path, error=why, rank=rank))
             return
         in_file = trace.steps_in_file or steps
         kept = trace.steps if trace.steps_in_file else steps
@@ -86,18 +92,18 @@ class JobTraces:
         if trace.cut_short:
             note = f"cut short to its first {kept} of {in_file} steps (its trace: {size / 2**20:.0f} MB); " + note
         fig = figures(trace.events, max(1, kept), wall_ms * kept / max(1, in_file))
-        self._finish(TraceRead(purpose, path, figures=fig, note=note.rstrip("; ")))
+        self._finish(TraceRead(purpose, path, figures=fig, note=note.rstrip("; "), rank=rank))
 
     def _finish(self, read: TraceRead) -> None:
         with self._lock:
             self._done.append(read)
 
 
-def _int(value: Any) -> int:
+def _int(value: Any, least: int = 1) -> int:
     try:
-        return max(1, int(value))
+        return max(least, int(value))
     except (TypeError, ValueError):
-        return 1
+        return least
 
 
 def _float(value: Any) -> float:

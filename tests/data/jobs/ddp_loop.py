@@ -24,14 +24,20 @@ def main() -> int:
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     hang_rank, hang_step, hang_s = (int(v) for v in sys.argv[2].split(":")) if len(sys.argv) > 2 else (-1, 0, 0)
     done = 0
-    for x, y in loader:
-        if dist.get_rank() == hang_rank and done + 1 == hang_step:
-            time.sleep(hang_s)  # this rank stops here
-        loss = torch.nn.functional.mse_loss(model(x), y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        done += 1
+    sampler = loader.sampler
+    assert isinstance(sampler, DistributedSampler)
+    for epoch in range(10**9):
+        sampler.set_epoch(epoch)
+        for x, y in loader:
+            if dist.get_rank() == hang_rank and done + 1 == hang_step:
+                time.sleep(hang_s)  # this rank stops here
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            done += 1
+            if done >= steps:
+                break
         if done >= steps:
             break
     print(f"JOB rank={os.environ.get('RANK')} steps={done}", flush=True)
