@@ -179,17 +179,18 @@ def _themed_user_config(theme: str | None) -> Any:
 
 def _cmd_replay(given: dict[str, Any]) -> int:
     path = given["path"]
-    if not os.path.isfile(path):
-        return _fail(f"no such file: {path}")
-    if not os.access(path, os.R_OK):
-        return _fail(f"cannot read {path}")
+    for each in (path, *given.get("nodes", ())):
+        if not os.path.isfile(each):
+            return _fail(f"no such file: {each}")
+        if not os.access(each, os.R_OK):
+            return _fail(f"cannot read {each}")
     try:
         user_config = _themed_user_config(given.get("theme"))
     except UsageError as exc:
         return _fail(str(exc))
     from gpudash.tui.app import run_replay
 
-    return int(run_replay(path, given.get("follow", False), user_config) or 0)
+    return int(run_replay(path, given.get("follow", False), user_config, given.get("nodes", ())) or 0)
 
 
 def _cmd_passthrough(name: str, argv: list[str]) -> int:

@@ -322,6 +322,12 @@ def _add_commands(sub: Any, common: dict[str, Any]) -> dict[str, Parser]:
     lst.add_argument("-w", "--workload", metavar="NAME", help="only this family")
     rep = command("replay", "a recorded CSV in the dashboard")
     rep.add_argument("path", metavar="PATH", help="a CSV written by gpudash record (or c in the dashboard)")
+    rep.add_argument(
+        "nodes",
+        nargs="*",
+        metavar="NODE.csv",
+        help="the other nodes' recordings of the same torchrun run: their ranks joined on PATH's clock",
+    )
     rep.add_argument("--follow", action="store_true", help="keep reading as the file grows")
     _add_theme_option(rep)
     for name, summary in PASSTHROUGH.items():

@@ -195,3 +195,24 @@ def test_a_profiler_window_of_a_torchrun_job_is_taken_on_every_rank(tmp_path: Pa
     lead = Path(traced[0]["event_message"].rsplit("→ ", 1)[1])
     assert lead.name.endswith("-rank0.json") and lead.is_file()
     assert lead.with_name(lead.name.replace("-rank0.json", "-rank1.json")).is_file()  # the same window, rank 1
+
+
+def test_replay_joins_the_other_nodes_ranks_on_the_first_recordings_clock(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from gpudash.recording.replay import ReplaySource, read_all
+    from gpudash.recording.replay_world import joined_ranks
+
+    step_ms = {0: 99.0, 1: 100.0, 2: 101.0, 3: 140.0}
+    a, b, other = tmp_path / "node0.csv", tmp_path / "node1.csv", tmp_path / "other.csv"
+    _node_recording(a, 0, (0, 1), 1_764_000_000.0, step_ms)
+    _node_recording(b, 1, (2, 3), 1_764_000_002.5, step_ms)  # its clock's zero 2.5 s after node 0's
+    messages = read_all(ReplaySource(a, joined=joined_ranks(str(a), [str(b)])))
+    ranks = [m for m in messages if isinstance(m, RankSample)]
+    assert {r.rank for r in ranks} == {0, 1, 2, 3}
+    node1 = [r for r in ranks if r.rank == 3]
+    assert node1[0].time_s == pytest.approx(3.5) and node1[-1].time_s == pytest.approx(22.5)  # on node 0's clock
+    _node_recording(other, 0, (0, 1), 1_764_000_000.0, step_ms)
+    other.write_text(other.read_text().replace(RUN_ID, "run-other"))
+    assert main(["replay", str(a), str(other)]) == 2  # one line, before any dashboard
+    assert "is of run run-other, not run-7f3a" in capsys.readouterr().err

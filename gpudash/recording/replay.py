@@ -22,10 +22,10 @@ import os
 import queue
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any, TextIO
 
-from gpudash.core.protocol import Control, GpuInfo, Message, RunConfig, SourceInfo
+from gpudash.core.protocol import Control, GpuInfo, Message, RankSample, RunConfig, SourceInfo
 from gpudash.core.textfmt import strip_controls
 from gpudash.recording.csvformat import ROW_KINDS, RowParser, missing_columns
 from gpudash.recording.csvread import CHUNK, CsvRecords, open_csv
@@ -112,9 +112,10 @@ class RecordingReader:
 class ReplaySource:
     """Messages of a recorded CSV, read by a thread: all of it, or (``follow``) as it grows."""
 
-    def __init__(self, path: str | os.PathLike[str], follow: bool = False) -> None:
+    def __init__(self, path: str | os.PathLike[str], follow: bool = False, joined: Sequence[RankSample] = ()) -> None:
         self.path = str(path)
         self.follow = follow
+        self._joined = list(joined)  # other nodes' rank rows on this file's clock (replay_world), oldest first
         self.sidecar = Sidecar()
         self.metadata: dict[str, Any] = {}
         self.config: RunConfig = UNKNOWN_CONFIG
@@ -263,9 +264,9 @@ class ReplaySource:
             while not self._stop.is_set():
                 batch = reader.read()
                 if reader.records.at_end and not self.follow:
-                    self._put(sites.after_samples(batch + reader.finish()))
+                    self._put(self._join(sites.after_samples(batch + reader.finish()), True))
                     break
-                self._put(sites.after_samples(batch))
+                self._put(self._join(sites.after_samples(batch), False))
                 if reader.records.at_end:
                     self._caught_up = True
                     self._stop.wait(FOLLOW_WAIT_S)
@@ -273,6 +274,19 @@ class ReplaySource:
             self._error = exc
         finally:
             self._caught_up = self._done = True
+
+    def _join(self, batch: list[Message], last: bool) -> list[Message]:
+        """The batch with the other nodes' rank rows up to its last time (``last``: all that remain)."""
+        if not self._joined:
+            return batch
+        until = max((m.time_s for m in batch), default=-1.0)
+        n = (
+            len(self._joined)
+            if last
+            else next((i for i, r in enumerate(self._joined) if r.time_s > until), len(self._joined))
+        )
+        joined, self._joined = self._joined[:n], self._joined[n:]
+        return [*batch, *joined]
 
     def _put(self, batch: list[Message]) -> None:
         """Queue a batch, waiting while the queue is full (until stopped)."""

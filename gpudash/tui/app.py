@@ -16,7 +16,7 @@ import dataclasses
 import os
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from functools import partial
 from pathlib import Path
@@ -467,14 +467,16 @@ def run_app(
     return int(code or 0)
 
 
-def run_replay(path: str, follow: bool, user_config: UserConfig | None = None) -> int:
-    """``gpudash replay PATH``: the dashboard over a recorded CSV. Returns the exit code."""
+def run_replay(path: str, follow: bool, user_config: UserConfig | None = None, nodes: Sequence[str] = ()) -> int:
+    """``gpudash replay PATH [NODE.csv …]``: the dashboard over a recorded CSV, with the other nodes'
+    ranks of the same torchrun run joined in. Returns the exit code."""
     from gpudash.recording.replay import NotARecording, ReplaySource
+    from gpudash.recording.replay_world import joined_ranks
 
     # `gpudash replay` (cli._cmd_replay) has already checked that PATH is a readable file;
     # a file gone since (or a directory) still ends here as an OSError with a message.
-    source = ReplaySource(path, follow=follow)
     try:
+        source = ReplaySource(path, follow=follow, joined=joined_ranks(path, nodes))
         source.start()
     except OSError as exc:
         print(f"gpudash replay: cannot read {path}: {exc}", file=sys.stderr)

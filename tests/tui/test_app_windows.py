@@ -149,3 +149,21 @@ async def test_a_data_parallel_runs_line_shows_the_all_reduce_exposed_in_the_las
         title = str(app.query_one(StatsPanel).border_title)
         assert "2 ranks (DDP) · all-reduce exposed 0.34 ms/step (t=6 s)" in title
         assert "all-reduce 2.1 ms/step, 0.34 exposed" in str(app.controller.last_trace_text())
+
+
+async def test_each_ranks_step_time_and_exposed_all_reduce_are_in_the_ranks_line() -> None:
+    """Issue 55: with several ranks, each one's step time p50 (and its exposed all-reduce, where its
+    latest profiler window gave one) side by side in the stats panel's border."""
+    from gpudash.core.protocol import RankSample
+
+    async with running(FakeSource(RunConfig(nproc=2)), until=4.0) as (pilot, app, src):
+        last = present(app.state.last_sample)
+        t = last.time_s + 0.25
+        src.push(dataclasses.replace(last, time_s=t, world_size=2, slowest_rank=1, slowest_rank_step_ms=12.4))
+        src.push(RankSample(t, 0, 100, 80.0, 12.1, node=0, allreduce_exposed_ms=0.31))
+        src.push(RankSample(t, 1, 100, 80.0, 12.4, node=0, allreduce_exposed_ms=0.52))
+        app.refresh_now()
+        await pilot.pause()
+        title = str(app.query_one(StatsPanel).border_title)
+        assert "ms/step p50 (all-reduce exposed): r0 12.1 (0.31), r1 12.4 (0.52)" in title
+        assert "slowest rank 1: 12.4 ms/step p50" in title
