@@ -167,6 +167,7 @@ def defaults_section() -> str:
     bench = DOCS / "bench" / "h200x2-ddp-defaults"
     runs = {family: _scaling_run(bench / f"gpudash-{family}-defaults.md", family) for family in ("resnet50", "encdec")}
     passed = (bench / "multigpu-tests.txt").read_text().strip().splitlines()[-1]
+    bare = (bench / "bare-resnet50-defaults.md").read_text().strip().splitlines()
     ab = (bench / "torchrun-ab.md").read_text().strip().splitlines()
     tables = "\n".join(line for line in ab if not line.startswith("#"))
     apart = max(
@@ -187,8 +188,15 @@ Since issue 55 gpudash wraps a rank's model in DDP with 100 MB buckets and
 {runs["encdec"].rows}
 
 ResNet-50 keeps more of one rank's rate than with torch's defaults (the first row of the table
-above without knobs) and stays below 0.95; `encdec` keeps no more than with torch's defaults. The targets of issue 55 are not met on
-this machine with settings that keep the ranks equal.
+above without knobs) and stays below 0.95; `encdec` keeps no more than with torch's defaults.
+The bare loop on the same machine the same day, with the same settings and without
+(`benchmarks/ddp_bare.py`, {bare[0].split(" — ")[1]}):
+
+{chr(10).join(line for line in bare if line.startswith("|"))}
+
+The bare loop keeps more with the same settings than gpudash's path does: the rest of the gap to
+0.95 is gpudash's own (its pipelined step's streams, or the ranks' control broadcast every 10
+steps; not isolated yet), and the targets of issue 55 are not met.
 
 The held-out torchrun script (`benchmarks/jobs/ddp_resnet_job.py`, ResNet-50 at 128 images per
 rank, NCCL, its own DDP with `--tuned --bucket-mb 100`), bare and under `gpudash record`, five
