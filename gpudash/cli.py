@@ -348,6 +348,7 @@ def _cmd_diagnose(given: dict[str, Any]) -> int:
     import json
     import tempfile
 
+    from gpudash.diagnosis import remedies
     from gpudash.diagnosis.rules import Evidence, diagnose
     from gpudash.recording.headless import HeadlessRecording, run_record
 
@@ -378,13 +379,14 @@ def _cmd_diagnose(given: dict[str, Any]) -> int:
     if event.kind == EventKind.ERROR:
         print(f"gpudash: error: {event.message}", file=sys.stderr)
         return int(ExitCode.FAILED)
+    evidence = Evidence.from_details(event.details)
+    verdict, lines = remedies.answer(evidence, diagnose(evidence), script=False)
     if args.json:
-        evidence = Evidence.from_details(event.details)
         running: dict[str, object] = {k: event.details[k] for k in ("workload", "variant", "device", "knobs")}
         running["batch_size"] = int(event.details["batch_size"])
-        print(json.dumps({**running, **diagnose(evidence).as_dict(evidence)}, indent=2))
+        print(json.dumps({**running, **verdict}, indent=2))
     else:
-        print(event.message)
+        print("\n".join([event.message, *lines]))
     return 0
 
 

@@ -263,6 +263,23 @@ def test_diagnose_prints_the_verdict_then_stops_the_job(tmp_path: Path) -> None:
     assert verdict["evidence"]["steps"] == 30 and verdict["command"][-1] == "50"
     assert verdict["evidence"]["dtype"] == "fp32"  # the counted step's, which the tensor-core rule reads
     assert verdict["advice"].startswith("move the model and its batches to a GPU")  # a script's words, no flags
+    assert verdict["evidence"]["job_settings"].startswith("num_workers=0,pin_memory=False")  # read from the job
+    assert isinstance(verdict["remedies"], list)
+
+
+@pytest.mark.slow
+def test_diagnose_of_an_input_bound_job_says_what_more_workers_could_be_worth(tmp_path: Path) -> None:
+    """Issue 56: a Dataset that waits on reads, no workers, on the CPU: the remedy names the workers
+    (now 0), leaves out what does not apply, and says up to how many times faster."""
+    os.chdir(tmp_path)
+    job = [sys.executable, str(JOBS / "slow_reads.py"), "--steps", "100000"]
+    done = gpudash("diagnose", "--json", "--warmup", "1", "--", *job)
+    assert done.returncode == 0, done.stderr
+    verdict = json.loads(done.stdout)
+    assert verdict["bound"] == "input-bound", verdict
+    first = verdict["remedies"][0]
+    assert first["limit"] == "input" and first["up_to"] >= 2.0
+    assert "now 0" in first["advice"] and "pin_memory" not in first["advice"]  # no GPU to pin memory for
 
 
 @pytest.mark.slow

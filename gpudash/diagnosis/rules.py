@@ -95,6 +95,9 @@ class Evidence:
     dram_active_pct: float | None = None
     dtype: str | None = None  # the step's dtype from its FLOP count (gpudash.engine.flops), when one
     comm_exposed_ms: float | None = None  # profiler window: collectives' time a step with no other kernel running
+    host_wait_ms: float | None = None  # profiler window: of the host's step, the time in calls that wait for the GPU
+    traced_step_ms: float | None = None  # profiler window: a step's wall time under the profiler
+    job_settings: str | None = None  # a user's job: what it already does ("num_workers=0,pin_memory=True,…")
 
     @property
     def input_share(self) -> float:
@@ -126,7 +129,7 @@ class Evidence:
         return cls(**kw)  # type: ignore[arg-type]  # the fields' own types, read back
 
 
-_TEXT = ("throttled", "dtype")  # Evidence's text fields
+_TEXT = ("throttled", "dtype", "job_settings")  # Evidence's text fields
 RECENT_GPU_TICKS = 600  # NVML ticks a reader keeps for tick_before_window (5 minutes at 0.5 s)
 WINDOW_START = "diag_window_start_s"  # a diagnosis event's detail: when its window began (the run's seconds)
 TENSORS_IDLE = "tensors-idle"  # a bf16 step whose tensor cores idle: compute-bound, advice of its own
@@ -300,7 +303,9 @@ def with_gpu_telemetry(event: Event, gpu: GpuSample | None) -> Event:
     )
     verdict = diagnose(evidence)
     if event.details.get("workload", "").startswith(JOB_PREFIX):
-        verdict = verdict.in_script_words()
+        from gpudash.diagnosis.remedies import for_the_job  # it builds on this module
+
+        verdict = for_the_job(verdict.in_script_words(), evidence)
     details = {**event.details, **evidence.details(), "bound": str(verdict.bound)}
     return dataclasses.replace(event, message=verdict.line(), details=details)
 

@@ -180,6 +180,7 @@ def _evidence(loop: StepLoop, steps: int) -> Evidence:
     """The window's measurements: the timed steps, then (on a GPU) the profiled ones."""
     from gpudash.diagnosis.rules import Evidence
     from gpudash.engine import traces
+    from gpudash.engine.trace_figures import traced_step_ms
 
     w = loop.workload
     step_ms, input_ms, syncs, sites = _timed_steps(loop, steps)
@@ -200,6 +201,8 @@ def _evidence(loop: StepLoop, steps: int) -> Evidence:
         host_ms_per_step=fig.host_ms_per_step,
         launch_delay_us=fig.launch_delay_us,
         comm_exposed_ms=fig.comm_exposed_ms_per_step,
+        host_wait_ms=fig.host_wait_ms_per_step,
+        traced_step_ms=traced_step_ms(fig),
         dtype=loop.model_flops.current.dtype if loop.model_flops and loop.model_flops.current else None,
     )
 

@@ -32,6 +32,8 @@ STAGE_PREFIX = "gpudash.stage."  # record_function names around each stage durin
 STEP_MARKER = "gpudash.step"  # the record_function range around each step of a window (the host's enqueue)
 DEVICE_CATEGORIES = (KERNEL, MEMCPY, MEMSET)
 LAUNCH_NAMES = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cudaGraphLaunch")
+# the runtime calls in which the host waits for the GPU (a sync: .item(), .cpu(), a blocking copy)
+WAIT_NAMES = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "cudaMemcpy")
 
 
 def union(intervals: Iterable[Interval]) -> list[Interval]:
@@ -75,6 +77,7 @@ class TraceFigures:
     idle_pct: float | None = None
     gpu_ms_per_step: float | None = None  # the GPU's busy time (any stream) per step, in the same span
     host_ms_per_step: float | None = None  # median host time to enqueue a step (its step marker)
+    host_wait_ms_per_step: float | None = None  # ... of it, median, inside calls that wait for the GPU (WAIT_NAMES)
     span_ms: float | None = None  # the steps' span: first step marker's start → the last device activity's end
     overlap_pct: float | None = None  # of the busy time, with kernels on >= 2 streams
     memcpy_pct: float | None = None
@@ -114,6 +117,7 @@ class TraceFigures:
             "idle_pct",
             "gpu_ms_per_step",
             "host_ms_per_step",
+            "host_wait_ms_per_step",
             "span_ms",
             "overlap_pct",
             "memcpy_pct",
@@ -174,6 +178,7 @@ def figures(events: Sequence[dict[str, Any]], steps: int, wall_ms: float) -> Tra
         idle_pct=max(0.0, 100.0 - _pct(busy_us, span_us)),
         gpu_ms_per_step=busy_us * per_step,
         host_ms_per_step=_host_ms_per_step(events),
+        host_wait_ms_per_step=_host_wait_ms_per_step(events),
         span_ms=span_us / 1000.0,
         overlap_pct=_pct(covered_by_two_or_more(list(merged.values())), length(kernel_busy)),
         memcpy_pct=_pct(length(clip(union(_interval(e) for e in device if e["cat"] == MEMCPY), span)), span_us),
@@ -186,6 +191,13 @@ def figures(events: Sequence[dict[str, Any]], steps: int, wall_ms: float) -> Tra
         top_kernels=tuple((name, us * per_step) for name, us in top),
         stage_ms_per_step={name: length(union(iv)) * per_step for name, iv in _stage_kernels(events, kernels).items()},
     )
+
+
+def traced_step_ms(fig: TraceFigures) -> float | None:
+    """A traced step's wall time: the steps' span (or the window's wall) over its steps."""
+    if fig.steps < 1:
+        return None
+    return (fig.span_ms if fig.span_ms is not None else fig.wall_ms) / fig.steps
 
 
 def step_markers(events: Iterable[dict[str, Any]]) -> list[Interval]:
@@ -216,6 +228,17 @@ def clip(intervals: Iterable[Interval], span: Interval) -> list[Interval]:
 def _host_ms_per_step(events: Sequence[dict[str, Any]]) -> float | None:
     marks = step_markers(events)
     return statistics.median(b - a for a, b in marks) / 1000.0 if marks else None
+
+
+def _host_wait_ms_per_step(events: Sequence[dict[str, Any]]) -> float | None:
+    """The median over the steps of the host's time inside calls that wait for the GPU."""
+    marks = step_markers(events)
+    if not marks:
+        return None
+    waits = union(
+        _interval(e) for e in events if e.get("cat") == "cuda_runtime" and e.get("name") in WAIT_NAMES and "dur" in e
+    )
+    return statistics.median(length(clip(waits, mark)) for mark in marks) / 1000.0
 
 
 def kernels_by_stream(events: Iterable[dict[str, Any]]) -> dict[int, list[Interval]]:

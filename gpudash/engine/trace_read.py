@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from gpudash.engine.trace_figures import DEVICE_CATEGORIES, LAUNCH_NAMES, STEP_MARKER
+from gpudash.engine.trace_figures import DEVICE_CATEGORIES, LAUNCH_NAMES, STEP_MARKER, WAIT_NAMES
 
 MAX_EVENTS = 200_000  # the events kept of one window (a few hundred bytes each)
 CHUNK = 1 << 20
@@ -42,7 +42,7 @@ def _kept(e: dict[str, Any]) -> bool:
     cat = e.get("cat")
     if cat in DEVICE_CATEGORIES or cat == "user_annotation":
         return True
-    return cat == "cuda_runtime" and e.get("name") in LAUNCH_NAMES
+    return cat == "cuda_runtime" and (e.get("name") in LAUNCH_NAMES or e.get("name") in WAIT_NAMES)
 
 
 def _slim(e: dict[str, Any]) -> dict[str, Any]:

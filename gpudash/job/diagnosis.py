@@ -10,8 +10,9 @@ import statistics
 from dataclasses import dataclass, field, replace
 
 from gpudash.core.sync_sites import SyncTable
+from gpudash.diagnosis.remedies import for_the_job
 from gpudash.diagnosis.rules import Diagnosis, Evidence, diagnose
-from gpudash.engine.trace_figures import TraceFigures
+from gpudash.engine.trace_figures import TraceFigures, traced_step_ms
 from gpudash.job.steps import StepRecord
 
 SETTLE_STEPS = 10  # two runs of this many step times whose medians agree within SETTLE_TOLERANCE
@@ -20,8 +21,9 @@ MAX_WARMUP_S = 60.0  # then the window starts anyway
 
 
 def job_verdict(evidence: Evidence) -> Diagnosis:
-    """The rules' verdict on a job's evidence, its advice in a script's words."""
-    return diagnose(evidence).in_script_words()
+    """The rules' verdict on a job's evidence, its advice in a script's words, leaving out what the
+    job already does."""
+    return for_the_job(diagnose(evidence).in_script_words(), evidence)
 
 
 @dataclass
@@ -90,4 +92,6 @@ def with_trace(evidence: Evidence, fig: TraceFigures) -> Evidence:
         host_ms_per_step=fig.host_ms_per_step,
         launch_delay_us=fig.launch_delay_us,
         comm_exposed_ms=fig.comm_exposed_ms_per_step,
+        host_wait_ms=fig.host_wait_ms_per_step,
+        traced_step_ms=traced_step_ms(fig),
     )

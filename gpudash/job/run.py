@@ -117,6 +117,7 @@ def ended_early(session: JobSession) -> str:
 def diagnose_job(config: RunConfig, *, warmup_s: float, as_json: bool, quiet: bool, keep_running: bool) -> int:
     """``gpudash diagnose -- CMD``: the verdict on stdout, then the job is stopped (unless
     ``keep_running``); if the job ends first, what could be measured."""
+    from gpudash.diagnosis import remedies
     from gpudash.diagnosis.rules import Evidence
     from gpudash.job.diagnosis import job_verdict
 
@@ -152,12 +153,13 @@ def diagnose_job(config: RunConfig, *, warmup_s: float, as_json: bool, quiet: bo
     if event.kind == EventKind.ERROR:
         print(f"gpudash: error: {event.message}", file=sys.stderr)
         return code or int(ExitCode.FAILED)
+    evidence = Evidence.from_details(event.details)
+    verdict, lines = remedies.answer(evidence, job_verdict(evidence), script=True)
     if as_json:
-        evidence = Evidence.from_details(event.details)
         running: dict[str, object] = {k: event.details.get(k, "") for k in ("workload", "variant", "device")}
         running["batch_size"] = int(event.details.get("batch_size", "0") or 0)
         running["command"] = list(config.job or ())
-        print(json.dumps({**running, **job_verdict(evidence).as_dict(evidence)}, indent=2))
+        print(json.dumps({**running, **verdict}, indent=2))
     else:
-        print(event.message)
+        print("\n".join([event.message, *lines]))
     return 0

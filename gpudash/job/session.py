@@ -17,6 +17,7 @@ import json
 import os
 import threading
 import time
+from dataclasses import replace
 from typing import Any
 
 from gpudash.core.protocol import (
@@ -337,14 +338,14 @@ class JobSession:
             self._diagnosed(None)
 
     def _diagnosed(self, fig: Any) -> None:
-        from dataclasses import replace
-
         d, self.diagnosis = self.diagnosis, None
         if d is None or d.timed_evidence is None:
             return
         count = self.samples.count
         dtype = (count.details.get("dtype") or None) if count is not None else None  # the counted step's
-        evidence = replace(d.timed_evidence, sync_sites=self._sites if self._on_cuda() else None, dtype=dtype)
+        settings = str(self._first.get(self._lead(), {}).get("settings") or "") or None  # what the job already does
+        sites = self._sites if self._on_cuda() else None
+        evidence = replace(d.timed_evidence, sync_sites=sites, dtype=dtype, job_settings=settings)
         if fig is not None:
             evidence = with_trace(evidence, fig)
         verdict = job_verdict(evidence)
@@ -397,9 +398,8 @@ class JobSession:
         self._say_flops()
 
     def _say_flops(self, final: bool = False) -> None:
-        """Once the run has started: the lead rank's count into every sample from now on, and the
-        "flops" event saying what was counted or why MFU is blank (``final``: the job has ended, and
-        no count came: why)."""
+        """Once started: the lead rank's count into every sample, and the "flops" event saying what was
+        counted or why MFU is blank (``final``: the job has ended, and no count came: why)."""
         if self._flops_said or not self._started:
             return
         m = self._flops.get(self._lead())

@@ -42,7 +42,7 @@ import weakref
 from typing import Any
 
 from gpudash_job_flops import StepFlopsCount  # type: ignore[import-not-found]  # beside this file
-from gpudash_job_parts import _Channel, _samples_tokens, _SyncCount  # type: ignore[import-not-found]
+from gpudash_job_parts import _backend_settings, _Channel, _loader_settings, _samples_tokens, _SyncCount  # type: ignore[import-not-found]
 from gpudash_job_phases import Phases  # type: ignore[import-not-found]
 from gpudash_job_stacks import FLUSHER, answer, answering  # type: ignore[import-not-found]
 
@@ -73,6 +73,7 @@ class Hooks:
         # the batches each DataLoader iterator handed out since the last step: [samples, tokens, wait]
         self.batches: dict[int, list[Any]] = {}
         self.last_iterator = 0  # the iterator of the latest batch: the training loop's, at a step
+        self.loader_settings = ""  # the training DataLoader's arguments, before the first step
         self.last_t = 0.0
         self.pending: collections.deque[tuple[Any, list[list[Any]]]] = collections.deque()  # (event, its steps)
         self.spanned: set[int] = set()  # steps (their records' ids) whose GPU time holds a phase
@@ -215,6 +216,8 @@ class Hooks:
                     acc[1] += tokens
                     acc[2] += waited
                 hooks.last_iterator = key
+                if not hooks.first_done:  # the training loader's arguments, as the first step finds them
+                    hooks.loader_settings = _loader_settings(it)
             return batch
 
         return __next__
@@ -257,6 +260,7 @@ class Hooks:
         first["optimizer"] = type(optimizer).__name__
         first["world"] = self.world
         first["torch"] = torch.__version__
+        first["settings"] = ",".join(filter(None, (self.loader_settings, _backend_settings(torch))))
         if self.cuda:
             index = torch.device(device).index
             index = torch.cuda.current_device() if index is None else index

@@ -1,5 +1,6 @@
-"""The channel, the sync counter and the batch's size of gpudash's hooks inside a job (``gpudash_job_hooks.py``, which
-imports this file from the same folder). Standard library and the job's own torch only."""
+"""The channel, the sync counter, the batch's size and the job's settings of gpudash's hooks inside a
+job (``gpudash_job_hooks.py``, which imports this file from the same folder). Standard library and
+the job's own torch only."""
 
 from __future__ import annotations
 
@@ -188,3 +189,18 @@ def _samples_tokens(batch: Any, torch: Any, depth: int = 0) -> tuple[int, int]:
         if found[0]:
             return found
     return 0, 0
+
+
+def _loader_settings(it: Any) -> str:
+    """A DataLoader iterator's arguments that set its speed ("num_workers=0,pin_memory=False,…")."""
+    names = ("num_workers", "pin_memory", "persistent_workers", "prefetch_factor")
+    return ",".join(f"{n}={getattr(it, '_' + n)}" for n in names if hasattr(it, "_" + n))
+
+
+def _backend_settings(torch: Any) -> str:
+    """The backend flags the job runs with ("cudnn_benchmark=False,tf32=False")."""
+    try:
+        tf32 = bool(torch.backends.cuda.matmul.allow_tf32) or torch.get_float32_matmul_precision() != "highest"
+        return f"cudnn_benchmark={bool(torch.backends.cudnn.benchmark)},tf32={tf32}"
+    except Exception:  # noqa: BLE001 - a torch without these: nothing said
+        return ""

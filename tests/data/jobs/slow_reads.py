@@ -1,0 +1,58 @@
+"""A user's loop whose Dataset waits on reads (a sleep per sample, as storage or the network
+would), with no DataLoader workers and pinned memory: input-bound on any machine.
+``slow_reads.py [--steps N] [--workers K] [--read-ms MS]``; prints ``JOB steps=N samples_per_s=X``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+
+class SlowReads(Dataset[tuple[torch.Tensor, torch.Tensor]]):
+    """Each sample waits ``read_s`` before it is there (a read, not CPU work)."""
+
+    def __init__(self, n: int, read_s: float) -> None:
+        self.n, self.read_s = n, read_s
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        time.sleep(self.read_s)
+        g = torch.Generator().manual_seed(i)
+        return torch.randn(16, generator=g), torch.randn(1, generator=g)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--steps", type=int, default=100)
+    p.add_argument("--workers", type=int, default=0)
+    p.add_argument("--read-ms", type=float, default=1.0)
+    p.add_argument("--batch", type=int, default=8)
+    args = p.parse_args()
+    torch.manual_seed(0)
+    loader = DataLoader(
+        SlowReads(10**6, args.read_ms / 1000), batch_size=args.batch, num_workers=args.workers, pin_memory=True
+    )
+    model = torch.nn.Linear(16, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    began, done = time.monotonic(), 0
+    for x, y in loader:
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        done += 1
+        if done >= args.steps:
+            break
+    seconds = time.monotonic() - began
+    print(f"JOB steps={done} samples_per_s={done * args.batch / seconds:.1f}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
