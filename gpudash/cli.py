@@ -424,7 +424,10 @@ def _cmd_job(before: list[str], job: list[str]) -> int:
     except (UsageError, GpuSelectionError) as exc:
         return _fail(str(exc))
     trace_dir = trace_dir_for(record) if record is not None and args.trace_every is not None else None
-    config = job_config(args, job, gpus, trace_dir)
+    try:
+        config = job_config(args, job, gpus, trace_dir)
+    except UsageError as exc:  # a bad --set
+        return _fail(str(exc))
     if command == "diagnose":
         return diagnose_job(
             config, warmup_s=args.warmup, as_json=args.json, quiet=args.quiet, keep_running=args.keep_running
@@ -452,6 +455,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     top, commands = build_parsers()
     given = vars(top.parse_args(argv))
     command = given.pop("command", None)
+    if given.get("job_set"):
+        return _fail("--set applies to your job (gpudash record PATH --set K=V -- CMD): a family's settings are knobs")
     if command in PASSTHROUGH:
         rest = given.pop("args", [])
         if given:

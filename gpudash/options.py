@@ -159,6 +159,15 @@ def _add_measuring_options(p: argparse.ArgumentParser) -> None:
         "after which it is called stalled and gpudash shows where each of its threads waits; also ten "
         f"median steps at the least (default: {DEFAULTS['stall_after']:g})",
     )
+    m.add_argument(
+        "--set",
+        dest="job_set",
+        action="append",
+        metavar="KEY=VALUE",
+        help="your job (gpudash -- CMD): a setting applied without an edit of its script, repeatable: "
+        "num_workers, pin_memory, persistent_workers, prefetch_factor (its training DataLoader's; "
+        "loader_site=FILE:LINE names it), cudnn_benchmark, expandable_segments",
+    )
     argtypes.add_seconds(
         m,
         "--watchdog",

@@ -66,6 +66,8 @@ class RunConfig:
     # a user's job with no step for this long (and ten of its median steps), in no phase the hooks
     # time, is stalled: gpudash asks where each of its threads waits (``gpudash.job.stalls``)
     stall_after_s: float = 30.0
+    # a user's job: settings applied from outside (``--set``; gpudash.job.settings), (key, value) pairs
+    job_set: tuple[tuple[str, str], ...] = ()
 
 
 # -- controls: parent -> child, applied at a step boundary ---------------------------------

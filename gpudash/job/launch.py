@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import IO
 
 from gpudash.core import procgroup
+from gpudash.job.settings import job_env as settings_env
 from gpudash.job.terminal import JobTerminal, signal_groups
 
 BOOT_DIR = Path(__file__).resolve().parent / "boot"  # sitecustomize.py and gpudash_job_hooks.py
@@ -75,11 +76,16 @@ def exit_status(returncode: int) -> int:
 
 
 def job_env(
-    channel: str, base: dict[str, str] | None = None, *, sites: bool = True, unbuffered: bool = False
+    channel: str,
+    base: dict[str, str] | None = None,
+    *,
+    sites: bool = True,
+    unbuffered: bool = False,
+    job_set: tuple[tuple[str, str], ...] = (),
 ) -> dict[str, str]:
     """The job's environment: the bootstrap first on ``PYTHONPATH``, the channel named; its output's
     buffering as the job has it, but where gpudash shows its lines as they come (``unbuffered``:
-    the dashboard's pane)."""
+    the dashboard's pane); the settings ``--set`` applies (``job_set``: ``gpudash.job.settings``)."""
     env = dict(os.environ if base is None else base)
     path = env.get("PYTHONPATH", "")
     env["PYTHONPATH"] = str(BOOT_DIR) + (os.pathsep + path if path else "")
@@ -88,6 +94,7 @@ def job_env(
     env["GPUDASH_JOB_SITES"] = "1" if sites else "0"
     if unbuffered:
         env.setdefault("PYTHONUNBUFFERED", "1")  # the pane's lines as they come, not at exit
+    env.update(settings_env(job_set, env))
     return env
 
 

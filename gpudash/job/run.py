@@ -40,6 +40,7 @@ def exit_code(session: JobSession, recording: HeadlessRecording) -> int:
 def job_config(args: Any, job: list[str], gpus: tuple[int, ...] | None, trace_dir: str | None) -> RunConfig:
     """The run's configuration for a job: its command, and gpudash's own options."""
     from gpudash.job.command import variant, workload_name
+    from gpudash.job.settings import parse_set
 
     return RunConfig(
         workload=workload_name(job),
@@ -53,6 +54,7 @@ def job_config(args: Any, job: list[str], gpus: tuple[int, ...] | None, trace_di
         watchdog_s=None,
         peak_tflops=args.peak_tflops,
         stall_after_s=args.stall_after,
+        job_set=parse_set(getattr(args, "job_set", None) or ()),
     )
 
 

@@ -80,7 +80,7 @@ class JobSession:
         self.command = list(config.job)
         self.workload, self.variant = job_command.workload_name(self.command), job_command.variant(self.command)
         self.channel = HostChannel()
-        env = job_env(self.channel.path, sites=config.sync_sites, unbuffered=capture)
+        env = job_env(self.channel.path, sites=config.sync_sites, unbuffered=capture, job_set=config.job_set)
         self.process = JobProcess(
             self.command, env, capture=capture, stdout_to_stderr=stdout_to_stderr, litter=[self.channel.folder]
         )
@@ -105,8 +105,7 @@ class JobSession:
         self._told: set[str] = set()
         self._pending: list[Message] = []
         self.traces = JobTraces()  # profiler windows asked of the lead process, read in the background
-        self._ended = False
-        self._nvml_started = False
+        self._ended = self._nvml_started = False
         self._sites: SyncTable | None = None
         self.start_error: str | None = None  # why the command could not be run at all
         self.hooks_off: tuple[str, int] | None = None  # why the job's hooks went off, and the steps seen by then
@@ -385,6 +384,7 @@ class JobSession:
             "device_name": str(lead.get("gpu_name", "") or ""),
             "gpu_uuid": str(lead.get("gpu_uuid", "") or ""),
             "optimizer": str(lead.get("optimizer", "")),
+            "settings": str(lead.get("settings", "")),  # its training DataLoader's arguments and site, its flags
             "command": job_command.display(self.command),
         }
         self.started_details = details

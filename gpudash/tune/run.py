@@ -411,7 +411,11 @@ def run_tune(plan: TunePlan, *, quiet: bool = False, as_json: bool = False) -> i
 
 
 def main(argv: list[str]) -> int:
-    """``gpudash tune ...``: check the arguments, then race."""
+    """``gpudash tune ...``: check the arguments, then race (``-- CMD``: on the user's job)."""
+    if "--" in argv:
+        from gpudash.tune.job_race import main as tune_job
+
+        return tune_job(argv)
     parsed = parse_plan(argv, build_parser(), plan_from_args)
     if parsed is None:
         return ExitCode.USAGE

@@ -41,6 +41,7 @@ import time
 import weakref
 from typing import Any
 
+import gpudash_job_settings as job_settings  # type: ignore[import-not-found]
 from gpudash_job_flops import StepFlopsCount  # type: ignore[import-not-found]  # beside this file
 from gpudash_job_parts import _backend_settings, _Channel, _loader_settings, _samples_tokens, _SyncCount  # type: ignore[import-not-found]
 from gpudash_job_phases import Phases  # type: ignore[import-not-found]
@@ -101,6 +102,7 @@ class Hooks:
 
         optimizer = importlib.import_module("torch.optim.optimizer")  # (torch.optim drops the attribute)
         self.loader_module = importlib.import_module("torch.utils.data.dataloader")
+        job_settings.install(self.torch, self.loader_module)  # --set, and each DataLoader's site
         hook = self._guarded_step
         compiler = getattr(self.torch, "compiler", None)
         if compiler is not None and hasattr(compiler, "disable"):  # a compiled optimizer step calls it eagerly
@@ -260,7 +262,7 @@ class Hooks:
         first["optimizer"] = type(optimizer).__name__
         first["world"] = self.world
         first["torch"] = torch.__version__
-        first["settings"] = ",".join(filter(None, (self.loader_settings, _backend_settings(torch))))
+        first["settings"] = ",".join(filter(None, (_backend_settings(torch), self.loader_settings)))  # site last
         if self.cuda:
             index = torch.device(device).index
             index = torch.cuda.current_device() if index is None else index

@@ -1,0 +1,147 @@
+"""The winner of ``gpudash tune -- CMD`` said as an edit of the user's own source.
+
+A DataLoader setting is an edit of the call that made the training DataLoader, at the site the
+job's first step named (its construction's first frame outside torch): each argument replaced where
+the call gives it, added before its closing parenthesis where it does not. ``cudnn.benchmark`` is a
+line to add after ``import torch`` in the job's script; ``expandable_segments`` an environment
+variable set before it. ``unified_diff`` shows them as a patch of the files, which are never
+written. Torch-free.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpudash.job.settings import Settings
+
+LOADER_KEYS = ("num_workers", "pin_memory", "persistent_workers", "prefetch_factor")
+
+
+@dataclass(frozen=True)
+class Edit:
+    """Lines ``line``… of ``file`` (1-based) reading ``before``, to read ``after``."""
+
+    file: str
+    line: int
+    before: str
+    after: str
+
+    def as_dict(self) -> dict[str, object]:
+        return {"file": self.file, "line": self.line, "before": self.before, "after": self.after}
+
+
+def edits(settings: Settings, site: str, command: Sequence[str]) -> list[Edit]:
+    """The edits that make the job as written run with ``settings`` (none that cannot be read)."""
+    given = dict(settings)
+    out: list[Edit] = []
+    loader = {k: v for k, v in settings if k in LOADER_KEYS}
+    if loader and site and (e := _loader_edit(site, loader)) is not None:
+        out.append(e)
+    script = next((arg for arg in command if arg.endswith(".py") and Path(arg).is_file()), None)
+    added = []
+    if given.get("cudnn_benchmark") == "True":
+        added.append("torch.backends.cudnn.benchmark = True")
+    if given.get("expandable_segments") == "True":
+        added.append("os.environ.setdefault('PYTORCH_CUDA_ALLOC_CONF', 'expandable_segments:True')  # before CUDA")
+    if added and script is not None and (e := _after_import_torch(script, added)) is not None:
+        out.append(e)
+    return out
+
+
+def _loader_edit(site: str, loader: dict[str, str]) -> Edit | None:
+    file, _, line = site.rpartition(":")
+    try:
+        text = Path(file).read_text(encoding="utf-8")
+        start = int(line)
+    except (OSError, ValueError):
+        return None
+    lines = text.splitlines(keepends=True)
+    if not 1 <= start <= len(lines):
+        return None
+    offset = sum(len(x) for x in lines[: start - 1])
+    opened = text.find("(", offset + text[offset:].find("DataLoader") if "DataLoader" in lines[start - 1] else offset)
+    closed = _closing(text, opened)
+    if opened < 0 or closed is None:
+        return None
+    call = text[opened : closed + 1]
+    new = call
+    for key, value in loader.items():
+        if re.search(rf"\b{key}\s*=", new):
+            new = re.sub(rf"\b{key}\s*=\s*[^,)\n]+", f"{key}={value}", new)
+        else:
+            new = _added(new, f"{key}={value}")
+    end = text.find("\n", closed)
+    end = len(text) if end < 0 else end + 1
+    before = text[offset:end]
+    return Edit(file, start, before, before.replace(call, new, 1))
+
+
+def _added(call: str, argument: str) -> str:
+    """``call`` (its text, parentheses included) with ``argument`` added last, in its layout."""
+    body = call[:-1].rstrip()
+    tail = call[len(body) : -1]
+    comma = "" if body.endswith(",") else ","
+    if "\n" not in tail:  # the closing parenthesis right after the last argument
+        return f"{body}{comma} {argument})"
+    indent = re.search(r"\n([ \t]+)\S[^\n]*$", body)
+    return f"{body}{comma}\n{indent.group(1) if indent else '    '}{argument},{tail})"
+
+
+def _closing(text: str, opened: int) -> int | None:
+    """The index of the parenthesis that closes the one at ``opened`` (strings and comments skipped)."""
+    if opened < 0:
+        return None
+    depth, i, quote = 0, opened, ""
+    while i < len(text):
+        ch = text[i]
+        if quote:
+            if ch == "\\":
+                i += 1
+            elif ch == quote:
+                quote = ""
+        elif ch in "'\"":
+            quote = ch
+        elif ch == "#":
+            i = text.find("\n", i)
+            if i < 0:
+                return None
+        elif ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+            if depth == 0:
+                return i
+        i += 1
+    return None
+
+
+def _after_import_torch(script: str, added: list[str]) -> Edit | None:
+    try:
+        lines = Path(script).read_text(encoding="utf-8").splitlines(keepends=True)
+    except OSError:
+        return None
+    at = next((i for i, x in enumerate(lines) if re.match(r"\s*import torch\s*(#.*)?$", x)), None)
+    if at is None:
+        return None
+    first = [a for a in added if a.startswith("os.environ")]
+    after = [a for a in added if not a.startswith("os.environ")]
+    head = ["import os\n", *(f"{a}\n" for a in first)] if first else []
+    return Edit(script, at + 1, lines[at], "".join([*head, lines[at], *(f"{a}\n" for a in after)]))
+
+
+def unified_diff(found: Sequence[Edit]) -> str:
+    """The edits as a unified diff of the files they change (``patch -p1`` from ``/``; never written)."""
+    out: list[str] = []
+    for file in dict.fromkeys(e.file for e in found):
+        text = Path(file).read_text(encoding="utf-8")
+        new = text
+        for e in (e for e in found if e.file == file):
+            new = new.replace(e.before, e.after, 1)
+        out += difflib.unified_diff(
+            text.splitlines(keepends=True), new.splitlines(keepends=True), f"a{file}", f"b{file}"
+        )
+    return "".join(out)

@@ -1,0 +1,305 @@
+"""``gpudash tune [OPTIONS] -- CMD …``: the safe settings raced on the user's own job, unmodified.
+
+Each candidate is a fresh run of the job under ``gpudash record --duration S --set …`` (the
+settings applied from outside by the bootstrap: ``gpudash.job.settings``), measured as every
+recording is, on its training steps after the warm-up (``gpudash.report.load``). The job as
+written runs first: it names the training DataLoader's construction site and what it already
+does. Then the worker count climbs (1, 2, 4, … up to twice the CPUs gpudash may use: a Dataset that
+waits on storage gains past the CPUs) while each step is *faster* than the best so far; then, on the
+best count, each of the other settings (persistent workers and prefetching with workers; pinned
+memory, ``cudnn.benchmark`` and ``expandable_segments`` on CUDA) is kept where it is faster. The
+winner is compared with the job as written (``stats.comparison.compare``: its interval and
+verdict); its change is said as an edit of the user's source (``gpudash.tune.job_edits``). A
+candidate whose run fails drops out with the job's last lines; ``--max-minutes`` ends the race.
+Torch-free.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpudash.argtypes import ExitCode, UsageError
+from gpudash.job.command import JobCommandError, check_command
+from gpudash.job.settings import LOADER_SITE, Settings, describe
+from gpudash.report.load import ReportInputError, load_run
+from gpudash.stats.comparison import Comparison, Estimate, Verdict, compare
+from gpudash.stats.fmt import fmt_ratio
+from gpudash.tune import job_edits
+
+START_S = 8.0  # a run's start-up (torch's import, the job's own) beyond its measured seconds, for the plan
+
+
+@dataclass
+class Run:
+    """One candidate's run: its settings and figures (None where it failed: ``error``)."""
+
+    name: str
+    settings: Settings
+    samples: Estimate | None = None
+    steps: Estimate | None = None
+    error: str = ""
+    started: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def rate(self) -> Estimate | None:
+        """What the race ranks by: samples/s where the job's batches are counted, else steps/s."""
+        return self.samples if self.samples is not None and self.samples.mean > 0 else self.steps
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="gpudash tune", description="race the safe settings on your job: gpudash tune [OPTIONS] -- CMD ..."
+    )
+    p.add_argument("--seconds", type=float, default=30.0, help="each run's length, start-up included (default: 30)")
+    p.add_argument("--max-minutes", type=float, default=10.0, help="the race's budget (default: 10)")
+    p.add_argument("--out", default="tune", help="the folder for tune.md, tune.csv and the runs (default: tune)")
+    p.add_argument("--json", action="store_true", help="the answer as JSON on stdout")
+    p.add_argument("--diff", action="store_true", help="print the change as a unified diff of your files")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    return p
+
+
+def _say(quiet: bool, text: str) -> None:
+    if not quiet:
+        print(f"gpudash: {text}", file=sys.stderr, flush=True)
+
+
+def run_once(command: list[str], settings: Settings, seconds: float, csv_path: Path) -> Run:
+    """The job once, recorded under ``settings``; its figures, or why there are none."""
+    run = Run(describe(settings), settings)
+    argv = [sys.executable, "-m", "gpudash", "record", str(csv_path), "-q", "--force", "--duration", f"{seconds:g}"]
+    argv += [arg for k, v in settings for arg in ("--set", f"{k}={v}")]
+    done = subprocess.run([*argv, "--", *command], capture_output=True, text=True, timeout=seconds + 300)
+    if done.returncode not in (0,) or not csv_path.exists():
+        tail = " | ".join(line for line in done.stderr.strip().splitlines()[-3:])
+        run.error = f"exit {done.returncode}: {tail}" if tail else f"exit {done.returncode}"
+        return run
+    try:
+        recorded = load_run(csv_path)
+    except ReportInputError as exc:
+        run.error = str(exc)
+        return run
+    figures = [c for c in recorded.configs if c.steps is not None]
+    if not figures:
+        run.error = "no samples after the warm-up: give each run more --seconds"
+        return run
+    run.samples, run.steps = figures[-1].stats.get("samples_per_s"), figures[-1].stats.get("steps_per_s")
+    run.started = dict(recorded.meta.get("started") or {})
+    return run
+
+
+def _faster(best: Run, new: Run) -> Comparison | None:
+    if best.rate is None or new.rate is None:
+        return None
+    c = compare(best.rate, new.rate)
+    return c if c.verdict == Verdict.FASTER else None
+
+
+def worker_ladder(now: int, cpus: int) -> list[int]:
+    """The worker counts to climb past ``now``: powers of two up to twice the CPUs."""
+    out, n = [], 1
+    while n <= 2 * cpus:
+        if n > now:
+            out.append(n)
+        n *= 2
+    return out
+
+
+def _have(started: dict[str, Any]) -> dict[str, str]:
+    """What the job as written does (its training DataLoader's arguments and site, its flags)."""
+    text = str(started.get("settings") or "")
+    site = text.partition("site=")[2] if "site=" in text else ""
+    pairs = (item.partition("=") for item in text.partition("site=")[0].split(",") if "=" in item)
+    return {**{k: v for k, _, v in pairs}, "site": site}
+
+
+class JobRace:
+    """One race: ``runs`` in the order run, the budget's deadline, the scratch folder."""
+
+    def __init__(self, command: list[str], args: argparse.Namespace, out: Path) -> None:
+        self.command, self.args, self.out = command, args, out
+        self.runs: list[Run] = []
+        self.deadline = time.monotonic() + 60.0 * args.max_minutes
+        self.on_cuda = False
+
+    def measure(self, settings: Settings) -> Run | None:
+        """One more run, unless the budget is spent."""
+        if time.monotonic() + self.args.seconds > self.deadline:
+            _say(
+                self.args.quiet,
+                f"budget spent (--max-minutes {self.args.max_minutes:g}): not run: {describe(settings)}",
+            )
+            return None
+        run = run_once(self.command, settings, self.args.seconds, self.out / "runs" / f"run{len(self.runs)}.csv")
+        self.runs.append(run)
+        shown = f"{run.rate.mean:.4g} {'samples' if run.rate is run.samples else 'steps'}/s" if run.rate else run.error
+        _say(self.args.quiet, f"{run.name}: {shown}")
+        return run
+
+    def race(self) -> tuple[Run, Run]:
+        """(the job as written, the winner)."""
+        base = self.measure(())
+        if base is None or base.rate is None:
+            raise RuntimeError(f"the job as written did not run: {base.error if base else 'no budget'}")
+        have = _have(base.started)
+        self.on_cuda = str(base.started.get("device", "")).startswith("cuda")
+        site = ((LOADER_SITE, have["site"]),) if have.get("site") else ()
+        best = base
+        if "num_workers" in have:  # a DataLoader feeds its steps
+            cpus = len(os.sched_getaffinity(0))
+            stale = 0  # counts in a row that were not faster: one worker may be no faster than none
+            for workers in worker_ladder(int(have["num_workers"] or 0), cpus):
+                run = self.measure((("num_workers", str(workers)), *site))
+                if run is None or run.rate is None:
+                    break
+                best, stale = (run, 0) if _faster(best, run) is not None else (best, stale + 1)
+                if stale >= 2 or (best.rate and compare(best.rate, run.rate).verdict == Verdict.SLOWER):
+                    break
+        for extra in self._extras(have, best):
+            run = self.measure(tuple(sorted((*best.settings, extra), key=lambda kv: kv[0] == LOADER_SITE)))
+            if run is not None and _faster(best, run) is not None:
+                best = run
+        return base, best
+
+    def _extras(self, have: dict[str, str], best: Run) -> list[tuple[str, str]]:
+        """The other settings to try on the best worker count, where they apply and the job lacks them."""
+        workers = int(dict(best.settings).get("num_workers", have.get("num_workers") or 0) or 0)
+        out = []
+        if workers and have.get("persistent_workers") != "True":
+            out.append(("persistent_workers", "True"))
+        if workers:
+            out.append(("prefetch_factor", "4"))
+        if self.on_cuda and "num_workers" in have and have.get("pin_memory") != "True":
+            out.append(("pin_memory", "True"))
+        if self.on_cuda and have.get("cudnn_benchmark") != "True":
+            out.append(("cudnn_benchmark", "True"))
+        if self.on_cuda:
+            out.append(("expandable_segments", "True"))
+        return out
+
+
+def _lines(mark: str, text: str) -> str:
+    return "".join(f"{mark}{line}\n" for line in text.splitlines())
+
+
+def _interval(e: Estimate | None) -> str:
+    if e is None:
+        return "–"
+    return f"{e.mean:.4g} [{e.low:.4g}–{e.high:.4g}]" if e.low is not None and e.high is not None else f"{e.mean:.4g}"
+
+
+def _estimate(e: Estimate | None) -> dict[str, float | None] | None:
+    return None if e is None else {"mean": e.mean, "low": e.low, "high": e.high}
+
+
+def answer(base: Run, winner: Run, runs: list[Run], edits: list[job_edits.Edit]) -> dict[str, Any]:
+    """``--json``'s document."""
+    c = compare(base.rate, winner.rate) if base.rate and winner.rate else None
+    speedup = {"mean": c.ratio, "low": c.low, "high": c.high, "verdict": str(c.verdict)} if c else None
+
+    def side(r: Run) -> dict[str, Any]:
+        return {"settings": dict(r.settings), "steps_per_s": _estimate(r.steps), "samples_per_s": _estimate(r.samples)}
+
+    return {
+        "baseline": side(base),
+        "winner": side(winner),
+        "speedup": speedup,
+        "edits": [e.as_dict() for e in edits],
+        "candidates": [{**side(r), "name": r.name, "error": r.error} for r in runs],
+    }
+
+
+def write_files(out: Path, command: list[str], runs: list[Run], doc: dict[str, Any], sentence: str) -> list[str]:
+    """tune.md and tune.csv (one row a run) in ``out``."""
+    import csv
+
+    with open(out / "tune.csv", "w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(["candidate", "samples_per_s", "ci_low", "ci_high", "steps_per_s", "error"])
+        for r in runs:
+            s = r.samples
+            w.writerow([r.name, *(("" if s is None else f"{v:.6g}" if v is not None else "") for v in
+                                  (s.mean if s else None, s.low if s else None, s.high if s else None)),
+                        f"{r.steps.mean:.6g}" if r.steps else "", r.error])  # fmt: skip
+    rows = [f"| {r.name} | {_interval(r.rate)} | {r.error} |" for r in runs]
+    edits = [
+        f"`{e['file']}`, line {e['line']}:\n\n```diff\n{_lines('-', e['before'])}{_lines('+', e['after'])}```\n"
+        for e in doc["edits"]
+    ]
+    text = "\n".join(
+        [
+            "# gpudash tune: your job",
+            "",
+            f"- **Command:** `{' '.join(command)}`",
+            f"- **Answer:** {sentence}",
+            "",
+            "| candidate | rate (95% interval) | error |",
+            "|---|---|---|",
+            *rows,
+            "",
+            "## The change",
+            "",
+            *(edits or ["- none: the job as written is as fast as any candidate measured"]),
+            "",
+        ]
+    )
+    (out / "tune.md").write_text(text, encoding="utf-8")
+    return ["tune.md", "tune.csv"]
+
+
+def main(argv: list[str]) -> int:
+    """``gpudash tune [OPTIONS] -- CMD``."""
+    from gpudash.job.command import split_job
+
+    before, command = split_job(argv)
+    args = build_parser().parse_args(before)
+    try:
+        check_command(command or [])
+        if args.seconds < 5 or args.max_minutes <= 0:
+            raise UsageError("--seconds is 5 or more and --max-minutes over 0")
+    except (JobCommandError, UsageError) as exc:
+        print(f"gpudash: error: {exc}", file=sys.stderr)
+        return ExitCode.USAGE
+    assert command is not None
+    out = Path(args.out)
+    (out / "runs").mkdir(parents=True, exist_ok=True)
+    cpus = len(os.sched_getaffinity(0))
+    planned = 1 + len(worker_ladder(0, cpus)) + 2
+    minutes = planned * (args.seconds + START_S) / 60
+    _say(args.quiet, f"racing your job: about {planned} runs of {args.seconds:g} s (about {minutes:.0f} min, "
+                     f"at most {args.max_minutes:g})")  # fmt: skip
+    race = JobRace(command, args, out)
+    try:
+        base, winner = race.race()
+    except RuntimeError as exc:
+        print(f"gpudash: error: {exc}", file=sys.stderr)
+        return ExitCode.FAILED
+    c = compare(base.rate, winner.rate) if base.rate and winner.rate and winner is not base else None
+    if c is None or c.verdict != Verdict.FASTER:
+        winner = base
+    edits = job_edits.edits(winner.settings, _have(base.started).get("site", ""), command)
+    sentence = (
+        f"{winner.name}: {c.verdict} {fmt_ratio(c)} than the job as written"
+        if c is not None and winner is not base
+        else "the job as written: no setting raced was faster"
+    )
+    doc = answer(base, winner, race.runs, edits)
+    written = write_files(out, command, race.runs, doc, sentence)
+    if args.json:
+        print(json.dumps(doc, indent=2))
+    elif not args.quiet:
+        print(sentence)
+        for e in edits:
+            print(f"  {e.file}:{e.line}: {e.before.strip()}  →  {e.after.strip()}")
+    if args.diff:
+        sys.stdout.write(job_edits.unified_diff(edits))
+    _say(args.quiet, f"wrote {', '.join(written)} in {out}")
+    return ExitCode.OK
