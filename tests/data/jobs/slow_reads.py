@@ -1,6 +1,7 @@
 """A user's loop whose Dataset waits on reads (a sleep per sample, as storage or the network
 would), with no DataLoader workers and pinned memory: input-bound on any machine.
-``slow_reads.py [--steps N] [--workers K] [--read-ms MS]``; prints ``JOB steps=N samples_per_s=X``."""
+``slow_reads.py [--steps N] [--workers K] [--read-ms MS]``; prints its loaders' worker counts, then
+``JOB steps=N samples_per_s=X loss=L`` (the last step's: the same whatever its loader's settings)."""
 
 from __future__ import annotations
 
@@ -38,9 +39,12 @@ def main() -> int:
     loader = DataLoader(
         SlowReads(10**6, args.read_ms / 1000), batch_size=args.batch, num_workers=args.workers, pin_memory=True
     )
+    evaluation = DataLoader(SlowReads(64, 0.0), batch_size=16)  # made apart: --set leaves it as it is
+    print(f"JOB loaders train_workers={loader.num_workers} eval_workers={evaluation.num_workers}", flush=True)
     model = torch.nn.Linear(16, 1)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     began, done = time.monotonic(), 0
+    loss = torch.zeros(())
     for x, y in loader:
         loss = torch.nn.functional.mse_loss(model(x), y)
         opt.zero_grad()
@@ -50,7 +54,7 @@ def main() -> int:
         if done >= args.steps:
             break
     seconds = time.monotonic() - began
-    print(f"JOB steps={done} samples_per_s={done * args.batch / seconds:.1f}", flush=True)
+    print(f"JOB steps={done} samples_per_s={done * args.batch / seconds:.1f} loss={loss.item():.9g}", flush=True)
     return 0
 
 

@@ -1,0 +1,125 @@
+"""``gpudash tune -- CMD`` and ``--set``: the safe settings applied to a user's unmodified job
+from outside, raced on fresh runs, the winner said with its interval and as an edit of the
+user's own DataLoader call (a diff that applies with ``patch``), and nothing but the speed changed."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpudash.argtypes import UsageError
+from gpudash.job.settings import SET_ENV, SITE_ENV, job_env, parse_set
+from gpudash.tune.job_edits import edits, unified_diff
+from gpudash.tune.job_race import worker_ladder
+
+JOBS = Path(__file__).parent / "data" / "jobs"
+SLOW_READS = JOBS / "slow_reads.py"
+
+
+def _gpudash(*args: str, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    argv = [sys.executable, "-m", "gpudash", *args]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, cwd=cwd, env=env)
+
+
+def test_set_values_are_checked_and_carried_to_the_job_in_its_environment() -> None:
+    got = parse_set(["pin_memory=on", "num_workers=8", "loader_site=/x/train.py:12", "expandable_segments=true"])
+    assert got == (
+        ("num_workers", "8"),
+        ("pin_memory", "True"),
+        ("expandable_segments", "True"),
+        ("loader_site", "/x/train.py:12"),
+    )
+    env = job_env(got, {"PYTORCH_CUDA_ALLOC_CONF": "max_split_size_mb:128,expandable_segments:False"})
+    assert env[SET_ENV] == "num_workers=8,pin_memory=True" and env[SITE_ENV] == "/x/train.py:12"
+    assert env["PYTORCH_CUDA_ALLOC_CONF"] == "max_split_size_mb:128,expandable_segments:True"  # the job's own kept
+    for bad, said in (
+        ("workers=2", "KEY one of"),
+        ("num_workers=-1", "whole number"),
+        ("pin_memory=maybe", "true or false"),
+    ):
+        with pytest.raises(UsageError, match=said):
+            parse_set([bad])
+
+
+def test_the_worker_ladder_climbs_in_powers_of_two_to_twice_the_cpus() -> None:
+    assert worker_ladder(0, 2) == [1, 2, 4]
+    assert worker_ladder(2, 16) == [4, 8, 16, 32]
+
+
+SCRIPT = """import torch
+from torch.utils.data import DataLoader
+
+train = DataLoader(
+    list(range(64)),
+    batch_size=8,
+    shuffle=True,
+)
+evaluation = DataLoader(list(range(8)), batch_size=8, num_workers=0)
+"""
+
+
+def test_the_winner_is_an_edit_of_the_training_loaders_call_and_a_diff_patch_applies(tmp_path: Path) -> None:
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT)
+    settings = (("num_workers", "4"), ("persistent_workers", "True"), ("cudnn_benchmark", "True"))
+    found = edits((*settings, ("loader_site", f"{script}:4")), f"{script}:4", [sys.executable, str(script)])
+    loader, flags = found
+    assert (loader.file, loader.line) == (str(script), 4) and loader.before.startswith("train = DataLoader(")
+    assert "    num_workers=4,\n    persistent_workers=True,\n)" in loader.after  # in the call's own layout
+    assert flags.after == "import torch\ntorch.backends.cudnn.benchmark = True\n"
+    one_line = edits((("num_workers", "2"),), f"{script}:9", [])[0]
+    assert one_line.after == "evaluation = DataLoader(list(range(8)), batch_size=8, num_workers=2)\n"  # replaced
+    if shutil.which("patch") is None:
+        pytest.skip("no patch program here: the diff is checked by applying the edits instead")
+    diff = unified_diff(found)
+    done = subprocess.run(["patch", "-p1", "-d", "/"], input=diff, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    text = script.read_text()
+    assert "torch.backends.cudnn.benchmark = True" in text and "num_workers=4," in text
+    compile(text, str(script), "exec")  # still Python
+
+
+@pytest.mark.slow
+def test_set_applies_to_the_training_loader_alone_and_changes_nothing_but_the_speed(tmp_path: Path) -> None:
+    """Issue 56, item 4: the same losses whatever the loader's settings; an evaluation loader made
+    elsewhere keeps what the job gave it."""
+    job = ["--", sys.executable, str(SLOW_READS), "--steps", "60", "--read-ms", "0.2"]
+    site = ["--set", f"loader_site={SLOW_READS}:39"]
+    losses: dict[str, str] = {}
+    for name, sets in (("as written", []), ("workers", ["--set", "num_workers=2", *site]),
+                       ("all", ["--set", "num_workers=2", "--set", "persistent_workers=on", "--set",
+                                "prefetch_factor=4", *site])):  # fmt: skip
+        done = _gpudash("record", str(tmp_path / f"{len(losses)}.csv"), "-q", *sets, *job, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr[-2000:]
+        line = next(x for x in done.stdout.splitlines() if x.startswith("JOB steps="))
+        losses[name] = line.split("loss=")[1]
+        workers = next(x for x in done.stdout.splitlines() if x.startswith("JOB loaders"))
+        expected = "0" if name == "as written" else "2"
+        assert workers == f"JOB loaders train_workers={expected} eval_workers=0", workers
+    assert len(set(losses.values())) == 1, losses
+
+
+@pytest.mark.slow
+def test_tune_finds_the_workers_an_input_bound_job_lacks_and_names_the_line(tmp_path: Path) -> None:
+    """Issue 56's CPU goal: a Dataset that waits on reads and no workers: the winner has workers,
+    at least 2× faster at its interval's low end, its DataLoader line and edit named."""
+    script = tmp_path / "train.py"
+    shutil.copy(SLOW_READS, script)
+    argv = ["tune", "--seconds", "8", "--max-minutes", "6", "--json", "--out", "t", "-q"]
+    done = _gpudash(*argv, "--", sys.executable, str(script), "--steps", "1000000", "--read-ms", "2", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    doc = json.loads(done.stdout)
+    assert int(doc["winner"]["settings"]["num_workers"]) >= 2
+    assert doc["speedup"]["verdict"] == "faster" and doc["speedup"]["low"] >= 2.0, doc["speedup"]
+    (edit,) = [e for e in doc["edits"] if "DataLoader" in e["before"]]
+    assert edit["file"] == str(script) and edit["line"] == 39
+    assert f"num_workers={doc['winner']['settings']['num_workers']}" in edit["after"]
+    assert {"baseline", "winner", "speedup", "edits", "candidates"} <= set(doc)
+    assert (tmp_path / "t" / "tune.md").read_text().count("| num_workers=") >= 2
