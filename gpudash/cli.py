@@ -426,7 +426,7 @@ def _cmd_job(before: list[str], job: list[str]) -> int:
     trace_dir = trace_dir_for(record) if record is not None and args.trace_every is not None else None
     try:
         config = job_config(args, job, gpus, trace_dir)
-    except UsageError as exc:  # a bad --set
+    except ValueError as exc:  # a bad --set (gpudash.job.settings.SettingError)
         return _fail(str(exc))
     if command == "diagnose":
         return diagnose_job(

@@ -13,8 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from gpudash.argtypes import UsageError
-from gpudash.job.settings import SET_ENV, SITE_ENV, job_env, parse_set
+from gpudash.job.settings import SET_ENV, SITE_ENV, SettingError, job_env, parse_set
 from gpudash.tune.job_edits import edits, unified_diff
 from gpudash.tune.job_race import worker_ladder
 
@@ -44,7 +43,7 @@ def test_set_values_are_checked_and_carried_to_the_job_in_its_environment() -> N
         ("num_workers=-1", "whole number"),
         ("pin_memory=maybe", "true or false"),
     ):
-        with pytest.raises(UsageError, match=said):
+        with pytest.raises(SettingError, match=said):
             parse_set([bad])
 
 

@@ -12,8 +12,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 
-from gpudash.argtypes import UsageError
-
 SET_ENV, SITE_ENV = "GPUDASH_JOB_SET", "GPUDASH_JOB_SET_SITE"  # as gpudash_job_settings reads them
 LOADER_SITE = "loader_site"
 BOOLEANS = ("pin_memory", "persistent_workers", "cudnn_benchmark", "expandable_segments")
@@ -25,15 +23,19 @@ _SITE = re.compile(r".+:\d+")
 Settings = tuple[tuple[str, str], ...]
 
 
+class SettingError(ValueError):
+    """A ``--set`` value gpudash cannot apply: one line saying why."""
+
+
 def parse_set(values: Iterable[str]) -> Settings:
     """``--set`` values (``num_workers=8``) as (key, value) pairs in ``KEYS`` order, values normal
-    (``True``/``False``, integers); ``UsageError`` (one line) for anything else."""
+    (``True``/``False``, integers); ``SettingError`` (one line) for anything else."""
     found: dict[str, str] = {}
     for text in values:
         key, eq, value = text.partition("=")
         key, value = key.strip(), value.strip()
         if not eq or key not in KEYS:
-            raise UsageError(f"--set {text}: give KEY=VALUE with KEY one of {', '.join(KEYS)}")
+            raise SettingError(f"--set {text}: give KEY=VALUE with KEY one of {', '.join(KEYS)}")
         found[key] = _checked(key, value, text)
     return tuple((k, found[k]) for k in KEYS if k in found)
 
@@ -44,13 +46,13 @@ def _checked(key: str, value: str, text: str) -> str:
             return "True"
         if value.lower() in _FALSE:
             return "False"
-        raise UsageError(f"--set {text}: {key} is true or false")
+        raise SettingError(f"--set {text}: {key} is true or false")
     if key in COUNTS:
         if not value.isdigit() or int(value) < COUNTS[key]:
-            raise UsageError(f"--set {text}: {key} is a whole number, {COUNTS[key]} or more")
+            raise SettingError(f"--set {text}: {key} is a whole number, {COUNTS[key]} or more")
         return str(int(value))
     if not _SITE.fullmatch(value):
-        raise UsageError(f"--set {text}: {LOADER_SITE} is FILE:LINE, where the training DataLoader is made")
+        raise SettingError(f"--set {text}: {LOADER_SITE} is FILE:LINE, where the training DataLoader is made")
     return value
 
 

@@ -34,6 +34,7 @@ from gpudash.stats.comparison import Comparison, Estimate, Verdict, compare
 from gpudash.stats.fmt import fmt_ratio
 from gpudash.tune import job_edits
 
+KEEP_FROM = 1.05  # a candidate replaces the best only this much faster at its interval's low end
 START_S = 8.0  # a run's start-up (torch's import, the job's own) beyond its measured seconds, for the plan
 
 
@@ -97,10 +98,12 @@ def run_once(command: list[str], settings: Settings, seconds: float, csv_path: P
 
 
 def _faster(best: Run, new: Run) -> Comparison | None:
+    """``new`` against ``best`` where it is faster by ``KEEP_FROM`` at its interval's low end: two
+    runs differ more from one another than each one's windows do, which its interval counts."""
     if best.rate is None or new.rate is None:
         return None
     c = compare(best.rate, new.rate)
-    return c if c.verdict == Verdict.FASTER else None
+    return c if c.verdict == Verdict.FASTER and (c.low or 0.0) >= KEEP_FROM else None
 
 
 def worker_ladder(now: int, cpus: int) -> list[int]:
