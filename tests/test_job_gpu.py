@@ -49,6 +49,10 @@ def test_diagnose_of_a_cuda_job_names_its_sync_lines(tmp_path: Path) -> None:
     verdict = json.loads(done.stdout)
     assert verdict["bound"] == "sync-bound", verdict
     assert f"cuda_syncs.py:{_line('item')}" in verdict["why"]
+    # issue 56: removing the syncs of this launch-bound loop is worth little, and the next limit is named
+    syncs = [r for r in verdict["remedies"] if r["limit"] == "syncs"]
+    assert all(r["up_to"] <= 1.5 and r["then"] for r in syncs), verdict["remedies"]
+    assert verdict["evidence"]["host_wait_ms"] > 0  # the host's waits, read from the trace's sync calls
 
 
 @pytest.mark.parametrize("half", ["bf16", "fp16"])
