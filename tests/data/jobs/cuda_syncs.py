@@ -1,7 +1,7 @@
 """A user's CUDA training loop that makes the host wait twice a step, on known lines (each marked
 ``# SYNC:``): the GPU test of ``gpudash -- CMD`` finds them by file and line. ``--no-syncs``: its
-twin without them (what removing them is worth: ``benchmarks/remedy_check.py``). Its last line
-gives its own steps/s after a warm-up."""
+twin without them (what removing them is worth: ``benchmarks/remedy_check.py``); ``--timed``: its
+last line gives its own steps/s after a warm-up."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ def main() -> int:
     strict = "--strict-warnings" in sys.argv  # its own filter: every warning around .item() an error
     guard = "--sync-guard" in sys.argv  # its own sync guard: torch raises at every sync, which it counts
     free = "--no-syncs" in sys.argv  # its twin without the syncs: the loss summed on the GPU, read once
+    timed = "--timed" in sys.argv  # its own steps/s after a warm-up (one more sync, at the warm-up's end)
     caught = 0
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(512, 2048), torch.nn.ReLU(), torch.nn.Linear(2048, 10)).cuda()
@@ -30,7 +31,7 @@ def main() -> int:
     warm = min(50, steps // 4)
     began = time.monotonic()
     for step in range(steps):
-        if step == warm:
+        if step == warm and timed:
             torch.cuda.synchronize()
             began = time.monotonic()
         loss = torch.nn.functional.cross_entropy(model(x), y)
