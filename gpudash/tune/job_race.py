@@ -166,8 +166,9 @@ class JobRace:
                 best, stale = (run, 0) if _faster(best, run) is not None else (best, stale + 1)
                 if stale >= 2 or (best.rate and compare(best.rate, run.rate).verdict == Verdict.SLOWER):
                     break
-        for extra in self._extras(have, best):
-            run = self.measure(tuple(sorted((*best.settings, extra), key=lambda kv: kv[0] == LOADER_SITE)))
+        for key, value in self._extras(have, best):
+            settings = {**dict(best.settings), key: value, **dict(site)}  # the loader's site last
+            run = self.measure(tuple(settings.items()))
             if run is not None and _faster(best, run) is not None:
                 best = run
         return base, best
