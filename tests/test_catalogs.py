@@ -51,7 +51,8 @@ def test_csv_columns_derive_from_the_metric_catalog_and_keep_the_0_1_order() -> 
         *("sm_active_pct", "sm_occupancy_pct", "tensor_active_pct", "hmma_active_pct", "dfma_active_pct"),
         *("dram_active_pct", "pcie_tx_mib_s", "pcie_rx_mib_s", "nvlink_tx_mib_s", "nvlink_rx_mib_s"),
         *("flops_per_step", "tflops", "mfu_pct"),
-        "train_s",  # a job's training seconds, last (after GPM's per-GPU columns in a header)
+        "train_s",  # a job's training seconds (after GPM's per-GPU columns in a header)
+        *("rank", "node", "input_wait_pct", "allreduce_exposed_ms"),  # a rank row's own, last
     ]  # after 0.1, at the end
     later = (Origin.RANKS, Origin.ALLOCATOR, Origin.GPM, Origin.MODEL, Origin.TRAINING)
     before_ranks = [m.csv_column for m in METRICS if m.origin not in later]

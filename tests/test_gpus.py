@@ -34,10 +34,17 @@ PER_GPU_GPM = ["sm_active_pct", "tensor_active_pct", "dram_active_pct"]  # GPM's
 
 def per_gpu_header(gpus: tuple[int, ...]) -> list[str]:
     """A recording's columns after the noise: NVML's per GPU, GPM's and the model's, GPM's per GPU,
-    a job's training seconds."""
+    a job's training seconds, a rank row's own."""
     nvml = [f"gpu{i}_{c}" for i in gpus for c in PER_GPU]
     gpm = [f"gpu{i}_{c}" for i in gpus for c in PER_GPU_GPM]
-    return [*nvml, *csvformat.GPM_COLUMNS, *csvformat.MODEL_COLUMNS, *gpm, *csvformat.TRAINING_COLUMNS]
+    return [
+        *nvml,
+        *csvformat.GPM_COLUMNS,
+        *csvformat.MODEL_COLUMNS,
+        *gpm,
+        *csvformat.TRAINING_COLUMNS,
+        *csvformat.WORLD_COLUMNS,
+    ]
 
 
 Machine = Callable[[int], ModuleType]  # machine(n): n fake GPUs installed as pynvml

@@ -263,7 +263,7 @@ def test_diagnose_prints_the_verdict_then_stops_the_job(tmp_path: Path) -> None:
     assert verdict["evidence"]["steps"] == 30 and verdict["command"][-1] == "50"
     assert verdict["evidence"]["dtype"] == "fp32"  # the counted step's, which the tensor-core rule reads
     assert verdict["advice"].startswith("move the model and its batches to a GPU")  # a script's words, no flags
-    assert verdict["evidence"]["job_settings"].startswith("num_workers=0,pin_memory=False")  # read from the job
+    assert "num_workers=0,pin_memory=False" in verdict["evidence"]["job_settings"]  # read from the job
     assert isinstance(verdict["remedies"], list)
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from gpudash.diagnosis.rules import SCRIPT_ADVICE, Bound, Diagnosis, Evidence
+from gpudash.diagnosis.rules import SCRIPT_ADVICE, Bound, Diagnosis, Evidence, gpu_advice, input_advice
 
 SHOWN_FROM = 1.05  # a remedy worth less than this is not named
 INPUT, SYNCS, HOST, GPU, COMM = "input", "syncs", "host", "gpu", "all-reduce"
@@ -125,57 +125,15 @@ def _then(parts: Parts, done: str, e: Evidence, bound: Bound, script: bool) -> s
     return f"{LIMIT_WORDS[limit]} at {parts.step:.3g} ms a step: {advice}, up to {up:.2g}× more"
 
 
-def for_the_job(d: Diagnosis, e: Evidence) -> Diagnosis:
-    """A job's verdict with its advice left without what the job already does (its training
-    DataLoader's arguments, its backend flags, its dtype)."""
-    if d.bound == Bound.INPUT:
-        return dataclasses.replace(d, advice=_advice(INPUT, e, d.bound, script=True))
-    if d.bound == Bound.GPU_COMPUTE and not d.case:
-        return dataclasses.replace(d, advice=_advice(GPU, e, d.bound, script=True))
-    return d
-
-
-def _settings(e: Evidence) -> dict[str, str]:
-    pairs = (item.partition("=") for item in (e.job_settings or "").split(",") if item)
-    return {k.strip(): v.strip() for k, _, v in pairs}
-
-
 def _advice(limit: str, e: Evidence, bound: Bound, script: bool) -> str:
     if not script:
         return KNOB_ADVICE[limit]
     if limit == INPUT:
-        return _input_advice(_settings(e), on_cuda=e.gpu_ms_per_step is not None or e.syncs_per_step is not None)
+        return input_advice(e)
     if limit == GPU:
-        return _gpu_advice(_settings(e), e)
+        return gpu_advice(e)
     key = {SYNCS: Bound.SYNC, HOST: Bound.HOST, COMM: Bound.COMM}[limit]
     return SCRIPT_ADVICE[key]
-
-
-def _input_advice(have: dict[str, str], on_cuda: bool) -> str:
-    """The input pipeline's fixes the job does not already have (pinned memory: for a GPU's copies)."""
-    workers = have.get("num_workers")
-    steps = [f"more DataLoader workers (num_workers, now {workers})" if workers else "more DataLoader workers"]
-    if on_cuda and have.get("pin_memory") != "True":  # the loader's own: what it pins, not what it was asked
-        steps.append("pin_memory=True")
-    if workers not in (None, "0") and have.get("persistent_workers") != "True":
-        steps.append("persistent_workers=True")
-    if on_cuda:
-        steps.append("decode or augment on the GPU")
-    return "make the input pipeline faster: " + ", ".join(steps)
-
-
-def _gpu_advice(have: dict[str, str], e: Evidence) -> str:
-    """Faster arithmetic the job does not already use."""
-    steps = []
-    if e.dtype not in ("bf16", "fp16"):
-        steps.append("bf16 autocast")
-    if have.get("tf32") != "True" and e.dtype not in ("bf16", "fp16"):
-        steps.append("TF32 matmuls")
-    if have.get("cudnn_benchmark") != "True":
-        steps.append("channels_last with cudnn.benchmark for convolutions")
-    if have.get("compiled") != "True":
-        steps.append("torch.compile")
-    return "faster arithmetic, where the job does not already: " + (", ".join(steps) or "a smaller model or batch")
 
 
 def answer(e: Evidence, diagnosis: Diagnosis, script: bool) -> tuple[dict[str, object], list[str]]:

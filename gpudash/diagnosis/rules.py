@@ -141,7 +141,7 @@ SCRIPT_ADVICE: dict[str, str] = {
     "after the step, asynchronously); then CUDA graphs apply",
     Bound.CPU: "move the model and its batches to a GPU (.to('cuda')); on the CPU, a smaller model or batch",
     Bound.COMM: "hide the all-reduce behind the backward pass: DistributedDataParallel(bucket_cap_mb=100, "
-    "gradient_as_bucket_view=True, static_graph=True), or a larger batch per rank",
+    "gradient_as_bucket_view=True), or a larger batch per rank",
     Bound.GPU_MEMORY: "move fewer bytes, where the job does not already: bf16 autocast, torch.compile (fuses "
     "elementwise kernels), channels_last for convolutions",
     Bound.GPU_COMPUTE: "faster arithmetic, where the job does not already: bf16 autocast, TF32 matmuls, "
@@ -229,6 +229,50 @@ def diagnose(e: Evidence) -> Diagnosis:
     )
 
 
+def for_the_job(d: Diagnosis, e: Evidence) -> Diagnosis:
+    """A job's verdict with its advice left without what the job already does (its training
+    DataLoader's arguments, its backend flags, its dtype: ``Evidence.job_settings``)."""
+    if d.bound == Bound.INPUT:
+        return dataclasses.replace(d, advice=input_advice(e))
+    if d.bound == Bound.GPU_COMPUTE and not d.case:
+        return dataclasses.replace(d, advice=gpu_advice(e))
+    return d
+
+
+def _job_settings(e: Evidence) -> dict[str, str]:
+    pairs = (item.partition("=") for item in (e.job_settings or "").split(",") if item)
+    return {k.strip(): v.strip() for k, _, v in pairs}
+
+
+def input_advice(e: Evidence) -> str:
+    """The input pipeline's fixes a job does not already have (pinned memory: for a GPU's copies)."""
+    have = _job_settings(e)
+    on_cuda = e.gpu_ms_per_step is not None or e.syncs_per_step is not None
+    workers = have.get("num_workers")
+    steps = [f"more DataLoader workers (num_workers, now {workers})" if workers else "more DataLoader workers"]
+    if on_cuda and have.get("pin_memory") != "True":  # the loader's own: what it pins, not what it was asked
+        steps.append("pin_memory=True")
+    if workers not in (None, "0") and have.get("persistent_workers") != "True":
+        steps.append("persistent_workers=True")
+    if on_cuda:
+        steps.append("decode or augment on the GPU")
+    return "make the input pipeline faster: " + ", ".join(steps)
+
+
+def gpu_advice(e: Evidence) -> str:
+    """Faster arithmetic a job does not already use."""
+    have = _job_settings(e)
+    half = e.dtype in ("bf16", "fp16")
+    steps = [] if half else ["bf16 autocast"]
+    if have.get("tf32") != "True" and not half:
+        steps.append("TF32 matmuls")
+    if have.get("cudnn_benchmark") != "True":
+        steps.append("channels_last with cudnn.benchmark for convolutions")
+    if have.get("compiled") != "True":
+        steps.append("torch.compile")
+    return "faster arithmetic, where the job does not already: " + (", ".join(steps) or "a smaller model or batch")
+
+
 def _gpu_busy(e: Evidence, busy: float, queued: bool) -> Diagnosis:
     """Rule 3: the GPU ran kernels most of the time; GPM (where it reads) says whether the SMs did."""
     throttle = f"; the GPU is throttled ({e.throttled})" if e.throttled else ""
@@ -303,8 +347,6 @@ def with_gpu_telemetry(event: Event, gpu: GpuSample | None) -> Event:
     )
     verdict = diagnose(evidence)
     if event.details.get("workload", "").startswith(JOB_PREFIX):
-        from gpudash.diagnosis.remedies import for_the_job  # it builds on this module
-
         verdict = for_the_job(verdict.in_script_words(), evidence)
     details = {**event.details, **evidence.details(), "bound": str(verdict.bound)}
     return dataclasses.replace(event, message=verdict.line(), details=details)

@@ -10,8 +10,7 @@ import statistics
 from dataclasses import dataclass, field, replace
 
 from gpudash.core.sync_sites import SyncTable
-from gpudash.diagnosis.remedies import for_the_job
-from gpudash.diagnosis.rules import Diagnosis, Evidence, diagnose
+from gpudash.diagnosis.rules import Diagnosis, Evidence, diagnose, for_the_job
 from gpudash.engine.trace_figures import TraceFigures, traced_step_ms
 from gpudash.job.steps import StepRecord
 

@@ -212,13 +212,9 @@ def answer(base: Run, winner: Run, runs: list[Run], edits: list[job_edits.Edit])
     def side(r: Run) -> dict[str, Any]:
         return {"settings": dict(r.settings), "steps_per_s": _estimate(r.steps), "samples_per_s": _estimate(r.samples)}
 
-    return {
-        "baseline": side(base),
-        "winner": side(winner),
-        "speedup": speedup,
-        "edits": [e.as_dict() for e in edits],
-        "candidates": [{**side(r), "name": r.name, "error": r.error} for r in runs],
-    }
+    candidates = [{**side(r), "name": r.name, "error": r.error} for r in runs]
+    edited = [e.as_dict() for e in edits]  # (keyword names: "baseline" is a family's variant too)
+    return dict(baseline=side(base), winner=side(winner), speedup=speedup, edits=edited, candidates=candidates)
 
 
 def write_files(out: Path, command: list[str], runs: list[Run], doc: dict[str, Any], sentence: str) -> list[str]:

@@ -141,7 +141,7 @@ def test_the_no_color_flag_builds_the_dashboard_with_no_color(monkeypatch: pytes
     built: list[bool] = []
 
     def replay_one_frame(
-        path, follow, user_config=None
+        path, follow, user_config=None, nodes=()
     ) -> int:  # the dashboard's entry point, app built as it builds it
         built.append(app_module.GpuDashApp(FakeSource()).no_color)
         return 0

@@ -194,7 +194,7 @@ def _samples_tokens(batch: Any, torch: Any, depth: int = 0) -> tuple[int, int]:
 def _loader_settings(it: Any) -> str:
     """A DataLoader iterator's arguments that set its speed ("num_workers=0,pin_memory=False,…")."""
     names = ("num_workers", "pin_memory", "persistent_workers", "prefetch_factor")
-    site = str(getattr(it, "_gpudash_site", "") or "")  # where it was made (gpudash_job_settings): last
+    site = str(getattr(it, "gpudash_site", "") or "")  # where it was made (gpudash_job_settings): last
     return ",".join([*(f"{n}={getattr(it, '_' + n)}" for n in names if hasattr(it, "_" + n)), f"site={site}"])
 
 

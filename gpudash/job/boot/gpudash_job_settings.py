@@ -63,12 +63,12 @@ def install(torch: Any, loader_module: Any) -> None:
             bound.arguments.update(_applicable(loader_settings, bound.arguments))
             args, kwargs = tuple(bound.args[1:]), dict(bound.kwargs)
         init(self, *args, **kwargs)
-        self.__dict__["_gpudash_site"] = site
+        self.__dict__["gpudash_site"] = site
 
     def __iter__(self: Any) -> Any:  # noqa: N807
         it = make_iter(self)
         try:
-            it._gpudash_site = self.__dict__.get("_gpudash_site", "")
+            it.gpudash_site = self.__dict__.get("gpudash_site", "")
         except Exception:  # noqa: BLE001, S110 - an iterator that takes no attribute: no site
             pass
         return it
@@ -89,4 +89,4 @@ def _applicable(settings: dict[str, Any], given: dict[str, Any]) -> dict[str, An
 
 def site_of(it: Any) -> str:
     """The construction site of the loader an iterator came from ("" where not known)."""
-    return str(getattr(it, "_gpudash_site", "") or "")
+    return str(getattr(it, "gpudash_site", "") or "")
