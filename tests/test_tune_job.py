@@ -122,3 +122,4 @@ def test_tune_finds_the_workers_an_input_bound_job_lacks_and_names_the_line(tmp_
     assert f"num_workers={doc['winner']['settings']['num_workers']}" in edit["after"]
     assert {"baseline", "winner", "speedup", "edits", "candidates"} <= set(doc)
     assert (tmp_path / "t" / "tune.md").read_text().count("| num_workers=") >= 2
+    assert (tmp_path / "t" / "tune.png").stat().st_size > 0 and (tmp_path / "t" / "tune.csv").exists()

@@ -61,7 +61,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--seconds", type=float, default=30.0, help="each run's length, start-up included (default: 30)")
     p.add_argument("--max-minutes", type=float, default=10.0, help="the race's budget (default: 10)")
-    p.add_argument("--out", default="tune", help="the folder for tune.md, tune.csv and the runs (default: tune)")
+    p.add_argument(
+        "--out", default="tune", help="the folder for tune.md, tune.csv, tune.png and the runs (default: tune)"
+    )
     p.add_argument("--json", action="store_true", help="the answer as JSON on stdout")
     p.add_argument("--diff", action="store_true", help="print the change as a unified diff of your files")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
@@ -252,7 +254,18 @@ def write_files(out: Path, command: list[str], runs: list[Run], doc: dict[str, A
         ]
     )
     (out / "tune.md").write_text(text, encoding="utf-8")
-    return ["tune.md", "tune.csv"]
+    return ["tune.md", "tune.csv", *_plot(out, runs, doc)]
+
+
+def _plot(out: Path, runs: list[Run], doc: dict[str, Any]) -> list[str]:
+    """tune.png and tune.svg: each run's rate with its interval, fastest on top, the winner in colour."""
+    from gpudash.tune.plot import Bar, plot
+
+    winner = doc["winner"]["settings"]
+    measured = [r for r in runs if r.rate is not None]
+    ranked = sorted(measured, key=lambda r: r.rate.mean if r.rate else 0.0, reverse=True)
+    bars = [Bar(r.name, r.rate, "winner" if dict(r.settings) == winner else "dropped") for r in ranked if r.rate]
+    return [path.name for path in plot(bars, out, "gpudash tune: your job's settings")] if bars else []
 
 
 def main(argv: list[str]) -> int:
