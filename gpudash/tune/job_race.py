@@ -254,10 +254,10 @@ def write_files(out: Path, command: list[str], runs: list[Run], doc: dict[str, A
         ]
     )
     (out / "tune.md").write_text(text, encoding="utf-8")
-    return ["tune.md", "tune.csv", *_plot(out, runs, doc)]
+    return ["tune.md", "tune.csv", *_draw(out, runs, doc)]
 
 
-def _plot(out: Path, runs: list[Run], doc: dict[str, Any]) -> list[str]:
+def _draw(out: Path, runs: list[Run], doc: dict[str, Any]) -> list[str]:
     """tune.png and tune.svg: each run's rate with its interval, fastest on top, the winner in colour."""
     from gpudash.tune.plot import Bar, plot
 

@@ -139,6 +139,9 @@ def _epilog() -> str:
         "than the leader and measures it twice as long; the leader, the plain variant and the best\n"
         "single knob are measured once more, interleaved. A winner with bf16 or TF32 gets its\n"
         "loss compared with the plain run's over the same steps.\n\n"
+        "your own job: gpudash tune [--seconds S] [--max-minutes M] [--out DIR] [--json] [--diff] -- CMD ...\n"
+        "races its DataLoader's workers and the other safe settings, each a fresh run, and says the\n"
+        "winner as an edit of your DataLoader line (docs/your-job.md)\n\n"
         "exit status: 0 done, 1 the workload failed, 2 bad arguments, 130 interrupted (what was\n"
         "measured is written)\n"
     )
