@@ -17,8 +17,9 @@ import pytest
 
 from gpudash.cli import main
 from gpudash.core.protocol import WORLD, Event, EventKind, RankSample, RunConfig, Sample
+from gpudash.core.world_event import clock_zero, host_of
 from gpudash.job.steps import LAG_S, JobSamples, StepRecord
-from gpudash.job.world import JobWorld, clock_zero, host_of
+from gpudash.job.world import JobWorld
 from gpudash.recording.csvformat import RowParser, header, rank_row
 from gpudash.recording.record import CsvRecorder, run_metadata
 from gpudash.report.load import load_run

@@ -12,21 +12,17 @@ its latest profiler window. Torch-free.
 from __future__ import annotations
 
 import dataclasses
-import re
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from gpudash.core.protocol import WORLD, Event, EventKind, Message, RankSample
 from gpudash.core.textfmt import strip_controls
+from gpudash.core.world_event import CLOCK_WORDS
 from gpudash.job.stragglers import StragglerWatch
 
 if TYPE_CHECKING:
     from gpudash.job.steps import JobSamples
-
-CLOCK_WORDS = "time 0 at unix"  # the world event's message says its clock's zero thus: "time 0 at unix 1764.5"
-_CLOCK = re.compile(re.escape(CLOCK_WORDS) + r" (\d+(?:\.\d+)?)")
-_HOST = re.compile(r"\(host ([^)]*)\)")
 
 
 @dataclass(frozen=True)
@@ -44,18 +40,6 @@ def _int_or_none(value: Any) -> int | None:
         return int(value)
     except (TypeError, ValueError):
         return None
-
-
-def clock_zero(message: str) -> float | None:
-    """The Unix time of a world event's time 0, from its message; None where it gives none."""
-    m = _CLOCK.search(message)
-    return float(m.group(1)) if m else None
-
-
-def host_of(message: str) -> str:
-    """The host a world event's message names ("" where none)."""
-    m = _HOST.search(message)
-    return m.group(1) if m else ""
 
 
 class JobWorld:

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from gpudash.core.protocol import WORLD, Event, EventKind, RankSample
 from gpudash.core.textfmt import strip_controls
-from gpudash.job.world import clock_zero
+from gpudash.core.world_event import clock_zero
 from gpudash.recording.csvread import open_csv
 from gpudash.recording.replay import NotARecording, RecordingReader
 

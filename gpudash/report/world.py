@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from gpudash.core.protocol import RankSample
 from gpudash.core.textfmt import fmt_num, strip_controls
-from gpudash.job.world import clock_zero, host_of
+from gpudash.core.world_event import clock_zero, host_of
 from gpudash.report.load import Run
 
 
