@@ -239,14 +239,17 @@ def for_the_job(d: Diagnosis, e: Evidence) -> Diagnosis:
     return d
 
 
-def _job_settings(e: Evidence) -> dict[str, str]:
-    pairs = (item.partition("=") for item in (e.job_settings or "").split(",") if item)
-    return {k.strip(): v.strip() for k, _, v in pairs}
+def job_settings(text: str) -> dict[str, str]:
+    """What a job already does, as its hooks say it at the first step ("cudnn_benchmark=False,…,
+    num_workers=0,…,site=/path/train.py:39"; the loader's site last, whatever its path holds)."""
+    head, has_site, site = text.partition("site=")
+    pairs = (item.partition("=") for item in head.split(",") if "=" in item)
+    return {**{k.strip(): v.strip() for k, _, v in pairs}, **({"site": site} if has_site else {})}
 
 
 def input_advice(e: Evidence) -> str:
     """The input pipeline's fixes a job does not already have (pinned memory: for a GPU's copies)."""
-    have = _job_settings(e)
+    have = job_settings(e.job_settings or "")
     on_cuda = e.gpu_ms_per_step is not None or e.syncs_per_step is not None
     workers = have.get("num_workers")
     steps = [f"more DataLoader workers (num_workers, now {workers})" if workers else "more DataLoader workers"]
@@ -261,7 +264,7 @@ def input_advice(e: Evidence) -> str:
 
 def gpu_advice(e: Evidence) -> str:
     """Faster arithmetic a job does not already use."""
-    have = _job_settings(e)
+    have = job_settings(e.job_settings or "")
     half = e.dtype in ("bf16", "fp16")
     steps = [] if half else ["bf16 autocast"]
     if have.get("tf32") != "True" and not half:

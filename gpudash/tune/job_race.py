@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from gpudash.argtypes import ExitCode, UsageError
+from gpudash.diagnosis.rules import job_settings
 from gpudash.job.command import JobCommandError, check_command
 from gpudash.job.settings import LOADER_SITE, Settings, describe
 from gpudash.report.load import ReportInputError, load_run
@@ -120,10 +121,7 @@ def worker_ladder(now: int, cpus: int) -> list[int]:
 
 def _have(started: dict[str, Any]) -> dict[str, str]:
     """What the job as written does (its training DataLoader's arguments and site, its flags)."""
-    text = str(started.get("settings") or "")
-    site = text.partition("site=")[2] if "site=" in text else ""
-    pairs = (item.partition("=") for item in text.partition("site=")[0].split(",") if "=" in item)
-    return {**{k: v for k, _, v in pairs}, "site": site}
+    return job_settings(str(started.get("settings") or ""))
 
 
 class JobRace:
