@@ -4,6 +4,7 @@ user's own DataLoader call (a diff that applies with ``patch``), and nothing but
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shutil
@@ -13,9 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from gpudash.job.settings import SET_ENV, SITE_ENV, SettingError, job_env, parse_set
+from gpudash.job.settings import LOADER_SITE, SET_ENV, SITE_ENV, SettingError, Settings, describe, job_env, parse_set
+from gpudash.stats.comparison import Estimate, estimate_from_batches
+from gpudash.tune import job_race
 from gpudash.tune.job_edits import edits, unified_diff
-from gpudash.tune.job_race import worker_ladder
+from gpudash.tune.job_race import JobRace, Run, worker_ladder
 
 JOBS = Path(__file__).parent / "data" / "jobs"
 SLOW_READS = JOBS / "slow_reads.py"
@@ -47,9 +50,47 @@ def test_set_values_are_checked_and_carried_to_the_job_in_its_environment() -> N
             parse_set([bad])
 
 
-def test_the_worker_ladder_climbs_in_powers_of_two_to_twice_the_cpus() -> None:
-    assert worker_ladder(0, 2) == [1, 2, 4]
-    assert worker_ladder(2, 16) == [4, 8, 16, 32]
+def test_the_worker_ladder_climbs_in_powers_of_two_to_four_times_the_cpus() -> None:
+    assert worker_ladder(0, 2) == [1, 2, 4, 8]
+    assert worker_ladder(2, 16) == [4, 8, 16, 32, 64]
+
+
+def _steady(rate: float) -> Estimate:
+    """A run's figure: twelve windows within 1% of ``rate``."""
+    return estimate_from_batches([rate * (1 + (i % 3 - 1) / 100) for i in range(12)])
+
+
+def _race_with(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, rates: dict[int, float], busy: float) -> list[str]:
+    """A race over stand-in runs (``rates``: samples/s by worker count, 0 the job as written; each
+    worker ``busy`` of a CPU) on 2 CPUs; the settings of the runs it made, in order."""
+
+    def fake_run(command: list[str], settings: Settings, seconds: float, path: Path, beat: Run | None = None) -> Run:
+        workers = int(dict(settings).get("num_workers", 0))
+        rate = rates[workers] * (1.02 if dict(settings).keys() - {"num_workers", LOADER_SITE} else 1.0)
+        run = Run(describe(settings), settings, samples=_steady(rate))
+        run.started = {"device": "cpu", "settings": "num_workers=0,pin_memory=False,site=/job/train.py:9"}
+        run.worker_busy = busy if workers else None
+        return run
+
+    monkeypatch.setattr(job_race, "run_once", fake_run)
+    monkeypatch.setattr(job_race.os, "sched_getaffinity", lambda pid: {0, 1})
+    args = argparse.Namespace(seconds=10.0, max_minutes=60.0, quiet=True)
+    race = JobRace(["python", "train.py"], args, tmp_path)
+    race.race()
+    return [r.name for r in race.runs]
+
+
+def test_the_climb_goes_on_past_one_slower_worker_and_past_the_cpus_only_while_the_workers_wait(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    rates = {0: 440.0, 1: 424.0, 2: 880.0, 4: 1770.0, 8: 3000.0}
+    waiting = _race_with(monkeypatch, tmp_path, rates, busy=0.1)
+    assert [n for n in waiting if "persistent" not in n and "prefetch" not in n] == [
+        "as written",
+        *(f"num_workers={k}" for k in (1, 2, 4, 8)),
+    ]
+    computing = _race_with(monkeypatch, tmp_path, rates, busy=0.9)
+    assert "num_workers=4" not in computing and "num_workers=2" in computing  # 2 CPUs: no more
 
 
 SCRIPT = """import torch
@@ -111,11 +152,11 @@ def test_tune_finds_the_workers_an_input_bound_job_lacks_and_names_the_line(tmp_
     at least 2× faster at its interval's low end, its DataLoader line and edit named."""
     script = tmp_path / "train.py"
     shutil.copy(SLOW_READS, script)
-    argv = ["tune", "--seconds", "8", "--max-minutes", "6", "--json", "--out", "t", "-q"]
+    argv = ["tune", "--seconds", "8", "--max-minutes", "6", "--json", "--out", "t"]
     done = _gpudash(*argv, "--", sys.executable, str(script), "--steps", "1000000", "--read-ms", "2", cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     doc = json.loads(done.stdout)
-    assert int(doc["winner"]["settings"]["num_workers"]) >= 2
+    assert int(doc["winner"]["settings"].get("num_workers", 0)) >= 2, done.stderr[-3000:]
     assert doc["speedup"]["verdict"] == "faster" and doc["speedup"]["low"] >= 2.0, doc["speedup"]
     (edit,) = [e for e in doc["edits"] if "DataLoader" in e["before"]]
     assert edit["file"] == str(script) and edit["line"] == 39
@@ -123,3 +164,16 @@ def test_tune_finds_the_workers_an_input_bound_job_lacks_and_names_the_line(tmp_
     assert {"baseline", "winner", "speedup", "edits", "candidates"} <= set(doc)
     assert (tmp_path / "t" / "tune.md").read_text().count("| num_workers=") >= 2
     assert (tmp_path / "t" / "tune.png").stat().st_size > 0 and (tmp_path / "t" / "tune.csv").exists()
+
+
+@pytest.mark.slow
+def test_a_run_slower_than_the_best_is_stopped_early_with_its_rows_and_its_workers_cpu_read(tmp_path: Path) -> None:
+    """Issue 56: losers dropped early (Ctrl-C keeps every row); a Dataset that waits on reads has
+    workers that use a small part of a CPU each, so the climb may go past the CPUs."""
+    fast = Run("as written", (), samples=_steady(1e6))
+    job = [sys.executable, str(SLOW_READS), "--steps", "1000000", "--read-ms", "2"]
+    settings = (("num_workers", "2"), (LOADER_SITE, f"{SLOW_READS}:39"))
+    run = job_race.run_once(job, settings, 12.0, tmp_path / "run.csv", beat=fast)
+    assert run.error == "" and run.dropped and run.rate is not None and run.rate.mean < 1e5
+    assert run.workers_seen >= 2 and run.worker_busy is not None and run.worker_busy < job_race.WAITING_BELOW
+    assert "slower" in job_race.shown(run)

@@ -1,7 +1,8 @@
 """The machine's processes, read through psutil: the one place gpudash looks at other processes.
 
 Who is in a process group or a session (the workload's group, a ``gpudash serve`` tab's
-session), a process's parent, children and descendants (a launcher's ranks), its owner and
+session), a process's parent, children and descendants (a launcher's ranks, with their CPU
+seconds for ``tune``'s reading of DataLoader workers), its owner and
 command line (``gpudash watch``'s process table), and the threads a user runs (``RLIMIT_NPROC``'s
 count). A process that ends while it is read is left out, never an error; zombies (dead, waiting
 for a parent to reap them) never count as live. Where psutil cannot read a process (another pid
@@ -13,6 +14,7 @@ from __future__ import annotations
 import os
 import pwd
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import psutil
 
@@ -57,6 +59,36 @@ def children(pid: int, *, recursive: bool = False) -> list[int]:
     except (*_GONE, ValueError):
         return []
     return sorted(kid.pid for kid in kids if alive(kid.pid))
+
+
+@dataclass(frozen=True)
+class Usage:
+    """One process under a root, read once: its parent, command line, CPU seconds and start."""
+
+    pid: int
+    parent: int
+    command: str
+    cpu_s: float
+    born: float
+
+
+def usage_under(root: int) -> list[Usage]:
+    """Every live process under ``root`` (all levels) with its CPU seconds so far; [] when it is gone."""
+    try:
+        tree = psutil.Process(root).children(recursive=True)
+    except (*_GONE, ValueError):
+        return []
+    found = []
+    for process in tree:
+        try:
+            cpu = process.cpu_times()
+            found.append(
+                Usage(process.pid, process.ppid(), " ".join(process.cmdline()), cpu.user + cpu.system,
+                      process.create_time())
+            )  # fmt: skip
+        except _GONE:
+            continue  # gone meanwhile
+    return found
 
 
 def alive(pid: int) -> bool:

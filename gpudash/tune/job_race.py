@@ -4,8 +4,10 @@ Each candidate is a fresh run of the job under ``gpudash record --duration S --s
 settings applied from outside by the bootstrap: ``gpudash.job.settings``), measured as every
 recording is, on its training steps after the warm-up (``gpudash.report.load``). The job as
 written runs first: it names the training DataLoader's construction site and what it already
-does. Then the worker count climbs (1, 2, 4, … up to twice the CPUs gpudash may use: a Dataset that
-waits on storage gains past the CPUs) while each step is *faster* than the best so far; then, on the
+does. Then the worker count climbs (1, 2, 4, … up to the CPUs gpudash may use a rank, and on to
+four times that while the workers mostly wait, as a Dataset that reads from storage does: their CPU
+use is read from the process tree, ``gpudash.tune.worker_cpu``) while each step is *faster* than
+the best so far; a run already slower than the best at half its seconds is stopped; then, on the
 best count, each of the other settings (persistent workers and prefetching with workers; pinned
 memory, ``cudnn.benchmark`` and ``expandable_segments`` on CUDA) is kept where it is faster. The
 winner is compared with the job as written (``stats.comparison.compare``: its interval and
@@ -19,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -34,6 +37,7 @@ from gpudash.report.load import ReportInputError, load_run
 from gpudash.stats.comparison import Comparison, Estimate, Verdict, compare
 from gpudash.stats.fmt import fmt_ratio
 from gpudash.tune import job_edits
+from gpudash.tune.worker_cpu import WorkerCpu
 
 KEEP_FROM = 1.05  # a candidate replaces the best only this much faster at its interval's low end
 START_S = 8.0  # a run's start-up (torch's import, the job's own) beyond its measured seconds, for the plan
@@ -49,6 +53,10 @@ class Run:
     steps: Estimate | None = None
     error: str = ""
     started: dict[str, Any] = field(default_factory=dict)
+    dropped: bool = False  # stopped early: slower than the best at half its seconds
+    worker_busy: float | None = None  # its DataLoader workers' CPU use (0–1 a worker), where seen
+    workers_seen: int = 0
+    ranks: int = 1  # the job's ranks on this machine (a torchrun job's: each has its own loader)
 
     @property
     def rate(self) -> Estimate | None:
@@ -76,15 +84,19 @@ def _say(quiet: bool, text: str) -> None:
         print(f"gpudash: {text}", file=sys.stderr, flush=True)
 
 
-def run_once(command: list[str], settings: Settings, seconds: float, csv_path: Path) -> Run:
-    """The job once, recorded under ``settings``; its figures, or why there are none."""
+def run_once(command: list[str], settings: Settings, seconds: float, csv_path: Path, beat: Run | None = None) -> Run:
+    """The job once, recorded under ``settings``; its figures, or why there are none. Stopped
+    early (Ctrl-C, so every row is kept) once half its seconds show it slower than ``beat``."""
     run = Run(describe(settings), settings)
     argv = [sys.executable, "-m", "gpudash", "record", str(csv_path), "-q", "--force", "--duration", f"{seconds:g}"]
     argv += [arg for k, v in settings for arg in ("--set", f"{k}={v}")]
-    done = subprocess.run([*argv, "--", *command], capture_output=True, text=True, timeout=seconds + 300)
-    if done.returncode not in (0,) or not csv_path.exists():
-        tail = " | ".join(line for line in done.stderr.strip().splitlines()[-3:])
-        run.error = f"exit {done.returncode}: {tail}" if tail else f"exit {done.returncode}"
+    err_path = csv_path.with_suffix(".err")
+    with open(err_path, "w", encoding="utf-8") as err:
+        process = subprocess.Popen([*argv, "--", *command], stdout=subprocess.DEVNULL, stderr=err)
+        run.dropped = _watch(process, run, csv_path, seconds, beat)
+    if process.returncode != 0 and not run.dropped or not csv_path.exists():
+        tail = " | ".join(err_path.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-3:])
+        run.error = f"exit {process.returncode}: {tail}" if tail else f"exit {process.returncode}"
         return run
     try:
         recorded = load_run(csv_path)
@@ -97,7 +109,40 @@ def run_once(command: list[str], settings: Settings, seconds: float, csv_path: P
         return run
     run.samples, run.steps = figures[-1].stats.get("samples_per_s"), figures[-1].stats.get("steps_per_s")
     run.started = dict(recorded.meta.get("started") or {})
+    run.ranks = len({r.rank for r in recorded.ranks}) or 1
     return run
+
+
+def _watch(process: subprocess.Popen[bytes], run: Run, csv_path: Path, seconds: float, beat: Run | None) -> bool:
+    """Wait for ``process``, reading its workers' CPU use each second; True where it was stopped
+    early for being slower than ``beat``."""
+    workers = WorkerCpu(process.pid)
+    began, dropped = time.monotonic(), False
+    while process.poll() is None:
+        time.sleep(1.0)
+        workers.read()
+        elapsed = time.monotonic() - began
+        if elapsed > seconds + 300:
+            process.kill()
+        elif not dropped and beat is not None and elapsed >= seconds / 2 and _losing(csv_path, beat):
+            process.send_signal(signal.SIGINT)
+            dropped = True
+    run.worker_busy, run.workers_seen = workers.busy, workers.count
+    return dropped
+
+
+def _losing(csv_path: Path, beat: Run) -> bool:
+    """Whether the recording so far is slower than ``beat`` beyond the noise."""
+    try:
+        recorded = load_run(csv_path)
+    except (ReportInputError, OSError):
+        return False
+    figures = [c for c in recorded.configs if c.steps is not None]
+    if not figures or beat.rate is None:
+        return False
+    stats = figures[-1].stats
+    now = stats.get("samples_per_s") if beat.rate is beat.samples else stats.get("steps_per_s")
+    return now is not None and now.has_interval and compare(beat.rate, now).verdict == Verdict.SLOWER
 
 
 def _faster(best: Run, new: Run) -> Comparison | None:
@@ -109,10 +154,42 @@ def _faster(best: Run, new: Run) -> Comparison | None:
     return c if c.verdict == Verdict.FASTER and (c.low or 0.0) >= KEEP_FROM else None
 
 
+def _slower(best: Run, new: Run) -> bool:
+    """``new`` is slower than ``best`` beyond the noise (False where either has no figure)."""
+    if best.rate is None or new.rate is None:
+        return False
+    return compare(best.rate, new.rate).verdict == Verdict.SLOWER
+
+
+WAITING_BELOW = 0.5  # workers that use less than this share of a CPU each mostly wait (reads, not work)
+
+
+def waiting(run: Run) -> bool:
+    """Whether ``run``'s DataLoader workers mostly waited rather than computed."""
+    return run.worker_busy is not None and run.worker_busy < WAITING_BELOW
+
+
+def computing(run: Run, cpus: int) -> str:
+    """Why the climb stops at the CPUs."""
+    if run.worker_busy is None:
+        return "no worker was seen at the best count"
+    return f"its workers use {run.worker_busy:.0%} of a CPU each, so more than {cpus} would only share them"
+
+
+def shown(run: Run) -> str:
+    """A run's progress line: its rate and its workers' CPU use, or its error."""
+    if run.rate is None:
+        return run.error
+    unit = "samples" if run.rate is run.samples else "steps"
+    busy = f", workers {run.worker_busy:.0%} busy" if run.worker_busy is not None else ""
+    return f"{run.rate.mean:.4g} {unit}/s{busy}" + (" (dropped early: slower)" if run.dropped else "")
+
+
 def worker_ladder(now: int, cpus: int) -> list[int]:
-    """The worker counts to climb past ``now``: powers of two up to twice the CPUs."""
+    """The worker counts to climb past ``now``: powers of two up to four times the CPUs (past
+    the CPUs only while the workers mostly wait: ``JobRace.climb``)."""
     out, n = [], 1
-    while n <= 2 * cpus:
+    while n <= 4 * cpus:
         if n > now:
             out.append(n)
         n *= 2
@@ -133,18 +210,18 @@ class JobRace:
         self.deadline = time.monotonic() + 60.0 * args.max_minutes
         self.on_cuda = False
 
-    def measure(self, settings: Settings) -> Run | None:
-        """One more run, unless the budget is spent."""
+    def measure(self, settings: Settings, beat: Run | None = None) -> Run | None:
+        """One more run, unless the budget is spent (dropped early where slower than ``beat``)."""
         if time.monotonic() + self.args.seconds > self.deadline:
             _say(
                 self.args.quiet,
                 f"budget spent (--max-minutes {self.args.max_minutes:g}): not run: {describe(settings)}",
             )
             return None
-        run = run_once(self.command, settings, self.args.seconds, self.out / "runs" / f"run{len(self.runs)}.csv")
+        path = self.out / "runs" / f"run{len(self.runs)}.csv"
+        run = run_once(self.command, settings, self.args.seconds, path, beat)
         self.runs.append(run)
-        shown = f"{run.rate.mean:.4g} {'samples' if run.rate is run.samples else 'steps'}/s" if run.rate else run.error
-        _say(self.args.quiet, f"{run.name}: {shown}")
+        _say(self.args.quiet, f"{run.name}: {shown(run)}")
         return run
 
     def race(self) -> tuple[Run, Run]:
@@ -155,23 +232,35 @@ class JobRace:
         have = _have(base.started)
         self.on_cuda = str(base.started.get("device", "")).startswith("cuda")
         site = ((LOADER_SITE, have["site"]),) if have.get("site") else ()
-        best = base
-        if "num_workers" in have:  # a DataLoader feeds its steps
-            cpus = len(os.sched_getaffinity(0))
-            stale = 0  # counts in a row that were not faster: one worker may be no faster than none
-            for workers in worker_ladder(int(have["num_workers"] or 0), cpus):
-                run = self.measure((("num_workers", str(workers)), *site))
-                if run is None or run.rate is None:
-                    break
-                best, stale = (run, 0) if _faster(best, run) is not None else (best, stale + 1)
-                if stale >= 2 or (best.rate and compare(best.rate, run.rate).verdict == Verdict.SLOWER):
-                    break
+        best = self.climb(base, have, site) if "num_workers" in have else base  # a DataLoader feeds its steps
         for key, value in self._extras(have, best):
             settings = {**dict(best.settings), key: value, **dict(site)}  # the loader's site last
-            run = self.measure(tuple(settings.items()))
+            run = self.measure(tuple(settings.items()), beat=best)
             if run is not None and _faster(best, run) is not None:
                 best = run
         return base, best
+
+    def climb(self, base: Run, have: dict[str, str], site: Settings) -> Run:
+        """The worker count, climbed in powers of two while faster: up to this machine's CPUs a
+        rank, and past them while the best count's workers mostly wait (under half a CPU each)."""
+        cpus = max(len(os.sched_getaffinity(0)) // max(self.ranks, 1), 1)
+        best, stale = base, 0  # counts in a row that were not faster: one worker may be slower than none
+        for workers in worker_ladder(int(have["num_workers"] or 0), cpus):
+            if workers > cpus and not waiting(best):
+                _say(self.args.quiet, f"num_workers past {cpus}: not tried: {computing(best, cpus)}")
+                break
+            run = self.measure((("num_workers", str(workers)), *site), beat=best)
+            if run is None:
+                break  # the budget is spent
+            best, stale = (run, 0) if _faster(best, run) is not None else (best, stale + 1)
+            if stale >= 2 or (best is not base and _slower(best, run)):
+                break  # two counts in a row no faster, or past the peak
+        return best
+
+    @property
+    def ranks(self) -> int:
+        """The job's ranks on this machine (a torchrun job's each have their own loader)."""
+        return self.runs[0].ranks if self.runs else 1
 
     def _extras(self, have: dict[str, str], best: Run) -> list[tuple[str, str]]:
         """The other settings to try on the best worker count, where they apply and the job lacks them."""
@@ -212,7 +301,10 @@ def answer(base: Run, winner: Run, runs: list[Run], edits: list[job_edits.Edit])
     def side(r: Run) -> dict[str, Any]:
         return {"settings": dict(r.settings), "steps_per_s": _estimate(r.steps), "samples_per_s": _estimate(r.samples)}
 
-    candidates = [{**side(r), "name": r.name, "error": r.error} for r in runs]
+    candidates = [
+        {**side(r), "name": r.name, "error": r.error, "dropped_early": r.dropped, "worker_busy": r.worker_busy}
+        for r in runs
+    ]
     edited = [e.as_dict() for e in edits]  # (keyword names: "baseline" is a family's variant too)
     return dict(baseline=side(base), winner=side(winner), speedup=speedup, edits=edited, candidates=candidates)
 
@@ -283,7 +375,7 @@ def main(argv: list[str]) -> int:
     out = Path(args.out)
     (out / "runs").mkdir(parents=True, exist_ok=True)
     cpus = len(os.sched_getaffinity(0))
-    planned = 1 + len(worker_ladder(0, cpus)) + 2
+    planned = 1 + len([n for n in worker_ladder(0, cpus) if n <= cpus]) + 2
     minutes = planned * (args.seconds + START_S) / 60
     _say(args.quiet, f"racing your job: about {planned} runs of {args.seconds:g} s (about {minutes:.0f} min, "
                      f"at most {args.max_minutes:g})")  # fmt: skip
