@@ -2,7 +2,7 @@
 
     python benchmarks/ddp_scaling.py [--nproc 2] [-w encdec -w resnet50] [-b 8 -b 32] \
         [--knob amp=bf16 --knob channels_last --knob ddp_torch_defaults] \
-        [--repeats 3 --seconds 10 --warmup 3] [--device cuda] [--out DIR]
+        [--repeats 3 --seconds 10 --warmup 3] [--device cuda] [--out DIR] [--variant resnet50=serial]
 
 For each family it runs ``gpudash sweep`` twice, the same configurations with ``--nproc 1`` and
 with ``--nproc N`` (the batch size is per rank, so both process the same batch per rank and
@@ -51,7 +51,7 @@ def sweep(family: str, batches: list[int], nproc: int, args: argparse.Namespace,
         "-w",
         family,
         "-v",
-        VARIANT[family],
+        args.variants.get(family, VARIANT[family]),
         "-b",
         ",".join(map(str, batches)),
         "--repeats",
@@ -101,7 +101,9 @@ def main() -> None:
     p.add_argument("--device", default="cuda")
     p.add_argument("--knob", action="append", help="a knob on every configuration (repeatable; ddp_* on N ranks only)")
     p.add_argument("--out", type=Path, help="keep the sweeps here (default: a temporary directory)")
+    p.add_argument("--variant", action="append", default=[], help="FAMILY=VARIANT instead of the family's default")
     args = p.parse_args()
+    args.variants = dict(v.split("=", 1) for v in args.variant)
     batches = args.batch_size or [8, 32]
     out = args.out or Path(tempfile.mkdtemp(prefix="gpudash-ddp-"))
     header = (
@@ -127,8 +129,9 @@ def main() -> None:
                 met = c.low is not None and c.low >= target
                 missed = c.high is not None and c.high < target
                 verdict += f"; target ≥ {target}: " + ("met" if met else "**not met**" if missed else "not decided")
+            variant = args.variants.get(family, VARIANT[family])
             print(
-                f"| {family} | {VARIANT[family]} | {b} | {one[b].mean:.1f} | {many[b].mean:.1f} | "
+                f"| {family} | {variant} | {b} | {one[b].mean:.1f} | {many[b].mean:.1f} | "
                 f"{many[b].mean * b * args.nproc:.0f} | {fmt_ratio(c)} | {verdict} |",
                 flush=True,
             )
