@@ -166,7 +166,8 @@ def _add_measuring_options(p: argparse.ArgumentParser) -> None:
         metavar="KEY=VALUE",
         help="your job (gpudash -- CMD): a setting applied without an edit of its script, repeatable: "
         "num_workers, pin_memory, persistent_workers, prefetch_factor (its training DataLoader's; "
-        "loader_site=FILE:LINE names it), cudnn_benchmark, expandable_segments",
+        "loader_site=FILE:LINE names it), cudnn_benchmark, expandable_segments; changing the numbers: "
+        "tf32, autocast=bf16, compile (the model the optimizer steps)",
     )
     argtypes.add_seconds(
         m,

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from gpudash.diagnosis.rules import job_settings
 from gpudash.job.settings import LOADER_SITE, SET_ENV, SITE_ENV, SettingError, Settings, describe, job_env, parse_set
 from gpudash.stats.comparison import Estimate, estimate_from_batches
 from gpudash.tune import job_race
@@ -45,6 +46,7 @@ def test_set_values_are_checked_and_carried_to_the_job_in_its_environment() -> N
         ("workers=2", "KEY one of"),
         ("num_workers=-1", "whole number"),
         ("pin_memory=maybe", "true or false"),
+        ("autocast=fp8", "one of bf16, off"),
     ):
         with pytest.raises(SettingError, match=said):
             parse_set([bad])
@@ -60,21 +62,32 @@ def _steady(rate: float) -> Estimate:
     return estimate_from_batches([rate * (1 + (i % 3 - 1) / 100) for i in range(12)])
 
 
-def _race_with(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, rates: dict[int, float], busy: float) -> list[str]:
+def _race_with(
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    rates: dict[int, float],
+    busy: float,
+    job_has: str = "autocast=False,compiled=False",
+    allow: bool = False,
+) -> list[str]:
     """A race over stand-in runs (``rates``: samples/s by worker count, 0 the job as written; each
-    worker ``busy`` of a CPU) on 2 CPUs; the settings of the runs it made, in order."""
+    worker ``busy`` of a CPU; ``job_has``: what the job's first step says of its model; ``allow``:
+    ``--allow-numerics --allow-compile``) on 2 CPUs; the settings of the runs it made, in order."""
 
-    def fake_run(command: list[str], settings: Settings, seconds: float, path: Path, beat: Run | None = None) -> Run:
+    def fake_run(
+        command: list[str], settings: Settings, seconds: float, path: Path, beat: Run | None = None, watch: bool = False
+    ) -> Run:
         workers = int(dict(settings).get("num_workers", 0))
         rate = rates[workers] * (1.02 if dict(settings).keys() - {"num_workers", LOADER_SITE} else 1.0)
         run = Run(describe(settings), settings, samples=_steady(rate))
-        run.started = {"device": "cpu", "settings": "num_workers=0,pin_memory=False,site=/job/train.py:9"}
+        said = f"tf32=False,{job_has},num_workers=0,pin_memory=False,site=/job/train.py:9"
+        run.started = {"device": "cpu", "settings": said}
         run.worker_busy = busy if workers else None
         return run
 
     monkeypatch.setattr(job_race, "run_once", fake_run)
     monkeypatch.setattr(job_race.os, "sched_getaffinity", lambda pid: {0, 1})
-    args = argparse.Namespace(seconds=10.0, max_minutes=60.0, quiet=True)
+    args = argparse.Namespace(seconds=10.0, max_minutes=60.0, quiet=True, allow_numerics=allow, allow_compile=allow)
     race = JobRace(["python", "train.py"], args, tmp_path)
     race.race()
     return [r.name for r in race.runs]
@@ -105,6 +118,17 @@ evaluation = DataLoader(list(range(8)), batch_size=8, num_workers=0)
 """
 
 
+def test_numerics_and_compile_are_raced_only_when_allowed_and_where_the_job_lacks_them(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    rates = {0: 440.0, 1: 440.0, 2: 440.0}
+    assert not [n for n in _race_with(monkeypatch, tmp_path, rates, 0.9) if "autocast" in n or "compile" in n]
+    allowed = _race_with(monkeypatch, tmp_path, rates, 0.9, allow=True)
+    assert allowed[-2:] == ["autocast=bf16", "compile=True"]  # compile last; TF32 only on CUDA
+    own = _race_with(monkeypatch, tmp_path, rates, 0.9, job_has="autocast=True,compiled=True", allow=True)
+    assert not [n for n in own if "autocast" in n or "compile" in n]  # set by the job: not raced
+
+
 def test_the_winner_is_an_edit_of_the_training_loaders_call_and_a_diff_patch_applies(tmp_path: Path) -> None:
     script = tmp_path / "train.py"
     script.write_text(SCRIPT)
@@ -124,6 +148,37 @@ def test_the_winner_is_an_edit_of_the_training_loaders_call_and_a_diff_patch_app
     text = script.read_text()
     assert "torch.backends.cudnn.benchmark = True" in text and "num_workers=4," in text
     compile(text, str(script), "exec")  # still Python
+
+
+MODEL_SCRIPT = """import torch
+
+net = torch.nn.Linear(4, 1)
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+for step in range(3):
+    out = net(torch.randn(2, 4))
+    out.sum().backward()
+    opt.step()
+"""
+
+
+def test_autocast_wraps_the_models_call_and_compile_follows_the_optimizer(tmp_path: Path) -> None:
+    script = tmp_path / "train.py"
+    script.write_text(MODEL_SCRIPT)
+    job = {"forward_at": f"{script}:6", "model_name": "net", "optimizer_at": f"{script}:4", "device": "cuda:0"}
+    settings = (("tf32", "True"), ("autocast", "bf16"), ("compile", "True"))
+    found = edits(settings, "", [sys.executable, str(script)], job)
+    wrapped, compiled, flags = found
+    assert (
+        wrapped.after
+        == "    with torch.autocast('cuda', dtype=torch.bfloat16):\n        out = net(torch.randn(2, 4))\n"
+    )
+    assert compiled.after == "opt = torch.optim.SGD(net.parameters(), lr=0.1)\nnet.compile()\n"
+    assert "torch.backends.cuda.matmul.allow_tf32 = True\ntorch.backends.cudnn.allow_tf32 = True" in flags.after
+    assert edits(settings[2:], "", [], {**job, "model_name": ""}) == []  # no name: no line said
+    text = MODEL_SCRIPT
+    for e in found:
+        text = text.replace(e.before, e.after, 1)
+    compile(text, "train.py", "exec")  # still Python
 
 
 @pytest.mark.slow
@@ -177,3 +232,32 @@ def test_a_run_slower_than_the_best_is_stopped_early_with_its_rows_and_its_worke
     assert run.error == "" and run.dropped and run.rate is not None and run.rate.mean < 1e5
     assert run.workers_seen >= 2 and run.worker_busy is not None and run.worker_busy < job_race.WAITING_BELOW
     assert "slower" in job_race.shown(run)
+
+
+@pytest.mark.slow
+def test_set_autocast_and_compile_reach_the_model_the_optimizer_steps(tmp_path: Path) -> None:
+    """Issue 56, item 2's opt-in settings: bf16 autocast round the model's forward from its second
+    step (its outputs back in float32 for the job's loss), left alone where the job has its own;
+    compile applied with the same loss."""
+    numerics = JOBS / "numerics_loop.py"
+
+    def run(*argv: str) -> tuple[dict[str, str], str]:
+        out = tmp_path / f"{len(list(tmp_path.glob('*.csv')))}.csv"
+        done = _gpudash("record", str(out), "-q", *argv, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr[-2000:]
+        said = json.loads(out.with_suffix(".json").read_text())["started"]["settings"]
+        return job_settings(said), done.stdout.splitlines()[-1]
+
+    job = ["--", sys.executable, str(numerics), "--steps", "20"]
+    have, line = run(*job)
+    assert "autocast_forwards=0 " in line and "autocast" not in have  # a plain run's model is not watched
+    have, line = run("--set", "autocast=bf16", *job)
+    assert "autocast_forwards=19 out_dtype=torch.float32" in line and have["applied_autocast"] == "bf16"
+    assert have["autocast"] == "False" and have["model_name"] == "net" and have["forward_at"] == f"{numerics}:43"
+    have, line = run("--set", "autocast=bf16", *job, "--bf16")
+    assert have["autocast"] == "True" and "applied_autocast" not in have and "out_dtype=torch.bfloat16" in line
+    if shutil.which("cc") is None and shutil.which("gcc") is None:
+        pytest.skip("no C compiler here for torch.compile's CPU code")
+    eager = float(run(*job)[1].split("loss=")[1])
+    have, line = run("--set", "compile=true", *job)
+    assert have["applied_compile"] == "True" and float(line.split("loss=")[1]) == pytest.approx(eager, rel=1e-4)

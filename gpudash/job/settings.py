@@ -1,10 +1,15 @@
 """Settings applied to a user's job from outside, without an edit of its script (``--set K=V``).
 
-They change how fast the job runs, not what it computes: the training DataLoader's worker
-processes, pinned memory, persistent workers and prefetching (applied where the DataLoader is
-constructed, by the bootstrap's ``gpudash_job_settings``: only at ``loader_site`` where that is
+The safe ones change how fast the job runs, not what it computes: the training DataLoader's
+worker processes, pinned memory, persistent workers and prefetching (applied where the DataLoader
+is constructed, by the bootstrap's ``gpudash_job_settings``: only at ``loader_site`` where that is
 given, so an evaluation loader keeps what the job gave it), ``cudnn.benchmark`` and the CUDA
-caching allocator's ``expandable_segments`` (through ``PYTORCH_CUDA_ALLOC_CONF``). Torch-free.
+caching allocator's ``expandable_segments`` (through ``PYTORCH_CUDA_ALLOC_CONF``).
+
+``NUMERICS`` change the numbers (``tune`` races them only with ``--allow-numerics``): ``tf32``
+(TF32 matmuls and convolutions) and ``autocast=bf16`` (the forward of the model the optimizer
+steps under bf16 autocast, its outputs back in float32 for the loss); ``compile`` (``tune``'s
+``--allow-compile``) compiles that model (``nn.Module.compile``) at the first step. Torch-free.
 """
 
 from __future__ import annotations
@@ -13,10 +18,14 @@ import re
 from collections.abc import Iterable, Mapping
 
 SET_ENV, SITE_ENV = "GPUDASH_JOB_SET", "GPUDASH_JOB_SET_SITE"  # as gpudash_job_settings reads them
+WATCH_ENV = "GPUDASH_JOB_WATCH_MODEL"  # "1": the job's first step says what its model does (tune)
 LOADER_SITE = "loader_site"
-BOOLEANS = ("pin_memory", "persistent_workers", "cudnn_benchmark", "expandable_segments")
+BOOLEANS = ("pin_memory", "persistent_workers", "cudnn_benchmark", "expandable_segments", "tf32", "compile")
 COUNTS = {"num_workers": 0, "prefetch_factor": 1}  # each one's least value
-KEYS = (*COUNTS, *BOOLEANS, LOADER_SITE)
+AUTOCAST = "autocast"
+AUTOCAST_TYPES = ("bf16", "off")
+KEYS = (*COUNTS, *BOOLEANS, AUTOCAST, LOADER_SITE)
+NUMERICS = ("tf32", AUTOCAST)  # settings that change what the job computes (opt-in in tune)
 _TRUE, _FALSE = ("true", "on", "1", "yes"), ("false", "off", "0", "no")
 _SITE = re.compile(r".+:\d+")
 
@@ -51,6 +60,10 @@ def _checked(key: str, value: str, text: str) -> str:
         if not value.isdigit() or int(value) < COUNTS[key]:
             raise SettingError(f"--set {text}: {key} is a whole number, {COUNTS[key]} or more")
         return str(int(value))
+    if key == AUTOCAST:
+        if value.lower() not in AUTOCAST_TYPES:
+            raise SettingError(f"--set {text}: {AUTOCAST} is one of {', '.join(AUTOCAST_TYPES)}")
+        return value.lower()
     if not _SITE.fullmatch(value):
         raise SettingError(f"--set {text}: {LOADER_SITE} is FILE:LINE, where the training DataLoader is made")
     return value

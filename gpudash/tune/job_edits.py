@@ -2,10 +2,12 @@
 
 A DataLoader setting is an edit of the call that made the training DataLoader, at the site the
 job's first step named (its construction's first frame outside torch): each argument replaced where
-the call gives it, added before its closing parenthesis where it does not. ``cudnn.benchmark`` is a
-line to add after ``import torch`` in the job's script; ``expandable_segments`` an environment
-variable set before it. ``unified_diff`` shows them as a patch of the files, which are never
-written. Torch-free.
+the call gives it, added before its closing parenthesis where it does not. ``cudnn.benchmark`` and
+``tf32`` are lines to add after ``import torch`` in the job's script; ``expandable_segments`` an
+environment variable set before it. ``autocast=bf16`` wraps the line that called the model in
+``with torch.autocast(…)``; ``compile`` adds ``NAME.compile()`` after the optimizer's construction
+(both from what the job's first step said: ``forward_at``, ``model_name``, ``optimizer_at``).
+``unified_diff`` shows them as a patch of the files, which are never written. Torch-free.
 """
 
 from __future__ import annotations
@@ -34,17 +36,24 @@ class Edit:
         return {"file": self.file, "line": self.line, "before": self.before, "after": self.after}
 
 
-def edits(settings: Settings, site: str, command: Sequence[str]) -> list[Edit]:
-    """The edits that make the job as written run with ``settings`` (none that cannot be read)."""
-    given = dict(settings)
+def edits(settings: Settings, site: str, command: Sequence[str], job: dict[str, str] | None = None) -> list[Edit]:
+    """The edits that make the job as written run with ``settings`` (none that cannot be read);
+    ``job``: what its first step said (``forward_at``, ``model_name``, ``optimizer_at``, ``device``)."""
+    given, job = dict(settings), job or {}
     out: list[Edit] = []
     loader = {k: v for k, v in settings if k in LOADER_KEYS}
     if loader and site and (e := _loader_edit(site, loader)) is not None:
+        out.append(e)
+    if given.get("autocast") == "bf16" and (e := _autocast_edit(job)) is not None:
+        out.append(e)
+    if given.get("compile") == "True" and (e := _compile_edit(job)) is not None:
         out.append(e)
     script = next((arg for arg in command if arg.endswith(".py") and Path(arg).is_file()), None)
     added = []
     if given.get("cudnn_benchmark") == "True":
         added.append("torch.backends.cudnn.benchmark = True")
+    if given.get("tf32") == "True":
+        added += ["torch.backends.cuda.matmul.allow_tf32 = True", "torch.backends.cudnn.allow_tf32 = True"]
     if given.get("expandable_segments") == "True":
         added.append("os.environ.setdefault('PYTORCH_CUDA_ALLOC_CONF', 'expandable_segments:True')  # before CUDA")
     if added and script is not None and (e := _after_import_torch(script, added)) is not None:
@@ -78,6 +87,41 @@ def _loader_edit(site: str, loader: dict[str, str]) -> Edit | None:
     end = len(text) if end < 0 else end + 1
     before = text[offset:end]
     return Edit(file, start, before, before.replace(call, new, 1))
+
+
+def _line_at(site: str) -> tuple[str, int, str] | None:
+    """(file, line number, its text) at ``site`` (``FILE:LINE``), or None where it cannot be read."""
+    file, _, number = site.rpartition(":")
+    try:
+        lines = Path(file).read_text(encoding="utf-8").splitlines(keepends=True)
+        at = int(number)
+    except (OSError, ValueError):
+        return None
+    return (file, at, lines[at - 1]) if 1 <= at <= len(lines) else None
+
+
+def _autocast_edit(job: dict[str, str]) -> Edit | None:
+    """The line that called the model, inside ``with torch.autocast(…)`` (a whole statement only)."""
+    found = _line_at(job.get("forward_at", ""))
+    if found is None or found[2].count("(") != found[2].count(")") or found[2].rstrip().endswith(("\\", ":")):
+        return None
+    file, at, text = found
+    indent = text[: len(text) - len(text.lstrip())]
+    kind = "cuda" if job.get("device", "").startswith("cuda") else "cpu"
+    wrapped = f"{indent}with torch.autocast({kind!r}, dtype=torch.bfloat16):\n    {text}"
+    return Edit(file, at, text, wrapped)
+
+
+def _compile_edit(job: dict[str, str]) -> Edit | None:
+    """``NAME.compile()`` after the statement that made the optimizer."""
+    found, name = _line_at(job.get("optimizer_at", "")), job.get("model_name", "")
+    if found is None or not name.isidentifier():
+        return None
+    file, at, text = found
+    if text.count("(") != text.count(")"):
+        return None  # a call over several lines: no place said for sure
+    indent = text[: len(text) - len(text.lstrip())]
+    return Edit(file, at, text, f"{text}{indent}{name}.compile()\n")
 
 
 def _added(call: str, argument: str) -> str:

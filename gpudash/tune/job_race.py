@@ -13,6 +13,9 @@ memory, ``cudnn.benchmark`` and ``expandable_segments`` on CUDA) is kept where i
 winner is compared with the job as written (``stats.comparison.compare``: its interval and
 verdict); its change is said as an edit of the user's source (``gpudash.tune.job_edits``). A
 candidate whose run fails drops out with the job's last lines; ``--max-minutes`` ends the race.
+``--allow-numerics`` adds TF32 (CUDA) and bf16 autocast, ``--allow-compile`` the model compiled,
+each where the job's first step says it lacks them (``GPUDASH_JOB_WATCH_MODEL``); what the job
+already sets is said, not raced.
 Torch-free.
 """
 
@@ -32,7 +35,7 @@ from typing import Any
 from gpudash.argtypes import ExitCode, UsageError
 from gpudash.diagnosis.rules import job_settings
 from gpudash.job.command import JobCommandError, check_command
-from gpudash.job.settings import LOADER_SITE, Settings, describe
+from gpudash.job.settings import LOADER_SITE, WATCH_ENV, Settings, describe
 from gpudash.report.load import ReportInputError, load_run
 from gpudash.stats.comparison import Comparison, Estimate, Verdict, compare
 from gpudash.stats.fmt import fmt_ratio
@@ -75,6 +78,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--json", action="store_true", help="the answer as JSON on stdout")
     p.add_argument("--diff", action="store_true", help="print the change as a unified diff of your files")
+    p.add_argument(
+        "--allow-numerics",
+        action="store_true",
+        help="also race settings that change the numbers: TF32 (CUDA) and bf16 autocast, where the job has none",
+    )
+    p.add_argument(
+        "--allow-compile", action="store_true", help="also race torch.compile of the model the optimizer steps"
+    )
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     return p
 
@@ -84,15 +95,19 @@ def _say(quiet: bool, text: str) -> None:
         print(f"gpudash: {text}", file=sys.stderr, flush=True)
 
 
-def run_once(command: list[str], settings: Settings, seconds: float, csv_path: Path, beat: Run | None = None) -> Run:
+def run_once(
+    command: list[str], settings: Settings, seconds: float, csv_path: Path, beat: Run | None = None, watch: bool = False
+) -> Run:
     """The job once, recorded under ``settings``; its figures, or why there are none. Stopped
-    early (Ctrl-C, so every row is kept) once half its seconds show it slower than ``beat``."""
+    early (Ctrl-C, so every row is kept) once half its seconds show it slower than ``beat``;
+    ``watch``: its first step says what its model does (autocast, compiled, where it is called)."""
     run = Run(describe(settings), settings)
     argv = [sys.executable, "-m", "gpudash", "record", str(csv_path), "-q", "--force", "--duration", f"{seconds:g}"]
     argv += [arg for k, v in settings for arg in ("--set", f"{k}={v}")]
     err_path = csv_path.with_suffix(".err")
     with open(err_path, "w", encoding="utf-8") as err:
-        process = subprocess.Popen([*argv, "--", *command], stdout=subprocess.DEVNULL, stderr=err)
+        env = {**os.environ, WATCH_ENV: "1"} if watch else None
+        process = subprocess.Popen([*argv, "--", *command], stdout=subprocess.DEVNULL, stderr=err, env=env)
         run.dropped = _watch(process, run, csv_path, seconds, beat)
     if process.returncode != 0 and not run.dropped or not csv_path.exists():
         tail = " | ".join(err_path.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-3:])
@@ -219,7 +234,8 @@ class JobRace:
             )
             return None
         path = self.out / "runs" / f"run{len(self.runs)}.csv"
-        run = run_once(self.command, settings, self.args.seconds, path, beat)
+        watch = self.args.allow_numerics or self.args.allow_compile
+        run = run_once(self.command, settings, self.args.seconds, path, beat, watch=watch)
         self.runs.append(run)
         _say(self.args.quiet, f"{run.name}: {shown(run)}")
         return run
@@ -231,6 +247,8 @@ class JobRace:
             raise RuntimeError(f"the job as written did not run: {base.error if base else 'no budget'}")
         have = _have(base.started)
         self.on_cuda = str(base.started.get("device", "")).startswith("cuda")
+        if own := self.set_by_job(have):
+            _say(self.args.quiet, f"set by the job, not raced: {', '.join(own)}")
         site = ((LOADER_SITE, have["site"]),) if have.get("site") else ()
         best = self.climb(base, have, site) if "num_workers" in have else base  # a DataLoader feeds its steps
         for key, value in self._extras(have, best):
@@ -262,6 +280,15 @@ class JobRace:
         """The job's ranks on this machine (a torchrun job's each have their own loader)."""
         return self.runs[0].ranks if self.runs else 1
 
+    def set_by_job(self, have: dict[str, str]) -> list[str]:
+        """The settings raced elsewhere that the job as written already has: not raced."""
+        own = {"pin_memory": "True", "persistent_workers": "True", "cudnn_benchmark": "True"}
+        if self.args.allow_numerics:
+            own |= {"tf32": "True", "autocast": "True"}
+        if self.args.allow_compile:
+            own["compiled"] = "True"
+        return [f"{k}={v}" for k, v in own.items() if have.get(k) == v]
+
     def _extras(self, have: dict[str, str], best: Run) -> list[tuple[str, str]]:
         """The other settings to try on the best worker count, where they apply and the job lacks them."""
         workers = int(dict(best.settings).get("num_workers", have.get("num_workers") or 0) or 0)
@@ -276,6 +303,12 @@ class JobRace:
             out.append(("cudnn_benchmark", "True"))
         if self.on_cuda:
             out.append(("expandable_segments", "True"))
+        if self.args.allow_numerics and self.on_cuda and have.get("tf32") == "False":
+            out.append(("tf32", "True"))
+        if self.args.allow_numerics and have.get("autocast") == "False":
+            out.append(("autocast", "bf16"))
+        if self.args.allow_compile and have.get("compiled") == "False":
+            out.append(("compile", "True"))  # last: its compilation makes the longest start
         return out
 
 
@@ -376,6 +409,7 @@ def main(argv: list[str]) -> int:
     (out / "runs").mkdir(parents=True, exist_ok=True)
     cpus = len(os.sched_getaffinity(0))
     planned = 1 + len([n for n in worker_ladder(0, cpus) if n <= cpus]) + 2
+    planned += 2 * args.allow_numerics + args.allow_compile
     minutes = planned * (args.seconds + START_S) / 60
     _say(args.quiet, f"racing your job: about {planned} runs of {args.seconds:g} s (about {minutes:.0f} min, "
                      f"at most {args.max_minutes:g})")  # fmt: skip
@@ -388,7 +422,9 @@ def main(argv: list[str]) -> int:
     c = compare(base.rate, winner.rate) if base.rate and winner.rate and winner is not base else None
     if c is None or c.verdict != Verdict.FASTER:
         winner = base
-    edits = job_edits.edits(winner.settings, _have(base.started).get("site", ""), command)
+    have = _have(base.started)
+    job = {**have, "device": str(base.started.get("device", ""))}
+    edits = job_edits.edits(winner.settings, have.get("site", ""), command, job)
     sentence = (
         f"{winner.name}: {c.verdict} {fmt_ratio(c)} than the job as written"
         if c is not None and winner is not base

@@ -95,6 +95,7 @@ class Hooks:
         self.loader_module: Any = None
         self.phases = Phases(self.channel.send, lambda: self.rank)
         self.worker = False  # a DataLoader worker (forked or spawned): answers stack requests only
+        self.model_watch: Any = None  # gpudash_job_settings.ModelWatch, where asked
 
     # -- install / uninstall ---------------------------------------------------------------------
     def install(self) -> None:
@@ -103,6 +104,7 @@ class Hooks:
         optimizer = importlib.import_module("torch.optim.optimizer")  # (torch.optim drops the attribute)
         self.loader_module = importlib.import_module("torch.utils.data.dataloader")
         job_settings.install(self.torch, self.loader_module)  # --set, and each DataLoader's site
+        self.model_watch = job_settings.watch_model(self.torch)  # the model's calls, where asked
         hook = self._guarded_step
         compiler = getattr(self.torch, "compiler", None)
         if compiler is not None and hasattr(compiler, "disable"):  # a compiled optimizer step calls it eagerly
@@ -262,7 +264,8 @@ class Hooks:
         first["optimizer"] = type(optimizer).__name__
         first["world"] = self.world
         first["torch"] = torch.__version__
-        first["settings"] = ",".join(filter(None, (_backend_settings(torch), self.loader_settings)))  # site last
+        model = job_settings.first_step(torch, self.model_watch, optimizer, device)  # autocast, compile
+        first["settings"] = ",".join(filter(None, (_backend_settings(torch), model, self.loader_settings)))
         if self.cuda:
             index = torch.device(device).index
             index = torch.cuda.current_device() if index is None else index

@@ -6,7 +6,17 @@ Loaded by ``gpudash_job_hooks.py`` once torch is imported. ``GPUDASH_JOB_SET`` h
 limits the DataLoader ones to the loaders constructed at that line — the training loader, found by a
 run before (an evaluation loader is left as the job made it). Each DataLoader keeps its construction
 site (the first frame outside torch and gpudash), and so do its iterators: the hooks name the
-training loader's at the first step. Standard library and the job's own torch only.
+training loader's at the first step.
+
+The settings that change the numbers are applied at the first optimizer step to the model it
+steps: ``tf32`` at once (TF32 matmuls and convolutions); ``autocast=bf16`` wraps that model's
+``forward`` in bf16 autocast (its floating outputs back in float32, as autocast runs a loss);
+``compile=True`` calls its ``compile()``. The model is found by ``ModelWatch``: global module
+hooks that, until the first step, keep each outermost module call (the module, the line that
+called it and the name it has there, whether autocast was on, whether it was being compiled);
+it runs only where one of these is asked or ``GPUDASH_JOB_WATCH_MODEL=1`` (``tune`` reads what the
+job does), so a plain run's modules are never hooked. Each optimizer keeps its construction site.
+Standard library and the job's own torch only.
 """
 
 from __future__ import annotations
@@ -17,6 +27,8 @@ import sys
 from typing import Any
 
 SET_ENV, SITE_ENV = "GPUDASH_JOB_SET", "GPUDASH_JOB_SET_SITE"
+WATCH_ENV = "GPUDASH_JOB_WATCH_MODEL"
+MODEL_KEYS = ("autocast", "compile")  # applied to the model the optimizer steps, at the first step
 LOADER_KEYS = ("num_workers", "pin_memory", "persistent_workers", "prefetch_factor")
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -33,16 +45,22 @@ def _value(key: str, text: str) -> Any:
     return text.lower() in ("1", "true", "on", "yes")
 
 
-def _caller_site() -> str:
-    """``file:line`` of the first frame outside torch and this folder: where the loader was made."""
+def _caller_frame() -> Any:
+    """The first frame outside torch and this folder (where a loader was made, a model called)."""
     frame = sys._getframe(2)
     torch_dir = os.sep + "torch" + os.sep
     while frame is not None:
         name = frame.f_code.co_filename
         if torch_dir not in name and not name.startswith(_HERE) and not name.startswith("<"):
-            return f"{name}:{frame.f_lineno}"
+            return frame
         frame = frame.f_back  # type: ignore[assignment]
-    return ""
+    return None
+
+
+def _caller_site() -> str:
+    """``file:line`` of the first frame outside torch and this folder: where the loader was made."""
+    frame = _caller_frame()
+    return f"{frame.f_code.co_filename}:{frame.f_lineno}" if frame is not None else ""
 
 
 def install(torch: Any, loader_module: Any) -> None:
@@ -51,6 +69,10 @@ def install(torch: Any, loader_module: Any) -> None:
     only_at = os.environ.get(SITE_ENV, "")
     if "cudnn_benchmark" in settings:
         torch.backends.cudnn.benchmark = _value("cudnn_benchmark", settings["cudnn_benchmark"])
+    if "tf32" in settings:
+        on = _value("tf32", settings["tf32"])
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = on
+    _keep_optimizer_sites(torch)
     loader_settings = {k: _value(k, v) for k, v in settings.items() if k in LOADER_KEYS}
     cls = loader_module.DataLoader
     init, make_iter = cls.__init__, cls.__iter__
@@ -90,3 +112,115 @@ def _applicable(settings: dict[str, Any], given: dict[str, Any]) -> dict[str, An
 def site_of(it: Any) -> str:
     """The construction site of the loader an iterator came from ("" where not known)."""
     return str(getattr(it, "gpudash_site", "") or "")
+
+
+def _keep_optimizer_sites(torch: Any) -> None:
+    """Each optimizer keeps where it was constructed (``gpudash_site``): the line after which
+    ``compile``'s edit goes."""
+    cls = torch.optim.Optimizer
+    init = cls.__init__
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:  # noqa: N807 - the method it replaces
+        site = _caller_site()
+        init(self, *args, **kwargs)
+        self.__dict__.setdefault("gpudash_site", site)
+
+    cls.__init__ = __init__
+
+
+class ModelWatch:
+    """Until the first optimizer step, each outermost module call: the module, the line and name
+    it was called by, whether autocast was on and whether it ran compiled."""
+
+    def __init__(self, torch: Any) -> None:
+        self.torch, self.depth = torch, 0
+        self.calls: list[tuple[Any, str, str, bool, bool]] = []
+        hooks = torch.nn.modules.module
+        self.handles = [
+            hooks.register_module_forward_pre_hook(self._enter),
+            hooks.register_module_forward_hook(self._leave),
+        ]
+
+    def _enter(self, module: Any, _args: Any) -> None:
+        if self.depth == 0 and not any(m is module for m, *_ in self.calls):
+            frame = _caller_frame()
+            name = next((k for k, v in (frame.f_locals.items() if frame else ()) if v is module), "")
+            site = f"{frame.f_code.co_filename}:{frame.f_lineno}" if frame is not None else ""
+            autocast = any(_autocast_on(self.torch, kind) for kind in ("cuda", "cpu"))
+            compiling = getattr(getattr(self.torch, "compiler", None), "is_compiling", lambda: False)
+            compiled = "OptimizedModule" in type(module).__name__ or bool(compiling())  # torch.compile's wrapper
+            self.calls.append((module, site, name, autocast, compiled))
+        self.depth += 1
+
+    def _leave(self, _module: Any, _args: Any, _out: Any) -> None:
+        self.depth = max(self.depth - 1, 0)
+
+    def stop(self) -> None:
+        for handle in self.handles:
+            handle.remove()
+
+    def model_of(self, optimizer: Any) -> tuple[Any, str, str, bool, bool] | None:
+        """The outermost call whose module holds the most of ``optimizer``'s parameters."""
+        stepped = {id(p) for group in optimizer.param_groups for p in group["params"]}
+        scored = [(sum(id(p) in stepped for p in call[0].parameters()), i) for i, call in enumerate(self.calls)]
+        best = max(scored, default=(0, -1))
+        return self.calls[best[1]] if best[0] > 0 else None
+
+
+def _autocast_on(torch: Any, kind: str) -> bool:
+    try:
+        return bool(torch.is_autocast_enabled(kind))
+    except TypeError:  # an older torch: the CUDA one only
+        return kind == "cuda" and bool(torch.is_autocast_enabled())
+
+
+def watch_model(torch: Any) -> ModelWatch | None:
+    """A ``ModelWatch`` where the settings ask to change the model or ``tune`` asks what it does."""
+    settings = parse(os.environ.get(SET_ENV, ""))
+    wanted = any(k in settings for k in MODEL_KEYS) or os.environ.get(WATCH_ENV) == "1"
+    return ModelWatch(torch) if wanted else None
+
+
+def first_step(torch: Any, watch: ModelWatch | None, optimizer: Any, device: str) -> str:
+    """At the first step: what the job's model does (``autocast=…,compiled=…``, its forward's line
+    and name, the optimizer's line) and the model settings applied to it."""
+    if watch is None:
+        return ""
+    watch.stop()
+    found = watch.model_of(optimizer)
+    if found is None:
+        return "model=none"
+    module, site, name, autocast, compiled = found
+    said = [f"autocast={autocast}", f"compiled={compiled}", f"forward_at={site}", f"model_name={name}"]
+    said.append(f"optimizer_at={getattr(optimizer, 'gpudash_site', '')}")
+    settings = parse(os.environ.get(SET_ENV, ""))
+    if settings.get("autocast") == "bf16" and not autocast:
+        module.forward = _autocast_forward(torch, module.forward, device.split(":")[0])
+        said.append("applied_autocast=bf16")
+    if _value("compile", settings.get("compile", "false")) and not compiled:
+        module.compile()
+        said.append("applied_compile=True")
+    return ",".join(said)
+
+
+def _autocast_forward(torch: Any, forward: Any, kind: str) -> Any:
+    """``forward`` under bf16 autocast, its half-precision tensors back in float32 (as autocast runs
+    a loss: the job's loss, outside, sees the dtype it was written for)."""
+
+    def widened(value: Any) -> Any:
+        if isinstance(value, torch.Tensor):
+            return value.float() if value.dtype in (torch.bfloat16, torch.float16) else value
+        if type(value) is tuple:  # (a named tuple: another container, as it is)
+            return tuple(widened(v) for v in value)
+        if isinstance(value, list):
+            return [widened(v) for v in value]
+        if type(value) is dict:
+            return {k: widened(v) for k, v in value.items()}
+        return value  # another container (a model output class): as it is
+
+    def autocast_forward(*args: Any, **kwargs: Any) -> Any:
+        with torch.autocast(kind, dtype=torch.bfloat16):
+            out = forward(*args, **kwargs)
+        return widened(out)
+
+    return autocast_forward
