@@ -90,3 +90,16 @@ def test_killing_one_gpu_rank_ends_the_run_with_exit_1_and_no_process_left(tmp_p
     assert code == 1 and "rank 1 killed by SIGKILL" in err, err
     time.sleep(1.0)
     assert not [p for p in everyone if alive(p)]
+
+
+def test_a_two_gpu_diagnosis_measures_the_exposed_all_reduce(tmp_path: Path) -> None:
+    """Issue 55: rank 0's profiled window on two NCCL ranks gives the all-reduce's exposed part."""
+    import json
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH"))))}
+    argv = [sys.executable, "-m", "gpudash", "diagnose", "-w", "resnet50", "-b", "64", "--nproc", "2", "--json", "-q"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=600, cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    evidence = json.loads(done.stdout)["evidence"]
+    exposed = evidence.get("comm_exposed_ms")
+    assert exposed is not None and 0 <= exposed < evidence["step_ms"], evidence

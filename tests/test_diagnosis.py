@@ -147,6 +147,18 @@ def test_gpudash_diagnose_prints_the_verdict_as_json_and_writes_nothing(tmp_path
 
 
 @pytest.mark.slow
+def test_a_data_parallel_run_is_diagnosed_by_rank_0_while_the_other_ranks_step_with_it(tmp_path: Path) -> None:
+    """Issue 55: ``--nproc 2`` over gloo: rank 0 judges, rank 1 takes the same steps (their
+    all-reduces pair), and the run ends as a one-rank diagnosis does."""
+    (tmp_path / "slow.py").write_text(SLOW_LOADER)
+    argv = "diagnose -w slow.py:workload --device cpu -b 8 --nproc 2 --warmup 2 --json"
+    r = gpudash(*argv.split(), cwd=tmp_path, timeout=300)
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)
+    assert got["bound"] == "input-bound" and got["evidence"]["input_ms"] / got["evidence"]["step_ms"] >= INPUT_SHARE
+
+
+@pytest.mark.slow
 def test_record_diagnose_adds_the_verdict_as_an_event_row_and_a_line(tmp_path: Path) -> None:
     (tmp_path / "slow.py").write_text(SLOW_LOADER)
     r = gpudash(*"record out.csv -w slow.py:workload --device cpu -b 8 --duration 4 --diagnose 1".split(), cwd=tmp_path)

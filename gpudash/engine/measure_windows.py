@@ -140,9 +140,9 @@ def _trace_measured(loop: StepLoop, path: Path, fig: TraceFigures, start_s: floa
     loop.event(EventKind.MEASURED, what="trace", message=f"{message} → {path}", details=details)
 
 
-def _follow_window(loop: StepLoop, steps: int) -> None:
-    """A data-parallel rank other than 0 during rank 0's profiler window: the same steps (their
-    all-reduces pair with rank 0's), unprofiled, kept out of the samples as rank 0's are."""
+def _follow_window(loop: StepLoop, steps: int, what: str = "trace") -> None:
+    """A data-parallel rank other than 0 during rank 0's profiler or diagnosis window: the same
+    steps (their all-reduces pair with rank 0's), unprofiled, kept out of the samples as rank 0's are."""
     w = loop.workload
 
     def take_steps() -> None:
@@ -150,22 +150,24 @@ def _follow_window(loop: StepLoop, steps: int) -> None:
             w.step()
         w.drain()
 
-    measure_apart(loop, "trace", take_steps)
+    measure_apart(loop, what, take_steps)
     loop.count_steps_apart(steps)
 
 
 def diagnose(loop: StepLoop, steps: int) -> None:
     """A diagnosis window: ``steps`` steps timed apart (the wait for each batch, the syncs), then on
-    a GPU ``steps`` more under the profiler (how busy the GPU is; the trace is not kept); a
-    "measured" event (what=DIAGNOSIS) with the verdict (``gpudash.diagnosis.rules``) and its evidence."""
+    a GPU ``steps`` more under the profiler (how busy the GPU is, the all-reduce's exposed part;
+    the trace is not kept); a "measured" event (what=DIAGNOSIS) with the verdict
+    (``gpudash.diagnosis.rules``) and its evidence. In a data-parallel run rank 0 measures and
+    judges, the other ranks take the same steps with it (their all-reduces pair with its)."""
     from gpudash.diagnosis.rules import WINDOW_START
     from gpudash.diagnosis.rules import diagnose as classify
 
     w = loop.workload
-    if w.world_size > 1:
-        failed(loop, DIAGNOSIS, "a diagnosis of a data-parallel run is not supported: diagnose one rank (--nproc 1)")
-        return
     steps = max(1, min(steps, MAX_TRACE_STEPS))
+    if w.rank_info is not None and w.rank_info.rank != 0:  # rank 0 judges; the others step with it
+        _follow_window(loop, steps * (2 if w.on_cuda else 1), DIAGNOSIS)
+        return
     began = loop.now()  # the parent judges GPM's and NVML's figures from before this (WINDOW_START)
     evidence = measure_apart(loop, DIAGNOSIS, lambda: _evidence(loop, steps))
     if evidence is None:
