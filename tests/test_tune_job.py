@@ -23,6 +23,7 @@ from gpudash.tune.job_race import JobRace, Run, worker_ladder
 
 JOBS = Path(__file__).parent / "data" / "jobs"
 SLOW_READS = JOBS / "slow_reads.py"
+LOADER_LINE = next(n for n, x in enumerate(SLOW_READS.read_text().splitlines(), 1) if "loader = DataLoader(" in x)
 
 
 def _gpudash(*args: str, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess[str]:
@@ -186,7 +187,7 @@ def test_set_applies_to_the_training_loader_alone_and_changes_nothing_but_the_sp
     """Issue 56, item 4: the same losses whatever the loader's settings; an evaluation loader made
     elsewhere keeps what the job gave it."""
     job = ["--", sys.executable, str(SLOW_READS), "--steps", "60", "--read-ms", "0.2"]
-    site = ["--set", f"loader_site={SLOW_READS}:39"]
+    site = ["--set", f"loader_site={SLOW_READS}:{LOADER_LINE}"]
     losses: dict[str, str] = {}
     for name, sets in (("as written", []), ("workers", ["--set", "num_workers=2", *site]),
                        ("all", ["--set", "num_workers=2", "--set", "persistent_workers=on", "--set",
@@ -214,7 +215,7 @@ def test_tune_finds_the_workers_an_input_bound_job_lacks_and_names_the_line(tmp_
     assert int(doc["winner"]["settings"].get("num_workers", 0)) >= 2, done.stderr[-3000:]
     assert doc["speedup"]["verdict"] == "faster" and doc["speedup"]["low"] >= 2.0, doc["speedup"]
     (edit,) = [e for e in doc["edits"] if "DataLoader" in e["before"]]
-    assert edit["file"] == str(script) and edit["line"] == 39
+    assert edit["file"] == str(script) and edit["line"] == LOADER_LINE
     assert f"num_workers={doc['winner']['settings']['num_workers']}" in edit["after"]
     assert {"baseline", "winner", "speedup", "edits", "candidates"} <= set(doc)
     assert (tmp_path / "t" / "tune.md").read_text().count("| num_workers=") >= 2
@@ -227,7 +228,7 @@ def test_a_run_slower_than_the_best_is_stopped_early_with_its_rows_and_its_worke
     workers that use a small part of a CPU each, so the climb may go past the CPUs."""
     fast = Run("as written", (), samples=_steady(1e6))
     job = [sys.executable, str(SLOW_READS), "--steps", "1000000", "--read-ms", "2"]
-    settings = (("num_workers", "2"), (LOADER_SITE, f"{SLOW_READS}:39"))
+    settings = (("num_workers", "2"), (LOADER_SITE, f"{SLOW_READS}:{LOADER_LINE}"))
     run = job_race.run_once(job, settings, 12.0, tmp_path / "run.csv", beat=fast)
     assert run.error == "" and run.dropped and run.rate is not None and run.rate.mean < 1e5
     assert run.workers_seen >= 2 and run.worker_busy is not None and run.worker_busy < job_race.WAITING_BELOW
@@ -261,3 +262,31 @@ def test_set_autocast_and_compile_reach_the_model_the_optimizer_steps(tmp_path: 
     eager = float(run(*job)[1].split("loss=")[1])
     have, line = run("--set", "compile=true", *job)
     assert have["applied_compile"] == "True" and float(line.split("loss=")[1]) == pytest.approx(eager, rel=1e-4)
+
+
+def test_the_answer_says_what_the_winner_changes_beyond_the_speed() -> None:
+    """Issue 56, item 4: workers give a Dataset's per-sample draws other seeds; numerics change the numbers."""
+    base, workers = Run("as written", ()), Run("num_workers=4", (("num_workers", "4"),))
+    drawn = job_race.notes({"draws": "True", "num_workers": "0"}, base, workers)
+    assert len(drawn) == 1 and "differ in those draws only" in drawn[0]
+    assert job_race.notes({"draws": "False", "num_workers": "0"}, base, workers) == []
+    numerics = Run("autocast=bf16", (("autocast", "bf16"),))
+    assert "autocast change the numbers" in job_race.notes({"draws": "True"}, base, numerics)[0]
+
+
+@pytest.mark.slow
+def test_tunes_look_at_the_dataset_finds_its_random_draws_and_leaves_the_job_as_it_was(tmp_path: Path) -> None:
+    """The first step of a tune run reads one sample apart to see whether the Dataset draws random
+    numbers; the generators are put back, so the job's losses are those of a run without the look."""
+    job = ["--", sys.executable, str(SLOW_READS), "--steps", "40", "--read-ms", "0.1", "--random-draws"]
+    seen: dict[str, tuple[str, str]] = {}
+    for name, watch in (("plain", "0"), ("looked", "1")):
+        out = tmp_path / f"{name}.csv"
+        env = {**os.environ, "OMP_NUM_THREADS": "1", job_race.WATCH_ENV: watch}
+        argv = [sys.executable, "-m", "gpudash", "record", str(out), "-q", *job]
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=600, cwd=tmp_path, env=env)
+        assert done.returncode == 0, done.stderr[-2000:]
+        said = job_settings(json.loads(out.with_suffix(".json").read_text())["started"]["settings"])
+        seen[name] = (said.get("draws", ""), done.stdout.splitlines()[-1].split("loss=")[1])
+    assert seen["looked"][0] == "True" and seen["plain"][0] == ""  # a plain run does not look
+    assert seen["looked"][1] == seen["plain"][1]  # the same losses

@@ -326,6 +326,21 @@ def _estimate(e: Estimate | None) -> dict[str, float | None] | None:
     return None if e is None else {"mean": e.mean, "low": e.low, "high": e.high}
 
 
+def notes(have: dict[str, str], base: Run, winner: Run) -> list[str]:
+    """What the winner changes beyond the speed: a Dataset's random draws under workers, the numbers."""
+    out = []
+    workers = dict(winner.settings).get("num_workers")
+    if have.get("draws") == "True" and workers is not None and workers != have.get("num_workers"):
+        out.append(
+            "the job's Dataset draws random numbers for each sample: with workers each worker draws from its "
+            "own seed, so the job's numbers differ in those draws only"
+        )
+    changed = [k for k in ("tf32", "autocast", "compile") if k in dict(winner.settings)]
+    if changed:
+        out.append(f"{', '.join(changed)} change the numbers the job computes: compare its loss with the job's own")
+    return out
+
+
 def answer(base: Run, winner: Run, runs: list[Run], edits: list[job_edits.Edit]) -> dict[str, Any]:
     """``--json``'s document."""
     c = compare(base.rate, winner.rate) if base.rate and winner.rate else None
@@ -365,6 +380,7 @@ def write_files(out: Path, command: list[str], runs: list[Run], doc: dict[str, A
             "",
             f"- **Command:** `{' '.join(command)}`",
             f"- **Answer:** {sentence}",
+            *(f"- **Note:** {note}" for note in doc["notes"]),
             "",
             "| candidate | rate (95% interval) | error |",
             "|---|---|---|",
@@ -430,12 +446,12 @@ def main(argv: list[str]) -> int:
         if c is not None and winner is not base
         else "the job as written: no setting raced was faster"
     )
-    doc = answer(base, winner, race.runs, edits)
+    doc = {**answer(base, winner, race.runs, edits), "notes": notes(have, base, winner)}
     written = write_files(out, command, race.runs, doc, sentence)
     if args.json:
         print(json.dumps(doc, indent=2))
     elif not args.quiet:
-        print(sentence)
+        print("\n".join([sentence, *(f"note: {n}" for n in doc["notes"])]))
         for e in edits:
             print(f"  {e.file}:{e.line}: {e.before.strip()}  →  {e.after.strip()}")
     if args.diff:

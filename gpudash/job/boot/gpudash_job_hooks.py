@@ -222,6 +222,7 @@ class Hooks:
                 hooks.last_iterator = key
                 if not hooks.first_done:  # the training loader's arguments, as the first step finds them
                     hooks.loader_settings = _loader_settings(it)
+                    job_settings.seen(it)
             return batch
 
         return __next__

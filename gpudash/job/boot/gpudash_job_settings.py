@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import inspect
 import os
+import random
 import sys
+import weakref
 from typing import Any
 
 SET_ENV, SITE_ENV = "GPUDASH_JOB_SET", "GPUDASH_JOB_SET_SITE"
@@ -91,6 +93,7 @@ def install(torch: Any, loader_module: Any) -> None:
         it = make_iter(self)
         try:
             it.gpudash_site = self.__dict__.get("gpudash_site", "")
+            it.gpudash_dataset, it.gpudash_workers = self.dataset, self.num_workers
         except Exception:  # noqa: BLE001, S110 - an iterator that takes no attribute: no site
             pass
         return it
@@ -183,15 +186,18 @@ def watch_model(torch: Any) -> ModelWatch | None:
 
 def first_step(torch: Any, watch: ModelWatch | None, optimizer: Any, device: str) -> str:
     """At the first step: what the job's model does (``autocast=…,compiled=…``, its forward's line
-    and name, the optimizer's line) and the model settings applied to it."""
+    and name, the optimizer's line), whether its Dataset draws random numbers (``draws=…``), and
+    the model settings applied to it."""
     if watch is None:
         return ""
     watch.stop()
+    drew = _dataset_draws(torch)
+    draws = [f"draws={drew}"] if drew is not None else []
     found = watch.model_of(optimizer)
     if found is None:
-        return "model=none"
+        return ",".join(["model=none", *draws])
     module, site, name, autocast, compiled = found
-    said = [f"autocast={autocast}", f"compiled={compiled}", f"forward_at={site}", f"model_name={name}"]
+    said = [f"autocast={autocast}", f"compiled={compiled}", f"forward_at={site}", f"model_name={name}", *draws]
     said.append(f"optimizer_at={getattr(optimizer, 'gpudash_site', '')}")
     settings = parse(os.environ.get(SET_ENV, ""))
     if settings.get("autocast") == "bf16" and not autocast:
@@ -201,6 +207,49 @@ def first_step(torch: Any, watch: ModelWatch | None, optimizer: Any, device: str
         module.compile()
         said.append("applied_compile=True")
     return ",".join(said)
+
+
+_TRAINING: list[Any] = []  # a weak reference to the iterator of the latest batch before the first step
+
+
+def seen(it: Any) -> None:
+    """The iterator that handed out the latest batch before the first step (the training loader's)."""
+    try:
+        _TRAINING[:] = [weakref.ref(it)]
+    except TypeError:  # an iterator that takes no weak reference: not known
+        _TRAINING.clear()
+
+
+def _dataset_draws(torch: Any) -> bool | None:
+    """Whether the training loader's Dataset draws from the global random generators (torch's,
+    ``random``'s, numpy's) for a sample: one sample read apart, the generators put back after.
+    Only a map-style Dataset read without workers (where the job's own process draws); None where
+    that is not so or the read fails. Called at the first step of a ``tune`` run alone."""
+    it = _TRAINING[0]() if _TRAINING else None
+    dataset = getattr(it, "gpudash_dataset", None)
+    if dataset is None or getattr(it, "gpudash_workers", None) != 0 or not hasattr(dataset, "__getitem__"):
+        return None
+    states = _generators(torch)
+    try:
+        dataset[0]
+        return not _same(states, _generators(torch))
+    except Exception:  # noqa: BLE001 - an iterable or odd Dataset: not known
+        return None
+    finally:
+        torch.set_rng_state(states[0])
+        random.setstate(states[1])
+        if states[2] is not None:
+            sys.modules["numpy"].random.set_state(states[2])
+
+
+def _generators(torch: Any) -> tuple[Any, Any, Any]:
+    numpy = sys.modules.get("numpy")
+    return torch.get_rng_state(), random.getstate(), numpy.random.get_state() if numpy is not None else None
+
+
+def _same(a: tuple[Any, Any, Any], b: tuple[Any, Any, Any]) -> bool:
+    same_numpy = a[2] is None or (a[2][1].tobytes(), a[2][2]) == (b[2][1].tobytes(), b[2][2])
+    return bool(a[0].equal(b[0])) and a[1] == b[1] and same_numpy
 
 
 def _autocast_forward(torch: Any, forward: Any, kind: str) -> Any:

@@ -1,6 +1,6 @@
 """A user's loop whose Dataset waits on reads (a sleep per sample, as storage or the network
 would), with no DataLoader workers and pinned memory: input-bound on any machine.
-``slow_reads.py [--steps N] [--workers K] [--read-ms MS]``; prints its loaders' worker counts, then
+``slow_reads.py [--steps N] [--workers K] [--read-ms MS] [--random-draws]``; prints its loaders' worker counts, then
 ``JOB steps=N samples_per_s=X loss=L`` (the last step's: the same whatever its loader's settings)."""
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from torch.utils.data import DataLoader, Dataset
 class SlowReads(Dataset[tuple[torch.Tensor, torch.Tensor]]):
     """Each sample waits ``read_s`` before it is there (a read, not CPU work)."""
 
-    def __init__(self, n: int, read_s: float) -> None:
-        self.n, self.read_s = n, read_s
+    def __init__(self, n: int, read_s: float, random_draws: bool = False) -> None:
+        self.n, self.read_s, self.random_draws = n, read_s, random_draws
 
     def __len__(self) -> int:
         return self.n
@@ -25,7 +25,10 @@ class SlowReads(Dataset[tuple[torch.Tensor, torch.Tensor]]):
     def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
         time.sleep(self.read_s)
         g = torch.Generator().manual_seed(i)
-        return torch.randn(16, generator=g), torch.randn(1, generator=g)
+        x = torch.randn(16, generator=g)
+        if self.random_draws:  # a per-sample augmentation from the global generator
+            x = x + 0.01 * torch.rand(16)
+        return x, torch.randn(1, generator=g)
 
 
 def main() -> int:
@@ -34,10 +37,14 @@ def main() -> int:
     p.add_argument("--workers", type=int, default=0)
     p.add_argument("--read-ms", type=float, default=1.0)
     p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--random-draws", action="store_true", help="each sample draws from torch's global generator")
     args = p.parse_args()
     torch.manual_seed(0)
     loader = DataLoader(
-        SlowReads(10**6, args.read_ms / 1000), batch_size=args.batch, num_workers=args.workers, pin_memory=True
+        SlowReads(10**6, args.read_ms / 1000, args.random_draws),
+        batch_size=args.batch,
+        num_workers=args.workers,
+        pin_memory=True,
     )
     evaluation = DataLoader(SlowReads(64, 0.0), batch_size=16)  # made apart: --set leaves it as it is
     print(f"JOB loaders train_workers={loader.num_workers} eval_workers={evaluation.num_workers}", flush=True)
