@@ -208,6 +208,7 @@ def test_select_by_uuid(install: Install) -> None:
     s.open()
     assert s.select(uuid="0000-1") and s.info.index == 1
     assert not s.select(uuid="nope") and s.info.index == 1
+    assert s.index_of("GPU-0000-1") == 1 and s.index_of("nope") is None and s.index_of("") is None  # a rank's GPU
 
 
 def test_decode_throttle_and_index_hint(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -16,14 +16,14 @@ from pathlib import Path
 import pytest
 
 from gpudash.cli import main
-from gpudash.core.protocol import WORLD, Event, EventKind, RankSample, RunConfig, Sample
-from gpudash.core.world_event import clock_zero, host_of
+from gpudash.core.protocol import WORLD, Event, EventKind, GpuReading, GpuSample, RankSample, RunConfig, Sample
+from gpudash.core.world_event import clock_zero, gpu_words, host_of, rank_gpus
 from gpudash.job.steps import LAG_S, JobSamples, StepRecord
 from gpudash.job.world import JobWorld
 from gpudash.recording.csvformat import RowParser, header, rank_row
 from gpudash.recording.record import CsvRecorder, run_metadata
 from gpudash.report.load import load_run
-from gpudash.report.world import join
+from gpudash.report.world import join, markdown
 
 RUN_ID = "run-7f3a"
 JOBS = Path(__file__).parent / "data" / "jobs"
@@ -88,17 +88,33 @@ def test_a_rank_row_reads_back_as_the_rank_sample_written() -> None:
     assert parsed == [r]
 
 
-def _node_recording(path: Path, node: int, ranks: tuple[int, ...], zero: float, step_ms: dict[int, float]) -> None:
+def _node_recording(
+    path: Path,
+    node: int,
+    ranks: tuple[int, ...],
+    zero: float,
+    step_ms: dict[int, float],
+    gpu_util: dict[int, float] | None = None,
+) -> None:
     """One node's recording of a torchrun run, as ``gpudash record`` writes it: its world event,
-    rank 0's samples (on node 0) and a ``rank`` row a second for each of its ranks."""
-    rec = CsvRecorder(str(path), run_metadata(RunConfig(workload="train.py", variant="job"), None, device="cpu"))
+    rank 0's samples (on node 0) and a ``rank`` row a second for each of its ranks; with
+    ``gpu_util`` (NVML index: kernel-active %), its per-GPU columns, each rank on the GPU of its
+    place among the node's ranks, as the world event says."""
+    gpus = sorted(gpu_util or {})
+    meta = run_metadata(RunConfig(workload="train.py", variant="job"), None, device="cpu", gpus_sampled=gpus)
+    rec = CsvRecorder(str(path), meta)
     details = {"workload": "train.py", "variant": "job", "batch_size": "32", "device": "cpu", "knobs": "none"}
     rec.on_message(Event(0.5, EventKind.STARTED, message="python train.py on cpu", details=details))
     where = f"torchrun run {RUN_ID}: node {node} (host host{node}), ranks {', '.join(map(str, ranks))} of 4"
     message = f"{where}; time 0 at unix {zero:.3f}"
+    if gpus:
+        message += "; " + gpu_words(dict(zip(ranks, gpus, strict=False)))
     rec.on_message(Event(0.6, EventKind.MEASURED, what=WORLD, before=str(node), after=RUN_ID, message=message))
     for second in range(1, 21):
         t = float(second)
+        if gpu_util:
+            readings = tuple(GpuReading(i, gpu_util_pct=u) for i, u in gpu_util.items())
+            rec.on_message(GpuSample(t - 0.5, gpu_util_pct=gpu_util[gpus[0]], per_gpu=readings))
         figures = (second * 10, second * 320, 1.0, 10.0, 320.0, 100.0, 110.0, None)
         rec.on_message(Sample(t, "train.py", "job", 32, *figures, world_size=4))
         for rank in ranks:
@@ -131,6 +147,36 @@ def test_report_joins_the_nodes_of_one_run_into_one_world_on_one_clock(
     assert f"## World: torchrun run {RUN_ID} (2 node(s), 4 ranks)" in md
     assert "slowest rank 3 (node 1, host host1): 140 ms a step, 1.41× rank 0's" in md
     assert "Between runs" not in md
+
+
+def test_each_rank_gets_the_figures_of_its_own_gpu_on_its_own_node(tmp_path: Path) -> None:
+    """Issue 55: every rank's GPU side by side, whichever node's recording watched it."""
+    step_ms = {0: 100.0, 1: 100.0, 2: 100.0, 3: 100.0}
+    a, b = tmp_path / "node0.csv", tmp_path / "node1.csv"
+    _node_recording(a, 0, (0, 1), 1_764_000_000.0, step_ms, gpu_util={0: 91.0, 1: 88.0})
+    _node_recording(b, 1, (2, 3), 1_764_000_000.0, step_ms, gpu_util={4: 97.0, 5: 42.0})  # ranks on GPUs 4 and 5
+    (w,) = join([load_run(a), load_run(b)])
+    assert [(r.rank, r.gpu, r.gpu_util_pct) for r in w.ranks] == [
+        (0, 0, 91.0),
+        (1, 1, 88.0),
+        (2, 4, 97.0),
+        (3, 5, 42.0),
+    ]
+    assert "| 3 | 1 | host1 | " in "\n".join(markdown(w)) and "| 5 | 42 |" in "\n".join(markdown(w))
+    assert rank_gpus("…; time 0 at unix 1.000; GPUs by rank (NVML index) 2:4 3:5") == {2: 4, 3: 5}
+
+
+def test_a_ranks_first_step_names_its_gpu_in_the_world_event() -> None:
+    uuids = {"GPU-aaa": 0, "GPU-bbb": 3}
+    world = JobWorld(time.monotonic(), uuids.get)
+    world.hello(_hello(0, 0))
+    world.hello(_hello(1, 0))
+    first = world.event(1.0, 2)
+    assert first is not None and "GPUs by rank" not in first.message
+    world.first({"k": "first", "rank": 1, "gpu_uuid": "GPU-bbb"})
+    world.first({"k": "first", "rank": 0, "gpu_uuid": "GPU-aaa"})
+    again = world.event(2.0, 2)  # told again: the ranks' GPUs are known now
+    assert again is not None and rank_gpus(again.message) == {0: 0, 1: 3} and world.event(3.0, 2) is None
 
 
 def test_recordings_of_different_runs_are_still_compared(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

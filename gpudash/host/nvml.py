@@ -241,6 +241,11 @@ class NvmlSampler:
             finally:
                 self._lock.release()
 
+    def index_of(self, uuid: str) -> int | None:
+        """The NVML index of the GPU with ``uuid`` (a rank's device), None where it is not here."""
+        want = _norm_uuid(uuid) if uuid else ""
+        return self._uuids.index(want) if want and want in self._uuids else None
+
     def select(self, *, index: int | None = None, uuid: str | None = None) -> bool:
         """Sample another GPU (by NVML index or UUID); True if it changed."""
         if not self.info.available or self._nvml is None:

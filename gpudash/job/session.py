@@ -117,7 +117,7 @@ class JobSession:
         self.watch.stall_min_s = config.stall_after_s
         self.stops = JobStops(self.process, self.watch, lambda text: self._error("job", text))  # Ctrl-Z, SIGTTOU
         self._last_poll = self.t0
-        self.world = JobWorld(self.t0)  # where a data-parallel job's ranks run, each one's windows, the straggler
+        self.world = JobWorld(self.t0, self.sampler.index_of)  # where the ranks run, their GPUs, windows, straggler
 
     # -- EngineSource ------------------------------------------------------------------------------
     log_path: str | None = None  # the job's output is its own: on the terminal, or in the dashboard's pane
@@ -236,7 +236,7 @@ class JobSession:
             self.process.add_group(_int(m.get("pgid"), 0))
             self.world.hello(m)
         elif kind == "first":
-            self._first[rank] = m
+            self._first[rank] = self.world.first(m)
             self.intake.first(m, rank, _int(m.get("pid"), 0), now)
             self._hello.setdefault(_int(m.get("pid"), 0), m)
             self.samples.world_size = max(self.samples.world_size, _int(m.get("world"), 1))

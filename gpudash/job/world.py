@@ -6,19 +6,22 @@ node; each says once, in a "measured" event whose ``what`` is ``WORLD``, which p
 run it sees and where its clock's zero is in Unix time, so that ``gpudash report`` (and
 ``replay``) can join the nodes' recordings into one world on one clock. Every closed window gives
 each rank's ``RankSample`` (the CSV's ``rank`` rows), with its node and the exposed all-reduce of
-its latest profiler window. Torch-free.
+its latest profiler window. The event also maps each rank to the NVML index of its GPU
+(``rank_gpus``: "0:0,1:1", from the GPU UUID of its first step), so a node's per-GPU columns
+give each rank's GPU figures. Torch-free.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from gpudash.core.protocol import WORLD, Event, EventKind, Message, RankSample
 from gpudash.core.textfmt import strip_controls
-from gpudash.core.world_event import CLOCK_WORDS
+from gpudash.core.world_event import CLOCK_WORDS, RANK_GPUS, gpu_words
 from gpudash.job.stragglers import StragglerWatch
 
 if TYPE_CHECKING:
@@ -46,11 +49,13 @@ class JobWorld:
     """The places of a job's ranks (from their hellos) and the exposed all-reduce of each rank's
     latest profiler window; ``t0``: the session's clock zero (monotonic)."""
 
-    def __init__(self, t0: float) -> None:
+    def __init__(self, t0: float, gpu_index: Callable[[str], int | None] | None = None) -> None:
         self.t0 = t0
         self.places: dict[int, RankPlace] = {}
         self.exposed_ms: dict[int, float] = {}
-        self._told: frozenset[int] = frozenset()
+        self.gpus: dict[int, int] = {}  # each rank's GPU, by the NVML index gpudash samples it at
+        self._gpu_index = gpu_index
+        self._told: tuple[frozenset[int], frozenset[tuple[int, int]]] = (frozenset(), frozenset())
         self.stragglers = StragglerWatch()  # the rank the others wait for
         self._windows_seen = 0
 
@@ -63,6 +68,14 @@ class JobWorld:
         run_id = strip_controls(str(m.get("run_id") or ""))[:200]
         self.places[rank] = RankPlace(rank, _int_or_none(m.get("node")), host, run_id)
 
+    def first(self, m: dict[str, Any]) -> dict[str, Any]:
+        """A rank's first step (``m``, returned): the GPU it runs on, where this machine has it."""
+        rank, uuid = _int_or_none(m.get("rank")), str(m.get("gpu_uuid") or "")
+        index = self._gpu_index(uuid) if self._gpu_index is not None and uuid else None
+        if rank is not None and index is not None:
+            self.gpus[rank] = index
+        return m
+
     def traced(self, rank: int, exposed_ms: float | None) -> None:
         """A profiler window of ``rank``: its exposed all-reduce a step (None: no collective in it)."""
         if exposed_ms is not None:
@@ -71,9 +84,10 @@ class JobWorld:
     def event(self, time_s: float, world_size: int) -> Event | None:
         """The ``WORLD`` event, when a torchrun job's ranks here are known and not told yet."""
         here = frozenset(r for r, p in self.places.items() if p.run_id)
-        if not here or here == self._told:
-            return None
-        self._told = here
+        told = (here, frozenset(self.gpus.items()))
+        if not here or told == self._told:
+            return None  # (told again when a rank's GPU becomes known)
+        self._told = told
         first = self.places[min(here)]
         node = "" if first.node is None else str(first.node)
         zero = time.time() - (time.monotonic() - self.t0)
@@ -82,6 +96,9 @@ class JobWorld:
         message = f"torchrun run {first.run_id}: {where}, ranks {ranks} of {world_size}; {CLOCK_WORDS} {zero:.3f}"
         details = {"run_id": first.run_id, "node": node, "host": first.host, "ranks": ranks}
         details.update(world_size=str(world_size), clock_unix=f"{zero:.3f}")
+        if gpus := gpu_words({r: i for r, i in self.gpus.items() if r in here}):
+            message += f"; {gpus}"
+            details[RANK_GPUS] = gpus
         return Event(time_s, EventKind.MEASURED, what=WORLD, before=node, after=first.run_id, message=message,
                      details=details)  # fmt: skip
 

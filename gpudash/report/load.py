@@ -91,6 +91,7 @@ class Timeline:
     gpu_time_s: list[float] = field(default_factory=list)
     gpu_util_pct: list[float] = field(default_factory=list)
     markers: list[Marker] = field(default_factory=list)
+    per_gpu_util: dict[int, list[tuple[float, float]]] = field(default_factory=dict)  # NVML index: (time s, %)
 
 
 @dataclass(frozen=True)
@@ -228,6 +229,9 @@ def _recording(p: Path, header: list[str], rows: Rows, sidecar: Sidecar) -> Run:
             if msg.gpu_util_pct is not None:
                 timeline.gpu_time_s.append(msg.time_s)
                 timeline.gpu_util_pct.append(msg.gpu_util_pct)
+            for reading in msg.per_gpu:
+                if reading.gpu_util_pct is not None:
+                    timeline.per_gpu_util.setdefault(reading.index, []).append((msg.time_s, reading.gpu_util_pct))
         elif isinstance(msg, Sample):
             if msg.workload is None or msg.variant is None or msg.batch_size is None:
                 raise ReportInputError(f"{p}: line {number} is a sample without workload, variant or batch size")

@@ -5,7 +5,8 @@ event names the run's rendezvous id, its node and where its clock's zero is in U
 (``gpudash.job.world``). ``join`` groups the recordings of one run id (a recording of several
 ranks without one, ``--nproc`` or a one-node torchrun job, is a world of its own), places each
 node's ``rank`` rows on one clock (the earliest node's), and takes each rank's figures over the
-span every node recorded: the world's samples/s (the ranks' sum), the slowest rank and its node.
+span every node recorded: the world's samples/s (the ranks' sum), the slowest rank and its node,
+and each rank's GPU (its NVML index, from the world event) with that GPU's utilisation over the span.
 Torch-free.
 """
 
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 
 from gpudash.core.protocol import RankSample
 from gpudash.core.textfmt import fmt_num, strip_controls
-from gpudash.core.world_event import clock_zero, host_of
+from gpudash.core.world_event import clock_zero, host_of, rank_gpus
 from gpudash.report.load import Run
 
 
@@ -35,6 +36,8 @@ class RankFigures:
     step_ms_p50: float | None  # the median of its windows' medians
     input_wait_pct: float | None
     allreduce_exposed_ms: float | None  # its latest profiler window's
+    gpu: int | None = None  # the NVML index of its GPU on its node (the world event's), where known
+    gpu_util_pct: float | None = None  # that GPU's kernel-active % over the span, from its node's per-GPU columns
 
     def where(self) -> str:
         """ "rank 3 (node 1, host b)"."""
@@ -50,6 +53,7 @@ class NodeFile:
     host: str
     file: str
     offset_s: float
+    gpus: tuple[tuple[int, int], ...] = ()  # (rank, NVML index) of its ranks, where its world event names them
 
 
 @dataclass(frozen=True)
@@ -115,23 +119,34 @@ def _world(key: str, runs: list[Run]) -> World:
     first = min(known, default=0.0)
     nodes = tuple(
         NodeFile(
-            _node_of(r), host_of(r.world.message) if r.world else "", r.name, (z - first) if z is not None else 0.0
+            _node_of(r),
+            host_of(r.world.message) if r.world else "",
+            r.name,
+            (z - first) if z is not None else 0.0,
+            tuple(sorted(rank_gpus(r.world.message).items())) if r.world else (),
         )
         for r, z in zip(runs, zeros, strict=True)
     )
     placed: dict[int, tuple[NodeFile, list[RankSample]]] = {}
+    util: dict[int, list[tuple[float, float]]] = {}  # each rank's GPU's readings, on the world's clock
     for run, node in zip(runs, nodes, strict=True):
         for sample in run.ranks:
             placed.setdefault(sample.rank, (node, []))[1].append(sample)
+        series = run.timeline.per_gpu_util if run.timeline is not None else {}
+        for rank, index in node.gpus:
+            util[rank] = [(node.offset_s + t, v) for t, v in series.get(index, [])]
     starts = [node.offset_s + min(s.time_s for s in rows) for node, rows in placed.values()]
     ends = [node.offset_s + max(s.time_s for s in rows) for node, rows in placed.values()]
     span = (max(starts), min(ends)) if max(starts) < min(ends) else (min(starts), max(ends))
-    ranks = tuple(_rank(rank, node, rows, span) for rank, (node, rows) in sorted(placed.items()))
+    ranks = tuple(_rank(rank, node, rows, span, util.get(rank, [])) for rank, (node, rows) in sorted(placed.items()))
     return World("" if key.startswith("file:") else key, nodes, ranks, span)
 
 
-def _rank(rank: int, node: NodeFile, rows: list[RankSample], span: tuple[float, float]) -> RankFigures:
+def _rank(
+    rank: int, node: NodeFile, rows: list[RankSample], span: tuple[float, float], util: list[tuple[float, float]]
+) -> RankFigures:
     inside = [s for s in rows if span[0] <= node.offset_s + s.time_s <= span[1]] or rows
+    busy = [v for t, v in util if span[0] <= t <= span[1]] or [v for _, v in util]
     where = next((s.node for s in reversed(rows) if s.node is not None), node.node)
     exposed = next((s.allreduce_exposed_ms for s in reversed(rows) if s.allreduce_exposed_ms is not None), None)
     return RankFigures(
@@ -145,6 +160,8 @@ def _rank(rank: int, node: NodeFile, rows: list[RankSample], span: tuple[float, 
         _median([s.step_ms_p50 for s in inside]),
         _mean([s.input_wait_pct for s in inside]),
         exposed,
+        dict(node.gpus).get(rank),
+        statistics.fmean(busy) if busy else None,
     )
 
 
@@ -179,15 +196,18 @@ def markdown(world: World) -> list[str]:
     lines += [
         f"Each rank over the {world.span_s[1] - world.span_s[0]:.1f} s every node recorded "
         "(steps/s and samples/s: means of its windows; step time: their median; exposed all-reduce: "
-        "its latest profiler window's).",
+        "its latest profiler window's; GPU: its NVML index on its node, and that GPU's kernel-active % "
+        "from the node's per-GPU columns).",
         "",
-        "| rank | node | host | steps/s | samples/s | step ms p50 | input wait % | exposed all-reduce ms | file |",
-        "|--:|--:|---|--:|--:|--:|--:|--:|---|",
+        "| rank | node | host | steps/s | samples/s | step ms p50 | input wait % | exposed all-reduce ms "
+        "| GPU | GPU util % | file |",
+        "|--:|--:|---|--:|--:|--:|--:|--:|--:|--:|---|",
     ]
     for r in world.ranks:
         cells = [str(r.rank), "–" if r.node is None else str(r.node), strip_controls(r.host) or "–"]
         cells += [_cell(r.steps_per_s), fmt_num(r.samples_per_s) if r.samples_per_s is not None else "–"]
-        cells += [_cell(r.step_ms_p50), _cell(r.input_wait_pct, ".0f"), _cell(r.allreduce_exposed_ms), r.file]
+        cells += [_cell(r.step_ms_p50), _cell(r.input_wait_pct, ".0f"), _cell(r.allreduce_exposed_ms)]
+        cells += ["–" if r.gpu is None else str(r.gpu), _cell(r.gpu_util_pct, ".0f"), r.file]
         lines.append("| " + " | ".join(cells) + " |")
     return [*lines, "", strip_controls(world.sentence()) + ".", ""]
 
