@@ -16,6 +16,7 @@ import pytest
 
 from gpudash.diagnosis.rules import job_settings
 from gpudash.job.settings import LOADER_SITE, SET_ENV, SITE_ENV, SettingError, Settings, describe, job_env, parse_set
+from gpudash.report.load import load_run
 from gpudash.stats.comparison import Estimate, estimate_from_batches
 from gpudash.tune import job_race
 from gpudash.tune.job_edits import edits, unified_diff
@@ -290,3 +291,17 @@ def test_tunes_look_at_the_dataset_finds_its_random_draws_and_leaves_the_job_as_
         seen[name] = (said.get("draws", ""), done.stdout.splitlines()[-1].split("loss=")[1])
     assert seen["looked"][0] == "True" and seen["plain"][0] == ""  # a plain run does not look
     assert seen["looked"][1] == seen["plain"][1]  # the same losses
+
+
+@pytest.mark.slow
+def test_a_job_without_a_dataloader_keeps_its_metadata_for_tune_and_report(tmp_path: Path) -> None:
+    """A loop over one tensor (no batches counted) wrote batch size 0, which made its run.json
+    unreadable: tune then saw nothing of what the job does and raced nothing."""
+    job = [sys.executable, str(JOBS / "many_ops.py"), "--steps", "80", "--depth", "20"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", job_race.WATCH_ENV: "1"}
+    argv = [sys.executable, "-m", "gpudash", "record", str(tmp_path / "r.csv"), "-q", "--", *job]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=600, cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    recorded = load_run(tmp_path / "r.csv")
+    assert recorded.notes == () and recorded.meta["config"]["batch_size"] is None
+    assert job_settings(recorded.meta["started"]["settings"])["autocast"] == "False"  # so tune may race it

@@ -130,7 +130,7 @@ def started_metadata(details: dict[str, str], meta: dict[str, Any]) -> dict[str,
     started = typed_details(details)
     config = dict(meta.get("config") or {})
     for key in ("workload", "variant", "batch_size", "image_size", "workers"):
-        if config.get(key) is None and started.get(key) not in (None, ""):
+        if config.get(key) is None and started.get(key) not in (None, "", 0):  # 0: a job's batches not counted
             config[key] = started[key]
     return {
         "torch_version": details.get("torch") or meta.get("torch_version"),
