@@ -15,12 +15,14 @@ steps: ``tf32`` at once (TF32 matmuls and convolutions); ``autocast=bf16`` wraps
 hooks that, until the first step, keep each outermost module call (the module, the line that
 called it and the name it has there, whether autocast was on, whether it was being compiled);
 it runs only where one of these is asked or ``GPUDASH_JOB_WATCH_MODEL=1`` (``tune`` reads what the
-job does), so a plain run's modules are never hooked. Each optimizer keeps its construction site.
-Standard library and the job's own torch only.
+job does), so a plain run's modules are never hooked; then each optimizer keeps its construction
+site too. Nothing these looks do may fail the job: a look that fails is left out. Standard library
+and the job's own torch only.
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
 import os
 import random
@@ -74,7 +76,8 @@ def install(torch: Any, loader_module: Any) -> None:
     if "tf32" in settings:
         on = _value("tf32", settings["tf32"])
         torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = on
-    _keep_optimizer_sites(torch)
+    if _watching():
+        _keep_optimizer_sites(torch)
     loader_settings = {k: _value(k, v) for k, v in settings.items() if k in LOADER_KEYS}
     cls = loader_module.DataLoader
     init, make_iter = cls.__init__, cls.__iter__
@@ -123,6 +126,7 @@ def _keep_optimizer_sites(torch: Any) -> None:
     cls = torch.optim.Optimizer
     init = cls.__init__
 
+    @functools.wraps(init)
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:  # noqa: N807 - the method it replaces
         site = _caller_site()
         init(self, *args, **kwargs)
@@ -145,15 +149,21 @@ class ModelWatch:
         ]
 
     def _enter(self, module: Any, _args: Any) -> None:
-        if self.depth == 0 and not any(m is module for m, *_ in self.calls):
-            frame = _caller_frame()
-            name = next((k for k, v in (frame.f_locals.items() if frame else ()) if v is module), "")
-            site = f"{frame.f_code.co_filename}:{frame.f_lineno}" if frame is not None else ""
-            autocast = any(_autocast_on(self.torch, kind) for kind in ("cuda", "cpu"))
-            compiling = getattr(getattr(self.torch, "compiler", None), "is_compiling", lambda: False)
-            compiled = "OptimizedModule" in type(module).__name__ or bool(compiling())  # torch.compile's wrapper
-            self.calls.append((module, site, name, autocast, compiled))
+        try:
+            if self.depth == 0 and not any(m is module for m, *_ in self.calls):
+                self.calls.append(self._call(module))
+        except Exception:  # noqa: BLE001, S110 - a look that fails must not fail the job's forward
+            pass
         self.depth += 1
+
+    def _call(self, module: Any) -> tuple[Any, str, str, bool, bool]:
+        frame = _caller_frame()
+        name = next((k for k, v in (frame.f_locals.items() if frame else ()) if v is module), "")
+        site = f"{frame.f_code.co_filename}:{frame.f_lineno}" if frame is not None else ""
+        autocast = any(_autocast_on(self.torch, kind) for kind in ("cuda", "cpu"))
+        compiling = getattr(getattr(self.torch, "compiler", None), "is_compiling", lambda: False)
+        compiled = "OptimizedModule" in type(module).__name__ or bool(compiling())  # torch.compile's wrapper
+        return module, site, name, autocast, compiled
 
     def _leave(self, _module: Any, _args: Any, _out: Any) -> None:
         self.depth = max(self.depth - 1, 0)
@@ -177,11 +187,15 @@ def _autocast_on(torch: Any, kind: str) -> bool:
         return kind == "cuda" and bool(torch.is_autocast_enabled())
 
 
-def watch_model(torch: Any) -> ModelWatch | None:
-    """A ``ModelWatch`` where the settings ask to change the model or ``tune`` asks what it does."""
+def _watching() -> bool:
+    """Whether the settings ask to change the model or ``tune`` asks what the job does."""
     settings = parse(os.environ.get(SET_ENV, ""))
-    wanted = any(k in settings for k in MODEL_KEYS) or os.environ.get(WATCH_ENV) == "1"
-    return ModelWatch(torch) if wanted else None
+    return any(k in settings for k in MODEL_KEYS) or os.environ.get(WATCH_ENV) == "1"
+
+
+def watch_model(torch: Any) -> ModelWatch | None:
+    """A ``ModelWatch`` where ``_watching()``; None (nothing hooked) otherwise."""
+    return ModelWatch(torch) if _watching() else None
 
 
 def first_step(torch: Any, watch: ModelWatch | None, optimizer: Any, device: str) -> str:
@@ -191,6 +205,13 @@ def first_step(torch: Any, watch: ModelWatch | None, optimizer: Any, device: str
     if watch is None:
         return ""
     watch.stop()
+    try:
+        return _first_step(torch, watch, optimizer, device)
+    except Exception:  # noqa: BLE001 - a look or a setting that fails leaves the job as it is
+        return "model=unknown"
+
+
+def _first_step(torch: Any, watch: ModelWatch, optimizer: Any, device: str) -> str:
     drew = _dataset_draws(torch)
     draws = [f"draws={drew}"] if drew is not None else []
     found = watch.model_of(optimizer)
