@@ -71,10 +71,11 @@ def _race_with(
     busy: float,
     job_has: str = "autocast=False,compiled=False",
     allow: bool = False,
+    cpus: int = 2,
 ) -> list[str]:
     """A race over stand-in runs (``rates``: samples/s by worker count, 0 the job as written; each
     worker ``busy`` of a CPU; ``job_has``: what the job's first step says of its model; ``allow``:
-    ``--allow-numerics --allow-compile``) on 2 CPUs; the settings of the runs it made, in order."""
+    ``--allow-numerics --allow-compile``) on ``cpus`` CPUs; the settings of the runs it made, in order."""
 
     def fake_run(
         command: list[str], settings: Settings, seconds: float, path: Path, beat: Run | None = None, watch: bool = False
@@ -88,7 +89,7 @@ def _race_with(
         return run
 
     monkeypatch.setattr(job_race, "run_once", fake_run)
-    monkeypatch.setattr(job_race.os, "sched_getaffinity", lambda pid: {0, 1})
+    monkeypatch.setattr(job_race.os, "sched_getaffinity", lambda pid: set(range(cpus)))
     args = argparse.Namespace(seconds=10.0, max_minutes=60.0, quiet=True, allow_numerics=allow, allow_compile=allow)
     race = JobRace(["python", "train.py"], args, tmp_path)
     race.race()
@@ -106,6 +107,8 @@ def test_the_climb_goes_on_past_one_slower_worker_and_past_the_cpus_only_while_t
     ]
     computing = _race_with(monkeypatch, tmp_path, rates, busy=0.9)
     assert "num_workers=4" not in computing and "num_workers=2" in computing  # 2 CPUs: no more
+    one_cpu = _race_with(monkeypatch, tmp_path, rates, busy=0.1, cpus=1)  # one worker slower, but waiting
+    assert "num_workers=2" in one_cpu and "num_workers=4" in one_cpu
 
 
 SCRIPT = """import torch

@@ -260,12 +260,14 @@ class JobRace:
 
     def climb(self, base: Run, have: dict[str, str], site: Settings) -> Run:
         """The worker count, climbed in powers of two while faster: up to this machine's CPUs a
-        rank, and past them while the best count's workers mostly wait (under half a CPU each)."""
+        rank, and past them while the workers mostly wait (under half a CPU each: the best count's,
+        or the latest count's where the best has none)."""
         cpus = max(len(os.sched_getaffinity(0)) // max(self.ranks, 1), 1)
         best, stale = base, 0  # counts in a row that were not faster: one worker may be slower than none
         for workers in worker_ladder(int(have["num_workers"] or 0), cpus):
-            if workers > cpus and not waiting(best):
-                _say(self.args.quiet, f"num_workers past {cpus}: not tried: {computing(best, cpus)}")
+            seen = next((r for r in (best, *reversed(self.runs)) if r.worker_busy is not None), best)
+            if workers > cpus and not waiting(seen):  # (the workers' use: the best count's, else the latest)
+                _say(self.args.quiet, f"num_workers past {cpus}: not tried: {computing(seen, cpus)}")
                 break
             run = self.measure((("num_workers", str(workers)), *site), beat=best)
             if run is None:
