@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from gpudash.core.protocol import Diagnose, Event, EventKind
+from gpudash.diagnosis import remedies
 from gpudash.diagnosis.rules import INPUT_SHARE, MANY_SYNCS, Bound, Evidence, diagnose
 from gpudash.engine.loop import StepLoop
 from tests.test_record import gpudash
@@ -167,6 +168,8 @@ def test_record_diagnose_adds_the_verdict_as_an_event_row_and_a_line(tmp_path: P
     with open(tmp_path / "out.csv", newline="") as f:
         rows = [row for row in csv.DictReader(f) if row["event_what"] == "diagnosis"]
     assert len(rows) == 1 and rows[0]["event_kind"] == "measured" and rows[0]["event_message"].startswith("input-bound")
+    kept = remedies.read(rows[0]["event_after"])  # what fixing it is worth, for a replay
+    assert kept and kept[0].limit == "input" and kept[0].up_to > 1.05
 
 
 @pytest.mark.parametrize(

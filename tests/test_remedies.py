@@ -10,7 +10,7 @@ from gpudash.diagnosis.remedies import HOST, INPUT, SYNCS, Parts, answer, remedi
 from gpudash.diagnosis.rules import Bound, Evidence, diagnose
 
 
-def _sync_script() -> Evidence:
+def sync_script() -> Evidence:
     """Issue 56's CNN loop with a NaN guard and two .item() a step: 2.1 ms a step, the GPU busy
     0.5 ms of it; under the profiler the step took 3.2 ms, 0.2 of them waiting in syncs."""
     return Evidence(
@@ -27,7 +27,7 @@ def _sync_script() -> Evidence:
 
 
 def test_removing_the_syncs_of_a_launch_bound_step_is_worth_little_and_the_next_limit_is_named() -> None:
-    e = _sync_script()
+    e = sync_script()
     assert diagnose(e).bound == Bound.SYNC
     (sync,) = remedies(e, Bound.SYNC, script=True)  # CUDA graphs need a step free of syncs: next, not now
     assert sync.limit == SYNCS
@@ -65,7 +65,7 @@ def test_remedies_are_ordered_by_worth_and_each_is_an_upper_bound_of_its_parts()
 def test_a_step_with_nothing_to_gain_gets_no_remedy_and_the_json_carries_them() -> None:
     tight = Evidence(steps=30, step_ms=10.0, input_ms=0.1, gpu_ms_per_step=9.9, host_ms_per_step=9.8, gpu_busy_pct=99.0)
     assert remedies(tight, diagnose(tight).bound, script=True) == []
-    doc, lines = answer(_sync_script(), diagnose(_sync_script()), script=True)
+    doc, lines = answer(sync_script(), diagnose(sync_script()), script=True)
     found = doc["remedies"]
     assert isinstance(found, list) and len(found) == 1
     assert set(found[0]) == {"limit", "advice", "up_to", "then"} and found[0]["limit"] == SYNCS

@@ -14,9 +14,12 @@ what the fix gives, never a promise — and its "then" is the best remedy after 
 from __future__ import annotations
 
 import dataclasses
+import json
+import math
 from dataclasses import dataclass
 
-from gpudash.diagnosis.rules import SCRIPT_ADVICE, Bound, Diagnosis, Evidence, gpu_advice, input_advice
+from gpudash.core.protocol import JOB_PREFIX, Event
+from gpudash.diagnosis.rules import SCRIPT_ADVICE, Bound, Diagnosis, Evidence, diagnose, gpu_advice, input_advice
 
 SHOWN_FROM = 1.05  # a remedy worth less than this is not named
 INPUT, SYNCS, HOST, GPU, COMM = "input", "syncs", "host", "gpu", "all-reduce"
@@ -141,3 +144,39 @@ def answer(e: Evidence, diagnosis: Diagnosis, script: bool) -> tuple[dict[str, o
     remedies' lines to print under the verdict's."""
     found = remedies(e, diagnosis.bound, script)
     return {**diagnosis.as_dict(e), "remedies": [r.as_dict() for r in found]}, [f"  {r.line()}" for r in found]
+
+
+def has_evidence(event: Event) -> bool:
+    """Whether a diagnosis event's details hold its window's evidence (``Evidence.details``); a
+    replayed one's do not: the CSV keeps its line and its remedies (``with_remedies``)."""
+    return all(f"diag_{name}" in event.details for name in ("steps", "step_ms", "input_ms"))
+
+
+def of_event(event: Event) -> list[Remedy]:
+    """A diagnosis event's remedies, from the evidence in its details (a job's in a script's words);
+    none for an event without it."""
+    if not has_evidence(event):
+        return []
+    e = Evidence.from_details(event.details)
+    return remedies(e, diagnose(e).bound, script=event.details.get("workload", "").startswith(JOB_PREFIX))
+
+
+def with_remedies(event: Event) -> Event:
+    """A diagnosis event with its remedies in ``after``, as JSON (``--json``'s ``remedies``): the
+    CSV's ``event_after``, which a replay reads back (``read``). As it came where none is named."""
+    found = of_event(event)
+    if not found:
+        return event
+    return dataclasses.replace(event, after=json.dumps([r.as_dict() for r in found], separators=(",", ":")))
+
+
+def read(text: str) -> list[Remedy]:
+    """The remedies in a diagnosis event's ``after`` (``with_remedies``); [] where it holds none or
+    is not theirs (a recording is a hostile file)."""
+    try:
+        items = json.loads(text) if text.startswith("[") else []
+        found = [Remedy(d["limit"], d["advice"], float(d["up_to"]), d["then"]) for d in items]
+    except (ValueError, TypeError, KeyError, RecursionError):
+        return []
+    texts = all(isinstance(x, str) for r in found for x in (r.limit, r.advice, r.then))
+    return found if texts and all(math.isfinite(r.up_to) and r.up_to > 0 for r in found) else []

@@ -44,6 +44,7 @@ from gpudash.core.protocol import (
     TraceWindow,
 )
 from gpudash.core.textfmt import fmt_duration, fmt_needs, fmt_num
+from gpudash.diagnosis.remedies import with_remedies
 from gpudash.diagnosis.rules import RecentTicks
 from gpudash.recording.record import CsvRecorder, RecordWriteError, run_metadata
 from gpudash.stats.comparison import seconds_for_interval
@@ -321,7 +322,7 @@ class HeadlessRecording:
                 if isinstance(msg, GpuSample):
                     self._recent_gpu.add(msg)
                 elif isinstance(msg, Event) and msg.what == DIAGNOSIS and msg.kind == EventKind.MEASURED:
-                    msg = self._recent_gpu.judge(msg)  # noqa: PLW2901 - NVML's figures joined
+                    msg = with_remedies(self._recent_gpu.judge(msg))  # noqa: PLW2901 - NVML's figures, remedies
                 self._on_message(msg)
                 if isinstance(msg, Event):
                     self._on_event(msg)

@@ -1,5 +1,9 @@
 """What the dashboard tells the user: a ``Notice`` (one line, maybe a toast), and the one each
-event of a run is told as. Textual-free, like the controller that returns them."""
+event of a run is told as. A diagnosis' is its leading remedy in one line that fits an 80-column
+terminal ("→ up to 1.8× (input): more DataLoader workers…; then host/launch-bound"; its verdict
+stays in the stats panel's border), and, live, a toast of the verdict with every remedy as
+``gpudash diagnose`` prints them, from the event's ``after`` (``remedies.with_remedies``), live and
+replayed alike. Textual-free, like the controller that returns them."""
 
 from __future__ import annotations
 
@@ -7,11 +11,15 @@ import os
 from dataclasses import dataclass
 from enum import Enum
 
-from gpudash.core.protocol import NOT_RESPONDING, SAMPLES_DROPPED, Event, EventKind
+from gpudash.core.protocol import DIAGNOSIS, NOT_RESPONDING, SAMPLES_DROPPED, Event, EventKind
+from gpudash.diagnosis import remedies
+from gpudash.diagnosis.remedies import LIMIT_WORDS, Remedy
 from gpudash.tui.state import DashState, is_trace, trace_line
 
 STARTING = "starting workload (importing torch)…"
 PERFETTO = "ui.perfetto.dev"
+LINE_WIDTH = 78  # the message bar of an 80-column terminal (a cell of padding each side)
+MIN_ADVICE = 24  # the advice kept before the next limit's figure is left out
 
 
 class Severity(str, Enum):
@@ -22,11 +30,12 @@ class Severity(str, Enum):
 
 @dataclass(frozen=True)
 class Notice:
-    """One line for the user; ``toast`` also pops it up."""
+    """One line for the user; ``toast`` also pops it up, with ``detail`` where that says more."""
 
     text: str
     severity: Severity = Severity.INFO
     toast: bool = False
+    detail: str = ""
 
 
 def error(text: str) -> Notice:
@@ -64,6 +73,8 @@ def event_notice(e: Event, s: DashState, live: bool, applying: str) -> Notice | 
     if e.kind == EventKind.CRASHED:
         why = e.message or "the workload process died"
         return Notice(f"✗ workload crashed: {why} — press r to restart", Severity.ERROR, toast=live)
+    if e.kind == EventKind.MEASURED and e.what == DIAGNOSIS:
+        return diagnosis_notice(e, live)
     if e.kind == EventKind.MEASURED:
         return Notice(e.message)
     if e.kind == EventKind.STOPPED:
@@ -95,3 +106,40 @@ def short_path(path: str) -> str:
     except ValueError:  # another drive (Windows)
         return path
     return path if rel.startswith("..") else rel
+
+
+def remedy_line(r: Remedy, width: int = LINE_WIDTH) -> str:
+    """``r`` in at most ``width`` cells: its worth, its limit, its advice (cut first) and the limit
+    that comes next (with its worth where that fits)."""
+    head = f"→ up to {r.up_to:.2g}× ({r.limit}): "
+    advice = r.advice.split(": ", 1)[-1]  # the steps, without the bound's words before them
+    tails = []
+    if r.then:
+        words = next((w for w in LIMIT_WORDS.values() if r.then.startswith(w)), "…")
+        more = r.then.rpartition(", up to ")[2]
+        tails = [f"; then {words} (up to {more})"] if more.endswith("× more") else []
+        tails.append(f"; then {words}")
+    room = width - len(head)
+    tail = next((t for t in tails if room - len(t) >= min(len(advice), MIN_ADVICE)), "")
+    return _cut(f"{head}{_cut(advice, room - len(tail))}{tail}", width)
+
+
+def _cut(text: str, room: int) -> str:
+    """``text`` in ``room`` cells: whole words, then "…"."""
+    if len(text) <= room:
+        return text
+    kept = text[: max(room - 1, 0)]
+    space = kept.rfind(" ")
+    if text[len(kept)] not in " ,;" and space >= 2 * len(kept) // 3:  # not inside a word, unless a long one
+        kept = kept[:space]
+    return kept.rstrip(" ,;(") + "…"
+
+
+def diagnosis_notice(e: Event, live: bool) -> Notice:
+    """A diagnosis' notice: its leading remedy (its verdict where none is worth naming), and, live,
+    a toast of the verdict and every remedy."""
+    found = remedies.read(e.after)
+    if not found:
+        return Notice(e.message)
+    every = "\n".join([e.message, *(f"  {r.line()}" for r in found)])
+    return Notice(remedy_line(found[0]), toast=live, detail=every)

@@ -38,6 +38,7 @@ from gpudash.core.protocol import (
 )
 from gpudash.core.running import NO_KNOBS, Running
 from gpudash.core.runstate import RunState
+from gpudash.diagnosis.remedies import has_evidence, with_remedies
 from gpudash.diagnosis.rules import RecentTicks
 from gpudash.stats.comparison import Comparison, Estimate, Verdict, seconds_for_interval
 from gpudash.stats.energy import EnergyPerStep
@@ -238,8 +239,9 @@ class DashState:
         self.flops.on_event(e)
         self.phases.on_event(e)
         if e.kind == EventKind.MEASURED and e.what == DIAGNOSIS:
-            # NVML's and GPM's figures (the parent's) from before the window, the steady state
-            self.last_diagnosis = self._recent_gpu.judge(e)
+            # NVML's and GPM's figures (the parent's) from before the window, the steady state; its
+            # remedies in ``after``. A replayed one is as the CSV kept it: its line and its remedies
+            self.last_diagnosis = with_remedies(self._recent_gpu.judge(e)) if has_evidence(e) else e
         elif e.kind in (EventKind.CHANGED, EventKind.STARTED):  # another configuration: its own diagnosis
             self.last_diagnosis = None
         if is_trace(e):  # a profiler window: marked where it began (its steps are not in the samples)

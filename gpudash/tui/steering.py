@@ -25,6 +25,8 @@ from gpudash.tui.widgets import MessageBar
 from gpudash.tune.job import TuneAnswer, TuneJob, default_out_dir, parse_minutes
 from workloads.registry import FAMILIES, WorkloadError, parse_batch_size
 
+DETAIL_TOAST_S = 12  # a toast of several lines (a diagnosis' remedies) stays this long
+
 
 class SteeringApp(QuietCrashApp[int]):
     """The keys that steer a run (and the palette's commands for them), and the message bar
@@ -55,8 +57,15 @@ class SteeringApp(QuietCrashApp[int]):
 
     def _tell(self, notices: Iterable[Notice | None]) -> None:
         for n in notices:
-            if n is not None:
-                self.say(n.text, n.severity, n.toast)
+            if n is None:
+                continue
+            self.say(n.text, n.severity, n.toast and not n.detail)
+            if n.toast and n.detail and self.toasts:  # the bar's line, and a toast that says more
+                self.notify(
+                    n.detail,
+                    severity="error" if n.severity == Severity.ERROR else "information",
+                    timeout=DETAIL_TOAST_S,
+                )
 
     # -- the steering keys ------------------------------------------------------------------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
