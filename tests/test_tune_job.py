@@ -308,3 +308,15 @@ def test_a_job_without_a_dataloader_keeps_its_metadata_for_tune_and_report(tmp_p
     recorded = load_run(tmp_path / "r.csv")
     assert recorded.notes == () and recorded.meta["config"]["batch_size"] is None
     assert job_settings(recorded.meta["started"]["settings"])["autocast"] == "False"  # so tune may race it
+
+
+@pytest.mark.slow
+def test_a_candidate_the_job_fails_under_drops_out_with_the_jobs_own_words_and_the_race_goes_on(tmp_path: Path) -> None:
+    argv = ["tune", "--seconds", "5", "--max-minutes", "4", "--json", "--out", "t", "-q"]
+    done = _gpudash(*argv, "--", sys.executable, str(JOBS / "no_workers.py"), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    doc = json.loads(done.stdout)
+    failed = [c for c in doc["candidates"] if c["error"]]
+    assert failed and all("cannot be shared with worker processes" in c["error"] for c in failed)
+    assert [c["name"] for c in failed][:2] == ["num_workers=1", "num_workers=2"]  # the next count was tried
+    assert doc["winner"]["settings"] == {} and doc["edits"] == []  # the job as written

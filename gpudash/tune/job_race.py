@@ -110,7 +110,8 @@ def run_once(
         process = subprocess.Popen([*argv, "--", *command], stdout=subprocess.DEVNULL, stderr=err, env=env)
         run.dropped = _watch(process, run, csv_path, seconds, beat)
     if process.returncode != 0 and not run.dropped or not csv_path.exists():
-        tail = " | ".join(err_path.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-3:])
+        said = [line for line in err_path.read_text(encoding="utf-8", errors="replace").splitlines() if line.strip()]
+        tail = " | ".join(said[-3:])  # the job's own last lines, then gpudash's
         run.error = f"exit {process.returncode}: {tail}" if tail else f"exit {process.returncode}"
         return run
     try:
