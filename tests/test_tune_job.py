@@ -215,6 +215,8 @@ def test_tune_finds_the_workers_an_input_bound_job_lacks_and_names_the_line(tmp_
     argv = ["tune", "--seconds", "8", "--max-minutes", "6", "--json", "--out", "t"]
     done = _gpudash(*argv, "--", sys.executable, str(script), "--steps", "1000000", "--read-ms", "2", cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
+    plan = done.stderr.splitlines()[0]  # said before the race: how many runs, and how many at most
+    assert plan.startswith("gpudash: racing your job: about ") and "where the workers mostly wait" in plan, plan
     doc = json.loads(done.stdout)
     assert int(doc["winner"]["settings"].get("num_workers", 0)) >= 2, done.stderr[-3000:]
     assert doc["speedup"]["verdict"] == "faster" and doc["speedup"]["low"] >= 2.0, doc["speedup"]

@@ -427,11 +427,13 @@ def main(argv: list[str]) -> int:
     out = Path(args.out)
     (out / "runs").mkdir(parents=True, exist_ok=True)
     cpus = len(os.sched_getaffinity(0))
-    planned = 1 + len([n for n in worker_ladder(0, cpus) if n <= cpus]) + 2
-    planned += 2 * args.allow_numerics + args.allow_compile
+    ladder = worker_ladder(0, cpus)
+    planned = 1 + len([n for n in ladder if n <= cpus]) + 2 + 2 * args.allow_numerics + args.allow_compile
+    most = planned + len([n for n in ladder if n > cpus])  # past the CPUs while the workers mostly wait
     minutes = planned * (args.seconds + START_S) / 60
-    _say(args.quiet, f"racing your job: about {planned} runs of {args.seconds:g} s (about {minutes:.0f} min, "
-                     f"at most {args.max_minutes:g})")  # fmt: skip
+    past = f", up to {most} where the workers mostly wait" if most > planned else ""
+    _say(args.quiet, f"racing your job: about {planned} runs of {args.seconds:g} s{past} (about {minutes:.0f} "
+                     f"min, at most {args.max_minutes:g})")  # fmt: skip
     race = JobRace(command, args, out)
     try:
         base, winner = race.race()
