@@ -54,6 +54,16 @@ def test_set_values_are_checked_and_carried_to_the_job_in_its_environment() -> N
             parse_set([bad])
 
 
+@pytest.mark.parametrize("argv", [["python", "train.py"], ["--allow-numerics", "train.py"], ["--diff"]])
+def test_a_job_given_without_dashes_is_one_line_and_exit_2(tmp_path: Path, argv: list[str]) -> None:
+    done = _gpudash("tune", *argv, cwd=tmp_path, timeout=60)
+    assert done.returncode == 2 and done.stdout == "", done.stderr
+    assert done.stderr.splitlines() == [
+        "gpudash: error: give your job after --: gpudash tune [OPTIONS] -- python train.py "
+        "(or a family: gpudash tune -w FAMILY)"
+    ]
+
+
 def test_the_worker_ladder_climbs_in_powers_of_two_to_four_times_the_cpus() -> None:
     assert worker_ladder(0, 2) == [1, 2, 4, 8]
     assert worker_ladder(2, 16) == [4, 8, 16, 32, 64]

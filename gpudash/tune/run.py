@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import random
 import sys
 import time
@@ -410,12 +411,32 @@ def run_tune(plan: TunePlan, *, quiet: bool = False, as_json: bool = False) -> i
     return code
 
 
+JOB_ONLY = ("--allow-numerics", "--allow-compile", "--diff")  # tune -- CMD's options, not a family's
+
+
+def _a_job_without_dashes(argv: list[str]) -> bool:
+    """Whether ``argv`` names a job but not after ``--`` (``gpudash tune python train.py``): no
+    family given, and a script, an interpreter or an option only a job's race takes."""
+    if any(a in ("-w", "--workload", "--preset") or a.startswith(("-w", "--workload=", "--preset=")) for a in argv):
+        return False
+    words = [a for a in argv if not a.startswith("-")]
+    command = any(a.endswith(".py") or os.path.basename(a).startswith(("python", "torchrun")) for a in words)
+    return command or any(a in JOB_ONLY for a in argv)
+
+
 def main(argv: list[str]) -> int:
     """``gpudash tune ...``: check the arguments, then race (``-- CMD``: on the user's job)."""
     if "--" in argv:
         from gpudash.tune.job_race import main as tune_job
 
         return tune_job(argv)
+    if _a_job_without_dashes(argv):
+        print(
+            "gpudash: error: give your job after --: gpudash tune [OPTIONS] -- python train.py "
+            "(or a family: gpudash tune -w FAMILY)",
+            file=sys.stderr,
+        )
+        return ExitCode.USAGE
     parsed = parse_plan(argv, build_parser(), plan_from_args)
     if parsed is None:
         return ExitCode.USAGE
