@@ -37,6 +37,7 @@ from gpudash.diagnosis.rules import job_settings
 from gpudash.job.command import JobCommandError, check_command
 from gpudash.job.settings import LOADER_SITE, WATCH_ENV, Settings, describe
 from gpudash.report.load import ReportInputError, load_run
+from gpudash.report.load import Run as Recorded
 from gpudash.stats.comparison import Comparison, Estimate, Verdict, compare
 from gpudash.stats.fmt import fmt_ratio
 from gpudash.tune import job_edits
@@ -119,11 +120,9 @@ def run_once(
     except ReportInputError as exc:
         run.error = str(exc)
         return run
-    figures = [c for c in recorded.configs if c.steps is not None]
-    if not figures:
+    if not _take_rates(run, recorded):
         run.error = "no samples after the warm-up: give each run more --seconds"
         return run
-    run.samples, run.steps = figures[-1].stats.get("samples_per_s"), figures[-1].stats.get("steps_per_s")
     run.started = dict(recorded.meta.get("started") or {})
     run.ranks = len({r.rank for r in recorded.ranks}) or 1
     return run
@@ -153,12 +152,17 @@ def _losing(csv_path: Path, beat: Run) -> bool:
         recorded = load_run(csv_path)
     except (ReportInputError, OSError):
         return False
+    so_far = Run("so far", ())
+    return _take_rates(so_far, recorded) and _slower(beat, so_far)
+
+
+def _take_rates(run: Run, recorded: Recorded) -> bool:
+    """``run``'s samples/s and steps/s: its recording's last configuration after the warm-up
+    (False where there is none yet)."""
     figures = [c for c in recorded.configs if c.steps is not None]
-    if not figures or beat.rate is None:
-        return False
-    stats = figures[-1].stats
-    now = stats.get("samples_per_s") if beat.rate is beat.samples else stats.get("steps_per_s")
-    return now is not None and now.has_interval and compare(beat.rate, now).verdict == Verdict.SLOWER
+    if figures:
+        run.samples, run.steps = figures[-1].stats.get("samples_per_s"), figures[-1].stats.get("steps_per_s")
+    return bool(figures)
 
 
 def _faster(best: Run, new: Run) -> Comparison | None:
