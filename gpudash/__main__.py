@@ -2,7 +2,7 @@
 
 import sys
 
-from gpudash.cli import main
+from gpudash.cli.main import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gpudash.cli import main
+from gpudash.cli.main import main
 from gpudash.host import gpu_checks
 from gpudash.host.devices import cuda_index_hint, visible_devices
 from gpudash.host.gpu_checks import cuda_devices
@@ -324,7 +324,7 @@ def test_progress_line_gives_the_rate_now_the_configurations_mean_and_the_time()
 def test_help_is_light() -> None:
     code = (
         "import sys, contextlib, io\n"
-        "from gpudash.cli import main\n"
+        "from gpudash.cli.main import main\n"
         "for argv in (['--help'], ['serve', '--help'], ['record', '--help'], ['-V']):\n"
         "    with contextlib.redirect_stdout(io.StringIO()) as out:\n"
         "        try:\n"
@@ -344,9 +344,9 @@ def test_every_option_that_fills_a_run_config_field_names_a_real_field_and_optio
     """``RUN_OPTIONS`` (field: option) is read by name, so neither side is checked by the type checker."""
     import dataclasses
 
-    from gpudash.cli import RUN_OPTIONS
+    from gpudash.cli.main import RUN_OPTIONS
+    from gpudash.cli.options import DEFAULTS
     from gpudash.core.protocol import RunConfig
-    from gpudash.options import DEFAULTS
 
     assert set(RUN_OPTIONS) <= {f.name for f in dataclasses.fields(RunConfig)}
     assert set(RUN_OPTIONS.values()) <= set(DEFAULTS)  # every option's dest has its default there

@@ -13,8 +13,8 @@ import pandas as pd
 import pytest
 from textual.pilot import Pilot
 
-from gpudash import config
-from gpudash.cli import main
+from gpudash.cli import config
+from gpudash.cli.main import main
 from gpudash.tui.app import GpuDashApp
 from gpudash.tui.widgets import MessageBar
 from tests.tui.conftest import wait_until

@@ -1,6 +1,6 @@
 """The flags a user carries from one command to the next (-q/--quiet, --json, --device): the same
 spelling, short form, help and meaning on every subcommand that prints progress, prints results or
-runs a workload (``gpudash/shared_flags.py``), and each one doing what it says."""
+runs a workload (``gpudash/cli/shared_flags.py``), and each one doing what it says."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from gpudash import shared_flags
-from gpudash.argparse_adapter import parser_actions
-from gpudash.cli import main
-from gpudash.options import PASSTHROUGH, build_parsers, own_parser
+from gpudash.cli import shared_flags
+from gpudash.cli.argparse_adapter import parser_actions
+from gpudash.cli.main import main
+from gpudash.cli.options import PASSTHROUGH, build_parsers, own_parser
 from tests.helpers import GPUDASH
 
 # Every command and the shared flags that apply to it. A new subcommand fails the test until it is

@@ -15,7 +15,8 @@ from types import ModuleType
 
 import pytest
 
-from gpudash import cli, options
+from gpudash.cli import main as cli
+from gpudash.cli import options
 from gpudash.core.protocol import Event, EventKind, GpuSample, RunConfig, Sample
 from gpudash.host.gpu_checks import check_gpus
 from gpudash.host.gpu_selection import GpuSelectionError, gpu_indexes, gpu_list

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from gpudash import config
-from gpudash.cli import main
+from gpudash.cli import config
+from gpudash.cli.main import main
 from gpudash.host import host_budget
 
 LONG = "x" * 300  # one name over the 255 bytes of every common file system

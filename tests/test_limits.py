@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from gpudash.cli import main
+from gpudash.cli.main import main
 from gpudash.core import memguard
 from gpudash.core.protocol import Event, EventKind, Message, RunConfig, SetBatchSize
 from gpudash.engine.loop import StepLoop

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from gpudash.argtypes import UsageError
-from gpudash.cli import main
+from gpudash.cli.argtypes import UsageError
+from gpudash.cli.main import main
 from gpudash.recording.paths import check_distinct_outputs
 
 

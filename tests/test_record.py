@@ -165,7 +165,7 @@ def test_record_every_family(tmp_path: Path, name: str) -> None:
 def test_parent_never_imports_torch_or_textual_and_stdout_csv(tmp_path: Path) -> None:
     code = (
         "import sys\n"
-        "from gpudash.cli import main\n"
+        "from gpudash.cli.main import main\n"
         "rc = main(['--record', '-', '--device', 'cpu', '--steps', '5', '-q', '--log', 'child.log'])\n"
         "print('MODULES', rc, sorted(m for m in ('torch', 'textual') if m in sys.modules), file=sys.stderr)\n"
     )

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gpudash.cli import main
+from gpudash.cli.main import main
 from gpudash.core.protocol import ExitCode, GpuSample, Message, Sample
 from gpudash.recording import csvformat
 from gpudash.recording.csvread import open_csv

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gpudash.cli import main
+from gpudash.cli.main import main
 from gpudash.core.protocol import ExitCode
 from gpudash.recording.csvformat import RowParser
 from gpudash.report.load import load_run

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from gpudash.cli import main
+from gpudash.cli.main import main
 from gpudash.core.protocol import Event, EventKind, ExitCode
 from gpudash.recording.csvformat import event_row, format_row, header, sample_row
 from gpudash.recording.replay import NotARecording, ReplaySource, read_all

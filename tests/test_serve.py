@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from gpudash.cli import as_argv
+from gpudash.cli.main import as_argv
+from gpudash.cli.options import build_parsers
+from gpudash.cli.serve import dashboard_command, is_loopback, public_url
 from gpudash.core import proctree
-from gpudash.options import build_parsers
-from gpudash.serve import dashboard_command, is_loopback, public_url
 
 CHROMIUM = next(filter(None, (shutil.which(n) for n in ("chromium", "chromium-browser"))), None)
 SERVING = "gpudash: serving the dashboard on "

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gpudash.cli import main
+from gpudash.cli.main import main
 from gpudash.core.protocol import ExitCode, GpuSample, Sample
 from gpudash.stats.fmt import fmt_pm
 from gpudash.sweep.plan import (
@@ -452,7 +452,7 @@ def test_an_old_sweep_csv_without_the_knobs_column_still_reads(tmp_path: Path) -
 
 
 def test_a_sweep_and_a_tune_hand_their_peak_to_every_configuration_and_refuse_a_bad_one(tmp_path: Path) -> None:
-    from gpudash.cli import main
+    from gpudash.cli.main import main
     from gpudash.sweep.plan import run_config
     from gpudash.tune import plan as tune_plan
 

@@ -277,7 +277,7 @@ def test_the_sync_bound_verdict_names_the_top_lines_and_its_evidence_carries_the
 def test_a_recording_keeps_each_configurations_table_in_its_json_and_the_report_shows_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from gpudash import cli
+    from gpudash.cli import main as cli
     from gpudash.core.protocol import RunConfig
     from gpudash.recording.record import run_metadata
     from tests.tui.fakes import sample

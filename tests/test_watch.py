@@ -20,11 +20,11 @@ from pathlib import Path
 import pytest
 from textual.widgets import Static
 
-from gpudash import cli
+from gpudash.cli import main as cli
+from gpudash.cli.serve import dashboard_command
 from gpudash.core.protocol import Event, GpuSample
 from gpudash.recording.replay import ReplaySource, read_all
 from gpudash.recording.sidecar import read_sidecar
-from gpudash.serve import dashboard_command
 from gpudash.tui.charts import MetricChart
 from gpudash.tui.gpu_rows import GpuRows
 from gpudash.tui.widgets import MessageBar, plain_text

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from gpudash.cli import main
+from gpudash.cli.main import main
 from gpudash.core.protocol import WORLD, Event, EventKind, GpuReading, GpuSample, RankSample, RunConfig, Sample
 from gpudash.core.world_event import clock_zero, gpu_words, host_of, rank_gpus
 from gpudash.job.steps import LAG_S, JobSamples, StepRecord

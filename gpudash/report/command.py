@@ -23,8 +23,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from gpudash import shared_flags
-from gpudash.argtypes import Parser, UsageError, check_out_dir, non_negative_float
+from gpudash.cli import shared_flags
+from gpudash.cli.argtypes import Parser, UsageError, check_out_dir, non_negative_float
 from gpudash.core.protocol import PHASES, ExitCode
 from gpudash.core.textfmt import clip, fmt_num, strip_controls
 from gpudash.report import sync_md, world

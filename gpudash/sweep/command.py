@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable
 from typing import TypeVar
 
-from gpudash.argtypes import Parser, UsageError
+from gpudash.cli.argtypes import Parser, UsageError
 
 Plan = TypeVar("Plan")
 

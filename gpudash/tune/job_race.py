@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpudash.argtypes import ExitCode, UsageError
+from gpudash.cli.argtypes import ExitCode, UsageError
 from gpudash.diagnosis.rules import job_settings
 from gpudash.job.command import JobCommandError, check_command
 from gpudash.job.settings import LOADER_SITE, WATCH_ENV, Settings, describe

@@ -134,7 +134,7 @@ async def test_zoomed_in_at_the_right_edge_the_charts_follow_new_samples():
 
 def test_the_no_color_flag_builds_the_dashboard_with_no_color(monkeypatch: pytest.MonkeyPatch):
     import gpudash.tui.app as app_module
-    from gpudash import cli
+    from gpudash.cli import main as cli
 
     monkeypatch.setenv("NO_COLOR", "")
     monkeypatch.delenv("NO_COLOR")  # restored to what it was after the test

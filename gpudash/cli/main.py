@@ -5,8 +5,8 @@
 Fast to start: nothing here imports torch or textual at module level. Every argument is
 checked before anything starts; a bad one is one line on stderr and exit status 2.
 
-Defaults, lowest first: ``DEFAULTS`` (``gpudash/options.py``, with every parser), the user's
-settings file (``gpudash/config.py``), then the flags.
+Defaults, lowest first: ``DEFAULTS`` (``gpudash/cli/options.py``, with every parser), the user's
+settings file (``gpudash/cli/config.py``), then the flags.
 """
 
 from __future__ import annotations
@@ -18,14 +18,14 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from gpudash import argtypes
-from gpudash.argparse_adapter import parser_actions
-from gpudash.argtypes import UsageError, check_device
+from gpudash.cli import argtypes
+from gpudash.cli.argparse_adapter import parser_actions
+from gpudash.cli.argtypes import UsageError, check_device
+from gpudash.cli.options import DEFAULTS, PASSTHROUGH, RECORD_ONLY, build_parsers
 from gpudash.core import faults
 from gpudash.core.protocol import EventKind, ExitCode, RunConfig
 from gpudash.host.gpu_checks import check_gpus
 from gpudash.host.gpu_selection import GpuSelectionError, gpu_indexes
-from gpudash.options import DEFAULTS, PASSTHROUGH, RECORD_ONLY, build_parsers
 from gpudash.recording import paths
 
 DIAGNOSE_CAP_S = 300.0  # seconds after the warm-up by which a diagnosis must have answered
@@ -126,7 +126,7 @@ def _with_defaults(given: dict[str, Any], user_config: Any) -> argparse.Namespac
 
 def _user_config() -> Any:
     """The settings file, each of its problems one warning line on stderr."""
-    from gpudash import config
+    from gpudash.cli import config
 
     user_config = config.load()
     for problem in user_config.problems:
@@ -248,11 +248,11 @@ def _cmd_run_or_record(command: str, given: dict[str, Any]) -> int:
     if args.theme is not None:
         user_config = dataclasses.replace(user_config, values={**user_config.values, "theme": args.theme})
     if command == "serve":
-        from gpudash.serve import serve
+        from gpudash.cli.serve import serve
 
         _, commands = build_parsers()
         return serve(args.host, args.port, args.public_url, as_argv(commands["run"], given))
-    from gpudash.serve import end_with_server
+    from gpudash.cli.serve import end_with_server
     from gpudash.tui.app import run_dashboard
 
     end_with_server()  # a tab of ``gpudash serve``: quit (stopping the workload) when the server dies
@@ -304,7 +304,7 @@ def _cmd_watch(given: dict[str, Any]) -> int:
         user_config = _themed_user_config(given.get("theme"))
     except UsageError as exc:
         return _fail(str(exc))
-    from gpudash.serve import end_with_server
+    from gpudash.cli.serve import end_with_server
     from gpudash.watch.app import run_watch
 
     end_with_server()  # a tab of ``gpudash serve --watch``: quit when the server dies
@@ -326,7 +326,7 @@ def _cmd_serve_watch(given: dict[str, Any]) -> int:
             check_gpus(gpu_indexes(given["gpus"]))
     except (UsageError, GpuSelectionError) as exc:
         return _fail(str(exc))
-    from gpudash.serve import serve
+    from gpudash.cli.serve import serve
 
     args = _with_defaults(given, _user_config())
     return serve(args.host, args.port, args.public_url, as_argv(commands["watch"], given), command="watch")
