@@ -26,20 +26,22 @@ from benchmarks.page_sections.track import track_section  # noqa: E402
 from benchmarks.page_sections.tune import tune_section  # noqa: E402
 from benchmarks.page_sections.vision import vision_section  # noqa: E402
 
+# the page's sections, in order: the articles' tables, then those beyond them (``benchmarks/page_sections/``)
+SECTIONS = (
+    articles_section,
+    beyond_section,
+    tune_section,
+    vision_section,
+    track_section,
+    job_section,
+    gpm_section,
+    ddp_section,
+)
+
 
 def page() -> str:
-    """The whole page: the articles' tables, then the sections beyond them (``benchmarks/page_sections/``)."""
-    sections = [
-        articles_section(),
-        beyond_section(),
-        tune_section(),
-        vision_section(),
-        track_section(),
-        job_section(),
-        gpm_section(),
-        ddp_section(),
-    ]
-    return "\n".join(sections)
+    """The whole page: its sections, one after the other."""
+    return "\n".join(section() for section in SECTIONS)
 
 
 def main() -> None:

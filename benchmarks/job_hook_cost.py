@@ -77,7 +77,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--pairs", type=int, default=50, help="pairs of stretches a block (default: 50)")
     p.add_argument("--stretch", type=int, default=1, help="steps a stretch (default: 1: single steps alternate)")
     p.add_argument("--as-is", action="store_true", help="leave the hooks' paces alone with single steps")
-    p.add_argument("--batch", type=int, default=512)
+    p.add_argument("--batch", type=int, default=512, help="the MLP's batch (default: 512, as small_job.py)")
     p.add_argument("--width", type=int, default=8192, help="the MLP's width (default: 8192, as job_overhead.py)")
     return p.parse_args()
 

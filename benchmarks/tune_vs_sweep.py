@@ -41,28 +41,28 @@ class Best:
         return f"{self.label} b{self.batch_size}: {self.mean:.4g}{half}"
 
 
+def measured_rows(path: Path, kind: str) -> list[dict[str, str]]:
+    """The rows of a CSV whose ``row_kind`` is ``kind`` and that have a samples/s."""
+    with open(path, newline="") as f:
+        return [row for row in csv.DictReader(f) if row["row_kind"] == kind and row["samples_per_s"]]
+
+
 def sweep_bests(folder: Path) -> list[Best]:
     """Every summary row of a sweep as samples/s (the interval: steps/s's, times the batch)."""
     out = []
-    with open(folder / "sweep.csv", newline="") as f:
-        for row in csv.DictReader(f):
-            if row["row_kind"] != "summary" or not row["samples_per_s"]:
-                continue
-            b = int(row["batch_size"])
-            low, high = (float(row[k]) * b if row[k] else None for k in ("steps_per_s_low", "steps_per_s_high"))
-            out.append(Best(row["variant"], b, float(row["samples_per_s"]), low, high))
+    for row in measured_rows(folder / "sweep.csv", "summary"):
+        b = int(row["batch_size"])
+        low, high = (float(row[k]) * b if row[k] else None for k in ("steps_per_s_low", "steps_per_s_high"))
+        out.append(Best(row["variant"], b, float(row["samples_per_s"]), low, high))
     return out
 
 
 def tune_bests(folder: Path) -> list[Best]:
     """Every measured candidate of a tune run."""
     out = []
-    with open(folder / "tune.csv", newline="") as f:
-        for row in csv.DictReader(f):
-            if row["row_kind"] != "candidate" or not row["samples_per_s"]:
-                continue
-            low, high = (float(row[k]) if row[k] else None for k in ("samples_per_s_low", "samples_per_s_high"))
-            out.append(Best(row["candidate"], int(row["batch_size"]), float(row["samples_per_s"]), low, high))
+    for row in measured_rows(folder / "tune.csv", "candidate"):
+        low, high = (float(row[k]) if row[k] else None for k in ("samples_per_s_low", "samples_per_s_high"))
+        out.append(Best(row["candidate"], int(row["batch_size"]), float(row["samples_per_s"]), low, high))
     return out
 
 

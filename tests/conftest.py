@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +22,17 @@ _SELECTS_GPU = re.compile(r"(?<!not )\b(multi)?gpu\b")
 # is kept.
 if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+# Every gpudash and job process a test starts imports gpudash's modules, and every xdist worker
+# rewrites the test modules' asserts: with PYTHONDONTWRITEBYTECODE set (as on this project's
+# machines and CI), each of them compiled all of that from source again (docs/testing.md). The
+# suite's processes keep their bytecode in one folder of their own instead (PYTHONPYCACHEPREFIX:
+# nothing lands beside a source, nor in a test's folder); set here, in the controller, before xdist
+# starts its workers, so they and every process they start inherit it. A user's prefix is kept.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+os.environ.setdefault("PYTHONPYCACHEPREFIX", os.path.join(tempfile.gettempdir(), f"pycache-of-tests-{os.getuid()}"))
+sys.dont_write_bytecode = False
+sys.pycache_prefix = os.environ["PYTHONPYCACHEPREFIX"]
 
 
 def pytest_configure(config: pytest.Config) -> None:

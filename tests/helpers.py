@@ -144,3 +144,27 @@ def act_when(
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+_Shared = TypeVar("_Shared")
+
+
+def once_per_session(factory: Any, key: str, compute: Callable[[], _Shared]) -> _Shared:
+    """``compute()`` once per test session, shared by pytest-xdist's workers: a module-scoped fixture
+    runs in each worker that takes one of its module's tests, so the first worker to ask computes
+    the (picklable) result under a lock, beside the workers' temp dirs, and the others read it.
+    ``factory``: the session's ``tmp_path_factory``; ``key``: a file name of its own."""
+    import fcntl
+    import pickle
+
+    root = factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # pytest-N/, shared by the workers' popen-gwN/
+    store = root / f"{key}.pickle"
+    with (root / f"{key}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if store.exists():
+            return pickle.loads(store.read_bytes())  # noqa: S301 - written by this session's own workers
+        value = compute()
+        store.write_bytes(pickle.dumps(value))
+        return value

@@ -15,7 +15,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 TINY = {  # script: (its tiny arguments, a line its output must hold)
     "engine_overhead.py": (
-        ["--device", "cpu", "-w", "sync_loss", "-v", "fixed", "-b", "4", "--seconds", "0.3", "--rounds", "2"],
+        ["--device", "cpu", "-w", "sync_loss", "-v", "fixed", "-b", "4", "--seconds", "0.1", "--rounds", "1"],
         "engine saw:",
     ),
     "track_overhead.py": (
@@ -24,12 +24,12 @@ TINY = {  # script: (its tiny arguments, a line its output must hold)
     ),
     "host_call_cost.py": (["--device", "cpu", "--blocks", "2"], "| tracker.step() |"),
     "tui_frame.py": (["--quick"], "whole frame:"),
-    "engine_loop_cost.py": (["--rounds", "2", "--steps", "200"], "| "),
+    "engine_loop_cost.py": (["--rounds", "1", "--steps", "50"], "| "),
     "replay_first_frame.py": (["--quick", "--rows", "200"], "first frame"),
     "rank_host_cost.py": (["--device", "cpu", "--steps", "5", "--families", "sync_loss"], "PSS"),
     "job_overhead.py": (["--tiny"], "| small | 1 | samples/s |"),
     "job_hook_cost.py": (
-        ["--device", "cpu", "--width", "32", "--blocks", "2"],
+        ["--device", "cpu", "--width", "32", "--batch", "32", "--blocks", "2", "--pairs", "5"],
         "| gpudash's hooks (at the job's pace) |",
     ),
     "mfu_check.py": (["--tiny"], "| MFU over 1 TFLOP/s |"),

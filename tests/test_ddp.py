@@ -9,11 +9,15 @@ import multiprocessing
 import os
 import socket
 import time
+import traceback
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
 
+from tests.helpers import once_per_session
 from workloads.base import Workload, WorkloadOptions
 from workloads.distributed import RankInfo, data_seed
 from workloads.factory import build
@@ -38,27 +42,24 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _rank(
-    rank: int,
-    world: int,
-    port: int,
-    family: str,
-    variant: str,
-    knobs: str,
-    out: multiprocessing.Queue,
-    device: str = "cpu",
-) -> None:
-    """One rank: gloo group, the workload with DDP, STEPS steps (a batch change at step 2 through
-    the lockstep controls), then its parameters and where the change applied."""
+@dataclass(frozen=True)
+class Job:
+    """One data-parallel run of the ranks: a batch change at step 2 (``_change_run``), or with
+    ``scaling`` the scaling efficiency measured mid-run (``_scaling_run``)."""
+
+    family: str = "sync_loss"
+    variant: str = "fixed"
+    knobs: str = "none"
+    scaling: bool = False
+
+
+def _rank(rank: int, world: int, port: int, jobs: dict[str, Job], out: multiprocessing.Queue, device: str) -> None:
+    """One rank: a process group, then each job in turn (each with its own workload and DDP), its
+    result put on ``out`` as (job name, rank, result); a job that raises puts its traceback."""
     os.environ.update(
         MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank)
     )
     import torch.distributed as dist
-
-    from gpudash.core.protocol import SetBatchSize
-    from gpudash.engine.loop import StepLoop
-    from gpudash.engine.ranks import LockstepControls
-    from workloads.knobs import parse_knobs
 
     torch.set_num_threads(1)
     on_cuda = device == "cuda"
@@ -66,16 +67,34 @@ def _rank(
         torch.cuda.set_device(rank)
     dist.init_process_group("nccl" if on_cuda else "gloo")
     group = dist.new_group(backend="gloo") if on_cuda else dist.group.WORLD
+    for name, job in jobs.items():
+        try:
+            result = _scaling_run(rank, group, dist) if job.scaling else _change_run(rank, job, group, dist, device)
+        except BaseException:
+            out.put((name, rank, traceback.format_exc()))
+            raise
+        out.put((name, rank, result))
+    dist.destroy_process_group()
+
+
+def _change_run(rank: int, job: Job, group: object, dist: Any, device: str) -> tuple:
+    """The workload with DDP, STEPS steps (a batch change at step 2 through the lockstep controls),
+    then its parameters, where the change applied, its batch size and its loader workers."""
+    from gpudash.core.protocol import SetBatchSize
+    from gpudash.engine.loop import StepLoop
+    from gpudash.engine.ranks import LockstepControls
+    from workloads.knobs import parse_knobs
+
     pending = [SetBatchSize(BATCH * 2)] if rank == 0 else []
     opts = WorkloadOptions(
-        variant=variant,
+        variant=job.variant,
         batch_size=BATCH,
-        image_size=_size(family),
+        image_size=_size(job.family),
         seed=SEED,
-        knobs=parse_knobs(knobs),
+        knobs=parse_knobs(job.knobs),
         distributed=RankInfo.from_env(),
     )
-    with build(family, f"cuda:{rank}" if on_cuda else "cpu", opts) as w:
+    with build(job.family, f"cuda:{rank}" if device == "cuda" else "cpu", opts) as w:
         changed_at: list[int] = []
 
         def local(_timeout: float) -> object:
@@ -94,8 +113,7 @@ def _rank(
         )
         loop.run(steps=STEPS)
         flat = torch.cat([p.detach().double().flatten().cpu() for p in w.trained_parameters()])
-        out.put((rank, flat.numpy(), changed_at, w.batch_size, _loader_workers(w)))  # numpy: pickled by value
-    dist.destroy_process_group()
+        return flat.numpy(), changed_at, w.batch_size, _loader_workers(w)  # numpy: pickled by value
 
 
 LoaderWorkers = tuple[list[int] | None, list[str]]  # (their exit codes, the modules that started them)
@@ -112,30 +130,47 @@ def _loader_workers(w: Workload) -> LoaderWorkers:
 RankResult = tuple[torch.Tensor, list[int], int]  # (parameters, steps where the change applied, batch size)
 
 
-def _ddp_run(
-    family: str, variant: str, knobs: str = "none", loaders: Loaders | None = None, device: str = "cpu"
-) -> dict[int, RankResult]:
-    """Two ranks, gloo on the CPU (``device="cuda"``: NCCL, one GPU each, tests/test_ddp_multigpu.py):
-    each one's (parameters, steps where the change applied, batch size); ``loaders``, when given,
-    gets each rank's ``LoaderWorkers``."""
+def _ddp_runs(jobs: dict[str, Job], device: str = "cpu") -> dict[str, dict[int, tuple]]:
+    """Two ranks (gloo on the CPU; ``device="cuda"``: NCCL, one GPU each) that run ``jobs`` one after
+    the other in one process group, imports and group paid once: each job's result, by rank."""
     world = 2
     ctx = multiprocessing.get_context("spawn")
     out = ctx.Queue()
     port = _free_port()
-    procs = [
-        ctx.Process(target=_rank, args=(r, world, port, family, variant, knobs, out, device)) for r in range(world)
-    ]
+    procs = [ctx.Process(target=_rank, args=(r, world, port, jobs, out, device)) for r in range(world)]
     for p in procs:
         p.start()
+    got: dict[str, dict[int, tuple]] = {name: {} for name in jobs}
+    try:
+        for _ in range(world * len(jobs)):
+            name, rank, result = out.get(timeout=180)
+            assert not isinstance(result, str), f"rank {rank} failed in {name}: {result}"
+            got[name][rank] = result
+        for p in procs:
+            p.join(30)
+            assert p.exitcode == 0
+    finally:
+        for p in procs:
+            if p.is_alive():
+                p.kill()
+    return got
+
+
+def _ddp_run(
+    family: str, variant: str, knobs: str = "none", loaders: Loaders | None = None, device: str = "cpu"
+) -> dict[int, RankResult]:
+    """Two ranks, one job of ``_ddp_runs``: each one's (parameters, steps where the change applied,
+    batch size); ``loaders``, when given, gets each rank's ``LoaderWorkers``."""
+    return _results(_ddp_runs({"run": Job(family, variant, knobs)}, device)["run"], loaders)
+
+
+def _results(by_rank: dict[int, tuple], loaders: Loaders | None = None) -> dict[int, RankResult]:
+    """A change job's results as ``RankResult`` by rank; its loader workers into ``loaders``."""
     got: dict[int, RankResult] = {}
-    for _ in range(world):
-        rank, flat, changed_at, batch, rank_loaders = out.get(timeout=180)
+    for rank, (flat, changed_at, batch, rank_loaders) in by_rank.items():
         got[rank] = (torch.from_numpy(flat), changed_at, batch)
         if loaders is not None:
             loaders[rank] = rank_loaders
-    for p in procs:
-        p.join(30)
-        assert p.exitcode == 0
     return got
 
 
@@ -169,6 +204,26 @@ def _single_run_on_the_global_batch(family: str, variant: str, world: int = 2, d
         return torch.cat([p.detach().double().flatten().cpu() for p in w.trained_parameters()])
 
 
+MINE = f"{ROOT / 'examples' / 'mine.py'}:workload"  # your own: DDP wraps Training.model
+NO_SYNC = "ddp_no_sync=2,ddp_torch_defaults,ddp_bucket_mb=1"
+# every live run of this file, one after the other in one pair of ranks (torch imported twice, not 16 times)
+JOBS = {
+    "encdec": Job("encdec", "serial"),
+    "sync_loss": Job("sync_loss", "fixed"),
+    MINE: Job(MINE, "serial"),
+    "input_pipeline": Job("input_pipeline", "workers"),
+    "augment": Job("augment", "cpu"),
+    "no_sync": Job("sync_loss", "fixed", NO_SYNC),
+    "scaling": Job(scaling=True),
+}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[int, tuple]]:
+    """Each of ``JOBS``' results by rank."""
+    return once_per_session(tmp_path_factory, "test_ddp-runs", lambda: _ddp_runs(JOBS))
+
+
 @pytest.mark.parametrize(
     ("family", "variant", "rel"),
     [
@@ -176,12 +231,14 @@ def _single_run_on_the_global_batch(family: str, variant: str, world: int = 2, d
         # each rank's loss is a mean over its own non-ignored pixels; DDP averages the two means, one
         # process takes the mean over all of them: the same up to the ranks' different counts
         ("sync_loss", "fixed", 1e-4),
-        (f"{ROOT / 'examples' / 'mine.py'}:workload", "serial", 1e-6),  # your own: DDP wraps Training.model
+        (MINE, "serial", 1e-6),
     ],
 )
 @pytest.mark.slow
-def test_two_ranks_train_what_one_process_trains_on_the_global_batch(family: str, variant: str, rel: float) -> None:
-    got = _ddp_run(family, variant)
+def test_two_ranks_train_what_one_process_trains_on_the_global_batch(
+    runs: dict[str, dict[int, tuple]], family: str, variant: str, rel: float
+) -> None:
+    got = _results(runs[family])
     (p0, changed0, batch0), (p1, changed1, batch1) = got[0], got[1]
     assert torch.equal(p0, p1)  # every rank holds the same parameters
     assert changed0 == changed1 == [2] and batch0 == batch1 == BATCH * 2  # the change: same step, every rank
@@ -190,12 +247,13 @@ def test_two_ranks_train_what_one_process_trains_on_the_global_batch(family: str
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("family", "variant"), [("input_pipeline", "workers"), ("augment", "cpu")])
-def test_loader_workers_of_two_ranks_survive_a_batch_change(family: str, variant: str) -> None:
-    """The DataLoader families under DDP: the change at step 2 shuts each rank's workers down (they
-    exit cleanly) and starts new ones from the rank's forkserver, and both ranks train on in step."""
-    loaders: dict[int, tuple] = {}
-    got = _ddp_run(family, variant, loaders=loaders)
+@pytest.mark.parametrize("family", ["input_pipeline", "augment"])
+def test_loader_workers_of_two_ranks_survive_a_batch_change(runs: dict[str, dict[int, tuple]], family: str) -> None:
+    """The DataLoader families under DDP (input_pipeline's workers, augment's cpu): the change at
+    step 2 shuts each rank's workers down (they exit cleanly) and starts new ones from the rank's
+    forkserver, and both ranks train on in step."""
+    loaders: Loaders = {}
+    got = _results(runs[family], loaders)
     (p0, changed0, batch0), (p1, changed1, batch1) = got[0], got[1]
     assert torch.equal(p0, p1)
     assert changed0 == changed1 == [2] and batch0 == batch1 == BATCH * 2
@@ -204,10 +262,11 @@ def test_loader_workers_of_two_ranks_survive_a_batch_change(family: str, variant
 
 
 @pytest.mark.slow
-def test_no_sync_accumulation_steps_the_optimizer_every_kth_step_on_every_rank() -> None:
-    got = _ddp_run("sync_loss", "fixed", knobs="ddp_no_sync=2,ddp_torch_defaults,ddp_bucket_mb=1")
+def test_no_sync_accumulation_steps_the_optimizer_every_kth_step_on_every_rank(
+    runs: dict[str, dict[int, tuple]],
+) -> None:
+    got, plain = _results(runs["no_sync"]), _results(runs["sync_loss"])
     assert torch.equal(got[0][0], got[1][0])
-    plain = _ddp_run("sync_loss", "fixed")
     assert not torch.equal(got[0][0], plain[0][0])  # accumulation trains differently
 
 
@@ -221,19 +280,13 @@ def test_ddp_is_set_up_with_gpudash_settings_unless_a_knob_asks_for_torch_defaul
     assert not DdpSettings().static_graph  # NCCL ranks came apart with it (workloads/distributed.py)
 
 
-def _rank_scaling(rank: int, world: int, port: int, out: multiprocessing.Queue) -> None:
-    """One rank of a run that measures its scaling efficiency after ~1 s of samples."""
-    os.environ.update(
-        MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank)
-    )
-    import torch.distributed as dist
-
+def _scaling_run(rank: int, group: object, dist: Any) -> tuple[list[dict[str, str]], Any]:
+    """One rank of a run that measures its scaling efficiency after a few samples: the measured
+    events' details and the parameters."""
     from gpudash.core.protocol import Event, MeasureScaling, Stop
     from gpudash.engine.loop import StepLoop
     from gpudash.engine.ranks import LockstepControls
 
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo")
     pending = [Stop(), MeasureScaling(10)]
     events: list[object] = []
 
@@ -246,28 +299,20 @@ def _rank_scaling(rank: int, world: int, port: int, out: multiprocessing.Queue) 
         loop = StepLoop(
             w,
             emit=events.append,
-            controls=LockstepControls(local if rank == 0 else None, dist.group.WORLD, dist),
+            controls=LockstepControls(local if rank == 0 else None, group, dist),
             sample_interval_s=0.1,
             lockstep_every=5,
         )
         loop.run(duration_s=120)
         flat = torch.cat([p.detach().double().flatten() for p in w.trained_parameters()]).numpy()
-    measured = [e.details for e in events if isinstance(e, Event) and e.what == "scaling"]
-    out.put((rank, measured, flat))
-    dist.destroy_process_group()
+    return [e.details for e in events if isinstance(e, Event) and e.what == "scaling"], flat
 
 
 @pytest.mark.slow
-def test_scaling_efficiency_is_measured_against_rank_0_alone_and_leaves_the_ranks_in_step() -> None:
-    ctx = multiprocessing.get_context("spawn")
-    out, port = ctx.Queue(), _free_port()
-    procs = [ctx.Process(target=_rank_scaling, args=(r, 2, port, out)) for r in range(2)]
-    for p in procs:
-        p.start()
-    got = dict((r, (m, f)) for r, m, f in (out.get(timeout=180) for _ in procs))
-    for p in procs:
-        p.join(30)
-    (measured, flat0), (_, flat1) = got[0], got[1]
+def test_scaling_efficiency_is_measured_against_rank_0_alone_and_leaves_the_ranks_in_step(
+    runs: dict[str, dict[int, tuple]],
+) -> None:
+    (measured, flat0), (_, flat1) = runs["scaling"][0], runs["scaling"][1]
     (details,) = [d for d in measured if "scaling_efficiency" in d]
     assert 0.0 < float(details["scaling_efficiency"]) < 2.0
     assert float(details["single_rank_steps_per_s"]) > 0 and details["world_size"] == "2"

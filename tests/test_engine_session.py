@@ -7,6 +7,7 @@ import os
 import signal
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import TypeVar
 
 import pytest
@@ -57,16 +58,6 @@ class Collector:
         return [m for m in self.msgs if isinstance(m, Event) and m.kind == kind]
 
 
-@pytest.fixture
-def session(tmp_path: os.PathLike[str]) -> Iterator[EngineSession]:
-    s = EngineSession(
-        RunConfig(workload="encdec", device="cpu", sample_interval_s=0.1, gpu_interval_s=0.2),
-        log_path=os.path.join(tmp_path, "child.log"),
-    )
-    yield s
-    s.stop()
-
-
 def _controls_mid_run(c: Collector, session: EngineSession) -> None:
     """A batch change, a refused variant (the run goes on), a pause and a resume."""
     started = c.event(EventKind.STARTED)
@@ -108,9 +99,19 @@ def _killed_then_restarted(c: Collector, session: EngineSession) -> None:
     assert session.runner.pid != pid
 
 
-@pytest.mark.slow
-def test_session_controls_a_kill_a_restart_and_a_switch_mid_run(session: EngineSession) -> None:
-    """One child driven as the dashboard drives it, then killed, restarted, switched and stopped."""
+@dataclass
+class Driven:
+    """One session driven through ``_controls_mid_run``, ``_killed_then_restarted``, a switch and a
+    stop (their checks made on the way), with gpudash's own log: what was left to see at the end."""
+
+    collector: Collector
+    session: EngineSession
+    log_path: str
+    log_while_running: bool  # the own log existed before the stop
+
+
+def _drive(session: EngineSession) -> Driven:
+    """The session as the dashboard drives it, then killed, restarted, switched and stopped."""
     with open(session.log_path, "w") as f:  # the log appends: an older run's last line is no clue
         f.write("RuntimeError: from an older run\n")
     c = Collector(session)
@@ -126,24 +127,38 @@ def test_session_controls_a_kill_a_restart_and_a_switch_mid_run(session: EngineS
     assert switched.kind == "changed", switched.message
     assert switched.after == "sync_loss"
     c.sample(lambda m: m.workload == "sync_loss" and m.variant == "fixed", "sync_loss rows")
-
+    running = os.path.exists(session.log_path)
     session.stop()
     c.msgs.extend(session.poll())
+    return Driven(c, session, session.log_path, running)
+
+
+@pytest.fixture(scope="module")
+def driven() -> Iterator[Driven]:
+    """One workload child (gpudash's own log: no log path given) driven once for the tests below."""
+    s = EngineSession(RunConfig(workload="encdec", device="cpu", sample_interval_s=0.1, gpu_interval_s=0.2))
+    try:
+        yield _drive(s)
+    finally:
+        s.stop()
+        if os.path.exists(s.log_path):  # kept where a check above failed
+            os.unlink(s.log_path)
+
+
+@pytest.mark.slow
+def test_session_controls_a_kill_a_restart_and_a_switch_mid_run(driven: Driven) -> None:
+    """One child driven as the dashboard drives it, then killed, restarted, switched and stopped."""
+    c, session = driven.collector, driven.session
     assert c.events(EventKind.STOPPED) and len(c.events(EventKind.CRASHED)) == 1  # the SIGKILL's only
     assert not session.alive and session.runner.exitcode == 0
 
 
 @pytest.mark.slow
-def test_own_log_removed_after_a_clean_stop() -> None:
-    s = EngineSession(RunConfig(workload="encdec", device="cpu", max_steps=3, sample_interval_s=0.1))
-    c = Collector(s)
-    try:
-        s.start()
-        c.event(EventKind.STOPPED)
-        assert os.path.exists(s.log_path)
-    finally:
-        s.stop()
-    assert not os.path.exists(s.log_path)
+def test_own_log_removed_after_a_clean_stop(driven: Driven) -> None:
+    """The log gpudash chose is there while the run goes on (a crash and a restart in it) and
+    removed once it stopped cleanly."""
+    assert driven.log_while_running
+    assert not os.path.exists(driven.log_path)
 
 
 @pytest.mark.slow

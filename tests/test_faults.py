@@ -16,8 +16,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
@@ -27,13 +27,14 @@ from gpudash.core.protocol import NOT_RESPONDING, NVML_LOST, SAMPLES_DROPPED, Ev
 from tests.fault_runs import (
     FAST,
     ONE_THREAD,
-    assert_nothing_left,
     events,
     fake_pynvml_dir,
+    group_members,
     load_fake_pynvml,
     read_rows,
     samples,
 )
+from tests.helpers import once_per_session
 from tests.messages import present, samples_of
 
 
@@ -226,7 +227,8 @@ SLOW_PARENT_STEPS = 1000
 RECORD_CASES: dict[str, tuple[str, list[str]]] = {
     "raise": ("raise@step=5", ["--sample-interval", "0.05"]),
     "hang": ("hang@step=5", ["--sample-interval", "0.05", "--watchdog", "2"]),
-    "nvml": ("nvml-lost@sample=4", ["--sample-interval", "0.1", "--interval", "0.1", "--duration", "3"]),
+    # NVML's 4th sample (0.4 s) comes while torch loads: every step is after the loss, the run a count
+    "nvml": ("nvml-lost@sample=4", ["--sample-interval", "0.1", "--interval", "0.1", "--steps", "20"]),
     # enough steps that the run outlasts the pause on a quiet machine (~230 steps/s: 100 queued
     # samples take 1 s, then 1 s more), whatever the load
     "slow": ("slow-parent@sample=5,for=1", ["--sample-interval", "0.01", "--steps", str(SLOW_PARENT_STEPS)]),
@@ -250,37 +252,58 @@ class Recording:
             stderr=subprocess.PIPE,
             text=True,
         )
-        self._done: tuple[int, str] | None = None
 
-    def finish(self) -> tuple[int, str, list[dict[str, str]]]:
-        """(exit status, stderr, rows) once it has exited; nothing of the workload's is left."""
-        if self._done is None:
-            try:
-                _, err = self.proc.communicate(timeout=120)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                raise
-            self._done = (self.proc.returncode, err)
-        code, err = self._done
+    def finish(self) -> Finished:
+        """What became of it, once it has exited."""
+        try:
+            _, err = self.proc.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            raise
         pid = int(json.loads(self.csv.with_suffix(".json").read_text())["started"]["pid"])
-        assert_nothing_left(pid)
-        return code, err, read_rows(self.csv)
+        deadline = time.monotonic() + 5  # its group's last members may still be exiting
+        while (left := group_members(pid)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return Finished(self.proc.returncode, err, read_rows(self.csv), self.csv, left)
+
+
+class Finished(NamedTuple):
+    """A fault's ``--record`` run once it has exited."""
+
+    code: int  # its exit status
+    err: str  # its stderr
+    rows: list[dict[str, str]]  # the CSV's
+    csv: Path
+    left: list[int]  # processes of the workload's group still running after it
+
+    def checked(self) -> tuple[int, str, list[dict[str, str]]]:
+        """(exit status, stderr, rows), once nothing of the workload's group is left."""
+        assert self.left == [], f"processes of the workload's group are left: {self.left}"
+        return self.code, self.err, self.rows
+
+
+def record_all(folder: Path) -> dict[str, Finished]:
+    """Every case of ``RECORD_CASES``, started together, once each has exited."""
+    runs = {name: Recording(folder, name, fault, args) for name, (fault, args) in RECORD_CASES.items()}
+    try:
+        return {name: run.finish() for name, run in runs.items()}
+    finally:
+        for run in runs.values():
+            if run.proc.poll() is None:
+                run.proc.kill()
+                run.proc.wait()
 
 
 @pytest.fixture(scope="module")
-def recordings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Recording]]:
-    folder = tmp_path_factory.mktemp("record-faults")
-    runs = {name: Recording(folder, name, fault, args) for name, (fault, args) in RECORD_CASES.items()}
-    yield runs
-    for run in runs.values():
-        if run.proc.poll() is None:
-            run.proc.kill()
-            run.proc.wait()
+def recordings(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Finished]:
+    return once_per_session(
+        tmp_path_factory, "test_faults-recordings", lambda: record_all(tmp_path_factory.mktemp("record-faults"))
+    )
 
 
 @pytest.mark.slow
-def test_record_a_raising_step_keeps_the_rows_and_exits_1(recordings: dict[str, Recording]) -> None:
-    code, err, rows = recordings["raise"].finish()
+def test_record_a_raising_step_keeps_the_rows_and_exits_1(recordings: dict[str, Finished]) -> None:
+    code, err, rows = recordings["raise"].checked()
     assert code == 1
     assert (
         err.strip()
@@ -294,8 +317,8 @@ def test_record_a_raising_step_keeps_the_rows_and_exits_1(recordings: dict[str, 
 
 
 @pytest.mark.slow
-def test_record_a_hung_step_is_noticed_stopped_and_exits_1(recordings: dict[str, Recording]) -> None:
-    code, err, rows = recordings["hang"].finish()
+def test_record_a_hung_step_is_noticed_stopped_and_exits_1(recordings: dict[str, Finished]) -> None:
+    code, err, rows = recordings["hang"].checked()
     assert code == 1
     said = events(rows, "error", NOT_RESPONDING)
     assert len(said) == 1 and re.match(r"workload process not responding for \d+ s", said[0]["event_message"])
@@ -313,9 +336,9 @@ def test_record_a_hung_step_is_noticed_stopped_and_exits_1(recordings: dict[str,
     )
 
 
-def test_record_goes_on_without_gpu_columns_when_nvml_loses_the_gpu(recordings: dict[str, Recording]) -> None:
+def test_record_goes_on_without_gpu_columns_when_nvml_loses_the_gpu(recordings: dict[str, Finished]) -> None:
     run = recordings["nvml"]
-    code, err, rows = run.finish()
+    code, err, rows = run.checked()
     assert code == 0, err
     lost = events(rows, "error", NVML_LOST)
     assert len(lost) == 1 and "the GPU has fallen off the bus" in lost[0]["event_message"]
@@ -329,8 +352,8 @@ def test_record_goes_on_without_gpu_columns_when_nvml_loses_the_gpu(recordings: 
 
 
 @pytest.mark.slow
-def test_record_counts_the_samples_a_slow_parent_made_the_workload_drop(recordings: dict[str, Recording]) -> None:
-    code, err, rows = recordings["slow"].finish()
+def test_record_counts_the_samples_a_slow_parent_made_the_workload_drop(recordings: dict[str, Finished]) -> None:
+    code, err, rows = recordings["slow"].checked()
     assert code == 0, err
     dropped = events(rows, "error", SAMPLES_DROPPED)
     assert len(dropped) == 1
@@ -342,9 +365,9 @@ def test_record_counts_the_samples_a_slow_parent_made_the_workload_drop(recordin
     assert max(jumps) >= n  # where the dropped samples were: one larger step in the totals
 
 
-def test_record_a_failing_csv_write_keeps_every_row_before_it_and_exits_1(recordings: dict[str, Recording]) -> None:
+def test_record_a_failing_csv_write_keeps_every_row_before_it_and_exits_1(recordings: dict[str, Finished]) -> None:
     run = recordings["csv"]
-    code, err, rows = run.finish()
+    code, err, rows = run.checked()
     assert code == 1
     assert len(rows) == 7  # the rows before the 8th, each whole
     assert f"gpudash: error: cannot write {run.csv.name}: Input/output error (injected" in err

@@ -193,7 +193,7 @@ def test_sweep_json_prints_each_configuration_with_its_figures(tmp_path: Path) -
 @pytest.mark.slow
 def test_tune_json_prints_the_answer_document_instead_of_its_lines(tmp_path: Path) -> None:
     (tmp_path / "tiny.py").write_text(TINY)
-    budget = ["--seconds", "0.3", "--warmup", "0.1", "--max-minutes", "1"]
+    budget = ["--seconds", "0.3", "--warmup", "0.1", "--max-minutes", "3"]  # a cap: a loaded machine measures later
     r = _gpudash(
         "tune", "-w", "tiny.py:workload", "-b", "4", "--device", "cpu", *budget, "--json", "--out", "tu", cwd=tmp_path
     )

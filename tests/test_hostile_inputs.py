@@ -330,10 +330,13 @@ def test_the_command_warns_about_the_settings_file_and_goes_on(tmp_path: Path) -
 # -- a first configuration the workload refuses: one line, exit 2, nothing left behind (cause 6) ---------------
 @pytest.mark.slow
 def test_a_first_batch_that_would_not_fit_is_one_line_exit_2_and_leaves_no_files(tmp_path: Path) -> None:
-    """The README's own example: the workload measures the batch, refuses it, and nothing stays."""
+    """The README's own example, smaller: the workload measures the batch, refuses it, and nothing
+    stays. At 128 px (the README's 512 px probes take 16 times the CPU) batch 1000 needs about 7.5 GiB:
+    more than a 2 GiB memory guard leaves, on any machine."""
     proc = _gpudash(
-        ["record", "x.csv", "-w", "sync_loss", "-b", "1000", "--image-size", "512", "--steps", "3", "--device", "cpu"],
+        ["record", "x.csv", "-w", "sync_loss", "-b", "1000", "--image-size", "128", "--steps", "3", "--device", "cpu"],
         tmp_path,
+        env={**os.environ, "GPUDASH_MEMORY_LIMIT": "2G"},
     )
     line = _one_error_line(proc)
     assert line.startswith("gpudash: error: batch 1000 needs about ") and "of host memory" in line

@@ -125,3 +125,100 @@ def _imported_roots(path: Path) -> set[str]:
     tree = ast.parse(path.read_text(encoding="utf-8"))
     roots = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     return roots | {(n.module or "").split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+
+
+# -- variant names: the registry's, asked of it -------------------------------------------------------
+# Variant names that are also plain words (a device, a DataLoader option): a string that is one of them
+# is a variant's name only where it stands in a variant's place.
+PLAIN_WORDS = frozenset({"cpu", "gpu", "workers"})
+
+
+def variant_names_allowed() -> tuple[frozenset[str], dict[str, frozenset[str]]]:
+    """Every variant name, and the modules that may write some as strings: the registry all of
+    them, each family's own module (its class's, or its function's for a family run from one) its own."""
+    from workloads.registry import FAMILIES
+
+    everything = frozenset(n for f in FAMILIES.values() for n in f.variant_names)
+    allowed: dict[str, frozenset[str]] = {"workloads/registry.py": everything}
+    for f in FAMILIES.values():
+        for module in (f.module, (f.source or "").partition(":")[0]):
+            if module and not module.endswith(".py"):
+                path = module.replace(".", "/") + ".py"
+                allowed[path] = allowed.get(path, frozenset()) | frozenset(f.variant_names)
+    return everything, allowed
+
+
+def _in_variant_place(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
+    """``node`` (a string, or one in a tuple/list/set) stands where a variant goes: ``variant=``,
+    compared with an expression that names a variant, passed to or assigned to one."""
+    while isinstance(parents.get(node), (ast.Tuple, ast.List, ast.Set)):
+        node = parents[node]
+    up = parents.get(node)
+    if isinstance(up, ast.keyword):
+        return "variant" in (up.arg or "")
+    if isinstance(up, ast.Compare):
+        return any("variant" in ast.unparse(side) for side in (up.left, *up.comparators) if side is not node)
+    if isinstance(up, ast.Call):  # SetVariant("gpu"), info.variant("cpu"); not variant.refusal("cpu")
+        func = up.func.attr if isinstance(up.func, ast.Attribute) else ast.unparse(up.func)
+        return "variant" in func.lower()
+    if isinstance(up, (ast.Assign, ast.AnnAssign)):
+        targets = up.targets if isinstance(up, ast.Assign) else [up.target]
+        return any("variant" in ast.unparse(t).lower() for t in targets)
+    if isinstance(up, ast.arguments):
+        named = [*up.posonlyargs, *up.args][-len(up.defaults) :] if up.defaults else []
+        pairs = [*zip(named, up.defaults, strict=True), *zip(up.kwonlyargs, up.kw_defaults, strict=True)]
+        return any(d is node and "variant" in a.arg for a, d in pairs)
+    return False
+
+
+def variant_literals(text: str, names: frozenset[str], allowed: frozenset[str] = frozenset()) -> list[str]:
+    """The strings of ``text`` that write a variant's name (one of ``names`` not in ``allowed``):
+    a name, or a ``-v`` list of them ("serial,pipelined+amp=bf16"); ``PLAIN_WORDS`` only in a
+    variant's place. Each as ``LINE: 'TEXT'``."""
+    tree = ast.parse(text)
+    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    found = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Constant) and isinstance(node.value, str)):
+            continue
+        heads = {entry.split("+")[0] for entry in node.value.split(",")}
+        if not heads <= names:
+            continue
+        written = heads - allowed
+        if written - PLAIN_WORDS or (written and _in_variant_place(node, parents)):
+            found.append((node.lineno, node.col_offset, f"{node.lineno}: {node.value!r}"))
+    return [hit for _, _, hit in sorted(found)]
+
+
+def test_the_variant_scan_finds_a_variants_name_and_not_a_device_or_prose() -> None:
+    names = frozenset({"serial", "pipelined", "cpu", "gpu", "fixed", "sync-heavy"})
+    written = """
+if w.variant == "pipelined": pass
+build(name, device, WorkloadOptions(variant="cpu"))
+controls.send(SetVariant("gpu"))
+ENTRIES = "sync-heavy,fixed+amp=bf16"
+def run(variant: str = "cpu") -> None: ...
+if info.variant_names[0] in ("serial", "cpu"): pass
+"""
+    lines = [int(hit.split(":")[0]) for hit in variant_literals(written, names)]
+    assert lines == [2, 3, 4, 5, 6, 7, 7]  # the tuple's two
+    plain = """
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+if kind == "gpu" or row["row_kind"] == "gpu": pass
+help = "Toggle serial ↔ pipelined"
+"""
+    assert variant_literals(plain, names) == []
+    assert variant_literals('x = "pipelined"', names, allowed=frozenset({"pipelined"})) == []
+
+
+def test_variant_names_are_written_only_in_the_registry_and_their_familys_module() -> None:
+    """Elsewhere a variant is asked of the registry (``VariantInfo.pipelined``, ``sync_free``,
+    ``FamilyInfo.default_variant``, ``pipeline_toggle``…): a renamed variant breaks nothing unseen."""
+    names, allowed = variant_names_allowed()
+    assert "workloads/encdec.py" in allowed and "workloads/vision.py" in allowed
+    found = []
+    for path in _modules(PACKAGES):
+        name = path.relative_to(ROOT).as_posix()
+        hits = variant_literals(path.read_text(encoding="utf-8"), names, allowed.get(name, frozenset()))
+        found += [f"{name}:{hit}" for hit in hits]
+    assert found == [], "ask the registry (workloads.registry) which variant: " + "; ".join(found)

@@ -1,9 +1,10 @@
 """The user's own job, unmodified (``gpudash [record PATH|diagnose] -- CMD``), on the CPU: real
 training scripts (``tests/data/jobs/``) run through the real command — a plain loop with a
 DataLoader and workers, two optimizers in one iteration, gradient accumulation, an exit code of
-its own, Lightning's ``Trainer.fit``, a Hugging Face ``Trainer``, ``torchrun`` on gloo — and what a
-user notices: the steps and samples recorded, the job's output and exit status passed through,
-Ctrl-C and a killed gpudash, bad input, the recordings read by report and replay."""
+its own, Lightning's ``Trainer.fit``, a Hugging Face ``Trainer`` (``torchrun`` on gloo is
+tests/test_job_flops.py's: one recording for its ranks and their FLOPs) — and what a user
+notices: the steps and samples recorded, the job's output and exit status passed through, Ctrl-C
+and a killed gpudash, bad input, the recordings read by report and replay (shared by the tests)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.helpers import once_per_session
 
 JOBS = Path(__file__).parent / "data" / "jobs"
 PLAIN = str(JOBS / "plain_loop.py")
@@ -113,16 +116,6 @@ def test_a_plain_loop_with_workers_two_optimizers_and_accumulation_is_counted_as
 
 
 @pytest.mark.slow
-def test_dict_batches_count_their_input_ids_and_spawned_workers_are_not_ranks(tmp_path: Path) -> None:
-    out = tmp_path / "r.csv"
-    job = [sys.executable, PLAIN, "--steps", "25", "--dict-batches", "--spawn-workers", "--batch", "8"]
-    done = gpudash("record", str(out), "-q", "--", *job)
-    assert done.returncode == 0, done.stderr
-    rows = samples(out)
-    assert int(rows[-1]["steps"]) == 25 and rows[-1]["batch_size"] == "8" and rows[-1]["world_size"] == "1"
-
-
-@pytest.mark.slow
 def test_a_failing_hook_turns_the_hooks_off_with_one_line_and_the_job_goes_on(tmp_path: Path) -> None:
     done = gpudash(
         "record", str(tmp_path / "r.csv"), "-q", "--", sys.executable, PLAIN, "--odd-batches", "--workers", "0"
@@ -133,13 +126,60 @@ def test_a_failing_hook_turns_the_hooks_off_with_one_line_and_the_job_goes_on(tm
     assert off == ["gpudash: the job's hooks are off: reading a batch: RuntimeError: no attributes here"]
 
 
+def _recorded(factory: pytest.TempPathFactory, name: str, *args: str) -> Path:
+    """``gpudash record NAME.csv -q ARGS`` (gpudash's options, ``--``, the job) in a temp folder, checked
+    to exit 0, once per session (``once_per_session``: its module's tests may run in two workers): the CSV."""
+
+    def record() -> Path:
+        out = factory.mktemp(name) / f"{name}.csv"
+        done = gpudash("record", str(out), "-q", *args)
+        assert done.returncode == 0, done.stderr
+        return out
+
+    return once_per_session(factory, f"test_job-{name}", record)
+
+
+@pytest.fixture(scope="module")
+def stopped(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A plain loop of 100,000 steps (batches of 8, its two workers) that ``--steps 40`` stops, its MFU
+    over ``--peak-tflops 1``: its CSV."""
+    job = [sys.executable, PLAIN, "--steps", "100000", "--sleep", "0.02", "--batch", "8"]
+    return _recorded(tmp_path_factory, "stopped", "--steps", "40", "--peak-tflops", "1", "--", *job)
+
+
+@pytest.fixture(scope="module")
+def evaluated(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """130 steps of dict batches of 8 from one spawned worker, an evaluation pass every 10 steps and a
+    new optimizer (the first one freed) after 30: its CSV."""
+    job = [sys.executable, PLAIN, "--steps", "130", "--dict-batches", "--spawn-workers", "--workers", "1"]
+    more = ["--batch", "8", "--eval-every", "10", "--new-optimizer-after", "30"]
+    return _recorded(tmp_path_factory, "evaluated", "--", *job, *more)
+
+
 @pytest.mark.slow
-def test_steps_stops_the_job_after_that_many_steps(tmp_path: Path) -> None:
-    out = tmp_path / "r.csv"
-    done = gpudash("record", str(out), "-q", "--steps", "15", "--", sys.executable, PLAIN, "--steps", "100000")
-    assert done.returncode == 0, done.stderr
-    assert int(samples(out)[-1]["steps"]) == 15  # the steps the job made after the 15th are not the run's
-    assert [e["event_message"] for e in events(out) if e["event_kind"] == "stopped"] == ["the job stopped by gpudash"]
+def test_dict_batches_count_their_input_ids_and_spawned_workers_are_not_ranks(evaluated: Path) -> None:
+    rows = samples(evaluated)
+    assert int(rows[-1]["steps"]) == 130 and rows[-1]["batch_size"] == "8" and rows[-1]["world_size"] == "1"
+
+
+@pytest.mark.slow
+def test_steps_stops_the_job_after_that_many_steps(stopped: Path) -> None:
+    assert int(samples(stopped)[-1]["steps"]) == 40  # the steps the job made after the 40th are not the run's
+    stops = [e["event_message"] for e in events(stopped) if e["event_kind"] == "stopped"]
+    assert stops == ["the job stopped by gpudash"]
+
+
+@pytest.mark.slow
+def test_a_plain_loops_flops_a_step_are_its_models_and_mfu_is_over_the_peak_given(stopped: Path) -> None:
+    from tests.test_job_flops import flops_event, mlp_flops  # their subject; this module's recording
+
+    message = flops_event(stopped)["event_message"]
+    assert message == "model FLOPs: 17.9 kFLOP a step (fp32 100%); MFU over 1 TFLOP/s (--peak-tflops)"
+    assert (rows := samples(stopped))
+    for row in rows:
+        assert float(row["flops_per_step"]) == mlp_flops(8, 32)
+        assert float(row["tflops"]) == pytest.approx(mlp_flops(8, 32) * float(row["steps_per_s"]) / 1e12, rel=1e-4)
+        assert float(row["mfu_pct"]) == pytest.approx(100 * float(row["tflops"]) / 1.0, rel=1e-4)
 
 
 @pytest.mark.slow
@@ -162,28 +202,6 @@ def test_a_hugging_face_trainer_with_accumulation_counts_its_global_steps(tmp_pa
     rows = samples(out)
     assert job_line(done.stdout)["global_step"] == "12" == rows[-1]["steps"]
     assert rows[-1]["batch_size"] == "8"  # 4 a micro-batch, 2 micro-batches a step
-
-
-@pytest.mark.slow
-def test_torchrun_measures_every_rank(tmp_path: Path) -> None:
-    torchrun = Path(sys.executable).with_name("torchrun")
-    out = tmp_path / "r.csv"
-    job = [str(torchrun), "--standalone", "--nproc-per-node", "2", str(JOBS / "ddp_loop.py"), "30"]  # a free port
-    done = gpudash("record", str(out), "-q", "--", *job, env={"OMP_NUM_THREADS": "1"})
-    assert done.returncode == 0, done.stderr
-    rows = samples(out)
-    last = {k: rows[-1][k] for k in ("world_size", "steps", "batch_size", "samples")}
-    assert last == {"world_size": "2", "steps": "30", "batch_size": "16", "samples": str(30 * 16)}, (
-        last,
-        done.stderr[-3000:],
-    )  # samples: the global batch
-    assert sorted(x for x in done.stdout.split() if x.startswith("rank=")) == ["rank=0", "rank=1"]
-    with open(out, newline="") as f:
-        rows = list(csv.DictReader(f))
-    ranks = [r for r in rows if r["row_kind"] == "rank"]  # each rank's windows, side by side
-    assert {r["rank"] for r in ranks} == {"0", "1"} and {r["node"] for r in ranks} == {"0"}
-    (world,) = [r for r in rows if r["event_what"] == "world"]  # which run, node and ranks gpudash saw
-    assert world["event_before"] == "0" and "ranks 0, 1 of 2" in world["event_message"]
 
 
 # -- the job stays the user's ---------------------------------------------------------------------
@@ -252,15 +270,15 @@ def test_a_killed_gpudash_takes_the_job_and_its_workers_with_it_within_5_s(tmp_p
 @pytest.mark.slow
 def test_diagnose_prints_the_verdict_then_stops_the_job(tmp_path: Path) -> None:
     os.chdir(tmp_path)
-    job = [sys.executable, PLAIN, "--steps", "100000", "--workers", "0", "--print-every", "50"]
+    job = [sys.executable, PLAIN, "--steps", "100000", "--workers", "0", "--print-every", "20"]
     done = gpudash("diagnose", "--json", "--warmup", "1", "--", *job)
     assert done.returncode == 0, done.stderr
     verdict = json.loads(done.stdout)  # stdout is the verdict's: the job's own lines went to stderr
-    assert "step 50 loss" in done.stderr
+    assert "step 20 loss" in done.stderr  # within the window's 30 steps, however slow the warmup's
     # said before the job's own reaction to SIGINT, so that its traceback reads as what it is
     assert "gpudash: the diagnosis is done: stopping the job (SIGINT" in done.stderr
     assert verdict["workload"] == "job:plain_loop.py" and verdict["bound"] == "CPU-bound"
-    assert verdict["evidence"]["steps"] == 30 and verdict["command"][-1] == "50"
+    assert verdict["evidence"]["steps"] == 30 and verdict["command"][-1] == "20"
     assert verdict["evidence"]["dtype"] == "fp32"  # the counted step's, which the tensor-core rule reads
     assert verdict["advice"].startswith("move the model and its batches to a GPU")  # a script's words, no flags
     assert "num_workers=0,pin_memory=False" in verdict["evidence"]["job_settings"]  # read from the job
@@ -293,29 +311,17 @@ def test_diagnose_of_a_job_that_ends_first_says_what_it_measured(tmp_path: Path)
 
 # -- the same recordings ------------------------------------------------------------------------------
 @pytest.mark.slow
-def test_two_recordings_of_one_script_pair_up_in_report_and_replay(tmp_path: Path) -> None:
-    for name, sleep in (("a", "0.02"), ("b", "0.005")):
-        done = gpudash(
-            "record",
-            str(tmp_path / f"{name}.csv"),
-            "-q",
-            "--",
-            sys.executable,
-            PLAIN,
-            "--steps",
-            "60",
-            "--sleep",
-            sleep,
-        )
-        assert done.returncode == 0, done.stderr
-    done = gpudash("report", str(tmp_path / "a.csv"), str(tmp_path / "b.csv"), "--out", str(tmp_path / "rep"), "--json")
+def test_two_recordings_of_one_script_pair_up_in_report_and_replay(
+    stopped: Path, evaluated: Path, tmp_path: Path
+) -> None:
+    done = gpudash("report", str(stopped), str(evaluated), "--out", str(tmp_path / "rep"), "--json")
     assert done.returncode == 0, done.stderr
     (compared,) = json.loads(done.stdout)["comparisons"]  # the same script, the same batch: paired
-    assert compared["against"] == "job:plain_loop.py/--steps 60 --sleep 0.02 bs16"
-    assert "--sleep 0.005" in compared["configuration"]
+    assert compared["against"] == "job:plain_loop.py/--steps 100000 --sleep 0.02 --batch 8 bs8"
+    assert "--eval-every 10" in compared["configuration"]
     from gpudash.recording.replay import ReplaySource, read_all
 
-    replayed = read_all(ReplaySource(tmp_path / "a.csv"))
+    replayed = read_all(ReplaySource(stopped))
     assert sum(type(m).__name__ == "Sample" for m in replayed) >= 2
 
 
@@ -451,31 +457,33 @@ def test_without_a_dataloader_the_batch_and_samples_per_s_are_unknown_not_zero()
 
 
 @pytest.mark.slow
-def test_evaluation_batches_are_not_the_next_steps_and_a_new_optimizer_takes_over(tmp_path: Path) -> None:
+def test_evaluation_batches_are_not_the_next_steps_and_a_new_optimizer_takes_over(evaluated: Path) -> None:
     """An evaluation loader's batches between two steps are not the next step's samples; an
     optimizer that replaces the first (a second phase; the first one freed) counts from its first step."""
-    out = tmp_path / "r.csv"
-    job = [sys.executable, PLAIN, "--steps", "130", "--workers", "0", "--eval-every", "10"]
-    done = gpudash("record", str(out), "-q", "--", *job, "--new-optimizer-after", "30")
-    assert done.returncode == 0, done.stderr
-    last = samples(out)[-1]
+    last = samples(evaluated)[-1]
     assert int(last["steps"]) == 130
-    assert last["batch_size"] == "16" and int(last["samples"]) == 16 * int(last["steps"])
+    assert last["batch_size"] == "8" and int(last["samples"]) == 8 * int(last["steps"])
 
 
-@pytest.mark.slow
-def test_a_library_that_asks_for_torch_before_importing_it_still_gets_the_hooks(tmp_path: Path) -> None:
-    job = tmp_path / "probe.py"
+@pytest.fixture(scope="module")
+def probed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A script that asks ``find_spec('torch')`` before torch is imported (as transformers and accelerate
+    do), then runs a plain loop of 130 steps whose new optimizer takes over after 30 while the old one
+    stays referenced: its CSV."""
+    job = tmp_path_factory.mktemp("probe") / "probe.py"
     job.write_text(
         "import importlib.util, sys\n"
         "assert importlib.util.find_spec('torch') is not None  # as transformers and accelerate do\n"
-        "sys.argv = ['plain_loop.py', '--steps', '20', '--workers', '0']\n"
+        "sys.argv = ['plain_loop.py', '--steps', '130', '--workers', '0', '--new-optimizer-after', '30', "
+        "'--keep-old-optimizer']\n"
         f"exec(compile(open({PLAIN!r}).read(), {PLAIN!r}, 'exec'))\n"
     )
-    out = tmp_path / "r.csv"
-    done = gpudash("record", str(out), "-q", "--", sys.executable, str(job))
-    assert done.returncode == 0, done.stderr
-    assert samples(out)[-1]["steps"] == "20"
+    return _recorded(tmp_path_factory, "probed", "--", sys.executable, str(job))
+
+
+@pytest.mark.slow
+def test_a_library_that_asks_for_torch_before_importing_it_still_gets_the_hooks(probed: Path) -> None:
+    assert samples(probed) and samples(probed)[-1]["workload"] == "job:probe.py"
 
 
 def test_a_job_is_named_by_its_script_behind_a_launcher_module() -> None:
@@ -487,9 +495,5 @@ def test_a_job_is_named_by_its_script_behind_a_launcher_module() -> None:
 
 
 @pytest.mark.slow
-def test_a_new_optimizer_takes_over_after_20_steps_alone_while_the_old_one_lives(tmp_path: Path) -> None:
-    out = tmp_path / "r.csv"
-    job = [sys.executable, PLAIN, "--steps", "130", "--workers", "0", "--new-optimizer-after", "30"]
-    done = gpudash("record", str(out), "-q", "--", *job, "--keep-old-optimizer")
-    assert done.returncode == 0, done.stderr
-    assert int(samples(out)[-1]["steps"]) == 130 - 20  # its first 20 steps alone, then it is the job's
+def test_a_new_optimizer_takes_over_after_20_steps_alone_while_the_old_one_lives(probed: Path) -> None:
+    assert int(samples(probed)[-1]["steps"]) == 130 - 20  # its first 20 steps alone, then it is the job's

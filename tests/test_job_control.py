@@ -1,7 +1,8 @@
 """The job under ``gpudash record`` is a foreground job of the user's terminal, as it is bare: it
 may set the terminal's modes, Ctrl-Z suspends it with gpudash and ``fg`` goes on, a job stopped
 by something else is said at once, and what a job leaves running when it ends by itself lives on
-(issue 54, items 1, 8 and 19). Driven from an interactive bash in a pseudo-terminal, as a user types."""
+(issue 54, items 1, 8 and 19). Driven from an interactive bash in a pseudo-terminal, as a user types;
+tests that read one run share it (module-scoped fixtures)."""
 
 from __future__ import annotations
 
@@ -13,13 +14,14 @@ import select
 import signal
 import sys
 import time
-from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from gpudash.job.stops import JobStops
+from tests.helpers import once_per_session
 from tests.test_job import JOBS
 
 REPO = Path(__file__).resolve().parents[1]
@@ -60,14 +62,6 @@ class Shell:
         os.close(self.fd)
 
 
-@pytest.fixture
-def shell(tmp_path: Path) -> Iterator[Shell]:
-    sh = Shell(tmp_path)
-    sh.expect(r"\$ ")
-    yield sh
-    sh.close()
-
-
 def _record(job_args: str, csv_name: str = "r.csv", *, then_status: bool = True) -> str:
     status = "; echo EXIT=$?" if then_status else ""
     return f"{sys.executable} -m gpudash record {csv_name} -q -- {sys.executable} {TTY_LOOP} {job_args}{status}\n"
@@ -86,45 +80,73 @@ def _wait_for(test: object, timeout: float = 30.0) -> None:
         time.sleep(0.05)
 
 
+@dataclass(frozen=True)
+class TtyRun:
+    """A recording in a terminal: what the terminal showed, the job's state while Ctrl-Z held it, the CSV."""
+
+    seen: str
+    state: str
+    rows: list[dict[str, str]]
+
+
+@pytest.fixture(scope="module")
+def in_a_terminal(tmp_path_factory: pytest.TempPathFactory) -> TtyRun:
+    """In an interactive bash, ``stty tostop``, then a recording of a job that sets its terminal's
+    modes and prints each of its 60 steps; Ctrl-Z at its 20th step, 2.5 s stopped, then ``fg``."""
+
+    def run() -> TtyRun:
+        tmp = tmp_path_factory.mktemp("tty")
+        pid_file = tmp / "job.pid"
+        sh = Shell(tmp)
+        try:
+            sh.expect(r"\$ ")
+            sh.type("stty tostop\n")
+            sh.expect(r"\$ ")
+            sh.type(_record(f"--steps 60 --step-s 0.05 --tcsetattr --pid-file {pid_file}", then_status=False))
+            sh.expect(r"step 20\r?\n")
+            sh.type("\x1a")  # Ctrl-Z
+            sh.expect(r"Stopped")
+            state = _state(int(pid_file.read_text()))
+            time.sleep(2.5)  # long enough for windows of nothing
+            sh.type("fg\n")
+            sh.expect(r"JOB done")
+            sh.type("echo EXIT=$?\n")
+            sh.expect(r"EXIT=\d+")
+            seen = sh.seen
+        finally:
+            sh.close()
+        return TtyRun(seen, state, list(csv.DictReader((tmp / "r.csv").open())))
+
+    return once_per_session(tmp_path_factory, "test_job_control-tty", run)  # its tests may run in two workers
+
+
 @pytest.mark.slow
-def test_a_job_that_sets_its_terminals_modes_runs_to_its_end_as_it_does_bare(shell: Shell, tmp_path: Path) -> None:
+def test_a_job_that_sets_its_terminals_modes_runs_to_its_end_as_it_does_bare(in_a_terminal: TtyRun) -> None:
     """Item 1: ``termios.tcsetattr(1, …)`` from a background group is stopped by SIGTTOU for ever;
     the job is the terminal's foreground job instead."""
-    shell.type(_record("--steps 10 --tcsetattr"))
-    shell.expect(r"EXIT=\d+")
-    assert "JOB done steps=10" in shell.seen and "EXIT=0" in shell.seen, shell.seen[-2000:]
+    seen = in_a_terminal.seen
+    assert "JOB done steps=60" in seen and "EXIT=0" in seen, seen[-2000:]
 
 
 @pytest.mark.slow
-def test_a_job_writing_under_stty_tostop_runs_to_its_end(shell: Shell) -> None:
-    shell.type("stty tostop\n")
-    shell.expect(r"\$ ")
-    shell.type(_record("--steps 10"))
-    shell.expect(r"EXIT=\d+")
-    assert "JOB done steps=10" in shell.seen and "EXIT=0" in shell.seen, shell.seen[-2000:]
+def test_a_job_writing_under_stty_tostop_runs_to_its_end(in_a_terminal: TtyRun) -> None:
+    """Under ``stty tostop`` a write from a background group is stopped by SIGTTOU: the job writes a
+    line each step, before Ctrl-Z and after ``fg``."""
+    seen = in_a_terminal.seen
+    assert "JOB done steps=60" in seen and "EXIT=0" in seen, seen[-2000:]
+    assert all(f"step {n}\r\n" in seen for n in (1, 20, 21, 60)), seen[-2000:]
 
 
 @pytest.mark.slow
 def test_ctrl_z_suspends_the_job_with_gpudash_and_fg_goes_on_without_a_zero_in_the_recording(
-    shell: Shell, tmp_path: Path
+    in_a_terminal: TtyRun,
 ) -> None:
     """Item 8: Ctrl-Z stops the job (the terminal's foreground) and gpudash with it, so the shell
     says its job is stopped; ``fg`` continues both; the stopped time is the "suspended" phase, no
     window of it reads zero steps/s, and every step is counted."""
-    pid_file = tmp_path / "job.pid"
-    shell.type(_record(f"--steps 60 --step-s 0.05 --pid-file {pid_file}", then_status=False))
-    shell.expect(r"step 20\r?\n")
-    shell.type("\x1a")  # Ctrl-Z
-    shell.expect(r"Stopped")
-    job = int(pid_file.read_text())
-    assert _state(job) == "T"  # the job is stopped, not training on unseen
-    time.sleep(2.5)  # long enough for windows of nothing
-    shell.type("fg\n")
-    shell.expect(r"JOB done")
-    shell.type("echo EXIT=$?\n")
-    shell.expect(r"EXIT=\d+")
-    assert "EXIT=0" in shell.seen and "JOB done steps=60" in shell.seen, shell.seen[-2000:]
-    rows = list(csv.DictReader((tmp_path / "r.csv").open()))
+    assert in_a_terminal.state == "T"  # the job is stopped, not training on unseen
+    assert "EXIT=0" in in_a_terminal.seen and "JOB done steps=60" in in_a_terminal.seen, in_a_terminal.seen[-2000:]
+    rows = in_a_terminal.rows
     suspended = [r for r in rows if r["row_kind"] == "event" and r["event_what"] == "suspended"]
     assert len(suspended) == 2 and float(suspended[1]["event_after"]) >= 2.0  # went, and came back 2.5 s later
     stopped_from, stopped_to = float(suspended[0]["time_s"]), float(suspended[1]["time_s"])
@@ -134,52 +156,64 @@ def test_ctrl_z_suspends_the_job_with_gpudash_and_fg_goes_on_without_a_zero_in_t
     assert not [r for r in inside if float(r["steps_per_s"] or 0) == 0.0]
 
 
-@pytest.mark.slow
-def test_a_job_stopped_by_someone_else_is_said_at_once_and_counted_as_suspended(tmp_path: Path) -> None:
-    """A stopped job never makes gpudash wait silently: ``kill -STOP`` of the job is said at once,
-    and its stopped time is not a stall."""
+@pytest.fixture(scope="module")
+def stopped_by_someone_else(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, str, Path, int]:
+    """A recording (no terminal) of a job of 60 steps that starts a helper in its group: ``kill -STOP``
+    of the job at its 3rd step, ``kill -CONT`` once gpudash has said so; it then ends by itself.
+    gpudash's exit status and stderr, the CSV, the helper's pid."""
     import subprocess
 
-    pid_file = tmp_path / "job.pid"
-    cmd = [sys.executable, "-m", "gpudash", "record", str(tmp_path / "r.csv"), "--", sys.executable, str(TTY_LOOP)]
-    proc = subprocess.Popen(
-        [*cmd, "--steps", "120", "--pid-file", str(pid_file)],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-    )
-    _wait_for(lambda: pid_file.exists() and pid_file.read_text())
-    job = int(pid_file.read_text())
-    time.sleep(3.0)  # training
-    os.kill(job, signal.SIGSTOP)
-    time.sleep(2.0)
-    os.kill(job, signal.SIGCONT)
-    _, err = proc.communicate(timeout=120)
-    assert proc.returncode == 0, err[-2000:]
-    rows = list(csv.DictReader((tmp_path / "r.csv").open()))
+    def run() -> tuple[int, str, Path, int]:
+        tmp = tmp_path_factory.mktemp("stopped")
+        pid_file, helper_file = tmp / "job.pid", tmp / "helper.pid"
+        cmd = [sys.executable, "-m", "gpudash", "record", str(tmp / "r.csv"), "--", sys.executable, str(TTY_LOOP)]
+        proc = subprocess.Popen(
+            [*cmd, "--steps", "60", "--pid-file", str(pid_file), "--helper-file", str(helper_file)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+        )
+        try:
+            assert proc.stdout is not None and proc.stderr is not None
+            while "step 3" not in (line := proc.stdout.readline()):  # training
+                assert line, proc.communicate()
+            job = int(pid_file.read_text())
+            os.kill(job, signal.SIGSTOP)
+            while "SIGSTOP" not in (line := proc.stderr.readline()):  # said while it is stopped
+                assert line, proc.communicate()
+            os.kill(job, signal.SIGCONT)
+            _, err = proc.communicate(timeout=120)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        return proc.returncode, err, tmp / "r.csv", int(helper_file.read_text())
+
+    return once_per_session(tmp_path_factory, "test_job_control-stopped", run)  # its tests may run in two workers
+
+
+@pytest.mark.slow
+def test_a_job_stopped_by_someone_else_is_said_at_once_and_counted_as_suspended(
+    stopped_by_someone_else: tuple[int, str, Path, int],
+) -> None:
+    """A stopped job never makes gpudash wait silently: ``kill -STOP`` of the job is said while it
+    is stopped, and its stopped time is not a stall."""
+    code, err, path, _ = stopped_by_someone_else
+    assert code == 0, err[-2000:]
+    rows = list(csv.DictReader(path.open()))
     said = [r for r in rows if r["event_what"] == "job" and "SIGSTOP" in r["event_message"]]
     assert said and "kill -CONT" in said[0]["event_message"]
     assert [r for r in rows if r["event_what"] == "suspended" and r["event_after"]]
 
 
 @pytest.mark.slow
-def test_what_a_job_leaves_running_when_it_ends_by_itself_lives_on(tmp_path: Path) -> None:
+def test_what_a_job_leaves_running_when_it_ends_by_itself_lives_on(
+    stopped_by_someone_else: tuple[int, str, Path, int],
+) -> None:
     """Item 19: a helper in the job's group outlives the job bare, and under gpudash too."""
-    import subprocess
-
-    helper_file = tmp_path / "helper.pid"
-    job = [sys.executable, str(TTY_LOOP), "--steps", "5", "--helper-file", str(helper_file)]
-    done = subprocess.run(
-        [sys.executable, "-m", "gpudash", "record", str(tmp_path / "r.csv"), "-q", "--", *job],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    helper = int(helper_file.read_text())
+    code, err, _, helper = stopped_by_someone_else
+    assert code == 0, err[-2000:]
     time.sleep(1.0)  # the reaper's time, had it been told to end the group
     try:
         assert _state(helper) in "SR"  # alive, as bare

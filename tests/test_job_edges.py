@@ -1,6 +1,6 @@
 """The edges of ``gpudash -- CMD`` on the CPU: a job behind a shell script, a job whose Python has
-no gpudash, ``diagnose --keep-running``, and the notes for a job that says nothing (its Python skips
-``sitecustomize``) or never steps an optimizer."""
+no gpudash, ``diagnose --keep-running``, the notes for a job that says nothing (its Python skips
+``sitecustomize``) or never steps an optimizer, and a second recording to a CSV being recorded."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ import pytest
 
 from gpudash.core.protocol import Event, EventKind, RunConfig
 from gpudash.job.session import JobSession
+from tests.helpers import once_per_session
 
 PLAIN = str(Path(__file__).parent / "data" / "jobs" / "plain_loop.py")
 
@@ -24,39 +25,52 @@ def _gpudash(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "gpudash", *args], capture_output=True, text=True, timeout=180)
 
 
-@pytest.mark.slow
-def test_a_job_behind_a_shell_script_is_measured(tmp_path: Path) -> None:
-    script = tmp_path / "run.sh"
-    script.write_text(f'#!/bin/sh\necho "starting"\nexec "{sys.executable}" "{PLAIN}" --steps 30 --workers 0 "$@"\n')
+@pytest.fixture(scope="module")
+def behind_a_shell(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    """``gpudash record -- bash run.sh --batch 4``: the script says "starting", then execs a Python job
+    that cannot import gpudash (``sys.modules['gpudash'] = None``) running a plain loop of 30 steps
+    with the script's arguments. Its CSV and gpudash's run."""
+    tmp = tmp_path_factory.mktemp("shell")
+    job = tmp / "job.py"
+    job.write_text(
+        "import sys\n"
+        "sys.modules['gpudash'] = None  # this Python has no gpudash: importing it fails\n"
+        "sys.argv = ['plain_loop.py', '--steps', '30', '--workers', '0', *sys.argv[1:]]\n"
+        f"exec(compile(open({PLAIN!r}).read(), {PLAIN!r}, 'exec'))\n"
+    )
+    script = tmp / "run.sh"
+    script.write_text(f'#!/bin/sh\necho "starting"\nexec "{sys.executable}" "{job}" "$@"\n')
     script.chmod(0o755)
-    out = tmp_path / "r.csv"
-    done = _gpudash("record", str(out), "-q", "--", "bash", str(script), "--batch", "4")
-    assert done.returncode == 0, done.stderr
+
+    def record() -> tuple[Path, subprocess.CompletedProcess[str]]:
+        done = _gpudash("record", str(tmp / "r.csv"), "-q", "--", "bash", str(script), "--batch", "4")
+        assert done.returncode == 0, done.stderr
+        return tmp / "r.csv", done
+
+    return once_per_session(tmp_path_factory, "test_job_edges-shell", record)  # its tests may run in two workers
+
+
+def _samples(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="") as f:
+        return [r for r in csv.DictReader(f) if r["row_kind"] == "sample"]
+
+
+@pytest.mark.slow
+def test_a_job_behind_a_shell_script_is_measured(behind_a_shell: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
+    out, done = behind_a_shell
     assert done.stdout.startswith("starting\n")
-    with open(out, newline="") as f:
-        rows = [r for r in csv.DictReader(f) if r["row_kind"] == "sample"]
+    rows = _samples(out)
     assert rows[-1]["steps"] == "30" and rows[-1]["batch_size"] == "4"
     assert {r["workload"] for r in rows} == {"job:run.sh"} and {r["variant"] for r in rows} == {"--batch 4"}
 
 
 @pytest.mark.slow
-def test_the_jobs_python_needs_no_gpudash(tmp_path: Path) -> None:
+def test_the_jobs_python_needs_no_gpudash(behind_a_shell: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
     """The hooks are loaded from gpudash's files, never imported as gpudash: a job whose Python
     cannot import gpudash at all is measured the same."""
-    job = tmp_path / "job.py"
-    job.write_text(
-        "import sys\n"
-        "sys.modules['gpudash'] = None  # this Python has no gpudash: importing it fails\n"
-        f"sys.argv = ['plain_loop.py', '--steps', '20', '--workers', '0']\n"
-        f"exec(compile(open({PLAIN!r}).read(), {PLAIN!r}, 'exec'))\n"
-    )
-    out = tmp_path / "r.csv"
-    done = _gpudash("record", str(out), "-q", "--", sys.executable, str(job))
-    assert done.returncode == 0, done.stderr
+    out, done = behind_a_shell
     assert "hooks are off" not in done.stderr
-    with open(out, newline="") as f:
-        rows = [r for r in csv.DictReader(f) if r["row_kind"] == "sample"]
-    assert rows[-1]["steps"] == "20"
+    assert _samples(out)[-1]["steps"] == "30"
 
 
 @pytest.mark.slow
@@ -101,21 +115,26 @@ def _session(no_hello_s: float, no_step_s: float, *job: str) -> JobSession:
     return session
 
 
-def _notes(session: JobSession, seconds: float) -> list[str]:
+def _notes(session: JobSession, settle_s: float = 1.5, wait_s: float = 120.0) -> list[str]:
+    """The session's error notes: polled until the first one comes (up to ``wait_s``), then ``settle_s``
+    more for any other (or a repeat); or until the job ends."""
     notes: list[str] = []
-    deadline = time.monotonic() + seconds
+    deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline and not session.finished:
         notes += [m.message for m in session.poll() if isinstance(m, Event) and m.kind == EventKind.ERROR]
+        if notes and deadline - time.monotonic() > settle_s:
+            deadline = time.monotonic() + settle_s
         time.sleep(0.1)
     return notes
 
 
 @pytest.mark.slow
 def test_a_job_whose_python_skips_sitecustomize_gets_one_line_saying_so() -> None:
-    session = _session(2.0, 60.0, sys.executable, "-I", "-c", "import time, torch; time.sleep(30)")
+    """No torch in it: with ``-I`` nothing of gpudash's runs in the job whether it imports torch or not."""
+    session = _session(2.0, 60.0, sys.executable, "-I", "-c", "import time; time.sleep(60)")
     session.start()
     try:
-        notes = _notes(session, 8.0)
+        notes = _notes(session)
     finally:
         session.stop()
     assert notes == [
@@ -126,10 +145,12 @@ def test_a_job_whose_python_skips_sitecustomize_gets_one_line_saying_so() -> Non
 
 @pytest.mark.slow
 def test_a_job_that_never_steps_an_optimizer_gets_a_note() -> None:
-    session = _session(60.0, 4.0, sys.executable, "-c", "import time, torch; time.sleep(30)")
+    """The note comes at its time after the start, once the job's hooks have said hello (however long
+    its torch import takes)."""
+    session = _session(120.0, 1.0, sys.executable, "-c", "import time, torch; time.sleep(120)")
     session.start()
     try:
-        notes = _notes(session, 15.0)
+        notes = _notes(session)
     finally:
         session.stop()
     assert notes == ["no optimizer step seen yet: is the job training with torch.optim?"]
@@ -197,3 +218,46 @@ def test_diagnose_of_a_job_that_fails_first_names_no_scratch_file_and_says_nothi
     assert done.returncode == 3
     assert " rows in " not in done.stderr and "stopping the job" not in done.stderr
     assert done.stderr.strip().splitlines()[-1].startswith("gpudash: error: the job ended (exit code 3) after 30 steps")
+
+
+@pytest.mark.slow
+def test_a_second_recording_to_a_csv_being_recorded_is_refused_with_one_line(tmp_path: Path) -> None:
+    """Issue 54, item 6: two ``record``s on one CSV: the second is refused while the first holds it,
+    ``--force`` or not; once the first has ended, the file is the user's to replace."""
+    out, ready, go = tmp_path / "run.csv", tmp_path / "ready", tmp_path / "go"
+    phases = str(Path(PLAIN).with_name("phases_loop.py"))
+    waits = tmp_path / "waits.py"  # started (so the first gpudash holds the CSV), it waits for the word
+    waits.write_text(
+        f"import os, sys, time\nopen({str(ready)!r}, 'w').close()\n"
+        f"while not os.path.exists({str(go)!r}):\n    time.sleep(0.05)\n"
+        f"sys.argv = [{phases!r}, '--steps', '3', '--step-s', '0.05']\n"
+        f"exec(compile(open({phases!r}).read(), {phases!r}, 'exec'))\n"
+    )
+    job = [sys.executable, str(waits)]
+    first = subprocess.Popen(
+        [sys.executable, "-m", "gpudash", "record", str(out), "-q", "--", *job],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not ready.exists():
+            assert first.poll() is None, first.communicate()  # it ended: what it said
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert not out.exists()  # held from its start, before the CSV exists
+        second = _gpudash("record", str(out), "--force", "-q", "--", *job)
+        assert second.returncode == 2
+        (line,) = second.stderr.strip().splitlines()
+        assert line == (
+            f"gpudash: error: {out} is being recorded by another gpudash (pid {first.pid}): wait for it to end, "
+            "or record to another file"
+        )
+    finally:
+        go.touch()
+        assert first.wait(timeout=120) == 0
+    replaced = _gpudash(
+        "record", str(out), "--force", "-q", "--", sys.executable, phases, "--steps", "3", "--step-s", "0.05"
+    )
+    assert replaced.returncode == 0, replaced.stderr[-2000:]

@@ -3,11 +3,15 @@ optimizer step counted inside the job (``gpudash/job/boot/gpudash_job_flops.py``
 its first step to the end of its second, every sample's TFLOP/s and MFU from them
 (``gpudash/job/mfu.py``), and the one "flops" event saying what was counted or why MFU is blank —
 through the real command on real scripts, and the count's part alone for what a script cannot
-arrange (another thread, a dispatch mode of the job's own, a FLOP formula that fails)."""
+arrange (another thread, a dispatch mode of the job's own, a FLOP formula that fails). ``torchrun``'s
+ranks, each measured (tests/test_job.py's subject) and counted, share one recording; a plain loop's
+FLOPs over ``--peak-tflops`` are read from tests/test_job.py's recording of ``--steps``."""
 
 from __future__ import annotations
 
+import csv
 import importlib.util
+import subprocess
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -22,6 +26,7 @@ from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatc
 from gpudash.core.protocol import Sample
 from gpudash.job.mfu import job_count, missing
 from gpudash.job.steps import JobSamples, StepRecord
+from tests.helpers import once_per_session
 from tests.test_job import JOBS, PLAIN, events, gpudash, job_line, samples
 
 BOOT = Path(__file__).parents[1] / "gpudash" / "job" / "boot"
@@ -41,25 +46,6 @@ def flops_event(path: Path) -> dict[str, str]:
 
 
 # -- through the real command ---------------------------------------------------------------------
-@pytest.mark.slow
-def test_a_plain_loops_flops_a_step_are_its_models_and_mfu_is_over_the_peak_given(tmp_path: Path) -> None:
-    out = tmp_path / "r.csv"
-    done = gpudash("record", str(out), "-q", "--peak-tflops", "1", "--", sys.executable, PLAIN, "--steps", "60")
-    assert done.returncode == 0, done.stderr
-    flops = mlp_flops(16, 32)
-    assert (
-        flops_event(out)["event_message"]
-        == "model FLOPs: 35.8 kFLOP a step (fp32 100%); MFU over 1 TFLOP/s (--peak-tflops)"
-    )
-    rows = samples(out)
-    assert rows and int(rows[-1]["steps"]) == 60
-    for row in rows:
-        steps_per_s = float(row["steps_per_s"])
-        assert float(row["flops_per_step"]) == flops
-        assert float(row["tflops"]) == pytest.approx(flops * steps_per_s / 1e12, rel=1e-4)
-        assert float(row["mfu_pct"]) == pytest.approx(100 * float(row["tflops"]) / 1.0, rel=1e-4)
-
-
 @pytest.mark.slow
 def test_accumulated_micro_batches_are_one_steps_flops_and_without_a_peak_mfu_is_blank(tmp_path: Path) -> None:
     out = tmp_path / "r.csv"
@@ -99,21 +85,53 @@ def test_a_count_that_fails_says_one_line_and_the_job_and_its_step_counting_go_o
     said = [x for x in done.stderr.splitlines() if x.startswith("gpudash:")]
     assert said == ["gpudash: the model FLOPs count is off: InjectedFault: GPUDASH_JOB_FAULT=flops@stop"]
     rows = samples(out)
-    assert job_line(done.stdout)["steps"] == "40" == rows[-1]["steps"] and rows[-1]["step_ms_p50"]
+    assert job_line(done.stdout)["steps"] == "40" == rows[-1]["steps"]
+    assert any(r["step_ms_p50"] for r in rows)  # its steps timed (a last window of one step has no percentiles)
     assert flops_event(out)["event_message"] == (
         "MFU blank: the step's FLOPs were not counted: the count failed: InjectedFault: GPUDASH_JOB_FAULT=flops@stop"
     )
 
 
+@pytest.fixture(scope="module")
+def torchrun(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    """``torchrun`` of two ranks on gloo (30 steps of batches of 8 each) recorded with ``--peak-tflops 2``:
+    its CSV and gpudash's run."""
+
+    def record() -> tuple[Path, subprocess.CompletedProcess[str]]:
+        torchrun = Path(sys.executable).with_name("torchrun")
+        out = tmp_path_factory.mktemp("torchrun") / "r.csv"
+        job = [str(torchrun), "--standalone", "--nproc-per-node", "2", str(JOBS / "ddp_loop.py"), "30"]  # a free port
+        done = gpudash("record", str(out), "-q", "--peak-tflops", "2", "--", *job, env={"OMP_NUM_THREADS": "1"})
+        assert done.returncode == 0, done.stderr
+        return out, done
+
+    return once_per_session(tmp_path_factory, "test_job_flops-torchrun", record)  # its tests may run in two workers
+
+
 @pytest.mark.slow
-def test_every_torchrun_rank_counts_its_own_step_and_mfu_is_per_gpu(tmp_path: Path) -> None:
-    torchrun = Path(sys.executable).with_name("torchrun")
-    out = tmp_path / "r.csv"
-    job = [str(torchrun), "--standalone", "--nproc-per-node", "2", str(JOBS / "ddp_loop.py"), "30"]  # a free port
-    done = gpudash("record", str(out), "-q", "--peak-tflops", "2", "--", *job, env={"OMP_NUM_THREADS": "1"})
-    assert done.returncode == 0, done.stderr
-    per_rank = 2 * 8 * 16 + 2 * 8 * 16  # DDP(Linear(16, 1)), batch 8 a rank: forward, weight gradient
+def test_torchrun_measures_every_rank(torchrun: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
+    out, done = torchrun
     rows = samples(out)
+    last = {k: rows[-1][k] for k in ("world_size", "steps", "batch_size", "samples")}
+    assert last == {"world_size": "2", "steps": "30", "batch_size": "16", "samples": str(30 * 16)}, (
+        last,
+        done.stderr[-3000:],
+    )  # samples: the global batch
+    assert sorted(x for x in done.stdout.split() if x.startswith("rank=")) == ["rank=0", "rank=1"]
+    with open(out, newline="") as f:
+        every = list(csv.DictReader(f))
+    ranks = [r for r in every if r["row_kind"] == "rank"]  # each rank's windows, side by side
+    assert {r["rank"] for r in ranks} == {"0", "1"} and {r["node"] for r in ranks} == {"0"}
+    (world,) = [r for r in every if r["event_what"] == "world"]  # which run, node and ranks gpudash saw
+    assert world["event_before"] == "0" and "ranks 0, 1 of 2" in world["event_message"]
+
+
+@pytest.mark.slow
+def test_every_torchrun_rank_counts_its_own_step_and_mfu_is_per_gpu(
+    torchrun: tuple[Path, subprocess.CompletedProcess[str]],
+) -> None:
+    per_rank = 2 * 8 * 16 + 2 * 8 * 16  # DDP(Linear(16, 1)), batch 8 a rank: forward, weight gradient
+    rows = samples(torchrun[0])
     assert rows and rows[-1]["world_size"] == "2"
     for row in rows:
         assert float(row["flops_per_step"]) == per_rank

@@ -9,9 +9,13 @@ from __future__ import annotations
 import csv
 import importlib.util
 import json
+import shutil
+import signal
+import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,10 +31,12 @@ from gpudash.core.protocol import (
     TRAINING,
     Event,
     EventKind,
+    ExitCode,
 )
 from gpudash.job.phases import JobPhases
 from gpudash.job.stalls import Stall, report, stall_after_s
-from tests.test_job import JOBS, gpudash, job_line
+from tests.helpers import once_per_session
+from tests.test_job import JOBS, TIMEOUT_S, gpudash, job_line
 
 BOOT = Path(__file__).parents[1] / "gpudash" / "job" / "boot"
 PHASES_LOOP = str(JOBS / "phases_loop.py")
@@ -173,17 +179,69 @@ def _record(tmp_path: Path, name: str, *job: str, options: tuple[str, ...] = ())
     return out, done, json.loads(out.with_suffix(".json").read_text())
 
 
+def _told(out: Path) -> bool:
+    """The recording under way holds a stall told (where the job waits)."""
+    if not out.exists():
+        return False
+    with open(out, newline="") as f:
+        return any(row.get("event_kind") == EventKind.STALLED.value for row in csv.DictReader(f))
+
+
+def _record_stalled(
+    tmp_path: Path, name: str, job: tuple[str, ...], then: Callable[[subprocess.Popen[str]], object]
+) -> tuple[Path, Any, dict[str, Any]]:
+    """``gpudash record --stall-after 3`` of a job that stalls; once the recording holds the stall
+    told, ``then(gpudash)`` (release the job, or stop the recording): the CSV, the command's
+    output, the sidecar. An event, not a time, moves it on: a loaded machine only makes it late."""
+    out = tmp_path / f"{name}.csv"
+    command = [sys.executable, "-m", "gpudash", "record", str(out), "--stall-after", "3", "--", sys.executable, *job]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + TIMEOUT_S
+        while not _told(out) and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        told = _told(out)
+        then(proc)
+        stdout, stderr = proc.communicate(timeout=TIMEOUT_S)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert told, stderr[-2000:]
+    done = subprocess.CompletedProcess(command, proc.returncode, stdout, stderr)
+    return out, done, json.loads(out.with_suffix(".json").read_text())
+
+
+# evaluations, checkpoints, a slow start and a slow exit: one recording that record, report and replay read
+PHASES_JOB = (
+    *("--steps", "16", "--step-s", "0.15", "--start-s", "1", "--exit-s", "1"),
+    *("--eval-every", "4", "--eval-batch-s", "0.08", "--save-every", "8", "--save-s", "0.4"),
+)
+
+
+@pytest.fixture(scope="module")
+def phases_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any, dict[str, Any]]:
+    """``phases_loop.py`` with ``PHASES_JOB`` recorded once (for every xdist worker): the CSV, the
+    command's output, the sidecar. Its files are read only: a test that changes them copies them."""
+    return once_per_session(
+        tmp_path_factory,
+        "job-phases-run",
+        lambda: _record(tmp_path_factory.mktemp("phases"), "run", PHASES_LOOP, *PHASES_JOB),
+    )
+
+
 @pytest.mark.slow
-def test_evaluation_checkpoints_a_slow_start_and_exit_are_phases_and_the_rate_is_the_trainings(tmp_path: Path) -> None:
-    job = ("--steps", "24", "--step-s", "0.3", "--eval-every", "6", "--save-every", "12", "--start-s", "1")
-    out, done, meta = _record(tmp_path, "run", PHASES_LOOP, *job, "--exit-s", "1.5")
+def test_evaluation_checkpoints_a_slow_start_and_exit_are_phases_and_the_rate_is_the_trainings(
+    phases_run: tuple[Path, Any, dict[str, Any]],
+) -> None:
+    out, done, meta = phases_run
     own = job_line(done.stdout)
     mean, low, high = _summary(out)
     assert mean == pytest.approx(float(own["steps_per_s"]), rel=0.05)  # not averaged with what is not training
     phases = meta["phases"]
     assert phases[EVALUATION] == pytest.approx(float(own["eval_s"]), rel=0.15)
     assert phases[CHECKPOINT] == pytest.approx(float(own["ckpt_s"]), rel=0.15)
-    assert phases[TEARDOWN] >= 1.5 and phases[STARTUP] >= 1.0
+    assert phases[TEARDOWN] >= 1.0 and phases[STARTUP] >= 1.0  # --exit-s 1, --start-s 1
     own_goodput = 100 * float(own["train_s"]) / meta["wall_s"]
     assert meta["goodput_pct"] == pytest.approx(own_goodput, abs=5.0)
     ended = {(r["event_what"], bool(r["event_after"])) for r in _rows(out, "event") if r["event_kind"] == "phase"}
@@ -192,77 +250,15 @@ def test_evaluation_checkpoints_a_slow_start_and_exit_are_phases_and_the_rate_is
 
 
 @pytest.mark.slow
-def test_two_second_steps_read_their_rate_with_an_interval_after_12_steps(tmp_path: Path) -> None:
-    out, done, _ = _record(tmp_path, "slow", PHASES_LOOP, "--steps", "13", "--step-s", "2")
-    mean, low, high = _summary(out)
-    assert mean == pytest.approx(float(job_line(done.stdout)["steps_per_s"]), rel=0.04)
-    assert low is not None and high is not None and (high - low) / 2 / mean < 0.10
-    rates = [float(r["steps_per_s"]) for r in _rows(out, "sample")]
-    after_second = rates[len(rates) // 4 :]
-    assert min(after_second) > 0.3  # a step under way reads its rate, not 0, 0, 0, 2
-
-
-@pytest.mark.slow
-def test_a_job_hung_on_a_lock_is_stalled_with_its_line_and_the_ask_leaves_it_as_it_was(tmp_path: Path) -> None:
-    job = ("--steps", "20", "--step-s", "0.1", "--hang-at", "6", "--hang-s", "8", "--own-handlers", "--workers", "1")
-    out, done, meta = _record(tmp_path, "hung", PHASES_LOOP, *job, options=("--stall-after", "3"))
-    assert "threads changed" not in done.stdout and "signal handlers changed" not in done.stdout
-    (told,) = [r for r in _rows(out, "event") if r["event_kind"] == EventKind.STALLED.value]
-    assert "rank 0" in told["event_message"] and "phases_loop.py:" in told["event_message"]
-    assert "lock.acquire(timeout=args.hang_s)" in told["event_message"]
-    assert "stalled: no step for" in done.stderr and "steps resumed after a" in done.stderr
-    assert meta["stalls"] and meta["phases"][STALLED_PHASE] == pytest.approx(8.0, abs=1.0)
-    mean, _, _ = _summary(out)  # the step after the stall is the stall's, not a slow step
-    assert mean == pytest.approx(float(job_line(done.stdout)["steps_per_s"]), rel=0.05)
-
-
-@pytest.mark.slow
-def test_a_stall_in_a_dataloader_worker_shows_the_workers_line(tmp_path: Path) -> None:
-    job = ("--steps", "100", "--step-s", "0.05", "--hang-in-worker", "--workers", "2")
-    out, done, meta = _record(tmp_path, "worker", PHASES_LOOP, *job, options=("--stall-after", "3", "--duration", "12"))
-    told = [r["event_message"] for r in _rows(out, "event") if r["event_kind"] == EventKind.STALLED.value]
-    assert told
-    where = "\n".join(line for stall in meta["stalls"] for line in stall["where"])
-    assert "DataLoader worker" in where and "in __getitem__: time.sleep(3600)" in where
-    assert "rank 0" in where  # and where the training loop waits for it
-
-
-@pytest.mark.slow
-def test_without_a_dataloader_the_batch_and_samples_per_s_are_blank_and_eval_mode_is_an_evaluation(
-    tmp_path: Path,
+def test_report_and_replay_read_a_jobs_phases_and_goodput(
+    tmp_path: Path, phases_run: tuple[Path, Any, dict[str, Any]]
 ) -> None:
-    job = ("--steps", "16", "--step-s", "0.2", "--no-loader", "--eval-every", "5", "--eval-mode-only")
-    out, done, meta = _record(tmp_path, "plain", PHASES_LOOP, *job)
-    samples = _rows(out, "sample")
-    assert samples and all(r["samples_per_s"] == "" and r["batch_size"] == "0" for r in samples)
-    assert meta["phases"][EVALUATION] == pytest.approx(3 * 6 * 0.1, rel=0.3)  # three passes of 6 × 0.1 s
-    mean, _, _ = _summary(out)
-    assert mean == pytest.approx(float(job_line(done.stdout)["steps_per_s"]), rel=0.05)
-
-
-@pytest.mark.slow
-def test_lightnings_validation_loop_is_an_evaluation_and_its_rate_its_training_steps(tmp_path: Path) -> None:
-    out, done, meta = _record(tmp_path, "lightning", str(JOBS / "lightning_val.py"), "40")
-    mean, _, _ = _summary(out)
-    assert mean == pytest.approx(float(job_line(done.stdout)["steps_per_s"]), rel=0.05)
-    assert meta["phases"][EVALUATION] == pytest.approx(4 * 6 * 0.1, rel=0.3)  # four passes of 6 × 0.1 s
-
-
-@pytest.mark.slow
-def test_a_hugging_face_trainer_with_evaluation_and_saves_reads_its_training_rate_and_goodput(tmp_path: Path) -> None:
-    job = ("--tiny", "--steps", "80", "--eval-steps", "20", "--save-steps", "40", "--pace", "0.05")
-    out, done, meta = _record(tmp_path, "hf", str(BENCH_JOBS / "hf_phases.py"), *job)
-    mean, _, _ = _summary(out)
-    assert mean == pytest.approx(float(job_line(done.stdout)["steps_per_s"]), rel=0.10)
-    assert meta["phases"][EVALUATION] > 0 and 0 < meta["goodput_pct"] < 100
-
-
-@pytest.mark.slow
-def test_report_and_replay_read_a_jobs_phases_and_goodput(tmp_path: Path) -> None:
     from gpudash.recording.replay import ReplaySource, read_all
 
-    job = ("--steps", "12", "--step-s", "0.2", "--eval-every", "4", "--exit-s", "0.5")
-    out, _, meta = _record(tmp_path, "a", PHASES_LOOP, *job)
+    recorded, _, meta = phases_run
+    out = tmp_path / recorded.name  # a copy: its sidecar goes below
+    shutil.copy(recorded, out)
+    shutil.copy(recorded.with_suffix(".json"), out.with_suffix(".json"))
     report_dir = tmp_path / "report"
     done = gpudash("report", str(out), "--out", str(report_dir), "--json")
     assert done.returncode == 0, done.stderr
@@ -280,20 +276,101 @@ def test_report_and_replay_read_a_jobs_phases_and_goodput(tmp_path: Path) -> Non
 
 
 @pytest.mark.slow
+def test_steps_of_five_sample_windows_read_their_rate_with_an_interval_after_12_steps(tmp_path: Path) -> None:
+    job = (PHASES_LOOP, "--steps", "13", "--step-s", "0.5")  # each step five 0.1 s windows long
+    out, done, _ = _record(tmp_path, "slow", *job, options=("--sample-interval", "0.1"))
+    own = float(job_line(done.stdout)["steps_per_s"])
+    mean, low, high = _summary(out)
+    assert mean == pytest.approx(own, rel=0.04)
+    assert low is not None and high is not None and (high - low) / 2 / mean < 0.10
+    under_way = [float(r["steps_per_s"]) for r in _rows(out, "sample") if 2 <= int(r["steps"]) < 13]  # steps 3–13
+    reading = [rate for rate in under_way if rate > 0.5 * own]
+    assert len(reading) >= 0.9 * len(under_way)  # a step under way reads its rate, not 0, 0, 0, 0, 2
+
+
+@pytest.mark.slow
+def test_a_job_hung_on_a_lock_is_stalled_with_its_line_and_the_ask_leaves_it_as_it_was(tmp_path: Path) -> None:
+    go_on = tmp_path / "go-on"  # the lock holds until the stall is told
+    job: tuple[str, ...] = (PHASES_LOOP, "--steps", "20", "--step-s", "0.1", "--hang-at", "6", "--hang-s", "0.05")
+    job += ("--release-file", str(go_on), "--own-handlers", "--workers", "1")
+    out, done, meta = _record_stalled(tmp_path, "hung", job, lambda _: go_on.touch())
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "threads changed" not in done.stdout and "signal handlers changed" not in done.stdout
+    events = _rows(out, "event")
+    told = [r for r in events if r["event_kind"] == EventKind.STALLED.value][0]  # (its exit, if slow, may be a 2nd)
+    assert "rank 0" in told["event_message"] and "phases_loop.py:" in told["event_message"]
+    assert "lock.acquire(timeout=args.hang_s)" in told["event_message"]
+    assert "stalled: no step for" in done.stderr and "steps resumed after a" in done.stderr
+    stalled_s = float(told["event_message"].split("no step for ")[1].split(" s")[0])  # when told
+    ended = [float(r["event_after"]) for r in events if r["event_what"] == STALLED_PHASE and r["event_after"]]
+    assert meta["stalls"] and ended[0] >= max(3.0, stalled_s - 0.5)  # it lasted past its telling
+    assert meta["phases"][STALLED_PHASE] >= ended[0]
+    mean, _, _ = _summary(out)  # the step after the stall is the stall's, not a slow step (that would halve it)
+    assert mean == pytest.approx(float(job_line(done.stdout)["steps_per_s"]), rel=0.1)
+
+
+@pytest.mark.slow
+def test_a_stall_in_a_dataloader_worker_shows_the_workers_line(tmp_path: Path) -> None:
+    job = (PHASES_LOOP, "--steps", "100", "--step-s", "0.05", "--hang-in-worker", "--workers", "2")
+    out, done, meta = _record_stalled(tmp_path, "worker", job, lambda gd: gd.send_signal(signal.SIGINT))
+    assert done.returncode == ExitCode.INTERRUPTED, done.stderr[-2000:]  # stopped, as Ctrl-C does
+    assert [r["event_message"] for r in _rows(out, "event") if r["event_kind"] == EventKind.STALLED.value]
+    where = "\n".join(line for stall in meta["stalls"] for line in stall["where"])
+    assert "DataLoader worker" in where and "in __getitem__: time.sleep(3600)" in where
+    assert "rank 0" in where  # and where the training loop waits for it
+
+
+@pytest.mark.slow
+def test_without_a_dataloader_the_batch_and_samples_per_s_are_blank_and_eval_mode_is_an_evaluation(
+    tmp_path: Path,
+) -> None:
+    job = ("--steps", "13", "--step-s", "0.15", "--no-loader", "--eval-every", "4", "--eval-mode-only")
+    out, done, meta = _record(tmp_path, "plain", PHASES_LOOP, *job)
+    own = job_line(done.stdout)
+    samples = _rows(out, "sample")
+    assert samples and all(r["samples_per_s"] == "" and r["batch_size"] == "0" for r in samples)
+    assert meta["phases"][EVALUATION] == pytest.approx(float(own["eval_s"]), rel=0.15)  # three passes, 6 × 0.1 s
+    mean, _, _ = _summary(out)
+    assert mean == pytest.approx(float(own["steps_per_s"]), rel=0.05)
+
+
+@pytest.mark.slow
+def test_lightnings_validation_loop_is_an_evaluation_and_its_rate_its_training_steps(tmp_path: Path) -> None:
+    out, done, meta = _record(tmp_path, "lightning", str(JOBS / "lightning_val.py"), "20")
+    own = job_line(done.stdout)
+    mean, _, _ = _summary(out)
+    assert mean == pytest.approx(float(own["steps_per_s"]), rel=0.05)
+    assert meta["phases"][EVALUATION] == pytest.approx(float(own["eval_s"]), rel=0.2)  # two passes of 6 × 0.1 s
+
+
+@pytest.mark.slow
+def test_a_hugging_face_trainer_with_evaluation_and_saves_reads_its_training_rate_and_goodput(tmp_path: Path) -> None:
+    job = ("--tiny", "--steps", "40", "--eval-steps", "10", "--save-steps", "20", "--pace", "0.05")
+    out, done, meta = _record(tmp_path, "hf", str(BENCH_JOBS / "hf_phases.py"), *job)
+    mean, _, _ = _summary(out)
+    assert mean == pytest.approx(float(job_line(done.stdout)["steps_per_s"]), rel=0.10)
+    assert meta["phases"][EVALUATION] > 0 and 0 < meta["goodput_pct"] < 100
+
+
+@pytest.mark.slow
 def test_diagnose_says_when_evaluation_takes_over_a_quarter_of_the_wall_time() -> None:
-    job = ("--steps", "400", "--step-s", "0.05", "--eval-every", "3", "--eval-batches", "4", "--eval-batch-s", "0.05")
-    done = gpudash("diagnose", "--warmup", "2", "--", sys.executable, PHASES_LOOP, *job)
+    # evaluation 0.8 s every 3 steps of 0.05 s, and 4 s of warm-up: a share of the wall time over a quarter
+    # even where a loaded machine takes 30 s to start the job (its start-up is wall time too)
+    job = ("--steps", "400", "--step-s", "0.05", "--eval-every", "3", "--eval-batches", "4", "--eval-batch-s", "0.2")
+    done = gpudash("diagnose", "--warmup", "4", "--", sys.executable, PHASES_LOOP, *job, "--say-when-stopped")
     assert done.returncode == 0, done.stderr[-2000:]
     verdict = done.stdout.strip().splitlines()[-1]
     assert "evaluation takes" in verdict and "of the wall time — evaluate less often, or on fewer batches" in verdict
     step_ms = float(verdict.split(" ms a step")[0].rsplit(" ", 1)[-1])
-    assert 50.0 <= step_ms < 90.0  # the step's own time, evaluation left out (with it: about 117 ms)
+    own = job_line(done.stdout + done.stderr)  # the job's own figures, however loaded the machine
+    own_ms, eval_ms = 1e3 / float(own["steps_per_s"]), 1e3 * float(own["eval_s"]) / int(own["steps"])
+    assert 50.0 <= step_ms < own_ms + eval_ms / 2  # the step's own time, evaluation left out (with it: + eval_ms)
 
 
 @pytest.mark.slow
 def test_with_torchrun_the_rank_that_stalled_is_named_first_and_the_others_wait_for_it(tmp_path: Path) -> None:
     ddp = str(JOBS / "ddp_loop.py")
-    torchrun = ("-m", "torch.distributed.run", "--nproc-per-node", "2", ddp, "60", "1:10:8")
+    torchrun = ("-m", "torch.distributed.run", "--nproc-per-node", "2", ddp, "20", "1:10:8")
     out, done, meta = _record(tmp_path, "ddp", *torchrun, options=("--stall-after", "3"))
     (first, *rest) = meta["stalls"][0]["where"]
     assert first.startswith("rank 1 ") and "ddp_loop.py:" in first and "time.sleep(hang_s)" in first

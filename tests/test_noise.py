@@ -331,7 +331,7 @@ def test_an_a_a_sweep_on_a_loaded_cpu_says_so_and_shows_no_ratio_without_an_inte
     try:
         os.sched_setaffinity(0, {cpu})  # the sweep's workload process inherits it
         out = tmp_path / "aa"
-        aa = ["sweep", "-w", "sync_loss", "-v", "fixed,fixed", "-b", "2", *timing(repeats=2), "-q", "--out", str(out)]
+        aa = ["sweep", "-w", "sync_loss", "-v", "fixed,fixed", "-b", "2", *timing(2, 0.5, 0.2), "-q", "--out", str(out)]
         assert run(aa) == 0
     finally:
         os.sched_setaffinity(0, before)

@@ -36,7 +36,7 @@ FAMILIES = {
     "input_pipeline": ["--image-size", "16", "-v", "baseline"],
 }
 START_TIMEOUT_S = 180  # a generous bound on torch's import on a busy 2-core machine
-EXIT_TIMEOUT_S = 60
+EXIT_TIMEOUT_S = 120  # from the end asked for (or 30 steps) to gpudash's exit, on a loaded machine
 DIE_WITH_PARENT_S = 5.0  # issue 23: everything gpudash started is gone this soon after gpudash is SIGKILLed
 
 
@@ -116,12 +116,14 @@ def start_recording(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("family", list(FAMILIES))
+@pytest.mark.parametrize("family", ["encdec", "augment", "input_pipeline"])  # sync_loss's group: encdec's, one process
 def test_killing_the_workload_process_leaves_no_process_of_its_group(tmp_path: Path, family: str) -> None:
     rec, group = start_recording(tmp_path, family)
     os.kill(group, signal.SIGKILL)
     assert rec.wait() == 1  # the workload failed
-    assert "killed by SIGKILL" in "".join(rec.seen)
+    said = "".join(rec.seen)
+    assert "workload process killed by SIGKILL" in said
+    assert "out of memory" not in said  # a small workload's RSS: not taken for the OOM killer's (test_limits.py)
     assert live_group(group) == []
 
 
@@ -302,9 +304,10 @@ def test_a_data_parallel_run_leaves_no_temp_dir(short_tmp: Path, tmp_path: Path)
 @pytest.mark.slow
 def test_a_data_parallel_run_terminated_while_stopping_is_stopped_not_crashed(short_tmp: Path, tmp_path: Path) -> None:
     """Cause 15a: a run that reached its duration but did not stop itself in time (its ranks hang
-    in a step) is terminated by gpudash: a stop (exit 0, status done), not a crash."""
+    in a step) is terminated by gpudash: a stop (exit 0, status done), not a crash. The ranks hang
+    in their first step: whatever the load, the duration ends with them hung."""
     tmp = short_tmp
-    env = {**os.environ, "TMPDIR": str(tmp), "GPUDASH_FAULT": "hang@step=3"}
+    env = {**os.environ, "TMPDIR": str(tmp), "GPUDASH_FAULT": "hang@step=1"}
     rec = Recording(["--record", str(tmp_path / "run.csv"), "--device", "cpu", *DDP, "--duration", "1"], env)
     try:
         code = rec.wait(START_TIMEOUT_S)

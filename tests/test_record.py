@@ -115,7 +115,7 @@ def test_record_every_family(tmp_path: Path, name: str) -> None:
         "--device",
         "cpu",
         "--steps",
-        "6",  # a count, not seconds: some families' first CPU steps take over a second each under load
+        "2",  # a count, not seconds: ResNet-50's CPU steps take ~5 s of CPU each (the last step ends in a sample)
         "--sample-interval",
         "0.2",
         cwd=tmp_path,
@@ -166,7 +166,7 @@ def test_parent_never_imports_torch_or_textual_and_stdout_csv(tmp_path: Path) ->
     code = (
         "import sys\n"
         "from gpudash.cli.main import main\n"
-        "rc = main(['--record', '-', '--device', 'cpu', '--steps', '5', '-q', '--log', 'child.log'])\n"
+        "rc = main(['--record', '-', '--device', 'cpu', '--steps', '3', '-q', '--log', 'child.log'])\n"
         "print('MODULES', rc, sorted(m for m in ('torch', 'textual') if m in sys.modules), file=sys.stderr)\n"
     )
     r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=180)
@@ -174,7 +174,7 @@ def test_parent_never_imports_torch_or_textual_and_stdout_csv(tmp_path: Path) ->
     df = pd.read_csv(io.StringIO(r.stdout))  # stdout holds the CSV and nothing else
     assert_header(list(df.columns))
     s = df[df.row_kind == "sample"]
-    assert s.steps.iloc[-1] == 5  # --steps: the child stops after exactly 5
+    assert s.steps.iloc[-1] == 3  # --steps: the child stops after exactly 3
     assert df.event_kind.dropna().iloc[-1] == "stopped"
     assert not list(tmp_path.glob("*.json"))  # '-' writes no metadata file
 

@@ -31,7 +31,19 @@ def wait_for(cond, what: str, timeout_s: float = 120.0) -> None:
 def test_the_first_ctrl_c_says_it_stops_after_the_step_and_the_second_forces(tmp_path: Path) -> None:
     env = {**os.environ, faults.ENV: "hang@step=3"}
     proc = subprocess.Popen(
-        [*GPUDASH, "record", "run.csv", "--device", "cpu", "-w", "sync_loss", "--watchdog", "600"],
+        [
+            *GPUDASH,
+            "record",
+            "run.csv",
+            "--device",
+            "cpu",
+            "-w",
+            "sync_loss",
+            "--image-size",
+            "16",
+            "--watchdog",
+            "600",
+        ],
         cwd=tmp_path,
         env=env,
         stdout=subprocess.DEVNULL,

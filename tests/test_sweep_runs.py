@@ -26,41 +26,59 @@ def _optional(text: str) -> float | None:
 
 
 NOISY = r"( ⚠ noisy)?"  # a verdict measured while the machine was noisy says so
+LABELS = ["fixed", "fixed#2", "sync-heavy", "fixed+channels_last"]
+
+
+@pytest.fixture(scope="module")
+def tiny_sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One tiny real sweep on the CPU, shared by the tests below: an A/A pair (``fixed`` twice),
+    another variant and a knob setting, 2 repeats of 1.5 s each."""
+    out = tmp_path_factory.mktemp("sweep") / "sw"
+    had_torch = "torch" in sys.modules
+    variants = "fixed,fixed,sync-heavy,fixed+channels_last"
+    assert run(["sweep", "-w", "sync_loss", "-v", variants, "-b", "2", *TINY, "--out", str(out)]) == 0
+    assert had_torch or "torch" not in sys.modules  # torch only in the workload child
+    return out
+
+
+def _shown_ratio(md: str, label: str, verdict: str, both_intervals: bool) -> float:
+    """The ratio sweep.md shows in ``label``'s row (with its interval, or saying there is none)."""
+    (row,) = [line for line in md.splitlines() if line.startswith(f"| {label} |")]
+    if both_intervals:
+        shown = re.search(r"\| ([0-9.]+)× \[[0-9.]+–[0-9.]+\] \| " + re.escape(verdict) + NOISY + r" \|", row)
+    else:  # no interval: the ratio says so, and the verdict which --seconds would give one
+        shown = re.search(r"\| ([0-9.]+)× \(no CI\) \| too short[^|]*use --seconds ≥ \d+" + NOISY + r" \|", row)
+    assert shown is not None, row
+    return float(shown.group(1))
 
 
 @pytest.mark.slow
-def test_tiny_real_sweep(tmp_path: Path) -> None:
+def test_tiny_real_sweep(tiny_sweep: Path) -> None:
     # How many samples a 1.5 s repeat gets, and so whether a summary has an interval, depends
     # on how busy the machine is: both outcomes are checked for what the files must then say.
-    out = tmp_path / "sw"
-    had_torch = "torch" in sys.modules
-    assert run(["sweep", "-w", "sync_loss", "-v", "sync-heavy,fixed", "-b", "2", *TINY, "--out", str(out)]) == 0
+    out = tiny_sweep
     repeats, summaries = rows(out, "repeat"), rows(out, "summary")
-    assert len(repeats) == 4 and len(summaries) == 2
+    assert len(repeats) == 8 and len(summaries) == 4
     assert all(not r["error"] and float(r["steps_per_s"]) > 0 and int(r["n_samples"]) >= 1 for r in repeats)
-    names = ["sync-heavy", "fixed"]
-    assert [r["variant"] for r in repeats] == [names[i] for order in schedule(2, 2, seed=0) for i in order]
-    for s in summaries:
-        assert int(s["n_samples"]) == sum(int(r["n_samples"]) for r in repeats if r["variant"] == s["variant"])
+    assert [r["variant"] for r in repeats] == [LABELS[i] for order in schedule(4, 2, seed=0) for i in order]
+    md = (out / "sweep.md").read_text()
+    base = summaries[0]
+    for label, s in zip(LABELS, summaries, strict=True):
+        assert s["variant"] == label
+        assert int(s["n_samples"]) == sum(int(r["n_samples"]) for r in repeats if r["variant"] == label)
         low, mean, high = _optional(s["steps_per_s_low"]), float(s["steps_per_s"]), _optional(s["steps_per_s_high"])
         assert (low, high) == (None, None) or (low is not None and high is not None and low <= mean <= high)
-    base, other = summaries
-    assert base["ratio"] == "1" and float(other["ratio"]) == pytest.approx(
-        float(other["steps_per_s"]) / float(base["steps_per_s"]), rel=1e-4
-    )
-    both_intervals = bool(base["steps_per_s_low"] and other["steps_per_s_low"])
-    assert (other["verdict"] == "too short") == (not both_intervals)
-    assert bool(other["ratio_low"]) == both_intervals
-    md = (out / "sweep.md").read_text()
-    assert "| relative speed |" in md and "| 1.00× | (baseline" in md
-    if both_intervals:
+        if s is base:
+            continue
+        assert float(s["ratio"]) == pytest.approx(float(s["steps_per_s"]) / float(base["steps_per_s"]), rel=1e-4)
+        both_intervals = bool(base["steps_per_s_low"] and s["steps_per_s_low"])
+        assert (s["verdict"] == "too short") == (not both_intervals)
+        assert bool(s["ratio_low"]) == both_intervals
         # the report's ratio is the CSV's, rounded to its interval's digits (compared as numbers: the
         # CSV keeps 6 significant digits, so a ratio at a rounding boundary may print either way)
-        shown = re.search(r"\| ([0-9.]+)× \[[0-9.]+–[0-9.]+\] \| " + re.escape(other["verdict"]) + NOISY + r" \|", md)
-    else:  # no interval: the ratio says so, and the verdict which --seconds would give one
-        shown = re.search(r"\| ([0-9.]+)× \(no CI\) \| too short[^|]*use --seconds ≥ \d+" + NOISY + r" \|", md)
-    assert shown is not None and abs(float(shown.group(1)) - float(other["ratio"])) <= 0.0051
-    assert "gpudash sweep -w sync_loss -v sync-heavy,fixed -b 2" in md
+        assert abs(_shown_ratio(md, label, s["verdict"], both_intervals) - float(s["ratio"])) <= 0.0051
+    assert base["ratio"] == "1" and "| relative speed |" in md and "| 1.00× | (baseline" in md
+    assert "gpudash sweep -w sync_loss -v fixed,fixed,sync-heavy,fixed+channels_last -b 2" in md
     # a loaded machine (this suite runs two tests at once) says so: a verdict it touched is marked
     noisy = [r for r in summaries if r["noise"]]
     assert ("⚠ The machine was noisy" in md) == bool(noisy) and "## Noise" in md
@@ -68,7 +86,6 @@ def test_tiny_real_sweep(tmp_path: Path) -> None:
     assert (out / "sweep.png").stat().st_size > 0 and (out / "sweep.svg").stat().st_size > 0
     meta = json.loads((out / "sweep.json").read_text())
     assert meta["device"] == "cpu" and meta["torch_version"] and meta["exit_code"] == 0
-    assert had_torch or "torch" not in sys.modules  # torch only in the workload child
 
 
 @pytest.mark.slow
@@ -88,18 +105,16 @@ def test_two_stage_families_time_each_stage_and_report_the_overlap_bound(tmp_pat
 
 
 @pytest.mark.slow
-def test_an_aa_sweep_measures_the_same_configuration_twice_and_its_csv_carries_the_verdict(tmp_path: Path) -> None:
+def test_an_aa_sweep_measures_the_same_configuration_twice_and_its_csv_carries_the_verdict(tiny_sweep: Path) -> None:
     # Whether a real A/A run says "no change detected" is a property of the statistics
     # (test_comparison.py checks its false-alarm rate on synthetic series; docs/BENCHMARKS.md
     # shows the GPU's). A 2-core CI machine drifts by ±15% within seconds: here, the wiring.
     from gpudash.stats.comparison import Estimate, compare
 
-    out = tmp_path / "aa"
-    argv = ["sweep", "-w", "sync_loss", "-v", "fixed,fixed", "-b", "2", *timing(repeats=3), "-q", "--out", str(out)]
-    assert run(argv) == 0
-    summaries = rows(out, "summary")
-    assert [s["variant"] for s in summaries] == ["fixed", "fixed#2"]
-    assert len(rows(out, "repeat")) == 6  # the second "fixed" is switched to without a control: no rebuild
+    summaries = rows(tiny_sweep, "summary")
+    assert [s["variant"] for s in summaries][:2] == ["fixed", "fixed#2"]
+    # the second "fixed" is switched to without a control (no rebuild), and measured as often
+    assert [r["variant"] for r in rows(tiny_sweep, "repeat")].count("fixed#2") == 2
 
     def estimate(row: dict[str, str]) -> Estimate:
         batches = tuple(float(b) for b in row["steps_per_s_batches"].split(";") if b)
@@ -132,7 +147,7 @@ def _sweep_process(out: Path, repeats: int) -> subprocess.Popen[str]:
     )
 
 
-def _wait_for_rows(out: Path, proc: subprocess.Popen[str], n: int, timeout: float = 60) -> None:
+def _wait_for_rows(out: Path, proc: subprocess.Popen[str], n: int, timeout: float = 240) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and proc.poll() is None:
         if (out / "sweep.csv").exists() and len(rows(out, "repeat")) >= n:
@@ -159,7 +174,7 @@ def _stopped_sweep(
 @pytest.mark.slow
 def test_ctrl_c_keeps_the_finished_rows(tmp_path: Path) -> None:
     out = tmp_path / "int"
-    code, err = _stopped_sweep(out, 2, lambda proc: proc.send_signal(signal.SIGINT), timeout=30)
+    code, err = _stopped_sweep(out, 2, lambda proc: proc.send_signal(signal.SIGINT), timeout=120)
     assert code == 130, err
     finished = rows(out, "repeat")
     assert 2 <= len(finished) < 6 and all(not r["error"] for r in finished)
@@ -175,7 +190,7 @@ def test_a_killed_workload_keeps_what_finished_and_exits_1(tmp_path: Path) -> No
     def kill_the_workload(_: subprocess.Popen[str]) -> None:
         os.kill(int(json.loads((out / "sweep.json").read_text())["started"]["pid"]), signal.SIGKILL)
 
-    code, err = _stopped_sweep(out, 1, kill_the_workload, timeout=60)
+    code, err = _stopped_sweep(out, 1, kill_the_workload, timeout=120)
     assert code == 1, err
     assert "error: workload failed" in err and "SIGKILL" in err
     finished = rows(out, "repeat")
@@ -205,17 +220,13 @@ def test_gpu_sweep_times_the_stages_and_no_pipeline_beats_its_overlap_bound(tmp_
 
 # -- knobs -----------------------------------------------------------------------------------------
 @pytest.mark.slow
-def test_a_sweep_measures_knob_settings_side_by_side_and_its_csv_reads_back(tmp_path: Path) -> None:
+def test_a_sweep_measures_knob_settings_side_by_side_and_its_csv_reads_back(tiny_sweep: Path) -> None:
     from gpudash.report.load import load_run
     from gpudash.sweep.readback import summaries_from_csv
     from gpudash.sweep.report import table_row
 
-    out = tmp_path / "knobs"
-    assert (
-        run(["sweep", "-w", "sync_loss", "-v", "fixed,fixed+channels_last", "-b", "2", *TINY, "--out", str(out)]) == 0
-    )
-    repeats, summaries = rows(out, "repeat"), rows(out, "summary")
-    assert len(repeats) == 4 and all(not r["error"] and float(r["steps_per_s"]) > 0 for r in repeats)
+    out = tiny_sweep
+    summaries = [s for s in rows(out, "summary") if s["variant"] in ("fixed", "fixed+channels_last")]
     assert [(s["variant"], s["knobs"]) for s in summaries] == [
         ("fixed", "none"),
         ("fixed+channels_last", "channels_last=on"),
@@ -223,15 +234,13 @@ def test_a_sweep_measures_knob_settings_side_by_side_and_its_csv_reads_back(tmp_
     assert summaries[0]["ratio"] == "1" and summaries[1]["verdict"]  # against the plain variant
     md = (out / "sweep.md").read_text()
     ((_, read),) = summaries_from_csv(out / "sweep.csv")
-    assert [s.config.knobs for s in read] == ["none", "channels_last=on"]
+    assert [s.config.knobs for s in read] == ["none", "none", "none", "channels_last=on"]
     for s in read:  # the file alone reproduces the table
         assert table_row(s).split(" | ")[:2] in [ln.split(" | ")[:2] for ln in md.splitlines()]
-    assert [c.key for c in load_run(out / "sweep.csv").configs] == [
-        ("sync_loss", "fixed", 2, "none"),
-        ("sync_loss", "fixed", 2, "channels_last=on"),
-    ]
+    keys = [c.key for c in load_run(out / "sweep.csv").configs]
+    assert ("sync_loss", "fixed", 2, "none") in keys and keys[-1] == ("sync_loss", "fixed", 2, "channels_last=on")
     meta = json.loads((out / "sweep.json").read_text())
-    assert meta["knobs"] == "none" and meta["families"][0]["configurations"][1]["knobs"] == "channels_last=on"
+    assert meta["knobs"] == "none" and meta["families"][0]["configurations"][3]["knobs"] == "channels_last=on"
 
 
 @pytest.mark.slow

@@ -3,6 +3,7 @@ on the CPU (trace file, event, steps kept out of the samples, bounded files), an
 
 from __future__ import annotations
 
+import csv
 import gzip
 import json
 from pathlib import Path
@@ -11,9 +12,10 @@ import pytest
 
 from gpudash.core.protocol import Control, Event, EventKind, Sample, TraceWindow
 from gpudash.engine.loop import StepLoop
+from gpudash.engine.measure_windows import MAX_TRACE_FILES
 from gpudash.engine.trace_figures import covered_by_two_or_more, figures, union
 from tests.helpers import gpudash_in_bare_env as _gpudash
-from tests.helpers import record_rows, timing
+from tests.helpers import record_args, timing
 from workloads.base import WorkloadOptions
 from workloads.factory import build
 
@@ -125,16 +127,55 @@ def test_a_failing_window_is_one_message_and_the_run_goes_on(tmp_path: Path) -> 
 
 
 # -- --record ------------------------------------------------------------------------------------
-_WINDOWS = ("--image-size", "16", "--trace-every", "1", "--trace-steps", "2")  # a window of 2 steps every second
+def _windows_and_a_sample(csv_path: Path) -> tuple[int, int]:
+    """Of the whole lines written to ``csv_path`` so far: its profiler windows' event rows, its samples."""
+    text = csv_path.read_text() if csv_path.exists() else ""
+    lines = text.splitlines()[: text.count("\n")]
+    windows = sum(line.startswith("event,") and ",measured,trace," in line for line in lines)
+    return windows, sum(line.startswith("sample,") for line in lines)
+
+
+@pytest.fixture(scope="module")
+def traced(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``record run.csv --trace-every 2 --trace-steps 2`` (sync_loss on the CPU), ended by Ctrl-C once it
+    holds a profiler window and a sample (not after a time that a loaded machine, whose windows run
+    back to back, could fill with windows alone): its folder."""
+    import signal
+    import subprocess
+    import time
+
+    from tests.helpers import GPUDASH, ROOT, once_per_session
+
+    def record() -> Path:
+        tmp = tmp_path_factory.mktemp("traced")
+        windows = ("--image-size", "16", "--trace-every", "2", "--trace-steps", "2", "-q")  # 2 steps every 2 s
+        argv = [*GPUDASH, *record_args("run.csv", *windows)]
+        env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
+        proc = subprocess.Popen(argv, cwd=tmp, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.monotonic() + 240
+            while min(_windows_and_a_sample(tmp / "run.csv")) < 1 and proc.poll() is None:
+                if time.monotonic() > deadline:
+                    proc.kill()
+                time.sleep(0.2)
+            proc.send_signal(signal.SIGINT)
+            _, err = proc.communicate(timeout=120)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        assert proc.returncode == 130, err  # a recording ended by Ctrl-C: the shell's status for it
+        return tmp
+
+    return once_per_session(tmp_path_factory, "test_traces-traced", record)  # its tests may run in two workers
 
 
 @pytest.mark.slow
-def test_record_takes_a_window_every_few_seconds_into_event_rows_and_a_traces_folder(tmp_path: Path) -> None:
-    recorded = record_rows(tmp_path, *_WINDOWS, "--duration", "4")
-    rows = [r for r in recorded if r["event_what"] == "trace"]
+def test_record_takes_a_window_every_few_seconds_into_event_rows_and_a_traces_folder(traced: Path) -> None:
+    with (traced / "run.csv").open() as f:
+        rows = [r for r in csv.DictReader(f) if r["event_what"] == "trace"]
     assert rows and all(r["event_kind"] == "measured" for r in rows)
-    files = list((tmp_path / "run.traces").glob("*.json.gz"))
-    assert len(files) == len(rows)
+    files = list((traced / "run.traces").glob("*.json.gz"))
+    assert len(files) == min(len(rows), MAX_TRACE_FILES)  # the oldest beyond the bound go
 
 
 def test_trace_every_needs_record(tmp_path: Path) -> None:
@@ -144,7 +185,7 @@ def test_trace_every_needs_record(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_sweep_trace_takes_a_window_after_each_measurement(tmp_path: Path) -> None:
-    sweep = ["sweep", "-w", "sync_loss", "-v", "fixed", "-b", "4", *timing(repeats=2)]
+    sweep = ["sweep", "-w", "sync_loss", "-v", "fixed", "-b", "4", *timing(repeats=2, seconds=0.5, warmup=0.25)]
     out = _gpudash(*sweep, "--trace", "2", "--out", "sw", "-q", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     traces = sorted((tmp_path / "sw" / "traces").glob("*sync_loss-fixed-b4.json.gz"))
@@ -155,9 +196,8 @@ def test_sweep_trace_takes_a_window_after_each_measurement(tmp_path: Path) -> No
 
 
 @pytest.mark.slow
-def test_report_lists_a_recordings_profiler_windows(tmp_path: Path) -> None:
-    record_rows(tmp_path, *_WINDOWS, "--duration", "6")  # 3 s held no sample once, on a loaded 2-core machine
-    report = _gpudash("report", "run.csv", "--out", "rep", cwd=tmp_path)
+def test_report_lists_a_recordings_profiler_windows(traced: Path, tmp_path: Path) -> None:
+    report = _gpudash("report", str(traced / "run.csv"), "--out", str(tmp_path / "rep"), cwd=tmp_path)
     assert report.returncode == 0, report.stderr
     text = (tmp_path / "rep" / "report.md").read_text()
     section = text.split("### Profiler windows", 1)[1]

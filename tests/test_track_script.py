@@ -18,7 +18,7 @@ import pytest
 from gpudash.core.protocol import EventKind
 from gpudash.recording.replay import ReplaySource
 from gpudash.report.load import load_run
-from tests.helpers import ROOT
+from tests.helpers import ROOT, once_per_session
 from tests.test_track import EXAMPLE, events, messages, run_python, samples, whole
 
 # -- the script around it: import cost, exit, Ctrl-C, kill ----------------------------------------------------
@@ -62,13 +62,31 @@ def test_a_loop_that_raises_ends_the_file_with_a_crashed_row(tmp_path):
     )
 
 
-def start_example(cwd: Path, seconds: float = 60.0) -> subprocess.Popen[str]:
+# a tracked loop without torch (the tracker's side is what these tests watch): it runs until it is
+# killed (at most 5 minutes) and marks "lr 0.01" once the test creates the file ``mark``
+TRACKED = """
+import pathlib, time, gpudash
+marked, end = False, time.monotonic() + 300
+with gpudash.track("run.csv", label="mlp", interval_s=0.1) as t:
+    while time.monotonic() < end:
+        time.sleep(0.005)
+        t.step(samples=128)
+        if not marked and pathlib.Path("mark").exists():
+            t.mark("lr 0.01")
+            marked = True
+"""
+
+
+def start_tracked(cwd: Path) -> subprocess.Popen[str]:
+    """``TRACKED`` in ``cwd``, running, with Ctrl-C's default: a test run started in the background
+    (``pytest &``) ignores SIGINT, and Python then leaves it ignored in the script."""
     return subprocess.Popen(
-        [sys.executable, str(EXAMPLE), "run.csv", "--seconds", str(seconds)],
+        [sys.executable, "-c", TRACKED],
         cwd=cwd,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
 
 
@@ -83,10 +101,9 @@ def sample_rows(path: Path) -> int:
     return path.read_text().count("\nsample,") if path.exists() else 0
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["ctrl-c", "kill"])
 def test_an_interrupted_or_killed_script_leaves_a_whole_file(tmp_path, sig):
-    proc = start_example(tmp_path)
+    proc = start_tracked(tmp_path)
     try:
         wait_for(lambda: sample_rows(tmp_path / "run.csv") >= 3, "sample rows")
         proc.send_signal(sig)
@@ -124,7 +141,7 @@ async def test_replay_follow_shows_the_tracked_script_while_it_runs(tmp_path):
     from gpudash.tui.charts import MetricChart
     from tests.tui.conftest import wait_until
 
-    proc = start_example(tmp_path, seconds=12)
+    proc = start_tracked(tmp_path)
     try:
         wait_for(lambda: (tmp_path / "run.csv").exists(), "run.csv")
         app = GpuDashApp(ReplaySource(tmp_path / "run.csv", follow=True), clock=time.monotonic, toasts=False)
@@ -134,6 +151,7 @@ async def test_replay_follow_shows_the_tracked_script_while_it_runs(tmp_path):
             first = app.state.last_sample
             assert first is not None and first.workload == "mlp" and app.state.run.workload == "mlp"
             chart = app.query_one("#chart-throughput", MetricChart)
+            (tmp_path / "mark").touch()  # the script marks "lr 0.01" now
 
             def marked() -> bool:
                 app.refresh_now()
@@ -161,7 +179,7 @@ def tmux(socket: str, *args: str) -> str:
 @pytest.mark.skipif(subprocess.run(["which", "tmux"], capture_output=True).returncode != 0, reason="needs tmux")
 def test_replay_follow_in_a_terminal_shows_the_script_live(tmp_path):
     """As a user would: the script in the background, ``gpudash replay --follow`` in a terminal (tmux)."""
-    proc = start_example(tmp_path, seconds=16)
+    proc = start_tracked(tmp_path)
     socket = f"gpudash-track-{os.getpid()}"
     env = f"XDG_CONFIG_HOME={shlex.quote(str(tmp_path / 'config'))} PYTHONPATH={shlex.quote(str(ROOT))}"
     command = f"exec env {env} {shlex.join([sys.executable, '-m', 'gpudash', 'replay', '--follow', 'run.csv'])}"
@@ -177,6 +195,7 @@ def test_replay_follow_in_a_terminal_shows_the_script_live(tmp_path):
 
         wait_for(shows_it, "the tracked run on the screen", 90)
         assert proc.poll() is None, screen  # live: the script is still training
+        (tmp_path / "mark").touch()  # the script marks "lr 0.01" now
         wait_for(lambda: "lr 0.01" in tmux(socket, "capture-pane", "-p", "-t", "dash"), "the mark on the screen", 60)
         assert proc.poll() is None
     finally:
@@ -185,40 +204,62 @@ def test_replay_follow_in_a_terminal_shows_the_script_live(tmp_path):
         proc.communicate()
 
 
+# one gloo job of 2 ranks tracked twice: by rank 0 alone into rank-0/run.csv, then by each rank into
+# per-rank/run.rankN.csv (torch only in the ranks)
 DDP_SCRIPT = """
-import os, sys, time
-import torch, torch.distributed as dist, torch.multiprocessing as mp
+import multiprocessing, os, time
 import gpudash
 
-def rank(r, init, per_rank):
+def rank(r, init):
+    import torch.distributed as dist
     dist.init_process_group("gloo", init_method=init, rank=r, world_size=2)
-    with gpudash.track("run.csv", per_rank=per_rank, interval_s=0.05) as t:
-        for _ in range(40):
-            time.sleep(0.005)
-            t.step(samples=4)
-        print(r, t.path, flush=True)
-    dist.barrier()
+    for mode in ("rank-0", "per-rank"):
+        with gpudash.track(f"{mode}/run.csv", per_rank=mode == "per-rank", interval_s=0.05) as t:
+            for _ in range(40):
+                time.sleep(0.005)
+                t.step(samples=4)
+            print(mode, r, t.path, flush=True)
+        dist.barrier()
     dist.destroy_process_group()
 
 if __name__ == "__main__":
-    per_rank = sys.argv[1] == "per-rank"
-    mp.spawn(rank, args=(f"file://{os.path.abspath('rendezvous')}", per_rank), nprocs=2)
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=rank, args=(r, f"file://{os.path.abspath('rendezvous')}")) for r in range(2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join()
+    raise SystemExit(max(p.exitcode for p in procs))
 """
+
+
+@pytest.fixture(scope="module")
+def gloo_job(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    """``DDP_SCRIPT`` run: its folder and outcome."""
+
+    def run() -> tuple[Path, subprocess.CompletedProcess[str]]:
+        cwd = tmp_path_factory.mktemp("gloo")
+        (cwd / "job.py").write_text(DDP_SCRIPT)
+        for mode in ("rank-0", "per-rank"):
+            (cwd / mode).mkdir()
+        return cwd, subprocess.run([sys.executable, "job.py"], cwd=cwd, capture_output=True, text=True, timeout=240)
+
+    return once_per_session(tmp_path_factory, "test_track_script-gloo", run)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", ["rank-0", "per-rank"])
-def test_a_gloo_job_writes_rank_0_or_each_rank(tmp_path, mode):
-    (tmp_path / "job.py").write_text(DDP_SCRIPT)
-    proc = subprocess.run([sys.executable, "job.py", mode], cwd=tmp_path, capture_output=True, text=True, timeout=240)
+def test_a_gloo_job_writes_rank_0_or_each_rank(gloo_job, mode):
+    cwd, proc = gloo_job
     assert proc.returncode == 0, proc.stderr
-    csvs = sorted(p.name for p in tmp_path.glob("*.csv"))
+    folder = cwd / mode
+    csvs = sorted(p.name for p in folder.glob("*.csv"))
     if mode == "rank-0":
-        assert csvs == ["run.csv"] and "1 None" in proc.stdout
-        paths = [tmp_path / "run.csv"]
+        assert csvs == ["run.csv"] and "rank-0 1 None" in proc.stdout
+        paths = [folder / "run.csv"]
     else:
         assert csvs == ["run.rank0.csv", "run.rank1.csv"]
-        paths = [tmp_path / name for name in csvs]
+        paths = [folder / name for name in csvs]
     for path in paths:
         last = samples(messages(path))[-1]
         assert (last.steps, last.samples, last.world_size) == (40, 160, 2)

@@ -16,7 +16,6 @@ from gpudash.tune.candidates import Candidate, CandidateMaker, label_of
 from gpudash.tune.plan import build_parser, plan_from_args
 from gpudash.tune.report import TuneReport
 from gpudash.tune.run import TuneProgress, TuneRun, diagnosis_steps
-from tests.test_record import gpudash
 from workloads.knobs import Knobs
 from workloads.registry import family
 
@@ -262,6 +261,17 @@ def test_labels_are_the_entries_sweep_takes() -> None:
 
 
 # -- bad input -----------------------------------------------------------------------------------
+def _tune_refused(*args: str) -> int:
+    """``gpudash tune ARGS`` in this process, refused before any workload starts: its exit status
+    (argparse's refusals exit)."""
+    from gpudash.cli.main import main
+
+    try:
+        return int(main(["tune", *args]))
+    except SystemExit as exc:
+        return int(exc.code or 0)
+
+
 @pytest.mark.parametrize(
     ("args", "said"),
     [
@@ -273,19 +283,27 @@ def test_labels_are_the_entries_sweep_takes() -> None:
         ("-w sync_loss -b 0", "batch"),
     ],
 )
-def test_bad_tune_input_is_one_line_and_exit_2(tmp_path: Path, args: str, said: str) -> None:
-    r = gpudash("tune", *args.split(), "--device", "cpu", cwd=tmp_path, timeout=120)
-    assert r.returncode == 2, (r.stdout, r.stderr)
-    assert said in r.stderr and len(r.stderr.strip().splitlines()) <= 2, r.stderr
+def test_bad_tune_input_is_one_line_and_exit_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], args: str, said: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    code, err = _tune_refused(*args.split(), "--device", "cpu"), capsys.readouterr().err
+    assert code == 2, err
+    assert said in err and len(err.strip().splitlines()) <= 2, err
     assert not any(tmp_path.iterdir())  # nothing written
 
 
-def test_knobs_of_which_none_runs_here_leave_nothing_to_tune(tmp_path: Path) -> None:
-    r = gpudash("tune", "-w", "sync_loss", "--knobs", "cuda_graph,cudnn_benchmark", "--device", "cpu", cwd=tmp_path)
-    assert r.returncode == 2, r.stderr
-    assert "nothing to tune: knob cuda_graph: it needs CUDA (on cpu)" in r.stderr and "--device cuda" in r.stderr
-    r = gpudash("tune", "-w", "sync_loss", "--knobs", "amp=bf16", "--exact", "--device", "cpu", cwd=tmp_path)
-    assert r.returncode == 2 and "it changes the number format (--exact)" in r.stderr, r.stderr
+def test_knobs_of_which_none_runs_here_leave_nothing_to_tune(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    code = _tune_refused("-w", "sync_loss", "--knobs", "cuda_graph,cudnn_benchmark", "--device", "cpu")
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "nothing to tune: knob cuda_graph: it needs CUDA (on cpu)" in err and "--device cuda" in err
+    code = _tune_refused("-w", "sync_loss", "--knobs", "amp=bf16", "--exact", "--device", "cpu")
+    err = capsys.readouterr().err
+    assert code == 2 and "it changes the number format (--exact)" in err, err
 
 
 def test_a_winner_with_a_wide_interval_is_measured_again_beside_its_closest_rival(tmp_path: Path) -> None:

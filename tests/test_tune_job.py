@@ -4,7 +4,6 @@ user's own DataLoader call (a diff that applies with ``patch``), and nothing but
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -15,12 +14,13 @@ from pathlib import Path
 import pytest
 
 from gpudash.diagnosis.rules import job_settings
-from gpudash.job.settings import LOADER_SITE, SET_ENV, SITE_ENV, SettingError, Settings, describe, job_env, parse_set
+from gpudash.job.settings import LOADER_SITE, SET_ENV, SITE_ENV, WATCH_ENV, SettingError, job_env, parse_set
 from gpudash.report.load import load_run
-from gpudash.stats.comparison import Estimate, estimate_from_batches
-from gpudash.tune import job_race
+from gpudash.tune import job_race, job_runs, worker_cpu
 from gpudash.tune.job_edits import edits, unified_diff
-from gpudash.tune.job_race import JobRace, Run, worker_ladder
+from gpudash.tune.job_runs import Run
+from gpudash.tune.worker_cpu import GIB, no_room
+from tests.test_tune_climb import _race_with, _steady
 
 JOBS = Path(__file__).parent / "data" / "jobs"
 SLOW_READS = JOBS / "slow_reads.py"
@@ -55,70 +55,16 @@ def test_set_values_are_checked_and_carried_to_the_job_in_its_environment() -> N
 
 
 @pytest.mark.parametrize("argv", [["python", "train.py"], ["--allow-numerics", "train.py"], ["--diff"]])
-def test_a_job_given_without_dashes_is_one_line_and_exit_2(tmp_path: Path, argv: list[str]) -> None:
-    done = _gpudash("tune", *argv, cwd=tmp_path, timeout=60)
-    assert done.returncode == 2 and done.stdout == "", done.stderr
-    assert done.stderr.splitlines() == [
+def test_a_job_given_without_dashes_is_one_line_and_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    from gpudash.cli.main import main
+
+    code = main(["tune", *argv])
+    said = capsys.readouterr()
+    assert code == 2 and said.out == "", said.err
+    assert said.err.splitlines() == [
         "gpudash: error: give your job after --: gpudash tune [OPTIONS] -- python train.py "
         "(or a family: gpudash tune -w FAMILY)"
     ]
-
-
-def test_the_worker_ladder_climbs_in_powers_of_two_to_four_times_the_cpus() -> None:
-    assert worker_ladder(0, 2) == [1, 2, 4, 8]
-    assert worker_ladder(2, 16) == [4, 8, 16, 32, 64]
-
-
-def _steady(rate: float) -> Estimate:
-    """A run's figure: twelve windows within 1% of ``rate``."""
-    return estimate_from_batches([rate * (1 + (i % 3 - 1) / 100) for i in range(12)])
-
-
-def _race_with(
-    monkeypatch: pytest.MonkeyPatch,
-    tmp_path: Path,
-    rates: dict[int, float],
-    busy: float,
-    job_has: str = "autocast=False,compiled=False",
-    allow: bool = False,
-    cpus: int = 2,
-) -> list[str]:
-    """A race over stand-in runs (``rates``: samples/s by worker count, 0 the job as written; each
-    worker ``busy`` of a CPU; ``job_has``: what the job's first step says of its model; ``allow``:
-    ``--allow-numerics --allow-compile``) on ``cpus`` CPUs; the settings of the runs it made, in order."""
-
-    def fake_run(
-        command: list[str], settings: Settings, seconds: float, path: Path, beat: Run | None = None, watch: bool = False
-    ) -> Run:
-        workers = int(dict(settings).get("num_workers", 0))
-        rate = rates[workers] * (1.02 if dict(settings).keys() - {"num_workers", LOADER_SITE} else 1.0)
-        run = Run(describe(settings), settings, samples=_steady(rate))
-        said = f"tf32=False,{job_has},num_workers=0,pin_memory=False,site=/job/train.py:9"
-        run.started = {"device": "cpu", "settings": said}
-        run.worker_busy = busy if workers else None
-        return run
-
-    monkeypatch.setattr(job_race, "run_once", fake_run)
-    monkeypatch.setattr(job_race.os, "sched_getaffinity", lambda pid: set(range(cpus)))
-    args = argparse.Namespace(seconds=10.0, max_minutes=60.0, quiet=True, allow_numerics=allow, allow_compile=allow)
-    race = JobRace(["python", "train.py"], args, tmp_path)
-    race.race()
-    return [r.name for r in race.runs]
-
-
-def test_the_climb_goes_on_past_one_slower_worker_and_past_the_cpus_only_while_the_workers_wait(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    rates = {0: 440.0, 1: 424.0, 2: 880.0, 4: 1770.0, 8: 3000.0}
-    waiting = _race_with(monkeypatch, tmp_path, rates, busy=0.1)
-    assert [n for n in waiting if "persistent" not in n and "prefetch" not in n] == [
-        "as written",
-        *(f"num_workers={k}" for k in (1, 2, 4, 8)),
-    ]
-    computing = _race_with(monkeypatch, tmp_path, rates, busy=0.9)
-    assert "num_workers=4" not in computing and "num_workers=2" in computing  # 2 CPUs: no more
-    one_cpu = _race_with(monkeypatch, tmp_path, rates, busy=0.1, cpus=1)  # one worker slower, but waiting
-    assert "num_workers=2" in one_cpu and "num_workers=4" in one_cpu
 
 
 SCRIPT = """import torch
@@ -203,9 +149,8 @@ def test_set_applies_to_the_training_loader_alone_and_changes_nothing_but_the_sp
     job = ["--", sys.executable, str(SLOW_READS), "--steps", "60", "--read-ms", "0.2"]
     site = ["--set", f"loader_site={SLOW_READS}:{LOADER_LINE}"]
     losses: dict[str, str] = {}
-    for name, sets in (("as written", []), ("workers", ["--set", "num_workers=2", *site]),
-                       ("all", ["--set", "num_workers=2", "--set", "persistent_workers=on", "--set",
-                                "prefetch_factor=4", *site])):  # fmt: skip
+    for name, sets in (("as written", []), ("all", ["--set", "num_workers=2", "--set", "persistent_workers=on",
+                                                    "--set", "prefetch_factor=4", *site])):  # fmt: skip
         done = _gpudash("record", str(tmp_path / f"{len(losses)}.csv"), "-q", *sets, *job, cwd=tmp_path)
         assert done.returncode == 0, done.stderr[-2000:]
         line = next(x for x in done.stdout.splitlines() if x.startswith("JOB steps="))
@@ -217,25 +162,35 @@ def test_set_applies_to_the_training_loader_alone_and_changes_nothing_but_the_sp
 
 
 @pytest.mark.slow
-def test_tune_finds_the_workers_an_input_bound_job_lacks_and_names_the_line(tmp_path: Path) -> None:
+def test_tune_finds_the_workers_an_input_bound_job_lacks_and_names_the_line(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Issue 56's CPU goal: a Dataset that waits on reads and no workers: the winner has workers,
-    at least 2× faster at its interval's low end, its DataLoader line and edit named."""
+    at least 2× faster at its interval's low end, its DataLoader line and edit named. A real race
+    of fresh runs, short: the climb's guard lowered to 4 workers (past the 2 CPUs said here), so 6
+    runs of 5 s (as written, 1, 2 and 4 workers, then persistent workers and prefetching on the
+    best). Each sample's read waits 4 ms, far longer than its step: 4 workers read about 4× as fast."""
     script = tmp_path / "train.py"
     shutil.copy(SLOW_READS, script)
-    argv = ["tune", "--seconds", "8", "--max-minutes", "6", "--json", "--out", "t"]
-    done = _gpudash(*argv, "--", sys.executable, str(script), "--steps", "1000000", "--read-ms", "2", cwd=tmp_path)
-    assert done.returncode == 0, done.stderr[-3000:]
-    plan = done.stderr.splitlines()[0]  # said before the race: how many runs, and how many at most
+    monkeypatch.setattr(worker_cpu, "GUARD_WORKERS", 4)
+    monkeypatch.setattr(job_race, "GUARD_WORKERS", 4)
+    monkeypatch.setattr(job_race.os, "sched_getaffinity", lambda pid: set(range(2)))
+    out = tmp_path / "t"
+    job = ["--", sys.executable, str(script), "--steps", "1000000", "--read-ms", "4"]
+    code = job_race.main(["--seconds", "5", "--max-minutes", "10", "--json", "--out", str(out), *job])
+    said = capsys.readouterr()
+    assert code == 0, said.err[-3000:]
+    plan = said.err.splitlines()[0]  # said before the race: how many runs, and how many at most
     assert plan.startswith("gpudash: racing your job: about ") and "where the workers mostly wait" in plan, plan
-    doc = json.loads(done.stdout)
-    assert int(doc["winner"]["settings"].get("num_workers", 0)) >= 2, done.stderr[-3000:]
+    doc = json.loads(said.out)
+    assert int(doc["winner"]["settings"].get("num_workers", 0)) >= 2, said.err[-3000:]
     assert doc["speedup"]["verdict"] == "faster" and doc["speedup"]["low"] >= 2.0, doc["speedup"]
     (edit,) = [e for e in doc["edits"] if "DataLoader" in e["before"]]
     assert edit["file"] == str(script) and edit["line"] == LOADER_LINE
     assert f"num_workers={doc['winner']['settings']['num_workers']}" in edit["after"]
     assert {"baseline", "winner", "speedup", "edits", "candidates"} <= set(doc)
-    assert (tmp_path / "t" / "tune.md").read_text().count("| num_workers=") >= 2
-    assert (tmp_path / "t" / "tune.png").stat().st_size > 0 and (tmp_path / "t" / "tune.csv").exists()
+    assert (out / "tune.md").read_text().count("| num_workers=") >= 2
+    assert (out / "tune.png").stat().st_size > 0 and (out / "tune.csv").exists()
 
 
 @pytest.mark.slow
@@ -245,10 +200,11 @@ def test_a_run_slower_than_the_best_is_stopped_early_with_its_rows_and_its_worke
     fast = Run("as written", (), samples=_steady(1e6))
     job = [sys.executable, str(SLOW_READS), "--steps", "1000000", "--read-ms", "2"]
     settings = (("num_workers", "2"), (LOADER_SITE, f"{SLOW_READS}:{LOADER_LINE}"))
-    run = job_race.run_once(job, settings, 12.0, tmp_path / "run.csv", beat=fast)
+    run = job_runs.run_once(job, settings, 6.0, tmp_path / "run.csv", beat=fast)
     assert run.error == "" and run.dropped and run.rate is not None and run.rate.mean < 1e5
-    assert run.workers_seen >= 2 and run.worker_busy is not None and run.worker_busy < job_race.WAITING_BELOW
-    assert "slower" in job_race.shown(run)
+    assert run.workers_seen >= 2 and run.worker_busy is not None and run.worker_memory is not None
+    assert no_room(4, 2, run.worker_busy, run.worker_memory, cpus=2) is None  # waiting, and small: past the CPUs
+    assert 0 < run.worker_memory.per_worker < GIB and "slower" in job_runs.shown(run)
 
 
 @pytest.mark.slow
@@ -268,6 +224,7 @@ def test_set_autocast_and_compile_reach_the_model_the_optimizer_steps(tmp_path: 
     job = ["--", sys.executable, str(numerics), "--steps", "20"]
     have, line = run(*job)
     assert "autocast_forwards=0 " in line and "autocast" not in have  # a plain run's model is not watched
+    eager = float(line.split("loss=")[1])
     have, line = run("--set", "autocast=bf16", *job)
     assert "autocast_forwards=19 out_dtype=torch.float32" in line and have["applied_autocast"] == "bf16"
     assert have["autocast"] == "False" and have["model_name"] == "net" and have["forward_at"] == f"{numerics}:43"
@@ -275,7 +232,6 @@ def test_set_autocast_and_compile_reach_the_model_the_optimizer_steps(tmp_path: 
     assert have["autocast"] == "True" and "applied_autocast" not in have and "out_dtype=torch.bfloat16" in line
     if shutil.which("cc") is None and shutil.which("gcc") is None:
         pytest.skip("no C compiler here for torch.compile's CPU code")
-    eager = float(run(*job)[1].split("loss=")[1])
     have, line = run("--set", "compile=true", *job)
     assert have["applied_compile"] == "True" and float(line.split("loss=")[1]) == pytest.approx(eager, rel=1e-4)
 
@@ -298,7 +254,7 @@ def test_tunes_look_at_the_dataset_finds_its_random_draws_and_leaves_the_job_as_
     seen: dict[str, tuple[str, str]] = {}
     for name, watch in (("plain", "0"), ("looked", "1")):
         out = tmp_path / f"{name}.csv"
-        env = {**os.environ, "OMP_NUM_THREADS": "1", job_race.WATCH_ENV: watch}
+        env = {**os.environ, "OMP_NUM_THREADS": "1", WATCH_ENV: watch}
         argv = [sys.executable, "-m", "gpudash", "record", str(out), "-q", *job]
         done = subprocess.run(argv, capture_output=True, text=True, timeout=600, cwd=tmp_path, env=env)
         assert done.returncode == 0, done.stderr[-2000:]
@@ -313,7 +269,7 @@ def test_a_job_without_a_dataloader_keeps_its_metadata_for_tune_and_report(tmp_p
     """A loop over one tensor (no batches counted) wrote batch size 0, which made its run.json
     unreadable: tune then saw nothing of what the job does and raced nothing."""
     job = [sys.executable, str(JOBS / "many_ops.py"), "--steps", "80", "--depth", "20"]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", job_race.WATCH_ENV: "1"}
+    env = {**os.environ, "OMP_NUM_THREADS": "1", WATCH_ENV: "1"}
     argv = [sys.executable, "-m", "gpudash", "record", str(tmp_path / "r.csv"), "-q", "--", *job]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=600, cwd=tmp_path, env=env)
     assert done.returncode == 0, done.stderr[-2000:]

@@ -19,7 +19,7 @@ import pytest
 from gpudash.core.protocol import LOSS_EFFECT, Event, EventKind, LossEffect, RunConfig
 from gpudash.engine.builders import workload_builder
 from gpudash.engine.loop import StepLoop
-from tests.helpers import act_when
+from tests.helpers import act_when, once_per_session
 from tests.test_record import gpudash
 from tests.test_tune import ROOT
 from workloads.base import Workload, WorkloadOptions
@@ -109,19 +109,37 @@ def _rows(out: Path, kind: str) -> list[dict[str, str]]:
         return [r for r in csv.DictReader(f) if r["row_kind"] == kind]
 
 
-def _tune(workload: str, tmp_path: Path) -> tuple[Path, subprocess.CompletedProcess[str]]:
+SHORT = ["--device", "cpu", "--seconds", "0.5", "--warmup", "0.2"]  # a change's cost is timed apart from its warm-up
+
+
+def _tune(workload: str, tmp_path: Path, *more: str) -> tuple[Path, subprocess.CompletedProcess[str]]:
     """A short race of ``workload`` on the CPU that finished (exit 0): its folder and its process.
-    Windows of 0.5 s, 0.2 s of warm-up after each change (a change's cost is timed apart from it)."""
+    Windows of 0.5 s, 0.2 s of warm-up after each change; ``more``: tune's other arguments."""
     out = tmp_path / "tune"
-    argv = ["tune", "-w", workload, "--device", "cpu", "--seconds", "0.5", "--warmup", "0.2", "--out", str(out), "-q"]
-    r = gpudash(*argv, cwd=tmp_path, timeout=400)
+    r = gpudash("tune", "-w", workload, *SHORT, *more, "--out", str(out), "-q", cwd=tmp_path, timeout=400)
     assert r.returncode == 0, r.stderr
     return out, r
 
 
+RACED_KNOBS = "channels_last,cuda_graph,compile"  # a layout, one refused on the CPU, one compiled (named: raced)
+
+
+def sync_loss_race(factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """One race of sync_loss on the CPU that finished, shared by the tests here and in
+    test_tune_time.py (once per session): its folder and its stdout."""
+
+    def race() -> tuple[Path, str]:
+        out, r = _tune("sync_loss", factory.mktemp("race"), "--knobs", RACED_KNOBS)
+        return out, r.stdout
+
+    return once_per_session(factory, "test_tune_runs-sync_loss", race)
+
+
 @pytest.mark.slow
-def test_tune_names_the_fastest_configuration_and_the_command_that_runs_it(tmp_path: Path) -> None:
-    out, r = _tune("sync_loss", tmp_path)
+def test_tune_names_the_fastest_configuration_and_the_command_that_runs_it(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    out, stdout = sync_loss_race(tmp_path_factory)
     answer = json.loads((out / "tune.json").read_text())["answer"]
     winner = answer["winner"]
     candidates = _rows(out, "candidate")
@@ -140,7 +158,7 @@ def test_tune_names_the_fastest_configuration_and_the_command_that_runs_it(tmp_p
     spent = dict(re.findall(r"^- ([a-z ,()]+): ([0-9.]+) s \(", md.split("## Where the time went")[1], re.M))
     elapsed = json.loads((out / "tune.json").read_text())["elapsed_s"]
     assert float(spent["measuring"]) > 0 and sum(map(float, spent.values())) <= elapsed + 0.5, md
-    assert r.stdout.splitlines()[-1] == f"run it: {answer['command']}"
+    assert stdout.splitlines()[-1] == f"run it: {answer['command']}"
     # the command runs the winner: recorded headless, it trains that variant with those knobs
     argv = answer["command"].split()[1:]
     rec = gpudash(*argv, "--record", str(tmp_path / "w.csv"), "--steps", "5", "-q", cwd=tmp_path, timeout=200)
@@ -151,30 +169,38 @@ def test_tune_names_the_fastest_configuration_and_the_command_that_runs_it(tmp_p
     assert label.replace("=on", "") == winner
 
 
+@pytest.fixture(scope="module")
+def stopped_race(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int, str]:
+    """One race of a user's own workload (``file.py:function``), stopped by Ctrl-C once it has
+    measured 3 windows: its folder, exit status and stderr (once per session)."""
+
+    def race() -> tuple[Path, int, str]:
+        out = tmp_path_factory.mktemp("tune") / "int"
+        argv = [sys.executable, "-m", "gpudash", "tune", "-w", f"{ROOT}/examples/mine.py:workload", *SHORT]
+        argv += ["--out", str(out), "-q"]
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=out.parent)
+
+        def three_windows() -> bool:
+            return (out / "tune.csv").exists() and len(_rows(out, "window")) >= 3
+
+        err = act_when(proc, three_windows, lambda: proc.send_signal(signal.SIGINT), wait_s=240, end_s=60)
+        return out, proc.returncode, err
+
+    return once_per_session(tmp_path_factory, "test_tune_runs-stopped", race)
+
+
 @pytest.mark.slow
-def test_a_users_own_workload_is_tuned_like_a_family(tmp_path: Path) -> None:
-    out, _ = _tune(f"{ROOT}/examples/mine.py:workload", tmp_path)
+def test_a_users_own_workload_is_tuned_like_a_family(stopped_race: tuple[Path, int, str]) -> None:
+    out, _, err = stopped_race
     answer = json.loads((out / "tune.json").read_text())["answer"]
-    assert answer["command"].startswith(f"gpudash -w {ROOT}/examples/mine.py:workload -v ")
+    assert answer["command"].startswith(f"gpudash -w {ROOT}/examples/mine.py:workload -v "), err
     assert len(_rows(out, "window")) >= 3
 
 
 @pytest.mark.slow
-def test_ctrl_c_keeps_every_finished_window_and_writes_the_report(tmp_path: Path) -> None:
-    out = tmp_path / "int"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "gpudash", "tune", "-w", "sync_loss", "--device", "cpu", "--out", str(out), "-q"],
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-
-    def two_windows() -> bool:
-        return (out / "tune.csv").exists() and len(_rows(out, "window")) >= 2
-
-    err = act_when(proc, two_windows, lambda: proc.send_signal(signal.SIGINT), wait_s=240, end_s=60)
-    assert proc.returncode == 130, err
+def test_ctrl_c_keeps_every_finished_window_and_writes_the_report(stopped_race: tuple[Path, int, str]) -> None:
+    out, code, err = stopped_race
+    assert code == 130, err
     windows = _rows(out, "window")
     assert len(windows) >= 2 and all(w["samples_per_s"] for w in windows)
     assert "interrupted by SIGINT" in (out / "tune.md").read_text()

@@ -96,10 +96,10 @@ def test_a_sweep_that_starts_compiled_says_how_long_it_compiled(tmp_path: Path) 
 
 
 @pytest.mark.slow
-def test_a_tune_race_says_where_its_time_went(tmp_path: Path) -> None:
-    args = ("--seconds", "0.3", "--warmup", "0.2", "--knobs", "compile", "--device", "cpu", "--out", "t")
-    _run(tmp_path, "tune", "-w", "sync_loss", *args)
-    out = tmp_path / "t"
+def test_a_tune_race_says_where_its_time_went(tmp_path_factory: pytest.TempPathFactory) -> None:
+    from tests.test_tune_runs import sync_loss_race
+
+    out, _ = sync_loss_race(tmp_path_factory)  # compile among its knobs (named: raced)
     meta, md = json.loads((out / "tune.json").read_text()), (out / "tune.md").read_text()
     parts = _check_account(meta, md)
     assert parts["diagnosing"] > 0 and parts["switching"] > 0 and parts["warming_up"] > 0, md

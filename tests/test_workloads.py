@@ -24,14 +24,14 @@ def _snapshot(params: list[torch.nn.Parameter]) -> list[torch.Tensor]:
 
 @pytest.mark.parametrize(("name", "variant"), CPU_VARIANTS)
 def test_every_variant_trains_on_cpu(name: str, variant: str) -> None:
-    options = WorkloadOptions(variant=variant, batch_size=4, workers=1, emulate_streams=True)
+    options = WorkloadOptions(variant=variant, batch_size=2, workers=1, emulate_streams=True)
     with build(name, "cpu", options) as w:
         before = _snapshot(w.trained_parameters())
         losses = []
         for _ in range(3):
             w.step()
             losses.append(present(w.last_loss).item())
-        assert w.samples_per_step == 4
+        assert w.samples_per_step == 2
         assert all(torch.isfinite(torch.tensor(losses)))
         changed = [not torch.equal(a, b) for a, b in zip(before, w.trained_parameters(), strict=False)]
         assert all(changed), "every trained parameter should move after 3 SGD steps"

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from workloads.registry import WorkloadError, one_of
+from workloads.registry import WorkloadError, by_name, one_of
 
 if TYPE_CHECKING:  # pragma: no cover
     from workloads.registry import VariantInfo
@@ -92,61 +92,58 @@ _RULES = {"cuda_graph": _graph_rule, "compile": _compile_rule}
 TF32_NEVER = "never"  # the tf32 knob's strict-float32 value
 DDP_EXCLUDED = ("cuda_graph", "compile")  # knobs refused in a data-parallel run (workloads.distributed)
 
-KNOBS: dict[str, KnobInfo] = {
-    k.name: k
-    for k in (
-        KnobInfo(
-            "amp",
-            "bf16 autocast of forward and loss (bf16 tensor cores; weights stay fp32)",
-            values=(OFF, "bf16"),
-            changes_precision=True,
-        ),
-        KnobInfo("channels_last", "NHWC memory layout for the convolutions' weights and inputs"),
-        KnobInfo(
-            "cudnn_benchmark",
-            "cuDNN times its convolution algorithms once per shape and keeps the fastest",
-            needs_cuda=True,
-            warmup="autotuning",
-        ),
-        KnobInfo(
-            "tf32",
-            "on: TF32 for float32 matrix products too (convolutions use it by default); never: strict float32",
-            values=(OFF, ON, TF32_NEVER),
-            needs_cuda=True,
-            changes_precision=True,
-        ),
-        KnobInfo(
-            "cuda_graph",
-            "capture each stage of the step once as a CUDA graph and replay it",
-            needs_cuda=True,
-            warmup="capturing",
-        ),
-        KnobInfo(
-            "compile",
-            "torch.compile the model(s), with the mode as value",
-            values=(OFF, "default", "reduce-overhead", "max-autotune"),
-            warmup="compiling",
-        ),
-        KnobInfo(
-            "ddp_bucket_mb",
-            "DDP gradient bucket size in MB (bucket_cap_mb; off: gpudash's 100 MB, 25: torch's default)",
-            values=(OFF, "1", "5", "25"),
-            needs_ddp=True,
-        ),
-        KnobInfo(
-            "ddp_torch_defaults",
-            "DDP as torch sets it up: gradients copied into the all-reduce buckets "
-            "(off: gpudash's gradient_as_bucket_view)",
-            needs_ddp=True,
-        ),
-        KnobInfo(
-            "ddp_no_sync",
-            "accumulate gradients over K steps under DDP's no_sync, all-reduce and step the optimizer on the K-th",
-            values=(OFF, "2", "4", "8"),
-            needs_ddp=True,
-        ),
-    )
-}
+KNOBS: dict[str, KnobInfo] = by_name(
+    KnobInfo(
+        "amp",
+        "bf16 autocast of forward and loss (bf16 tensor cores; weights stay fp32)",
+        values=(OFF, "bf16"),
+        changes_precision=True,
+    ),
+    KnobInfo("channels_last", "NHWC memory layout for the convolutions' weights and inputs"),
+    KnobInfo(
+        "cudnn_benchmark",
+        "cuDNN times its convolution algorithms once per shape and keeps the fastest",
+        needs_cuda=True,
+        warmup="autotuning",
+    ),
+    KnobInfo(
+        "tf32",
+        "on: TF32 for float32 matrix products too (convolutions use it by default); never: strict float32",
+        values=(OFF, ON, TF32_NEVER),
+        needs_cuda=True,
+        changes_precision=True,
+    ),
+    KnobInfo(
+        "cuda_graph",
+        "capture each stage of the step once as a CUDA graph and replay it",
+        needs_cuda=True,
+        warmup="capturing",
+    ),
+    KnobInfo(
+        "compile",
+        "torch.compile the model(s), with the mode as value",
+        values=(OFF, "default", "reduce-overhead", "max-autotune"),
+        warmup="compiling",
+    ),
+    KnobInfo(
+        "ddp_bucket_mb",
+        "DDP gradient bucket size in MB (bucket_cap_mb; off: gpudash's 100 MB, 25: torch's default)",
+        values=(OFF, "1", "5", "25"),
+        needs_ddp=True,
+    ),
+    KnobInfo(
+        "ddp_torch_defaults",
+        "DDP as torch sets it up: gradients copied into the all-reduce buckets "
+        "(off: gpudash's gradient_as_bucket_view)",
+        needs_ddp=True,
+    ),
+    KnobInfo(
+        "ddp_no_sync",
+        "accumulate gradients over K steps under DDP's no_sync, all-reduce and step the optimizer on the K-th",
+        values=(OFF, "2", "4", "8"),
+        needs_ddp=True,
+    ),
+)
 
 
 class Knobs(Mapping[str, str]):

@@ -11,11 +11,24 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from enum import Enum
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from workloads import user_spec
 
 T = TypeVar("T")
+
+
+class _Named(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+N = TypeVar("N", bound=_Named)
+
+
+def by_name(*items: N) -> dict[str, N]:
+    """A table of ``items`` by their names, in their order (the families, the knobs)."""
+    return {item.name: item for item in items}
 
 
 class WorkloadError(ValueError):
@@ -131,6 +144,18 @@ class FamilyInfo:
         except WorkloadError as exc:
             return str(exc)
 
+    def variants_by_role(self) -> dict[str, str]:
+        """Its variants by what they are (a preset names them so): ``default``; ``pair_serial`` and
+        ``pair_pipelined``, its pipeline pair; ``sync_free``, the first whose step never makes the
+        host wait; and by each input-pipeline fix's name (``BATCH_COLOUR``…), the first rung with it."""
+        roles = {"default": self.default_variant}
+        if self.pipeline_toggle is not None:
+            roles["pair_serial"], roles["pair_pipelined"] = self.pipeline_toggle
+        roles["sync_free"] = next((v.name for v in self.variants if v.sync_free), "")
+        for fix in Fix:
+            roles[fix.name] = next((v.name for v in self.variants if fix in v.fixes), "")
+        return roles
+
     def pipeline_target(self, variant: str) -> str | None:
         """The other half of the serial ↔ pipelined pair from ``variant``; None without a pair."""
         if self.pipeline_toggle is None:
@@ -184,6 +209,12 @@ def api_family(
     )
 
 
+def reference_family(name: str, class_name: str, **fields: Any) -> FamilyInfo:
+    """One of the reference families: its class ``class_name`` in the module ``workloads.<name>``;
+    ``fields``: the rest of its ``FamilyInfo``."""
+    return FamilyInfo(name=name, module=f"workloads.{name}", class_name=class_name, **fields)
+
+
 def _vision_families() -> tuple[FamilyInfo, ...]:
     finetune_variants = (
         VariantInfo("serial", "frozen trunk then trained layer 4 and head, one stream"),
@@ -207,104 +238,91 @@ def _vision_families() -> tuple[FamilyInfo, ...]:
     )
 
 
-FAMILIES: dict[str, FamilyInfo] = {
-    f.name: f
-    for f in (
-        FamilyInfo(
-            name="encdec",
-            title="Frozen encoder, trained decoder: serial vs dual-stream pipeline",
-            module="workloads.encdec",
-            class_name="EncDecWorkload",
-            variants=(
-                VariantInfo("serial", "encoder then decoder train step, one stream"),
-                VariantInfo(
-                    "pipelined",
-                    "encoder on batch n+1 (stream E) overlaps decoder training on batch n (stream D)",
-                    pipelined=True,
-                ),
+FAMILIES: dict[str, FamilyInfo] = by_name(
+    reference_family(
+        "encdec",
+        "EncDecWorkload",
+        title="Frozen encoder, trained decoder: serial vs dual-stream pipeline",
+        variants=(
+            VariantInfo("serial", "encoder then decoder train step, one stream"),
+            VariantInfo(
+                "pipelined",
+                "encoder on batch n+1 (stream E) overlaps decoder training on batch n (stream D)",
+                pipelined=True,
             ),
-            default_variant="serial",
-            cuda_defaults=Defaults(batch_size=8, image_size=256),
-            cpu_defaults=Defaults(batch_size=4, image_size=32),
-            pipeline_toggle=("serial", "pipelined"),
         ),
-        FamilyInfo(
-            name="augment",
-            title="CPU vs GPU vs pipelined GPU augmentation",
-            module="workloads.augment",
-            class_name="AugmentWorkload",
-            variants=(
-                VariantInfo("cpu", "per-sample torchvision v2 transforms in DataLoader workers", host_augment=True),
-                VariantInfo(
-                    "gpu", "batch chain on the device, per-image rotation loop (the article's)", sync_free=False
-                ),
-                VariantInfo(
-                    "gpu-vectorized", "batch chain on the device, one batched rotation, no syncs", vectorized=True
-                ),
-                VariantInfo(
-                    "pipelined",
-                    "vectorized augmentation of batch n+1 on its own stream while the model trains on batch n",
-                    pipelined=True,
-                    vectorized=True,
-                ),
-                VariantInfo(
-                    "pipelined-loop",
-                    "the per-image rotation loop pipelined: its host syncs stall the pipeline",
-                    pipelined=True,
-                    sync_free=False,
-                ),
+        default_variant="serial",
+        cuda_defaults=Defaults(batch_size=8, image_size=256),
+        cpu_defaults=Defaults(batch_size=4, image_size=32),
+        pipeline_toggle=("serial", "pipelined"),
+    ),
+    reference_family(
+        "augment",
+        "AugmentWorkload",
+        title="CPU vs GPU vs pipelined GPU augmentation",
+        variants=(
+            VariantInfo("cpu", "per-sample torchvision v2 transforms in DataLoader workers", host_augment=True),
+            VariantInfo("gpu", "batch chain on the device, per-image rotation loop (the article's)", sync_free=False),
+            VariantInfo("gpu-vectorized", "batch chain on the device, one batched rotation, no syncs", vectorized=True),
+            VariantInfo(
+                "pipelined",
+                "vectorized augmentation of batch n+1 on its own stream while the model trains on batch n",
+                pipelined=True,
+                vectorized=True,
             ),
-            default_variant="cpu",
-            cuda_defaults=Defaults(batch_size=32, image_size=256, workers=8),
-            cpu_defaults=Defaults(batch_size=8, image_size=32, workers=2),
-            pipeline_toggle=("gpu-vectorized", "pipelined"),
-        ),
-        FamilyInfo(
-            name="sync_loss",
-            title="Host-device syncs in a masked loss",
-            module="workloads.sync_loss",
-            class_name="SyncLossWorkload",
-            variants=(
-                VariantInfo(
-                    "sync-heavy",
-                    "nonzero, unique, numel and boolean masks: the host waits 6 times a step",
-                    sync_free=False,
-                ),
-                VariantInfo("fixed", "where, sort + count_nonzero, ignore_index: no host syncs"),
+            VariantInfo(
+                "pipelined-loop",
+                "the per-image rotation loop pipelined: its host syncs stall the pipeline",
+                pipelined=True,
+                sync_free=False,
             ),
-            default_variant="sync-heavy",
-            cuda_defaults=Defaults(batch_size=32, image_size=256),
-            cpu_defaults=Defaults(batch_size=4, image_size=64),
         ),
-        FamilyInfo(
-            name="input_pipeline",
-            title="A CPU-bound input pipeline, fixed step by step",
-            module="workloads.input_pipeline",
-            class_name="InputPipelineWorkload",
-            variants=_ladder(
-                ("baseline", "scipy convolve2d dilation, 4 DataLoader workers", None),
-                ("workers", f"+ {Fix.ALL_CPUS.value}", Fix.ALL_CPUS),
-                ("dilation", f"+ {Fix.SHIFT_DILATION.value}", Fix.SHIFT_DILATION),
-                ("reorder", f"+ {Fix.CROP_FIRST.value}", Fix.CROP_FIRST),
-                ("batch-transform", f"+ {Fix.BATCH_COLOUR.value}", Fix.BATCH_COLOUR),
-                ("gpu-transform", f"+ {Fix.GPU_COLOUR.value}", Fix.GPU_COLOUR),
-                ("gpu-decode", f"+ {Fix.GPU_DECODE.value}", Fix.GPU_DECODE),
-                extra={
-                    "gpu-decode": {
-                        "cuda_only": "needs CUDA: nvjpeg decodes its JPEGs on the GPU",
-                        "uncapturable": "nvjpeg's batched decode allocates its outputs and waits on the host "
-                        "for its own stream at every call",
-                    }
-                },
+        default_variant="cpu",
+        cuda_defaults=Defaults(batch_size=32, image_size=256, workers=8),
+        cpu_defaults=Defaults(batch_size=8, image_size=32, workers=2),
+        pipeline_toggle=("gpu-vectorized", "pipelined"),
+    ),
+    reference_family(
+        "sync_loss",
+        "SyncLossWorkload",
+        title="Host-device syncs in a masked loss",
+        variants=(
+            VariantInfo(
+                "sync-heavy", "nonzero, unique, numel and boolean masks: the host waits 6 times a step", sync_free=False
             ),
-            default_variant="baseline",
-            cuda_defaults=Defaults(batch_size=256, image_size=256),
-            cpu_defaults=Defaults(batch_size=16, image_size=64),
-            dataset_size=10_000,  # workloads.input_pipeline.OneJpegDataset
+            VariantInfo("fixed", "where, sort + count_nonzero, ignore_index: no host syncs"),
         ),
-        *_vision_families(),
-    )
-}
+        default_variant="sync-heavy",
+        cuda_defaults=Defaults(batch_size=32, image_size=256),
+        cpu_defaults=Defaults(batch_size=4, image_size=64),
+    ),
+    reference_family(
+        "input_pipeline",
+        "InputPipelineWorkload",
+        title="A CPU-bound input pipeline, fixed step by step",
+        variants=_ladder(
+            ("baseline", "scipy convolve2d dilation, 4 DataLoader workers", None),
+            ("workers", f"+ {Fix.ALL_CPUS.value}", Fix.ALL_CPUS),
+            ("dilation", f"+ {Fix.SHIFT_DILATION.value}", Fix.SHIFT_DILATION),
+            ("reorder", f"+ {Fix.CROP_FIRST.value}", Fix.CROP_FIRST),
+            ("batch-transform", f"+ {Fix.BATCH_COLOUR.value}", Fix.BATCH_COLOUR),
+            ("gpu-transform", f"+ {Fix.GPU_COLOUR.value}", Fix.GPU_COLOUR),
+            ("gpu-decode", f"+ {Fix.GPU_DECODE.value}", Fix.GPU_DECODE),
+            extra={
+                "gpu-decode": {
+                    "cuda_only": "needs CUDA: nvjpeg decodes its JPEGs on the GPU",
+                    "uncapturable": "nvjpeg's batched decode allocates its outputs and waits on the host "
+                    "for its own stream at every call",
+                }
+            },
+        ),
+        default_variant="baseline",
+        cuda_defaults=Defaults(batch_size=256, image_size=256),
+        cpu_defaults=Defaults(batch_size=16, image_size=64),
+        dataset_size=10_000,  # workloads.input_pipeline.OneJpegDataset
+    ),
+    *_vision_families(),
+)
 
 DEFAULT_FAMILY = "encdec"
 

@@ -45,7 +45,7 @@ class AugmentedImages(Dataset[tuple[torch.Tensor, int]]):
 
 
 def main() -> int:
-    p = argparse.ArgumentParser()
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--workers", type=int, default=0)
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--seconds", type=float, default=30.0)

@@ -68,22 +68,29 @@ def timed_loop(
     return time.perf_counter() - start
 
 
-def main() -> int:
+def job_args(**defaults: int) -> argparse.Namespace:
+    """The job's options: each ``--NAME N`` a whole number, ``defaults`` its default."""
     p = argparse.ArgumentParser()
-    p.add_argument("--steps", type=int, default=120)
-    p.add_argument("--batch", type=int, default=256)
-    p.add_argument("--warmup", type=int, default=20)
-    args = p.parse_args()
+    for name, default in defaults.items():
+        p.add_argument(f"--{name}", type=int, default=default)
+    return p.parse_args()
+
+
+def report(steps: int, warmup: int, batch: int, took: float) -> None:
+    """The job's last line: its steps, those it timed (after ``warmup``), their seconds and samples/s."""
+    timed = steps - warmup
+    print(f"JOB steps={steps} timed_steps={timed} seconds={took:.6f} samples_per_s={timed * batch / took:.3f}")
+
+
+def main() -> int:
+    args = job_args(steps=120, batch=256, warmup=20)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     torch.backends.cudnn.benchmark = True
     model = torchvision.models.resnet50().to(device, memory_format=torch.channels_last)
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     loader = DataLoader(SameBatch(args.batch, args.steps, device), batch_size=None)
     took = timed_loop(classifier_step(model, opt, device), loader, args.steps, args.warmup, device)
-    timed = args.steps - args.warmup
-    print(
-        f"JOB steps={args.steps} timed_steps={timed} seconds={took:.6f} samples_per_s={timed * args.batch / took:.3f}"
-    )
+    report(args.steps, args.warmup, args.batch, took)
     return 0
 
 

@@ -5,7 +5,6 @@ of its steps on its last line."""
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from typing import Any
@@ -14,7 +13,7 @@ import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-from benchmarks.jobs.resnet_job import timed_loop  # noqa: E402 - the repository's root first
+from benchmarks.jobs.resnet_job import job_args, report, timed_loop  # noqa: E402 - the repository's root first
 
 
 def build(
@@ -44,19 +43,11 @@ def train_step(model: torch.nn.Module, opt: torch.optim.Optimizer, batch: Any, d
 
 
 def main() -> int:
-    p = argparse.ArgumentParser()
-    p.add_argument("--steps", type=int, default=600)
-    p.add_argument("--batch", type=int, default=512)
-    p.add_argument("--width", type=int, default=4096)
-    p.add_argument("--warmup", type=int, default=50)
-    args = p.parse_args()
+    args = job_args(steps=600, batch=512, width=4096, warmup=50)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     loader, model, opt = build(args.batch, args.width, device)
     took = timed_loop(lambda batch: train_step(model, opt, batch, device), loader, args.steps, args.warmup, device)
-    timed = args.steps - args.warmup
-    print(
-        f"JOB steps={args.steps} timed_steps={timed} seconds={took:.6f} samples_per_s={timed * args.batch / took:.3f}"
-    )
+    report(args.steps, args.warmup, args.batch, took)
     return 0
 
 

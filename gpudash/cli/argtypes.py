@@ -4,11 +4,12 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, Protocol, TypeVar
 
 from gpudash.core.protocol import ExitCode
 from gpudash.core.textfmt import shown
@@ -50,23 +51,25 @@ def non_negative_float(text: str) -> float:
 
 def _seconds(text: str) -> float:
     """A finite number of seconds."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if value != value or abs(value) == float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a finite number of seconds, got {text}")
-    return value
+    return _finite(text, "seconds")
 
 
 def tflops(text: str) -> float:
     """A peak in TFLOP/s: a finite number above 0 (``--peak-tflops``)."""
+    value = _finite(text, "TFLOP/s")
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be a positive, finite number of TFLOP/s, got {text}")
+    return value
+
+
+def _finite(text: str, unit: str) -> float:
+    """A finite number of ``unit`` (each fault one line that names the unit)."""
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of TFLOP/s, got {text!r}") from None
-    if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a positive, finite number of TFLOP/s, got {text}")
+        raise argparse.ArgumentTypeError(f"expected a number of {unit}, got {text!r}") from None
+    if value != value or abs(value) == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a finite number of {unit}, got {text}")
     return value
 
 
@@ -223,6 +226,22 @@ def check_out_dir(out: str) -> Path:
     if not os.access(path, os.W_OK | os.X_OK):
         raise UsageError(f"cannot write in --out {shown(out)}")
     return path
+
+
+class Dataclass(Protocol):
+    """Any dataclass (what ``dataclasses.fields`` takes)."""
+
+    __dataclass_fields__: ClassVar[dict[str, Any]]
+
+
+D = TypeVar("D", bound=Dataclass)
+
+
+def from_args(cls: type[D], args: argparse.Namespace, **overrides: Any) -> D:
+    """A settings dataclass ``cls`` with each field that ``args`` has an option of the same name
+    for, then ``overrides`` (what is computed, or named otherwise); the rest its defaults."""
+    given = {f.name: getattr(args, f.name) for f in dataclasses.fields(cls) if hasattr(args, f.name)}
+    return cls(**{**given, **overrides})
 
 
 def check_parallel(nproc: int, nnodes: int, endpoint: str | None, device: str) -> None:

@@ -2,11 +2,12 @@
 
 Who is in a process group or a session (the workload's group, a ``gpudash serve`` tab's
 session), a process's parent, children and descendants (a launcher's ranks, with their CPU
-seconds for ``tune``'s reading of DataLoader workers), its owner and
-command line (``gpudash watch``'s process table), and the threads a user runs (``RLIMIT_NPROC``'s
-count). A process that ends while it is read is left out, never an error; zombies (dead, waiting
-for a parent to reap them) never count as live. Where psutil cannot read a process (another pid
-namespace, no permission) the answer is ``None`` or the process is skipped. Torch-free.
+seconds and own memory for ``tune``'s reading of DataLoader workers), the memory the machine has
+free, a process's owner and command line (``gpudash watch``'s process table), and the threads a
+user runs (``RLIMIT_NPROC``'s count). A process that ends while it is read is left out, never an
+error; zombies (dead, waiting for a parent to reap them) never count as live. Where psutil cannot
+read a process (another pid namespace, no permission) the answer is ``None`` or the process is
+skipped. Torch-free.
 """
 
 from __future__ import annotations
@@ -89,6 +90,25 @@ def usage_under(root: int) -> list[Usage]:
         except _GONE:
             continue  # gone meanwhile
     return found
+
+
+def own_memory(pid: int) -> int | None:
+    """The bytes ``pid`` holds that no other process shares (USS: what one more such process would
+    add), or its resident set (RSS) where the private count cannot be read; None when it is gone.
+    A forked DataLoader worker's RSS counts every page it still shares with its parent."""
+    try:
+        process = psutil.Process(pid)
+        try:
+            return int(process.memory_full_info().uss)
+        except (psutil.AccessDenied, AttributeError, OSError):
+            return int(process.memory_info().rss)
+    except (*_GONE, ValueError, OSError):
+        return None
+
+
+def memory_available() -> int:
+    """The bytes the machine can give new processes without swapping (``MemAvailable``)."""
+    return int(psutil.virtual_memory().available)
 
 
 def alive(pid: int) -> bool:

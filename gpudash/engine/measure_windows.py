@@ -182,7 +182,7 @@ def _evidence(loop: StepLoop, steps: int) -> Evidence:
     """The window's measurements: the timed steps, then (on a GPU) the profiled ones."""
     from gpudash.diagnosis.rules import Evidence
     from gpudash.engine import traces
-    from gpudash.engine.trace_figures import traced_step_ms
+    from gpudash.engine.trace_figures import with_trace
 
     w = loop.workload
     step_ms, input_ms, syncs, sites = _timed_steps(loop, steps)
@@ -192,21 +192,16 @@ def _evidence(loop: StepLoop, steps: int) -> Evidence:
     # Busy, idle and the GPU's time per step all come from the traced window itself (one span, the
     # step markers'), never from the traced kernels over an untraced wall: tracing slows the host,
     # and a ratio across two windows can read a host-bound step as busy.
-    return Evidence(
+    counted = loop.model_flops.current if loop.model_flops else None
+    untraced = Evidence(
         steps=steps,
         step_ms=step_ms,
         input_ms=input_ms,
         syncs_per_step=syncs,
         sync_sites=sites,
-        gpu_busy_pct=fig.gpu_busy_pct,
-        gpu_ms_per_step=fig.gpu_ms_per_step,
-        host_ms_per_step=fig.host_ms_per_step,
-        launch_delay_us=fig.launch_delay_us,
-        comm_exposed_ms=fig.comm_exposed_ms_per_step,
-        host_wait_ms=fig.host_wait_ms_per_step,
-        traced_step_ms=traced_step_ms(fig),
-        dtype=loop.model_flops.current.dtype if loop.model_flops and loop.model_flops.current else None,
+        dtype=counted.dtype if counted else None,
     )
+    return with_trace(untraced, fig)
 
 
 class TimedSteps(NamedTuple):

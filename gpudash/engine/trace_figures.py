@@ -19,11 +19,12 @@ import gzip
 import json
 import statistics
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from gpudash.core.metrics import overlap_bound
+from gpudash.diagnosis.rules import Evidence
 
 Interval = tuple[float, float]  # (start, end) in µs
 
@@ -198,6 +199,23 @@ def traced_step_ms(fig: TraceFigures) -> float | None:
     if fig.steps < 1:
         return None
     return (fig.span_ms if fig.span_ms is not None else fig.wall_ms) / fig.steps
+
+
+def with_trace(evidence: Evidence, fig: TraceFigures | None) -> Evidence:
+    """The evidence with the profiler window's figures (busy and idle from its own steps); None:
+    no window, the evidence as it is."""
+    if fig is None:
+        return evidence
+    return replace(
+        evidence,
+        gpu_busy_pct=fig.gpu_busy_pct,
+        gpu_ms_per_step=fig.gpu_ms_per_step,
+        host_ms_per_step=fig.host_ms_per_step,
+        launch_delay_us=fig.launch_delay_us,
+        comm_exposed_ms=fig.comm_exposed_ms_per_step,
+        host_wait_ms=fig.host_wait_ms_per_step,
+        traced_step_ms=traced_step_ms(fig),
+    )
 
 
 def step_markers(events: Iterable[dict[str, Any]]) -> list[Interval]:

@@ -7,11 +7,10 @@ profiler window of as many steps inside the job; the same rules as for every run
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from gpudash.core.sync_sites import SyncTable
 from gpudash.diagnosis.rules import Diagnosis, Evidence, diagnose, for_the_job
-from gpudash.engine.trace_figures import TraceFigures, traced_step_ms
 from gpudash.job.steps import StepRecord
 
 SETTLE_STEPS = 10  # two runs of this many step times whose medians agree within SETTLE_TOLERANCE
@@ -79,18 +78,4 @@ def untraced_evidence(records: list[StepRecord], sites: SyncTable | None = None)
         input_ms=1e3 * sum(r.input_wait_s for r in inside) / len(inside),
         syncs_per_step=statistics.fmean(syncs) if syncs else None,
         sync_sites=sites,
-    )
-
-
-def with_trace(evidence: Evidence, fig: TraceFigures) -> Evidence:
-    """The evidence with the profiler window's figures (busy and idle from its own steps)."""
-    return replace(
-        evidence,
-        gpu_busy_pct=fig.gpu_busy_pct,
-        gpu_ms_per_step=fig.gpu_ms_per_step,
-        host_ms_per_step=fig.host_ms_per_step,
-        launch_delay_us=fig.launch_delay_us,
-        comm_exposed_ms=fig.comm_exposed_ms_per_step,
-        host_wait_ms=fig.host_wait_ms_per_step,
-        traced_step_ms=traced_step_ms(fig),
     )

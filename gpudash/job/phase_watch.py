@@ -11,13 +11,14 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from gpudash.core.protocol import GOODPUT, STALLED_PHASE, STARTUP, SUSPENDED, TEARDOWN, EventKind
+from gpudash.core.protocol import GOODPUT, OTHER, STALLED_PHASE, STARTUP, SUSPENDED, TEARDOWN, EventKind
 from gpudash.job.channel import HostChannel
 from gpudash.job.phases import SPAN_KINDS, JobPhases
 from gpudash.job.stalls import AGAIN_S, STALL_MIN_S, Stall, report, stall_after_s
 from gpudash.job.steps import JobSamples, StepRecord
 
 Targets = Callable[[], list[tuple[int, str, str]]]  # each rank's (pid, "rank N", its socket)
+BETWEEN = " between steps, no training seen in it"  # what an ``other`` span's message adds
 
 
 class PhaseWatch:
@@ -101,7 +102,8 @@ class PhaseWatch:
     # -- spans ---------------------------------------------------------------------------------------
     def _on_phase(self, m: dict[str, Any]) -> None:
         """A span the hooks timed between steps: begun (said while it lasts), ended with its
-        seconds, or (``cancel``) part of a step after all."""
+        seconds, or (``cancel``) part of a step after all. One that ends while the job is stalled
+        (told at the step that ends the stall) is the stall's: its seconds are not counted twice."""
         what = str(m.get("kind", ""))
         if what not in SPAN_KINDS:
             return
@@ -109,12 +111,14 @@ class PhaseWatch:
             self.phases.begin(what, _float(m.get("t0"), time.monotonic()))
             self._event(what, None, f"{what} under way")
             return
-        seconds = 0.0 if m.get("cancel") else max(0.0, _float(m.get("s"), 0.0))
+        stalled = self.stall is not None
+        seconds = 0.0 if m.get("cancel") or stalled else max(0.0, _float(m.get("s"), 0.0))
         was_open = what in self.phases.open
         self.phases.end(what, seconds, _float(m.get("t1"), 0.0) or None)
-        if seconds > 0 or was_open:
-            said = f"{what} {seconds:.2f} s" if seconds > 0 else f"not {what} after all: part of a step"
-            self._event(what, seconds, said)
+        if seconds > 0:
+            self._event(what, seconds, f"{what} {seconds:.2f} s" + (BETWEEN if what == OTHER else ""))
+        elif was_open:
+            self._event(what, 0.0, f"{what}: the stall's" if stalled else f"not {what} after all: part of a step")
 
     def _event(self, what: str, seconds: float | None, message: str) -> None:
         self.samples.away = bool(self.phases.open)

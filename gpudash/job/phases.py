@@ -3,8 +3,9 @@ own seconds), ``evaluation``, ``checkpoint`` and ``compile`` (spans the job's ho
 steps: ``gpudash/job/boot/gpudash_job_phases.py``), ``stalled`` (no step for long, in no phase
 above: ``gpudash.job.stalls``), ``suspended`` (the job stopped: Ctrl-Z, ``kill -STOP``, SIGTTOU:
 ``gpudash.job.stops``; left out of goodput's wall time), ``teardown`` (its last step to its exit)
-and ``other`` (the rest: what no hook saw, such as a first step's own time). **Goodput** is training's share of the wall
-time. Torch-free.
+and ``other``: the stretches between steps in which the hooks saw no training (over three median
+steps: an upload, a barrier, a sleep; told as spans too) and the rest, what no hook saw, such as a
+first step's own time. **Goodput** is training's share of the wall time. Torch-free.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from dataclasses import dataclass, field
 
 from gpudash.core.protocol import CHECKPOINT, COMPILE, EVALUATION, OTHER, PHASES, STARTUP, SUSPENDED, TEARDOWN, TRAINING
 
-SPAN_KINDS = frozenset({EVALUATION, CHECKPOINT, COMPILE})  # what the hooks time
+SPAN_KINDS = frozenset({EVALUATION, CHECKPOINT, COMPILE, OTHER})  # what the hooks time
 HEAVY_SHARE = 0.25  # evaluation or checkpoints above this share of the wall time: the diagnosis says so
 ADVICE = {
     EVALUATION: "evaluate less often, or on fewer batches",

@@ -75,8 +75,6 @@ def record_job(
     gpudash's stderr (diagnose: stdout is the verdict's). ``diagnosing``: ``gpudash diagnose``'s run,
     whose recording is a scratch file (what was kept is not reported)."""
     session = JobSession(config, stdout_to_stderr=stdout_to_stderr)
-    if options.get("progress_every_s") is None:
-        options.pop("progress_every_s", None)
     recording = new_recording(config, session, path, meta_path, {}, **options)
     if recording_out is not None:
         recording_out.append(recording)

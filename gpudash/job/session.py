@@ -39,11 +39,12 @@ from gpudash.core.protocol import (
 from gpudash.core.sync_sites import SyncTable
 from gpudash.diagnosis.rules import WINDOW_START
 from gpudash.engine.model_flops import ModelCount
+from gpudash.engine.trace_figures import with_trace
 from gpudash.host.devices import cuda_index_hint
 from gpudash.host.nvml import NvmlSampler
 from gpudash.job import command as job_command
 from gpudash.job.channel import HostChannel
-from gpudash.job.diagnosis import JobDiagnosis, job_verdict, with_trace
+from gpudash.job.diagnosis import JobDiagnosis, job_verdict
 from gpudash.job.intake import StepIntake
 from gpudash.job.launch import STOP_GRACE_S, JobProcess, job_env
 from gpudash.job.mfu import job_count, missing
@@ -344,9 +345,8 @@ class JobSession:
         dtype = (count.details.get("dtype") or None) if count is not None else None  # the counted step's
         settings = str(self._first.get(self._lead(), {}).get("settings") or "") or None  # what the job already does
         sites = self._sites if self._on_cuda() else None
-        evidence = replace(d.timed_evidence, sync_sites=sites, dtype=dtype, job_settings=settings)
-        if fig is not None:
-            evidence = with_trace(evidence, fig)
+        untraced = replace(d.timed_evidence, sync_sites=sites, dtype=dtype, job_settings=settings)
+        evidence = with_trace(untraced, fig)  # fig None: no profiler window (not on CUDA)
         verdict = job_verdict(evidence)
         details = {**self._config_details(), **evidence.details(), "bound": str(verdict.bound)}
         if self._window_start is not None:

@@ -189,8 +189,8 @@ class HeadlessRecording:
     session: RecordedSession
     open_recorder: Callable[[], CsvRecorder]
     path: str | os.PathLike[str]
-    duration_s: float | None
-    quiet: bool
+    duration_s: float | None = None
+    quiet: bool = False
     trace_every_s: float | None = None  # a profiler window this often (TraceWindow), from the start
     trace_steps: int = 20
     diagnose_after_s: float | None = None  # one diagnosis window (Diagnose) this long after the start
@@ -430,7 +430,10 @@ def new_recording(
     **options: Any,
 ) -> HeadlessRecording:
     """A headless recording of ``session`` to ``path`` (NVML opened first: the CSV's header has
-    columns for each GPU watched); ``options``: HeadlessRecording's own (duration_s, quiet, …)."""
+    columns for each GPU watched); ``options``: HeadlessRecording's own (duration_s, quiet, …; a
+    ``progress_every_s`` of None is the default)."""
+    if options.get("progress_every_s") is None:
+        options.pop("progress_every_s", None)
     session.sampler.open()
 
     def open_recorder() -> CsvRecorder:
@@ -447,19 +450,15 @@ def run_record(
     *,
     log_path: str | os.PathLike[str] | None = None,
     meta_path: str | os.PathLike[str] | None = None,
-    quiet: bool = False,
-    trace_every_s: float | None = None,
-    trace_steps: int = 20,
-    progress_every_s: float | None = None,
-    diagnose_after_s: float | None = None,
-    stop_after_diagnosis: bool = False,
     recording_out: list[HeadlessRecording] | None = None,
+    **options: Any,
 ) -> int:
     """Record a run headless; returns the exit status (an ``ExitCode``): OK done, FAILED the
     workload or writing failed, USAGE the CSV cannot be created, INTERRUPTED by SIGINT/SIGTERM.
 
     ``duration_s`` counts from the workload's first configuration (after torch loads);
-    ``steps`` stops the child after that many steps. Neither: until interrupted.
+    ``steps`` stops the child after that many steps. Neither: until interrupted. ``options``: the
+    recording's own (``HeadlessRecording``: quiet, trace_every_s, trace_steps, diagnose_after_s, …).
     """
     from gpudash.host.session import EngineSession
 
@@ -474,20 +473,8 @@ def run_record(
             _say(f"error: cannot write {log_path}: {exc.strerror or exc}")
             return ExitCode.USAGE
     session = EngineSession(config, log_path=log_path)
-    recording = new_recording(
-        config,
-        session,
-        path,
-        meta_path,
-        {"child_log": session.log_path},
-        duration_s=duration_s,
-        quiet=quiet,
-        trace_every_s=trace_every_s,
-        trace_steps=trace_steps,
-        diagnose_after_s=diagnose_after_s,
-        stop_after_diagnosis=stop_after_diagnosis,
-        progress_every_s=progress_every_s or PROGRESS_EVERY_S,
-    )
+    meta_extra = {"child_log": session.log_path}
+    recording = new_recording(config, session, path, meta_path, meta_extra, duration_s=duration_s, **options)
     if recording_out is not None:
         recording_out.append(recording)
     with _Interrupted() as interrupted:

@@ -23,6 +23,7 @@ from gpudash.cli import argtypes, shared_flags
 from gpudash.cli.argtypes import Parser, UsageError, check_device, check_out_dir
 from gpudash.core.protocol import RunConfig
 from gpudash.sweep.command import command_parser
+from workloads.registry import FAMILIES  # torch-free
 
 if TYPE_CHECKING:  # pragma: no cover
     from workloads.knobs import Knobs
@@ -53,32 +54,38 @@ _PRESET_PARTS: dict[str, tuple[PresetEntry, ...]] = {
     "syncs": (PresetEntry("sync_loss"),),
     "input-pipeline": (PresetEntry("input_pipeline", seconds=BURSTY_SECONDS, warmup=BURSTY_WARMUP),),
 }
-# "beyond": per family the plain variant, the article's fix, and the fix with the knob
-# combinations worth showing (on a CPU the CUDA-only ones are skipped with their reason). Each
-# row's entries are written as -v takes them; {fast} stands for _FAST.
+# "beyond": per family the plain variant, the article's fix, and the fix with the knob combinations
+# worth showing (on a CPU the CUDA-only ones are skipped with their reason), written as -v takes
+# them, each variant by what it is (the registry's ``FamilyInfo.variants_by_role``).
 _FAST = "amp=bf16+channels_last+cudnn_benchmark"  # the cheap knobs every convolution net takes
 
 
-def _entries(text: str) -> tuple[str, ...]:
-    """The entries of a ``-v`` argument (``{fast}``: ``_FAST``)."""
-    return tuple(text.format(fast=_FAST).split(","))
+def _beyond(family: str, text: str, batch_sizes: tuple[int, ...] | None = None, **timing: float) -> PresetEntry:
+    """A family's row: the entries of ``text``, ``{fast}`` for ``_FAST``, ``{ROLE}`` its variant of that role."""
+    entries = text.format(fast=_FAST, **FAMILIES[family].variants_by_role()).split(",")
+    return PresetEntry(family, tuple(entries), batch_sizes, **timing)
 
 
 BEYOND: tuple[PresetEntry, ...] = (
-    PresetEntry(
+    _beyond(
         "encdec",
-        _entries("serial,pipelined,serial+{fast},serial+{fast}+cuda_graph,pipelined+{fast}+cuda_graph,serial+compile"),
+        "{default},{pair_pipelined},{default}+{fast},{default}+{fast}+cuda_graph,{pair_pipelined}+{fast}+cuda_graph,"
+        "{default}+compile",
         (8, 32),
     ),
-    PresetEntry(
-        "sync_loss", _entries("sync-heavy,fixed,fixed+{fast},fixed+{fast}+cuda_graph,fixed+cuda_graph"), (8, 32)
+    _beyond(
+        "sync_loss",
+        "{default},{sync_free},{sync_free}+{fast},{sync_free}+{fast}+cuda_graph,{sync_free}+cuda_graph",
+        (8, 32),
     ),
-    PresetEntry(
-        "augment", _entries("cpu,gpu-vectorized,pipelined,pipelined+{fast},pipelined+{fast}+cuda_graph"), (32,)
+    _beyond(
+        "augment",
+        "{default},{pair_serial},{pair_pipelined},{pair_pipelined}+{fast},{pair_pipelined}+{fast}+cuda_graph",
+        (32,),
     ),
-    PresetEntry(
+    _beyond(
         "input_pipeline",
-        _entries("baseline,batch-transform,gpu-transform,gpu-transform+{fast}"),
+        "{default},{BATCH_COLOUR},{GPU_COLOUR},{GPU_COLOUR}+{fast}",
         seconds=BURSTY_SECONDS,
         warmup=BURSTY_WARMUP,
     ),
@@ -475,19 +482,14 @@ def plan_from_args(args: argparse.Namespace, argv: list[str]) -> SweepPlan:
         advice = "; run it with --device cuda" if not dev_type.startswith("cuda") else ""
         raise UsageError(f"nothing to measure: {'; '.join(skipped)}{advice}")
     out_dir = check_out_dir(args.out)
-    settings = SweepSettings(
-        repeats=args.repeats,
+    settings = argtypes.from_args(
+        SweepSettings,
+        args,
         seconds=_first(args.seconds, SweepSettings.seconds),
         warmup=_first(args.warmup, SweepSettings.warmup),
-        until_ci=args.until_ci,
-        max_minutes=args.max_minutes,
-        device=args.device,
         device_type=dev_type,
-        seed=args.seed,
         trace_steps=args.trace,
         trace_dir=str(out_dir.resolve() / "traces") if args.trace else None,
-        nproc=args.nproc,
-        peak_tflops=args.peak_tflops,
     )
     command = shlex.join(["gpudash", "sweep", *argv])
     return SweepPlan(families, settings, out_dir, command, args.preset, tuple(skipped), knobs.text())

@@ -52,7 +52,7 @@ from gpudash.tui.state import Status
 from gpudash.tui.sync_screen import SyncSitesScreen
 from gpudash.tui.timeview import TimeView
 from gpudash.tui.user_settings import keep_user_settings
-from gpudash.tui.widgets import MessageBar, RunHeader, StatsPanel
+from gpudash.tui.widgets import HeaderFacts, MessageBar, RunHeader, StatsPanel
 
 HINT = "? help · ctrl+p all commands"
 TRACE_DIR = "gpudash-traces"  # a live run's profiler windows go here (in the working directory)
@@ -240,8 +240,7 @@ class GpuDashApp(ShotsApp):
             return
         size = tuple((c.size.width, c.size.height) for c in self.visible_charts)
         path = self.controller.info.path
-        header.show(
-            self.state,
+        facts = HeaderFacts(
             device=self.state.device,
             run_time_s=self.run_time_s(),
             status=self.status_text(),
@@ -249,6 +248,7 @@ class GpuDashApp(ShotsApp):
             source_label=os.path.basename(path) if self.replay and path else None,
             knobs=self.controller.knobs_label(),
         )
+        header.show(self.state, facts)
         if not force and self.state.version == self._drawn_version and size == self._drawn_size:
             return
         self._drawn_version, self._drawn_size = self.state.version, size

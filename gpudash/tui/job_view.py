@@ -14,7 +14,6 @@ It follows the end unless the user has scrolled up (``end`` follows it again).
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
@@ -40,7 +39,7 @@ from gpudash.job.output import safe_line
 from gpudash.job.session import JobSession
 from gpudash.tui.phase_strip import phase_text
 from gpudash.tui.state import DashState
-from gpudash.tui.widgets import STATUS_STYLE, RunHeader, batch_text, gpu_line, mfu_text
+from gpudash.tui.widgets import HeaderFacts, RunHeader, batch_text, gpu_line, mfu_text, recording_text, status_pill
 
 OUTPUT_INTERVAL_S = 0.1  # how often the pane takes the job's new lines (while it is shown)
 QUESTION = "The job is still running: s stop it and quit · l leave it running and quit · esc stay"
@@ -126,24 +125,12 @@ class JobHeader(RunHeader):
         super().__init__(id=id)
         self.view = view
 
-    def show(
-        self,
-        state: DashState,
-        *,
-        device: str,
-        run_time_s: float,
-        status: str,
-        recording: str | None,
-        source_label: str | None = None,
-        knobs: str = "none",
-    ) -> None:
+    def lines(self, state: DashState, facts: HeaderFacts) -> tuple[Text, Text]:
         t = Text(no_wrap=True, overflow="ellipsis")
         t.append(" gpudash ", style="bold reverse")
         t.append(" ")
-        t.append(f" {status} ", style=STATUS_STYLE.get(status.split(" ")[0], "bold"))
-        if recording:
-            t.append("  ● REC ", style="bold red")
-            t.append(os.path.basename(recording), style="red")
+        t.append_text(status_pill(facts.status))
+        t.append_text(recording_text(facts.recording))
         t.append_text(mfu_text(state))  # counted on its first optimizer step, eagerly
         t.append("  ")
         t.append(self.view.command, style="bold")  # last: a long command is cut, not the status
@@ -151,15 +138,13 @@ class JobHeader(RunHeader):
         line2 = Text.assemble(
             ("batch ", "bold"),
             batch_text(state.run.batch_size),
-            f" · {device} · {fmt_duration(run_time_s)}",
+            f" · {facts.device} · {fmt_duration(facts.run_time_s)}",
             f" · pid {pid}" if pid else "",
-            phase_text(state.phases, run_time_s),  # the phase now, for how long, and goodput
+            phase_text(state.phases, facts.run_time_s),  # the phase now, for how long, and goodput
             " · ",
             gpu_line(state.gpu_info, state),
         )
-        both = Text("\n", no_wrap=True, overflow="ellipsis").join([t, line2])
-        both.no_wrap, both.overflow = True, "ellipsis"
-        self.update(both)
+        return t, line2
 
 
 class QuitJobScreen(ModalScreen[str | None]):

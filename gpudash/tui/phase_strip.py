@@ -4,14 +4,25 @@ most of its time — with its legend in the chart's title.
 
 Each phase has its colour (the header's and the strip's) and its glyph, so the strip reads
 without colour too (``NO_COLOR``): training █ green, evaluation ▓ yellow, checkpoint ▒ cyan,
-compile ▞ magenta, stalled ! red, suspended ‖ blue, startup, teardown and the rest ░ grey.
+compile ▞ magenta, stalled ! red, suspended ‖ blue, other (what the job did between steps that was
+not training: an upload, a barrier) ▚ white, startup, teardown and the rest ░ grey.
 """
 
 from __future__ import annotations
 
 from rich.text import Text
 
-from gpudash.core.protocol import CHECKPOINT, COMPILE, EVALUATION, PHASES, STALLED_PHASE, SUSPENDED, TEARDOWN, TRAINING
+from gpudash.core.protocol import (
+    CHECKPOINT,
+    COMPILE,
+    EVALUATION,
+    OTHER,
+    PHASES,
+    STALLED_PHASE,
+    SUSPENDED,
+    TEARDOWN,
+    TRAINING,
+)
 from gpudash.core.textfmt import fmt_duration
 from gpudash.tui.phases import PhaseTimeline
 
@@ -22,9 +33,10 @@ COLOURS = {
     COMPILE: "magenta",
     STALLED_PHASE: "red",
     SUSPENDED: "blue",
+    OTHER: "white",
 }
-QUIET = "grey50"  # startup, teardown, other: not the job's own work
-GLYPHS = {TRAINING: "█", EVALUATION: "▓", CHECKPOINT: "▒", COMPILE: "▞", STALLED_PHASE: "!", SUSPENDED: "‖"}
+QUIET = "grey50"  # startup, teardown: not the job's own work
+GLYPHS = {TRAINING: "█", EVALUATION: "▓", CHECKPOINT: "▒", COMPILE: "▞", STALLED_PHASE: "!", SUSPENDED: "‖", OTHER: "▚"}
 QUIET_GLYPH = "░"
 # the legend's names (the others': their own)
 SHORT = {

@@ -1,8 +1,8 @@
 """A job's phases as the dashboard shows them: the spans of its wall time that were not training
-(startup, evaluation, checkpoints, compiling, stalls, teardown: ``EventKind.PHASE``), the phase
-now, its latest stall report and its goodput. Textual-free; ``DashState`` feeds it, from the
-events alone, so a replayed job (whose events keep their ``what``, ``after`` and message, not
-their details) shows the same.
+(startup, evaluation, checkpoints, compiling, other work between steps, stalls, teardown:
+``EventKind.PHASE``), the phase now, its latest stall report and its goodput. Textual-free;
+``DashState`` feeds it, from the events alone, so a replayed job (whose events keep their
+``what``, ``after`` and message, not their details) shows the same.
 
 Run time throughout (seconds since the run's start). A phase told ended after ``after`` seconds
 at ``time_s`` spans ``[time_s - after, time_s]`` (startup, told late, spans ``[0, after]``); one

@@ -1,10 +1,12 @@
-"""The dashboard's modal screens: help, and the dialogs its keys open (a prompt, a pick, the knobs)."""
+"""The dashboard's modal screens: help, and the dialogs its keys open (a prompt, a pick, the knobs);
+``LiveReport``, what the live reports over the dashboard (the sync table, the stall report) share."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from rich.console import RenderableType
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -14,6 +16,39 @@ from textual.widgets import Button, Checkbox, Input, Label, OptionList, Select, 
 from textual.widgets.option_list import Option
 
 from workloads.knobs import KNOBS, OFF, ON, KnobInfo, Knobs
+
+REDRAW_S = 0.5  # how often a live report is redrawn
+
+
+class LiveReport(ModalScreen[None]):
+    """A report over the dashboard, redrawn every ``REDRAW_S`` while it is open: ``HEADING``, then
+    ``report()`` in the Static ``#BODY_ID``, then how to close it."""
+
+    BINDINGS = [Binding("escape,q", "dismiss", "Close")]
+    DEFAULT_CSS = """
+    LiveReport { align: center middle; }
+    LiveReport > VerticalScroll { width: 95%; height: auto; max-height: 90%; border: thick $primary;
+                                  background: $surface; padding: 0 1; }
+    """
+    HEADING = ""
+    BODY_ID = ""
+
+    def report(self) -> RenderableType:
+        """The report as it stands now."""
+        raise NotImplementedError
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll():
+            yield Static(Text(self.HEADING, style="bold"))
+            yield Static(id=self.BODY_ID)
+            yield Static(Text("escape closes", style="dim"))
+
+    def on_mount(self) -> None:
+        self.redraw()
+        self.set_interval(REDRAW_S, self.redraw)
+
+    def redraw(self) -> None:
+        self.query_one(f"#{self.BODY_ID}", Static).update(self.report())
 
 
 class HelpScreen(ModalScreen[None]):

@@ -7,16 +7,11 @@ events' details are not in the CSV).
 from __future__ import annotations
 
 from rich.text import Text
-from textual.app import ComposeResult
-from textual.binding import Binding
-from textual.containers import VerticalScroll
-from textual.screen import ModalScreen
-from textual.widgets import Static
 
 from gpudash.core.protocol import STALLED_PHASE
 from gpudash.tui.phases import PhaseTimeline
+from gpudash.tui.screens import LiveReport
 
-REDRAW_S = 0.5
 NO_STALL = "no stall reported in this run: a job is stalled when no step comes for much longer than its steps take"
 
 
@@ -43,29 +38,16 @@ def stall_text(timeline: PhaseTimeline, replay: bool) -> Text:
     return out
 
 
-class StallScreen(ModalScreen[None]):
+class StallScreen(LiveReport):
     """The stall report over the dashboard; escape closes it."""
 
-    BINDINGS = [Binding("escape,q", "dismiss", "Close")]
-    DEFAULT_CSS = """
-    StallScreen { align: center middle; }
-    StallScreen > VerticalScroll { width: 95%; height: auto; max-height: 90%; border: thick $error;
-                                   background: $surface; padding: 0 1; }
-    """
+    HEADING = "Stalled job: where it waits"
+    BODY_ID = "stall-report"
+    DEFAULT_CSS = "StallScreen > VerticalScroll { border: thick $error; }"
 
     def __init__(self, timeline: PhaseTimeline, replay: bool) -> None:
         super().__init__()
         self.timeline, self.replay = timeline, replay
 
-    def compose(self) -> ComposeResult:
-        with VerticalScroll():
-            yield Static(Text("Stalled job: where it waits", style="bold"))
-            yield Static(id="stall-report")
-            yield Static(Text("escape closes", style="dim"))
-
-    def on_mount(self) -> None:
-        self.redraw()
-        self.set_interval(REDRAW_S, self.redraw)
-
-    def redraw(self) -> None:
-        self.query_one("#stall-report", Static).update(stall_text(self.timeline, self.replay))
+    def report(self) -> Text:
+        return stall_text(self.timeline, self.replay)

@@ -11,16 +11,12 @@ from collections.abc import Callable
 
 from rich.table import Table
 from rich.text import Text
-from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import VerticalScroll
-from textual.screen import ModalScreen
-from textual.widgets import Static
 
 from gpudash.core.protocol import Sample, SyncSites, config_key
 from gpudash.core.sync_sites import Site
+from gpudash.tui.screens import LiveReport
 
-REDRAW_S = 0.5
 NO_SYNCS = "no host-device syncs in the step"
 
 
@@ -62,29 +58,16 @@ def _cells(site: Site | None) -> tuple[str, str]:
     return where, site.text or "(source not readable)"
 
 
-class SyncSitesScreen(ModalScreen[None]):
+class SyncSitesScreen(LiveReport):
     """The live sync table over the dashboard; escape or ``y`` closes it."""
 
+    HEADING = "Host-device syncs: where the step waits for the GPU"
+    BODY_ID = "sync-table"
     BINDINGS = [Binding("escape,q,y", "dismiss", "Close")]
-    DEFAULT_CSS = """
-    SyncSitesScreen { align: center middle; }
-    SyncSitesScreen > VerticalScroll { width: 95%; height: auto; max-height: 90%; border: thick $primary;
-                                       background: $surface; padding: 0 1; }
-    """
 
     def __init__(self, read: Callable[[], tuple[SyncSites | None, Sample | None, str | None, bool]]) -> None:
         super().__init__()
         self._read = read
 
-    def compose(self) -> ComposeResult:
-        with VerticalScroll():
-            yield Static(Text("Host-device syncs: where the step waits for the GPU", style="bold"))
-            yield Static(id="sync-table")
-            yield Static(Text("escape closes", style="dim"))
-
-    def on_mount(self) -> None:
-        self.redraw()
-        self.set_interval(REDRAW_S, self.redraw)
-
-    def redraw(self) -> None:
-        self.query_one("#sync-table", Static).update(sync_table(*self._read()))
+    def report(self) -> Table | Text:
+        return sync_table(*self._read())

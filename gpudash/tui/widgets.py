@@ -81,6 +81,31 @@ def mfu_text(state: DashState) -> Text:
     return out
 
 
+@dataclass(frozen=True)
+class HeaderFacts:
+    """What a header says beyond the dashboard's state: where and how long it runs, its status,
+    the recording's path (None: not recording), a replay's file name and the knobs on."""
+
+    device: str
+    run_time_s: float
+    status: str
+    recording: str | None = None
+    source_label: str | None = None
+    knobs: str = "none"
+
+
+def status_pill(status: str) -> Text:
+    """The run's status, reversed out in its colour: " running "."""
+    return Text(f" {status} ", style=STATUS_STYLE.get(status.split(" ")[0], "bold"))
+
+
+def recording_text(recording: str | None) -> Text:
+    """The REC mark while recording ("  ● REC run.csv", the file's name); nothing while not."""
+    if not recording:
+        return Text()
+    return Text.assemble(("  ● REC ", "bold red"), (os.path.basename(recording), "red"))
+
+
 class RunHeader(Static):
     """Two lines: what runs (workload, variant, batch, device, time, status, REC); the knobs (a
     replayed job's phase now and goodput) and the GPU."""
@@ -89,19 +114,16 @@ class RunHeader(Static):
     RunHeader { height: 2; background: $panel; padding: 0 1; text-wrap: nowrap; text-overflow: ellipsis; }
     """
 
-    def show(
-        self,
-        state: DashState,
-        *,
-        device: str,
-        run_time_s: float,
-        status: str,
-        recording: str | None,
-        source_label: str | None = None,
-        knobs: str = "none",
-    ) -> None:
+    def show(self, state: DashState, facts: HeaderFacts) -> None:
+        """Draw the header's two lines (``lines``), each cut with an ellipsis where it is too long."""
+        both = Text("\n", no_wrap=True, overflow="ellipsis").join(self.lines(state, facts))
+        both.no_wrap, both.overflow = True, "ellipsis"
+        self.update(both)
+
+    def lines(self, state: DashState, facts: HeaderFacts) -> tuple[Text, Text]:
+        """A family's run: what runs, its status and figures; the knobs, the phase and the GPU."""
         t = Text(no_wrap=True, overflow="ellipsis")
-        pill = Text(f" {status} ", style=STATUS_STYLE.get(status.split(" ")[0], "bold"))
+        pill = status_pill(facts.status)
         narrow = 0 < self.size.width < NARROW
         if narrow:  # the status first, where it is not cut off ("crashed", "reading 37%")
             t.append_text(pill)
@@ -113,32 +135,27 @@ class RunHeader(Static):
         t.append(state.run.variant or "?", style="bold")
         t.append(" · batch ")
         t.append(batch_text(state.run.batch_size), style="bold")
-        t.append(f" · {device}")
-        t.append(f" · {fmt_duration(run_time_s)}")
+        t.append(f" · {facts.device} · {fmt_duration(facts.run_time_s)}")
         if not narrow:
             t.append("  ")
             t.append_text(pill)
-        if recording:
-            t.append("  ● REC ", style="bold red")
-            t.append(os.path.basename(recording), style="red")
+        t.append_text(recording_text(facts.recording))
         mfu = mfu_text(state)  # before a replay's file name, which the message bar said
         t.append_text(mfu)
-        if source_label:
-            t.append(f"{'  ' if mfu else ' '}{source_label}", style="magenta")
+        if facts.source_label:
+            t.append(f"{'  ' if mfu else ' '}{facts.source_label}", style="magenta")
         noise = state.last_sample.noise if state.last_sample is not None else ""
         if noise:  # last: the ellipsis cuts the detail, never what runs
             t.append("  ⚠ noisy ", style="bold black on yellow")
             t.append(f" {noise}", style="yellow")
         line2 = Text.assemble(
             ("knobs: ", "bold"),
-            (knobs, "dim" if knobs == "none" else "bold cyan"),
-            phase_text(state.phases, run_time_s),  # a job's phase now and goodput
+            (facts.knobs, "dim" if facts.knobs == "none" else "bold cyan"),
+            phase_text(state.phases, facts.run_time_s),  # a job's phase now and goodput
             " · ",
             gpu_line(state.gpu_info, state),
         )
-        both = Text("\n", no_wrap=True, overflow="ellipsis").join([t, line2])
-        both.no_wrap, both.overflow = True, "ellipsis"
-        self.update(both)
+        return t, line2
 
 
 class MessageBar(Static):

@@ -207,16 +207,7 @@ def plan_from_args(args: argparse.Namespace, argv: list[str]) -> TunePlan:
     if not variants or (args.knobs is not None and not pool):  # nothing, or none of the knobs asked for
         advice = "; run it with --device cuda" if not dev_type.startswith("cuda") else ""
         raise UsageError(f"nothing to tune: {'; '.join(skipped)}{advice}")
-    settings = TuneSettings(
-        seconds=args.seconds,
-        warmup=args.warmup,
-        max_minutes=args.max_minutes,
-        exact=args.exact,
-        device=args.device,
-        device_type=dev_type,
-        seed=args.seed,
-        peak_tflops=args.peak_tflops,
-    )
+    settings = argtypes.from_args(TuneSettings, args, device_type=dev_type)
     plan = TunePlan(
         family=info.name,
         title=info.title,

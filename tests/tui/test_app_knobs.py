@@ -59,6 +59,7 @@ async def test_the_knobs_panel_works_from_the_keyboard_alone() -> None:
         assert src.sent == [SetKnobs("channels_last=on")]
 
 
+@pytest.mark.slow
 async def test_cuda_only_knobs_are_disabled_on_the_cpu_and_refused_with_one_line() -> None:
     src = FakeSource(gpu_info=NO_GPU)
     app = make_app(src)

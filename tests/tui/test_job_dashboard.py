@@ -2,8 +2,9 @@
 ``JobSession`` running a real command: the output pane (``o``), the keys that do not apply to a
 job, the question on quit (stop it, leave it running, stay) and the job's exit status.
 
-The jobs are ``tests/data/jobs/plain_loop.py`` (torch, on the CPU) and a few lines of Python that
-write a coloured line and a progress bar, then wait (no torch: quick).
+The jobs are ``tests/data/jobs/plain_loop.py`` (torch, on the CPU: a job that crashes after its
+steps were seen) and a few lines of Python: one that writes plain_loop's last line and ends, one
+that writes a coloured line and a progress bar then waits, one that chatters (no torch: quick).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import termios
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -55,7 +57,9 @@ CHATTY = (
     "for i in range(100):\n    print(f'line {i}', flush=True)\n"
     "for i in range(100, 1000):\n    print(f'line {i}', flush=True); time.sleep(0.05)\n"
 )
-JOB_S = 30.0  # the most a job of these tests takes to start, run and end
+# the last line plain_loop.py writes, then an end of its own (no torch: quick)
+QUICK = "print('JOB steps=20 timed_steps=10 seconds=0.100000 samples_per_s=1600.0', flush=True)\n"
+JOB_S = 120.0  # the most a job of these tests takes to start, run and end (a loaded machine)
 
 
 def job_config(tmp_path: Path, *args: str) -> RunConfig:
@@ -92,11 +96,15 @@ def drawn(p: OutputPane) -> list[str]:
 
 
 @pytest.mark.slow
-async def test_the_output_pane_shows_the_job_s_lines_and_the_family_keys_say_not_for_a_job(tmp_path: Path) -> None:
-    session = JobSession(job_config(tmp_path, str(PLAIN_LOOP), "--steps", "20", "--workers", "0"), capture=True)
+async def test_the_output_pane_shows_the_job_s_lines_and_the_family_keys_say_not_for_a_job(
+    tmp_path: Path, short_tmp: Path
+) -> None:
+    script = short_tmp / "job.py"  # a short path: the header shows the whole command line
+    script.write_text(QUICK)
+    session = JobSession(job_config(tmp_path, str(script)), capture=True)
     async with job_dashboard(session) as (pilot, app):
         header = shown(app, "#header")
-        assert str(PLAIN_LOOP) in header and "job:" not in header  # the command line, not a workload's name
+        assert str(script) in header and "job:" not in header  # the command line, not a workload's name
         assert app.check_action("output", ()) and not app.check_action("cycle_variant", ())  # the footer's keys
         await wait_until(pilot, lambda: session.exit_code is not None, "the job to end", JOB_S)
         # a family's keys do nothing but say why; no control goes out
@@ -165,6 +173,7 @@ async def test_a_live_job_s_progress_bar_is_replaced_in_place_and_quit_asks_then
     assert job_exit_status(session, 0) == 0
 
 
+@pytest.mark.slow
 async def test_the_pane_follows_the_end_until_the_user_scrolls_up_and_end_follows_again(tmp_path: Path) -> None:
     session = JobSession(job_config(tmp_path, "-c", CHATTY), capture=True)
     async with job_dashboard(session) as (pilot, app):
@@ -175,7 +184,8 @@ async def test_the_pane_follows_the_end_until_the_user_scrolls_up_and_end_follow
         assert p.following and drawn(p)[-1] == p.lines[-1]
         await pilot.press("pageup")
         await wait_until(pilot, lambda: drawn(p)[-1] != p.lines[-1], "the page up")
-        await pilot.pause(0.5)  # the scroll's animation
+        await wait_until(pilot, lambda: not app.animator.is_being_animated(p, "scroll_y"), "the scroll's animation")
+        await pilot.pause()
         top, seen = drawn(p)[0], len(p.lines)
         await wait_until(pilot, lambda: len(p.lines) > seen + 5, "more lines")
         await pilot.pause()
@@ -208,9 +218,23 @@ async def test_l_leaves_the_job_running_after_the_dashboard_quits(tmp_path: Path
                 session.process.proc.wait(timeout=10)
 
 
-@pytest.mark.slow
-def test_the_job_s_exit_status_comes_back_when_it_ended_by_itself(tmp_path: Path) -> None:
-    config = job_config(tmp_path, str(PLAIN_LOOP), "--steps", "8", "--workers", "0", "--exit-code", "7")
+@dataclass
+class EndedJob:
+    """What ``run_job`` returned and the dashboard showed once a job that crashed had ended."""
+
+    status: int = -1
+    message: str = ""
+    status_text: str = ""
+    header: str = ""
+
+
+@pytest.fixture(scope="module")
+def crashed_job(tmp_path_factory: pytest.TempPathFactory) -> EndedJob:
+    """``plain_loop.py --exit-code 7`` under ``run_job`` (the dashboard headless): it runs 40 steps
+    (started: 10 steps in), ends by itself, and the user quits after a few polls more."""
+    args = (str(PLAIN_LOOP), "--steps", "40", "--workers", "0", "--exit-code", "7")
+    config = job_config(tmp_path_factory.mktemp("crashed-job"), *args)
+    seen = EndedJob()
 
     def dashboard(source: EngineSource, user_config: None) -> int:
         """``app.run_app``'s part, headless: the app until the user quits (once the job has ended)."""
@@ -220,7 +244,11 @@ def test_the_job_s_exit_status_comes_back_when_it_ended_by_itself(tmp_path: Path
         async def user(pilot: Pilot[object]) -> None:
             await wait_until(pilot, lambda: source.exit_code is not None, "the job to end", JOB_S)
             await pilot.pause()
-            assert "✗ the job exited with code 7 — o shows its output, q quits" in message(app)
+            seen.message = message(app)
+            for _ in range(10):  # polls after the end
+                app.refresh_now()
+                await pilot.pause()
+            seen.status_text, seen.header = app.status_text(), shown(app, "#header")
             await pilot.press("q")
 
         try:
@@ -228,29 +256,30 @@ def test_the_job_s_exit_status_comes_back_when_it_ended_by_itself(tmp_path: Path
         finally:
             source.stop()
 
-    assert run_job(config, None, dashboard) == 7
+    seen.status = run_job(config, None, dashboard)
+    return seen
 
 
 @pytest.mark.slow
-async def test_the_header_says_the_job_crashed_and_stays_so(tmp_path: Path) -> None:
-    args = (str(PLAIN_LOOP), "--steps", "40", "--workers", "0", "--exit-code", "3")  # started: 10 steps in
-    session = JobSession(job_config(tmp_path, *args), capture=True)
-    async with job_dashboard(session) as (pilot, app):
-        await wait_until(pilot, lambda: session.exit_code is not None, "the job to end", JOB_S)
-        await pilot.pause(1.0)  # polls after the end
-        app.refresh_now()
-        assert app.status_text() == "crashed" and " crashed " in shown(app, "#header")
+def test_the_job_s_exit_status_comes_back_when_it_ended_by_itself(crashed_job: EndedJob) -> None:
+    assert "✗ the job exited with code 7 — o shows its output, q quits" in crashed_job.message
+    assert crashed_job.status == 7
+
+
+@pytest.mark.slow
+def test_the_header_says_the_job_crashed_and_stays_so(crashed_job: EndedJob) -> None:
+    assert crashed_job.status_text == "crashed" and " crashed " in crashed_job.header
 
 
 @pytest.mark.slow
 def test_gpudash_dash_dash_cmd_exits_with_the_job_s_status_from_a_terminal() -> None:
-    """``gpudash -- python plain_loop.py --exit-code 7`` in a terminal (a pty): the dashboard, the job
-    ends, q, and gpudash's status is the job's."""
-    command = [sys.executable, "-m", "gpudash", "--", sys.executable, str(PLAIN_LOOP), "--steps", "8"]
+    """``gpudash -- python -c CODE`` in a terminal (a pty), CODE ending with ``sys.exit(7)``: the
+    dashboard, the job ends, q, and gpudash's status is the job's."""
+    command = [sys.executable, "-m", "gpudash", "--", sys.executable, "-c", QUICK + "import sys; sys.exit(7)\n"]
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", SIZE[1], SIZE[0], 0, 0))
     proc = subprocess.Popen(
-        [*command, "--workers", "0", "--exit-code", "7"],
+        command,
         cwd=ROOT,
         stdin=slave,
         stdout=slave,

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import csv
 import io
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 
 import pytest
 
+from gpudash.tui.app import GpuDashApp
 from gpudash.tui.widgets import StatsPanel, plain_text
 
 from .conftest import palette_titles, run_palette, wait_until
@@ -101,20 +104,38 @@ async def changed_run(pilot, app, src) -> None:
     await pipelined_after_serial(pilot, app, src, rate=220.0, steps0=2000)
 
 
-async def copied_after_a_changed_run(kind: str) -> tuple[str, str, str]:
-    """(the clipboard, the stats panel's text, the message line) after "Copy stats as <kind>"."""
+Copied = dict[str, tuple[str, str, str]]  # by kind: (the clipboard, the stats panel's text, the message line)
+
+
+def copied_anew(app: GpuDashApp, before: str) -> bool:
+    """Whether the clipboard holds something, other than ``before``."""
+    return app.clipboard not in ("", before)
+
+
+async def copy_after_a_changed_run() -> Copied:
+    """ "Copy stats as Markdown", then "Copy stats as CSV", from the palette of one changed run."""
     src = FakeSource()
     app = make_app(src)
+    copied: Copied = {}
     async with app.run_test(size=SIZE) as pilot:
         await changed_run(pilot, app, src)
-        await run_palette(pilot, app, f"copy stats as {kind.lower()}", f"Copy stats as {kind}")
-        await wait_until(pilot, lambda: app.clipboard != "", "the clipboard")
-        return app.clipboard, plain_text(app.query_one(StatsPanel), 120), message(app)
+        for kind in ("Markdown", "CSV"):
+            before = app.clipboard
+            await run_palette(pilot, app, f"copy stats as {kind.lower()}", f"Copy stats as {kind}")
+            await wait_until(pilot, partial(copied_anew, app, before), "the clipboard")
+            copied[kind] = (app.clipboard, plain_text(app.query_one(StatsPanel), 120), message(app))
+    return copied
 
 
-@pytest.mark.slow
-async def test_copy_stats_as_markdown_puts_the_panels_table_on_the_clipboard():
-    text, panel, said = await copied_after_a_changed_run("Markdown")
+@pytest.fixture(scope="module")
+def copied() -> Copied:
+    """Both copies of the same table, from one dashboard shared by the two tests below."""
+    return asyncio.run(copy_after_a_changed_run())
+
+
+@pytest.mark.slow  # the first of the two runs the shared dashboard
+def test_copy_stats_as_markdown_puts_the_panels_table_on_the_clipboard(copied: Copied) -> None:
+    text, panel, said = copied["Markdown"]
     lines = text.splitlines()
     title = "this config: encdec/pipelined bs8 (00:10)   previous: encdec/serial bs8 (00:09)"
     assert lines[0] == title + "   steps/s +10.0% (+10.0 … +10.0%)"
@@ -127,9 +148,9 @@ async def test_copy_stats_as_markdown_puts_the_panels_table_on_the_clipboard():
     assert "copied as Markdown" in said
 
 
-@pytest.mark.slow
-async def test_copy_stats_as_csv_is_the_same_table_as_csv():
-    text, _, said = await copied_after_a_changed_run("CSV")
+@pytest.mark.slow  # the first of the two runs the shared dashboard
+def test_copy_stats_as_csv_is_the_same_table_as_csv(copied: Copied) -> None:
+    text, _, said = copied["CSV"]
     table = list(csv.DictReader(io.StringIO(text)))
     assert [r["row"] for r in table] == ["now", "this cfg", "prev cfg", "change"]
     by_row = {r["row"]: r for r in table}

@@ -23,7 +23,6 @@ Test-only: ``GPUDASH_JOB_FAULT=flops@start`` (or ``flops@stop``) makes the count
 
 from __future__ import annotations
 
-import functools
 import os
 import sys
 import threading
@@ -31,6 +30,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gpudash_job_parts import load_source  # type: ignore[import-not-found]  # beside this file
+from gpudash_job_phases import note_compile  # type: ignore[import-not-found]  # beside this file
 
 FAULT_ENV = "GPUDASH_JOB_FAULT"
 
@@ -61,19 +61,11 @@ class StepFlopsCount:
         return self.count is not None and not self.stranded
 
     def install(self) -> None:
-        """Wrap ``torch.compile`` to note that the job compiles (``nn.Module.compile`` calls it too)."""
-        original = getattr(self.torch, "compile", None)
-        if original is None:
-            return
-        part = self
+        """Wrap ``torch.compile`` to note that the job compiles."""
+        self._compile = note_compile(self.torch, self._compiling)
 
-        @functools.wraps(original)
-        def compile(*args: Any, **kwargs: Any) -> Any:  # noqa: A001 - the name it replaces
-            part.compiled = True
-            return original(*args, **kwargs)
-
-        self._compile = original
-        self.torch.compile = compile
+    def _compiling(self) -> None:
+        self.compiled = True
 
     def at_step(self, device: str, rank: int) -> None:
         """At the end of one of the job's optimizer steps: start the count (the first), end it and

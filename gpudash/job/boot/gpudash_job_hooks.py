@@ -257,7 +257,7 @@ class Hooks:
                 break
             break
         self.device = device
-        self.cuda = device.startswith("cuda")
+        self.cuda = self.phases.cuda = device.startswith("cuda")
         if self.cuda:
             self.stream = torch.cuda.current_stream(torch.device(device))
         first: dict[str, Any] = {"k": "first", "rank": self.rank, "pid": os.getpid(), "device": device}
@@ -275,7 +275,7 @@ class Hooks:
             first["gpu_uuid"] = str(getattr(props, "uuid", "") or "")
             first["cuda"] = str(torch.version.cuda)
             if os.environ.get("GPUDASH_JOB_SITES", "1") == "1":
-                self.syncs = _SyncCount(torch)
+                self.syncs = self.phases.syncs = _SyncCount(torch, self.phases.waited)  # a wait: training
                 first["not_counted"] = self.syncs.not_counted
         if _multiprocessing_child():
             self.channel.send(self._hello())

@@ -12,6 +12,7 @@ import socket
 import sys
 import threading
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 SYNC_WARNING = "called a synchronizing CUDA operation"  # as gpudash/engine/measure.py
@@ -73,9 +74,10 @@ class _SyncCount:
     into an error (the filter that shows it stays first, however the job changes them), and a job
     that sets the sync debug mode itself keeps it: then no sync is counted, and gpudash says so."""
 
-    def __init__(self, torch: Any) -> None:
+    def __init__(self, torch: Any, on_wait: Callable[[], None] | None = None) -> None:
         self.torch = torch
         self.count = 0
+        self.on_wait = on_wait  # told of each sync counted (gpudash_job_phases: the job waits on its GPU)
         self.thread = threading.get_ident()
         sites = load_source("_gpudash_sync_sites", os.path.join("core", "sync_sites.py"))
         self.waits = load_source("_gpudash_explicit_waits", os.path.join("engine", "explicit_waits.py"))
@@ -166,6 +168,8 @@ class _SyncCount:
             return  # gpudash's own (the profiler's synchronize at a window's start and end), or not counted
         self.count += 1
         self.sites.add_site(self.live.site(frame))
+        if self.on_wait is not None:
+            self.on_wait()
 
 
 def _samples_tokens(batch: Any, torch: Any, depth: int = 0) -> tuple[int, int]:

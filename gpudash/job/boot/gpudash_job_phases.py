@@ -13,32 +13,45 @@ torch only (``gpudash_job_hooks.py`` loads this file from the same folder).
   ``torch.distributed.checkpoint``'s ``save``/``async_save``/``save_state_dict`` on the training
   thread (a save in a thread of its own overlaps training: not counted).
 - **compile**: torch.compile's dynamo compiling (its start and end callbacks), once dynamo is loaded.
+- **other**: a quiet stretch (below) after the step's end or an evaluation's, longer than
+  ``OTHER_MEDIANS`` median steps and ``MIN_SPAN_S``: an upload, a barrier, a sleep between steps.
 
 Where each thread waits, asked for when a job stalls, is ``gpudash_job_stacks.py``'s.
 
-The saves between two steps are one checkpoint, from the first's start to the last's end (what a
-framework does between its saves — a JSON file, the old checkpoints removed — is the checkpoint's
-too). Between two steps the spans' union is not training; where they overlap, a second counts once,
-as a checkpoint before an evaluation before compiling. What is shorter than ``MIN_SPAN_S`` is part
-of the step. The spans go to gpudash at the step's end. Before the first step everything is the
-job's start-up, which gpudash times itself.
+The saves between two steps are one checkpoint, from the first's start until training resumes,
+as an evaluation lasts (what a framework does between its saves, and the job after the last one —
+an upload, a barrier — are the checkpoint's, however quick the save). A *quiet stretch* runs from
+the end of a step, an evaluation or a save to the next thing seen: a batch (any loader's), a wait
+on the GPU (a counted sync), a mode switch, a save, compiling, or the first module call (a
+training one: train mode, grad on) after a save's end — and, in a job without a training loader,
+after a step's end or ``model.train()`` (never once the job calls ``torch.compile``). After a save
+it is the checkpoint's; the stretch after the last thing seen is the step's own work. On a GPU
+whose syncs are not counted nothing is ``other`` (a wait on it would look quiet). Between two steps
+the spans' union is not training; a second two share counts once (checkpoint, evaluation, compile,
+other, in that order). What is shorter than ``MIN_SPAN_S`` is part of the step. The spans go to
+gpudash at the step's end. Before the first step is the job's start-up; after the last, teardown.
 """
 
 from __future__ import annotations
 
 import functools
-import importlib.abc
-import importlib.util
+import statistics
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 MIN_SPAN_S = 0.05  # a shorter span is part of the step
 BEGIN_AFTER_S = 0.5  # an open span is said to gpudash (live) once it has lasted this long
 EVAL_BATCHES = 2  # batches of another loader before the next training batch that make an evaluation
-EVALUATION, CHECKPOINT, COMPILE = "evaluation", "checkpoint", "compile"
+EVALUATION, CHECKPOINT, COMPILE, OTHER = "evaluation", "checkpoint", "compile", "other"
+OTHER_MEDIANS = 3.0  # a quiet stretch over this many median steps (and MIN_SPAN_S) is ``other``...
+OTHER_AFTER_STEPS = 3  # ... once this many steps' training seconds are known
+MEDIAN_OF = 64  # the latest steps' training seconds the median step is taken over
+MAX_MARKS = 1024  # things seen between two steps; past these, no quiet stretch is told that step
+TRAIN, WORK = "train", "work"  # a mark: training (a training batch or forward, a wait on the GPU), or other work
 SAVES = {  # module -> its functions that write a checkpoint
     "torch": ("save",),
     "torch.serialization": ("save",),
@@ -67,8 +80,18 @@ class Phases:
         self.said: set[str] = set()  # kinds whose "begin" went to gpudash
         self.compile_watched = False
         self.min_span_s = MIN_SPAN_S
+        self.marks: list[tuple[float, str]] = []  # things seen since the last step: (when, TRAIN or WORK)
+        self.last_train = False  # the latest mark is TRAIN, nothing since (a second one adds nothing)
+        self.lost = False  # more than MAX_MARKS since the last step
+        self.recent: deque[float] = deque(maxlen=MEDIAN_OF)  # the latest steps' training seconds
+        self.cuda = False  # the job trains on a GPU (the hooks say so at its first step) ...
+        self.syncs: Any = None  # ... and its syncs are counted by this (gpudash_job_parts._SyncCount)
+        self.torch: Any = None
+        self.compiled = False  # the job called torch.compile: no forward watch (a hook in compiled code)
+        self.watch: Any = None  # the forward watch's hook handle, while it is armed
         self.wrapped: set[int] = set()  # the save functions put in place (torch.save is torch.serialization.save)
         self._originals: list[tuple[Any, str, Any]] = []  # (owner, name, what was there) to put back
+        self._saves_watch: Any = None  # gpudash_job_imports.ImportWatch of SAVES's modules, once installed
 
     # -- signals (training thread) -------------------------------------------------------------------
     def _ours(self) -> bool:
@@ -81,6 +104,7 @@ class Phases:
         if iterator == self.train_iter:
             if not exhausted and (self.draws or self.mode_from is not None):
                 self._resolve(start, by_training=True)
+            self._mark(start, TRAIN)  # (its end, too: the epoch's end is the input pipeline's)
             return
         if exhausted:
             if iterator in self.draws:
@@ -89,6 +113,7 @@ class Phases:
         d = self.draws.get(iterator)
         if d is None:
             self.draws[iterator] = [1, start, end]
+            self._mark(start, WORK)  # (a new epoch's iterator: training, once its step says so)
         else:
             d[0] += 1
             d[2] = end
@@ -100,8 +125,11 @@ class Phases:
         if training:
             if self.draws or self.mode_from is not None:
                 self._resolve(time.monotonic(), by_training=True)
+            if self.train_iter == 0:
+                self._arm()  # training resumes: its forward says when
         elif self.mode_from is None:
             self.mode_from = time.monotonic()
+            self._mark(self.mode_from, WORK)
 
     def inference(self, entering: bool) -> None:
         if not self._ours():
@@ -110,18 +138,38 @@ class Phases:
             self.infer_depth += 1
             if self.infer_depth == 1 and self.mode_from is None:
                 self.mode_from = time.monotonic()
+                self._mark(self.mode_from, WORK)
         else:
             self.infer_depth = max(0, self.infer_depth - 1)
 
     def begin(self, kind: str) -> None:
         if self._ours() and kind not in self.open:
             self.open[kind] = time.monotonic()
+            self.last_train = False
 
     def end(self, kind: str) -> None:
         start = self.open.pop(kind, None) if self._ours() else None
         if start is None:
             return
         self.spans.append((kind, start, time.monotonic()))  # (a short one still joins the checkpoint's saves)
+        self.last_train = False
+        if kind == CHECKPOINT:
+            self._arm()  # training resumes after it: its next batch or its forward says when
+
+    def waited(self) -> None:
+        """The training thread waits on the GPU (a counted sync): training work, a mark."""
+        if self._ours():
+            self._mark(time.monotonic(), TRAIN)
+
+    def _mark(self, t: float, kind: str) -> None:
+        """Something of the job's seen at ``t`` (the quiet stretches end at it)."""
+        if kind == TRAIN and self.last_train:
+            return
+        if len(self.marks) >= MAX_MARKS:
+            self.lost = True
+            return
+        self.marks.append((t, kind))
+        self.last_train = kind == TRAIN
 
     # -- the step -------------------------------------------------------------------------------------
     def at_step(self, now: float, step_iterator: int) -> float | None:
@@ -129,30 +177,52 @@ class Phases:
         the first step: its start is the job's start-up)."""
         if self.thread is None:
             self.thread = threading.get_ident()
-        if not (self.draws or self.mode_from is not None or self.spans or self.said):  # a plain step
+        plain = not (self.draws or self.mode_from is not None or self.spans or self.said)
+        if plain and not self._quiet_after_step():  # a plain step
             train = None if self.last_end is None else now - self.last_end
-            self.last_end, self.last_train_s, self.train_iter = now, train or 0.0, step_iterator
-            return train
+            self.train_iter = step_iterator
+            return self._stepped(now, train)
         first = self.draws.get(step_iterator)
-        self.draws.pop(step_iterator, None)  # a new epoch's iterator: training, not another loader
+        if first:  # a new epoch's iterator: training, not another loader
+            self.draws.pop(step_iterator)
+            self.marks = [(t, TRAIN if t == first[1] else kind) for t, kind in self.marks]
         self._resolve(first[1] if first else None, by_training=False)
         self.train_iter = step_iterator
-        away = self._tell_spans(self.last_end if self.last_end is not None else 0.0, now)
+        away = self._tell_spans(self.last_end if self.last_end is not None else 0.0, now, quiet=True)
         train = None if self.last_end is None else max(0.0, now - self.last_end - away)
-        self.last_end, self.last_train_s = now, train or 0.0
         self.spans = []
+        return self._stepped(now, train)
+
+    def _quiet_after_step(self) -> bool:
+        """Nothing was seen for over ``MIN_SPAN_S`` after the last step's end (or nothing at all
+        was seen since it on a job whose marks are lost): the step is not a plain one."""
+        if self.last_end is None or self.lost:
+            return False
+        return bool(self.marks) and self.marks[0][0] - self.last_end > MIN_SPAN_S
+
+    def _stepped(self, now: float, train: float | None) -> float | None:
+        """The step ended at ``now`` after ``train`` seconds of training: the next one's start."""
+        self.last_end, self.last_train_s = now, train or 0.0
+        if train is not None:
+            self.recent.append(train)
+        self.marks, self.last_train, self.lost = [], False, False
+        if self.train_iter == 0:
+            self._arm()  # no training loader: its next forward says when training resumes
         return train
 
     def finish(self) -> None:
         """At the job's exit: the spans since its last step (an evaluation after it), said."""
         if self.last_end is not None and self._ours():
             self._resolve(None, by_training=False)
-            self._tell_spans(self.last_end, time.monotonic())
+            self._tell_spans(self.last_end, time.monotonic(), quiet=False)  # the rest: teardown
 
-    def _tell_spans(self, since: float, now: float) -> float:
-        """The spans since the last step, each kind's own seconds said to gpudash (a second that
-        two kinds share counts once: a checkpoint's, then an evaluation's); their union's seconds."""
+    def _tell_spans(self, since: float, now: float, *, quiet: bool) -> float:
+        """The spans since the last step with (``quiet``) its quiet stretches, each kind's own
+        seconds said to gpudash (a second that two kinds share counts once: a checkpoint's, then an
+        evaluation's, compiling's, other's); their union's seconds."""
         spans = [(k, max(s, since), min(e, now)) for k, s, e in self.spans if min(e, now) > max(s, since)]
+        if quiet and self.last_end is not None and not self.lost:
+            spans += self._quiet(since, spans)
         saves = [(s, e) for k, s, e in spans if k == CHECKPOINT]
         if saves and max(e for _, e in saves) - min(s for s, _ in saves) >= MIN_SPAN_S:
             spans = [(k, s, e) for k, s, e in spans if k != CHECKPOINT]
@@ -160,7 +230,7 @@ class Phases:
         elif saves:
             spans = [(k, s, e) for k, s, e in spans if k != CHECKPOINT]
         taken: list[tuple[float, float]] = []
-        for kind in (CHECKPOINT, EVALUATION, COMPILE):
+        for kind in (CHECKPOINT, EVALUATION, COMPILE, OTHER):
             mine = [(s, e) for k, s, e in spans if k == kind]
             seconds = _measure(mine + taken) - _measure(taken)
             taken += mine
@@ -169,6 +239,28 @@ class Phases:
             else:
                 self._cancel(kind)
         return _measure(taken)
+
+    def _quiet(self, since: float, spans: list[tuple[str, float, float]]) -> list[tuple[str, float, float]]:
+        """The quiet stretches since ``since`` (the last step's end) that the spans and marks bound:
+        after a save, the checkpoint's; after the step's end or an evaluation's, ``other`` where
+        longer than ``_other_s``; after training work or compiling, the step's."""
+        things = sorted([(s, e, k) for k, s, e in spans] + [(t, t, k) for t, k in self.marks])
+        reach, after, out = since, "", []
+        for start, end, kind in things:
+            if start > reach and after in ("", EVALUATION, CHECKPOINT):
+                out.append((CHECKPOINT if after == CHECKPOINT else OTHER, reach, start))
+            if end >= reach:
+                reach, after = end, kind
+        long_s = self._other_s()
+        return [(k, s, e) for k, s, e in out if k == CHECKPOINT or e - s > long_s]
+
+    def _other_s(self) -> float:
+        """How long a quiet stretch is ``other``: over ``OTHER_MEDIANS`` median steps and ``MIN_SPAN_S``;
+        never before ``OTHER_AFTER_STEPS`` steps, nor on a GPU whose syncs are not counted."""
+        blind = self.cuda and (self.syncs is None or getattr(self.syncs, "job_owns_mode", True))
+        if blind or len(self.recent) < OTHER_AFTER_STEPS:
+            return float("inf")
+        return max(MIN_SPAN_S, OTHER_MEDIANS * statistics.median(self.recent))
 
     def _resolve(self, close: float | None, *, by_training: bool) -> None:
         """End the evaluation candidate at ``close``: an evaluation when another loader handed out
@@ -180,6 +272,7 @@ class Phases:
             starts.append(self.mode_from)
         self.draws.clear()
         self.mode_from = None
+        self.last_train = False  # the next training mark ends what follows it
         if not starts:
             if not any(kind == EVALUATION for kind, _, _ in self.spans):  # one already ended stands
                 self._cancel(EVALUATION)
@@ -254,15 +347,61 @@ class Phases:
         inference.__enter__, inference.__exit__ = inference_enter, inference_exit
         self._originals += [(module_cls, "train", original_train), (inference, "__enter__", enter)]
         self._originals.append((inference, "__exit__", exit_))
+        self.torch = torch
+        self._watch_compile_calls(torch)
         for name in SAVES:
             if name in sys.modules:
                 self._wrap_saves(sys.modules[name])
-        sys.meta_path.insert(0, _ImportWatch(self))
+        from gpudash_job_imports import ImportWatch  # type: ignore[import-not-found]  # the bootstrap loaded it
+
+        self._saves_watch = ImportWatch(SAVES, self._wrap_saves)  # each module of SAVES wrapped as it is imported
+        sys.meta_path.insert(0, self._saves_watch)
 
     def uninstall(self) -> None:
+        self.compiled = True  # (no watch again)
+        self._disarm()
         for owner, name, original in self._originals:
             setattr(owner, name, original)
-        sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _ImportWatch)]
+        sys.meta_path[:] = [f for f in sys.meta_path if f is not self._saves_watch]
+
+    def _watch_compile_calls(self, torch: Any) -> None:
+        """``torch.compile`` noted: the forward watch is off for good, since a global module hook in
+        compiled code would break its graph or recompile it."""
+        original = note_compile(torch, self._compiling)
+        if original is not None:
+            self._originals.append((torch, "compile", original))
+
+    def _compiling(self) -> None:
+        self.compiled = True
+        self._disarm()
+
+    # -- the forward watch: a global forward pre-hook from a step's or a save's end to the next forward --
+    def _arm(self) -> None:
+        if self.watch is not None or self.compiled or self.torch is None:
+            return
+        try:
+            self.watch = self.torch.nn.modules.module.register_module_forward_pre_hook(self._forward)
+        except Exception:  # noqa: BLE001 - a torch without it: no watch
+            self.compiled = True
+
+    def _disarm(self) -> None:
+        watch, self.watch = self.watch, None
+        if watch is not None:
+            try:
+                watch.remove()
+            except Exception:  # noqa: BLE001, S110 - removed already (another thread)
+                pass
+
+    def _forward(self, module: Any, _args: Any) -> None:
+        """The first module call since the watch was armed: a training mark where the module is in
+        train mode with grad on, other work otherwise (an evaluation's, a teacher's); the watch off."""
+        try:
+            if self._ours():
+                training = bool(getattr(module, "training", False)) and bool(self.torch.is_grad_enabled())
+                self._disarm()
+                self._mark(time.monotonic(), TRAIN if training else WORK)
+        except Exception:  # noqa: BLE001, S110 - never into the job's forward
+            pass
 
     def _wrap_saves(self, module: Any) -> None:
         for name in SAVES.get(module.__name__, ()):
@@ -303,6 +442,22 @@ class Phases:
         handler.register_end_callback(lambda *_: self.end(COMPILE))
 
 
+def note_compile(torch: Any, note: Callable[[], None]) -> Any:
+    """Wrap ``torch.compile`` (``nn.Module.compile`` calls it too) so that ``note()`` runs first at
+    each call: the job compiles. The original, to put back (None: this torch has none)."""
+    original = getattr(torch, "compile", None)
+    if original is None:
+        return None
+
+    @functools.wraps(original)
+    def compile(*args: Any, **kwargs: Any) -> Any:  # noqa: A001 - the name it replaces
+        note()
+        return original(*args, **kwargs)
+
+    torch.compile = compile
+    return original
+
+
 def _measure(intervals: list[tuple[float, float]]) -> float:
     """The seconds the union of ``intervals`` covers."""
     total, reach = 0.0, float("-inf")
@@ -311,36 +466,3 @@ def _measure(intervals: list[tuple[float, float]]) -> float:
             total += end - max(start, reach)
             reach = end
     return total
-
-
-class _ImportWatch(importlib.abc.MetaPathFinder):
-    """The save functions of a module of ``SAVES`` wrapped as soon as it is imported (before a
-    ``from safetensors.torch import save_file`` binds the original): the bootstrap's way with torch
-    (``sitecustomize._TorchWatch``), kept apart since the bootstrap loads nothing of this folder's."""
-
-    def __init__(self, phases: Phases) -> None:
-        self.phases = phases
-        self._finding = False
-
-    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
-        if name not in SAVES or self._finding:
-            return None
-        self._finding = True
-        try:
-            spec = importlib.util.find_spec(name)
-        finally:
-            self._finding = False
-        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
-            return spec
-        original = spec.loader.exec_module
-        phases = self.phases
-
-        def exec_module(module: Any) -> None:
-            original(module)
-            try:
-                phases._wrap_saves(module)
-            except Exception:  # noqa: BLE001, S110 - the job's import must not fail for gpudash
-                pass
-
-        spec.loader.exec_module = exec_module  # type: ignore[method-assign]
-        return spec

@@ -8,7 +8,7 @@ says it heard nothing from the job).
 
 from __future__ import annotations
 
-import importlib.abc
+import importlib
 import importlib.machinery
 import importlib.util
 import os
@@ -32,47 +32,20 @@ def _chain() -> None:
         print(f"Error in sitecustomize ({spec.origin}); set PYTHONVERBOSE for traceback: {exc!r}", file=sys.stderr)
 
 
-class _TorchWatch(importlib.abc.MetaPathFinder):
-    """Finds nothing itself: each spec found for ``torch`` gets its loader wrapped, so the hooks go
-    in right after torch has finished importing. It stays on ``sys.meta_path`` until then: a
-    library that asks ``importlib.util.find_spec("torch")`` before importing it (transformers,
-    accelerate, datasets) gets a spec of its own, and the real import a fresh one."""
-
-    def __init__(self) -> None:
-        self._finding = False
-
-    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
-        if name != "torch" or self._finding:
-            return None
-        self._finding = True
-        try:
-            spec = importlib.util.find_spec(name)
-        finally:
-            self._finding = False
-        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
-            return spec
-        original = spec.loader.exec_module
-        watch = self
-
-        def exec_module(module: Any) -> None:
-            original(module)
-            if watch in sys.meta_path:
-                sys.meta_path.remove(watch)
-                _install()
-
-        spec.loader.exec_module = exec_module  # type: ignore[method-assign]
-        return spec
-
-
-def _install() -> None:
-    """Load the hooks from this folder (never into the job's own module namespace)."""
+def _load(name: str) -> Any:
+    """A module of this folder, by its plain name (never into the job's own module namespace: the
+    folder is on ``sys.path`` only while it loads)."""
+    sys.path.insert(0, _HERE)
     try:
-        sys.path.insert(0, _HERE)
-        try:
-            import gpudash_job_hooks  # type: ignore[import-not-found]
-        finally:
-            sys.path.remove(_HERE)
-        gpudash_job_hooks.install()
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(_HERE)
+
+
+def _install(_torch: Any = None) -> None:
+    """Load the hooks from this folder and put them in."""
+    try:
+        _load("gpudash_job_hooks").install()
     except Exception as exc:  # noqa: BLE001 - the job goes on without gpudash
         print(f"gpudash: the job's hooks are off: {type(exc).__name__}: {exc}", file=sys.stderr)
 
@@ -95,7 +68,8 @@ def _register() -> None:
 _chain()
 if os.environ.get(_CHANNEL):
     _register()
+    imports = _load("gpudash_job_imports")  # (the hooks' import watch too)
     if "torch" in sys.modules:  # imported already (a sitecustomize before this one did)
         _install()
-    else:
-        sys.meta_path.insert(0, _TorchWatch())
+    else:  # the hooks go in right after torch has finished importing
+        sys.meta_path.insert(0, imports.ImportWatch({"torch"}, _install, once=True))

@@ -1,7 +1,7 @@
 """A user's Lightning script with a validation loop: ``val_check_interval`` steps apart, a few
 validation batches each; its steps and validation batches take known time. A callback of its own
-times its training steps (batch end to batch end, validation left out) and it prints them last:
-``JOB steps=… train_s=… steps_per_s=…``."""
+times its training steps (batch end to batch end, validation left out) and its validation loops,
+and it prints them last: ``JOB steps=… train_s=… eval_s=… steps_per_s=…``."""
 
 from __future__ import annotations
 
@@ -36,12 +36,14 @@ class Regressor(L.LightningModule):
 
 
 class StepClock(L.Callback):
-    """The script's own training time: a batch's end to the next, validation left out."""
+    """The script's own training time: a batch's end to the next, validation left out; and its
+    validation loops' time."""
 
     def __init__(self) -> None:
         self.last: float | None = None
-        self.train_s = 0.0
+        self.train_s = self.eval_s = 0.0
         self.steps = 0
+        self.eval_t = 0.0
 
     def on_train_batch_end(self, *args: Any, **kw: Any) -> None:
         now = time.monotonic()
@@ -50,8 +52,12 @@ class StepClock(L.Callback):
             self.steps += 1
         self.last = now
 
+    def on_validation_start(self, *args: Any, **kw: Any) -> None:
+        self.eval_t = time.monotonic()
+
     def on_validation_end(self, *args: Any, **kw: Any) -> None:
         self.last = time.monotonic()
+        self.eval_s += self.last - self.eval_t
 
 
 def main() -> int:
@@ -74,7 +80,10 @@ def main() -> int:
     )
     trainer.fit(Regressor(), train, val)
     rate = clock.steps / clock.train_s if clock.train_s else 0.0
-    print(f"JOB steps={trainer.global_step} train_s={clock.train_s:.4f} steps_per_s={rate:.4f}", flush=True)
+    print(
+        f"JOB steps={trainer.global_step} train_s={clock.train_s:.4f} eval_s={clock.eval_s:.4f} steps_per_s={rate:.4f}",
+        flush=True,
+    )
     return 0
 
 

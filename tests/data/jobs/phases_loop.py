@@ -2,7 +2,9 @@
 an evaluation pass over a second loader every N steps, a checkpoint (``torch.save``) every M steps,
 a slow exit; or a hang on a lock (in the loop, or in a DataLoader worker). It times itself — its
 training seconds are its steps' own, evaluation and checkpoints left out — and prints them last:
-``JOB steps=… train_s=… eval_s=… ckpt_s=… steps_per_s=…``.
+``JOB steps=… train_s=… eval_s=… ckpt_s=… steps_per_s=…``. A test can end the hang on the lock when
+it has seen what it waits for (``--release-file``), and stop the job with SIGINT and still get its
+line (``--say-when-stopped``).
 """
 
 from __future__ import annotations
@@ -39,6 +41,8 @@ def parse() -> argparse.Namespace:
     p.add_argument("--hang-s", type=float, default=-1, help="seconds the lock holds it (-1: for ever)")
     p.add_argument("--hang-in-worker", action="store_true", help="... in a DataLoader worker's __getitem__")
     p.add_argument("--own-handlers", action="store_true", help="install signal handlers and watch its threads")
+    p.add_argument("--release-file", default="", help="the lock holds until this file exists (tried each --hang-s)")
+    p.add_argument("--say-when-stopped", action="store_true", help="SIGINT: stop after the step, print the line")
     return p.parse_args()
 
 
@@ -95,6 +99,14 @@ def evaluate(model: torch.nn.Module, val: Any, args: argparse.Namespace) -> floa
     return time.monotonic() - t
 
 
+def when_stopped(args: argparse.Namespace) -> threading.Event:
+    """Set at SIGINT with ``--say-when-stopped``: the loop ends after its step and prints its line."""
+    stopped = threading.Event()
+    if args.say_when_stopped:
+        signal.signal(signal.SIGINT, lambda *_: stopped.set())
+    return stopped
+
+
 def main() -> int:
     args = parse()
     time.sleep(args.start_s)
@@ -108,13 +120,17 @@ def main() -> int:
     handlers = [signal.getsignal(signal.SIGUSR1), signal.getsignal(signal.SIGUSR2)] if args.own_handlers else []
     lock = threading.Lock()
     lock.acquire()
+    stopped = when_stopped(args)
     train_s = eval_s = ckpt_s = 0.0
     last_end = time.monotonic()
     steps = 0
     for x, y in batches(args, data):
         if args.hang_at and steps + 1 == args.hang_at:
             hung = time.monotonic()
-            lock.acquire(timeout=args.hang_s)  # the job hangs here: nobody releases it
+            # the job hangs here: nobody releases it (a test may say when it may go on, by a file)
+            while not lock.acquire(timeout=args.hang_s) and args.release_file:
+                if os.path.exists(args.release_file):
+                    break
             last_end += time.monotonic() - hung  # its own figure: the hang is not training
         loss = (model(x) - y).pow(2).mean()
         loss.backward()
@@ -137,7 +153,7 @@ def main() -> int:
             torch.save(model.state_dict(), SlowFile(args.save_s))
             ckpt_s += time.monotonic() - t
             last_end += time.monotonic() - t
-        if steps >= args.steps:
+        if steps >= args.steps or stopped.is_set():
             break
     if args.own_handlers and len(set(seen_threads)) != 1:
         print(f"JOB threads changed: {sorted(set(seen_threads))}", flush=True)

@@ -35,7 +35,7 @@ def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--steps", type=int, default=100)
     p.add_argument("--workers", type=int, default=0)
-    p.add_argument("--read-ms", type=float, default=1.0)
+    p.add_argument("--read-ms", type=float, default=1.0, help="how long each sample's read waits")
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--random-draws", action="store_true", help="each sample draws from torch's global generator")
     args = p.parse_args()
@@ -52,12 +52,11 @@ def main() -> int:
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     began, done = time.monotonic(), 0
     loss = torch.zeros(())
-    for x, y in loader:
+    for done, (x, y) in enumerate(loader, 1):
         loss = torch.nn.functional.mse_loss(model(x), y)
         opt.zero_grad()
         loss.backward()
         opt.step()
-        done += 1
         if done >= args.steps:
             break
     seconds = time.monotonic() - began
