@@ -141,10 +141,11 @@ def _recorded(factory: pytest.TempPathFactory, name: str, *args: str) -> Path:
 
 @pytest.fixture(scope="module")
 def stopped(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A plain loop of 100,000 steps (batches of 8, its two workers) that ``--steps 40`` stops, its MFU
-    over ``--peak-tflops 1``: its CSV."""
+    """A plain loop of 100,000 steps (batches of 8, its two workers) that ``--steps 150`` stops, its MFU
+    over ``--peak-tflops 1``: its CSV. 150 steps of at least 20 ms outlast the report's warm-up
+    however fast the machine (40 did not: 0.8 s, all of it warm-up, left report nothing to pair)."""
     job = [sys.executable, PLAIN, "--steps", "100000", "--sleep", "0.02", "--batch", "8"]
-    return _recorded(tmp_path_factory, "stopped", "--steps", "40", "--peak-tflops", "1", "--", *job)
+    return _recorded(tmp_path_factory, "stopped", "--steps", "150", "--peak-tflops", "1", "--", *job)
 
 
 @pytest.fixture(scope="module")
@@ -164,7 +165,7 @@ def test_dict_batches_count_their_input_ids_and_spawned_workers_are_not_ranks(ev
 
 @pytest.mark.slow
 def test_steps_stops_the_job_after_that_many_steps(stopped: Path) -> None:
-    assert int(samples(stopped)[-1]["steps"]) == 40  # the steps the job made after the 40th are not the run's
+    assert int(samples(stopped)[-1]["steps"]) == 150  # the steps the job made after the 150th are not the run's
     stops = [e["event_message"] for e in events(stopped) if e["event_kind"] == "stopped"]
     assert stops == ["the job stopped by gpudash"]
 
