@@ -74,11 +74,8 @@ def test_a_refused_knob_leaves_the_running_workload_as_it_was() -> None:
 
 
 # -- what a knob trains -------------------------------------------------------------------------
-def _trained(
-    name: str, variant: str, knobs: str, steps: int = 4, image_size: int | None = None
-) -> tuple[torch.Tensor, torch.Tensor | None]:
-    options = WorkloadOptions(variant=variant, seed=5, knobs=parse_knobs(knobs), image_size=image_size)
-    with build(name, "cpu", options) as w:
+def _trained(name: str, variant: str, knobs: str, steps: int = 4) -> tuple[torch.Tensor, torch.Tensor | None]:
+    with build(name, "cpu", WorkloadOptions(variant=variant, seed=5, knobs=parse_knobs(knobs))) as w:
         for _ in range(steps):
             w.step()
         flat = torch.cat([p.detach().double().flatten() for p in w.trained_parameters()])
@@ -129,10 +126,9 @@ def test_amp_runs_forward_in_bf16_and_keeps_fp32_weights() -> None:
 
 @pytest.mark.slow
 def test_compile_warms_up_without_training_and_trains_the_same_parameters() -> None:
-    """sync_loss has SGD momentum: the warm-up's step is undone, buffers included (restore_point).
-    At 16 px, as the slow change below compiles it: the second compile finds inductor's cache warm."""
-    plain, _ = _trained("sync_loss", "fixed", "none", image_size=16)
-    tuned, loss = _trained("sync_loss", "fixed", "compile", image_size=16)
+    """sync_loss has SGD momentum: the warm-up's step is undone, buffers included (restore_point)."""
+    plain, _ = _trained("sync_loss", "fixed", "none")
+    tuned, loss = _trained("sync_loss", "fixed", "compile")
     assert torch.isfinite(present(loss)) and _rel(tuned, plain) < 1e-5
 
 
@@ -245,8 +241,8 @@ def test_bad_knob_flags_exit_2_with_one_line(tmp_path: Path, args: list[str], sa
 
 @pytest.mark.slow
 def test_record_with_knobs_writes_them_on_every_row(tmp_path: Path) -> None:
-    # 3 steps: bf16 on a CPU without bf16 arithmetic takes ~1 s a step once warm (40 steps: 35 s)
-    rows = record_rows(tmp_path, "--image-size", "32", "--knob", "channels_last", "--knob", "amp=bf16", "--steps", "3")
+    # 10 steps: bf16 on a CPU without bf16 arithmetic takes ~1 s a step once warm (40 steps: 35 s)
+    rows = record_rows(tmp_path, "--image-size", "32", "--knob", "channels_last", "--knob", "amp=bf16", "--steps", "10")
     samples = [r for r in rows if r["row_kind"] == "sample"]
     assert samples and {r["knobs"] for r in samples} == {"amp=bf16,channels_last=on"}
     summary = next(r for r in rows if r["row_kind"] == "summary")
