@@ -83,7 +83,7 @@ def _private_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
 
 @pytest.fixture(autouse=True, scope="session")
 def _private_config(tmp_path_factory: pytest.TempPathFactory) -> None:
-    """No user's settings file (gpudash/cli/config.py) changes what a test runs, and none is written:
+    """No user's settings file (gpudash/arguments/config.py) changes what a test runs, and none is written:
     the settings file lives in an empty temp dir (tests of it point XDG_CONFIG_HOME elsewhere)."""
     os.environ["XDG_CONFIG_HOME"] = str(tmp_path_factory.mktemp("xdg-config"))
 

@@ -58,17 +58,26 @@ def run(argv: list[str]) -> int:
         ("--record .", "is a directory"),
         ("--duration 5", "only applies with --record"),
         ("-w encdec -v pipelined --device cpu", "needs CUDA"),
-        ("--bogus", "unrecognized arguments"),
+        ("--bogus", "--bogus is not an option"),
         ("replay /no/such/run.csv", "no such file"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(
     command_line: str, says: str, capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    assert says in refused(command_line, capsys, tmp_path, monkeypatch)
+
+
+def refused(
+    command_line: str, capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> str:
+    """The one error line ``gpudash COMMAND_LINE`` says in ``tmp_path``, where it exits 2 and has
+    started or created nothing."""
     monkeypatch.chdir(tmp_path)
     assert run(command_line.split()) == 2
-    assert says in one_error_line(capsys)
-    assert list(tmp_path.iterdir()) == []  # nothing was started or created
+    line = one_error_line(capsys)
+    assert list(tmp_path.iterdir()) == []
+    return line
 
 
 @pytest.mark.skipif(HAS_CUDA, reason="this machine has a CUDA GPU")

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 from textual.pilot import Pilot
 
-from gpudash.cli import config
+from gpudash.arguments import config
 from gpudash.cli.main import main
 from gpudash.tui.app import GpuDashApp
 from gpudash.tui.widgets import MessageBar

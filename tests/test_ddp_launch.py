@@ -213,7 +213,7 @@ def test_bad_data_parallel_layouts_are_one_line_and_exit_2(tmp_path: Path, args:
 
 
 def test_more_ranks_than_gpus_is_refused_naming_both(monkeypatch: pytest.MonkeyPatch) -> None:
-    from gpudash.cli import argtypes
+    from gpudash.arguments import argtypes
 
     monkeypatch.setattr(argtypes, "cuda_devices", lambda: (2, ""))
     with pytest.raises(argtypes.UsageError, match="--nproc 3 needs 3 GPUs, one per rank; this machine has 2"):

@@ -14,11 +14,11 @@ from __future__ import annotations
 import asyncio
 import re
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pytest
 
@@ -45,6 +45,19 @@ if TYPE_CHECKING:
 Dashboard = tuple["GpuDashApp", "Pilot[int]", list[str], set[int]]
 WAIT_S = 180.0  # the most a wait takes on a loaded machine (a workload process imports torch first)
 CHAIN_S = 900  # pytest-timeout for a test whose fixture drives a chain (its setup counts)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(CHAIN_S)]  # each drives a dashboard and its workload
+T = TypeVar("T")
+
+
+def chain_fixture(name: str, drive: Callable[[Path, pytest.MonkeyPatch], Coroutine[Any, Any, T]]) -> Any:
+    """A module fixture named ``name``: what one dashboard showed as ``drive`` took it through its faults,
+    in a folder and an environment of its own."""
+
+    def chain(tmp_path_factory: pytest.TempPathFactory) -> T:
+        with pytest.MonkeyPatch.context() as monkeypatch:
+            return asyncio.run(drive(tmp_path_factory.mktemp(name), monkeypatch))
+
+    return pytest.fixture(scope="module", name=name)(chain)
 
 
 def workload_pid(app: GpuDashApp) -> int | None:
@@ -197,15 +210,9 @@ async def drive_crash_chain(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     return seen
 
 
-@pytest.fixture(scope="module")
-def crash_chain(tmp_path_factory: pytest.TempPathFactory) -> CrashChain:
-    """One dashboard through NVML lost, an exit mid-change and a restart that raises (2 torch imports)."""
-    with pytest.MonkeyPatch.context() as monkeypatch:
-        return asyncio.run(drive_crash_chain(tmp_path_factory.mktemp("crash-chain"), monkeypatch))
+crash_chain_fixture = chain_fixture("crash_chain", drive_crash_chain)  # NVML lost, an exit mid-change, a raise
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(CHAIN_S)
 def test_dashboard_reports_a_raising_step_and_restarts(crash_chain: CrashChain) -> None:
     line = crash_chain.raise_line
     assert "InjectedFault: injected fault: raise at step 5" in line and "press r to restart" in line
@@ -214,8 +221,6 @@ def test_dashboard_reports_a_raising_step_and_restarts(crash_chain: CrashChain) 
     assert len(set(crash_chain.pids)) == 2
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(CHAIN_S)
 def test_dashboard_records_up_to_a_process_that_exits_mid_reconfiguration(crash_chain: CrashChain) -> None:
     line = crash_chain.exit_line
     assert "exited with code 3" in line and "exiting during reconfiguration 1 (batch_size)" in line
@@ -224,8 +229,6 @@ def test_dashboard_records_up_to_a_process_that_exits_mid_reconfiguration(crash_
     assert rows[-1]["event_kind"] == "crashed" and "exited with code 3" in rows[-1]["event_message"]
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(CHAIN_S)
 def test_dashboard_shows_why_the_gpu_charts_stopped_when_nvml_loses_the_gpu(crash_chain: CrashChain) -> None:
     assert "the NVIDIA driver is no longer loaded" in crash_chain.nvml_line
     assert crash_chain.nvml_went_on  # the workload goes on
@@ -264,23 +267,15 @@ async def drive_reader_chain(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     return seen
 
 
-@pytest.fixture(scope="module")
-def reader_chain(tmp_path_factory: pytest.TempPathFactory) -> ReaderChain:
-    """One dashboard through a slow reader and a failing CSV write (one torch import)."""
-    with pytest.MonkeyPatch.context() as monkeypatch:
-        return asyncio.run(drive_reader_chain(tmp_path_factory.mktemp("reader-chain"), monkeypatch))
+reader_chain_fixture = chain_fixture("reader_chain", drive_reader_chain)  # a slow reader, a failing write
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(CHAIN_S)
 def test_dashboard_warns_of_samples_dropped_while_it_read_slowly(reader_chain: ReaderChain) -> None:
     line = reader_chain.drop_line
     assert "totals stay right" in line and not line.startswith("✗")
     assert reader_chain.went_on_after_drops  # samples again, the run not ended
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(CHAIN_S)
 def test_dashboard_stops_a_recording_whose_write_fails_and_runs_on(reader_chain: ReaderChain) -> None:
     assert f"cannot write {reader_chain.path}: Input/output error" in reader_chain.stop_line
     assert reader_chain.went_on_after_write
@@ -288,7 +283,6 @@ def test_dashboard_stops_a_recording_whose_write_fails_and_runs_on(reader_chain:
 
 
 # -- a dashboard of its own: a hung workload --------------------------------------------------------
-@pytest.mark.slow
 async def test_dashboard_says_a_hung_workload_is_not_responding_and_r_replaces_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

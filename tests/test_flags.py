@@ -1,6 +1,6 @@
 """The flags a user carries from one command to the next (-q/--quiet, --json, --device): the same
 spelling, short form, help and meaning on every subcommand that prints progress, prints results or
-runs a workload (``gpudash/cli/shared_flags.py``), and each one doing what it says."""
+runs a workload (``gpudash/arguments/shared_flags.py``), and each one doing what it says."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from gpudash.cli import shared_flags
-from gpudash.cli.argparse_adapter import parser_actions
+from gpudash.arguments import shared_flags
+from gpudash.arguments.argparse_adapter import parser_actions
 from gpudash.cli.main import main
 from gpudash.cli.options import PASSTHROUGH, build_parsers, own_parser
 from tests.helpers import GPUDASH

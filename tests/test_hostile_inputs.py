@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from gpudash.cli import config
+from gpudash.arguments import config
 from gpudash.cli.main import main
 from gpudash.host import host_budget
 

@@ -13,7 +13,7 @@ from hypothesis import example, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from gpudash.core.protocol import Event, EventKind
-from gpudash.core.textfmt import fmt_num
+from gpudash.core.textfmt import fmt_num, plain, plain_pm
 from gpudash.stats.comparison import MIN_SAMPLES_FOR_INTERVAL, Comparison, Verdict
 from gpudash.stats.fmt import MINUS, fmt_change, fmt_ratio
 from gpudash.tui.state import DashState
@@ -155,3 +155,29 @@ def test_a_too_short_sweep_says_which_seconds_would_do(rate: float, seconds: flo
     )
     assert s.seconds_for_interval == want
     assert s.too_short_advice() == f"too short: {fmt_num(rate)} steps/s, use --seconds ≥ {want}"
+
+
+@pytest.mark.parametrize(
+    ("mean", "half_width", "shown"),
+    [
+        (0.49963, 7e-5, "0.4996 ± 0.0001"),  # never 7e-05; the mean to four significant digits at most
+        (502.2, 9.1, "502 ± 9"),
+        (40760.0, 1523.0, "40,800 ± 1,500"),  # thousands separated, both to the hundreds
+        (231.875, 3.2, "231.9 ± 3.2"),  # a half-width starting with 1 to 3.5 keeps two digits
+        (12.0, 0.96, "12.0 ± 1.0"),
+        (1.0, 0.0, "1.000 ± 0"),
+    ],
+)
+def test_an_interval_is_plain_notation_at_the_precision_it_has(mean: float, half_width: float, shown: str) -> None:
+    assert plain_pm(mean, half_width) == shown
+
+
+def test_a_figure_is_plain_notation_with_four_significant_digits() -> None:
+    assert [plain(v) for v in (40760.3, 0.49963, 502.2, 1234567.0, 0.0)] == [
+        "40,760",
+        "0.4996",
+        "502.2",
+        "1,235,000",
+        "0",
+    ]
+    assert plain(None) == "–"

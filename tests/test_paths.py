@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gpudash.cli.argtypes import UsageError
+from gpudash.arguments.argtypes import UsageError
 from gpudash.cli.main import main
 from gpudash.recording.paths import check_distinct_outputs
 

@@ -34,7 +34,7 @@ OWN = {"gpudash", "workloads", "tests"}  # top-level packages that are the proje
 # The modules allowed to use private APIs, each for what it says (the reason and the upstream
 # issue are in the module's own docstring).
 ADAPTERS = {
-    "gpudash/cli/argparse_adapter.py": "argparse's list of a parser's actions (python/cpython#144932)",
+    "gpudash/arguments/argparse_adapter.py": "argparse's list of a parser's actions (python/cpython#144932)",
     "gpudash/tui/plotext_adapter.py": "plotext's matrix fast path, textual-plotext's sizing and theme name",
     "gpudash/tui/textual_adapter.py": "Textual's exception hook (Textualize/textual#2818)",
     "gpudash/tui/footer.py": "Textual's reactive watchers and styles cache (Textualize/textual#6666, #6665)",

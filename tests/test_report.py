@@ -161,3 +161,20 @@ def test_out_that_is_a_file_is_refused(tmp_path: Path, capsys: pytest.CaptureFix
     target.write_text("x")
     assert run(["report", str(FIXTURE), "--out", str(target)]) == 2
     assert "is a file" in capsys.readouterr().err
+
+
+def test_a_report_without_out_is_the_markdown_on_stdout_and_writes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)  # `gpudash report run.csv`, as the README shows it
+    assert run(["report", str(FIXTURE)]) == 0
+    said = capsys.readouterr()
+    rows = table_rows(said.out, "## Run 1: replay.csv")
+    assert [r[1] for r in rows][:2] == ["encdec/serial bs8", "encdec/pipelined bs8"]
+    assert rows[1][-1].endswith("faster") and "![" not in said.out  # the verdicts; no plot to link
+    assert "--out DIR writes it with its plots" in said.err
+    assert list(tmp_path.iterdir()) == []
+    assert run(["report", str(FIXTURE), "--html"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "gpudash: error: --html writes report.html in a folder: give it one with --out DIR"
+    )

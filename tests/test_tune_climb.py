@@ -98,8 +98,11 @@ def test_the_worker_ladder_climbs_in_powers_of_two_to_the_guards_ceiling() -> No
     assert worker_ladder(0, 128)[-2:] == [64, 128]  # more CPUs than the guard: up to the CPUs
     plain = argparse.Namespace(seconds=30.0, max_minutes=10.0, allow_numerics=False, allow_compile=False)
     line = job_race.plan_line(plain, 2)  # said before the race: 5 runs, and 5 more past the CPUs at most
-    assert line.startswith("racing your job: about 5 runs of 30 s") and "up to 10 where the workers mostly wait" in line
-    assert line.endswith("64 workers at most") and "four times" not in line
+    assert line.startswith("racing your job: about 5 runs of 30 s, about 3 min (--max-minutes 10 stops it at 10)")
+    assert "where the workers mostly wait, up to 5 more past the 2 CPUs" in line
+    assert line.endswith("64 workers at most)") and "four times" not in line
+    short = job_race.plan_line(argparse.Namespace(**{**vars(plain), "max_minutes": 2.0}), 2)
+    assert "about 3 min (--max-minutes 2 stops it at 2)" in short  # the budget cuts the plan, said so
 
 
 def test_the_climb_goes_on_past_one_slower_worker_and_past_the_cpus_only_while_the_workers_wait(
@@ -242,4 +245,4 @@ def test_the_worker_reading_finds_forked_workers_and_what_they_hold() -> None:
 def test_a_runs_progress_line_gives_its_workers_busy_share_and_memory() -> None:
     run = Run("num_workers=4", (("num_workers", "4"),), samples=_steady(1000.0))
     run.worker_busy, run.worker_memory = 0.03, WorkerMemory(GIB / 8, 4 * GIB)
-    assert job_runs.shown(run) == "1000 samples/s, workers 3% busy, 0.125 GiB each"
+    assert job_runs.shown(run) == "1,000 samples/s, workers 3% busy, 0.125 GiB each"

@@ -1,2 +1,2 @@
-"""The command line: the parsers and their flags, argument types, the settings file, the entry point
-and the browser view (`gpudash serve`)."""
+"""The command line's entry: the parsers of every command (`options`), `main`, and the browser view
+(`gpudash serve`). What their arguments share lives one floor down, in `gpudash/arguments/`."""

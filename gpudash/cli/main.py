@@ -6,7 +6,7 @@ Fast to start: nothing here imports torch or textual at module level. Every argu
 checked before anything starts; a bad one is one line on stderr and exit status 2.
 
 Defaults, lowest first: ``DEFAULTS`` (``gpudash/cli/options.py``, with every parser), the user's
-settings file (``gpudash/cli/config.py``), then the flags.
+settings file (``gpudash/arguments/config.py``), then the flags.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from gpudash.cli import argtypes
-from gpudash.cli.argparse_adapter import parser_actions
-from gpudash.cli.argtypes import UsageError, check_device
+from gpudash.arguments import argtypes
+from gpudash.arguments.argparse_adapter import parser_actions
+from gpudash.arguments.argtypes import UsageError, check_device
 from gpudash.cli.options import DEFAULTS, PASSTHROUGH, RECORD_ONLY, build_parsers
 from gpudash.core import faults
 from gpudash.core.protocol import EventKind, ExitCode, RunConfig
@@ -126,7 +126,7 @@ def _with_defaults(given: dict[str, Any], user_config: Any) -> argparse.Namespac
 
 def _user_config() -> Any:
     """The settings file, each of its problems one warning line on stderr."""
-    from gpudash.cli import config
+    from gpudash.arguments import config
 
     user_config = config.load()
     for problem in user_config.problems:

@@ -11,8 +11,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from gpudash.cli import argtypes, shared_flags
-from gpudash.cli.argtypes import Parser
+from gpudash.arguments import argtypes, shared_flags
+from gpudash.arguments.argtypes import Parser
 from gpudash.core.protocol import ExitCode, RunConfig
 from gpudash.host.gpu_selection import gpu_list
 
@@ -255,7 +255,7 @@ class _ConfigPath(argparse.Action):
     """``--config-path``: print where the settings file is, and exit."""
 
     def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> None:
-        from gpudash.cli.config import config_path
+        from gpudash.arguments.config import config_path
 
         print(config_path())
         parser.exit(ExitCode.OK)

@@ -22,7 +22,7 @@ import sys
 import threading
 from typing import Any, NoReturn
 
-from gpudash.cli.argtypes import UsageError
+from gpudash.arguments.argtypes import UsageError
 from gpudash.core.protocol import ExitCode
 
 WILDCARDS = ("0.0.0.0", "::", "")

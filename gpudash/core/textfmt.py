@@ -40,6 +40,43 @@ def fmt_num(v: float | None, width: int = 0) -> str:
     return s.rjust(width) if width else s
 
 
+def plain(v: float | None, significant: int = 4) -> str:
+    """A number as a person reads it once: ``significant`` digits, plain notation, thousands
+    separated (``40,760``, ``0.4996``, ``502``); '–' when not available."""
+    if v is None or not math.isfinite(v):
+        return "–" if v is None else str(v)
+    if v == 0:
+        return "0"
+    decimals = significant - 1 - math.floor(math.log10(abs(v)))
+    return _at(v, min(decimals, 12))
+
+
+def plain_pm(mean: float, half_width: float | None) -> str:
+    """``mean ± half_width`` in plain notation at the precision the interval has (``502 ± 9``,
+    ``0.4996 ± 0.0001``, ``40,800 ± 1,500``): the half-width to one significant digit, two where
+    it starts with 1 to 3.5 (1.5 is not rounded to 2), and the mean to the same place, never to more
+    than four significant digits."""
+    if half_width is None or not math.isfinite(half_width) or not math.isfinite(mean):
+        return plain(mean)
+    if half_width <= 0:
+        return f"{plain(mean)} ± 0"
+    place = math.floor(math.log10(half_width))
+    lead = half_width / 10**place  # 1.0 <= lead < 10
+    decimals = 1 - place if lead < 3.55 else -place
+    if mean != 0:
+        decimals = min(decimals, 3 - math.floor(math.log10(abs(mean))))
+    decimals = min(decimals, 12)
+    shown_width = max(round(half_width, decimals), 10.0**-decimals)  # never "± 0" for a real interval
+    return f"{_at(mean, decimals)} ± {_at(shown_width, decimals)}"
+
+
+def _at(v: float, decimals: int) -> str:
+    """``v`` rounded to ``decimals`` places (negative: to tens, hundreds, …), thousands separated."""
+    if decimals >= 0:
+        return f"{v:,.{decimals}f}"
+    return f"{round(v, decimals):,.0f}"
+
+
 def fmt_duration(seconds: float) -> str:
     s = max(0, int(seconds))
     h, rem = divmod(s, 3600)

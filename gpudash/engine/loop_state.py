@@ -26,7 +26,7 @@ from gpudash.engine.measure import (
     percentile,
     step_timer,
 )
-from gpudash.engine.model_flops import ModelCount, ModelFlops, sample_rates
+from gpudash.engine.model_flops import ModelCount, ModelFlops, with_model_rates
 
 if TYPE_CHECKING:  # pragma: no cover
     from gpudash.core.faults import Fault
@@ -90,9 +90,7 @@ class Window:
         ms = sorted(self.ms)
         syncs = self.syncs / self.issued if syncs_counted and self.issued else None
         steps, samples = totals
-        steps_per_s = self.steps / interval
-        flops, tflops, mfu = sample_rates(model, steps_per_s)
-        return Sample(
+        sample = Sample(
             time_s=time_s,
             workload=workload.info.name,
             variant=workload.variant,
@@ -100,7 +98,7 @@ class Window:
             steps=steps,
             samples=samples,
             interval_s=interval,
-            steps_per_s=steps_per_s,
+            steps_per_s=self.steps / interval,
             samples_per_s=self.samples / interval,
             step_ms_p50=percentile(ms, 50) if ms else None,
             step_ms_p95=percentile(ms, 95) if ms else None,
@@ -109,10 +107,8 @@ class Window:
             knobs=workload.knobs.text(),
             cuda_allocated_mib=allocator_mib[0],
             cuda_reserved_mib=allocator_mib[1],
-            flops_per_step=flops,
-            tflops=tflops,
-            mfu_pct=mfu,
         )
+        return with_model_rates(sample, model)
 
 
 def _sync_counter(count: bool, sites: bool | None) -> SyncCounter | None:

@@ -12,11 +12,11 @@ functions (the loop's torch is given).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from gpudash.core.peaks import PRECISION_KNOBS, PeakChoice, choose_peak, model_rates
-from gpudash.core.protocol import FLOPS, Event, EventKind
+from gpudash.core.protocol import FLOPS, Event, EventKind, Sample
 from gpudash.engine.events import one_line
 from gpudash.engine.flops import StepFlops, count_step_flops
 
@@ -50,9 +50,13 @@ class ModelCount:
         return self.flops_per_step, tflops, mfu
 
 
-def sample_rates(count: ModelCount | None, steps_per_s: float) -> tuple[float | None, float | None, float | None]:
-    """(FLOPs a step, TFLOP/s, MFU %) of a sample at ``steps_per_s``; Nones where nothing was counted."""
-    return count.rates(steps_per_s) if count is not None else (None, None, None)
+def with_model_rates(sample: Sample, count: ModelCount | None) -> Sample:
+    """``sample`` with its FLOPs a step, TFLOP/s and MFU % at its own step rate (left blank where
+    nothing was counted)."""
+    if count is None:
+        return sample
+    flops, tflops, mfu = count.rates(sample.steps_per_s)
+    return replace(sample, flops_per_step=flops, tflops=tflops, mfu_pct=mfu)
 
 
 def flop_text(flops: float) -> str:

@@ -31,7 +31,7 @@ from typing import Any
 
 from gpudash.core.protocol import RankSample, Sample
 from gpudash.engine.measure import percentile
-from gpudash.engine.model_flops import ModelCount, sample_rates
+from gpudash.engine.model_flops import ModelCount, with_model_rates
 from gpudash.host.runner import with_slowest_rank
 
 STEP, T, MS, SAMPLES, TOKENS, WAIT, SYNCS, PROFILED, TRAIN_S = range(9)
@@ -296,7 +296,6 @@ class JobSamples:
         windows, fig = self.ranks[lead], figures[lead]
         steps_per_s, train_s = self._rate(fig, end)
         per_step = fig.timed_samples / fig.timed_steps if fig.timed_steps else windows.batch_size
-        flops, tflops, mfu = sample_rates(self.count, steps_per_s)
         sample = Sample(
             time_s=time_s,
             workload=self.workload,
@@ -312,10 +311,8 @@ class JobSamples:
             step_ms_p95=fig.step_ms_p95,
             syncs_per_step=fig.syncs_per_step,
             world_size=world,
-            flops_per_step=flops,
-            tflops=tflops,
-            mfu_pct=mfu,
         )
+        sample = with_model_rates(sample, self.count)
         if self.rank_samples:
             sample = with_slowest_rank(sample, self.rank_samples)
         self.last = sample

@@ -19,7 +19,7 @@ import stat
 import sys
 from dataclasses import dataclass
 
-from gpudash.cli.argtypes import UsageError
+from gpudash.arguments.argtypes import UsageError
 from gpudash.core.textfmt import shown
 
 _KINDS = (

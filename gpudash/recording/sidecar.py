@@ -106,7 +106,7 @@ def _object(value: Any) -> str | None:
 
 
 def _device(value: Any) -> str | None:
-    from gpudash.cli.argtypes import device
+    from gpudash.arguments.argtypes import device
 
     if not isinstance(value, str):
         return f"is {_kind(value)}, not a device"

@@ -1,5 +1,6 @@
-"""``gpudash report RUN.csv [RUN2.csv …] --out DIR [--html]``: recordings and sweeps as a
-Markdown report with plots. Torch- and Textual-free; matplotlib only to draw (``report_plot``).
+"""``gpudash report RUN.csv [RUN2.csv …] [--out DIR [--html]]``: recordings and sweeps as a
+Markdown report — on stdout, or with ``--out`` in a folder with its plots. Torch- and Textual-free;
+matplotlib only to draw (``report_plot``), and only with ``--out``.
 
 ``DIR/report.md``: each run's configurations (mean ± 95% interval, syncs/step, GPU %, SM %, MFU %, power,
 J/step), the verdict between consecutive segments of a recording, and between runs (A/B,
@@ -23,8 +24,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from gpudash.cli import shared_flags
-from gpudash.cli.argtypes import Parser, UsageError, check_out_dir, non_negative_float
+from gpudash.arguments import shared_flags
+from gpudash.arguments.argtypes import Parser, UsageError, check_out_dir, non_negative_float
 from gpudash.core.protocol import PHASES, ExitCode
 from gpudash.core.textfmt import clip, fmt_num, strip_controls
 from gpudash.report import sync_md, world
@@ -50,8 +51,15 @@ def build_parser() -> Parser:
         description="Summaries, verdicts and plots of recordings (--record CSVs) and sweeps (sweep.csv).",
     )
     p.add_argument("runs", nargs="+", metavar="RUN.csv", help="recordings or sweep CSVs; the first is the reference")
-    p.add_argument("--out", required=True, metavar="DIR", help="directory for report.md/.png/.svg (created)")
-    p.add_argument("--html", action="store_true", help="also write report.html: one file, inline SVG, no network")
+    p.add_argument(
+        "--out",
+        metavar="DIR",
+        help="write report.md and its plots (.png/.svg) in this directory (created); default: the report on stdout, "
+        "no plots",
+    )
+    p.add_argument(
+        "--html", action="store_true", help="with --out, also write report.html: one file, inline SVG, no network"
+    )
     p.add_argument(
         "--baseline",
         metavar="RUN.csv",
@@ -262,24 +270,30 @@ def main(argv: list[str]) -> int:
     """``gpudash report ...``: read every file first (bad input: one line, exit 2), then write."""
     args = build_parser().parse_args(argv)
     try:
+        if args.html and args.out is None:
+            raise UsageError("--html writes report.html in a folder: give it one with --out DIR")
         runs = [load_run(path) for path in args.runs]
-        out = check_out_dir(args.out)
+        out = None if args.out is None else check_out_dir(args.out)
         baseline = _baseline_index(args.runs, args.baseline)
     except (ReportInputError, UsageError) as exc:
         say("error", exc)
         return ExitCode.USAGE
     for note in (note for run in runs for note in run.notes):  # a metadata file ignored
         say("warning", note)
-    try:
-        command = shlex.join(["gpudash", "report", *argv])
-        written = write_report(runs, out, command, args.html, baseline, args.smooth)
-    except OSError as exc:
-        say("error", f"cannot write in {out}: {exc.strerror or exc}")
-        return ExitCode.FAILED
+    command = shlex.join(["gpudash", "report", *argv])
+    written: list[str] = []
+    if out is not None:
+        try:
+            written = write_report(runs, out, command, args.html, baseline, args.smooth)
+        except OSError as exc:
+            say("error", f"cannot write in {out}: {exc.strerror or exc}")
+            return ExitCode.FAILED
     worlds = world.join(runs)
     found = [] if one_world(runs, worlds) else pairs(runs, baseline)
     if args.json:
         print(json.dumps(results_document(runs, found, out, written, worlds), indent=2))
+    elif out is None:
+        sys.stdout.write(markdown(runs, command, [], baseline))
     if not args.quiet:
         for i, run in enumerate(runs, start=1):  # a job's: over training steps, and what share of its time that was
             if run.phases is not None:
@@ -288,7 +302,10 @@ def main(argv: list[str]) -> int:
             print(f"gpudash: {strip_controls(w.sentence())}", file=sys.stderr)
         for pair in found:  # the A/B verdicts, hyperfine-style
             print(f"gpudash: {strip_controls(pair.sentence())}", file=sys.stderr)
-        print(f"gpudash: wrote {', '.join(written)} in {out}", file=sys.stderr)
+        if out is not None:
+            print(f"gpudash: wrote {', '.join(written)} in {out}", file=sys.stderr)
+        elif not args.json:
+            print("gpudash: the report is above (Markdown); --out DIR writes it with its plots", file=sys.stderr)
     return ExitCode.OK
 
 
@@ -302,12 +319,16 @@ def _estimate(e: Estimate | None) -> dict[str, Any] | None:
 
 
 def results_document(
-    runs: Sequence[Run], found: Sequence[Pair], out: Path, written: Sequence[str], worlds: Sequence[world.World] = ()
+    runs: Sequence[Run],
+    found: Sequence[Pair],
+    out: Path | None,
+    written: Sequence[str],
+    worlds: Sequence[world.World] = (),
 ) -> dict[str, Any]:
     """``--json``: each run's configurations with steps/s and its interval, each A/B comparison, and
-    each data-parallel run's world (every rank)."""
+    each data-parallel run's world (every rank); ``out`` null where nothing was written."""
     return {
-        "out": str(out),
+        "out": None if out is None else str(out),
         "written": list(written),
         "runs": [
             {

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from gpudash.core.metrics import Better, metric
 from gpudash.core.protocol import Event, EventKind, GpuSample, Sample
 from gpudash.core.running import ConfigKey
+from gpudash.core.textfmt import plain, plain_pm
 from gpudash.stats.comparison import Comparison, Estimate, compare
 from gpudash.stats.figures import JOULES_PER_STEP, Figures
 from gpudash.stats.noise_tally import NoiseTally
@@ -75,9 +76,9 @@ class Segment:
             return f"{self.label}: {m.label} – (no samples after warm-up)"
         noisy = f"; {note}" if (note := self.noise.note()) else ""
         if not e.has_interval:
-            return f"{self.label}: {m.label} {e.mean:.4g} (too short for an interval, {e.n_samples} samples{noisy})"
+            return f"{self.label}: {m.label} {plain(e.mean)} (too short for an interval, {e.n_samples} samples{noisy})"
         return (
-            f"{self.label}: {m.label} {e.mean:.4g} ± {e.half_width:.2g} "
+            f"{self.label}: {m.label} {plain_pm(e.mean, e.half_width)} "
             f"(95% CI, {e.n_samples} samples after warm-up{noisy})"
         )
 

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable
 from typing import TypeVar
 
-from gpudash.cli.argtypes import Parser, UsageError
+from gpudash.arguments.argtypes import Parser, UsageError
 
 Plan = TypeVar("Plan")
 

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gpudash.cli import argtypes, shared_flags
-from gpudash.cli.argtypes import Parser, UsageError, check_device, check_out_dir
+from gpudash.arguments import argtypes, shared_flags
+from gpudash.arguments.argtypes import Parser, UsageError, check_device, check_out_dir
 from gpudash.core.protocol import RunConfig
 from gpudash.sweep.command import command_parser
 from workloads.registry import FAMILIES  # torch-free

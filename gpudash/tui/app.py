@@ -32,7 +32,7 @@ from textual.widget import Widget
 from textual.widgets import Static
 from textual.worker import WorkerFailed
 
-from gpudash.cli.config import UserConfig
+from gpudash.arguments.config import UserConfig
 from gpudash.core.protocol import EngineSource, ExitCode, GpuInfo, Message, RunConfig
 from gpudash.tui import actions
 from gpudash.tui.charts import CHARTS, ChartSpec, MetricChart, charts_in_play

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpudash.core import protocol  # the controls, as protocol.SetVariant etc.
 from gpudash.core.protocol import (
@@ -23,8 +23,6 @@ from gpudash.core.protocol import (
     Event,
     EventKind,
     Message,
-    RankSample,
-    RunConfig,
     Sample,
     SourceInfo,
 )
@@ -35,6 +33,9 @@ from gpudash.tui.state import TRACE, DashState, Status, trace_line
 from gpudash.tune.job import TuneAnswer, TuneRequest
 from workloads.knobs import Knobs, parse_knobs  # torch-free
 from workloads.registry import FamilyInfo  # torch-free
+
+if TYPE_CHECKING:
+    from gpudash.core.protocol import RankSample, RunConfig
 
 TRACE_STEPS = 20  # steps in a profiler window asked for from the dashboard
 MAX_SENT = 64  # controls kept in ``DashController.sent`` (the latest; a long run sends one per change)

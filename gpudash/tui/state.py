@@ -22,20 +22,10 @@ from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from enum import Enum
+from typing import TYPE_CHECKING
 
 from gpudash.core.metrics import SERIES_KEYS, STAT_KEYS, Better, Metric, Origin, metric
-from gpudash.core.protocol import (
-    DIAGNOSIS,
-    Event,
-    EventKind,
-    GpuInfo,
-    GpuSample,
-    Message,
-    RankSample,
-    RunConfig,
-    Sample,
-    SyncSites,
-)
+from gpudash.core.protocol import DIAGNOSIS, Event, EventKind, GpuSample, RankSample, Sample, SyncSites
 from gpudash.core.running import NO_KNOBS, Running
 from gpudash.core.runstate import RunState
 from gpudash.diagnosis.remedies import has_evidence, with_remedies
@@ -46,6 +36,9 @@ from gpudash.stats.segments import Segment, SegmentTracker, compare_segments, in
 from gpudash.tui.mfu import FlopsCounts
 from gpudash.tui.phases import PhaseTimeline
 from gpudash.tui.series import Series
+
+if TYPE_CHECKING:
+    from gpudash.core.protocol import GpuInfo, Message, RunConfig
 
 STAT_METRICS: tuple[Metric, ...] = tuple(metric(k) for k in STAT_KEYS)  # the stats panel, in order
 MARKER_KINDS = frozenset(

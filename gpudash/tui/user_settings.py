@@ -1,4 +1,4 @@
-"""The dashboard's side of the settings file (``gpudash/cli/config.py``): start on its theme, show
+"""The dashboard's side of the settings file (``gpudash/arguments/config.py``): start on its theme, show
 what was wrong with it, and save the theme the palette picks."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from gpudash.cli.config import UserConfig, save_setting
+from gpudash.arguments.config import UserConfig, save_setting
 
 if TYPE_CHECKING:  # pragma: no cover
     from textual.app import App

@@ -30,7 +30,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gpudash.cli.argtypes import ExitCode, UsageError
+from gpudash.arguments.argtypes import ExitCode, UsageError
+from gpudash.core.textfmt import plain
 from gpudash.diagnosis.rules import job_settings
 from gpudash.job.command import JobCommandError, check_command
 from gpudash.job.settings import LOADER_SITE, Settings, describe
@@ -204,7 +205,9 @@ def _lines(mark: str, text: str) -> str:
 def _interval(e: Estimate | None) -> str:
     if e is None:
         return "–"
-    return f"{e.mean:.4g} [{e.low:.4g}–{e.high:.4g}]" if e.low is not None and e.high is not None else f"{e.mean:.4g}"
+    if e.low is None or e.high is None:
+        return plain(e.mean)
+    return f"{plain(e.mean)} [{plain(e.low)}–{plain(e.high)}]"
 
 
 def _estimate(e: Estimate | None) -> dict[str, float | None] | None:
@@ -333,14 +336,14 @@ def plan_line(args: argparse.Namespace, cpus: int) -> str:
     most = planned + len([n for n in ladder if n > cpus])  # past the CPUs while the workers mostly wait
     minutes = planned * (args.seconds + START_S) / 60
     past = (
-        f"; up to {most} where the workers mostly wait: past the {cpus} CPUs while their busy share and the "
-        f"free memory leave room, {ceiling(cpus)} workers at most"
+        f"; where the workers mostly wait, up to {most - planned} more past the {cpus} CPUs (while their busy "
+        f"share and the free memory leave room, {ceiling(cpus)} workers at most)"
         if most > planned
         else ""
     )
     return (
-        f"racing your job: about {planned} runs of {args.seconds:g} s (about {minutes:.0f} min, at most "
-        f"{args.max_minutes:g}){past}"
+        f"racing your job: about {planned} runs of {args.seconds:g} s, about {max(1, round(minutes))} min "
+        f"(--max-minutes {args.max_minutes:g} stops it at {args.max_minutes:g}){past}"
     )
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpudash.core.textfmt import plain
 from gpudash.job.settings import BOOLEANS, COUNTS, WATCH_ENV, Settings, describe
 from gpudash.report.load import ReportInputError, load_run
 from gpudash.report.load import Run as Recorded
@@ -156,4 +157,4 @@ def shown(run: Run) -> str:
     busy = f", workers {run.worker_busy:.0%} busy" if run.worker_busy is not None else ""
     if run.worker_memory is not None:
         busy += f", {gib(run.worker_memory.per_worker)} GiB each"
-    return f"{run.rate.mean:.4g} {unit}/s{busy}" + (" (dropped early: slower)" if run.dropped else "")
+    return f"{plain(run.rate.mean)} {unit}/s{busy}" + (" (dropped early: slower)" if run.dropped else "")

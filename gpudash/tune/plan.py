@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gpudash.cli import argtypes, shared_flags
-from gpudash.cli.argtypes import Parser, UsageError, check_device, check_out_dir
+from gpudash.arguments import argtypes, shared_flags
+from gpudash.arguments.argtypes import Parser, UsageError, check_device, check_out_dir
 from gpudash.sweep.command import command_parser
 from gpudash.sweep.plan import GPU_INTERVAL_S, SAMPLE_INTERVAL_S, SweepSettings, batch_list, device_type, family_name
 

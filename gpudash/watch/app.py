@@ -27,7 +27,7 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Static
 
-from gpudash.cli.config import UserConfig
+from gpudash.arguments.config import UserConfig
 from gpudash.core.textfmt import fmt_duration
 from gpudash.recording.record import CsvRecorder
 from gpudash.tui import actions

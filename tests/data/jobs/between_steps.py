@@ -41,43 +41,57 @@ def batches(no_loader: bool) -> Iterator[Any]:
             yield from DataLoader(data, batch_size=16)
 
 
+class OwnClock:
+    """The script's own account: a step's training time runs from the previous step's end to its own,
+    less what was set aside between them (a checkpoint's work, the idle stretches)."""
+
+    def __init__(self) -> None:
+        self.steps = 0
+        self.train_s = 0.0
+        self.set_aside_s = {"ckpt": 0.0, "idle": 0.0}
+        self.last_end = time.monotonic()
+
+    def step_ended(self) -> float:
+        now = time.monotonic()
+        self.steps += 1
+        if self.steps > 1:  # the first step's time is start-up: left out
+            self.train_s += now - self.last_end
+        self.last_end = now
+        return now
+
+    def set_aside(self, what: str, since: float) -> None:
+        took = time.monotonic() - since
+        self.set_aside_s[what] += took
+        self.last_end += took
+
+    def line(self) -> str:
+        aside = " ".join(f"{what}_s={s:.4f}" for what, s in self.set_aside_s.items())
+        rate = (self.steps - 1) / self.train_s
+        return f"JOB steps={self.steps} train_s={self.train_s:.4f} {aside} steps_per_s={rate:.4f}"
+
+
 def main() -> int:
     args = parse()
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 1))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-    train_s = ckpt_s = idle_s = 0.0
-    last_end = time.monotonic()
-    steps = 0
+    clock = OwnClock()
     for x, y in batches(args.no_loader):
-        loss = (model(x) - y).pow(2).mean()
-        loss.backward()
+        (model(x) - y).pow(2).mean().backward()
         time.sleep(args.step_s)
         optimizer.step()
         optimizer.zero_grad()
-        steps += 1
-        now = time.monotonic()
-        if steps > 1:
-            train_s += now - last_end
-        last_end = now
-        if steps >= args.steps:
+        ended = clock.step_ended()
+        if clock.steps >= args.steps:
             break
-        if args.save_every and steps % args.save_every == 0:
+        if args.save_every and clock.steps % args.save_every == 0:
             torch.save(model.state_dict(), io.BytesIO())  # quick: well under 50 ms
             time.sleep(args.after_save_s)  # the upload, the barrier: the checkpoint's too
-            took = time.monotonic() - now
-            ckpt_s += took
-            last_end += took
-        elif args.idle_every and steps % args.idle_every == 0:
+            clock.set_aside("ckpt", ended)
+        elif args.idle_every and clock.steps % args.idle_every == 0:
             time.sleep(args.idle_s)  # neither training nor a checkpoint
-            took = time.monotonic() - now
-            idle_s += took
-            last_end += took
-    print(
-        f"JOB steps={steps} train_s={train_s:.4f} ckpt_s={ckpt_s:.4f} idle_s={idle_s:.4f} "
-        f"steps_per_s={(steps - 1) / train_s:.4f}",
-        flush=True,
-    )
+            clock.set_aside("idle", ended)
+    print(clock.line(), flush=True)
     return 0
 
 

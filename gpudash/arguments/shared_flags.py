@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpudash.cli import argtypes
+from gpudash.arguments import argtypes
 
 QUIET_HELP = "no progress or info lines on stderr, only warnings and errors (results on stdout still print)"
 JSON_HELP = "the results as one JSON document on stdout, and nothing else there (its keys: docs/usage.md)"

@@ -7,6 +7,7 @@ import argparse
 import dataclasses
 import os
 import re
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, Protocol, TypeVar
@@ -27,11 +28,21 @@ class UsageError(Exception):
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse that reports errors as one line: ``gpudash: error: ...``, exit status 2."""
+    """argparse that reports errors as one line: ``gpudash: error: ...``, exit status 2, with the way
+    out where there is one (the flag or command meant, the job after ``--``: ``suggest``)."""
+
+    typed: list[str] | None = None  # the command line being parsed (after the program's name)
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        self.typed = list(sys.argv[1:] if args is None else args)
+        return super().parse_known_args(args, namespace)
 
     def error(self, message: str) -> NoReturn:
-        """Print ``gpudash: error: MESSAGE`` (one line) and exit with status 2."""
-        self.exit(ExitCode.USAGE, f"gpudash: error: {' '.join(message.split())}\n")
+        """Print ``gpudash: error: MESSAGE`` (one line), and its hint, and exit with status 2."""
+        from gpudash.arguments.suggest import explain
+
+        said = explain(self, self.typed, " ".join(message.split()))
+        self.exit(ExitCode.USAGE, f"gpudash: error: {said}\n")
 
 
 # -- argument types (each raises ArgumentTypeError with one line) -----------------------------------

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpudash.cli import argtypes
+from gpudash.arguments import argtypes
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -51,7 +51,7 @@ def _workload(value: Any) -> str:
 
 
 def _through(parse: Callable[[str], Any]) -> Callable[[Any], Any]:
-    """A value checked by an argparse type of ``gpudash.cli.argtypes`` (numbers given as numbers)."""
+    """A value checked by an argparse type of ``gpudash.arguments.argtypes`` (numbers given as numbers)."""
 
     def check(value: Any) -> Any:
         if isinstance(value, bool) or not isinstance(value, (str, int, float)):
