@@ -448,7 +448,7 @@ async def test_without_nvml_the_watch_dashboard_says_why_and_stays_up(no_nvml) -
 def test_watch_help_lists_its_keys_not_a_workloads(box) -> None:
     box(1)
     app = WatchApp(WatchSource(0.05), toasts=False)
-    keys = dict(app.key_help())
+    keys = {key: what for _, key, what in app.key_help()}
     assert {"g", "c", "s", "?", "q", "0"} <= set(keys)
     assert not {"p", "v", "w", "+", "-", "b", "k", "t", "T", "d", "e", "space", "r"} & set(keys)
 

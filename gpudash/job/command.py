@@ -89,6 +89,30 @@ def display(command: Sequence[str]) -> str:
     return " ".join(_word(w) for w in command)
 
 
+def short_display(command: Sequence[str], width: int) -> str:
+    """``display(command)`` in ``width`` columns, cut from the middle: the program and the script
+    by their names (``…/train.py``), then as many of the last arguments as fit after ``…``."""
+    whole = display(command)
+    if len(whole) <= width or not command:
+        return whole
+    words = [_word(os.path.basename(command[0]))] + [
+        "…/" + _word(os.path.basename(w)) if "/" in w.rstrip("/") and not w.startswith("-") else _word(w)
+        for w in command[1:]
+    ]
+    if len(" ".join(words)) <= width:
+        return " ".join(words)
+    script = next((i for i, w in enumerate(command) if i > 0 and w.endswith(".py")), None)
+    if script is None:
+        script = next((i for i, w in enumerate(command) if i > 0 and not w.startswith("-")), 0)
+    head = script + 1  # the program to the script, then what fits of the end
+    tail: list[str] = []
+    for word in reversed(words[head:]):
+        if len(" ".join([*words[:head], "…", word, *tail])) > width:
+            break
+        tail.insert(0, word)
+    return " ".join([*words[:head], "…", *tail]) if tail or head < len(words) else " ".join(words[:head])
+
+
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 

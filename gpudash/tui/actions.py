@@ -14,6 +14,9 @@ from gpudash.tui.job_notices import OUTPUT  # the job's output pane (elsewhere: 
 from workloads.knobs import KNOBS, OFF, ON  # torch-free
 from workloads.registry import FAMILIES  # torch-free
 
+STEER, LOOK, KEEP, SCREEN = "Steer the run", "Look closer", "Keep a record", "The screen"
+GROUPS = (STEER, LOOK, KEEP, SCREEN)  # the help screen's headings, in its order
+
 
 @dataclass(frozen=True)
 class Action:
@@ -27,6 +30,12 @@ class Action:
     tooltip: str | None = None
     in_footer: bool = True  # False: in the help screen and the palette only (the footer is full)
     footer_first: bool = False  # first in the footer, so a narrow terminal cuts the others, not it
+    group: str = ""  # the help screen's heading it stands under (GROUPS; "": by whether it steers)
+
+    @property
+    def heading(self) -> str:
+        """The help screen's heading this action stands under."""
+        return self.group or (STEER if self.steers else SCREEN)
 
     @property
     def key(self) -> str:
@@ -53,6 +62,7 @@ ACTIONS: tuple[Action, ...] = (
         "a job's (gpudash -- CMD): its output, live, in place of the charts (o again: the charts); "
         "arrows, page keys and the wheel scroll it, end follows it again; a family's run: names its log file",
         tooltip="The job's output (o again: the charts)",
+        group=LOOK,
     ),
     Action(
         "toggle_pipeline",
@@ -102,6 +112,7 @@ ACTIONS: tuple[Action, ...] = (
         "time each stage of a pipelined family alone (20 steps each) and show the overlap bound "
         "1/max(t1, t2) that pipelining can reach",
         steers=True,
+        group=LOOK,
     ),
     Action(
         "trace_window",
@@ -113,6 +124,7 @@ ACTIONS: tuple[Action, ...] = (
         "out of the statistics",
         steers=True,
         tooltip="Profile 20 steps with torch.profiler",
+        group=LOOK,
     ),
     Action(
         "diagnose",
@@ -124,6 +136,7 @@ ACTIONS: tuple[Action, ...] = (
         "the statistics until the configuration changes; those steps stay out of the statistics",
         steers=True,
         in_footer=False,
+        group=LOOK,
     ),
     Action(
         "sync_sites",
@@ -133,6 +146,7 @@ ACTIONS: tuple[Action, ...] = (
         "each host-device sync in the step by its source line (waits per step, share, the line), live "
         "for the configuration running now; CUDA only",
         in_footer=False,
+        group=LOOK,
     ),
     Action(
         "tune",
@@ -144,6 +158,7 @@ ACTIONS: tuple[Action, ...] = (
         "configuration; u again stops the race and keeps what it measured",
         steers=True,
         in_footer=False,
+        group=LOOK,
     ),
     Action(
         "measure_scaling",
@@ -155,6 +170,7 @@ ACTIONS: tuple[Action, ...] = (
         steers=True,
         tooltip="Scaling efficiency of a --nproc run",
         in_footer=False,
+        group=LOOK,
     ),
     Action(
         "knobs",
@@ -182,9 +198,10 @@ ACTIONS: tuple[Action, ...] = (
         "c",
         "Record",
         "Start / stop recording to CSV",
-        "record the run to a CSV file (same format as gpudash --record); again to stop",
+        "record the run to a CSV file (same format as gpudash record); again to stop",
         steers=True,
         tooltip="Start/stop recording to CSV",
+        group=KEEP,
     ),
     Action(
         "screenshot",
@@ -195,6 +212,7 @@ ACTIONS: tuple[Action, ...] = (
         key_display="s",
         tooltip="Save an SVG screenshot",
         in_footer=False,
+        group=KEEP,
     ),
     Action(
         "reset_zoom",

@@ -45,7 +45,7 @@ from gpudash.tui.job_view import JobView, run_job
 from gpudash.tui.layout import layout_for, notice_text
 from gpudash.tui.notices import STARTING, Notice
 from gpudash.tui.render_cache import bound_render_ansi
-from gpudash.tui.screens import HelpScreen, PromptScreen
+from gpudash.tui.screens import FAMILY_TITLE, HelpScreen, KeyRow, PromptScreen
 from gpudash.tui.shots import COPY_FORMATS, ShotsApp
 from gpudash.tui.stall_screen import StallScreen
 from gpudash.tui.state import Status
@@ -315,15 +315,21 @@ class GpuDashApp(ShotsApp):
         self._redraw(force=True)
 
     # -- help, palette, quit ----------------------------------------------------------------------
-    def key_help(self) -> list[tuple[str, str]]:
-        out = [(a.key, "leave" if (self.replay and a.name == "quit") else a.help) for a in self.shown_actions()]
-        out.append(("ctrl+p", "command palette: every action by name, Copy stats as Markdown / CSV"))
-        out.append(("mouse", "click a chart: the values under the cursor · wheel: zoom the time axis (0: all)"))
-        return out
+    def key_help(self) -> list[KeyRow]:
+        """The help screen's keys: each under its heading, in the headings' order."""
+        shown = self.shown_actions()
+        out = [(a.heading, a.key, "leave" if (self.replay and a.name == "quit") else a.help) for a in shown]
+        out.append((actions.SCREEN, "ctrl+p", "command palette: every action by name, Copy stats as Markdown / CSV"))
+        out.append(
+            (actions.SCREEN, "mouse", "click a chart: the values under the cursor · wheel: zoom the time axis (0: all)")
+        )
+        return sorted(out, key=lambda row: actions.GROUPS.index(row[0]))
 
     def action_help(self) -> None:
         charts = [(c.title, c.help) for c in self.CHART_SPECS] + [("GPU lines (GPM's gauges)", GPM_EXPLAINED)]
-        self.push_screen(HelpScreen(self.key_help(), charts, self.replay, log_path=self.controller.info.log_path))
+        title = f"gpudash — your job, live: {self.job.command}" if self.job is not None else FAMILY_TITLE
+        log_path = self.controller.info.log_path
+        self.push_screen(HelpScreen(self.key_help(), charts, self.replay, log_path=log_path, title=title))
 
     def action_sync_sites(self) -> None:
         state = self.state

@@ -133,7 +133,9 @@ class JobHeader(RunHeader):
         t.append_text(recording_text(facts.recording))
         t.append_text(mfu_text(state))  # counted on its first optimizer step, eagerly
         t.append("  ")
-        t.append(self.view.command, style="bold")  # last: a long command is cut, not the status
+        room = self.size.width - 2 - t.cell_len  # last, cut from the middle: the script's name stays
+        shown = job_command.short_display(self.view.session.command, room) if room > 0 else self.view.command
+        t.append(shown, style="bold")
         pid = self.view.session.process.pid
         line2 = Text.assemble(
             ("batch ", "bold"),

@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from rich.console import RenderableType
+from rich.console import Group, RenderableType
+from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -51,8 +52,40 @@ class LiveReport(ModalScreen[None]):
         self.query_one(f"#{self.BODY_ID}", Static).update(self.report())
 
 
+FAMILY_TITLE = "gpudash — what pipelining, GPU augmentation and host-device syncs do to throughput"
+KeyRow = tuple[str, str, str]  # (the heading it stands under, the key, what it does)
+STATS_HELP = (
+    "now: the latest sample. this cfg: the mean since the last change ± its 95% interval (batch means; "
+    "the first second is warm-up and left out; 'too short' until there are enough samples). prev cfg: the "
+    "same for the configuration before.",
+    "change: this vs prev in percent, green/red only when the difference is real (significant and over "
+    "2%); otherwise 'no change' or 'within noise'; while a side is short, how much longer it needs. The "
+    "title line gives steps/s's change with its 95% interval, +8% (−2 … +19%): a ratio's interval is not "
+    "symmetric; Copy stats gives every column's. Another workload is not compared; after a batch-size "
+    "change samples/s and the GPU's figures are, steps/s, step times and J/step are not.",
+    "J/step: NVML energy over the steps done.",
+    "last trace (in the panel's top line): the latest profiler window's figures (T): GPU busy and idle "
+    "share of the window, multi-stream overlap, kernels per step; a magenta 'trace' line on the charts "
+    "marks where it began. Its .json.gz file opens in ui.perfetto.dev.",
+)
+
+
+def _heading(text: str) -> Text:
+    return Text(f"\n{text}", style="bold underline")
+
+
+def _rows(rows: Sequence[tuple[str, str]], key_width: int) -> Table:
+    """Two columns: the key (or a chart's name) and what it does, wrapped under itself."""
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(width=key_width, no_wrap=True, style="bold cyan")
+    grid.add_column(ratio=1)
+    for key, what in rows:
+        grid.add_row(key, what)
+    return grid
+
+
 class HelpScreen(ModalScreen[None]):
-    """Every key and what each chart means."""
+    """Every key, under a short heading each, and what each chart means."""
 
     BINDINGS = [Binding("escape,q,question_mark,f1", "dismiss", "Close")]
     DEFAULT_CSS = """
@@ -63,52 +96,34 @@ class HelpScreen(ModalScreen[None]):
 
     def __init__(
         self,
-        keys: Sequence[tuple[str, str]],
+        keys: Sequence[KeyRow],
         charts: Sequence[tuple[str, str]],
         replay: bool,
         log_path: str | None = None,
+        title: str = FAMILY_TITLE,
     ) -> None:
         super().__init__()
         self._log_path = log_path
         self._keys = keys
         self._charts = charts
         self._replay = replay
+        self._title = title
 
     def compose(self) -> ComposeResult:
-        t = Text()
-        t.append("gpudash — what pipelining, GPU augmentation and host-device syncs do to throughput\n\n", style="bold")
+        parts: list[RenderableType] = [Text(self._title, style="bold")]
         if self._replay:
-            t.append("Replay of a recorded run: read-only, controls are off.\n\n", style="magenta")
-        t.append("Keys (also in the command palette, ctrl+p)\n", style="bold underline")
-        for k, d in self._keys:
-            t.append(f"  {k:<14}", style="bold cyan")
-            t.append(f"{d}\n")
-        t.append("\nCharts (one shared time axis; a red line marks every change)\n", style="bold underline")
+            parts.append(Text("Replay of a recorded run: read-only, controls are off.", style="magenta"))
+        for heading in dict.fromkeys(h for h, _, _ in self._keys):
+            parts += [_heading(heading), _rows([(k, what) for h, k, what in self._keys if h == heading], 8)]
+        parts.append(_heading("Charts (one shared time axis; a red line marks every change)"))
         for title, helptext in self._charts:
-            t.append(f"  {title}\n", style="bold")
-            t.append(f"    {helptext}\n")
-        t.append("\nStats panel\n", style="bold underline")
-        t.append(
-            "  now: the latest sample. this cfg: the mean since the last change ± its 95% interval\n"
-            "  (batch means; the first second is warm-up and left out; 'too short' until there are\n"
-            "  enough samples). prev cfg: the same for the configuration before.\n"
-            "  change: this vs prev in percent, green/red only when the difference is real (significant\n"
-            "  and over 2%); otherwise 'no change' or 'within noise'; while a side is short, how much\n"
-            "  longer it needs. The title line gives steps/s's change with its 95% interval, +8% (−2 …\n"
-            "  +19%): a ratio's interval is not symmetric; Copy stats gives every column's. Another\n"
-            "  workload is not compared; after a batch-size change samples/s and the GPU's figures are,\n"
-            "  steps/s, step times and J/step are not.\n"
-            "  J/step: NVML energy over the steps done.\n"
-            "  last trace (in the panel's top line): the latest profiler window's figures (T): GPU busy\n"
-            "  and idle share of the window, multi-stream overlap, kernels per step; a magenta 'trace'\n"
-            "  line on the charts marks where it began. Its .json.gz file opens in ui.perfetto.dev.\n"
-        )
+            parts += [Text(title, style="bold"), _rows([("", helptext)], 2)]
+        parts += [_heading("Stats panel"), _rows([("", line) for line in STATS_HELP], 2)]
         if self._log_path:
-            t.append("\nThe workload's own output (warnings, tracebacks) goes to\n", style="bold underline")
-            t.append(f"  {self._log_path}\n")
-        t.append("\nPress escape to close.", style="dim")
+            parts += [_heading("The workload's own output (warnings, tracebacks) goes to"), Text(f"  {self._log_path}")]
+        parts.append(Text("\nPress escape to close.", style="dim"))
         with VerticalScroll():
-            yield Static(t)
+            yield Static(Group(*parts))
 
 
 class _Dialog(ModalScreen[Any]):

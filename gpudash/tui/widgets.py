@@ -69,16 +69,14 @@ def batch_text(batch_size: int) -> str:
 
 
 def mfu_text(state: DashState) -> Text:
-    """The header's model FLOPs utilisation: "  MFU 41.2% · 402 TFLOP/s", or MFU blank with its
-    reason (never a 0 for what is not known); nothing before a count says anything."""
+    """The header's model FLOPs utilisation: "  MFU 41.2% · 402 TFLOP/s", or "MFU blank" (never a 0
+    for what is not known; why it is blank is the "flops" event's line, said once as the run's
+    message, not again here); nothing before a count says anything."""
     figure = mfu_figure(state.last_sample, state.flops_event())
     if figure is None:
         return Text()
     text, why = figure
-    out = Text.assemble("  ", (text, "bold cyan" if why is None else "bold"))
-    if why:
-        out.append(f": {why}", style="yellow")
-    return out
+    return Text.assemble("  ", (text, "bold cyan" if why is None else "yellow"))
 
 
 @dataclass(frozen=True)

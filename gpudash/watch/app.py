@@ -36,7 +36,7 @@ from gpudash.tui.app import HINT, GpuDashApp
 from gpudash.tui.charts import CHARTS, ORANGE, ChartSpec, Line, MetricChart, charts_in_play
 from gpudash.tui.gpu_rows import GpuRows
 from gpudash.tui.layout import CHART_ROWS, WIDE
-from gpudash.tui.screens import HelpScreen
+from gpudash.tui.screens import HelpScreen, KeyRow
 from gpudash.tui.widgets import gpu_line
 from gpudash.watch.snapshot import GpuState, Snapshot
 from gpudash.watch.source import WatchController, WatchSource
@@ -282,19 +282,24 @@ class WatchApp(GpuDashApp):
             self.ingest([event])
             self._redraw(force=True)
 
-    def key_help(self) -> list[tuple[str, str]]:
+    def key_help(self) -> list[KeyRow]:
         shown = [a for a in actions.ACTIONS if a.name == "record" or self.controller.enabled(a.name, a.steers)]
-        out = [(a.key, a.help) for a in shown]
-        out.insert(0, ("g", "chart the next GPU watched (the charts follow one GPU; ▶ marks it in the rows)"))
-        out.append(("ctrl+p", "command palette: every action by name"))
-        out.append(("mouse", "click a chart: the values under the cursor · wheel: zoom the time axis (0: all)"))
-        return out
+        out = [(a.heading, a.key, a.help) for a in shown]
+        out.insert(
+            0, (actions.SCREEN, "g", "chart the next GPU watched (the charts follow one GPU; ▶ marks it in the rows)")
+        )
+        out.append((actions.SCREEN, "ctrl+p", "command palette: every action by name"))
+        out.append(
+            (actions.SCREEN, "mouse", "click a chart: the values under the cursor · wheel: zoom the time axis (0: all)")
+        )
+        return sorted(out, key=lambda row: actions.GROUPS.index(row[0]))
 
     def action_help(self) -> None:
         charts = [(c.title, c.help) for c in self.CHART_SPECS]
         about = "NVML's compute and graphics processes per GPU: pid, user, GPU memory, command"
         charts.append(("processes", f"{about}; ? for a process in another pid namespace"))
-        self.push_screen(HelpScreen(self.key_help(), charts, False))
+        title = "gpudash watch — every GPU of this machine and its processes"
+        self.push_screen(HelpScreen(self.key_help(), charts, False, title=title))
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         steering = {a.title for a in actions.ACTIONS if not self.controller.enabled(a.name, a.steers)}

@@ -139,6 +139,11 @@ async def test_the_output_pane_shows_the_job_s_lines_and_the_family_keys_say_not
         assert isinstance(app.screen, HelpScreen)
         help_text = plain_text(app.screen.query_one(Static), 120)
         assert "switch to the next variant" not in help_text and "its output, live" in help_text
+        assert help_text.startswith(f"gpudash — your job, live: {app.job.command}")  # type: ignore[union-attr]
+        # the keys under short headings, in order, a job's only: nothing to steer
+        headings = [h for h in ("Steer the run", "Look closer", "Keep a record", "The screen") if h in help_text]
+        assert headings == ["Look closer", "Keep a record", "The screen"]
+        assert "same format as gpudash record)" in help_text and "gpudash --record" not in help_text
         await pilot.press("escape")
         await pilot.press("q")  # the job has ended: no question
         await pilot.pause()
