@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from gpudash.core.metrics import overlap_bound
 from gpudash.core.protocol import DIAGNOSIS, LOSS_EFFECT, EventKind
 from gpudash.core.sync_sites import SyncTable
+from gpudash.core.textfmt import plain
 from gpudash.engine.events import one_line
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -55,7 +56,7 @@ def time_stages(loop: StepLoop, steps: int) -> None:
     bound = overlap_bound((t1, t2))
     if bound is None:
         raise ValueError(f"no overlap bound: {n1} {t1} ms, {n2} {t2} ms")
-    message = f"{n1} {t1:.3g} ms, {n2} {t2:.3g} ms alone: overlap bound {bound:.4g} steps/s"
+    message = f"{n1} {t1:.3g} ms, {n2} {t2:.3g} ms alone: overlap bound {plain(bound)} steps/s"
     details = {
         **loop.config(),
         "stage1": n1,
@@ -84,7 +85,7 @@ def measure_scaling(loop: StepLoop, steps: int) -> None:
     rate, alone = steps_done / seconds, 1000.0 / alone_ms
     efficiency = rate / alone  # (N x b x rate) / (N x b x alone): the same per-rank batch
     message = (
-        f"{w.world_size} ranks at {rate:.4g} steps/s, one rank alone {alone:.4g} steps/s: "
+        f"{w.world_size} ranks at {plain(rate)} steps/s, one rank alone {plain(alone)} steps/s: "
         f"scaling efficiency {efficiency:.2f}"
     )
     details = {
@@ -131,7 +132,7 @@ def _trace_measured(loop: StepLoop, path: Path, fig: TraceFigures, start_s: floa
     bound = fig.overlap_bound
     if bound is not None:
         stages = ", ".join(f"{n} {ms:.3g}" for n, ms in fig.stage_ms_per_step.items())
-        message += f"; stages {stages} ms/step on the GPU: overlap bound {bound:.4g} steps/s"
+        message += f"; stages {stages} ms/step on the GPU: overlap bound {plain(bound)} steps/s"
         steps, seconds = loop.config_rate
         if steps > 0 and seconds > 0:
             pct = 100.0 * steps / seconds / bound

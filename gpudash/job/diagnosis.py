@@ -7,9 +7,11 @@ profiler window of as many steps inside the job; the same rules as for every run
 from __future__ import annotations
 
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from gpudash.core.sync_sites import SyncTable
+from gpudash.core.textfmt import plain
 from gpudash.diagnosis.rules import Diagnosis, Evidence, diagnose, for_the_job
 from gpudash.job.steps import StepRecord
 
@@ -78,4 +80,23 @@ def untraced_evidence(records: list[StepRecord], sites: SyncTable | None = None)
         input_ms=1e3 * sum(r.input_wait_s for r in inside) / len(inside),
         syncs_per_step=statistics.fmean(syncs) if syncs else None,
         sync_sites=sites,
+    )
+
+
+def ran_evidence(records: Sequence[StepRecord], steps: int) -> Evidence | str:
+    """The evidence of the steps a job ran, for a diagnosis of a job that ended before its window
+    closed: its timed steps after a warm-up of ``2 × SETTLE_STEPS``, when more than ``steps`` are
+    left; else why not, with the rate it ran at and the length a diagnosis needs."""
+    timed = [r for r in records if not r.profiled and r.train_s is not None]
+    usable = timed[2 * SETTLE_STEPS :]
+    if len(usable) > steps:
+        return untraced_evidence(usable)
+    need = 2 * SETTLE_STEPS + steps + 1
+    seconds = sum(r.train_s or 0.0 for r in timed)
+    if not timed or seconds <= 0:
+        return f"the job ended after {len(records)} steps, none of them timed; a diagnosis needs about {need}"
+    rate = len(timed) / seconds
+    return (
+        f"the job ended after {len(records)} steps ({seconds:.2g} s of training at {plain(rate)} steps/s); a diagnosis "
+        f"needs about {need} (about {plain(need / rate, 2)} s at that rate): give it more steps"
     )

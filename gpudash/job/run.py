@@ -104,16 +104,6 @@ def record_job(
     return code
 
 
-def ended_early(session: JobSession) -> str:
-    """What a diagnosis could say of a job that ended before its window: its steps and rate."""
-    last = session.samples.last
-    rate = f"; measured before it ended: {last.steps_per_s:.4g} steps/s in its last window" if last else ""
-    return (
-        f"the job ended (exit code {session.exit_code}) after {session.samples.steps} steps, "
-        f"before the diagnosis window{rate}"
-    )
-
-
 def diagnose_job(config: RunConfig, *, warmup_s: float, as_json: bool, quiet: bool, keep_running: bool) -> int:
     """``gpudash diagnose -- CMD``: the verdict on stdout, then the job is stopped (unless
     ``keep_running``); if the job ends first, what could be measured."""
@@ -144,10 +134,14 @@ def diagnose_job(config: RunConfig, *, warmup_s: float, as_json: bool, quiet: bo
             stop_note="" if quiet or keep_running else STOP_NOTE,
         )
     events = held[0].diagnoses if held else []
+    session = held[0].session if held else None
+    if not events and isinstance(session, JobSession) and session.exit_code is not None and session.start_error is None:
+        ran = session.ran_diagnosis()  # it ended before its window was asked for: over the steps it ran
+        if isinstance(ran, str):
+            print(f"gpudash: error: {ran}", file=sys.stderr)
+            return code or int(ExitCode.FAILED)
+        events, code = [ran], 0
     if not events:
-        session = held[0].session if held else None
-        if isinstance(session, JobSession) and session.exit_code is not None and session.start_error is None:
-            print(f"gpudash: error: {ended_early(session)}", file=sys.stderr)
         return code or int(ExitCode.FAILED)
     event = events[0]
     if event.kind == EventKind.ERROR:

@@ -37,14 +37,14 @@ from gpudash.core.protocol import (
     TraceWindow,
 )
 from gpudash.core.sync_sites import SyncTable
-from gpudash.diagnosis.rules import WINDOW_START
+from gpudash.diagnosis.rules import WINDOW_START, Evidence
 from gpudash.engine.model_flops import ModelCount
 from gpudash.engine.trace_figures import with_trace
 from gpudash.host.devices import cuda_index_hint
 from gpudash.host.nvml import NvmlSampler
 from gpudash.job import command as job_command
 from gpudash.job.channel import HostChannel
-from gpudash.job.diagnosis import JobDiagnosis, job_verdict
+from gpudash.job.diagnosis import JobDiagnosis, job_verdict, ran_evidence
 from gpudash.job.intake import StepIntake
 from gpudash.job.launch import STOP_GRACE_S, JobProcess, job_env
 from gpudash.job.mfu import job_count, missing
@@ -58,6 +58,7 @@ from gpudash.job.world import JobWorld
 HOOKS_OFF = "the job's hooks are off: "  # the note of hooks that turned themselves off (and why)
 NO_HELLO_S = 15.0  # no word from the job this long after its start: say why that may be
 NO_STEP_S = 60.0  # no optimizer step this long after its hello: say so
+RAN_STEPS = 4096  # the lead rank's latest step records kept: a diagnosis of a job that ended first is over them
 STARTED_AFTER_STEPS = 10  # "started" once this many steps are in (the batch size known) ...
 STARTED_AFTER_S = 3.0  # ... or this long after the first
 BLIND_AFTER_S = 2.0  # gpudash was stopped this long (SIGSTOP, Ctrl-Z): its windows are unknown, not zero
@@ -98,6 +99,7 @@ class JobSession:
         self.exit_code: int | None = None  # the job's, once it has ended
         self.no_hello_s, self.no_step_s = NO_HELLO_S, NO_STEP_S  # when a quiet job gets its note
         self.diagnosis: JobDiagnosis | None = None
+        self.ran: collections.deque[StepRecord] = collections.deque(maxlen=RAN_STEPS)  # the lead rank's latest steps
         self._window_start: float | None = None  # when the diagnosis' timed window began (the run's seconds)
         self._hello: dict[int, dict[str, Any]] = {}  # pid -> the process's hello
         self._first: dict[int, dict[str, Any]] = {}  # rank -> its first step's message
@@ -272,6 +274,8 @@ class JobSession:
             if lead:
                 record = self.watch.step(record)  # noqa: PLW2901 - after a stall its seconds were the stall's
             self.samples.add(rank, record)
+            if lead:
+                self.ran.append(record)
             if lead and self.diagnosis is not None:
                 self._diagnosis_step(record, now)
         while self.intake.joined:
@@ -341,20 +345,36 @@ class JobSession:
         d, self.diagnosis = self.diagnosis, None
         if d is None or d.timed_evidence is None:
             return
+        self._verdict(d.timed_evidence, fig)
+
+    def ran_diagnosis(self, steps: int = Diagnose.steps) -> Event | str:
+        """The job ended before a diagnosis' window closed: the diagnosis of the steps it ran (a
+        "measured" event, with no profiler window), where they are enough; else why not."""
+        evidence = ran_evidence(list(self.ran), steps)
+        if isinstance(evidence, str):
+            return evidence
+        note = f"over the {evidence.steps} steps it ran after its warm-up: the job ended before the diagnosis window"
+        return self._verdict(evidence, None, note=note + ("; no profiler window" if self._on_cuda() else ""))
+
+    def _verdict(self, timed: Evidence, fig: Any, note: str = "") -> Event:
+        """The diagnosis event of the untraced window's evidence and the profiler window's figures
+        (``fig`` None: none)."""
         count = self.samples.count
         dtype = (count.details.get("dtype") or None) if count is not None else None  # the counted step's
         settings = str(self._first.get(self._lead(), {}).get("settings") or "") or None  # what the job already does
         sites = self._sites if self._on_cuda() else None
-        untraced = replace(d.timed_evidence, sync_sites=sites, dtype=dtype, job_settings=settings)
+        untraced = replace(timed, sync_sites=sites, dtype=dtype, job_settings=settings)
         evidence = with_trace(untraced, fig)  # fig None: no profiler window (not on CUDA)
         verdict = job_verdict(evidence)
         details = {**self._config_details(), **evidence.details(), "bound": str(verdict.bound)}
         if self._window_start is not None:
             details[WINDOW_START] = f"{self._window_start:.3f}"
-        message = verdict.line()
+        message = verdict.line() + (f" ({note})" if note else "")
         if heavy := self.phases.heavy(time.monotonic()):
             message, details["phases_note"] = f"{message}; {heavy}", heavy
-        self._event(EventKind.MEASURED, what=DIAGNOSIS, message=message, details=details)
+        event = Event(time.monotonic() - self.t0, EventKind.MEASURED, what=DIAGNOSIS, message=message, details=details)
+        self._pending.append(event)
+        return event
 
     def _ask_trace(self, purpose: str, steps: int) -> None:
         """A window of the same steps on every rank: the lead's is the run's; the others' feed their rank rows."""
@@ -450,9 +470,14 @@ class JobSession:
             self._pending.extend(self.samples.flush())
             self._pending.extend(self.world.closed(self.samples, time.monotonic() - self.t0))
             self.watch.ended(time.monotonic())
-        if self.diagnosis is not None:
+        if self.diagnosis is not None:  # the window had not closed: what the job ran, where that is enough
             d, self.diagnosis = self.diagnosis, None
-            self._error(DIAGNOSIS, f"the job ended after {self.samples.steps} steps, in the diagnosis' {d.phase}")
+            if d.timed_evidence is not None:
+                self._verdict(d.timed_evidence, None, note="the job ended before its profiler window")
+            else:
+                ran = self.ran_diagnosis(d.steps)
+                if isinstance(ran, str):
+                    self._error(DIAGNOSIS, ran)
         stopped = self.process.stopped_by_gpudash
         ctrl_c = self.process.killed_by() == "SIGINT" and self.process.terminal.job_group is not None
         if code == 0 or stopped or ctrl_c:

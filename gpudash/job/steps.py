@@ -40,6 +40,9 @@ LAG_S = 0.5  # a window closes this long after its end: its steps' records arriv
 HOLD_ZERO_S = 3.0  # a window without a step goes out when a later one has steps, or after this long
 LATE_STEPS = 2.0  # a step under way reads the last rate, falling, until it takes this many of its usual
 MEDIAN_OF = 64  # the latest step durations the median step is taken over
+EARLY_SPLIT = 8  # the first windows of a job of short steps are this many times shorter ...
+EARLY_WINDOWS = 2 * EARLY_SPLIT  # ... this many of them (two sample intervals in all) ...
+EARLY_MIN_STEPS = 4  # ... where a short window still holds about this many median steps
 MAX_COUNT = 1 << 53  # a step number, samples, tokens or syncs beyond this is no record's
 MAX_SECONDS = 1e7  # nor a step of more than about four months
 MAX_CLOCK_S = 1e12  # nor a monotonic clock's reading of 30,000 years (NaN fails the comparison too)
@@ -236,9 +239,9 @@ class JobSamples:
         start = self.window_start
         if start is None or not self.ranks:
             return out
-        while now >= start + self.interval_s + LAG_S:
-            end = start + self.interval_s
-            sample = self._close(end, self.interval_s)
+        while now >= start + (length := self._window_s()) + LAG_S:
+            end = start + length
+            sample = self._close(end, length)
             if self._unseen(start, end):
                 pass  # gpudash was not listening: unknown, not sent
             elif sample.steps_per_s > 0:
@@ -253,6 +256,16 @@ class JobSamples:
             out.extend(self.held)
             self.held = []
         return out
+
+    def _window_s(self) -> float:
+        """The next window's length: ``interval_s``; for a job of short steps, its first
+        ``EARLY_WINDOWS`` are ``EARLY_SPLIT`` times shorter (each still about ``EARLY_MIN_STEPS``
+        steps or more), so a run of a second or two has windows enough for an interval."""
+        short = self.interval_s / EARLY_SPLIT
+        median = self.median_step_s
+        if self.windows_closed < EARLY_WINDOWS and median is not None and EARLY_MIN_STEPS * median <= short:
+            return short
+        return self.interval_s
 
     def flush(self) -> list[Sample]:
         """At the job's end: the windows up to its last step, the last one rated over the stretch

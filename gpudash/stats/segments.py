@@ -4,8 +4,10 @@ A *segment* is one configuration (workload, variant, batch size, knobs) for as l
 ``changed`` event, a (re)start, or a sample of another configuration starts a new one. Its
 statistics use every sample and NVML tick (not the charts' bounded series) except those of the
 first ``SETTLE_S`` seconds after a change or a resume (rebuild, allocator and loader warm-up land
-there; they count only while nothing else has come) and none while paused, nor — a user's job —
-while it is in a phase other than training (evaluation, a checkpoint, a stall: ``PHASE`` events;
+there; they count only while nothing else has come; a user's job's: the windows that hold any of
+its first ``JOB_WARMUP_STEPS`` steps, within ``SETTLE_S`` at most, its figures then said over a
+number of steps), none while paused, nor
+— a user's job — while it is in a phase other than training (evaluation, a checkpoint, a stall: ``PHASE`` events;
 its samples weigh only their training seconds, ``gpudash.stats.figures``). The figures are
 ``gpudash.stats.figures``'s, as a sweep's are: each averaged metric a mean *and* an interval,
 J/step from the energy marks after warm-up.
@@ -28,6 +30,7 @@ from gpudash.stats.figures import JOULES_PER_STEP, Figures
 from gpudash.stats.noise_tally import NoiseTally
 
 SETTLE_S = 1.0  # seconds after a change or resume left out of the configuration's statistics
+JOB_WARMUP_STEPS = 10  # a job's warm-up: the windows that hold any of its first this many steps (in SETTLE_S at most)
 
 
 @dataclass
@@ -41,6 +44,10 @@ class Segment:
     first: Figures = field(default_factory=Figures)  # warm-up, used only if alone
     n_samples: int = 0
     noise: NoiseTally = field(default_factory=NoiseTally)  # the samples after warm-up: how many noisy
+    job: bool = False  # a user's job's: its warm-up and its figures are counted in steps
+    start_steps: int = 0  # the run's steps before the segment's first window
+    warmup_steps: int = 0  # a job's steps left out as warm-up ...
+    counted_steps: int = 0  # ... and those its figures are over
 
     @property
     def label(self) -> str:
@@ -69,9 +76,13 @@ class Segment:
         return self.figures.mean(JOULES_PER_STEP)
 
     def summary(self, key: str = "steps_per_s") -> str:
-        """One line: "encdec/serial bs8: steps/s 231 ± 3.2 (95% CI, 120 samples after warm-up)"."""
+        """One line: "encdec/serial bs8: steps/s 231.4 ± 3.2 (95% CI, 120 samples after warm-up)"; a
+        job's in steps: "job:train.py bs64: steps/s 502 ± 9 (95% CI over 380 steps; warm-up: the
+        first 20)"."""
         m = metric(key)
         e = self.estimate(key)
+        if self.job:
+            return f"{self.label}: {m.label} {self._job_figure(e)}"
         if e is None:
             return f"{self.label}: {m.label} – (no samples after warm-up)"
         noisy = f"; {note}" if (note := self.noise.note()) else ""
@@ -81,6 +92,16 @@ class Segment:
             f"{self.label}: {m.label} {plain_pm(e.mean, e.half_width)} "
             f"(95% CI, {e.n_samples} samples after warm-up{noisy})"
         )
+
+    def _job_figure(self, e: Estimate | None) -> str:
+        """A job's figure: over how many of its steps, and how many were left out as warm-up."""
+        warmup = f"warm-up: the first {self.warmup_steps}"
+        if e is None:
+            return f"– (no step after the warm-up; {warmup})"
+        noisy = f"; {note}" if (note := self.noise.note()) else ""
+        if not e.has_interval:
+            return f"{plain(e.mean)} (over {self.counted_steps} steps, too few for an interval; {warmup}{noisy})"
+        return f"{plain_pm(e.mean, e.half_width)} (95% CI over {self.counted_steps} steps; {warmup}{noisy})"
 
 
 def incomparable(prev: ConfigKey, cur: ConfigKey, key: str) -> str | None:
@@ -116,6 +137,7 @@ class SegmentTracker:
         self._warmup_next = True
         self._settle_from = 0.0  # start of the current settling window (a change or a resume)
         self.away = False  # a job's phase other than training is under way: its NVML ticks are not training's
+        self._steps = 0  # the run's steps at the latest sample
 
     @property
     def current(self) -> Segment | None:
@@ -135,18 +157,28 @@ class SegmentTracker:
         t = s.time_s
         key: ConfigKey = (s.workload, s.variant, s.batch_size, s.knobs)
         seg, ended = self.current, None
+        job = s.train_s is not None  # a user's job's sample: its window's training seconds
         if seg is None or self._new_segment or seg.key != key:
             ended = seg
-            seg = Segment(key=key, start_s=t - s.interval_s, end_s=t)
+            seg = Segment(key=key, start_s=t - s.interval_s, end_s=t, job=job, start_steps=self._steps)
             self.segments.append(seg)
             self._new_segment = False
             self._warmup_next = True
         seg.end_s = t
+        window_steps, self._steps = max(0, s.steps - self._steps), s.steps
         if self.paused:
             return ended
-        warm = self._warmup_next or t - self._settle_from < SETTLE_S
         if self._warmup_next:
             self._settle_from = t - s.interval_s
+        if job:  # the windows that hold any of its first JOB_WARMUP_STEPS steps, in its first SETTLE_S at most
+            early = t - s.interval_s - self._settle_from < SETTLE_S
+            warm = early and s.steps - window_steps - seg.start_steps < JOB_WARMUP_STEPS
+            if warm:
+                seg.warmup_steps += window_steps
+            else:
+                seg.counted_steps += window_steps
+        else:
+            warm = self._warmup_next or t - self._settle_from < SETTLE_S
         self._warmup_next = False
         seg.n_samples += 1
         (seg.first if warm else seg.figures).add_sample(s)

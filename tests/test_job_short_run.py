@@ -1,0 +1,118 @@
+"""A short job gets its figure (issue 62): 400 steps of about 2 ms — a second of training, the run
+anyone tries first — reads within 5% of the script's own rate and with an interval, through
+``record``, ``report`` and the dashboard's statistics; its warm-up is a number of steps, said. The
+first windows of a job of short steps are short too (``gpudash.job.steps.EARLY_SPLIT``), so such a
+run has windows enough; its warm-up is the windows within its first steps
+(``gpudash.stats.segments.JOB_WARMUP_STEPS``), not a second it does not have."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpudash.cli.main import main
+from gpudash.diagnosis.rules import Evidence
+from gpudash.job.diagnosis import SETTLE_STEPS, ran_evidence
+from gpudash.job.steps import StepRecord
+from gpudash.recording.replay import ReplaySource, read_all
+from gpudash.stats.segments import JOB_WARMUP_STEPS
+from gpudash.tui.state import DashState
+from gpudash.tui.widgets import stats_table
+from tests.helpers import once_per_session
+from tests.test_job import JOBS, gpudash, job_line
+from tests.test_job_phases import _record, _summary
+
+STEPS = 400
+JOB = (str(JOBS / "between_steps.py"), "--steps", str(STEPS), "--step-s", "0.002")
+FIGURE = re.compile(r"steps/s ([\d,.]+) ± ([\d,.]+) \(95% CI over (\d+) steps; warm-up: the first (\d+)\)")
+
+
+@pytest.fixture(scope="module")
+def short_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any, Any]:
+    """The 400 steps recorded once for every xdist worker: the CSV, the command's output, the sidecar."""
+    return once_per_session(
+        tmp_path_factory, "short-run", lambda: _record(tmp_path_factory.mktemp("short"), "short", *JOB)
+    )
+
+
+def own_rate(done: Any) -> float:
+    return float(job_line(done.stdout)["steps_per_s"])
+
+
+@pytest.mark.slow
+def test_record_reads_a_one_second_runs_rate_with_its_interval_and_its_warm_up_in_steps(
+    short_run: tuple[Path, Any, Any],
+) -> None:
+    out, done, _ = short_run
+    (line,) = [x for x in done.stderr.splitlines() if "95% CI over" in x]
+    figure = FIGURE.search(line)
+    assert figure is not None, line
+    mean, counted, warmup = float(figure[1].replace(",", "")), int(figure[3]), int(figure[4])
+    assert mean == pytest.approx(own_rate(done), rel=0.05)
+    assert JOB_WARMUP_STEPS <= warmup and counted + warmup <= STEPS and counted >= STEPS // 2
+    assert "too short" not in done.stderr and "samples after warm-up" not in line  # steps, not samples
+    csv_mean, low, high = _summary(out)  # the CSV's summary row: the same figure, with its interval
+    assert low is not None and high is not None and low < csv_mean < high
+    assert csv_mean == pytest.approx(mean, rel=0.01)
+
+
+@pytest.mark.slow
+def test_report_gives_the_short_runs_rate_with_its_interval(
+    short_run: tuple[Path, Any, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    out, done, _ = short_run
+    assert main(["report", str(out), "--json"]) == 0
+    (config,) = json.loads(capsys.readouterr().out)["runs"][0]["configurations"]
+    rate = config["steps_per_s"]
+    assert rate["low"] is not None and rate["low"] < rate["mean"] < rate["high"]
+    assert rate["mean"] == pytest.approx(own_rate(done), rel=0.05)
+    assert main(["report", str(out)]) == 0  # the Markdown on stdout: the row has its interval
+    row = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("| 1 | job:"))
+    assert re.search(r"\| [\d.]+ ± [\d.]+ \|", row), row
+
+
+@pytest.mark.slow
+def test_the_dashboards_statistics_give_the_short_runs_rate_with_its_interval(short_run: tuple[Path, Any, Any]) -> None:
+    out, done, _ = short_run
+    state = DashState()
+    state.ingest_all(read_all(ReplaySource(out)))
+    segment = state.current
+    assert segment is not None
+    estimate = segment.estimate("steps_per_s")
+    assert estimate is not None and estimate.has_interval
+    assert estimate.mean == pytest.approx(own_rate(done), rel=0.05)
+    table = stats_table(state)
+    this = dict(zip(table.headers, dict(table.rows)["this cfg"], strict=True))
+    assert "±" in this["steps/s"].plain
+
+
+# -- diagnose on a job that ends first: a verdict over what it ran, or the length it needs ----------
+def test_a_diagnosis_of_what_a_job_ran_leaves_its_warm_up_out_and_says_what_it_lacks() -> None:
+    def records(n: int) -> list[StepRecord]:
+        return [
+            StepRecord(k, 0.002 * k, 2.0, 16, 0, 0.0005, 0, False, None if k == 1 else 0.002) for k in range(1, n + 1)
+        ]
+
+    evidence = ran_evidence(records(400), steps=30)
+    assert isinstance(evidence, Evidence)
+    assert evidence.steps == 400 - 1 - 2 * SETTLE_STEPS - 1  # untimed first step, the warm-up, the window's start
+    assert evidence.step_ms == pytest.approx(2.0) and evidence.input_ms == pytest.approx(0.5)
+    why = ran_evidence(records(40), steps=30)
+    assert why == (
+        "the job ended after 40 steps (0.078 s of training at 500.0 steps/s); a diagnosis needs about 51 "
+        "(about 0.10 s at that rate): give it more steps"
+    )
+
+
+@pytest.mark.slow
+def test_diagnose_on_a_job_that_ends_before_its_window_gives_the_verdict_of_the_steps_it_ran() -> None:
+    done = gpudash("diagnose", "--warmup", "600", "--", sys.executable, *JOB)  # a window never asked for in time
+    assert done.returncode == 0, done.stderr[-2000:]
+    (verdict,) = [line for line in done.stdout.splitlines() if line.strip()][:1]
+    assert re.search(r"over the \d+ steps it ran after its warm-up: the job ended before the diagnosis window", verdict)
+    assert "0 steps/s" not in done.stdout + done.stderr
