@@ -65,6 +65,8 @@ def job_line(stdout: str) -> dict[str, str]:
         (["--"], 2, "nothing after --"),
         (["record", "x.csv", "--", "no-such-command-here"], 127, "no-such-command-here: command not found"),
         (["record", "x.csv", "--", "./no/such/file.py"], 127, "no such file"),
+        (["record", "x.csv", "--", "python", "missng.py", "--lr", "3"], 127, "missng.py: no such file (the script of"),
+        (["diagnose", "--", "torchrun", "--nproc-per-node", "2", "tran.py"], 127, "tran.py: no such file"),
         (["-w", "encdec", "--", "python", "train.py"], 2, "-w/--workload does not apply to a job"),
         (["-b", "8", "--", "python", "train.py"], 2, "does not apply to a job"),
         (["list", "--", "python", "train.py"], 2, "takes no job"),

@@ -51,6 +51,10 @@ def check_command(command: Sequence[str]) -> None:
         return
     if shutil.which(program) is None:
         raise JobCommandError(f"{program}: command not found")
+    at = script_index(command)
+    script = command[at] if at is not None and command[at - 1] != "-m" else None
+    if script is not None and not os.path.exists(script):  # before a launch that would only say so later
+        raise JobCommandError(f"{script}: no such file (the script of {' '.join(command[:at + 1])})")
 
 
 # ``python -m`` modules that launch the script named after them
