@@ -302,6 +302,9 @@ def test_diagnose_of_an_input_bound_job_says_what_more_workers_could_be_worth(tm
     first = verdict["remedies"][0]
     assert first["limit"] == "input" and first["up_to"] >= 2.0
     assert "now 0" in first["advice"] and "pin_memory" not in first["advice"]  # no GPU to pin memory for
+    evidence = verdict["evidence"]  # issue 62: the input's parts, measured in the job: its reads are the Dataset's
+    assert evidence["input_dataset_ms"] >= 0.5 * evidence["input_ms"] and evidence["input_collate_ms"] >= 0
+    assert first["advice"].startswith(f"the Dataset's __getitem__ is {evidence['input_dataset_ms']:.2g} ms")
 
 
 @pytest.mark.slow

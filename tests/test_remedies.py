@@ -4,10 +4,14 @@ comes next, ordered by worth, never advising what the job already does."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from gpudash.diagnosis.remedies import HOST, INPUT, SYNCS, Parts, answer, remedies
-from gpudash.diagnosis.rules import Bound, Evidence, diagnose
+from gpudash.diagnosis.rules import Bound, Evidence, diagnose, input_advice
+from gpudash.job.diagnosis import untraced_evidence
+from gpudash.job.steps import StepRecord
 
 
 def sync_script() -> Evidence:
@@ -70,3 +74,42 @@ def test_a_step_with_nothing_to_gain_gets_no_remedy_and_the_json_carries_them() 
     assert isinstance(found, list) and len(found) == 1
     assert set(found[0]) == {"limit", "advice", "up_to", "then"} and found[0]["limit"] == SYNCS
     assert lines[0].startswith("  up to 1.1× (syncs): ")
+
+
+def test_workers_are_advised_for_the_part_they_shorten_and_only_where_it_outweighs_their_hand_over() -> None:
+    """Issue 62: a loader without workers tells the Dataset's part of the wait from collation's. Reads
+    that take most of it, and longer than a worker's hand-over: workers. A tensor index and a
+    collation cheaper than that hand-over: make less of each batch (workers would make it slower)."""
+    settings = "num_workers=0,pin_memory=False"
+    reads = Evidence(
+        steps=30, step_ms=21.4, input_ms=20.6, input_dataset_ms=20.1, input_collate_ms=0.3, job_settings=settings
+    )
+    (fix,) = remedies(reads, Bound.INPUT, script=True)
+    assert (
+        fix.advice
+        == "the Dataset's __getitem__ is 20 ms of the 21 ms a step waits: more DataLoader workers (num_workers, now 0)"
+    )
+    in_memory = Evidence(
+        steps=30, step_ms=0.5, input_ms=0.2, input_dataset_ms=0.12, input_collate_ms=0.05, job_settings=settings
+    )
+    advice = input_advice(in_memory)
+    assert advice.startswith("make less of each batch: a larger batch, fewer Python objects per sample")
+    assert "num_workers" not in advice and "the Dataset takes 0.12, collating 0.05, the rest 0.03" in advice
+    assert "the data kept as one tensor and sliced" in advice  # on the CPU; on a GPU: kept there and indexed
+    assert "kept on the GPU" in input_advice(replace(in_memory, syncs_per_step=0.0))
+    collating = replace(in_memory, input_ms=9.0, input_dataset_ms=2.0, input_collate_ms=6.5)  # most of it collation
+    assert input_advice(collating).startswith("make less of each batch")
+    unknown = replace(reads, input_dataset_ms=None, input_collate_ms=None)  # workers made the batches: not seen here
+    assert input_advice(unknown).startswith("make the input pipeline faster: more DataLoader workers")
+
+
+def test_a_step_record_carries_the_input_parts_and_the_window_sums_them() -> None:
+    raw = [[k, 0.01 * k, 10.0, 16, 0, 0.004, 0, 0, None if k == 1 else 0.01, 0.003, 0.0005] for k in range(1, 12)]
+    records = [r for r in (StepRecord.parse(x) for x in raw) if r is not None]
+    assert len(records) == 11 and records[1].dataset_s == 0.003 and records[1].collate_s == 0.0005
+    old = StepRecord.parse(raw[1][:9])  # older hooks: no parts, none made up
+    assert old is not None and old.dataset_s == 0.0 and old.collate_s == 0.0
+    e = untraced_evidence(records)
+    assert e.input_ms == pytest.approx(4.0) and e.input_dataset_ms == pytest.approx(3.0)
+    assert e.input_collate_ms == pytest.approx(0.5)
+    assert untraced_evidence([replace(r, dataset_s=0.0, collate_s=0.0) for r in records]).input_dataset_ms is None

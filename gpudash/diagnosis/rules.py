@@ -98,6 +98,8 @@ class Evidence:
     host_wait_ms: float | None = None  # profiler window: of the host's step, the time in calls that wait for the GPU
     traced_step_ms: float | None = None  # profiler window: a step's wall time under the profiler
     job_settings: str | None = None  # a user's job: what it already does ("num_workers=0,pin_memory=True,…")
+    input_dataset_ms: float | None = None  # a job's loader without workers: of input_ms, in its Dataset ...
+    input_collate_ms: float | None = None  # ... and collating the batch (None: made by workers, or unknown)
 
     @property
     def input_share(self) -> float:
@@ -130,6 +132,11 @@ class Evidence:
 
 
 _TEXT = ("throttled", "dtype", "job_settings")  # Evidence's text fields
+DATASET_SHARE = 0.5  # a Dataset's share of the input wait from which workers are the fix ...
+# ... when it is longer than this too: a worker hands each batch over (a queue, shared memory), which
+# cost about 2.6 ms a batch more than making it in the loop did for an in-memory TensorDataset of 64
+# rows on the 2-core machine (tune's race: 40,760 samples/s as written, 15,220 with one worker)
+HANDOVER_MS = 1.0
 RECENT_GPU_TICKS = 600  # NVML ticks a reader keeps for tick_before_window (5 minutes at 0.5 s)
 WINDOW_START = "diag_window_start_s"  # a diagnosis event's detail: when its window began (the run's seconds)
 TENSORS_IDLE = "tensors-idle"  # a bf16 step whose tensor cores idle: compute-bound, advice of its own
@@ -248,10 +255,27 @@ def job_settings(text: str) -> dict[str, str]:
 
 
 def input_advice(e: Evidence) -> str:
-    """The input pipeline's fixes a job does not already have (pinned memory: for a GPU's copies)."""
+    """The input pipeline's fixes a job does not already have, for the part of the input time they
+    act on. Where the job's own process makes its batches (no workers), workers are the fix only
+    for a Dataset whose ``__getitem__`` is most of the wait and longer than a worker's hand-over of
+    a batch (``HANDOVER_MS``); a batch cheaper to make than to hand over is made faster by making
+    less of it: fewer, larger batches, fewer objects to collate. Pinned memory: for a GPU's copies."""
     have = job_settings(e.job_settings or "")
     on_cuda = e.gpu_ms_per_step is not None or e.syncs_per_step is not None
     workers = have.get("num_workers")
+    made_here = e.input_dataset_ms is not None and e.input_collate_ms is not None
+    dataset, collate = e.input_dataset_ms or 0.0, e.input_collate_ms or 0.0
+    if made_here and dataset < max(HANDOVER_MS, DATASET_SHARE * e.input_ms):
+        rest = max(0.0, e.input_ms - dataset - collate)
+        fixes = ["a larger batch", "fewer Python objects per sample (one tensor per field)"]
+        fixes.append(
+            "the data kept on the GPU and indexed there" if on_cuda else "the data kept as one tensor and sliced"
+        )
+        return (
+            f"make less of each batch: {', '.join(fixes)} (of the {e.input_ms:.2g} ms a step waits, the Dataset "
+            f"takes {dataset:.2g}, collating {collate:.2g}, the rest {rest:.2g}: less than a worker's hand-over "
+            f"of a batch, about {HANDOVER_MS:g} ms, so workers would not shorten it)"
+        )
     steps = [f"more DataLoader workers (num_workers, now {workers})" if workers else "more DataLoader workers"]
     if on_cuda and have.get("pin_memory") != "True":  # the loader's own: what it pins, not what it was asked
         steps.append("pin_memory=True")
@@ -259,7 +283,10 @@ def input_advice(e: Evidence) -> str:
         steps.append("persistent_workers=True")
     if on_cuda:
         steps.append("decode or augment on the GPU")
-    return "make the input pipeline faster: " + ", ".join(steps)
+    head = "make the input pipeline faster: "
+    if made_here:
+        head = f"the Dataset's __getitem__ is {e.input_dataset_ms:.2g} ms of the {e.input_ms:.2g} ms a step waits: "
+    return head + ", ".join(steps)
 
 
 def gpu_advice(e: Evidence) -> str:

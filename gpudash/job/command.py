@@ -51,10 +51,9 @@ def check_command(command: Sequence[str]) -> None:
         return
     if shutil.which(program) is None:
         raise JobCommandError(f"{program}: command not found")
-    at = script_index(command)
-    script = command[at] if at is not None and command[at - 1] != "-m" else None
-    if script is not None and not os.path.exists(script):  # before a launch that would only say so later
-        raise JobCommandError(f"{script}: no such file (the script of {' '.join(command[:at + 1])})")
+    at = script_index(command)  # a script that is not there: said before a launch that would only say so later
+    if at is not None and command[at - 1] != "-m" and not os.path.exists(command[at]):
+        raise JobCommandError(f"{command[at]}: no such file (the script of {' '.join(command[: at + 1])})")
 
 
 # ``python -m`` modules that launch the script named after them

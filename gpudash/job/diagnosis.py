@@ -74,12 +74,18 @@ def untraced_evidence(records: list[StepRecord], sites: SyncTable | None = None)
     if len(known) == len(inside):
         wall_ms = 1e3 * sum(known) / len(inside)
     syncs = [r.syncs for r in inside if r.syncs is not None]
+    dataset, collate = (
+        1e3 * sum(seconds) / len(inside) for seconds in zip(*((r.dataset_s, r.collate_s) for r in inside), strict=True)
+    )
+    made_here = dataset + collate > 0  # the job's own process made its batches (no workers)
     return Evidence(
         steps=len(inside),
         step_ms=wall_ms,
         input_ms=1e3 * sum(r.input_wait_s for r in inside) / len(inside),
         syncs_per_step=statistics.fmean(syncs) if syncs else None,
         sync_sites=sites,
+        input_dataset_ms=dataset if made_here else None,
+        input_collate_ms=collate if made_here else None,
     )
 
 

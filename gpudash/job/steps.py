@@ -15,11 +15,14 @@ nothing. A window with a step under a profiler window (a trace, a diagnosis) wei
 it is shown, not counted. Without a batch size (no ``DataLoader``) samples/s is unknown (None).
 
 A step record, as the job's hooks send it (``gpudash/job/boot/gpudash_job_hooks.py``):
-``[step, t, ms, samples, tokens, input_wait_s, syncs, profiled, train_s]`` — ``t`` on the
+``[step, t, ms, samples, tokens, input_wait_s, syncs, profiled, train_s, dataset_s, collate_s]`` — ``t`` on the
 machine's monotonic clock, ``ms`` the step's time (CUDA events on a GPU; None where unknown),
 ``syncs`` None where not counted, ``profiled`` 1 for a step under a profiler window or the FLOP
 counter (counted, but kept out of the step-time percentiles and the statistics: they slow it),
-``train_s`` the step's training seconds (None for the first step, whose start is the job's).
+``train_s`` the step's training seconds (None for the first step, whose start is the job's),
+``dataset_s`` and ``collate_s`` the part of the input wait the job's own process spent in its
+Dataset (``__getitem__``, or an iterable's ``next``) and in collating the batch — 0 where workers
+made the batches (older hooks send neither).
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from gpudash.engine.measure import percentile
 from gpudash.engine.model_flops import ModelCount, with_model_rates
 from gpudash.host.runner import with_slowest_rank
 
-STEP, T, MS, SAMPLES, TOKENS, WAIT, SYNCS, PROFILED, TRAIN_S = range(9)
+STEP, T, MS, SAMPLES, TOKENS, WAIT, SYNCS, PROFILED, TRAIN_S, DATASET_S, COLLATE_S = range(11)
 BATCH_FROM_STEPS = 10  # the job's batch size: the most common of its first steps' sample counts
 LAG_S = 0.5  # a window closes this long after its end: its steps' records arrive late
 HOLD_ZERO_S = 3.0  # a window without a step goes out when a later one has steps, or after this long
@@ -62,6 +65,8 @@ class StepRecord:
     profiled: bool
     train_s: float | None = None  # seconds of training since the step before (None: unknown, the first)
     pid: int = 0  # the process that stepped (several may step as one rank: one after another, or at once)
+    dataset_s: float = 0.0  # of the input wait: in the Dataset, in this process (0: workers made the batch)
+    collate_s: float = 0.0  # ... and collating the batch
 
     @classmethod
     def parse(cls, raw: Any, offset_s: float = 0.0, pid: int = 0) -> StepRecord | None:
@@ -79,6 +84,8 @@ class StepRecord:
                 bool(raw[PROFILED]),
                 _seconds(raw[TRAIN_S]) if len(raw) > TRAIN_S else None,
                 pid,
+                (_seconds(raw[DATASET_S]) or 0.0) if len(raw) > DATASET_S else 0.0,
+                (_seconds(raw[COLLATE_S]) or 0.0) if len(raw) > COLLATE_S else 0.0,
             )
         except (TypeError, ValueError, IndexError, OverflowError):
             return None

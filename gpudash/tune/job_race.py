@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gpudash.arguments.argtypes import ExitCode, UsageError
+from gpudash.arguments.argtypes import ExitCode, Parser, UsageError, positive_float
 from gpudash.core.textfmt import plain
 from gpudash.diagnosis.rules import job_settings
 from gpudash.job.command import JobCommandError, check_command
@@ -44,12 +44,14 @@ from gpudash.tune.worker_cpu import GIB, GUARD_WORKERS, ceiling, no_room
 START_S = 8.0  # a run's start-up (torch's import, the job's own) beyond its measured seconds, for the plan
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="gpudash tune", description="race the safe settings on your job: gpudash tune [OPTIONS] -- CMD ..."
+def build_parser() -> Parser:
+    """The parser of ``gpudash tune [OPTIONS] -- CMD``: a bad option is one line and exit 2, with the
+    flag meant (``Parser``)."""
+    p = Parser(prog="gpudash tune", description="race the safe settings on your job: gpudash tune [OPTIONS] -- CMD ...")
+    p.add_argument(
+        "--seconds", type=positive_float, default=30.0, help="each run's length, start-up included (default: 30)"
     )
-    p.add_argument("--seconds", type=float, default=30.0, help="each run's length, start-up included (default: 30)")
-    p.add_argument("--max-minutes", type=float, default=10.0, help="the race's budget (default: 10)")
+    p.add_argument("--max-minutes", type=positive_float, default=10.0, help="the race's budget (default: 10)")
     p.add_argument(
         "--out", default="tune", help="the folder for tune.md, tune.csv, tune.png and the runs (default: tune)"
     )

@@ -71,7 +71,8 @@ class Hooks:
         self.device = "cpu"  # the device of the tracked optimizer's parameters
         self.flops = StepFlopsCount(torch, self.channel.send)
         self.steps = 0
-        # the batches each DataLoader iterator handed out since the last step: [samples, tokens, wait]
+        # the batches each DataLoader iterator handed out since the last step: [samples, tokens, wait,
+        # the Dataset's seconds, collation's seconds] (the last two where this process made the batches)
         self.batches: dict[int, list[Any]] = {}
         self.last_iterator = 0  # the iterator of the latest batch: the training loop's, at a step
         self.loader_settings = ""  # the training DataLoader's arguments, before the first step
@@ -195,6 +196,9 @@ class Hooks:
         torch = self.torch
 
         def __next__(it: Any) -> Any:  # noqa: N807 - the method it replaces
+            if hooks.on and not hasattr(it, FETCH_TIMES):
+                with contextlib.suppress(Exception):  # never the job's loop: untimed, it still counts
+                    _time_fetcher(it)
             began = time.monotonic()
             try:
                 batch = original(it)
@@ -212,13 +216,16 @@ class Hooks:
                     hooks.off(f"reading a batch: {type(exc).__name__}: {exc}")
                     return batch
                 key = id(it)
+                made = _fetch_seconds(it)  # the Dataset's part and the collation, where this process made it
                 acc = hooks.batches.get(key)
                 if acc is None:
-                    hooks.batches[key] = [n, tokens, waited]
+                    hooks.batches[key] = [n, tokens, waited, *made]
                 else:
                     acc[0] += n
                     acc[1] += tokens
                     acc[2] += waited
+                    acc[3] += made[0]
+                    acc[4] += made[1]
                 hooks.last_iterator = key
                 if not hooks.first_done:  # the training loader's arguments, as the first step finds them
                     hooks.loader_settings = _loader_settings(it)
@@ -291,11 +298,12 @@ class Hooks:
             syncs.keep_watching()
         # the step's batches: those of the iterator that handed out the latest one (the training
         # loop's); an evaluation loader's batches in between are not this step's
-        samples, tokens, waited = self.batches.get(self.last_iterator) or (0, 0, 0.0)
+        samples, tokens, waited, dataset_s, collate_s = self.batches.get(self.last_iterator) or (0, 0, 0.0, 0.0, 0.0)
         self.batches.clear()
         train_s = self.phases.at_step(now, self.last_iterator)
         self.phases.watch_compile()
         record = [self.steps, now, None, samples, tokens, waited, syncs.count if syncs else None, 0, train_s]
+        record += [dataset_s, collate_s]  # what of the wait this process spent in the Dataset and collating
         if self.window is not None and self.window.get("prof") is not None:
             record[7] = 1  # under the profiler
         if self.flops.running:
@@ -497,3 +505,48 @@ def install() -> None:
     hooks = Hooks(torch)
     _HOOKS.append(hooks)
     hooks.install()
+
+
+FETCH_TIMES = "_gpudash_fetch_s"  # an iterator's [Dataset seconds, collation seconds] of its latest batch
+
+
+def _time_fetcher(it: Any) -> None:
+    """A loader without workers makes its batches in this process: its fetcher's ``fetch`` (the
+    Dataset's ``__getitem__`` calls, then the collation) and ``collate_fn`` are timed, per batch,
+    on the iterator (torch's private ``_dataset_fetcher``: no public hook sees inside a batch).
+    With workers, nothing here: the batches are made elsewhere."""
+    seconds = [0.0, 0.0]
+    setattr(it, FETCH_TIMES, seconds)
+    fetcher = getattr(it, "_dataset_fetcher", None)
+    if fetcher is None or not callable(getattr(fetcher, "fetch", None)):
+        return
+    fetch: Any = fetcher.fetch
+    collate: Any = getattr(fetcher, "collate_fn", None)
+
+    def timed_fetch(index: Any) -> Any:
+        began = time.monotonic()
+        try:
+            return fetch(index)
+        finally:
+            seconds[0] += time.monotonic() - began
+
+    def timed_collate(data: Any) -> Any:
+        began = time.monotonic()
+        try:
+            return collate(data)
+        finally:
+            seconds[1] += time.monotonic() - began
+
+    fetcher.fetch = timed_fetch
+    if callable(collate):
+        fetcher.collate_fn = timed_collate
+
+
+def _fetch_seconds(it: Any) -> tuple[float, float]:
+    """(the Dataset's seconds, collation's seconds) of the batch ``it`` just handed out, and reset."""
+    seconds = getattr(it, FETCH_TIMES, None)
+    if not seconds:
+        return 0.0, 0.0
+    fetched, collated = seconds
+    seconds[0] = seconds[1] = 0.0
+    return max(0.0, fetched - collated), collated
