@@ -520,26 +520,23 @@ def _time_fetcher(it: Any) -> None:
     fetcher = getattr(it, "_dataset_fetcher", None)
     if fetcher is None or not callable(getattr(fetcher, "fetch", None)):
         return
-    fetch: Any = fetcher.fetch
-    collate: Any = getattr(fetcher, "collate_fn", None)
-
-    def timed_fetch(index: Any) -> Any:
-        began = time.monotonic()
-        try:
-            return fetch(index)
-        finally:
-            seconds[0] += time.monotonic() - began
-
-    def timed_collate(data: Any) -> Any:
-        began = time.monotonic()
-        try:
-            return collate(data)
-        finally:
-            seconds[1] += time.monotonic() - began
-
-    fetcher.fetch = timed_fetch
+    fetcher.fetch = _timed(fetcher.fetch, seconds, 0)
+    collate = getattr(fetcher, "collate_fn", None)
     if callable(collate):
-        fetcher.collate_fn = timed_collate
+        fetcher.collate_fn = _timed(collate, seconds, 1)
+
+
+def _timed(call: Any, seconds: list[float], slot: int) -> Any:
+    """``call``, its seconds added to ``seconds[slot]`` each time, however it ends."""
+
+    def timed(arg: Any) -> Any:
+        began = time.monotonic()
+        try:
+            return call(arg)
+        finally:
+            seconds[slot] += time.monotonic() - began
+
+    return timed
 
 
 def _fetch_seconds(it: Any) -> tuple[float, float]:
