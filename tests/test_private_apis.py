@@ -45,6 +45,8 @@ ADAPTERS = {
     "overload packet and FlopCounterMode's raw-formula flag: the FLOPs by dtype, a count started and stopped apart",
     "gpudash/job/boot/gpudash_job_hooks.py": "DataLoader iterators' __next__ (_BaseDataLoaderIter, the base of "
     "every iterator a DataLoader hands out): the one place each batch of an unmodified job passes",
+    "gpudash/job/boot/gpudash_job_loader.py": "a single-process DataLoader iterator's fetcher (_dataset_fetcher): "
+    "the only place a batch's Dataset calls and its collation can be told apart",
 }
 # Underscore names a dependency documents as public.
 PUBLIC = {("os", "_exit"), ("sys", "_getframe"), ("sys", "_current_frames")}  # each in the Python docs

@@ -134,8 +134,8 @@ class Evidence:
 _TEXT = ("throttled", "dtype", "job_settings")  # Evidence's text fields
 DATASET_SHARE = 0.5  # a Dataset's share of the input wait from which workers are the fix ...
 # ... when it is longer than this too: a worker hands each batch over (a queue, shared memory), which
-# cost about 2.6 ms a batch more than making it in the loop did for an in-memory TensorDataset of 64
-# rows on the 2-core machine (tune's race: 40,760 samples/s as written, 15,220 with one worker)
+# cost about 1.6 ms a batch more than making it in the loop did for an in-memory TensorDataset of 64
+# rows on the 2-core machine (docs/bench/cpu-input: tune's race on tests/data/jobs/in_memory.py)
 HANDOVER_MS = 1.0
 RECENT_GPU_TICKS = 600  # NVML ticks a reader keeps for tick_before_window (5 minutes at 0.5 s)
 WINDOW_START = "diag_window_start_s"  # a diagnosis event's detail: when its window began (the run's seconds)

@@ -48,8 +48,7 @@ def check_command(command: Sequence[str]) -> None:
             raise JobCommandError(f"{program}: is a directory")
         if not os.access(program, os.X_OK):
             raise JobCommandError(f"{program}: not executable")
-        return
-    if shutil.which(program) is None:
+    elif shutil.which(program) is None:
         raise JobCommandError(f"{program}: command not found")
     at = script_index(command)  # a script that is not there: said before a launch that would only say so later
     if at is not None and command[at - 1] != "-m" and not os.path.exists(command[at]):

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Any
 
+from gpudash.core.protocol import DIAGNOSIS, Event, EventKind
 from gpudash.core.sync_sites import SyncTable
 from gpudash.core.textfmt import plain
-from gpudash.diagnosis.rules import Diagnosis, Evidence, diagnose, for_the_job
+from gpudash.diagnosis.rules import WINDOW_START, Diagnosis, Evidence, diagnose, for_the_job
+from gpudash.engine.trace_figures import with_trace
 from gpudash.job.steps import StepRecord
 
 SETTLE_STEPS = 10  # two runs of this many step times whose medians agree within SETTLE_TOLERANCE
@@ -40,20 +43,23 @@ class JobDiagnosis:
     timed_evidence: Evidence | None = None
     settled_after: int = 0  # warm-up steps seen
 
-    def add(self, record: StepRecord, now: float) -> None:
-        """One step of the job (the lead rank's)."""
+    def add(self, record: StepRecord, now: float) -> str | None:
+        """One step of the job (the lead rank's); the phase it enters with it, if any."""
         if self.phase == "warm-up":
             self.settled_after += 1
             if record.ms is not None and not record.profiled:
                 self.warm_ms.append(record.ms)
             if self._settled() or now - self.asked_at >= MAX_WARMUP_S:
                 self.phase = "timed"
-            return
+                return self.phase
+            return None
         if self.phase == "timed" and not record.profiled:
             self.timed.append(record)
             if len(self.timed) > self.steps:  # one more: the first one's boundary starts the window
                 self.timed_evidence = untraced_evidence(self.timed)
                 self.phase = "traced" if self.on_cuda else "done"
+                return self.phase
+        return None
 
     def _settled(self) -> bool:
         ms = self.warm_ms
@@ -89,20 +95,52 @@ def untraced_evidence(records: list[StepRecord], sites: SyncTable | None = None)
     )
 
 
-def ran_evidence(records: Sequence[StepRecord], steps: int) -> Evidence | str:
+def ran_evidence(records: Sequence[StepRecord], steps: int, exit_code: int | None = 0) -> Evidence | str:
     """The evidence of the steps a job ran, for a diagnosis of a job that ended before its window
     closed: its timed steps after a warm-up of ``2 × SETTLE_STEPS``, when more than ``steps`` are
-    left; else why not, with the rate it ran at and the length a diagnosis needs."""
+    left; else why not, with how it ended (a failure's exit code), the rate it ran at and the length
+    a diagnosis needs."""
     timed = [r for r in records if not r.profiled and r.train_s is not None]
     usable = timed[2 * SETTLE_STEPS :]
     if len(usable) > steps:
         return untraced_evidence(usable)
     need = 2 * SETTLE_STEPS + steps + 1
     seconds = sum(r.train_s or 0.0 for r in timed)
+    ended = f"the job ended{f' (exit code {exit_code})' if exit_code else ''} after {len(records)} steps"
     if not timed or seconds <= 0:
-        return f"the job ended after {len(records)} steps, none of them timed; a diagnosis needs about {need}"
+        return f"{ended}, none of them timed; a diagnosis needs about {need}"
     rate = len(timed) / seconds
     return (
-        f"the job ended after {len(records)} steps ({seconds:.2g} s of training at {plain(rate)} steps/s); a diagnosis "
-        f"needs about {need} (about {plain(need / rate, 2)} s at that rate): give it more steps"
+        f"{ended} ({seconds:.2g} s of training at {plain(rate)} steps/s); a diagnosis needs about {need} "
+        f"(about {plain(need / rate, 2)} s at that rate): give it more steps"
     )
+
+
+@dataclass(frozen=True)
+class VerdictContext:
+    """What a job's session knows beside a window's evidence: the counted step's dtype, what the job
+    already does (its loader's arguments, its flags), its sync table (CUDA), when the window began
+    (the run's seconds) and a phase heavy enough to name."""
+
+    dtype: str | None = None
+    settings: str | None = None
+    sites: SyncTable | None = None
+    window_start: float | None = None
+    heavy: str = ""
+
+
+def verdict_event(
+    time_s: float, timed: Evidence, fig: Any, known: VerdictContext, config: dict[str, str], note: str = ""
+) -> Event:
+    """The "measured" diagnosis event of an untraced window's evidence and a profiler window's
+    figures (``fig`` None: none), its details the run's ``config`` and every figure it rests on."""
+    untraced = replace(timed, sync_sites=known.sites, dtype=known.dtype, job_settings=known.settings)
+    evidence = with_trace(untraced, fig)
+    verdict = job_verdict(evidence)
+    details = {**config, **evidence.details(), "bound": str(verdict.bound)}
+    if known.window_start is not None:
+        details[WINDOW_START] = f"{known.window_start:.3f}"
+    message = verdict.line() + (f" ({note})" if note else "")
+    if known.heavy:
+        message, details["phases_note"] = f"{message}; {known.heavy}", known.heavy
+    return Event(time_s, EventKind.MEASURED, what=DIAGNOSIS, message=message, details=details)

@@ -135,12 +135,13 @@ def diagnose_job(config: RunConfig, *, warmup_s: float, as_json: bool, quiet: bo
         )
     events = held[0].diagnoses if held else []
     session = held[0].session if held else None
+    ended_first = False
     if not events and isinstance(session, JobSession) and session.exit_code is not None and session.start_error is None:
         ran = session.ran_diagnosis()  # it ended before its window was asked for: over the steps it ran
         if isinstance(ran, str):
             print(f"gpudash: error: {ran}", file=sys.stderr)
             return code or int(ExitCode.FAILED)
-        events, code = [ran], 0
+        events, ended_first = [ran], True  # the verdict, and the job's own exit status (0 where it ended well)
     if not events:
         return code or int(ExitCode.FAILED)
     event = events[0]
@@ -156,4 +157,4 @@ def diagnose_job(config: RunConfig, *, warmup_s: float, as_json: bool, quiet: bo
         print(json.dumps({**running, **verdict}, indent=2))
     else:
         print("\n".join([event.message, *lines]))
-    return 0
+    return code if ended_first else 0

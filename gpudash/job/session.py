@@ -17,7 +17,6 @@ import json
 import os
 import threading
 import time
-from dataclasses import replace
 from typing import Any
 
 from gpudash.core.protocol import (
@@ -37,19 +36,19 @@ from gpudash.core.protocol import (
     TraceWindow,
 )
 from gpudash.core.sync_sites import SyncTable
-from gpudash.diagnosis.rules import WINDOW_START, Evidence
+from gpudash.diagnosis.rules import Evidence
 from gpudash.engine.model_flops import ModelCount
-from gpudash.engine.trace_figures import with_trace
 from gpudash.host.devices import cuda_index_hint
 from gpudash.host.nvml import NvmlSampler
 from gpudash.job import command as job_command
 from gpudash.job.channel import HostChannel
-from gpudash.job.diagnosis import JobDiagnosis, job_verdict, ran_evidence
+from gpudash.job.diagnosis import JobDiagnosis, VerdictContext, ran_evidence, verdict_event
 from gpudash.job.intake import StepIntake
 from gpudash.job.launch import STOP_GRACE_S, JobProcess, job_env
 from gpudash.job.mfu import job_count, missing
 from gpudash.job.output import read_output
 from gpudash.job.phase_watch import PhaseWatch
+from gpudash.job.started import started_details
 from gpudash.job.steps import JobSamples, StepRecord
 from gpudash.job.stops import JobStops
 from gpudash.job.traces import JobTraces, TraceRead
@@ -58,7 +57,6 @@ from gpudash.job.world import JobWorld
 HOOKS_OFF = "the job's hooks are off: "  # the note of hooks that turned themselves off (and why)
 NO_HELLO_S = 15.0  # no word from the job this long after its start: say why that may be
 NO_STEP_S = 60.0  # no optimizer step this long after its hello: say so
-RAN_STEPS = 4096  # the lead rank's latest step records kept: a diagnosis of a job that ended first is over them
 STARTED_AFTER_STEPS = 10  # "started" once this many steps are in (the batch size known) ...
 STARTED_AFTER_S = 3.0  # ... or this long after the first
 BLIND_AFTER_S = 2.0  # gpudash was stopped this long (SIGSTOP, Ctrl-Z): its windows are unknown, not zero
@@ -99,7 +97,6 @@ class JobSession:
         self.exit_code: int | None = None  # the job's, once it has ended
         self.no_hello_s, self.no_step_s = NO_HELLO_S, NO_STEP_S  # when a quiet job gets its note
         self.diagnosis: JobDiagnosis | None = None
-        self.ran: collections.deque[StepRecord] = collections.deque(maxlen=RAN_STEPS)  # the lead rank's latest steps
         self._window_start: float | None = None  # when the diagnosis' timed window began (the run's seconds)
         self._hello: dict[int, dict[str, Any]] = {}  # pid -> the process's hello
         self._first: dict[int, dict[str, Any]] = {}  # rank -> its first step's message
@@ -274,10 +271,8 @@ class JobSession:
             if lead:
                 record = self.watch.step(record)  # noqa: PLW2901 - after a stall its seconds were the stall's
             self.samples.add(rank, record)
-            if lead:
-                self.ran.append(record)
             if lead and self.diagnosis is not None:
-                self._diagnosis_step(record, now)
+                self._diagnosis_step(self.diagnosis, record, now)
         while self.intake.joined:
             self._processes_said(self.intake.joined.pop(0))
 
@@ -329,28 +324,24 @@ class JobSession:
         self._event(EventKind.MEASURED, what="trace", message=f"{fig.summary()} → {path}", details=details)
 
     # -- a diagnosis -------------------------------------------------------------------------------
-    def _diagnosis_step(self, record: StepRecord, now: float) -> None:
-        d = self.diagnosis
-        assert d is not None
-        before = d.phase
-        d.add(record, now)
-        if d.phase == "timed" and before == "warm-up":
+    def _diagnosis_step(self, d: JobDiagnosis, record: StepRecord, now: float) -> None:
+        begun = d.add(record, now)  # the phase it enters with this step, if any
+        if begun == "timed":
             self._window_start = time.monotonic() - self.t0  # the steady state's NVML figures are before it
-        if d.phase == "traced" and before != "traced":
+        elif begun == "traced":
             self._ask_trace(DIAGNOSIS, d.steps)
-        elif d.phase == "done" and before != "done":
+        elif begun == "done":
             self._diagnosed(None)
 
     def _diagnosed(self, fig: Any) -> None:
         d, self.diagnosis = self.diagnosis, None
-        if d is None or d.timed_evidence is None:
-            return
-        self._verdict(d.timed_evidence, fig)
+        if d is not None and d.timed_evidence is not None:
+            self._verdict(d.timed_evidence, fig)
 
     def ran_diagnosis(self, steps: int = Diagnose.steps) -> Event | str:
         """The job ended before a diagnosis' window closed: the diagnosis of the steps it ran (a
         "measured" event, with no profiler window), where they are enough; else why not."""
-        evidence = ran_evidence(list(self.ran), steps)
+        evidence = ran_evidence(list(self.samples.ran), steps, self.exit_code)
         if isinstance(evidence, str):
             return evidence
         note = f"over the {evidence.steps} steps it ran after its warm-up: the job ended before the diagnosis window"
@@ -358,21 +349,16 @@ class JobSession:
 
     def _verdict(self, timed: Evidence, fig: Any, note: str = "") -> Event:
         """The diagnosis event of the untraced window's evidence and the profiler window's figures
-        (``fig`` None: none)."""
+        (``fig`` None: none), with what the job already does and the counted step's dtype."""
         count = self.samples.count
-        dtype = (count.details.get("dtype") or None) if count is not None else None  # the counted step's
-        settings = str(self._first.get(self._lead(), {}).get("settings") or "") or None  # what the job already does
-        sites = self._sites if self._on_cuda() else None
-        untraced = replace(timed, sync_sites=sites, dtype=dtype, job_settings=settings)
-        evidence = with_trace(untraced, fig)  # fig None: no profiler window (not on CUDA)
-        verdict = job_verdict(evidence)
-        details = {**self._config_details(), **evidence.details(), "bound": str(verdict.bound)}
-        if self._window_start is not None:
-            details[WINDOW_START] = f"{self._window_start:.3f}"
-        message = verdict.line() + (f" ({note})" if note else "")
-        if heavy := self.phases.heavy(time.monotonic()):
-            message, details["phases_note"] = f"{message}; {heavy}", heavy
-        event = Event(time.monotonic() - self.t0, EventKind.MEASURED, what=DIAGNOSIS, message=message, details=details)
+        known = VerdictContext(
+            dtype=(count.details.get("dtype") or None) if count is not None else None,
+            settings=str(self._first.get(self._lead(), {}).get("settings") or "") or None,
+            sites=self._sites if self._on_cuda() else None,
+            window_start=self._window_start,
+            heavy=self.phases.heavy(time.monotonic()),
+        )
+        event = verdict_event(time.monotonic() - self.t0, timed, fig, known, self._config_details(), note)
         self._pending.append(event)
         return event
 
@@ -396,17 +382,7 @@ class JobSession:
         rank = self.samples.ranks.get(self._lead())
         batch = rank.batch_size if rank is not None else 0
         self.samples.world_size = max(self.samples.world_size, len(self._first))
-        details = {
-            **self._config_details(batch),
-            "torch": str(lead.get("torch", "")),
-            "cuda": str(lead.get("cuda", "") or ""),
-            "pid": str(self.process.pid or ""),
-            "device_name": str(lead.get("gpu_name", "") or ""),
-            "gpu_uuid": str(lead.get("gpu_uuid", "") or ""),
-            "optimizer": str(lead.get("optimizer", "")),
-            "settings": str(lead.get("settings", "")),  # its training DataLoader's arguments and site, its flags
-            "command": job_command.display(self.command),
-        }
+        details = started_details(self._config_details(batch), lead, self.process.pid, self.command)
         self.started_details = details
         if details["gpu_uuid"]:
             self.sampler.select(uuid=details["gpu_uuid"])
@@ -474,10 +450,8 @@ class JobSession:
             d, self.diagnosis = self.diagnosis, None
             if d.timed_evidence is not None:
                 self._verdict(d.timed_evidence, None, note="the job ended before its profiler window")
-            else:
-                ran = self.ran_diagnosis(d.steps)
-                if isinstance(ran, str):
-                    self._error(DIAGNOSIS, ran)
+            elif isinstance(unsaid := self.ran_diagnosis(d.steps), str):
+                self._error(DIAGNOSIS, unsaid)
         stopped = self.process.stopped_by_gpudash
         ctrl_c = self.process.killed_by() == "SIGINT" and self.process.terminal.job_group is not None
         if code == 0 or stopped or ctrl_c:

@@ -27,6 +27,7 @@ made the batches (older hooks send neither).
 
 from __future__ import annotations
 
+import collections
 import math
 import statistics
 from dataclasses import dataclass, field
@@ -43,6 +44,7 @@ LAG_S = 0.5  # a window closes this long after its end: its steps' records arriv
 HOLD_ZERO_S = 3.0  # a window without a step goes out when a later one has steps, or after this long
 LATE_STEPS = 2.0  # a step under way reads the last rate, falling, until it takes this many of its usual
 MEDIAN_OF = 64  # the latest step durations the median step is taken over
+RAN_STEPS = 4096  # the lead rank's latest step records kept: a diagnosis of a job that ended first is over them
 EARLY_SPLIT = 8  # the first windows of a job of short steps are this many times shorter ...
 EARLY_WINDOWS = 2 * EARLY_SPLIT  # ... this many of them (two sample intervals in all) ...
 EARLY_MIN_STEPS = 4  # ... where a short window still holds about this many median steps
@@ -197,6 +199,7 @@ class JobSamples:
         self.away = False  # the job is in a phase other than training now (evaluation, a checkpoint, a stall)
         self.rate: float | None = None  # the lead rank's latest steps/s from its steps' durations
         self.durations: list[float] = []  # the lead rank's latest step durations (seconds), for the median
+        self.ran: collections.deque[StepRecord] = collections.deque(maxlen=RAN_STEPS)  # the lead rank's latest steps
         self.last_step_t: float | None = None  # the lead rank's latest step end (monotonic)
         self.blind_spans: list[tuple[float, float]] = []  # when gpudash could not listen (monotonic)
         self.input_shares: dict[int, float] = {}  # each rank's input wait over its training seconds, last window
@@ -207,6 +210,7 @@ class JobSamples:
         if self.window_start is None:
             self.window_start = record.t
         if rank == min(self.ranks):
+            self.ran.append(record)
             self.last_step_t = max(self.last_step_t or record.t, record.t)
             if record.train_s is not None and record.train_s > 0:
                 self.durations.append(record.train_s)

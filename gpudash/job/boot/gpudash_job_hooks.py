@@ -43,7 +43,15 @@ from typing import Any
 
 import gpudash_job_settings as job_settings  # type: ignore[import-not-found]
 from gpudash_job_flops import StepFlopsCount  # type: ignore[import-not-found]  # beside this file
-from gpudash_job_parts import _backend_settings, _Channel, _loader_settings, _samples_tokens, _SyncCount  # type: ignore[import-not-found]
+from gpudash_job_loader import FETCH_TIMES, _fetch_seconds, _time_fetcher  # type: ignore[import-not-found]
+from gpudash_job_parts import (  # type: ignore[import-not-found]
+    _backend_settings,
+    _Channel,
+    _loader_settings,
+    _multiprocessing_child,
+    _samples_tokens,
+    _SyncCount,
+)
 from gpudash_job_phases import Phases  # type: ignore[import-not-found]
 from gpudash_job_stacks import FLUSHER, answer, answering  # type: ignore[import-not-found]
 
@@ -197,8 +205,7 @@ class Hooks:
 
         def __next__(it: Any) -> Any:  # noqa: N807 - the method it replaces
             if hooks.on and not hasattr(it, FETCH_TIMES):
-                with contextlib.suppress(Exception):  # never the job's loop: untimed, it still counts
-                    _time_fetcher(it)
+                _time_fetcher(it)
             began = time.monotonic()
             try:
                 batch = original(it)
@@ -207,26 +214,17 @@ class Hooks:
                     hooks.phases.batch(id(it), began, time.monotonic(), True)
                 raise
             if hooks.on:
-                ended = time.monotonic()
-                waited = ended - began
-                hooks.phases.batch(id(it), began, ended, False)
+                hooks.phases.batch(id(it), began, ended := time.monotonic(), False)
                 try:
                     n, tokens = _samples_tokens(batch, torch)
                 except Exception as exc:  # noqa: BLE001
                     hooks.off(f"reading a batch: {type(exc).__name__}: {exc}")
                     return batch
-                key = id(it)
-                made = _fetch_seconds(it)  # the Dataset's part and the collation, where this process made it
-                acc = hooks.batches.get(key)
-                if acc is None:
-                    hooks.batches[key] = [n, tokens, waited, *made]
-                else:
-                    acc[0] += n
-                    acc[1] += tokens
-                    acc[2] += waited
-                    acc[3] += made[0]
-                    acc[4] += made[1]
-                hooks.last_iterator = key
+                acc = hooks.batches.setdefault(id(it), [0, 0, 0.0, 0.0, 0.0])
+                # its samples, tokens, wait, and the Dataset's part and the collation where this process made it
+                for i, value in enumerate((n, tokens, ended - began, *_fetch_seconds(it))):
+                    acc[i] += value
+                hooks.last_iterator = id(it)
                 if not hooks.first_done:  # the training loader's arguments, as the first step finds them
                     hooks.loader_settings = _loader_settings(it)
                     job_settings.seen(it)
@@ -486,13 +484,6 @@ class Hooks:
         self.channel.send(message)
 
 
-def _multiprocessing_child() -> bool:
-    """A process started by multiprocessing (a DataLoader worker, mp.spawn): it says hello only
-    once it steps an optimizer."""
-    argv = getattr(sys, "orig_argv", sys.argv)
-    return any("multiprocessing" in a for a in argv)
-
-
 _HOOKS: list[Hooks] = []
 
 
@@ -505,45 +496,3 @@ def install() -> None:
     hooks = Hooks(torch)
     _HOOKS.append(hooks)
     hooks.install()
-
-
-FETCH_TIMES = "_gpudash_fetch_s"  # an iterator's [Dataset seconds, collation seconds] of its latest batch
-
-
-def _time_fetcher(it: Any) -> None:
-    """A loader without workers makes its batches in this process: its fetcher's ``fetch`` (the
-    Dataset's ``__getitem__`` calls, then the collation) and ``collate_fn`` are timed, per batch,
-    on the iterator (torch's private ``_dataset_fetcher``: no public hook sees inside a batch).
-    With workers, nothing here: the batches are made elsewhere."""
-    seconds = [0.0, 0.0]
-    setattr(it, FETCH_TIMES, seconds)
-    fetcher = getattr(it, "_dataset_fetcher", None)
-    if fetcher is None or not callable(getattr(fetcher, "fetch", None)):
-        return
-    fetcher.fetch = _timed(fetcher.fetch, seconds, 0)
-    collate = getattr(fetcher, "collate_fn", None)
-    if callable(collate):
-        fetcher.collate_fn = _timed(collate, seconds, 1)
-
-
-def _timed(call: Any, seconds: list[float], slot: int) -> Any:
-    """``call``, its seconds added to ``seconds[slot]`` each time, however it ends."""
-
-    def timed(arg: Any) -> Any:
-        began = time.monotonic()
-        try:
-            return call(arg)
-        finally:
-            seconds[slot] += time.monotonic() - began
-
-    return timed
-
-
-def _fetch_seconds(it: Any) -> tuple[float, float]:
-    """(the Dataset's seconds, collation's seconds) of the batch ``it`` just handed out, and reset."""
-    seconds = getattr(it, FETCH_TIMES, None)
-    if not seconds:
-        return 0.0, 0.0
-    fetched, collated = seconds
-    seconds[0] = seconds[1] = 0.0
-    return max(0.0, fetched - collated), collated

@@ -209,3 +209,10 @@ def _backend_settings(torch: Any) -> str:
         return f"cudnn_benchmark={bool(torch.backends.cudnn.benchmark)},tf32={tf32}"
     except Exception:  # noqa: BLE001 - a torch without these: nothing said
         return ""
+
+
+def _multiprocessing_child() -> bool:
+    """A process started by multiprocessing (a DataLoader worker, mp.spawn): it says hello only
+    once it steps an optimizer."""
+    argv = getattr(sys, "orig_argv", sys.argv)
+    return any("multiprocessing" in a for a in argv)
