@@ -239,7 +239,6 @@ def test_fmt_pm_rounds_the_mean_to_the_interval() -> None:
         ("--preset syncs -w encdec", "not allowed with"),
         ("", "one of the arguments"),
         ("-w encdec -v pipelined --device cpu", "nothing to measure"),
-        ("-w sync_loss --no-out", "required: --out"),
         ("-w sync_loss FILE", "is a file"),
         ("-w sync_loss -v fixed,fixed+nope", "unknown knob 'nope'"),
         ("-w sync_loss -v fixed+amp=fp8", "knob amp takes one of: off, bf16; got 'fp8'"),
@@ -260,9 +259,7 @@ def test_bad_input_is_one_line_and_exit_2(
     command_line: str, says: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     argv, out = command_line.split(), tmp_path / "out"
-    if argv[-1:] == ["--no-out"]:
-        argv = argv[:-1]
-    elif argv[-1:] == ["FILE"]:
+    if argv[-1:] == ["FILE"]:
         out.write_text("not a directory")
         argv = [*argv[:-1], "--out", str(out)]
     else:
@@ -273,6 +270,18 @@ def test_bad_input_is_one_line_and_exit_2(
     assert o == "" and len(lines) == 1 and lines[0].startswith("gpudash: error: "), err
     assert says in lines[0]
     assert not out.is_dir()  # nothing was started or created
+
+
+def test_without_out_the_results_go_to_a_folder_named_for_the_preset_or_the_workload(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # `gpudash sweep -w path/to/mine.py:workload -b 32,64`, as docs/your-model.md shows it
+    for argv, folder in (
+        (["-w", "sync_loss", "--device", "cpu"], "sweep-sync_loss"),
+        (["--preset", "syncs"], "sweep-syncs"),
+    ):
+        plan = plan_from_args(build_parser().parse_args(argv), argv)
+        assert plan.out_dir == Path(folder) and (tmp_path / folder).is_dir()
 
 
 # -- the measuring loop against a scripted session (no child, no torch) ---------------------------------

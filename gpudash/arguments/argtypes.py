@@ -224,6 +224,12 @@ def check_knobs(knobs: Knobs, device: str, variant: VariantInfo, world_size: int
         raise UsageError(f"{why}{advice}")
 
 
+def default_out(command: str, name: str) -> str:
+    """``sweep-encdec``, ``tune-mine`` (a file's workload: its file's stem), ``sweep-all`` (a preset)."""
+    stem = name.rsplit("/", 1)[-1].split(":", 1)[0].removesuffix(".py")
+    return f"{command}-" + (re.sub(r"[^A-Za-z0-9_.-]+", "-", stem) or "workload")
+
+
 def check_out_dir(out: str) -> Path:
     """The output directory, created if missing; UsageError when it is a file, unwritable, or its
     name is too long for the file system."""

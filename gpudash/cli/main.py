@@ -440,8 +440,16 @@ def _cmd_job(before: list[str], job: list[str]) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``gpudash`` console script; returns the exit status."""
-    argv = list(sys.argv[1:] if argv is None else argv)
+    """Entry point of the ``gpudash`` console script; returns the exit status (130 for a Ctrl-C that
+    came before a command took it over: one line, no traceback)."""
+    try:
+        return _main(list(sys.argv[1:] if argv is None else argv))
+    except KeyboardInterrupt:
+        print("gpudash: interrupted", file=sys.stderr)
+        return int(ExitCode.INTERRUPTED)
+
+
+def _main(argv: list[str]) -> int:
     try:
         faults.from_env()  # test-only (GPUDASH_FAULT): a bad value stops here, before anything starts
     except faults.FaultSpecError as exc:

@@ -13,10 +13,11 @@ members, so a group found empty is never signalled (no stray signal to a reused 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import NoReturn
 
 from gpudash.core import proctree
@@ -89,3 +90,16 @@ def signal_name(returncode: int | None) -> str:
         return signal.Signals(-returncode).name
     except ValueError:
         return f"signal {-returncode}"
+
+
+@contextlib.contextmanager
+def ctrl_c_held() -> Iterator[None]:
+    """SIGINT held back (blocked) in this thread while a workload process is started from it: the
+    child inherits the blocked signal through fork and exec, so a terminal's Ctrl-C — which reaches
+    the whole foreground group — cannot kill its interpreter while it starts (it ignores SIGINT
+    once it runs), and the parent gets its own Ctrl-C as soon as the start is over: held, not lost."""
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)

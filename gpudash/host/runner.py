@@ -141,7 +141,8 @@ class WorkloadRunner:
             name="gpudash-workload",
             daemon=False,  # the child may start DataLoader workers: daemons cannot
         )
-        self._process.start()
+        with procgroup.ctrl_c_held():  # from its birth: a Ctrl-C in its interpreter's start-up is the parent's
+            self._process.start()
         _LIVE.add(self)
         _register_at_exit()
 

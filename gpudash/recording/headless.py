@@ -223,6 +223,9 @@ class HeadlessRecording:
             if self.code != ExitCode.INTERRUPTED:
                 self.status, self.code = "interrupted", ExitCode.INTERRUPTED
         finally:
+            if interrupted.signal == signal.SIGINT and self.recorder is None and self.code == ExitCode.FAILED:
+                # a Ctrl-C reaches the workload's process group too: one that was starting ended by it
+                self.status, self.code, self._failure = "interrupted", ExitCode.INTERRUPTED, None
             self._close(interrupted)
 
     def report(self, ended_by_itself: bool = False) -> None:

@@ -283,7 +283,9 @@ def build_parser() -> Parser:
     )
     p.add_argument("--seed", type=int, default=0, help="workload seed and shuffle seed (default: %(default)s)")
     shared_flags.add_peak_tflops(p)
-    p.add_argument("--out", required=True, metavar="DIR", help="directory for the results (created)")
+    p.add_argument(
+        "--out", metavar="DIR", help="directory for the results (default: sweep-PRESET, or sweep-WORKLOAD; created)"
+    )
     shared_flags.add_quiet(p)
     shared_flags.add_json(p)
     return p
@@ -481,7 +483,7 @@ def plan_from_args(args: argparse.Namespace, argv: list[str]) -> SweepPlan:
     if not families:
         advice = "; run it with --device cuda" if not dev_type.startswith("cuda") else ""
         raise UsageError(f"nothing to measure: {'; '.join(skipped)}{advice}")
-    out_dir = check_out_dir(args.out)
+    out_dir = check_out_dir(args.out or argtypes.default_out("sweep", args.preset or families[0].family))
     settings = argtypes.from_args(
         SweepSettings,
         args,

@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
-import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
@@ -184,12 +183,6 @@ def _variants(info: FamilyInfo, dev_type: str, skipped: list[str]) -> tuple[str,
     return tuple(kept)
 
 
-def default_out(family: str) -> str:
-    """``tune-encdec``; a file's workload ``tune-mine`` (its function's file stem)."""
-    stem = family.rsplit("/", 1)[-1].split(":", 1)[0].removesuffix(".py")
-    return "tune-" + (re.sub(r"[^A-Za-z0-9_.-]+", "-", stem) or "workload")
-
-
 def plan_from_args(args: argparse.Namespace, argv: list[str]) -> TunePlan:
     """Check everything and build the plan (the output directory is made last)."""
     from workloads.registry import family
@@ -215,7 +208,7 @@ def plan_from_args(args: argparse.Namespace, argv: list[str]) -> TunePlan:
         batch_sizes=batches,
         pool=pool,
         settings=settings,
-        out_dir=Path(args.out or default_out(info.name)),
+        out_dir=Path(args.out or argtypes.default_out("tune", info.name)),
         command=shlex.join(["gpudash", "tune", *argv]),
         skipped=tuple(skipped),
         two_stage=info.pipeline_toggle is not None,
