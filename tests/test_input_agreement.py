@@ -1,8 +1,8 @@
 """diagnose and tune tell one story about a job's input (issue 62). On an in-memory TensorDataset
 with no workers, the input is a tensor index and a collation, cheaper than a worker's hand-over:
 diagnose advises making less of each batch, not workers, and tune's race finds no worker count
-faster. (On a Dataset whose ``__getitem__`` waits on reads, both name workers:
-``tests/test_job.py``'s diagnosis of ``slow_reads.py`` and ``tests/test_tune_job.py``'s race on it.)"""
+faster. (On a Dataset whose ``__getitem__`` waits on reads both name workers: the race on
+``slow_reads.py`` in ``tests/test_tune_job.py`` diagnoses the same job after it.)"""
 
 from __future__ import annotations
 

@@ -191,6 +191,17 @@ def test_tune_finds_the_workers_an_input_bound_job_lacks_and_names_the_line(
     assert {"baseline", "winner", "speedup", "edits", "candidates"} <= set(doc)
     assert (out / "tune.md").read_text().count("| num_workers=") >= 2
     assert (out / "tune.png").stat().st_size > 0 and (out / "tune.csv").exists()
+    # issue 62: diagnose tells the same story on the same job: its reads are the wait, workers the fix
+    diagnosed = subprocess.run(
+        [sys.executable, "-m", "gpudash", "diagnose", "--json", "--warmup", "1", *job],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+    )  # fmt: skip
+    assert diagnosed.returncode == 0, diagnosed.stderr[-2000:]
+    (fix,) = [r for r in json.loads(diagnosed.stdout)["remedies"] if r["limit"] == "input"]
+    assert (
+        "the Dataset's __getitem__ is" in fix["advice"]
+        and "more DataLoader workers (num_workers, now 0)" in fix["advice"]
+    )
 
 
 @pytest.mark.slow
