@@ -53,6 +53,7 @@ def test_csv_columns_derive_from_the_metric_catalog_and_keep_the_0_1_order() -> 
         *("flops_per_step", "tflops", "mfu_pct"),
         "train_s",  # a job's training seconds (after GPM's per-GPU columns in a header)
         *("rank", "node", "input_wait_pct", "allreduce_exposed_ms"),  # a rank row's own, last
+        *("own_ms", "comm_ms"),  # ... and its own work and collectives' time, after those
     ]  # after 0.1, at the end
     later = (Origin.RANKS, Origin.ALLOCATOR, Origin.GPM, Origin.MODEL, Origin.TRAINING)
     before_ranks = [m.csv_column for m in METRICS if m.origin not in later]

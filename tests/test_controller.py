@@ -367,3 +367,34 @@ def test_tune_is_refused_in_a_replay_and_on_a_data_parallel_run() -> None:
             return SourceInfo(replay=True, path="run.csv")
 
     assert present(DashController(Recording()).tune_refusal()).text == "replay: read-only — tune needs a live run"
+
+
+def test_the_ranks_line_names_the_straggler_by_its_own_work() -> None:
+    """Issue 63: the ranks' step times agree (each waits for the others), so the ranks line names the
+    straggler by each rank's own work over its latest windows; by step time only where none is known."""
+    import dataclasses
+
+    from gpudash.core.protocol import RankSample
+
+    ctl, src = running()
+    last = present(ctl.state.last_sample)
+    src.push(dataclasses.replace(last, time_s=3.1, world_size=3, slowest_rank=0, slowest_rank_step_ms=21.7))
+    ctl.poll()
+    assert "3 ranks (DDP) · slowest rank 0: 21.7 ms/step p50" == ctl.ranks_text()  # no own work: by step time
+
+    def windows(own: dict[int, float], start: float, n: int = 5) -> None:
+        for i in range(n):
+            for rank, ms in own.items():
+                w = ms * (1 + 0.01 * ((i + rank) % 3 - 1))
+                src.push(RankSample(start + i, rank, 100, 46.0, 21.7, node=0, own_ms=w, comm_ms=21.7 - w))
+        ctl.poll()
+
+    windows({0: 2.5, 1: 19.0, 2: 2.5}, 4.0, n=4)  # four windows: too few to judge
+    assert "slowest rank 0" in present(ctl.ranks_text()) and "straggler" not in present(ctl.ranks_text())
+    windows({0: 2.5, 1: 19.0, 2: 2.5}, 8.0, n=1)
+    assert "3 ranks (DDP) · ms/step p50 (all-reduce exposed): r0 21.7, r1 21.7, r2 21.7 · " in present(ctl.ranks_text())
+    assert present(ctl.ranks_text()).endswith(" · straggler rank 1: own work 19 ms vs 2.5 ms")
+    src.push(Event(9.0, EventKind.CHANGED, "batch_size", "8", "16"))  # another configuration: its own work
+    windows({0: 2.5, 1: 2.5, 2: 2.5}, 10.0, n=20)
+    assert present(ctl.ranks_text()).endswith(" · no straggler (own work within 3%)")
+    assert "slowest" not in present(ctl.ranks_text())

@@ -22,8 +22,9 @@ def test_diagnose_prints_the_verdict_then_stops_the_job(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     verdict = json.loads(done.stdout)  # stdout is the verdict's: the job's own lines went to stderr
     assert "step 20 loss" in done.stderr  # within the window's 30 steps, however slow the warmup's
-    # said before the job's own reaction to SIGINT, so that its traceback reads as what it is
-    assert "gpudash: the diagnosis is done: stopping the job (SIGINT" in done.stderr
+    # ended at a step boundary by the hooks: no signal, no KeyboardInterrupt traceback under the verdict
+    assert "gpudash: the diagnosis is done: ending the job after a step" in done.stderr
+    assert "Traceback" not in done.stderr and "KeyboardInterrupt" not in done.stderr
     assert verdict["workload"] == "job:plain_loop.py" and verdict["bound"] == "CPU-bound"
     assert verdict["evidence"]["steps"] == 30 and verdict["command"][-1] == "20"
     assert verdict["evidence"]["dtype"] == "fp32"  # the counted step's, which the tensor-core rule reads

@@ -45,6 +45,11 @@ ADAPTERS = {
     "overload packet and FlopCounterMode's raw-formula flag: the FLOPs by dtype, a count started and stopped apart",
     "gpudash/job/boot/gpudash_job_hooks.py": "DataLoader iterators' __next__ (_BaseDataLoaderIter, the base of "
     "every iterator a DataLoader hands out): the one place each batch of an unmodified job passes",
+    "gpudash/job/boot/gpudash_job_comm.py": "DDP's _pre_forward/_post_forward (its per-forward bookkeeping, whose "
+    "host-device syncs torch prints from C++) and a NCCL Work's _get_duration (a collective's time by its own CUDA "
+    "events, TORCH_NCCL_ENABLE_TIMING): no public API sees either",
+    "gpudash/job/boot/gpudash_job_parts.py": "torch._C._cuda_set_sync_debug_mode: the sync debug mode set from any "
+    "thread without the Python warning and the filter changes of torch.cuda.set_sync_debug_mode",
     "gpudash/job/boot/gpudash_job_loader.py": "a single-process DataLoader iterator's fetcher (_dataset_fetcher): "
     "the only place a batch's Dataset calls and its collation can be told apart",
 }

@@ -9,7 +9,7 @@ from typing import Any
 
 from gpudash.core.protocol import Event, EventKind, RunConfig
 from gpudash.job.session import JobSession
-from gpudash.job.stragglers import WINDOWS, StragglerWatch
+from gpudash.ranks.watch import WINDOWS, StragglerWatch
 
 
 def test_a_rank_that_waits_for_input_far_longer_than_the_others_is_named_once_then_cleared() -> None:

@@ -5,6 +5,7 @@ recordings of one run into one world on one clock."""
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import os
 import signal
@@ -20,8 +21,8 @@ from gpudash.cli.main import main
 from gpudash.core.protocol import WORLD, Event, EventKind, GpuReading, GpuSample, RankSample, RunConfig, Sample
 from gpudash.core.world_event import clock_zero, gpu_words, host_of, rank_gpus
 from gpudash.job.steps import LAG_S, JobSamples, StepRecord
-from gpudash.job.world import JobWorld
-from gpudash.recording.csvformat import RowParser, header, rank_row
+from gpudash.ranks.world import JobWorld
+from gpudash.recording.csvformat import OWN_WORK_COLUMNS, RowParser, header, rank_row
 from gpudash.recording.record import CsvRecorder, run_metadata
 from gpudash.report.load import load_run
 from gpudash.report.world import join, markdown
@@ -86,8 +87,13 @@ def test_each_rank_gets_its_window_with_its_node_input_wait_and_exposed_all_redu
 
 def test_a_rank_row_reads_back_as_the_rank_sample_written() -> None:
     r = RankSample(3.5, 2, 40, 12.5, 80.0, node=1, samples_per_s=400.0, input_wait_pct=12.0, allreduce_exposed_ms=0.3)
+    r = dataclasses.replace(r, own_ms=19.25, comm_ms=2.5)
     parsed = RowParser(header()).messages(rank_row(r))
     assert parsed == [r]
+    assert header()[-2:] == OWN_WORK_COLUMNS == ["own_ms", "comm_ms"]  # last: an older file lacks only them
+    older = header()[: -len(OWN_WORK_COLUMNS)]  # a recording from before own work
+    cells = rank_row(r)[: len(older)]
+    assert RowParser(older).messages(cells) == [dataclasses.replace(r, own_ms=None, comm_ms=None)]
 
 
 def _node_recording(
@@ -97,11 +103,13 @@ def _node_recording(
     zero: float,
     step_ms: dict[int, float],
     gpu_util: dict[int, float] | None = None,
+    own_ms: dict[int, float] | None = None,
 ) -> None:
     """One node's recording of a torchrun run, as ``gpudash record`` writes it: its world event,
     rank 0's samples (on node 0) and a ``rank`` row a second for each of its ranks; with
     ``gpu_util`` (NVML index: kernel-active %), its per-GPU columns, each rank on the GPU of its
-    place among the node's ranks, as the world event says."""
+    place among the node's ranks, as the world event says; with ``own_ms``, each rank's own work
+    (±1% from window to window) and the rest of its step in its collectives."""
     gpus = sorted(gpu_util or {})
     meta = run_metadata(RunConfig(workload="train.py", variant="job"), None, device="cpu", gpus_sampled=gpus)
     rec = CsvRecorder(str(path), meta)
@@ -120,7 +128,11 @@ def _node_recording(
         figures = (second * 10, second * 320, 1.0, 10.0, 320.0, 100.0, 110.0, None)
         rec.on_message(Sample(t, "train.py", "job", 32, *figures, world_size=4))
         for rank in ranks:
-            rec.on_message(RankSample(t, rank, second * 10, 10.0, step_ms[rank], node, samples_per_s=80.0))
+            r = RankSample(t, rank, second * 10, 10.0, step_ms[rank], node, samples_per_s=80.0)
+            if own_ms is not None:
+                own = own_ms[rank] * (1 + 0.01 * ((second + rank) % 3 - 1))
+                r = dataclasses.replace(r, own_ms=own, comm_ms=step_ms[rank] - own)
+            rec.on_message(r)
     rec.close()
 
 
@@ -145,10 +157,51 @@ def test_report_joins_the_nodes_of_one_run_into_one_world_on_one_clock(
     assert doc["comparisons"] == []  # two nodes of one run are not an A/B
     (got,) = doc["worlds"]
     assert (got["slowest_rank"], got["slowest_node"], got["samples_per_s"]) == (3, 1, pytest.approx(320.0))
+    assert (got["straggler_rank"], got["straggler"]) == (None, None)  # no own work recorded: not known
     md = (out / "report.md").read_text()
     assert f"## World: torchrun run {RUN_ID} (2 node(s), 4 ranks)" in md
-    assert "slowest rank 3 (node 1, host host1): 140 ms a step, 1.41× rank 0's" in md
+    assert (  # by step time only (a recording without own work): named, and said not to be a straggler
+        "slowest by step time rank 3 (node 1, host host1): 140 ms a step, 1.41× rank 0's "
+        "(ranks wait for each other: this does not name a straggler)"
+    ) in md
     assert "Between runs" not in md
+
+
+def test_report_names_the_straggler_by_its_own_work_not_by_its_step_time(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 63: every rank takes the same step (the others wait for rank 3 in the collectives);
+    rank 3's own work is twice theirs: the report names it, across the two nodes' recordings."""
+    step_ms = {0: 100.0, 1: 100.5, 2: 100.2, 3: 100.0}  # by step time rank 1 is "slowest": chance
+    a, b = tmp_path / "node0.csv", tmp_path / "node1.csv"
+    own = {0: 50.0, 1: 51.0, 2: 50.0, 3: 99.0}
+    _node_recording(a, 0, (0, 1), 1_764_000_000.0, step_ms, own_ms=own)
+    _node_recording(b, 1, (2, 3), 1_764_000_001.0, step_ms, own_ms=own)
+    (w,) = join([load_run(a), load_run(b)])
+    assert w.verdict is not None and w.verdict.rank == 3 and w.slowest is not None and w.slowest.rank == 1
+    assert [r.own_ms for r in w.ranks] == pytest.approx([50.0, 51.0, 50.0, 99.0], rel=0.01)
+    assert w.ranks[3].comm_ms == pytest.approx(1.0, abs=0.5) and w.ranks[0].comm_ms == pytest.approx(50, rel=0.02)
+    out = tmp_path / "report"
+    assert main(["report", str(a), str(b), "--out", str(out), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    (got,) = doc["worlds"]
+    assert got["straggler_rank"] == 3 and got["slowest_rank"] == 1  # kept for the readers of 0.x
+    assert got["straggler"].startswith("straggler: rank 3 — its own work 99") and "(2.0×)" in got["straggler"]
+    assert [r["own_ms"] for r in got["ranks"]] == pytest.approx([50.0, 51.0, 50.0, 99.0], rel=0.01)
+    md = (out / "report.md").read_text()
+    assert "| own work ms | collectives ms |" in md and "| 3 | 1 | host1 | 10 | 80.0 | 100 | 99 | 1 |" in md
+    assert "; straggler: rank 3 — its own work 99" in md and "; rank 3 runs on node 1, host host1." in md
+    assert "slowest" not in md
+
+    even = {0: 50.0, 1: 50.0, 2: 50.0, 3: 50.0}  # the same work on every rank
+    _node_recording(a, 0, (0, 1), 1_764_000_000.0, step_ms, own_ms=even)
+    _node_recording(b, 1, (2, 3), 1_764_000_001.0, step_ms, own_ms=even)
+    (w,) = join([load_run(a), load_run(b)])
+    assert w.verdict is not None and w.verdict.rank is None and w.straggler is None
+    assert w.sentence().endswith("; no straggler (ranks' own work within 3%)")
+    assert main(["report", str(a), str(b), "--json", "-q"]) == 0
+    (got,) = json.loads(capsys.readouterr().out)["worlds"]
+    assert (got["straggler_rank"], got["straggler"]) == (None, "no straggler (ranks' own work within 3%)")
 
 
 def test_each_rank_gets_the_figures_of_its_own_gpu_on_its_own_node(tmp_path: Path) -> None:

@@ -233,6 +233,8 @@ class RankSample:
     samples_per_s: float | None = None  # the rank's own samples a second
     input_wait_pct: float | None = None  # share of its training time spent waiting for input
     allreduce_exposed_ms: float | None = None  # its latest profiler window's exposed all-reduce a step
+    own_ms: float | None = None  # its step less the time a collective of its was outstanding (median)
+    comm_ms: float | None = None  # ... and that time (median, ms a step)
 
 
 class EventKind(str, Enum):

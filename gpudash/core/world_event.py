@@ -1,4 +1,4 @@
-"""The words of a torchrun job's "world" event (``gpudash.job.world`` says it; ``gpudash report``
+"""The words of a torchrun job's "world" event (``gpudash.ranks.world`` says it; ``gpudash report``
 and ``replay`` read it back to join the nodes' recordings): where its clock's zero falls in Unix
 time, which host it names, and each rank's GPU by NVML index. Ground floor: read by records and
 commands alike."""

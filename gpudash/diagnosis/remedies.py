@@ -5,10 +5,11 @@ The step's parts come from the window (``Evidence``), each without the profiler'
 untraced step's wall time and its wait for the next batch; the GPU's busy time a step (kernels
 run at their speed under the profiler); the host's own time a step, its step marker less the
 calls in which it waited for the GPU (a sync), scaled by the untraced step over the traced one
-(the profiler slows the host); the all-reduce's exposed time. A step is modelled as its input
-wait plus the longer of the host's and the GPU's work, a sync adding the GPU's time to the
-host's. Each remedy's figure is the step over the step with its part gone — an upper bound of
-what the fix gives, never a promise — and its "then" is the best remedy after it. Torch-free.
+(the profiler slows the host); the collectives' exposed time (the traced steps' share of the step,
+so never more than it). A step is modelled as its input wait plus the longer of the host's and
+the GPU's work, a sync adding the GPU's time to the host's. Each remedy's figure is the step over
+the step with its part gone — an upper bound of what the fix gives, never a promise — and its
+"then" is the best remedy after it. Torch-free.
 """
 
 from __future__ import annotations
@@ -19,7 +20,16 @@ import math
 from dataclasses import dataclass
 
 from gpudash.core.protocol import JOB_PREFIX, Event
-from gpudash.diagnosis.rules import SCRIPT_ADVICE, Bound, Diagnosis, Evidence, diagnose, gpu_advice, input_advice
+from gpudash.diagnosis.rules import (
+    SCRIPT_ADVICE,
+    Bound,
+    Diagnosis,
+    Evidence,
+    comm_advice,
+    diagnose,
+    gpu_advice,
+    input_advice,
+)
 
 SHOWN_FROM = 1.05  # a remedy worth less than this is not named
 INPUT, SYNCS, HOST, GPU, COMM = "input", "syncs", "host", "gpu", "all-reduce"
@@ -47,7 +57,7 @@ class Parts:
     input: float
     host: float | None  # the host's own work a step, its waits for the GPU left out
     gpu: float | None  # the GPU's busy time a step
-    comm: float | None  # the all-reduce's exposed time a step
+    comm: float | None  # the collectives' exposed time a step (the traced steps' share of this step)
     syncs: bool  # the host waits for the GPU inside the step
 
     @classmethod
@@ -135,8 +145,9 @@ def _advice(limit: str, e: Evidence, bound: Bound, script: bool) -> str:
         return input_advice(e)
     if limit == GPU:
         return gpu_advice(e)
-    key = {SYNCS: Bound.SYNC, HOST: Bound.HOST, COMM: Bound.COMM}[limit]
-    return SCRIPT_ADVICE[key]
+    if limit == COMM:
+        return comm_advice(e)
+    return SCRIPT_ADVICE[Bound.SYNC if limit == SYNCS else Bound.HOST]
 
 
 def answer(e: Evidence, diagnosis: Diagnosis, script: bool) -> tuple[dict[str, object], list[str]]:

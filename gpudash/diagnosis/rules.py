@@ -30,9 +30,10 @@ from its FLOP count. The rules, in order:
    ``MEMORY_BW``, *compute* otherwise (a bf16 step whose tensor cores idle, below ``TENSOR_IDLE``,
    says so). Busy with the SMs below ``SM_BUSY`` is **busy, SMs idle**: kernels too small to fill
    the GPU. Without GPM the rule is kernel time alone, and the verdict says so;
-4. **communication-bound** (data-parallel runs): at least ``COMM_SHARE`` of the step the
-   collectives' kernels (NCCL's gradient all-reduce) run with no other kernel beside them — checked
-   before GPU-bound, whose busy time counts those kernels too;
+4. **communication-bound** (data-parallel runs): the collectives' kernels (NCCL's) run with no
+   computation kernel beside them (the traced steps' share, of the untraced step) at least
+   ``COMM_SHARE`` of the step, and that is its largest part (``step_parts``) — checked before
+   GPU-bound, whose busy time counts those kernels too;
 5. **host/launch-bound**: none of those: the GPU idles between kernels and its queue is empty, the
    host enqueues a step slower than the GPU runs it (on an H100: a kernel starts ~12 µs after its
    launch here, against ~50 ms in a GPU-bound step's queue).
@@ -46,12 +47,14 @@ from __future__ import annotations
 import dataclasses
 import enum
 import json
+import math
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gpudash.core.protocol import JOB_PREFIX, Event, GpuSample
 from gpudash.core.sync_sites import SyncTable
+from gpudash.core.textfmt import plain
 
 INPUT_SHARE = 0.30  # of a step spent waiting for the next batch: input-bound at or above
 GPU_BUSY = 90.0  # % of the steps' span the GPU ran anything: GPU-bound at or above
@@ -94,7 +97,8 @@ class Evidence:
     tensor_active_pct: float | None = None
     dram_active_pct: float | None = None
     dtype: str | None = None  # the step's dtype from its FLOP count (gpudash.engine.flops), when one
-    comm_exposed_ms: float | None = None  # profiler window: collectives' time a step with no other kernel running
+    comm_exposed_ms: float | None = None  # profiler window: collectives' exposed share, in ms of this (untraced) step
+    comm_exposed_kinds: str | None = None  # ... of it, each kind's ("all-reduce=12.000,reduce-scatter=2.100")
     host_wait_ms: float | None = None  # profiler window: of the host's step, the time in calls that wait for the GPU
     traced_step_ms: float | None = None  # profiler window: a step's wall time under the profiler
     job_settings: str | None = None  # a user's job: what it already does ("num_workers=0,pin_memory=True,…")
@@ -131,7 +135,7 @@ class Evidence:
         return cls(**kw)  # type: ignore[arg-type]  # the fields' own types, read back
 
 
-_TEXT = ("throttled", "dtype", "job_settings")  # Evidence's text fields
+_TEXT = ("throttled", "dtype", "job_settings", "comm_exposed_kinds")  # Evidence's text fields
 DATASET_SHARE = 0.5  # a Dataset's share of the input wait from which workers are the fix ...
 # ... when it is longer than this too: a worker hands each batch over (a queue, shared memory), which
 # cost about 1.6 ms a batch more than making it in the loop did for an in-memory TensorDataset of 64
@@ -140,6 +144,7 @@ HANDOVER_MS = 1.0
 RECENT_GPU_TICKS = 600  # NVML ticks a reader keeps for tick_before_window (5 minutes at 0.5 s)
 WINDOW_START = "diag_window_start_s"  # a diagnosis event's detail: when its window began (the run's seconds)
 TENSORS_IDLE = "tensors-idle"  # a bf16 step whose tensor cores idle: compute-bound, advice of its own
+FSDP = "fsdp"  # a communication-bound job's FSDP2 model: advice of its own
 # What to try, in the words of a script rather than of gpudash's knobs and flags (which a job has not)
 SCRIPT_ADVICE: dict[str, str] = {
     Bound.INPUT: "make the input pipeline faster: more DataLoader workers (num_workers), pin_memory=True, "
@@ -157,6 +162,9 @@ SCRIPT_ADVICE: dict[str, str] = {
     Bound.SMALL_KERNELS: "give each kernel more work: a larger batch, CUDA graphs, or torch.compile (fuses small "
     "kernels)",
     TENSORS_IDLE: "get the matmuls onto the tensor cores: bf16 inputs (autocast covers them), sizes in multiples of 8",
+    FSDP: "overlap the all-gathers and reduce-scatters with computation: FSDP2's explicit prefetching "
+    "(set_modules_to_forward_prefetch, set_modules_to_backward_prefetch), reshard_after_forward=False for the "
+    "last blocks (no all-gather again in the backward), a larger batch per rank",
 }
 
 
@@ -218,14 +226,8 @@ def diagnose(e: Evidence) -> Diagnosis:
             f"({100 * e.input_share:.0f}% of it waiting for input)",
             "run it on a GPU (--device cuda); on the CPU, a smaller model or batch",
         )
-    if e.comm_exposed_ms is not None and e.step_ms > 0 and e.comm_exposed_ms / e.step_ms >= COMM_SHARE:
-        return Diagnosis(
-            Bound.COMM,
-            f"the gradient all-reduce runs with nothing else on the GPU {e.comm_exposed_ms:.3g} ms of each "
-            f"{e.step_ms:.3g} ms step ({100 * e.comm_exposed_ms / e.step_ms:.0f}%)",
-            "hide it behind the backward pass: 100 MB buckets and gradient_as_bucket_view (gpudash's DDP "
-            "defaults), a larger batch per rank, or fewer all-reduces (ddp_no_sync=K)",
-        )
+    if (comm := _communication(e)) is not None:
+        return comm
     queued = e.launch_delay_us is not None and e.launch_delay_us >= QUEUED_US
     if busy >= GPU_BUSY or (queued and busy >= GPU_BUSY_QUEUED):
         return _gpu_busy(e, busy, queued)
@@ -243,6 +245,8 @@ def for_the_job(d: Diagnosis, e: Evidence) -> Diagnosis:
         return dataclasses.replace(d, advice=input_advice(e))
     if d.bound == Bound.GPU_COMPUTE and not d.case:
         return dataclasses.replace(d, advice=gpu_advice(e))
+    if d.bound == Bound.COMM:
+        return dataclasses.replace(d, advice=comm_advice(e))
     return d
 
 
@@ -301,6 +305,78 @@ def gpu_advice(e: Evidence) -> str:
     if have.get("compiled") != "True":
         steps.append("torch.compile")
     return "faster arithmetic, where the job does not already: " + (", ".join(steps) or "a smaller model or batch")
+
+
+COMM_PART = "communication"  # step_parts' key of the exposed collectives
+
+
+def step_parts(e: Evidence) -> dict[str, float]:
+    """The parts rule 4 weighs, ms of the untraced step: the input wait, the host's own work (a share of
+    the traced step) where launched work does not queue, the GPU's computation, the exposed collectives."""
+    parts = {"input": e.input_ms}
+    traced = e.traced_step_ms or e.step_ms
+    queued = e.launch_delay_us is not None and e.launch_delay_us >= QUEUED_US
+    if e.host_ms_per_step is not None and traced > 0 and not queued:
+        parts["host"] = max(0.0, e.host_ms_per_step - (e.host_wait_ms or 0.0)) / traced * e.step_ms
+    comm = min(e.comm_exposed_ms or 0.0, e.step_ms)
+    if e.gpu_busy_pct is not None:
+        parts["gpu"] = max(0.0, e.gpu_busy_pct / 100.0 * e.step_ms - comm)  # its busy time less the collectives'
+    return {**parts, COMM_PART: comm} if e.comm_exposed_ms is not None else parts
+
+
+def _communication(e: Evidence) -> Diagnosis | None:
+    """Rule 4: the exposed collectives, at least ``COMM_SHARE`` of the step and its largest part; None: not."""
+    comm = e.comm_exposed_ms
+    if comm is None or e.step_ms <= 0 or comm < COMM_SHARE * e.step_ms or comm < max(step_parts(e).values()):
+        return None
+    comm = min(comm, e.step_ms)
+    kinds = ", ".join(f"{kind} {_ms(ms)}" for kind, ms in comm_kinds(e).items() if ms >= 0.01 * comm)
+    return Diagnosis(  # "… 41% of each step (14.1 of 34.3 ms: all-reduce 12.0, reduce-scatter 2.1)"
+        Bound.COMM,
+        f"collectives run with nothing else on the GPU {100 * comm / e.step_ms:.0f}% of each step "
+        f"({_ms(comm)} of {_ms(e.step_ms)} ms{': ' + kinds if kinds else ''})",
+        "hide them behind the backward pass: 100 MB buckets and gradient_as_bucket_view (gpudash's DDP "
+        "defaults), a larger batch per rank, or fewer all-reduces (ddp_no_sync=K)",
+    )
+
+
+def comm_kinds(e: Evidence) -> dict[str, float]:
+    """``Evidence.comm_exposed_kinds`` read back, largest first (names of a-z, - and /: a hostile file's)."""
+    each = {k: ms for k, v in job_settings(e.comm_exposed_kinds or "").items() if (ms := _number(v)) is not None}
+    valid = {k: ms for k, ms in each.items() if k.islower() and k.replace("-", "").replace("/", "").isalpha()}
+    return dict(sorted(valid.items(), key=lambda kv: kv[1], reverse=True))
+
+
+def comm_advice(e: Evidence) -> str:
+    """Ways to hide the collectives that the job's model does not already use (its DDP's settings,
+    or FSDP2's, in ``Evidence.job_settings``); neither said: the generic advice."""
+    have = job_settings(e.job_settings or "")
+    if have.get("fsdp") or not any(key.startswith("ddp_") for key in have):
+        return SCRIPT_ADVICE[FSDP if have.get("fsdp") else Bound.COMM]
+    fixes = []
+    bucket = _number(have.get("ddp_bucket_cap_mb", ""))
+    if bucket is None or bucket <= 25.0:  # DistributedDataParallel's default bucket_cap_mb
+        fixes.append("bucket_cap_mb=100" + (f" (now {bucket:g})" if bucket is not None else ""))
+    if have.get("ddp_gradient_as_bucket_view") != "True":
+        fixes.append("gradient_as_bucket_view=True")
+    if have.get("ddp_find_unused_parameters") == "True":
+        fixes.append("find_unused_parameters=False (it walks the autograd graph every step)")
+    more = "a larger batch per rank, or fewer all-reduces (accumulate gradients over K steps under no_sync())"
+    if not fixes:
+        return f"the job's DistributedDataParallel already has large buckets and gradient_as_bucket_view: {more}"
+    return f"hide the all-reduce behind the backward pass: DistributedDataParallel({', '.join(fixes)}), {more}"
+
+
+def _number(text: str) -> float | None:
+    try:
+        return value if math.isfinite(value := float(text)) else None
+    except ValueError:
+        return None
+
+
+def _ms(v: float) -> str:
+    """Milliseconds in plain notation: "12.0", "2.1", "0.34", "1,234.5"."""
+    return f"{v:,.1f}" if v >= 0.95 else plain(v, 2)
 
 
 def _gpu_busy(e: Evidence, busy: float, queued: bool) -> Diagnosis:

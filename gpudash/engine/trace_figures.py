@@ -4,8 +4,9 @@ What NVML's utilisation cannot say, read from the device activity of a ``torch.p
 how much of the steps' span the GPU ran anything (busy %), the gaps between (idle %), the host's
 time to enqueue a step against the GPU's time for it, each stream's busy share, how much of the
 busy time two or more streams ran at once (multi-stream overlap %), kernels per step, the launch
-delay (a launch call → its first kernel's start, median), the memcpy share and the five kernels
-that took the most time.
+delay (a launch call → its first kernel's start, median), the memcpy share, the five kernels
+that took the most time, and the collectives (NCCL's kernels) by kind: their time and their exposed
+time, in which a collective's kernel runs and no computation kernel does.
 
 Computed here from the trace events rather than with Holistic Trace Analysis: HTA is not among
 gpudash's dependencies (it brings pandas and plotly), reads trace *directories* of whole runs
@@ -35,6 +36,17 @@ DEVICE_CATEGORIES = (KERNEL, MEMCPY, MEMSET)
 LAUNCH_NAMES = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cudaGraphLaunch")
 # the runtime calls in which the host waits for the GPU (a sync: .item(), .cpu(), a blocking copy)
 WAIT_NAMES = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "cudaMemcpy")
+OTHER = "other"
+COLLECTIVE_KINDS = ("all-reduce", "all-gather", "reduce-scatter", "broadcast", "send/recv", OTHER)
+# words in an NCCL kernel's name (lower case, without "_"), in the order they are tried, and its kind
+_KIND_WORDS = (
+    ("allreduce", "all-reduce"),
+    ("allgather", "all-gather"),
+    ("reducescatter", "reduce-scatter"),
+    ("broadcast", "broadcast"),
+    ("send", "send/recv"),
+    ("recv", "send/recv"),
+)
 
 
 def union(intervals: Iterable[Interval]) -> list[Interval]:
@@ -88,8 +100,12 @@ class TraceFigures:
     stream_ms_per_step: dict[int, float] = field(default_factory=dict)
     top_kernels: tuple[tuple[str, float], ...] = ()  # (name, ms per step), largest first
     stage_ms_per_step: dict[str, float] = field(default_factory=dict)  # GPU time of each stage's kernels
-    comm_ms_per_step: float | None = None  # collectives' kernels (NCCL: a data-parallel all-reduce) per step
-    comm_exposed_ms_per_step: float | None = None  # ... of it, with no other kernel running (nothing hides it)
+    # The collectives (NCCL's kernels), in ms of a traced step (the span over ``steps``, never more):
+    comm_ms_per_step: float | None = None  # their time
+    comm_exposed_ms_per_step: float | None = None  # ... of it, with no computation kernel running (nothing hides it)
+    comm_exposed_share: float | None = None  # ... as a share of the span (0 to 1): of the job's step, too
+    comm_kind_ms_per_step: dict[str, float] = field(default_factory=dict)  # each kind's (COLLECTIVE_KINDS) time
+    comm_exposed_kind_ms_per_step: dict[str, float] = field(default_factory=dict)  # ... and exposed time
 
     @property
     def overlap_bound(self) -> float | None:
@@ -99,6 +115,18 @@ class TraceFigures:
     @property
     def has_gpu(self) -> bool:
         return self.gpu_busy_pct is not None
+
+    def comm_exposed_ms_of(self, step_ms: float) -> float | None:
+        """The exposed collectives in ms of a step of ``step_ms`` (the job's, untraced): the traced
+        steps' share of it, so never more than the step; None without collectives."""
+        return None if self.comm_exposed_share is None else min(1.0, self.comm_exposed_share) * step_ms
+
+    def comm_exposed_kinds_of(self, step_ms: float) -> dict[str, float]:
+        """Each collective kind's exposed ms of a step of ``step_ms``, as ``comm_exposed_ms_of``."""
+        traced = traced_step_ms(self)
+        if not traced:
+            return {}
+        return {kind: min(ms / traced, 1.0) * step_ms for kind, ms in self.comm_exposed_kind_ms_per_step.items()}
 
     def summary(self) -> str:
         """One line for the user."""
@@ -140,6 +168,17 @@ class TraceFigures:
             out[f"stage_{name}_ms_per_step"] = f"{ms:.4g}"
         if self.overlap_bound is not None:
             out["overlap_bound_steps_per_s"] = f"{self.overlap_bound:.4g}"
+        return {**out, **self.comm_details()}
+
+    def comm_details(self) -> dict[str, str]:
+        """The collectives' details: their exposed % of the span, each kind's ms (and exposed ms) a traced step."""
+        out = {} if self.comm_exposed_share is None else {"comm_exposed_pct": f"{100 * self.comm_exposed_share:.4g}"}
+        for kind, ms in self.comm_kind_ms_per_step.items():
+            exposed = self.comm_exposed_kind_ms_per_step.get(kind, 0.0)
+            out |= {
+                f"comm_{kind_key(kind)}_ms_per_step": f"{ms:.4g}",
+                f"comm_{kind_key(kind)}_exposed_ms_per_step": f"{exposed:.4g}",
+            }
         return out
 
 
@@ -171,7 +210,6 @@ def figures(events: Sequence[dict[str, Any]], steps: int, wall_ms: float) -> Tra
     for e in kernels:
         totals[str(e.get("name", "?"))] = totals.get(str(e.get("name", "?")), 0.0) + float(e["dur"])
     top = sorted(totals.items(), key=lambda kv: kv[1], reverse=True)[:5]
-    comm, exposed = _communication(kernels, span)
     return TraceFigures(
         steps=steps,
         wall_ms=wall_ms,
@@ -186,11 +224,10 @@ def figures(events: Sequence[dict[str, Any]], steps: int, wall_ms: float) -> Tra
         kernels_per_step=len(kernels) / max(steps, 1),
         launch_delay_us=_launch_delay(events, kernels),
         stream_busy_pct={sid: _pct(length(clip(iv, span)), span_us) for sid, iv in sorted(merged.items())},
-        comm_ms_per_step=None if comm is None else comm * per_step,
-        comm_exposed_ms_per_step=None if exposed is None else exposed * per_step,
         stream_ms_per_step={sid: length(iv) * per_step for sid, iv in sorted(merged.items())},
         top_kernels=tuple((name, us * per_step) for name, us in top),
         stage_ms_per_step={name: length(union(iv)) * per_step for name, iv in _stage_kernels(events, kernels).items()},
+        **_comm_fields(_communication(kernels, span), span_us, per_step),
     )
 
 
@@ -203,19 +240,27 @@ def traced_step_ms(fig: TraceFigures) -> float | None:
 
 def with_trace(evidence: Evidence, fig: TraceFigures | None) -> Evidence:
     """The evidence with the profiler window's figures (busy and idle from its own steps); None:
-    no window, the evidence as it is."""
+    no window, the evidence as it is. The exposed collectives become ms of the job's (untraced)
+    step: the traced steps' share of it, never more than the step."""
     if fig is None:
         return evidence
+    kinds = fig.comm_exposed_kinds_of(evidence.step_ms)
     return replace(
         evidence,
         gpu_busy_pct=fig.gpu_busy_pct,
         gpu_ms_per_step=fig.gpu_ms_per_step,
         host_ms_per_step=fig.host_ms_per_step,
         launch_delay_us=fig.launch_delay_us,
-        comm_exposed_ms=fig.comm_exposed_ms_per_step,
+        comm_exposed_ms=fig.comm_exposed_ms_of(evidence.step_ms),
+        comm_exposed_kinds=kinds_text(kinds) if kinds else None,
         host_wait_ms=fig.host_wait_ms_per_step,
         traced_step_ms=traced_step_ms(fig),
     )
+
+
+def kinds_text(kinds: dict[str, float]) -> str:
+    """Each collective kind's exposed ms as ``Evidence.comm_exposed_kinds``: "all-reduce=12.000,…"."""
+    return ",".join(f"{kind}={ms:.3f}" for kind, ms in sorted(kinds.items(), key=lambda kv: kv[1], reverse=True))
 
 
 def step_markers(events: Iterable[dict[str, Any]]) -> list[Interval]:
@@ -315,29 +360,78 @@ def is_collective(name: str) -> bool:
     return "nccl" in name.lower()
 
 
-def _communication(kernels: Sequence[dict[str, Any]], span: Interval) -> tuple[float | None, float | None]:
-    """(µs of collectives' kernels, µs of them while no other kernel runs) inside ``span``; (None,
-    None) without a collective (a run of one rank)."""
-    comm = union(_interval(k) for k in kernels if is_collective(str(k.get("name", ""))))
-    if not comm:
-        return None, None
-    comm = clip(comm, span)
-    compute = clip(union(_interval(k) for k in kernels if not is_collective(str(k.get("name", "")))), span)
-    return length(comm), length(comm) - length(_intersection(comm, compute))
+def collective_kind(name: str) -> str:
+    """The kind (``COLLECTIVE_KINDS``) of a collective's kernel, from its name:
+    ``ncclDevKernel_AllReduce_Sum_f32_RING_LL`` → "all-reduce", ``ncclKernel_AllGather_RING_LL_Sum_int8_t``
+    → "all-gather", ``ncclDevKernel_SendRecv`` → "send/recv", ``ncclDevKernel_Reduce_…`` → "other"."""
+    flat = name.lower().replace("_", "")
+    return next((kind for word, kind in _KIND_WORDS if word in flat), OTHER)
 
 
-def _intersection(a: Sequence[Interval], b: Sequence[Interval]) -> list[Interval]:
-    """The overlap of two sorted lists of disjoint intervals."""
-    out, i, j = [], 0, 0
-    while i < len(a) and j < len(b):
-        lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
-        if lo < hi:
-            out.append((lo, hi))
-        if a[i][1] < b[j][1]:
-            i += 1
+def kind_key(kind: str) -> str:
+    """A kind as a detail's key: "all-reduce" → "all_reduce", "send/recv" → "send_recv"."""
+    return kind.replace("-", "_").replace("/", "_")
+
+
+@dataclass(frozen=True)
+class Collectives:
+    """The collectives' kernels inside the steps' span, µs: their union, its exposed part (no
+    computation kernel running), and each kind's of both."""
+
+    total_us: float
+    exposed_us: float
+    kind_us: dict[str, float]
+    exposed_kind_us: dict[str, float]
+
+
+def _communication(kernels: Sequence[dict[str, Any]], span: Interval) -> Collectives | None:
+    """The collectives inside ``span``; None without one (a run of one rank)."""
+    by_kind: dict[str, list[Interval]] = {}
+    compute: list[Interval] = []
+    for k in kernels:
+        name = str(k.get("name", ""))
+        if is_collective(name):
+            by_kind.setdefault(collective_kind(name), []).append(_interval(k))
         else:
-            j += 1
+            compute.append(_interval(k))
+    if not by_kind:
+        return None
+    merged = {kind: clip(union(by_kind[kind]), span) for kind in COLLECTIVE_KINDS if kind in by_kind}
+    alone = exposed_by_kind(merged, clip(union(compute), span))
+    every = union(iv for ivs in merged.values() for iv in ivs)
+    return Collectives(length(every), sum(alone.values()), {k: length(iv) for k, iv in merged.items()}, alone)
+
+
+def exposed_by_kind(kinds: dict[str, list[Interval]], compute: Sequence[Interval]) -> dict[str, float]:
+    """Each kind's time (its intervals merged) with no ``compute`` interval running; a moment that
+    kinds share, on several streams, is split evenly between them (so the kinds sum to the union's)."""
+    edges = [(t, kind, d) for kind, ivs in kinds.items() for a, b in ivs for t, d in ((a, 1), (b, -1))]
+    edges += [(t, "", d) for a, b in compute for t, d in ((a, 1), (b, -1))]
+    edges.sort(key=lambda edge: edge[0])
+    active: dict[str, int] = {}
+    out = dict.fromkeys(kinds, 0.0)
+    last = edges[0][0] if edges else 0.0
+    for t, kind, d in edges:
+        running = [k for k, n in active.items() if n > 0 and k]
+        if running and active.get("", 0) <= 0:
+            for k in running:
+                out[k] += (t - last) / len(running)
+        active[kind] = active.get(kind, 0) + d
+        last = t
     return out
+
+
+def _comm_fields(comm: Collectives | None, span_us: float, per_step: float) -> dict[str, Any]:
+    """TraceFigures' collectives fields (ms of a traced step, the exposed share of the span)."""
+    if comm is None:
+        return {}
+    return {
+        "comm_ms_per_step": comm.total_us * per_step,
+        "comm_exposed_ms_per_step": comm.exposed_us * per_step,
+        "comm_exposed_share": min(1.0, comm.exposed_us / span_us) if span_us > 0 else 0.0,
+        "comm_kind_ms_per_step": {k: us * per_step for k, us in comm.kind_us.items()},
+        "comm_exposed_kind_ms_per_step": {k: us * per_step for k, us in comm.exposed_kind_us.items()},
+    }
 
 
 def _launch_delay(events: Sequence[dict[str, Any]], kernels: Sequence[dict[str, Any]]) -> float | None:

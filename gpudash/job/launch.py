@@ -92,6 +92,7 @@ def job_env(
     env["GPUDASH_JOB_CHANNEL"] = channel
     env["GPUDASH_JOB_SRC"] = str(SOURCE_DIR)
     env["GPUDASH_JOB_SITES"] = "1" if sites else "0"
+    env.setdefault("TORCH_NCCL_ENABLE_TIMING", "1")  # each NCCL collective's time, by its own CUDA events
     if unbuffered:
         env.setdefault("PYTHONUNBUFFERED", "1")  # the pane's lines as they come, not at exit
     env.update(settings_env(job_set, env))

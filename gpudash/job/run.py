@@ -21,8 +21,9 @@ from gpudash.job.stops import JobControlSignals
 from gpudash.recording.headless import HeadlessRecording, _Interrupted, new_recording
 
 DIAGNOSE_CAP_S = 300.0  # after the warm-up, the most a job's diagnosis may take
-STOP_NOTE = (  # before the job's own KeyboardInterrupt traceback, so that it reads as what it is
-    "the diagnosis is done: stopping the job (SIGINT, then SIGTERM; --keep-running leaves it running)"
+STOP_NOTE = (  # before the job's own last lines (its finally blocks'), so that they read as what they are
+    "the diagnosis is done: ending the job after a step (every rank after the same one; signals where it "
+    "does not step on; --keep-running leaves it running)"
 )
 
 
@@ -81,6 +82,7 @@ def record_job(
     if keep_running:
         session.stop = lambda timeout=10.0: session.leave_running()  # type: ignore[method-assign]
     with _Interrupted() as interrupted, JobControlSignals(session.stops):
+        session.interrupted_by_user = lambda: interrupted.signal is not None  # then SIGINT, not a quiet end
         recording.run(interrupted)
     code = exit_code(session, recording)
     if recording.recorder is not None and recording.recorder.metadata.get("exit_code") != code:

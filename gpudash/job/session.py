@@ -1,13 +1,9 @@
-"""The user's own job as a run: ``JobSession`` is the ``EngineSource`` of ``gpudash -- CMD``.
-
-It starts the job (``gpudash.job.launch``) with a channel (``gpudash.job.channel``), turns what
-the job's hooks send into the messages every run has — ``Sample`` and ``RankSample`` windows
-(``gpudash.job.steps``), ``SyncSites``, the "started", "measured" (a trace, a diagnosis, the model
-FLOPs: ``gpudash.job.mfu``) and ending events — and adds NVML's figures, as ``EngineSession``
-does for the families. A job is the user's: its settings are its own arguments, so the controls
-that change a family (variant, batch size, knobs, workload) are answered with an error event; a
-profiler window, a diagnosis and stopping it are not. Torch-free.
-"""
+"""The user's own job as a run: ``JobSession`` is the ``EngineSource`` of ``gpudash -- CMD``. It
+starts the job (``gpudash.job.launch``) with a channel, turns what its hooks send into the messages
+every run has (``Sample`` and ``RankSample`` windows, ``SyncSites``, "started", "measured" and ending
+events) and adds NVML's figures. A job's settings are its own arguments: a control that changes a
+family is answered with an error event; a profiler window, a diagnosis and stopping it are not.
+Torch-free."""
 
 from __future__ import annotations
 
@@ -17,6 +13,7 @@ import json
 import os
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from gpudash.core.protocol import (
@@ -43,6 +40,7 @@ from gpudash.host.nvml import NvmlSampler
 from gpudash.job import command as job_command
 from gpudash.job.channel import HostChannel
 from gpudash.job.diagnosis import JobDiagnosis, VerdictContext, ran_evidence, verdict_event
+from gpudash.job.ending import agreed_step, plan, quiet_note, wait_for_exit
 from gpudash.job.intake import StepIntake
 from gpudash.job.launch import STOP_GRACE_S, JobProcess, job_env
 from gpudash.job.mfu import job_count, missing
@@ -52,7 +50,8 @@ from gpudash.job.started import started_details
 from gpudash.job.steps import JobSamples, StepRecord
 from gpudash.job.stops import JobStops
 from gpudash.job.traces import JobTraces, TraceRead
-from gpudash.job.world import JobWorld
+from gpudash.ranks.table import RankTable
+from gpudash.ranks.world import JobWorld
 
 HOOKS_OFF = "the job's hooks are off: "  # the note of hooks that turned themselves off (and why)
 NO_HELLO_S = 15.0  # no word from the job this long after its start: say why that may be
@@ -91,15 +90,13 @@ class JobSession:
         self.samples = JobSamples(self.workload, self.variant, config.sample_interval_s, self.t0)
         self.started_details: dict[str, str] = {}
         self.output: collections.deque[str] = collections.deque(maxlen=OUTPUT_LINES)
-        self.output_version = 0  # grows with each line the job writes (captured runs)
-        self.partial = ""  # the line the job is writing (a progress bar's, say)
-        self.left = False  # gpudash went and left the job running
+        # each line the job writes (captured runs) grows the version; the line it is writing; gpudash went, it runs
+        self.output_version, self.partial, self.left = 0, "", False
         self.exit_code: int | None = None  # the job's, once it has ended
         self.no_hello_s, self.no_step_s = NO_HELLO_S, NO_STEP_S  # when a quiet job gets its note
         self.diagnosis: JobDiagnosis | None = None
         self._window_start: float | None = None  # when the diagnosis' timed window began (the run's seconds)
-        self._hello: dict[int, dict[str, Any]] = {}  # pid -> the process's hello
-        self._first: dict[int, dict[str, Any]] = {}  # rank -> its first step's message
+        self.rank_table = RankTable()  # each process's hello, each rank's first step, the lead
         self._first_step_at: float | None = None
         self._started = False
         self._told: set[str] = set()
@@ -117,6 +114,7 @@ class JobSession:
         self.watch.stall_min_s = config.stall_after_s
         self.stops = JobStops(self.process, self.watch, lambda text: self._error("job", text))  # Ctrl-Z, SIGTTOU
         self._last_poll = self.t0
+        self.interrupted_by_user: Callable[[], bool] = lambda: False  # a Ctrl-C's stop stays a signal, the user's
         self.world = JobWorld(self.t0, self.sampler.index_of)  # where the ranks run, their GPUs, windows, straggler
 
     # -- EngineSource ------------------------------------------------------------------------------
@@ -161,9 +159,12 @@ class JobSession:
         if isinstance(control, Stop):
             self.stop()
         elif isinstance(control, TraceWindow):
-            self._ask_trace("trace", control.steps)
+            if not (spaced := self.traces.spaced(time.monotonic())):
+                self._ask_trace("trace", control.steps)
+            else:
+                self._tell("spaced", spaced)
         elif isinstance(control, Diagnose):
-            self.diagnosis = JobDiagnosis(control.steps, time.monotonic(), self._on_cuda())
+            self.diagnosis = JobDiagnosis(control.steps, time.monotonic(), self.rank_table.on_cuda)
         else:
             self._error("control", f"not for a job ({type(control).__name__}): its settings are its own arguments")
 
@@ -190,15 +191,14 @@ class JobSession:
             self._start_run()
         self._check_quiet(now)
         if self._started and not self._ended:
-            self.watch.check_stall(now, self._stack_targets)
+            self.watch.check_stall(now, self.rank_table.targets)
         limit = self.config.max_steps
         if limit is not None and self.samples.steps >= limit and not self._ended:
             self.stop()  # --steps: the job has made that many
         if not self._ended:
             code = self.process.poll()
             if code is not None:
-                for message in self.channel.receive():  # its last words
-                    self._on_message(message, now)
+                self._drain()  # its last words
                 self._end(code)
         msgs, self._pending = self._pending, []
         msgs.extend(self.sampler.drain())
@@ -211,12 +211,33 @@ class JobSession:
     def stop(self, timeout: float = 10.0) -> None:
         """End the job (SIGINT, SIGTERM, SIGKILL), NVML and the channel. Idempotent."""
         if not self._ended:
-            code = self.process.stop(grace_s=STOP_GRACE_S if timeout > 0 else 0.0)
-            for message in self.channel.receive():
-                self._on_message(message, time.monotonic())
+            code = self._quiet_end() if timeout > 0 and not self.interrupted_by_user() else None
+            if code is None:
+                code = self.process.stop(grace_s=STOP_GRACE_S if timeout > 0 else 0.0)
+            self._drain()
             self._end(code if code is not None else 0)
         self.sampler.stop()
         self._nvml_started = False
+
+    def _quiet_end(self) -> int | None:
+        """Every rank asked to end after the same step (``gpudash.job.ending``); the job's exit
+        status once it has, None where it cannot be asked or did not end in time."""
+        sockets, last_t = [ctl for _, _, ctl in self.rank_table.targets()], self.samples.last_step_t
+        since = None if last_t is None or self.hooks_off is not None else time.monotonic() - last_t
+        latest = [windows.steps for windows in self.samples.ranks.values()]
+        planned = plan(sockets, latest, self.samples.rate, self.rank_table.world_size(), since)
+        if planned is None or not self._end_after(planned[0], sockets):
+            return None
+        code = wait_for_exit(self.process.poll, self._drain, planned[1])
+        self.process.stopped_by_gpudash = self.process.stopped_by_gpudash or code is not None
+        return code
+
+    def _end_after(self, step: int, sockets: list[str]) -> bool:  # False: a process could not be asked
+        return all([self.channel.request(ctl, {"k": "end", "after": step}) for ctl in sockets]) and all(sockets)
+
+    def _drain(self) -> None:  # what the job has said, now
+        for message in self.channel.receive():
+            self._on_message(message, time.monotonic())
 
     def leave_running(self) -> None:
         """gpudash goes, the job stays (``diagnose --keep-running``, the dashboard's "leave it running")."""
@@ -232,19 +253,20 @@ class JobSession:
         if kind == "proc":  # a process of the job, as it starts: its group ended with the job's
             self.process.add_group(_int(m.get("pgid"), 0))
         elif kind == "hello":
-            self._hello[_int(m.get("pid"), 0)] = m
+            self.rank_table.hello(m)
             self.process.add_group(_int(m.get("pgid"), 0))
             self.world.hello(m)
         elif kind == "first":
-            self._first[rank] = self.world.first(m)
+            self.rank_table.first(rank, self.world.first(m))
             self.intake.first(m, rank, _int(m.get("pid"), 0), now)
-            self._hello.setdefault(_int(m.get("pid"), 0), m)
+            if self.config.max_steps is not None:  # --steps: every rank ends after that step, by itself
+                self._end_after(self.config.max_steps, [self.rank_table.socket(rank)])
             self.samples.world_size = max(self.samples.world_size, _int(m.get("world"), 1))
             if self._first_step_at is None:
                 self._first_step_at = now
         elif kind == "steps":
             self._on_steps(rank, _int(m.get("pid"), -1), m.get("s") or [], now)
-        elif kind == "sites" and rank == self._lead():
+        elif kind == "sites" and rank == self.rank_table.lead:
             self._on_sites(m)
         elif kind == "trace":
             self.traces.received(m)
@@ -260,10 +282,10 @@ class JobSession:
             if kind == "phase":  # its times on gpudash's clock
                 offset = self.intake.offset(rank)
                 m = {**m, **{k: m[k] + offset for k in ("t0", "t1") if isinstance(m.get(k), (int, float))}}
-            self.watch.on_message(kind, m, rank == self._lead())
+            self.watch.on_message(kind, m, rank == self.rank_table.lead)
 
     def _on_steps(self, rank: int, pid: int, raw: list[Any], now: float) -> None:
-        lead = rank == self._lead()
+        lead = rank == self.rank_table.lead
         limit = self.config.max_steps
         for record in self.intake.records(rank, pid, raw, now):
             if limit is not None and record.step > limit:
@@ -288,22 +310,13 @@ class JobSession:
 
     def _on_sites(self, m: dict[str, Any]) -> None:
         try:
-            table = SyncTable.from_dict(m.get("table") or {})
+            self._sites = table = SyncTable.from_dict(m.get("table") or {})
         except (TypeError, ValueError, KeyError):
             return
-        self._sites = table
         if self._started:
-            self._pending.append(
-                SyncSites(
-                    time_s=time.monotonic() - self.t0,
-                    workload=self.workload,
-                    variant=self.variant,
-                    batch_size=self._batch_size(),
-                    knobs="none",
-                    table=table,
-                    not_counted=str(m.get("not_counted") or ""),
-                )
-            )
+            when, counted = time.monotonic() - self.t0, str(m.get("not_counted") or "")
+            run = (self.workload, self.variant, self._batch_size(), "none")
+            self._pending.append(SyncSites(when, *run, table=table, not_counted=counted))
 
     def _traced(self, read: TraceRead) -> None:
         """A profiler window's trace, read in the background: its figures, or why there are none."""
@@ -314,14 +327,17 @@ class JobSession:
         if read.note:  # a note of the trace's size, never the diagnosis' answer
             self._error("trace", f"profiler window {read.note}")
         self.world.traced(read.rank, read.figures.comm_exposed_ms_per_step)
-        if read.rank != self._lead():
+        if read.rank != self.rank_table.lead:
             return  # another rank's window: its exposed all-reduce, on its rank rows
         if what == DIAGNOSIS:
             self._diagnosed(read.figures)
             return
         fig, path = read.figures, read.path
         details = {**self._config_details(), **fig.details(), "trace_path": path}
-        self._event(EventKind.MEASURED, what="trace", message=f"{fig.summary()} → {path}", details=details)
+        cost = read.cost(self.samples.median_step_s)
+        self.traces.cost_s, self.traces.ended_at = read.cost_s(self.samples.median_step_s) or 0.0, time.monotonic()
+        message = f"{fig.summary()}" + (f"; {cost}" if cost else "") + f" → {path}"
+        self._event(EventKind.MEASURED, what="trace", message=message, details=details)
 
     # -- a diagnosis -------------------------------------------------------------------------------
     def _diagnosis_step(self, d: JobDiagnosis, record: StepRecord, now: float) -> None:
@@ -345,7 +361,7 @@ class JobSession:
         if isinstance(evidence, str):
             return evidence
         note = f"over the {evidence.steps} steps it ran after its warm-up: the job ended before the diagnosis window"
-        return self._verdict(evidence, None, note=note + ("; no profiler window" if self._on_cuda() else ""))
+        return self._verdict(evidence, None, note=note + ("; no profiler window" if self.rank_table.on_cuda else ""))
 
     def _verdict(self, timed: Evidence, fig: Any, note: str = "") -> Event:
         """The diagnosis event of the untraced window's evidence and the profiler window's figures
@@ -353,35 +369,38 @@ class JobSession:
         count = self.samples.count
         known = VerdictContext(
             dtype=(count.details.get("dtype") or None) if count is not None else None,
-            settings=str(self._first.get(self._lead(), {}).get("settings") or "") or None,
-            sites=self._sites if self._on_cuda() else None,
+            settings=str(self.rank_table.lead_first.get("settings") or "") or None,
+            sites=self._sites if self.rank_table.on_cuda else None,
             window_start=self._window_start,
             heavy=self.phases.heavy(time.monotonic()),
         )
+        if (ranks := self.world.stragglers.run_verdict()) is not None:
+            note = "; ".join(filter(None, (note, ranks.words)))
         event = verdict_event(time.monotonic() - self.t0, timed, fig, known, self._config_details(), note)
         self._pending.append(event)
         return event
 
     def _ask_trace(self, purpose: str, steps: int) -> None:
         """A window of the same steps on every rank: the lead's is the run's; the others' feed their rank rows."""
-        targets = [ctl for _, _, ctl in self._stack_targets()]  # lead first
+        targets = [ctl for _, _, ctl in self.rank_table.targets()]  # lead first
         if not targets or not targets[0]:
             self._error(purpose, "no optimizer step seen yet: nothing to profile")
             return
         folder = self.config.trace_dir or os.path.join(self.channel.folder, "traces")
-        request, note = self.traces.ask(purpose, steps, folder, job_command.slug(self.workload), self._first)
+        request, note = self.traces.ask(purpose, steps, folder, job_command.slug(self.workload), self.rank_table.firsts)
         if note:
             self._error("trace", note)
-        if not all([self.channel.request(ctl, request) for ctl in targets if ctl]):
+        if (ranks := self.rank_table.world_size()) > 1:  # the same steps on every rank
+            request["at"] = agreed_step([w.steps for w in self.samples.ranks.values()], self.samples.rate, ranks)
+        if not all([self.channel.request(ctl, request) for ctl in targets if ctl]) and self.process.poll() is None:
             self._error(purpose, "the job's process did not take the request (its channel is closed)")
 
-    # -- the run's own events ------------------------------------------------------------------------
     def _start_run(self) -> None:
         self._started = True
-        lead = self._first.get(self._lead(), {})
-        rank = self.samples.ranks.get(self._lead())
+        lead = self.rank_table.lead_first
+        rank = self.samples.ranks.get(self.rank_table.lead)
         batch = rank.batch_size if rank is not None else 0
-        self.samples.world_size = max(self.samples.world_size, len(self._first))
+        self.samples.world_size = max(self.samples.world_size, self.rank_table.stepped)
         details = started_details(self._config_details(batch), lead, self.process.pid, self.command)
         self.started_details = details
         if details["gpu_uuid"]:
@@ -396,10 +415,8 @@ class JobSession:
     def _say_flops(self, final: bool = False) -> None:
         """Once started: the lead rank's count into every sample, and the "flops" event saying what was
         counted or why MFU is blank (``final``: the job has ended, and no count came: why)."""
-        if self._flops_said or not self._started:
-            return
-        m = self._flops.get(self._lead())
-        if m is None and not final:
+        m = self._flops.get(self.rank_table.lead)
+        if self._flops_said or not self._started or (m is None and not final):
             return
         count: ModelCount = missing(self.samples.steps) if m is None else job_count(m, self.config.peak_tflops)
         self._flops_said = True
@@ -408,7 +425,7 @@ class JobSession:
         self._event(EventKind.MEASURED, what=FLOPS, message=count.message, details=dict(count.details))
 
     def _config_details(self, batch: int | None = None) -> dict[str, str]:
-        lead = self._first.get(self._lead(), {})
+        lead = self.rank_table.lead_first
         return {
             "workload": self.workload,
             "variant": self.variant,
@@ -419,20 +436,14 @@ class JobSession:
         }
 
     def _batch_size(self) -> int:
-        rank = self.samples.ranks.get(self._lead())
+        rank = self.samples.ranks.get(self.rank_table.lead)
         return (rank.batch_size if rank is not None else 0) * self.samples.world_size
 
     def _check_quiet(self, now: float) -> None:
         """A note, once, when the job says nothing or never steps an optimizer."""
-        since = now - self.t0
-        if not self._hello and since >= self.no_hello_s and not self._ended:
-            self._tell(
-                "hello",
-                f"no word from the job after {self.no_hello_s:.0f} s: it has not imported torch yet, or its "
-                "Python skips sitecustomize (python -I, -E or -S)",
-            )
-        if self._hello and not self._first and since >= self.no_step_s and not self._ended:
-            self._tell("step", "no optimizer step seen yet: is the job training with torch.optim?")
+        table, limits = self.rank_table, (self.no_hello_s, self.no_step_s)
+        if not self._ended and (note := quiet_note(now - self.t0, bool(table.hellos), bool(table.firsts), *limits)):
+            self._tell(*note)
 
     def _end(self, code: int, why: str = "") -> None:
         self._ended = True
@@ -445,6 +456,8 @@ class JobSession:
             self._say_flops(final=True)
             self._pending.extend(self.samples.flush())
             self._pending.extend(self.world.closed(self.samples, time.monotonic() - self.t0))
+            if (ranks := self.world.verdict_event(time.monotonic() - self.t0)) is not None:
+                self._pending.append(ranks)
             self.watch.ended(time.monotonic())
         if self.diagnosis is not None:  # the window had not closed: what the job ran, where that is enough
             d, self.diagnosis = self.diagnosis, None
@@ -467,18 +480,6 @@ class JobSession:
         else:
             self.process.ended_by_itself()  # what it leaves running lives on, as bare
         self.channel.close()
-
-    def _stack_targets(self) -> list[tuple[int, str, str]]:
-        """Each rank's process: (pid, "rank N", its socket), lead first."""
-        pids = {rank: _int(first.get("pid"), 0) for rank, first in sorted(self._first.items())}
-        return [(pid, f"rank {rank}", str(self._hello.get(pid, {}).get("ctl") or "")) for rank, pid in pids.items()]
-
-    def _on_cuda(self) -> bool:
-        lead = self._first.get(self._lead(), {})
-        return str(lead.get("device", "")).startswith("cuda")
-
-    def _lead(self) -> int:
-        return min(self._first, default=0)
 
     def _tell(self, key: str, message: str) -> None:
         if key not in self._told:

@@ -15,14 +15,15 @@ nothing. A window with a step under a profiler window (a trace, a diagnosis) wei
 it is shown, not counted. Without a batch size (no ``DataLoader``) samples/s is unknown (None).
 
 A step record, as the job's hooks send it (``gpudash/job/boot/gpudash_job_hooks.py``):
-``[step, t, ms, samples, tokens, input_wait_s, syncs, profiled, train_s, dataset_s, collate_s]`` — ``t`` on the
+``[step, t, ms, samples, tokens, input_wait_s, syncs, profiled, train_s, dataset_s, collate_s, comm_ms]`` — ``t`` on the
 machine's monotonic clock, ``ms`` the step's time (CUDA events on a GPU; None where unknown),
 ``syncs`` None where not counted, ``profiled`` 1 for a step under a profiler window or the FLOP
 counter (counted, but kept out of the step-time percentiles and the statistics: they slow it),
 ``train_s`` the step's training seconds (None for the first step, whose start is the job's),
 ``dataset_s`` and ``collate_s`` the part of the input wait the job's own process spent in its
 Dataset (``__getitem__``, or an iterable's ``next``) and in collating the batch — 0 where workers
-made the batches (older hooks send neither).
+made the batches (older hooks send neither); ``comm_ms`` the time a collective of the process was
+outstanding since the step before (None: it has run none), which a rank's step less is its own work.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from gpudash.engine.measure import percentile
 from gpudash.engine.model_flops import ModelCount, with_model_rates
 from gpudash.host.runner import with_slowest_rank
 
-STEP, T, MS, SAMPLES, TOKENS, WAIT, SYNCS, PROFILED, TRAIN_S, DATASET_S, COLLATE_S = range(11)
+STEP, T, MS, SAMPLES, TOKENS, WAIT, SYNCS, PROFILED, TRAIN_S, DATASET_S, COLLATE_S, COMM_MS = range(12)
 BATCH_FROM_STEPS = 10  # the job's batch size: the most common of its first steps' sample counts
 LAG_S = 0.5  # a window closes this long after its end: its steps' records arrive late
 HOLD_ZERO_S = 3.0  # a window without a step goes out when a later one has steps, or after this long
@@ -69,6 +70,14 @@ class StepRecord:
     pid: int = 0  # the process that stepped (several may step as one rank: one after another, or at once)
     dataset_s: float = 0.0  # of the input wait: in the Dataset, in this process (0: workers made the batch)
     collate_s: float = 0.0  # ... and collating the batch
+    comm_ms: float | None = None  # a collective outstanding since the step before (None: none run)
+
+    @property
+    def own_ms(self) -> float | None:
+        """The step's training time less its collectives' (None where either is unknown)."""
+        if self.train_s is None or self.comm_ms is None:
+            return None
+        return max(0.0, self.train_s * 1e3 - self.comm_ms)
 
     @classmethod
     def parse(cls, raw: Any, offset_s: float = 0.0, pid: int = 0) -> StepRecord | None:
@@ -88,6 +97,7 @@ class StepRecord:
                 pid,
                 (_seconds(raw[DATASET_S]) or 0.0) if len(raw) > DATASET_S else 0.0,
                 (_seconds(raw[COLLATE_S]) or 0.0) if len(raw) > COLLATE_S else 0.0,
+                _milliseconds(raw[COMM_MS]) if len(raw) > COMM_MS else None,
             )
         except (TypeError, ValueError, IndexError, OverflowError):
             return None
@@ -99,6 +109,14 @@ class StepRecord:
         if not all(0 <= n < MAX_COUNT for n in counts) or not abs(self.t) < MAX_CLOCK_S:
             return False
         return all(x is None or (math.isfinite(x) and 0 <= x < MAX_SECONDS * 1e3) for x in (self.ms, self.input_wait_s))
+
+
+def _milliseconds(value: Any) -> float | None:
+    """A time in ms: finite and not negative, else unknown."""
+    if value is None:
+        return None
+    ms = float(value)
+    return ms if 0.0 <= ms < MAX_SECONDS * 1e3 else None
 
 
 def _seconds(value: Any) -> float | None:
@@ -203,6 +221,7 @@ class JobSamples:
         self.last_step_t: float | None = None  # the lead rank's latest step end (monotonic)
         self.blind_spans: list[tuple[float, float]] = []  # when gpudash could not listen (monotonic)
         self.input_shares: dict[int, float] = {}  # each rank's input wait over its training seconds, last window
+        self.own_work: dict[int, tuple[list[float], list[float]]] = {}  # each rank's (own, comm) ms a step, last window
         self.windows_closed = 0
 
     def add(self, rank: int, record: StepRecord) -> None:
@@ -312,6 +331,8 @@ class JobSamples:
             if timed:
                 seconds = sum(r.train_s or 0.0 for r in timed)
                 self.input_shares[rank] = min(1.0, sum(r.input_wait_s for r in timed) / seconds)
+            worked = [r for r in timed if r.own_ms is not None and not r.profiled]
+            self.own_work[rank] = ([r.own_ms or 0.0 for r in worked], [r.comm_ms or 0.0 for r in worked])
             windows.closed_steps = max([windows.closed_steps, *(r.step for r in inside)])
             windows.closed_samples += fig.samples
         self.windows_closed += 1
@@ -348,6 +369,7 @@ class JobSamples:
             rate = fig.steps_per_s if fig.steps_per_s is not None else fig.steps / interval_s
             per_step = fig.timed_samples / fig.timed_steps if fig.timed_steps else self.ranks[rank].batch_size
             share = self.input_shares.get(rank)
+            own, comm = self.own_work.get(rank, ([], []))
             self.rank_samples[rank] = RankSample(
                 time_s,
                 rank,
@@ -356,6 +378,8 @@ class JobSamples:
                 fig.step_ms_p50,
                 samples_per_s=rate * per_step if self.batch_known else None,
                 input_wait_pct=100.0 * share if share is not None else None,
+                own_ms=statistics.median(own) if own else None,
+                comm_ms=statistics.median(comm) if comm else None,
             )
         self.new_rank_samples.extend(self.rank_samples[rank] for rank in sorted(figures))
 

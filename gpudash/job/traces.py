@@ -16,9 +16,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from gpudash.core.textfmt import plain
 from gpudash.engine.trace_read import MAX_EVENTS, read_bounded
 
 TRACE_BYTES = 64 << 20  # the trace a window may write: later windows ask for fewer steps past it
+WINDOW_SHARE = 0.10  # periodic windows (--trace-every) cost the job at most this share of its time
 
 
 @dataclass(frozen=True)
@@ -31,6 +33,28 @@ class TraceRead:
     error: str = ""
     note: str = ""  # the window was cut short, or later ones will be
     rank: int = 0  # the rank whose window it was
+    steps: int = 0  # the window's steps
+    wall_ms: float = 0.0  # from the window's start to the profiler's stop
+    export_ms: float = 0.0  # writing its trace, after that (the job waits for it too)
+
+    def cost_s(self, step_s: float | None) -> float | None:
+        """The seconds the window cost the job: its time less what its steps take untraced."""
+        if step_s is None or self.steps < 1 or self.wall_ms <= 0:
+            return None
+        return max(0.0, (self.wall_ms + self.export_ms) / 1e3 - self.steps * step_s)
+
+    def cost(self, step_s: float | None) -> str:
+        """What the window cost the job, in words (``step_s``: a step's time untraced)."""
+        extra = self.cost_s(step_s)
+        if extra is None or step_s is None:
+            return ""
+        untraced = self.steps * step_s
+        return (
+            f"the window cost the job {plain(extra, 2)} s: its {self.steps} steps took "
+            f"{plain(self.wall_ms / 1e3, 2)} s "
+            f"against {plain(untraced, 2)} s untraced, and writing the trace {plain(self.export_ms / 1e3, 2)} s "
+            "(those steps are left out of every figure)"
+        )
 
 
 class JobTraces:
@@ -44,6 +68,21 @@ class JobTraces:
         self._seq = 0
         self._done: list[TraceRead] = []
         self._lock = threading.Lock()
+        self.cost_s = 0.0  # what the latest periodic window cost the job
+        self.ended_at: float | None = None  # when it ended (monotonic)
+
+    def spaced(self, now: float) -> str:
+        """Why a periodic window may not start yet ("" where it may): each costs the job what the
+        last one did, and they come no more often than keeps that at ``WINDOW_SHARE`` of its time."""
+        if self.ended_at is None or not self.cost_s:
+            return ""
+        every = self.cost_s / WINDOW_SHARE
+        if now - self.ended_at >= every:
+            return ""
+        return (
+            f"profiler windows cost this job about {plain(self.cost_s, 2)} s each: one every {plain(every, 2)} s at "
+            f"most keeps them at {100 * WINDOW_SHARE:.0f}% of its time, so the windows asked for more often are skipped"
+        )
 
     def ask(self, purpose: str, steps: int, folder: str, slug: str, ranks: Iterable[int]) -> tuple[dict[str, Any], str]:
         """The request to send to each of ``ranks`` (its steps within the cap), and a note where
@@ -65,7 +104,9 @@ class JobTraces:
         if m.get("error"):
             self._finish(TraceRead(purpose, path, error=f"profiler window failed: {m['error']}", rank=rank))
             return
-        args = (purpose, path, _int(m.get("steps")), _float(m.get("wall_ms")), rank)
+        timing = {"steps": _int(m.get("steps")), "wall_ms": _float(m.get("wall_ms"))}
+        timing["export_ms"] = _float(m.get("export_ms"))
+        args = (purpose, path, rank, timing)
         threading.Thread(target=self._read, args=args, name="gpudash-trace-read", daemon=True).start()
 
     def done(self) -> list[TraceRead]:
@@ -73,9 +114,10 @@ class JobTraces:
             out, self._done = self._done, []
         return out
 
-    def _read(self, purpose: str, path: str, steps: int, wall_ms: float, rank: int) -> None:
+    def _read(self, purpose: str, path: str, rank: int, timing: dict[str, Any]) -> None:
         from gpudash.engine.trace_figures import figures
 
+        steps, wall_ms = int(timing["steps"]), float(timing["wall_ms"])
         try:
             size = os.path.getsize(path)
             trace = read_bounded(path, self.max_events)
@@ -92,7 +134,7 @@ class JobTraces:
         if trace.cut_short:
             note = f"cut short to its first {kept} of {in_file} steps (its trace: {size / 2**20:.0f} MB); " + note
         fig = figures(trace.events, max(1, kept), wall_ms * kept / max(1, in_file))
-        self._finish(TraceRead(purpose, path, figures=fig, note=note.rstrip("; "), rank=rank))
+        self._finish(TraceRead(purpose, path, figures=fig, note=note.rstrip("; "), rank=rank, **timing))
 
     def _finish(self, read: TraceRead) -> None:
         with self._lock:

@@ -74,6 +74,10 @@ COLUMNS += TRAINING_COLUMNS
 # Last, after the training seconds: a ``rank`` row's own (``RankSample``): its global rank, its node,
 # its input wait and exposed all-reduce; empty on other rows and in a file without them.
 WORLD_COLUMNS = ["rank", "node", "input_wait_pct", "allreduce_exposed_ms"]
+# After those: a rank row's own work and its collectives' time (medians, ms a step: ``RankSample.own_ms``,
+# ``comm_ms``; ``gpudash.ranks.own_work``); empty where not timed and in a file without them.
+OWN_WORK_COLUMNS = ["own_ms", "comm_ms"]
+WORLD_COLUMNS += OWN_WORK_COLUMNS
 COLUMNS += WORLD_COLUMNS
 
 

@@ -1,6 +1,6 @@
 """The other nodes of a torchrun run, for ``gpudash replay NODE0.csv NODE1.csv …``.
 
-A job that spans machines is recorded by one gpudash a node (``gpudash.job.world``). The replay
+A job that spans machines is recorded by one gpudash a node (``gpudash.ranks.world``). The replay
 shows the first recording as it is and joins the other nodes' ``rank`` rows into it: each file
 must name the same run (its "world" event's rendezvous id), and each other node's rows are moved
 onto the first recording's clock by the difference of the two clocks' zeros. Textual- and

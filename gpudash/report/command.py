@@ -298,7 +298,7 @@ def main(argv: list[str]) -> int:
         for i, run in enumerate(runs, start=1):  # a job's: over training steps, and what share of its time that was
             if run.phases is not None:
                 print(f"gpudash: run {i} ({run.name}): {run.phases.line()}", file=sys.stderr)
-        for w in worlds:  # every rank of a data-parallel run: the world's rate, the slowest rank
+        for w in worlds:  # every rank of a data-parallel run: the world's rate, its straggler by own work
             print(f"gpudash: {strip_controls(w.sentence())}", file=sys.stderr)
         for pair in found:  # the A/B verdicts, hyperfine-style
             print(f"gpudash: {strip_controls(pair.sentence())}", file=sys.stderr)

@@ -29,13 +29,14 @@ from gpudash.core.protocol import (
 from gpudash.tui import job_notices
 from gpudash.tui.knob_steering import KnobSteering
 from gpudash.tui.notices import STARTING, Notice, Severity, error, event_notice, gpm_notice, short_path, warning
+from gpudash.tui.ranks_line import ranks_line
 from gpudash.tui.state import TRACE, DashState, Status, trace_line
 from gpudash.tune.job import TuneAnswer, TuneRequest
 from workloads.knobs import Knobs, parse_knobs  # torch-free
 from workloads.registry import FamilyInfo  # torch-free
 
 if TYPE_CHECKING:
-    from gpudash.core.protocol import RankSample, RunConfig
+    from gpudash.core.protocol import RunConfig
 
 TRACE_STEPS = 20  # steps in a profiler window asked for from the dashboard
 MAX_SENT = 64  # controls kept in ``DashController.sent`` (the latest; a long run sends one per change)
@@ -324,28 +325,9 @@ class DashController(KnobSteering):
         return self.send(protocol.MeasureScaling(), "rank 0 trains alone for 50 steps (the others wait)…")
 
     def ranks_text(self) -> str | None:
-        """A data-parallel run in one line: ranks, the slowest one, the all-reduce's exposed time from
-        the last profiler window, the last scaling efficiency."""
-        s = self.state.last_sample
-        if s is None or s.world_size < 2:
-            return None
-        parts = [f"{s.world_size} ranks (DDP)"]
-        ranks = sorted(self.state.ranks.values(), key=lambda r: r.rank)
-        timed = [r for r in ranks if r.step_ms_p50 is not None]
-        if len(timed) > 1:  # each rank's step time; its exposed all-reduce where a profiler window gave one
-            each = [f"r{r.rank} {r.step_ms_p50:.3g}" + _exposed(r) for r in timed[:RANKS_SHOWN]]
-            more = f" +{len(timed) - RANKS_SHOWN} more" if len(timed) > RANKS_SHOWN else ""
-            parts.append("ms/step p50 (all-reduce exposed): " + ", ".join(each) + more)
-        if s.slowest_rank is not None and s.slowest_rank_step_ms is not None:
-            parts.append(f"slowest rank {s.slowest_rank}: {s.slowest_rank_step_ms:.3g} ms/step p50")
-        trace = self.state.last_trace
-        exposed = trace.details.get("comm_exposed_ms_per_step") if trace is not None else None
-        if trace is not None and exposed and not any(r.allreduce_exposed_ms is not None for r in ranks):
-            parts.append(f"all-reduce exposed {float(exposed):.3g} ms/step (t={trace.time_s:.0f} s)")
-        e = self.state.last_scaling
-        if e is not None and "scaling_efficiency" in e.details:
-            parts.append(f"scaling efficiency {float(e.details['scaling_efficiency']):.2f} (t={e.time_s:.0f} s)")
-        return " · ".join(parts)
+        """A data-parallel run in one line: ranks, the straggler by own work (or the slowest by step time),
+        the all-reduce's exposed time from the last profiler window, the last scaling efficiency."""
+        return ranks_line(self.state)
 
     def not_now(self, action: str, what: str) -> Notice:
         """Why a key does nothing now: a replay is read-only, ``r`` waits for a crash, a stop or a
@@ -476,13 +458,6 @@ class DashController(KnobSteering):
                 note, severity = f"closing the recording failed: {exc}", Severity.ERROR
         self.recording_path = None
         return Notice(note, severity, toast=True)
-
-
-RANKS_SHOWN = 8  # ranks named one by one in the ranks line; past that, counted
-
-
-def _exposed(r: RankSample) -> str:
-    return f" ({r.allreduce_exposed_ms:.2g})" if r.allreduce_exposed_ms is not None else ""
 
 
 def _from_workload(msg: Message) -> bool:

@@ -35,6 +35,7 @@ from gpudash.stats.energy import EnergyPerStep
 from gpudash.stats.segments import Segment, SegmentTracker, compare_segments, incomparable
 from gpudash.tui.mfu import FlopsCounts
 from gpudash.tui.phases import PhaseTimeline
+from gpudash.tui.ranks_line import RankWindows
 from gpudash.tui.series import Series
 
 if TYPE_CHECKING:
@@ -164,6 +165,7 @@ class DashState:
         self.last_diagnosis: Event | None = None  # the running configuration's diagnosis (gone at a change)
         self.sync_sites: SyncSites | None = None  # the latest sync table (key y), for its configuration
         self.ranks: dict[int, RankSample] = {}  # a data-parallel run: each rank's latest window
+        self.rank_windows = RankWindows()  # ... and each rank's own work over its latest windows (the straggler)
         self.flops = FlopsCounts()  # what each configuration's model FLOPs count was (the stats panel's border)
         self.phases = PhaseTimeline()  # a job's phases, its stalls and goodput (the header, the phase strip)
         self.run = RunState()  # what runs now: the one writer is ``self.run.observe*``
@@ -197,6 +199,7 @@ class DashState:
             self.sync_sites = msg
         elif isinstance(msg, RankSample):
             self.ranks[msg.rank] = msg
+            self.rank_windows.add(msg)
 
     def _time(self, raw: float) -> float:
         self.time_s = max(self.time_s, raw)
@@ -236,7 +239,8 @@ class DashState:
             # remedies in ``after``. A replayed one is as the CSV kept it: its line and its remedies
             self.last_diagnosis = with_remedies(self._recent_gpu.judge(e)) if has_evidence(e) else e
         elif e.kind in (EventKind.CHANGED, EventKind.STARTED):  # another configuration: its own diagnosis
-            self.last_diagnosis = None
+            self.last_diagnosis = None  # ... and its own work
+            self.rank_windows.clear()
         if is_trace(e):  # a profiler window: marked where it began (its steps are not in the samples)
             self.last_trace = e
             self.markers.append(Marker(trace_start_s(e), _marker_label(e), e.kind))

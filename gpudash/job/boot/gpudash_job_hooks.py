@@ -14,14 +14,20 @@ it, nothing here ever blocks the job):
   the host clock on the CPU;
 - its host-device syncs and their lines (gpudash's ``core/sync_sites.py``, loaded from
   ``GPUDASH_JOB_SRC``; CUDA only);
-- a profiler window of the next N steps when gpudash asks (at step boundaries, a
-  ``gpudash.step`` range around each step, the trace written where gpudash said);
+- a profiler window of N steps when gpudash asks (``gpudash_job_window.py``);
+- the time each step had a collective outstanding (``gpudash_job_comm.py``): its step less that
+  time is the rank's own work;
 - the model FLOPs of one step, counted once between the first and second steps
   (``gpudash_job_flops.py``, beside this file; a failure there stops that count alone);
 - evaluation, checkpoints and compiling between steps, left out of each step's training seconds
   (``gpudash_job_phases.py``); where each thread waits, when gpudash asks (``gpudash_job_stacks.py``).
 
 Any exception inside a hook turns every hook off, with one line on stderr; the job goes on.
+
+When gpudash ends a measuring run (``diagnose``, tune's candidates, ``--steps``, ``--duration``) it
+asks every process to end after a step it names — the same on every rank, so that none waits in a
+collective for one that left: at that step's boundary the hooks raise ``SystemExit(0)``, which
+unwinds the job's own ``finally`` blocks and ends it without a traceback.
 
 One private API of torch: ``torch.utils.data.dataloader._BaseDataLoaderIter.__next__`` is wrapped,
 since every iterator a ``DataLoader`` hands out subclasses it and torch has no public hook that
@@ -42,6 +48,7 @@ import weakref
 from typing import Any
 
 import gpudash_job_settings as job_settings  # type: ignore[import-not-found]
+from gpudash_job_comm import CommTimes  # type: ignore[import-not-found]  # beside this file
 from gpudash_job_flops import StepFlopsCount  # type: ignore[import-not-found]  # beside this file
 from gpudash_job_loader import FETCH_TIMES, _fetch_seconds, _time_fetcher  # type: ignore[import-not-found]
 from gpudash_job_parts import (  # type: ignore[import-not-found]
@@ -54,6 +61,7 @@ from gpudash_job_parts import (  # type: ignore[import-not-found]
 )
 from gpudash_job_phases import Phases  # type: ignore[import-not-found]
 from gpudash_job_stacks import FLUSHER, answer, answering  # type: ignore[import-not-found]
+from gpudash_job_window import ProfilerWindow  # type: ignore[import-not-found]
 
 SEND_EVERY_S = 0.1  # step records go out at most this often
 SITES_EVERY_S = 2.0  # the sync table, when it changed
@@ -96,8 +104,11 @@ class Hooks:
         self.last_send = 0.0
         self.syncs: _SyncCount | None = None
         self.sites_sent = (0.0, -1)
-        self.window: dict[str, Any] | None = None  # the profiler window asked for or running
-        self.requests: list[dict[str, Any]] = []
+        self.comm_sent = 0.0
+        self.window = ProfilerWindow(torch, self.channel.send, self._quiet)
+        self.comm = CommTimes(torch, self._quiet)
+        self.end_after: int | None = None  # gpudash's end of a measuring run: after this step
+        self.slowed = False  # the next step's time holds gpudash's work (a profiler window's end)
         self.handle: Any = None
         self.on = True
         self._next_orig: Any = None
@@ -121,6 +132,8 @@ class Hooks:
         self.handle = optimizer.register_optimizer_step_post_hook(hook)
         self.flops.install()
         self.phases.install(self.torch)
+        self.comm.install()
+        self._quiet_teardown()
         os.register_at_fork(after_in_child=self._forked)
         base = self.loader_module._BaseDataLoaderIter
         self._next_orig = base.__next__
@@ -183,6 +196,8 @@ class Hooks:
             self.phases.uninstall()
             if self.syncs is not None:
                 self.syncs.close()
+            self.comm.uninstall()
+            self.window.close()
         except Exception:  # noqa: BLE001, S110 - already turning off
             pass
         try:  # apart: a count left running would slow every operator of the job
@@ -194,9 +209,34 @@ class Hooks:
         """At exit: the last steps whose time is known, and the sync table (quietly: a job that
         ends on a CUDA error has said so already)."""
         if self.on:
+            with contextlib.suppress(Exception):
+                self.window.close()
             with self.lock, contextlib.suppress(Exception):
                 self.phases.finish()  # an evaluation after the last step: its own, not the exit's
                 self._flush(final=True)
+
+    def _quiet_teardown(self) -> None:
+        """``destroy_process_group`` closes a running profiler window first; backward's and DDP's own
+        host-device syncs, on threads torch prints their warnings from, are not counted."""
+        torch, hooks = self.torch, self
+        dist = getattr(torch, "distributed", None)
+        if dist is not None and dist.is_available() and hasattr(dist, "destroy_process_group"):
+            destroy = dist.destroy_process_group
+
+            def destroy_process_group(*args: Any, **kwargs: Any) -> Any:
+                with contextlib.suppress(Exception):
+                    hooks.window.close()
+                return destroy(*args, **kwargs)
+
+            dist.destroy_process_group = destroy_process_group
+        for name in ("backward", "grad"):
+            original = getattr(torch.autograd, name)
+
+            def quietly(*args: Any, _original: Any = original, **kwargs: Any) -> Any:
+                with hooks._quiet():
+                    return _original(*args, **kwargs)
+
+            setattr(torch.autograd, name, quietly)
 
     # -- the DataLoader --------------------------------------------------------------------------
     def _wrap_next(self, original: Any) -> Any:
@@ -271,7 +311,8 @@ class Hooks:
         first["world"] = self.world
         first["torch"] = torch.__version__
         model = job_settings.first_step(torch, self.model_watch, optimizer, device)  # autocast, compile
-        first["settings"] = ",".join(filter(None, (_backend_settings(torch), model, self.loader_settings)))
+        parallel = self.comm.settings or _sharded(optimizer)  # DDP's arguments, or FSDP2's sharded parameters
+        first["settings"] = ",".join(filter(None, (_backend_settings(torch), model, self.loader_settings, parallel)))
         if self.cuda:
             index = torch.device(device).index
             index = torch.cuda.current_device() if index is None else index
@@ -302,8 +343,10 @@ class Hooks:
         self.phases.watch_compile()
         record = [self.steps, now, None, samples, tokens, waited, syncs.count if syncs else None, 0, train_s]
         record += [dataset_s, collate_s]  # what of the wait this process spent in the Dataset and collating
-        if self.window is not None and self.window.get("prof") is not None:
-            record[7] = 1  # under the profiler
+        record.append(self.comm.at_step())  # the time a collective was outstanding (None: none ever)
+        if self.window.running or self.slowed:
+            record[7] = 1  # under the profiler, or after its end: its time is gpudash's too
+        self.slowed = False
         if self.flops.running:
             record[7] = 1  # under the FLOP counter: its time is not the job's
         if syncs is not None:
@@ -324,9 +367,19 @@ class Hooks:
             self.last_t = now
             if now - self.last_send >= SEND_EVERY_S:
                 self._flush()
-        if self.requests or self.window is not None:
-            self._profile_window()
-        self.flops.at_step(self.device, self.rank)  # last: the count starts after gpudash's work
+        self.window.rank, self.window.cuda = self.rank, self.cuda
+        self.slowed = self.window.at_step(self.steps) and not self.window.running  # it ended here
+        self.flops.at_step(self.device, self.rank)  # the count starts after gpudash's work
+        if self.end_after is not None and self.steps >= self.end_after:
+            self._end_here()
+
+    def _end_here(self) -> None:
+        """gpudash ends its measuring run at this step: the records out, then a quiet exit."""
+        self.window.close()
+        self.close()
+        self.on = False
+        self.channel.send({"k": "ending", "rank": self.rank, "pid": os.getpid(), "step": self.steps})
+        raise SystemExit(0)
 
     def _close_group(self) -> None:
         """An event after the group's last step (from a pool, on the stream the steps end on)."""
@@ -381,15 +434,24 @@ class Hooks:
                     {"k": "sites", "rank": self.rank, "table": table.as_dict(), "not_counted": syncs.not_counted}
                 )
                 self.sites_sent = (self.last_send, total)
+        if self.comm.seen and (final or self.last_send - self.comm_sent >= SITES_EVERY_S):
+            kinds, untimed = self.comm.table(), self.comm.untimed
+            self.channel.send({"k": "comm", "rank": self.rank, "kinds": kinds, "untimed": untimed})
+            self.comm_sent = self.last_send
         self._take_requests()
 
     def _take_requests(self) -> None:
-        """gpudash's requests: a stack request answered now, a profiler window kept for the next step."""
+        """gpudash's requests: a stack request answered now, a profiler window kept for its step, the
+        end of a measuring run after the step named."""
         for request in self.channel.requests():
-            if request.get("k") == "stacks":
+            kind = request.get("k")
+            if kind == "stacks":
                 answer(self.channel, self.rank, self.worker)
-            else:
-                self.requests.append(request)
+            elif kind == "end":
+                after = int(request.get("after") or 0)  # the earliest asked: --steps', then a stop's
+                self.end_after = after if self.end_after is None else min(self.end_after, after)
+            elif kind == "trace":
+                self.window.ask(request)
 
     def _flusher(self) -> None:
         """Steps not sent yet go out even when the job stops stepping (an evaluation, the end)."""
@@ -409,79 +471,17 @@ class Hooks:
                 finally:
                     self.lock.release()
 
-    # -- a profiler window -----------------------------------------------------------------------
-    def _profile_window(self) -> None:
-        """At a step boundary: start an asked-for window, mark a step, or end the window."""
-        window = self.window
-        if window is None:
-            with self.lock:
-                asked = [r for r in self.requests if r.get("k") == "trace"]
-                self.requests = []
-            if not asked:
-                return
-            self.window = window = dict(asked[-1], done=0)
-            self._start_profiler(window)
-            return
-        window["marker"].__exit__(None, None, None)
-        window["done"] += 1
-        if window["done"] >= int(window.get("steps", 20)):
-            self._end_profiler(window)
-            self.window = None
-            return
-        window["marker"] = self.torch.autograd.profiler.record_function("gpudash.step")
-        window["marker"].__enter__()
+    def _quiet(self) -> Any:
+        """A block whose host-device syncs are gpudash's or torch's own: not counted, no warning printed."""
+        return self.syncs.quiet() if self.syncs is not None else contextlib.nullcontext()
 
-    def _start_profiler(self, window: dict[str, Any]) -> None:
-        with self._own_syncs():
-            self._start_profiler_now(window)
 
-    def _own_syncs(self) -> Any:
-        """A block whose host-device syncs are gpudash's, not the job's: not counted."""
-        import contextlib
-
-        syncs = self.syncs
-
-        @contextlib.contextmanager
-        def paused() -> Any:
-            if syncs is not None:
-                syncs.paused = True
-            try:
-                yield
-            finally:
-                if syncs is not None:
-                    syncs.paused = False
-
-        return paused()
-
-    def _start_profiler_now(self, window: dict[str, Any]) -> None:
-        torch = self.torch
-        from torch.profiler import ProfilerActivity, profile
-
-        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.cuda else [])
-        window["start_t"] = time.monotonic()
-        prof = profile(activities=activities)
-        prof.start()
-        window["prof"] = prof
-        window["marker"] = torch.autograd.profiler.record_function("gpudash.step")
-        window["marker"].__enter__()
-
-    def _end_profiler(self, window: dict[str, Any]) -> None:
-        with self._own_syncs():
-            self._end_profiler_now(window)
-
-    def _end_profiler_now(self, window: dict[str, Any]) -> None:
-        prof = window["prof"]
-        prof.stop()
-        path = os.path.join(str(window.get("dir", ".")), f"{window.get('name', 'job')}-rank{self.rank}.json")
-        message: dict[str, Any] = {"k": "trace", "rank": self.rank, "steps": window["done"], "path": path}
-        message["start_t"] = window["start_t"]
-        message["wall_ms"] = (time.monotonic() - window["start_t"]) * 1e3
-        try:
-            os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-            prof.export_chrome_trace(path)
-        except Exception as exc:  # noqa: BLE001 - said to gpudash; the job goes on
-            message["error"] = f"{type(exc).__name__}: {exc}"
-        self.channel.send(message)
+def _sharded(optimizer: Any) -> str:
+    """ "fsdp=2" where the optimizer steps sharded parameters (FSDP2's DTensors), else ""."""
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            return "fsdp=2" if type(p).__name__ == "DTensor" else ""
+    return ""
 
 
 _HOOKS: list[Hooks] = []

@@ -5,6 +5,7 @@ the job's own torch only."""
 from __future__ import annotations
 
 import collections.abc
+import contextlib
 import importlib.util
 import json
 import os
@@ -12,7 +13,7 @@ import socket
 import sys
 import threading
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 SYNC_WARNING = "called a synchronizing CUDA operation"  # as gpudash/engine/measure.py
@@ -85,6 +86,7 @@ class _SyncCount:
         self.not_counted = ""
         self.paused = False  # while gpudash itself works inside a step (a profiler window's start and end)
         self.job_owns_mode = False  # the job set the sync debug mode: it is the job's, nothing is counted
+        self._quiet_depth = 0  # blocks in which the debug mode is off (``quiet``)
         self._set_mode = torch.cuda.set_sync_debug_mode
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # "a prototype feature"
@@ -106,6 +108,39 @@ class _SyncCount:
             warnings.simplefilter("ignore")
             self._set_mode("warn")
         self.not_counted = self.waits.start(torch, self._waited) or ""
+
+    @contextlib.contextmanager
+    def quiet(self) -> Iterator[None]:
+        """A block in which torch may sync on threads whose warnings it prints itself (backward's
+        device threads, DDP's and torch.distributed's C++), or gpudash's own (a profiler window's start
+        and end): the debug mode off, nothing counted (an explicit wait neither)."""
+        was, self.paused = self.paused, True
+        if self.job_owns_mode or not hasattr(self, "_saved"):
+            try:
+                yield
+            finally:
+                self.paused = was
+            return
+        self._quiet_depth += 1
+        if self._quiet_depth == 1:
+            self._set_mode_quietly(0)
+        try:
+            yield
+        finally:
+            self._quiet_depth -= 1
+            self.paused = was
+            if self._quiet_depth == 0 and not self.job_owns_mode:
+                self._set_mode_quietly(1)
+
+    def _set_mode_quietly(self, mode: int) -> None:
+        """The debug mode set (0: off, 1: warn) without a Python warning or a change of filters."""
+        setter = getattr(self.torch._C, "_cuda_set_sync_debug_mode", None)
+        if setter is not None:
+            setter(mode)
+            return
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "a prototype feature"
+            self._set_mode(mode)
 
     def _first_after(self, original: Any) -> Any:
         """``original`` (a function of ``warnings`` that changes the filters), then the filter that

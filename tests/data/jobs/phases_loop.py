@@ -116,54 +116,55 @@ def main() -> int:
     data: Any = Hanging() if args.hang_in_worker else TensorDataset(torch.randn(4096, 16), torch.randn(4096, 1))
     val = TensorDataset(torch.randn(512, 16), torch.randn(512, 1))
     seen_threads: list[int] = []
-    handlers = [signal.signal(signal.SIGUSR1, lambda *_: None), signal.signal(signal.SIGUSR2, lambda *_: None)]
-    handlers = [signal.getsignal(signal.SIGUSR1), signal.getsignal(signal.SIGUSR2)] if args.own_handlers else []
-    lock = threading.Lock()
-    lock.acquire()
+    handlers = [(signal.signal(s, lambda *_: None), signal.getsignal(s))[1] for s in (signal.SIGUSR1, signal.SIGUSR2)]
+    handlers = handlers if args.own_handlers else []
+    (lock := threading.Lock()).acquire()  # held: a hang waits on it
     stopped = when_stopped(args)
     train_s = eval_s = ckpt_s = 0.0
     last_end = time.monotonic()
     steps = 0
-    for x, y in batches(args, data):
-        if args.hang_at and steps + 1 == args.hang_at:
-            hung = time.monotonic()
-            # the job hangs here: nobody releases it (a test may say when it may go on, by a file)
-            while not lock.acquire(timeout=args.hang_s) and args.release_file:
-                if os.path.exists(args.release_file):
-                    break
-            last_end += time.monotonic() - hung  # its own figure: the hang is not training
-        loss = (model(x) - y).pow(2).mean()
-        loss.backward()
-        time.sleep(args.step_s)
-        optimizer.step()
-        optimizer.zero_grad()
-        steps += 1
-        now = time.monotonic()
-        if steps > 1:
-            train_s += now - last_end
-        last_end = now
-        if args.own_handlers:
-            seen_threads.append(threading.active_count())
-        if args.eval_every and steps % args.eval_every == 0:
-            took = evaluate(model, val, args)
-            eval_s += took
-            last_end += took
-        if args.save_every and steps % args.save_every == 0:
-            t = time.monotonic()
-            torch.save(model.state_dict(), SlowFile(args.save_s))
-            ckpt_s += time.monotonic() - t
-            last_end += time.monotonic() - t
-        if steps >= args.steps or stopped.is_set():
-            break
-    if args.own_handlers and len(set(seen_threads)) != 1:
-        print(f"JOB threads changed: {sorted(set(seen_threads))}", flush=True)
-    if handlers and handlers != [signal.getsignal(signal.SIGUSR1), signal.getsignal(signal.SIGUSR2)]:
-        print("JOB its signal handlers changed", flush=True)
-    print(
-        f"JOB steps={steps} train_s={train_s:.4f} eval_s={eval_s:.4f} ckpt_s={ckpt_s:.4f} "
-        f"steps_per_s={(steps - 1) / train_s:.4f} pid={os.getpid()}",
-        flush=True,
-    )
+    try:  # its line in a finally: also when gpudash ends the run at a step (SystemExit)
+        for x, y in batches(args, data):
+            if args.hang_at and steps + 1 == args.hang_at:
+                hung = time.monotonic()
+                # the job hangs here: nobody releases it (a test may say when it may go on, by a file)
+                while not lock.acquire(timeout=args.hang_s) and args.release_file:
+                    if os.path.exists(args.release_file):
+                        break
+                last_end += time.monotonic() - hung  # its own figure: the hang is not training
+            loss = (model(x) - y).pow(2).mean()
+            loss.backward()
+            time.sleep(args.step_s)
+            optimizer.step()
+            optimizer.zero_grad()
+            steps += 1
+            now = time.monotonic()
+            if steps > 1:
+                train_s += now - last_end
+            last_end = now
+            if args.own_handlers:
+                seen_threads.append(threading.active_count())
+            if args.eval_every and steps % args.eval_every == 0:
+                took = evaluate(model, val, args)
+                eval_s += took
+                last_end += took
+            if args.save_every and steps % args.save_every == 0:
+                t = time.monotonic()
+                torch.save(model.state_dict(), SlowFile(args.save_s))
+                ckpt_s += time.monotonic() - t
+                last_end += time.monotonic() - t
+            if steps >= args.steps or stopped.is_set():
+                break
+    finally:
+        if args.own_handlers and len(set(seen_threads)) != 1:
+            print(f"JOB threads changed: {sorted(set(seen_threads))}", flush=True)
+        if handlers and handlers != [signal.getsignal(signal.SIGUSR1), signal.getsignal(signal.SIGUSR2)]:
+            print("JOB its signal handlers changed", flush=True)
+        print(
+            f"JOB steps={steps} train_s={train_s:.4f} eval_s={eval_s:.4f} ckpt_s={ckpt_s:.4f} "
+            f"steps_per_s={(steps - 1) / train_s:.4f} pid={os.getpid()}",
+            flush=True,
+        )
     time.sleep(args.exit_s)
     return 0
 

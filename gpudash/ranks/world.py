@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from gpudash.core.protocol import WORLD, Event, EventKind, Message, RankSample
 from gpudash.core.textfmt import strip_controls
 from gpudash.core.world_event import CLOCK_WORDS, RANK_GPUS, gpu_words
-from gpudash.job.stragglers import StragglerWatch
+from gpudash.ranks.watch import StragglerWatch
 
 if TYPE_CHECKING:
     from gpudash.job.steps import JobSamples
@@ -110,10 +110,24 @@ class JobWorld:
             out.append(told)
         out.extend(self.windows(samples.new_rank_samples))
         samples.new_rank_samples = []
-        if samples.windows_closed > self._windows_seen and (straggler := self.stragglers.window(samples.input_shares)):
+        if samples.windows_closed > self._windows_seen and (
+            straggler := self.stragglers.window(samples.input_shares, samples.own_work)
+        ):
             out.append(Event(time_s, EventKind.ERROR, what="ranks", message=straggler))
         self._windows_seen = samples.windows_closed
         return out
+
+    def verdict_event(self, time_s: float) -> Event | None:
+        """The run's straggler verdict over all its steps (a "measured" event of ``what`` "ranks"),
+        where two ranks or more have their own work timed."""
+        verdict = self.stragglers.run_verdict()
+        if verdict is None:
+            return None
+        details = {"straggler_rank": "" if verdict.rank is None else str(verdict.rank)}
+        for work in verdict.ranks:
+            details[f"rank{work.rank}_own_ms"] = f"{work.own_ms:.4g}"
+            details[f"rank{work.rank}_comm_ms"] = f"{work.comm_ms:.4g}"
+        return Event(time_s, EventKind.MEASURED, what="ranks", message=verdict.words, details=details)
 
     def windows(self, closed: list[RankSample]) -> list[RankSample]:
         """The ranks' closed windows with their node and exposed all-reduce."""

@@ -1,0 +1,292 @@
+"""Each rank's collectives, as gpudash's hooks see them (``gpudash_job_hooks.py``, beside this file).
+Standard library and the job's own torch only.
+
+For every collective the job's process starts through ``torch.distributed`` (FSDP's all-gathers and
+reduce-scatters, the job's own calls) and every DDP gradient bucket, the time it was entered and the
+time it completed: a CPU collective (gloo) by the host's clock — entered at the call, completed at
+its future's completion; a CUDA one (NCCL) by the work's own CUDA events (``TORCH_NCCL_ENABLE_TIMING``,
+which gpudash sets for a job that has not): from when its stream reached it — the rank's own work
+done — to its end. At each step, ``at_step()`` gives the milliseconds since the last step during
+which a collective was outstanding: a rank that waits for a slower one has it outstanding the
+longer, and its step less that time is its own work. Each kind's count and time go to gpudash
+with the sync table.
+
+DDP reduces its buckets in C++, out of Python's sight: a model wrapped in
+``DistributedDataParallel`` gets, at its first forward, DDP's own reference hook
+(``default_hooks.allreduce_hook``: the same division and all-reduce as DDP without a hook) on its
+own process group — unless the job registered a hook of its own, whose collectives are timed as
+they go through ``torch.distributed``. The DDP arguments that set its speed (bucket size,
+``gradient_as_bucket_view``, ``static_graph``, ``find_unused_parameters``) are read there too, for
+the diagnosis' remedies.
+
+Never inside a compiled region (``torch.compiler.is_compiling``): there the call is the job's alone.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+# torch.distributed's functions timed, and the kind each is
+KINDS = {
+    "all_reduce": "all-reduce",
+    "all_reduce_coalesced": "all-reduce",
+    "all_gather_single": "all-gather",  # FSDP2's, from torch 2.12 on
+    "reduce_scatter_single": "reduce-scatter",
+    "all_gather_into_tensor": "all-gather",
+    "all_gather": "all-gather",
+    "_all_gather_base": "all-gather",
+    "reduce_scatter_tensor": "reduce-scatter",
+    "reduce_scatter": "reduce-scatter",
+    "_reduce_scatter_base": "reduce-scatter",
+    "broadcast": "broadcast",
+    "all_to_all_single": "all-to-all",
+    "all_to_all": "all-to-all",
+    "reduce": "reduce",
+    "barrier": "barrier",
+}
+MAX_OPEN = 4096  # collectives not yet completed kept (a job that never steps: the oldest dropped)
+NOT_TIMED = "gpudash_not_timed"  # set on a DDP model with a hook gpudash cannot see into
+
+
+class CommTimes:
+    """Collectives entered and completed, per step; ``install()`` once torch is imported."""
+
+    def __init__(self, torch: Any, quiet: Callable[[], Any]) -> None:
+        self.torch = torch
+        self.quiet = quiet  # a block whose host-device syncs are torch.distributed's, not the job's
+        self.lock = threading.Lock()
+        self.open: list[list[Any]] = []  # [kind, entered (monotonic), work or None, CUDA, completed or None]
+        self.done: list[tuple[float, float]] = []  # host intervals completed since the last step
+        self.cuda_ms = 0.0  # CUDA collectives' time completed since the last step
+        self.seen = False  # any collective at all: the job is distributed
+        self.kinds: dict[str, list[float]] = {}  # kind -> [count, ms]
+        self.settings = ""  # the DDP model's arguments ("ddp_bucket_cap_mb=25.0,…")
+        self.untimed = ""  # why a part of the job's communication is not timed
+        self._originals: dict[str, Any] = {}
+
+    # -- install ---------------------------------------------------------------------------------
+    def install(self) -> None:
+        dist = getattr(self.torch, "distributed", None)
+        if dist is None or not dist.is_available():
+            return
+        for name in KINDS:
+            original = getattr(dist, name, None)
+            if original is not None and callable(original):
+                self._originals[name] = original
+                setattr(dist, name, self._timed(name, original))
+        ddp = self.torch.nn.parallel.DistributedDataParallel
+        for name in ("_pre_forward", "_post_forward", "register_comm_hook", "_register_builtin_comm_hook"):
+            if hasattr(ddp, name):
+                self._originals["ddp." + name] = getattr(ddp, name)
+        if hasattr(ddp, "_pre_forward"):
+            ddp._pre_forward = self._ddp_pre_forward(ddp._pre_forward)
+        if hasattr(ddp, "_post_forward"):
+            ddp._post_forward = self._quietly(ddp._post_forward)
+        for name in ("register_comm_hook", "_register_builtin_comm_hook"):
+            if hasattr(ddp, name):
+                setattr(ddp, name, self._users_hook(getattr(ddp, name)))
+
+    def uninstall(self) -> None:
+        dist = getattr(self.torch, "distributed", None)
+        ddp = self.torch.nn.parallel.DistributedDataParallel
+        for name, original in self._originals.items():
+            if name.startswith("ddp."):
+                setattr(ddp, name[4:], original)
+            elif dist is not None:
+                setattr(dist, name, original)
+        self._originals = {}
+
+    # -- torch.distributed's functions -----------------------------------------------------------
+    def _timed(self, name: str, original: Any) -> Any:
+        kind = KINDS[name]
+        comms = self
+        compiling = getattr(getattr(self.torch, "compiler", None), "is_compiling", lambda: False)
+
+        @functools.wraps(original)
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            if compiling():
+                return original(*args, **kwargs)
+            asked_async = bool(kwargs.get("async_op", False))
+            cuda = _on_cuda(args, kwargs)
+            if cuda and not asked_async and "async_op" in _parameters(original):
+                kwargs["async_op"] = True  # its work, to time; then waited as the call itself would
+            entered = time.monotonic()
+            with comms.quiet():
+                work = original(*args, **kwargs)
+                if cuda and not asked_async and work is not None and kwargs.get("async_op"):
+                    comms._entered(kind, entered, work, cuda)
+                    work.wait()  # exactly what the call does without async_op
+                    return None
+            if work is None or not asked_async:
+                comms._interval(kind, entered, time.monotonic())
+            else:
+                comms._entered(kind, entered, work, cuda)
+            return work
+
+        return timed
+
+    def _entered(self, kind: str, entered: float, work: Any, cuda: bool) -> None:
+        entry: list[Any] = [kind, entered, work, cuda, None]
+        if not cuda:
+            try:
+                work.get_future().then(functools.partial(_completed, entry))
+            except Exception:  # noqa: BLE001 - a work without a future: completed when the step sees it
+                pass
+        with self.lock:
+            self.open.append(entry)
+            del self.open[:-MAX_OPEN]
+            self.seen = True
+
+    def _interval(self, kind: str, entered: float, completed: float) -> None:
+        with self.lock:
+            self.done.append((entered, completed))
+            self._count(kind, (completed - entered) * 1e3)
+            self.seen = True
+
+    def _count(self, kind: str, ms: float) -> None:
+        tally = self.kinds.setdefault(kind, [0, 0.0])
+        tally[0] += 1
+        tally[1] += ms
+
+    # -- DDP ---------------------------------------------------------------------------------------
+    def _ddp_pre_forward(self, original: Any) -> Any:
+        comms = self
+
+        @functools.wraps(original)
+        def pre_forward(ddp: Any, *args: Any, **kwargs: Any) -> Any:
+            if not getattr(ddp, "gpudash_seen", False):
+                ddp.gpudash_seen = True
+                comms._first_forward(ddp)
+            with comms.quiet():  # DDP's own bookkeeping (its buckets' rebuild, its logger's timers)
+                return original(ddp, *args, **kwargs)
+
+        return pre_forward
+
+    def _quietly(self, original: Any) -> Any:
+        comms = self
+
+        @functools.wraps(original)
+        def quietly(*args: Any, **kwargs: Any) -> Any:
+            with comms.quiet():
+                return original(*args, **kwargs)
+
+        return quietly
+
+    def _first_forward(self, ddp: Any) -> None:
+        """A DDP model's first forward: its arguments read, DDP's reference hook on its buckets."""
+        words = [
+            f"ddp_bucket_cap_mb={getattr(ddp, 'bucket_bytes_cap', 25 * 1024 * 1024) / (1024 * 1024):g}",
+            f"ddp_gradient_as_bucket_view={bool(getattr(ddp, 'gradient_as_bucket_view', False))}",
+            f"ddp_static_graph={bool(getattr(ddp, 'static_graph', False))}",
+            f"ddp_find_unused_parameters={bool(getattr(ddp, 'find_unused_parameters', False))}",
+        ]
+        self.settings = ",".join(words)
+        if getattr(ddp, NOT_TIMED, None) is not None or getattr(ddp, "gpudash_users_hook", False):
+            return  # the job's own hook: its collectives are timed as they go through torch.distributed
+        try:
+            from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+            self._originals["ddp.register_comm_hook"](ddp, ddp.process_group, default_hooks.allreduce_hook)
+        except Exception as exc:  # noqa: BLE001 - DDP refused (a version without comm hooks): not timed
+            self.untimed = f"DDP's all-reduce is not timed ({type(exc).__name__}: {exc})"
+
+    def _users_hook(self, original: Any) -> Any:
+        comms = self
+
+        @functools.wraps(original)
+        def register(ddp: Any, *args: Any, **kwargs: Any) -> Any:
+            ddp.gpudash_users_hook = True
+            if original.__name__ == "_register_builtin_comm_hook":
+                setattr(ddp, NOT_TIMED, True)
+                comms.untimed = "DDP's built-in communication hook runs in C++: its all-reduce is not timed"
+            return original(ddp, *args, **kwargs)
+
+        return register
+
+    # -- at each step ------------------------------------------------------------------------------
+    def at_step(self) -> float | None:
+        """The milliseconds since the last step in which a collective was outstanding (those that
+        completed since); None where the process has run none."""
+        if not self.seen:
+            return None
+        with self.lock:
+            still: list[list[Any]] = []
+            for entry in self.open:
+                kind, entered, work, cuda, completed = entry
+                if cuda:
+                    ms = _cuda_ms(work)
+                    if ms is None:
+                        still.append(entry)
+                        continue
+                    self.cuda_ms += ms
+                    self._count(kind, ms)
+                elif completed is not None:
+                    self.done.append((entered, completed))
+                    self._count(kind, (completed - entered) * 1e3)
+                else:
+                    still.append(entry)
+            self.open = still
+            host = _union_length(self.done)
+            ms, self.done, self.cuda_ms = host * 1e3 + self.cuda_ms, [], 0.0
+        return ms
+
+    def table(self) -> dict[str, list[float]]:
+        """Each kind's count and milliseconds so far."""
+        with self.lock:
+            return {kind: [int(n), round(ms, 3)] for kind, (n, ms) in self.kinds.items()}
+
+
+def _completed(entry: list[Any], future: Any) -> None:
+    """A CPU collective's future completed (on the backend's thread)."""
+    entry[4] = time.monotonic()
+
+
+def _cuda_ms(work: Any) -> float | None:
+    """A CUDA collective's time by its own events, once it has completed (never waits)."""
+    try:
+        if not work.is_completed():
+            return None
+        return float(work._get_duration())
+    except Exception:  # noqa: BLE001 - no timing (TORCH_NCCL_ENABLE_TIMING off): completed, time unknown
+        return 0.0
+
+
+def _on_cuda(args: Any, kwargs: Any) -> bool:
+    """The collective's tensors are on a GPU (the first tensor found)."""
+    for value in (*args, *kwargs.values()):
+        found = value[0] if isinstance(value, (list, tuple)) and value else value
+        device = getattr(found, "device", None)
+        if device is not None and hasattr(found, "is_cuda"):
+            return bool(found.is_cuda)
+    return False
+
+
+@functools.lru_cache(maxsize=64)
+def _parameters_of(function: Any) -> tuple[str, ...]:
+    import inspect
+
+    try:
+        return tuple(inspect.signature(function).parameters)
+    except (TypeError, ValueError):
+        return ()
+
+
+def _parameters(function: Any) -> tuple[str, ...]:
+    return _parameters_of(function)
+
+
+def _union_length(intervals: list[tuple[float, float]]) -> float:
+    """The seconds the intervals cover together."""
+    total, end = 0.0, float("-inf")
+    for a, b in sorted(intervals):
+        if a > end:
+            total += b - a
+            end = b
+        elif b > end:
+            total += b - end
+            end = b
+    return total

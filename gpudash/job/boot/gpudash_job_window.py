@@ -1,0 +1,151 @@
+"""A profiler window inside a job, when gpudash asks (``gpudash_job_hooks.py``, beside this file).
+Standard library and the job's own torch only.
+
+The window starts at the step boundary gpudash names (``at``: the same step on every rank) or the
+next one, marks each step with a ``gpudash.step`` range, and after its steps stops the profiler and
+writes the trace where gpudash said; the step during which that happens is marked as slowed (its
+time is the window's, not the job's). Nothing of it reaches the job's output: the profiler's
+Python warnings are caught, and what its native library prints on stderr while it starts, stops
+and writes (Kineto's ``profiler_start``/``profiler_stop`` lines, a CPU build's device errors) is
+taken aside — any line of the job's own that another thread wrote meanwhile goes back to stderr.
+A window still open when the job tears down (``destroy_process_group``, the interpreter's exit) is
+closed first, without a trace: a profiler left running into the teardown can crash it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import tempfile
+import threading
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from typing import Any
+
+STEP_MARKER = "gpudash.step"
+# a line of the profiler's native library: "USDT:2026-11-26 16:43:07 15779:15779 File.cpp:39] …"
+NATIVE_LINE = re.compile(rb"^(USDT|STAGE|ERROR|WARNING|INFO|VERBOSE):\d{4}-\d\d-\d\d [\d:]+ \d+:\d+ [\w.]+:\d+\] ")
+
+
+@contextlib.contextmanager
+def quiet_profiler() -> Iterator[None]:
+    """The profiler's Python warnings caught, and its native lines on stderr taken aside (fd 2 to a
+    file for the block; any other line written meanwhile goes back to stderr after it)."""
+    saved = aside = -1
+    try:
+        saved = os.dup(2)
+        aside_file = tempfile.TemporaryFile()
+        aside = aside_file.fileno()
+        os.dup2(aside, 2)
+    except OSError:
+        aside_file = None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        if saved >= 0 and aside_file is not None:
+            os.dup2(saved, 2)
+            os.close(saved)
+            with contextlib.suppress(OSError):
+                aside_file.seek(0)
+                kept = [line for line in aside_file.read().splitlines(keepends=True) if not NATIVE_LINE.match(line)]
+                if kept:
+                    os.write(2, b"".join(kept))
+            aside_file.close()
+
+
+class ProfilerWindow:
+    """``ask(request)`` from gpudash; ``at_step(step)`` at each step boundary (True: the step that
+    just ended ran under the window or its end); ``close()`` before the job's teardown."""
+
+    def __init__(self, torch: Any, send: Callable[[dict[str, Any]], None], own_syncs: Callable[[], Any]) -> None:
+        self.torch = torch
+        self.send = send
+        self.own_syncs = own_syncs  # a block whose host-device syncs are gpudash's, not the job's
+        self.asked: dict[str, Any] | None = None  # set by whichever thread reads gpudash's requests
+        self.lock = threading.Lock()  # ... and taken by the training thread: never lost in between
+        self.window: dict[str, Any] | None = None
+        self.rank = 0
+        self.cuda = False
+
+    @property
+    def running(self) -> bool:
+        return self.window is not None
+
+    def ask(self, request: dict[str, Any]) -> None:
+        """A window asked for (the latest request wins); any thread."""
+        with self.lock:
+            self.asked = request
+
+    def at_step(self, step: int) -> bool:
+        """At a step boundary: end or mark the window's step, or start an asked-for one; True where
+        the step that ended here was slowed by a window."""
+        window = self.window
+        if window is not None:
+            window["marker"].__exit__(None, None, None)
+            window["done"] += 1
+            if window["done"] >= int(window.get("steps", 20)):
+                self.window = None
+                self._end(window)
+                return True
+            window["marker"] = self.torch.autograd.profiler.record_function(STEP_MARKER)
+            window["marker"].__enter__()
+            return True
+        with self.lock:
+            asked = self.asked
+            if asked is None or step < int(asked.get("at", 0) or 0):
+                return False
+            self.asked = None
+        self.window = window = dict(asked, done=0)
+        try:
+            self._start(window)
+        except Exception as exc:  # noqa: BLE001 - said to gpudash; the job goes on
+            self.window = None
+            error = f"{type(exc).__name__}: {exc}"
+            self.send({"k": "trace", "rank": self.rank, "steps": 0, "path": "", "error": error})
+        return False
+
+    def _start(self, window: dict[str, Any]) -> None:
+        from torch.profiler import ProfilerActivity, profile
+
+        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.cuda else [])
+        with self.own_syncs(), quiet_profiler():
+            window["start_t"] = time.monotonic()
+            prof = profile(activities=activities)
+            prof.start()
+        window["prof"] = prof
+        window["marker"] = self.torch.autograd.profiler.record_function(STEP_MARKER)
+        window["marker"].__enter__()
+
+    def _end(self, window: dict[str, Any]) -> None:
+        path = os.path.join(str(window.get("dir", ".")), f"{window.get('name', 'job')}-rank{self.rank}.json")
+        message: dict[str, Any] = {"k": "trace", "rank": self.rank, "steps": window["done"], "path": path}
+        message["start_t"] = window["start_t"]
+        with self.own_syncs(), quiet_profiler():
+            window["prof"].stop()
+            stopped = time.monotonic()
+            message["wall_ms"] = (stopped - window["start_t"]) * 1e3  # its steps, up to the profiler's stop
+            try:
+                os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+                window["prof"].export_chrome_trace(path)
+            except Exception as exc:  # noqa: BLE001 - said to gpudash; the job goes on
+                message["error"] = f"{type(exc).__name__}: {exc}"
+        message["export_ms"] = (time.monotonic() - stopped) * 1e3
+        self.send(message)
+
+    def close(self) -> None:
+        """The job tears down: a running window stopped, its trace not written (said to gpudash)."""
+        with self.lock:
+            window, self.window, self.asked = self.window, None, None
+        if window is None:
+            return
+        with contextlib.suppress(Exception), self.own_syncs(), quiet_profiler():
+            window["marker"].__exit__(None, None, None)
+            window["prof"].stop()
+        self.send(
+            {"k": "trace", "rank": self.rank, "steps": window["done"], "path": "",
+             "error": "the job ended during the profiler window"}
+        )  # fmt: skip

@@ -1,0 +1,116 @@
+"""Issue 63 on the CPU (gloo): a torchrun job under gpudash is untouched — its own output and its
+trained weights are those of its bare run, in ``record``, ``--trace-every`` and ``diagnose`` — it
+ends cleanly when gpudash ends it, and its ranks read right: the rank with a slower input is the
+straggler by its own work, an even job has none, and an FSDP2 job records its ranks."""
+
+from __future__ import annotations
+
+import csv
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.test_job import JOBS, PLAIN, gpudash
+
+RANKS_JOB = str(JOBS / "ddp_ranks.py")
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node"]
+TIMEOUT_S = 240.0
+
+pytestmark = pytest.mark.slow
+
+
+def torchrun(ranks: int, *job_args: str) -> list[str]:
+    return [*TORCHRUN, str(ranks), RANKS_JOB, *job_args]
+
+
+def job_lines(output: str, numbers: bool = True) -> list[str]:
+    """The job's own lines (gpudash's left out), sorted (ranks print in any order), with what
+    changes from run to run masked: rates, torchrun's log prefix (time, pid); every number too
+    where not ``numbers``."""
+    lines = []
+    for whole in output.splitlines():
+        for line in re.split(r"(?<=.)(?=JOB )", whole):  # two ranks' lines written at once, split
+            lines.extend(_masked(line, numbers))
+    return sorted(lines)
+
+
+def _masked(line: str, numbers: bool) -> list[str]:
+    """A job's line masked (none for gpudash's own, or an empty one)."""
+    if line.startswith("gpudash:") or not line.strip():
+        return []
+    line = re.sub(r"^[WIE]\d{4} [\d:.]+ \d+ ", "", line)
+    line = re.sub(r"steps_per_s=[\d.]+", "steps_per_s=X", line)
+    return [line if numbers else re.sub(r"\d+(\.\d+)?(e-?\d+)?", "N", line)]
+
+
+@pytest.fixture(scope="module")
+def bare() -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(torchrun(2, "--steps", "60"), capture_output=True, text=True, timeout=TIMEOUT_S)
+    assert done.returncode == 0, done.stderr
+    return done
+
+
+@pytest.mark.parametrize("mode", [[], ["--trace-every", "1"]], ids=["record", "trace-every"])
+def test_the_jobs_output_and_weights_under_record_are_its_bare_runs(
+    bare: subprocess.CompletedProcess[str], mode: list[str], tmp_path: Path
+) -> None:
+    done = gpudash("record", str(tmp_path / "run.csv"), *mode, "--", *torchrun(2, "--steps", "60"), timeout=TIMEOUT_S)
+    assert done.returncode == 0, done.stderr
+    assert job_lines(done.stdout) == job_lines(bare.stdout)  # the weights' sums to the last bit among them
+    assert job_lines(done.stderr) == job_lines(bare.stderr)  # no sync warning, no profiler line or warning
+    assert any(line.startswith("JOB weights rank=1 sum=") for line in done.stdout.splitlines())
+
+
+def test_diagnose_ends_every_rank_after_the_same_step_without_a_traceback(tmp_path: Path) -> None:
+    job = torchrun(2, "--steps", "100000", "--item-ms", "0.2")
+    done = gpudash("diagnose", "--warmup", "1", "--", *job, timeout=TIMEOUT_S)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout + done.stderr
+    assert "JOB end rank=0" in out and "JOB end rank=1" in out  # the job's own finally blocks ran
+    for noise in ("Traceback", "KeyboardInterrupt", "SignalException", "ChildFailedError"):
+        assert noise not in out
+    assert "straggler" in done.stdout  # the verdict reads the ranks too
+
+
+def _straggler_run(tmp_path: Path, *job_args: str, ranks: int = 3) -> tuple[str, list[dict[str, str]]]:
+    path = tmp_path / "run.csv"
+    done = gpudash("record", str(path), "--", *torchrun(ranks, *job_args), timeout=TIMEOUT_S)
+    assert done.returncode == 0, done.stderr
+    with open(path, newline="") as f:
+        rows = [r for r in csv.DictReader(f) if r.get("rank")]
+    return done.stderr, rows
+
+
+@pytest.mark.parametrize("slow", [1, 2])
+def test_the_rank_whose_input_is_slower_is_the_straggler(tmp_path: Path, slow: int) -> None:
+    stderr, rows = _straggler_run(tmp_path, "--steps", "150", "--slow-rank", str(slow))
+    named = re.findall(r"straggler: rank (\d)", stderr)
+    assert named and set(named) == {str(slow)}, stderr
+    assert "its input waits" in stderr
+    assert {r["rank"] for r in rows} == {"0", "1", "2"}
+
+
+def test_an_even_job_has_no_straggler(tmp_path: Path) -> None:
+    stderr, _ = _straggler_run(tmp_path, "--steps", "300", "--item-ms", "1", "--slow-rank", "-1")
+    assert "straggler: rank" not in stderr
+    assert "no straggler" in stderr, stderr
+
+
+def test_an_fsdp2_job_over_gloo_records_its_ranks_and_its_straggler(tmp_path: Path) -> None:
+    stderr, rows = _straggler_run(tmp_path, "--steps", "100", "--fsdp", "--slow-rank", "1", ranks=2)
+    assert set(re.findall(r"straggler: rank (\d)", stderr)) == {"1"}, stderr
+    assert {r["rank"] for r in rows} == {"0", "1"}
+
+
+def test_a_profiler_window_on_the_cpu_prints_nothing_into_the_jobs_output(tmp_path: Path) -> None:
+    job = [sys.executable, PLAIN, "--steps", "300", "--workers", "0", "--print-every", "50"]
+    bare = subprocess.run(job, capture_output=True, text=True, timeout=TIMEOUT_S)
+    done = gpudash("record", str(tmp_path / "run.csv"), "--trace-every", "1", "--", *job, timeout=TIMEOUT_S)
+    assert done.returncode == 0, done.stderr
+    assert "measured: trace" in done.stderr or "profiler window" in done.stderr  # a window ran
+    for native in ("profiler_start", "profiler_stop", "USDT:", "gpuGetDeviceCount", "Profiler clears events"):
+        assert native not in done.stderr
+    assert job_lines(done.stdout, numbers=False) == job_lines(bare.stdout, numbers=False)
