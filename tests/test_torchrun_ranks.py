@@ -48,7 +48,10 @@ def _masked(line: str, numbers: bool) -> list[str]:
 
 @pytest.fixture(scope="module")
 def bare() -> subprocess.CompletedProcess[str]:
-    done = subprocess.run(torchrun(2, "--steps", "60"), capture_output=True, text=True, timeout=TIMEOUT_S)
+    for _ in range(3):  # gloo's own teardown can abort a bare run on a loaded 2-core machine: run it again
+        done = subprocess.run(torchrun(2, "--steps", "60"), capture_output=True, text=True, timeout=TIMEOUT_S)
+        if done.returncode == 0:
+            break
     assert done.returncode == 0, done.stderr
     return done
 
@@ -106,7 +109,7 @@ def test_an_fsdp2_job_over_gloo_records_its_ranks_and_its_straggler(tmp_path: Pa
 
 
 def test_a_profiler_window_on_the_cpu_prints_nothing_into_the_jobs_output(tmp_path: Path) -> None:
-    job = [sys.executable, PLAIN, "--steps", "300", "--workers", "0", "--print-every", "50"]
+    job = [sys.executable, PLAIN, "--steps", "1500", "--workers", "0", "--print-every", "250"]
     bare = subprocess.run(job, capture_output=True, text=True, timeout=TIMEOUT_S)
     done = gpudash("record", str(tmp_path / "run.csv"), "--trace-every", "1", "--", *job, timeout=TIMEOUT_S)
     assert done.returncode == 0, done.stderr

@@ -226,7 +226,8 @@ class JobSession:
         since = None if last_t is None or self.hooks_off is not None else time.monotonic() - last_t
         latest = [windows.steps for windows in self.samples.ranks.values()]
         planned = plan(sockets, latest, self.samples.rate, self.rank_table.world_size(), since)
-        if planned is None or not self._end_after(planned[0], sockets):
+        several = len(self.intake.as_list()) > max(1, self.rank_table.stepped)  # a rank's steps of several processes
+        if planned is None or several or not self._end_after(planned[0], sockets):
             return None
         code = wait_for_exit(self.process.poll, self._drain, planned[1])
         self.process.stopped_by_gpudash = self.process.stopped_by_gpudash or code is not None
@@ -259,8 +260,6 @@ class JobSession:
         elif kind == "first":
             self.rank_table.first(rank, self.world.first(m))
             self.intake.first(m, rank, _int(m.get("pid"), 0), now)
-            if self.config.max_steps is not None:  # --steps: every rank ends after that step, by itself
-                self._end_after(self.config.max_steps, [self.rank_table.socket(rank)])
             self.samples.world_size = max(self.samples.world_size, _int(m.get("world"), 1))
             if self._first_step_at is None:
                 self._first_step_at = now
