@@ -17,15 +17,23 @@ import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from gpudash.core.protocol import WORLD, Event, EventKind, Message, RankSample
 from gpudash.core.textfmt import strip_controls
 from gpudash.core.world_event import CLOCK_WORDS, RANK_GPUS, gpu_words
 from gpudash.ranks.watch import StragglerWatch
 
-if TYPE_CHECKING:
-    from gpudash.job.steps import JobSamples
+
+class ClosedWindows(Protocol):
+    """What ``closed`` reads of a job's windows (``gpudash.job.steps.JobSamples``)."""
+
+    world_size: int
+    ranks: dict[int, Any]
+    new_rank_samples: list[RankSample]
+    windows_closed: int
+    input_shares: dict[int, float]
+    own_work: dict[int, tuple[list[float], list[float]]]
 
 
 @dataclass(frozen=True)
@@ -102,7 +110,7 @@ class JobWorld:
         return Event(time_s, EventKind.MEASURED, what=WORLD, before=node, after=first.run_id, message=message,
                      details=details)  # fmt: skip
 
-    def closed(self, samples: JobSamples, time_s: float) -> list[Message]:
+    def closed(self, samples: ClosedWindows, time_s: float) -> list[Message]:
         """After ``samples`` closed windows: the world event (once), each rank's windows, and the
         straggler they show (an "error" event of ``what`` "ranks")."""
         out: list[Message] = []
