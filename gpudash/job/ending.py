@@ -49,20 +49,6 @@ def plan(
     return step, wait_s(step - max(latest, default=0), steps_per_s)
 
 
-def quiet_note(
-    since_s: float, hello: bool, stepped: bool, no_hello_s: float, no_step_s: float
-) -> tuple[str, str] | None:
-    """(key, words) of the note for a job that has said nothing, or never stepped, this long; None."""
-    if not hello and since_s >= no_hello_s:
-        return "hello", (
-            f"no word from the job after {no_hello_s:.0f} s: it has not imported torch yet, or its "
-            "Python skips sitecustomize (python -I, -E or -S)"
-        )
-    if hello and not stepped and since_s >= no_step_s:
-        return "step", "no optimizer step seen yet: is the job training with torch.optim?"
-    return None
-
-
 def wait_for_exit(poll: Callable[[], int | None], drain: Callable[[], None], timeout_s: float) -> int | None:
     """``poll()`` until the job has exited (its status) or ``timeout_s`` passed (None); ``drain()``
     the channel meanwhile, so that nothing the job says at its end is lost."""

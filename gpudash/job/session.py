@@ -40,13 +40,13 @@ from gpudash.host.nvml import NvmlSampler
 from gpudash.job import command as job_command
 from gpudash.job.channel import HostChannel
 from gpudash.job.diagnosis import JobDiagnosis, VerdictContext, ran_evidence, verdict_event
-from gpudash.job.ending import agreed_step, plan, quiet_note, wait_for_exit
+from gpudash.job.ending import agreed_step, plan, wait_for_exit
 from gpudash.job.intake import StepIntake
 from gpudash.job.launch import STOP_GRACE_S, JobProcess, job_env
 from gpudash.job.mfu import job_count, missing
 from gpudash.job.output import read_output
 from gpudash.job.phase_watch import PhaseWatch
-from gpudash.job.started import started_details
+from gpudash.job.started import quiet_note, started_details
 from gpudash.job.steps import JobSamples, StepRecord
 from gpudash.job.stops import JobStops
 from gpudash.job.traces import JobTraces, TraceRead

@@ -1,5 +1,6 @@
 """What a job's "started" event says of it: its torch, CUDA, device, optimizer and settings, as its
-lead rank's hooks said them at its first step, beside the run's configuration. Torch-free."""
+lead rank's hooks said them at its first step, beside the run's configuration; and the note for a
+job that has not got that far (no word from it, or no optimizer step). Torch-free."""
 
 from __future__ import annotations
 
@@ -24,3 +25,17 @@ def started_details(
         "settings": str(lead.get("settings", "")),  # its training DataLoader's arguments and site, its flags
         "command": job_command.display(command),
     }
+
+
+def quiet_note(
+    since_s: float, hello: bool, stepped: bool, no_hello_s: float, no_step_s: float
+) -> tuple[str, str] | None:
+    """(key, words) of the note for a job that has said nothing, or never stepped, this long; None."""
+    if not hello and since_s >= no_hello_s:
+        return "hello", (
+            f"no word from the job after {no_hello_s:.0f} s: it has not imported torch yet, or its "
+            "Python skips sitecustomize (python -I, -E or -S)"
+        )
+    if hello and not stepped and since_s >= no_step_s:
+        return "step", "no optimizer step seen yet: is the job training with torch.optim?"
+    return None

@@ -97,7 +97,7 @@ class StepRecord:
                 pid,
                 (_seconds(raw[DATASET_S]) or 0.0) if len(raw) > DATASET_S else 0.0,
                 (_seconds(raw[COLLATE_S]) or 0.0) if len(raw) > COLLATE_S else 0.0,
-                _milliseconds(raw[COMM_MS]) if len(raw) > COMM_MS else None,
+                _seconds(raw[COMM_MS], MAX_SECONDS * 1e3) if len(raw) > COMM_MS else None,
             )
         except (TypeError, ValueError, IndexError, OverflowError):
             return None
@@ -111,20 +111,12 @@ class StepRecord:
         return all(x is None or (math.isfinite(x) and 0 <= x < MAX_SECONDS * 1e3) for x in (self.ms, self.input_wait_s))
 
 
-def _milliseconds(value: Any) -> float | None:
-    """A time in ms: finite and not negative, else unknown."""
-    if value is None:
-        return None
-    ms = float(value)
-    return ms if 0.0 <= ms < MAX_SECONDS * 1e3 else None
-
-
-def _seconds(value: Any) -> float | None:
-    """A step's training seconds: finite and not negative, else unknown."""
+def _seconds(value: Any, limit: float = MAX_SECONDS) -> float | None:
+    """A step's seconds (or, ``limit`` times 1000, its ms): finite and not negative, else unknown."""
     if value is None:
         return None
     seconds = float(value)
-    return seconds if 0.0 <= seconds < MAX_SECONDS else None
+    return seconds if 0.0 <= seconds < limit else None
 
 
 @dataclass

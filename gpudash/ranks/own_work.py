@@ -40,6 +40,7 @@ class StragglerVerdict:
     rank: int | None
     words: str
     ranks: tuple[RankWork, ...] = ()
+    short: str = ""  # the same for a line of its own: "straggler rank 2: own work 19 ms vs 2.5 ms"
 
 
 def rank_work(rank: int, own_ms: list[float], comm_ms: list[float]) -> RankWork | None:
@@ -79,12 +80,15 @@ def judge(works: list[RankWork], input_pct: dict[int, float] | None = None) -> S
         pct = (input_pct or {}).get(top.rank)
         if pct is not None:
             words += f"; its input waits {pct:.0f}%"
-        return StragglerVerdict(top.rank, words, tuple(works))
+        short = f"straggler rank {top.rank}: own work {_ms(top.own_ms)} ms vs {_ms(rest_mean)} ms"
+        return StragglerVerdict(top.rank, words, tuple(works), short)
     if spread <= SEPARATE - 1.0:
         words = f"no straggler (ranks' own work within {100 * (SEPARATE - 1):.0f}%)"
+        short = f"no straggler (own work within {100 * (SEPARATE - 1):.0f}%)"
     else:
         words = f"no straggler named: rank {top.rank}'s own work is {100 * spread:.0f}% over the least, in the noise"
-    return StragglerVerdict(None, words, tuple(works))
+        short = f"no straggler named (own work {100 * spread:.0f}% apart, in the noise)"
+    return StragglerVerdict(None, words, tuple(works), short)
 
 
 def _ms(value: float) -> str:

@@ -21,7 +21,6 @@ class RankTable:
     def __init__(self) -> None:
         self.hellos: dict[int, dict[str, Any]] = {}  # pid -> the process's hello
         self.firsts: dict[int, dict[str, Any]] = {}  # rank -> its first step's message
-        self.comm: dict[int, dict[str, Any]] = {}  # rank -> its collectives' kinds: [count, ms]
 
     def hello(self, m: dict[str, Any]) -> None:
         self.hellos[as_int(m.get("pid"), 0)] = m

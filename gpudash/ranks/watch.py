@@ -27,7 +27,6 @@ class StragglerWatch:
 
     def __init__(self) -> None:
         self.named: int | None = None  # the rank named now
-        self.latest: StragglerVerdict | None = None  # the latest window's verdict by own work
         self._candidate: int | None = None
         self._seen = 0
         self._all: dict[int, tuple[collections.deque[float], collections.deque[float]]] = {}  # the run's steps
@@ -45,7 +44,6 @@ class StragglerWatch:
             kept[1].extend(comm)
         self._shares.update(shares)
         verdict = by_own_work(own_work or {}, shares)
-        self.latest = verdict or self.latest
         if verdict is None and self._all:
             return ""  # own work is timed, but this window holds too few steps of it to judge
         rank = verdict.rank if verdict is not None else _straggler(shares)

@@ -10,12 +10,11 @@ timed, a recording of an older gpudash) the line says the slowest by step time, 
 
 from __future__ import annotations
 
-import statistics
 from collections import deque
 from typing import Protocol
 
 from gpudash.core.protocol import Event, RankSample, Sample
-from gpudash.ranks.own_work import SEPARATE, StragglerVerdict, judge, rank_work
+from gpudash.ranks.own_work import StragglerVerdict, judge, rank_work
 
 OWN_WINDOWS = 20  # each rank's latest windows the straggler is judged over
 RANKS_SHOWN = 8  # ranks named one by one in the ranks line; past that, counted
@@ -45,20 +44,6 @@ class RankWindows:
             if (w := rank_work(rank, [o for o, _ in kept], [c for _, c in kept if c is not None])) is not None
         ]
         return judge(works, input_pct)
-
-
-def straggler_words(verdict: StragglerVerdict) -> str:
-    """The verdict, short: "straggler rank 2: own work 19 ms vs 2.5 ms" (the others' mean), or "no
-    straggler (own work within 3%)", or where the spread is in the noise "no straggler named (…)"."""
-    works = {w.rank: w.own_ms for w in verdict.ranks}
-    if verdict.rank is not None and verdict.rank in works:
-        rest = statistics.fmean(v for r, v in works.items() if r != verdict.rank)
-        return f"straggler rank {verdict.rank}: own work {works[verdict.rank]:.3g} ms vs {rest:.3g} ms"
-    least, most = min(works.values(), default=0.0), max(works.values(), default=0.0)
-    spread = most / least - 1.0 if least > 0 else 0.0
-    if spread <= SEPARATE - 1.0:
-        return f"no straggler (own work within {100 * (SEPARATE - 1):.0f}%)"
-    return f"no straggler named (own work {100 * spread:.0f}% apart, in the noise)"
 
 
 class RanksState(Protocol):
@@ -93,7 +78,7 @@ def ranks_line(state: RanksState) -> str | None:
     pct = {r.rank: r.input_wait_pct for r in ranks if r.input_wait_pct is not None}
     verdict = state.rank_windows.verdict(pct)
     if verdict is not None:
-        parts.append(straggler_words(verdict))
+        parts.append(verdict.short)
     elif s.slowest_rank is not None and s.slowest_rank_step_ms is not None:
         parts.append(f"slowest rank {s.slowest_rank}: {s.slowest_rank_step_ms:.3g} ms/step p50")
     trace = state.last_trace

@@ -8,8 +8,7 @@ its future's completion; a CUDA one (NCCL) by the work's own CUDA events (``TORC
 which gpudash sets for a job that has not): from when its stream reached it — the rank's own work
 done — to its end. At each step, ``at_step()`` gives the milliseconds since the last step during
 which a collective was outstanding: a rank that waits for a slower one has it outstanding the
-longer, and its step less that time is its own work. Each kind's count and time go to gpudash
-with the sync table.
+longer, and its step less that time is its own work.
 
 DDP reduces its buckets in C++, out of Python's sight: a model wrapped in
 ``DistributedDataParallel`` gets, at its first forward, DDP's own reference hook
@@ -30,7 +29,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-# torch.distributed's functions timed, and the kind each is
+# torch.distributed's functions timed, and the kind each is (the kinds' times come from traces)
 KINDS = {
     "all_reduce": "all-reduce",
     "all_reduce_coalesced": "all-reduce",
@@ -49,7 +48,6 @@ KINDS = {
     "barrier": "barrier",
 }
 MAX_OPEN = 4096  # collectives not yet completed kept (a job that never steps: the oldest dropped)
-NOT_TIMED = "gpudash_not_timed"  # set on a DDP model with a hook gpudash cannot see into
 
 
 class CommTimes:
@@ -59,11 +57,10 @@ class CommTimes:
         self.torch = torch
         self.quiet = quiet  # a block whose host-device syncs are torch.distributed's, not the job's
         self.lock = threading.Lock()
-        self.open: list[list[Any]] = []  # [kind, entered (monotonic), work or None, CUDA, completed or None]
+        self.open: list[list[Any]] = []  # [entered (monotonic), work, CUDA, completed or None]
         self.done: list[tuple[float, float]] = []  # host intervals completed since the last step
         self.cuda_ms = 0.0  # CUDA collectives' time completed since the last step
         self.seen = False  # any collective at all: the job is distributed
-        self.kinds: dict[str, list[float]] = {}  # kind -> [count, ms]
         self.settings = ""  # the DDP model's arguments ("ddp_bucket_cap_mb=25.0,…")
         self.untimed = ""  # why a part of the job's communication is not timed
         self._originals: dict[str, Any] = {}
@@ -77,7 +74,7 @@ class CommTimes:
             original = getattr(dist, name, None)
             if original is not None and callable(original):
                 self._originals[name] = original
-                setattr(dist, name, self._timed(name, original))
+                setattr(dist, name, self._timed(original))
         ddp = self.torch.nn.parallel.DistributedDataParallel
         for name in ("_pre_forward", "_post_forward", "register_comm_hook", "_register_builtin_comm_hook"):
             if hasattr(ddp, name):
@@ -101,8 +98,7 @@ class CommTimes:
         self._originals = {}
 
     # -- torch.distributed's functions -----------------------------------------------------------
-    def _timed(self, name: str, original: Any) -> Any:
-        kind = KINDS[name]
+    def _timed(self, original: Any) -> Any:
         comms = self
         compiling = getattr(getattr(self.torch, "compiler", None), "is_compiling", lambda: False)
 
@@ -112,25 +108,25 @@ class CommTimes:
                 return original(*args, **kwargs)
             asked_async = bool(kwargs.get("async_op", False))
             cuda = _on_cuda(args, kwargs)
-            if cuda and not asked_async and "async_op" in _parameters(original):
+            if cuda and not asked_async and "async_op" in _parameters_of(original):
                 kwargs["async_op"] = True  # its work, to time; then waited as the call itself would
             entered = time.monotonic()
             with comms.quiet():
                 work = original(*args, **kwargs)
                 if cuda and not asked_async and work is not None and kwargs.get("async_op"):
-                    comms._entered(kind, entered, work, cuda)
+                    comms._entered(entered, work, cuda)
                     work.wait()  # exactly what the call does without async_op
                     return None
             if work is None or not asked_async:
-                comms._interval(kind, entered, time.monotonic())
+                comms._interval(entered, time.monotonic())
             else:
-                comms._entered(kind, entered, work, cuda)
+                comms._entered(entered, work, cuda)
             return work
 
         return timed
 
-    def _entered(self, kind: str, entered: float, work: Any, cuda: bool) -> None:
-        entry: list[Any] = [kind, entered, work, cuda, None]
+    def _entered(self, entered: float, work: Any, cuda: bool) -> None:
+        entry: list[Any] = [entered, work, cuda, None]
         if not cuda:
             try:
                 work.get_future().then(functools.partial(_completed, entry))
@@ -141,16 +137,10 @@ class CommTimes:
             del self.open[:-MAX_OPEN]
             self.seen = True
 
-    def _interval(self, kind: str, entered: float, completed: float) -> None:
+    def _interval(self, entered: float, completed: float) -> None:
         with self.lock:
             self.done.append((entered, completed))
-            self._count(kind, (completed - entered) * 1e3)
             self.seen = True
-
-    def _count(self, kind: str, ms: float) -> None:
-        tally = self.kinds.setdefault(kind, [0, 0.0])
-        tally[0] += 1
-        tally[1] += ms
 
     # -- DDP ---------------------------------------------------------------------------------------
     def _ddp_pre_forward(self, original: Any) -> Any:
@@ -185,7 +175,7 @@ class CommTimes:
             f"ddp_find_unused_parameters={bool(getattr(ddp, 'find_unused_parameters', False))}",
         ]
         self.settings = ",".join(words)
-        if getattr(ddp, NOT_TIMED, None) is not None or getattr(ddp, "gpudash_users_hook", False):
+        if getattr(ddp, "gpudash_users_hook", False):
             return  # the job's own hook: its collectives are timed as they go through torch.distributed
         try:
             from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
@@ -201,7 +191,6 @@ class CommTimes:
         def register(ddp: Any, *args: Any, **kwargs: Any) -> Any:
             ddp.gpudash_users_hook = True
             if original.__name__ == "_register_builtin_comm_hook":
-                setattr(ddp, NOT_TIMED, True)
                 comms.untimed = "DDP's built-in communication hook runs in C++: its all-reduce is not timed"
             return original(ddp, *args, **kwargs)
 
@@ -216,17 +205,12 @@ class CommTimes:
         with self.lock:
             still: list[list[Any]] = []
             for entry in self.open:
-                kind, entered, work, cuda, completed = entry
-                if cuda:
-                    ms = _cuda_ms(work)
-                    if ms is None:
-                        still.append(entry)
-                        continue
+                entered, work, cuda, completed = entry
+                ms = _cuda_ms(work) if cuda else None
+                if ms is not None:
                     self.cuda_ms += ms
-                    self._count(kind, ms)
-                elif completed is not None:
+                elif not cuda and completed is not None:
                     self.done.append((entered, completed))
-                    self._count(kind, (completed - entered) * 1e3)
                 else:
                     still.append(entry)
             self.open = still
@@ -234,15 +218,10 @@ class CommTimes:
             ms, self.done, self.cuda_ms = host * 1e3 + self.cuda_ms, [], 0.0
         return ms
 
-    def table(self) -> dict[str, list[float]]:
-        """Each kind's count and milliseconds so far."""
-        with self.lock:
-            return {kind: [int(n), round(ms, 3)] for kind, (n, ms) in self.kinds.items()}
-
 
 def _completed(entry: list[Any], future: Any) -> None:
     """A CPU collective's future completed (on the backend's thread)."""
-    entry[4] = time.monotonic()
+    entry[3] = time.monotonic()
 
 
 def _cuda_ms(work: Any) -> float | None:
@@ -273,10 +252,6 @@ def _parameters_of(function: Any) -> tuple[str, ...]:
         return tuple(inspect.signature(function).parameters)
     except (TypeError, ValueError):
         return ()
-
-
-def _parameters(function: Any) -> tuple[str, ...]:
-    return _parameters_of(function)
 
 
 def _union_length(intervals: list[tuple[float, float]]) -> float:

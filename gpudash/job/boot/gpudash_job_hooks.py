@@ -104,7 +104,7 @@ class Hooks:
         self.last_send = 0.0
         self.syncs: _SyncCount | None = None
         self.sites_sent = (0.0, -1)
-        self.comm_sent = 0.0
+        self.untimed_said = False
         self.window = ProfilerWindow(torch, self.channel.send, self._quiet)
         self.comm = CommTimes(torch, self._quiet)
         self.end_after: int | None = None  # gpudash's end of a measuring run: after this step
@@ -375,10 +375,8 @@ class Hooks:
 
     def _end_here(self) -> None:
         """gpudash ends its measuring run at this step: the records out, then a quiet exit."""
-        self.window.close()
-        self.close()
+        self.close()  # (the window closed first)
         self.on = False
-        self.channel.send({"k": "ending", "rank": self.rank, "pid": os.getpid(), "step": self.steps})
         raise SystemExit(0)
 
     def _close_group(self) -> None:
@@ -434,10 +432,9 @@ class Hooks:
                     {"k": "sites", "rank": self.rank, "table": table.as_dict(), "not_counted": syncs.not_counted}
                 )
                 self.sites_sent = (self.last_send, total)
-        if self.comm.seen and (final or self.last_send - self.comm_sent >= SITES_EVERY_S):
-            kinds, untimed = self.comm.table(), self.comm.untimed
-            self.channel.send({"k": "comm", "rank": self.rank, "kinds": kinds, "untimed": untimed})
-            self.comm_sent = self.last_send
+        if self.comm.untimed and not self.untimed_said:  # once: what of its communication is not timed
+            self.untimed_said = True
+            self.channel.send({"k": "note", "rank": self.rank, "text": self.comm.untimed})
         self._take_requests()
 
     def _take_requests(self) -> None:
