@@ -43,12 +43,36 @@ def batches(loader: DataLoader[int]) -> Iterator[torch.Tensor]:
         yield from loader
 
 
+class Windows:
+    """The job's own profiler windows, as users take them: 20 steps every ``every_s`` seconds."""
+
+    def __init__(self, every_s: float, rank: int) -> None:
+        self.every_s, self.rank, self.last = every_s, rank, time.monotonic()
+        self.prof: torch.profiler.profile | None = None
+        self.steps = self.n = 0
+
+    def step(self) -> None:
+        if not self.every_s:
+            return
+        if self.prof is not None:
+            self.steps += 1
+            if self.steps >= 20:
+                self.prof.stop()
+                self.prof.export_chrome_trace(f"/tmp/own-{self.rank}-{self.n}.json")
+                self.prof, self.last, self.n = None, time.monotonic(), self.n + 1
+        elif time.monotonic() - self.last >= self.every_s:
+            activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+            self.prof, self.steps = torch.profiler.profile(activities=activities), 0
+            self.prof.start()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--slow-rank", type=int, default=-1)
     parser.add_argument("--input-ms", type=float, default=0.0)
+    parser.add_argument("--profile-every", type=float, default=0.0, help="own profiler windows")
     args = parser.parse_args()
     dist.init_process_group("nccl")
     rank, local = dist.get_rank(), int(os.environ.get("LOCAL_RANK", "0"))
@@ -64,7 +88,7 @@ def main() -> None:
     x = torch.randn(args.batch, 3, 224, 224, device=device).to(memory_format=torch.channels_last)
     y = torch.randint(0, 1000, (args.batch,), device=device)
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    done = 0
+    done, windows = 0, Windows(args.profile_every, rank)
     try:
         for _ in batches(loader):
             with torch.autocast("cuda", dtype=torch.bfloat16):
@@ -72,6 +96,7 @@ def main() -> None:
             loss.backward()
             opt.step()
             opt.zero_grad(set_to_none=True)
+            windows.step()
             done += 1
             if done == WARMUP:
                 start.record()
