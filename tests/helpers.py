@@ -56,6 +56,25 @@ CSV_COLUMNS_0_1 = [
 ]
 
 
+BOOT = ROOT / "gpudash" / "job" / "boot"  # the job's bootstrap folder: its modules import each other by name
+
+
+def boot_module(name: str) -> Any:
+    """A module of the job's bootstrap folder, loaded apart (``NAME_under_test``) as the bootstrap
+    loads it: with its folder first on ``sys.path``, so its imports of the modules beside it resolve."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"{name}_under_test", BOOT / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(BOOT))
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(BOOT))
+    return module
+
+
 def record_args(path: str | Path, *more: str) -> list[str]:
     """``--record PATH`` of sync_loss's fixed variant on the CPU, then ``more``."""
     return ["--record", str(path), "-w", "sync_loss", "-v", "fixed", "--device", "cpu", *more]

@@ -9,7 +9,6 @@ and a killed gpudash, bad input, the recordings read by report and replay (share
 from __future__ import annotations
 
 import csv
-import importlib.util
 import json
 import os
 import signal
@@ -21,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import once_per_session
+from tests.helpers import boot_module, once_per_session
 
 JOBS = Path(__file__).parent / "data" / "jobs"
 PLAIN = str(JOBS / "plain_loop.py")
@@ -295,16 +294,7 @@ def test_two_recordings_of_one_script_pair_up_in_report_and_replay(
 
 # -- the hooks alone ----------------------------------------------------------------------------------
 def _hooks_module() -> Any:
-    path = Path(__file__).parents[1] / "gpudash" / "job" / "boot" / "gpudash_job_hooks.py"
-    spec = importlib.util.spec_from_file_location("gpudash_job_hooks_under_test", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.path.insert(0, str(path.parent))  # its parts beside it, as the bootstrap loads it
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(path.parent))
-    return module
+    return boot_module("gpudash_job_hooks")
 
 
 def test_a_channel_nobody_reads_drops_figures_and_never_blocks(short_tmp: Path) -> None:

@@ -15,6 +15,7 @@ import pytest
 from gpudash.core.protocol import Event, EventKind, RunConfig
 from gpudash.job.session import JobSession
 from gpudash.job.steps import StepRecord
+from tests.helpers import boot_module
 
 
 def _session(tmp_path: Path) -> JobSession:
@@ -153,17 +154,13 @@ def test_escape_sequences_in_a_jobs_command_line_are_shown_escaped(escaped_to_st
 def job_parts(monkeypatch: pytest.MonkeyPatch, mode: int = 0) -> tuple[Any, list[object], list[str]]:
     """The hooks' parts as the bootstrap loads them, the sync debug mode kept here (it needs a CUDA
     driver: faked at torch's boundary), and what reaches the job's own warning handler."""
-    import importlib.util
     import warnings
 
     import torch
 
     boot = Path(__file__).parents[1] / "gpudash" / "job" / "boot"
     monkeypatch.setenv("GPUDASH_JOB_SRC", str(boot.parent.parent))
-    spec = importlib.util.spec_from_file_location("gpudash_job_parts_under_test", boot / "gpudash_job_parts.py")
-    assert spec is not None and spec.loader is not None
-    parts = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(parts)
+    parts = boot_module("gpudash_job_parts")
     modes: list[object] = []
     monkeypatch.setattr(torch.cuda, "get_sync_debug_mode", lambda: mode)
     monkeypatch.setattr(torch.cuda, "set_sync_debug_mode", modes.append)

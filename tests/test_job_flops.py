@@ -10,7 +10,6 @@ FLOPs over ``--peak-tflops`` are read from tests/test_job.py's recording of ``--
 from __future__ import annotations
 
 import csv
-import importlib.util
 import subprocess
 import sys
 import threading
@@ -26,7 +25,7 @@ from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatc
 from gpudash.core.protocol import Sample
 from gpudash.job.mfu import job_count, missing
 from gpudash.job.steps import JobSamples, StepRecord
-from tests.helpers import once_per_session
+from tests.helpers import boot_module, once_per_session
 from tests.test_job import JOBS, PLAIN, events, gpudash, job_line, samples
 
 BOOT = Path(__file__).parents[1] / "gpudash" / "job" / "boot"
@@ -180,15 +179,7 @@ def part_module(monkeypatch: pytest.MonkeyPatch) -> Any:
     """``gpudash_job_flops.py`` loaded as the hooks load it (its parts beside it, gpudash's source named)."""
     monkeypatch.setenv("GPUDASH_JOB_SRC", str(BOOT.parent.parent))
     monkeypatch.delenv("GPUDASH_JOB_FAULT", raising=False)
-    spec = importlib.util.spec_from_file_location("gpudash_job_flops_under_test", BOOT / "gpudash_job_flops.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.path.insert(0, str(BOOT))
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(BOOT))
-    return module
+    return boot_module("gpudash_job_flops")
 
 
 def _iteration(batch: int = 8, hidden: int = 32) -> Callable[[], torch.Tensor]:

@@ -7,7 +7,6 @@ Lightning and Hugging Face kin), read back by ``report`` and ``replay``."""
 from __future__ import annotations
 
 import csv
-import importlib.util
 import json
 import shutil
 import signal
@@ -35,7 +34,7 @@ from gpudash.core.protocol import (
 )
 from gpudash.job.phases import JobPhases
 from gpudash.job.stalls import Stall, report, stall_after_s
-from tests.helpers import once_per_session
+from tests.helpers import boot_module, once_per_session
 from tests.test_job import JOBS, TIMEOUT_S, gpudash, job_line
 
 BOOT = Path(__file__).parents[1] / "gpudash" / "job" / "boot"
@@ -45,11 +44,7 @@ BENCH_JOBS = Path(__file__).parents[1] / "benchmarks" / "jobs"
 
 # -- the hooks' spans, inside the job ---------------------------------------------------------------
 def _phases_module() -> Any:
-    spec = importlib.util.spec_from_file_location("gpudash_job_phases_under_test", BOOT / "gpudash_job_phases.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return boot_module("gpudash_job_phases")
 
 
 @pytest.fixture

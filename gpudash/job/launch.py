@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import IO
 
 from gpudash.core import procgroup
+from gpudash.job.boot import gpudash_job_wire as wire
 from gpudash.job.settings import job_env as settings_env
 from gpudash.job.terminal import JobTerminal, signal_groups
 
@@ -89,10 +90,10 @@ def job_env(
     env = dict(os.environ if base is None else base)
     path = env.get("PYTHONPATH", "")
     env["PYTHONPATH"] = str(BOOT_DIR) + (os.pathsep + path if path else "")
-    env["GPUDASH_JOB_CHANNEL"] = channel
-    env["GPUDASH_JOB_SRC"] = str(SOURCE_DIR)
-    env["GPUDASH_JOB_SITES"] = "1" if sites else "0"
-    env.setdefault("TORCH_NCCL_ENABLE_TIMING", "1")  # each NCCL collective's time, by its own CUDA events
+    env[wire.CHANNEL_ENV] = channel
+    env[wire.SRC_ENV] = str(SOURCE_DIR)
+    env[wire.SITES_ENV] = "1" if sites else "0"
+    env.setdefault(wire.TORCH_TIMING_ENV, "1")  # each NCCL collective's time, by its own CUDA events
     if unbuffered:
         env.setdefault("PYTHONUNBUFFERED", "1")  # the pane's lines as they come, not at exit
     env.update(settings_env(job_set, env))

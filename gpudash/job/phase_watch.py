@@ -12,6 +12,7 @@ from dataclasses import replace
 from typing import Any
 
 from gpudash.core.protocol import GOODPUT, OTHER, STALLED_PHASE, STARTUP, SUSPENDED, TEARDOWN, EventKind
+from gpudash.job.boot import gpudash_job_wire as wire
 from gpudash.job.channel import HostChannel
 from gpudash.job.phases import SPAN_KINDS, JobPhases
 from gpudash.job.stalls import AGAIN_S, STALL_MIN_S, Stall, report, stall_after_s
@@ -37,11 +38,11 @@ class PhaseWatch:
 
     def on_message(self, kind: str, m: dict[str, Any], lead: bool) -> None:
         """A "phase" (the lead rank's), "stacks" or "worker" message of the job's hooks."""
-        if kind == "phase" and lead:
+        if kind == wire.PHASE and lead:
             self._on_phase(m)
-        elif kind == "stacks" and self.stall is not None:
+        elif kind == wire.STACKS and self.stall is not None:
             self.stall.answers[_int(m.get("pid"))] = m
-        elif kind == "worker":
+        elif kind == wire.WORKER:
             self.workers[_int(m.get("pid"))] = str(m.get("ctl") or "")
 
     def step(self, record: StepRecord) -> StepRecord:
@@ -154,7 +155,7 @@ class PhaseWatch:
         stall.first_rank = min(ranks, key=lambda r: ranks[r]) if ranks else 0
         workers = [(pid, "DataLoader worker", ctl) for pid, ctl in sorted(self.workers.items())]
         for pid, who, ctl in [*targets(), *workers]:
-            if ctl and self.channel.request(ctl, {"k": "stacks"}):
+            if ctl and self.channel.request(ctl, {"k": wire.STACKS}):
                 stall.asked[pid] = who
             elif not who.startswith("DataLoader"):
                 stall.asked[pid] = who  # said as not answering

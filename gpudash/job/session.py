@@ -38,6 +38,7 @@ from gpudash.engine.model_flops import ModelCount
 from gpudash.host.devices import cuda_index_hint
 from gpudash.host.nvml import NvmlSampler
 from gpudash.job import command as job_command
+from gpudash.job.boot import gpudash_job_wire as wire
 from gpudash.job.channel import HostChannel
 from gpudash.job.diagnosis import JobDiagnosis, VerdictContext, ran_evidence, verdict_event
 from gpudash.job.ending import agreed_step, plan, wait_for_exit
@@ -234,7 +235,7 @@ class JobSession:
         return code
 
     def _end_after(self, step: int, sockets: list[str]) -> bool:  # False: a process could not be asked
-        return all([self.channel.request(ctl, {"k": "end", "after": step}) for ctl in sockets]) and all(sockets)
+        return all([self.channel.request(ctl, {"k": wire.END, "after": step}) for ctl in sockets]) and all(sockets)
 
     def _drain(self) -> None:  # what the job has said, now
         for message in self.channel.receive():
@@ -251,34 +252,34 @@ class JobSession:
     def _on_message(self, m: dict[str, Any], now: float) -> None:
         kind = m.get("k")
         rank = _int(m.get("rank"), 0)
-        if kind == "proc":  # a process of the job, as it starts: its group ended with the job's
+        if kind == wire.PROC:  # a process of the job, as it starts: its group ended with the job's
             self.process.add_group(_int(m.get("pgid"), 0))
-        elif kind == "hello":
+        elif kind == wire.HELLO:
             self.rank_table.hello(m)
             self.process.add_group(_int(m.get("pgid"), 0))
             self.world.hello(m)
-        elif kind == "first":
+        elif kind == wire.FIRST:
             self.rank_table.first(rank, self.world.first(m))
             self.intake.first(m, rank, _int(m.get("pid"), 0), now)
             self.samples.world_size = max(self.samples.world_size, _int(m.get("world"), 1))
             if self._first_step_at is None:
                 self._first_step_at = now
-        elif kind == "steps":
+        elif kind == wire.STEPS:
             self._on_steps(rank, _int(m.get("pid"), -1), m.get("s") or [], now)
-        elif kind == "sites" and rank == self.rank_table.lead:
+        elif kind == wire.SITES and rank == self.rank_table.lead:
             self._on_sites(m)
-        elif kind == "trace":
+        elif kind == wire.TRACE:
             self.traces.received(m)
-        elif kind == "flops":
+        elif kind == wire.FLOPS:
             self._flops[rank] = m
             self._say_flops()
-        elif kind == "note":
+        elif kind == wire.NOTE:
             text = str(m.get("text", ""))
             if text.startswith(HOOKS_OFF) and self.hooks_off is None:
                 self.hooks_off = (text.removeprefix(HOOKS_OFF), self.samples.steps)
             self._error("job", text)
-        elif kind in ("phase", "stacks", "worker"):
-            if kind == "phase":  # its times on gpudash's clock
+        elif kind in (wire.PHASE, wire.STACKS, wire.WORKER):
+            if kind == wire.PHASE:  # its times on gpudash's clock
                 offset = self.intake.offset(rank)
                 m = {**m, **{k: m[k] + offset for k in ("t0", "t1") if isinstance(m.get(k), (int, float))}}
             self.watch.on_message(kind, m, rank == self.rank_table.lead)

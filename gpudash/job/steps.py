@@ -14,7 +14,8 @@ the step takes longer than that (a 10 s step reads 0.1 steps/s, not 0, 0, 0, 0.4
 nothing. A window with a step under a profiler window (a trace, a diagnosis) weighs nothing either:
 it is shown, not counted. Without a batch size (no ``DataLoader``) samples/s is unknown (None).
 
-A step record, as the job's hooks send it (``gpudash/job/boot/gpudash_job_hooks.py``):
+A step record, as the job's hooks send it (``gpudash/job/boot/gpudash_job_hooks.py``; its fields'
+order and names: ``gpudash_job_wire.RECORD_FIELDS``):
 ``[step, t, ms, samples, tokens, input_wait_s, syncs, profiled, train_s, dataset_s, collate_s, comm_ms]`` — ``t`` on the
 machine's monotonic clock, ``ms`` the step's time (CUDA events on a GPU; None where unknown),
 ``syncs`` None where not counted, ``profiled`` 1 for a step under a profiler window or the FLOP
@@ -38,8 +39,21 @@ from gpudash.core.protocol import RankSample, Sample
 from gpudash.engine.measure import percentile
 from gpudash.engine.model_flops import ModelCount, with_model_rates
 from gpudash.host.runner import with_slowest_rank
+from gpudash.job.boot.gpudash_job_wire import (
+    COLLATE_S,
+    COMM_MS,
+    DATASET_S,
+    MS,
+    PROFILED,
+    SAMPLES,
+    STEP,
+    SYNCS,
+    TOKENS,
+    TRAIN_S,
+    WAIT,
+    T,
+)
 
-STEP, T, MS, SAMPLES, TOKENS, WAIT, SYNCS, PROFILED, TRAIN_S, DATASET_S, COLLATE_S, COMM_MS = range(12)
 BATCH_FROM_STEPS = 10  # the job's batch size: the most common of its first steps' sample counts
 LAG_S = 0.5  # a window closes this long after its end: its steps' records arrive late
 HOLD_ZERO_S = 3.0  # a window without a step goes out when a later one has steps, or after this long

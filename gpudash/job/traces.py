@@ -18,6 +18,7 @@ from typing import Any
 
 from gpudash.core.textfmt import plain
 from gpudash.engine.trace_read import MAX_EVENTS, read_bounded
+from gpudash.job.boot import gpudash_job_wire as wire
 
 TRACE_BYTES = 64 << 20  # the trace a window may write: later windows ask for fewer steps past it
 WINDOW_SHARE = 0.10  # periodic windows (--trace-every) cost the job at most this share of its time
@@ -90,11 +91,11 @@ class JobTraces:
         self._seq += 1
         name = f"{slug}-{self._seq}"
         for rank in ranks:
-            self._asked[os.path.join(folder, f"{name}-rank{rank}.json")] = purpose
+            self._asked[wire.trace_path(folder, name, rank)] = purpose
         asked = max(1, steps)
         fewer = min(asked, self.step_cap) if self.step_cap is not None else asked
         note = "" if fewer == asked else f"a window of {fewer} steps, not {asked}: this job's trace is large"
-        return {"k": "trace", "steps": fewer, "dir": folder, "name": name}, note
+        return {"k": wire.TRACE, "steps": fewer, "dir": folder, "name": name}, note
 
     def received(self, m: dict[str, Any]) -> None:
         """A rank's answer: the window's trace is read in the background."""

@@ -31,6 +31,7 @@ from typing import Any
 
 from gpudash_job_parts import load_source  # type: ignore[import-not-found]  # beside this file
 from gpudash_job_phases import note_compile  # type: ignore[import-not-found]  # beside this file
+from gpudash_job_wire import FLOPS  # type: ignore[import-not-found]  # beside this file
 
 FAULT_ENV = "GPUDASH_JOB_FAULT"
 
@@ -126,7 +127,7 @@ class StepFlopsCount:
     def _send(self, rank: int, counted: Any, why: str) -> None:
         self.done = True
         why = " ".join(why.split())  # one line (an error's text may have more)
-        message: dict[str, Any] = {"k": "flops", "rank": rank, "device_name": self.device_name, "why": why}
+        message: dict[str, Any] = {"k": FLOPS, "rank": rank, "device_name": self.device_name, "why": why}
         if counted is not None:
             message["flops"] = int(counted.total)
             message["by_dtype"] = [[name, int(n)] for name, n in counted.by_dtype]

@@ -48,6 +48,7 @@ import weakref
 from typing import Any
 
 import gpudash_job_settings as job_settings  # type: ignore[import-not-found]
+import gpudash_job_wire as wire  # type: ignore[import-not-found]  # beside this file
 from gpudash_job_comm import CommTimes  # type: ignore[import-not-found]  # beside this file
 from gpudash_job_flops import StepFlopsCount  # type: ignore[import-not-found]  # beside this file
 from gpudash_job_loader import FETCH_TIMES, _fetch_seconds, _time_fetcher  # type: ignore[import-not-found]
@@ -76,7 +77,7 @@ class Hooks:
 
     def __init__(self, torch: Any) -> None:
         self.torch = torch
-        self.channel = _Channel(os.environ["GPUDASH_JOB_CHANNEL"])
+        self.channel = _Channel(os.environ[wire.CHANNEL_ENV])
         self.rank = int(os.environ.get("RANK", "0") or 0)
         self.world = int(os.environ.get("WORLD_SIZE", "1") or 1)
         self.first_done = False
@@ -160,12 +161,12 @@ class Hooks:
             pass
 
     def _worker_hello(self) -> dict[str, Any]:
-        return {"k": "worker", "pid": os.getpid(), "ppid": os.getppid(), "ctl": self.channel.own}
+        return {"k": wire.WORKER, "pid": os.getpid(), "ppid": os.getppid(), "ctl": self.channel.own}
 
     def _hello(self) -> dict[str, Any]:
         env = os.environ
         return {
-            "k": "hello",
+            "k": wire.HELLO,
             "pid": os.getpid(),
             "rank": self.rank,
             "world": int(env.get("WORLD_SIZE", "1") or 1),
@@ -187,7 +188,7 @@ class Hooks:
             print(f"gpudash: the job's hooks are off: {why}", file=sys.stderr, flush=True)
         except Exception:  # noqa: BLE001, S110 - a closed stderr: gpudash hears it over the channel
             pass
-        self.channel.send({"k": "note", "rank": self.rank, "text": f"the job's hooks are off: {why}"})
+        self.channel.send({"k": wire.NOTE, "rank": self.rank, "text": f"the job's hooks are off: {why}"})
         try:
             if self.handle is not None:
                 self.handle.remove()
@@ -305,7 +306,7 @@ class Hooks:
         self.cuda = self.phases.cuda = device.startswith("cuda")
         if self.cuda:
             self.stream = torch.cuda.current_stream(torch.device(device))
-        first: dict[str, Any] = {"k": "first", "rank": self.rank, "pid": os.getpid(), "device": device}
+        first: dict[str, Any] = {"k": wire.FIRST, "rank": self.rank, "pid": os.getpid(), "device": device}
         first["mono"] = time.monotonic()  # this process's clock now: gpudash places its times on its own
         first["optimizer"] = type(optimizer).__name__
         first["world"] = self.world
@@ -320,7 +321,7 @@ class Hooks:
             first["gpu_name"] = props.name
             first["gpu_uuid"] = str(getattr(props, "uuid", "") or "")
             first["cuda"] = str(torch.version.cuda)
-            if os.environ.get("GPUDASH_JOB_SITES", "1") == "1":
+            if os.environ.get(wire.SITES_ENV, "1") == "1":
                 self.syncs = self.phases.syncs = _SyncCount(torch, self.phases.waited)  # a wait: training
                 first["not_counted"] = self.syncs.not_counted
         if _multiprocessing_child():
@@ -341,19 +342,21 @@ class Hooks:
         self.batches.clear()
         train_s = self.phases.at_step(now, self.last_iterator)
         self.phases.watch_compile()
-        record = [self.steps, now, None, samples, tokens, waited, syncs.count if syncs else None, 0, train_s]
-        record += [dataset_s, collate_s]  # what of the wait this process spent in the Dataset and collating
-        record.append(self.comm.at_step())  # the time a collective was outstanding (None: none ever)
+        count = syncs.count if syncs else None
+        # in wire.RECORD_FIELDS' order: its time (MS) is known later; the Dataset's and collation's part of
+        # the wait; the time a collective was outstanding (None: none ever)
+        record = [self.steps, now, None, samples, tokens, waited, count, 0, train_s, dataset_s, collate_s]
+        record.append(self.comm.at_step())
         if self.window.running or self.slowed:
-            record[7] = 1  # under the profiler, or after its end: its time is gpudash's too
+            record[wire.PROFILED] = 1  # under the profiler, or after its end: its time is gpudash's too
         self.slowed = False
         if self.flops.running:
-            record[7] = 1  # under the FLOP counter: its time is not the job's
+            record[wire.PROFILED] = 1  # under the FLOP counter: its time is not the job's
         if syncs is not None:
             syncs.count = 0
         with self.lock:
             if self.cuda and self.torch.cuda.is_current_stream_capturing():
-                record[2] = None  # a CUDA graph being captured: no event may be recorded or asked about
+                record[wire.MS] = None  # a CUDA graph being captured: no event may be recorded or asked about
                 self.ready.append(record)
             elif self.cuda:
                 if train_s is not None and now - self.last_t - train_s >= self.phases.min_span_s:
@@ -362,7 +365,7 @@ class Hooks:
                 if len(self.untimed) >= self.group:
                     self._close_group()
             else:
-                record[2] = train_s * 1e3 if train_s is not None else None  # what was not training left out
+                record[wire.MS] = train_s * 1e3 if train_s is not None else None  # what was not training left out
                 self.ready.append(record)
             self.last_t = now
             if now - self.last_send >= SEND_EVERY_S:
@@ -402,7 +405,7 @@ class Hooks:
             elif self.last_event is not None:
                 ms = self.last_event.elapsed_time(event) / len(records)
                 for record in records:
-                    record[2] = ms
+                    record[wire.MS] = ms
                 self.pool.append(self.last_event)
                 self.group = min(MAX_GROUP_STEPS, max(1, int(GROUP_MS / ms))) if ms > 0 else MAX_GROUP_STEPS
             self.last_event = event
@@ -422,19 +425,19 @@ class Hooks:
         self.last_send = time.monotonic()
         while self.ready:
             batch, self.ready = self.ready[:MAX_BATCH], self.ready[MAX_BATCH:]
-            self.channel.send({"k": "steps", "rank": self.rank, "pid": os.getpid(), "s": batch})
+            self.channel.send({"k": wire.STEPS, "rank": self.rank, "pid": os.getpid(), "s": batch})
         syncs = self.syncs
         if syncs is not None and (final or self.last_send - self.sites_sent[0] >= SITES_EVERY_S):
             total = syncs.sites.total
             if total != self.sites_sent[1] or final:
                 table = syncs.sites.table(self.steps)
                 self.channel.send(
-                    {"k": "sites", "rank": self.rank, "table": table.as_dict(), "not_counted": syncs.not_counted}
+                    {"k": wire.SITES, "rank": self.rank, "table": table.as_dict(), "not_counted": syncs.not_counted}
                 )
                 self.sites_sent = (self.last_send, total)
         if self.comm.untimed and not self.untimed_said:  # once: what of its communication is not timed
             self.untimed_said = True
-            self.channel.send({"k": "note", "rank": self.rank, "text": self.comm.untimed})
+            self.channel.send({"k": wire.NOTE, "rank": self.rank, "text": self.comm.untimed})
         self._take_requests()
 
     def _take_requests(self) -> None:
@@ -442,12 +445,12 @@ class Hooks:
         end of a measuring run after the step named."""
         for request in self.channel.requests():
             kind = request.get("k")
-            if kind == "stacks":
+            if kind == wire.STACKS:
                 answer(self.channel, self.rank, self.worker)
-            elif kind == "end":
+            elif kind == wire.END:
                 after = int(request.get("after") or 0)  # the earliest asked: --steps', then a stop's
                 self.end_after = after if self.end_after is None else min(self.end_after, after)
-            elif kind == "trace":
+            elif kind == wire.TRACE:
                 self.window.ask(request)
 
     def _flusher(self) -> None:

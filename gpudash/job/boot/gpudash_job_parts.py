@@ -16,12 +16,14 @@ import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from gpudash_job_wire import SRC_ENV  # type: ignore[import-not-found]  # beside this file
+
 SYNC_WARNING = "called a synchronizing CUDA operation"  # as gpudash/engine/measure.py
 
 
 def load_source(name: str, relative: str) -> Any:
     """One of gpudash's torch-free modules, from its file (the job's Python need not have gpudash)."""
-    path = os.path.join(os.environ.get("GPUDASH_JOB_SRC", ""), relative)
+    path = os.path.join(os.environ.get(SRC_ENV, ""), relative)
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot load {path}")

@@ -43,6 +43,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from gpudash_job_wire import PHASE  # type: ignore[import-not-found]  # beside this file
+
 MIN_SPAN_S = 0.05  # a shorter span is part of the step
 BEGIN_AFTER_S = 0.5  # an open span is said to gpudash (live) once it has lasted this long
 EVAL_BATCHES = 2  # batches of another loader before the next training batch that make an evaluation
@@ -292,12 +294,12 @@ class Phases:
     # -- to gpudash ------------------------------------------------------------------------------------
     def _said(self, kind: str, start: float, end: float, seconds: float) -> None:
         self.said.discard(kind)
-        self.send({"k": "phase", "rank": self.rank(), "kind": kind, "t0": start, "t1": end, "s": seconds})
+        self.send({"k": PHASE, "rank": self.rank(), "kind": kind, "t0": start, "t1": end, "s": seconds})
 
     def _cancel(self, kind: str) -> None:
         if kind in self.said:
             self.said.discard(kind)
-            self.send({"k": "phase", "rank": self.rank(), "kind": kind, "cancel": 1})
+            self.send({"k": PHASE, "rank": self.rank(), "kind": kind, "cancel": 1})
 
     def tick(self, now: float) -> None:
         """From the flusher thread: a span open for ``BEGIN_AFTER_S`` is said, once (live); an
@@ -312,7 +314,7 @@ class Phases:
         for kind, start in candidates.items():
             if kind not in self.said and now - start >= BEGIN_AFTER_S:
                 self.said.add(kind)
-                self.send({"k": "phase", "rank": self.rank(), "kind": kind, "t0": start, "open": 1})
+                self.send({"k": PHASE, "rank": self.rank(), "kind": kind, "t0": start, "open": 1})
 
     # -- installing ------------------------------------------------------------------------------------
     def install(self, torch: Any) -> None:

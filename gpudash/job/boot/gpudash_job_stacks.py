@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gpudash_job_parts import load_source  # type: ignore[import-not-found]  # beside this file
+from gpudash_job_wire import STACKS  # type: ignore[import-not-found]  # beside this file
 
 MAX_THREADS = 32  # threads an answer names
 FLUSHER = "gpudash-job-flush"  # the name of gpudash's own thread in the job's processes
@@ -28,7 +29,7 @@ def answer(channel: Any, rank: int, worker: bool) -> None:
     classifier = sites._classifier()
     ours = frozenset(t.ident for t in threading.enumerate() if t.name == FLUSHER and t.ident is not None)
     threads = thread_stacks(lambda f: classifier.kind(f)[0], ours)[:MAX_THREADS]
-    message = {"k": "stacks", "rank": rank, "pid": os.getpid(), "worker": worker, "threads": threads}
+    message = {"k": STACKS, "rank": rank, "pid": os.getpid(), "worker": worker, "threads": threads}
     channel.send(message)
 
 
@@ -43,7 +44,7 @@ def answer_forever(channel: Any, rank: Callable[[], int]) -> None:
         try:
             select.select([channel.sock], [], [], 5.0)
             for request in channel.requests():
-                if request.get("k") == "stacks":
+                if request.get("k") == STACKS:
                     answer(channel, rank(), True)
         except Exception:  # noqa: BLE001 - never into the worker
             return

@@ -24,6 +24,8 @@ import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from gpudash_job_wire import TRACE, trace_path  # type: ignore[import-not-found]  # beside this file
+
 STEP_MARKER = "gpudash.step"
 # a line of the profiler's native library: "USDT:2026-11-26 16:43:07 15779:15779 File.cpp:39] …"
 NATIVE_LINE = re.compile(rb"^(USDT|STAGE|ERROR|WARNING|INFO|VERBOSE):\d{4}-\d\d-\d\d [\d:]+ \d+:\d+ [\w.]+:\d+\] ")
@@ -105,7 +107,7 @@ class ProfilerWindow:
         except Exception as exc:  # noqa: BLE001 - said to gpudash; the job goes on
             self.window = None
             error = f"{type(exc).__name__}: {exc}"
-            self.send({"k": "trace", "rank": self.rank, "steps": 0, "path": "", "error": error})
+            self.send({"k": TRACE, "rank": self.rank, "steps": 0, "path": "", "error": error})
         return False
 
     def _start(self, window: dict[str, Any]) -> None:
@@ -121,8 +123,8 @@ class ProfilerWindow:
         window["marker"].__enter__()
 
     def _end(self, window: dict[str, Any]) -> None:
-        path = os.path.join(str(window.get("dir", ".")), f"{window.get('name', 'job')}-rank{self.rank}.json")
-        message: dict[str, Any] = {"k": "trace", "rank": self.rank, "steps": window["done"], "path": path}
+        path = trace_path(str(window.get("dir", ".")), str(window.get("name", "job")), self.rank)
+        message: dict[str, Any] = {"k": TRACE, "rank": self.rank, "steps": window["done"], "path": path}
         message["start_t"] = window["start_t"]
         with self.own_syncs(), quiet_profiler():
             window["prof"].stop()
@@ -146,6 +148,6 @@ class ProfilerWindow:
             window["marker"].__exit__(None, None, None)
             window["prof"].stop()
         self.send(
-            {"k": "trace", "rank": self.rank, "steps": window["done"], "path": "",
+            {"k": TRACE, "rank": self.rank, "steps": window["done"], "path": "",
              "error": "the job ended during the profiler window"}
         )  # fmt: skip

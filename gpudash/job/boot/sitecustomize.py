@@ -16,7 +16,7 @@ import sys
 from typing import Any
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-_CHANNEL = "GPUDASH_JOB_CHANNEL"
+_CHANNEL = "GPUDASH_JOB_CHANNEL"  # gpudash_job_wire.CHANNEL_ENV (read before anything loads: a test holds them equal)
 
 
 def _chain() -> None:

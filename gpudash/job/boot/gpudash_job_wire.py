@@ -1,0 +1,55 @@
+"""The wire between a job's hooks and gpudash, in one place: the environment names gpudash sets in
+the job, the kinds of message each side sends, a step record's fields by name, and a profiler
+window's trace path. Standard library only: the hooks load it from beside them (``import
+gpudash_job_wire``), gpudash imports it as ``gpudash.job.boot.gpudash_job_wire``.
+
+Each message is one JSON object a datagram, its kind under ``"k"``.
+"""
+
+from __future__ import annotations
+
+import os
+
+# -- the environment gpudash gives the job ------------------------------------------------------------
+CHANNEL_ENV = "GPUDASH_JOB_CHANNEL"  # gpudash's datagram socket
+SRC_ENV = "GPUDASH_JOB_SRC"  # gpudash's package folder: its torch-free modules, loaded from their files
+SITES_ENV = "GPUDASH_JOB_SITES"  # "1": count host-device syncs by line
+TORCH_TIMING_ENV = "TORCH_NCCL_ENABLE_TIMING"  # set where the job has not: NCCL's collectives timed
+
+# -- what a job's processes send ------------------------------------------------------------------------
+PROC = "proc"  # a process of the job, as it starts (its process group)
+HELLO = "hello"  # a process that imported torch: its rank, node, host, socket
+WORKER = "worker"  # a DataLoader worker (or a spawned process before it steps)
+FIRST = "first"  # a rank's first optimizer step: its device, optimizer, settings
+STEPS = "steps"  # step records (``RECORD_FIELDS``), ``"s"``: a list of them
+SITES = "sites"  # the sync sites' table
+TRACE = "trace"  # a profiler window's trace written (or why not); also gpudash's request for one
+NOTE = "note"  # one line for the user (the hooks went off, a part not timed)
+FLOPS = "flops"  # the model FLOPs of a step, or why not counted
+PHASE = "phase"  # an evaluation, a checkpoint, a compile between steps
+STACKS = "stacks"  # each thread's stack; also gpudash's request for them
+
+# -- what gpudash asks of them -------------------------------------------------------------------------
+END = "end"  # end the job after step ``"after"`` (a quiet exit at that step's boundary)
+
+# -- a step record, a list in this order -------------------------------------------------------------------
+RECORD_FIELDS = (
+    "step",  # the optimizer step's number in this process
+    "t",  # the host's monotonic clock at its boundary
+    "ms",  # its time (CUDA events on a GPU; None where unknown)
+    "samples",  # the batches' samples since the last step
+    "tokens",
+    "input_wait_s",  # inside the DataLoader's __next__
+    "syncs",  # host-device syncs (None: not counted)
+    "profiled",  # 1: under a profiler window or the FLOP counter (kept out of the figures)
+    "train_s",  # its training seconds (None: the first step)
+    "dataset_s",  # of the input wait: in the Dataset, in this process
+    "collate_s",  # ... and collating
+    "comm_ms",  # a collective of the process outstanding since the step before (None: none run)
+)
+STEP, T, MS, SAMPLES, TOKENS, WAIT, SYNCS, PROFILED, TRAIN_S, DATASET_S, COLLATE_S, COMM_MS = range(len(RECORD_FIELDS))
+
+
+def trace_path(folder: str, name: str, rank: int) -> str:
+    """Where a rank writes its trace of the window gpudash named ``name``."""
+    return os.path.join(folder, f"{name}-rank{rank}.json")

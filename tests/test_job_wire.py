@@ -1,0 +1,54 @@
+"""Issue 63: the job's wire in one module (``gpudash_job_wire``), read the same by both sides, and a
+profiler window asked for while another runs is never lost between the thread that reads gpudash's
+requests and the training thread."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from gpudash.job.boot import gpudash_job_wire as wire
+from gpudash.job.steps import StepRecord
+from tests.helpers import BOOT, boot_module
+
+
+def test_a_record_in_the_wires_order_is_read_field_by_field() -> None:
+    raw: list[Any] = [None] * len(wire.RECORD_FIELDS)
+    named = {"step": 7, "t": 100.0, "ms": 12.5, "samples": 32, "tokens": 0, "input_wait_s": 0.002, "syncs": 1}
+    named |= {"profiled": 0, "train_s": 0.013, "dataset_s": 0.001, "collate_s": 0.0005, "comm_ms": 4.0}
+    assert set(named) == set(wire.RECORD_FIELDS)
+    for field, value in named.items():
+        raw[wire.RECORD_FIELDS.index(field)] = value
+    record = StepRecord.parse(raw)
+    assert record is not None
+    assert (record.step, record.ms, record.samples, record.syncs, record.comm_ms) == (7, 12.5, 32, 1, 4.0)
+    assert record.own_ms is not None and abs(record.own_ms - 9.0) < 1e-9  # 13 ms of step less 4 of collectives
+
+
+def test_the_bootstrap_names_the_channel_as_the_wire_does() -> None:
+    text = (BOOT / "sitecustomize.py").read_text()
+    assert f'_CHANNEL = "{wire.CHANNEL_ENV}"' in text
+
+
+def test_a_window_asked_for_while_one_runs_starts_after_it(tmp_path: Path) -> None:
+    window_module = boot_module("gpudash_job_window")
+    sent: list[dict[str, Any]] = []
+    window = window_module.ProfilerWindow(torch, sent.append, contextlib.nullcontext)
+    first = {"k": wire.TRACE, "steps": 2, "dir": str(tmp_path), "name": "a"}
+    window.ask(first)
+    assert not window.at_step(1) and window.running  # started at this boundary
+    asker = threading.Thread(target=window.ask, args=({**first, "name": "b"},))  # the flusher's thread
+    asker.start()
+    asker.join()
+    torch.ones(4).sum()
+    assert window.at_step(2) and window.running  # a's first step marked
+    assert window.at_step(3) and not window.running  # a ended: its trace sent
+    assert not window.at_step(4) and window.running  # b, asked meanwhile, starts: not lost
+    window.close()
+    paths = [m["path"] for m in sent if m.get("path")]
+    assert paths == [wire.trace_path(str(tmp_path), "a", 0)] and Path(paths[0]).is_file()
+    assert sent[-1]["error"] == "the job ended during the profiler window"  # b closed at the job's end
