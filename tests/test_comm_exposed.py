@@ -195,3 +195,16 @@ def test_the_kinds_come_back_from_a_recordings_details_and_a_hostile_one_is_igno
     hostile = Evidence(**{**again.__dict__, "comm_exposed_kinds": "all-reduce=nan,\x1b[31mx=3,all-gather=1e999"})
     assert comm_kinds(hostile) == {}
     assert "(28.4 of 34.3 ms)" in diagnose(hostile).line()
+
+
+def test_a_ranks_exposed_collectives_are_in_ms_of_the_jobs_untraced_step() -> None:
+    """The rank rows' exposed all-reduce: the traced steps' share of the job's own step (30 ms), not
+    the slower traced step's ms; before a step time is known, the traced figure as it is."""
+    from gpudash.engine.trace_figures import TraceFigures
+    from gpudash.job.traces import TraceRead
+
+    fig = TraceFigures(steps=20, wall_ms=1200.0, comm_exposed_share=0.5, comm_exposed_ms_per_step=30.0)
+    read = TraceRead("trace", "x.json", figures=fig)
+    assert read.exposed_ms(0.030) == pytest.approx(15.0)
+    assert read.exposed_ms(None) == 30.0
+    assert TraceRead("trace", "x.json", error="no trace").exposed_ms(0.030) is None

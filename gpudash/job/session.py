@@ -326,7 +326,7 @@ class JobSession:
             return
         if read.note:  # a note of the trace's size, never the diagnosis' answer
             self._error("trace", f"profiler window {read.note}")
-        self.world.traced(read.rank, read.figures.comm_exposed_ms_per_step)
+        self.world.traced(read.rank, read.exposed_ms(self.samples.median_step_s))
         if read.rank != self.rank_table.lead:
             return  # another rank's window: its exposed all-reduce, on its rank rows
         if what == DIAGNOSIS:

@@ -38,6 +38,13 @@ class TraceRead:
     wall_ms: float = 0.0  # from the window's start to the profiler's stop
     export_ms: float = 0.0  # writing its trace, after that (the job waits for it too)
 
+    def exposed_ms(self, step_s: float | None) -> float | None:
+        """Its exposed collectives in ms of the job's untraced step (``step_s``; the traced step's
+        where that is not known yet); None without collectives."""
+        if self.figures is None:
+            return None
+        return self.figures.comm_exposed_ms_of(step_s * 1e3) if step_s else self.figures.comm_exposed_ms_per_step
+
     def cost_s(self, step_s: float | None) -> float | None:
         """The seconds the window cost the job: its time less what its steps take untraced."""
         if step_s is None or self.steps < 1 or self.wall_ms <= 0:
