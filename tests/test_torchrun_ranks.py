@@ -109,7 +109,7 @@ def test_an_fsdp2_job_over_gloo_records_its_ranks_and_its_straggler(tmp_path: Pa
 
 
 def test_a_profiler_window_on_the_cpu_prints_nothing_into_the_jobs_output(tmp_path: Path) -> None:
-    job = [sys.executable, PLAIN, "--steps", "1500", "--workers", "0", "--print-every", "250"]
+    job = [sys.executable, PLAIN, "--steps", "600", "--workers", "0", "--print-every", "100"]
     bare = subprocess.run(job, capture_output=True, text=True, timeout=TIMEOUT_S)
     done = gpudash("record", str(tmp_path / "run.csv"), "--trace-every", "1", "--", *job, timeout=TIMEOUT_S)
     assert done.returncode == 0, done.stderr
