@@ -191,6 +191,9 @@ def test_tune_finds_the_workers_an_input_bound_job_lacks_and_names_the_line(
     assert {"baseline", "winner", "speedup", "edits", "candidates"} <= set(doc)
     assert (out / "tune.md").read_text().count("| num_workers=") >= 2
     assert (out / "tune.png").stat().st_size > 0 and (out / "tune.csv").exists()
+    # issue 63: every candidate, those dropped early too, ended at a step: the job's output has no traceback
+    for err in (out / "runs").glob("*.err"):
+        assert "Traceback" not in err.read_text() and "KeyboardInterrupt" not in err.read_text(), err
     # issue 62: diagnose tells the same story on the same job: its reads are the wait, workers the fix
     diagnosed = subprocess.run(
         [sys.executable, "-m", "gpudash", "diagnose", "--json", "--warmup", "1", *job],

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 import tempfile
 from typing import Any
@@ -82,7 +83,9 @@ def record_job(
     if keep_running:
         session.stop = lambda timeout=10.0: session.leave_running()  # type: ignore[method-assign]
     with _Interrupted() as interrupted, JobControlSignals(session.stops):
-        session.interrupted_by_user = lambda: interrupted.signal is not None  # then SIGINT, not a quiet end
+        # a Ctrl-C is the user's: SIGINT reaches the job as it would bare; another signal to gpudash
+        # (tune dropping a candidate, a scheduler's SIGTERM) ends it quietly at a step
+        session.interrupted_by_user = lambda: interrupted.signal == signal.SIGINT
         recording.run(interrupted)
     code = exit_code(session, recording)
     if recording.recorder is not None and recording.recorder.metadata.get("exit_code") != code:

@@ -67,9 +67,10 @@ def _typed(key: str, value: str) -> bool | int | str:
 def run_once(
     command: list[str], settings: Settings, seconds: float, csv_path: Path, beat: Run | None = None, watch: bool = False
 ) -> Run:
-    """The job once, recorded under ``settings``; its figures, or why there are none. Stopped
-    early (Ctrl-C, so every row is kept) once half its seconds show it slower than ``beat``;
-    ``watch``: its first step says what its model does (autocast, compiled, where it is called)."""
+    """The job once, recorded under ``settings``; its figures, or why there are none. Stopped early
+    (SIGTERM: gpudash ends the job at a step boundary, every row kept) once half its seconds show it
+    slower than ``beat``; ``watch``: its first step says what its model does (autocast, compiled, where
+    it is called)."""
     run = Run(describe(settings), settings)
     argv = [sys.executable, "-m", "gpudash", "record", str(csv_path), "-q", "--force", "--duration", f"{seconds:g}"]
     argv += [arg for k, v in settings for arg in ("--set", f"{k}={v}")]
@@ -108,7 +109,7 @@ def _watch(process: subprocess.Popen[bytes], run: Run, csv_path: Path, seconds: 
         if elapsed > seconds + 300:
             process.kill()
         elif not dropped and beat is not None and elapsed >= seconds / 2 and _losing(csv_path, beat):
-            process.send_signal(signal.SIGINT)
+            process.send_signal(signal.SIGTERM)  # gpudash ends the job at a step, its rows kept
             dropped = True
     run.worker_busy, run.workers_seen, run.worker_memory = workers.busy, workers.count, workers.memory
     return dropped
