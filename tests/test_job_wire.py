@@ -52,3 +52,15 @@ def test_a_window_asked_for_while_one_runs_starts_after_it(tmp_path: Path) -> No
     paths = [m["path"] for m in sent if m.get("path")]
     assert paths == [wire.trace_path(str(tmp_path), "a", 0)] and Path(paths[0]).is_file()
     assert sent[-1]["error"] == "the job ended during the profiler window"  # b closed at the job's end
+
+
+def test_cupti_is_torn_down_after_a_window_only_where_cuda_allows_it() -> None:
+    """Left subscribed, CUPTI slows the job's launches after the window; torn down before CUDA 12.6
+    its re-initialization could crash a job with CUDA graphs, so it is left as torch leaves it."""
+    safe = boot_module("gpudash_job_window").cupti_teardown_safe
+
+    def built_for(cuda: str | None) -> Any:
+        return type("Torch", (), {"version": type("Version", (), {"cuda": cuda})})
+
+    assert [safe(built_for(v)) for v in ("12.6", "13.0", "12.10")] == [True, True, True]
+    assert [safe(built_for(v)) for v in ("12.4", "11.8", None)] == [False, False, False]

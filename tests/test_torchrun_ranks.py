@@ -117,3 +117,29 @@ def test_a_profiler_window_on_the_cpu_prints_nothing_into_the_jobs_output(tmp_pa
     for native in ("profiler_start", "profiler_stop", "USDT:", "gpuGetDeviceCount", "Profiler clears events"):
         assert native not in done.stderr
     assert job_lines(done.stdout, numbers=False) == job_lines(bare.stdout, numbers=False)
+
+
+def test_a_job_accumulating_under_no_sync_is_read_by_its_optimizer_steps(tmp_path: Path) -> None:
+    """4 micro-batches of 8 a step, one all-reduce a step: gpudash counts the job's 40 optimizer
+    steps (its warm-up's and the measured ones), not 160 micro-batches, each of 2 × 4 × 8 samples, and still
+    names the rank whose input is slower."""
+    stderr, rows = _straggler_run(tmp_path, "--steps", "40", "--accumulate", "4", "--slow-rank", "1", ranks=2)
+    counted = re.search(r"bs64: steps/s [\d.]+ ± [\d.]+ \(95% CI over (\d+) steps; warm-up: the first (\d+)", stderr)
+    assert counted and int(counted[1]) + int(counted[2]) == 40, stderr
+    assert set(re.findall(r"straggler: rank (\d)", stderr)) == {"1"}, stderr
+    assert {r["rank"] for r in rows} == {"0", "1"}
+
+
+def test_periodic_windows_wait_for_the_last_ones_cost_before_the_next(tmp_path: Path) -> None:
+    """Windows asked for every 0.1 s: once one has run, the next comes no sooner than keeps their
+    cost at 5% of the job's time — also for the requests made while a window was running or being
+    read (on 2 H100s three windows came 5 s apart, though one every 43 s kept to 5%)."""
+    job = [sys.executable, PLAIN, "--steps", "600", "--workers", "0", "--print-every", "100"]
+    args = ["--trace-every", "0.1", "--trace-steps", "20"]
+    done = gpudash("record", str(tmp_path / "run.csv"), *args, "--", *job, timeout=TIMEOUT_S)
+    assert done.returncode == 0, done.stderr
+    traced = r"\[ *([\d.]+)s\] measured: \d+ steps traced.*?the window cost the job ([\d.]+) s"
+    windows = re.findall(traced, done.stderr)
+    assert len(windows) >= 2, done.stderr
+    for (read_at, cost), (next_read_at, _) in zip(windows, windows[1:], strict=False):
+        assert float(next_read_at) - float(read_at) >= float(cost) / 0.05 - 0.1, done.stderr

@@ -160,7 +160,9 @@ class JobSession:
         if isinstance(control, Stop):
             self.stop()
         elif isinstance(control, TraceWindow):
-            if not (spaced := self.traces.spaced(time.monotonic())):
+            if self.traces.periodic_open:
+                pass  # one periodic window at a time: the next waits for this one's cost
+            elif not (spaced := self.traces.spaced(time.monotonic())):
                 self._ask_trace("trace", control.steps)
             else:
                 self._tell("spaced", spaced)
@@ -323,6 +325,8 @@ class JobSession:
         what = DIAGNOSIS if read.purpose == DIAGNOSIS else "trace"
         if read.figures is None:
             self._error(what, read.error)
+            if read.purpose != DIAGNOSIS and read.rank == self.rank_table.lead:
+                self.traces.periodic_open = False
             return
         if read.note:  # a note of the trace's size, never the diagnosis' answer
             self._error("trace", f"profiler window {read.note}")
@@ -336,6 +340,7 @@ class JobSession:
         details = {**self._config_details(), **fig.details(), "trace_path": path}
         cost = read.cost(self.samples.median_step_s)
         self.traces.cost_s, self.traces.ended_at = read.cost_s(self.samples.median_step_s) or 0.0, time.monotonic()
+        self.traces.periodic_open = False
         message = f"{fig.summary()}" + (f"; {cost}" if cost else "") + f" → {path}"
         self._event(EventKind.MEASURED, what="trace", message=message, details=details)
 

@@ -23,8 +23,8 @@ counter (counted, but kept out of the step-time percentiles and the statistics: 
 ``train_s`` the step's training seconds (None for the first step, whose start is the job's),
 ``dataset_s`` and ``collate_s`` the part of the input wait the job's own process spent in its
 Dataset (``__getitem__``, or an iterable's ``next``) and in collating the batch — 0 where workers
-made the batches (older hooks send neither); ``comm_ms`` the time a collective of the process was
-outstanding since the step before (None: it has run none), which a rank's step less is its own work.
+made the batches (older hooks send neither); ``comm_ms`` the longest a collective completed since
+the step before was outstanding (None: it has run none), which a rank's step less is its own work.
 """
 
 from __future__ import annotations
@@ -84,11 +84,11 @@ class StepRecord:
     pid: int = 0  # the process that stepped (several may step as one rank: one after another, or at once)
     dataset_s: float = 0.0  # of the input wait: in the Dataset, in this process (0: workers made the batch)
     collate_s: float = 0.0  # ... and collating the batch
-    comm_ms: float | None = None  # a collective outstanding since the step before (None: none run)
+    comm_ms: float | None = None  # the longest collective since the step before (None: none run)
 
     @property
     def own_ms(self) -> float | None:
-        """The step's training time less its collectives' (None where either is unknown)."""
+        """The step's training time less its longest collective's (None where either is unknown)."""
         if self.train_s is None or self.comm_ms is None:
             return None
         return max(0.0, self.train_s * 1e3 - self.comm_ms)

@@ -21,7 +21,8 @@ from gpudash.engine.trace_read import MAX_EVENTS, read_bounded
 from gpudash.job.boot import gpudash_job_wire as wire
 
 TRACE_BYTES = 64 << 20  # the trace a window may write: later windows ask for fewer steps past it
-WINDOW_SHARE = 0.10  # periodic windows (--trace-every) cost the job at most this share of its time
+WINDOW_SHARE = 0.05  # periodic windows (--trace-every) cost the job at most this share of its time: half
+# the 10% allowed, the rest for the first window (its cost not known before it ran)
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,7 @@ class JobTraces:
         self._lock = threading.Lock()
         self.cost_s = 0.0  # what the latest periodic window cost the job
         self.ended_at: float | None = None  # when it ended (monotonic)
+        self.periodic_open = False  # a periodic window asked for and not yet read: the next waits
 
     def spaced(self, now: float) -> str:
         """Why a periodic window may not start yet ("" where it may): each costs the job what the
@@ -96,6 +98,7 @@ class JobTraces:
         """The request to send to each of ``ranks`` (its steps within the cap), and a note where
         the cap cut them."""
         self._seq += 1
+        self.periodic_open = self.periodic_open or purpose == "trace"
         name = f"{slug}-{self._seq}"
         for rank in ranks:
             self._asked[wire.trace_path(folder, name, rank)] = purpose

@@ -2,9 +2,9 @@
 
 The ranks of a data-parallel job take the same step time — the fast ones wait for the slow one
 inside the collectives — so the slowest by step time is chance. A rank's *own work* is its step
-less the time a collective of its was outstanding (the hooks time each collective from its entry
-to its completion: ``gpudash/job/boot/gpudash_job_comm.py``): a rank that waits for another has
-its collectives outstanding the longer. The straggler is the rank whose own work is the longest,
+less the longest a collective of the step kept it waiting (the hooks time each collective from its
+entry to its completion: ``gpudash/job/boot/gpudash_job_comm.py``): a rank that waits for another
+has its collectives outstanding the longer. The straggler is the rank whose own work is the longest,
 named only where its interval (95%, over its steps or windows) is clear of every other rank's and
 its mean at least ``SEPARATE`` times theirs; otherwise no rank is named. The same rule serves the
 live ranks line, ``record``'s words, ``report``'s world (across nodes) and ``diagnose``.
@@ -76,7 +76,7 @@ def judge(works: list[RankWork], input_pct: dict[int, float] | None = None) -> S
             else f"straggler: rank {top.rank} — its own work {_ms(top.own_ms)} ms a step"
         )
         if wait > 0:
-            words += f"; the others wait {_ms(wait)} ms a step in collectives"
+            words += f"; the others wait {_ms(wait)} ms a step for it in a collective"
         pct = (input_pct or {}).get(top.rank)
         if pct is not None:
             words += f"; its input waits {pct:.0f}%"

@@ -2,9 +2,12 @@
 
 Ranks of a data-parallel job step in lockstep — each waits for the others in the collectives — so
 their step times agree and do not say which rank holds the others back. Each rank's own work does
-(its step less the time a collective of its was outstanding: ``gpudash.ranks.own_work``):
-``StragglerWatch`` judges each closed window's per-step own work and names a rank once it has been
-the straggler for ``WINDOWS`` windows in a row, and again when it no longer is. Where the job's
+(its step less the longest a collective of the step kept it waiting: ``gpudash.ranks.own_work``):
+``StragglerWatch`` judges, as each window closes, the per-step own work of the latest
+``LIVE_WINDOWS`` windows (at least ``LIVE_MIN_WINDOWS``), and names a rank once it has been the
+straggler for ``WINDOWS`` windows in a row, and again when it no longer is. Not window by window:
+on GPUs two even ranks take the lead from each other every few seconds (one's host a few ms behind
+for a while), and a single window's steps are alike enough to "separate" whichever is behind then. Where the job's
 collectives are not timed (hooks of an older gpudash, a DDP hook in C++), each rank's share of its
 step spent waiting for input says it instead: a rank that waits far longer than the others is the
 one they wait for. Torch-free.
@@ -19,6 +22,8 @@ from gpudash.ranks.own_work import StragglerVerdict, judge, rank_work
 INPUT_SHARE = 0.20  # a rank waiting for input this share of its step or more ...
 AHEAD = 0.15  # ... and this much more than every other rank: the straggler (collectives not timed)
 WINDOWS = 3  # windows in a row before it is named
+LIVE_WINDOWS = 10  # the live verdict is over this many latest windows' steps ...
+LIVE_MIN_WINDOWS = 5  # ... and waits for this many
 KEPT_STEPS = 4096  # each rank's latest steps kept for the run's verdict
 
 
@@ -30,6 +35,9 @@ class StragglerWatch:
         self._candidate: int | None = None
         self._seen = 0
         self._all: dict[int, tuple[collections.deque[float], collections.deque[float]]] = {}  # the run's steps
+        self._recent: collections.deque[dict[int, tuple[list[float], list[float]]]] = collections.deque(
+            maxlen=LIVE_WINDOWS
+        )  # the latest windows' (own, comm) by rank
         self._shares: dict[int, float] = {}
 
     def window(
@@ -43,9 +51,11 @@ class StragglerWatch:
             kept[0].extend(own)
             kept[1].extend(comm)
         self._shares.update(shares)
-        verdict = by_own_work(own_work or {}, shares)
+        if own_work:
+            self._recent.append({r: work for r, work in own_work.items() if work[0]})
+        verdict = self._live_verdict(shares)
         if verdict is None and self._all:
-            return ""  # own work is timed, but this window holds too few steps of it to judge
+            return ""  # own work is timed, but too few windows or steps of it yet to judge
         rank = verdict.rank if verdict is not None else _straggler(shares)
         if rank != self._candidate:
             self._candidate, self._seen = rank, 0
@@ -65,6 +75,18 @@ class StragglerWatch:
             why = verdict.words if verdict is not None else "no rank waits for its input much longer than the others"
             return f"rank {was} keeps up again: {why}"
         return ""
+
+    def _live_verdict(self, shares: dict[int, float]) -> StragglerVerdict | None:
+        """The verdict over the latest windows' steps (None: too few windows yet)."""
+        if len(self._recent) < LIVE_MIN_WINDOWS:
+            return None
+        joined: dict[int, tuple[list[float], list[float]]] = {}
+        for window in self._recent:
+            for rank, (own, comm) in window.items():
+                kept = joined.setdefault(rank, ([], []))
+                kept[0].extend(own)
+                kept[1].extend(comm)
+        return by_own_work(joined, shares)
 
     def run_verdict(self) -> StragglerVerdict | None:
         """The verdict over every step of the run so far (None: fewer than two ranks' own work)."""

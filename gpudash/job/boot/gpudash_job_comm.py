@@ -6,9 +6,12 @@ reduce-scatters, the job's own calls) and every DDP gradient bucket, the time it
 time it completed: a CPU collective (gloo) by the host's clock — entered at the call, completed at
 its future's completion; a CUDA one (NCCL) by the work's own CUDA events (``TORCH_NCCL_ENABLE_TIMING``,
 which gpudash sets for a job that has not): from when its stream reached it — the rank's own work
-done — to its end. At each step, ``at_step()`` gives the milliseconds since the last step during
-which a collective was outstanding: a rank that waits for a slower one has it outstanding the
-longer, and its step less that time is its own work.
+done — to its end. At each step, ``at_step()`` gives the longest of the collectives completed since
+the last step: a rank that waits for a slower one has its collective outstanding the longer, and
+its step less that time is its own work. The longest, not their sum: DDP's buckets wait for the
+slower rank one after another while the rank's own backward goes on beside them — only the last
+wait holds its step, and the longest is the one where the slower rank fell furthest behind (the
+sum counted every bucket's wait, and made a rank a few ms ahead of another look 4× faster).
 
 DDP reduces its buckets in C++, out of Python's sight: a model wrapped in
 ``DistributedDataParallel`` gets, at its first forward, DDP's own reference hook
@@ -58,8 +61,7 @@ class CommTimes:
         self.quiet = quiet  # a block whose host-device syncs are torch.distributed's, not the job's
         self.lock = threading.Lock()
         self.open: list[list[Any]] = []  # [entered (monotonic), work, CUDA, completed or None]
-        self.done: list[tuple[float, float]] = []  # host intervals completed since the last step
-        self.cuda_ms = 0.0  # CUDA collectives' time completed since the last step
+        self.longest_ms = 0.0  # the longest collective completed since the last step
         self.seen = False  # any collective at all: the job is distributed
         self.settings = ""  # the DDP model's arguments ("ddp_bucket_cap_mb=25.0,…")
         self.untimed = ""  # why a part of the job's communication is not timed
@@ -139,7 +141,7 @@ class CommTimes:
 
     def _interval(self, entered: float, completed: float) -> None:
         with self.lock:
-            self.done.append((entered, completed))
+            self.longest_ms = max(self.longest_ms, (completed - entered) * 1e3)
             self.seen = True
 
     # -- DDP ---------------------------------------------------------------------------------------
@@ -198,8 +200,8 @@ class CommTimes:
 
     # -- at each step ------------------------------------------------------------------------------
     def at_step(self) -> float | None:
-        """The milliseconds since the last step in which a collective was outstanding (those that
-        completed since); None where the process has run none."""
+        """The longest a collective completed since the last step was outstanding, in ms (0: none
+        completed); None where the process has run none."""
         if not self.seen:
             return None
         with self.lock:
@@ -207,15 +209,14 @@ class CommTimes:
             for entry in self.open:
                 entered, work, cuda, completed = entry
                 ms = _cuda_ms(work) if cuda else None
-                if ms is not None:
-                    self.cuda_ms += ms
-                elif not cuda and completed is not None:
-                    self.done.append((entered, completed))
-                else:
+                if ms is None and not cuda and completed is not None:
+                    ms = (completed - entered) * 1e3
+                if ms is None:
                     still.append(entry)
+                else:
+                    self.longest_ms = max(self.longest_ms, ms)
             self.open = still
-            host = _union_length(self.done)
-            ms, self.done, self.cuda_ms = host * 1e3 + self.cuda_ms, [], 0.0
+            ms, self.longest_ms = self.longest_ms, 0.0
         return ms
 
 
@@ -252,16 +253,3 @@ def _parameters_of(function: Any) -> tuple[str, ...]:
         return tuple(inspect.signature(function).parameters)
     except (TypeError, ValueError):
         return ()
-
-
-def _union_length(intervals: list[tuple[float, float]]) -> float:
-    """The seconds the intervals cover together."""
-    total, end = 0.0, float("-inf")
-    for a, b in sorted(intervals):
-        if a > end:
-            total += b - a
-            end = b
-        elif b > end:
-            total += b - end
-            end = b
-    return total

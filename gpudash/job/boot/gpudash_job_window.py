@@ -9,7 +9,9 @@ Python warnings are caught, and what its native library prints on stderr while i
 and writes (Kineto's ``profiler_start``/``profiler_stop`` lines, a CPU build's device errors) is
 taken aside — any line of the job's own that another thread wrote meanwhile goes back to stderr.
 A window still open when the job tears down (``destroy_process_group``, the interpreter's exit) is
-closed first, without a trace: a profiler left running into the teardown can crash it.
+closed first, without a trace: a profiler left running into the teardown can crash it. On CUDA
+12.6 or later CUPTI is torn down after each window (``TEARDOWN_CUPTI=1`` unless the job set it):
+left subscribed, it slows every kernel launch of the job long after the window.
 """
 
 from __future__ import annotations
@@ -57,6 +59,16 @@ def quiet_profiler() -> Iterator[None]:
                 if kept:
                     os.write(2, b"".join(kept))
             aside_file.close()
+
+
+def cupti_teardown_safe(torch: Any) -> bool:
+    """Whether CUPTI may be finalized after a window: CUDA 12.6 or later (earlier, re-initializing it
+    after a teardown could crash a job that uses CUDA graphs)."""
+    try:
+        major, minor = (int(part) for part in str(torch.version.cuda).split(".")[:2])
+    except ValueError:
+        return False
+    return (major, minor) >= (12, 6)
 
 
 class ProfilerWindow:
@@ -113,6 +125,10 @@ class ProfilerWindow:
     def _start(self, window: dict[str, Any]) -> None:
         from torch.profiler import ProfilerActivity, profile
 
+        if self.cuda and cupti_teardown_safe(self.torch):
+            # without it CUPTI stays subscribed after the window and slows every later launch
+            # (pytorch/pytorch#144455); the job's own setting wins
+            os.environ.setdefault("TEARDOWN_CUPTI", "1")
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.cuda else [])
         with self.own_syncs(), quiet_profiler():
             window["start_t"] = time.monotonic()

@@ -45,7 +45,7 @@ RECORD_FIELDS = (
     "train_s",  # its training seconds (None: the first step)
     "dataset_s",  # of the input wait: in the Dataset, in this process
     "collate_s",  # ... and collating
-    "comm_ms",  # a collective of the process outstanding since the step before (None: none run)
+    "comm_ms",  # the longest a collective completed since the step before was outstanding (None: none run)
 )
 STEP, T, MS, SAMPLES, TOKENS, WAIT, SYNCS, PROFILED, TRAIN_S, DATASET_S, COLLATE_S, COMM_MS = range(len(RECORD_FIELDS))
 
