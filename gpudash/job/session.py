@@ -10,7 +10,6 @@ from __future__ import annotations
 import collections
 import errno
 import json
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -33,24 +32,24 @@ from gpudash.core.protocol import (
     TraceWindow,
 )
 from gpudash.core.sync_sites import SyncTable
-from gpudash.diagnosis.rules import Evidence
 from gpudash.engine.model_flops import ModelCount
 from gpudash.host.devices import cuda_index_hint
 from gpudash.host.nvml import NvmlSampler
 from gpudash.job import command as job_command
 from gpudash.job.boot import gpudash_job_wire as wire
 from gpudash.job.channel import HostChannel
-from gpudash.job.diagnosis import JobDiagnosis, VerdictContext, ran_evidence, verdict_event
-from gpudash.job.ending import agreed_step, plan, wait_for_exit
+from gpudash.job.diagnosis import JobDiagnosis
+from gpudash.job.ending import plan, wait_for_exit
 from gpudash.job.intake import StepIntake
 from gpudash.job.launch import STOP_GRACE_S, JobProcess, job_env
 from gpudash.job.mfu import job_count, missing
 from gpudash.job.output import read_output
 from gpudash.job.phase_watch import PhaseWatch
+from gpudash.job.session_windows import SessionWindows
 from gpudash.job.started import quiet_note, started_details
-from gpudash.job.steps import JobSamples, StepRecord
+from gpudash.job.steps import JobSamples
 from gpudash.job.stops import JobStops
-from gpudash.job.traces import JobTraces, TraceRead
+from gpudash.job.traces import JobTraces
 from gpudash.ranks.table import RankTable
 from gpudash.ranks.world import JobWorld
 
@@ -63,7 +62,7 @@ BLIND_AFTER_S = 2.0  # gpudash was stopped this long (SIGSTOP, Ctrl-Z): its wind
 OUTPUT_LINES = 5000  # the dashboard's log pane keeps this many of the job's lines
 
 
-class JobSession:
+class JobSession(SessionWindows):
     """``EngineSource`` for a job: ``start()``, ``send()``, ``poll()``, ``stop()``."""
 
     def __init__(
@@ -160,12 +159,7 @@ class JobSession:
         if isinstance(control, Stop):
             self.stop()
         elif isinstance(control, TraceWindow):
-            if self.traces.periodic_open:
-                pass  # one periodic window at a time: the next waits for this one's cost
-            elif not (spaced := self.traces.spaced(time.monotonic())):
-                self._ask_trace("trace", control.steps)
-            else:
-                self._tell("spaced", spaced)
+            self._periodic_window(control.steps)
         elif isinstance(control, Diagnose):
             self.diagnosis = JobDiagnosis(control.steps, time.monotonic(), self.rank_table.on_cuda)
         else:
@@ -319,86 +313,6 @@ class JobSession:
             when, counted = time.monotonic() - self.t0, str(m.get("not_counted") or "")
             run = (self.workload, self.variant, self._batch_size(), "none")
             self._pending.append(SyncSites(when, *run, table=table, not_counted=counted))
-
-    def _traced(self, read: TraceRead) -> None:
-        """A profiler window's trace, read in the background: its figures, or why there are none."""
-        what = DIAGNOSIS if read.purpose == DIAGNOSIS else "trace"
-        if read.figures is None:
-            self._error(what, read.error)
-            if read.purpose != DIAGNOSIS and read.rank == self.rank_table.lead:
-                self.traces.periodic_open = False
-            return
-        if read.note:  # a note of the trace's size, never the diagnosis' answer
-            self._error("trace", f"profiler window {read.note}")
-        self.world.traced(read.rank, read.exposed_ms(self.samples.median_step_s))
-        if read.rank != self.rank_table.lead:
-            return  # another rank's window: its exposed all-reduce, on its rank rows
-        if what == DIAGNOSIS:
-            self._diagnosed(read.figures)
-            return
-        fig, path = read.figures, read.path
-        details = {**self._config_details(), **fig.details(), "trace_path": path}
-        cost = read.cost(self.samples.median_step_s)
-        self.traces.cost_s, self.traces.ended_at = read.cost_s(self.samples.median_step_s) or 0.0, time.monotonic()
-        self.traces.periodic_open = False
-        message = f"{fig.summary()}" + (f"; {cost}" if cost else "") + f" → {path}"
-        self._event(EventKind.MEASURED, what="trace", message=message, details=details)
-
-    # -- a diagnosis -------------------------------------------------------------------------------
-    def _diagnosis_step(self, d: JobDiagnosis, record: StepRecord, now: float) -> None:
-        begun = d.add(record, now)  # the phase it enters with this step, if any
-        if begun == "timed":
-            self._window_start = time.monotonic() - self.t0  # the steady state's NVML figures are before it
-        elif begun == "traced":
-            self._ask_trace(DIAGNOSIS, d.steps)
-        elif begun == "done":
-            self._diagnosed(None)
-
-    def _diagnosed(self, fig: Any) -> None:
-        d, self.diagnosis = self.diagnosis, None
-        if d is not None and d.timed_evidence is not None:
-            self._verdict(d.timed_evidence, fig)
-
-    def ran_diagnosis(self, steps: int = Diagnose.steps) -> Event | str:
-        """The job ended before a diagnosis' window closed: the diagnosis of the steps it ran (a
-        "measured" event, with no profiler window), where they are enough; else why not."""
-        evidence = ran_evidence(list(self.samples.ran), steps, self.exit_code)
-        if isinstance(evidence, str):
-            return evidence
-        note = f"over the {evidence.steps} steps it ran after its warm-up: the job ended before the diagnosis window"
-        return self._verdict(evidence, None, note=note + ("; no profiler window" if self.rank_table.on_cuda else ""))
-
-    def _verdict(self, timed: Evidence, fig: Any, note: str = "") -> Event:
-        """The diagnosis event of the untraced window's evidence and the profiler window's figures
-        (``fig`` None: none), with what the job already does and the counted step's dtype."""
-        count = self.samples.count
-        known = VerdictContext(
-            dtype=(count.details.get("dtype") or None) if count is not None else None,
-            settings=str(self.rank_table.lead_first.get("settings") or "") or None,
-            sites=self._sites if self.rank_table.on_cuda else None,
-            window_start=self._window_start,
-            heavy=self.phases.heavy(time.monotonic()),
-        )
-        if (ranks := self.world.stragglers.run_verdict()) is not None:
-            note = "; ".join(filter(None, (note, ranks.words)))
-        event = verdict_event(time.monotonic() - self.t0, timed, fig, known, self._config_details(), note)
-        self._pending.append(event)
-        return event
-
-    def _ask_trace(self, purpose: str, steps: int) -> None:
-        """A window of the same steps on every rank: the lead's is the run's; the others' feed their rank rows."""
-        targets = [ctl for _, _, ctl in self.rank_table.targets()]  # lead first
-        if not targets or not targets[0]:
-            self._error(purpose, "no optimizer step seen yet: nothing to profile")
-            return
-        folder = self.config.trace_dir or os.path.join(self.channel.folder, "traces")
-        request, note = self.traces.ask(purpose, steps, folder, job_command.slug(self.workload), self.rank_table.firsts)
-        if note:
-            self._error("trace", note)
-        if (ranks := self.rank_table.world_size()) > 1:  # the same steps on every rank
-            request["at"] = agreed_step([w.steps for w in self.samples.ranks.values()], self.samples.rate, ranks)
-        if not all([self.channel.request(ctl, request) for ctl in targets if ctl]) and self.process.poll() is None:
-            self._error(purpose, "the job's process did not take the request (its channel is closed)")
 
     def _start_run(self) -> None:
         self._started = True
