@@ -54,3 +54,16 @@ def test_an_exposed_all_reduce_over_a_quarter_of_the_step_and_its_largest_part_i
     hidden = Evidence(**{**busy.__dict__, "comm_exposed_ms": 10.0 * COMM_SHARE - 0.1})
     assert diagnose(hidden).bound == Bound.GPU_COMPUTE
     assert Evidence.from_details(exposed.details()).comm_exposed_ms == pytest.approx(6.0)
+
+
+def test_exposed_collectives_that_are_the_steps_largest_part_outweigh_its_syncs() -> None:
+    """Issue 63, 2 H200s: an FSDP2 job whose all-gathers and reduce-scatters ran exposed 10.0 of its
+    15.6 ms, its GPU idle 10%, with 2 syncs a step (its batches copied from pageable memory), was
+    called sync-bound; the collectives are its largest part. Without them, its syncs are the verdict."""
+    synced = Evidence(steps=30, step_ms=15.6, input_ms=0.1, syncs_per_step=2.0, gpu_busy_pct=90.0, gpu_ms_per_step=14)
+    fsdp = Evidence(
+        **{**synced.__dict__, "comm_exposed_ms": 10.0, "comm_exposed_kinds": "all-gather=7.7,reduce-scatter=2.3"}
+    )
+    verdict = diagnose(fsdp)
+    assert verdict.bound == Bound.COMM and "all-gather 7.7, reduce-scatter 2.3" in verdict.line(), verdict.line()
+    assert diagnose(synced).bound == Bound.SYNC

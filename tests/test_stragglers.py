@@ -82,3 +82,13 @@ def test_a_rank_the_other_waits_for_window_after_window_is_named_once() -> None:
     named = [t for t in told if t]
     assert len(named) == 1 and named[0].startswith("straggler: rank 1 — its own work 32.5 ms"), told
     assert "the others wait 8.5 ms a step for it in a collective" in named[0]
+
+
+def test_ranks_taking_turns_behind_for_seconds_are_named_once_at_most() -> None:
+    """Two H100s, an even job, the live verdict over the latest 10 windows alone: rank 0 named 1.3×,
+    then rank 1 1.6×, then rank 1 again; over the run, no straggler. A rank is named live only where
+    the run's kept steps name it too: the first rank behind for 12 windows may be, the turns after
+    it are not."""
+    watch = StragglerWatch()
+    told = [watch.window({0: 0.0, 1: 0.0}, w) for w in _windows([-1] * 6 + ([0] * 12 + [1] * 12) * 3)]
+    assert len([t for t in told if t.startswith("straggler")]) <= 1, told

@@ -67,7 +67,9 @@ def test_the_jobs_output_and_weights_under_record_are_its_bare_runs(
     assert any(line.startswith("JOB weights rank=1 sum=") for line in done.stdout.splitlines())
 
 
-def test_diagnose_ends_every_rank_after_the_same_step_without_a_traceback(tmp_path: Path) -> None:
+def test_diagnose_ends_every_rank_after_the_same_step_without_a_traceback(
+    bare: subprocess.CompletedProcess[str], tmp_path: Path
+) -> None:
     job = torchrun(2, "--steps", "100000", "--item-ms", "0.2")
     done = gpudash("diagnose", "--warmup", "1", "--", *job, timeout=TIMEOUT_S)
     assert done.returncode == 0, done.stderr
@@ -76,6 +78,9 @@ def test_diagnose_ends_every_rank_after_the_same_step_without_a_traceback(tmp_pa
     for noise in ("Traceback", "KeyboardInterrupt", "SignalException", "ChildFailedError"):
         assert noise not in out
     assert "straggler" in done.stdout  # the verdict reads the ranks too
+    # the job's lines (its stdout too: on stderr, the verdict alone on stdout) are lines its bare run writes
+    allowed = set(job_lines(bare.stdout + "\n" + bare.stderr, numbers=False))
+    assert set(job_lines(done.stderr, numbers=False)) <= allowed, done.stderr[-3000:]
 
 
 def _straggler_run(tmp_path: Path, *job_args: str, ranks: int = 3) -> tuple[str, list[dict[str, str]]]:
@@ -143,3 +148,28 @@ def test_periodic_windows_wait_for_the_last_ones_cost_before_the_next(tmp_path: 
     assert len(windows) >= 2, done.stderr
     for (read_at, cost), (next_read_at, _) in zip(windows, windows[1:], strict=False):
         assert float(next_read_at) - float(read_at) >= float(cost) / 0.05 - 0.1, done.stderr
+
+
+def test_tune_races_a_torchrun_job_and_leaves_its_output_its_own(
+    bare: subprocess.CompletedProcess[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Every candidate of a tune race on 2 gloo ranks — those dropped early too — ends at a step
+    with exit 0, and writes nothing on its stderr that the bare job does not (numbers aside)."""
+    from gpudash.tune import job_race, worker_cpu
+
+    monkeypatch.setattr(worker_cpu, "GUARD_WORKERS", 2)
+    monkeypatch.setattr(job_race, "GUARD_WORKERS", 2)
+    monkeypatch.setattr(job_race.os, "sched_getaffinity", lambda pid: set(range(2)))
+    out = tmp_path / "t"
+    job = ["--", *torchrun(2, "--steps", "1000000", "--item-ms", "1")]
+    code = job_race.main(["--seconds", "5", "--max-minutes", "4", "--json", "--out", str(out), *job])
+    said = capsys.readouterr()
+    assert code == 0, said.err[-3000:]
+    errs = sorted((out / "runs").glob("*.err"))
+    assert len(errs) >= 2, said.err[-3000:]
+    for err in errs:
+        text = err.read_text()
+        assert set(job_lines(text, numbers=False)) <= set(job_lines(bare.stderr, numbers=False)), (err, text[-2000:])

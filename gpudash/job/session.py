@@ -42,6 +42,7 @@ from gpudash.job.diagnosis import JobDiagnosis
 from gpudash.job.ending import plan, wait_for_exit
 from gpudash.job.intake import StepIntake
 from gpudash.job.launch import STOP_GRACE_S, JobProcess, job_env
+from gpudash.job.memory import JobMemory
 from gpudash.job.mfu import job_count, missing
 from gpudash.job.output import read_output
 from gpudash.job.phase_watch import PhaseWatch
@@ -116,6 +117,7 @@ class JobSession(SessionWindows):
         self._last_poll = self.t0
         self.interrupted_by_user: Callable[[], bool] = lambda: False  # a Ctrl-C's stop stays a signal, the user's
         self.world = JobWorld(self.t0, self.sampler.index_of)  # where the ranks run, their GPUs, windows, straggler
+        self.memory = JobMemory()  # what the lead rank's memory holds, by kind
 
     # -- EngineSource ------------------------------------------------------------------------------
     log_path: str | None = None  # the job's output is its own: on the terminal, or in the dashboard's pane
@@ -269,6 +271,10 @@ class JobSession(SessionWindows):
         elif kind == wire.FLOPS:
             self._flops[rank] = m
             self._say_flops()
+        elif kind == wire.MEM and rank == self.rank_table.lead:
+            self.memory.received(m)
+            if self._started and (said := self.memory.event(now - self.t0)) is not None:
+                self._pending.append(said)
         elif kind == wire.NOTE:
             text = str(m.get("text", ""))
             if text.startswith(HOOKS_OFF) and self.hooks_off is None:
@@ -377,6 +383,8 @@ class JobSession(SessionWindows):
             self._pending.extend(self.world.closed(self.samples, time.monotonic() - self.t0))
             if (ranks := self.world.verdict_event(time.monotonic() - self.t0)) is not None:
                 self._pending.append(ranks)
+            if (memory := self.memory.final(time.monotonic() - self.t0)) is not None:
+                self._pending.append(memory)
             self.watch.ended(time.monotonic())
         if self.diagnosis is not None:  # the window had not closed: what the job ran, where that is enough
             d, self.diagnosis = self.diagnosis, None

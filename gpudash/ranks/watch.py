@@ -5,9 +5,10 @@ their step times agree and do not say which rank holds the others back. Each ran
 (its step less the longest a collective of the step kept it waiting: ``gpudash.ranks.own_work``):
 ``StragglerWatch`` judges, as each window closes, the per-step own work of the latest
 ``LIVE_WINDOWS`` windows (at least ``LIVE_MIN_WINDOWS``), and names a rank once it has been the
-straggler for ``WINDOWS`` windows in a row, and again when it no longer is. Not window by window:
-on GPUs two even ranks take the lead from each other every few seconds (one's host a few ms behind
-for a while), and a single window's steps are alike enough to "separate" whichever is behind then. Where the job's
+straggler there for ``WINDOWS`` windows in a row and is the straggler of the run's kept steps too;
+again when it no longer is. Not window by window, nor by the latest windows alone: on GPUs two even
+ranks take the lead from each other for seconds at a time (one's host a few ms behind for a while),
+and the steps of a few windows are alike enough to "separate" whichever is behind then. Where the job's
 collectives are not timed (hooks of an older gpudash, a DDP hook in C++), each rank's share of its
 step spent waiting for input says it instead: a rank that waits far longer than the others is the
 one they wait for. Torch-free.
@@ -57,6 +58,13 @@ class StragglerWatch:
         if verdict is None and self._all:
             return ""  # own work is timed, but too few windows or steps of it yet to judge
         rank = verdict.rank if verdict is not None else _straggler(shares)
+        if (
+            verdict is not None
+            and rank is not None
+            and (whole := self.run_verdict()) is not None
+            and whole.rank != rank
+        ):
+            rank = None  # behind of late, not over the run: two even ranks on GPUs take turns for seconds
         if rank != self._candidate:
             self._candidate, self._seen = rank, 0
         self._seen += 1

@@ -28,6 +28,7 @@ from typing import Any, TextIO
 from gpudash.core import faults
 from gpudash.core.protocol import (
     GOODPUT,
+    MEMORY,
     NVML_LOST,
     PHASES,
     PROCESSES,
@@ -343,6 +344,8 @@ class CsvRecorder:
             self.metadata["phases"] = {k: v for k, v in seconds.items() if v is not None}
             self.metadata["wall_s"] = _number(e.details.get("wall_s"))
             self.metadata["goodput_pct"] = _number(e.details.get("goodput_pct"))
+        elif e.what == MEMORY:  # a job's memory by kind: the latest (the end's, with its peak)
+            self.metadata["memory"] = {k: int(v) if v.isdigit() else v for k, v in e.details.items()}
         elif e.what == PROCESSES:  # several processes stepped as a rank: each one's steps, and how they add up
             try:
                 self.metadata["processes"] = json.loads(e.details.get("processes") or "[]")

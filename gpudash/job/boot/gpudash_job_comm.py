@@ -253,3 +253,11 @@ def _parameters_of(function: Any) -> tuple[str, ...]:
         return tuple(inspect.signature(function).parameters)
     except (TypeError, ValueError):
         return ()
+
+
+def sharded(optimizer: Any) -> str:
+    """ "fsdp=2" where the optimizer steps sharded parameters (FSDP2's DTensors), else ""."""
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            return "fsdp=2" if type(p).__name__ == "DTensor" else ""
+    return ""

@@ -49,9 +49,10 @@ from typing import Any
 
 import gpudash_job_settings as job_settings  # type: ignore[import-not-found]
 import gpudash_job_wire as wire  # type: ignore[import-not-found]  # beside this file
-from gpudash_job_comm import CommTimes  # type: ignore[import-not-found]  # beside this file
+from gpudash_job_comm import CommTimes, sharded  # type: ignore[import-not-found]  # beside this file
 from gpudash_job_flops import StepFlopsCount  # type: ignore[import-not-found]  # beside this file
 from gpudash_job_loader import FETCH_TIMES, _fetch_seconds, _time_fetcher  # type: ignore[import-not-found]
+from gpudash_job_memory import MemoryCount  # type: ignore[import-not-found]
 from gpudash_job_parts import (  # type: ignore[import-not-found]
     _backend_settings,
     _Channel,
@@ -66,6 +67,7 @@ from gpudash_job_window import ProfilerWindow  # type: ignore[import-not-found]
 
 SEND_EVERY_S = 0.1  # step records go out at most this often
 SITES_EVERY_S = 2.0  # the sync table, when it changed
+MEM_EVERY_S = 1.0  # what the memory holds
 MAX_BATCH = 200  # step records a datagram
 HANDOVER_STEPS = 20  # another optimizer that steps this often alone becomes the one whose steps count
 GROUP_MS = 25.0  # steps faster than this are timed in groups (one CUDA event a group)
@@ -108,6 +110,7 @@ class Hooks:
         self.untimed_said = False
         self.window = ProfilerWindow(torch, self.channel.send, self._quiet)
         self.comm = CommTimes(torch, self._quiet)
+        self.memory, self.mem_sent = MemoryCount(torch), 0.0
         self.end_after: int | None = None  # gpudash's end of a measuring run: after this step
         self.slowed = False  # the next step's time holds gpudash's work (a profiler window's end)
         self.handle: Any = None
@@ -199,6 +202,7 @@ class Hooks:
                 self.syncs.close()
             self.comm.uninstall()
             self.window.close()
+            self.memory.close()
         except Exception:  # noqa: BLE001, S110 - already turning off
             pass
         try:  # apart: a count left running would slow every operator of the job
@@ -212,6 +216,7 @@ class Hooks:
         if self.on:
             with contextlib.suppress(Exception):
                 self.window.close()
+                self.memory.close()
             with self.lock, contextlib.suppress(Exception):
                 self.phases.finish()  # an evaluation after the last step: its own, not the exit's
                 self._flush(final=True)
@@ -312,7 +317,7 @@ class Hooks:
         first["world"] = self.world
         first["torch"] = torch.__version__
         model = job_settings.first_step(torch, self.model_watch, optimizer, device)  # autocast, compile
-        parallel = self.comm.settings or _sharded(optimizer)  # DDP's arguments, or FSDP2's sharded parameters
+        parallel = self.comm.settings or sharded(optimizer)  # DDP's arguments, or FSDP2's sharded parameters
         first["settings"] = ",".join(filter(None, (_backend_settings(torch), model, self.loader_settings, parallel)))
         if self.cuda:
             index = torch.device(device).index
@@ -347,8 +352,8 @@ class Hooks:
         # the wait; the time a collective was outstanding (None: none ever)
         record = [self.steps, now, None, samples, tokens, waited, count, 0, train_s, dataset_s, collate_s]
         record.append(self.comm.at_step())
-        if self.window.running or self.slowed:
-            record[wire.PROFILED] = 1  # under the profiler, or after its end: its time is gpudash's too
+        if self.window.running or self.slowed or self.memory.capturing:
+            record[wire.PROFILED] = 1  # under the profiler (or after its end), or saved tensors counted: gpudash's too
         self.slowed = False
         if self.flops.running:
             record[wire.PROFILED] = 1  # under the FLOP counter: its time is not the job's
@@ -373,6 +378,7 @@ class Hooks:
         self.window.rank, self.window.cuda = self.rank, self.cuda
         self.slowed = self.window.at_step(self.steps) and not self.window.running  # it ended here
         self.flops.at_step(self.device, self.rank)  # the count starts after gpudash's work
+        self.memory.at_step(self.steps, optimizer, self.device)
         if self.end_after is not None and self.steps >= self.end_after:
             self._end_here()
 
@@ -426,6 +432,10 @@ class Hooks:
         while self.ready:
             batch, self.ready = self.ready[:MAX_BATCH], self.ready[MAX_BATCH:]
             self.channel.send({"k": wire.STEPS, "rank": self.rank, "pid": os.getpid(), "s": batch})
+        if (cuda or not self.cuda) and (final or self.last_send - self.mem_sent >= MEM_EVERY_S):
+            if (memory := self.memory.message(self.rank)) is not None:
+                self.channel.send(memory)
+                self.mem_sent = self.last_send
         syncs = self.syncs
         if syncs is not None and (final or self.last_send - self.sites_sent[0] >= SITES_EVERY_S):
             total = syncs.sites.total
@@ -474,14 +484,6 @@ class Hooks:
     def _quiet(self) -> Any:
         """A block whose host-device syncs are gpudash's or torch's own: not counted, no warning printed."""
         return self.syncs.quiet() if self.syncs is not None else contextlib.nullcontext()
-
-
-def _sharded(optimizer: Any) -> str:
-    """ "fsdp=2" where the optimizer steps sharded parameters (FSDP2's DTensors), else ""."""
-    for group in optimizer.param_groups:
-        for p in group["params"]:
-            return "fsdp=2" if type(p).__name__ == "DTensor" else ""
-    return ""
 
 
 _HOOKS: list[Hooks] = []

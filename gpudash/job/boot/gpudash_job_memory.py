@@ -1,0 +1,215 @@
+"""What the job's memory holds, by kind, as gpudash's hooks see it (``gpudash_job_hooks.py``, beside
+this file). Standard library and the job's own torch only.
+
+- **parameters, gradients, optimizer state**: counted exactly from the optimizer the job steps (its
+  parameter groups, each parameter's ``.grad``, its ``state``; every storage once), at the step
+  boundary after the optimizer's first steps (``COUNT_AT``) and every ``COUNT_EVERY`` steps after;
+- **activations**: the tensors autograd saves for backward in one sampled step (``SAMPLE_AT``,
+  then every ``SAMPLE_EVERY`` steps), each storage once, parameters and their gradients left out:
+  a ``saved_tensors_hooks`` pair from one step boundary to the next, whose pack hook notes the
+  storage and hands the tensor back untouched. A step of several forward/backward passes
+  (gradient accumulation) counts its largest pass. Not in a job that compiles (``torch.compile``:
+  hooks there could make it compile again) — said so;
+- **the allocator** on CUDA: allocated, reserved and peak bytes (host-side counters, no sync), and
+  the GPU's total; on the CPU the process's resident set (``/proc/self/statm``).
+
+Read at the flush (``message()``), not every step: a few host calls a flush.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+from gpudash_job_wire import MEM  # type: ignore[import-not-found]  # beside this file
+
+COUNT_AT = 2  # the step boundary after which parameters, gradients and optimizer state are counted first
+COUNT_EVERY = 200  # ... and again every this many steps
+SAMPLE_AT = 3  # the step whose saved tensors are counted first ...
+SAMPLE_EVERY = 500  # ... and again every this many steps
+
+
+class MemoryCount:
+    """``at_step(step, optimizer)`` at each step boundary (the training thread); ``message(rank)``
+    at each flush: the figures to send (None: nothing new)."""
+
+    def __init__(self, torch: Any) -> None:
+        self.torch = torch
+        self.device = "cpu"
+        self.kinds: dict[str, int] = {}  # params, grads, optimizer: bytes
+        self.activations: int | None = None
+        self.activations_step = 0
+        self.not_measured = ""  # why the activations are not measured
+        self.step = 0
+        self._capture: _SavedTensors | None = None
+        self._total: int | None = None
+
+    def at_step(self, step: int, optimizer: Any, device: str) -> None:
+        self.step, self.device = step, device
+        capture, self._capture = self._capture, None
+        if capture is not None:
+            capture.close()
+            self.activations, self.activations_step = capture.largest, step
+        if step == COUNT_AT or (step > COUNT_AT and step % COUNT_EVERY == 0):
+            self.kinds = _count(optimizer)
+        if step + 1 == SAMPLE_AT or (step + 1 > SAMPLE_AT and (step + 1) % SAMPLE_EVERY == 0):
+            self._sample(optimizer)
+
+    @property
+    def capturing(self) -> bool:
+        """The step under way has its saved tensors counted (its time is gpudash's too)."""
+        return self._capture is not None
+
+    def message(self, rank: int) -> dict[str, Any] | None:
+        """The memory message for gpudash: by kind where new, and the allocator's counters now."""
+        if not self.kinds:
+            return None
+        out: dict[str, Any] = {"k": MEM, "rank": rank, "step": self.step, **self.kinds}
+        if self.activations is not None:
+            out["activations"], out["activations_step"] = self.activations, self.activations_step
+        elif self.not_measured:
+            out["activations_not_measured"] = self.not_measured
+        out.update(self._allocator())
+        return out
+
+    def close(self) -> None:
+        capture, self._capture = self._capture, None
+        if capture is not None:
+            capture.close()
+
+    def _sample(self, optimizer: Any) -> None:
+        if _compiling_job(self.torch):
+            self.not_measured = "the job compiles its model (torch.compile): its saved tensors are not counted"
+            return
+        try:
+            if self.torch._C._autograd._top_saved_tensors_default_hooks(True) is not None:
+                self.not_measured = "the job's own saved-tensor hooks are on at its step boundary: not counted"
+                return
+        except Exception:  # noqa: BLE001 - an older torch: no way to tell, no sample
+            self.not_measured = "this torch cannot tell whether the job's own saved-tensor hooks are on"
+            return
+        try:
+            self._capture = _SavedTensors(self.torch, _storages(optimizer))
+        except Exception as exc:  # noqa: BLE001 - told to gpudash; the job goes on
+            self.not_measured = f"saved tensors not counted: {type(exc).__name__}: {exc}"
+
+    def _allocator(self) -> dict[str, int]:
+        torch = self.torch
+        if not self.device.startswith("cuda"):
+            rss = _rss_bytes()
+            return {"rss": rss} if rss is not None else {}
+        try:
+            device = torch.device(self.device)
+            stats = torch.cuda.memory_stats(device)
+            if self._total is None:
+                self._total = int(torch.cuda.get_device_properties(device).total_memory)
+            return {
+                "allocated": int(stats.get("allocated_bytes.all.current", 0)),
+                "reserved": int(stats.get("reserved_bytes.all.current", 0)),
+                "peak": int(stats.get("allocated_bytes.all.peak", 0)),
+                "total": self._total,
+            }
+        except Exception:  # noqa: BLE001 - no allocator figures: the kinds still go
+            return {}
+
+
+class _SavedTensors:
+    """A ``saved_tensors_hooks`` pair, entered now and closed at the next step boundary: each
+    storage saved once, the job's parameters left out; the largest forward/backward pass."""
+
+    def __init__(self, torch: Any, params: set[int]) -> None:
+        self.params = params
+        self.seen: set[int] = set()
+        self.current = 0
+        self.largest = 0
+        self.unpacked = False  # a backward ran since the last pack: the next pack begins a new pass
+        self.autograd = torch._C._autograd
+        self.autograd._push_saved_tensors_default_hooks(self._pack, self._unpack)
+
+    def _pack(self, tensor: Any) -> Any:
+        if self.unpacked:
+            self.seen, self.current, self.unpacked = set(), 0, False
+        try:
+            storage = tensor.untyped_storage()
+            key = storage.data_ptr()
+            if key not in self.params and key not in self.seen and key:
+                self.seen.add(key)
+                self.current += int(storage.nbytes())
+                self.largest = max(self.largest, self.current)
+        except Exception:  # noqa: BLE001 - a tensor without a plain storage (a subclass): not counted
+            pass
+        return tensor
+
+    def _unpack(self, tensor: Any) -> Any:
+        self.unpacked = True
+        return tensor
+
+    def close(self) -> None:
+        """Popped where still on top (a job's own hooks' exit may have popped it already)."""
+        try:
+            top = self.autograd._top_saved_tensors_default_hooks(True)
+            if top is not None and top[0] == self._pack:
+                self.autograd._pop_saved_tensors_default_hooks()
+        except Exception:  # noqa: BLE001 - nothing to undo
+            pass
+
+
+def _count(optimizer: Any) -> dict[str, int]:
+    """Bytes of the optimizer's parameters, their gradients and its state (each storage once)."""
+    params: dict[int, int] = {}
+    grads: dict[int, int] = {}
+    state: dict[int, int] = {}
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            _add(params, p)
+            if getattr(p, "grad", None) is not None:
+                _add(grads, p.grad)
+    for values in optimizer.state.values():
+        for value in values.values() if isinstance(values, dict) else ():
+            if hasattr(value, "untyped_storage"):
+                _add(state, value)
+    return {"params": sum(params.values()), "grads": sum(grads.values()), "optimizer": sum(state.values())}
+
+
+def _add(into: dict[int, int], tensor: Any) -> None:
+    local = tensor.to_local() if hasattr(tensor, "to_local") else tensor  # a DTensor: this rank's shard
+    try:
+        storage = local.untyped_storage()
+        into[storage.data_ptr() or id(local)] = int(storage.nbytes())
+    except Exception:  # noqa: BLE001 - no plain storage: its elements' bytes
+        into[id(local)] = int(local.numel() * local.element_size())
+
+
+def _storages(optimizer: Any) -> set[int]:
+    """The storages of the optimizer's parameters and their gradients (not activations)."""
+    out: set[int] = set()
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            for tensor in (p, getattr(p, "grad", None)):
+                if tensor is not None:
+                    local = tensor.to_local() if hasattr(tensor, "to_local") else tensor
+                    try:
+                        out.add(local.untyped_storage().data_ptr())
+                    except Exception:  # noqa: BLE001, S112 - no plain storage: nothing to leave out
+                        continue
+    return out
+
+
+def _compiling_job(torch: Any) -> bool:
+    """The job has compiled something (dynamo has made a graph)."""
+    if "torch._dynamo" not in sys.modules:
+        return False
+    try:
+        counters = sys.modules["torch._dynamo"].utils.counters
+        return bool(counters["stats"].get("unique_graphs", 0))
+    except Exception:  # noqa: BLE001 - cannot tell: assume it does, count nothing
+        return True
+
+
+def _rss_bytes() -> int | None:
+    try:
+        with open("/proc/self/statm", "rb") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None

@@ -1,0 +1,101 @@
+"""What a job's memory holds, by kind, from its lead rank's hooks (``boot/gpudash_job_memory.py``):
+parameters, gradients and optimizer state (counted exactly), the activations saved for backward in a
+sampled step, and on CUDA the caching allocator's allocated, reserved and peak bytes against the
+GPU's total (on the CPU the process's resident set). ``JobMemory`` keeps the latest figures and
+makes the ``measured`` event of ``what`` "memory": once they are all known, and at the job's end
+(its peak). Torch-free."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpudash.core.protocol import MEMORY, Event, EventKind
+
+KINDS = ("params", "grads", "optimizer", "activations")  # the kinds, in the bar's and the line's order
+NAMES = {"params": "parameters", "grads": "gradients", "optimizer": "optimizer state", "activations": "activations"}
+COUNTERS = ("allocated", "reserved", "peak", "total", "rss")  # the allocator's (CUDA) or the process's (CPU)
+
+
+@dataclass
+class MemoryFigures:
+    """Bytes by kind and the allocator's counters (None: not known)."""
+
+    step: int = 0
+    kinds: dict[str, int] = field(default_factory=dict)
+    counters: dict[str, int] = field(default_factory=dict)
+    activations_step: int = 0
+    not_measured: str = ""  # why the activations are not known
+
+    def line(self) -> str:
+        """``memory: parameters 1.2 MiB · gradients 1.2 MiB · … · peak allocated 41.2 of 79.6 GiB …``"""
+        parts = [f"{NAMES[k]} {size(v)}" for k in KINDS if (v := self.kinds.get(k)) is not None]
+        c = self.counters
+        if "peak" in c:
+            whole = f" of {size(c['total'])}" if c.get("total") else ""
+            parts.append(f"peak allocated {size(c['peak'])}{whole}")
+            if "reserved" in c and "allocated" in c:
+                parts.append(f"reserved {size(c['reserved'])} ({size(c['reserved'] - c['allocated'])} not allocated)")
+        elif "rss" in c:
+            parts.append(f"the process's resident set {size(c['rss'])}")
+        text = "memory: " + " · ".join(parts)
+        if self.kinds.get("activations") is not None:
+            text += f" (activations: saved for backward in step {self.activations_step})"
+        elif self.not_measured:
+            text += f" (activations: {self.not_measured})"
+        return text
+
+    def details(self) -> dict[str, str]:
+        """run.json's ``memory`` object: ``params_bytes`` … and the counters' (``peak_allocated_bytes``…)."""
+        out = {f"{k}_bytes": str(v) for k, v in self.kinds.items()}
+        names = {"peak": "peak_allocated_bytes", "allocated": "allocated_bytes", "rss": "rss_bytes"}
+        out.update({names.get(k, f"{k}_bytes"): str(v) for k, v in self.counters.items()})
+        if self.not_measured:
+            out["activations_not_measured"] = self.not_measured
+        out["step"] = str(self.step)
+        return out
+
+
+class JobMemory:
+    """``received(m)`` each memory message of the lead rank; ``event(time_s)`` the ``measured``
+    event once every kind is known (or why activations are not); ``final(time_s)`` at the end."""
+
+    def __init__(self) -> None:
+        self.figures: MemoryFigures | None = None
+        self._said = False
+
+    def received(self, m: dict[str, Any]) -> None:
+        fig = MemoryFigures(step=_int(m.get("step")))
+        fig.kinds = {k: n for k in KINDS if (n := _int(m.get(k), -1)) >= 0}
+        fig.counters = {k: n for k in COUNTERS if (n := _int(m.get(k), -1)) >= 0}
+        fig.activations_step = _int(m.get("activations_step"))
+        fig.not_measured = str(m.get("activations_not_measured") or "")
+        self.figures = fig
+
+    def event(self, time_s: float) -> Event | None:
+        """The first full figures (None: said already, or not all known yet)."""
+        fig = self.figures
+        if self._said or fig is None or ("activations" not in fig.kinds and not fig.not_measured):
+            return None
+        self._said = True
+        return _event(time_s, fig)
+
+    def final(self, time_s: float) -> Event | None:
+        """The figures at the job's end (None: none came)."""
+        return _event(time_s, self.figures) if self.figures is not None else None
+
+
+def _event(time_s: float, fig: MemoryFigures) -> Event:
+    return Event(time_s, EventKind.MEASURED, what=MEMORY, message=fig.line(), details=fig.details())
+
+
+def size(n: float) -> str:
+    """Bytes in binary units, 3 significant digits: ``41.2 GiB``, ``812 KiB``, ``64 B``."""
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if abs(n) >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return f"{n:.0f} B"
+
+
+def _int(value: Any, default: int = 0) -> int:
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else default

@@ -1,0 +1,103 @@
+"""Issue 64: what a job's memory holds, by kind — parameters, gradients and optimizer state counted
+exactly from the optimizer it steps, the activations autograd saves for backward in a sampled step,
+the allocator's counters — on ``record``'s stderr and in run.json's ``memory``; the count never
+changes what the job computes and leaves autograd's saved-tensor hooks as the job had them."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from gpudash.job.memory import JobMemory
+from tests.helpers import boot_module
+from tests.test_job import JOBS, gpudash
+
+MEMORY_JOB = str(JOBS / "memory_mlp.py")
+
+
+@pytest.mark.slow
+def test_an_mlp_with_adam_is_counted_as_it_counts_itself(tmp_path: Path) -> None:
+    path = tmp_path / "run.csv"
+    done = gpudash("record", str(path), "--", "python", MEMORY_JOB, "--steps", "30", timeout=240)
+    assert done.returncode == 0, done.stderr
+    own = dict(re.findall(r"(\w+)=(\d+)", re.search(r"JOB memory (.*)", done.stdout)[1]))  # type: ignore[index]
+    memory = json.loads(path.with_suffix(".json").read_text())["memory"]
+    for kind in ("params", "grads", "optimizer"):
+        assert memory[f"{kind}_bytes"] == pytest.approx(int(own[kind]), rel=0.01), kind
+    assert memory["activations_bytes"] == pytest.approx(int(own["activations"]), rel=0.15)
+    assert memory["rss_bytes"] > memory["params_bytes"]
+    said = [line for line in done.stderr.splitlines() if "measured: memory: parameters 6.01 MiB" in line]
+    assert said and "gradients 6.01 MiB · optimizer state 12 MiB · activations 640 KiB" in said[0], done.stderr
+
+
+def _mlp() -> tuple[torch.nn.Module, torch.optim.Optimizer]:
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
+    return model, torch.optim.Adam(model.parameters(), lr=1e-3)
+
+
+def _train(steps: int, count: Any = None, accumulate: int = 1, batch: int = 4) -> list[float]:
+    model, opt = _mlp()
+    losses = []
+    for step in range(1, steps + 1):
+        for _ in range(accumulate):
+            x, y = torch.ones(batch, 8) * step, torch.zeros(batch, 1)
+            loss = torch.nn.functional.mse_loss(model(x), y) / accumulate
+            loss.backward()
+            losses.append(float(loss))
+        opt.step()
+        opt.zero_grad()
+        if count is not None:
+            count.at_step(step, opt, "cpu")
+    return losses
+
+
+def test_the_sampled_step_trains_as_without_it_and_its_largest_pass_is_counted() -> None:
+    """Accumulating 3 passes a step: the count is one pass's saved tensors (x 4×8, the ReLU's
+    4×16, the output and target 4×1: 112 floats), not three passes'; the losses are the same
+    bit for bit, and no saved-tensor hook is left on."""
+    memory = boot_module("gpudash_job_memory")
+    count = memory.MemoryCount(torch)
+    assert _train(5, count, accumulate=3) == _train(5, accumulate=3)
+    assert count.activations == 4 * (8 + 16 + 1 + 1) * 4 and count.activations_step == memory.SAMPLE_AT
+    assert count.kinds == {"params": (8 * 16 + 16 + 16 + 1) * 4, "grads": 0, "optimizer": 2 * 161 * 4 + 2 * 4 * 2}
+    assert torch._C._autograd._top_saved_tensors_default_hooks(True) is None
+
+
+def test_a_jobs_own_saved_tensor_hooks_are_left_alone() -> None:
+    memory = boot_module("gpudash_job_memory")
+    count = memory.MemoryCount(torch)
+    with torch.autograd.graph.save_on_cpu():
+        _train(4, count)
+        assert torch._C._autograd._top_saved_tensors_default_hooks(True) is not None  # the job's, still on
+    assert torch._C._autograd._top_saved_tensors_default_hooks(True) is None
+    assert count.activations is None and "saved-tensor hooks are on" in count.not_measured
+    assert "activations_not_measured" in count.message(0)
+
+
+def test_the_memory_line_reads_the_allocator_against_the_gpus_total() -> None:
+    memory = JobMemory()
+    gib = 1 << 30
+    memory.received({"step": 3, "params": 2 * gib, "grads": 2 * gib, "optimizer": 4 * gib})
+    assert memory.event(1.0) is None  # the activations not known yet
+    counters = {
+        "allocated": int(30 * gib),
+        "reserved": int(34 * gib),
+        "peak": int(41.2 * gib),
+        "total": int(79.6 * gib),
+    }
+    memory.received({"step": 9, "params": 2 * gib, "grads": 2 * gib, "optimizer": 4 * gib, "activations": 25 * gib,
+                     "activations_step": 3, **counters})  # fmt: skip
+    said = memory.event(2.0)
+    assert said is not None and memory.event(3.0) is None  # said once; the end's comes with final()
+    assert said.message == (
+        "memory: parameters 2 GiB · gradients 2 GiB · optimizer state 4 GiB · activations 25 GiB · "
+        "peak allocated 41.2 GiB of 79.6 GiB · reserved 34 GiB (4 GiB not allocated) "
+        "(activations: saved for backward in step 3)"
+    )
+    assert said.details["peak_allocated_bytes"] == str(int(41.2 * gib)) and said.details["total_bytes"]
