@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import torch
 
+from gpudash.diagnosis.out_of_memory import remedies
 from gpudash.job.memory import JobMemory
 from tests.helpers import boot_module
 from tests.test_job import JOBS, gpudash
@@ -101,3 +102,42 @@ def test_the_memory_line_reads_the_allocator_against_the_gpus_total() -> None:
         "(activations: saved for backward in step 3)"
     )
     assert said.details["peak_allocated_bytes"] == str(int(41.2 * gib)) and said.details["total_bytes"]
+
+
+@pytest.mark.slow
+def test_a_job_that_dies_out_of_memory_is_told_where_with_what_and_what_would_free_it(tmp_path: Path) -> None:
+    """Its step 12 fails as CUDA's allocator fails (torch's OutOfMemoryError, its message): gpudash's
+    last words name the job's line, the step and phase, the memory by kind and the remedies by the
+    bytes each frees; the job's own traceback and exit status stay as they are."""
+    path = tmp_path / "run.csv"
+    job = ["python", MEMORY_JOB, "--steps", "40", "--oom-at", "12"]
+    done = gpudash("record", str(path), "--", *job, timeout=240)
+    assert "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB" in done.stderr  # the job's own
+    assert "crashed: the job exited with code 1" in done.stderr
+    told = re.search(r"error: (out of memory at .*)", done.stderr)
+    assert told, done.stderr
+    line = next(
+        i
+        for i, text in enumerate(Path(MEMORY_JOB).read_text().splitlines(), 1)
+        if "raise torch.OutOfMemoryError" in text
+    )
+    assert f"memory_mlp.py:{line} (step 12, training): raise torch.OutOfMemoryError(" in told[1]
+    assert "it tried to allocate 2 GiB; parameters 6.01 MiB · gradients 6.01 MiB · optimizer state 12 MiB" in told[1]
+    freed = re.findall(r"\(about ([\d.]+) (MiB|KiB)\)", told[1].split("largest first: ")[1])
+    sizes = [float(n) * (1024 if unit == "MiB" else 1) for n, unit in freed]
+    assert len(sizes) == 4 and sizes == sorted(sizes, reverse=True), told[1]
+    kept = json.loads(path.with_suffix(".json").read_text())["out_of_memory"]
+    assert kept["step"] == 12 and kept["phase"] == "training" and kept["message"] == told[1]
+
+
+def test_remedies_are_those_the_job_lacks_largest_first() -> None:
+    gib = 1 << 30
+    m = {"params": 2 * gib, "grads": 2 * gib, "optimizer": 8 * gib, "activations": 40 * gib, "half_share": 0.0,
+         "allocated": 60 * gib, "reserved": 72 * gib, "total": 80 * gib, "alloc_conf": ""}  # fmt: skip
+    found = [r.what.split(" ")[0] for r in remedies(m)]
+    assert found == ["activation", "bf16", "half", "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True", "the"]
+    mixed = {**m, "half_share": 0.9, "alloc_conf": "expandable_segments:True"}  # it has both already
+    assert [r.what.split(" ")[0] for r in remedies(mixed)] == ["activation", "half", "the"]
+    before_the_first_step = {"params": gib, "grads": 0, "optimizer": 0, "allocated": 30 * gib, "total": 80 * gib}
+    assert remedies(before_the_first_step)[0].frees == int(29 * gib * 0.7)  # the rest of allocated is activations
+    assert "if it has none" in remedies(before_the_first_step)[1].what  # no step sampled: autocast not known

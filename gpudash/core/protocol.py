@@ -288,6 +288,7 @@ GOODPUT = "phases"
 WORLD = "world"  # the ``what`` of the event saying which part of a torchrun run (its id, node, ranks) gpudash sees
 PROCESSES = "processes"  # the ``what`` of the event saying how several processes' steps of a rank are counted
 FLOPS = "flops"  # the ``what`` of the event saying what a model FLOPs count was, or why MFU is blank
+OUT_OF_MEMORY = "out_of_memory"  # the ``what`` of the error event explaining a job's death of an OOM error
 MEMORY = "memory"  # the ``what`` of the event saying what a job's memory holds by kind (``gpudash.job.memory``)
 # a "crashed" event's details[REFUSED] = "true": the first configuration was refused (a batch that
 # would not fit, a bad setting for this machine): a usage error of the run, not a failure of it

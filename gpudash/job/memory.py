@@ -10,10 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpudash.core.memory_kinds import KINDS, NAMES, size
 from gpudash.core.protocol import MEMORY, Event, EventKind
 
-KINDS = ("params", "grads", "optimizer", "activations")  # the kinds, in the bar's and the line's order
-NAMES = {"params": "parameters", "grads": "gradients", "optimizer": "optimizer state", "activations": "activations"}
 COUNTERS = ("allocated", "reserved", "peak", "total", "rss")  # the allocator's (CUDA) or the process's (CPU)
 
 
@@ -87,14 +86,6 @@ class JobMemory:
 
 def _event(time_s: float, fig: MemoryFigures) -> Event:
     return Event(time_s, EventKind.MEASURED, what=MEMORY, message=fig.line(), details=fig.details())
-
-
-def size(n: float) -> str:
-    """Bytes in binary units, 3 significant digits: ``41.2 GiB``, ``812 KiB``, ``64 B``."""
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if abs(n) >= scale:
-            return f"{n / scale:.3g} {unit}"
-    return f"{n:.0f} B"
 
 
 def _int(value: Any, default: int = 0) -> int:

@@ -18,6 +18,7 @@ from typing import Any
 from gpudash.core.protocol import (
     DIAGNOSIS,
     FLOPS,
+    OUT_OF_MEMORY,
     PROCESSES,
     Control,
     Diagnose,
@@ -32,6 +33,7 @@ from gpudash.core.protocol import (
     TraceWindow,
 )
 from gpudash.core.sync_sites import SyncTable
+from gpudash.diagnosis.out_of_memory import explained
 from gpudash.engine.model_flops import ModelCount
 from gpudash.host.devices import cuda_index_hint
 from gpudash.host.nvml import NvmlSampler
@@ -118,6 +120,7 @@ class JobSession(SessionWindows):
         self.interrupted_by_user: Callable[[], bool] = lambda: False  # a Ctrl-C's stop stays a signal, the user's
         self.world = JobWorld(self.t0, self.sampler.index_of)  # where the ranks run, their GPUs, windows, straggler
         self.memory = JobMemory()  # what the lead rank's memory holds, by kind
+        self.oom: dict[str, Any] | None = None  # the job died of an out-of-memory error: where, with what
 
     # -- EngineSource ------------------------------------------------------------------------------
     log_path: str | None = None  # the job's output is its own: on the terminal, or in the dashboard's pane
@@ -271,6 +274,8 @@ class JobSession(SessionWindows):
         elif kind == wire.FLOPS:
             self._flops[rank] = m
             self._say_flops()
+        elif kind == wire.OOM and self.oom is None:  # the first rank to run out: its line, its memory
+            self.oom = {**m, "world": self.rank_table.world_size()}
         elif kind == wire.MEM and rank == self.rank_table.lead:
             self.memory.received(m)
             if self._started and (said := self.memory.event(now - self.t0)) is not None:
@@ -392,6 +397,8 @@ class JobSession(SessionWindows):
                 self._verdict(d.timed_evidence, None, note="the job ended before its profiler window")
             elif isinstance(unsaid := self.ran_diagnosis(d.steps), str):
                 self._error(DIAGNOSIS, unsaid)
+        if self.oom is not None and code != 0:
+            self._event(EventKind.ERROR, what=OUT_OF_MEMORY, message=explained(self.oom), details=_texts(self.oom))
         stopped = self.process.stopped_by_gpudash
         ctrl_c = self.process.killed_by() == "SIGINT" and self.process.terminal.job_group is not None
         if code == 0 or stopped or ctrl_c:
@@ -425,3 +432,8 @@ def _int(value: Any, default: int) -> int:
         return int(value)
     except (TypeError, ValueError):
         return default
+
+
+def _texts(m: dict[str, Any]) -> dict[str, str]:
+    """A message's fields as an event's details (run.json's ``out_of_memory``)."""
+    return {k: str(v) for k, v in m.items() if k != "k" and v is not None}

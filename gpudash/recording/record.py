@@ -30,6 +30,7 @@ from gpudash.core.protocol import (
     GOODPUT,
     MEMORY,
     NVML_LOST,
+    OUT_OF_MEMORY,
     PHASES,
     PROCESSES,
     Event,
@@ -118,6 +119,11 @@ def run_metadata(config: RunConfig, gpu_info: GpuInfo | None = None, **extra: An
 
 
 INT_DETAILS = frozenset({"batch_size", "pid", "image_size", "workers", "world_size", "seed", "nproc"})
+
+
+def _counts(details: dict[str, str]) -> dict[str, Any]:
+    """An event's details with its whole numbers as numbers (bytes, steps, lines)."""
+    return {k: int(v) if v.isdigit() else v for k, v in details.items()}
 
 
 def typed_details(details: dict[str, str]) -> dict[str, Any]:
@@ -309,6 +315,9 @@ class CsvRecorder:
                 self.note_started(msg.details)
             elif msg.kind in (EventKind.MEASURED, EventKind.STALLED):
                 self._note_phases(msg)
+            elif msg.kind == EventKind.ERROR and msg.what == OUT_OF_MEMORY:
+                self.metadata["out_of_memory"] = {"message": msg.message, **_counts(msg.details)}
+                self.write_metadata()
         elif isinstance(msg, SyncSites):
             self._note_sync_sites(msg)
         elif isinstance(msg, RankSample):
@@ -345,7 +354,7 @@ class CsvRecorder:
             self.metadata["wall_s"] = _number(e.details.get("wall_s"))
             self.metadata["goodput_pct"] = _number(e.details.get("goodput_pct"))
         elif e.what == MEMORY:  # a job's memory by kind: the latest (the end's, with its peak)
-            self.metadata["memory"] = {k: int(v) if v.isdigit() else v for k, v in e.details.items()}
+            self.metadata["memory"] = _counts(e.details)
         elif e.what == PROCESSES:  # several processes stepped as a rank: each one's steps, and how they add up
             try:
                 self.metadata["processes"] = json.loads(e.details.get("processes") or "[]")

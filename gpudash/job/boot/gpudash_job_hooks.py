@@ -137,6 +137,7 @@ class Hooks:
         self.flops.install()
         self.phases.install(self.torch)
         self.comm.install()
+        self.memory.watch_oom(self.channel.send, self.phases, lambda: self.rank)
         self._quiet_teardown()
         os.register_at_fork(after_in_child=self._forked)
         base = self.loader_module._BaseDataLoaderIter
@@ -211,8 +212,7 @@ class Hooks:
             pass
 
     def close(self) -> None:
-        """At exit: the last steps whose time is known, and the sync table (quietly: a job that
-        ends on a CUDA error has said so already)."""
+        """At exit: the last steps timed and the sync table (quietly: a CUDA error is said already)."""
         if self.on:
             with contextlib.suppress(Exception):
                 self.window.close()

@@ -18,11 +18,16 @@ Read at the flush (``message()``), not every step: a few host calls a flush.
 
 from __future__ import annotations
 
+import gc
+import linecache
 import os
+import re
 import sys
+import sysconfig
+from collections.abc import Callable
 from typing import Any
 
-from gpudash_job_wire import MEM  # type: ignore[import-not-found]  # beside this file
+from gpudash_job_wire import MEM, OOM  # type: ignore[import-not-found]  # beside this file
 
 COUNT_AT = 2  # the step boundary after which parameters, gradients and optimizer state are counted first
 COUNT_EVERY = 200  # ... and again every this many steps
@@ -41,6 +46,7 @@ class MemoryCount:
         self.activations: int | None = None
         self.activations_step = 0
         self.not_measured = ""  # why the activations are not measured
+        self.half_share: float | None = None  # of the activations, the 16-bit floats' share
         self.step = 0
         self._capture: _SavedTensors | None = None
         self._total: int | None = None
@@ -51,6 +57,7 @@ class MemoryCount:
         if capture is not None:
             capture.close()
             self.activations, self.activations_step = capture.largest, step
+            self.half_share = capture.half / capture.counted if capture.counted else None
         if step == COUNT_AT or (step > COUNT_AT and step % COUNT_EVERY == 0):
             self.kinds = _count(optimizer)
         if step + 1 == SAMPLE_AT or (step + 1 > SAMPLE_AT and (step + 1) % SAMPLE_EVERY == 0):
@@ -68,10 +75,19 @@ class MemoryCount:
         out: dict[str, Any] = {"k": MEM, "rank": rank, "step": self.step, **self.kinds}
         if self.activations is not None:
             out["activations"], out["activations_step"] = self.activations, self.activations_step
+            out["half_share"] = self.half_share
         elif self.not_measured:
             out["activations_not_measured"] = self.not_measured
         out.update(self._allocator())
         return out
+
+    def watch_oom(self, send: Callable[[dict[str, Any]], None], phases: Any, rank: Callable[[], int]) -> None:
+        """Tell gpudash where and with what memory the job dies of an out-of-memory error."""
+
+        def where() -> dict[str, Any]:
+            return {"rank": rank(), "step": self.step + 1, "phase": phase_now(phases, self.step)}
+
+        OomWatch(self.torch, self, send, where).install()
 
     def close(self) -> None:
         capture, self._capture = self._capture, None
@@ -123,6 +139,8 @@ class _SavedTensors:
         self.seen: set[int] = set()
         self.current = 0
         self.largest = 0
+        self.half = 0  # of the bytes counted, those of 16-bit floats (a mixed-precision step's)
+        self.counted = 0
         self.unpacked = False  # a backward ran since the last pack: the next pack begins a new pass
         self.autograd = torch._C._autograd
         self.autograd._push_saved_tensors_default_hooks(self._pack, self._unpack)
@@ -135,7 +153,9 @@ class _SavedTensors:
             key = storage.data_ptr()
             if key not in self.params and key not in self.seen and key:
                 self.seen.add(key)
-                self.current += int(storage.nbytes())
+                self.current += (size := int(storage.nbytes()))
+                self.counted += size
+                self.half += size if tensor.element_size() == 2 and tensor.is_floating_point() else 0
                 self.largest = max(self.largest, self.current)
         except Exception:  # noqa: BLE001 - a tensor without a plain storage (a subclass): not counted
             pass
@@ -213,3 +233,93 @@ def _rss_bytes() -> int | None:
             return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
     except (OSError, ValueError, IndexError):
         return None
+
+
+# -- out of memory -------------------------------------------------------------------------------
+TRIED = re.compile(r"Tried to allocate ([\d.]+) (GiB|MiB|KiB|B)\b")
+UNITS = {"GiB": 1 << 30, "MiB": 1 << 20, "KiB": 1 << 10, "B": 1}
+
+
+class OomWatch:
+    """The job dies of an out-of-memory error: before its traceback is printed (the job's own
+    ``sys.excepthook`` after ours, unchanged), gpudash is told where — the job's own line, the step
+    and phase — and what the memory held then. An error the job catches is its own."""
+
+    def __init__(
+        self,
+        torch: Any,
+        count: MemoryCount,
+        send: Callable[[dict[str, Any]], None],
+        where: Callable[[], dict[str, Any]],
+    ) -> None:
+        self.torch, self.count, self.send, self.where = torch, count, send, where
+        self.previous: Any = None
+
+    def install(self) -> None:
+        self.previous = sys.excepthook
+        sys.excepthook = self._hook
+
+    def _hook(self, kind: Any, exc: BaseException, tb: Any) -> None:
+        try:
+            if is_oom(exc):
+                self.send(self.message(exc, tb))
+        except Exception:  # noqa: BLE001, S110 - the job's own traceback comes all the same
+            pass
+        (self.previous or sys.__excepthook__)(kind, exc, tb)
+
+    def message(self, exc: BaseException, tb: Any) -> dict[str, Any]:
+        said = self.where()  # rank, step, phase
+        out: dict[str, Any] = {"k": OOM, **said, "error": str(exc).strip().splitlines()[0][:300] if str(exc) else ""}
+        if (tried := TRIED.search(str(exc))) is not None:
+            out["tried"] = int(float(tried[1]) * UNITS[tried[2]])
+        out.update(_job_line(tb))
+        figures = self.count.message(int(said.get("rank", 0)))
+        if figures is None:  # before the first step: the optimizers found now
+            self.count.kinds = _count_all(self.torch)
+            figures = self.count.message(int(said.get("rank", 0))) or {}
+        out.update({k: v for k, v in figures.items() if k not in ("k", "rank", "step")})
+        out["alloc_conf"] = os.environ.get("PYTORCH_CUDA_ALLOC_CONF", os.environ.get("PYTORCH_ALLOC_CONF", ""))
+        return out
+
+
+def is_oom(exc: BaseException) -> bool:
+    """torch's out-of-memory error (``torch.OutOfMemoryError``; an older torch's RuntimeError)."""
+    if type(exc).__name__ == "OutOfMemoryError":
+        return True
+    return isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower() and "CUDA" in str(exc)
+
+
+def _job_line(tb: Any) -> dict[str, Any]:
+    """The innermost frame of the job's own files (not torch's, a library's, Python's): its file,
+    line and source."""
+    skip = [sysconfig.get_paths().get(k, "") for k in ("stdlib", "platstdlib", "purelib", "platlib")]
+    skip.append(os.path.dirname(__file__))
+    found: dict[str, Any] = {}
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        path = code.co_filename
+        if not path.startswith("<") and not any(p and path.startswith(p) for p in skip) and "site-packages" not in path:
+            found = {"file": path, "line": tb.tb_lineno, "function": code.co_name}
+        tb = tb.tb_next
+    if found:
+        found["code"] = linecache.getline(found["file"], found["line"]).strip()[:200]
+    return found
+
+
+def _count_all(torch: Any) -> dict[str, int]:
+    """Parameters, gradients and state of every optimizer alive (an error before the first step)."""
+    totals = {"params": 0, "grads": 0, "optimizer": 0}
+    for thing in gc.get_objects():
+        if isinstance(thing, torch.optim.Optimizer):
+            for kind, value in _count(thing).items():
+                totals[kind] += value
+    return totals
+
+
+def phase_now(phases: Any, steps: int) -> str:
+    """What the job was doing: a checkpoint, an evaluation, its first step, or training."""
+    if "checkpoint" in getattr(phases, "open", {}):
+        return "checkpoint"
+    if getattr(phases, "mode_from", None) is not None:
+        return "evaluation"
+    return "the first step" if steps == 0 else "training"

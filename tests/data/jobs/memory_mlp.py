@@ -4,7 +4,11 @@ backward by hand — the first layer's input, each ReLU's output (the next layer
 output and the target the loss keeps: ``batch × (dim + 2 × hidden + 2)`` floats. On its last line:
 ``JOB memory params=P grads=G optimizer=O activations=A`` (bytes).
 
-``python memory_mlp.py --steps 40 [--batch 64 --dim 512 --hidden 1024]``
+``--oom-at N``: its step N fails as a CUDA allocation too large for the GPU does (torch's
+``OutOfMemoryError``, with the allocator's message), from the job's own line (the CPU has no
+caching allocator to run out of).
+
+``python memory_mlp.py --steps 40 [--batch 64 --dim 512 --hidden 1024] [--oom-at N]``
 """
 
 from __future__ import annotations
@@ -18,12 +22,21 @@ def tensor_bytes(tensors: list[torch.Tensor]) -> int:
     return sum(t.numel() * t.element_size() for t in tensors)
 
 
+def widen(x: torch.Tensor) -> torch.Tensor:
+    """Too large for the GPU: the allocator's error, as CUDA's caching allocator words it."""
+    raise torch.OutOfMemoryError(
+        "CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.19 GiB of which "
+        "1.02 GiB is free. Of the allocated memory 76.1 GiB is allocated by PyTorch."
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--dim", type=int, default=512)
     parser.add_argument("--hidden", type=int, default=1024)
+    parser.add_argument("--oom-at", type=int, default=0)
     args = parser.parse_args()
     torch.manual_seed(0)
     model = torch.nn.Sequential(
@@ -32,8 +45,10 @@ def main() -> None:
         torch.nn.Linear(args.hidden, 1),
     )  # fmt: skip
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
-    for _ in range(args.steps):
+    for step in range(1, args.steps + 1):
         x, y = torch.randn(args.batch, args.dim), torch.randn(args.batch, 1)
+        if step == args.oom_at:
+            x = widen(x)
         loss = torch.nn.functional.mse_loss(model(x), y)
         optimizer.zero_grad()
         loss.backward()
