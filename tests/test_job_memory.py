@@ -141,3 +141,22 @@ def test_remedies_are_those_the_job_lacks_largest_first() -> None:
     before_the_first_step = {"params": gib, "grads": 0, "optimizer": 0, "allocated": 30 * gib, "total": 80 * gib}
     assert remedies(before_the_first_step)[0].frees == int(29 * gib * 0.7)  # the rest of allocated is activations
     assert "if it has none" in remedies(before_the_first_step)[1].what  # no step sampled: autocast not known
+
+
+def test_what_fits_is_the_gpu_less_the_fixed_part_over_the_activations_a_sample() -> None:
+    """Peak 41.2 GiB at batch 32 with 25.6 GiB of activations (0.8 GiB a sample), 4 GiB reserved
+    but not allocated, 3% of 79.6 GiB for CUDA's context: (77.2 − 4 − 15.6) / 0.8 → 72."""
+    gib = 1 << 30
+    memory = JobMemory()
+    counters = {"allocated": 30 * gib, "reserved": 34 * gib, "peak": int(41.2 * gib), "total": int(79.6 * gib)}
+    memory.received({"params": 2 * gib, "grads": 2 * gib, "optimizer": 4 * gib, "activations": int(25.6 * gib),
+                     "activations_step": 3, **counters})  # fmt: skip
+    said = memory.final(9.0, batch=32)
+    assert said is not None and said.details["fits_batch"] == "72"
+    assert (
+        "peak allocated 41.2 GiB of 79.6 GiB at batch 32: batch up to about 72 fits (819 MiB of activations a sample)"
+        in said.message
+    )
+    cpu = JobMemory()
+    cpu.received({"params": gib, "grads": gib, "optimizer": gib, "activations": gib, "rss": 8 * gib})
+    assert "fits" not in (cpu.final(1.0, batch=32) or said).message  # no GPU to fill

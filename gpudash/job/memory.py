@@ -14,6 +14,7 @@ from gpudash.core.memory_kinds import KINDS, NAMES, size
 from gpudash.core.protocol import MEMORY, Event, EventKind
 
 COUNTERS = ("allocated", "reserved", "peak", "total", "rss")  # the allocator's (CUDA) or the process's (CPU)
+CONTEXT_SHARE = 0.03  # of the GPU's memory, what CUDA's context and libraries take outside the allocator
 
 
 @dataclass
@@ -25,6 +26,7 @@ class MemoryFigures:
     counters: dict[str, int] = field(default_factory=dict)
     activations_step: int = 0
     not_measured: str = ""  # why the activations are not known
+    batch: int = 0  # samples a step of this rank (0: not known)
 
     def line(self) -> str:
         """``memory: parameters 1.2 MiB · gradients 1.2 MiB · … · peak allocated 41.2 of 79.6 GiB …``"""
@@ -32,7 +34,11 @@ class MemoryFigures:
         c = self.counters
         if "peak" in c:
             whole = f" of {size(c['total'])}" if c.get("total") else ""
-            parts.append(f"peak allocated {size(c['peak'])}{whole}")
+            at = f" at batch {self.batch}" if self.batch else ""
+            parts.append(f"peak allocated {size(c['peak'])}{whole}{at}")
+            if (most := self.fits()) is not None:
+                a_sample = size(self.kinds["activations"] / self.batch)
+                parts[-1] += f": batch up to about {most} fits ({a_sample} of activations a sample)"
             if "reserved" in c and "allocated" in c:
                 parts.append(f"reserved {size(c['reserved'])} ({size(c['reserved'] - c['allocated'])} not allocated)")
         elif "rss" in c:
@@ -44,6 +50,18 @@ class MemoryFigures:
             text += f" (activations: {self.not_measured})"
         return text
 
+    def fits(self) -> int | None:
+        """The largest batch that would fit the GPU, from the fixed part at the peak (the peak less the
+        activations) and the activations' bytes a sample, with the allocator's reserve (reserved
+        less allocated) and ``CONTEXT_SHARE`` of the GPU (CUDA's context, libraries) kept out; None
+        where a figure is missing (on the CPU: no GPU to fill)."""
+        c, acts = self.counters, self.kinds.get("activations")
+        if not acts or self.batch <= 0 or not {"peak", "total", "reserved", "allocated"} <= set(c):
+            return None
+        usable = c["total"] * (1 - CONTEXT_SHARE) - max(0, c["reserved"] - c["allocated"])
+        most = int((usable - (c["peak"] - acts)) / (acts / self.batch))
+        return most if most > 0 else None
+
     def details(self) -> dict[str, str]:
         """run.json's ``memory`` object: ``params_bytes`` … and the counters' (``peak_allocated_bytes``…)."""
         out = {f"{k}_bytes": str(v) for k, v in self.kinds.items()}
@@ -52,6 +70,10 @@ class MemoryFigures:
         if self.not_measured:
             out["activations_not_measured"] = self.not_measured
         out["step"] = str(self.step)
+        if self.batch:
+            out["batch"] = str(self.batch)
+        if (most := self.fits()) is not None:
+            out["fits_batch"] = str(most)
         return out
 
 
@@ -71,17 +93,23 @@ class JobMemory:
         fig.not_measured = str(m.get("activations_not_measured") or "")
         self.figures = fig
 
-    def event(self, time_s: float) -> Event | None:
-        """The first full figures (None: said already, or not all known yet)."""
+    def event(self, time_s: float, batch: int = 0) -> Event | None:
+        """The first full figures (None: said already, or not all known yet); ``batch``: samples a
+        step of the rank, for what would fit."""
         fig = self.figures
+        if fig is not None:
+            fig.batch = batch
         if self._said or fig is None or ("activations" not in fig.kinds and not fig.not_measured):
             return None
         self._said = True
         return _event(time_s, fig)
 
-    def final(self, time_s: float) -> Event | None:
+    def final(self, time_s: float, batch: int = 0) -> Event | None:
         """The figures at the job's end (None: none came)."""
-        return _event(time_s, self.figures) if self.figures is not None else None
+        if self.figures is None:
+            return None
+        self.figures.batch = batch
+        return _event(time_s, self.figures)
 
 
 def _event(time_s: float, fig: MemoryFigures) -> Event:
