@@ -25,7 +25,7 @@ from enum import Enum
 from typing import TYPE_CHECKING
 
 from gpudash.core.metrics import SERIES_KEYS, STAT_KEYS, Better, Metric, Origin, metric
-from gpudash.core.protocol import DIAGNOSIS, Event, EventKind, GpuSample, RankSample, Sample, SyncSites
+from gpudash.core.protocol import DIAGNOSIS, MEMORY, Event, EventKind, GpuSample, RankSample, Sample, SyncSites
 from gpudash.core.running import NO_KNOBS, Running
 from gpudash.core.runstate import RunState
 from gpudash.diagnosis.remedies import has_evidence, with_remedies
@@ -161,6 +161,7 @@ class DashState:
         self.status_message = ""
         self.last_error: Event | None = None
         self.last_trace: Event | None = None  # the latest profiler window's figures
+        self.last_memory: Event | None = None  # the latest figures of what a job's memory holds
         self.last_scaling: Event | None = None  # a data-parallel run's latest scaling measurement
         self.last_diagnosis: Event | None = None  # the running configuration's diagnosis (gone at a change)
         self.sync_sites: SyncSites | None = None  # the latest sync table (key y), for its configuration
@@ -241,6 +242,8 @@ class DashState:
         elif e.kind in (EventKind.CHANGED, EventKind.STARTED):  # another configuration: its own diagnosis
             self.last_diagnosis = None  # ... and its own work
             self.rank_windows.clear()
+        if e.kind == EventKind.MEASURED and e.what == MEMORY:
+            self.last_memory = e
         if is_trace(e):  # a profiler window: marked where it began (its steps are not in the samples)
             self.last_trace = e
             self.markers.append(Marker(trace_start_s(e), _marker_label(e), e.kind))

@@ -1,0 +1,58 @@
+"""The dashboard's memory bar: what a job's memory holds, stacked by kind — parameters, gradients,
+optimizer state, activations, then the rest the allocator (on the CPU, the process) holds —
+against the GPU's total, its peak marked; from the latest ``measured`` event of ``what`` "memory"
+(``gpudash.job.memory``). One line in the stats panel's top border: ``mem █▓▒░·┃  41.2/79.6 GiB``."""
+
+from __future__ import annotations
+
+from rich.text import Text
+
+from gpudash.core.memory_kinds import KINDS, size
+from gpudash.core.protocol import Event
+
+WIDTH = 20  # cells of the bar
+GLYPHS = {  # each kind's glyph and colour
+    "params": ("█", "blue"),
+    "grads": ("▓", "cyan"),
+    "optimizer": ("▒", "magenta"),
+    "activations": ("░", "yellow"),
+}
+REST = ("·", "white")  # allocated (or resident) beyond the kinds counted
+PEAK = "┃"
+
+
+def memory_bar(e: Event | None, width: int = WIDTH) -> Text | None:
+    """The bar of memory event ``e`` (None: no event, or nothing to draw against)."""
+    if e is None:
+        return None
+    d = e.details
+    kinds = {k: n for k in KINDS if (n := _bytes(d.get(f"{k}_bytes"))) is not None}
+    total = _bytes(d.get("total_bytes"))
+    held = _bytes(d.get("allocated_bytes")) if total else _bytes(d.get("rss_bytes"))
+    peak = _bytes(d.get("peak_allocated_bytes")) if total else None
+    whole = total or held
+    if not kinds or not whole:
+        return None
+    cells: list[tuple[str, str]] = []
+    for kind, n in kinds.items():
+        cells += [GLYPHS[kind]] * _cells(n, whole, width)
+    rest = max(0, (held or 0) - sum(kinds.values()))
+    cells += [REST] * _cells(rest, whole, width)
+    cells = cells[:width] + [(" ", "")] * max(0, width - len(cells))
+    if peak:
+        at = min(width - 1, max(0, round(peak / whole * width) - 1))
+        cells[at] = (PEAK, "bold red")
+    bar = Text("mem ", style="bold")
+    for glyph, style in cells:
+        bar.append(glyph, style=style)
+    figure = f" {size(peak)} peak of {size(total)}" if peak and total else f" {size(held or 0)} resident"
+    return bar.append(figure, style="bold")
+
+
+def _cells(n: int, whole: int, width: int) -> int:
+    """Cells of ``n`` bytes out of ``whole``: at least one for anything held."""
+    return max(1, round(n / whole * width)) if n > 0 else 0
+
+
+def _bytes(text: str | None) -> int | None:
+    return int(text) if text is not None and text.isdigit() else None

@@ -1,0 +1,48 @@
+"""Issue 64: the dashboard's memory bar — a job's memory stacked by kind against the GPU's total,
+its peak marked — in the stats panel's top border, from the job's memory event."""
+
+from __future__ import annotations
+
+from rich.text import Text
+
+from gpudash.core.protocol import MEMORY, Event, EventKind, RunConfig
+from gpudash.tui.memory_bar import memory_bar
+from gpudash.tui.widgets import StatsPanel
+
+from .dashboard import running
+from .fakes import FakeSource
+
+GIB = 1 << 30
+
+
+def memory_event(t: float, **bytes_: int) -> Event:
+    details = {f"{k}_bytes" if not k.endswith("_bytes") else k: str(v) for k, v in bytes_.items()}
+    return Event(t, EventKind.MEASURED, what=MEMORY, message="memory: …", details=details)
+
+
+def test_the_bar_stacks_the_kinds_against_the_gpus_total_and_marks_the_peak() -> None:
+    e = memory_event(1.0, params=8 * GIB, grads=8 * GIB, optimizer=16 * GIB, activations=24 * GIB,
+                     allocated=60 * GIB, peak_allocated=64 * GIB, total=80 * GIB)  # fmt: skip
+    bar = memory_bar(e)
+    assert bar is not None
+    cells = bar.plain.removeprefix("mem ")[:20]
+    assert cells == "██▓▓▒▒▒▒░░░░░░·┃    "  # 2+2+4+6 cells of 20, 4 GiB more allocated, the peak at 64/80
+    assert bar.plain.endswith(" 64 GiB peak of 80 GiB")
+
+
+def test_on_the_cpu_the_bar_is_the_processs_resident_set() -> None:
+    bar = memory_bar(memory_event(1.0, params=GIB, grads=GIB, optimizer=2 * GIB, activations=GIB, rss=10 * GIB))
+    assert bar is not None and bar.plain == "mem ██▓▓▒▒▒▒░░··········" + " 10 GiB resident"
+    assert memory_bar(None) is None and memory_bar(memory_event(1.0, rss=GIB)) is None  # no kinds yet
+
+
+async def test_the_dashboard_shows_a_jobs_memory_bar_once_its_memory_is_measured() -> None:
+    async with running(FakeSource(RunConfig()), until=6.0) as (pilot, app, src):
+        stats = app.query_one(StatsPanel)
+        assert "mem " not in str(stats.border_title or "")
+        src.push(memory_event(6.5, params=8 * GIB, grads=8 * GIB, optimizer=16 * GIB, activations=24 * GIB,
+                              allocated=60 * GIB, peak_allocated=64 * GIB, total=80 * GIB))  # fmt: skip
+        app.refresh_now()
+        await pilot.pause()
+        shown = Text.from_markup(str(stats.border_title)).plain
+        assert "mem ██▓▓▒▒▒▒░░░░░░·┃     64 GiB peak of 80 GiB" in shown
