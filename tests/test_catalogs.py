@@ -22,6 +22,7 @@ from gpudash.core.metrics import (
     TRAINING_KEYS,
     WORKLOAD_KEYS,
     Origin,
+    keys,
 )
 from gpudash.core.protocol import Event, EventKind, GpuReading, GpuSample, Sample, SetBatchSize
 from gpudash.recording import csvformat
@@ -54,8 +55,10 @@ def test_csv_columns_derive_from_the_metric_catalog_and_keep_the_0_1_order() -> 
         "train_s",  # a job's training seconds (after GPM's per-GPU columns in a header)
         *("rank", "node", "input_wait_pct", "allreduce_exposed_ms"),  # a rank row's own, last
         *("own_ms", "comm_ms"),  # ... and its own work and collectives' time, after those
+        *("mem_params_mib", "mem_grads_mib", "mem_optimizer_mib", "mem_activations_mib"),  # a job's memory, last
+        *("mem_peak_mib", "mem_rss_mib"),
     ]  # after 0.1, at the end
-    later = (Origin.RANKS, Origin.ALLOCATOR, Origin.GPM, Origin.MODEL, Origin.TRAINING)
+    later = (Origin.RANKS, Origin.ALLOCATOR, Origin.GPM, Origin.MODEL, Origin.TRAINING, Origin.MEMORY)
     before_ranks = [m.csv_column for m in METRICS if m.origin not in later]
     assert before_ranks == [c for c in CSV_COLUMNS_0_1 if c in {m.key for m in METRICS}]
 
@@ -91,7 +94,7 @@ def test_the_allocators_memory_goes_to_the_csv_and_back_and_older_files_read_it_
 def test_every_measured_field_has_one_metric_row() -> None:
     sample_fields = [f.name for f in fields(Sample) if f.name != "time_s"]
     config = (*csvformat.CONFIG_COLUMNS, csvformat.KNOBS_COLUMN, csvformat.NOISE_COLUMN)  # text, not measured
-    measured = [*WORKLOAD_KEYS, *RANK_KEYS, *ALLOCATOR_KEYS, *MODEL_KEYS, *TRAINING_KEYS]
+    measured = [*WORKLOAD_KEYS, *RANK_KEYS, *ALLOCATOR_KEYS, *MODEL_KEYS, *TRAINING_KEYS, *keys(Origin.MEMORY)]
     assert measured == [f for f in sample_fields if f not in config]
     # gpu_pids: read for the noise probe (gpudash.host.noise), not a metric; mig: each instance's GPM figures
     not_metrics = ("time_s", "per_gpu", "gpu_pids", "mig")

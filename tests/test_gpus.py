@@ -45,6 +45,7 @@ def per_gpu_header(gpus: tuple[int, ...]) -> list[str]:
         *gpm,
         *csvformat.TRAINING_COLUMNS,
         *csvformat.WORLD_COLUMNS,
+        *csvformat.MEMORY_COLUMNS,
     ]
 
 

@@ -5,6 +5,7 @@ changes what the job computes and leaves autograd's saved-tensor hooks as the jo
 
 from __future__ import annotations
 
+import csv
 import json
 import re
 from pathlib import Path
@@ -32,6 +33,10 @@ def test_an_mlp_with_adam_is_counted_as_it_counts_itself(tmp_path: Path) -> None
         assert memory[f"{kind}_bytes"] == pytest.approx(int(own[kind]), rel=0.01), kind
     assert memory["activations_bytes"] == pytest.approx(int(own["activations"]), rel=0.15)
     assert memory["rss_bytes"] > memory["params_bytes"]
+    with open(path, newline="") as f:  # every sample row from the first count on carries the kinds, in MiB
+        last = [r for r in csv.DictReader(f) if r["row_kind"] == "sample"][-1]
+    assert float(last["mem_params_mib"]) * 2**20 == pytest.approx(int(own["params"]), rel=0.01)
+    assert float(last["mem_activations_mib"]) * 2**20 == pytest.approx(int(own["activations"]), rel=0.15)
     said = [line for line in done.stderr.splitlines() if "measured: memory: parameters 6.01 MiB" in line]
     assert said and "gradients 6.01 MiB · optimizer state 12 MiB · activations 640 KiB" in said[0], done.stderr
 

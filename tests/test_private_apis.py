@@ -45,6 +45,9 @@ ADAPTERS = {
     "overload packet and FlopCounterMode's raw-formula flag: the FLOPs by dtype, a count started and stopped apart",
     "gpudash/job/boot/gpudash_job_hooks.py": "DataLoader iterators' __next__ (_BaseDataLoaderIter, the base of "
     "every iterator a DataLoader hands out): the one place each batch of an unmodified job passes",
+    "gpudash/job/boot/gpudash_job_memory.py": "autograd's stack of default saved-tensor hooks (push, pop, top): a "
+    "sampled step's saved tensors counted from one step boundary to the next, and a job's own hooks never popped "
+    "(the public context manager pops whatever is on top)",
     "gpudash/job/boot/gpudash_job_comm.py": "DDP's _pre_forward/_post_forward (its per-forward bookkeeping, whose "
     "host-device syncs torch prints from C++) and a NCCL Work's _get_duration (a collective's time by its own CUDA "
     "events, TORCH_NCCL_ENABLE_TIMING): no public API sees either",

@@ -22,7 +22,7 @@ from gpudash.core.protocol import WORLD, Event, EventKind, GpuReading, GpuSample
 from gpudash.core.world_event import clock_zero, gpu_words, host_of, rank_gpus
 from gpudash.job.steps import LAG_S, JobSamples, StepRecord
 from gpudash.ranks.world import JobWorld
-from gpudash.recording.csvformat import OWN_WORK_COLUMNS, RowParser, header, rank_row
+from gpudash.recording.csvformat import MEMORY_COLUMNS, OWN_WORK_COLUMNS, RowParser, header, rank_row
 from gpudash.recording.record import CsvRecorder, run_metadata
 from gpudash.report.load import load_run
 from gpudash.report.world import join, markdown
@@ -90,8 +90,9 @@ def test_a_rank_row_reads_back_as_the_rank_sample_written() -> None:
     r = dataclasses.replace(r, own_ms=19.25, comm_ms=2.5)
     parsed = RowParser(header()).messages(rank_row(r))
     assert parsed == [r]
-    assert header()[-2:] == OWN_WORK_COLUMNS == ["own_ms", "comm_ms"]  # last: an older file lacks only them
-    older = header()[: -len(OWN_WORK_COLUMNS)]  # a recording from before own work
+    own_work_at = len(header()) - len(MEMORY_COLUMNS)  # then a job's memory, last
+    assert header()[own_work_at - 2 : own_work_at] == OWN_WORK_COLUMNS == ["own_ms", "comm_ms"]
+    older = header()[: own_work_at - len(OWN_WORK_COLUMNS)]  # a recording from before own work
     cells = rank_row(r)[: len(older)]
     assert RowParser(older).messages(cells) == [dataclasses.replace(r, own_ms=None, comm_ms=None)]
 

@@ -23,7 +23,8 @@ class Origin(str, Enum):
     ALLOCATOR = "allocator"  # the workload's CUDA caching allocator (Sample fields; CSV columns after the ranks')
     GPM = "gpm"  # NVML's GPU performance monitoring, Hopper and newer (GpuSample fields; CSV columns after the noise)
     MODEL = "model"  # the model FLOPs of a step and what they make of the GPU's peak (Sample fields; after GPM's)
-    TRAINING = "training"  # a job's seconds of training steps in a sample (Sample field; the very last column)
+    TRAINING = "training"  # a job's seconds of training steps in a sample (Sample field; after GPM's per-GPU)
+    MEMORY = "memory"  # what a job's memory holds by kind (Sample fields; the very last columns)
 
     @property
     def from_gpu(self) -> bool:
@@ -71,7 +72,7 @@ class Metric:
 
 
 _W, _N, _D, _R, _A = Origin.WORKLOAD, Origin.NVML, Origin.DERIVED, Origin.RANKS, Origin.ALLOCATOR
-_G, _M, _T = Origin.GPM, Origin.MODEL, Origin.TRAINING
+_G, _M, _T, _MEM = Origin.GPM, Origin.MODEL, Origin.TRAINING, Origin.MEMORY
 _UP, _DOWN, _ANY = Better.HIGHER, Better.LOWER, Better.NEITHER
 _TIME, _EACH, _ENDS = Averaging.TIME, Averaging.EACH, Averaging.ENDS
 _FLAGS = ("stat", "series", "figure", "per_gpu", "per_batch")  # the words of a row's flags
@@ -192,6 +193,19 @@ METRICS: tuple[Metric, ...] = (
     # a user's job: the seconds of training steps the sample's rates are over (its weight)
     _row("train_s",              "train s",      "s",   _T,    _ANY,  None,  float, "",
          "seconds of training steps the rates are over (a job's; empty: the whole interval)"),
+    # a user's job: what its memory holds by kind, as last counted (``gpudash.job.memory``)
+    _row("mem_params_mib",       "params MiB",   "MiB", _MEM,  _ANY,  None,  float, "",
+         "the parameters of the optimizer the job steps (a job's; every storage once)"),
+    _row("mem_grads_mib",        "grads MiB",    "MiB", _MEM,  _ANY,  None,  float, "",
+         "their gradients, at the step's end"),
+    _row("mem_optimizer_mib",    "optim MiB",    "MiB", _MEM,  _ANY,  None,  float, "",
+         "the optimizer's state (Adam's moments, its step counts)"),
+    _row("mem_activations_mib",  "activ MiB",    "MiB", _MEM,  _ANY,  None,  float, "",
+         "the tensors autograd saved for backward in a sampled step (parameters left out)"),
+    _row("mem_peak_mib",         "peak MiB",     "MiB", _MEM,  _ANY,  None,  float, "",
+         "the caching allocator's peak allocated bytes so far (the job's own peak; CUDA only)"),
+    _row("mem_rss_mib",          "RSS MiB",      "MiB", _MEM,  _ANY,  None,  float, "",
+         "the job's process's resident set (on the CPU, where there is no allocator)"),
 )
 # fmt: on
 

@@ -217,6 +217,13 @@ class Sample:
     # the statistics weigh them by (evaluation, checkpoints, stalls and a step still under way
     # left out; 0: nothing to count); None: the whole interval, as a family's steps fill it
     train_s: float | None = None
+    # A user's job (``gpudash.job.memory``): what its memory holds by kind, as last counted, MiB
+    mem_params_mib: float | None = None
+    mem_grads_mib: float | None = None
+    mem_optimizer_mib: float | None = None
+    mem_activations_mib: float | None = None
+    mem_peak_mib: float | None = None
+    mem_rss_mib: float | None = None
 
 
 @dataclass(frozen=True)

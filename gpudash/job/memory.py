@@ -14,6 +14,7 @@ from gpudash.core.memory_kinds import KINDS, NAMES, size
 from gpudash.core.protocol import MEMORY, Event, EventKind
 
 COUNTERS = ("allocated", "reserved", "peak", "total", "rss")  # the allocator's (CUDA) or the process's (CPU)
+MIB = float(1 << 20)
 CONTEXT_SHARE = 0.03  # of the GPU's memory, what CUDA's context and libraries take outside the allocator
 
 
@@ -61,6 +62,15 @@ class MemoryFigures:
         usable = c["total"] * (1 - CONTEXT_SHARE) - max(0, c["reserved"] - c["allocated"])
         most = int((usable - (c["peak"] - acts)) / (acts / self.batch))
         return most if most > 0 else None
+
+    def sample_fields(self) -> dict[str, float]:
+        """The ``Sample`` fields (``mem_params_mib`` …) of what is known, in MiB."""
+        out = {f"mem_{k}_mib": v / MIB for k, v in self.kinds.items()}
+        if "peak" in self.counters:
+            out["mem_peak_mib"] = self.counters["peak"] / MIB
+        if "rss" in self.counters:
+            out["mem_rss_mib"] = self.counters["rss"] / MIB
+        return out
 
     def details(self) -> dict[str, str]:
         """run.json's ``memory`` object: ``params_bytes`` … and the counters' (``peak_allocated_bytes``…)."""

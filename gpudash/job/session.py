@@ -8,6 +8,7 @@ Torch-free."""
 from __future__ import annotations
 
 import collections
+import dataclasses
 import errno
 import json
 import threading
@@ -27,6 +28,7 @@ from gpudash.core.protocol import (
     GpuInfo,
     Message,
     RunConfig,
+    Sample,
     SourceInfo,
     Stop,
     SyncSites,
@@ -306,9 +308,18 @@ class JobSession(SessionWindows):
             self._processes_said(self.intake.joined.pop(0))
 
     def _close_windows(self, now: float) -> None:
-        """The windows that ended by ``now``: the run's, each rank's, and the straggler they show."""
-        self._pending.extend(self.samples.due(now))
+        """The windows that ended by ``now``: the run's (with what the memory holds), each rank's, and
+        the straggler they show."""
+        self._pending.extend(self._with_memory(self.samples.due(now)))
         self._pending.extend(self.world.closed(self.samples, now - self.t0))
+
+    def _with_memory(self, samples: list[Sample]) -> list[Sample]:
+        """``samples`` with what the lead rank's memory held as last counted (``mem_params_mib`` …)."""
+        fig = self.memory.figures
+        if fig is None:
+            return samples
+        fields: dict[str, Any] = fig.sample_fields()
+        return [dataclasses.replace(s, **fields) for s in samples]
 
     def _processes_said(self, message: str) -> None:
         """How several processes' steps of a rank count (run.json's ``processes``, ``steps_combined``)."""
@@ -387,7 +398,7 @@ class JobSession(SessionWindows):
             self._processes_said(f"steps of {n} processes, counted {self.intake.combined() or 'one process a rank'}")
         if self._started:
             self._say_flops(final=True)
-            self._pending.extend(self.samples.flush())
+            self._pending.extend(self._with_memory(self.samples.flush()))
             self._pending.extend(self.world.closed(self.samples, time.monotonic() - self.t0))
             if (ranks := self.world.verdict_event(time.monotonic() - self.t0)) is not None:
                 self._pending.append(ranks)

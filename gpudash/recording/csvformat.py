@@ -79,6 +79,10 @@ WORLD_COLUMNS = ["rank", "node", "input_wait_pct", "allreduce_exposed_ms"]
 OWN_WORK_COLUMNS = ["own_ms", "comm_ms"]
 WORLD_COLUMNS += OWN_WORK_COLUMNS
 COLUMNS += WORLD_COLUMNS
+# Last, after those: what a job's memory holds by kind (``Sample.mem_params_mib`` …: ``gpudash.job.memory``);
+# empty on a family's rows and in a file without them.
+MEMORY_COLUMNS = list(keys(Origin.MEMORY))
+COLUMNS += MEMORY_COLUMNS
 
 
 def is_recording_header(header: list[str]) -> bool:
@@ -163,7 +167,7 @@ def sample_row(sample: Sample, gpu: GpuSample | None, derived: dict[str, float |
     values[KNOBS_COLUMN] = sample.knobs
     values.update({c: getattr(sample, c) for c in LATER_SAMPLE_COLUMNS})
     values[NOISE_COLUMN] = sample.noise
-    values.update({c: getattr(sample, c) for c in (*MODEL_COLUMNS, *TRAINING_COLUMNS)})
+    values.update({c: getattr(sample, c) for c in (*MODEL_COLUMNS, *TRAINING_COLUMNS, *MEMORY_COLUMNS)})
     if gpu is not None:
         values.update({c: getattr(gpu, c) for c in (*GPU_COLUMNS, *GPM_COLUMNS)})
     values.update(derived or {})
@@ -296,7 +300,7 @@ class RowParser:
         self._gpu, self._sample = columns([*GPU_COLUMNS, *GPM_COLUMNS]), columns(SAMPLE_COLUMNS)
         rank_fields = [f.name for f in fields(RankSample) if f.name != "time_s"]
         self._rank = [(f, i, conv) for f, i, conv in columns(rank_fields) if i is not None] if "rank" in at else []
-        later = [*LATER_SAMPLE_COLUMNS, *MODEL_COLUMNS, *TRAINING_COLUMNS]
+        later = [*LATER_SAMPLE_COLUMNS, *MODEL_COLUMNS, *TRAINING_COLUMNS, *MEMORY_COLUMNS]
         self._later = [(c, i, conv) for c, i, conv in columns(later) if i is not None]
         self._per_gpu = [
             (index, [(k, at.get(per_gpu_column(index, k)), _CONVERT[_KIND.get(k, float)]) for k in PER_GPU_KEYS])
