@@ -28,7 +28,7 @@ from gpudash.arguments import shared_flags
 from gpudash.arguments.argtypes import Parser, UsageError, check_out_dir, non_negative_float
 from gpudash.core.protocol import PHASES, ExitCode
 from gpudash.core.textfmt import clip, fmt_num, strip_controls
-from gpudash.report import sync_md, world
+from gpudash.report import memory_md, sync_md, world
 from gpudash.report.ab import Pair, pairs, relative_table
 from gpudash.report.load import ConfigFigures, ReportInputError, Run, load_run
 from gpudash.stats.comparison import Comparison, Estimate, compare
@@ -212,6 +212,7 @@ def markdown(runs: Sequence[Run], command: str, plots: Sequence[str], baseline: 
         notes = [f"*Note: {note}*" for note in run.notes]  # a metadata file ignored, and why
         lines += [f"## Run {i}: {run.name}", "", *notes, *([""] if notes else []), *run_table(run), ""]
         lines += phases_section(run)
+        lines += memory_md.section(run.meta)
         sites = run.meta.get("sync_sites")
         lines += sync_md.section(sites if isinstance(sites, dict) else {})
         if run.traces:
@@ -232,6 +233,7 @@ def markdown(runs: Sequence[Run], command: str, plots: Sequence[str], baseline: 
         against = "each against the runs before it" if baseline is None else f"against run {baseline + 1}"
         lines += [f"## Between runs ({against})", "", *relative_table(runs, baseline), ""]
         lines += goodput_table(runs)
+        lines += memory_md.table(runs)
     if plots:
         lines += ["## Plot", "", f"![throughput and GPU utilisation]({plots[0]})", ""]
     return "\n".join(lines).rstrip("\n") + "\n"
@@ -339,6 +341,7 @@ def results_document(
                 "phases": run.phases.seconds if run.phases else None,
                 "wall_s": run.phases.wall_s if run.phases else None,
                 "goodput_pct": run.phases.goodput_pct if run.phases else None,
+                "memory": memory_md.as_dict(run.meta),
             }
             for run in runs
         ],
