@@ -133,6 +133,11 @@ def test_record_every_family(tmp_path: Path, name: str) -> None:
         assert pd.api.types.is_numeric_dtype(df[col]), col
     info = FAMILIES[name]
     assert set(s.workload) == {name} and set(s.variant) == {info.default_variant}
+    # issue 64: what its optimizer's parameters, their gradients and its state hold (SGD: no state, or a
+    # momentum buffer the size of the parameters; AdamW: two moments), as for a job
+    last = s.iloc[-1]
+    assert last.mem_params_mib > 0 and last.mem_grads_mib == pytest.approx(last.mem_params_mib)
+    assert min(abs(last.mem_optimizer_mib / last.mem_params_mib - k) for k in (0, 1, 2)) < 0.001
     assert set(s.batch_size) == {info.cpu_defaults.batch_size}
     assert (s.steps_per_s >= 0).all() and s.steps_per_s.max() > 0
     np.testing.assert_allclose(

@@ -27,6 +27,7 @@ from gpudash.engine.measure import (
     step_timer,
 )
 from gpudash.engine.model_flops import ModelCount, ModelFlops, with_model_rates
+from gpudash.job.boot.gpudash_job_memory import count_kinds
 
 if TYPE_CHECKING:  # pragma: no cover
     from gpudash.core.faults import Fault
@@ -80,6 +81,7 @@ class Window:
         allocator_mib: tuple[float | None, float | None] = (None, None),
         model: ModelCount | None = None,
         force: bool = False,
+        kinds: dict[str, int] | None = None,
     ) -> Sample | None:
         """The window as a ``Sample`` at ``now``; ``totals``: the run's (steps, samples).
 
@@ -107,8 +109,15 @@ class Window:
             knobs=workload.knobs.text(),
             cuda_allocated_mib=allocator_mib[0],
             cuda_reserved_mib=allocator_mib[1],
+            mem_params_mib=_mib((kinds or {}).get("params")),
+            mem_grads_mib=_mib((kinds or {}).get("grads")),
+            mem_optimizer_mib=_mib((kinds or {}).get("optimizer")),
         )
         return with_model_rates(sample, model)
+
+
+def _mib(n: int | None) -> float | None:
+    return n / 2**20 if n is not None else None
 
 
 def _sync_counter(count: bool, sites: bool | None) -> SyncCounter | None:
@@ -271,6 +280,7 @@ class LoopState:
             allocator_mib=cuda_memory_mib(self.torch, self.workload.device) if self.on_cuda else (None, None),
             model=self.model_flops.current if self.model_flops is not None else None,
             force=force,
+            kinds=count_kinds(self.workload.optimizer) if getattr(self.workload, "optimizer", None) else None,
         )
         if sample is not None:
             self.emit(sample)

@@ -27,7 +27,10 @@ import sysconfig
 from collections.abc import Callable
 from typing import Any
 
-from gpudash_job_wire import MEM, OOM  # type: ignore[import-not-found]  # beside this file
+try:
+    from gpudash_job_wire import MEM, OOM  # type: ignore[import-not-found]  # beside this file, in a job
+except ImportError:  # imported as gpudash's own (its workloads' step loop counts the same kinds)
+    from gpudash.job.boot.gpudash_job_wire import MEM, OOM
 
 COUNT_AT = 2  # the step boundary after which parameters, gradients and optimizer state are counted first
 COUNT_EVERY = 200  # ... and again every this many steps
@@ -59,7 +62,7 @@ class MemoryCount:
             self.activations, self.activations_step = capture.largest, step
             self.half_share = capture.half / capture.counted if capture.counted else None
         if step == COUNT_AT or (step > COUNT_AT and step % COUNT_EVERY == 0):
-            self.kinds = _count(optimizer)
+            self.kinds = count_kinds(optimizer)
         if step + 1 == SAMPLE_AT or (step + 1 > SAMPLE_AT and (step + 1) % SAMPLE_EVERY == 0):
             self._sample(optimizer)
 
@@ -175,7 +178,7 @@ class _SavedTensors:
             pass
 
 
-def _count(optimizer: Any) -> dict[str, int]:
+def count_kinds(optimizer: Any) -> dict[str, int]:
     """Bytes of the optimizer's parameters, their gradients and its state (each storage once)."""
     params: dict[int, int] = {}
     grads: dict[int, int] = {}
@@ -311,7 +314,7 @@ def _count_all(torch: Any) -> dict[str, int]:
     totals = {"params": 0, "grads": 0, "optimizer": 0}
     for thing in gc.get_objects():
         if isinstance(thing, torch.optim.Optimizer):
-            for kind, value in _count(thing).items():
+            for kind, value in count_kinds(thing).items():
                 totals[kind] += value
     return totals
 
