@@ -39,6 +39,14 @@ def test_an_mlp_with_adam_is_counted_as_it_counts_itself(tmp_path: Path) -> None
     assert float(last["mem_activations_mib"]) * 2**20 == pytest.approx(int(own["activations"]), rel=0.15)
     said = [line for line in done.stderr.splitlines() if "measured: memory: parameters 6.01 MiB" in line]
     assert said and "gradients 6.01 MiB · optimizer state 12 MiB · activations 640 KiB" in said[0], done.stderr
+    # the job's line that made them: its model's call (the Linear and ReLU layers' saves are torch's lines)
+    lines = Path(MEMORY_JOB).read_text().splitlines()
+    at = next(i for i, text in enumerate(lines, 1) if "loss = torch.nn.functional.mse_loss(model(x), y)" in text)
+    assert (
+        f"the lines that made them: memory_mlp.py:{at} loss = torch.nn.functional.mse_loss(model(x), y) 640 KiB"
+        in said[0]
+    )
+    assert memory["activation_lines"] == [[f"memory_mlp.py:{at} {lines[at - 1].strip()}", 655360]]
 
 
 def _mlp() -> tuple[torch.nn.Module, torch.optim.Optimizer]:
@@ -128,6 +136,7 @@ def test_a_job_that_dies_out_of_memory_is_told_where_with_what_and_what_would_fr
     )
     assert f"memory_mlp.py:{line} (step 12, training): raise torch.OutOfMemoryError(" in told[1]
     assert "it tried to allocate 2 GiB; parameters 6.01 MiB · gradients 6.01 MiB · optimizer state 12 MiB" in told[1]
+    assert "; the lines that made them: memory_mlp.py:" in told[1] and "mse_loss(model(x), y) 640 KiB" in told[1]
     freed = re.findall(r"\(about ([\d.]+) (MiB|KiB)\)", told[1].split("largest first: ")[1])
     sizes = [float(n) * (1024 if unit == "MiB" else 1) for n, unit in freed]
     assert len(sizes) == 4 and sizes == sorted(sizes, reverse=True), told[1]

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpudash.core.memory_kinds import KINDS, NAMES, size
+from gpudash.core.textfmt import strip_controls
 
 HALF = 0.5  # of the activations saved for backward, 16-bit floats' share at which the job is mixed-precision
 FRAGMENTED = 0.05  # reserved but not allocated, share of the GPU at which expandable segments are advised
@@ -77,6 +78,11 @@ def explained(m: dict[str, Any]) -> str:
             f" (activations: saved for backward in step {m['activations_step']})" if m.get("activations_step") else ""
         )
         held.append(" · ".join(kinds) + step)
+    lines = [r for r in m.get("lines") or [] if isinstance(r, list) and len(r) == 2 and isinstance(r[1], int)]
+    if lines:
+        held.append(
+            "the lines that made them: " + "; ".join(f"{strip_controls(str(w))} {size(n)}" for w, n in lines[:5])
+        )
     if held:
         text += " — " + "; ".join(held)
     if found := remedies(m):

@@ -7,11 +7,13 @@ makes the ``measured`` event of ``what`` "memory": once they are all known, and 
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
 from gpudash.core.memory_kinds import KINDS, NAMES, size
 from gpudash.core.protocol import MEMORY, Event, EventKind
+from gpudash.core.textfmt import strip_controls
 
 COUNTERS = ("allocated", "reserved", "peak", "total", "rss")  # the allocator's (CUDA) or the process's (CPU)
 MIB = float(1 << 20)
@@ -28,6 +30,7 @@ class MemoryFigures:
     activations_step: int = 0
     not_measured: str = ""  # why the activations are not known
     batch: int = 0  # samples a step of this rank (0: not known)
+    lines: list[tuple[str, int]] = field(default_factory=list)  # the job's lines holding the activations
 
     def line(self) -> str:
         """``memory: parameters 1.2 MiB · gradients 1.2 MiB · … · peak allocated 41.2 of 79.6 GiB …``"""
@@ -47,6 +50,8 @@ class MemoryFigures:
         text = "memory: " + " · ".join(parts)
         if self.kinds.get("activations") is not None:
             text += f" (activations: saved for backward in step {self.activations_step})"
+            if self.lines:
+                text += "; the lines that made them: " + "; ".join(f"{where} {size(n)}" for where, n in self.lines)
         elif self.not_measured:
             text += f" (activations: {self.not_measured})"
         return text
@@ -79,6 +84,8 @@ class MemoryFigures:
         out.update({names.get(k, f"{k}_bytes"): str(v) for k, v in self.counters.items()})
         if self.not_measured:
             out["activations_not_measured"] = self.not_measured
+        if self.lines:
+            out["activation_lines"] = json.dumps([[where, n] for where, n in self.lines])
         out["step"] = str(self.step)
         if self.batch:
             out["batch"] = str(self.batch)
@@ -101,6 +108,7 @@ class JobMemory:
         fig.counters = {k: n for k in COUNTERS if (n := _int(m.get(k), -1)) >= 0}
         fig.activations_step = _int(m.get("activations_step"))
         fig.not_measured = str(m.get("activations_not_measured") or "")
+        fig.lines = _lines(m.get("lines"))
         self.figures = fig
 
     def event(self, time_s: float, batch: int = 0) -> Event | None:
@@ -124,6 +132,14 @@ class JobMemory:
 
 def _event(time_s: float, fig: MemoryFigures) -> Event:
     return Event(time_s, EventKind.MEASURED, what=MEMORY, message=fig.line(), details=fig.details())
+
+
+def _lines(value: Any) -> list[tuple[str, int]]:
+    """The hooks' ``[[line, bytes], …]``, its well-formed rows alone (it is another process's data)."""
+    if not isinstance(value, list):
+        return []
+    rows = [(strip_controls(str(r[0]))[:200], _int(r[1])) for r in value if isinstance(r, list) and len(r) == 2]
+    return [(where, n) for where, n in rows if where and n > 0][:8]
 
 
 def _int(value: Any, default: int = 0) -> int:

@@ -122,8 +122,15 @@ INT_DETAILS = frozenset({"batch_size", "pid", "image_size", "workers", "world_si
 
 
 def _counts(details: dict[str, str]) -> dict[str, Any]:
-    """An event's details with its whole numbers as numbers (bytes, steps, lines)."""
-    return {k: int(v) if v.isdigit() else v for k, v in details.items()}
+    """An event's details with its whole numbers as numbers (bytes, steps, lines) and the job's lines
+    holding its activations as a list (``[[line, bytes], …]``)."""
+    out: dict[str, Any] = {k: int(v) if v.isdigit() else v for k, v in details.items()}
+    if "activation_lines" in out:
+        try:
+            out["activation_lines"] = json.loads(out["activation_lines"])
+        except ValueError:
+            del out["activation_lines"]
+    return out
 
 
 def typed_details(details: dict[str, str]) -> dict[str, Any]:

@@ -36,6 +36,8 @@ COUNT_AT = 2  # the step boundary after which parameters, gradients and optimize
 COUNT_EVERY = 200  # ... and again every this many steps
 SAMPLE_AT = 3  # the step whose saved tensors are counted first ...
 SAMPLE_EVERY = 500  # ... and again every this many steps
+LINE_MIN_BYTES = 64 << 10  # a saved tensor this large is put to the job's line that made it ...
+TOP_LINES = 5  # ... and this many lines holding the most are sent
 
 
 class MemoryCount:
@@ -50,6 +52,7 @@ class MemoryCount:
         self.activations_step = 0
         self.not_measured = ""  # why the activations are not measured
         self.half_share: float | None = None  # of the activations, the 16-bit floats' share
+        self.lines: list[list[Any]] = []  # [the job's line, bytes of activations it made], the most first
         self.step = 0
         self._capture: _SavedTensors | None = None
         self._total: int | None = None
@@ -61,6 +64,7 @@ class MemoryCount:
             capture.close()
             self.activations, self.activations_step = capture.largest, step
             self.half_share = capture.half / capture.counted if capture.counted else None
+            self.lines = capture.top_lines()
         if step == COUNT_AT or (step > COUNT_AT and step % COUNT_EVERY == 0):
             self.kinds = count_kinds(optimizer)
         if step + 1 == SAMPLE_AT or (step + 1 > SAMPLE_AT and (step + 1) % SAMPLE_EVERY == 0):
@@ -79,6 +83,7 @@ class MemoryCount:
         if self.activations is not None:
             out["activations"], out["activations_step"] = self.activations, self.activations_step
             out["half_share"] = self.half_share
+            out["lines"] = self.lines
         elif self.not_measured:
             out["activations_not_measured"] = self.not_measured
         out.update(self._allocator())
@@ -145,12 +150,16 @@ class _SavedTensors:
         self.half = 0  # of the bytes counted, those of 16-bit floats (a mixed-precision step's)
         self.counted = 0
         self.unpacked = False  # a backward ran since the last pack: the next pack begins a new pass
+        self.sites = _live_sites()  # the job's line of a stack, as sync sites are found (None: not loaded)
+        self.pass_lines: dict[str, int] = {}  # this pass's bytes by the job's line
+        self.largest_lines: dict[str, int] = {}  # ... and the largest pass's
         self.autograd = torch._C._autograd
         self.autograd._push_saved_tensors_default_hooks(self._pack, self._unpack)
 
     def _pack(self, tensor: Any) -> Any:
         if self.unpacked:
-            self.seen, self.current, self.unpacked = set(), 0, False
+            self._pass_ended()
+            self.seen, self.current, self.unpacked, self.pass_lines = set(), 0, False, {}
         try:
             storage = tensor.untyped_storage()
             key = storage.data_ptr()
@@ -159,7 +168,9 @@ class _SavedTensors:
                 self.current += (size := int(storage.nbytes()))
                 self.counted += size
                 self.half += size if tensor.element_size() == 2 and tensor.is_floating_point() else 0
-                self.largest = max(self.largest, self.current)
+                if size >= LINE_MIN_BYTES and self.sites is not None:
+                    where = _job_line_of(self.sites.site(sys._getframe(1)))
+                    self.pass_lines[where] = self.pass_lines.get(where, 0) + size
         except Exception:  # noqa: BLE001 - a tensor without a plain storage (a subclass): not counted
             pass
         return tensor
@@ -168,8 +179,19 @@ class _SavedTensors:
         self.unpacked = True
         return tensor
 
+    def _pass_ended(self) -> None:
+        if self.current >= self.largest:
+            self.largest, self.largest_lines = self.current, self.pass_lines
+
+    def top_lines(self) -> list[list[Any]]:
+        """The job's lines that made the largest pass's saved tensors, the most bytes first."""
+        self._pass_ended()
+        ranked = sorted(self.largest_lines.items(), key=lambda kv: kv[1], reverse=True)
+        return [[where, size] for where, size in ranked[:TOP_LINES]]
+
     def close(self) -> None:
         """Popped where still on top (a job's own hooks' exit may have popped it already)."""
+        self._pass_ended()
         try:
             top = self.autograd._top_saved_tensors_default_hooks(True)
             if top is not None and top[0] == self._pack:
@@ -217,6 +239,30 @@ def _storages(optimizer: Any) -> set[int]:
                     except Exception:  # noqa: BLE001, S112 - no plain storage: nothing to leave out
                         continue
     return out
+
+
+def _live_sites() -> Any:
+    """gpudash's finder of the job's line in a live stack (``core/sync_sites.py``), loaded as the sync
+    count loads it; None where it cannot be."""
+    try:
+        from gpudash_job_parts import load_source  # type: ignore[import-not-found]  # beside this file
+
+        loaded = sys.modules.get("_gpudash_sync_sites") or load_source(
+            "_gpudash_sync_sites", os.path.join("core", "sync_sites.py")
+        )
+        return loaded.LiveSites()
+    except Exception:  # noqa: BLE001 - no lines, the bytes still counted
+        return None
+
+
+def _job_line_of(site: Any) -> str:
+    """``train.py:88 attn = q @ k.transpose(-2, -1)``: the job's own line (a library's line: the job's
+    that called it); "" where none is known."""
+    if site is None:
+        return ""
+    own = site.called_from if site.package and site.called_from is not None else site
+    text = own.text or linecache.getline(own.file, own.line).strip()
+    return f"{own.where} {text[:120]}" if text else own.where
 
 
 def _compiling_job(torch: Any) -> bool:
