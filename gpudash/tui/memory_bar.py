@@ -8,7 +8,7 @@ from __future__ import annotations
 from rich.text import Text
 
 from gpudash.core.memory_kinds import KINDS, size
-from gpudash.core.protocol import Event
+from gpudash.core.protocol import Event, GpuSample, Sample
 
 WIDTH = 20  # cells of the bar
 GLYPHS = {  # each kind's glyph and colour
@@ -21,11 +21,21 @@ REST = ("·", "white")  # allocated (or resident) beyond the kinds counted
 PEAK = "┃"
 
 
-def memory_bar(e: Event | None, width: int = WIDTH) -> Text | None:
-    """The bar of memory event ``e`` (None: no event, or nothing to draw against)."""
+def sample_details(s: Sample | None, gpu: GpuSample | None) -> dict[str, str] | None:
+    """A memory event's details from a family's sample (its kinds, the allocator's allocated) and
+    NVML's total of the GPU: the bar of gpudash's own workloads (None: no kinds on the sample)."""
+    if s is None or s.mem_params_mib is None:
+        return None
+    mib = {"params": s.mem_params_mib, "grads": s.mem_grads_mib, "optimizer": s.mem_optimizer_mib}
+    mib |= {"allocated": s.cuda_allocated_mib, "total": gpu.mem_total_mib if gpu is not None else None}
+    return {f"{k}_bytes": str(int(v * 2**20)) for k, v in mib.items() if v is not None}
+
+
+def memory_bar(e: Event | dict[str, str] | None, width: int = WIDTH) -> Text | None:
+    """The bar of memory event ``e`` (or its details) (None: nothing, or nothing to draw against)."""
     if e is None:
         return None
-    d = e.details
+    d = e.details if isinstance(e, Event) else e
     kinds = {k: n for k in KINDS if (n := _bytes(d.get(f"{k}_bytes"))) is not None}
     total = _bytes(d.get("total_bytes"))
     held = _bytes(d.get("allocated_bytes")) if total else _bytes(d.get("rss_bytes"))
@@ -45,7 +55,10 @@ def memory_bar(e: Event | None, width: int = WIDTH) -> Text | None:
     bar = Text("mem ", style="bold")
     for glyph, style in cells:
         bar.append(glyph, style=style)
-    figure = f" {size(peak)} peak of {size(total)}" if peak and total else f" {size(held or 0)} resident"
+    if total:
+        figure = f" {size(peak)} peak of {size(total)}" if peak else f" {size(held or 0)} allocated of {size(total)}"
+    else:
+        figure = f" {size(held or 0)} resident"
     return bar.append(figure, style="bold")
 
 

@@ -3,6 +3,8 @@ its peak marked — in the stats panel's top border, from the job's memory event
 
 from __future__ import annotations
 
+import dataclasses
+
 from rich.text import Text
 
 from gpudash.core.protocol import MEMORY, Event, EventKind, RunConfig
@@ -46,3 +48,17 @@ async def test_the_dashboard_shows_a_jobs_memory_bar_once_its_memory_is_measured
         await pilot.pause()
         shown = Text.from_markup(str(stats.border_title)).plain
         assert "mem ██▓▓▒▒▒▒░░░░░░·┃     64 GiB peak of 80 GiB" in shown
+
+
+def test_a_familys_bar_is_its_samples_kinds_against_nvmls_total() -> None:
+    from gpudash.core.protocol import GpuSample, Sample
+    from gpudash.tui.memory_bar import sample_details
+
+    s = Sample(1.0, "resnet50", "serial", 128, steps=10, samples=1280, interval_s=0.5, steps_per_s=20.0,
+               samples_per_s=2560.0, step_ms_p50=50.0, step_ms_p95=52.0, syncs_per_step=0.0,
+               mem_params_mib=8192.0, mem_grads_mib=8192.0, mem_optimizer_mib=16384.0,
+               cuda_allocated_mib=40960.0)  # fmt: skip
+    details = sample_details(s, GpuSample(1.0, mem_total_mib=81920.0))
+    bar = memory_bar(details)
+    assert bar is not None and bar.plain == "mem ██▓▓▒▒▒▒··" + " " * 10 + " 40 GiB allocated of 80 GiB"
+    assert sample_details(dataclasses.replace(s, mem_params_mib=None), None) is None  # a sample without kinds

@@ -125,13 +125,14 @@ class MemoryCount:
             return {"rss": rss} if rss is not None else {}
         try:
             device = torch.device(self.device)
-            stats = torch.cuda.memory_stats(device)
+            stats = torch.cuda.memory_stats_as_nested_dict(device)  # (memory_stats flattens it first)
             if self._total is None:
                 self._total = int(torch.cuda.get_device_properties(device).total_memory)
+            allocated, reserved = stats["allocated_bytes"]["all"], stats["reserved_bytes"]["all"]
             return {
-                "allocated": int(stats.get("allocated_bytes.all.current", 0)),
-                "reserved": int(stats.get("reserved_bytes.all.current", 0)),
-                "peak": int(stats.get("allocated_bytes.all.peak", 0)),
+                "allocated": int(allocated["current"]),
+                "reserved": int(reserved["current"]),
+                "peak": int(allocated["peak"]),
                 "total": self._total,
             }
         except Exception:  # noqa: BLE001 - no allocator figures: the kinds still go
