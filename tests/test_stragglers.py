@@ -92,3 +92,26 @@ def test_ranks_taking_turns_behind_for_seconds_are_named_once_at_most() -> None:
     watch = StragglerWatch()
     told = [watch.window({0: 0.0, 1: 0.0}, w) for w in _windows([-1] * 6 + ([0] * 12 + [1] * 12) * 3)]
     assert len([t for t in told if t.startswith("straggler")]) <= 1, told
+
+
+def test_windows_without_steps_neither_count_nor_tell() -> None:
+    """A pause or an evaluation closes windows without a step: they are not windows of evidence
+    (named only after ``LIVE_MIN_WINDOWS`` windows with steps, then ``WINDOWS`` in a row)."""
+    from gpudash.ranks.watch import LIVE_MIN_WINDOWS
+
+    watch = StragglerWatch()
+    empty: dict[int, tuple[list[float], list[float]]] = {0: ([], []), 1: ([], [])}
+    watch.window({0: 0.0, 1: 0.0}, _windows([0] * 2)[0])  # own work is timed from here on
+    assert not any(watch.window({0: 0.0, 1: 0.0}, empty) for _ in range(8))
+    told = [watch.window({0: 0.0, 1: 0.0}, w) for w in _windows([0] * 10)]
+    assert [i for i, t in enumerate(told) if t] == [LIVE_MIN_WINDOWS + WINDOWS - 3]  # (one window with steps before)
+
+
+def test_a_rank_that_turns_slow_mid_run_is_named_within_a_minute_of_windows() -> None:
+    from gpudash.ranks.watch import GATE_WINDOWS
+
+    watch = StragglerWatch()
+    assert not any(watch.window({0: 0.0, 1: 0.0}, w) for w in _windows([-1] * 100))
+    told = [watch.window({0: 0.0, 1: 0.0}, w) for w in _windows([0] * GATE_WINDOWS)]
+    named = [i for i, t in enumerate(told) if t.startswith("straggler: rank 1")]
+    assert named and named[0] < GATE_WINDOWS // 2 + WINDOWS, told

@@ -6,6 +6,7 @@ free estimated from what was measured. Torch-free; the figures come from the hoo
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -55,15 +56,15 @@ def remedies(m: dict[str, Any]) -> list[Remedy]:
 def explained(m: dict[str, Any]) -> str:
     """One paragraph: where, what the memory held, what would free it."""
     where = (
-        f"{m['file']}:{m['line']}"
+        f"{strip_controls(_short(str(m['file'])))}:{_int_or(m.get('line'), '?')}"
         if m.get("file")
         else "a line of a library's (none of the job's own in the traceback)"
     )
-    phase = str(m.get("phase") or "training")
+    phase = strip_controls(str(m.get("phase") or "training"))[:40]
     rank = f"rank {m['rank']}, " if int(m.get("world", 1) or 1) > 1 else ""
     text = f"out of memory at {where} ({rank}step {m.get('step', '?')}, {phase})"
     if m.get("code"):
-        text += f": {m['code']}"
+        text += f": {strip_controls(str(m['code']))[:200]}"
     held = []
     if (tried := _bytes(m, "tried")) is not None:
         held.append(f"it tried to allocate {size(tried)}")
@@ -100,5 +101,12 @@ def _short(path: str) -> str:
 
 
 def _bytes(m: dict[str, Any], key: str) -> int | None:
+    """A count of bytes in another process's message (None: missing, negative or not finite)."""
     value = m.get(key)
-    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0 else None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        return None
+    return int(value)
+
+
+def _int_or(value: Any, default: str) -> str:
+    return str(int(value)) if isinstance(value, int) and not isinstance(value, bool) else default

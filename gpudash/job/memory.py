@@ -8,6 +8,7 @@ makes the ``measured`` event of ``what`` "memory": once they are all known, and 
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +32,7 @@ class MemoryFigures:
     not_measured: str = ""  # why the activations are not known
     batch: int = 0  # samples a step of this rank (0: not known)
     lines: list[tuple[str, int]] = field(default_factory=list)  # the job's lines holding the activations
+    passes: int = 1  # forward/backward passes in the sampled step (gradient accumulation: several)
 
     def line(self) -> str:
         """``memory: parameters 1.2 MiB · gradients 1.2 MiB · … · peak allocated 41.2 of 79.6 GiB …``"""
@@ -38,10 +40,10 @@ class MemoryFigures:
         c = self.counters
         if "peak" in c:
             whole = f" of {size(c['total'])}" if c.get("total") else ""
-            at = f" at batch {self.batch}" if self.batch else ""
+            at = f" at batch {self.pass_batch}" if self.pass_batch else ""
             parts.append(f"peak allocated {size(c['peak'])}{whole}{at}")
             if (most := self.fits()) is not None:
-                a_sample = size(self.kinds["activations"] / self.batch)
+                a_sample = size(self.kinds["activations"] / self.pass_batch)
                 parts[-1] += f": batch up to about {most} fits ({a_sample} of activations a sample)"
             if "reserved" in c and "allocated" in c:
                 parts.append(f"reserved {size(c['reserved'])} ({size(c['reserved'] - c['allocated'])} not allocated)")
@@ -56,16 +58,21 @@ class MemoryFigures:
             text += f" (activations: {self.not_measured})"
         return text
 
+    @property
+    def pass_batch(self) -> int:
+        """Samples a forward/backward pass: the step's over its passes (gradient accumulation)."""
+        return self.batch // max(1, self.passes)
+
     def fits(self) -> int | None:
-        """The largest batch that would fit the GPU, from the fixed part at the peak (the peak less the
-        activations) and the activations' bytes a sample, with the allocator's reserve (reserved
-        less allocated) and ``CONTEXT_SHARE`` of the GPU (CUDA's context, libraries) kept out; None
-        where a figure is missing (on the CPU: no GPU to fill)."""
-        c, acts = self.counters, self.kinds.get("activations")
-        if not acts or self.batch <= 0 or not {"peak", "total", "reserved", "allocated"} <= set(c):
+        """The largest batch a pass that would fit the GPU, from the fixed part at the peak (the peak
+        less the activations) and the activations' bytes a sample of the pass, with
+        ``CONTEXT_SHARE`` of the GPU (CUDA's context, libraries) kept out — not the allocator's
+        reserve at the step's end, which holds the activations' freed blocks; None where a figure is
+        missing (on the CPU: no GPU to fill)."""
+        c, acts, batch = self.counters, self.kinds.get("activations"), self.pass_batch
+        if not acts or batch <= 0 or not {"peak", "total"} <= set(c):
             return None
-        usable = c["total"] * (1 - CONTEXT_SHARE) - max(0, c["reserved"] - c["allocated"])
-        most = int((usable - (c["peak"] - acts)) / (acts / self.batch))
+        most = int((c["total"] * (1 - CONTEXT_SHARE) - (c["peak"] - acts)) / (acts / batch))
         return most if most > 0 else None
 
     def sample_fields(self) -> dict[str, float]:
@@ -87,8 +94,8 @@ class MemoryFigures:
         if self.lines:
             out["activation_lines"] = json.dumps([[where, n] for where, n in self.lines])
         out["step"] = str(self.step)
-        if self.batch:
-            out["batch"] = str(self.batch)
+        if self.pass_batch:
+            out["batch"] = str(self.pass_batch)
         if (most := self.fits()) is not None:
             out["fits_batch"] = str(most)
         return out
@@ -109,6 +116,7 @@ class JobMemory:
         fig.activations_step = _int(m.get("activations_step"))
         fig.not_measured = str(m.get("activations_not_measured") or "")
         fig.lines = _lines(m.get("lines"))
+        fig.passes = max(1, _int(m.get("passes"), 1))
         self.figures = fig
 
     def event(self, time_s: float, batch: int = 0) -> Event | None:
@@ -143,4 +151,7 @@ def _lines(value: Any) -> list[tuple[str, int]]:
 
 
 def _int(value: Any, default: int = 0) -> int:
-    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else default
+    """A whole number of another process's message (not a finite number: ``default``)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return default
+    return int(value)

@@ -450,4 +450,4 @@ def _int(value: Any, default: int) -> int:
 
 def _texts(m: dict[str, Any]) -> dict[str, str]:
     """A message's fields as an event's details (run.json's ``out_of_memory``)."""
-    return {k: str(v) for k, v in m.items() if k != "k" and v is not None}
+    return {k: json.dumps(v) if isinstance(v, list) else str(v) for k, v in m.items() if k != "k" and v is not None}

@@ -19,7 +19,7 @@ from gpudash.job.ending import agreed_step
 from gpudash.job.launch import JobProcess
 from gpudash.job.phase_watch import PhaseWatch
 from gpudash.job.steps import JobSamples, StepRecord
-from gpudash.job.traces import JobTraces, TraceRead
+from gpudash.job.traces import PERIODIC_WAIT_S, JobTraces, TraceRead
 from gpudash.ranks.table import RankTable
 from gpudash.ranks.world import JobWorld
 
@@ -57,7 +57,7 @@ class SessionWindows:
 
     def _periodic_window(self, steps: int) -> None:
         """A periodic window asked for: taken where the last one's cost allows it, one at a time."""
-        if self.traces.periodic_open:
+        if self.traces.periodic_open and time.monotonic() - self.traces.periodic_asked_at < PERIODIC_WAIT_S:
             return  # the next waits for this one's cost
         if spaced := self.traces.spaced(time.monotonic()):
             self._tell("spaced", spaced)
@@ -143,3 +143,4 @@ class SessionWindows:
             request["at"] = agreed_step([w.steps for w in self.samples.ranks.values()], self.samples.rate, ranks)
         if not all([self.channel.request(ctl, request) for ctl in targets if ctl]) and self.process.poll() is None:
             self._error(purpose, "the job's process did not take the request (its channel is closed)")
+            self.traces.periodic_open = False

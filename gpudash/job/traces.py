@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +22,7 @@ from gpudash.engine.trace_read import MAX_EVENTS, read_bounded
 from gpudash.job.boot import gpudash_job_wire as wire
 
 TRACE_BYTES = 64 << 20  # the trace a window may write: later windows ask for fewer steps past it
+PERIODIC_WAIT_S = 120.0  # a periodic window unanswered this long (replaced, lost with its process): the next may come
 WINDOW_SHARE = 0.05  # periodic windows (--trace-every) cost the job at most this share of its time: half
 # the 10% allowed, the rest for the first window (its cost not known before it ran)
 
@@ -79,7 +81,8 @@ class JobTraces:
         self._lock = threading.Lock()
         self.cost_s = 0.0  # what the latest periodic window cost the job
         self.ended_at: float | None = None  # when it ended (monotonic)
-        self.periodic_open = False  # a periodic window asked for and not yet read: the next waits
+        self.periodic_open = False  # a periodic window asked for and not yet read: the next waits ...
+        self.periodic_asked_at = 0.0  # ... at most ``PERIODIC_WAIT_S`` after it was asked (monotonic)
 
     def spaced(self, now: float) -> str:
         """Why a periodic window may not start yet ("" where it may): each costs the job what the
@@ -98,7 +101,8 @@ class JobTraces:
         """The request to send to each of ``ranks`` (its steps within the cap), and a note where
         the cap cut them."""
         self._seq += 1
-        self.periodic_open = self.periodic_open or purpose == "trace"
+        if purpose == "trace":
+            self.periodic_open, self.periodic_asked_at = True, time.monotonic()
         name = f"{slug}-{self._seq}"
         for rank in ranks:
             self._asked[wire.trace_path(folder, name, rank)] = purpose
@@ -132,7 +136,7 @@ class JobTraces:
         try:
             size = os.path.getsize(path)
             trace = read_bounded(path, self.max_events)
-        except (OSError, ValueError) as exc:
+        except Exception as exc:  # noqa: BLE001 - any file at all: said, and the next window may come
             why = f"cannot read the profiler window's trace {path}: {exc}"
             self._finish(TraceRead(purpose, path, error=why, rank=rank))
             return

@@ -5,7 +5,7 @@ their step times agree and do not say which rank holds the others back. Each ran
 (its step less the longest a collective of the step kept it waiting: ``gpudash.ranks.own_work``):
 ``StragglerWatch`` judges, as each window closes, the per-step own work of the latest
 ``LIVE_WINDOWS`` windows (at least ``LIVE_MIN_WINDOWS``), and names a rank once it has been the
-straggler there for ``WINDOWS`` windows in a row and is the straggler of the run's kept steps too;
+straggler there for ``WINDOWS`` windows in a row and is the straggler of the latest ``GATE_WINDOWS`` too;
 again when it no longer is. Not window by window, nor by the latest windows alone: on GPUs two even
 ranks take the lead from each other for seconds at a time (one's host a few ms behind for a while),
 and the steps of a few windows are alike enough to "separate" whichever is behind then. Where the job's
@@ -24,7 +24,8 @@ INPUT_SHARE = 0.20  # a rank waiting for input this share of its step or more ..
 AHEAD = 0.15  # ... and this much more than every other rank: the straggler (collectives not timed)
 WINDOWS = 3  # windows in a row before it is named
 LIVE_WINDOWS = 10  # the live verdict is over this many latest windows' steps ...
-LIVE_MIN_WINDOWS = 5  # ... and waits for this many
+LIVE_MIN_WINDOWS = 5  # ... and waits for this many windows with steps
+GATE_WINDOWS = 60  # ... and names a rank only where the latest this many windows' steps name it too
 KEPT_STEPS = 4096  # each rank's latest steps kept for the run's verdict
 
 
@@ -37,34 +38,31 @@ class StragglerWatch:
         self._seen = 0
         self._all: dict[int, tuple[collections.deque[float], collections.deque[float]]] = {}  # the run's steps
         self._recent: collections.deque[dict[int, tuple[list[float], list[float]]]] = collections.deque(
-            maxlen=LIVE_WINDOWS
-        )  # the latest windows' (own, comm) by rank
+            maxlen=GATE_WINDOWS
+        )  # the latest windows with steps: (own, comm) by rank
         self._shares: dict[int, float] = {}
 
     def window(
         self, shares: dict[int, float], own_work: dict[int, tuple[list[float], list[float]]] | None = None
     ) -> str:
         """Each rank's input-wait share of the window just closed, and its per-step (own, comm) ms."""
-        for each, (own, comm) in (own_work or {}).items():
-            if not own:
-                continue
+        fresh = {r: work for r, work in (own_work or {}).items() if work[0]}
+        for each, (own, comm) in fresh.items():
             kept = self._all.setdefault(each, (_kept(), _kept()))
             kept[0].extend(own)
             kept[1].extend(comm)
         self._shares.update(shares)
-        if own_work:
-            self._recent.append({r: work for r, work in own_work.items() if work[0]})
-        verdict = self._live_verdict(shares)
+        if self._all and not fresh:
+            return ""  # own work is timed, but no step of it in this window (a pause, an evaluation)
+        if fresh:
+            self._recent.append(fresh)
+        verdict = self._live_verdict(shares, LIVE_WINDOWS)
         if verdict is None and self._all:
             return ""  # own work is timed, but too few windows or steps of it yet to judge
         rank = verdict.rank if verdict is not None else _straggler(shares)
-        if (
-            verdict is not None
-            and rank is not None
-            and (whole := self.run_verdict()) is not None
-            and whole.rank != rank
-        ):
-            rank = None  # behind of late, not over the run: two even ranks on GPUs take turns for seconds
+        if verdict is not None and rank is not None and (gate := self._live_verdict(shares)) is not None:
+            rank = rank if gate.rank == rank else None  # behind of late, not over the last minute: two
+            # even ranks on GPUs take turns a few ms behind for seconds at a time
         if rank != self._candidate:
             self._candidate, self._seen = rank, 0
         self._seen += 1
@@ -84,12 +82,13 @@ class StragglerWatch:
             return f"rank {was} keeps up again: {why}"
         return ""
 
-    def _live_verdict(self, shares: dict[int, float]) -> StragglerVerdict | None:
-        """The verdict over the latest windows' steps (None: too few windows yet)."""
+    def _live_verdict(self, shares: dict[int, float], windows: int = 0) -> StragglerVerdict | None:
+        """The verdict over the latest ``windows`` windows' steps (0: all kept, ``GATE_WINDOWS``);
+        None: too few windows with steps yet."""
         if len(self._recent) < LIVE_MIN_WINDOWS:
             return None
         joined: dict[int, tuple[list[float], list[float]]] = {}
-        for window in self._recent:
+        for window in list(self._recent)[-windows:]:
             for rank, (own, comm) in window.items():
                 kept = joined.setdefault(rank, ([], []))
                 kept[0].extend(own)

@@ -124,12 +124,13 @@ INT_DETAILS = frozenset({"batch_size", "pid", "image_size", "workers", "world_si
 def _counts(details: dict[str, str]) -> dict[str, Any]:
     """An event's details with its whole numbers as numbers (bytes, steps, lines) and the job's lines
     holding its activations as a list (``[[line, bytes], …]``)."""
-    out: dict[str, Any] = {k: int(v) if v.isdigit() else v for k, v in details.items()}
-    if "activation_lines" in out:
-        try:
-            out["activation_lines"] = json.loads(out["activation_lines"])
-        except ValueError:
-            del out["activation_lines"]
+    out: dict[str, Any] = {k: int(v) if v.isdecimal() else v for k, v in details.items()}
+    for key in ("activation_lines", "lines"):
+        if key in out:
+            try:
+                out[key] = json.loads(out[key])
+            except ValueError:
+                del out[key]
     return out
 
 

@@ -5,6 +5,8 @@ against the GPU's total, its peak marked; from the latest ``measured`` event of 
 
 from __future__ import annotations
 
+import math
+
 from rich.text import Text
 
 from gpudash.core.memory_kinds import KINDS, size
@@ -28,7 +30,7 @@ def sample_details(s: Sample | None, gpu: GpuSample | None) -> dict[str, str] | 
         return None
     mib = {"params": s.mem_params_mib, "grads": s.mem_grads_mib, "optimizer": s.mem_optimizer_mib}
     mib |= {"allocated": s.cuda_allocated_mib, "total": gpu.mem_total_mib if gpu is not None else None}
-    return {f"{k}_bytes": str(int(v * 2**20)) for k, v in mib.items() if v is not None}
+    return {f"{k}_bytes": str(int(v * 2**20)) for k, v in mib.items() if v is not None and 0 <= v < math.inf}
 
 
 def memory_bar(e: Event | dict[str, str] | None, width: int = WIDTH) -> Text | None:
@@ -64,8 +66,8 @@ def memory_bar(e: Event | dict[str, str] | None, width: int = WIDTH) -> Text | N
 
 def _cells(n: int, whole: int, width: int) -> int:
     """Cells of ``n`` bytes out of ``whole``: at least one for anything held."""
-    return max(1, round(n / whole * width)) if n > 0 else 0
+    return min(width, max(1, round(n / whole * width))) if n > 0 else 0
 
 
 def _bytes(text: str | None) -> int | None:
-    return int(text) if text is not None and text.isdigit() else None
+    return int(text) if text is not None and text.isdecimal() else None

@@ -193,6 +193,7 @@ class Hooks:
         except Exception:  # noqa: BLE001, S110 - a closed stderr: gpudash hears it over the channel
             pass
         self.channel.send({"k": wire.NOTE, "rank": self.rank, "text": f"the job's hooks are off: {why}"})
+        self.memory.close()  # first and alone: a sampled step's saved-tensor hooks never left behind
         try:
             if self.handle is not None:
                 self.handle.remove()
@@ -203,7 +204,6 @@ class Hooks:
                 self.syncs.close()
             self.comm.uninstall()
             self.window.close()
-            self.memory.close()
         except Exception:  # noqa: BLE001, S110 - already turning off
             pass
         try:  # apart: a count left running would slow every operator of the job

@@ -18,12 +18,14 @@ Read at the flush (``message()``), not every step: a few host calls a flush.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import linecache
 import os
 import re
 import sys
 import sysconfig
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -53,6 +55,7 @@ class MemoryCount:
         self.not_measured = ""  # why the activations are not measured
         self.half_share: float | None = None  # of the activations, the 16-bit floats' share
         self.lines: list[list[Any]] = []  # [the job's line, bytes of activations it made], the most first
+        self.passes = 1  # forward/backward passes in the sampled step
         self.step = 0
         self._capture: _SavedTensors | None = None
         self._total: int | None = None
@@ -62,9 +65,12 @@ class MemoryCount:
         capture, self._capture = self._capture, None
         if capture is not None:
             capture.close()
-            self.activations, self.activations_step = capture.largest, step
-            self.half_share = capture.half / capture.counted if capture.counted else None
-            self.lines = capture.top_lines()
+            if capture.stopped:
+                self.not_measured = capture.stopped
+            else:
+                self.activations, self.activations_step = capture.largest, step
+                self.half_share = capture.half / capture.counted if capture.counted else None
+                self.lines, self.passes = capture.top_lines(), capture.passes
         if step == COUNT_AT or (step > COUNT_AT and step % COUNT_EVERY == 0):
             self.kinds = count_kinds(optimizer)
         if step + 1 == SAMPLE_AT or (step + 1 > SAMPLE_AT and (step + 1) % SAMPLE_EVERY == 0):
@@ -83,7 +89,7 @@ class MemoryCount:
         if self.activations is not None:
             out["activations"], out["activations_step"] = self.activations, self.activations_step
             out["half_share"] = self.half_share
-            out["lines"] = self.lines
+            out["lines"], out["passes"] = self.lines, self.passes
         elif self.not_measured:
             out["activations_not_measured"] = self.not_measured
         out.update(self._allocator())
@@ -151,16 +157,22 @@ class _SavedTensors:
         self.half = 0  # of the bytes counted, those of 16-bit floats (a mixed-precision step's)
         self.counted = 0
         self.unpacked = False  # a backward ran since the last pack: the next pack begins a new pass
+        self.passes = 1  # forward/backward passes in the step (gradient accumulation: several)
+        self.stopped = ""  # why the count stopped early (the job turned saved-tensor hooks off: torch.func)
         self.sites = _live_sites()  # the job's line of a stack, as sync sites are found (None: not loaded)
         self.pass_lines: dict[str, int] = {}  # this pass's bytes by the job's line
         self.largest_lines: dict[str, int] = {}  # ... and the largest pass's
         self.autograd = torch._C._autograd
         self.autograd._push_saved_tensors_default_hooks(self._pack, self._unpack)
+        self.graph = torch.autograd.graph
+        self.disable = self.graph.disable_saved_tensors_hooks
+        self.graph.disable_saved_tensors_hooks = self._job_disables  # torch.func looks it up at each call
 
     def _pack(self, tensor: Any) -> Any:
         if self.unpacked:
             self._pass_ended()
             self.seen, self.current, self.unpacked, self.pass_lines = set(), 0, False, {}
+            self.passes += 1
         try:
             storage = tensor.untyped_storage()
             key = storage.data_ptr()
@@ -174,11 +186,21 @@ class _SavedTensors:
                     self.pass_lines[where] = self.pass_lines.get(where, 0) + size
         except Exception:  # noqa: BLE001 - a tensor without a plain storage (a subclass): not counted
             pass
-        return tensor
+        try:  # the tensor itself would close a loop through an op that saves its own output (relu, exp,
+            return tensor.detach()  # softmax): a graph never backpropagated would never be freed
+        except Exception:  # noqa: BLE001 - as it came
+            return tensor
 
     def _unpack(self, tensor: Any) -> Any:
         self.unpacked = True
         return tensor
+
+    def _job_disables(self, *args: Any, **kwargs: Any) -> Any:
+        """The job turns saved-tensor hooks off (``torch.func.grad``/``vjp``, which refuse them): the count
+        stops there, ours popped first, so that the job's call goes as it would without gpudash."""
+        self.stopped = "the job turned saved-tensor hooks off (torch.func): not counted"
+        self.close()
+        return self.disable(*args, **kwargs)
 
     def _pass_ended(self) -> None:
         if self.current >= self.largest:
@@ -193,6 +215,8 @@ class _SavedTensors:
     def close(self) -> None:
         """Popped where still on top (a job's own hooks' exit may have popped it already)."""
         self._pass_ended()
+        if getattr(self.graph, "disable_saved_tensors_hooks", None) == self._job_disables:
+            self.graph.disable_saved_tensors_hooks = self.disable
         try:
             top = self.autograd._top_saved_tensors_default_hooks(True)
             if top is not None and top[0] == self._pack:
@@ -286,8 +310,8 @@ def _rss_bytes() -> int | None:
 
 
 # -- out of memory -------------------------------------------------------------------------------
-TRIED = re.compile(r"Tried to allocate ([\d.]+) (GiB|MiB|KiB|B)\b")
-UNITS = {"GiB": 1 << 30, "MiB": 1 << 20, "KiB": 1 << 10, "B": 1}
+TRIED = re.compile(r"Tried to allocate ([\d.]+) (GiB|MiB|KiB|bytes|B)\b")
+UNITS = {"GiB": 1 << 30, "MiB": 1 << 20, "KiB": 1 << 10, "bytes": 1, "B": 1}
 
 
 class OomWatch:
@@ -323,6 +347,9 @@ class OomWatch:
         if (tried := TRIED.search(str(exc))) is not None:
             out["tried"] = int(float(tried[1]) * UNITS[tried[2]])
         out.update(_job_line(tb))
+        if not self.count.device.startswith("cuda") and "CUDA" in str(exc):  # before the first step
+            with contextlib.suppress(Exception):
+                self.count.device = f"cuda:{self.torch.cuda.current_device()}"
         figures = self.count.message(int(said.get("rank", 0)))
         if figures is None:  # before the first step: the optimizers found now
             self.count.kinds = _count_all(self.torch)
@@ -359,10 +386,13 @@ def _job_line(tb: Any) -> dict[str, Any]:
 def _count_all(torch: Any) -> dict[str, int]:
     """Parameters, gradients and state of every optimizer alive (an error before the first step)."""
     totals = {"params": 0, "grads": 0, "optimizer": 0}
-    for thing in gc.get_objects():
-        if isinstance(thing, torch.optim.Optimizer):
-            for kind, value in count_kinds(thing).items():
-                totals[kind] += value
+    optimizer = torch.optim.Optimizer
+    with warnings.catch_warnings():  # (isinstance on some of torch's module objects warns of deprecations)
+        warnings.simplefilter("ignore")
+        found = [thing for thing in gc.get_objects() if issubclass(type(thing), optimizer)]
+    for thing in found:
+        for kind, value in count_kinds(thing).items():
+            totals[kind] += value
     return totals
 
 
