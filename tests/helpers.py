@@ -13,6 +13,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from gpudash.job.boot import gpudash_job_wire as wire
+
 if TYPE_CHECKING:
     from workloads.base import Workload, WorkloadOptions
 
@@ -68,6 +70,7 @@ def boot_module(name: str) -> Any:
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.path.insert(0, str(BOOT))
+    os.environ.setdefault(wire.SRC_ENV, str(BOOT.parents[1]))  # gpudash's folder, as the launch names it to a job
     try:
         spec.loader.exec_module(module)
     finally:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from gpudash.core.protocol import Control, Event, EventKind, Sample, SyncSites
+from gpudash.core.tensor_bytes import count_kinds
 from gpudash.engine.events import Emit, plain
 from gpudash.engine.measure import (
     LossReader,
@@ -27,7 +28,6 @@ from gpudash.engine.measure import (
     step_timer,
 )
 from gpudash.engine.model_flops import ModelCount, ModelFlops, with_model_rates
-from gpudash.job.boot.gpudash_job_memory import count_kinds
 
 if TYPE_CHECKING:  # pragma: no cover
     from gpudash.core.faults import Fault

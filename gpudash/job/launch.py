@@ -32,7 +32,9 @@ from gpudash.job.settings import job_env as settings_env
 from gpudash.job.terminal import JobTerminal, signal_groups
 
 BOOT_DIR = Path(__file__).resolve().parent / "boot"  # sitecustomize.py and gpudash_job_hooks.py
-SOURCE_DIR = Path(__file__).resolve().parent.parent  # the gpudash package: the hooks load two modules from it
+SOURCE_DIR = (
+    Path(__file__).resolve().parent.parent
+)  # the gpudash package: the hooks load a few torch-free modules from it
 STOP_GRACE_S = 20.0  # after SIGINT (a job may save a checkpoint), before SIGTERM
 TERM_GRACE_S = 5.0  # after SIGTERM, before SIGKILL
 CAPTURE_ROOM = 64 << 20  # the free space the captured output's folder needs (the file itself stays below)

@@ -29,10 +29,10 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-try:
-    from gpudash_job_wire import MEM, OOM  # type: ignore[import-not-found]  # beside this file, in a job
-except ImportError:  # imported as gpudash's own (its workloads' step loop counts the same kinds)
-    from gpudash.job.boot.gpudash_job_wire import MEM, OOM
+from gpudash_job_parts import load_source  # type: ignore[import-not-found]  # beside this file
+from gpudash_job_wire import MEM, OOM  # type: ignore[import-not-found]
+
+count_kinds = load_source("_gpudash_tensor_bytes", os.path.join("core", "tensor_bytes.py")).count_kinds
 
 COUNT_AT = 2  # the step boundary after which parameters, gradients and optimizer state are counted first
 COUNT_EVERY = 200  # ... and again every this many steps
@@ -225,32 +225,6 @@ class _SavedTensors:
             pass
 
 
-def count_kinds(optimizer: Any) -> dict[str, int]:
-    """Bytes of the optimizer's parameters, their gradients and its state (each storage once)."""
-    params: dict[int, int] = {}
-    grads: dict[int, int] = {}
-    state: dict[int, int] = {}
-    for group in optimizer.param_groups:
-        for p in group["params"]:
-            _add(params, p)
-            if getattr(p, "grad", None) is not None:
-                _add(grads, p.grad)
-    for values in optimizer.state.values():
-        for value in values.values() if isinstance(values, dict) else ():
-            if hasattr(value, "untyped_storage"):
-                _add(state, value)
-    return {"params": sum(params.values()), "grads": sum(grads.values()), "optimizer": sum(state.values())}
-
-
-def _add(into: dict[int, int], tensor: Any) -> None:
-    local = tensor.to_local() if hasattr(tensor, "to_local") else tensor  # a DTensor: this rank's shard
-    try:
-        storage = local.untyped_storage()
-        into[storage.data_ptr() or id(local)] = int(storage.nbytes())
-    except Exception:  # noqa: BLE001 - no plain storage: its elements' bytes
-        into[id(local)] = int(local.numel() * local.element_size())
-
-
 def _storages(optimizer: Any) -> set[int]:
     """The storages of the optimizer's parameters and their gradients (not activations)."""
     out: set[int] = set()
@@ -270,8 +244,6 @@ def _live_sites() -> Any:
     """gpudash's finder of the job's line in a live stack (``core/sync_sites.py``), loaded as the sync
     count loads it; None where it cannot be."""
     try:
-        from gpudash_job_parts import load_source  # type: ignore[import-not-found]  # beside this file
-
         loaded = sys.modules.get("_gpudash_sync_sites") or load_source(
             "_gpudash_sync_sites", os.path.join("core", "sync_sites.py")
         )

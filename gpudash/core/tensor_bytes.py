@@ -1,0 +1,34 @@
+"""The bytes a training step's optimizer holds, by kind — its parameters, their gradients, its state —
+every storage once (an FSDP2 parameter: this rank's shard). Duck-typed over torch's tensors, no
+torch import: read by the job's hooks (``gpudash/job/boot/gpudash_job_memory.py``, which load this
+file) and by gpudash's own step loop (``gpudash/engine/loop_state.py``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def count_kinds(optimizer: Any) -> dict[str, int]:
+    """Bytes of the optimizer's parameters, their gradients and its state (each storage once)."""
+    params: dict[int, int] = {}
+    grads: dict[int, int] = {}
+    state: dict[int, int] = {}
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            _add(params, p)
+            if getattr(p, "grad", None) is not None:
+                _add(grads, p.grad)
+    for values in optimizer.state.values():
+        for value in values.values() if isinstance(values, dict) else ():
+            if hasattr(value, "untyped_storage"):
+                _add(state, value)
+    return {"params": sum(params.values()), "grads": sum(grads.values()), "optimizer": sum(state.values())}
+
+
+def _add(into: dict[int, int], tensor: Any) -> None:
+    local = tensor.to_local() if hasattr(tensor, "to_local") else tensor  # a DTensor: this rank's shard
+    try:
+        storage = local.untyped_storage()
+        into[storage.data_ptr() or id(local)] = int(storage.nbytes())
+    except Exception:  # noqa: BLE001 - no plain storage: its elements' bytes
+        into[id(local)] = int(local.numel() * local.element_size())
