@@ -2,8 +2,18 @@
 
 from __future__ import annotations
 
+import math
+from typing import Any
+
 KINDS = ("params", "grads", "optimizer", "activations")  # the kinds, in the bar's and the line's order
 NAMES = {"params": "parameters", "grads": "gradients", "optimizer": "optimizer state", "activations": "activations"}
+
+
+def byte_count(value: Any) -> int | None:
+    """A count of bytes from another process or a file: a finite number, 0 or more (else None)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        return None
+    return int(value)
 
 
 def size(n: float) -> str:

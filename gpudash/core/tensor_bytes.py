@@ -25,10 +25,15 @@ def count_kinds(optimizer: Any) -> dict[str, int]:
     return {"params": sum(params.values()), "grads": sum(grads.values()), "optimizer": sum(state.values())}
 
 
+def local(tensor: Any) -> Any:
+    """A DTensor's shard on this rank; any other tensor itself."""
+    return tensor.to_local() if hasattr(tensor, "to_local") else tensor
+
+
 def _add(into: dict[int, int], tensor: Any) -> None:
-    local = tensor.to_local() if hasattr(tensor, "to_local") else tensor  # a DTensor: this rank's shard
+    local_ = local(tensor)
     try:
-        storage = local.untyped_storage()
-        into[storage.data_ptr() or id(local)] = int(storage.nbytes())
+        storage = local_.untyped_storage()
+        into[storage.data_ptr() or id(local_)] = int(storage.nbytes())
     except Exception:  # noqa: BLE001 - no plain storage: its elements' bytes
-        into[id(local)] = int(local.numel() * local.element_size())
+        into[id(local_)] = int(local_.numel() * local_.element_size())

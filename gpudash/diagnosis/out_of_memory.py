@@ -6,12 +6,11 @@ free estimated from what was measured. Torch-free; the figures come from the hoo
 
 from __future__ import annotations
 
-import math
 import os
 from dataclasses import dataclass
 from typing import Any
 
-from gpudash.core.memory_kinds import KINDS, NAMES, size
+from gpudash.core.memory_kinds import KINDS, NAMES, byte_count, size
 from gpudash.core.textfmt import strip_controls
 
 HALF = 0.5  # of the activations saved for backward, 16-bit floats' share at which the job is mixed-precision
@@ -101,11 +100,7 @@ def _short(path: str) -> str:
 
 
 def _bytes(m: dict[str, Any], key: str) -> int | None:
-    """A count of bytes in another process's message (None: missing, negative or not finite)."""
-    value = m.get(key)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-        return None
-    return int(value)
+    return byte_count(m.get(key))
 
 
 def _int_or(value: Any, default: str) -> str:

@@ -8,11 +8,10 @@ makes the ``measured`` event of ``what`` "memory": once they are all known, and 
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpudash.core.memory_kinds import KINDS, NAMES, size
+from gpudash.core.memory_kinds import KINDS, NAMES, byte_count, size
 from gpudash.core.protocol import MEMORY, Event, EventKind
 from gpudash.core.textfmt import strip_controls
 
@@ -111,8 +110,8 @@ class JobMemory:
 
     def received(self, m: dict[str, Any]) -> None:
         fig = MemoryFigures(step=_int(m.get("step")))
-        fig.kinds = {k: n for k in KINDS if (n := _int(m.get(k), -1)) >= 0}
-        fig.counters = {k: n for k in COUNTERS if (n := _int(m.get(k), -1)) >= 0}
+        fig.kinds = {k: n for k in KINDS if (n := byte_count(m.get(k))) is not None}
+        fig.counters = {k: n for k in COUNTERS if (n := byte_count(m.get(k))) is not None}
         fig.activations_step = _int(m.get("activations_step"))
         fig.not_measured = str(m.get("activations_not_measured") or "")
         fig.lines = _lines(m.get("lines"))
@@ -151,7 +150,6 @@ def _lines(value: Any) -> list[tuple[str, int]]:
 
 
 def _int(value: Any, default: int = 0) -> int:
-    """A whole number of another process's message (not a finite number: ``default``)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        return default
-    return int(value)
+    """A whole number of another process's message (not one: ``default``)."""
+    n = byte_count(value)
+    return default if n is None else n

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from gpudash.core.memory_kinds import KINDS, NAMES, size
+from gpudash.core.memory_kinds import KINDS, NAMES, byte_count, size
 from gpudash.core.textfmt import strip_controls
 
 COLUMNS = (*(f"{k}_bytes" for k in KINDS), "peak_allocated_bytes", "total_bytes", "rss_bytes")
@@ -20,7 +20,7 @@ def figures(meta: dict[str, Any]) -> dict[str, int]:
     memory = meta.get("memory")
     if not isinstance(memory, dict):
         return {}
-    return {k: int(v) for k in COLUMNS if isinstance(v := memory.get(k), int) and not isinstance(v, bool) and v >= 0}
+    return {k: n for k in COLUMNS if (n := byte_count(memory.get(k))) is not None}
 
 
 def section(meta: dict[str, Any]) -> list[str]:

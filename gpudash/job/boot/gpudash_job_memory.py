@@ -32,7 +32,8 @@ from typing import Any
 from gpudash_job_parts import load_source  # type: ignore[import-not-found]  # beside this file
 from gpudash_job_wire import MEM, OOM  # type: ignore[import-not-found]
 
-count_kinds = load_source("_gpudash_tensor_bytes", os.path.join("core", "tensor_bytes.py")).count_kinds
+_tensor_bytes = load_source("_gpudash_tensor_bytes", os.path.join("core", "tensor_bytes.py"))
+count_kinds, local = _tensor_bytes.count_kinds, _tensor_bytes.local
 
 COUNT_AT = 2  # the step boundary after which parameters, gradients and optimizer state are counted first
 COUNT_EVERY = 200  # ... and again every this many steps
@@ -232,9 +233,8 @@ def _storages(optimizer: Any) -> set[int]:
         for p in group["params"]:
             for tensor in (p, getattr(p, "grad", None)):
                 if tensor is not None:
-                    local = tensor.to_local() if hasattr(tensor, "to_local") else tensor
                     try:
-                        out.add(local.untyped_storage().data_ptr())
+                        out.add(local(tensor).untyped_storage().data_ptr())
                     except Exception:  # noqa: BLE001, S112 - no plain storage: nothing to leave out
                         continue
     return out
