@@ -325,7 +325,9 @@ def test_record_a_hung_step_is_noticed_stopped_and_exits_1(recordings: dict[str,
     assert (
         err.strip().splitlines()[-1].startswith("gpudash: error: workload failed: workload process not responding for")
     )
-    assert 0 < int(samples(rows)[-1]["steps"]) <= 4
+    # no sample counts the hung step; whether a window closed in the four steps before it is the
+    # machine's speed (on a quiet one they can all fall in the first 0.05 s window)
+    assert all(0 < int(r["steps"]) <= 4 for r in samples(rows))
     assert "hanging at step 5" in recordings["hang"].csv.with_suffix(".log").read_text()
     stopped = events(rows, "stopped")
     assert rows[-1] == stopped[0]
