@@ -53,6 +53,8 @@ ADAPTERS = {
     "events, TORCH_NCCL_ENABLE_TIMING): no public API sees either",
     "gpudash/job/boot/gpudash_job_parts.py": "torch._C._cuda_set_sync_debug_mode: the sync debug mode set from any "
     "thread without the Python warning and the filter changes of torch.cuda.set_sync_debug_mode",
+    "gpudash/core/allocator_history.py": "the CUDA caching allocator's history (torch.cuda.memory."
+    "_record_memory_history, _snapshot): the lines that hold a job's peak; no public name yet",
     "gpudash/job/boot/gpudash_job_loader.py": "a single-process DataLoader iterator's fetcher (_dataset_fetcher): "
     "the only place a batch's Dataset calls and its collation can be told apart",
 }

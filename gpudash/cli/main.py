@@ -338,9 +338,8 @@ def _say_diagnosing(config: RunConfig, warmup_s: float) -> None:
     print(
         f"gpudash: diagnosing {config.workload} {config.variant or '(default variant)'}{batch} on {config.device}: "
         f"{warmup_s:g} s of warm-up, then a diagnosis window (at most {DIAGNOSE_CAP_S:g} s); the verdict on stdout",
-        file=sys.stderr,
-        flush=True,
-    )
+        file=sys.stderr, flush=True,
+    )  # fmt: skip
 
 
 def _cmd_diagnose(given: dict[str, Any]) -> int:
@@ -367,10 +366,11 @@ def _cmd_diagnose(given: dict[str, Any]) -> int:
             duration_s=args.warmup + DIAGNOSE_CAP_S,  # a window that never answers does not hang it
             quiet=True,
             diagnose_after_s=args.warmup,
+            memory_peak=args.memory,
             stop_after_diagnosis=True,
             recording_out=held,
         )
-    events = held[0].diagnoses if held else []
+    events = (held[0].memory_peaks if args.memory else held[0].diagnoses) if held else []
     if code != ExitCode.OK:
         return code  # the run's failure was said (refused, crashed, interrupted)
     if not events:
@@ -379,6 +379,9 @@ def _cmd_diagnose(given: dict[str, Any]) -> int:
     if event.kind == EventKind.ERROR:
         print(f"gpudash: error: {event.message}", file=sys.stderr)
         return int(ExitCode.FAILED)
+    if args.memory:
+        print(json.dumps(json.loads(event.details["memory_peak"]), indent=2) if args.json else event.details["lines"])
+        return 0
     evidence = Evidence.from_details(event.details)
     verdict, lines = remedies.answer(evidence, diagnose(evidence), script=False)
     if args.json:
@@ -399,6 +402,7 @@ def _cmd_job(before: list[str], job: list[str]) -> int:
     """``gpudash [run|record PATH|diagnose] [OPTIONS] -- CMD ...``: the user's job, unmodified."""
     from gpudash.job.command import JobCommandError, check_command
     from gpudash.job.run import diagnose_job, job_config, record_job
+    from gpudash.job.run_memory import diagnose_memory
 
     top, _ = build_parsers()
     given = vars(top.parse_args(before))
@@ -429,9 +433,8 @@ def _cmd_job(before: list[str], job: list[str]) -> int:
     except ValueError as exc:  # a bad --set (gpudash.job.settings.SettingError)
         return _fail(str(exc))
     if command == "diagnose":
-        return diagnose_job(
-            config, warmup_s=args.warmup, as_json=args.json, quiet=args.quiet, keep_running=args.keep_running
-        )
+        flags = {"as_json": args.json, "quiet": args.quiet, "keep_running": args.keep_running}
+        return diagnose_memory(config, **flags) if args.memory else diagnose_job(config, warmup_s=args.warmup, **flags)
     if record is not None:  # with "-" the CSV is stdout: the job's own stdout goes to stderr, apart
         return record_job(config, record, stdout_to_stderr=str(record) == "-", **_recording_options(args))
     from gpudash.tui.app import run_dashboard

@@ -61,6 +61,7 @@ DEFAULTS: dict[str, Any] = {  # every option's built-in default (the parsers hav
     "diagnose": None,
     "warmup": DIAGNOSE_WARMUP_S,
     "keep_running": False,
+    "memory": False,
     "json": False,
     "once": False,
     "watch": False,
@@ -366,6 +367,12 @@ def _add_diagnose_command(command: Any) -> None:
         "--keep-running",
         action="store_true",
         help="with a job after --: leave it running after the verdict (default: stop it)",
+    )
+    d.add_argument(
+        "--memory",
+        action="store_true",
+        help="what holds the GPU's memory instead: two steps recorded with the CUDA allocator's history, "
+        "the lines alive at their peak, what the memory holds by kind and what batch fits",
     )
     shared_flags.add_json(d)
     shared_flags.add_quiet(d)

@@ -119,6 +119,14 @@ class Stop:
 
 
 @dataclass(frozen=True)
+class MemoryPeak:
+    """Record the CUDA allocator's history over ``steps`` steps: a ``measured`` event
+    (what=MEMORY_PEAK) with the lines that held the peak (``gpudash.diagnosis.memory_peak``)."""
+
+    steps: int = 2
+
+
+@dataclass(frozen=True)
 class TimeStages:
     """Time each stage of a two-stage workload alone (``steps`` times each), at a step boundary."""
 
@@ -174,6 +182,7 @@ Control = (
     | MeasureScaling
     | Diagnose
     | LossEffect
+    | MemoryPeak
 )
 
 
@@ -277,18 +286,12 @@ NVML_LOST = "nvml"  # NVML lost the GPU or the driver mid-run; telemetry stops, 
 # The ``what`` of a Diagnose window's answer ("measured" with the verdict, or "error"):
 DIAGNOSIS = "diagnosis"
 LOSS_EFFECT = "loss_effect"  # the ``what`` of a LossEffect's answer
+MEMORY_PEAK = "memory_peak"  # the ``what`` of a MemoryPeak's answer
 # The phases of a job's wall time besides training (``EventKind.PHASE``'s ``what``), in the order
 # they are told; and the ``what`` of the "measured" event with the run's seconds of each, and goodput
-STARTUP, EVALUATION, CHECKPOINT, COMPILE, TEARDOWN, STALLED_PHASE, SUSPENDED, OTHER = (
-    "startup",
-    "evaluation",
-    "checkpoint",
-    "compile",
-    "teardown",
-    "stalled",
-    "suspended",  # the job stopped (Ctrl-Z, kill -STOP, its terminal's SIGTTOU): not its own time
-    "other",
-)
+# (suspended: the job stopped by Ctrl-Z, kill -STOP, its terminal's SIGTTOU: not its own time)
+STARTUP, EVALUATION, CHECKPOINT, COMPILE, TEARDOWN = "startup", "evaluation", "checkpoint", "compile", "teardown"
+STALLED_PHASE, SUSPENDED, OTHER = "stalled", "suspended", "other"
 TRAINING = "training"
 PHASES = (STARTUP, TRAINING, EVALUATION, CHECKPOINT, COMPILE, STALLED_PHASE, SUSPENDED, TEARDOWN, OTHER)
 GOODPUT = "phases"

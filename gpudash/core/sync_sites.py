@@ -215,7 +215,9 @@ class _Classifier:
         for marker in (f"{os.sep}site-packages{os.sep}", f"{os.sep}dist-packages{os.sep}"):
             i = path.find(marker)
             if i >= 0:
-                top = path[i + len(marker) :].split(os.sep, 1)[0]
+                top, _, rest = path[i + len(marker) :].partition(os.sep)
+                if top == "torch":  # another process's torch (a job's, seen from gpudash's process)
+                    return (_COMPILED if rest.startswith(("_dynamo" + os.sep, "_inductor" + os.sep)) else _SKIP), None
                 return _LIBRARY, top.removesuffix(".py")
         if any(path.startswith(d) for d in self._skipped[1:]):  # the standard library (a venv's lib too)
             return _SKIP, None

@@ -18,6 +18,7 @@ from gpudash.core.protocol import (
     EventKind,
     LossEffect,
     MeasureScaling,
+    MemoryPeak,
     Pause,
     Resume,
     SetBatchSize,
@@ -31,6 +32,7 @@ from gpudash.core.protocol import (
 )
 from gpudash.engine import measure_windows, reconfigure
 from gpudash.engine.loop_state import ControlSource, LoopState
+from gpudash.engine.memory_window import memory_peak
 
 __all__ = ["ControlSource", "StepLoop"]
 
@@ -83,10 +85,11 @@ class StepLoop(LoopState):
             measure_windows.diagnose(self, control.steps)
         elif isinstance(control, LossEffect):
             measure_windows.loss_effect(self, control.steps)
+        elif isinstance(control, MemoryPeak):
+            memory_peak(self, control.steps)
         else:
             self.event(EventKind.ERROR, message=f"unknown control {control!r}")
 
-    # -- the loop ------------------------------------------------------------------------------
     # -- the loop ------------------------------------------------------------------------------
     def _run(self, duration_s: float | None, steps: int | None) -> str:
         if self.model_flops is not None and self.model_flops.current is None:

@@ -15,7 +15,9 @@ from gpudash.core.memory_kinds import KINDS, NAMES, byte_count, size
 from gpudash.core.protocol import MEMORY, Event, EventKind
 from gpudash.core.textfmt import strip_controls
 
-COUNTERS = ("allocated", "reserved", "peak", "total", "rss")  # the allocator's (CUDA) or the process's (CPU)
+# the allocator's (CUDA: reserved_peak is the most it held from the GPU) or the process's (CPU)
+COUNTERS = ("allocated", "reserved", "peak", "reserved_peak", "total", "rss")
+FIXED = ("params", "grads", "optimizer")  # the kinds a batch does not change
 MIB = float(1 << 20)
 CONTEXT_SHARE = 0.03  # of the GPU's memory, what CUDA's context and libraries take outside the allocator
 
@@ -41,10 +43,16 @@ class MemoryFigures:
             whole = f" of {size(c['total'])}" if c.get("total") else ""
             at = f" at batch {self.pass_batch}" if self.pass_batch else ""
             parts.append(f"peak allocated {size(c['peak'])}{whole}{at}")
-            if (most := self.fits()) is not None:
-                a_sample = size(self.kinds["activations"] / self.pass_batch)
-                parts[-1] += f": batch up to about {most} fits ({a_sample} of activations a sample)"
-            if "reserved" in c and "allocated" in c:
+            if (most := self.fits()) is not None and (each := self._per_sample()) is not None:
+                parts[-1] += f": batch up to about {most} fits ({size(each)} a sample at the peak)"
+            if "reserved_peak" in c:
+                loose = (
+                    f", {size(c['reserved_peak'] - c['peak'])} more than allocated"
+                    if c["reserved_peak"] > c["peak"]
+                    else ""
+                )
+                parts.append(f"reserved at the peak {size(c['reserved_peak'])}{loose}")
+            elif "reserved" in c and "allocated" in c:
                 parts.append(f"reserved {size(c['reserved'])} ({size(c['reserved'] - c['allocated'])} not allocated)")
         elif "rss" in c:
             parts.append(f"the process's resident set {size(c['rss'])}")
@@ -63,16 +71,29 @@ class MemoryFigures:
         return self.batch // max(1, self.passes)
 
     def fits(self) -> int | None:
-        """The largest batch a pass that would fit the GPU, from the fixed part at the peak (the peak
-        less the activations) and the activations' bytes a sample of the pass, with
-        ``CONTEXT_SHARE`` of the GPU (CUDA's context, libraries) kept out — not the allocator's
-        reserve at the step's end, which holds the activations' freed blocks; None where a figure is
-        missing (on the CPU: no GPU to fill)."""
-        c, acts, batch = self.counters, self.kinds.get("activations"), self.pass_batch
-        if not acts or batch <= 0 or not {"peak", "total"} <= set(c):
+        """The largest batch a pass that would fit the GPU: its memory less ``CONTEXT_SHARE`` (CUDA's
+        context, libraries) and the fixed part (parameters, gradients, optimizer state), over what
+        the peak holds a sample of the pass (``_per_sample``); None where a figure is missing (on the
+        CPU: no GPU to fill)."""
+        c, fixed, each = self.counters, self._fixed(), self._per_sample()
+        if each is None or fixed is None or not c.get("total"):
             return None
-        most = int((c["total"] * (1 - CONTEXT_SHARE) - (c["peak"] - acts)) / (acts / batch))
+        most = int((c["total"] * (1 - CONTEXT_SHARE) - fixed) / each)
         return most if most > 0 else None
+
+    def _fixed(self) -> int | None:
+        return sum(self.kinds[k] for k in FIXED) if all(k in self.kinds for k in FIXED) else None
+
+    def _per_sample(self) -> float | None:
+        """What the allocator's peak holds beyond the fixed part, a sample of the pass: activations,
+        the backward's temporaries, the cache's rounding and splits — all of which grow with the batch
+        (the reserved peak where known: what the job took from the GPU). The activations' sample
+        must have counted the passes (gradient accumulation) first."""
+        c, fixed, batch = self.counters, self._fixed(), self.pass_batch
+        held = c.get("reserved_peak") or c.get("peak")
+        if fixed is None or not held or batch <= 0 or self.kinds.get("activations") is None or held <= fixed:
+            return None
+        return (held - fixed) / batch
 
     def sample_fields(self) -> dict[str, float]:
         """The ``Sample`` fields (``mem_params_mib`` …) of what is known, in MiB."""
@@ -86,7 +107,7 @@ class MemoryFigures:
     def details(self) -> dict[str, str]:
         """run.json's ``memory`` object: ``params_bytes`` … and the counters' (``peak_allocated_bytes``…)."""
         out = {f"{k}_bytes": str(v) for k, v in self.kinds.items()}
-        names = {"peak": "peak_allocated_bytes", "allocated": "allocated_bytes", "rss": "rss_bytes"}
+        names = {"peak": "peak_allocated_bytes", "reserved_peak": "peak_reserved_bytes", "rss": "rss_bytes"}
         out.update({names.get(k, f"{k}_bytes"): str(v) for k, v in self.counters.items()})
         if self.not_measured:
             out["activations_not_measured"] = self.not_measured

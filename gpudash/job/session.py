@@ -26,6 +26,7 @@ from gpudash.core.protocol import (
     Event,
     EventKind,
     GpuInfo,
+    MemoryPeak,
     Message,
     RunConfig,
     Sample,
@@ -47,6 +48,7 @@ from gpudash.job.ending import plan, wait_for_exit
 from gpudash.job.intake import StepIntake
 from gpudash.job.launch import STOP_GRACE_S, JobProcess, job_env
 from gpudash.job.memory import JobMemory
+from gpudash.job.memory_history import JobMemoryPeaks
 from gpudash.job.mfu import job_count, missing
 from gpudash.job.output import read_output
 from gpudash.job.phase_watch import PhaseWatch
@@ -122,6 +124,7 @@ class JobSession(SessionWindows):
         self.interrupted_by_user: Callable[[], bool] = lambda: False  # a Ctrl-C's stop stays a signal, the user's
         self.world = JobWorld(self.t0, self.sampler.index_of)  # where the ranks run, their GPUs, windows, straggler
         self.memory = JobMemory()  # what the lead rank's memory holds, by kind
+        self.peaks = JobMemoryPeaks()  # the allocator's history of a few steps, on request
         self.oom: dict[str, Any] | None = None  # the job died of an out-of-memory error: where, with what
 
     # -- EngineSource ------------------------------------------------------------------------------
@@ -169,6 +172,8 @@ class JobSession(SessionWindows):
             self._periodic_window(control.steps)
         elif isinstance(control, Diagnose):
             self.diagnosis = JobDiagnosis(control.steps, time.monotonic(), self.rank_table.on_cuda)
+        elif isinstance(control, MemoryPeak):
+            self._ask_memory_peak(control.steps)
         else:
             self._error("control", f"not for a job ({type(control).__name__}): its settings are its own arguments")
 
@@ -183,6 +188,8 @@ class JobSession(SessionWindows):
             self._on_message(message, now)
         for read in self.traces.done():
             self._traced(read)
+        for peak in self.peaks.done():
+            self._memory_peaked(peak)
         if not self._ended:
             self.stops.check(now)
         if self._ended:
@@ -273,6 +280,8 @@ class JobSession(SessionWindows):
             self._on_sites(m)
         elif kind == wire.TRACE:
             self.traces.received(m)
+        elif kind == wire.MEMPEAK and rank == self.rank_table.lead:
+            self.peaks.received(m)
         elif kind == wire.FLOPS:
             self._flops[rank] = m
             self._say_flops()

@@ -5,11 +5,12 @@ which owns the state it reads. Torch-free."""
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from typing import Any
 
-from gpudash.core.protocol import DIAGNOSIS, Diagnose, Event, EventKind, Message, RunConfig
+from gpudash.core.protocol import DIAGNOSIS, MEMORY_PEAK, Diagnose, Event, EventKind, Message, RunConfig
 from gpudash.core.sync_sites import SyncTable
 from gpudash.diagnosis.rules import Evidence
 from gpudash.job import command as job_command
@@ -17,6 +18,8 @@ from gpudash.job.channel import HostChannel
 from gpudash.job.diagnosis import JobDiagnosis, VerdictContext, ran_evidence, verdict_event
 from gpudash.job.ending import agreed_step
 from gpudash.job.launch import JobProcess
+from gpudash.job.memory import JobMemory
+from gpudash.job.memory_history import JobMemoryPeaks, PeakRead, answer_lines
 from gpudash.job.phase_watch import PhaseWatch
 from gpudash.job.steps import JobSamples, StepRecord
 from gpudash.job.traces import PERIODIC_WAIT_S, JobTraces, TraceRead
@@ -37,6 +40,8 @@ class SessionWindows:
     world: JobWorld
     watch: PhaseWatch
     traces: JobTraces
+    memory: JobMemory
+    peaks: JobMemoryPeaks
     diagnosis: JobDiagnosis | None
     exit_code: int | None
     _window_start: float | None
@@ -144,3 +149,29 @@ class SessionWindows:
         if not all([self.channel.request(ctl, request) for ctl in targets if ctl]) and self.process.poll() is None:
             self._error(purpose, "the job's process did not take the request (its channel is closed)")
             self.traces.periodic_open = False
+
+    # -- the allocator's history -------------------------------------------------------------------
+    def _ask_memory_peak(self, steps: int) -> None:
+        """The lead rank's allocator recorded over ``steps`` steps, from after its activations' sample."""
+        targets = [ctl for _, _, ctl in self.rank_table.targets()]  # lead first
+        if not targets or not targets[0]:
+            self._error(MEMORY_PEAK, "no optimizer step seen yet: nothing to record")
+        elif self.peaks.pending:
+            self._error(MEMORY_PEAK, "the allocator's history is being recorded; its answer comes after its steps")
+        else:
+            lead = self.samples.ranks.get(self.rank_table.lead)
+            request = self.peaks.ask(steps, self.channel.folder, lead.steps if lead is not None else 0)
+            if not self.channel.request(targets[0], request):
+                self.peaks.pending = False
+                self._error(MEMORY_PEAK, "the job's process did not take the request (its channel is closed)")
+
+    def _memory_peaked(self, read: PeakRead) -> None:
+        """The lead's recording, read: the lines at its peak (a "measured" event), or why not."""
+        if read.peak is None:
+            self._error(MEMORY_PEAK, f"the allocator's history: {read.error}")
+            return
+        lines = answer_lines(read, self.samples.median_step_s)
+        memory = self.memory.figures.line() if self.memory.figures is not None else ""
+        details = {"memory_peak": json.dumps(read.peak.as_dict()), "lines": "\n".join(lines), "memory": memory}
+        message = f"{read.peak.summary()}; {read.cost(self.samples.median_step_s)}"
+        self._event(EventKind.MEASURED, what=MEMORY_PEAK, message=message, details=details)

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpudash.core.protocol import (
     DIAGNOSIS,
+    MEMORY_PEAK,
     NOT_RESPONDING,
     NVML_LOST,
     REFUSED,
@@ -38,6 +39,7 @@ from gpudash.core.protocol import (
     EventKind,
     ExitCode,
     GpuSample,
+    MemoryPeak,
     Message,
     RunConfig,
     Sample,
@@ -195,6 +197,7 @@ class HeadlessRecording:
     trace_steps: int = 20
     diagnose_after_s: float | None = None  # one diagnosis window (Diagnose) this long after the start
     stop_after_diagnosis: bool = False  # ``gpudash diagnose``: the run ends with its diagnosis
+    memory_peak: bool = False  # ``gpudash diagnose --memory``: the allocator's history asked for (MemoryPeak)
     stop_note: str = ""  # said when the run ends with its diagnosis, before the workload is stopped
     progress_every_s: float = PROGRESS_EVERY_S  # a progress line this often, unless quiet
     status: str = "done"
@@ -209,6 +212,7 @@ class HeadlessRecording:
     # the latest NVML samples: a diagnosis is judged with the one from before its window
     _recent_gpu: RecentTicks = field(default_factory=RecentTicks, repr=False)
     diagnoses: list[Event] = field(default_factory=list)  # the diagnosis events (measured or error)
+    memory_peaks: list[Event] = field(default_factory=list)  # the MemoryPeak's answers (measured or error)
 
     def run(self, interrupted: _Interrupted) -> None:
         """Start, record until the run ends, stop; the CSV is closed whatever happens."""
@@ -329,8 +333,8 @@ class HeadlessRecording:
                 self._on_message(msg)
                 if isinstance(msg, Event):
                     self._on_event(msg)
-                    if msg.what == DIAGNOSIS and msg.kind in (EventKind.MEASURED, EventKind.ERROR):
-                        self.diagnoses.append(msg)
+                    if msg.kind in (EventKind.MEASURED, EventKind.ERROR) and msg.what in (DIAGNOSIS, MEMORY_PEAK):
+                        (self.diagnoses if msg.what == DIAGNOSIS else self.memory_peaks).append(msg)
             if self.code == ExitCode.FAILED or self.session.finished:
                 return
             outcome = interrupted.outcome()
@@ -339,7 +343,7 @@ class HeadlessRecording:
                 return
             if self._time_is_up():
                 return
-            if self.stop_after_diagnosis and self.diagnoses:
+            if self.stop_after_diagnosis and (self.diagnoses or self.memory_peaks):
                 if self.stop_note:
                     _say(self.stop_note)
                 return
@@ -349,11 +353,13 @@ class HeadlessRecording:
             time.sleep(POLL_S)
 
     def _maybe_diagnose(self) -> None:
-        """Ask for the diagnosis window once, ``diagnose_after_s`` seconds after the start."""
-        if self.diagnose_after_s is None or self._started_at is None or self._diagnosis_asked:
+        """Ask for the diagnosis window (or the allocator's history) once, ``diagnose_after_s`` seconds
+        after the start."""
+        asked = self.diagnose_after_s is not None or self.memory_peak
+        if self._started_at is None or self._diagnosis_asked or not asked:
             return
-        if time.monotonic() >= self._started_at + self.diagnose_after_s:
-            self.session.send(Diagnose())
+        if time.monotonic() >= self._started_at + (self.diagnose_after_s or 0.0):  # a job's hooks wait for step 4
+            self.session.send(MemoryPeak() if self.memory_peak else Diagnose())
             self._diagnosis_asked = True
 
     def _maybe_trace(self) -> None:

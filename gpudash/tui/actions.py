@@ -139,6 +139,18 @@ ACTIONS: tuple[Action, ...] = (
         group=LOOK,
     ),
     Action(
+        "memory_peak",
+        "m",
+        "Memory",
+        "Memory: the lines that hold the peak",
+        "record the next 2 steps with the CUDA allocator's history and Python stacks: the lines alive at "
+        "their peak, each with its bytes and kind (forward, backward, optimizer); those steps stay out of the "
+        "statistics (CUDA only)",
+        steers=True,
+        in_footer=False,
+        group=LOOK,
+    ),
+    Action(
         "sync_sites",
         "y",
         "Syncs",

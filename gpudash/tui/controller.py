@@ -362,6 +362,15 @@ class DashController(KnobSteering):
             f"profiling {steps} steps… (torch.profiler; the trace goes to {self.config.trace_dir})",
         )
 
+    def memory_peak(self, steps: int = protocol.MemoryPeak().steps) -> Notice:
+        """Ask for the CUDA allocator's history of ``steps`` steps (a "measured" memory_peak event
+        answers with the lines that held their peak)."""
+        if self.replay:
+            return self.read_only("the allocator's history")
+        if self.state.device == "cpu":
+            return warning("the allocator's history needs CUDA: this run is on the CPU")
+        return self.send(protocol.MemoryPeak(steps), f"recording the GPU's allocations over {steps} steps…")
+
     def diagnose(self) -> Notice:
         """Ask for a diagnosis window (a "measured" diagnosis event answers; its line stays under
         the charts until the configuration changes)."""

@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass
 from enum import Enum
 
-from gpudash.core.protocol import DIAGNOSIS, NOT_RESPONDING, SAMPLES_DROPPED, Event, EventKind
+from gpudash.core.protocol import DIAGNOSIS, MEMORY_PEAK, NOT_RESPONDING, SAMPLES_DROPPED, Event, EventKind
 from gpudash.diagnosis import remedies
 from gpudash.diagnosis.remedies import LIMIT_WORDS, Remedy
 from gpudash.tui.state import DashState, is_trace, trace_line
@@ -75,6 +75,8 @@ def event_notice(e: Event, s: DashState, live: bool, applying: str) -> Notice | 
         return Notice(f"✗ workload crashed: {why} — press r to restart", Severity.ERROR, toast=live)
     if e.kind == EventKind.MEASURED and e.what == DIAGNOSIS:
         return diagnosis_notice(e, live)
+    if e.kind == EventKind.MEASURED and e.what == MEMORY_PEAK:  # asked for by a key: answered where it is seen
+        return Notice(f"memory: {e.message}", toast=live)
     if e.kind == EventKind.MEASURED:
         return Notice(e.message)
     if e.kind == EventKind.STOPPED:

@@ -136,6 +136,9 @@ class SteeringApp(QuietCrashApp[int]):
     def action_diagnose(self) -> None:
         self._tell([self.controller.diagnose()])
 
+    def action_memory_peak(self) -> None:
+        self._tell([self.controller.memory_peak()])
+
     # -- tune: the race in a child process while the run is paused (gpudash.tune.job) -----------
     def action_tune(self) -> None:
         """Start a tune of what runs (a prompt asks for its budget), or stop the one under way."""

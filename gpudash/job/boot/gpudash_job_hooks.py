@@ -137,7 +137,7 @@ class Hooks:
         self.flops.install()
         self.phases.install(self.torch)
         self.comm.install()
-        self.memory.watch_oom(self.channel.send, self.phases, lambda: self.rank)
+        self.memory.connect(self.channel.send, self.phases, lambda: self.rank)
         self._quiet_teardown()
         os.register_at_fork(after_in_child=self._forked)
         base = self.loader_module._BaseDataLoaderIter
@@ -460,8 +460,8 @@ class Hooks:
             elif kind == wire.END:
                 after = int(request.get("after") or 0)  # the earliest asked: --steps', then a stop's
                 self.end_after = after if self.end_after is None else min(self.end_after, after)
-            elif kind == wire.TRACE:
-                self.window.ask(request)
+            elif kind in (wire.TRACE, wire.MEMPEAK):
+                (self.window if kind == wire.TRACE else self.memory.history).ask(request)
 
     def _flusher(self) -> None:
         """Steps not sent yet go out even when the job stops stepping (an evaluation, the end)."""

@@ -29,7 +29,8 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-from gpudash_job_parts import load_source  # type: ignore[import-not-found]  # beside this file
+from gpudash_job_memhist import MemoryHistory  # type: ignore[import-not-found]  # beside this file
+from gpudash_job_parts import load_source  # type: ignore[import-not-found]
 from gpudash_job_wire import MEM, OOM  # type: ignore[import-not-found]
 
 _tensor_bytes = load_source("_gpudash_tensor_bytes", os.path.join("core", "tensor_bytes.py"))
@@ -60,6 +61,7 @@ class MemoryCount:
         self.step = 0
         self._capture: _SavedTensors | None = None
         self._total: int | None = None
+        self.history = MemoryHistory(torch)  # the allocator's history of a few steps, on request
 
     def at_step(self, step: int, optimizer: Any, device: str) -> None:
         self.step, self.device = step, device
@@ -76,11 +78,13 @@ class MemoryCount:
             self.kinds = count_kinds(optimizer)
         if step + 1 == SAMPLE_AT or (step + 1 > SAMPLE_AT and (step + 1) % SAMPLE_EVERY == 0):
             self._sample(optimizer)
+        self.history.at_step(step, device)
 
     @property
     def capturing(self) -> bool:
-        """The step under way has its saved tensors counted (its time is gpudash's too)."""
-        return self._capture is not None
+        """The step under way has its saved tensors counted or the allocator's history recorded
+        (its time is gpudash's too)."""
+        return self._capture is not None or self.history.running
 
     def message(self, rank: int) -> dict[str, Any] | None:
         """The memory message for gpudash: by kind where new, and the allocator's counters now."""
@@ -96,8 +100,10 @@ class MemoryCount:
         out.update(self._allocator())
         return out
 
-    def watch_oom(self, send: Callable[[dict[str, Any]], None], phases: Any, rank: Callable[[], int]) -> None:
-        """Tell gpudash where and with what memory the job dies of an out-of-memory error."""
+    def connect(self, send: Callable[[dict[str, Any]], None], phases: Any, rank: Callable[[], int]) -> None:
+        """Send the allocator's history to gpudash, and tell it where and with what memory the job
+        dies of an out-of-memory error."""
+        self.history.send, self.history.rank = send, rank
 
         def where() -> dict[str, Any]:
             return {"rank": rank(), "step": self.step + 1, "phase": phase_now(phases, self.step)}
@@ -108,6 +114,7 @@ class MemoryCount:
         capture, self._capture = self._capture, None
         if capture is not None:
             capture.close()
+        self.history.close()
 
     def _sample(self, optimizer: Any) -> None:
         if _compiling_job(self.torch):
@@ -140,6 +147,7 @@ class MemoryCount:
                 "allocated": int(allocated["current"]),
                 "reserved": int(reserved["current"]),
                 "peak": int(allocated["peak"]),
+                "reserved_peak": int(reserved["peak"]),
                 "total": self._total,
             }
         except Exception:  # noqa: BLE001 - no allocator figures: the kinds still go

@@ -27,6 +27,7 @@ TRACE = "trace"  # a profiler window's trace written (or why not); also gpudash'
 NOTE = "note"  # one line for the user (the hooks went off, a part not timed)
 FLOPS = "flops"  # the model FLOPs of a step, or why not counted
 OOM = "oom"  # the job dies of an out-of-memory error: where, and what the memory held
+MEMPEAK = "mempeak"  # the allocator's history of a few steps dumped (or why not); also gpudash's request for it
 MEM = "mem"  # what the memory holds by kind (parameters, gradients, optimizer state, activations), the allocator
 PHASE = "phase"  # an evaluation, a checkpoint, a compile between steps
 STACKS = "stacks"  # each thread's stack; also gpudash's request for them

@@ -1,0 +1,31 @@
+"""The CUDA caching allocator's history — the one place gpudash calls torch's private memory-history
+API (``torch.cuda.memory._record_memory_history``, ``_snapshot``: documented in "Understanding CUDA
+Memory Usage", with no public name yet). Duck-typed over the torch it is given, no torch import:
+used by the job's hooks (``gpudash/job/boot/gpudash_job_memhist.py``, which load this file) and by
+gpudash's own step loop (``gpudash/engine/memory_window.py``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+MAX_ENTRIES = 1_000_000  # allocations and frees kept: the history's ring (a few hundred bytes each)
+
+
+def start(torch: Any) -> None:
+    """Record each allocation with its Python stack (frees without one: cheaper), from now."""
+    torch.cuda.memory._record_memory_history(enabled="all", context="alloc", stacks="python", max_entries=MAX_ENTRIES)
+
+
+def stop(torch: Any) -> None:
+    """Stop recording; the history is dropped."""
+    torch.cuda.memory._record_memory_history(enabled=None)
+
+
+def snapshot(torch: Any) -> dict[str, Any]:
+    """The allocator's segments and each device's history: plain dicts, lists, strings and numbers."""
+    return dict(torch.cuda.memory._snapshot())
+
+
+def recording(torch: Any) -> bool:
+    """Someone (the job itself) records the history already: its trace holds entries."""
+    return any(snapshot(torch).get("device_traces") or [])

@@ -1,0 +1,50 @@
+"""Memory on a GPU, for real (issue 64's done-conditions the suite can hold): a GPT-style job's peak
+as gpudash records it against the job's own ``torch.cuda.max_memory_allocated()``, the line that
+holds the most at the peak (the attention's softmax) from the allocator's history, and a family's
+steps recorded the same way."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.gpu
+
+GPT = Path(__file__).parent / "data" / "jobs" / "gpt_memory.py"
+
+
+def _gpudash(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "gpudash", *args], capture_output=True, text=True, timeout=400)
+
+
+def test_a_gpt_jobs_peak_is_its_own_max_memory_allocated(tmp_path: Path) -> None:
+    out = tmp_path / "r.csv"
+    done = _gpudash("record", str(out), "-q", "--", sys.executable, str(GPT), "--steps", "40")
+    assert done.returncode == 0, done.stderr
+    (own,) = re.findall(r"JOB memory peak_allocated=(\d+)", done.stdout + done.stderr)
+    memory = json.loads(out.with_suffix(".json").read_text())["memory"]
+    assert int(memory["peak_allocated_bytes"]) == pytest.approx(int(own), rel=0.02)
+    assert int(memory["activations_bytes"]) > 0 and int(memory["fits_batch"]) > 8
+
+
+def test_the_softmax_line_holds_the_most_at_a_gpt_jobs_peak() -> None:
+    done = _gpudash("diagnose", "--memory", "--json", "-q", "--", sys.executable, str(GPT), "--steps", "200")
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout)
+    named = [h for h in answer["peak"]["holders"] if "site" in h]
+    top = named[0]
+    assert (Path(top["site"]["file"]).name, top["site"]["line"], top["kind"]) == ("gpt_memory.py", 33, "forward")
+    assert answer["peak"]["peak_bytes"] > 0 and "parameters" in answer["memory"]
+
+
+def test_a_familys_steps_are_recorded_with_the_allocators_history() -> None:
+    done = _gpudash("diagnose", "--memory", "--json", "-q", "-w", "resnet50", "--device", "cuda", "--warmup", "2")
+    assert done.returncode == 0, done.stderr
+    peak = json.loads(done.stdout)
+    assert peak["peak_bytes"] > peak["start_bytes"] > 0
+    assert any(h["kind"] == "forward" for h in peak["holders"])
