@@ -21,11 +21,12 @@ SET_ENV, SITE_ENV = "GPUDASH_JOB_SET", "GPUDASH_JOB_SET_SITE"  # as gpudash_job_
 WATCH_ENV = "GPUDASH_JOB_WATCH_MODEL"  # "1": the job's first step says what its model does (tune)
 LOADER_SITE = "loader_site"
 BOOLEANS = ("pin_memory", "persistent_workers", "cudnn_benchmark", "expandable_segments", "tf32", "compile")
-COUNTS = {"num_workers": 0, "prefetch_factor": 1}  # each one's least value
+COUNTS = {"num_workers": 0, "prefetch_factor": 1, "batch_size": 1}  # each one's least value
 AUTOCAST = "autocast"
 AUTOCAST_TYPES = ("bf16", "off")
 KEYS = (*COUNTS, *BOOLEANS, AUTOCAST, LOADER_SITE)
 NUMERICS = ("tf32", AUTOCAST)  # settings that change what the job computes (opt-in in tune)
+TRAINING = ("batch_size",)  # settings that change the training itself (opt-in in tune: --allow-batch)
 _TRUE, _FALSE = ("true", "on", "1", "yes"), ("false", "off", "0", "no")
 _SITE = re.compile(r".+:\d+")
 

@@ -12,6 +12,7 @@ environment variable set before it. ``autocast=bf16`` wraps the line that called
 
 from __future__ import annotations
 
+import ast
 import difflib
 import re
 from collections.abc import Sequence
@@ -20,7 +21,7 @@ from pathlib import Path
 
 from gpudash.job.settings import Settings
 
-LOADER_KEYS = ("num_workers", "pin_memory", "persistent_workers", "prefetch_factor")
+LOADER_KEYS = ("num_workers", "pin_memory", "persistent_workers", "prefetch_factor", "batch_size")
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,8 @@ def _loader_edit(site: str, loader: dict[str, str]) -> Edit | None:
     for key, value in loader.items():
         if re.search(rf"\b{key}\s*=", new):
             new = re.sub(rf"\b{key}\s*=\s*[^,)\n]+", f"{key}={value}", new)
+        elif key == "batch_size" and (second := _second_positional(new)) is not None:
+            new = new[: second[0]] + value + new[second[1] :]  # DataLoader(dataset, 64, …)
         else:
             new = _added(new, f"{key}={value}")
     end = text.find("\n", closed)
@@ -122,6 +125,22 @@ def _compile_edit(job: dict[str, str]) -> Edit | None:
         return None  # a call over several lines: no place said for sure
     indent = text[: len(text) - len(text.lstrip())]
     return Edit(file, at, text, f"{text}{indent}{name}.compile()\n")
+
+
+def _second_positional(call: str) -> tuple[int, int] | None:
+    """Where the call's second argument is, if it is given by position (the batch size of
+    ``DataLoader(dataset, 64, …)``): its start and end in ``call`` (parentheses included); None
+    otherwise."""
+    try:
+        node = ast.parse("f" + call.replace("\n", " "), mode="eval").body  # one line: offsets kept
+    except SyntaxError:
+        return None
+    if not isinstance(node, ast.Call) or len(node.args) < 2 or any(isinstance(a, ast.Starred) for a in node.args[:2]):
+        return None
+    second = node.args[1]
+    if second.end_col_offset is None:
+        return None
+    return second.col_offset - 1, second.end_col_offset - 1
 
 
 def _added(call: str, argument: str) -> str:

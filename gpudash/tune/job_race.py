@@ -41,6 +41,7 @@ from gpudash.tune import job_edits
 from gpudash.tune.job_runs import Run, faster, run_once, shown, slower, typed
 from gpudash.tune.worker_cpu import GIB, GUARD_WORKERS, ceiling, no_room
 
+BATCH_HEADROOM = 0.05  # of what is said to fit, left for the estimate's error (H100: 51 said, 50 fitted)
 START_S = 8.0  # a run's start-up (torch's import, the job's own) beyond its measured seconds, for the plan
 
 
@@ -64,6 +65,12 @@ def build_parser() -> Parser:
     )
     p.add_argument(
         "--allow-compile", action="store_true", help="also race torch.compile of the model the optimizer steps"
+    )
+    p.add_argument(
+        "--allow-batch",
+        action="store_true",
+        help="also race a larger batch (it changes the training: the learning rate, the steps an epoch): the "
+        "largest that gpudash's memory figures say fits the GPU, checked by running it, samples/s against samples/s",
     )
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     return p
@@ -131,7 +138,39 @@ class JobRace:
             run = self.measure(tuple(settings.items()), beat=best)
             if run is not None and faster(best, run) is not None:
                 best = run
+        if getattr(self.args, "allow_batch", False):
+            best = self.larger_batch(base, best, site)
         return base, best
+
+    def larger_batch(self, base: Run, best: Run, site: Settings) -> Run:
+        """The largest batch a GPU's memory figures say fits (less ``BATCH_HEADROOM``, a multiple of 8
+        from 16 up), on top of the best settings, run to check it; where it does not fit (or runs
+        no faster in samples/s), halfway back to the job's own batch once. Said where it cannot be
+        raced: on the CPU, no DataLoader seen, batches not counted, the memory not measured."""
+        memory, why = base.memory, ""
+        now, fits = int(memory.get("batch") or 0), int(memory.get("fits_batch") or 0)
+        if not self.on_cuda:
+            why = "the job runs on the CPU: no GPU memory to fill"
+        elif not site:
+            why = "no DataLoader's batch size seen to set"
+        elif base.samples is None or not base.samples.mean:
+            why = "the job's samples are not counted: a larger batch's speed could not be told"
+        elif not fits:
+            why = "what fits is not known (its memory by kind was not measured)"
+        elif (target := _batch_target(fits)) <= now:
+            why = f"batch {now} is about as large as fits ({fits})"
+        if why:
+            _say(self.args.quiet, f"a larger batch not raced: {why}")
+            return best
+        for batch in (target, (now + target) // 2):
+            if batch <= now:
+                break
+            run = self.measure(tuple({**dict(best.settings), "batch_size": str(batch), **dict(site)}.items()))
+            if run is not None and run.rate is not None and faster(best, run) is not None:
+                return run
+            if run is None or not run.error:
+                break  # it ran, no faster: a smaller one would not be either
+        return best
 
     def climb(self, base: Run, have: dict[str, str], site: Settings) -> Run:
         """The worker count, climbed in powers of two while faster: up to this machine's CPUs a
@@ -200,6 +239,12 @@ class JobRace:
         return out
 
 
+def _batch_target(fits: int) -> int:
+    """The batch to try where ``fits`` is said to fit: ``BATCH_HEADROOM`` off, a multiple of 8 from 16."""
+    batch = int(fits * (1 - BATCH_HEADROOM))
+    return batch - batch % 8 if batch >= 16 else batch
+
+
 def _lines(mark: str, text: str) -> str:
     return "".join(f"{mark}{line}\n" for line in text.splitlines())
 
@@ -228,6 +273,13 @@ def notes(have: dict[str, str], base: Run, winner: Run) -> list[str]:
     changed = [k for k in ("tf32", "autocast", "compile") if k in dict(winner.settings)]
     if changed:
         out.append(f"{', '.join(changed)} change the numbers the job computes: compare its loss with the job's own")
+    if (batch := dict(winner.settings).get("batch_size")) is not None:
+        now = base.memory.get("batch") or "the job's"
+        out.append(
+            f"batch {batch} instead of {now} changes the training: fewer steps an epoch, and the learning rate "
+            "usually scaled with it (linearly, or by its square root with Adam); compare its loss curve with the "
+            "job's own"
+        )
     return out
 
 
@@ -335,6 +387,7 @@ def plan_line(args: argparse.Namespace, cpus: int) -> str:
     """What the race plans: its runs, how many more the climb past the CPUs may take, how long."""
     ladder = worker_ladder(0, cpus)
     planned = 1 + len([n for n in ladder if n <= cpus]) + 2 + 2 * args.allow_numerics + args.allow_compile
+    planned += getattr(args, "allow_batch", False)
     most = planned + len([n for n in ladder if n > cpus])  # past the CPUs while the workers mostly wait
     minutes = planned * (args.seconds + START_S) / 60
     past = (

@@ -43,6 +43,7 @@ class Run:
     workers_seen: int = 0
     worker_memory: WorkerMemory | None = None  # what its workers held, and the memory free meanwhile
     ranks: int = 1  # the job's ranks on this machine (a torchrun job's: each has its own loader)
+    memory: dict[str, Any] = field(default_factory=dict)  # run.json's memory (batch, fits_batch, …), where known
 
     @property
     def rate(self) -> Estimate | None:
@@ -93,6 +94,8 @@ def run_once(
         run.error = "no samples after the warm-up: give each run more --seconds"
         return run
     run.started = dict(recorded.meta.get("started") or {})
+    memory = recorded.meta.get("memory")
+    run.memory = dict(memory) if isinstance(memory, dict) else {}
     run.ranks = len({r.rank for r in recorded.ranks}) or 1
     return run
 

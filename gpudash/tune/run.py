@@ -411,7 +411,7 @@ def run_tune(plan: TunePlan, *, quiet: bool = False, as_json: bool = False) -> i
     return code
 
 
-JOB_ONLY = ("--allow-numerics", "--allow-compile", "--diff")  # tune -- CMD's options, not a family's
+JOB_ONLY = ("--allow-numerics", "--allow-compile", "--allow-batch", "--diff")  # tune -- CMD's options, not a family's
 
 
 def _a_job_without_dashes(argv: list[str]) -> bool:

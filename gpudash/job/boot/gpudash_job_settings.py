@@ -33,7 +33,7 @@ from typing import Any
 SET_ENV, SITE_ENV = "GPUDASH_JOB_SET", "GPUDASH_JOB_SET_SITE"
 WATCH_ENV = "GPUDASH_JOB_WATCH_MODEL"
 MODEL_KEYS = ("autocast", "compile")  # applied to the model the optimizer steps, at the first step
-LOADER_KEYS = ("num_workers", "pin_memory", "persistent_workers", "prefetch_factor")
+LOADER_KEYS = ("num_workers", "pin_memory", "persistent_workers", "prefetch_factor", "batch_size")
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -44,7 +44,7 @@ def parse(text: str) -> dict[str, str]:
 
 
 def _value(key: str, text: str) -> Any:
-    if key in ("num_workers", "prefetch_factor"):
+    if key in ("num_workers", "prefetch_factor", "batch_size"):
         return int(text)
     return text.lower() in ("1", "true", "on", "yes")
 
@@ -106,12 +106,14 @@ def install(torch: Any, loader_module: Any) -> None:
 
 def _applicable(settings: dict[str, Any], given: dict[str, Any]) -> dict[str, Any]:
     """The loader settings a DataLoader accepts with the others it is given: prefetching and
-    persistence only with worker processes."""
+    persistence only with worker processes, a batch size only where the loader makes the batches."""
     out = dict(settings)
     workers = out.get("num_workers", given.get("num_workers", 0))
     if not workers:
         out.pop("persistent_workers", None)
         out.pop("prefetch_factor", None)
+    if given.get("batch_sampler") is not None or given.get("batch_size", 1) is None:
+        out.pop("batch_size", None)  # its batches are its sampler's (or its Dataset's) own
     return out
 
 
