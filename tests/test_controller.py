@@ -398,3 +398,19 @@ def test_the_ranks_line_names_the_straggler_by_its_own_work() -> None:
     windows({0: 2.5, 1: 2.5, 2: 2.5}, 10.0, n=20)
     assert present(ctl.ranks_text()).endswith(" · no straggler (own work within 3%)")
     assert "slowest" not in present(ctl.ranks_text())
+
+
+def test_the_memory_key_records_two_steps_on_a_gpu_and_says_why_not_on_the_cpu() -> None:
+    from gpudash.core.protocol import MEMORY_PEAK, MemoryPeak
+
+    ctl, src = running(device="cuda:0")
+    notice = ctl.memory_peak()
+    assert src.sent == [MemoryPeak(2)] and notice.text == "recording the GPU's allocations over 2 steps…"
+    answer = "peak allocated 22.8 GiB in the recorded steps; the most: gpt.py:30 att = F.softmax(att, dim=-1) 4.5 GiB"
+    (n,) = ctl.ingest([Event(9.0, EventKind.MEASURED, MEMORY_PEAK, message=answer)])
+    assert n.text == f"memory: {answer}" and n.toast  # asked for by a key: answered where it is seen
+    cpu, cpu_src = running(device="cpu")
+    said = cpu.memory_peak()
+    assert cpu_src.sent == [] and said.severity == Severity.WARNING and "needs CUDA" in said.text
+    job = DashController(FakeSource(RunConfig(workload="job:train.py", job=("python", "train.py"))))
+    assert job.applies("memory_peak", True) and not job.applies("batch_double", True)  # a job's key too

@@ -48,3 +48,15 @@ def test_a_familys_steps_are_recorded_with_the_allocators_history() -> None:
     peak = json.loads(done.stdout)
     assert peak["peak_bytes"] > peak["start_bytes"] > 0
     assert any(h["kind"] == "forward" for h in peak["holders"])
+
+
+def test_a_familys_rows_carry_the_allocators_peak(tmp_path: Path) -> None:
+    import csv
+
+    out = tmp_path / "r.csv"
+    done = _gpudash("record", str(out), "-q", "-w", "resnet50", "--device", "cuda", "--duration", "6")
+    assert done.returncode == 0, done.stderr
+    with open(out, newline="") as f:
+        rows = [r for r in csv.DictReader(f) if r["row_kind"] == "sample" and r["mem_peak_mib"]]
+    assert rows and all(float(r["mem_peak_mib"]) >= float(r["cuda_allocated_mib"]) > 0 for r in rows)
+    assert all(float(r["mem_params_mib"]) > 90 for r in rows)  # ResNet-50: 25.6 M parameters, fp32

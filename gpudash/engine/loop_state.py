@@ -78,7 +78,7 @@ class Window:
         time_s: float,
         loss: float | None,
         syncs_counted: bool,
-        allocator_mib: tuple[float | None, float | None] = (None, None),
+        allocator_mib: tuple[float | None, float | None, float | None] = (None, None, None),
         model: ModelCount | None = None,
         force: bool = False,
         kinds: dict[str, int] | None = None,
@@ -112,6 +112,7 @@ class Window:
             mem_params_mib=_mib((kinds or {}).get("params")),
             mem_grads_mib=_mib((kinds or {}).get("grads")),
             mem_optimizer_mib=_mib((kinds or {}).get("optimizer")),
+            mem_peak_mib=allocator_mib[2],
         )
         return with_model_rates(sample, model)
 
@@ -277,7 +278,7 @@ class LoopState:
             time_s=now - self.t0,
             loss=self.loss.value,
             syncs_counted=self.syncs is not None,
-            allocator_mib=cuda_memory_mib(self.torch, self.workload.device) if self.on_cuda else (None, None),
+            allocator_mib=cuda_memory_mib(self.torch, self.workload.device) if self.on_cuda else (None, None, None),
             model=self.model_flops.current if self.model_flops is not None else None,
             force=force,
             kinds=count_kinds(self.workload.optimizer) if getattr(self.workload, "optimizer", None) else None,

@@ -167,14 +167,15 @@ def step_timer(torch: Any, on_cuda: bool) -> StepTimer:
     return CudaStepTimer(torch) if on_cuda else CpuStepTimer()
 
 
-def cuda_memory_mib(torch: Any, device: Any) -> tuple[float, float]:
-    """What torch's caching allocator holds on ``device``: (allocated, reserved) MiB. Host-side
-    counters, read without a sync, from one read of the nested statistics: ``memory_allocated`` and
-    ``memory_reserved`` each flatten the whole dictionary first."""
+def cuda_memory_mib(torch: Any, device: Any) -> tuple[float, float, float]:
+    """What torch's caching allocator holds on ``device``: (allocated, reserved, peak allocated) MiB.
+    Host-side counters, read without a sync, from one read of the nested statistics:
+    ``memory_allocated`` and ``memory_reserved`` each flatten the whole dictionary first."""
     stats = torch.cuda.memory_stats_as_nested_dict(device)
     if not stats:  # CUDA not initialised: nothing allocated
-        return 0.0, 0.0
-    return (stats["allocated_bytes"]["all"]["current"] / 2**20, stats["reserved_bytes"]["all"]["current"] / 2**20)
+        return 0.0, 0.0, 0.0
+    allocated = stats["allocated_bytes"]["all"]
+    return allocated["current"] / 2**20, stats["reserved_bytes"]["all"]["current"] / 2**20, allocated["peak"] / 2**20
 
 
 # -- the loss ------------------------------------------------------------------------------------

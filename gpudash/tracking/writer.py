@@ -273,7 +273,8 @@ class Writer:
         """What torch's caching allocator holds on the device, MiB (host-side counters: no sync)."""
         if not self.device.cuda:
             return None, None
-        return cuda_memory_mib(self.device.torch, self.device.index)
+        allocated, reserved, _peak = cuda_memory_mib(self.device.torch, self.device.index)
+        return allocated, reserved
 
     def _nvml(self) -> None:
         """An NVML sample now, into the recorder (joined to the next sample row)."""

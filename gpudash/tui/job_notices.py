@@ -17,14 +17,15 @@ from gpudash.core.protocol import (
     Diagnose,
     Event,
     EventKind,
+    MemoryPeak,
     SourceInfo,
     Stop,
     TraceWindow,
 )
 from gpudash.tui.notices import Notice, Severity, warning
 
-JOB_STEERS = frozenset({"trace_window", "diagnose", "record"})  # the steering actions a job takes
-JOB_CONTROLS = (TraceWindow, Diagnose, Stop)  # the controls a job answers
+JOB_STEERS = frozenset({"trace_window", "diagnose", "memory_peak", "record"})  # the steering actions a job takes
+JOB_CONTROLS = (TraceWindow, Diagnose, MemoryPeak, Stop)  # the controls a job answers
 NOT_FOR_A_JOB = "not for a job: its settings are its own arguments"
 OUTPUT = "output"  # the action of the job's output pane
 STALL_COMMAND = "Stalled job: where each thread waits"  # the palette's command for the stall screen
