@@ -92,6 +92,27 @@ def test_a_job_recording_its_own_history_is_left_alone(tmp_path: Path) -> None:
     assert "records the allocator's history itself" in sent[0]["error"]
 
 
+def test_a_job_ending_before_its_recording_began_says_so() -> None:
+    allocator = FakeAllocator()
+    h, sent = history(allocator)
+    h.ask({"steps": 2, "dir": "/nowhere", "at": 40})
+    h.at_step(3, "cuda:0")
+    h.close()
+    assert sent[0]["error"] == "the job ended before the allocator's recording began" and allocator.calls == []
+
+
+def test_an_unanswered_request_frees_the_next_after_a_while(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpudash.job import memory_history
+
+    peaks = memory_history.JobMemoryPeaks()
+    peaks.ask(2, "/tmp", lead_steps=10)
+    assert peaks.busy  # asked: the next waits
+    monkeypatch.setattr(memory_history.time, "monotonic", lambda: peaks.asked_at + memory_history.ANSWER_WAIT_S + 1)
+    assert not peaks.busy  # its hooks went off, say: the key works again
+    peaks.received({"rank": 0, "steps": 0, "path": "", "error": "needs CUDA"})
+    assert not peaks.pending and [r.error for r in peaks.done()] == ["needs CUDA"]
+
+
 def test_a_job_ending_mid_recording_turns_the_history_off(tmp_path: Path) -> None:
     allocator = FakeAllocator()
     h, sent = history(allocator)

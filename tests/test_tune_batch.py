@@ -94,6 +94,7 @@ def test_a_batch_that_does_not_fit_falls_back_halfway_once(monkeypatch: pytest.M
         ({"memory": {"batch": 16}}, "what fits is not known"),
         ({"memory": {"batch": 48, "fits_batch": 51}}, "batch 48 is about as large as fits (51)"),
         ({"counted": False}, "the job's samples are not counted"),
+        ({"memory": {"batch": 16, "fits_batch": 51, "passes": 4}}, "the job accumulates gradients over 4 passes"),
     ],
 )
 def test_where_a_larger_batch_cannot_be_raced_it_says_why(
@@ -119,6 +120,12 @@ def test_without_allow_batch_no_batch_is_raced(monkeypatch: pytest.MonkeyPatch, 
         ("train = DataLoader(data, shuffle=True)\n", "train = DataLoader(data, shuffle=True, batch_size=48)\n"),
         ("train = DataLoader(\n    data,\n    16,\n    shuffle=True,\n)\n",
          "train = DataLoader(\n    data,\n    48,\n    shuffle=True,\n)\n"),
+        ("train = DataLoader(data, batch_size=int(args.bs), shuffle=True)\n",
+         "train = DataLoader(data, batch_size=48, shuffle=True)\n"),
+        ('train = DataLoader(data, batch_size=cfg.get("bs", 32))\n', "train = DataLoader(data, batch_size=48)\n"),
+        ("train = DataLoader(données, 16, shuffle=True)\n", "train = DataLoader(données, 48, shuffle=True)\n"),
+        ("train = DataLoader(\n    data,  # the tokens\n    16,  # a GPU's worth\n)\n",
+         "train = DataLoader(\n    data,  # the tokens\n    48,  # a GPU's worth\n)\n"),
     ],
 )  # fmt: skip
 def test_the_answer_is_the_loaders_batch_size_replaced_by_position_or_added(
@@ -131,10 +138,19 @@ def test_the_answer_is_the_loaders_batch_size_replaced_by_position_or_added(
     compile(script.read_text().replace(edit.before, edit.after), "train.py", "exec")
 
 
-def test_set_batch_size_is_a_count_of_one_or_more() -> None:
-    assert parse_set(["batch_size=64"]) == (("batch_size", "64"),)
+def test_a_call_whose_arguments_may_hide_the_batch_size_gets_no_edit(tmp_path: Path) -> None:
+    script = tmp_path / "train.py"
+    script.write_text("from torch.utils.data import DataLoader\ntrain = DataLoader(data, shuffle=True, **loader_kw)\n")
+    assert edits((("batch_size", "48"),), f"{script}:2", []) == []  # it may be in **loader_kw: two would fail
+
+
+def test_set_batch_size_is_a_count_of_one_or_more_for_the_loader_named() -> None:
+    site = "loader_site=train.py:9"
+    assert parse_set(["batch_size=64", site]) == (("batch_size", "64"), ("loader_site", "train.py:9"))
     with pytest.raises(ValueError, match="batch_size"):
-        parse_set(["batch_size=0"])
+        parse_set(["batch_size=0", site])
+    with pytest.raises(ValueError, match="give loader_site=FILE:LINE too"):
+        parse_set(["batch_size=64"])  # every loader of the job would change, its evaluation's too
 
 
 @pytest.mark.slow
@@ -142,9 +158,11 @@ def test_set_batch_size_reaches_the_training_loader_alone(tmp_path: Path) -> Non
     """The job's training loader takes 4 samples a batch; the evaluation loader made apart keeps its 16."""
     out = tmp_path / "r.csv"
     job = [sys.executable, str(SLOW_READS), "--steps", "300", "--read-ms", "0"]
-    sets = ["--set", "batch_size=4", "--set", f"loader_site={SLOW_READS}:43"]
+    line = next(n for n, x in enumerate(SLOW_READS.read_text().splitlines(), 1) if "loader = DataLoader(" in x)
+    sets = ["--set", "batch_size=4", "--set", f"loader_site={SLOW_READS}:{line}"]
     done = subprocess.run([sys.executable, "-m", "gpudash", "record", str(out), "-q", *sets, "--", *job],
                           capture_output=True, text=True, timeout=300, cwd=tmp_path)  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     meta = json.loads(out.with_suffix(".json").read_text())
     assert meta["memory"]["batch"] == 4
+    assert "JOB loaders train_workers=0 eval_workers=0 eval_batch=16" in done.stdout

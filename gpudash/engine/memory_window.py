@@ -41,7 +41,8 @@ def memory_peak(loop: StepLoop, steps: int) -> None:
             snapshot = history.snapshot(torch)
         finally:
             history.stop(torch)
-        peak = peak_of(snapshot, w.device.index or 0, history.MAX_ENTRIES)
+        index = w.device.index
+        peak = peak_of(snapshot, index if index is not None else torch.cuda.current_device(), history.MAX_ENTRIES)
     except Exception as exc:  # noqa: BLE001 - a recording that fails must not end the run
         loop.count_steps_apart(steps)
         loop.restart_window()

@@ -116,6 +116,8 @@ class MemoryFigures:
         out["step"] = str(self.step)
         if self.pass_batch:
             out["batch"] = str(self.pass_batch)
+        if self.passes > 1:
+            out["passes"] = str(self.passes)
         if (most := self.fits()) is not None:
             out["fits_batch"] = str(most)
         return out

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,6 +16,7 @@ from gpudash.diagnosis.memory_peak import MemoryPeak, peak_of, read_snapshot
 from gpudash.job.boot import gpudash_job_wire as wire
 
 FROM_STEP = 4  # the first step recorded: after the optimizer's state exists and the activations' sample (the third)
+ANSWER_WAIT_S = 120.0  # a request unanswered this long (its hooks went off, its rank went) frees the next
 
 
 @dataclass(frozen=True)
@@ -42,11 +44,18 @@ class JobMemoryPeaks:
 
     def __init__(self) -> None:
         self.pending = False  # a recording asked for and not answered yet
+        self.reading = False  # an answer's snapshot being read in the background
+        self.asked_at = 0.0
         self._lock = threading.Lock()
         self._done: list[PeakRead] = []
 
+    @property
+    def busy(self) -> bool:
+        """A recording asked for is under way (and not given up on), or its answer is being read."""
+        return self.reading or (self.pending and time.monotonic() - self.asked_at < ANSWER_WAIT_S)
+
     def ask(self, steps: int, folder: str, lead_steps: int) -> dict[str, Any]:
-        self.pending = True
+        self.pending, self.asked_at = True, time.monotonic()
         return {"k": wire.MEMPEAK, "steps": max(1, steps), "dir": folder, "at": max(FROM_STEP - 1, lead_steps + 1)}
 
     def received(self, m: dict[str, Any]) -> None:
@@ -56,6 +65,7 @@ class JobMemoryPeaks:
             self._finish(PeakRead(rank, steps, error=str(m.get("error") or "no snapshot was written")))
             return
         args = (str(m["path"]), _int(m.get("device")), _int(m.get("max_entries")), rank, steps, m)
+        self.reading = True
         threading.Thread(target=self._read, args=args, name="gpudash-memory-read", daemon=True).start()
 
     def done(self) -> list[PeakRead]:
@@ -80,7 +90,7 @@ class JobMemoryPeaks:
 
     def _finish(self, read: PeakRead) -> None:
         with self._lock:
-            self.pending = False
+            self.pending = self.reading = False
             self._done.append(read)
 
 

@@ -156,7 +156,7 @@ class SessionWindows:
         targets = [ctl for _, _, ctl in self.rank_table.targets()]  # lead first
         if not targets or not targets[0]:
             self._error(MEMORY_PEAK, "no optimizer step seen yet: nothing to record")
-        elif self.peaks.pending:
+        elif self.peaks.busy:
             self._error(MEMORY_PEAK, "the allocator's history is being recorded; its answer comes after its steps")
         else:
             lead = self.samples.ranks.get(self.rank_table.lead)

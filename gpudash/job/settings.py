@@ -47,6 +47,11 @@ def parse_set(values: Iterable[str]) -> Settings:
         if not eq or key not in KEYS:
             raise SettingError(f"--set {text}: give KEY=VALUE with KEY one of {', '.join(KEYS)}")
         found[key] = _checked(key, value, text)
+    if "batch_size" in found and LOADER_SITE not in found:
+        raise SettingError(
+            f"--set batch_size={found['batch_size']}: give {LOADER_SITE}=FILE:LINE too, the training DataLoader's "
+            "line (its batch size alone changes; an evaluation loader's stays its own)"
+        )
     return tuple((k, found[k]) for k in KEYS if k in found)
 
 

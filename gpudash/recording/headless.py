@@ -335,7 +335,7 @@ class HeadlessRecording:
                     self._on_event(msg)
                     if msg.kind in (EventKind.MEASURED, EventKind.ERROR) and msg.what in (DIAGNOSIS, MEMORY_PEAK):
                         (self.diagnoses if msg.what == DIAGNOSIS else self.memory_peaks).append(msg)
-            if self.code == ExitCode.FAILED or self.session.finished:
+            if self.code == ExitCode.FAILED or (self.session.finished and not self._reading_memory()):
                 return
             outcome = interrupted.outcome()
             if outcome is not None:
@@ -351,6 +351,11 @@ class HeadlessRecording:
             self._maybe_diagnose()
             self._maybe_progress()
             time.sleep(POLL_S)
+
+    def _reading_memory(self) -> bool:
+        """``diagnose --memory``'s answer is being read though the job has ended (a short job)."""
+        peaks = getattr(self.session, "peaks", None)
+        return self.memory_peak and not self.memory_peaks and peaks is not None and bool(peaks.reading)
 
     def _maybe_diagnose(self) -> None:
         """Ask for the diagnosis window (or the allocator's history) once, ``diagnose_after_s`` seconds

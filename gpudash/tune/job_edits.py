@@ -78,14 +78,11 @@ def _loader_edit(site: str, loader: dict[str, str]) -> Edit | None:
     if opened < 0 or closed is None:
         return None
     call = text[opened : closed + 1]
-    new = call
+    new: str | None = call
     for key, value in loader.items():
-        if re.search(rf"\b{key}\s*=", new):
-            new = re.sub(rf"\b{key}\s*=\s*[^,)\n]+", f"{key}={value}", new)
-        elif key == "batch_size" and (second := _second_positional(new)) is not None:
-            new = new[: second[0]] + value + new[second[1] :]  # DataLoader(dataset, 64, …)
-        else:
-            new = _added(new, f"{key}={value}")
+        new = _with_argument(new, key, value) if new is not None else None
+    if new is None:
+        return None  # a call gpudash cannot edit for sure (**kwargs, or not Python it can read)
     end = text.find("\n", closed)
     end = len(text) if end < 0 else end + 1
     before = text[offset:end]
@@ -127,20 +124,45 @@ def _compile_edit(job: dict[str, str]) -> Edit | None:
     return Edit(file, at, text, f"{text}{indent}{name}.compile()\n")
 
 
-def _second_positional(call: str) -> tuple[int, int] | None:
-    """Where the call's second argument is, if it is given by position (the batch size of
-    ``DataLoader(dataset, 64, …)``): its start and end in ``call`` (parentheses included); None
-    otherwise."""
+def _with_argument(call: str, key: str, value: str) -> str | None:
+    """``call`` (its text, parentheses included) with ``key=value``: the keyword's value replaced
+    where given (whatever expression it is), a batch size given by position replaced there
+    (``DataLoader(dataset, 64, …)``), else added last; None where the call takes ``**kwargs``
+    (the argument may be in them) or cannot be read."""
+    node = _parsed_call(call)
+    if node is None:
+        return None
+    given = next((k for k in node.keywords if k.arg == key), None)
+    target: ast.expr
+    if given is not None:
+        target = given.value
+    elif key == "batch_size" and len(node.args) >= 2 and not any(isinstance(a, ast.Starred) for a in node.args[:2]):
+        target = node.args[1]
+    elif any(k.arg is None for k in node.keywords):
+        return None
+    else:
+        return _added(call, f"{key}={value}")
+    start, end = _span("f" + call, target)
+    return call[: start - 1] + value + call[end - 1 :]
+
+
+def _parsed_call(call: str) -> ast.Call | None:
     try:
-        node = ast.parse("f" + call.replace("\n", " "), mode="eval").body  # one line: offsets kept
+        node = ast.parse("f" + call, mode="eval").body
     except SyntaxError:
         return None
-    if not isinstance(node, ast.Call) or len(node.args) < 2 or any(isinstance(a, ast.Starred) for a in node.args[:2]):
-        return None
-    second = node.args[1]
-    if second.end_col_offset is None:
-        return None
-    return second.col_offset - 1, second.end_col_offset - 1
+    return node if isinstance(node, ast.Call) else None
+
+
+def _span(source: str, node: ast.expr) -> tuple[int, int]:
+    """``node``'s start and end in ``source`` as character offsets (ast counts UTF-8 bytes in a line)."""
+    lines = source.splitlines(keepends=True)
+
+    def at(line: int, byte: int | None) -> int:
+        text = lines[line - 1]
+        return sum(len(x) for x in lines[: line - 1]) + len(text.encode()[: byte or 0].decode(errors="ignore"))
+
+    return at(node.lineno, node.col_offset), at(node.end_lineno or node.lineno, node.end_col_offset)
 
 
 def _added(call: str, argument: str) -> str:

@@ -157,6 +157,9 @@ class JobRace:
             why = "the job's samples are not counted: a larger batch's speed could not be told"
         elif not fits:
             why = "what fits is not known (its memory by kind was not measured)"
+        elif int(memory.get("passes") or 1) > 1:
+            passes = memory["passes"]
+            why = f"the job accumulates gradients over {passes} passes a step: its loader's batch is not a pass's"
         elif (target := _batch_target(fits)) <= now:
             why = f"batch {now} is about as large as fits ({fits})"
         if why:

@@ -8,6 +8,7 @@ Standard library and the job's own torch only."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import threading
@@ -70,8 +71,9 @@ class MemoryHistory:
         if history.recording(self.torch):
             self._say("the job records the allocator's history itself: gpudash leaves its recording alone")
             return
+        window.update(done=0, steps=max(1, min(MAX_STEPS, int(window.get("steps") or 1))))
         history.start(self.torch)
-        window.update(done=0, steps=max(1, min(MAX_STEPS, int(window.get("steps") or 1))), start_t=time.monotonic())
+        window["start_t"] = time.monotonic()
         self.window = window
 
     def _end(self, window: dict[str, Any]) -> None:
@@ -81,13 +83,16 @@ class MemoryHistory:
         message.update(wall_ms=(stopped - window["start_t"]) * 1e3, max_entries=history.MAX_ENTRIES)
         try:
             snapshot = history.snapshot(self.torch)
-            message["device"] = self.torch.device(window["device"]).index or self.torch.cuda.current_device()
+            index = self.torch.device(window["device"]).index
+            message["device"] = index if index is not None else self.torch.cuda.current_device()
             os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
             with open(path, "wb") as f:
                 pickle.dump(snapshot, f, protocol=pickle.HIGHEST_PROTOCOL)
             message["path"] = path
         except Exception as exc:  # noqa: BLE001 - said to gpudash; the job goes on
             message["error"] = f"{type(exc).__name__}: {exc}"
+            with contextlib.suppress(OSError):
+                os.remove(path)  # a part written (a full disk): not left behind
         finally:
             history.stop(self.torch)
         message["dump_ms"] = (time.monotonic() - stopped) * 1e3
@@ -100,7 +105,11 @@ class MemoryHistory:
     def close(self) -> None:
         """The job tears down: a recording under way stopped, nothing dumped (said to gpudash)."""
         window, self.window = self.window, None
+        with self.lock:
+            asked, self.asked = self.asked, None
         if window is None:
+            if asked is not None:
+                self._say("the job ended before the allocator's recording began")
             return
         try:
             history.stop(self.torch)

@@ -47,7 +47,11 @@ def main() -> int:
         pin_memory=True,
     )
     evaluation = DataLoader(SlowReads(64, 0.0), batch_size=16)  # made apart: --set leaves it as it is
-    print(f"JOB loaders train_workers={loader.num_workers} eval_workers={evaluation.num_workers}", flush=True)
+    print(
+        f"JOB loaders train_workers={loader.num_workers} eval_workers={evaluation.num_workers} "
+        f"eval_batch={evaluation.batch_size}",
+        flush=True,
+    )
     model = torch.nn.Linear(16, 1)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     began, done = time.monotonic(), 0
