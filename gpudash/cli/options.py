@@ -168,7 +168,8 @@ def _add_measuring_options(p: argparse.ArgumentParser) -> None:
         help="your job (gpudash -- CMD): a setting applied without an edit of its script, repeatable: "
         "num_workers, pin_memory, persistent_workers, prefetch_factor (its training DataLoader's; "
         "loader_site=FILE:LINE names it), cudnn_benchmark, expandable_segments; changing the numbers: "
-        "tf32, autocast=bf16, compile (the model the optimizer steps); changing the training: batch_size (with loader_site)",
+        "tf32, autocast=bf16, compile (the model the optimizer steps); changing the training: batch_size "
+        "(with loader_site)",
     )
     argtypes.add_seconds(
         m,
