@@ -32,7 +32,7 @@ from gpudash.core.protocol import (
 )
 from gpudash.engine import measure_windows, reconfigure
 from gpudash.engine.loop_state import ControlSource, LoopState
-from gpudash.engine.memory_window import memory_peak
+from gpudash.engine.memory_window import count_activations, memory_peak
 
 __all__ = ["ControlSource", "StepLoop"]
 
@@ -110,6 +110,8 @@ class StepLoop(LoopState):
                 self._wait_paused(now)
                 continue
             self._issue(self._burst(step_limit))
+            if self.steps_issued >= self.next_activations:
+                count_activations(self)  # one step apart, its saved tensors counted
             self._bookkeep(clock())
         self.settle(keep_pace=True)  # drain, count the last steps, send the last sample
         return reason

@@ -112,9 +112,19 @@ class Window:
             mem_params_mib=_mib((kinds or {}).get("params")),
             mem_grads_mib=_mib((kinds or {}).get("grads")),
             mem_optimizer_mib=_mib((kinds or {}).get("optimizer")),
+            mem_activations_mib=_mib((kinds or {}).get("activations")),
             mem_peak_mib=allocator_mib[2],
         )
         return with_model_rates(sample, model)
+
+
+def _kinds(workload: Any, activations: int | None) -> dict[str, int] | None:
+    """The workload's memory by kind: its optimizer's, and the activations where counted."""
+    optimizer = getattr(workload, "optimizer", None)
+    if optimizer is None:
+        return None
+    kinds = count_kinds(optimizer)
+    return {**kinds, "activations": activations} if activations is not None else kinds
 
 
 def _mib(n: int | None) -> float | None:
@@ -184,6 +194,8 @@ class LoopState:
         # reference rate); the first sample after a start or change is warm-up, left out
         self.config_rate = [0.0, 0.0]
         self._config_samples = 0
+        self.activations: int | None = None  # the configuration's saved-for-backward bytes (engine.memory_window)
+        self.next_activations = 3  # the steps issued after which they are counted next
         self._next_loss = self._next_poll = self._next_control = 0.0
         self._paused = False
         self._stopping = False
@@ -259,6 +271,7 @@ class LoopState:
         warm-up), and its model FLOPs are the ones counted for it."""
         self.count_model_flops()
         self.config_rate, self._config_samples = [0.0, 0.0], 0
+        self.activations, self.next_activations = None, self.steps_issued + 3  # counted afresh
         if self.syncs is not None and self.syncs.sites is not None:
             self.syncs.sites.reset()
             self.site_steps, self._sites_told = 0, 0
@@ -281,7 +294,7 @@ class LoopState:
             allocator_mib=cuda_memory_mib(self.torch, self.workload.device) if self.on_cuda else (None, None, None),
             model=self.model_flops.current if self.model_flops is not None else None,
             force=force,
-            kinds=count_kinds(self.workload.optimizer) if getattr(self.workload, "optimizer", None) else None,
+            kinds=_kinds(self.workload, self.activations),
         )
         if sample is not None:
             self.emit(sample)

@@ -1,23 +1,35 @@
-"""A family's steps recorded with the CUDA caching allocator's history (the dashboard's key, ``gpudash
-diagnose --memory -w …``): ``steps`` steps between two sample windows, then the lines alive at their
-peak (``gpudash.diagnosis.memory_peak``) in a "measured" event. The recorded steps are slower (a
-Python stack an allocation) and stay out of every sample. Torch is the loop's."""
+"""A family's memory measured apart from its sample windows:
+
+- ``memory_peak``: ``steps`` steps recorded with the CUDA caching allocator's history (the
+  dashboard's key, ``gpudash diagnose --memory -w …``), then the lines alive at their peak
+  (``gpudash.diagnosis.memory_peak``) in a "measured" event; the recorded steps are slower (a Python
+  stack an allocation) and stay out of every sample;
+- ``count_activations``: one step with the tensors autograd saves for backward counted (each
+  storage once, the optimizer's parameters and gradients left out), at the configuration's third
+  step and every ``ACTIVATIONS_EVERY`` after: its activations, on its sample rows
+  (``mem_activations_mib``), as a job's hooks count a job's.
+
+Torch is the loop's."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gpudash.core import allocator_history as history
 from gpudash.core.protocol import MEMORY_PEAK, EventKind
 from gpudash.diagnosis.memory_peak import peak_of
 from gpudash.engine.events import one_line
+from workloads.knobs import OFF  # torch-free
 
 if TYPE_CHECKING:  # pragma: no cover
     from gpudash.engine.loop_state import LoopState as StepLoop
 
 MAX_STEPS = 5
+ACTIVATIONS_AT = 3  # a configuration's step after which its activations are counted first ...
+ACTIVATIONS_EVERY = 500  # ... and again every this many steps
 
 
 def memory_peak(loop: StepLoop, steps: int) -> None:
@@ -54,3 +66,47 @@ def memory_peak(loop: StepLoop, steps: int) -> None:
     cost = f"{steps} steps recorded, {wall_ms / steps:.3g} ms a step"
     details = {**loop.config(), "memory_peak": json.dumps(peak.as_dict()), "lines": "\n".join(peak.lines())}
     loop.event(EventKind.MEASURED, what=MEMORY_PEAK, message=f"{peak.summary()}; {cost}", details=details)
+
+
+def count_activations(loop: StepLoop) -> None:
+    """One step apart, its saved tensors counted into ``loop.activations`` (bytes); none where the
+    step is compiled or a captured CUDA graph (hooks there would see nothing, or recompile)."""
+    loop.next_activations = loop.steps_issued + ACTIVATIONS_EVERY
+    w, torch = loop.workload, loop.torch
+    optimizer = getattr(w, "optimizer", None)
+    if optimizer is None or any(w.knobs.get(k) not in (None, OFF) for k in ("compile", "cuda_graph")):
+        return
+    own = _storages(optimizer)
+    seen: dict[int, int] = {}
+
+    def pack(tensor: Any) -> Any:
+        with contextlib.suppress(Exception):  # a tensor without a plain storage: not counted
+            storage = tensor.untyped_storage()
+            if (key := storage.data_ptr()) and key not in own:
+                seen.setdefault(key, int(storage.nbytes()))
+        try:  # detached: an op saving its own output would close a loop a dropped graph never frees
+            return tensor.detach()
+        except Exception:  # noqa: BLE001 - as it came
+            return tensor
+
+    loop.settle(keep_pace=True)
+    try:
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+            w.step()
+        w.drain()
+    finally:
+        loop.count_steps_apart(1)
+        loop.restart_window()
+    loop.activations = sum(seen.values())
+
+
+def _storages(optimizer: Any) -> set[int]:
+    """The storages of the optimizer's parameters and their gradients (not activations)."""
+    out: set[int] = set()
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            for tensor in (p, getattr(p, "grad", None)):
+                if tensor is not None:
+                    with contextlib.suppress(Exception):
+                        out.add(tensor.untyped_storage().data_ptr())
+    return out
