@@ -50,7 +50,7 @@ def test_a_familys_steps_are_recorded_with_the_allocators_history() -> None:
     assert any(h["kind"] == "forward" for h in peak["holders"])
 
 
-def test_a_familys_rows_carry_the_allocators_peak(tmp_path: Path) -> None:
+def test_a_familys_rows_carry_the_allocators_peak_and_its_activations(tmp_path: Path) -> None:
     import csv
 
     out = tmp_path / "r.csv"
@@ -60,3 +60,4 @@ def test_a_familys_rows_carry_the_allocators_peak(tmp_path: Path) -> None:
         rows = [r for r in csv.DictReader(f) if r["row_kind"] == "sample" and r["mem_peak_mib"]]
     assert rows and all(float(r["mem_peak_mib"]) >= float(r["cuda_allocated_mib"]) > 0 for r in rows)
     assert all(float(r["mem_params_mib"]) > 90 for r in rows)  # ResNet-50: 25.6 M parameters, fp32
+    assert any(float(r["mem_activations_mib"] or 0) > 100 for r in rows)  # its saved activations, counted apart
