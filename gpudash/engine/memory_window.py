@@ -90,11 +90,17 @@ def count_activations(loop: StepLoop) -> None:
             return tensor
 
     loop.settle(keep_pace=True)
+    syncs = loop.syncs
+    if syncs is not None:
+        syncs.attributing = True  # a training step's syncs are the step's: its lines in the table too
     try:
         with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
             w.step()
         w.drain()
     finally:
+        if syncs is not None:
+            syncs.attributing = False
+            loop.site_steps += 1
         loop.count_steps_apart(1)
         loop.restart_window()
     loop.activations = sum(seen.values())
