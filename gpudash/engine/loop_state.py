@@ -40,6 +40,8 @@ Builder = Callable[[str, "str | None", "int | None", "Knobs | None"], "Workload"
 Setup = tuple[str, str, int, "Knobs"]  # (workload, variant, batch size, knobs)
 SITES_EVERY = 4  # a configuration's sync sites go out again every this many samples while they count
 
+ACTIVATIONS_AT = 3  # a configuration's step after which its activations are counted (engine.memory_window)
+
 
 @dataclass
 class ChangeState:
@@ -195,7 +197,7 @@ class LoopState:
         self.config_rate = [0.0, 0.0]
         self._config_samples = 0
         self.activations: int | None = None  # the configuration's saved-for-backward bytes (engine.memory_window)
-        self.next_activations = 3  # the steps issued after which they are counted next
+        self.next_activations = ACTIVATIONS_AT  # the steps issued after which they are counted next
         self._next_loss = self._next_poll = self._next_control = 0.0
         self._paused = False
         self._stopping = False
@@ -271,7 +273,7 @@ class LoopState:
         warm-up), and its model FLOPs are the ones counted for it."""
         self.count_model_flops()
         self.config_rate, self._config_samples = [0.0, 0.0], 0
-        self.activations, self.next_activations = None, self.steps_issued + 3  # counted afresh
+        self.activations, self.next_activations = None, self.steps_issued + ACTIVATIONS_AT  # counted afresh
         if self.syncs is not None and self.syncs.sites is not None:
             self.syncs.sites.reset()
             self.site_steps, self._sites_told = 0, 0

@@ -28,8 +28,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from gpudash.engine.loop_state import LoopState as StepLoop
 
 MAX_STEPS = 5
-ACTIVATIONS_AT = 3  # a configuration's step after which its activations are counted first ...
-ACTIVATIONS_EVERY = 500  # ... and again every this many steps
+ACTIVATIONS_EVERY = 500  # a configuration's activations counted again every this many steps (first: its third)
 
 
 def memory_peak(loop: StepLoop, steps: int) -> None:
