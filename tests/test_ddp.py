@@ -291,7 +291,10 @@ def _scaling_run(rank: int, group: object, dist: Any) -> tuple[list[dict[str, st
     events: list[object] = []
 
     def local(_timeout: float) -> object:
-        due = loop.steps_issued >= (40 if len(pending) == 2 else 60)  # after a few samples
+        if len(pending) == 2:  # once a steady rate is known to measure against (samples, not steps)
+            due = loop.config_rate[1] >= 0.3
+        else:  # once it answered (or a cap of steps)
+            due = any(isinstance(e, Event) and e.what == "scaling" for e in events) or loop.steps_issued >= 20000
         return pending.pop() if pending and due else None
 
     opts = WorkloadOptions(variant="fixed", batch_size=2, image_size=16, seed=SEED, distributed=RankInfo.from_env())

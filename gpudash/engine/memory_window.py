@@ -69,9 +69,13 @@ def memory_peak(loop: StepLoop, steps: int) -> None:
 
 def count_activations(loop: StepLoop) -> None:
     """One step apart, its saved tensors counted into ``loop.activations`` (bytes); none where the
-    step is compiled or a captured CUDA graph (hooks there would see nothing, or recompile)."""
+    step is compiled or a captured CUDA graph (hooks there would see nothing, or recompile), nor in
+    a data-parallel run (a step apart would move one rank's steps off the lockstep boundaries)."""
     loop.next_activations = loop.steps_issued + ACTIVATIONS_EVERY
     w, torch = loop.workload, loop.torch
+    if w.world_size > 1 or loop.lockstep_every is not None:
+        loop.next_activations = 1 << 62  # a data-parallel run's ranks keep in step: no step apart on one
+        return
     optimizer = getattr(w, "optimizer", None)
     if optimizer is None or any(w.knobs.get(k) not in (None, OFF) for k in ("compile", "cuda_graph")):
         return
