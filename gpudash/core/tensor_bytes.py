@@ -37,3 +37,18 @@ def _add(into: dict[int, int], tensor: Any) -> None:
         into[storage.data_ptr() or id(local_)] = int(storage.nbytes())
     except Exception:  # noqa: BLE001 - no plain storage: its elements' bytes
         into[id(local_)] = int(local_.numel() * local_.element_size())
+
+
+def storages(optimizer: Any) -> set[int]:
+    """The storages of the optimizer's parameters and their gradients (not activations): what a
+    count of saved tensors leaves out."""
+    out: set[int] = set()
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            for tensor in (p, getattr(p, "grad", None)):
+                if tensor is not None:
+                    try:
+                        out.add(local(tensor).untyped_storage().data_ptr())
+                    except Exception:  # noqa: BLE001, S112 - no plain storage: nothing to leave out
+                        continue
+    return out

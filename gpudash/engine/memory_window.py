@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpudash.core import allocator_history as history
 from gpudash.core.protocol import MEMORY_PEAK, EventKind
+from gpudash.core.tensor_bytes import storages
 from gpudash.diagnosis.memory_peak import peak_of
 from gpudash.engine.events import one_line
 from workloads.knobs import OFF  # torch-free
@@ -79,7 +80,7 @@ def count_activations(loop: StepLoop) -> None:
     optimizer = getattr(w, "optimizer", None)
     if optimizer is None or any(w.knobs.get(k) not in (None, OFF) for k in ("compile", "cuda_graph")):
         return
-    own = _storages(optimizer)
+    own = storages(optimizer)
     seen: dict[int, int] = {}
 
     def pack(tensor: Any) -> Any:
@@ -107,15 +108,3 @@ def count_activations(loop: StepLoop) -> None:
         loop.count_steps_apart(1)
         loop.restart_window()
     loop.activations = sum(seen.values())
-
-
-def _storages(optimizer: Any) -> set[int]:
-    """The storages of the optimizer's parameters and their gradients (not activations)."""
-    out: set[int] = set()
-    for group in optimizer.param_groups:
-        for p in group["params"]:
-            for tensor in (p, getattr(p, "grad", None)):
-                if tensor is not None:
-                    with contextlib.suppress(Exception):
-                        out.add(tensor.untyped_storage().data_ptr())
-    return out

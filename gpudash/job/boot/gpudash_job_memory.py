@@ -34,7 +34,7 @@ from gpudash_job_parts import load_source  # type: ignore[import-not-found]
 from gpudash_job_wire import MEM, OOM  # type: ignore[import-not-found]
 
 _tensor_bytes = load_source("_gpudash_tensor_bytes", os.path.join("core", "tensor_bytes.py"))
-count_kinds, local = _tensor_bytes.count_kinds, _tensor_bytes.local
+count_kinds, local, _storages = _tensor_bytes.count_kinds, _tensor_bytes.local, _tensor_bytes.storages
 
 COUNT_AT = 2  # the step boundary after which parameters, gradients and optimizer state are counted first
 COUNT_EVERY = 200  # ... and again every this many steps
@@ -232,20 +232,6 @@ class _SavedTensors:
                 self.autograd._pop_saved_tensors_default_hooks()
         except Exception:  # noqa: BLE001 - nothing to undo
             pass
-
-
-def _storages(optimizer: Any) -> set[int]:
-    """The storages of the optimizer's parameters and their gradients (not activations)."""
-    out: set[int] = set()
-    for group in optimizer.param_groups:
-        for p in group["params"]:
-            for tensor in (p, getattr(p, "grad", None)):
-                if tensor is not None:
-                    try:
-                        out.add(local(tensor).untyped_storage().data_ptr())
-                    except Exception:  # noqa: BLE001, S112 - no plain storage: nothing to leave out
-                        continue
-    return out
 
 
 def _live_sites() -> Any:
