@@ -5,13 +5,16 @@ job's own bare figure? Also: nothing of gpudash's in the job's output (sync warn
     python benchmarks/torchrun_windows.py --nproc 2 --runs 10 --bare 4 --trace-every 5 -- \\
         tests/data/jobs/ddp_resnet.py --steps 400
 
-Runs the job bare ``--bare`` times and under gpudash ``--runs`` times, interleaved (bare first, then
-a traced run after each bare one while bare runs last), and prints one table: each run's exit
+Runs the job bare ``--bare`` times, under gpudash with windows ``--runs`` times and, with ``--plain
+K``, under gpudash without windows K times, interleaved (a bare run, a plain one, then a traced one,
+while bare and plain runs last), and prints one table: each run's exit
 status, the job's own steps/s (its ranks' mean, from its ``JOB rank=R … steps_per_s=X`` lines),
 gpudash's figure for the run, the windows gpudash said it took and their cost, and the lines on
 the job's stderr that are not the job's (``[W…] Warning: … synchronizing``, profiler lines). Then
 the cost of the windows on the job's own figure (traced over bare, with its interval and verdict:
-``gpudash.stats.comparison``) and gpudash's figure over the bare job's.
+``gpudash.stats.comparison``) and gpudash's figure over the bare job's; with ``--plain``, the plain
+runs over bare too (what gpudash's hooks cost without windows) and traced over plain (the windows'
+own cost).
 """
 
 from __future__ import annotations
@@ -71,6 +74,7 @@ def main() -> int:
     p.add_argument("--nproc", type=int, default=2)
     p.add_argument("--runs", type=int, default=10)
     p.add_argument("--bare", type=int, default=4)
+    p.add_argument("--plain", type=int, default=0, help="runs under gpudash record without windows")
     p.add_argument("--trace-every", type=float, default=5.0)
     p.add_argument("--out", default="")
     p.add_argument("job", nargs=argparse.REMAINDER)
@@ -80,15 +84,21 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(args.nproc), *job]
     runs: list[Run] = []
-    bare_left = args.bare
+    record = [sys.executable, "-m", "gpudash", "record"]
+    left = {"bare": args.bare, "plain": args.plain}
     for i in range(args.runs):
-        if bare_left and i % max(1, args.runs // max(1, args.bare)) == 0:
-            runs.append(one("bare", torchrun, out))
-            bare_left -= 1
-        record = [sys.executable, "-m", "gpudash", "record", str(out / f"run{i}.csv"), "--force"]
-        runs.append(one("traced", [*record, "--trace-every", str(args.trace_every), "--", *torchrun], out))
-    for _ in range(bare_left):
-        runs.append(one("bare", torchrun, out))
+        for kind in ("bare", "plain"):
+            every = max(1, args.runs // max(1, getattr(args, kind)))
+            if left[kind] and i % every == 0:
+                command = [*record, str(out / f"plain{i}.csv"), "--force", "--", *torchrun]
+                runs.append(one(kind, torchrun if kind == "bare" else command, out))
+                left[kind] -= 1
+        traced_command = [*record, str(out / f"run{i}.csv"), "--force", "--trace-every", str(args.trace_every)]
+        runs.append(one("traced", [*traced_command, "--", *torchrun], out))
+    for kind, count in left.items():
+        for j in range(count):
+            command = [*record, str(out / f"plain-last{j}.csv"), "--force", "--", *torchrun]
+            runs.append(one(kind, torchrun if kind == "bare" else command, out))
     import torch
 
     print(f"# torchrun jobs under gpudash record --trace-every {args.trace_every:g}")
@@ -107,7 +117,13 @@ def main() -> int:
     print(f"\ntraced runs that ended 0: {ended} of {sum(1 for r in runs if r.kind == 'traced')}")
     if len(bare) >= 2 and len(traced) >= 2:
         print(f"the job's own steps/s, traced over bare: {described(bare, traced)}")
-    ours = [float(r.gpudash_rate.split(" ±")[0].replace(",", "")) for r in runs if r.gpudash_rate]
+    plain_rates = [r.job_rate for r in runs if r.kind == "plain" and r.job_rate]
+    if len(bare) >= 2 and len(plain_rates) >= 2:
+        print(f"the job's own steps/s, under gpudash without windows over bare: {described(bare, plain_rates)}")
+    if len(plain_rates) >= 2 and len(traced) >= 2:
+        print(f"the job's own steps/s, traced over under gpudash without windows: {described(plain_rates, traced)}")
+    figures = [r.gpudash_rate for r in runs if r.gpudash_rate and r.kind == "traced"]
+    ours = [float(f.split(" ±")[0].replace(",", "")) for f in figures]
     if len(bare) >= 2 and len(ours) >= 2:
         print(f"gpudash's figure (windows left out) over the bare job's own: {described(bare, ours)}")
     print(f"logs: {out}")

@@ -144,6 +144,17 @@ def test_a_job_that_dies_out_of_memory_is_told_where_with_what_and_what_would_fr
     assert kept["step"] == 12 and kept["phase"] == "training" and kept["message"] == told[1]
 
 
+@pytest.mark.slow
+def test_an_out_of_memory_error_that_ends_a_thread_of_the_job_is_told_with_the_threads_name(tmp_path: Path) -> None:
+    """The job trains in a thread of its own, which the error ends (threading's own traceback);
+    the main thread exits 0, and gpudash still says where and in which thread."""
+    job = ["python", MEMORY_JOB, "--steps", "40", "--oom-at", "12", "--thread"]
+    done = gpudash("record", str(tmp_path / "run.csv"), "--", *job, timeout=240)
+    assert "Exception in thread trainer" in done.stderr and "torch.OutOfMemoryError" in done.stderr  # the job's own
+    told = re.search(r"error: (out of memory at .*)", done.stderr)
+    assert told and "memory_mlp.py:" in told[1] and "(thread trainer, step 12, training)" in told[1], done.stderr
+
+
 def test_remedies_are_those_the_job_lacks_largest_first() -> None:
     gib = 1 << 30
     m = {"params": 2 * gib, "grads": 2 * gib, "optimizer": 8 * gib, "activations": 40 * gib, "half_share": 0.0,

@@ -61,7 +61,8 @@ def explained(m: dict[str, Any]) -> str:
     )
     phase = strip_controls(str(m.get("phase") or "training"))[:40]
     rank = f"rank {m['rank']}, " if int(m.get("world", 1) or 1) > 1 else ""
-    text = f"out of memory at {where} ({rank}step {m.get('step', '?')}, {phase})"
+    thread = f"thread {strip_controls(str(m['thread']))[:80]}, " if m.get("thread") else ""
+    text = f"out of memory at {where} ({rank}{thread}step {m.get('step', '?')}, {phase})"
     if m.get("code"):
         text += f": {strip_controls(str(m['code']))[:200]}"
     held = []

@@ -420,7 +420,7 @@ class JobSession(SessionWindows):
                 self._verdict(d.timed_evidence, None, note="the job ended before its profiler window")
             elif isinstance(unsaid := self.ran_diagnosis(d.steps), str):
                 self._error(DIAGNOSIS, unsaid)
-        if self.oom is not None and code != 0:
+        if self.oom is not None and (code != 0 or self.oom.get("thread")):  # a thread's: the job may end 0
             self._event(EventKind.ERROR, what=OUT_OF_MEMORY, message=explained(self.oom), details=_texts(self.oom))
         stopped = self.process.stopped_by_gpudash
         ctrl_c = self.process.killed_by() == "SIGINT" and self.process.terminal.job_group is not None

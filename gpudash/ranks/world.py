@@ -112,7 +112,7 @@ class JobWorld:
 
     def closed(self, samples: ClosedWindows, time_s: float) -> list[Message]:
         """After ``samples`` closed windows: the world event (once), each rank's windows, and the
-        straggler they show (an "error" event of ``what`` "ranks")."""
+        straggler they show (a "measured" event of ``what`` "ranks", live)."""
         out: list[Message] = []
         if told := self.event(time_s, max(samples.world_size, len(samples.ranks))):
             out.append(told)
@@ -121,7 +121,7 @@ class JobWorld:
         if samples.windows_closed > self._windows_seen and (
             straggler := self.stragglers.window(samples.input_shares, samples.own_work)
         ):
-            out.append(Event(time_s, EventKind.ERROR, what="ranks", message=straggler))
+            out.append(Event(time_s, EventKind.MEASURED, what="ranks", message=straggler))
         self._windows_seen = samples.windows_closed
         return out
 

@@ -14,11 +14,10 @@ it, nothing here ever blocks the job):
   the host clock on the CPU;
 - its host-device syncs and their lines (gpudash's ``core/sync_sites.py``, loaded from
   ``GPUDASH_JOB_SRC``; CUDA only);
-- a profiler window of N steps when gpudash asks (``gpudash_job_window.py``);
-- the time each step had a collective outstanding (``gpudash_job_comm.py``): its step less that
-  time is the rank's own work;
-- the model FLOPs of one step, counted once between the first and second steps
-  (``gpudash_job_flops.py``, beside this file; a failure there stops that count alone);
+- a profiler window of N steps when gpudash asks (``gpudash_job_window.py``); the time each step
+  had a collective outstanding (``gpudash_job_comm.py``): its step less that is the rank's own work;
+- the model FLOPs of one step, counted once between the first and second steps (``gpudash_job_flops.py``);
+- memory by kind, the allocator's history on request, an out-of-memory error's where (``gpudash_job_memory.py``);
 - evaluation, checkpoints and compiling between steps, left out of each step's training seconds
   (``gpudash_job_phases.py``); where each thread waits, when gpudash asks (``gpudash_job_stacks.py``).
 
@@ -29,9 +28,8 @@ asks every process to end after a step it names — the same on every rank, so t
 collective for one that left: at that step's boundary the hooks raise ``SystemExit(0)``, which
 unwinds the job's own ``finally`` blocks and ends it without a traceback.
 
-One private API of torch: ``torch.utils.data.dataloader._BaseDataLoaderIter.__next__`` is wrapped,
-since every iterator a ``DataLoader`` hands out subclasses it and torch has no public hook that
-sees each batch (``tests/test_private_apis.py`` keeps the use here).
+One private API of torch: ``torch.utils.data.dataloader._BaseDataLoaderIter.__next__`` is wrapped (every
+``DataLoader`` iterator subclasses it; no public hook sees each batch: ``tests/test_private_apis.py``).
 """
 
 from __future__ import annotations
@@ -60,6 +58,7 @@ from gpudash_job_parts import (  # type: ignore[import-not-found]
     _multiprocessing_child,
     _samples_tokens,
     _SyncCount,
+    settle_threads,
 )
 from gpudash_job_phases import Phases  # type: ignore[import-not-found]
 from gpudash_job_stacks import FLUSHER, answer, answering  # type: ignore[import-not-found]
@@ -220,6 +219,8 @@ class Hooks:
             with self.lock, contextlib.suppress(Exception):
                 self.phases.finish()  # an evaluation after the last step: its own, not the exit's
                 self._flush(final=True)
+        if self.world > 1:  # the last thing before the interpreter finalizes (registered first)
+            settle_threads()
 
     def _quiet_teardown(self) -> None:
         """``destroy_process_group`` closes a running profiler window first; backward's and DDP's own
@@ -451,8 +452,7 @@ class Hooks:
         self._take_requests()
 
     def _take_requests(self) -> None:
-        """gpudash's requests: a stack request answered now, a profiler window kept for its step, the
-        end of a measuring run after the step named."""
+        """gpudash's requests: stacks answered now; a window, a history, an end kept for its step."""
         for request in self.channel.requests():
             kind = request.get("k")
             if kind == wire.STACKS:

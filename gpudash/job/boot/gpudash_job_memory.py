@@ -25,6 +25,7 @@ import os
 import re
 import sys
 import sysconfig
+import threading
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -283,7 +284,8 @@ UNITS = {"GiB": 1 << 30, "MiB": 1 << 20, "KiB": 1 << 10, "bytes": 1, "B": 1}
 class OomWatch:
     """The job dies of an out-of-memory error: before its traceback is printed (the job's own
     ``sys.excepthook`` after ours, unchanged), gpudash is told where — the job's own line, the step
-    and phase — and what the memory held then. An error the job catches is its own."""
+    and phase, the thread where not the main one — and what the memory held then. An error the job
+    catches is its own; one that ends a thread of the job's (``threading.excepthook``) is told too."""
 
     def __init__(
         self,
@@ -294,10 +296,21 @@ class OomWatch:
     ) -> None:
         self.torch, self.count, self.send, self.where = torch, count, send, where
         self.previous: Any = None
+        self.previous_thread: Any = None
 
     def install(self) -> None:
-        self.previous = sys.excepthook
-        sys.excepthook = self._hook
+        self.previous, self.previous_thread = sys.excepthook, threading.excepthook
+        sys.excepthook, threading.excepthook = self._hook, self._thread_hook
+
+    def _thread_hook(self, args: Any) -> None:
+        try:
+            if args.exc_value is not None and is_oom(args.exc_value):
+                said = self.message(args.exc_value, args.exc_traceback)
+                said["thread"] = str(getattr(args.thread, "name", "") or "a thread")[:80]
+                self.send(said)
+        except Exception:  # noqa: BLE001, S110 - the thread's own traceback comes all the same
+            pass
+        (self.previous_thread or threading.__excepthook__)(args)
 
     def _hook(self, kind: Any, exc: BaseException, tb: Any) -> None:
         try:

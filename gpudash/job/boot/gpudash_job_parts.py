@@ -12,6 +12,7 @@ import os
 import socket
 import sys
 import threading
+import time
 import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -31,6 +32,32 @@ def load_source(name: str, relative: str) -> Any:
     sys.modules[name] = module  # dataclasses look their module up
     spec.loader.exec_module(module)
     return module
+
+
+def settle_threads(limit_s: float = 0.25) -> None:
+    """Wait, at most ``limit_s``, until no other thread of this process is runnable. A process
+    group's worker thread (gloo's) drops its last work just after the job's wait on it returned;
+    if the interpreter is finalizing by then, the work's Python state cannot be released and the
+    process aborts ("terminate called without an active exception", pytorch/pytorch#190489) —
+    bare too, on a loaded machine, where the job's exit outruns that thread. Linux only."""
+    me = threading.get_native_id()
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        try:
+            runnable = any(_runnable(int(tid)) for tid in os.listdir("/proc/self/task") if int(tid) != me)
+        except (OSError, ValueError):
+            return
+        if not runnable:
+            return
+        time.sleep(0.005)
+
+
+def _runnable(tid: int) -> bool:
+    try:
+        with open(f"/proc/self/task/{tid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] == b"R"
+    except OSError:  # it ended
+        return False
 
 
 class _Channel:

@@ -6,14 +6,16 @@ output and the target the loss keeps: ``batch × (dim + 2 × hidden + 2)`` float
 
 ``--oom-at N``: its step N fails as a CUDA allocation too large for the GPU does (torch's
 ``OutOfMemoryError``, with the allocator's message), from the job's own line (the CPU has no
-caching allocator to run out of).
+caching allocator to run out of). ``--thread``: it trains in a thread of its own (``trainer``),
+which that error ends while the main thread goes on to exit 0.
 
-``python memory_mlp.py --steps 40 [--batch 64 --dim 512 --hidden 1024] [--oom-at N]``
+``python memory_mlp.py --steps 40 [--batch 64 --dim 512 --hidden 1024] [--oom-at N] [--thread]``
 """
 
 from __future__ import annotations
 
 import argparse
+import threading
 
 import torch
 
@@ -37,7 +39,17 @@ def main() -> None:
     parser.add_argument("--dim", type=int, default=512)
     parser.add_argument("--hidden", type=int, default=1024)
     parser.add_argument("--oom-at", type=int, default=0)
+    parser.add_argument("--thread", action="store_true")
     args = parser.parse_args()
+    if args.thread:
+        trainer = threading.Thread(target=train, args=(args,), name="trainer")
+        trainer.start()
+        trainer.join()
+    else:
+        train(args)
+
+
+def train(args: argparse.Namespace) -> None:
     torch.manual_seed(0)
     model = torch.nn.Sequential(
         torch.nn.Linear(args.dim, args.hidden), torch.nn.ReLU(),
