@@ -3,15 +3,15 @@
 Ranks of a data-parallel job step in lockstep — each waits for the others in the collectives — so
 their step times agree and do not say which rank holds the others back. Each rank's own work does
 (its step less the longest a collective of the step kept it waiting: ``gpudash.ranks.own_work``):
-``StragglerWatch`` judges, as each window closes, the per-step own work of the latest
-``LIVE_WINDOWS`` windows (at least ``LIVE_MIN_WINDOWS``), and names a rank once it has been the
-straggler there for ``WINDOWS`` windows in a row and is the straggler of the latest ``GATE_WINDOWS`` too;
-again when it no longer is. Not window by window, nor by the latest windows alone: on GPUs two even
-ranks take the lead from each other for seconds at a time (one's host a few ms behind for a while),
-and the steps of a few windows are alike enough to "separate" whichever is behind then. Where the job's
-collectives are not timed (hooks of an older gpudash, a DDP hook in C++), each rank's share of its
-step spent waiting for input says it instead: a rank that waits far longer than the others is the
-one they wait for. Torch-free.
+``StragglerWatch`` judges, as each window closes — once ``LIVE_MIN_WINDOWS`` windows with steps have
+— the per-step own work of the latest ``LIVE_WINDOWS`` windows, and names a rank once it has been
+the straggler there for ``WINDOWS`` windows in a row and is the straggler of the latest
+``GATE_WINDOWS`` too; again when it no longer is. Not window by window, nor by the latest windows
+alone: on GPUs two even ranks take the lead from each other for seconds at a time (one's host a few
+ms behind for a while), and the steps of a few windows are alike enough to "separate" whichever is
+behind then. Where the job's collectives are not timed (hooks of an older gpudash, a DDP hook in
+C++), each rank's share of its step spent waiting for input says it instead: a rank that waits far
+longer than the others is the one they wait for. Torch-free.
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ INPUT_SHARE = 0.20  # a rank waiting for input this share of its step or more ..
 AHEAD = 0.15  # ... and this much more than every other rank: the straggler (collectives not timed)
 WINDOWS = 3  # windows in a row before it is named
 LIVE_WINDOWS = 10  # the live verdict is over this many latest windows' steps ...
-LIVE_MIN_WINDOWS = 5  # ... and waits for this many windows with steps
+LIVE_MIN_WINDOWS = 60  # ... and waits for this many windows with steps (15 s of 0.25-s windows: the
+# first seconds of an even job on GPUs put one rank a few ms behind for a while, and were named)
 GATE_WINDOWS = 60  # ... and names a rank only where the latest this many windows' steps name it too
 KEPT_STEPS = 4096  # each rank's latest steps kept for the run's verdict
 
