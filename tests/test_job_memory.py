@@ -155,6 +155,24 @@ def test_an_out_of_memory_error_that_ends_a_thread_of_the_job_is_told_with_the_t
     assert told and "memory_mlp.py:" in told[1] and "(thread trainer, step 12, training)" in told[1], done.stderr
 
 
+def test_what_fits_is_bounded_by_what_other_processes_hold_of_the_gpu() -> None:
+    """As below (61 fit on an empty GPU), but the driver has 15.6 GiB free beside the job's 44 GiB
+    reserved: 20 GiB of the GPU is held outside its allocator, so 59.6 GiB is all it could hold:
+    (59.6 − 8) / 1.125 → 45, and the line says why."""
+    gib = 1 << 30
+    memory = JobMemory()
+    counters = {"allocated": 30 * gib, "reserved": 44 * gib, "peak": int(41.2 * gib), "total": int(79.6 * gib)}
+    counters |= {"reserved_peak": 44 * gib, "free": int(15.6 * gib)}
+    figures = {"params": 2 * gib, "grads": 2 * gib, "optimizer": 4 * gib, "activations": int(25.6 * gib)}
+    memory.received({**figures, "activations_step": 3, **counters})
+    said = memory.final(9.0, batch=32)
+    assert said is not None and said.details["fits_batch"] == "45"
+    assert "about 45 fits (1.12 GiB a sample at the peak), with 20 GiB of the GPU held outside" in said.message
+    memory.received({**figures, "activations_step": 3, **counters, "free": int(34 * gib)})  # only CUDA's context
+    said = memory.final(10.0, batch=32)
+    assert said is not None and said.details["fits_batch"] == "61" and "held outside" not in said.message
+
+
 def test_remedies_are_those_the_job_lacks_largest_first() -> None:
     gib = 1 << 30
     m = {"params": 2 * gib, "grads": 2 * gib, "optimizer": 8 * gib, "activations": 40 * gib, "half_share": 0.0,

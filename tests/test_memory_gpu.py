@@ -61,3 +61,29 @@ def test_a_familys_rows_carry_the_allocators_peak_and_its_activations(tmp_path: 
     assert rows and all(float(r["mem_peak_mib"]) >= float(r["cuda_allocated_mib"]) > 0 for r in rows)
     assert all(float(r["mem_params_mib"]) > 90 for r in rows)  # ResNet-50: 25.6 M parameters, fp32
     assert any(float(r["mem_activations_mib"] or 0) > 100 for r in rows)  # its saved activations, counted apart
+
+
+def test_what_fits_leaves_out_what_another_process_holds_of_the_gpu(tmp_path: Path) -> None:
+    """The same GPT-style job twice, the second time beside a process holding 20 GiB of the GPU:
+    what fits shrinks by about 20 GiB's worth of samples, and the line says why."""
+
+    def fits(name: str) -> tuple[int, str]:
+        out = tmp_path / f"{name}.csv"
+        done = _gpudash("record", str(out), "--", sys.executable, str(GPT), "--steps", "40")
+        assert done.returncode == 0, done.stderr
+        return int(json.loads(out.with_suffix(".json").read_text())["memory"]["fits_batch"]), done.stderr
+
+    alone, _ = fits("alone")
+    hold = (
+        "import torch, sys; x = torch.empty(20 << 30, dtype=torch.uint8, device='cuda'); "
+        "print('held', flush=True); sys.stdin.read()"
+    )
+    holder = subprocess.Popen([sys.executable, "-c", hold], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        beside, stderr = fits("beside")
+    finally:
+        holder.kill()
+        holder.wait()
+    assert beside < alone, (beside, alone)
+    assert re.search(r"with 2\d(\.\d+)? GiB of the GPU held outside its allocator", stderr), stderr

@@ -74,6 +74,24 @@ def test_it_records_the_steps_asked_from_the_step_named_and_turns_the_history_of
     assert Path(message["path"]).parent == tmp_path
 
 
+def test_another_ranks_recording_marks_this_ranks_same_steps_and_records_nothing(tmp_path: Path) -> None:
+    """With torchrun the lead rank records; the others wait for its slowed steps in their collectives:
+    gpudash asks them to mark the same steps, and the one the lead's dump slows, as gpudash's — the
+    lead's own steps marked the same way (above) — on the CPU too, recording and sending nothing."""
+    allocator = FakeAllocator()
+    h, sent = history(allocator)
+    h.ask({"steps": 2, "dir": str(tmp_path), "at": 4, "mark": True})
+    marked = []
+    for step in range(1, 9):
+        h.at_step(step, "cpu")
+        marked.append(h.running)  # the step under way after this boundary is gpudash's
+    assert marked == [False, False, False, True, True, True, False, False]
+    assert allocator.calls == [] and sent == []
+    h.ask({"steps": 2, "dir": str(tmp_path), "at": 10, "mark": True})
+    h.close()  # the job ends first: nothing to say for another rank's recording
+    assert sent == []
+
+
 def test_on_the_cpu_it_says_it_needs_cuda_and_records_nothing(tmp_path: Path) -> None:
     allocator = FakeAllocator()
     h, sent = history(allocator)

@@ -16,7 +16,7 @@ from gpudash.core.protocol import MEMORY, Event, EventKind
 from gpudash.core.textfmt import strip_controls
 
 # the allocator's (CUDA: reserved_peak is the most it held from the GPU) or the process's (CPU)
-COUNTERS = ("allocated", "reserved", "peak", "reserved_peak", "total", "rss")
+COUNTERS = ("allocated", "reserved", "peak", "reserved_peak", "total", "free", "rss")  # free: the driver's
 FIXED = ("params", "grads", "optimizer")  # the kinds a batch does not change
 MIB = float(1 << 20)
 CONTEXT_SHARE = 0.03  # of the GPU's memory, what CUDA's context and libraries take outside the allocator
@@ -45,6 +45,8 @@ class MemoryFigures:
             parts.append(f"peak allocated {size(c['peak'])}{whole}{at}")
             if (most := self.fits()) is not None and (each := self._per_sample()) is not None:
                 parts[-1] += f": batch up to about {most} fits ({size(each)} a sample at the peak)"
+                if (outside := self._held_outside()) is not None:
+                    parts[-1] += f", with {size(outside)} of the GPU held outside its allocator (other processes)"
             if "reserved_peak" in c:
                 loose = (
                     f", {size(c['reserved_peak'] - c['peak'])} more than allocated"
@@ -71,15 +73,31 @@ class MemoryFigures:
         return self.batch // max(1, self.passes)
 
     def fits(self) -> int | None:
-        """The largest batch a pass that would fit the GPU: its memory less ``CONTEXT_SHARE`` (CUDA's
-        context, libraries) and the fixed part (parameters, gradients, optimizer state), over what
-        the peak holds a sample of the pass (``_per_sample``); None where a figure is missing (on the
+        """The largest batch a pass that would fit the GPU: what its allocator could hold
+        (``_budget``) less the fixed part (parameters, gradients, optimizer state), over what the
+        peak holds a sample of the pass (``_per_sample``); None where a figure is missing (on the
         CPU: no GPU to fill)."""
         c, fixed, each = self.counters, self._fixed(), self._per_sample()
         if each is None or fixed is None or not c.get("total"):
             return None
-        most = int((c["total"] * (1 - CONTEXT_SHARE) - fixed) / each)
+        most = int((self._budget() - fixed) / each)
         return most if most > 0 else None
+
+    def _budget(self) -> float:
+        """What the job's allocator could hold: the GPU less ``CONTEXT_SHARE``, or less, where the
+        driver's free bytes say other processes (or NCCL's buffers) hold more than that."""
+        c = self.counters
+        budget = c["total"] * (1 - CONTEXT_SHARE)
+        if "free" in c and "reserved" in c:
+            budget = min(budget, c["free"] + c["reserved"])
+        return budget
+
+    def _held_outside(self) -> int | None:
+        """The GPU's bytes outside this job's allocator, where they bound what fits (None: they do not)."""
+        c = self.counters
+        if "free" not in c or "reserved" not in c or c["free"] + c["reserved"] >= c["total"] * (1 - CONTEXT_SHARE):
+            return None
+        return c["total"] - c["free"] - c["reserved"]
 
     def _fixed(self) -> int | None:
         return sum(self.kinds[k] for k in FIXED) if all(k in self.kinds for k in FIXED) else None

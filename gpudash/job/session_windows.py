@@ -152,7 +152,8 @@ class SessionWindows:
 
     # -- the allocator's history -------------------------------------------------------------------
     def _ask_memory_peak(self, steps: int) -> None:
-        """The lead rank's allocator recorded over ``steps`` steps, from after its activations' sample."""
+        """The lead rank's allocator recorded over ``steps`` steps, from after its activations' sample
+        (the other ranks' same steps marked as gpudash's: they wait for the lead's)."""
         targets = [ctl for _, _, ctl in self.rank_table.targets()]  # lead first
         if not targets or not targets[0]:
             self._error(MEMORY_PEAK, "no optimizer step seen yet: nothing to record")
@@ -164,6 +165,10 @@ class SessionWindows:
             if not self.channel.request(targets[0], request):
                 self.peaks.pending = False
                 self._error(MEMORY_PEAK, "the job's process did not take the request (its channel is closed)")
+                return
+            for ctl in targets[1:]:  # the other ranks wait for the lead's slowed steps: theirs are marked too
+                if ctl:
+                    self.channel.request(ctl, dict(request, mark=True))
 
     def _memory_peaked(self, read: PeakRead) -> None:
         """The lead's recording, read: the lines at its peak (a "measured" event), or why not."""

@@ -25,7 +25,8 @@ MAX_STEPS = 5
 
 class MemoryHistory:
     """``ask(request)`` from any thread; ``at_step(step, device)`` at each step boundary (the
-    training thread); ``close()`` before the job's teardown."""
+    training thread); ``close()`` before the job's teardown. A request with ``mark`` (sent to the
+    ranks other than the recording one) records nothing: its steps are marked as gpudash's."""
 
     def __init__(self, torch: Any) -> None:
         self.torch = torch
@@ -59,6 +60,9 @@ class MemoryHistory:
             if asked is None or step < int(asked.get("at", 0) or 0):
                 return
             self.asked = None
+        if asked.get("mark"):  # another rank's recording: this rank's same steps are slowed too (it waits
+            self.window = dict(asked, done=0, steps=_steps(asked))  # for that rank): marked, nothing recorded
+            return
         if not device.startswith("cuda"):
             self._say("needs CUDA (its caching allocator keeps the history); this job runs on the CPU")
             return
@@ -71,12 +75,15 @@ class MemoryHistory:
         if history.recording(self.torch):
             self._say("the job records the allocator's history itself: gpudash leaves its recording alone")
             return
-        window.update(done=0, steps=max(1, min(MAX_STEPS, int(window.get("steps") or 1))))
+        window.update(done=0, steps=_steps(window))
         history.start(self.torch)
         window["start_t"] = time.monotonic()
         self.window = window
 
     def _end(self, window: dict[str, Any]) -> None:
+        if window.get("mark"):
+            self.dumped = True  # the recording rank dumps its snapshot now: the next step waits for it
+            return
         stopped = time.monotonic()
         path = os.path.join(str(window.get("dir", ".")), f"memory-rank{self.rank()}-{os.getpid()}.pickle")
         message: dict[str, Any] = {"k": MEMPEAK, "rank": self.rank(), "steps": window["done"], "path": ""}
@@ -107,8 +114,8 @@ class MemoryHistory:
         window, self.window = self.window, None
         with self.lock:
             asked, self.asked = self.asked, None
-        if window is None:
-            if asked is not None:
+        if window is None or window.get("mark"):
+            if window is None and asked is not None and not asked.get("mark"):
                 self._say("the job ended before the allocator's recording began")
             return
         try:
@@ -116,3 +123,7 @@ class MemoryHistory:
         except Exception:  # noqa: BLE001, S110 - the job's teardown goes on
             pass
         self._say("the job ended during the allocator's recording")
+
+
+def _steps(asked: dict[str, Any]) -> int:
+    return max(1, min(MAX_STEPS, int(asked.get("steps") or 1)))

@@ -144,13 +144,16 @@ class MemoryCount:
             if self._total is None:
                 self._total = int(torch.cuda.get_device_properties(device).total_memory)
             allocated, reserved = stats["allocated_bytes"]["all"], stats["reserved_bytes"]["all"]
-            return {
+            out = {
                 "allocated": int(allocated["current"]),
                 "reserved": int(reserved["current"]),
                 "peak": int(allocated["peak"]),
                 "reserved_peak": int(reserved["peak"]),
                 "total": self._total,
             }
+            with contextlib.suppress(Exception):  # the driver's free bytes: others' use of the GPU shows there
+                out["free"] = int(torch.cuda.mem_get_info(device)[0])
+            return out
         except Exception:  # noqa: BLE001 - no allocator figures: the kinds still go
             return {}
 
