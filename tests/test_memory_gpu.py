@@ -40,6 +40,9 @@ def test_the_softmax_line_holds_the_most_at_a_gpt_jobs_peak() -> None:
     top = named[0]
     assert (Path(top["site"]["file"]).name, top["site"]["line"], top["kind"]) == ("gpt_memory.py", 33, "forward")
     assert answer["peak"]["peak_bytes"] > 0 and "parameters" in answer["memory"]
+    engine = [h for h in answer["peak"]["holders"] if "site" not in h and h["kind"] == "backward"]
+    assert engine and all(h.get("node") for h in engine), engine  # each put to its autograd node
+    assert any(re.fullmatch(r"\w+Backward\d+", h["node"]) for h in engine), engine
 
 
 def test_a_familys_steps_are_recorded_with_the_allocators_history() -> None:

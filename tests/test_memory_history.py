@@ -60,7 +60,7 @@ def test_it_records_the_steps_asked_from_the_step_named_and_turns_the_history_of
         h.at_step(step, "cuda:0")
     assert not h.running and allocator.calls == []  # not before the step named
     h.at_step(4, "cuda:0")
-    assert h.running and allocator.calls[0][0] == "all" and allocator.calls[0][1]["stacks"] == "python"
+    assert h.running and allocator.calls[0][0] == "all" and allocator.calls[0][1]["stacks"] == "all"
     h.at_step(5, "cuda:0")
     assert h.running and not sent
     h.at_step(6, "cuda:0")  # two steps recorded: dumped, the history off

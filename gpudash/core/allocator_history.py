@@ -12,8 +12,10 @@ MAX_ENTRIES = 1_000_000  # allocations and frees kept: the history's ring (a few
 
 
 def start(torch: Any) -> None:
-    """Record each allocation with its Python stack (frees without one: cheaper), from now."""
-    torch.cuda.memory._record_memory_history(enabled="all", context="alloc", stacks="python", max_entries=MAX_ENTRIES)
+    """Record each allocation with its stack, from now: Python's and C++'s (the C++ frames name the
+    autograd node of an allocation on backward's engine thread, which has no Python frame; reading
+    their symbols takes about a second at the first snapshot); frees without one (cheaper)."""
+    torch.cuda.memory._record_memory_history(enabled="all", context="alloc", stacks="all", max_entries=MAX_ENTRIES)
 
 
 def stop(torch: Any) -> None:

@@ -13,7 +13,9 @@ replays the recorded device's trace:
   a sync's line is (``gpudash.core.sync_sites``: a library's line with the job's line that called
   it) — and what was allocated before the recording (the parameters, the optimizer's state, …);
 - each line's kind from its stack: ``optimizer`` (under ``torch/optim``), ``backward`` (autograd's
-  backward; no Python stack at all is autograd's engine thread), else ``forward``.
+  backward; no Python stack at all is autograd's engine thread), else ``forward``; an allocation of
+  the engine's thread is put to the autograd node that made it, from the C++ frames the recording
+  keeps too (``SoftmaxBackward0``, ``AccumulateGrad``, …).
 
 Torch-free.
 """
@@ -24,6 +26,7 @@ import dataclasses
 import io
 import os
 import pickle
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,6 +39,12 @@ BEFORE = "before"  # the kind of what was allocated before the recording began
 ENGINE = "backward"  # no Python stack: autograd's engine thread (backward's gradients and temporaries)
 _OPTIMIZER_DIR = "torch/optim/"
 _BACKWARD_FILES = ("torch/autograd/__init__.py", "torch/_tensor.py", "torch/autograd/graph.py")
+_NODE = re.compile(r"autograd::generated::(\w+)::apply\(")  # a derivative torch generates: SoftmaxBackward0
+_ENGINE_PARTS = {  # the engine's own work between nodes, by a C++ frame's words
+    "AccumulateGrad::apply": "AccumulateGrad",
+    "InputMetadata::reduce_grad": "a gradient summed to its input's shape",
+    "InputBuffer::add": "gradients added up (InputBuffer)",
+}
 KIND_WORDS = {
     "forward": "forward",
     "backward": "backward",
@@ -52,11 +61,14 @@ class PeakHolder:
     kind: str  # forward, backward, optimizer, before
     site: Site | None = None
     blocks: int = 0  # the allocations it holds
+    node: str = ""  # autograd's engine thread: the node that allocated (its C++ frames), where known
 
     @property
     def label(self) -> str:
         if self.site is None:
-            return "allocated before the recording" if self.kind == BEFORE else "autograd's engine (no Python line)"
+            if self.kind == BEFORE:
+                return "allocated before the recording"
+            return f"autograd's engine{': ' + self.node if self.node else ''} (no Python line)"
         caller = self.site.called_from
         text = f" {self.site.text}" if self.site.text else ""
         via = f" (from {caller.where}{' ' + caller.text if caller.text else ''})" if caller is not None else ""
@@ -66,6 +78,8 @@ class PeakHolder:
         out: dict[str, Any] = {"bytes": self.bytes, "kind": self.kind, "blocks": self.blocks}
         if self.site is not None:
             out["site"] = self.site.as_dict()
+        if self.node:
+            out["node"] = self.node
         return out
 
     @classmethod
@@ -76,6 +90,7 @@ class PeakHolder:
             str(d.get("kind", "")),
             Site.from_dict(site) if isinstance(site, dict) else None,
             int(d.get("blocks") or 0),
+            str(d.get("node") or "")[:80],
         )
 
 
@@ -219,12 +234,15 @@ def _holders(alive: Iterable[dict[str, Any]], before: int) -> tuple[list[PeakHol
         if site is not None and site.package is None:  # the job's own line: one row, wherever it was called from
             site = dataclasses.replace(site, called_from=None)
         kind = _kind(frames)
-        key = (_key(site), kind)
-        row = sums.setdefault(key, [0, 0, site, kind])
+        node = _node(entry.get("frames")) if not frames else ""
+        key = (_key(site), kind, node)
+        row = sums.setdefault(key, [0, 0, site, kind, node])
         row[0] += _int(entry.get("size"))
         row[1] += 1
     rows = sorted(sums.values(), key=lambda r: -r[0])
-    holders = [PeakHolder(n, kind, with_text(site) if site else None, blocks) for n, blocks, site, kind in rows]
+    holders = [
+        PeakHolder(n, kind, with_text(site) if site else None, blocks, node) for n, blocks, site, kind, node in rows
+    ]
     if before:
         holders.append(PeakHolder(before, BEFORE))
         holders.sort(key=lambda h: -h.bytes)
@@ -240,6 +258,19 @@ def _frames(raw: Any) -> list[Frame]:
         if isinstance(name, str) and (name.endswith(".py") or name.startswith("<")):
             out.append((name, _int(f.get("line")), str(f.get("name", ""))))
     return out
+
+
+def _node(raw: Any) -> str:
+    """The autograd node whose C++ frames allocated (innermost first), or "" (no C++ frames kept)."""
+    for f in raw if isinstance(raw, list) else []:
+        name = f.get("name") if isinstance(f, dict) else None
+        if not isinstance(name, str):
+            continue
+        if (found := _NODE.search(name)) is not None:
+            return found[1]
+        if (part := next((words for key, words in _ENGINE_PARTS.items() if key in name), None)) is not None:
+            return part
+    return ""
 
 
 def _kind(frames: list[Frame]) -> str:
