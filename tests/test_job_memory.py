@@ -49,6 +49,23 @@ def test_an_mlp_with_adam_is_counted_as_it_counts_itself(tmp_path: Path) -> None
     assert memory["activation_lines"] == [[f"memory_mlp.py:{at} {lines[at - 1].strip()}", 655360]]
 
 
+@pytest.mark.slow
+def test_a_gans_two_optimizers_are_both_counted_and_its_batch_is_one_pass(tmp_path: Path) -> None:
+    """The discriminator's optimizer steps first (the job's step), the generator's after it: both
+    models' parameters, gradients and Adam state are the job's memory; its two losses' backward
+    passes over one batch are not gradient accumulation (what fits is over the whole batch)."""
+    path = tmp_path / "run.csv"
+    job = ["python", str(JOBS / "gan_memory.py"), "--steps", "30", "--batch", "32"]
+    done = gpudash("record", str(path), "--", *job, timeout=240)
+    assert done.returncode == 0, done.stderr
+    own = dict(re.findall(r"(\w+)=(\d+)", re.search(r"JOB memory (.*)", done.stdout)[1]))  # type: ignore[index]
+    memory = json.loads(path.with_suffix(".json").read_text())["memory"]
+    assert {kind: memory[f"{kind}_bytes"] for kind in ("params", "grads", "optimizer")} == {
+        kind: int(own[kind]) for kind in ("params", "grads", "optimizer")
+    }
+    assert memory["batch"] == 32 and memory.get("passes", 1) == 1, memory
+
+
 def _mlp() -> tuple[torch.nn.Module, torch.optim.Optimizer]:
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))

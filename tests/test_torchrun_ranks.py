@@ -6,6 +6,7 @@ straggler by its own work, an even job has none, and an FSDP2 job records its ra
 from __future__ import annotations
 
 import csv
+import json
 import re
 import subprocess
 import sys
@@ -109,9 +110,14 @@ def test_an_even_job_has_no_straggler(tmp_path: Path) -> None:
 
 
 def test_an_fsdp2_job_over_gloo_records_its_ranks_and_its_straggler(tmp_path: Path) -> None:
+    """... and its activations are what its MLP saves for backward (batch 8: its input and two ReLUs'
+    outputs of 256 floats, its output and target of 1), as without FSDP: the weights FSDP2 gathers
+    for the forward pass are parameters, not activations."""
     stderr, rows = _straggler_run(tmp_path, "--steps", "100", "--fsdp", "--slow-rank", "1", ranks=2)
     assert set(re.findall(r"straggler: rank (\d)", stderr)) == {"1"}, stderr
     assert {r["rank"] for r in rows} == {"0", "1"}
+    memory = json.loads((tmp_path / "run.json").read_text())["memory"]
+    assert memory["activations_bytes"] == 8 * (3 * 256 + 2) * 4, memory
 
 
 def test_a_profiler_window_on_the_cpu_prints_nothing_into_the_jobs_output(tmp_path: Path) -> None:

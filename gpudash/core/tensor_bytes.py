@@ -8,20 +8,22 @@ from __future__ import annotations
 from typing import Any
 
 
-def count_kinds(optimizer: Any) -> dict[str, int]:
-    """Bytes of the optimizer's parameters, their gradients and its state (each storage once)."""
+def count_kinds(*optimizers: Any) -> dict[str, int]:
+    """Bytes of the optimizers' parameters, their gradients and their state (each storage once: a
+    parameter two optimizers share, or tied weights, counted once)."""
     params: dict[int, int] = {}
     grads: dict[int, int] = {}
     state: dict[int, int] = {}
-    for group in optimizer.param_groups:
-        for p in group["params"]:
-            _add(params, p)
-            if getattr(p, "grad", None) is not None:
-                _add(grads, p.grad)
-    for values in optimizer.state.values():
-        for value in values.values() if isinstance(values, dict) else ():
-            if hasattr(value, "untyped_storage"):
-                _add(state, value)
+    for optimizer in optimizers:
+        for group in optimizer.param_groups:
+            for p in group["params"]:
+                _add(params, p)
+                if getattr(p, "grad", None) is not None:
+                    _add(grads, p.grad)
+        for values in optimizer.state.values():
+            for value in values.values() if isinstance(values, dict) else ():
+                if hasattr(value, "untyped_storage"):
+                    _add(state, value)
     return {"params": sum(params.values()), "grads": sum(grads.values()), "optimizer": sum(state.values())}
 
 
@@ -39,16 +41,17 @@ def _add(into: dict[int, int], tensor: Any) -> None:
         into[id(local_)] = int(local_.numel() * local_.element_size())
 
 
-def storages(optimizer: Any) -> set[int]:
-    """The storages of the optimizer's parameters and their gradients (not activations): what a
+def storages(*optimizers: Any) -> set[int]:
+    """The storages of the optimizers' parameters and their gradients (not activations): what a
     count of saved tensors leaves out."""
     out: set[int] = set()
-    for group in optimizer.param_groups:
-        for p in group["params"]:
-            for tensor in (p, getattr(p, "grad", None)):
-                if tensor is not None:
-                    try:
-                        out.add(local(tensor).untyped_storage().data_ptr())
-                    except Exception:  # noqa: BLE001, S112 - no plain storage: nothing to leave out
-                        continue
+    for optimizer in optimizers:
+        for group in optimizer.param_groups:
+            for p in group["params"]:
+                for tensor in (p, getattr(p, "grad", None)):
+                    if tensor is not None:
+                        try:
+                            out.add(local(tensor).untyped_storage().data_ptr())
+                        except Exception:  # noqa: BLE001, S112 - no plain storage: nothing to leave out
+                            continue
     return out

@@ -271,7 +271,7 @@ class Hooks:
                 # its samples, tokens, wait, and the Dataset's part and the collation where this process made it
                 for i, value in enumerate((n, tokens, ended - began, *_fetch_seconds(it))):
                     acc[i] += value
-                hooks.last_iterator = id(it)
+                hooks.last_iterator, hooks.memory.drawn = id(it), hooks.memory.drawn + 1
                 if not hooks.first_done:  # the training loader's arguments, as the first step finds them
                     hooks.loader_settings = _loader_settings(it)
                     job_settings.seen(it)
@@ -285,6 +285,7 @@ class Hooks:
             return
         try:
             tracked = self.optimizer() if self.optimizer is not None else None
+            self.memory.seen(optimizer)  # every optimizer the job steps: its memory is the job's too
             if optimizer is not tracked:
                 if tracked is not None and self.others < HANDOVER_STEPS:
                     self.others += 1  # a second optimizer of the same iteration: not a step
@@ -342,8 +343,7 @@ class Hooks:
         syncs = self.syncs
         if syncs is not None:
             syncs.keep_watching()
-        # the step's batches: those of the iterator that handed out the latest one (the training
-        # loop's); an evaluation loader's batches in between are not this step's
+        # the step's batches: the latest iterator's (the training loop's; not an evaluation loader's)
         samples, tokens, waited, dataset_s, collate_s = self.batches.get(self.last_iterator) or (0, 0, 0.0, 0.0, 0.0)
         self.batches.clear()
         train_s = self.phases.at_step(now, self.last_iterator)

@@ -27,6 +27,7 @@ import sys
 import sysconfig
 import threading
 import warnings
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -63,6 +64,14 @@ class MemoryCount:
         self._capture: _SavedTensors | None = None
         self._total: int | None = None
         self.history = MemoryHistory(torch)  # the allocator's history of a few steps, on request
+        self.optimizers: weakref.WeakSet[Any] = weakref.WeakSet()  # every one the job steps (a GAN's two)
+        self.drawn = 0  # batches the job's DataLoaders handed out so far ...
+        self._drawn_at = 0  # ... when the sampled step began
+
+    def seen(self, optimizer: Any) -> None:
+        """An optimizer stepped (any of the job's: its memory is the job's too)."""
+        with contextlib.suppress(TypeError):
+            self.optimizers.add(optimizer)
 
     def at_step(self, step: int, optimizer: Any, device: str) -> None:
         self.step, self.device = step, device
@@ -74,9 +83,11 @@ class MemoryCount:
             else:
                 self.activations, self.activations_step = capture.largest, step
                 self.half_share = capture.half / capture.counted if capture.counted else None
-                self.lines, self.passes = capture.top_lines(), capture.passes
+                # forward/backward passes of separate batches (accumulation), not a GAN's several losses
+                drawn = self.drawn - self._drawn_at
+                self.lines, self.passes = capture.top_lines(), min(capture.passes, drawn or capture.passes)
         if step == COUNT_AT or (step > COUNT_AT and step % COUNT_EVERY == 0):
-            self.kinds = count_kinds(optimizer)
+            self.kinds = count_kinds(optimizer, *(o for o in list(self.optimizers) if o is not optimizer))
         if step + 1 == SAMPLE_AT or (step + 1 > SAMPLE_AT and (step + 1) % SAMPLE_EVERY == 0):
             self._sample(optimizer)
         self.history.at_step(step, device)
@@ -129,7 +140,8 @@ class MemoryCount:
             self.not_measured = "this torch cannot tell whether the job's own saved-tensor hooks are on"
             return
         try:
-            self._capture = _SavedTensors(self.torch, _storages(optimizer))
+            self._capture = _SavedTensors(self.torch, _storages(optimizer, *list(self.optimizers)))
+            self._drawn_at = self.drawn
         except Exception as exc:  # noqa: BLE001 - told to gpudash; the job goes on
             self.not_measured = f"saved tensors not counted: {type(exc).__name__}: {exc}"
 
@@ -164,6 +176,7 @@ class _SavedTensors:
 
     def __init__(self, torch: Any, params: set[int]) -> None:
         self.params = params
+        self.parameter = torch.nn.Parameter  # FSDP2's unsharded parameters too, gathered for the pass
         self.seen: set[int] = set()
         self.current = 0
         self.largest = 0
@@ -189,6 +202,8 @@ class _SavedTensors:
         try:
             storage = tensor.untyped_storage()
             key = storage.data_ptr()
+            if isinstance(tensor, self.parameter) or isinstance(getattr(tensor, "_base", None), self.parameter):
+                key = 0  # a parameter (FSDP2's gathered weights are not the optimizer's): not an activation
             if key not in self.params and key not in self.seen and key:
                 self.seen.add(key)
                 self.current += (size := int(storage.nbytes()))
