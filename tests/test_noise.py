@@ -347,3 +347,26 @@ def test_an_a_a_sweep_on_a_loaded_cpu_says_so_and_shows_no_ratio_without_an_inte
             assert "⚠ noisy" in line
     svg = (out / "sweep.svg").read_text().lower()
     assert _COLOURS["faster"] not in svg and _COLOURS["slower"] not in svg
+
+
+@pytest.mark.slow
+def test_a_jobs_samples_say_the_machine_was_busy_beside_it(tmp_path: Path) -> None:
+    """A user's job recorded while a busy loop holds each CPU this process may use: its sample rows
+    carry the reason (the job's own processes are its whole tree, not what competes with it)."""
+    import csv
+
+    from tests.test_job import PLAIN, gpudash
+
+    loops = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(len(os.sched_getaffinity(0)))]
+    try:
+        path = tmp_path / "run.csv"
+        job = ["python", PLAIN, "--steps", "300", "--workers", "0"]
+        done = gpudash("record", str(path), "--", *job, timeout=240)
+    finally:
+        for loop in loops:
+            loop.kill()
+            loop.wait()
+    assert done.returncode == 0, done.stderr
+    with open(path, newline="") as f:
+        noise = [r["noise"] for r in csv.DictReader(f) if r["row_kind"] == "sample"]
+    assert any(n.startswith(("host load", "starved")) for n in noise), noise

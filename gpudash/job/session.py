@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from gpudash.core.proctree import children
 from gpudash.core.protocol import (
     DIAGNOSIS,
     FLOPS,
@@ -39,6 +40,7 @@ from gpudash.core.sync_sites import SyncTable
 from gpudash.diagnosis.out_of_memory import explained
 from gpudash.engine.model_flops import ModelCount
 from gpudash.host.devices import cuda_index_hint
+from gpudash.host.noise import NoiseProbe
 from gpudash.host.nvml import NvmlSampler
 from gpudash.job import command as job_command
 from gpudash.job.boot import gpudash_job_wire as wire
@@ -108,6 +110,7 @@ class JobSession(SessionWindows):
         self._started = False
         self._told: set[str] = set()
         self._pending: list[Message] = []
+        self.noise = NoiseProbe()  # what else competes with the job's processes: stamped on each Sample
         self.traces = JobTraces()  # profiler windows asked of the lead process, read in the background
         self._ended = self._nvml_started = False
         self._sites: SyncTable | None = None
@@ -323,12 +326,18 @@ class JobSession(SessionWindows):
         self._pending.extend(self.world.closed(self.samples, now - self.t0))
 
     def _with_memory(self, samples: list[Sample]) -> list[Sample]:
-        """``samples`` with what the lead rank's memory held as last counted (``mem_params_mib`` …)."""
-        fig = self.memory.figures
-        if fig is None:
-            return samples
-        fields: dict[str, Any] = fig.sample_fields()
-        return [dataclasses.replace(s, **fields) for s in samples]
+        """``samples`` with what the lead rank's memory held as last counted (``mem_params_mib`` …),
+        and what made them noisy (``Sample.noise``: the machine's load besides the job's processes)."""
+        fields: dict[str, Any] = self.memory.figures.sample_fields() if self.memory.figures is not None else {}
+        if samples and (noise := self._noise()):
+            fields["noise"] = noise
+        return [dataclasses.replace(s, **fields) for s in samples] if fields else samples
+
+    def _noise(self) -> str:
+        """``gpudash.host.noise``'s reasons now: the job's processes are its whole tree (torchrun's ranks
+        run in sessions of their own, so not its process group)."""
+        pid = self.process.pid
+        return self.noise.read(lambda: [pid, *children(pid, recursive=True)] if pid else [], self.sampler.latest)
 
     def _processes_said(self, message: str) -> None:
         """How several processes' steps of a rank count (run.json's ``processes``, ``steps_combined``)."""
