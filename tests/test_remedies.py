@@ -54,6 +54,17 @@ def test_an_input_bound_jobs_remedy_leaves_out_what_its_loader_already_does() ->
     assert "pin_memory" not in remedies(on_cpu, Bound.INPUT, script=True)[0].advice  # nothing to pin for
 
 
+def test_an_input_bound_job_whose_workers_have_every_cpu_is_not_told_to_add_workers() -> None:
+    """Two workers and the training loop on a machine of two CPUs: more workers would only share them
+    (a user's threaded job: tune's 4 and 8 workers were slower than its 2)."""
+    settings = "num_workers=2,pin_memory=False"
+    two = Evidence(steps=30, step_ms=10.0, input_ms=6.0, job_settings=settings, cpus=2)
+    advice = remedies(two, Bound.INPUT, script=True)[0].advice
+    assert "cheaper samples, not more DataLoader workers (2 and the loop have its 2 CPUs)" in advice
+    many = Evidence(steps=30, step_ms=10.0, input_ms=6.0, job_settings=settings, cpus=16)
+    assert "more DataLoader workers (num_workers, now 2)" in remedies(many, Bound.INPUT, script=True)[0].advice
+
+
 def test_remedies_are_ordered_by_worth_and_each_is_an_upper_bound_of_its_parts() -> None:
     e = Evidence(steps=30, step_ms=10.0, input_ms=4.0, gpu_ms_per_step=1.5, host_ms_per_step=6.0, traced_step_ms=10.0)
     found = remedies(e, diagnose(e).bound, script=False)

@@ -2,46 +2,42 @@
 
 The window (``gpudash.engine.measure_windows.diagnose``) measures, apart from the samples:
 
-- the wall time of a step, untraced, and how much of it the host spent waiting for the next
-  batch (``input_ms``: inside the workload's input draw, the loader's queue included);
+- the wall time of a step, untraced, and how much of it the host spent waiting for the next batch (``input_ms``:
+  inside the workload's input draw, the loader's queue included);
 - the host-device syncs inside the steps (``syncs_per_step``; CUDA only);
-- from a profiler window (CUDA only), all from that one window: the span of its steps (the first
-  step marker's start to the last kernel's end), the share of it the GPU ran anything
-  (``gpu_busy_pct``: kernels, copies and memsets on any stream, their union, so never over 100), the
-  GPU's busy time per step, the host's time to enqueue a step (its marker's median) and the median
-  launch delay (a kernel's launch call to its start: microseconds when nothing waits in the GPU's
-  queue, milliseconds when the host runs ahead of a busy GPU).
+- from a profiler window (CUDA only), all from that one window: the span of its steps (the first step marker's start
+  to the last kernel's end), the share of it the GPU ran anything (``gpu_busy_pct``: kernels, copies and memsets on
+  any stream, their union, so never over 100), the GPU's busy time per step, the host's time to enqueue a step (its
+  marker's median) and the median launch delay (a kernel's launch call to its start: microseconds when nothing waits
+  in the GPU's queue, milliseconds when the host runs ahead of a busy GPU).
 
-and the parent may add NVML's memory-bandwidth share and throttling and, on Hopper and newer, GPM's
-SM, tensor-core and DRAM activity (``sm_active_pct`` …: the share of the SMs' time they were busy,
-which "a kernel ran" is not), all from the last NVML tick before the window began
-(``tick_before_window``: the configuration's steady state); the workload process adds the step's dtype
-from its FLOP count. The rules, in order:
+and the parent may add NVML's memory-bandwidth share and throttling and, on Hopper and newer, GPM's SM, tensor-core
+and DRAM activity (``sm_active_pct`` …: the share of the SMs' time they were busy, which "a kernel ran" is not), all
+from the last NVML tick before the window began (``tick_before_window``: the configuration's steady state); the
+workload process adds the step's dtype from its FLOP count. The rules, in order:
 
 1. **input-bound**: at least ``INPUT_SHARE`` of the step waits for the next batch;
-2. **sync-bound**: the host waits for the GPU inside the step and the GPU is not kept busy — or
-   it waits ``MANY_SYNCS`` times or more, busy GPU or not: waits that many come from
-   data-dependent shapes (nonzero, unique, boolean masks), slow kernels themselves, and they keep
-   the step from being captured or overlapped (one wait, a logged loss, does not);
-3. **GPU-bound**: the GPU ran kernels at least ``GPU_BUSY`` of the steps' span — or at least
-   ``GPU_BUSY_QUEUED`` of it while launched work waits ``QUEUED_US`` or more in the GPU's queue (the
-   host runs ahead; the gaps are the GPU's own) — and, where GPM reads, the SMs were busy at least
-   ``SM_BUSY`` of the time: *memory* when the DRAM bandwidth share (GPM's, else NVML's) is at least
-   ``MEMORY_BW``, *compute* otherwise (a bf16 step whose tensor cores idle, below ``TENSOR_IDLE``,
-   says so). Busy with the SMs below ``SM_BUSY`` is **busy, SMs idle**: kernels too small to fill
-   the GPU. Without GPM the rule is kernel time alone, and the verdict says so;
-4. **communication-bound** (data-parallel runs): the collectives' kernels (NCCL's) run with no
-   computation kernel beside them (the traced steps' share, of the untraced step) at least
-   ``COMM_SHARE`` of the step, and that is its largest part (``step_parts``) — checked right after
-   input-bound: before sync-bound (FSDP2 on 2 H200s, collectives exposed 10.0 of 15.6 ms, 2 syncs a
-   step, was called sync-bound) and GPU-bound, whose busy time counts those kernels too;
-5. **host/launch-bound**: none of those: the GPU idles between kernels and its queue is empty, the
-   host enqueues a step slower than the GPU runs it (on an H100: a kernel starts ~12 µs after its
-   launch here, against ~50 ms in a GPU-bound step's queue).
+2. **sync-bound**: the host waits for the GPU inside the step and the GPU is not kept busy — or it waits
+   ``MANY_SYNCS`` times or more, busy GPU or not: waits that many come from data-dependent shapes (nonzero, unique,
+   boolean masks), slow kernels themselves, and they keep the step from being captured or overlapped (one wait, a
+   logged loss, does not);
+3. **GPU-bound**: the GPU ran kernels at least ``GPU_BUSY`` of the steps' span — or at least ``GPU_BUSY_QUEUED`` of
+   it while launched work waits ``QUEUED_US`` or more in the GPU's queue (the host runs ahead; the gaps are the
+   GPU's own) — and, where GPM reads, the SMs were busy at least ``SM_BUSY`` of the time: *memory* when the DRAM
+   bandwidth share (GPM's, else NVML's) is at least ``MEMORY_BW``, *compute* otherwise (a bf16 step whose tensor
+   cores idle, below ``TENSOR_IDLE``, says so). Busy with the SMs below ``SM_BUSY`` is **busy, SMs idle**: kernels
+   too small to fill the GPU. Without GPM the rule is kernel time alone, and the verdict says so;
+4. **communication-bound** (data-parallel runs): the collectives' kernels (NCCL's) run with no computation kernel
+   beside them (the traced steps' share, of the untraced step) at least ``COMM_SHARE`` of the step, and that is its
+   largest part (``step_parts``) — checked right after input-bound: before sync-bound (FSDP2 on 2 H200s, collectives
+   exposed 10.0 of 15.6 ms, 2 syncs a step, was called sync-bound) and GPU-bound, whose busy time counts those
+   kernels too;
+5. **host/launch-bound**: none of those: the GPU idles between kernels and its queue is empty, the host enqueues a
+   step slower than the GPU runs it (on an H100: a kernel starts ~12 µs after its launch here, against ~50 ms in a
+   GPU-bound step's queue).
 
-On the CPU (no GPU figures) a step that does not wait for input is **CPU-bound**: the step's own
-arithmetic. Each verdict carries its evidence and what to try next, in one line.
-"""
+On the CPU (no GPU figures) a step that does not wait for input is **CPU-bound**: the step's own arithmetic. Each
+verdict carries its evidence and what to try next, in one line."""
 
 from __future__ import annotations
 
@@ -105,6 +101,7 @@ class Evidence:
     job_settings: str | None = None  # a user's job: what it already does ("num_workers=0,pin_memory=True,…")
     input_dataset_ms: float | None = None  # a job's loader without workers: of input_ms, in its Dataset ...
     input_collate_ms: float | None = None  # ... and collating the batch (None: made by workers, or unknown)
+    cpus: int | None = None  # a user's job: the CPUs it may run on (its affinity), where known
 
     @property
     def input_share(self) -> float:
@@ -281,7 +278,10 @@ def input_advice(e: Evidence) -> str:
             f"takes {dataset:.2g}, collating {collate:.2g}, the rest {rest:.2g}: less than a worker's hand-over "
             f"of a batch, about {HANDOVER_MS:g} ms, so workers would not shorten it)"
         )
+    full = workers is not None and workers.isdigit() and e.cpus is not None and int(workers) >= e.cpus - 1 > 0
     steps = [f"more DataLoader workers (num_workers, now {workers})" if workers else "more DataLoader workers"]
+    if full:  # its workers and its training loop have every CPU it may use: more would only share them
+        steps = [f"cheaper samples, not more DataLoader workers ({workers} and the loop have its {e.cpus} CPUs)"]
     if on_cuda and have.get("pin_memory") != "True":  # the loader's own: what it pins, not what it was asked
         steps.append("pin_memory=True")
     if workers not in (None, "0") and have.get("persistent_workers") != "True":

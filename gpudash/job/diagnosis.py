@@ -6,6 +6,7 @@ profiler window of as many steps inside the job; the same rules as for every run
 
 from __future__ import annotations
 
+import os
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -92,6 +93,7 @@ def untraced_evidence(records: list[StepRecord], sites: SyncTable | None = None)
         sync_sites=sites,
         input_dataset_ms=dataset if made_here else None,
         input_collate_ms=collate if made_here else None,
+        cpus=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),  # the job's too
     )
 
 
