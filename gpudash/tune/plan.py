@@ -90,7 +90,8 @@ def build_parser() -> Parser:
     p = command_parser(
         "gpudash tune",
         "Race variants x knobs x batch sizes of one workload and report the fastest\n"
-        "configuration with its interval: tune.md, tune.csv, tune.png and the command that runs it.",
+        "configuration with its interval: tune.md, tune.csv, tune.png and the command that runs it.\n"
+        "Your own job instead: gpudash tune [OPTIONS] -- python train.py (its options: gpudash tune --help --).",
         _epilog(),
     )
     p.add_argument(
@@ -138,7 +139,8 @@ def _epilog() -> str:
         "than the leader and measures it twice as long; the leader, the plain variant and the best\n"
         "single knob are measured once more, interleaved. A winner with bf16 or TF32 gets its\n"
         "loss compared with the plain run's over the same steps.\n\n"
-        "your own job: gpudash tune [--seconds S] [--max-minutes M] [--out DIR] [--json] [--diff] -- CMD ...\n"
+        "your own job: gpudash tune [--seconds S] [--max-minutes M] [--out DIR] [--json] [--diff]\n"
+        "[--allow-numerics] [--allow-compile] [--allow-batch] -- CMD ... (gpudash tune --help -- says each)\n"
         "races its DataLoader's workers and the other safe settings, each a fresh run, and says the\n"
         "winner as an edit of your DataLoader line (docs/your-job.md)\n\n"
         "exit status: 0 done, 1 the workload failed, 2 bad arguments, 130 interrupted (what was\n"
