@@ -193,8 +193,7 @@ def _rank(
         node.host,
         node.file,
         len(inside),
-        statistics.fmean(s.steps_per_s for s in inside),
-        _mean([s.samples_per_s for s in inside]),
+        *_stepping_rates(inside),
         _median([s.step_ms_p50 for s in inside]),
         _mean([s.input_wait_pct for s in inside]),
         exposed,
@@ -204,6 +203,25 @@ def _rank(
         work.comm_ms if work is not None else _median(comm),
         work,
     )
+
+
+def _stepping_rates(rows: Sequence[RankSample]) -> tuple[float, float | None]:
+    """A rank's steps/s and samples/s while it stepped: its windows with steps, each weighted by its
+    length (its new steps over its rate) — not a mean of windows, which counts the empty ones of its
+    start-up and teardown, and a burst of short ones closed together as the run began, alike."""
+    lengths, samples, before = [], [], None
+    for row in rows:
+        new = row.steps - before if before is not None and row.steps >= before else row.steps
+        before = row.steps
+        if new > 0 and row.steps_per_s > 0:
+            lengths.append((new, new / row.steps_per_s))
+            samples.append(row.samples_per_s)
+    if not lengths:
+        return statistics.fmean(r.steps_per_s for r in rows), _mean([r.samples_per_s for r in rows])
+    seconds = sum(t for _, t in lengths)
+    known = [(n, t) for (n, t), per in zip(lengths, samples, strict=True) if per is not None]
+    rate = sum(per * t for (_, t), per in zip(lengths, samples, strict=True) if per is not None)
+    return sum(n for n, _ in lengths) / seconds, rate / sum(t for _, t in known) if known else None
 
 
 def _mean(values: Sequence[float | None]) -> float | None:
@@ -236,10 +254,10 @@ def markdown(world: World) -> list[str]:
         lines += [f"Joined by the run's rendezvous id, on one clock (each node's time 0 placed: {placed}).", ""]
     lines += [
         f"Each rank over the {world.span_s[1] - world.span_s[0]:.1f} s every node recorded "
-        "(steps/s and samples/s: means of its windows; step time: their median; own work: its step less "
-        "the time a collective of its was outstanding, and that time (collectives), means of its windows, ms "
-        "a step; exposed all-reduce: its latest profiler window's; GPU: its NVML index on its node, and that "
-        "GPU's kernel-active % from the node's per-GPU columns).",
+        "(steps/s and samples/s: over its windows with steps, each by its length; step time: their median; "
+        "own work: its step less the time a collective of its was outstanding, and that time (collectives), "
+        "means of its windows, ms a step; exposed all-reduce: its latest profiler window's; GPU: its NVML "
+        "index on its node, and that GPU's kernel-active % from the node's per-GPU columns).",
         "",
         "| rank | node | host | steps/s | samples/s | step ms p50 | own work ms | collectives ms | input wait % "
         "| exposed all-reduce ms | GPU | GPU util % | file |",
