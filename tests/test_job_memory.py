@@ -172,6 +172,20 @@ def test_an_out_of_memory_error_that_ends_a_thread_of_the_job_is_told_with_the_t
     assert told and "memory_mlp.py:" in told[1] and "(thread trainer, step 12, training)" in told[1], done.stderr
 
 
+def test_a_torchrun_jobs_batch_and_what_fits_are_said_a_rank() -> None:
+    """Its summary names the world's batch (bs64 of two ranks of 32): the memory line says its figures
+    are a rank's."""
+    gib = 1 << 30
+    memory = JobMemory()
+    counters = {"allocated": 30 * gib, "reserved": 44 * gib, "peak": int(41.2 * gib), "total": int(79.6 * gib)}
+    figures = {"params": 2 * gib, "grads": 2 * gib, "optimizer": 4 * gib, "activations": int(25.6 * gib)}
+    memory.received({**figures, "activations_step": 3, **counters, "reserved_peak": 44 * gib})
+    said = memory.final(9.0, batch=32, ranks=2)
+    assert said is not None and "at batch 32 a rank: batch up to about 61 a rank fits" in said.message
+    alone = memory.final(9.0, batch=32)
+    assert alone is not None and "at batch 32: batch up to about 61 fits" in alone.message
+
+
 def test_what_fits_is_bounded_by_what_other_processes_hold_of_the_gpu() -> None:
     """As below (61 fit on an empty GPU), but the driver has 15.6 GiB free beside the job's 44 GiB
     reserved: 20 GiB of the GPU is held outside its allocator, so 59.6 GiB is all it could hold:

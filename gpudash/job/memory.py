@@ -34,6 +34,7 @@ class MemoryFigures:
     batch: int = 0  # samples a step of this rank (0: not known)
     lines: list[tuple[str, int]] = field(default_factory=list)  # the job's lines holding the activations
     passes: int = 1  # forward/backward passes in the sampled step (gradient accumulation: several)
+    ranks: int = 1  # the job's data-parallel ranks: its batch and what fits are a rank's
 
     def line(self) -> str:
         """``memory: parameters 1.2 MiB · gradients 1.2 MiB · … · peak allocated 41.2 of 79.6 GiB …``"""
@@ -41,10 +42,11 @@ class MemoryFigures:
         c = self.counters
         if "peak" in c:
             whole = f" of {size(c['total'])}" if c.get("total") else ""
-            at = f" at batch {self.pass_batch}" if self.pass_batch else ""
+            a_rank = " a rank" if self.ranks > 1 else ""  # (a torchrun job's summary says the world's batch)
+            at = f" at batch {self.pass_batch}{a_rank}" if self.pass_batch else ""
             parts.append(f"peak allocated {size(c['peak'])}{whole}{at}")
             if (most := self.fits()) is not None and (each := self._per_sample()) is not None:
-                parts[-1] += f": batch up to about {most} fits ({size(each)} a sample at the peak)"
+                parts[-1] += f": batch up to about {most}{a_rank} fits ({size(each)} a sample at the peak)"
                 if (outside := self._held_outside()) is not None:
                     parts[-1] += f", with {size(outside)} of the GPU held outside its allocator (other processes)"
             if "reserved_peak" in c:
@@ -159,22 +161,22 @@ class JobMemory:
         fig.passes = max(1, _int(m.get("passes"), 1))
         self.figures = fig
 
-    def event(self, time_s: float, batch: int = 0) -> Event | None:
+    def event(self, time_s: float, batch: int = 0, ranks: int = 1) -> Event | None:
         """The first full figures (None: said already, or not all known yet); ``batch``: samples a
-        step of the rank, for what would fit."""
+        step of the rank, for what would fit; ``ranks``: the job's data-parallel ranks."""
         fig = self.figures
         if fig is not None:
-            fig.batch = batch
+            fig.batch, fig.ranks = batch, ranks
         if self._said or fig is None or ("activations" not in fig.kinds and not fig.not_measured):
             return None
         self._said = True
         return _event(time_s, fig)
 
-    def final(self, time_s: float, batch: int = 0) -> Event | None:
+    def final(self, time_s: float, batch: int = 0, ranks: int = 1) -> Event | None:
         """The figures at the job's end (None: none came)."""
         if self.figures is None:
             return None
-        self.figures.batch = batch
+        self.figures.batch, self.figures.ranks = batch, ranks
         return _event(time_s, self.figures)
 
 

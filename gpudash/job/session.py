@@ -292,7 +292,7 @@ class JobSession(SessionWindows):
             self.oom = {**m, "world": self.rank_table.world_size()}
         elif kind == wire.MEM and rank == self.rank_table.lead:
             self.memory.received(m)
-            if self._started and (said := self.memory.event(now - self.t0, self._rank_batch())) is not None:
+            if self._started and (said := self.memory.event(now - self.t0, *self._rank_batch())) is not None:
                 self._pending.append(said)
         elif kind == wire.NOTE:
             text = str(m.get("text", ""))
@@ -395,11 +395,12 @@ class JobSession(SessionWindows):
         }
 
     def _batch_size(self) -> int:
-        return self._rank_batch() * self.samples.world_size
+        return self._rank_batch()[0] * self.samples.world_size
 
-    def _rank_batch(self) -> int:
+    def _rank_batch(self) -> tuple[int, int]:
+        """The lead rank's batch (samples a step), and the job's ranks."""
         rank = self.samples.ranks.get(self.rank_table.lead)
-        return rank.batch_size if rank is not None else 0
+        return (rank.batch_size if rank is not None else 0), max(1, self.rank_table.world_size())
 
     def _check_quiet(self, now: float) -> None:
         """A note, once, when the job says nothing or never steps an optimizer."""
@@ -420,7 +421,7 @@ class JobSession(SessionWindows):
             self._pending.extend(self.world.closed(self.samples, time.monotonic() - self.t0))
             if (ranks := self.world.verdict_event(time.monotonic() - self.t0)) is not None:
                 self._pending.append(ranks)
-            if (memory := self.memory.final(time.monotonic() - self.t0, self._rank_batch())) is not None:
+            if (memory := self.memory.final(time.monotonic() - self.t0, *self._rank_batch())) is not None:
                 self._pending.append(memory)
             self.watch.ended(time.monotonic())
         if self.diagnosis is not None:  # the window had not closed: what the job ran, where that is enough
