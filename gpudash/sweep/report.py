@@ -76,11 +76,13 @@ BASELINE = "(baseline)"
 
 
 def _cell(value: Any) -> str:
-    """A CSV cell: 6 significant digits, empty for None and non-finite numbers."""
+    """A CSV cell: 10 significant digits (enough that sweep.md's table, read back from the file,
+    rounds as it did when written: 6 turned a half-width of 282.50004 into 282.5, "283" into "282"),
+    empty for None and non-finite numbers."""
     if value is None:
         return ""
     if isinstance(value, float):
-        return f"{value:.6g}" if math.isfinite(value) else ""
+        return f"{value:.10g}" if math.isfinite(value) else ""
     return str(value)
 
 
