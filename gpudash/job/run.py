@@ -109,6 +109,29 @@ def record_job(
     return code
 
 
+def measuring_run(
+    config: RunConfig, purpose: str, quiet: bool, keep_running: bool, note: str = STOP_NOTE, **options: Any
+) -> tuple[int, HeadlessRecording | None]:
+    """A run of the job that gpudash ends once it has measured what ``options`` ask for (a diagnosis,
+    the allocator's history), recorded to a scratch file; its exit status and its recording. ``note``:
+    said as gpudash ends it (not when ``quiet`` or ``keep_running``)."""
+    held: list[HeadlessRecording] = []
+    with tempfile.TemporaryDirectory(prefix=f"gpudash-{purpose}-") as scratch:
+        code = record_job(
+            config,
+            os.path.join(scratch, "run.csv"),
+            quiet=True,
+            stop_after_diagnosis=True,
+            keep_running=keep_running,
+            stdout_to_stderr=True,
+            recording_out=held,
+            diagnosing=True,
+            stop_note="" if quiet or keep_running else note,
+            **options,
+        )
+    return code, (held[0] if held else None)
+
+
 def diagnose_job(config: RunConfig, *, warmup_s: float, as_json: bool, quiet: bool, keep_running: bool) -> int:
     """``gpudash diagnose -- CMD``: the verdict on stdout, then the job is stopped (unless
     ``keep_running``); if the job ends first, what could be measured."""
@@ -123,23 +146,11 @@ def diagnose_job(config: RunConfig, *, warmup_s: float, as_json: bool, quiet: bo
             file=sys.stderr,
             flush=True,
         )
-    held: list[HeadlessRecording] = []
-    with tempfile.TemporaryDirectory(prefix="gpudash-diagnose-") as scratch:
-        code = record_job(
-            config,
-            os.path.join(scratch, "run.csv"),
-            duration_s=warmup_s + DIAGNOSE_CAP_S,
-            quiet=True,
-            diagnose_after_s=warmup_s,
-            stop_after_diagnosis=True,
-            keep_running=keep_running,
-            stdout_to_stderr=True,
-            recording_out=held,
-            diagnosing=True,
-            stop_note="" if quiet or keep_running else STOP_NOTE,
-        )
-    events = held[0].diagnoses if held else []
-    session = held[0].session if held else None
+    code, recording = measuring_run(
+        config, "diagnose", quiet, keep_running, duration_s=warmup_s + DIAGNOSE_CAP_S, diagnose_after_s=warmup_s
+    )
+    events = recording.diagnoses if recording is not None else []
+    session = recording.session if recording is not None else None
     ended_first = False
     if not events and isinstance(session, JobSession) and session.exit_code is not None and session.start_error is None:
         ran = session.ran_diagnosis()  # it ended before its window was asked for: over the steps it ran

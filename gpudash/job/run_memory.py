@@ -6,15 +6,12 @@ imports torch or Textual."""
 from __future__ import annotations
 
 import json
-import os
 import sys
-import tempfile
 
 from gpudash.core.protocol import EventKind, ExitCode, RunConfig
 from gpudash.job.command import display
 from gpudash.job.memory_history import FROM_STEP
 from gpudash.job.session import JobSession
-from gpudash.recording.headless import HeadlessRecording
 
 MEMORY_CAP_S = 600.0  # the most the run may take before its recording is read
 STOP_NOTE = "ending the job after a step (--keep-running leaves it running)"
@@ -22,7 +19,7 @@ STOP_NOTE = "ending the job after a step (--keep-running leaves it running)"
 
 def diagnose_memory(config: RunConfig, *, as_json: bool, quiet: bool, keep_running: bool) -> int:
     """The answer on stdout (``--json``: one object); the job stopped after it unless ``keep_running``."""
-    from gpudash.job.run import record_job
+    from gpudash.job.run import measuring_run
 
     if not quiet:
         print(
@@ -31,23 +28,11 @@ def diagnose_memory(config: RunConfig, *, as_json: bool, quiet: bool, keep_runni
             file=sys.stderr,
             flush=True,
         )
-    held: list[HeadlessRecording] = []
-    with tempfile.TemporaryDirectory(prefix="gpudash-memory-") as scratch:
-        code = record_job(
-            config,
-            os.path.join(scratch, "run.csv"),
-            duration_s=MEMORY_CAP_S,
-            quiet=True,
-            memory_peak=True,
-            stop_after_diagnosis=True,
-            keep_running=keep_running,
-            stdout_to_stderr=True,
-            recording_out=held,
-            diagnosing=True,
-            stop_note="" if quiet or keep_running else STOP_NOTE,
-        )
-    events = held[0].memory_peaks if held else []
-    session = held[0].session if held else None
+    code, recording = measuring_run(
+        config, "memory", quiet, keep_running, STOP_NOTE, duration_s=MEMORY_CAP_S, memory_peak=True
+    )
+    events = recording.memory_peaks if recording is not None else []
+    session = recording.session if recording is not None else None
     if not events:
         steps = session.samples.steps if isinstance(session, JobSession) else 0
         why = f"the job ended after {steps} steps, before its allocator's history was read"
