@@ -84,9 +84,14 @@ def usage_under(root: int) -> list[Usage]:
         try:
             cpu = process.cpu_times()
             found.append(
-                Usage(process.pid, process.ppid(), " ".join(process.cmdline()), cpu.user + cpu.system,
-                      process.create_time())
-            )  # fmt: skip
+                Usage(
+                    process.pid,
+                    process.ppid(),
+                    " ".join(process.cmdline()),
+                    cpu.user + cpu.system,
+                    process.create_time(),
+                )
+            )
         except _GONE:
             continue  # gone meanwhile
     return found

@@ -37,8 +37,12 @@ def memory_peak(loop: StepLoop, steps: int) -> None:
     error event saying why not (the run goes on)."""
     w, torch = loop.workload, loop.torch
     if not w.on_cuda:
-        loop.event(EventKind.ERROR, what=MEMORY_PEAK, message="the allocator's history needs CUDA (its caching "
-                   "allocator keeps it); this run is on the CPU", details=loop.config())  # fmt: skip
+        loop.event(
+            EventKind.ERROR,
+            what=MEMORY_PEAK,
+            message="the allocator's history needs CUDA (its caching allocator keeps it); this run is on the CPU",
+            details=loop.config(),
+        )
         return
     steps = max(1, min(MAX_STEPS, steps))
     loop.settle()
@@ -58,8 +62,12 @@ def memory_peak(loop: StepLoop, steps: int) -> None:
     except Exception as exc:  # noqa: BLE001 - a recording that fails must not end the run
         loop.count_steps_apart(steps)
         loop.restart_window()
-        loop.event(EventKind.ERROR, what=MEMORY_PEAK, message=f"the allocator's history: {one_line(exc)}",
-                   details=loop.config())  # fmt: skip
+        loop.event(
+            EventKind.ERROR,
+            what=MEMORY_PEAK,
+            message=f"the allocator's history: {one_line(exc)}",
+            details=loop.config(),
+        )
         return
     loop.count_steps_apart(steps)
     loop.restart_window()

@@ -107,8 +107,9 @@ class JobWorld:
         if gpus := gpu_words({r: i for r, i in self.gpus.items() if r in here}):
             message += f"; {gpus}"
             details[RANK_GPUS] = gpus
-        return Event(time_s, EventKind.MEASURED, what=WORLD, before=node, after=first.run_id, message=message,
-                     details=details)  # fmt: skip
+        return Event(
+            time_s, EventKind.MEASURED, what=WORLD, before=node, after=first.run_id, message=message, details=details
+        )
 
     def closed(self, samples: ClosedWindows, time_s: float) -> list[Message]:
         """After ``samples`` closed windows: the world event (once), each rank's windows, and the

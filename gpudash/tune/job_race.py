@@ -299,13 +299,33 @@ def answer(
 
     def row(r: Run) -> dict[str, Any]:
         memory = None if r.worker_memory is None else r.worker_memory.per_worker / GIB
-        return {**side(r), "name": r.name, "error": r.error, "dropped_early": r.dropped, "worker_busy": r.worker_busy,
-                "worker_memory_gib": memory}  # fmt: skip
+        return {
+            **side(r),
+            "name": r.name,
+            "error": r.error,
+            "dropped_early": r.dropped,
+            "worker_busy": r.worker_busy,
+            "worker_memory_gib": memory,
+        }
 
     edited = [e.as_dict() for e in edits]  # (keyword names: "baseline" is a family's variant too)
     diff = job_edits.unified_diff(edits) or None
-    return dict(baseline=side(base), winner=side(winner), speedup=speedup, edits=edited, diff=diff,
-                climb_stopped=stopped, candidates=[row(r) for r in runs])  # fmt: skip
+    return dict(
+        baseline=side(base),
+        winner=side(winner),
+        speedup=speedup,
+        edits=edited,
+        diff=diff,
+        climb_stopped=stopped,
+        candidates=[row(r) for r in runs],
+    )
+
+
+def _csv_row(r: Run) -> list[str]:
+    """One run's tune.csv row: its samples/s with the interval's ends and its steps/s, as text ("" where unknown)."""
+    s = r.samples
+    samples = ["", "", ""] if s is None else ["" if v is None else f"{v:.6g}" for v in (s.mean, s.low, s.high)]
+    return [r.name, *samples, f"{r.steps.mean:.6g}" if r.steps else "", r.error]
 
 
 def write_files(out: Path, command: list[str], runs: list[Run], doc: dict[str, Any], sentence: str) -> list[str]:
@@ -317,10 +337,7 @@ def write_files(out: Path, command: list[str], runs: list[Run], doc: dict[str, A
         w = csv.writer(f)
         w.writerow(["candidate", "samples_per_s", "ci_low", "ci_high", "steps_per_s", "error"])
         for r in runs:
-            s = r.samples
-            w.writerow([r.name, *(("" if s is None else f"{v:.6g}" if v is not None else "") for v in
-                                  (s.mean if s else None, s.low if s else None, s.high if s else None)),
-                        f"{r.steps.mean:.6g}" if r.steps else "", r.error])  # fmt: skip
+            w.writerow(_csv_row(r))
     rows = [f"| {r.name} | {_interval(r.rate)} | {r.error} |" for r in runs]
     edits = [
         f"`{e['file']}`, line {e['line']}:\n\n```diff\n{_lines('-', e['before'])}{_lines('+', e['after'])}```\n"
