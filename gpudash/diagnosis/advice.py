@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from gpudash.diagnosis.evidence import Evidence, finite, job_settings
+from gpudash.diagnosis.evidence import Evidence, finite_number, job_settings
 from gpudash.diagnosis.parts import COMM, GPU, HOST, INPUT, SYNCS
 from gpudash.diagnosis.verdict import TENSORS_IDLE, Bound, Diagnosis
 
@@ -154,7 +154,7 @@ def comm_advice(e: Evidence) -> str:
     if have.get("fsdp") or not any(key.startswith("ddp_") for key in have):
         return SCRIPT_ADVICE[FSDP if have.get("fsdp") else Bound.COMM]
     fixes = []
-    bucket = finite(have.get("ddp_bucket_cap_mb", ""))
+    bucket = finite_number(have.get("ddp_bucket_cap_mb", ""))
     if bucket is None or bucket <= 25.0:  # DistributedDataParallel's default bucket_cap_mb
         fixes.append("bucket_cap_mb=100" + (f" (now {bucket:g})" if bucket is not None else ""))
     if have.get("ddp_gradient_as_bucket_view") != "True":

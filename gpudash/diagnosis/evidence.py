@@ -108,12 +108,12 @@ def job_settings(text: str) -> dict[str, str]:
 
 def comm_kinds(e: Evidence) -> dict[str, float]:
     """``Evidence.comm_exposed_kinds`` read back, largest first (names of a-z, - and /: a hostile file's)."""
-    each = {k: ms for k, v in job_settings(e.comm_exposed_kinds or "").items() if (ms := finite(v)) is not None}
+    each = {k: ms for k, v in job_settings(e.comm_exposed_kinds or "").items() if (ms := finite_number(v)) is not None}
     valid = {k: ms for k, ms in each.items() if k.islower() and k.replace("-", "").replace("/", "").isalpha()}
     return dict(sorted(valid.items(), key=lambda kv: kv[1], reverse=True))
 
 
-def finite(text: str) -> float | None:
+def finite_number(text: str) -> float | None:
     """A finite number read from a setting's text; None where it holds none."""
     try:
         return value if math.isfinite(value := float(text)) else None

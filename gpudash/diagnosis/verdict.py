@@ -12,6 +12,8 @@ from gpudash.diagnosis.evidence import Evidence
 
 
 class Bound(enum.StrEnum):
+    """What bounds the step, in the verdict's words."""
+
     INPUT = "input-bound"
     SYNC = "sync-bound"
     HOST = "host/launch-bound"
