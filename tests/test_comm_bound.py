@@ -8,7 +8,10 @@ from typing import Any
 
 import pytest
 
-from gpudash.diagnosis.rules import COMM_SHARE, Bound, Evidence, diagnose
+from gpudash.diagnosis.advice import in_script_words
+from gpudash.diagnosis.evidence import Evidence
+from gpudash.diagnosis.rules import COMM_SHARE, diagnose
+from gpudash.diagnosis.verdict import Bound
 from gpudash.engine.trace_figures import STEP_MARKER, figures
 
 
@@ -49,7 +52,7 @@ def test_an_exposed_all_reduce_over_a_quarter_of_the_step_and_its_largest_part_i
     verdict = diagnose(exposed)
     assert verdict.bound == Bound.COMM
     assert "60% of each step (6.0 of 10.0 ms)" in verdict.line() and "ddp_no_sync=K" in verdict.advice
-    assert "bucket_cap_mb=100" in verdict.in_script_words().advice  # a job's own DistributedDataParallel
+    assert "bucket_cap_mb=100" in in_script_words(verdict).advice  # a job's own DistributedDataParallel
     assert diagnose(Evidence(**{**busy.__dict__, "comm_exposed_ms": 4.0})).bound == Bound.GPU_COMPUTE
     hidden = Evidence(**{**busy.__dict__, "comm_exposed_ms": 10.0 * COMM_SHARE - 0.1})
     assert diagnose(hidden).bound == Bound.GPU_COMPUTE

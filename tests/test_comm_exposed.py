@@ -11,8 +11,10 @@ from typing import Any
 
 import pytest
 
+from gpudash.diagnosis.evidence import Evidence, comm_kinds
 from gpudash.diagnosis.remedies import answer
-from gpudash.diagnosis.rules import Bound, Evidence, comm_kinds, diagnose
+from gpudash.diagnosis.rules import diagnose
+from gpudash.diagnosis.verdict import Bound
 from gpudash.engine.trace_figures import STEP_MARKER, collective_kind, figures, with_trace
 from gpudash.job.diagnosis import job_verdict
 

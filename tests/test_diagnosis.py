@@ -12,7 +12,9 @@ import pytest
 
 from gpudash.core.protocol import Diagnose, Event, EventKind
 from gpudash.diagnosis import remedies
-from gpudash.diagnosis.rules import INPUT_SHARE, MANY_SYNCS, Bound, Evidence, diagnose
+from gpudash.diagnosis.evidence import Evidence
+from gpudash.diagnosis.rules import INPUT_SHARE, MANY_SYNCS, diagnose
+from gpudash.diagnosis.verdict import Bound
 from gpudash.engine.loop import StepLoop
 from tests.test_record import gpudash
 from workloads.base import WorkloadOptions
@@ -193,7 +195,7 @@ def test_nvml_figures_from_the_parent_tell_memory_from_compute_and_name_throttli
     """The workload process has no NVML: the parent judges a diagnosis event again with the GPU's
     memory-bandwidth share and throttle reasons from before the window."""
     from gpudash.core.protocol import GpuSample
-    from gpudash.diagnosis.rules import with_gpu_telemetry
+    from gpudash.diagnosis.telemetry import with_gpu_telemetry
 
     evidence = Evidence(30, step_ms=9.0, input_ms=0.05, syncs_per_step=0, gpu_busy_pct=98.0)
     verdict = diagnose(evidence)
@@ -261,7 +263,7 @@ def test_the_sm_threshold_decides_at_its_edge() -> None:
 
 def test_the_parent_adds_gpm_figures_to_a_diagnosis_from_before_the_window() -> None:
     from gpudash.core.protocol import GpuSample
-    from gpudash.diagnosis.rules import with_gpu_telemetry
+    from gpudash.diagnosis.telemetry import with_gpu_telemetry
 
     evidence = Evidence(30, step_ms=9.0, input_ms=0.05, syncs_per_step=0, gpu_busy_pct=98.0)
     event = Event(
@@ -278,7 +280,7 @@ def test_the_dashboard_judges_a_diagnosis_by_the_ticks_from_before_its_window() 
     a tick from then would call a GPU-bound step "busy, SMs idle". The dashboard takes the newest
     tick from before the window began (the event's ``diag_window_start_s``)."""
     from gpudash.core.protocol import GpuSample
-    from gpudash.diagnosis.rules import WINDOW_START
+    from gpudash.diagnosis.evidence import WINDOW_START
     from gpudash.tui.state import DashState
 
     evidence = Evidence(30, step_ms=9.0, input_ms=0.05, syncs_per_step=0, gpu_busy_pct=98.0)
@@ -301,7 +303,8 @@ def test_a_jobs_diagnosis_judged_again_keeps_the_words_of_a_script() -> None:
     """The parent's second look (GPM, NVML) at a user's job's diagnosis gives advice a script can
     follow, not gpudash's knob names, which a job does not have."""
     from gpudash.core.protocol import GpuSample
-    from gpudash.diagnosis.rules import SCRIPT_ADVICE, with_gpu_telemetry
+    from gpudash.diagnosis.advice import SCRIPT_ADVICE
+    from gpudash.diagnosis.telemetry import with_gpu_telemetry
 
     evidence = Evidence(30, step_ms=9.0, input_ms=0.05, syncs_per_step=0, gpu_busy_pct=98.0)
     for workload, words in (("job:train.py", "a larger batch, CUDA graphs"), ("encdec", "bigger batch, cuda_graph")):

@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from gpudash.core.protocol import Diagnose, Event, EventKind
-from gpudash.diagnosis.rules import Bound, Evidence
+from gpudash.diagnosis.evidence import Evidence
+from gpudash.diagnosis.verdict import Bound
 from gpudash.engine.loop import StepLoop
 from workloads.base import WorkloadOptions
 from workloads.factory import build

@@ -17,7 +17,9 @@ from typing import Any
 
 import pytest
 
-from gpudash.diagnosis.rules import Bound, Evidence, diagnose
+from gpudash.diagnosis.evidence import Evidence
+from gpudash.diagnosis.rules import diagnose
+from gpudash.diagnosis.verdict import Bound
 from gpudash.engine.trace_figures import TraceFigures, figures
 
 DATA = Path(__file__).parent / "data" / "diagnosis"

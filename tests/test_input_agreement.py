@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from gpudash.diagnosis.rules import HANDOVER_MS, Evidence, input_advice
+from gpudash.diagnosis.advice import HANDOVER_MS, input_advice
+from gpudash.diagnosis.evidence import Evidence
 from tests.test_job import JOBS, gpudash
 
 IN_MEMORY = [sys.executable, str(JOBS / "in_memory.py"), "--steps", "100000000"]

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from gpudash.cli.main import main
-from gpudash.diagnosis.rules import Evidence
+from gpudash.diagnosis.evidence import Evidence
 from gpudash.job.diagnosis import SETTLE_STEPS, ran_evidence
 from gpudash.job.steps import StepRecord
 from gpudash.recording.replay import ReplaySource, read_all

@@ -8,8 +8,12 @@ from dataclasses import replace
 
 import pytest
 
-from gpudash.diagnosis.remedies import HOST, INPUT, SYNCS, Parts, answer, remedies
-from gpudash.diagnosis.rules import Bound, Evidence, diagnose, input_advice
+from gpudash.diagnosis.advice import input_advice
+from gpudash.diagnosis.evidence import Evidence
+from gpudash.diagnosis.parts import HOST, INPUT, SYNCS, Parts
+from gpudash.diagnosis.remedies import answer, remedies
+from gpudash.diagnosis.rules import diagnose
+from gpudash.diagnosis.verdict import Bound
 from gpudash.job.diagnosis import untraced_evidence
 from gpudash.job.steps import StepRecord
 

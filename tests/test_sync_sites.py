@@ -31,7 +31,8 @@ from gpudash.core.sync_sites import (
     site_of,
     source_line,
 )
-from gpudash.diagnosis.rules import Evidence, diagnose
+from gpudash.diagnosis.evidence import Evidence
+from gpudash.diagnosis.rules import diagnose
 from gpudash.engine import explicit_waits
 from gpudash.engine.measure import SYNC_WARNING, SyncCounter
 from gpudash.recording.record import CsvRecorder

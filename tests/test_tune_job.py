@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from gpudash.diagnosis.rules import job_settings
+from gpudash.diagnosis.evidence import job_settings
 from gpudash.job.settings import LOADER_SITE, SET_ENV, SITE_ENV, WATCH_ENV, SettingError, job_env, parse_set
 from gpudash.report.load import load_run
 from gpudash.tune import job_race, job_runs, worker_cpu

@@ -347,8 +347,8 @@ def _cmd_diagnose(given: dict[str, Any]) -> int:
     import json
     import tempfile
 
-    from gpudash.diagnosis import remedies
-    from gpudash.diagnosis.rules import Evidence, diagnose
+    from gpudash.diagnosis import remedies, rules
+    from gpudash.diagnosis.evidence import Evidence
     from gpudash.recording.headless import HeadlessRecording, run_record
 
     args = _with_defaults(given, _user_config())
@@ -383,7 +383,7 @@ def _cmd_diagnose(given: dict[str, Any]) -> int:
         print(json.dumps(json.loads(event.details["memory_peak"]), indent=2) if args.json else event.details["lines"])
         return 0
     evidence = Evidence.from_details(event.details)
-    verdict, lines = remedies.answer(evidence, diagnose(evidence), script=False)
+    verdict, lines = remedies.answer(evidence, rules.diagnose(evidence), script=False)
     if args.json:
         running: dict[str, object] = {k: event.details[k] for k in ("workload", "variant", "device", "knobs")}
         running["batch_size"] = int(event.details["batch_size"])

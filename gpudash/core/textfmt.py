@@ -51,27 +51,42 @@ def plain(v: float | None, significant: int = 4) -> str:
     return _at(v, min(decimals, 12))
 
 
-def plain_pm(mean: float, half_width: float | None) -> str:
-    """``mean ± half_width`` in plain notation at the precision the interval has (``502 ± 9``,
-    ``0.4996 ± 0.0001``, ``40,800 ± 1,500``): the half-width to one significant digit, two where
-    it starts with 1 to 3.5 (1.5 is not rounded to 2), and the mean to the same place, never to more
-    than four significant digits."""
+def plain_pm(mean: float, half_width: float | None, *, column: bool = False) -> str:
+    """``mean ± half_width`` at the precision the interval has: the one routine that writes an
+    interval this way. In a line read once (``502 ± 9``, ``0.4996 ± 0.0001``, ``40,800 ± 1,500``):
+    the half-width to one significant digit, two where it starts with 1 to 3.5 (1.5 is not rounded
+    to 2), and the mean to the same place, never to more than four significant digits. In a
+    report's column (``column``: ``48.2 ± 1.3``, ``12346 ± 150``): the half-width to two significant
+    digits, never rounded past the units, and the mean to the same decimals, without separators."""
     if half_width is None or not math.isfinite(half_width) or not math.isfinite(mean):
         return plain(mean)
     if half_width <= 0:
-        return f"{plain(mean)} ± 0"
+        return f"{fmt_num(mean) if column else plain(mean)} ± 0"
+    decimals = _column_decimals(half_width) if column else _read_decimals(mean, half_width)
+    shown_width = max(round(half_width, decimals), 10.0**-decimals)  # never "± 0" for a real interval
+    return f"{_at(mean, decimals, grouped=not column)} ± {_at(shown_width, decimals, grouped=not column)}"
+
+
+def _read_decimals(mean: float, half_width: float) -> int:
+    """``plain_pm``'s decimals in a line read once (negative: to tens, hundreds, …)."""
     place = math.floor(math.log10(half_width))
     lead = half_width / 10**place  # 1.0 <= lead < 10
     decimals = 1 - place if lead < 3.55 else -place
     if mean != 0:
         decimals = min(decimals, 3 - math.floor(math.log10(abs(mean))))
-    decimals = min(decimals, 12)
-    shown_width = max(round(half_width, decimals), 10.0**-decimals)  # never "± 0" for a real interval
-    return f"{_at(mean, decimals)} ± {_at(shown_width, decimals)}"
+    return min(decimals, 12)
 
 
-def _at(v: float, decimals: int) -> str:
-    """``v`` rounded to ``decimals`` places (negative: to tens, hundreds, …), thousands separated."""
+def _column_decimals(half_width: float) -> int:
+    """``plain_pm``'s decimals in a report's column: two significant digits of the half-width, or none."""
+    return max(0, 1 - math.floor(math.log10(half_width)))
+
+
+def _at(v: float, decimals: int, grouped: bool = True) -> str:
+    """``v`` rounded to ``decimals`` places (negative: to tens, hundreds, …), thousands separated
+    (``grouped``; else ``decimals`` is never negative)."""
+    if not grouped:
+        return f"{v:.{decimals}f}"
     if decimals >= 0:
         return f"{v:,.{decimals}f}"
     return f"{round(v, decimals):,.0f}"

@@ -19,7 +19,7 @@ from gpudash.engine.events import one_line
 if TYPE_CHECKING:  # pragma: no cover
     from pathlib import Path
 
-    from gpudash.diagnosis.rules import Evidence
+    from gpudash.diagnosis.evidence import Evidence
 
     # what these functions see of a StepLoop: its state, beneath the loop that calls them
     from gpudash.engine.loop_state import LoopState as StepLoop
@@ -161,7 +161,7 @@ def diagnose(loop: StepLoop, steps: int) -> None:
     the trace is not kept); a "measured" event (what=DIAGNOSIS) with the verdict
     (``gpudash.diagnosis.rules``) and its evidence. In a data-parallel run rank 0 measures and
     judges, the other ranks take the same steps with it (their all-reduces pair with its)."""
-    from gpudash.diagnosis.rules import WINDOW_START
+    from gpudash.diagnosis.evidence import WINDOW_START
     from gpudash.diagnosis.rules import diagnose as classify
 
     w = loop.workload
@@ -181,7 +181,7 @@ def diagnose(loop: StepLoop, steps: int) -> None:
 
 def _evidence(loop: StepLoop, steps: int) -> Evidence:
     """The window's measurements: the timed steps, then (on a GPU) the profiled ones."""
-    from gpudash.diagnosis.rules import Evidence
+    from gpudash.diagnosis.evidence import Evidence
     from gpudash.engine import traces
     from gpudash.engine.trace_figures import with_trace
 

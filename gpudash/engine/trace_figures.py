@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from gpudash.core.metrics import overlap_bound
-from gpudash.diagnosis.rules import Evidence
+from gpudash.diagnosis.evidence import Evidence
 
 Interval = tuple[float, float]  # (start, end) in µs
 

@@ -15,7 +15,10 @@ from typing import Any
 from gpudash.core.protocol import DIAGNOSIS, Event, EventKind
 from gpudash.core.sync_sites import SyncTable
 from gpudash.core.textfmt import plain
-from gpudash.diagnosis.rules import WINDOW_START, Diagnosis, Evidence, diagnose, for_the_job
+from gpudash.diagnosis.advice import for_the_job
+from gpudash.diagnosis.evidence import WINDOW_START, Evidence
+from gpudash.diagnosis.rules import diagnose
+from gpudash.diagnosis.verdict import Diagnosis
 from gpudash.engine.trace_figures import with_trace
 from gpudash.job.steps import StepRecord
 
@@ -27,7 +30,7 @@ MAX_WARMUP_S = 60.0  # then the window starts anyway
 def job_verdict(evidence: Evidence) -> Diagnosis:
     """The rules' verdict on a job's evidence, its advice in a script's words, leaving out what the
     job already does."""
-    return for_the_job(diagnose(evidence).in_script_words(), evidence)
+    return for_the_job(diagnose(evidence), evidence)
 
 
 @dataclass

@@ -136,7 +136,7 @@ def diagnose_job(config: RunConfig, *, warmup_s: float, as_json: bool, quiet: bo
     """``gpudash diagnose -- CMD``: the verdict on stdout, then the job is stopped (unless
     ``keep_running``); if the job ends first, what could be measured."""
     from gpudash.diagnosis import remedies
-    from gpudash.diagnosis.rules import Evidence
+    from gpudash.diagnosis.evidence import Evidence
     from gpudash.job.diagnosis import job_verdict
 
     if not quiet:

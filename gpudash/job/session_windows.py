@@ -12,7 +12,7 @@ from typing import Any
 
 from gpudash.core.protocol import DIAGNOSIS, MEMORY_PEAK, Diagnose, Event, EventKind, Message, RunConfig
 from gpudash.core.sync_sites import SyncTable
-from gpudash.diagnosis.rules import Evidence
+from gpudash.diagnosis.evidence import Evidence
 from gpudash.job import command as job_command
 from gpudash.job.channel import HostChannel
 from gpudash.job.diagnosis import JobDiagnosis, VerdictContext, ran_evidence, verdict_event

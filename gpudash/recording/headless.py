@@ -47,7 +47,7 @@ from gpudash.core.protocol import (
 )
 from gpudash.core.textfmt import fmt_duration, fmt_needs, fmt_num
 from gpudash.diagnosis.remedies import with_remedies
-from gpudash.diagnosis.rules import RecentTicks
+from gpudash.diagnosis.telemetry import RecentTicks
 from gpudash.recording.record import CsvRecorder, RecordWriteError, run_metadata
 from gpudash.stats.comparison import seconds_for_interval
 from gpudash.stats.fmt import fmt_pm

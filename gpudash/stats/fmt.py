@@ -5,23 +5,20 @@ from __future__ import annotations
 
 import math
 
-from gpudash.core.textfmt import fmt_num
+from gpudash.core.textfmt import fmt_num, plain_pm
 from gpudash.stats.comparison import Comparison, Estimate
 
 MINUS = "\u2212"  # a typographic minus: "−2", as the intervals print it
 
 
 def fmt_pm(e: Estimate | None) -> str:
-    """ "48.2 ± 1.3": the half-width to 2 significant digits, the mean to the same decimals."""
+    """ "48.2 ± 1.3": the half-width to 2 significant digits, the mean to the same decimals (``plain_pm``'s
+    column)."""
     if e is None:
         return "–"
     if e.half_width is None or not math.isfinite(e.half_width) or not math.isfinite(e.mean):
         return f"{fmt_num(e.mean)} (no CI)"  # none, or none that a number can say (values near 1e308)
-    hw = e.half_width
-    if hw <= 0:
-        return f"{fmt_num(e.mean)} ± 0"
-    digits = max(0, 1 - math.floor(math.log10(hw)))
-    return f"{e.mean:.{digits}f} ± {hw:.{digits}f}"
+    return plain_pm(e.mean, e.half_width, column=True)
 
 
 def _signed(v: float, decimals: int) -> str:

@@ -41,7 +41,7 @@ from gpudash.core.protocol import (
     TraceWindow,
 )
 from gpudash.core.runstate import RunState
-from gpudash.diagnosis.rules import RecentTicks
+from gpudash.diagnosis.telemetry import RecentTicks
 from gpudash.recording.headless import _Interrupted
 from gpudash.stats.fmt import fmt_pm
 from gpudash.sweep.command import parse_plan

@@ -29,7 +29,7 @@ from gpudash.core.protocol import DIAGNOSIS, MEMORY, Event, EventKind, GpuSample
 from gpudash.core.running import NO_KNOBS, Running
 from gpudash.core.runstate import RunState
 from gpudash.diagnosis.remedies import has_evidence, with_remedies
-from gpudash.diagnosis.rules import RecentTicks
+from gpudash.diagnosis.telemetry import RecentTicks
 from gpudash.stats.comparison import Comparison, Estimate, Verdict, seconds_for_interval
 from gpudash.stats.energy import EnergyPerStep
 from gpudash.stats.segments import Segment, SegmentTracker, compare_segments, incomparable

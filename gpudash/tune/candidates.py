@@ -38,7 +38,7 @@ FAST_STACK = (*EXACT_STACK, "amp", "tf32")
 GRAPH, COMPILE = "cuda_graph", "compile"
 GPU_BOUNDS = ("GPU-bound (compute)", "GPU-bound (memory)")  # where compile is raced unasked
 
-# What each bound points to first (the diagnosis' words for them: gpudash.diagnosis.rules.Bound)
+# What each bound points to first (the diagnosis' words for them: gpudash.diagnosis.verdict.Bound)
 FIRST_FOR_BOUND: dict[str, tuple[str, ...]] = {
     "host/launch-bound": (GRAPH, COMPILE),
     "CPU-bound": (GRAPH, COMPILE),

@@ -32,7 +32,7 @@ from typing import Any
 
 from gpudash.arguments.argtypes import ExitCode, Parser, UsageError, positive_float
 from gpudash.core.textfmt import plain
-from gpudash.diagnosis.rules import job_settings
+from gpudash.diagnosis.evidence import job_settings
 from gpudash.job.command import JobCommandError, check_command
 from gpudash.job.settings import LOADER_SITE, Settings, describe
 from gpudash.stats.comparison import Estimate, Verdict, compare

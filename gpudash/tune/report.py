@@ -13,7 +13,7 @@ import shlex
 from typing import Any
 
 from gpudash.core.protocol import Event, ExitCode
-from gpudash.diagnosis.rules import sync_table_of
+from gpudash.diagnosis.evidence import sync_table_of
 from gpudash.report import sync_md
 from gpudash.stats.comparison import Comparison, Estimate, compare
 from gpudash.stats.fmt import fmt_pm, fmt_ratio

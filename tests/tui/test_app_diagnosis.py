@@ -14,7 +14,9 @@ import pytest
 
 from gpudash.core.protocol import DIAGNOSIS, Diagnose, Event, EventKind, RunConfig
 from gpudash.diagnosis import remedies
-from gpudash.diagnosis.rules import WINDOW_START, Bound, Evidence, diagnose
+from gpudash.diagnosis.evidence import WINDOW_START, Evidence
+from gpudash.diagnosis.rules import diagnose
+from gpudash.diagnosis.verdict import Bound
 from gpudash.job.diagnosis import job_verdict
 from gpudash.recording.replay import ReplaySource
 from gpudash.tui.app import GpuDashApp

@@ -1,0 +1,167 @@
+"""Every remedy's words: what a verdict says to try next, in gpudash's knobs and flags
+(``KNOB_ADVICE``) or a training script's (``SCRIPT_ADVICE``: a user's job has no knobs), each
+limit's remedy (``remedy_advice``), and a job's advice left without what it already does
+(``for_the_job``). Torch-free."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from gpudash.diagnosis.evidence import Evidence, finite_number, job_settings
+from gpudash.diagnosis.parts import COMM, GPU, HOST, INPUT, SYNCS
+from gpudash.diagnosis.verdict import TENSORS_IDLE, Bound, Diagnosis
+
+DATASET_SHARE = 0.5  # a Dataset's share of the input wait from which workers are the fix ...
+# ... when it is longer than this too: a worker hands each batch over (a queue, shared memory), which
+# cost about 1.6 ms a batch more than making it in the loop did for an in-memory TensorDataset of 64
+# rows on the 2-core machine (docs/bench/cpu-input: tune's race on tests/data/jobs/in_memory.py)
+HANDOVER_MS = 1.0
+FSDP = "fsdp"  # a communication-bound job's FSDP2 model: advice of its own
+# What to try, in the words of a script rather than of gpudash's knobs and flags (which a job has not)
+SCRIPT_ADVICE: dict[str, str] = {
+    Bound.INPUT: "make the input pipeline faster: more DataLoader workers (num_workers), pin_memory=True, "
+    "decode or augment on the GPU",
+    Bound.SYNC: "keep the step free of .item(), .cpu(), printing a tensor and data-dependent shapes (read values "
+    "after the step, asynchronously); then CUDA graphs apply",
+    Bound.CPU: "move the model and its batches to a GPU (.to('cuda')); on the CPU, a smaller model or batch",
+    Bound.COMM: "hide the all-reduce behind the backward pass: DistributedDataParallel(bucket_cap_mb=100, "
+    "gradient_as_bucket_view=True), or a larger batch per rank",
+    Bound.GPU_MEMORY: "move fewer bytes, where the job does not already: bf16 autocast, torch.compile (fuses "
+    "elementwise kernels), channels_last for convolutions",
+    Bound.GPU_COMPUTE: "faster arithmetic, where the job does not already: bf16 autocast, TF32 matmuls, "
+    "channels_last with cudnn.benchmark for convolutions, torch.compile",
+    Bound.HOST: "launch less from Python: CUDA graphs or torch.compile(mode='reduce-overhead'), or a larger batch",
+    Bound.SMALL_KERNELS: "give each kernel more work: a larger batch, CUDA graphs, or torch.compile (fuses small "
+    "kernels)",
+    TENSORS_IDLE: "get the matmuls onto the tensor cores: bf16 inputs (autocast covers them), sizes in multiples of 8",
+    FSDP: "overlap the all-gathers and reduce-scatters with computation: FSDP2's explicit prefetching "
+    "(set_modules_to_forward_prefetch, set_modules_to_backward_prefetch), reshard_after_forward=False for the "
+    "last blocks (no all-gather again in the backward), a larger batch per rank",
+}
+# What to try, in gpudash's knobs and flags: a verdict on one of its own families
+KNOB_ADVICE: dict[str, str] = {
+    Bound.INPUT: "make the input pipeline faster: more loader workers, pin_memory, decode or augment on the GPU",
+    Bound.SYNC: "keep the step free of .item(), .cpu(), printing a tensor and data-dependent shapes "
+    "(read values after the step, asynchronously); then cuda_graph applies",
+    Bound.CPU: "run it on a GPU (--device cuda); on the CPU, a smaller model or batch",
+    Bound.COMM: "hide them behind the backward pass: 100 MB buckets and gradient_as_bucket_view (gpudash's DDP "
+    "defaults), a larger batch per rank, or fewer all-reduces (ddp_no_sync=K)",
+    Bound.GPU_MEMORY: "move fewer bytes: amp=bf16 (half of them), compile (fuses elementwise kernels), channels_last",
+    Bound.GPU_COMPUTE: "faster arithmetic: amp=bf16, tf32, channels_last with cudnn_benchmark for convolutions, "
+    "compile",
+    Bound.HOST: "launch less from Python: cuda_graph or compile=reduce-overhead, or a larger batch",
+    Bound.SMALL_KERNELS: "give each kernel more work: a bigger batch, cuda_graph, or compile (fuses small kernels)",
+    TENSORS_IDLE: SCRIPT_ADVICE[TENSORS_IDLE],  # the same in gpudash's words and a script's
+}
+LIMIT_ADVICE = {  # each limit's remedy in gpudash's knobs (a family's)
+    INPUT: "more loader workers, pin_memory, decode or augment on the GPU",
+    SYNCS: "keep the step free of .item(), .cpu() and data-dependent shapes",
+    HOST: "cuda_graph or compile=reduce-overhead, or a larger batch",
+    GPU: "faster arithmetic: amp=bf16, tf32, channels_last with cudnn_benchmark, compile",
+    COMM: "a larger batch per rank, or fewer all-reduces (ddp_no_sync=K)",
+}
+
+
+def in_script_words(d: Diagnosis) -> Diagnosis:
+    """A verdict with its advice in the words of a training script (``SCRIPT_ADVICE``), not
+    gpudash's knobs: a user's job (``gpudash -- CMD``) has none of them."""
+    return dataclasses.replace(d, advice=SCRIPT_ADVICE.get(d.case or d.bound, d.advice))
+
+
+def for_the_job(d: Diagnosis, e: Evidence) -> Diagnosis:
+    """A job's verdict with its advice in a script's words, left without what the job already does
+    (its training DataLoader's arguments, its backend flags, its dtype: ``Evidence.job_settings``)."""
+    d = in_script_words(d)
+    if d.bound == Bound.INPUT:
+        return dataclasses.replace(d, advice=input_advice(e))
+    if d.bound == Bound.GPU_COMPUTE and not d.case:
+        return dataclasses.replace(d, advice=gpu_advice(e))
+    if d.bound == Bound.COMM:
+        return dataclasses.replace(d, advice=comm_advice(e))
+    return d
+
+
+def remedy_advice(limit: str, e: Evidence, script: bool) -> str:
+    """What removes ``limit``'s part of the step: in a training script's words, leaving out what the
+    job already does (``script``), else in gpudash's knobs."""
+    if not script:
+        return LIMIT_ADVICE[limit]
+    if limit == INPUT:
+        return input_advice(e)
+    if limit == GPU:
+        return gpu_advice(e)
+    if limit == COMM:
+        return comm_advice(e)
+    return SCRIPT_ADVICE[Bound.SYNC if limit == SYNCS else Bound.HOST]
+
+
+def input_advice(e: Evidence) -> str:
+    """The input pipeline's fixes a job does not already have, for the part of the input time they
+    act on. Where the job's own process makes its batches (no workers), workers are the fix only
+    for a Dataset whose ``__getitem__`` is most of the wait and longer than a worker's hand-over of
+    a batch (``HANDOVER_MS``); a batch cheaper to make than to hand over is made faster by making
+    less of it: fewer, larger batches, fewer objects to collate. Pinned memory: for a GPU's copies."""
+    have = job_settings(e.job_settings or "")
+    on_cuda = e.gpu_ms_per_step is not None or e.syncs_per_step is not None
+    workers = have.get("num_workers")
+    made_here = e.input_dataset_ms is not None and e.input_collate_ms is not None
+    dataset, collate = e.input_dataset_ms or 0.0, e.input_collate_ms or 0.0
+    if made_here and dataset < max(HANDOVER_MS, DATASET_SHARE * e.input_ms):
+        rest = max(0.0, e.input_ms - dataset - collate)
+        fixes = ["a larger batch", "fewer Python objects per sample (one tensor per field)"]
+        fixes.append(
+            "the data kept on the GPU and indexed there" if on_cuda else "the data kept as one tensor and sliced"
+        )
+        return (
+            f"make less of each batch: {', '.join(fixes)} (of the {e.input_ms:.2g} ms a step waits, the Dataset "
+            f"takes {dataset:.2g}, collating {collate:.2g}, the rest {rest:.2g}: less than a worker's hand-over "
+            f"of a batch, about {HANDOVER_MS:g} ms, so workers would not shorten it)"
+        )
+    full = workers is not None and workers.isdigit() and e.cpus is not None and int(workers) >= e.cpus - 1 > 0
+    steps = [f"more DataLoader workers (num_workers, now {workers})" if workers else "more DataLoader workers"]
+    if full:  # its workers and its training loop have every CPU it may use: more would only share them
+        steps = [f"cheaper samples, not more DataLoader workers ({workers} and the loop have its {e.cpus} CPUs)"]
+    if on_cuda and have.get("pin_memory") != "True":  # the loader's own: what it pins, not what it was asked
+        steps.append("pin_memory=True")
+    if workers not in (None, "0") and have.get("persistent_workers") != "True":
+        steps.append("persistent_workers=True")
+    if on_cuda:
+        steps.append("decode or augment on the GPU")
+    head = "make the input pipeline faster: "
+    if made_here:
+        head = f"the Dataset's __getitem__ is {e.input_dataset_ms:.2g} ms of the {e.input_ms:.2g} ms a step waits: "
+    return head + ", ".join(steps)
+
+
+def gpu_advice(e: Evidence) -> str:
+    """Faster arithmetic a job does not already use."""
+    have = job_settings(e.job_settings or "")
+    half = e.dtype in ("bf16", "fp16")
+    steps = [] if half else ["bf16 autocast"]
+    if have.get("tf32") != "True" and not half:
+        steps.append("TF32 matmuls")
+    if have.get("cudnn_benchmark") != "True":
+        steps.append("channels_last with cudnn.benchmark for convolutions")
+    if have.get("compiled") != "True":
+        steps.append("torch.compile")
+    return "faster arithmetic, where the job does not already: " + (", ".join(steps) or "a smaller model or batch")
+
+
+def comm_advice(e: Evidence) -> str:
+    """Ways to hide the collectives that the job's model does not already use (its DDP's settings,
+    or FSDP2's, in ``Evidence.job_settings``); neither said: the generic advice."""
+    have = job_settings(e.job_settings or "")
+    if have.get("fsdp") or not any(key.startswith("ddp_") for key in have):
+        return SCRIPT_ADVICE[FSDP if have.get("fsdp") else Bound.COMM]
+    fixes = []
+    bucket = finite_number(have.get("ddp_bucket_cap_mb", ""))
+    if bucket is None or bucket <= 25.0:  # DistributedDataParallel's default bucket_cap_mb
+        fixes.append("bucket_cap_mb=100" + (f" (now {bucket:g})" if bucket is not None else ""))
+    if have.get("ddp_gradient_as_bucket_view") != "True":
+        fixes.append("gradient_as_bucket_view=True")
+    if have.get("ddp_find_unused_parameters") == "True":
+        fixes.append("find_unused_parameters=False (it walks the autograd graph every step)")
+    more = "a larger batch per rank, or fewer all-reduces (accumulate gradients over K steps under no_sync())"
+    if not fixes:
+        return f"the job's DistributedDataParallel already has large buckets and gradient_as_bucket_view: {more}"
+    return f"hide the all-reduce behind the backward pass: DistributedDataParallel({', '.join(fixes)}), {more}"

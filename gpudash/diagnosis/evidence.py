@@ -1,0 +1,135 @@
+"""What one diagnosis window reads off a run (``Evidence``), and its texts read back.
+
+The window (``gpudash.engine.measure_windows.diagnose``) measures, apart from the samples:
+
+- the wall time of a step, untraced, and how much of it the host spent waiting for the next
+  batch (``input_ms``: inside the workload's input draw, the loader's queue included);
+- the host-device syncs inside the steps (``syncs_per_step``; CUDA only);
+- from a profiler window (CUDA only), all from that one window: the span of its steps (the first
+  step marker's start to the last kernel's end), the share of it the GPU ran anything
+  (``gpu_busy_pct``: kernels, copies and memsets on any stream, their union, so never over 100), the
+  GPU's busy time per step, the host's time to enqueue a step (its marker's median) and the median
+  launch delay (a kernel's launch call to its start: microseconds when nothing waits in the GPU's
+  queue, milliseconds when the host runs ahead of a busy GPU).
+
+and the parent may add NVML's memory-bandwidth share and throttling and, on Hopper and newer, GPM's
+SM, tensor-core and DRAM activity (``sm_active_pct`` …: the share of the SMs' time they were busy,
+which "a kernel ran" is not), all from the last NVML tick before the window began
+(``gpudash.diagnosis.telemetry``: the configuration's steady state); the workload process adds the
+step's dtype from its FLOP count. A user's job adds what it already does (``job_settings``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from dataclasses import dataclass
+
+from gpudash.core.sync_sites import SyncTable
+
+QUEUED_US = 1000.0  # median wait of launched work in the GPU's queue: the host runs ahead at or above
+WINDOW_START = "diag_window_start_s"  # a diagnosis event's detail: when its window began (the run's seconds)
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What one diagnosis window measured (None: not measurable here)."""
+
+    steps: int
+    step_ms: float  # wall time per step, untraced
+    input_ms: float  # of it, waiting for the next batch
+    syncs_per_step: float | None = None  # CUDA only
+    sync_sites: SyncTable | None = None  # where those syncs come from (CUDA only)
+    gpu_busy_pct: float | None = None  # profiler window, CUDA only: busy share of the steps' span
+    gpu_ms_per_step: float | None = None  # the GPU's busy time per step, same window
+    host_ms_per_step: float | None = None  # the host's time to enqueue a step, same window (median)
+    launch_delay_us: float | None = None  # median, CPU launch call to kernel start
+    mem_bw_pct: float | None = None  # NVML, added by the parent
+    throttled: str | None = None  # NVML's throttle reasons, when any
+    sm_active_pct: float | None = None  # GPM (Hopper and newer), added by the parent
+    tensor_active_pct: float | None = None
+    dram_active_pct: float | None = None
+    dtype: str | None = None  # the step's dtype from its FLOP count (gpudash.engine.flops), when one
+    comm_exposed_ms: float | None = None  # profiler window: collectives' exposed share, in ms of this (untraced) step
+    comm_exposed_kinds: str | None = None  # ... of it, each kind's ("all-reduce=12.000,reduce-scatter=2.100")
+    host_wait_ms: float | None = None  # profiler window: of the host's step, the time in calls that wait for the GPU
+    traced_step_ms: float | None = None  # profiler window: a step's wall time under the profiler
+    job_settings: str | None = None  # a user's job: what it already does ("num_workers=0,pin_memory=True,…")
+    input_dataset_ms: float | None = None  # a job's loader without workers: of input_ms, in its Dataset ...
+    input_collate_ms: float | None = None  # ... and collating the batch (None: made by workers, or unknown)
+    cpus: int | None = None  # a user's job: the CPUs it may run on (its affinity), where known
+
+    @property
+    def input_share(self) -> float:
+        return self.input_ms / self.step_ms if self.step_ms > 0 else 0.0
+
+    @property
+    def queued(self) -> bool:
+        """Launched work waits ``QUEUED_US`` or more in the GPU's queue: the host runs ahead of a busy GPU."""
+        return self.launch_delay_us is not None and self.launch_delay_us >= QUEUED_US
+
+    def details(self) -> dict[str, str]:
+        """As an event's text details (``diag_`` + field; absent when unmeasured)."""
+        out = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, SyncTable):
+                out[f"diag_{f.name}"] = json.dumps(value.as_dict(), separators=(",", ":"))
+            elif value is not None:
+                out[f"diag_{f.name}"] = f"{value:.4g}" if isinstance(value, float) else str(value)
+        return out
+
+    @classmethod
+    def from_details(cls, details: dict[str, str]) -> Evidence:
+        """Back from ``details()`` (the diagnosis event's, as the parent receives it)."""
+        kw: dict[str, object] = {}
+        for f in dataclasses.fields(cls):
+            text = details.get(f"diag_{f.name}")
+            if text is None:
+                continue
+            if f.name == "sync_sites":
+                kw[f.name] = _table(text)
+            else:
+                kw[f.name] = text if f.name in _TEXT else int(text) if f.name == "steps" else float(text)
+        return cls(**kw)  # type: ignore[arg-type]  # the fields' own types, read back
+
+
+_TEXT = ("throttled", "dtype", "job_settings", "comm_exposed_kinds")  # Evidence's text fields
+
+
+def job_settings(text: str) -> dict[str, str]:
+    """What a job already does, as its hooks say it at the first step ("cudnn_benchmark=False,…,
+    num_workers=0,…,site=/path/train.py:39"; the loader's site last, whatever its path holds)."""
+    head, has_site, site = text.partition("site=")
+    pairs = (item.partition("=") for item in head.split(",") if "=" in item)
+    return {**{k.strip(): v.strip() for k, _, v in pairs}, **({"site": site} if has_site else {})}
+
+
+def comm_kinds(e: Evidence) -> dict[str, float]:
+    """``Evidence.comm_exposed_kinds`` read back, largest first (names of a-z, - and /: a hostile file's)."""
+    each = {k: ms for k, v in job_settings(e.comm_exposed_kinds or "").items() if (ms := finite_number(v)) is not None}
+    valid = {k: ms for k, ms in each.items() if k.islower() and k.replace("-", "").replace("/", "").isalpha()}
+    return dict(sorted(valid.items(), key=lambda kv: kv[1], reverse=True))
+
+
+def finite_number(text: str) -> float | None:
+    """A finite number read from a setting's text; None where it holds none."""
+    try:
+        return value if math.isfinite(value := float(text)) else None
+    except ValueError:
+        return None
+
+
+def sync_table_of(details: dict[str, str]) -> SyncTable | None:
+    """The sync sites in a diagnosis event's details (None: none, or unreadable)."""
+    text = details.get("diag_sync_sites")
+    return _table(text) if text else None
+
+
+def _table(text: str) -> SyncTable | None:
+    """A sync table from its JSON (None: unreadable)."""
+    try:
+        return SyncTable.from_dict(json.loads(text))
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
