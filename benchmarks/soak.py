@@ -146,7 +146,8 @@ def note_trouble(app: Any, soak: Soak, seen: set[int]) -> None:
 async def run_soak(args: argparse.Namespace, soak: Soak) -> None:
     from gpudash.core.protocol import RunConfig
     from gpudash.host.session import EngineSession
-    from gpudash.tui.app import GpuDashApp, prepare_for_child_processes
+    from gpudash.tui.app import GpuDashApp
+    from gpudash.tui.entry_points import prepare_for_child_processes
 
     prepare_for_child_processes()
     config = RunConfig(workload=args.workload, device=args.device, sample_interval_s=args.sample_interval)

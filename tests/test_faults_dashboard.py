@@ -94,7 +94,8 @@ async def dashboard(
     """The app over a real engine made under ``parent_fault``, its workload started under ``fault``
     (``faults.ENV``, each if given); yields (app, pilot, every notice said, the workload pids seen).
     Quits with q at the end and checks that nothing of any workload process is left."""
-    from gpudash.tui.app import GpuDashApp, prepare_for_child_processes
+    from gpudash.tui.app import GpuDashApp
+    from gpudash.tui.entry_points import prepare_for_child_processes
 
     prepare_for_child_processes()
     for name, value in ONE_THREAD.items():

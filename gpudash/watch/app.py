@@ -30,7 +30,7 @@ from textual.widgets import Static
 from gpudash.arguments.config import UserConfig
 from gpudash.core.textfmt import fmt_duration
 from gpudash.recording.record import CsvRecorder
-from gpudash.tui import actions
+from gpudash.tui import actions, entry_points
 from gpudash.tui import app as app_module
 from gpudash.tui.app import HINT, GpuDashApp
 from gpudash.tui.charts import CHARTS, ORANGE, ChartSpec, Line, MetricChart, charts_in_play
@@ -314,6 +314,6 @@ class WatchApp(GpuDashApp):
 def run_watch(interval_s: float, gpus: tuple[int, ...] | None, user_config: UserConfig | None = None) -> int:
     """``gpudash watch``: the dashboard over every watched GPU until the user quits; the exit
     status (an exception is one line naming its log, and 1, as in the dashboard)."""
-    return app_module.run_app(
+    return entry_points.run_app(
         WatchSource(interval_s, gpus), user_config, app_class=WatchApp, what="the watch dashboard"
     )
