@@ -111,17 +111,17 @@ def change_cycle(app: Any, base: Base) -> list[tuple[str, Callable[[], Any]]]:
         return controller.send(SetKnobs(text), f"knobs {text}")
 
     def other_family() -> Any:
-        return controller.switch_workload(others[next(visits) % len(others)])
+        return controller.requests.switch_workload(others[next(visits) % len(others)])
 
     def send(control: Any) -> Callable[[], Any]:
         return lambda: controller.send(control, str(control))
 
     return [
-        ("batch ×2 (+)", lambda: controller.scale_batch(True)),
+        ("batch ×2 (+)", lambda: controller.requests.scale_batch(True)),
         ("back: batch", send(SetBatchSize(base.batch_size))),
         ("knobs on", knobs_on),
         ("back: knobs off", send(SetKnobs("none"))),
-        ("next variant (v)", controller.next_variant),
+        ("next variant (v)", controller.requests.next_variant),
         ("back: variant", send(SetVariant(base.variant))),
         ("another workload (w)", other_family),
         ("back: workload", send(SwitchWorkload(base.workload, base.variant, base.batch_size))),

@@ -34,8 +34,9 @@ from gpudash.arguments.config import UserConfig
 from gpudash.core.protocol import EngineSource, GpuInfo, Message
 from gpudash.tui import actions
 from gpudash.tui.charts import CHARTS, ChartSpec, MetricChart, charts_in_play
-from gpudash.tui.controller import DashController, RecorderFactory
+from gpudash.tui.controller import DashController
 from gpudash.tui.crash import report_crash
+from gpudash.tui.dash_recording import RecorderFactory
 from gpudash.tui.footer import LeanFooter
 from gpudash.tui.gpu_rows import GPM_EXPLAINED, GpuRows
 from gpudash.tui.job_notices import STALL_COMMAND
@@ -241,7 +242,7 @@ class GpuDashApp(ShotsApp):
             device=self.state.device,
             run_time_s=self.run_time_s(),
             status=self.status_text(),
-            recording=self.controller.recording_path,
+            recording=self.controller.recording.path,
             source_label=os.path.basename(path) if self.replay and path else None,
             knobs=self.controller.knobs_label(),
         )
@@ -295,8 +296,8 @@ class GpuDashApp(ShotsApp):
     def action_record(self) -> None:
         if self.replay:
             return
-        if self.controller.recorder is not None:
-            self._tell([self.controller.stop_recording()])
+        if self.controller.recording.recorder is not None:
+            self._tell([self.controller.recording.stop()])
             self._redraw(force=True)
             return
         prompt = PromptScreen(
@@ -308,7 +309,7 @@ class GpuDashApp(ShotsApp):
         self.push_screen(prompt, lambda path: None if not path else self.start_recording(path))
 
     def start_recording(self, path: str) -> None:
-        self._tell([self.controller.start_recording(path)])
+        self._tell([self.controller.recording.start(path)])
         self._redraw(force=True)
 
     # -- help, palette, quit ----------------------------------------------------------------------
@@ -388,8 +389,8 @@ class GpuDashApp(ShotsApp):
         if self._stopping:
             return
         self._stopping = True
-        if self.controller.recorder is not None:
-            self._tell([self.controller.stop_recording(f"saved {self.controller.recording_path}")])
+        if self.controller.recording.recorder is not None:
+            self._tell([self.controller.recording.stop(f"saved {self.controller.recording.path}")])
         if self.tune_job is not None and self.tune_job.running:
             self.say("stopping the tune…")
             await self.run_worker(self.tune_job.close, thread=True, name="stop-tune", exit_on_error=False).wait()

@@ -96,26 +96,26 @@ class SteeringApp(QuietCrashApp[int]):
             self.job.toggle()
 
     def action_toggle_pipeline(self) -> None:
-        self._tell([self.controller.toggle_pipeline()])
+        self._tell([self.controller.requests.toggle_pipeline()])
 
     def action_cycle_variant(self) -> None:
-        self._tell([self.controller.next_variant()])
+        self._tell([self.controller.requests.next_variant()])
 
     def action_switch_workload(self) -> None:
         choices = [(f.name, f.title) for f in FAMILIES.values()]
         self.push_screen(
             PickScreen("Switch workload (enter picks, escape cancels)", choices, self.state.run.workload),
-            lambda name: self._tell([self.controller.switch_workload(name)]),
+            lambda name: self._tell([self.controller.requests.switch_workload(name)]),
         )
 
     def set_batch(self, n: int) -> None:
-        self._tell([self.controller.set_batch(n)])
+        self._tell([self.controller.requests.set_batch(n)])
 
     def action_batch_double(self) -> None:
-        self._tell([self.controller.scale_batch(double=True)])
+        self._tell([self.controller.requests.scale_batch(double=True)])
 
     def action_batch_half(self) -> None:
-        self._tell([self.controller.scale_batch(double=False)])
+        self._tell([self.controller.requests.scale_batch(double=False)])
 
     def action_batch_typed(self) -> None:
         """The edge's one check of a typed batch size: the prompt parses it, or says why not."""
@@ -128,16 +128,16 @@ class SteeringApp(QuietCrashApp[int]):
         self.push_screen(prompt, lambda n: None if n is None else self.set_batch(n))
 
     def action_time_stages(self) -> None:
-        self._tell([self.controller.time_stages()])
+        self._tell([self.controller.requests.time_stages()])
 
     def action_trace_window(self) -> None:
-        self._tell([self.controller.trace_window()])
+        self._tell([self.controller.requests.trace_window()])
 
     def action_diagnose(self) -> None:
-        self._tell([self.controller.diagnose()])
+        self._tell([self.controller.requests.diagnose()])
 
     def action_memory_peak(self) -> None:
-        self._tell([self.controller.memory_peak()])
+        self._tell([self.controller.requests.memory_peak()])
 
     # -- tune: the race in a child process while the run is paused (gpudash.tune.job) -----------
     def action_tune(self) -> None:
@@ -147,7 +147,7 @@ class SteeringApp(QuietCrashApp[int]):
             job.stop()
             self.say(job.progress())
             return
-        refusal = self.controller.tune_refusal()
+        refusal = self.controller.tune.refusal()
         if refusal is not None:
             self._tell([refusal])
             return
@@ -163,11 +163,11 @@ class SteeringApp(QuietCrashApp[int]):
 
     def start_tune(self, minutes: float, seconds: float | None = None, warmup: float | None = None) -> None:
         """Pause the run and start ``gpudash tune`` on it (``seconds``/``warmup``: tune's own, for tests)."""
-        refusal = self.controller.tune_refusal()
+        refusal = self.controller.tune.refusal()
         if refusal is not None:
             self._tell([refusal])
             return
-        request = dataclasses.replace(self.controller.tune_request(minutes), seconds=seconds, warmup=warmup)
+        request = dataclasses.replace(self.controller.tune.request(minutes), seconds=seconds, warmup=warmup)
         job = TuneJob(request, default_out_dir(self.save_dir, request.workload))
         try:
             job.start()
@@ -205,7 +205,7 @@ class SteeringApp(QuietCrashApp[int]):
 
     def _tuned(self, answer: TuneAnswer, apply: bool) -> None:
         if apply:
-            self._tell(self.controller.apply_tuned(answer))
+            self._tell(self.controller.tune.apply(answer))
         else:
             self._resume_after_tune()
 
@@ -214,7 +214,7 @@ class SteeringApp(QuietCrashApp[int]):
             self._tell([self.controller.send(protocol.Resume(), "resuming…")])
 
     def action_measure_scaling(self) -> None:
-        self._tell([self.controller.measure_scaling()])
+        self._tell([self.controller.requests.measure_scaling()])
 
     def action_knobs(self) -> None:
         ctl, s = self.controller, self.state
@@ -228,4 +228,4 @@ class SteeringApp(QuietCrashApp[int]):
         self._tell([ctl.toggle_knob(name) if value is None else ctl.set_knob(name, value)])
 
     def action_pause_resume(self) -> None:
-        self._tell([self.controller.pause_resume()])
+        self._tell([self.controller.requests.pause_resume()])

@@ -141,7 +141,7 @@ class WatchHeader(Static):
         t.append(f" · {fmt_duration(app.run_time_s())}  ")
         status = app.status_text()
         t.append(f" {status} ", style="bold green" if status == "watching" else "bold yellow")
-        recording = app.controller.recording_path
+        recording = app.controller.recording.path
         if recording:
             t.append("  ● REC ", style="bold red")
             t.append(os.path.basename(recording), style="red")
