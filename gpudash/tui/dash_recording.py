@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from gpudash.core.protocol import Message, RunConfig, SourceInfo
+from gpudash.core.protocol import EngineSource, Message, RunConfig
 from gpudash.tui.notices import Notice, Severity, error
 from gpudash.tui.state import DashState
 
@@ -30,12 +30,7 @@ class RecordedRun(Protocol):
 
     state: DashState
     config: RunConfig
-
-    @property
-    def info(self) -> SourceInfo: ...
-
-    @property
-    def knobs_text(self) -> str: ...
+    source: EngineSource
 
 
 class DashRecording:
@@ -55,14 +50,14 @@ class DashRecording:
         meta = dashboard_metadata(
             config,
             s.gpu_info,
-            self.run.info.started_details,
+            self.run.source.info.started_details,
             device=s.device,
             run_s=s.time_s,
             running={
                 "workload": s.run.workload,
                 "variant": s.run.variant,
                 "batch_size": s.run.batch_size,
-                "knobs": self.run.knobs_text,
+                "knobs": s.run.knobs,
             },
         )
         try:
