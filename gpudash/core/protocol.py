@@ -10,7 +10,8 @@ three through an ``EngineSource``.
 This module is the one place to import them from; each lives in the module of its job:
 ``run_config`` (``RunConfig``), ``exit_code`` (``ExitCode``), ``controls`` (parent → child),
 ``samples`` and ``events`` (child → parent), ``gpu_messages`` (NVML's, in the parent) and
-``source`` (``EngineSource``, ``SourceInfo``, ``Message``).
+``source`` (``EngineSource``, ``SourceInfo``, ``Message``). Each name is re-exported as
+``from … import X as X``: one import line a name.
 """
 
 from __future__ import annotations
