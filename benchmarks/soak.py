@@ -111,17 +111,17 @@ def change_cycle(app: Any, base: Base) -> list[tuple[str, Callable[[], Any]]]:
         return controller.send(SetKnobs(text), f"knobs {text}")
 
     def other_family() -> Any:
-        return controller.switch_workload(others[next(visits) % len(others)])
+        return controller.requests.switch_workload(others[next(visits) % len(others)])
 
     def send(control: Any) -> Callable[[], Any]:
         return lambda: controller.send(control, str(control))
 
     return [
-        ("batch ×2 (+)", lambda: controller.scale_batch(True)),
+        ("batch ×2 (+)", lambda: controller.requests.scale_batch(True)),
         ("back: batch", send(SetBatchSize(base.batch_size))),
         ("knobs on", knobs_on),
         ("back: knobs off", send(SetKnobs("none"))),
-        ("next variant (v)", controller.next_variant),
+        ("next variant (v)", controller.requests.next_variant),
         ("back: variant", send(SetVariant(base.variant))),
         ("another workload (w)", other_family),
         ("back: workload", send(SwitchWorkload(base.workload, base.variant, base.batch_size))),
@@ -146,7 +146,8 @@ def note_trouble(app: Any, soak: Soak, seen: set[int]) -> None:
 async def run_soak(args: argparse.Namespace, soak: Soak) -> None:
     from gpudash.core.protocol import RunConfig
     from gpudash.host.session import EngineSession
-    from gpudash.tui.app import GpuDashApp, prepare_for_child_processes
+    from gpudash.tui.app import GpuDashApp
+    from gpudash.tui.entry_points import prepare_for_child_processes
 
     prepare_for_child_processes()
     config = RunConfig(workload=args.workload, device=args.device, sample_interval_s=args.sample_interval)

@@ -177,7 +177,7 @@ def redraw_costs(
             for _ in range(frames):
                 app.state.version += 1
                 a = clock()
-                app._redraw()
+                app.redraw()
                 await pilot.pause()  # let Textual render and composite the frame
                 whole.append((clock() - a) * 1000)
             build.sort()

@@ -67,7 +67,7 @@ def test_status_and_what_runs_come_from_the_events_only() -> None:
 
 def test_pipelining_on_the_cpu_is_refused_with_the_catalogs_message() -> None:
     ctl, src = running(device="cpu")
-    notice = ctl.toggle_pipeline()
+    notice = ctl.requests.toggle_pipeline()
     assert src.sent == []
     assert present(family("encdec").variant("pipelined").refusal("cpu")) in notice.text
     assert notice.severity == Severity.ERROR and notice.toast
@@ -80,32 +80,32 @@ def test_a_workload_of_your_own_pipelines_through_the_same_keys() -> None:
 
     spec = f"{ROOT / 'examples' / 'frozen_trunk.py'}:workload"
     ctl, src = running(spec, device="cpu")
-    notice = ctl.toggle_pipeline()
+    notice = ctl.requests.toggle_pipeline()
     assert src.sent == [] and "needs CUDA streams" in notice.text and notice.severity == Severity.ERROR
     ctl, src = running(spec, device="cuda:0")
-    ctl.toggle_pipeline()
+    ctl.requests.toggle_pipeline()
     assert src.sent == [SetVariant("pipelined")]
 
 
 def test_next_variant_skips_what_the_device_cannot_run_and_says_so() -> None:
     ctl, src = running("augment", "gpu-vectorized", device="cpu")
-    notice = ctl.next_variant()
+    notice = ctl.requests.next_variant()
     assert src.sent == [SetVariant("cpu")]  # past pipelined and pipelined-loop, around to the first
     assert "skipped pipelined, pipelined-loop: needs CUDA" in notice.text
     ctl, src = running("augment", "gpu-vectorized", device="cuda:0")
-    ctl.next_variant()
+    ctl.requests.next_variant()
     assert src.sent == [SetVariant("pipelined")]
 
 
 def test_batch_keys_build_on_the_size_asked_for_until_the_engine_answers() -> None:
     ctl, src = running(batch=8)
-    ctl.scale_batch(double=True)
-    ctl.scale_batch(double=True)
+    ctl.requests.scale_batch(double=True)
+    ctl.requests.scale_batch(double=True)
     assert src.sent == [SetBatchSize(16), SetBatchSize(32)]
     src.push(Event(3.5, EventKind.ERROR, "batch_size", "8", "32", "CUDA out of memory"))
     ctl.poll()
     assert ctl.pending_batch is None
-    ctl.scale_batch(double=False)
+    ctl.requests.scale_batch(double=False)
     assert src.sent[-1] == SetBatchSize(4)
 
 
@@ -113,10 +113,10 @@ def test_the_stages_key_asks_a_two_stage_family_only() -> None:
     from gpudash.core.protocol import TimeStages
 
     ctl, src = running("encdec", device="cuda:0")
-    ctl.time_stages()
+    ctl.requests.time_stages()
     assert src.sent == [TimeStages()]
     ctl, src = running("sync_loss", "fixed", device="cuda:0")
-    assert "no two stages" in ctl.time_stages().text and src.sent == []
+    assert "no two stages" in ctl.requests.time_stages().text and src.sent == []
     src.push(
         Event(3.0, EventKind.MEASURED, "stages", message="encode 1 ms, train 3 ms alone: overlap bound 333 steps/s")
     )
@@ -129,7 +129,7 @@ def test_next_variant_from_an_unknown_variant_offers_every_one() -> None:
     src.push(Event(4.0, EventKind.CHANGED, "variant", "baseline", "bogus"))
     ctl.poll()
     assert ctl.state.run.variant == "bogus"
-    ctl.next_variant()
+    ctl.requests.next_variant()
     assert src.sent == [SetVariant("baseline")]
 
 
@@ -143,7 +143,7 @@ def test_a_replay_is_read_only() -> None:
 
     ctl = DashController(Recording())
     assert not ctl.enabled("pause_resume", steers=True) and ctl.enabled("help", steers=False)
-    assert ctl.pause_resume().text == "replay: read-only"
+    assert ctl.requests.pause_resume().text == "replay: read-only"
     assert ctl.toggle_knob("channels_last").text == "replay: read-only"
     assert ctl.status_text() == "replay (read-only)"
 
@@ -266,10 +266,10 @@ def test_the_profile_key_sends_one_window_and_says_so() -> None:
     from gpudash.core.protocol import TraceWindow
 
     ctl, src = traced()
-    notice = ctl.trace_window()
+    notice = ctl.requests.trace_window()
     assert src.sent == [TraceWindow(20)] and notice.severity == Severity.INFO
     assert notice.text.startswith("profiling 20 steps…") and "/runs/gpudash-traces" in notice.text
-    again = ctl.trace_window()  # one window at a time
+    again = ctl.requests.trace_window()  # one window at a time
     assert src.sent == [TraceWindow(20)] and "already under way" in again.text
     notices = ctl.ingest([trace_event()])
     assert not ctl.pending_trace
@@ -281,7 +281,7 @@ def test_the_profile_key_sends_one_window_and_says_so() -> None:
     here = os.path.join(os.getcwd(), "gpudash-traces", "gpudash-trace-x.json.gz")  # the dashboard's default place
     (n,) = ctl.ingest([trace_event(path=here)])
     assert n.text.startswith("open in ui.perfetto.dev: gpudash-traces/gpudash-trace-x.json.gz — 20 steps traced")
-    ctl.trace_window()
+    ctl.requests.trace_window()
     assert src.sent == [TraceWindow(20), TraceWindow(20)]
     ctl.ingest([Event(20.0, EventKind.ERROR, "trace", message="profiler window failed: CUPTI unavailable")])
     assert not ctl.pending_trace  # a failed window can be asked for again
@@ -305,7 +305,7 @@ def test_no_profiler_window_without_a_trace_directory_or_in_a_replay() -> None:
     from gpudash.core.protocol import SourceInfo
 
     ctl, src = traced(trace_dir=None)
-    notice = ctl.trace_window()
+    notice = ctl.requests.trace_window()
     assert src.sent == [] and notice.severity == Severity.WARNING and "no trace directory" in notice.text
 
     class Recording(FakeSource):
@@ -315,7 +315,7 @@ def test_no_profiler_window_without_a_trace_directory_or_in_a_replay() -> None:
 
     recording = Recording(RunConfig(trace_dir="/runs/t"))
     replay = DashController(recording)
-    assert "replay: read-only" in replay.trace_window().text and recording.sent == []
+    assert "replay: read-only" in replay.requests.trace_window().text and recording.sent == []
     replay.ready = True
     (n,) = replay.ingest([trace_event()])  # a recorded window: its figures and where its file was
     assert "ui.perfetto.dev" in n.text and not n.toast and replay.last_trace_text()
@@ -345,7 +345,7 @@ def test_a_tuned_winner_is_applied_as_its_variant_batch_and_knobs_then_the_run_r
     assert answer.lines[0] == "fastest: fixed+channels_last+tf32 at batch 32: 512 ± 12 samples/s"
     assert answer.lines[1] == "vs the plain variant (sync-heavy): 1.80× [1.70–1.90], faster"
     del src.sent[:]
-    ctl.apply_tuned(answer)
+    ctl.tune.apply(answer)
     assert src.sent == [
         SetKnobs("none"),
         SetVariant("fixed"),
@@ -358,7 +358,7 @@ def test_a_tuned_winner_is_applied_as_its_variant_batch_and_knobs_then_the_run_r
 def test_tune_is_refused_in_a_replay_and_on_a_data_parallel_run() -> None:
     ctl, _ = running()
     ctl.config = RunConfig(workload="encdec", nproc=2)
-    assert "2 ranks" in present(ctl.tune_refusal()).text
+    assert "2 ranks" in present(ctl.tune.refusal()).text
     from gpudash.core.protocol import SourceInfo
 
     class Recording(FakeSource):
@@ -366,7 +366,7 @@ def test_tune_is_refused_in_a_replay_and_on_a_data_parallel_run() -> None:
         def info(self) -> SourceInfo:
             return SourceInfo(replay=True, path="run.csv")
 
-    assert present(DashController(Recording()).tune_refusal()).text == "replay: read-only — tune needs a live run"
+    assert present(DashController(Recording()).tune.refusal()).text == "replay: read-only — tune needs a live run"
 
 
 def test_the_ranks_line_names_the_straggler_by_its_own_work() -> None:
@@ -404,13 +404,13 @@ def test_the_memory_key_records_two_steps_on_a_gpu_and_says_why_not_on_the_cpu()
     from gpudash.core.protocol import MEMORY_PEAK, MemoryPeak
 
     ctl, src = running(device="cuda:0")
-    notice = ctl.memory_peak()
+    notice = ctl.requests.memory_peak()
     assert src.sent == [MemoryPeak(2)] and notice.text == "recording the GPU's allocations over 2 steps…"
     answer = "peak allocated 22.8 GiB in the recorded steps; the most: gpt.py:30 att = F.softmax(att, dim=-1) 4.5 GiB"
     (n,) = ctl.ingest([Event(9.0, EventKind.MEASURED, MEMORY_PEAK, message=answer)])
     assert n.text == f"memory: {answer}" and n.toast  # asked for by a key: answered where it is seen
     cpu, cpu_src = running(device="cpu")
-    said = cpu.memory_peak()
+    said = cpu.requests.memory_peak()
     assert cpu_src.sent == [] and said.severity == Severity.WARNING and "needs CUDA" in said.text
     job = DashController(FakeSource(RunConfig(workload="job:train.py", job=("python", "train.py"))))
     assert job.applies("memory_peak", True) and not job.applies("batch_double", True)  # a job's key too

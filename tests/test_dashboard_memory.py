@@ -121,7 +121,7 @@ def test_the_controller_keeps_the_latest_controls_not_every_one() -> None:
     src.push(started(1.0, batch=8), *run_segment(1.0, 3.0, 100.0))
     ctl.source_started()
     for i in range(MAX_SENT * 3):
-        ctl.set_batch(i + 1)
+        ctl.requests.set_batch(i + 1)
     assert len(ctl.sent) == MAX_SENT
     assert ctl.sent[-1] == SetBatchSize(MAX_SENT * 3)  # the newest kept
     assert len(src.sent) == MAX_SENT * 3  # every one was sent

@@ -94,7 +94,8 @@ async def dashboard(
     """The app over a real engine made under ``parent_fault``, its workload started under ``fault``
     (``faults.ENV``, each if given); yields (app, pilot, every notice said, the workload pids seen).
     Quits with q at the end and checks that nothing of any workload process is left."""
-    from gpudash.tui.app import GpuDashApp, prepare_for_child_processes
+    from gpudash.tui.app import GpuDashApp
+    from gpudash.tui.entry_points import prepare_for_child_processes
 
     prepare_for_child_processes()
     for name, value in ONE_THREAD.items():
@@ -174,7 +175,7 @@ async def exits_mid_change(app: GpuDashApp, pilot: Pilot[int], said: list[str], 
     """exit@reconfigure (this workload process): recorded from a sample on, + makes it exit."""
     await wait_until(pilot, lambda: app.state.last_sample is not None, "a first sample", timeout_s=WAIT_S)
     app.start_recording(str(path))  # the c key's
-    await wait_until(pilot, lambda: app.controller.recorded_messages >= 3, "a few recorded rows", timeout_s=WAIT_S)
+    await wait_until(pilot, lambda: app.controller.recording.written >= 3, "a few recorded rows", timeout_s=WAIT_S)
     await pilot.press("plus")
     await wait_until(pilot, lambda: app.state.ended, "the crash", timeout_s=WAIT_S)
     seen.exit_line = said_line(said, "workload crashed")
@@ -260,7 +261,7 @@ async def drive_reader_chain(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
         seen.went_on_after_drops = await steps_go_on(app, pilot, "samples again")
         set_fault(monkeypatch, "csv-write@row=5")  # read by the recorder the next line makes
         app.start_recording(str(seen.path))  # the c key's
-        await wait_until(pilot, lambda: app.controller.recorder is None, "the failed write", timeout_s=WAIT_S)
+        await wait_until(pilot, lambda: app.controller.recording.recorder is None, "the failed write", timeout_s=WAIT_S)
         seen.stop_line = said_line(said, "recording stopped")
         seen.went_on_after_write = await steps_go_on(app, pilot, "the run to go on")
     seen.rows = len(read_rows(seen.path))

@@ -12,6 +12,7 @@ import pytest
 from gpudash.core.protocol import GpuSample
 from gpudash.host.gpm import WHAT
 from gpudash.host.nvml import NvmlSampler
+from gpudash.host.nvml_watch import gpm_window, read_gpu
 from tests.fake_gpm import FakeGpm, add_gpm
 from tests.fake_gpus import FakeNvml, fake_gpus, installer
 from tests.messages import present
@@ -250,8 +251,8 @@ def test_every_buffer_is_freed_at_stop_before_nvml_shuts_down(box: Box) -> None:
 def test_once_a_window_gives_the_figures_without_ticks(box: Box) -> None:
     _, g = hopper(box, 2)
     s = opened(0)
-    s.gpm_window(0.01)
-    values, failed = s.read_gpu(1)
+    gpm_window(s, 0.01)
+    values, failed = read_gpu(s, 1)
     assert (values["sm_active_pct"], values["tensor_active_pct"], values["dram_active_pct"]) == pytest.approx(
         (61, 41, 21)
     )

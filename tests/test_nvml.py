@@ -12,7 +12,8 @@ from typing import Any, Protocol, TypeVar
 import pytest
 
 from gpudash.host.devices import cuda_index_hint
-from gpudash.host.nvml import NvmlSampler, decode_throttle
+from gpudash.host.nvml import NvmlSampler
+from gpudash.host.nvml_queries import decode_throttle
 from tests.messages import gpu_samples_of, present
 
 M = TypeVar("M", bound="types.ModuleType | None")

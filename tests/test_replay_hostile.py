@@ -23,7 +23,8 @@ from gpudash.core.protocol import Event, EventKind, ExitCode, GpuInfo, Message, 
 from gpudash.recording.csvformat import event_row, format_row, header, sample_row
 from gpudash.recording.replay import NotARecording, ReplaySource, read_all
 from gpudash.recording.sidecar import UNKNOWN_CONFIG, read_sidecar
-from gpudash.tui.app import GpuDashApp, run_app
+from gpudash.tui.app import GpuDashApp
+from gpudash.tui.entry_points import run_app
 from gpudash.tui.widgets import MessageBar
 from tests.messages import present, samples_of
 from tests.tui.conftest import replay_loaded, wait_until
@@ -309,7 +310,7 @@ def test_a_refusal_names_the_file_without_its_control_characters(tmp_path: Path)
 CRASHING_SOURCE = textwrap.dedent("""
     import sys
     from gpudash.core.protocol import Sample
-    from gpudash.tui.app import run_app
+    from gpudash.tui.entry_points import run_app
     from tests.tui.fakes import FakeSource, started
 
     class Hostile(FakeSource):

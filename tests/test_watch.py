@@ -417,9 +417,9 @@ async def test_recording_from_the_watch_dashboard_is_a_recording(box, tmp_path: 
         await wait_until(pilot, lambda: len(rows(app)) == 2, "a row per GPU")
         app.start_recording(str(path))
         assert "REC" in plain_text(app.query_one("#header", Static), 120)
-        await wait_until(pilot, lambda: app.controller.recorded_messages >= 5, "rows recorded")
+        await wait_until(pilot, lambda: app.controller.recording.written >= 5, "rows recorded")
         await pilot.press("c")  # stops it
-        assert app.controller.recorder is None
+        assert app.controller.recording.recorder is None
     messages = read_all(ReplaySource(path))
     assert sum(isinstance(m, GpuSample) for m in messages) >= 5
     assert not [m for m in messages if isinstance(m, Event)]

@@ -188,7 +188,7 @@ def _cmd_replay(given: dict[str, Any]) -> int:
         user_config = _themed_user_config(given.get("theme"))
     except UsageError as exc:
         return _fail(str(exc))
-    from gpudash.tui.app import run_replay
+    from gpudash.tui.entry_points import run_replay
 
     return int(run_replay(path, given.get("follow", False), user_config, given.get("nodes", ())) or 0)
 
@@ -253,7 +253,7 @@ def _cmd_run_or_record(command: str, given: dict[str, Any]) -> int:
         _, commands = build_parsers()
         return serve(args.host, args.port, args.public_url, as_argv(commands["run"], given))
     from gpudash.cli.serve import end_with_server
-    from gpudash.tui.app import run_dashboard
+    from gpudash.tui.entry_points import run_dashboard
 
     end_with_server()  # a tab of ``gpudash serve``: quit (stopping the workload) when the server dies
     return int(run_dashboard(config, user_config) or 0)
@@ -437,7 +437,7 @@ def _cmd_job(before: list[str], job: list[str]) -> int:
         return diagnose_memory(config, **flags) if args.memory else diagnose_job(config, warmup_s=args.warmup, **flags)
     if record is not None:  # with "-" the CSV is stdout: the job's own stdout goes to stderr, apart
         return record_job(config, record, stdout_to_stderr=str(record) == "-", **_recording_options(args))
-    from gpudash.tui.app import run_dashboard
+    from gpudash.tui.entry_points import run_dashboard
 
     return int(run_dashboard(config, user_config) or 0)
 

@@ -111,7 +111,7 @@ def _server_gone() -> NoReturn:
 
     First stdout and stderr (pipes to the dead server: nobody reads them) go to /dev/null, so the
     dashboard's next frame does not fail meanwhile with a broken pipe (a "crash" of its own)."""
-    from gpudash.host import runner
+    from gpudash.host import live_runners
 
     null = os.open(os.devnull, os.O_WRONLY)
     os.dup2(null, 1)
@@ -119,7 +119,7 @@ def _server_gone() -> NoReturn:
     deadline = threading.Timer(SERVER_GONE_EXIT_S, os._exit, (ExitCode.INTERRUPTED,))
     deadline.daemon = True
     deadline.start()
-    runner.stop_all(timeout=0)
+    live_runners.stop_all(timeout=0)
     os._exit(ExitCode.INTERRUPTED)
 
 

@@ -1,14 +1,15 @@
 """NVML telemetry, sampled in the parent in its own thread: UI-free, never raises into callers.
 
-Every query gives a value or ``None``. A metric the GPU does not support (NVML says "Not
-Supported") is probed once and dropped; any other failure gives ``None`` for that tick only. When
-NVML cannot be used at all (package missing, no driver, no GPU) the sampler says why once, in
-``GpuInfo.unavailable``, and produces no samples.
+Every query (``gpudash.host.nvml_queries``) gives a value or ``None``. A metric the GPU does not
+support (NVML says "Not Supported") is probed once and dropped; any other failure gives ``None`` for
+that tick only. When NVML cannot be used at all (package missing, no driver, no GPU) the sampler
+says why once, in ``GpuInfo.unavailable``, and produces no samples.
 
 Each sample is the workload's GPU (``GpuInfo.index``: the charts, the CSV's first columns) and
 a ``GpuReading`` of every GPU watched (``GpuInfo.sampled``, as ``gpudash.host.gpu_selection`` picks
 them); a watched GPU that stops answering reads ``None`` while the others go on. Each tick also
 reads GPM (SM, tensor and DRAM activity: ``gpudash.host.gpm``) of those GPUs, where it can.
+``gpudash watch``'s reads of one GPU on demand are ``gpudash.host.nvml_watch``'s.
 
 ``pynvml`` comes from the ``nvidia-ml-py`` package and is imported lazily.
 """
@@ -20,84 +21,15 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gpudash.core import faults
 from gpudash.core.protocol import NVML_LOST, Event, EventKind, GpuInfo, GpuReading, GpuSample
 from gpudash.host.gpm import GpmReader
 from gpudash.host.gpu_selection import GpuSelectionError, choose_gpus
-from gpudash.host.nvml_errors import (
-    DRIVER_NOT_LOADED,
-    FUNCTION_NOT_FOUND,
-    GONE,
-    LIBRARY_NOT_FOUND,
-    NOT_SUPPORTED,
-    error_code,
-    is_error,
-)
-
-# Clock event ("throttle") reason bits (nvml.h nvmlClocksEventReason*).
-THROTTLE_REASONS: tuple[tuple[int, str], ...] = (
-    (0x1, "gpu_idle"),
-    (0x2, "applications_clocks"),
-    (0x4, "sw_power_cap"),
-    (0x8, "hw_slowdown"),
-    (0x10, "sync_boost"),
-    (0x20, "sw_thermal"),
-    (0x40, "hw_thermal"),
-    (0x80, "hw_power_brake"),
-    (0x100, "display_clocks"),
-)
-
-
-def decode_throttle(mask: int) -> str:
-    """Active reasons as ``"sw_power_cap|hw_slowdown"``; ``""`` when none."""
-    names = [name for bit, name in THROTTLE_REASONS if mask & bit]
-    known = sum(bit for bit, _ in THROTTLE_REASONS)
-    if mask & ~known:
-        names.append(f"other_0x{mask & ~known:x}")
-    return "|".join(names)
-
-
-def _text(value: Any) -> str:
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
-
-
-def _norm_uuid(uuid: str) -> str:
-    uuid = uuid.strip().lower()
-    return uuid[4:] if uuid.startswith("gpu-") else uuid
-
-
-def gone_reason(exc: BaseException) -> str | None:
-    """Why NVML will not answer again, when ``exc`` says it is gone (``GONE``); else None."""
-    code = error_code(exc)
-    return GONE.get(code) if code is not None else None
-
-
-def _unsupported(exc: BaseException) -> bool:
-    """NVML says this GPU (or driver) has no such query: asking again will not help."""
-    if isinstance(exc, AttributeError):  # an nvidia-ml-py without this query
-        return True
-    return is_error(exc, NOT_SUPPORTED, FUNCTION_NOT_FOUND)
-
-
-_READING_FIELDS = tuple(f.name for f in fields(GpuReading) if f.name != "index")
-_READING_QUERIES = ("utilization", "memory", "power", "sm_clock", "temperature")  # what a GpuReading needs
-
-
-NOT_AVAILABLE_U64 = 2**64 - 1  # NVML_VALUE_NOT_AVAILABLE in an unsigned long long (a process's memory)
-
-
-@dataclass(frozen=True)
-class NvmlProcess:
-    """A process on a GPU as NVML lists it: pid (the host's), its GPU memory (None: NVML gives
-    none), which lists it is on ("compute", "graphics") and NVML's name for it (None: none)."""
-
-    pid: int
-    used_memory_mib: float | None
-    kinds: tuple[str, ...]
-    name: str | None
+from gpudash.host.nvml_errors import gone_reason, is_unsupported, unavailable_reason
+from gpudash.host.nvml_queries import READING_FIELDS, READING_QUERIES, NvmlQueries, Query, norm_uuid, text
 
 
 @dataclass
@@ -106,20 +38,9 @@ class _WatchedGpu:
     stopped answering at all (None while it answers)."""
 
     handle: Any
-    queries: dict[str, Callable[[Any], dict[str, Any]]]
+    queries: dict[str, Query]
     dropped: dict[str, str] = field(default_factory=dict)
     gone: str | None = None
-
-
-def unavailable_reason(exc: BaseException) -> str:
-    """One clear line for a failed ``nvmlInit``."""
-    if isinstance(exc, ImportError):
-        return "the nvidia-ml-py package (pynvml) is not installed"
-    if is_error(exc, LIBRARY_NOT_FOUND):
-        return "NVML library (libnvidia-ml) not found: no NVIDIA driver on this machine"
-    if is_error(exc, DRIVER_NOT_LOADED):
-        return "the NVIDIA driver is not loaded"
-    return f"NVML failed to start: {exc}"
 
 
 class NvmlSampler:
@@ -152,26 +73,21 @@ class NvmlSampler:
         self.info = GpuInfo(available=False, unavailable="NVML sampler not started")
         self.latest: GpuSample | None = None
         self.dropped: dict[str, str] = {}  # metric -> why it was dropped
-        self._nvml: Any = None
+        self.queries = NvmlQueries()
+        self.metrics = self.queries.table()  # the queries the workload's GPU still answers
         self._handle: Any = None
         self._uuids: list[str] = []
-        self._energy0: float | None = None
         self._samples: deque[GpuSample | Event] = deque(maxlen=maxlen)
         self._ticks = 0  # samples attempted (GPUDASH_FAULT=nvml-lost@sample=N counts these)
         self._fault = faults.of_kind("nvml-lost", "nvml-gone")
-        self._lock = threading.Lock()
+        self.lock = threading.Lock()  # held around every use of NVML after open (watch's reads too)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._metrics: dict[str, Callable[[Any], dict[str, Any]]] = {
-            "utilization": self._utilization,
-            "memory": self._memory,
-            "power": self._power,
-            "sm_clock": self._sm_clock,
-            "temperature": self._temperature,
-            "energy": self._energy,
-            "throttle": self._throttle,
-            "processes": self._processes,
-        }
+
+    @property
+    def nvml(self) -> Any:
+        """The NVML module the queries call (a faulty wrapper under GPUDASH_FAULT); None: not open."""
+        return self.queries.nvml
 
     # -- life cycle ------------------------------------------------------------------------------
     def open(self) -> GpuInfo:
@@ -183,17 +99,17 @@ class NvmlSampler:
         except Exception as exc:  # ImportError, NVMLError_*, OSError from a broken library
             self.info = GpuInfo(available=False, unavailable=unavailable_reason(exc))
             return self.info
-        self._nvml = pynvml
+        self.queries.nvml = pynvml
         if self._fault is not None:  # test-only: every call fails from the fault's sample on
-            self._nvml = faults.FaultyNvml(pynvml, self._fault, lambda: self._ticks)
+            self.queries.nvml = faults.FaultyNvml(pynvml, self._fault, lambda: self._ticks)
         try:
             count = int(pynvml.nvmlDeviceGetCount())
             names, uuids = [], []
             for i in range(count):
                 h = pynvml.nvmlDeviceGetHandleByIndex(i)
-                names.append(_text(pynvml.nvmlDeviceGetName(h)))
-                uuids.append(_norm_uuid(_text(self._safe(pynvml.nvmlDeviceGetUUID, h) or "")))
-            driver = _text(self._safe(pynvml.nvmlSystemGetDriverVersion) or "") or None
+                names.append(text(pynvml.nvmlDeviceGetName(h)))
+                uuids.append(norm_uuid(text(self._safe(pynvml.nvmlDeviceGetUUID, h) or "")))
+            driver = text(self._safe(pynvml.nvmlSystemGetDriverVersion) or "") or None
         except Exception as exc:
             self._shutdown()
             self.info = GpuInfo(available=False, unavailable=f"NVML could not list the GPUs: {exc}")
@@ -215,13 +131,13 @@ class NvmlSampler:
         self.info = GpuInfo(available=True, driver=driver, names=tuple(names), index=index, sampled=sampled)
         self._handle = pynvml.nvmlDeviceGetHandleByIndex(index)
         self._watched = {i: _WatchedGpu(pynvml.nvmlDeviceGetHandleByIndex(i), self._reading_queries()) for i in sampled}
-        self.gpm = GpmReader(self._nvml, enabled=self.gpm.enabled)
+        self.gpm = GpmReader(self.nvml, enabled=self.gpm.enabled)
         self._add_gpm({index: self._handle, **{i: w.handle for i, w in self._watched.items()}})
         return self.info
 
     def start(self) -> GpuInfo:
         """``open()`` (unless open), take a first sample, then sample every ``interval_s`` in a thread."""
-        info = self.info if self._nvml is not None else self.open()
+        info = self.info if self.nvml is not None else self.open()
         if info.available and self._thread is None:
             self.sample()
             self._stop.clear()
@@ -235,41 +151,46 @@ class NvmlSampler:
         if self._thread is not None:
             self._thread.join(timeout=2.0)
             self._thread = None
-        if self._lock.acquire(timeout=2.0):
+        if self.lock.acquire(timeout=2.0):
             try:
                 self._shutdown()
             finally:
-                self._lock.release()
+                self.lock.release()
 
     def index_of(self, uuid: str) -> int | None:
         """The NVML index of the GPU with ``uuid`` (a rank's device), None where it is not here."""
-        want = _norm_uuid(uuid) if uuid else ""
+        want = norm_uuid(uuid) if uuid else ""
         return self._uuids.index(want) if want and want in self._uuids else None
+
+    @property
+    def uuids(self) -> tuple[str, ...]:
+        """Every GPU's UUID by index, as ``nvidia-smi -L`` prints it (``GPU-…``; "" where NVML gave none)."""
+        return tuple(f"GPU-{u}" if u else "" for u in self._uuids)
 
     def select(self, *, index: int | None = None, uuid: str | None = None) -> bool:
         """Sample another GPU (by NVML index or UUID); True if it changed."""
-        if not self.info.available or self._nvml is None:
+        if not self.info.available or self.nvml is None:
             return False
         if uuid:
-            want = _norm_uuid(uuid)
+            want = norm_uuid(uuid)
             if want not in self._uuids:
                 return False
             index = self._uuids.index(want)
         if index is None or not 0 <= index < len(self.info.names) or index == self.info.index:
             return False
-        with self._lock:
+        with self.lock:
             try:
-                self._handle = self._nvml.nvmlDeviceGetHandleByIndex(index)
+                self._handle = self.nvml.nvmlDeviceGetHandleByIndex(index)
             except Exception:
                 return False
             self.info = replace(self.info, index=index)
-            self._energy0 = None
+            self.queries.energy0 = None
             self._add_gpm({index: self._handle})
         return True
 
     def drain(self) -> list[GpuSample | Event]:
         """The samples taken since the last call, oldest first (and the event if NVML went away)."""
-        with self._lock:
+        with self.lock:
             out = list(self._samples)
             self._samples.clear()
         return out
@@ -277,12 +198,12 @@ class NvmlSampler:
     # -- sampling ---------------------------------------------------------------------------------
     def sample(self) -> GpuSample | None:
         """Take one sample now (the thread calls this every tick)."""
-        if not self.info.available or self._nvml is None:
+        if not self.info.available or self.nvml is None:
             return None
-        with self._lock:
+        with self.lock:
             self._ticks += 1
             values: dict[str, Any] = {}
-            for name, query in list(self._metrics.items()):
+            for name, query in list(self.metrics.items()):
                 try:
                     values.update(query(self._handle))
                 except Exception as exc:  # noqa: BLE001 - never raise into the thread or callers
@@ -290,12 +211,11 @@ class NvmlSampler:
                     if gone is not None:
                         self._lose(gone)
                         return None
-                    if _unsupported(exc):
+                    if is_unsupported(exc):
                         self.dropped[name] = str(exc) or "not supported"
-                        del self._metrics[name]
+                        del self.metrics[name]
                     # anything else: not available this tick
-            if self.gpm.tick():  # a GPU stopped giving GPM: the info says why
-                self._add_gpm({})
+            self.tick_gpm()
             values.update(self.gpm.figures(self.info.index))
             per_gpu = tuple(self._reading(i, values) for i in self.info.sampled)
             s = GpuSample(time_s=self.clock() - self.t0, per_gpu=per_gpu, mig=self.gpm.mig(), **values)
@@ -326,7 +246,7 @@ class NvmlSampler:
     def _reading(self, index: int, own: dict[str, Any]) -> GpuReading:
         """GPU ``index``'s row: the workload GPU's values when it is that GPU, else its own queries."""
         values = own if index == self.info.index else {**self._ask(self._watched[index]), **self.gpm.figures(index)}
-        return GpuReading(index, **{k: values.get(k) for k in _READING_FIELDS})
+        return GpuReading(index, **{k: values.get(k) for k in READING_FIELDS})
 
     def _ask(self, gpu: _WatchedGpu) -> dict[str, Any]:
         """A watched GPU's values this tick: a failing query None, one not supported dropped, a gone GPU n/a."""
@@ -335,7 +255,7 @@ class NvmlSampler:
             try:
                 values.update(query(gpu.handle))
             except Exception as exc:  # noqa: BLE001 - one GPU failing never stops the others
-                if _unsupported(exc):
+                if is_unsupported(exc):
                     gpu.dropped[name] = str(exc) or "not supported"
                     del gpu.queries[name]
                 elif gone_reason(exc) is not None:
@@ -348,130 +268,15 @@ class NvmlSampler:
         self.gpm.add((i, h, self.info.names[i]) for i, h in handles.items())
         self.info = replace(self.info, gpm_unavailable=self.gpm.reason(self.info.index))
 
-    def gpm_window(self, seconds: float) -> None:
-        """GPM's two samples ``seconds`` apart, now (``watch --once``: no tick came before); blocks."""
-        for wait in (0.0, seconds if self.gpm.active else 0.0):
-            time.sleep(wait)
-            with self._lock:
-                if self._nvml is not None and self.gpm.tick():
-                    self._add_gpm({})
+    def tick_gpm(self) -> None:
+        """GPM's tick (the caller holds ``lock``); when a GPU stopped giving GPM, the info says why."""
+        if self.gpm.tick():
+            self._add_gpm({})
 
-    def _reading_queries(self) -> dict[str, Callable[[Any], dict[str, Any]]]:
-        return {name: self._metrics[name] for name in _READING_QUERIES if name in self._metrics}
-
-    # -- one query per metric (each may raise; ``sample`` decides) -------------------------------
-    def _utilization(self, h: Any) -> dict[str, Any]:
-        u = self._nvml.nvmlDeviceGetUtilizationRates(h)
-        return {"gpu_util_pct": float(u.gpu), "mem_bw_util_pct": float(u.memory)}
-
-    def _memory(self, h: Any) -> dict[str, Any]:
-        m = self._nvml.nvmlDeviceGetMemoryInfo(h)
-        return {"mem_used_mib": m.used / 2**20, "mem_total_mib": m.total / 2**20}
-
-    def _power(self, h: Any) -> dict[str, Any]:
-        return {"power_w": self._nvml.nvmlDeviceGetPowerUsage(h) / 1000.0}
-
-    def _sm_clock(self, h: Any) -> dict[str, Any]:
-        return {"sm_clock_mhz": float(self._nvml.nvmlDeviceGetClockInfo(h, self._const("NVML_CLOCK_SM", 1)))}
-
-    def _temperature(self, h: Any) -> dict[str, Any]:
-        t = self._nvml.nvmlDeviceGetTemperature(h, self._const("NVML_TEMPERATURE_GPU", 0))
-        return {"temp_c": float(t)}
-
-    def _energy(self, h: Any) -> dict[str, Any]:
-        mj = float(self._nvml.nvmlDeviceGetTotalEnergyConsumption(h))
-        if self._energy0 is None:
-            self._energy0 = mj
-        return {"energy_j": (mj - self._energy0) / 1000.0}
-
-    def _throttle(self, h: Any) -> dict[str, Any]:
-        nvml = self._nvml
-        query = (
-            getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
-            or nvml.nvmlDeviceGetCurrentClocksThrottleReasons
-        )
-        return {"throttle": decode_throttle(int(query(h)))}
-
-    def _processes(self, h: Any) -> dict[str, Any]:
-        """The compute processes on the GPU (their pids), for ``gpudash.host.noise``."""
-        processes = self._nvml.nvmlDeviceGetComputeRunningProcesses(h)
-        return {"gpu_pids": tuple(int(p.pid) for p in processes)}
-
-    # -- one GPU on demand (``gpudash watch``): every query now, and its processes ---------------
-    @property
-    def uuids(self) -> tuple[str, ...]:
-        """Every GPU's UUID by index, as ``nvidia-smi -L`` prints it (``GPU-…``; "" where NVML gave none)."""
-        return tuple(f"GPU-{u}" if u else "" for u in self._uuids)
-
-    def read_gpu(self, index: int) -> tuple[dict[str, Any], dict[str, str]]:
-        """GPU ``index``'s values now by the sampler's queries (not energy, not processes; GPM: the last
-        tick's), and why each query that gave nothing failed: a failing query leaves its fields out."""
-        values: dict[str, Any] = {}
-        failed: dict[str, str] = {}
-        if self._nvml is None:
-            return values, {"nvml": self.info.unavailable or "NVML is not open"}
-        with self._lock:
-            try:
-                handle = self._nvml.nvmlDeviceGetHandleByIndex(index)
-            except Exception as exc:  # noqa: BLE001 - said, not raised
-                return values, {"handle": str(exc) or type(exc).__name__}
-            for name, query in self._metrics.items():
-                if name in ("energy", "processes"):
-                    continue
-                try:
-                    values.update(query(handle))
-                except Exception as exc:  # noqa: BLE001 - this field is empty; the others stand
-                    failed[name] = str(exc) or type(exc).__name__
-            values.update(self.gpm.figures(index))  # the last tick's (``gpm_window`` without ticks)
-        return values, failed
-
-    def processes(self, index: int) -> tuple[list[NvmlProcess] | None, str | None]:
-        """The processes on GPU ``index`` as NVML lists them (compute and graphics, one entry per
-        pid) with NVML's name for each where it gives one; (None, why) when neither list answers."""
-        if self._nvml is None:
-            return None, self.info.unavailable or "NVML is not open"
-        nvml = self._nvml
-        found: dict[int, NvmlProcess] = {}
-        errors: list[str] = []
-        with self._lock:
-            try:
-                handle = nvml.nvmlDeviceGetHandleByIndex(index)
-            except Exception as exc:  # noqa: BLE001
-                return None, str(exc) or type(exc).__name__
-            for kind, query in (
-                ("compute", "nvmlDeviceGetComputeRunningProcesses"),
-                ("graphics", "nvmlDeviceGetGraphicsRunningProcesses"),
-            ):
-                try:
-                    listed = getattr(nvml, query)(handle)
-                except Exception as exc:  # noqa: BLE001 - the other list may answer
-                    errors.append(f"{kind}: {exc or type(exc).__name__}")
-                    continue
-                for p in listed:
-                    pid, used = int(p.pid), getattr(p, "usedGpuMemory", None)
-                    mib = used / 2**20 if isinstance(used, int) and 0 <= used < NOT_AVAILABLE_U64 else None
-                    seen = found.get(pid)
-                    if seen is None:
-                        found[pid] = NvmlProcess(pid, mib, (kind,), self._process_name(pid))
-                    else:  # on both lists: one process, its larger figure
-                        most = max((m for m in (seen.used_memory_mib, mib) if m is not None), default=None)
-                        found[pid] = replace(seen, used_memory_mib=most, kinds=(*seen.kinds, kind))
-        if len(errors) == 2:
-            return None, "; ".join(errors)
-        return sorted(found.values(), key=lambda p: p.pid), None
-
-    def _process_name(self, pid: int) -> str | None:
-        """NVML's name of process ``pid`` (None where it gives none)."""
-        try:
-            name = _text(self._nvml.nvmlSystemGetProcessName(pid))
-        except Exception:  # noqa: BLE001 - not every process is named
-            return None
-        return name or None
+    def _reading_queries(self) -> dict[str, Query]:
+        return {name: self.metrics[name] for name in READING_QUERIES if name in self.metrics}
 
     # -- helpers -------------------------------------------------------------------------------
-    def _const(self, name: str, default: int) -> int:
-        return int(getattr(self._nvml, name, default))
-
     @staticmethod
     def _safe(fn: Callable[..., Any], *args: Any) -> Any:
         try:
@@ -480,7 +285,7 @@ class NvmlSampler:
             return None
 
     def _shutdown(self) -> None:
-        nvml, self._nvml = self._nvml, None
+        nvml, self.queries.nvml = self.queries.nvml, None
         self._handle = None
         self.gpm.close()  # its buffers, while NVML is up
         if nvml is not None:

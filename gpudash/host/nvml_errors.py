@@ -1,6 +1,7 @@
-"""NVML's failures, by return code (nvml.h): which one an exception is, and which mean that NVML
-will not answer again. Compared by value, or by the name of pynvml's error class, so that a fake
-module at the ``pynvml`` boundary needs no class hierarchy. Torch-free, pynvml-free."""
+"""NVML's failures, by return code (nvml.h): which one an exception is, which mean that NVML
+will not answer again or has no such query, and why NVML could not start, in one line. Compared
+by value, or by the name of pynvml's error class, so that a fake module at the ``pynvml`` boundary
+needs no class hierarchy. Torch-free, pynvml-free."""
 
 from __future__ import annotations
 
@@ -38,3 +39,27 @@ def is_error(exc: BaseException, *codes: int) -> bool:
     """``exc`` is one of NVML's failures ``codes``: by its return code, or by pynvml's class name."""
     code, name = error_code(exc), type(exc).__name__
     return any(code == c or name == f"NVMLError_{_NAMES[c]}" for c in codes)
+
+
+def gone_reason(exc: BaseException) -> str | None:
+    """Why NVML will not answer again, when ``exc`` says it is gone (``GONE``); else None."""
+    code = error_code(exc)
+    return GONE.get(code) if code is not None else None
+
+
+def is_unsupported(exc: BaseException) -> bool:
+    """NVML says this GPU (or driver) has no such query: asking again will not help."""
+    if isinstance(exc, AttributeError):  # an nvidia-ml-py without this query
+        return True
+    return is_error(exc, NOT_SUPPORTED, FUNCTION_NOT_FOUND)
+
+
+def unavailable_reason(exc: BaseException) -> str:
+    """One clear line for a failed ``nvmlInit``."""
+    if isinstance(exc, ImportError):
+        return "the nvidia-ml-py package (pynvml) is not installed"
+    if is_error(exc, LIBRARY_NOT_FOUND):
+        return "NVML library (libnvidia-ml) not found: no NVIDIA driver on this machine"
+    if is_error(exc, DRIVER_NOT_LOADED):
+        return "the NVIDIA driver is not loaded"
+    return f"NVML failed to start: {exc}"

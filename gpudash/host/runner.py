@@ -7,20 +7,16 @@ full, so a slow reader never stalls training.
 
 No orphans: the child leads its own process group, and the group goes with it on every exit
 path (``gpudash.core.procgroup``): its end seen by ``poll()`` (a crash, a SIGKILL), ``stop()``,
-and gpudash's own exit (atexit; on SIGTERM and SIGHUP, where nothing else handles them,
-before gpudash dies of the signal). When gpudash dies without any of these (SIGKILL), the
-child's own watcher ends the group (``gpudash.engine.child``, ``gpudash.core.parent_watch``). Each child
-gets a scratch directory (``gpudash-PID-run-*`` in the temp dir: the data-parallel launcher's
-logs and error files) that goes on the same paths. The child's RSS is sampled while it runs,
-so a SIGKILL at high RSS is reported as probably out of memory.
-
-A stop that has to terminate the child (it did not stop itself in time) is a stop, not a crash:
-whatever the child says after gpudash's SIGTERM ("got signal 15") is reported as "stopped".
+and gpudash's own exit (``gpudash.host.live_runners``: atexit; on SIGTERM and SIGHUP, where
+nothing else handles them, before gpudash dies of the signal). When gpudash dies without any of
+these (SIGKILL), the child's own watcher ends the group (``gpudash.engine.child``,
+``gpudash.core.parent_watch``). Each child gets a scratch directory (``gpudash-PID-run-*`` in the
+temp dir: the data-parallel launcher's logs and error files) that goes on the same paths. How the
+child ended is told by ``ChildEnd`` (``gpudash.host.child_end``).
 """
 
 from __future__ import annotations
 
-import atexit
 import dataclasses
 import multiprocessing
 import os
@@ -28,13 +24,11 @@ import queue
 import shutil
 import signal
 import tempfile
-import threading
 import time
 from pathlib import Path
 
-from gpudash.core import faults, memguard, procgroup
+from gpudash.core import faults, procgroup
 from gpudash.core.protocol import (
-    ENDING_KINDS,
     NOT_RESPONDING,
     Control,
     Event,
@@ -45,13 +39,11 @@ from gpudash.core.protocol import (
     Sample,
     Stop,
 )
-from gpudash.host.exit_reasons import exit_reason, last_log_line
+from gpudash.host import live_runners
+from gpudash.host.child_end import UNRESPONSIVE_STOP_S, ChildEnd
 from gpudash.host.watchdog import Watchdog, not_responding
-from workloads.limits import machine_ram, rss_bytes
 
 OUT_QUEUE_SIZE = 100  # small enough that the pipe (64 KiB) never fills: the child exits cleanly
-UNRESPONSIVE_STOP_S = 1.0  # how long a child reported not responding gets to stop itself
-RSS_EVERY_S = 0.5  # how often poll() samples the child's resident memory
 MAX_PER_POLL = 1000
 FEEDER_JOIN_S = 1.0  # how long closing waits for a queue's feeder thread to flush its last control
 STOP_S_PER_RANK = 2.5  # a data-parallel run gets this much longer to stop itself for each rank past the first
@@ -80,9 +72,6 @@ def with_slowest_rank(sample: Sample, ranks: dict[int, RankSample]) -> Sample:
     return dataclasses.replace(sample, slowest_rank=rank, slowest_rank_step_ms=known[rank])
 
 
-_INFORMATIVE = ("error", "exception", "fault", "abort", "killed", "terminate", "out of memory")
-
-
 class WorkloadRunner:
     """One workload child process at a time; ``restart()`` starts a fresh one."""
 
@@ -91,8 +80,7 @@ class WorkloadRunner:
     ) -> None:
         self.config = config  # updated to the configuration last seen running (for restart)
         self.log_path = str(log_path) if log_path else default_log_path()
-        self._own_log = not log_path  # chosen here: removed after a clean stop
-        self._log_start = 0  # the log's size when the current child started (the log appends)
+        self.end = ChildEnd(self.log_path, own_log=not log_path)  # how the current child ended
         self.t0 = time.monotonic() if t0 is None else t0
         self._ctx = multiprocessing.get_context("spawn")
         self._process: multiprocessing.process.BaseProcess | None = None
@@ -100,20 +88,12 @@ class WorkloadRunner:
         self._out: multiprocessing.queues.Queue | None = None
         self._backlog: list[Message] = []
         self._ranks: dict[int, RankSample] = {}  # a data-parallel run's latest report of each rank > 0
-        self._final_seen = False  # a "stopped" or "crashed" event came from the child
-        self._crashed = False  # a "crashed" event came from the child or was reported for it
-        self._reported = False  # the child's end has been reported
-        self._stopping = False
-        self._stop_began: float | None = None  # when stop() began (monotonic)
-        self._terminated_after: float | None = None  # seconds into stop() when gpudash sent SIGTERM
         self._scratch: str | None = None  # the child's scratch directory (removed with it)
         self._watchdog = Watchdog(config.watchdog_s)
         slow_parent = faults.of_kind("slow-parent")  # test-only: stop reading for a while
         self._reading_pause = faults.ParentPause(slow_parent) if slow_parent else None
         self._samples_seen = 0
-        self._rss: int | None = None  # the child's resident memory when last sampled
-        self._next_rss = 0.0
-        _stop_children_on(signal.SIGTERM, signal.SIGHUP)  # here: start() may run in a worker thread
+        live_runners.stop_children_on(signal.SIGTERM, signal.SIGHUP)  # here: start() may run in a worker thread
 
     # -- life cycle ----------------------------------------------------------------------------
     def start(self) -> None:
@@ -125,14 +105,9 @@ class WorkloadRunner:
         Path(self.log_path).parent.mkdir(parents=True, exist_ok=True)
         self._controls = self._ctx.Queue()
         self._out = self._ctx.Queue(maxsize=OUT_QUEUE_SIZE)
-        self._final_seen = self._reported = self._stopping = self._crashed = False
-        self._stop_began = self._terminated_after = None
+        self.end.begin()
         self._ranks.clear()  # a new run's ranks report afresh
         self._watchdog.reset()
-        try:
-            self._log_start = os.path.getsize(self.log_path)
-        except OSError:
-            self._log_start = 0
         self._remove_scratch()  # the last child's, when its end was never polled
         self._scratch = tempfile.mkdtemp(prefix=f"gpudash-{os.getpid()}-run-")
         self._process = self._ctx.Process(
@@ -143,8 +118,7 @@ class WorkloadRunner:
         )
         with procgroup.ctrl_c_held():  # from its birth: a Ctrl-C in its interpreter's start-up is the parent's
             self._process.start()
-        _LIVE.add(self)
-        _register_at_exit()
+        live_runners.track(self)
 
     @property
     def alive(self) -> bool:
@@ -153,7 +127,7 @@ class WorkloadRunner:
     @property
     def finished(self) -> bool:
         """The child has exited and ``poll()`` has reported how."""
-        return self._process is not None and self._reported
+        return self._process is not None and self.end.reported
 
     @property
     def pid(self) -> int | None:
@@ -186,10 +160,10 @@ class WorkloadRunner:
             return out  # GPUDASH_FAULT=slow-parent: the queue fills up meanwhile
         out.extend(self._drain())
         out.extend(self._watch())
-        self._watch_memory()
-        if self._process is not None and not self._reported and self._process.exitcode is not None:
+        self.end.watch_memory(self.pid)
+        if self._process is not None and not self.end.reported and self._process.exitcode is not None:
             out.extend(self._drain())  # what it sent before it died
-            out.extend(self._end_event())
+            out.extend(self.end.end_events(self.exitcode, time.monotonic() - self.t0))
             if self._process.pid is not None:  # its workers go with it, now (milliseconds: they
                 procgroup.end_group(self._process.pid)  # die on SIGTERM, the resource tracker at EOF)
             self._remove_scratch()
@@ -210,9 +184,8 @@ class WorkloadRunner:
         proc = self._process
         if proc is None:
             return
-        if proc.exitcode is None and not self._stopping:
-            self._stopping = True  # not when it already died: that is still a crash
-            self._stop_began = time.monotonic()
+        if proc.exitcode is None:  # not when it already died: that is still a crash
+            self.end.stop_asked()
         timeout = stop_timeout(timeout, self.config.nproc)
         if not self.responding:  # it will not read the Stop control: terminate it soon
             timeout = min(timeout, UNRESPONSIVE_STOP_S)
@@ -223,8 +196,7 @@ class WorkloadRunner:
                 pass
         self._join(proc, timeout)
         if proc.exitcode is None:
-            if self._terminated_after is None and self._stop_began is not None:
-                self._terminated_after = time.monotonic() - self._stop_began
+            self.end.terminating()
             self._signal_group(proc, signal.SIGTERM)
             self._join(proc, 3.0)
         if proc.exitcode is None:
@@ -235,12 +207,8 @@ class WorkloadRunner:
         self._remove_scratch()
         self._backlog.extend(self._drain())
         self._close_queues()
-        _LIVE.discard(self)
-        if self._own_log and proc.exitcode is not None and (not self._ended_badly() or self._log_empty()):
-            try:
-                os.unlink(self.log_path)
-            except OSError:
-                pass
+        live_runners.untrack(self)
+        self.end.remove_log(proc.exitcode)
 
     def restart(self) -> None:
         """Stop the child (if running) and start a fresh one in the last configuration seen."""
@@ -269,47 +237,6 @@ class WorkloadRunner:
         if self._scratch is not None:
             shutil.rmtree(self._scratch, ignore_errors=True)
             self._scratch = None
-
-    def _terminated_event(self, time_s: float, *, reported: str = "", exited: str = "") -> Event:
-        """The "stopped" event of a child gpudash terminated while stopping it: what it
-        ``reported`` then (its "crash": the signal) goes to the details; how it ``exited``, when
-        it said nothing, to the message."""
-        after = self._terminated_after or 0.0
-        message = f"workload terminated after {after:.1f} s of stopping"
-        if after >= UNRESPONSIVE_STOP_S:
-            message += ": it did not stop by itself in that time"
-        if exited:
-            message += f" ({exited})"
-        details = {"terminated_after_s": f"{after:.1f}"}
-        if reported:
-            details["reported"] = reported
-        return Event(time_s=time_s, kind=EventKind.STOPPED, message=message, details=details)
-
-    def _ended_badly(self) -> bool:
-        """The child crashed (or died without saying why, not while being stopped)."""
-        if self._crashed:
-            return True
-        return not self._final_seen and not self._stopping
-
-    def _log_empty(self) -> bool:
-        try:
-            return os.path.getsize(self.log_path) == 0
-        except OSError:
-            return True
-
-    def _with_log(self, message: str) -> str:
-        return f"{message} (log: {self.log_path})" if self._own_log and not self._log_empty() else message
-
-    def _watch_memory(self) -> None:
-        """Sample the child's resident memory every RSS_EVERY_S (what a SIGKILL's report says)."""
-        now = time.monotonic()
-        pid = self.pid
-        if pid is None or now < self._next_rss:
-            return
-        self._next_rss = now + RSS_EVERY_S
-        rss = rss_bytes(pid)
-        if rss is not None:
-            self._rss = rss
 
     def _join(self, proc: multiprocessing.process.BaseProcess, timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -384,35 +311,9 @@ class WorkloadRunner:
                     knobs=msg.knobs,
                     image_size=self.config.image_size if same else None,
                 )
-        elif isinstance(msg, Event) and msg.kind in ENDING_KINDS:
-            self._final_seen = True
-            if msg.kind == EventKind.CRASHED and self._terminated_after is not None:
-                msg = self._terminated_event(msg.time_s, reported=msg.message)  # our SIGTERM, not a crash
-            elif msg.kind == EventKind.CRASHED:
-                self._crashed = True
-                msg = dataclasses.replace(msg, message=self._with_log(msg.message))
+        elif isinstance(msg, Event):
+            msg = self.end.told(msg)
         return msg
-
-    def _end_event(self) -> list[Message]:
-        self._reported = True
-        if self._final_seen:
-            return []
-        code = self.exitcode
-        now = time.monotonic() - self.t0
-        if self._stopping and self._terminated_after is not None:
-            return [self._terminated_event(now, exited=f"workload process {exit_reason(code)}")]
-        if self._stopping:
-            return [
-                Event(
-                    time_s=now, kind=EventKind.STOPPED, message=f"workload process {exit_reason(code)} while stopping"
-                )
-            ]
-        message = f"workload process {exit_reason(code)}{memguard.killed_note(code, self._rss, machine_ram())}"
-        line = last_log_line(self.log_path, start=self._log_start)
-        if line and any(word in line.lower() for word in _INFORMATIVE):
-            message += f": {line}"
-        self._crashed = True
-        return [Event(time_s=now, kind=EventKind.CRASHED, message=self._with_log(message))]
 
     def _close_queues(self) -> None:
         """Close both queues and let their feeder threads end here, in this thread.
@@ -434,55 +335,3 @@ class WorkloadRunner:
                 if feeder.is_alive():  # the pipe is full and nobody reads it: do not wait at exit
                     q.cancel_join_thread()
         self._controls = self._out = None
-
-
-# Runners with a child, held strongly: a runner dropped without stop() (its owner died in an
-# exception) must still stop its child at exit, or multiprocessing's own exit handler would
-# wait forever on the non-daemon child.
-_LIVE: set[WorkloadRunner] = set()
-_registered = False
-
-
-def _register_at_exit() -> None:
-    """Register once, after multiprocessing.util has registered its handler: atexit runs
-    handlers last-in first-out, so ours stops the children before it joins them."""
-    global _registered
-    if not _registered:
-        _registered = True
-        atexit.register(_stop_all)
-
-
-def _stop_children_then_die(signum: int, frame: object) -> None:
-    """Stop every child (and its group, removing empty logs), then die of the signal as before.
-
-    Done here, not by raising SystemExit: that would unwind through whatever the main thread
-    runs (Textual's event loop) and leave it half torn down."""
-    signal.signal(signum, signal.SIG_DFL)  # a second one ends gpudash at once
-    _stop_all()
-    os.kill(os.getpid(), signum)
-
-
-def _stop_children_on(*signals: int) -> None:
-    """For each signal that would end gpudash at once (its default action: no exit handlers,
-    the child and its workers left behind), stop the children first. A signal someone already
-    handles (``--record`` handles SIGTERM and SIGHUP) is left alone; only the main thread can
-    set handlers."""
-    if threading.current_thread() is not threading.main_thread():
-        return
-    for sig in signals:
-        if signal.getsignal(sig) == signal.SIG_DFL:
-            signal.signal(sig, _stop_children_then_die)
-
-
-def _stop_all() -> None:
-    stop_all(timeout=3.0)
-
-
-def stop_all(timeout: float) -> None:
-    """Stop every runner's child (``timeout`` as in ``WorkloadRunner.stop``); errors are ignored:
-    the caller is exiting."""
-    for runner in list(_LIVE):
-        try:
-            runner.stop(timeout=timeout)
-        except Exception:  # noqa: BLE001 - exiting anyway
-            pass

@@ -12,11 +12,9 @@ Torch is never imported here: the first frame does not wait for the child's torc
 
 from __future__ import annotations
 
-import dataclasses
 import os
-import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from functools import partial
 from pathlib import Path
@@ -33,15 +31,16 @@ from textual.widgets import Static
 from textual.worker import WorkerFailed
 
 from gpudash.arguments.config import UserConfig
-from gpudash.core.protocol import EngineSource, ExitCode, GpuInfo, Message, RunConfig
+from gpudash.core.protocol import EngineSource, GpuInfo, Message
 from gpudash.tui import actions
 from gpudash.tui.charts import CHARTS, ChartSpec, MetricChart, charts_in_play
-from gpudash.tui.controller import DashController, RecorderFactory
+from gpudash.tui.controller import DashController
 from gpudash.tui.crash import report_crash
+from gpudash.tui.dash_recording import RecorderFactory
 from gpudash.tui.footer import LeanFooter
 from gpudash.tui.gpu_rows import GPM_EXPLAINED, GpuRows
 from gpudash.tui.job_notices import STALL_COMMAND
-from gpudash.tui.job_view import JobView, run_job
+from gpudash.tui.job_view import JobView
 from gpudash.tui.layout import layout_for, notice_text
 from gpudash.tui.notices import STARTING, Notice
 from gpudash.tui.render_cache import bound_render_ansi
@@ -55,7 +54,6 @@ from gpudash.tui.user_settings import keep_user_settings
 from gpudash.tui.widgets import HeaderFacts, MessageBar, RunHeader, StatsPanel
 
 HINT = "? help · ctrl+p all commands"
-TRACE_DIR = "gpudash-traces"  # a live run's profiler windows go here (in the working directory)
 
 
 class GpuDashApp(ShotsApp):
@@ -91,10 +89,10 @@ class GpuDashApp(ShotsApp):
         self.clock, self.wall_clock = clock, wall_clock
         self.poll_interval_s, self.redraw_interval_s = poll_interval_s, redraw_interval_s
         self.toasts = toasts
-        self._stopping = False
-        self._layout_gpu_info: GpuInfo | None = None
+        self.stopping = False
+        self.layout_gpu_info: GpuInfo | None = None
         self._layout_charts: tuple[str, ...] = ()  # the charts with something to draw, as the layout took them
-        self._layout_size: Size | None = None  # the terminal's, as the last resize said
+        self.layout_size: Size | None = None  # the terminal's, as the last resize said
         self._drawn_version = -1
         self._drawn_size: tuple[tuple[int, int], ...] | None = None
         self._t0 = clock()
@@ -127,37 +125,37 @@ class GpuDashApp(ShotsApp):
     def on_mount(self) -> None:
         path = self.controller.info.path or "a recording"
         self.say(f"replaying {path} (read-only) · {HINT}" if self.replay else f"{STARTING} · {HINT}")
-        self._apply_layout()
-        self._redraw(force=True)
+        self.apply_layout()
+        self.redraw(force=True)
         self.call_after_refresh(self._first_frame)
         self.set_interval(self.poll_interval_s, self._drain)
-        self.set_interval(self.redraw_interval_s, self._redraw)
+        self.set_interval(self.redraw_interval_s, self.redraw)
         # after the first frame: a replay's reading (or a child's spawn) must not hold it up
         self.call_after_refresh(self._in_thread, self.source.start, "start-source", "could not start")
         if self.user_config is not None:
             keep_user_settings(self, self.say, self.user_config)
         if self.job is not None:
-            self.job.mount(self, self.say, self._apply_layout)
+            self.job.mount(self, self.say, self.apply_layout)
 
     def _first_frame(self) -> None:
         if self.first_frame_at is None:
             self.first_frame_at = time.perf_counter()
 
     def on_resize(self, event: events.Resize) -> None:
-        self._apply_layout(event.size)  # the app's own size may not have caught up yet
-        self._redraw(force=True)
+        self.apply_layout(event.size)  # the app's own size may not have caught up yet
+        self.redraw(force=True)
 
-    def _gpu_available(self) -> bool:
+    def gpu_available(self) -> bool:
         info = self.state.gpu_info
         return info is None or info.available
 
-    def _apply_layout(self, size: Size | None = None) -> None:
+    def apply_layout(self, size: Size | None = None) -> None:
         """Charts, the GPU notice and the stats panel for the terminal's size (``gpudash.tui.layout``)."""
-        self._layout_gpu_info = self.state.gpu_info
-        self._layout_size = size = size or self._layout_size or self.size
+        self.layout_gpu_info = self.state.gpu_info
+        self.layout_size = size = size or self.layout_size or self.size
         rows = self.query_one(GpuRows).lines  # the per-GPU rows' lines come off the charts' share
         self._layout_charts = charts_in_play(self.CHART_SPECS, self.state)  # GPM's and MFU's once they have figures
-        layout = layout_for(size.width, size.height - rows, self._gpu_available(), self._layout_charts)
+        layout = layout_for(size.width, size.height - rows, self.gpu_available(), self._layout_charts)
         for chart in self.query(MetricChart):
             chart.display = chart.spec.id in layout.charts
         grid = self.query_one("#charts")
@@ -172,7 +170,7 @@ class GpuDashApp(ShotsApp):
             notice.update(notice_text((info.unavailable if info is not None else None) or "unknown"))
         if self.job is not None:  # its output pane in the charts' place while it is shown
             self.job.layout(self)
-        self.call_after_refresh(self._redraw, True)  # the charts at the sizes this layout gives them
+        self.call_after_refresh(self.redraw, True)  # the charts at the sizes this layout gives them
 
     @property
     def visible_charts(self) -> list[MetricChart]:
@@ -186,7 +184,7 @@ class GpuDashApp(ShotsApp):
             try:
                 call()
             except Exception as exc:  # noqa: BLE001 - shown to the user, the UI stays up
-                self.call_from_thread(self._tell, [self.controller.source_failed(f"{failure}: {exc}")])
+                self.call_from_thread(self.tell, [self.controller.source_failed(f"{failure}: {exc}")])
                 return
             self.call_from_thread(self._source_started)
 
@@ -194,25 +192,25 @@ class GpuDashApp(ShotsApp):
         self.run_worker(work, thread=True, name=name, exit_on_error=True)
 
     def _source_started(self) -> None:
-        if not self._stopping:  # quitting: the source is being stopped, nothing more to read
+        if not self.stopping:  # quitting: the source is being stopped, nothing more to read
             self._after_poll(self.controller.source_started())
 
     def _drain(self) -> None:
-        if not self._stopping:
+        if not self.stopping:
             self._after_poll(self.controller.poll())
 
     def _after_poll(self, notices: list[Notice]) -> None:
         charts = charts_in_play(self.CHART_SPECS, self.state)
-        if self.state.gpu_info != self._layout_gpu_info or charts != self._layout_charts:
-            self._apply_layout()  # NVML answered (or said why not), GPM or MFU figures came: charts or the notice
-        self._tell(notices)
+        if self.state.gpu_info != self.layout_gpu_info or charts != self._layout_charts:
+            self.apply_layout()  # NVML answered (or said why not), GPM or MFU figures came: charts or the notice
+        self.tell(notices)
         if notices:
             self.refresh_bindings()
 
     def refresh_now(self) -> None:
         """Drain the source and redraw everything at once (tests, snapshots, benchmarks)."""
         self._drain()
-        self._redraw(force=True)
+        self.redraw(force=True)
 
     @property
     def source_ready(self) -> bool:
@@ -231,32 +229,30 @@ class GpuDashApp(ShotsApp):
     def status_text(self) -> str:
         return self.controller.status_text()
 
-    def _redraw(self, force: bool = False) -> None:
+    def redraw(self, force: bool = False) -> None:
         try:
             header = self.query_one(RunHeader)
             stats = self.query_one(StatsPanel)
             gpu_rows = self.query_one(GpuRows)
         except NoMatches:  # closing: the widgets are gone before the timers stop
             return
-        size = tuple((c.size.width, c.size.height) for c in self.visible_charts)
         path = self.controller.info.path
         facts = HeaderFacts(
             device=self.state.device,
             run_time_s=self.run_time_s(),
             status=self.status_text(),
-            recording=self.controller.recording_path,
+            recording=self.controller.recording.path,
             source_label=os.path.basename(path) if self.replay and path else None,
             knobs=self.controller.knobs_label(),
         )
         header.show(self.state, facts)
-        if not force and self.state.version == self._drawn_version and size == self._drawn_size:
+        if not self.changed_since_drawn(force):
             return
-        self._drawn_version, self._drawn_size = self.state.version, size
-        height = (self._layout_size or self.size).height
-        stale = not self.replay and not self._gpu_available()
+        height = (self.layout_size or self.size).height
+        stale = not self.replay and not self.gpu_available()
         ranks = self.controller.config.nproc
         if gpu_rows.show(self.state.last_gpu, self.state.gpu_info, height=height, stale=stale, ranks=ranks):
-            self._apply_layout()  # the rows took lines or gave them back: the charts get what is left
+            self.apply_layout()  # the rows took lines or gave them back: the charts get what is left
         self.redraw_charts()
         stats.show(
             self.state,
@@ -265,14 +261,23 @@ class GpuDashApp(ShotsApp):
             diagnosis=self.controller.diagnosis_text(),
         )
 
+    def changed_since_drawn(self, force: bool = False) -> bool:
+        """Whether the charts are to be drawn again: the state or a chart's size changed since they
+        were last drawn (or ``force``); what they are drawn at now is noted."""
+        size = tuple((c.size.width, c.size.height) for c in self.visible_charts)
+        if not force and self.state.version == self._drawn_version and size == self._drawn_size:
+            return False
+        self._drawn_version, self._drawn_size = self.state.version, size
+        return True
+
     def redraw_charts(self) -> None:
         t0, t1 = self.view.window(*self.state.time_range())
-        note = self._chart_note()
+        note = self.chart_note()
         for chart in self.visible_charts:
             chart.update_from(self.state, t0, t1, note=note)
         self.redraws += 1
 
-    def _chart_note(self) -> str | None:
+    def chart_note(self) -> str | None:
         """What an empty chart says instead of "waiting for the first sample…", when it knows better."""
         if not self.replay:
             return STARTING if self.state.status == Status.STARTING else None
@@ -286,7 +291,7 @@ class GpuDashApp(ShotsApp):
     # -- controls: the steering keys are SteeringApp's ---------------------------------------------
     def action_restart(self) -> None:
         notice = self.controller.begin_restart()
-        self._tell([notice])
+        self.tell([notice])
         if notice is not None and self.state.status == Status.STARTING:
             self._in_thread(self.source.restart, "restart-source", "restart failed")
 
@@ -298,9 +303,9 @@ class GpuDashApp(ShotsApp):
     def action_record(self) -> None:
         if self.replay:
             return
-        if self.controller.recorder is not None:
-            self._tell([self.controller.stop_recording()])
-            self._redraw(force=True)
+        if self.controller.recording.recorder is not None:
+            self.tell([self.controller.recording.stop()])
+            self.redraw(force=True)
             return
         prompt = PromptScreen(
             "Record this run to CSV (same format as gpudash --record)",
@@ -311,8 +316,8 @@ class GpuDashApp(ShotsApp):
         self.push_screen(prompt, lambda path: None if not path else self.start_recording(path))
 
     def start_recording(self, path: str) -> None:
-        self._tell([self.controller.start_recording(path)])
-        self._redraw(force=True)
+        self.tell([self.controller.recording.start(path)])
+        self.redraw(force=True)
 
     # -- help, palette, quit ----------------------------------------------------------------------
     def key_help(self) -> list[KeyRow]:
@@ -364,17 +369,17 @@ class GpuDashApp(ShotsApp):
         span = self.state.time_range()
         self.view.zoom(message.at_s, message.factor, *span)
         self.say(self.view.describe(*span))
-        self._redraw(force=True)
+        self.redraw(force=True)
 
     def action_reset_zoom(self) -> None:
         self.view.reset()
         self.say(self.view.describe(*self.state.time_range()))
-        self._redraw(force=True)
+        self.redraw(force=True)
 
     def unhandled_exception(self, error: Exception) -> None:
         """An exception nothing caught: Textual exits with status 1; its traceback goes to a log
         file instead of the terminal (``QuietCrashApp``), and ``crash_line`` (printed by
-        ``run_app``) says where."""
+        ``entry_points.run_app``) says where."""
         if self.crash_line is None:
             cause = error.error if isinstance(error, WorkerFailed) else error  # a thread's: its own exception
             try:
@@ -388,11 +393,11 @@ class GpuDashApp(ShotsApp):
             await self.quit_now()
 
     async def quit_now(self) -> None:
-        if self._stopping:
+        if self.stopping:
             return
-        self._stopping = True
-        if self.controller.recorder is not None:
-            self._tell([self.controller.stop_recording(f"saved {self.controller.recording_path}")])
+        self.stopping = True
+        if self.controller.recording.recorder is not None:
+            self.tell([self.controller.recording.stop(f"saved {self.controller.recording.path}")])
         if self.tune_job is not None and self.tune_job.running:
             self.say("stopping the tune…")
             await self.run_worker(self.tune_job.close, thread=True, name="stop-tune", exit_on_error=False).wait()
@@ -412,82 +417,3 @@ def new_file_path(text: str) -> str:
     if not p.parent.exists():
         raise ValueError(f"folder {p.parent} does not exist")
     return str(p)
-
-
-# -- entry points ---------------------------------------------------------------------------------
-def prepare_for_child_processes() -> None:
-    """Start multiprocessing's resource tracker while ``sys.stderr`` is still the real one.
-
-    Inside ``App.run()`` Textual swaps ``sys.stderr`` for an object whose ``fileno()`` is -1;
-    the tracker, started lazily by the engine's first ``Queue``, passes that fd to its own
-    process and fails with "bad value(s) in fds_to_keep". Call this before ``app.run()``.
-    """
-    from multiprocessing import resource_tracker
-
-    resource_tracker.ensure_running()
-
-
-def run_dashboard(config: RunConfig, user_config: UserConfig | None = None) -> int:
-    """``gpudash``: the live dashboard over the engine. Returns the exit code.
-
-    Profiler windows (T) write into ``config.trace_dir``, by default ``./gpudash-traces`` (the
-    engine creates it when the first window is taken)."""
-    from gpudash.host.session import EngineSession
-
-    prepare_for_child_processes()
-    config = with_trace_dir(config)
-    if config.job:  # the user's own command (gpudash -- CMD): its status where it ended by itself
-        return run_job(config, user_config, run_app)
-    return run_app(EngineSession(config), user_config)  # the child's output goes to the session's log file
-
-
-def with_trace_dir(config: RunConfig, cwd: str | None = None) -> RunConfig:
-    """``config`` with a trace directory: its own, else ``<cwd>/gpudash-traces``."""
-    if config.trace_dir is not None:
-        return config
-    return dataclasses.replace(config, trace_dir=os.path.join(os.path.abspath(cwd or os.getcwd()), TRACE_DIR))
-
-
-def run_app(
-    source: EngineSource,
-    user_config: UserConfig | None = None,
-    headless: bool = False,
-    *,
-    app_class: Callable[..., GpuDashApp] = GpuDashApp,
-    what: str = "the dashboard",
-) -> int:
-    """``app_class`` (the dashboard, or watch's) over ``source`` until the user quits, the source stopped
-    however it ends; an exception (building the app, or in it) is one line naming its log, status 1."""
-    try:
-        save_dir = user_config.get("record_dir") if user_config is not None else None  # screenshots too
-        app = app_class(source, save_dir=save_dir, user_config=user_config)
-        code = app.run(headless=headless)
-        failed = app.crash_line
-    except Exception as exc:  # noqa: BLE001 - one line, the traceback in the log
-        code, failed = None, report_crash(exc, f"building {what}")
-    finally:
-        source.stop()
-    if failed:
-        print(failed, file=sys.stderr, flush=True)
-        return ExitCode.FAILED
-    return int(code or 0)
-
-
-def run_replay(path: str, follow: bool, user_config: UserConfig | None = None, nodes: Sequence[str] = ()) -> int:
-    """``gpudash replay PATH [NODE.csv …]``: the dashboard over a recorded CSV, with the other nodes'
-    ranks of the same torchrun run joined in. Returns the exit code."""
-    from gpudash.recording.replay import NotARecording, ReplaySource
-    from gpudash.recording.replay_world import joined_ranks
-
-    # `gpudash replay` (cli._cmd_replay) has already checked that PATH is a readable file;
-    # a file gone since (or a directory) still ends here as an OSError with a message.
-    try:
-        source = ReplaySource(path, follow=follow, joined=joined_ranks(path, nodes))
-        source.start()
-    except OSError as exc:
-        print(f"gpudash replay: cannot read {path}: {exc}", file=sys.stderr)
-        return ExitCode.USAGE
-    except NotARecording as exc:  # empty, header only, or another program's CSV
-        print(f"gpudash: error: {exc}", file=sys.stderr)
-        return ExitCode.USAGE
-    return run_app(source, user_config)

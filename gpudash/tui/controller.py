@@ -1,16 +1,19 @@
 """The dashboard's run controller: the one owner of run state, without Textual.
 
 ``DashController`` holds the ``DashState`` (status, what runs, series, stats), the controls
-sent and pending, and the recording. The Textual app renders it and forwards keys: each
-user action here returns the ``Notice`` to show. Blocking calls on the source (start,
-restart, stop) are the app's to run in a thread; ``poll()`` never blocks.
+sent and pending, and the gate every control goes through (``send``). Its parts, each a job of
+its own: ``requests`` (``run_requests``: a variant, a batch size, a window asked for), ``tune``
+(``tune_requests``) and ``recording`` (``dash_recording``: the ``c`` key's CSV); the knobs are
+``KnobSteering``'s. The Textual app renders it and forwards keys: each user action returns the
+``Notice`` to show. Blocking calls on the source (start, restart, stop) are the app's to run in
+a thread; ``poll()`` never blocks.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from gpudash.core import protocol  # the controls, as protocol.SetVariant etc.
 from gpudash.core.protocol import (
@@ -27,27 +30,19 @@ from gpudash.core.protocol import (
     SourceInfo,
 )
 from gpudash.tui import job_notices
+from gpudash.tui.dash_recording import DashRecording, RecorderFactory
 from gpudash.tui.knob_steering import KnobSteering
 from gpudash.tui.notices import STARTING, Notice, Severity, error, event_notice, gpm_notice, short_path, warning
 from gpudash.tui.ranks_line import ranks_line
+from gpudash.tui.run_requests import RunRequests
 from gpudash.tui.state import TRACE, DashState, Status, trace_line
-from gpudash.tune.job import TuneAnswer, TuneRequest
+from gpudash.tui.tune_requests import TuneRequests
 from workloads.knobs import Knobs, parse_knobs  # torch-free
-from workloads.registry import FamilyInfo  # torch-free
 
 if TYPE_CHECKING:
     from gpudash.core.protocol import RunConfig
 
-TRACE_STEPS = 20  # steps in a profiler window asked for from the dashboard
 MAX_SENT = 64  # controls kept in ``DashController.sent`` (the latest; a long run sends one per change)
-
-RecorderFactory = Callable[..., Any]  # (path, metadata) -> a recorder with on_message/close
-
-
-def _default_recorder(path: str, metadata: dict[str, Any]) -> Any:
-    from gpudash.recording.record import CsvRecorder  # the engine's recorder: same format as --record
-
-    return CsvRecorder(path, metadata)
 
 
 class DashController(KnobSteering):
@@ -61,10 +56,6 @@ class DashController(KnobSteering):
         self.config: RunConfig = source.config
         self.is_job = self.config.job is not None  # the user's own command (gpudash -- CMD): job_notices
         self.state = DashState(maxlen=maxlen, mode="whole" if self.replay else "window", config=self.config)
-        self.recorder_factory = recorder_factory or _default_recorder
-        self.recorder: Any = None
-        self.recording_path: str | None = None
-        self.recorded_messages = 0
         self.sent: deque[Control] = deque(maxlen=MAX_SENT)  # the latest controls sent, oldest first
         self.pending_batch: int | None = None
         self.ready = False  # source.start() has returned
@@ -76,6 +67,9 @@ class DashController(KnobSteering):
         self._bad_rows_told = 0
         self._notes_told = False  # the source's notes (a replay's metadata file ignored) are said once
         self._gpm_told = False  # why GPM's figures are blank is said once
+        self.requests = RunRequests(self)
+        self.tune = TuneRequests(self)
+        self.recording = DashRecording(self, recorder_factory)
 
     @property
     def info(self) -> SourceInfo:
@@ -137,17 +131,13 @@ class DashController(KnobSteering):
             self.state.ingest(given)
             msg = self._as_taken(given)
             self._note_knobs(msg)
-            if self.recorder is not None:
-                try:
-                    self.recorder.on_message(msg)
-                    self.recorded_messages += 1
-                except Exception as exc:  # noqa: BLE001 - a full disk must not stop the dashboard
-                    notices.append(self.stop_recording(f"recording stopped: {exc}", Severity.ERROR))
+            if (stopped := self.recording.write(msg)) is not None:
+                notices.append(stopped)
             if self.hung and _from_workload(msg):
                 self.hung = False
                 notices.append(Notice("the workload process is responding again"))
             if isinstance(msg, Event):
-                notices.extend(self._event_notice(msg))
+                notices.extend(self.event_notices(msg))
         return notices
 
     def _as_taken(self, msg: Message) -> Message:
@@ -171,7 +161,7 @@ class DashController(KnobSteering):
         if msg.what in ("knobs", "workload") or msg.kind in (EventKind.STARTED, EventKind.CRASHED):
             self.pending_knobs = None
 
-    def _event_notice(self, e: Event) -> list[Notice]:
+    def event_notices(self, e: Event) -> list[Notice]:
         """What ``e`` settles (a batch size or a profiler window asked for; a hang) and says."""
         if e.what == "batch_size" and e.kind in (EventKind.CHANGED, EventKind.ERROR):
             self.pending_batch = None
@@ -252,78 +242,6 @@ class DashController(KnobSteering):
             self.pending_diagnosis = True
         return Notice(note)
 
-    def _refusal(self, fam: FamilyInfo, variant: str) -> str | None:
-        """Why ``variant`` cannot run on this run's device (the catalog's message)."""
-        device = self.state.device
-        if device == "auto":  # not known yet: the workload itself will say
-            return None
-        return fam.refusal(variant, device)
-
-    def toggle_pipeline(self) -> Notice:
-        fam = self.family()
-        target = fam.pipeline_target(self.state.run.variant) if fam else None
-        if fam is None or target is None:
-            return warning(
-                f"{self.state.run.workload or 'this workload'} has no serial ↔ pipelined pair; v cycles its variants"
-            )
-        refusal = self._refusal(fam, target)
-        if refusal:
-            return error(f"✗ {refusal}; this run is on the CPU — staying on {self.state.run.variant}")
-        return self.send(protocol.SetVariant(target), f"switching to {target}…")
-
-    def next_variant(self) -> Notice:
-        fam = self.family()
-        if fam is None:
-            return warning("the workload is not known yet")
-        names = list(fam.variant_names)
-        i = names.index(self.state.run.variant) if self.state.run.variant in names else -1
-        later = [v for v in names[i + 1 :] + names[: i + 1] if v != self.state.run.variant]  # after, wrapping
-        skipped = [v for v in later if self._refusal(fam, v)]
-        runnable = [v for v in later if v not in skipped]
-        if not runnable:
-            why = f" ({', '.join(skipped)} need CUDA)" if skipped else ""
-            return warning(f"no other variant of {fam.name} runs here{why}")
-        cand = runnable[0]
-        passed = [v for v in skipped if later.index(v) < later.index(cand)]
-        note = f"switching to {cand}…" + (f" (skipped {', '.join(passed)}: needs CUDA)" if passed else "")
-        return self.send(protocol.SetVariant(cand), note)
-
-    def switch_workload(self, name: str | None) -> Notice | None:
-        if not name or name == self.state.run.workload:
-            return None
-        return self.send(protocol.SwitchWorkload(name), f"switching to workload {name}…")
-
-    def batch_base(self) -> int | None:
-        """The batch size a ×2 / ÷2 starts from: the one asked for last, else the running one."""
-        return self.pending_batch or self.state.run.batch_size or None
-
-    def set_batch(self, n: int) -> Notice:
-        """Ask for batch size ``n``, checked at the edge (the prompt parses it; ×2/÷2 stay ≥ 1)."""
-        return self.send(protocol.SetBatchSize(n), f"batch size {self.state.run.batch_size} → {n} requested…")
-
-    def scale_batch(self, double: bool) -> Notice:
-        b = self.batch_base()
-        if b is None:
-            return warning("the batch size is not known until the workload has started")
-        if not double and b <= 1:
-            return error("✗ batch size is already 1, the smallest there is")
-        return self.set_batch(b * 2 if double else b // 2)
-
-    def time_stages(self) -> Notice:
-        """Ask the workload to time its two stages alone (a "measured" event answers)."""
-        fam = self.family()
-        if fam is None or fam.pipeline_toggle is None:
-            return warning(f"{self.state.run.workload or 'this workload'} has no two stages to time apart")
-        return self.send(protocol.TimeStages(), "timing each stage alone (20 steps each)…")
-
-    def measure_scaling(self) -> Notice:
-        """Ask a data-parallel run for its scaling efficiency (a "measured" scaling event answers)."""
-        if self.replay:
-            return self.read_only("a scaling measurement")
-        if self.config.nproc * self.config.nnodes < 2:
-            return warning("scaling efficiency needs a data-parallel run: start gpudash with --nproc 2 or more")
-        return self.send(protocol.MeasureScaling(), "rank 0 trains alone for 50 steps (the others wait)…")
-
     def ranks_text(self) -> str | None:
         """A data-parallel run in one line: ranks, the straggler by own work (or the slowest by step time),
         the all-reduce's exposed time from the last profiler window, the last scaling efficiency."""
@@ -348,125 +266,6 @@ class DashController(KnobSteering):
     def read_only(self, what: str) -> Notice:
         """Why ``what`` (a control) does nothing in a replay."""
         return warning(f"replay: read-only — {what} needs a live run")
-
-    def trace_window(self, steps: int = TRACE_STEPS) -> Notice:
-        """Ask for a profiler window of ``steps`` steps (a "measured" trace event answers)."""
-        if self.replay:
-            return self.read_only("a profiler window")
-        if not self.config.trace_dir:
-            return warning("this run has no trace directory: profiler windows are off")
-        if self.pending_trace:
-            return warning("a profiler window is already under way; its figures come when it ends")
-        return self.send(
-            protocol.TraceWindow(steps),
-            f"profiling {steps} steps… (torch.profiler; the trace goes to {self.config.trace_dir})",
-        )
-
-    def memory_peak(self, steps: int = protocol.MemoryPeak().steps) -> Notice:
-        """Ask for the CUDA allocator's history of ``steps`` steps (a "measured" memory_peak event
-        answers with the lines that held their peak)."""
-        if self.replay:
-            return self.read_only("the allocator's history")
-        if self.state.device == "cpu":
-            return warning("the allocator's history needs CUDA: this run is on the CPU")
-        return self.send(protocol.MemoryPeak(steps), f"recording the GPU's allocations over {steps} steps…")
-
-    def diagnose(self) -> Notice:
-        """Ask for a diagnosis window (a "measured" diagnosis event answers; its line stays under
-        the charts until the configuration changes)."""
-        if self.replay:
-            return self.read_only("a diagnosis")
-        if self.pending_diagnosis:
-            return warning("a diagnosis is under way; its verdict comes when its window ends")
-        steps = protocol.Diagnose().steps
-        on_gpu = "" if self.state.device == "cpu" else f", {steps} more under the profiler"
-        return self.send(protocol.Diagnose(), f"diagnosing: {steps} steps timed{on_gpu}…")
-
-    def pause_resume(self) -> Notice:
-        if self.state.paused:
-            return self.send(protocol.Resume(), "resuming…")
-        return self.send(protocol.Pause(), "pausing at the next step…")
-
-    # -- tune (gpudash.tune.job runs the race; the app starts it and polls it) -------------------
-    def tune_refusal(self) -> Notice | None:
-        """Why a tune cannot start now, or None."""
-        if self.replay:
-            return self.read_only("tune")
-        if not self.ready:
-            return warning("the workload is still starting; try again in a moment")
-        if self.state.ended or not self.source.alive:
-            return warning("the workload is not running — press r to restart")
-        ranks = self.config.nproc * self.config.nnodes
-        if ranks > 1:
-            return warning(f"tune races one process; this run has {ranks} ranks — run gpudash tune -w … apart")
-        if not self.state.run.batch_size or not self.state.run.workload:
-            return warning("the workload and batch size are not known until the workload has started")
-        return None
-
-    def tune_request(self, minutes: float) -> TuneRequest:
-        """The race for what runs now: its workload at its batch size, on this run's device."""
-        return TuneRequest(
-            workload=self.state.run.workload,
-            batch_size=self.state.run.batch_size,
-            device=self.config.device,
-            seed=self.config.seed,
-            max_minutes=minutes,
-        )
-
-    def apply_tuned(self, answer: TuneAnswer) -> list[Notice]:
-        """Run the winner here: its variant, batch size and knobs (each a marked change), then resume.
-        Knobs go off first when the variant changes, so no running knob refuses the new variant."""
-        notices: list[Notice] = []
-        target = Knobs(answer.knobs)
-        if answer.variant != self.state.run.variant and self.knobs_base():
-            notices.append(self.send(protocol.SetKnobs(Knobs().text()), "knobs off before the variant changes…"))
-        if answer.variant != self.state.run.variant:
-            notices.append(self.send(protocol.SetVariant(answer.variant), f"switching to {answer.variant}…"))
-        if answer.batch_size != self.state.run.batch_size:
-            notices.append(self.set_batch(answer.batch_size))
-        if target != self.knobs_base():
-            notices.append(self.send(protocol.SetKnobs(target.text()), f"knobs → {target.text()} requested…"))
-        if self.state.paused:
-            notices.append(self.send(protocol.Resume(), "resuming…"))
-        return notices
-
-    # -- recording ---------------------------------------------------------------------------
-    def start_recording(self, path: str) -> Notice:
-        from gpudash.recording.record import dashboard_metadata
-
-        s = self.state
-        meta = dashboard_metadata(
-            self.config,
-            s.gpu_info,
-            self.info.started_details,
-            device=s.device,
-            run_s=s.time_s,
-            running={
-                "workload": s.run.workload,
-                "variant": s.run.variant,
-                "batch_size": s.run.batch_size,
-                "knobs": self.knobs_text,
-            },
-        )
-        try:
-            self.recorder = self.recorder_factory(path, meta)
-        except Exception as exc:  # noqa: BLE001
-            self.recorder = None
-            return error(f"✗ cannot record to {path}: {exc}")
-        self.recording_path = path
-        self.recorded_messages = 0
-        return Notice(f"● recording to {path} (c stops)")
-
-    def stop_recording(self, note: str | None = None, severity: Severity = Severity.INFO) -> Notice:
-        rec, self.recorder = self.recorder, None
-        note = note or f"saved {self.recording_path} ({self.recorded_messages} messages)"
-        if rec is not None:
-            try:
-                rec.close()
-            except Exception as exc:  # noqa: BLE001
-                note, severity = f"closing the recording failed: {exc}", Severity.ERROR
-        self.recording_path = None
-        return Notice(note, severity, toast=True)
 
 
 def _from_workload(msg: Message) -> bool:

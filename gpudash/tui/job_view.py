@@ -279,7 +279,7 @@ def job_exit_status(session: JobSession, dashboard: int) -> int:
 
 
 def run_job(config: RunConfig, user_config: U, run: Callable[[EngineSource, U], int]) -> int:
-    """The dashboard (``run``: ``app.run_app``) over the job of ``config``, its output captured
+    """The dashboard (``run``: ``entry_points.run_app``) over the job of ``config``, its output captured
     for the pane; the job's exit status where it ended by itself, else the dashboard's."""
     session = JobSession(config, capture=True)
     code = job_exit_status(session, run(session, user_config))

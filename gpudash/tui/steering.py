@@ -55,7 +55,7 @@ class SteeringApp(QuietCrashApp[int]):
             error = severity == Severity.ERROR
             self.notify(text, severity="error" if error else "information", timeout=6 if error else 3)
 
-    def _tell(self, notices: Iterable[Notice | None]) -> None:
+    def tell(self, notices: Iterable[Notice | None]) -> None:
         for n in notices:
             if n is None:
                 continue
@@ -86,7 +86,7 @@ class SteeringApp(QuietCrashApp[int]):
 
     def action_refused_in_replay(self, name: str) -> None:
         """A key whose action does not apply now (a replay, a job, ``r`` while running): say why."""
-        self._tell([self.controller.not_now(name, actions.BY_NAME[name].title)])
+        self.tell([self.controller.not_now(name, actions.BY_NAME[name].title)])
 
     def action_output(self) -> None:
         """A job's output in place of the charts (again: the charts); any other run's key says where it went."""
@@ -96,26 +96,26 @@ class SteeringApp(QuietCrashApp[int]):
             self.job.toggle()
 
     def action_toggle_pipeline(self) -> None:
-        self._tell([self.controller.toggle_pipeline()])
+        self.tell([self.controller.requests.toggle_pipeline()])
 
     def action_cycle_variant(self) -> None:
-        self._tell([self.controller.next_variant()])
+        self.tell([self.controller.requests.next_variant()])
 
     def action_switch_workload(self) -> None:
         choices = [(f.name, f.title) for f in FAMILIES.values()]
         self.push_screen(
             PickScreen("Switch workload (enter picks, escape cancels)", choices, self.state.run.workload),
-            lambda name: self._tell([self.controller.switch_workload(name)]),
+            lambda name: self.tell([self.controller.requests.switch_workload(name)]),
         )
 
     def set_batch(self, n: int) -> None:
-        self._tell([self.controller.set_batch(n)])
+        self.tell([self.controller.requests.set_batch(n)])
 
     def action_batch_double(self) -> None:
-        self._tell([self.controller.scale_batch(double=True)])
+        self.tell([self.controller.requests.scale_batch(double=True)])
 
     def action_batch_half(self) -> None:
-        self._tell([self.controller.scale_batch(double=False)])
+        self.tell([self.controller.requests.scale_batch(double=False)])
 
     def action_batch_typed(self) -> None:
         """The edge's one check of a typed batch size: the prompt parses it, or says why not."""
@@ -128,16 +128,16 @@ class SteeringApp(QuietCrashApp[int]):
         self.push_screen(prompt, lambda n: None if n is None else self.set_batch(n))
 
     def action_time_stages(self) -> None:
-        self._tell([self.controller.time_stages()])
+        self.tell([self.controller.requests.time_stages()])
 
     def action_trace_window(self) -> None:
-        self._tell([self.controller.trace_window()])
+        self.tell([self.controller.requests.trace_window()])
 
     def action_diagnose(self) -> None:
-        self._tell([self.controller.diagnose()])
+        self.tell([self.controller.requests.diagnose()])
 
     def action_memory_peak(self) -> None:
-        self._tell([self.controller.memory_peak()])
+        self.tell([self.controller.requests.memory_peak()])
 
     # -- tune: the race in a child process while the run is paused (gpudash.tune.job) -----------
     def action_tune(self) -> None:
@@ -147,9 +147,9 @@ class SteeringApp(QuietCrashApp[int]):
             job.stop()
             self.say(job.progress())
             return
-        refusal = self.controller.tune_refusal()
+        refusal = self.controller.tune.refusal()
         if refusal is not None:
-            self._tell([refusal])
+            self.tell([refusal])
             return
         s = self.state
         prompt = PromptScreen(
@@ -163,16 +163,16 @@ class SteeringApp(QuietCrashApp[int]):
 
     def start_tune(self, minutes: float, seconds: float | None = None, warmup: float | None = None) -> None:
         """Pause the run and start ``gpudash tune`` on it (``seconds``/``warmup``: tune's own, for tests)."""
-        refusal = self.controller.tune_refusal()
+        refusal = self.controller.tune.refusal()
         if refusal is not None:
-            self._tell([refusal])
+            self.tell([refusal])
             return
-        request = dataclasses.replace(self.controller.tune_request(minutes), seconds=seconds, warmup=warmup)
+        request = dataclasses.replace(self.controller.tune.request(minutes), seconds=seconds, warmup=warmup)
         job = TuneJob(request, default_out_dir(self.save_dir, request.workload))
         try:
             job.start()
         except OSError as exc:
-            self._tell([error(f"✗ could not start gpudash tune: {exc}")])
+            self.tell([error(f"✗ could not start gpudash tune: {exc}")])
             return
         self.tune_job = job
         if not self.state.paused:
@@ -205,27 +205,27 @@ class SteeringApp(QuietCrashApp[int]):
 
     def _tuned(self, answer: TuneAnswer, apply: bool) -> None:
         if apply:
-            self._tell(self.controller.apply_tuned(answer))
+            self.tell(self.controller.tune.apply(answer))
         else:
             self._resume_after_tune()
 
     def _resume_after_tune(self) -> None:
         if self.state.paused:
-            self._tell([self.controller.send(protocol.Resume(), "resuming…")])
+            self.tell([self.controller.send(protocol.Resume(), "resuming…")])
 
     def action_measure_scaling(self) -> None:
-        self._tell([self.controller.measure_scaling()])
+        self.tell([self.controller.requests.measure_scaling()])
 
     def action_knobs(self) -> None:
         ctl, s = self.controller, self.state
         title = f"Knobs for {s.run.workload}/{s.run.variant} on {s.device} — applied at a step boundary, all at once"
         panel = KnobsScreen(title, ctl.knobs_base(), ctl.knob_refusals(), check=ctl.knob_refusal)
-        self.push_screen(panel, lambda knobs: None if knobs is None else self._tell([ctl.set_knobs(knobs)]))
+        self.push_screen(panel, lambda knobs: None if knobs is None else self.tell([ctl.set_knobs(knobs)]))
 
     def set_knob(self, name: str, value: str | None) -> None:
         """One knob from the palette: ``value`` None toggles an on/off knob."""
         ctl = self.controller
-        self._tell([ctl.toggle_knob(name) if value is None else ctl.set_knob(name, value)])
+        self.tell([ctl.toggle_knob(name) if value is None else ctl.set_knob(name, value)])
 
     def action_pause_resume(self) -> None:
-        self._tell([self.controller.pause_resume()])
+        self.tell([self.controller.requests.pause_resume()])

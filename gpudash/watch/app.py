@@ -30,7 +30,7 @@ from textual.widgets import Static
 from gpudash.arguments.config import UserConfig
 from gpudash.core.textfmt import fmt_duration
 from gpudash.recording.record import CsvRecorder
-from gpudash.tui import actions
+from gpudash.tui import actions, entry_points
 from gpudash.tui import app as app_module
 from gpudash.tui.app import HINT, GpuDashApp
 from gpudash.tui.charts import CHARTS, ORANGE, ChartSpec, Line, MetricChart, charts_in_play
@@ -141,7 +141,7 @@ class WatchHeader(Static):
         t.append(f" · {fmt_duration(app.run_time_s())}  ")
         status = app.status_text()
         t.append(f" {status} ", style="bold green" if status == "watching" else "bold yellow")
-        recording = app.controller.recording_path
+        recording = app.controller.recording.path
         if recording:
             t.append("  ● REC ", style="bold red")
             t.append(os.path.basename(recording), style="red")
@@ -180,19 +180,19 @@ class WatchApp(GpuDashApp):
         self.set_interval(self.watch_source.config.gpu_interval_s, self._read_processes)
         self.call_after_refresh(self._read_processes)
 
-    def _apply_layout(self, size: Size | None = None) -> None:
+    def apply_layout(self, size: Size | None = None) -> None:
         """The charts of the charted GPU in what the rows and the process table leave; without
         NVML, its one-line reason instead."""
-        if self._layout_gpu_info != self.state.gpu_info:
+        if self.layout_gpu_info != self.state.gpu_info:
             self.refresh_bindings()  # c records once NVML answers (the footer shows it then)
-        self._layout_gpu_info = self.state.gpu_info
-        self._layout_size = size = size or self._layout_size or self.size
+        self.layout_gpu_info = self.state.gpu_info
+        self.layout_size = size = size or self.layout_size or self.size
         try:
             rows = self.query_one(GpuRows).lines
             table = self.query_one(ProcessTable)
         except NoMatches:
             return
-        gpu = self._gpu_available()
+        gpu = self.gpu_available()
         table.show(self.snapshot if gpu else None, self._table_lines(size), shown=gpu)
         left = size.height - FIXED_ROWS - rows - table.lines
         columns = 2 if size.width >= WIDE else 1
@@ -211,26 +211,24 @@ class WatchApp(GpuDashApp):
             info = self.state.gpu_info
             why = (info.unavailable if info is not None else None) or "unknown"
             notice.update(f"No GPU to watch — NVML unavailable: {why}")
-        self.call_after_refresh(self._redraw, True)
+        self.call_after_refresh(self.redraw, True)
 
     # -- drawing ----------------------------------------------------------------------------------
-    def _redraw(self, force: bool = False) -> None:
+    def redraw(self, force: bool = False) -> None:
         try:
             header = self.query_one(WatchHeader)
             gpu_rows = self.query_one(GpuRows)
         except NoMatches:  # closing
             return
         header.show(self)
-        size = tuple((c.size.width, c.size.height) for c in self.visible_charts)
-        if not force and self.state.version == self._drawn_version and size == self._drawn_size:
+        if not self.changed_since_drawn(force):
             return
-        self._drawn_version, self._drawn_size = self.state.version, size
-        height = (self._layout_size or self.size).height
-        if gpu_rows.show(self.state.last_gpu, self.state.gpu_info, height=height, stale=not self._gpu_available()):
-            self._apply_layout()  # the rows took lines or gave them back: the charts get what is left
+        height = (self.layout_size or self.size).height
+        if gpu_rows.show(self.state.last_gpu, self.state.gpu_info, height=height, stale=not self.gpu_available()):
+            self.apply_layout()  # the rows took lines or gave them back: the charts get what is left
         self.redraw_charts()
 
-    def _chart_note(self) -> str | None:
+    def chart_note(self) -> str | None:
         return None
 
     def status_text(self) -> str:
@@ -239,7 +237,7 @@ class WatchApp(GpuDashApp):
     # -- the processes ------------------------------------------------------------------------------
     def _read_processes(self) -> None:
         """Take a snapshot in a thread (NVML and /proc may block) and show it when it comes."""
-        if self._reading or self._stopping or not self.source_ready or not self._gpu_available():
+        if self._reading or self.stopping or not self.source_ready or not self.gpu_available():
             return
         self._reading = True
 
@@ -254,7 +252,7 @@ class WatchApp(GpuDashApp):
 
     def _table_lines(self, size: Size | None = None) -> int:
         """The most lines the process table may take at this terminal's size."""
-        return max(MIN_PROCESS_LINES, (size or self._layout_size or self.size).height // PROCESS_SHARE) - 1
+        return max(MIN_PROCESS_LINES, (size or self.layout_size or self.size).height // PROCESS_SHARE) - 1
 
     def _show_processes(self, snap: Snapshot) -> None:
         try:
@@ -263,9 +261,9 @@ class WatchApp(GpuDashApp):
             return
         before = table.lines
         self.snapshot = snap
-        table.show(snap, self._table_lines(), shown=self._gpu_available())
+        table.show(snap, self._table_lines(), shown=self.gpu_available())
         if table.lines != before:
-            self._apply_layout()
+            self.apply_layout()
 
     # -- keys -------------------------------------------------------------------------------------
     def action_next_gpu(self) -> None:
@@ -280,7 +278,7 @@ class WatchApp(GpuDashApp):
         event = self.watch_source.chart(info.sampled[(at + 1) % len(info.sampled)])
         if event is not None:
             self.ingest([event])
-            self._redraw(force=True)
+            self.redraw(force=True)
 
     def key_help(self) -> list[KeyRow]:
         shown = [a for a in actions.ACTIONS if a.name == "record" or self.controller.enabled(a.name, a.steers)]
@@ -314,6 +312,6 @@ class WatchApp(GpuDashApp):
 def run_watch(interval_s: float, gpus: tuple[int, ...] | None, user_config: UserConfig | None = None) -> int:
     """``gpudash watch``: the dashboard over every watched GPU until the user quits; the exit
     status (an exception is one line naming its log, and 1, as in the dashboard)."""
-    return app_module.run_app(
+    return entry_points.run_app(
         WatchSource(interval_s, gpus), user_config, app_class=WatchApp, what="the watch dashboard"
     )

@@ -38,6 +38,7 @@ from typing import Any, TextIO
 
 from gpudash.core.protocol import MIG_FIGURES, ExitCode
 from gpudash.host.nvml import NvmlSampler
+from gpudash.host.nvml_watch import gpm_window
 from gpudash.watch.snapshot import GpuState, Snapshot, take
 
 SCHEMA = "gpudash-watch/1"
@@ -163,7 +164,7 @@ def run_once(gpus: Sequence[int] | None, as_json: bool, *, out: TextIO | None = 
     sampler = NvmlSampler(None, gpus=gpus)
     try:
         sampler.open()
-        sampler.gpm_window(GPM_WINDOW_S)
+        gpm_window(sampler, GPM_WINDOW_S)
         snap = take(sampler)
     finally:
         sampler.stop()

@@ -1,12 +1,13 @@
 """The box's GPUs and their processes now, as plain dataclasses: what ``gpudash watch --once``
 prints and the dashboard's process table shows. Torch-free and Textual-free.
 
-Every figure comes from the NVML sampler's own queries (``NvmlSampler.read_gpu``; GPM's SM, tensor
-and DRAM activity over its last tick or window) and NVML's process lists (``NvmlSampler.processes``);
-a query that fails leaves its field ``None`` and the rest stand. A process's command is NVML's
-name for it; its user, and its command where NVML gives none, come from the process itself
-(``gpudash.core.proctree``). A pid this machine does not show (a process in another pid namespace:
-NVML gives the host's pids, a container sees its own) shows ``?`` rather than a guess.
+Every figure comes from the NVML sampler's own queries (``gpudash.host.nvml_watch.read_gpu``; GPM's
+SM, tensor and DRAM activity over its last tick or window) and NVML's process lists
+(``nvml_watch.gpu_processes``); a query that fails leaves its field ``None`` and the rest stand. A
+process's command is NVML's name for it; its user, and its command where NVML gives none, come from
+the process itself (``gpudash.core.proctree``). A pid this machine does not show (a process in
+another pid namespace: NVML gives the host's pids, a container sees its own) shows ``?`` rather
+than a guess.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from dataclasses import dataclass
 from gpudash.core import proctree
 from gpudash.core.protocol import MigReading
 from gpudash.core.textfmt import strip_controls
-from gpudash.host.nvml import NvmlProcess, NvmlSampler
+from gpudash.host.nvml import NvmlSampler
+from gpudash.host.nvml_watch import NvmlProcess, gpu_processes, read_gpu
 
 UNKNOWN = "?"  # a user or command that cannot be told
 MAX_COMMAND = 4096  # characters of a command kept
@@ -80,10 +82,10 @@ def take(sampler: NvmlSampler, with_processes: bool = True) -> Snapshot:
     uuids = sampler.uuids
     gpus = []
     for i in info.sampled:
-        values, failed = sampler.read_gpu(i)
+        values, failed = read_gpu(sampler, i)
         procs: tuple[GpuProcess, ...] | None = None
         if with_processes:
-            listed, why = sampler.processes(i)
+            listed, why = gpu_processes(sampler, i)
             if listed is None:
                 failed = {**failed, "processes": why or "not listed"}
             else:

@@ -101,12 +101,12 @@ class WatchController(DashController):
             return "starting"
         return "watching" if info.available else "no NVML"
 
-    def _event_notice(self, e: Event) -> list[Notice]:
+    def event_notices(self, e: Event) -> list[Notice]:
         if e.kind == EventKind.ERROR and e.what == NVML_LOST:
             return [Notice(f"✗ {e.message}", Severity.ERROR, toast=True)]
         if e.kind == EventKind.CHANGED and e.what == CHART_GPU:
             return [Notice(f"the charts show GPU {e.after} from {e.time_s:.1f} s (marked on them)")]
-        return super()._event_notice(e)
+        return super().event_notices(e)
 
 
 def no_workload(what: str) -> Notice:

@@ -52,7 +52,7 @@ async def test_recording_writes_the_record_format(tmp_path: Path) -> None:
         assert prompt_input(app).value.startswith("gpudash-encdec-")
         prompt_input(app).value = str(out)
         await pilot.press("enter")
-        assert app.controller.recording_path == str(out)
+        assert app.controller.recording.path == str(out)
         assert "● REC" in shown(app, "#header")
         src.push(
             *run_segment(10.0, 12.0, 200.0, steps0=2000),
@@ -61,7 +61,7 @@ async def test_recording_writes_the_record_format(tmp_path: Path) -> None:
         )
         app.refresh_now()
         await pilot.press("c")
-        assert app.controller.recorder is None
+        assert app.controller.recording.recorder is None
         assert "saved" in message(app)
         assert "● REC" not in shown(app, "#header")
     rows = list(csv.DictReader(out.open()))
@@ -84,7 +84,7 @@ async def test_recording_to_a_bad_path_says_so(tmp_path: Path) -> None:
         await pilot.press("enter")
         assert "does not exist" in prompt_error(app)
         await pilot.press("escape")
-        assert app.controller.recorder is None
+        assert app.controller.recording.recorder is None
 
 
 async def test_quit_stops_the_source_and_closes_the_recording(tmp_path: Path) -> None:
@@ -95,7 +95,7 @@ async def test_quit_stops_the_source_and_closes_the_recording(tmp_path: Path) ->
         await pilot.press("q")
         await pilot.pause()
     assert src.stopped >= 1
-    assert app.controller.recorder is None
+    assert app.controller.recording.recorder is None
     assert app.return_value == 0
     rows = list(csv.DictReader((tmp_path / "q.csv").open()))
     samples = [r for r in rows if r["row_kind"] == "sample"]
@@ -146,7 +146,7 @@ async def test_replay_shows_markers_and_stats_read_only() -> None:
         assert "replay" in app.status_text()
         assert app.check_action("batch_double", ()) is False
         await pilot.press("plus", "p", "c")
-        assert app.controller.recorder is None and app.state.run.batch_size == 16
+        assert app.controller.recording.recorder is None and app.state.run.batch_size == 16
         assert not any("Batch" in t or "pipelining" in t or t.startswith("Knob") for t in palette_titles(app))
         assert "knobs: none" in shown(app, "#header")  # shown, not settable
         await pilot.press("k")

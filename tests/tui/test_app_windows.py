@@ -86,7 +86,7 @@ async def test_the_palette_asks_for_a_profiler_window() -> None:
 
 
 def test_a_live_dashboard_run_gets_a_trace_directory(tmp_path: Path) -> None:
-    from gpudash.tui.app import with_trace_dir
+    from gpudash.tui.entry_points import with_trace_dir
 
     assert with_trace_dir(RunConfig(), cwd=str(tmp_path)).trace_dir == str(tmp_path / "gpudash-traces")
     assert with_trace_dir(RunConfig(trace_dir="/x")).trace_dir == "/x"

@@ -134,6 +134,7 @@ async def test_zoomed_in_at_the_right_edge_the_charts_follow_new_samples():
 
 def test_the_no_color_flag_builds_the_dashboard_with_no_color(monkeypatch: pytest.MonkeyPatch):
     import gpudash.tui.app as app_module
+    import gpudash.tui.entry_points as entry_points
     from gpudash.cli import main as cli
 
     monkeypatch.setenv("NO_COLOR", "")
@@ -146,6 +147,6 @@ def test_the_no_color_flag_builds_the_dashboard_with_no_color(monkeypatch: pytes
         built.append(app_module.GpuDashApp(FakeSource()).no_color)
         return 0
 
-    monkeypatch.setattr(app_module, "run_replay", replay_one_frame)
+    monkeypatch.setattr(entry_points, "run_replay", replay_one_frame)
     assert cli.main(["replay", str(Path(__file__).parent / "data" / "replay.csv"), "--no-color"]) == 0
     assert built == [True]

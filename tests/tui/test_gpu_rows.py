@@ -165,13 +165,13 @@ async def test_recording_from_the_dashboard_has_the_per_gpu_columns(box: Box, tm
     path = tmp_path / "mid-run.csv"
     async with app.run_test(size=(120, 40)) as pilot:
         await running(app, pilot, src)
-        app.controller.start_recording(str(path))  # what c and a typed name do
+        app.controller.recording.start(str(path))  # what c and a typed name do
         nv.gpus[0]["power_w"] = 222.0
         src.tick()
         app.refresh_now()
         src.push(*workload_samples(4.0, 5.0))  # each sample row joins the newest NVML sample
         app.refresh_now()
-        app.controller.stop_recording()
+        app.controller.recording.stop()
     header = path.read_text().splitlines()[0].split(",")
     suffixes = ("util_pct", "mem_used_mib", "power_w", "sm_clock_mhz", "temp_c")
     gpm = ("sm_active_pct", "tensor_active_pct", "dram_active_pct")  # empty: the fake GPUs have no GPM

@@ -242,7 +242,7 @@ def crashed_job(tmp_path_factory: pytest.TempPathFactory) -> EndedJob:
     seen = EndedJob()
 
     def dashboard(source: EngineSource, user_config: None) -> int:
-        """``app.run_app``'s part, headless: the app until the user quits (once the job has ended)."""
+        """``entry_points.run_app``'s part, headless: the app until the user quits (once the job has ended)."""
         assert isinstance(source, JobSession)
         app = GpuDashApp(source, toasts=False)
 

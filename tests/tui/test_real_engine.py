@@ -14,7 +14,8 @@ from textual.widgets import Label, Static
 
 from gpudash.core.protocol import Control, Diagnose, EventKind, Resume, RunConfig, SetBatchSize, SetKnobs, TraceWindow
 from gpudash.host.session import EngineSession
-from gpudash.tui.app import GpuDashApp, prepare_for_child_processes
+from gpudash.tui.app import GpuDashApp
+from gpudash.tui.entry_points import prepare_for_child_processes
 from gpudash.tui.screens import KnobsScreen, PromptScreen, TuneResultScreen
 from gpudash.tui.widgets import MessageBar, plain_text
 from tests.messages import present
