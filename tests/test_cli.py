@@ -14,7 +14,7 @@ from gpudash.cli.main import main
 from gpudash.host import gpu_checks
 from gpudash.host.devices import cuda_index_hint, visible_devices
 from gpudash.host.gpu_checks import cuda_devices
-from gpudash.recording.headless import progress_line
+from gpudash.recording.headless_report import progress_line
 from gpudash.recording.paths import shown
 from gpudash.stats.segments import SegmentTracker
 from tests.tui.fakes import sample, started
@@ -357,8 +357,8 @@ def test_every_option_that_fills_a_run_config_field_names_a_real_field_and_optio
     """``RUN_OPTIONS`` (field: option) is read by name, so neither side is checked by the type checker."""
     import dataclasses
 
-    from gpudash.cli.main import RUN_OPTIONS
     from gpudash.cli.options import DEFAULTS
+    from gpudash.cli.run_options import RUN_OPTIONS
     from gpudash.core.protocol import RunConfig
 
     assert set(RUN_OPTIONS) <= {f.name for f in dataclasses.fields(RunConfig)}

@@ -222,7 +222,7 @@ def test_the_exit_status_table_is_exit_code() -> None:
 
 
 def test_every_sweep_preset_is_named() -> None:
-    from gpudash.sweep.plan import PRESETS  # torch-free
+    from gpudash.sweep.presets import PRESETS  # torch-free
 
     text = (DOCS / "measuring.md").read_text(encoding="utf-8")
     assert [p for p in PRESETS if f"`{p}`" not in text and f"--preset {p}" not in text] == [], (

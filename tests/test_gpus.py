@@ -17,6 +17,7 @@ import pytest
 
 from gpudash.cli import main as cli
 from gpudash.cli import options
+from gpudash.cli.serve import as_argv
 from gpudash.core.protocol import Event, EventKind, GpuSample, RunConfig, Sample
 from gpudash.host.gpu_checks import check_gpus
 from gpudash.host.gpu_selection import GpuSelectionError, gpu_indexes, gpu_list
@@ -172,7 +173,7 @@ def test_gpus_argument_is_indexes_once_each(text: str) -> None:
 def test_serve_passes_gpus_on_to_the_dashboard_it_starts() -> None:
     _, commands = options.build_parsers()
     given = vars(commands["run"].parse_args(["--gpus", "2,0", "--device", "cpu"]))
-    assert cli.as_argv(commands["run"], given) == ["--device=cpu", "--gpus=2,0"]
+    assert as_argv(commands["run"], given) == ["--device=cpu", "--gpus=2,0"]
 
 
 def test_cli_refuses_a_gpu_the_machine_lacks_in_one_line(

@@ -16,7 +16,7 @@ from gpudash.core import procgroup
 from gpudash.core.protocol import ExitCode, GpuSample, Sample
 from gpudash.host.noise import NoiseProbe, gpu_reasons
 from gpudash.recording import csvformat
-from gpudash.recording.headless import progress_line
+from gpudash.recording.headless_report import progress_line
 from gpudash.stats.noise_tally import NoiseTally
 from gpudash.stats.segments import SegmentTracker
 

@@ -20,9 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from gpudash.cli.main import as_argv
 from gpudash.cli.options import build_parsers
-from gpudash.cli.serve import dashboard_command, is_loopback, public_url
+from gpudash.cli.serve import as_argv, dashboard_command, is_loopback, public_url
 from gpudash.core import proctree
 
 CHROMIUM = next(filter(None, (shutil.which(n) for n in ("chromium", "chromium-browser"))), None)

@@ -12,16 +12,8 @@ import pytest
 from gpudash.cli.main import main
 from gpudash.core.protocol import ExitCode, GpuSample, Sample
 from gpudash.stats.fmt import fmt_pm
-from gpudash.sweep.plan import (
-    Configuration,
-    FamilyPlan,
-    SweepPlan,
-    SweepSettings,
-    build_parser,
-    labels,
-    plan_from_args,
-    schedule,
-)
+from gpudash.sweep.arguments import build_parser
+from gpudash.sweep.plan import Configuration, FamilyPlan, SweepPlan, SweepSettings, labels, plan_from_args, schedule
 from gpudash.sweep.report import CSV_COLUMNS, SweepReport
 from gpudash.sweep.results import RepeatResult, summarize
 from gpudash.sweep.window import Window
@@ -78,7 +70,8 @@ def test_the_input_pipeline_preset_measures_longer_unless_told(tmp_path: Path) -
 
 
 def test_the_beyond_preset_adds_knob_combinations_and_a_cpu_skips_the_cuda_ones(tmp_path: Path) -> None:
-    from gpudash.sweep.plan import BEYOND, PRESETS, family_plan
+    from gpudash.sweep.plan import family_plan
+    from gpudash.sweep.presets import BEYOND, PRESETS
 
     def plan(*argv: str) -> SweepPlan:
         return plan_from_args(build_parser().parse_args([*argv, "--device", "cpu", "--out", str(tmp_path)]), [])
@@ -97,7 +90,7 @@ def test_the_beyond_preset_adds_knob_combinations_and_a_cpu_skips_the_cuda_ones(
 
 def test_switches_turn_knobs_off_before_the_variant_changes_and_on_after() -> None:
     from gpudash.core.protocol import SetBatchSize, SetKnobs, SetVariant
-    from gpudash.sweep.run import switch_controls
+    from gpudash.sweep.driver import switch_controls
 
     assert switch_controls(("fixed", 8, "none"), ("fixed", 8, "none")) == []
     assert switch_controls(("fixed", 8, "none"), ("fixed", 8, "amp=bf16")) == [SetKnobs("amp=bf16")]

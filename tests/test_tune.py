@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gpudash.recording.headless import _Interrupted
+from gpudash.recording.interrupt import Interrupted
 from gpudash.stats.comparison import Estimate
 from gpudash.tune import race
 from gpudash.tune.candidates import Candidate, CandidateMaker, label_of
@@ -151,7 +151,7 @@ class ScriptedRace(TuneRun):
         plan = plan_from_args(build_parser().parse_args(argv), argv)
         settings = dataclasses.replace(plan.settings, device_type="cuda")
         plan = dataclasses.replace(plan, pool=POOL + (("tf32", "on"),), settings=settings)
-        super().__init__(plan, TuneReport(plan), _Interrupted(), TuneProgress(True, 0))
+        super().__init__(plan, TuneReport(plan), Interrupted(), TuneProgress(True, 0))
         self.speeds, self.measured = dict(speeds), list[str]()
         self.windows_for_interval: dict[str, int] = {}  # a label's windows before its estimate has an interval
         self.rel_width: dict[str, int] = {}  # a label's windows before its interval is within race.PRECISION

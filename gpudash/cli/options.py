@@ -32,7 +32,7 @@ with a job after --, the job's own exit status
 
 DIAGNOSE_WARMUP_S = 5.0  # seconds of running before a diagnosis window (record --diagnose, gpudash diagnose)
 DEFAULTS: dict[str, Any] = {  # every option's built-in default (the parsers have none)
-    "workload": None,  # the registry's DEFAULT_FAMILY (filled in by _with_defaults)
+    "workload": None,  # the registry's DEFAULT_FAMILY (filled in by settings.with_defaults)
     "variant": None,
     "batch_size": None,
     "device": "auto",
@@ -273,7 +273,7 @@ PASSTHROUGH = {  # the commands that parse their own arguments (own_parser), and
 def own_parser(command: str) -> Parser:
     """The parser of a command of ``PASSTHROUGH``, which reads every argument after its name."""
     from gpudash.report.command import build_parser as report_parser
-    from gpudash.sweep.plan import build_parser as sweep_parser
+    from gpudash.sweep.arguments import build_parser as sweep_parser
     from gpudash.tune.plan import build_parser as tune_parser
 
     return {"sweep": sweep_parser, "tune": tune_parser, "report": report_parser}[command]()

@@ -13,6 +13,7 @@ Neither torch nor Textual is imported here (textual-serve itself imports no Text
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import ipaddress
 import os
@@ -22,6 +23,7 @@ import sys
 import threading
 from typing import Any, NoReturn
 
+from gpudash.arguments.argparse_adapter import parser_actions
 from gpudash.arguments.argtypes import UsageError
 from gpudash.core.protocol import ExitCode
 
@@ -72,6 +74,22 @@ def dashboard_command(run_argv: list[str], command: str = "run") -> str:
     """The shell command textual-serve starts for each browser tab (exec: no shell stays between):
     ``gpudash run`` (or ``watch``) with the server's own options; a browser names nothing."""
     return "exec " + shlex.join([sys.executable, "-m", "gpudash", command, *run_argv])
+
+
+def as_argv(parser: argparse.ArgumentParser, given: dict[str, Any]) -> list[str]:
+    """The options of ``given`` that ``parser`` reads, written back as its flags
+    (``--knob=amp=bf16``): how ``serve`` starts ``gpudash run`` with the options it was given."""
+    argv: list[str] = []
+    for action in parser_actions(parser):
+        if action.dest not in given or not action.option_strings:
+            continue
+        flag, value = action.option_strings[-1], given[action.dest]
+        if action.nargs == 0:  # store_true
+            argv.append(flag)
+            continue
+        for item in value if isinstance(value, list) else [value]:
+            argv.append(f"{flag}={'='.join(item) if isinstance(item, tuple) else item}")
+    return argv
 
 
 def end_with_server() -> None:

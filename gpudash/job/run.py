@@ -19,7 +19,8 @@ from gpudash.core.protocol import EventKind, ExitCode, RunConfig
 from gpudash.job.command import display
 from gpudash.job.session import JobSession
 from gpudash.job.stops import JobControlSignals
-from gpudash.recording.headless import HeadlessRecording, _Interrupted, new_recording
+from gpudash.recording.headless import HeadlessRecording, new_recording
+from gpudash.recording.interrupt import Interrupted
 
 DIAGNOSE_CAP_S = 300.0  # after the warm-up, the most a job's diagnosis may take
 STOP_NOTE = (  # before the job's own last lines (its finally blocks'), so that they read as what they are
@@ -82,7 +83,7 @@ def record_job(
         recording_out.append(recording)
     if keep_running:
         session.stop = lambda timeout=10.0: session.leave_running()  # type: ignore[method-assign]
-    with _Interrupted() as interrupted, JobControlSignals(session.stops):
+    with Interrupted() as interrupted, JobControlSignals(session.stops):
         # a Ctrl-C is the user's: SIGINT reaches the job as it would bare; another signal to gpudash
         # (tune dropping a candidate, a scheduler's SIGTERM) ends it quietly at a step
         session.interrupted_by_user = lambda: interrupted.signal == signal.SIGINT

@@ -157,7 +157,7 @@ class Output:
 
 def recording_outputs(record: str, meta: str | None, log: str | None) -> list[Output]:
     """Each file a recording to ``record`` writes."""
-    from gpudash.recording.headless import _default_log_path
+    from gpudash.recording.headless import default_log_path
     from gpudash.recording.record import meta_path_for
 
     out = [Output("csv", "--record", f"--record {record}", record)]
@@ -175,7 +175,7 @@ def recording_outputs(record: str, meta: str | None, log: str | None) -> list[Ou
         )
     if log:
         out.append(Output("log", "--log", f"--log {log}", log))
-    elif named and (default_log := _default_log_path(record)) is not None:
+    elif named and (default_log := default_log_path(record)) is not None:
         out.append(
             Output("log", "the workload's log", f"the workload's log (default: {default_log})", str(default_log))
         )

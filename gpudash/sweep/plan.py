@@ -1,5 +1,6 @@
-"""``gpudash sweep``: its arguments, presets and plan — which configurations to measure, in
-which order. Torch-, Textual- and matplotlib-free (``gpudash sweep --help`` stays instant).
+"""``gpudash sweep``'s plan: which configurations to measure, in which order, and how long.
+Torch-, Textual- and matplotlib-free (``gpudash sweep --help`` stays instant). Its arguments are
+``gpudash.sweep.arguments``'; its presets ``gpudash.sweep.presets``'.
 
 A *configuration* is one entry of ``-v`` at one batch size of ``-b``, by position: ``-v
 fixed,fixed`` is an A/A check of two configurations, labelled ``fixed`` and ``fixed#2``. An
@@ -19,11 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gpudash.arguments import argtypes, shared_flags
-from gpudash.arguments.argtypes import Parser, UsageError, check_device, check_out_dir
+from gpudash.arguments import argtypes
+from gpudash.arguments.argtypes import UsageError, check_device, check_out_dir
 from gpudash.core.protocol import RunConfig
-from gpudash.sweep.command import command_parser
-from workloads.registry import FAMILIES  # torch-free
+from gpudash.sweep.presets import PRESETS, PresetEntry
 
 if TYPE_CHECKING:  # pragma: no cover
     from workloads.knobs import Knobs
@@ -31,70 +31,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 SAMPLE_INTERVAL_S = 0.1  # the child's throughput sample (the statistics assume 10 samples/s)
 GPU_INTERVAL_S = 0.25  # NVML tick during a sweep
-
-
-@dataclass(frozen=True)
-class PresetEntry:
-    """One family of a preset; None: every variant / the family's default batch for the device."""
-
-    family: str
-    variants: tuple[str, ...] | None = None
-    batch_sizes: tuple[int, ...] | None = None
-    seconds: float | None = None  # None: --seconds's default
-    warmup: float | None = None
-
-
-# The input pipeline delivers batches in bursts (every worker finishes one at about the same
-# time) a few seconds apart, and refills its prefetch queue for seconds after each switch:
-# its windows must span many bursts and start after the refill.
-BURSTY_SECONDS, BURSTY_WARMUP = 30.0, 10.0
-_PRESET_PARTS: dict[str, tuple[PresetEntry, ...]] = {
-    "pipelining": (PresetEntry("encdec", None, (8, 16, 32)),),
-    "augmentation": (PresetEntry("augment"),),
-    "syncs": (PresetEntry("sync_loss"),),
-    "input-pipeline": (PresetEntry("input_pipeline", seconds=BURSTY_SECONDS, warmup=BURSTY_WARMUP),),
-}
-# "beyond": per family the plain variant, the article's fix, and the fix with the knob combinations
-# worth showing (on a CPU the CUDA-only ones are skipped with their reason), written as -v takes
-# them, each variant by what it is (the registry's ``FamilyInfo.variants_by_role``).
-_FAST = "amp=bf16+channels_last+cudnn_benchmark"  # the cheap knobs every convolution net takes
-
-
-def _beyond(family: str, text: str, batch_sizes: tuple[int, ...] | None = None, **timing: float) -> PresetEntry:
-    """A family's row: the entries of ``text``, ``{fast}`` for ``_FAST``, ``{ROLE}`` its variant of that role."""
-    entries = text.format(fast=_FAST, **FAMILIES[family].variants_by_role()).split(",")
-    return PresetEntry(family, tuple(entries), batch_sizes, **timing)
-
-
-BEYOND: tuple[PresetEntry, ...] = (
-    _beyond(
-        "encdec",
-        "{default},{pair_pipelined},{default}+{fast},{default}+{fast}+cuda_graph,{pair_pipelined}+{fast}+cuda_graph,"
-        "{default}+compile",
-        (8, 32),
-    ),
-    _beyond(
-        "sync_loss",
-        "{default},{sync_free},{sync_free}+{fast},{sync_free}+{fast}+cuda_graph,{sync_free}+cuda_graph",
-        (8, 32),
-    ),
-    _beyond(
-        "augment",
-        "{default},{pair_serial},{pair_pipelined},{pair_pipelined}+{fast},{pair_pipelined}+{fast}+cuda_graph",
-        (32,),
-    ),
-    _beyond(
-        "input_pipeline",
-        "{default},{BATCH_COLOUR},{GPU_COLOUR},{GPU_COLOUR}+{fast}",
-        seconds=BURSTY_SECONDS,
-        warmup=BURSTY_WARMUP,
-    ),
-)
-PRESETS: dict[str, tuple[PresetEntry, ...]] = {
-    **_PRESET_PARTS,
-    "all": tuple(entry for entries in _PRESET_PARTS.values() for entry in entries),
-    "beyond": BEYOND,  # not part of "all"
-}
 
 
 @dataclass(frozen=True)
@@ -198,24 +134,7 @@ def schedule(n: int, repeats: int, seed: int) -> list[list[int]]:
     return [next(orders) for _ in range(repeats)]
 
 
-# -- argument types -------------------------------------------------------------------------------
-def _seconds_or_zero(text: str) -> float:
-    """An argparse type: seconds, 0 allowed."""
-    if text.strip() in ("0", "0.0"):
-        return 0.0
-    return argtypes.positive_float(text)
-
-
-def family_name(text: str) -> str:
-    """An argparse type: a known workload family."""
-    from workloads.registry import WorkloadError, family
-
-    try:
-        return family(text.strip()).name
-    except WorkloadError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
+# -- an entry of -v: VARIANT+KNOB[=VALUE]+... -----------------------------------------------------
 def split_entry(text: str) -> tuple[str, list[tuple[str, str]]]:
     """``fixed+amp=bf16+channels_last`` → ("fixed", [("amp", "bf16"), ("channels_last", "on")]):
     the knobs checked against the catalog (the variant against its family later); UsageError."""
@@ -239,136 +158,6 @@ def split_entry(text: str) -> tuple[str, list[tuple[str, str]]]:
 def entry_text(text: str) -> str:
     """An entry as its label: its parts without the spaces around them."""
     return "+".join(part.strip() for part in text.split("+"))
-
-
-def _name_list(text: str) -> list[str]:
-    """An argparse type: entries ``VARIANT[+KNOB[=VALUE]...]`` separated by commas (their knobs
-    checked here, the variants against the family later)."""
-    names = [part.strip() for part in text.split(",")]
-    if not all(names):
-        raise argparse.ArgumentTypeError(f"expected names separated by commas, got {text!r}")
-    for name in names:
-        try:
-            split_entry(name)
-        except UsageError as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
-    return [entry_text(name) for name in names]
-
-
-def batch_list(text: str) -> list[int]:
-    """An argparse type: batch sizes separated by commas, each at least 1, none twice."""
-    sizes = [argtypes.batch_size(part) for part in text.split(",")]
-    for i, b in enumerate(sizes):
-        if b in sizes[:i]:
-            raise argparse.ArgumentTypeError(f"batch size {b} is listed twice")
-    return sizes
-
-
-def build_parser() -> Parser:
-    """The parser of ``gpudash sweep``."""
-    p = command_parser(
-        "gpudash sweep",
-        "Measure variants and batch sizes in interleaved, shuffled repeats and write\n"
-        "the articles' tables with 95% intervals: sweep.csv, sweep.json, sweep.md, sweep.png/.svg.",
-        _epilog(),
-    )
-    _add_selection_options(p)
-    _add_timing_options(p)
-    shared_flags.add_device(p, default="auto")
-    argtypes.add_count(
-        p,
-        "--nproc",
-        default=1,
-        help="data-parallel ranks (DDP) for every configuration, one GPU each; -b is per rank (default: 1)",
-    )
-    p.add_argument("--seed", type=int, default=0, help="workload seed and shuffle seed (default: %(default)s)")
-    shared_flags.add_peak_tflops(p)
-    p.add_argument(
-        "--out", metavar="DIR", help="directory for the results (default: sweep-PRESET, or sweep-WORKLOAD; created)"
-    )
-    shared_flags.add_quiet(p)
-    shared_flags.add_json(p)
-    return p
-
-
-def _epilog() -> str:
-    return (
-        f"presets: {', '.join(PRESETS)}\n"
-        "  pipelining      encdec, every variant, at batch 8,16,32\n"
-        "  augmentation    augment, every variant, the family's default batch\n"
-        "  syncs           sync_loss, every variant, default batch\n"
-        f"  input-pipeline  input_pipeline, every variant, default batch, "
-        f"{BURSTY_SECONDS:g} s after {BURSTY_WARMUP:g} s\n"
-        "  all             the four\n"
-        "  beyond          per family the plain variant, the article's fix, and the fix with knobs\n"
-        f"                  ({_FAST.replace('+', ', ')}; cuda_graph; compile); not in all\n\n"
-        "knobs: --knob puts a knob on every configuration; an entry of -v adds its own with +:\n"
-        "  -v fixed,fixed+amp=bf16+channels_last,fixed+amp=bf16+channels_last+cuda_graph\n"
-        "  measures the plain variant and two knob settings side by side ('gpudash list' says where\n"
-        "  each knob applies; a setting the device cannot run is skipped with the reason)\n\n"
-        "exit status: 0 done, 1 the workload failed, 2 bad arguments, 130 interrupted\n"
-    )
-
-
-def _add_selection_options(p: Parser) -> None:
-    """What is measured: the family or preset, variants, batch sizes, knobs."""
-    what = p.add_mutually_exclusive_group(required=True)
-    what.add_argument("-w", "--workload", type=family_name, metavar="FAMILY", help="the workload family")
-    what.add_argument("--preset", choices=tuple(PRESETS), metavar="NAME", help=f"one of: {', '.join(PRESETS)}")
-    p.add_argument(
-        "-v",
-        "--variants",
-        type=_name_list,
-        metavar="V1,V2+KNOB",
-        help="variants, by position, each with +KNOB[=VALUE] knobs of its own (default: all; one twice = an A/A check)",
-    )
-    p.add_argument("-b", "--batch-sizes", type=batch_list, metavar="N1,N2", help="batch sizes (default: the family's)")
-    p.add_argument(
-        "--knob",
-        type=argtypes.knob,
-        action="append",
-        metavar="NAME[=VALUE]",
-        help="a knob on every configuration, repeatable: amp=bf16, channels_last, cudnn_benchmark, "
-        "tf32, cuda_graph, compile[=MODE]",
-    )
-
-
-def _add_timing_options(p: Parser) -> None:
-    """How long and how often: repeats, seconds, warm-up, the interval target, profiler windows."""
-    argtypes.add_count(p, "--repeats", default=3, help="rounds (default: %(default)s)")
-    argtypes.add_seconds(
-        p,
-        "--seconds",
-        help=f"measured per configuration per repeat (default: {SweepSettings.seconds:g}; a preset may say more)",
-    )
-    p.add_argument(
-        "--warmup",
-        type=_seconds_or_zero,
-        metavar="S",
-        help=f"left out after each change (default: {SweepSettings.warmup:g}; a preset may say more)",
-    )
-    p.add_argument(
-        "--until-ci",
-        type=argtypes.positive_float,
-        metavar="PCT",
-        help="then add rounds until every steps/s interval is within ±PCT%%",
-    )
-    p.add_argument(
-        "--max-minutes",
-        type=argtypes.positive_float,
-        default=30.0,
-        metavar="M",
-        help="start nothing new after M minutes (default: %(default)s)",
-    )
-    p.add_argument(
-        "--trace",
-        type=argtypes.int_at_least(1, "at least 1"),
-        nargs="?",
-        const=20,
-        metavar="N",
-        help="after each measurement, a torch.profiler window of N steps (default 20), its Chrome "
-        "trace in DIR/traces/ (left out of the figures)",
-    )
 
 
 # -- the plan -------------------------------------------------------------------------------------

@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING
 
 from gpudash.arguments import argtypes, shared_flags
 from gpudash.arguments.argtypes import Parser, UsageError, check_device, check_out_dir
+from gpudash.sweep.arguments import batch_list, family_name
 from gpudash.sweep.command import command_parser
-from gpudash.sweep.plan import GPU_INTERVAL_S, SAMPLE_INTERVAL_S, SweepSettings, batch_list, device_type, family_name
+from gpudash.sweep.plan import GPU_INTERVAL_S, SAMPLE_INTERVAL_S, SweepSettings, device_type
 
 if TYPE_CHECKING:  # pragma: no cover
     from workloads.registry import FamilyInfo

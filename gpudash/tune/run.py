@@ -2,8 +2,8 @@
 
 Never imports torch (the workload runs in the child), textual or matplotlib. The candidates are
 ``gpudash.tune.candidates``'; the decisions ``gpudash.tune.race``'s; the measuring is the
-sweep's (``FamilyRun``: each window after its warm-up, switches by ``switch_controls``); the
-files ``gpudash.tune.report``'s.
+sweep's session driver (``gpudash.sweep.driver.SessionDriver``, the base of ``TuneRun``: each window
+after its warm-up, switches by ``switch_controls``); the files ``gpudash.tune.report``'s.
 
 The race, in order:
 
@@ -37,13 +37,13 @@ import time
 from typing import TYPE_CHECKING
 
 from gpudash.core.protocol import DIAGNOSIS, LOSS_EFFECT, Diagnose, Event, EventKind, ExitCode, LossEffect, RunConfig
-from gpudash.recording.headless import _Interrupted
+from gpudash.recording.interrupt import Interrupted
 from gpudash.stats.fmt import fmt_pm
 from gpudash.sweep.command import parse_plan
+from gpudash.sweep.driver import CHANGE_TIMEOUT_S, ConfigFailed, SessionDriver, SweepStopped
 from gpudash.sweep.plan import FamilyPlan, run_config
 from gpudash.sweep.progress import SweepProgress
 from gpudash.sweep.results import RepeatResult, summarize_one
-from gpudash.sweep.run import CHANGE_TIMEOUT_S, ConfigFailed, FamilyRun, SweepStopped
 from gpudash.sweep.window import Clock
 from gpudash.tune import race
 from gpudash.tune.candidates import COMPILE, GPU_BOUNDS, Candidate, CandidateMaker
@@ -72,10 +72,10 @@ class TuneProgress(SweepProgress):
             self._bar.update(self._task, description=f"{name} · {self.stage}", completed=self.done)
 
 
-class TuneRun(FamilyRun):
+class TuneRun(SessionDriver):
     """The race on one ``EngineSession``; each finished window goes to the report."""
 
-    def __init__(self, plan: TunePlan, report: TuneReport, interrupted: _Interrupted, progress: TuneProgress) -> None:
+    def __init__(self, plan: TunePlan, report: TuneReport, interrupted: Interrupted, progress: TuneProgress) -> None:
         from workloads.registry import family
 
         s = plan.settings
@@ -101,7 +101,7 @@ class TuneRun(FamilyRun):
         self.report.add_candidates(first)
         self.session = self.session_for(run_config(first[0].config, self.settings))
         try:
-            self._start()
+            self.start()
             try:
                 self._race(first)
             except BudgetSpent:
@@ -109,7 +109,7 @@ class TuneRun(FamilyRun):
                 self.report.note(f"--max-minutes {minutes:g} reached: the winner is named from what was measured")
             self._conclude()
         finally:
-            self._stop()
+            self.stop()
 
     def _race(self, first: list[Candidate]) -> None:
         s = self.tune.settings
@@ -250,7 +250,7 @@ class TuneRun(FamilyRun):
             return
         try:
             self.tune_progress.stage = "diagnosis of the winner"
-            self._switch(winner.config)
+            self.switch(winner.config)
             self.report.after = self._diagnose(winner)
             if _changes_precision(winner.config.knobs):
                 steps = self.tune.settings.loss_steps
@@ -278,7 +278,7 @@ class TuneRun(FamilyRun):
                 continue
             if self.clock.up:
                 raise BudgetSpent
-            self._unit(c.config, number)
+            self.measure_once(c.config, number)
 
     def _diagnose(self, candidate: Candidate) -> Event | None:
         """A diagnosis window of the running ``candidate`` (None: it failed; the note says why)."""
@@ -298,7 +298,7 @@ class TuneRun(FamilyRun):
     def _ask(self, control: Diagnose | LossEffect, what: str, timeout: float, part: str) -> Event | None:
         """Send ``control``; its "measured" event (an "error" event is noted, None returned); the
         seconds go to ``part`` of the ledger."""
-        answer = self._answer(control, what, timeout, what.replace("_", " "), part)
+        answer = self.answer(control, what, timeout, what.replace("_", " "), part)
         if answer.kind == EventKind.ERROR:
             self.report.note(f"{what.replace('_', ' ')}: {answer.message}")
             return None
@@ -383,7 +383,7 @@ def run_tune(plan: TunePlan, *, quiet: bool = False, as_json: bool = False) -> i
         _say(f"error: cannot write in {plan.out_dir}: {exc.strerror or exc}")
         return ExitCode.FAILED
     status, code = "done", ExitCode.OK
-    with _Interrupted() as interrupted, TuneProgress(quiet, 0) as progress:
+    with Interrupted() as interrupted, TuneProgress(quiet, 0) as progress:
         assert isinstance(progress, TuneProgress)
         run = TuneRun(plan, report, interrupted, progress)
         try:
