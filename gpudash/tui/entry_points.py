@@ -86,7 +86,7 @@ def run_replay(path: str, follow: bool, user_config: UserConfig | None = None, n
     from gpudash.recording.replay import NotARecording, ReplaySource
     from gpudash.recording.replay_world import joined_ranks
 
-    # `gpudash replay` (cli._cmd_replay) has already checked that PATH is a readable file;
+    # `gpudash replay` (cli.commands.replay.replay) has already checked that PATH is a readable file;
     # a file gone since (or a directory) still ends here as an OSError with a message.
     try:
         source = ReplaySource(path, follow=follow, joined=joined_ranks(path, nodes))
