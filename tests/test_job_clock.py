@@ -160,7 +160,7 @@ def job_parts(monkeypatch: pytest.MonkeyPatch, mode: int = 0) -> tuple[Any, list
 
     boot = Path(__file__).parents[1] / "gpudash" / "job" / "boot"
     monkeypatch.setenv("GPUDASH_JOB_SRC", str(boot.parent.parent))
-    parts = boot_module("gpudash_job_parts")
+    parts = boot_module("gpudash_job_syncs")
     modes: list[object] = []
     monkeypatch.setattr(torch.cuda, "get_sync_debug_mode", lambda: mode)
     monkeypatch.setattr(torch.cuda, "set_sync_debug_mode", modes.append)
@@ -179,7 +179,7 @@ def test_a_jobs_error_filter_never_turns_a_counted_sync_into_an_exception(monkey
 
     parts, _, shown = job_parts(monkeypatch)
     with warnings.catch_warnings():
-        count = parts._SyncCount(torch)
+        count = parts.SyncCount(torch)
         try:
             with warnings.catch_warnings():  # the job's own block, as it writes it
                 warnings.simplefilter("error")
@@ -201,13 +201,13 @@ def test_a_job_that_sets_the_sync_debug_mode_keeps_it_and_nothing_is_counted(mon
     import torch
 
     parts, modes, _ = job_parts(monkeypatch, mode=2)  # set to "error" before its first step
-    count = parts._SyncCount(torch)
+    count = parts.SyncCount(torch)
     assert count.job_owns_mode and "the job sets torch.cuda.set_sync_debug_mode itself" in count.not_counted
     count.close()
     assert modes == []  # never changed
     parts, modes, shown = job_parts(monkeypatch)
     with warnings.catch_warnings():
-        count = parts._SyncCount(torch)
+        count = parts.SyncCount(torch)
         try:
             torch.cuda.set_sync_debug_mode("warn")  # the job's own, after its first step
             warnings.warn(SYNC, UserWarning, stacklevel=1)
