@@ -118,7 +118,7 @@ class JobSession:
             process=self.process,
             samples=self.samples,
             rank_table=RankTable(),
-            steps=self.intake,
+            step_intake=self.intake,
             watch=self.watch,
             world=JobWorld(self.t0, self.sampler.index_of),
             traces=JobTraces(),

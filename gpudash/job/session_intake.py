@@ -72,7 +72,7 @@ class SessionIntake:
             self._note(str(m.get("text", "")))
         elif kind in (wire.PHASE, wire.STACKS, wire.WORKER):
             if kind == wire.PHASE:  # its times on gpudash's clock
-                offset = p.steps.offset(rank)
+                offset = p.step_intake.offset(rank)
                 m = {**m, **{k: m[k] + offset for k in ("t0", "t1") if isinstance(m.get(k), (int, float))}}
             p.watch.on_message(kind, m, lead)
 
@@ -80,7 +80,7 @@ class SessionIntake:
         """A process's first step: its rank's, its clock's offset, the world it names."""
         p = self.parts
         p.rank_table.first(rank, p.world.first(m))
-        p.steps.first(m, rank, _int(m.get("pid"), 0), now)
+        p.step_intake.first(m, rank, _int(m.get("pid"), 0), now)
         p.samples.world_size = max(p.samples.world_size, _int(m.get("world"), 1))
         if self.first_step_at is None:
             self.first_step_at = now
@@ -95,7 +95,7 @@ class SessionIntake:
         p = self.parts
         lead = rank == p.rank_table.lead
         limit = p.config.max_steps
-        for record in p.steps.records(rank, pid, raw, now):
+        for record in p.step_intake.records(rank, pid, raw, now):
             if limit is not None and record.step > limit:
                 continue  # --steps: the job is being stopped; its later steps are not this run's
             if lead:
@@ -103,12 +103,12 @@ class SessionIntake:
             p.samples.add(rank, record)
             if lead:
                 self.windows.step(record, now)
-        while p.steps.joined:
-            self.processes_said(p.steps.joined.pop(0))
+        while p.step_intake.joined:
+            self.processes_said(p.step_intake.joined.pop(0))
 
     def processes_said(self, message: str) -> None:
         """How several processes' steps of a rank count (run.json's ``processes``, ``steps_combined``)."""
-        steps = self.parts.steps
+        steps = self.parts.step_intake
         details = {"processes": json.dumps(steps.as_list()), "steps_combined": steps.combined()}
         self.out.event(EventKind.MEASURED, what=PROCESSES, message=message, details=details)
 
@@ -144,9 +144,9 @@ class SessionIntake:
 
     def ended(self) -> None:
         """The job has ended: how several processes' steps counted, and the FLOPs count or why none."""
-        if (n := len(self.parts.steps.as_list())) > 1:
+        if (n := len(self.parts.step_intake.as_list())) > 1:
             self.processes_said(
-                f"steps of {n} processes, counted {self.parts.steps.combined() or 'one process a rank'}"
+                f"steps of {n} processes, counted {self.parts.step_intake.combined() or 'one process a rank'}"
             )
         if self.parts.started:
             self.say_flops(final=True)

@@ -61,7 +61,7 @@ class SessionParts:
     process: JobProcess
     samples: JobSamples
     rank_table: RankTable  # each process's hello, each rank's first step, the lead
-    steps: StepIntake  # each process's step records, checked
+    step_intake: StepIntake  # each process's step records, checked
     watch: PhaseWatch  # phases, goodput, stalls
     world: JobWorld  # where the ranks run, their GPUs, windows, straggler
     traces: JobTraces  # profiler windows asked of the lead process, read in the background
