@@ -122,9 +122,10 @@ def load_hooks(torch: Any, pace: float = 1.0) -> Any:
         module: Any = importlib.import_module("gpudash_job_hooks")
     finally:
         sys.path.remove(boot)
-    module.GROUP_MS *= pace
-    module.SEND_EVERY_S *= pace
-    return module.Hooks(torch)
+    hooks = module.Hooks(torch)
+    hooks.times.group_ms *= pace
+    hooks.outbox.every_s *= pace
+    return hooks
 
 
 def ratio_text(ratio: float, low: float | None, high: float | None) -> str:
@@ -194,10 +195,10 @@ def measure(args: argparse.Namespace) -> int:
     loader, model, opt = build(args.batch, args.width, device)
     paced = args.stretch == 1 and not args.as_is
     hooks = load_hooks(torch, pace=2.0 if paced else 1.0)
-    threading.Thread(target=hooks._flusher, name="gpudash-job-flush", daemon=True).start()
+    threading.Thread(target=hooks.flush_forever, name="gpudash-job-flush", daemon=True).start()
     batches = Batches(loader)
     torch_next = dataloader._BaseDataLoaderIter.__next__
-    hooked_next = hooks._wrap_next(torch_next)
+    hooked_next = hooks.loader.wrap(torch_next)
 
     def bare_step() -> None:
         train_step(model, opt, batches.take(torch_next), device)
@@ -205,7 +206,7 @@ def measure(args: argparse.Namespace) -> int:
 
     def hooked_step() -> None:
         train_step(model, opt, batches.take(hooked_next), device)
-        hooks._guarded_step(opt, (), {})
+        hooks.optimizer_stepped(opt, (), {})
         batches.renew()
 
     def bare() -> None:
@@ -228,7 +229,7 @@ def measure(args: argparse.Namespace) -> int:
     seen = hooks.steps - steps_before
     print(
         f"\nThe hooks: on={hooks.on}, {seen} steps seen of {steps} with them, "
-        f"records dropped={hooks.channel.dropped}, step-time group={hooks.group} steps an event"
+        f"records dropped={hooks.outbox.channel.dropped}, step-time group={hooks.times.group} steps an event"
     )
     return 0 if hooks.on and seen == steps else 1
 

@@ -16,7 +16,6 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -293,22 +292,18 @@ def test_two_recordings_of_one_script_pair_up_in_report_and_replay(
 
 
 # -- the hooks alone ----------------------------------------------------------------------------------
-def _hooks_module() -> Any:
-    return boot_module("gpudash_job_hooks")
-
-
 def test_a_channel_nobody_reads_drops_figures_and_never_blocks(short_tmp: Path) -> None:
     import socket
 
-    hooks = _hooks_module()
+    outbox = boot_module("gpudash_job_outbox")
     reader = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     reader.bind(str(short_tmp / "host.sock"))  # bound, never read: its buffer fills up
-    channel = hooks._Channel(str(short_tmp / "host.sock"))
+    channel = outbox.Channel(str(short_tmp / "host.sock"))
     start = time.monotonic()
     for i in range(20_000):
         channel.send({"k": "steps", "s": [[i, 0.0, 1.0, 8, 0, 0.0, None, 0]] * 20})
     assert time.monotonic() - start < 10.0 and channel.dropped > 0
-    gone = hooks._Channel(str(short_tmp / "nobody.sock"))
+    gone = outbox.Channel(str(short_tmp / "nobody.sock"))
     gone.send({"k": "hello"})
     assert gone.dropped == 1
     reader.close()
@@ -317,7 +312,7 @@ def test_a_channel_nobody_reads_drops_figures_and_never_blocks(short_tmp: Path) 
 def test_batches_are_counted_by_their_first_tensor_or_their_input_ids() -> None:
     import torch
 
-    count = _hooks_module()._samples_tokens
+    count = boot_module("gpudash_job_loader").samples_tokens
     ids = torch.zeros(4, 16, dtype=torch.long)
     assert count(torch.zeros(8, 3), torch) == (8, 0)
     assert count((torch.zeros(8, 3), torch.zeros(8)), torch) == (8, 0)

@@ -51,16 +51,16 @@ def test_forged_records_are_dropped_with_one_note_and_never_hang_the_session(tmp
     session = _session(tmp_path)
     try:
         now = time.monotonic()
-        session._on_message({"k": "first", "rank": 0, "pid": 1, "mono": now, "world": 1}, now)
+        session.from_hooks.on_message({"k": "first", "rank": 0, "pid": 1, "mono": now, "world": 1}, now)
         good = [_record(i, now + 0.01 * i) for i in range(1, 6)]
         forged = [_record(6, -1e308), _record(7, 1e308), _record(3, now + 0.1), [8, math.nan], "x"]
-        session._on_message({"k": "steps", "rank": 0, "s": [*good, *forged]}, now + 0.1)
-        session._on_message({"k": "steps", "rank": 0, "s": "not a list"}, now + 0.1)
+        session.from_hooks.on_message({"k": "steps", "rank": 0, "s": [*good, *forged]}, now + 0.1)
+        session.from_hooks.on_message({"k": "steps", "rank": 0, "s": "not a list"}, now + 0.1)
         assert session.samples.steps == 5  # the good ones, and nothing else
         started = time.monotonic()
         out = session.samples.due(now + 5.0)  # windows from the first step's time, not from 1e-308
         assert time.monotonic() - started < 1.0 and all(0 <= s.time_s < 10 for s in out)
-        notes = [m for m in session._pending if isinstance(m, Event) and m.kind == EventKind.ERROR]
+        notes = [m for m in session.out.messages if isinstance(m, Event) and m.kind == EventKind.ERROR]
         assert len(notes) == 1 and "rank 0 sent a step record that is not one: dropped" in notes[0].message
     finally:
         session.channel.close()
@@ -73,14 +73,16 @@ def test_a_job_on_another_monotonic_clock_is_placed_on_gpudashs(tmp_path: Path) 
     try:
         now = time.monotonic()
         skew = -3700.0
-        session._on_message({"k": "first", "rank": 0, "pid": 1, "mono": now + skew, "world": 1}, now)
+        session.from_hooks.on_message({"k": "first", "rank": 0, "pid": 1, "mono": now + skew, "world": 1}, now)
         records = [_record(i, now + skew + 0.1 * i) for i in range(1, 21)]
-        session._on_message({"k": "steps", "rank": 0, "s": records}, now + 2.0)
+        session.from_hooks.on_message({"k": "steps", "rank": 0, "s": records}, now + 2.0)
         assert session.samples.steps == 20
         out = session.samples.due(now + 2.5)
         assert out and all(0 <= s.time_s <= 3.0 for s in out)
         assert out[-1].steps_per_s == pytest.approx(10.0)
-        session._on_message({"k": "phase", "rank": 0, "kind": "evaluation", "t0": now + skew + 2.1, "open": 1}, now)
+        session.from_hooks.on_message(
+            {"k": "phase", "rank": 0, "kind": "evaluation", "t0": now + skew + 2.1, "open": 1}, now
+        )
         assert session.phases.open["evaluation"] == pytest.approx(now + 2.1)
     finally:
         session.channel.close()
@@ -160,7 +162,7 @@ def job_parts(monkeypatch: pytest.MonkeyPatch, mode: int = 0) -> tuple[Any, list
 
     boot = Path(__file__).parents[1] / "gpudash" / "job" / "boot"
     monkeypatch.setenv("GPUDASH_JOB_SRC", str(boot.parent.parent))
-    parts = boot_module("gpudash_job_parts")
+    parts = boot_module("gpudash_job_syncs")
     modes: list[object] = []
     monkeypatch.setattr(torch.cuda, "get_sync_debug_mode", lambda: mode)
     monkeypatch.setattr(torch.cuda, "set_sync_debug_mode", modes.append)
@@ -179,7 +181,7 @@ def test_a_jobs_error_filter_never_turns_a_counted_sync_into_an_exception(monkey
 
     parts, _, shown = job_parts(monkeypatch)
     with warnings.catch_warnings():
-        count = parts._SyncCount(torch)
+        count = parts.SyncCount(torch)
         try:
             with warnings.catch_warnings():  # the job's own block, as it writes it
                 warnings.simplefilter("error")
@@ -201,13 +203,13 @@ def test_a_job_that_sets_the_sync_debug_mode_keeps_it_and_nothing_is_counted(mon
     import torch
 
     parts, modes, _ = job_parts(monkeypatch, mode=2)  # set to "error" before its first step
-    count = parts._SyncCount(torch)
+    count = parts.SyncCount(torch)
     assert count.job_owns_mode and "the job sets torch.cuda.set_sync_debug_mode itself" in count.not_counted
     count.close()
     assert modes == []  # never changed
     parts, modes, shown = job_parts(monkeypatch)
     with warnings.catch_warnings():
-        count = parts._SyncCount(torch)
+        count = parts.SyncCount(torch)
         try:
             torch.cuda.set_sync_debug_mode("warn")  # the job's own, after its first step
             warnings.warn(SYNC, UserWarning, stacklevel=1)
@@ -402,12 +404,14 @@ def test_a_second_training_in_a_row_is_not_taken_for_repeated_steps(tmp_path: Pa
     session = _session(tmp_path)
     try:
         now = time.monotonic()
-        session._on_message({"k": "first", "rank": 0, "pid": 1, "mono": now, "world": 1}, now)
-        session._on_message({"k": "steps", "rank": 0, "s": [_record(i, now + 0.01 * i) for i in range(1, 6)]}, now)
-        session._on_message({"k": "first", "rank": 0, "pid": 2, "mono": now + 0.1, "world": 1}, now + 0.1)
+        session.from_hooks.on_message({"k": "first", "rank": 0, "pid": 1, "mono": now, "world": 1}, now)
+        session.from_hooks.on_message(
+            {"k": "steps", "rank": 0, "s": [_record(i, now + 0.01 * i) for i in range(1, 6)]}, now
+        )
+        session.from_hooks.on_message({"k": "first", "rank": 0, "pid": 2, "mono": now + 0.1, "world": 1}, now + 0.1)
         again = [_record(i, now + 0.1 + 0.01 * i) for i in range(1, 4)]
-        session._on_message({"k": "steps", "rank": 0, "s": again}, now + 0.2)
-        assert not [m for m in session._pending if isinstance(m, Event) and m.kind == EventKind.ERROR]
+        session.from_hooks.on_message({"k": "steps", "rank": 0, "s": again}, now + 0.2)
+        assert not [m for m in session.out.messages if isinstance(m, Event) and m.kind == EventKind.ERROR]
         assert len(session.samples.ranks[0].window) == 8  # every step of both, none dropped
     finally:
         session.channel.close()
@@ -421,16 +425,16 @@ def test_two_trainings_in_a_row_add_up_and_say_so(tmp_path: Path) -> None:
     session = _session(tmp_path)
     try:
         now = time.monotonic()
-        session._on_message({"k": "first", "rank": 0, "pid": 11, "mono": now, "world": 1}, now)
+        session.from_hooks.on_message({"k": "first", "rank": 0, "pid": 11, "mono": now, "world": 1}, now)
         first = [_record(i, now + 0.01 * i) for i in range(1, 401)]
-        session._on_message({"k": "steps", "rank": 0, "pid": 11, "s": first}, now + 4.0)
+        session.from_hooks.on_message({"k": "steps", "rank": 0, "pid": 11, "s": first}, now + 4.0)
         later = now + 10.0
-        session._on_message({"k": "first", "rank": 0, "pid": 12, "mono": later, "world": 1}, later)
+        session.from_hooks.on_message({"k": "first", "rank": 0, "pid": 12, "mono": later, "world": 1}, later)
         second = [_record(i, later + 0.01 * i) for i in range(1, 101)]
-        session._on_message({"k": "steps", "rank": 0, "pid": 12, "s": second}, later + 1.0)
+        session.from_hooks.on_message({"k": "steps", "rank": 0, "pid": 12, "s": second}, later + 1.0)
         assert session.samples.steps == 500
         assert session.intake.combined() == IN_SEQUENCE
-        said = [m for m in session._pending if isinstance(m, Event) and m.what == "processes"]
+        said = [m for m in session.out.messages if isinstance(m, Event) and m.what == "processes"]
         assert said and "after 400 steps" in said[0].message
         assert {p["pid"]: p["steps"] for p in session.intake.as_list()} == {11: 400, 12: 100}
     finally:
@@ -446,16 +450,16 @@ def test_processes_stepping_at_once_as_one_rank_count_in_all_and_each_apart(tmp_
     try:
         now = time.monotonic()
         for pid in (21, 22):
-            session._on_message({"k": "first", "rank": 0, "pid": pid, "mono": now, "world": 1}, now)
+            session.from_hooks.on_message({"k": "first", "rank": 0, "pid": pid, "mono": now, "world": 1}, now)
         for pid, lag in ((21, 0.0), (22, 0.05)):
             records = [_record(i, now + lag + 0.1 * i) for i in range(1, 31)]
-            session._on_message({"k": "steps", "rank": 0, "pid": pid, "s": records}, now + 3.2)
+            session.from_hooks.on_message({"k": "steps", "rank": 0, "pid": pid, "s": records}, now + 3.2)
         assert session.samples.steps == 60
         out = session.samples.due(now + 3.6)
         assert len(out) >= 3 and all(s.steps_per_s == pytest.approx(20.0) for s in out)
         assert session.intake.combined() == AT_ONCE
         assert {p["pid"]: p["steps"] for p in session.intake.as_list()} == {21: 30, 22: 30}
-        said = [m for m in session._pending if isinstance(m, Event) and m.what == "processes"]
+        said = [m for m in session.out.messages if isinstance(m, Event) and m.what == "processes"]
         assert said and "steps too" in said[0].message
     finally:
         session.channel.close()

@@ -169,7 +169,7 @@ def test_the_sync_counters_warning_handler_never_calls_itself(monkeypatch: pytes
 
     parts, modes, shown = job_parts(monkeypatch)  # the sync debug mode needs a CUDA driver: kept there
     with warnings.catch_warnings():
-        count = parts._SyncCount(torch)
+        count = parts.SyncCount(torch)
         try:
             for _ in range(3):
                 count.keep_watching()  # three step boundaries, nothing displaced

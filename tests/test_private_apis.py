@@ -43,20 +43,20 @@ ADAPTERS = {
     "(pytorch/pytorch#48558, #71383)",
     "gpudash/engine/flops.py": "torch's dispatch modes (TorchDispatchMode, the thread's mode stack), an operator's "
     "overload packet and FlopCounterMode's raw-formula flag: the FLOPs by dtype, a count started and stopped apart",
-    "gpudash/job/boot/gpudash_job_hooks.py": "DataLoader iterators' __next__ (_BaseDataLoaderIter, the base of "
-    "every iterator a DataLoader hands out): the one place each batch of an unmodified job passes",
     "gpudash/job/boot/gpudash_job_memory.py": "autograd's stack of default saved-tensor hooks (push, pop, top): a "
     "sampled step's saved tensors counted from one step boundary to the next, and a job's own hooks never popped "
     "(the public context manager pops whatever is on top)",
     "gpudash/job/boot/gpudash_job_comm.py": "DDP's _pre_forward/_post_forward (its per-forward bookkeeping, whose "
     "host-device syncs torch prints from C++) and a NCCL Work's _get_duration (a collective's time by its own CUDA "
     "events, TORCH_NCCL_ENABLE_TIMING): no public API sees either",
-    "gpudash/job/boot/gpudash_job_parts.py": "torch._C._cuda_set_sync_debug_mode: the sync debug mode set from any "
+    "gpudash/job/boot/gpudash_job_syncs.py": "torch._C._cuda_set_sync_debug_mode: the sync debug mode set from any "
     "thread without the Python warning and the filter changes of torch.cuda.set_sync_debug_mode",
     "gpudash/core/allocator_history.py": "the CUDA caching allocator's history (torch.cuda.memory."
     "_record_memory_history, _snapshot): the lines that hold a job's peak; no public name yet",
-    "gpudash/job/boot/gpudash_job_loader.py": "a single-process DataLoader iterator's fetcher (_dataset_fetcher): "
-    "the only place a batch's Dataset calls and its collation can be told apart",
+    "gpudash/job/boot/gpudash_job_loader.py": "DataLoader iterators' __next__ (_BaseDataLoaderIter, the base of "
+    "every iterator a DataLoader hands out): the one place each batch of an unmodified job passes; a "
+    "single-process DataLoader iterator's fetcher (_dataset_fetcher): the only place a batch's Dataset calls and "
+    "its collation can be told apart",
 }
 # Underscore names a dependency documents as public.
 PUBLIC = {("os", "_exit"), ("sys", "_getframe"), ("sys", "_current_frames")}  # each in the Python docs

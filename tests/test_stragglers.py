@@ -37,16 +37,16 @@ def test_a_torchrun_jobs_rank_starved_of_input_is_said_as_its_windows_close(tmp_
     try:
         now = time.monotonic()
         for rank in (0, 1):
-            session._on_message({"k": "first", "rank": rank, "pid": 100 + rank, "mono": now, "world": 2}, now)
+            session.from_hooks.on_message({"k": "first", "rank": rank, "pid": 100 + rank, "mono": now, "world": 2}, now)
             wait = 0.04 if rank == 1 else 0.001
             records = [_record(i, now + 0.1 * i, wait) for i in range(1, 41)]
-            session._on_message({"k": "steps", "rank": rank, "pid": 100 + rank, "s": records}, now + 4.0)
-        session._started = True
-        session._pending.clear()
+            session.from_hooks.on_message({"k": "steps", "rank": rank, "pid": 100 + rank, "s": records}, now + 4.0)
+        session.parts.started = True
+        session.out.messages.clear()
         session.samples.window_start = now
         for i in range(1, 9):
-            session._close_windows(now + 0.5 * i + 0.6)
-        said = [m for m in session._pending if isinstance(m, Event) and m.what == "ranks"]
+            session.close_windows(now + 0.5 * i + 0.6)
+        said = [m for m in session.out.messages if isinstance(m, Event) and m.what == "ranks"]
         assert len(said) == 1 and said[0].kind == EventKind.MEASURED
         assert said[0].message.startswith("rank 1 is the straggler: it waits for its input 40%")
     finally:

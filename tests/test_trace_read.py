@@ -128,8 +128,10 @@ def test_a_note_on_a_diagnosis_windows_trace_is_the_traces_never_the_diagnosis_a
 
     session = JobSession(RunConfig(workload="job:x", job=("python", str(tmp_path / "x.py"))))
     try:
-        session._traced(TraceRead(DIAGNOSIS, "t.json", figures=figures([], 1, 1.0), note="cut short to its first 2"))
-        events = [m for m in session._pending if isinstance(m, Event)]
+        session.windows.traced(
+            TraceRead(DIAGNOSIS, "t.json", figures=figures([], 1, 1.0), note="cut short to its first 2")
+        )
+        events = [m for m in session.out.messages if isinstance(m, Event)]
         assert [e.what for e in events] == ["trace"] and "cut short" in events[0].message
     finally:
         session.channel.close()

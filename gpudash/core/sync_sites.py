@@ -227,7 +227,8 @@ class _Classifier:
 _CLASSIFIER: list[_Classifier] = []  # made at the first sync (its paths cost a few ms)
 
 
-def _classifier() -> _Classifier:
+def shared_classifier() -> _Classifier:
+    """The one classifier of files (the job's own, a library's, the standard library's), made at first use."""
     if not _CLASSIFIER:
         _CLASSIFIER.append(_Classifier())
     return _CLASSIFIER[0]
@@ -311,7 +312,7 @@ def site_of(stack: Iterable[Frame], classifier: _Classifier | None = None) -> Si
     A line of the user's is told apart by where it was called from (the next line of the user's
     outward, the reference families' own machinery and ``python -c`` code skipped): a helper
     called from two places is two sites."""
-    classifier = classifier or _classifier()
+    classifier = classifier or shared_classifier()
     backward = compiled = False
     library: tuple[Frame, str | None] | None = None
     fallback: Frame | None = None

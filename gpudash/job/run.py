@@ -94,8 +94,8 @@ def record_job(
         recording.recorder.write_metadata()
     if session.start_error is not None:  # one line with the reason, and the shell's status
         print(f"gpudash: error: {session.start_error} (exit status {session.exit_code})", file=sys.stderr)
-    elif recording.recorder is None and session.exit_code is not None and session.hooks_off is not None:
-        why, steps = session.hooks_off  # said even when quiet: the job ran, gpudash did not see it
+    elif recording.recorder is None and session.exit_code is not None and session.from_hooks.hooks_off is not None:
+        why, steps = session.from_hooks.hooks_off  # said even when quiet: the job ran, gpudash did not see it
         print(
             f"gpudash: the job exited with code {session.exit_code}; gpudash's hooks in it went off after {steps} "
             f"steps ({why}): nothing recorded",

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gpudash_job_parts import load_source  # type: ignore[import-not-found]  # beside this file
-from gpudash_job_phases import note_compile  # type: ignore[import-not-found]  # beside this file
+from gpudash_job_phase_signals import note_compile  # type: ignore[import-not-found]  # beside this file
 from gpudash_job_wire import FLOPS  # type: ignore[import-not-found]  # beside this file
 
 FAULT_ENV = "GPUDASH_JOB_FAULT"

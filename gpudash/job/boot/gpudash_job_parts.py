@@ -1,25 +1,18 @@
-"""The channel, the sync counter, the batch's size and the job's settings of gpudash's hooks inside a
-job (``gpudash_job_hooks.py``, which imports this file from the same folder). Standard library and
-the job's own torch only."""
+"""What several of gpudash's hooks' parts inside a job share (``gpudash_job_hooks.py`` and its
+neighbours, which import this file from the same folder): gpudash's torch-free modules loaded from
+their files, the process's threads settled before it exits, and the facts of the process its first
+messages say (a multiprocessing child, the backend's flags). Standard library only."""
 
 from __future__ import annotations
 
-import collections.abc
-import contextlib
 import importlib.util
-import json
 import os
-import socket
 import sys
 import threading
 import time
-import warnings
-from collections.abc import Callable, Iterator
 from typing import Any
 
 from gpudash_job_wire import SRC_ENV  # type: ignore[import-not-found]  # beside this file
-
-SYNC_WARNING = "called a synchronizing CUDA operation"  # as gpudash/engine/measure.py
 
 
 def load_source(name: str, relative: str) -> Any:
@@ -60,213 +53,7 @@ def _runnable(tid: int) -> bool:
         return False
 
 
-class _Channel:
-    """The datagram socket to gpudash, and this process's own for gpudash's requests."""
-
-    def __init__(self, host: str) -> None:
-        self.host = host
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        self.sock.setblocking(False)
-        self.own = os.path.join(os.path.dirname(host), f"job-{os.getpid()}.sock")
-        try:
-            self.sock.bind(self.own)
-        except OSError:
-            self.own = ""
-        self.dropped = 0
-
-    def send(self, message: dict[str, Any]) -> None:
-        try:
-            self.sock.sendto(json.dumps(message, separators=(",", ":")).encode(), self.host)
-        except OSError:  # full (dropped), or gpudash gone
-            self.dropped += 1
-
-    def requests(self) -> list[dict[str, Any]]:
-        out = []
-        while self.own:
-            try:
-                data = self.sock.recv(65536)
-            except OSError:
-                break
-            try:
-                out.append(json.loads(data))
-            except ValueError:
-                continue
-        return out
-
-
-JOB_OWNS_MODE = "not counted: the job sets torch.cuda.set_sync_debug_mode itself, and gpudash leaves its mode as it is"
-FILTERS = ("simplefilter", "filterwarnings", "resetwarnings")  # the job's ways to change the filters
-
-
-class _SyncCount:
-    """Host-device syncs of the training thread, by line (torch's sync warnings and the explicit
-    waits), from the first step on. The job's own warnings filters never turn a sync's warning
-    into an error (the filter that shows it stays first, however the job changes them), and a job
-    that sets the sync debug mode itself keeps it: then no sync is counted, and gpudash says so."""
-
-    def __init__(self, torch: Any, on_wait: Callable[[], None] | None = None) -> None:
-        self.torch = torch
-        self.count = 0
-        self.on_wait = on_wait  # told of each sync counted (gpudash_job_phases: the job waits on its GPU)
-        self.thread = threading.get_ident()
-        sites = load_source("_gpudash_sync_sites", os.path.join("core", "sync_sites.py"))
-        self.waits = load_source("_gpudash_explicit_waits", os.path.join("engine", "explicit_waits.py"))
-        self.live, self.sites = sites.LiveSites(), sites.SiteCounter()
-        self.not_counted = ""
-        self.paused = False  # while gpudash itself works inside a step (a profiler window's start and end)
-        self.job_owns_mode = False  # the job set the sync debug mode: it is the job's, nothing is counted
-        self._quiet_depth = 0  # blocks in which the debug mode is off (``quiet``)
-        self._set_mode = torch.cuda.set_sync_debug_mode
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # "a prototype feature"
-            self._prev_mode = torch.cuda.get_sync_debug_mode()
-        if self._prev_mode != 0:  # set before its first step: the job's
-            self.job_owns_mode, self.not_counted = True, JOB_OWNS_MODE
-            return
-        self._prev_show = warnings.showwarning
-        self._saved = warnings.catch_warnings()
-        self._saved.__enter__()
-        self._filters = {name: getattr(warnings, name) for name in FILTERS}
-        for name, original in self._filters.items():
-            setattr(warnings, name, self._first_after(original))
-        warnings.filterwarnings("always", message=".*" + SYNC_WARNING)
-        self._handler = self._show  # one bound method: each ``self._show`` is a new object
-        warnings.showwarning = self._handler
-        torch.cuda.set_sync_debug_mode = self._jobs_mode
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            self._set_mode("warn")
-        self.not_counted = self.waits.start(torch, self._waited) or ""
-
-    @contextlib.contextmanager
-    def quiet(self) -> Iterator[None]:
-        """A block in which torch may sync on threads whose warnings it prints itself (backward's
-        device threads, DDP's and torch.distributed's C++), or gpudash's own (a profiler window's start
-        and end): the debug mode off, nothing counted (an explicit wait neither)."""
-        was, self.paused = self.paused, True
-        if self.job_owns_mode or not hasattr(self, "_saved"):
-            try:
-                yield
-            finally:
-                self.paused = was
-            return
-        self._quiet_depth += 1
-        if self._quiet_depth == 1:
-            self._set_mode_quietly(0)
-        try:
-            yield
-        finally:
-            self._quiet_depth -= 1
-            self.paused = was
-            if self._quiet_depth == 0 and not self.job_owns_mode:
-                self._set_mode_quietly(1)
-
-    def _set_mode_quietly(self, mode: int) -> None:
-        """The debug mode set (0: off, 1: warn) without a Python warning or a change of filters."""
-        setter = getattr(self.torch._C, "_cuda_set_sync_debug_mode", None)
-        if setter is not None:
-            setter(mode)
-            return
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # "a prototype feature"
-            self._set_mode(mode)
-
-    def _first_after(self, original: Any) -> Any:
-        """``original`` (a function of ``warnings`` that changes the filters), then the filter that
-        shows a sync's warning put first again."""
-
-        def changed(*args: Any, **kwargs: Any) -> Any:
-            result = original(*args, **kwargs)
-            if not self.job_owns_mode:
-                self._filters["filterwarnings"]("always", message=".*" + SYNC_WARNING)
-            return result
-
-        return changed
-
-    def _jobs_mode(self, debug_mode: Any) -> None:
-        """The job sets the sync debug mode: it is the job's from now on (its warnings its own)."""
-        self.job_owns_mode, self.not_counted = True, JOB_OWNS_MODE
-        self._set_mode(debug_mode)
-
-    def keep_watching(self) -> None:
-        """At a step boundary: put the handler and the filter back if the job displaced them
-        (``logging.captureWarnings``, a ``catch_warnings`` block, ``simplefilter``)."""
-        if self.job_owns_mode:
-            return
-        if warnings.showwarning is not self._handler:  # (never take our own handler as the one before it)
-            self._prev_show = warnings.showwarning
-            warnings.showwarning = self._handler
-        first = warnings.filters[0] if warnings.filters else None
-        if first is None or first[0] != "always" or first[1] is None or not first[1].pattern.endswith(SYNC_WARNING):
-            warnings.filterwarnings("always", message=".*" + SYNC_WARNING)
-
-    def close(self) -> None:
-        if not hasattr(self, "_saved"):
-            return  # the job's mode from the start: nothing was changed
-        self.waits.stop(self.torch, self._waited)
-        if self.torch.cuda.set_sync_debug_mode == self._jobs_mode:
-            self.torch.cuda.set_sync_debug_mode = self._set_mode
-        if not self.job_owns_mode:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                self._set_mode(self._prev_mode)
-        for name, original in self._filters.items():
-            setattr(warnings, name, original)
-        self._saved.__exit__(None, None, None)
-
-    def _show(
-        self, message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None
-    ) -> None:
-        if SYNC_WARNING in str(message) and not self.job_owns_mode:
-            if threading.get_ident() == self.thread:
-                self._counted(sys._getframe(1))
-            return
-        self._prev_show(message, category, filename, lineno, file, line)
-
-    def _waited(self) -> None:
-        if threading.get_ident() == self.thread:
-            self._counted(sys._getframe(1))
-
-    def _counted(self, frame: Any) -> None:
-        if self.paused or self.job_owns_mode:
-            return  # gpudash's own (the profiler's synchronize at a window's start and end), or not counted
-        self.count += 1
-        self.sites.add_site(self.live.site(frame))
-        if self.on_wait is not None:
-            self.on_wait()
-
-
-def _samples_tokens(batch: Any, torch: Any, depth: int = 0) -> tuple[int, int]:
-    """(samples, tokens) of one batch: the first tensor's first dimension; a mapping's input_ids
-    first (its elements are the tokens). (0, 0) when no tensor is found."""
-    if isinstance(batch, torch.Tensor):
-        return (int(batch.shape[0]) if batch.dim() else 1), 0
-    if depth > 3:
-        return 0, 0
-    if isinstance(batch, collections.abc.Mapping):
-        ids = batch.get("input_ids")
-        if isinstance(ids, torch.Tensor) and ids.dim():
-            return int(ids.shape[0]), int(ids.numel()) if ids.dim() > 1 else 0
-        values: Any = batch.values()
-    elif isinstance(batch, (list, tuple)):
-        values = batch
-    else:
-        values = getattr(batch, "__dict__", {}).values()  # a dataclass or a plain object of tensors
-    for value in values:
-        found = _samples_tokens(value, torch, depth + 1)
-        if found[0]:
-            return found
-    return 0, 0
-
-
-def _loader_settings(it: Any) -> str:
-    """A DataLoader iterator's arguments that set its speed ("num_workers=0,pin_memory=False,…")."""
-    names = ("num_workers", "pin_memory", "persistent_workers", "prefetch_factor")
-    site = str(getattr(it, "gpudash_site", "") or "")  # where it was made (gpudash_job_settings): last
-    return ",".join([*(f"{n}={getattr(it, '_' + n)}" for n in names if hasattr(it, "_" + n)), f"site={site}"])
-
-
-def _backend_settings(torch: Any) -> str:
+def backend_settings(torch: Any) -> str:
     """The backend flags the job runs with ("cudnn_benchmark=False,tf32=False")."""
     try:
         tf32 = bool(torch.backends.cuda.matmul.allow_tf32) or torch.get_float32_matmul_precision() != "highest"
@@ -275,7 +62,7 @@ def _backend_settings(torch: Any) -> str:
         return ""
 
 
-def _multiprocessing_child() -> bool:
+def multiprocessing_child() -> bool:
     """A process started by multiprocessing (a DataLoader worker, mp.spawn): it says hello only
     once it steps an optimizer."""
     argv = getattr(sys, "orig_argv", sys.argv)

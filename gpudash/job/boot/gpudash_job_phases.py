@@ -1,7 +1,10 @@
 """What a job does between its optimizer steps, seen from inside it (gpudash's hooks): evaluation,
-checkpoints and compilation as timed spans, so that a step's duration is its training time alone;
-and, when gpudash asks, where each of the process's threads waits. Standard library and the job's
-torch only (``gpudash_job_hooks.py`` loads this file from the same folder).
+checkpoints and compilation as timed spans, so that a step's duration is its training time alone.
+The spans are kept here from the signals the hooks pass on: the batches (``gpudash_job_loader.py``),
+the waits on the GPU (``gpudash_job_syncs.py``), and what torch's own functions tell
+(``gpudash_job_phase_signals.py``: ``Module.train``, ``inference_mode``, the saves, compiling).
+Standard library and the job's torch only (``gpudash_job_hooks.py`` loads this file from the same
+folder).
 
 - **evaluation**: batches from a ``DataLoader`` iterator other than the training one (two or more
   before the next training batch: one batch of a second loader a step is training), or a module
@@ -34,9 +37,7 @@ gpudash at the step's end. Before the first step is the job's start-up; after th
 
 from __future__ import annotations
 
-import functools
 import statistics
-import sys
 import threading
 import time
 from collections import deque
@@ -54,12 +55,6 @@ OTHER_AFTER_STEPS = 3  # ... once this many steps' training seconds are known
 MEDIAN_OF = 64  # the latest steps' training seconds the median step is taken over
 MAX_MARKS = 1024  # things seen between two steps; past these, no quiet stretch is told that step
 TRAIN, WORK = "train", "work"  # a mark: training (a training batch or forward, a wait on the GPU), or other work
-SAVES = {  # module -> its functions that write a checkpoint
-    "torch": ("save",),
-    "torch.serialization": ("save",),
-    "safetensors.torch": ("save_file", "save"),
-    "torch.distributed.checkpoint": ("save", "async_save", "save_state_dict"),
-}
 
 
 class Phases:
@@ -75,25 +70,19 @@ class Phases:
         self.train_iter = 0  # the iterator whose batch the last step took
         self.draws: dict[int, list[float]] = {}  # other iterators since the last step: id -> [n, first, last end]
         self.mode_from: float | None = None  # model.eval() / inference_mode since the last step
-        self.mode_depth = 0  # inside Module.train (it calls itself on each child)
         self.infer_depth = 0
         self.open: dict[str, float] = {}  # checkpoint / compile open now: kind -> start
-        self.save_depth = 0
         self.said: set[str] = set()  # kinds whose "begin" went to gpudash
-        self.compile_watched = False
         self.min_span_s = MIN_SPAN_S
         self.marks: list[tuple[float, str]] = []  # things seen since the last step: (when, TRAIN or WORK)
         self.last_train = False  # the latest mark is TRAIN, nothing since (a second one adds nothing)
         self.lost = False  # more than MAX_MARKS since the last step
         self.recent: deque[float] = deque(maxlen=MEDIAN_OF)  # the latest steps' training seconds
         self.cuda = False  # the job trains on a GPU (the hooks say so at its first step) ...
-        self.syncs: Any = None  # ... and its syncs are counted by this (gpudash_job_parts._SyncCount)
-        self.torch: Any = None
+        self.syncs: Any = None  # ... and its syncs are counted by this (gpudash_job_syncs.SyncCount)
+        self.torch: Any = None  # the job's torch, once its signals are in (gpudash_job_phase_signals)
         self.compiled = False  # the job called torch.compile: no forward watch (a hook in compiled code)
         self.watch: Any = None  # the forward watch's hook handle, while it is armed
-        self.wrapped: set[int] = set()  # the save functions put in place (torch.save is torch.serialization.save)
-        self._originals: list[tuple[Any, str, Any]] = []  # (owner, name, what was there) to put back
-        self._saves_watch: Any = None  # gpudash_job_imports.ImportWatch of SAVES's modules, once installed
 
     # -- signals (training thread) -------------------------------------------------------------------
     def _ours(self) -> bool:
@@ -316,68 +305,17 @@ class Phases:
                 self.said.add(kind)
                 self.send({"k": PHASE, "rank": self.rank(), "kind": kind, "t0": start, "open": 1})
 
-    # -- installing ------------------------------------------------------------------------------------
-    def install(self, torch: Any) -> None:
-        """Module.train, inference_mode and the save functions of the modules loaded now; the
-        others as they are imported."""
-        phases = self
-        module_cls = torch.nn.Module
-        original_train = module_cls.train
-
-        @functools.wraps(original_train)
-        def train(module: Any, mode: bool = True) -> Any:
-            phases.mode_depth += 1
-            try:
-                return original_train(module, mode)
-            finally:
-                phases.mode_depth -= 1
-                if phases.mode_depth == 0:
-                    phases.mode(bool(mode))
-
-        module_cls.train = train
-        inference = torch.inference_mode
-        enter, exit_ = inference.__enter__, inference.__exit__
-
-        def inference_enter(ctx: Any) -> Any:
-            phases.inference(True)
-            return enter(ctx)
-
-        def inference_exit(ctx: Any, *exc: Any) -> Any:
-            phases.inference(False)
-            return exit_(ctx, *exc)
-
-        inference.__enter__, inference.__exit__ = inference_enter, inference_exit
-        self._originals += [(module_cls, "train", original_train), (inference, "__enter__", enter)]
-        self._originals.append((inference, "__exit__", exit_))
+    # -- the forward watch: a global forward pre-hook from a step's or a save's end to the next forward --
+    def watch_forwards(self, torch: Any) -> None:
+        """The job's signals are in: from now on the forward watch may arm."""
         self.torch = torch
-        self._watch_compile_calls(torch)
-        for name in SAVES:
-            if name in sys.modules:
-                self._wrap_saves(sys.modules[name])
-        from gpudash_job_imports import ImportWatch  # type: ignore[import-not-found]  # the bootstrap loaded it
 
-        self._saves_watch = ImportWatch(SAVES, self._wrap_saves)  # each module of SAVES wrapped as it is imported
-        sys.meta_path.insert(0, self._saves_watch)
-
-    def uninstall(self) -> None:
-        self.compiled = True  # (no watch again)
-        self._disarm()
-        for owner, name, original in self._originals:
-            setattr(owner, name, original)
-        sys.meta_path[:] = [f for f in sys.meta_path if f is not self._saves_watch]
-
-    def _watch_compile_calls(self, torch: Any) -> None:
-        """``torch.compile`` noted: the forward watch is off for good, since a global module hook in
-        compiled code would break its graph or recompile it."""
-        original = note_compile(torch, self._compiling)
-        if original is not None:
-            self._originals.append((torch, "compile", original))
-
-    def _compiling(self) -> None:
+    def stop_forward_watch(self) -> None:
+        """No forward watch again: the job compiles (a global module hook in compiled code would
+        break its graph or recompile it), or the hooks go off."""
         self.compiled = True
         self._disarm()
 
-    # -- the forward watch: a global forward pre-hook from a step's or a save's end to the next forward --
     def _arm(self) -> None:
         if self.watch is not None or self.compiled or self.torch is None:
             return
@@ -404,60 +342,6 @@ class Phases:
                 self._mark(time.monotonic(), TRAIN if training else WORK)
         except Exception:  # noqa: BLE001, S110 - never into the job's forward
             pass
-
-    def _wrap_saves(self, module: Any) -> None:
-        for name in SAVES.get(module.__name__, ()):
-            original = getattr(module, name, None)
-            if original is None or id(original) in self.wrapped:
-                continue
-            wrapped = self._timed_save(original)
-            self.wrapped.add(id(wrapped))
-            setattr(module, name, wrapped)
-            self._originals.append((module, name, original))
-
-    def _timed_save(self, original: Any) -> Any:
-        phases = self
-
-        @functools.wraps(original)
-        def save(*args: Any, **kwargs: Any) -> Any:
-            phases.save_depth += 1
-            if phases.save_depth == 1:
-                phases.begin(CHECKPOINT)
-            try:
-                return original(*args, **kwargs)
-            finally:
-                phases.save_depth -= 1
-                if phases.save_depth == 0:
-                    phases.end(CHECKPOINT)
-
-        return save
-
-    def watch_compile(self) -> None:
-        """At a step boundary: once torch.compile has loaded dynamo, its compile callbacks."""
-        if self.compile_watched or "torch._dynamo.callback" not in sys.modules:
-            return
-        self.compile_watched = True
-        handler = getattr(sys.modules["torch._dynamo.callback"], "callback_handler", None)
-        if handler is None or not hasattr(handler, "register_start_callback"):
-            return
-        handler.register_start_callback(lambda *_: self.begin(COMPILE))
-        handler.register_end_callback(lambda *_: self.end(COMPILE))
-
-
-def note_compile(torch: Any, note: Callable[[], None]) -> Any:
-    """Wrap ``torch.compile`` (``nn.Module.compile`` calls it too) so that ``note()`` runs first at
-    each call: the job compiles. The original, to put back (None: this torch has none)."""
-    original = getattr(torch, "compile", None)
-    if original is None:
-        return None
-
-    @functools.wraps(original)
-    def compile(*args: Any, **kwargs: Any) -> Any:  # noqa: A001 - the name it replaces
-        note()
-        return original(*args, **kwargs)
-
-    torch.compile = compile
-    return original
 
 
 def _measure(intervals: list[tuple[float, float]]) -> float:

@@ -26,7 +26,7 @@ def answer(channel: Any, rank: int, worker: bool) -> None:
     sites = sys.modules.get("_gpudash_sync_sites") or load_source(
         "_gpudash_sync_sites", os.path.join("core", "sync_sites.py")
     )
-    classifier = sites._classifier()
+    classifier = sites.shared_classifier()
     ours = frozenset(t.ident for t in threading.enumerate() if t.name == FLUSHER and t.ident is not None)
     threads = thread_stacks(lambda f: classifier.kind(f)[0], ours)[:MAX_THREADS]
     message = {"k": STACKS, "rank": rank, "pid": os.getpid(), "worker": worker, "threads": threads}

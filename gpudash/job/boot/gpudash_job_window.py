@@ -164,6 +164,11 @@ class ProfilerWindow:
             window["marker"].__exit__(None, None, None)
             window["prof"].stop()
         self.send(
-            {"k": TRACE, "rank": self.rank, "steps": window["done"], "path": "",
-             "error": "the job ended during the profiler window"}
-        )  # fmt: skip
+            {
+                "k": TRACE,
+                "rank": self.rank,
+                "steps": window["done"],
+                "path": "",
+                "error": "the job ended during the profiler window",
+            }
+        )
