@@ -83,6 +83,8 @@ def _text(value: Any) -> str:
         return ",".join(map(str, value))
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, float):
+        return f"{value:g}"
     return "none" if value is None else str(value)
 
 

@@ -25,8 +25,8 @@ def page_intro() -> str:
     """The page's title, how to read it and the runs it quotes."""
     return f"""# Benchmarks: the articles' tables, reproduced with intervals
 
-Written by `python benchmarks/benchmarks_page.py` from the sweeps in `docs/bench/` (each one's
-`sweep.csv`, `sweep.json` and `sweep.md` as the sweep wrote them). One command reproduces the page on
+Written by `python -m benchmarks page` from the results in `docs/bench/` (each sweep's
+`sweep.result.json` beside its `sweep.csv`, `sweep.json` and `sweep.md` as the sweep wrote them). One command reproduces the page on
 your GPU:
 
 ```bash

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 from benchmarks.page.ladder_profile import ladder_profile_section
+from benchmarks.page.results import overhead
 from benchmarks.page.sweeps import (
     ALL,
     BEYOND,
@@ -241,7 +242,6 @@ def beyond_targets() -> str:
 
 
 def host_probe() -> str:
-    """The committed output of host_time_probe.py (a probe removed after commit e4133ae), its table
+    """The output of host_time_probe.py (a probe removed after commit e4133ae; its result), its table
     and the line naming the run."""
-    lines = (DOCS / "bench" / "h100-host-time-probe.md").read_text().strip().splitlines()
-    return "\n".join(line.lstrip("# ") if line.startswith("#") else line for line in lines)
+    return overhead("h100-host-time-probe.md", DOCS / "bench")

@@ -1,29 +1,30 @@
-"""The data-parallel section: ``--nproc 2``'s scaling efficiency (``benchmarks/ddp_scaling.py``'s
-tables, as they printed) and the multi-GPU tests' run."""
+"""The data-parallel section: ``--nproc 2``'s scaling efficiency (the ``ddp_scaling`` case's results,
+their tables as they printed), the bare DDP loop (``ddp_bare``) and the multi-GPU tests' runs."""
 
 from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
 
+from benchmarks.harness.render import block_lines, table_lines
+from benchmarks.harness.result import Result
+from benchmarks.page.results import result
 from benchmarks.page.sweeps import DOCS
 from gpudash.stats.comparison import compare_paired
 from gpudash.stats.fmt import fmt_ratio
 
 
 def ddp_section() -> str:
-    """The data-parallel scaling runs (benchmarks/ddp_scaling.py), their tables as they printed them."""
+    """The data-parallel scaling runs (the ddp_scaling case), their tables as they printed them."""
     bench = DOCS / "bench" / "h200x2-ddp"
-    first = (bench / "scaling.md").read_text().strip().splitlines()
-    table = "\n".join(line for line in first if line.startswith("|"))
-    later = {family: _scaling_run(bench / f"scaling-{family}.md", family) for family in ("augment", "input_pipeline")}
-    tests = "\n".join((bench / "multigpu-tests.md").read_text().strip().splitlines()[1:])
-    tests_head = (bench / "multigpu-tests.md").read_text().strip().splitlines()[0]
+    table = tables_text(result(bench, "scaling"))
+    later = {family: scaling_run(bench, f"scaling-{family}", family) for family in ("augment", "input_pipeline")}
+    tests_head, tests = first_line_and_rest(result(bench, "multigpu-tests"))
     return f"""## Data parallelism: scaling efficiency of `--nproc 2` (issue 13)
 
-`python -m benchmarks.ddp_scaling --nproc 2 -w encdec -w sync_loss -b 8 -b 32 --repeats 3 --seconds 6 --warmup 3`
+`python -m benchmarks run ddp_scaling -p workloads=encdec,sync_loss -p seconds=6`
 on a machine of 2 NVIDIA H200 (driver 580.159.04, torch 2.11.0+cu130, CUDA 13.0, 32 CPUs; the run's
-header printed only its date, 2026-11-22: the script now prints the machine, and a second run on
+header printed only its date, 2026-11-22: the case now prints the machine, and a second run on
 the same kind of machine printed that line); for `augment`, later the same day,
 {later["augment"].command} ({later["augment"].machine}); for `input_pipeline`, on {later["input_pipeline"].date},
 {later["input_pipeline"].command} ({later["input_pipeline"].machine}). For each family it runs the same `gpudash sweep`
@@ -70,29 +71,29 @@ status 0 (the later run below; its CPU twin in `tests/test_ddp.py`, which CI run
 def knobs_section() -> str:
     """Issue 55: what DDP's settings are worth, a bare torch loop against gpudash's path, as printed."""
     bench = DOCS / "bench" / "h200x2-ddp-knobs"
-    bare = (bench / "bare-resnet50.md").read_text().strip().splitlines()
-    runs = {name: _scaling_run(bench / f"gpudash-{name}.md", name.split("-")[0]) for name in _KNOB_RUNS}
-    rows = "\n".join(f"{run.rows} {_knobs(bench / f'gpudash-{name}.md')} |" for name, run in runs.items())
-    passed = (bench / "multigpu-tests.txt").read_text().strip().splitlines()[-1]
+    bare = result(bench, "bare-resnet50")
+    runs = {name: scaling_run(bench, f"gpudash-{name}", name.split("-")[0]) for name in KNOB_RUNS}
+    rows = "\n".join(f"{run.rows} {result(bench, f'gpudash-{name}').data['knobs']} |" for name, run in runs.items())
+    passed = result(bench, "multigpu-tests").data["summary"]
     return f"""### DDP's settings, and gpudash's path against a bare loop (issue 55)
 
-On 2 NVIDIA H200 of one host (NVLink; no H100 pair came when it was asked for), {bare[0].split(" — ")[1]}.
-First a bare torch DDP loop with no gpudash in it (`benchmarks/ddp_bare.py`: synthetic batches
+On 2 NVIDIA H200 of one host (NVLink; no H100 pair came when it was asked for), {bare.data["when"]}.
+First a bare torch DDP loop with no gpudash in it (`python -m benchmarks run ddp_bare`: synthetic batches
 made on the GPU once, windows of steps timed on every rank, the slowest rank's rate against one
 rank's; each rank's step split from a profiler window of 5 steps, the times under the profiler):
 
-{bare[1]}
+`{bare.command}`
 
-{chr(10).join(line for line in bare if line.startswith("|"))}
+{tables_text(bare)}
 
-{_rerun(bench)}
+{rerun(bench)}
 
 With DDP's default 25 MB buckets part of the all-reduce is exposed (no compute kernel running);
 `gradient_as_bucket_view` with `static_graph` keeps more of one rank's rate, and with 100 MB
 buckets the exposed all-reduce is shortest and the most is kept. bf16 gradient compression costs
 more than it saves over NVLink. Then gpudash's own path, the same
 ResNet-50 (`resnet50`, pipelined, bf16, channels_last) and `encdec` at batch 32 per rank, each
-`ddp_scaling.py` run with DDP's defaults and with the knobs `ddp_grad_view`, `ddp_static_graph`,
+`ddp_scaling` run with DDP's defaults and with the knobs `ddp_grad_view`, `ddp_static_graph`,
 `ddp_bucket_mb=100`:
 
 | family | variant | batch per rank | 1 rank steps/s | N ranks steps/s | N ranks samples/s | scaling efficiency | verdict | knobs |
@@ -115,24 +116,17 @@ machine: `pytest -m multigpu tests/test_ddp_multigpu.py tests/test_ddp.py`: {pas
 
 def torchrun_section(bench: Path) -> str:
     """A user's torchrun ResNet-50 script bare and under gpudash, and two diagnoses of it."""
-    import csv
-    import json
-
-    pairs: dict[str, dict[str, float]] = {}
-    for line in (bench / "torchrun-resnet-bare-vs-gpudash.txt").read_text().splitlines():
-        who, _, job = line.partition(": ")
-        setting, run = who.split()
-        pairs.setdefault(run, {})[setting] = float(job.split("world_samples_per_s=")[1])
+    first_look = result(bench, "torchrun-first-look")
+    pairs: dict[str, dict[str, float]] = first_look.data["pairs"]
     rows = "\n".join(
         f"| {run} | {p['bare']:.1f} | {p['gpudash']:.1f} | {p['gpudash'] / p['bare']:.4f} |" for run, p in pairs.items()
     )
     both = compare_paired([p["bare"] for p in pairs.values()], [p["gpudash"] for p in pairs.values()])
-    (summary,) = csv.DictReader((bench / "torchrun-resnet-gpudash-summary-run1.csv").open())
-    seen, own = float(summary["samples_per_s"]), pairs["1"]["gpudash"]
+    seen, own = float(first_look.data["gpudash_samples_per_s_run1"]), pairs["1"]["gpudash"]
     verdicts = []
     for batch in (16, 128):
-        doc = json.loads((bench / f"torchrun-diagnose-b{batch}.json").read_text())
-        exposed = doc["evidence"].get("comm_exposed_ms")
+        doc = first_look.data["diagnoses"][str(batch)]
+        exposed = doc["comm_exposed_ms"]
         comm = f"; the all-reduce exposed {exposed:.2g} ms a step" if exposed is not None else ""
         verdicts.append(f"- batch {batch} per rank: **{doc['bound']}**: {doc['why']}{comm}")
     return f"""### A user's torchrun script under gpudash (issue 55)
@@ -165,14 +159,13 @@ def defaults_section() -> str:
     """gpudash's DDP defaults (100 MB buckets, gradient_as_bucket_view) on two GPUs, and the
     held-out torchrun job bare and under gpudash in interleaved pairs (job_overhead.py)."""
     bench = DOCS / "bench" / "h200x2-ddp-defaults"
-    runs = {family: _scaling_run(bench / f"gpudash-{family}-defaults.md", family) for family in ("resnet50", "encdec")}
-    passed = (bench / "multigpu-tests.txt").read_text().strip().splitlines()[-1]
-    bare = (bench / "bare-resnet50-defaults.md").read_text().strip().splitlines()
-    ab = (bench / "torchrun-ab.md").read_text().strip().splitlines()
-    tables = "\n".join(line for line in ab if not line.startswith("#"))
-    apart = max(
-        abs(float(line.split("|")[6].split("%")[0])) for line in ab if "% (within" in line or "% (OUTSIDE" in line
-    )
+    runs = {family: scaling_run(bench, f"gpudash-{family}-defaults", family) for family in ("resnet50", "encdec")}
+    passed = result(bench, "multigpu-tests").data["summary"]
+    bare = result(bench, "bare-resnet50-defaults")
+    ab = result(bench, "torchrun-ab")
+    tables = "\n".join(line for b in ab.blocks if b.kind != "comment" for line in block_lines(b, page=True))
+    differences = ab.tables()[2].column("difference")
+    apart = max(abs(float(cell.split("%")[0])) for cell in differences)
     return f"""### gpudash's DDP defaults, and a torchrun job's cost (issue 55)
 
 Since issue 55 gpudash wraps a rank's model in DDP with 100 MB buckets and
@@ -190,9 +183,9 @@ Since issue 55 gpudash wraps a rank's model in DDP with 100 MB buckets and
 ResNet-50 keeps more of one rank's rate than with torch's defaults (the first row of the table
 above without knobs) and stays below 0.95; `encdec` keeps no more than with torch's defaults.
 The bare loop on the same machine the same day, with the same settings and without
-(`benchmarks/ddp_bare.py`, {bare[0].split(" — ")[1]}):
+(`python -m benchmarks run ddp_bare`, {bare.data["when"]}):
 
-{chr(10).join(line for line in bare if line.startswith("|"))}
+{tables_text(bare)}
 
 The bare loop keeps more with the same settings than gpudash's path does: the rest of the gap to
 0.95 is gpudash's own (its pipelined step's streams, or the ranks' control broadcast every 10
@@ -201,7 +194,7 @@ steps; not isolated yet), and the targets of issue 55 are not met.
 The held-out torchrun script (`benchmarks/jobs/ddp_resnet_job.py`, ResNet-50 at 128 images per
 rank, NCCL, its own DDP with `--tuned --bucket-mb 100`), bare and under `gpudash record`, five
 interleaved pairs in a shuffled order, each run timing the world's rate itself:
-`python benchmarks/job_overhead.py --job ddp_resnet --pairs 5` ({ab[0].removeprefix("# job overhead on ")}):
+`{ab.command}` ({ab.data["on"]}):
 
 {tables}
 
@@ -210,11 +203,10 @@ gpudash's figure for the world's rate is within {apart:.2f}% of the script's own
 detected, and the target of ≤ 1% is not shown either."""
 
 
-def _rerun(bench: Path) -> str:
+def rerun(bench: Path) -> str:
     """The same command rerun with the script's final step split (its collectives read by
     ``gpudash.engine.trace_figures`` over the marked steps), on a fresh machine of the same kind."""
-    lines = (bench / "bare-resnet50-rerun.md").read_text().strip().splitlines()
-    rows = "\n".join(line for line in lines if line.startswith("|"))
+    rows = tables_text(result(bench, "bare-resnet50-rerun"))
     return f"""The same command again, the same day, on a fresh machine of the same kind, with the script as
 it now is (its all-reduce and exposed times read by gpudash's own trace figures over the marked
 steps): that machine's rates varied far more from window to window, so its intervals are wide and
@@ -224,12 +216,19 @@ not the shortest: this rerun decides nothing between the settings:
 {rows}"""
 
 
-_KNOB_RUNS = ("resnet50-plain", "resnet50-ddp-knobs", "encdec-plain", "encdec-ddp-knobs")
+KNOB_RUNS = ("resnet50-plain", "resnet50-ddp-knobs", "encdec-plain", "encdec-ddp-knobs")
 
 
-def _knobs(path: Path) -> str:
-    line = next(line for line in path.read_text().splitlines() if line.startswith("knobs: "))
-    return line.removeprefix("knobs: ")
+def tables_text(r: Result) -> str:
+    """A result's tables, one after the other, as they printed."""
+    return "\n".join(line for t in r.tables() for line in table_lines(t))
+
+
+def first_line_and_rest(r: Result) -> tuple[str, str]:
+    """A result as it printed: its first line, and the rest."""
+    lines = [line for b in r.blocks for line in block_lines(b, page=True)]
+    text = "\n".join(lines).strip().splitlines()
+    return text[0], "\n".join(text[1:])
 
 
 @dataclasses.dataclass
@@ -242,11 +241,12 @@ class ScalingRun:
     rows: str
 
 
-def _scaling_run(path: Path, family: str) -> ScalingRun:
-    lines = path.read_text().strip().splitlines()
+def scaling_run(bench: Path, file: str, family: str) -> ScalingRun:
+    r = result(bench, file)
+    rows = [row for t in r.tables() for row in t.rows if row[0] == family]
     return ScalingRun(
-        command=next(line for line in lines if line.startswith("`python")),
-        machine=next(line for line in lines if "driver" in line),
-        date=lines[0].split(" — ")[1].split(",")[0],
-        rows="\n".join(line for line in lines if line.startswith(f"| {family} |")),
+        command=f"`{r.command}`",
+        machine=str(r.data["machine"]),
+        date=str(r.stamp["date"])[:10],
+        rows="\n".join("| " + " | ".join(row) + " |" for row in rows),
     )

@@ -1,8 +1,8 @@
-"""The section on GPM and MFU (``benchmarks/gpm_cost.py`` and ``benchmarks/mfu_check.py`` on the H100)."""
+"""The section on GPM and MFU (the ``gpm_cost`` and ``mfu_check`` cases on the H100)."""
 
 from __future__ import annotations
 
-from benchmarks.page.outputs import overhead
+from benchmarks.page.results import overhead
 from benchmarks.page.sweeps import DOCS
 
 GPM = DOCS / "bench" / "h100-gpm"
@@ -12,13 +12,13 @@ def gpm_section() -> str:
     """What GPM sampling costs a training step, and gpudash's MFU against the analytic count."""
     return f"""## What the GPU really does: GPM and MFU
 
-`benchmarks/gpm_cost.py`: a bf16 MLP step timed with gpudash's NVML sampler (every 0.5 s, in
+`python -m benchmarks run gpm_cost`: a bf16 MLP step timed with gpudash's NVML sampler (every 0.5 s, in
 another process) reading GPM — SM, tensor-core and DRAM activity — or not, in interleaved pairs.
 The target: no measurable cost.
 
 {overhead("gpm-cost.txt", GPM)}
 
-`benchmarks/mfu_check.py`: GPT-2 small in bf16 as a `-w` workload under `gpudash record`;
+`python -m benchmarks run mfu_check`: GPT-2 small in bf16 as a `-w` workload under `gpudash record`;
 gpudash's FLOPs a step (counted once with torch's FLOP formulas), TFLOP/s and MFU against the analytic
 6·N + 12·L·d·T a token at the measured tokens/s. The target: MFU within ±10%.
 

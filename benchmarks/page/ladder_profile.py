@@ -1,30 +1,24 @@
 """Why ``reorder`` and ``batch-transform`` cannot help on this machine: the input pipeline's
-committed profile (``input_pipeline_profile.py``, a probe removed after commit e4133ae)."""
+published profile (``input_pipeline_profile.py``, a probe removed after commit e4133ae; its result)."""
 
 from __future__ import annotations
 
+from benchmarks.harness.result import Table
+from benchmarks.page.results import overhead, result
 from benchmarks.page.sweeps import DOCS
 
 LADDER_PROFILE = "h100-input-pipeline-profile.md"
 
 
-def profile_tables() -> tuple[list[str], dict[str, dict[str, str]], dict[str, dict[str, str]]]:
-    """The committed output of input_pipeline_profile.py (a probe removed after commit e4133ae): its
-    lines, and its two tables as {rung: {column: cell}} (one thread; training)."""
-    lines = (DOCS / "bench" / LADDER_PROFILE).read_text().strip().splitlines()
-    parsed: list[dict[str, dict[str, str]]] = []
-    head: list[str] = []
-    for line in lines:
-        if not line.startswith("|"):
-            head = []
-            continue
-        cells = [c.strip() for c in line.strip("|").split("|")]
-        if not head:
-            head = cells
-            parsed.append({})
-        elif not set(cells[0]) <= set("-:"):
-            parsed[-1][cells[0]] = dict(zip(head, cells, strict=False))
-    return lines, parsed[0], parsed[1]
+def by_rung(t: Table) -> dict[str, dict[str, str]]:
+    """A table as {rung: {column: cell}}."""
+    return {row[0]: dict(zip(t.columns, row, strict=False)) for row in t.rows}
+
+
+def profile_tables() -> tuple[str, dict[str, dict[str, str]], dict[str, dict[str, str]]]:
+    """The profile as printed, and its two tables by rung (one thread; training)."""
+    one, train = result(DOCS / "bench", LADDER_PROFILE).tables()[:2]
+    return overhead(LADDER_PROFILE, DOCS / "bench"), by_rung(one), by_rung(train)
 
 
 def _ms(cell: str) -> float:
@@ -33,7 +27,7 @@ def _ms(cell: str) -> float:
 
 def ladder_profile_section() -> str:
     """Why reorder and batch-transform cannot help on this machine: the profile's figures."""
-    lines, one, train = profile_tables()
+    tables, one, train = profile_tables()
     total = {r: _ms(c["total (25–75%)"]) for r, c in one.items()}
     decode = {r: _ms(c["decode"]) for r, c in one.items()}
     later = ["dilation", "reorder", "batch-transform", "gpu-transform"]
@@ -45,7 +39,6 @@ def ladder_profile_section() -> str:
     busy = [train[r]["CPUs busy"] for r in train if r != "baseline"]
     worker = {r: train[r]["worker CPU ms/sample"] for r in train}
     rates = ", ".join(f"{r} {train[r]['steps/s (95% CI)']}" for r in train)
-    tables = "\n".join(line.lstrip("# ") if line.startswith("#") else line for line in lines)
     return f"""### Why `reorder` and `batch-transform` cannot help on this machine: a profile
 
 One run of `benchmarks/input_pipeline_profile.py`, a probe removed after commit e4133ae

@@ -1,14 +1,16 @@
-"""The published sweeps in ``docs/bench/`` read for the page: their rows as estimates, figures,
-comparisons and tables, and the goals judged against them. Every gpudash figure on the page comes
-from here; a comparison the sweep did not make itself is ``gpudash.stats.comparison.compare`` over
-the batch means the CSV carries."""
+"""The published sweeps in ``docs/bench/`` read for the page (each the ``sweep`` case's result,
+``sweep.result.json``): their rows as estimates, figures, comparisons and tables, and the goals
+judged against them. Every gpudash figure on the page comes from here; a comparison the sweep did
+not make itself is ``gpudash.stats.comparison.compare`` over the batch means its rows carry."""
 
 from __future__ import annotations
 
-import csv
-import json
+from functools import cache
 from pathlib import Path
+from typing import Any
 
+from benchmarks.harness.render import blocks_text
+from benchmarks.harness.result import SUFFIX, Result, load
 from gpudash.stats.comparison import Comparison, Estimate, compare
 from gpudash.stats.fmt import fmt_pm, fmt_ratio
 
@@ -38,29 +40,30 @@ NVIDIA_A100_RN50 = 2470.0  # img/s, ResNet-50 training, one A100 80GB, mixed pre
 TUNE = DOCS / "bench" / "h100-tune"  # the `gpudash tune` runs and the sweeps they are held against
 
 
-def rows(name: str) -> dict[tuple[str, str, int], dict[str, str]]:
+@cache
+def sweep(name: str) -> Result:
+    """A published sweep's result."""
+    return load(DOCS / "bench" / name / f"sweep{SUFFIX}")
+
+
+def rows(name: str) -> dict[tuple[str, str, int], dict[str, Any]]:
     """A sweep's summary rows by (workload, variant, batch size)."""
-    with open(DOCS / "bench" / name / "sweep.csv", newline="") as f:
-        return {
-            (r["workload"], r["variant"], int(r["batch_size"])): r
-            for r in csv.DictReader(f)
-            if r["row_kind"] == "summary"
-        }
+    return {(r["workload"], r["variant"], int(r["batch_size"])): r for r in sweep(name).data["rows"]}
 
 
-def meta(name: str) -> dict[str, object]:
-    """A sweep's ``sweep.json``: its command, machine and times."""
-    return json.loads((DOCS / "bench" / name / "sweep.json").read_text())
+def meta(name: str) -> dict[str, Any]:
+    """A sweep's sidecar: its command, machine and times."""
+    return dict(sweep(name).data["meta"])
 
 
-def est(row: dict[str, str]) -> Estimate:
+def est(row: dict[str, Any]) -> Estimate:
     """A summary row's steps/s: mean, interval, samples and batch means."""
     return Estimate(
         float(row["steps_per_s"]),
         float(row["steps_per_s_low"]),
         float(row["steps_per_s_high"]),
         int(row["n_samples"]),
-        tuple(float(b) for b in row["steps_per_s_batches"].split(";")),
+        tuple(float(b) for b in row["steps_per_s_batches"]),
     )
 
 
@@ -79,19 +82,13 @@ def versus(name: str, w: str, old: str, new: str, b: int) -> str:
 def cell(name: str, w: str, v: str, b: int, key: str) -> str:
     """One column of a configuration's row, to 3 significant figures ("–" when empty)."""
     value = rows(name)[(w, v, b)][key]
-    return f"{float(value):.3g}" if value else "–"
+    return f"{float(value):.3g}" if value is not None else "–"
 
 
 def tables(name: str, skip: tuple[str, ...] = ()) -> str:
-    """The family tables of a sweep's own ``sweep.md`` (headings one level down)."""
-    text = (DOCS / "bench" / name / "sweep.md").read_text()
-    parts = text.split("\n## ")[1:]
-    kept = (
-        [p for p in parts if not p.startswith(skip) and not p.startswith("Notes")]
-        if skip
-        else [p for p in parts if not p.startswith("Notes")]
-    )
-    return "\n".join("### " + p.strip() + "\n" for p in kept)
+    """The family sections of a sweep's own report (headings one level down), its notes left out."""
+    kept = [(h, b) for h, b in sweep(name).sections() if not h.startswith(skip) and not h.startswith("Notes")]
+    return "\n".join("### " + (h + "\n" + blocks_text(b)).strip() + "\n" for h, b in kept)
 
 
 def header(name: str) -> str:

@@ -1,45 +1,41 @@
 """The ``gpudash.track()`` section: what the tracker costs a training loop
-(``benchmarks/track_overhead.py``'s runs on the H100)."""
+(the ``track_overhead`` case's runs on the H100)."""
 
 from __future__ import annotations
 
-import re
-
-from benchmarks.page.outputs import paired_line, run_header, summary_lines
+from benchmarks.page.results import paired_line, result, run_header, summary_lines
 from benchmarks.page.sweeps import DOCS
 
 TRACK = DOCS / "bench" / "h100-track"
 
 
 def ceiling(file: str, what: str) -> str:
-    """A track_overhead.py run's ceiling line with the writer's CPU time ``what``: its bound."""
-    found = re.search(rf"CPU time {re.escape(what)}: (tracked/bare ≥ [0-9.]+)", (TRACK / file).read_text())
-    assert found, f"{file}: no ceiling line {what!r}"
-    return found.group(1)
+    """A track_overhead run's ceiling with the writer's CPU time ``what``: its bound."""
+    return f"tracked/bare ≥ {result(TRACK, file).figure(f'ceiling, {what}').value:.4f}"
 
 
 def track_section() -> str:
-    """``benchmarks/track_overhead.py`` on the H100: what ``gpudash.track()`` costs a loop."""
+    """The ``track_overhead`` case on the H100: what ``gpudash.track()`` costs a loop."""
     return f"""## `gpudash.track()`: what it costs a training loop
 
-`benchmarks/track_overhead.py`: a small MLP's step (a host-bound step of about a millisecond, where a
+`python -m benchmarks run track_overhead`: a small MLP's step (a host-bound step of about a millisecond, where a
 per-step cost shows most) with and without `tracker.step()`. The goal is an overhead of at most 1%.
 
-`track-overhead-before.txt` ({run_header("track-overhead-before.txt", TRACK)}), `--rounds 100 --seconds 0.2`,
+`track-overhead-before.txt` ({run_header("track-overhead-before.txt", TRACK)}), `-p rounds=100 -p seconds=0.2`,
 rounds interleaved ABBA, the tracker of the time (one event per ~10 ms, asking torch for the current
 stream at each): {paired_line("track-overhead-before.txt", "tracked/bare", TRACK)}.
 
 `track-overhead-polled.txt` ({run_header("track-overhead-polled.txt", TRACK)}), the tracker with
 one event per ~25 ms on the stream current at `track()` and its writer thread looking at the steps
-every 50 ms, `--rounds 150 --seconds 0.1 --alternate-blocks 400`: the ABBA rounds, each with a fresh
+every 50 ms, `-p rounds=150 -p seconds=0.1 -p alternate_blocks=400`: the ABBA rounds, each with a fresh
 tracker warmed up for 0.25 s, and then steps alternated one by one with one tracker open, which
-takes the host's drift out (as `host_call_cost.py`, in Engine overhead above):
+takes the host's drift out (as `host_call_cost`, in Engine overhead above):
 
 {summary_lines("track-overhead-polled.txt", TRACK)}
 
 The writer thread's CPU time was counted whole as taken from the training thread. Most of it is
 not: pynvml calls NVML through `ctypes`, which releases the GIL for the call, and the thread runs on
-another of the host's cores. The script now splits the thread's CPU time into its time inside
+another of the host's cores. The case now splits the thread's CPU time into its time inside
 NVML's C calls and the rest (which holds the GIL, or may: the ceiling), and the thread looks at the
 steps once per sample (0.5 s) instead of every 50 ms. `track-overhead-abba.txt`
 ({run_header("track-overhead-abba.txt", TRACK)}), the same command:
@@ -47,7 +43,7 @@ steps once per sample (0.5 s) instead of every 50 ms. `track-overhead-abba.txt`
 {summary_lines("track-overhead-abba.txt", TRACK)}
 
 `track-overhead.txt` ({run_header("track-overhead.txt", TRACK)}), the alternation alone, longer:
-`--rounds 0 --alternate-blocks 1600`:
+`-p rounds=0 -p alternate_blocks=1600`:
 
 {summary_lines("track-overhead.txt", TRACK)}
 
@@ -58,9 +54,9 @@ shown ({ceiling("track-overhead.txt", "all of it")}).
 
 The ABBA rounds above, each with a tracker made, warmed up and closed in it, put the tracked
 stretches below the steady state. Run again later the same day, 40 rounds each,
-`--rounds 40 --seconds 0.1 --alternate-blocks 0` with the tracker warmed up for 0.25 s as above
+`-p rounds=40 -p seconds=0.1 -p alternate_blocks=0` with the tracker warmed up for 0.25 s as above
 (`track-overhead-abba-again.txt`, {run_header("track-overhead-abba-again.txt", TRACK)}) and for
-1 s (`--warm 1.0`, `track-overhead-abba-warm1.txt`, {run_header("track-overhead-abba-warm1.txt", TRACK)}):
+1 s (`-p warm=1`, `track-overhead-abba-warm1.txt`, {run_header("track-overhead-abba-warm1.txt", TRACK)}):
 
 {summary_lines("track-overhead-abba-again.txt", TRACK)}
 

@@ -1,13 +1,14 @@
 """The ``gpudash tune`` section: tune's winners and wall time against the exhaustive sweeps of the
-same cases (``benchmarks/tune_vs_sweep.py``'s rows), and where each tune run's time went."""
+same cases (the ``tune_vs_sweep`` case's rows over the ``sweep`` and ``tune`` cases' results), and
+where each tune run's time went."""
 
 # the page's Markdown templates: one table row per source line, as the page prints it
 from __future__ import annotations
 
-import csv
-import json
-import re
+from typing import Any
 
+from benchmarks.cases import tune_vs_sweep as tvs
+from benchmarks.harness.result import Result
 from benchmarks.page.sweeps import FAST, TUNE, VISION, versus
 
 TUNE_PAIRS = (  # (sweep, tune, a note telling runs of one case apart)
@@ -29,29 +30,28 @@ TUNE_PAIRS = (  # (sweep, tune, a note telling runs of one case apart)
 
 
 def tune_section() -> str:
-    """``gpudash tune`` against the exhaustive sweeps (``benchmarks/tune_vs_sweep.py``'s rows)."""
+    """``gpudash tune`` against the exhaustive sweeps (the ``tune_vs_sweep`` case's rows)."""
     parts = [tune_against_sweeps(), tune_time_changes(), resnet50_tune(), resnet50_quick_stop()]
     return "".join(parts)
 
 
 def tune_against_sweeps() -> str:
     """The cases, their commands and tune's winner against each sweep's best."""
-    from benchmarks.tune_vs_sweep import rows as tune_rows
-
-    lines = [line for sweep, tune, note in TUNE_PAIRS for line in tune_rows(TUNE / sweep, TUNE / tune, note)]
-    meta = json.loads((TUNE / "tune-encdec" / "tune.json").read_text())
+    rows = [row for sweep, tune, note in TUNE_PAIRS for row in tvs.rows(sweep_run(sweep), tune_run(tune), note)]
+    lines = ["| " + " | ".join(row) + " |" for row in rows]
+    meta = tune_meta("tune-encdec")
     day = str(meta["start_time"])[:10]
     pairs = " ".join(f"{sweep} {tune}" for sweep, tune, _ in TUNE_PAIRS)
-    sweeps = dict.fromkeys(TUNE / sweep / "sweep.json" for sweep, _, _ in TUNE_PAIRS)
-    files = [*sweeps, *(TUNE / t / "tune.json" for _, t, _ in TUNE_PAIRS)]
-    commands = "\n".join(f"- `{json.loads(f.read_text())['command']}`" for f in files)
+    sweeps = dict.fromkeys(sweep_run(sweep).data["meta"]["command"] for sweep, _, _ in TUNE_PAIRS)
+    runs = [*sweeps, *(tune_meta(t)["command"] for _, t, _ in TUNE_PAIRS)]
+    commands = "\n".join(f"- `{command}`" for command in runs)
     return f"""## `gpudash tune` against the exhaustive sweep
 
 Each case: the `--preset beyond` entry of one family, swept (3 repeats × 6 s after 2 s, as the
 beyond runs above), then `gpudash tune -w FAMILY -b …` with its defaults, on the same machine
 ({meta.get("device_name")}, torch {meta.get("torch_version")}, {day}). The goal: tune's winner within 3%
 of the sweep's best (the ratio's interval above 0.97) in at most 40% of the sweep's wall time.
-Written by `python benchmarks/tune_vs_sweep.py` from `docs/bench/h100-tune/` ({pairs}); each run's
+Written by `python -m benchmarks run tune_vs_sweep` from the results in `docs/bench/h100-tune/` ({pairs}); each run's
 exact command is the first line of its `sweep.md` or `tune.md` there:
 
 {commands}
@@ -162,47 +162,56 @@ without running, it took twice as long) and compiling each residual block on its
 """
 
 
+def sweep_run(folder: str) -> Result:
+    """A sweep of ``docs/bench/h100-tune/``: the ``sweep`` case's result."""
+    return tvs.result_in(TUNE / folder, "sweep")
+
+
+def tune_run(folder: str) -> Result:
+    """A tune run of ``docs/bench/h100-tune/``: the ``tune`` case's result."""
+    return tvs.result_in(TUNE / folder, "tune")
+
+
+def tune_meta(folder: str) -> dict[str, Any]:
+    """A tune run's sidecar (its command, start and time)."""
+    return dict(tune_run(folder).data["meta"])
+
+
 def sweep_seconds(sweep: str) -> str:
     """A sweep's wall time: "812 s"."""
     return f"{sweep_s(sweep):.0f} s"
 
 
 def sweep_s(sweep: str) -> float:
-    """A sweep's wall time in seconds (its sweep.json)."""
-    from benchmarks.tune_vs_sweep import seconds
-
-    return seconds(TUNE / sweep, "sweep.json")
+    """A sweep's wall time in seconds (its sidecar)."""
+    return tvs.seconds(sweep_run(sweep))
 
 
 def race_s(folder: str) -> str:
     """A tune run's seconds beyond its floor (``floor_s``): the race's own windows, diagnoses,
     loss check and other switches."""
-    total = json.loads((TUNE / folder / "tune.json").read_text())["elapsed_s"]
-    return f"{total - floor_s(folder):.0f} s"
+    return f"{tune_meta(folder)['elapsed_s'] - floor_s(folder):.0f} s"
 
 
 def within(sweep: str, tune: str) -> str:
     """The within-3% verdict of a tune run's winner against its sweep's best (``tune_vs_sweep``)."""
-    from benchmarks.tune_vs_sweep import WITHIN, against_best, verdict
-
-    found = against_best(TUNE / sweep, TUNE / tune)
+    found = tvs.against_best(sweep_run(sweep), tune_run(tune))
     assert found is not None, f"{tune}: nothing measured"
     *_, low, high = found
-    return verdict(low, high, WITHIN)
+    return tvs.verdict(low, high, tvs.WITHIN)
 
 
 def window_range(folder: str) -> str:
-    """The lowest to the highest samples/s of a tune run's winner's windows (its tune.csv)."""
-    with open(TUNE / folder / "tune.csv", newline="") as f:
-        rows = list(csv.DictReader(f))
+    """The lowest to the highest samples/s of a tune run's winner's windows."""
+    rows = tune_run(folder).data["rows"]
     (winner,) = [r["candidate"] for r in rows if r["row_kind"] == "candidate" and r["fate"] == "the winner"]
     speeds = [float(r["samples_per_s"]) for r in rows if r["row_kind"] == "window" and r["candidate"] == winner]
     return f"{min(speeds):,.0f}–{max(speeds):,.0f}"
 
 
 def run_times(suffix: str) -> str:
-    """When the two re-run cases' runs with ``suffix`` ran and how long they took (their tune.json)."""
-    runs = [(name, json.loads((TUNE / f"{folder}{suffix}" / "tune.json").read_text())) for name, folder in RERUN]
+    """When the two re-run cases' runs with ``suffix`` ran and how long they took (their sidecars)."""
+    runs = [(name, tune_meta(f"{folder}{suffix}")) for name, folder in RERUN]
     return " and ".join(f"{name} at {meta['start_time'][:16]}: {meta['elapsed_s']:.0f} s" for name, meta in runs)
 
 
@@ -210,30 +219,29 @@ RERUN = (("encdec b32", "tune-encdec-b32"), ("augment b32", "tune-augment"))
 
 
 def compile_switch(folder: str) -> str:
-    """The seconds of a tune run's longest switch to a ``compile`` candidate (its tune.md's table:
+    """The seconds of a tune run's longest switch to a ``compile`` candidate (its candidate table:
     the first compile; a later one reuses its code)."""
     return f"{compile_switch_s(folder):.1f} s"
 
 
 def compile_switch_s(folder: str) -> float:
     """The seconds of a tune run's longest switch to a ``compile`` candidate."""
-    return max(_switch_s(row) for row in candidate_rows(folder) if "compile=" in row)
+    return max(switch_s(row) for row in candidate_rows(folder) if "compile=" in " | ".join(row))
 
 
-def candidate_rows(folder: str) -> list[str]:
-    """The rows of a tune run's candidate table (its tune.md)."""
-    text = (TUNE / folder / "tune.md").read_text()
-    return [line for line in text.splitlines() if re.match(r"^\| [0-9]+ \| `", line)]
+def candidate_rows(folder: str) -> list[list[str]]:
+    """The rows of a tune run's candidate table (its report's "Every candidate")."""
+    return tune_run(folder).table("#").rows
 
 
 def switches_s(folder: str) -> list[float]:
     """The seconds of each switch in a tune run's candidate table but the compiled candidates'."""
-    return [_switch_s(row) for row in candidate_rows(folder) if "compile=" not in row]
+    return [switch_s(row) for row in candidate_rows(folder) if "compile=" not in " | ".join(row)]
 
 
-def _switch_s(row: str) -> float:
+def switch_s(row: list[str]) -> float:
     """A candidate row's "switching to it" seconds."""
-    return float(row.split(" | ")[-2].removesuffix(" s"))
+    return float(row[-2].removesuffix(" s"))
 
 
 def other_switch(folder: str) -> str:
@@ -266,11 +274,10 @@ def part_s(folder: str, part: str) -> str:
 
 
 def loss_arms(folder: str) -> str:
-    """The loss check's own account of its two arms (tune.md's correctness section)."""
-    text = (TUNE / folder / "tune.md").read_text()
-    found = re.search(r"\((the plain copy built and trained in [^)]*)\)", text)
-    assert found, f"{folder}: no loss check timing in tune.md"
-    return found.group(1)
+    """The loss check's own account of its two arms (its report's correctness section)."""
+    found = tune_run(folder).data["loss_check_timing"]
+    assert found, f"{folder}: no loss check timing"
+    return str(found)
 
 
 def compile_gains() -> str:
@@ -289,25 +296,20 @@ def compile_skips() -> str:
     """The "compile on ..." lines of the re-run ``encdec`` b32 tunes' *Not tried* (a bullet each)."""
     lines = []
     for folder in ("tune-encdec-b32", "tune-encdec-b32-again"):
-        text = (TUNE / folder / "tune.md").read_text()
-        lines += [f"{line} ({folder})" for line in text.splitlines() if line.startswith("- compile on ")]
+        not_tried = tune_run(folder).data["not_tried"]
+        lines += [f"{line} ({folder})" for line in not_tried if line.startswith("- compile on ")]
     assert lines, "no compile line in the encdec b32 tunes' Not tried"
     return "\n".join(lines)
 
 
 def time_parts(folder: str) -> list[tuple[str, float, str]]:
-    """A tune run's "Where the time went" (``tune.md``): (part, seconds, share) each."""
-    text = (TUNE / folder / "tune.md").read_text()
-    section = text.split("## Where the time went", 1)[1]
-    parts = [
-        (p, float(sec), share)
-        for p, sec, share in re.findall(r"^- ([a-z ,()]+): ([0-9.]+) s \(([0-9]+%)\)", section, re.M)
-    ]
-    assert parts, f"{folder}: no time account in tune.md"
+    """A tune run's "Where the time went": (part, seconds, share) each."""
+    parts = [(p, float(sec), share) for p, sec, share in tune_run(folder).data["time_parts"]]
+    assert parts, f"{folder}: no time account"
     return parts
 
 
 def tune_time(folder: str) -> str:
-    """A tune run's "Where the time went" list (``tune.md``), in one line."""
-    total = json.loads((TUNE / folder / "tune.json").read_text())["elapsed_s"]
+    """A tune run's "Where the time went", in one line."""
+    total = tune_meta(folder)["elapsed_s"]
     return f"{total:.0f} s in all: " + "; ".join(f"{p}: {sec:.1f} s ({share})" for p, sec, share in time_parts(folder))

@@ -5,9 +5,8 @@ tables, and why pipelining gives ``finetune`` little; its engine overhead part i
 from __future__ import annotations
 
 import datetime as dt
-import re
 
-from benchmarks.page.outputs import OVERHEAD, overhead, run_header
+from benchmarks.page.results import OVERHEAD, as_printed, overhead, result, run_header
 from benchmarks.page.sweeps import (
     DOCS,
     FAST,
@@ -57,12 +56,12 @@ are written against the public API a user's own file uses. The runs (NVIDIA H100
 2. {header(v)}
 3. {header(f)}
 4. {header(R50_FP32)}
-5. `python benchmarks/engine_overhead.py -w resnet50 -b 256 --hand --rounds 6 --seconds 3` and
-   `python benchmarks/engine_overhead.py -w examples/mine.py:workload --hand --per-step-events --rounds 60 --seconds 1`
+5. `python -m benchmarks run engine_overhead -p workload=resnet50 -p batch_size=256 -p hand=true -p rounds=6 -p seconds=3` and
+   `python -m benchmarks run engine_overhead -p workload=examples/mine.py:workload -p hand=true -p per_step_events=true -p rounds=60 -p seconds=1`
    (their output below, as printed).
 6. {header(R50_BEST)}
 7. {header(R50_TUNE_SWEEP)}
-8. `python benchmarks/engine_overhead.py -w resnet50 -v pipelined -b 256 --knob amp=bf16 --knob channels_last --knob cudnn_benchmark --knob compile --hand --resident 4 --rounds 8 --seconds 2`
+8. `python -m benchmarks run engine_overhead -p workload=resnet50 -p variant=pipelined -p batch_size=256 -p knob=amp=bf16,channels_last,cudnn_benchmark,compile -p hand=true -p resident=4 -p rounds=8 -p seconds=2`
    ({run_header("resnet50-best-resident.txt")}; its output below).
 
 "Plain" is PyTorch's defaults, under which cuDNN already runs convolutions in TF32: the `tf32` knob
@@ -153,26 +152,23 @@ them side by side does not run either faster. At batch 64 the step is short enou
 launches show, and the two streams gain nothing the noise lets one claim. {finetune_profile()}
 
 ```
-{FINETUNE_TRACES.read_text().strip()}
+{as_printed("traces-b64", FINETUNE)}
 ```
 
 {tables(f)}
 """
 
 
-FINETUNE_TRACES = DOCS / "bench" / "h100-vision-finetune" / "traces-b64.txt"
+FINETUNE = DOCS / "bench" / "h100-vision-finetune"
 
 
 def finetune_profile() -> str:
-    """What the batch-64 profiler windows show (``FINETUNE_TRACES``), in a sentence computed from them."""
-    windows = [line.split(" | ") for line in FINETUNE_TRACES.read_text().splitlines() if not line.startswith("#")]
-    figures = [dict(re.findall(r"(GPU busy|overlap) ([0-9.]+)%", message)) for _v, _t, message in windows]
-    kernels = {re.search(r"([0-9]+) kernels/step", message).group(1) for _v, _t, message in windows}  # type: ignore[union-attr]
-    first = re.search(r"stages frozen ([0-9.]+), train ([0-9.]+) ms/step", windows[0][2])
-    assert first, "the first window names its stage times"
-    kernel_ms = float(first.group(1)) + float(first.group(2))
-    busy = [float(f["GPU busy"]) for f in figures]
-    overlap = [float(f["overlap"]) for f in figures]
+    """What the batch-64 profiler windows show (their result), in a sentence computed from them."""
+    windows = result(FINETUNE, "traces-b64").data["windows"]
+    kernels = {str(w["kernels_per_step"]) for w in windows}
+    kernel_ms = sum(windows[0]["stage_ms"].values())
+    busy = [w["gpu_busy_pct"] for w in windows]
+    overlap = [w["overlap_pct"] for w in windows]
     return (
         f"A profiler window (two per variant, below; the profiler itself slows the host) shows why: "
         f"the GPU is busy {min(busy):.0f}-{max(busy):.0f}% of a traced step and idle the rest, waiting "
@@ -187,11 +183,11 @@ def finetune_profile() -> str:
 def tune_winner_rows() -> str:
     """The ≥ 5,600 goal against the winners of the ``gpudash tune`` runs of resnet50 (the best
     configuration with ``tf32`` on top), as their tune.csv gives them."""
-    from benchmarks.tune_vs_sweep import tune_bests
+    from benchmarks.cases.tune_vs_sweep import result_in, tune_bests
 
     out = []
     for folder in ("tune-resnet50", "tune-resnet50-again"):
-        best = max(tune_bests(TUNE / folder), key=lambda b: b.mean)
+        best = max(tune_bests(result_in(TUNE / folder, "tune")), key=lambda b: b.mean)
         e = Estimate(best.mean, best.low, best.high, 0)
         out.append(
             f"| `gpudash tune`'s winner ({best.label}), `docs/bench/h100-tune/{folder}` | ≥ 5,600 img/s | "
@@ -201,11 +197,10 @@ def tune_winner_rows() -> str:
 
 
 def autotune_attempt() -> str:
-    """The interrupted sweep of ``compile=max-autotune`` (its sweep.json, and its log's autotuned kernels)."""
-    folder = DOCS / "bench" / R50_AUTOTUNE
+    """The interrupted sweep of ``compile=max-autotune`` (its sidecar, and its log's autotuned kernels)."""
     m = meta(R50_AUTOTUNE)
     start, end = (dt.datetime.fromisoformat(str(m[k])) for k in ("start_time", "end_time"))
-    autotuned = (folder / "sweep-resnet50.log").read_text().count("\nAUTOTUNE ")
+    autotuned = result(DOCS / "bench" / R50_AUTOTUNE, "sweep-resnet50").data["autotuned"]
     return (
         f"{header(R50_AUTOTUNE)} was {m['status']} after {(end - start).total_seconds() / 60:.1f} minutes, "
         f"the default compile measured, `max-autotune` still autotuning ({autotuned} kernels and "
@@ -215,8 +210,11 @@ def autotune_attempt() -> str:
 
 
 def resident_rates(file: str, batch: int) -> str:
-    """An engine_overhead.py run's bare and engine steps/s, the mean over its rounds, as images/s
+    """An engine_overhead run's bare and engine steps/s, the mean over its rounds, as images/s
     (from the table's figures, printed to 0.1 step/s)."""
-    rows = [line.split("|")[2:4] for line in (OVERHEAD / file).read_text().splitlines() if re.match(r"^\| [0-9]", line)]
-    bare, engine = (batch * sum(float(r[i]) for r in rows) / len(rows) for i in (0, 1))
-    return f"{bare:,.0f} img/s bare and {engine:,.0f} img/s in gpudash ({len(rows)} rounds)"
+    table = result(OVERHEAD, file).table("round")
+    bare, engine = (
+        batch * sum(float(c) for c in table.column(name)) / len(table.rows)
+        for name in ("bare steps/s", "engine steps/s")
+    )
+    return f"{bare:,.0f} img/s bare and {engine:,.0f} img/s in gpudash ({len(table.rows)} rounds)"

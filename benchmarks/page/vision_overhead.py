@@ -1,17 +1,16 @@
 """The "Engine overhead" part of the real networks' section: a step gpudash runs against the same
-step in a hand-written loop (``benchmarks/engine_overhead.py``, ``host_call_cost.py`` and
-``step_timing_cost.py``'s outputs in ``docs/bench/h100-vision-overhead/``)."""
+step in a hand-written loop (the ``engine_overhead``, ``host_call_cost`` and ``step_timing_cost``
+cases' results in ``docs/bench/h100-vision-overhead/``)."""
 
 from __future__ import annotations
 
-import re
-
-from benchmarks.page.outputs import (
+from benchmarks.page.results import (
     OVERHEAD,
     call_cost,
     overhead,
     paired_goal,
     paired_line,
+    result,
     rounds_range,
     run_header,
     summary_lines,
@@ -27,7 +26,7 @@ def overhead_runs() -> str:
     """ResNet-50's and ``examples/mine.py``'s steps against the hand loop."""
     return f"""### Engine overhead
 
-A step gpudash runs against the same step in a hand-written loop (`--hand`: copy, `zero_grad`,
+A step gpudash runs against the same step in a hand-written loop (`-p hand=true`: copy, `zero_grad`,
 loss, `backward`, `step`), interleaved, the order alternating from round to round.
 
 {overhead("resnet50.txt")}
@@ -59,13 +58,13 @@ same day, its output in `docs/bench/h100-vision-overhead/`):
   {extra_line("mine.txt", "engine (grouped)/engine with an event per step")}.
 
 `mine-paired-before.txt` ({run_header("mine-paired-before.txt")}) is the same command with many short
-rounds, `--rounds 200 --seconds 0.1 --per-step-events`, read by pairs (`compare_paired`: each round's
+rounds, `-p rounds=200 -p seconds=0.1 -p per_step_events=true`, read by pairs (`compare_paired`: each round's
 engine/bare, a t interval over their logs, so a swing of the host that moves both halves of a round
 cancels), on the engine as it was then (the loop's bookkeeping after every step, groups of ~10 ms):
 {paired_line("mine-paired-before.txt", "engine/bare")};
 {paired_line("mine-paired-before.txt", "engine with an event per step/bare")}.
 
-`benchmarks/host_call_cost.py` found where the cost lies, by alternating steps one by one with and
+`python -m benchmarks run host_call_cost` found where the cost lies, by alternating steps one by one with and
 without one call between them (a block's ratio its bare steps' time over its other steps', the
 blocks read by pairs; `host-call-cost.txt`):
 
@@ -76,7 +75,7 @@ measurable: {call_cost("a timing event every step, record(stream)")}. The engine
 per group of ~25 ms (it was ~10 ms), issues the group's steps back to back and does its
 bookkeeping once per group (`docs/measuring.md`), and a serial step runs without the calls that
 only the general path needs. `mine-bursts.txt` ({run_header("mine-bursts.txt")}), that engine, the
-same command with `--rounds 600 --seconds 0.1`:
+same command with `-p rounds=600 -p seconds=0.1`:
 
 {summary_lines("mine-bursts.txt")}
 
@@ -91,47 +90,45 @@ def overhead_steady_state() -> str:
 timer back to one event per step until it had timed the step again: once per run in the product,
 once per 0.1 s round here. A run's end now keeps the pace it measured (a change of configuration
 still starts from one step). `mine-rounds.txt` ({run_header("mine-rounds.txt")}), that engine,
-`--rounds 300 --seconds 0.1 --no-sync-count`, on a host that swung between
+`-p rounds=300 -p seconds=0.1 -p no_sync_count=true`, on a host that swung between
 {rounds_range("mine-rounds.txt")} bare steps/s from round to round that hour:
 {paired_line("mine-rounds.txt", "engine/bare")}.
 
-Rounds restart the loop and pair 0.1 s apart. `--interleave` measures the engine as a run spends
+Rounds restart the loop and pair 0.1 s apart. `-p interleave=S` measures the engine as a run spends
 nearly all its time, in its steady state: one engine run, and before each of its bursts the same
 number of bare steps, timed on the host clock; a burst's time runs to the start of the next one, so
 the loop's bookkeeping is in it, and adjacent bursts, ~25 ms apart, see the same host.
-`mine-interleaved.txt` ({run_header("mine-interleaved.txt")}), `--hand --rounds 0 --interleave 90`:
+`mine-interleaved.txt` ({run_header("mine-interleaved.txt")}), `-p hand=true -p rounds=0 -p interleave=90`:
 
 {summary_lines("mine-interleaved.txt")}
 
 {paired_goal("mine-interleaved.txt", "engine/bare", 0.98, how="interleaved burst by burst")}
 
-`benchmarks/step_timing_cost.py` times the events alone around the hand loop (`step-timing-cost.txt`):
+`python -m benchmarks run step_timing_cost` times the events alone around the hand loop (`step-timing-cost.txt`):
 
 {overhead("step-timing-cost.txt")}
 """
 
 
 def overhead_result(file: str) -> tuple[str, float]:
-    """An engine_overhead.py run's ratio of means with its interval and verdict, and its median ratio."""
-    text = (OVERHEAD / file).read_text()
-    ratio = re.search(r"^engine/bare, ratio of means: (.+)$", text, re.M)
-    median = re.search(r"^median engine/bare: ([0-9.]+)", text, re.M)
-    assert ratio and median, f"{file}: not an engine_overhead.py output"
-    return ratio.group(1), float(median.group(1))
+    """An engine_overhead run's ratio of means with its interval and verdict, and its median ratio."""
+    r = result(OVERHEAD, file)
+    means = r.figure("engine/bare, ratio of means")
+    median = r.figure("median engine/bare").value
+    assert median is not None, f"{file}: no median ratio"
+    return means.text.removeprefix("engine/bare, ratio of means: "), median
 
 
 def extra_line(file: str, label: str) -> str:
-    """One of engine_overhead.py's further ratio lines (``label, ratio of means: ...``), as printed."""
-    text = (OVERHEAD / file).read_text()
-    found = re.search(rf"^{re.escape(label)}, ratio of means: (.+)$", text, re.M)
-    assert found, f"{file}: no line {label!r}"
-    return f"{label}, ratio of means: {found.group(1)}"
+    """One of an engine_overhead run's further ratios of means (``label, ratio of means: ...``), as printed."""
+    return result(OVERHEAD, file).figure(f"{label}, ratio of means").text
 
 
 def overhead_verdict(file: str, goal: float = 0.98) -> str:
     """The goal "at least 0.98x" against a run: met when the whole interval clears it."""
     ratio, median = overhead_result(file)
-    low = float(re.search(r"\[([0-9.]+)", ratio).group(1))  # type: ignore[union-attr]  # "1.00× [0.93–1.07], ..."
+    low = result(OVERHEAD, file).figure("engine/bare, ratio of means").low
+    assert low is not None, f"{file}: no interval"
     verdict = (
         "met"
         if low >= goal
