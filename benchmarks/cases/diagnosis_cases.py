@@ -1,6 +1,6 @@
 """The diagnosis of the reference cases, run again and again: each run's verdict and its evidence.
 
-Each reference case is ``family:variant:batch:knobs=bound`` (variant ``-`` for the family's
+Each reference case is ``family:variant:batch:knobs=bound`` (knobs joined by ``+``; variant ``-`` for the family's
 default, or a role the registry names: ``sync-making``, the first variant that makes the host wait;
 ``pipelining``, its first pipelined one; batch ``-`` for the family's default) with the bottleneck the
 diagnosis must name. A case is built once, warmed up, then diagnosed ``runs`` times in one process
@@ -24,7 +24,7 @@ from benchmarks.harness.case import Case, Unavailable
 from benchmarks.harness.context import Run
 from benchmarks.harness.params import param
 
-BEST = "amp=bf16,channels_last,cudnn_benchmark,cuda_graph"
+BEST = "amp=bf16+channels_last+cudnn_benchmark+cuda_graph"
 DEFAULT_CASES = (
     "sync_loss:sync-making:-:none=sync-bound",
     "input_pipeline:-:32:none=input-bound",
@@ -65,13 +65,8 @@ class Reference:
             "sync-making": next((v.name for v in info.variants if not v.sync_free), None),
             "pipelining": next((v.name for v in info.variants if v.pipelined), None),
         }
-        return cls(
-            family,
-            roles[variant] if variant in roles else variant,
-            None if batch == "-" else int(batch),
-            knobs,
-            expected,
-        )
+        chosen = roles[variant] if variant in roles else variant
+        return cls(family, chosen, None if batch == "-" else int(batch), knobs.replace("+", ","), expected)
 
     @property
     def label(self) -> str:
