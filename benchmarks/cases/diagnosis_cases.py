@@ -110,26 +110,26 @@ def diagnosed(case: Reference, device: str, runs: int, warmup: int) -> list[Any]
 
 
 def keep_trace(case: Reference, device: str, out: Path, warmup: int) -> Path:
-    """One 30-step profiler window of ``case``, its events trimmed to what the figures read."""
+    """One 30-step profiler window of ``case`` (the diagnosis' own: ``profile_window``), its events
+    trimmed to what the figures read."""
     import torch
 
-    from gpudash.engine.traces import _profiled  # noqa: PLC2701 - the diagnosis' own window
+    from gpudash.engine.trace_figures import read_events
+    from gpudash.engine.traces import profile_window
 
     w = case.build(device)
     for _ in range(warmup):
         w.step()
     w.drain()
-    prof, wall_ms = _profiled(torch, w, 30)
+    with tempfile.TemporaryDirectory() as scratch:
+        trace, figures = profile_window(torch, w, 30, scratch, 0.0, keep=1)
+        events = read_events(trace)
     variant = w.variant
     w.close()
-    with tempfile.TemporaryDirectory() as scratch:
-        raw = Path(scratch) / "t.json"
-        prof.export_chrome_trace(str(raw))
-        events = json.loads(raw.read_text())["traceEvents"]
     kept = [e for e in events if e.get("cat") in KEPT_CATEGORIES]
     path = out / f"{case.family}-{variant}-b{case.batch_size or 'default'}.json.gz"
     with gzip.open(path, "wt", encoding="utf-8") as f:
-        json.dump({"steps": 30, "wall_ms": wall_ms, "case": case.label, "traceEvents": kept}, f)
+        json.dump({"steps": 30, "wall_ms": figures.wall_ms, "case": case.label, "traceEvents": kept}, f)
     return path
 
 

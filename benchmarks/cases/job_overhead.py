@@ -87,8 +87,10 @@ def measure_job(run: Run, name: str, args: list[str], pin: tuple[list[str], set[
             out["steps_gpudash"].append(float(got.rows[-1]["steps"]))
             return got.own["samples_per_s"]
 
-        each = lambda i, got: run.progress(f"{name} pair {i + 1}: {got}")  # noqa: E731
-        got = rounds({"bare": bare, "hooked": hooked}, run.params.pairs, Schedule.PAIRS, seed=1, each=each)
+        def said(i: int, got: dict[str, float]) -> None:
+            run.progress(f"{name} pair {i + 1}: {got}")  # kept if the run is cut short
+
+        got = rounds({"bare": bare, "hooked": hooked}, run.params.pairs, Schedule.PAIRS, seed=1, each=said)
     return {**got, **out}
 
 
