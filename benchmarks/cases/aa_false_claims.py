@@ -26,7 +26,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from benchmarks.harness.case import Arm, ArmKind, Case
+from benchmarks.harness.case import Arm, ArmKind, BadParameter, Case
 from benchmarks.harness.checkout import checkout_env, checkout_path
 from benchmarks.harness.context import Run
 from benchmarks.harness.params import param
@@ -147,13 +147,13 @@ def planned(p: Params) -> list[tuple[str, list[str], str]]:
     from workloads.registry import FAMILIES
 
     if p.runs < 0 or min(p.repeats, p.ab_repeats) < 1 or p.seconds <= 0 or p.warmup < 0:
-        raise ValueError("runs must not be negative, the repeats at least 1, seconds positive, warmup not negative")
+        raise BadParameter("runs must not be negative, the repeats at least 1, seconds positive, warmup not negative")
     variant = p.variant or FAMILIES[p.workload].variants_by_role()["sync_free"]
     ab = p.ab if p.ab is not None else f"{p.workload}:{variant},{variant}+channels_last:{p.batch}"
     if p.runs == 0 and not ab:
-        raise ValueError("runs=0 and no ab: nothing to run")
+        raise BadParameter("runs=0 and no ab: nothing to run")
     if ab and len(ab.split(":")) != 3:
-        raise ValueError(f"ab {ab!r}: expected FAMILY:V1,V2:BATCH")
+        raise BadParameter(f"ab {ab!r}: expected FAMILY:V1,V2:BATCH")
     aa = sweep_argv(p.workload, f"{variant},{variant}", p.batch, p.repeats, p.seconds, p.warmup)
     runs = [("A/A", aa, f"aa{i + 1:02d}") for i in range(p.runs)]
     if ab:

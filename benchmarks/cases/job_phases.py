@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.harness.case import Arm, ArmKind, Case
+from benchmarks.harness.case import Arm, ArmKind, BadParameter, Case
 from benchmarks.harness.context import Run
 from benchmarks.harness.params import param
 from benchmarks.harness.stamp import ROOT
@@ -158,7 +158,7 @@ def stall_row(key: str, job: Job, text: str) -> list[str]:
 def measure(run: Run, p: Params) -> None:
     unknown = set(p.jobs) - set(REFERENCE_JOBS)
     if unknown:
-        raise ValueError(f"no job {sorted(unknown)}; the jobs: {', '.join(REFERENCE_JOBS)}")
+        raise BadParameter(f"no job {sorted(unknown)}; the jobs: {', '.join(REFERENCE_JOBS)}")
     run.device = "cuda" if any(k.startswith("gpu") for k in p.jobs) else "cpu"
     cols = ["case", "what", "its own steps/s", "gpudash steps/s [95% CI]", "ratio, ±", "its goodput", "gpudash goodput"]
     table = run.table([*cols, "verdict"])

@@ -28,7 +28,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from benchmarks.harness.case import Case, Unavailable
+from benchmarks.harness.case import BadParameter, Case, Unavailable
 from benchmarks.harness.context import Run
 from benchmarks.harness.params import as_dict, param
 from tests.soaks import Row, Soak, default_warmup_minutes, proc_stats, table, tree_stats
@@ -219,7 +219,7 @@ def settings(p: Params) -> Any:
     args.measure_every = p.measure_every or p.change_every
     args.warmup_minutes = default_warmup_minutes(p.minutes) if p.warmup_minutes is None else p.warmup_minutes
     if min(p.minutes, p.change_every, args.measure_every) <= 0 or min(args.warmup_minutes, p.tour_every) < 0:
-        raise ValueError("minutes, change_every and measure_every must be > 0, warmup_minutes and tour_every ≥ 0")
+        raise BadParameter("minutes, change_every and measure_every must be > 0, warmup_minutes and tour_every ≥ 0")
     if not Path("/proc/self/status").exists():
         raise Unavailable("the soak reads /proc: Linux only")
     args.out_dir = Path(p.out_dir)

@@ -33,7 +33,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from benchmarks.cases.shared.tmux import Tmux, wait_for
-from benchmarks.harness.case import Case, Unavailable
+from benchmarks.harness.case import BadParameter, Case, Unavailable
 from benchmarks.harness.context import Run
 from benchmarks.harness.params import as_dict, param
 from benchmarks.harness.stamp import ROOT
@@ -310,7 +310,7 @@ def settings(p: Params) -> Any:
     args = SimpleNamespace(**as_dict(p))
     w, _, h = p.size.lower().partition("x")
     if not (w.isdigit() and h.isdigit() and int(w) >= 80 and int(h) >= 24):
-        raise ValueError(f"size {p.size!r}: give columns x rows, at least 80x24")
+        raise BadParameter(f"size {p.size!r}: give columns x rows, at least 80x24")
     args.size = (int(w), int(h))
     args.gpudash_args = list(p.gpudash_args)
     args.measure_every = p.measure_every or p.change_every
@@ -318,7 +318,7 @@ def settings(p: Params) -> Any:
     args.warmup_minutes = p.warmup_minutes if p.warmup_minutes is not None else short
     args.window_minutes = p.window_minutes if p.window_minutes is not None else short
     if min(p.minutes, p.change_every, args.measure_every, args.window_minutes) <= 0 or args.warmup_minutes < 0:
-        raise ValueError("minutes, change_every, measure_every and window_minutes must be > 0, warmup_minutes ≥ 0")
+        raise BadParameter("minutes, change_every, measure_every and window_minutes must be > 0, warmup_minutes ≥ 0")
     if not Path("/proc/self/status").exists() or shutil.which("tmux") is None:
         raise Unavailable("the soak needs Linux (/proc) and tmux")
     args.out_dir = Path(p.out_dir).resolve()

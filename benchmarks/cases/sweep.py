@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks.cases.shared.gpudash_outputs import take_in
-from benchmarks.harness.case import Arm, ArmKind, Case
+from benchmarks.harness.case import Arm, ArmKind, BadParameter, Case
 from benchmarks.harness.context import Run
 from benchmarks.harness.params import param
 from benchmarks.harness.schedule import Schedule
@@ -61,7 +61,7 @@ def publish(folder: Path, dest: Path, families: tuple[str, ...]) -> list[Path]:
 
 def measure(run: Run, p: Params) -> None:
     if (p.from_dir is None) == (not p.args):
-        raise ValueError("give the sweep's arguments (-p args=…) or a sweep already run (-p from_dir=…)")
+        raise BadParameter("give the sweep's arguments (-p args=…) or a sweep already run (-p from_dir=…)")
     with tempfile.TemporaryDirectory(prefix="gpudash-sweep-") as tmp:
         folder = Path(p.from_dir) if p.from_dir else Path(tmp)
         if not p.from_dir:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.cases.shared.gpudash_outputs import take_in
-from benchmarks.harness.case import Arm, ArmKind, Case
+from benchmarks.harness.case import Arm, ArmKind, BadParameter, Case
 from benchmarks.harness.context import Run
 from benchmarks.harness.params import param
 from benchmarks.harness.render import blocks_text
@@ -60,7 +60,7 @@ def report_parts(blocks: list[Block]) -> dict[str, Any]:
 
 def measure(run: Run, p: Params) -> None:
     if (p.from_dir is None) == (not p.args):
-        raise ValueError("give tune's arguments (-p args=…) or a run already done (-p from_dir=…)")
+        raise BadParameter("give tune's arguments (-p args=…) or a run already done (-p from_dir=…)")
     with tempfile.TemporaryDirectory(prefix="gpudash-tune-") as tmp:
         folder = Path(p.from_dir) if p.from_dir else Path(tmp)
         if not p.from_dir:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks.harness.case import Arm, ArmKind, Case, Unavailable
+from benchmarks.harness.case import Arm, ArmKind, BadParameter, Case, Unavailable
 from benchmarks.harness.context import Run
 from benchmarks.harness.params import param
 from benchmarks.harness.schedule import Schedule, rounds
@@ -161,9 +161,9 @@ def verified(run: Run, v: dict[str, Any], speed: dict[str, Any]) -> None:
 def measure(run: Run, p: Params) -> None:
     phases = {"bare": bare, "tune": tune, "verify": verify, "table": table}
     if p.phase not in phases:
-        raise ValueError(f"phase {p.phase!r}: one of {', '.join(phases)}")
+        raise BadParameter(f"phase {p.phase!r}: one of {', '.join(phases)}")
     if not p.out:
-        raise ValueError("-p out=DIR: the folder the phases share")
+        raise BadParameter("-p out=DIR: the folder the phases share")
     if p.phase != "table" and not p.job:
         raise Unavailable("-p job=…: the job's command")
     out = Path(p.out)

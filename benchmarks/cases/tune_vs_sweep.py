@@ -15,7 +15,7 @@ import datetime as dt
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.harness.case import Arm, ArmKind, Case
+from benchmarks.harness.case import Arm, ArmKind, BadParameter, Case
 from benchmarks.harness.context import Run
 from benchmarks.harness.params import param
 from benchmarks.harness.result import SUFFIX, Result, load
@@ -126,7 +126,7 @@ def measure(run: Run, p: Params) -> None:
     for pair in p.pairs:
         sweep, _, tune = pair.partition(":")
         if not tune:
-            raise ValueError(f"pairs {pair!r}: SWEEP:TUNE")
+            raise BadParameter(f"pairs {pair!r}: SWEEP:TUNE")
         for row in rows(result_in(sweep, "sweep"), result_in(tune, "tune")):
             run.row(table, *row)
 

@@ -29,6 +29,10 @@ class Unavailable(Exception):
     """The case cannot run here (no CUDA, too few GPUs, a tool missing): why, for its user."""
 
 
+class BadParameter(ValueError):
+    """A case or a parameter the command line gave that cannot be: why, for its user (exit 2)."""
+
+
 class ArmKind(str, Enum):
     """What an arm is."""
 

@@ -18,7 +18,7 @@ import json
 import sys
 from pathlib import Path
 
-from benchmarks.harness.case import TAGS, Case, Unavailable
+from benchmarks.harness.case import TAGS, BadParameter, Case, Unavailable
 from benchmarks.harness.params import described, parse_pairs
 from benchmarks.harness.registry import cases, named, tagged
 
@@ -92,9 +92,9 @@ def run_cases(args: argparse.Namespace) -> int:
 
     chosen = [named(n) for n in args.cases] + (tagged(args.tag) if args.tag else [])
     if not chosen:
-        raise ValueError("name a case, or --tag")
+        raise BadParameter("name a case, or --tag")
     if (args.param or args.name) and len(chosen) != 1:
-        raise ValueError("-p and --name go with one case")
+        raise BadParameter("-p and --name go with one case")
     given = parse_pairs(args.param)
     status = 0
     for c in chosen:
@@ -145,8 +145,11 @@ def write_page(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     commands = {"list": list_cases, "run": run_cases, "compare": compare_results, "show": show_result}
+    # a result file that is none or not a result is a usage error; a case's own error shows its traceback
+    usage: tuple[type[Exception], ...] = (BadParameter,) if args.command == "run" else (ValueError, OSError)
     try:
         return {**commands, "page": write_page}[args.command](args)
-    except (KeyError, ValueError, FileNotFoundError) as error:
-        print(f"python -m benchmarks {args.command}: {error.args[0] if error.args else error}", file=sys.stderr)
+    except usage as error:
+        said = error.args[0] if isinstance(error, ValueError) and error.args else error
+        print(f"python -m benchmarks {args.command}: {said}", file=sys.stderr)
         return 2

@@ -10,6 +10,8 @@ import typing
 from collections.abc import Mapping
 from typing import Any
 
+from benchmarks.harness.case import BadParameter
+
 
 def param(default: Any, help: str) -> Any:
     """A parameter's field: its default and what it sets (a tuple default is kept as given)."""
@@ -27,13 +29,13 @@ def _convert(name: str, kind: Any, text: str) -> Any:
         return tuple(part for part in text.split(",") if part)
     if kind is bool:
         if text.lower() not in ("true", "false", "1", "0", "yes", "no"):
-            raise ValueError(f"-p {name}={text}: true or false")
+            raise BadParameter(f"-p {name}={text}: true or false")
         return text.lower() in ("true", "1", "yes")
     if kind in (int, float, str):
         try:
             return kind(text)
         except ValueError:
-            raise ValueError(f"-p {name}={text}: not a {kind.__name__}") from None
+            raise BadParameter(f"-p {name}={text}: not a {kind.__name__}") from None
     raise TypeError(f"parameter {name}: a type the command line cannot give ({kind})")
 
 
@@ -43,7 +45,7 @@ def build(params: type, given: Mapping[str, str], overrides: Mapping[str, object
     names = {f.name for f in dataclasses.fields(params)}
     unknown = (set(given) | set(overrides)) - names
     if unknown:
-        raise ValueError(f"unknown parameters {sorted(unknown)}; the case takes {sorted(names)}")
+        raise BadParameter(f"unknown parameters {sorted(unknown)}; the case takes {sorted(names)}")
     values = {**overrides, **{k: _convert(k, hints[k], v) for k, v in given.items()}}
     return params(**values)
 
@@ -54,7 +56,7 @@ def parse_pairs(pairs: list[str]) -> dict[str, str]:
     for pair in pairs:
         name, sep, value = pair.partition("=")
         if not sep or not name:
-            raise ValueError(f"-p {pair}: NAME=VALUE")
+            raise BadParameter(f"-p {pair}: NAME=VALUE")
         out[name.replace("-", "_")] = value
     return out
 

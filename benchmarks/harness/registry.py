@@ -7,7 +7,7 @@ import importlib
 import pkgutil
 from functools import cache
 
-from benchmarks.harness.case import Case
+from benchmarks.harness.case import BadParameter, Case
 
 PACKAGE = "benchmarks.cases"
 
@@ -37,4 +37,4 @@ def named(name: str) -> Case:
     try:
         return cases()[name]
     except KeyError:
-        raise KeyError(f"no case {name!r}; `python -m benchmarks list` names them") from None
+        raise BadParameter(f"no case {name!r}; `python -m benchmarks list` names them") from None

@@ -9,6 +9,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from benchmarks.harness.case import BadParameter
+
 JOBS = Path(__file__).resolve().parents[2] / "jobs"
 ARGS = {  # each job's own arguments
     "resnet": ["--steps", "200", "--warmup", "30"],
@@ -22,13 +24,13 @@ TINY = ["--steps", "1200", "--warmup", "120", "--width", "32", "--batch", "32"] 
 def job_args(name: str, steps: int | None, tiny: bool) -> list[str]:
     """A job's arguments, ``--steps`` replaced (None: as they are); ``tiny``: the small job's tiny shape."""
     if name not in ARGS:
-        raise ValueError(f"no job {name!r}; the jobs: {', '.join(ARGS)}")
+        raise BadParameter(f"no job {name!r}; the jobs: {', '.join(ARGS)}")
     args = list(TINY if tiny else ARGS[name])
     if steps is None:
         return args
     warmup = int(args[args.index("--warmup") + 1])
     if steps <= 2 * warmup:
-        raise ValueError(f"steps {steps}: give the job more than twice its warm-up ({warmup})")
+        raise BadParameter(f"steps {steps}: give the job more than twice its warm-up ({warmup})")
     args[args.index("--steps") + 1] = str(steps)
     return args
 
@@ -58,7 +60,7 @@ class JobRun:
         a = next(i for i, s in enumerate(steps) if s > warmup)
         b = next(i for i, s in enumerate(steps) if s >= last) - 1  # the last full window
         if b <= a:
-            raise ValueError(f"the job's timed steps fit in one of gpudash's windows: give it more steps ({last})")
+            raise RuntimeError(f"the job's timed steps fit in one of gpudash's windows: give it more steps ({last})")
         first, end = self.rows[a], self.rows[b]
         seconds = float(end["time_s"]) - float(first["time_s"])
         return (steps[b] - steps[a]) / seconds, (int(end["samples"]) - int(first["samples"])) / seconds
