@@ -1,8 +1,8 @@
 """What the two soaks share with their tests, torch-free: a process's RSS, descriptors and threads
 read from ``/proc``, and the verdicts on whether they grew.
 
-``benchmarks/soak.py`` (the dashboard through Textual's pilot over the real engine: the base
-configuration's spread, and like for like) and ``benchmarks/soak_dashboard.py`` (the dashboard in
+``python -m benchmarks run soak`` (the dashboard through Textual's pilot over the real engine: the base
+configuration's spread, and like for like) and ``python -m benchmarks run soak_dashboard`` (the dashboard in
 tmux: the first window after the warm-up against the last) import it from here;
 ``tests/test_soak_verdicts.py`` and ``tests/test_dashboard_memory_soak.py`` check the verdicts.
 It lives in tests/ because nothing in tests/ imports from benchmarks/, and it is no part of gpudash.
@@ -93,7 +93,7 @@ def tree_stats(pid: int) -> ProcStats | None:
     return total
 
 
-# -- benchmarks/soak.py: the base configuration's spread after the warm-up ------------------------------
+# -- the soak case: the base configuration's spread after the warm-up ------------------------------
 COLUMNS: tuple[tuple[str, str, str], ...] = (  # key, heading, format
     ("parent_rss", "parent RSS MiB", "{:.1f}"),
     ("workload_rss", "workload RSS MiB", "{:.1f}"),
@@ -213,7 +213,7 @@ def table(soak: Soak, warmup_min: float, base: str) -> str:
     return "\n".join(lines)
 
 
-# -- benchmarks/soak_dashboard.py: the first window after the warm-up against the last -------------------
+# -- the soak_dashboard case: the first window after the warm-up against the last -------------------
 DASHBOARD_COUNTS = frozenset({"fds", "threads"})  # the dashboard soak's whole-number columns
 
 

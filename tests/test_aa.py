@@ -174,23 +174,23 @@ def test_the_t_quantile_below_three_degrees_of_freedom_is_exact(df: float, confi
     assert _t_quantile(confidence, df) == pytest.approx(student_t.ppf(0.5 + confidence / 2, df), rel=1e-9)
 
 
-def _bench(*args: str) -> subprocess.CompletedProcess[str]:
-    cmd = [sys.executable, str(ROOT / "benchmarks" / "aa_false_claims.py"), *args]
+def _bench(command: str, *args: str) -> subprocess.CompletedProcess[str]:
+    cmd = [sys.executable, "-m", "benchmarks", command, "aa_false_claims", *args]
     return subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=240)
 
 
 def test_the_benchmark_says_how_to_run_it_and_refuses_bad_input() -> None:
-    assert "--tiny" in _bench("--help").stdout
-    bad = _bench("--runs", "-1")
-    assert bad.returncode == 2 and "--runs" in bad.stderr.splitlines()[-1]
-    nothing = _bench("--runs", "0", "--ab", "")
+    assert "tiny: runs=1" in _bench("list").stdout
+    bad = _bench("run", "-p", "runs=-1")
+    assert bad.returncode == 2 and "runs" in bad.stderr.splitlines()[-1]
+    nothing = _bench("run", "-p", "runs=0", "-p", "ab=")
     assert nothing.returncode == 2 and "nothing to run" in nothing.stderr.splitlines()[-1]
 
 
 @pytest.mark.slow
 def test_a_tiny_run_of_the_benchmark_counts_its_a_a_verdict(tmp_path: Path) -> None:
-    r = _bench("--tiny", "--out", str(tmp_path))
+    r = _bench("run", "--tiny", "-p", f"keep={tmp_path}", "--out", str(tmp_path))
     assert r.returncode == 0, r.stderr
-    md = (tmp_path / "results.md").read_text()
-    assert "of 1 A/A runs" in md and "Clopper-Pearson" in md
+    assert "of 1 A/A runs" in r.stdout and "Clopper-Pearson" in r.stdout
+    assert (tmp_path / "aa_false_claims.result.json").is_file()
     assert (tmp_path / "runs" / "aa01" / "sweep.csv").is_file()

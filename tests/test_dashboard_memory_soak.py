@@ -1,4 +1,4 @@
-"""The dashboard soak's verdicts (benchmarks/soak_dashboard.py, judged by tests/soaks.py): the
+"""The dashboard soak's verdicts (the soak_dashboard benchmark, judged by tests/soaks.py): the
 warm-up is left out, then the first window against the last; a slow climb is reported, one fd or
 thread coming and going is not."""
 

@@ -1,5 +1,5 @@
 """The diagnosis replays real profiler windows recorded on an H100 (torch 2.11, 2026-11-25, by
-``python benchmarks/diagnosis_cases.py --trace-out``, trimmed to the events the figures read):
+``python -m benchmarks run diagnosis_cases -p trace_out=DIR``, trimmed to the events the figures read):
 
 - ``h100-encdec-pipelined-b8``: encdec pipelined at batch 8, no knobs — host/launch-bound, the case
   the diagnosis once read as ``GPU-bound (compute): kernels ran 100%`` (the traced kernels' time over an

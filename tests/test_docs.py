@@ -13,6 +13,7 @@ outside the repository. Fast, and no torch (the catalogs are torch-free).
 from __future__ import annotations
 
 import ast
+import json
 import os
 import re
 import subprocess
@@ -230,14 +231,14 @@ def test_every_sweep_preset_is_named() -> None:
     )
 
 
-def test_the_benchmark_table_names_every_script() -> None:
-    rows = table(DOCS / "measurements.md", "script | what it measures | run it | takes | output")
+def test_the_benchmark_table_names_every_case() -> None:
+    rows = table(DOCS / "measurements.md", "case | what it measures | run it | takes | output")
     listed = sorted(code(r[0])[0] for r in rows)
-    scripts = sorted(
-        p.name for p in (ROOT / "benchmarks").iterdir() if p.suffix in (".py", ".sh") and p.name != "__init__.py"
-    )
-    assert listed == scripts, "docs/measurements.md's benchmark tools: every script in benchmarks/, once"
-    assert all(f"benchmarks/{code(r[0])[0]}" in r[2] for r in rows), "each tool's row says how to run it"
+    argv = [sys.executable, "-m", "benchmarks", "list", "--json"]
+    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True)
+    cases = sorted(c["name"] for c in json.loads(done.stdout))
+    assert listed == cases, "docs/measurements.md's benchmark cases: every case of `python -m benchmarks list`, once"
+    assert all(f"python -m benchmarks run {code(r[0])[0]}" in r[2] for r in rows), "each case's row says how to run it"
 
 
 def test_no_test_imports_from_benchmarks() -> None:

@@ -47,7 +47,7 @@ CONFIGS = [
     ("finetune", "pipelined"),
 ]
 # Compiling ResNet-50 or ViT-B/16 takes a minute or more a run: their compile is measured by the
-# benchmark (benchmarks/vision.py), not here; the reference families test that compile trains alike.
+# benchmark (the sweeps behind docs/BENCHMARKS.md), not here; the reference families test that compile trains alike.
 SLOW_TO_COMPILE = {"resnet50", "vit_b_16", "finetune"}
 # A few steps move a deep network's parameters by a tiny fraction of their size, so a knob that
 # computed wrong gradients would still pass a comparison of the parameters: for these the first

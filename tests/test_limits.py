@@ -138,7 +138,7 @@ def test_a_first_batch_that_would_not_fit_is_refused_and_its_loader_stopped() ->
     """Above the family's default the first configuration is measured before it is built.
 
     The room (256 MiB) must hold building the default configuration and probing it, which
-    ``benchmarks/refusal_heap_growth.py`` measures (docs/bench/cpu-limits/): at 64 px after the
+    ``python -m benchmarks run refusal_heap_growth`` measures (docs/bench/cpu-limits/): at 64 px after the
     warm-up below, about 20 MiB. At 256 px without it, about 270 MiB: the test passed only where
     earlier tests had left freed heap behind, and failed on CI's fresh machine."""
     options = WorkloadOptions(batch_size=4000, image_size=64, workers=2)

@@ -1,4 +1,4 @@
-"""The soak's verdicts (benchmarks/soak.py, judged by tests/soaks.py): growth of the base
+"""The soak's verdicts (the soak benchmark, judged by tests/soaks.py): growth of the base
 configuration is reported, and the allocator's history-dependent cache is judged like for like,
 not taken for growth."""
 

@@ -385,13 +385,16 @@ def test_tune_md_lists_the_sync_table_its_diagnosis_counted() -> None:
 
 
 def test_the_cost_benchmark_times_the_walk_on_the_host() -> None:
-    """``benchmarks/sync_sites_cost.py --walk`` runs without a GPU (a tiny run, as CI can)."""
+    """``python -m benchmarks run sync_sites_walk`` runs without a GPU (a tiny run, as CI can)."""
     import subprocess
     import sys
 
-    script = Path(__file__).resolve().parents[1] / "benchmarks" / "sync_sites_cost.py"
+    root = Path(__file__).resolve().parents[1]
     done = subprocess.run(
-        [sys.executable, str(script), "--walk", "--rounds", "2", "--depth", "3"], capture_output=True, text=True
+        [sys.executable, "-m", "benchmarks", "run", "sync_sites_walk", "-p", "rounds=2", "-p", "depth=3"],
+        capture_output=True,
+        text=True,
+        cwd=root,
     )
     assert done.returncode == 0, done.stderr
     assert "| sites |" in done.stdout and "naming the line adds" in done.stdout

@@ -1,7 +1,7 @@
 """A user's ResNet-18 training script whose Dataset decodes and augments each image on the CPU
 (torchvision's v2 transforms: a random resized crop, a flip, colour jitter), with no DataLoader
 workers and pinned memory: input-bound on a GPU until the workers are many. Written as a user
-writes one, not for gpudash; ``benchmarks/tune_job_check.py`` races ``gpudash tune`` on it.
+writes one, not for gpudash; the ``tune_job_check`` case races ``gpudash tune`` on it.
 
     python cpu_augment_job.py [--workers K] [--batch 64] [--seconds S] [--warmup-steps 20]
 

@@ -1,5 +1,5 @@
 """A user's ResNet-50 training script (torchvision), bf16 autocast and channels_last, as the job
-gpudash measures in ``benchmarks/job_overhead.py``: a DataLoader over synthetic images made on the
+gpudash measures in the ``job_overhead`` case: a DataLoader over synthetic images made on the
 GPU once (so the input is not what bounds it), its own timing of its steps on its last line."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """A user's small-model training script whose step takes a few milliseconds: an MLP over a
 DataLoader of in-memory tensors (pinned, non-blocking copies), as the second job of
-``benchmarks/job_overhead.py`` (and the step of ``benchmarks/job_hook_cost.py``); its own timing
+the ``job_overhead`` case (and the step of ``job_hook_cost``); its own timing
 of its steps on its last line."""
 
 from __future__ import annotations

@@ -90,7 +90,7 @@ class CudaStepTimer:
 
     Each event recorded and each one asked about is a CUDA call on the host, on the critical path
     of a host-bound step; the A/B of one event per step against one per group on an H100
-    (``benchmarks/engine_overhead.py --per-step-events``) is in docs/BENCHMARKS.md, "Engine
+    (``python -m benchmarks run engine_overhead -p per_step_events=true``) is in docs/BENCHMARKS.md, "Engine
     overhead". So steps faster than
     ``TIMED_GROUP_MS`` are timed in groups: an event after every ``group`` steps, each step of a
     group given the group's mean time. ``group`` is 1 after each reset and follows the measured

@@ -9,7 +9,7 @@ those processes and refuses, in one line naming the limit, a run this machine ca
 - **PIDs**: every process counts against ``RLIMIT_NPROC`` (the user's processes) and the
   cgroup's ``pids.max``; what is already in use is subtracted.
 - **Host memory**: each rank costs ``RANK_HOST_BYTES`` (importing torch and building a workload,
-  measured by ``benchmarks/rank_host_cost.py``: docs/bench/cpu-limits/rank-host-cost.md), against
+  measured by ``python -m benchmarks run rank_host_cost``: docs/bench/cpu-limits/rank-host-cost.md), against
   what the machine (or the cgroup) has available.
 
 Torch-free, Linux's ``/proc`` and ``/sys/fs/cgroup``; where a figure cannot be read (another
@@ -28,7 +28,7 @@ from gpudash.core import proctree
 from workloads.limits import gib, meminfo
 
 # PSS of a data-parallel rank at its peak (torch imported, workload built, training): the largest of
-# the four families on the CPU was 610 MiB (benchmarks/rank_host_cost.py, 2026-11-23), rounded up.
+# the four families on the CPU was 610 MiB (the rank_host_cost benchmark, 2026-11-23), rounded up.
 # The launcher (the workload process) imports torch too (up to 484 MiB there) and counts as one more.
 RANK_HOST_BYTES = 640 * 2**20
 MEMORY_SHARE = 0.8  # ranks may take this share of the memory available (the rest: page cache, the parent)

@@ -1,6 +1,6 @@
 """A user's CUDA training loop that makes the host wait twice a step, on known lines (each marked
 ``# SYNC:``): the GPU test of ``gpudash -- CMD`` finds them by file and line. ``--no-syncs``: its
-twin without them (what removing them is worth: ``benchmarks/remedy_check.py``); ``--timed``: its
+twin without them (what removing them is worth: ``python -m benchmarks run remedy_check``); ``--timed``: its
 last line gives its own steps/s after a warm-up."""
 
 from __future__ import annotations

@@ -1,0 +1,3 @@
+"""gpudash's benchmarks: one harness (``benchmarks.harness``), the cases it runs (``benchmarks.cases``),
+the jobs some of them measure (``benchmarks.jobs``) and the page built from their results
+(``benchmarks.page``). ``python -m benchmarks list`` names every case."""

@@ -1,0 +1,88 @@
+"""A ``gpudash sweep`` run as a result, and published: the sweep's own figures (its summary rows,
+its sidecar, its report as the result's document) kept as JSON, and with ``publish`` its
+``sweep.csv``, ``sweep.json`` and ``sweep.md`` copied as written into ``docs/bench/NAME/`` and its
+plot drawn again from the CSV into ``docs/img/NAME.png``/``.svg`` (``families``: only those).
+
+``args`` runs the sweep (``gpudash sweep ARGS``); ``from_dir`` takes in one already run. The
+published sweeps behind docs/BENCHMARKS.md are results of this case
+(``docs/bench/NAME/sweep.result.json``: ``python -m benchmarks run sweep -p from_dir=… -p
+publish=docs/bench/NAME --out docs/bench/NAME --name sweep``)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from benchmarks.cases.shared.gpudash_outputs import take_in
+from benchmarks.harness.case import Arm, ArmKind, BadParameter, Case
+from benchmarks.harness.context import Run
+from benchmarks.harness.params import param
+from benchmarks.harness.schedule import Schedule
+from benchmarks.harness.stamp import ROOT
+
+DOCS = ROOT / "docs"
+
+
+@dataclass(frozen=True)
+class Params:
+    args: tuple[str, ...] = param((), "gpudash sweep's arguments, comma-separated (--preset,all,--device,cuda)")
+    from_dir: str | None = param(None, "a sweep already run: its folder (instead of args)")
+    publish: str | None = param(None, "copy its files into this folder (docs/bench/NAME) and draw its plot")
+    families: tuple[str, ...] = param((), "the plot's families (none: all)")
+
+
+def run_sweep(args: tuple[str, ...], out: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "gpudash", "sweep", *args, "--out", str(out)], cwd=ROOT)
+    if done.returncode != 0:
+        raise RuntimeError(f"gpudash sweep {' '.join(args)} ended {done.returncode}")
+
+
+def publish(folder: Path, dest: Path, families: tuple[str, ...]) -> list[Path]:
+    """The sweep's files copied into ``dest`` as written; its plot drawn again as ``docs/img/NAME``."""
+    from gpudash.sweep.readback import redraw
+
+    dest.mkdir(parents=True, exist_ok=True)
+    if folder.resolve() != dest.resolve():
+        for file in ("sweep.csv", "sweep.json", "sweep.md"):
+            shutil.copyfile(folder / file, dest / file)
+    img = DOCS / "img"
+    img.mkdir(exist_ok=True)
+    out = []
+    for path in redraw(dest, dest, families or None):
+        target = img / f"{dest.name}{path.suffix}"
+        path.replace(target)
+        out.append(target)
+    return out
+
+
+def measure(run: Run, p: Params) -> None:
+    if (p.from_dir is None) == (not p.args):
+        raise BadParameter("give the sweep's arguments (-p args=…) or a sweep already run (-p from_dir=…)")
+    with tempfile.TemporaryDirectory(prefix="gpudash-sweep-") as tmp:
+        folder = Path(p.from_dir) if p.from_dir else Path(tmp)
+        if not p.from_dir:
+            run_sweep(p.args, folder)
+        take_in(run, folder, "sweep", ("summary",))
+        if p.publish:
+            for path in publish(folder, Path(p.publish), p.families):
+                run.progress(f"drew {path}")
+
+
+CASES = (
+    Case(
+        name="sweep",
+        title="a gpudash sweep as a result, published with its plot",
+        claim="Every gpudash figure of the articles' tables and the knobs' sections is a published sweep's.",
+        anchor="docs/BENCHMARKS.md#benchmarks-the-articles-tables-reproduced-with-intervals",
+        measures="each configuration's steps/s with its interval, and each against the first at its batch",
+        run=measure,
+        params=Params,
+        arms=(Arm("gpudash sweep", ArmKind.GPUDASH),),
+        schedule=Schedule.PAIRS,
+        tags=frozenset({"gpu"}),
+    ),
+)

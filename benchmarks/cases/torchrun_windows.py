@@ -1,0 +1,142 @@
+"""A torchrun job under ``gpudash record --trace-every S``: does every run end 0, what do the
+profiler windows cost the job, and do gpudash's figures (its windows' steps left out) match the
+job's own bare figure? Also: nothing of gpudash's in the job's output (sync warnings, profiler lines).
+
+The job runs bare ``bare`` times, under gpudash with windows ``runs`` times and, with ``plain``,
+under gpudash without windows that many times, interleaved (a bare run, a plain one, then a traced
+one, while bare and plain runs last). Per run: its exit status, the job's own steps/s (its ranks'
+mean, from its ``JOB rank=R … steps_per_s=X`` lines), gpudash's figure, the windows gpudash said it
+took and their cost, and the lines on the job's stderr that are not the job's. Then traced over
+bare (the windows' cost on the job's own figure), gpudash's figure over the bare job's, and with
+``plain`` plain over bare (gpudash's hooks without windows) and traced over plain."""
+
+from __future__ import annotations
+
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from benchmarks.harness.case import Arm, ArmKind, Case, Unavailable
+from benchmarks.harness.context import Run
+from benchmarks.harness.params import param
+from benchmarks.harness.stats import of_means
+
+NOT_THE_JOBS = re.compile(r"synchronizing CUDA operation|profiler_st|USDT:|Profiler clears|gpuGetDeviceCount|CUPTI")
+
+
+@dataclass(frozen=True)
+class Params:
+    job: tuple[str, ...] = param((), "the job's script and its arguments, comma-separated (ddp_resnet.py,--steps,400)")
+    nproc: int = param(2, "ranks (torchrun's --nproc-per-node)")
+    runs: int = param(10, "runs under gpudash with windows")
+    bare: int = param(4, "bare runs")
+    plain: int = param(0, "runs under gpudash without windows")
+    trace_every: float = param(5.0, "gpudash's --trace-every, seconds")
+    out: str | None = param(None, "keep the logs and recordings here (default: a temporary folder)")
+
+
+@dataclass
+class JobRun:
+    kind: str
+    code: int
+    job_rate: float | None
+    gpudash_rate: str
+    windows: int
+    cost: str
+    foreign: int
+
+
+def job_rate(text: str) -> float | None:
+    rates = [float(m) for m in re.findall(r"JOB rank=\d+ steps=\d+ steps_per_s=([\d.]+)", text)]
+    return statistics.fmean(rates) if rates else None
+
+
+def one(kind: str, command: list[str], out: Path) -> JobRun:
+    done = subprocess.run(command, capture_output=True, text=True, timeout=900)
+    with (out / f"{kind}.log").open("a") as log:
+        log.write(f"$ {' '.join(command)}\n{done.stdout}\n{done.stderr}\n")
+    figure = re.search(r"steps/s ([\d.,]+ ± [\d.,]+)", done.stderr)
+    costs = re.findall(r"the window cost the job ([\d.,]+) s", done.stderr)
+    foreign = sum(1 for line in done.stderr.splitlines() if NOT_THE_JOBS.search(line))
+    cost = f"{sum(float(c.replace(',', '')) for c in costs):.2f} s" if costs else ""
+    rate = job_rate(done.stdout + done.stderr)
+    return JobRun(kind, done.returncode, rate, figure.group(1) if figure else "", len(costs), cost, foreign)
+
+
+def all_runs(p: Params, out: Path) -> list[JobRun]:
+    """The runs, interleaved: in each of ``runs`` rounds a bare and a plain one while they last, then a traced one."""
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(p.nproc), *p.job]
+    record = [sys.executable, "-m", "gpudash", "record"]
+    left = {"bare": p.bare, "plain": p.plain}
+    runs: list[JobRun] = []
+    for i in range(p.runs):
+        for kind in ("bare", "plain"):
+            every = max(1, p.runs // max(1, getattr(p, kind)))
+            if left[kind] and i % every == 0:
+                command = [*record, str(out / f"plain{i}.csv"), "--force", "--", *torchrun]
+                runs.append(one(kind, torchrun if kind == "bare" else command, out))
+                left[kind] -= 1
+        traced = [*record, str(out / f"run{i}.csv"), "--force", "--trace-every", str(p.trace_every)]
+        runs.append(one("traced", [*traced, "--", *torchrun], out))
+    for kind, count in left.items():
+        for j in range(count):
+            command = [*record, str(out / f"plain-last{j}.csv"), "--force", "--", *torchrun]
+            runs.append(one(kind, torchrun if kind == "bare" else command, out))
+    return runs
+
+
+def measure(run: Run, p: Params) -> None:
+    if not p.job:
+        raise Unavailable("-p job=SCRIPT,ARG,…: the torchrun job to run")
+    out = Path(p.out or tempfile.mkdtemp(prefix="torchrun-windows-"))
+    out.mkdir(parents=True, exist_ok=True)
+    runs = all_runs(p, out)
+    run.comment(f"torchrun jobs under gpudash record --trace-every {p.trace_every:g}, {p.nproc} ranks")
+    run.line(f"job: {' '.join(p.job)}")
+    run.line()
+    table = run.table(
+        ["run", "exit", "job's own steps/s", "gpudash's steps/s", "windows", "their cost", "lines not the job's"]
+    )
+    for r in runs:
+        rate = f"{r.job_rate:.2f}" if r.job_rate is not None else "–"
+        run.row(table, r.kind, r.code, rate, r.gpudash_rate or "–", r.windows, r.cost or "–", r.foreign)
+    rates = {k: [r.job_rate for r in runs if r.kind == k and r.job_rate] for k in ("bare", "plain", "traced")}
+    ours = [
+        float(r.gpudash_rate.split(" ±")[0].replace(",", "")) for r in runs if r.gpudash_rate and r.kind == "traced"
+    ]
+    for kind, values in rates.items():
+        run.values(kind, [v for v in values if v is not None], "steps/s")
+    run.line()
+    traced = [r for r in runs if r.kind == "traced"]
+    run.line(f"traced runs that ended 0: {sum(1 for r in traced if r.code == 0)} of {len(traced)}")
+    said = (
+        ("the job's own steps/s, traced over bare", rates["bare"], rates["traced"]),
+        ("the job's own steps/s, under gpudash without windows over bare", rates["bare"], rates["plain"]),
+        ("the job's own steps/s, traced over under gpudash without windows", rates["plain"], rates["traced"]),
+        ("gpudash's figure (windows left out) over the bare job's own", rates["bare"], ours),
+    )
+    for label, base, new in said:
+        if len(base) >= 2 and len(new) >= 2:
+            f = of_means(label, [b for b in base if b is not None], [n for n in new if n is not None])
+            f.text += f" ({len(new)} runs against {len(base)})"
+            run.say(label, f)
+    run.line(f"logs: {out}")
+
+
+CASES = (
+    Case(
+        name="torchrun_windows",
+        title="a torchrun job under gpudash record --trace-every: exits, the windows' cost, the figures",
+        claim="A torchrun job under gpudash record --trace-every ends 0 each run; gpudash's figure matches the job's.",
+        anchor="docs/your-job.md#the-job-stays-yours",
+        measures="each run's exit, the job's own steps/s and gpudash's; traced over bare, gpudash's over the job's",
+        run=measure,
+        params=Params,
+        arms=(Arm("bare", ArmKind.COMMAND), Arm("plain", ArmKind.GPUDASH), Arm("traced", ArmKind.GPUDASH)),
+        tags=frozenset({"multigpu"}),
+    ),
+)

@@ -1,0 +1,91 @@
+"""A ``gpudash tune`` run as a result: its candidates and windows (``tune.csv``), its sidecar
+(``tune.json``), its report as the result's document (``tune.md``), and from the report the parts
+the page sets against a sweep: where the time went (each part's seconds and share), the loss
+check's own timing and the candidates it did not try. ``args`` runs tune; ``from_dir`` takes in one
+already run; ``publish`` copies its files as written into ``docs/bench/…``."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from benchmarks.cases.shared.gpudash_outputs import take_in
+from benchmarks.harness.case import Arm, ArmKind, BadParameter, Case
+from benchmarks.harness.context import Run
+from benchmarks.harness.params import param
+from benchmarks.harness.render import blocks_text
+from benchmarks.harness.result import Block
+from benchmarks.harness.schedule import Schedule
+from benchmarks.harness.stamp import ROOT
+
+PART = re.compile(r"^- ([a-z ,()]+): ([0-9.]+) s \(([0-9]+%)\)$")  # "- measuring: 37.9 s (25%)"
+LOSS_TIMING = re.compile(r"\((the plain copy built and trained in [^)]*)\)")
+
+
+@dataclass(frozen=True)
+class Params:
+    args: tuple[str, ...] = param((), "gpudash tune's arguments, comma-separated (-w,resnet50,-b,256,--device,cuda)")
+    from_dir: str | None = param(None, "a tune run already done: its folder (instead of args)")
+    publish: str | None = param(None, "copy its files into this folder (docs/bench/…)")
+
+
+def section(blocks: list[Block], heading: str) -> list[str]:
+    """The lines of one of the report's sections (``## heading``)."""
+    found = False
+    lines: list[str] = []
+    for b in blocks:
+        if b.kind == "heading" and b.level == 2:
+            found = b.lines[0] == heading
+        elif found and b.kind == "lines":
+            lines += b.lines
+    return lines
+
+
+def report_parts(blocks: list[Block]) -> dict[str, Any]:
+    """What the page reads of the report: where the time went, the loss check's timing, what was not tried."""
+    parts = [m.groups() for line in section(blocks, "Where the time went") if (m := PART.match(line))]
+    loss = LOSS_TIMING.search(blocks_text(blocks))
+    return {
+        "time_parts": [[name, float(seconds), share] for name, seconds, share in parts],
+        "loss_check_timing": loss.group(1) if loss else None,
+        "not_tried": [line for line in section(blocks, "Not tried") if line.startswith("- ")],
+    }
+
+
+def measure(run: Run, p: Params) -> None:
+    if (p.from_dir is None) == (not p.args):
+        raise BadParameter("give tune's arguments (-p args=…) or a run already done (-p from_dir=…)")
+    with tempfile.TemporaryDirectory(prefix="gpudash-tune-") as tmp:
+        folder = Path(p.from_dir) if p.from_dir else Path(tmp)
+        if not p.from_dir:
+            done = subprocess.run([sys.executable, "-m", "gpudash", "tune", *p.args, "--out", str(folder)], cwd=ROOT)
+            if done.returncode != 0:
+                raise RuntimeError(f"gpudash tune {' '.join(p.args)} ended {done.returncode}")
+        take_in(run, folder, "tune", ("candidate", "window"))
+        run.data.update(report_parts(run.blocks))
+        if p.publish and Path(p.publish).resolve() != folder.resolve():
+            Path(p.publish).mkdir(parents=True, exist_ok=True)
+            for file in ("tune.csv", "tune.json", "tune.md"):
+                shutil.copyfile(folder / file, Path(p.publish) / file)
+
+
+CASES = (
+    Case(
+        name="tune",
+        title="a gpudash tune run as a result: its candidates, its windows and where its time went",
+        claim="gpudash tune finds the sweep's best within 3% in at most 40% of its time (see tune_vs_sweep).",
+        anchor="docs/BENCHMARKS.md#gpudash-tune-against-the-exhaustive-sweep",
+        measures="each candidate's samples/s with its interval, each window's, and the seconds of each part of the run",
+        run=measure,
+        params=Params,
+        arms=(Arm("gpudash tune", ArmKind.GPUDASH),),
+        schedule=Schedule.ONCE,
+        tags=frozenset({"gpu"}),
+    ),
+)
