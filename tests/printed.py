@@ -33,7 +33,7 @@ from dataclasses import dataclass
 MINUS = "\u2212"  # the typographic minus intervals print ("−2")
 NOISY_MARK = "⚠ noisy"  # after a verdict measured while the machine was noisy
 VERDICTS = ("faster", "slower", "within noise", "no change detected", "too short")
-_NUMBER = r"[+\-−]?[\d,]*\d(?:\.\d+)?k?"
+NUMBER = r"[+\-−]?[\d,]*\d(?:\.\d+)?k?"  # a number as gpudash prints it (a regular expression)
 
 
 def number(text: str) -> float:
@@ -70,7 +70,8 @@ class Figure:
         return abs(value - self.mean) <= (self.half_width if self.half_width is not None else 0.0)
 
 
-_FIGURE = re.compile(rf"(?P<mean>{_NUMBER}|–)(?: ± (?P<half>{_NUMBER})| \(no CI\))?")
+FIGURE = rf"(?:{NUMBER}|–)(?: ± {NUMBER}| \(no CI\))?"  # a figure as gpudash prints it (a regular expression)
+_FIGURE = re.compile(rf"(?P<mean>{NUMBER}|–)(?: ± (?P<half>{NUMBER})| \(no CI\))?")
 
 
 def figure(text: str) -> Figure | None:
@@ -101,7 +102,7 @@ class Summary:
 
 
 _SUMMARY = re.compile(
-    rf"^(?:gpudash: )?(?P<label>.+?): (?P<metric>\S+) (?P<figure>(?:{_NUMBER}|–)(?: ± {_NUMBER})?) \((?P<clauses>.+)\)$"
+    rf"^(?:gpudash: )?(?P<label>.+?): (?P<metric>\S+) (?P<figure>(?:{NUMBER}|–)(?: ± {NUMBER})?) \((?P<clauses>.+)\)$"
 )
 _CLAUSES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("ci_samples", re.compile(r"95% CI, (\d+) samples after warm-up")),
@@ -172,9 +173,9 @@ class Progress:
     noisy: str  # "host load: other processes kept 1.9 of 2 CPUs busy"; "" when quiet
 
 
-_NOW = re.compile(rf"(?:(?P<now>{_NUMBER}) steps/s now|no sample yet)")
+_NOW = re.compile(rf"(?:(?P<now>{NUMBER}) steps/s now|no sample yet)")
 _MEAN = re.compile(
-    rf"(?:(?P<label>.+?) )?(?:warming up|(?P<figure>{_NUMBER}(?: ± {_NUMBER}| \(no CI\))?) steps/s "
+    rf"(?:(?P<label>.+?) )?(?:warming up|(?P<figure>{NUMBER}(?: ± {NUMBER}| \(no CI\))?) steps/s "
     r"\((?:95% CI, (?P<samples>\d+) samples|too short: (?P<short>[^)]*(?:\([^)]*\))?[^)]*))\))"
 )
 _ELAPSED = re.compile(r"(?P<elapsed>[\d:]+) elapsed(?: of (?P<duration>[\d:]+))?")
@@ -233,7 +234,9 @@ class Compared:
         return self.low is not None and self.high is not None
 
 
-_RATIO = re.compile(rf"(?:(?P<metric>\S+/s) )?(?P<ratio>{_NUMBER})×(?: \[(?P<low>{_NUMBER})–(?P<high>{_NUMBER})\]| \(no CI\))?")
+_RATIO = re.compile(
+    rf"(?:(?P<metric>\S+/s) )?(?P<ratio>{NUMBER})×(?: \[(?P<low>{NUMBER})–(?P<high>{NUMBER})\]| \(no CI\))?"
+)
 
 
 def without_noisy_mark(text: str) -> tuple[str, bool]:
@@ -281,7 +284,7 @@ class Change:
     high: float | None
 
 
-_CHANGE = re.compile(rf"(?P<pct>{_NUMBER})% \((?:(?P<low>{_NUMBER}) … (?P<high>{_NUMBER})%|no CI)\)")
+_CHANGE = re.compile(rf"(?P<pct>{NUMBER})% \((?:(?P<low>{NUMBER}) … (?P<high>{NUMBER})%|no CI)\)")
 
 
 def change(text: str) -> Change | None:
@@ -305,7 +308,7 @@ class Versus:
 
 
 _PAIR = re.compile(
-    rf"^(?:gpudash: )?(?P<name>.+?) \((?P<run>[^()]+)\): (?P<ratio>{_NUMBER}×(?: \[[^\]]*\]| \(no CI\))?) "
+    rf"^(?:gpudash: )?(?P<name>.+?) \((?P<run>[^()]+)\): (?P<ratio>{NUMBER}×(?: \[[^\]]*\]| \(no CI\))?) "
     r"(?P<base>.+?) \((?P<base_run>[^()]+)\), (?P<verdict>.+)$"
 )
 
@@ -344,6 +347,35 @@ def event_line(line: str) -> EventLine | None:
 def event_lines(text: str, kind: str | None = None) -> list[EventLine]:
     """Every event line in ``text`` (of ``kind``, when given), in order."""
     return [e for line in text.splitlines() if (e := event_line(line)) is not None and kind in (None, e.kind)]
+
+
+@dataclass(frozen=True)
+class Goodput:
+    """``goodput 62.1% of 58.3 s: training 36.2 s · evaluation 9.8 s · …`` (a job's phases,
+    ``job.phases.phases_line``): the share of wall time spent training and each phase's seconds."""
+
+    pct: float | None  # None: "goodput –"
+    wall_s: float
+    phases: dict[str, float]
+
+
+_GOODPUT = re.compile(rf"goodput (?:(?P<pct>{NUMBER})%|–) of (?P<wall>{NUMBER}) s: (?P<parts>.+)$")
+_PHASE = re.compile(rf"(?P<phase>.+) (?P<s>{NUMBER}) s")
+
+
+def goodput(text: str) -> Goodput | None:
+    """The goodput account in ``text`` (an event's text, a line of stderr); None: none."""
+    m = _GOODPUT.search(text.strip())
+    if m is None:
+        return None
+    parts = [_PHASE.fullmatch(part) for part in m["parts"].split(" · ")]
+    phases = {p["phase"]: number(p["s"]) for p in parts if p is not None}
+    return Goodput(None if m["pct"] is None else number(m["pct"]), number(m["wall"]), phases)
+
+
+def goodputs(text: str) -> list[Goodput]:
+    """Every goodput account in ``text``, one a line."""
+    return [g for line in text.splitlines() if (g := goodput(line)) is not None]
 
 
 @dataclass(frozen=True)
@@ -392,7 +424,7 @@ class SweepLine:
     rest: str = ""  # anything else said after the figure ("(baseline)"…)
 
 
-_SWEEP = re.compile(rf"^(?:gpudash: )?(?P<name>.+?): (?P<figure>(?:{_NUMBER}|–)(?: ± {_NUMBER}| \(no CI\))?) (?P<unit>\S+/s)(?P<rest>.*)$")
+_SWEEP = re.compile(rf"^(?:gpudash: )?(?P<name>.+?): (?P<figure>{FIGURE}) (?P<unit>\S+/s)(?P<rest>.*)$")
 _OF_BASE = re.compile(r"^, (?P<ratio>.+?) of (?P<base>.+?): (?P<verdict>.+?)(?= \(⚠ |$)")
 _TIMED = re.compile(r"^ \((?P<s>[\d.]+) s(?:, (?P<n>\d+) samples)?\)")
 
@@ -461,3 +493,13 @@ def no_straggler(text: str) -> bool:
     """A verdict says no rank is the straggler ("no straggler (ranks' own work within 3%)", or
     "no straggler named: …, in the noise")."""
     return _NONE_NAMED.search(text) is not None
+
+
+# -- a sweep's or tune's account of its time ------------------------------------------------------------
+_SPENT = re.compile(rf"^- (?P<label>.+?): (?P<s>{NUMBER}) s \((?P<pct>\d+)%\)$")
+
+
+def time_account(md: str) -> dict[str, float]:
+    """The seconds each part took, as "## Where the time went" lists them (``- measuring: 12.3 s (45%)``)."""
+    section = md.split("## Where the time went", 1)[1].split("\n## ", 1)[0]
+    return {m["label"]: number(m["s"]) for line in section.splitlines() if (m := _SPENT.match(line)) is not None}

@@ -34,6 +34,7 @@ from gpudash.core.protocol import (
 )
 from gpudash.job.phases import JobPhases
 from gpudash.job.stalls import Stall, report, stall_after_s
+from tests import printed
 from tests.helpers import boot_module, once_per_session
 from tests.test_job import JOBS, TIMEOUT_S, gpudash, job_line
 
@@ -167,6 +168,11 @@ def _summary(path: Path) -> tuple[float, float | None, float | None]:
     return float(row["steps_per_s"]), low, high
 
 
+def _resumed(stderr: str) -> bool:
+    """``record`` said that the job's steps resumed after a stall (a "phase" event's line)."""
+    return any(e.text.startswith("steps resumed after a ") for e in printed.event_lines(stderr, "phase"))
+
+
 def _record(tmp_path: Path, name: str, *job: str, options: tuple[str, ...] = ()) -> tuple[Path, Any, dict[str, Any]]:
     out = tmp_path / f"{name}.csv"
     done = gpudash("record", str(out), *options, "--", sys.executable, *job)
@@ -241,7 +247,7 @@ def test_evaluation_checkpoints_a_slow_start_and_exit_are_phases_and_the_rate_is
     assert meta["goodput_pct"] == pytest.approx(own_goodput, abs=5.0)
     ended = {(r["event_what"], bool(r["event_after"])) for r in _rows(out, "event") if r["event_kind"] == "phase"}
     assert {(EVALUATION, True), (CHECKPOINT, True), (STARTUP, True), (TEARDOWN, True)} <= ended
-    assert "measured: goodput" in done.stderr
+    assert [g for e in printed.event_lines(done.stderr, "measured") if (g := printed.goodput(e.text))], done.stderr
 
 
 @pytest.mark.slow
@@ -257,7 +263,8 @@ def test_report_and_replay_read_a_jobs_phases_and_goodput(
     report_dir = tmp_path / "report"
     done = gpudash("report", str(out), "--out", str(report_dir), "--json")
     assert done.returncode == 0, done.stderr
-    assert f"goodput {meta['goodput_pct']:.1f}% of" in done.stderr
+    said = printed.goodputs(done.stderr)
+    assert said and f"{said[0].pct:.1f}" == f"{meta['goodput_pct']:.1f}", done.stderr
     (run,) = json.loads(done.stdout)["runs"]
     assert run["goodput_pct"] == meta["goodput_pct"] and run["phases"][EVALUATION] > 0
     assert "### Wall time by phase" in (report_dir / "report.md").read_text()
@@ -295,7 +302,8 @@ def test_a_job_hung_on_a_lock_is_stalled_with_its_line_and_the_ask_leaves_it_as_
     told = [r for r in events if r["event_kind"] == EventKind.STALLED.value][0]  # (its exit, if slow, may be a 2nd)
     assert "rank 0" in told["event_message"] and "phases_loop.py:" in told["event_message"]
     assert "lock.acquire(timeout=args.hang_s)" in told["event_message"]
-    assert "stalled: no step for" in done.stderr and "steps resumed after a" in done.stderr
+    assert any(e.text.startswith("no step for") for e in printed.event_lines(done.stderr, "stalled")), done.stderr
+    assert _resumed(done.stderr), done.stderr
     stalled_s = float(told["event_message"].split("no step for ")[1].split(" s")[0])  # when told
     ended = [float(r["event_after"]) for r in events if r["event_what"] == STALLED_PHASE and r["event_after"]]
     assert meta["stalls"] and ended[0] >= max(3.0, stalled_s - 0.5)  # it lasted past its telling
@@ -370,4 +378,4 @@ def test_with_torchrun_the_rank_that_stalled_is_named_first_and_the_others_wait_
     (first, *rest) = meta["stalls"][0]["where"]
     assert first.startswith("rank 1 ") and "ddp_loop.py:" in first and "time.sleep(hang_s)" in first
     assert any(line.startswith("rank 0 ") and "loss.backward()" in line for line in rest)  # in the all-reduce
-    assert "steps resumed after a" in done.stderr
+    assert _resumed(done.stderr), done.stderr

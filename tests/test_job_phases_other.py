@@ -33,6 +33,7 @@ from gpudash.recording.replay import ReplaySource, read_all
 from gpudash.report.load import _PhaseRows
 from gpudash.tui.phase_strip import legend, strip_row
 from gpudash.tui.phases import PhaseTimeline, Span
+from tests import printed
 from tests.helpers import once_per_session
 from tests.test_job import JOBS, job_line
 from tests.test_job_phases import _ended, _phases_module, _record, _rows, _summary
@@ -305,8 +306,8 @@ def test_the_checkpoint_holds_the_work_after_its_save_and_other_the_idling(recor
     assert len(others) == IDLES and sum(others) == pytest.approx(float(own["idle_s"]), rel=0.15)
     assert meta["phases"][OTHER] >= 0.9 * float(own["idle_s"])
     assert done.stderr.count("s between steps, no training seen in it") == IDLES  # record's phase lines
-    goodput_line = next(line for line in done.stderr.splitlines() if "measured: goodput" in line)
-    assert " · checkpoint " in goodput_line and " · other " in goodput_line
+    said = [g for e in printed.event_lines(done.stderr, "measured") if (g := printed.goodput(e.text))]
+    assert said and {CHECKPOINT, OTHER} <= set(said[0].phases), said
 
 
 @pytest.mark.slow

@@ -8,6 +8,7 @@ import dataclasses
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
+
 import pytest
 
 from gpudash.core.protocol import Sample
@@ -177,14 +178,22 @@ def test_report_s_line_per_pair_of_runs_reads_by_its_parts(tmp_path: Path, noisy
     pair = Pair(run_of("b.csv"), config, run_of("a.csv"), base, comparison(1.09))
     got = printed.versus("gpudash: " + pair.sentence())
     assert got is not None, pair.sentence()
-    assert (got.name, got.run, got.base, got.base_run) == ("encdec/pipelined bs8", "b.csv", "encdec/serial bs8", "a.csv")
+    assert (got.name, got.run, got.base, got.base_run) == (
+        "encdec/pipelined bs8",
+        "b.csv",
+        "encdec/serial bs8",
+        "a.csv",
+    )
     assert got.compared.verdict == "faster" and got.compared.has_interval and got.compared.noisy == noisy
 
 
 # -- a sweep's and tune's lines ----------------------------------------------------------------------------
 @pytest.mark.parametrize("noise", ["", "noisy: 40% of samples (host load, starved)"])
 def test_a_sweeps_configuration_line_reads_with_its_comparison_and_noise(noise: str) -> None:
-    base, fixed = Configuration("sync_loss", "sync-heavy", "sync-heavy", 4, 0), Configuration("sync_loss", "fixed", "fixed", 4, 1)
+    base, fixed = (
+        Configuration("sync_loss", "sync-heavy", "sync-heavy", 4, 0),
+        Configuration("sync_loss", "fixed", "fixed", 4, 1),
+    )
     results = [_result(base, 1, 50.0, 0.0), _result(fixed, 1, 75.0, 10.0)]
     first, second = (dataclasses.replace(s, noise=noise) for s in summarize((base, fixed), results))
     line = printed.sweep_line("gpudash: " + summary_line(second))
@@ -273,3 +282,15 @@ def test_the_straggler_verdicts_read_by_the_rank_they_name() -> None:
     assert not printed.no_straggler(named)
     for even in (verdict(10.0, 10.1, 10.0), verdict(10.0, 10.2, 10.5, 10.0)):
         assert printed.no_straggler(even) and printed.stragglers(even) == [], even
+
+
+def test_a_goodput_account_reads_by_its_phases() -> None:
+    from gpudash.job.phases import phases_line
+
+    line = phases_line({"training": 36.2, "evaluation": 9.8, "checkpoint": 0.01, "startup": 6.0}, 58.3, 62.1)
+    assert printed.goodput(f"gpudash: [  58.3s] measured: {line}") == printed.Goodput(
+        62.1, 58.3, {"training": 36.2, "evaluation": 9.8, "startup": 6.0}
+    )
+    assert printed.goodputs(phases_line({"training": 0.0}, 1.0, None)) == [
+        printed.Goodput(None, 1.0, {"training": 0.0})
+    ]

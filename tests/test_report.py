@@ -104,7 +104,10 @@ def test_two_sweeps_compare_configuration_by_configuration(tmp_path: Path) -> No
     between = {r[0]: r for r in table_rows(md, "## Between runs")}
     fixed, ratio = between["sync_loss/fixed bs4"], compared(between["sync_loss/fixed bs4"][-2])
     assert fixed[2] == "the same" and ratio is not None and ratio.ratio == 1.2 and ratio.has_interval
-    assert verdict(fixed[-1])[0] == "faster" and verdict(between["sync_loss/sync-heavy bs4"][-1])[0] == "no change detected"
+    assert (
+        verdict(fixed[-1])[0] == "faster"
+        and verdict(between["sync_loss/sync-heavy bs4"][-1])[0] == "no change detected"
+    )
     assert (tmp_path / "out" / "report.svg").stat().st_size > 0
 
 
