@@ -16,6 +16,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -90,18 +91,25 @@ def test_one_batch_of_a_second_loader_a_step_and_a_new_epochs_iterator_are_train
     assert _ended(said) == {}
 
 
-def test_a_model_in_eval_mode_is_an_evaluation_only_when_training_resumes_before_the_step(phases: Any) -> None:
-    keeper, said = phases
-    keeper.at_step(time.monotonic(), 0)
+def test_a_model_in_eval_mode_is_an_evaluation_only_when_training_resumes_before_the_step(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    module, clock = _phases_module(), [1000.0]  # the keeper's clock, moved by the test: no sleep a load stretches
+    monkeypatch.setattr(module, "time", SimpleNamespace(monotonic=lambda: clock[0]))
+    said: list[dict[str, Any]] = []
+    keeper = module.Phases(said.append, lambda: 0)
+    keeper.thread = threading.get_ident()
+    keeper.at_step(clock[0], 0)
     keeper.mode(False)  # model.eval(); an evaluation without a DataLoader
-    time.sleep(0.1)
+    clock[0] += 0.1
     keeper.mode(True)  # model.train()
-    train = keeper.at_step(time.monotonic(), 0)
+    clock[0] += 0.001
+    train = keeper.at_step(clock[0], 0)
     assert train is not None and train < 0.05 and _ended(said)[EVALUATION] >= 0.09
     said.clear()
     keeper.mode(False)  # a teacher put in eval mode inside the step: the step is training
-    time.sleep(0.1)
-    train = keeper.at_step(time.monotonic(), 0)
+    clock[0] += 0.1
+    train = keeper.at_step(clock[0], 0)
     assert train is not None and train >= 0.09 and _ended(said) == {}
 
 
