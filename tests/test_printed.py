@@ -219,7 +219,7 @@ def test_a_recordings_last_line_reads_with_its_counts(capsys: pytest.CaptureFixt
     seg = tracked(WOBBLE, noise=HOST_LOAD)
     recorder = SimpleNamespace(summaries=[seg.summary()], samples=41, rows=45, path=str(tmp_path / "r.csv"))
     session = SimpleNamespace(log_path=str(tmp_path / "r.log"))
-    run = HeadlessRecording(None, session, lambda: None, path=tmp_path / "r.csv")  # type: ignore[arg-type]
+    run = HeadlessRecording(None, session, lambda: recorder, path=tmp_path / "r.csv")  # type: ignore[arg-type,return-value]
     run.recorder = recorder  # type: ignore[assignment]
     run.report()
     err = capsys.readouterr().err
