@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import shutil
 import signal
 import subprocess
@@ -372,7 +373,9 @@ def test_diagnose_says_when_evaluation_takes_over_a_quarter_of_the_wall_time() -
     assert done.returncode == 0, done.stderr[-2000:]
     verdict = done.stdout.strip().splitlines()[-1]
     assert "evaluation takes" in verdict and "of the wall time — evaluate less often, or on fewer batches" in verdict
-    step_ms = float(verdict.split(" ms a step")[0].rsplit(" ", 1)[-1])
+    shown = re.search(rf"({printed.NUMBER}) ms a step", verdict)  # (a figure as gpudash prints it: "1,020")
+    assert shown is not None, verdict
+    step_ms = printed.number(shown[1])
     own = job_line(done.stdout + done.stderr)  # the job's own figures, however loaded the machine
     own_ms, eval_ms = 1e3 / float(own["steps_per_s"]), 1e3 * float(own["eval_s"]) / int(own["steps"])
     assert 50.0 <= step_ms < own_ms + eval_ms / 2  # the step's own time, evaluation left out (with it: + eval_ms)
