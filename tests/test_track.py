@@ -126,7 +126,8 @@ def test_the_report_reads_the_stretches_between_marks(tmp_path):
 @pytest.mark.slow
 def test_a_slower_stretch_after_a_mark_gets_an_interval_and_a_verdict(tmp_path):
     path = tmp_path / "run.csv"
-    two_stretches(path, "bigger model", 1.8, (2.0, 6.0))  # 1 s to settle, then 8 samples of 0.05 s and more
+    # 1 s to settle, then samples of 0.05 s; steps 6× apart: a load that lengthens each sleep leaves it slower
+    two_stretches(path, "bigger model", 1.8, (2.0, 12.0))
     out = tmp_path / "report"
     assert main(["report", str(path), "--out", str(out)]) == 0
     first, second = load_run(path).configs
