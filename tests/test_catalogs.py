@@ -30,6 +30,7 @@ from gpudash.recording.record import CsvRecorder
 from gpudash.recording.replay import ReplaySource, read_all
 from gpudash.tui.demo import SyntheticSource
 from gpudash.tui.state import DashState
+from tests import printed
 from tests.helpers import CSV_COLUMNS_0_1
 from tests.messages import present
 from workloads.registry import FAMILIES, Fix, WorkloadError, family
@@ -284,6 +285,7 @@ def test_a_recording_carries_each_configurations_verdict_as_the_screen_shows_it(
         assert float(row["ci_high"]) == pytest.approx(e.high, rel=1e-5)
         assert parser.interval(list(row.values())) == pytest.approx((e.low, e.high), rel=1e-5)
         assert (row["event_before"], row["event_after"]) == ("", "")  # the interval has its own columns now
-        assert "95% CI" in row["event_message"] and seg.label in row["event_message"]
+        said = printed.summary(row["event_message"])
+        assert said is not None and said.label == seg.label and said.figure.has_interval, row["event_message"]
     assert rows[-1]["row_kind"] == "summary"  # the end of the run closes the last one
     assert all(r["event_kind"] == "summary" for r in summaries)

@@ -8,7 +8,6 @@ from __future__ import annotations
 import multiprocessing
 import os
 import socket
-import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
@@ -341,8 +340,14 @@ def test_a_change_any_rank_refuses_is_refused_by_every_rank() -> None:
     assert "rank 1: batch 4 needs about 9 GiB" in error.message
 
 
-def test_slow_steps_shorten_the_steps_between_control_looks() -> None:
+def test_slow_steps_shorten_the_steps_between_control_looks(monkeypatch: pytest.MonkeyPatch) -> None:
+    from types import SimpleNamespace
+
+    from gpudash.engine import ranks
     from gpudash.engine.ranks import LOCKSTEP_EVERY, LockstepControls
+
+    clock = [100.0]  # the looks' clock, moved by the test: a busy machine cannot stretch the 0.4 s
+    monkeypatch.setattr(ranks, "time", SimpleNamespace(monotonic=lambda: clock[0]))
 
     class OneRank:  # a broadcast among one rank: the box stays as rank 0 filled it
         @staticmethod
@@ -355,10 +360,11 @@ def test_slow_steps_shorten_the_steps_between_control_looks() -> None:
     loop = Loop()
     controls = LockstepControls(lambda _t: None, None, OneRank).attach(loop)
     controls(0.0)  # the first look: no rate yet
-    time.sleep(0.4)
+    clock[0] += 0.4
     loop.steps_issued = 2  # 5 steps/s: half a second holds 2 or 3 of them
     controls(0.0)
     assert loop.lockstep_every in (2, 3)
+    clock[0] += 0.4
     loop.steps_issued = 10_002  # very fast steps: never more than LOCKSTEP_EVERY between looks
     controls(0.0)
     assert loop.lockstep_every == LOCKSTEP_EVERY

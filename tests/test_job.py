@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import printed
 from tests.helpers import boot_module, once_per_session
 
 JOBS = Path(__file__).parent / "data" / "jobs"
@@ -117,9 +118,11 @@ def test_a_plain_loop_with_workers_two_optimizers_and_accumulation_is_counted_as
     assert crashed["event_message"] == "the job exited with code 7"
     meta = json.loads(out.with_suffix(".json").read_text())
     assert meta["config"]["job"] == job and meta["exit_code"] == 7
-    last = done.stderr.strip().splitlines()[-1]  # what was kept, not "workload failed"
-    assert last.startswith(f"gpudash: the job exited with code 7: {len(rows)} samples, ") and last.endswith(
-        f" in {out}"
+    last = printed.done_line(done.stderr.strip().splitlines()[-1])  # what was kept, not "workload failed"
+    assert last is not None and (last.status, last.samples, last.path) == (
+        "the job exited with code 7",
+        len(rows),
+        str(out),
     )
 
 

@@ -57,9 +57,9 @@ def test_forged_records_are_dropped_with_one_note_and_never_hang_the_session(tmp
         session.from_hooks.on_message({"k": "steps", "rank": 0, "s": [*good, *forged]}, now + 0.1)
         session.from_hooks.on_message({"k": "steps", "rank": 0, "s": "not a list"}, now + 0.1)
         assert session.samples.steps == 5  # the good ones, and nothing else
-        started = time.monotonic()
+        started = time.process_time()  # this process's CPU time: a busy machine does not lengthen it
         out = session.samples.due(now + 5.0)  # windows from the first step's time, not from 1e-308
-        assert time.monotonic() - started < 1.0 and all(0 <= s.time_s < 10 for s in out)
+        assert time.process_time() - started < 1.0 and all(0 <= s.time_s < 10 for s in out)
         notes = [m for m in session.out.messages if isinstance(m, Event) and m.kind == EventKind.ERROR]
         assert len(notes) == 1 and "rank 0 sent a step record that is not one: dropped" in notes[0].message
     finally:

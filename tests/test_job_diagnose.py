@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.printed import NUMBER
 from tests.test_job import JOBS, PLAIN, gpudash
 
 
@@ -58,7 +59,7 @@ def test_diagnose_of_a_job_that_ends_first_says_what_it_measured(tmp_path: Path)
     assert done.returncode == 1
     last = done.stderr.strip().splitlines()[-1]  # its rate and the length a diagnosis needs; no unmeasured figure
     assert re.fullmatch(
-        r"gpudash: error: the job ended after 30 steps \([\d.]+ s of training at [\d,.]+ steps/s\); a diagnosis "
-        r"needs about 51 \(about [\d.]+ s at that rate\): give it more steps",
+        rf"gpudash: error: the job ended after 30 steps \({NUMBER} s of training at {NUMBER} steps/s\); a diagnosis "
+        rf"needs about 51 \(about {NUMBER} s at that rate\): give it more steps",
         last,
     ), last

@@ -16,6 +16,7 @@ import pytest
 
 from gpudash.core.protocol import Event, EventKind, RunConfig
 from gpudash.job.session import JobSession
+from tests import printed
 from tests.helpers import once_per_session
 
 PLAIN = str(Path(__file__).parent / "data" / "jobs" / "plain_loop.py")
@@ -205,8 +206,8 @@ def test_a_job_killed_by_a_signal_after_it_was_recorded_says_so_and_what_was_kep
         "the job was killed by SIGKILL (exit status 137)"
     ]
     last = done.stderr.strip().splitlines()[-1]
-    kept = f"{len(samples)} samples, {len(rows)} rows in {out}"
-    assert last == f"gpudash: the job was killed by SIGKILL (exit status 137): {kept}"
+    kept = printed.Done("the job was killed by SIGKILL (exit status 137)", len(samples), len(rows), str(out))
+    assert last.startswith("gpudash: ") and printed.done_line(last) == kept, last
 
 
 @pytest.mark.slow
@@ -216,7 +217,7 @@ def test_diagnose_of_a_job_that_fails_first_names_no_scratch_file_and_says_nothi
         "diagnose", "--warmup", "60", "--", sys.executable, PLAIN, "--steps", "30", "--workers", "0", "--exit-code", "3"
     )
     assert done.returncode == 3
-    assert " rows in " not in done.stderr and "stopping the job" not in done.stderr
+    assert printed.last_done(done.stderr) is None and "stopping the job" not in done.stderr  # nothing kept
     assert done.stderr.strip().splitlines()[-1].startswith("gpudash: error: the job ended (exit code 3) after 30 steps")
 
 

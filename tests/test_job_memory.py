@@ -16,6 +16,7 @@ import torch
 
 from gpudash.diagnosis.out_of_memory import remedies
 from gpudash.job.memory import JobMemory
+from tests import printed
 from tests.helpers import boot_module
 from tests.test_job import JOBS, gpudash
 
@@ -37,7 +38,9 @@ def test_an_mlp_with_adam_is_counted_as_it_counts_itself(tmp_path: Path) -> None
         last = [r for r in csv.DictReader(f) if r["row_kind"] == "sample"][-1]
     assert float(last["mem_params_mib"]) * 2**20 == pytest.approx(int(own["params"]), rel=0.01)
     assert float(last["mem_activations_mib"]) * 2**20 == pytest.approx(int(own["activations"]), rel=0.15)
-    said = [line for line in done.stderr.splitlines() if "measured: memory: parameters 6.01 MiB" in line]
+    said = [
+        e.text for e in printed.event_lines(done.stderr, "measured") if e.text.startswith("memory: parameters 6.01 MiB")
+    ]
     assert said and "gradients 6.01 MiB · optimizer state 12 MiB · activations 640 KiB" in said[0], done.stderr
     # the job's line that made them: its model's call (the Linear and ReLU layers' saves are torch's lines)
     lines = Path(MEMORY_JOB).read_text().splitlines()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import shutil
 import signal
 import subprocess
@@ -16,6 +17,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -34,6 +36,7 @@ from gpudash.core.protocol import (
 )
 from gpudash.job.phases import JobPhases
 from gpudash.job.stalls import Stall, report, stall_after_s
+from tests import printed
 from tests.helpers import boot_module, once_per_session
 from tests.test_job import JOBS, TIMEOUT_S, gpudash, job_line
 
@@ -89,18 +92,25 @@ def test_one_batch_of_a_second_loader_a_step_and_a_new_epochs_iterator_are_train
     assert _ended(said) == {}
 
 
-def test_a_model_in_eval_mode_is_an_evaluation_only_when_training_resumes_before_the_step(phases: Any) -> None:
-    keeper, said = phases
-    keeper.at_step(time.monotonic(), 0)
+def test_a_model_in_eval_mode_is_an_evaluation_only_when_training_resumes_before_the_step(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    module, clock = _phases_module(), [1000.0]  # the keeper's clock, moved by the test: no sleep a load stretches
+    monkeypatch.setattr(module, "time", SimpleNamespace(monotonic=lambda: clock[0]))
+    said: list[dict[str, Any]] = []
+    keeper = module.Phases(said.append, lambda: 0)
+    keeper.thread = threading.get_ident()
+    keeper.at_step(clock[0], 0)
     keeper.mode(False)  # model.eval(); an evaluation without a DataLoader
-    time.sleep(0.1)
+    clock[0] += 0.1
     keeper.mode(True)  # model.train()
-    train = keeper.at_step(time.monotonic(), 0)
+    clock[0] += 0.001
+    train = keeper.at_step(clock[0], 0)
     assert train is not None and train < 0.05 and _ended(said)[EVALUATION] >= 0.09
     said.clear()
     keeper.mode(False)  # a teacher put in eval mode inside the step: the step is training
-    time.sleep(0.1)
-    train = keeper.at_step(time.monotonic(), 0)
+    clock[0] += 0.1
+    train = keeper.at_step(clock[0], 0)
     assert train is not None and train >= 0.09 and _ended(said) == {}
 
 
@@ -165,6 +175,11 @@ def _summary(path: Path) -> tuple[float, float | None, float | None]:
     (row,) = _rows(path, "summary")
     low, high = (float(row[k]) if row[k] else None for k in ("ci_low", "ci_high"))
     return float(row["steps_per_s"]), low, high
+
+
+def _resumed(stderr: str) -> bool:
+    """``record`` said that the job's steps resumed after a stall (a "phase" event's line)."""
+    return any(e.text.startswith("steps resumed after a ") for e in printed.event_lines(stderr, "phase"))
 
 
 def _record(tmp_path: Path, name: str, *job: str, options: tuple[str, ...] = ()) -> tuple[Path, Any, dict[str, Any]]:
@@ -241,7 +256,7 @@ def test_evaluation_checkpoints_a_slow_start_and_exit_are_phases_and_the_rate_is
     assert meta["goodput_pct"] == pytest.approx(own_goodput, abs=5.0)
     ended = {(r["event_what"], bool(r["event_after"])) for r in _rows(out, "event") if r["event_kind"] == "phase"}
     assert {(EVALUATION, True), (CHECKPOINT, True), (STARTUP, True), (TEARDOWN, True)} <= ended
-    assert "measured: goodput" in done.stderr
+    assert [g for e in printed.event_lines(done.stderr, "measured") if (g := printed.goodput(e.text))], done.stderr
 
 
 @pytest.mark.slow
@@ -257,7 +272,8 @@ def test_report_and_replay_read_a_jobs_phases_and_goodput(
     report_dir = tmp_path / "report"
     done = gpudash("report", str(out), "--out", str(report_dir), "--json")
     assert done.returncode == 0, done.stderr
-    assert f"goodput {meta['goodput_pct']:.1f}% of" in done.stderr
+    said = printed.goodputs(done.stderr)
+    assert said and f"{said[0].pct:.1f}" == f"{meta['goodput_pct']:.1f}", done.stderr
     (run,) = json.loads(done.stdout)["runs"]
     assert run["goodput_pct"] == meta["goodput_pct"] and run["phases"][EVALUATION] > 0
     assert "### Wall time by phase" in (report_dir / "report.md").read_text()
@@ -295,7 +311,8 @@ def test_a_job_hung_on_a_lock_is_stalled_with_its_line_and_the_ask_leaves_it_as_
     told = [r for r in events if r["event_kind"] == EventKind.STALLED.value][0]  # (its exit, if slow, may be a 2nd)
     assert "rank 0" in told["event_message"] and "phases_loop.py:" in told["event_message"]
     assert "lock.acquire(timeout=args.hang_s)" in told["event_message"]
-    assert "stalled: no step for" in done.stderr and "steps resumed after a" in done.stderr
+    assert any(e.text.startswith("no step for") for e in printed.event_lines(done.stderr, "stalled")), done.stderr
+    assert _resumed(done.stderr), done.stderr
     stalled_s = float(told["event_message"].split("no step for ")[1].split(" s")[0])  # when told
     ended = [float(r["event_after"]) for r in events if r["event_what"] == STALLED_PHASE and r["event_after"]]
     assert meta["stalls"] and ended[0] >= max(3.0, stalled_s - 0.5)  # it lasted past its telling
@@ -356,7 +373,9 @@ def test_diagnose_says_when_evaluation_takes_over_a_quarter_of_the_wall_time() -
     assert done.returncode == 0, done.stderr[-2000:]
     verdict = done.stdout.strip().splitlines()[-1]
     assert "evaluation takes" in verdict and "of the wall time — evaluate less often, or on fewer batches" in verdict
-    step_ms = float(verdict.split(" ms a step")[0].rsplit(" ", 1)[-1])
+    shown = re.search(rf"({printed.NUMBER}) ms a step", verdict)  # (a figure as gpudash prints it: "1,020")
+    assert shown is not None, verdict
+    step_ms = printed.number(shown[1])
     own = job_line(done.stdout + done.stderr)  # the job's own figures, however loaded the machine
     own_ms, eval_ms = 1e3 / float(own["steps_per_s"]), 1e3 * float(own["eval_s"]) / int(own["steps"])
     assert 50.0 <= step_ms < own_ms + eval_ms / 2  # the step's own time, evaluation left out (with it: + eval_ms)
@@ -370,4 +389,4 @@ def test_with_torchrun_the_rank_that_stalled_is_named_first_and_the_others_wait_
     (first, *rest) = meta["stalls"][0]["where"]
     assert first.startswith("rank 1 ") and "ddp_loop.py:" in first and "time.sleep(hang_s)" in first
     assert any(line.startswith("rank 0 ") and "loss.backward()" in line for line in rest)  # in the all-reduce
-    assert "steps resumed after a" in done.stderr
+    assert _resumed(done.stderr), done.stderr

@@ -33,6 +33,7 @@ from gpudash.recording.replay import ReplaySource, read_all
 from gpudash.report.load import _PhaseRows
 from gpudash.tui.phase_strip import legend, strip_row
 from gpudash.tui.phases import PhaseTimeline, Span
+from tests import printed
 from tests.helpers import boot_module, once_per_session
 from tests.test_job import JOBS, job_line
 from tests.test_job_phases import _ended, _phases_module, _record, _rows, _summary
@@ -72,6 +73,13 @@ def boot() -> Any:
     return _phases_module()
 
 
+def _clock(boot: Any, monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The span keeper's clock (``time.monotonic`` in its module), moved by the test: ``[now]``."""
+    clock = [1000.0]
+    monkeypatch.setattr(boot, "time", SimpleNamespace(monotonic=lambda: clock[0]))
+    return clock
+
+
 @pytest.fixture
 def keeper(boot: Any) -> Keeper:
     return Keeper(boot)
@@ -105,24 +113,27 @@ def test_no_other_before_three_steps_are_known_nor_at_the_end(boot: Any) -> None
     assert keeper.said == []
 
 
-def test_training_work_in_a_stretch_makes_it_the_steps_a_batch_drawn_at_once_or_a_wait_on_the_gpu(boot: Any) -> None:
+def test_training_work_in_a_stretch_makes_it_the_steps_a_batch_drawn_at_once_or_a_wait_on_the_gpu(
+    boot: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     keeper = Keeper(boot)
     keeper.k.batch(1, keeper.t + 0.001, keeper.t + 0.002, False)  # the next batch drawn at once ...
     assert keeper.step(2.0 + STEP_S, batch_at=None) == pytest.approx(2.0 + STEP_S)  # ... then 2 s: the step's
     assert keeper.said == []
-    for waits in (False, True):  # in real time: 20 ms steps, then 0.5 s before the next batch
+    clock = _clock(boot, monkeypatch)  # the keeper's own clock, moved here: a busy machine stretches no step
+    for waits in (False, True):  # 20 ms steps, then 0.5 s before the next batch
         said: list[dict[str, Any]] = []
         k = boot.Phases(said.append, lambda: 0)
         k.thread = threading.get_ident()
         for _ in range(6):
-            k.batch(1, time.monotonic(), time.monotonic(), False)
-            time.sleep(0.02)
-            k.at_step(time.monotonic(), 1)
+            k.batch(1, clock[0], clock[0], False)
+            clock[0] += 0.02
+            k.at_step(clock[0], 1)
         if waits:
             k.waited()  # a wait on the GPU right after the step (a loss.item()): training work
-        time.sleep(0.5)
-        k.batch(1, time.monotonic(), time.monotonic(), False)
-        train = k.at_step(time.monotonic(), 1)
+        clock[0] += 0.5
+        k.batch(1, clock[0], clock[0], False)
+        train = k.at_step(clock[0], 1)
         assert train is not None
         if waits:
             assert train >= 0.5 and said == []
@@ -178,17 +189,18 @@ class FakeTorch:
 
 
 def test_without_a_loader_the_training_forward_ends_the_stretch_and_torch_compile_turns_the_watch_off(
-    boot: Any,
+    boot: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    clock = _clock(boot, monkeypatch)
     torch = FakeTorch()
     said: list[dict[str, Any]] = []
     k = boot.Phases(said.append, lambda: 0)
     k.thread, k.torch = threading.get_ident(), torch
     for _ in range(6):  # 20 ms steps of a job without a DataLoader: each step's end arms the watch
-        time.sleep(0.02)
-        k.at_step(time.monotonic(), 0)
+        clock[0] += 0.02
+        k.at_step(clock[0], 0)
     assert len(torch.hooks) == 1
-    time.sleep(0.5)  # its upload
+    clock[0] += 0.5  # its upload
     k.mode(False)  # model.eval(), as the wrapped Module.train says it
     torch.forward(training=False, grad=False)  # a forward in eval mode: other work, not training (the watch off)
     assert torch.hooks == {}
@@ -196,14 +208,17 @@ def test_without_a_loader_the_training_forward_ends_the_stretch_and_torch_compil
     torch.forward(training=True)  # the training forward: the watch off
     torch.forward(training=True)  # (a second module call: nothing watches it)
     assert torch.hooks == {}
-    train = k.at_step(time.monotonic(), 0)
+    clock[0] += 0.001
+    train = k.at_step(clock[0], 0)
     assert train is not None and train < 0.25 and _ended(said)[OTHER] >= 0.49
     boot_module("gpudash_job_phase_signals").note_compile(torch, k.stop_forward_watch)  # as its signals put it in
-    k.at_step(time.monotonic(), 0)
+    clock[0] += 0.02
+    k.at_step(clock[0], 0)
     assert len(torch.hooks) == 1
     torch.compile(object())  # compiled code must never meet a global module hook: off for good
     assert torch.hooks == {}
-    k.at_step(time.monotonic(), 0)
+    clock[0] += 0.02
+    k.at_step(clock[0], 0)
     assert torch.hooks == {}
 
 
@@ -305,8 +320,8 @@ def test_the_checkpoint_holds_the_work_after_its_save_and_other_the_idling(recor
     assert len(others) == IDLES and sum(others) == pytest.approx(float(own["idle_s"]), rel=0.15)
     assert meta["phases"][OTHER] >= 0.9 * float(own["idle_s"])
     assert done.stderr.count("s between steps, no training seen in it") == IDLES  # record's phase lines
-    goodput_line = next(line for line in done.stderr.splitlines() if "measured: goodput" in line)
-    assert " · checkpoint " in goodput_line and " · other " in goodput_line
+    said = [g for e in printed.event_lines(done.stderr, "measured") if (g := printed.goodput(e.text))]
+    assert said and {CHECKPOINT, OTHER} <= set(said[0].phases), said
 
 
 @pytest.mark.slow

@@ -257,7 +257,8 @@ def _noisy_recording(path: Path, variant: str, noise: str) -> Path:
 
 
 def test_report_says_which_runs_were_noisy_and_marks_their_verdicts(tmp_path: Path, capsys) -> None:
-    from tests.test_report import run, table_rows
+    from tests.printed import table_rows
+    from tests.test_report import run
 
     a = _noisy_recording(tmp_path / "serial.csv", "serial", "")
     b = _noisy_recording(tmp_path / "pipelined.csv", "pipelined", "GPU shared: 1 other process on the workload's GPU")
@@ -319,9 +320,8 @@ def _sweep_rows(out: Path) -> list[dict[str, str]]:
 def test_an_a_a_sweep_on_a_loaded_cpu_says_so_and_shows_no_ratio_without_an_interval_nor_colour(tmp_path: Path) -> None:
     """The issue's A/A check on a loaded CPU: the sweep and its workload pinned to one CPU that
     two spinners share. Whatever else the machine runs only adds load."""
-    import re
-
     from gpudash.sweep.plot import _COLOURS
+    from tests import printed
     from tests.helpers import timing
     from tests.test_sweep import run
 
@@ -340,11 +340,10 @@ def test_an_a_a_sweep_on_a_loaded_cpu_says_so_and_shows_no_ratio_without_an_inte
             hog.wait()
     md = (out / "sweep.md").read_text()
     assert "⚠ The machine was noisy" in md and "host load" in md
-    for line in md.splitlines():
-        if line.startswith("| fixed#2"):
-            ratio = line.split("|")[-3].strip()
-            assert "(no CI)" in ratio or re.search(r"\[\d", ratio), line  # a ratio always says its interval
-            assert "⚠ noisy" in line
+    (row,) = [printed.cells(line) for line in md.splitlines() if line.startswith("| fixed#2 |")]
+    ratio, (_, _, noisy) = printed.compared(row[-2]), printed.verdict(row[-1])
+    assert ratio is not None and (ratio.has_interval or row[-2].endswith("(no CI)")), row  # it says its interval
+    assert noisy, row
     svg = (out / "sweep.svg").read_text().lower()
     assert _COLOURS["faster"] not in svg and _COLOURS["slower"] not in svg
 

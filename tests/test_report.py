@@ -16,6 +16,7 @@ from gpudash.report.load import load_run
 from gpudash.sweep.plan import Configuration, FamilyPlan, SweepPlan, SweepSettings
 from gpudash.sweep.report import SweepReport
 from gpudash.sweep.results import RepeatResult
+from tests.printed import compared, figure, table_rows, verdict
 from tests.test_sweep import _result
 from tests.tui.make_fixture import record
 
@@ -29,13 +30,6 @@ def run(argv: list[str]) -> int:
         return int(exc.code or 0)
 
 
-def table_rows(md: str, heading: str) -> list[list[str]]:
-    """The cells of the Markdown table under ``heading`` (header and rule left out)."""
-    section = md.split(heading, 1)[1].split("\n## ", 1)[0]
-    lines = [ln for ln in section.splitlines() if ln.startswith("|")][2:]
-    return [[c.strip() for c in ln.strip("|").split("|")] for ln in lines]
-
-
 def test_a_recording_gets_a_row_per_segment_with_its_interval_and_the_verdict_on_each_change(tmp_path: Path) -> None:
     had_torch = "torch" in sys.modules
     assert run(["report", str(FIXTURE), "--out", str(tmp_path)]) == 0
@@ -47,10 +41,10 @@ def test_a_recording_gets_a_row_per_segment_with_its_interval_and_the_verdict_on
         "encdec/pipelined bs16",
         "encdec/serial bs16",
     ]
-    assert all(re.fullmatch(r"[\d.]+ ± [\d.]+", r[3]) for r in rows)  # every mean with its interval
-    assert rows[1][-1].endswith("faster")  # pipelined over serial at batch 8 (+9% in the fixture)
-    assert rows[2][-1].startswith("samples/s ")  # a batch-size change compares samples/s, not steps
-    assert rows[3][-1].endswith("slower")
+    assert all((f := figure(r[3])) is not None and f.has_interval for r in rows)  # every mean with its interval
+    changes = [compared(r[-1]) for r in rows[1:]]
+    assert [c.verdict if c is not None else None for c in changes] == ["faster", "faster", "slower"], rows
+    assert [c.metric for c in changes if c is not None] == ["", "samples/s", ""]  # a batch-size change: samples/s
     assert "GPU %" in md and "J/step" in md and "![throughput and GPU utilisation](report.png)" in md
     assert (tmp_path / "report.png").stat().st_size > 10_000 and (tmp_path / "report.svg").stat().st_size > 10_000
     assert not (tmp_path / "report.html").exists()
@@ -78,8 +72,9 @@ def test_the_same_recording_twice_is_no_change_detected(tmp_path: Path) -> None:
     assert run(["report", str(FIXTURE), str(copy), "--out", str(tmp_path / "out")]) == 0
     md = (tmp_path / "out" / "report.md").read_text()
     rows = table_rows(md, "## Between runs")
-    assert len(rows) == 4 and all(r[2] == "the same" and r[-1] == "no change detected" for r in rows), rows
-    assert all(r[-2].startswith("1.00× [") for r in rows)  # the ratio with its interval, never ±
+    assert len(rows) == 4 and all(r[2] == "the same" and verdict(r[-1])[0] == "no change detected" for r in rows), rows
+    ratios = [compared(r[-2]) for r in rows]  # the ratio with its interval, never ±
+    assert all(c is not None and c.has_interval and round(c.ratio, 2) == 1.0 for c in ratios), rows
 
 
 def _sweep(out: Path, fixed_rate: float) -> Path:
@@ -104,11 +99,15 @@ def test_two_sweeps_compare_configuration_by_configuration(tmp_path: Path) -> No
     assert run(["report", str(before), str(after), "--out", str(tmp_path / "out"), "--html"]) == 0
     md = (tmp_path / "out" / "report.md").read_text()
     rows = {r[0]: r for r in table_rows(md, "## Run 1: sweep.csv")}
-    assert rows["sync_loss/fixed bs4"][-1].startswith("1.50") and rows["sync_loss/fixed bs4"][-1].endswith("faster")
+    within = compared(rows["sync_loss/fixed bs4"][-1])
+    assert within is not None and within.ratio == 1.5 and within.verdict == "faster", rows
     between = {r[0]: r for r in table_rows(md, "## Between runs")}
-    fixed = between["sync_loss/fixed bs4"]
-    assert fixed[2] == "the same" and fixed[-2].startswith("1.200× [") and fixed[-1] == "faster"
-    assert between["sync_loss/sync-heavy bs4"][-1] == "no change detected"
+    fixed, ratio = between["sync_loss/fixed bs4"], compared(between["sync_loss/fixed bs4"][-2])
+    assert fixed[2] == "the same" and ratio is not None and ratio.ratio == 1.2 and ratio.has_interval
+    assert (
+        verdict(fixed[-1])[0] == "faster"
+        and verdict(between["sync_loss/sync-heavy bs4"][-1])[0] == "no change detected"
+    )
     assert (tmp_path / "out" / "report.svg").stat().st_size > 0
 
 
@@ -171,7 +170,8 @@ def test_a_report_without_out_is_the_markdown_on_stdout_and_writes_nothing(
     said = capsys.readouterr()
     rows = table_rows(said.out, "## Run 1: replay.csv")
     assert [r[1] for r in rows][:2] == ["encdec/serial bs8", "encdec/pipelined bs8"]
-    assert rows[1][-1].endswith("faster") and "![" not in said.out  # the verdicts; no plot to link
+    change = compared(rows[1][-1])  # the verdicts; no plot to link
+    assert change is not None and change.verdict == "faster" and "![" not in said.out
     assert "--out DIR writes it with its plots" in said.err
     assert list(tmp_path.iterdir()) == []
     assert run(["report", str(FIXTURE), "--html"]) == 2

@@ -3,7 +3,6 @@ counterpart (the same one, else the same family and batch size) with the ratio's
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
@@ -11,9 +10,9 @@ import pytest
 from gpudash.core.protocol import RunConfig
 from gpudash.recording.record import CsvRecorder, run_metadata
 from gpudash.tui.demo import SyntheticSource
-from tests.test_report import run, table_rows
-
-RATIO = r"\d+\.\d+× \[\d+\.\d+–\d+\.\d+\]"
+from tests import printed
+from tests.printed import table_rows
+from tests.test_report import run
 
 
 def synthetic(path: Path, variant: str, seconds: float = 20.0) -> Path:
@@ -43,11 +42,13 @@ def test_two_recordings_of_two_variants_are_compared_by_family_and_batch(tmp_pat
         "encdec/serial bs8",
         "serial.csv",
     )
-    assert re.fullmatch(RATIO, ratio) and verdict == "faster"
-    low, high = (float(x) for x in re.findall(r"\d+\.\d+", ratio)[1:])
-    assert 1.0 < low <= high  # the synthetic pipelined run is faster
-    err = capsys.readouterr().err
-    assert re.search(rf"encdec/pipelined bs8 \(pipelined.csv\): {RATIO} encdec/serial bs8 \(serial.csv\), faster", err)
+    shown = printed.compared(ratio)
+    assert shown is not None and shown.low is not None and shown.high is not None and not shown.verdict
+    assert printed.verdict(verdict)[0] == "faster"
+    assert 1.0 < shown.low <= shown.ratio <= shown.high  # the synthetic pipelined run is faster
+    (said,) = printed.versus_lines(capsys.readouterr().err)
+    assert (said.name, said.run, said.base, said.base_run) == (config, in_run, against, base_run)
+    assert said.compared.verdict == "faster" and (said.compared.low, said.compared.high) == (shown.low, shown.high)
 
 
 def test_a_baseline_run_is_what_every_other_run_is_compared_with(tmp_path: Path) -> None:
@@ -60,7 +61,7 @@ def test_a_baseline_run_is_what_every_other_run_is_compared_with(tmp_path: Path)
     assert "## Between runs (against run 2)" in md
     rows = table_rows(md, "## Between runs")
     assert [(r[1], r[3]) for r in rows] == [("serial.csv", "pipelined.csv"), ("serial2.csv", "pipelined.csv")]
-    assert all(r[-1] == "slower" for r in rows)
+    assert all(printed.verdict(r[-1])[0] == "slower" for r in rows)
     assert run(["report", str(a), str(b), "--baseline", str(tmp_path / "nope.csv"), "--out", str(out)]) == 2
 
 
@@ -92,9 +93,11 @@ def test_a_sync_heavy_and_a_fixed_recording_give_the_ratio_with_its_interval(tmp
     (row,) = table_rows((tmp_path / "report.md").read_text(), "## Between runs")
     assert row[:4] == ["sync_loss/fixed bs4", "fixed.csv", "sync_loss/sync-heavy bs4", "sync-heavy.csv"]
     # a loaded CPU may leave a side without an interval: then the ratio says so, and there is no verdict
-    verdict = row[7].removesuffix(" ⚠ noisy")  # a loaded machine says so after the verdict
-    assert re.fullmatch(RATIO, row[6]) or (row[6].endswith("× (no CI)") and verdict == "too short")
-    assert "sync_loss/fixed bs4 (fixed.csv): " in capsys.readouterr().err
+    ratio, (verdict, _, _) = printed.compared(row[6]), printed.verdict(row[7])  # (a loaded machine: "⚠ noisy")
+    assert ratio is not None and verdict in printed.VERDICTS, row
+    assert ratio.has_interval or verdict == "too short", row
+    (said,) = printed.versus_lines(capsys.readouterr().err)
+    assert (said.name, said.run, said.compared.verdict) == ("sync_loss/fixed bs4", "fixed.csv", verdict)
 
 
 def test_smoothing_is_a_centred_moving_mean_over_the_window() -> None:

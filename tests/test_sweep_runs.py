@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from gpudash.sweep.plan import schedule
+from tests import printed
 from tests.helpers import timing
 from tests.test_sweep import ROOT, TINY, rows, run
 
@@ -25,7 +26,6 @@ def _optional(text: str) -> float | None:
     return float(text) if text else None
 
 
-NOISY = r"( ⚠ noisy)?"  # a verdict measured while the machine was noisy says so
 LABELS = ["fixed", "fixed#2", "sync-heavy", "fixed+channels_last"]
 
 
@@ -42,14 +42,14 @@ def tiny_sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _shown_ratio(md: str, label: str, verdict: str, both_intervals: bool) -> float:
-    """The ratio sweep.md shows in ``label``'s row (with its interval, or saying there is none)."""
-    (row,) = [line for line in md.splitlines() if line.startswith(f"| {label} |")]
-    if both_intervals:
-        shown = re.search(r"\| ([0-9.]+)× \[[0-9.]+–[0-9.]+\] \| " + re.escape(verdict) + NOISY + r" \|", row)
-    else:  # no interval: the ratio says so, and the verdict which --seconds would give one
-        shown = re.search(r"\| ([0-9.]+)× \(no CI\) \| too short[^|]*use --seconds ≥ \d+" + NOISY + r" \|", row)
-    assert shown is not None, row
-    return float(shown.group(1))
+    """The ratio sweep.md shows in ``label``'s row (with its interval, or saying there is none), and
+    its verdict (a loaded machine marks it "⚠ noisy": read by its parts)."""
+    (row,) = [printed.cells(line) for line in md.splitlines() if line.startswith(f"| {label} |")]
+    shown, (said, rest, _) = printed.compared(row[-2]), printed.verdict(row[-1])
+    assert shown is not None and shown.has_interval == both_intervals and said == verdict, row
+    if not both_intervals:  # no interval: the ratio says so, and the verdict which --seconds would give one
+        assert said == "too short" and re.search(r"use --seconds ≥ \d+", rest), row
+    return shown.ratio
 
 
 @pytest.mark.slow
@@ -77,7 +77,10 @@ def test_tiny_real_sweep(tiny_sweep: Path) -> None:
         # the report's ratio is the CSV's, rounded to its interval's digits (compared as numbers: the
         # CSV keeps 6 significant digits, so a ratio at a rounding boundary may print either way)
         assert abs(_shown_ratio(md, label, s["verdict"], both_intervals) - float(s["ratio"])) <= 0.0051
-    assert base["ratio"] == "1" and "| relative speed |" in md and "| 1.00× | (baseline" in md
+    (baseline,) = [printed.cells(line) for line in md.splitlines() if line.startswith(f"| {LABELS[0]} |")]
+    shown = printed.compared(baseline[-2])
+    assert base["ratio"] == "1" and "| relative speed |" in md and shown is not None and shown.ratio == 1.0
+    assert printed.verdict(baseline[-1])[1].startswith("(baseline"), baseline
     assert "gpudash sweep -w sync_loss -v fixed,fixed,sync-heavy,fixed+channels_last -b 2" in md
     # a loaded machine (this suite runs two tests at once) says so: a verdict it touched is marked
     noisy = [r for r in summaries if r["noise"]]

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import csv
 import json
-import re
 import signal
 import subprocess
 import sys
@@ -19,6 +18,7 @@ import pytest
 from gpudash.core.protocol import LOSS_EFFECT, Event, EventKind, LossEffect, RunConfig
 from gpudash.engine.builders import workload_builder
 from gpudash.engine.loop import StepLoop
+from tests import printed
 from tests.helpers import act_when, once_per_session
 from tests.test_record import gpudash
 from tests.test_tune import ROOT
@@ -155,9 +155,9 @@ def test_tune_names_the_fastest_configuration_and_the_command_that_runs_it(
     assert answer["command"] in md and "## Every candidate" in md and (out / "tune.png").stat().st_size > 0
     assert "knob cuda_graph: it needs CUDA (on cpu)" in md  # not tried, with the reason
     # where the time went: each part in seconds, measuring among them, the parts within the run's time
-    spent = dict(re.findall(r"^- ([a-z ,()]+): ([0-9.]+) s \(", md.split("## Where the time went")[1], re.M))
+    spent = printed.time_account(md)
     elapsed = json.loads((out / "tune.json").read_text())["elapsed_s"]
-    assert float(spent["measuring"]) > 0 and sum(map(float, spent.values())) <= elapsed + 0.5, md
+    assert spent["measuring"] > 0 and sum(spent.values()) <= elapsed + 0.5, md
     assert stdout.splitlines()[-1] == f"run it: {answer['command']}"
     # the command runs the winner: recorded headless, it trains that variant with those knobs
     argv = answer["command"].split()[1:]

@@ -5,7 +5,6 @@ runs on the CPU whose ``time_s`` parts add up to their wall clock."""
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 from pathlib import Path
 
@@ -13,6 +12,7 @@ import pytest
 
 from gpudash.core.protocol import Event, EventKind
 from gpudash.sweep.timing import PART_KEYS, TimeLedger, start_warm_up_s, switch_warm_up_s
+from tests import printed
 from tests.helpers import GPUDASH, timing
 
 
@@ -81,8 +81,8 @@ def _check_account(meta: dict[str, object], md: str) -> dict[str, float]:
     assert list(parts) == list(PART_KEYS) and all(v >= 0 for v in parts.values()), account
     assert sum(parts.values()) == pytest.approx(wall, abs=0.02), account
     assert wall == pytest.approx(meta["elapsed_s"], abs=0.06) and parts["measuring"] > 0, account
-    listed = dict(re.findall(r"^- ([a-z ,()]+): ([0-9.]+) s \(", md.split("## Where the time went")[1], re.M))
-    assert float(listed["measuring"]) == pytest.approx(parts["measuring"], abs=0.06), md
+    listed = printed.time_account(md)
+    assert listed["measuring"] == pytest.approx(parts["measuring"], abs=0.06), md
     return parts
 
 
@@ -106,5 +106,5 @@ def test_a_tune_race_says_where_its_time_went(tmp_path_factory: pytest.TempPathF
     # compile raced (--knobs names it): the switches to it compiled, and its candidates' rows count them
     assert parts["compiling"] > 0 and "compiling, capturing, autotuning" in md, md
     rows = [line for line in md.splitlines() if line.startswith("| ") and "+compile=default`" in line]
-    switched = sum(float(row.split(" | ")[-2].removesuffix(" s")) for row in rows)
+    switched = sum(printed.number(printed.cells(row)[-2].removesuffix(" s")) for row in rows)
     assert switched >= parts["compiling"] - 0.05 * len(rows), md  # each row's seconds rounded to 0.1
