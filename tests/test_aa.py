@@ -18,12 +18,12 @@ from gpudash.stats.comparison import (
     Estimate,
     Stretches,
     Verdict,
-    _t_quantile,
     compare,
     estimate,
     estimate_from_batches,
     estimate_over_stretches,
     pool_estimates,
+    t_quantile,
 )
 from gpudash.sweep.plan import Configuration
 from gpudash.sweep.results import RepeatResult, summarize
@@ -171,7 +171,7 @@ def test_a_recordings_segments_of_one_configuration_pool_with_their_differences_
 @pytest.mark.parametrize("confidence", [0.90, 0.95, 0.99])
 def test_the_t_quantile_below_three_degrees_of_freedom_is_exact(df: float, confidence: float) -> None:
     """Two or three repeats' means: the expansion would be 11% short at one degree of freedom."""
-    assert _t_quantile(confidence, df) == pytest.approx(student_t.ppf(0.5 + confidence / 2, df), rel=1e-9)
+    assert t_quantile(confidence, df) == pytest.approx(student_t.ppf(0.5 + confidence / 2, df), rel=1e-9)
 
 
 def _bench(command: str, *args: str) -> subprocess.CompletedProcess[str]:

@@ -152,9 +152,16 @@ def test_a_host_that_runs_ahead_of_a_full_queue_does_not_count_as_a_part() -> No
     """Launched work waits milliseconds in the GPU's queue: the host's long step marker is its wait
     for a slot, not work the GPU waits for."""
     queued = Evidence(
-        steps=20, step_ms=10.0, input_ms=0.1, syncs_per_step=0.0, gpu_busy_pct=98.0, comm_exposed_ms=5.0,
-        host_ms_per_step=19.0, traced_step_ms=20.0, launch_delay_us=8000.0,
-    )  # fmt: skip
+        steps=20,
+        step_ms=10.0,
+        input_ms=0.1,
+        syncs_per_step=0.0,
+        gpu_busy_pct=98.0,
+        comm_exposed_ms=5.0,
+        host_ms_per_step=19.0,
+        traced_step_ms=20.0,
+        launch_delay_us=8000.0,
+    )
     assert diagnose(queued).bound == Bound.COMM
 
 

@@ -144,10 +144,10 @@ def test_the_t_quantile_is_students_to_its_documented_precision(df: int, confide
     within 0.13% up to 95% confidence (the one gpudash uses), within 0.8% at 99%."""
     from scipy.stats import t
 
-    from gpudash.stats.comparison import _t_quantile
+    from gpudash.stats.comparison import t_quantile
 
     exact = t.ppf(0.5 + confidence / 2, df)
-    assert _t_quantile(confidence, df) == pytest.approx(exact, rel=0.0013 if confidence <= 0.95 else 0.008)
+    assert t_quantile(confidence, df) == pytest.approx(exact, rel=0.0013 if confidence <= 0.95 else 0.008)
 
 
 def _drifting_pairs(rng: np.random.Generator, ratio: float, rounds: int) -> tuple[list[float], list[float]]:

@@ -17,11 +17,11 @@ from gpudash.stats.comparison import (
     Comparison,
     Estimate,
     Verdict,
-    _t_quantile,
     compare,
     estimate,
     estimate_from_batches,
     seconds_for_interval,
+    t_quantile,
 )
 
 
@@ -37,7 +37,7 @@ def ar1(rng: np.random.Generator, n: int, phi: float, mean: float = 100.0, noise
 
 def exact_half_width(values: list[float], confidence: float = 0.95) -> float:
     """The half-width of Student's t interval over ``values`` as independent draws, with scipy's
-    exact quantile (``_t_quantile`` is within 0.13% of it from 3 degrees of freedom up)."""
+    exact quantile (``t_quantile`` is within 0.13% of it from 3 degrees of freedom up)."""
     k = len(values)
     return float(student_t.ppf(0.5 + confidence / 2, k - 1) * np.std(values, ddof=1) / math.sqrt(k))
 
@@ -154,7 +154,7 @@ def test_the_t_quantile_is_within_the_size_of_the_expansions_next_term(
     """The Cornish-Fisher expansion's error falls as 1/df⁵ (the first term it leaves out): within
     0.4/df⁵ of scipy's exact quantile at 95% (0.12% at 3 degrees of freedom, 4e-11 at 100)."""
     exact = student_t.ppf(0.5 + confidence / 2, df)
-    assert _t_quantile(confidence, df) == pytest.approx(exact, rel=bound / df**5)
+    assert t_quantile(confidence, df) == pytest.approx(exact, rel=bound / df**5)
 
 
 def test_how_long_until_an_interval() -> None:

@@ -155,7 +155,7 @@ def _ddp_runs(jobs: dict[str, Job], device: str = "cpu") -> dict[str, dict[int, 
     return got
 
 
-def _ddp_run(
+def ddp_run(
     family: str, variant: str, knobs: str = "none", loaders: Loaders | None = None, device: str = "cpu"
 ) -> dict[int, RankResult]:
     """Two ranks, one job of ``_ddp_runs``: each one's (parameters, steps where the change applied,
@@ -173,7 +173,7 @@ def _results(by_rank: dict[int, tuple], loaders: Loaders | None = None) -> dict[
     return got
 
 
-def _single_run_on_the_global_batch(family: str, variant: str, world: int = 2, device: str = "cpu") -> torch.Tensor:
+def single_run_on_the_global_batch(family: str, variant: str, world: int = 2, device: str = "cpu") -> torch.Tensor:
     """One process, no DDP: each step's batch is the ranks' batches of that step, concatenated;
     the batch doubles at step 2 as in the ranks' run."""
 
@@ -241,7 +241,7 @@ def test_two_ranks_train_what_one_process_trains_on_the_global_batch(
     (p0, changed0, batch0), (p1, changed1, batch1) = got[0], got[1]
     assert torch.equal(p0, p1)  # every rank holds the same parameters
     assert changed0 == changed1 == [2] and batch0 == batch1 == BATCH * 2  # the change: same step, every rank
-    single = _single_run_on_the_global_batch(family, variant)
+    single = single_run_on_the_global_batch(family, variant)
     assert (p0 - single).norm() / single.norm() < rel
 
 

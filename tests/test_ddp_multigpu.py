@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from gpudash.core.proctree import alive
-from tests.test_ddp import ROOT, Loaders, _ddp_run, _single_run_on_the_global_batch
+from tests.test_ddp import ROOT, Loaders, ddp_run, single_run_on_the_global_batch
 from tests.test_ddp_launch import kill_a_rank
 
 pytestmark = [pytest.mark.multigpu, pytest.mark.slow]
@@ -29,11 +29,11 @@ pytestmark = [pytest.mark.multigpu, pytest.mark.slow]
     ],
 )
 def test_two_gpus_train_what_one_gpu_trains_on_the_global_batch(family: str, variant: str, rel: float) -> None:
-    got = _ddp_run(family, variant, device="cuda")
+    got = ddp_run(family, variant, device="cuda")
     (p0, changed0, batch0), (p1, changed1, batch1) = got[0], got[1]
     assert torch.equal(p0, p1)
     assert changed0 == changed1 == [2] and batch0 == batch1
-    single = _single_run_on_the_global_batch(family, variant, device="cuda")
+    single = single_run_on_the_global_batch(family, variant, device="cuda")
     assert (p0 - single).norm() / single.norm() < rel
 
 
@@ -42,7 +42,7 @@ def test_loader_workers_of_two_gpu_ranks_survive_a_batch_change(family: str, var
     """Spawned workers of an NCCL rank aborted when a batch change shut them down (the 2-H200
     input-pipeline sweep); started from a forkserver they exit cleanly and the ranks go on."""
     loaders: Loaders = {}
-    got = _ddp_run(family, variant, device="cuda", loaders=loaders)
+    got = ddp_run(family, variant, device="cuda", loaders=loaders)
     (p0, changed0, batch0), (p1, changed1, batch1) = got[0], got[1]
     assert torch.equal(p0, p1)
     assert changed0 == changed1 == [2] and batch0 == batch1

@@ -281,7 +281,7 @@ def _imported_names(path: Path) -> set[str]:
     return names
 
 
-def _imports(path: Path) -> set[str]:
+def imports_of(path: Path) -> set[str]:
     """The repository's modules that ``path`` imports anywhere in it (inside functions too), as paths."""
     out = set()
     for name in _imported_names(path):
@@ -306,7 +306,7 @@ def test_the_layer_picture_holds() -> None:
     upward = [
         f"{m} (floor {floors[m]}) imports {d} (floor {floors[d]})"
         for m in modules
-        for d in sorted(_imports(ROOT / m))
+        for d in sorted(imports_of(ROOT / m))
         if floors[d] > floors[m]
     ]
     assert upward == [], "imports that run up the layer picture: move a module or redraw the picture"

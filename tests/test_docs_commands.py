@@ -138,9 +138,15 @@ def _pasted(command: str, cwd: Path) -> subprocess.Popen[str]:
     bin_dir = str(Path(sys.executable).parent)
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}", "PYTHONPATH": str(ROOT)}
     return subprocess.Popen(
-        ["bash", "-c", command], cwd=cwd, env=env, text=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-        start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )  # fmt: skip
+        ["bash", "-c", command],
+        cwd=cwd,
+        env=env,
+        text=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
 
 
 def _ends_by_itself(s: Shown) -> bool:

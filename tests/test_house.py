@@ -1,5 +1,6 @@
-"""The house: the import graph of ``gpudash/`` and ``workloads/`` has no circles, and no module or
-function grows past what a reader holds at once.
+"""The house: the import graph of ``gpudash/`` and ``workloads/`` has no circles, no module or
+function grows past what a reader holds at once (nor is packed under ``# fmt: skip`` to stay under
+it), and no module imports another's private name.
 
 Every import counts, wherever it stands: at the top, inside a function (a lazy import closes a
 circle as surely, only later) and under ``TYPE_CHECKING`` (the names still tie the modules'
@@ -12,7 +13,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from tests.test_docs import ROOT, _imports
+from tests.test_docs import ROOT, imports_of
 
 PACKAGES = ("gpudash", "workloads")
 SIZED = ("gpudash", "workloads", "tests", "benchmarks", "examples")
@@ -27,7 +28,7 @@ def _modules(folders: tuple[str, ...]) -> list[Path]:
 def import_graph() -> dict[str, list[str]]:
     """Each module of ``gpudash/`` and ``workloads/`` (as a path) → the modules of both it imports."""
     names = {p.relative_to(ROOT).as_posix() for p in _modules(PACKAGES)}
-    return {m: sorted(d for d in _imports(ROOT / m) if d in names) for m in sorted(names)}
+    return {m: sorted(d for d in imports_of(ROOT / m) if d in names) for m in sorted(names)}
 
 
 def circles(graph: dict[str, list[str]]) -> list[list[str]]:
@@ -230,3 +231,59 @@ def test_variant_names_are_written_only_in_the_registry_and_their_familys_module
         hits = variant_literals(path.read_text(encoding="utf-8"), names, allowed.get(name, frozenset()))
         found += [f"{name}:{hit}" for hit in hits]
     assert found == [], "ask the registry (workloads.registry) which variant: " + "; ".join(found)
+
+
+FIRST_PARTY = ("gpudash", "workloads", "benchmarks", "tests", "examples", "gpudash_job_")  # the boot modules too
+
+
+def private_imports(text: str) -> list[str]:
+    """Each ``from <first-party module> import _name`` in ``text``: a private name used outside its
+    module (make it public where it is shared, or move it to the module that uses it)."""
+    found = []
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith(FIRST_PARTY):
+            found += [
+                f"{node.lineno}: from {node.module} import {alias.name}"
+                for alias in node.names
+                if alias.name.startswith("_") and not alias.name.startswith("__")
+            ]
+    return found
+
+
+def test_the_private_import_scan_finds_a_private_name_and_not_a_public_or_foreign_one() -> None:
+    written = """
+from gpudash.core.faults import _secret
+from gpudash_job_parts import (
+    public,
+    _Hidden,
+)
+from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
+from gpudash import __version__
+from .sibling import _relative
+"""
+    assert private_imports(written) == [
+        "2: from gpudash.core.faults import _secret",
+        "3: from gpudash_job_parts import _Hidden",
+    ]
+
+
+def test_no_module_imports_a_private_name_of_another() -> None:
+    found = [
+        f"{path.relative_to(ROOT).as_posix()}:{hit}"
+        for path in _modules(SIZED)
+        for hit in private_imports(path.read_text(encoding="utf-8"))
+    ]
+    assert found == [], "a private name used outside its module: " + "; ".join(found)
+
+
+def test_no_statement_is_packed_under_fmt_skip() -> None:
+    """The formatter lays out every statement: ``# fmt: skip`` kept lines packed to stay under the
+    module limit (a module near it has more than one job). An aligned table may still use
+    ``# fmt: off``/``on`` (``gpudash/core/metrics.py``'s)."""
+    found = [
+        f"{path.relative_to(ROOT).as_posix()}:{number}"
+        for path in _modules(SIZED)
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if line.rstrip().endswith("# fmt: skip")
+    ]
+    assert found == [], "let ruff format these: " + "; ".join(found)

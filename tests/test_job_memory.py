@@ -125,8 +125,17 @@ def test_the_memory_line_reads_the_allocator_against_the_gpus_total() -> None:
         "peak": int(41.2 * gib),
         "total": int(79.6 * gib),
     }
-    memory.received({"step": 9, "params": 2 * gib, "grads": 2 * gib, "optimizer": 4 * gib, "activations": 25 * gib,
-                     "activations_step": 3, **counters})  # fmt: skip
+    memory.received(
+        {
+            "step": 9,
+            "params": 2 * gib,
+            "grads": 2 * gib,
+            "optimizer": 4 * gib,
+            "activations": 25 * gib,
+            "activations_step": 3,
+            **counters,
+        }
+    )
     said = memory.event(2.0)
     assert said is not None and memory.event(3.0) is None  # said once; the end's comes with final()
     assert said.message == (
@@ -209,8 +218,17 @@ def test_what_fits_is_bounded_by_what_other_processes_hold_of_the_gpu() -> None:
 
 def test_remedies_are_those_the_job_lacks_largest_first() -> None:
     gib = 1 << 30
-    m = {"params": 2 * gib, "grads": 2 * gib, "optimizer": 8 * gib, "activations": 40 * gib, "half_share": 0.0,
-         "allocated": 60 * gib, "reserved": 72 * gib, "total": 80 * gib, "alloc_conf": ""}  # fmt: skip
+    m = {
+        "params": 2 * gib,
+        "grads": 2 * gib,
+        "optimizer": 8 * gib,
+        "activations": 40 * gib,
+        "half_share": 0.0,
+        "allocated": 60 * gib,
+        "reserved": 72 * gib,
+        "total": 80 * gib,
+        "alloc_conf": "",
+    }
     found = [r.what.split(" ")[0] for r in remedies(m)]
     assert found == ["activation", "bf16", "half", "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True", "the"]
     mixed = {**m, "half_share": 0.9, "alloc_conf": "expandable_segments:True"}  # it has both already

@@ -46,7 +46,7 @@ BENCH_JOBS = Path(__file__).parents[1] / "benchmarks" / "jobs"
 
 
 # -- the hooks' spans, inside the job ---------------------------------------------------------------
-def _phases_module() -> Any:
+def phases_module() -> Any:
     return boot_module("gpudash_job_phases")
 
 
@@ -54,12 +54,12 @@ def _phases_module() -> Any:
 def phases() -> tuple[Any, list[dict[str, Any]]]:
     """The hooks' span keeper on this thread (as after a first step), and what it says to gpudash."""
     said: list[dict[str, Any]] = []
-    keeper = _phases_module().Phases(said.append, lambda: 0)
+    keeper = phases_module().Phases(said.append, lambda: 0)
     keeper.thread = threading.get_ident()
     return keeper, said
 
 
-def _ended(said: list[dict[str, Any]]) -> dict[str, float]:
+def ended_phases(said: list[dict[str, Any]]) -> dict[str, float]:
     return {m["kind"]: m["s"] for m in said if "s" in m}
 
 
@@ -72,7 +72,7 @@ def test_batches_of_another_loader_between_steps_are_an_evaluation_left_out_of_t
         keeper.batch(2, t + 0.2 + 0.1 * i, t + 0.25 + 0.1 * i, False)
     keeper.batch(1, t + 0.5, t + 0.51, False)  # training again: its next batch
     assert keeper.at_step(t + 0.6, 1) == pytest.approx(0.2)  # 0.5 s since the last step, 0.3 s of it evaluation
-    assert _ended(said) == {EVALUATION: pytest.approx(0.3)}
+    assert ended_phases(said) == {EVALUATION: pytest.approx(0.3)}
 
 
 def test_one_batch_of_a_second_loader_a_step_and_a_new_epochs_iterator_are_training(phases: Any) -> None:
@@ -89,13 +89,13 @@ def test_one_batch_of_a_second_loader_a_step_and_a_new_epochs_iterator_are_train
     for k in range(2):  # ... a new iterator hands two batches (accumulation) before the step
         keeper.batch(3, t + 0.46 + 0.01 * k, t + 0.47 + 0.01 * k, False)
     assert keeper.at_step(t + 0.5, 3) == pytest.approx(0.1)
-    assert _ended(said) == {}
+    assert ended_phases(said) == {}
 
 
 def test_a_model_in_eval_mode_is_an_evaluation_only_when_training_resumes_before_the_step(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    module, clock = _phases_module(), [1000.0]  # the keeper's clock, moved by the test: no sleep a load stretches
+    module, clock = phases_module(), [1000.0]  # the keeper's clock, moved by the test: no sleep a load stretches
     monkeypatch.setattr(module, "time", SimpleNamespace(monotonic=lambda: clock[0]))
     said: list[dict[str, Any]] = []
     keeper = module.Phases(said.append, lambda: 0)
@@ -106,12 +106,12 @@ def test_a_model_in_eval_mode_is_an_evaluation_only_when_training_resumes_before
     keeper.mode(True)  # model.train()
     clock[0] += 0.001
     train = keeper.at_step(clock[0], 0)
-    assert train is not None and train < 0.05 and _ended(said)[EVALUATION] >= 0.09
+    assert train is not None and train < 0.05 and ended_phases(said)[EVALUATION] >= 0.09
     said.clear()
     keeper.mode(False)  # a teacher put in eval mode inside the step: the step is training
     clock[0] += 0.1
     train = keeper.at_step(clock[0], 0)
-    assert train is not None and train >= 0.09 and _ended(said) == {}
+    assert train is not None and train >= 0.09 and ended_phases(said) == {}
 
 
 def test_the_saves_between_two_steps_are_one_checkpoint_and_a_second_counts_once(phases: Any) -> None:
@@ -120,7 +120,7 @@ def test_the_saves_between_two_steps_are_one_checkpoint_and_a_second_counts_once
     keeper.at_step(t, 0)
     keeper.spans = [(EVALUATION, t + 0.2, t + 1.0), (CHECKPOINT, t + 0.5, t + 0.6), (CHECKPOINT, t + 0.7, t + 0.72)]
     assert keeper.at_step(t + 1.5, 0) == pytest.approx(0.7)  # 1.5 s, 0.8 s of them evaluation or checkpoint
-    assert _ended(said) == {CHECKPOINT: pytest.approx(0.22), EVALUATION: pytest.approx(0.58)}
+    assert ended_phases(said) == {CHECKPOINT: pytest.approx(0.22), EVALUATION: pytest.approx(0.58)}
 
 
 # -- the session's tally, the stall's report ---------------------------------------------------------
@@ -166,13 +166,13 @@ def test_a_stall_names_the_rank_that_stalled_first_and_a_process_that_cannot_ans
 
 
 # -- real scripts through gpudash record --------------------------------------------------------------
-def _rows(path: Path, kind: str) -> list[dict[str, str]]:
+def csv_rows(path: Path, kind: str) -> list[dict[str, str]]:
     with open(path, newline="") as f:
         return [row for row in csv.DictReader(f) if row["row_kind"] == kind]
 
 
-def _summary(path: Path) -> tuple[float, float | None, float | None]:
-    (row,) = _rows(path, "summary")
+def summary_row(path: Path) -> tuple[float, float | None, float | None]:
+    (row,) = csv_rows(path, "summary")
     low, high = (float(row[k]) if row[k] else None for k in ("ci_low", "ci_high"))
     return float(row["steps_per_s"]), low, high
 
@@ -182,7 +182,7 @@ def _resumed(stderr: str) -> bool:
     return any(e.text.startswith("steps resumed after a ") for e in printed.event_lines(stderr, "phase"))
 
 
-def _record(tmp_path: Path, name: str, *job: str, options: tuple[str, ...] = ()) -> tuple[Path, Any, dict[str, Any]]:
+def record_job(tmp_path: Path, name: str, *job: str, options: tuple[str, ...] = ()) -> tuple[Path, Any, dict[str, Any]]:
     out = tmp_path / f"{name}.csv"
     done = gpudash("record", str(out), *options, "--", sys.executable, *job)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -236,7 +236,7 @@ def phases_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any, dic
     return once_per_session(
         tmp_path_factory,
         "job-phases-run",
-        lambda: _record(tmp_path_factory.mktemp("phases"), "run", PHASES_LOOP, *PHASES_JOB),
+        lambda: record_job(tmp_path_factory.mktemp("phases"), "run", PHASES_LOOP, *PHASES_JOB),
     )
 
 
@@ -246,7 +246,7 @@ def test_evaluation_checkpoints_a_slow_start_and_exit_are_phases_and_the_rate_is
 ) -> None:
     out, done, meta = phases_run
     own = job_line(done.stdout)
-    mean, low, high = _summary(out)
+    mean, low, high = summary_row(out)
     assert mean == pytest.approx(float(own["steps_per_s"]), rel=0.05)  # not averaged with what is not training
     phases = meta["phases"]
     assert phases[EVALUATION] == pytest.approx(float(own["eval_s"]), rel=0.15)
@@ -254,7 +254,7 @@ def test_evaluation_checkpoints_a_slow_start_and_exit_are_phases_and_the_rate_is
     assert phases[TEARDOWN] >= 1.0 and phases[STARTUP] >= 1.0  # --exit-s 1, --start-s 1
     own_goodput = 100 * float(own["train_s"]) / meta["wall_s"]
     assert meta["goodput_pct"] == pytest.approx(own_goodput, abs=5.0)
-    ended = {(r["event_what"], bool(r["event_after"])) for r in _rows(out, "event") if r["event_kind"] == "phase"}
+    ended = {(r["event_what"], bool(r["event_after"])) for r in csv_rows(out, "event") if r["event_kind"] == "phase"}
     assert {(EVALUATION, True), (CHECKPOINT, True), (STARTUP, True), (TEARDOWN, True)} <= ended
     assert [g for e in printed.event_lines(done.stderr, "measured") if (g := printed.goodput(e.text))], done.stderr
 
@@ -289,12 +289,12 @@ def test_report_and_replay_read_a_jobs_phases_and_goodput(
 @pytest.mark.slow
 def test_steps_of_five_sample_windows_read_their_rate_with_an_interval_after_12_steps(tmp_path: Path) -> None:
     job = (PHASES_LOOP, "--steps", "13", "--step-s", "0.5")  # each step five 0.1 s windows long
-    out, done, _ = _record(tmp_path, "slow", *job, options=("--sample-interval", "0.1"))
+    out, done, _ = record_job(tmp_path, "slow", *job, options=("--sample-interval", "0.1"))
     own = float(job_line(done.stdout)["steps_per_s"])
-    mean, low, high = _summary(out)
+    mean, low, high = summary_row(out)
     assert mean == pytest.approx(own, rel=0.04)
     assert low is not None and high is not None and (high - low) / 2 / mean < 0.10
-    under_way = [float(r["steps_per_s"]) for r in _rows(out, "sample") if 2 <= int(r["steps"]) < 13]  # steps 3–13
+    under_way = [float(r["steps_per_s"]) for r in csv_rows(out, "sample") if 2 <= int(r["steps"]) < 13]  # steps 3–13
     reading = [rate for rate in under_way if rate > 0.5 * own]
     assert len(reading) >= 0.9 * len(under_way)  # a step under way reads its rate, not 0, 0, 0, 0, 2
 
@@ -307,7 +307,7 @@ def test_a_job_hung_on_a_lock_is_stalled_with_its_line_and_the_ask_leaves_it_as_
     out, done, meta = _record_stalled(tmp_path, "hung", job, lambda _: go_on.touch())
     assert done.returncode == 0, done.stderr[-2000:]
     assert "threads changed" not in done.stdout and "signal handlers changed" not in done.stdout
-    events = _rows(out, "event")
+    events = csv_rows(out, "event")
     told = [r for r in events if r["event_kind"] == EventKind.STALLED.value][0]  # (its exit, if slow, may be a 2nd)
     assert "rank 0" in told["event_message"] and "phases_loop.py:" in told["event_message"]
     assert "lock.acquire(timeout=args.hang_s)" in told["event_message"]
@@ -317,7 +317,7 @@ def test_a_job_hung_on_a_lock_is_stalled_with_its_line_and_the_ask_leaves_it_as_
     ended = [float(r["event_after"]) for r in events if r["event_what"] == STALLED_PHASE and r["event_after"]]
     assert meta["stalls"] and ended[0] >= max(3.0, stalled_s - 0.5)  # it lasted past its telling
     assert meta["phases"][STALLED_PHASE] >= ended[0]
-    mean, _, _ = _summary(out)  # the step after the stall is the stall's, not a slow step (that would halve it)
+    mean, _, _ = summary_row(out)  # the step after the stall is the stall's, not a slow step (that would halve it)
     assert mean == pytest.approx(float(job_line(done.stdout)["steps_per_s"]), rel=0.1)
 
 
@@ -326,7 +326,7 @@ def test_a_stall_in_a_dataloader_worker_shows_the_workers_line(tmp_path: Path) -
     job = (PHASES_LOOP, "--steps", "100", "--step-s", "0.05", "--hang-in-worker", "--workers", "2")
     out, done, meta = _record_stalled(tmp_path, "worker", job, lambda gd: gd.send_signal(signal.SIGINT))
     assert done.returncode == ExitCode.INTERRUPTED, done.stderr[-2000:]  # stopped, as Ctrl-C does
-    assert [r["event_message"] for r in _rows(out, "event") if r["event_kind"] == EventKind.STALLED.value]
+    assert [r["event_message"] for r in csv_rows(out, "event") if r["event_kind"] == EventKind.STALLED.value]
     where = "\n".join(line for stall in meta["stalls"] for line in stall["where"])
     assert "DataLoader worker" in where and "in __getitem__: time.sleep(3600)" in where
     assert "rank 0" in where  # and where the training loop waits for it
@@ -337,20 +337,20 @@ def test_without_a_dataloader_the_batch_and_samples_per_s_are_blank_and_eval_mod
     tmp_path: Path,
 ) -> None:
     job = ("--steps", "13", "--step-s", "0.15", "--no-loader", "--eval-every", "4", "--eval-mode-only")
-    out, done, meta = _record(tmp_path, "plain", PHASES_LOOP, *job)
+    out, done, meta = record_job(tmp_path, "plain", PHASES_LOOP, *job)
     own = job_line(done.stdout)
-    samples = _rows(out, "sample")
+    samples = csv_rows(out, "sample")
     assert samples and all(r["samples_per_s"] == "" and r["batch_size"] == "0" for r in samples)
     assert meta["phases"][EVALUATION] == pytest.approx(float(own["eval_s"]), rel=0.15)  # three passes, 6 × 0.1 s
-    mean, _, _ = _summary(out)
+    mean, _, _ = summary_row(out)
     assert mean == pytest.approx(float(own["steps_per_s"]), rel=0.05)
 
 
 @pytest.mark.slow
 def test_lightnings_validation_loop_is_an_evaluation_and_its_rate_its_training_steps(tmp_path: Path) -> None:
-    out, done, meta = _record(tmp_path, "lightning", str(JOBS / "lightning_val.py"), "20")
+    out, done, meta = record_job(tmp_path, "lightning", str(JOBS / "lightning_val.py"), "20")
     own = job_line(done.stdout)
-    mean, _, _ = _summary(out)
+    mean, _, _ = summary_row(out)
     assert mean == pytest.approx(float(own["steps_per_s"]), rel=0.05)
     assert meta["phases"][EVALUATION] == pytest.approx(float(own["eval_s"]), rel=0.2)  # two passes of 6 × 0.1 s
 
@@ -358,8 +358,8 @@ def test_lightnings_validation_loop_is_an_evaluation_and_its_rate_its_training_s
 @pytest.mark.slow
 def test_a_hugging_face_trainer_with_evaluation_and_saves_reads_its_training_rate_and_goodput(tmp_path: Path) -> None:
     job = ("--tiny", "--steps", "40", "--eval-steps", "10", "--save-steps", "20", "--pace", "0.05")
-    out, done, meta = _record(tmp_path, "hf", str(BENCH_JOBS / "hf_phases.py"), *job)
-    mean, _, _ = _summary(out)
+    out, done, meta = record_job(tmp_path, "hf", str(BENCH_JOBS / "hf_phases.py"), *job)
+    mean, _, _ = summary_row(out)
     assert mean == pytest.approx(float(job_line(done.stdout)["steps_per_s"]), rel=0.10)
     assert meta["phases"][EVALUATION] > 0 and 0 < meta["goodput_pct"] < 100
 
@@ -385,7 +385,7 @@ def test_diagnose_says_when_evaluation_takes_over_a_quarter_of_the_wall_time() -
 def test_with_torchrun_the_rank_that_stalled_is_named_first_and_the_others_wait_for_it(tmp_path: Path) -> None:
     ddp = str(JOBS / "ddp_loop.py")
     torchrun = ("-m", "torch.distributed.run", "--nproc-per-node", "2", ddp, "20", "1:10:8")
-    out, done, meta = _record(tmp_path, "ddp", *torchrun, options=("--stall-after", "3"))
+    out, done, meta = record_job(tmp_path, "ddp", *torchrun, options=("--stall-after", "3"))
     (first, *rest) = meta["stalls"][0]["where"]
     assert first.startswith("rank 1 ") and "ddp_loop.py:" in first and "time.sleep(hang_s)" in first
     assert any(line.startswith("rank 0 ") and "loss.backward()" in line for line in rest)  # in the all-reduce

@@ -30,13 +30,13 @@ from gpudash.job.phase_watch import PhaseWatch
 from gpudash.job.stalls import Stall
 from gpudash.job.steps import JobSamples, StepRecord
 from gpudash.recording.replay import ReplaySource, read_all
-from gpudash.report.load import _PhaseRows
+from gpudash.report.load import PhaseRows
 from gpudash.tui.phase_strip import legend, strip_row
 from gpudash.tui.phases import PhaseTimeline, Span
 from tests import printed
 from tests.helpers import boot_module, once_per_session
 from tests.test_job import JOBS, job_line
-from tests.test_job_phases import _ended, _phases_module, _record, _rows, _summary
+from tests.test_job_phases import csv_rows, ended_phases, phases_module, record_job, summary_row
 
 BETWEEN = str(JOBS / "between_steps.py")
 STEP_S = 0.5  # the hand-fed steps' length
@@ -70,7 +70,7 @@ class Keeper:
 
 @pytest.fixture(scope="module")
 def boot() -> Any:
-    return _phases_module()
+    return phases_module()
 
 
 def _clock(boot: Any, monkeypatch: pytest.MonkeyPatch) -> list[float]:
@@ -90,14 +90,14 @@ def test_a_quick_save_then_other_checkpoint_work_is_one_checkpoint_until_the_nex
     keeper.save(0.001, 0.021)  # 20 ms: shorter than a span counts alone
     train = keeper.step(1.5 + STEP_S, batch_at=1.5)  # its upload until the next batch, then the step's 0.5 s
     assert train == pytest.approx(STEP_S, abs=0.01)
-    assert _ended(keeper.said) == {CHECKPOINT: pytest.approx(1.499, abs=0.01)}
+    assert ended_phases(keeper.said) == {CHECKPOINT: pytest.approx(1.499, abs=0.01)}
 
 
 def test_a_quiet_stretch_over_three_median_steps_between_steps_is_other_and_a_shorter_one_the_steps(
     keeper: Keeper,
 ) -> None:
     assert keeper.step(2.0 + STEP_S, batch_at=2.0) == pytest.approx(STEP_S, abs=0.01)  # 2 s: over 3 × 0.5 s
-    assert _ended(keeper.said) == {OTHER: pytest.approx(2.0, abs=0.01)}
+    assert ended_phases(keeper.said) == {OTHER: pytest.approx(2.0, abs=0.01)}
     keeper.said.clear()
     assert keeper.step(1.0 + STEP_S, batch_at=1.0) == pytest.approx(1.0 + STEP_S)  # 1 s: under 3 × 0.5 s
     assert keeper.said == []
@@ -138,7 +138,7 @@ def test_training_work_in_a_stretch_makes_it_the_steps_a_batch_drawn_at_once_or_
         if waits:
             assert train >= 0.5 and said == []
         else:
-            assert train < 0.25 and _ended(said)[OTHER] >= 0.49
+            assert train < 0.25 and ended_phases(said)[OTHER] >= 0.49
 
 
 def test_what_follows_an_evaluation_until_training_resumes_is_other(keeper: Keeper) -> None:
@@ -148,7 +148,7 @@ def test_what_follows_an_evaluation_until_training_resumes_is_other(keeper: Keep
     keeper.k.batch(2, t + 0.31, t + 0.32, True)
     train = keeper.step(2.32 + STEP_S, batch_at=2.32)  # 2 s after it (its logs), then the step's 0.5 s
     assert train == pytest.approx(STEP_S + 0.01, abs=0.005)  # (and the 10 ms before the evaluation's first batch)
-    assert _ended(keeper.said) == {EVALUATION: pytest.approx(0.31, abs=0.01), OTHER: pytest.approx(2.0, abs=0.01)}
+    assert ended_phases(keeper.said) == {EVALUATION: pytest.approx(0.31, abs=0.01), OTHER: pytest.approx(2.0, abs=0.01)}
 
 
 def test_on_a_gpu_whose_syncs_are_not_counted_a_quiet_stretch_is_never_other(boot: Any) -> None:
@@ -158,7 +158,7 @@ def test_on_a_gpu_whose_syncs_are_not_counted_a_quiet_stretch_is_never_other(boo
     counted = Keeper(boot)
     counted.k.cuda, counted.k.syncs = True, type("Syncs", (), {"job_owns_mode": False})()
     assert counted.step(2.0 + STEP_S, batch_at=2.0) == pytest.approx(STEP_S, abs=0.01)
-    assert _ended(counted.said) == {OTHER: pytest.approx(2.0, abs=0.01)}
+    assert ended_phases(counted.said) == {OTHER: pytest.approx(2.0, abs=0.01)}
 
 
 class FakeTorch:
@@ -210,7 +210,7 @@ def test_without_a_loader_the_training_forward_ends_the_stretch_and_torch_compil
     assert torch.hooks == {}
     clock[0] += 0.001
     train = k.at_step(clock[0], 0)
-    assert train is not None and train < 0.25 and _ended(said)[OTHER] >= 0.49
+    assert train is not None and train < 0.25 and ended_phases(said)[OTHER] >= 0.49
     boot_module("gpudash_job_phase_signals").note_compile(torch, k.stop_forward_watch)  # as its signals put it in
     clock[0] += 0.02
     k.at_step(clock[0], 0)
@@ -270,7 +270,7 @@ def test_the_dashboards_strip_shows_other_with_its_own_glyph_and_a_recording_wit
     assert cells[6] == OTHER and cells[3] == TRAINING
     assert "▚ other" in legend(timeline, 0.5, 9.5, 10.0, 10).plain  # type: ignore[union-attr]
     assert "▚" in strip_row(timeline, 0.5, 9.5, range(0, 10), 10, 10.0).plain
-    rows = _PhaseRows()
+    rows = PhaseRows()
     for m in _other_run():
         rows.add(m)
     phases = rows.phases()
@@ -297,7 +297,7 @@ def recorded(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
     return once_per_session(
         tmp_path_factory,
         f"between-steps-{request.param}",
-        lambda: _record(tmp_path_factory.mktemp(request.param), "run", BETWEEN, *JOB, *extra),
+        lambda: record_job(tmp_path_factory.mktemp(request.param), "run", BETWEEN, *JOB, *extra),
     )
 
 
@@ -305,7 +305,7 @@ def recorded(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
 def test_the_rate_is_the_scripts_own_training_rate(recorded: tuple[Path, Any, Any]) -> None:
     out, done, meta = recorded
     own = job_line(done.stdout)
-    mean, _, _ = _summary(out)
+    mean, _, _ = summary_row(out)
     assert mean == pytest.approx(float(own["steps_per_s"]), rel=0.15)  # with the 2.8 s of stretches as steps': 0.35×
     assert meta["goodput_pct"] == pytest.approx(100 * float(own["train_s"]) / meta["wall_s"], abs=5.0)
 
@@ -315,7 +315,7 @@ def test_the_checkpoint_holds_the_work_after_its_save_and_other_the_idling(recor
     out, done, meta = recorded
     own = job_line(done.stdout)
     assert meta["phases"][CHECKPOINT] == pytest.approx(float(own["ckpt_s"]), rel=0.15)  # 2 × (save + 0.5 s)
-    rows = [r for r in _rows(out, "event") if r["event_kind"] == "phase" and r["event_after"]]
+    rows = [r for r in csv_rows(out, "event") if r["event_kind"] == "phase" and r["event_after"]]
     others = [float(r["event_after"]) for r in rows if r["event_what"] == OTHER]
     assert len(others) == IDLES and sum(others) == pytest.approx(float(own["idle_s"]), rel=0.15)
     assert meta["phases"][OTHER] >= 0.9 * float(own["idle_s"])

@@ -26,7 +26,7 @@ from gpudash.tui.widgets import stats_table
 from tests import printed
 from tests.helpers import once_per_session
 from tests.test_job import JOBS, gpudash, job_line
-from tests.test_job_phases import _record, _summary
+from tests.test_job_phases import record_job, summary_row
 
 STEPS = 400
 JOB = (str(JOBS / "between_steps.py"), "--steps", str(STEPS), "--step-s", "0.002")
@@ -36,7 +36,7 @@ JOB = (str(JOBS / "between_steps.py"), "--steps", str(STEPS), "--step-s", "0.002
 def short_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any, Any]:
     """The 400 steps recorded once for every xdist worker: the CSV, the command's output, the sidecar."""
     return once_per_session(
-        tmp_path_factory, "short-run", lambda: _record(tmp_path_factory.mktemp("short"), "short", *JOB)
+        tmp_path_factory, "short-run", lambda: record_job(tmp_path_factory.mktemp("short"), "short", *JOB)
     )
 
 
@@ -55,7 +55,7 @@ def test_record_reads_a_one_second_runs_rate_with_its_interval_and_its_warm_up_i
     counted, warmup = summary.steps, summary.warmup_steps
     assert counted is not None and warmup is not None and summary.samples is None, summary  # steps, not samples
     assert JOB_WARMUP_STEPS <= warmup and counted + warmup <= STEPS and counted >= STEPS // 2
-    csv_mean, low, high = _summary(out)  # the CSV's summary row: the same figure, unrounded, with its interval
+    csv_mean, low, high = summary_row(out)  # the CSV's summary row: the same figure, unrounded, with its interval
     assert low is not None and high is not None and low < csv_mean < high
     assert csv_mean == pytest.approx(own_rate(done), rel=0.05)
     assert figure.holds(csv_mean)  # the line's figure is the row's, rounded to its interval's digits

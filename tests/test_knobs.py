@@ -267,9 +267,9 @@ def test_list_shows_every_knob_and_where_it_applies() -> None:
     ],
 )
 def test_a_knob_change_marker_says_only_what_changed(before: str, after: str, label: str) -> None:
-    from gpudash.tui.state import _marker_label
+    from gpudash.tui.state import marker_label
 
-    assert _marker_label(Event(time_s=1.0, kind=EventKind.CHANGED, what="knobs", before=before, after=after)) == label
+    assert marker_label(Event(time_s=1.0, kind=EventKind.CHANGED, what="knobs", before=before, after=after)) == label
 
 
 def test_a_replay_takes_its_knobs_from_the_metadata() -> None:

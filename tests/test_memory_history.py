@@ -147,12 +147,18 @@ def test_diagnose_memory_on_a_cpu_job_says_it_needs_cuda_in_one_line() -> None:
     job = [sys.executable, str(MLP), "--steps", "400"]
     done = subprocess.run(
         [sys.executable, "-m", "gpudash", "diagnose", "--memory", "-q", "--", *job],
-        capture_output=True, text=True, timeout=300, cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
     errors = [line for line in done.stderr.splitlines() if line.startswith("gpudash: error")]
     assert done.returncode == 1 and done.stdout == ""
-    assert errors == ["gpudash: error: the allocator's history: needs CUDA (its caching allocator keeps the "
-                      "history); this job runs on the CPU"]  # fmt: skip
+    assert errors == [
+        "gpudash: error: the allocator's history: needs CUDA (its caching allocator keeps the "
+        "history); this job runs on the CPU"
+    ]
     assert "Traceback" not in done.stderr
 
 

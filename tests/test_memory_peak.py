@@ -40,8 +40,10 @@ def snapshot(trace: list[dict[str, Any]], alive_at_end: list[int]) -> dict[str, 
     """A snapshot whose blocks in use at the end have these sizes, and this device-0 trace."""
     blocks = [{"size": n, "state": "active_allocated", "frames": []} for n in alive_at_end]
     blocks.append({"size": 64 * MIB, "state": "inactive", "frames": []})  # cached, not allocated
-    return {"segments": [{"device": 0, "blocks": blocks, "total_size": sum(alive_at_end) + 64 * MIB}],
-            "device_traces": [trace]}  # fmt: skip
+    return {
+        "segments": [{"device": 0, "blocks": blocks, "total_size": sum(alive_at_end) + 64 * MIB}],
+        "device_traces": [trace],
+    }
 
 
 def alloc(addr: int, size: int, frames: list[dict[str, Any]]) -> dict[str, Any]:

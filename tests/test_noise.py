@@ -280,16 +280,16 @@ def test_sweep_md_marks_a_verdict_measured_on_a_noisy_machine_and_its_bar_is_not
     import dataclasses
 
     from gpudash.sweep.plan import Configuration, FamilyPlan, SweepPlan, SweepSettings
-    from gpudash.sweep.plot import _COLOURS
+    from gpudash.sweep.plot import VERDICT_COLOURS
     from gpudash.sweep.report import SweepReport
     from gpudash.sweep.results import summarize
-    from tests.test_sweep import _result
+    from tests.test_sweep import repeat_result
 
     base = Configuration("sync_loss", "sync-heavy", "sync-heavy", 4, 0)
     fixed = Configuration("sync_loss", "fixed", "fixed", 4, 1)
-    noisy = _result(fixed, 1, 75.0, 10.0)
+    noisy = repeat_result(fixed, 1, 75.0, 10.0)
     noisy = dataclasses.replace(noisy, samples=tuple(dataclasses.replace(s, noise="starved: x") for s in noisy.samples))
-    results = [_result(base, 1, 50.0, 0.0), noisy]
+    results = [repeat_result(base, 1, 50.0, 0.0), noisy]
     (quiet_base, loud) = summarize((base, fixed), results)
     assert quiet_base.noise == "" and loud.noise == "noisy: 100% of samples (starved)"
     assert loud.comparison is not None and str(loud.comparison.verdict) == "faster"
@@ -305,7 +305,7 @@ def test_sweep_md_marks_a_verdict_measured_on_a_noisy_machine_and_its_bar_is_not
     rows = {r["variant"]: r for r in _sweep_rows(tmp_path) if r["row_kind"] == "summary"}
     assert rows["fixed"]["noise"] == "noisy: 100% of samples (starved)" and rows["sync-heavy"]["noise"] == ""
     svg = (tmp_path / "sweep.svg").read_text()
-    assert _COLOURS["faster"] not in svg.lower()  # a real difference on a noisy machine: no green
+    assert VERDICT_COLOURS["faster"] not in svg.lower()  # a real difference on a noisy machine: no green
 
 
 def _sweep_rows(out: Path) -> list[dict[str, str]]:
@@ -320,7 +320,7 @@ def _sweep_rows(out: Path) -> list[dict[str, str]]:
 def test_an_a_a_sweep_on_a_loaded_cpu_says_so_and_shows_no_ratio_without_an_interval_nor_colour(tmp_path: Path) -> None:
     """The issue's A/A check on a loaded CPU: the sweep and its workload pinned to one CPU that
     two spinners share. Whatever else the machine runs only adds load."""
-    from gpudash.sweep.plot import _COLOURS
+    from gpudash.sweep.plot import VERDICT_COLOURS
     from tests import printed
     from tests.helpers import timing
     from tests.test_sweep import run
@@ -345,7 +345,7 @@ def test_an_a_a_sweep_on_a_loaded_cpu_says_so_and_shows_no_ratio_without_an_inte
     assert ratio is not None and (ratio.has_interval or row[-2].endswith("(no CI)")), row  # it says its interval
     assert noisy, row
     svg = (out / "sweep.svg").read_text().lower()
-    assert _COLOURS["faster"] not in svg and _COLOURS["slower"] not in svg
+    assert VERDICT_COLOURS["faster"] not in svg and VERDICT_COLOURS["slower"] not in svg
 
 
 @pytest.mark.slow

@@ -25,7 +25,7 @@ from gpudash.sweep.run import FamilyRun
 from gpudash.tune.run import TuneRun
 from tests import printed
 from tests.test_csv_roundtrip import sample
-from tests.test_sweep import _result
+from tests.test_sweep import repeat_result
 
 HOST_LOAD = "host load: other processes kept 1.9 of 2 CPUs busy"
 WOBBLE = [100.0 + (3.0 if i % 2 else -3.0) + 0.1 * (i % 5) for i in range(40)]
@@ -194,7 +194,7 @@ def test_a_sweeps_configuration_line_reads_with_its_comparison_and_noise(noise: 
         Configuration("sync_loss", "sync-heavy", "sync-heavy", 4, 0),
         Configuration("sync_loss", "fixed", "fixed", 4, 1),
     )
-    results = [_result(base, 1, 50.0, 0.0), _result(fixed, 1, 75.0, 10.0)]
+    results = [repeat_result(base, 1, 50.0, 0.0), repeat_result(fixed, 1, 75.0, 10.0)]
     first, second = (dataclasses.replace(s, noise=noise) for s in summarize((base, fixed), results))
     line = printed.sweep_line("gpudash: " + summary_line(second))
     assert line is not None and line.name == fixed.name and line.unit == "steps/s" and line.base == base.label

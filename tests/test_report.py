@@ -17,7 +17,7 @@ from gpudash.sweep.plan import Configuration, FamilyPlan, SweepPlan, SweepSettin
 from gpudash.sweep.report import SweepReport
 from gpudash.sweep.results import RepeatResult
 from tests.printed import compared, figure, table_rows, verdict
-from tests.test_sweep import _result
+from tests.test_sweep import repeat_result
 from tests.tui.make_fixture import record
 
 FIXTURE = Path(__file__).parent / "tui" / "data" / "replay.csv"  # encdec on an H100: three changes
@@ -77,7 +77,7 @@ def test_the_same_recording_twice_is_no_change_detected(tmp_path: Path) -> None:
     assert all(c is not None and c.has_interval and round(c.ratio, 2) == 1.0 for c in ratios), rows
 
 
-def _sweep(out: Path, fixed_rate: float) -> Path:
+def sweep_files(out: Path, fixed_rate: float) -> Path:
     """A finished sweep's files from synthetic repeats: sync-heavy at 50 steps/s, fixed at ``fixed_rate``."""
     base = Configuration("sync_loss", "sync-heavy", "sync-heavy", 4, 0)
     fixed = Configuration("sync_loss", "fixed", "fixed", 4, 1)
@@ -86,7 +86,10 @@ def _sweep(out: Path, fixed_rate: float) -> Path:
     report = SweepReport(SweepPlan((fp,), SweepSettings(repeats=2), out, "gpudash sweep --preset syncs"))
     results: list[RepeatResult] = []
     for repeat in (1, 2):
-        results += [_result(base, repeat, 50.0, 20.0 * repeat), _result(fixed, repeat, fixed_rate, 20.0 * repeat + 10)]
+        results += [
+            repeat_result(base, repeat, 50.0, 20.0 * repeat),
+            repeat_result(fixed, repeat, fixed_rate, 20.0 * repeat + 10),
+        ]
     for r in results:
         report.add_result(r)
     report.add_family(fp, results, [])
@@ -95,7 +98,7 @@ def _sweep(out: Path, fixed_rate: float) -> Path:
 
 
 def test_two_sweeps_compare_configuration_by_configuration(tmp_path: Path) -> None:
-    before, after = _sweep(tmp_path / "a", 75.0), _sweep(tmp_path / "b", 90.0)
+    before, after = sweep_files(tmp_path / "a", 75.0), sweep_files(tmp_path / "b", 90.0)
     assert run(["report", str(before), str(after), "--out", str(tmp_path / "out"), "--html"]) == 0
     md = (tmp_path / "out" / "report.md").read_text()
     rows = {r[0]: r for r in table_rows(md, "## Run 1: sweep.csv")}

@@ -22,7 +22,7 @@ from gpudash.cli.main import main
 from gpudash.core.protocol import Event, EventKind, ExitCode
 from gpudash.recording.csvformat import event_row, format_row, header, sample_row
 from gpudash.recording.replay import NotARecording, ReplaySource, read_all
-from tests.test_report import _sweep
+from tests.test_report import sweep_files
 from tests.tui.fakes import gpu, sample
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -85,7 +85,7 @@ def fixture_meta(**changes: object) -> dict[str, object]:
 
 def hostile_sweep(directory: Path) -> Path:
     """A finished sweep whose second configuration's label and whose status are hostile."""
-    path = _sweep(directory / "sweep", 75.0)
+    path = sweep_files(directory / "sweep", 75.0)
     path.write_text(path.read_text().replace(",fixed,", f",fixed{HOSTILE},"))
     meta = json.loads(path.with_suffix(".json").read_text())
     path.with_suffix(".json").write_text(json.dumps({**meta, "status": HOSTILE}))

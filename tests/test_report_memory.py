@@ -32,8 +32,16 @@ def _run_with_memory(folder: Path, name: str, memory: Mapping[str, object], oom:
 def test_a_runs_memory_its_fit_and_why_it_ran_out_are_in_the_report(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    small = {"params_bytes": 2 * GIB, "grads_bytes": 2 * GIB, "optimizer_bytes": 4 * GIB, "activations_bytes": 8 * GIB,
-             "peak_allocated_bytes": 17 * GIB, "total_bytes": 80 * GIB, "batch": 16, "fits_batch": 120}  # fmt: skip
+    small = {
+        "params_bytes": 2 * GIB,
+        "grads_bytes": 2 * GIB,
+        "optimizer_bytes": 4 * GIB,
+        "activations_bytes": 8 * GIB,
+        "peak_allocated_bytes": 17 * GIB,
+        "total_bytes": 80 * GIB,
+        "batch": 16,
+        "fits_batch": 120,
+    }
     large = {**small, "activations_bytes": 64 * GIB, "peak_allocated_bytes": 79 * GIB, "batch": 128}
     del large["fits_batch"]
     a = _run_with_memory(tmp_path, "a", small)

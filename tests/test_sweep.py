@@ -128,7 +128,7 @@ def _sample(t: float, steps: int, rate: float, variant: str = "fixed", batch: in
     )
 
 
-def _result(config: Configuration, repeat: int, rate: float, t0: float, *, power: float = 100.0) -> RepeatResult:
+def repeat_result(config: Configuration, repeat: int, rate: float, t0: float, *, power: float = 100.0) -> RepeatResult:
     """A repeat of 5 s at ``rate`` steps/s (±1% wobble) with NVML ticks every 0.25 s at ``power`` W."""
     samples = tuple(
         _sample(t0 + 0.1 * (i + 1), int(rate * 0.1 * (i + 1)), rate * (1 + 0.01 * ((i % 3) - 1)), config.variant)
@@ -160,12 +160,12 @@ def test_summaries_compare_with_the_first_configuration_at_the_same_batch_size()
     fixed = Configuration("sync_loss", "fixed", "fixed", 4, 1)
     again = Configuration("sync_loss", "fixed", "fixed#2", 4, 2)
     results = [
-        _result(base, 1, 50.0, 0.0, power=200.0),
-        _result(fixed, 1, 75.0, 10.0),
-        _result(again, 1, 75.0, 20.0),
-        _result(base, 2, 50.0, 30.0, power=200.0),
-        _result(again, 2, 75.0, 40.0),
-        _result(fixed, 2, 75.0, 50.0),
+        repeat_result(base, 1, 50.0, 0.0, power=200.0),
+        repeat_result(fixed, 1, 75.0, 10.0),
+        repeat_result(again, 1, 75.0, 20.0),
+        repeat_result(base, 2, 50.0, 30.0, power=200.0),
+        repeat_result(again, 2, 75.0, 40.0),
+        repeat_result(fixed, 2, 75.0, 50.0),
     ]
     s_base, s_fixed, s_again = summarize((base, fixed, again), results)
     assert s_base.is_base and s_base.comparison is None
@@ -186,9 +186,9 @@ def test_report_files_from_synthetic_results(tmp_path: Path) -> None:
     plan = SweepPlan((fp,), SweepSettings(repeats=2), tmp_path, "gpudash sweep --preset syncs")
     report = SweepReport(plan)
     results = [
-        _result(base, 1, 50.0, 0.0),
-        _result(fixed, 1, 75.0, 10.0),
-        _result(fixed, 2, 75.0, 20.0),
+        repeat_result(base, 1, 50.0, 0.0),
+        repeat_result(fixed, 1, 75.0, 10.0),
+        repeat_result(fixed, 2, 75.0, 20.0),
         RepeatResult(base, 2, error="CUDA out of memory"),
     ]
     for r in results:
@@ -396,10 +396,10 @@ def test_a_written_sweep_csv_reads_back_into_the_same_tables(tmp_path: Path) -> 
     fp = FamilyPlan("sync_loss", "Host-device syncs in a masked loss", (base, fixed), seconds=5.0)
     report = SweepReport(SweepPlan((fp,), SweepSettings(repeats=2), tmp_path, "gpudash sweep --preset syncs"))
     results = [
-        _result(base, 1, 50.0, 0.0),
-        _result(fixed, 1, 75.0, 10.0),
-        _result(base, 2, 50.0, 20.0),
-        _result(fixed, 2, 75.0, 30.0),
+        repeat_result(base, 1, 50.0, 0.0),
+        repeat_result(fixed, 1, 75.0, 10.0),
+        repeat_result(base, 2, 50.0, 20.0),
+        repeat_result(fixed, 2, 75.0, 30.0),
     ]
     for r in results:
         report.add_result(r)
@@ -428,7 +428,7 @@ def test_an_old_sweep_csv_without_the_knobs_column_still_reads(tmp_path: Path) -
     fixed = Configuration("sync_loss", "fixed", "fixed", 4, 1)
     fp = FamilyPlan("sync_loss", "Host-device syncs in a masked loss", (base, fixed), seconds=5.0)
     report = SweepReport(SweepPlan((fp,), SweepSettings(repeats=1), tmp_path, "gpudash sweep --preset syncs"))
-    results = [_result(base, 1, 50.0, 0.0), _result(fixed, 1, 75.0, 10.0)]
+    results = [repeat_result(base, 1, 50.0, 0.0), repeat_result(fixed, 1, 75.0, 10.0)]
     for r in results:
         report.add_result(r)
     report.add_family(fp, results, [])

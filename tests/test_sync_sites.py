@@ -374,11 +374,11 @@ def test_tune_md_lists_the_sync_table_its_diagnosis_counted() -> None:
     from types import SimpleNamespace
 
     from gpudash.core.protocol import Event, EventKind
-    from gpudash.tune.report import _sync_lines
+    from gpudash.tune.report import sync_lines
 
     evidence = Evidence(steps=3, step_ms=4.0, input_ms=0.0, syncs_per_step=2.0, sync_sites=_table())
     before = Event(1.0, EventKind.MEASURED, "diagnosis", details=evidence.details())
-    lines = _sync_lines(SimpleNamespace(before=before, after=None))  # type: ignore[arg-type]
+    lines = sync_lines(SimpleNamespace(before=before, after=None))  # type: ignore[arg-type]
     assert lines[0] == "### Host-device syncs by line"
     assert "**the plain run**: 2 waits a step over 3 steps" in lines
     assert any(line.startswith("| 1 | 50% | `train.py:88` (in backward) |") for line in lines), lines

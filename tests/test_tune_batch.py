@@ -59,8 +59,9 @@ def _race(
     monkeypatch.setattr(job_race, "run_once", fake_run)
     monkeypatch.setattr(job_race, "_say", lambda quiet, text: said.append(text))
     monkeypatch.setattr(job_race.os, "sched_getaffinity", lambda pid: {0})
-    args = argparse.Namespace(seconds=10.0, max_minutes=60.0, quiet=True, allow_numerics=False,
-                              allow_compile=False, allow_batch=allow)  # fmt: skip
+    args = argparse.Namespace(
+        seconds=10.0, max_minutes=60.0, quiet=True, allow_numerics=False, allow_compile=False, allow_batch=allow
+    )
     race = JobRace(["python", "train.py"], args, tmp_path)
     return race, race.race()[1], said
 
@@ -114,20 +115,28 @@ def test_without_allow_batch_no_batch_is_raced(monkeypatch: pytest.MonkeyPatch, 
 @pytest.mark.parametrize(
     ("call", "after"),
     [
-        ("train = DataLoader(data, batch_size=args.batch, shuffle=True)\n",
-         "train = DataLoader(data, batch_size=48, shuffle=True)\n"),
+        (
+            "train = DataLoader(data, batch_size=args.batch, shuffle=True)\n",
+            "train = DataLoader(data, batch_size=48, shuffle=True)\n",
+        ),
         ("train = DataLoader(data, 16, shuffle=True)\n", "train = DataLoader(data, 48, shuffle=True)\n"),
         ("train = DataLoader(data, shuffle=True)\n", "train = DataLoader(data, shuffle=True, batch_size=48)\n"),
-        ("train = DataLoader(\n    data,\n    16,\n    shuffle=True,\n)\n",
-         "train = DataLoader(\n    data,\n    48,\n    shuffle=True,\n)\n"),
-        ("train = DataLoader(data, batch_size=int(args.bs), shuffle=True)\n",
-         "train = DataLoader(data, batch_size=48, shuffle=True)\n"),
+        (
+            "train = DataLoader(\n    data,\n    16,\n    shuffle=True,\n)\n",
+            "train = DataLoader(\n    data,\n    48,\n    shuffle=True,\n)\n",
+        ),
+        (
+            "train = DataLoader(data, batch_size=int(args.bs), shuffle=True)\n",
+            "train = DataLoader(data, batch_size=48, shuffle=True)\n",
+        ),
         ('train = DataLoader(data, batch_size=cfg.get("bs", 32))\n', "train = DataLoader(data, batch_size=48)\n"),
         ("train = DataLoader(données, 16, shuffle=True)\n", "train = DataLoader(données, 48, shuffle=True)\n"),
-        ("train = DataLoader(\n    data,  # the tokens\n    16,  # a GPU's worth\n)\n",
-         "train = DataLoader(\n    data,  # the tokens\n    48,  # a GPU's worth\n)\n"),
+        (
+            "train = DataLoader(\n    data,  # the tokens\n    16,  # a GPU's worth\n)\n",
+            "train = DataLoader(\n    data,  # the tokens\n    48,  # a GPU's worth\n)\n",
+        ),
     ],
-)  # fmt: skip
+)
 def test_the_answer_is_the_loaders_batch_size_replaced_by_position_or_added(
     tmp_path: Path, call: str, after: str
 ) -> None:
@@ -160,8 +169,13 @@ def test_set_batch_size_reaches_the_training_loader_alone(tmp_path: Path) -> Non
     job = [sys.executable, str(SLOW_READS), "--steps", "300", "--read-ms", "0"]
     line = next(n for n, x in enumerate(SLOW_READS.read_text().splitlines(), 1) if "loader = DataLoader(" in x)
     sets = ["--set", "batch_size=4", "--set", f"loader_site={SLOW_READS}:{line}"]
-    done = subprocess.run([sys.executable, "-m", "gpudash", "record", str(out), "-q", *sets, "--", *job],
-                          capture_output=True, text=True, timeout=300, cwd=tmp_path)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "gpudash", "record", str(out), "-q", *sets, "--", *job],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     meta = json.loads(out.with_suffix(".json").read_text())
     assert meta["memory"]["batch"] == 4

@@ -38,7 +38,7 @@ train = DataLoader(
 DOUBLING = {0: 440.0, 1: 424.0, **{2**k: 880.0 * 2 ** (k - 1) for k in range(1, 7)}}  # 2 → 880 … 64 → 28160
 
 
-def _steady(rate: float) -> Estimate:
+def steady(rate: float) -> Estimate:
     """A run's figure: twelve windows within 1% of ``rate``."""
     return estimate_from_batches([rate * (1 + (i % 3 - 1) / 100) for i in range(12)])
 
@@ -66,7 +66,7 @@ def _race(
     ) -> Run:
         workers = int(dict(settings).get("num_workers", 0))
         rate = rates[workers] * (1.02 if dict(settings).keys() - {"num_workers", LOADER_SITE} else 1.0)
-        run = Run(describe(settings), settings, samples=_steady(rate))
+        run = Run(describe(settings), settings, samples=steady(rate))
         said = f"tf32=False,{job_has},num_workers=0,pin_memory=False,site={site}"
         run.started = {"device": "cpu", "settings": said}
         run.worker_busy = busy if workers else None
@@ -80,7 +80,7 @@ def _race(
     return race, race.race()[1]
 
 
-def _race_with(
+def race_with(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, rates: dict[int, float], busy: float, **kw: Any
 ) -> list[str]:
     """``_race``'s runs, by their settings, in the order run."""
@@ -109,11 +109,11 @@ def test_the_climb_goes_on_past_one_slower_worker_and_past_the_cpus_only_while_t
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     rates = {0: 440.0, 1: 424.0, 2: 880.0, 4: 1770.0, 8: 3000.0, 16: 3000.0}
-    waiting = _race_with(monkeypatch, tmp_path, rates, busy=0.1)
+    waiting = race_with(monkeypatch, tmp_path, rates, busy=0.1)
     assert _counts(waiting) == [1, 2, 4, 8, 16]  # 32 workers 10% busy would need 3.2 of the 2 CPUs
-    computing = _race_with(monkeypatch, tmp_path, rates, busy=0.9)
+    computing = race_with(monkeypatch, tmp_path, rates, busy=0.9)
     assert "num_workers=4" not in computing and "num_workers=2" in computing  # 2 CPUs: no more
-    one_cpu = _race_with(monkeypatch, tmp_path, rates, busy=0.1, cpus=1)  # one worker slower, but waiting
+    one_cpu = race_with(monkeypatch, tmp_path, rates, busy=0.1, cpus=1)  # one worker slower, but waiting
     assert _counts(one_cpu) == [1, 2, 4, 8]
 
 
@@ -167,9 +167,17 @@ def test_every_setting_in_the_json_is_typed_in_the_winner_and_every_candidate(tm
     """``num_workers: 8``, not ``"8"``: the settings' text parsed in one place (``job_runs.typed``)."""
     script = tmp_path / "train.py"
     script.write_text(SCRIPT)
-    given = (("num_workers", "8"), ("prefetch_factor", "4"), ("pin_memory", "True"), ("persistent_workers", "True"),
-             ("tf32", "True"), ("compile", "True"), ("autocast", "bf16"), (LOADER_SITE, f"{script}:4"))  # fmt: skip
-    base, winner = Run("as written", (), samples=_steady(440.0)), Run(describe(given), given, samples=_steady(900.0))
+    given = (
+        ("num_workers", "8"),
+        ("prefetch_factor", "4"),
+        ("pin_memory", "True"),
+        ("persistent_workers", "True"),
+        ("tf32", "True"),
+        ("compile", "True"),
+        ("autocast", "bf16"),
+        (LOADER_SITE, f"{script}:4"),
+    )
+    base, winner = Run("as written", (), samples=steady(440.0)), Run(describe(given), given, samples=steady(900.0))
     winner.worker_busy, winner.worker_memory = 0.03, WorkerMemory(GIB / 4, 8 * GIB)
     found = edits(given, f"{script}:4", [sys.executable, str(script)])
     doc = json.loads(json.dumps(job_race.answer(base, winner, [base, winner], found)))
@@ -243,6 +251,6 @@ def test_the_worker_reading_finds_forked_workers_and_what_they_hold() -> None:
 
 
 def test_a_runs_progress_line_gives_its_workers_busy_share_and_memory() -> None:
-    run = Run("num_workers=4", (("num_workers", "4"),), samples=_steady(1000.0))
+    run = Run("num_workers=4", (("num_workers", "4"),), samples=steady(1000.0))
     run.worker_busy, run.worker_memory = 0.03, WorkerMemory(GIB / 8, 4 * GIB)
     assert job_runs.shown(run) == "1,000 samples/s, workers 3% busy, 0.125 GiB each"

@@ -20,7 +20,7 @@ from gpudash.tune import job_race, job_runs, worker_cpu
 from gpudash.tune.job_edits import edits, unified_diff
 from gpudash.tune.job_runs import Run
 from gpudash.tune.worker_cpu import GIB, no_room
-from tests.test_tune_climb import _race_with, _steady
+from tests.test_tune_climb import race_with, steady
 
 JOBS = Path(__file__).parent / "data" / "jobs"
 SLOW_READS = JOBS / "slow_reads.py"
@@ -83,10 +83,10 @@ def test_numerics_and_compile_are_raced_only_when_allowed_and_where_the_job_lack
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     rates = {0: 440.0, 1: 440.0, 2: 440.0}
-    assert not [n for n in _race_with(monkeypatch, tmp_path, rates, 0.9) if "autocast" in n or "compile" in n]
-    allowed = _race_with(monkeypatch, tmp_path, rates, 0.9, allow=True)
+    assert not [n for n in race_with(monkeypatch, tmp_path, rates, 0.9) if "autocast" in n or "compile" in n]
+    allowed = race_with(monkeypatch, tmp_path, rates, 0.9, allow=True)
     assert allowed[-2:] == ["autocast=bf16", "compile=True"]  # compile last; TF32 only on CUDA
-    own = _race_with(monkeypatch, tmp_path, rates, 0.9, job_has="autocast=True,compiled=True", allow=True)
+    own = race_with(monkeypatch, tmp_path, rates, 0.9, job_has="autocast=True,compiled=True", allow=True)
     assert not [n for n in own if "autocast" in n or "compile" in n]  # set by the job: not raced
 
 
@@ -149,8 +149,10 @@ def test_set_applies_to_the_training_loader_alone_and_changes_nothing_but_the_sp
     job = ["--", sys.executable, str(SLOW_READS), "--steps", "60", "--read-ms", "0.2"]
     site = ["--set", f"loader_site={SLOW_READS}:{LOADER_LINE}"]
     losses: dict[str, str] = {}
-    for name, sets in (("as written", []), ("all", ["--set", "num_workers=2", "--set", "persistent_workers=on",
-                                                    "--set", "prefetch_factor=4", *site])):  # fmt: skip
+    for name, sets in (
+        ("as written", []),
+        ("all", ["--set", "num_workers=2", "--set", "persistent_workers=on", "--set", "prefetch_factor=4", *site]),
+    ):
         done = _gpudash("record", str(tmp_path / f"{len(losses)}.csv"), "-q", *sets, *job, cwd=tmp_path)
         assert done.returncode == 0, done.stderr[-2000:]
         line = next(x for x in done.stdout.splitlines() if x.startswith("JOB steps="))
@@ -197,8 +199,11 @@ def test_tune_finds_the_workers_an_input_bound_job_lacks_and_names_the_line(
     # issue 62: diagnose tells the same story on the same job: its reads are the wait, workers the fix
     diagnosed = subprocess.run(
         [sys.executable, "-m", "gpudash", "diagnose", "--json", "--warmup", "1", *job],
-        capture_output=True, text=True, timeout=300, cwd=tmp_path,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
     assert diagnosed.returncode == 0, diagnosed.stderr[-2000:]
     (fix,) = [r for r in json.loads(diagnosed.stdout)["remedies"] if r["limit"] == "input"]
     assert (
@@ -211,7 +216,7 @@ def test_tune_finds_the_workers_an_input_bound_job_lacks_and_names_the_line(
 def test_a_run_slower_than_the_best_is_stopped_early_with_its_rows_and_its_workers_cpu_read(tmp_path: Path) -> None:
     """Issue 56: losers dropped early (Ctrl-C keeps every row); a Dataset that waits on reads has
     workers that use a small part of a CPU each, so the climb may go past the CPUs."""
-    fast = Run("as written", (), samples=_steady(1e6))
+    fast = Run("as written", (), samples=steady(1e6))
     job = [sys.executable, str(SLOW_READS), "--steps", "1000000", "--read-ms", "2"]
     settings = (("num_workers", "2"), (LOADER_SITE, f"{SLOW_READS}:{LOADER_LINE}"))
     run = job_runs.run_once(job, settings, 6.0, tmp_path / "run.csv", beat=fast)

@@ -83,7 +83,7 @@ def test_the_loss_check_reads_each_steps_own_loss(device: str, knobs: Knobs) -> 
     step's loss into one tensor, so each must be copied as it comes (else each reads as the last)."""
     import torch
 
-    from gpudash.engine.measure_windows import _losses
+    from gpudash.engine.measure_windows import step_losses
 
     def fresh() -> Workload:
         return build("sync_loss", device, WorkloadOptions(variant="fixed", batch_size=4, seed=3, knobs=knobs))
@@ -93,7 +93,7 @@ def test_the_loss_check_reads_each_steps_own_loss(device: str, knobs: Knobs) -> 
     for _ in range(8):
         one_by_one.step()
         expected.append(float(one_by_one.last_loss))  # type: ignore[arg-type]  # a tensor after a step
-    got = _losses(torch, fresh(), 8)
+    got = step_losses(torch, fresh(), 8)
     assert got == pytest.approx(expected, rel=1e-6, abs=0)
     assert len(set(got)) > 1  # the losses move (sync_loss's by about 1e-4 over 8 steps)
 

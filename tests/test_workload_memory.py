@@ -36,8 +36,9 @@ def test_a_user_models_activations_and_optimizer_are_counted_on_its_rows(tmp_pat
     (tmp_path / "mlp.py").write_text(MLP)
     out = tmp_path / "r.csv"
     args = ["record", str(out), "-q", "-w", f"{tmp_path / 'mlp.py'}:workload", "--device", "cpu", "-b", "64"]
-    done = subprocess.run([sys.executable, "-m", "gpudash", *args, "--steps", "400"], capture_output=True, text=True,
-                          timeout=300)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "gpudash", *args, "--steps", "400"], capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     with open(out, newline="") as f:
         rows = [r for r in csv.DictReader(f) if r["row_kind"] == "sample" and r["mem_activations_mib"]]

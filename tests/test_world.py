@@ -340,13 +340,13 @@ def test_a_ranks_rate_in_the_world_table_is_its_rate_while_it_stepped() -> None:
     steady windows, then empty windows of its teardown. The world table's steps/s is its steps over
     the time of its windows with steps (the configuration's figure read 234, a mean of the windows
     174: `report` showed both for one run)."""
-    from gpudash.report.world import _stepping_rates
+    from gpudash.report.world import stepping_rates
 
     rows, steps, t = [], 0, 0.0
     for rate, new, windows in ((50.0, 2, 4), (200.0, 50, 8), (0.0, 0, 4)):
         for _ in range(windows):
             steps, t = steps + new, t + 0.25
             rows.append(RankSample(t, 0, steps, rate, None, samples_per_s=32 * rate))
-    per_s, samples = _stepping_rates(rows)
+    per_s, samples = stepping_rates(rows)
     assert per_s == pytest.approx(408 / (4 * 2 / 50 + 8 * 50 / 200))
     assert samples == pytest.approx(32 * per_s)

@@ -308,16 +308,16 @@ def _both_losses(loop: StepLoop, steps: int) -> tuple[tuple[list[float], float],
         t = time.perf_counter()
         with loop.builder(w.info.name, w.variant, w.batch_size, Knobs()) as copy:
             start = StartState.of(copy)
-            plain = _losses(loop.torch, copy, steps)
+            plain = step_losses(loop.torch, copy, steps)
         plain_s, t = time.perf_counter() - t, time.perf_counter()
         with starting_as(w, start):
-            knobbed = _losses(loop.torch, w, steps)
+            knobbed = step_losses(loop.torch, w, steps)
         return (plain, plain_s), (knobbed, time.perf_counter() - t)
     finally:
         tuning.apply_backend_flags(w.knobs)
 
 
-def _losses(torch: Any, w: Any, steps: int) -> list[float]:
+def step_losses(torch: Any, w: Any, steps: int) -> list[float]:
     """The losses of ``steps`` steps of ``w``, read back together at the end (a read each step
     would hold the host to the GPU's pace), each copied as it comes (a captured graph writes
     every step's loss into the same tensor)."""

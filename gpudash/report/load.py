@@ -117,7 +117,7 @@ class Phases:
         return phases_line(self.seconds, self.wall_s, self.goodput_pct)
 
 
-class _PhaseRows:
+class PhaseRows:
     """The phases of a recording without its sidecar's: each ended ``phase`` row's seconds, the
     samples' training seconds, the wall time up to the last row."""
 
@@ -217,7 +217,7 @@ def _recording(p: Path, header: list[str], rows: Rows, sidecar: Sidecar) -> Run:
     timeline = Timeline()
     ending = ""
     traces: list[tuple[float, str, str]] = []
-    phase_rows = _PhaseRows()
+    phase_rows = PhaseRows()
     ranks: list[RankSample] = []
     world: Event | None = None
     for number, msg in _messages(p, header, rows):

@@ -193,7 +193,7 @@ def _rank(
         node.host,
         node.file,
         len(inside),
-        *_stepping_rates(inside),
+        *stepping_rates(inside),
         _median([s.step_ms_p50 for s in inside]),
         _mean([s.input_wait_pct for s in inside]),
         exposed,
@@ -205,7 +205,7 @@ def _rank(
     )
 
 
-def _stepping_rates(rows: Sequence[RankSample]) -> tuple[float, float | None]:
+def stepping_rates(rows: Sequence[RankSample]) -> tuple[float, float | None]:
     """A rank's steps/s and samples/s while it stepped: its windows with steps, each weighted by its
     length (its new steps over its rate) — not a mean of windows, which counts the empty ones of its
     start-up and teardown, and a burst of short ones closed together as the run began, alike."""

@@ -185,7 +185,7 @@ def estimate_from_batches(
     if k < MIN_BATCHES:
         return Estimate(m, None, None, n, tuple(batch_means))
     sd = _sd(batch_means)
-    hw = _t_quantile(confidence, k - 1) * sd / math.sqrt(k)
+    hw = t_quantile(confidence, k - 1) * sd / math.sqrt(k)
     return Estimate(m, m - hw, m + hw, n, tuple(batch_means))
 
 
@@ -231,7 +231,7 @@ def estimate_over_stretches(
     pseudo = [mean + r * w / weight * (m - mean) for m, w, _ in parts]
     between, within = _sd(pseudo) ** 2 / r, _sd(pooled) ** 2 / len(pooled)
     values = pseudo if between > within else pooled
-    hw = _t_quantile(confidence, len(values) - 1) * math.sqrt(max(between, within))
+    hw = t_quantile(confidence, len(values) - 1) * math.sqrt(max(between, within))
     return Estimate(mean, mean - hw, mean + hw, n_samples, tuple(values))
 
 
@@ -297,7 +297,7 @@ def compare(
     else:
         ka, kb = len(base.batch_means), len(new.batch_means)
         df = (va + vb) ** 2 / (va**2 / (ka - 1) + vb**2 / (kb - 1))  # Welch-Satterthwaite (se > 0: va + vb > 0)
-        t = _t_quantile(confidence, df)
+        t = t_quantile(confidence, df)
         log_r = math.log(ratio)
         low, high = math.exp(log_r - t * se), math.exp(log_r + t * se)
         significant = low > 1.0 or high < 1.0
@@ -326,7 +326,7 @@ def compare_paired(
     ratio = math.exp(mean)
     if k < MIN_BATCHES:
         return Comparison(ratio, None, None, Verdict.TOO_SHORT)
-    hw = _t_quantile(confidence, k - 1) * _sd(logs) / math.sqrt(k)
+    hw = t_quantile(confidence, k - 1) * _sd(logs) / math.sqrt(k)
     low, high = math.exp(mean - hw), math.exp(mean + hw)
     significant = low > 1.0 or high < 1.0
     return Comparison(ratio, low, high, _verdict(ratio, significant, higher_is_better, noise))
@@ -356,7 +356,7 @@ def _verdict(ratio: float, significant: bool, higher_is_better: bool, noise: flo
     return Verdict.FASTER if better else Verdict.SLOWER
 
 
-def _t_quantile(confidence: float, df: float) -> float:
+def t_quantile(confidence: float, df: float) -> float:
     """Student's t quantile by the Cornish-Fisher expansion around the normal one: within
     0.12% of the exact value from 3 degrees of freedom up, and no scipy import on the dashboard's
     thread. Below 3 (an interval over two or three stretches' means) it is exact: ``_t_exact``."""

@@ -21,7 +21,7 @@ def plot_title(meta: dict[str, Any]) -> str:
     )
 
 
-_COLOURS = {"faster": "#2ca02c", "slower": "#d62728"}
+VERDICT_COLOURS = {"faster": "#2ca02c", "slower": "#d62728"}
 
 
 def _has_ci(s: ConfigSummary) -> bool:
@@ -43,7 +43,7 @@ def _panel(ax: Any, title: str, summaries: list[ConfigSummary]) -> None:
         if not _has_ci(s)
         else "#7f7f7f"
         if s.is_base
-        else _COLOURS.get(str(s.comparison.verdict) if s.comparison and not s.noise else "", "#1f77b4")
+        else VERDICT_COLOURS.get(str(s.comparison.verdict) if s.comparison and not s.noise else "", "#1f77b4")
         for s in summaries
     ]
     x = list(range(len(summaries)))

@@ -246,11 +246,11 @@ class DashState:
             self.last_memory = e
         if is_trace(e):  # a profiler window: marked where it began (its steps are not in the samples)
             self.last_trace = e
-            self.markers.append(Marker(trace_start_s(e), _marker_label(e), e.kind))
+            self.markers.append(Marker(trace_start_s(e), marker_label(e), e.kind))
         elif e.kind in MARKER_KINDS:
             # the first start is the left edge of the run: no marker; a restart gets one
             if e.kind != EventKind.STARTED or self._started_once:
-                self.markers.append(Marker(t, _marker_label(e), e.kind))
+                self.markers.append(Marker(t, marker_label(e), e.kind))
         if e.kind == EventKind.STARTED:
             self._started_once = True
         self._note_config(e)
@@ -449,7 +449,7 @@ def trace_line(e: Event) -> str:
     return f"{', '.join(parts)} {at}"
 
 
-def _marker_label(e: Event) -> str:
+def marker_label(e: Event) -> str:
     if is_trace(e):
         return TRACE
     if e.kind == EventKind.CHANGED and e.what == "knobs":

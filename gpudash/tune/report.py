@@ -299,7 +299,7 @@ def _diagnosis_line(event: Event | None) -> str:
     return "not measured" if event is None else (event.message or "")
 
 
-def _sync_lines(report: TuneReport) -> list[str]:
+def sync_lines(report: TuneReport) -> list[str]:
     """The host-device syncs by line that each diagnosis counted (CUDA only; none: nothing)."""
     lines: list[str] = []
     for name, event in (("the plain run", report.before), ("the winner", report.after)):
@@ -319,7 +319,7 @@ def markdown(report: TuneReport, status: str, elapsed_s: float) -> str:
         f"- **Before** (the plain run): {_diagnosis_line(report.before)}",
         f"- **After** (the winner): {_diagnosis_line(report.after)}",
         "",
-        *_sync_lines(report),
+        *sync_lines(report),
     ]
     lines += _candidate_lines(report)
     lines += report.time.markdown(elapsed_s, "race")

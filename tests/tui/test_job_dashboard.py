@@ -108,11 +108,13 @@ async def test_the_output_pane_shows_the_job_s_lines_and_the_family_keys_say_not
         assert app.check_action("output", ()) and not app.check_action("cycle_variant", ())  # the footer's keys
         await wait_until(pilot, lambda: session.exit_code is not None, "the job to end", JOB_S)
         # a family's keys do nothing but say why; no control goes out
-        for key, said in (("v", "not for a job: its settings are its own arguments (Next variant)"),
-                          ("plus", "not for a job: its settings are its own arguments (Batch size ×2)"),
-                          ("k", "not for a job: its settings are its own arguments (Knobs panel)"),
-                          ("space", "not for a job: gpudash cannot pause its loop (space)"),
-                          ("r", "not for a job: gpudash does not restart it; run its command again (r)")):  # fmt: skip
+        for key, said in (
+            ("v", "not for a job: its settings are its own arguments (Next variant)"),
+            ("plus", "not for a job: its settings are its own arguments (Batch size ×2)"),
+            ("k", "not for a job: its settings are its own arguments (Knobs panel)"),
+            ("space", "not for a job: gpudash cannot pause its loop (space)"),
+            ("r", "not for a job: gpudash does not restart it; run its command again (r)"),
+        ):
             await pilot.press(key)
             await pilot.pause()
             assert message(app) == said

@@ -23,8 +23,16 @@ def memory_event(t: float, **bytes_: int) -> Event:
 
 
 def test_the_bar_stacks_the_kinds_against_the_gpus_total_and_marks_the_peak() -> None:
-    e = memory_event(1.0, params=8 * GIB, grads=8 * GIB, optimizer=16 * GIB, activations=24 * GIB,
-                     allocated=60 * GIB, peak_allocated=64 * GIB, total=80 * GIB)  # fmt: skip
+    e = memory_event(
+        1.0,
+        params=8 * GIB,
+        grads=8 * GIB,
+        optimizer=16 * GIB,
+        activations=24 * GIB,
+        allocated=60 * GIB,
+        peak_allocated=64 * GIB,
+        total=80 * GIB,
+    )
     bar = memory_bar(e)
     assert bar is not None
     cells = bar.plain.removeprefix("mem ")[:20]
@@ -42,8 +50,18 @@ async def test_the_dashboard_shows_a_jobs_memory_bar_once_its_memory_is_measured
     async with running(FakeSource(RunConfig()), until=6.0) as (pilot, app, src):
         stats = app.query_one(StatsPanel)
         assert "mem " not in str(stats.border_title or "")
-        src.push(memory_event(6.5, params=8 * GIB, grads=8 * GIB, optimizer=16 * GIB, activations=24 * GIB,
-                              allocated=60 * GIB, peak_allocated=64 * GIB, total=80 * GIB))  # fmt: skip
+        src.push(
+            memory_event(
+                6.5,
+                params=8 * GIB,
+                grads=8 * GIB,
+                optimizer=16 * GIB,
+                activations=24 * GIB,
+                allocated=60 * GIB,
+                peak_allocated=64 * GIB,
+                total=80 * GIB,
+            )
+        )
         app.refresh_now()
         await pilot.pause()
         shown = Text.from_markup(str(stats.border_title)).plain
@@ -54,10 +72,24 @@ def test_a_familys_bar_is_its_samples_kinds_against_nvmls_total() -> None:
     from gpudash.core.protocol import GpuSample, Sample
     from gpudash.tui.memory_bar import sample_details
 
-    s = Sample(1.0, "resnet50", "serial", 128, steps=10, samples=1280, interval_s=0.5, steps_per_s=20.0,
-               samples_per_s=2560.0, step_ms_p50=50.0, step_ms_p95=52.0, syncs_per_step=0.0,
-               mem_params_mib=8192.0, mem_grads_mib=8192.0, mem_optimizer_mib=16384.0,
-               cuda_allocated_mib=40960.0)  # fmt: skip
+    s = Sample(
+        1.0,
+        "resnet50",
+        "serial",
+        128,
+        steps=10,
+        samples=1280,
+        interval_s=0.5,
+        steps_per_s=20.0,
+        samples_per_s=2560.0,
+        step_ms_p50=50.0,
+        step_ms_p95=52.0,
+        syncs_per_step=0.0,
+        mem_params_mib=8192.0,
+        mem_grads_mib=8192.0,
+        mem_optimizer_mib=16384.0,
+        cuda_allocated_mib=40960.0,
+    )
     details = sample_details(s, GpuSample(1.0, mem_total_mib=81920.0))
     bar = memory_bar(details)
     assert bar is not None and bar.plain == "mem ██▓▓▒▒▒▒··" + " " * 10 + " 40 GiB allocated of 80 GiB"

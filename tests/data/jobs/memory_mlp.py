@@ -52,10 +52,12 @@ def main() -> None:
 def train(args: argparse.Namespace) -> None:
     torch.manual_seed(0)
     model = torch.nn.Sequential(
-        torch.nn.Linear(args.dim, args.hidden), torch.nn.ReLU(),
-        torch.nn.Linear(args.hidden, args.hidden), torch.nn.ReLU(),
+        torch.nn.Linear(args.dim, args.hidden),
+        torch.nn.ReLU(),
+        torch.nn.Linear(args.hidden, args.hidden),
+        torch.nn.ReLU(),
         torch.nn.Linear(args.hidden, 1),
-    )  # fmt: skip
+    )
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
     for step in range(1, args.steps + 1):
         x, y = torch.randn(args.batch, args.dim), torch.randn(args.batch, 1)
