@@ -144,13 +144,13 @@ def test_a_replay_is_read_only() -> None:
     ctl = DashController(Recording())
     assert not ctl.enabled("pause_resume", steers=True) and ctl.enabled("help", steers=False)
     assert ctl.requests.pause_resume().text == "replay: read-only"
-    assert ctl.toggle_knob("channels_last").text == "replay: read-only"
+    assert ctl.knobs.toggle("channels_last").text == "replay: read-only"
     assert ctl.status_text() == "replay (read-only)"
 
 
 def test_the_running_knobs_come_from_the_messages() -> None:
     ctl, src = running(device="cpu")
-    assert ctl.knobs == Knobs() and ctl.knobs_label() == "none"
+    assert ctl.knobs.running == Knobs() and ctl.knobs.label() == "none"
     src.push(
         Event(
             3.0,
@@ -162,59 +162,59 @@ def test_the_running_knobs_come_from_the_messages() -> None:
         )
     )
     notices = ctl.poll()
-    assert ctl.knobs == parse_knobs("amp=bf16,channels_last=on")
-    assert ctl.knobs_label() == "amp=bf16, channels_last"
+    assert ctl.knobs.running == parse_knobs("amp=bf16,channels_last=on")
+    assert ctl.knobs.label() == "amp=bf16, channels_last"
     assert "knobs: none → amp=bf16,channels_last=on" in notices[-1].text
     src.push(*run_segment(3.0, 4.0, 100.0, knobs="amp=bf16"))
     ctl.poll()
-    assert ctl.knobs_text == "amp=bf16"  # the latest sample says what runs
+    assert ctl.knobs.text == "amp=bf16"  # the latest sample says what runs
 
 
 def test_a_knob_change_is_sent_once_and_builds_on_the_one_asked_for() -> None:
     ctl, src = running(device="cpu")
-    notice = ctl.set_knobs(Knobs({"channels_last": "on", "amp": "bf16"}))
+    notice = ctl.knobs.ask_all(Knobs({"channels_last": "on", "amp": "bf16"}))
     assert src.sent == [SetKnobs("amp=bf16,channels_last=on")]
     assert notice.text == "knobs none → amp=bf16,channels_last=on requested…"
-    ctl.toggle_knob("channels_last")  # before the engine answered: off again, amp stays
+    ctl.knobs.toggle("channels_last")  # before the engine answered: off again, amp stays
     assert src.sent[-1] == SetKnob("channels_last", "off")
-    assert ctl.knobs_base() == Knobs({"amp": "bf16"})
-    assert "already" in ctl.set_knob("amp", "bf16").text and len(src.sent) == 2
-    assert "compiling first" in ctl.set_knob("compile", "max-autotune").text
+    assert ctl.knobs.base() == Knobs({"amp": "bf16"})
+    assert "already" in ctl.knobs.ask("amp", "bf16").text and len(src.sent) == 2
+    assert "compiling first" in ctl.knobs.ask("compile", "max-autotune").text
     src.push(Event(3.0, EventKind.CHANGED, "knobs", "none", "amp=bf16,compile=max-autotune"))
     ctl.poll()
-    assert ctl.pending_knobs is None and ctl.knobs_text == "amp=bf16,compile=max-autotune"
+    assert ctl.pending_knobs is None and ctl.knobs.text == "amp=bf16,compile=max-autotune"
 
 
 def test_a_knob_the_device_or_variant_cannot_take_is_refused_before_sending() -> None:
     ctl, src = running(device="cpu")
     for name in ("cudnn_benchmark", "tf32", "cuda_graph"):
-        notice = ctl.toggle_knob(name)
+        notice = ctl.knobs.toggle(name)
         assert notice.severity == Severity.ERROR and notice.toast
         assert present(KNOBS[name].refusal(family("encdec").variant("serial"), "cpu", Knobs())) in notice.text
         assert "\n" not in notice.text and "knobs stay none" in notice.text
     assert src.sent == [] and ctl.state.status == Status.RUNNING
-    assert ctl.knob_refusals()["cuda_graph"] and ctl.knob_refusals()["compile"] is None
+    assert ctl.knobs.refusals()["cuda_graph"] and ctl.knobs.refusals()["compile"] is None
     ctl, src = running("sync_loss", "sync-heavy", device="cuda:0")
-    assert "sync-free" in ctl.set_knob("cuda_graph", "on").text and src.sent == []
+    assert "sync-free" in ctl.knobs.ask("cuda_graph", "on").text and src.sent == []
     ctl, src = running("sync_loss", "fixed", device="cuda:0")
-    ctl.set_knob("compile", "default")
-    assert "cannot wrap a compiled model" in ctl.set_knob("cuda_graph", "on").text  # beside the one asked for
+    ctl.knobs.ask("compile", "default")
+    assert "cannot wrap a compiled model" in ctl.knobs.ask("cuda_graph", "on").text  # beside the one asked for
     assert src.sent == [SetKnob("compile", "default")]
 
 
 def test_progress_shows_until_the_change_arrives() -> None:
     ctl, src = running(device="cuda:0")
-    ctl.set_knob("compile", "default")
+    ctl.knobs.ask("compile", "default")
     notices = ctl.ingest([Event(4.0, EventKind.PROGRESS, "knobs", message="compiling… 12 s")])
     assert notices[0].text.startswith("compiling… 12 s — applying knobs compile=default")
     assert ctl.status_text() == "compiling… 12 s"
     ctl.ingest([Event(5.0, EventKind.CHANGED, "knobs", "none", "compile=default")])
-    assert ctl.status_text() == "running" and ctl.knobs_label() == "compile=default"
+    assert ctl.status_text() == "running" and ctl.knobs.label() == "compile=default"
 
 
 def test_a_knob_refused_by_the_workload_says_the_knobs_stay() -> None:
     ctl, src = running(device="cuda:0")
-    ctl.set_knob("compile", "default")
+    ctl.knobs.ask("compile", "default")
     notices = ctl.ingest(
         [Event(4.0, EventKind.ERROR, "knobs", "none", "compile=default", "compile failed: no C compiler")]
     )
@@ -326,7 +326,7 @@ def test_a_tuned_winner_is_applied_as_its_variant_batch_and_knobs_then_the_run_r
     from gpudash.tune.job import answer_from
 
     ctl, src = running(workload="sync_loss", variant="sync-heavy", device="cuda:0", batch=8)
-    ctl.set_knobs(Knobs({"amp": "bf16"}))  # running knobs go off before the variant changes
+    ctl.knobs.ask_all(Knobs({"amp": "bf16"}))  # running knobs go off before the variant changes
     ctl.send(Pause(), "pausing for the tune…")
     src.push(Event(3.5, EventKind.PAUSED, message="paused"))
     ctl.poll()

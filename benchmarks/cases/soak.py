@@ -39,7 +39,7 @@ CUDA_KNOBS = "amp=bf16,channels_last=on,cudnn_benchmark=on"
 
 def running_label(app: Any) -> str:
     """What runs now, as the table shows it: "encdec serial b8 (channels_last=on)"."""
-    running, knobs = app.state.run.running, app.controller.knobs_text
+    running, knobs = app.state.run.running, app.controller.knobs.text
     if running is None:
         return "(nothing runs)"
     return f"{running.workload} {running.variant} b{running.batch_size}" + (f" ({knobs})" if knobs != "none" else "")

@@ -243,7 +243,7 @@ class GpuDashApp(ShotsApp):
             status=self.status_text(),
             recording=self.controller.recording.path,
             source_label=os.path.basename(path) if self.replay and path else None,
-            knobs=self.controller.knobs_label(),
+            knobs=self.controller.knobs.label(),
         )
         header.show(self.state, facts)
         if not self.changed_since_drawn(force):

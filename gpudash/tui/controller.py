@@ -3,10 +3,10 @@
 ``DashController`` holds the ``DashState`` (status, what runs, series, stats), the controls
 sent and pending, and the gate every control goes through (``send``). Its parts, each a job of
 its own: ``requests`` (``run_requests``: a variant, a batch size, a window asked for), ``tune``
-(``tune_requests``) and ``recording`` (``dash_recording``: the ``c`` key's CSV); the knobs are
-``KnobSteering``'s. The Textual app renders it and forwards keys: each user action returns the
-``Notice`` to show. Blocking calls on the source (start, restart, stop) are the app's to run in
-a thread; ``poll()`` never blocks.
+(``tune_requests``), ``knobs`` (``knob_steering``: the knobs running, asked for and refused) and
+``recording`` (``dash_recording``: the ``c`` key's CSV). The Textual app renders it and forwards
+keys: each user action returns the ``Notice`` to show. Blocking calls on the source (start,
+restart, stop) are the app's to run in a thread; ``poll()`` never blocks.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from gpudash.tui.run_requests import RunRequests
 from gpudash.tui.state import TRACE, DashState, Status, trace_line
 from gpudash.tui.tune_requests import TuneRequests
 from workloads.knobs import Knobs, parse_knobs  # torch-free
+from workloads.registry import FamilyInfo, WorkloadError, family  # torch-free
 
 if TYPE_CHECKING:
     from gpudash.core.protocol import RunConfig
@@ -45,7 +46,7 @@ if TYPE_CHECKING:
 MAX_SENT = 64  # controls kept in ``DashController.sent`` (the latest; a long run sends one per change)
 
 
-class DashController(KnobSteering):
+class DashController:
     """A run (live or replayed) as the dashboard sees and steers it."""
 
     def __init__(
@@ -67,6 +68,7 @@ class DashController(KnobSteering):
         self._bad_rows_told = 0
         self._notes_told = False  # the source's notes (a replay's metadata file ignored) are said once
         self._gpm_told = False  # why GPM's figures are blank is said once
+        self.knobs = KnobSteering(self)
         self.requests = RunRequests(self)
         self.tune = TuneRequests(self)
         self.recording = DashRecording(self, recorder_factory)
@@ -74,6 +76,13 @@ class DashController(KnobSteering):
     @property
     def info(self) -> SourceInfo:
         return self.source.info
+
+    def family(self) -> FamilyInfo | None:
+        """What runs now, as the catalog knows it (a workload of the user's own too); None: unknown."""
+        try:
+            return family(self.state.run.workload)
+        except WorkloadError:
+            return None
 
     # -- the source --------------------------------------------------------------------------
     def source_started(self) -> list[Notice]:
@@ -174,7 +183,7 @@ class DashController(KnobSteering):
         live = not self.replay
         notice = job_notices.phase_notice(e, live)  # a job's, replayed too
         notice = notice or (job_notices.job_notice(e, live) if self.is_job else None)
-        notice = notice or event_notice(e, self.state, live=live, applying=self.knobs_base().text())
+        notice = notice or event_notice(e, self.state, live=live, applying=self.knobs.base().text())
         return [] if notice is None else [notice]
 
     def diagnosis_text(self) -> str | None:
@@ -235,7 +244,7 @@ class DashController(KnobSteering):
         elif isinstance(control, protocol.SetKnobs):
             self.pending_knobs = parse_knobs(control.knobs)
         elif isinstance(control, protocol.SetKnob):
-            self.pending_knobs = self.knobs_base().with_value(control.name, control.value)
+            self.pending_knobs = self.knobs.base().with_value(control.name, control.value)
         elif isinstance(control, protocol.TraceWindow):
             self.pending_trace = True
         elif isinstance(control, protocol.Diagnose):

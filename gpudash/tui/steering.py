@@ -219,13 +219,13 @@ class SteeringApp(QuietCrashApp[int]):
     def action_knobs(self) -> None:
         ctl, s = self.controller, self.state
         title = f"Knobs for {s.run.workload}/{s.run.variant} on {s.device} — applied at a step boundary, all at once"
-        panel = KnobsScreen(title, ctl.knobs_base(), ctl.knob_refusals(), check=ctl.knob_refusal)
-        self.push_screen(panel, lambda knobs: None if knobs is None else self.tell([ctl.set_knobs(knobs)]))
+        panel = KnobsScreen(title, ctl.knobs.base(), ctl.knobs.refusals(), check=ctl.knobs.refusal)
+        self.push_screen(panel, lambda knobs: None if knobs is None else self.tell([ctl.knobs.ask_all(knobs)]))
 
     def set_knob(self, name: str, value: str | None) -> None:
         """One knob from the palette: ``value`` None toggles an on/off knob."""
         ctl = self.controller
-        self.tell([ctl.toggle_knob(name) if value is None else ctl.set_knob(name, value)])
+        self.tell([ctl.knobs.toggle(name) if value is None else ctl.knobs.ask(name, value)])
 
     def action_pause_resume(self) -> None:
         self.tell([self.controller.requests.pause_resume()])

@@ -12,6 +12,7 @@ from typing import Protocol
 
 from gpudash.core import protocol
 from gpudash.core.protocol import Control, EngineSource, RunConfig
+from gpudash.tui.knob_steering import KnobSteering
 from gpudash.tui.notices import Notice, warning
 from gpudash.tui.run_requests import RunRequests
 from gpudash.tui.state import DashState
@@ -28,10 +29,9 @@ class TunedRun(Protocol):
     ready: bool  # source.start() has returned
     source: EngineSource
     requests: RunRequests
+    knobs: KnobSteering
 
     def send(self, control: Control, note: str) -> Notice: ...
-
-    def knobs_base(self) -> Knobs: ...
 
     def read_only(self, what: str) -> Notice: ...
 
@@ -75,13 +75,13 @@ class TuneRequests:
         run = self.run
         notices: list[Notice] = []
         target = Knobs(answer.knobs)
-        if answer.variant != run.state.run.variant and run.knobs_base():
+        if answer.variant != run.state.run.variant and run.knobs.base():
             notices.append(run.send(protocol.SetKnobs(Knobs().text()), "knobs off before the variant changes…"))
         if answer.variant != run.state.run.variant:
             notices.append(run.send(protocol.SetVariant(answer.variant), f"switching to {answer.variant}…"))
         if answer.batch_size != run.state.run.batch_size:
             notices.append(run.requests.set_batch(answer.batch_size))
-        if target != run.knobs_base():
+        if target != run.knobs.base():
             notices.append(run.send(protocol.SetKnobs(target.text()), f"knobs → {target.text()} requested…"))
         if run.state.paused:
             notices.append(run.send(protocol.Resume(), "resuming…"))
