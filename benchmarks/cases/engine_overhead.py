@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from benchmarks.cases.shared import engine_loops as loops
-from benchmarks.harness.case import Arm, Case, Unavailable
+from benchmarks.harness.case import Unavailable
 from benchmarks.harness.context import Run
 from benchmarks.harness.params import param
 from benchmarks.harness.result import Figure
@@ -170,20 +170,3 @@ def interleaved(run: Run, pairs: list[Any], seconds: float) -> None:
     bare_us = 1e6 * sum(p[3] for p in pairs) / sum(p[2] for p in pairs)
     f.text = f.text.replace(" (target", f" (step {bare_us:.1f} µs bare, {engine_us:.1f} µs in the engine; target")
     run.say(label, f)
-
-
-CASES = (
-    Case(
-        name="engine_overhead",
-        title="a workload's step in a bare loop against in gpudash's step loop",
-        claim="gpudash's step loop runs a step at least 0.98× as fast as a bare loop (the paired interval's low end).",
-        anchor="docs/BENCHMARKS.md#engine-overhead",
-        measures="steps/s bare and in the engine, a value a round; engine/bare paired, by means and burst by burst",
-        run=measure,
-        params=Params,
-        arms=(Arm("bare"), Arm("engine")),
-        schedule=Schedule.ABBA,
-        tags=frozenset({"gpu", "tiny"}),
-        tiny={"device": "cpu", "workload": "sync_loss", "batch_size": 4, "seconds": 0.1, "rounds": 1},
-    ),
-)

@@ -18,10 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.cases.shared.mlp import mlp_train_step, torch_device
-from benchmarks.harness.case import Arm, Case
 from benchmarks.harness.context import Run
 from benchmarks.harness.params import param
-from benchmarks.harness.schedule import Schedule, alternate_steps
+from benchmarks.harness.schedule import alternate_steps
 from benchmarks.harness.stats import paired, ratio_text
 
 PAIRS = 50  # pairs of steps per block
@@ -109,21 +108,3 @@ def measure(run: Run, p: Params) -> None:
         cost_us = 1e6 * (got.other_s - got.bare_s) / steps
         run.row(table, label, f"{1000 * got.bare_s / steps:.3f}", ratio_text(f), f.verdict, f"{cost_us:+.2f}")
     tracker.close()
-
-
-CASES = (
-    Case(
-        name="host_call_cost",
-        title="one more call between two steps of a launch-bound loop",
-        claim="A timing CUDA event after every step costs a launch-bound step measurably; a Python call of "
-        "the tracker's size does not.",
-        anchor="docs/BENCHMARKS.md#engine-overhead",
-        measures="each call's time over the bare step (lower is better), blocks read by pairs; µs a step",
-        run=measure,
-        params=Params,
-        arms=(Arm("bare step"), Arm("step and the call")),
-        schedule=Schedule.STEPS,
-        tags=frozenset({"gpu", "tiny"}),
-        tiny={"device": "cpu", "blocks": 4},
-    ),
-)

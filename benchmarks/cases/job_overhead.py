@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks.cases.shared.jobs import ARGS, job_args, run_job
-from benchmarks.harness.case import Arm, ArmKind, Case, Unavailable
+from benchmarks.harness.case import Unavailable
 from benchmarks.harness.context import Run
 from benchmarks.harness.params import param
 from benchmarks.harness.schedule import Schedule, rounds
@@ -149,21 +149,3 @@ def match(run: Run, results: dict[str, dict[str, list[float]]]) -> None:
                 pct = 100.0 * (seen - own) / own
                 ok = f"{'within' if abs(pct) <= MATCH_PCT else 'OUTSIDE'} ±{MATCH_PCT:g}%"
                 run.row(table, name, i + 1, figure, f"{own:.2f}", f"{seen:.2f}", f"{pct:+.2f}% ({ok})", steps)
-
-
-CASES = (
-    Case(
-        name="job_overhead",
-        title="what watching a user's unmodified job costs it, and whether gpudash counts what it counts",
-        claim="gpudash record -- CMD slows a job by at most 1%, and its figures are within 2% of the job's own.",
-        anchor="docs/BENCHMARKS.md#your-own-job-what-watching-it-costs-gpudash----cmd",
-        measures="the job's own samples/s bare and under gpudash, a value a run; bare over hooked by pairs; "
-        "gpudash's figures against the job's",
-        run=measure,
-        params=Params,
-        arms=(Arm("bare job", ArmKind.COMMAND), Arm("gpudash record -- job", ArmKind.GPUDASH)),
-        schedule=Schedule.PAIRS,
-        tags=frozenset({"gpu", "tiny"}),
-        tiny={"jobs": ("small",), "pairs": 2, "tiny": True},
-    ),
-)

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from benchmarks.harness.case import Arm, Case, Unavailable
+from benchmarks.harness.case import Unavailable
 from benchmarks.harness.context import Run
 from benchmarks.harness.params import param
 from benchmarks.harness.schedule import Schedule, rounds
@@ -131,20 +131,3 @@ def measure(run: Run, p: Params) -> None:
     run.comment(f"{p.steps} steps per loop per round, {p.rounds} rounds, shuffled order")
     timed_loops(run, timing_loops(hand_step(w), torch), p.steps, p.rounds, torch)
     w.close()
-
-
-CASES = (
-    Case(
-        name="step_timing_cost",
-        title="what timing a step costs the host: a hand loop with and without CUDA events",
-        claim="gpudash's step timer (an event a group of steps) costs a fast step less than an event every step.",
-        anchor="docs/BENCHMARKS.md#engine-overhead",
-        measures="µs a step of each loop, a value a round; each loop's time over the hand loop's",
-        run=measure,
-        params=Params,
-        arms=(Arm("hand"), Arm("+ timing event per step"), Arm("+ plain event per step"), Arm("+ CudaStepTimer")),
-        schedule=Schedule.PAIRS,
-        tags=frozenset({"gpu"}),
-        device=lambda p: "cuda",
-    ),
-)

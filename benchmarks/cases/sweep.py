@@ -18,10 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks.cases.shared.gpudash_outputs import take_in
-from benchmarks.harness.case import Arm, ArmKind, BadParameter, Case
+from benchmarks.harness.case import BadParameter
 from benchmarks.harness.context import Run
 from benchmarks.harness.params import param
-from benchmarks.harness.schedule import Schedule
 from benchmarks.harness.stamp import ROOT
 
 DOCS = ROOT / "docs"
@@ -70,19 +69,3 @@ def measure(run: Run, p: Params) -> None:
         if p.publish:
             for path in publish(folder, Path(p.publish), p.families):
                 run.progress(f"drew {path}")
-
-
-CASES = (
-    Case(
-        name="sweep",
-        title="a gpudash sweep as a result, published with its plot",
-        claim="Every gpudash figure of the articles' tables and the knobs' sections is a published sweep's.",
-        anchor="docs/BENCHMARKS.md#benchmarks-the-articles-tables-reproduced-with-intervals",
-        measures="each configuration's steps/s with its interval, and each against the first at its batch",
-        run=measure,
-        params=Params,
-        arms=(Arm("gpudash sweep", ArmKind.GPUDASH),),
-        schedule=Schedule.PAIRS,
-        tags=frozenset({"gpu"}),
-    ),
-)

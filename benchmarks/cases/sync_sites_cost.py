@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from benchmarks.cases.step_timing_cost import us_per_step
-from benchmarks.harness.case import Arm, Case, Unavailable
+from benchmarks.harness.case import Unavailable
 from benchmarks.harness.context import Run
 from benchmarks.harness.params import param
 from benchmarks.harness.result import Figure
@@ -142,33 +142,3 @@ def walk(run: Run, p: WalkParams) -> None:
     added = statistics.median(us["sites"]) - statistics.median(us["counting"])
     run.line()
     run.say("added", Figure("value", f"naming the line adds {added:.2f} µs a sync (medians)", added, unit="µs"))
-
-
-CASES = (
-    Case(
-        name="sync_sites_cost",
-        title="what naming each sync's line costs the sync-heavy step",
-        claim="Naming each sync's line costs the sync-heavy step at most 2% over counting the syncs.",
-        anchor="docs/usage.md#sync-sites-which-line-makes-the-host-wait",
-        measures="µs a step under each setting, a value a round; sites/counting, counting/off, sites/off",
-        run=measure,
-        params=Params,
-        arms=(Arm("off"), Arm("counting"), Arm("sites")),
-        schedule=Schedule.PAIRS,
-        tags=frozenset({"gpu"}),
-        device=lambda p: "cuda",
-    ),
-    Case(
-        name="sync_sites_walk",
-        title="the stack walk that names a sync's line, alone on the host",
-        claim="Naming a sync's line adds a few µs a sync on the host.",
-        anchor="docs/usage.md#sync-sites-which-line-makes-the-host-wait",
-        measures="µs a sync counted, and counted with its site named",
-        run=walk,
-        params=WalkParams,
-        arms=(Arm("counting"), Arm("sites")),
-        schedule=Schedule.ABBA,
-        tags=frozenset({"tiny"}),
-        tiny={"rounds": 2, "depth": 3},
-    ),
-)

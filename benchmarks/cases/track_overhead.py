@@ -25,7 +25,6 @@ from pathlib import Path
 
 from benchmarks.cases.shared.mlp import mlp_train_step, torch_device
 from benchmarks.cases.shared.thread_time import CollectionCount, NvmlCallTime
-from benchmarks.harness.case import Arm, Case
 from benchmarks.harness.context import Run
 from benchmarks.harness.params import param
 from benchmarks.harness.result import Figure
@@ -237,21 +236,3 @@ def last_file(run: Run, path: Path, issued: int) -> None:
         )
         if s.steps != issued:
             run.failed = f"the tracked file counted {s.steps} steps of {issued}"
-
-
-CASES = (
-    Case(
-        name="track_overhead",
-        title="what gpudash.track() costs a training loop",
-        claim="tracker.step() costs a host-bound training loop at most 1% (the paired interval's low end ≥ 0.99).",
-        anchor="docs/BENCHMARKS.md#gpudashtrack-what-it-costs-a-training-loop",
-        measures="steps/s bare and tracked; tracked/bare by ABBA rounds and by steps alternated, with the "
-        "writer thread's CPU share as a ceiling",
-        run=measure,
-        params=Params,
-        arms=(Arm("bare"), Arm("tracked")),
-        schedule=Schedule.ABBA,
-        tags=frozenset({"gpu", "tiny"}),
-        tiny={"device": "cpu", "rounds": 2, "seconds": 0.2, "warm": 0.1},
-    ),
-)

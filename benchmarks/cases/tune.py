@@ -16,12 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.cases.shared.gpudash_outputs import take_in
-from benchmarks.harness.case import Arm, ArmKind, BadParameter, Case
+from benchmarks.harness.case import BadParameter
 from benchmarks.harness.context import Run
 from benchmarks.harness.params import param
 from benchmarks.harness.render import blocks_text
 from benchmarks.harness.result import Block
-from benchmarks.harness.schedule import Schedule
 from benchmarks.harness.stamp import ROOT
 
 PART = re.compile(r"^- ([a-z ,()]+): ([0-9.]+) s \(([0-9]+%)\)$")  # "- measuring: 37.9 s (25%)"
@@ -73,19 +72,3 @@ def measure(run: Run, p: Params) -> None:
             Path(p.publish).mkdir(parents=True, exist_ok=True)
             for file in ("tune.csv", "tune.json", "tune.md"):
                 shutil.copyfile(folder / file, Path(p.publish) / file)
-
-
-CASES = (
-    Case(
-        name="tune",
-        title="a gpudash tune run as a result: its candidates, its windows and where its time went",
-        claim="gpudash tune finds the sweep's best within 3% in at most 40% of its time (see tune_vs_sweep).",
-        anchor="docs/BENCHMARKS.md#gpudash-tune-against-the-exhaustive-sweep",
-        measures="each candidate's samples/s with its interval, each window's, and the seconds of each part of the run",
-        run=measure,
-        params=Params,
-        arms=(Arm("gpudash tune", ArmKind.GPUDASH),),
-        schedule=Schedule.ONCE,
-        tags=frozenset({"gpu"}),
-    ),
-)

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks.harness.case import Arm, ArmKind, BadParameter, Case, Unavailable
+from benchmarks.harness.case import BadParameter, Unavailable
 from benchmarks.harness.context import Run
 from benchmarks.harness.params import param
 from benchmarks.harness.schedule import Schedule, rounds
@@ -169,20 +169,3 @@ def measure(run: Run, p: Params) -> None:
     out = Path(p.out)
     out.mkdir(parents=True, exist_ok=True)
     phases[p.phase](run, p, out)
-
-
-CASES = (
-    Case(
-        name="tune_job_check",
-        title="whether gpudash tune -- CMD's winner is the job's best, and its figure honest",
-        claim="tune's winner on a job is within 10% of its best worker count and claims no more than its edit gives.",
-        anchor="docs/your-job.md#gpudash-tune----",
-        measures="the job's own samples/s bare per worker count, tune's winner, and the edit's worth by pairs",
-        run=measure,
-        params=Params,
-        arms=(Arm("the job as written", ArmKind.COMMAND), Arm("the job with the winner's edit", ArmKind.COMMAND)),
-        schedule=Schedule.ABBA,
-        tags=frozenset({"gpu"}),
-        device=lambda p: "cuda",
-    ),
-)
