@@ -22,7 +22,7 @@ from benchmarks.harness.case import Unavailable
 from benchmarks.harness.context import Run
 from benchmarks.harness.params import param
 from benchmarks.harness.schedule import Schedule, rounds
-from benchmarks.harness.stats import paired, ratio_text
+from benchmarks.harness.stats import ratio, ratio_text
 
 
 @dataclass(frozen=True)
@@ -105,7 +105,7 @@ def tables(run: Run, ms: dict[str, list[float]], costs: dict[str, list[float]]) 
     on, off = ms["on"], ms["off"]
     run.values("GPM off", off, "ms a step", higher_is_better=False)
     run.values("GPM on", on, "ms a step", higher_is_better=False)
-    f = run.keep("on/off", paired("on/off", off, on, higher_is_better=False))
+    f = run.keep("on/off", ratio("on/off", off, on, higher_is_better=False))
     table = run.table(
         ["pairs", "ms/step, GPM off", "ms/step, GPM on", "slowdown, on over off (95% CI)", "verdict"],
         ["--:", "--:", "--:", "---", "---"],

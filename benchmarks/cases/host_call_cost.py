@@ -21,7 +21,7 @@ from benchmarks.cases.shared.mlp import mlp_train_step, torch_device
 from benchmarks.harness.context import Run
 from benchmarks.harness.params import param
 from benchmarks.harness.schedule import alternate_steps
-from benchmarks.harness.stats import paired, ratio_text
+from benchmarks.harness.stats import ratio, ratio_text
 
 PAIRS = 50  # pairs of steps per block
 
@@ -102,7 +102,7 @@ def measure(run: Run, p: Params) -> None:
 
         got = alternate_steps(train_step, step_then_call, p.blocks, PAIRS)
         # the bare rate over the rate with the call: the time with it over the bare time (lower is better)
-        f = run.keep(label, paired(label, got.other_rates, got.bare_rates, higher_is_better=False))
+        f = run.keep(label, ratio(label, got.other_rates, got.bare_rates, higher_is_better=False))
         run.values(f"{label}: with it", got.other_rates, "steps/s")
         run.values(f"{label}: bare", got.bare_rates, "steps/s")
         cost_us = 1e6 * (got.other_s - got.bare_s) / steps

@@ -38,7 +38,7 @@ from benchmarks.harness.case import Unavailable
 from benchmarks.harness.context import Run
 from benchmarks.harness.params import param
 from benchmarks.harness.schedule import alternate_steps
-from benchmarks.harness.stats import Target, paired, ratio_text
+from benchmarks.harness.stats import Target, ratio, ratio_text
 
 GOAL = Target(1.01, at_least=False)
 WARM_STEPS = 300
@@ -189,7 +189,7 @@ def hooked_steps(run: Run, p: Params) -> None:
     label = "gpudash's hooks" + (" (at the job's pace)" if paced else "")
     for row, other in (("A/A: nothing (bare against bare)", bare), (label, hooked)):
         got = alternate_steps(bare, other, p.blocks, p.pairs)
-        f = run.keep(row, paired(row, got.other_rates, got.bare_rates, higher_is_better=False, target=GOAL))
+        f = run.keep(row, ratio(row, got.other_rates, got.bare_rates, higher_is_better=False, target=GOAL))
         run.values(f"{row}: bare", got.bare_rates, "stretches/s")
         run.values(f"{row}: other", got.other_rates, "stretches/s")
         cost_us = 1e6 * (got.other_s - got.bare_s) / steps

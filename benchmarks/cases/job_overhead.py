@@ -26,7 +26,7 @@ from benchmarks.harness.case import Unavailable
 from benchmarks.harness.context import Run
 from benchmarks.harness.params import param
 from benchmarks.harness.schedule import Schedule, rounds
-from benchmarks.harness.stats import Target, paired, ratio_text
+from benchmarks.harness.stats import Target, ratio, ratio_text
 
 GOAL = Target(1.01, at_least=False)  # bare over hooked: at most 1% slower under gpudash
 MATCH_PCT = 2.0
@@ -116,8 +116,7 @@ def tables(run: Run, results: dict[str, dict[str, list[float]]]) -> None:
         run.values(f"{name}, bare", r["bare"], "samples/s")
         run.values(f"{name}, under gpudash", r["hooked"], "samples/s")
         f = run.keep(
-            f"slowdown, {name}",
-            paired(f"slowdown, {name}", r["hooked"], r["bare"], higher_is_better=False, target=GOAL),
+            f"slowdown, {name}", ratio(f"slowdown, {name}", r["hooked"], r["bare"], higher_is_better=False, target=GOAL)
         )
         bare, hooked = f"{statistics.mean(r['bare']):.1f}", f"{statistics.mean(r['hooked']):.1f}"
         said = f"{f.verdict} (target {f.target}: {f.met})"

@@ -19,7 +19,7 @@ from benchmarks.harness.context import Run
 from benchmarks.harness.params import param
 from benchmarks.harness.schedule import Schedule, rounds
 from benchmarks.harness.stamp import ROOT
-from benchmarks.harness.stats import paired, ratio_text
+from benchmarks.harness.stats import ratio, ratio_text
 
 SCRIPT = ROOT / "tests" / "data" / "jobs" / "cuda_syncs.py"
 
@@ -52,7 +52,7 @@ def measure(run: Run, p: Params) -> None:
     got = rounds(arms, p.pairs, Schedule.PAIRS, seed=1)
     run.values("with syncs", got["with syncs"], "steps/s")
     run.values("without", got["without"], "steps/s")
-    gain = run.keep("without/with syncs", paired("without/with syncs", got["with syncs"], got["without"]))
+    gain = run.keep("without/with syncs", ratio("without/with syncs", got["with syncs"], got["without"]))
     run.line(f"verdict: {verdict['bound']}: {verdict['why']}")
     run.line()
     table = run.table(

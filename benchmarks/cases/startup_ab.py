@@ -24,7 +24,7 @@ from benchmarks.harness.context import Run
 from benchmarks.harness.params import param
 from benchmarks.harness.schedule import Schedule, rounds
 from benchmarks.harness.stamp import ROOT
-from benchmarks.harness.stats import of_means
+from benchmarks.harness.stats import ratio
 
 
 @dataclass(frozen=True)
@@ -75,7 +75,7 @@ def measure(run: Run, p: Params) -> None:
         if len(old) < 2 or len(new) < 2:
             run.row(table, m, "–", "–", "not enough runs", f"{len(old)} old, {len(new)} new")
             continue
-        f = run.keep(m, of_means(f"{m}, new/old", old, new, higher_is_better=False))
+        f = run.keep(m, ratio(f"{m}, new/old", old, new, pairs=False, higher_is_better=False))
         old_ms, new_ms = statistics.median(old) * 1000, statistics.median(new) * 1000
         said = f.text.split(": ", 1)[1]
         run.row(table, m, f"{old_ms:.0f} ms", f"{new_ms:.0f} ms", said, f"{len(old)}, {len(new)}")

@@ -19,7 +19,7 @@ from benchmarks.harness.case import Unavailable
 from benchmarks.harness.context import Run
 from benchmarks.harness.params import param
 from benchmarks.harness.schedule import Schedule, rounds
-from benchmarks.harness.stats import paired, ratio_text
+from benchmarks.harness.stats import ratio, ratio_text
 
 if TYPE_CHECKING:
     from workloads.user import UserWorkload
@@ -111,7 +111,7 @@ def timed_loops(run: Run, loops: dict[str, Callable[[int], None]], steps: int, n
         if name == base:
             run.row(table, name, mean, median, "–", "(baseline)")
             continue
-        f = run.keep(f"{name}/{base}", paired(f"{name}/{base}", us[base], values, higher_is_better=False))
+        f = run.keep(f"{name}/{base}", ratio(f"{name}/{base}", us[base], values, higher_is_better=False))
         run.row(table, name, mean, median, ratio_text(f, 3), f.verdict)
 
 

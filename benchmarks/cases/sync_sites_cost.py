@@ -27,7 +27,7 @@ from benchmarks.harness.context import Run
 from benchmarks.harness.params import param
 from benchmarks.harness.result import Figure
 from benchmarks.harness.schedule import Schedule, rounds
-from benchmarks.harness.stats import Target, paired, ratio_text
+from benchmarks.harness.stats import Target, ratio, ratio_text
 
 PAIRS = (("counting", "off"), ("sites", "counting"), ("sites", "off"))
 GOAL = Target(1.02, at_least=False)  # sites over counting
@@ -102,7 +102,7 @@ def measure(run: Run, p: Params) -> None:
     ratios = run.table(["ratio", "time (95% CI)", "verdict"])
     for a, b in PAIRS:
         target = GOAL if (a, b) == PAIRS[1] else None
-        f = run.keep(f"{a} / {b}", paired(f"{a} / {b}", us[b], us[a], higher_is_better=False, target=target))
+        f = run.keep(f"{a} / {b}", ratio(f"{a} / {b}", us[b], us[a], higher_is_better=False, target=target))
         said = f" (target {f.target}: {f.met})" if target is not None else ""
         run.row(ratios, f"{a} / {b}", ratio_text(f, 3), f"{f.verdict}{said}")
     w.close()

@@ -23,7 +23,7 @@ from pathlib import Path
 from benchmarks.harness.case import Unavailable
 from benchmarks.harness.context import Run
 from benchmarks.harness.params import param
-from benchmarks.harness.stats import of_means
+from benchmarks.harness.stats import ratio
 
 NOT_THE_JOBS = re.compile(r"synchronizing CUDA operation|profiler_st|USDT:|Profiler clears|gpuGetDeviceCount|CUPTI")
 
@@ -121,7 +121,7 @@ def measure(run: Run, p: Params) -> None:
     )
     for label, base, new in said:
         if len(base) >= 2 and len(new) >= 2:
-            f = of_means(label, [b for b in base if b is not None], [n for n in new if n is not None])
+            f = ratio(label, [b for b in base if b is not None], [n for n in new if n is not None], pairs=False)
             f.text += f" ({len(new)} runs against {len(base)})"
             run.say(label, f)
     run.line(f"logs: {out}")

@@ -7,21 +7,15 @@ already run; ``publish`` copies its files as written into ``docs/bench/…``."""
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
-import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks.cases.shared.gpudash_outputs import take_in
-from benchmarks.harness.case import BadParameter
+from benchmarks.cases.shared.gpudash_outputs import copy_outputs, output_folder, take_in
 from benchmarks.harness.context import Run
 from benchmarks.harness.params import param
 from benchmarks.harness.render import blocks_text
 from benchmarks.harness.result import Block
-from benchmarks.harness.stamp import ROOT
 
 PART = re.compile(r"^- ([a-z ,()]+): ([0-9.]+) s \(([0-9]+%)\)$")  # "- measuring: 37.9 s (25%)"
 LOSS_TIMING = re.compile(r"\((the plain copy built and trained in [^)]*)\)")
@@ -58,17 +52,8 @@ def report_parts(blocks: list[Block]) -> dict[str, Any]:
 
 
 def measure(run: Run, p: Params) -> None:
-    if (p.from_dir is None) == (not p.args):
-        raise BadParameter("give tune's arguments (-p args=…) or a run already done (-p from_dir=…)")
-    with tempfile.TemporaryDirectory(prefix="gpudash-tune-") as tmp:
-        folder = Path(p.from_dir) if p.from_dir else Path(tmp)
-        if not p.from_dir:
-            done = subprocess.run([sys.executable, "-m", "gpudash", "tune", *p.args, "--out", str(folder)], cwd=ROOT)
-            if done.returncode != 0:
-                raise RuntimeError(f"gpudash tune {' '.join(p.args)} ended {done.returncode}")
+    with output_folder("tune", p.args, p.from_dir) as folder:
         take_in(run, folder, "tune", ("candidate", "window"))
         run.data.update(report_parts(run.blocks))
-        if p.publish and Path(p.publish).resolve() != folder.resolve():
-            Path(p.publish).mkdir(parents=True, exist_ok=True)
-            for file in ("tune.csv", "tune.json", "tune.md"):
-                shutil.copyfile(folder / file, Path(p.publish) / file)
+        if p.publish:
+            copy_outputs(folder, "tune", Path(p.publish))

@@ -29,7 +29,7 @@ from benchmarks.harness.case import BadParameter, Unavailable
 from benchmarks.harness.context import Run
 from benchmarks.harness.params import param
 from benchmarks.harness.schedule import Schedule, rounds
-from benchmarks.harness.stats import paired, ratio_text
+from benchmarks.harness.stats import ratio, ratio_text
 
 RATE = re.compile(r"samples_per_s=([0-9.]+)")
 
@@ -149,7 +149,7 @@ def bare_table(run: Run, winner: float, rates: dict[int, float]) -> None:
 
 
 def verified(run: Run, v: dict[str, Any], speed: dict[str, Any]) -> None:
-    f = run.keep("winner/as written", paired("winner/as written", v["as_written"], v["winner"]))
+    f = run.keep("winner/as written", ratio("winner/as written", v["as_written"], v["winner"]))
     honest = f.high is None or speed["mean"] <= f.high * 1.05 or speed["verdict"] != "faster"
     said = "inside or below that, within 5%: honest" if honest else "**above what the edit gives**"
     run.line(
