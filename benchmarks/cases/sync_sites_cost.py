@@ -110,7 +110,8 @@ def measure(run: Run, p: Params) -> None:
 
 def per_sync_us(sites: bool, depth: int, syncs: int = 2000) -> float:
     """µs a sync of a counter without or with sites, ``depth`` frames below the caller."""
-    from gpudash.engine.measure import SYNC_WARNING, SyncCounter
+    from gpudash.core.sync_watch import SYNC_WARNING
+    from gpudash.engine.measure import SyncCounter
 
     def sync_at(level: int) -> None:
         if level:
