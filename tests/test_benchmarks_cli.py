@@ -1,7 +1,8 @@
-"""The benchmark harness's entry point, ``python -m benchmarks``: ``list`` names every case with the
-claim it backs and where the docs make it (and that place exists), ``compare`` sets two results
-of one case side by side through gpudash's statistics, ``show`` writes a result out, and ``page``
-finds docs/BENCHMARKS.md current. Each runs as a user runs it (nothing here imports benchmarks/)."""
+"""The benchmark harness's entry point, ``python -m benchmarks``: ``list`` names every case of the
+catalog (each entry with its module, each module with its entry) with the claim it backs and where
+the docs make it (and that place exists), ``compare`` sets two results of one case side by side
+through gpudash's statistics, ``show`` writes a result out, and ``page`` finds docs/BENCHMARKS.md
+current. Each runs as a user runs it (nothing here imports benchmarks/)."""
 
 from __future__ import annotations
 
