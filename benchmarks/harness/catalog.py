@@ -38,25 +38,27 @@ def typed(name: str, table: dict[str, Any]) -> Case:
     missing = [k for k in REQUIRED if k not in table]
     unknown = sorted(set(table) - set(REQUIRED) - set(OPTIONAL))
     if missing or unknown:
-        raise ValueError(f"catalog: case {name}: missing {missing}, unknown {unknown}")
+        raise ValueError(f"catalog: case {name}: keys missing {missing}, keys unknown {unknown}")
     try:
-        return Case(
-            name=name,
-            title=table["title"],
-            claim=table["claim"],
-            anchor=table["anchor"],
-            measures=table["measures"],
-            module=f"{PACKAGE}.{table.get('module', name)}",
-            arms=tuple(arm(a) for a in table.get("arms", ())),
-            schedule=Schedule(table.get("schedule", Schedule.ONCE.value)),
-            tags=frozenset(table.get("tags", ())),
-            tiny={k: tuple(v) if isinstance(v, list) else v for k, v in table.get("tiny", {}).items()},
-            device=table.get("device"),
-            measure_name=table.get("measure", "measure"),
-            params_name=table.get("params", "Params"),
-        )
+        arms = tuple(arm(a) for a in table.get("arms", ()))
+        schedule = Schedule(table.get("schedule", Schedule.ONCE.value))
     except (KeyError, TypeError, ValueError) as error:
-        raise ValueError(f"catalog: case {name}: {error}") from None
+        raise ValueError(f"catalog: case {name}: {error!r}") from None
+    return Case(
+        name=name,
+        title=table["title"],
+        claim=table["claim"],
+        anchor=table["anchor"],
+        measures=table["measures"],
+        module=f"{PACKAGE}.{table.get('module', name)}",
+        arms=arms,
+        schedule=schedule,
+        tags=frozenset(table.get("tags", ())),
+        tiny={k: tuple(v) if isinstance(v, list) else v for k, v in table.get("tiny", {}).items()},
+        device=table.get("device"),
+        measure_name=table.get("measure", "measure"),
+        params_name=table.get("params", "Params"),
+    )
 
 
 def arm(declared: str | dict[str, str]) -> Arm:
