@@ -88,6 +88,15 @@ def timing(repeats: int = 1, seconds: float = 1, warmup: float = 0.5, device: st
     return ["--repeats", str(repeats), "--seconds", str(seconds), "--warmup", str(warmup), "--device", device]
 
 
+def run_gpudash(
+    *args: str, cwd: Path | None = None, timeout: float = 300, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``python -m gpudash ARGS`` as a user runs it, in ``cwd``, with this environment and ``env``
+    over it; its output captured."""
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run([*GPUDASH, *args], capture_output=True, text=True, timeout=timeout, cwd=cwd, env=full_env)
+
+
 def gpudash_in_bare_env(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     """``python -m gpudash ARGS`` in ``cwd`` with only PYTHONPATH (this checkout) and a system PATH set,
     its output captured."""

@@ -1,10 +1,12 @@
-"""The benchmark harness's entry point, ``python -m benchmarks``: ``list`` names every case with the
-claim it backs and where the docs make it (and that place exists), ``compare`` sets two results
-of one case side by side through gpudash's statistics, ``show`` writes a result out, and ``page``
-finds docs/BENCHMARKS.md current. Each runs as a user runs it (nothing here imports benchmarks/)."""
+"""The benchmark harness's entry point, ``python -m benchmarks``: ``list`` names every case of the
+catalog (each entry with its module, each module with its entry) with the claim it backs and where
+the docs make it (and that place exists), ``compare`` sets two results of one case side by side
+through gpudash's statistics, ``show`` writes a result out, and ``page`` finds docs/BENCHMARKS.md
+current. Each runs as a user runs it (nothing here imports benchmarks/)."""
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 import subprocess
@@ -14,6 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 TAGS = {"tiny", "gpu", "multigpu", "probe"}
@@ -65,6 +72,23 @@ def test_a_cases_doc_anchor_is_a_heading_of_its_doc(case: str) -> None:
     file, _, heading = anchor.partition("#")
     assert (ROOT / file).is_file(), f"{case}: {file} does not exist"
     assert heading in headings(ROOT / file), f"{case}: no heading #{heading} in {file}"
+
+
+def test_every_catalog_entry_has_its_case_module_and_every_case_module_an_entry() -> None:
+    """benchmarks/catalog.toml declares the cases; each entry's code is a module of benchmarks/cases/
+    (its own name unless it names another) that defines its measuring function and its parameters'
+    class, and no module there is left without an entry."""
+    catalog = tomllib.loads((ROOT / "benchmarks" / "catalog.toml").read_text(encoding="utf-8"))
+    modules = {p.stem: p for p in (ROOT / "benchmarks" / "cases").glob("*.py") if p.stem != "__init__"}
+    for name, entry in catalog.items():
+        module = entry.get("module", name)
+        assert module in modules, f"{name}: no benchmarks/cases/{module}.py"
+        tree = ast.parse(modules[module].read_text(encoding="utf-8"))
+        defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.ClassDef)}
+        code = {entry.get("measure", "measure"), entry.get("params", "Params")}
+        assert code <= defined, f"{name}: benchmarks/cases/{module}.py defines no {sorted(code - defined)}"
+    named = {entry.get("module", name) for name, entry in catalog.items()}
+    assert named == set(modules), f"case modules without a catalog entry: {sorted(set(modules) - named)}"
 
 
 def test_one_case_is_listed_with_its_parameters() -> None:

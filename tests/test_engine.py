@@ -25,10 +25,11 @@ from gpudash.core.protocol import (
     Stop,
     SwitchWorkload,
 )
+from gpudash.core.sync_watch import SYNC_WARNING
 from gpudash.engine.events import plain
 from gpudash.engine.loop import ControlSource, StepLoop
 from gpudash.engine.loop_state import Builder
-from gpudash.engine.measure import SYNC_WARNING, SyncCounter, percentile
+from gpudash.engine.measure import SyncCounter, percentile
 from tests.messages import events_of, present, samples_of
 from workloads.base import Workload
 from workloads.knobs import Knobs

@@ -5,9 +5,7 @@ faked at ``torch.cuda.memory``'s boundary, as NVML is at ``pynvml``'s; the GPU t
 
 from __future__ import annotations
 
-import os
 import pickle
-import subprocess
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -16,7 +14,7 @@ from typing import Any
 import pytest
 
 from gpudash.diagnosis.memory_peak import peak_of, read_snapshot
-from tests.helpers import boot_module
+from tests.helpers import boot_module, run_gpudash
 
 ROOT = Path(__file__).resolve().parents[1]
 MLP = ROOT / "tests" / "data" / "jobs" / "memory_mlp.py"
@@ -145,14 +143,7 @@ def test_a_job_ending_mid_recording_turns_the_history_off(tmp_path: Path) -> Non
 @pytest.mark.slow
 def test_diagnose_memory_on_a_cpu_job_says_it_needs_cuda_in_one_line() -> None:
     job = [sys.executable, str(MLP), "--steps", "400"]
-    done = subprocess.run(
-        [sys.executable, "-m", "gpudash", "diagnose", "--memory", "-q", "--", *job],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=ROOT,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
+    done = run_gpudash("diagnose", "--memory", "-q", "--", *job, cwd=ROOT, env={"PYTHONUNBUFFERED": "1"})
     errors = [line for line in done.stderr.splitlines() if line.startswith("gpudash: error")]
     assert done.returncode == 1 and done.stdout == ""
     assert errors == [

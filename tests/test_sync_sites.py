@@ -11,7 +11,6 @@ import json
 import os
 import sys
 import sysconfig
-import threading
 import warnings
 from pathlib import Path
 from typing import Any
@@ -31,10 +30,11 @@ from gpudash.core.sync_sites import (
     site_of,
     source_line,
 )
+from gpudash.core.sync_watch import SYNC_WARNING, SyncWatch
 from gpudash.diagnosis.evidence import Evidence
 from gpudash.diagnosis.rules import diagnose
 from gpudash.engine import explicit_waits
-from gpudash.engine.measure import SYNC_WARNING, SyncCounter
+from gpudash.engine.measure import SyncCounter
 from gpudash.recording.record import CsvRecorder
 from gpudash.report import sync_md
 
@@ -236,13 +236,13 @@ def test_synchronize_and_event_synchronize_are_counted_at_their_lines_and_put_ba
     originals are back afterwards (``gpudash.engine.explicit_waits``)."""
     original = (torch.cuda.synchronize, torch.cuda.Event.synchronize)
     counter = SyncCounter(sites=True)
-    assert explicit_waits.start(torch, counter._traced) is None  # noqa: SLF001 - what install() does on CUDA
-    counter._thread = threading.get_ident()  # noqa: SLF001
+    watch = SyncWatch(counter._counted, warnings.showwarning)  # noqa: SLF001 - what install() does on CUDA
+    assert explicit_waits.start(torch, watch.waited) is None
     counter.attributing = True
     try:
         _explicit_waits()
     finally:
-        explicit_waits.stop(torch, counter._traced)  # noqa: SLF001
+        explicit_waits.stop(torch, watch.waited)
     assert (torch.cuda.synchronize, torch.cuda.Event.synchronize) == original
     assert counter.count == 2 and counter.sites is not None
     lines = {r.site.line for r in counter.sites.table(steps=1).rows if r.site and r.site.function == "_explicit_waits"}

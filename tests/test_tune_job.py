@@ -5,7 +5,6 @@ user's own DataLoader call (a diff that applies with ``patch``), and nothing but
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -20,6 +19,7 @@ from gpudash.tune import job_race, job_runs, worker_cpu
 from gpudash.tune.job_edits import edits, unified_diff
 from gpudash.tune.job_runs import Run
 from gpudash.tune.worker_cpu import GIB, no_room
+from tests.helpers import run_gpudash
 from tests.test_tune_climb import race_with, steady
 
 JOBS = Path(__file__).parent / "data" / "jobs"
@@ -28,9 +28,7 @@ LOADER_LINE = next(n for n, x in enumerate(SLOW_READS.read_text().splitlines(), 
 
 
 def _gpudash(*args: str, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    argv = [sys.executable, "-m", "gpudash", *args]
-    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, cwd=cwd, env=env)
+    return run_gpudash(*args, cwd=cwd, timeout=timeout, env={"OMP_NUM_THREADS": "1"})
 
 
 def test_set_values_are_checked_and_carried_to_the_job_in_its_environment() -> None:
@@ -197,13 +195,7 @@ def test_tune_finds_the_workers_an_input_bound_job_lacks_and_names_the_line(
     for err in (out / "runs").glob("*.err"):
         assert "Traceback" not in err.read_text() and "KeyboardInterrupt" not in err.read_text(), err
     # issue 62: diagnose tells the same story on the same job: its reads are the wait, workers the fix
-    diagnosed = subprocess.run(
-        [sys.executable, "-m", "gpudash", "diagnose", "--json", "--warmup", "1", *job],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=tmp_path,
-    )
+    diagnosed = run_gpudash("diagnose", "--json", "--warmup", "1", *job, cwd=tmp_path)
     assert diagnosed.returncode == 0, diagnosed.stderr[-2000:]
     (fix,) = [r for r in json.loads(diagnosed.stdout)["remedies"] if r["limit"] == "input"]
     assert (
@@ -273,9 +265,8 @@ def test_tunes_look_at_the_dataset_finds_its_random_draws_and_leaves_the_job_as_
     seen: dict[str, tuple[str, str]] = {}
     for name, watch in (("plain", "0"), ("looked", "1")):
         out = tmp_path / f"{name}.csv"
-        env = {**os.environ, "OMP_NUM_THREADS": "1", WATCH_ENV: watch}
-        argv = [sys.executable, "-m", "gpudash", "record", str(out), "-q", *job]
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=600, cwd=tmp_path, env=env)
+        env = {"OMP_NUM_THREADS": "1", WATCH_ENV: watch}
+        done = run_gpudash("record", str(out), "-q", *job, cwd=tmp_path, timeout=600, env=env)
         assert done.returncode == 0, done.stderr[-2000:]
         said = job_settings(json.loads(out.with_suffix(".json").read_text())["started"]["settings"])
         seen[name] = (said.get("draws", ""), done.stdout.splitlines()[-1].split("loss=")[1])
@@ -288,9 +279,8 @@ def test_a_job_without_a_dataloader_keeps_its_metadata_for_tune_and_report(tmp_p
     """A loop over one tensor (no batches counted) wrote batch size 0, which made its run.json
     unreadable: tune then saw nothing of what the job does and raced nothing."""
     job = [sys.executable, str(JOBS / "many_ops.py"), "--steps", "80", "--depth", "20"]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", WATCH_ENV: "1"}
-    argv = [sys.executable, "-m", "gpudash", "record", str(tmp_path / "r.csv"), "-q", "--", *job]
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=600, cwd=tmp_path, env=env)
+    env = {"OMP_NUM_THREADS": "1", WATCH_ENV: "1"}
+    done = run_gpudash("record", str(tmp_path / "r.csv"), "-q", "--", *job, cwd=tmp_path, timeout=600, env=env)
     assert done.returncode == 0, done.stderr[-2000:]
     recorded = load_run(tmp_path / "r.csv")
     assert recorded.notes == () and recorded.meta["config"]["batch_size"] is None

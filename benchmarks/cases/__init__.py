@@ -1,2 +1,2 @@
-"""The benchmark cases, a module each (or a few related cases in one): every module here declares
-its cases in ``CASES``; ``registry`` collects them."""
+"""The benchmark cases' measuring code, a module each (or a few related cases in one): the cases
+themselves, their claims and doc anchors, are declared in ``benchmarks/catalog.toml``."""

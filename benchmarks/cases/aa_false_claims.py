@@ -26,7 +26,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from benchmarks.harness.case import Arm, ArmKind, BadParameter, Case
+from benchmarks.harness.case import BadParameter
 from benchmarks.harness.checkout import checkout_env, checkout_path
 from benchmarks.harness.context import Run
 from benchmarks.harness.params import param
@@ -207,20 +207,3 @@ def document(run: Run, results: list[RunResult]) -> None:
     for r in results:
         if r.kind == "A/B":
             run.line(f"A/B: {ratio_cell(r)}, {r.verdict}{' ⚠ ' + r.noise if r.noise else ''}; replayed: {r.replayed}.")
-
-
-CASES = (
-    Case(
-        name="aa_false_claims",
-        title="the false-claim rate of A/A sweeps, and one A/B that must be seen",
-        claim="An A/A sweep claims a change (faster or slower) in few runs, and an A/B with a real difference is seen.",
-        anchor="docs/measuring.md#aa-run-to-run-variation-and-false-claims",
-        measures="each sweep's verdict for its second configuration; the A/A runs' rate of claims (Clopper-Pearson)",
-        run=measure,
-        params=Params,
-        arms=(Arm("gpudash sweep -v V,V", ArmKind.GPUDASH), Arm("another checkout's sweep", ArmKind.CHECKOUT)),
-        tags=frozenset({"tiny"}),
-        tiny={"runs": 1, "repeats": 2, "seconds": 1.0, "warmup": 0.5, "ab": ""},
-        device=lambda p: "cpu",
-    ),
-)

@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks.harness.case import Arm, Case
 from benchmarks.harness.context import Run
 from benchmarks.harness.params import param
 from benchmarks.harness.stats import estimates, ratio_text
@@ -165,18 +164,3 @@ def measure(run: Run, p: Params) -> None:
         rate = f"{estimate_from_batches(slowest[0]).mean:.2f}"
         cells = [f"{v:.2f}" for v in (step_ms, compute_ms, comm_ms, exposed_ms)]
         run.row(table, setting, p.nproc, rate, *cells, ratio_text(f), f.verdict)
-
-
-CASES = (
-    Case(
-        name="ddp_bare",
-        title="a bare torch DDP loop's scaling, per DDP setting, and each rank's step split",
-        claim="A bare DDP loop is the reference for gpudash's path: what each DDP setting keeps of one rank's rate.",
-        anchor="docs/BENCHMARKS.md#ddps-settings-and-gpudashs-path-against-a-bare-loop-issue-55",
-        measures="steps/s per rank on 1 and N ranks, the efficiency with its interval; compute, all-reduce, exposed ms",
-        run=measure,
-        params=Params,
-        arms=(Arm("1 rank"), Arm("N ranks")),
-        tags=frozenset({"multigpu"}),
-    ),
-)

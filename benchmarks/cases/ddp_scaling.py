@@ -17,7 +17,6 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.harness.case import Arm, ArmKind, Case
 from benchmarks.harness.context import Run
 from benchmarks.harness.params import param
 from benchmarks.harness.stamp import ROOT
@@ -135,18 +134,3 @@ def measure(run: Run, p: Params) -> None:
                 ratio_text(f),
                 said,
             )
-
-
-CASES = (
-    Case(
-        name="ddp_scaling",
-        title="data-parallel scaling efficiency of gpudash's --nproc, per family",
-        claim="gpudash's --nproc 2 keeps at least 0.95 of one rank's rate for encdec at batch 32 and ResNet-50 at 128.",
-        anchor="docs/BENCHMARKS.md#data-parallelism-scaling-efficiency-of---nproc-2-issue-13",
-        measures="steps/s of one rank and of N ranks (gpudash sweep), and their ratio with its interval",
-        run=measure,
-        params=Params,
-        arms=(Arm("gpudash sweep --nproc 1", ArmKind.GPUDASH), Arm("gpudash sweep --nproc N", ArmKind.GPUDASH)),
-        tags=frozenset({"multigpu"}),
-    ),
-)

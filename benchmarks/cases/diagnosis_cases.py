@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks.harness.case import Case, Unavailable
+from benchmarks.harness.case import Unavailable
 from benchmarks.harness.context import Run
 from benchmarks.harness.params import param
 
@@ -171,17 +171,3 @@ def measure(run: Run, p: Params) -> None:
             case.expected,
             f"{sum(e.details['bound'] == case.expected for e in events)}/{len(events)}",
         )
-
-
-CASES = (
-    Case(
-        name="diagnosis_cases",
-        title="the diagnosis of the reference cases, run again and again",
-        claim="The diagnosis names each reference case's bottleneck, run after run.",
-        anchor="docs/usage.md#diagnosis-what-holds-the-step-back",
-        measures="each run's verdict and evidence (busy %, GPU and host ms a step, launch delay); runs right",
-        run=measure,
-        params=Params,
-        tags=frozenset({"gpu"}),
-    ),
-)

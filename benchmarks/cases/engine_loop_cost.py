@@ -12,7 +12,6 @@ import subprocess
 import sys
 from dataclasses import dataclass
 
-from benchmarks.harness.case import Arm, ArmKind, Case
 from benchmarks.harness.checkout import checkout_env, checkout_path
 from benchmarks.harness.context import Run
 from benchmarks.harness.params import param
@@ -74,20 +73,3 @@ def measure(run: Run, p: Params) -> None:
     for tree, ts in got.items():
         run.values(tree, ts, "µs a step", higher_is_better=False)
         run.row(table, tree, f"{statistics.median(ts):.2f}", f"{min(ts):.2f}", f"{max(ts):.2f}")
-
-
-CASES = (
-    Case(
-        name="engine_loop_cost",
-        title="the engine loop's own µs a step around a no-op workload",
-        claim="The engine loop's own Python costs a step a few µs: a small part of any engine/bare ratio.",
-        anchor="docs/measuring.md#how-a-step-is-timed",
-        measures="µs a step of StepLoop around a no-op workload, a value a round per tree",
-        run=measure,
-        params=Params,
-        arms=(Arm("this checkout", ArmKind.CHECKOUT), Arm("another checkout", ArmKind.CHECKOUT)),
-        schedule=Schedule.ABBA,
-        tags=frozenset({"tiny"}),
-        tiny={"rounds": 1, "steps": 50},
-    ),
-)

@@ -22,12 +22,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from benchmarks.cases.shared import engine_loops as loops
-from benchmarks.harness.case import Arm, Case, Unavailable
+from benchmarks.harness.case import Unavailable
 from benchmarks.harness.context import Run
 from benchmarks.harness.params import param
 from benchmarks.harness.result import Figure
 from benchmarks.harness.schedule import Schedule, rounds
-from benchmarks.harness.stats import Target, of_means, paired
+from benchmarks.harness.stats import Target, ratio
 
 GOAL = Target(0.98)  # engine/bare: the interval's low end at or above this
 
@@ -124,15 +124,15 @@ def summary(run: Run, got: dict[str, list[float]]) -> None:
     said = f"median engine/bare: {median:.3f} (target {GOAL.text}: {'met' if median >= GOAL.bound else 'not met'})"
     run.say("median engine/bare", Figure("value", said, median, target=GOAL.text))
     if len(bares) >= 4:
-        run.say("engine/bare, paired rounds", paired("engine/bare, paired rounds", bares, engines, target=GOAL))
+        run.say("engine/bare, paired rounds", ratio("engine/bare, paired rounds", bares, engines, target=GOAL))
         label = "engine with an event per step/bare"
         if per_step:
-            run.say(f"{label}, paired rounds", paired(f"{label}, paired rounds", bares, per_step))
-        run.say("engine/bare, ratio of means", of_means("engine/bare, ratio of means", bares, engines))
+            run.say(f"{label}, paired rounds", ratio(f"{label}, paired rounds", bares, per_step))
+        run.say("engine/bare, ratio of means", ratio("engine/bare, ratio of means", bares, engines, pairs=False))
         if per_step:
-            run.say(f"{label}, ratio of means", of_means(f"{label}, ratio of means", bares, per_step))
+            run.say(f"{label}, ratio of means", ratio(f"{label}, ratio of means", bares, per_step, pairs=False))
             grouped = "engine (grouped)/engine with an event per step, ratio of means"
-            run.say(grouped, of_means(grouped, per_step, engines))
+            run.say(grouped, ratio(grouped, per_step, engines, pairs=False))
     no_count = got.get("engine, no sync count")
     if no_count:
         nc = statistics.median(e / b for e, b in zip(no_count, bares, strict=True))
@@ -165,25 +165,8 @@ def interleaved(run: Run, pairs: list[Any], seconds: float) -> None:
     run.values("bare, interleaved", bare, "steps/s")
     run.values("engine, interleaved", engine, "steps/s")
     label = "engine/bare, interleaved burst by burst"
-    f = paired(label, bare, engine, target=GOAL)
+    f = ratio(label, bare, engine, target=GOAL)
     engine_us = 1e6 * sum(p[1] for p in pairs) / sum(p[0] for p in pairs)
     bare_us = 1e6 * sum(p[3] for p in pairs) / sum(p[2] for p in pairs)
     f.text = f.text.replace(" (target", f" (step {bare_us:.1f} µs bare, {engine_us:.1f} µs in the engine; target")
     run.say(label, f)
-
-
-CASES = (
-    Case(
-        name="engine_overhead",
-        title="a workload's step in a bare loop against in gpudash's step loop",
-        claim="gpudash's step loop runs a step at least 0.98× as fast as a bare loop (the paired interval's low end).",
-        anchor="docs/BENCHMARKS.md#engine-overhead",
-        measures="steps/s bare and in the engine, a value a round; engine/bare paired, by means and burst by burst",
-        run=measure,
-        params=Params,
-        arms=(Arm("bare"), Arm("engine")),
-        schedule=Schedule.ABBA,
-        tags=frozenset({"gpu", "tiny"}),
-        tiny={"device": "cpu", "workload": "sync_loss", "batch_size": 4, "seconds": 0.1, "rounds": 1},
-    ),
-)

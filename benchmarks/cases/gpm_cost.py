@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from benchmarks.cases.shared.gpm_sampler import SamplerProcess
-from benchmarks.harness.case import Arm, Case, Unavailable
+from benchmarks.harness.case import Unavailable
 from benchmarks.harness.context import Run
 from benchmarks.harness.params import param
 from benchmarks.harness.schedule import Schedule, rounds
-from benchmarks.harness.stats import paired, ratio_text
+from benchmarks.harness.stats import ratio, ratio_text
 
 
 @dataclass(frozen=True)
@@ -105,7 +105,7 @@ def tables(run: Run, ms: dict[str, list[float]], costs: dict[str, list[float]]) 
     on, off = ms["on"], ms["off"]
     run.values("GPM off", off, "ms a step", higher_is_better=False)
     run.values("GPM on", on, "ms a step", higher_is_better=False)
-    f = run.keep("on/off", paired("on/off", off, on, higher_is_better=False))
+    f = run.keep("on/off", ratio("on/off", off, on, higher_is_better=False))
     table = run.table(
         ["pairs", "ms/step, GPM off", "ms/step, GPM on", "slowdown, on over off (95% CI)", "verdict"],
         ["--:", "--:", "--:", "---", "---"],
@@ -121,20 +121,3 @@ def tables(run: Run, ms: dict[str, list[float]], costs: dict[str, list[float]]) 
         values = costs[key]
         median = statistics.median(values) if values else float("nan")
         run.row(ticks, name, len(values), f"{median:.1f}", f"{pct(values, 95):.1f}")
-
-
-CASES = (
-    Case(
-        name="gpm_cost",
-        title="what reading GPM costs a training step",
-        claim="Reading GPM (SM, tensor and DRAM activity) every 0.5 s costs a training step nothing measurable.",
-        anchor="docs/BENCHMARKS.md#what-the-gpu-really-does-gpm-and-mfu",
-        measures="ms a step with the sampler's GPM on and off, a value a block; on/off by pairs; µs a tick",
-        run=measure,
-        params=Params,
-        arms=(Arm("GPM off"), Arm("GPM on")),
-        schedule=Schedule.PAIRS,
-        tags=frozenset({"gpu", "tiny"}),
-        tiny={"device": "cpu", "pairs": 2, "steps": 20, "width": 64, "layers": 2, "batch": 32},
-    ),
-)

@@ -18,11 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.cases.shared.mlp import mlp_train_step, torch_device
-from benchmarks.harness.case import Arm, Case
 from benchmarks.harness.context import Run
 from benchmarks.harness.params import param
-from benchmarks.harness.schedule import Schedule, alternate_steps
-from benchmarks.harness.stats import paired, ratio_text
+from benchmarks.harness.schedule import alternate_steps
+from benchmarks.harness.stats import ratio, ratio_text
 
 PAIRS = 50  # pairs of steps per block
 
@@ -103,27 +102,9 @@ def measure(run: Run, p: Params) -> None:
 
         got = alternate_steps(train_step, step_then_call, p.blocks, PAIRS)
         # the bare rate over the rate with the call: the time with it over the bare time (lower is better)
-        f = run.keep(label, paired(label, got.other_rates, got.bare_rates, higher_is_better=False))
+        f = run.keep(label, ratio(label, got.other_rates, got.bare_rates, higher_is_better=False))
         run.values(f"{label}: with it", got.other_rates, "steps/s")
         run.values(f"{label}: bare", got.bare_rates, "steps/s")
         cost_us = 1e6 * (got.other_s - got.bare_s) / steps
         run.row(table, label, f"{1000 * got.bare_s / steps:.3f}", ratio_text(f), f.verdict, f"{cost_us:+.2f}")
     tracker.close()
-
-
-CASES = (
-    Case(
-        name="host_call_cost",
-        title="one more call between two steps of a launch-bound loop",
-        claim="A timing CUDA event after every step costs a launch-bound step measurably; a Python call of "
-        "the tracker's size does not.",
-        anchor="docs/BENCHMARKS.md#engine-overhead",
-        measures="each call's time over the bare step (lower is better), blocks read by pairs; µs a step",
-        run=measure,
-        params=Params,
-        arms=(Arm("bare step"), Arm("step and the call")),
-        schedule=Schedule.STEPS,
-        tags=frozenset({"gpu", "tiny"}),
-        tiny={"device": "cpu", "blocks": 4},
-    ),
-)

@@ -34,11 +34,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from benchmarks.harness.case import Arm, Case, Unavailable
+from benchmarks.harness.case import Unavailable
 from benchmarks.harness.context import Run
 from benchmarks.harness.params import param
-from benchmarks.harness.schedule import Schedule, alternate_steps
-from benchmarks.harness.stats import Target, paired, ratio_text
+from benchmarks.harness.schedule import alternate_steps
+from benchmarks.harness.stats import Target, ratio, ratio_text
 
 GOAL = Target(1.01, at_least=False)
 WARM_STEPS = 300
@@ -189,7 +189,7 @@ def hooked_steps(run: Run, p: Params) -> None:
     label = "gpudash's hooks" + (" (at the job's pace)" if paced else "")
     for row, other in (("A/A: nothing (bare against bare)", bare), (label, hooked)):
         got = alternate_steps(bare, other, p.blocks, p.pairs)
-        f = run.keep(row, paired(row, got.other_rates, got.bare_rates, higher_is_better=False, target=GOAL))
+        f = run.keep(row, ratio(row, got.other_rates, got.bare_rates, higher_is_better=False, target=GOAL))
         run.values(f"{row}: bare", got.bare_rates, "stretches/s")
         run.values(f"{row}: other", got.other_rates, "stretches/s")
         cost_us = 1e6 * (got.other_s - got.bare_s) / steps
@@ -202,20 +202,3 @@ def hooked_steps(run: Run, p: Params) -> None:
     )
     if not (hooks.on and seen == steps):
         run.failed = f"the hooks saw {seen} steps of {steps} (on={hooks.on})"
-
-
-CASES = (
-    Case(
-        name="job_hook_cost",
-        title="what gpudash's hooks cost a job's step, single steps alternated in one process",
-        claim="gpudash's hooks cost the small job's step at most 1% (the interval's high end ≤ 1.01).",
-        anchor="docs/BENCHMARKS.md#your-own-job-what-watching-it-costs-gpudash----cmd",
-        measures="the hooked step's time over the bare step's (and A/A), blocks read by pairs; µs a step",
-        run=measure,
-        params=Params,
-        arms=(Arm("bare step"), Arm("hooked step")),
-        schedule=Schedule.STEPS,
-        tags=frozenset({"gpu", "tiny"}),
-        tiny={"device": "cpu", "width": 32, "batch": 32, "blocks": 4, "pairs": 5},
-    ),
-)

@@ -22,11 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks.cases.shared.jobs import ARGS, job_args, run_job
-from benchmarks.harness.case import Arm, ArmKind, Case, Unavailable
+from benchmarks.harness.case import Unavailable
 from benchmarks.harness.context import Run
 from benchmarks.harness.params import param
 from benchmarks.harness.schedule import Schedule, rounds
-from benchmarks.harness.stats import Target, paired, ratio_text
+from benchmarks.harness.stats import Target, ratio, ratio_text
 
 GOAL = Target(1.01, at_least=False)  # bare over hooked: at most 1% slower under gpudash
 MATCH_PCT = 2.0
@@ -116,8 +116,7 @@ def tables(run: Run, results: dict[str, dict[str, list[float]]]) -> None:
         run.values(f"{name}, bare", r["bare"], "samples/s")
         run.values(f"{name}, under gpudash", r["hooked"], "samples/s")
         f = run.keep(
-            f"slowdown, {name}",
-            paired(f"slowdown, {name}", r["hooked"], r["bare"], higher_is_better=False, target=GOAL),
+            f"slowdown, {name}", ratio(f"slowdown, {name}", r["hooked"], r["bare"], higher_is_better=False, target=GOAL)
         )
         bare, hooked = f"{statistics.mean(r['bare']):.1f}", f"{statistics.mean(r['hooked']):.1f}"
         said = f"{f.verdict} (target {f.target}: {f.met})"
@@ -149,21 +148,3 @@ def match(run: Run, results: dict[str, dict[str, list[float]]]) -> None:
                 pct = 100.0 * (seen - own) / own
                 ok = f"{'within' if abs(pct) <= MATCH_PCT else 'OUTSIDE'} ±{MATCH_PCT:g}%"
                 run.row(table, name, i + 1, figure, f"{own:.2f}", f"{seen:.2f}", f"{pct:+.2f}% ({ok})", steps)
-
-
-CASES = (
-    Case(
-        name="job_overhead",
-        title="what watching a user's unmodified job costs it, and whether gpudash counts what it counts",
-        claim="gpudash record -- CMD slows a job by at most 1%, and its figures are within 2% of the job's own.",
-        anchor="docs/BENCHMARKS.md#your-own-job-what-watching-it-costs-gpudash----cmd",
-        measures="the job's own samples/s bare and under gpudash, a value a run; bare over hooked by pairs; "
-        "gpudash's figures against the job's",
-        run=measure,
-        params=Params,
-        arms=(Arm("bare job", ArmKind.COMMAND), Arm("gpudash record -- job", ArmKind.GPUDASH)),
-        schedule=Schedule.PAIRS,
-        tags=frozenset({"gpu", "tiny"}),
-        tiny={"jobs": ("small",), "pairs": 2, "tiny": True},
-    ),
-)

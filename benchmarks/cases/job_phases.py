@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.harness.case import Arm, ArmKind, BadParameter, Case
+from benchmarks.harness.case import BadParameter
 from benchmarks.harness.context import Run
 from benchmarks.harness.params import param
 from benchmarks.harness.stamp import ROOT
@@ -170,17 +170,3 @@ def measure(run: Run, p: Params) -> None:
                 Path(p.keep).mkdir(parents=True, exist_ok=True)
                 for kept in Path(scratch).glob(f"{key}.*"):
                     shutil.copy(kept, Path(p.keep) / kept.name)
-
-
-CASES = (
-    Case(
-        name="job_phases",
-        title="a job's figures are its training's: steps/s, goodput and stalls against the job's own",
-        claim="gpudash's steps/s and goodput of a job with evaluations, saves and a slow start are its training's.",
-        anchor="docs/your-job.md#its-training-apart-from-the-rest-steps-phases-goodput-stalls",
-        measures="the job's own steps/s and goodput against gpudash's summary and goodput; the time to a stall",
-        run=measure,
-        params=Params,
-        arms=(Arm("gpudash record -- job", ArmKind.GPUDASH),),
-    ),
-)

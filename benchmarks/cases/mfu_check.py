@@ -20,7 +20,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.harness.case import Arm, ArmKind, Case, Unavailable
+from benchmarks.harness.case import Unavailable
 from benchmarks.harness.context import Run
 from benchmarks.harness.params import param
 from benchmarks.harness.result import Figure
@@ -116,19 +116,3 @@ def measure(run: Run, p: Params) -> None:
         record(path, p)
         event, samples = measured(path)
     table(run, p, event, samples)
-
-
-CASES = (
-    Case(
-        name="mfu_check",
-        title="gpudash's MFU of GPT-2 small against the analytic count",
-        claim="gpudash's MFU of a GPT-2-style model is within ±10% of the analytic 6·N + 12·L·d·T count.",
-        anchor="docs/BENCHMARKS.md#what-the-gpu-really-does-gpm-and-mfu",
-        measures="FLOPs a step, TFLOP/s and MFU, gpudash's against the analytic count",
-        run=measure,
-        params=Params,
-        arms=(Arm("gpudash record -w gpt2_workload.py", ArmKind.GPUDASH),),
-        tags=frozenset({"gpu", "tiny"}),
-        tiny={"tiny": True, "batch": 2, "steps": 40},
-    ),
-)

@@ -8,7 +8,6 @@ import subprocess
 import sys
 from dataclasses import dataclass
 
-from benchmarks.harness.case import Arm, ArmKind, Case
 from benchmarks.harness.context import Run
 from benchmarks.harness.params import param
 from benchmarks.harness.stamp import ROOT
@@ -30,18 +29,3 @@ def measure(run: Run, p: Params) -> None:
     run.data["summary"] = lines[-1] if lines else ""
     if done.returncode not in (0, 5):  # 5: nothing collected (fewer than two GPUs: skipped)
         run.failed = f"pytest ended {done.returncode}"
-
-
-CASES = (
-    Case(
-        name="multigpu_tests",
-        title="the multi-GPU tests on two GPUs of one host",
-        claim="gpudash's data-parallel runs pass their multi-GPU tests on two GPUs (NCCL).",
-        anchor="docs/BENCHMARKS.md#data-parallelism-scaling-efficiency-of---nproc-2-issue-13",
-        measures="pytest's outcome of the multigpu tests, and its summary line",
-        run=measure,
-        params=Params,
-        arms=(Arm("pytest -m multigpu", ArmKind.COMMAND),),
-        tags=frozenset({"multigpu"}),
-    ),
-)

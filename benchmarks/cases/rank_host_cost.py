@@ -16,7 +16,6 @@ import tempfile
 import time
 from dataclasses import dataclass
 
-from benchmarks.harness.case import Arm, ArmKind, Case
 from benchmarks.harness.context import Run
 from benchmarks.harness.params import param
 from benchmarks.harness.result import Figure
@@ -104,19 +103,3 @@ def measure(run: Run, p: Params) -> None:
         run.row(table, family, *cells)
     run.line()
     run.say("largest rank PSS", Figure("value", f"largest rank PSS: {worst / MIB:.0f} MiB", worst / MIB, unit="MiB"))
-
-
-CASES = (
-    Case(
-        name="rank_host_cost",
-        title="the host memory of a data-parallel rank",
-        claim="A data-parallel rank costs the host at most RANK_HOST_BYTES (gpudash/host/host_budget.py).",
-        anchor="docs/usage.md#data-parallelism---nproc",
-        measures="peak RSS and PSS (MiB) of a rank and of its launcher, per family",
-        run=measure,
-        params=Params,
-        arms=(Arm("gpudash record --nproc 2", ArmKind.GPUDASH),),
-        tags=frozenset({"tiny"}),
-        tiny={"families": ("sync_loss",), "steps": 5},
-    ),
-)

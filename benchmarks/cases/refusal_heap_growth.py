@@ -14,7 +14,6 @@ import subprocess
 import sys
 from dataclasses import dataclass
 
-from benchmarks.harness.case import Case
 from benchmarks.harness.context import Run
 from benchmarks.harness.params import param
 from benchmarks.harness.stamp import ROOT
@@ -69,16 +68,3 @@ def measure(run: Run, p: Params) -> None:
             argv = [sys.executable, "-W", "ignore", "-c", CHILD, px, str(p.batch), warm]
             out = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
             run.row(table, px, p.batch, warm, out[0], out[1])
-
-
-CASES = (
-    Case(
-        name="refusal_heap_growth",
-        title="the host heap a refused first batch costs",
-        claim="A first batch that would not fit is refused within the heap room tests/test_limits.py gives it.",
-        anchor="docs/usage.md#limits-and-safety",
-        measures="peak VmData growth (MiB) while a too-large first batch is built and refused",
-        run=measure,
-        params=Params,
-    ),
-)

@@ -14,12 +14,12 @@ import subprocess
 import sys
 from dataclasses import dataclass
 
-from benchmarks.harness.case import Arm, ArmKind, Case, Unavailable
+from benchmarks.harness.case import Unavailable
 from benchmarks.harness.context import Run
 from benchmarks.harness.params import param
 from benchmarks.harness.schedule import Schedule, rounds
 from benchmarks.harness.stamp import ROOT
-from benchmarks.harness.stats import paired, ratio_text
+from benchmarks.harness.stats import ratio, ratio_text
 
 SCRIPT = ROOT / "tests" / "data" / "jobs" / "cuda_syncs.py"
 
@@ -52,7 +52,7 @@ def measure(run: Run, p: Params) -> None:
     got = rounds(arms, p.pairs, Schedule.PAIRS, seed=1)
     run.values("with syncs", got["with syncs"], "steps/s")
     run.values("without", got["without"], "steps/s")
-    gain = run.keep("without/with syncs", paired("without/with syncs", got["with syncs"], got["without"]))
+    gain = run.keep("without/with syncs", ratio("without/with syncs", got["with syncs"], got["without"]))
     run.line(f"verdict: {verdict['bound']}: {verdict['why']}")
     run.line()
     table = run.table(
@@ -81,20 +81,3 @@ def measure(run: Run, p: Params) -> None:
     pairs = run.table(["pair", "with syncs steps/s", "without steps/s", "ratio"], ["--:", "--:", "--:", "--:"])
     for i, (a, b) in enumerate(zip(got["with syncs"], got["without"], strict=True), 1):
         run.row(pairs, i, f"{a:.1f}", f"{b:.1f}", f"{b / a:.4f}")
-
-
-CASES = (
-    Case(
-        name="remedy_check",
-        title='whether a diagnosis\' "up to N×" is an honest upper bound',
-        claim='The syncs remedy\'s "up to N×" is at least the gain of removing them, at most 1.5× and twice the gain.',
-        anchor="docs/your-job.md#what-each-fix-is-worth",
-        measures="the sync script's own steps/s with and without its syncs, a value a run; the gain by pairs",
-        run=measure,
-        params=Params,
-        arms=(Arm("the script with its syncs", ArmKind.COMMAND), Arm("its twin without", ArmKind.COMMAND)),
-        schedule=Schedule.PAIRS,
-        tags=frozenset({"gpu"}),
-        device=lambda p: "cuda",
-    ),
-)

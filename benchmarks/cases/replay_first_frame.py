@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks.cases.shared.terminal import pty_first_frame
-from benchmarks.harness.case import Case
 from benchmarks.harness.context import Run
 from benchmarks.harness.params import param
 
@@ -136,18 +135,3 @@ def measure(run: Run, p: Params) -> None:
     run.line()
     run.line(f"load average at the end: {os.getloadavg()[0]:.1f}")
     run.line("target: first frame ≤ 1 s at 200 000 rows")
-
-
-CASES = (
-    Case(
-        name="replay_first_frame",
-        title="gpudash replay of large recordings: first frame, reading, the UI's stalls",
-        claim="gpudash replay paints its first frame within 1 s of a 200 000-row recording.",
-        anchor="docs/usage.md#headless-record-list-replay",
-        measures="ms to the first frame (process, in process), s to read every row, the longest UI stall",
-        run=measure,
-        params=Params,
-        tags=frozenset({"tiny"}),
-        tiny={"rows": ("200",), "whole_process": False},
-    ),
-)

@@ -28,7 +28,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from benchmarks.harness.case import BadParameter, Case, Unavailable
+from benchmarks.harness.case import BadParameter, Unavailable
 from benchmarks.harness.context import Run
 from benchmarks.harness.params import as_dict, param
 from tests.soaks import Row, Soak, default_warmup_minutes, proc_stats, table, tree_stats
@@ -248,16 +248,3 @@ def measure(run: Run, p: Params) -> None:
     )
     for t in soak.trouble[:20]:
         run.line(f"- {t}")
-
-
-CASES = (
-    Case(
-        name="soak",
-        title="an hour of the dashboard over the real engine, a change a minute: does anything grow?",
-        claim="An hour of changes leaves the dashboard's and the workload's memory, fds and threads flat within 5%.",
-        anchor="docs/measuring.md#long-runs-and-soaks",
-        measures="RSS, fds and threads of both processes and GPU memory, before each change; each column's verdict",
-        run=measure,
-        params=Params,
-    ),
-)

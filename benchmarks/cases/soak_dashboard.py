@@ -33,7 +33,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from benchmarks.cases.shared.tmux import Tmux, wait_for
-from benchmarks.harness.case import BadParameter, Case, Unavailable
+from benchmarks.harness.case import BadParameter, Unavailable
 from benchmarks.harness.context import Run
 from benchmarks.harness.params import as_dict, param
 from benchmarks.harness.stamp import ROOT
@@ -347,16 +347,3 @@ def measure(run: Run, p: Params) -> None:
     _say(f"report: {args.report}")
     for line in report(args, soak, command).rstrip("\n").splitlines():
         run.line(line)
-
-
-CASES = (
-    Case(
-        name="soak_dashboard",
-        title="an hour of gpudash in a real terminal (tmux), recording, a change every 30 s: does it grow?",
-        claim="An hour in a real terminal leaves the dashboard process's RSS, fds and threads flat within 5%.",
-        anchor="docs/measuring.md#long-runs-and-soaks",
-        measures="the dashboard's RSS, fds and threads, the workload's RSS and the recording's size, over time",
-        run=measure,
-        params=Params,
-    ),
-)

@@ -18,13 +18,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks.cases.shared.terminal import pty_first_frame
-from benchmarks.harness.case import Arm, ArmKind, Case, Unavailable
+from benchmarks.harness.case import Unavailable
 from benchmarks.harness.checkout import checkout_env, checkout_path
 from benchmarks.harness.context import Run
 from benchmarks.harness.params import param
 from benchmarks.harness.schedule import Schedule, rounds
 from benchmarks.harness.stamp import ROOT
-from benchmarks.harness.stats import of_means
+from benchmarks.harness.stats import ratio
 
 
 @dataclass(frozen=True)
@@ -75,22 +75,7 @@ def measure(run: Run, p: Params) -> None:
         if len(old) < 2 or len(new) < 2:
             run.row(table, m, "–", "–", "not enough runs", f"{len(old)} old, {len(new)} new")
             continue
-        f = run.keep(m, of_means(f"{m}, new/old", old, new, higher_is_better=False))
+        f = run.keep(m, ratio(f"{m}, new/old", old, new, pairs=False, higher_is_better=False))
         old_ms, new_ms = statistics.median(old) * 1000, statistics.median(new) * 1000
         said = f.text.split(": ", 1)[1]
         run.row(table, m, f"{old_ms:.0f} ms", f"{new_ms:.0f} ms", said, f"{len(old)}, {len(new)}")
-
-
-CASES = (
-    Case(
-        name="startup_ab",
-        title="gpudash --help and the first frame, this checkout against another",
-        claim="A change leaves gpudash --help and the dashboard's first frame no slower (neither waits for torch).",
-        anchor="docs/architecture.md#the-data-flow",
-        measures="seconds from exec to exit (--help) and to the footer drawn (the first frame), each tree",
-        run=measure,
-        params=Params,
-        arms=(Arm("old", ArmKind.CHECKOUT), Arm("new", ArmKind.CHECKOUT)),
-        schedule=Schedule.PAIRS,
-    ),
-)

@@ -15,11 +15,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from benchmarks.harness.case import Arm, Case, Unavailable
+from benchmarks.harness.case import Unavailable
 from benchmarks.harness.context import Run
 from benchmarks.harness.params import param
 from benchmarks.harness.schedule import Schedule, rounds
-from benchmarks.harness.stats import paired, ratio_text
+from benchmarks.harness.stats import ratio, ratio_text
 
 if TYPE_CHECKING:
     from workloads.user import UserWorkload
@@ -111,7 +111,7 @@ def timed_loops(run: Run, loops: dict[str, Callable[[int], None]], steps: int, n
         if name == base:
             run.row(table, name, mean, median, "–", "(baseline)")
             continue
-        f = run.keep(f"{name}/{base}", paired(f"{name}/{base}", us[base], values, higher_is_better=False))
+        f = run.keep(f"{name}/{base}", ratio(f"{name}/{base}", us[base], values, higher_is_better=False))
         run.row(table, name, mean, median, ratio_text(f, 3), f.verdict)
 
 
@@ -131,20 +131,3 @@ def measure(run: Run, p: Params) -> None:
     run.comment(f"{p.steps} steps per loop per round, {p.rounds} rounds, shuffled order")
     timed_loops(run, timing_loops(hand_step(w), torch), p.steps, p.rounds, torch)
     w.close()
-
-
-CASES = (
-    Case(
-        name="step_timing_cost",
-        title="what timing a step costs the host: a hand loop with and without CUDA events",
-        claim="gpudash's step timer (an event a group of steps) costs a fast step less than an event every step.",
-        anchor="docs/BENCHMARKS.md#engine-overhead",
-        measures="µs a step of each loop, a value a round; each loop's time over the hand loop's",
-        run=measure,
-        params=Params,
-        arms=(Arm("hand"), Arm("+ timing event per step"), Arm("+ plain event per step"), Arm("+ CudaStepTimer")),
-        schedule=Schedule.PAIRS,
-        tags=frozenset({"gpu"}),
-        device=lambda p: "cuda",
-    ),
-)

@@ -10,18 +10,12 @@ publish=docs/bench/NAME --out docs/bench/NAME --name sweep``)."""
 
 from __future__ import annotations
 
-import shutil
-import subprocess
-import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.cases.shared.gpudash_outputs import take_in
-from benchmarks.harness.case import Arm, ArmKind, BadParameter, Case
+from benchmarks.cases.shared.gpudash_outputs import copy_outputs, output_folder, take_in
 from benchmarks.harness.context import Run
 from benchmarks.harness.params import param
-from benchmarks.harness.schedule import Schedule
 from benchmarks.harness.stamp import ROOT
 
 DOCS = ROOT / "docs"
@@ -35,20 +29,11 @@ class Params:
     families: tuple[str, ...] = param((), "the plot's families (none: all)")
 
 
-def run_sweep(args: tuple[str, ...], out: Path) -> None:
-    done = subprocess.run([sys.executable, "-m", "gpudash", "sweep", *args, "--out", str(out)], cwd=ROOT)
-    if done.returncode != 0:
-        raise RuntimeError(f"gpudash sweep {' '.join(args)} ended {done.returncode}")
-
-
 def publish(folder: Path, dest: Path, families: tuple[str, ...]) -> list[Path]:
     """The sweep's files copied into ``dest`` as written; its plot drawn again as ``docs/img/NAME``."""
     from gpudash.sweep.readback import redraw
 
-    dest.mkdir(parents=True, exist_ok=True)
-    if folder.resolve() != dest.resolve():
-        for file in ("sweep.csv", "sweep.json", "sweep.md"):
-            shutil.copyfile(folder / file, dest / file)
+    copy_outputs(folder, "sweep", dest)
     img = DOCS / "img"
     img.mkdir(exist_ok=True)
     out = []
@@ -60,29 +45,8 @@ def publish(folder: Path, dest: Path, families: tuple[str, ...]) -> list[Path]:
 
 
 def measure(run: Run, p: Params) -> None:
-    if (p.from_dir is None) == (not p.args):
-        raise BadParameter("give the sweep's arguments (-p args=…) or a sweep already run (-p from_dir=…)")
-    with tempfile.TemporaryDirectory(prefix="gpudash-sweep-") as tmp:
-        folder = Path(p.from_dir) if p.from_dir else Path(tmp)
-        if not p.from_dir:
-            run_sweep(p.args, folder)
+    with output_folder("sweep", p.args, p.from_dir) as folder:
         take_in(run, folder, "sweep", ("summary",))
         if p.publish:
             for path in publish(folder, Path(p.publish), p.families):
                 run.progress(f"drew {path}")
-
-
-CASES = (
-    Case(
-        name="sweep",
-        title="a gpudash sweep as a result, published with its plot",
-        claim="Every gpudash figure of the articles' tables and the knobs' sections is a published sweep's.",
-        anchor="docs/BENCHMARKS.md#benchmarks-the-articles-tables-reproduced-with-intervals",
-        measures="each configuration's steps/s with its interval, and each against the first at its batch",
-        run=measure,
-        params=Params,
-        arms=(Arm("gpudash sweep", ArmKind.GPUDASH),),
-        schedule=Schedule.PAIRS,
-        tags=frozenset({"gpu"}),
-    ),
-)

@@ -22,12 +22,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from benchmarks.cases.step_timing_cost import us_per_step
-from benchmarks.harness.case import Arm, Case, Unavailable
+from benchmarks.harness.case import Unavailable
 from benchmarks.harness.context import Run
 from benchmarks.harness.params import param
 from benchmarks.harness.result import Figure
 from benchmarks.harness.schedule import Schedule, rounds
-from benchmarks.harness.stats import Target, paired, ratio_text
+from benchmarks.harness.stats import Target, ratio, ratio_text
 
 PAIRS = (("counting", "off"), ("sites", "counting"), ("sites", "off"))
 GOAL = Target(1.02, at_least=False)  # sites over counting
@@ -102,7 +102,7 @@ def measure(run: Run, p: Params) -> None:
     ratios = run.table(["ratio", "time (95% CI)", "verdict"])
     for a, b in PAIRS:
         target = GOAL if (a, b) == PAIRS[1] else None
-        f = run.keep(f"{a} / {b}", paired(f"{a} / {b}", us[b], us[a], higher_is_better=False, target=target))
+        f = run.keep(f"{a} / {b}", ratio(f"{a} / {b}", us[b], us[a], higher_is_better=False, target=target))
         said = f" (target {f.target}: {f.met})" if target is not None else ""
         run.row(ratios, f"{a} / {b}", ratio_text(f, 3), f"{f.verdict}{said}")
     w.close()
@@ -110,7 +110,8 @@ def measure(run: Run, p: Params) -> None:
 
 def per_sync_us(sites: bool, depth: int, syncs: int = 2000) -> float:
     """µs a sync of a counter without or with sites, ``depth`` frames below the caller."""
-    from gpudash.engine.measure import SYNC_WARNING, SyncCounter
+    from gpudash.core.sync_watch import SYNC_WARNING
+    from gpudash.engine.measure import SyncCounter
 
     def sync_at(level: int) -> None:
         if level:
@@ -142,33 +143,3 @@ def walk(run: Run, p: WalkParams) -> None:
     added = statistics.median(us["sites"]) - statistics.median(us["counting"])
     run.line()
     run.say("added", Figure("value", f"naming the line adds {added:.2f} µs a sync (medians)", added, unit="µs"))
-
-
-CASES = (
-    Case(
-        name="sync_sites_cost",
-        title="what naming each sync's line costs the sync-heavy step",
-        claim="Naming each sync's line costs the sync-heavy step at most 2% over counting the syncs.",
-        anchor="docs/usage.md#sync-sites-which-line-makes-the-host-wait",
-        measures="µs a step under each setting, a value a round; sites/counting, counting/off, sites/off",
-        run=measure,
-        params=Params,
-        arms=(Arm("off"), Arm("counting"), Arm("sites")),
-        schedule=Schedule.PAIRS,
-        tags=frozenset({"gpu"}),
-        device=lambda p: "cuda",
-    ),
-    Case(
-        name="sync_sites_walk",
-        title="the stack walk that names a sync's line, alone on the host",
-        claim="Naming a sync's line adds a few µs a sync on the host.",
-        anchor="docs/usage.md#sync-sites-which-line-makes-the-host-wait",
-        measures="µs a sync counted, and counted with its site named",
-        run=walk,
-        params=WalkParams,
-        arms=(Arm("counting"), Arm("sites")),
-        schedule=Schedule.ABBA,
-        tags=frozenset({"tiny"}),
-        tiny={"rounds": 2, "depth": 3},
-    ),
-)

@@ -20,10 +20,10 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.harness.case import Arm, ArmKind, Case, Unavailable
+from benchmarks.harness.case import Unavailable
 from benchmarks.harness.context import Run
 from benchmarks.harness.params import param
-from benchmarks.harness.stats import of_means
+from benchmarks.harness.stats import ratio
 
 NOT_THE_JOBS = re.compile(r"synchronizing CUDA operation|profiler_st|USDT:|Profiler clears|gpuGetDeviceCount|CUPTI")
 
@@ -121,22 +121,7 @@ def measure(run: Run, p: Params) -> None:
     )
     for label, base, new in said:
         if len(base) >= 2 and len(new) >= 2:
-            f = of_means(label, [b for b in base if b is not None], [n for n in new if n is not None])
+            f = ratio(label, [b for b in base if b is not None], [n for n in new if n is not None], pairs=False)
             f.text += f" ({len(new)} runs against {len(base)})"
             run.say(label, f)
     run.line(f"logs: {out}")
-
-
-CASES = (
-    Case(
-        name="torchrun_windows",
-        title="a torchrun job under gpudash record --trace-every: exits, the windows' cost, the figures",
-        claim="A torchrun job under gpudash record --trace-every ends 0 each run; gpudash's figure matches the job's.",
-        anchor="docs/your-job.md#the-job-stays-yours",
-        measures="each run's exit, the job's own steps/s and gpudash's; traced over bare, gpudash's over the job's",
-        run=measure,
-        params=Params,
-        arms=(Arm("bare", ArmKind.COMMAND), Arm("plain", ArmKind.GPUDASH), Arm("traced", ArmKind.GPUDASH)),
-        tags=frozenset({"multigpu"}),
-    ),
-)

@@ -25,12 +25,11 @@ from pathlib import Path
 
 from benchmarks.cases.shared.mlp import mlp_train_step, torch_device
 from benchmarks.cases.shared.thread_time import CollectionCount, NvmlCallTime
-from benchmarks.harness.case import Arm, Case
 from benchmarks.harness.context import Run
 from benchmarks.harness.params import param
 from benchmarks.harness.result import Figure
 from benchmarks.harness.schedule import Schedule, alternate_steps, rounds
-from benchmarks.harness.stats import Target, of_means, paired
+from benchmarks.harness.stats import Target, ratio
 
 GOAL = Target(0.99)  # tracked/bare: at most 1% slower
 PAIRS = 50  # pairs of steps a block, alternated
@@ -159,8 +158,8 @@ def abba_rounds(run: Run, arms: Arms, n: int) -> None:
     if len(bares) < 4:
         run.line("(4 rounds or more for an interval)")
         return
-    run.say("tracked/bare, paired rounds", paired("tracked/bare, paired rounds", bares, trackeds, target=GOAL))
-    run.say("tracked/bare, ratio of means", of_means("tracked/bare, ratio of means", bares, trackeds))
+    run.say("tracked/bare, paired rounds", ratio("tracked/bare, paired rounds", bares, trackeds, target=GOAL))
+    run.say("tracked/bare, ratio of means", ratio("tracked/bare, ratio of means", bares, trackeds, pairs=False))
     run.line(f"cyclic collections inside the timed stretches: {arms.collections.summary()}")
 
 
@@ -199,7 +198,7 @@ def alternate(run: Run, p: Params, train_step: Callable[[], None], sync: Callabl
     run.values("bare, alternated", got.bare_rates, "steps/s")
     run.values("tracked, alternated", got.other_rates, "steps/s")
     label = "tracked/bare, by steps alternated"
-    f = paired(label, got.bare_rates, got.other_rates)
+    f = ratio(label, got.bare_rates, got.other_rates)
     f.text += f" ({1e6 * (got.other_s - got.bare_s) / steps:+.2f} µs a step)"
     run.say(label, f)
     ceilings(run, f, cpu / wall, max(0.0, cpu - in_nvml.seconds) / wall)
@@ -237,21 +236,3 @@ def last_file(run: Run, path: Path, issued: int) -> None:
         )
         if s.steps != issued:
             run.failed = f"the tracked file counted {s.steps} steps of {issued}"
-
-
-CASES = (
-    Case(
-        name="track_overhead",
-        title="what gpudash.track() costs a training loop",
-        claim="tracker.step() costs a host-bound training loop at most 1% (the paired interval's low end ≥ 0.99).",
-        anchor="docs/BENCHMARKS.md#gpudashtrack-what-it-costs-a-training-loop",
-        measures="steps/s bare and tracked; tracked/bare by ABBA rounds and by steps alternated, with the "
-        "writer thread's CPU share as a ceiling",
-        run=measure,
-        params=Params,
-        arms=(Arm("bare"), Arm("tracked")),
-        schedule=Schedule.ABBA,
-        tags=frozenset({"gpu", "tiny"}),
-        tiny={"device": "cpu", "rounds": 2, "seconds": 0.2, "warm": 0.1},
-    ),
-)

@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.cases.shared.terminal import ROOT, child_torch_state, pty_first_frame
-from benchmarks.harness.case import Case
 from benchmarks.harness.context import Run
 from benchmarks.harness.params import param
 
@@ -168,18 +167,3 @@ def measure(run: Run, p: Params) -> None:
     table = run.table(["measure", "result", "target"], ["---", "--:", "---"])
     for row in rows:
         run.row(table, *row)
-
-
-CASES = (
-    Case(
-        name="tui_frame",
-        title="the dashboard's first frame and the cost of a redraw",
-        claim="The dashboard paints its first frame within 1.5 s and redraws its charts within 25 ms.",
-        anchor="docs/measurements.md#dashboard-frame-cost-after-the-consolidation--python--m-benchmarks-run-tui_frame-this-2-core-cpu-machine-2026-11-22",
-        measures="ms: the import, the first frame in process and whole process, a redraw and a whole frame",
-        run=measure,
-        params=Params,
-        tags=frozenset({"tiny"}),
-        tiny={"whole_process": False},
-    ),
-)

@@ -7,22 +7,15 @@ already run; ``publish`` copies its files as written into ``docs/bench/…``."""
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
-import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks.cases.shared.gpudash_outputs import take_in
-from benchmarks.harness.case import Arm, ArmKind, BadParameter, Case
+from benchmarks.cases.shared.gpudash_outputs import copy_outputs, output_folder, take_in
 from benchmarks.harness.context import Run
 from benchmarks.harness.params import param
 from benchmarks.harness.render import blocks_text
 from benchmarks.harness.result import Block
-from benchmarks.harness.schedule import Schedule
-from benchmarks.harness.stamp import ROOT
 
 PART = re.compile(r"^- ([a-z ,()]+): ([0-9.]+) s \(([0-9]+%)\)$")  # "- measuring: 37.9 s (25%)"
 LOSS_TIMING = re.compile(r"\((the plain copy built and trained in [^)]*)\)")
@@ -59,33 +52,8 @@ def report_parts(blocks: list[Block]) -> dict[str, Any]:
 
 
 def measure(run: Run, p: Params) -> None:
-    if (p.from_dir is None) == (not p.args):
-        raise BadParameter("give tune's arguments (-p args=…) or a run already done (-p from_dir=…)")
-    with tempfile.TemporaryDirectory(prefix="gpudash-tune-") as tmp:
-        folder = Path(p.from_dir) if p.from_dir else Path(tmp)
-        if not p.from_dir:
-            done = subprocess.run([sys.executable, "-m", "gpudash", "tune", *p.args, "--out", str(folder)], cwd=ROOT)
-            if done.returncode != 0:
-                raise RuntimeError(f"gpudash tune {' '.join(p.args)} ended {done.returncode}")
+    with output_folder("tune", p.args, p.from_dir) as folder:
         take_in(run, folder, "tune", ("candidate", "window"))
         run.data.update(report_parts(run.blocks))
-        if p.publish and Path(p.publish).resolve() != folder.resolve():
-            Path(p.publish).mkdir(parents=True, exist_ok=True)
-            for file in ("tune.csv", "tune.json", "tune.md"):
-                shutil.copyfile(folder / file, Path(p.publish) / file)
-
-
-CASES = (
-    Case(
-        name="tune",
-        title="a gpudash tune run as a result: its candidates, its windows and where its time went",
-        claim="gpudash tune finds the sweep's best within 3% in at most 40% of its time (see tune_vs_sweep).",
-        anchor="docs/BENCHMARKS.md#gpudash-tune-against-the-exhaustive-sweep",
-        measures="each candidate's samples/s with its interval, each window's, and the seconds of each part of the run",
-        run=measure,
-        params=Params,
-        arms=(Arm("gpudash tune", ArmKind.GPUDASH),),
-        schedule=Schedule.ONCE,
-        tags=frozenset({"gpu"}),
-    ),
-)
+        if p.publish:
+            copy_outputs(folder, "tune", Path(p.publish))

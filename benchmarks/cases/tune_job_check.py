@@ -25,11 +25,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks.harness.case import Arm, ArmKind, BadParameter, Case, Unavailable
+from benchmarks.harness.case import BadParameter, Unavailable
 from benchmarks.harness.context import Run
 from benchmarks.harness.params import param
 from benchmarks.harness.schedule import Schedule, rounds
-from benchmarks.harness.stats import paired, ratio_text
+from benchmarks.harness.stats import ratio, ratio_text
 
 RATE = re.compile(r"samples_per_s=([0-9.]+)")
 
@@ -149,7 +149,7 @@ def bare_table(run: Run, winner: float, rates: dict[int, float]) -> None:
 
 
 def verified(run: Run, v: dict[str, Any], speed: dict[str, Any]) -> None:
-    f = run.keep("winner/as written", paired("winner/as written", v["as_written"], v["winner"]))
+    f = run.keep("winner/as written", ratio("winner/as written", v["as_written"], v["winner"]))
     honest = f.high is None or speed["mean"] <= f.high * 1.05 or speed["verdict"] != "faster"
     said = "inside or below that, within 5%: honest" if honest else "**above what the edit gives**"
     run.line(
@@ -169,20 +169,3 @@ def measure(run: Run, p: Params) -> None:
     out = Path(p.out)
     out.mkdir(parents=True, exist_ok=True)
     phases[p.phase](run, p, out)
-
-
-CASES = (
-    Case(
-        name="tune_job_check",
-        title="whether gpudash tune -- CMD's winner is the job's best, and its figure honest",
-        claim="tune's winner on a job is within 10% of its best worker count and claims no more than its edit gives.",
-        anchor="docs/your-job.md#gpudash-tune----",
-        measures="the job's own samples/s bare per worker count, tune's winner, and the edit's worth by pairs",
-        run=measure,
-        params=Params,
-        arms=(Arm("the job as written", ArmKind.COMMAND), Arm("the job with the winner's edit", ArmKind.COMMAND)),
-        schedule=Schedule.ABBA,
-        tags=frozenset({"gpu"}),
-        device=lambda p: "cuda",
-    ),
-)

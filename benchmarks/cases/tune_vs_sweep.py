@@ -15,7 +15,7 @@ import datetime as dt
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.harness.case import Arm, ArmKind, BadParameter, Case
+from benchmarks.harness.case import BadParameter
 from benchmarks.harness.context import Run
 from benchmarks.harness.params import param
 from benchmarks.harness.result import SUFFIX, Result, load
@@ -129,20 +129,3 @@ def measure(run: Run, p: Params) -> None:
             raise BadParameter(f"pairs {pair!r}: SWEEP:TUNE")
         for row in rows(result_in(sweep, "sweep"), result_in(tune, "tune")):
             run.row(table, *row)
-
-
-CASES = (
-    Case(
-        name="tune_vs_sweep",
-        title="gpudash tune's winner and wall time against the exhaustive sweep's",
-        claim="gpudash tune's winner is within 3% of the sweep's best in at most 40% of the sweep's time.",
-        anchor="docs/BENCHMARKS.md#gpudash-tune-against-the-exhaustive-sweep",
-        measures="the sweep's best and tune's winner in samples/s, their ratio with its interval, both wall times",
-        run=measure,
-        params=Params,
-        arms=(Arm("gpudash sweep", ArmKind.GPUDASH), Arm("gpudash tune", ArmKind.GPUDASH)),
-        tags=frozenset({"tiny"}),
-        tiny={"pairs": ("docs/bench/h100-tune/beyond-encdec:docs/bench/h100-tune/tune-encdec",)},
-        device=lambda p: "cpu",
-    ),
-)

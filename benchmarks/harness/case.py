@@ -1,12 +1,13 @@
-"""A benchmark case, declared once: its name, the claim it backs and where the docs make it, its
-tags, its arms and their schedule, what it measures, its parameters and its measuring function.
+"""A benchmark case: its name, the claim it backs and where the docs make it, its tags, its arms
+and their schedule, what it measures, and where its measuring code is (its parameters and its
+measuring function, in a module of ``benchmarks/cases/``).
 
-Each module of ``benchmarks/cases/`` declares its cases with ``Case(...)`` at import;
-``benchmarks.cases.registry`` collects them. Declaring imports nothing heavy: ``python -m
-benchmarks list`` never loads torch."""
+``benchmarks/catalog.toml`` declares every case (``harness.catalog`` reads it); a case's module is
+imported when its code is first asked for, so ``python -m benchmarks list`` never loads torch."""
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
@@ -61,23 +62,25 @@ class Case:
     """A benchmark case.
 
     ``anchor``: the doc heading the claim is made under, ``FILE#heading-slug`` (a test checks that
-    it exists). ``params``: a dataclass of the case's parameters and their defaults; ``tiny``: the
-    values that make a seconds-long CPU run (a case tagged ``tiny`` has some). ``run`` measures,
-    writing its tables, lines and figures to the ``Run`` it is given."""
+    it exists). ``tiny``: the parameters' values that make a seconds-long CPU run (a case tagged
+    ``tiny`` has some). ``device``: the device its result's stamp names where the case decides it
+    (None: its parameters' ``device``). Its code, in ``module`` (imported when first asked for):
+    ``params``, a dataclass of the case's parameters and their defaults, and ``run``, which
+    measures, writing its tables, lines and figures to the ``Run`` it is given."""
 
     name: str
     title: str
     claim: str
     anchor: str
     measures: str
-    run: Callable[[Run, Any], None]
-    params: type
+    module: str
     arms: tuple[Arm, ...] = ()
     schedule: Schedule = Schedule.ONCE
     tags: frozenset[str] = frozenset()
     tiny: Mapping[str, object] = field(default_factory=dict)
-    # the device its stamp names ("auto": the machine's GPUs where it has any, else its CPU)
-    device: Callable[[Any], str] = lambda params: str(getattr(params, "device", "auto"))
+    device: str | None = None
+    measure_name: str = "measure"  # the names of its code in its module
+    params_name: str = "Params"
 
     def __post_init__(self) -> None:
         unknown = set(self.tags) - set(TAGS)
@@ -87,3 +90,19 @@ class Case:
             raise ValueError(f"case {self.name}: its anchor {self.anchor!r} is not FILE#heading")
         if "tiny" in self.tags and not self.tiny:
             raise ValueError(f"case {self.name}: tagged tiny without tiny parameters")
+
+    @property
+    def run(self) -> Callable[[Run, Any], None]:
+        """Its measuring function."""
+        measure: Callable[[Run, Any], None] = getattr(importlib.import_module(self.module), self.measure_name)
+        return measure
+
+    @property
+    def params(self) -> type:
+        """The dataclass of its parameters."""
+        params: type = getattr(importlib.import_module(self.module), self.params_name)
+        return params
+
+    def stamp_device(self, params: Any) -> str:
+        """The device its result's stamp names ("auto": the machine's GPUs where it has any, else its CPU)."""
+        return self.device or str(getattr(params, "device", "auto"))

@@ -1,5 +1,7 @@
-"""Every declared case, by name: each module of ``benchmarks/cases/`` that declares ``CASES`` (a
-module without it is shared measuring code). Importing a case module imports nothing heavy."""
+"""Every case, by name: the catalog's (``benchmarks/catalog.toml``), each bound to its module of
+``benchmarks/cases/``. A catalog entry without its module, or a case module no entry names, is
+refused (``benchmarks/cases/shared/`` holds the code several cases share). Listing the cases
+imports none of their modules."""
 
 from __future__ import annotations
 
@@ -8,23 +10,21 @@ import pkgutil
 from functools import cache
 
 from benchmarks.harness.case import BadParameter, Case
-
-PACKAGE = "benchmarks.cases"
+from benchmarks.harness.catalog import PACKAGE, read
 
 
 @cache
 def cases() -> dict[str, Case]:
-    """The cases by name, in name order; two of one name are refused."""
+    """The cases by name, in name order."""
+    found = read()
     package = importlib.import_module(PACKAGE)
-    found: dict[str, Case] = {}
-    for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
-        if info.ispkg:
-            continue
-        module = importlib.import_module(f"{PACKAGE}.{info.name}")
-        for case in getattr(module, "CASES", ()):
-            if case.name in found:
-                raise ValueError(f"two cases named {case.name}")
-            found[case.name] = case
+    modules = {f"{PACKAGE}.{m.name}" for m in pkgutil.iter_modules(package.__path__) if not m.ispkg}
+    named = {c.module for c in found.values()}
+    if modules != named:
+        raise ValueError(
+            f"benchmarks/catalog.toml: entries without their module {sorted(named - modules)}, "
+            f"case modules without an entry {sorted(modules - named)}"
+        )
     return dict(sorted(found.items()))
 
 

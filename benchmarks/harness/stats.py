@@ -57,28 +57,21 @@ def comparison_figure(label: str, c: Comparison, target: Target | None = None, *
     )
 
 
-def paired(
+def ratio(
     label: str,
     base: Sequence[float],
     new: Sequence[float],
     *,
+    pairs: bool = True,
     higher_is_better: bool = True,
     target: Target | None = None,
 ) -> Figure:
-    """``new`` over ``base`` measured in pairs (``compare_paired``: a t interval over the pairs' log ratios)."""
-    c = compare_paired(base, new, higher_is_better=higher_is_better)
-    return comparison_figure(label, c, target, n=len(base))
-
-
-def of_means(
-    label: str,
-    base: Sequence[float],
-    new: Sequence[float],
-    *,
-    higher_is_better: bool = True,
-    target: Target | None = None,
-) -> Figure:
-    """The ratio of the means of two arms' values, each value a batch (``compare`` over batch means)."""
+    """``new`` over ``base``: measured in pairs (``compare_paired``: a t interval over the pairs' log
+    ratios), or with ``pairs=False`` the ratio of the two arms' means, each value a batch
+    (``compare`` over batch means)."""
+    if pairs:
+        c = compare_paired(base, new, higher_is_better=higher_is_better)
+        return comparison_figure(label, c, target, n=len(base))
     c = compare(estimate_from_batches(list(base)), estimate_from_batches(list(new)), higher_is_better=higher_is_better)
     return comparison_figure(label, c, target, n=min(len(base), len(new)))
 

@@ -24,8 +24,6 @@ from __future__ import annotations
 import contextlib
 import math
 import re
-import sys
-import threading
 import time
 import warnings
 from collections import deque
@@ -33,9 +31,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from gpudash.core.sync_sites import LiveSites, SiteCounter
+from gpudash.core.sync_watch import SYNC_WARNING, SyncWatch
 from gpudash.engine import explicit_waits
-
-SYNC_WARNING = "called a synchronizing CUDA operation"
 
 
 def percentile(sorted_values: list[float], q: float) -> float:
@@ -255,8 +252,7 @@ class SyncCounter:
         self._live = LiveSites()  # a stack's site, remembered by its frames
         self.attributing = False  # set by the loop around its steps: only their syncs get a site
         self.explicit_not_counted: str | None = None  # why synchronize() calls are not counted (None: they are)
-        self._thread: int | None = None
-        self._prev_show: Any = None
+        self._watch: SyncWatch | None = None  # the showwarning hook and the waits' (one thread's)
         self._saved_warnings: Any = None  # the warnings.catch_warnings that restores filters and showwarning
         self._prev_mode: Any = None
         self._torch: Any = None
@@ -264,26 +260,25 @@ class SyncCounter:
 
     def install(self, torch: Any | None) -> None:
         """Turn on torch's sync warnings (if ``torch`` is given) and start counting them."""
-        self._thread = threading.get_ident()
         self._saved_warnings = warnings.catch_warnings()  # the filters and showwarning, restored by uninstall
         self._saved_warnings.__enter__()
         warnings.filterwarnings("always", message=".*" + re.escape(SYNC_WARNING))
-        self._prev_show = warnings.showwarning
-        warnings.showwarning = self._show
+        self._watch = SyncWatch(self._counted, warnings.showwarning)
+        warnings.showwarning = self._watch
         if torch is not None:
             self._torch = torch
             self._prev_mode = torch.cuda.get_sync_debug_mode()
             torch.cuda.set_sync_debug_mode("warn")
             if self.sites is not None:
-                self.explicit_not_counted = explicit_waits.start(torch, self._traced)
+                self.explicit_not_counted = explicit_waits.start(torch, self._watch.waited)
                 self._wrapped = self.explicit_not_counted is None
         elif self.sites is not None:
             self.explicit_not_counted = "no CUDA device"
 
     def uninstall(self) -> None:
         """Stop counting; restore torch's sync debug mode and the warning filters."""
-        if self._wrapped:
-            explicit_waits.stop(self._torch, self._traced)
+        if self._wrapped and self._watch is not None:
+            explicit_waits.stop(self._torch, self._watch.waited)
             self._wrapped = False
         if self._torch is not None:
             self._torch.cuda.set_sync_debug_mode(self._prev_mode)
@@ -304,20 +299,6 @@ class SyncCounter:
             yield own
         finally:
             self.sites, self.attributing = held
-
-    def _show(
-        self, message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None
-    ) -> None:
-        if SYNC_WARNING in str(message):
-            if threading.get_ident() == self._thread:
-                self._counted(sys._getframe(1))
-            return
-        self._prev_show(message, category, filename, lineno, file, line)
-
-    def _traced(self) -> None:
-        """A device or event synchronization (torch's GPU trace calls this in the waiting thread)."""
-        if threading.get_ident() == self._thread:
-            self._counted(sys._getframe(1))
 
     def _counted(self, frame: Any) -> None:
         self.count += 1

@@ -22,9 +22,10 @@ def memory_event(t: float, **bytes_: int) -> Event:
     return Event(t, EventKind.MEASURED, what=MEMORY, message="memory: …", details=details)
 
 
-def test_the_bar_stacks_the_kinds_against_the_gpus_total_and_marks_the_peak() -> None:
-    e = memory_event(
-        1.0,
+def gpu_memory_event(t: float) -> Event:
+    """A job's memory on an 80 GiB GPU: 8, 8, 16 and 24 GiB by kind, 60 allocated, 64 at its peak."""
+    return memory_event(
+        t,
         params=8 * GIB,
         grads=8 * GIB,
         optimizer=16 * GIB,
@@ -33,7 +34,10 @@ def test_the_bar_stacks_the_kinds_against_the_gpus_total_and_marks_the_peak() ->
         peak_allocated=64 * GIB,
         total=80 * GIB,
     )
-    bar = memory_bar(e)
+
+
+def test_the_bar_stacks_the_kinds_against_the_gpus_total_and_marks_the_peak() -> None:
+    bar = memory_bar(gpu_memory_event(1.0))
     assert bar is not None
     cells = bar.plain.removeprefix("mem ")[:20]
     assert cells == "██▓▓▒▒▒▒░░░░░░·┃    "  # 2+2+4+6 cells of 20, 4 GiB more allocated, the peak at 64/80
@@ -50,18 +54,7 @@ async def test_the_dashboard_shows_a_jobs_memory_bar_once_its_memory_is_measured
     async with running(FakeSource(RunConfig()), until=6.0) as (pilot, app, src):
         stats = app.query_one(StatsPanel)
         assert "mem " not in str(stats.border_title or "")
-        src.push(
-            memory_event(
-                6.5,
-                params=8 * GIB,
-                grads=8 * GIB,
-                optimizer=16 * GIB,
-                activations=24 * GIB,
-                allocated=60 * GIB,
-                peak_allocated=64 * GIB,
-                total=80 * GIB,
-            )
-        )
+        src.push(gpu_memory_event(6.5))
         app.refresh_now()
         await pilot.pause()
         shown = Text.from_markup(str(stats.border_title)).plain

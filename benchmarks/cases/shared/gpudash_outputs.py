@@ -1,16 +1,41 @@
-"""What gpudash writes for a sweep or a tune run, taken into a result: its CSV's rows as JSON values
-(a number as a number, an empty cell as null, a ``*_batches`` cell as a list), its JSON sidecar,
-its Markdown report as the result's document, and the machine it ran on as the result's stamp."""
+"""What gpudash writes for a sweep or a tune run, taken into a result: the run's folder (run now, or
+one already run), its CSV's rows as JSON values (a number as a number, an empty cell as null, a
+``*_batches`` cell as a list), its JSON sidecar, its Markdown report as the result's document, the
+machine it ran on as the result's stamp, and its files copied as written for publishing."""
 
 from __future__ import annotations
 
 import csv
 import json
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from benchmarks.harness.case import BadParameter
 from benchmarks.harness.context import Run
 from benchmarks.harness.document import blocks_of
+from benchmarks.harness.stamp import ROOT
+
+
+@contextmanager
+def output_folder(command: str, args: tuple[str, ...], from_dir: str | None) -> Iterator[Path]:
+    """The folder of a ``gpudash COMMAND ARGS --out FOLDER`` run: ``from_dir``, one already run, or
+    (``args``) one run now into a temporary folder, removed afterwards. Exactly one of the two."""
+    if (from_dir is None) == (not args):
+        raise BadParameter(f"give gpudash {command}'s arguments (-p args=…) or a {command} already run (-p from_dir=…)")
+    if from_dir is not None:
+        yield Path(from_dir)
+        return
+    with tempfile.TemporaryDirectory(prefix=f"gpudash-{command}-") as tmp:
+        done = subprocess.run([sys.executable, "-m", "gpudash", command, *args, "--out", tmp], cwd=ROOT)
+        if done.returncode != 0:
+            raise RuntimeError(f"gpudash {command} {' '.join(args)} ended {done.returncode}")
+        yield Path(tmp)
 
 
 def value(cell: str) -> Any:
@@ -59,3 +84,12 @@ def take_in(run: Run, folder: Path, stem: str, kinds: tuple[str, ...]) -> dict[s
     run.blocks.extend(blocks_of((folder / f"{stem}.md").read_text(encoding="utf-8"), markdown=True))
     run.stamp = machine_stamp(meta)
     return meta
+
+
+def copy_outputs(folder: Path, stem: str, dest: Path) -> None:
+    """``STEM.csv``, ``STEM.json`` and ``STEM.md`` of ``folder`` copied as written into ``dest``
+    (made where missing; nothing to copy where it is ``folder``)."""
+    dest.mkdir(parents=True, exist_ok=True)
+    if folder.resolve() != dest.resolve():
+        for suffix in (".csv", ".json", ".md"):
+            shutil.copyfile(folder / f"{stem}{suffix}", dest / f"{stem}{suffix}")

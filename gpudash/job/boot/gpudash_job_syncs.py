@@ -1,8 +1,9 @@
 """Host-device syncs of a job's training thread, counted by line from its first step for gpudash's
 hooks (``gpudash_job_hooks.py``, which imports this file from the same folder): torch's sync
 warnings (its sync debug mode set to "warn") and the explicit waits (gpudash's
-``engine/explicit_waits.py``), each put to its line by gpudash's ``core/sync_sites.py`` (both
-loaded from their files). CUDA only. Standard library and the job's own torch only.
+``engine/explicit_waits.py``), taken as gpudash's engine takes them (``core/sync_watch.py``) and
+each put to its line by gpudash's ``core/sync_sites.py`` (all three loaded from their files). CUDA
+only. Standard library and the job's own torch only.
 
 One private API of torch: ``torch._C._cuda_set_sync_debug_mode``, the sync debug mode set from any
 thread without the Python warning and the filter changes of ``torch.cuda.set_sync_debug_mode``.
@@ -12,15 +13,14 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sys
-import threading
 import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from gpudash_job_parts import load_source  # type: ignore[import-not-found]  # beside this file
 
-SYNC_WARNING = "called a synchronizing CUDA operation"  # as gpudash/engine/measure.py
+sync_watch = load_source("_gpudash_sync_watch", os.path.join("core", "sync_watch.py"))
+SYNC_WARNING = sync_watch.SYNC_WARNING
 JOB_OWNS_MODE = "not counted: the job sets torch.cuda.set_sync_debug_mode itself, and gpudash leaves its mode as it is"
 FILTERS = ("simplefilter", "filterwarnings", "resetwarnings")  # the job's ways to change the filters
 
@@ -35,7 +35,6 @@ class SyncCount:
         self.torch = torch
         self.count = 0
         self.on_wait = on_wait  # told of each sync counted (gpudash_job_phases: the job waits on its GPU)
-        self.thread = threading.get_ident()
         sites = load_source("_gpudash_sync_sites", os.path.join("core", "sync_sites.py"))
         self.waits = load_source("_gpudash_explicit_waits", os.path.join("engine", "explicit_waits.py"))
         self.live, self.sites = sites.LiveSites(), sites.SiteCounter()
@@ -50,20 +49,19 @@ class SyncCount:
         if self._prev_mode != 0:  # set before its first step: the job's
             self.job_owns_mode, self.not_counted = True, JOB_OWNS_MODE
             return
-        self._prev_show = warnings.showwarning
         self._saved = warnings.catch_warnings()
         self._saved.__enter__()
         self._filters = {name: getattr(warnings, name) for name in FILTERS}
         for name, original in self._filters.items():
             setattr(warnings, name, self._first_after(original))
         warnings.filterwarnings("always", message=".*" + SYNC_WARNING)
-        self._handler = self._show  # one bound method: each ``self._show`` is a new object
-        warnings.showwarning = self._handler
+        self._watch = sync_watch.SyncWatch(self._counted, warnings.showwarning, lambda: self.job_owns_mode)
+        warnings.showwarning = self._watch
         torch.cuda.set_sync_debug_mode = self._jobs_mode
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             self._set_mode("warn")
-        self.not_counted = self.waits.start(torch, self._waited) or ""
+        self.not_counted = self.waits.start(torch, self._watch.waited) or ""
 
     @contextlib.contextmanager
     def quiet(self) -> Iterator[None]:
@@ -120,9 +118,9 @@ class SyncCount:
         (``logging.captureWarnings``, a ``catch_warnings`` block, ``simplefilter``)."""
         if self.job_owns_mode:
             return
-        if warnings.showwarning is not self._handler:  # (never take our own handler as the one before it)
-            self._prev_show = warnings.showwarning
-            warnings.showwarning = self._handler
+        if warnings.showwarning is not self._watch:  # (never take our own handler as the one before it)
+            self._watch.shown_before = warnings.showwarning
+            warnings.showwarning = self._watch
         first = warnings.filters[0] if warnings.filters else None
         if first is None or first[0] != "always" or first[1] is None or not first[1].pattern.endswith(SYNC_WARNING):
             warnings.filterwarnings("always", message=".*" + SYNC_WARNING)
@@ -130,7 +128,7 @@ class SyncCount:
     def close(self) -> None:
         if not hasattr(self, "_saved"):
             return  # the job's mode from the start: nothing was changed
-        self.waits.stop(self.torch, self._waited)
+        self.waits.stop(self.torch, self._watch.waited)
         if self.torch.cuda.set_sync_debug_mode == self._jobs_mode:
             self.torch.cuda.set_sync_debug_mode = self._set_mode
         if not self.job_owns_mode:
@@ -140,19 +138,6 @@ class SyncCount:
         for name, original in self._filters.items():
             setattr(warnings, name, original)
         self._saved.__exit__(None, None, None)
-
-    def _show(
-        self, message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None
-    ) -> None:
-        if SYNC_WARNING in str(message) and not self.job_owns_mode:
-            if threading.get_ident() == self.thread:
-                self._counted(sys._getframe(1))
-            return
-        self._prev_show(message, category, filename, lineno, file, line)
-
-    def _waited(self) -> None:
-        if threading.get_ident() == self.thread:
-            self._counted(sys._getframe(1))
 
     def _counted(self, frame: Any) -> None:
         if self.paused or self.job_owns_mode:
