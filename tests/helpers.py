@@ -13,7 +13,16 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import pytest
+
+from gpudash.host.host_budget import available_cpus
 from gpudash.job.boot import gpudash_job_wire as wire
+
+# gpudash refuses more CPU ranks than CPUs it may use (``--nproc 2`` on one CPU is one line and exit 2):
+# a test that starts two CPU ranks through gpudash needs two, and says so where it skips (taskset -c 0)
+needs_two_cpus = pytest.mark.skipif(
+    available_cpus() < 2, reason="two CPU ranks need two CPUs this process may use (gpudash refuses more ranks)"
+)
 
 if TYPE_CHECKING:
     from workloads.base import Workload, WorkloadOptions

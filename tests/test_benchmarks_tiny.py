@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import needs_two_cpus
+
 ROOT = Path(__file__).resolve().parents[1]
 PRINTS = {  # a tiny case: a line its Markdown must hold
     "aa_false_claims": "of 1 A/A runs",
@@ -49,7 +51,9 @@ def test_every_tiny_case_says_what_its_run_must_print() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("case", sorted(PRINTS))
+@pytest.mark.parametrize(
+    "case", [pytest.param(c, marks=needs_two_cpus) if c == "rank_host_cost" else c for c in sorted(PRINTS)]
+)
 def test_a_tiny_case_runs_on_the_cpu_and_keeps_its_result(case: str, tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "benchmarks", "run", case, "--tiny", "--out", str(tmp_path), "-q"],

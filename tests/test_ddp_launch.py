@@ -18,7 +18,7 @@ from typing import NamedTuple
 import pytest
 
 from gpudash.core.proctree import alive, children, command_line, parent_of
-from tests.helpers import act_when, once_per_session, record_args
+from tests.helpers import act_when, needs_two_cpus, once_per_session, record_args
 from tests.test_ddp import ROOT
 from tests.test_orphans import START_TIMEOUT_S
 
@@ -84,6 +84,7 @@ def traced_run(tmp_path_factory: pytest.TempPathFactory) -> Traced:
 
 
 @pytest.mark.slow
+@needs_two_cpus
 def test_record_with_two_ranks_counts_the_global_batch_and_names_the_slowest_rank(traced_run: Traced) -> None:
     code, err, rows = traced_run
     ended = [r["event_kind"] for r in rows if r["row_kind"] == "event" and r["event_kind"] in ("stopped", "crashed")]
@@ -181,6 +182,7 @@ def killed_rank(tmp_path_factory: pytest.TempPathFactory) -> KilledRank:
 
 
 @pytest.mark.slow
+@needs_two_cpus
 def test_killing_one_rank_ends_the_run_with_a_clear_message_and_no_process_left(killed_rank: KilledRank) -> None:
     assert killed_rank.code == 1 and "rank 1 killed by SIGKILL" in killed_rank.err, killed_rank.err
     assert killed_rank.left == []
@@ -188,6 +190,7 @@ def test_killing_one_rank_ends_the_run_with_a_clear_message_and_no_process_left(
 
 
 @pytest.mark.slow
+@needs_two_cpus
 def test_the_nodes_memory_guard_is_divided_before_the_ranks_start(killed_rank: KilledRank) -> None:
     """The launcher and each rank get a third of a 12 GiB guard (GPUDASH_MEMORY_LIMIT) from the start
     (issue 23, cause 1: each rank started under the whole guard, divided only after it had imported torch)."""
@@ -203,7 +206,11 @@ def test_the_nodes_memory_guard_is_divided_before_the_ranks_start(killed_rank: K
         (["--nproc", "3", "--device", "cuda"], "no CUDA GPU found"),  # this machine has none
         (["--nnodes", "2"], "needs --rdzv-endpoint"),
         (["--knob", "ddp_torch_defaults"], "needs --nproc 2 or more"),
-        (["--nproc", "2", "--device", "cpu", "-v", "fixed", "--knob", "compile"], "not supported with --nproc > 1"),
+        pytest.param(
+            ["--nproc", "2", "--device", "cpu", "-v", "fixed", "--knob", "compile"],
+            "not supported with --nproc > 1",
+            marks=needs_two_cpus,  # on one CPU the CPU check refuses it first
+        ),
     ],
 )
 def test_bad_data_parallel_layouts_are_one_line_and_exit_2(tmp_path: Path, args: list[str], message: str) -> None:
@@ -224,6 +231,7 @@ def test_more_ranks_than_gpus_is_refused_naming_both(monkeypatch: pytest.MonkeyP
 
 
 @pytest.mark.slow
+@needs_two_cpus
 def test_a_profiler_window_in_a_data_parallel_run_keeps_the_ranks_in_step(traced_run: Traced) -> None:
     code, err, rows = traced_run
     assert code == 130, err
@@ -233,6 +241,7 @@ def test_a_profiler_window_in_a_data_parallel_run_keeps_the_ranks_in_step(traced
 
 
 @pytest.mark.slow
+@needs_two_cpus
 def test_a_ranks_exception_is_named_in_the_runs_crash() -> None:
     from gpudash.core.protocol import Event, EventKind, RunConfig
     from gpudash.host.runner import WorkloadRunner

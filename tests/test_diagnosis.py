@@ -16,6 +16,7 @@ from gpudash.diagnosis.evidence import Evidence
 from gpudash.diagnosis.rules import INPUT_SHARE, MANY_SYNCS, diagnose
 from gpudash.diagnosis.verdict import Bound
 from gpudash.engine.loop import StepLoop
+from tests.helpers import needs_two_cpus
 from tests.test_record import gpudash
 from workloads.base import WorkloadOptions
 from workloads.factory import build
@@ -151,6 +152,7 @@ def test_gpudash_diagnose_prints_the_verdict_as_json_and_writes_nothing(tmp_path
 
 
 @pytest.mark.slow
+@needs_two_cpus
 def test_a_data_parallel_run_is_diagnosed_by_rank_0_while_the_other_ranks_step_with_it(tmp_path: Path) -> None:
     """Issue 55: ``--nproc 2`` over gloo: rank 0 judges, rank 1 takes the same steps (their
     all-reduces pair), and the run ends as a one-rank diagnosis does."""

@@ -24,6 +24,7 @@ import pytest
 from gpudash.arguments import config
 from gpudash.cli.main import main
 from gpudash.host import host_budget
+from tests.helpers import needs_two_cpus
 
 LONG = "x" * 300  # one name over the 255 bytes of every common file system
 DEEP = "/".join(["d" * 200] * 22)  # a path over PATH_MAX (4096)
@@ -278,6 +279,7 @@ def test_a_cgroups_pids_max_is_checked_before_anything_starts(cgroup_v1: Path, t
     assert list(tmp_path.iterdir()) == []
 
 
+@needs_two_cpus
 @pytest.mark.parametrize("cgroup_v1", ["memory"], indirect=True)
 def test_ranks_that_would_not_fit_in_a_cgroups_memory_are_refused_before_they_start(
     cgroup_v1: Path, tmp_path: Path

@@ -27,6 +27,7 @@ import pytest
 
 from gpudash.core.protocol import Event, EventKind, RunConfig
 from gpudash.host.runner import WorkloadRunner, stop_timeout
+from tests.helpers import needs_two_cpus
 
 # small and quick on the CPU; input_pipeline's baseline starts 4 DataLoader workers, augment's cpu 2
 FAMILIES = {
@@ -263,7 +264,7 @@ KILLED = {  # (options, fault): a step that hangs forever is seen only by a watc
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("case", list(KILLED))
+@pytest.mark.parametrize("case", [pytest.param(c, marks=needs_two_cpus) if KILLED[c][0] is DDP else c for c in KILLED])
 def test_sigkill_to_gpudash_ends_all_it_started(short_tmp: Path, tmp_path: Path, case: str) -> None:
     """Causes 3 and 4: within 5 s of gpudash's SIGKILL, no process it started (the workload or
     launcher, the loader workers or ranks, the resource tracker) runs, and no temp dir is left."""
@@ -292,6 +293,7 @@ def test_sigkill_to_gpudash_ends_all_it_started(short_tmp: Path, tmp_path: Path,
 
 
 @pytest.mark.slow
+@needs_two_cpus
 def test_a_data_parallel_run_leaves_no_temp_dir(short_tmp: Path, tmp_path: Path) -> None:
     """Cause 5: torch's launcher no longer leaves a ``torchelastic_*`` directory in the temp dir."""
     tmp = short_tmp
@@ -302,6 +304,7 @@ def test_a_data_parallel_run_leaves_no_temp_dir(short_tmp: Path, tmp_path: Path)
 
 
 @pytest.mark.slow
+@needs_two_cpus
 def test_a_data_parallel_run_terminated_while_stopping_is_stopped_not_crashed(short_tmp: Path, tmp_path: Path) -> None:
     """Cause 15a: a run that reached its duration but did not stop itself in time (its ranks hang
     in a step) is terminated by gpudash: a stop (exit 0, status done), not a crash. The ranks hang

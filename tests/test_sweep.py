@@ -17,7 +17,7 @@ from gpudash.sweep.plan import Configuration, FamilyPlan, SweepPlan, SweepSettin
 from gpudash.sweep.report import CSV_COLUMNS, SweepReport
 from gpudash.sweep.results import RepeatResult, summarize
 from gpudash.sweep.window import Window
-from tests.helpers import timing
+from tests.helpers import needs_two_cpus, timing
 from workloads.registry import FAMILIES
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -242,9 +242,10 @@ def test_fmt_pm_rounds_the_mean_to_the_interval() -> None:
         ("-w sync_loss --knob amp=bf16 --knob amp=off", "given twice"),
         ("-w sync_loss -v fixed --knob cuda_graph --device cpu", "nothing to measure"),
         ("--preset beyond -v fixed", "does not apply with --preset"),
-        (
+        pytest.param(
             "-w input_pipeline -b 6000 --device cpu --nproc 2",
             "batch 6000 is larger than each of 2 ranks' share of the dataset (5000 samples)",
+            marks=needs_two_cpus,  # on one CPU the CPU check refuses it first
         ),
     ],
 )
