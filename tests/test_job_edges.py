@@ -205,8 +205,10 @@ def test_a_job_killed_by_a_signal_after_it_was_recorded_says_so_and_what_was_kep
         "the job was killed by SIGKILL (exit status 137)"
     ]
     last = done.stderr.strip().splitlines()[-1]
-    kept = f"{len(samples)} samples, {len(rows)} rows in {out}"
-    assert last == f"gpudash: the job was killed by SIGKILL (exit status 137): {kept}"
+    events = sum(1 for r in rows if r["row_kind"] == "event")
+    summaries = sum(1 for r in rows if r["row_kind"] == "summary")
+    held = f"{len(samples)} throughput windows, {events} events, {summaries} summar{'y' if summaries == 1 else 'ies'}"
+    assert last == f"gpudash: the job was killed by SIGKILL (exit status 137): {len(rows)} rows in {out} ({held})"
 
 
 @pytest.mark.slow

@@ -2,7 +2,8 @@
 regression write it: ``model.zero_grad()``, a forward, ``loss.backward()``, gradient clipping, and
 the parameters updated by hand (``p.data.add_(p.grad, alpha=-lr)``, or with ``--no-grad`` under
 ``torch.no_grad()``). With ``--test-pass``, after the last step: a validation pass, the model saved,
-loaded back, and tested, as word_language_model does. With ``--interrupt-at N``, the job sends
+loaded back, and tested, as word_language_model does (its seconds said). With ``--optimizer`` it
+steps ``torch.optim.SGD`` instead of updating by hand. With ``--interrupt-at N``, the job sends
 itself SIGINT inside step N's ``backward()`` (a user's Ctrl-C). Its last line: its own count and
 rate of training iterations."""
 
@@ -85,12 +86,14 @@ def main() -> None:
                     p.data.add_(p.grad, alpha=-args.lr)
     took = time.perf_counter() - start
     if args.test_pass:
+        began = time.perf_counter()
         print(f"valid loss {evaluate(model, args.test_batches, args.batch):.4f}", flush=True)
         with tempfile.TemporaryDirectory() as folder:
             path = os.path.join(folder, "model.pt")
             torch.save(model.state_dict(), path)
             model.load_state_dict(torch.load(path))
         print(f"test loss {evaluate(model, args.test_batches, args.batch):.4f}", flush=True)
+        print(f"test pass: {time.perf_counter() - began:.3f} s", flush=True)
     print(f"hand_sgd: {args.steps} steps in {took:.3f} s: {args.steps / took:.3f} steps/s", flush=True)
 
 
