@@ -195,7 +195,8 @@ LBFGS_JOB = ("--waves", "16", "--length", "50", "--steps", "10", "--long-at", "9
 def _record_lbfgs(tmp: Path) -> tuple[Path, str, str, dict[str, Any]]:
     out = tmp / "lbfgs.csv"
     job = (sys.executable, LBFGS, *LBFGS_JOB)  # one thread: two, on a loaded 2-core machine, are 30× slower
-    done = gpudash("record", str(out), "--stall-after", "1", "--", *job, env={"OMP_NUM_THREADS": "1"})
+    options = ("--stall-after", "1", "--progress-every", "2")
+    done = gpudash("record", str(out), *options, "--", *job, env={"OMP_NUM_THREADS": "1"})
     assert done.returncode == 0, done.stderr[-3000:]
     return out, done.stdout, done.stderr, json.loads(out.with_suffix(".json").read_text())
 
@@ -223,5 +224,8 @@ def test_an_lbfgs_job_of_long_steps_is_never_stalled_and_its_training_is_trainin
     assert re.search(r"steps/s [\d.]+ ± [\d.]+ \(95% CI over \d+ steps", summary), summary
     (row,) = [r for r in rows if r["row_kind"] == "summary"]
     assert row["ci_low"] and row["ci_high"]
+    progress = [line for line in stderr.splitlines() if " steps/s now · " in line]
+    assert progress and not [line for line in progress if "0 steps/s now" in line and "warming up" in line]
+    assert re.search(r"[\d.]+ ± [\d.]+ steps/s \(95% CI over \d+ steps\)", progress[-1]), progress[-1]
     long_step = [float(r["steps_per_s"]) for r in rows if r["row_kind"] == "sample" and r["steps"] == "9"]
     assert long_step[-1] > 0  # found computing past ten median steps: its rate falls, never 0 at its end

@@ -67,8 +67,9 @@ def describe_event(e: Event) -> str | None:
 def progress_line(
     sample: Sample | None, segment: Segment | None, elapsed_s: float, duration_s: float | None = None
 ) -> str:
-    """ "231 steps/s now · encdec/serial bs8 229.1 ± 3.2 steps/s (95% CI, 36 samples) · 00:40 elapsed of 01:00",
-    then what makes the machine noisy now, when something does (" · ⚠ noisy: host load: …")."""
+    """ "231 steps/s now · encdec/serial bs8 229.1 ± 3.2 steps/s (95% CI, 36 samples) · 00:40 elapsed of 01:00"
+    (a job's: "… (95% CI over 380 steps)"; too short for one: how much longer, a job of long steps'
+    counted in its steps), then what makes the machine noisy now, when something does (" · ⚠ noisy: host load: …")."""
     now = f"{fmt_num(sample.steps_per_s)} steps/s now" if sample is not None else "no sample yet"
     estimate = segment.estimate("steps_per_s") if segment is not None else None
     if segment is None:
@@ -79,7 +80,8 @@ def progress_line(
         needs = segment.needs_s("steps_per_s", sample.interval_s if sample is not None else 1.0) or 0.0
         mean = f"{segment.label} {fmt_num(estimate.mean)} steps/s (too short: {fmt_needs(needs)})"
     else:
-        mean = f"{segment.label} {fmt_pm(estimate)} steps/s (95% CI, {estimate.n_samples} samples)"
+        over = f" over {segment.counted_steps} steps" if segment.job else f", {estimate.n_samples} samples"
+        mean = f"{segment.label} {fmt_pm(estimate)} steps/s (95% CI{over})"
     elapsed = f"{fmt_duration(elapsed_s)} elapsed" + (f" of {fmt_duration(duration_s)}" if duration_s else "")
     noisy = f" · ⚠ noisy: {sample.noise}" if sample is not None and sample.noise else ""
     return f"{now} · {mean} · {elapsed}{noisy}"
