@@ -382,7 +382,9 @@ def test_a_10_s_step_reads_0_1_steps_per_s_in_every_window_from_its_second_step_
     for i in range(1, 5):
         job.add(0, StepRecord(i, 10.0 * (i - 1), None, 8, 0, 0.0, None, False, 10.0 if i > 1 else None))
     rates = [s.steps_per_s for s in job.due(30.0 + LAG_S)]
-    assert rates[:40] == [0.0] * 40  # the first step's own time is unknown: the job's start
+    assert rates[0] == 0.0  # the first step's window: its own time is unknown, the job's start
+    # the second step under way, before any step was timed: at most one over its seconds so far, falling
+    assert rates[1:40] == pytest.approx([1 / (0.25 * (k + 1)) for k in range(1, 40)])
     assert rates[40:] == pytest.approx([0.1] * (len(rates) - 40))  # then 0.1 from its second step on, not 0, 0, 0.4
     weighed = [s.train_s for s in job.due(30.0 + LAG_S)]
     assert sum(s.train_s or 0.0 for s in job.flush()) + sum(w or 0.0 for w in weighed) >= 0.0

@@ -141,7 +141,7 @@ def test_the_phases_add_up_to_the_wall_time_and_goodput_is_trainings_share() -> 
 
 
 def test_a_stall_names_the_rank_that_stalled_first_and_a_process_that_cannot_answer() -> None:
-    assert stall_after_s(None) == 30.0 and stall_after_s(5.0) == 50.0
+    assert stall_after_s(1.0) == 30.0 and stall_after_s(5.0) == 50.0
     stall = Stall(since=0.0, asked_at=31.0, asked={11: "rank 0", 12: "rank 1"}, first_rank=1)
     stall.answers[12] = {
         "threads": [

@@ -117,7 +117,7 @@ def test_the_progress_line_reads_with_its_figure_and_the_noise_now(noise: str) -
 
 def test_the_progress_line_reads_while_warming_up_and_too_short() -> None:
     p = printed.progress(progress_line(None, None, 2.0))
-    assert p == printed.Progress(None, None, None, None, "", 2, None, "")
+    assert p == printed.Progress(None, None, None, None, None, "", 2, None, "")
     short = tracked([100.0])
     p = printed.progress(progress_line(sample(1.0, 100.0), short, 3725.0, None))
     assert p is not None and p.figure == printed.Figure(100.0) and p.too_short.startswith("needs")
@@ -217,18 +217,21 @@ def test_a_sweeps_configuration_line_reads_with_its_comparison_and_noise(noise: 
 # -- record's last line and its events ----------------------------------------------------------------
 def test_a_recordings_last_line_reads_with_its_counts(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     seg = tracked(WOBBLE, noise=HOST_LOAD)
-    recorder = SimpleNamespace(summaries=[seg.summary()], samples=41, rows=45, path=str(tmp_path / "r.csv"))
+    kinds = {"sample": 41, "event": 3, "summary": 1}
+    recorder = SimpleNamespace(
+        summaries=[seg.summary()], samples=41, rows=45, kinds=kinds, path=str(tmp_path / "r.csv")
+    )
     session = SimpleNamespace(log_path=str(tmp_path / "r.log"))
     run = HeadlessRecording(None, session, lambda: recorder, path=tmp_path / "r.csv")  # type: ignore[arg-type,return-value]
     run.recorder = recorder  # type: ignore[assignment]
     run.report()
     err = capsys.readouterr().err
-    assert printed.last_done(err) == printed.Done("done", 41, 45, str(tmp_path / "r.csv"))
+    done = printed.last_done(err)
+    assert done == printed.Done("done", 41, 45, str(tmp_path / "r.csv")) and done.kinds == kinds, err
     (s,) = printed.summaries(err)
     assert s.noisy and s.samples == 40
-    assert printed.done_line("gpudash: interrupted by SIGINT: 3 samples, 4 rows") == printed.Done(
-        "interrupted by SIGINT", 3, 4, None
-    )
+    line = "gpudash: interrupted by SIGINT: 4 rows (3 throughput windows, 1 event)"
+    assert printed.done_line(line) == printed.Done("interrupted by SIGINT", 3, 4, None)
 
 
 def test_event_lines_read_by_their_kind() -> None:

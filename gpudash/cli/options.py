@@ -158,7 +158,8 @@ def _add_measuring_options(p: argparse.ArgumentParser) -> None:
         "--stall-after",
         help="your job (gpudash -- CMD): seconds with no step, in no evaluation, checkpoint or compile, "
         "after which it is called stalled and gpudash shows where each of its threads waits; also ten "
-        f"median steps at the least (default: {DEFAULTS['stall_after']:g})",
+        "median steps at the least, never before its median step is known, nor while its step computes "
+        f"(default: {DEFAULTS['stall_after']:g})",
     )
     m.add_argument(
         "--set",
@@ -212,7 +213,11 @@ def _add_record_options(p: argparse.ArgumentParser, title: str) -> None:
     r.add_argument(
         "--force", action="store_true", help="overwrite the CSV and its metadata file if they exist (default: refuse)"
     )
-    r.add_argument("--log", metavar="PATH", help="the workload process's log (default: beside the CSV, .log)")
+    r.add_argument(
+        "--log",
+        metavar="PATH",
+        help="the workload process's log (default: beside the CSV, .log); a job after -- writes none",
+    )
     r.add_argument("--meta", metavar="PATH", help="metadata JSON (default: beside the CSV, .json)")
     shared_flags.add_quiet(r)
     argtypes.add_seconds(r, "--progress-every", help="seconds between progress lines on stderr (default: 10)")
@@ -322,9 +327,10 @@ def _add_commands(sub: Any, common: dict[str, Any]) -> dict[str, Parser]:
     _add_run_options(run)
     rec = command(
         "record",
-        "headless: a CSV of the run, its metadata and the workload's log",
+        "headless: a CSV of the run, its metadata and a workload's log",
         "Run a workload without the dashboard and record it: a CSV row per tick, events and\n"
-        "a summary row per configuration; metadata in PATH.json, the workload's log in PATH.log.",
+        "a summary row per configuration; metadata in PATH.json, a workload's log in PATH.log\n"
+        "(a job after -- writes no log: its output is its own, on the terminal).",
     )
     rec.add_argument("path", metavar="PATH", help="the CSV to write ('-': stdout)")
     _add_run_options(rec)

@@ -1,6 +1,7 @@
 """A job's phases as the session sees them: the spans its hooks time (evaluation, checkpoints,
-compiling), its start-up and teardown, stalls (no step for long: ``gpudash.job.stalls``, where each
-thread waits asked of each process), each as ``phase`` events, and at its end its wall time by
+compiling), its start-up and teardown, stalls (no step for long, and its processes neither moving
+nor computing: ``gpudash.job.stall_probe``; ``gpudash.job.stalls``, where each thread waits asked of
+each process), each as ``phase`` events, and at its end its wall time by
 phase with goodput (a "measured" event, ``GOODPUT``). Torch-free.
 """
 
@@ -11,10 +12,11 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from gpudash.core.protocol import GOODPUT, OTHER, STALLED_PHASE, STARTUP, SUSPENDED, TEARDOWN, EventKind
+from gpudash.core.protocol import GOODPUT, OTHER, STALLED_PHASE, STARTUP, SUSPENDED, TEARDOWN, TRAINING, EventKind
 from gpudash.job.boot import gpudash_job_wire as wire
 from gpudash.job.channel import HostChannel
 from gpudash.job.phases import SPAN_KINDS, JobPhases
+from gpudash.job.stall_probe import GAP_S, look_at_cpus, working
 from gpudash.job.stalls import AGAIN_S, STALL_MIN_S, Stall, report, stall_after_s
 from gpudash.job.steps import JobSamples, StepRecord
 
@@ -33,6 +35,8 @@ class PhaseWatch:
         self.phases = JobPhases(t0)  # the lead rank's wall time by phase, and goodput
         self.stall_min_s = STALL_MIN_S  # no step for at least this long (and 10 median steps): stalled
         self.stall: Stall | None = None
+        self.looks: list[Stall] = []  # the looks at a job with no step for long, before it is called stalled
+        self.look_again_at = 0.0  # a long step that computes: when to look again (monotonic)
         self.workers: dict[int, str] = {}  # a DataLoader worker's pid -> its socket (for its stacks)
         self.suspended_s = 0.0  # seconds the job was stopped since its last step: not the next step's
 
@@ -40,13 +44,14 @@ class PhaseWatch:
         """A "phase" (the lead rank's), "stacks" or "worker" message of the job's hooks."""
         if kind == wire.PHASE and lead:
             self._on_phase(m)
-        elif kind == wire.STACKS and self.stall is not None:
-            self.stall.answers[_int(m.get("pid"))] = m
+        elif kind == wire.STACKS and (asking := self.stall or (self.looks[-1] if self.looks else None)) is not None:
+            asking.answers[_int(m.get("pid"))] = m
         elif kind == wire.WORKER:
             self.workers[_int(m.get("pid"))] = str(m.get("ctl") or "")
 
     def step(self, record: StepRecord) -> StepRecord:
         """A step of the lead rank; the first after a stall ends it (its seconds were the stall's)."""
+        self.looks, self.look_again_at = [], 0.0
         stall = self.stall
         if stall is not None and record.t > stall.since:
             self.stall = None
@@ -76,9 +81,11 @@ class PhaseWatch:
 
     def started(self) -> None:
         """The run has started: its start-up, launch to the first step."""
-        first = self.phases.first_step_t
+        first, inside = self.phases.first_step_t, self.phases.first_training_s
         if first is not None:
-            self._event(STARTUP, first - self.t0, f"startup {first - self.t0:.2f} s (launch to the first step)")
+            seconds = max(0.0, first - self.t0 - inside)
+            also = f", less its {inside:.2f} s in optimizer.step(): training" if inside else ""
+            self._event(STARTUP, seconds, f"startup {seconds:.2f} s (launch to the first step{also})")
 
     def ended(self, now: float) -> None:
         """At the job's end: its teardown (unless it ended in a stall or a span), and its wall time
@@ -93,7 +100,8 @@ class PhaseWatch:
         phases.ended_t, phases.ended_in_phase = now, bool(ended_in)
         teardown = phases.totals(now)[TEARDOWN]
         if phases.last_step_t is not None and not ended_in:
-            self._event(TEARDOWN, teardown, f"teardown {teardown:.2f} s (the last step to the exit)")
+            after = "the last step" if phases.after_last_t is None else f"the {phases.after_last} after the last step"
+            self._event(TEARDOWN, teardown, f"teardown {teardown:.2f} s ({after} to the exit)")
         details = {f"{k}_s": f"{v:.3f}" for k, v in phases.totals(now).items()}
         details["wall_s"] = f"{phases.wall_s(now):.3f}"
         pct = phases.goodput_pct(now)
@@ -106,6 +114,9 @@ class PhaseWatch:
         seconds, or (``cancel``) part of a step after all. One that ends while the job is stalled
         (told at the step that ends the stall) is the stall's: its seconds are not counted twice."""
         what = str(m.get("kind", ""))
+        if what == TRAINING and not m.get("open"):  # the first step's time inside optimizer.step()
+            self.phases.first_step_training(max(0.0, _float(m.get("s"), 0.0)))
+            return
         if what not in SPAN_KINDS:
             return
         if m.get("open"):
@@ -117,9 +128,10 @@ class PhaseWatch:
         was_open = what in self.phases.open
         self.phases.end(what, seconds, _float(m.get("t1"), 0.0) or None)
         if seconds > 0:
-            self._event(what, seconds, f"{what} {seconds:.2f} s" + (BETWEEN if what == OTHER else ""))
+            self._event(what, seconds, f"{what} {_took(seconds)}" + (BETWEEN if what == OTHER else ""))
         elif was_open:
-            self._event(what, 0.0, f"{what}: the stall's" if stalled else f"not {what} after all: part of a step")
+            why = "the stall's" if stalled else "none ran before the exit" if m.get("final") else "part of a step"
+            self._event(what, 0.0, f"{what}: {why}" if stalled else f"not {what} after all: {why}")
 
     def _event(self, what: str, seconds: float | None, message: str) -> None:
         self.samples.away = bool(self.phases.open)
@@ -128,23 +140,39 @@ class PhaseWatch:
 
     # -- stalls --------------------------------------------------------------------------------------
     def check_stall(self, now: float, targets: Targets) -> None:
-        """No step for long, in no span the hooks time: stalled; ask each process where it waits,
-        tell it once they answered (or the time is up), and again every ``AGAIN_S``."""
-        last = self.samples.last_step_t
-        if last is None:
-            return
+        """No step for long (never before a median step is known), in no span the hooks time: each
+        process looked at twice; where none moved or computed, stalled: where each waits is told
+        once they answered (or the time is up), and again every ``AGAIN_S``. Where one did, it is a
+        long step: nothing is said, and it is looked at again ``AGAIN_S`` later."""
+        last, median = self.samples.last_step_t, self.samples.median_step_s
         stall = self.stall
-        if stall is None:
-            if self.phases.open or now - last < stall_after_s(self.samples.median_step_s, self.stall_min_s):
-                return
-            self.stall = stall = Stall(since=last, asked_at=now)
-            self.phases.begin(STALLED_PHASE, last)
-            self._event(STALLED_PHASE, None, f"stalled: no step for {now - last:.0f} s")
-            self._ask(stall, now, targets)
-        elif stall.told_at is None and stall.complete(now):
+        if stall is not None:
+            if stall.told_at is None and stall.complete(now):
+                self._tell(stall, now)
+            elif stall.told_at is not None and now - stall.told_at >= AGAIN_S:
+                self._ask(stall, now, targets)
+            return
+        if last is None or median is None or self.phases.open or now - last < stall_after_s(median, self.stall_min_s):
+            self.looks = []
+            return
+        looks = self.looks
+        if now < self.look_again_at or (looks and not looks[-1].complete(now)):
+            return
+        if len(looks) < 2:
+            if not looks or now - looks[0].asked_at >= GAP_S:
+                looks.append(Stall(since=last, asked_at=now))
+                self._ask(looks[-1], now, targets)
+            return
+        self.looks = []
+        if working(*looks) is not None:
+            self.look_again_at = now + AGAIN_S  # a long step: looked at again later, quietly
+            self.samples.working_after = last  # the step under way: its rate goes on falling, not 0
+            return
+        self.stall = stall = looks[1]
+        self.phases.begin(STALLED_PHASE, last)
+        self._event(STALLED_PHASE, None, f"stalled: no step for {now - last:.0f} s")
+        if stall.complete(now):
             self._tell(stall, now)
-        elif stall.told_at is not None and now - stall.told_at >= AGAIN_S:
-            self._ask(stall, now, targets)
 
     def _ask(self, stall: Stall, now: float, targets: Targets) -> None:
         """Each process of the job (its ranks, then their DataLoader workers) asked for its stacks."""
@@ -161,12 +189,18 @@ class PhaseWatch:
                 stall.asked[pid] = who  # said as not answering
             else:
                 self.workers.pop(pid, None)  # a worker that has gone
+        look_at_cpus(stall)
 
     def _tell(self, stall: Stall, now: float) -> None:
         stall.told_at = now
         line, lines = report(stall, now, self.samples.median_step_s)
         details = {"stalled_s": f"{now - stall.since:.3f}", "where": "\n".join(lines)}
         self.emit(EventKind.STALLED, what=STALLED_PHASE, message=line, details=details)
+
+
+def _took(seconds: float) -> str:
+    """ "2.64 s"; "3.1 ms" for a span under 10 ms (a quick save after the last step)."""
+    return f"{seconds:.2f} s" if seconds >= 0.01 else f"{seconds * 1e3:.1f} ms"
 
 
 def _float(value: Any, default: float) -> float:

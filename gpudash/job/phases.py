@@ -1,11 +1,13 @@
-"""A job's wall time by phase: ``startup`` (its launch to its first step), ``training`` (the steps'
-own seconds), ``evaluation``, ``checkpoint`` and ``compile`` (spans the job's hooks time between
-steps: ``gpudash/job/boot/gpudash_job_phases.py``), ``stalled`` (no step for long, in no phase
-above: ``gpudash.job.stalls``), ``suspended`` (the job stopped: Ctrl-Z, ``kill -STOP``, SIGTTOU:
-``gpudash.job.stops``; left out of goodput's wall time), ``teardown`` (its last step to its exit)
-and ``other``: the stretches between steps in which the hooks saw no training (over three median
-steps: an upload, a barrier, a sleep; told as spans too) and the rest, what no hook saw, such as a
-first step's own time. **Goodput** is training's share of the wall time. Torch-free.
+"""A job's wall time by phase: ``startup`` (its launch to its first step, less the first step's time
+inside ``optimizer.step()``), ``training`` (the steps' own seconds, and that), ``evaluation``,
+``checkpoint`` and ``compile`` (spans the job's hooks time between steps:
+``gpudash/job/boot/gpudash_job_phases.py``), ``stalled`` (no step for long, in no phase above:
+``gpudash.job.stalls``), ``suspended`` (the job stopped: Ctrl-Z, ``kill -STOP``, SIGTTOU:
+``gpudash.job.stops``; left out of goodput's wall time), ``teardown`` (from its last step, or the
+end of the last phase after it — an evaluation, a checkpoint — to its exit) and ``other``: the
+stretches between steps in which the hooks saw no training (over three median steps: an upload, a
+barrier, a sleep; told as spans too) and the rest, what no hook saw, such as a first step's own
+time. **Goodput** is training's share of the wall time. Torch-free.
 """
 
 from __future__ import annotations
@@ -34,16 +36,24 @@ class JobPhases:
     ended_t: float | None = None
     open: dict[str, float] = field(default_factory=dict)  # phases under way: kind -> since (monotonic)
     ended_in_phase: bool = False  # the job ended in a stall or a span: no teardown after it
-    after_last_s: float = 0.0  # seconds of phases that ended after the last step (not its teardown)
+    after_last_t: float | None = None  # the end of the latest phase that ended after the last step ...
+    after_last: str = ""  # ... and its kind
+    first_training_s: float = 0.0  # the first step's time inside optimizer.step(): training, not start-up
 
     def step(self, t: float, train_s: float | None) -> None:
         """A step of the lead rank ended at ``t`` after ``train_s`` seconds of training."""
         if self.first_step_t is None:
             self.first_step_t = t
         self.last_step_t = t if self.last_step_t is None else max(self.last_step_t, t)
-        self.after_last_s = 0.0
+        if self.after_last_t is not None and self.after_last_t <= t:
+            self.after_last_t = None  # (at the exit the last steps' records may come after its spans)
         if train_s is not None:
             self.training_s += train_s
+
+    def first_step_training(self, seconds: float) -> None:
+        """The first step's time inside ``optimizer.step()`` (a closure's evaluations): training."""
+        self.training_s += seconds - self.first_training_s
+        self.first_training_s = seconds
 
     def begin(self, kind: str, since: float) -> None:
         self.open.setdefault(kind, since)
@@ -53,22 +63,23 @@ class JobPhases:
         self.open.pop(kind, None)
         if seconds > 0:
             self.seconds[kind] = self.seconds.get(kind, 0.0) + seconds
-            if until is not None and self.last_step_t is not None and until > self.last_step_t:
-                self.after_last_s += seconds
+            if until is not None and until > max(self.last_step_t or self.t0, self.after_last_t or self.t0):
+                self.after_last_t, self.after_last = until, kind
 
     def totals(self, now: float) -> dict[str, float]:
         """Each phase's seconds (``PHASES``, in order), summing to the wall time; open phases up to now."""
         end = self.ended_t if self.ended_t is not None else now
         wall = max(0.0, end - self.t0)
         out = dict.fromkeys(PHASES, 0.0)
-        out[STARTUP] = min(wall, (self.first_step_t if self.first_step_t is not None else end) - self.t0)
+        first = self.first_step_t if self.first_step_t is not None else end
+        out[STARTUP] = max(0.0, min(wall, first - self.t0) - self.first_training_s)
         out[TRAINING] = self.training_s
         for kind, seconds in self.seconds.items():
             out[kind] = out.get(kind, 0.0) + seconds
         for kind, since in self.open.items():
             out[kind] = out.get(kind, 0.0) + max(0.0, end - since)
         if self.ended_t is not None and self.last_step_t is not None and not self.ended_in_phase:
-            out[TEARDOWN] = max(0.0, self.ended_t - self.last_step_t - self.after_last_s)
+            out[TEARDOWN] = max(0.0, self.ended_t - max(self.last_step_t, self.after_last_t or 0.0))
         out[OTHER] = max(0.0, wall - sum(v for k, v in out.items() if k != OTHER))
         return out
 

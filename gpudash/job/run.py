@@ -83,7 +83,7 @@ def record_job(
         recording_out.append(recording)
     if keep_running:
         session.stop = lambda timeout=10.0: session.leave_running()  # type: ignore[method-assign]
-    with Interrupted() as interrupted, JobControlSignals(session.stops):
+    with Interrupted(job=True) as interrupted, JobControlSignals(session.stops):
         # a Ctrl-C is the user's: SIGINT reaches the job as it would bare; another signal to gpudash
         # (tune dropping a candidate, a scheduler's SIGTERM) ends it quietly at a step
         session.interrupted_by_user = lambda: interrupted.signal == signal.SIGINT

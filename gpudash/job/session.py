@@ -318,7 +318,7 @@ class JobSession:
             self.out.messages.extend(self._stamped(self.samples.flush()))
             say_final_figures(self.parts)
         self.windows.ended(code)  # a diagnosis whose window had not closed: what the job ran, where that is enough
-        say_how_it_ended(self.out, self.process, code, why, self.from_hooks.oom)
+        say_how_it_ended(self.out, self.process, code, why, self.from_hooks.oom, self.interrupted_by_user())
         if self.process.stopped_by_gpudash:
             self.process.stop(grace_s=1.0)  # its group's leftovers (DataLoader workers), the reaper
         else:

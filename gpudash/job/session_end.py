@@ -27,14 +27,17 @@ def say_final_figures(parts: SessionParts) -> None:
     parts.watch.ended(time.monotonic())
 
 
-def say_how_it_ended(out: SessionOut, process: JobProcess, code: int, why: str, oom: dict[str, Any] | None) -> None:
-    """The out-of-memory error that ended it (a thread's: the job may end 0), then "stopped" or "crashed"."""
+def say_how_it_ended(
+    out: SessionOut, process: JobProcess, code: int, why: str, oom: dict[str, Any] | None, ctrl_c: bool = False
+) -> None:
+    """The out-of-memory error that ended it (a thread's: the job may end 0), then "stopped" or
+    "crashed". ``ctrl_c``: the user's Ctrl-C came to gpudash, which passed it on."""
     if oom is not None and (code != 0 or oom.get("thread")):
         out.event(EventKind.ERROR, what=OUT_OF_MEMORY, message=explained(oom), details=_texts(oom))
     stopped = process.stopped_by_gpudash
-    ctrl_c = process.killed_by() == "SIGINT" and process.terminal.job_group is not None
+    ctrl_c = ctrl_c or (process.killed_by() == "SIGINT" and process.terminal.job_group is not None)
     if code == 0 or stopped or ctrl_c:
-        how = "stopped by gpudash" if stopped else "interrupted (Ctrl-C)" if ctrl_c else "exited with code 0"
+        how = "interrupted (Ctrl-C)" if ctrl_c else "stopped by gpudash" if stopped else "exited with code 0"
         out.event(EventKind.STOPPED, message=f"the job {how}", details={"exit_code": str(code)})
     else:
         signal_name = process.killed_by()

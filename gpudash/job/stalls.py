@@ -1,7 +1,10 @@
 """A job that stopped stepping: when it counts as stalled, and where it waits. Torch-free.
 
 A job with no step for ``max(STALL_MIN_S, STALL_STEPS ×`` its median step) while in no phase the
-hooks time (evaluation, a checkpoint, compiling) is *stalled*. gpudash then asks each of its
+hooks time (evaluation, a checkpoint, compiling) may be *stalled*: never before its median step is
+known (a first step of a minute is its start-up and its first timed step, not a stall), and only
+where its processes, looked at twice, neither moved nor computed (``gpudash.job.stall_probe``: a
+long step that computes is a step). gpudash asks each of its
 processes (each rank, each DataLoader worker) for the stack of each thread; the hooks' flusher
 thread, there already, answers with each thread's innermost frame of the job's own code (and its
 innermost frame of all), so nothing the job's code can see changes. A process that does not answer
@@ -21,9 +24,9 @@ ANSWER_S = 3.0  # how long the processes have to answer
 AGAIN_S = 60.0  # asked and told again this often while the stall lasts
 
 
-def stall_after_s(median_step_s: float | None, minimum_s: float = STALL_MIN_S) -> float:
-    """How long without a step makes a stall."""
-    return max(minimum_s, STALL_STEPS * (median_step_s or 0.0))
+def stall_after_s(median_step_s: float, minimum_s: float = STALL_MIN_S) -> float:
+    """How long without a step makes a stall, for a job whose median step is ``median_step_s``."""
+    return max(minimum_s, STALL_STEPS * median_step_s)
 
 
 @dataclass
@@ -36,6 +39,7 @@ class Stall:
     answers: dict[int, dict[str, Any]] = field(default_factory=dict)  # pid -> its answer
     told_at: float | None = None
     first_rank: int = 0  # the rank whose last step is the oldest: the one that stalled first
+    cpu: dict[int, float] = field(default_factory=dict)  # pid -> its CPU seconds when asked (/proc)
 
     def complete(self, now: float) -> bool:
         """Every process asked has answered, or the time to answer is up."""

@@ -5,14 +5,16 @@ slowest rank's step time where there are others, and (once the job's count is in
 TFLOP/s and MFU of ``gpudash.job.mfu``. Torch-free.
 
 **Steps as steps.** A window's rates come from the durations of the steps that ended in it — each
-step's training seconds since the step before, evaluation, checkpoints and compilation left out
-(the hooks' ``train_s``) — not from a count per interval: its steps/s is its steps over their
-seconds, and ``Sample.train_s`` carries those seconds, which the statistics weigh it by
+step's training seconds since the step before, evaluation, checkpoints and compilation left out (the
+hooks' ``train_s``) — not from a count per interval: its steps/s is its steps over their seconds,
+and ``Sample.train_s`` carries those seconds, which the statistics weigh it by
 (``gpudash.stats.figures``), so a configuration's rate is its steps over the time spent in training
-steps. A window in which no step ended while one is under way reads the last rate, or less once
-the step takes longer than that (a 10 s step reads 0.1 steps/s, not 0, 0, 0, 0.4), and weighs
-nothing. A window with a step under a profiler window (a trace, a diagnosis) weighs nothing either:
-it is shown, not counted. Without a batch size (no ``DataLoader``) samples/s is unknown (None).
+steps. A window in which no step ended while one is under way reads the last rate, or less once the
+step takes longer than that (a 10 s step reads 0.1 steps/s, not 0, 0, 0, 0.4; the first timed step,
+before any rate, reads one over its seconds so far, falling; a step found computing past the stall's
+threshold, ``working_after``, goes on falling), and weighs nothing. A window with a step under a profiler
+window (a trace, a diagnosis) weighs nothing either: it is shown, not counted. Without a batch size
+(no ``DataLoader``) samples/s is unknown (None).
 
 A step record, as the job's hooks send it (``gpudash/job/boot/gpudash_job_hooks.py``; its fields'
 order and names: ``gpudash_job_wire.RECORD_FIELDS``):
@@ -221,6 +223,7 @@ class JobSamples:
         self.held: list[Sample] = []  # windows without a step, not sent yet (see ``due``)
         self.count: ModelCount | None = None  # the job's model FLOPs a step, and the peak (MFU)
         self.away = False  # the job is in a phase other than training now (evaluation, a checkpoint, a stall)
+        self.working_after: float | None = None  # the step after this step end computes (gpudash.job.stall_probe)
         self.rate: float | None = None  # the lead rank's latest steps/s from its steps' durations
         self.durations: list[float] = []  # the lead rank's latest step durations (seconds), for the median
         self.ran: collections.deque[StepRecord] = collections.deque(maxlen=RAN_STEPS)  # the lead rank's latest steps
@@ -389,19 +392,32 @@ class JobSamples:
             )
         self.new_rank_samples.extend(self.rank_samples[rank] for rank in sorted(figures))
 
+    def _last_step_before(self, end: float) -> float | None:
+        """The lead rank's latest step end before ``end`` (a window closes after records of later
+        steps may have come in)."""
+        for record in reversed(self.ran):
+            if record.t < end:
+                return record.t
+        return None
+
     def _rate(self, fig: WindowFigures, end: float) -> tuple[float, float]:
         """(steps/s, the training seconds it weighs in the statistics) of the lead rank's window:
         its timed steps over their seconds; with no step ended in it, the last rate while a step
-        is under way (falling once it runs late), 0 in another phase; weight 0 for a window with a
+        is under way (falling once it runs late; before any, one over the seconds since the first
+        step), 0 in another phase; weight 0 for a window with a
         profiled step or none timed."""
         rate = fig.steps_per_s
         if rate is not None:
             self.rate = rate
             return rate, 0.0 if fig.profiled else fig.train_s
-        if fig.steps or self.away or self.rate is None or self.last_step_t is None:
+        last = self._last_step_before(end)
+        if fig.steps or self.away or last is None:
             return (self.rate or 0.0) if fig.steps else 0.0, 0.0
-        since = max(end - self.last_step_t, 1e-9)
+        since = max(end - last, 1e-9)
+        if self.rate is None:
+            return 1.0 / since, 0.0  # the first timed step under way: at most this, falling
         usual = 1.0 / self.rate
-        if since > LATE_STEPS * max(usual, self.median_step_s or usual):
+        late = since > LATE_STEPS * max(usual, self.median_step_s or usual)
+        if late and last != self.working_after:
             return 0.0, 0.0  # late: a phase gpudash cannot name, or a stall
         return min(self.rate, 1.0 / since), 0.0

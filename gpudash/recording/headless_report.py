@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Protocol
 
 from gpudash.core.protocol import REFUSED, TRACEBACK, Event, EventKind, ExitCode, Sample
 from gpudash.core.textfmt import fmt_duration, fmt_needs, fmt_num
-from gpudash.stats.comparison import seconds_for_interval
 from gpudash.stats.fmt import fmt_pm
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -68,8 +67,9 @@ def describe_event(e: Event) -> str | None:
 def progress_line(
     sample: Sample | None, segment: Segment | None, elapsed_s: float, duration_s: float | None = None
 ) -> str:
-    """ "231 steps/s now · encdec/serial bs8 229.1 ± 3.2 steps/s (95% CI, 36 samples) · 00:40 elapsed of 01:00",
-    then what makes the machine noisy now, when something does (" · ⚠ noisy: host load: …")."""
+    """ "231 steps/s now · encdec/serial bs8 229.1 ± 3.2 steps/s (95% CI, 36 samples) · 00:40 elapsed of 01:00"
+    (a job's: "… (95% CI over 380 steps)"; too short for one: how much longer, a job of long steps'
+    counted in its steps), then what makes the machine noisy now, when something does (" · ⚠ noisy: host load: …")."""
     now = f"{fmt_num(sample.steps_per_s)} steps/s now" if sample is not None else "no sample yet"
     estimate = segment.estimate("steps_per_s") if segment is not None else None
     if segment is None:
@@ -77,10 +77,11 @@ def progress_line(
     elif estimate is None:
         mean = f"{segment.label} warming up"
     elif not estimate.has_interval:
-        needs = seconds_for_interval(estimate.n_samples, sample.interval_s if sample is not None else 1.0)
+        needs = segment.needs_s("steps_per_s", sample.interval_s if sample is not None else 1.0) or 0.0
         mean = f"{segment.label} {fmt_num(estimate.mean)} steps/s (too short: {fmt_needs(needs)})"
     else:
-        mean = f"{segment.label} {fmt_pm(estimate)} steps/s (95% CI, {estimate.n_samples} samples)"
+        over = f" over {segment.counted_steps} steps" if segment.job else f", {estimate.n_samples} samples"
+        mean = f"{segment.label} {fmt_pm(estimate)} steps/s (95% CI{over})"
     elapsed = f"{fmt_duration(elapsed_s)} elapsed" + (f" of {fmt_duration(duration_s)}" if duration_s else "")
     noisy = f" · ⚠ noisy: {sample.noise}" if sample is not None and sample.noise else ""
     return f"{now} · {mean} · {elapsed}{noisy}"
@@ -107,7 +108,26 @@ def report_end(recording: EndedRecording, ended_by_itself: bool = False) -> None
                 say(line)
         where = f" in {recording.path}" if recorder.path else ""
         end = failure.message if own_end and failure is not None else recording.status
-        say(f"{end}: {recorder.samples} samples, {recorder.rows} rows{where}")
+        say(f"{end}: {recorder.rows} rows{where} ({rows_said(recorder.kinds)})")
+
+
+ROW_NAMES = {  # a CSV row_kind: what its rows are, one and several (never "samples": those are training's)
+    "sample": ("throughput window", "throughput windows"),
+    "rank": ("rank's window", "ranks' windows"),
+    "gpu": ("GPU reading", "GPU readings"),
+    "event": ("event", "events"),
+    "summary": ("summary", "summaries"),
+}
+
+
+def rows_said(kinds: dict[str, int]) -> str:
+    """What a recording's rows hold: "113 throughput windows, 14 events, 1 summary"."""
+    said = []
+    for kind, (one, several) in ROW_NAMES.items():
+        n = kinds.get(kind, 0)
+        if n:
+            said.append(f"{n} {one if n == 1 else several}")
+    return ", ".join(said) or "no data row"
 
 
 def _report_not_started(recording: EndedRecording) -> None:

@@ -1,8 +1,9 @@
 """A Ctrl-C, SIGTERM or SIGHUP as a flag a loop checks: ``Interrupted``.
 
 Every headless command that runs a workload (``gpudash record``, a job's recording, ``sweep``,
-``tune``) holds one around its loop: the first signal asks the workload to stop and lets the
-files close intact; a second Ctrl-C stops waiting for the child (``KeyboardInterrupt``).
+``tune``) holds one around its loop: the first signal asks the workload to stop (a user's job: a
+Ctrl-C is passed on to it, which it takes as it would bare) and lets the files close intact; a
+second Ctrl-C stops waiting for the child (``KeyboardInterrupt``).
 Torch- and Textual-free.
 """
 
@@ -18,10 +19,19 @@ from gpudash.core.protocol import ExitCode
 STOP_TIMEOUT_S = 10.0  # how long the child may take to stop itself
 
 
-class Interrupted:
-    """SIGINT/SIGTERM/SIGHUP → a flag the record loop checks (the CSV stays intact)."""
+PASSED_ON = (  # a user's job: the Ctrl-C is the user's, passed on at once, as bare
+    "Ctrl-C: passed on to the job, which is interrupted as it would be bare; gpudash keeps what it "
+    "recorded and ends with the job (Ctrl-C again to force)"
+)
 
-    def __init__(self) -> None:
+
+class Interrupted:
+    """SIGINT/SIGTERM/SIGHUP → a flag the record loop checks (the CSV stays intact). ``job``: a
+    user's job's recording, where a Ctrl-C is passed on to the job at once (``gpudash.job.run``)
+    rather than a stop after the current step."""
+
+    def __init__(self, job: bool = False) -> None:
+        self.job = job
         self.signal: int | None = None
         self.forced = False  # a second Ctrl-C came: terminate the child now
         self._old: dict[int, Any] = {}
@@ -37,7 +47,9 @@ class Interrupted:
     def _handle(self, signum: int, frame: Any) -> None:
         if self.signal is None:
             self.signal = signum
-            if signum == signal.SIGINT:
+            if signum == signal.SIGINT and self.job:
+                _announce(PASSED_ON)
+            elif signum == signal.SIGINT:
                 _announce("stopping after the current step (Ctrl-C again to force)")
             else:
                 _announce(f"{signal.Signals(signum).name}: stopping after the current step")

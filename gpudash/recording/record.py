@@ -273,6 +273,7 @@ class CsvRecorder:
             self._out = _StreamWriter(stream)
             self.meta_path = str(meta_path) if meta_path else None
         self.rows = 0  # data rows (the header not counted)
+        self.kinds: dict[str, int] = {}  # data rows by row_kind ("sample": a throughput window's, …)
         self.gpus: tuple[int, ...] = tuple(self.metadata.get("gpus_sampled") or ())  # per-GPU columns
         self.samples = 0
         self.last_sample: Sample | None = None
@@ -435,6 +436,7 @@ class CsvRecorder:
             self._write_failed = True
             raise
         self.rows += 1
+        self.kinds[row[0]] = self.kinds.get(row[0], 0) + 1
 
     def _derived(self, s: Sample) -> dict[str, float | None]:
         """The derived metrics of a sample row: J/step as ``gpudash.stats.energy`` defines it."""

@@ -25,6 +25,12 @@ has no measure of its stretch-to-stretch variation: its interval is the within-r
 ``BatchMeans`` accumulates samples in bounded memory: at most ``MAX_BLOCKS`` blocks of equal
 size; when full, neighbours merge (the block size doubles), so an hour-long segment costs
 the same as a minute. Estimates re-batch the blocks into at most ``MAX_BATCHES`` batches.
+
+**Long steps.** A batch is ``MIN_PER_BATCH`` samples at the least: two windows of a run's sampling
+interval. A user's job whose steps are longer than that has a window a step, and a window that
+holds one whole step of at least ``MIN_PER_BATCH`` intervals is a batch by itself (``add``'s
+``alone``): its mean is that step's rate, measured over as long as a batch of short windows would
+be, and the next step's is another (a 50 s step of LBFGS, not 16 such steps before an interval).
 """
 
 from __future__ import annotations
@@ -46,10 +52,19 @@ MAX_LAG1 = 0.2  # batch means more correlated than this: use fewer, longer batch
 MIN_SAMPLES_FOR_INTERVAL = MIN_BATCHES * MIN_PER_BATCH  # the fewest samples that can give one
 
 
-def seconds_for_interval(n_samples: int, seconds_per_sample: float) -> float:
+def seconds_for_interval(n_samples: int, seconds_per_sample: float, alone: bool = False) -> float:
     """About how much longer a window of ``n_samples`` samples, each ``seconds_per_sample`` long,
-    must run before it can have an interval (0: long enough; more when its samples drift)."""
+    must run before it can have an interval (0: long enough; more when its samples drift);
+    ``alone``: each sample is a batch by itself (a long step's: ``is_alone``)."""
+    if alone:
+        return max(0, MIN_BATCHES - n_samples) * seconds_per_sample
     return max(0, MIN_SAMPLES_FOR_INTERVAL - n_samples) * seconds_per_sample
+
+
+def is_alone(interval_s: float, train_s: float | None) -> bool:
+    """A job's window that holds at least ``MIN_PER_BATCH`` sampling intervals of training seconds
+    (one long step): a batch by itself."""
+    return train_s is not None and interval_s > 0 and train_s >= MIN_PER_BATCH * interval_s
 
 
 class Verdict(str, Enum):
@@ -115,18 +130,21 @@ class Comparison:
 class BatchMeans:
     """Weighted samples in at most ``MAX_BLOCKS`` contiguous blocks of equal size."""
 
-    __slots__ = ("_blocks", "_block_size", "_open", "n")
+    __slots__ = ("_blocks", "_block_size", "_open", "n", "units")
 
     def __init__(self) -> None:
         self._blocks: list[tuple[float, float]] = []  # (sum of value*weight, sum of weight)
         self._block_size = 1
         self._open: list[float] = [0.0, 0.0, 0]  # the block being filled: vw, w, count
         self.n = 0
+        self.units = 0  # samples, a sample that is a batch alone counted MIN_PER_BATCH times
 
-    def add(self, value: float | None, weight: float = 1.0) -> None:
+    def add(self, value: float | None, weight: float = 1.0, alone: bool = False) -> None:
+        """A sample; ``alone``: one long enough to be a batch by itself (a long step's window)."""
         if value is None or weight <= 0 or math.isnan(value):
             return
         self.n += 1
+        self.units += MIN_PER_BATCH if alone else 1
         o = self._open
         o[0] += value * weight
         o[1] += weight
@@ -155,7 +173,7 @@ class BatchMeans:
         blocks = list(self._blocks)
         if self._open[2]:
             blocks.append((self._open[0], self._open[1]))
-        k = min(MAX_BATCHES, self.n // MIN_PER_BATCH, len(blocks))
+        k = min(MAX_BATCHES, self.units // MIN_PER_BATCH, len(blocks))
         if k <= 0:
             return []
         while True:
@@ -244,8 +262,8 @@ class Stretches:
     def __init__(self) -> None:
         self.parts: list[BatchMeans] = [BatchMeans()]
 
-    def add(self, value: float | None, weight: float = 1.0) -> None:
-        self.parts[-1].add(value, weight)
+    def add(self, value: float | None, weight: float = 1.0, alone: bool = False) -> None:
+        self.parts[-1].add(value, weight, alone)
 
     def new_stretch(self) -> None:
         """The samples that follow belong to another stretch (a no-op before any sample)."""
@@ -255,6 +273,14 @@ class Stretches:
     @property
     def n(self) -> int:
         return sum(p.n for p in self.parts)
+
+    @property
+    def units(self) -> int:
+        return sum(p.units for p in self.parts)
+
+    @property
+    def weight(self) -> float:
+        return sum(p.weight for p in self.parts)
 
     @property
     def mean(self) -> float | None:

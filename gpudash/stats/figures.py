@@ -10,7 +10,9 @@ wherever they are shown.
 
 - Rates (``Averaging.TIME``) are weighted by each sample's interval — a job's sample by its
   seconds of training steps (``Sample.train_s``), so that a job's rate is its steps over the time
-  spent in training steps, and a sample of evaluation, a checkpoint or a stall weighs nothing;
+  spent in training steps, and a sample of evaluation, a checkpoint or a stall weighs nothing; a
+  job's window of one long step (two intervals of training or more) is a batch by itself
+  (``gpudash.stats.comparison``: its interval comes from the steps' own durations);
   other averaged metrics count each value once (a sample that weighs nothing, not at all);
   NVML's metrics count each tick once.
 - J/step (``Averaging.ENDS``): an energy *mark* is NVML's energy counter at a tick joined with the
@@ -26,7 +28,7 @@ from dataclasses import dataclass, field
 
 from gpudash.core.metrics import METRICS, Averaging, Origin
 from gpudash.core.protocol import GpuSample, Sample
-from gpudash.stats.comparison import Estimate, Stretches
+from gpudash.stats.comparison import MIN_PER_BATCH, Estimate, Stretches, is_alone, seconds_for_interval
 
 SAMPLE_MEANS = tuple(m for m in METRICS if m.origin in (Origin.WORKLOAD, Origin.MODEL) and m.mean is not None)
 GPU_MEANS = tuple(m for m in METRICS if m.origin.from_gpu and m.mean is not None)
@@ -67,9 +69,10 @@ class Figures:
     def add_sample(self, s: Sample) -> None:
         """A workload sample: each averaged workload metric, rates weighted by the interval."""
         span = s.interval_s if s.train_s is None else s.train_s
+        alone = is_alone(s.interval_s, s.train_s)  # a long step's window: a batch by itself
         for m in SAMPLE_MEANS:
             weight = span if m.mean == Averaging.TIME else (1.0 if span > 0 else 0.0)
-            self.means.setdefault(m.key, Stretches()).add(getattr(s, m.key), weight)
+            self.means.setdefault(m.key, Stretches()).add(getattr(s, m.key), weight, alone)
         self.steps_now = s.steps
 
     def add_gpu(self, g: GpuSample) -> None:
@@ -87,6 +90,16 @@ class Figures:
         self.energy.per_step.new_stretch()
         for acc in self.means.values():
             acc.new_stretch()
+
+    def seconds_to_interval(self, key: str, interval_s: float) -> float:
+        """About how much longer ``key`` needs for an interval, its samples ``interval_s`` apart;
+        where each is a long step's window (a batch alone), counted in those steps' mean seconds."""
+        acc = self.means.get(key)
+        if acc is None or acc.n == 0:
+            return seconds_for_interval(0, interval_s)
+        if acc.units >= MIN_PER_BATCH * acc.n:
+            return seconds_for_interval(acc.n, acc.weight / acc.n, alone=True)
+        return seconds_for_interval(acc.n, interval_s)
 
     def estimate(self, key: str) -> Estimate | None:
         """``key``'s mean with its interval (None: no value yet)."""

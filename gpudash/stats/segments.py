@@ -70,6 +70,14 @@ class Segment:
         """The mean after warm-up with its interval (None: nothing after warm-up yet)."""
         return self.figures.estimate(key)
 
+    def needs_s(self, key: str, interval_s: float) -> float | None:
+        """About how much longer ``key`` needs for an interval after warm-up (None: it has one), its
+        samples ``interval_s`` apart (a job's long steps: counted in steps, ``Figures``)."""
+        e = self.estimate(key)
+        if e is not None and e.has_interval:
+            return None
+        return self.figures.seconds_to_interval(key, interval_s)
+
     @property
     def joules_per_step(self) -> float | None:
         """J/step after warm-up (``gpudash.stats.figures``)."""

@@ -356,19 +356,19 @@ class DashState:
                     prev_estimate=prev.estimate(m.key) if prev is not None else None,
                     comparison=compare_segments(prev, cur, m.key),
                     incomparable=incomparable(prev.key, cur.key, m.key) if prev and cur else None,
-                    needs_s=self._needs_s(estimate),
+                    needs_s=self._needs_s(cur, m.key),
                     noisy=noisy,
                 )
             )
         return rows
 
-    def _needs_s(self, estimate: Estimate | None) -> float | None:
+    def _needs_s(self, segment: Segment | None, key: str) -> float | None:
         """How much longer the running configuration needs for an interval (None: it has one),
-        from the length of the latest sample."""
-        if estimate is not None and estimate.has_interval:
-            return None
+        from the length of the latest sample (a job's long steps: from theirs)."""
         per_sample = self.last_sample.interval_s if self.last_sample is not None else 1.0
-        return seconds_for_interval(estimate.n_samples if estimate is not None else 0, per_sample)
+        if segment is None:
+            return seconds_for_interval(0, per_sample)
+        return segment.needs_s(key, per_sample)
 
     def flops_event(self) -> Event | None:
         """The "flops" event of the configuration running now: what was counted, or why MFU is blank."""

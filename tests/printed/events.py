@@ -4,7 +4,7 @@ account, a recording's last line, and a data-parallel run's straggler verdicts."
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from tests.printed.figures import NUMBER, number
 
@@ -65,23 +65,42 @@ def goodputs(text: str) -> list[Goodput]:
 
 @dataclass(frozen=True)
 class Done:
-    """A recording's last line: ``gpudash: done: 120 samples, 131 rows in run.csv`` (its status
-    ``done``, ``interrupted by SIGINT``, ``the job exited with code 7``…)."""
+    """A recording's last line: ``gpudash: done: 131 rows in run.csv (122 throughput windows, 8
+    events, 1 summary)`` (its status ``done``, ``interrupted by SIGINT``, ``the job exited with code
+    7``…): its rows in all, where, and how many of each kind (``samples``: the throughput windows,
+    the CSV's ``sample`` rows)."""
 
     status: str
     samples: int
     rows: int
     path: str | None  # None: written to stdout
+    kinds: dict[str, int] = field(default_factory=dict, compare=False)  # the CSV's row_kind -> rows of it
 
 
-_DONE = re.compile(r"^(?:gpudash: )?(?P<status>.+): (?P<samples>\d+) samples, (?P<rows>\d+) rows(?: in (?P<path>.+))?$")
+ROW_WORDS = {  # what the line calls each row_kind's rows (gpudash.recording.headless_report.ROW_NAMES)
+    "throughput window": "sample",
+    "rank's window": "rank",
+    "ranks' windows": "rank",
+    "GPU reading": "gpu",
+    "event": "event",
+    "summary": "summary",
+    "summaries": "summary",
+}
+_DONE = re.compile(r"^(?:gpudash: )?(?P<status>.+): (?P<rows>\d+) rows(?: in (?P<path>.+?))? \((?P<held>[^()]*)\)$")
+_HELD = re.compile(r"(\d+) ([^,]+)")
 
 
 def done_line(line: str) -> Done | None:
     m = _DONE.match(line.strip())
     if m is None:
         return None
-    return Done(m["status"], int(m["samples"]), int(m["rows"]), m["path"])
+    kinds: dict[str, int] = {}
+    for count, words in _HELD.findall(m["held"]):
+        words = words.strip()
+        kind = ROW_WORDS.get(words) or ROW_WORDS.get(words.rstrip("s"))
+        if kind is not None:
+            kinds[kind] = kinds.get(kind, 0) + int(count)
+    return Done(m["status"], kinds.get("sample", 0), int(m["rows"]), m["path"], kinds)
 
 
 def last_done(text: str) -> Done | None:

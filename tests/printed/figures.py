@@ -136,12 +136,14 @@ def summaries(text: str) -> list[Summary]:
 @dataclass(frozen=True)
 class Progress:
     """``231 steps/s now · encdec/serial bs8 229.1 ± 3.2 steps/s (95% CI, 36 samples) · 00:40
-    elapsed of 01:00``, then `` · ⚠ noisy: host load: …`` when the machine is noisy."""
+    elapsed of 01:00`` (a job's: ``… steps/s (95% CI over 6 steps)``), then `` · ⚠ noisy: host load:
+    …`` when the machine is noisy."""
 
     now: float | None  # steps/s now (None: no sample yet)
     label: str | None  # the configuration (None: warming up before one is known)
     figure: Figure | None  # its mean since warm-up (None: still warming up)
-    samples: int | None  # the samples its interval is over
+    samples: int | None  # the samples its interval is over (a workload's)
+    steps: int | None  # the steps its interval is over (a job's: "95% CI over 6 steps")
     too_short: str  # what a figure without an interval lacks: "needs ≈ 12 s more"; "" otherwise
     elapsed_s: int
     duration_s: int | None  # the --duration it runs for (None: until stopped)
@@ -151,7 +153,8 @@ class Progress:
 _NOW = re.compile(rf"(?:(?P<now>{NUMBER}) steps/s now|no sample yet)")
 _MEAN = re.compile(
     rf"(?:(?P<label>.+?) )?(?:warming up|(?P<figure>{NUMBER}(?: ± {NUMBER}| \(no CI\))?) steps/s "
-    r"\((?:95% CI, (?P<samples>\d+) samples|too short: (?P<short>[^)]*(?:\([^)]*\))?[^)]*))\))"
+    r"\((?:95% CI, (?P<samples>\d+) samples|95% CI over (?P<steps>\d+) steps|"
+    r"too short: (?P<short>[^)]*(?:\([^)]*\))?[^)]*))\))"
 )
 _ELAPSED = re.compile(r"(?P<elapsed>[\d:]+) elapsed(?: of (?P<duration>[\d:]+))?")
 
@@ -178,6 +181,7 @@ def progress(line: str) -> Progress | None:
         label=mean["label"],
         figure=None if mean["figure"] is None else figure(mean["figure"]),
         samples=None if mean["samples"] is None else int(mean["samples"]),
+        steps=None if mean["steps"] is None else int(mean["steps"]),
         too_short=mean["short"] or "",
         elapsed_s=seconds(elapsed["elapsed"]),
         duration_s=None if elapsed["duration"] is None else seconds(elapsed["duration"]),

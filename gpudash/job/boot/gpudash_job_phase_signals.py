@@ -1,7 +1,8 @@
 """What torch's own functions tell gpudash's hooks inside a job about what it does between its steps
 (``gpudash_job_hooks.py`` loads this file from the same folder), passed on to the span keeper
 (``gpudash_job_phases.Phases``): ``Module.train`` (``model.eval()`` is ``train(False)``; only the
-outermost call, not its calls on each child) and ``inference_mode`` blocks; the saves of
+outermost call, not its calls on each child) and ``inference_mode`` blocks; the first
+``optimizer.step()`` call's start (an optimizer step pre-hook, until the first step); the saves of
 ``SAVES``'s modules, timed as a checkpoint, those loaded now and the others as they are imported
 (``gpudash_job_imports.ImportWatch``); a call of ``torch.compile`` (the span keeper's forward watch
 off for good) and dynamo's compiling, once dynamo is loaded. Everything it replaced is put back by
@@ -70,6 +71,7 @@ class PhaseSignals:
         self._originals += [(module_cls, "train", original_train), (inference, "__enter__", enter)]
         self._originals.append((inference, "__exit__", exit_))
         phases.watch_forwards(torch)
+        self._watch_first_step(torch)
         self._watch_compile_calls(torch)
         for name in SAVES:
             if name in sys.modules:
@@ -81,9 +83,23 @@ class PhaseSignals:
 
     def uninstall(self) -> None:
         self.phases.stop_forward_watch()
+        hook, self.phases.until_first = self.phases.until_first, None
+        if hook is not None:
+            hook.remove()
         for owner, name, original in self._originals:
             setattr(owner, name, original)
         sys.meta_path[:] = [f for f in sys.meta_path if f is not self._saves_watch]
+
+    def _watch_first_step(self, torch: Any) -> None:
+        """Until the first step: when its ``optimizer.step()`` call began (the span keeper removes
+        the hook then). The time inside it is training, not start-up: a closure's evaluations."""
+        import importlib
+
+        optimizer = importlib.import_module("torch.optim.optimizer")  # (torch.optim drops the attribute)
+        register = getattr(optimizer, "register_optimizer_step_pre_hook", None)
+        if register is not None:
+            phases = self.phases
+            phases.until_first = register(lambda *_: phases.optimizer_step_began())
 
     def _watch_compile_calls(self, torch: Any) -> None:
         """``torch.compile`` noted: the forward watch is off for good, since a global module hook in

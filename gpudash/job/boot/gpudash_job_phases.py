@@ -32,7 +32,14 @@ it is the checkpoint's; the stretch after the last thing seen is the step's own 
 whose syncs are not counted nothing is ``other`` (a wait on it would look quiet). Between two steps
 the spans' union is not training; a second two share counts once (checkpoint, evaluation, compile,
 other, in that order). What is shorter than ``MIN_SPAN_S`` is part of the step. The spans go to
-gpudash at the step's end. Before the first step is the job's start-up; after the last, teardown.
+gpudash at the step's end. Before the first step is the job's start-up (but for the first step's
+time inside ``optimizer.step()``, said as training: an LBFGS step's closure evaluations).
+
+**After the last step** nothing follows to make a span a step's: at the job's exit (``finish``)
+another loader's batches, or forwards in eval mode, without grad or in ``inference_mode`` since a
+mode switch (their ends watched by a global forward hook from the switch until training resumes: the
+evaluation watch), are an evaluation until the last one's end; a save is a checkpoint however quick;
+from the last of these to the exit is teardown.
 """
 
 from __future__ import annotations
@@ -50,6 +57,7 @@ MIN_SPAN_S = 0.05  # a shorter span is part of the step
 BEGIN_AFTER_S = 0.5  # an open span is said to gpudash (live) once it has lasted this long
 EVAL_BATCHES = 2  # batches of another loader before the next training batch that make an evaluation
 EVALUATION, CHECKPOINT, COMPILE, OTHER = "evaluation", "checkpoint", "compile", "other"
+TRAINING = "training"  # the first step's time inside optimizer.step(), said once
 OTHER_MEDIANS = 3.0  # a quiet stretch over this many median steps (and MIN_SPAN_S) is ``other``...
 OTHER_AFTER_STEPS = 3  # ... once this many steps' training seconds are known
 MEDIAN_OF = 64  # the latest steps' training seconds the median step is taken over
@@ -83,6 +91,10 @@ class Phases:
         self.torch: Any = None  # the job's torch, once its signals are in (gpudash_job_phase_signals)
         self.compiled = False  # the job called torch.compile: no forward watch (a hook in compiled code)
         self.watch: Any = None  # the forward watch's hook handle, while it is armed
+        self.tail: Any = None  # the evaluation watch's hook handle (forwards' ends), while one may be under way
+        self.eval_end: float | None = None  # the latest evaluation forward's end since the candidate opened
+        self.first_began: float | None = None  # the first optimizer step() call's start (its pre-hook)
+        self.until_first: Any = None  # that pre-hook's handle, removed at the first step
 
     # -- signals (training thread) -------------------------------------------------------------------
     def _ours(self) -> bool:
@@ -119,8 +131,7 @@ class Phases:
             if self.train_iter == 0:
                 self._arm()  # training resumes: its forward says when
         elif self.mode_from is None:
-            self.mode_from = time.monotonic()
-            self._mark(self.mode_from, WORK)
+            self._evaluating(time.monotonic())
 
     def inference(self, entering: bool) -> None:
         if not self._ours():
@@ -128,8 +139,7 @@ class Phases:
         if entering:
             self.infer_depth += 1
             if self.infer_depth == 1 and self.mode_from is None:
-                self.mode_from = time.monotonic()
-                self._mark(self.mode_from, WORK)
+                self._evaluating(time.monotonic())
         else:
             self.infer_depth = max(0, self.infer_depth - 1)
 
@@ -163,11 +173,19 @@ class Phases:
         self.last_train = kind == TRAIN
 
     # -- the step -------------------------------------------------------------------------------------
+    def optimizer_step_began(self) -> None:
+        """torch's optimizer step pre-hook, until the first step: when its ``step()`` call began."""
+        if self.first_began is None and self.last_end is None:
+            self.first_began = time.monotonic()
+
     def at_step(self, now: float, step_iterator: int) -> float | None:
         """At a step's end: the seconds since the previous step's end that were training (None for
-        the first step: its start is the job's start-up)."""
+        the first step: its start is the job's start-up, less its time inside ``optimizer.step()``,
+        which is said as training: an LBFGS step's closure evaluations)."""
         if self.thread is None:
             self.thread = threading.get_ident()
+            self._first_step(now)
+        self._untail()
         plain = not (self.draws or self.mode_from is not None or self.spans or self.said)
         if plain and not self._quiet_after_step():  # a plain step
             train = None if self.last_end is None else now - self.last_end
@@ -183,6 +201,17 @@ class Phases:
         train = None if self.last_end is None else max(0.0, now - self.last_end - away)
         self.spans = []
         return self._stepped(now, train)
+
+    def _first_step(self, now: float) -> None:
+        hook, self.until_first = self.until_first, None
+        if hook is not None:
+            try:
+                hook.remove()
+            except Exception:  # noqa: BLE001, S110 - removed already
+                pass
+        began = self.first_began
+        if began is not None and now - began >= MIN_SPAN_S:
+            self.send({"k": PHASE, "rank": self.rank(), "kind": TRAINING, "t0": began, "t1": now, "s": now - began})
 
     def _quiet_after_step(self) -> bool:
         """Nothing was seen for over ``MIN_SPAN_S`` after the last step's end (or nothing at all
@@ -202,20 +231,30 @@ class Phases:
         return train
 
     def finish(self) -> None:
-        """At the job's exit: the spans since its last step (an evaluation after it), said."""
-        if self.last_end is not None and self._ours():
-            self._resolve(None, by_training=False)
-            self._tell_spans(self.last_end, time.monotonic(), quiet=False)  # the rest: teardown
+        """At the job's exit: the spans since its last step, said — an evaluation after it (another
+        loader's batches, or forwards in eval mode, under ``no_grad`` or ``inference_mode`` since the
+        mode switch, until the last one's end: no step follows to make it a step's), its saves
+        however quick; the rest is teardown."""
+        if self.last_end is None or not self._ours():
+            return
+        start, end = self.mode_from, self.eval_end
+        if start is not None and end is not None and end > start:
+            self.spans.append((EVALUATION, start, end))
+            self.mode_from = None  # (not cancelled below: it ran forwards)
+        self._untail()
+        self._resolve(None, by_training=False, final=True)
+        self._tell_spans(self.last_end, time.monotonic(), quiet=False, final=True)
 
-    def _tell_spans(self, since: float, now: float, *, quiet: bool) -> float:
+    def _tell_spans(self, since: float, now: float, *, quiet: bool, final: bool = False) -> float:
         """The spans since the last step with (``quiet``) its quiet stretches, each kind's own
         seconds said to gpudash (a second that two kinds share counts once: a checkpoint's, then an
-        evaluation's, compiling's, other's); their union's seconds."""
+        evaluation's, compiling's, other's); their union's seconds. ``final``: after the last step,
+        where a save is a checkpoint however quick (no step to be part of)."""
         spans = [(k, max(s, since), min(e, now)) for k, s, e in self.spans if min(e, now) > max(s, since)]
         if quiet and self.last_end is not None and not self.lost:
             spans += self._quiet(since, spans)
         saves = [(s, e) for k, s, e in spans if k == CHECKPOINT]
-        if saves and max(e for _, e in saves) - min(s for s, _ in saves) >= MIN_SPAN_S:
+        if saves and (final or max(e for _, e in saves) - min(s for s, _ in saves) >= MIN_SPAN_S):
             spans = [(k, s, e) for k, s, e in spans if k != CHECKPOINT]
             spans.insert(0, (CHECKPOINT, min(s for s, _ in saves), max(e for _, e in saves)))
         elif saves:
@@ -225,10 +264,10 @@ class Phases:
             mine = [(s, e) for k, s, e in spans if k == kind]
             seconds = _measure(mine + taken) - _measure(taken)
             taken += mine
-            if seconds >= MIN_SPAN_S:
+            if seconds >= MIN_SPAN_S or (final and kind == CHECKPOINT and seconds > 0):
                 self._said(kind, min(s for s, _ in mine), max(e for _, e in mine), seconds)
             else:
-                self._cancel(kind)
+                self._cancel(kind, final)
         return _measure(taken)
 
     def _quiet(self, since: float, spans: list[tuple[str, float, float]]) -> list[tuple[str, float, float]]:
@@ -253,10 +292,11 @@ class Phases:
             return float("inf")
         return max(MIN_SPAN_S, OTHER_MEDIANS * statistics.median(self.recent))
 
-    def _resolve(self, close: float | None, *, by_training: bool) -> None:
+    def _resolve(self, close: float | None, *, by_training: bool, final: bool = False) -> None:
         """End the evaluation candidate at ``close``: an evaluation when another loader handed out
         ``EVAL_BATCHES`` or more, or (``by_training``: a training signal ended it) a module was
         in eval mode or inference_mode; otherwise it was part of the step."""
+        self._untail()
         loaders = [d for d in self.draws.values() if d[0] >= EVAL_BATCHES]
         starts = [d[1] for d in loaders]
         if by_training and self.mode_from is not None:
@@ -266,7 +306,7 @@ class Phases:
         self.last_train = False  # the next training mark ends what follows it
         if not starts:
             if not any(kind == EVALUATION for kind, _, _ in self.spans):  # one already ended stands
-                self._cancel(EVALUATION)
+                self._cancel(EVALUATION, final)
             return
         start = min(starts)
         if close is None or (not by_training and loaders and close < max(d[2] for d in loaders)):
@@ -278,17 +318,18 @@ class Phases:
         if close - start >= MIN_SPAN_S:
             self.spans.append((EVALUATION, start, close))  # said at the step's end (``_tell_spans``)
         else:
-            self._cancel(EVALUATION)
+            self._cancel(EVALUATION, final)
 
     # -- to gpudash ------------------------------------------------------------------------------------
     def _said(self, kind: str, start: float, end: float, seconds: float) -> None:
         self.said.discard(kind)
         self.send({"k": PHASE, "rank": self.rank(), "kind": kind, "t0": start, "t1": end, "s": seconds})
 
-    def _cancel(self, kind: str) -> None:
+    def _cancel(self, kind: str, final: bool = False) -> None:
+        """A span said to be under way was none (``final``: the job exits, and none ran)."""
         if kind in self.said:
             self.said.discard(kind)
-            self.send({"k": PHASE, "rank": self.rank(), "kind": kind, "cancel": 1})
+            self.send({"k": PHASE, "rank": self.rank(), "kind": kind, "cancel": 1, "final": int(final)})
 
     def tick(self, now: float) -> None:
         """From the flusher thread: a span open for ``BEGIN_AFTER_S`` is said, once (live); an
@@ -315,6 +356,39 @@ class Phases:
         break its graph or recompile it), or the hooks go off."""
         self.compiled = True
         self._disarm()
+        self._untail()
+
+    # -- the evaluation watch: a global forward hook from an evaluation's start to training's return --
+    def _evaluating(self, t: float) -> None:
+        """An evaluation may begin at ``t`` (a model put in eval mode, an ``inference_mode`` block, a
+        forward without grad after a step): its forwards' ends are watched until training resumes."""
+        self.mode_from, self.eval_end = t, None
+        self._mark(t, WORK)
+        if self.tail is None and not self.compiled and self.torch is not None:
+            try:
+                self.tail = self.torch.nn.modules.module.register_module_forward_hook(self._tail_forward)
+            except Exception:  # noqa: BLE001 - a torch without it: no watch
+                self.tail = None
+
+    def _untail(self) -> None:
+        tail, self.tail = self.tail, None
+        if tail is not None:
+            try:
+                tail.remove()
+            except Exception:  # noqa: BLE001, S110 - removed already (another thread)
+                pass
+
+    def _tail_forward(self, module: Any, _args: Any, _output: Any) -> None:
+        """A module call's end while an evaluation may be under way: the evaluation's latest
+        forward (eval mode, or no grad), or training's (train mode with grad: the watch off)."""
+        try:
+            if self._ours():
+                if bool(getattr(module, "training", False)) and bool(self.torch.is_grad_enabled()):
+                    self._untail()  # training's forward (a student after its teacher)
+                else:
+                    self.eval_end = time.monotonic()
+        except Exception:  # noqa: BLE001, S110 - never into the job's forward
+            pass
 
     def _arm(self) -> None:
         if self.watch is not None or self.compiled or self.torch is None:
@@ -339,7 +413,12 @@ class Phases:
             if self._ours():
                 training = bool(getattr(module, "training", False)) and bool(self.torch.is_grad_enabled())
                 self._disarm()
-                self._mark(time.monotonic(), TRAIN if training else WORK)
+                if training:
+                    self._mark(time.monotonic(), TRAIN)
+                elif self.mode_from is None:
+                    self._evaluating(time.monotonic())  # a forward without grad: an evaluation's, it may be
+                else:
+                    self._mark(time.monotonic(), WORK)
         except Exception:  # noqa: BLE001, S110 - never into the job's forward
             pass
 

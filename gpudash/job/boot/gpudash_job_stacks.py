@@ -1,5 +1,6 @@
 """Where each thread of a job's process waits, when gpudash asks (a stalled job): each thread's
-innermost frame of the job's own code and its innermost frame of all, sent back over the channel.
+innermost frame of the job's own code and its innermost frame of all (and, on Linux, its CPU
+seconds: gpudash asks twice, and a thread that moved or computed is working), sent back over the channel.
 Answered by a thread of gpudash's that is there already (the hooks' flusher; in a forked
 DataLoader worker, a thread of its own started at the fork), so nothing the job's code can see
 changes. Standard library only (``gpudash_job_hooks.py`` loads this file from the same folder).
@@ -50,6 +51,19 @@ def answer_forever(channel: Any, rank: Callable[[], int]) -> None:
             return
 
 
+def thread_cpu_s(native_id: int | None) -> float | None:
+    """The CPU seconds a thread of this process has used (Linux: ``/proc/self/task/ID/stat``); None
+    elsewhere. gpudash compares two answers: a thread that computes is not stalled."""
+    if native_id is None:
+        return None
+    try:
+        with open(f"/proc/self/task/{native_id}/stat", encoding="ascii", errors="replace") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 WORKER_LOOP = "_worker_loop"  # torch's DataLoader worker: the frames outside it are the fork's, not the worker's
 
 
@@ -61,6 +75,7 @@ def thread_stacks(classify: Callable[[str], str], skip: frozenset[int] = frozens
     import linecache
 
     names = {t.ident: t.name for t in threading.enumerate()}
+    native = {t.ident: t.native_id for t in threading.enumerate()}
     main = threading.main_thread().ident
     out: list[dict[str, Any]] = []
     for ident, frame in sys._current_frames().items():
@@ -83,6 +98,9 @@ def thread_stacks(classify: Callable[[str], str], skip: frozenset[int] = frozens
             "main": ident == main,
             "inner": {"file": inner.f_code.co_filename, "line": inner.f_lineno, "function": inner.f_code.co_name},
         }
+        cpu = thread_cpu_s(native.get(ident))
+        if cpu is not None:
+            entry["cpu_s"] = cpu
         if user is not None:
             text = linecache.getline(user.f_code.co_filename, user.f_lineno).strip()
             entry["user"] = {
