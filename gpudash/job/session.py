@@ -21,6 +21,7 @@ from typing import Any
 
 from gpudash.core.proctree import children
 from gpudash.core.protocol import (
+    STEPS_COUNTED,
     Control,
     Diagnose,
     Event,
@@ -278,6 +279,8 @@ class JobSession:
             self.sampler.select(uuid=details["gpu_uuid"])
         message = f"{job_command.display(self.command)} on {details['device']}"
         self.out.event(EventKind.STARTED, message=message, details=details)
+        if details["steps"]:
+            self.out.event(EventKind.MEASURED, what=STEPS_COUNTED, message=f"steps: {details['steps']}")
         self.watch.started()
         self.from_hooks.started()
 
