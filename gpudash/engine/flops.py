@@ -18,11 +18,13 @@ else by its torch name. A step is of one dtype when ``DOMINANT`` of its FLOPs ar
 The count is one dispatch mode of gpudash's own, not ``FlopCounterMode``: that one also installs
 global module hooks (its module tracker, which raised inside activation checkpointing's recompute
 in torch 2.4.0) and, from torch 2.4 on, a second mode under a private attribute. ``FlopCount``
-starts and stops a count apart (a job's hooks count from the end of one optimizer step to the end
+starts and stops a count apart (a job's hooks count from the end of one of its steps to the end
 of the next); a count that cannot be taken off its thread's stack (the job stepped on another
 thread, or entered a mode of its own over it) is switched to passing every operator straight
-through until it can. ``count_step_flops`` runs one given step under it. A FLOP formula that fails
-never raises into the counted work: the count notes it.
+through until it can, and one given a ``deadline`` counts no more past it (``overran``: a job's
+hooks give up a count that costs its step too much). ``count_step_flops`` runs one given step under
+it. An exception of an operator leaves the mode without its frame (a job's Ctrl-C reads as bare).
+A FLOP formula that fails never raises into the counted work: the count notes it.
 
 Private APIs of torch, kept here (``tests/test_private_apis.py``): ``TorchDispatchMode`` and the
 thread's stack of dispatch modes (``torch.utils._python_dispatch``: the count, and whether it is
@@ -142,7 +144,7 @@ def _unwound(exc: BaseException, own: Any) -> None:
 
 class FlopCount:
     """A count started and stopped apart, on one thread: the counting mode entered by ``start()``
-    and left by ``stop()`` (a job's hooks: at the end of one optimizer step, then of the next). A
+    and left by ``stop()`` (a job's hooks: at the end of one of its steps, then of the next). A
     FLOP formula that fails inside the counted work never raises into it: it counts nothing and is
     noted in ``errors`` (the count is then not to be trusted). ``pass_through()``: the mode stays
     on the stack (it cannot be left from here) but only runs the operators."""
