@@ -170,8 +170,10 @@ def leaves_of(tensors: Any) -> list[Any]:
 
 
 def _first_values(leaf: Any) -> Any:
-    """A copy of the leaf's first ``PROBE_VALUES`` values (None: it has none to read)."""
+    """A copy of the leaf's first ``PROBE_VALUES`` values (None: it has none to read); of a DTensor
+    (FSDP2's parameter), this rank's shard's: reshaping the whole would be a collective."""
     try:
-        return leaf.detach().reshape(-1)[:PROBE_VALUES].clone()
+        local = leaf.to_local() if hasattr(leaf, "to_local") else leaf
+        return local.detach().reshape(-1)[:PROBE_VALUES].clone()
     except Exception:  # noqa: BLE001 - a sparse or odd tensor: its values not compared
         return None
