@@ -48,15 +48,20 @@ def _iterations(
     return watch
 
 
+def _grad(p: torch.Tensor) -> torch.Tensor:
+    assert p.grad is not None
+    return p.grad
+
+
 def _by_data(model: torch.nn.Module) -> None:
     for p in model.parameters():
-        p.data.add_(p.grad, alpha=-0.1)  # (.data: no version counted)
+        p.data.add_(_grad(p), alpha=-0.1)  # (.data: no version counted)
 
 
 def _under_no_grad(model: torch.nn.Module) -> None:
     with torch.no_grad():
         for p in model.parameters():
-            p.sub_(0.1 * p.grad)
+            p.sub_(0.1 * _grad(p))
 
 
 @pytest.mark.parametrize("update", [_by_data, _under_no_grad])
@@ -70,8 +75,8 @@ def test_each_hand_update_ends_one_step_at_the_next_backward_pass(hand: Any, upd
 def test_an_update_only_its_values_show_is_seen_by_them_on_the_cpu(hand: Any) -> None:
     def old_style(model: torch.nn.Module) -> None:  # w.data -= lr * w.grad.data; w.grad.data.zero_()
         for p in model.parameters():
-            p.data -= 0.1 * p.grad.data
-            p.grad.data.zero_()
+            p.data -= 0.1 * _grad(p).data
+            _grad(p).data.zero_()
 
     watch = _iterations(hand, old_style, n=5, zero_grad=False)
     assert len(watch.taken) == 4 and watch.by_values
