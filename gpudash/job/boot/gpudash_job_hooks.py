@@ -411,7 +411,8 @@ class Hooks:
 
     def _quiet(self) -> Any:
         """A block whose host-device syncs are gpudash's or torch's own: not counted, no warning printed."""
-        return self.syncs.quiet() if self.syncs is not None else contextlib.nullcontext()
+        syncs = self.syncs if self.on else None  # (hooks off: the counter closed, its mode the job's again)
+        return syncs.quiet() if syncs is not None else contextlib.nullcontext()
 
 
 def device_of(optimizer: Any) -> str:
