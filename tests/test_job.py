@@ -95,7 +95,7 @@ def test_a_job_whose_python_has_no_torch_exits_with_its_own_code_and_records_not
     assert "ModuleNotFoundError" in done.stderr  # the job's own traceback, passed through
     assert (
         done.stderr.strip().splitlines()[-1]
-        == "gpudash: the job exited with code 1 before its first optimizer step: nothing recorded"
+        == "gpudash: the job exited with code 1 before its first step: nothing recorded"
     )
     assert not (tmp_path / "r.csv").exists()
 

@@ -145,16 +145,20 @@ def test_a_job_whose_python_skips_sitecustomize_gets_one_line_saying_so() -> Non
 
 
 @pytest.mark.slow
-def test_a_job_that_never_steps_an_optimizer_gets_a_note() -> None:
+def test_a_job_that_never_steps_gets_a_note_that_says_how_to_mark_its_steps() -> None:
     """The note comes at its time after the start, once the job's hooks have said hello (however long
-    its torch import takes)."""
+    its torch import takes), and says how to mark its steps (issue 73)."""
     session = _session(120.0, 1.0, sys.executable, "-c", "import time, torch; time.sleep(120)")
     session.start()
     try:
         notes = _notes(session)
     finally:
         session.stop()
-    assert notes == ["no optimizer step seen yet: is the job training with torch.optim?"]
+    assert notes == [
+        "no step seen yet (no torch.optim step, no backward pass followed by its parameters changing, no "
+        "gpudash.track() step): to mark its steps, call tracker.step() after each, with "
+        "tracker = gpudash.track('steps.csv') made before its loop (docs/track.md)"
+    ]
 
 
 def test_the_sync_counters_warning_handler_never_calls_itself(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -56,6 +56,7 @@ PHASES = (STARTUP, TRAINING, EVALUATION, CHECKPOINT, COMPILE, STALLED_PHASE, SUS
 GOODPUT = "phases"
 WORLD = "world"  # the ``what`` of the event saying which part of a torchrun run (its id, node, ranks) gpudash sees
 PROCESSES = "processes"  # the ``what`` of the event saying how several processes' steps of a rank are counted
+STEPS_COUNTED = "steps"  # the ``what`` of the event saying how a job's steps are counted (its optimizer's, …)
 FLOPS = "flops"  # the ``what`` of the event saying what a model FLOPs count was, or why MFU is blank
 OUT_OF_MEMORY = "out_of_memory"  # the ``what`` of the error event explaining a job's death of an OOM error
 MEMORY = "memory"  # the ``what`` of the event saying what a job's memory holds by kind (``gpudash.job.memory``)

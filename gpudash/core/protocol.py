@@ -53,6 +53,7 @@ from gpudash.core.events import REFUSED as REFUSED
 from gpudash.core.events import SAMPLES_DROPPED as SAMPLES_DROPPED
 from gpudash.core.events import STALLED_PHASE as STALLED_PHASE
 from gpudash.core.events import STARTUP as STARTUP
+from gpudash.core.events import STEPS_COUNTED as STEPS_COUNTED
 from gpudash.core.events import SUSPENDED as SUSPENDED
 from gpudash.core.events import TEARDOWN as TEARDOWN
 from gpudash.core.events import TRACEBACK as TRACEBACK

@@ -18,11 +18,13 @@ else by its torch name. A step is of one dtype when ``DOMINANT`` of its FLOPs ar
 The count is one dispatch mode of gpudash's own, not ``FlopCounterMode``: that one also installs
 global module hooks (its module tracker, which raised inside activation checkpointing's recompute
 in torch 2.4.0) and, from torch 2.4 on, a second mode under a private attribute. ``FlopCount``
-starts and stops a count apart (a job's hooks count from the end of one optimizer step to the end
+starts and stops a count apart (a job's hooks count from the end of one of its steps to the end
 of the next); a count that cannot be taken off its thread's stack (the job stepped on another
 thread, or entered a mode of its own over it) is switched to passing every operator straight
-through until it can. ``count_step_flops`` runs one given step under it. A FLOP formula that fails
-never raises into the counted work: the count notes it.
+through until it can, and one given a ``deadline`` counts no more past it (``overran``: a job's
+hooks give up a count that costs its step too much). ``count_step_flops`` runs one given step under
+it. An exception of an operator leaves the mode without its frame (a job's Ctrl-C reads as bare).
+A FLOP formula that fails never raises into the counted work: the count notes it.
 
 Private APIs of torch, kept here (``tests/test_private_apis.py``): ``TorchDispatchMode`` and the
 thread's stack of dispatch modes (``torch.utils._python_dispatch``: the count, and whether it is
@@ -32,6 +34,7 @@ registry, as ``FlopCounterMode`` itself uses it). Torch has no public equivalent
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -87,15 +90,23 @@ def dtype_class(dtype: Any, op: str, on_cuda: bool, torch: Any) -> str:
 def _counting_mode(torch: Any, count: FlopCount) -> Any:
     """A dispatch mode that adds each operator's FLOPs (torch's registry formulas) to ``count``'s
     tallies by dtype class and by operator; a failure to count is noted, never raised; once
-    ``count.passing`` is set it only runs the operators."""
+    ``count.passing`` is set (or its ``deadline`` passed: ``overran``) it only runs the operators. An
+    exception of the operator's leaves it as it would without the mode: no frame of the mode's."""
     from torch.utils._python_dispatch import TorchDispatchMode
     from torch.utils.flop_counter import flop_registry
 
     class Counting(TorchDispatchMode):
         def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
             kwargs = kwargs or {}
-            out = func(*args, **kwargs)
+            try:
+                out = func(*args, **kwargs)
+            except BaseException as exc:
+                _unwound(exc, Counting.__torch_dispatch__.__code__)
+                raise
             if count.passing:
+                return out
+            if count.deadline is not None and time.monotonic() > count.deadline:
+                count.passing = count.overran = True
                 return out
             try:
                 packet = func._overloadpacket
@@ -114,9 +125,26 @@ def _counting_mode(torch: Any, count: FlopCount) -> Any:
     return Counting()
 
 
+def _unwound(exc: BaseException, own: Any) -> None:
+    """``exc``'s traceback without the counting mode's frame (its head, ``own``'s) and the operator
+    call's under it (torch's ``OpOverload.__call__``): without the mode the operator is called with
+    neither. A bare ``raise`` after this re-raises it so (Python 3.11 and later)."""
+    tb = exc.__traceback__
+    if tb is None or tb.tb_frame.f_code is not own:
+        return
+    tb = tb.tb_next
+    if (
+        tb is not None
+        and tb.tb_frame.f_code.co_name == "__call__"
+        and tb.tb_frame.f_code.co_filename.endswith("_ops.py")
+    ):
+        tb = tb.tb_next
+    exc.__traceback__ = tb
+
+
 class FlopCount:
     """A count started and stopped apart, on one thread: the counting mode entered by ``start()``
-    and left by ``stop()`` (a job's hooks: at the end of one optimizer step, then of the next). A
+    and left by ``stop()`` (a job's hooks: at the end of one of its steps, then of the next). A
     FLOP formula that fails inside the counted work never raises into it: it counts nothing and is
     noted in ``errors`` (the count is then not to be trusted). ``pass_through()``: the mode stays
     on the stack (it cannot be left from here) but only runs the operators."""
@@ -127,6 +155,8 @@ class FlopCount:
         self.by_op: dict[str, int] = {}
         self.errors: list[str] = []
         self.passing = False
+        self.deadline: float | None = None  # (monotonic) past it the count counts no more: ``overran``
+        self.overran = False
         self.mode: Any = None  # the counting mode, while the count runs
 
     def start(self) -> None:

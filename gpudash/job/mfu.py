@@ -1,9 +1,9 @@
 """A job's model FLOPs utilisation on gpudash's side: the count a rank's hooks sent
-(``gpudash/job/boot/gpudash_job_flops.py``: the FLOPs of one optimizer step and their shares by
-dtype, or why there is none), the GPU's dense peak it is a share of (``gpudash.core.peaks``), each
-sample's TFLOP/s and MFU, and the one "flops" event, worded and keyed as the families' are
-(``gpudash.engine.model_flops``). Per GPU: a rank's FLOPs at the job's steps per second (every
-rank steps together). Torch-free.
+(``gpudash/job/boot/gpudash_job_flops.py``: the FLOPs of one step and their shares by dtype, or why
+there is none, and what the count cost the job), the GPU's dense peak it is a share of
+(``gpudash.core.peaks``), each sample's TFLOP/s and MFU, and the one "flops" event, worded and keyed
+as the families' are (``gpudash.engine.model_flops``). Per GPU: a rank's FLOPs at the job's steps per
+second (every rank steps together). Torch-free.
 """
 
 from __future__ import annotations
@@ -13,6 +13,8 @@ from typing import Any
 from gpudash.core.peaks import PeakChoice, choose_peak
 from gpudash.engine.flops import StepFlops
 from gpudash.engine.model_flops import ModelCount, describe
+
+COUNTED_STEP = 4  # the step the hooks count in most jobs: after one timed without gpudash's work, and the memory's
 
 
 def job_count(message: dict[str, Any], peak_override: float | None) -> ModelCount:
@@ -24,7 +26,8 @@ def job_count(message: dict[str, Any], peak_override: float | None) -> ModelCoun
     except (KeyError, TypeError, ValueError):
         counted, why = None, why or "the job's hooks sent a count gpudash cannot read"
     if counted is None:
-        return not_counted(f"the step's FLOPs were not counted: {why}")
+        said = cost_text(message)
+        return not_counted(f"the step's FLOPs were not counted: {why}" + (f"; {said}" if said else ""))
     if not counted.known:
         return not_counted("torch counted no FLOPs in the step")
     device_name = message.get("device_name")
@@ -37,9 +40,32 @@ def not_counted(why: str) -> ModelCount:
     return ModelCount(None, None, PeakChoice(None, why), f"MFU blank: {why}")
 
 
+def cost(message: dict[str, Any]) -> dict[str, str]:
+    """What the count cost the job, as the event's details: its step's time and a step's untraced
+    (``count_step_s``, ``untraced_s``, ``count_cost_s``); none where the hooks did not say."""
+    step_s, untraced_s = message.get("step_s"), message.get("untraced_s")
+    if not isinstance(step_s, (int, float)) or not isinstance(untraced_s, (int, float)) or untraced_s <= 0:
+        return {}
+    spent = max(0.0, step_s - untraced_s)
+    out = {"count_step_s": f"{step_s:.4g}", "untraced_s": f"{untraced_s:.4g}", "count_cost_s": f"{spent:.4g}"}
+    return {**out, "count_step": str(message.get("step") or "")}
+
+
+def cost_text(message: dict[str, Any]) -> str:
+    """ "the count cost the job 0.31 s (its step 4 took 0.52 s against 0.21 s untraced)"; "" unsaid."""
+    said = cost(message)
+    if not said:
+        return ""
+    step = f"its step {said['count_step']}" if said["count_step"] else "its step"
+    return (
+        f"the count cost the job {float(said['count_cost_s']):.2g} s ({step} took "
+        f"{float(said['count_step_s']):.2g} s against {float(said['untraced_s']):.2g} s untraced)"
+    )
+
+
 def missing(steps: int) -> ModelCount:
     """The job ended (or gpudash stopped it) without a count from its lead rank."""
-    if steps < 2:
-        made = "one optimizer step" if steps == 1 else "no optimizer step"
-        return not_counted(f"the job made {made}: the count is of its second")
+    if steps < COUNTED_STEP:
+        made = "one step" if steps == 1 else f"{steps or 'no'} steps"
+        return not_counted(f"the job made {made}: the count is of a later one (its fourth, in most jobs)")
     return not_counted("the job's hooks sent no count (they went off, or the count was lost)")

@@ -18,6 +18,7 @@ from typing import Any
 from gpudash.core.protocol import EventKind, ExitCode, RunConfig
 from gpudash.job.command import display
 from gpudash.job.session import JobSession
+from gpudash.job.started import MARK_STEPS, NO_STEP
 from gpudash.job.stops import JobControlSignals
 from gpudash.recording.headless import HeadlessRecording, new_recording
 from gpudash.recording.interrupt import Interrupted
@@ -102,12 +103,23 @@ def record_job(
             file=sys.stderr,
         )
     elif recording.recorder is None and session.exit_code is not None and not recording.quiet:
-        what = "before its first optimizer step" if session.samples.steps == 0 else "before it was measured"
-        print(f"gpudash: the job exited with code {session.exit_code} {what}: nothing recorded", file=sys.stderr)
+        print(f"gpudash: {nothing_recorded(session)}", file=sys.stderr)
     else:
         ended_by_itself = session.exit_code is not None and not session.process.stopped_by_gpudash
         recording.report(ended_by_itself=ended_by_itself and not diagnosing)
     return code
+
+
+def nothing_recorded(session: JobSession) -> str:
+    """The line of a job that ended before gpudash recorded it; where it ran its course without a
+    step gpudash saw (torch imported, exit status 0), how to mark its steps."""
+    code = session.exit_code
+    if session.samples.steps:
+        return f"the job exited with code {code} before it was measured: nothing recorded"
+    said = f"the job exited with code {code} before its first step: nothing recorded"
+    if code == 0 and session.parts.rank_table.hellos:
+        said += f" ({NO_STEP}): {MARK_STEPS}"
+    return said
 
 
 def measuring_run(

@@ -21,6 +21,7 @@ from typing import Any
 
 from gpudash.core.proctree import children
 from gpudash.core.protocol import (
+    STEPS_COUNTED,
     Control,
     Diagnose,
     Event,
@@ -59,7 +60,7 @@ from gpudash.ranks.table import RankTable
 from gpudash.ranks.world import JobWorld
 
 NO_HELLO_S = 15.0  # no word from the job this long after its start: say why that may be
-NO_STEP_S = 60.0  # no optimizer step this long after its hello: say so
+NO_STEP_S = 60.0  # no step this long after its hello: say so, and how to mark its steps
 STARTED_AFTER_STEPS = 10  # "started" once this many steps are in (the batch size known) ...
 STARTED_AFTER_S = 3.0  # ... or this long after the first
 BLIND_AFTER_S = 2.0  # gpudash was stopped this long (SIGSTOP, Ctrl-Z): its windows are unknown, not zero
@@ -278,6 +279,8 @@ class JobSession:
             self.sampler.select(uuid=details["gpu_uuid"])
         message = f"{job_command.display(self.command)} on {details['device']}"
         self.out.event(EventKind.STARTED, message=message, details=details)
+        if details["steps"]:
+            self.out.event(EventKind.MEASURED, what=STEPS_COUNTED, message=f"steps: {details['steps']}")
         self.watch.started()
         self.from_hooks.started()
 

@@ -10,13 +10,14 @@ import json
 import time
 from typing import Any
 
-from gpudash.core.protocol import FLOPS, PROCESSES, EventKind, SyncSites
+from gpudash.core.protocol import FLOPS, PROCESSES, STEPS_COUNTED, EventKind, SyncSites
 from gpudash.core.sync_sites import SyncTable
 from gpudash.engine.model_flops import ModelCount
 from gpudash.job.boot import gpudash_job_wire as wire
-from gpudash.job.mfu import job_count, missing
+from gpudash.job.mfu import cost, job_count, missing
 from gpudash.job.session_parts import SessionParts
 from gpudash.job.session_windows import SessionWindows
+from gpudash.job.started import counted_words
 
 HOOKS_OFF = "the job's hooks are off: "  # the note of hooks that turned themselves off (and why)
 
@@ -70,6 +71,8 @@ class SessionIntake:
                 self.out.messages.append(said)
         elif kind == wire.NOTE:
             self._note(str(m.get("text", "")))
+        elif kind == wire.COUNTING and lead:
+            self._counting(m)
         elif kind in (wire.PHASE, wire.STACKS, wire.WORKER):
             if kind == wire.PHASE:  # its times on gpudash's clock
                 offset = p.step_intake.offset(rank)
@@ -84,6 +87,13 @@ class SessionIntake:
         p.samples.world_size = max(p.samples.world_size, _int(m.get("world"), 1))
         if self.first_step_at is None:
             self.first_step_at = now
+
+    def _counting(self, m: dict[str, Any]) -> None:
+        """The lead rank's steps are counted another way from a step on (an optimizer after steps by hand)."""
+        now, before = counted_words(str(m.get("counted", ""))), counted_words(str(m.get("before", "")))
+        if now:
+            said = f"steps: {now} from step {_int(m.get('step'), 0)}" + (f" (before it: {before})" if before else "")
+            self.out.event(EventKind.MEASURED, what=STEPS_COUNTED, message=said)
 
     def _note(self, text: str) -> None:
         """A note of the hooks' (said as an error event): the first that they went off, kept."""
@@ -140,7 +150,8 @@ class SessionIntake:
         self.flops_said = True
         if count.flops_per_step is not None:
             p.samples.count = count
-        self.out.event(EventKind.MEASURED, what=FLOPS, message=count.message, details=dict(count.details))
+        details = {**count.details, **cost(m or {})}  # and what the count cost the job
+        self.out.event(EventKind.MEASURED, what=FLOPS, message=count.message, details=details)
 
     def ended(self) -> None:
         """The job has ended: how several processes' steps counted, and the FLOPs count or why none."""

@@ -144,7 +144,7 @@ class SessionWindows:
         p = self.parts
         targets = [ctl for _, _, ctl in p.rank_table.targets()]  # lead first
         if not targets or not targets[0]:
-            self.out.error(purpose, "no optimizer step seen yet: nothing to profile")
+            self.out.error(purpose, "no step seen yet: nothing to profile")
             return
         folder = p.config.trace_dir or os.path.join(p.channel.folder, "traces")
         request, note = p.traces.ask(purpose, steps, folder, job_command.slug(p.workload), p.rank_table.firsts)
@@ -163,7 +163,7 @@ class SessionWindows:
         p = self.parts
         targets = [ctl for _, _, ctl in p.rank_table.targets()]  # lead first
         if not targets or not targets[0]:
-            self.out.error(MEMORY_PEAK, "no optimizer step seen yet: nothing to record")
+            self.out.error(MEMORY_PEAK, "no step seen yet: nothing to record")
         elif p.peaks.busy:
             self.out.error(MEMORY_PEAK, "the allocator's history is being recorded; its answer comes after its steps")
         else:

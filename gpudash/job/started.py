@@ -1,6 +1,7 @@
-"""What a job's "started" event says of it: its torch, CUDA, device, optimizer and settings, as its
-lead rank's hooks said them at its first step, beside the run's configuration; and the note for a
-job that has not got that far (no word from it, or no optimizer step). Torch-free."""
+"""What a job's "started" event says of it: its torch, CUDA, device, optimizer, settings and how its
+steps are counted, as its lead rank's hooks said them at its first step, beside the run's
+configuration; the words for how its steps are counted; and the note for a job that has not got
+that far (no word from it, or no step), with how to mark its steps. Torch-free."""
 
 from __future__ import annotations
 
@@ -8,6 +9,23 @@ from collections.abc import Sequence
 from typing import Any
 
 from gpudash.job import command as job_command
+from gpudash.job.boot import gpudash_job_wire as wire
+
+COUNTED = {  # how a job's steps are counted (its hooks' word), as said
+    wire.BY_OPTIMIZER: "optimizer steps",
+    wire.BY_BACKWARD: "backward passes (no torch.optim: the parameters updated by hand)",
+    wire.BY_TRACK: "gpudash.track()",
+}
+NO_STEP = "no torch.optim step, no backward pass followed by its parameters changing, no gpudash.track() step"
+MARK_STEPS = (  # a job in which no step is seen: how to mark its steps (docs/track.md)
+    "to mark its steps, call tracker.step() after each, with tracker = gpudash.track('steps.csv') "
+    "made before its loop (docs/track.md)"
+)
+
+
+def counted_words(counted: str) -> str:
+    """How the steps are counted, as said ("optimizer steps", …); "" where not said."""
+    return COUNTED.get(counted, "")
 
 
 def started_details(
@@ -22,6 +40,7 @@ def started_details(
         "device_name": str(lead.get("gpu_name", "") or ""),
         "gpu_uuid": str(lead.get("gpu_uuid", "") or ""),
         "optimizer": str(lead.get("optimizer", "")),
+        "steps": counted_words(str(lead.get("counted") or wire.BY_OPTIMIZER)),  # an older hooks': optimizer steps
         "settings": str(lead.get("settings", "")),  # its training DataLoader's arguments and site, its flags
         "command": job_command.display(command),
     }
@@ -37,5 +56,5 @@ def quiet_note(
             "Python skips sitecustomize (python -I, -E or -S)"
         )
     if hello and not stepped and since_s >= no_step_s:
-        return "step", "no optimizer step seen yet: is the job training with torch.optim?"
+        return "step", f"no step seen yet ({NO_STEP}): {MARK_STEPS}"
     return None

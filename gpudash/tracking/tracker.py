@@ -32,6 +32,7 @@ from gpudash.core.textfmt import strip_controls
 from gpudash.engine.measure import SyncCounter
 from gpudash.host.devices import cuda_index_hint
 from gpudash.host.nvml import NvmlSampler
+from gpudash.job.boot import gpudash_job_wire as job_wire
 from gpudash.recording.record import CsvRecorder, meta_path_for, run_metadata
 from gpudash.tracking.context import Device, Rank, check_path, device_details, rank_of_job, rank_path, resolve_device
 from gpudash.tracking.timing import CudaStamps, Note, StepStamps
@@ -108,6 +109,8 @@ class Tracker:
         self._lock = threading.Lock()  # close() from the loop and from atexit
         self.path: Path | None = None  # None: this rank does not write (per_rank=False, rank > 0)
         self._writer: Writer | None = None
+        self._under_gpudash = bool(os.environ.get(job_wire.CHANNEL_ENV))  # a job of gpudash's: its hooks told
+        self._job_step: Any = _job_step() if self._under_gpudash else None
         if self.rank.rank != 0 and not per_rank:
             return
         self.path = rank_path(p, self.rank.rank) if per_rank else p
@@ -174,13 +177,17 @@ class Tracker:
     # -- the training loop's calls ---------------------------------------------------------------------
     def step(self, samples: int | None = None) -> None:
         """One training step has been issued, having trained ``samples`` samples (default: the
-        ``batch_size`` given to ``track``, else 1). Costs no sync and no write."""
-        if self._off:
-            return
+        ``batch_size`` given to ``track``, else 1). Costs no sync and no write. In a job run under
+        gpudash (``gpudash -- python train.py``), gpudash's hooks are told: where the job steps no
+        optimizer, these are its steps."""
         try:
             n = self._batch if samples is None else samples.__index__()
         except Exception:  # noqa: BLE001 - a bad argument never stops the training
             n = -1
+        if self._under_gpudash:
+            self._tell_gpudash(n)
+        if self._off:
+            return
         if n < 0:
             self._stop_on_error(f"step(samples={samples!r}): samples must be a whole number ≥ 0")
             return
@@ -189,6 +196,14 @@ class Tracker:
             self._stamps.add(n)
         except Exception as exc:  # noqa: BLE001
             self._stop_on_error(f"step(): {type(exc).__name__}: {exc}")
+
+    def _tell_gpudash(self, samples: int) -> None:
+        """gpudash's hooks in this process told of the step (found at the first step where the job
+        had not imported torch at ``track()``)."""
+        if self._job_step is None:
+            self._job_step = _job_step()
+        if self._job_step is not None:
+            self._job_step(max(samples, 0), self.device.name)
 
     def mark(self, text: str) -> None:
         """A change in the loop (a new learning rate, unfrozen layers): a marker on every chart,
@@ -338,3 +353,9 @@ def _text(text: str) -> str:
 
 # ``gpudash.track(path, ...)`` is the class itself: calling it starts a recording
 track = Tracker
+
+
+def _job_step() -> Any:
+    """The step function of gpudash's hooks in this process (a job run under gpudash), or None."""
+    hooks = sys.modules.get(job_wire.HOOKS_MODULE)
+    return getattr(hooks, job_wire.TRACKED_STEP, None)

@@ -131,7 +131,7 @@ class JobHeader(RunHeader):
         t.append(" ")
         t.append_text(status_pill(facts.status))
         t.append_text(recording_text(facts.recording))
-        t.append_text(mfu_text(state))  # counted on its first optimizer step, eagerly
+        t.append_text(mfu_text(state))  # counted over one of its steps, eagerly
         t.append("  ")
         room = self.size.width - 2 - t.cell_len  # last, cut from the middle: the script's name stays
         shown = job_command.short_display(self.view.session.command, room) if room > 0 else self.view.command

@@ -32,6 +32,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from gpudash_job_frames import hidden  # type: ignore[import-not-found]  # beside this file
+
 # torch.distributed's functions timed, and the kind each is (the kinds' times come from traces)
 KINDS = {
     "all_reduce": "all-reduce",
@@ -125,7 +127,7 @@ class CommTimes:
                 comms._entered(entered, work, cuda)
             return work
 
-        return timed
+        return hidden(timed)
 
     def _entered(self, entered: float, work: Any, cuda: bool) -> None:
         entry: list[Any] = [entered, work, cuda, None]
@@ -156,7 +158,7 @@ class CommTimes:
             with comms.quiet():  # DDP's own bookkeeping (its buckets' rebuild, its logger's timers)
                 return original(ddp, *args, **kwargs)
 
-        return pre_forward
+        return hidden(pre_forward)
 
     def _quietly(self, original: Any) -> Any:
         comms = self
@@ -166,7 +168,7 @@ class CommTimes:
             with comms.quiet():
                 return original(*args, **kwargs)
 
-        return quietly
+        return hidden(quietly)
 
     def _first_forward(self, ddp: Any) -> None:
         """A DDP model's first forward: its arguments read, DDP's reference hook on its buckets."""
@@ -196,7 +198,7 @@ class CommTimes:
                 comms.untimed = "DDP's built-in communication hook runs in C++: its all-reduce is not timed"
             return original(ddp, *args, **kwargs)
 
-        return register
+        return hidden(register)
 
     # -- at each step ------------------------------------------------------------------------------
     def at_step(self) -> float | None:

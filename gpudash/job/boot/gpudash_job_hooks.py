@@ -6,7 +6,9 @@ it, nothing here ever blocks the job):
 
 - a *step*: one call of the first optimizer's ``step()`` seen (torch's global optimizer step
   post-hook), so a second optimizer in the same iteration, a ``GradScaler`` and gradient
-  accumulation's micro-batches are one step;
+  accumulation's micro-batches are one step; in a job without an optimizer, a backward pass followed
+  by the parameters changing in place, or the job's own ``gpudash.track()`` step
+  (``gpudash_job_counting.py``);
 - its samples (and tokens): the batches ``DataLoader`` iterators handed out since the last step,
   the first dimension of the first tensor (a mapping's ``input_ids``: also its tokens), and the
   time spent inside those ``__next__`` calls, the step's input wait;
@@ -16,12 +18,14 @@ it, nothing here ever blocks the job):
   ``GPUDASH_JOB_SRC``; CUDA only);
 - a profiler window of N steps when gpudash asks (``gpudash_job_window.py``); the time each step
   had a collective outstanding (``gpudash_job_comm.py``): its step less that is the rank's own work;
-- the model FLOPs of one step, counted once between the first and second steps (``gpudash_job_flops.py``);
+- the model FLOPs of one step, counted once, after a step timed without it (``gpudash_job_flops.py``);
 - memory by kind, the allocator's history on request, an out-of-memory error's where (``gpudash_job_memory.py``);
 - evaluation, checkpoints and compiling between steps, left out of each step's training seconds
   (``gpudash_job_phases.py``); where each thread waits, when gpudash asks (``gpudash_job_stacks.py``).
 
-Any exception inside a hook turns every hook off, with one line on stderr; the job goes on.
+Any exception inside a hook turns every hook off, with one line on stderr; the job goes on. An
+exception of the job's that passes through a hook (a Ctrl-C inside ``loss.backward()``) leaves no
+frame of gpudash's in its traceback (``gpudash_job_frames.py``).
 
 When gpudash ends a measuring run (``diagnose``, tune's candidates, ``--steps``, ``--duration``) it
 asks every process to end after a step it names — the same on every rank, so that none waits in a
@@ -31,7 +35,8 @@ unwinds the job's own ``finally`` blocks and ends it without a traceback.
 The parts, each beside this file: the batches (``gpudash_job_loader.py``), the step's time
 (``gpudash_job_timing.py``), what goes to gpudash and what it asks (``gpudash_job_outbox.py``), the
 syncs (``gpudash_job_syncs.py``), the spans between steps (``gpudash_job_phases.py`` with
-``gpudash_job_phase_signals.py``). This module puts them in, takes each optimizer step, and turns
+``gpudash_job_phase_signals.py``), which doings are steps (``gpudash_job_counting.py``). This module
+puts them in (torch's functions it wraps: ``gpudash_job_wraps.py``), takes each step, and turns
 them off.
 """
 
@@ -49,8 +54,11 @@ from typing import Any
 
 import gpudash_job_settings as job_settings  # type: ignore[import-not-found]
 import gpudash_job_wire as wire  # type: ignore[import-not-found]  # beside this file
+import gpudash_job_wraps as wraps  # type: ignore[import-not-found]
 from gpudash_job_comm import CommTimes, sharded  # type: ignore[import-not-found]  # beside this file
+from gpudash_job_counting import StepCounting  # type: ignore[import-not-found]  # beside this file
 from gpudash_job_flops import StepFlopsCount  # type: ignore[import-not-found]  # beside this file
+from gpudash_job_frames import hidden, install_excepthooks  # type: ignore[import-not-found]
 from gpudash_job_loader import BatchWatch  # type: ignore[import-not-found]
 from gpudash_job_memory import MemoryCount  # type: ignore[import-not-found]
 from gpudash_job_outbox import Channel, Outbox  # type: ignore[import-not-found]
@@ -86,6 +94,7 @@ class Hooks:
         self.memory = MemoryCount(torch)
         self.slowed = False  # the next step's time holds gpudash's work (a profiler window's end)
         self.handle: Any = None
+        self.handles: list[Any] = []  # the optimizer step's pre-hook
         self.on = True
         self.phases = Phases(channel.send, lambda: self.rank)
         self.signals = PhaseSignals(self.phases)
@@ -101,6 +110,8 @@ class Hooks:
             steps=lambda: self.steps,
         )
         self.model_watch: Any = None  # gpudash_job_settings.ModelWatch, where asked
+        self.counting = StepCounting(torch, self._hand_step, self._switched)
+        self.untraced_s: float | None = None  # the latest step's training seconds timed without gpudash's work
 
     # -- install / uninstall ---------------------------------------------------------------------
     def install(self) -> None:
@@ -110,16 +121,18 @@ class Hooks:
         loader_module = importlib.import_module("torch.utils.data.dataloader")
         job_settings.install(self.torch, loader_module)  # --set, and each DataLoader's site
         self.model_watch = job_settings.watch_model(self.torch)  # the model's calls, where asked
-        hook = self.optimizer_stepped
         compiler = getattr(self.torch, "compiler", None)
-        if compiler is not None and hasattr(compiler, "disable"):  # a compiled optimizer step calls it eagerly
-            hook = compiler.disable(hook)
-        self.handle = optimizer.register_optimizer_step_post_hook(hook)
+        eager = compiler.disable if compiler is not None and hasattr(compiler, "disable") else lambda f: f
+        # (a compiled optimizer step calls them eagerly)
+        self.handles = [optimizer.register_optimizer_step_pre_hook(hidden(eager(self.optimizer_starts)))]
+        self.handle = optimizer.register_optimizer_step_post_hook(hidden(eager(self.optimizer_stepped)))
         self.flops.install()
         self.signals.install(self.torch)
         self.comm.install()
         self.memory.connect(self.outbox.channel.send, self.phases, lambda: self.rank)
-        self._quiet_teardown()
+        install_excepthooks()  # after the memory's: the traceback it passes on is the job's own
+        wraps.wrap_backward(self.torch, self.backward_starts, self.backward_ends, self._quiet)
+        wraps.close_first(self.torch, self.window.close)
         os.register_at_fork(after_in_child=self._forked)
         self.loader.install(loader_module)
         atexit.register(self.close)
@@ -173,9 +186,11 @@ class Hooks:
             pass
         self.outbox.send({"k": wire.NOTE, "rank": self.rank, "text": f"the job's hooks are off: {why}"})
         self.memory.close()  # first and alone: a sampled step's saved-tensor hooks never left behind
+        self.counting.hand.off()
         try:
-            if self.handle is not None:
-                self.handle.remove()
+            for handle in [self.handle, *self.handles]:
+                if handle is not None:
+                    handle.remove()
             self.loader.uninstall()
             self.signals.uninstall()
             if self.syncs is not None:
@@ -201,35 +216,46 @@ class Hooks:
         if self.world > 1:  # the last thing before the interpreter finalizes (registered first)
             settle_threads()
 
-    def _quiet_teardown(self) -> None:
-        """``destroy_process_group`` closes a running profiler window first; backward's and DDP's own
-        host-device syncs, on threads torch prints their warnings from, are not counted."""
-        torch, hooks = self.torch, self
-        dist = getattr(torch, "distributed", None)
-        if dist is not None and dist.is_available() and hasattr(dist, "destroy_process_group"):
-            destroy = dist.destroy_process_group
+    def backward_starts(self, tensors: Any) -> None:
+        """A backward pass of the job's starts: a hand-updated step may end here; a one-off
+        measurement over its time is left."""
+        if not self.on:
+            return
+        try:
+            self.counting.backward_starts(tensors)
+            self.flops.backward_point(False)
+            self.memory.backward_point(False)
+        except Exception as exc:  # noqa: BLE001 - a failing hook must not end the job
+            self.off(f"{type(exc).__name__}: {exc}")
 
-            def destroy_process_group(*args: Any, **kwargs: Any) -> Any:
-                with contextlib.suppress(Exception):
-                    hooks.window.close()
-                return destroy(*args, **kwargs)
-
-            dist.destroy_process_group = destroy_process_group
-        for name in ("backward", "grad"):
-            original = getattr(torch.autograd, name)
-
-            def quietly(*args: Any, _original: Any = original, **kwargs: Any) -> Any:
-                with hooks._quiet():
-                    return _original(*args, **kwargs)
-
-            setattr(torch.autograd, name, quietly)
+    def backward_ends(self) -> None:
+        """A backward pass has filled the gradients: noted; a one-off measurement inside an
+        optimizer's closure stops after its first evaluation."""
+        if not self.on:
+            return
+        try:
+            closure = self.counting.backward_ends()
+            self.flops.backward_point(closure)
+            self.memory.backward_point(closure, ended=True)
+        except Exception as exc:  # noqa: BLE001
+            self.off(f"{type(exc).__name__}: {exc}")
 
     # -- the step --------------------------------------------------------------------------------
+    def optimizer_starts(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        """torch's global optimizer step pre-hook: what runs until its post-hook is the optimizer's."""
+        if not self.on:
+            return
+        try:
+            self.counting.optimizer_starts(args, kwargs)
+        except Exception as exc:  # noqa: BLE001 - a failing hook must not end the job
+            self.off(f"{type(exc).__name__}: {exc}")
+
     def optimizer_stepped(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         """torch's global optimizer step post-hook: a step of the tracked optimizer is the job's."""
         if not self.on:
             return
         try:
+            evaluations = self.counting.optimizer_ends()  # its closure's, inside it
             tracked = self.optimizer() if self.optimizer is not None else None
             self.memory.seen(optimizer)  # every optimizer the job steps: its memory is the job's too
             if optimizer is not tracked:
@@ -238,31 +264,48 @@ class Hooks:
                     return
                 self.optimizer = weakref.ref(optimizer)  # the first, or the one that steps alone now
             self.others = 0
-            self._step(optimizer)
+            self._step(optimizer, evaluations)
         except Exception as exc:  # noqa: BLE001 - a failing hook must not end the job
             self.off(f"{type(exc).__name__}: {exc}")
+
+    def _hand_step(self, leaves: Any) -> None:
+        """A hand-updated iteration ended (at the next backward pass's start): a step."""
+        self._step(leaves)
+
+    def tracked_step(self, samples: int, device: str) -> None:
+        """The job's own ``gpudash.track()`` step: the job's step where no optimizer steps."""
+        if not self.on:
+            return
+        try:
+            if self.counting.tracked(samples):
+                self._step(self.counting.leaves(device))
+        except Exception as exc:  # noqa: BLE001 - a failing hook must not end the job (nor its tracker)
+            self.off(f"{type(exc).__name__}: {exc}")
+
+    def _switched(self, counted: str, before: str) -> None:
+        """The job's steps are counted another way from its next step on: gpudash is told."""
+        if self.first_done:
+            said = {"k": wire.COUNTING, "rank": self.rank, "counted": counted, "before": before}
+            self.outbox.send({**said, "step": self.steps + 1})
 
     def _first(self, optimizer: Any) -> None:
         torch = self.torch
         self.first_done = True
+        self.flops.first_step()
         loader_settings = self.loader.first_step()  # the training loader's arguments, as the first step finds them
         self.outbox.worker = False  # (an mp.spawn rank: it steps)
         dist = getattr(torch, "distributed", None)
         if dist is not None and dist.is_available() and dist.is_initialized():  # mp.spawn sets no RANK
             self.rank, self.world = dist.get_rank(), dist.get_world_size()
-        device = "cpu"
-        for group in optimizer.param_groups:
-            for p in group["params"]:
-                device = str(p.device)
-                break
-            break
+        device = device_of(optimizer)
         self.device = device
         self.cuda = self.phases.cuda = device.startswith("cuda")
         if self.cuda:
             self.times.on_gpu(torch.cuda.current_stream(torch.device(device)))
         first: dict[str, Any] = {"k": wire.FIRST, "rank": self.rank, "pid": os.getpid(), "device": device}
         first["mono"] = time.monotonic()  # this process's clock now: gpudash places its times on its own
-        first["optimizer"] = type(optimizer).__name__
+        first["optimizer"] = type(optimizer).__name__ if self.counting.by == wire.BY_OPTIMIZER else ""
+        first["counted"] = self.counting.by
         first["world"] = self.world
         first["torch"] = torch.__version__
         model = job_settings.first_step(torch, self.model_watch, optimizer, device)  # autocast, compile
@@ -278,12 +321,15 @@ class Hooks:
             if os.environ.get(wire.SITES_ENV, "1") == "1":
                 self.syncs = SyncCount(torch, self.phases.waited)  # a wait: training
                 self.phases.syncs = self.outbox.syncs = self.syncs
+                wraps.quiet_grad(torch, self._quiet)
                 first["not_counted"] = self.syncs.not_counted
         if multiprocessing_child():
             self.outbox.send(self._hello())
         self.outbox.send(first)
 
-    def _step(self, optimizer: Any) -> None:
+    def _step(self, optimizer: Any, evaluations: int = 0) -> None:
+        """A step ends now: ``optimizer`` (or the leaves a hand update wrote) holds the parameters;
+        ``evaluations``: its closure's (0: none)."""
         if not self.first_done:
             self._first(optimizer)
         now = time.monotonic()
@@ -301,6 +347,9 @@ class Hooks:
             0.0,
         )
         loader.batches.clear()
+        if not samples and self.counting.by == wire.BY_TRACK:  # no DataLoader: what gpudash.track() was told
+            samples = self.counting.track_samples
+        self.counting.track_samples = 0
         train_s = self.phases.at_step(now, loader.last_iterator)
         self.signals.watch_compile()
         count = syncs.count if syncs else None
@@ -322,10 +371,21 @@ class Hooks:
                 outbox.flush()
         self.window.rank, self.window.cuda = self.rank, self.cuda
         self.slowed = self.window.at_step(self.steps) and not self.window.running  # it ended here
-        self.flops.at_step(self.device, self.rank)  # the count starts after gpudash's work
-        self.memory.at_step(self.steps, optimizer, self.device)
+        self._one_offs(record, optimizer, evaluations)
         if outbox.end_after is not None and self.steps >= outbox.end_after:
             self._end_here()
+
+    def _one_offs(self, record: list[Any], optimizer: Any, evaluations: int) -> None:
+        """The one-off measurements at this step's end: the memory's sampled step, and the FLOP count
+        (after gpudash's work, over a step with none of it, bounded by a step timed without it)."""
+        train_s = record[wire.TRAIN_S]
+        if train_s is not None and not record[wire.PROFILED]:
+            self.untraced_s = train_s
+        self.memory.at_step(self.steps, optimizer, self.device, self.untraced_s)
+        flops = self.flops
+        free = not (self.memory.capturing or self.window.running or self.slowed)  # the next step: no other work of ours
+        if flops.count is not None or (self.untraced_s is not None and free):
+            flops.at_step(self.device, self.rank, self.untraced_s, train_s, evaluations, self.steps)
 
     def _end_here(self) -> None:
         """gpudash ends its measuring run at this step: the records out, then a quiet exit."""
@@ -351,7 +411,17 @@ class Hooks:
 
     def _quiet(self) -> Any:
         """A block whose host-device syncs are gpudash's or torch's own: not counted, no warning printed."""
-        return self.syncs.quiet() if self.syncs is not None else contextlib.nullcontext()
+        syncs = self.syncs if self.on else None  # (hooks off: the counter closed, its mode the job's again)
+        return syncs.quiet() if syncs is not None else contextlib.nullcontext()
+
+
+def device_of(optimizer: Any) -> str:
+    """The device of the optimizer's (or the leaves') first parameter; the leaves' own, where none."""
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            return str(p.device)
+        break
+    return str(getattr(optimizer, "device", "cpu"))
 
 
 _HOOKS: list[Hooks] = []
@@ -366,3 +436,10 @@ def install() -> None:
     hooks = Hooks(torch)
     _HOOKS.append(hooks)
     hooks.install()
+
+
+def tracked_step(samples: int = 0, device: str = "cpu") -> None:
+    """``gpudash.track()``'s ``Tracker.step()`` in a job under gpudash: the job's own step
+    (``gpudash_job_wire.TRACKED_STEP``), for the hooks of this process."""
+    if _HOOKS:
+        _HOOKS[0].tracked_step(samples, device)

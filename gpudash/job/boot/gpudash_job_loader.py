@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 import gpudash_job_settings as job_settings  # type: ignore[import-not-found]  # beside this file
+from gpudash_job_frames import hidden  # type: ignore[import-not-found]  # beside this file
 
 FETCH_TIMES = "_gpudash_fetch_s"  # an iterator's [Dataset seconds, collation seconds] of its latest batch
 
@@ -50,7 +51,7 @@ def _timed(call: Any, seconds: list[float], slot: int) -> Any:
         finally:
             seconds[slot] += time.monotonic() - began
 
-    return timed
+    return hidden(timed)
 
 
 def _fetch_seconds(it: Any) -> tuple[float, float]:
@@ -86,7 +87,7 @@ class BatchWatch:
     def install(self, loader_module: Any) -> None:
         self.base = loader_module._BaseDataLoaderIter
         self.original = self.base.__next__
-        self.base.__next__ = self.wrap(self.original)
+        self.base.__next__ = hidden(self.wrap(self.original))
 
     def uninstall(self) -> None:
         self.on = False

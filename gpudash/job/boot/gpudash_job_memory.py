@@ -8,8 +8,12 @@ this file). Standard library and the job's own torch only.
   then every ``SAMPLE_EVERY`` steps), each storage once, parameters and their gradients left out:
   a ``saved_tensors_hooks`` pair from one step boundary to the next, whose pack hook notes the
   storage and hands the tensor back untouched. A step of several forward/backward passes
-  (gradient accumulation) counts its largest pass. Not in a job that compiles (``torch.compile``:
-  hooks there could make it compile again) — said so;
+  (gradient accumulation) counts its largest pass. Bounded: a step whose optimizer evaluates a
+  closure is counted over the closure's first evaluation (its forward and backward pass: LBFGS
+  evaluates it up to ``max_iter`` times a step, the same pass each time), and a count whose step
+  runs past ``BUDGET`` times its untraced time (and ``FLOOR_S`` more) gives up (not measured, said
+  so). Not in a job that
+  compiles (``torch.compile``: hooks there could make it compile again) — said so;
 - **the allocator** on CUDA: allocated, reserved and peak bytes (host-side counters, no sync), and
   the GPU's total; on the CPU the process's resident set (``/proc/self/statm``).
 
@@ -26,6 +30,7 @@ import re
 import sys
 import sysconfig
 import threading
+import time
 import warnings
 import weakref
 from collections.abc import Callable
@@ -44,6 +49,8 @@ SAMPLE_AT = 3  # the step whose saved tensors are counted first ...
 SAMPLE_EVERY = 500  # ... and again every this many steps
 LINE_MIN_BYTES = 64 << 10  # a saved tensor this large is put to the job's line that made it ...
 TOP_LINES = 5  # ... and this many lines holding the most are sent
+BUDGET = 2.0  # the sampled step may take this many times its untraced time; past it the count gives up ...
+FLOOR_S = 0.5  # ... unless that is less than this much of the job's time more
 
 
 class MemoryCount:
@@ -67,13 +74,16 @@ class MemoryCount:
         self.optimizers: weakref.WeakSet[Any] = weakref.WeakSet()  # every one the job steps (a GAN's two)
         self.drawn = 0  # batches the job's DataLoaders handed out so far ...
         self._drawn_at = 0  # ... when the sampled step began
+        self._kinds_of: Any = None  # a hand-updated job's leaves, to count at the next backward pass's end
 
     def seen(self, optimizer: Any) -> None:
         """An optimizer stepped (any of the job's: its memory is the job's too)."""
         with contextlib.suppress(TypeError):
             self.optimizers.add(optimizer)
 
-    def at_step(self, step: int, optimizer: Any, device: str) -> None:
+    def at_step(self, step: int, optimizer: Any, device: str, untraced_s: float | None = None) -> None:
+        """At a step's end: the sampled step's count closed, the kinds counted, the next step sampled
+        (bounded by ``untraced_s``, a step's time without gpudash's work) where it is due."""
         self.step, self.device = step, device
         capture, self._capture = self._capture, None
         if capture is not None:
@@ -86,11 +96,24 @@ class MemoryCount:
                 # forward/backward passes of separate batches (accumulation), not a GAN's several losses
                 drawn = self.drawn - self._drawn_at
                 self.lines, self.passes = capture.top_lines(), min(capture.passes, drawn or capture.passes)
-        if step == COUNT_AT or (step > COUNT_AT and step % COUNT_EVERY == 0):
-            self.kinds = count_kinds(optimizer, *(o for o in list(self.optimizers) if o is not optimizer))
+        if (step == COUNT_AT or (step > COUNT_AT and step % COUNT_EVERY == 0)) and _has_params(optimizer):
+            if getattr(optimizer, "by_hand", False):  # its step ends as a backward pass starts, its gradients
+                self._kinds_of = optimizer  # reset: counted once that pass has filled them
+            else:
+                self.kinds = count_kinds(optimizer, *(o for o in list(self.optimizers) if o is not optimizer))
         if step + 1 == SAMPLE_AT or (step + 1 > SAMPLE_AT and (step + 1) % SAMPLE_EVERY == 0):
-            self._sample(optimizer)
+            self._sample(optimizer, untraced_s)
         self.history.at_step(step, device)
+
+    def backward_point(self, closure_evaluated: bool, ended: bool = False) -> None:
+        """A backward pass of the job starts or ends (``ended``) inside the sampled step: the count
+        ends here where its time is up, or (``closure_evaluated``) it holds a closure's whole
+        evaluation. A hand-updated job's kinds are counted at a pass's end, its gradients filled."""
+        if ended and self._kinds_of is not None:
+            self.kinds, self._kinds_of = count_kinds(self._kinds_of), None
+        capture = self._capture
+        if capture is not None and not capture.closed and (closure_evaluated or capture.overran):
+            capture.close()  # read at the step's end
 
     @property
     def capturing(self) -> bool:
@@ -128,7 +151,7 @@ class MemoryCount:
             capture.close()
         self.history.close()
 
-    def _sample(self, optimizer: Any) -> None:
+    def _sample(self, optimizer: Any, untraced_s: float | None = None) -> None:
         if _compiling_job(self.torch):
             self.not_measured = "the job compiles its model (torch.compile): its saved tensors are not counted"
             return
@@ -141,6 +164,8 @@ class MemoryCount:
             return
         try:
             self._capture = _SavedTensors(self.torch, _storages(optimizer, *list(self.optimizers)))
+            if untraced_s:
+                self._capture.deadline = time.monotonic() + max(BUDGET * untraced_s, untraced_s + FLOOR_S)
             self._drawn_at = self.drawn
         except Exception as exc:  # noqa: BLE001 - told to gpudash; the job goes on
             self.not_measured = f"saved tensors not counted: {type(exc).__name__}: {exc}"
@@ -185,6 +210,9 @@ class _SavedTensors:
         self.unpacked = False  # a backward ran since the last pack: the next pack begins a new pass
         self.passes = 1  # forward/backward passes in the step (gradient accumulation: several)
         self.stopped = ""  # why the count stopped early (the job turned saved-tensor hooks off: torch.func)
+        self.deadline: float | None = None  # (monotonic) past it the count gives up: ``overran``
+        self.overran = False
+        self.closed = False
         self.sites = _live_sites()  # the job's line of a stack, as sync sites are found (None: not loaded)
         self.pass_lines: dict[str, int] = {}  # this pass's bytes by the job's line
         self.largest_lines: dict[str, int] = {}  # ... and the largest pass's
@@ -195,6 +223,10 @@ class _SavedTensors:
         self.graph.disable_saved_tensors_hooks = self._job_disables  # torch.func looks it up at each call
 
     def _pack(self, tensor: Any) -> Any:
+        if self.overran or (self.deadline is not None and time.monotonic() > self.deadline):
+            if not self.overran:
+                self.overran, self.stopped = True, f"the count gave up: its step ran past {BUDGET:g}× its untraced time"
+            return _detached(tensor)
         if self.unpacked:
             self._pass_ended()
             self.seen, self.current, self.unpacked, self.pass_lines = set(), 0, False, {}
@@ -214,10 +246,7 @@ class _SavedTensors:
                     self.pass_lines[where] = self.pass_lines.get(where, 0) + size
         except Exception:  # noqa: BLE001 - a tensor without a plain storage (a subclass): not counted
             pass
-        try:  # the tensor itself would close a loop through an op that saves its own output (relu, exp,
-            return tensor.detach()  # softmax): a graph never backpropagated would never be freed
-        except Exception:  # noqa: BLE001 - as it came
-            return tensor
+        return _detached(tensor)
 
     def _unpack(self, tensor: Any) -> Any:
         self.unpacked = True
@@ -242,6 +271,7 @@ class _SavedTensors:
 
     def close(self) -> None:
         """Popped where still on top (a job's own hooks' exit may have popped it already)."""
+        self.closed = True
         self._pass_ended()
         if getattr(self.graph, "disable_saved_tensors_hooks", None) == self._job_disables:
             self.graph.disable_saved_tensors_hooks = self.disable
@@ -251,6 +281,20 @@ class _SavedTensors:
                 self.autograd._pop_saved_tensors_default_hooks()
         except Exception:  # noqa: BLE001 - nothing to undo
             pass
+
+
+def _detached(tensor: Any) -> Any:
+    """What a pack hook hands back: the tensor itself would close a loop through an op that saves
+    its own output (relu, exp, softmax), and a graph never backpropagated would never be freed."""
+    try:
+        return tensor.detach()
+    except Exception:  # noqa: BLE001 - as it came
+        return tensor
+
+
+def _has_params(optimizer: Any) -> bool:
+    """The optimizer (or the leaves a job's backward passes fill) holds parameters."""
+    return any(group["params"] for group in optimizer.param_groups)
 
 
 def _live_sites() -> Any:

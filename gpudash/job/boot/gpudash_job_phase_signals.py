@@ -16,6 +16,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from gpudash_job_frames import hidden  # type: ignore[import-not-found]  # beside this file
 from gpudash_job_phases import CHECKPOINT, COMPILE  # type: ignore[import-not-found]  # beside this file
 
 SAVES = {  # module -> its functions that write a checkpoint
@@ -55,7 +56,7 @@ class PhaseSignals:
                 if signals.mode_depth == 0:
                     phases.mode(bool(mode))
 
-        module_cls.train = train
+        module_cls.train = hidden(train)
         inference = torch.inference_mode
         enter, exit_ = inference.__enter__, inference.__exit__
 
@@ -67,7 +68,7 @@ class PhaseSignals:
             phases.inference(False)
             return exit_(ctx, *exc)
 
-        inference.__enter__, inference.__exit__ = inference_enter, inference_exit
+        inference.__enter__, inference.__exit__ = hidden(inference_enter), hidden(inference_exit)
         self._originals += [(module_cls, "train", original_train), (inference, "__enter__", enter)]
         self._originals.append((inference, "__exit__", exit_))
         phases.watch_forwards(torch)
@@ -116,7 +117,7 @@ class PhaseSignals:
             original = getattr(module, name, None)
             if original is None or id(original) in self.wrapped:
                 continue
-            wrapped = self._timed_save(original)
+            wrapped = hidden(self._timed_save(original))
             self.wrapped.add(id(wrapped))
             setattr(module, name, wrapped)
             self._originals.append((module, name, original))
@@ -163,5 +164,5 @@ def note_compile(torch: Any, note: Callable[[], None]) -> Any:
         note()
         return original(*args, **kwargs)
 
-    torch.compile = compile
+    torch.compile = hidden(compile)
     return original

@@ -30,6 +30,8 @@ import sys
 import weakref
 from typing import Any
 
+from gpudash_job_frames import hidden  # type: ignore[import-not-found]  # beside this file
+
 SET_ENV, SITE_ENV = "GPUDASH_JOB_SET", "GPUDASH_JOB_SET_SITE"
 WATCH_ENV = "GPUDASH_JOB_WATCH_MODEL"
 MODEL_KEYS = ("autocast", "compile")  # applied to the model the optimizer steps, at the first step
@@ -101,7 +103,7 @@ def install(torch: Any, loader_module: Any) -> None:
             pass
         return it
 
-    cls.__init__, cls.__iter__ = __init__, __iter__
+    cls.__init__, cls.__iter__ = hidden(__init__), hidden(__iter__)
 
 
 def _applicable(settings: dict[str, Any], given: dict[str, Any]) -> dict[str, Any]:
@@ -134,7 +136,7 @@ def _keep_optimizer_sites(torch: Any) -> None:
         init(self, *args, **kwargs)
         self.__dict__.setdefault("gpudash_site", site)
 
-    cls.__init__ = __init__
+    cls.__init__ = hidden(__init__)
 
 
 class ModelWatch:
@@ -146,8 +148,8 @@ class ModelWatch:
         self.calls: list[tuple[Any, str, str, bool, bool]] = []
         hooks = torch.nn.modules.module
         self.handles = [
-            hooks.register_module_forward_pre_hook(self._enter),
-            hooks.register_module_forward_hook(self._leave),
+            hooks.register_module_forward_pre_hook(hidden(self._enter)),
+            hooks.register_module_forward_hook(hidden(self._leave)),
         ]
 
     def _enter(self, module: Any, _args: Any) -> None:
@@ -295,4 +297,4 @@ def _autocast_forward(torch: Any, forward: Any, kind: str) -> Any:
             out = forward(*args, **kwargs)
         return widened(out)
 
-    return autocast_forward
+    return hidden(autocast_forward)

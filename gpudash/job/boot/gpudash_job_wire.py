@@ -20,7 +20,8 @@ TORCH_TIMING_ENV = "TORCH_NCCL_ENABLE_TIMING"  # set where the job has not: NCCL
 PROC = "proc"  # a process of the job, as it starts (its process group)
 HELLO = "hello"  # a process that imported torch: its rank, node, host, socket
 WORKER = "worker"  # a DataLoader worker (or a spawned process before it steps)
-FIRST = "first"  # a rank's first optimizer step: its device, optimizer, settings
+FIRST = "first"  # a rank's first step: its device, optimizer, settings, how its steps are counted (``"counted"``)
+COUNTING = "counting"  # the steps are counted another way from step ``"step"`` on (``"counted"``; ``"before"``)
 STEPS = "steps"  # step records (``RECORD_FIELDS``), ``"s"``: a list of them
 SITES = "sites"  # the sync sites' table
 TRACE = "trace"  # a profiler window's trace written (or why not); also gpudash's request for one
@@ -31,6 +32,13 @@ MEMPEAK = "mempeak"  # the allocator's history of a few steps dumped (or why not
 MEM = "mem"  # what the memory holds by kind (parameters, gradients, optimizer state, activations), the allocator
 PHASE = "phase"  # an evaluation, a checkpoint, a compile between steps
 STACKS = "stacks"  # each thread's stack; also gpudash's request for them
+
+# -- how a job's steps are counted (``FIRST``'s and ``COUNTING``'s ``"counted"``) -----------------------------
+BY_OPTIMIZER = "optimizer"  # its optimizer's steps (torch.optim)
+BY_BACKWARD = "backward"  # its backward passes, each followed by the parameters changing in place (by hand)
+BY_TRACK = "track"  # its own gpudash.track() steps
+HOOKS_MODULE = "gpudash_job_hooks"  # the hooks' module in the job's process (``sys.modules``) ...
+TRACKED_STEP = "tracked_step"  # ... and its function gpudash.track()'s ``step()`` calls: (samples, device)
 
 # -- what gpudash asks of them -------------------------------------------------------------------------
 END = "end"  # end the job after step ``"after"`` (a quiet exit at that step's boundary)

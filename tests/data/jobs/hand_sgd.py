@@ -4,8 +4,10 @@ the parameters updated by hand (``p.data.add_(p.grad, alpha=-lr)``, or with ``--
 ``torch.no_grad()``). With ``--test-pass``, after the last step: a validation pass, the model saved,
 loaded back, and tested, as word_language_model does (its seconds said). With ``--optimizer`` it
 steps ``torch.optim.SGD`` instead of updating by hand. With ``--interrupt-at N``, the job sends
-itself SIGINT inside step N's ``backward()`` (a user's Ctrl-C). Its last line: its own count and
-rate of training iterations."""
+itself SIGINT inside step N's ``backward()`` (a user's Ctrl-C). With ``--accumulate K``, K
+micro-batches' backward passes a step (gradient accumulation by hand); with ``--no-update``, no
+update at all (backward passes only: no training); with ``--track PATH``, each iteration marked by
+``gpudash.track(PATH)``'s ``step()``. Its last line: its own count and rate of training iterations."""
 
 from __future__ import annotations
 
@@ -30,6 +32,9 @@ def parse() -> argparse.Namespace:
     p.add_argument("--test-batches", type=int, default=400, help="batches of each pass after training")
     p.add_argument("--interrupt-at", type=int, default=0, help="SIGINT to itself inside this step's backward")
     p.add_argument("--optimizer", action="store_true", help="update with torch.optim.SGD instead of by hand")
+    p.add_argument("--accumulate", type=int, default=1, help="micro-batches (backward passes) a step")
+    p.add_argument("--no-update", action="store_true", help="backward passes, the parameters never updated")
+    p.add_argument("--track", default="", help="mark each iteration with gpudash.track(PATH).step()")
     return p.parse_args()
 
 
@@ -62,17 +67,27 @@ def main() -> None:
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(64, args.hidden), nn.Tanh(), nn.Linear(args.hidden, 1))
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr) if args.optimizer else None
+    tracker = None
+    if args.track:
+        import gpudash
+
+        tracker = gpudash.track(args.track, label="hand_sgd")
     start = time.perf_counter()
     for step in range(1, args.steps + 1):
         model.train()
-        x = torch.randn(args.batch, 64)
         model.zero_grad()
-        out = model(x)
-        if step == args.interrupt_at:
-            out = Interrupting.apply(out)
-        loss = nn.functional.mse_loss(out, x.sum(1, keepdim=True))
-        loss.backward()
+        for _ in range(args.accumulate):
+            x = torch.randn(args.batch, 64)
+            out = model(x)
+            if step == args.interrupt_at:
+                out = Interrupting.apply(out)
+            loss = nn.functional.mse_loss(out, x.sum(1, keepdim=True))
+            loss.backward()
         nn.utils.clip_grad_norm_(model.parameters(), 0.25)
+        if tracker is not None:
+            tracker.step(samples=args.batch * args.accumulate)
+        if args.no_update:
+            continue
         if optimizer is not None:
             optimizer.step()
         elif args.no_grad:
@@ -85,6 +100,8 @@ def main() -> None:
                 if p.grad is not None:
                     p.data.add_(p.grad, alpha=-args.lr)
     took = time.perf_counter() - start
+    if tracker is not None:
+        tracker.close()
     if args.test_pass:
         began = time.perf_counter()
         print(f"valid loss {evaluate(model, args.test_batches, args.batch):.4f}", flush=True)

@@ -2,8 +2,8 @@
 waves, ``optimizer.step(closure)`` whose closure zeroes the gradients, runs the forward and
 ``loss.backward()`` and returns the loss; LBFGS evaluates the closure up to ``max_iter`` times a
 step, so a step takes seconds; with ``--long-at N --long-x K`` step N runs on sequences K times
-longer (a step that computes K times as long). Its last line: its own count of steps, the seconds
-they took and its rate."""
+longer (a step that computes K times as long). Each step's line says its seconds; its last line: its
+own count of steps, the seconds they took and its rate."""
 
 from __future__ import annotations
 
@@ -72,8 +72,9 @@ def main() -> None:
             return loss
 
         loss = optimizer.step(closure)
-        took += time.perf_counter() - began
-        print(f"step {step} loss {loss.item():.6f}", flush=True)
+        step_s = time.perf_counter() - began
+        took += step_s
+        print(f"step {step} loss {loss.item():.6f} took {step_s:.3f} s", flush=True)
     print(f"lbfgs_closure: {args.steps} steps in {took:.3f} s: {args.steps / took:.4f} steps/s", flush=True)
 
 
