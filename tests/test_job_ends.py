@@ -1,8 +1,8 @@
 """How a job's run ends (issue 73): what it does after its last step is classified like anything
 else — its test pass an evaluation, its save a checkpoint however quick, teardown only from the last
 of those to the exit — and a Ctrl-C that comes to gpudash is the job's: passed on at once, said so,
-what was recorded kept. ``tests/data/jobs/hand_sgd.py`` through ``gpudash record``, in its
-``--optimizer`` mode (``torch.optim.SGD``); its hand-updated mode once such steps are counted."""
+what was recorded kept. ``tests/data/jobs/hand_sgd.py`` through ``gpudash record``, its test pass in both its
+``--optimizer`` mode (``torch.optim.SGD``) and its hand-updated one."""
 
 from __future__ import annotations
 
@@ -35,15 +35,16 @@ def _rows(path: Path) -> list[dict[str, str]]:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("update", [("--optimizer",), ()], ids=["torch.optim", "by-hand"])
 def test_a_test_pass_after_the_last_step_is_evaluation_its_save_a_checkpoint_and_teardown_the_rest(
-    tmp_path: Path,
+    tmp_path: Path, update: tuple[str, ...]
 ) -> None:
     """Validation, a save (a few ms), a reload and a test after the last step, as word_language_model
     does: ``evaluation`` and ``checkpoint``, within the job's own time for them; teardown only the
     job's exit after its last line (under 1 s on an idle machine; Python's exit with torch loaded takes
     up to 2 s on this loaded 2-core one, bare as under gpudash: timed here from outside)."""
     out = tmp_path / "r.csv"
-    job = (sys.executable, HAND_SGD, "--optimizer", "--steps", "1500", "--test-pass", "--test-batches", "3000")
+    job = (sys.executable, HAND_SGD, *update, "--steps", "1500", "--test-pass", "--test-batches", "3000")
     proc = subprocess.Popen(
         [*GPUDASH, "record", str(out), "--", *job],
         env={**os.environ, **ONE_THREAD},
