@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from tests import printed
 from tests.helpers import once_per_session
 from tests.test_job import JOBS, gpudash
 
@@ -78,6 +79,8 @@ def test_a_job_that_updates_its_parameters_by_hand_is_recorded_at_its_own_rate(
     rate = float(summary["steps_per_s"])
     assert rate == pytest.approx(float(own[2]), rel=0.05)  # its own figure, within 5%
     assert summary["ci_low"] and float(summary["ci_low"]) < rate < float(summary["ci_high"])
+    line = printed.summary(summary["event_message"])  # the summary says how its steps were counted
+    assert line is not None and BY_HAND in line.others, summary["event_message"]
     samples = [r for r in _rows(out) if r["row_kind"] == "sample"]
     assert int(samples[-1]["steps"]) == int(own[1]) - 1  # each iteration ends at the next one's backward pass
     assert _said(out, "steps") == [BY_HAND]

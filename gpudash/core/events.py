@@ -52,6 +52,7 @@ MEMORY_PEAK = "memory_peak"  # the ``what`` of a MemoryPeak's answer
 STARTUP, EVALUATION, CHECKPOINT, COMPILE, TEARDOWN = "startup", "evaluation", "checkpoint", "compile", "teardown"
 STALLED_PHASE, SUSPENDED, OTHER = "stalled", "suspended", "other"
 TRAINING = "training"
+OPTIMIZER_STEPS = "optimizer steps"  # how a job's steps are counted when it steps torch.optim (the usual way)
 PHASES = (STARTUP, TRAINING, EVALUATION, CHECKPOINT, COMPILE, STALLED_PHASE, SUSPENDED, TEARDOWN, OTHER)
 GOODPUT = "phases"
 WORLD = "world"  # the ``what`` of the event saying which part of a torchrun run (its id, node, ranks) gpudash sees

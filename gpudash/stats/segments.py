@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
+from gpudash.core.events import OPTIMIZER_STEPS
 from gpudash.core.metrics import Better, metric
 from gpudash.core.protocol import Event, EventKind, GpuSample, Sample
 from gpudash.core.running import ConfigKey
@@ -48,6 +49,7 @@ class Segment:
     start_steps: int = 0  # the run's steps before the segment's first window
     warmup_steps: int = 0  # a job's steps left out as warm-up ...
     counted_steps: int = 0  # ... and those its figures are over
+    steps_counted: str = ""  # a job's: how its steps are counted ("backward passes …"; "": optimizer steps)
 
     @property
     def label(self) -> str:
@@ -107,9 +109,12 @@ class Segment:
         if e is None:
             return f"– (no step after the warm-up; {warmup})"
         noisy = f"; {note}" if (note := self.noise.note()) else ""
+        counted = f"; steps: {self.steps_counted}" if self.steps_counted else ""  # not the optimizer's
         if not e.has_interval:
-            return f"{plain(e.mean)} (over {self.counted_steps} steps, too few for an interval; {warmup}{noisy})"
-        return f"{plain_pm(e.mean, e.half_width)} (95% CI over {self.counted_steps} steps; {warmup}{noisy})"
+            return (
+                f"{plain(e.mean)} (over {self.counted_steps} steps, too few for an interval; {warmup}{counted}{noisy})"
+            )
+        return f"{plain_pm(e.mean, e.half_width)} (95% CI over {self.counted_steps} steps; {warmup}{counted}{noisy})"
 
 
 def incomparable(prev: ConfigKey, cur: ConfigKey, key: str) -> str | None:
@@ -145,6 +150,7 @@ class SegmentTracker:
         self._warmup_next = True
         self._settle_from = 0.0  # start of the current settling window (a change or a resume)
         self.away = False  # a job's phase other than training is under way: its NVML ticks are not training's
+        self.steps_counted = ""  # a job's steps, where not optimizer steps: how they are counted (its started event)
         self._steps = 0  # the run's steps at the latest sample
 
     @property
@@ -169,6 +175,7 @@ class SegmentTracker:
         if seg is None or self._new_segment or seg.key != key:
             ended = seg
             seg = Segment(key=key, start_s=t - s.interval_s, end_s=t, job=job, start_steps=self._steps)
+            seg.steps_counted = self.steps_counted
             self.segments.append(seg)
             self._new_segment = False
             self._warmup_next = True
@@ -209,6 +216,8 @@ class SegmentTracker:
             self._new_segment = True
             if e.kind == EventKind.STARTED:
                 self.paused = False
+                counted = e.details.get("steps", "")  # a job's: how its steps are counted
+                self.steps_counted = "" if counted in ("", OPTIMIZER_STEPS) else counted
         elif e.kind == EventKind.PAUSED:
             self.paused = True
         elif e.kind == EventKind.RESUMED:
