@@ -116,6 +116,15 @@ def _session(no_hello_s: float, no_step_s: float, *job: str) -> JobSession:
     return session
 
 
+def _started_notes(session: JobSession) -> list[str]:
+    """Start ``session``, read its error notes (``_notes``), stop it."""
+    session.start()
+    try:
+        return _notes(session)
+    finally:
+        session.stop()
+
+
 def _notes(session: JobSession, settle_s: float = 1.5, wait_s: float = 120.0) -> list[str]:
     """The session's error notes: polled until the first one comes (up to ``wait_s``), then ``settle_s``
     more for any other (or a repeat); or until the job ends."""
@@ -133,11 +142,7 @@ def _notes(session: JobSession, settle_s: float = 1.5, wait_s: float = 120.0) ->
 def test_a_job_whose_python_skips_sitecustomize_gets_one_line_saying_so() -> None:
     """No torch in it: with ``-I`` nothing of gpudash's runs in the job whether it imports torch or not."""
     session = _session(2.0, 60.0, sys.executable, "-I", "-c", "import time; time.sleep(60)")
-    session.start()
-    try:
-        notes = _notes(session)
-    finally:
-        session.stop()
+    notes = _started_notes(session)
     assert notes == [
         "no word from the job after 2 s: it has not imported torch yet, or its Python skips "
         "sitecustomize (python -I, -E or -S)"
@@ -149,11 +154,7 @@ def test_a_job_that_never_steps_gets_a_note_that_says_how_to_mark_its_steps() ->
     """The note comes at its time after the start, once the job's hooks have said hello (however long
     its torch import takes), and says how to mark its steps (issue 73)."""
     session = _session(120.0, 1.0, sys.executable, "-c", "import time, torch; time.sleep(120)")
-    session.start()
-    try:
-        notes = _notes(session)
-    finally:
-        session.stop()
+    notes = _started_notes(session)
     assert notes == [
         "no step seen yet (no torch.optim step, no backward pass followed by its parameters changing, no "
         "gpudash.track() step): to mark its steps, call tracker.step() after each, with "

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from gpudash.recording.headless_report import ROW_NAMES
 from tests.printed.figures import NUMBER, number
 
 
@@ -77,15 +78,8 @@ class Done:
     kinds: dict[str, int] = field(default_factory=dict, compare=False)  # the CSV's row_kind -> rows of it
 
 
-ROW_WORDS = {  # what the line calls each row_kind's rows (gpudash.recording.headless_report.ROW_NAMES)
-    "throughput window": "sample",
-    "rank's window": "rank",
-    "ranks' windows": "rank",
-    "GPU reading": "gpu",
-    "event": "event",
-    "summary": "summary",
-    "summaries": "summary",
-}
+# what the line calls each row_kind's rows, one and several: gpudash's own words, read backwards
+ROW_WORDS = {word: kind for kind, words in ROW_NAMES.items() for word in words}
 _DONE = re.compile(r"^(?:gpudash: )?(?P<status>.+): (?P<rows>\d+) rows(?: in (?P<path>.+?))? \((?P<held>[^()]*)\)$")
 _HELD = re.compile(r"(\d+) ([^,]+)")
 
@@ -97,7 +91,7 @@ def done_line(line: str) -> Done | None:
     kinds: dict[str, int] = {}
     for count, words in _HELD.findall(m["held"]):
         words = words.strip()
-        kind = ROW_WORDS.get(words) or ROW_WORDS.get(words.rstrip("s"))
+        kind = ROW_WORDS.get(words)
         if kind is not None:
             kinds[kind] = kinds.get(kind, 0) + int(count)
     return Done(m["status"], kinds.get("sample", 0), int(m["rows"]), m["path"], kinds)

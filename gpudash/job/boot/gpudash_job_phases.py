@@ -372,11 +372,7 @@ class Phases:
 
     def _untail(self) -> None:
         tail, self.tail = self.tail, None
-        if tail is not None:
-            try:
-                tail.remove()
-            except Exception:  # noqa: BLE001, S110 - removed already (another thread)
-                pass
+        remove_hook(tail)
 
     def _tail_forward(self, module: Any, _args: Any, _output: Any) -> None:
         """A module call's end while an evaluation may be under way: the evaluation's latest
@@ -400,11 +396,7 @@ class Phases:
 
     def _disarm(self) -> None:
         watch, self.watch = self.watch, None
-        if watch is not None:
-            try:
-                watch.remove()
-            except Exception:  # noqa: BLE001, S110 - removed already (another thread)
-                pass
+        remove_hook(watch)
 
     def _forward(self, module: Any, _args: Any) -> None:
         """The first module call since the watch was armed: a training mark where the module is in
@@ -431,3 +423,12 @@ def _measure(intervals: list[tuple[float, float]]) -> float:
             total += end - max(start, reach)
             reach = end
     return total
+
+
+def remove_hook(handle: Any) -> None:
+    """Remove a global module hook's ``handle`` (None: none), quietly where another thread did first."""
+    if handle is not None:
+        try:
+            handle.remove()
+        except Exception:  # noqa: BLE001, S110 - removed already (another thread)
+            pass
