@@ -22,10 +22,76 @@ def test_a_step_waits_as_long_as_its_longest_collective_not_their_sum() -> None:
 
 
 def test_a_cpu_collective_still_running_at_the_step_counts_in_the_step_it_completes() -> None:
-    comms = boot_module("gpudash_job_comm").CommTimes(torch, contextlib.nullcontext)
-    entry: list[object] = [1.000, object(), False, None]  # entered; its future not completed yet
+    module = boot_module("gpudash_job_comm")
+    comms = module.CommTimes(torch, contextlib.nullcontext)
+    entry = module.Pending(1.000, object(), False)  # entered; its future not completed yet
     comms.open.append(entry)
     comms.seen = True
     assert comms.at_step() == 0.0 and comms.open == [entry]
-    entry[3] = 1.012  # completed on the backend's thread
+    entry.completed = 1.012  # completed on the backend's thread
     assert abs((comms.at_step() or 0.0) - 12.0) < 1e-9 and comms.open == []
+
+
+class FakeEvent:
+    """A CUDA event at a time on the device's clock (ms), done or not: what the hooks read of one."""
+
+    def __init__(self, at_ms: float, done: bool = True) -> None:
+        self.at_ms, self.done = at_ms, done
+
+    def query(self) -> bool:
+        return self.done
+
+    def elapsed_time(self, other: FakeEvent) -> float:
+        return other.at_ms - self.at_ms
+
+
+class FakeWork:
+    """An NCCL work as torch times it: from when its process group's stream took it up to its end."""
+
+    def __init__(self, started_ms: float, ended_ms: float, done: bool = True) -> None:
+        self.started_ms, self.ended_ms, self.done = started_ms, ended_ms, done
+
+    def is_completed(self) -> bool:
+        return self.done
+
+    def _get_duration(self) -> float:
+        return self.ended_ms - self.started_ms
+
+
+def test_nccl_buckets_queued_behind_each_other_read_the_wait_from_their_ranks_arrival() -> None:
+    """A rank ahead of the other: its four buckets arrive at 0, 1, 2 and 3 ms, the other rank's at 25,
+    29, 33 and 37 ms, and each takes 0.1 ms once both are there. NCCL's own timing of a later bucket
+    starts when the stream is free of the one before, so it reads 4 ms for each; from the rank's
+    arrival, the last bucket — the one that holds its step — waited 34.1 ms."""
+    module = boot_module("gpudash_job_comm")
+    comms = module.CommTimes(torch, contextlib.nullcontext)
+    ends = [25.1, 29.1, 33.1, 37.1]  # the other rank's buckets come 4 ms apart from 25 ms on
+    starts = [0.0, *ends[:-1]]  # each taken up once the one before has ended
+    for i, (start, end) in enumerate(zip(starts, ends, strict=True)):
+        comms._entered(module.Pending(0.0, FakeWork(start, end), True, FakeEvent(1.0 * i)))
+    assert abs(max(e - s for s, e in zip(starts, ends, strict=True)) - 25.1) < 1e-9  # NCCL's own figures alone
+    assert abs((comms.at_step() or 0.0) - 34.1) < 1e-9
+
+
+def test_the_rank_the_others_wait_for_reads_only_the_transfer_and_a_late_one_waits_its_turn() -> None:
+    module = boot_module("gpudash_job_comm")
+    comms = module.CommTimes(torch, contextlib.nullcontext)
+    late = FakeWork(10.0, 10.2, done=False)
+    comms._entered(module.Pending(0.0, FakeWork(0.0, 0.1), True, FakeEvent(0.0)))
+    comms._entered(module.Pending(0.0, late, True, FakeEvent(10.0)))
+    comms._entered(module.Pending(0.0, FakeWork(10.2, 10.3), True, FakeEvent(10.1)))  # queued behind it
+    assert abs((comms.at_step() or 0.0) - 0.1) < 1e-9 and len(comms.open) == 2  # the group's order kept
+    late.done = True
+    assert abs((comms.at_step() or 0.0) - 0.2) < 1e-9  # 10.1 → 10.3: 0.1 left of the one before, its own 0.1
+
+
+def test_ddps_buffer_broadcast_is_timed_by_the_events_around_it() -> None:
+    """The broadcast at each forward runs in C++ and the calling stream waits for it: the events on
+    that stream before and after the call give the rank's wait for the lead rank there."""
+    module = boot_module("gpudash_job_comm")
+    comms = module.CommTimes(torch, contextlib.nullcontext)
+    end = FakeEvent(24.0, done=False)
+    comms._entered(module.Pending(0.0, None, True, FakeEvent(0.0), end))
+    assert comms.at_step() == 0.0
+    end.done = True
+    assert comms.at_step() == 24.0

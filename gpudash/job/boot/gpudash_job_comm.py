@@ -2,16 +2,25 @@
 Standard library and the job's own torch only.
 
 For every collective the job's process starts through ``torch.distributed`` (FSDP's all-gathers and
-reduce-scatters, the job's own calls) and every DDP gradient bucket, the time it was entered and the
-time it completed: a CPU collective (gloo) by the host's clock — entered at the call, completed at
-its future's completion; a CUDA one (NCCL) by the work's own CUDA events (``TORCH_NCCL_ENABLE_TIMING``,
-which gpudash sets for a job that has not): from when its stream reached it — the rank's own work
-done — to its end. At each step, ``at_step()`` gives the longest of the collectives completed since
-the last step: a rank that waits for a slower one has its collective outstanding the longer, and
-its step less that time is its own work. The longest, not their sum: DDP's buckets wait for the
-slower rank one after another while the rank's own backward goes on beside them — only the last
-wait holds its step, and the longest is the one where the slower rank fell furthest behind (the
-sum counted every bucket's wait, and made a rank a few ms ahead of another look 4× faster).
+reduce-scatters, the job's own calls), every DDP gradient bucket and DDP's broadcast of its buffers
+at each forward, the time from the rank's *arrival* — its own work up to the call done — to the
+collective's end: a rank that waits for a slower one has its collective outstanding the longer. A
+CPU collective (gloo) by the host's clock — entered at the call, completed at its future's
+completion. A CUDA one (NCCL) by CUDA events: its arrival is an event on the calling stream at the
+call; its end, the work's own timing (``TORCH_NCCL_ENABLE_TIMING``, which gpudash sets for a job that
+has not) — which starts only once the process group's NCCL stream is free, so a collective queued
+behind the one before reads only the time since that one ended. The arrival events put it back:
+a collective's time from its arrival is its own duration plus what was left of the one before
+when it arrived (``lag = duration + max(0, lag_before - gap between the arrivals)``). DDP's buffer
+broadcast runs in C++ and makes the calling stream wait for it: it is timed by a pair of events on
+that stream around the call. Without the broadcast the lead rank's lateness was not seen: the other
+ranks wait for it there, at the forward, and not in the gradients' all-reduce.
+
+At each step, ``at_step()`` gives the longest of the collectives completed since the last step:
+its step less that time is the rank's own work. The longest, not their sum: DDP's buckets wait for
+the slower rank one after another while the rank's own backward goes on beside them — only the
+last wait holds its step, and the longest is the one where the slower rank fell furthest behind
+(the sum counted every bucket's wait, and made a rank a few ms ahead of another look 4× faster).
 
 DDP reduces its buckets in C++, out of Python's sight: a model wrapped in
 ``DistributedDataParallel`` gets, at its first forward, DDP's own reference hook
@@ -21,7 +30,8 @@ they go through ``torch.distributed``. The DDP arguments that set its speed (buc
 ``gradient_as_bucket_view``, ``static_graph``, ``find_unused_parameters``) are read there too, for
 the diagnosis' remedies.
 
-Never inside a compiled region (``torch.compiler.is_compiling``): there the call is the job's alone.
+Never inside a compiled region (``torch.compiler.is_compiling``) nor a CUDA graph's capture: there
+the call is the job's alone.
 """
 
 from __future__ import annotations
@@ -55,6 +65,18 @@ KINDS = {
 MAX_OPEN = 4096  # collectives not yet completed kept (a job that never steps: the oldest dropped)
 
 
+class Pending:
+    """One collective not yet read: when it was entered (monotonic), its work, whether on CUDA, when
+    it completed (a CPU one, set on the backend's thread), its arrival and end events (CUDA), and its
+    process group (CUDA collectives of one group run one after another)."""
+
+    __slots__ = ("entered", "work", "cuda", "completed", "arrival", "end", "group")
+
+    def __init__(self, entered: float, work: Any, cuda: bool, arrival: Any = None, end: Any = None, group: Any = None):
+        self.entered, self.work, self.cuda, self.completed = entered, work, cuda, None
+        self.arrival, self.end, self.group = arrival, end, group
+
+
 class CommTimes:
     """Collectives entered and completed, per step; ``install()`` once torch is imported."""
 
@@ -62,7 +84,8 @@ class CommTimes:
         self.torch = torch
         self.quiet = quiet  # a block whose host-device syncs are torch.distributed's, not the job's
         self.lock = threading.Lock()
-        self.open: list[list[Any]] = []  # [entered (monotonic), work, CUDA, completed or None]
+        self.open: list[Pending] = []  # in the order they were called
+        self.last: dict[int, tuple[Any, float]] = {}  # by process group: the last read CUDA one's (arrival, ms)
         self.longest_ms = 0.0  # the longest collective completed since the last step
         self.seen = False  # any collective at all: the job is distributed
         self.settings = ""  # the DDP model's arguments ("ddp_bucket_cap_mb=25.0,…")
@@ -80,13 +103,16 @@ class CommTimes:
                 self._originals[name] = original
                 setattr(dist, name, self._timed(original))
         ddp = self.torch.nn.parallel.DistributedDataParallel
-        for name in ("_pre_forward", "_post_forward", "register_comm_hook", "_register_builtin_comm_hook"):
+        names = ("_pre_forward", "_post_forward", "register_comm_hook", "_register_builtin_comm_hook")
+        for name in (*names, "_distributed_broadcast_coalesced"):
             if hasattr(ddp, name):
                 self._originals["ddp." + name] = getattr(ddp, name)
         if hasattr(ddp, "_pre_forward"):
             ddp._pre_forward = self._ddp_pre_forward(ddp._pre_forward)
         if hasattr(ddp, "_post_forward"):
             ddp._post_forward = self._quietly(ddp._post_forward)
+        if hasattr(ddp, "_distributed_broadcast_coalesced"):
+            ddp._distributed_broadcast_coalesced = self._ddp_broadcast(ddp._distributed_broadcast_coalesced)
         for name in ("register_comm_hook", "_register_builtin_comm_hook"):
             if hasattr(ddp, name):
                 setattr(ddp, name, self._users_hook(getattr(ddp, name)))
@@ -115,25 +141,40 @@ class CommTimes:
             if cuda and not asked_async and "async_op" in _parameters_of(original):
                 kwargs["async_op"] = True  # its work, to time; then waited as the call itself would
             entered = time.monotonic()
+            arrival = comms._event(args, kwargs) if cuda else None
             with comms.quiet():
                 work = original(*args, **kwargs)
                 if cuda and not asked_async and work is not None and kwargs.get("async_op"):
-                    comms._entered(entered, work, cuda)
+                    comms._entered(Pending(entered, work, cuda, arrival, group=_group(args, kwargs)))
                     work.wait()  # exactly what the call does without async_op
                     return None
             if work is None or not asked_async:
                 comms._interval(entered, time.monotonic())
             else:
-                comms._entered(entered, work, cuda)
+                comms._entered(Pending(entered, work, cuda, arrival, group=_group(args, kwargs)))
             return work
 
         return hidden(timed)
 
-    def _entered(self, entered: float, work: Any, cuda: bool) -> None:
-        entry: list[Any] = [entered, work, cuda, None]
-        if not cuda:
+    def _event(self, args: Any, kwargs: Any) -> Any:
+        """An event recorded now on the calling stream of the collective's device (None: none may be,
+        in a CUDA graph's capture)."""
+        try:
+            cuda = self.torch.cuda
+            device = _device_of(args, kwargs)
+            stream = cuda.current_stream(device)
+            if cuda.is_current_stream_capturing():
+                return None
+            event = cuda.Event(enable_timing=True)
+            event.record(stream)
+            return event
+        except Exception:  # noqa: BLE001 - no event: the work's own timing alone
+            return None
+
+    def _entered(self, entry: Pending) -> None:
+        if not entry.cuda:
             try:
-                work.get_future().then(functools.partial(_completed, entry))
+                entry.work.get_future().then(functools.partial(_completed, entry))
             except Exception:  # noqa: BLE001 - a work without a future: completed when the step sees it
                 pass
         with self.lock:
@@ -159,6 +200,28 @@ class CommTimes:
                 return original(ddp, *args, **kwargs)
 
         return hidden(pre_forward)
+
+    def _ddp_broadcast(self, original: Any) -> Any:
+        """DDP's broadcast of its buffers at each forward (C++: no work to time): on CUDA a pair of
+        events on the calling stream, which waits for the broadcast; on the CPU the call's time."""
+        comms = self
+
+        @functools.wraps(original)
+        def broadcast(ddp: Any, tensors: Any, *args: Any, **kwargs: Any) -> Any:
+            cuda = _on_cuda((tensors,), {})
+            entered = time.monotonic()
+            arrival = comms._event((tensors,), {}) if cuda else None
+            with comms.quiet():
+                result = original(ddp, tensors, *args, **kwargs)
+            if arrival is None:
+                if not cuda:
+                    comms._interval(entered, time.monotonic())
+                return result
+            group = getattr(ddp, "process_group", None)
+            comms._entered(Pending(entered, None, True, arrival, comms._event((tensors,), {}), group))
+            return result
+
+        return hidden(broadcast)
 
     def _quietly(self, original: Any) -> Any:
         comms = self
@@ -202,29 +265,56 @@ class CommTimes:
 
     # -- at each step ------------------------------------------------------------------------------
     def at_step(self) -> float | None:
-        """The longest a collective completed since the last step was outstanding, in ms (0: none
-        completed); None where the process has run none."""
+        """The longest a collective completed since the last step was outstanding from this rank's
+        arrival, in ms (0: none completed); None where the process has run none."""
         if not self.seen:
             return None
         with self.lock:
-            still: list[list[Any]] = []
+            still: list[Pending] = []
+            waiting: set[int] = set()  # groups with a CUDA collective not completed: the later ones wait
             for entry in self.open:
-                entered, work, cuda, completed = entry
-                ms = _cuda_ms(work) if cuda else None
-                if ms is None and not cuda and completed is not None:
-                    ms = (completed - entered) * 1e3
+                key = id(entry.group)
+                ms = None if (entry.cuda and key in waiting) else self._ms(entry, key)
                 if ms is None:
                     still.append(entry)
+                    if entry.cuda:
+                        waiting.add(key)
                 else:
                     self.longest_ms = max(self.longest_ms, ms)
             self.open = still
             ms, self.longest_ms = self.longest_ms, 0.0
         return ms
 
+    def _ms(self, entry: Pending, key: int) -> float | None:
+        """A completed collective's time from the rank's arrival, ms (None: not completed yet)."""
+        if not entry.cuda:
+            return None if entry.completed is None else (entry.completed - entry.entered) * 1e3
+        if entry.end is not None:  # a pair of events around the call
+            if not _query(entry.end):
+                return None
+            ms = float(entry.arrival.elapsed_time(entry.end))
+        else:
+            ms = _cuda_ms(entry.work)
+            if ms is None:
+                return None
+            before = self.last.get(key)
+            if before is not None and entry.arrival is not None and before[0] is not None:
+                gap = float(before[0].elapsed_time(entry.arrival))  # between the two arrivals
+                ms += max(0.0, before[1] - gap)  # what was left of the one before when this one arrived
+        self.last[key] = (entry.arrival, ms)
+        return ms
 
-def _completed(entry: list[Any], future: Any) -> None:
+
+def _completed(entry: Pending, future: Any) -> None:
     """A CPU collective's future completed (on the backend's thread)."""
-    entry[3] = time.monotonic()
+    entry.completed = time.monotonic()
+
+
+def _query(event: Any) -> bool:
+    try:
+        return bool(event.query())
+    except Exception:  # noqa: BLE001 - an event that cannot say: read as done, its time unknown
+        return True
 
 
 def _cuda_ms(work: Any) -> float | None:
@@ -235,6 +325,23 @@ def _cuda_ms(work: Any) -> float | None:
         return float(work._get_duration())
     except Exception:  # noqa: BLE001 - no timing (TORCH_NCCL_ENABLE_TIMING off): completed, time unknown
         return 0.0
+
+
+def _group(args: Any, kwargs: Any) -> Any:
+    """The process group a call names (None: the default one)."""
+    for value in (*args, *kwargs.values()):
+        if type(value).__name__ == "ProcessGroup":
+            return value
+    return None
+
+
+def _device_of(args: Any, kwargs: Any) -> Any:
+    """The device of the collective's first tensor (None: the current one)."""
+    for value in (*args, *kwargs.values()):
+        found = value[0] if isinstance(value, (list, tuple)) and value else value
+        if hasattr(found, "is_cuda"):
+            return found.device
+    return None
 
 
 def _on_cuda(args: Any, kwargs: Any) -> bool:

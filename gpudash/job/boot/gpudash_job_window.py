@@ -34,8 +34,28 @@ NATIVE_LINE = re.compile(rb"^(USDT|STAGE|ERROR|WARNING|INFO|VERBOSE):\d{4}-\d\d-
 
 
 @contextlib.contextmanager
+def profiler_warnings_dropped() -> Iterator[None]:
+    """The profiler's Python warnings dropped for the block, any other shown as it would be. Not by
+    ``warnings.catch_warnings``: changing the filters makes Python forget every warning it has
+    shown once, and the job's own (torch's ``barrier()`` one) would be shown again."""
+    original = warnings.showwarning
+
+    def show(message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None) -> None:
+        if "profiler" in filename or os.path.basename(filename) == os.path.basename(__file__):
+            return
+        original(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = show
+    try:
+        yield
+    finally:
+        if warnings.showwarning is show:
+            warnings.showwarning = original
+
+
+@contextlib.contextmanager
 def quiet_profiler() -> Iterator[None]:
-    """The profiler's Python warnings caught, and its native lines on stderr taken aside (fd 2 to a
+    """The profiler's Python warnings dropped, and its native lines on stderr taken aside (fd 2 to a
     file for the block; any other line written meanwhile goes back to stderr after it)."""
     saved = aside = -1
     try:
@@ -46,8 +66,7 @@ def quiet_profiler() -> Iterator[None]:
     except OSError:
         aside_file = None
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
+        with profiler_warnings_dropped():
             yield
     finally:
         if saved >= 0 and aside_file is not None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
@@ -40,6 +41,7 @@ def parse() -> argparse.Namespace:
     p.add_argument("--device", default="cpu")
     p.add_argument("--bf16", action="store_true", help="the forward pass under bf16 autocast")
     p.add_argument("--fp16", action="store_true", help="the forward pass under fp16 autocast")
+    p.add_argument("--warn-each-step", action="store_true", help="a library's warning at one line every step")
     return p.parse_args()
 
 
@@ -121,6 +123,12 @@ def loss_of(model: torch.nn.Module, batch: Any, args: argparse.Namespace) -> tor
     return out.float().pow(2).mean() / args.accumulate
 
 
+def library_call() -> None:
+    """What a library does on every call (torch's barrier() without a device id): a warning that
+    Python shows once, at its first call."""
+    warnings.warn("this call has no device id: using the current device", UserWarning, stacklevel=1)
+
+
 def main() -> int:
     args = parse()
     data, model, loader = build(args)
@@ -147,6 +155,8 @@ def main() -> int:
             if second is not None:
                 second.zero_grad()
             steps += 1
+            if args.warn_each_step:
+                library_call()
             if args.eval_every and steps % args.eval_every == 0:
                 evaluate(model, data, args.dict_batches)
             if args.new_optimizer_after and steps == args.new_optimizer_after:
