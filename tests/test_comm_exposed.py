@@ -15,7 +15,8 @@ from gpudash.diagnosis.evidence import Evidence, comm_kinds
 from gpudash.diagnosis.remedies import answer
 from gpudash.diagnosis.rules import diagnose
 from gpudash.diagnosis.verdict import Bound
-from gpudash.engine.trace_figures import STEP_MARKER, collective_kind, figures, with_trace
+from gpudash.engine.collectives import collective_kind
+from gpudash.engine.trace_figures import STEP_MARKER, figures, with_trace
 from gpudash.job.diagnosis import job_verdict
 
 ALL_REDUCE = "ncclDevKernel_AllReduce_Sum_f32_RING_LL"
@@ -175,7 +176,7 @@ def test_gradient_as_bucket_view_is_advised_only_where_the_job_does_not_set_it()
     assert "gradient_as_bucket_view=True" in off.advice
     evidence = with_trace(_job(settings=DDP_ON), fig)
     _, lines = answer(evidence, on, script=True)
-    assert any("(all-reduce)" in line and "bucket_cap_mb=100" in line for line in lines)
+    assert any("(communication: all-reduce)" in line and "bucket_cap_mb=100" in line for line in lines)
     assert not any("gradient_as_bucket_view=True" in line for line in lines)
 
 

@@ -95,13 +95,15 @@ def _straggler_run(tmp_path: Path, *job_args: str, ranks: int = 3) -> tuple[str,
     return done.stderr, rows
 
 
-@pytest.mark.parametrize("slow", [1, 2])
-def test_the_rank_whose_input_is_slower_is_the_straggler(tmp_path: Path, slow: int) -> None:
-    stderr, rows = _straggler_run(tmp_path, "--steps", "150", "--slow-rank", str(slow))
+@pytest.mark.parametrize(("ranks", "slow"), [(2, 0), (3, 1), (3, 2), (4, 0), (4, 3)])
+def test_the_rank_whose_input_is_slower_is_the_straggler(tmp_path: Path, ranks: int, slow: int) -> None:
+    """The first, a middle or the last rank of 2 to 4: the lead rank (0) too, whose lateness the
+    others wait for at DDP's broadcast of its buffers as well as in the gradients' all-reduce."""
+    stderr, rows = _straggler_run(tmp_path, "--steps", "150", "--slow-rank", str(slow), ranks=ranks)
     named = printed.stragglers(stderr)
     assert named and set(named) == {slow}, stderr
     assert "its input waits" in stderr
-    assert {r["rank"] for r in rows} == {"0", "1", "2"}
+    assert {r["rank"] for r in rows} == {str(r) for r in range(ranks)}
 
 
 def test_an_even_job_has_no_straggler(tmp_path: Path) -> None:

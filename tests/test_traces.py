@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 from gpudash.core.protocol import Control, Event, EventKind, Sample, TraceWindow
+from gpudash.engine.intervals import covered_by_two_or_more, union
 from gpudash.engine.loop import StepLoop
 from gpudash.engine.measure_windows import MAX_TRACE_FILES
-from gpudash.engine.trace_figures import covered_by_two_or_more, figures, union
+from gpudash.engine.trace_figures import figures
 from tests.helpers import gpudash_in_bare_env as _gpudash
 from tests.helpers import record_args, timing
 from workloads.base import WorkloadOptions

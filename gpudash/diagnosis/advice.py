@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 
 from gpudash.diagnosis.evidence import Evidence, finite_number, job_settings
-from gpudash.diagnosis.parts import COMM, GPU, HOST, INPUT, SYNCS
+from gpudash.diagnosis.parts import COMM, GPU, HOST, INPUT, SYNCS, WAIT
 from gpudash.diagnosis.verdict import TENSORS_IDLE, Bound, Diagnosis
 
 DATASET_SHARE = 0.5  # a Dataset's share of the input wait from which workers are the fix ...
@@ -34,6 +34,9 @@ SCRIPT_ADVICE: dict[str, str] = {
     Bound.SMALL_KERNELS: "give each kernel more work: a larger batch, CUDA graphs, or torch.compile (fuses small "
     "kernels)",
     TENSORS_IDLE: "get the matmuls onto the tensor cores: bf16 inputs (autocast covers them), sizes in multiples of 8",
+    Bound.WAIT: "even out the ranks' own work: the rank the others wait for (the straggler line names it) needs "
+    "a faster input or less per-rank work; ranks that take turns wait for each other's jitter (host noise, "
+    "a profiler window pulls them apart)",
     FSDP: "overlap the all-gathers and reduce-scatters with computation: FSDP2's explicit prefetching "
     "(set_modules_to_forward_prefetch, set_modules_to_backward_prefetch), reshard_after_forward=False for the "
     "last blocks (no all-gather again in the backward), a larger batch per rank",
@@ -46,6 +49,7 @@ KNOB_ADVICE: dict[str, str] = {
     Bound.CPU: "run it on a GPU (--device cuda); on the CPU, a smaller model or batch",
     Bound.COMM: "hide them behind the backward pass: 100 MB buckets and gradient_as_bucket_view (gpudash's DDP "
     "defaults), a larger batch per rank, or fewer all-reduces (ddp_no_sync=K)",
+    Bound.WAIT: "even out the ranks' own work: the rank the others wait for (the straggler line names it)",
     Bound.GPU_MEMORY: "move fewer bytes: amp=bf16 (half of them), compile (fuses elementwise kernels), channels_last",
     Bound.GPU_COMPUTE: "faster arithmetic: amp=bf16, tf32, channels_last with cudnn_benchmark for convolutions, "
     "compile",
@@ -59,6 +63,7 @@ LIMIT_ADVICE = {  # each limit's remedy in gpudash's knobs (a family's)
     HOST: "cuda_graph or compile=reduce-overhead, or a larger batch",
     GPU: "faster arithmetic: amp=bf16, tf32, channels_last with cudnn_benchmark, compile",
     COMM: "a larger batch per rank, or fewer all-reduces (ddp_no_sync=K)",
+    WAIT: "even out the ranks' own work (the straggler line names the rank the others wait for)",
 }
 
 
@@ -92,6 +97,8 @@ def remedy_advice(limit: str, e: Evidence, script: bool) -> str:
         return gpu_advice(e)
     if limit == COMM:
         return comm_advice(e)
+    if limit == WAIT:
+        return SCRIPT_ADVICE[Bound.WAIT]
     return SCRIPT_ADVICE[Bound.SYNC if limit == SYNCS else Bound.HOST]
 
 

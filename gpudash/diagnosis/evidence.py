@@ -53,6 +53,13 @@ class Evidence:
     dtype: str | None = None  # the step's dtype from its FLOP count (gpudash.engine.flops), when one
     comm_exposed_ms: float | None = None  # profiler window: collectives' exposed share, in ms of this (untraced) step
     comm_exposed_kinds: str | None = None  # ... of it, each kind's ("all-reduce=12.000,reduce-scatter=2.100")
+    # matched across the ranks' windows (``gpudash.engine.comm_split``), ms a step (None: one rank's window):
+    comm_transfer_ms: float | None = None  # the collectives' transfer (from the last rank's arrival to their end)
+    comm_transfer_exposed_ms: float | None = None  # ... of it, with no computation beside: communication's part
+    comm_transfer_kinds: str | None = None  # ... each kind's ("all-reduce=0.460,broadcast=0.004")
+    comm_wait_ms: float | None = None  # of the exposed collectives, this rank waiting for the last one to arrive
+    comm_last_rank: int | None = None  # the rank the others wait for in most of that wait (None: they take turns)
+    comm_busbw_gbps: float | None = None  # the large collectives' bus bandwidth (median), GB/s
     host_wait_ms: float | None = None  # profiler window: of the host's step, the time in calls that wait for the GPU
     traced_step_ms: float | None = None  # profiler window: a step's wall time under the profiler
     job_settings: str | None = None  # a user's job: what it already does ("num_workers=0,pin_memory=True,…")
@@ -91,11 +98,12 @@ class Evidence:
             if f.name == "sync_sites":
                 kw[f.name] = _table(text)
             else:
-                kw[f.name] = text if f.name in _TEXT else int(text) if f.name == "steps" else float(text)
+                kw[f.name] = text if f.name in _TEXT else int(float(text)) if f.name in _INT else float(text)
         return cls(**kw)  # type: ignore[arg-type]  # the fields' own types, read back
 
 
-_TEXT = ("throttled", "dtype", "job_settings", "comm_exposed_kinds")  # Evidence's text fields
+_TEXT = ("throttled", "dtype", "job_settings", "comm_exposed_kinds", "comm_transfer_kinds")  # Evidence's text fields
+_INT = ("steps", "comm_last_rank")  # ... and its whole numbers
 
 
 def job_settings(text: str) -> dict[str, str]:
@@ -107,8 +115,11 @@ def job_settings(text: str) -> dict[str, str]:
 
 
 def comm_kinds(e: Evidence) -> dict[str, float]:
-    """``Evidence.comm_exposed_kinds`` read back, largest first (names of a-z, - and /: a hostile file's)."""
-    each = {k: ms for k, v in job_settings(e.comm_exposed_kinds or "").items() if (ms := finite_number(v)) is not None}
+    """Each collective kind's part of the step, largest first: its exposed transfer where the ranks'
+    windows were matched (``comm_transfer_kinds``), else its exposed time (``comm_exposed_kinds``)
+    (names of a-z, - and /: a hostile file's)."""
+    text = e.comm_transfer_kinds if e.comm_transfer_exposed_ms is not None else e.comm_exposed_kinds
+    each = {k: ms for k, v in job_settings(text or "").items() if (ms := finite_number(v)) is not None}
     valid = {k: ms for k, ms in each.items() if k.islower() and k.replace("-", "").replace("/", "").isalpha()}
     return dict(sorted(valid.items(), key=lambda kv: kv[1], reverse=True))
 

@@ -1,20 +1,21 @@
-"""A step's parts, ms of the untraced step, from one diagnosis window's evidence: the limits a fix
-removes (``INPUT`` … ``COMM``), the parts the remedies weigh (``Parts``) and those the
-communication-bound rule weighs (``weighed_parts``).
+"""A step's parts, ms of the untraced step, from one diagnosis window's evidence — one model for the
+verdict (``Parts.weighed``: the parts the rules weigh) and for the remedies (``Parts.worth``: how
+much faster the step is with one part gone), with the limits a fix removes (``INPUT`` … ``WAIT``).
 
 Each part comes without the profiler's slowdown: the untraced step's wall time and its wait for the
-next batch; the GPU's busy time a step (kernels run at their speed under the profiler); the host's
-own time a step, its step marker less the calls in which it waited for the GPU (a sync), scaled by
-the untraced step over the traced one (the profiler slows the host); the collectives' exposed time
-(the traced steps' share of the step, so never more than it). For the remedies a step is its input
-wait plus the longer of the host's and the GPU's work, a sync adding the GPU's time to the host's.
+next batch; the host's own time a step — its step marker less the calls in which it waited for the
+GPU (a sync), scaled down by the traced step over the untraced one (the profiler slows the host),
+never more than the step less its input wait; the GPU's computation, its busy time a traced step
+(kernels run at their speed under the profiler; its busy share of the untraced step where that
+time is not known) less the exposed collectives; the collectives'
+exposed *transfer* — where the ranks' windows were matched (``gpudash.engine.comm_split``), the
+part of the data's movement no computation hid, and beside it the exposed *wait* for the rank that
+arrived last; where they were not (one rank's window), the collectives' exposed time, all of it.
 
-The rule's parts differ from the remedies' in three ways, each its own judgement of the window:
-the GPU's part is its busy share of the untraced step less the exposed collectives (``Parts.gpu``:
-its busy time a traced step, collectives' kernels included); the host's part is left out where
-launched work queues (the host runs ahead: its time is not the step's) and is scaled by the untraced
-step over the traced one either way (``Parts.host``: only slowed down, and never more than the step
-less its input wait); the collectives' part is at most the step. Torch-free.
+The step is its input wait plus the longer of the host's work and the GPU's (computation and
+exposed collectives), a sync adding the GPU's time to the host's. The verdict leaves out the
+host's part where launched work queues (the host runs ahead: its time is not the step's).
+Torch-free.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from dataclasses import dataclass
 from gpudash.diagnosis.evidence import Evidence
 
 SHOWN_FROM = 1.05  # a remedy worth less than this is not named
-INPUT, SYNCS, HOST, GPU, COMM = "input", "syncs", "host", "gpu", "all-reduce"  # the limits a fix removes
+INPUT, SYNCS, HOST, GPU = "input", "syncs", "host", "gpu"  # the limits a fix removes ...
+COMM, WAIT = "communication", "waiting"  # ... the collectives' transfer, and the wait for the last rank
 
 
 def host_own_ms(e: Evidence) -> float | None:
@@ -35,19 +37,6 @@ def host_own_ms(e: Evidence) -> float | None:
     return max(0.0, e.host_ms_per_step - (e.host_wait_ms or 0.0))
 
 
-def weighed_parts(e: Evidence) -> dict[str, float]:
-    """The parts the communication-bound rule weighs, ms of the untraced step: the input wait, the
-    host's own work where launched work does not queue, the GPU's computation, the exposed collectives."""
-    parts = {INPUT: e.input_ms}
-    traced = e.traced_step_ms or e.step_ms
-    if (own := host_own_ms(e)) is not None and traced > 0 and not e.queued:
-        parts[HOST] = own / traced * e.step_ms
-    comm = min(e.comm_exposed_ms or 0.0, e.step_ms)
-    if e.gpu_busy_pct is not None:
-        parts[GPU] = max(0.0, e.gpu_busy_pct / 100.0 * e.step_ms - comm)  # its busy time less the collectives'
-    return {**parts, COMM: comm} if e.comm_exposed_ms is not None else parts
-
-
 @dataclass(frozen=True)
 class Parts:
     """A step's measured parts, ms, without the profiler's slowdown (None: not measured here)."""
@@ -55,9 +44,11 @@ class Parts:
     step: float
     input: float
     host: float | None  # the host's own work a step, its waits for the GPU left out
-    gpu: float | None  # the GPU's busy time a step
-    comm: float | None  # the collectives' exposed time a step (the traced steps' share of this step)
+    gpu: float | None  # the GPU's computation a step: its busy time less the exposed collectives
+    comm: float | None  # the collectives' exposed transfer a step (their exposed time where not matched)
+    wait: float | None  # of the exposed collectives, the wait for the rank that arrives last (None: not matched)
     syncs: bool  # the host waits for the GPU inside the step
+    queued: bool = False  # launched work waits in the GPU's queue: the host runs ahead
 
     @classmethod
     def of(cls, e: Evidence) -> Parts:
@@ -68,8 +59,35 @@ class Parts:
             host = min(own / max(1.0, slowed), loop)
         elif e.gpu_ms_per_step is None:  # the CPU: the step's own work is the host's
             host = loop
+        matched = e.comm_transfer_exposed_ms is not None
+        comm = e.comm_transfer_exposed_ms if matched else e.comm_exposed_ms
+        comm = None if comm is None else min(comm, e.step_ms)
+        wait = min(e.comm_wait_ms or 0.0, e.step_ms) if matched else None
+        busy = e.gpu_ms_per_step
+        if busy is None and e.gpu_busy_pct is not None:  # the busy share alone: of the untraced step
+            busy = e.gpu_busy_pct / 100.0 * e.step_ms
+        gpu = None if busy is None else max(0.0, min(busy, loop) - (comm or 0.0) - (wait or 0.0))
         syncs = bool(e.syncs_per_step) and (e.host_wait_ms is None or e.host_wait_ms > 0)
-        return cls(e.step_ms, e.input_ms, host, e.gpu_ms_per_step, e.comm_exposed_ms, syncs)
+        return cls(e.step_ms, e.input_ms, host, gpu, comm, wait, syncs, e.queued)
+
+    @property
+    def collectives(self) -> float:
+        """The exposed collectives a step: transfer and wait."""
+        return (self.comm or 0.0) + (self.wait or 0.0)
+
+    def weighed(self) -> dict[str, float]:
+        """The parts the verdict weighs: the input wait, the host's own work where launched work does
+        not queue, the GPU's computation, the exposed transfer and the exposed wait."""
+        parts = {INPUT: self.input}
+        if self.host is not None and not self.queued and self.gpu is not None:
+            parts[HOST] = self.host
+        if self.gpu is not None:
+            parts[GPU] = self.gpu
+        if self.comm is not None:
+            parts[COMM] = self.comm
+        if self.wait is not None:
+            parts[WAIT] = self.wait
+        return parts
 
     def without(self, limit: str) -> Parts | None:
         """The step with ``limit``'s part gone; None where it was not measured or is not a part."""
@@ -78,14 +96,18 @@ class Parts:
             return dataclasses.replace(self, step=loop, input=0.0)
         if limit == COMM and self.comm:
             return dataclasses.replace(self, step=self.step - self.comm, comm=0.0)
+        if limit == WAIT and self.wait:
+            return dataclasses.replace(self, step=self.step - self.wait, wait=0.0)
         if self.host is None or self.gpu is None:
             return None
+        gpu = self.gpu + self.collectives  # the GPU's time a step, its collectives' included
         if limit == SYNCS and self.syncs:
-            return dataclasses.replace(self, step=self.input + max(self.host, self.gpu), syncs=False)
-        if limit == HOST and self.host > self.gpu and not self.syncs:  # a step that syncs cannot be one graph
-            return dataclasses.replace(self, step=self.input + self.gpu, host=self.gpu)
-        if limit == GPU and self.gpu > self.host:  # the GPU is the longer of the two
-            return dataclasses.replace(self, step=self.input + self.host, gpu=self.host)
+            return dataclasses.replace(self, step=self.input + max(self.host, gpu), syncs=False)
+        if limit == HOST and self.host > gpu and not self.syncs:  # a step that syncs cannot be one graph
+            return dataclasses.replace(self, step=self.input + gpu, host=gpu)
+        if limit == GPU and gpu > self.host:  # the GPU is the longer of the two
+            after = max(self.host, self.collectives)
+            return dataclasses.replace(self, step=self.input + after, gpu=max(0.0, after - self.collectives))
         return None
 
     def worth(self, limit: str) -> tuple[float, Parts] | None:

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 from gpudash.core.protocol import JOB_PREFIX, Event
 from gpudash.diagnosis.advice import remedy_advice
-from gpudash.diagnosis.evidence import Evidence
-from gpudash.diagnosis.parts import COMM, GPU, HOST, INPUT, SYNCS, Parts
+from gpudash.diagnosis.evidence import Evidence, comm_kinds
+from gpudash.diagnosis.parts import COMM, GPU, HOST, INPUT, SYNCS, WAIT, Parts
 from gpudash.diagnosis.rules import diagnose
 from gpudash.diagnosis.verdict import Bound, Diagnosis
 
@@ -26,6 +26,7 @@ LIMIT_WORDS = {  # each limit, in the words of the verdict it makes
     HOST: "host/launch-bound",
     GPU: "GPU-bound",
     COMM: "communication-bound",
+    WAIT: "waiting for another rank",
 }
 
 
@@ -54,9 +55,18 @@ def remedies(e: Evidence, bound: Bound, script: bool) -> list[Remedy]:
     found = [(limit, got) for limit in LIMIT_WORDS if (got := parts.worth(limit)) is not None]
     found.sort(key=lambda item: item[1][0], reverse=True)
     return [
-        Remedy(limit, remedy_advice(limit, e, script), up, _then(after, limit, e, script))
+        Remedy(_label(limit, e), remedy_advice(limit, e, script), up, _then(after, limit, e, script))
         for limit, (up, after) in found
     ]
+
+
+def _label(limit: str, e: Evidence) -> str:
+    """A limit as a remedy names it: communication by the kinds of collective it is ("communication:
+    all-gather, reduce-scatter"), never a kind it is not."""
+    if limit != COMM:
+        return limit
+    kinds = [kind for kind, ms in comm_kinds(e).items() if ms > 0]
+    return f"{COMM}: {', '.join(kinds)}" if kinds else COMM
 
 
 def _then(parts: Parts, done: str, e: Evidence, script: bool) -> str:

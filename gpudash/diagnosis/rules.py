@@ -3,12 +3,14 @@
 a verdict or None; the first verdict is the diagnosis. The rules, in order:
 
 1. **input-bound**: at least ``INPUT_SHARE`` of the step waits for the next batch;
-2. **communication-bound** (data-parallel runs): the collectives' kernels (NCCL's) run with no
-   computation kernel beside them (the traced steps' share, of the untraced step) at least
-   ``COMM_SHARE`` of the step, and that is its largest part (``parts.weighed_parts``) — checked
+2. **communication-bound** (data-parallel runs): the collectives' exposed *transfer* — the data's
+   movement, from the last rank's arrival on, with no computation kernel beside it (matched across
+   the ranks' windows: ``gpudash.engine.comm_split``; one rank's window: all their exposed time) —
+   at least ``COMM_SHARE`` of the step, and its largest part (``parts.Parts.weighed``) — checked
    right after input-bound: before sync-bound (FSDP2 on 2 H200s, collectives exposed 10.0 of
    15.6 ms, 2 syncs a step, was called sync-bound) and GPU-bound, whose busy time counts those
-   kernels too;
+   kernels too; **waiting for another rank** where the exposed *wait* for the rank that arrives
+   last is instead (NCCL's kernels spinning until it comes: a straggler, or ranks taking turns);
 3. **sync-bound**: the host waits for the GPU inside the step and the GPU is not kept busy — or
    it waits ``MANY_SYNCS`` times or more, busy GPU or not: waits that many come from
    data-dependent shapes (nonzero, unique, boolean masks), slow kernels themselves, and they keep
@@ -37,7 +39,7 @@ from collections.abc import Callable
 from gpudash.core.textfmt import plain
 from gpudash.diagnosis.advice import KNOB_ADVICE
 from gpudash.diagnosis.evidence import Evidence, comm_kinds
-from gpudash.diagnosis.parts import weighed_parts
+from gpudash.diagnosis.parts import COMM, WAIT, Parts
 from gpudash.diagnosis.verdict import TENSORS_IDLE, Bound, Diagnosis
 
 INPUT_SHARE = 0.30  # of a step spent waiting for the next batch: input-bound at or above
@@ -47,7 +49,7 @@ MEMORY_BW = 60.0  # NVML's memory-bandwidth %: a GPU-bound step is memory-bound 
 MANY_SYNCS = 2.0  # host waits per step: sync-bound at or above, however busy the GPU
 SM_BUSY = 40.0  # GPM's SM activity %: a GPU busy with kernels is GPU-bound at or above, SM-idle below
 TENSOR_IDLE = 10.0  # GPM's tensor-core activity %: a bf16 step's tensor cores idle below
-COMM_SHARE = 0.25  # of a step the all-reduce runs exposed (no other kernel): communication-bound at or above
+COMM_SHARE = 0.25  # of a step the collectives' transfer (or wait) runs exposed: communication-bound at or above
 
 
 def input_bound(e: Evidence) -> Diagnosis | None:
@@ -59,19 +61,38 @@ def input_bound(e: Evidence) -> Diagnosis | None:
 
 
 def communication_bound(e: Evidence) -> Diagnosis | None:
-    """Rule 2: the exposed collectives, at least ``COMM_SHARE`` of the step and its largest part."""
-    comm = e.comm_exposed_ms
-    if e.gpu_busy_pct is None or comm is None or e.step_ms <= 0 or comm < COMM_SHARE * e.step_ms:
+    """Rule 2: the exposed transfer (or the exposed wait for the last rank), at least ``COMM_SHARE``
+    of the step and its largest part."""
+    if e.gpu_busy_pct is None or e.step_ms <= 0:
         return None
-    if comm < max(weighed_parts(e).values()):
+    parts = Parts.of(e).weighed()
+    largest = max(parts, key=lambda part: parts[part])
+    if largest not in (COMM, WAIT) or parts[largest] < COMM_SHARE * e.step_ms:
         return None
-    comm = min(comm, e.step_ms)
-    kinds = ", ".join(f"{kind} {_ms(ms)}" for kind, ms in comm_kinds(e).items() if ms >= 0.01 * comm)
+    ms = parts[largest]
+    if largest == WAIT:
+        return _verdict(Bound.WAIT, _waiting(e, ms))
+    kinds = ", ".join(f"{kind} {_ms(each)}" for kind, each in comm_kinds(e).items() if each >= 0.01 * ms)
+    what = "the collectives move data" if e.comm_transfer_exposed_ms is not None else "collectives run"
     return _verdict(  # "… 41% of each step (14.1 of 34.3 ms: all-reduce 12.0, reduce-scatter 2.1)"
         Bound.COMM,
-        f"collectives run with nothing else on the GPU {100 * comm / e.step_ms:.0f}% of each step "
-        f"({_ms(comm)} of {_ms(e.step_ms)} ms{': ' + kinds if kinds else ''})",
+        f"{what} with nothing else on the GPU {100 * ms / e.step_ms:.0f}% of each step "
+        f"({_ms(ms)} of {_ms(e.step_ms)} ms{': ' + kinds if kinds else ''}){_bandwidth(e)}",
     )
+
+
+def _waiting(e: Evidence, ms: float) -> str:
+    """The wait for the last rank, in words: for whom, and what the transfer itself takes."""
+    whom = f"rank {e.comm_last_rank}" if e.comm_last_rank is not None else "whichever rank comes last (they take turns)"
+    moved = f"; the data itself moves in {_ms(e.comm_transfer_ms)} ms" if e.comm_transfer_ms is not None else ""
+    return (
+        f"its collectives wait for {whom} with nothing else on the GPU {100 * ms / e.step_ms:.0f}% of each step "
+        f"({_ms(ms)} of {_ms(e.step_ms)} ms){moved}{_bandwidth(e)}"
+    )
+
+
+def _bandwidth(e: Evidence) -> str:
+    return f", {e.comm_busbw_gbps:,.0f} GB/s of bus bandwidth" if e.comm_busbw_gbps is not None else ""
 
 
 def sync_bound(e: Evidence) -> Diagnosis | None:

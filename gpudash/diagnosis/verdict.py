@@ -22,6 +22,7 @@ class Bound(enum.StrEnum):
     CPU = "CPU-bound"
     SMALL_KERNELS = "busy, SMs idle"
     COMM = "communication-bound"
+    WAIT = "waiting for another rank"
 
 
 TENSORS_IDLE = "tensors-idle"  # a bf16 step whose tensor cores idle: compute-bound, advice of its own

@@ -26,8 +26,16 @@ from typing import Any
 
 from gpudash.core.metrics import overlap_bound
 from gpudash.diagnosis.evidence import Evidence
-
-Interval = tuple[float, float]  # (start, end) in µs
+from gpudash.engine.collectives import (
+    COLLECTIVE_KINDS,
+    Collective,
+    collective_kind,
+    collectives_of,
+    is_collective,
+    kind_key,
+)
+from gpudash.engine.comm_split import RankComm
+from gpudash.engine.intervals import Interval, clip, covered_by_two_or_more, length, union
 
 KERNEL, MEMCPY, MEMSET = "kernel", "gpu_memcpy", "gpu_memset"
 STAGE_PREFIX = "gpudash.stage."  # record_function names around each stage during a window
@@ -36,48 +44,6 @@ DEVICE_CATEGORIES = (KERNEL, MEMCPY, MEMSET)
 LAUNCH_NAMES = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cudaGraphLaunch")
 # the runtime calls in which the host waits for the GPU (a sync: .item(), .cpu(), a blocking copy)
 WAIT_NAMES = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "cudaMemcpy")
-OTHER = "other"
-COLLECTIVE_KINDS = ("all-reduce", "all-gather", "reduce-scatter", "broadcast", "send/recv", OTHER)
-# words in an NCCL kernel's name (lower case, without "_"), in the order they are tried, and its kind
-_KIND_WORDS = (
-    ("allreduce", "all-reduce"),
-    ("allgather", "all-gather"),
-    ("reducescatter", "reduce-scatter"),
-    ("broadcast", "broadcast"),
-    ("send", "send/recv"),
-    ("recv", "send/recv"),
-)
-
-
-def union(intervals: Iterable[Interval]) -> list[Interval]:
-    """The intervals merged: sorted, disjoint."""
-    out: list[Interval] = []
-    for a, b in sorted(intervals):
-        if out and a <= out[-1][1]:
-            out[-1] = (out[-1][0], max(out[-1][1], b))
-        else:
-            out.append((a, b))
-    return out
-
-
-def length(intervals: Sequence[Interval]) -> float:
-    return sum(b - a for a, b in intervals)
-
-
-def covered_by_two_or_more(per_stream: Sequence[Sequence[Interval]]) -> float:
-    """How long at least two of the (each merged) interval lists are active at once."""
-    edges: list[tuple[float, int]] = []
-    for intervals in per_stream:
-        for a, b in intervals:
-            edges += [(a, 1), (b, -1)]
-    edges.sort()
-    total, active, last = 0.0, 0, 0.0
-    for t, step in edges:
-        if active >= 2:
-            total += t - last
-        active += step
-        last = t
-    return total
 
 
 @dataclass(frozen=True)
@@ -106,6 +72,7 @@ class TraceFigures:
     comm_exposed_share: float | None = None  # ... as a share of the span (0 to 1): of the job's step, too
     comm_kind_ms_per_step: dict[str, float] = field(default_factory=dict)  # each kind's (COLLECTIVE_KINDS) time
     comm_exposed_kind_ms_per_step: dict[str, float] = field(default_factory=dict)  # ... and exposed time
+    collectives: tuple[Collective, ...] = ()  # each collective's kernel, for matching the ranks' windows
 
     @property
     def overlap_bound(self) -> float | None:
@@ -199,7 +166,7 @@ def figures(events: Sequence[dict[str, Any]], steps: int, wall_ms: float) -> Tra
     device = [e for e in events if e.get("cat") in DEVICE_CATEGORIES and "dur" in e and "ts" in e]
     if not device:
         return TraceFigures(steps=steps, wall_ms=wall_ms)
-    span = steps_span(events, device) or (0.0, wall_ms * 1000.0)
+    span = steps_span(events, device) or device_span(device, wall_ms)
     span_us = span[1] - span[0]
     per_step = 1.0 / (1000.0 * max(steps, 1))  # µs over the window → ms per step
     kernels = [e for e in device if e["cat"] == KERNEL]
@@ -228,6 +195,7 @@ def figures(events: Sequence[dict[str, Any]], steps: int, wall_ms: float) -> Tra
         top_kernels=tuple((name, us * per_step) for name, us in top),
         stage_ms_per_step={name: length(union(iv)) * per_step for name, iv in _stage_kernels(events, kernels).items()},
         **_comm_fields(_communication(kernels, span), span_us, per_step),
+        collectives=collectives_of(kernels, span),
     )
 
 
@@ -238,14 +206,16 @@ def traced_step_ms(fig: TraceFigures) -> float | None:
     return (fig.span_ms if fig.span_ms is not None else fig.wall_ms) / fig.steps
 
 
-def with_trace(evidence: Evidence, fig: TraceFigures | None) -> Evidence:
+def with_trace(evidence: Evidence, fig: TraceFigures | None, comm: RankComm | None = None) -> Evidence:
     """The evidence with the profiler window's figures (busy and idle from its own steps); None:
     no window, the evidence as it is. The exposed collectives become ms of the job's (untraced)
-    step: the traced steps' share of it, never more than the step."""
+    step: the traced steps' share of it, never more than the step. ``comm``: this rank's
+    collectives matched across the ranks' windows (``gpudash.engine.comm_split``) — their transfer
+    and wait, ms a step as measured (the data moves at its speed under the profiler)."""
     if fig is None:
         return evidence
     kinds = fig.comm_exposed_kinds_of(evidence.step_ms)
-    return replace(
+    out = replace(
         evidence,
         gpu_busy_pct=fig.gpu_busy_pct,
         gpu_ms_per_step=fig.gpu_ms_per_step,
@@ -255,6 +225,22 @@ def with_trace(evidence: Evidence, fig: TraceFigures | None) -> Evidence:
         comm_exposed_kinds=kinds_text(kinds) if kinds else None,
         host_wait_ms=fig.host_wait_ms_per_step,
         traced_step_ms=traced_step_ms(fig),
+    )
+    return out if comm is None else with_comm(out, comm)
+
+
+def with_comm(evidence: Evidence, comm: RankComm) -> Evidence:
+    """The evidence with this rank's collectives split into transfer and wait (ms a step, never more
+    than the step)."""
+    step = evidence.step_ms
+    return replace(
+        evidence,
+        comm_transfer_ms=min(comm.transfer_ms, step),
+        comm_transfer_exposed_ms=min(comm.transfer_exposed_ms, step),
+        comm_transfer_kinds=kinds_text({k: min(ms, step) for k, ms in comm.kinds_exposed_ms.items()}) or None,
+        comm_wait_ms=min(comm.wait_exposed_ms, step),
+        comm_last_rank=comm.last_rank,
+        comm_busbw_gbps=comm.busbw_gbps,
     )
 
 
@@ -282,10 +268,13 @@ def steps_span(events: Sequence[dict[str, Any]], device: Sequence[dict[str, Any]
     return marks[0][0], end
 
 
-def clip(intervals: Iterable[Interval], span: Interval) -> list[Interval]:
-    """The parts of (disjoint) intervals inside ``span``."""
-    lo, hi = span
-    return [(max(a, lo), min(b, hi)) for a, b in intervals if b > lo and a < hi]
+def device_span(device: Sequence[dict[str, Any]], wall_ms: float) -> Interval:
+    """The steps' span of a window without step markers (its host's operators not recorded): from
+    the first device activity to the last, or the window's wall from 0 where the events lie in it
+    (a trace made by hand)."""
+    first = min(float(e["ts"]) for e in device)
+    last = max(float(e["ts"]) + float(e["dur"]) for e in device)
+    return (0.0, wall_ms * 1000.0) if first >= 0.0 and last <= wall_ms * 1000.0 else (first, last)
 
 
 def _host_ms_per_step(events: Sequence[dict[str, Any]]) -> float | None:
@@ -353,24 +342,6 @@ def _stage_kernels(events: Sequence[dict[str, Any]], kernels: Sequence[dict[str,
         if stage is not None:
             out.setdefault(stage, []).append(_interval(k))
     return out
-
-
-def is_collective(name: str) -> bool:
-    """A collective's kernel (NCCL's all-reduce, all-gather, …: ``ncclDevKernel_AllReduce_…``)."""
-    return "nccl" in name.lower()
-
-
-def collective_kind(name: str) -> str:
-    """The kind (``COLLECTIVE_KINDS``) of a collective's kernel, from its name:
-    ``ncclDevKernel_AllReduce_Sum_f32_RING_LL`` → "all-reduce", ``ncclKernel_AllGather_RING_LL_Sum_int8_t``
-    → "all-gather", ``ncclDevKernel_SendRecv`` → "send/recv", ``ncclDevKernel_Reduce_…`` → "other"."""
-    flat = name.lower().replace("_", "")
-    return next((kind for word, kind in _KIND_WORDS if word in flat), OTHER)
-
-
-def kind_key(kind: str) -> str:
-    """A kind as a detail's key: "all-reduce" → "all_reduce", "send/recv" → "send_recv"."""
-    return kind.replace("-", "_").replace("/", "_")
 
 
 @dataclass(frozen=True)

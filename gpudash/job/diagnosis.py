@@ -19,6 +19,7 @@ from gpudash.diagnosis.advice import for_the_job
 from gpudash.diagnosis.evidence import WINDOW_START, Evidence
 from gpudash.diagnosis.rules import diagnose
 from gpudash.diagnosis.verdict import Diagnosis
+from gpudash.engine.comm_split import RankComm
 from gpudash.engine.trace_figures import with_trace
 from gpudash.job.steps import StepRecord
 
@@ -125,13 +126,14 @@ def ran_evidence(records: Sequence[StepRecord], steps: int, exit_code: int | Non
 class VerdictContext:
     """What a job's session knows beside a window's evidence: the counted step's dtype, what the job
     already does (its loader's arguments, its flags), its sync table (CUDA), when the window began
-    (the run's seconds) and a phase heavy enough to name."""
+    (the run's seconds), a phase heavy enough to name and its collectives matched across ranks."""
 
     dtype: str | None = None
     settings: str | None = None
     sites: SyncTable | None = None
     window_start: float | None = None
     heavy: str = ""
+    comm: RankComm | None = None  # the lead rank's collectives matched across the ranks' windows
 
 
 def verdict_event(
@@ -140,7 +142,7 @@ def verdict_event(
     """The "measured" diagnosis event of an untraced window's evidence and a profiler window's
     figures (``fig`` None: none), its details the run's ``config`` and every figure it rests on."""
     untraced = replace(timed, sync_sites=known.sites, dtype=known.dtype, job_settings=known.settings)
-    evidence = with_trace(untraced, fig)
+    evidence = with_trace(untraced, fig, known.comm)
     verdict = job_verdict(evidence)
     details = {**config, **evidence.details(), "bound": str(verdict.bound)}
     if known.window_start is not None:

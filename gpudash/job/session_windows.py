@@ -14,6 +14,7 @@ from typing import Any
 from gpudash.core.protocol import DIAGNOSIS, MEMORY_PEAK, Diagnose, Event, EventKind
 from gpudash.core.sync_sites import SyncTable
 from gpudash.diagnosis.evidence import Evidence
+from gpudash.engine.comm_split import RankComm
 from gpudash.job import command as job_command
 from gpudash.job.diagnosis import JobDiagnosis, VerdictContext, ran_evidence, verdict_event
 from gpudash.job.ending import agreed_step
@@ -21,6 +22,7 @@ from gpudash.job.memory_history import PeakRead, answer_lines
 from gpudash.job.session_parts import SessionParts
 from gpudash.job.steps import StepRecord
 from gpudash.job.traces import PERIODIC_WAIT_S, TraceRead
+from gpudash.job.window_reads import WindowReads, comm_details, comm_words, matched
 
 
 class SessionWindows:
@@ -33,11 +35,16 @@ class SessionWindows:
         self.sites = sites
         self.diagnosis: JobDiagnosis | None = None
         self.window_start: float | None = None  # when the diagnosis' timed window began (the run's seconds)
+        self.gathered = WindowReads()
 
     def take_reads(self) -> None:
-        """The traces and the allocator's histories read in the background since the last poll."""
+        """The traces and the allocator's histories read in the background since the last poll: a
+        window's once every rank's trace of it is in (or waited long enough for)."""
         for read in self.parts.traces.done():
-            self.traced(read)
+            for window in self.gathered.add(read):
+                self._window(window)
+        for window in self.gathered.due():
+            self._window(window)
         for peak in self.parts.peaks.done():
             self._memory_peaked(peak)
 
@@ -51,8 +58,15 @@ class SessionWindows:
         else:
             self._ask_trace("trace", steps)
 
-    def traced(self, read: TraceRead) -> None:
-        """A profiler window's trace, read in the background: its figures, or why there are none."""
+    def _window(self, reads: list[TraceRead]) -> None:
+        """One window's traces, every rank's: its collectives matched across them, then each read."""
+        comm = matched(reads)
+        for read in sorted(reads, key=lambda r: r.rank != self.parts.rank_table.lead):
+            self.traced(read, comm.get(read.rank))
+
+    def traced(self, read: TraceRead, comm: RankComm | None = None) -> None:
+        """A profiler window's trace, read in the background: its figures, or why there are none
+        (``comm``: its rank's collectives matched across the ranks' windows)."""
         p = self.parts
         what = DIAGNOSIS if read.purpose == DIAGNOSIS else "trace"
         if read.figures is None:
@@ -66,14 +80,14 @@ class SessionWindows:
         if read.rank != p.rank_table.lead:
             return  # another rank's window: its exposed all-reduce, on its rank rows
         if what == DIAGNOSIS:
-            self._diagnosed(read.figures)
+            self._diagnosed(read.figures, comm)
             return
         fig, path = read.figures, read.path
-        details = {**p.config_details(), **fig.details(), "trace_path": path}
+        details = {**p.config_details(), **fig.details(), **comm_details(comm), "trace_path": path}
         cost = read.cost(p.samples.median_step_s)
         p.traces.cost_s, p.traces.ended_at = read.cost_s(p.samples.median_step_s) or 0.0, time.monotonic()
         p.traces.periodic_open = False
-        message = f"{fig.summary()}" + (f"; {cost}" if cost else "") + f" → {path}"
+        message = f"{fig.summary()}{comm_words(comm)}" + (f"; {cost}" if cost else "") + f" → {path}"
         self.out.event(EventKind.MEASURED, what="trace", message=message, details=details)
 
     # -- a diagnosis -------------------------------------------------------------------------------
@@ -95,10 +109,10 @@ class SessionWindows:
         elif begun == "done":
             self._diagnosed(None)
 
-    def _diagnosed(self, fig: Any) -> None:
+    def _diagnosed(self, fig: Any, comm: RankComm | None = None) -> None:
         d, self.diagnosis = self.diagnosis, None
         if d is not None and d.timed_evidence is not None:
-            self._verdict(d.timed_evidence, fig)
+            self._verdict(d.timed_evidence, fig, comm=comm)
 
     def ended(self, exit_code: int) -> None:
         """The job ended before the diagnosis' window closed: what it ran, where that is enough."""
@@ -121,7 +135,7 @@ class SessionWindows:
             evidence, None, note=note + ("; no profiler window" if self.parts.rank_table.on_cuda else "")
         )
 
-    def _verdict(self, timed: Evidence, fig: Any, note: str = "") -> Event:
+    def _verdict(self, timed: Evidence, fig: Any, note: str = "", comm: RankComm | None = None) -> Event:
         """The diagnosis event of the untraced window's evidence and the profiler window's figures
         (``fig`` None: none), with what the job already does and the counted step's dtype."""
         p = self.parts
@@ -132,6 +146,7 @@ class SessionWindows:
             sites=self.sites() if p.rank_table.on_cuda else None,
             window_start=self.window_start,
             heavy=p.watch.phases.heavy(time.monotonic()),
+            comm=comm,
         )
         if (ranks := p.world.stragglers.run_verdict()) is not None:
             note = "; ".join(filter(None, (note, ranks.words)))

@@ -40,6 +40,8 @@ class TraceRead:
     steps: int = 0  # the window's steps
     wall_ms: float = 0.0  # from the window's start to the profiler's stop
     export_ms: float = 0.0  # writing its trace, after that (the job waits for it too)
+    window: str = ""  # the request it answers (the same on every rank asked)
+    ranks: int = 1  # how many ranks were asked for it
 
     def exposed_ms(self, step_s: float | None) -> float | None:
         """Its exposed collectives in ms of the job's untraced step (``step_s``; the traced step's
@@ -75,7 +77,7 @@ class JobTraces:
     def __init__(self, max_events: int = MAX_EVENTS) -> None:
         self.max_events = max_events
         self.step_cap: int | None = None  # the steps a window may have (its trace's size known)
-        self._asked: dict[str, str] = {}  # path -> purpose
+        self._asked: dict[str, tuple[str, str, int]] = {}  # path -> (purpose, window, ranks asked)
         self._seq = 0
         self._done: list[TraceRead] = []
         self._lock = threading.Lock()
@@ -104,8 +106,9 @@ class JobTraces:
         if purpose == "trace":
             self.periodic_open, self.periodic_asked_at = True, time.monotonic()
         name = f"{slug}-{self._seq}"
-        for rank in ranks:
-            self._asked[wire.trace_path(folder, name, rank)] = purpose
+        asked_ranks = list(ranks)
+        for rank in asked_ranks:
+            self._asked[wire.trace_path(folder, name, rank)] = (purpose, name, len(asked_ranks))
         asked = max(1, steps)
         fewer = min(asked, self.step_cap) if self.step_cap is not None else asked
         note = "" if fewer == asked else f"a window of {fewer} steps, not {asked}: this job's trace is large"
@@ -114,13 +117,14 @@ class JobTraces:
     def received(self, m: dict[str, Any]) -> None:
         """A rank's answer: the window's trace is read in the background."""
         path = str(m.get("path", ""))
-        purpose = self._asked.pop(path, "trace")
+        purpose, window, asked = self._asked.pop(path, ("trace", path, 1))
         rank = _int(m.get("rank"), 0)
         if m.get("error"):
-            self._finish(TraceRead(purpose, path, error=f"profiler window failed: {m['error']}", rank=rank))
+            why = f"profiler window failed: {m['error']}"
+            self._finish(TraceRead(purpose, path, error=why, rank=rank, window=window, ranks=asked))
             return
-        timing = {"steps": _int(m.get("steps")), "wall_ms": _float(m.get("wall_ms"))}
-        timing["export_ms"] = _float(m.get("export_ms"))
+        timing: dict[str, Any] = {"steps": _int(m.get("steps")), "wall_ms": _float(m.get("wall_ms"))}
+        timing |= {"export_ms": _float(m.get("export_ms")), "window": window, "ranks": asked}
         args = (purpose, path, rank, timing)
         threading.Thread(target=self._read, args=args, name="gpudash-trace-read", daemon=True).start()
 
@@ -138,7 +142,7 @@ class JobTraces:
             trace = read_bounded(path, self.max_events)
         except Exception as exc:  # noqa: BLE001 - any file at all: said, and the next window may come
             why = f"cannot read the profiler window's trace {path}: {exc}"
-            self._finish(TraceRead(purpose, path, error=why, rank=rank))
+            self._finish(TraceRead(purpose, path, error=why, rank=rank, window=timing["window"], ranks=timing["ranks"]))
             return
         in_file = trace.steps_in_file or steps
         kept = trace.steps if trace.steps_in_file else steps

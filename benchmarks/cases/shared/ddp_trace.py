@@ -16,7 +16,9 @@ def trace_split(
     """Per step, from a profiler window: (step ms, compute kernels ms, all-reduce ms, its exposed ms)."""
     from torch.profiler import ProfilerActivity, profile
 
-    from gpudash.engine.trace_figures import STEP_MARKER, figures, is_collective, length, read_events, union
+    from gpudash.engine.collectives import is_collective
+    from gpudash.engine.intervals import length, union
+    from gpudash.engine.trace_figures import STEP_MARKER, figures, read_events
 
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     sync()

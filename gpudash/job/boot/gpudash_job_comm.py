@@ -73,7 +73,8 @@ class Pending:
     __slots__ = ("entered", "work", "cuda", "completed", "arrival", "end", "group")
 
     def __init__(self, entered: float, work: Any, cuda: bool, arrival: Any = None, end: Any = None, group: Any = None):
-        self.entered, self.work, self.cuda, self.completed = entered, work, cuda, None
+        self.entered, self.work, self.cuda = entered, work, cuda
+        self.completed: float | None = None
         self.arrival, self.end, self.group = arrival, end, group
 
 
@@ -294,9 +295,10 @@ class CommTimes:
                 return None
             ms = float(entry.arrival.elapsed_time(entry.end))
         else:
-            ms = _cuda_ms(entry.work)
-            if ms is None:
+            own = _cuda_ms(entry.work)
+            if own is None:
                 return None
+            ms = own
             before = self.last.get(key)
             if before is not None and entry.arrival is not None and before[0] is not None:
                 gap = float(before[0].elapsed_time(entry.arrival))  # between the two arrivals
