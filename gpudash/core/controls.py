@@ -91,9 +91,12 @@ class TimeStages(StepWindow):
 @dataclass(frozen=True)
 class TraceWindow(StepWindow):
     """Profile the next ``steps`` steps (torch.profiler, CPU + CUDA activities) at a step boundary:
-    a Chrome trace in the run's trace directory and a ``measured`` event with its figures."""
+    a Chrome trace in the run's trace directory and a ``measured`` event with its figures.
+    ``host_ops`` False (periodic windows of a user's job on a GPU): the GPU's activity alone — the
+    host's operators, recorded, slow a launch-bound step about 2× under the window."""
 
     steps: int = 20
+    host_ops: bool = True
 
 
 @dataclass(frozen=True)

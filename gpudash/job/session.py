@@ -172,7 +172,7 @@ class JobSession:
         if isinstance(control, Stop):
             self.stop()
         elif isinstance(control, TraceWindow):
-            self.windows.periodic(control.steps)
+            self.windows.periodic(control.steps, control.host_ops)
         elif isinstance(control, Diagnose):
             self.windows.diagnose(control.steps)
         elif isinstance(control, MemoryPeak):

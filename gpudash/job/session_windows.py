@@ -48,15 +48,16 @@ class SessionWindows:
         for peak in self.parts.peaks.done():
             self._memory_peaked(peak)
 
-    def periodic(self, steps: int) -> None:
-        """A periodic window asked for: taken where the last one's cost allows it, one at a time."""
+    def periodic(self, steps: int, host_ops: bool = True) -> None:
+        """A periodic window asked for: taken where the last one's cost allows it, one at a time
+        (``host_ops`` False: the GPU's activity alone, on CUDA)."""
         traces = self.parts.traces
         if traces.periodic_open and time.monotonic() - traces.periodic_asked_at < PERIODIC_WAIT_S:
             return  # the next waits for this one's cost
         if spaced := traces.spaced(time.monotonic()):
             self.out.tell("spaced", spaced)
         else:
-            self._ask_trace("trace", steps)
+            self._ask_trace("trace", steps, kernels_only=not host_ops)
 
     def _window(self, reads: list[TraceRead]) -> None:
         """One window's traces, every rank's: its collectives matched across them, then each read."""
@@ -154,8 +155,9 @@ class SessionWindows:
         self.out.messages.append(event)
         return event
 
-    def _ask_trace(self, purpose: str, steps: int) -> None:
-        """A window of the same steps on every rank: the lead's is the run's; the others' feed their rank rows."""
+    def _ask_trace(self, purpose: str, steps: int, kernels_only: bool = False) -> None:
+        """A window of the same steps on every rank: the lead's is the run's; the others' feed their
+        rank rows (``kernels_only``: the GPU's activity alone where the job runs on CUDA)."""
         p = self.parts
         targets = [ctl for _, _, ctl in p.rank_table.targets()]  # lead first
         if not targets or not targets[0]:
@@ -165,6 +167,8 @@ class SessionWindows:
         request, note = p.traces.ask(purpose, steps, folder, job_command.slug(p.workload), p.rank_table.firsts)
         if note:
             self.out.error("trace", note)
+        if kernels_only:
+            request["kernels_only"] = True
         if (ranks := p.rank_table.world_size()) > 1:  # the same steps on every rank
             request["at"] = agreed_step([w.steps for w in p.samples.ranks.values()], p.samples.rate, ranks)
         if not all([p.channel.request(ctl, request) for ctl in targets if ctl]) and p.process.poll() is None:

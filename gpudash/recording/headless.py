@@ -217,7 +217,7 @@ class HeadlessRecording:
         if self._next_trace is None:
             self._next_trace = self._started_at + self.trace_every_s
         if now >= self._next_trace:
-            self.session.send(TraceWindow(self.trace_steps))
+            self.session.send(TraceWindow(self.trace_steps, host_ops=False))
             self._next_trace = now + self.trace_every_s
 
     def _maybe_progress(self) -> None:
