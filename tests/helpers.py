@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -68,6 +69,12 @@ CSV_COLUMNS_0_1 = [
 
 
 BOOT = ROOT / "gpudash" / "job" / "boot"  # the job's bootstrap folder: its modules import each other by name
+
+
+def ctrl_c_reaches_it() -> None:
+    """A child's SIGINT as a terminal's Ctrl-C finds it (``preexec_fn``): the default action, even
+    where the tests run from a background shell, which starts them with SIGINT ignored."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def boot_module(name: str) -> Any:

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from tests import printed
-from tests.helpers import once_per_session
+from tests.helpers import ctrl_c_reaches_it, once_per_session
 from tests.test_job import JOBS, gpudash
 
 HAND = str(JOBS / "hand_sgd.py")
@@ -131,7 +131,8 @@ def test_an_lbfgs_step_is_one_step_and_the_flop_count_over_it_stays_within_twice
 @pytest.mark.slow
 def test_a_ctrl_c_inside_backward_leaves_the_jobs_traceback_and_exit_status_as_bare(tmp_path: Path) -> None:
     job = [sys.executable, HAND, "--steps", "20", "--interrupt-at", "5"]  # its steps counted by hand by then
-    bare = subprocess.run(job, capture_output=True, text=True, timeout=120, env={**os.environ, **ONE_THREAD})
+    env = {**os.environ, **ONE_THREAD}
+    bare = subprocess.run(job, capture_output=True, text=True, timeout=120, env=env, preexec_fn=ctrl_c_reaches_it)
     assert bare.returncode == -signal.SIGINT and bare.stderr.startswith("Traceback (most recent call last):")
     out = tmp_path / "r.csv"
     under = gpudash("record", str(out), "-q", "--", *job, env=ONE_THREAD)
