@@ -365,7 +365,7 @@ class Phases:
         self.mode_from, self.eval_end = t, None
         self._mark(t, WORK)
         if self.tail is None and not self.compiled and self.torch is not None:
-            self.tail = add_hook(self.torch.nn.modules.module.register_module_forward_hook, self._tail_forward)
+            self.tail = add_hook(self.torch, "register_module_forward_hook", self._tail_forward)
 
     def _untail(self) -> None:
         tail, self.tail = self.tail, None
@@ -386,7 +386,7 @@ class Phases:
     def _arm(self) -> None:
         if self.watch is not None or self.compiled or self.torch is None:
             return
-        self.watch = add_hook(self.torch.nn.modules.module.register_module_forward_pre_hook, self._forward)
+        self.watch = add_hook(self.torch, "register_module_forward_pre_hook", self._forward)
         if self.watch is None:  # a torch without it: never armed again
             self.compiled = True
 
@@ -421,12 +421,12 @@ def _measure(intervals: list[tuple[float, float]]) -> float:
     return total
 
 
-def add_hook(register: Callable[[Any], Any], hook: Any) -> Any:
-    """A global module hook's handle, ``hook`` given to torch's ``register`` function; None where
-    this torch has none (or refuses it): no watch."""
+def add_hook(torch: Any, register: str, hook: Any) -> Any:
+    """The handle of ``hook``, a global module hook that torch's ``register`` function (of
+    ``torch.nn.modules.module``) adds; None where this torch has no such function or refuses it."""
     try:
-        return register(hook)
-    except Exception:  # noqa: BLE001 - a torch without it
+        return getattr(torch.nn.modules.module, register)(hook)
+    except Exception:  # noqa: BLE001 - a torch without it: no watch
         return None
 
 
