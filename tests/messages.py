@@ -37,4 +37,35 @@ def event(time_s: float, kind: EventKind | str, what: str = "", before: str = ""
     return Event(time_s, EventKind(kind), what, before, after)
 
 
-__all__ = ["Message", "event", "events_of", "gpu_samples_of", "present", "samples_of"]
+def job_sample(
+    t: float,
+    steps_per_s: float,
+    train_s: float | None,
+    *,
+    batch: int = 0,
+    steps: int | None = None,
+    interval_s: float = 0.25,
+    workload: str = "job:train.py",
+) -> Sample:
+    """A user's job's sample at ``t`` as ``gpudash.job.steps`` makes one: its rate over ``interval_s``,
+    the seconds of training steps that rate is over (``train_s``), no step times or syncs; its
+    steps (unless given) and samples as that rate makes them by ``t``, its samples/s unknown where
+    the batch is (0)."""
+    return Sample(
+        time_s=t,
+        workload=workload,
+        variant="",
+        batch_size=batch,
+        steps=int(t * steps_per_s) if steps is None else steps,
+        samples=int(t * steps_per_s * batch),
+        interval_s=interval_s,
+        steps_per_s=steps_per_s,
+        samples_per_s=steps_per_s * batch if batch else None,
+        step_ms_p50=None,
+        step_ms_p95=None,
+        syncs_per_step=None,
+        train_s=train_s,
+    )
+
+
+__all__ = ["Message", "event", "events_of", "gpu_samples_of", "job_sample", "present", "samples_of"]

@@ -24,6 +24,7 @@ from gpudash.job.steps import LAG_S, JobSamples, StepRecord
 from gpudash.stats.segments import SegmentTracker
 from tests import printed
 from tests.helpers import once_per_session
+from tests.messages import job_sample
 from tests.test_job import JOBS, gpudash
 
 LBFGS = str(JOBS / "lbfgs_closure.py")
@@ -32,21 +33,7 @@ PID = 4_999_999  # above Linux's largest pid: no /proc of it, so only the answer
 
 # -- the statistics: a long step's window is a batch by itself ---------------------------------------
 def _job_sample(i: int, steps_per_s: float, train_s: float, interval_s: float = 0.25) -> Sample:
-    return Sample(
-        time_s=float(i),
-        workload="job:lbfgs.py",
-        variant="",
-        batch_size=0,
-        steps=i,
-        samples=0,
-        interval_s=interval_s,
-        steps_per_s=steps_per_s,
-        samples_per_s=None,
-        step_ms_p50=None,
-        step_ms_p95=None,
-        syncs_per_step=None,
-        train_s=train_s,
-    )
+    return job_sample(float(i), steps_per_s, train_s, steps=i, interval_s=interval_s, workload="job:lbfgs.py")
 
 
 def test_four_long_steps_have_an_interval_and_eight_short_windows_are_needed_for_one() -> None:

@@ -35,6 +35,7 @@ from gpudash.tui.phase_strip import legend, strip_row
 from gpudash.tui.phases import PhaseTimeline, Span
 from tests import printed
 from tests.helpers import boot_module, once_per_session
+from tests.messages import job_sample
 from tests.test_job import JOBS, job_line
 from tests.test_job_phases import csv_rows, ended_phases, phases_module, record_job, summary_row
 
@@ -245,7 +246,7 @@ def test_an_other_span_is_counted_once_and_one_told_during_a_stall_is_the_stalls
 
 def _job_sample(t: float) -> Sample:
     """A job's 0.25 s window of training at 2 steps/s."""
-    return Sample(t, "job:train.py", "", 16, int(2 * t), int(32 * t), 0.25, 2.0, 32.0, None, None, None, train_s=0.25)
+    return job_sample(t, 2.0, 0.25, batch=16)
 
 
 def _other_run() -> list[Any]:

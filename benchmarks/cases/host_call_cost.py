@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks.cases.shared.mlp import mlp_train_step, torch_device
+from benchmarks.cases.shared.mlp import MlpParams, mlp_train_step, torch_device
 from benchmarks.harness.context import Run
 from benchmarks.harness.params import param
 from benchmarks.harness.schedule import alternate_steps
@@ -27,8 +27,7 @@ PAIRS = 50  # pairs of steps per block
 
 
 @dataclass(frozen=True)
-class Params:
-    device: str = param("cuda", "the device the MLP trains on")
+class Params(MlpParams):
     blocks: int = param(120, f"blocks of {PAIRS} pairs of steps per call")
 
 
@@ -43,12 +42,12 @@ class Counters:
         self.samples += samples
 
 
-def calls_between_steps(torch: Any, cuda: bool) -> dict[str, Callable[[], None]]:
-    """The calls to time between two steps, by label (the CUDA events on a GPU only);
-    ``tracker.step()`` is added by the caller."""
+def calls_between_steps(torch: Any, cuda: bool, batch: int) -> dict[str, Callable[[], None]]:
+    """The calls to time between two steps of ``batch`` samples, by label (the CUDA events on a
+    GPU only); ``tracker.step()`` is added by the caller."""
     counters, calls = Counters(), [0]
     out: dict[str, Callable[[], None]] = {"A/A: nothing": lambda: None}
-    out["a Python call (two counters)"] = lambda: counters.step(128)
+    out["a Python call (two counters)"] = lambda: counters.step(batch)
     if cuda:
         events = [torch.cuda.Event(enable_timing=True) for _ in range(64)]
         stream = torch.cuda.current_stream()
@@ -78,16 +77,16 @@ def measure(run: Run, p: Params) -> None:
     import gpudash
 
     device = torch_device(torch, p.device)
-    train_step = mlp_train_step(torch, device)
-    calls = calls_between_steps(torch, device.type == "cuda")
+    train_step = mlp_train_step(torch, device, p.hidden, p.batch)
+    calls = calls_between_steps(torch, device.type == "cuda", p.batch)
     tracker = gpudash.track(Path(tempfile.mkdtemp()) / "cost.csv", label="cost", device=p.device)
-    calls["tracker.step()"] = lambda: tracker.step(samples=128)
+    calls["tracker.step()"] = lambda: tracker.step(samples=p.batch)
     for _ in range(300):  # warm up: allocator, kernels, the tracker's start
         train_step()
-        tracker.step(samples=128)
+        tracker.step(samples=p.batch)
     if device.type == "cuda":
         torch.cuda.synchronize()
-    run.comment(f"host call cost: MLP 64-256-10, batch 128, on {device}")
+    run.comment(f"host call cost: MLP 64-{p.hidden}-10, batch {p.batch}, on {device}")
     run.comment(f"{p.blocks} blocks of {PAIRS} pairs of steps per call, alternated one by one")
     table = run.table(
         ["call between two steps", "bare step, ms", "time over the bare step (95% CI)", "verdict", "µs a step"],

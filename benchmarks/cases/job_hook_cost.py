@@ -36,7 +36,7 @@ from typing import Any
 
 from benchmarks.harness.case import Unavailable
 from benchmarks.harness.context import Run
-from benchmarks.harness.params import param
+from benchmarks.harness.params import OnDevice, param
 from benchmarks.harness.schedule import alternate_steps
 from benchmarks.harness.stats import Target, ratio, ratio_text
 
@@ -45,8 +45,7 @@ WARM_STEPS = 300
 
 
 @dataclass(frozen=True)
-class Params:
-    device: str = param("cuda", "the device the job's step runs on")
+class Params(OnDevice):
     blocks: int = param(60, "blocks of pairs")
     pairs: int = param(50, "pairs of stretches a block")
     stretch: int = param(1, "steps a stretch (1: single steps alternate)")

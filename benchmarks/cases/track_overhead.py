@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from benchmarks.cases.shared.mlp import mlp_train_step, torch_device
+from benchmarks.cases.shared.mlp import MlpParams, mlp_train_step, torch_device
 from benchmarks.cases.shared.thread_time import CollectionCount, NvmlCallTime
 from benchmarks.harness.context import Run
 from benchmarks.harness.params import param
@@ -36,12 +36,9 @@ PAIRS = 50  # pairs of steps a block, alternated
 
 
 @dataclass(frozen=True)
-class Params:
-    device: str = param("cuda", "the device the MLP trains on")
+class Params(MlpParams):
     rounds: int = param(20, "ABBA rounds (0: the alternation only)")
     seconds: float = param(2.0, "seconds of steps per arm per round")
-    hidden: int = param(256, "the MLP's hidden width")
-    batch: int = param(128, "the MLP's batch")
     interval: float = param(0.5, "the tracker's sample interval, seconds")
     warm: float = param(0.25, "tracked seconds before each timed stretch")
     alternate_blocks: int = param(0, f"also alternate single steps: N blocks of {PAIRS} pairs (4 or more)")

@@ -18,6 +18,14 @@ def param(default: Any, help: str) -> Any:
     return dataclasses.field(default=default, metadata={"help": help})
 
 
+@dataclasses.dataclass(frozen=True)
+class OnDevice:
+    """The first parameter of a case that times steps on one device: which (a case's own
+    parameters follow, in a dataclass that derives from this one)."""
+
+    device: str = param("cuda", "the device the steps run on (cpu: the case's plumbing, as its tiny run)")
+
+
 def _convert(name: str, kind: Any, text: str) -> Any:
     origin, args = typing.get_origin(kind), typing.get_args(kind)
     if args and type(None) in args:  # X | None

@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from gpudash.arguments import shared_flags
 from gpudash.arguments.argtypes import ExitCode, Parser, UsageError, positive_float
 from gpudash.core.textfmt import plain
 from gpudash.diagnosis.evidence import job_settings
@@ -39,6 +40,7 @@ from gpudash.stats.comparison import Estimate, Verdict, compare
 from gpudash.stats.fmt import fmt_ratio
 from gpudash.tune import job_edits
 from gpudash.tune.job_runs import Run, faster, run_once, shown, slower, typed
+from gpudash.tune.plan import JOB_OPT_INS
 from gpudash.tune.worker_cpu import GIB, GUARD_WORKERS, ceiling, no_room
 
 BATCH_HEADROOM = 0.05  # of what is said to fit, left for the estimate's error (H100: 51 said, 50 fitted)
@@ -56,23 +58,11 @@ def build_parser() -> Parser:
     p.add_argument(
         "--out", default="tune", help="the folder for tune.md, tune.csv, tune.png and the runs (default: tune)"
     )
-    p.add_argument("--json", action="store_true", help="the answer as JSON on stdout")
+    shared_flags.add_json(p)
     p.add_argument("--diff", action="store_true", help="print the change as a unified diff of your files")
-    p.add_argument(
-        "--allow-numerics",
-        action="store_true",
-        help="also race settings that change the numbers: TF32 (CUDA) and bf16 autocast, where the job has none",
-    )
-    p.add_argument(
-        "--allow-compile", action="store_true", help="also race torch.compile of the model the optimizer steps"
-    )
-    p.add_argument(
-        "--allow-batch",
-        action="store_true",
-        help="also race a larger batch (it changes the training: the learning rate, the steps an epoch): the "
-        "largest that gpudash's memory figures say fits the GPU, checked by running it, samples/s against samples/s",
-    )
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    for flag, what in JOB_OPT_INS.items():
+        p.add_argument(flag, action="store_true", help=f"also race {what}")
+    shared_flags.add_quiet(p)
     return p
 
 

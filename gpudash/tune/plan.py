@@ -27,6 +27,14 @@ if TYPE_CHECKING:  # pragma: no cover
 # that speeds a step up (tf32's "never" slows it down: it is a baseline, not a candidate); when
 # compile is raced unasked: gpudash.tune.candidates.
 DEFAULT_POOL = ("amp=bf16", "channels_last", "cudnn_benchmark", "tf32", "cuda_graph", "compile")
+# What the race on a user's job (tune -- CMD) leaves out unless asked, by the flag that asks: the
+# rest of each flag's help after "also race"
+JOB_OPT_INS = {
+    "--allow-numerics": "settings that change the numbers: TF32 (CUDA) and bf16 autocast, where the job has none",
+    "--allow-compile": "torch.compile of the model the optimizer steps",
+    "--allow-batch": "a larger batch (it changes the training: the learning rate, the steps an epoch): the largest "
+    "that gpudash's memory figures say fits the GPU, checked by running it, samples/s against samples/s",
+}
 SWITCH_S = 1.5  # about what one switch costs beyond the windows (a rebuild, a capture): for the budget check
 START_S = 15.0  # the workload process's start (torch's import, the first build): for the budget check
 
@@ -141,7 +149,7 @@ def _epilog() -> str:
         "single knob are measured once more, interleaved. A winner with bf16 or TF32 gets its\n"
         "loss compared with the plain run's over the same steps.\n\n"
         "your own job: gpudash tune [--seconds S] [--max-minutes M] [--out DIR] [--json] [--diff]\n"
-        "[--allow-numerics] [--allow-compile] [--allow-batch] -- CMD ... (gpudash tune --help -- says each)\n"
+        f"{' '.join(f'[{flag}]' for flag in JOB_OPT_INS)} -- CMD ... (gpudash tune --help -- says each)\n"
         "races its DataLoader's workers and the other safe settings, each a fresh run, and says the\n"
         "winner as an edit of your DataLoader line (docs/your-job.md)\n\n"
         "exit status: 0 done, 1 the workload failed, 2 bad arguments, 130 interrupted (what was\n"

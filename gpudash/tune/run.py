@@ -47,7 +47,7 @@ from gpudash.sweep.results import RepeatResult, summarize_one
 from gpudash.sweep.window import Clock
 from gpudash.tune import race
 from gpudash.tune.candidates import COMPILE, GPU_BOUNDS, Candidate, CandidateMaker
-from gpudash.tune.plan import TunePlan, build_parser, plan_from_args
+from gpudash.tune.plan import JOB_OPT_INS, TunePlan, build_parser, plan_from_args
 
 if TYPE_CHECKING:  # pragma: no cover
     from gpudash.host.session import EngineSession
@@ -411,7 +411,7 @@ def run_tune(plan: TunePlan, *, quiet: bool = False, as_json: bool = False) -> i
     return code
 
 
-JOB_ONLY = ("--allow-numerics", "--allow-compile", "--allow-batch", "--diff")  # tune -- CMD's options, not a family's
+JOB_ONLY = (*JOB_OPT_INS, "--diff")  # tune -- CMD's options, not a family's
 
 
 def _a_job_without_dashes(argv: list[str]) -> bool:

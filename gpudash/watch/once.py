@@ -36,7 +36,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-from gpudash.core.protocol import MIG_FIGURES, ExitCode
+from gpudash.core.protocol import MIG_FIGURES, ExitCode, MigReading
 from gpudash.host.nvml import NvmlSampler
 from gpudash.host.nvml_watch import gpm_window
 from gpudash.watch.snapshot import GpuState, Snapshot, take
@@ -58,7 +58,7 @@ def as_dict(snap: Snapshot, now: _dt.datetime | None = None) -> dict[str, Any]:
         "gpm_unavailable": snap.gpm_unavailable,
         "gpus": gpus,
         "mig": [  # under MIG: each GPU instance's GPM figures
-            {"label": r.label, **{k: _round(getattr(r, k)) for k in MIG_FIGURES}} for r in snap.mig
+            {"label": r.label, **_gpm_figures(r)} for r in snap.mig
         ],
     }
 
@@ -69,9 +69,7 @@ def _gpu(g: GpuState) -> dict[str, Any]:
         "name": g.name,
         "uuid": g.uuid,
         "utilization_pct": g.utilization_pct,
-        "sm_active_pct": _round(g.sm_active_pct),
-        "tensor_active_pct": _round(g.tensor_active_pct),
-        "dram_active_pct": _round(g.dram_active_pct),
+        **_gpm_figures(g),
         "memory_bandwidth_pct": g.memory_bandwidth_pct,
         "memory_used_mib": _round(g.memory_used_mib),
         "memory_total_mib": _round(g.memory_total_mib),
@@ -93,6 +91,12 @@ def _gpu(g: GpuState) -> dict[str, Any]:
         ],
         "errors": dict(g.failed),
     }
+
+
+def _gpm_figures(reading: GpuState | MigReading) -> dict[str, float | None]:
+    """GPM's figures of a GPU or of a MIG instance (``MIG_FIGURES``: the SMs', tensor cores' and
+    DRAM's activity), to one decimal."""
+    return {k: _round(getattr(reading, k)) for k in MIG_FIGURES}
 
 
 def _round(value: float | None) -> float | None:

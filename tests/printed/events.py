@@ -20,11 +20,17 @@ class EventLine:
     text: str  # the rest after "kind: " (or after "kind " for a change: "what: before → after")
 
 
-_EVENT = re.compile(r"^(?:gpudash: )?\[ *(?P<t>[\d.]+)s\] (?P<kind>[a-z_]+)(?:(?:: | )(?P<text>.*))?$")
+_EVENT = re.compile(r"\[ *(?P<t>[\d.]+)s\] (?P<kind>[a-z_]+)(?:(?:: | )(?P<text>.*))?")
+
+
+def _record_line(pattern: re.Pattern[str], line: str) -> re.Match[str] | None:
+    """``pattern`` over the whole of a line ``record`` prints, with or without its ``gpudash: ``
+    prefix (None: not such a line)."""
+    return pattern.fullmatch(line.strip().removeprefix("gpudash: "))
 
 
 def event_line(line: str) -> EventLine | None:
-    m = _EVENT.match(line.strip())
+    m = _record_line(_EVENT, line)
     if m is None:
         return None
     return EventLine(float(m["t"]), m["kind"], m["text"] or "")
@@ -80,12 +86,12 @@ class Done:
 
 # what the line calls each row_kind's rows, one and several: gpudash's own words, read backwards
 ROW_WORDS = {word: kind for kind, words in ROW_NAMES.items() for word in words}
-_DONE = re.compile(r"^(?:gpudash: )?(?P<status>.+): (?P<rows>\d+) rows(?: in (?P<path>.+?))? \((?P<held>[^()]*)\)$")
+_DONE = re.compile(r"(?P<status>.+): (?P<rows>\d+) rows(?: in (?P<path>.+?))? \((?P<held>[^()]*)\)")
 _HELD = re.compile(r"(\d+) ([^,]+)")
 
 
 def done_line(line: str) -> Done | None:
-    m = _DONE.match(line.strip())
+    m = _record_line(_DONE, line)
     if m is None:
         return None
     kinds: dict[str, int] = {}

@@ -1,10 +1,22 @@
 """A small MLP's training step: a launch-bound step of about a millisecond on an H100, where a
-per-step cost shows most (``host_call_cost``, ``track_overhead``)."""
+per-step cost shows most (``host_call_cost``, ``track_overhead``), and the parameters it takes."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
+
+from benchmarks.harness.params import OnDevice, param
+
+
+@dataclass(frozen=True)
+class MlpParams(OnDevice):
+    """The parameters of a case that times the MLP's step: its device, width and batch (the
+    case's own parameters follow, in a dataclass that derives from this one)."""
+
+    hidden: int = param(256, "the MLP's hidden width")
+    batch: int = param(128, "the MLP's batch")
 
 
 def mlp_train_step(torch: Any, device: Any, hidden: int = 256, batch: int = 128) -> Callable[[], None]:

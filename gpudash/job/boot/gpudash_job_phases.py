@@ -365,10 +365,7 @@ class Phases:
         self.mode_from, self.eval_end = t, None
         self._mark(t, WORK)
         if self.tail is None and not self.compiled and self.torch is not None:
-            try:
-                self.tail = self.torch.nn.modules.module.register_module_forward_hook(self._tail_forward)
-            except Exception:  # noqa: BLE001 - a torch without it: no watch
-                self.tail = None
+            self.tail = add_hook(self.torch, "register_module_forward_hook", self._tail_forward)
 
     def _untail(self) -> None:
         tail, self.tail = self.tail, None
@@ -389,9 +386,8 @@ class Phases:
     def _arm(self) -> None:
         if self.watch is not None or self.compiled or self.torch is None:
             return
-        try:
-            self.watch = self.torch.nn.modules.module.register_module_forward_pre_hook(self._forward)
-        except Exception:  # noqa: BLE001 - a torch without it: no watch
+        self.watch = add_hook(self.torch, "register_module_forward_pre_hook", self._forward)
+        if self.watch is None:  # a torch without it: never armed again
             self.compiled = True
 
     def _disarm(self) -> None:
@@ -423,6 +419,15 @@ def _measure(intervals: list[tuple[float, float]]) -> float:
             total += end - max(start, reach)
             reach = end
     return total
+
+
+def add_hook(torch: Any, register: str, hook: Any) -> Any:
+    """The handle of ``hook``, a global module hook that torch's ``register`` function (of
+    ``torch.nn.modules.module``) adds; None where this torch has no such function or refuses it."""
+    try:
+        return getattr(torch.nn.modules.module, register)(hook)
+    except Exception:  # noqa: BLE001 - a torch without it: no watch
+        return None
 
 
 def remove_hook(handle: Any) -> None:
