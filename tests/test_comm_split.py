@@ -133,3 +133,28 @@ def test_a_window_waits_for_every_ranks_trace_then_for_no_more_than_its_limit() 
     now[0] = GATHER_S
     (late,) = reads.due()
     assert [r.rank for r in late] == [0] and matched(late) == {}  # one rank's trace: nothing to match
+
+
+def test_a_wait_read_in_a_distorting_window_counts_no_more_than_the_untraced_steps_waited() -> None:
+    """An even job on 2 H200s, diagnosed: its ranks, slowed unevenly by the profiler (58.7 ms a
+    traced step against 36.8 untraced), waited 13.8 ms a traced step for each other; untraced, a
+    step's longest collective took 1.2 ms from the rank's arrival. Not "waiting for another rank",
+    no "up to 1.6×", and the spinning kernels do not make it GPU-bound."""
+    base = Evidence(steps=30, step_ms=36.8, input_ms=0.0, syncs_per_step=0.0, launch_delay_us=1050.0)
+    even = replace(
+        base,
+        gpu_busy_pct=76.0,
+        gpu_ms_per_step=44.5,
+        host_ms_per_step=56.9,
+        traced_step_ms=58.7,
+        comm_exposed_ms=8.9,
+        comm_transfer_ms=0.49,
+        comm_transfer_exposed_ms=0.33,
+        comm_transfer_kinds="all-reduce=0.325",
+        comm_wait_ms=13.8,
+        comm_longest_ms=1.2,
+    )
+    verdict = diagnose(even)
+    assert verdict.bound not in (Bound.WAIT, Bound.COMM, Bound.GPU_COMPUTE), verdict.line()
+    found = {r.limit: r.up_to for r in remedies(even, verdict.bound, script=True)}
+    assert found.get("waiting", 1.0) <= 36.8 / (36.8 - 1.2)

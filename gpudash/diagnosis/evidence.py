@@ -57,9 +57,10 @@ class Evidence:
     comm_transfer_ms: float | None = None  # the collectives' transfer (from the last rank's arrival to their end)
     comm_transfer_exposed_ms: float | None = None  # ... of it, with no computation beside: communication's part
     comm_transfer_kinds: str | None = None  # ... each kind's ("all-reduce=0.460,broadcast=0.004")
-    comm_wait_ms: float | None = None  # of the exposed collectives, this rank waiting for the last one to arrive
+    comm_wait_ms: float | None = None  # of the exposed collectives, this rank waiting for the last one (traced step)
     comm_last_rank: int | None = None  # the rank the others wait for in most of that wait (None: they take turns)
     comm_busbw_gbps: float | None = None  # the large collectives' bus bandwidth (median), GB/s
+    comm_longest_ms: float | None = None  # untraced: a step's longest collective from this rank's arrival (mean)
     host_wait_ms: float | None = None  # profiler window: of the host's step, the time in calls that wait for the GPU
     traced_step_ms: float | None = None  # profiler window: a step's wall time under the profiler
     job_settings: str | None = None  # a user's job: what it already does ("num_workers=0,pin_memory=True,…")

@@ -10,7 +10,9 @@ never more than the step less its input wait; the GPU's computation, its busy ti
 time is not known) less the exposed collectives; the collectives'
 exposed *transfer* — where the ranks' windows were matched (``gpudash.engine.comm_split``), the
 part of the data's movement no computation hid, and beside it the exposed *wait* for the rank that
-arrived last; where they were not (one rank's window), the collectives' exposed time, all of it.
+arrived last — never more than the untraced steps' longest collective from the rank's arrival (a
+profiler window slows the ranks unevenly and pulls them apart: its wait is the window's, not the
+job's); where they were not (one rank's window), the collectives' exposed time, all of it.
 
 The step is its input wait plus the longer of the host's work and the GPU's (computation and
 exposed collectives), a sync adding the GPU's time to the host's. The verdict leaves out the
@@ -63,6 +65,8 @@ class Parts:
         comm = e.comm_transfer_exposed_ms if matched else e.comm_exposed_ms
         comm = None if comm is None else min(comm, e.step_ms)
         wait = min(e.comm_wait_ms or 0.0, e.step_ms) if matched else None
+        if wait is not None and e.comm_longest_ms is not None:  # never more than the untraced steps waited
+            wait = min(wait, e.comm_longest_ms)
         busy = e.gpu_ms_per_step
         if busy is None and e.gpu_busy_pct is not None:  # the busy share alone: of the untraced step
             busy = e.gpu_busy_pct / 100.0 * e.step_ms

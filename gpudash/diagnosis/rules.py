@@ -119,8 +119,9 @@ def cpu_bound(e: Evidence) -> Diagnosis | None:
 
 
 def gpu_bound(e: Evidence) -> Diagnosis | None:
-    """Rule 5: the GPU ran kernels most of the time; GPM (where it reads) says whether the SMs did."""
-    busy = e.gpu_busy_pct
+    """Rule 5: the GPU ran kernels most of the time — its collectives' kernels spinning while they
+    wait for another rank left out; GPM (where it reads) says whether the SMs did."""
+    busy = _busy_working(e)
     if busy is None or not (busy >= GPU_BUSY or (e.queued and busy >= GPU_BUSY_QUEUED)):
         return None
     throttle = f"; the GPU is throttled ({e.throttled})" if e.throttled else ""
@@ -145,6 +146,14 @@ def gpu_bound(e: Evidence) -> Diagnosis | None:
         return _verdict(Bound.GPU_COMPUTE, why, case=TENSORS_IDLE)
     tensor_text = f", tensor cores {tensor:.0f}%" if tensor is not None else ""
     return _verdict(Bound.GPU_COMPUTE, f"{kernels}{gpm}{tensor_text}{_delay(e, queued=True)}{throttle}")
+
+
+def _busy_working(e: Evidence) -> float | None:
+    """The GPU's busy share of the traced steps, less its collectives' exposed wait for another rank
+    (matched across the ranks' windows: ms a traced step)."""
+    if e.gpu_busy_pct is None or not e.comm_wait_ms or not e.traced_step_ms:
+        return e.gpu_busy_pct
+    return max(0.0, e.gpu_busy_pct - 100.0 * min(e.comm_wait_ms, e.traced_step_ms) / e.traced_step_ms)
 
 
 def host_bound(e: Evidence) -> Diagnosis | None:

@@ -89,6 +89,7 @@ def untraced_evidence(records: list[StepRecord], sites: SyncTable | None = None)
         1e3 * sum(seconds) / len(inside) for seconds in zip(*((r.dataset_s, r.collate_s) for r in inside), strict=True)
     )
     made_here = dataset + collate > 0  # the job's own process made its batches (no workers)
+    comm = [r.comm_ms for r in inside if r.comm_ms is not None]
     return Evidence(
         steps=len(inside),
         step_ms=wall_ms,
@@ -97,6 +98,7 @@ def untraced_evidence(records: list[StepRecord], sites: SyncTable | None = None)
         sync_sites=sites,
         input_dataset_ms=dataset if made_here else None,
         input_collate_ms=collate if made_here else None,
+        comm_longest_ms=statistics.fmean(comm) if comm else None,
         cpus=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),  # the job's too
     )
 
