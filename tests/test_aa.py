@@ -188,9 +188,11 @@ def test_the_benchmark_says_how_to_run_it_and_refuses_bad_input() -> None:
 
 
 @pytest.mark.slow
-def test_a_tiny_run_of_the_benchmark_counts_its_a_a_verdict(tmp_path: Path) -> None:
-    r = _bench("run", "--tiny", "-p", f"keep={tmp_path}", "--out", str(tmp_path))
-    assert r.returncode == 0, r.stderr
+def test_a_tiny_run_of_the_benchmark_counts_its_a_a_verdict(tmp_path_factory: pytest.TempPathFactory) -> None:
+    from tests.test_benchmarks_tiny import tiny_run
+
+    r = tiny_run("aa_false_claims", tmp_path_factory)  # its run with keep in its folder, made once a session
+    assert r.code == 0, r.stderr
     assert "of 1 A/A runs" in r.stdout and "Clopper-Pearson" in r.stdout
-    assert (tmp_path / "aa_false_claims.result.json").is_file()
-    assert (tmp_path / "runs" / "aa01" / "sweep.csv").is_file()
+    assert (r.out / "aa_false_claims.result.json").is_file()
+    assert (r.out / "runs" / "aa01" / "sweep.csv").is_file()

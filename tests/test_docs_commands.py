@@ -4,8 +4,9 @@
 
 A command that ends by itself (``list``, ``report``, ``diagnose`` of the 400-step ``train.py``)
 exits 0. One that runs until stopped shows it runs — its arguments all accepted (gpudash checks
-every one before anything starts) and its first line said (for a job: its first step seen), or a
-few seconds gone by for a quiet one — and is then stopped as a person stops it, with a Ctrl-C,
+every one before anything starts) and its first line said (for a job: its first step seen), or for
+a quiet one a sample row in the recording it writes, else a few seconds gone by — and is then
+stopped as a person stops it, with a Ctrl-C,
 ending with 0 or 130. Neither says an error or a traceback. What cannot run on this machine is named with its
 reason (``NOT_HERE``): a GPU, NVML, a terminal for the dashboard, a browser for ``serve``, a second
 machine; the test that lists them fails on a command no rule names, so a new page's command is run
@@ -31,7 +32,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 SHELL_BLOCK = re.compile(r"^[ \t]*```(?:bash|sh|shell|console)\n(.*?)^[ \t]*```", re.S | re.M)
-QUIET_S = 10.0  # a command that says nothing: this long running, it runs
+QUIET_S = 10.0  # a command that says nothing: this long running (or its recording's first sample row), it runs
 FIRST_LINE_S = 180.0  # the most a command takes to say it runs, or to end by itself, on a loaded machine
 STOPPED_S = 60.0  # and to end once Ctrl-C'd
 SUBCOMMANDS = ("run", "record", "diagnose", "list", "replay", "sweep", "tune", "report", "watch", "serve")
@@ -154,9 +155,21 @@ def _ends_by_itself(s: Shown) -> bool:
     return _subcommand(s) in ("report", "list") or "--" in s.words
 
 
-def _runs(proc: subprocess.Popen[str], ready: re.Pattern[str]) -> str:
-    """What the command said until a line showed it runs (``ready``), an error, its end, or
-    ``QUIET_S`` of silence."""
+def _sampled(folder: Path, before: set[str]) -> bool:
+    """Whether a file the command wrote in ``folder`` (one not in ``before``) holds a sample row:
+    a quiet recording's workload runs."""
+    for path in folder.iterdir():
+        if path.name not in before and path.is_file():
+            with open(path, encoding="utf-8", errors="replace") as f:
+                if any(line.startswith("sample,") for line in f):
+                    return True
+    return False
+
+
+def _runs(proc: subprocess.Popen[str], ready: re.Pattern[str], folder: Path, before: set[str]) -> str:
+    """What the command said until a line showed it runs (``ready``), an error, its end, or for a
+    quiet one a sample row in a file it wrote in ``folder`` (``before``: the files there before it
+    started) or ``QUIET_S`` of silence."""
     assert proc.stderr is not None
     os.set_blocking(proc.stderr.fileno(), False)
     said, deadline, quiet_from = "", time.monotonic() + FIRST_LINE_S, time.monotonic()
@@ -166,7 +179,7 @@ def _runs(proc: subprocess.Popen[str], ready: re.Pattern[str]) -> str:
             said, quiet_from = said + line, time.monotonic()
             if ready.search(line) or "gpudash: error:" in line:
                 return said
-        elif not said and time.monotonic() - quiet_from >= QUIET_S:
+        elif not said and (time.monotonic() - quiet_from >= QUIET_S or _sampled(folder, before)):
             return said
         else:
             time.sleep(0.05)
@@ -180,13 +193,14 @@ def test_a_command_the_pages_show_runs_as_written(shown: Shown, workspace: Path,
     shutil.copytree(workspace, folder)
     if _subcommand(shown) != "report":
         (folder / "run.csv").unlink()  # the recording is there to be read; a command that writes one starts afresh
+    before = {path.name for path in folder.iterdir()}
     proc = _pasted(shown.text, folder)
     said = ""
     try:
         if _ends_by_itself(shown):
             proc.wait(timeout=FIRST_LINE_S)
         else:
-            said = _runs(proc, re.compile("."))
+            said = _runs(proc, re.compile("."), folder, before)
             if proc.poll() is None and "gpudash: error:" not in said:  # it runs: stopped as a person stops it
                 os.killpg(proc.pid, signal.SIGINT)
             proc.wait(timeout=STOPPED_S)

@@ -2,7 +2,7 @@
 with no workers, the input is a tensor index and a collation, cheaper than a worker's hand-over:
 diagnose advises making less of each batch, not workers, and tune's race finds no worker count
 faster. (On a Dataset whose ``__getitem__`` waits on reads both name workers: the race on
-``slow_reads.py`` in ``tests/test_tune_job.py`` diagnoses the same job after it.)"""
+``slow_reads.py`` in ``tests/test_tune_job.py``, and its diagnosis in ``tests/test_job_diagnose.py``.)"""
 
 from __future__ import annotations
 

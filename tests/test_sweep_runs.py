@@ -17,8 +17,8 @@ import pytest
 
 from gpudash.sweep.plan import schedule
 from tests import printed
-from tests.helpers import timing
-from tests.test_sweep import ROOT, TINY, rows, run
+from tests.helpers import once_per_session, timing
+from tests.test_sweep import ROOT, rows, run
 
 
 # -- real sweeps on the CPU ------------------------------------------------------------------------
@@ -27,18 +27,23 @@ def _optional(text: str) -> float | None:
 
 
 LABELS = ["fixed", "fixed#2", "sync-heavy", "fixed+channels_last"]
+TINY = [*timing(repeats=2, seconds=1.5, warmup=0.2), "-q"]  # the figures come from the 1.5 s, not the warm-up
 
 
 @pytest.fixture(scope="module")
 def tiny_sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One tiny real sweep on the CPU, shared by the tests below: an A/A pair (``fixed`` twice),
-    another variant and a knob setting, 2 repeats of 1.5 s each."""
-    out = tmp_path_factory.mktemp("sweep") / "sw"
-    had_torch = "torch" in sys.modules
-    variants = "fixed,fixed,sync-heavy,fixed+channels_last"
-    assert run(["sweep", "-w", "sync_loss", "-v", variants, "-b", "2", *TINY, "--out", str(out)]) == 0
-    assert had_torch or "torch" not in sys.modules  # torch only in the workload child
-    return out
+    """One tiny real sweep on the CPU, shared by the tests below (once per session): an A/A pair
+    (``fixed`` twice), another variant and a knob setting, 2 repeats of 1.5 s each."""
+
+    def sweep() -> Path:
+        out = tmp_path_factory.mktemp("sweep") / "sw"
+        had_torch = "torch" in sys.modules
+        variants = "fixed,fixed,sync-heavy,fixed+channels_last"
+        assert run(["sweep", "-w", "sync_loss", "-v", variants, "-b", "2", *TINY, "--out", str(out)]) == 0
+        assert had_torch or "torch" not in sys.modules  # torch only in the workload child
+        return out
+
+    return once_per_session(tmp_path_factory, "test_sweep_runs-tiny_sweep", sweep)
 
 
 def _shown_ratio(md: str, label: str, verdict: str, both_intervals: bool) -> float:

@@ -170,7 +170,8 @@ def test_tune_finds_the_workers_an_input_bound_job_lacks_and_names_the_line(
     at least 2× faster at its interval's low end, its DataLoader line and edit named. A real race
     of fresh runs, short: the climb's guard lowered to 4 workers (past the 2 CPUs said here), so 6
     runs of 5 s (as written, 1, 2 and 4 workers, then persistent workers and prefetching on the
-    best). Each sample's read waits 4 ms, far longer than its step: 4 workers read about 4× as fast."""
+    best). Each sample's read waits 4 ms, far longer than its step: 4 workers read about 4× as fast.
+    Its diagnosis, which names workers too: tests/test_job_diagnose.py."""
     script = tmp_path / "train.py"
     shutil.copy(SLOW_READS, script)
     monkeypatch.setattr(worker_cpu, "GUARD_WORKERS", 4)
@@ -195,14 +196,8 @@ def test_tune_finds_the_workers_an_input_bound_job_lacks_and_names_the_line(
     # issue 63: every candidate, those dropped early too, ended at a step: the job's output has no traceback
     for err in (out / "runs").glob("*.err"):
         assert "Traceback" not in err.read_text() and "KeyboardInterrupt" not in err.read_text(), err
-    # issue 62: diagnose tells the same story on the same job: its reads are the wait, workers the fix
-    diagnosed = run_gpudash("diagnose", "--json", "--warmup", "1", *job, cwd=tmp_path)
-    assert diagnosed.returncode == 0, diagnosed.stderr[-2000:]
-    (fix,) = [r for r in json.loads(diagnosed.stdout)["remedies"] if r["limit"] == "input"]
-    assert (
-        "the Dataset's __getitem__ is" in fix["advice"]
-        and "more DataLoader workers (num_workers, now 0)" in fix["advice"]
-    )
+    # (issue 62: diagnose tells the same story of this script, its reads the wait and workers the fix:
+    # tests/test_job_diagnose.py diagnoses slow_reads.py as written, so this race is not followed by another run)
 
 
 @pytest.mark.slow

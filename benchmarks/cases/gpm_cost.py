@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from benchmarks.cases.shared.gpm_sampler import SamplerProcess
+from benchmarks.cases.shared.gpm_sampler import SETTLE_S, SamplerProcess
 from benchmarks.harness.case import Unavailable
 from benchmarks.harness.context import Run
 from benchmarks.harness.params import param
@@ -33,6 +33,7 @@ class Params:
     layers: int = param(3, "its linear layers")
     batch: int = param(2048, "its batch")
     interval: float = param(0.5, "the sampler's tick, seconds (gpudash's)")
+    settle: float = param(SETTLE_S, "seconds the sampler ticks after its first tick, before each timed block")
     device: str = param("cuda", "cuda, or cpu (the plumbing: the sampler still runs)")
 
 
@@ -85,7 +86,7 @@ def measure(run: Run, p: Params) -> None:
     said: dict[str, str] = {}
 
     def block(setting: str) -> float:
-        with SamplerProcess(setting == "on", index, p.interval) as sampler:
+        with SamplerProcess(setting == "on", index, p.interval, p.settle) as sampler:
             ms = timed_block(torch, step, p.steps, cuda)
         said[setting] = sampler.ready
         costs["gpm_us"] += sampler.gpm_us if setting == "on" else []

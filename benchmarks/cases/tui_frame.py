@@ -33,6 +33,8 @@ Row = tuple[str, str, str]  # (measure, result, target)
 @dataclass(frozen=True)
 class Params:
     whole_process: bool = param(True, "also time the whole process in a pseudo-terminal (the demo, gpudash)")
+    tries: int = param(3, "the startup timings' tries, the best kept (the import, the first frames)")
+    frames: int = param(20, "frames timed in each redraw measure, at each size")
 
 
 def fresh_import_s() -> float:
@@ -120,20 +122,20 @@ def redraw_costs(
     return asyncio.run(main())
 
 
-def startup_rows() -> list[Row]:
-    """The fresh import of the app and the in-process first frame, best of 3 each."""
-    imp = min(fresh_import_s() for _ in range(3))
-    ff = min(in_process_first_frame_s() for _ in range(3))
+def startup_rows(tries: int) -> list[Row]:
+    """The fresh import of the app and the in-process first frame, best of ``tries`` each."""
+    imp = min(fresh_import_s() for _ in range(tries))
+    ff = min(in_process_first_frame_s() for _ in range(tries))
     return [
-        ("import gpudash.tui.app (fresh interpreter, best of 3)", f"{imp * 1000:.0f} ms", "—"),
+        (f"import gpudash.tui.app (fresh interpreter, best of {tries})", f"{imp * 1000:.0f} ms", "—"),
         ("first frame, in process (construct app -> painted)", f"{ff * 1000:.0f} ms", "≤ 1500 ms"),
     ]
 
 
-def whole_process_rows() -> list[Row]:
-    """The first frame in a pty: the demo (best of 3), and the real ``gpudash`` where it is installed."""
+def whole_process_rows(tries: int) -> list[Row]:
+    """The first frame in a pty: the demo (best of ``tries``), and the real ``gpudash`` where it is installed."""
     demo = [sys.executable, "-m", "gpudash.tui.demo", "--gpu"]
-    ok = [x for x in (pty_first_frame(demo, b"Quit")[0] for _ in range(3)) if x is not None]
+    ok = [x for x in (pty_first_frame(demo, b"Quit")[0] for _ in range(tries)) if x is not None]
     shown = f"{min(ok) * 1000:.0f} ms" if ok else "not seen"
     rows = [("first frame, whole process: python -m gpudash.tui.demo", shown, "≤ 1500 ms")]
     exe = shutil.which("gpudash") or str(Path(sys.executable).parent / "gpudash")
@@ -144,11 +146,11 @@ def whole_process_rows() -> list[Row]:
     return rows
 
 
-def redraw_rows() -> list[Row]:
-    """The redraw of the charts and the whole frame, at 100x30 and at 160x48."""
+def redraw_rows(frames: int) -> list[Row]:
+    """The redraw of the charts and the whole frame over ``frames`` frames, at 100x30 and at 160x48."""
     rows: list[Row] = []
     for cols, lines in ((100, 30), (160, 48)):
-        n, med, p95, whole = redraw_costs((cols, lines))
+        n, med, p95, whole = redraw_costs((cols, lines), frames)
         rows.append(
             (
                 f"redraw {n} charts at full buffers, {cols}x{lines} (median / p95)",
@@ -163,7 +165,7 @@ def redraw_rows() -> list[Row]:
 
 
 def measure(run: Run, p: Params) -> None:
-    rows = startup_rows() + (whole_process_rows() if p.whole_process else []) + redraw_rows()
+    rows = startup_rows(p.tries) + (whole_process_rows(p.tries) if p.whole_process else []) + redraw_rows(p.frames)
     table = run.table(["measure", "result", "target"], ["---", "--:", "---"])
     for row in rows:
         run.row(table, *row)

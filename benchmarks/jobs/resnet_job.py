@@ -11,7 +11,6 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import torch
-import torchvision
 from torch.utils.data import DataLoader
 
 
@@ -83,6 +82,8 @@ def report(steps: int, warmup: int, batch: int, took: float) -> None:
 
 
 def main() -> int:
+    import torchvision  # here, not at the top: small_job.py takes this module's loop, not its model
+
     args = job_args(steps=120, batch=256, warmup=20)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     torch.backends.cudnn.benchmark = True

@@ -101,12 +101,11 @@ def run_once(
 
 
 def _watch(process: subprocess.Popen[bytes], run: Run, csv_path: Path, seconds: float, beat: Run | None) -> bool:
-    """Wait for ``process``, reading its workers' CPU use and memory each second; True where it
-    was stopped early for being slower than ``beat``."""
+    """Wait for ``process`` (returning as it ends), reading its workers' CPU use and memory each
+    second; True where it was stopped early for being slower than ``beat``."""
     workers = WorkerCpu(process.pid)
     began, dropped = time.monotonic(), False
-    while process.poll() is None:
-        time.sleep(1.0)
+    while not _ended_within(process, 1.0):
         workers.read()
         elapsed = time.monotonic() - began
         if elapsed > seconds + 300:
@@ -116,6 +115,15 @@ def _watch(process: subprocess.Popen[bytes], run: Run, csv_path: Path, seconds: 
             dropped = True
     run.worker_busy, run.workers_seen, run.worker_memory = workers.busy, workers.count, workers.memory
     return dropped
+
+
+def _ended_within(process: subprocess.Popen[bytes], seconds: float) -> bool:
+    """Whether ``process`` ends within ``seconds`` (waited for: no second is lost after its end)."""
+    try:
+        process.wait(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        return False
+    return True
 
 
 def _losing(csv_path: Path, beat: Run) -> bool:

@@ -10,7 +10,7 @@ import sys
 import threading
 import time
 
-SETTLE_S = 1.0  # after the sampler's first tick, before the timed block
+SETTLE_S = 1.0  # after the sampler's first tick, before the timed block (gpm_cost's default)
 
 
 def sample_until_stdin_ends(gpm: bool, index: int, interval_s: float) -> int:
@@ -54,9 +54,10 @@ def sample_until_stdin_ends(gpm: bool, index: int, interval_s: float) -> int:
 class SamplerProcess:
     """A child process sampling with GPM on or off, from ``__enter__`` to ``__exit__``."""
 
-    def __init__(self, gpm: bool, index: int, interval_s: float) -> None:
+    def __init__(self, gpm: bool, index: int, interval_s: float, settle_s: float = SETTLE_S) -> None:
         argv = [sys.executable, "-m", __name__, "on" if gpm else "off", str(index), str(interval_s)]
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.settle_s = settle_s
         self.ready = ""
         self.gpm_us: list[float] = []
         self.tick_us: list[float] = []
@@ -66,7 +67,7 @@ class SamplerProcess:
         self.ready = self.proc.stdout.readline().strip()
         if not self.ready.startswith("ready"):
             raise RuntimeError(f"the sampler did not start: {self.ready!r}")
-        time.sleep(SETTLE_S)
+        time.sleep(self.settle_s)
         return self
 
     def __exit__(self, *_: object) -> None:
