@@ -1,8 +1,9 @@
 """The user's own job, unmodified (``gpudash [record PATH|diagnose] -- CMD``), on the CPU: real
 training scripts (``tests/data/jobs/``) run through the real command — a plain loop with a
 DataLoader and workers, two optimizers in one iteration, gradient accumulation, an exit code of
-its own, Lightning's ``Trainer.fit``, a Hugging Face ``Trainer`` (``torchrun`` on gloo is
-tests/test_job_flops.py's: one recording for its ranks and their FLOPs) — and what a user
+its own, a Hugging Face ``Trainer`` (``torchrun`` on gloo is tests/test_job_flops.py's: one
+recording for its ranks and their FLOPs; Lightning's ``Trainer.fit``, its steps its global steps,
+tests/test_job_phases.py's, with its validation loop) — and what a user
 notices: the steps and samples recorded, the job's output and exit status passed through, Ctrl-C
 and a killed gpudash, bad input, the recordings read by report and replay (shared by the tests)."""
 
@@ -192,16 +193,6 @@ def test_a_plain_loops_flops_a_step_are_its_models_and_mfu_is_over_the_peak_give
         assert float(row["flops_per_step"]) == mlp_flops(8, 32)
         assert float(row["tflops"]) == pytest.approx(mlp_flops(8, 32) * float(row["steps_per_s"]) / 1e12, rel=1e-4)
         assert float(row["mfu_pct"]) == pytest.approx(100 * float(row["tflops"]) / 1.0, rel=1e-4)
-
-
-@pytest.mark.slow
-def test_lightning_trainer_fit_steps_are_its_global_steps(tmp_path: Path) -> None:
-    pytest.importorskip("lightning")
-    out = tmp_path / "r.csv"
-    done = gpudash("record", str(out), "-q", "--", sys.executable, str(JOBS / "lightning_fit.py"), "30")
-    assert done.returncode == 0, done.stderr
-    assert job_line(done.stdout)["global_step"] == "30" == samples(out)[-1]["steps"]
-    assert samples(out)[-1]["batch_size"] == "8"
 
 
 @pytest.mark.slow
