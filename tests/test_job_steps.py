@@ -1,11 +1,11 @@
 """A step is a step however the job takes it (issue 73): a job without ``torch.optim`` — its
 parameters updated by hand after each backward pass, either way a script writes it — is recorded at
 its own rate; its own ``gpudash.track()`` steps count; a job with none of these is told how to mark
-them; a Ctrl-C inside ``loss.backward()`` reads as it does bare (an LBFGS step, one step whatever its
-closure's evaluations: tests/test_job_long_steps.py, over its recording of the LBFGS job).
+them; an LBFGS step is one step whatever its closure's evaluations, and the FLOP count over it stays
+within twice a step's time; a Ctrl-C inside ``loss.backward()`` reads as it does bare.
 
-The job (``tests/data/jobs/hand_sgd.py``) is written as users write them; it prints its own count and
-rate, which gpudash's figures are held to."""
+The jobs (``tests/data/jobs/hand_sgd.py``, ``lbfgs_closure.py``) are written as users write them;
+each prints its own count and rate, which gpudash's figures are held to."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import json
 import os
 import re
 import signal
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -26,6 +27,7 @@ from tests.helpers import once_per_session
 from tests.test_job import JOBS, gpudash
 
 HAND = str(JOBS / "hand_sgd.py")
+LBFGS = str(JOBS / "lbfgs_closure.py")
 SIZES = ("--hidden", "2048", "--batch", "256")  # a few ms a step: the hooks' own cost is small beside it
 OWN_RATE = re.compile(r"^hand_sgd: (\d+) steps in [\d.]+ s: ([\d.]+) steps/s$", re.M)
 BY_HAND = "steps: backward passes (no torch.optim: the parameters updated by hand)"
@@ -102,6 +104,27 @@ def test_its_own_gpudash_track_steps_count_and_a_job_with_no_step_is_told_how_to
         "backward pass followed by its parameters changing, no gpudash.track() step): to mark its steps, call "
         "tracker.step() after each, with tracker = gpudash.track('steps.csv') made before its loop (docs/track.md)"
     )
+
+
+# -- LBFGS: one step whatever its closure's evaluations; the one-off measurements bounded --------------
+@pytest.mark.slow
+def test_an_lbfgs_step_is_one_step_and_the_flop_count_over_it_stays_within_twice_a_step(tmp_path: Path) -> None:
+    out, done = _record(tmp_path, "lbfgs", LBFGS, "--waves", "16", "--length", "100", "--steps", "6")
+    took = [float(t) for t in re.findall(r"^step \d+ loss \S+ took ([\d.]+) s$", done.stdout, re.M)]
+    assert len(took) == 6
+    samples = [r for r in _rows(out) if r["row_kind"] == "sample"]
+    assert int(samples[-1]["steps"]) == 6  # not its closure's 20 backward passes a step
+    assert _said(out, "steps") == ["steps: optimizer steps"]
+    (flops,) = _said(out, "flops")
+    assert "the optimizer evaluated its closure" in flops and "times in the counted step (LBFGS)" in flops
+    counted = re.search(r"the count cost the job [\d.e+-]+ s \(its step (\d+) took", flops)
+    assert counted is not None, flops
+    step = int(counted[1]) - 1  # the job's own numbering starts at 0
+    untraced = statistics.median(t for i, t in enumerate(took) if i not in (0, 2, step))  # nor the memory's step 3
+    assert took[step] <= 2 * untraced, (flops, took)
+    memory = _said(out, "memory")
+    assert memory and all("activations: saved for backward in step 3" in m for m in memory)  # its closure's first
+    assert took[2] <= 2 * untraced, took
 
 
 # -- Ctrl-C inside backward(): the job's traceback and exit status as bare -------------------------------

@@ -129,29 +129,35 @@ PLAIN_JOB = [sys.executable, PLAIN, "--steps", "600", "--workers", "0", "--print
 
 
 @pytest.fixture(scope="module")
-def windowed(tmp_path_factory: pytest.TempPathFactory) -> subprocess.CompletedProcess[str]:
-    """A plain loop recorded with profiler windows asked for every 0.1 s (20 steps each): gpudash's
-    run, read by the tests of what the windows print and of how often they come."""
+def windowed(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, subprocess.CompletedProcess[str]]:
+    """A plain loop recorded with profiler windows asked for every 0.1 s (20 steps each), read by
+    the tests of what the windows print and of how often they come: the job's bare run's stdout
+    (run beside the recording: most of a step is its sleep) and gpudash's run."""
 
-    def record() -> subprocess.CompletedProcess[str]:
+    def record() -> tuple[str, subprocess.CompletedProcess[str]]:
         out = tmp_path_factory.mktemp("windowed") / "run.csv"
-        args = ["--trace-every", "0.1", "--trace-steps", "20"]
-        done = gpudash("record", str(out), *args, "--", *PLAIN_JOB, timeout=TIMEOUT_S)
-        assert done.returncode == 0, done.stderr
-        return done
+        bare = subprocess.Popen(PLAIN_JOB, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        try:
+            args = ["--trace-every", "0.1", "--trace-steps", "20"]
+            done = gpudash("record", str(out), *args, "--", *PLAIN_JOB, timeout=TIMEOUT_S)
+            bare_out, _ = bare.communicate(timeout=TIMEOUT_S)
+        finally:
+            bare.kill()
+            bare.wait()
+        assert bare.returncode == 0 and done.returncode == 0, done.stderr
+        return bare_out, done
 
     return once_per_session(tmp_path_factory, "test_torchrun_ranks-windowed", record)  # read by two workers
 
 
 def test_a_profiler_window_on_the_cpu_prints_nothing_into_the_jobs_output(
-    windowed: subprocess.CompletedProcess[str],
+    windowed: tuple[str, subprocess.CompletedProcess[str]],
 ) -> None:
-    bare = subprocess.run(PLAIN_JOB, capture_output=True, text=True, timeout=TIMEOUT_S)
-    done = windowed
+    bare, done = windowed
     assert "steps traced" in done.stderr  # a window ran (its "measured" line)
     for native in ("profiler_start", "profiler_stop", "USDT:", "gpuGetDeviceCount", "Profiler clears events"):
         assert native not in done.stderr
-    assert job_lines(done.stdout, numbers=False) == job_lines(bare.stdout, numbers=False)
+    assert job_lines(done.stdout, numbers=False) == job_lines(bare, numbers=False)
 
 
 def test_a_job_accumulating_under_no_sync_is_read_by_its_optimizer_steps(tmp_path: Path) -> None:
@@ -167,12 +173,12 @@ def test_a_job_accumulating_under_no_sync_is_read_by_its_optimizer_steps(tmp_pat
 
 
 def test_periodic_windows_wait_for_the_last_ones_cost_before_the_next(
-    windowed: subprocess.CompletedProcess[str],
+    windowed: tuple[str, subprocess.CompletedProcess[str]],
 ) -> None:
     """Windows asked for every 0.1 s: once one has run, the next comes no sooner than keeps their
     cost at 5% of the job's time — also for the requests made while a window was running or being
     read (on 2 H100s three windows came 5 s apart, though one every 43 s kept to 5%)."""
-    done = windowed
+    _, done = windowed
     costs = [
         (e.time_s, re.search(rf"the window cost the job ({printed.NUMBER}) s", e.text))
         for e in printed.event_lines(done.stderr, "measured")
