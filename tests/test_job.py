@@ -1,8 +1,9 @@
 """The user's own job, unmodified (``gpudash [record PATH|diagnose] -- CMD``), on the CPU: real
 training scripts (``tests/data/jobs/``) run through the real command — a plain loop with a
 DataLoader and workers, two optimizers in one iteration, gradient accumulation, an exit code of
-its own, Lightning's ``Trainer.fit``, a Hugging Face ``Trainer`` (``torchrun`` on gloo is
-tests/test_job_flops.py's: one recording for its ranks and their FLOPs) — and what a user
+its own, a Hugging Face ``Trainer`` (``torchrun`` on gloo is tests/test_job_flops.py's: one
+recording for its ranks and their FLOPs; Lightning's ``Trainer.fit``, its steps its global steps,
+tests/test_job_phases.py's, with its validation loop) — and what a user
 notices: the steps and samples recorded, the job's output and exit status passed through, Ctrl-C
 and a killed gpudash, bad input, the recordings read by report and replay (shared by the tests)."""
 
@@ -101,13 +102,28 @@ def test_a_job_whose_python_has_no_torch_exits_with_its_own_code_and_records_not
 
 
 # -- what a step is ---------------------------------------------------------------------------------
+TWO_OPTIMIZERS = [sys.executable, PLAIN, "--steps", "40", "--two-optimizers", "--accumulate", "2", "--exit-code", "7"]
+
+
+@pytest.fixture(scope="module")
+def two_optimizers(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    """``TWO_OPTIMIZERS`` recorded once (its exit code its own: 7): its CSV and gpudash's run."""
+
+    def record() -> tuple[Path, subprocess.CompletedProcess[str]]:
+        out = tmp_path_factory.mktemp("two-optimizers") / "r.csv"
+        return out, gpudash("record", str(out), "-q", "--", *TWO_OPTIMIZERS)
+
+    return once_per_session(tmp_path_factory, "test_job-two-optimizers", record)  # its tests may run in two workers
+
+
 @pytest.mark.slow
-def test_a_plain_loop_with_workers_two_optimizers_and_accumulation_is_counted_as_the_job_counts(tmp_path: Path) -> None:
+def test_a_plain_loop_with_workers_two_optimizers_and_accumulation_is_counted_as_the_job_counts(
+    two_optimizers: tuple[Path, subprocess.CompletedProcess[str]],
+) -> None:
     """Two optimizers step in each iteration and two micro-batches make a step: 40 steps of 32
     samples, as the job says; its output passes through and its exit code comes back."""
-    out = tmp_path / "r.csv"
-    job = [sys.executable, PLAIN, "--steps", "40", "--two-optimizers", "--accumulate", "2", "--exit-code", "7"]
-    done = gpudash("record", str(out), "-q", "--", *job)
+    out, done = two_optimizers
+    job = TWO_OPTIMIZERS
     assert done.returncode == 7
     own = job_line(done.stdout)
     rows = samples(out)
@@ -124,6 +140,22 @@ def test_a_plain_loop_with_workers_two_optimizers_and_accumulation_is_counted_as
         len(rows),
         str(out),
     )
+
+
+@pytest.mark.slow
+def test_accumulated_micro_batches_are_one_steps_flops_and_without_a_peak_mfu_is_blank(
+    two_optimizers: tuple[Path, subprocess.CompletedProcess[str]],
+) -> None:
+    from tests.test_job_flops import flops_event, mlp_flops  # their subject; this module's recording
+
+    out, _ = two_optimizers
+    flops = mlp_flops(16, 32, micro_batches=2)  # (its optimizers' updates: no FLOPs of a formula)
+    assert flops_event(out)["event_message"] == (
+        "model FLOPs: 71.7 kFLOP a step (fp32 100%); MFU blank: no GPU, so no peak to compare with: "
+        "give one with --peak-tflops"
+    )
+    rows = samples(out)
+    assert rows and all(float(r["flops_per_step"]) == flops and r["tflops"] and not r["mfu_pct"] for r in rows)
 
 
 @pytest.mark.slow
@@ -192,16 +224,6 @@ def test_a_plain_loops_flops_a_step_are_its_models_and_mfu_is_over_the_peak_give
         assert float(row["flops_per_step"]) == mlp_flops(8, 32)
         assert float(row["tflops"]) == pytest.approx(mlp_flops(8, 32) * float(row["steps_per_s"]) / 1e12, rel=1e-4)
         assert float(row["mfu_pct"]) == pytest.approx(100 * float(row["tflops"]) / 1.0, rel=1e-4)
-
-
-@pytest.mark.slow
-def test_lightning_trainer_fit_steps_are_its_global_steps(tmp_path: Path) -> None:
-    pytest.importorskip("lightning")
-    out = tmp_path / "r.csv"
-    done = gpudash("record", str(out), "-q", "--", sys.executable, str(JOBS / "lightning_fit.py"), "30")
-    assert done.returncode == 0, done.stderr
-    assert job_line(done.stdout)["global_step"] == "30" == samples(out)[-1]["steps"]
-    assert samples(out)[-1]["batch_size"] == "8"
 
 
 @pytest.mark.slow

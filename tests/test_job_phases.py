@@ -348,8 +348,11 @@ def test_without_a_dataloader_the_batch_and_samples_per_s_are_blank_and_eval_mod
 
 @pytest.mark.slow
 def test_lightnings_validation_loop_is_an_evaluation_and_its_rate_its_training_steps(tmp_path: Path) -> None:
+    """... and its steps are ``Trainer.fit``'s global steps, of its training loader's batch."""
     out, done, meta = record_job(tmp_path, "lightning", str(JOBS / "lightning_val.py"), "20")
     own = job_line(done.stdout)
+    last = csv_rows(out, "sample")[-1]
+    assert own["steps"] == "20" == last["steps"] and last["batch_size"] == "8"  # (trainer.global_step)
     mean, _, _ = summary_row(out)
     assert mean == pytest.approx(float(own["steps_per_s"]), rel=0.05)
     assert meta["phases"][EVALUATION] == pytest.approx(float(own["eval_s"]), rel=0.2)  # two passes of 6 × 0.1 s
@@ -366,10 +369,11 @@ def test_a_hugging_face_trainer_with_evaluation_and_saves_reads_its_training_rat
 
 @pytest.mark.slow
 def test_diagnose_says_when_evaluation_takes_over_a_quarter_of_the_wall_time() -> None:
-    # evaluation 0.8 s every 3 steps of 0.05 s, and 4 s of warm-up: a share of the wall time over a quarter
-    # even where a loaded machine takes 30 s to start the job (its start-up is wall time too)
+    # evaluation 0.8 s every 3 steps of 0.05 s (84% of a stretch of steps): 1 s of warm-up, then 20 steps to
+    # settle and 31 timed (about 17 s, 14 s of them evaluation) make a share of the wall time over a quarter
+    # even where a loaded machine takes 30 s to start the job (its start-up is wall time too: 14 of 47 s)
     job = ("--steps", "400", "--step-s", "0.05", "--eval-every", "3", "--eval-batches", "4", "--eval-batch-s", "0.2")
-    done = gpudash("diagnose", "--warmup", "4", "--", sys.executable, PHASES_LOOP, *job, "--say-when-stopped")
+    done = gpudash("diagnose", "--warmup", "1", "--", sys.executable, PHASES_LOOP, *job, "--say-when-stopped")
     assert done.returncode == 0, done.stderr[-2000:]
     verdict = done.stdout.strip().splitlines()[-1]
     assert "evaluation takes" in verdict and "of the wall time — evaluate less often, or on fewer batches" in verdict

@@ -151,7 +151,7 @@ def test_a_finished_run_leaves_no_process_of_its_group(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_a_crashed_workload_leaves_no_process_of_its_group(tmp_path: Path) -> None:
-    env = {**os.environ, "GPUDASH_FAULT": "raise@step=30"}
+    env = {**os.environ, "GPUDASH_FAULT": "raise@step=10"}  # its workers running, and seen, by then
     rec, group = start_recording(tmp_path, "input_pipeline", env=env)
     assert rec.wait() == 1
     assert live_group(group) == []

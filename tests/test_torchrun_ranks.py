@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests import printed
+from tests.helpers import once_per_session
 from tests.test_job import JOBS, PLAIN, gpudash
 
 RANKS_JOB = str(JOBS / "ddp_ranks.py")
@@ -126,11 +127,34 @@ def test_an_fsdp2_job_over_gloo_records_its_ranks_and_its_straggler(tmp_path: Pa
     assert memory["activations_bytes"] == 8 * (3 * 256 + 2) * 4, memory
 
 
-def test_a_profiler_window_on_the_cpu_prints_nothing_into_the_jobs_output(tmp_path: Path) -> None:
-    job = [sys.executable, PLAIN, "--steps", "600", "--workers", "0", "--print-every", "100", "--warn-each-step"]
-    bare = subprocess.run(job, capture_output=True, text=True, timeout=TIMEOUT_S)
-    done = gpudash("record", str(tmp_path / "run.csv"), "--trace-every", "1", "--", *job, timeout=TIMEOUT_S)
-    assert done.returncode == 0, done.stderr
+PLAIN_JOB = [sys.executable, PLAIN, "--steps", "600", "--workers", "0", "--print-every", "100", "--warn-each-step"]
+Windowed = tuple[subprocess.CompletedProcess[str], subprocess.CompletedProcess[str]]  # bare, under gpudash
+
+
+@pytest.fixture(scope="module")
+def windowed(tmp_path_factory: pytest.TempPathFactory) -> Windowed:
+    """A plain loop recorded with profiler windows asked for every 0.1 s (20 steps each), read by
+    the tests of what the windows print and of how often they come: the job's bare run (run beside
+    the recording: most of a step is its sleep) and gpudash's run."""
+
+    def record() -> Windowed:
+        out = tmp_path_factory.mktemp("windowed") / "run.csv"
+        bare = subprocess.Popen(PLAIN_JOB, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            args = ["--trace-every", "0.1", "--trace-steps", "20"]
+            done = gpudash("record", str(out), *args, "--", *PLAIN_JOB, timeout=TIMEOUT_S)
+            bare_out, bare_err = bare.communicate(timeout=TIMEOUT_S)
+        finally:
+            bare.kill()
+            bare.wait()
+        assert bare.returncode == 0 and done.returncode == 0, done.stderr
+        return subprocess.CompletedProcess(PLAIN_JOB, bare.returncode, bare_out, bare_err), done
+
+    return once_per_session(tmp_path_factory, "test_torchrun_ranks-windowed", record)  # read by two workers
+
+
+def test_a_profiler_window_on_the_cpu_prints_nothing_into_the_jobs_output(windowed: Windowed) -> None:
+    bare, done = windowed
     assert "steps traced" in done.stderr  # a window ran (its "measured" line)
     for native in ("profiler_start", "profiler_stop", "USDT:", "gpuGetDeviceCount", "Profiler clears events"):
         assert native not in done.stderr
@@ -152,14 +176,11 @@ def test_a_job_accumulating_under_no_sync_is_read_by_its_optimizer_steps(tmp_pat
     assert {r["rank"] for r in rows} == {"0", "1"}
 
 
-def test_periodic_windows_wait_for_the_last_ones_cost_before_the_next(tmp_path: Path) -> None:
+def test_periodic_windows_wait_for_the_last_ones_cost_before_the_next(windowed: Windowed) -> None:
     """Windows asked for every 0.1 s: once one has run, the next comes no sooner than keeps their
     cost at 5% of the job's time — also for the requests made while a window was running or being
     read (on 2 H100s three windows came 5 s apart, though one every 43 s kept to 5%)."""
-    job = [sys.executable, PLAIN, "--steps", "600", "--workers", "0", "--print-every", "100"]
-    args = ["--trace-every", "0.1", "--trace-steps", "20"]
-    done = gpudash("record", str(tmp_path / "run.csv"), *args, "--", *job, timeout=TIMEOUT_S)
-    assert done.returncode == 0, done.stderr
+    _, done = windowed
     costs = [
         (e.time_s, re.search(rf"the window cost the job ({printed.NUMBER}) s", e.text))
         for e in printed.event_lines(done.stderr, "measured")

@@ -128,7 +128,10 @@ def test_an_interrupted_or_killed_script_leaves_a_whole_file(tmp_path, sig):
 @pytest.mark.slow
 def test_the_example_runs_end_to_end_and_reports(tmp_path):
     proc = subprocess.run(
-        [sys.executable, str(EXAMPLE), "run.csv", "--seconds", "4"], cwd=tmp_path, capture_output=True, text=True
+        [sys.executable, str(EXAMPLE), "run.csv", "--seconds", "2"],  # 1 s a learning rate: two 0.5 s windows each
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
     )
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr
     run = load_run(tmp_path / "run.csv")
