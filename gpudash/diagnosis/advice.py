@@ -16,6 +16,7 @@ DATASET_SHARE = 0.5  # a Dataset's share of the input wait from which workers ar
 # cost about 1.6 ms a batch more than making it in the loop did for an in-memory TensorDataset of 64
 # rows on the 2-core machine (docs/bench/cpu-input: tune's race on tests/data/jobs/in_memory.py)
 HANDOVER_MS = 1.0
+WORKERS_IDLE = 0.5  # workers busy less than this share of a CPU each: their work is not what the step waits for
 FSDP = "fsdp"  # a communication-bound job's FSDP2 model: advice of its own
 # What to try, in the words of a script rather than of gpudash's knobs and flags (which a job has not)
 SCRIPT_ADVICE: dict[str, str] = {
@@ -107,7 +108,9 @@ def input_advice(e: Evidence) -> str:
     act on. Where the job's own process makes its batches (no workers), workers are the fix only
     for a Dataset whose ``__getitem__`` is most of the wait and longer than a worker's hand-over of
     a batch (``HANDOVER_MS``); a batch cheaper to make than to hand over is made faster by making
-    less of it: fewer, larger batches, fewer objects to collate. Pinned memory: for a GPU's copies."""
+    less of it: fewer, larger batches, fewer objects to collate. Workers that mostly idle (busy under
+    ``WORKERS_IDLE`` of a CPU each over the window) are not the fix either: the wait is the batches'
+    hand-over (``handover_advice``). Pinned memory: for a GPU's copies."""
     have = job_settings(e.job_settings or "")
     on_cuda = e.gpu_ms_per_step is not None or e.syncs_per_step is not None
     workers = have.get("num_workers")
@@ -124,6 +127,8 @@ def input_advice(e: Evidence) -> str:
             f"takes {dataset:.2g}, collating {collate:.2g}, the rest {rest:.2g}: less than a worker's hand-over "
             f"of a batch, about {HANDOVER_MS:g} ms, so workers would not shorten it)"
         )
+    if workers not in (None, "0") and e.input_workers_busy is not None and e.input_workers_busy < WORKERS_IDLE:
+        return handover_advice(e)
     full = workers is not None and workers.isdigit() and e.cpus is not None and int(workers) >= e.cpus - 1 > 0
     steps = [f"more DataLoader workers (num_workers, now {workers})" if workers else "more DataLoader workers"]
     if full:  # its workers and its training loop have every CPU it may use: more would only share them
@@ -138,6 +143,17 @@ def input_advice(e: Evidence) -> str:
     if made_here:
         head = f"the Dataset's __getitem__ is {e.input_dataset_ms:.2g} ms of the {e.input_ms:.2g} ms a step waits: "
     return head + ", ".join(steps)
+
+
+def handover_advice(e: Evidence) -> str:
+    """The wait of a job whose workers mostly idle: the batches' hand-over, not the workers' work."""
+    size = f" of {e.input_batch_bytes / 1e6:.3g} MB a step" if e.input_batch_bytes else ""
+    return (
+        f"not more DataLoader workers: its {e.input_workers} are busy {e.input_workers_busy:.0%} of a CPU each, so "
+        f"the {e.input_ms:.2g} ms a step waits is the batches' hand-over{size} (shared memory, the pin-memory "
+        "thread, the copy to the GPU), not their work: fewer bytes a batch (uint8 images normalised on the GPU, "
+        "a smaller dtype), or the data kept on the GPU"
+    )
 
 
 def gpu_advice(e: Evidence) -> str:

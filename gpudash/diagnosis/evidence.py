@@ -66,6 +66,9 @@ class Evidence:
     job_settings: str | None = None  # a user's job: what it already does ("num_workers=0,pin_memory=True,…")
     input_dataset_ms: float | None = None  # a job's loader without workers: of input_ms, in its Dataset ...
     input_collate_ms: float | None = None  # ... and collating the batch (None: made by workers, or unknown)
+    input_batch_bytes: float | None = None  # a job's batches' tensors, bytes a step: what workers hand over
+    input_workers: int | None = None  # a job's DataLoader workers seen over the window ...
+    input_workers_busy: float | None = None  # ... and their mean busy share of a CPU each (0–1)
     cpus: int | None = None  # a user's job: the CPUs it may run on (its affinity), where known
 
     @property
@@ -104,7 +107,7 @@ class Evidence:
 
 
 _TEXT = ("throttled", "dtype", "job_settings", "comm_exposed_kinds", "comm_transfer_kinds")  # Evidence's text fields
-_INT = ("steps", "comm_last_rank")  # ... and its whole numbers
+_INT = ("steps", "comm_last_rank", "input_workers")  # ... and its whole numbers
 
 
 def job_settings(text: str) -> dict[str, str]:

@@ -22,6 +22,7 @@ from gpudash.diagnosis.verdict import Diagnosis
 from gpudash.engine.comm_split import RankComm
 from gpudash.engine.trace_figures import with_trace
 from gpudash.job.steps import StepRecord
+from gpudash.job.worker_busy import WorkerBusy
 
 SETTLE_STEPS = 10  # two runs of this many step times whose medians agree within SETTLE_TOLERANCE
 SETTLE_TOLERANCE = 0.10
@@ -47,6 +48,7 @@ class JobDiagnosis:
     timed: list[StepRecord] = field(default_factory=list)
     timed_evidence: Evidence | None = None
     settled_after: int = 0  # warm-up steps seen
+    workers: WorkerBusy | None = None  # the job's DataLoader workers, watched over the timed window
 
     def add(self, record: StepRecord, now: float) -> str | None:
         """One step of the job (the lead rank's); the phase it enters with it, if any."""
@@ -56,12 +58,21 @@ class JobDiagnosis:
                 self.warm_ms.append(record.ms)
             if self._settled() or now - self.asked_at >= MAX_WARMUP_S:
                 self.phase = "timed"
+                if self.workers is not None:
+                    self.workers.look(force=True)
                 return self.phase
             return None
         if self.phase == "timed" and not record.profiled:
             self.timed.append(record)
+            if self.workers is not None:
+                self.workers.look()
             if len(self.timed) > self.steps:  # one more: the first one's boundary starts the window
                 self.timed_evidence = untraced_evidence(self.timed)
+                if self.workers is not None:
+                    self.workers.look(force=True)
+                    busy, count = self.workers.share()
+                    if count:
+                        self.timed_evidence = replace(self.timed_evidence, input_workers=count, input_workers_busy=busy)
                 self.phase = "traced" if self.on_cuda else "done"
                 return self.phase
         return None
@@ -90,6 +101,7 @@ def untraced_evidence(records: list[StepRecord], sites: SyncTable | None = None)
     )
     made_here = dataset + collate > 0  # the job's own process made its batches (no workers)
     comm = [r.comm_ms for r in inside if r.comm_ms is not None]
+    nbytes = sum(r.batch_bytes for r in inside)
     return Evidence(
         steps=len(inside),
         step_ms=wall_ms,
@@ -99,6 +111,7 @@ def untraced_evidence(records: list[StepRecord], sites: SyncTable | None = None)
         input_dataset_ms=dataset if made_here else None,
         input_collate_ms=collate if made_here else None,
         comm_longest_ms=statistics.fmean(comm) if comm else None,
+        input_batch_bytes=nbytes / len(inside) if nbytes else None,
         cpus=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),  # the job's too
     )
 

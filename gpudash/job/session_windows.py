@@ -23,6 +23,7 @@ from gpudash.job.session_parts import SessionParts
 from gpudash.job.steps import StepRecord
 from gpudash.job.traces import PERIODIC_WAIT_S, TraceRead
 from gpudash.job.window_reads import WindowReads, comm_details, comm_words, matched
+from gpudash.job.worker_busy import WorkerBusy
 
 
 class SessionWindows:
@@ -95,6 +96,7 @@ class SessionWindows:
     def diagnose(self, steps: int) -> None:
         """A diagnosis over the job's next steps, from now."""
         self.diagnosis = JobDiagnosis(steps, time.monotonic(), self.parts.rank_table.on_cuda)
+        self.diagnosis.workers = WorkerBusy(os.getpid())
 
     def step(self, record: StepRecord, now: float) -> None:
         """A step of the lead rank: the diagnosis under way, if any, takes it."""

@@ -18,7 +18,8 @@ window (a trace, a diagnosis) weighs nothing either: it is shown, not counted. W
 
 A step record, as the job's hooks send it (``gpudash/job/boot/gpudash_job_hooks.py``; its fields'
 order and names: ``gpudash_job_wire.RECORD_FIELDS``):
-``[step, t, ms, samples, tokens, input_wait_s, syncs, profiled, train_s, dataset_s, collate_s, comm_ms]`` — ``t`` on the
+``[step, t, ms, samples, tokens, input_wait_s, syncs, profiled, train_s, dataset_s, collate_s, comm_ms,
+batch_bytes]`` — ``t`` on the
 machine's monotonic clock, ``ms`` the step's time (CUDA events on a GPU; None where unknown),
 ``syncs`` None where not counted, ``profiled`` 1 for a step under a profiler window or the FLOP
 counter (counted, but kept out of the step-time percentiles and the statistics: they slow it),
@@ -26,7 +27,8 @@ counter (counted, but kept out of the step-time percentiles and the statistics: 
 ``dataset_s`` and ``collate_s`` the part of the input wait the job's own process spent in its
 Dataset (``__getitem__``, or an iterable's ``next``) and in collating the batch — 0 where workers
 made the batches (older hooks send neither); ``comm_ms`` the longest a collective completed since
-the step before was outstanding (None: it has run none), which a rank's step less is its own work.
+the step before was outstanding (None: it has run none), which a rank's step less is its own work;
+``batch_bytes`` the bytes of its batches' tensors (what workers hand over; 0 from older hooks).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from gpudash.engine.measure import percentile
 from gpudash.engine.model_flops import ModelCount, with_model_rates
 from gpudash.host.runner import with_slowest_rank
 from gpudash.job.boot.gpudash_job_wire import (
+    BATCH_BYTES,
     COLLATE_S,
     COMM_MS,
     DATASET_S,
@@ -87,6 +90,7 @@ class StepRecord:
     dataset_s: float = 0.0  # of the input wait: in the Dataset, in this process (0: workers made the batch)
     collate_s: float = 0.0  # ... and collating the batch
     comm_ms: float | None = None  # the longest collective since the step before (None: none run)
+    batch_bytes: int = 0  # the bytes of its batches' tensors (0: none, or older hooks)
 
     @property
     def own_ms(self) -> float | None:
@@ -114,6 +118,7 @@ class StepRecord:
                 (_seconds(raw[DATASET_S]) or 0.0) if len(raw) > DATASET_S else 0.0,
                 (_seconds(raw[COLLATE_S]) or 0.0) if len(raw) > COLLATE_S else 0.0,
                 _seconds(raw[COMM_MS], MAX_SECONDS * 1e3) if len(raw) > COMM_MS else None,
+                int(raw[BATCH_BYTES] or 0) if len(raw) > BATCH_BYTES else 0,
             )
         except (TypeError, ValueError, IndexError, OverflowError):
             return None
@@ -121,7 +126,7 @@ class StepRecord:
 
     def sane(self) -> bool:
         """Every number finite and within what a training step can be."""
-        counts = (self.step, self.samples, self.tokens, self.syncs or 0)
+        counts = (self.step, self.samples, self.tokens, self.syncs or 0, self.batch_bytes)
         if not all(0 <= n < MAX_COUNT for n in counts) or not abs(self.t) < MAX_CLOCK_S:
             return False
         return all(x is None or (math.isfinite(x) and 0 <= x < MAX_SECONDS * 1e3) for x in (self.ms, self.input_wait_s))

@@ -339,13 +339,8 @@ class Hooks:
             syncs.keep_watching()
         # the step's batches: the latest iterator's (the training loop's; not an evaluation loader's)
         loader = self.loader
-        samples, tokens, waited, dataset_s, collate_s = loader.batches.get(loader.last_iterator) or (
-            0,
-            0,
-            0.0,
-            0.0,
-            0.0,
-        )
+        drawn = loader.batches.get(loader.last_iterator) or [0, 0, 0.0, 0.0, 0.0, 0]
+        samples, tokens, waited, dataset_s, collate_s, nbytes = drawn
         loader.batches.clear()
         if not samples and self.counting.by == wire.BY_TRACK:  # no DataLoader: what gpudash.track() was told
             samples = self.counting.track_samples
@@ -356,7 +351,7 @@ class Hooks:
         # in wire.RECORD_FIELDS' order: its time (MS) is known later; the Dataset's and collation's part of
         # the wait; the time a collective was outstanding (None: none ever)
         record = [self.steps, now, None, samples, tokens, waited, count, 0, train_s, dataset_s, collate_s]
-        record.append(self.comm.at_step())
+        record += [self.comm.at_step(), nbytes]
         if self.window.running or self.slowed or self.memory.capturing:
             record[wire.PROFILED] = 1  # under the profiler (or after its end), or saved tensors counted: gpudash's too
         self.slowed = False

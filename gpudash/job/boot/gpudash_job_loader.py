@@ -77,7 +77,7 @@ class BatchWatch:
         self.on = True
         self.before_first = True  # the training loader's arguments are read at each batch until the first step
         # each iterator's batches since the last step: [samples, tokens, wait, the Dataset's seconds,
-        # collation's seconds] (the last two where this process made the batches)
+        # collation's seconds, bytes] (the Dataset's and collation's where this process made the batches)
         self.batches: dict[int, list[Any]] = {}
         self.last_iterator = 0  # the iterator of the latest batch: the training loop's, at a step
         self.settings = ""  # the training DataLoader's arguments, before the first step
@@ -119,12 +119,13 @@ class BatchWatch:
                 watch.phases.batch(id(it), began, ended, False)
                 try:
                     n, tokens = samples_tokens(batch, torch)
+                    size = batch_bytes(batch, torch)
                 except Exception as exc:  # noqa: BLE001
                     watch.off(f"reading a batch: {type(exc).__name__}: {exc}")
                     return batch
-                acc = watch.batches.setdefault(id(it), [0, 0, 0.0, 0.0, 0.0])
-                # its samples, tokens, wait, and the Dataset's part and the collation where this process made it
-                for i, value in enumerate((n, tokens, ended - began, *_fetch_seconds(it))):
+                acc = watch.batches.setdefault(id(it), [0, 0, 0.0, 0.0, 0.0, 0])
+                # its samples, tokens, wait, the Dataset's part and the collation where this process made it, bytes
+                for i, value in enumerate((n, tokens, ended - began, *_fetch_seconds(it), size)):
                     acc[i] += value
                 watch.last_iterator = id(it)
                 watch.memory.drawn += 1
@@ -157,6 +158,20 @@ def samples_tokens(batch: Any, torch: Any, depth: int = 0) -> tuple[int, int]:
         if found[0]:
             return found
     return 0, 0
+
+
+def batch_bytes(batch: Any, torch: Any, depth: int = 0) -> int:
+    """The bytes of a batch's tensors (in tuples, lists and mappings, a few levels down): what a
+    worker hands over to the training process for it."""
+    if isinstance(batch, torch.Tensor):
+        return int(batch.numel()) * int(batch.element_size())
+    if depth >= 4:
+        return 0
+    if isinstance(batch, dict):
+        return sum(batch_bytes(v, torch, depth + 1) for v in list(batch.values())[:64])
+    if isinstance(batch, (list, tuple)):
+        return sum(batch_bytes(v, torch, depth + 1) for v in batch[:64])
+    return 0
 
 
 def loader_settings(it: Any) -> str:

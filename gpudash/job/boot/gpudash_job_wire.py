@@ -57,8 +57,11 @@ RECORD_FIELDS = (
     "dataset_s",  # of the input wait: in the Dataset, in this process
     "collate_s",  # ... and collating
     "comm_ms",  # the longest a collective completed since the step before was outstanding (None: none run)
+    "batch_bytes",  # the bytes of the batches' tensors since the last step
 )
-STEP, T, MS, SAMPLES, TOKENS, WAIT, SYNCS, PROFILED, TRAIN_S, DATASET_S, COLLATE_S, COMM_MS = range(len(RECORD_FIELDS))
+STEP, T, MS, SAMPLES, TOKENS, WAIT, SYNCS, PROFILED, TRAIN_S, DATASET_S, COLLATE_S, COMM_MS, BATCH_BYTES = range(
+    len(RECORD_FIELDS)
+)
 
 
 def trace_path(folder: str, name: str, rank: int) -> str:
