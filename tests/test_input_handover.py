@@ -94,3 +94,6 @@ def test_workers_that_idle_are_not_the_fix_the_hand_over_of_its_bytes_is() -> No
     assert "hand-over of 77 MB a step" in said and "uint8 images normalised on the GPU" in said
     busy = input_advice(_input_bound(busy=0.9))
     assert "more DataLoader workers (num_workers, now 4)" in busy and "hand-over" not in busy
+    # idle workers with small batches wait on storage (a slow file system): more of them is the fix
+    reads = input_advice(replace(_input_bound(busy=0.05), input_batch_bytes=2e6))
+    assert "more DataLoader workers (num_workers, now 4)" in reads and "hand-over" not in reads

@@ -16,7 +16,9 @@ DATASET_SHARE = 0.5  # a Dataset's share of the input wait from which workers ar
 # cost about 1.6 ms a batch more than making it in the loop did for an in-memory TensorDataset of 64
 # rows on the 2-core machine (docs/bench/cpu-input: tune's race on tests/data/jobs/in_memory.py)
 HANDOVER_MS = 1.0
-WORKERS_IDLE = 0.5  # workers busy less than this share of a CPU each: their work is not what the step waits for
+WORKERS_IDLE = 0.5  # workers busy less than this share of a CPU each ...
+HANDOVER_BYTES = 32e6  # ... handing over this many bytes a step or more: the wait is the hand-over, not their work
+# (idle workers with small batches wait on storage or the network: more of them is the fix, as tune's climb finds)
 FSDP = "fsdp"  # a communication-bound job's FSDP2 model: advice of its own
 # What to try, in the words of a script rather than of gpudash's knobs and flags (which a job has not)
 SCRIPT_ADVICE: dict[str, str] = {
@@ -109,8 +111,9 @@ def input_advice(e: Evidence) -> str:
     for a Dataset whose ``__getitem__`` is most of the wait and longer than a worker's hand-over of
     a batch (``HANDOVER_MS``); a batch cheaper to make than to hand over is made faster by making
     less of it: fewer, larger batches, fewer objects to collate. Workers that mostly idle (busy under
-    ``WORKERS_IDLE`` of a CPU each over the window) are not the fix either: the wait is the batches'
-    hand-over (``handover_advice``). Pinned memory: for a GPU's copies."""
+    ``WORKERS_IDLE`` of a CPU each over the window) while large batches (``HANDOVER_BYTES`` a step or
+    more) come are not the fix either: the wait is the batches' hand-over (``handover_advice``); idle
+    workers with small batches wait on storage, and more of them is. Pinned memory: for a GPU's copies."""
     have = job_settings(e.job_settings or "")
     on_cuda = e.gpu_ms_per_step is not None or e.syncs_per_step is not None
     workers = have.get("num_workers")
@@ -127,7 +130,8 @@ def input_advice(e: Evidence) -> str:
             f"takes {dataset:.2g}, collating {collate:.2g}, the rest {rest:.2g}: less than a worker's hand-over "
             f"of a batch, about {HANDOVER_MS:g} ms, so workers would not shorten it)"
         )
-    if workers not in (None, "0") and e.input_workers_busy is not None and e.input_workers_busy < WORKERS_IDLE:
+    idle = e.input_workers_busy is not None and e.input_workers_busy < WORKERS_IDLE
+    if workers not in (None, "0") and idle and (e.input_batch_bytes or 0.0) >= HANDOVER_BYTES:
         return handover_advice(e)
     full = workers is not None and workers.isdigit() and e.cpus is not None and int(workers) >= e.cpus - 1 > 0
     steps = [f"more DataLoader workers (num_workers, now {workers})" if workers else "more DataLoader workers"]
