@@ -25,7 +25,7 @@ PRINTS = {  # a tiny case: a line its Markdown must hold
     "gpm_cost": "| whole NVML tick, GPM off |",
     "host_call_cost": "| tracker.step() |",
     "job_hook_cost": "| gpudash's hooks (at the job's pace) |",
-    "job_overhead": "| small | 2 |",
+    "job_overhead": "| small | 1 |",
     "mfu_check": "| MFU over 1 TFLOP/s |",
     "rank_host_cost": "largest rank PSS:",
     "replay_first_frame": "| 200 |",

@@ -34,6 +34,7 @@ from tests.fault_runs import (
     read_rows,
     samples,
 )
+from tests.helpers import once_per_session
 from tests.messages import present
 from tests.tui.conftest import wait_until
 
@@ -51,11 +52,14 @@ T = TypeVar("T")
 
 def chain_fixture(name: str, drive: Callable[[Path, pytest.MonkeyPatch], Coroutine[Any, Any, T]]) -> Any:
     """A module fixture named ``name``: what one dashboard showed as ``drive`` took it through its faults,
-    in a folder and an environment of its own."""
+    in a folder and an environment of its own (once per session: its tests may run in two xdist workers)."""
 
     def chain(tmp_path_factory: pytest.TempPathFactory) -> T:
-        with pytest.MonkeyPatch.context() as monkeypatch:
-            return asyncio.run(drive(tmp_path_factory.mktemp(name), monkeypatch))
+        def driven() -> T:
+            with pytest.MonkeyPatch.context() as monkeypatch:
+                return asyncio.run(drive(tmp_path_factory.mktemp(name), monkeypatch))
+
+        return once_per_session(tmp_path_factory, f"test_faults_dashboard-{name}", driven)
 
     return pytest.fixture(scope="module", name=name)(chain)
 

@@ -84,8 +84,10 @@ def test_another_family_or_batch_size_is_never_paired(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_a_sync_heavy_and_a_fixed_recording_give_the_ratio_with_its_interval(tmp_path: Path, capsys) -> None:
     # a count of steps, not seconds: a loaded machine slows the steps but never empties a recording of
-    # them; and enough of them to outlast the warm-up on an idle machine (150 took 0.5 s: all warm-up)
-    common = ["-w", "sync_loss", "-b", "4", "--image-size", "16", "--device", "cpu", "--steps", "1000", "-q"]
+    # them; and enough of them to outlast the warm-up on an idle machine (150 took 0.5 s: all warm-up):
+    # 700 take about 2.3 s, whose 1.3 s after the 1 s warm-up hold 13 samples of 0.1 s (an interval needs 8)
+    common = ["-w", "sync_loss", "-b", "4", "--image-size", "16", "--device", "cpu", "--steps", "700", "-q"]
+    common += ["--sample-interval", "0.1"]
     for variant in ("sync-heavy", "fixed"):
         assert run(["record", str(tmp_path / f"{variant}.csv"), "-v", variant, *common]) == 0
     capsys.readouterr()

@@ -28,6 +28,7 @@ def _optional(text: str) -> float | None:
 
 LABELS = ["fixed", "fixed#2", "sync-heavy", "fixed+channels_last"]
 TINY = [*timing(repeats=2, seconds=1.5, warmup=0.2), "-q"]  # the figures come from the 1.5 s, not the warm-up
+# (every sweep here warms up 0.2 s after a switch: what the tests read is the windows, not their warm-up)
 
 
 @pytest.fixture(scope="module")
@@ -99,7 +100,7 @@ def test_tiny_real_sweep(tiny_sweep: Path) -> None:
 @pytest.mark.slow
 def test_two_stage_families_time_each_stage_and_report_the_overlap_bound(tmp_path: Path) -> None:
     out = tmp_path / "stages"
-    assert run(["sweep", "-w", "encdec", "-b", "2", *timing(), "-q", "--out", str(out)]) == 0
+    assert run(["sweep", "-w", "encdec", "-b", "2", *timing(warmup=0.2), "-q", "--out", str(out)]) == 0
     (repeat,), (summary,) = rows(out, "repeat"), rows(out, "summary")
     for row in (repeat, summary):
         assert (row["stage1"], row["stage2"]) == ("encode", "train")
@@ -143,7 +144,8 @@ def test_an_aa_sweep_measures_the_same_configuration_twice_and_its_csv_carries_t
 
 
 def _sweep_process(out: Path, repeats: int) -> subprocess.Popen[str]:
-    sweep = ["sweep", "-w", "sync_loss", "-v", "sync-heavy,fixed", "-b", "2", *timing(repeats), "-q", "--out", str(out)]
+    sweep = ["sweep", "-w", "sync_loss", "-v", "sync-heavy,fixed", "-b", "2", *timing(repeats, warmup=0.2), "-q"]
+    sweep += ["--out", str(out)]
     cmd = [sys.executable, "-m", "gpudash", *sweep]
     return subprocess.Popen(
         cmd,
@@ -257,7 +259,7 @@ def test_knob_applies_to_every_configuration_and_a_cuda_only_entry_is_skipped_on
 ) -> None:
     out = tmp_path / "amp"
     variants = "fixed+cuda_graph,sync-heavy,fixed+channels_last"
-    argv = ["sweep", "-w", "sync_loss", "-v", variants, "--knob", "amp=bf16", "-b", "2", *timing(), "-q"]
+    argv = ["sweep", "-w", "sync_loss", "-v", variants, "--knob", "amp=bf16", "-b", "2", *timing(warmup=0.2), "-q"]
     assert run([*argv, "--out", str(out)]) == 0
     err = capsys.readouterr().err
     assert "gpudash: skipping sync_loss fixed+cuda_graph: knob cuda_graph needs CUDA" in err

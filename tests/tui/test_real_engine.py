@@ -18,6 +18,7 @@ from gpudash.tui.app import GpuDashApp
 from gpudash.tui.entry_points import prepare_for_child_processes
 from gpudash.tui.screens import KnobsScreen, PromptScreen, TuneResultScreen
 from gpudash.tui.widgets import MessageBar, plain_text
+from tests.helpers import once_per_session
 from tests.messages import present
 from workloads.knobs import Knobs
 
@@ -181,8 +182,11 @@ async def drive(tmp: Path) -> Seen:
 
 @pytest.fixture(scope="module")
 def driven_once(tmp_path_factory: pytest.TempPathFactory) -> Seen:
-    """One real workload (a torch import, ~3 s of CPU) under one dashboard, shared by the tests below."""
-    return asyncio.run(drive(tmp_path_factory.mktemp("real-engine")))
+    """One real workload (a torch import, ~3 s of CPU) under one dashboard, shared by the tests below
+    (once per session: its tests may run in two xdist workers)."""
+    return once_per_session(
+        tmp_path_factory, "test_real_engine-driven", lambda: asyncio.run(drive(tmp_path_factory.mktemp("real-engine")))
+    )
 
 
 @pytest.mark.slow
