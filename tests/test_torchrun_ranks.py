@@ -50,13 +50,18 @@ def _masked(line: str, numbers: bool) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def bare() -> subprocess.CompletedProcess[str]:
-    for _ in range(3):  # torch's own exit can abort a bare gloo run on a loaded machine (pytorch/pytorch#190489)
-        done = subprocess.run(torchrun(2, "--steps", "60"), capture_output=True, text=True, timeout=TIMEOUT_S)
-        if done.returncode == 0:
-            break
-    assert done.returncode == 0, done.stderr
-    return done
+def bare(tmp_path_factory: pytest.TempPathFactory) -> subprocess.CompletedProcess[str]:
+    """The job's bare run (once for every xdist worker: its four readers may be spread over two)."""
+
+    def run() -> subprocess.CompletedProcess[str]:
+        for _ in range(3):  # torch's own exit can abort a bare gloo run on a loaded machine (pytorch/pytorch#190489)
+            done = subprocess.run(torchrun(2, "--steps", "60"), capture_output=True, text=True, timeout=TIMEOUT_S)
+            if done.returncode == 0:
+                break
+        assert done.returncode == 0, done.stderr
+        return done
+
+    return once_per_session(tmp_path_factory, "test_torchrun_ranks-bare", run)
 
 
 @pytest.mark.parametrize("mode", [[], ["--trace-every", "1"]], ids=["record", "trace-every"])
