@@ -5,6 +5,7 @@ the last rank, and a verdict weighs the transfer as communication and the wait a
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 from dataclasses import replace
@@ -135,26 +136,34 @@ def test_a_window_waits_for_every_ranks_trace_then_for_no_more_than_its_limit() 
     assert [r.rank for r in late] == [0] and matched(late) == {}  # one rank's trace: nothing to match
 
 
+EVIDENCE = Path(__file__).parent / "data" / "evidence"
+
+
+def _measured(name: str) -> Evidence:
+    """A diagnosis' evidence as ``diagnose --json`` gave it on 2 H200s (docs/bench/h200x2-issue74)."""
+    doc = json.loads((EVIDENCE / name).read_text())["evidence"]
+    return Evidence(**{f.name: doc[f.name] for f in dataclasses.fields(Evidence) if f.name in doc})
+
+
 def test_a_wait_read_in_a_distorting_window_counts_no_more_than_the_untraced_steps_waited() -> None:
-    """An even job on 2 H200s, diagnosed: its ranks, slowed unevenly by the profiler (58.7 ms a
-    traced step against 36.8 untraced), waited 13.8 ms a traced step for each other; untraced, a
-    step's longest collective took 1.2 ms from the rank's arrival. Not "waiting for another rank",
-    no "up to 1.6×", and the spinning kernels do not make it GPU-bound."""
-    base = Evidence(steps=30, step_ms=36.8, input_ms=0.0, syncs_per_step=0.0, launch_delay_us=1050.0)
-    even = replace(
-        base,
-        gpu_busy_pct=76.0,
-        gpu_ms_per_step=44.5,
-        host_ms_per_step=56.9,
-        traced_step_ms=58.7,
-        comm_exposed_ms=8.9,
-        comm_transfer_ms=0.49,
-        comm_transfer_exposed_ms=0.33,
-        comm_transfer_kinds="all-reduce=0.325",
-        comm_wait_ms=13.8,
-        comm_longest_ms=1.2,
-    )
+    """An even job on 2 H200s: its ranks, slowed unevenly by the profiler (51.9 ms a traced step
+    against 32.4 untraced), waited 6.9 ms a traced step for each other; untraced, a step's longest
+    collective took 0.53 ms from the rank's arrival. Not "waiting for another rank" and no remedy
+    for it, and the spinning kernels do not make it GPU-bound."""
+    even = _measured("ddp2-even-h200.json")
+    assert even.comm_wait_ms is not None and even.comm_longest_ms is not None
+    assert even.comm_wait_ms > 10 * even.comm_longest_ms  # the window's wait, and the untraced steps'
     verdict = diagnose(even)
     assert verdict.bound not in (Bound.WAIT, Bound.COMM, Bound.GPU_COMPUTE), verdict.line()
-    found = {r.limit: r.up_to for r in remedies(even, verdict.bound, script=True)}
-    assert found.get("waiting", 1.0) <= 36.8 / (36.8 - 1.2)
+    assert not [r for r in remedies(even, verdict.bound, script=True) if r.limit == "waiting"]
+
+
+def test_a_late_ranks_wait_is_worth_what_the_untraced_steps_waited_for_it() -> None:
+    """Rank 1 sleeping 25 ms before each batch, diagnosed on rank 0: the wait's remedy is the step
+    over the step without the untraced steps' wait (22 ms of 54: the job runs 32 ms a step without
+    it), and communication — 0.47 ms of transfer — gets none."""
+    late = _measured("ddp2-rank1-late-h200.json")
+    assert late.comm_last_rank == 1 and late.comm_longest_ms is not None
+    found = {r.limit: r.up_to for r in remedies(late, diagnose(late).bound, script=True)}
+    assert found["waiting"] == pytest.approx(late.step_ms / (late.step_ms - late.comm_longest_ms), rel=1e-3)
+    assert not any(limit.startswith("communication") for limit in found)
