@@ -77,8 +77,11 @@ def test_a_job_that_updates_its_parameters_by_hand_is_recorded_at_its_own_rate(
     assert own is not None, stdout
     (summary,) = [r for r in _rows(out) if r["row_kind"] == "summary"]
     rate = float(summary["steps_per_s"])
-    assert rate == pytest.approx(float(own[2]), rel=0.05)  # its own figure, within 5%
     assert summary["ci_low"] and float(summary["ci_low"]) < rate < float(summary["ci_high"])
+    # its own figure (over all its steps, warm-up and all) within gpudash's interval, give or take 5%: a
+    # loaded machine widens the interval, a miscount (two steps an iteration, or half) falls far outside it
+    low, high = 0.95 * float(summary["ci_low"]), 1.05 * float(summary["ci_high"])
+    assert low <= float(own[2]) <= high, (own[2], summary["ci_low"], summary["ci_high"])
     line = printed.summary(summary["event_message"])  # the summary says how its steps were counted
     assert line is not None and BY_HAND in line.others, summary["event_message"]
     samples = [r for r in _rows(out) if r["row_kind"] == "sample"]

@@ -68,11 +68,13 @@ MAX_OPEN = 4096  # collectives not yet completed kept (a job that never steps: t
 class Pending:
     """One collective not yet read: when it was entered (monotonic), its work, whether on CUDA, when
     it completed (a CPU one, set on the backend's thread), its arrival and end events (CUDA), and its
-    process group (CUDA collectives of one group run one after another)."""
+    process group's id (CUDA collectives of one group run one after another). The id, never the
+    group: a group held here could be released last on its own worker thread (a CPU collective's
+    callback holds this), whose destructor would then join itself and abort the job."""
 
     __slots__ = ("entered", "work", "cuda", "completed", "arrival", "end", "group")
 
-    def __init__(self, entered: float, work: Any, cuda: bool, arrival: Any = None, end: Any = None, group: Any = None):
+    def __init__(self, entered: float, work: Any, cuda: bool, arrival: Any = None, end: Any = None, group: int = 0):
         self.entered, self.work, self.cuda = entered, work, cuda
         self.completed: float | None = None
         self.arrival, self.end, self.group = arrival, end, group
@@ -86,7 +88,7 @@ class CommTimes:
         self.quiet = quiet  # a block whose host-device syncs are torch.distributed's, not the job's
         self.lock = threading.Lock()
         self.open: list[Pending] = []  # in the order they were called
-        self.last: dict[int, tuple[Any, float]] = {}  # by process group: the last read CUDA one's (arrival, ms)
+        self.last: dict[int, tuple[Any, float]] = {}  # by process group's id: the last read CUDA one's (arrival, ms)
         self.longest_ms = 0.0  # the longest collective completed since the last step
         self.seen = False  # any collective at all: the job is distributed
         self.settings = ""  # the DDP model's arguments ("ddp_bucket_cap_mb=25.0,…")
@@ -219,7 +221,7 @@ class CommTimes:
                     comms._interval(entered, time.monotonic())
                 return result
             group = getattr(ddp, "process_group", None)
-            comms._entered(Pending(entered, None, True, arrival, comms._event((tensors,), {}), group))
+            comms._entered(Pending(entered, None, True, arrival, comms._event((tensors,), {}), id(group)))
             return result
 
         return hidden(broadcast)
@@ -274,7 +276,7 @@ class CommTimes:
             still: list[Pending] = []
             waiting: set[int] = set()  # groups with a CUDA collective not completed: the later ones wait
             for entry in self.open:
-                key = id(entry.group)
+                key = entry.group
                 ms = None if (entry.cuda and key in waiting) else self._ms(entry, key)
                 if ms is None:
                     still.append(entry)
@@ -329,12 +331,12 @@ def _cuda_ms(work: Any) -> float | None:
         return 0.0
 
 
-def _group(args: Any, kwargs: Any) -> Any:
-    """The process group a call names (None: the default one)."""
+def _group(args: Any, kwargs: Any) -> int:
+    """The id of the process group a call names (0: the default one)."""
     for value in (*args, *kwargs.values()):
         if type(value).__name__ == "ProcessGroup":
-            return value
-    return None
+            return id(value)
+    return 0
 
 
 def _device_of(args: Any, kwargs: Any) -> Any:
