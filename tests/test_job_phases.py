@@ -388,7 +388,7 @@ def test_diagnose_says_when_evaluation_takes_over_a_quarter_of_the_wall_time() -
 @pytest.mark.slow
 def test_with_torchrun_the_rank_that_stalled_is_named_first_and_the_others_wait_for_it(tmp_path: Path) -> None:
     ddp = str(JOBS / "ddp_loop.py")
-    torchrun = ("-m", "torch.distributed.run", "--nproc-per-node", "2", ddp, "20", "1:10:8")
+    torchrun = ("-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", ddp, "20", "1:10:8")
     out, done, meta = record_job(tmp_path, "ddp", *torchrun, options=("--stall-after", "3"))
     (first, *rest) = meta["stalls"][0]["where"]
     assert first.startswith("rank 1 ") and "ddp_loop.py:" in first and "time.sleep(hang_s)" in first

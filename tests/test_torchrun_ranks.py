@@ -19,7 +19,9 @@ from tests.helpers import once_per_session
 from tests.test_job import JOBS, PLAIN, gpudash
 
 RANKS_JOB = str(JOBS / "ddp_ranks.py")
-TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node"]
+# --standalone: a rendezvous on a free port of its own (torchrun's default, port 29500, is one port for
+# every job: two jobs at once — the other xdist worker's, a session fixture's — join each other's store)
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node"]
 TIMEOUT_S = 240.0
 
 pytestmark = pytest.mark.slow
