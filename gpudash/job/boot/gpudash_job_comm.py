@@ -69,8 +69,8 @@ class Pending:
     """One collective not yet read: when it was entered (monotonic), its work, whether on CUDA, when
     it completed (a CPU one, set on the backend's thread), its arrival and end events (CUDA), and its
     process group's id (CUDA collectives of one group run one after another). The id, never the
-    group: a group held here could be released last on its own worker thread (a CPU collective's
-    callback holds this), whose destructor would then join itself and abort the job."""
+    group: a CPU collective's callback holds this entry, and the job's process group must not live
+    on in it after the job destroyed it."""
 
     __slots__ = ("entered", "work", "cuda", "completed", "arrival", "end", "group")
 
