@@ -97,6 +97,21 @@ def usage_under(root: int) -> list[Usage]:
     return found
 
 
+def workers_under(root: int) -> list[Usage]:
+    """The DataLoader workers of a job under ``root`` (``gpudash record``'s process): a process whose
+    command line is its parent's (a fork) or names ``multiprocessing`` (spawn, forkserver), whose
+    parent is not ``root`` itself (the job, or its launcher)."""
+    tree = usage_under(root)
+    lines = {u.pid: (u.parent, u.command) for u in tree}
+
+    def is_worker(u: Usage) -> bool:
+        if u.parent == root or u.parent not in lines:
+            return False
+        return u.command == lines[u.parent][1] or "multiprocessing" in u.command
+
+    return [u for u in tree if is_worker(u)]
+
+
 def own_memory(pid: int) -> int | None:
     """The bytes ``pid`` holds that no other process shares (USS: what one more such process would
     add), or its resident set (RSS) where the private count cannot be read; None when it is gone.

@@ -1,6 +1,6 @@
 """How busy a job's DataLoader workers were over a diagnosis' timed window: each worker's CPU
-seconds at the window's start and end (``gpudash.core.proctree``; workers found as ``tune`` finds
-them: ``gpudash.tune.worker_cpu.is_worker``), over the window's wall time. A worker that an epoch's
+seconds at the window's start and end (found as ``tune`` finds them:
+``gpudash.core.proctree.workers_under``), over the window's wall time. A worker that an epoch's
 end replaces counts from its first look. Torch-free."""
 
 from __future__ import annotations
@@ -8,8 +8,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from gpudash.core.proctree import usage_under
-from gpudash.tune.worker_cpu import is_worker
+from gpudash.core.proctree import workers_under
 
 LOOK_EVERY_S = 0.5  # the process tree is read at most this often
 
@@ -30,12 +29,9 @@ class WorkerBusy:
         if not force and now - self.looked_at < LOOK_EVERY_S:
             return
         self.looked_at = now
-        tree = usage_under(self.root)
-        lines = {u.pid: (u.parent, u.command) for u in tree}
-        for u in tree:
-            if is_worker(u.pid, lines, self.root):
-                self.first.setdefault(u.pid, (now, u.cpu_s))
-                self.last[u.pid] = (now, u.cpu_s)
+        for u in workers_under(self.root):
+            self.first.setdefault(u.pid, (now, u.cpu_s))
+            self.last[u.pid] = (now, u.cpu_s)
 
     def share(self) -> tuple[float | None, int]:
         """The workers' CPU seconds over the time each was watched, a mean share of a CPU (0–1)."""

@@ -1,11 +1,10 @@
 """How busy a job's DataLoader workers are and what memory they hold, and how far past the CPUs
 ``tune``'s worker climb may go on those readings.
 
-The workers are found in the process tree under ``gpudash record`` (``gpudash.core.proctree``:
-one that ends while it is read is left out): a process whose command line is its parent's (a
-fork) or names ``multiprocessing`` (spawn, forkserver), whose parent is not ``gpudash record``
-itself. A worker's CPU seconds are kept at the last reading before it ends, so workers that an
-epoch's end replaces still count. Its memory is what it holds alone (USS; its RSS where that
+The workers are found in the process tree under ``gpudash record``
+(``gpudash.core.proctree.workers_under``: one that ends while it is read is left out). A worker's
+CPU seconds are kept at the last reading before it ends, so workers that an epoch's end replaces
+still count. Its memory is what it holds alone (USS; its RSS where that
 cannot be read), the most the workers held on average at one reading, beside the least memory the
 machine had free while they ran.
 
@@ -22,7 +21,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from gpudash.core.proctree import memory_available, own_memory, usage_under
+from gpudash.core.proctree import memory_available, own_memory, workers_under
 
 GUARD_WORKERS = 64  # the climb's ceiling a rank (the CPUs where there are more): a guard only
 MEMORY_SHARE = 0.75  # more workers may take at most this share of the memory free while the last count ran
@@ -57,14 +56,11 @@ class WorkerCpu:
 
     def read(self) -> None:
         """One look at the tree: each worker's CPU seconds so far, and the memory they hold now."""
-        tree = usage_under(self.root)
-        lines = {u.pid: (u.parent, u.command) for u in tree}
         now = time.time()
         held = []
-        for u in tree:
-            if is_worker(u.pid, lines, self.root):
-                self.seen[u.pid] = _Seen(u.cpu_s, u.born, now)
-                held.append(own_memory(u.pid))
+        for u in workers_under(self.root):
+            self.seen[u.pid] = _Seen(u.cpu_s, u.born, now)
+            held.append(own_memory(u.pid))
         known = [m for m in held if m is not None]
         if known:
             self.per_worker = max(self.per_worker, sum(known) / len(known))
@@ -86,14 +82,6 @@ class WorkerCpu:
     def memory(self) -> WorkerMemory | None:
         """What the workers held and what was free meanwhile; None where no worker's memory was read."""
         return None if self.free is None else WorkerMemory(self.per_worker, self.free)
-
-
-def is_worker(pid: int, lines: dict[int, tuple[int, str]], root: int) -> bool:
-    """Whether ``pid`` (in ``lines``: pid → (parent, command line)) is a worker of a job under ``root``."""
-    parent, line = lines[pid]
-    if parent == root or parent not in lines:
-        return False  # the job itself (or its launcher)
-    return line == lines[parent][1] or "multiprocessing" in line
 
 
 def ceiling(cpus: int) -> int:
