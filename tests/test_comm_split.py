@@ -18,8 +18,8 @@ from gpudash.diagnosis.remedies import remedies
 from gpudash.diagnosis.rules import diagnose
 from gpudash.diagnosis.verdict import Bound
 from gpudash.engine.collectives import Collective
-from gpudash.engine.comm_split import split
-from gpudash.engine.trace_figures import figures
+from gpudash.engine.comm_split import RankComm, split
+from gpudash.engine.trace_figures import figures, with_comm
 from gpudash.job.traces import TraceRead
 from gpudash.job.window_reads import GATHER_S, WindowReads, matched
 
@@ -63,14 +63,8 @@ def test_waiting_for_a_late_rank_is_not_communication_and_its_gain_is_not_the_tr
     movement is 0.46 ms: not communication-bound, and no "up to 1.8×" for communication."""
     unmatched = _evidence(comm_exposed_ms=19.1, comm_exposed_kinds="all-reduce=19.100")
     assert diagnose(unmatched).bound == Bound.COMM  # one rank's window: all its exposed time is counted
-    waiting = replace(
-        unmatched,
-        comm_transfer_ms=0.46,
-        comm_transfer_exposed_ms=0.3,
-        comm_transfer_kinds="all-reduce=0.300",
-        comm_wait_ms=18.8,
-        comm_last_rank=1,
-    )
+    matched = RankComm(0.46, 0.3, 20.0, 18.8, {"all-reduce": 0.3}, last_rank=1, matched=28)
+    waiting = with_comm(unmatched, matched)  # the window's collectives matched across the ranks
     verdict = diagnose(waiting)
     assert verdict.bound == Bound.WAIT and "wait for rank 1" in verdict.why and "0.46 ms" in verdict.why
     found = {r.limit: r.up_to for r in remedies(waiting, verdict.bound, script=True)}
@@ -79,14 +73,9 @@ def test_waiting_for_a_late_rank_is_not_communication_and_its_gain_is_not_the_tr
 
 
 def test_exposed_transfer_the_largest_part_is_communication_bound_and_named_by_its_kinds() -> None:
-    fsdp = _evidence(
-        gpu_ms_per_step=30.0,
-        comm_exposed_ms=22.0,
-        comm_transfer_ms=22.0,
-        comm_transfer_exposed_ms=21.8,
-        comm_transfer_kinds="all-gather=14.700,reduce-scatter=7.100",
-        comm_wait_ms=0.2,
-        comm_busbw_gbps=310.0,
+    kinds = {"all-gather": 14.7, "reduce-scatter": 7.1}
+    fsdp = with_comm(
+        _evidence(gpu_ms_per_step=30.0, comm_exposed_ms=22.0), RankComm(22.0, 21.8, 0.2, 0.2, kinds, busbw_gbps=310.0)
     )
     verdict = diagnose(fsdp)
     assert verdict.bound == Bound.COMM
