@@ -1,6 +1,8 @@
-"""Issue 74's probe (kept verbatim beside its output): on a DDP ResNet-50 job of 2 GPUs, what a
-profiler window costs a step by what it records, what the NCCL kernels in a trace carry (for
-matching a collective across ranks), and the gradients' all-reduce timed apart after a barrier.
+"""Issue 74's probe (kept beside its output as it ran, but for its setup): on a DDP ResNet-50 job
+of 2 GPUs, what a profiler window costs a step by what it records, what the NCCL kernels in a trace
+carry (for matching a collective across ranks), and the gradients' all-reduce timed apart after a
+barrier. Its process group and its DDP model come from ``benchmarks/jobs/ddp_resnet_job.py`` (the
+copy of those lines it ran with made the same: NCCL, ``gradient_as_bucket_view=True``, 25 MB buckets).
 
 torchrun --nproc-per-node 2 comm_probe.py --out DIR [--wait-rank R --wait-ms 25]
 Prints one JSON line a rank: untraced / traced ms a step by the window's activities, the
@@ -14,12 +16,15 @@ import gzip
 import json
 import os
 import statistics
+import sys
 import time
 
 import torch
 import torch.distributed as dist
-import torchvision
 from torch.profiler import ProfilerActivity, profile, record_function
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
+from benchmarks.jobs.ddp_resnet_job import join_group, resnet50_ddp  # noqa: E402 - the repository's root first
 
 
 def main() -> None:
@@ -30,15 +35,8 @@ def main() -> None:
     p.add_argument("--wait-ms", type=float, default=0.0)
     p.add_argument("--steps", type=int, default=40)
     args = p.parse_args()
-    dist.init_process_group("nccl")
-    rank, world = dist.get_rank(), dist.get_world_size()
-    local = int(os.environ.get("LOCAL_RANK", "0"))
-    device = torch.device("cuda", local)
-    torch.cuda.set_device(device)
-    torch.backends.cudnn.benchmark = True
-    model = torchvision.models.resnet50().to(device, memory_format=torch.channels_last)
-    ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=[local], gradient_as_bucket_view=True)
-    opt = torch.optim.SGD(ddp.parameters(), lr=0.1, momentum=0.9)
+    rank, world, device = join_group()
+    ddp, opt = resnet50_ddp(device, bucket_view=True)
     x = torch.randn(args.batch, 3, 224, 224, device=device).to(memory_format=torch.channels_last)
     y = torch.randint(0, 1000, (args.batch,), device=device)
     wait_s = args.wait_ms / 1e3 if rank == args.wait_rank else 0.0
