@@ -67,11 +67,15 @@ def timed_loop(
     return time.perf_counter() - start
 
 
-def job_args(**defaults: int) -> argparse.Namespace:
-    """The job's options: each ``--NAME N`` a whole number, ``defaults`` its default."""
+def job_args(*switches: str, **defaults: int) -> argparse.Namespace:
+    """The job's options: each of ``defaults`` a ``--NAME N``, a whole number with that default;
+    each of ``switches`` a ``--NAME`` that takes no value (off unless given). A ``_`` in a name is a
+    ``-`` on the command line (``eval_every``: ``--eval-every``)."""
     p = argparse.ArgumentParser()
+    for name in switches:
+        p.add_argument(f"--{name.replace('_', '-')}", action="store_true")
     for name, default in defaults.items():
-        p.add_argument(f"--{name}", type=int, default=default)
+        p.add_argument(f"--{name.replace('_', '-')}", type=int, default=default)
     return p.parse_args()
 
 

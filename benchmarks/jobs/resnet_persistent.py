@@ -4,11 +4,17 @@ channels_last, an evaluation pass every ``--eval-every`` steps, a checkpoint eve
 ``--save-every``. It times its own steps with CUDA events — one at each step's end; a step's time
 is the time between two, evaluation and checkpoints left out, its first ``--warmup`` steps too —
 and prints them last: ``JOB steps=… train_s=… steps_per_s=… samples_per_s=…``. Its persistent
-workers make its exit slow, as they do bare."""
+workers make its exit slow, as they do bare.
+
+``--ready-images``: an input that is a hand-over, not work — ready-made fp16 images (indexing
+only), each batch handed over by the workers through shared memory, copied by the pin-memory
+thread and by the step to the GPU (77 MB a batch of 256). Issue 74's hand-over job:
+``python resnet_persistent.py --ready-images --batch 256 --workers 4 --warmup 20 --eval-every 0
+--save-every 0 --steps 400``
+"""
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import tempfile
@@ -17,43 +23,44 @@ import torch
 import torchvision
 from torch.utils.data import DataLoader
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+from benchmarks.jobs.resnet_job import job_args  # noqa: E402 - the repository's root first
+
 
 class Images(torch.utils.data.Dataset[tuple[torch.Tensor, int]]):
-    """``n`` synthetic 224×224 uint8 images (a few distinct ones, flipped at random: CPU work)."""
+    """``n`` synthetic 224×224 images: a few distinct uint8 ones, flipped at random (CPU work), or
+    ``ready``, 64 fp16 ones handed out as they are (a sample costs an index, nothing more)."""
 
-    def __init__(self, n: int) -> None:
-        self.n = n
-        self.pool = torch.randint(0, 256, (16, 3, 224, 224), dtype=torch.uint8)
+    def __init__(self, n: int, ready: bool = False) -> None:
+        self.n, self.ready = n, ready
+        if ready:
+            self.pool = torch.randn(64, 3, 224, 224).half()
+        else:
+            self.pool = torch.randint(0, 256, (16, 3, 224, 224), dtype=torch.uint8)
 
     def __len__(self) -> int:
         return self.n
 
     def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
-        image = self.pool[i % 16]
-        return (image.flip(-1) if i % 2 else image), i % 1000
+        image = self.pool[i % len(self.pool)]
+        return (image.flip(-1) if i % 2 and not self.ready else image), i % 1000
 
 
 def main() -> int:
-    p = argparse.ArgumentParser()
-    p.add_argument("--steps", type=int, default=300)
-    p.add_argument("--batch", type=int, default=128)
-    p.add_argument("--workers", type=int, default=8)
-    p.add_argument("--warmup", type=int, default=10)
-    p.add_argument("--eval-every", type=int, default=100)
-    p.add_argument("--save-every", type=int, default=150)
-    args = p.parse_args()
+    args = job_args("ready_images", steps=300, batch=128, workers=8, warmup=10, eval_every=100, save_every=150)
     device = torch.device("cuda")
     torch.backends.cudnn.benchmark = True
     model = torchvision.models.resnet50().to(device, memory_format=torch.channels_last)
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     mean = torch.tensor([0.485, 0.456, 0.406], device=device).view(1, 3, 1, 1) * 255
-    kw = {"num_workers": args.workers, "persistent_workers": True, "pin_memory": True}
-    train = DataLoader(Images(args.batch * args.steps), batch_size=args.batch, shuffle=True, drop_last=True, **kw)
-    val = DataLoader(Images(args.batch * 8), batch_size=args.batch, **kw)
+    kw = {"num_workers": args.workers, "persistent_workers": args.workers > 0, "pin_memory": True}
+    train_set = Images(args.batch * args.steps, args.ready_images)
+    train = DataLoader(train_set, batch_size=args.batch, shuffle=True, drop_last=True, **kw)
+    val = DataLoader(Images(args.batch * 8, args.ready_images), batch_size=args.batch, **kw)
 
     def prepare(images: torch.Tensor) -> torch.Tensor:
         x = images.to(device, non_blocking=True).to(memory_format=torch.channels_last)
-        return (x.float() - mean) / 64.0
+        return x if args.ready_images else (x.float() - mean) / 64.0
 
     ends: list[torch.cuda.Event] = []  # each step's end; None-free pairs are the timed steps
     skip: set[int] = set()  # steps whose interval holds evaluation or a checkpoint
