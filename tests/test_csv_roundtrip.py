@@ -5,9 +5,11 @@ columns still reads its interval from ``event_before``/``event_after``."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from gpudash.core.metrics import METRICS, Origin
 from gpudash.core.protocol import Event, EventKind, GpuReading, GpuSample, Sample
 from gpudash.recording import csvformat
 from gpudash.recording.csvformat import RowParser
@@ -156,6 +158,14 @@ def test_a_summary_with_no_spread_has_an_interval_of_zero_width_and_odd_cells_ha
 GPUS = (2, 0)  # watched in this order: GPU 2's columns come first
 
 
+def exact_floats(*origins: Origin) -> dict[str, Any]:
+    """A value for every float metric of ``origins`` that the CSV writes with 6 significant digits:
+    each different from the others, exact in binary, of 5 or 6 digits (the k-th: k × 1000 + 0.5),
+    so that one rounded, or read back into another field, shows."""
+    floats = [m.key for m in METRICS if m.origin in origins and m.kind is float and m.csv_decimals is None]
+    return {key: k * 1000 + 0.5 for k, key in enumerate(floats, 1)}
+
+
 def full_sample() -> Sample:
     return Sample(
         time_s=1234.567,  # 3 decimals, more than 6 significant digits
@@ -164,51 +174,24 @@ def full_sample() -> Sample:
         batch_size=16,
         steps=123456789,
         samples=1975308624,
-        interval_s=0.503125,
-        steps_per_s=231.875,
-        samples_per_s=3710.5,
-        step_ms_p50=4.3125,
-        step_ms_p95=5.0625,
-        syncs_per_step=2.5,
-        loss=0.693147,
         knobs="amp=bf16,cuda_graph=on",
         world_size=4,
         slowest_rank=3,
-        slowest_rank_step_ms=4.875,
-        cuda_allocated_mib=612.5,
-        cuda_reserved_mib=704.25,
-        flops_per_step=3.0625e12,
-        tflops=710.125,
-        mfu_pct=71.75,
+        flops_per_step=3.0625e12,  # whole
+        **exact_floats(Origin.WORKLOAD, Origin.RANKS, Origin.ALLOCATOR, Origin.MODEL),
     )
 
 
 def full_gpu() -> GpuSample:
     return GpuSample(
         time_s=1234.567,
-        gpu_util_pct=97.5,
-        mem_bw_util_pct=41.25,
-        mem_used_mib=30123.5,
-        mem_total_mib=81559.0,
-        power_w=412.375,
-        sm_clock_mhz=1980.0,
-        temp_c=61.0,
         energy_j=12345.678,  # 3 decimals
         throttle="sw_power_cap|hw_slowdown",
-        sm_active_pct=84.5,
-        sm_occupancy_pct=31.25,
-        tensor_active_pct=78.125,
-        hmma_active_pct=77.5,
-        dfma_active_pct=0.0,
-        dram_active_pct=22.75,
-        pcie_tx_mib_s=12.5,
-        pcie_rx_mib_s=1536.25,
-        nvlink_tx_mib_s=0.0,
-        nvlink_rx_mib_s=0.0,
         per_gpu=(
             GpuReading(2, 97.5, 30123.5, None, 412.375, 1980.0, 61.0, 84.5, 78.125, 22.75),
             GpuReading(0, 3.25, 1024.5, None, 71.125, 345.0, 33.0),
         ),
+        **exact_floats(Origin.NVML, Origin.GPM),
     )
 
 
