@@ -23,6 +23,7 @@ class Bound(enum.StrEnum):
     SMALL_KERNELS = "busy, SMs idle"
     COMM = "communication-bound"
     WAIT = "waiting for another rank"
+    COMPILE = "compile-bound"
 
 
 TENSORS_IDLE = "tensors-idle"  # a bf16 step whose tensor cores idle: compute-bound, advice of its own

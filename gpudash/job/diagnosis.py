@@ -12,10 +12,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from gpudash.core.compile_table import CompileTable
 from gpudash.core.protocol import DIAGNOSIS, Event, EventKind
 from gpudash.core.sync_sites import SyncTable
 from gpudash.core.textfmt import plain
 from gpudash.diagnosis.advice import for_the_job
+from gpudash.diagnosis.compile_bound import compile_bound
 from gpudash.diagnosis.evidence import WINDOW_START, Evidence
 from gpudash.diagnosis.rules import diagnose
 from gpudash.diagnosis.verdict import Diagnosis
@@ -149,17 +151,24 @@ class VerdictContext:
     window_start: float | None = None
     heavy: str = ""
     comm: RankComm | None = None  # the lead rank's collectives matched across the ranks' windows
+    compiles: CompileTable | None = None  # a compiled job's compiles so far
+    training_s: float = 0.0  # the run's training seconds so far (compiles left out) ...
+    steps: int = 0  # ... over this many steps
 
 
 def verdict_event(
     time_s: float, timed: Evidence, fig: Any, known: VerdictContext, config: dict[str, str], note: str = ""
 ) -> Event:
     """The "measured" diagnosis event of an untraced window's evidence and a profiler window's
-    figures (``fig`` None: none), its details the run's ``config`` and every figure it rests on."""
+    figures (``fig`` None: none), its details the run's ``config`` and every figure it rests on; a job
+    that keeps recompiling is compile-bound first (the window's verdict then said in ``steady``)."""
     untraced = replace(timed, sync_sites=known.sites, dtype=known.dtype, job_settings=known.settings)
     evidence = with_trace(untraced, fig, known.comm)
-    verdict = job_verdict(evidence)
+    steady = job_verdict(evidence)
+    verdict = compile_bound(known.compiles, known.training_s, known.steps) or steady
     details = {**config, **evidence.details(), "bound": str(verdict.bound)}
+    if verdict is not steady:  # the steps between compiles: the window's verdict
+        details |= {"compile_why": verdict.why, "compile_advice": verdict.advice, "steady": steady.line()}
     if known.window_start is not None:
         details[WINDOW_START] = f"{known.window_start:.3f}"
     message = verdict.line() + (f" ({note})" if note else "")

@@ -1,8 +1,8 @@
 """What a job's hooks send its session (``gpudash.job.session``), each message taken by its kind: a
 process's start and hello, a rank's first step, its step records, the sync table, a profiler
 window's trace and the allocator's history written, the model FLOPs, an out-of-memory error, what
-the memory holds, a note, a phase, a thread's stacks. What the run says of them goes into the
-session's outgoing messages (``SessionParts.out``). Torch-free."""
+the memory holds, a note, a phase, a thread's stacks, dynamo's compiles and graph breaks. What the
+run says of them goes into the session's outgoing messages (``SessionParts.out``). Torch-free."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import json
 import time
 from typing import Any
 
-from gpudash.core.protocol import FLOPS, PROCESSES, STEPS_COUNTED, EventKind, SyncSites
+from gpudash.core.compile_table import COMPILE_SUMMARY
+from gpudash.core.protocol import FLOPS, PROCESSES, STEPS_COUNTED, Event, EventKind, SyncSites
 from gpudash.core.sync_sites import SyncTable
 from gpudash.engine.model_flops import ModelCount
 from gpudash.job.boot import gpudash_job_wire as wire
@@ -37,6 +38,7 @@ class SessionIntake:
         self.flops_said = False
         self.oom: dict[str, Any] | None = None  # the job died of an out-of-memory error: where, with what
         self.hooks_off: tuple[str, int] | None = None  # why the job's hooks went off, and the steps seen by then
+        self.compiled: list[Event] = []  # their events before the run started
 
     def on_message(self, m: dict[str, Any], now: float) -> None:
         """One message of the job's hooks, received at ``now`` (monotonic)."""
@@ -71,6 +73,11 @@ class SessionIntake:
                 self.out.messages.append(said)
         elif kind == wire.NOTE:
             self._note(str(m.get("text", "")))
+        elif kind == wire.COMPILE and lead:  # said once the run has started, in their order
+            self.compiled += p.compiles.events(m, now - p.t0)
+            if p.started:
+                self.out.messages += self.compiled
+                self.compiled = []
         elif kind == wire.COUNTING and lead:
             self._counting(m)
         elif kind in (wire.PHASE, wire.STACKS, wire.WORKER):
@@ -134,9 +141,11 @@ class SessionIntake:
             self.out.messages.append(SyncSites(when, *run, table=table, not_counted=counted))
 
     def started(self) -> None:
-        """The run has started: the sync table and the FLOPs count heard before it, said now."""
+        """The run has started: the sync table, the compiles and the FLOPs count heard before it, said now."""
         if self.sites is not None:
             self._on_sites({"table": self.sites.as_dict()})
+        self.out.messages += self.compiled
+        self.compiled = []
         self.say_flops()
 
     def say_flops(self, final: bool = False) -> None:
@@ -154,7 +163,13 @@ class SessionIntake:
         self.out.event(EventKind.MEASURED, what=FLOPS, message=count.message, details=details)
 
     def ended(self) -> None:
-        """The job has ended: how several processes' steps counted, and the FLOPs count or why none."""
+        """The job has ended: how several processes' steps counted, the FLOPs count or why none, and
+        what it compiled in one line."""
+        self.out.messages += self.compiled
+        self.compiled = []
+        if self.parts.compiles.table:
+            message = self.parts.compiles.table.summary() + " (each in run.json's compile)"
+            self.out.event(EventKind.MEASURED, what=COMPILE_SUMMARY, message=message)
         if (n := len(self.parts.step_intake.as_list())) > 1:
             self.processes_said(
                 f"steps of {n} processes, counted {self.parts.step_intake.combined() or 'one process a rank'}"

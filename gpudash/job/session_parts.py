@@ -7,11 +7,12 @@ Torch-free."""
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from gpudash.core.protocol import Event, EventKind, Message, RunConfig
 from gpudash.job.channel import HostChannel
+from gpudash.job.compile_intake import CompileIntake
 from gpudash.job.intake import StepIntake
 from gpudash.job.launch import JobProcess
 from gpudash.job.memory import JobMemory
@@ -69,6 +70,7 @@ class SessionParts:
     peaks: JobMemoryPeaks  # the allocator's history of a few steps, on request
     out: SessionOut
     started: bool = False
+    compiles: CompileIntake = field(default_factory=CompileIntake)  # the lead rank's compiles, graph breaks
 
     def rank_batch(self) -> tuple[int, int]:
         """The lead rank's batch (samples a step), and the job's ranks."""

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from gpudash.core.protocol import DIAGNOSIS, MEMORY_PEAK, Diagnose, Event, EventKind
+from gpudash.core.protocol import DIAGNOSIS, MEMORY_PEAK, TRAINING, Diagnose, Event, EventKind
 from gpudash.core.sync_sites import SyncTable
 from gpudash.diagnosis.evidence import Evidence
 from gpudash.engine.comm_split import RankComm
@@ -150,6 +150,9 @@ class SessionWindows:
             window_start=self.window_start,
             heavy=p.watch.phases.heavy(time.monotonic()),
             comm=comm,
+            compiles=p.compiles.table,
+            training_s=p.watch.phases.totals(time.monotonic()).get(TRAINING, 0.0),
+            steps=p.samples.steps,
         )
         if (ranks := p.world.stragglers.run_verdict()) is not None:
             note = "; ".join(filter(None, (note, ranks.words)))

@@ -11,6 +11,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Protocol
 
+from gpudash.core.compile_table import QUIET
 from gpudash.core.protocol import REFUSED, TRACEBACK, Event, EventKind, ExitCode, Sample
 from gpudash.core.textfmt import fmt_duration, fmt_needs, fmt_num
 from gpudash.stats.fmt import fmt_pm
@@ -54,7 +55,7 @@ def say(text: str) -> None:
 
 def describe_event(e: Event) -> str | None:
     """An event's line on stderr while the recording runs (None: not said)."""
-    if e.kind in (EventKind.STARTING,):
+    if e.kind in (EventKind.STARTING,) or e.details.get(QUIET):
         return None
     text = f"[{e.time_s:7.1f}s] {e.kind}"
     if e.kind == EventKind.CHANGED or (e.kind == EventKind.ERROR and e.what and (e.before or e.after)):

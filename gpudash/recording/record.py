@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from gpudash.core import faults
+from gpudash.core.compile_table import CompileTable
 from gpudash.core.protocol import (
     GOODPUT,
     MEMORY,
@@ -288,7 +289,8 @@ class CsvRecorder:
         self._fault = faults.of_kind("csv-write")  # test-only: a data row that fails to write
         self.summaries: list[str] = []  # one line per configuration that ended, as in the CSV
         self._closed = False
-        self._sites_unwritten = False  # sync sites noted since the JSON was last written
+        self._tables_unwritten = False  # sync sites or compiles noted since the JSON was last written
+        self.compiles = CompileTable()  # a compiled job's compiles and graph breaks (run.json's ``compile``)
         self.metadata.setdefault("csv_columns", csvformat.header(self.gpus))
         try:
             # first: an unwritable CSV leaves no JSON behind
@@ -320,7 +322,10 @@ class CsvRecorder:
             if msg.kind == EventKind.ERROR and msg.what == NVML_LOST:
                 self.last_gpu = None  # no GPU columns from here on, not the last values repeated
             self._write(csvformat.event_row(msg, self.run.running))
-            if msg.kind == EventKind.STARTED:
+            if self.compiles.on_event(msg):
+                self.metadata["compile"] = self.compiles.as_dict()
+                self._tables_unwritten = True  # written when the configuration ends, and at close
+            elif msg.kind == EventKind.STARTED:
                 self.note_started(msg.details)
             elif msg.kind in (EventKind.MEASURED, EventKind.STALLED):
                 self._note_phases(msg)
@@ -345,7 +350,7 @@ class CsvRecorder:
             "not_counted": msg.not_counted,
             **msg.table.as_dict(),
         }
-        self._sites_unwritten = True
+        self._tables_unwritten = True
         if first:
             self.write_metadata()
 
@@ -381,7 +386,7 @@ class CsvRecorder:
             self._summarized = seg
             self._write(csvformat.summary_row(seg, time_s))
             self.summaries.append(seg.summary())
-        if self._sites_unwritten:
+        if self._tables_unwritten:
             self.write_metadata()
 
     @property
@@ -415,7 +420,7 @@ class CsvRecorder:
                 json.dump(self.metadata, f, indent=2, default=str)
                 f.write("\n")
             os.replace(tmp, self.meta_path)
-            self._sites_unwritten = False
+            self._tables_unwritten = False
         except OSError as exc:
             print(f"gpudash: cannot write {self.meta_path}: {exc.strerror or exc}", file=sys.stderr)
             try:

@@ -56,6 +56,7 @@ import gpudash_job_settings as job_settings  # type: ignore[import-not-found]
 import gpudash_job_wire as wire  # type: ignore[import-not-found]  # beside this file
 import gpudash_job_wraps as wraps  # type: ignore[import-not-found]
 from gpudash_job_comm import CommTimes, sharded  # type: ignore[import-not-found]  # beside this file
+from gpudash_job_compile import CompileWatch  # type: ignore[import-not-found]
 from gpudash_job_counting import StepCounting  # type: ignore[import-not-found]  # beside this file
 from gpudash_job_flops import StepFlopsCount  # type: ignore[import-not-found]  # beside this file
 from gpudash_job_frames import hidden, install_excepthooks  # type: ignore[import-not-found]
@@ -98,6 +99,8 @@ class Hooks:
         self.on = True
         self.phases = Phases(channel.send, lambda: self.rank)
         self.signals = PhaseSignals(self.phases)
+        self.compiles = CompileWatch(channel.send, lambda: self.rank)
+        self.signals.compiles = self.compiles
         self.loader = BatchWatch(torch, self.phases, self.memory, self.off)
         self.times = StepTimes(torch, self.phases.min_span_s)
         self.outbox = Outbox(
@@ -193,6 +196,7 @@ class Hooks:
                     handle.remove()
             self.loader.uninstall()
             self.signals.uninstall()
+            self.compiles.uninstall()
             if self.syncs is not None:
                 self.syncs.close()
             self.comm.uninstall()
@@ -211,6 +215,7 @@ class Hooks:
                 self.window.close()
                 self.memory.close()
             with self.outbox.lock, contextlib.suppress(Exception):
+                self.compiles.at_step(self.steps)  # a compile of the last step's
                 self.phases.finish()  # an evaluation after the last step: its own, not the exit's
                 self.outbox.flush(final=True)
         if self.world > 1:  # the last thing before the interpreter finalizes (registered first)
@@ -347,6 +352,9 @@ class Hooks:
         self.counting.track_samples = 0
         train_s = self.phases.at_step(now, loader.last_iterator)
         self.signals.watch_compile()
+        if self.signals.compile_watched:
+            self.compiles.install()  # (a job that compiles without torch.compile: from here)
+        self.compiles.at_step(self.steps)
         count = syncs.count if syncs else None
         # in wire.RECORD_FIELDS' order: its time (MS) is known later; the Dataset's and collation's part of
         # the wait; the time a collective was outstanding (None: none ever)

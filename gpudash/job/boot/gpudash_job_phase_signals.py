@@ -5,8 +5,8 @@ outermost call, not its calls on each child) and ``inference_mode`` blocks; the 
 ``optimizer.step()`` call's start (an optimizer step pre-hook, until the first step); the saves of
 ``SAVES``'s modules, timed as a checkpoint, those loaded now and the others as they are imported
 (``gpudash_job_imports.ImportWatch``); a call of ``torch.compile`` (the span keeper's forward watch
-off for good) and dynamo's compiling, once dynamo is loaded. Everything it replaced is put back by
-``uninstall``. Standard library and the job's torch only.
+off for good, the compile watch installed) and dynamo's compiling, once dynamo is loaded. Everything
+it replaced is put back by ``uninstall``. Standard library and the job's torch only.
 """
 
 from __future__ import annotations
@@ -38,6 +38,9 @@ class PhaseSignals:
         self.wrapped: set[int] = set()  # the save functions put in place (torch.save is torch.serialization.save)
         self._originals: list[tuple[Any, str, Any]] = []  # (owner, name, what was there) to put back
         self._saves_watch: Any = None  # gpudash_job_imports.ImportWatch of SAVES's modules, once installed
+        self.compiles: Any = (
+            None  # gpudash_job_compile.CompileWatch: told when the job compiles, and each compile's end
+        )
 
     def install(self, torch: Any) -> None:
         """Module.train, inference_mode and the save functions of the modules loaded now; the
@@ -111,6 +114,8 @@ class PhaseSignals:
 
     def _compiling(self) -> None:
         self.phases.stop_forward_watch()
+        if self.compiles is not None:  # dynamo is loaded: its compiles and graph breaks heard from the first
+            self.compiles.install()
 
     def _wrap_saves(self, module: Any) -> None:
         for name in SAVES.get(module.__name__, ()):
@@ -147,9 +152,9 @@ class PhaseSignals:
         handler = getattr(sys.modules["torch._dynamo.callback"], "callback_handler", None)
         if handler is None or not hasattr(handler, "register_start_callback"):
             return
-        phases = self.phases
+        phases, compiles = self.phases, self.compiles
         handler.register_start_callback(lambda *_: phases.begin(COMPILE))
-        handler.register_end_callback(lambda *_: phases.end(COMPILE))
+        handler.register_end_callback(lambda *_: (phases.end(COMPILE), compiles is not None and compiles.note()))
 
 
 def note_compile(torch: Any, note: Callable[[], None]) -> Any:

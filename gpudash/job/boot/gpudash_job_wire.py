@@ -31,6 +31,7 @@ OOM = "oom"  # the job dies of an out-of-memory error: where, and what the memor
 MEMPEAK = "mempeak"  # the allocator's history of a few steps dumped (or why not); also gpudash's request for it
 MEM = "mem"  # what the memory holds by kind (parameters, gradients, optimizer state, activations), the allocator
 PHASE = "phase"  # an evaluation, a checkpoint, a compile between steps
+COMPILE = "compile"  # dynamo's compiles since the last (function, line, reason, seconds) and its graph breaks
 STACKS = "stacks"  # each thread's stack; also gpudash's request for them
 
 # -- how a job's steps are counted (``FIRST``'s and ``COUNTING``'s ``"counted"``) -----------------------------

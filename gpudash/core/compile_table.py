@@ -1,0 +1,202 @@
+"""A compiled job's compile table, built from the run's compile events (live, or read back from a
+CSV): each compiled function with its compiles, recompiles and seconds, each recompile's reason,
+each graph break's line and reason with how often dynamo broke there, a function refused at the
+recompile limit. run.json's ``compile``, the dashboard's compile table, ``report`` and ``diagnose``
+read it. Torch-free.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpudash.core.events import Event
+
+COMPILED = "compiled"  # a function's first compile (``what`` of a measured event)
+RECOMPILE = "recompile"  # a function compiled again: a guard failed (its reason in details)
+RECOMPILE_LIMIT = "recompile_limit"  # an error event: the function runs eagerly from here on
+GRAPH_BREAK = "graph_break"  # dynamo broke a graph at a line
+COMPILE_WHATS = frozenset({COMPILED, RECOMPILE, RECOMPILE_LIMIT, GRAPH_BREAK})
+COMPILE_SUMMARY = "compiles"  # a measured event at the job's end: the table in one line (not counted again)
+QUIET = "quiet"  # details[QUIET] = "1": the event is not said on record's stderr (counted in the CSV)
+
+
+@dataclass
+class FunctionRow:
+    """One compiled function (a frame dynamo compiled: the rest of a function after a graph break is
+    its own): where, its compiles and seconds, the recompiles' reasons by count, the limit."""
+
+    name: str
+    file: str
+    line: int
+    compiles: int = 0
+    seconds: float = 0.0
+    reasons: dict[str, int] = field(default_factory=dict)  # cause (the reason less its values) -> recompiles
+    fixes: dict[str, str] = field(default_factory=dict)  # cause -> its fix
+    kinds: dict[str, str] = field(default_factory=dict)  # cause -> what it is about
+    latest: dict[str, str] = field(default_factory=dict)  # cause -> its latest reason, with its values
+    limit: bool = False
+
+    @property
+    def recompiles(self) -> int:
+        return sum(self.reasons.values())
+
+    @property
+    def where(self) -> str:
+        return f"{self.file.rsplit('/', 1)[-1]}:{self.line}" if self.file else "?"
+
+
+@dataclass
+class BreakRow:
+    file: str
+    line: int
+    reason: str
+    fix: str
+    count: int = 1
+
+    @property
+    def where(self) -> str:
+        return f"{self.file.rsplit('/', 1)[-1]}:{self.line}" if self.file else "?"
+
+
+@dataclass(frozen=True)
+class Recompile:
+    """One recompile: when (the run's seconds, the job's step), what, why, how long."""
+
+    time_s: float
+    step: int
+    function: str
+    where: str
+    reason: str
+    cause: str  # the reason less its values: recompiles of one cause
+    kind: str
+    seconds: float
+
+
+class CompileTable:
+    """Fed the run's events (``on_event``); says what was compiled, recompiled and broken."""
+
+    def __init__(self) -> None:
+        self.functions: dict[tuple[str, str, int], FunctionRow] = {}
+        self.breaks: dict[tuple[str, int, str], BreakRow] = {}
+        self.recompiles: list[Recompile] = []
+
+    def __bool__(self) -> bool:
+        return bool(self.functions or self.breaks)
+
+    def on_event(self, e: Event) -> bool:
+        """Take a compile event (True: it was one)."""
+        if e.what not in COMPILE_WHATS:
+            return False
+        d = e.details
+        if e.what == GRAPH_BREAK:
+            key = (d.get("file", ""), _int(d.get("line")), d.get("reason", ""))
+            row = self.breaks.setdefault(key, BreakRow(key[0], key[1], key[2], d.get("fix", ""), 0))
+            row.count = max(row.count + 1, _int(d.get("count")))
+            return True
+        key = (d.get("fn", "?"), d.get("file", ""), _int(d.get("line")))
+        fn = self.functions.setdefault(key, FunctionRow(*key))
+        seconds = _float(d.get("seconds"))
+        if e.what == RECOMPILE_LIMIT:
+            fn.limit = True
+            return True
+        fn.compiles += 1
+        fn.seconds += seconds
+        if e.what == RECOMPILE:
+            reason = d.get("reason", "?")
+            cause = d.get("cause") or reason
+            fn.reasons[cause] = fn.reasons.get(cause, 0) + 1
+            fn.fixes[cause], fn.kinds[cause], fn.latest[cause] = d.get("fix", ""), d.get("kind", ""), reason
+            self.recompiles.append(
+                Recompile(e.time_s, _int(d.get("step")), fn.name, fn.where, reason, cause, d.get("kind", ""), seconds)
+            )
+        return True
+
+    @property
+    def seconds(self) -> float:
+        return sum(f.seconds for f in self.functions.values())
+
+    def recompile_seconds(self, after_step: int = 0) -> float:
+        return sum(r.seconds for r in self.recompiles if r.step > after_step)
+
+    def as_dict(self) -> dict[str, Any]:
+        """run.json's ``compile``."""
+        return {
+            "seconds": round(self.seconds, 3),
+            "functions": [
+                {
+                    "function": f.name,
+                    "where": f"{f.file}:{f.line}",
+                    "compiles": f.compiles,
+                    "recompiles": f.recompiles,
+                    "seconds": round(f.seconds, 3),
+                    "reasons": [
+                        {"cause": r, "count": n, "latest": f.latest.get(r, ""), "fix": f.fixes.get(r, "")}
+                        for r, n in f.reasons.items()
+                    ],
+                    "recompile_limit_hit": f.limit,
+                }
+                for f in self.functions.values()
+            ],
+            "recompiles": [
+                {
+                    "time_s": round(r.time_s, 3),
+                    "step": r.step,
+                    "function": r.function,
+                    "where": r.where,
+                    "reason": r.reason,
+                    "seconds": round(r.seconds, 3),
+                }
+                for r in self.recompiles[-200:]
+            ],
+            "graph_breaks": [
+                {"where": f"{b.file}:{b.line}", "reason": b.reason, "count": b.count, "fix": b.fix}
+                for b in self.breaks.values()
+            ],
+        }
+
+    def summary(self) -> str:
+        """The table in one line: "compiles: 2 functions compiled 11× in 1.65 s; 9 recompiles (…); …"."""
+        fns = self.functions.values()
+        said = f"compiles: {len(fns)} function{'s' * (len(fns) != 1)} compiled {sum(f.compiles for f in fns)}×"
+        said += f" in {self.seconds:.2f} s"
+        causes: dict[str, int] = {}
+        for f in fns:
+            for cause, n in f.reasons.items():
+                causes[cause] = causes.get(cause, 0) + n
+        if causes:
+            top = ", ".join(f"{c} ×{n}" for c, n in sorted(causes.items(), key=lambda kv: -kv[1])[:3])
+            said += f"; {len(self.recompiles)} recompiles ({top})"
+        if self.breaks:
+            said += f"; {len(self.breaks)} graph break{'s' * (len(self.breaks) != 1)} ("
+            said += ", ".join(f"{b.where} {b.reason}" for b in list(self.breaks.values())[:3]) + ")"
+        limited = [f"{f.name} at {f.where}" for f in fns if f.limit]
+        if limited:
+            said += f"; hit the recompile limit, running uncompiled: {', '.join(limited)}"
+        return said
+
+    def lines(self) -> list[str]:
+        """The table in a few lines (``report``, the end of ``record``)."""
+        out = []
+        for f in self.functions.values():
+            reasons = "; ".join(f"{r} ×{n}" for r, n in sorted(f.reasons.items(), key=lambda kv: -kv[1]))
+            limit = " — hit the recompile limit: runs uncompiled from then on" if f.limit else ""
+            again = f", {f.recompiles} recompiles ({reasons})" if f.recompiles else ""
+            out.append(f"{f.name} at {f.where}: compiled {f.compiles}× in {f.seconds:.2f} s{again}{limit}")
+        for b in self.breaks.values():
+            out.append(f"graph break at {b.where}: {b.reason} (×{b.count}) — {b.fix}")
+        return out
+
+
+def _int(value: Any) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return 0
+
+
+def _float(value: Any) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return 0.0

@@ -1,0 +1,39 @@
+"""A compiled job that keeps recompiling through its training is **compile-bound**: its recompiles
+after the first step (``gpudash.core.compile_table``, dynamo's own seconds for each) take at least
+``COMPILE_SHARE`` of the time it spends training and recompiling. The verdict names the time lost,
+the function, line and cause that cost the most with the fix for that cause, and what the steps
+would take without the recompiles (the steps between compiles, whose training seconds leave every
+compile out). Torch-free.
+"""
+
+from __future__ import annotations
+
+from gpudash.core.compile_table import CompileTable
+from gpudash.diagnosis.verdict import Bound, Diagnosis
+
+COMPILE_SHARE = 0.10  # of the time training and recompiling, recompiles: compile-bound at or above
+MIN_RECOMPILES = 2  # during training: one recompile is a new shape once, not a habit
+
+
+def compile_bound(table: CompileTable | None, training_s: float, steps: int) -> Diagnosis | None:
+    """The verdict, where the recompiles during training (after step 1) are ``COMPILE_SHARE`` or more
+    of ``training_s`` (the steps' own seconds) and them; None otherwise."""
+    if table is None:
+        return None
+    again = [r for r in table.recompiles if r.step > 1]
+    lost = sum(r.seconds for r in again)
+    if len(again) < MIN_RECOMPILES or training_s <= 0 or lost < COMPILE_SHARE * (training_s + lost):
+        return None
+    by_cause: dict[tuple[str, str, str], list[float]] = {}
+    for r in again:
+        by_cause.setdefault((r.function, r.where, r.cause), []).append(r.seconds)
+    (function, where, cause), seconds = max(by_cause.items(), key=lambda kv: sum(kv[1]))
+    fix = next(f.fixes.get(cause, "") for f in table.functions.values() if f.name == function)
+    share = 100 * lost / (training_s + lost)
+    why = (
+        f"{len(again)} recompiles during training took {lost:.3g} s, {share:.0f}% of the time training and "
+        f"recompiling; the most: {function} at {where}, {cause} ({len(seconds)}×, {sum(seconds):.3g} s). "
+        f"Without them the {steps} steps would take {training_s:.3g} s instead of {training_s + lost:.3g} s "
+        f"({(training_s + lost) / training_s:.2f}× faster)"
+    )
+    return Diagnosis(Bound.COMPILE, why, fix or "keep the compiled function's inputs the same shape and type")

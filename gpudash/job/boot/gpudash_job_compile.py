@@ -1,0 +1,149 @@
+"""What dynamo did in a compiled job (``torch.compile``), read from what torch keeps in the process
+and sent to gpudash as it happens (``gpudash_job_hooks.py`` loads this file from the same folder).
+
+- **Each compile** (a first compile, a recompile, one refused at the recompile limit): dynamo's
+  own record of it (``torch._dynamo.utils.get_compilation_metrics()``, a bounded list of
+  ``CompilationMetrics``): its id (``"frame/attempt"``), the function and its file and first line,
+  the seconds it took, the guard that failed (``recompile_reason``; on a torch without that field,
+  the newest of ``torch._dynamo.utils.guard_failures`` for the function) and a failure's type and
+  reason (the recompile limit).
+- **Each graph break**: its file, line and reason, from dynamo's own ``graph_breaks`` message,
+  taken by a logging handler of gpudash's on that logger — turned to DEBUG with nothing passed on
+  to torch's handlers, so nothing reaches the job's output; where the job asked for those messages
+  itself (``TORCH_LOGS=graph_breaks``) its own handlers go on as they were.
+
+Read at the step boundary after dynamo compiled (its end callback, or a graph break, sets a flag):
+a step that did not compile costs one attribute read. The raw texts go as they are; gpudash reads
+them (``gpudash.job.compile_reasons``), in one place for every torch version. Standard library and
+the job's torch only.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import gpudash_job_wire as wire  # type: ignore[import-not-found]  # beside this file
+
+BREAKS_LOGGER = "torch._dynamo.symbolic_convert.__graph_breaks"  # torch._logging's artifact logger
+TEXT_CHARS = 1200  # of a reason or a graph break's message, sent
+FIELDS = ("co_name", "co_filename", "co_firstlineno", "fail_type")
+
+
+class BreakHandler(logging.Handler):
+    """Keeps dynamo's graph-break messages for the next read (``taken``)."""
+
+    def __init__(self, noted: Callable[[], None]) -> None:
+        super().__init__(logging.DEBUG)
+        self.taken: list[str] = []
+        self.noted = noted
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self.taken.append(record.getMessage()[:TEXT_CHARS])
+            self.noted()
+        except Exception:  # noqa: BLE001, S110 - a message lost, never the job's compile
+            pass
+
+
+class CompileWatch:
+    """Dynamo's compiles and graph breaks, sent over ``send`` at the step boundary after they came."""
+
+    def __init__(self, send: Callable[[dict[str, Any]], None], rank: Callable[[], int]) -> None:
+        self.send = send
+        self.rank = rank
+        self.installed = False
+        self.changed = False  # dynamo compiled (or broke a graph) since the last read
+        self.seen: set[str] = set()  # compile ids sent
+        self.failures: dict[Any, int] = {}  # guard_failures: each code's reasons read so far
+        self.handler = BreakHandler(self.note)
+        self._logger_state: tuple[int, bool] | None = None  # the breaks logger's level and propagate, to restore
+
+    def note(self, *_: Any) -> None:
+        self.changed = True
+
+    def install(self) -> None:
+        """Once dynamo is loaded: the graph breaks' logger heard, and what compiled before now read next."""
+        if self.installed:
+            return
+        self.installed = True
+        self.changed = True
+        self._hear_breaks()
+
+    def _hear_breaks(self) -> None:
+        logger = logging.getLogger(BREAKS_LOGGER)
+        if self.handler in logger.handlers:
+            return
+        if not logger.isEnabledFor(logging.DEBUG):  # not asked for by the job: heard by gpudash alone
+            self._logger_state = (logger.level, logger.propagate)
+            logger.setLevel(logging.DEBUG)
+            logger.propagate = False
+        logger.addHandler(self.handler)
+
+    def at_step(self, step: int) -> None:
+        """At a step boundary: what dynamo did since the last, if it did anything."""
+        if self.changed:
+            self.changed = False
+            self.read(step)
+
+    def read(self, step: int) -> None:
+        utils = sys.modules.get("torch._dynamo.utils")
+        if utils is None:
+            return
+        self._hear_breaks()  # torch._logging.set_logs() clears its loggers' handlers
+        compiles = [c for m in _metrics(utils) if (c := self._compile(m, utils)) is not None]
+        breaks, self.handler.taken = self.handler.taken, []
+        if compiles or breaks:
+            self.send({"k": wire.COMPILE, "rank": self.rank(), "step": step, "compiles": compiles, "breaks": breaks})
+
+    def _compile(self, m: Any, utils: Any) -> dict[str, Any] | None:
+        cid = str(getattr(m, "compile_id", None) or f"#{id(m)}")
+        if cid in self.seen:
+            return None
+        self.seen.add(cid)
+        name, file, line, fail = (getattr(m, f, None) for f in FIELDS)
+        seconds = getattr(m, "entire_frame_compile_time_s", None)
+        if seconds is None and getattr(m, "duration_us", None) is not None:
+            seconds = m.duration_us / 1e6
+        reason = getattr(m, "recompile_reason", None) if hasattr(m, "recompile_reason") else self._failure(utils, m)
+        return {
+            "id": cid,
+            "fn": name,
+            "file": file,
+            "line": line,
+            "s": seconds,
+            "why": (reason or "")[:TEXT_CHARS],
+            "fail": fail,
+            "fail_why": (getattr(m, "fail_reason", None) or "")[:TEXT_CHARS],
+        }
+
+    def _failure(self, utils: Any, m: Any) -> str | None:
+        """An older torch's reason: the newest guard failure of the function compiled, not sent before."""
+        for code, reasons in list(getattr(utils, "guard_failures", {}).items()):
+            named = (code.co_name, code.co_filename, code.co_firstlineno) == tuple(
+                getattr(m, f, None) for f in FIELDS[:3]
+            )
+            if named and len(reasons) > self.failures.get(code, 0):
+                self.failures[code] = len(reasons)
+                return str(reasons[-1])
+        return None
+
+    def uninstall(self) -> None:
+        logger = logging.getLogger(BREAKS_LOGGER)
+        if self.handler in logger.handlers:
+            logger.removeHandler(self.handler)
+        if self._logger_state is not None:
+            logger.setLevel(self._logger_state[0])
+            logger.propagate = self._logger_state[1]
+
+
+def _metrics(utils: Any) -> list[Any]:
+    read = getattr(utils, "get_compilation_metrics", None)
+    if read is None:
+        return []
+    kept = read()
+    if isinstance(kept, dict):  # an early torch's: each code's list
+        return [m for each in kept.values() for m in (each if isinstance(each, list) else [each])]
+    return list(kept)

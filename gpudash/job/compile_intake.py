@@ -1,0 +1,129 @@
+"""A compiled job's compiles and graph breaks, as its hooks send them (``gpudash_job_compile.py``),
+turned into the run's events: each recompile (``RECOMPILE``) with its function, line, reason in
+words and seconds; a function refused at the recompile limit (``RECOMPILE_LIMIT``, an error: it
+runs eagerly from then on); each graph break's line, once (``GRAPH_BREAK``); a first compile
+(``COMPILED``, not said on stderr). The first ``SAID`` recompiles are said on record's stderr, the
+next one says that the rest are counted in the CSV and run.json, the others are quiet. Torch-free.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from gpudash.core.compile_table import COMPILED, GRAPH_BREAK, QUIET, RECOMPILE, RECOMPILE_LIMIT, CompileTable
+from gpudash.core.events import Event, EventKind
+from gpudash.job.compile_reasons import Break, graph_break, recompile_reason
+
+SAID = 5  # recompiles said one line each on stderr; then one line that the rest are counted
+RESUMED = re.compile(r"^torch_dynamo_resume_in_(?P<fn>\w+?)_at_(?P<line>\d+)$")
+LIMIT_WORDS = ("recompile limit", "cache_size_limit", "recompile_limit", "cache size limit")
+
+
+def function_words(name: str | None, line: int | None) -> tuple[str, int | None]:
+    """dynamo's name of a compiled frame in words: ``torch_dynamo_resume_in_forward_at_88`` (the rest
+    of ``forward`` after a graph break) reads ``forward (after line 88)``."""
+    m = RESUMED.match(name or "")
+    if m is None:
+        return name or "?", line
+    inner, _ = function_words(m["fn"], None)
+    return f"{inner} after line {m['line']}", line
+
+
+class CompileIntake:
+    """The lead rank's compile messages → events; what it has heard (frames' names, breaks seen)."""
+
+    def __init__(self) -> None:
+        self.frames: dict[str, tuple[str, str, int]] = {}  # frame id -> (function words, file, line)
+        self.compiles: dict[str, int] = {}  # frame id -> compiles so far
+        self.recompiles = 0
+        self.breaks: dict[tuple[str, int, str], int] = {}  # (file, line, words) -> times dynamo broke there
+        self.table = CompileTable()  # what the events said, for a diagnosis
+
+    def events(self, m: dict[str, Any], time_s: float) -> list[Event]:
+        """The events of one message of the hooks (``wire.COMPILE``)."""
+        step = str(m.get("step", ""))
+        out = [e for c in m.get("compiles") or [] if isinstance(c, dict) for e in self._compile(c, step, time_s)]
+        for raw in m.get("breaks") or []:
+            said = graph_break(str(raw))
+            key = (said.file, said.line, said.words)
+            self.breaks[key] = count = self.breaks.get(key, 0) + 1
+            out.append(_break_event(said, step, time_s, count))
+        for e in out:
+            self.table.on_event(e)
+        return out
+
+    def _compile(self, c: dict[str, Any], step: str, time_s: float) -> list[Event]:
+        cid = str(c.get("id") or "")
+        frame = cid.split("/", 1)[0]
+        if c.get("fn"):
+            fn, line = function_words(str(c["fn"]), _int(c.get("line")))
+            self.frames[frame] = (fn, str(c.get("file") or ""), line or 0)
+        fn, file, line = self.frames.get(frame, ("?", str(c.get("file") or ""), 0))
+        seconds = _float(c.get("s"))
+        details = {"id": cid, "fn": fn, "file": file, "line": str(line), "step": step, "seconds": f"{seconds:.3f}"}
+        fail = f"{c.get('fail') or ''} {c.get('fail_why') or ''}".lower()
+        reason = recompile_reason(str(c.get("why") or "")) if c.get("why") else None
+        if reason is not None:
+            details |= {"reason": reason.words, "cause": reason.key, "kind": reason.kind, "fix": reason.fix}
+            details["raw"] = str(c["why"])[:300]
+        where = f"{fn} ({_short(file)}:{line})" if " after line " not in fn else f"{fn} of {_short(file)}"
+        if any(w in fail for w in LIMIT_WORDS):
+            message = f"{where} hit the recompile limit: it runs uncompiled (eager) from here on" + (
+                f" — the last reason: {reason.words}; {reason.fix}" if reason else ""
+            )
+            return [Event(time_s, EventKind.ERROR, what=RECOMPILE_LIMIT, message=message, details=details)]
+        self.compiles[frame] = n = self.compiles.get(frame, 0) + 1
+        if n == 1 or reason is None:
+            return [
+                Event(
+                    time_s,
+                    EventKind.MEASURED,
+                    what=COMPILED,
+                    message=f"compiled {where} in {seconds:.2f} s",
+                    details={**details, QUIET: "1"},
+                )
+            ]
+        self.recompiles += 1
+        details["count"] = str(n - 1)
+        message = f"recompile {n - 1} of {where}: {reason.words}, {seconds:.2f} s — {reason.fix}"
+        if self.recompiles == SAID + 1:
+            message += " (further recompiles are not said here: the CSV's events and run.json count them)"
+        elif self.recompiles > SAID + 1:
+            details[QUIET] = "1"
+        return [Event(time_s, EventKind.MEASURED, what=RECOMPILE, message=message, details=details)]
+
+
+def _break_event(said: Break, step: str, time_s: float, count: int) -> Event:
+    """A graph break: said the first time at its line; again (traced again, at a recompile) counted quietly."""
+    details = {
+        "file": said.file,
+        "line": str(said.line),
+        "reason": said.words,
+        "kind": said.kind,
+        "fix": said.fix,
+        "step": step,
+        "count": str(count),
+    }
+    if count > 1:
+        details[QUIET] = "1"
+    message = f"graph break at {said.where}: {said.words} — {said.fix}"
+    return Event(time_s, EventKind.MEASURED, what=GRAPH_BREAK, message=message, details=details)
+
+
+def _short(file: str) -> str:
+    return file.rsplit("/", 1)[-1] if file else "?"
+
+
+def _int(value: Any) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _float(value: Any) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return 0.0

@@ -1,0 +1,50 @@
+"""A user's compiled training script (CPU, ``backend="eager"``): its batch length changes every few
+steps under ``dynamic=False`` (each new length recompiles the model) and its forward reads a float
+off a tensor (a graph break). ``--lengths 64,96`` the lengths it cycles through; ``--every N``
+steps a length; ``--limit K`` sets dynamo's recompile limit (then more lengths than K hit it)."""
+
+import argparse
+
+import torch
+from torch import nn
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--steps", type=int, default=60)
+parser.add_argument("--lengths", default="64,96")
+parser.add_argument("--every", type=int, default=5)
+parser.add_argument("--limit", type=int, default=0)
+parser.add_argument("--no-break", action="store_true")
+args = parser.parse_args()
+if args.limit:
+    torch._dynamo.config.recompile_limit = args.limit
+
+torch.manual_seed(0)
+
+
+class Scorer(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = self.body(x)
+        if not args.no_break:
+            spread = out.std().item()  # a float read off a tensor: the graph breaks here
+            out = out / (1.0 + spread)
+        return out
+
+
+model = Scorer()
+compiled = torch.compile(model, backend="eager", dynamic=False)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+lengths = [int(n) for n in args.lengths.split(",")]
+total = 0.0
+for step in range(args.steps):
+    n = lengths[(step // args.every) % len(lengths)]
+    x, y = torch.randn(n, 32), torch.randn(n, 1)
+    loss = nn.functional.mse_loss(compiled(x), y)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    total += float(loss)
+print(f"done: {args.steps} steps, mean loss {total / args.steps:.4f}")
