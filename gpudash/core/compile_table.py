@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpudash.core.events import Event
+from gpudash.core.lenient import float_or, int_or
 
 COMPILED = "compiled"  # a function's first compile (``what`` of a measured event)
 RECOMPILE = "recompile"  # a function compiled again: a guard failed (its reason in details)
@@ -90,13 +91,13 @@ class CompileTable:
             return False
         d = e.details
         if e.what == GRAPH_BREAK:
-            key = (d.get("file", ""), _int(d.get("line")), d.get("reason", ""))
+            key = (d.get("file", ""), int_or(d.get("line")), d.get("reason", ""))
             row = self.breaks.setdefault(key, BreakRow(key[0], key[1], key[2], d.get("fix", ""), 0))
-            row.count = max(row.count + 1, _int(d.get("count")))
+            row.count = max(row.count + 1, int_or(d.get("count")))
             return True
-        key = (d.get("fn", "?"), d.get("file", ""), _int(d.get("line")))
+        key = (d.get("fn", "?"), d.get("file", ""), int_or(d.get("line")))
         fn = self.functions.setdefault(key, FunctionRow(*key))
-        seconds = _float(d.get("seconds"))
+        seconds = float_or(d.get("seconds"))
         if e.what == RECOMPILE_LIMIT:
             fn.limit = True
             return True
@@ -108,7 +109,7 @@ class CompileTable:
             fn.reasons[cause] = fn.reasons.get(cause, 0) + 1
             fn.fixes[cause], fn.kinds[cause], fn.latest[cause] = d.get("fix", ""), d.get("kind", ""), reason
             self.recompiles.append(
-                Recompile(e.time_s, _int(d.get("step")), fn.name, fn.where, reason, cause, d.get("kind", ""), seconds)
+                Recompile(e.time_s, int_or(d.get("step")), fn.name, fn.where, reason, cause, d.get("kind", ""), seconds)
             )
         return True
 
@@ -186,17 +187,3 @@ class CompileTable:
         for b in self.breaks.values():
             out.append(f"graph break at {b.where}: {b.reason} (×{b.count}) — {b.fix}")
         return out
-
-
-def _int(value: Any) -> int:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return 0
-
-
-def _float(value: Any) -> float:
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return 0.0

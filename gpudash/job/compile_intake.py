@@ -13,6 +13,7 @@ from typing import Any
 
 from gpudash.core.compile_table import COMPILED, GRAPH_BREAK, QUIET, RECOMPILE, RECOMPILE_LIMIT, CompileTable
 from gpudash.core.events import Event, EventKind
+from gpudash.core.lenient import float_or, int_or
 from gpudash.job.compile_reasons import Break, graph_break, recompile_reason
 
 SAID = 5  # recompiles said one line each on stderr; then one line that the rest are counted
@@ -57,10 +58,10 @@ class CompileIntake:
         cid = str(c.get("id") or "")
         frame = cid.split("/", 1)[0]
         if c.get("fn"):
-            fn, line = function_words(str(c["fn"]), _int(c.get("line")))
+            fn, line = function_words(str(c["fn"]), int_or(c.get("line")))
             self.frames[frame] = (fn, str(c.get("file") or ""), line or 0)
         fn, file, line = self.frames.get(frame, ("?", str(c.get("file") or ""), 0))
-        seconds = _float(c.get("s"))
+        seconds = float_or(c.get("s"))
         details = {"id": cid, "fn": fn, "file": file, "line": str(line), "step": step, "seconds": f"{seconds:.3f}"}
         fail = f"{c.get('fail') or ''} {c.get('fail_why') or ''}".lower()
         reason = recompile_reason(str(c.get("why") or "")) if c.get("why") else None
@@ -113,17 +114,3 @@ def _break_event(said: Break, step: str, time_s: float, count: int) -> Event:
 
 def _short(file: str) -> str:
     return file.rsplit("/", 1)[-1] if file else "?"
-
-
-def _int(value: Any) -> int | None:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return None
-
-
-def _float(value: Any) -> float:
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return 0.0

@@ -182,7 +182,7 @@ def _title(text: str) -> str:
 
 def _break_words(file: str, line: int, title: str, explanation: str) -> Break:
     said = f"{title} {explanation}"
-    if "item()" in said or "capture_scalar_outputs" in said:
+    if re.search(r"\bitem\b|capture_scalar_outputs", said):
         return Break(file, line, "Tensor.item() (a number read off a tensor)", ITEM)
     if "data-dependent" in said.lower() or "data dependent" in said.lower() or "generic_jump" in said:
         return Break(file, line, "a branch on a tensor's value", BRANCH)

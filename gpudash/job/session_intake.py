@@ -11,6 +11,7 @@ import time
 from typing import Any
 
 from gpudash.core.compile_table import COMPILE_SUMMARY
+from gpudash.core.lenient import int_or
 from gpudash.core.protocol import FLOPS, PROCESSES, STEPS_COUNTED, Event, EventKind, SyncSites
 from gpudash.core.sync_sites import SyncTable
 from gpudash.engine.model_flops import ModelCount
@@ -44,18 +45,18 @@ class SessionIntake:
         """One message of the job's hooks, received at ``now`` (monotonic)."""
         p = self.parts
         kind = m.get("k")
-        rank = _int(m.get("rank"), 0)
+        rank = int_or(m.get("rank"), 0)
         lead = rank == p.rank_table.lead
         if kind == wire.PROC:  # a process of the job, as it starts: its group ended with the job's
-            p.process.add_group(_int(m.get("pgid"), 0))
+            p.process.add_group(int_or(m.get("pgid"), 0))
         elif kind == wire.HELLO:
             p.rank_table.hello(m)
-            p.process.add_group(_int(m.get("pgid"), 0))
+            p.process.add_group(int_or(m.get("pgid"), 0))
             p.world.hello(m)
         elif kind == wire.FIRST:
             self._first(m, rank, now)
         elif kind == wire.STEPS:
-            self._on_steps(rank, _int(m.get("pid"), -1), m.get("s") or [], now)
+            self._on_steps(rank, int_or(m.get("pid"), -1), m.get("s") or [], now)
         elif kind == wire.SITES and lead:
             self._on_sites(m)
         elif kind == wire.TRACE:
@@ -90,8 +91,8 @@ class SessionIntake:
         """A process's first step: its rank's, its clock's offset, the world it names."""
         p = self.parts
         p.rank_table.first(rank, p.world.first(m))
-        p.step_intake.first(m, rank, _int(m.get("pid"), 0), now)
-        p.samples.world_size = max(p.samples.world_size, _int(m.get("world"), 1))
+        p.step_intake.first(m, rank, int_or(m.get("pid"), 0), now)
+        p.samples.world_size = max(p.samples.world_size, int_or(m.get("world"), 1))
         if self.first_step_at is None:
             self.first_step_at = now
 
@@ -99,7 +100,7 @@ class SessionIntake:
         """The lead rank's steps are counted another way from a step on (an optimizer after steps by hand)."""
         now, before = counted_words(str(m.get("counted", ""))), counted_words(str(m.get("before", "")))
         if now:
-            said = f"steps: {now} from step {_int(m.get('step'), 0)}" + (f" (before it: {before})" if before else "")
+            said = f"steps: {now} from step {int_or(m.get('step'), 0)}" + (f" (before it: {before})" if before else "")
             self.out.event(EventKind.MEASURED, what=STEPS_COUNTED, message=said)
 
     def _note(self, text: str) -> None:
@@ -176,10 +177,3 @@ class SessionIntake:
             )
         if self.parts.started:
             self.say_flops(final=True)
-
-
-def _int(value: Any, default: int) -> int:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return default

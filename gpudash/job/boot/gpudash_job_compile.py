@@ -12,8 +12,9 @@ and sent to gpudash as it happens (``gpudash_job_hooks.py`` loads this file from
   to torch's handlers, so nothing reaches the job's output; where the job asked for those messages
   itself (``TORCH_LOGS=graph_breaks``) its own handlers go on as they were.
 
-Read at the step boundary after dynamo compiled (its end callback, or a graph break, sets a flag):
-a step that did not compile costs one attribute read. The raw texts go as they are; gpudash reads
+Read at the step boundary after dynamo compiled (its start and end callbacks, or a graph break, set a flag;
+a compile refused at the recompile limit calls none: its record is dynamo's newest): a step that did not
+compile costs a flag's test and a look at the newest record. The raw texts go as they are; gpudash reads
 them (``gpudash.job.compile_reasons``), in one place for every torch version. Standard library and
 the job's torch only.
 """
@@ -60,16 +61,27 @@ class CompileWatch:
         self.failures: dict[Any, int] = {}  # guard_failures: each code's reasons read so far
         self.handler = BreakHandler(self.note)
         self._logger_state: tuple[int, bool] | None = None  # the breaks logger's level and propagate, to restore
+        self._callbacks: Any = None  # dynamo's callback handler, where the end callback went
+        self.every_step = False  # no callbacks to say a compile ended: read at every step
+        self.newest: Any = None  # dynamo's newest compile record at the last read
 
     def note(self, *_: Any) -> None:
         self.changed = True
 
     def install(self) -> None:
-        """Once dynamo is loaded: the graph breaks' logger heard, and what compiled before now read next."""
+        """Once dynamo is loaded: each compile's end heard (dynamo's callbacks; a torch without them:
+        read at every step), the graph breaks' logger heard, and what compiled before now read next."""
         if self.installed:
             return
         self.installed = True
         self.changed = True
+        handler = getattr(sys.modules.get("torch._dynamo.callback"), "callback_handler", None)
+        if handler is not None and hasattr(handler, "register_start_callback"):
+            handler.register_start_callback(self.note)  # (a compile that fails, at the recompile limit, has no end)
+            handler.register_end_callback(self.note)
+            self._callbacks = handler
+        else:
+            self.every_step = True
         self._hear_breaks()
 
     def _hear_breaks(self) -> None:
@@ -84,14 +96,23 @@ class CompileWatch:
 
     def at_step(self, step: int) -> None:
         """At a step boundary: what dynamo did since the last, if it did anything."""
-        if self.changed:
+        if self.changed or self.every_step or (self.installed and self._newest() is not self.newest):
             self.changed = False
             self.read(step)
+
+    def _newest(self) -> Any:
+        """dynamo's newest compile record (a compile refused at the recompile limit calls no callback)."""
+        kept = getattr(sys.modules.get("torch._dynamo.utils"), "_compilation_metrics", None)
+        try:
+            return kept[-1] if kept else None
+        except (TypeError, IndexError, KeyError):
+            return None
 
     def read(self, step: int) -> None:
         utils = sys.modules.get("torch._dynamo.utils")
         if utils is None:
             return
+        self.newest = self._newest()
         self._hear_breaks()  # torch._logging.set_logs() clears its loggers' handlers
         compiles = [c for m in _metrics(utils) if (c := self._compile(m, utils)) is not None]
         breaks, self.handler.taken = self.handler.taken, []
@@ -131,6 +152,11 @@ class CompileWatch:
         return None
 
     def uninstall(self) -> None:
+        for name in ("remove_start_callback", "remove_end_callback"):
+            try:
+                getattr(self._callbacks, name)(self.note)
+            except Exception:  # noqa: BLE001, S110 - already gone, or no such method
+                pass
         logger = logging.getLogger(BREAKS_LOGGER)
         if self.handler in logger.handlers:
             logger.removeHandler(self.handler)

@@ -152,9 +152,9 @@ class PhaseSignals:
         handler = getattr(sys.modules["torch._dynamo.callback"], "callback_handler", None)
         if handler is None or not hasattr(handler, "register_start_callback"):
             return
-        phases, compiles = self.phases, self.compiles
+        phases = self.phases
         handler.register_start_callback(lambda *_: phases.begin(COMPILE))
-        handler.register_end_callback(lambda *_: (phases.end(COMPILE), compiles is not None and compiles.note()))
+        handler.register_end_callback(lambda *_: phases.end(COMPILE))
 
 
 def note_compile(torch: Any, note: Callable[[], None]) -> Any:

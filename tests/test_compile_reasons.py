@@ -1,0 +1,208 @@
+"""dynamo's reasons for a recompile and a graph break, read into a user's words with the fix for each
+(``gpudash.job.compile_reasons``): first torch's texts as its versions write them, then the whole
+reading in this process — a function compiled with ``backend="eager"`` recompiles and breaks, the
+job's compile watch (``gpudash_job_compile.CompileWatch``) reads what dynamo kept, and gpudash's
+intake says it (``gpudash.job.compile_intake``) — on the torch the CI installs."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import torch
+
+from gpudash.core.compile_table import COMPILED, GRAPH_BREAK, RECOMPILE, RECOMPILE_LIMIT, CompileTable
+from gpudash.job.compile_intake import CompileIntake, function_words
+from gpudash.job.compile_reasons import (
+    BRANCH,
+    CALL,
+    DTYPE,
+    ITEM,
+    MODE,
+    NUMBER,
+    PRINT,
+    SHAPE,
+    STRIDE,
+    graph_break,
+    recompile_reason,
+)
+from tests.helpers import boot_module
+
+SOURCE = "  # return x * n  # mp/train.py:5 in f"
+
+
+@pytest.mark.parametrize(
+    ("raw", "words", "kind"),
+    [
+        ("0/0: tensor 'x' size mismatch at index 0. expected 64, actual 96", "dim 0 of x: 64 → 96", SHAPE),
+        ("1/3: tensor 'L['x']' size mismatch at index 1. expected 12, actual 7", "dim 1 of x: 12 → 7", SHAPE),
+        ("0/6: tensor 'x' stride mismatch at index 0. expected 1, actual 3", "stride 0 of x: 1 → 3", STRIDE),
+        ("0/5: tensor 'x' rank mismatch. expected 3, actual 2", "the number of dims of x: 3 → 2", SHAPE),
+        ("0/1: tensor 'x' dtype mismatch. expected Float, actual Half", "the dtype of x: Float → Half", DTYPE),
+        ("0/3: GLOBAL_STATE changed: grad_mode ", "grad mode changed", MODE),
+        ("1/2: GLOBAL_STATE changed: autocast(cpu)_enabled ", "autocast(cpu) enabled changed", MODE),
+        ("1/0: G['lr'] == 0.001" + SOURCE, "the float lr changed (was 0.001)", NUMBER),
+        ("0/0: n == 2" + SOURCE, "the int n changed (was 2)", NUMBER),
+        (
+            "1/1: ___stack0 == -0.4239118695259094" + SOURCE,
+            "a number read off a tensor changed (was -0.4239118695259094)",
+            ITEM,
+        ),
+    ],
+)
+def test_a_recompiles_reason_reads_in_a_users_words(raw: str, words: str, kind: str) -> None:
+    reason = recompile_reason(raw)
+    assert (reason.words, reason.kind) == (words, kind)
+
+
+def test_a_changing_size_names_its_cause_without_its_values_and_the_call_that_fixes_it() -> None:
+    first, second = (
+        recompile_reason("0/0: tensor 'x' size mismatch at index 0. expected 64, actual 96"),
+        recompile_reason("0/1: tensor 'x' size mismatch at index 0. expected 96, actual 128"),
+    )
+    assert first.key == second.key == "dim 0 of x changes"
+    assert "torch._dynamo.mark_dynamic(x, 0)" in first.fix and "dynamic=True" in first.fix
+    lr = recompile_reason("1/0: G['lr'] == 0.001")
+    assert lr.key == "the float lr changed" and "torch.tensor" in lr.fix
+
+
+@pytest.mark.parametrize(
+    ("message", "where", "words", "kind"),
+    [
+        (
+            "Graph break in user code at /tmp/train.py:7\nGraph Break Reason: Unsupported Tensor.item() call with "
+            "capture_scalar_outputs=False\n  Explanation: Dynamo does not support tracing `Tensor.item()`",
+            ("/tmp/train.py", 7),
+            "Tensor.item() (a number read off a tensor)",
+            ITEM,
+        ),
+        (
+            "Graph break in user code at /tmp/train.py:8\nGraph Break Reason: Data-dependent branching\n"
+            "  Explanation: Detected data-dependent branching (e.g. `if my_tensor.sum() > 0:`).",
+            ("/tmp/train.py", 8),
+            "a branch on a tensor's value",
+            BRANCH,
+        ),
+        (
+            "Graph break in user code at /tmp/train.py:14\nGraph Break Reason: Encountered graph break when "
+            "attempting to trace CALL: a function call, e.g. f(x, y):\n\nFailed to trace builtin operator\n"
+            "  Explanation: Dynamo does not know how to trace builtin operator `print` with argument types ['str']",
+            ("/tmp/train.py", 14),
+            "print()",
+            PRINT,
+        ),
+        (
+            "Graph break (user stack suppressed due to duplicate graph break) in user code at /tmp/train.py:11\n"
+            "Graph Break Reason: Encountered graph break when attempting to trace CALL: a function call\n\n"
+            "Attempted to call function marked as skipped\n"
+            "  Explanation: Dynamo does not know how to trace the builtin `time.sleep.` This function is either",
+            ("/tmp/train.py", 11),
+            "a call dynamo cannot trace: time.sleep",
+            CALL,
+        ),
+        (  # torch 2.4's wording
+            'Graph break: Tensor.item from user code at:\n  File "/tmp/train.py", line 9, in forward\n    s = y.item()',
+            ("/tmp/train.py", 9),
+            "Tensor.item() (a number read off a tensor)",
+            ITEM,
+        ),
+    ],
+)
+def test_a_graph_break_reads_its_line_and_its_reason(
+    message: str, where: tuple[str, int], words: str, kind: str
+) -> None:
+    said = graph_break(message)
+    assert ((said.file, said.line), said.words, said.kind) == (where, words, kind)
+
+
+def test_a_resumed_frame_is_named_after_the_function_and_line_it_resumes() -> None:
+    assert function_words("torch_dynamo_resume_in_forward_at_88", 88) == ("forward after line 88", 88)
+    assert function_words("forward", 12) == ("forward", 12)
+
+
+# -- the whole reading, in this process ----------------------------------------------------------------
+@pytest.fixture
+def watched() -> Iterator[tuple[Any, list[dict[str, Any]]]]:
+    """A compile watch as a job's hooks install it, its messages kept; dynamo's state reset around it."""
+    torch._dynamo.reset()
+    torch._dynamo.utils.clear_compilation_metrics()
+    sent: list[dict[str, Any]] = []
+    watch = boot_module("gpudash_job_compile").CompileWatch(sent.append, lambda: 0)
+    watch.install()
+    yield watch, sent
+    watch.uninstall()
+    torch._dynamo.reset()
+
+
+def _said(sent: list[dict[str, Any]]) -> tuple[list[Any], CompileTable]:
+    intake = CompileIntake()
+    events = [e for m in sent for e in intake.events(m, 0.0)]
+    return events, intake.table
+
+
+def test_a_changing_batch_length_recompiles_with_its_sizes_and_its_functions_line(
+    watched: tuple[Any, list[dict[str, Any]]],
+) -> None:
+    watch, sent = watched
+
+    def scale(x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(x) * 2
+
+    line = scale.__code__.co_firstlineno
+    compiled = torch.compile(scale, backend="eager", dynamic=False)
+    for step, n in enumerate((64, 64, 96, 96), start=1):
+        compiled(torch.randn(n, 4))
+        watch.at_step(step)
+    events, table = _said(sent)
+    assert [e.what for e in events] == [COMPILED, RECOMPILE]
+    recompile = events[1]
+    assert recompile.details["reason"] == "dim 0 of x: 64 → 96"
+    assert (recompile.details["fn"], recompile.details["line"]) == ("scale", str(line))
+    assert recompile.message.startswith(f"recompile 1 of scale (test_compile_reasons.py:{line}): dim 0 of x: 64 → 96")
+    (row,) = table.functions.values()
+    assert (row.compiles, row.recompiles, row.reasons) == (2, 1, {"dim 0 of x changes": 1})
+    assert row.seconds > 0
+
+
+def test_a_float_read_off_a_tensor_breaks_the_graph_at_its_line_and_nothing_reaches_stderr(
+    watched: tuple[Any, list[dict[str, Any]]], capfd: pytest.CaptureFixture[str]
+) -> None:
+    watch, sent = watched
+
+    def spread(x: torch.Tensor) -> torch.Tensor:
+        s = x.std().item()
+        return x / (1.0 + s)
+
+    at = spread.__code__.co_firstlineno + 1
+    compiled = torch.compile(spread, backend="eager")
+    compiled(torch.randn(8))
+    watch.at_step(1)
+    events, table = _said(sent)
+    (broke,) = [e for e in events if e.what == GRAPH_BREAK]
+    assert (broke.details["line"], broke.details["reason"]) == (str(at), "Tensor.item() (a number read off a tensor)")
+    assert broke.message.startswith(f"graph break at test_compile_reasons.py:{at}: Tensor.item()")
+    assert {f.name for f in table.functions.values()} == {"spread", f"spread after line {at}"}
+    assert "Graph break in user code" not in capfd.readouterr().err  # gpudash's handler alone heard it
+
+
+def test_a_function_past_the_recompile_limit_is_told_to_run_uncompiled(
+    watched: tuple[Any, list[dict[str, Any]]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    watch, sent = watched
+    name = "recompile_limit" if hasattr(torch._dynamo.config, "recompile_limit") else "cache_size_limit"
+    monkeypatch.setattr(torch._dynamo.config, name, 2)
+
+    def double(x: torch.Tensor) -> torch.Tensor:
+        return x * 2
+
+    compiled = torch.compile(double, backend="eager", dynamic=False)
+    for step, n in enumerate((4, 5, 6, 7), start=1):
+        compiled(torch.randn(n))
+        watch.at_step(step)
+    events, table = _said(sent)
+    (limit,) = [e for e in events if e.what == RECOMPILE_LIMIT]
+    assert limit.message.startswith("double (test_compile_reasons.py:")
+    assert "hit the recompile limit: it runs uncompiled (eager) from here on" in limit.message
+    assert "dim 0 of x" in limit.message
+    assert [f.limit for f in table.functions.values()] == [True]

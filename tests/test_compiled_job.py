@@ -1,0 +1,120 @@
+"""A user's compiled job under ``gpudash record`` and ``diagnose`` (issue 75), on the CPU with
+``backend="eager"`` (dynamo recompiles and breaks graphs as it does for inductor):
+``tests/data/jobs/compiled_recompiles.py`` changes its batch length every few steps under
+``dynamic=False`` and reads a float off a tensor in its forward. Each recompile is said with its
+function's line and its sizes, the graph break at its line with its reason, the compile phase and
+table in run.json, a function past the recompile limit is told, the job's own output is as bare, and a
+job that keeps recompiling is compile-bound with the fix for its cause."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests import printed
+from tests.helpers import once_per_session
+from tests.test_job import JOBS, gpudash
+
+JOB = str(JOBS / "compiled_recompiles.py")
+ARGS = ("--lengths", "64,96", "--every", "5", "--steps", "40")
+FORWARD_LINE = 29  # ``def forward`` in the job
+BREAK_LINE = 32  # ``spread = out.std().item()``
+TORCH_LOG = re.compile(r"^[WIEC]\d{4} [\d:.]+ +\d+ \S+\] ")  # torch's log prefix: its time and pid
+
+pytestmark = pytest.mark.slow
+
+
+def _recorded(tmp: Path) -> tuple[str, str, dict[str, object]]:
+    done = gpudash("record", str(tmp / "run.csv"), "--", sys.executable, JOB, *ARGS, timeout=240)
+    assert done.returncode == 0, done.stderr
+    return done.stdout, done.stderr, json.loads((tmp / "run.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str, dict[str, object]]:
+    return once_per_session(tmp_path_factory, "compiled-job", lambda: _recorded(tmp_path_factory.mktemp("compiled")))
+
+
+def test_each_recompile_is_said_with_its_functions_line_and_its_sizes(
+    recorded: tuple[str, str, dict[str, object]],
+) -> None:
+    _, stderr, _ = recorded
+    said = [e.text for e in printed.event_lines(stderr, "measured") if e.text.startswith("recompile ")]
+    assert any(
+        t.startswith(f"recompile 1 of forward (compiled_recompiles.py:{FORWARD_LINE}): dim 0 of x: 64 → 96, ")
+        for t in said
+    ), said
+    assert all(re.search(r", \d+\.\d\d s — ", t) for t in said)  # each with its seconds and its fix
+
+
+def test_the_graph_break_is_said_at_its_line_with_its_reason_once(recorded: tuple[str, str, dict[str, object]]) -> None:
+    _, stderr, meta = recorded
+    breaks = [e.text for e in printed.event_lines(stderr, "measured") if e.text.startswith("graph break")]
+    assert breaks == [
+        f"graph break at compiled_recompiles.py:{BREAK_LINE}: Tensor.item() (a number read off a tensor) — keep the "
+        "value a tensor (no .item()/float() inside the compiled code), or set "
+        "torch._dynamo.config.capture_scalar_outputs = True"
+    ]
+    table = meta["compile"]
+    assert isinstance(table, dict)
+    (row,) = table["graph_breaks"]
+    assert row["where"].endswith(f"compiled_recompiles.py:{BREAK_LINE}") and row["count"] >= 1
+
+
+def test_run_json_holds_the_compile_table_and_the_compile_phase(recorded: tuple[str, str, dict[str, object]]) -> None:
+    _, stderr, meta = recorded
+    table = meta["compile"]
+    assert isinstance(table, dict)
+    forward = next(f for f in table["functions"] if f["function"] == "forward")
+    assert forward["where"].endswith(f"compiled_recompiles.py:{FORWARD_LINE}")
+    assert forward["compiles"] == 1 + forward["recompiles"] >= 2
+    assert {r["cause"] for r in forward["reasons"]} == {"dim 0 of x changes"}
+    assert table["seconds"] > 0 and all(r["seconds"] > 0 for r in table["recompiles"])
+    phases = meta["phases"]
+    assert isinstance(phases, dict) and phases["compile"] > 0
+    assert "compiles: 2 functions compiled" in stderr  # the end's one line
+
+
+def test_the_jobs_own_output_is_as_it_is_bare(recorded: tuple[str, str, dict[str, object]]) -> None:
+    stdout, stderr, _ = recorded
+    bare = subprocess.run([sys.executable, JOB, *ARGS], capture_output=True, text=True, timeout=240)
+    assert stdout == bare.stdout
+
+    def own(text: str) -> list[str]:
+        return [TORCH_LOG.sub("", line) for line in text.splitlines() if not line.startswith("gpudash:")]
+
+    assert own(stderr) == own(bare.stderr)
+
+
+def test_a_function_past_the_recompile_limit_is_told_loudly(tmp_path: Path) -> None:
+    args = ("--lengths", "64,72,80,88", "--every", "2", "--steps", "12", "--limit", "2", "--no-break")
+    done = gpudash("record", str(tmp_path / "run.csv"), "--", sys.executable, JOB, *args, timeout=240)
+    assert done.returncode == 0, done.stderr
+    (error,) = [e.text for e in printed.event_lines(done.stderr, "error")]
+    assert error.startswith(
+        f"forward (compiled_recompiles.py:{FORWARD_LINE}) hit the recompile limit: it runs uncompiled (eager) "
+        "from here on — the last reason: dim 0 of x: "
+    )
+    meta = json.loads((tmp_path / "run.json").read_text())
+    assert [f["recompile_limit_hit"] for f in meta["compile"]["functions"]] == [True]
+
+
+def test_diagnose_calls_a_job_that_keeps_recompiling_compile_bound_with_the_fix_for_its_cause() -> None:
+    lengths = ",".join(str(n) for n in range(64, 224, 4))  # 40 lengths, a new one every 4 steps
+    args = ("--lengths", lengths, "--every", "4", "--steps", "4000", "--limit", "64", "--no-break")
+    done = gpudash("diagnose", "--", sys.executable, JOB, *args, timeout=300)
+    assert done.returncode == 0, done.stderr
+    verdict = done.stdout.splitlines()[0]
+    m = re.match(
+        r"compile-bound: (\d+) recompiles during training took ([\d.]+) s, (\d+)% of the time training and "
+        rf"recompiling; the most: forward at compiled_recompiles.py:{FORWARD_LINE}, dim 0 of x changes",
+        verdict,
+    )
+    assert m is not None, verdict
+    assert int(m[1]) >= 2 and int(m[3]) >= 10
+    assert "Without them the " in verdict and "torch._dynamo.mark_dynamic(x, 0)" in verdict
