@@ -1,8 +1,8 @@
 """dynamo's reasons for a recompile and a graph break, read into a user's words with the fix for each
-(``gpudash.job.compile_reasons``): first torch's texts as its versions write them, then the whole
+(``gpudash.core.compile_reasons``): first torch's texts as its versions write them, then the whole
 reading in this process — a function compiled with ``backend="eager"`` recompiles and breaks, the
 job's compile watch (``gpudash_job_compile.CompileWatch``) reads what dynamo kept, and gpudash's
-intake says it (``gpudash.job.compile_intake``) — on the torch the CI installs."""
+intake says it (``gpudash.core.compile_intake``) — on the torch the CI installs."""
 
 from __future__ import annotations
 
@@ -12,9 +12,8 @@ from typing import Any
 import pytest
 import torch
 
-from gpudash.core.compile_table import COMPILED, GRAPH_BREAK, RECOMPILE, RECOMPILE_LIMIT, CompileTable
-from gpudash.job.compile_intake import CompileIntake, function_words
-from gpudash.job.compile_reasons import (
+from gpudash.core.compile_intake import CompileIntake, function_words
+from gpudash.core.compile_reasons import (
     BRANCH,
     CALL,
     DTYPE,
@@ -27,6 +26,7 @@ from gpudash.job.compile_reasons import (
     graph_break,
     recompile_reason,
 )
+from gpudash.core.compile_table import COMPILED, GRAPH_BREAK, RECOMPILE, RECOMPILE_LIMIT, CompileTable
 from tests.helpers import boot_module
 
 SOURCE = "  # return x * n  # mp/train.py:5 in f"

@@ -85,16 +85,43 @@ def report(steps: int, warmup: int, batch: int, took: float) -> None:
     print(f"JOB steps={steps} timed_steps={timed} seconds={took:.6f} samples_per_s={timed * batch / took:.3f}")
 
 
+class Spread(torch.nn.Module):
+    """``--item-break``: the model's logits scaled by a float read off them (``.item()``), a graph
+    break in a compiled forward — and a new float at every step, which dynamo takes as a constant."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        logits = self.model(images)
+        spread = logits.float().std().item()
+        return logits / (1.0 + spread)
+
+
+def varied(
+    loader: Iterable[tuple[torch.Tensor, torch.Tensor]], every: int
+) -> Iterable[tuple[torch.Tensor, torch.Tensor]]:
+    """``--vary-every N``: every N steps the batch is 8 images shorter, over 8 lengths in turn."""
+    for i, (images, labels) in enumerate(loader):
+        n = len(images) - 8 * ((i // every) % 8) if every else len(images)
+        yield images[:n], labels[:n]
+
+
 def main() -> int:
     import torchvision  # here, not at the top: small_job.py takes this module's loop, not its model
 
-    args = job_args(steps=120, batch=256, warmup=20)
+    args = job_args("compile", "static", "item_break", steps=120, batch=256, warmup=20, vary_every=0)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     torch.backends.cudnn.benchmark = True
     model = torchvision.models.resnet50().to(device, memory_format=torch.channels_last)
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    trained: torch.nn.Module = Spread(model) if args.item_break else model
+    if args.compile:  # inductor; --static: every new batch length compiles again
+        trained = torch.compile(trained, dynamic=False if args.static else None)  # type: ignore[assignment]
     loader = DataLoader(SameBatch(args.batch, args.steps, device), batch_size=None)
-    took = timed_loop(classifier_step(model, opt, device), loader, args.steps, args.warmup, device)
+    batches = varied(loader, args.vary_every) if args.vary_every else loader
+    took = timed_loop(classifier_step(trained, opt, device), batches, args.steps, args.warmup, device)
     report(args.steps, args.warmup, args.batch, took)
     return 0
 

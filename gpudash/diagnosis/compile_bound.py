@@ -1,9 +1,10 @@
 """A compiled job that keeps recompiling through its training is **compile-bound**: its recompiles
 after the first step (``gpudash.core.compile_table``, dynamo's own seconds for each) take at least
-``COMPILE_SHARE`` of the time it spends training and recompiling. The verdict names the time lost,
-the function, line and cause that cost the most with the fix for that cause, and what the steps
-would take without the recompiles (the steps between compiles, whose training seconds leave every
-compile out). Torch-free.
+``COMPILE_SHARE`` of the time it spends training and recompiling, and they go on (one in the second
+half of the steps so far; ``limit_note`` says where they stopped at the recompile limit). The
+verdict names the time lost, the function, line and cause that cost the most with the fix for that
+cause, and what the steps would take without the recompiles (the steps between compiles, whose
+training seconds leave every compile out). Torch-free.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ def compile_bound(table: CompileTable | None, training_s: float, steps: int) -> 
     lost = sum(r.seconds for r in again)
     if len(again) < MIN_RECOMPILES or training_s <= 0 or lost < COMPILE_SHARE * (training_s + lost):
         return None
+    if again[-1].step <= steps // 2:  # none in the second half of the steps so far: they have stopped
+        return None
     by_cause: dict[tuple[str, str, str], list[float]] = {}
     for r in again:
         by_cause.setdefault((r.function, r.where, r.cause), []).append(r.seconds)
@@ -37,3 +40,11 @@ def compile_bound(table: CompileTable | None, training_s: float, steps: int) -> 
         f"({(training_s + lost) / training_s:.2f}× faster)"
     )
     return Diagnosis(Bound.COMPILE, why, fix or "keep the compiled function's inputs the same shape and type")
+
+
+def limit_note(table: CompileTable | None) -> str:
+    """Where a function hit the recompile limit and runs uncompiled since: said beside any verdict."""
+    if table is None:
+        return ""
+    hit = [f"{f.name} at {f.where}" for f in table.functions.values() if f.limit]
+    return f"hit the recompile limit, running uncompiled (eager) since: {', '.join(hit)}" if hit else ""

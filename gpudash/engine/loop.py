@@ -56,6 +56,7 @@ class StepLoop(LoopState):
         try:
             return self._run(duration_s, steps)
         finally:
+            self.compiles.close()
             if self.syncs is not None:
                 self.syncs.uninstall()
 
@@ -219,6 +220,7 @@ class StepLoop(LoopState):
             self.loss.poll()
         if sample_due:
             self.loss.poll()  # the freshest loss read so far (on the CPU, the last step's)
+            self.compiles.poll(self.steps_done, self.now())  # what the compile knob compiled since
             self._send_sample(now)
         if syncs is not None:
             self.bookkeeping_syncs += syncs.count - before

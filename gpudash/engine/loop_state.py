@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpudash.core.protocol import Control, Event, EventKind, Sample, SyncSites
 from gpudash.core.tensor_bytes import count_kinds
+from gpudash.engine.compile_events import LoopCompiles
 from gpudash.engine.events import Emit, plain
 from gpudash.engine.measure import (
     LossReader,
@@ -188,6 +189,7 @@ class LoopState:
         self.site_steps = 0  # steps of this configuration whose syncs the site table counts
         self._sites_told = 0  # the steps of the last site table sent (0: none yet)
         self.timer: StepTimer = step_timer(torch, self.on_cuda)
+        self.compiles = LoopCompiles(emit)  # the compile knob's recompiles and graph breaks, as events
         self.model_flops = ModelFlops(torch, workload.device, peak_tflops) if count_flops else None
         self.loss: LossReader = loss_reader(torch, self.on_cuda)
         self.steps_issued = self.steps_done = self.samples_done = self.bookkeeping_syncs = 0  # the run's totals

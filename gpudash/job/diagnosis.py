@@ -17,7 +17,7 @@ from gpudash.core.protocol import DIAGNOSIS, Event, EventKind
 from gpudash.core.sync_sites import SyncTable
 from gpudash.core.textfmt import plain
 from gpudash.diagnosis.advice import for_the_job
-from gpudash.diagnosis.compile_bound import compile_bound
+from gpudash.diagnosis.compile_bound import compile_bound, limit_note
 from gpudash.diagnosis.evidence import WINDOW_START, Evidence
 from gpudash.diagnosis.rules import diagnose
 from gpudash.diagnosis.verdict import Diagnosis
@@ -171,6 +171,7 @@ def verdict_event(
         details |= {"compile_why": verdict.why, "compile_advice": verdict.advice, "steady": steady.line()}
     if known.window_start is not None:
         details[WINDOW_START] = f"{known.window_start:.3f}"
+    note = "; ".join(filter(None, (note, limit_note(known.compiles))))
     message = verdict.line() + (f" ({note})" if note else "")
     if known.heavy:
         message, details["phases_note"] = f"{message}; {known.heavy}", known.heavy

@@ -10,9 +10,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpudash.core.compile_intake import CompileIntake
 from gpudash.core.protocol import Event, EventKind, Message, RunConfig
 from gpudash.job.channel import HostChannel
-from gpudash.job.compile_intake import CompileIntake
 from gpudash.job.intake import StepIntake
 from gpudash.job.launch import JobProcess
 from gpudash.job.memory import JobMemory

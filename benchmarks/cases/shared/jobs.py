@@ -16,7 +16,9 @@ ARGS = {  # each job's own arguments
     "resnet": ["--steps", "200", "--warmup", "30"],
     "small": ["--steps", "3000", "--warmup", "300", "--width", "8192"],
     "ddp_resnet": ["--steps", "400", "--warmup", "30", "--tuned", "--bucket-mb", "100"],
+    "compiled_resnet": ["--steps", "400", "--warmup", "100", "--compile"],  # inductor: compiled in its first steps
 }
+SCRIPTS = {"compiled_resnet": "resnet_job.py"}  # a job that is another's script with other arguments
 LAUNCH = {"ddp_resnet": ["-m", "torch.distributed.run", "--nproc-per-node", "2"]}  # how a job is started
 TINY = ["--steps", "1200", "--warmup", "120", "--width", "32", "--batch", "32"]  # the small job, on the CPU
 
@@ -70,7 +72,7 @@ def run_job(name: str, args: list[str], under: Path | None, pin: tuple[list[str]
     """One run of job ``name``: bare, or under gpudash recording to ``under``. ``pin``: the job's
     CPU prefix and gpudash's own CPUs."""
     prefix, gpudash_cpus = pin
-    job = [*prefix, sys.executable, *LAUNCH.get(name, []), str(JOBS / f"{name}_job.py"), *args]
+    job = [*prefix, sys.executable, *LAUNCH.get(name, []), str(JOBS / SCRIPTS.get(name, f"{name}_job.py")), *args]
     keep_off = ["taskset", "-c", ",".join(map(str, sorted(gpudash_cpus)))] if gpudash_cpus else []
     gpudash = [*keep_off, sys.executable, "-m", "gpudash", "record", str(under), "-q", "--force", "--"]
     argv = [*gpudash, *job] if under else job

@@ -15,7 +15,7 @@ and sent to gpudash as it happens (``gpudash_job_hooks.py`` loads this file from
 Read at the step boundary after dynamo compiled (its start and end callbacks, or a graph break, set a flag;
 a compile refused at the recompile limit calls none: its record is dynamo's newest): a step that did not
 compile costs a flag's test and a look at the newest record. The raw texts go as they are; gpudash reads
-them (``gpudash.job.compile_reasons``), in one place for every torch version. Standard library and
+them (``gpudash.core.compile_reasons``), in one place for every torch version. Standard library and
 the job's torch only.
 """
 
@@ -152,6 +152,7 @@ class CompileWatch:
         return None
 
     def uninstall(self) -> None:
+        self.installed = False
         for name in ("remove_start_callback", "remove_end_callback"):
             try:
                 getattr(self._callbacks, name)(self.note)

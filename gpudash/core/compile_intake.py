@@ -11,10 +11,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from gpudash.core.compile_reasons import Break, graph_break, recompile_reason
 from gpudash.core.compile_table import COMPILED, GRAPH_BREAK, QUIET, RECOMPILE, RECOMPILE_LIMIT, CompileTable
 from gpudash.core.events import Event, EventKind
 from gpudash.core.lenient import float_or, int_or
-from gpudash.job.compile_reasons import Break, graph_break, recompile_reason
 
 SAID = 5  # recompiles said one line each on stderr; then one line that the rest are counted
 RESUMED = re.compile(r"^torch_dynamo_resume_in_(?P<fn>\w+?)_at_(?P<line>\d+)$")

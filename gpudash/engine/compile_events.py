@@ -1,0 +1,58 @@
+"""gpudash's own families compile too (the ``compile`` knob): their recompiles at a batch change and
+their graph breaks, read as a user's job reads them — the job's compile watch
+(``gpudash/job/boot/gpudash_job_compile.py``, loaded from its file) and the same intake
+(``gpudash.core.compile_intake``) — and emitted as the run's events at the loop's sample times.
+Nothing is installed until dynamo is loaded (a family without the knob never loads it)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from gpudash.core.compile_intake import CompileIntake
+from gpudash.core.events import Event
+
+BOOT = Path(__file__).resolve().parents[1] / "job" / "boot"
+
+
+def _watch_module() -> Any:
+    """``gpudash_job_compile`` as the job's bootstrap loads it: its folder first on ``sys.path``
+    (for ``gpudash_job_wire`` beside it), under a name of its own."""
+    spec = importlib.util.spec_from_file_location("gpudash_engine_compile_watch", BOOT / "gpudash_job_compile.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(BOOT))
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(BOOT))
+    return module
+
+
+class LoopCompiles:
+    """The step loop's compiles: ``poll(step, time_s)`` at a sample's time emits what dynamo did since."""
+
+    def __init__(self, emit: Callable[[Event], None]) -> None:
+        self.emit = emit
+        self.intake = CompileIntake()
+        self.watch: Any = None
+        self._sent: list[dict[str, Any]] = []
+
+    def poll(self, step: int, time_s: float) -> None:
+        if self.watch is None:
+            if "torch._dynamo.callback" not in sys.modules:
+                return
+            self.watch = _watch_module().CompileWatch(self._sent.append, lambda: 0)
+        self.watch.install()  # (again after a close: the loop runs again; what was sent is not sent again)
+        self.watch.at_step(step)
+        sent, self._sent = self._sent, []
+        for message in sent:
+            for event in self.intake.events(message, time_s):
+                self.emit(event)
+
+    def close(self) -> None:
+        if self.watch is not None:
+            self.watch.uninstall()
