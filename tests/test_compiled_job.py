@@ -22,8 +22,9 @@ from tests.test_job import JOBS, gpudash
 
 JOB = str(JOBS / "compiled_recompiles.py")
 ARGS = ("--lengths", "64,96", "--every", "5", "--steps", "40")
-FORWARD_LINE = 29  # ``def forward`` in the job
-BREAK_LINE = 32  # ``spread = out.std().item()``
+SOURCE = Path(JOB).read_text().splitlines()
+FORWARD_LINE = 1 + next(i for i, line in enumerate(SOURCE) if "def forward" in line)
+BREAK_LINE = 1 + next(i for i, line in enumerate(SOURCE) if ".item()" in line)  # ``spread = out.std().item()``
 TORCH_LOG = re.compile(r"^[WIEC]\d{4} [\d:.]+ +\d+ \S+\] ")  # torch's log prefix: its time and pid
 
 pytestmark = pytest.mark.slow
@@ -105,8 +106,8 @@ def test_a_function_past_the_recompile_limit_is_told_loudly(tmp_path: Path) -> N
 
 
 def test_diagnose_calls_a_job_that_keeps_recompiling_compile_bound_with_the_fix_for_its_cause() -> None:
-    lengths = ",".join(str(n) for n in range(64, 224, 4))  # 40 lengths, a new one every 4 steps
-    args = ("--lengths", lengths, "--every", "4", "--steps", "4000", "--limit", "64", "--no-break")
+    # a new length every 4 steps, none again for 1,600 steps: the recompiles go on through the diagnosis
+    args = ("--lengths", "64:464", "--every", "4", "--steps", "1600", "--limit", "1000", "--no-break")
     done = gpudash("diagnose", "--", sys.executable, JOB, *args, timeout=300)
     assert done.returncode == 0, done.stderr
     verdict = done.stdout.splitlines()[0]

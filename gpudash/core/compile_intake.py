@@ -11,13 +11,14 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from gpudash.core.compile_reasons import Break, graph_break, recompile_reason
+from gpudash.core.compile_reasons import MODE, Break, Reason, graph_break, recompile_reason
 from gpudash.core.compile_table import COMPILED, GRAPH_BREAK, QUIET, RECOMPILE, RECOMPILE_LIMIT, CompileTable
 from gpudash.core.events import Event, EventKind
 from gpudash.core.lenient import float_or, int_or
 
 SAID = 5  # recompiles said one line each on stderr; then one line that the rest are counted
 RESUMED = re.compile(r"^torch_dynamo_resume_in_(?P<fn>\w+?)_at_(?P<line>\d+)$")
+TORCH_OWN = re.compile(r"[/\\]torch[/\\]_dynamo[/\\]")  # a frame of dynamo's own (``external_utils.inner``)
 LIMIT_WORDS = ("recompile limit", "cache_size_limit", "recompile_limit", "cache size limit")
 
 
@@ -59,16 +60,20 @@ class CompileIntake:
         frame = cid.split("/", 1)[0]
         if c.get("fn"):
             fn, line = function_words(str(c["fn"]), int_or(c.get("line")))
+            if TORCH_OWN.search(str(c.get("file") or "")):  # torch's wrapper of a compiled module
+                fn = "the compiled module"
             self.frames[frame] = (fn, str(c.get("file") or ""), line or 0)
         fn, file, line = self.frames.get(frame, ("?", str(c.get("file") or ""), 0))
         seconds = float_or(c.get("s"))
         details = {"id": cid, "fn": fn, "file": file, "line": str(line), "step": step, "seconds": f"{seconds:.3f}"}
         fail = f"{c.get('fail') or ''} {c.get('fail_why') or ''}".lower()
-        reason = recompile_reason(str(c.get("why") or "")) if c.get("why") else None
+        reason = _cause(c)
         if reason is not None:
             details |= {"reason": reason.words, "cause": reason.key, "kind": reason.kind, "fix": reason.fix}
             details["raw"] = str(c["why"])[:300]
         where = f"{fn} ({_short(file)}:{line})" if " after line " not in fn else f"{fn} of {_short(file)}"
+        if TORCH_OWN.search(file):
+            where = fn
         if any(w in fail for w in LIMIT_WORDS):
             message = f"{where} hit the recompile limit: it runs uncompiled (eager) from here on" + (
                 f" — the last reason: {reason.words}; {reason.fix}" if reason else ""
@@ -93,6 +98,16 @@ class CompileIntake:
         elif self.recompiles > SAID + 1:
             details[QUIET] = "1"
         return [Event(time_s, EventKind.MEASURED, what=RECOMPILE, message=message, details=details)]
+
+
+def _cause(c: dict[str, Any]) -> Reason | None:
+    """A recompile's cause: the failed guard of the cache entry that differs only in it — the first
+    failure that is not a global state (grad mode, autocast: checked first, so an entry of the other
+    mode fails there, whatever else differs) — else dynamo's own reason (its newest entry's)."""
+    whys = [recompile_reason(str(w)) for w in c.get("whys") or [] if w]
+    own = recompile_reason(str(c["why"])) if c.get("why") else None
+    found = [r for r in ([own] if own else []) + whys if r.kind != MODE]
+    return found[0] if found else own or (whys[0] if whys else None)
 
 
 def _break_event(said: Break, step: str, time_s: float, count: int) -> Event:

@@ -38,7 +38,7 @@ FIXES = {
     USER: "remove the torch._dynamo.graph_break() call where the break is not wanted",
 }
 
-_NAME = r"(?:[LG]\[['\"])?(?P<name>[^'\"\]]+)(?:['\"]\])?"  # x, L['x'], G['lr']
+_NAME = r"(?P<name>.+?)"  # between the quotes: x, L['x'], args[0]
 _TENSOR = re.compile(
     rf"tensor '{_NAME}' (?P<what>size|stride) mismatch at index (?P<dim>\d+)\. expected (?P<a>\d+), actual (?P<b>\d+)"
 )

@@ -41,11 +41,14 @@ class LoopCompiles:
         self.watch: Any = None
         self._sent: list[dict[str, Any]] = []
 
+    def _received(self, message: dict[str, Any]) -> None:
+        self._sent.append(message)
+
     def poll(self, step: int, time_s: float) -> None:
         if self.watch is None:
             if "torch._dynamo.callback" not in sys.modules:
                 return
-            self.watch = _watch_module().CompileWatch(self._sent.append, lambda: 0)
+            self.watch = _watch_module().CompileWatch(self._received, lambda: 0)
         self.watch.install()  # (again after a close: the loop runs again; what was sent is not sent again)
         self.watch.at_step(step)
         sent, self._sent = self._sent, []

@@ -56,6 +56,7 @@ class StepLoop(LoopState):
         try:
             return self._run(duration_s, steps)
         finally:
+            self.compiles.poll(self.steps_done, self.now())
             self.compiles.close()
             if self.syncs is not None:
                 self.syncs.uninstall()
@@ -90,6 +91,7 @@ class StepLoop(LoopState):
             memory_peak(self, control.steps)
         else:
             self.event(EventKind.ERROR, message=f"unknown control {control!r}")
+        self.compiles.poll(self.steps_done, self.now())  # what a change compiled (a batch change recompiles)
 
     # -- the loop ------------------------------------------------------------------------------
     def _run(self, duration_s: float | None, steps: int | None) -> str:

@@ -4,9 +4,9 @@ and sent to gpudash as it happens (``gpudash_job_hooks.py`` loads this file from
 - **Each compile** (a first compile, a recompile, one refused at the recompile limit): dynamo's
   own record of it (``torch._dynamo.utils.get_compilation_metrics()``, a bounded list of
   ``CompilationMetrics``): its id (``"frame/attempt"``), the function and its file and first line,
-  the seconds it took, the guard that failed (``recompile_reason``; on a torch without that field,
-  the newest of ``torch._dynamo.utils.guard_failures`` for the function) and a failure's type and
-  reason (the recompile limit).
+  the seconds it took, the guard that failed (``recompile_reason``: against its newest cache entry)
+  and each entry's failed guard (``torch._dynamo.utils.guard_failures``, one per entry of the
+  function's cache at that compile), and a failure's type and reason (the recompile limit).
 - **Each graph break**: its file, line and reason, from dynamo's own ``graph_breaks`` message,
   taken by a logging handler of gpudash's on that logger — turned to DEBUG with nothing passed on
   to torch's handlers, so nothing reaches the job's output; where the job asked for those messages
@@ -114,12 +114,25 @@ class CompileWatch:
             return
         self.newest = self._newest()
         self._hear_breaks()  # torch._logging.set_logs() clears its loggers' handlers
-        compiles = [c for m in _metrics(utils) if (c := self._compile(m, utils)) is not None]
+        failures = self._new_failures(utils)
+        compiles = [c for m in _metrics(utils) if (c := self._compile(m, failures)) is not None]
         breaks, self.handler.taken = self.handler.taken, []
         if compiles or breaks:
             self.send({"k": wire.COMPILE, "rank": self.rank(), "step": step, "compiles": compiles, "breaks": breaks})
 
-    def _compile(self, m: Any, utils: Any) -> dict[str, Any] | None:
+    def _new_failures(self, utils: Any) -> dict[tuple[Any, ...], list[str]]:
+        """Each function's guard failures since the last read (``guard_failures``: at a recompile, one
+        for each entry of its cache, in order), by (name, file, first line)."""
+        out: dict[tuple[Any, ...], list[str]] = {}
+        for code, reasons in list(getattr(utils, "guard_failures", {}).items()):
+            seen = self.failures.get(code, 0)
+            if len(reasons) > seen:
+                self.failures[code] = len(reasons)
+                key = (code.co_name, code.co_filename, code.co_firstlineno)
+                out.setdefault(key, []).extend(str(r)[:TEXT_CHARS] for r in reasons[seen:])
+        return out
+
+    def _compile(self, m: Any, failures: dict[tuple[Any, ...], list[str]]) -> dict[str, Any] | None:
         cid = str(getattr(m, "compile_id", None) or f"#{id(m)}")
         if cid in self.seen:
             return None
@@ -128,7 +141,10 @@ class CompileWatch:
         seconds = getattr(m, "entire_frame_compile_time_s", None)
         if seconds is None and getattr(m, "duration_us", None) is not None:
             seconds = m.duration_us / 1e6
-        reason = getattr(m, "recompile_reason", None) if hasattr(m, "recompile_reason") else self._failure(utils, m)
+        queue = failures.get((name, file, line), [])
+        entries = getattr(m, "cache_size", None) or 0  # its cache's entries then: a failure each
+        whys, queue[:] = queue[:entries], queue[entries:]
+        reason = getattr(m, "recompile_reason", None) or (whys[-1] if whys else None)
         return {
             "id": cid,
             "fn": name,
@@ -136,20 +152,10 @@ class CompileWatch:
             "line": line,
             "s": seconds,
             "why": (reason or "")[:TEXT_CHARS],
+            "whys": whys,  # every cache entry's failure (dynamo's reason is the newest entry's)
             "fail": fail,
             "fail_why": (getattr(m, "fail_reason", None) or "")[:TEXT_CHARS],
         }
-
-    def _failure(self, utils: Any, m: Any) -> str | None:
-        """An older torch's reason: the newest guard failure of the function compiled, not sent before."""
-        for code, reasons in list(getattr(utils, "guard_failures", {}).items()):
-            named = (code.co_name, code.co_filename, code.co_firstlineno) == tuple(
-                getattr(m, f, None) for f in FIELDS[:3]
-            )
-            if named and len(reasons) > self.failures.get(code, 0):
-                self.failures[code] = len(reasons)
-                return str(reasons[-1])
-        return None
 
     def uninstall(self) -> None:
         self.installed = False

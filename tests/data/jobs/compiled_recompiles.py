@@ -1,7 +1,8 @@
 """A user's compiled training script (CPU, ``backend="eager"``): its batch length changes every few
 steps under ``dynamic=False`` (each new length recompiles the model) and its forward reads a float
 off a tensor (a graph break). ``--lengths 64,96`` the lengths it cycles through; ``--every N``
-steps a length; ``--limit K`` sets dynamo's recompile limit (then more lengths than K hit it)."""
+steps a length (``--lengths 64:464``: each of 64 to 463, none again for 1,600 steps at ``--every 4``);
+``--limit K`` sets dynamo's recompile limit (then more lengths than K hit it)."""
 
 import argparse
 
@@ -37,7 +38,8 @@ class Scorer(nn.Module):
 model = Scorer()
 compiled = torch.compile(model, backend="eager", dynamic=False)
 optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-lengths = [int(n) for n in args.lengths.split(",")]
+first, _, stop = args.lengths.partition(":")
+lengths = list(range(int(first), int(stop))) if stop else [int(n) for n in args.lengths.split(",")]
 total = 0.0
 for step in range(args.steps):
     n = lengths[(step // args.every) % len(lengths)]
