@@ -41,10 +41,12 @@ class CompileIntake:
         self.recompiles = 0
         self.breaks: dict[tuple[str, int, str], int] = {}  # (file, line, words) -> times dynamo broke there
         self.table = CompileTable()  # what the events said, for a diagnosis
+        self.called = False  # the job called torch.compile (its first compile may come before any step)
 
     def events(self, m: dict[str, Any], time_s: float) -> list[Event]:
         """The events of one message of the hooks (``wire.COMPILE``)."""
         step = str(m.get("step", ""))
+        self.called = self.called or bool(m.get("called"))
         out = [e for c in m.get("compiles") or [] if isinstance(c, dict) for e in self._compile(c, step, time_s)]
         for raw in m.get("breaks") or []:
             said = graph_break(str(raw))

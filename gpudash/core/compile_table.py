@@ -81,6 +81,7 @@ class CompileTable:
         self.functions: dict[tuple[str, str, int], FunctionRow] = {}
         self.breaks: dict[tuple[str, int, str], BreakRow] = {}
         self.recompiles: list[Recompile] = []
+        self.by_step: list[tuple[int, float]] = []  # every compile's (step read at, seconds)
 
     def __bool__(self) -> bool:
         return bool(self.functions or self.breaks)
@@ -103,6 +104,7 @@ class CompileTable:
             return True
         fn.compiles += 1
         fn.seconds += seconds
+        self.by_step.append((int_or(d.get("step")), seconds))
         if e.what == RECOMPILE:
             reason = d.get("reason", "?")
             cause = d.get("cause") or reason
@@ -116,6 +118,10 @@ class CompileTable:
     @property
     def seconds(self) -> float:
         return sum(f.seconds for f in self.functions.values())
+
+    def seconds_until(self, step: int) -> float:
+        """The seconds of the compiles read by the end of ``step`` (1: those before the first step's end)."""
+        return sum(seconds for at, seconds in self.by_step if at <= step)
 
     def recompile_seconds(self, after_step: int = 0) -> float:
         return sum(r.seconds for r in self.recompiles if r.step > after_step)

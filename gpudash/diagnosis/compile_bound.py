@@ -48,3 +48,17 @@ def limit_note(table: CompileTable | None) -> str:
         return ""
     hit = [f"{f.name} at {f.where}" for f in table.functions.values() if f.limit]
     return f"hit the recompile limit, running uncompiled (eager) since: {', '.join(hit)}" if hit else ""
+
+
+def compile_figures(table: CompileTable | None, training_s: float, steps: int) -> dict[str, str]:
+    """What the compile-bound rule weighed (a diagnosis event's details; none for a job that compiles nothing)."""
+    if not table:
+        return {}
+    again = [r for r in table.recompiles if r.step > 1]
+    return {
+        "compile_recompiles": str(len(again)),
+        "compile_lost_s": f"{sum(r.seconds for r in again):.3f}",
+        "compile_training_s": f"{training_s:.3f}",
+        "compile_steps": str(steps),
+        "compile_last_step": str(again[-1].step if again else 0),
+    }

@@ -17,7 +17,7 @@ from gpudash.core.protocol import DIAGNOSIS, Event, EventKind
 from gpudash.core.sync_sites import SyncTable
 from gpudash.core.textfmt import plain
 from gpudash.diagnosis.advice import for_the_job
-from gpudash.diagnosis.compile_bound import compile_bound, limit_note
+from gpudash.diagnosis.compile_bound import compile_bound, compile_figures, limit_note
 from gpudash.diagnosis.evidence import WINDOW_START, Evidence
 from gpudash.diagnosis.rules import diagnose
 from gpudash.diagnosis.verdict import Diagnosis
@@ -167,6 +167,7 @@ def verdict_event(
     steady = job_verdict(evidence)
     verdict = compile_bound(known.compiles, known.training_s, known.steps) or steady
     details = {**config, **evidence.details(), "bound": str(verdict.bound)}
+    details |= compile_figures(known.compiles, known.training_s, known.steps)
     if verdict is not steady:  # the steps between compiles: the window's verdict
         details |= {"compile_why": verdict.why, "compile_advice": verdict.advice, "steady": steady.line()}
     if known.window_start is not None:

@@ -12,7 +12,17 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from gpudash.core.protocol import GOODPUT, OTHER, STALLED_PHASE, STARTUP, SUSPENDED, TEARDOWN, TRAINING, EventKind
+from gpudash.core.protocol import (
+    COMPILE,
+    GOODPUT,
+    OTHER,
+    STALLED_PHASE,
+    STARTUP,
+    SUSPENDED,
+    TEARDOWN,
+    TRAINING,
+    EventKind,
+)
 from gpudash.job.boot import gpudash_job_wire as wire
 from gpudash.job.channel import HostChannel
 from gpudash.job.phases import SPAN_KINDS, JobPhases
@@ -79,12 +89,19 @@ class PhaseWatch:
         self.suspended_s += seconds
         self._event(SUSPENDED, seconds, f"the job goes on after {seconds:.1f} s stopped")
 
-    def started(self) -> None:
-        """The run has started: its start-up, launch to the first step."""
+    def started(self, compiled_s: float = 0.0) -> None:
+        """The run has started: its start-up, launch to the first step, less the compiles before the
+        first step's end (``compiled_s``, dynamo's own seconds: the compile phase's)."""
         first, inside = self.phases.first_step_t, self.phases.first_training_s
         if first is not None:
-            seconds = max(0.0, first - self.t0 - inside)
+            compiled_s = min(compiled_s, max(0.0, first - self.t0 - inside))
+            if compiled_s > 0:
+                self.phases.first_compile_s = compiled_s
+                self.phases.end(COMPILE, compiled_s)
+                self._event(COMPILE, compiled_s, f"compile {compiled_s:.2f} s before the first step's end")
+            seconds = max(0.0, first - self.t0 - inside - compiled_s)
             also = f", less its {inside:.2f} s in optimizer.step(): training" if inside else ""
+            also += f", less {compiled_s:.2f} s compiling" if compiled_s > 0 else ""
             self._event(STARTUP, seconds, f"startup {seconds:.2f} s (launch to the first step{also})")
 
     def ended(self, now: float) -> None:

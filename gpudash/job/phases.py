@@ -39,6 +39,7 @@ class JobPhases:
     after_last_t: float | None = None  # the end of the latest phase that ended after the last step ...
     after_last: str = ""  # ... and its kind
     first_training_s: float = 0.0  # the first step's time inside optimizer.step(): training, not start-up
+    first_compile_s: float = 0.0  # dynamo's compiles before the first step's end: the compile phase, not start-up
 
     def step(self, t: float, train_s: float | None) -> None:
         """A step of the lead rank ended at ``t`` after ``train_s`` seconds of training."""
@@ -72,7 +73,7 @@ class JobPhases:
         wall = max(0.0, end - self.t0)
         out = dict.fromkeys(PHASES, 0.0)
         first = self.first_step_t if self.first_step_t is not None else end
-        out[STARTUP] = max(0.0, min(wall, first - self.t0) - self.first_training_s)
+        out[STARTUP] = max(0.0, min(wall, first - self.t0) - self.first_training_s - self.first_compile_s)
         out[TRAINING] = self.training_s
         for kind, seconds in self.seconds.items():
             out[kind] = out.get(kind, 0.0) + seconds

@@ -281,7 +281,7 @@ class JobSession:
         self.out.event(EventKind.STARTED, message=message, details=details)
         if details["steps"]:
             self.out.event(EventKind.MEASURED, what=STEPS_COUNTED, message=f"steps: {details['steps']}")
-        self.watch.started()
+        self.watch.started(compiled_s=parts.compiles.table.seconds_until(step=1))
         self.from_hooks.started()
 
     def close_windows(self, now: float) -> None:
@@ -308,7 +308,11 @@ class JobSession:
     def _check_quiet(self, now: float) -> None:
         """A note, once, when the job says nothing or never steps an optimizer."""
         table, limits = self.parts.rank_table, (self.no_hello_s, self.no_step_s)
-        if not self._ended and (note := quiet_note(now - self.t0, bool(table.hellos), bool(table.firsts), *limits)):
+        if not self._ended and (
+            note := quiet_note(
+                now - self.t0, bool(table.hellos), bool(table.firsts), *limits, self.parts.compiles.called
+            )
+        ):
             self.out.tell(*note)
 
     def _end(self, code: int, why: str = "") -> None:

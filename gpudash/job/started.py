@@ -48,13 +48,18 @@ def started_details(
 
 
 def quiet_note(
-    since_s: float, hello: bool, stepped: bool, no_hello_s: float, no_step_s: float
+    since_s: float, hello: bool, stepped: bool, no_hello_s: float, no_step_s: float, compiling: bool = False
 ) -> tuple[str, str] | None:
     """(key, words) of the note for a job that has said nothing, or never stepped, this long; None."""
     if not hello and since_s >= no_hello_s:
         return "hello", (
             f"no word from the job after {no_hello_s:.0f} s: it has not imported torch yet, or its "
             "Python skips sitecustomize (python -I, -E or -S)"
+        )
+    if hello and not stepped and since_s >= no_step_s and compiling:
+        return "step", (
+            f"no step seen yet after {no_step_s:.0f} s: the job called torch.compile, and a first compile "
+            "can take minutes (its time is the compile phase once the first step ends)"
         )
     if hello and not stepped and since_s >= no_step_s:
         return "step", f"no step seen yet ({NO_STEP}): {MARK_STEPS}"

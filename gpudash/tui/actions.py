@@ -161,6 +161,16 @@ ACTIONS: tuple[Action, ...] = (
         group=LOOK,
     ),
     Action(
+        "compiles",
+        "g",
+        "Compiles",
+        "Compile table: recompiles and graph breaks by line",
+        "each function torch.compile compiled, with its recompiles' causes and seconds, and each graph "
+        "break's line and reason, with what to do about each, live (a job's torch.compile, the compile knob)",
+        in_footer=False,
+        group=LOOK,
+    ),
+    Action(
         "tune",
         "u",
         "Tune",

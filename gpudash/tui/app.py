@@ -34,6 +34,7 @@ from gpudash.arguments.config import UserConfig
 from gpudash.core.protocol import EngineSource, GpuInfo, Message
 from gpudash.tui import actions
 from gpudash.tui.charts import CHARTS, ChartSpec, MetricChart, charts_in_play
+from gpudash.tui.compile_screen import CompileScreen
 from gpudash.tui.controller import DashController
 from gpudash.tui.crash import report_crash
 from gpudash.tui.dash_recording import RecorderFactory
@@ -339,6 +340,10 @@ class GpuDashApp(ShotsApp):
     def action_sync_sites(self) -> None:
         state = self.state
         self.push_screen(SyncSitesScreen(lambda: (state.sync_sites, state.last_sample, state.device, self.replay)))
+
+    def action_compiles(self) -> None:
+        state = self.state
+        self.push_screen(CompileScreen(lambda: (state.compiles, state.compile_lines)))
 
     def show_stall(self) -> None:
         self.push_screen(StallScreen(self.state.phases, self.replay))

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING
 
+from gpudash.core.compile_table import COMPILE_WHATS, COMPILED, GRAPH_BREAK, QUIET, RECOMPILE_LIMIT, CompileTable
 from gpudash.core.metrics import SERIES_KEYS, STAT_KEYS, Better, Metric, Origin, metric
 from gpudash.core.protocol import DIAGNOSIS, MEMORY, Event, EventKind, GpuSample, RankSample, Sample, SyncSites
 from gpudash.core.running import NO_KNOBS, Running
@@ -165,6 +166,8 @@ class DashState:
         self.last_scaling: Event | None = None  # a data-parallel run's latest scaling measurement
         self.last_diagnosis: Event | None = None  # the running configuration's diagnosis (gone at a change)
         self.sync_sites: SyncSites | None = None  # the latest sync table (key y), for its configuration
+        self.compiles = CompileTable()  # the compile table (key g): the run's compile events
+        self.compile_lines: list[str] = []  # ... and their lines, said (a replay keeps only those)
         self.ranks: dict[int, RankSample] = {}  # a data-parallel run: each rank's latest window
         self.rank_windows = RankWindows()  # ... and each rank's own work over its latest windows (the straggler)
         self.flops = FlopsCounts()  # what each configuration's model FLOPs count was (the stats panel's border)
@@ -244,6 +247,8 @@ class DashState:
             self.rank_windows.clear()
         if e.kind == EventKind.MEASURED and e.what == MEMORY:
             self.last_memory = e
+        if e.what in COMPILE_WHATS:  # (a replayed one has its line, not its details)
+            self._compile_event(e, t)
         if is_trace(e):  # a profiler window: marked where it began (its steps are not in the samples)
             self.last_trace = e
             self.markers.append(Marker(trace_start_s(e), marker_label(e), e.kind))
@@ -265,6 +270,15 @@ class DashState:
             self.status_message = e.message or "the workload process died"
         elif e.kind == EventKind.ERROR:
             self.last_error = e
+
+    def _compile_event(self, e: Event, t: float) -> None:
+        """A compile event: into the compile table (key g); a recompile or the limit, on the charts too."""
+        if e.details:
+            self.compiles.on_event(e)
+        if e.what != COMPILED and not e.details.get(QUIET):
+            self.compile_lines.append(f"[{e.time_s:.1f}s] {e.message}")
+            if e.what != GRAPH_BREAK:
+                self.markers.append(Marker(t, "limit" if e.what == RECOMPILE_LIMIT else "recompile", e.kind))
 
     def _note_config(self, e: Event) -> None:
         """What runs now, from an event."""

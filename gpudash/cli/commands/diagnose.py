@@ -81,6 +81,12 @@ def print_verdict(event: Event, *, memory: bool, as_json: bool) -> None:
     if as_json:
         running: dict[str, object] = {k: event.details[k] for k in ("workload", "variant", "device", "knobs")}
         running["batch_size"] = int(event.details["batch_size"])
+        compiled = {k: v for k, v in event.details.items() if k.startswith("compile_")}
+        if "compile_why" in compiled:  # compile-bound: the window's verdict is the steps' between compiles
+            verdict |= {"bound": event.details["bound"], "why": compiled.pop("compile_why")}
+            verdict |= {"advice": compiled.pop("compile_advice"), "steady": event.details.get("steady", "")}
+        if compiled:
+            running["compile"] = compiled
         print(json.dumps({**running, **verdict}, indent=2))
     else:
         print("\n".join([event.message, *lines]))

@@ -56,6 +56,7 @@ class CompileWatch:
         self.send = send
         self.rank = rank
         self.installed = False
+        self.called = False  # the job's torch.compile said to gpudash
         self.changed = False  # dynamo compiled (or broke a graph) since the last read
         self.seen: set[str] = set()  # compile ids sent
         self.failures: dict[Any, int] = {}  # guard_failures: each code's reasons read so far
@@ -73,6 +74,9 @@ class CompileWatch:
         read at every step), the graph breaks' logger heard, and what compiled before now read next."""
         if self.installed:
             return
+        if not self.called:  # said once: the first compile comes before the first step, and may take minutes
+            self.called = True
+            self.send({"k": wire.COMPILE, "rank": self.rank(), "step": 0, "compiles": [], "breaks": [], "called": 1})
         self.installed = True
         self.changed = True
         handler = getattr(sys.modules.get("torch._dynamo.callback"), "callback_handler", None)
