@@ -30,20 +30,30 @@ TORCH_LOG = re.compile(r"^[WIEC]\d{4} [\d:.]+ +\d+ \S+\] ")  # torch's log prefi
 pytestmark = pytest.mark.slow
 
 
-def _recorded(tmp: Path) -> tuple[str, str, dict[str, object]]:
+Recorded = tuple[str, str, dict[str, object]]  # the job's stdout, record's stderr, run.json
+Reported = tuple[str, str, dict[str, object], str]  # ... and report.md
+
+
+def _recorded(tmp: Path) -> Reported:
     done = gpudash("record", str(tmp / "run.csv"), "--", sys.executable, JOB, *ARGS, timeout=240)
     assert done.returncode == 0, done.stderr
-    return done.stdout, done.stderr, json.loads((tmp / "run.json").read_text())
+    report = gpudash("report", str(tmp / "run.csv"), "--out", str(tmp / "report"), "-q")
+    assert report.returncode == 0, report.stderr
+    meta = json.loads((tmp / "run.json").read_text())
+    return done.stdout, done.stderr, meta, (tmp / "report" / "report.md").read_text()
 
 
 @pytest.fixture(scope="module")
-def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str, dict[str, object]]:
+def reported(tmp_path_factory: pytest.TempPathFactory) -> Reported:
     return once_per_session(tmp_path_factory, "compiled-job", lambda: _recorded(tmp_path_factory.mktemp("compiled")))
 
 
-def test_each_recompile_is_said_with_its_functions_line_and_its_sizes(
-    recorded: tuple[str, str, dict[str, object]],
-) -> None:
+@pytest.fixture(scope="module")
+def recorded(reported: Reported) -> Recorded:
+    return reported[:3]
+
+
+def test_each_recompile_is_said_with_its_functions_line_and_its_sizes(recorded: Recorded) -> None:
     _, stderr, _ = recorded
     said = [e.text for e in printed.event_lines(stderr, "measured") if e.text.startswith("recompile ")]
     assert any(
@@ -53,7 +63,7 @@ def test_each_recompile_is_said_with_its_functions_line_and_its_sizes(
     assert all(re.search(r", \d+\.\d\d s — ", t) for t in said)  # each with its seconds and its fix
 
 
-def test_the_graph_break_is_said_at_its_line_with_its_reason_once(recorded: tuple[str, str, dict[str, object]]) -> None:
+def test_the_graph_break_is_said_at_its_line_with_its_reason_once(recorded: Recorded) -> None:
     _, stderr, meta = recorded
     breaks = [e.text for e in printed.event_lines(stderr, "measured") if e.text.startswith("graph break")]
     assert breaks == [
@@ -67,7 +77,7 @@ def test_the_graph_break_is_said_at_its_line_with_its_reason_once(recorded: tupl
     assert row["where"].endswith(f"compiled_recompiles.py:{BREAK_LINE}") and row["count"] >= 1
 
 
-def test_run_json_holds_the_compile_table_and_the_compile_phase(recorded: tuple[str, str, dict[str, object]]) -> None:
+def test_run_json_holds_the_compile_table_and_the_compile_phase(recorded: Recorded) -> None:
     _, stderr, meta = recorded
     table = meta["compile"]
     assert isinstance(table, dict)
@@ -81,7 +91,7 @@ def test_run_json_holds_the_compile_table_and_the_compile_phase(recorded: tuple[
     assert "compiles: 2 functions compiled" in stderr  # the end's one line
 
 
-def test_the_jobs_own_output_is_as_it_is_bare(recorded: tuple[str, str, dict[str, object]]) -> None:
+def test_the_jobs_own_output_is_as_it_is_bare(recorded: Recorded) -> None:
     stdout, stderr, _ = recorded
     bare = subprocess.run([sys.executable, JOB, *ARGS], capture_output=True, text=True, timeout=240)
     assert stdout == bare.stdout
@@ -90,6 +100,14 @@ def test_the_jobs_own_output_is_as_it_is_bare(recorded: tuple[str, str, dict[str
         return [TORCH_LOG.sub("", line) for line in text.splitlines() if not line.startswith("gpudash:")]
 
     assert own(stderr) == own(bare.stderr)
+
+
+def test_report_holds_the_compile_table(reported: Reported) -> None:
+    report = reported[3]
+    assert "### Compiles" in report
+    forward = rf"\| forward \| `\S+compiled_recompiles\.py:{FORWARD_LINE}` \| \d+ \| [\d.]+ \| dim 0 of x changes"
+    assert re.search(forward, report), report
+    assert re.search(rf"\| `\S+compiled_recompiles\.py:{BREAK_LINE}` \| Tensor\.item\(\)", report), report
 
 
 def test_a_function_past_the_recompile_limit_is_told_loudly(tmp_path: Path) -> None:

@@ -28,7 +28,7 @@ from gpudash.arguments import shared_flags
 from gpudash.arguments.argtypes import Parser, UsageError, check_out_dir, non_negative_float
 from gpudash.core.protocol import PHASES, ExitCode
 from gpudash.core.textfmt import clip, fmt_num, strip_controls
-from gpudash.report import memory_md, sync_md, world
+from gpudash.report import compile_md, memory_md, sync_md, world
 from gpudash.report.ab import Pair, pairs, relative_table
 from gpudash.report.load import ConfigFigures, ReportInputError, Run, load_run
 from gpudash.stats.comparison import Comparison, Estimate, compare
@@ -213,6 +213,7 @@ def markdown(runs: Sequence[Run], command: str, plots: Sequence[str], baseline: 
         lines += [f"## Run {i}: {run.name}", "", *notes, *([""] if notes else []), *run_table(run), ""]
         lines += phases_section(run)
         lines += memory_md.section(run.meta)
+        lines += compile_md.section(run.meta)
         sites = run.meta.get("sync_sites")
         lines += sync_md.section(sites if isinstance(sites, dict) else {})
         if run.traces:
@@ -342,6 +343,7 @@ def results_document(
                 "wall_s": run.phases.wall_s if run.phases else None,
                 "goodput_pct": run.phases.goodput_pct if run.phases else None,
                 "memory": memory_md.as_dict(run.meta),
+                "compile": run.meta.get("compile") or None,
             }
             for run in runs
         ],
