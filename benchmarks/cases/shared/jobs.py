@@ -16,7 +16,7 @@ ARGS = {  # each job's own arguments
     "resnet": ["--steps", "200", "--warmup", "30"],
     "small": ["--steps", "3000", "--warmup", "300", "--width", "8192"],
     "ddp_resnet": ["--steps", "400", "--warmup", "30", "--tuned", "--bucket-mb", "100"],
-    "compiled_resnet": ["--steps", "400", "--warmup", "100", "--compile"],  # inductor: compiled in its first steps
+    "compiled_resnet": ["--steps", "250", "--warmup", "80", "--compile"],  # inductor: compiled in its first steps
 }
 SCRIPTS = {"compiled_resnet": "resnet_job.py"}  # a job that is another's script with other arguments
 LAUNCH = {"ddp_resnet": ["-m", "torch.distributed.run", "--nproc-per-node", "2"]}  # how a job is started

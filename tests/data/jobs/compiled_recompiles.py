@@ -1,8 +1,9 @@
-"""A user's compiled training script (CPU, ``backend="eager"``): its batch length changes every few
-steps under ``dynamic=False`` (each new length recompiles the model) and its forward reads a float
-off a tensor (a graph break). ``--lengths 64,96`` the lengths it cycles through; ``--every N``
-steps a length (``--lengths 64:464``: each of 64 to 463, none again for 1,600 steps at ``--every 4``);
-``--limit K`` sets dynamo's recompile limit (then more lengths than K hit it)."""
+"""A user's compiled training script (CPU, ``backend="eager"``; ``--backend inductor --device cuda``
+on a GPU): its batch length changes every few steps under ``dynamic=False`` (each new length
+recompiles the model) and its forward reads a float off a tensor (a graph break). ``--lengths
+64,96`` the lengths it cycles through, ``--every N`` steps a length (``--lengths 64:464``: each of 64
+to 463, none again for 1,600 steps at ``--every 4``); ``--limit K`` sets dynamo's recompile limit
+(then more lengths than K hit it)."""
 
 import argparse
 
@@ -15,6 +16,8 @@ parser.add_argument("--lengths", default="64,96")
 parser.add_argument("--every", type=int, default=5)
 parser.add_argument("--limit", type=int, default=0)
 parser.add_argument("--no-break", action="store_true")
+parser.add_argument("--backend", default="eager")  # inductor on a GPU
+parser.add_argument("--device", default="cpu")
 args = parser.parse_args()
 if args.limit:
     torch._dynamo.config.recompile_limit = args.limit
@@ -35,15 +38,15 @@ class Scorer(nn.Module):
         return out
 
 
-model = Scorer()
-compiled = torch.compile(model, backend="eager", dynamic=False)
+model = Scorer().to(args.device)
+compiled = torch.compile(model, backend=args.backend, dynamic=False)
 optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
 first, _, stop = args.lengths.partition(":")
 lengths = list(range(int(first), int(stop))) if stop else [int(n) for n in args.lengths.split(",")]
 total = 0.0
 for step in range(args.steps):
     n = lengths[(step // args.every) % len(lengths)]
-    x, y = torch.randn(n, 32), torch.randn(n, 1)
+    x, y = torch.randn(n, 32, device=args.device), torch.randn(n, 1, device=args.device)
     loss = nn.functional.mse_loss(compiled(x), y)
     optimizer.zero_grad()
     loss.backward()
