@@ -35,6 +35,8 @@ def with_gpu_telemetry(event: Event, gpu: GpuSample | None) -> Event:
     verdict = diagnose(evidence)
     if event.details.get("workload", "").startswith(JOB_PREFIX):
         verdict = for_the_job(verdict, evidence)
+    if "compile_why" in event.details:  # compile-bound stands: the window's verdict is the steps' between compiles
+        return dataclasses.replace(event, details={**event.details, **evidence.details(), "steady": verdict.line()})
     details = {**event.details, **evidence.details(), "bound": str(verdict.bound)}
     return dataclasses.replace(event, message=verdict.line(), details=details)
 

@@ -149,6 +149,7 @@ def diagnose_job(config: RunConfig, *, warmup_s: float, as_json: bool, quiet: bo
     """``gpudash diagnose -- CMD``: the verdict on stdout, then the job is stopped (unless
     ``keep_running``); if the job ends first, what could be measured."""
     from gpudash.diagnosis import remedies
+    from gpudash.diagnosis.compile_bound import json_verdict
     from gpudash.diagnosis.evidence import Evidence
     from gpudash.job.diagnosis import job_verdict
 
@@ -183,7 +184,7 @@ def diagnose_job(config: RunConfig, *, warmup_s: float, as_json: bool, quiet: bo
         running: dict[str, object] = {k: event.details.get(k, "") for k in ("workload", "variant", "device")}
         running["batch_size"] = int(event.details.get("batch_size", "0") or 0)
         running["command"] = list(config.job or ())
-        print(json.dumps({**running, **verdict}, indent=2))
+        print(json.dumps({**running, **json_verdict(verdict, event.details)}, indent=2))
     else:
         print("\n".join([event.message, *lines]))
     return code if ended_first else 0

@@ -71,6 +71,7 @@ def print_verdict(event: Event, *, memory: bool, as_json: bool) -> None:
     import json
 
     from gpudash.diagnosis import remedies, rules
+    from gpudash.diagnosis.compile_bound import json_verdict
     from gpudash.diagnosis.evidence import Evidence
 
     if memory:
@@ -81,12 +82,6 @@ def print_verdict(event: Event, *, memory: bool, as_json: bool) -> None:
     if as_json:
         running: dict[str, object] = {k: event.details[k] for k in ("workload", "variant", "device", "knobs")}
         running["batch_size"] = int(event.details["batch_size"])
-        compiled = {k: v for k, v in event.details.items() if k.startswith("compile_")}
-        if "compile_why" in compiled:  # compile-bound: the window's verdict is the steps' between compiles
-            verdict |= {"bound": event.details["bound"], "why": compiled.pop("compile_why")}
-            verdict |= {"advice": compiled.pop("compile_advice"), "steady": event.details.get("steady", "")}
-        if compiled:
-            running["compile"] = compiled
-        print(json.dumps({**running, **verdict}, indent=2))
+        print(json.dumps({**running, **json_verdict(verdict, event.details)}, indent=2))
     else:
         print("\n".join([event.message, *lines]))

@@ -1,0 +1,80 @@
+"""The compile-bound rule (``gpudash.diagnosis.compile_bound``): a job whose recompiles go on through
+its training and take a tenth of its time or more is compile-bound, with the cause that cost the
+most and its fix; one whose recompiles stopped (every length seen, or the recompile limit) is not,
+and a limit is said beside any verdict; NVML's re-judging of a window keeps the compile verdict."""
+
+from __future__ import annotations
+
+from gpudash.core.compile_intake import CompileIntake
+from gpudash.core.compile_table import CompileTable
+from gpudash.core.gpu_messages import GpuSample
+from gpudash.diagnosis.compile_bound import compile_bound, json_verdict, limit_note
+from gpudash.diagnosis.evidence import Evidence
+from gpudash.diagnosis.telemetry import with_gpu_telemetry
+from gpudash.diagnosis.verdict import Bound
+from gpudash.job.diagnosis import VerdictContext, verdict_event
+
+TRAIN = "/home/me/train.py"
+
+
+def _table(steps: list[int], seconds: float = 0.5, limit: bool = False) -> CompileTable:
+    """A forward compiled at step 1 and again at each of ``steps``, a new batch length each time."""
+    intake = CompileIntake()
+    first = {"id": "0/0", "fn": "forward", "file": TRAIN, "line": 40, "s": 2.0, "why": ""}
+    intake.events({"step": 1, "compiles": [first], "breaks": []}, 1.0)
+    for i, step in enumerate(steps, start=1):
+        why = f"0/{i - 1}: tensor 'x' size mismatch at index 0. expected {60 + i}, actual {61 + i}"
+        again = {"id": f"0/{i}", "fn": "forward", "file": TRAIN, "line": 40, "s": seconds, "why": why}
+        intake.events({"step": step, "compiles": [again], "breaks": []}, float(step))
+    if limit:
+        refused = {
+            "id": f"0/{len(steps) + 1}",
+            "fn": None,
+            "s": 0.0,
+            "why": "",
+            "fail": "Unsupported",
+            "fail_why": "Dynamo recompile limit exceeded",
+        }
+        intake.events({"step": 99, "compiles": [refused], "breaks": []}, 99.0)
+    return intake.table
+
+
+def test_recompiles_that_go_on_and_cost_a_tenth_are_compile_bound_with_the_fix_for_their_cause() -> None:
+    verdict = compile_bound(_table([10, 20, 30, 40, 50, 60, 70, 80]), training_s=8.0, steps=80)
+    assert verdict is not None and verdict.bound == Bound.COMPILE
+    assert verdict.why.startswith("8 recompiles during training took 4 s, 33% of the time training and recompiling")
+    assert "forward at train.py:40, dim 0 of x changes (8×, 4 s)" in verdict.why
+    assert "the 80 steps would take 8 s instead of 12 s (1.50× faster)" in verdict.why
+    assert "torch._dynamo.mark_dynamic(x, 0)" in verdict.advice
+
+
+def test_recompiles_that_stopped_or_cost_little_are_not_compile_bound() -> None:
+    assert compile_bound(_table([5, 10, 15]), training_s=8.0, steps=200) is None  # every length seen by step 15
+    assert compile_bound(_table([50, 100, 150], seconds=0.05), training_s=8.0, steps=200) is None  # 2% of the time
+    assert compile_bound(_table([150]), training_s=1.0, steps=200) is None  # one recompile is not a habit
+    assert compile_bound(None, training_s=8.0, steps=200) is None
+
+
+def test_the_recompile_limit_is_said_beside_the_verdict() -> None:
+    assert limit_note(_table([10, 20], limit=True)) == (
+        "hit the recompile limit, running uncompiled (eager) since: forward at train.py:40"
+    )
+    assert limit_note(_table([10, 20])) == ""
+
+
+def test_nvmls_second_look_keeps_the_compile_verdict_and_json_says_both() -> None:
+    evidence = Evidence(steps=20, step_ms=30.0, input_ms=0.0, gpu_busy_pct=40.0)
+    known = VerdictContext(compiles=_table([10, 20, 30, 40, 50, 60, 70, 80]), training_s=8.0, steps=80)
+    event = verdict_event(12.0, evidence, None, known, {"workload": "job:train.py", "batch_size": "64"})
+    assert event.message.startswith("compile-bound: 8 recompiles during training")
+    judged = with_gpu_telemetry(event, GpuSample(time_s=1.0, mem_bw_util_pct=20.0, sm_active_pct=30.0))
+    assert judged.message == event.message and judged.details["steady"] != ""
+    said = json_verdict({"bound": "host/launch-bound", "why": "…", "advice": "…"}, judged.details)
+    assert said["bound"] == "compile-bound" and str(said["why"]).startswith("8 recompiles")
+    assert said["compile"] == {
+        "compile_recompiles": "8",
+        "compile_lost_s": "4.000",
+        "compile_training_s": "8.000",
+        "compile_steps": "80",
+        "compile_last_step": "80",
+    }
