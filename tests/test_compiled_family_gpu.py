@@ -9,7 +9,7 @@ import pytest
 from gpudash.core.compile_table import RECOMPILE
 from gpudash.core.protocol import Control, Event, Message, SetBatchSize, Stop
 
-pytestmark = pytest.mark.gpu
+pytestmark = [pytest.mark.gpu, pytest.mark.slow]
 
 
 def test_a_batch_change_of_a_compiled_family_is_a_recompile_with_its_sizes() -> None:
