@@ -92,8 +92,8 @@ class CompileTable:
             return False
         d = e.details
         if e.what == GRAPH_BREAK:
-            key = (d.get("file", ""), int_or(d.get("line")), d.get("reason", ""))
-            row = self.breaks.setdefault(key, BreakRow(key[0], key[1], key[2], d.get("fix", ""), 0))
+            at = (d.get("file", ""), int_or(d.get("line")), d.get("reason", ""))
+            row = self.breaks.setdefault(at, BreakRow(*at, d.get("fix", ""), 0))
             row.count = max(row.count + 1, int_or(d.get("count")))
             return True
         key = (d.get("fn", "?"), d.get("file", ""), int_or(d.get("line")))

@@ -73,5 +73,5 @@ async def test_g_shows_each_recompile_by_cause_and_fix_and_each_graph_break_by_l
         assert "HIT THE RECOMPILE LIMIT" in text
         await pilot.press("escape")
         assert not isinstance(app.screen, CompileScreen)
-        labels = [m.label for m in app.state.markers]  # type: ignore[attr-defined]
+        labels = [m.label for m in app.state.markers]
         assert "recompile" in labels and "limit" in labels
