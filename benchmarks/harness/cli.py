@@ -50,13 +50,12 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+DESCRIBED = ("name", "title", "claim", "anchor", "measures")  # the fields ``list --json`` shows as they are
+
+
 def described_case(c: Case) -> dict[str, object]:
     return {
-        "name": c.name,
-        "title": c.title,
-        "claim": c.claim,
-        "anchor": c.anchor,
-        "measures": c.measures,
+        **{name: getattr(c, name) for name in DESCRIBED},
         "tags": sorted(c.tags),
         "arms": [str(a) for a in c.arms],
         "schedule": str(c.schedule),

@@ -14,6 +14,7 @@ from textual.widgets import Input, Label, Static
 from gpudash.core.protocol import EngineSource, Event, EventKind
 from gpudash.tui.app import GpuDashApp
 from gpudash.tui.charts import MetricChart
+from gpudash.tui.screens import LiveReport
 from gpudash.tui.widgets import MessageBar, plain_text
 
 from .conftest import wait_until
@@ -134,3 +135,11 @@ async def pipelined_after_serial(pilot: DashPilot, app: GpuDashApp, src: FakeSou
     )
     app.refresh_now()
     await pilot.pause()
+
+
+def report_shown(app: object, kind: type[LiveReport]) -> str:
+    """The text of the live report open over the dashboard (a ``LiveReport`` of ``kind``: the sync
+    table, the compile table)."""
+    screen = app.screen  # type: ignore[attr-defined]
+    assert isinstance(screen, kind)
+    return plain_text(screen.query_one(f"#{screen.BODY_ID}", Static))

@@ -4,14 +4,11 @@ limit are marked on the charts; before any compile, one line says what shows the
 
 from __future__ import annotations
 
-from textual.widgets import Static
-
 from gpudash.core.compile_intake import CompileIntake
 from gpudash.core.events import Event
 from gpudash.tui.compile_screen import NOTHING, CompileScreen
-from gpudash.tui.widgets import plain_text
 
-from .dashboard import running
+from .dashboard import report_shown, running
 
 TRAIN = "/home/me/project/train.py"
 BREAK = (
@@ -50,9 +47,7 @@ def _events() -> list[Event]:
 
 
 def _shown(app: object) -> str:
-    screen = app.screen  # type: ignore[attr-defined]
-    assert isinstance(screen, CompileScreen)
-    return plain_text(screen.query_one("#compile-table", Static))
+    return report_shown(app, CompileScreen)
 
 
 async def test_g_shows_each_recompile_by_cause_and_fix_and_each_graph_break_by_line() -> None:

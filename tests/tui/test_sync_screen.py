@@ -3,14 +3,11 @@ there are none, on the CPU, or before the configuration's first table."""
 
 from __future__ import annotations
 
-from textual.widgets import Static
-
 from gpudash.core.protocol import SyncSites
 from gpudash.core.sync_sites import SiteCounter, SyncTable
 from gpudash.tui.sync_screen import SyncSitesScreen
-from gpudash.tui.widgets import plain_text
 
-from .dashboard import cpu_app, running
+from .dashboard import cpu_app, report_shown, running
 from .fakes import sample
 
 LOSS = "/home/me/project/their_loss.py"
@@ -25,9 +22,7 @@ def _sites(per_step: int, t: float = 9.0, batch: int = 8) -> SyncSites:
 
 
 def _shown(app: object) -> str:
-    screen = app.screen  # type: ignore[attr-defined]
-    assert isinstance(screen, SyncSitesScreen)
-    return plain_text(screen.query_one("#sync-table", Static))
+    return report_shown(app, SyncSitesScreen)
 
 
 async def test_y_shows_the_lines_that_make_the_host_wait_and_follows_the_run() -> None:
