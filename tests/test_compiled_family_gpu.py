@@ -44,3 +44,22 @@ def test_a_batch_change_of_a_compiled_family_is_a_recompile_with_its_sizes() -> 
     assert recompiles, [m.message for m in got if isinstance(m, Event)]
     assert any(": 8 → 16" in e.details.get("reason", "") for e in recompiles), [e.message for e in recompiles]
     print("\n".join(e.message for e in recompiles))
+
+
+def test_a_batch_change_under_cuda_graph_is_said_as_a_capture_again() -> None:
+    from gpudash.engine.compile_events import RECAPTURE
+    from gpudash.engine.loop import StepLoop
+    from workloads.base import WorkloadOptions
+    from workloads.factory import build
+    from workloads.knobs import Knobs
+
+    options = WorkloadOptions(variant="serial", batch_size=8, knobs=Knobs({"cuda_graph": "on"}))
+    w = build("encdec", "cuda", options)
+    got: list[Message] = []
+    loop = StepLoop(w, emit=got.append, sample_interval_s=0.1)
+    loop.run(steps=20)
+    loop.apply(SetBatchSize(16))
+    loop.run(steps=20)
+    w.close()
+    (again,) = [m for m in got if isinstance(m, Event) and m.what == RECAPTURE]
+    assert again.message.startswith("cuda_graph captured the step again for batch_size 16 (capture 2; the change took ")

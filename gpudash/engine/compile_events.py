@@ -2,7 +2,8 @@
 their graph breaks, read as a user's job reads them — the job's compile watch
 (``gpudash/job/boot/gpudash_job_compile.py``, loaded from its file) and the same intake
 (``gpudash.core.compile_intake``) — and emitted as the run's events at the loop's sample times.
-Nothing is installed until dynamo is loaded (a family without the knob never loads it)."""
+Nothing is installed until dynamo is loaded (a family without the knob never loads it). The
+``cuda_graph`` knob's re-captures at a batch or variant change are said too (``RECAPTURE``)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from gpudash.core.compile_intake import CompileIntake
-from gpudash.core.events import Event
+from gpudash.core.events import Event, EventKind
+
+RECAPTURE = "recapture"  # a measured event: the cuda_graph knob captured the step again (a batch or variant change)
 
 BOOT = Path(__file__).resolve().parents[1] / "job" / "boot"
 
@@ -40,6 +43,7 @@ class LoopCompiles:
         self.intake = CompileIntake()
         self.watch: Any = None
         self._sent: list[dict[str, Any]] = []
+        self.captures = 1  # the cuda_graph knob's captures of the step (the first, at its start)
 
     def _received(self, message: dict[str, Any]) -> None:
         self._sent.append(message)
@@ -55,6 +59,15 @@ class LoopCompiles:
         for message in sent:
             for event in self.intake.events(message, time_s):
                 self.emit(event)
+
+    def recaptured(self, change: str, seconds: float, time_s: float) -> None:
+        """The ``cuda_graph`` knob captured the step again for ``change`` ("batch_size 16"), the change
+        taking ``seconds`` in all (the rebuild and the capture)."""
+        self.captures += 1
+        message = f"cuda_graph captured the step again for {change} (capture {self.captures}; "
+        message += f"the change took {seconds:.2f} s)"
+        details = {"seconds": f"{seconds:.3f}"}
+        self.emit(Event(time_s, EventKind.MEASURED, what=RECAPTURE, message=message, details=details))
 
     def close(self) -> None:
         if self.watch is not None:

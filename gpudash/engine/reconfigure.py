@@ -5,6 +5,7 @@ error in the first steps after a change. Torch is imported only inside functions
 from __future__ import annotations
 
 import gc
+import time
 from typing import TYPE_CHECKING, Any
 
 from gpudash.core.protocol import EventKind, SetKnob, SetKnobs, SwitchWorkload
@@ -86,6 +87,7 @@ def change(
     loop.settle()
     _reconfiguring(loop, what)
     failure = None
+    began = time.monotonic()
     try:
         with _warming(loop, new_knobs, what):
             w.reconfigure(variant=variant, batch_size=batch_size, knobs=knobs)
@@ -98,6 +100,8 @@ def change(
         loop.restart_window()
         _refused(loop, what, before, requested_text, failure)
         return
+    if what != "knobs" and new_knobs.value("cuda_graph") != "off":  # the step's graph captured again for it
+        loop.compiles.recaptured(f"{what} {setting_text(w, what)}", time.monotonic() - began, loop.now())
     _changed(loop, what, before, setting_text(w, what), previous)
 
 
