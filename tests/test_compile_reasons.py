@@ -206,3 +206,47 @@ def test_a_function_past_the_recompile_limit_is_told_to_run_uncompiled(
     assert "hit the recompile limit: it runs uncompiled (eager) from here on" in limit.message
     assert "dim 0 of x" in limit.message
     assert [f.limit for f in table.functions.values()] == [True]
+
+
+def test_recompiles_between_two_reads_each_keep_their_own_sizes_and_a_read_is_cut_into_small_messages(
+    watched: tuple[Any, list[dict[str, Any]]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A step that recompiled many times (a read after 30 new lengths): every recompile with its own
+    sizes, sent in messages of at most ``PER_MESSAGE`` compiles (a datagram stays small)."""
+    watch, sent = watched
+    name = "recompile_limit" if hasattr(torch._dynamo.config, "recompile_limit") else "cache_size_limit"
+    monkeypatch.setattr(torch._dynamo.config, name, 64)
+
+    def halve(x: torch.Tensor) -> torch.Tensor:
+        return x / 2
+
+    compiled = torch.compile(halve, backend="eager", dynamic=False)
+    for n in range(4, 34):
+        compiled(torch.randn(n))
+    watch.at_step(1)
+    limit = boot_module("gpudash_job_compile").PER_MESSAGE
+    assert len(sent) >= 3 and all(len(m["compiles"]) <= limit for m in sent)
+    events, table = _said(sent)
+    reasons = [e.details["reason"] for e in events if e.what == RECOMPILE]
+    assert reasons == [f"dim 0 of x: {n} → {n + 1}" for n in range(4, 33)]
+    (row,) = table.functions.values()
+    assert (row.compiles, row.recompiles) == (30, 29)
+
+
+def test_after_torch_dynamo_reset_the_compiles_are_still_read(watched: tuple[Any, list[dict[str, Any]]]) -> None:
+    """``torch._dynamo.reset()`` starts dynamo's compile ids again: what compiles after it is read."""
+    watch, sent = watched
+
+    def twice(x: torch.Tensor) -> torch.Tensor:
+        return x * 2
+
+    torch.compile(twice, backend="eager", dynamic=False)(torch.randn(4))
+    watch.at_step(1)
+    torch._dynamo.reset()
+    compiled = torch.compile(twice, backend="eager", dynamic=False)
+    compiled(torch.randn(4))
+    compiled(torch.randn(5))
+    watch.at_step(2)
+    events, _ = _said(sent)
+    assert [e.what for e in events] == [COMPILED, COMPILED, RECOMPILE]
+    assert events[-1].details["reason"] == "dim 0 of x: 4 → 5"

@@ -12,7 +12,7 @@ import re
 from typing import Any
 
 from gpudash.core.compile_reasons import MODE, Break, Reason, graph_break, recompile_reason
-from gpudash.core.compile_table import COMPILED, GRAPH_BREAK, QUIET, RECOMPILE, RECOMPILE_LIMIT, CompileTable
+from gpudash.core.compile_table import BACKWARD, COMPILED, GRAPH_BREAK, QUIET, RECOMPILE, RECOMPILE_LIMIT, CompileTable
 from gpudash.core.events import Event, EventKind
 from gpudash.core.lenient import float_or, int_or
 
@@ -38,6 +38,7 @@ class CompileIntake:
     def __init__(self) -> None:
         self.frames: dict[str, tuple[str, str, int]] = {}  # frame id -> (function words, file, line)
         self.compiles: dict[str, int] = {}  # frame id -> compiles so far
+        self.recompiled: dict[str, int] = {}  # frame id -> recompiles so far (a compile with a failed guard)
         self.recompiles = 0
         self.breaks: dict[tuple[str, int, str], int] = {}  # (file, line, words) -> times dynamo broke there
         self.table = CompileTable()  # what the events said, for a diagnosis
@@ -76,13 +77,17 @@ class CompileIntake:
         where = f"{fn} ({_short(file)}:{line})" if " after line " not in fn else f"{fn} of {_short(file)}"
         if TORCH_OWN.search(file):
             where = fn
+        if c.get("backward"):  # a lazy backward's compile: its seconds are its compile's
+            message = f"compiled the backward of {where} in {seconds:.2f} s"
+            details |= {BACKWARD: "1", QUIET: "1"}
+            return [Event(time_s, EventKind.MEASURED, what=COMPILED, message=message, details=details)]
         if any(w in fail for w in LIMIT_WORDS):
             message = f"{where} hit the recompile limit: it runs uncompiled (eager) from here on" + (
                 f" — the last reason: {reason.words}; {reason.fix}" if reason else ""
             )
             return [Event(time_s, EventKind.ERROR, what=RECOMPILE_LIMIT, message=message, details=details)]
-        self.compiles[frame] = n = self.compiles.get(frame, 0) + 1
-        if n == 1 or reason is None:
+        self.compiles[frame] = self.compiles.get(frame, 0) + 1
+        if self.compiles[frame] == 1 or reason is None:
             return [
                 Event(
                     time_s,
@@ -93,8 +98,9 @@ class CompileIntake:
                 )
             ]
         self.recompiles += 1
-        details["count"] = str(n - 1)
-        message = f"recompile {n - 1} of {where}: {reason.words}, {seconds:.2f} s — {reason.fix}"
+        self.recompiled[frame] = n = self.recompiled.get(frame, 0) + 1
+        details["count"] = str(n)
+        message = f"recompile {n} of {where}: {reason.words}, {seconds:.2f} s — {reason.fix}"
         if self.recompiles == SAID + 1:
             message += " (further recompiles are not said here: the CSV's events and run.json count them)"
         elif self.recompiles > SAID + 1:

@@ -7,7 +7,7 @@ read it. Torch-free.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gpudash.core.events import Event
@@ -19,6 +19,7 @@ RECOMPILE_LIMIT = "recompile_limit"  # an error event: the function runs eagerly
 GRAPH_BREAK = "graph_break"  # dynamo broke a graph at a line
 COMPILE_WHATS = frozenset({COMPILED, RECOMPILE, RECOMPILE_LIMIT, GRAPH_BREAK})
 COMPILE_SUMMARY = "compiles"  # a measured event at the job's end: the table in one line (not counted again)
+BACKWARD = "backward"  # details[BACKWARD] = "1": a lazy backward's compile, its seconds its compile's
 QUIET = "quiet"  # details[QUIET] = "1": the event is not said on record's stderr (counted in the CSV)
 
 
@@ -66,6 +67,7 @@ class Recompile:
 
     time_s: float
     step: int
+    id: str  # dynamo's compile id ("frame/attempt")
     function: str
     where: str
     reason: str
@@ -102,18 +104,38 @@ class CompileTable:
         if e.what == RECOMPILE_LIMIT:
             fn.limit = True
             return True
-        fn.compiles += 1
         fn.seconds += seconds
         self.by_step.append((int_or(d.get("step")), seconds))
+        if d.get(BACKWARD):  # its compile's seconds, not a compile of its own
+            self._backward(d.get("id", ""), seconds)
+            return True
+        fn.compiles += 1
         if e.what == RECOMPILE:
             reason = d.get("reason", "?")
             cause = d.get("cause") or reason
             fn.reasons[cause] = fn.reasons.get(cause, 0) + 1
             fn.fixes[cause], fn.kinds[cause], fn.latest[cause] = d.get("fix", ""), d.get("kind", ""), reason
             self.recompiles.append(
-                Recompile(e.time_s, int_or(d.get("step")), fn.name, fn.where, reason, cause, d.get("kind", ""), seconds)
+                Recompile(
+                    e.time_s,
+                    int_or(d.get("step")),
+                    d.get("id", ""),
+                    fn.name,
+                    fn.where,
+                    reason,
+                    cause,
+                    d.get("kind", ""),
+                    seconds,
+                )
             )
         return True
+
+    def _backward(self, cid: str, seconds: float) -> None:
+        """A lazy backward's seconds, added to its recompile (the same compile id), if it was one."""
+        for i in range(len(self.recompiles) - 1, -1, -1):
+            if self.recompiles[i].id == cid:
+                self.recompiles[i] = replace(self.recompiles[i], seconds=self.recompiles[i].seconds + seconds)
+                return
 
     @property
     def seconds(self) -> float:

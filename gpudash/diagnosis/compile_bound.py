@@ -31,7 +31,7 @@ def compile_bound(table: CompileTable | None, training_s: float, steps: int) -> 
     for r in again:
         by_cause.setdefault((r.function, r.where, r.cause), []).append(r.seconds)
     (function, where, cause), seconds = max(by_cause.items(), key=lambda kv: sum(kv[1]))
-    fix = next(f.fixes.get(cause, "") for f in table.functions.values() if f.name == function)
+    fix = next((f.fixes.get(cause, "") for f in table.functions.values() if (f.name, f.where) == (function, where)), "")
     share = 100 * lost / (training_s + lost)
     why = (
         f"{len(again)} recompiles during training took {lost:.3g} s, {share:.0f}% of the time training and "

@@ -275,8 +275,8 @@ class DashState:
         """A compile event: into the compile table (key g); a recompile or the limit, on the charts too."""
         if e.details:
             self.compiles.on_event(e)
-        if e.what != COMPILED and not e.details.get(QUIET):
-            self.compile_lines.append(f"[{e.time_s:.1f}s] {e.message}")
+        if e.what != COMPILED and (e.what != GRAPH_BREAK or not e.details.get(QUIET)):  # (a break: once)
+            self.compile_lines = [*self.compile_lines[-199:], f"[{e.time_s:.1f}s] {e.message}"]
             if e.what != GRAPH_BREAK:
                 self.markers.append(Marker(t, "limit" if e.what == RECOMPILE_LIMIT else "recompile", e.kind))
 

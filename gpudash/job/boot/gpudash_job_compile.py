@@ -7,10 +7,13 @@ and sent to gpudash as it happens (``gpudash_job_hooks.py`` loads this file from
   the seconds it took, the guard that failed (``recompile_reason``: against its newest cache entry)
   and each entry's failed guard (``torch._dynamo.utils.guard_failures``, one per entry of the
   function's cache at that compile), and a failure's type and reason (the recompile limit).
-- **Each graph break**: its file, line and reason, from dynamo's own ``graph_breaks`` message,
-  taken by a logging handler of gpudash's on that logger — turned to DEBUG with nothing passed on
-  to torch's handlers, so nothing reaches the job's output; where the job asked for those messages
-  itself (``TORCH_LOGS=graph_breaks``) its own handlers go on as they were.
+- **Each graph break**: its file, line and reason, from dynamo's own ``graph_breaks`` messages
+  (tracing's, a frame skipped, an error's), taken by a logging handler of gpudash's on those
+  loggers — turned to DEBUG with nothing passed on to torch's handlers, so nothing reaches the job's
+  output; where the job asked for those messages itself (``TORCH_LOGS=graph_breaks``) its own
+  handlers go on as they were.
+- A lazily compiled backward is a record of its own (the same compile id): its seconds are its
+  compile's. Messages are cut to a dozen compiles and breaks each, far under a datagram's 64 KiB.
 
 Read at the step boundary after dynamo compiled (its start and end callbacks, or a graph break, set a flag;
 a compile refused at the recompile limit calls none: its record is dynamo's newest): a step that did not
@@ -28,8 +31,13 @@ from typing import Any
 
 import gpudash_job_wire as wire  # type: ignore[import-not-found]  # beside this file
 
-BREAKS_LOGGER = "torch._dynamo.symbolic_convert.__graph_breaks"  # torch._logging's artifact logger
-TEXT_CHARS = 1200  # of a reason or a graph break's message, sent
+BREAKS_LOGGERS = tuple(  # torch._logging's artifact loggers of graph breaks: tracing, a skipped frame, an error
+    f"torch._dynamo.{module}.__graph_breaks" for module in ("symbolic_convert", "convert_frame", "exc")
+)
+TEXT_CHARS = 1200  # of a graph break's message, sent
+WHY_CHARS = 300  # of a recompile's reason, sent
+WHYS = 8  # each cache entry's failed guard, the first this many (gpudash needs the first of another state)
+PER_MESSAGE = 12  # compiles, and graph breaks, a datagram (a message stays far under 64 KiB)
 FIELDS = ("co_name", "co_filename", "co_firstlineno", "fail_type")
 
 
@@ -58,10 +66,10 @@ class CompileWatch:
         self.installed = False
         self.called = False  # the job's torch.compile said to gpudash
         self.changed = False  # dynamo compiled (or broke a graph) since the last read
-        self.seen: set[str] = set()  # compile ids sent
+        self.seen: set[tuple[Any, ...]] = set()  # the compile records sent (id, forward or backward, start)
         self.failures: dict[Any, int] = {}  # guard_failures: each code's reasons read so far
         self.handler = BreakHandler(self.note)
-        self._logger_state: tuple[int, bool] | None = None  # the breaks logger's level and propagate, to restore
+        self._logger_state: dict[str, tuple[int, bool]] = {}  # each breaks logger's level and propagate, to restore
         self._callbacks: Any = None  # dynamo's callback handler, where the end callback went
         self.every_step = False  # no callbacks to say a compile ended: read at every step
         self.newest: Any = None  # dynamo's newest compile record at the last read
@@ -89,14 +97,17 @@ class CompileWatch:
         self._hear_breaks()
 
     def _hear_breaks(self) -> None:
-        logger = logging.getLogger(BREAKS_LOGGER)
-        if self.handler in logger.handlers:
-            return
-        if not logger.isEnabledFor(logging.DEBUG):  # not asked for by the job: heard by gpudash alone
-            self._logger_state = (logger.level, logger.propagate)
-            logger.setLevel(logging.DEBUG)
-            logger.propagate = False
-        logger.addHandler(self.handler)
+        """gpudash's handler on each graph-break logger, each enabled for DEBUG with nothing passed on
+        to torch's handlers — again after ``torch._logging.set_logs()`` reset them — unless the job
+        asked for them itself (``TORCH_LOGS=graph_breaks``): then its handlers go on as they were."""
+        for name in BREAKS_LOGGERS:
+            logger = logging.getLogger(name)
+            if not logger.isEnabledFor(logging.DEBUG):  # not asked for by the job: heard by gpudash alone
+                self._logger_state.setdefault(name, (logger.level, logger.propagate))
+                logger.setLevel(logging.DEBUG)
+                logger.propagate = False
+            if self.handler not in logger.handlers:
+                logger.addHandler(self.handler)
 
     def at_step(self, step: int) -> None:
         """At a step boundary: what dynamo did since the last, if it did anything."""
@@ -117,12 +128,13 @@ class CompileWatch:
         if utils is None:
             return
         self.newest = self._newest()
-        self._hear_breaks()  # torch._logging.set_logs() clears its loggers' handlers
+        self._hear_breaks()
         failures = self._new_failures(utils)
         compiles = [c for m in _metrics(utils) if (c := self._compile(m, failures)) is not None]
         breaks, self.handler.taken = self.handler.taken, []
-        if compiles or breaks:
-            self.send({"k": wire.COMPILE, "rank": self.rank(), "step": step, "compiles": compiles, "breaks": breaks})
+        for i in range(0, max(len(compiles), len(breaks)), PER_MESSAGE):  # each datagram far under 64 KiB
+            part = {"compiles": compiles[i : i + PER_MESSAGE], "breaks": breaks[i : i + PER_MESSAGE]}
+            self.send({"k": wire.COMPILE, "rank": self.rank(), "step": step, **part})
 
     def _new_failures(self, utils: Any) -> dict[tuple[Any, ...], list[str]]:
         """Each function's guard failures since the last read (``guard_failures``: at a recompile, one
@@ -130,6 +142,8 @@ class CompileWatch:
         out: dict[tuple[Any, ...], list[str]] = {}
         for code, reasons in list(getattr(utils, "guard_failures", {}).items()):
             seen = self.failures.get(code, 0)
+            if len(reasons) < seen:  # torch._dynamo.reset() emptied them
+                seen = 0
             if len(reasons) > seen:
                 self.failures[code] = len(reasons)
                 key = (code.co_name, code.co_filename, code.co_firstlineno)
@@ -138,27 +152,32 @@ class CompileWatch:
 
     def _compile(self, m: Any, failures: dict[tuple[Any, ...], list[str]]) -> dict[str, Any] | None:
         cid = str(getattr(m, "compile_id", None) or f"#{id(m)}")
-        if cid in self.seen:
+        backward = getattr(m, "is_forward", None) is False  # a lazy backward's compile: the same id's
+        key = (cid, backward, getattr(m, "start_time_us", None) or getattr(m, "start_time", None))
+        if key in self.seen:  # (torch._dynamo.reset() starts the ids again: the start time tells them apart)
             return None
-        self.seen.add(cid)
+        self.seen.add(key)
         name, file, line, fail = (getattr(m, f, None) for f in FIELDS)
         seconds = getattr(m, "entire_frame_compile_time_s", None)
         if seconds is None and getattr(m, "duration_us", None) is not None:
             seconds = m.duration_us / 1e6
         queue = failures.get((name, file, line), [])
-        entries = getattr(m, "cache_size", None) or 0  # its cache's entries then: a failure each
+        entries = 0
+        if getattr(m, "cache_size", None):  # a recompile: a failure for each entry dynamo checked
+            entries = getattr(m, "accumulated_cache_size", None) or m.cache_size
         whys, queue[:] = queue[:entries], queue[entries:]
-        reason = getattr(m, "recompile_reason", None) or (whys[-1] if whys else None)
+        reason = getattr(m, "recompile_reason", None) or (whys[0] if whys else None)
         return {
             "id": cid,
             "fn": name,
             "file": file,
             "line": line,
             "s": seconds,
-            "why": (reason or "")[:TEXT_CHARS],
-            "whys": whys,  # every cache entry's failure (dynamo's reason is the newest entry's)
+            "backward": backward,
+            "why": (reason or "")[:WHY_CHARS],
+            "whys": [w[:WHY_CHARS] for w in whys[:WHYS]],  # the cache entries' failures (dynamo's: the newest's)
             "fail": fail,
-            "fail_why": (getattr(m, "fail_reason", None) or "")[:TEXT_CHARS],
+            "fail_why": (getattr(m, "fail_reason", None) or "")[:WHY_CHARS],
         }
 
     def uninstall(self) -> None:
@@ -168,12 +187,14 @@ class CompileWatch:
                 getattr(self._callbacks, name)(self.note)
             except Exception:  # noqa: BLE001, S110 - already gone, or no such method
                 pass
-        logger = logging.getLogger(BREAKS_LOGGER)
-        if self.handler in logger.handlers:
-            logger.removeHandler(self.handler)
-        if self._logger_state is not None:
-            logger.setLevel(self._logger_state[0])
-            logger.propagate = self._logger_state[1]
+        for name in BREAKS_LOGGERS:
+            logger = logging.getLogger(name)
+            if self.handler in logger.handlers:
+                logger.removeHandler(self.handler)
+            if name in self._logger_state:
+                logger.setLevel(self._logger_state[name][0])
+                logger.propagate = self._logger_state[name][1]
+        self._logger_state.clear()
 
 
 def _metrics(utils: Any) -> list[Any]:
