@@ -89,6 +89,8 @@ def test_run_json_holds_the_compile_table_and_the_compile_phase(recorded: Record
     phases = meta["phases"]
     assert isinstance(phases, dict) and phases["compile"] > 0
     assert "compiles: 2 functions compiled" in stderr  # the end's one line
+    assert f"forward (compiled_recompiles.py:{FORWARD_LINE}) runs as 2 graphs" in stderr
+    assert table["graphs"] == {f"forward (compiled_recompiles.py:{FORWARD_LINE})": 2}
 
 
 def test_the_jobs_own_output_is_as_it_is_bare(recorded: Recorded) -> None:

@@ -152,6 +152,7 @@ class CompileTable:
         """run.json's ``compile``."""
         return {
             "seconds": round(self.seconds, 3),
+            "graphs": self.graphs(),
             "functions": [
                 {
                     "function": f.name,
@@ -184,6 +185,17 @@ class CompileTable:
             ],
         }
 
+    def graphs(self) -> dict[str, int]:
+        """Each compiled function's graphs a call runs as: its frames compiled (the function, and its
+        rest after each graph break, ``forward after line 33``), by "function (file:line)"."""
+        out: dict[str, int] = {}
+        firsts = {f.name: f.where for f in self.functions.values() if " after line " not in f.name}
+        for f in self.functions.values():
+            base = f.name.split(" after line ", 1)[0]
+            key = f"{base} ({firsts.get(base, f.where)})"
+            out[key] = out.get(key, 0) + 1
+        return out
+
     def summary(self) -> str:
         """The table in one line: "compiles: 2 functions compiled 11× in 1.65 s; 9 recompiles (…); …"."""
         fns = self.functions.values()
@@ -196,6 +208,9 @@ class CompileTable:
         if causes:
             top = ", ".join(f"{c} ×{n}" for c, n in sorted(causes.items(), key=lambda kv: -kv[1])[:3])
             said += f"; {len(self.recompiles)} recompiles ({top})"
+        split = [f"{name} runs as {n} graphs" for name, n in self.graphs().items() if n > 1]
+        if split:
+            said += f"; {', '.join(split)}"
         if self.breaks:
             said += f"; {len(self.breaks)} graph break{'s' * (len(self.breaks) != 1)} ("
             said += ", ".join(f"{b.where} {b.reason}" for b in list(self.breaks.values())[:3]) + ")"
