@@ -103,10 +103,12 @@ def _straggler_run(tmp_path: Path, *job_args: str, ranks: int = 3) -> tuple[str,
     return done.stderr, rows
 
 
-@pytest.mark.parametrize(("ranks", "slow"), [(2, 0), (3, 1), (3, 2), (4, 0), (4, 3)])
+@pytest.mark.parametrize(("ranks", "slow"), [(2, 0), (3, 1), (4, 3)])
 def test_the_rank_whose_input_is_slower_is_the_straggler(tmp_path: Path, ranks: int, slow: int) -> None:
-    """The first, a middle or the last rank of 2 to 4: the lead rank (0) too, whose lateness the
-    others wait for at DDP's broadcast of its buffers as well as in the gradients' all-reduce."""
+    """The first rank of 2, the middle one of 3 and the last of 4: the lead rank (0) too, whose
+    lateness the others wait for at DDP's broadcast of its buffers as well as in the gradients'
+    all-reduce. (Each world size once, each place once: the first of 4 and the last of 3 tell
+    nothing these do not, and cost a torchrun job each.)"""
     stderr, rows = _straggler_run(tmp_path, "--steps", "150", "--slow-rank", str(slow), ranks=ranks)
     named = printed.stragglers(stderr)
     assert named and set(named) == {slow}, stderr
