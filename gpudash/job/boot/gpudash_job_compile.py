@@ -82,9 +82,6 @@ class CompileWatch:
         read at every step), the graph breaks' logger heard, and what compiled before now read next."""
         if self.installed:
             return
-        if not self.called:  # said once: the first compile comes before the first step, and may take minutes
-            self.called = True
-            self.send({"k": wire.COMPILE, "rank": self.rank(), "step": 0, "compiles": [], "breaks": [], "called": 1})
         self.installed = True
         self.changed = True
         handler = getattr(sys.modules.get("torch._dynamo.callback"), "callback_handler", None)
@@ -95,6 +92,14 @@ class CompileWatch:
         else:
             self.every_step = True
         self._hear_breaks()
+
+    def compile_called(self) -> None:
+        """The job called ``torch.compile``: said to gpudash once (its first compile comes before its
+        first step, and may take minutes), and the watch installed."""
+        if not self.called:
+            self.called = True
+            self.send({"k": wire.COMPILE, "rank": self.rank(), "step": 0, "compiles": [], "breaks": [], "called": 1})
+        self.install()
 
     def _hear_breaks(self) -> None:
         """gpudash's handler on each graph-break logger, each enabled for DEBUG with nothing passed on

@@ -115,7 +115,7 @@ class PhaseSignals:
     def _compiling(self) -> None:
         self.phases.stop_forward_watch()
         if self.compiles is not None:  # dynamo is loaded: its compiles and graph breaks heard from the first
-            self.compiles.install()
+            self.compiles.compile_called()
 
     def _wrap_saves(self, module: Any) -> None:
         for name in SAVES.get(module.__name__, ()):
