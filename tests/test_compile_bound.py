@@ -5,6 +5,10 @@ and a limit is said beside any verdict; NVML's re-judging of a window keeps the 
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
+
 from gpudash.core.compile_intake import CompileIntake
 from gpudash.core.compile_table import CompileTable
 from gpudash.core.gpu_messages import GpuSample
@@ -78,3 +82,30 @@ def test_nvmls_second_look_keeps_the_compile_verdict_and_json_says_both() -> Non
         "compile_steps": "80",
         "compile_last_step": "80",
     }
+
+
+def test_the_first_compile_is_the_compile_phase_not_start_up() -> None:
+    """dynamo's seconds for the compiles before the first step's end leave start-up for the compile
+    phase; the wall time still adds up."""
+    from gpudash.core.protocol import COMPILE, STARTUP
+    from gpudash.job.phase_watch import PhaseWatch
+    from gpudash.job.steps import JobSamples, StepRecord
+
+    emitted: list[dict[str, Any]] = []
+    watch = PhaseWatch(0.0, JobSamples("job:x.py", "", 0.25, 0.0), None, lambda *_, **kw: emitted.append(kw))  # type: ignore[arg-type]
+    watch.step(StepRecord(1, 30.0, None, 0, 0, 0.0, None, False, None))
+    watch.started(compiled_s=25.0)
+    watch.step(StepRecord(2, 31.0, None, 0, 0, 0.0, None, False, 1.0))
+    totals = watch.phases.totals(31.0)
+    assert totals[STARTUP] == pytest.approx(5.0) and totals[COMPILE] == pytest.approx(25.0)
+    assert sum(totals.values()) == pytest.approx(31.0)
+    assert emitted[-1]["message"] == "startup 5.00 s (launch to the first step, less 25.00 s compiling)"
+
+
+def test_a_job_that_called_torch_compile_and_has_not_stepped_is_said_to_be_compiling() -> None:
+    from gpudash.job.started import quiet_note
+
+    said = quiet_note(61.0, hello=True, stepped=False, no_hello_s=30.0, no_step_s=60.0, compiling=True)
+    assert said is not None and "the job called torch.compile, and a first compile can take minutes" in said[1]
+    plain = quiet_note(61.0, hello=True, stepped=False, no_hello_s=30.0, no_step_s=60.0)
+    assert plain is not None and "torch.compile" not in plain[1]
