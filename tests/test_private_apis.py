@@ -53,6 +53,9 @@ ADAPTERS = {
     "thread without the Python warning and the filter changes of torch.cuda.set_sync_debug_mode",
     "gpudash/core/allocator_history.py": "the CUDA caching allocator's history (torch.cuda.memory."
     "_record_memory_history, _snapshot): the lines that hold a job's peak; no public name yet",
+    "gpudash/job/boot/gpudash_job_compile.py": "dynamo's bounded list of compile records (torch._dynamo.utils."
+    "_compilation_metrics), whose newest entry tells a compile refused at the recompile limit, which calls no "
+    "callback; read besides the public get_compilation_metrics (pytorch/pytorch#135458)",
     "gpudash/job/boot/gpudash_job_loader.py": "DataLoader iterators' __next__ (_BaseDataLoaderIter, the base of "
     "every iterator a DataLoader hands out): the one place each batch of an unmodified job passes; a "
     "single-process DataLoader iterator's fetcher (_dataset_fetcher): the only place a batch's Dataset calls and "

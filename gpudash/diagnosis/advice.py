@@ -40,6 +40,9 @@ SCRIPT_ADVICE: dict[str, str] = {
     Bound.WAIT: "even out the ranks' own work: the rank the others wait for (the straggler line names it) needs "
     "a faster input or less per-rank work; ranks that take turns wait for each other's jitter (host noise, "
     "a profiler window pulls them apart)",
+    Bound.COMPILE: "keep the compiled function's inputs alike from call to call: mark a changing dimension dynamic "
+    "(torch._dynamo.mark_dynamic) or pad to a few lengths, pass changing numbers as tensors (the compile table, "
+    "key g, names each cause with its fix)",
     FSDP: "overlap the all-gathers and reduce-scatters with computation: FSDP2's explicit prefetching "
     "(set_modules_to_forward_prefetch, set_modules_to_backward_prefetch), reshard_after_forward=False for the "
     "last blocks (no all-gather again in the backward), a larger batch per rank",
@@ -58,6 +61,8 @@ KNOB_ADVICE: dict[str, str] = {
     "compile",
     Bound.HOST: "launch less from Python: cuda_graph or compile=reduce-overhead, or a larger batch",
     Bound.SMALL_KERNELS: "give each kernel more work: a bigger batch, cuda_graph, or compile (fuses small kernels)",
+    Bound.COMPILE: "keep the batch size while compile is on (each new size compiles again), or try sizes with "
+    "compile off",
     TENSORS_IDLE: SCRIPT_ADVICE[TENSORS_IDLE],  # the same in gpudash's words and a script's
 }
 LIMIT_ADVICE = {  # each limit's remedy in gpudash's knobs (a family's)

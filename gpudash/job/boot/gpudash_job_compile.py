@@ -15,6 +15,10 @@ and sent to gpudash as it happens (``gpudash_job_hooks.py`` loads this file from
 - A lazily compiled backward is a record of its own (the same compile id): its seconds are its
   compile's. Messages are cut to a dozen compiles and breaks each, far under a datagram's 64 KiB.
 
+The one private name read: ``torch._dynamo.utils._compilation_metrics``, the list behind the public
+``get_compilation_metrics()``, for its newest record alone: a compile refused at the recompile limit
+calls no callback, and torch says little of it (pytorch/pytorch#135458); the record is how it shows.
+
 Read at the step boundary after dynamo compiled (its start and end callbacks, or a graph break, set a flag;
 a compile refused at the recompile limit calls none: its record is dynamo's newest): a step that did not
 compile costs a flag's test and a look at the newest record. The raw texts go as they are; gpudash reads
