@@ -134,6 +134,7 @@ def watched() -> Iterator[tuple[Any, list[dict[str, Any]]]]:
     watch.uninstall()
     torch._dynamo.reset()
     torch._dynamo.utils.counters.clear()  # a later test of this process must not see a job that compiled
+    torch._dynamo.utils.clear_compilation_metrics()
 
 
 def _said(sent: list[dict[str, Any]]) -> tuple[list[Any], CompileTable]:
@@ -251,3 +252,25 @@ def test_after_torch_dynamo_reset_the_compiles_are_still_read(watched: tuple[Any
     events, _ = _said(sent)
     assert [e.what for e in events] == [COMPILED, COMPILED, RECOMPILE]
     assert events[-1].details["reason"] == "dim 0 of x: 4 → 5"
+
+
+def test_a_watch_begun_after_a_compile_says_only_its_own(watched: tuple[Any, list[dict[str, Any]]]) -> None:
+    """A step loop run in a process that compiled before it (a benchmark's, a test's) reads only
+    what compiles during it (``CompileWatch.skip_earlier``)."""
+
+    def plus(x: torch.Tensor) -> torch.Tensor:
+        return x + 1
+
+    compiled = torch.compile(plus, backend="eager", dynamic=False)
+    compiled(torch.randn(4))
+    later: list[dict[str, Any]] = []
+    watch = boot_module("gpudash_job_compile").CompileWatch(later.append, lambda: 0)
+    watch.skip_earlier()
+    watch.install()
+    watch.at_step(1)
+    assert [c for m in later for c in m["compiles"]] == []
+    compiled(torch.randn(5))
+    watch.at_step(2)
+    events, _ = _said(later)
+    assert [e.details["reason"] for e in events] == ["dim 0 of x: 4 → 5"]
+    watch.uninstall()

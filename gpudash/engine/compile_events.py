@@ -44,6 +44,9 @@ class LoopCompiles:
         self.watch: Any = None
         self._sent: list[dict[str, Any]] = []
         self.captures = 1  # the cuda_graph knob's captures of the step (the first, at its start)
+        if "torch._dynamo.utils" in sys.modules:  # this process compiled before the loop: not the loop's
+            self.watch = _watch_module().CompileWatch(self._received, lambda: 0)
+            self.watch.skip_earlier()
 
     def _received(self, message: dict[str, Any]) -> None:
         self._sent.append(message)

@@ -77,6 +77,15 @@ class CompileWatch:
         self._callbacks: Any = None  # dynamo's callback handler, where the end callback went
         self.every_step = False  # no callbacks to say a compile ended: read at every step
         self.newest: Any = None  # dynamo's newest compile record at the last read
+        self.earlier: set[int] = set()  # the records dynamo kept before the watch began, not its own
+
+    def skip_earlier(self) -> None:
+        """What dynamo compiled before now is not this watch's (a step loop run in a process that
+        compiled before it: a benchmark's, a test's)."""
+        utils = sys.modules.get("torch._dynamo.utils")
+        self.earlier = {id(m) for m in _metrics(utils)} if utils is not None else set()
+        for code, reasons in list(getattr(utils, "guard_failures", {}).items()):
+            self.failures[code] = len(reasons)
 
     def note(self, *_: Any) -> None:
         self.changed = True
@@ -160,6 +169,8 @@ class CompileWatch:
         return out
 
     def _compile(self, m: Any, failures: dict[tuple[Any, ...], list[str]]) -> dict[str, Any] | None:
+        if id(m) in self.earlier:
+            return None
         cid = str(getattr(m, "compile_id", None) or f"#{id(m)}")
         backward = getattr(m, "is_forward", None) is False  # a lazy backward's compile: the same id's
         key = (cid, backward, getattr(m, "start_time_us", None) or getattr(m, "start_time", None))
