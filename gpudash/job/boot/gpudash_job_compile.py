@@ -41,6 +41,7 @@ BREAKS_LOGGERS = tuple(  # torch._logging's artifact loggers of graph breaks: tr
 TEXT_CHARS = 1200  # of a graph break's message, sent
 WHY_CHARS = 300  # of a recompile's reason, sent
 WHYS = 8  # each cache entry's failed guard, the first this many (gpudash needs the first of another state)
+MAX_TAKEN = 240  # graph-break messages kept between two reads
 PER_MESSAGE = 12  # compiles, and graph breaks, a datagram (a message stays far under 64 KiB)
 FIELDS = ("co_name", "co_filename", "co_firstlineno", "fail_type")
 
@@ -55,7 +56,8 @@ class BreakHandler(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
-            self.taken.append(record.getMessage()[:TEXT_CHARS])
+            if len(self.taken) < MAX_TAKEN:  # (a job that breaks graphs and never steps: kept bounded)
+                self.taken.append(record.getMessage()[:TEXT_CHARS])
             self.noted()
         except Exception:  # noqa: BLE001, S110 - a message lost, never the job's compile
             pass
