@@ -24,7 +24,7 @@ LIMIT_WORDS = ("recompile limit", "cache_size_limit", "recompile_limit", "cache 
 
 def function_words(name: str | None, line: int | None) -> tuple[str, int | None]:
     """dynamo's name of a compiled frame in words: ``torch_dynamo_resume_in_forward_at_88`` (the rest
-    of ``forward`` after a graph break) reads ``forward (after line 88)``."""
+    of ``forward`` after a graph break) reads ``forward after line 88``."""
     m = RESUMED.match(name or "")
     if m is None:
         return name or "?", line
