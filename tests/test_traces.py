@@ -255,7 +255,7 @@ def test_a_window_annotates_the_stages_only_while_it_runs(tmp_path: Path) -> Non
 
 
 def test_the_dashboards_trace_line_says_how_close_a_pipeline_runs_to_its_bound() -> None:
-    from gpudash.tui.state import trace_line
+    from gpudash.tui.markers import trace_line
 
     e = Event(
         12.3,

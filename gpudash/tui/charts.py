@@ -22,9 +22,10 @@ from textual_plotext import PlotextPlot
 
 from gpudash.core.protocol import EventKind
 from gpudash.core.textfmt import fmt_num
+from gpudash.tui.markers import Marker
 from gpudash.tui.phase_strip import legend, strip_row, with_strip
 from gpudash.tui.plotext_adapter import canvas_columns, column_to_x, plotext_theme_name, render_plot, size_plot
-from gpudash.tui.state import DashState, Marker
+from gpudash.tui.state import DashState
 from gpudash.tui.timeview import ZOOM_IN, ZOOM_OUT
 
 # plotext colours as RGB, readable on dark and light themes

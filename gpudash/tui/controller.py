@@ -32,10 +32,11 @@ from gpudash.core.protocol import (
 from gpudash.tui import job_notices
 from gpudash.tui.dash_recording import DashRecording, RecorderFactory
 from gpudash.tui.knob_steering import KnobSteering
+from gpudash.tui.markers import TRACE, trace_line
 from gpudash.tui.notices import STARTING, Notice, Severity, error, event_notice, gpm_notice, short_path, warning
 from gpudash.tui.ranks_line import ranks_line
 from gpudash.tui.run_requests import RunRequests
-from gpudash.tui.state import TRACE, DashState, Status, trace_line
+from gpudash.tui.state import DashState, Status
 from gpudash.tui.tune_requests import TuneRequests
 from workloads.knobs import Knobs, parse_knobs  # torch-free
 from workloads.registry import FamilyInfo, WorkloadError, family  # torch-free

@@ -14,7 +14,8 @@ from enum import Enum
 from gpudash.core.protocol import DIAGNOSIS, MEMORY_PEAK, NOT_RESPONDING, SAMPLES_DROPPED, Event, EventKind
 from gpudash.diagnosis import remedies
 from gpudash.diagnosis.remedies import LIMIT_WORDS, Remedy
-from gpudash.tui.state import DashState, is_trace, trace_line
+from gpudash.tui.markers import is_trace, trace_line
+from gpudash.tui.state import DashState
 
 STARTING = "starting workload (importing torch)…"
 PERFETTO = "ui.perfetto.dev"

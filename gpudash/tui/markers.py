@@ -1,0 +1,100 @@
+"""The charts' markers (``Marker``): which events get one and its label — a change of variant,
+batch or knobs ("+cuda_graph", "batch 8→16"), a start, pause or end, a profiler window (marked where
+it began, its figures in one line: ``trace_line``). Torch-free."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpudash.core.protocol import Event, EventKind
+
+MARKER_KINDS = frozenset(
+    {EventKind.STARTED, EventKind.CHANGED, EventKind.PAUSED, EventKind.RESUMED, EventKind.CRASHED, EventKind.STOPPED}
+)
+TRACE = "trace"  # a measured event with this ``what`` is a profiler window: it gets a marker too
+
+
+def is_trace(e: Event) -> bool:
+    """A profiler window's figures (``TraceWindow``'s answer)."""
+    return e.kind == EventKind.MEASURED and e.what == TRACE
+
+
+@dataclass(frozen=True)
+class Marker:
+    time_s: float
+    label: str
+    kind: EventKind
+
+
+def _knobs_change(before: str, after: str) -> str:
+    """What a knob change did, short: "+cuda_graph", "-amp", "compile=max-autotune"."""
+    from workloads.knobs import parse_knobs
+    from workloads.registry import WorkloadError
+
+    try:
+        old, new = parse_knobs(before), parse_knobs(after)
+    except WorkloadError:
+        return f"knobs {before}→{after}"
+    parts = [f"-{n}" for n in old if n not in new]
+    for n in new:
+        if n not in old:
+            parts.append(f"+{n}" if new[n] == "on" else f"+{n}={new[n]}")
+        elif old[n] != new[n]:
+            parts.append(f"{n}={new[n]}")
+    return " ".join(parts) or "knobs"
+
+
+def _float(text: str | None) -> float | None:
+    try:
+        return float(text) if text else None
+    except ValueError:
+        return None
+
+
+def trace_start_s(e: Event) -> float:
+    """When a profiler window began: the event says (``trace_start_s``); else (a recording, whose
+    events keep no details) the event's time less the window's wall time, export time aside."""
+    start = _float(e.details.get("trace_start_s"))
+    if start is not None:
+        return min(start, e.time_s)
+    wall_ms = _float(e.details.get("trace_wall_ms")) or 0.0
+    return max(0.0, e.time_s - wall_ms / 1000.0)
+
+
+def trace_line(e: Event) -> str:
+    """A profiler window's figures in one line: "GPU busy 72%, idle 28%, overlap 31%, 145 kernels/step,
+    at 88% of the overlap bound (t=12.3 s)" (the bound where the variant has two stages); on the CPU
+    its step time and that GPU figures need CUDA."""
+    d = e.details
+    busy, idle, overlap = (_float(d.get(k)) for k in ("gpu_busy_pct", "idle_pct", "overlap_pct"))
+    kernels = _float(d.get("kernels_per_step"))
+    at = f"(t={trace_start_s(e):.1f} s)"
+    if busy is None:
+        steps, wall = _float(d.get("trace_steps")), _float(d.get("trace_wall_ms"))
+        head = f"{steps:.0f} steps, {wall / max(steps, 1):.3g} ms/step" if steps and wall is not None else "CPU only"
+        return f"{head}; GPU figures need CUDA {at}"
+    parts = [f"GPU busy {busy:.0f}%"]
+    if idle is not None:
+        parts.append(f"idle {idle:.0f}%")
+    if overlap is not None:
+        parts.append(f"overlap {overlap:.0f}%")
+    if kernels is not None:
+        parts.append(f"{kernels:.0f} kernels/step")
+    pct = _float(d.get("pct_of_overlap_bound"))
+    if pct is not None:
+        parts.append(f"at {pct:.0f}% of the overlap bound")
+    comm, exposed = _float(d.get("comm_ms_per_step")), _float(d.get("comm_exposed_ms_per_step"))
+    if comm is not None and exposed is not None:
+        parts.append(f"all-reduce {comm:.3g} ms/step, {exposed:.3g} exposed")
+    return f"{', '.join(parts)} {at}"
+
+
+def marker_label(e: Event) -> str:
+    if is_trace(e):
+        return TRACE
+    if e.kind == EventKind.CHANGED and e.what == "knobs":
+        return _knobs_change(e.before, e.after)
+    if e.kind == EventKind.CHANGED and e.what:
+        what = {"batch_size": "batch", "variant": "", "workload": ""}.get(e.what, e.what)
+        return f"{what} {e.before}→{e.after}".strip() if e.before else f"{what} {e.after}".strip()
+    return e.kind
