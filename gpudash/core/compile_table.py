@@ -141,12 +141,13 @@ class CompileTable:
     def seconds(self) -> float:
         return sum(f.seconds for f in self.functions.values())
 
+    def in_training(self) -> list[Recompile]:
+        """The recompiles after the first step: those the training paid for."""
+        return [r for r in self.recompiles if r.step > 1]
+
     def seconds_until(self, step: int) -> float:
         """The seconds of the compiles read by the end of ``step`` (1: those before the first step's end)."""
         return sum(seconds for at, seconds in self.by_step if at <= step)
-
-    def recompile_seconds(self, after_step: int = 0) -> float:
-        return sum(r.seconds for r in self.recompiles if r.step > after_step)
 
     def as_dict(self) -> dict[str, Any]:
         """run.json's ``compile``."""

@@ -21,7 +21,7 @@ def compile_bound(table: CompileTable | None, training_s: float, steps: int) -> 
     of ``training_s`` (the steps' own seconds) and them; None otherwise."""
     if table is None:
         return None
-    again = [r for r in table.recompiles if r.step > 1]
+    again = table.in_training()
     lost = sum(r.seconds for r in again)
     if len(again) < MIN_RECOMPILES or training_s <= 0 or lost < COMPILE_SHARE * (training_s + lost):
         return None
@@ -54,7 +54,7 @@ def compile_figures(table: CompileTable | None, training_s: float, steps: int) -
     """What the compile-bound rule weighed (a diagnosis event's details; none for a job that compiles nothing)."""
     if not table:
         return {}
-    again = [r for r in table.recompiles if r.step > 1]
+    again = table.in_training()
     return {
         "compile_recompiles": str(len(again)),
         "compile_lost_s": f"{sum(r.seconds for r in again):.3f}",
