@@ -50,6 +50,11 @@ def test_diagnose_of_an_input_bound_job_says_what_more_workers_could_be_worth(tm
     evidence = verdict["evidence"]  # issue 62: the input's parts, measured in the job: its reads are the Dataset's
     assert evidence["input_dataset_ms"] >= 0.5 * evidence["input_ms"] and evidence["input_collate_ms"] >= 0
     assert first["advice"].startswith(f"the Dataset's __getitem__ is {evidence['input_dataset_ms']:.2g} ms")
+    # issue 74: the setting it names, raced as tune races it, and faster on this 2-CPU machine
+    (raced,) = verdict["checks"]
+    assert (raced["kind"], raced["what"], raced["verdict"]) == ("DataLoader", "num_workers=2", "faster"), raced
+    assert raced["rate"] > raced["job_rate"] and raced["low"] > 1.0
+    assert "gpudash: checking: the job as written for" in done.stderr
 
 
 @pytest.mark.slow

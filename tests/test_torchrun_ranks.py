@@ -89,6 +89,10 @@ def test_diagnose_ends_every_rank_after_the_same_step_without_a_traceback(
     for noise in ("Traceback", "KeyboardInterrupt", "SignalException", "ChildFailedError"):
         assert noise not in out
     assert "straggler" in done.stdout  # the verdict reads the ranks too
+    # issue 74: the same job on one rank, run after the verdict: what communication and waiting cost at most
+    checked = [line for line in done.stdout.splitlines() if "checked: the same job on 1 rank: " in line]
+    assert len(checked) == 1 and " on 2 (1 rank " in checked[0], done.stdout
+    assert "communication and waiting take at most" in checked[0]
     # the job's lines (its stdout too: on stderr, the verdict alone on stdout) are lines its bare run writes
     allowed = set(job_lines(bare.stdout + "\n" + bare.stderr, numbers=False))
     assert set(job_lines(done.stderr, numbers=False)) <= allowed, done.stderr[-3000:]

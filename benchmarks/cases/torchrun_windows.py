@@ -12,6 +12,7 @@ bare (the windows' cost on the job's own figure), gpudash's figure over the bare
 
 from __future__ import annotations
 
+import json
 import re
 import statistics
 import subprocess
@@ -37,6 +38,9 @@ class Params:
     plain: int = param(0, "runs under gpudash without windows")
     trace_every: float = param(5.0, "gpudash's --trace-every, seconds")
     out: str | None = param(None, "keep the logs and recordings here (default: a temporary folder)")
+    earlier: str | None = param(
+        None, "an earlier result.json of this case whose runs join these (one call's time is short)"
+    )
 
 
 @dataclass
@@ -108,6 +112,13 @@ def measure(run: Run, p: Params) -> None:
     ours = [
         float(r.gpudash_rate.split(" ±")[0].replace(",", "")) for r in runs if r.gpudash_rate and r.kind == "traced"
     ]
+    rates["gpudash"] = ours
+    if p.earlier:  # the runs of an earlier call, on the same machine: their series join these
+        series = json.loads(Path(p.earlier).read_text())["series"]
+        for kind in rates:
+            rates[kind] = [*series.get(kind, {}).get("values", []), *rates[kind]]
+        run.line(f"with the runs of {p.earlier}")
+    ours = rates["gpudash"]
     for kind, values in rates.items():
         run.values(kind, [v for v in values if v is not None], "steps/s")
     run.line()

@@ -13,6 +13,7 @@ from typing import Any
 
 from gpudash.arguments import argtypes, shared_flags
 from gpudash.arguments.argtypes import Parser
+from gpudash.core.controls import PERIODIC_STEPS
 from gpudash.core.protocol import ExitCode, RunConfig
 from gpudash.host.gpu_selection import gpu_list
 
@@ -57,10 +58,11 @@ DEFAULTS: dict[str, Any] = {  # every option's built-in default (the parsers hav
     "force": False,
     "progress_every": None,
     "trace_every": None,
-    "trace_steps": 20,
+    "trace_steps": PERIODIC_STEPS,
     "diagnose": None,
     "warmup": DIAGNOSE_WARMUP_S,
     "keep_running": False,
+    "no_check": False,
     "memory": False,
     "json": False,
     "once": False,
@@ -374,6 +376,12 @@ def _add_diagnose_command(command: Any) -> None:
         "--keep-running",
         action="store_true",
         help="with a job after --: leave it running after the verdict (default: stop it)",
+    )
+    d.add_argument(
+        "--no-check",
+        action="store_true",
+        help="with a job after --: do not run the counterfactuals after the verdict (the job on one rank, "
+        "the DataLoader settings an input remedy names, raced as tune races them)",
     )
     d.add_argument(
         "--memory",

@@ -88,6 +88,11 @@ class TimeStages(StepWindow):
     steps: int = 20
 
 
+# a periodic window's steps (``--trace-every``): a few, so that its fixed costs — the profiler's start
+# and stop, the trace's writing, each growing with the steps — stay small (docs/bench/h200x2-issue74b)
+PERIODIC_STEPS = 5
+
+
 @dataclass(frozen=True)
 class TraceWindow(StepWindow):
     """Profile the next ``steps`` steps (torch.profiler, CPU + CUDA activities) at a step boundary:

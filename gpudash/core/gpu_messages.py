@@ -19,6 +19,8 @@ class GpuInfo:
     index: int | None = None  # the GPU sampled (the workload's device)
     sampled: tuple[int, ...] = ()  # the GPUs with a per-GPU reading in every sample (NVML indexes, in order)
     gpm_unavailable: str | None = None  # why the GPM figures (SM, tensor, DRAM activity) stay empty; None: they flow
+    link: str | None = None  # the link between the sampled GPUs and its peak one way ("NVLink (18 links …) 478 GB/s")
+    link_gbps: float | None = None  # ... that peak, GB/s (gpudash.host.links)
 
     @property
     def name(self) -> str | None:

@@ -60,6 +60,8 @@ class Evidence:
     comm_wait_ms: float | None = None  # of the exposed collectives, this rank waiting for the last one (traced step)
     comm_last_rank: int | None = None  # the rank the others wait for in most of that wait (None: they take turns)
     comm_busbw_gbps: float | None = None  # the large collectives' bus bandwidth (median), GB/s
+    comm_link: str | None = None  # NVML, added by the parent: the link between the GPUs and its peak one way
+    comm_link_gbps: float | None = None  # ... that peak, GB/s
     comm_longest_ms: float | None = None  # untraced: a step's longest collective from this rank's arrival (mean)
     host_wait_ms: float | None = None  # profiler window: of the host's step, the time in calls that wait for the GPU
     traced_step_ms: float | None = None  # profiler window: a step's wall time under the profiler

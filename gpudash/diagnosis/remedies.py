@@ -11,12 +11,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gpudash.core.protocol import JOB_PREFIX, Event
 from gpudash.diagnosis.advice import remedy_advice
+from gpudash.diagnosis.checks import Check, capped_up_to, loader_refuted, refuted_input_advice
 from gpudash.diagnosis.evidence import Evidence, comm_kinds
-from gpudash.diagnosis.parts import COMM, GPU, HOST, INPUT, SYNCS, WAIT, Parts
+from gpudash.diagnosis.parts import COMM, GPU, HOST, INPUT, SHOWN_FROM, SYNCS, WAIT, Parts
 from gpudash.diagnosis.rules import diagnose
 from gpudash.diagnosis.verdict import Bound, Diagnosis
 
@@ -48,16 +50,37 @@ class Remedy:
         return {"limit": self.limit, "advice": self.advice, "up_to": round(self.up_to, 3), "then": self.then}
 
 
-def remedies(e: Evidence, bound: Bound, script: bool) -> list[Remedy]:
+def remedies(e: Evidence, bound: Bound, script: bool, checks: Sequence[Check] = ()) -> list[Remedy]:
     """Each limit's remedy worth naming, the most worth first (``script``: in a training script's
-    words, leaving out what the job already does; else in gpudash's knobs)."""
-    parts = Parts.of(e)
-    found = [(limit, got) for limit in LIMIT_WORDS if (got := parts.worth(limit)) is not None]
-    found.sort(key=lambda item: item[1][0], reverse=True)
+    words, leaving out what the job already does; else in gpudash's knobs), within what the
+    counterfactuals diagnose ran allow (``checks``: ``gpudash.diagnosis.checks``)."""
+    found = _worth(Parts.of(e), e, checks)
     return [
-        Remedy(_label(limit, e), remedy_advice(limit, e, script), up, _then(after, limit, e, script))
+        Remedy(_label(limit, e), _advice(limit, e, script, checks), up, _then(after, limit, e, script, checks))
         for limit, (up, after) in found
     ]
+
+
+def _worth(
+    parts: Parts, e: Evidence, checks: Sequence[Check], leave: str = ""
+) -> list[tuple[str, tuple[float, Parts]]]:
+    """Each limit (but ``leave``) worth naming, capped by the checks, the most worth first."""
+    found = []
+    for limit in LIMIT_WORDS:
+        if limit == leave or (got := parts.worth(limit)) is None:
+            continue
+        up = capped_up_to(limit, got[0], checks, e.comm_last_rank)
+        if up >= SHOWN_FROM:
+            found.append((limit, (up, got[1])))
+    found.sort(key=lambda item: item[1][0], reverse=True)
+    return found
+
+
+def _advice(limit: str, e: Evidence, script: bool, checks: Sequence[Check]) -> str:
+    """A limit's remedy in words; an input remedy whose DataLoader settings were raced and lost says so."""
+    if limit == INPUT and loader_refuted(checks):
+        return refuted_input_advice(e, checks)
+    return remedy_advice(limit, e, script)
 
 
 def _label(limit: str, e: Evidence) -> str:
@@ -69,21 +92,27 @@ def _label(limit: str, e: Evidence) -> str:
     return f"{COMM}: {', '.join(kinds)}" if kinds else COMM
 
 
-def _then(parts: Parts, done: str, e: Evidence, script: bool) -> str:
+def _then(parts: Parts, done: str, e: Evidence, script: bool, checks: Sequence[Check] = ()) -> str:
     """The best remedy left once ``done``'s part is gone, in words ("" where none is worth naming)."""
-    left = [(limit, got[0]) for limit in LIMIT_WORDS if limit != done and (got := parts.worth(limit)) is not None]
+    left = _worth(parts, e, checks, leave=done)
     if not left:
         return ""
-    limit, up = max(left, key=lambda item: item[1])
-    advice = remedy_advice(limit, e, script).split(": ", 1)[-1]
+    limit, (up, _) = left[0]
+    advice = _advice(limit, e, script, checks).split(": ", 1)[-1]
     return f"{LIMIT_WORDS[limit]} at {parts.step:.3g} ms a step: {advice}, up to {up:.2g}× more"
 
 
-def answer(e: Evidence, diagnosis: Diagnosis, script: bool) -> tuple[dict[str, object], list[str]]:
-    """``diagnose``'s answer: the ``--json`` document's verdict with its ``remedies``, and the
-    remedies' lines to print under the verdict's."""
-    found = remedies(e, diagnosis.bound, script)
-    return {**diagnosis.as_dict(e), "remedies": [r.as_dict() for r in found]}, [f"  {r.line()}" for r in found]
+def answer(
+    e: Evidence, diagnosis: Diagnosis, script: bool, checks: Sequence[Check] = ()
+) -> tuple[dict[str, object], list[str]]:
+    """``diagnose``'s answer: the ``--json`` document's verdict with its ``remedies`` (and the
+    ``checks`` it ran, which bound them), and the lines to print under the verdict's."""
+    found = remedies(e, diagnosis.bound, script, checks)
+    lines = [f"  {r.line()}" for r in found] + [f"  {c.line()}" for c in checks]
+    document = {**diagnosis.as_dict(e), "remedies": [r.as_dict() for r in found]}
+    if checks:
+        document["checks"] = [c.as_dict() for c in checks]
+    return document, lines
 
 
 def has_evidence(event: Event) -> bool:

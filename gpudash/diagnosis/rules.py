@@ -92,7 +92,14 @@ def _waiting(e: Evidence, ms: float) -> str:
 
 
 def _bandwidth(e: Evidence) -> str:
-    return f", {e.comm_busbw_gbps:,.0f} GB/s of bus bandwidth" if e.comm_busbw_gbps is not None else ""
+    """The collectives' bus bandwidth, and its share of the link's peak where NVML said the link."""
+    if e.comm_busbw_gbps is None:
+        return ""
+    peak = ""
+    if e.comm_link and e.comm_link_gbps:
+        kind = e.comm_link.split(" ", 1)[0]
+        peak = f" ({100 * e.comm_busbw_gbps / e.comm_link_gbps:.0f}% of {kind}'s {e.comm_link_gbps:,.0f} GB/s)"
+    return f", {e.comm_busbw_gbps:,.0f} GB/s of bus bandwidth{peak}"
 
 
 def sync_bound(e: Evidence) -> Diagnosis | None:

@@ -8,6 +8,7 @@ import dataclasses
 from collections import deque
 from collections.abc import Sequence
 
+from gpudash.core.gpu_messages import GpuInfo
 from gpudash.core.protocol import JOB_PREFIX, Event, GpuSample
 from gpudash.diagnosis.advice import for_the_job
 from gpudash.diagnosis.evidence import WINDOW_START, Evidence
@@ -16,14 +17,16 @@ from gpudash.diagnosis.rules import diagnose
 RECENT_GPU_TICKS = 600  # NVML ticks a reader keeps for tick_before_window (5 minutes at 0.5 s)
 
 
-def with_gpu_telemetry(event: Event, gpu: GpuSample | None) -> Event:
+def with_gpu_telemetry(event: Event, gpu: GpuSample | None, link: GpuInfo | None = None) -> Event:
     """A diagnosis event judged again with NVML's figures of the GPU it ran on (the parent's: the
     workload process has no NVML): memory-bandwidth share, throttling and GPM's SM, tensor and DRAM
-    activity. ``gpu``: the latest GPU sample from before the window (the configuration's steady
+    activity, and the link between the GPUs (``link``: the sampler's machine info, where it said
+    one). ``gpu``: the latest GPU sample from before the window (the configuration's steady
     state), None: as it came."""
     gpm = (gpu.sm_active_pct, gpu.tensor_active_pct, gpu.dram_active_pct) if gpu is not None else (None,) * 3
     if gpu is None or (gpu.mem_bw_util_pct is None and not gpu.throttle and gpm == (None,) * 3):
         return event
+    linked = link is not None and link.link is not None and "diag_comm_busbw_gbps" in event.details
     evidence = dataclasses.replace(
         Evidence.from_details(event.details),
         mem_bw_pct=gpu.mem_bw_util_pct,
@@ -31,6 +34,8 @@ def with_gpu_telemetry(event: Event, gpu: GpuSample | None) -> Event:
         sm_active_pct=gpm[0],
         tensor_active_pct=gpm[1],
         dram_active_pct=gpm[2],
+        comm_link=link.link if linked and link is not None else None,
+        comm_link_gbps=link.link_gbps if linked and link is not None else None,
     )
     verdict = diagnose(evidence)
     if event.details.get("workload", "").startswith(JOB_PREFIX):
@@ -59,10 +64,11 @@ class RecentTicks:
 
     def __init__(self) -> None:
         self._ticks: deque[GpuSample] = deque(maxlen=RECENT_GPU_TICKS)
+        self.machine: GpuInfo | None = None  # the sampler's machine info (the link between the GPUs), where known
 
     def add(self, tick: GpuSample) -> None:
         self._ticks.append(tick)
 
     def judge(self, event: Event) -> Event:
         """A diagnosis event judged again with NVML's and GPM's figures from before its window."""
-        return with_gpu_telemetry(event, tick_before_window(event, self._ticks))
+        return with_gpu_telemetry(event, tick_before_window(event, self._ticks), self.machine)

@@ -28,6 +28,7 @@ from gpudash.core import faults
 from gpudash.core.protocol import NVML_LOST, Event, EventKind, GpuInfo, GpuReading, GpuSample
 from gpudash.host.gpm import GpmReader
 from gpudash.host.gpu_selection import GpuSelectionError, choose_gpus
+from gpudash.host.links import link_between
 from gpudash.host.nvml_errors import gone_reason, is_unsupported, unavailable_reason
 from gpudash.host.nvml_queries import READING_FIELDS, READING_QUERIES, NvmlQueries, Query, norm_uuid, text
 
@@ -128,7 +129,16 @@ class NvmlSampler:
         index = self.requested_index if self.requested_index is not None else 0
         if not 0 <= index < count:
             index = 0
-        self.info = GpuInfo(available=True, driver=driver, names=tuple(names), index=index, sampled=sampled)
+        link = link_between(self.nvml, [pynvml.nvmlDeviceGetHandleByIndex(i) for i in sampled])
+        self.info = GpuInfo(
+            available=True,
+            driver=driver,
+            names=tuple(names),
+            index=index,
+            sampled=sampled,
+            link=link.words() if link is not None else None,
+            link_gbps=link.gbps if link is not None else None,
+        )
         self._handle = pynvml.nvmlDeviceGetHandleByIndex(index)
         self._watched = {i: _WatchedGpu(pynvml.nvmlDeviceGetHandleByIndex(i), self._reading_queries()) for i in sampled}
         self.gpm = GpmReader(self.nvml, enabled=self.gpm.enabled)

@@ -13,9 +13,14 @@ import os
 import signal
 import sys
 import tempfile
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-from gpudash.core.protocol import EventKind, ExitCode, RunConfig
+from gpudash.core.protocol import Event, EventKind, ExitCode, RunConfig
+from gpudash.diagnosis.checks import Check
+from gpudash.diagnosis.evidence import Evidence
+from gpudash.diagnosis.verdict import Diagnosis
 from gpudash.job.command import display
 from gpudash.job.session import JobSession
 from gpudash.job.started import MARK_STEPS, NO_STEP
@@ -123,16 +128,23 @@ def nothing_recorded(session: JobSession) -> str:
 
 
 def measuring_run(
-    config: RunConfig, purpose: str, quiet: bool, keep_running: bool, note: str = STOP_NOTE, **options: Any
+    config: RunConfig,
+    purpose: str,
+    quiet: bool,
+    keep_running: bool,
+    note: str = STOP_NOTE,
+    folder: str | None = None,
+    **options: Any,
 ) -> tuple[int, HeadlessRecording | None]:
     """A run of the job that gpudash ends once it has measured what ``options`` ask for (a diagnosis,
-    the allocator's history), recorded to a scratch file; its exit status and its recording. ``note``:
-    said as gpudash ends it (not when ``quiet`` or ``keep_running``)."""
+    the allocator's history), recorded to a scratch file (``folder``'s ``run.csv`` where given, kept
+    for the caller); its exit status and its recording. ``note``: said as gpudash ends it (not when
+    ``quiet`` or ``keep_running``)."""
     held: list[HeadlessRecording] = []
     with tempfile.TemporaryDirectory(prefix=f"gpudash-{purpose}-") as scratch:
         code = record_job(
             config,
-            os.path.join(scratch, "run.csv"),
+            os.path.join(folder or scratch, "run.csv"),
             quiet=True,
             stop_after_diagnosis=True,
             keep_running=keep_running,
@@ -145,12 +157,39 @@ def measuring_run(
     return code, (held[0] if held else None)
 
 
-def diagnose_job(config: RunConfig, *, warmup_s: float, as_json: bool, quiet: bool, keep_running: bool) -> int:
+# what diagnose runs after its verdict (``gpudash.tune.checks_run``, given by the command line): the
+# verdict's evidence and diagnosis, its event, and the folder of the diagnosed run's ``run.csv``
+Checker = Callable[[Evidence, Diagnosis, Event, Path], list[Check]]
+
+
+def diagnose_job(
+    config: RunConfig,
+    *,
+    warmup_s: float,
+    as_json: bool,
+    quiet: bool,
+    keep_running: bool,
+    checker: Checker | None = None,
+) -> int:
     """``gpudash diagnose -- CMD``: the verdict on stdout, then the job is stopped (unless
-    ``keep_running``); if the job ends first, what could be measured."""
+    ``keep_running``); if the job ends first, what could be measured. ``checker``: the
+    counterfactuals run after the verdict (never while the job is left running), which bound its
+    remedies and are said under them."""
+    with tempfile.TemporaryDirectory(prefix="gpudash-diagnose-") as folder:
+        return _diagnose_job(config, warmup_s, as_json, quiet, keep_running, None if keep_running else checker, folder)
+
+
+def _diagnose_job(
+    config: RunConfig,
+    warmup_s: float,
+    as_json: bool,
+    quiet: bool,
+    keep_running: bool,
+    checker: Checker | None,
+    folder: str,
+) -> int:
     from gpudash.diagnosis import remedies
     from gpudash.diagnosis.compile_bound import json_verdict
-    from gpudash.diagnosis.evidence import Evidence
     from gpudash.job.diagnosis import job_verdict
 
     if not quiet:
@@ -161,7 +200,13 @@ def diagnose_job(config: RunConfig, *, warmup_s: float, as_json: bool, quiet: bo
             flush=True,
         )
     code, recording = measuring_run(
-        config, "diagnose", quiet, keep_running, duration_s=warmup_s + DIAGNOSE_CAP_S, diagnose_after_s=warmup_s
+        config,
+        "diagnose",
+        quiet,
+        keep_running,
+        folder=folder,
+        duration_s=warmup_s + DIAGNOSE_CAP_S,
+        diagnose_after_s=warmup_s,
     )
     events = recording.diagnoses if recording is not None else []
     session = recording.session if recording is not None else None
@@ -179,7 +224,9 @@ def diagnose_job(config: RunConfig, *, warmup_s: float, as_json: bool, quiet: bo
         print(f"gpudash: error: {event.message}", file=sys.stderr)
         return code or int(ExitCode.FAILED)
     evidence = Evidence.from_details(event.details)
-    verdict, lines = remedies.answer(evidence, job_verdict(evidence), script=True)
+    diagnosis = job_verdict(evidence)
+    checks = checker(evidence, diagnosis, event, Path(folder)) if checker is not None else []
+    verdict, lines = remedies.answer(evidence, diagnosis, script=True, checks=checks)
     if as_json:
         running: dict[str, object] = {k: event.details.get(k, "") for k in ("workload", "variant", "device")}
         running["batch_size"] = int(event.details.get("batch_size", "0") or 0)

@@ -86,10 +86,14 @@ class SessionWindows:
             return
         fig, path = read.figures, read.path
         details = {**p.config_details(), **fig.details(), **comm_details(comm), "trace_path": path}
-        cost = read.cost(p.samples.median_step_s)
-        p.traces.cost_s, p.traces.ended_at = read.cost_s(p.samples.median_step_s) or 0.0, time.monotonic()
+        step_s = p.samples.median_step_s
+        cost, weighed = read.cost(step_s), read.weighed(step_s)
+        if (slowed := read.slowdown(step_s)) is not None:
+            details["trace_slowdown"] = f"{slowed:.4g}"
+        p.traces.cost_s, p.traces.ended_at = read.cost_s(step_s) or 0.0, time.monotonic()
         p.traces.periodic_open = False
-        message = f"{fig.summary()}{comm_words(comm)}" + (f"; {cost}" if cost else "") + f" → {path}"
+        said = "".join(f"; {part}" for part in (weighed, cost) if part)
+        message = f"{fig.summary()}{comm_words(comm)}{said} → {path}"
         self.out.event(EventKind.MEASURED, what="trace", message=message, details=details)
 
     # -- a diagnosis -------------------------------------------------------------------------------

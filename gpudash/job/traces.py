@@ -10,7 +10,9 @@ of MB). Torch-free.
 
 from __future__ import annotations
 
+import math
 import os
+import statistics
 import threading
 import time
 from collections.abc import Iterable
@@ -23,8 +25,9 @@ from gpudash.job.boot import gpudash_job_wire as wire
 
 TRACE_BYTES = 64 << 20  # the trace a window may write: later windows ask for fewer steps past it
 PERIODIC_WAIT_S = 120.0  # a periodic window unanswered this long (replaced, lost with its process): the next may come
-WINDOW_SHARE = 0.05  # periodic windows (--trace-every) cost the job at most this share of its time: half
-# the 10% allowed, the rest for the first window (its cost not known before it ran)
+DISTORTED = 1.2  # a window whose steps run slower than this × untraced ones: its figures are the window's
+WINDOW_SHARE = 0.03  # periodic windows (--trace-every) cost the job at most this share of its time: with
+# the first window's (its cost not known before it ran) and the hooks' own, the job keeps 0.93× of its bare speed
 
 
 @dataclass(frozen=True)
@@ -42,6 +45,25 @@ class TraceRead:
     export_ms: float = 0.0  # writing its trace, after that (the job waits for it too)
     window: str = ""  # the request it answers (the same on every rank asked)
     ranks: int = 1  # how many ranks were asked for it
+    steps_ms: float = 0.0  # its steps alone, the profiler's start and stop left out (0: not said)
+    step_ms: tuple[float, ...] = ()  # each traced step's time
+
+    def slowdown(self, step_s: float | None) -> float | None:
+        """A traced step (the median) over an untraced one (``step_s``); None where either is unknown."""
+        if not self.step_ms or not step_s:
+            return None
+        return statistics.median(self.step_ms) / (step_s * 1e3)
+
+    def weighed(self, step_s: float | None) -> str:
+        """The window weighed against the untraced steps, in words ("" where it cannot be): a
+        window whose steps ran over ``DISTORTED`` × untraced ones is said to be distorted."""
+        slowed = self.slowdown(step_s)
+        if slowed is None:
+            return ""
+        said = f"a traced step {slowed:.2f}× an untraced one"
+        if slowed > DISTORTED:
+            return f"a distorted window: {said}, so its figures describe the window more than the job"
+        return said
 
     def exposed_ms(self, step_s: float | None) -> float | None:
         """Its exposed collectives in ms of the job's untraced step (``step_s``; the traced step's
@@ -125,6 +147,7 @@ class JobTraces:
             return
         timing: dict[str, Any] = {"steps": _int(m.get("steps")), "wall_ms": _float(m.get("wall_ms"))}
         timing |= {"export_ms": _float(m.get("export_ms")), "window": window, "ranks": asked}
+        timing |= {"steps_ms": _float(m.get("steps_ms")), "step_ms": _floats(m.get("step_ms"))}
         args = (purpose, path, rank, timing)
         threading.Thread(target=self._read, args=args, name="gpudash-trace-read", daemon=True).start()
 
@@ -152,7 +175,8 @@ class JobTraces:
             note = f"a step's trace is {size / in_file / 2**20:.0f} MB: later windows take {self.step_cap} steps"
         if trace.cut_short:
             note = f"cut short to its first {kept} of {in_file} steps (its trace: {size / 2**20:.0f} MB); " + note
-        fig = figures(trace.events, max(1, kept), wall_ms * kept / max(1, in_file))
+        steps_wall = float(timing["steps_ms"]) or wall_ms  # its steps' own time where the job said it
+        fig = figures(trace.events, max(1, kept), steps_wall * kept / max(1, in_file))
         self._finish(TraceRead(purpose, path, figures=fig, note=note.rstrip("; "), rank=rank, **timing))
 
     def _finish(self, read: TraceRead) -> None:
@@ -165,6 +189,13 @@ def _int(value: Any, least: int = 1) -> int:
         return max(least, int(value))
     except (TypeError, ValueError):
         return least
+
+
+def _floats(value: Any) -> tuple[float, ...]:
+    """A list of positive numbers from a message (a hostile one: anything else dropped)."""
+    if not isinstance(value, list):
+        return ()
+    return tuple(f for v in value[:1000] if math.isfinite(f := _float(v)) and f > 0)
 
 
 def _float(value: Any) -> float:

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gpudash.core.controls import PERIODIC_STEPS
 from gpudash.core.protocol import (
     DIAGNOSIS,
     MEMORY_PEAK,
@@ -80,7 +81,7 @@ class HeadlessRecording:
     duration_s: float | None = None
     quiet: bool = False
     trace_every_s: float | None = None  # a profiler window this often (TraceWindow), from the start
-    trace_steps: int = 20
+    trace_steps: int = PERIODIC_STEPS
     diagnose_after_s: float | None = None  # one diagnosis window (Diagnose) this long after the start
     stop_after_diagnosis: bool = False  # ``gpudash diagnose``: the run ends with its diagnosis
     memory_peak: bool = False  # ``gpudash diagnose --memory``: the allocator's history asked for (MemoryPeak)
@@ -144,6 +145,7 @@ class HeadlessRecording:
             self._held.append(msg)
 
     def _note_gpu(self) -> None:
+        self._recent_gpu.machine = self.session.gpu_info  # the link between the GPUs, for a diagnosis' bus bandwidth
         if self.recorder is None:
             return  # the metadata is made from the session's GPU info when the files are created
         info = self.session.gpu_info

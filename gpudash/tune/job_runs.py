@@ -90,7 +90,7 @@ def run_once(
     except ReportInputError as exc:
         run.error = str(exc)
         return run
-    if not _take_rates(run, recorded):
+    if not take_rates(run, recorded):
         run.error = "no samples after the warm-up: give each run more --seconds"
         return run
     run.started = dict(recorded.meta.get("started") or {})
@@ -133,10 +133,10 @@ def _losing(csv_path: Path, beat: Run) -> bool:
     except (ReportInputError, OSError):
         return False
     so_far = Run("so far", ())
-    return _take_rates(so_far, recorded) and slower(beat, so_far)
+    return take_rates(so_far, recorded) and slower(beat, so_far)
 
 
-def _take_rates(run: Run, recorded: Recorded) -> bool:
+def take_rates(run: Run, recorded: Recorded) -> bool:
     """``run``'s samples/s and steps/s: its recording's last configuration after the warm-up
     (False where there is none yet)."""
     figures = [c for c in recorded.configs if c.steps is not None]

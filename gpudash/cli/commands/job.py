@@ -4,6 +4,10 @@ that choose a family's workload do not apply to it."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
 from gpudash.arguments.argtypes import UsageError
 from gpudash.cli.messages import fail, spelled
 from gpudash.cli.options import build_parsers
@@ -11,6 +15,13 @@ from gpudash.cli.run_options import recording_options, trace_dir_for
 from gpudash.cli.settings import check_theme, user_config, with_defaults
 from gpudash.host.gpu_selection import GpuSelectionError, gpu_indexes
 from gpudash.recording import paths
+
+if TYPE_CHECKING:
+    from gpudash.core.protocol import Event
+    from gpudash.diagnosis.checks import Check
+    from gpudash.diagnosis.evidence import Evidence
+    from gpudash.diagnosis.verdict import Diagnosis
+    from gpudash.job.run import Checker
 
 # a job's settings are its own arguments: these options of a family's run do not apply to one
 JOB_REFUSED: tuple[str, ...] = ("workload", "variant", "batch_size", "knob", "image_size", "workers", "seed")
@@ -23,6 +34,25 @@ def command_refusal(exc: Exception, job: list[str]) -> int:
     if not job:
         return 2
     return 127 if "not found" in str(exc) or "no such" in str(exc) else 126
+
+
+def diagnose_checker(job: list[str], quiet: bool) -> Checker:
+    """What ``gpudash diagnose -- CMD`` runs after its verdict: the counterfactuals of
+    ``gpudash.tune.checks_run`` on the job's own command (progress on stderr unless ``quiet``)."""
+    from gpudash.diagnosis.parts import INPUT
+    from gpudash.diagnosis.remedies import remedies
+    from gpudash.tune.checks_run import check_seconds, run_checks
+
+    def say(text: str) -> None:
+        if not quiet:
+            print(f"gpudash: {text}", file=sys.stderr, flush=True)
+
+    def check(evidence: Evidence, diagnosis: Diagnosis, event: Event, folder: Path) -> list[Check]:
+        named = [r.advice for r in remedies(evidence, diagnosis.bound, script=True) if r.limit == INPUT]
+        seconds = check_seconds(event.time_s)
+        return run_checks(job, folder / "run.csv", evidence, named[0] if named else "", seconds, folder, say)
+
+    return check
 
 
 def run_job(before: list[str], job: list[str]) -> int:
@@ -61,7 +91,10 @@ def run_job(before: list[str], job: list[str]) -> int:
         return fail(str(exc))
     if command == "diagnose":
         flags = {"as_json": args.json, "quiet": args.quiet, "keep_running": args.keep_running}
-        return diagnose_memory(config, **flags) if args.memory else diagnose_job(config, warmup_s=args.warmup, **flags)
+        if args.memory:
+            return diagnose_memory(config, **flags)
+        checker = None if args.no_check else diagnose_checker(job, args.quiet)
+        return diagnose_job(config, warmup_s=args.warmup, checker=checker, **flags)
     if record is not None:  # with "-" the CSV is stdout: the job's own stdout goes to stderr, apart
         return record_job(config, record, stdout_to_stderr=str(record) == "-", **recording_options(args))
     from gpudash.tui.entry_points import run_dashboard

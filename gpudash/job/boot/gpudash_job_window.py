@@ -2,8 +2,9 @@
 Standard library and the job's own torch only.
 
 The window starts at the step boundary gpudash names (``at``: the same step on every rank) or the
-next one, marks each step with a ``gpudash.step`` range, and after its steps stops the profiler and
-writes the trace where gpudash said; the step during which that happens is marked as slowed (its
+next one, marks each step with a ``gpudash.step`` range (and times it: what a traced step takes,
+the profiler's start and stop left out), and after its steps stops the profiler and writes the
+trace where gpudash said; the step during which that happens is marked as slowed (its
 time is the window's, not the job's). Nothing of it reaches the job's output: the profiler's
 Python warnings are caught, and what its native library prints on stderr while it starts, stops
 and writes (Kineto's ``profiler_start``/``profiler_stop`` lines, a CPU build's device errors) is
@@ -119,6 +120,7 @@ class ProfilerWindow:
         window = self.window
         if window is not None:
             window["marker"].__exit__(None, None, None)
+            window["marks"].append(time.monotonic())  # each traced step's end: the steps' own times
             window["done"] += 1
             if window["done"] >= int(window.get("steps", 20)):
                 self.window = None
@@ -158,11 +160,15 @@ class ProfilerWindow:
         window["prof"] = prof
         window["marker"] = self.torch.autograd.profiler.record_function(STEP_MARKER)
         window["marker"].__enter__()
+        window["marks"] = [time.monotonic()]  # the first traced step starts here, the profiler started
 
     def _end(self, window: dict[str, Any]) -> None:
         path = trace_path(str(window.get("dir", ".")), str(window.get("name", "job")), self.rank)
         message: dict[str, Any] = {"k": TRACE, "rank": self.rank, "steps": window["done"], "path": path}
         message["start_t"] = window["start_t"]
+        marks = window["marks"]
+        message["steps_ms"] = (marks[-1] - marks[0]) * 1e3  # its steps alone: no profiler start nor stop
+        message["step_ms"] = [round((b - a) * 1e3, 3) for a, b in zip(marks, marks[1:], strict=False)]
         with self.own_syncs(), quiet_profiler():
             window["prof"].stop()
             stopped = time.monotonic()

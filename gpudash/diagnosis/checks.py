@@ -1,0 +1,210 @@
+"""What ``diagnose`` checks by running it, and what the checks do to its remedies. Torch-free, no
+process started here (``gpudash.tune.checks_run`` runs them).
+
+Two counterfactuals are cheap and safe enough to run after a diagnosis:
+
+- **One rank** (a torchrun job of one node and more than one rank): the same script on one rank,
+  which runs the per-rank step with no collective to wait in. Its steps/s over the world's bound
+  what communication *and* waiting cost: "1 rank 32.9 steps/s, 2 ranks 30.4 (0.92×): communication
+  and waiting cost at most 8%". A communication remedy's "up to" is never above that ceiling (the
+  top of its interval); a waiting remedy's neither, unless the rank the others wait for is the one
+  that ran alone (rank 0 keeps its own extra work on one rank). Skipped, with the reason, where one
+  rank cannot be asked of the job from outside (not torchrun, several nodes) or where the job on
+  one rank fails (it does not fit, it needs its world size).
+- **A DataLoader setting** (a remedy of the input that names one): the job as written and with the
+  setting, each a fresh recording, as ``gpudash tune`` races it — so diagnose and tune tell one
+  story. Where none of the settings raced is faster, the input remedy says so, and what the wait is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from gpudash.core.textfmt import plain
+from gpudash.diagnosis.evidence import Evidence, job_settings
+from gpudash.diagnosis.parts import COMM, WAIT
+from gpudash.stats.comparison import Comparison, Verdict
+from gpudash.stats.fmt import fmt_ratio
+
+ONE_RANK, LOADER = "one rank", "DataLoader"
+# torchrun's options that place the job on several nodes or a rendezvous: dropped for one rank alone
+RDZV_OPTIONS: tuple[str, ...] = (
+    "--rdzv-endpoint",
+    "--rdzv-backend",
+    "--rdzv-id",
+    "--rdzv-conf",
+    "--master-addr",
+    "--master-port",
+)
+RDZV_OPTIONS += ("--node-rank", "--nnodes", "--max-restarts", "--local-addr")
+LAUNCHERS = ("torch.distributed.run", "torch.distributed.launch")
+MAX_LOADER_SETTINGS = 3  # the DataLoader settings of a remedy raced, at most
+
+
+@dataclass(frozen=True)
+class Check:
+    """One counterfactual: what ran (``what``: "1 rank", "num_workers=8"), the job's rate and its
+    rate (``unit``/s), and their comparison (the check over the job as run) — or why it did not run."""
+
+    kind: str  # ONE_RANK or LOADER
+    what: str
+    comparison: Comparison | None = None
+    job_rate: float | None = None
+    rate: float | None = None
+    unit: str = "steps"
+    skipped: str = ""
+    world: int = 1  # the job's ranks (one rank's check)
+
+    @property
+    def ceiling(self) -> float | None:
+        """The most the check allows a remedy of its kind: the top of its ratio's interval (its
+        ratio without one); None where it did not run."""
+        if self.comparison is None or not self.comparison.finite:
+            return None
+        return self.comparison.high if self.comparison.high is not None else self.comparison.ratio
+
+    def line(self) -> str:
+        """The check in words, for diagnose's output."""
+        if self.skipped:
+            return f"checked: {self._subject()}: skipped — {self.skipped}"
+        c = self.comparison
+        assert c is not None
+        verdict = f"{fmt_ratio(c)}, {c.verdict}"
+        if self.kind == ONE_RANK:
+            share = 1.0 - 1.0 / max(1.0, self.ceiling or 1.0)
+            cost = f"communication and waiting take at most {share:.0%} of each step"
+            rates = f"{_rate(self.rate)} {self.unit}/s on 1 rank, {_rate(self.job_rate)} on {self.world}"
+            return f"checked: the same job on 1 rank: {rates} (1 rank {verdict}): {cost}"
+        rates = f"{_rate(self.rate)} {self.unit}/s against {_rate(self.job_rate)} as written"
+        return f"checked: {self.what}, raced as gpudash tune does: {rates} ({verdict})"
+
+    def _subject(self) -> str:
+        return "the same job on 1 rank" if self.kind == ONE_RANK else f"{self.what}, raced"
+
+    def as_dict(self) -> dict[str, object]:
+        out: dict[str, object] = {"kind": self.kind, "what": self.what, "unit": self.unit}
+        if self.skipped:
+            return {**out, "skipped": self.skipped}
+        c = self.comparison
+        assert c is not None
+        out |= {"job_rate": self.job_rate, "rate": self.rate, "ratio": round(c.ratio, 4)}
+        out |= {"low": _rounded(c.low), "high": _rounded(c.high), "verdict": str(c.verdict), "line": self.line()}
+        return out
+
+
+def _rate(value: float | None) -> str:
+    return plain(value, 3)
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 4)
+
+
+# -- one rank ---------------------------------------------------------------------------------------
+def one_rank_command(command: Sequence[str], world: int) -> list[str] | str:
+    """The job's torchrun command for one rank on this machine alone (``--standalone``), or why
+    there is none: not a torchrun command, several nodes, one rank already."""
+    cmd = list(command)
+    at = _launcher_end(cmd)
+    if at is None:
+        return "the job starts its ranks itself (not torchrun): one rank cannot be asked of it from outside"
+    if world <= 1:
+        return "the job runs one rank already"
+    options, rest = cmd[:at], cmd[at:]
+    kept: list[str] = []
+    i = 0
+    while i < len(options):
+        word = options[i]
+        name, has_value = _option(word)
+        if name == "--nnodes" and _nodes(options, i, has_value) not in ("1", "1:1"):
+            return "the job spans several nodes: one rank of it is not run from here"
+        if name in ("--nproc-per-node", "--standalone") or name in RDZV_OPTIONS:
+            takes = name != "--standalone" and not has_value
+            i += 2 if takes else 1
+            continue
+        kept.append(word)
+        i += 1
+    return [*kept, "--standalone", "--nproc-per-node", "1", *rest]
+
+
+def _launcher_end(cmd: list[str]) -> int | None:
+    """Where torchrun's own options end in ``cmd`` (its script's index); None: not torchrun."""
+    from gpudash.job.command import script_index
+
+    starts = None
+    for i, word in enumerate(cmd):
+        base = word.rsplit("/", 1)[-1]
+        if base == "torchrun" or (word in LAUNCHERS and i and cmd[i - 1] == "-m"):
+            starts = i + 1
+            break
+    if starts is None:
+        return None
+    script = script_index(cmd[starts:])
+    if script is None:
+        return None
+    at = starts + script
+    return at - 1 if cmd[at - 1] == "-m" else at  # ``-m pkg.train``: the module's flag is the script's
+
+
+def _option(word: str) -> tuple[str, bool]:
+    """A torchrun option's name in its dashed spelling, and whether its value is in the same word."""
+    name, eq, _ = word.partition("=")
+    return name.replace("_", "-") if name.startswith("--") else name, bool(eq)
+
+
+def _nodes(options: list[str], i: int, has_value: bool) -> str:
+    if has_value:
+        return options[i].partition("=")[2]
+    return options[i + 1] if i + 1 < len(options) else ""
+
+
+# -- a DataLoader setting --------------------------------------------------------------------------
+def loader_settings(advice: str, e: Evidence, cpus: int) -> list[tuple[str, str]]:
+    """The DataLoader settings an input remedy's ``advice`` names and the job lacks, as ``--set``
+    pairs: more workers (twice as many, at least 2, at most the CPUs), pinned memory, persistent
+    workers. None where the advice names none (making less of each batch, the hand-over)."""
+    have = job_settings(e.job_settings or "")
+    out: list[tuple[str, str]] = []
+    workers = have.get("num_workers", "0")
+    now = int(workers) if workers.isdigit() else 0
+    more = min(max(2, 2 * now), max(1, cpus))
+    if "more DataLoader workers" in advice and not advice.startswith("not more") and more > now:
+        out.append(("num_workers", str(more)))
+    if "pin_memory=True" in advice and have.get("pin_memory") != "True":
+        out.append(("pin_memory", "True"))
+    if "persistent_workers=True" in advice and now and have.get("persistent_workers") != "True":
+        out.append(("persistent_workers", "True"))
+    return out[:MAX_LOADER_SETTINGS]
+
+
+# -- what the checks do to the remedies ------------------------------------------------------------
+def capped_up_to(limit: str, up_to: float, checks: Sequence[Check], last_rank: int | None) -> float:
+    """A remedy's "up to" within what the checks allow: a communication remedy's at most the one
+    rank's ceiling; a waiting one's too, unless the rank waited for is rank 0 (the one that ran alone)."""
+    base = limit.split(":", 1)[0]
+    for check in checks:
+        ceiling = check.ceiling
+        if check.kind != ONE_RANK or ceiling is None:
+            continue
+        if base == COMM or (base == WAIT and last_rank not in (0, None)):
+            up_to = min(up_to, ceiling)
+    return up_to
+
+
+def loader_refuted(checks: Sequence[Check]) -> bool:
+    """Every DataLoader setting raced ran, and none was faster."""
+    raced = [c for c in checks if c.kind == LOADER and not c.skipped and c.comparison is not None]
+    return bool(raced) and all(c.comparison.verdict != Verdict.FASTER for c in raced if c.comparison is not None)
+
+
+def refuted_input_advice(e: Evidence, checks: Sequence[Check]) -> str:
+    """The input remedy's words where no raced DataLoader setting helped: so, and what the wait is."""
+    raced = ", ".join(c.what for c in checks if c.kind == LOADER and not c.skipped)
+    size = f" of {e.input_batch_bytes / 1e6:.3g} MB" if e.input_batch_bytes else ""
+    return (
+        f"no DataLoader setting helps ({raced}: none faster, raced): the {e.input_ms:.2g} ms a step waits is the "
+        f"batches' hand-over{size} (shared memory, the pin-memory thread, the copy to the GPU) or their making: "
+        "fewer bytes a batch (uint8 images normalised on the GPU, a smaller dtype), cheaper samples, or the data "
+        "kept on the GPU"
+    )
