@@ -193,6 +193,14 @@ def test_the_advice_follows_what_the_jobs_model_already_does() -> None:
     assert "find_unused_parameters=False" in unused
     fsdp = advice("fsdp=2,num_workers=4")
     assert "reshard_after_forward" in fsdp and "prefetch" in fsdp and "bucket" not in fsdp
+    # as the hooks write them: the loader's site, then the model's parallel settings (on 2 H200s an
+    # FSDP2 job was told DDP's advice: its "fsdp=2" was read as a part of the site's path)
+    site = "num_workers=4,site=/data/a,b/train.py:39,"
+    assert advice(site + "fsdp=2") == fsdp
+    assert (
+        advice(site + "ddp_bucket_cap_mb=100.0,ddp_gradient_as_bucket_view=True,ddp_find_unused_parameters=False")
+        == done
+    )
     generic = advice("num_workers=4,pin_memory=True")  # no DDP keys: the model's settings unknown
     assert "DistributedDataParallel(bucket_cap_mb=100, gradient_as_bucket_view=True)" in generic
     assert "DistributedDataParallel(bucket_cap_mb=100, gradient_as_bucket_view=True)" in advice(None)

@@ -156,3 +156,18 @@ def test_a_late_ranks_wait_is_worth_what_the_untraced_steps_waited_for_it() -> N
     found = {r.limit: r.up_to for r in remedies(late, diagnose(late).bound, script=True)}
     assert found["waiting"] == pytest.approx(late.step_ms / (late.step_ms - late.comm_longest_ms), rel=1e-3)
     assert not any(limit.startswith("communication") for limit in found)
+
+
+def test_the_bus_bandwidth_comes_from_the_jobs_calls_where_the_kernels_do_not_say_their_bytes() -> None:
+    """A kernels-only window's NCCL kernels carry no sizes: the bytes the job's hooks saw it all-reduce
+    over the window (ResNet-50's 25,557,032 fp32 gradients a step, in 5 calls a step) over the matched
+    kernels' transfer — and no figure where the calls and the kernels do not tally."""
+    figs = {rank: _figures(rank) for rank in (0, 1)}
+    collectives = {rank: fig.collectives for rank, fig in figs.items()}  # type: ignore[attr-defined]
+    assert split(collectives, STEPS)[0].busbw_gbps is None
+    window_bytes = STEPS * 25_557_032 * 4
+    comm = split(collectives, STEPS, {"all-reduce": (5 * STEPS, window_bytes)})
+    transfer_us = 2095.334  # the 20 matched all-reduces' shortest kernels, summed
+    assert comm[0].busbw_gbps == pytest.approx(window_bytes / (transfer_us * 1e3), rel=1e-4)  # 2 ranks: factor 1
+    assert comm[1].busbw_gbps == comm[0].busbw_gbps
+    assert split(collectives, STEPS, {"all-reduce": (5 * STEPS - 1, window_bytes)})[0].busbw_gbps is None

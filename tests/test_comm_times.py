@@ -95,3 +95,28 @@ def test_ddps_buffer_broadcast_is_timed_by_the_events_around_it() -> None:
     assert comms.at_step() == 0.0
     end.done = True
     assert comms.at_step() == 24.0
+
+
+def test_a_windows_collectives_are_sized_as_the_job_calls_them() -> None:
+    """Over a profiler window the hooks count each kind's calls and bytes (the largest tensor of
+    each call: an all-gather's output), which a GPU trace's kernels do not carry; outside a window,
+    nothing is counted. A one-rank gloo group, in this process."""
+    import torch.distributed as dist
+
+    module = boot_module("gpudash_job_comm")
+    comms = module.CommTimes(torch, contextlib.nullcontext)
+    dist.init_process_group("gloo", rank=0, world_size=1, store=dist.HashStore())
+    comms.install()
+    try:
+        grads = torch.ones(1000)  # 4,000 bytes
+        dist.all_reduce(grads)
+        comms.start_sizing()
+        dist.all_reduce(grads)
+        dist.all_reduce(torch.ones(10, dtype=torch.float64))  # 80 bytes
+        dist.all_gather_into_tensor(torch.empty(1000), torch.ones(1000))
+        assert comms.take_sizing() == {"all-reduce": [2, 4080], "all-gather": [1, 4000]}
+        dist.all_reduce(grads)
+        assert comms.take_sizing() == {}  # sizing ended with the window
+    finally:
+        comms.uninstall()
+        dist.destroy_process_group()

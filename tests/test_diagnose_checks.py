@@ -240,3 +240,24 @@ def test_a_bus_bandwidth_is_said_as_a_share_of_the_links_peak() -> None:
     link = {"comm_link": "NVLink (18 links × 26.6 GB/s) 478 GB/s", "comm_link_gbps": 478.1}
     e = Evidence(**{**COMM_BOUND.__dict__, "comm_busbw_gbps": 180.0, **link})
     assert "180 GB/s of bus bandwidth (38% of NVLink's 478 GB/s)" in diagnose(e).why
+
+
+def test_a_diagnosis_judged_with_the_machines_link_keeps_it_through_the_events_text_and_its_remedies() -> None:
+    """The parent judges a diagnosis again with NVML's tick and the link its sampler read; the
+    event's text details hold the link's words, which every later reader (its remedies, a replay)
+    reads back. (On the GPU this raised: the link's words were read as a number.)"""
+    from gpudash.core.gpu_messages import GpuInfo
+    from gpudash.core.protocol import Event, EventKind, GpuSample
+    from gpudash.diagnosis.remedies import with_remedies
+    from gpudash.diagnosis.telemetry import RecentTicks
+
+    e = Evidence(**{**COMM_BOUND.__dict__, "comm_busbw_gbps": 232.0})
+    event = Event(1.0, EventKind.MEASURED, "diagnosis", diagnose(e).line(), details=e.details())
+    ticks = RecentTicks()
+    ticks.add(GpuSample(time_s=0.5, mem_bw_util_pct=20.0, throttle=""))
+    ticks.machine = GpuInfo(available=True, link="NVLink (18 links × 26.6 GB/s) 478 GB/s", link_gbps=478.116)
+    judged = with_remedies(ticks.judge(event))
+    again = Evidence.from_details(judged.details)
+    assert (again.comm_link, again.comm_link_gbps) == ("NVLink (18 links × 26.6 GB/s) 478 GB/s", 478.1)
+    assert "232 GB/s of bus bandwidth (49% of NVLink's 478 GB/s)" in judged.message
+    assert "communication" in judged.after  # its remedies, read from the same details

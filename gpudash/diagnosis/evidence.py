@@ -24,11 +24,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 from dataclasses import dataclass
 
 from gpudash.core.sync_sites import SyncTable
 
 QUEUED_US = 1000.0  # median wait of launched work in the GPU's queue: the host runs ahead at or above
+SITE_END = re.compile(r"(:\d+)(,(?=[a-z_0-9]+=)|$)")  # a loader site's end: its line number, then a setting or the end
 WINDOW_START = "diag_window_start_s"  # a diagnosis event's detail: when its window began (the run's seconds)
 
 
@@ -108,15 +110,26 @@ class Evidence:
         return cls(**kw)  # type: ignore[arg-type]  # the fields' own types, read back
 
 
-_TEXT = ("throttled", "dtype", "job_settings", "comm_exposed_kinds", "comm_transfer_kinds")  # Evidence's text fields
+_TEXT = (
+    "throttled",
+    "dtype",
+    "job_settings",
+    "comm_exposed_kinds",
+    "comm_transfer_kinds",
+    "comm_link",
+)  # Evidence's text fields
 _INT = ("steps", "comm_last_rank", "input_workers")  # ... and its whole numbers
 
 
 def job_settings(text: str) -> dict[str, str]:
     """What a job already does, as its hooks say it at the first step ("cudnn_benchmark=False,…,
-    num_workers=0,…,site=/path/train.py:39"; the loader's site last, whatever its path holds)."""
-    head, has_site, site = text.partition("site=")
-    pairs = (item.partition("=") for item in head.split(",") if "=" in item)
+    num_workers=0,…,site=/path/train.py:39,ddp_bucket_cap_mb=25,…"): the loader's site is its path,
+    whatever it holds, up to its line number; the model's parallel settings come after it."""
+    head, has_site, rest = text.partition("site=")
+    site, tail = rest, ""
+    if has_site and (m := SITE_END.search(rest)) is not None:
+        site, tail = rest[: m.end(1)], rest[m.end() :]
+    pairs = (item.partition("=") for item in [*head.split(","), *tail.split(",")] if "=" in item)
     return {**{k.strip(): v.strip() for k, _, v in pairs}, **({"site": site} if has_site else {})}
 
 

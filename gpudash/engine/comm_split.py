@@ -14,7 +14,9 @@ What the step loses to communication is the transfer that no computation hides: 
 in which a computation kernel ran. The rest of a collective's exposed time is waiting for the rank
 that arrives last — a straggler, or ranks taking turns (jitter) — and is said as that, not as
 communication. Each collective's bytes give its bus bandwidth (nccl-tests' convention: an
-all-reduce moves 2(n-1)/n of its buffer over each link, an all-gather or reduce-scatter (n-1)/n).
+all-reduce moves 2(n-1)/n of its buffer over each link, an all-gather or reduce-scatter (n-1)/n):
+the kernel's, where the trace says them; else the job's calls over the window, as gpudash's hooks
+sized them, over the matched kernels' transfer.
 """
 
 from __future__ import annotations
@@ -67,9 +69,12 @@ def match(per_rank: Mapping[int, Sequence[Collective]]) -> list[dict[int, Collec
     return out
 
 
-def split(per_rank: Mapping[int, Sequence[Collective]], steps: int) -> dict[int, RankComm]:
+def split(
+    per_rank: Mapping[int, Sequence[Collective]], steps: int, sizes: Mapping[str, tuple[int, int]] | None = None
+) -> dict[int, RankComm]:
     """Each rank's transfer and wait over a window of ``steps`` steps on every rank; {} with fewer
-    than two ranks or nothing matched."""
+    than two ranks or nothing matched. ``sizes``: the window's collectives as the job called them,
+    (calls, bytes) by kind — their bus bandwidth where the trace's kernels do not say their bytes."""
     groups = match(per_rank) if len(per_rank) >= 2 else []
     if not groups:
         return {}
@@ -95,7 +100,7 @@ def split(per_rank: Mapping[int, Sequence[Collective]], steps: int) -> dict[int,
     total_wait = sum(waited_for.values())
     top = max(waited_for, key=lambda r: waited_for[r])
     last = top if total_wait > 0 and waited_for[top] >= LAST_SHARE * total_wait else None
-    busbw = statistics.median(bandwidths) if bandwidths else None
+    busbw = statistics.median(bandwidths) if bandwidths else called_bandwidth(groups, n, sizes or {})
     return {
         rank: RankComm(
             s[0] * per_step,
@@ -109,6 +114,24 @@ def split(per_rank: Mapping[int, Sequence[Collective]], steps: int) -> dict[int,
         )
         for rank, s in sums.items()
     }
+
+
+def called_bandwidth(
+    groups: Sequence[dict[int, Collective]], n: int, sizes: Mapping[str, tuple[int, int]]
+) -> float | None:
+    """The bus bandwidth of the kind that moved the most bytes, from the bytes the job's calls gave and
+    the matched kernels' transfer: all of that kind's bytes over all of its transfer, where the window
+    holds as many of its kernels as the job made calls (else None: the two do not describe the same)."""
+    best: tuple[int, float] | None = None
+    for kind, (calls, nbytes) in sizes.items():
+        factor = BUS_FACTOR.get(kind)
+        matched = [min(c.dur for c in group.values()) for group in groups if next(iter(group.values())).kind == kind]
+        if factor is None or len(matched) != calls or nbytes < MIN_BANDWIDTH_BYTES * calls or sum(matched) <= 0:
+            continue
+        gbps = nbytes * factor(n) / (sum(matched) * 1e3)  # bytes/µs → GB/s
+        if best is None or nbytes > best[0]:
+            best = (nbytes, gbps)
+    return best[1] if best is not None else None
 
 
 def _streams(found: Sequence[Collective]) -> list[list[Collective]]:

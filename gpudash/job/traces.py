@@ -16,7 +16,7 @@ import statistics
 import threading
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from gpudash.core.textfmt import plain
@@ -47,6 +47,7 @@ class TraceRead:
     ranks: int = 1  # how many ranks were asked for it
     steps_ms: float = 0.0  # its steps alone, the profiler's start and stop left out (0: not said)
     step_ms: tuple[float, ...] = ()  # each traced step's time
+    comm_sizes: dict[str, tuple[int, int]] = field(default_factory=dict)  # its collectives: (calls, bytes) by kind
 
     def slowdown(self, step_s: float | None) -> float | None:
         """A traced step (the median) over an untraced one (``step_s``); None where either is unknown."""
@@ -148,6 +149,7 @@ class JobTraces:
         timing: dict[str, Any] = {"steps": _int(m.get("steps")), "wall_ms": _float(m.get("wall_ms"))}
         timing |= {"export_ms": _float(m.get("export_ms")), "window": window, "ranks": asked}
         timing |= {"steps_ms": _float(m.get("steps_ms")), "step_ms": _floats(m.get("step_ms"))}
+        timing["comm_sizes"] = _sizes(m.get("comm_sizes"))
         args = (purpose, path, rank, timing)
         threading.Thread(target=self._read, args=args, name="gpudash-trace-read", daemon=True).start()
 
@@ -189,6 +191,18 @@ def _int(value: Any, least: int = 1) -> int:
         return max(least, int(value))
     except (TypeError, ValueError):
         return least
+
+
+def _sizes(value: Any) -> dict[str, tuple[int, int]]:
+    """A window's collectives' (calls, bytes) by kind from a message (anything else dropped)."""
+    if not isinstance(value, dict):
+        return {}
+    out = {}
+    for kind, pair in list(value.items())[:32]:
+        if isinstance(kind, str) and isinstance(pair, list) and len(pair) == 2 and all(type(v) is int for v in pair):
+            if pair[0] > 0 and pair[1] >= 0:
+                out[kind] = (pair[0], pair[1])
+    return out
 
 
 def _floats(value: Any) -> tuple[float, ...]:

@@ -45,7 +45,8 @@ def matched(reads: Sequence[TraceRead]) -> dict[int, RankComm]:
     if len(read) < 2:
         return {}
     steps = min(r.figures.steps for r in read)
-    return split({r.rank: r.figures.collectives for r in read}, steps)
+    sizes = next((r.comm_sizes for r in sorted(read, key=lambda r: r.rank) if r.comm_sizes), None)
+    return split({r.rank: r.figures.collectives for r in read}, steps, sizes)
 
 
 def comm_details(comm: RankComm | None) -> dict[str, str]:
@@ -73,4 +74,6 @@ def comm_words(comm: RankComm | None) -> str:
     whom = f"rank {comm.last_rank}" if comm.last_rank is not None else "the last rank to arrive"
     wait = f", waiting for {whom} {comm.wait_exposed_ms:.3g} ms exposed" if comm.wait_exposed_ms >= 0.01 else ""
     moved = f"{comm.transfer_ms:.3g} ms a step ({comm.transfer_exposed_ms:.3g} exposed)"
+    if comm.busbw_gbps is not None:
+        moved += f" at {comm.busbw_gbps:,.0f} GB/s of bus bandwidth"
     return f"; collectives: the data moves {moved}{wait}"

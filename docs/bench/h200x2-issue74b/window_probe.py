@@ -33,6 +33,7 @@ def main() -> None:
     p.add_argument("--out", default="/tmp/probe")
     p.add_argument("--batch", type=int, default=128)
     p.add_argument("--window", type=int, default=10)
+    p.add_argument("--variants", default="", help="comma-separated: only these (call 4: profile_cuda,profile_cuda_again)")
     args = p.parse_args()
     rank, world, device = join_group()
     ddp, opt = resnet50_ddp(device, bucket_view=True)
@@ -75,6 +76,8 @@ def main() -> None:
         return cfg, acts
 
     variants = ["profile_cuda", "low_cuda", "low_cuda_noext", "low_cuda_thread_save", "profile_cuda_again", "profile_cpu_cuda"]
+    if args.variants:
+        variants = [v for v in variants if v in args.variants.split(",")]
     for name in variants:
         settle()
         before = statistics.median(steps(20))

@@ -94,6 +94,25 @@ class CommTimes:
         self.settings = ""  # the DDP model's arguments ("ddp_bucket_cap_mb=25.0,…")
         self.untimed = ""  # why a part of the job's communication is not timed
         self._originals: dict[str, Any] = {}
+        self.sizes: dict[str, list[int]] | None = None  # while a profiler window runs: calls and bytes by kind
+
+    # -- the sizes of a window's collectives (their bytes: the trace's kernels do not say them) ----------
+    def start_sizing(self) -> None:
+        self.sizes = {}
+
+    def take_sizing(self) -> dict[str, list[int]]:
+        """The collectives called since ``start_sizing``: [calls, bytes] by kind (the bytes of each
+        call's largest tensor: an all-gather's output, a reduce-scatter's input)."""
+        sizes, self.sizes = self.sizes or {}, None
+        return sizes
+
+    def _sized(self, kind: str, args: Any, kwargs: Any) -> None:
+        sizes = self.sizes
+        if sizes is None:
+            return
+        nbytes = max((_nbytes(v) for v in (*args, *kwargs.values())), default=0)
+        entry = sizes.setdefault(kind, [0, 0])
+        entry[0], entry[1] = entry[0] + 1, entry[1] + nbytes
 
     # -- install ---------------------------------------------------------------------------------
     def install(self) -> None:
@@ -134,11 +153,14 @@ class CommTimes:
     def _timed(self, original: Any) -> Any:
         comms = self
         compiling = getattr(getattr(self.torch, "compiler", None), "is_compiling", lambda: False)
+        kind = KINDS.get(getattr(original, "__name__", ""), "")
 
         @functools.wraps(original)
         def timed(*args: Any, **kwargs: Any) -> Any:
             if compiling():
                 return original(*args, **kwargs)
+            if comms.sizes is not None and kind:
+                comms._sized(kind, args, kwargs)
             asked_async = bool(kwargs.get("async_op", False))
             cuda = _on_cuda(args, kwargs)
             if cuda and not asked_async and "async_op" in _parameters_of(original):
@@ -337,6 +359,16 @@ def _group(args: Any, kwargs: Any) -> int:
         if type(value).__name__ == "ProcessGroup":
             return id(value)
     return 0
+
+
+def _nbytes(value: Any) -> int:
+    """A tensor's bytes (a list's largest tensor's); 0 for anything else."""
+    if isinstance(value, (list, tuple)):
+        return max((_nbytes(v) for v in value), default=0)
+    try:
+        return int(value.numel()) * int(value.element_size()) if hasattr(value, "element_size") else 0
+    except Exception:  # noqa: BLE001 - a tensor-like that is not one
+        return 0
 
 
 def _device_of(args: Any, kwargs: Any) -> Any:

@@ -92,6 +92,7 @@ class Hooks:
         self.syncs: SyncCount | None = None
         self.window = ProfilerWindow(torch, channel.send, self._quiet)
         self.comm = CommTimes(torch, self._quiet)
+        self.window.sizes = self.comm  # a window's collectives' bytes
         self.memory = MemoryCount(torch)
         self.slowed = False  # the next step's time holds gpudash's work (a profiler window's end)
         self.handle: Any = None

@@ -104,6 +104,7 @@ class ProfilerWindow:
         self.window: dict[str, Any] | None = None
         self.rank = 0
         self.cuda = False
+        self.sizes: Any = None  # the collectives' sizes over a window (gpudash_job_comm.CommTimes), where set
 
     @property
     def running(self) -> bool:
@@ -161,6 +162,8 @@ class ProfilerWindow:
         window["marker"] = self.torch.autograd.profiler.record_function(STEP_MARKER)
         window["marker"].__enter__()
         window["marks"] = [time.monotonic()]  # the first traced step starts here, the profiler started
+        if self.sizes is not None:
+            self.sizes.start_sizing()
 
     def _end(self, window: dict[str, Any]) -> None:
         path = trace_path(str(window.get("dir", ".")), str(window.get("name", "job")), self.rank)
@@ -169,6 +172,8 @@ class ProfilerWindow:
         marks = window["marks"]
         message["steps_ms"] = (marks[-1] - marks[0]) * 1e3  # its steps alone: no profiler start nor stop
         message["step_ms"] = [round((b - a) * 1e3, 3) for a, b in zip(marks, marks[1:], strict=False)]
+        if self.sizes is not None:
+            message["comm_sizes"] = self.sizes.take_sizing()  # the bytes of its collectives, which its trace lacks
         with self.own_syncs(), quiet_profiler():
             window["prof"].stop()
             stopped = time.monotonic()
@@ -187,6 +192,8 @@ class ProfilerWindow:
             window, self.window, self.asked = self.window, None, None
         if window is None:
             return
+        if self.sizes is not None:
+            self.sizes.take_sizing()  # sizing stops with the window
         with contextlib.suppress(Exception), self.own_syncs(), quiet_profiler():
             window["marker"].__exit__(None, None, None)
             window["prof"].stop()
