@@ -197,6 +197,7 @@ def test_the_advice_follows_what_the_jobs_model_already_does() -> None:
     # FSDP2 job was told DDP's advice: its "fsdp=2" was read as a part of the site's path)
     site = "num_workers=4,site=/data/a,b/train.py:39,"
     assert advice(site + "fsdp=2") == fsdp
+    assert advice("num_workers=4,site=,fsdp=2") == fsdp  # no site known: the hooks write it empty
     assert (
         advice(site + "ddp_bucket_cap_mb=100.0,ddp_gradient_as_bucket_view=True,ddp_find_unused_parameters=False")
         == done

@@ -114,7 +114,8 @@ def test_a_windows_collectives_are_sized_as_the_job_calls_them() -> None:
         dist.all_reduce(grads)
         dist.all_reduce(torch.ones(10, dtype=torch.float64))  # 80 bytes
         dist.all_gather_into_tensor(torch.empty(1000), torch.ones(1000))
-        assert comms.take_sizing() == {"all-reduce": [2, 4080], "all-gather": [1, 4000]}
+        dist.all_reduce_coalesced([torch.ones(10), torch.ones(20)])  # a list's tensors together: 120 bytes
+        assert comms.take_sizing() == {"all-reduce": [3, 4200], "all-gather": [1, 4000]}
         dist.all_reduce(grads)
         assert comms.take_sizing() == {}  # sizing ended with the window
     finally:

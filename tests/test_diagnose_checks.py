@@ -9,6 +9,7 @@ boundary with what an H200 pair answered: ``docs/bench/h200x2-issue74b``). The r
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -34,9 +35,13 @@ RUN = [PY, "-m", "torch.distributed.run"]
             ["torchrun", "--nproc-per-node", "2", "train.py", "--lr", "1"],
             ["torchrun", "--standalone", "--nproc-per-node", "1", "train.py", "--lr", "1"],
         ),
-        (
+        (  # the job's own spelling kept (an older torchrun knows only --nproc_per_node)
             [*RUN, "--nproc_per_node=4", "--max-restarts", "3", "train.py"],
-            [*RUN, "--standalone", "--nproc-per-node", "1", "train.py"],
+            [*RUN, "--standalone", "--nproc_per_node", "1", "train.py"],
+        ),
+        (  # argparse's abbreviation
+            ["torchrun", "--nproc", "2", "--nnodes=1", "t.py"],
+            ["torchrun", "--standalone", "--nproc-per-node", "1", "t.py"],
         ),
         (
             [*RUN, "--standalone", "--nnodes", "1", "--nproc-per-node", "8", "-m", "pkg.train"],
@@ -69,6 +74,7 @@ def test_a_torchrun_command_is_run_on_one_rank_of_this_machine_with_the_scripts_
         (["torchrun", "--nnodes", "2", "--nproc-per-node", "8", "train.py"], 16, "several nodes"),
         (["torchrun", "--nnodes=2:4", "train.py"], 8, "several nodes"),
         (["torchrun", "--nproc-per-node", "1", "train.py"], 1, "one rank already"),
+        (["torchrun", "--no-python", "--nproc-per-node", "2", "./train"], 2, "script (a .py file or -m module)"),
     ],
 )
 def test_a_job_whose_one_rank_cannot_be_asked_from_outside_says_why(command: list[str], world: int, why: str) -> None:
@@ -111,11 +117,18 @@ def test_a_communication_remedy_is_never_above_what_the_job_on_one_rank_ran() ->
     assert comm and comm[0].up_to == pytest.approx(1.10)
     none = remedies(COMM_BOUND, bound, script=True, checks=[_check(ONE_RANK, 1.01, 0.99, 1.03, Verdict.NO_CHANGE)])
     assert not [r for r in none if r.limit.startswith("communication")]
+    # no interval, or one rank slower than the world (a global batch split by the ranks): no bound
+    short = Check(ONE_RANK, "1 rank", Comparison(1.01, None, None, Verdict.TOO_SHORT), 30.4, 30.7, world=2)
+    slower = _check(ONE_RANK, 0.55, 0.5, 0.6, Verdict.SLOWER)
+    for check in (short, slower):
+        kept = [r for r in remedies(COMM_BOUND, bound, script=True, checks=[check]) if r.limit.startswith("comm")]
+        assert kept and kept[0].up_to == alone[0].up_to
+    assert slower.line().endswith("one rank runs slower, so the job's ranks do not each run the same step: no bound")
 
 
-@pytest.mark.parametrize(("last_rank", "capped"), [(1, True), (0, False)])
+@pytest.mark.parametrize(("last_rank", "capped"), [(1, True), (None, True), (0, False)])
 def test_a_waiting_remedy_is_capped_by_one_rank_unless_rank_0_is_the_one_waited_for(
-    last_rank: int, capped: bool
+    last_rank: int | None, capped: bool
 ) -> None:
     """On one rank, rank 0 runs its own extra work: where the others wait for it, its run does not
     bound what evening the ranks out gives."""
@@ -159,6 +172,14 @@ def test_the_dataloader_settings_raced_are_those_the_input_remedy_names_and_the_
     advice = next(r.advice for r in remedies(with_four, Bound.INPUT, script=True) if r.limit == "input")
     assert loader_settings(advice, with_four, cpus=6) == [("num_workers", "6"), ("persistent_workers", "True")]
     assert loader_settings("make less of each batch: a larger batch", INPUT_BOUND, cpus=8) == []
+    full = "cheaper samples, not more DataLoader workers (7 and the loop have its 8 CPUs), pin_memory=True"
+    assert loader_settings(full, INPUT_BOUND, cpus=8) == [("pin_memory", "True")]  # never what it rules out
+    # the CPUs as a diagnosis event's details give them back (a float): a whole number of workers
+    again = Evidence.from_details(with_four.details())
+    assert isinstance(again.cpus, float) and loader_settings(advice, again, cpus=again.cpus) == [
+        ("num_workers", "8"),
+        ("persistent_workers", "True"),
+    ]
 
 
 def test_an_input_remedy_whose_raced_settings_lost_says_no_dataloader_setting_helps() -> None:
@@ -182,7 +203,8 @@ def test_a_checks_line_says_what_ran_its_rates_interval_and_verdict() -> None:
     assert line.endswith("communication and waiting take at most 22% of each step")  # 1 - 1/1.29
     skipped = Check(ONE_RANK, "1 rank", skipped="the job starts its ranks itself (not torchrun)", world=2)
     assert skipped.line() == "checked: the same job on 1 rank: skipped — the job starts its ranks itself (not torchrun)"
-    assert skipped.as_dict() == {"kind": ONE_RANK, "what": "1 rank", "unit": "steps", "skipped": skipped.skipped}
+    said = {"kind": ONE_RANK, "what": "1 rank", "unit": "steps", "skipped": skipped.skipped, "line": skipped.line()}
+    assert skipped.as_dict() == said
 
 
 @pytest.mark.parametrize(
@@ -261,3 +283,31 @@ def test_a_diagnosis_judged_with_the_machines_link_keeps_it_through_the_events_t
     assert (again.comm_link, again.comm_link_gbps) == ("NVLink (18 links × 26.6 GB/s) 478 GB/s", 478.1)
     assert "232 GB/s of bus bandwidth (49% of NVLink's 478 GB/s)" in judged.message
     assert "communication" in judged.after  # its remedies, read from the same details
+
+
+def test_a_hostile_window_answer_is_read_without_raising(tmp_path: Path) -> None:
+    """A job's answer is a hostile message: numbers too large for a float, NaN, negative step
+    times and sizes of the wrong shape are dropped, never raised into the session's loop."""
+    import time
+
+    from gpudash.job.traces import MAX_STEPS, JobTraces
+
+    traces = JobTraces()
+    trace = tmp_path / "trace.json"
+    trace.write_text('{"traceEvents": []}')
+    message = {
+        "path": str(trace),
+        "steps": 10**400,
+        "wall_ms": 10**400,
+        "steps_ms": -5,
+        "step_ms": [10**400, "nan", -1, 31.5, None, float("inf")],
+        "comm_sizes": {"all-reduce": [4, 10**9], "x": [1.5, 2], 3: [1, 1], "y": "z"},
+    }
+    traces.received(message)
+    deadline = time.monotonic() + 60  # the read's thread answers once; waited for, not timed
+    while not (found := traces.done()) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    (read,) = found
+    assert read.error == "" and read.figures is not None
+    assert (read.steps, read.step_ms, read.steps_ms, read.wall_ms) == (MAX_STEPS, (31.5,), 0.0, 0.0)
+    assert read.comm_sizes == {"all-reduce": (4, 10**9)}

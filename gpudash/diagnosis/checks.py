@@ -5,12 +5,15 @@ Two counterfactuals are cheap and safe enough to run after a diagnosis:
 
 - **One rank** (a torchrun job of one node and more than one rank): the same script on one rank,
   which runs the per-rank step with no collective to wait in. Its steps/s over the world's bound
-  what communication *and* waiting cost: "1 rank 32.9 steps/s, 2 ranks 30.4 (0.92×): communication
-  and waiting cost at most 8%". A communication remedy's "up to" is never above that ceiling (the
-  top of its interval); a waiting remedy's neither, unless the rank the others wait for is the one
-  that ran alone (rank 0 keeps its own extra work on one rank). Skipped, with the reason, where one
-  rank cannot be asked of the job from outside (not torchrun, several nodes) or where the job on
-  one rank fails (it does not fit, it needs its world size).
+  what communication *and* waiting cost: "29.7 steps/s on 1 rank, 24.8 on 2 (1 rank 1.20×
+  [1.11–1.29], faster): communication and waiting take at most 22% of each step". A communication
+  remedy's "up to" is never above that ceiling (the top of its interval); a waiting remedy's
+  neither, unless the rank the others wait for is the one that ran alone (rank 0 keeps its own
+  extra work on one rank). A check without an interval bounds nothing, nor does one rank running
+  slower than the world (the ranks split a global batch, or one rank does work for all: the
+  per-rank step is not the same step). Skipped, with the reason, where one rank cannot be asked of
+  the job from outside (not torchrun, several nodes) or where the job on one rank fails (it does
+  not fit, it needs its world size).
 - **A DataLoader setting** (a remedy of the input that names one): the job as written and with the
   setting, each a fresh recording, as ``gpudash tune`` races it — so diagnose and tune tell one
   story. Where none of the settings raced is faster, the input remedy says so, and what the wait is.
@@ -58,11 +61,20 @@ class Check:
 
     @property
     def ceiling(self) -> float | None:
-        """The most the check allows a remedy of its kind: the top of its ratio's interval (its
-        ratio without one); None where it did not run."""
-        if self.comparison is None or not self.comparison.finite:
+        """The most the check allows a remedy of its kind: the top of its ratio's interval; None
+        where it did not run, has no interval, or does not bound one (``comparable``)."""
+        c = self.comparison
+        if c is None or not c.finite or c.high is None or c.low is None or not self.comparable:
             return None
-        return self.comparison.high if self.comparison.high is not None else self.comparison.ratio
+        return c.high
+
+    @property
+    def comparable(self) -> bool:
+        """Whether the check bounds what it is for: one rank running *slower* than the world, beyond
+        its interval, does the world's work differently (a global batch split by the ranks, work
+        that one rank does for all): its steps/s say nothing of the collectives' cost."""
+        c = self.comparison
+        return not (self.kind == ONE_RANK and c is not None and c.high is not None and c.high < 1.0)
 
     def line(self) -> str:
         """The check in words, for diagnose's output."""
@@ -72,9 +84,13 @@ class Check:
         assert c is not None
         verdict = f"{fmt_ratio(c)}, {c.verdict}"
         if self.kind == ONE_RANK:
-            share = 1.0 - 1.0 / max(1.0, self.ceiling or 1.0)
-            cost = f"communication and waiting take at most {share:.0%} of each step"
             rates = f"{_rate(self.rate)} {self.unit}/s on 1 rank, {_rate(self.job_rate)} on {self.world}"
+            if not self.comparable:
+                cost = "one rank runs slower, so the job's ranks do not each run the same step: no bound"
+            elif self.ceiling is None:
+                cost = "no interval yet, so no bound"
+            else:
+                cost = f"communication and waiting take at most {1.0 - 1.0 / max(1.0, self.ceiling):.0%} of each step"
             return f"checked: the same job on 1 rank: {rates} (1 rank {verdict}): {cost}"
         rates = f"{_rate(self.rate)} {self.unit}/s against {_rate(self.job_rate)} as written"
         return f"checked: {self.what}, raced as gpudash tune does: {rates} ({verdict})"
@@ -85,10 +101,11 @@ class Check:
     def as_dict(self) -> dict[str, object]:
         out: dict[str, object] = {"kind": self.kind, "what": self.what, "unit": self.unit}
         if self.skipped:
-            return {**out, "skipped": self.skipped}
+            return {**out, "skipped": self.skipped, "line": self.line()}
         c = self.comparison
         assert c is not None
-        out |= {"job_rate": self.job_rate, "rate": self.rate, "ratio": round(c.ratio, 4)}
+        ratio = round(c.ratio, 4) if c.finite else None
+        out |= {"job_rate": self.job_rate, "rate": self.rate, "ratio": ratio}
         out |= {"low": _rounded(c.low), "high": _rounded(c.high), "verdict": str(c.verdict), "line": self.line()}
         return out
 
@@ -106,38 +123,47 @@ def one_rank_command(command: Sequence[str], world: int) -> list[str] | str:
     """The job's torchrun command for one rank on this machine alone (``--standalone``), or why
     there is none: not a torchrun command, several nodes, one rank already."""
     cmd = list(command)
+    if _launcher_start(cmd) is None:
+        return "the job starts its ranks itself (not torchrun): one rank cannot be asked of it from outside"
     at = _launcher_end(cmd)
     if at is None:
-        return "the job starts its ranks itself (not torchrun): one rank cannot be asked of it from outside"
+        return "torchrun's script (a .py file or -m module) is not found in the command: it is not run on one rank"
     if world <= 1:
         return "the job runs one rank already"
     options, rest = cmd[:at], cmd[at:]
     kept: list[str] = []
+    spelled = "--nproc-per-node"  # the job's own spelling (an older torchrun knows only --nproc_per_node)
     i = 0
     while i < len(options):
         word = options[i]
         name, has_value = _option(word)
         if name == "--nnodes" and _nodes(options, i, has_value) not in ("1", "1:1"):
             return "the job spans several nodes: one rank of it is not run from here"
-        if name in ("--nproc-per-node", "--standalone") or name in RDZV_OPTIONS:
+        nproc = name.startswith("--nproc")  # argparse takes an abbreviation (--nproc 2)
+        if nproc:
+            spelled = "--nproc_per_node" if "_" in word.partition("=")[0] else "--nproc-per-node"
+        if nproc or name == "--standalone" or name in RDZV_OPTIONS:
             takes = name != "--standalone" and not has_value
             i += 2 if takes else 1
             continue
         kept.append(word)
         i += 1
-    return [*kept, "--standalone", "--nproc-per-node", "1", *rest]
+    return [*kept, "--standalone", spelled, "1", *rest]
+
+
+def _launcher_start(cmd: list[str]) -> int | None:
+    """Where torchrun's own options begin in ``cmd``; None: not torchrun."""
+    for i, word in enumerate(cmd):
+        if word.rsplit("/", 1)[-1] == "torchrun" or (word in LAUNCHERS and i and cmd[i - 1] == "-m"):
+            return i + 1
+    return None
 
 
 def _launcher_end(cmd: list[str]) -> int | None:
-    """Where torchrun's own options end in ``cmd`` (its script's index); None: not torchrun."""
+    """Where torchrun's own options end in ``cmd`` (its script's index); None: no script found."""
     from gpudash.job.command import script_index
 
-    starts = None
-    for i, word in enumerate(cmd):
-        base = word.rsplit("/", 1)[-1]
-        if base == "torchrun" or (word in LAUNCHERS and i and cmd[i - 1] == "-m"):
-            starts = i + 1
-            break
+    starts = _launcher_start(cmd)
     if starts is None:
         return None
     script = script_index(cmd[starts:])
@@ -160,16 +186,17 @@ def _nodes(options: list[str], i: int, has_value: bool) -> str:
 
 
 # -- a DataLoader setting --------------------------------------------------------------------------
-def loader_settings(advice: str, e: Evidence, cpus: int) -> list[tuple[str, str]]:
+def loader_settings(advice: str, e: Evidence, cpus: float) -> list[tuple[str, str]]:
     """The DataLoader settings an input remedy's ``advice`` names and the job lacks, as ``--set``
-    pairs: more workers (twice as many, at least 2, at most the CPUs), pinned memory, persistent
-    workers. None where the advice names none (making less of each batch, the hand-over)."""
+    pairs: more workers (twice as many, at least 2, at most ``cpus``: a rank's, as tune counts
+    them), pinned memory, persistent workers. None where the advice names none, or rules them out
+    (making less of each batch, the hand-over, workers that already have every CPU)."""
     have = job_settings(e.job_settings or "")
     out: list[tuple[str, str]] = []
     workers = have.get("num_workers", "0")
     now = int(workers) if workers.isdigit() else 0
-    more = min(max(2, 2 * now), max(1, cpus))
-    if "more DataLoader workers" in advice and not advice.startswith("not more") and more > now:
+    more = min(max(2, 2 * now), max(1, int(cpus)))
+    if "more DataLoader workers" in advice and "not more DataLoader workers" not in advice and more > now:
         out.append(("num_workers", str(more)))
     if "pin_memory=True" in advice and have.get("pin_memory") != "True":
         out.append(("pin_memory", "True"))
@@ -187,15 +214,16 @@ def capped_up_to(limit: str, up_to: float, checks: Sequence[Check], last_rank: i
         ceiling = check.ceiling
         if check.kind != ONE_RANK or ceiling is None:
             continue
-        if base == COMM or (base == WAIT and last_rank not in (0, None)):
+        if base == COMM or (base == WAIT and last_rank != 0):
             up_to = min(up_to, ceiling)
     return up_to
 
 
 def loader_refuted(checks: Sequence[Check]) -> bool:
-    """Every DataLoader setting raced ran, and none was faster."""
-    raced = [c for c in checks if c.kind == LOADER and not c.skipped and c.comparison is not None]
-    return bool(raced) and all(c.comparison.verdict != Verdict.FASTER for c in raced if c.comparison is not None)
+    """Every DataLoader setting raced ran to a verdict with an interval, and none was faster."""
+    raced = [c for c in checks if c.kind == LOADER and not c.skipped]
+    verdicts = [c.comparison.verdict for c in raced if c.comparison is not None and c.comparison.high is not None]
+    return bool(raced) and len(verdicts) == len(raced) and Verdict.FASTER not in verdicts
 
 
 def refuted_input_advice(e: Evidence, checks: Sequence[Check]) -> str:

@@ -127,7 +127,9 @@ def job_settings(text: str) -> dict[str, str]:
     whatever it holds, up to its line number; the model's parallel settings come after it."""
     head, has_site, rest = text.partition("site=")
     site, tail = rest, ""
-    if has_site and (m := SITE_END.search(rest)) is not None:
+    if has_site and rest.startswith(","):  # no site known: the settings after it
+        site, tail = "", rest[1:]
+    elif has_site and (m := SITE_END.search(rest)) is not None:
         site, tail = rest[: m.end(1)], rest[m.end() :]
     pairs = (item.partition("=") for item in [*head.split(","), *tail.split(",")] if "=" in item)
     return {**{k.strip(): v.strip() for k, _, v in pairs}, **({"site": site} if has_site else {})}

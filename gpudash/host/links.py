@@ -5,7 +5,9 @@ NVLink where NVML says the two GPUs reach each other over it (``nvmlDeviceGetP2P
 NVLink index): the GPU's active links times each one's speed (the ``NVLINK_GET_SPEED`` field, MB/s
 one way: 18 × 26.6 GB/s = 478 GB/s on an H200 SXM). Otherwise PCIe: the slower GPU's current
 generation and width (a Gen5 x16 link carries 63 GB/s one way). Of several GPUs, the slowest pair's
-link: a ring's collective runs at its slowest hop. Torch-free.
+link: a ring's collective runs at its slowest hop. All of a GPU's active links count, as they do
+through NVSwitch; on a mesh without one (a 4-GPU HGX A100) a pair has only its own links, and the
+figure is then the GPU's, above the pair's. Torch-free.
 """
 
 from __future__ import annotations

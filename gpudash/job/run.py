@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gpudash.core.protocol import Event, EventKind, ExitCode, RunConfig
+from gpudash.core.protocol import EventKind, ExitCode, RunConfig
 from gpudash.diagnosis.checks import Check
 from gpudash.diagnosis.evidence import Evidence
 from gpudash.diagnosis.verdict import Diagnosis
@@ -158,8 +158,9 @@ def measuring_run(
 
 
 # what diagnose runs after its verdict (``gpudash.tune.checks_run``, given by the command line): the
-# verdict's evidence and diagnosis, its event, and the folder of the diagnosed run's ``run.csv``
-Checker = Callable[[Evidence, Diagnosis, Event, Path], list[Check]]
+# verdict's evidence and diagnosis, the seconds the job ran from its start to the verdict, and the
+# folder of the diagnosed run's ``run.csv``
+Checker = Callable[[Evidence, Diagnosis, float, Path], list[Check]]
 
 
 def diagnose_job(
@@ -225,7 +226,11 @@ def _diagnose_job(
         return code or int(ExitCode.FAILED)
     evidence = Evidence.from_details(event.details)
     diagnosis = job_verdict(evidence)
-    checks = checker(evidence, diagnosis, event, Path(folder)) if checker is not None else []
+    checks: list[Check] = []
+    if checker is not None and not (ended_first and code):  # a job that failed is not run again
+        started_s = recording.started_s if recording is not None else None
+        ran_s = event.time_s - (started_s or 0.0)
+        checks = checker(evidence, diagnosis, ran_s, Path(folder))
     verdict, lines = remedies.answer(evidence, diagnosis, script=True, checks=checks)
     if as_json:
         running: dict[str, object] = {k: event.details.get(k, "") for k in ("workload", "variant", "device")}

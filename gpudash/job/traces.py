@@ -25,6 +25,7 @@ from gpudash.job.boot import gpudash_job_wire as wire
 
 TRACE_BYTES = 64 << 20  # the trace a window may write: later windows ask for fewer steps past it
 PERIODIC_WAIT_S = 120.0  # a periodic window unanswered this long (replaced, lost with its process): the next may come
+MAX_STEPS = 100_000  # a window's steps, at the most a job's answer may say (gpudash asks for 200 at most)
 DISTORTED = 1.2  # a window whose steps run slower than this × untraced ones: its figures are the window's
 WINDOW_SHARE = 0.03  # periodic windows (--trace-every) cost the job at most this share of its time: with
 # the first window's (its cost not known before it ran) and the hooks' own, the job keeps 0.93× of its bare speed
@@ -146,9 +147,10 @@ class JobTraces:
             why = f"profiler window failed: {m['error']}"
             self._finish(TraceRead(purpose, path, error=why, rank=rank, window=window, ranks=asked))
             return
-        timing: dict[str, Any] = {"steps": _int(m.get("steps")), "wall_ms": _float(m.get("wall_ms"))}
+        steps = min(_int(m.get("steps")), MAX_STEPS)
+        timing: dict[str, Any] = {"steps": steps, "wall_ms": _float(m.get("wall_ms"))}
         timing |= {"export_ms": _float(m.get("export_ms")), "window": window, "ranks": asked}
-        timing |= {"steps_ms": _float(m.get("steps_ms")), "step_ms": _floats(m.get("step_ms"))}
+        timing |= {"steps_ms": max(0.0, _float(m.get("steps_ms"))), "step_ms": _floats(m.get("step_ms"))}
         timing["comm_sizes"] = _sizes(m.get("comm_sizes"))
         args = (purpose, path, rank, timing)
         threading.Thread(target=self._read, args=args, name="gpudash-trace-read", daemon=True).start()
@@ -189,7 +191,7 @@ class JobTraces:
 def _int(value: Any, least: int = 1) -> int:
     try:
         return max(least, int(value))
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return least
 
 
@@ -213,7 +215,9 @@ def _floats(value: Any) -> tuple[float, ...]:
 
 
 def _float(value: Any) -> float:
+    """A finite number from a message (a hostile one's anything else: 0)."""
     try:
-        return float(value or 0.0)
-    except (TypeError, ValueError):
+        number = float(value or 0.0)
+    except (TypeError, ValueError, OverflowError):
         return 0.0
+    return number if math.isfinite(number) else 0.0

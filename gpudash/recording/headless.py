@@ -93,6 +93,7 @@ class HeadlessRecording:
     failure: Event | None = field(default=None, repr=False)  # the "crashed" event, when one came
     _held: list[Message] = field(default_factory=list, repr=False)  # messages before it started
     _started_at: float | None = field(default=None, repr=False)  # when the workload started (monotonic)
+    started_s: float | None = field(default=None, repr=False)  # ... in the run's seconds (its STARTED event's)
     _next_trace: float | None = field(default=None, repr=False)
     _next_progress: float | None = field(default=None, repr=False)
     _diagnosis_asked: bool = field(default=False, repr=False)
@@ -243,6 +244,7 @@ class HeadlessRecording:
             say(line)  # a failure before the start is the report's one line
         if e.kind == EventKind.STARTED:
             self._started_at = time.monotonic()
+            self.started_s = e.time_s
             self._note_gpu()
         elif e.kind == EventKind.CRASHED:
             self.failure = self.failure or e

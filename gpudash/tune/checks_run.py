@@ -18,10 +18,11 @@ from gpudash.tune.job_runs import Run, run_once, take_rates
 MIN_SECONDS, MAX_SECONDS = 8.0, 120.0  # a check's run: as long as the diagnosis took to answer, within these
 
 
-def check_seconds(diagnosed_at_s: float) -> float:
-    """A check's run length: the seconds the job took to its diagnosis (its start-up, warm-up and
-    window: what its rate needs), within ``MIN_SECONDS``–``MAX_SECONDS``."""
-    return min(MAX_SECONDS, max(MIN_SECONDS, diagnosed_at_s))
+def check_seconds(ran_s: float) -> float:
+    """A check's run length (``record --duration``, which counts from the job's first step): the
+    seconds the diagnosed job ran from its first step to its verdict (its warm-up and window: what
+    its rate needed), within ``MIN_SECONDS``–``MAX_SECONDS``."""
+    return min(MAX_SECONDS, max(MIN_SECONDS, ran_s))
 
 
 def recorded_run(csv_path: Path) -> tuple[Run, int]:
@@ -52,10 +53,14 @@ def run_checks(
     (``input_advice``, "" where none is named), each raced against the job as written."""
     job, world = recorded_run(diagnosed_csv)
     checks: list[Check] = []
-    if world > 1:
-        checks.append(one_rank(command, job, world, seconds, folder, say))
-    if input_advice:
-        checks += loader_races(command, evidence, input_advice, seconds, folder, say)
+    try:
+        if world > 1:
+            checks.append(one_rank(command, job, world, seconds, folder, say))
+        if input_advice:
+            cpus = max(1, int(evidence.cpus or os.cpu_count() or 1) // world)  # a rank's, as tune counts them
+            loader_races(command, evidence, input_advice, cpus, seconds, folder, say, checks)
+    except KeyboardInterrupt:  # the verdict still comes, with the checks that finished
+        say("the checks were interrupted: the verdict with those that finished")
     return checks
 
 
@@ -78,15 +83,22 @@ def one_rank(
 
 
 def loader_races(
-    command: Sequence[str], evidence: Evidence, advice: str, seconds: float, folder: Path, say: Callable[[str], None]
-) -> list[Check]:
-    """Each DataLoader setting the input remedy's ``advice`` names, raced against the job as written."""
-    settings = loader_settings(advice, evidence, evidence.cpus or os.cpu_count() or 1)
+    command: Sequence[str],
+    evidence: Evidence,
+    advice: str,
+    cpus: int,
+    seconds: float,
+    folder: Path,
+    say: Callable[[str], None],
+    checks: list[Check],
+) -> None:
+    """Each DataLoader setting the input remedy's ``advice`` names (within a rank's ``cpus``), raced
+    against the job as written: each added to ``checks`` as it ends."""
+    settings = loader_settings(advice, evidence, cpus)
     if not settings:
-        return []
+        return
     say(f"checking: the job as written for {seconds:g} s, then with {', '.join(f'{k}={v}' for k, v in settings)}")
     written = run_once(list(command), (), seconds, folder / "as-written.csv")
-    checks = []
     for key, value in settings:
         what = f"{key}={value}"
         if written.rate is None:
@@ -99,4 +111,3 @@ def loader_races(
         unit = "samples" if written.rate is written.samples else "steps"
         c = compare(written.rate, run.rate)
         checks.append(Check(LOADER, what, c, written.rate.mean, run.rate.mean, unit))
-    return checks

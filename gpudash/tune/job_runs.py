@@ -79,7 +79,11 @@ def run_once(
     with open(err_path, "w", encoding="utf-8") as err:
         env = {**os.environ, WATCH_ENV: "1"} if watch else None
         process = subprocess.Popen([*argv, "--", *command], stdout=subprocess.DEVNULL, stderr=err, env=env)
-        run.dropped = _watch(process, run, csv_path, seconds, beat)
+        try:
+            run.dropped = _watch(process, run, csv_path, seconds, beat)
+        except KeyboardInterrupt:  # the run ends as a Ctrl-C ends a recording (its rows kept), then the caller hears it
+            _end(process)
+            raise
     if process.returncode != 0 and not run.dropped or not csv_path.exists():
         said = [line for line in err_path.read_text(encoding="utf-8", errors="replace").splitlines() if line.strip()]
         tail = " | ".join(said[-3:])  # the job's own last lines, then gpudash's
@@ -115,6 +119,18 @@ def _watch(process: subprocess.Popen[bytes], run: Run, csv_path: Path, seconds: 
             dropped = True
     run.worker_busy, run.workers_seen, run.worker_memory = workers.busy, workers.count, workers.memory
     return dropped
+
+
+def _end(process: subprocess.Popen[bytes]) -> None:
+    """``process`` ended as a Ctrl-C ends it (a terminal's reached it too, where it came from one),
+    waited for; killed where it does not end within half a minute."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGINT)
+    try:
+        process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 def _ended_within(process: subprocess.Popen[bytes], seconds: float) -> bool:

@@ -17,7 +17,6 @@ from gpudash.host.gpu_selection import GpuSelectionError, gpu_indexes
 from gpudash.recording import paths
 
 if TYPE_CHECKING:
-    from gpudash.core.protocol import Event
     from gpudash.diagnosis.checks import Check
     from gpudash.diagnosis.evidence import Evidence
     from gpudash.diagnosis.verdict import Diagnosis
@@ -47,14 +46,10 @@ def diagnose_checker(job: list[str], quiet: bool) -> Checker:
         if not quiet:
             print(f"gpudash: {text}", file=sys.stderr, flush=True)
 
-    def check(evidence: Evidence, diagnosis: Diagnosis, event: Event, folder: Path) -> list[Check]:
+    def check(evidence: Evidence, diagnosis: Diagnosis, ran_s: float, folder: Path) -> list[Check]:
         named = [r.advice for r in remedies(evidence, diagnosis.bound, script=True) if r.limit == INPUT]
-        seconds = check_seconds(event.time_s)
-        try:
-            return run_checks(job, folder / "run.csv", evidence, named[0] if named else "", seconds, folder, say)
-        except KeyboardInterrupt:  # the verdict still comes, without what the checks did not finish
-            say("the checks were interrupted: the verdict without them")
-            return []
+        seconds = check_seconds(ran_s)
+        return run_checks(job, folder / "run.csv", evidence, named[0] if named else "", seconds, folder, say)
 
     return check
 

@@ -98,21 +98,23 @@ class CommTimes:
 
     # -- the sizes of a window's collectives (their bytes: the trace's kernels do not say them) ----------
     def start_sizing(self) -> None:
-        self.sizes = {}
+        with self.lock:
+            self.sizes = {}
 
     def take_sizing(self) -> dict[str, list[int]]:
-        """The collectives called since ``start_sizing``: [calls, bytes] by kind (the bytes of each
-        call's largest tensor: an all-gather's output, a reduce-scatter's input)."""
-        sizes, self.sizes = self.sizes or {}, None
+        """The collectives called since ``start_sizing`` (any thread's): [calls, bytes] by kind, the
+        bytes of each call's larger side (an all-gather's output, a reduce-scatter's input, a list's
+        tensors together)."""
+        with self.lock:
+            sizes, self.sizes = self.sizes or {}, None
         return sizes
 
     def _sized(self, kind: str, args: Any, kwargs: Any) -> None:
-        sizes = self.sizes
-        if sizes is None:
-            return
         nbytes = max((_nbytes(v) for v in (*args, *kwargs.values())), default=0)
-        entry = sizes.setdefault(kind, [0, 0])
-        entry[0], entry[1] = entry[0] + 1, entry[1] + nbytes
+        with self.lock:
+            if self.sizes is not None:
+                entry = self.sizes.setdefault(kind, [0, 0])
+                entry[0], entry[1] = entry[0] + 1, entry[1] + nbytes
 
     # -- install ---------------------------------------------------------------------------------
     def install(self) -> None:
@@ -362,9 +364,9 @@ def _group(args: Any, kwargs: Any) -> int:
 
 
 def _nbytes(value: Any) -> int:
-    """A tensor's bytes (a list's largest tensor's); 0 for anything else."""
+    """A tensor's bytes (a list's tensors' together: an all-gather's outputs); 0 for anything else."""
     if isinstance(value, (list, tuple)):
-        return max((_nbytes(v) for v in value), default=0)
+        return sum(_nbytes(v) for v in value)
     try:
         return int(value.numel()) * int(value.element_size()) if hasattr(value, "element_size") else 0
     except Exception:  # noqa: BLE001 - a tensor-like that is not one
