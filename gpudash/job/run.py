@@ -158,8 +158,8 @@ def measuring_run(
 
 
 # what diagnose runs after its verdict (``gpudash.tune.checks_run``, given by the command line): the
-# verdict's evidence and diagnosis, the seconds the job ran from its start to the verdict, and the
-# folder of the diagnosed run's ``run.csv``
+# verdict's evidence and diagnosis, the seconds the job ran from its first step (its STARTED event)
+# to the verdict, and the folder of the diagnosed run's ``run.csv``
 Checker = Callable[[Evidence, Diagnosis, float, Path], list[Check]]
 
 
