@@ -8,6 +8,7 @@ boundary with what an H200 pair answered: ``docs/bench/h200x2-issue74b``). The r
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -15,14 +16,17 @@ from typing import Any
 
 import pytest
 
-from gpudash.diagnosis.checks import LOADER, ONE_RANK, Check, loader_settings, one_rank_command
+from gpudash.diagnosis.checks import LOADER, ONE_RANK, Check, loader_settings
 from gpudash.diagnosis.evidence import Evidence
 from gpudash.diagnosis.remedies import remedies
 from gpudash.diagnosis.rules import diagnose
 from gpudash.diagnosis.verdict import Bound
+from gpudash.engine.trace_figures import figures, with_trace
 from gpudash.host.links import link_between
+from gpudash.job.command import one_rank_command
 from gpudash.job.traces import TraceRead
 from gpudash.stats.comparison import Comparison, Verdict
+from tests.test_comm_exposed import _issue_63_trace, _job
 
 PY = sys.executable
 RUN = [PY, "-m", "torch.distributed.run"]
@@ -88,26 +92,14 @@ def _check(
     return Check(kind, what, Comparison(ratio, low, high, verdict), 30.4, 30.4 * ratio, world=2)
 
 
-COMM_BOUND = Evidence(
-    steps=30,
-    step_ms=42.0,
-    input_ms=0.0,
-    syncs_per_step=0.0,
-    gpu_busy_pct=70.0,
-    gpu_ms_per_step=30.0,
-    host_ms_per_step=10.0,
-    comm_exposed_ms=19.0,
-    comm_transfer_ms=19.0,
-    comm_transfer_exposed_ms=19.0,
-    comm_wait_ms=0.0,
-    comm_exposed_kinds="all-reduce=19.000",
-    job_settings="ddp_bucket_cap_mb=25",
-)
+# the issue-63 window (tests/test_comm_exposed.py): 28 of a 34 ms step in exposed all-reduce,
+# communication-bound, "up to 5.8×" from the window alone
+COMM_BOUND = with_trace(_job(settings="ddp_bucket_cap_mb=25"), figures(_issue_63_trace(), 2, 137.2))
 
 
 def test_a_communication_remedy_is_never_above_what_the_job_on_one_rank_ran() -> None:
-    """The issue's case: the window said 19 of 42 ms exposed all-reduce ("up to 1.8×"); one rank
-    ran 1.08× [1.06–1.10] faster: the remedy is "up to 1.1×" at the most, and below 1.05× it goes."""
+    """The issue's case: a window says most of the step is exposed all-reduce ("up to 5.8×"); one
+    rank ran 1.08× [1.06–1.10] faster: the remedy is "up to 1.1×" at the most, and below 1.05× it goes."""
     bound = diagnose(COMM_BOUND).bound
     assert bound == Bound.COMM
     alone = [r for r in remedies(COMM_BOUND, bound, script=True) if r.limit.startswith("communication")]
@@ -132,37 +124,27 @@ def test_a_waiting_remedy_is_capped_by_one_rank_unless_rank_0_is_the_one_waited_
 ) -> None:
     """On one rank, rank 0 runs its own extra work: where the others wait for it, its run does not
     bound what evening the ranks out gives."""
-    e = Evidence(
-        steps=30,
-        step_ms=56.0,
-        input_ms=0.0,
-        syncs_per_step=0.0,
-        gpu_busy_pct=60.0,
-        gpu_ms_per_step=50.0,
-        host_ms_per_step=10.0,
-        comm_exposed_ms=23.0,
-        comm_transfer_ms=0.5,
-        comm_transfer_exposed_ms=0.5,
-        comm_wait_ms=22.0,
-        comm_longest_ms=22.5,
-        comm_last_rank=last_rank,
-    )
+    waited: dict[str, Any] = {
+        "comm_wait_ms": 22.0,
+        "comm_longest_ms": 22.5,
+        "comm_last_rank": last_rank,
+    }  # matched: 22 ms waiting
+    e = dataclasses.replace(COMM_BOUND, comm_transfer_ms=0.5, comm_transfer_exposed_ms=0.5, **waited)
     found = remedies(e, diagnose(e).bound, script=True, checks=[_check(ONE_RANK, 1.2, 1.15, 1.25)])
     waiting = [r for r in found if r.limit == "waiting"]
     assert waiting and (waiting[0].up_to == pytest.approx(1.25)) == capped
     assert capped or waiting[0].up_to > 1.6
 
 
-INPUT_BOUND = Evidence(
-    steps=30,
-    step_ms=10.0,
-    input_ms=8.0,
-    input_dataset_ms=7.5,
-    input_collate_ms=0.2,
-    cpus=8,
-    job_settings="num_workers=0,pin_memory=False,persistent_workers=False",
-    syncs_per_step=1.0,
-)
+# a Dataset that waits on reads (8 of a 10 ms step), no workers, on a GPU (its syncs say so)
+_READS: dict[str, Any] = {
+    "input_ms": 8.0,
+    "input_dataset_ms": 7.5,
+    "input_collate_ms": 0.2,
+    "cpus": 8,
+    "syncs_per_step": 1.0,
+}
+INPUT_BOUND = Evidence(30, 10.0, job_settings="num_workers=0,pin_memory=False,persistent_workers=False", **_READS)
 
 
 def test_the_dataloader_settings_raced_are_those_the_input_remedy_names_and_the_job_lacks() -> None:

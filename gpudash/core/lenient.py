@@ -19,6 +19,6 @@ def float_or(value: Any, default: float = 0.0) -> float:
     """``value`` as a finite number; ``default`` where it is none (text, None, NaN, infinity)."""
     try:
         number = float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # (an integer past a float's range)
         return default
     return number if math.isfinite(number) else default

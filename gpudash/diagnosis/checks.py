@@ -31,17 +31,6 @@ from gpudash.stats.comparison import Comparison, Verdict
 from gpudash.stats.fmt import fmt_ratio
 
 ONE_RANK, LOADER = "one rank", "DataLoader"
-# torchrun's options that place the job on several nodes or a rendezvous: dropped for one rank alone
-RDZV_OPTIONS: tuple[str, ...] = (
-    "--rdzv-endpoint",
-    "--rdzv-backend",
-    "--rdzv-id",
-    "--rdzv-conf",
-    "--master-addr",
-    "--master-port",
-)
-RDZV_OPTIONS += ("--node-rank", "--nnodes", "--max-restarts", "--local-addr")
-LAUNCHERS = ("torch.distributed.run", "torch.distributed.launch")
 MAX_LOADER_SETTINGS = 3  # the DataLoader settings of a remedy raced, at most
 
 
@@ -116,73 +105,6 @@ def _rate(value: float | None) -> str:
 
 def _rounded(value: float | None) -> float | None:
     return None if value is None else round(value, 4)
-
-
-# -- one rank ---------------------------------------------------------------------------------------
-def one_rank_command(command: Sequence[str], world: int) -> list[str] | str:
-    """The job's torchrun command for one rank on this machine alone (``--standalone``), or why
-    there is none: not a torchrun command, several nodes, one rank already."""
-    cmd = list(command)
-    if _launcher_start(cmd) is None:
-        return "the job starts its ranks itself (not torchrun): one rank cannot be asked of it from outside"
-    at = _launcher_end(cmd)
-    if at is None:
-        return "torchrun's script (a .py file or -m module) is not found in the command: it is not run on one rank"
-    if world <= 1:
-        return "the job runs one rank already"
-    options, rest = cmd[:at], cmd[at:]
-    kept: list[str] = []
-    spelled = "--nproc-per-node"  # the job's own spelling (an older torchrun knows only --nproc_per_node)
-    i = 0
-    while i < len(options):
-        word = options[i]
-        name, has_value = _option(word)
-        if name == "--nnodes" and _nodes(options, i, has_value) not in ("1", "1:1"):
-            return "the job spans several nodes: one rank of it is not run from here"
-        nproc = name.startswith("--nproc")  # argparse takes an abbreviation (--nproc 2)
-        if nproc:
-            spelled = "--nproc_per_node" if "_" in word.partition("=")[0] else "--nproc-per-node"
-        if nproc or name == "--standalone" or name in RDZV_OPTIONS:
-            takes = name != "--standalone" and not has_value
-            i += 2 if takes else 1
-            continue
-        kept.append(word)
-        i += 1
-    return [*kept, "--standalone", spelled, "1", *rest]
-
-
-def _launcher_start(cmd: list[str]) -> int | None:
-    """Where torchrun's own options begin in ``cmd``; None: not torchrun."""
-    for i, word in enumerate(cmd):
-        if word.rsplit("/", 1)[-1] == "torchrun" or (word in LAUNCHERS and i and cmd[i - 1] == "-m"):
-            return i + 1
-    return None
-
-
-def _launcher_end(cmd: list[str]) -> int | None:
-    """Where torchrun's own options end in ``cmd`` (its script's index); None: no script found."""
-    from gpudash.job.command import script_index
-
-    starts = _launcher_start(cmd)
-    if starts is None:
-        return None
-    script = script_index(cmd[starts:])
-    if script is None:
-        return None
-    at = starts + script
-    return at - 1 if cmd[at - 1] == "-m" else at  # ``-m pkg.train``: the module's flag is the script's
-
-
-def _option(word: str) -> tuple[str, bool]:
-    """A torchrun option's name in its dashed spelling, and whether its value is in the same word."""
-    name, eq, _ = word.partition("=")
-    return name.replace("_", "-") if name.startswith("--") else name, bool(eq)
-
-
-def _nodes(options: list[str], i: int, has_value: bool) -> str:
-    if has_value:
-        return options[i].partition("=")[2]
-    return options[i + 1] if i + 1 < len(options) else ""
 
 
 # -- a DataLoader setting --------------------------------------------------------------------------

@@ -10,7 +10,6 @@ of MB). Torch-free.
 
 from __future__ import annotations
 
-import math
 import os
 import statistics
 import threading
@@ -19,6 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpudash.core.lenient import float_or
 from gpudash.core.textfmt import plain
 from gpudash.engine.trace_read import MAX_EVENTS, read_bounded
 from gpudash.job.boot import gpudash_job_wire as wire
@@ -148,9 +148,9 @@ class JobTraces:
             self._finish(TraceRead(purpose, path, error=why, rank=rank, window=window, ranks=asked))
             return
         steps = min(_int(m.get("steps")), MAX_STEPS)
-        timing: dict[str, Any] = {"steps": steps, "wall_ms": _float(m.get("wall_ms"))}
-        timing |= {"export_ms": _float(m.get("export_ms")), "window": window, "ranks": asked}
-        timing |= {"steps_ms": max(0.0, _float(m.get("steps_ms"))), "step_ms": _floats(m.get("step_ms"))}
+        timing: dict[str, Any] = {"steps": steps, "wall_ms": float_or(m.get("wall_ms"))}
+        timing |= {"export_ms": float_or(m.get("export_ms")), "window": window, "ranks": asked}
+        timing |= {"steps_ms": max(0.0, float_or(m.get("steps_ms"))), "step_ms": _floats(m.get("step_ms"))}
         timing["comm_sizes"] = _sizes(m.get("comm_sizes"))
         args = (purpose, path, rank, timing)
         threading.Thread(target=self._read, args=args, name="gpudash-trace-read", daemon=True).start()
@@ -211,13 +211,4 @@ def _floats(value: Any) -> tuple[float, ...]:
     """A list of positive numbers from a message (a hostile one: anything else dropped)."""
     if not isinstance(value, list):
         return ()
-    return tuple(f for v in value[:1000] if math.isfinite(f := _float(v)) and f > 0)
-
-
-def _float(value: Any) -> float:
-    """A finite number from a message (a hostile one's anything else: 0)."""
-    try:
-        number = float(value or 0.0)
-    except (TypeError, ValueError, OverflowError):
-        return 0.0
-    return number if math.isfinite(number) else 0.0
+    return tuple(f for v in value[:1000] if (f := float_or(v)) > 0)

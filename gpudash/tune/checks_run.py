@@ -9,8 +9,9 @@ import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from gpudash.diagnosis.checks import LOADER, ONE_RANK, Check, loader_settings, one_rank_command
+from gpudash.diagnosis.checks import LOADER, ONE_RANK, Check, loader_settings
 from gpudash.diagnosis.evidence import Evidence
+from gpudash.job.command import one_rank_command
 from gpudash.report.load import ReportInputError, load_run
 from gpudash.stats.comparison import compare
 from gpudash.tune.job_runs import Run, run_once, take_rates

@@ -2,13 +2,7 @@
 # Issue 74, session 18, call 2 (2 GPUs): diagnose with its counterfactual (the job on one rank) on the
 # even DDP job and on rank 0 waiting; FSDP2's diagnosis; the window probe under gpudash record (do
 # gpudash's hooks slow the traced steps?).
-set -u
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1
-D=docs/bench/h200x2-issue74b
-TR="python3 -m torch.distributed.run --standalone --nproc-per-node 2"
-JOB=benchmarks/jobs/ddp_resnet_job.py
-{ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; python3 -c "import torch, sys; print('torch', torch.__version__, 'python', sys.version.split()[0])"; date -u +%Y-%m-%dT%H:%MZ; } > "$OUT/env2.txt" 2>&1
+ENV_FILE=env2.txt . docs/bench/h200x2-issue74b/setup.sh  # $OUT, $D, $TR, $JOB; the GPUs, torch, the date
 for r in -1 0; do
   timeout 200 python3 -m gpudash diagnose --json -- $TR $JOB --steps 3000 --bucket-view --wait-rank $r --wait-ms 25 > "$OUT/diagnose-wait$r.json" 2> "$OUT/diagnose-wait$r.err"
   echo "exit $?" >> "$OUT/diagnose-wait$r.err"

@@ -2,13 +2,7 @@
 # Issue 74, session 18, call 4 (2 GPUs): the collectives' bus bandwidth against the link's peak
 # (diagnose --json on the even DDP job; a --trace-every 5 recording's window), and the window probe
 # bare and under gpudash record on the same machine (do gpudash's hooks slow a traced step?).
-set -u
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1
-D=docs/bench/h200x2-issue74b
-TR="python3 -m torch.distributed.run --standalone --nproc-per-node 2"
-JOB=benchmarks/jobs/ddp_resnet_job.py
-{ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; python3 -c "import torch, sys; print('torch', torch.__version__, 'python', sys.version.split()[0])"; date -u +%Y-%m-%dT%H:%MZ; } > "$OUT/env4.txt" 2>&1
+ENV_FILE=env4.txt . docs/bench/h200x2-issue74b/setup.sh  # $OUT, $D, $TR, $JOB; the GPUs, torch, the date
 timeout 110 python3 -m gpudash diagnose --json --no-check -- $TR $JOB --steps 3000 --bucket-view > "$OUT/diagnose-even.json" 2> "$OUT/diagnose-even.err"
 echo "exit $?" >> "$OUT/diagnose-even.err"
 timeout 60 python3 -m gpudash record /tmp/r.csv --force --trace-every 5 -- $TR $JOB --steps 400 --bucket-view > "$OUT/record-trace-every.txt" 2>&1
