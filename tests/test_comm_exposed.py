@@ -36,7 +36,7 @@ def _marker(start_ms: float, dur_ms: float) -> dict[str, Any]:
     return {"cat": "user_annotation", "name": STEP_MARKER, "ts": start_ms * 1000, "dur": dur_ms * 1000}
 
 
-def _issue_63_trace(steps: int = 2) -> list[dict[str, Any]]:
+def issue_63_trace(steps: int = 2) -> list[dict[str, Any]]:
     """Steps of 68.6 ms under the profiler (twice the job's 34.3): 11.8 ms of computation, then an
     all-reduce alone on the GPU for 56.8 ms — the 56.8 ms the old verdict set against 34.3."""
     events: list[dict[str, Any]] = []
@@ -46,16 +46,16 @@ def _issue_63_trace(steps: int = 2) -> list[dict[str, Any]]:
     return events
 
 
-def _job(step_ms: float = 34.3, settings: str | None = None) -> Evidence:
+def ddp_job_evidence(step_ms: float = 34.3, settings: str | None = None) -> Evidence:
     """A job's untraced window: no input wait, no syncs."""
     return Evidence(steps=20, step_ms=step_ms, input_ms=0.2, syncs_per_step=0.0, job_settings=settings)
 
 
 def test_the_exposed_collectives_never_exceed_the_jobs_step_when_traced_steps_are_twice_as_slow() -> None:
-    fig = figures(_issue_63_trace(), 2, 137.2)
+    fig = figures(issue_63_trace(), 2, 137.2)
     assert fig.comm_exposed_ms_per_step == pytest.approx(56.8)  # of a traced step, 68.6 ms
     assert fig.comm_exposed_share == pytest.approx(56.8 / 68.6)
-    evidence = with_trace(_job(), fig)
+    evidence = with_trace(ddp_job_evidence(), fig)
     assert evidence.comm_exposed_ms == pytest.approx(34.3 * 56.8 / 68.6)  # 28.4 ms, not 56.8
     verdict = diagnose(evidence)
     assert verdict.bound == Bound.COMM
@@ -67,9 +67,9 @@ def test_the_exposed_collectives_never_exceed_the_jobs_step_when_traced_steps_ar
 
 def test_a_span_holding_more_steps_than_counted_still_gives_a_share_of_one_step_at_most() -> None:
     """Four steps' events read as one step: ms per step come out 4 times too long, the share does not."""
-    fig = figures(_issue_63_trace(steps=4), 1, 274.4)
+    fig = figures(issue_63_trace(steps=4), 1, 274.4)
     assert fig.comm_exposed_ms_per_step == pytest.approx(4 * 56.8)
-    evidence = with_trace(_job(), fig)
+    evidence = with_trace(ddp_job_evidence(), fig)
     assert evidence.comm_exposed_ms is not None and evidence.comm_exposed_ms <= evidence.step_ms
     assert "83% of each step (28.4 of 34.3 ms" in diagnose(evidence).line()
 
@@ -84,7 +84,7 @@ def test_random_traces_never_give_more_exposed_time_than_the_step() -> None:
             for _ in range(rng.randint(1, 12))
         ]
         fig = figures(events, rng.randint(1, 3), 50.0)
-        evidence = with_trace(_job(step_ms=rng.uniform(1.0, 40.0)), fig)
+        evidence = with_trace(ddp_job_evidence(step_ms=rng.uniform(1.0, 40.0)), fig)
         if evidence.comm_exposed_ms is None:
             continue
         assert 0.0 <= evidence.comm_exposed_ms <= evidence.step_ms + 1e-9
@@ -128,7 +128,7 @@ def test_each_kind_gets_its_own_exposed_time_beside_overlapping_computation() ->
     assert details["comm_all_gather_exposed_ms_per_step"] == "5" and details["comm_all_gather_ms_per_step"] == "6"
     assert details["comm_all_reduce_exposed_ms_per_step"] == "4"
     assert details["comm_reduce_scatter_exposed_ms_per_step"] == "1"
-    verdict = diagnose(with_trace(_job(step_ms=14.0), fig))
+    verdict = diagnose(with_trace(ddp_job_evidence(step_ms=14.0), fig))
     assert verdict.bound == Bound.COMM
     assert "71% of each step (10.0 of 14.0 ms: all-gather 5.0, all-reduce 4.0, reduce-scatter 1.0)" in verdict.line()
 
@@ -167,24 +167,24 @@ def test_a_host_that_runs_ahead_of_a_full_queue_does_not_count_as_a_part() -> No
 
 
 def test_gradient_as_bucket_view_is_advised_only_where_the_job_does_not_set_it() -> None:
-    fig = figures(_issue_63_trace(), 2, 137.2)
-    on = job_verdict(with_trace(_job(settings=DDP_ON), fig))
+    fig = figures(issue_63_trace(), 2, 137.2)
+    on = job_verdict(with_trace(ddp_job_evidence(settings=DDP_ON), fig))
     assert on.bound == Bound.COMM
     assert "gradient_as_bucket_view=True" not in on.advice
     assert "bucket_cap_mb=100 (now 25)" in on.advice  # the default 25 MB buckets: larger ones are advised
-    off = job_verdict(with_trace(_job(settings=DDP_ON.replace("view=True", "view=False")), fig))
+    off = job_verdict(with_trace(ddp_job_evidence(settings=DDP_ON.replace("view=True", "view=False")), fig))
     assert "gradient_as_bucket_view=True" in off.advice
-    evidence = with_trace(_job(settings=DDP_ON), fig)
+    evidence = with_trace(ddp_job_evidence(settings=DDP_ON), fig)
     _, lines = answer(evidence, on, script=True)
     assert any("(communication: all-reduce)" in line and "bucket_cap_mb=100" in line for line in lines)
     assert not any("gradient_as_bucket_view=True" in line for line in lines)
 
 
 def test_the_advice_follows_what_the_jobs_model_already_does() -> None:
-    fig = figures(_issue_63_trace(), 2, 137.2)
+    fig = figures(issue_63_trace(), 2, 137.2)
 
     def advice(settings: str | None) -> str:
-        return job_verdict(with_trace(_job(settings=settings), fig)).advice
+        return job_verdict(with_trace(ddp_job_evidence(settings=settings), fig)).advice
 
     done = advice("ddp_bucket_cap_mb=100.0,ddp_gradient_as_bucket_view=True,ddp_find_unused_parameters=False")
     assert "bucket_cap_mb" not in done and "gradient_as_bucket_view=True" not in done
@@ -208,7 +208,7 @@ def test_the_advice_follows_what_the_jobs_model_already_does() -> None:
 
 
 def test_the_kinds_come_back_from_a_recordings_details_and_a_hostile_one_is_ignored() -> None:
-    evidence = with_trace(_job(), figures(_issue_63_trace(), 2, 137.2))
+    evidence = with_trace(ddp_job_evidence(), figures(issue_63_trace(), 2, 137.2))
     again = Evidence.from_details(evidence.details())
     assert diagnose(again).line() == diagnose(evidence).line()
     hostile = Evidence(**{**again.__dict__, "comm_exposed_kinds": "all-reduce=nan,\x1b[31mx=3,all-gather=1e999"})

@@ -26,7 +26,7 @@ from gpudash.host.links import link_between
 from gpudash.job.command import one_rank_command
 from gpudash.job.traces import TraceRead
 from gpudash.stats.comparison import Comparison, Verdict
-from tests.test_comm_exposed import _issue_63_trace, _job
+from tests.test_comm_exposed import ddp_job_evidence, issue_63_trace
 
 PY = sys.executable
 RUN = [PY, "-m", "torch.distributed.run"]
@@ -94,7 +94,7 @@ def _check(
 
 # the issue-63 window (tests/test_comm_exposed.py): 28 of a 34 ms step in exposed all-reduce,
 # communication-bound, "up to 5.8×" from the window alone
-COMM_BOUND = with_trace(_job(settings="ddp_bucket_cap_mb=25"), figures(_issue_63_trace(), 2, 137.2))
+COMM_BOUND = with_trace(ddp_job_evidence(settings="ddp_bucket_cap_mb=25"), figures(issue_63_trace(), 2, 137.2))
 
 
 def test_a_communication_remedy_is_never_above_what_the_job_on_one_rank_ran() -> None:
