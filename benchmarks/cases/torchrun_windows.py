@@ -6,9 +6,12 @@ The job runs bare ``bare`` times, under gpudash with windows ``runs`` times and,
 under gpudash without windows that many times, interleaved (a bare run, a plain one, then a traced
 one, while bare and plain runs last). Per run: its exit status, the job's own steps/s (its ranks'
 mean, from its ``JOB rank=R … steps_per_s=X`` lines), gpudash's figure, the windows gpudash said it
-took and their cost, and the lines on the job's stderr that are not the job's. Then traced over
-bare (the windows' cost on the job's own figure), gpudash's figure over the bare job's, and with
-``plain`` plain over bare (gpudash's hooks without windows) and traced over plain."""
+took, their cost and how much slower a traced step ran than an untraced one, and the lines on the
+job's stderr that are not the job's. Then traced over bare (the windows' cost on the job's own
+figure), gpudash's figure over the bare job's, and with ``plain`` plain over bare (gpudash's hooks
+without windows) and traced over plain. ``earlier`` joins the runs of other calls of the case (a
+call's time is short; two pairs of GPUs of one host may run it side by side): their rows are shown
+and their series pooled with these."""
 
 from __future__ import annotations
 
@@ -38,8 +41,8 @@ class Params:
     plain: int = param(0, "runs under gpudash without windows")
     trace_every: float = param(5.0, "gpudash's --trace-every, seconds")
     out: str | None = param(None, "keep the logs and recordings here (default: a temporary folder)")
-    earlier: str | None = param(
-        None, "an earlier result.json of this case whose runs join these (one call's time is short)"
+    earlier: tuple[str, ...] = param(
+        (), "earlier result.json files of this case whose runs join these, comma-separated (one call's time is short)"
     )
 
 
@@ -51,6 +54,7 @@ class JobRun:
     gpudash_rate: str
     windows: int
     cost: str
+    slowed: str
     foreign: int
 
 
@@ -67,8 +71,16 @@ def one(kind: str, command: list[str], out: Path) -> JobRun:
     costs = re.findall(r"the window cost the job ([\d.,]+) s", done.stderr)
     foreign = sum(1 for line in done.stderr.splitlines() if NOT_THE_JOBS.search(line))
     cost = f"{sum(float(c.replace(',', '')) for c in costs):.2f} s" if costs else ""
+    slowed = ", ".join(f"{float(s):.2f}×" for s in re.findall(r"a traced step ([\d.]+)× an untraced one", done.stderr))
     rate = job_rate(done.stdout + done.stderr)
-    return JobRun(kind, done.returncode, rate, figure.group(1) if figure else "", len(costs), cost, foreign)
+    figure_text = figure.group(1) if figure else ""
+    return JobRun(kind, done.returncode, rate, figure_text, len(costs), cost, slowed, foreign)
+
+
+def earlier_rows(path: str) -> list[list[str]]:
+    """The rows of an earlier result's table of runs (its kinds, exits and figures)."""
+    blocks = json.loads(Path(path).read_text())["blocks"]
+    return [list(row) for b in blocks if b.get("table") for row in b["table"]["rows"]]
 
 
 def all_runs(p: Params, out: Path) -> list[JobRun]:
@@ -102,28 +114,39 @@ def measure(run: Run, p: Params) -> None:
     run.comment(f"torchrun jobs under gpudash record --trace-every {p.trace_every:g}, {p.nproc} ranks")
     run.line(f"job: {' '.join(p.job)}")
     run.line()
-    table = run.table(
-        ["run", "exit", "job's own steps/s", "gpudash's steps/s", "windows", "their cost", "lines not the job's"]
-    )
+    columns = ["run", "exit", "job's own steps/s", "gpudash's steps/s", "windows", "their cost", "traced step"]
+    table = run.table([*columns, "lines not the job's"])
+    rows: list[list[str]] = [row for path in p.earlier for row in earlier_rows(path)]
+    for row in rows:  # an earlier call's runs, as it showed them (before the traced step's column: "–")
+        run.row(table, *(row if len(row) == len(table.columns) else [*row[:-1], "–", row[-1]]))
     for r in runs:
         rate = f"{r.job_rate:.2f}" if r.job_rate is not None else "–"
-        run.row(table, r.kind, r.code, rate, r.gpudash_rate or "–", r.windows, r.cost or "–", r.foreign)
+        cells = [r.kind, r.code, rate, r.gpudash_rate or "–", r.windows, r.cost or "–", r.slowed or "–", r.foreign]
+        run.row(table, *cells)
+        rows.append([str(c) for c in cells])
     rates = {k: [r.job_rate for r in runs if r.kind == k and r.job_rate] for k in ("bare", "plain", "traced")}
     ours = [
         float(r.gpudash_rate.split(" ±")[0].replace(",", "")) for r in runs if r.gpudash_rate and r.kind == "traced"
     ]
     rates["gpudash"] = ours
-    if p.earlier:  # the runs of an earlier call, on the same machine: their series join these
-        series = json.loads(Path(p.earlier).read_text())["series"]
+    for path in p.earlier:  # the runs of earlier calls: their series join these
+        series = json.loads(Path(path).read_text())["series"]
         for kind in rates:
             rates[kind] = [*series.get(kind, {}).get("values", []), *rates[kind]]
-        run.line(f"with the runs of {p.earlier}")
+        run.line(f"with the runs of {path}")
     ours = rates["gpudash"]
     for kind, values in rates.items():
         run.values(kind, [v for v in values if v is not None], "steps/s")
     run.line()
-    traced = [r for r in runs if r.kind == "traced"]
-    run.line(f"traced runs that ended 0: {sum(1 for r in traced if r.code == 0)} of {len(traced)}")
+    traced = [row for row in rows if row[0] == "traced"]
+    run.line(f"traced runs that ended 0: {sum(1 for row in traced if row[1] == '0')} of {len(traced)}")
+    slowed = [float(x.rstrip("×")) for row in traced if row[-2] != "–" for x in row[-2].split(", ")]
+    if slowed:
+        over = sum(1 for x in slowed if x > 1.2)
+        run.line(
+            f"a traced step over an untraced one, each window: {min(slowed):.2f}–{max(slowed):.2f}× "
+            f"(median {statistics.median(slowed):.2f}×; {over} of {len(slowed)} over 1.2×)"
+        )
     said = (
         ("the job's own steps/s, traced over bare", rates["bare"], rates["traced"]),
         ("the job's own steps/s, under gpudash without windows over bare", rates["bare"], rates["plain"]),
