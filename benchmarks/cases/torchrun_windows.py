@@ -85,7 +85,7 @@ def earlier_rows(path: str) -> list[list[str]]:
 
 def all_runs(p: Params, out: Path) -> list[JobRun]:
     """The runs, interleaved: in each of ``runs`` rounds a bare and a plain one while they last, then a traced one."""
-    torchrun = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(p.nproc), *p.job]
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(p.nproc), *p.job]
     record = [sys.executable, "-m", "gpudash", "record"]
     left = {"bare": p.bare, "plain": p.plain}
     runs: list[JobRun] = []
