@@ -8,8 +8,8 @@ from __future__ import annotations
 import dataclasses
 
 from gpudash.diagnosis.evidence import Evidence, finite_number, job_settings
-from gpudash.diagnosis.parts import COMM, GPU, HOST, INPUT, SYNCS, WAIT
-from gpudash.diagnosis.verdict import TENSORS_IDLE, Bound, Diagnosis
+from gpudash.diagnosis.parts import COMM, GPU, HOST, INPUT, SYNCS, WAIT, Parts, outside_torch_ms
+from gpudash.diagnosis.verdict import OUTSIDE_TORCH, TENSORS_IDLE, Bound, Diagnosis
 
 DATASET_SHARE = 0.5  # a Dataset's share of the input wait from which workers are the fix ...
 # ... when it is longer than this too: a worker hands each batch over (a queue, shared memory), which
@@ -20,6 +20,7 @@ WORKERS_IDLE = 0.5  # workers busy less than this share of a CPU each ...
 HANDOVER_BYTES = 32e6  # ... handing over this many bytes a step or more: the wait is the hand-over, not their work
 # (idle workers with small batches wait on storage or the network: more of them is the fix, as tune's climb finds)
 FSDP = "fsdp"  # a communication-bound job's FSDP2 model: advice of its own
+OUTSIDE_FIRST = 0.25  # of the host's own work outside torch: its remedy names that work first
 # What to try, in the words of a script rather than of gpudash's knobs and flags (which a job has not)
 SCRIPT_ADVICE: dict[str, str] = {
     Bound.INPUT: "make the input pipeline faster: more DataLoader workers (num_workers), pin_memory=True, "
@@ -37,6 +38,9 @@ SCRIPT_ADVICE: dict[str, str] = {
     Bound.SMALL_KERNELS: "give each kernel more work: a larger batch, CUDA graphs, or torch.compile (fuses small "
     "kernels)",
     TENSORS_IDLE: "get the matmuls onto the tensor cores: bf16 inputs (autocast covers them), sizes in multiples of 8",
+    OUTSIDE_TORCH: "take the step's own work outside torch off it — a sleep, a file or network read, logging, "
+    "Python per batch (py-spy dump --pid PID shows where) — into the DataLoader's workers, a background thread, "
+    "or less often; CUDA graphs would not shorten it",
     Bound.WAIT: "even out the ranks' own work: the rank the others wait for (the straggler line names it) needs "
     "a faster input or less per-rank work; ranks that take turns wait for each other's jitter (host noise, "
     "a profiler window pulls them apart)",
@@ -64,6 +68,7 @@ KNOB_ADVICE: dict[str, str] = {
     Bound.COMPILE: "keep the batch size while compile is on (each new size compiles again), or try sizes with "
     "compile off",
     TENSORS_IDLE: SCRIPT_ADVICE[TENSORS_IDLE],  # the same in gpudash's words and a script's
+    OUTSIDE_TORCH: SCRIPT_ADVICE[OUTSIDE_TORCH],
 }
 LIMIT_ADVICE = {  # each limit's remedy in gpudash's knobs (a family's)
     INPUT: "more loader workers, pin_memory, decode or augment on the GPU",
@@ -107,7 +112,19 @@ def remedy_advice(limit: str, e: Evidence, script: bool) -> str:
         return comm_advice(e)
     if limit == WAIT:
         return SCRIPT_ADVICE[Bound.WAIT]
-    return SCRIPT_ADVICE[Bound.SYNC if limit == SYNCS else Bound.HOST]
+    if limit == HOST:
+        return host_advice(e)
+    return SCRIPT_ADVICE[Bound.SYNC]
+
+
+def host_advice(e: Evidence) -> str:
+    """The host's remedy in a script's words: its work outside torch first where that is a
+    millisecond a step or more and ``OUTSIDE_FIRST`` of the host's work, then launching less."""
+    host = Parts.of(e).host
+    outside = outside_torch_ms(e, host)
+    if not host or outside is None or outside < max(1.0, OUTSIDE_FIRST * host):
+        return SCRIPT_ADVICE[Bound.HOST]
+    return f"{SCRIPT_ADVICE[OUTSIDE_TORCH]} ({outside:.3g} ms a step); then {SCRIPT_ADVICE[Bound.HOST]}"
 
 
 def input_advice(e: Evidence) -> str:

@@ -61,11 +61,13 @@ class Evidence:
     comm_transfer_kinds: str | None = None  # ... each kind's ("all-reduce=0.460,broadcast=0.004")
     comm_wait_ms: float | None = None  # of the exposed collectives, this rank waiting for the last one (traced step)
     comm_last_rank: int | None = None  # the rank the others wait for in most of that wait (None: they take turns)
+    comm_waited_for_ms: float | None = None  # this rank the one they wait for: the others' wait, summed (traced step)
     comm_busbw_gbps: float | None = None  # the large collectives' bus bandwidth (median), GB/s
     comm_link: str | None = None  # NVML, added by the parent: the link between the GPUs and its peak one way
     comm_link_gbps: float | None = None  # ... that peak, GB/s
     comm_longest_ms: float | None = None  # untraced: a step's longest collective from this rank's arrival (mean)
     host_wait_ms: float | None = None  # profiler window: of the host's step, the time in calls that wait for the GPU
+    host_gaps_ms: float | None = None  # ... and outside torch, in stretches of 1 ms or more (a sleep, I/O, Python)
     traced_step_ms: float | None = None  # profiler window: a step's wall time under the profiler
     job_settings: str | None = None  # a user's job: what it already does ("num_workers=0,pin_memory=True,…")
     input_dataset_ms: float | None = None  # a job's loader without workers: of input_ms, in its Dataset ...

@@ -39,6 +39,16 @@ def host_own_ms(e: Evidence) -> float | None:
     return max(0.0, e.host_ms_per_step - (e.host_wait_ms or 0.0))
 
 
+def outside_torch_ms(e: Evidence, host: float | None) -> float | None:
+    """Of the host's own work a step (``host``, untraced), the time outside torch in stretches of a
+    millisecond or more (a sleep, a read, the script's Python: ``Evidence.host_gaps_ms``) less the
+    wait for the next batch (a step's marker holds it: the loader's queue is outside torch too),
+    never more than that work; None where not measured."""
+    if e.host_gaps_ms is None or host is None:
+        return None
+    return min(max(0.0, e.host_gaps_ms - e.input_ms), host)
+
+
 @dataclass(frozen=True)
 class Parts:
     """A step's measured parts, ms, without the profiler's slowdown (None: not measured here)."""

@@ -16,7 +16,8 @@ a verdict or None; the first verdict is the diagnosis. The rules, in order:
    data-dependent shapes (nonzero, unique, boolean masks), slow kernels themselves, and they keep
    the step from being captured or overlapped (one wait, a logged loss, does not);
 4. **CPU-bound**: on the CPU (no GPU figures), a step that does not wait for input: the step's
-   own arithmetic;
+   own arithmetic — or, where at least ``OUTSIDE_SHARE`` of it is outside torch in stretches of a
+   millisecond or more, the script's own work there (``OUTSIDE_TORCH``);
 5. **GPU-bound**: the GPU ran kernels at least ``GPU_BUSY`` of the steps' span — or at least
    ``GPU_BUSY_QUEUED`` of it while launched work waits ``QUEUED_US`` or more in the GPU's queue
    (``Evidence.queued``: the host runs ahead; the gaps are the GPU's own) — and, where GPM reads,
@@ -27,20 +28,28 @@ a verdict or None; the first verdict is the diagnosis. The rules, in order:
    verdict says so;
 6. **host/launch-bound**: none of those: the GPU idles between kernels and its queue is empty, the
    host enqueues a step slower than the GPU runs it (on an H100: a kernel starts ~12 µs after its
-   launch here, against ~50 ms in a GPU-bound step's queue).
+   launch here, against ~50 ms in a GPU-bound step's queue). The host's time is the window's scaled
+   by its slowdown (``parts.Parts``); where at least ``OUTSIDE_SHARE`` of it is outside torch, in
+   stretches of a millisecond or more (a sleep, a read, logging: ``Evidence.host_gaps_ms``), the
+   verdict is the script's own work (``OUTSIDE_TORCH``), not launching: CUDA graphs would not
+   shorten it.
+
+Whatever the verdict, a rank the other ranks wait for ``STRAGGLER_SHARE`` of a step or more (in the
+window's matched collectives) is said to be the straggler: its own verdict is what makes it late.
 
 Each verdict carries its evidence and what to try next (``gpudash.diagnosis.advice``), in one line.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 from gpudash.core.textfmt import plain
 from gpudash.diagnosis.advice import KNOB_ADVICE
 from gpudash.diagnosis.evidence import Evidence, comm_kinds
-from gpudash.diagnosis.parts import COMM, WAIT, Parts
-from gpudash.diagnosis.verdict import TENSORS_IDLE, Bound, Diagnosis
+from gpudash.diagnosis.parts import COMM, WAIT, Parts, outside_torch_ms
+from gpudash.diagnosis.verdict import OUTSIDE_TORCH, TENSORS_IDLE, Bound, Diagnosis
 
 INPUT_SHARE = 0.30  # of a step spent waiting for the next batch: input-bound at or above
 GPU_BUSY = 90.0  # % of the steps' span the GPU ran anything: GPU-bound at or above
@@ -50,6 +59,8 @@ MANY_SYNCS = 2.0  # host waits per step: sync-bound at or above, however busy th
 SM_BUSY = 40.0  # GPM's SM activity %: a GPU busy with kernels is GPU-bound at or above, SM-idle below
 TENSOR_IDLE = 10.0  # GPM's tensor-core activity %: a bf16 step's tensor cores idle below
 COMM_SHARE = 0.25  # of a step the collectives' transfer (or wait) runs exposed: communication-bound at or above
+OUTSIDE_SHARE = 0.5  # of the host's own work outside torch (stretches of 1 ms or more): the script's, not launching
+STRAGGLER_SHARE = 0.1  # of a step the other ranks wait for this one: it is said to be the straggler
 
 
 def input_bound(e: Evidence) -> Diagnosis | None:
@@ -118,6 +129,14 @@ def cpu_bound(e: Evidence) -> Diagnosis | None:
     """Rule 4: no GPU figures: the step's own arithmetic on the CPU."""
     if e.gpu_busy_pct is not None:
         return None
+    loop = max(e.step_ms - e.input_ms, 0.0)
+    outside = outside_torch_ms(e, loop)
+    if loop > 0 and outside is not None and outside >= OUTSIDE_SHARE * loop:
+        why = (
+            f"{_ms(outside)} of its {_ms(loop)} ms a step is outside torch, in stretches of 1 ms or more "
+            f"(the script's own work: a sleep, a read, logging, Python)"
+        )
+        return _verdict(Bound.CPU, why, case=OUTSIDE_TORCH)
     return _verdict(
         Bound.CPU,
         f"the step's own arithmetic on the CPU, {e.step_ms:.3g} ms a step "
@@ -168,7 +187,15 @@ def host_bound(e: Evidence) -> Diagnosis | None:
     if e.gpu_busy_pct is None:
         return None
     idle = f"; the GPU idles {100 - e.gpu_busy_pct:.0f}% of the time{_delay(e, queued=False)}"
-    return _verdict(Bound.HOST, _enqueue(e) + idle)
+    host = Parts.of(e).host
+    outside = outside_torch_ms(e, host)
+    if host and outside is not None and outside >= OUTSIDE_SHARE * host:
+        why = (
+            f"the host spends {_ms(outside)} of its {_ms(host)} ms a step outside torch, in stretches of 1 ms or "
+            f"more (the script's own work: a sleep, a read, logging, Python){idle}"
+        )
+        return _verdict(Bound.HOST, why, case=OUTSIDE_TORCH)
+    return _verdict(Bound.HOST, _enqueue(e, host, outside) + idle)
 
 
 RULES: tuple[Callable[[Evidence], Diagnosis | None], ...] = (
@@ -183,8 +210,19 @@ RULES: tuple[Callable[[Evidence], Diagnosis | None], ...] = (
 
 def diagnose(e: Evidence) -> Diagnosis:
     """The first verdict of ``RULES`` on one window's evidence (with GPU figures or without, one of
-    the last three gives one)."""
-    return next(verdict for rule in RULES if (verdict := rule(e)) is not None)
+    the last three gives one), and where the other ranks wait for this one, that it is the straggler."""
+    verdict = next(verdict for rule in RULES if (verdict := rule(e)) is not None)
+    return _with_straggler(verdict, e)
+
+
+def _with_straggler(d: Diagnosis, e: Evidence) -> Diagnosis:
+    """The verdict of a rank the others wait for ``STRAGGLER_SHARE`` of a step or more, saying so:
+    what bounds it is what makes it late."""
+    waited = e.comm_waited_for_ms
+    if d.bound == Bound.WAIT or not waited or e.comm_last_rank is None or waited < STRAGGLER_SHARE * e.step_ms:
+        return d
+    said = f"; this rank (rank {e.comm_last_rank}) is the straggler: the others wait {_ms(waited)} ms a step for it"
+    return dataclasses.replace(d, why=d.why + said)
 
 
 def _verdict(bound: Bound, why: str, case: str = "") -> Diagnosis:
@@ -197,11 +235,19 @@ def _ms(v: float) -> str:
     return f"{v:,.1f}" if v >= 0.95 else plain(v, 2)
 
 
-def _enqueue(e: Evidence) -> str:
-    """The host's time to enqueue a step against the GPU's time for it, in words."""
-    host = e.host_ms_per_step if e.host_ms_per_step is not None else e.step_ms
+def _enqueue(e: Evidence, host: float | None, outside: float | None) -> str:
+    """The host's time to enqueue a step against the GPU's time for it, in words: the window's time
+    scaled by its slowdown where it differs ("58.7 ms (87.9 in a window whose steps ran 1.49×
+    slower)"), and its time outside torch where a millisecond or more."""
+    traced = e.host_ms_per_step
+    ms = host if host is not None else traced if traced is not None else e.step_ms
+    text = f"{ms:.3g} ms"
+    if traced is not None and host is not None and abs(traced - host) >= 0.05 * traced and e.traced_step_ms:
+        text += f" ({traced:.3g} in a window whose steps ran {e.traced_step_ms / e.step_ms:.2f}× slower)"
+    if outside is not None and outside >= 1.0:
+        text += f", {_ms(outside)} of it outside torch (a sleep, a read, Python)"
     gpu = f" whose kernels run {e.gpu_ms_per_step:.3g} ms" if e.gpu_ms_per_step is not None else ""
-    return f"the CPU needs {host:.3g} ms to enqueue a step{gpu}"
+    return f"the CPU needs {text} to enqueue a step{gpu}"
 
 
 def _delay(e: Evidence, queued: bool) -> str:

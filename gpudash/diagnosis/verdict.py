@@ -27,6 +27,7 @@ class Bound(enum.StrEnum):
 
 
 TENSORS_IDLE = "tensors-idle"  # a bf16 step whose tensor cores idle: compute-bound, advice of its own
+OUTSIDE_TORCH = "outside-torch"  # a host-bound step whose host time is mostly outside torch: the script's own work
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,7 @@ from gpudash.engine.collectives import (
     kind_key,
 )
 from gpudash.engine.comm_split import RankComm
+from gpudash.engine.host_gaps import host_gaps_ms_per_step
 from gpudash.engine.intervals import Interval, clip, covered_by_two_or_more, length, union
 
 KERNEL, MEMCPY, MEMSET = "kernel", "gpu_memcpy", "gpu_memset"
@@ -57,6 +58,7 @@ class TraceFigures:
     gpu_ms_per_step: float | None = None  # the GPU's busy time (any stream) per step, in the same span
     host_ms_per_step: float | None = None  # median host time to enqueue a step (its step marker)
     host_wait_ms_per_step: float | None = None  # ... of it, median, inside calls that wait for the GPU (WAIT_NAMES)
+    host_gaps_ms_per_step: float | None = None  # ... of it, median, outside torch in stretches of 1 ms or more
     span_ms: float | None = None  # the steps' span: first step marker's start → the last device activity's end
     overlap_pct: float | None = None  # of the busy time, with kernels on >= 2 streams
     memcpy_pct: float | None = None
@@ -114,6 +116,7 @@ class TraceFigures:
             "gpu_ms_per_step",
             "host_ms_per_step",
             "host_wait_ms_per_step",
+            "host_gaps_ms_per_step",
             "span_ms",
             "overlap_pct",
             "memcpy_pct",
@@ -164,8 +167,9 @@ def figures(events: Sequence[dict[str, Any]], steps: int, wall_ms: float) -> Tra
     the union of kernel, copy and memset intervals inside it, so it never exceeds the span. Without
     step markers (a trace from elsewhere) the span is the window's wall."""
     device = [e for e in events if e.get("cat") in DEVICE_CATEGORIES and "dur" in e and "ts" in e]
-    if not device:
-        return TraceFigures(steps=steps, wall_ms=wall_ms)
+    marks = step_markers(events)
+    if not device:  # the CPU: the host's time outside torch, where its operators were recorded
+        return TraceFigures(steps=steps, wall_ms=wall_ms, host_gaps_ms_per_step=host_gaps_ms_per_step(events, marks))
     span = steps_span(events, device) or device_span(device, wall_ms)
     span_us = span[1] - span[0]
     per_step = 1.0 / (1000.0 * max(steps, 1))  # µs over the window → ms per step
@@ -185,6 +189,7 @@ def figures(events: Sequence[dict[str, Any]], steps: int, wall_ms: float) -> Tra
         gpu_ms_per_step=busy_us * per_step,
         host_ms_per_step=_host_ms_per_step(events),
         host_wait_ms_per_step=_host_wait_ms_per_step(events),
+        host_gaps_ms_per_step=host_gaps_ms_per_step(events, marks),
         span_ms=span_us / 1000.0,
         overlap_pct=_pct(covered_by_two_or_more(list(merged.values())), length(kernel_busy)),
         memcpy_pct=_pct(length(clip(union(_interval(e) for e in device if e["cat"] == MEMCPY), span)), span_us),
@@ -224,6 +229,7 @@ def with_trace(evidence: Evidence, fig: TraceFigures | None, comm: RankComm | No
         comm_exposed_ms=fig.comm_exposed_ms_of(evidence.step_ms),
         comm_exposed_kinds=kinds_text(kinds) if kinds else None,
         host_wait_ms=fig.host_wait_ms_per_step,
+        host_gaps_ms=fig.host_gaps_ms_per_step,
         traced_step_ms=traced_step_ms(fig),
     )
     return out if comm is None else with_comm(out, comm)
@@ -240,6 +246,7 @@ def with_comm(evidence: Evidence, comm: RankComm) -> Evidence:
         comm_transfer_kinds=kinds_text({k: min(ms, step) for k, ms in comm.kinds_exposed_ms.items()}) or None,
         comm_wait_ms=min(comm.wait_exposed_ms, step),
         comm_last_rank=comm.last_rank,
+        comm_waited_for_ms=min(comm.waited_for_ms, step),
         comm_busbw_gbps=comm.busbw_gbps,
     )
 

@@ -238,13 +238,23 @@ class JobSession:
         sockets, last_t = [ctl for _, _, ctl in table.targets()], self.samples.last_step_t
         since = None if last_t is None or self.from_hooks.hooks_off is not None else time.monotonic() - last_t
         latest = [windows.steps for windows in self.samples.ranks.values()]
-        planned = plan(sockets, latest, self.samples.rate, table.world_size(), since)
+        planned = plan(sockets, latest, self._steps_per_s(), table.world_size(), since)
         several = len(self.intake.as_list()) > max(1, table.stepped)  # a rank's steps of several processes
         if planned is None or several or not self._end_after(planned[0], sockets):
             return None
         code = wait_for_exit(self.process.poll, self._drain, planned[1])
         self.process.stopped_by_gpudash = self.process.stopped_by_gpudash or code is not None
         return code
+
+    def _steps_per_s(self) -> float | None:
+        """The job's pace for the step every rank ends after: its rate, or before its first window
+        closes, one over its median step (a job ended early — ``--steps 30`` — still gets the
+        margin its pace needs: at 3 steps, its ranks heard the request past that step, each ending
+        where it was, and one left the other in a collective)."""
+        if self.samples.rate is not None:
+            return self.samples.rate
+        median = self.samples.median_step_s
+        return 1.0 / median if median else None
 
     def _end_after(self, step: int, sockets: list[str]) -> bool:  # False: a process could not be asked
         return all([self.channel.request(ctl, {"k": wire.END, "after": step}) for ctl in sockets]) and all(sockets)

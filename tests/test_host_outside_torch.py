@@ -1,0 +1,148 @@
+"""Issue 74: a host-bound step is told apart — its host's time outside torch (a sleep, a read, the
+script's Python, in stretches of a millisecond or more) from its launching — and a rank the others
+wait for is said to be the straggler. On 2 H200s, a DDP ResNet-50 whose rank 0 slept 25 ms before
+each batch was diagnosed "host/launch-bound: the CPU needs 87.9 ms to enqueue a step" with CUDA
+graphs as its fix (docs/bench/h200x2-issue74b, call 2): the 87.9 ms were a profiler window's, whose
+steps ran 1.49× slower, and 25 ms of them were a sleep no CUDA graph shortens."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from gpudash.diagnosis.evidence import Evidence
+from gpudash.diagnosis.remedies import remedies
+from gpudash.diagnosis.rules import diagnose
+from gpudash.diagnosis.verdict import OUTSIDE_TORCH, Bound
+from gpudash.engine.comm_split import split
+from gpudash.engine.host_gaps import host_gaps_ms_per_step
+from gpudash.engine.trace_figures import figures, with_trace
+
+TRACES = Path(__file__).parent / "data" / "traces"
+
+
+def _op(cat: str, start_ms: float, end_ms: float, tid: int = 1) -> dict[str, Any]:
+    return {"cat": cat, "name": "aten::op", "ts": start_ms * 1e3, "dur": (end_ms - start_ms) * 1e3, "tid": tid}
+
+
+def _step(start_ms: float, end_ms: float) -> dict[str, Any]:
+    return {**_op("user_annotation", start_ms, end_ms), "name": "gpudash.step"}
+
+
+def _sleepy_steps(count: int, sleep_ms: float) -> list[dict[str, Any]]:
+    """Steps of 40 ms + ``sleep_ms``: operators on the training thread, a sleep between two of them,
+    a gap of 0.5 ms between two others, and the backward's operators on the autograd thread."""
+    events: list[dict[str, Any]] = []
+    for i in range(count):
+        t = i * (40.0 + sleep_ms)
+        events += [_step(t, t + 40.0 + sleep_ms), _op("cpu_op", t, t + 10.0), _op("cpu_op", t + 10.5, t + 12.0)]
+        events += [_op("cuda_runtime", t + 12.0 + sleep_ms, t + 13.0 + sleep_ms)]
+        events += [_op("cpu_op", t + 13.0 + sleep_ms, t + 40.0 + sleep_ms, tid=2)]  # the backward's thread
+    return events
+
+
+def _marks(events: list[dict[str, Any]]) -> list[tuple[float, float]]:
+    return [(e["ts"], e["ts"] + e["dur"]) for e in events if e["cat"] == "user_annotation"]
+
+
+def _gpu_step_events(count: int, sleep_ms: float) -> list[dict[str, Any]]:
+    """The same steps with a kernel under each: a window of a GPU job."""
+    kernels = [
+        {"cat": "kernel", "name": "k", "ts": (i * (40.0 + sleep_ms) + 1.0) * 1e3, "dur": 20e3, "args": {"stream": 7}}
+        for i in range(count)
+    ]
+    return _sleepy_steps(count, sleep_ms) + kernels
+
+
+def test_the_time_outside_torch_is_the_stretches_of_a_millisecond_or_more_with_nothing_of_torchs_on_any_thread() -> (
+    None
+):
+    events, awake = _sleepy_steps(3, 25.0), _sleepy_steps(3, 0.0)
+    # the 25 ms sleep counts; the 0.5 ms between two operators does not; the autograd thread's time is torch's
+    assert abs(host_gaps_ms_per_step(events, _marks(events)) - 25.0) < 1e-6  # type: ignore[operator]
+    assert host_gaps_ms_per_step(awake, _marks(awake)) == 0.0  # no sleep: nothing outside torch
+    kernels_only = [e for e in events if e["cat"] == "user_annotation"]
+    assert host_gaps_ms_per_step(kernels_only, _marks(events)) is None  # the host's operators not recorded
+
+
+def test_a_windows_figures_and_the_evidence_carry_the_time_outside_torch_on_the_gpu_and_on_the_cpu() -> None:
+    fig = figures(_gpu_step_events(3, 25.0), 3, 195.0)
+    assert fig.has_gpu and abs(fig.host_gaps_ms_per_step - 25.0) < 1e-6  # type: ignore[operator]
+    e = with_trace(Evidence(steps=30, step_ms=60.0, input_ms=0.0), fig)
+    assert e.host_gaps_ms == fig.host_gaps_ms_per_step
+    assert Evidence.from_details(e.details()).host_gaps_ms == e.host_gaps_ms  # a replay reads it back
+    cpu = figures(_sleepy_steps(3, 25.0), 3, 195.0)  # no device activity: the host's figure all the same
+    assert not cpu.has_gpu and abs(cpu.host_gaps_ms_per_step - 25.0) < 1e-6  # type: ignore[operator]
+
+
+def _rank_0_late(**fields: Any) -> Evidence:
+    """The evidence of call 2's diagnosis of rank 0 sleeping 25 ms a step (its JSON), with the time
+    outside torch and the others' wait for it as this version measures them."""
+    e = Evidence(
+        steps=30,
+        step_ms=58.74,
+        input_ms=0.07474,
+        syncs_per_step=0.0,
+        gpu_busy_pct=33.57,
+        gpu_ms_per_step=29.35,
+        host_ms_per_step=87.88,
+        launch_delay_us=22.88,
+        dtype="bf16",
+        comm_transfer_ms=0.4599,
+        comm_transfer_exposed_ms=0.4599,
+        comm_transfer_kinds="all-reduce=0.445,broadcast=0.015",
+        comm_wait_ms=0.0,
+        comm_last_rank=0,
+        comm_longest_ms=2.331,
+        host_wait_ms=0.0,
+        traced_step_ms=87.4,
+        host_gaps_ms=25.3,
+        comm_waited_for_ms=20.5,
+    )
+    return replace(e, **fields)
+
+
+def test_rank_0_sleeping_is_named_the_straggler_and_its_sleep_is_the_first_fix_before_cuda_graphs() -> None:
+    e = _rank_0_late()
+    verdict = diagnose(e)
+    assert verdict.bound == Bound.HOST
+    # the host's time is the untraced step's, not the window's, and 25 ms of it are outside torch
+    assert "the CPU needs 58.7 ms (87.9 in a window whose steps ran 1.49× slower)" in verdict.why
+    assert "25.2 of it outside torch" in verdict.why  # its wait for the next batch (0.07 ms) left out
+    assert verdict.why.endswith("this rank (rank 0) is the straggler: the others wait 20.5 ms a step for it")
+    (host,) = [r for r in remedies(e, verdict.bound, script=True) if r.limit == "host"]
+    assert host.advice.startswith("take the step's own work outside torch off it") and "(25.2 ms a step)" in host.advice
+    assert host.advice.index("outside torch") < host.advice.index("CUDA graphs")
+    assert Evidence.from_details(e.details()) == e  # the figures a replay's verdict rests on
+
+
+def test_a_step_mostly_outside_torch_is_the_scripts_own_work_and_cuda_graphs_are_not_its_fix() -> None:
+    verdict = diagnose(_rank_0_late(host_gaps_ms=45.0, comm_waited_for_ms=None))
+    assert verdict.bound == Bound.HOST and verdict.case == OUTSIDE_TORCH
+    assert verdict.why.startswith("the host spends 44.9 of its 58.7 ms a step outside torch")
+    assert "CUDA graphs would not shorten it" in verdict.advice and "straggler" not in verdict.why
+    cpu = diagnose(Evidence(steps=30, step_ms=11.0, input_ms=0.1, host_gaps_ms=10.0))  # a CPU job that sleeps
+    assert cpu.bound == Bound.CPU and cpu.case == OUTSIDE_TORCH and "9.9 of its 10.9 ms" in cpu.why
+    busy = diagnose(Evidence(steps=30, step_ms=11.0, input_ms=0.1, host_gaps_ms=0.2))  # its own arithmetic
+    assert busy.bound == Bound.CPU and busy.case == "" and "arithmetic" in busy.why
+
+
+def test_launching_with_little_outside_torch_keeps_cuda_graphs_as_the_fix_and_no_straggler_under_a_tenth() -> None:
+    e = _rank_0_late(host_gaps_ms=0.4, comm_waited_for_ms=4.0)  # 4 ms of a 58.7 ms step: not a straggler
+    verdict = diagnose(e)
+    assert verdict.case == "" and "outside torch" not in verdict.why and "straggler" not in verdict.why
+    (host,) = [r for r in remedies(e, verdict.bound, script=True) if r.limit == "host"]
+    assert host.advice.startswith("launch less from Python: CUDA graphs")
+
+
+def test_the_late_rank_of_a_recorded_pair_is_the_one_the_others_wait_for_and_the_early_one_is_not() -> None:
+    figs = {}
+    for rank in (0, 1):
+        with gzip.open(TRACES / f"ddp2-rank0-late-rank{rank}.json.gz", "rt") as f:
+            figs[rank] = figures(json.load(f)["traceEvents"], 4, 1000.0)
+    comm = split({rank: f.collectives for rank, f in figs.items()}, 4)
+    assert comm[0].waited_for_ms > 20.0 and abs(comm[0].waited_for_ms - comm[1].wait_ms) < 0.5
+    assert comm[1].waited_for_ms == 0.0  # rank 1 waits; no one waits for it
