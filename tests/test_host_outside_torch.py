@@ -116,6 +116,11 @@ def test_rank_0_sleeping_is_named_the_straggler_and_its_sleep_is_the_first_fix_b
     (host,) = [r for r in remedies(e, verdict.bound, script=True) if r.limit == "host"]
     assert host.advice.startswith("take the step's own work outside torch off it") and "(25.2 ms a step)" in host.advice
     assert host.advice.index("outside torch") < host.advice.index("CUDA graphs")
+    # the same rank waiting 15 ms for its input too: the input's remedy first, the host's next, in its words
+    slow_input = _rank_0_late(input_ms=15.0, host_gaps_ms=40.0)
+    first = remedies(slow_input, diagnose(slow_input).bound, script=True)[0]
+    assert first.limit == "input" and "host/launch-bound at" in first.then
+    assert "take the step's own work outside torch off it" in first.then and "(25 ms a step)" in first.then
     assert Evidence.from_details(e.details()) == e  # the figures a replay's verdict rests on
 
 

@@ -124,7 +124,8 @@ def host_advice(e: Evidence) -> str:
     outside = outside_torch_ms(e, host)
     if not host or outside is None or outside < max(1.0, OUTSIDE_FIRST * host):
         return SCRIPT_ADVICE[Bound.HOST]
-    return f"{SCRIPT_ADVICE[OUTSIDE_TORCH]} ({outside:.3g} ms a step); then {SCRIPT_ADVICE[Bound.HOST]}"
+    launch = "launch less from Python (CUDA graphs or torch.compile(mode='reduce-overhead'), or a larger batch)"
+    return f"{SCRIPT_ADVICE[OUTSIDE_TORCH]} ({outside:.3g} ms a step); then {launch}"  # no ": " (a "then" cuts there)
 
 
 def input_advice(e: Evidence) -> str:
