@@ -96,6 +96,8 @@ def for_the_job(d: Diagnosis, e: Evidence) -> Diagnosis:
         return dataclasses.replace(d, advice=gpu_advice(e))
     if d.bound == Bound.COMM:
         return dataclasses.replace(d, advice=comm_advice(e))
+    if d.bound == Bound.HOST and not d.case:  # launching, with work outside torch worth naming first
+        return dataclasses.replace(d, advice=host_advice(e))
     return d
 
 

@@ -61,7 +61,6 @@ class Evidence:
     comm_transfer_kinds: str | None = None  # ... each kind's ("all-reduce=0.460,broadcast=0.004")
     comm_wait_ms: float | None = None  # of the exposed collectives, this rank waiting for the last one (traced step)
     comm_last_rank: int | None = None  # the rank the others wait for in most of that wait (None: they take turns)
-    comm_waited_for_ms: float | None = None  # this rank the one they wait for: the others' wait, summed (traced step)
     comm_busbw_gbps: float | None = None  # the large collectives' bus bandwidth (median), GB/s
     comm_link: str | None = None  # NVML, added by the parent: the link between the GPUs and its peak one way
     comm_link_gbps: float | None = None  # ... that peak, GB/s

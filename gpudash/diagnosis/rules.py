@@ -3,14 +3,17 @@
 a verdict or None; the first verdict is the diagnosis. The rules, in order:
 
 1. **input-bound**: at least ``INPUT_SHARE`` of the step waits for the next batch;
-2. **communication-bound** (data-parallel runs): the collectives' exposed *transfer* — the data's
-   movement, from the last rank's arrival on, with no computation kernel beside it (matched across
-   the ranks' windows: ``gpudash.engine.comm_split``; one rank's window: all their exposed time) —
-   at least ``COMM_SHARE`` of the step, and its largest part (``parts.Parts.weighed``) — checked
-   right after input-bound: before sync-bound (FSDP2 on 2 H200s, collectives exposed 10.0 of
-   15.6 ms, 2 syncs a step, was called sync-bound) and GPU-bound, whose busy time counts those
-   kernels too; **waiting for another rank** where the exposed *wait* for the rank that arrives
-   last is instead (NCCL's kernels spinning until it comes: a straggler, or ranks taking turns);
+2. **waiting for another rank** (data-parallel runs): the exposed *wait* for the rank that arrives
+   last (NCCL's kernels spinning until it comes: a straggler, or ranks taking turns) at least
+   ``COMM_SHARE`` of the step and more than the exposed transfer — however long this rank's own
+   work, its step waits for that rank; else **communication-bound**: the collectives' exposed
+   *transfer* — the data's movement, from the last rank's arrival on, with no computation kernel
+   beside it (matched across the ranks' windows: ``gpudash.engine.comm_split``; one rank's window:
+   all their exposed time) — at least ``COMM_SHARE`` of the step and its largest part
+   (``parts.Parts.weighed``). Checked right after input-bound: before sync-bound (FSDP2 on 2 H200s,
+   collectives exposed 10.0 of 15.6 ms, 2 syncs a step, was called sync-bound) and GPU-bound, whose
+   busy time counts those kernels too (on 2 H200s a rank waiting 24 ms of its 56 ms step for a late
+   rank 1, its own work 31 ms, was called host-bound);
 3. **sync-bound**: the host waits for the GPU inside the step and the GPU is not kept busy — or
    it waits ``MANY_SYNCS`` times or more, busy GPU or not: waits that many come from
    data-dependent shapes (nonzero, unique, boolean masks), slow kernels themselves, and they keep
@@ -34,15 +37,11 @@ a verdict or None; the first verdict is the diagnosis. The rules, in order:
    verdict is the script's own work (``OUTSIDE_TORCH``), not launching: CUDA graphs would not
    shorten it.
 
-Whatever the verdict, a rank the other ranks wait for ``STRAGGLER_SHARE`` of a step or more (in the
-window's matched collectives) is said to be the straggler: its own verdict is what makes it late.
-
 Each verdict carries its evidence and what to try next (``gpudash.diagnosis.advice``), in one line.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 
 from gpudash.core.textfmt import plain
@@ -60,7 +59,6 @@ SM_BUSY = 40.0  # GPM's SM activity %: a GPU busy with kernels is GPU-bound at o
 TENSOR_IDLE = 10.0  # GPM's tensor-core activity %: a bf16 step's tensor cores idle below
 COMM_SHARE = 0.25  # of a step the collectives' transfer (or wait) runs exposed: communication-bound at or above
 OUTSIDE_SHARE = 0.5  # of the host's own work outside torch (stretches of 1 ms or more): the script's, not launching
-STRAGGLER_SHARE = 0.1  # of a step the other ranks wait for this one: it is said to be the straggler
 
 
 def input_bound(e: Evidence) -> Diagnosis | None:
@@ -72,17 +70,19 @@ def input_bound(e: Evidence) -> Diagnosis | None:
 
 
 def communication_bound(e: Evidence) -> Diagnosis | None:
-    """Rule 2: the exposed transfer (or the exposed wait for the last rank), at least ``COMM_SHARE``
-    of the step and its largest part."""
+    """Rule 2: the exposed wait for the last rank, at least ``COMM_SHARE`` of the step and more than
+    the exposed transfer (this rank's own work, however long, is not what its step waits for); else
+    the exposed transfer, at least ``COMM_SHARE`` of the step and its largest part."""
     if e.gpu_busy_pct is None or e.step_ms <= 0:
         return None
     parts = Parts.of(e).weighed()
+    wait = parts.get(WAIT, 0.0)
+    if wait >= COMM_SHARE * e.step_ms and wait > parts.get(COMM, 0.0):
+        return _verdict(Bound.WAIT, _waiting(e, wait))
     largest = max(parts, key=lambda part: parts[part])
-    if largest not in (COMM, WAIT) or parts[largest] < COMM_SHARE * e.step_ms:
+    if largest != COMM or parts[largest] < COMM_SHARE * e.step_ms:
         return None
     ms = parts[largest]
-    if largest == WAIT:
-        return _verdict(Bound.WAIT, _waiting(e, ms))
     kinds = ", ".join(f"{kind} {_ms(each)}" for kind, each in comm_kinds(e).items() if each >= 0.01 * ms)
     what = "the collectives move data" if e.comm_transfer_exposed_ms is not None else "collectives run"
     return _verdict(  # "… 41% of each step (14.1 of 34.3 ms: all-reduce 12.0, reduce-scatter 2.1)"
@@ -176,10 +176,13 @@ def gpu_bound(e: Evidence) -> Diagnosis | None:
 
 def _busy_working(e: Evidence) -> float | None:
     """The GPU's busy share of the traced steps, less its collectives' exposed wait for another rank
-    (matched across the ranks' windows: ms a traced step)."""
+    (matched across the ranks' windows: ms a traced step) — never more of it than the untraced
+    steps waited (``comm_longest_ms``, as ``parts.Parts`` weighs it): a window pulls the ranks apart,
+    and on 2 H200s an even job's window waited 10.1 ms a step where its untraced steps waited 0.55."""
     if e.gpu_busy_pct is None or not e.comm_wait_ms or not e.traced_step_ms:
         return e.gpu_busy_pct
-    return max(0.0, e.gpu_busy_pct - 100.0 * min(e.comm_wait_ms, e.traced_step_ms) / e.traced_step_ms)
+    wait = min(e.comm_wait_ms, e.comm_longest_ms) if e.comm_longest_ms is not None else e.comm_wait_ms
+    return max(0.0, e.gpu_busy_pct - 100.0 * min(wait, e.traced_step_ms) / e.traced_step_ms)
 
 
 def host_bound(e: Evidence) -> Diagnosis | None:
@@ -210,19 +213,8 @@ RULES: tuple[Callable[[Evidence], Diagnosis | None], ...] = (
 
 def diagnose(e: Evidence) -> Diagnosis:
     """The first verdict of ``RULES`` on one window's evidence (with GPU figures or without, one of
-    the last three gives one), and where the other ranks wait for this one, that it is the straggler."""
-    verdict = next(verdict for rule in RULES if (verdict := rule(e)) is not None)
-    return _with_straggler(verdict, e)
-
-
-def _with_straggler(d: Diagnosis, e: Evidence) -> Diagnosis:
-    """The verdict of a rank the others wait for ``STRAGGLER_SHARE`` of a step or more, saying so:
-    what bounds it is what makes it late."""
-    waited = e.comm_waited_for_ms
-    if d.bound == Bound.WAIT or not waited or e.comm_last_rank is None or waited < STRAGGLER_SHARE * e.step_ms:
-        return d
-    said = f"; this rank (rank {e.comm_last_rank}) is the straggler: the others wait {_ms(waited)} ms a step for it"
-    return dataclasses.replace(d, why=d.why + said)
+    the last three gives one)."""
+    return next(verdict for rule in RULES if (verdict := rule(e)) is not None)
 
 
 def _verdict(bound: Bound, why: str, case: str = "") -> Diagnosis:

@@ -40,8 +40,7 @@ class RankComm:
     """One rank's collectives in a window matched across the ranks, ms a step: their transfer and
     its exposed part, their wait and its exposed part, each kind's exposed transfer; and of the
     world's, the rank the others wait for (None: they take turns), the bus bandwidth (GB/s, median
-    over the large collectives; None: their bytes not in the trace) and the collectives matched; and,
-    where this rank is the one the others wait for, their wait for it, summed over them."""
+    over the large collectives; None: their bytes not in the trace) and the collectives matched."""
 
     transfer_ms: float
     transfer_exposed_ms: float
@@ -51,7 +50,6 @@ class RankComm:
     last_rank: int | None = None
     busbw_gbps: float | None = None
     matched: int = 0
-    waited_for_ms: float = 0.0  # where this rank is the one the others wait for: their wait, summed (else 0)
 
 
 def match(per_rank: Mapping[int, Sequence[Collective]]) -> list[dict[int, Collective]]:
@@ -113,7 +111,6 @@ def split(
             last,
             busbw,
             len(groups),
-            waited_for[rank] * per_step if rank == last else 0.0,
         )
         for rank, s in sums.items()
     }

@@ -246,7 +246,6 @@ def with_comm(evidence: Evidence, comm: RankComm) -> Evidence:
         comm_transfer_kinds=kinds_text({k: min(ms, step) for k, ms in comm.kinds_exposed_ms.items()}) or None,
         comm_wait_ms=min(comm.wait_exposed_ms, step),
         comm_last_rank=comm.last_rank,
-        comm_waited_for_ms=min(comm.waited_for_ms, step),
         comm_busbw_gbps=comm.busbw_gbps,
     )
 

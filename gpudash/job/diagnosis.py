@@ -151,6 +151,7 @@ class VerdictContext:
     window_start: float | None = None
     heavy: str = ""
     comm: RankComm | None = None  # the lead rank's collectives matched across the ranks' windows
+    straggler: str = ""  # a data-parallel job's straggler line, by the ranks' untraced own work ("" for one rank)
     compiles: CompileTable | None = None  # a compiled job's compiles so far
     training_s: float = 0.0  # the run's training seconds so far (compiles left out) ...
     steps: int = 0  # ... over this many steps
@@ -167,12 +168,14 @@ def verdict_event(
     steady = job_verdict(evidence)
     verdict = compile_bound(known.compiles, known.training_s, known.steps) or steady
     details = {**config, **evidence.details(), "bound": str(verdict.bound)}
+    if known.straggler:
+        details["straggler"] = known.straggler
     details |= compile_figures(known.compiles, known.training_s, known.steps)
     if verdict is not steady:  # the steps between compiles: the window's verdict
         details |= {"compile_why": verdict.why, "compile_advice": verdict.advice, "steady": steady.line()}
     if known.window_start is not None:
         details[WINDOW_START] = f"{known.window_start:.3f}"
-    note = "; ".join(filter(None, (note, limit_note(known.compiles))))
+    note = "; ".join(filter(None, (note, known.straggler, limit_note(known.compiles))))
     message = verdict.line() + (f" ({note})" if note else "")
     if known.heavy:
         message, details["phases_note"] = f"{message}; {known.heavy}", known.heavy

@@ -236,6 +236,8 @@ def _diagnose_job(
         running: dict[str, object] = {k: event.details.get(k, "") for k in ("workload", "variant", "device")}
         running["batch_size"] = int(event.details.get("batch_size", "0") or 0)
         running["command"] = list(config.job or ())
+        if event.details.get("straggler"):  # the ranks' line, by their untraced own work (text: after the verdict)
+            running["straggler"] = event.details["straggler"]
         print(json.dumps({**running, **json_verdict(verdict, event.details)}, indent=2))
     else:
         print("\n".join([event.message, *lines]))

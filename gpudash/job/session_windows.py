@@ -157,9 +157,8 @@ class SessionWindows:
             compiles=p.compiles.table,
             training_s=p.watch.phases.totals(time.monotonic()).get(TRAINING, 0.0),
             steps=p.samples.steps,
+            straggler=ranks.words if (ranks := p.world.stragglers.run_verdict()) is not None else "",
         )
-        if (ranks := p.world.stragglers.run_verdict()) is not None:
-            note = "; ".join(filter(None, (note, ranks.words)))
         event = verdict_event(time.monotonic() - p.t0, timed, fig, known, p.config_details(), note)
         self.out.messages.append(event)
         return event

@@ -1,0 +1,108 @@
+"""Issue 74: the verdicts ``diagnose`` gives three DDP jobs on 2 H200s, from the evidence their
+windows measured (docs/bench/h200x4-issue74c, call 3: ``benchmarks/jobs/ddp_resnet_job.py
+--bucket-view``, DDP ResNet-50 bf16, torch 2.11). That call's gpudash called all three
+host/launch-bound: the even job, whose window waited 10.1 ms a step for the other rank where its
+untraced steps waited 0.55 ms; rank 1 late by 25 ms, which rank 0 waited for 24 ms of its 56 ms
+step, its own work 31 ms; rank 0 late, whose host slept. The one-rank run beside each: 1.01×
+[0.99–1.03] (even), 1.76× [1.64–1.89] (rank 1 late)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpudash.diagnosis.advice import for_the_job
+from gpudash.diagnosis.evidence import Evidence
+from gpudash.diagnosis.rules import diagnose
+from gpudash.diagnosis.verdict import OUTSIDE_TORCH, Bound
+
+LINK = {"comm_link": "NVLink (18 links × 26.6 GB/s) 478 GB/s", "comm_link_gbps": 478.1, "dtype": "bf16"}
+RUN: dict[str, Any] = {"steps": 30, "syncs_per_step": 0.0, "host_wait_ms": 0.0, **LINK}
+EVEN = Evidence(
+    **RUN,
+    step_ms=32.25,
+    input_ms=0.06983,
+    gpu_busy_pct=92.54,
+    gpu_ms_per_step=40.81,
+    host_ms_per_step=43.2,
+    launch_delay_us=13410.0,
+    sm_active_pct=79.35,
+    tensor_active_pct=11.69,
+    dram_active_pct=39.09,
+    mem_bw_pct=49.0,
+    comm_exposed_ms=7.543,
+    comm_transfer_ms=0.4652,
+    comm_transfer_exposed_ms=0.1786,
+    comm_transfer_kinds="all-reduce=0.170,broadcast=0.008",
+    comm_wait_ms=10.14,
+    comm_last_rank=1,
+    comm_busbw_gbps=224.1,
+    comm_longest_ms=0.5475,
+    host_gaps_ms=6.674,
+    traced_step_ms=44.09,
+)
+RANK_1_LATE = Evidence(
+    **RUN,
+    step_ms=56.08,
+    input_ms=0.06612,
+    gpu_busy_pct=97.46,
+    gpu_ms_per_step=73.39,
+    host_ms_per_step=74.64,
+    launch_delay_us=47500.0,
+    sm_active_pct=56.06,
+    tensor_active_pct=6.683,
+    dram_active_pct=22.76,
+    mem_bw_pct=28.0,
+    comm_exposed_ms=31.28,
+    comm_transfer_ms=0.4384,
+    comm_transfer_exposed_ms=0.4376,
+    comm_transfer_kinds="all-reduce=0.429,broadcast=0.008",
+    comm_wait_ms=41.57,
+    comm_last_rank=1,
+    comm_busbw_gbps=238.1,
+    comm_longest_ms=24.3,
+    host_gaps_ms=7.095,
+    traced_step_ms=75.3,
+)
+RANK_0_LATE = Evidence(
+    **RUN,
+    step_ms=56.54,
+    input_ms=0.07794,
+    gpu_busy_pct=36.83,
+    gpu_ms_per_step=29.08,
+    host_ms_per_step=78.11,
+    launch_delay_us=110.7,
+    sm_active_pct=42.62,
+    tensor_active_pct=6.254,
+    dram_active_pct=21.46,
+    mem_bw_pct=27.0,
+    comm_exposed_ms=0.3281,
+    comm_transfer_ms=0.4586,
+    comm_transfer_exposed_ms=0.4583,
+    comm_transfer_kinds="all-reduce=0.449,broadcast=0.009",
+    comm_wait_ms=0.0,
+    comm_last_rank=0,
+    comm_busbw_gbps=227.5,
+    comm_longest_ms=2.24,
+    host_gaps_ms=31.93,
+    traced_step_ms=78.96,
+)
+
+
+def test_an_even_job_is_gpu_bound_its_windows_wait_weighed_as_its_untraced_steps_wait() -> None:
+    verdict = diagnose(EVEN)
+    assert verdict.bound == Bound.GPU_COMPUTE, verdict.line()  # the one-rank run: 1.01×, no change detected
+    assert "kernels wait 13.4 ms in the GPU's queue" in verdict.why  # the host runs ahead: not host-bound
+
+
+def test_a_rank_waiting_for_a_late_rank_1_is_told_to_wait_for_it_whatever_its_own_work() -> None:
+    verdict = diagnose(RANK_1_LATE)
+    assert verdict.bound == Bound.WAIT, verdict.line()
+    assert verdict.why.startswith("its collectives wait for rank 1 with nothing else on the GPU 43% of each step")
+    assert "the data itself moves in 0.44 ms" in verdict.why and "50% of NVLink's 478 GB/s" in verdict.why
+
+
+def test_a_late_rank_0_that_sleeps_is_told_its_sleep_and_not_cuda_graphs() -> None:
+    verdict = for_the_job(diagnose(RANK_0_LATE), RANK_0_LATE)
+    assert verdict.bound == Bound.HOST and verdict.case == OUTSIDE_TORCH, verdict.line()
+    assert verdict.why.startswith("the host spends 31.9 of its 55.9 ms a step outside torch")
+    assert verdict.advice.startswith("take the step's own work outside torch off it")
