@@ -75,7 +75,7 @@ def one_rank(
         return Check(ONE_RANK, "1 rank", skipped=single, world=world)
     if job.steps is None:
         return Check(ONE_RANK, "1 rank", skipped=f"the diagnosed run has no rate: {job.error}", world=world)
-    say(f"checking: the same job on 1 rank for {seconds:g} s (its steps/s against {world} ranks')")
+    say(f"checking: the same job on 1 rank for {seconds:.0f} s (its steps/s against {world} ranks')")
     alone = run_once(single, (), seconds, folder / "one-rank.csv")
     if alone.steps is None:
         why = f"on one rank the job did not run to a rate ({alone.error})"
@@ -99,7 +99,7 @@ def loader_races(
     settings = loader_settings(advice, evidence, cpus)
     if not settings:
         return
-    say(f"checking: the job as written for {seconds:g} s, then with {', '.join(f'{k}={v}' for k, v in settings)}")
+    say(f"checking: the job as written for {seconds:.0f} s, then with {', '.join(f'{k}={v}' for k, v in settings)}")
     written = run_once(list(command), (), seconds, folder / "as-written.csv")
     for key, value in settings:
         what = f"{key}={value}"

@@ -30,8 +30,9 @@ frame of gpudash's in its traceback (``gpudash_job_frames.py``).
 When gpudash ends a measuring run (``diagnose``, tune's candidates, ``--steps``, ``--duration``) it
 asks every process to end after a step it names — the same on every rank, so that none waits in a
 collective for one that left: at that step's boundary the hooks raise ``SystemExit(0)``, which
-unwinds the job's own ``finally`` blocks and ends it without a traceback; a process group the job
-has not destroyed by its exit is destroyed then (torch would warn of it).
+unwinds the job's own ``finally`` blocks and ends it without a traceback. A process group the job
+leaves to its exit is left to it (destroying it in an exit handler hung a DDP job on 2 H200s
+whose other rank had left: docs/bench/h200x4-issue74c, call 4).
 
 The parts, each beside this file: the batches (``gpudash_job_loader.py``), the step's time
 (``gpudash_job_timing.py``), what goes to gpudash and what it asks (``gpudash_job_outbox.py``), the
@@ -73,16 +74,6 @@ from gpudash_job_timing import StepTimes  # type: ignore[import-not-found]
 from gpudash_job_window import ProfilerWindow  # type: ignore[import-not-found]
 
 HANDOVER_STEPS = 20  # another optimizer that steps this often alone becomes the one whose steps count
-
-
-def leave_process_group(torch: Any) -> None:
-    """A job gpudash ended at a step leaves its process group as its own end would have (its
-    ``destroy_process_group`` may come after the step it was ended at): else torch says at the
-    interpreter's exit that it was never destroyed. Where the job destroyed it, nothing."""
-    with contextlib.suppress(Exception):
-        dist = torch.distributed
-        if dist.is_available() and dist.is_initialized():
-            dist.destroy_process_group()
 
 
 class Hooks:
@@ -150,7 +141,6 @@ class Hooks:
         wraps.close_first(self.torch, self.window.close)
         os.register_at_fork(after_in_child=self._forked)
         self.loader.install(loader_module)
-        atexit.register(self._leave)  # before the job's own exit handlers: run after them (and after close)
         atexit.register(self.close)
         threading.Thread(target=self.flush_forever, name=FLUSHER, daemon=True).start()
         if not multiprocessing_child():
@@ -402,12 +392,6 @@ class Hooks:
         free = not (self.memory.capturing or self.window.running or self.slowed)  # the next step: no other work of ours
         if flops.count is not None or (self.untraced_s is not None and free):
             flops.at_step(self.device, self.rank, self.untraced_s, train_s, evaluations, self.steps)
-
-    def _leave(self) -> None:
-        """At the interpreter's exit of a job gpudash asked to end (at a step, or by a signal where
-        it did not get there): its process group left."""
-        if self.outbox.end_after is not None:
-            leave_process_group(self.torch)
 
     def _end_here(self) -> None:
         """gpudash ends its measuring run at this step: the records out, then a quiet exit."""

@@ -4,35 +4,19 @@ rank whose input is slower (``--slow-rank R``: its Dataset sleeps ``--item-ms`` 
 
 ``python -m torch.distributed.run --nproc-per-node 3 ddp_ranks.py --steps 60 --slow-rank 2``
 prints each rank's own figure (``JOB rank=R steps=N steps_per_s=X``) and, in its ``finally``,
-``JOB end rank=R`` — on every way out but a kill. With ``DDP_RANKS_KEEP_GROUP=1`` it leaves its
-process group to the interpreter's exit, as many scripts do (no ``destroy_process_group``), and says
-at the very end whether it was still there (``JOB group at exit rank=R initialized=…``: an exit
-handler registered before torch's import, so it runs after every other).
+``JOB end rank=R`` — on every way out but a kill.
 """
 
 from __future__ import annotations
 
 import argparse
-import atexit
 import os
-import sys
 import time
 from collections.abc import Iterator
 
-KEEP_GROUP = os.environ.get("DDP_RANKS_KEEP_GROUP") == "1"
-
-
-def _group_at_exit() -> None:
-    initialized = sys.modules["torch"].distributed.is_initialized()
-    print(f"JOB group at exit rank={os.environ.get('RANK')} initialized={initialized}", flush=True)
-
-
-if KEEP_GROUP:
-    atexit.register(_group_at_exit)
-
-import torch  # noqa: E402 - after the exit handler: it runs last
-import torch.distributed as dist  # noqa: E402
-from torch.utils.data import DataLoader, Dataset, DistributedSampler  # noqa: E402
+import torch
+import torch.distributed as dist
+from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
 
 class SlowItems(Dataset[tuple[torch.Tensor, torch.Tensor]]):
@@ -100,8 +84,7 @@ def main() -> None:
             print(f"JOB weights rank={rank} sum={total!r}", flush=True)
     finally:
         print(f"JOB end rank={rank}", flush=True)
-        if not KEEP_GROUP:
-            dist.destroy_process_group()
+        dist.destroy_process_group()
 
 
 def build(args: argparse.Namespace, device: torch.device) -> torch.nn.Module:
