@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gpudash.core.protocol import EventKind, ExitCode, RunConfig
+from gpudash.core.protocol import Event, EventKind, ExitCode, RunConfig
 from gpudash.diagnosis.checks import Check
 from gpudash.diagnosis.evidence import Evidence
 from gpudash.diagnosis.verdict import Diagnosis
@@ -163,6 +163,17 @@ def measuring_run(
 Checker = Callable[[Evidence, Diagnosis, float, Path], list[Check]]
 
 
+def _running(event: Event, config: RunConfig) -> dict[str, object]:
+    """``diagnose --json``'s head: what ran, its command, and the ranks' straggler line (by their
+    untraced own work; in the text, after the verdict) where the job has several."""
+    running: dict[str, object] = {k: event.details.get(k, "") for k in ("workload", "variant", "device")}
+    running["batch_size"] = int(event.details.get("batch_size", "0") or 0)
+    running["command"] = list(config.job or ())
+    if event.details.get("straggler"):
+        running["straggler"] = event.details["straggler"]
+    return running
+
+
 def diagnose_job(
     config: RunConfig,
     *,
@@ -233,12 +244,7 @@ def _diagnose_job(
         checks = checker(evidence, diagnosis, ran_s, Path(folder))
     verdict, lines = remedies.answer(evidence, diagnosis, script=True, checks=checks)
     if as_json:
-        running: dict[str, object] = {k: event.details.get(k, "") for k in ("workload", "variant", "device")}
-        running["batch_size"] = int(event.details.get("batch_size", "0") or 0)
-        running["command"] = list(config.job or ())
-        if event.details.get("straggler"):  # the ranks' line, by their untraced own work (text: after the verdict)
-            running["straggler"] = event.details["straggler"]
-        print(json.dumps({**running, **json_verdict(verdict, event.details)}, indent=2))
+        print(json.dumps({**_running(event, config), **json_verdict(verdict, event.details)}, indent=2))
     else:
         print("\n".join([event.message, *lines]))
     return code if ended_first else 0
