@@ -4,19 +4,22 @@ windows measured (docs/bench/h200x4-issue74c, call 3: ``benchmarks/jobs/ddp_resn
 host/launch-bound: the even job, whose window waited 10.1 ms a step for the other rank where its
 untraced steps waited 0.55 ms; rank 1 late by 25 ms, which rank 0 waited for 24 ms of its 56 ms
 step, its own work 31 ms; rank 0 late, whose host slept. The one-rank run beside each: 1.01×
-[0.99–1.03] (even), 1.76× [1.64–1.89] (rank 1 late)."""
+[0.99–1.03] (even), 1.76× [1.64–1.89] (rank 1 late). And an FSDP2 job whose two syncs a step were
+its batch's copy to the GPU (``x.to(device)`` from memory not pinned), told to keep ``.item()``
+out of its step."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from gpudash.core.sync_sites import Site, SiteCount, SyncTable
 from gpudash.diagnosis.advice import for_the_job
 from gpudash.diagnosis.evidence import Evidence
 from gpudash.diagnosis.rules import diagnose
 from gpudash.diagnosis.verdict import OUTSIDE_TORCH, Bound
 
 LINK = {"comm_link": "NVLink (18 links × 26.6 GB/s) 478 GB/s", "comm_link_gbps": 478.1, "dtype": "bf16"}
-RUN: dict[str, Any] = {"steps": 30, "syncs_per_step": 0.0, "host_wait_ms": 0.0, **LINK}
+RUN: dict[str, Any] = {"steps": 30, "syncs_per_step": 0.0, "host_wait_ms": 0.0, **LINK}  # a DDP job's
 EVEN = Evidence(
     **RUN,
     step_ms=32.25,
@@ -106,3 +109,46 @@ def test_a_late_rank_0_that_sleeps_is_told_its_sleep_and_not_cuda_graphs() -> No
     assert verdict.bound == Bound.HOST and verdict.case == OUTSIDE_TORCH, verdict.line()
     assert verdict.why.startswith("the host spends 31.9 of its 55.9 ms a step outside torch")
     assert verdict.advice.startswith("take the step's own work outside torch off it")
+
+
+def _syncs_at(*sites: tuple[str, int]) -> SyncTable:
+    """A sync table of 100 steps whose syncs come from these lines (text, count)."""
+    rows = tuple(
+        SiteCount(Site(file="/job/train.py", line=70 + i, function="main", text=text), count)
+        for i, (text, count) in enumerate(sites)
+    )
+    return SyncTable(steps=100, total=sum(count for _, count in sites), rows=rows)
+
+
+def _fsdp2(**fields: Any) -> Evidence:
+    base: dict[str, Any] = {
+        **RUN,
+        "step_ms": 12.17,
+        "input_ms": 0.6954,
+        "gpu_busy_pct": 14.19,
+        "gpu_ms_per_step": 2.297,
+        "host_ms_per_step": 15.7,
+        "launch_delay_us": 14.62,
+        "traced_step_ms": 16.19,
+        "syncs_per_step": 2.0,
+        "host_wait_ms": 0.03045,
+        "sync_sites": _syncs_at(("x, y = x.to(device), y.to(device)", 200)),
+        "job_settings": "num_workers=0,pin_memory=False,persistent_workers=False,site=/job/train.py:73,fsdp=2",
+    }
+    return Evidence(**{**base, **fields})
+
+
+def test_syncs_at_a_copy_to_the_gpu_are_fixed_by_a_pinned_non_blocking_copy_not_by_keeping_item_out() -> None:
+    e = _fsdp2()
+    verdict = for_the_job(diagnose(e), e)
+    assert verdict.bound == Bound.SYNC and "at train.py:70 x, y = x.to(device), y.to(device)" in verdict.why
+    assert verdict.advice.startswith(
+        "copy the batch to the GPU without waiting for it: pin_memory=True in its DataLoader (or .pin_memory()) "
+        "and .to(device, non_blocking=True) at train.py:70"
+    )
+    pinned = _fsdp2(job_settings="num_workers=2,pin_memory=True,site=/job/train.py:73")
+    assert "pin_memory" not in for_the_job(diagnose(pinned), pinned).advice  # the loader pins already
+    reads = _fsdp2(sync_sites=_syncs_at(("print(loss.item())", 150), ("x = x.to(device)", 50)))
+    assert for_the_job(diagnose(reads), reads).advice.startswith("keep the step free of .item()")  # mostly reads
+    back = _fsdp2(sync_sites=_syncs_at(("logits = out.to('cpu')", 200)))
+    assert for_the_job(diagnose(back), back).advice.startswith("keep the step free of .item()")  # to the CPU

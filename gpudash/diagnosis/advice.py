@@ -6,6 +6,7 @@ limit's remedy (``remedy_advice``), and a job's advice left without what it alre
 from __future__ import annotations
 
 import dataclasses
+import re
 
 from gpudash.diagnosis.evidence import Evidence, finite_number, job_settings
 from gpudash.diagnosis.parts import COMM, GPU, HOST, INPUT, SYNCS, WAIT, Parts, outside_torch_ms
@@ -21,6 +22,11 @@ HANDOVER_BYTES = 32e6  # ... handing over this many bytes a step or more: the wa
 # (idle workers with small batches wait on storage or the network: more of them is the fix, as tune's climb finds)
 FSDP = "fsdp"  # a communication-bound job's FSDP2 model: advice of its own
 OUTSIDE_FIRST = 0.25  # of the host's own work outside torch: its remedy names that work first
+# a line that copies to the GPU (``x.to(device)``, ``x.cuda()``; not ``.to("cpu")``): where it syncs, the
+# copy comes from pageable memory or waits for its stream (non_blocking=False), and the fix is a pinned,
+# non-blocking copy — not keeping .item() out of the step
+COPY_TO_GPU = re.compile(r"\.(?:cuda|to)\((?![^)]*['\"]cpu['\"])")
+COPIES_SHARE = 0.5  # of the step's syncs at such lines: the sync advice is the copy's
 # What to try, in the words of a script rather than of gpudash's knobs and flags (which a job has not)
 SCRIPT_ADVICE: dict[str, str] = {
     Bound.INPUT: "make the input pipeline faster: more DataLoader workers (num_workers), pin_memory=True, "
@@ -98,6 +104,8 @@ def for_the_job(d: Diagnosis, e: Evidence) -> Diagnosis:
         return dataclasses.replace(d, advice=comm_advice(e))
     if d.bound == Bound.HOST and not d.case:  # launching, with work outside torch worth naming first
         return dataclasses.replace(d, advice=host_advice(e))
+    if d.bound == Bound.SYNC:
+        return dataclasses.replace(d, advice=sync_advice(e))
     return d
 
 
@@ -116,7 +124,30 @@ def remedy_advice(limit: str, e: Evidence, script: bool) -> str:
         return SCRIPT_ADVICE[Bound.WAIT]
     if limit == HOST:
         return host_advice(e)
-    return SCRIPT_ADVICE[Bound.SYNC]
+    return sync_advice(e)
+
+
+def sync_advice(e: Evidence) -> str:
+    """The syncs' remedy in a script's words: where at least ``COPIES_SHARE`` of them are at lines
+    that copy to the GPU (``x.to(device)``), a pinned, non-blocking copy there (pinning left out
+    where the job's loader pins already); else keeping values' reads out of the step."""
+    table = e.sync_sites
+    if table is None:
+        return SCRIPT_ADVICE[Bound.SYNC]
+    copies = [
+        (row, row.site)
+        for row in table.rows
+        if row.site is not None and COPY_TO_GPU.search(text := row.site.text or "") and ".item()" not in text
+    ]
+    if sum(table.share(row) for row, _ in copies) < COPIES_SHARE:
+        return SCRIPT_ADVICE[Bound.SYNC]
+    pinned = job_settings(e.job_settings or "").get("pin_memory") == "True"
+    pin = "" if pinned else "pin_memory=True in its DataLoader (or .pin_memory()) and "
+    where = ", ".join(dict.fromkeys(site.where for _, site in copies))
+    return (
+        f"copy the batch to the GPU without waiting for it: {pin}.to(device, non_blocking=True) at {where} "
+        f"(a copy from memory that is not pinned waits for the GPU's queue to drain); then CUDA graphs apply"
+    )
 
 
 def host_advice(e: Evidence) -> str:
