@@ -322,3 +322,20 @@ def test_a_winner_with_a_wide_interval_is_measured_again_beside_its_closest_riva
     run.rel_width = {lead.label: 99}  # never narrows: at most race.EXTRA_ROUNDS more rounds
     run._sharpen([lead, rival, third], 2.0, 9)
     assert len(run.measured[8:]) == 2 * race.EXTRA_ROUNDS and third.label not in run.measured[6:]
+
+
+def test_a_tune_at_an_image_size_races_and_reproduces_at_that_size(tmp_path: Path) -> None:
+    """``gpudash tune --image-size 32`` (the dashboard's ``u`` passes the run's): every candidate's
+    session builds its workload at that size, and the winner's command runs it there."""
+    from gpudash.sweep.plan import Configuration, run_config
+    from gpudash.tune.report import reproduce
+
+    argv = ["-w", "sync_loss", "-b", "8", "--device", "cpu", "--image-size", "32", "--out", str(tmp_path / "t")]
+    plan = plan_from_args(build_parser().parse_args(argv), argv)
+    variant = plan.variants[0]
+    config = Configuration("sync_loss", variant, variant, 8, 0)
+    assert run_config(config, plan.settings.sweep_settings()).image_size == 32
+    candidate = Candidate(config, "variant")
+    assert reproduce(plan, candidate).endswith("--image-size 32")
+    default = plan_from_args(build_parser().parse_args(argv[:-4]), argv[:-4])
+    assert run_config(config, default.settings.sweep_settings()).image_size is None  # the family's own

@@ -81,6 +81,7 @@ class SweepSettings:
     trace_dir: str | None = None  # where its traces go (OUT/traces)
     nproc: int = 1  # data-parallel ranks of every configuration (DDP; gpudash.engine.ranks)
     peak_tflops: float | None = None  # MFU's peak (--peak-tflops); None: the table's for the GPU
+    image_size: int | None = None  # every configuration's image side (None: each family's own)
 
 
 @dataclass(frozen=True)
@@ -105,7 +106,16 @@ class SweepPlan:
 
 
 # The RunConfig fields a sweep sets the same for every configuration, from its settings (same names)
-SESSION_SETTINGS = ("device", "seed", "sample_interval_s", "gpu_interval_s", "trace_dir", "nproc", "peak_tflops")
+SESSION_SETTINGS = (
+    "device",
+    "seed",
+    "sample_interval_s",
+    "gpu_interval_s",
+    "trace_dir",
+    "nproc",
+    "peak_tflops",
+    "image_size",
+)
 
 
 def run_config(config: Configuration, settings: SweepSettings) -> RunConfig:

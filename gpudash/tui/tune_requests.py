@@ -59,7 +59,7 @@ class TuneRequests:
         return None
 
     def request(self, minutes: float) -> TuneRequest:
-        """The race for what runs now: its workload at its batch size, on this run's device."""
+        """The race for what runs now: its workload at its batch size and image size, on this run's device."""
         run = self.run
         return TuneRequest(
             workload=run.state.run.workload,
@@ -67,6 +67,7 @@ class TuneRequests:
             device=run.config.device,
             seed=run.config.seed,
             max_minutes=minutes,
+            image_size=run.config.image_size,
         )
 
     def apply(self, answer: TuneAnswer) -> list[Notice]:

@@ -45,6 +45,7 @@ class TuneRequest:
     max_minutes: float = 5.0
     seconds: float | None = None  # tune's --seconds / --warmup (None: tune's defaults)
     warmup: float | None = None
+    image_size: int | None = None  # the run's image side (None: the family's)
 
     def argv(self, out_dir: Path) -> list[str]:
         """The ``gpudash tune`` command line for this request."""
@@ -54,6 +55,8 @@ class TuneRequest:
             argv += ["--seconds", f"{self.seconds:g}"]
         if self.warmup is not None:
             argv += ["--warmup", f"{self.warmup:g}"]
+        if self.image_size is not None:
+            argv += ["--image-size", str(self.image_size)]
         return [*argv, "--out", str(out_dir), "-q"]
 
 

@@ -56,6 +56,7 @@ class TuneSettings:
     trace_dir: str | None = None
     nproc: int = 1
     peak_tflops: float | None = None  # MFU's peak (--peak-tflops); None: the table's for the GPU
+    image_size: int | None = None  # the image side raced at (--image-size; None: the family's)
 
     def sweep_settings(self) -> SweepSettings:
         """The sweep's settings that measure the race's windows: these, one repeat each."""
@@ -131,6 +132,12 @@ def build_parser() -> Parser:
     )
     shared_flags.add_device(p, default="auto")
     p.add_argument("--seed", type=int, default=0, help="workload seed and shuffle seed (default: %(default)s)")
+    p.add_argument(
+        "--image-size",
+        type=argtypes.image_size,
+        metavar="PX",
+        help="image side, a power of two (default: the family's)",
+    )
     shared_flags.add_peak_tflops(p)
     p.add_argument("--out", metavar="DIR", help="directory for the results (default: tune-WORKLOAD; created)")
     shared_flags.add_quiet(p)

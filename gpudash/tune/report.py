@@ -62,6 +62,8 @@ def reproduce(plan: TunePlan, c: Candidate) -> str:
         argv += ["--device", plan.settings.device]
     if plan.settings.seed:
         argv += ["--seed", str(plan.settings.seed)]
+    if plan.settings.image_size is not None:
+        argv += ["--image-size", str(plan.settings.image_size)]
     return shlex.join(argv)
 
 

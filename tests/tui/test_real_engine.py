@@ -247,7 +247,7 @@ async def test_u_tunes_the_running_workload_and_enter_runs_the_winner_here(
         start_tune(app, minutes, seconds=0.3, warmup=0.1)  # tune's windows short: its answer comes sooner
 
     monkeypatch.setattr(GpuDashApp, "start_tune", short_windows)
-    config = RunConfig(workload="sync_loss", device="cpu", batch_size=8, sample_interval_s=0.25)
+    config = RunConfig(workload="sync_loss", device="cpu", batch_size=8, image_size=32, sample_interval_s=0.25)
     async with real_dashboard(tmp_path, config, save_dir=str(tmp_path)) as (app, pilot, _):
         await pilot.press("u")
         assert isinstance(app.screen, PromptScreen)
@@ -255,6 +255,7 @@ async def test_u_tunes_the_running_workload_and_enter_runs_the_winner_here(
         await wait_until(pilot, lambda: app.state.paused, "the run to pause", timeout_s=30)
         job = present(app.tune_job)
         assert job.request.max_minutes == 1.0 and job.request.seconds == 0.3
+        assert job.request.image_size == 32  # the run's images, not the family's default size
         await wait_until(
             pilot,
             lambda: isinstance(app.screen, TuneResultScreen) and len(app.screen.query("Label")) > 0,
@@ -266,6 +267,7 @@ async def test_u_tunes_the_running_workload_and_enter_runs_the_winner_here(
         assert (job.out_dir / "tune.md").is_file() and job.out_dir.parent == tmp_path
         shown = " ".join(str(label.content) for label in app.screen.query("Label").results(Label))
         assert f"fastest: {result.winner} at batch 8" in shown and result.command in shown
+        assert "--image-size 32" in result.command  # raced, and to be run, at the run's image size
         await pilot.press("enter")
         assert list(app.controller.sent)[-1] == Resume()
         await wait_until(
