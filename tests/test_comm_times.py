@@ -6,8 +6,6 @@ other rank fell."""
 from __future__ import annotations
 
 import contextlib
-from types import SimpleNamespace
-from typing import Any
 
 import torch
 
@@ -123,64 +121,3 @@ def test_a_windows_collectives_are_sized_as_the_job_calls_them() -> None:
     finally:
         comms.uninstall()
         dist.destroy_process_group()
-
-
-class FakeFuture:
-    """An NCCL work's future: completed when the work is enqueued, its callbacks run at once."""
-
-    def then(self, callback: Any) -> None:
-        callback(self)
-
-
-class FakeCuda:
-    """What the hooks use of ``torch.cuda`` for a collective's end: events on the device's clock,
-    each recorded at the time ``now_ms`` says (a callback's stream waits for the collective)."""
-
-    def __init__(self) -> None:
-        self.now_ms, self.done = 0.0, True
-
-    def Event(self, enable_timing: bool = False) -> Any:  # noqa: N802 - torch.cuda's name
-        cuda = self
-
-        class Recorded(FakeEvent):
-            def record(self, stream: Any = None) -> None:
-                self.at_ms, self.done = cuda.now_ms, cuda.done
-
-        return Recorded(0.0)
-
-    def current_stream(self, device: Any = None) -> str:
-        return "the callback's stream"
-
-
-def test_an_nccl_collective_ends_at_the_event_its_futures_callback_records_without_ncclss_own_timing() -> None:
-    """NCCL's own timing (TORCH_NCCL_ENABLE_TIMING) cost a DDP ResNet-50 step 1.5 ms on 2 H200s: the
-    hooks no longer set it. A collective's end is an event its future's callback records, on a
-    stream that waits for its kernels; from the arrival to it holds the wait behind the one before."""
-    module = boot_module("gpudash_job_comm")
-    cuda = FakeCuda()
-    comms = module.CommTimes(SimpleNamespace(cuda=cuda), contextlib.nullcontext)
-
-    class Work:  # no _get_duration: the job did not ask NCCL to time its collectives
-        def get_future(self) -> FakeFuture:
-            return FakeFuture()
-
-    cuda.now_ms, cuda.done = 34.1, False  # the last bucket: arrived at 3 ms, ended at 34.1 ms
-    entry = module.Pending(0.0, Work(), True, FakeEvent(3.0))
-    comms._entered(entry, "cuda:0")
-    assert entry.end is not None and comms.at_step() == 0.0  # not done yet: it counts in a later step
-    entry.end.done = True
-    assert abs((comms.at_step() or 0.0) - 31.1) < 1e-9
-
-
-def test_an_nccl_collective_with_no_end_event_and_no_timing_of_its_own_is_said_untimed() -> None:
-    """Where neither the future's callback nor NCCL's own timing gives its end, a rank's wait is
-    not seen: the hooks say so (once, as a note) rather than read the wait as nothing silently."""
-    module = boot_module("gpudash_job_comm")
-    comms = module.CommTimes(torch, contextlib.nullcontext)
-
-    class Untimed:  # a completed work without a future nor _get_duration
-        def is_completed(self) -> bool:
-            return True
-
-    comms._entered(module.Pending(0.0, Untimed(), True, FakeEvent(0.0)), None)
-    assert comms.at_step() == 0.0 and comms.untimed == module.NCCL_UNTIMED

@@ -7,13 +7,11 @@ at each forward, the time from the rank's *arrival* — its own work up to the c
 collective's end: a rank that waits for a slower one has its collective outstanding the longer. A
 CPU collective (gloo) by the host's clock — entered at the call, completed at its future's
 completion. A CUDA one (NCCL) by CUDA events: its arrival is an event on the calling stream at the
-call; its end, an event its work's future's callback records on a stream that waits for its
-kernels — so its time from the arrival holds its wait behind the collective before it on the
-process group's stream. (NCCL's own timing, ``TORCH_NCCL_ENABLE_TIMING``, which gpudash set before,
-cost a DDP ResNet-50 step 1.4–1.6 ms of its 30.5 on 2 H200s: docs/bench/h200x4-issue74c, call 5;
-where the job sets it and no end event can be had, the work's own time is read, and a
-collective's time from its arrival is its duration plus what was left of the one before when it
-arrived: ``lag = duration + max(0, lag_before - gap between the arrivals)``.) DDP's buffer
+call; its end, the work's own timing (``TORCH_NCCL_ENABLE_TIMING``, which gpudash sets for a job that
+has not) — which starts only once the process group's NCCL stream is free, so a collective queued
+behind the one before reads only the time since that one ended. The arrival events put it back:
+a collective's time from its arrival is its own duration plus what was left of the one before
+when it arrived (``lag = duration + max(0, lag_before - gap between the arrivals)``). DDP's buffer
 broadcast runs in C++ and makes the calling stream wait for it: it is timed by a pair of events on
 that stream around the call. Without the broadcast the lead rank's lateness was not seen: the other
 ranks wait for it there, at the forward, and not in the gradients' all-reduce.
@@ -64,10 +62,6 @@ KINDS = {
     "reduce": "reduce",
     "barrier": "barrier",
 }
-NCCL_UNTIMED = (
-    "NCCL's collectives are not timed here (no end event from their futures' callbacks, no "
-    "TORCH_NCCL_ENABLE_TIMING): a rank's wait in them is not seen"
-)
 MAX_OPEN = 4096  # collectives not yet completed kept (a job that never steps: the oldest dropped)
 
 
@@ -178,16 +172,13 @@ class CommTimes:
             with comms.quiet():
                 work = original(*args, **kwargs)
                 if cuda and not asked_async and work is not None and kwargs.get("async_op"):
-                    pending = Pending(entered, work, cuda, arrival, group=_group(args, kwargs))
-                    comms._entered(pending, _device_of(args, kwargs))
+                    comms._entered(Pending(entered, work, cuda, arrival, group=_group(args, kwargs)))
                     work.wait()  # exactly what the call does without async_op
                     return None
             if work is None or not asked_async:
                 comms._interval(entered, time.monotonic())
             else:
-                comms._entered(
-                    Pending(entered, work, cuda, arrival, group=_group(args, kwargs)), _device_of(args, kwargs)
-                )
+                comms._entered(Pending(entered, work, cuda, arrival, group=_group(args, kwargs)))
             return work
 
         return hidden(timed)
@@ -207,39 +198,16 @@ class CommTimes:
         except Exception:  # noqa: BLE001 - no event: the work's own timing alone
             return None
 
-    def _entered(self, entry: Pending, device: Any = None) -> None:
+    def _entered(self, entry: Pending) -> None:
         if not entry.cuda:
             try:
                 entry.work.get_future().then(functools.partial(_completed, entry))
             except Exception:  # noqa: BLE001 - a work without a future: completed when the step sees it
                 pass
-        elif entry.work is not None and entry.arrival is not None and entry.end is None:
-            self._end_event(entry, device)
         with self.lock:
             self.open.append(entry)
             del self.open[:-MAX_OPEN]
             self.seen = True
-
-    def _end_event(self, entry: Pending, device: Any) -> None:
-        """A CUDA collective's end on the device's clock: an event its future's callback records on
-        the stream torch runs the callback on, which waits for the collective's kernels (an NCCL
-        work's future completes at once; its callbacks run inline). From the arrival event to it is
-        the collective's time from this rank's arrival, its wait behind the one before included.
-        Where that cannot be had, the work's own timing (the job's ``TORCH_NCCL_ENABLE_TIMING``)."""
-        cuda = self.torch.cuda
-
-        def ended(_future: Any) -> None:
-            try:
-                event = cuda.Event(enable_timing=True)
-                event.record(cuda.current_stream(device))
-                entry.end = event
-            except Exception:  # noqa: BLE001, S110 - no end event: the work's own timing, where on
-                pass
-
-        try:
-            entry.work.get_future().then(ended)
-        except Exception:  # noqa: BLE001, S110 - a work without a future: its own timing
-            pass
 
     def _interval(self, entered: float, completed: float) -> None:
         with self.lock:
@@ -348,20 +316,14 @@ class CommTimes:
         """A completed collective's time from the rank's arrival, ms (None: not completed yet)."""
         if not entry.cuda:
             return None if entry.completed is None else (entry.completed - entry.entered) * 1e3
-        if entry.end is not None and entry.arrival is not None:  # arrival to end (a broadcast's pair, a work's end)
+        if entry.end is not None:  # a pair of events around the call
             if not _query(entry.end):
                 return None
-            try:
-                ms = float(entry.arrival.elapsed_time(entry.end))
-            except Exception:  # noqa: BLE001 - events that cannot be compared (another device's): unknown
-                ms = 0.0
+            ms = float(entry.arrival.elapsed_time(entry.end))
         else:
             own = _cuda_ms(entry.work)
             if own is None:
                 return None
-            if own < 0.0:  # completed with no end event and no timing of its own: said once, read as 0
-                self.untimed = self.untimed or NCCL_UNTIMED
-                own = 0.0
             ms = own
             before = self.last.get(key)
             if before is not None and entry.arrival is not None and before[0] is not None:
@@ -384,13 +346,13 @@ def _query(event: Any) -> bool:
 
 
 def _cuda_ms(work: Any) -> float | None:
-    """A CUDA collective's time by its own events, once it has completed (never waits): None not yet, -1 untimed."""
+    """A CUDA collective's time by its own events, once it has completed (never waits)."""
     try:
         if not work.is_completed():
             return None
         return float(work._get_duration())
-    except Exception:  # noqa: BLE001 - no timing (TORCH_NCCL_ENABLE_TIMING off): completed, time unknown (-1)
-        return -1.0
+    except Exception:  # noqa: BLE001 - no timing (TORCH_NCCL_ENABLE_TIMING off): completed, time unknown
+        return 0.0
 
 
 def _group(args: Any, kwargs: Any) -> int:
