@@ -121,3 +121,31 @@ def test_a_windows_collectives_are_sized_as_the_job_calls_them() -> None:
     finally:
         comms.uninstall()
         dist.destroy_process_group()
+
+
+class SaysCuda(torch.Tensor):
+    """A CPU tensor that says it is on a GPU: the hooks' CUDA path, on the CPU."""
+
+    @property
+    def is_cuda(self) -> bool:  # type: ignore[override]
+        return True
+
+
+def test_a_collective_inside_the_coalescing_manager_is_left_to_the_job() -> None:
+    """Inside ``_coalescing_manager`` a call only queues a collective; asked async it returns an
+    ``_IllegalWork`` whose ``wait()`` raises. The hooks make a CUDA call async to time it and then
+    wait: a job coalescing its all-reduces (Megatron's distributed optimizer does) died of it."""
+    import torch.distributed as dist
+    from torch.distributed.distributed_c10d import _coalescing_manager
+
+    comms = boot_module("gpudash_job_comm").CommTimes(torch, contextlib.nullcontext)
+    dist.init_process_group("gloo", rank=0, world_size=1, store=dist.HashStore())
+    comms.install()
+    try:
+        grads = torch.ones(8).as_subclass(SaysCuda)
+        with _coalescing_manager(async_ops=True) as coalesced:
+            assert dist.all_reduce(grads) is None  # queued, as the job asked: no error
+        coalesced.wait()
+    finally:
+        comms.uninstall()
+        dist.destroy_process_group()

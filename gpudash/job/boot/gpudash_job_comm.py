@@ -30,8 +30,8 @@ they go through ``torch.distributed``. The DDP arguments that set its speed (buc
 ``gradient_as_bucket_view``, ``static_graph``, ``find_unused_parameters``) are read there too, for
 the diagnosis' remedies.
 
-Never inside a compiled region (``torch.compiler.is_compiling``) nor a CUDA graph's capture: there
-the call is the job's alone.
+Never inside a compiled region (``torch.compiler.is_compiling``), a CUDA graph's capture nor
+``_coalescing_manager`` (where a call only queues a collective): there the call is the job's alone.
 """
 
 from __future__ import annotations
@@ -159,7 +159,7 @@ class CommTimes:
 
         @functools.wraps(original)
         def timed(*args: Any, **kwargs: Any) -> Any:
-            if compiling():
+            if compiling() or comms._coalescing(args, kwargs):
                 return original(*args, **kwargs)
             if comms.sizes is not None and kind:
                 comms._sized(kind, args, kwargs)
@@ -182,6 +182,19 @@ class CommTimes:
             return work
 
         return hidden(timed)
+
+    def _coalescing(self, args: Any, kwargs: Any) -> bool:
+        """The call is inside ``_coalescing_manager`` on its group: it only queues a collective
+        (an ``_IllegalWork`` where asked async, whose ``wait()`` raises), so it is the job's alone."""
+        try:
+            c10d = self.torch.distributed.distributed_c10d
+            state = c10d._world.pg_coalesce_state
+            if not state:
+                return False
+            group = kwargs.get("group") or next((v for v in args if type(v).__name__ == "ProcessGroup"), None)
+            return (group or c10d._get_default_group()) in state
+        except Exception:  # noqa: BLE001 - a torch without it: no coalescing to leave alone
+            return False
 
     def _event(self, args: Any, kwargs: Any) -> Any:
         """An event recorded now on the calling stream of the collective's device (None: none may be,
