@@ -138,12 +138,13 @@ def test_a_wait_read_in_a_distorting_window_counts_no_more_than_the_untraced_ste
     """An even job on 2 H200s: its ranks, slowed unevenly by the profiler (51.9 ms a traced step
     against 32.4 untraced), waited 6.9 ms a traced step for each other; untraced, a step's longest
     collective took 0.53 ms from the rank's arrival. Not "waiting for another rank" and no remedy
-    for it, and the spinning kernels do not make it GPU-bound."""
+    for it; its GPU's work, the window's spin left out, is most of the untraced step: GPU-bound, as
+    the same job read on another pair with its one-rank run 1.01× [0.99–1.03] (docs/bench/h200x4-issue74c)."""
     even = _measured("ddp2-even-h200.json")
     assert even.comm_wait_ms is not None and even.comm_longest_ms is not None
     assert even.comm_wait_ms > 10 * even.comm_longest_ms  # the window's wait, and the untraced steps'
     verdict = diagnose(even)
-    assert verdict.bound not in (Bound.WAIT, Bound.COMM, Bound.GPU_COMPUTE), verdict.line()
+    assert verdict.bound not in (Bound.WAIT, Bound.COMM), verdict.line()
     assert not [r for r in remedies(even, verdict.bound, script=True) if r.limit == "waiting"]
 
 

@@ -143,7 +143,7 @@ def test_syncs_at_a_copy_to_the_gpu_are_fixed_by_a_pinned_non_blocking_copy_not_
     verdict = for_the_job(diagnose(e), e)
     assert verdict.bound == Bound.SYNC and "at train.py:70 x, y = x.to(device), y.to(device)" in verdict.why
     assert verdict.advice.startswith(
-        "copy the batch to the GPU without waiting for it: pin_memory=True in its DataLoader (or .pin_memory()) "
+        "copy the batch to the GPU without waiting for it — pin_memory=True in its DataLoader (or .pin_memory()) "
         "and .to(device, non_blocking=True) at train.py:70"
     )
     pinned = _fsdp2(job_settings="num_workers=2,pin_memory=True,site=/job/train.py:73")
@@ -152,3 +152,9 @@ def test_syncs_at_a_copy_to_the_gpu_are_fixed_by_a_pinned_non_blocking_copy_not_
     assert for_the_job(diagnose(reads), reads).advice.startswith("keep the step free of .item()")  # mostly reads
     back = _fsdp2(sync_sites=_syncs_at(("logits = out.to('cpu')", 200)))
     assert for_the_job(diagnose(back), back).advice.startswith("keep the step free of .item()")  # to the CPU
+    for line in ("n = torch.nonzero(mask).to(device)", "x = x.to(torch.float16)", "y = out.to(device).cpu()"):
+        other = _fsdp2(sync_sites=_syncs_at((line, 200)))  # the sync is not the copy's
+        assert for_the_job(diagnose(other), other).advice.startswith("keep the step free of .item()"), line
+    asked = _fsdp2(sync_sites=_syncs_at(("x = x.to(device, non_blocking=True)", 200)))
+    advice = for_the_job(diagnose(asked), asked).advice  # non-blocking already: pinning is what is left
+    assert "pin_memory=True" in advice and ".to(device, non_blocking=True)" not in advice

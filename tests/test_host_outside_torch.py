@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from gpudash.core.protocol import RunConfig
 from gpudash.diagnosis.advice import for_the_job
 from gpudash.diagnosis.evidence import Evidence
 from gpudash.diagnosis.remedies import remedies
@@ -18,6 +19,7 @@ from gpudash.diagnosis.verdict import OUTSIDE_TORCH, Bound
 from gpudash.engine.host_gaps import host_gaps_ms_per_step
 from gpudash.engine.trace_figures import figures, with_trace
 from gpudash.job.diagnosis import VerdictContext, verdict_event
+from gpudash.job.run import diagnosis_head
 
 
 def _op(cat: str, start_ms: float, end_ms: float, tid: int = 1) -> dict[str, Any]:
@@ -100,23 +102,33 @@ def _rank_0_late(**fields: Any) -> Evidence:
     return replace(e, **fields)
 
 
-def test_rank_0_sleeping_has_its_sleep_as_the_first_fix_before_cuda_graphs() -> None:
+def test_rank_0_sleeping_has_its_host_time_scaled_and_its_time_outside_torch_said() -> None:
+    """Session 18's evidence with 25.3 ms outside torch: 43% of the host's 58.7 ms, said beside the
+    launching verdict; the fix named first only from half the host's time (DDP steps that do not
+    sleep read 6-7 ms outside torch too: docs/bench/h200x4-issue74c)."""
     e = _rank_0_late()
     verdict = diagnose(e)
-    assert verdict.bound == Bound.HOST
+    assert verdict.bound == Bound.HOST and verdict.case == ""
     # the host's time is the untraced step's, not the window's, and 25 ms of it are outside torch
-    assert "the CPU needs 58.7 ms (87.9 in a window whose steps ran 1.49× slower)" in verdict.why
-    assert "25.2 of it outside torch" in verdict.why  # its wait for the next batch (0.07 ms) left out
+    assert verdict.why.startswith("the CPU needs 58.7 ms (87.9 in a window whose steps ran 1.49× slower)")
+    assert "; 25.2 ms of it is outside torch, in stretches of 1 ms or more" in verdict.why  # its batch wait left out
     (host,) = [r for r in remedies(e, verdict.bound, script=True) if r.limit == "host"]
-    assert host.advice.startswith("take the step's own work outside torch off it") and "(25.2 ms a step)" in host.advice
-    assert host.advice.index("outside torch") < host.advice.index("CUDA graphs")
-    assert for_the_job(verdict, e).advice == host.advice  # the verdict's own advice, in a script's words
+    assert host.advice.startswith("launch less from Python")
+    assert Evidence.from_details(e.details()) == e  # the figures a replay's verdict rests on
+    slept = _rank_0_late(host_gaps_ms=35.0)  # 34.9 of 58.7 ms: the sleep is the fix, before CUDA graphs
+    (first,) = [r for r in remedies(slept, diagnose(slept).bound, script=True) if r.limit == "host"]
+    assert (
+        first.advice.startswith("take the step's own work outside torch off it") and "(34.9 ms a step)" in first.advice
+    )
+    assert first.advice.index("outside torch") < first.advice.index("CUDA graphs")
+    assert for_the_job(diagnose(slept), slept).advice.startswith("take the step's own work outside torch")
     # the same rank waiting 15 ms for its input too: the input's remedy first, the host's next, in its words
     slow_input = _rank_0_late(input_ms=15.0, host_gaps_ms=40.0)
     first = remedies(slow_input, diagnose(slow_input).bound, script=True)[0]
     assert first.limit == "input" and "host/launch-bound at" in first.then
     assert "take the step's own work outside torch off it" in first.then and "(25 ms a step)" in first.then
-    assert Evidence.from_details(e.details()) == e  # the figures a replay's verdict rests on
+    baseline = diagnose(_rank_0_late(host_gaps_ms=7.0))  # what a DDP step that sleeps not reads: not said
+    assert "outside torch" not in baseline.why
 
 
 def test_a_step_mostly_outside_torch_is_the_scripts_own_work_and_cuda_graphs_are_not_its_fix() -> None:
@@ -126,6 +138,7 @@ def test_a_step_mostly_outside_torch_is_the_scripts_own_work_and_cuda_graphs_are
     assert "CUDA graphs would not shorten it" in verdict.advice
     cpu = diagnose(Evidence(steps=30, step_ms=11.0, input_ms=0.1, host_gaps_ms=10.0))  # a CPU job that sleeps
     assert cpu.bound == Bound.CPU and cpu.case == OUTSIDE_TORCH and "9.9 of its 10.9 ms" in cpu.why
+    assert "CUDA graphs" not in cpu.advice  # not the question on the CPU
     busy = diagnose(Evidence(steps=30, step_ms=11.0, input_ms=0.1, host_gaps_ms=0.2))  # its own arithmetic
     assert busy.bound == Bound.CPU and busy.case == "" and "arithmetic" in busy.why
 
@@ -142,7 +155,13 @@ def test_diagnose_json_carries_the_ranks_straggler_line_beside_the_verdict() -> 
     """The straggler is judged by the ranks' untraced own work (its interval), not a window's: its
     line ends the verdict's text and is ``straggler`` in its details (``--json``'s key)."""
     line = "straggler: rank 0 — its own work 54.5 ms a step against 34 ms for the others (1.6×)"
-    event = verdict_event(30.0, _rank_0_late(), None, VerdictContext(straggler=line), {"workload": "job:t.py"})
+    known = VerdictContext(straggler=line, straggler_rank=0)
+    event = verdict_event(30.0, _rank_0_late(), None, known, {"workload": "job:t.py"})
     assert event.details["straggler"] == line and event.message.endswith(f"({line})")
+    head = diagnosis_head(event, RunConfig(job=("torchrun", "t.py")))
+    assert head["straggler"] == line and head["straggler_rank"] == 0 and head["command"] == ["torchrun", "t.py"]
+    even = VerdictContext(straggler="no straggler (ranks' own work within 3%)")
+    none = diagnosis_head(verdict_event(30.0, _rank_0_late(), None, even, {}), RunConfig())
+    assert none["straggler_rank"] is None  # a line, and no rank named
     alone = verdict_event(30.0, _rank_0_late(), None, VerdictContext(), {"workload": "job:t.py"})
-    assert "straggler" not in alone.details  # one rank: no line
+    assert "straggler" not in alone.details and "straggler" not in diagnosis_head(alone, RunConfig())

@@ -116,9 +116,10 @@ def measure(run: Run, p: Params) -> None:
     run.line()
     columns = ["run", "exit", "job's own steps/s", "gpudash's steps/s", "windows", "their cost", "traced step"]
     table = run.table([*columns, "lines not the job's"])
-    rows: list[list[str]] = [row for path in p.earlier for row in earlier_rows(path)]
-    for row in rows:  # an earlier call's runs, as it showed them (before the traced step's column: "–")
-        run.row(table, *(row if len(row) == len(table.columns) else [*row[:-1], "–", row[-1]]))
+    rows: list[list[str]] = []
+    for row in (row for path in p.earlier for row in earlier_rows(path)):  # earlier calls' runs, as they showed them
+        rows.append(row if len(row) == len(table.columns) else [*row[:-1], "–", row[-1]])  # before the traced step's
+        run.row(table, *rows[-1])
     for r in runs:
         rate = f"{r.job_rate:.2f}" if r.job_rate is not None else "–"
         cells = [r.kind, r.code, rate, r.gpudash_rate or "–", r.windows, r.cost or "–", r.slowed or "–", r.foreign]

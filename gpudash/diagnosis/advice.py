@@ -21,11 +21,14 @@ WORKERS_IDLE = 0.5  # workers busy less than this share of a CPU each ...
 HANDOVER_BYTES = 32e6  # ... handing over this many bytes a step or more: the wait is the hand-over, not their work
 # (idle workers with small batches wait on storage or the network: more of them is the fix, as tune's climb finds)
 FSDP = "fsdp"  # a communication-bound job's FSDP2 model: advice of its own
-OUTSIDE_FIRST = 0.25  # of the host's own work outside torch: its remedy names that work first
+OUTSIDE_FIRST = 0.5  # of the host's own work outside torch: its remedy names that work first
 # a line that copies to the GPU (``x.to(device)``, ``x.cuda()``; not ``.to("cpu")``): where it syncs, the
 # copy comes from pageable memory or waits for its stream (non_blocking=False), and the fix is a pinned,
 # non-blocking copy — not keeping .item() out of the step
 COPY_TO_GPU = re.compile(r"\.(?:cuda|to)\((?![^)]*['\"]cpu['\"])")
+NOT_A_COPY = re.compile(
+    r"\.item\(|\.cpu\(|\.numpy\(|\.tolist\(|nonzero|unique|masked_select|\.to\(\s*(?:torch\.)?(?:float|half|bfloat|int|long|bool|dtype)"
+)
 COPIES_SHARE = 0.5  # of the step's syncs at such lines: the sync advice is the copy's
 # What to try, in the words of a script rather than of gpudash's knobs and flags (which a job has not)
 SCRIPT_ADVICE: dict[str, str] = {
@@ -57,6 +60,10 @@ SCRIPT_ADVICE: dict[str, str] = {
     "(set_modules_to_forward_prefetch, set_modules_to_backward_prefetch), reshard_after_forward=False for the "
     "last blocks (no all-gather again in the backward), a larger batch per rank",
 }
+CPU_OUTSIDE_TORCH = (  # the same on the CPU, where no CUDA graph is the question
+    "take the step's own work outside torch off it — a sleep, a file or network read, logging, Python per batch "
+    "(py-spy dump --pid PID shows where) — into the DataLoader's workers, a background thread, or less often"
+)
 # What to try, in gpudash's knobs and flags: a verdict on one of its own families
 KNOB_ADVICE: dict[str, str] = {
     Bound.INPUT: "make the input pipeline faster: more loader workers, pin_memory, decode or augment on the GPU",
@@ -106,6 +113,8 @@ def for_the_job(d: Diagnosis, e: Evidence) -> Diagnosis:
         return dataclasses.replace(d, advice=host_advice(e))
     if d.bound == Bound.SYNC:
         return dataclasses.replace(d, advice=sync_advice(e))
+    if d.bound == Bound.CPU and d.case == OUTSIDE_TORCH:
+        return dataclasses.replace(d, advice=CPU_OUTSIDE_TORCH)
     return d
 
 
@@ -137,16 +146,21 @@ def sync_advice(e: Evidence) -> str:
     copies = [
         (row, row.site)
         for row in table.rows
-        if row.site is not None and COPY_TO_GPU.search(text := row.site.text or "") and ".item()" not in text
+        if row.site is not None and COPY_TO_GPU.search(text := row.site.text or "") and not NOT_A_COPY.search(text)
     ]
     if sum(table.share(row) for row, _ in copies) < COPIES_SHARE:
         return SCRIPT_ADVICE[Bound.SYNC]
     pinned = job_settings(e.job_settings or "").get("pin_memory") == "True"
-    pin = "" if pinned else "pin_memory=True in its DataLoader (or .pin_memory()) and "
-    where = ", ".join(dict.fromkeys(site.where for _, site in copies))
+    unblocked = all("non_blocking=True" in (site.text or "") for _, site in copies)
+    fixes = ([] if pinned else ["pin_memory=True in its DataLoader (or .pin_memory())"]) + (
+        [] if unblocked else [".to(device, non_blocking=True)"]
+    )
+    where = ", ".join(dict.fromkeys((site.called_from or site).where for _, site in copies))
+    if not fixes:  # pinned and non-blocking already: the copy waits for its stream's work
+        return SCRIPT_ADVICE[Bound.SYNC]
     return (
-        f"copy the batch to the GPU without waiting for it: {pin}.to(device, non_blocking=True) at {where} "
-        f"(a copy from memory that is not pinned waits for the GPU's queue to drain); then CUDA graphs apply"
+        f"copy the batch to the GPU without waiting for it — {' and '.join(fixes)} at {where} (a copy from "
+        f"memory that is not pinned, or not asked non-blocking, waits for the GPU's queue to drain)"
     )
 
 
@@ -157,8 +171,8 @@ def host_advice(e: Evidence) -> str:
     outside = outside_torch_ms(e, host)
     if not host or outside is None or outside < max(1.0, OUTSIDE_FIRST * host):
         return SCRIPT_ADVICE[Bound.HOST]
-    launch = "launch less from Python (CUDA graphs or torch.compile(mode='reduce-overhead'), or a larger batch)"
-    return f"{SCRIPT_ADVICE[OUTSIDE_TORCH]} ({outside:.3g} ms a step); then {launch}"  # no ": " (a "then" cuts there)
+    launch = "and launch less from Python (CUDA graphs or torch.compile(mode='reduce-overhead'), or a larger batch)"
+    return f"{SCRIPT_ADVICE[OUTSIDE_TORCH]} ({outside:.3g} ms a step), {launch}"  # no ": " (a "then" cuts there)
 
 
 def input_advice(e: Evidence) -> str:

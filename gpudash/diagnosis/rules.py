@@ -45,7 +45,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from gpudash.core.textfmt import plain
-from gpudash.diagnosis.advice import KNOB_ADVICE
+from gpudash.diagnosis.advice import CPU_OUTSIDE_TORCH, KNOB_ADVICE
 from gpudash.diagnosis.evidence import Evidence, comm_kinds
 from gpudash.diagnosis.parts import COMM, WAIT, Parts, outside_torch_ms
 from gpudash.diagnosis.verdict import OUTSIDE_TORCH, TENSORS_IDLE, Bound, Diagnosis
@@ -59,6 +59,7 @@ SM_BUSY = 40.0  # GPM's SM activity %: a GPU busy with kernels is GPU-bound at o
 TENSOR_IDLE = 10.0  # GPM's tensor-core activity %: a bf16 step's tensor cores idle below
 COMM_SHARE = 0.25  # of a step the collectives' transfer (or wait) runs exposed: communication-bound at or above
 OUTSIDE_SHARE = 0.5  # of the host's own work outside torch (stretches of 1 ms or more): the script's, not launching
+OUTSIDE_NOTED = 0.25  # ... said beside a launching verdict from this share (DDP steps that sleep not read 6-7 ms)
 
 
 def input_bound(e: Evidence) -> Diagnosis | None:
@@ -136,7 +137,7 @@ def cpu_bound(e: Evidence) -> Diagnosis | None:
             f"{_ms(outside)} of its {_ms(loop)} ms a step is outside torch, in stretches of 1 ms or more "
             f"(the script's own work: a sleep, a read, logging, Python)"
         )
-        return _verdict(Bound.CPU, why, case=OUTSIDE_TORCH)
+        return Diagnosis(Bound.CPU, why, CPU_OUTSIDE_TORCH, OUTSIDE_TORCH)  # no CUDA graph is the question
     return _verdict(
         Bound.CPU,
         f"the step's own arithmetic on the CPU, {e.step_ms:.3g} ms a step "
@@ -176,13 +177,15 @@ def gpu_bound(e: Evidence) -> Diagnosis | None:
 
 def _busy_working(e: Evidence) -> float | None:
     """The GPU's busy share of the traced steps, less its collectives' exposed wait for another rank
-    (matched across the ranks' windows: ms a traced step) — never more of it than the untraced
-    steps waited (``comm_longest_ms``, as ``parts.Parts`` weighs it): a window pulls the ranks apart,
-    and on 2 H200s an even job's window waited 10.1 ms a step where its untraced steps waited 0.55."""
+    (matched across the ranks' windows: ms a traced step) — as the GPU's work a step (its busy time
+    less that whole wait) over the untraced step, where its busy time is known: a window pulls the
+    ranks apart, and on 2 H200s an even job's window spun 10.1 ms a step where its untraced steps
+    waited 0.55, its busy share less that spin falling under GPU-bound's threshold."""
     if e.gpu_busy_pct is None or not e.comm_wait_ms or not e.traced_step_ms:
         return e.gpu_busy_pct
-    wait = min(e.comm_wait_ms, e.comm_longest_ms) if e.comm_longest_ms is not None else e.comm_wait_ms
-    return max(0.0, e.gpu_busy_pct - 100.0 * min(wait, e.traced_step_ms) / e.traced_step_ms)
+    if e.gpu_ms_per_step is not None and e.step_ms > 0:  # the GPU's work a step, the window's spin all out
+        return min(100.0, max(0.0, 100.0 * (e.gpu_ms_per_step - e.comm_wait_ms) / e.step_ms))
+    return max(0.0, e.gpu_busy_pct - 100.0 * min(e.comm_wait_ms, e.traced_step_ms) / e.traced_step_ms)
 
 
 def host_bound(e: Evidence) -> Diagnosis | None:
@@ -234,12 +237,14 @@ def _enqueue(e: Evidence, host: float | None, outside: float | None) -> str:
     traced = e.host_ms_per_step
     ms = host if host is not None else traced if traced is not None else e.step_ms
     text = f"{ms:.3g} ms"
-    if traced is not None and host is not None and abs(traced - host) >= 0.05 * traced and e.traced_step_ms:
-        text += f" ({traced:.3g} in a window whose steps ran {e.traced_step_ms / e.step_ms:.2f}× slower)"
-    if outside is not None and outside >= 1.0:
-        text += f", {_ms(outside)} of it outside torch (a sleep, a read, Python)"
+    slowed = e.traced_step_ms / e.step_ms if e.traced_step_ms and e.step_ms > 0 else 1.0
+    if traced is not None and host is not None and slowed >= 1.05:
+        text += f" ({traced:.3g} in a window whose steps ran {slowed:.2f}× slower)"
     gpu = f" whose kernels run {e.gpu_ms_per_step:.3g} ms" if e.gpu_ms_per_step is not None else ""
-    return f"the CPU needs {text} to enqueue a step{gpu}"
+    noted = ""
+    if host and outside is not None and outside >= max(1.0, OUTSIDE_NOTED * host):
+        noted = f"; {_ms(outside)} ms of it is outside torch, in stretches of 1 ms or more"
+    return f"the CPU needs {text} to enqueue a step{gpu}{noted}"
 
 
 def _delay(e: Evidence, queued: bool) -> str:

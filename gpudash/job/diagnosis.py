@@ -152,6 +152,7 @@ class VerdictContext:
     heavy: str = ""
     comm: RankComm | None = None  # the lead rank's collectives matched across the ranks' windows
     straggler: str = ""  # a data-parallel job's straggler line, by the ranks' untraced own work ("" for one rank)
+    straggler_rank: int | None = None  # ... the rank it names (None: none named)
     compiles: CompileTable | None = None  # a compiled job's compiles so far
     training_s: float = 0.0  # the run's training seconds so far (compiles left out) ...
     steps: int = 0  # ... over this many steps
@@ -170,6 +171,7 @@ def verdict_event(
     details = {**config, **evidence.details(), "bound": str(verdict.bound)}
     if known.straggler:
         details["straggler"] = known.straggler
+        details["straggler_rank"] = "" if known.straggler_rank is None else str(known.straggler_rank)
     details |= compile_figures(known.compiles, known.training_s, known.steps)
     if verdict is not steady:  # the steps between compiles: the window's verdict
         details |= {"compile_why": verdict.why, "compile_advice": verdict.advice, "steady": steady.line()}

@@ -163,14 +163,16 @@ def measuring_run(
 Checker = Callable[[Evidence, Diagnosis, float, Path], list[Check]]
 
 
-def _running(event: Event, config: RunConfig) -> dict[str, object]:
+def diagnosis_head(event: Event, config: RunConfig) -> dict[str, object]:
     """``diagnose --json``'s head: what ran, its command, and the ranks' straggler line (by their
     untraced own work; in the text, after the verdict) where the job has several."""
     running: dict[str, object] = {k: event.details.get(k, "") for k in ("workload", "variant", "device")}
     running["batch_size"] = int(event.details.get("batch_size", "0") or 0)
     running["command"] = list(config.job or ())
-    if event.details.get("straggler"):
+    if event.details.get("straggler"):  # the line, and the rank it names (null: "no straggler …")
         running["straggler"] = event.details["straggler"]
+        rank = event.details.get("straggler_rank", "")
+        running["straggler_rank"] = int(rank) if rank.isdigit() else None
     return running
 
 
@@ -244,7 +246,7 @@ def _diagnose_job(
         checks = checker(evidence, diagnosis, ran_s, Path(folder))
     verdict, lines = remedies.answer(evidence, diagnosis, script=True, checks=checks)
     if as_json:
-        print(json.dumps({**_running(event, config), **json_verdict(verdict, event.details)}, indent=2))
+        print(json.dumps({**diagnosis_head(event, config), **json_verdict(verdict, event.details)}, indent=2))
     else:
         print("\n".join([event.message, *lines]))
     return code if ended_first else 0

@@ -158,6 +158,7 @@ class SessionWindows:
             training_s=p.watch.phases.totals(time.monotonic()).get(TRAINING, 0.0),
             steps=p.samples.steps,
             straggler=ranks.words if (ranks := p.world.stragglers.run_verdict()) is not None else "",
+            straggler_rank=ranks.rank if ranks is not None else None,
         )
         event = verdict_event(time.monotonic() - p.t0, timed, fig, known, p.config_details(), note)
         self.out.messages.append(event)
