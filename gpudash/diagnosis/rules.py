@@ -176,11 +176,11 @@ def gpu_bound(e: Evidence) -> Diagnosis | None:
 
 
 def _busy_working(e: Evidence) -> float | None:
-    """The GPU's busy share of the traced steps, less its collectives' exposed wait for another rank
-    (matched across the ranks' windows: ms a traced step) — as the GPU's work a step (its busy time
-    less that whole wait) over the untraced step, where its busy time is known: a window pulls the
-    ranks apart, and on 2 H200s an even job's window spun 10.1 ms a step where its untraced steps
-    waited 0.55, its busy share less that spin falling under GPU-bound's threshold."""
+    """The GPU's busy share without its collectives' exposed wait for another rank (matched across
+    the ranks' windows: ms a traced step): its busy time a step less that whole wait, over the
+    untraced step, where its busy time is known (else the traced steps' busy share less the wait).
+    A window pulls the ranks apart: on 2 H200s an even job's window spun 10.1 ms a step where its
+    untraced steps waited 0.55, and its busy share less the wait fell under GPU-bound's threshold."""
     if e.gpu_busy_pct is None or not e.comm_wait_ms or not e.traced_step_ms:
         return e.gpu_busy_pct
     if e.gpu_ms_per_step is not None and e.step_ms > 0:  # the GPU's work a step, the window's spin all out
@@ -232,8 +232,8 @@ def _ms(v: float) -> str:
 
 def _enqueue(e: Evidence, host: float | None, outside: float | None) -> str:
     """The host's time to enqueue a step against the GPU's time for it, in words: the window's time
-    scaled by its slowdown where it differs ("58.7 ms (87.9 in a window whose steps ran 1.49×
-    slower)"), and its time outside torch where a millisecond or more."""
+    scaled by its slowdown where the window ran slower ("58.7 ms (87.9 in a window whose steps ran
+    1.49× slower)"), and its time outside torch from ``OUTSIDE_NOTED`` of it."""
     traced = e.host_ms_per_step
     ms = host if host is not None else traced if traced is not None else e.step_ms
     text = f"{ms:.3g} ms"
