@@ -10,6 +10,7 @@ out of its step."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from gpudash.core.sync_sites import Site, SiteCount, SyncTable
@@ -111,10 +112,13 @@ def test_a_late_rank_0_that_sleeps_is_told_its_sleep_and_not_cuda_graphs() -> No
     assert verdict.advice.startswith("take the step's own work outside torch off it")
 
 
+MAIN = Site(file="/job/train.py", line=145, function="<module>", text="main()")  # who called the job's main
+
+
 def _syncs_at(*sites: tuple[str, int]) -> SyncTable:
-    """A sync table of 100 steps whose syncs come from these lines (text, count)."""
+    """A sync table of 100 steps whose syncs come from these lines (text, count) of the job's main."""
     rows = tuple(
-        SiteCount(Site(file="/job/train.py", line=70 + i, function="main", text=text), count)
+        SiteCount(Site(file="/job/train.py", line=70 + i, function="main", text=text, called_from=MAIN), count)
         for i, (text, count) in enumerate(sites)
     )
     return SyncTable(steps=100, total=sum(count for _, count in sites), rows=rows)
@@ -155,6 +159,10 @@ def test_syncs_at_a_copy_to_the_gpu_are_fixed_by_a_pinned_non_blocking_copy_not_
     for line in ("n = torch.nonzero(mask).to(device)", "x = x.to(torch.float16)", "y = out.to(device).cpu()"):
         other = _fsdp2(sync_sites=_syncs_at((line, 200)))  # the sync is not the copy's
         assert for_the_job(diagnose(other), other).advice.startswith("keep the step free of .item()"), line
+    library = Site(file="/venv/lib/hf/utils.py", line=9, function="to", text="return data.to(**kwargs)", package="hf")
+    caller = Site(file="/job/train.py", line=88, function="main", text="batch = move(batch)")
+    moved = _fsdp2(sync_sites=SyncTable(100, 200, (SiteCount(replace(library, called_from=caller), 200),)))
+    assert "at train.py:88 " in for_the_job(diagnose(moved), moved).advice  # a library's line: the job's that called it
     asked = _fsdp2(sync_sites=_syncs_at(("x = x.to(device, non_blocking=True)", 200)))
     advice = for_the_job(diagnose(asked), asked).advice  # non-blocking already: pinning is what is left
     assert "pin_memory=True" in advice and ".to(device, non_blocking=True)" not in advice

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
+from gpudash.core.sync_sites import Site
 from gpudash.diagnosis.evidence import Evidence, finite_number, job_settings
 from gpudash.diagnosis.parts import COMM, GPU, HOST, INPUT, SYNCS, WAIT, Parts, outside_torch_ms
 from gpudash.diagnosis.verdict import OUTSIDE_TORCH, TENSORS_IDLE, Bound, Diagnosis
@@ -139,7 +140,8 @@ def remedy_advice(limit: str, e: Evidence, script: bool) -> str:
 def sync_advice(e: Evidence) -> str:
     """The syncs' remedy in a script's words: where at least ``COPIES_SHARE`` of them are at lines
     that copy to the GPU (``x.to(device)``), a pinned, non-blocking copy there (pinning left out
-    where the job's loader pins already); else keeping values' reads out of the step."""
+    where the job's loader pins already, ``non_blocking`` where the line asks it); else keeping
+    values' reads out of the step."""
     table = e.sync_sites
     if table is None:
         return SCRIPT_ADVICE[Bound.SYNC]
@@ -155,13 +157,19 @@ def sync_advice(e: Evidence) -> str:
     fixes = ([] if pinned else ["pin_memory=True in its DataLoader (or .pin_memory())"]) + (
         [] if unblocked else [".to(device, non_blocking=True)"]
     )
-    where = ", ".join(dict.fromkeys((site.called_from or site).where for _, site in copies))
+    where = ", ".join(dict.fromkeys(_users_line(site).where for _, site in copies))
     if not fixes:  # pinned and non-blocking already: the copy waits for its stream's work
         return SCRIPT_ADVICE[Bound.SYNC]
     return (
         f"copy the batch to the GPU without waiting for it — {' and '.join(fixes)} at {where} (a copy from "
         f"memory that is not pinned, or not asked non-blocking, waits for the GPU's queue to drain)"
     )
+
+
+def _users_line(site: Site) -> Site:
+    """The job's own line of a sync site: the site itself, or for a library's line the job's line
+    that called into it."""
+    return site.called_from if site.package and site.called_from is not None else site
 
 
 def host_advice(e: Evidence) -> str:
