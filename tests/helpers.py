@@ -215,3 +215,21 @@ def once_per_session(factory: Any, key: str, compute: Callable[[], _Shared]) -> 
         value = compute()
         store.write_bytes(pickle.dumps(value))
         return value
+
+
+EVIDENCE = Path(__file__).parent / "data" / "evidence"
+
+
+def measured_evidence(name: str) -> Any:
+    """A diagnosis' evidence as ``diagnose --json`` printed it on GPUs (``tests/data/evidence/NAME``,
+    copied from the run's output under docs/bench), its sync table included."""
+    import json
+
+    from gpudash.core.sync_sites import SyncTable
+    from gpudash.diagnosis.evidence import Evidence
+
+    doc = json.loads((EVIDENCE / name).read_text())["evidence"]
+    fields = {f: doc[f] for f in Evidence.__dataclass_fields__ if f in doc}
+    if isinstance(fields.get("sync_sites"), dict):
+        fields["sync_sites"] = SyncTable.from_dict(fields["sync_sites"])
+    return Evidence(**fields)

@@ -5,7 +5,6 @@ the last rank, and a verdict weighs the transfer as communication and the wait a
 
 from __future__ import annotations
 
-import dataclasses
 import gzip
 import json
 from dataclasses import replace
@@ -22,6 +21,7 @@ from gpudash.engine.comm_split import RankComm, split
 from gpudash.engine.trace_figures import figures, with_comm
 from gpudash.job.traces import TraceRead
 from gpudash.job.window_reads import GATHER_S, WindowReads, matched
+from tests.helpers import measured_evidence
 
 TRACES = Path(__file__).parent / "data" / "traces"
 # The pair: 4 steps of a DDP ResNet-50 (bf16, 128 images a rank, 25 MB buckets) on 2 H200s whose
@@ -125,22 +125,13 @@ def test_a_window_waits_for_every_ranks_trace_then_for_no_more_than_its_limit() 
     assert [r.rank for r in late] == [0] and matched(late) == {}  # one rank's trace: nothing to match
 
 
-EVIDENCE = Path(__file__).parent / "data" / "evidence"
-
-
-def _measured(name: str) -> Evidence:
-    """A diagnosis' evidence as ``diagnose --json`` gave it on 2 H200s (docs/bench/h200x2-issue74)."""
-    doc = json.loads((EVIDENCE / name).read_text())["evidence"]
-    return Evidence(**{f.name: doc[f.name] for f in dataclasses.fields(Evidence) if f.name in doc})
-
-
 def test_a_wait_read_in_a_distorting_window_counts_no_more_than_the_untraced_steps_waited() -> None:
     """An even job on 2 H200s: its ranks, slowed unevenly by the profiler (51.9 ms a traced step
     against 32.4 untraced), waited 6.9 ms a traced step for each other; untraced, a step's longest
     collective took 0.53 ms from the rank's arrival. Not "waiting for another rank" and no remedy
     for it; its GPU's work, the window's spin left out, is most of the untraced step: GPU-bound, as
     the same job read on another pair with its one-rank run 1.01× [0.99–1.03] (docs/bench/h200x4-issue74c)."""
-    even = _measured("ddp2-even-h200.json")
+    even = measured_evidence("ddp2-even-h200.json")
     assert even.comm_wait_ms is not None and even.comm_longest_ms is not None
     assert even.comm_wait_ms > 10 * even.comm_longest_ms  # the window's wait, and the untraced steps'
     verdict = diagnose(even)
@@ -152,7 +143,7 @@ def test_a_late_ranks_wait_is_worth_what_the_untraced_steps_waited_for_it() -> N
     """Rank 1 sleeping 25 ms before each batch, diagnosed on rank 0: the wait's remedy is the step
     over the step without the untraced steps' wait (22 ms of 54: the job runs 32 ms a step without
     it), and communication — 0.47 ms of transfer — gets none."""
-    late = _measured("ddp2-rank1-late-h200.json")
+    late = measured_evidence("ddp2-rank1-late-h200.json")
     assert late.comm_last_rank == 1 and late.comm_longest_ms is not None
     found = {r.limit: r.up_to for r in remedies(late, diagnose(late).bound, script=True)}
     assert found["waiting"] == pytest.approx(late.step_ms / (late.step_ms - late.comm_longest_ms), rel=1e-3)

@@ -18,78 +18,11 @@ from gpudash.diagnosis.advice import for_the_job
 from gpudash.diagnosis.evidence import Evidence
 from gpudash.diagnosis.rules import diagnose
 from gpudash.diagnosis.verdict import OUTSIDE_TORCH, Bound
+from tests.helpers import measured_evidence
 
-LINK = {"comm_link": "NVLink (18 links × 26.6 GB/s) 478 GB/s", "comm_link_gbps": 478.1, "dtype": "bf16"}
-RUN: dict[str, Any] = {"steps": 30, "syncs_per_step": 0.0, "host_wait_ms": 0.0, **LINK}  # a DDP job's
-EVEN = Evidence(
-    **RUN,
-    step_ms=32.25,
-    input_ms=0.06983,
-    gpu_busy_pct=92.54,
-    gpu_ms_per_step=40.81,
-    host_ms_per_step=43.2,
-    launch_delay_us=13410.0,
-    sm_active_pct=79.35,
-    tensor_active_pct=11.69,
-    dram_active_pct=39.09,
-    mem_bw_pct=49.0,
-    comm_exposed_ms=7.543,
-    comm_transfer_ms=0.4652,
-    comm_transfer_exposed_ms=0.1786,
-    comm_transfer_kinds="all-reduce=0.170,broadcast=0.008",
-    comm_wait_ms=10.14,
-    comm_last_rank=1,
-    comm_busbw_gbps=224.1,
-    comm_longest_ms=0.5475,
-    host_gaps_ms=6.674,
-    traced_step_ms=44.09,
-)
-RANK_1_LATE = Evidence(
-    **RUN,
-    step_ms=56.08,
-    input_ms=0.06612,
-    gpu_busy_pct=97.46,
-    gpu_ms_per_step=73.39,
-    host_ms_per_step=74.64,
-    launch_delay_us=47500.0,
-    sm_active_pct=56.06,
-    tensor_active_pct=6.683,
-    dram_active_pct=22.76,
-    mem_bw_pct=28.0,
-    comm_exposed_ms=31.28,
-    comm_transfer_ms=0.4384,
-    comm_transfer_exposed_ms=0.4376,
-    comm_transfer_kinds="all-reduce=0.429,broadcast=0.008",
-    comm_wait_ms=41.57,
-    comm_last_rank=1,
-    comm_busbw_gbps=238.1,
-    comm_longest_ms=24.3,
-    host_gaps_ms=7.095,
-    traced_step_ms=75.3,
-)
-RANK_0_LATE = Evidence(
-    **RUN,
-    step_ms=56.54,
-    input_ms=0.07794,
-    gpu_busy_pct=36.83,
-    gpu_ms_per_step=29.08,
-    host_ms_per_step=78.11,
-    launch_delay_us=110.7,
-    sm_active_pct=42.62,
-    tensor_active_pct=6.254,
-    dram_active_pct=21.46,
-    mem_bw_pct=27.0,
-    comm_exposed_ms=0.3281,
-    comm_transfer_ms=0.4586,
-    comm_transfer_exposed_ms=0.4583,
-    comm_transfer_kinds="all-reduce=0.449,broadcast=0.009",
-    comm_wait_ms=0.0,
-    comm_last_rank=0,
-    comm_busbw_gbps=227.5,
-    comm_longest_ms=2.24,
-    host_gaps_ms=31.93,
-    traced_step_ms=78.96,
-)
+EVEN = measured_evidence("h200x4-even.json")  # call 3's diagnose --json, each
+RANK_1_LATE = measured_evidence("h200x4-rank1-late.json")
+RANK_0_LATE = measured_evidence("h200x4-rank0-late.json")
 
 
 def test_an_even_job_is_gpu_bound_its_windows_wait_weighed_as_its_untraced_steps_wait() -> None:
@@ -125,21 +58,10 @@ def _syncs_at(*sites: tuple[str, int]) -> SyncTable:
 
 
 def _fsdp2(**fields: Any) -> Evidence:
-    base: dict[str, Any] = {
-        **RUN,
-        "step_ms": 12.17,
-        "input_ms": 0.6954,
-        "gpu_busy_pct": 14.19,
-        "gpu_ms_per_step": 2.297,
-        "host_ms_per_step": 15.7,
-        "launch_delay_us": 14.62,
-        "traced_step_ms": 16.19,
-        "syncs_per_step": 2.0,
-        "host_wait_ms": 0.03045,
-        "sync_sites": _syncs_at(("x, y = x.to(device), y.to(device)", 200)),
-        "job_settings": "num_workers=0,pin_memory=False,persistent_workers=False,site=/job/train.py:73,fsdp=2",
-    }
-    return Evidence(**{**base, **fields})
+    """Call 3's FSDP2 job (``ddp_ranks.py --fsdp --dim 4096 --batch 64``): two syncs a step at its
+    batch's copy, ``x, y = x.to(device), y.to(device)``, here at train.py:70; or ``fields``."""
+    fsdp2 = measured_evidence("h200x4-fsdp2.json")
+    return replace(fsdp2, **{"sync_sites": _syncs_at(("x, y = x.to(device), y.to(device)", 200)), **fields})
 
 
 def test_syncs_at_a_copy_to_the_gpu_are_fixed_by_a_pinned_non_blocking_copy_not_by_keeping_item_out() -> None:

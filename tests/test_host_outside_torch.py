@@ -20,6 +20,7 @@ from gpudash.engine.host_gaps import host_gaps_ms_per_step
 from gpudash.engine.trace_figures import figures, with_trace
 from gpudash.job.diagnosis import VerdictContext, verdict_event
 from gpudash.job.run import diagnosis_head
+from tests.helpers import measured_evidence
 
 
 def _op(cat: str, start_ms: float, end_ms: float, tid: int = 1) -> dict[str, Any]:
@@ -77,29 +78,9 @@ def test_a_windows_figures_and_the_evidence_carry_the_time_outside_torch_on_the_
 
 
 def _rank_0_late(**fields: Any) -> Evidence:
-    """The evidence of call 2's diagnosis of rank 0 sleeping 25 ms a step (its JSON), with the time
-    outside torch as this version measures it."""
-    e = Evidence(
-        steps=30,
-        step_ms=58.74,
-        input_ms=0.07474,
-        syncs_per_step=0.0,
-        gpu_busy_pct=33.57,
-        gpu_ms_per_step=29.35,
-        host_ms_per_step=87.88,
-        launch_delay_us=22.88,
-        dtype="bf16",
-        comm_transfer_ms=0.4599,
-        comm_transfer_exposed_ms=0.4599,
-        comm_transfer_kinds="all-reduce=0.445,broadcast=0.015",
-        comm_wait_ms=0.0,
-        comm_last_rank=0,
-        comm_longest_ms=2.331,
-        host_wait_ms=0.0,
-        traced_step_ms=87.4,
-        host_gaps_ms=25.3,
-    )
-    return replace(e, **fields)
+    """Session 18's diagnosis of rank 0 sleeping 25 ms a step (its ``--json``, call 2 of
+    docs/bench/h200x2-issue74b), with the time outside torch as this version measures it."""
+    return replace(measured_evidence("h200x2-rank0-late.json"), **{"host_gaps_ms": 25.3, **fields})
 
 
 def test_rank_0_sleeping_has_its_host_time_scaled_and_its_time_outside_torch_said() -> None:

@@ -9,16 +9,8 @@ export PYTHONUNBUFFERED=1
   python3 -c "import torch, sys; print('torch', torch.__version__, 'python', sys.version.split()[0])"; date -u +%Y-%m-%dT%H:%MZ; } > "$OUT/env2.txt" 2>&1
 TR="python3 -m torch.distributed.run --standalone --nproc-per-node 2"
 JOB=benchmarks/jobs/ddp_resnet_job.py
-diagnose() {  # NAME ARGS...: the verdict's JSON and stderr
-  local name=$1; shift
-  timeout 240 python3 -m gpudash diagnose --json -- "$@" > "$OUT/diagnose-$name.json" 2> "$OUT/diagnose-$name.err"
-  echo "exit $?" >> "$OUT/diagnose-$name.err"
-}
-record() {  # NAME ARGS...: the record's stderr (its straggler lines)
-  local name=$1; shift
-  timeout 120 python3 -m gpudash record "/tmp/$name.csv" --force -- "$@" > "$OUT/record-$name.txt" 2>&1
-  echo "exit $?" >> "$OUT/record-$name.txt"
-}
+DIR=$OUT CSV_DIR=/tmp DIAGNOSE_S=240 DIAGNOSE_FLAGS= RECORD_S=120
+. docs/bench/h200x4-issue74c/calls.sh  # diagnose, record
 (
   export CUDA_VISIBLE_DEVICES=0,1
   diagnose even $TR $JOB --steps 3000 --bucket-view

@@ -11,16 +11,8 @@ export PYTHONUNBUFFERED=1
   python3 -c "import torch, sys; print('torch', torch.__version__, 'python', sys.version.split()[0])"; date -u +%Y-%m-%dT%H:%MZ; } > "$R/env4.txt" 2>&1
 TR="python3 -m torch.distributed.run --standalone --nproc-per-node 2"
 JOB=benchmarks/jobs/ddp_resnet_job.py
-diagnose() {  # NAME ARGS...
-  local name=$1; shift
-  timeout 150 python3 -m gpudash diagnose --json --no-check -- "$@" > "$R/diagnose-$name.json" 2> "$R/diagnose-$name.err"
-  echo "exit $?" >> "$R/diagnose-$name.err"
-}
-record() {  # NAME ARGS...
-  local name=$1; shift
-  timeout 100 python3 -m gpudash record "$R/$name.csv" --force -- "$@" > "$R/record-$name.txt" 2>&1
-  echo "exit $?" >> "$R/record-$name.txt"
-}
+DIR=$R CSV_DIR=$R DIAGNOSE_S=150 DIAGNOSE_FLAGS=--no-check RECORD_S=100
+. docs/bench/h200x4-issue74c/calls.sh  # diagnose, record
 (
   export CUDA_VISIBLE_DEVICES=0,1
   diagnose even $TR $JOB --steps 3000 --bucket-view
