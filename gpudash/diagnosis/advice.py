@@ -10,7 +10,7 @@ import re
 
 from gpudash.core.sync_sites import Site
 from gpudash.diagnosis.evidence import Evidence, finite_number, job_settings
-from gpudash.diagnosis.parts import COMM, GPU, HOST, INPUT, SYNCS, WAIT, Parts, outside_torch_ms
+from gpudash.diagnosis.parts import COMM, GPU, HOST, INPUT, OUTSIDE_SHARE, SYNCS, WAIT, Parts, outside_torch_ms
 from gpudash.diagnosis.verdict import OUTSIDE_TORCH, TENSORS_IDLE, Bound, Diagnosis
 
 DATASET_SHARE = 0.5  # a Dataset's share of the input wait from which workers are the fix ...
@@ -22,7 +22,6 @@ WORKERS_IDLE = 0.5  # workers busy less than this share of a CPU each ...
 HANDOVER_BYTES = 32e6  # ... handing over this many bytes a step or more: the wait is the hand-over, not their work
 # (idle workers with small batches wait on storage or the network: more of them is the fix, as tune's climb finds)
 FSDP = "fsdp"  # a communication-bound job's FSDP2 model: advice of its own
-OUTSIDE_FIRST = 0.5  # of the host's own work outside torch: its remedy names that work first
 # a line that copies to the GPU (``x.to(device)``, ``x.cuda()``; not ``.to("cpu")``): where it syncs, the
 # copy comes from pageable memory or waits for its stream (non_blocking=False), and the fix is a pinned,
 # non-blocking copy — not keeping .item() out of the step
@@ -174,10 +173,11 @@ def _users_line(site: Site) -> Site:
 
 def host_advice(e: Evidence) -> str:
     """The host's remedy in a script's words: its work outside torch first where that is a
-    millisecond a step or more and ``OUTSIDE_FIRST`` of the host's work, then launching less."""
+    millisecond a step or more and ``OUTSIDE_SHARE`` of the host's work (where the verdict is that
+    work), then launching less."""
     host = Parts.of(e).host
     outside = outside_torch_ms(e, host)
-    if not host or outside is None or outside < max(1.0, OUTSIDE_FIRST * host):
+    if not host or outside is None or outside < max(1.0, OUTSIDE_SHARE * host):
         return SCRIPT_ADVICE[Bound.HOST]
     launch = "and launch less from Python (CUDA graphs or torch.compile(mode='reduce-overhead'), or a larger batch)"
     return f"{SCRIPT_ADVICE[OUTSIDE_TORCH]} ({outside:.3g} ms a step), {launch}"  # no ": " (a "then" cuts there)

@@ -39,6 +39,10 @@ def host_own_ms(e: Evidence) -> float | None:
     return max(0.0, e.host_ms_per_step - (e.host_wait_ms or 0.0))
 
 
+OUTSIDE_SHARE = 0.5  # of the host's own work outside torch (stretches of 1 ms or more): the script's, not launching
+OUTSIDE_NOTED = 0.25  # ... said beside a launching verdict from this share (DDP steps that sleep not read 6-7 ms)
+
+
 def outside_torch_ms(e: Evidence, host: float | None) -> float | None:
     """Of the host's own work a step (``host``, untraced), the time outside torch in stretches of a
     millisecond or more (a sleep, a read, the script's Python: ``Evidence.host_gaps_ms``) less the

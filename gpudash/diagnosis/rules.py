@@ -47,7 +47,7 @@ from collections.abc import Callable
 from gpudash.core.textfmt import plain
 from gpudash.diagnosis.advice import CPU_OUTSIDE_TORCH, KNOB_ADVICE
 from gpudash.diagnosis.evidence import Evidence, comm_kinds
-from gpudash.diagnosis.parts import COMM, WAIT, Parts, outside_torch_ms
+from gpudash.diagnosis.parts import COMM, OUTSIDE_NOTED, OUTSIDE_SHARE, WAIT, Parts, outside_torch_ms
 from gpudash.diagnosis.verdict import OUTSIDE_TORCH, TENSORS_IDLE, Bound, Diagnosis
 
 INPUT_SHARE = 0.30  # of a step spent waiting for the next batch: input-bound at or above
@@ -58,8 +58,6 @@ MANY_SYNCS = 2.0  # host waits per step: sync-bound at or above, however busy th
 SM_BUSY = 40.0  # GPM's SM activity %: a GPU busy with kernels is GPU-bound at or above, SM-idle below
 TENSOR_IDLE = 10.0  # GPM's tensor-core activity %: a bf16 step's tensor cores idle below
 COMM_SHARE = 0.25  # of a step the collectives' transfer (or wait) runs exposed: communication-bound at or above
-OUTSIDE_SHARE = 0.5  # of the host's own work outside torch (stretches of 1 ms or more): the script's, not launching
-OUTSIDE_NOTED = 0.25  # ... said beside a launching verdict from this share (DDP steps that sleep not read 6-7 ms)
 
 
 def input_bound(e: Evidence) -> Diagnosis | None:

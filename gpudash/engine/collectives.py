@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gpudash.engine.intervals import Interval, minus, union
+from gpudash.engine.intervals import Interval, event_interval, minus, union
 
 OTHER = "other"
 COLLECTIVE_KINDS = ("all-reduce", "all-gather", "reduce-scatter", "broadcast", "send/recv", OTHER)
@@ -70,13 +70,13 @@ class Collective:
 def collectives_of(kernels: Sequence[dict[str, Any]], span: Interval) -> tuple[Collective, ...]:
     """The collectives' kernels that end inside ``span``, in time order, with what of each no
     computation kernel ran beside."""
-    compute = union(_interval(k) for k in kernels if not is_collective(str(k.get("name", ""))))
+    compute = union(event_interval(k) for k in kernels if not is_collective(str(k.get("name", ""))))
     out = []
     for k in kernels:
         name = str(k.get("name", ""))
         if not is_collective(name):
             continue
-        start, end = _interval(k)
+        start, end = event_interval(k)
         if not span[0] < end <= span[1]:
             continue
         args = k.get("args") or {}
@@ -91,11 +91,6 @@ def _bytes(args: dict[str, Any]) -> int | None:
     size = DTYPE_BYTES.get(str(args.get("dtype", "")))
     counts = [v for key in ("In msg nelems", "Out msg nelems") if isinstance(v := args.get(key), int)]
     return max(counts) * size if size and counts and max(counts) > 0 else None
-
-
-def _interval(e: dict[str, Any]) -> Interval:
-    start = float(e["ts"])
-    return start, start + float(e["dur"])
 
 
 def _stream(args: dict[str, Any]) -> int:

@@ -11,7 +11,7 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
-from gpudash.engine.intervals import Interval, clip, length, minus, union
+from gpudash.engine.intervals import Interval, clip, event_interval, length, minus, union
 
 GAP_US = 1000.0  # a stretch of a step with nothing of torch's on the host this long or longer counts
 HOST_CATEGORIES = ("cpu_op", "cuda_runtime", "cuda_driver")  # torch's operators and its CUDA calls, any thread
@@ -21,7 +21,7 @@ def host_gaps_ms_per_step(events: Sequence[dict[str, Any]], marks: Sequence[Inte
     """The median over the steps (``marks``, µs) of the time in stretches of ``GAP_US`` or more with
     no torch operator nor CUDA call on any thread, ms; None without markers or without any host event
     (the host's operators not recorded)."""
-    busy = union(_interval(e) for e in events if e.get("cat") in HOST_CATEGORIES and _timed(e))
+    busy = union(event_interval(e) for e in events if e.get("cat") in HOST_CATEGORIES and _timed(e))
     if not marks or not busy:
         return None
     per_step = []
@@ -36,8 +36,3 @@ def _timed(e: dict[str, Any]) -> bool:
         return float(e["dur"]) >= 0.0 and float(e["ts"]) == float(e["ts"])
     except (KeyError, TypeError, ValueError):
         return False
-
-
-def _interval(e: dict[str, Any]) -> Interval:
-    start = float(e["ts"])
-    return start, start + float(e["dur"])

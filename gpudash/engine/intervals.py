@@ -4,8 +4,15 @@ lists run at once. Torch-free."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 Interval = tuple[float, float]  # (start, end) in µs
+
+
+def event_interval(e: dict[str, Any]) -> Interval:
+    """A trace event's (start, end), µs: its ``ts`` and ``ts + dur``."""
+    start = float(e["ts"])
+    return start, start + float(e["dur"])
 
 
 def union(intervals: Iterable[Interval]) -> list[Interval]:

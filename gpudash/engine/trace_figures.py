@@ -36,7 +36,7 @@ from gpudash.engine.collectives import (
 )
 from gpudash.engine.comm_split import RankComm
 from gpudash.engine.host_gaps import host_gaps_ms_per_step
-from gpudash.engine.intervals import Interval, clip, covered_by_two_or_more, length, union
+from gpudash.engine.intervals import Interval, clip, covered_by_two_or_more, event_interval, length, union
 
 KERNEL, MEMCPY, MEMSET = "kernel", "gpu_memcpy", "gpu_memset"
 STAGE_PREFIX = "gpudash.stage."  # record_function names around each stage during a window
@@ -174,7 +174,7 @@ def figures(events: Sequence[dict[str, Any]], steps: int, wall_ms: float) -> Tra
     span_us = span[1] - span[0]
     per_step = 1.0 / (1000.0 * max(steps, 1))  # µs over the window → ms per step
     kernels = [e for e in device if e["cat"] == KERNEL]
-    busy_us = length(clip(union(_interval(e) for e in device), span))
+    busy_us = length(clip(union(event_interval(e) for e in device), span))
     merged = kernels_by_stream(kernels)
     kernel_busy = union(iv for ivs in merged.values() for iv in ivs)
     totals: dict[str, float] = {}
@@ -192,7 +192,7 @@ def figures(events: Sequence[dict[str, Any]], steps: int, wall_ms: float) -> Tra
         host_gaps_ms_per_step=host_gaps_ms_per_step(events, marks),
         span_ms=span_us / 1000.0,
         overlap_pct=_pct(covered_by_two_or_more(list(merged.values())), length(kernel_busy)),
-        memcpy_pct=_pct(length(clip(union(_interval(e) for e in device if e["cat"] == MEMCPY), span)), span_us),
+        memcpy_pct=_pct(length(clip(union(event_interval(e) for e in device if e["cat"] == MEMCPY), span)), span_us),
         kernels_per_step=len(kernels) / max(steps, 1),
         launch_delay_us=_launch_delay(events, kernels),
         stream_busy_pct={sid: _pct(length(clip(iv, span)), span_us) for sid, iv in sorted(merged.items())},
@@ -258,7 +258,7 @@ def kinds_text(kinds: dict[str, float]) -> str:
 def step_markers(events: Iterable[dict[str, Any]]) -> list[Interval]:
     """The host's step ranges (``STEP_MARKER``), in order."""
     return sorted(
-        _interval(e)
+        event_interval(e)
         for e in events
         if e.get("cat") == "user_annotation" and e.get("name") == STEP_MARKER and "ts" in e and "dur" in e
     )
@@ -270,7 +270,7 @@ def steps_span(events: Sequence[dict[str, Any]], device: Sequence[dict[str, Any]
     marks = step_markers(events)
     if not marks:
         return None
-    end = max([b for _, b in marks] + [_interval(e)[1] for e in device])
+    end = max([b for _, b in marks] + [event_interval(e)[1] for e in device])
     return marks[0][0], end
 
 
@@ -294,7 +294,9 @@ def _host_wait_ms_per_step(events: Sequence[dict[str, Any]]) -> float | None:
     if not marks:
         return None
     waits = union(
-        _interval(e) for e in events if e.get("cat") == "cuda_runtime" and e.get("name") in WAIT_NAMES and "dur" in e
+        event_interval(e)
+        for e in events
+        if e.get("cat") == "cuda_runtime" and e.get("name") in WAIT_NAMES and "dur" in e
     )
     return statistics.median(length(clip(waits, mark)) for mark in marks) / 1000.0
 
@@ -304,13 +306,8 @@ def kernels_by_stream(events: Iterable[dict[str, Any]]) -> dict[int, list[Interv
     streams: dict[int, list[Interval]] = {}
     for e in events:
         if e.get("cat") == KERNEL and "dur" in e and "ts" in e:
-            streams.setdefault(_stream(e), []).append(_interval(e))
+            streams.setdefault(_stream(e), []).append(event_interval(e))
     return {sid: union(iv) for sid, iv in streams.items()}
-
-
-def _interval(e: dict[str, Any]) -> Interval:
-    start = float(e["ts"])
-    return start, start + float(e["dur"])
 
 
 def _stream(e: dict[str, Any]) -> int:
@@ -346,7 +343,7 @@ def _stage_kernels(events: Sequence[dict[str, Any]], kernels: Sequence[dict[str,
             continue
         stage = next((name for start, end, name in ranges if start <= at <= end), None)
         if stage is not None:
-            out.setdefault(stage, []).append(_interval(k))
+            out.setdefault(stage, []).append(event_interval(k))
     return out
 
 
@@ -368,9 +365,9 @@ def _communication(kernels: Sequence[dict[str, Any]], span: Interval) -> Collect
     for k in kernels:
         name = str(k.get("name", ""))
         if is_collective(name):
-            by_kind.setdefault(collective_kind(name), []).append(_interval(k))
+            by_kind.setdefault(collective_kind(name), []).append(event_interval(k))
         else:
-            compute.append(_interval(k))
+            compute.append(event_interval(k))
     if not by_kind:
         return None
     merged = {kind: clip(union(by_kind[kind]), span) for kind in COLLECTIVE_KINDS if kind in by_kind}
