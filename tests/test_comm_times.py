@@ -45,44 +45,116 @@ class FakeEvent:
         return other.at_ms - self.at_ms
 
 
-class FakeWork:
-    """An NCCL work as torch times it: from when its process group's stream took it up to its end."""
+class Clock:
+    """The device's clock as the hooks see it: each event recorded reads the time it is set to."""
 
-    def __init__(self, started_ms: float, ended_ms: float, done: bool = True) -> None:
-        self.started_ms, self.ended_ms, self.done = started_ms, ended_ms, done
+    def __init__(self) -> None:
+        self.ms = 0.0
+        self.recorded: list[FakeEvent] = []
+
+    def record(self, _device: object) -> FakeEvent:
+        self.recorded.append(FakeEvent(self.ms))
+        return self.recorded[-1]
+
+
+class FakeNcclWork:
+    """An NCCL work asked async: its future completed at once (as NCCL's is), its callbacks run inline."""
+
+    def __init__(self) -> None:
+        self.future: torch.futures.Future[None] = torch.futures.Future()
+        self.future.set_result(None)
+
+    def get_future(self) -> torch.futures.Future[None]:
+        return self.future
 
     def is_completed(self) -> bool:
-        return self.done
-
-    def _get_duration(self) -> float:
-        return self.ended_ms - self.started_ms
+        return True
 
 
-def test_nccl_buckets_queued_behind_each_other_read_the_wait_from_their_ranks_arrival() -> None:
-    """A rank ahead of the other: its four buckets arrive at 0, 1, 2 and 3 ms, the other rank's at 25,
-    29, 33 and 37 ms, and each takes 0.1 ms once both are there. NCCL's own timing of a later bucket
-    starts when the stream is free of the one before, so it reads 4 ms for each; from the rank's
-    arrival, the last bucket — the one that holds its step — waited 34.1 ms."""
+def nccl_comms(clock: Clock) -> object:
+    """CommTimes whose collectives go to NCCL and whose CUDA events read ``clock``."""
+    module = boot_module("gpudash_job_comm")
+
+    class OnNccl(module.CommTimes):  # type: ignore[name-defined]
+        def _nccl(self, args: object, kwargs: object) -> bool:
+            return True
+
+        def _event(self, args: object, kwargs: object) -> FakeEvent:
+            return clock.record(None)
+
+        def _record(self, device: object) -> FakeEvent:
+            return clock.record(device)
+
+    return OnNccl(torch, contextlib.nullcontext)
+
+
+def test_an_nccl_call_that_waits_is_timed_on_its_stream_and_left_as_the_job_called_it() -> None:
+    """A call without ``async_op`` stays one (no work made to time it): its time runs from the event
+    at the call to the one after it on the calling stream, which waits for the collective — 30 ms
+    where the other rank arrived 30 ms later."""
+    clock, called = Clock(), []
+    comms = nccl_comms(clock)
+
+    def all_reduce(tensor: object, op: object = None, group: object = None, async_op: bool = False) -> None:
+        called.append(async_op)
+        clock.ms += 30.0  # the stream reaches the event after the call once the other rank is there
+
+    timed = comms._timed(all_reduce)  # type: ignore[attr-defined]
+    assert timed(SaysCuda(torch.ones(4))) is None
+    assert called == [False]  # not made async
+    assert comms.at_step() == 30.0  # type: ignore[attr-defined]
+
+
+def test_an_async_nccl_call_ends_at_the_event_its_futures_callback_records() -> None:
+    clock = Clock()
+    comms = nccl_comms(clock)
+    work = FakeNcclWork()
+
+    def all_gather_into_tensor(out: object, inp: object, async_op: bool = False) -> FakeNcclWork:
+        clock.ms += 12.5  # the callback's stream waits for the collective's kernels
+        return work
+
+    got = comms._timed(all_gather_into_tensor)(SaysCuda(torch.ones(4)), SaysCuda(torch.ones(2)), async_op=True)  # type: ignore[attr-defined]
+    assert got is work and len(clock.recorded) == 2  # the arrival, and the end from the callback
+    assert comms.at_step() == 12.5  # type: ignore[attr-defined]
+
+
+def test_a_late_nccl_collective_keeps_the_later_ones_of_its_group_for_the_step_it_completes() -> None:
     module = boot_module("gpudash_job_comm")
     comms = module.CommTimes(torch, contextlib.nullcontext)
-    ends = [25.1, 29.1, 33.1, 37.1]  # the other rank's buckets come 4 ms apart from 25 ms on
-    starts = [0.0, *ends[:-1]]  # each taken up once the one before has ended
-    for i, (start, end) in enumerate(zip(starts, ends, strict=True)):
-        comms._entered(module.Pending(0.0, FakeWork(start, end), True, FakeEvent(1.0 * i)))
-    assert abs(max(e - s for s, e in zip(starts, ends, strict=True)) - 25.1) < 1e-9  # NCCL's own figures alone
-    assert abs((comms.at_step() or 0.0) - 34.1) < 1e-9
-
-
-def test_the_rank_the_others_wait_for_reads_only_the_transfer_and_a_late_one_waits_its_turn() -> None:
-    module = boot_module("gpudash_job_comm")
-    comms = module.CommTimes(torch, contextlib.nullcontext)
-    late = FakeWork(10.0, 10.2, done=False)
-    comms._entered(module.Pending(0.0, FakeWork(0.0, 0.1), True, FakeEvent(0.0)))
-    comms._entered(module.Pending(0.0, late, True, FakeEvent(10.0)))
-    comms._entered(module.Pending(0.0, FakeWork(10.2, 10.3), True, FakeEvent(10.1)))  # queued behind it
+    late = FakeEvent(10.2, done=False)
+    comms._entered(module.Pending(0.0, None, True, FakeEvent(0.0), FakeEvent(0.1)))
+    comms._entered(module.Pending(0.0, None, True, FakeEvent(10.0), late))
+    comms._entered(module.Pending(0.0, None, True, FakeEvent(10.1), FakeEvent(10.3)))  # queued behind it
     assert abs((comms.at_step() or 0.0) - 0.1) < 1e-9 and len(comms.open) == 2  # the group's order kept
     late.done = True
-    assert abs((comms.at_step() or 0.0) - 0.2) < 1e-9  # 10.1 → 10.3: 0.1 left of the one before, its own 0.1
+    assert abs((comms.at_step() or 0.0) - 0.2) < 1e-9  # from 10.1 to 10.3: its arrival to its end
+
+
+def test_an_nccl_collective_without_an_end_event_is_said_untimed() -> None:
+    """A work whose future gave no callback (a backend that completes it only at ``wait()``): once
+    completed it counts as no wait, and the job's figures say that NCCL's collectives are not timed."""
+    module = boot_module("gpudash_job_comm")
+    comms = module.CommTimes(torch, contextlib.nullcontext)
+    work = FakeNcclWork()
+    comms._entered(module.Pending(0.0, work, True, FakeEvent(0.0)))
+    assert comms.at_step() == 0.0 and "not timed" in comms.untimed
+
+
+def test_a_gloo_collective_on_cuda_tensors_is_timed_by_the_hosts_clock() -> None:
+    """Only NCCL's collectives are timed by CUDA events: gloo's on a CUDA tensor completes on the
+    host, and no CUDA call is made to time it (here, where there is no CUDA, one would fail)."""
+    import torch.distributed as dist
+
+    comms = boot_module("gpudash_job_comm").CommTimes(torch, contextlib.nullcontext)
+    dist.init_process_group("gloo", rank=0, world_size=1, store=dist.HashStore())
+    comms.install()
+    try:
+        dist.all_reduce(torch.ones(8).as_subclass(SaysCuda))
+        assert comms.at_step() is not None and comms.open == [] and comms.untimed == ""
+    finally:
+        comms.uninstall()
+        dist.destroy_process_group()
 
 
 def test_ddps_buffer_broadcast_is_timed_by_the_events_around_it() -> None:

@@ -47,8 +47,7 @@ ADAPTERS = {
     "sampled step's saved tensors counted from one step boundary to the next, and a job's own hooks never popped "
     "(the public context manager pops whatever is on top)",
     "gpudash/job/boot/gpudash_job_comm.py": "DDP's _pre_forward/_post_forward (its per-forward bookkeeping, whose "
-    "host-device syncs torch prints from C++), a NCCL Work's _get_duration (a collective's time by its own CUDA "
-    "events, TORCH_NCCL_ENABLE_TIMING) and c10d's _world.pg_coalesce_state (a call inside _coalescing_manager "
+    "host-device syncs torch prints from C++) and c10d's _world.pg_coalesce_state (a call inside _coalescing_manager "
     "only queues a collective): no public API sees them",
     "gpudash/job/boot/gpudash_job_syncs.py": "torch._C._cuda_set_sync_debug_mode: the sync debug mode set from any "
     "thread without the Python warning and the filter changes of torch.cuda.set_sync_debug_mode",

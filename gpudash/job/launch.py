@@ -95,7 +95,6 @@ def job_env(
     env[wire.CHANNEL_ENV] = channel
     env[wire.SRC_ENV] = str(SOURCE_DIR)
     env[wire.SITES_ENV] = "1" if sites else "0"
-    env.setdefault(wire.TORCH_TIMING_ENV, "1")  # each NCCL collective's time, by its own CUDA events
     if unbuffered:
         env.setdefault("PYTHONUNBUFFERED", "1")  # the pane's lines as they come, not at exit
     env.update(settings_env(job_set, env))

@@ -14,7 +14,6 @@ import os
 CHANNEL_ENV = "GPUDASH_JOB_CHANNEL"  # gpudash's datagram socket
 SRC_ENV = "GPUDASH_JOB_SRC"  # gpudash's package folder: its torch-free modules, loaded from their files
 SITES_ENV = "GPUDASH_JOB_SITES"  # "1": count host-device syncs by line
-TORCH_TIMING_ENV = "TORCH_NCCL_ENABLE_TIMING"  # set where the job has not: NCCL's collectives timed
 
 # -- what a job's processes send ------------------------------------------------------------------------
 PROC = "proc"  # a process of the job, as it starts (its process group)

@@ -1,0 +1,104 @@
+"""Issue 74's window probe (session 20): what a profiler window recording the GPU's activity alone
+costs each step of a DDP ResNet-50 (bf16, channels_last, 128 images a rank), without gpudash —
+which traced step is slow (the first, CUPTI subscribing again after each teardown, or all of them),
+and whether Kineto's external correlation, which gpudash does not need, adds to it.
+
+torchrun --nproc-per-node 2 window_probe.py [--windows 3]
+Windows of 5 steps every 60 steps, their kinds interleaved: ``cuda`` (what gpudash's periodic windows
+record), ``cuda-nocorr`` (the same, ``disable_external_correlation``) and ``cpu+cuda`` (the host's
+operators too). ``TEARDOWN_CUPTI=1`` as gpudash sets it. Prints one JSON line a window on rank 0: each
+traced step's ms and the untraced steps' median between the windows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch.profiler import ProfilerActivity, profile
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
+from benchmarks.jobs.ddp_resnet_job import join_group, resnet50_ddp  # noqa: E402 - the repository's root first
+
+KINDS = ("cuda", "cuda-nocorr", "cpu+cuda")
+GAP = 60  # untraced steps between windows
+TRACED = 5
+
+
+def profiler(kind: str) -> Any:
+    """The profiler of a window of that kind (not started)."""
+    activities = [ProfilerActivity.CUDA] if kind.startswith("cuda") else [ProfilerActivity.CPU, ProfilerActivity.CUDA]
+    if kind == "cuda-nocorr":
+        from torch._C._profiler import _ExperimentalConfig
+
+        return profile(
+            activities=activities, experimental_config=_ExperimentalConfig(disable_external_correlation=True)
+        )
+    return profile(activities=activities)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--windows", type=int, default=3, help="of each kind")
+    args = p.parse_args()
+    os.environ.setdefault("TEARDOWN_CUPTI", "1")
+    rank, _world, device = join_group()
+    ddp, opt = resnet50_ddp(device, bucket_view=True)
+    x = torch.randn(128, 3, 224, 224, device=device).to(memory_format=torch.channels_last)
+    y = torch.randint(0, 1000, (128,), device=device)
+
+    def step() -> None:
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = torch.nn.functional.cross_entropy(ddp(x), y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    for _ in range(40):
+        step()
+    torch.cuda.synchronize()
+    dist.barrier()
+    plan = [kind for _ in range(args.windows) for kind in KINDS]
+    for kind in plan:
+        marks = [time.perf_counter()]
+        for _ in range(GAP):
+            step()
+            marks.append(time.perf_counter())
+        untraced = [(b - a) * 1e3 for a, b in zip(marks[10:], marks[11:], strict=False)]
+        prof = profiler(kind)
+        started = time.perf_counter()
+        prof.start()
+        traced = [time.perf_counter()]
+        for _ in range(TRACED):
+            step()
+            traced.append(time.perf_counter())
+        prof.stop()
+        stopped = time.perf_counter()
+        steps_ms = [(b - a) * 1e3 for a, b in zip(traced, traced[1:], strict=False)]
+        if rank == 0:
+            row = {
+                "kind": kind,
+                "untraced_ms": statistics.median(untraced),
+                "traced_ms": [round(v, 2) for v in steps_ms],
+                "median_ratio": statistics.median(steps_ms) / statistics.median(untraced),
+                "later_ratio": statistics.median(steps_ms[1:]) / statistics.median(untraced),
+                "start_ms": (traced[0] - started) * 1e3,
+                "stop_ms": (stopped - traced[-1]) * 1e3,
+                "torch": torch.__version__,
+            }
+            print(json.dumps(row), flush=True)
+        del prof
+    torch.cuda.synchronize()
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
