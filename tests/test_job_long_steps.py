@@ -174,10 +174,12 @@ def test_a_rank_waiting_for_another_in_a_collective_is_not_its_work() -> None:
 
 
 # -- a real LBFGS job ------------------------------------------------------------------------------------
-# ~0.6 s steps (a window of 0.25 s holds one at most), the last one 20 times longer: past ten median
-# steps, computing; --stall-after 1 lowers the 30 s floor so that the first timed step (before any
-# median) and the long one would both have been called stalls.
-LBFGS_JOB = ("--waves", "16", "--length", "50", "--steps", "10", "--long-at", "9", "--long-x", "20")
+# ~0.6 s steps (a window of 0.25 s holds one at most), the last one 40 times longer: past ten median
+# steps, computing, and looked at twice well before it ends however loaded the machine (at 20 times
+# its last window once read 0 steps/s under the whole suite: the step had not run long enough past
+# the ten median steps of a loaded start); --stall-after 1 lowers the 30 s floor so that the first
+# timed step (before any median) and the long one would both have been called stalls.
+LBFGS_JOB = ("--waves", "16", "--length", "50", "--steps", "10", "--long-at", "9", "--long-x", "40")
 
 
 def _record_lbfgs(tmp: Path) -> tuple[Path, str, str, dict[str, Any]]:
