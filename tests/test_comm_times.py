@@ -16,7 +16,7 @@ def test_a_step_waits_as_long_as_its_longest_collective_not_their_sum() -> None:
     comms = boot_module("gpudash_job_comm").CommTimes(torch, contextlib.nullcontext)
     assert comms.at_step() is None  # no collective yet: not a distributed job
     for entered, completed in ((0.000, 0.005), (0.002, 0.007), (0.010, 0.019)):  # three buckets
-        comms._interval(entered, completed)
+        comms.took(entered, completed)
     assert abs(comms.at_step() - 9.0) < 1e-9  # the 9 ms bucket, not 19 ms (sum) nor 16 ms (union)
     assert comms.at_step() == 0.0  # a step with none: it waited for no one
 
@@ -79,7 +79,7 @@ def nccl_comms(clock: Clock) -> object:
         def _nccl(self, args: object, kwargs: object) -> bool:
             return True
 
-        def _event(self, args: object, kwargs: object) -> FakeEvent:
+        def event(self, args: object, kwargs: object) -> FakeEvent:
             return clock.record(None)
 
         def _record(self, device: object) -> FakeEvent:
@@ -146,9 +146,9 @@ def test_a_late_nccl_collective_keeps_the_later_ones_of_its_group_for_the_step_i
     module = boot_module("gpudash_job_comm")
     comms = module.CommTimes(torch, contextlib.nullcontext)
     late = FakeEvent(10.2, done=False)
-    comms._entered(module.Pending(0.0, None, True, FakeEvent(0.0), FakeEvent(0.1)))
-    comms._entered(module.Pending(0.0, None, True, FakeEvent(10.0), late))
-    comms._entered(module.Pending(0.0, None, True, FakeEvent(10.1), FakeEvent(10.3)))  # queued behind it
+    comms.outstanding(module.Pending(0.0, None, True, FakeEvent(0.0), FakeEvent(0.1)))
+    comms.outstanding(module.Pending(0.0, None, True, FakeEvent(10.0), late))
+    comms.outstanding(module.Pending(0.0, None, True, FakeEvent(10.1), FakeEvent(10.3)))  # queued behind it
     assert abs((comms.at_step() or 0.0) - 0.1) < 1e-9 and len(comms.open) == 2  # the group's order kept
     late.done = True
     assert abs((comms.at_step() or 0.0) - 0.2) < 1e-9  # from 10.1 to 10.3: its arrival to its end
@@ -160,7 +160,7 @@ def test_an_nccl_collective_without_an_end_event_is_said_untimed() -> None:
     module = boot_module("gpudash_job_comm")
     comms = module.CommTimes(torch, contextlib.nullcontext)
     work = FakeNcclWork()
-    comms._entered(module.Pending(0.0, work, True, FakeEvent(0.0)))
+    comms.outstanding(module.Pending(0.0, work, True, FakeEvent(0.0)))
     assert comms.at_step() == 0.0 and "not timed" in comms.untimed
 
 
@@ -186,7 +186,7 @@ def test_ddps_buffer_broadcast_is_timed_by_the_events_around_it() -> None:
     module = boot_module("gpudash_job_comm")
     comms = module.CommTimes(torch, contextlib.nullcontext)
     end = FakeEvent(24.0, done=False)
-    comms._entered(module.Pending(0.0, None, True, FakeEvent(0.0), end))
+    comms.outstanding(module.Pending(0.0, None, True, FakeEvent(0.0), end))
     assert comms.at_step() == 0.0
     end.done = True
     assert comms.at_step() == 24.0

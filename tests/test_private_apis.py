@@ -46,9 +46,11 @@ ADAPTERS = {
     "gpudash/job/boot/gpudash_job_memory.py": "autograd's stack of default saved-tensor hooks (push, pop, top): a "
     "sampled step's saved tensors counted from one step boundary to the next, and a job's own hooks never popped "
     "(the public context manager pops whatever is on top)",
-    "gpudash/job/boot/gpudash_job_comm.py": "DDP's _pre_forward/_post_forward (its per-forward bookkeeping, whose "
-    "host-device syncs torch prints from C++) and c10d's _world.pg_coalesce_state (a call inside _coalescing_manager "
-    "only queues a collective): no public API sees them",
+    "gpudash/job/boot/gpudash_job_comm.py": "c10d's _world.pg_coalesce_state (a call inside _coalescing_manager "
+    "only queues a collective): no public API sees it",
+    "gpudash/job/boot/gpudash_job_ddp.py": "DDP's _pre_forward/_post_forward (its per-forward bookkeeping, whose "
+    "host-device syncs torch prints from C++), its _distributed_broadcast_coalesced (its buffers' broadcast, in C++) "
+    "and _register_builtin_comm_hook (a hook of the job's that runs in C++): no public API sees them",
     "gpudash/job/boot/gpudash_job_syncs.py": "torch._C._cuda_set_sync_debug_mode: the sync debug mode set from any "
     "thread without the Python warning and the filter changes of torch.cuda.set_sync_debug_mode",
     "gpudash/core/allocator_history.py": "the CUDA caching allocator's history (torch.cuda.memory."

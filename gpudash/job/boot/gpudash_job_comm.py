@@ -21,23 +21,14 @@ by the host's clock, as a CPU one. NCCL's collectives are timed over one step at
 cost a DDP ResNet-50 step 1.3 ms of its 30.5 where every step's were timed (2 H200s); the steps
 between call them as the job does, and read no figure.
 
-DDP's buffer broadcast runs in C++ and makes the calling stream wait for it: it is timed by a pair
-of events on that stream around the call. Without the broadcast the lead rank's lateness was not seen: the other
-ranks wait for it there, at the forward, and not in the gradients' all-reduce.
+DDP's gradient buckets (through DDP's reference hook), its broadcast of its buffers and its arguments:
+``gpudash_job_ddp.py``.
 
 At each step, ``at_step()`` gives the longest of the collectives completed since the last step:
 its step less that time is the rank's own work. The longest, not their sum: DDP's buckets wait for
 the slower rank one after another while the rank's own backward goes on beside them — only the
 last wait holds its step, and the longest is the one where the slower rank fell furthest behind
 (the sum counted every bucket's wait, and made a rank a few ms ahead of another look 4× faster).
-
-DDP reduces its buckets in C++, out of Python's sight: a model wrapped in
-``DistributedDataParallel`` gets, at its first forward, DDP's own reference hook
-(``default_hooks.allreduce_hook``: the same division and all-reduce as DDP without a hook) on its
-own process group — unless the job registered a hook of its own, whose collectives are timed as
-they go through ``torch.distributed``. The DDP arguments that set its speed (bucket size,
-``gradient_as_bucket_view``, ``static_graph``, ``find_unused_parameters``) are read there too, for
-the diagnosis' remedies.
 
 Never inside a compiled region (``torch.compiler.is_compiling``), a CUDA graph's capture nor
 ``_coalescing_manager`` (where a call only queues a collective): there the call is the job's alone.
@@ -51,6 +42,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from gpudash_job_ddp import DdpHooks  # type: ignore[import-not-found]  # beside this file
 from gpudash_job_frames import hidden  # type: ignore[import-not-found]  # beside this file
 
 # torch.distributed's functions timed, and the kind each is (the kinds' times come from traces)
@@ -109,6 +101,7 @@ class CommTimes:
         self.settings = ""  # the DDP model's arguments ("ddp_bucket_cap_mb=25.0,…")
         self.untimed = ""  # why a part of the job's communication is not timed
         self._originals: dict[str, Any] = {}
+        self.ddp = DdpHooks(self)  # DDP's buckets, its broadcast and its arguments
         self.sizes: dict[str, list[int]] | None = None  # while a profiler window runs: calls and bytes by kind
         # NCCL's collectives are timed over one step at most every ``every_s``: the events and the
         # callback cost a DDP ResNet-50 step 1.3 ms where each step's were timed (2 H200s)
@@ -148,30 +141,15 @@ class CommTimes:
             if original is not None and callable(original):
                 self._originals[name] = original
                 setattr(dist, name, self._timed(original))
-        ddp = self.torch.nn.parallel.DistributedDataParallel
-        names = ("_pre_forward", "_post_forward", "register_comm_hook", "_register_builtin_comm_hook")
-        for name in (*names, "_distributed_broadcast_coalesced"):
-            if hasattr(ddp, name):
-                self._originals["ddp." + name] = getattr(ddp, name)
-        if hasattr(ddp, "_pre_forward"):
-            ddp._pre_forward = self._ddp_pre_forward(ddp._pre_forward)
-        if hasattr(ddp, "_post_forward"):
-            ddp._post_forward = self._quietly(ddp._post_forward)
-        if hasattr(ddp, "_distributed_broadcast_coalesced"):
-            ddp._distributed_broadcast_coalesced = self._ddp_broadcast(ddp._distributed_broadcast_coalesced)
-        for name in ("register_comm_hook", "_register_builtin_comm_hook"):
-            if hasattr(ddp, name):
-                setattr(ddp, name, self._users_hook(getattr(ddp, name)))
+        self.ddp.install()
 
     def uninstall(self) -> None:
         dist = getattr(self.torch, "distributed", None)
-        ddp = self.torch.nn.parallel.DistributedDataParallel
         for name, original in self._originals.items():
-            if name.startswith("ddp."):
-                setattr(ddp, name[4:], original)
-            elif dist is not None:
+            if dist is not None:
                 setattr(dist, name, original)
         self._originals = {}
+        self.ddp.uninstall()
 
     # -- torch.distributed's functions -----------------------------------------------------------
     def _timed(self, original: Any) -> Any:
@@ -193,9 +171,9 @@ class CommTimes:
             with comms.quiet():
                 work = original(*args, **kwargs)
             if work is None:  # a call that waited (torch.distributed returns a work only where asked async)
-                comms._interval(entered, time.monotonic())
+                comms.took(entered, time.monotonic())
             else:
-                comms._entered(Pending(entered, work, False))
+                comms.outstanding(Pending(entered, work, False))
             return work
 
         return hidden(timed)
@@ -229,7 +207,7 @@ class CommTimes:
     def _nccl_call(self, original: Any, args: Any, kwargs: Any) -> Any:
         """An NCCL collective, called as the job called it, from an event at its arrival to one at its end."""
         entered = time.monotonic()
-        arrival = self._event(args, kwargs)
+        arrival = self.event(args, kwargs)
         with self.quiet():
             work = original(*args, **kwargs)
         if arrival is None:  # in a CUDA graph's capture: the job's alone
@@ -237,15 +215,15 @@ class CommTimes:
         self.on_nccl = True
         entry = Pending(entered, work, True, arrival, group=_group(args, kwargs))
         if work is None:  # it waited: the calling stream waits for the collective
-            entry.end = self._event(args, kwargs)
+            entry.end = self.event(args, kwargs)
         else:
             self._end_event(entry, _device_of(args, kwargs))
             if entry.end is not None:
                 entry.work = None  # its end known: the work (and the tensors it holds) is the job's again
-        self._entered(entry)
+        self.outstanding(entry)
         return work
 
-    def _event(self, args: Any, kwargs: Any) -> Any:
+    def event(self, args: Any, kwargs: Any) -> Any:
         """An event recorded now on the calling stream of the collective's device (None: none may be,
         in a CUDA graph's capture)."""
         try:
@@ -278,7 +256,13 @@ class CommTimes:
         except Exception:  # noqa: BLE001, S110 - a work without a future: said untimed once it completes
             pass
 
-    def _entered(self, entry: Pending) -> None:
+    def stream_pair(self, entered: float, arrival: Any, end: Any, group: int) -> None:
+        """A CUDA collective timed by a pair of events on its calling stream, which waits for it."""
+        self.on_nccl = True
+        self.outstanding(Pending(entered, None, True, arrival, end, group))
+
+    def outstanding(self, entry: Pending) -> None:
+        """A collective called: read at the step it completes in."""
         if not entry.cuda:
             try:
                 entry.work.get_future().then(functools.partial(_completed, entry))
@@ -289,88 +273,11 @@ class CommTimes:
             del self.open[:-MAX_OPEN]
             self.seen = True
 
-    def _interval(self, entered: float, completed: float) -> None:
+    def took(self, entered: float, completed: float) -> None:
+        """A collective that completed within its call (the host's clock: monotonic seconds)."""
         with self.lock:
             self.longest_ms = max(self.longest_ms, (completed - entered) * 1e3)
             self.seen = self.completed = True
-
-    # -- DDP ---------------------------------------------------------------------------------------
-    def _ddp_pre_forward(self, original: Any) -> Any:
-        comms = self
-
-        @functools.wraps(original)
-        def pre_forward(ddp: Any, *args: Any, **kwargs: Any) -> Any:
-            if not getattr(ddp, "gpudash_seen", False):
-                ddp.gpudash_seen = True
-                comms._first_forward(ddp)
-            with comms.quiet():  # DDP's own bookkeeping (its buckets' rebuild, its logger's timers)
-                return original(ddp, *args, **kwargs)
-
-        return hidden(pre_forward)
-
-    def _ddp_broadcast(self, original: Any) -> Any:
-        """DDP's broadcast of its buffers at each forward (C++: no work to time): on CUDA a pair of
-        events on the calling stream, which waits for the broadcast (on a step whose NCCL
-        collectives are timed); on the CPU the call's time."""
-        comms = self
-
-        @functools.wraps(original)
-        def broadcast(ddp: Any, tensors: Any, *args: Any, **kwargs: Any) -> Any:
-            cuda = _on_cuda((tensors,), {})
-            entered = time.monotonic()
-            arrival = comms._event((tensors,), {}) if cuda and comms.timing else None
-            with comms.quiet():
-                result = original(ddp, tensors, *args, **kwargs)
-            if arrival is None:
-                if not cuda:
-                    comms._interval(entered, time.monotonic())
-                return result
-            group = getattr(ddp, "process_group", None)
-            comms.on_nccl = True
-            comms._entered(Pending(entered, None, True, arrival, comms._event((tensors,), {}), id(group)))
-            return result
-
-        return hidden(broadcast)
-
-    def _quietly(self, original: Any) -> Any:
-        comms = self
-
-        @functools.wraps(original)
-        def quietly(*args: Any, **kwargs: Any) -> Any:
-            with comms.quiet():
-                return original(*args, **kwargs)
-
-        return hidden(quietly)
-
-    def _first_forward(self, ddp: Any) -> None:
-        """A DDP model's first forward: its arguments read, DDP's reference hook on its buckets."""
-        words = [
-            f"ddp_bucket_cap_mb={getattr(ddp, 'bucket_bytes_cap', 25 * 1024 * 1024) / (1024 * 1024):g}",
-            f"ddp_gradient_as_bucket_view={bool(getattr(ddp, 'gradient_as_bucket_view', False))}",
-            f"ddp_static_graph={bool(getattr(ddp, 'static_graph', False))}",
-            f"ddp_find_unused_parameters={bool(getattr(ddp, 'find_unused_parameters', False))}",
-        ]
-        self.settings = ",".join(words)
-        if getattr(ddp, "gpudash_users_hook", False):
-            return  # the job's own hook: its collectives are timed as they go through torch.distributed
-        try:
-            from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
-
-            self._originals["ddp.register_comm_hook"](ddp, ddp.process_group, default_hooks.allreduce_hook)
-        except Exception as exc:  # noqa: BLE001 - DDP refused (a version without comm hooks): not timed
-            self.untimed = f"DDP's all-reduce is not timed ({type(exc).__name__}: {exc})"
-
-    def _users_hook(self, original: Any) -> Any:
-        comms = self
-
-        @functools.wraps(original)
-        def register(ddp: Any, *args: Any, **kwargs: Any) -> Any:
-            ddp.gpudash_users_hook = True
-            if original.__name__ == "_register_builtin_comm_hook":
-                comms.untimed = "DDP's built-in communication hook runs in C++: its all-reduce is not timed"
-            return original(ddp, *args, **kwargs)
-
-        return hidden(register)
 
     # -- at each step ------------------------------------------------------------------------------
     def at_step(self) -> float | None:
@@ -478,11 +385,3 @@ def _on_cuda(args: Any, kwargs: Any) -> bool:
         if device is not None and hasattr(found, "is_cuda"):
             return bool(found.is_cuda)
     return False
-
-
-def sharded(optimizer: Any) -> str:
-    """ "fsdp=2" where the optimizer steps sharded parameters (FSDP2's DTensors), else ""."""
-    for group in optimizer.param_groups:
-        for p in group["params"]:
-            return "fsdp=2" if type(p).__name__ == "DTensor" else ""
-    return ""

@@ -57,9 +57,10 @@ from typing import Any
 import gpudash_job_settings as job_settings  # type: ignore[import-not-found]
 import gpudash_job_wire as wire  # type: ignore[import-not-found]  # beside this file
 import gpudash_job_wraps as wraps  # type: ignore[import-not-found]
-from gpudash_job_comm import CommTimes, sharded  # type: ignore[import-not-found]  # beside this file
+from gpudash_job_comm import CommTimes  # type: ignore[import-not-found]  # beside this file
 from gpudash_job_compile import CompileWatch  # type: ignore[import-not-found]
 from gpudash_job_counting import StepCounting  # type: ignore[import-not-found]  # beside this file
+from gpudash_job_ddp import sharded  # type: ignore[import-not-found]  # beside this file
 from gpudash_job_flops import StepFlopsCount  # type: ignore[import-not-found]  # beside this file
 from gpudash_job_frames import hidden, install_excepthooks  # type: ignore[import-not-found]
 from gpudash_job_loader import BatchWatch  # type: ignore[import-not-found]
