@@ -1,9 +1,10 @@
 """A rank's wait in NCCL collectives, timed by the job's hooks on 2 GPUs without NCCL's own timing
 (``TORCH_NCCL_ENABLE_TIMING``, which cost a DDP step 5%): rank 1 arrives 40 ms after rank 0 at each
 collective, so rank 0's collective is outstanding about 40 ms from its arrival and rank 1's only for
-the transfer — for a call that waits, an asynchronous one, FSDP's kind of all-gather and a DDP model's
-gradient buckets (DDP's reference hook, which gpudash gives it). The collectives' results are the
-job's: the hooks never make a call asynchronous."""
+the transfer — for a call that waits, an asynchronous one, FSDP's kind of all-gather and a DDP
+model's step (its buffers' broadcast at the forward, its gradient buckets through DDP's reference
+hook, which gpudash gives it). The collectives' results are the job's: the hooks never make a call
+asynchronous."""
 
 from __future__ import annotations
 
@@ -75,7 +76,8 @@ def _each_rank(rank: int, port: int, out: str) -> None:
     waited("all_gather_async")
     got["all_gather_halves"] = [float(whole[0]), float(whole[-1])]
 
-    model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(1024, 1024).cuda(), device_ids=[rank])
+    layers = torch.nn.Sequential(torch.nn.Linear(1024, 1024), torch.nn.BatchNorm1d(1024)).cuda()  # buffers: broadcast
+    model = torch.nn.parallel.DistributedDataParallel(layers, device_ids=[rank])
     batch = torch.randn(64, 1024, device="cuda")
     model(batch).sum().backward()  # the first step: DDP's hook set, its buckets built
     waited("ddp_first")
@@ -83,7 +85,6 @@ def _each_rank(rank: int, port: int, out: str) -> None:
     model(batch).sum().backward()
     waited("ddp")
     got["untimed"] = comms.untimed
-    got["timing_env"] = os.environ.get("TORCH_NCCL_ENABLE_TIMING")
     comms.uninstall()
     dist.destroy_process_group()
     Path(out, f"rank{rank}.json").write_text(json.dumps(got))
@@ -94,7 +95,7 @@ def test_each_ranks_wait_in_nccl_collectives_is_timed_without_nccls_own_timing(t
 
     mp.spawn(_each_rank, args=(free_port(), str(tmp_path)), nprocs=2, join=True)
     first, second = (json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1))
-    assert first["timing_env"] is None and first["untimed"] == "" and second["untimed"] == ""
+    assert first["untimed"] == "" and second["untimed"] == ""
     assert first["all_reduce_returned"] == "None" and first["all_reduce_sum"] == 3.0  # waited, as the job asked
     assert first["all_gather_halves"] == [0.0, 1.0]
     for name in ("all_reduce", "all_reduce_async", "all_gather_async", "ddp"):

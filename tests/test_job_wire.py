@@ -5,6 +5,7 @@ requests and the training thread."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import threading
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,8 @@ def test_a_record_in_the_wires_order_is_read_field_by_field() -> None:
     assert (record.step, record.ms, record.samples, record.syncs, record.comm_ms) == (7, 12.5, 32, 1, 4.0)
     assert record.batch_bytes == 3 << 20
     assert record.own_ms is not None and abs(record.own_ms - 9.0) < 1e-9  # 13 ms of step less 4 of collectives
+    # a collective longer than the step it is read at (NCCL's set-up in the first): no own work, not 0
+    assert dataclasses.replace(record, comm_ms=40.0).own_ms is None
 
 
 def test_the_bootstrap_names_the_channel_as_the_wire_does() -> None:

@@ -27,7 +27,8 @@ counter (counted, but kept out of the step-time percentiles and the statistics: 
 ``dataset_s`` and ``collate_s`` the part of the input wait the job's own process spent in its
 Dataset (``__getitem__``, or an iterable's ``next``) and in collating the batch — 0 where workers
 made the batches (older hooks send neither); ``comm_ms`` the longest a collective completed since
-the step before was outstanding (None: it has run none), which a rank's step less is its own work;
+the step before was outstanding (None: it has run none, or, with NCCL, a step whose collectives were
+not timed — they are, over a step at most every 0.1 s), which a rank's step less is its own work;
 ``batch_bytes`` the bytes of its batches' tensors (what workers hand over; 0 from older hooks).
 """
 
@@ -94,10 +95,11 @@ class StepRecord:
 
     @property
     def own_ms(self) -> float | None:
-        """The step's training time less its longest collective's (None where either is unknown)."""
-        if self.train_s is None or self.comm_ms is None:
+        """The step's training time less its longest collective's (None where either is unknown,
+        or where the collective outlasted the step: the first, NCCL's set-up in it, is not a wait)."""
+        if self.train_s is None or self.comm_ms is None or self.comm_ms > self.train_s * 1e3:
             return None
-        return max(0.0, self.train_s * 1e3 - self.comm_ms)
+        return self.train_s * 1e3 - self.comm_ms
 
     @classmethod
     def parse(cls, raw: Any, offset_s: float = 0.0, pid: int = 0) -> StepRecord | None:

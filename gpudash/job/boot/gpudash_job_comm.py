@@ -14,12 +14,18 @@ once, and runs the callback on a stream that waits for the collective's kernels)
 the other is the collective's time from this rank's arrival: its wait for the other ranks and
 behind the collective before it, and its transfer. No ``TORCH_NCCL_ENABLE_TIMING``: NCCL's own
 timing cost a DDP ResNet-50 step 1.5 ms of its 30.5 on 2 H200s; a call is never made asynchronous
-to be timed. Where no end can be had (a CUDA graph's capture, a work without a future) the
-collective is not timed, and that is said. A collective of another backend on CUDA tensors (gloo)
-by the host's clock, as a CPU one. NCCL's collectives are timed over one step at most every
-``TIMED_EVERY_S`` (every step of a job whose steps take longer): the two events and the callback
-cost a DDP ResNet-50 step 1.3 ms of its 30.5 where every step's were timed (2 H200s); the steps
-between call them as the job does, and read no figure.
+to be timed. A collective whose end event could not be recorded (a work without a future) is
+left out of its step's figure, and that is said; in a CUDA graph's capture the call is the job's
+alone. The callback's stream is one of torch's pool of streams, which a job's own
+``torch.cuda.Stream()`` may share: there the end reads late by the job's work queued on it. A
+collective of another backend on CUDA tensors (gloo) by the host's clock, as a CPU one.
+
+NCCL's collectives are timed over one step at most every ``TIMED_EVERY_S`` (every step of a job
+whose steps take longer): the two events and the callback cost a DDP ResNet-50 step 1.3 ms of its
+30.5 where every step's were timed (2 H200s). The steps between call them as the job does. A timed
+step's figure is given once every collective called in it has ended — at its own end, or at a
+later step's where the GPU runs behind the host — and the other steps give none (None), whatever
+else (a gloo side group, a barrier) they timed on the host.
 
 DDP's gradient buckets (through DDP's reference hook), its broadcast of its buffers and its arguments:
 ``gpudash_job_ddp.py``.
@@ -36,9 +42,11 @@ Never inside a compiled region (``torch.compiler.is_compiling``), a CUDA graph's
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -67,7 +75,7 @@ NCCL_UNTIMED = (
     "some of NCCL's collectives are not timed (no end event could be recorded for them): "
     "a rank's wait in them is not seen"
 )
-TIMED_EVERY_S = 0.1  # a step's NCCL collectives timed at most this often (about 1 in 3 of a 30 ms step)
+TIMED_EVERY_S = 0.1  # a step's NCCL collectives timed at most this often (about 1 in 4 of a 30 ms step)
 MAX_OPEN = 4096  # collectives not yet completed kept (a job that never steps: the oldest dropped)
 
 
@@ -75,16 +83,17 @@ class Pending:
     """One collective not yet read: when it was entered (monotonic), its work, whether timed by CUDA
     events, when it completed (a CPU one, set on the backend's thread), its arrival and end events
     (CUDA; the end set by the work's future's callback for an asynchronous call), and its process
-    group's id (CUDA collectives of one group run one after another). The id, never the
-    group: a CPU collective's callback holds this entry, and the job's process group must not live
-    on in it after the job destroyed it."""
+    group's id (CUDA collectives of one group run one after another), and the step it was called
+    in (counted by ``at_step``). The id, never the group: a CPU collective's callback holds this
+    entry, and the job's process group must not live on in it after the job destroyed it."""
 
-    __slots__ = ("entered", "work", "cuda", "completed", "arrival", "end", "group")
+    __slots__ = ("entered", "work", "cuda", "completed", "arrival", "end", "group", "period")
 
     def __init__(self, entered: float, work: Any, cuda: bool, arrival: Any = None, end: Any = None, group: int = 0):
         self.entered, self.work, self.cuda = entered, work, cuda
         self.completed: float | None = None
         self.arrival, self.end, self.group = arrival, end, group
+        self.period = 0
 
 
 class CommTimes:
@@ -95,8 +104,7 @@ class CommTimes:
         self.quiet = quiet  # a block whose host-device syncs are torch.distributed's, not the job's
         self.lock = threading.Lock()
         self.open: list[Pending] = []  # in the order they were called
-        self.nccl: dict[int, bool] = {}  # by process group's id: its CUDA tensors go to NCCL
-        self.longest_ms = 0.0  # the longest collective completed since the last step
+        self.nccl: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()  # group -> to NCCL
         self.seen = False  # any collective at all: the job is distributed
         self.settings = ""  # the DDP model's arguments ("ddp_bucket_cap_mb=25.0,…")
         self.untimed = ""  # why a part of the job's communication is not timed
@@ -108,8 +116,10 @@ class CommTimes:
         self.every_s = TIMED_EVERY_S
         self.timing = True  # this step's NCCL collectives are timed
         self.timed_at = time.monotonic()  # when the last step so timed began (the first: from here)
-        self.on_nccl = False  # any NCCL collective timed: a step with none timed has no figure
-        self.completed = False  # a collective completed since the last step (gloo's, a host interval)
+        self.on_nccl = False  # any NCCL collective timed: figures by timed step, each once all of it is read
+        self.period = 0  # the step under way, counted from 0 by at_step
+        self.periods: dict[int, bool] = {}  # each step not reported yet: timed or not
+        self.longest: dict[int, float] = {}  # by step: the longest of its collectives read so far
 
     # -- the sizes of a window's collectives (their bytes: the trace's kernels do not say them) ----------
     def start_sizing(self) -> None:
@@ -163,9 +173,10 @@ class CommTimes:
                 return original(*args, **kwargs)
             if comms.sizes is not None and kind:
                 comms._sized(kind, args, kwargs)
-            if _on_cuda(args, kwargs) and comms._nccl(args, kwargs):
-                if not comms.timing:
-                    return original(*args, **kwargs)
+            if _on_cuda(args, kwargs) and comms.to_nccl(args, kwargs):
+                if not comms.timing:  # a step between timed ones: the call as the job made it
+                    with comms.quiet():
+                        return original(*args, **kwargs)
                 return comms._nccl_call(original, args, kwargs)
             entered = time.monotonic()
             with comms.quiet():
@@ -191,17 +202,23 @@ class CommTimes:
         except Exception:  # noqa: BLE001 - a torch without it: no coalescing to leave alone
             return False
 
-    def _nccl(self, args: Any, kwargs: Any) -> bool:
-        """The call's process group sends CUDA tensors to NCCL (its backend read once a group)."""
-        group = _group_of(args, kwargs)
-        key = id(group) if group is not None else 0
-        known = self.nccl.get(key)
+    def to_nccl(self, args: Any, kwargs: Any) -> bool:
+        """The call's process group sends CUDA tensors to NCCL (its backend read once a group, the
+        group held weakly: a group the job destroys goes, and a new one is read again)."""
+        dist = self.torch.distributed
+        group = _group_of(args, kwargs) or getattr(getattr(dist, "group", None), "WORLD", None)
+        try:
+            known = self.nccl.get(group) if group is not None else None
+        except TypeError:  # a group that cannot be held weakly: read each time
+            known = None
         if known is None:
             try:
-                known = "nccl" in str(self.torch.distributed.get_backend(group)).lower()
+                known = "nccl" in str(dist.get_backend(group)).lower()
             except Exception:  # noqa: BLE001 - a group torch cannot name: timed by the host's clock
                 known = False
-            self.nccl[key] = known
+            with contextlib.suppress(TypeError):
+                if group is not None:
+                    self.nccl[group] = known
         return known
 
     def _nccl_call(self, original: Any, args: Any, kwargs: Any) -> Any:
@@ -262,7 +279,8 @@ class CommTimes:
         self.outstanding(Pending(entered, None, True, arrival, end, group))
 
     def outstanding(self, entry: Pending) -> None:
-        """A collective called: read at the step it completes in."""
+        """A collective called in the step under way: read once it completes."""
+        entry.period = self.period
         if not entry.cuda:
             try:
                 entry.work.get_future().then(functools.partial(_completed, entry))
@@ -276,53 +294,81 @@ class CommTimes:
     def took(self, entered: float, completed: float) -> None:
         """A collective that completed within its call (the host's clock: monotonic seconds)."""
         with self.lock:
-            self.longest_ms = max(self.longest_ms, (completed - entered) * 1e3)
-            self.seen = self.completed = True
+            self.longest[self.period] = max(self.longest.get(self.period, 0.0), (completed - entered) * 1e3)
+            self.seen = True
 
     # -- at each step ------------------------------------------------------------------------------
     def at_step(self) -> float | None:
-        """The longest a collective completed since the last step was outstanding from this rank's
-        arrival, in ms (0: none completed); None where the process has run none, or where its NCCL
-        collectives were not timed over this step and none timed before completed in it."""
+        """A step ends: the longest a collective was outstanding from this rank's arrival, in ms.
+        Without NCCL (gloo), the longest completed since the last step (0: none). With NCCL, a timed
+        step's figure once every collective called in it has completed — at the step it ends, or a
+        later one where the GPU is behind the host — and 0 for a timed step that called none; None
+        for the steps between. None too where the process has run no collective."""
         timed, now = self.timing, time.monotonic()
         self.timing = now - self.timed_at >= self.every_s  # the next step's NCCL collectives timed?
         if self.timing:
             self.timed_at = now
-        if not self.seen:
-            return None
         with self.lock:
-            still: list[Pending] = []
-            waiting: set[int] = set()  # groups with a CUDA collective not completed: the later ones wait
-            completed = self.completed
-            for entry in self.open:
-                key = entry.group
-                ms = None if (entry.cuda and key in waiting) else self._ms(entry)
-                if ms is None:
-                    still.append(entry)
-                    if entry.cuda:
-                        waiting.add(key)
-                else:
-                    self.longest_ms, completed = max(self.longest_ms, ms), True
-            self.open = still
-            ms, self.longest_ms, self.completed = self.longest_ms, 0.0, False
-        return None if self.on_nccl and not timed and not completed else ms
+            ended = self.period
+            self.periods[ended], self.period = timed, ended + 1
+            for period in sorted(self.periods)[:-MAX_OPEN]:  # a collective that never completes holds them
+                del self.periods[period]
+            self._read()
+            if not self.seen:
+                self.periods.clear()
+                self.longest.clear()
+                return None
+            if not self.on_nccl:  # every step: the longest completed since the last one, whichever called it
+                ms = max(self.longest.values(), default=0.0)
+                self.periods.clear()
+                self.longest.clear()
+                return ms
+            return self._timed_figure()
+
+    def _read(self) -> None:
+        """The open collectives that completed, read into their steps' longest (the lock held)."""
+        still: list[Pending] = []
+        waiting: set[int] = set()  # groups with a CUDA collective not completed: the later ones wait
+        for entry in self.open:
+            ms = None if (entry.cuda and entry.group in waiting) else self._ms(entry)
+            if ms is None:
+                still.append(entry)
+                if entry.cuda:
+                    waiting.add(entry.group)
+            elif ms >= 0.0:
+                self.longest[entry.period] = max(self.longest.get(entry.period, 0.0), ms)
+        self.open = still
+
+    def _timed_figure(self) -> float | None:
+        """The oldest timed step all of whose collectives have completed: its figure, once (the
+        steps before it dropped); None where none is (the lock held)."""
+        unread = {entry.period for entry in self.open}
+        for period in sorted(self.periods):
+            if period in unread:
+                return None  # its collectives still run: it, and the steps after it, wait
+            timed = self.periods.pop(period)
+            longest = self.longest.pop(period, 0.0)
+            if timed:
+                return longest
+        return None
 
     def _ms(self, entry: Pending) -> float | None:
-        """A completed collective's time from the rank's arrival, ms (None: not completed yet)."""
+        """A completed collective's time from the rank's arrival, ms (None: not completed yet; -1:
+        completed, its time unknown — said, and left out of its step's figure)."""
         if not entry.cuda:
             return None if entry.completed is None else (entry.completed - entry.entered) * 1e3
         if entry.end is None:  # an asynchronous one whose callback has not run (or could not record)
             if entry.work is not None and not _completed_work(entry.work):
                 return None
             self.untimed = self.untimed or NCCL_UNTIMED
-            return 0.0
+            return -1.0
         if not _query(entry.end):
             return None
         try:
             return float(entry.arrival.elapsed_time(entry.end))
         except Exception:  # noqa: BLE001 - events that cannot be compared: completed, time unknown
             self.untimed = self.untimed or NCCL_UNTIMED
-            return 0.0
+            return -1.0
 
 
 def _completed(entry: Pending, future: Any) -> None:

@@ -69,22 +69,23 @@ class DdpHooks:
         return hidden(pre_forward)
 
     def _broadcast(self, original: Any) -> Any:
-        """DDP's broadcast of its buffers at each forward (C++: no work to time): on CUDA a pair of
+        """DDP's broadcast of its buffers at each forward (C++: no work to time): over NCCL a pair of
         events on the calling stream, which waits for the broadcast (on a step whose NCCL
-        collectives are timed); on the CPU the call's time."""
+        collectives are timed); over gloo the call's time."""
         comms = self.comms
 
         @functools.wraps(original)
         def broadcast(ddp: Any, tensors: Any, *args: Any, **kwargs: Any) -> Any:
+            group = getattr(ddp, "process_group", None)
             cuda = bool(tensors) and bool(getattr(tensors[0], "is_cuda", False))
+            nccl = cuda and comms.to_nccl((group,), {})
             entered = time.monotonic()
-            arrival = comms.event((tensors,), {}) if cuda and comms.timing else None
+            arrival = comms.event((tensors,), {}) if nccl and comms.timing else None
             with comms.quiet():
                 result = original(ddp, tensors, *args, **kwargs)
             if arrival is not None:
-                group = id(getattr(ddp, "process_group", None))
-                comms.stream_pair(entered, arrival, comms.event((tensors,), {}), group)
-            elif not cuda:
+                comms.stream_pair(entered, arrival, comms.event((tensors,), {}), id(group))
+            elif not nccl:
                 comms.took(entered, time.monotonic())
             return result
 

@@ -56,7 +56,7 @@ RECORD_FIELDS = (
     "train_s",  # its training seconds (None: the first step)
     "dataset_s",  # of the input wait: in the Dataset, in this process
     "collate_s",  # ... and collating
-    "comm_ms",  # the longest a collective completed since the step before was outstanding (None: none run)
+    "comm_ms",  # the longest collective since the step before, from its arrival (None: none run, or not timed)
     "batch_bytes",  # the bytes of the batches' tensors since the last step
 )
 STEP, T, MS, SAMPLES, TOKENS, WAIT, SYNCS, PROFILED, TRAIN_S, DATASET_S, COLLATE_S, COMM_MS, BATCH_BYTES = range(
