@@ -54,6 +54,37 @@ def resnet50_ddp(
     return ddp, torch.optim.SGD(ddp.parameters(), lr=0.1, momentum=0.9)
 
 
+def warmed_step(
+    ddp: DistributedDataParallel, opt: torch.optim.Optimizer, device: torch.device, batch: int = 128, warmup: int = 40
+) -> Callable[[], None]:
+    """The probes' starting line: one step of ``classifier_step`` on one synthetic batch made once,
+    run ``warmup`` times, the GPU's work done and every rank past a barrier."""
+    images_labels = SameBatch(batch, 1, device)[0]
+    train = classifier_step(ddp, opt, device)
+
+    def step() -> None:
+        train(images_labels)
+
+    for _ in range(warmup):
+        step()
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    dist.barrier()
+    return step
+
+
+def step_times_ms(step: Callable[[], None], steps: int) -> list[float]:
+    """Each of ``steps`` steps' time on the host, ms (from one step's start to the next's: the
+    job's pace), the GPU's work done at the end."""
+    marks = [time.perf_counter()]
+    for _ in range(steps):
+        step()
+        marks.append(time.perf_counter())
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+    return [(b - a) * 1e3 for a, b in zip(marks, marks[1:], strict=False)]
+
+
 def waiting(step: Callable[[Any], None], wait_s: float) -> Callable[[Any], None]:
     """``step``, each call first sleeping ``wait_s`` seconds (the rank's own work, not its input)."""
 

@@ -15,14 +15,13 @@ import json
 import os
 import statistics
 import sys
-import time
 
 import torch
 import torch.distributed as dist
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
-from benchmarks.jobs.ddp_resnet_job import join_group, resnet50_ddp  # noqa: E402 - the repository's root first
+from benchmarks.jobs.ddp_resnet_job import join_group, resnet50_ddp, step_times_ms, warmed_step  # noqa: E402 - the repository's root first
 
 
 def main() -> None:
@@ -34,26 +33,7 @@ def main() -> None:
     ddp, opt = resnet50_ddp(device, bucket_view=True)
     if args.python_hook:
         ddp.register_comm_hook(None, default_hooks.allreduce_hook)
-    x = torch.randn(128, 3, 224, 224, device=device).to(memory_format=torch.channels_last)
-    y = torch.randint(0, 1000, (128,), device=device)
-
-    def step() -> None:
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = torch.nn.functional.cross_entropy(ddp(x), y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-
-    for _ in range(40):
-        step()
-    torch.cuda.synchronize()
-    dist.barrier()
-    marks = [time.perf_counter()]
-    for _ in range(args.steps):
-        step()
-        marks.append(time.perf_counter())
-    torch.cuda.synchronize()
-    took = [(b - a) * 1e3 for a, b in zip(marks, marks[1:], strict=False)]
+    took = step_times_ms(warmed_step(ddp, opt, device), args.steps)
     variant = ("python-hook" if args.python_hook else "builtin") + (
         "+nccl-timing" if os.environ.get("TORCH_NCCL_ENABLE_TIMING") == "1" else ""
     )

@@ -3,20 +3,19 @@
 # built-in all-reduce against the Python reference hook gpudash registers, each with and without
 # NCCL's own timing — interleaved, two rounds on each pair. No gpudash.
 set -u
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1
-TR="python3 -m torch.distributed.run --standalone --nproc-per-node 2"
+. docs/bench/h200x4-issue74c/calls.sh  # OUT, TR, tagged
 P=docs/bench/h200x4-issue74c/hook_probe.py
 for pair in 01 23; do
   (
     export CUDA_VISIBLE_DEVICES=${pair:0:1},${pair:1:1}
     for round in 1 2; do
       for timing in 0 1; do
-        TORCH_NCCL_ENABLE_TIMING=$timing timeout 90 $TR $P 2>/dev/null | grep '^{' | sed "s/^{/{\"pair\": \"$pair\", \"round\": $round, /"
-        TORCH_NCCL_ENABLE_TIMING=$timing timeout 90 $TR $P --python-hook 2>/dev/null | grep '^{' | sed "s/^{/{\"pair\": \"$pair\", \"round\": $round, /"
+        export TORCH_NCCL_ENABLE_TIMING=$timing
+        tagged "$OUT/probe-pair$pair.jsonl" "\"pair\": \"$pair\", \"round\": $round, " 90 $TR $P
+        tagged "$OUT/probe-pair$pair.jsonl" "\"pair\": \"$pair\", \"round\": $round, " 90 $TR $P --python-hook
       done
     done
-  ) > "$OUT/probe-pair$pair.jsonl" &
+  ) &
 done
 wait
 cat "$OUT"/probe-pair*.jsonl | wc -l

@@ -16,8 +16,8 @@ import json
 import os
 import statistics
 import sys
-import time
 import warnings
+from collections import deque
 from typing import Any
 
 import torch
@@ -25,10 +25,10 @@ import torch.distributed as dist
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
-from benchmarks.jobs.ddp_resnet_job import join_group, resnet50_ddp  # noqa: E402 - the repository's root first
+from benchmarks.jobs.ddp_resnet_job import join_group, resnet50_ddp, step_times_ms, warmed_step  # noqa: E402 - the repository's root first
 
 VARIANTS = ("builtin", "hook", "hook-timed", "hook-one-then", "hook-arrival", "sync-debug")
-ENDS: list[tuple[Any, Any]] = []  # (arrival, end) events of the timed variants, read after each step
+ENDS: deque[tuple[Any, Any]] = deque(maxlen=64)  # the timed variants' (arrival, end) events, kept a while
 
 
 def timed_all_reduce(original: Any) -> Any:
@@ -103,27 +103,7 @@ def main() -> None:
     if args.variant == "sync-debug":
         warnings.simplefilter("ignore")
         torch.cuda.set_sync_debug_mode(1)
-    x = torch.randn(128, 3, 224, 224, device=device).to(memory_format=torch.channels_last)
-    y = torch.randint(0, 1000, (128,), device=device)
-
-    def step() -> None:
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = torch.nn.functional.cross_entropy(ddp(x), y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        del ENDS[:-64]  # the events kept a while, as gpudash reads them a step later
-
-    for _ in range(40):
-        step()
-    torch.cuda.synchronize()
-    dist.barrier()
-    marks = [time.perf_counter()]
-    for _ in range(args.steps):
-        step()
-        marks.append(time.perf_counter())
-    torch.cuda.synchronize()
-    took = [(b - a) * 1e3 for a, b in zip(marks, marks[1:], strict=False)]
+    took = step_times_ms(warmed_step(ddp, opt, device), args.steps)
     row = {"rank": rank, "world": world, "variant": args.variant, "median_ms": statistics.median(took)}
     print(json.dumps({**row, "mean_ms": statistics.fmean(took), "torch": torch.__version__}), flush=True)
     dist.destroy_process_group()

@@ -25,7 +25,7 @@ import torch.distributed as dist
 from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
-from benchmarks.jobs.ddp_resnet_job import join_group, resnet50_ddp  # noqa: E402 - the repository's root first
+from benchmarks.jobs.ddp_resnet_job import join_group, resnet50_ddp, warmed_step  # noqa: E402 - the repository's root first
 
 KINDS = ("cuda", "cuda-nocorr", "cpu+cuda")
 GAP = 60  # untraced steps between windows
@@ -51,20 +51,7 @@ def main() -> None:
     os.environ.setdefault("TEARDOWN_CUPTI", "1")
     rank, _world, device = join_group()
     ddp, opt = resnet50_ddp(device, bucket_view=True)
-    x = torch.randn(128, 3, 224, 224, device=device).to(memory_format=torch.channels_last)
-    y = torch.randint(0, 1000, (128,), device=device)
-
-    def step() -> None:
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = torch.nn.functional.cross_entropy(ddp(x), y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-
-    for _ in range(40):
-        step()
-    torch.cuda.synchronize()
-    dist.barrier()
+    step = warmed_step(ddp, opt, device)
     plan = [kind for _ in range(args.windows) for kind in KINDS]
     for kind in plan:
         marks = [time.perf_counter()]
