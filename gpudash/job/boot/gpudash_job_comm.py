@@ -112,7 +112,7 @@ class CommTimes:
         self.ddp = DdpHooks(self)  # DDP's buckets, its broadcast and its arguments
         self.sizes: dict[str, list[int]] | None = None  # while a profiler window runs: calls and bytes by kind
         # NCCL's collectives are timed over one step at most every ``every_s``: the events and the
-        # callback cost a DDP ResNet-50 step 1.3 ms where each step's were timed (2 H200s)
+        # callback cost a DDP ResNet-50 step 1.3 ms where each step's were timed (2 H200s, one round)
         self.every_s = TIMED_EVERY_S
         self.timing = True  # this step's NCCL collectives are timed
         self.timed_at = time.monotonic()  # when the last step so timed began (the first: from here)
@@ -197,8 +197,7 @@ class CommTimes:
             state = c10d._world.pg_coalesce_state
             if not state:
                 return False
-            group = kwargs.get("group") or next((v for v in args if type(v).__name__ == "ProcessGroup"), None)
-            return (group or c10d._get_default_group()) in state
+            return (_group_of(args, kwargs) or c10d._get_default_group()) in state
         except Exception:  # noqa: BLE001 - a torch without it: no coalescing to leave alone
             return False
 
