@@ -310,8 +310,9 @@ class CommTimes:
         with self.lock:
             ended = self.period
             self.periods[ended], self.period = timed, ended + 1
-            for period in sorted(self.periods)[:-MAX_OPEN]:  # a collective that never completes holds them
-                del self.periods[period]
+            if len(self.periods) > MAX_OPEN:  # a collective that never completes holds them: the oldest go
+                for period in sorted(self.periods)[:-MAX_OPEN]:
+                    del self.periods[period]
             self._read()
             if not self.seen:
                 self.periods.clear()
