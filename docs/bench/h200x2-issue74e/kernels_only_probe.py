@@ -1,0 +1,119 @@
+"""Issue 74's kernels-only probe (session 21): does a profiler window that keeps CUPTI's kernel,
+memcpy and memset records but not its runtime- and driver-API records (one or two a launch) cost a
+DDP ResNet-50 step (bf16, channels_last, 128 images a rank) less than the GPU-only window gpudash
+records now? Without gpudash.
+
+torchrun --nproc-per-node 2 kernels_only_probe.py [--windows 3]
+Windows of 5 steps every 60 steps, their kinds interleaved: ``cuda`` (gpudash's periodic window:
+``ProfilerActivity.CUDA`` alone), ``kernels`` (the same, then CUPTI's RUNTIME and DRIVER activity
+kinds disabled through the process's own libcupti right after the profiler starts — torch 2.11 has
+no per-kind selection; from 2.12 ``activities=[{ProfilerActivity.CUDA: [...]}]`` says it),
+``kernels-nocorr`` (that, with ``disable_external_correlation``). ``TEARDOWN_CUPTI=1`` as gpudash
+sets it. One JSON line a window on rank 0: each traced step's ms, the untraced steps' median between
+the windows, and the exported trace's events by category (what such a window still gives).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import ctypes
+import json
+import os
+import statistics
+import sys
+import time
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch.profiler import ProfilerActivity, profile
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
+from benchmarks.jobs.ddp_resnet_job import join_group, resnet50_ddp, warmed_step  # noqa: E402 - the repository's root first
+
+KINDS = ("cuda", "kernels", "kernels-nocorr")
+GAP = 60  # untraced steps between windows
+TRACED = 5
+CUPTI_DRIVER, CUPTI_RUNTIME = 4, 5  # CUpti_ActivityKind (cupti_activity.h)
+
+
+def libcupti() -> Any:
+    """The CUPTI library this process loaded (Kineto's), by its path in /proc/self/maps."""
+    with open("/proc/self/maps") as maps:
+        paths = {line.split()[-1] for line in maps if "libcupti" in line}
+    if not paths:
+        raise RuntimeError("no libcupti loaded")
+    return ctypes.CDLL(sorted(paths)[0])
+
+
+def profiler(kind: str) -> Any:
+    """The profiler of a window of that kind (not started)."""
+    if kind == "kernels-nocorr":
+        from torch._C._profiler import _ExperimentalConfig
+
+        config = _ExperimentalConfig(disable_external_correlation=True)
+        return profile(activities=[ProfilerActivity.CUDA], experimental_config=config)
+    return profile(activities=[ProfilerActivity.CUDA])
+
+
+def categories(prof: Any, rank: int, kind: str) -> dict[str, int]:
+    """The exported trace's events by category."""
+    path = f"/tmp/kernels-probe-{kind}-{rank}.json"
+    prof.export_chrome_trace(path)
+    with open(path) as f:
+        events = json.load(f).get("traceEvents", [])
+    return dict(collections.Counter(str(e.get("cat")) for e in events))
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--windows", type=int, default=3, help="of each kind")
+    args = p.parse_args()
+    os.environ.setdefault("TEARDOWN_CUPTI", "1")
+    rank, _world, device = join_group()
+    ddp, opt = resnet50_ddp(device, bucket_view=True)
+    step = warmed_step(ddp, opt, device)
+    plan = [kind for _ in range(args.windows) for kind in KINDS]
+    for kind in plan:
+        marks = [time.perf_counter()]
+        for _ in range(GAP):
+            step()
+            marks.append(time.perf_counter())
+        untraced = [(b - a) * 1e3 for a, b in zip(marks[10:], marks[11:], strict=False)]
+        prof = profiler(kind)
+        started = time.perf_counter()
+        prof.start()
+        disabled = []
+        if kind.startswith("kernels"):
+            cupti = libcupti()
+            disabled = [cupti.cuptiActivityDisable(CUPTI_RUNTIME), cupti.cuptiActivityDisable(CUPTI_DRIVER)]
+        traced = [time.perf_counter()]
+        for _ in range(TRACED):
+            step()
+            traced.append(time.perf_counter())
+        prof.stop()
+        stopped = time.perf_counter()
+        steps_ms = [(b - a) * 1e3 for a, b in zip(traced, traced[1:], strict=False)]
+        if rank == 0:
+            row = {
+                "kind": kind,
+                "untraced_ms": statistics.median(untraced),
+                "traced_ms": [round(v, 2) for v in steps_ms],
+                "median_ratio": statistics.median(steps_ms) / statistics.median(untraced),
+                "start_ms": (traced[0] - started) * 1e3,
+                "stop_ms": (stopped - traced[-1]) * 1e3,
+                "cupti_disable_results": disabled,  # CUPTI_SUCCESS is 0
+                "categories": categories(prof, rank, kind),
+                "torch": torch.__version__,
+            }
+            print(json.dumps(row), flush=True)
+        del prof
+        dist.barrier()
+    torch.cuda.synchronize()
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
