@@ -19,11 +19,13 @@ from gpudash.core.protocol import (
     CHECKPOINT,
     EVALUATION,
     OTHER,
+    PROFILING,
     STALLED_PHASE,
     STARTUP,
     TRAINING,
     Event,
     EventKind,
+    Message,
     Sample,
 )
 from gpudash.job.phase_watch import PhaseWatch
@@ -102,6 +104,18 @@ def test_a_quiet_stretch_over_three_median_steps_between_steps_is_other_and_a_sh
     keeper.said.clear()
     assert keeper.step(1.0 + STEP_S, batch_at=1.0) == pytest.approx(1.0 + STEP_S)  # 1 s: under 3 × 0.5 s
     assert keeper.said == []
+
+
+def test_a_profiler_windows_stop_and_write_are_profiling_and_a_quiet_stretch_after_them_other(keeper: Keeper) -> None:
+    """gpudash's own window, stopped and its trace written at a step's end (0.2 s: a quiet stretch
+    over three median steps), is neither the next step's training nor the job's ``other``."""
+    keeper.k.ours(keeper.t, keeper.t + 0.2)  # as the hooks leave it after the window's at_step
+    assert keeper.step(0.2 + STEP_S, batch_at=0.201) == pytest.approx(STEP_S, abs=0.01)
+    assert ended_phases(keeper.said) == {PROFILING: pytest.approx(0.2)}
+    keeper.said.clear()
+    keeper.k.ours(keeper.t, keeper.t + 0.2)  # the job then idles 2 s before its next batch: that is its own
+    assert keeper.step(2.2 + STEP_S, batch_at=2.2) == pytest.approx(STEP_S, abs=0.01)
+    assert ended_phases(keeper.said) == {PROFILING: pytest.approx(0.2), OTHER: pytest.approx(2.0, abs=0.01)}
 
 
 def test_no_other_before_three_steps_are_known_nor_at_the_end(boot: Any) -> None:
@@ -224,13 +238,21 @@ def test_without_a_loader_the_training_forward_ends_the_stretch_and_torch_compil
 
 
 # -- the session's tally, the dashboard, a recording without its sidecar ------------------------------
-def test_an_other_span_is_counted_once_and_one_told_during_a_stall_is_the_stalls() -> None:
+def _watched(kind: str, step_s: float, span: tuple[float, float]) -> tuple[PhaseWatch, list[dict[str, Any]]]:
+    """The session's tally of three steps of ``step_s`` from 1 s, a ``kind`` span between the last
+    two, and the events it made."""
     emitted: list[dict[str, Any]] = []
     watch = PhaseWatch(0.0, JobSamples("job:x.py", "", 0.25, 0.0), None, lambda *_, **kw: emitted.append(kw))  # type: ignore[arg-type]
     watch.step(StepRecord(1, 1.0, None, 0, 0, 0.0, None, False, None))
-    watch.step(StepRecord(2, 2.0, None, 0, 0, 0.0, None, False, 1.0))
-    watch.on_message("phase", {"kind": OTHER, "t0": 2.0, "t1": 4.0, "s": 2.0}, lead=True)
-    watch.step(StepRecord(3, 5.0, None, 0, 0, 0.0, None, False, 1.0))
+    watch.step(StepRecord(2, 1.0 + step_s, None, 0, 0, 0.0, None, False, step_s))
+    t0, t1 = span
+    watch.on_message("phase", {"kind": kind, "t0": t0, "t1": t1, "s": t1 - t0}, lead=True)
+    watch.step(StepRecord(3, t1 + step_s, None, 0, 0, 0.0, None, False, step_s))
+    return watch, emitted
+
+
+def test_an_other_span_is_counted_once_and_one_told_during_a_stall_is_the_stalls() -> None:
+    watch, emitted = _watched(OTHER, 1.0, (2.0, 4.0))
     assert emitted[-1]["message"] == "other 2.00 s between steps, no training seen in it"
     totals = watch.phases.totals(5.0)
     assert totals[OTHER] == pytest.approx(2.0) and totals[TRAINING] == pytest.approx(2.0)
@@ -242,6 +264,28 @@ def test_an_other_span_is_counted_once_and_one_told_during_a_stall_is_the_stalls
     totals = watch.phases.totals(46.0)
     assert totals[CHECKPOINT] == 0.0 and totals[STALLED_PHASE] == pytest.approx(41.0)
     assert sum(totals.values()) == pytest.approx(46.0)
+
+
+def test_profiling_is_said_as_gpudashs_and_left_out_of_goodputs_wall_time() -> None:
+    watch, emitted = _watched(PROFILING, 2.0, (3.0, 4.0))
+    assert emitted[-1]["what"] == PROFILING
+    assert emitted[-1]["message"].startswith("profiling 1.00 s: gpudash's profiler window")
+    totals = watch.phases.totals(6.0)
+    assert totals[PROFILING] == pytest.approx(1.0) and totals[OTHER] == pytest.approx(0.0)
+    assert watch.phases.goodput_pct(6.0) == pytest.approx(100 * 4.0 / 5.0)  # training 4 s of the job's 5
+    assert "profiling 1.0 s" in watch.phases.line(6.0)
+    rows = PhaseRows()  # a recording without its sidecar: the same goodput
+    run: list[Message] = [
+        Event(1.0, EventKind.PHASE, what=STARTUP, after="1.000", message="startup 1.00 s"),
+        *(_job_sample(1.25 + 0.25 * i) for i in range(8)),
+        Event(4.0, EventKind.PHASE, what=PROFILING, after="1.000", message="profiling 1.00 s"),
+        *(_job_sample(4.25 + 0.25 * i) for i in range(8)),
+    ]
+    for m in run:
+        rows.add(m)
+    phases = rows.phases()
+    assert phases is not None and phases.seconds[PROFILING] == pytest.approx(1.0)
+    assert phases.goodput_pct == pytest.approx(100 * 4.0 / 5.0)
 
 
 def _job_sample(t: float) -> Sample:
@@ -333,3 +377,19 @@ def test_a_replay_reads_the_other_spans(recorded: tuple[Path, Any, Any]) -> None
     for m in replayed:
         timeline.on_event(m)
     assert sum(1 for span in timeline.spans if span.phase == OTHER) == IDLES
+
+
+@pytest.mark.slow
+def test_a_profiler_windows_own_time_is_profiling_and_not_the_jobs_goodput(tmp_path: Path) -> None:
+    """``record --trace-every`` of a job of thousands of operators a step: the window's stop and its
+    trace's writing at a step's end are said as gpudash's (``profiling``), not as the job's
+    ``other``, and goodput is training's share of the job's own time."""
+    job = (str(JOBS / "many_ops.py"), "--steps", "500", "--depth", "400")
+    out, done, meta = record_job(tmp_path, "profiled", *job, options=("--trace-every", "1", "--trace-steps", "10"))
+    told = [e for e in printed.event_lines(done.stderr, "phase") if e.text.startswith("profiling ")]
+    assert told and "gpudash's profiler window" in told[0].text, done.stderr[-2000:]
+    assert any(e.text.startswith("10 steps traced") for e in printed.event_lines(done.stderr, "measured"))
+    seconds = meta["phases"]
+    assert seconds[PROFILING] >= 0.05  # the stop and the write of 10 steps' trace of ~2,400 operators each
+    job_s = meta["wall_s"] - seconds[PROFILING] - seconds["suspended"]
+    assert meta["goodput_pct"] == pytest.approx(100 * seconds[TRAINING] / job_s, abs=0.01)

@@ -48,12 +48,14 @@ LOSS_EFFECT = "loss_effect"  # the ``what`` of a LossEffect's answer
 MEMORY_PEAK = "memory_peak"  # the ``what`` of a MemoryPeak's answer
 # The phases of a job's wall time besides training (``EventKind.PHASE``'s ``what``), in the order
 # they are told; and the ``what`` of the "measured" event with the run's seconds of each, and goodput
-# (suspended: the job stopped by Ctrl-Z, kill -STOP, its terminal's SIGTTOU: not its own time)
+# (suspended: the job stopped by Ctrl-Z, kill -STOP, its terminal's SIGTTOU; profiling: gpudash's
+# profiler windows starting and stopping between steps, and writing their traces — neither the job's own time)
 STARTUP, EVALUATION, CHECKPOINT, COMPILE, TEARDOWN = "startup", "evaluation", "checkpoint", "compile", "teardown"
-STALLED_PHASE, SUSPENDED, OTHER = "stalled", "suspended", "other"
+STALLED_PHASE, SUSPENDED, PROFILING, OTHER = "stalled", "suspended", "profiling", "other"
 TRAINING = "training"
+NOT_THE_JOBS = (SUSPENDED, PROFILING)  # phases left out of goodput's wall time
 OPTIMIZER_STEPS = "optimizer steps"  # how a job's steps are counted when it steps torch.optim (the usual way)
-PHASES = (STARTUP, TRAINING, EVALUATION, CHECKPOINT, COMPILE, STALLED_PHASE, SUSPENDED, TEARDOWN, OTHER)
+PHASES = (STARTUP, TRAINING, EVALUATION, CHECKPOINT, COMPILE, STALLED_PHASE, SUSPENDED, TEARDOWN, PROFILING, OTHER)
 GOODPUT = "phases"
 WORLD = "world"  # the ``what`` of the event saying which part of a torchrun run (its id, node, ranks) gpudash sees
 PROCESSES = "processes"  # the ``what`` of the event saying how several processes' steps of a rank are counted

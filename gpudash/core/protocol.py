@@ -44,11 +44,13 @@ from gpudash.core.events import LOSS_EFFECT as LOSS_EFFECT
 from gpudash.core.events import MEMORY as MEMORY
 from gpudash.core.events import MEMORY_PEAK as MEMORY_PEAK
 from gpudash.core.events import NOT_RESPONDING as NOT_RESPONDING
+from gpudash.core.events import NOT_THE_JOBS as NOT_THE_JOBS
 from gpudash.core.events import NVML_LOST as NVML_LOST
 from gpudash.core.events import OTHER as OTHER
 from gpudash.core.events import OUT_OF_MEMORY as OUT_OF_MEMORY
 from gpudash.core.events import PHASES as PHASES
 from gpudash.core.events import PROCESSES as PROCESSES
+from gpudash.core.events import PROFILING as PROFILING
 from gpudash.core.events import REFUSED as REFUSED
 from gpudash.core.events import SAMPLES_DROPPED as SAMPLES_DROPPED
 from gpudash.core.events import STALLED_PHASE as STALLED_PHASE

@@ -16,6 +16,7 @@ from gpudash.core.protocol import (
     COMPILE,
     GOODPUT,
     OTHER,
+    PROFILING,
     STALLED_PHASE,
     STARTUP,
     SUSPENDED,
@@ -32,6 +33,7 @@ from gpudash.job.steps import JobSamples, StepRecord
 
 Targets = Callable[[], list[tuple[int, str, str]]]  # each rank's (pid, "rank N", its socket)
 BETWEEN = " between steps, no training seen in it"  # what an ``other`` span's message adds
+OURS = ": gpudash's profiler window, started or stopped and its trace written between steps (not the job's time)"
 
 
 class PhaseWatch:
@@ -145,7 +147,7 @@ class PhaseWatch:
         was_open = what in self.phases.open
         self.phases.end(what, seconds, _float(m.get("t1"), 0.0) or None)
         if seconds > 0:
-            self._event(what, seconds, f"{what} {_took(seconds)}" + (BETWEEN if what == OTHER else ""))
+            self._event(what, seconds, f"{what} {_took(seconds)}" + {OTHER: BETWEEN, PROFILING: OURS}.get(what, ""))
         elif was_open:
             why = "the stall's" if stalled else "none ran before the exit" if m.get("final") else "part of a step"
             self._event(what, 0.0, f"{what}: {why}" if stalled else f"not {what} after all: {why}")

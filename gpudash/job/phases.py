@@ -3,20 +3,32 @@ inside ``optimizer.step()``), ``training`` (the steps' own seconds, and that), `
 ``checkpoint`` and ``compile`` (spans the job's hooks time between steps:
 ``gpudash/job/boot/gpudash_job_phases.py``), ``stalled`` (no step for long, in no phase above:
 ``gpudash.job.stalls``), ``suspended`` (the job stopped: Ctrl-Z, ``kill -STOP``, SIGTTOU:
-``gpudash.job.stops``; left out of goodput's wall time), ``teardown`` (from its last step, or the
-end of the last phase after it — an evaluation, a checkpoint — to its exit) and ``other``: the
-stretches between steps in which the hooks saw no training (over three median steps: an upload, a
-barrier, a sleep; told as spans too) and the rest, what no hook saw, such as a first step's own
-time. **Goodput** is training's share of the wall time. Torch-free.
+``gpudash.job.stops``; left out of goodput's wall time), ``profiling`` (gpudash's own profiler
+windows starting, stopping and writing their traces between steps; left out of it too),
+``teardown`` (from its last step, or the end of the last phase after it — an evaluation, a
+checkpoint — to its exit) and ``other``: the stretches between steps in which the hooks saw no
+training (over three median steps: an upload, a barrier, a sleep; told as spans too) and the rest,
+what no hook saw, such as a first step's own time. **Goodput** is training's share of the wall time. Torch-free.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gpudash.core.protocol import CHECKPOINT, COMPILE, EVALUATION, OTHER, PHASES, STARTUP, SUSPENDED, TEARDOWN, TRAINING
+from gpudash.core.protocol import (
+    CHECKPOINT,
+    COMPILE,
+    EVALUATION,
+    NOT_THE_JOBS,
+    OTHER,
+    PHASES,
+    PROFILING,
+    STARTUP,
+    TEARDOWN,
+    TRAINING,
+)
 
-SPAN_KINDS = frozenset({EVALUATION, CHECKPOINT, COMPILE, OTHER})  # what the hooks time
+SPAN_KINDS = frozenset({EVALUATION, CHECKPOINT, COMPILE, PROFILING, OTHER})  # what the hooks time
 HEAVY_SHARE = 0.25  # evaluation or checkpoints above this share of the wall time: the diagnosis says so
 ADVICE = {
     EVALUATION: "evaluate less often, or on fewer batches",
@@ -88,11 +100,12 @@ class JobPhases:
         return max(0.0, (self.ended_t if self.ended_t is not None else now) - self.t0)
 
     def goodput_pct(self, now: float) -> float | None:
-        """Training's share of the wall time, less the time the job was stopped (suspended: not
-        the job's own); None before any time has passed."""
+        """Training's share of the wall time, less the time that was not the job's own (stopped,
+        or gpudash's profiler windows: ``NOT_THE_JOBS``); None before any time has passed."""
         wall = self.wall_s(now)
-        if self.open or self.seconds.get(SUSPENDED):
-            wall -= self.totals(now)[SUSPENDED]
+        if self.open or any(self.seconds.get(kind) for kind in NOT_THE_JOBS):
+            totals = self.totals(now)
+            wall -= sum(totals[kind] for kind in NOT_THE_JOBS)
         return 100.0 * min(self.training_s, wall) / wall if wall > 0 else None
 
     def line(self, now: float) -> str:

@@ -21,6 +21,7 @@ from typing import Any
 
 from gpudash.core.metrics import FIGURE_KEYS
 from gpudash.core.protocol import (
+    NOT_THE_JOBS,
     OTHER,
     PHASES,
     TRAINING,
@@ -144,7 +145,8 @@ class PhaseRows:
             return None
         seconds = {k: self.seconds.get(k, 0.0) for k in PHASES if k != OTHER}
         seconds[OTHER] = max(0.0, self.last_s - sum(seconds.values()))
-        return Phases(seconds, self.last_s, 100.0 * min(seconds[TRAINING], self.last_s) / self.last_s)
+        wall = self.last_s - sum(seconds[kind] for kind in NOT_THE_JOBS)  # as the job's own account has it
+        return Phases(seconds, self.last_s, 100.0 * min(seconds[TRAINING], wall) / wall if wall > 0 else None)
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,8 @@ most of its time — with its legend in the chart's title.
 Each phase has its colour (the header's and the strip's) and its glyph, so the strip reads
 without colour too (``NO_COLOR``): training █ green, evaluation ▓ yellow, checkpoint ▒ cyan,
 compile ▞ magenta, stalled ! red, suspended ‖ blue, other (what the job did between steps that was
-not training: an upload, a barrier) ▚ white, startup, teardown and the rest ░ grey.
+not training: an upload, a barrier) ▚ white, startup, teardown, profiling (gpudash's own profiler
+windows between steps) and the rest ░ grey.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from gpudash.core.protocol import (
     EVALUATION,
     OTHER,
     PHASES,
+    PROFILING,
     STALLED_PHASE,
     SUSPENDED,
     TEARDOWN,
@@ -46,6 +48,7 @@ SHORT = {
     STALLED_PHASE: "stall",
     SUSPENDED: "stopped",
     TEARDOWN: "exit",
+    PROFILING: "prof",
 }
 
 

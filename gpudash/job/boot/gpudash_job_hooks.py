@@ -376,8 +376,12 @@ class Hooks:
             self.times.add(record, now, train_s)
             if now - outbox.last_send >= outbox.every_s:
                 outbox.flush()
-        self.window.rank, self.window.cuda = self.rank, self.cuda
-        self.slowed = self.window.at_step(self.steps) and not self.window.running  # it ended here
+        window = self.window
+        window.rank, window.cuda = self.rank, self.cuda
+        was_running = window.running
+        self.slowed = window.at_step(self.steps) and not window.running  # it ended here
+        if window.running != was_running or self.slowed:  # started, or stopped and written: our time
+            self.phases.ours(now, time.monotonic())
         self._one_offs(record, optimizer, evaluations)
         if outbox.end_after is not None and self.steps >= outbox.end_after:
             self._end_here()

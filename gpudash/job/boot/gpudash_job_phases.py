@@ -18,6 +18,8 @@ folder).
 - **compile**: torch.compile's dynamo compiling (its start and end callbacks), once dynamo is loaded.
 - **other**: a quiet stretch (below) after the step's end or an evaluation's, longer than
   ``OTHER_MEDIANS`` median steps and ``MIN_SPAN_S``: an upload, a barrier, a sleep between steps.
+- **profiling**: gpudash's own profiler window starting, or stopping and writing its trace, at a
+  step's end (``ours``): neither the job's training nor its ``other``.
 
 Where each thread waits, asked for when a job stalls, is ``gpudash_job_stacks.py``'s.
 
@@ -30,8 +32,8 @@ training one: train mode, grad on) after a save's end — and, in a job without 
 after a step's end or ``model.train()`` (never once the job calls ``torch.compile``). After a save
 it is the checkpoint's; the stretch after the last thing seen is the step's own work. On a GPU
 whose syncs are not counted nothing is ``other`` (a wait on it would look quiet). Between two steps
-the spans' union is not training; a second two share counts once (checkpoint, evaluation, compile,
-other, in that order). What is shorter than ``MIN_SPAN_S`` is part of the step. The spans go to
+the spans' union is not training; a second two share counts once (profiling, checkpoint, evaluation,
+compile, other, in that order). What is shorter than ``MIN_SPAN_S`` is part of the step. The spans go to
 gpudash at the step's end. Before the first step is the job's start-up (but for the first step's
 time inside ``optimizer.step()``, said as training: an LBFGS step's closure evaluations).
 
@@ -56,7 +58,7 @@ from gpudash_job_wire import PHASE  # type: ignore[import-not-found]  # beside t
 MIN_SPAN_S = 0.05  # a shorter span is part of the step
 BEGIN_AFTER_S = 0.5  # an open span is said to gpudash (live) once it has lasted this long
 EVAL_BATCHES = 2  # batches of another loader before the next training batch that make an evaluation
-EVALUATION, CHECKPOINT, COMPILE, OTHER = "evaluation", "checkpoint", "compile", "other"
+EVALUATION, CHECKPOINT, COMPILE, OTHER, PROFILING = "evaluation", "checkpoint", "compile", "other", "profiling"
 TRAINING = "training"  # the first step's time inside optimizer.step(), said once
 OTHER_MEDIANS = 3.0  # a quiet stretch over this many median steps (and MIN_SPAN_S) is ``other``...
 OTHER_AFTER_STEPS = 3  # ... once this many steps' training seconds are known
@@ -156,6 +158,11 @@ class Phases:
         self.last_train = False
         if kind == CHECKPOINT:
             self._arm()  # training resumes after it: its next batch or its forward says when
+
+    def ours(self, start: float, end: float) -> None:
+        """gpudash's own work at a step's end (a profiler window started, or stopped and its trace
+        written), from ``start`` to ``end``: the ``profiling`` phase, not the next step's training."""
+        self.spans.append((PROFILING, start, end))
 
     def waited(self) -> None:
         """The training thread waits on the GPU (a counted sync): training work, a mark."""
@@ -260,7 +267,7 @@ class Phases:
         elif saves:
             spans = [(k, s, e) for k, s, e in spans if k != CHECKPOINT]
         taken: list[tuple[float, float]] = []
-        for kind in (CHECKPOINT, EVALUATION, COMPILE, OTHER):
+        for kind in (PROFILING, CHECKPOINT, EVALUATION, COMPILE, OTHER):
             mine = [(s, e) for k, s, e in spans if k == kind]
             seconds = _measure(mine + taken) - _measure(taken)
             taken += mine
@@ -272,12 +279,12 @@ class Phases:
 
     def _quiet(self, since: float, spans: list[tuple[str, float, float]]) -> list[tuple[str, float, float]]:
         """The quiet stretches since ``since`` (the last step's end) that the spans and marks bound:
-        after a save, the checkpoint's; after the step's end or an evaluation's, ``other`` where
-        longer than ``_other_s``; after training work or compiling, the step's."""
+        after a save, the checkpoint's; after the step's end, an evaluation's or gpudash's own work,
+        ``other`` where longer than ``_other_s``; after training work or compiling, the step's."""
         things = sorted([(s, e, k) for k, s, e in spans] + [(t, t, k) for t, k in self.marks])
         reach, after, out = since, "", []
         for start, end, kind in things:
-            if start > reach and after in ("", EVALUATION, CHECKPOINT):
+            if start > reach and after in ("", EVALUATION, CHECKPOINT, PROFILING):
                 out.append((CHECKPOINT if after == CHECKPOINT else OTHER, reach, start))
             if end >= reach:
                 reach, after = end, kind
