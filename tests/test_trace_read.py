@@ -135,3 +135,28 @@ def test_a_note_on_a_diagnosis_windows_trace_is_the_traces_never_the_diagnosis_a
         assert [e.what for e in events] == ["trace"] and "cut short" in events[0].message
     finally:
         session.channel.close()
+
+
+def test_windows_asked_for_more_often_than_their_cost_allows_are_skipped_and_said_once_as_measured(
+    tmp_path: Path,
+) -> None:
+    """``--trace-every`` faster than 3% of the job's time allows, the last window's cost known: the
+    next periodic windows are skipped, and gpudash says why once — its own pacing, a measured fact,
+    never an error of the job's."""
+    from gpudash.core.protocol import Event, EventKind, RunConfig
+    from gpudash.job.session import JobSession
+
+    session = JobSession(RunConfig(workload="job:x", job=("python", str(tmp_path / "x.py"))))
+    try:
+        traces = session.parts.traces
+        traces.cost_s, traces.ended_at = 0.27, time.monotonic()  # a window just cost the job 0.27 s
+        assert "one every 9.0 s at most" in traces.spaced(time.monotonic() + 1.0)
+        assert traces.spaced(time.monotonic() + 9.5) == ""  # 9 s later: 3% of the time since
+        for _ in range(3):
+            session.windows.periodic(5)
+        events = [m for m in session.out.messages if isinstance(m, Event)]
+        assert [(e.kind, e.what) for e in events] == [(EventKind.MEASURED, "windows")]
+        assert "profiler windows cost this job about 0.27 s each" in events[0].message
+        assert not traces.periodic_open  # none asked of the job
+    finally:
+        session.channel.close()

@@ -44,6 +44,12 @@ class SessionOut:
             self.told.add(key)
             self.error("job", message)
 
+    def note(self, key: str, what: str, message: str) -> None:
+        """A measured fact of gpudash's own about the run (a "measured" event), said once for ``key``."""
+        if key not in self.told:
+            self.told.add(key)
+            self.event(EventKind.MEASURED, what=what, message=message)
+
     def take(self) -> list[Message]:
         """The messages gathered since the last take."""
         messages, self.messages = self.messages, []

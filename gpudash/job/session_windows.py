@@ -56,7 +56,7 @@ class SessionWindows:
         if traces.periodic_open and time.monotonic() - traces.periodic_asked_at < PERIODIC_WAIT_S:
             return  # the next waits for this one's cost
         if spaced := traces.spaced(time.monotonic()):
-            self.out.tell("spaced", spaced)
+            self.out.note("spaced", "windows", spaced)  # gpudash's own pacing, not a fault of the job's
         else:
             self._ask_trace("trace", steps, kernels_only=not host_ops)
 
