@@ -49,9 +49,8 @@ ADAPTERS = {
     "gpudash/job/boot/gpudash_job_comm.py": "c10d's _world.pg_coalesce_state (a call inside _coalescing_manager "
     "only queues a collective): no public API sees it",
     "gpudash/job/boot/gpudash_job_ddp.py": "DDP's _pre_forward/_post_forward (its per-forward bookkeeping, whose "
-    "host-device syncs torch prints from C++), its _distributed_broadcast_coalesced (its buffers' broadcast, in C++), "
-    "its logger's _get_ddp_logging_data (its buckets' bytes) and autograd's Variable._execution_engine.queue_callback "
-    "(the end-of-backward callbacks DDP queues its own wait for its buckets among): no public API sees them",
+    "host-device syncs torch prints from C++), its _distributed_broadcast_coalesced (its buffers' broadcast, in C++) "
+    "and _register_builtin_comm_hook (a hook of the job's that runs in C++): no public API sees them",
     "gpudash/job/boot/gpudash_job_syncs.py": "torch._C._cuda_set_sync_debug_mode: the sync debug mode set from any "
     "thread without the Python warning and the filter changes of torch.cuda.set_sync_debug_mode",
     "gpudash/core/allocator_history.py": "the CUDA caching allocator's history (torch.cuda.memory."

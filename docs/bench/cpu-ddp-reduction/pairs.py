@@ -1,9 +1,10 @@
-"""What gpudash costs a DDP job of short steps on gloo, before and after session 21 (DDP's reduction
-timed at the end of the backward pass, no comm hook of gpudash's): ``ddp_short_steps.py`` bare, under
-``gpudash record`` as this checkout has it, and under the checkout before the change (``--old
-PATH``: a worktree of it, put first on PYTHONPATH), in rounds of the three in a shuffled order; the
-ratios of their steps/s over bare with the benchmarks' harness (paired by round: interval and
-verdict). And DDP's reference Python hook alone, without gpudash (``hook``), in the same rounds.
+"""What gpudash costs a DDP job of short steps on gloo under two checkouts (session 21: a40a08b,
+DDP's reduction timed at the end of the backward pass without a comm hook, against 5f175b3, DDP's
+reference Python hook): ``ddp_short_steps.py`` bare, under ``gpudash record`` as this checkout has
+it ("gpudash"), and under another (``--old PATH``: a worktree of it, put first on PYTHONPATH;
+"before"), in rounds in a shuffled order; the ratios of their steps/s over bare with the benchmarks'
+harness (paired by round: interval and verdict). And DDP's reference Python hook alone, without
+gpudash (``hook``), in the same rounds.
 
 python docs/bench/cpu-ddp-reduction/pairs.py --old /tmp/oldtree --rounds 6
 """

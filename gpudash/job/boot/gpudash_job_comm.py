@@ -2,9 +2,9 @@
 Standard library and the job's own torch only.
 
 For every collective the job's process starts through ``torch.distributed`` (FSDP's all-gathers and
-reduce-scatters, the job's own calls), DDP's gradient reduction at each backward pass and its
-broadcast of its buffers at each forward, the time from the rank's *arrival* — its own work up to
-the call done — to the collective's end: a rank that waits for a slower one has its collective outstanding the longer. A
+reduce-scatters, the job's own calls), every DDP gradient bucket and DDP's broadcast of its buffers
+at each forward, the time from the rank's *arrival* — its own work up to the call done — to the
+collective's end: a rank that waits for a slower one has its collective outstanding the longer. A
 CPU collective (gloo) by the host's clock — entered at the call, completed at its future's
 completion. An NCCL one by CUDA events on the device's clock: its arrival, an event on the calling
 stream at the call; its end, for a call that waits (``async_op`` not asked), an event on the calling
@@ -27,16 +27,14 @@ step's figure is given once every collective called in it has ended — at its o
 later step's where the GPU runs behind the host — and the other steps give none (None), whatever
 else (a gloo side group, a barrier) they timed on the host.
 
-DDP's gradient reduction (from the end of a backward pass's own work to the end of its buckets'
-all-reduces, no comm hook of gpudash's), its broadcast of its buffers and its arguments:
+DDP's gradient buckets (through DDP's reference hook), its broadcast of its buffers and its arguments:
 ``gpudash_job_ddp.py``.
 
 At each step, ``at_step()`` gives the longest of the collectives completed since the last step:
-its step less that time is the rank's own work. The longest, not their sum: a job's collectives
-wait for the slower rank one after another while the rank's own work goes on beside them — only
-the last wait holds its step, and the longest is the one where the slower rank fell furthest behind
-(the sum of DDP's buckets' waits, when each was timed, made a rank a few ms ahead of another look
-4× faster).
+its step less that time is the rank's own work. The longest, not their sum: DDP's buckets wait for
+the slower rank one after another while the rank's own backward goes on beside them — only the
+last wait holds its step, and the longest is the one where the slower rank fell furthest behind
+(the sum counted every bucket's wait, and made a rank a few ms ahead of another look 4× faster).
 
 Never inside a compiled region (``torch.compiler.is_compiling``), a CUDA graph's capture nor
 ``_coalescing_manager`` (where a call only queues a collective): there the call is the job's alone.
@@ -137,14 +135,11 @@ class CommTimes:
         return sizes
 
     def _sized(self, kind: str, args: Any, kwargs: Any) -> None:
-        self.add_size(kind, 1, max((_nbytes(v) for v in (*args, *kwargs.values())), default=0))
-
-    def add_size(self, kind: str, calls: int, nbytes: int) -> None:
-        """``calls`` collectives of ``kind`` moving ``nbytes`` together, while a window sizes them."""
+        nbytes = max((_nbytes(v) for v in (*args, *kwargs.values())), default=0)
         with self.lock:
             if self.sizes is not None:
                 entry = self.sizes.setdefault(kind, [0, 0])
-                entry[0], entry[1] = entry[0] + calls, entry[1] + nbytes
+                entry[0], entry[1] = entry[0] + 1, entry[1] + nbytes
 
     # -- install ---------------------------------------------------------------------------------
     def install(self) -> None:
@@ -247,17 +242,12 @@ class CommTimes:
     def event(self, args: Any, kwargs: Any) -> Any:
         """An event recorded now on the calling stream of the collective's device (None: none may be,
         in a CUDA graph's capture)."""
-        return self.event_on(_device_of(args, kwargs))
-
-    def event_on(self, device: Any) -> Any:
-        """An event recorded now on the device's current stream (None: none may be, in a CUDA
-        graph's capture)."""
         try:
             if self.torch.cuda.is_current_stream_capturing():
                 return None
         except Exception:  # noqa: BLE001 - no CUDA to ask: no event
             return None
-        return self._record(device)
+        return self._record(_device_of(args, kwargs))
 
     def _record(self, device: Any) -> Any:
         """A timing event recorded now on the device's current stream (None: none could be)."""
