@@ -116,6 +116,10 @@ def test_a_profiler_windows_stop_and_write_are_profiling_and_a_quiet_stretch_aft
     keeper.k.ours(keeper.t, keeper.t + 0.2)  # the job then idles 2 s before its next batch: that is its own
     assert keeper.step(2.2 + STEP_S, batch_at=2.2) == pytest.approx(STEP_S, abs=0.01)
     assert ended_phases(keeper.said) == {PROFILING: pytest.approx(0.2), OTHER: pytest.approx(2.0, abs=0.01)}
+    keeper.said.clear()
+    keeper.k.ours(keeper.t, keeper.t + 0.03)  # a window's start: 30 ms, under a span's 50 ms
+    assert keeper.step(0.03 + STEP_S, batch_at=0.031) == pytest.approx(0.03 + STEP_S)  # the step's, said as nothing
+    assert keeper.said == []
 
 
 def test_no_other_before_three_steps_are_known_nor_at_the_end(boot: Any) -> None:
@@ -274,6 +278,10 @@ def test_profiling_is_said_as_gpudashs_and_left_out_of_goodputs_wall_time() -> N
     assert totals[PROFILING] == pytest.approx(1.0) and totals[OTHER] == pytest.approx(0.0)
     assert watch.phases.goodput_pct(6.0) == pytest.approx(100 * 4.0 / 5.0)  # training 4 s of the job's 5
     assert "profiling 1.0 s" in watch.phases.line(6.0)
+    timeline = PhaseTimeline()  # the dashboard's live figure: the same share
+    timeline.on_event(Event(4.0, EventKind.PHASE, what=PROFILING, after="1.000", message="profiling 1.00 s"))
+    timeline.on_sample(job_sample(6.0, 2.0, 4.0, batch=16))  # 4 s of training by 6 s
+    assert timeline.goodput_pct(6.0) == pytest.approx(100 * 4.0 / 5.0)
     rows = PhaseRows()  # a recording without its sidecar: the same goodput
     run: list[Message] = [
         Event(1.0, EventKind.PHASE, what=STARTUP, after="1.000", message="startup 1.00 s"),

@@ -143,7 +143,7 @@ def test_windows_asked_for_more_often_than_their_cost_allows_are_skipped_and_sai
     """``--trace-every`` faster than 3% of the job's time allows, the last window's cost known: the
     next periodic windows are skipped, and gpudash says why once — its own pacing, a measured fact,
     never an error of the job's."""
-    from gpudash.core.protocol import Event, EventKind, RunConfig
+    from gpudash.core.protocol import WINDOWS_PACED, Event, EventKind, RunConfig
     from gpudash.job.session import JobSession
 
     session = JobSession(RunConfig(workload="job:x", job=("python", str(tmp_path / "x.py"))))
@@ -155,7 +155,7 @@ def test_windows_asked_for_more_often_than_their_cost_allows_are_skipped_and_sai
         for _ in range(3):
             session.windows.periodic(5)
         events = [m for m in session.out.messages if isinstance(m, Event)]
-        assert [(e.kind, e.what) for e in events] == [(EventKind.MEASURED, "windows")]
+        assert [(e.kind, e.what) for e in events] == [(EventKind.MEASURED, WINDOWS_PACED)]
         assert "profiler windows cost this job about 0.27 s each" in events[0].message
         assert not traces.periodic_open  # none asked of the job
     finally:

@@ -60,6 +60,7 @@ from gpudash.core.events import SUSPENDED as SUSPENDED
 from gpudash.core.events import TEARDOWN as TEARDOWN
 from gpudash.core.events import TRACEBACK as TRACEBACK
 from gpudash.core.events import TRAINING as TRAINING
+from gpudash.core.events import WINDOWS_PACED as WINDOWS_PACED
 from gpudash.core.events import WORLD as WORLD
 from gpudash.core.events import Event as Event
 from gpudash.core.events import EventKind as EventKind

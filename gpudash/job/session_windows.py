@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from gpudash.core.protocol import DIAGNOSIS, MEMORY_PEAK, TRAINING, Diagnose, Event, EventKind
+from gpudash.core.protocol import DIAGNOSIS, MEMORY_PEAK, TRAINING, WINDOWS_PACED, Diagnose, Event, EventKind
 from gpudash.core.sync_sites import SyncTable
 from gpudash.diagnosis.evidence import Evidence
 from gpudash.engine.comm_split import RankComm
@@ -56,7 +56,7 @@ class SessionWindows:
         if traces.periodic_open and time.monotonic() - traces.periodic_asked_at < PERIODIC_WAIT_S:
             return  # the next waits for this one's cost
         if spaced := traces.spaced(time.monotonic()):
-            self.out.note("spaced", "windows", spaced)  # gpudash's own pacing, not a fault of the job's
+            self.out.note("spaced", WINDOWS_PACED, spaced)  # gpudash's own pacing, not a fault of the job's
         else:
             self._ask_trace("trace", steps, kernels_only=not host_ops)
 

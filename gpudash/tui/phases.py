@@ -1,6 +1,7 @@
 """A job's phases as the dashboard shows them: the spans of its wall time that were not training
-(startup, evaluation, checkpoints, compiling, other work between steps, stalls, teardown:
-``EventKind.PHASE``), the phase now, its latest stall report and its goodput. Textual-free;
+(startup, evaluation, checkpoints, compiling, other work between steps, stalls, the job stopped,
+gpudash's own profiler windows, teardown: ``EventKind.PHASE``), the phase now, its latest stall
+report and its goodput. Textual-free;
 ``DashState`` feeds it, from the events alone, so a replayed job (whose events keep their
 ``what``, ``after`` and message, not their details) shows the same.
 
@@ -9,8 +10,9 @@ at ``time_s`` spans ``[time_s - after, time_s]`` (startup, told late, spans ``[0
 told begun spans ``[time_s, …)`` (a stall, told once it has lasted, from the last step) until its
 end replaces it, or an end of 0 s says it was none.
 Training is the rest, from the first step to the run's end. **Goodput** is the training seconds
-(the samples' ``train_s``) over the wall time; once the job has ended, its own account (the
-``GOODPUT`` event).
+(the samples' ``train_s``) over the wall time less what was not the job's own (``NOT_THE_JOBS``:
+stopped, gpudash's profiling), as the job's own account has it; once the job has ended, that
+account (the ``GOODPUT`` event).
 """
 
 from __future__ import annotations
@@ -19,7 +21,17 @@ import re
 from collections import deque
 from dataclasses import dataclass
 
-from gpudash.core.protocol import ENDING_KINDS, GOODPUT, STALLED_PHASE, STARTUP, TRAINING, Event, EventKind, Sample
+from gpudash.core.protocol import (
+    ENDING_KINDS,
+    GOODPUT,
+    NOT_THE_JOBS,
+    STALLED_PHASE,
+    STARTUP,
+    TRAINING,
+    Event,
+    EventKind,
+    Sample,
+)
 
 MAX_SPANS = 10_000  # ended spans kept (the oldest go first): hours of an evaluation a minute
 _GOODPUT_PCT = re.compile(r"goodput ([0-9.]+)%")  # the GOODPUT event's message, where details are gone
@@ -123,7 +135,9 @@ class PhaseTimeline:
                 return float(said)
         if not self.timed or now_s <= 0:
             return None
-        return 100.0 * min(self.training_s, now_s) / now_s
+        theirs = sum((s.end_s or now_s) - s.start_s for s in self.spans_until(now_s) if s.phase in NOT_THE_JOBS)
+        wall = now_s - min(max(0.0, theirs), now_s)
+        return 100.0 * min(self.training_s, wall) / wall if wall > 0 else None
 
     def spans_until(self, end_s: float) -> list[Span]:
         """Every span, those under way ending at ``end_s``."""

@@ -19,7 +19,8 @@ folder).
 - **other**: a quiet stretch (below) after the step's end or an evaluation's, longer than
   ``OTHER_MEDIANS`` median steps and ``MIN_SPAN_S``: an upload, a barrier, a sleep between steps.
 - **profiling**: gpudash's own profiler window starting, or stopping and writing its trace, at a
-  step's end (``ours``): neither the job's training nor its ``other``.
+  step's end (``ours``): neither the job's training nor its ``other`` (under ``MIN_SPAN_S``, part of
+  the step, as any span).
 
 Where each thread waits, asked for when a job stalls, is ``gpudash_job_stacks.py``'s.
 
@@ -266,6 +267,9 @@ class Phases:
             spans.insert(0, (CHECKPOINT, min(s for s, _ in saves), max(e for _, e in saves)))
         elif saves:
             spans = [(k, s, e) for k, s, e in spans if k != CHECKPOINT]
+        ours = [(s, e) for k, s, e in spans if k == PROFILING]
+        if ours and _measure(ours) < MIN_SPAN_S:  # gpudash's own work, short: part of the step, as a quick save is
+            spans = [(k, s, e) for k, s, e in spans if k != PROFILING]
         taken: list[tuple[float, float]] = []
         for kind in (PROFILING, CHECKPOINT, EVALUATION, COMPILE, OTHER):
             mine = [(s, e) for k, s, e in spans if k == kind]
