@@ -5,7 +5,9 @@ interval and verdict, the rounds paired):
   ones, each window, by kind — the windows without CUPTI's runtime and driver records against
   gpudash's GPU-only window, paired by round (a round: one window of each kind, in a row);
 - call C (``cost.jsonl``, comm_cost_probe.py): the DDP ResNet-50 step's speed under each variant,
-  the ranks' mean a run, paired by round.
+  the ranks' mean a run, paired by round;
+- call G where it has run (``callG/ddp_short.jsonl``, ``callG.sh``): a DDP of 3.9 ms steps bare,
+  with DDP's reference Python hook alone and under gpudash, paired by round.
 
 python docs/bench/h200x2-issue74e/summarize.py
 """
@@ -32,10 +34,10 @@ def json_lines(path: Path) -> list[dict[str, Any]]:
     second taking the first's tags (its round, whether under gpudash)."""
     out: list[dict[str, Any]] = []
     for line in path.read_text().splitlines():
-        for part in line.replace("}{", "}\n{").splitlines():
+        for part in line.replace("}JOB {", "}{").replace("}{", "}\n{").splitlines():
             row = json.loads(part)
             if "round" not in row and out:
-                row |= {key: out[-1][key] for key in ("round", "gpudash") if key in out[-1]}
+                row |= {key: out[-1][key] for key in ("round", "gpudash", "arm") if key in out[-1]}
             out.append(row)
     return out
 
@@ -61,6 +63,20 @@ def costs() -> dict[str, list[float]]:
     return out
 
 
+def short_steps() -> dict[str, list[float]]:
+    """Call G's arms, steps/s a round (the ranks' mean); {} where it has not run."""
+    path = HERE / "callG" / "ddp_short.jsonl"
+    if not path.exists():
+        return {}
+    runs: dict[tuple[str, int], list[float]] = defaultdict(list)
+    for row in json_lines(path):
+        runs[(row["arm"], row["round"])].append(float(row["steps_per_s"]))
+    out: dict[str, list[float]] = defaultdict(list)
+    for (arm, _round), values in sorted(runs.items(), key=lambda kv: kv[0][1]):
+        out[arm].append(statistics.fmean(values))
+    return out
+
+
 def main() -> None:
     kinds = windows()
     print(f"calls D-F: a traced step over an untraced one, {len(kinds['cuda'])} windows a kind, paired by round")
@@ -80,6 +96,10 @@ def main() -> None:
         ("builtin", "gpudash"),
     ):
         print(" ", ratio(f"{new} over {base}", speed[base], speed[new]).text)
+    if short := short_steps():
+        print("call G: a DDP of 3.9 ms steps (9 buckets), steps/s, rounds paired")
+        for arm in ("hook", "gpudash"):
+            print(" ", ratio(f"{arm} over bare", short["bare"], short[arm]).text)
 
 
 if __name__ == "__main__":
