@@ -267,6 +267,25 @@ def test_a_diagnosis_judged_with_the_machines_link_keeps_it_through_the_events_t
     assert "communication" in judged.after  # its remedies, read from the same details
 
 
+def test_a_windows_bus_bandwidth_is_weighed_against_the_link_on_its_line_as_the_diagnosis_does() -> None:
+    """The record's line of a profiler window ("… at 231 GB/s of bus bandwidth") gets the link's
+    share, as a diagnosis does, where the parent's NVML said the link; as it came where not, once."""
+    from gpudash.core.gpu_messages import GpuInfo
+    from gpudash.core.protocol import Event, EventKind
+    from gpudash.diagnosis.telemetry import RecentTicks
+
+    line = "5 steps traced; collectives: the data moves 0.451 ms a step (0.124 exposed) at 231 GB/s of bus bandwidth"
+    event = Event(1.0, EventKind.MEASURED, "trace", message=line, details={"comm_busbw_gbps": "231"})
+    ticks = RecentTicks()
+    assert ticks.linked(event) == event  # no link known
+    ticks.machine = GpuInfo(available=True, link="NVLink (18 links × 26.6 GB/s) 478 GB/s", link_gbps=478.116)
+    linked = ticks.linked(event)
+    assert linked.message.endswith("at 231 GB/s of bus bandwidth (48% of NVLink's 478 GB/s)")
+    assert linked.details["comm_link"].startswith("NVLink") and ticks.linked(linked) == linked  # once
+    unsized = Event(1.0, EventKind.MEASURED, "trace", message="5 steps traced, 41.3 ms/step", details={})
+    assert ticks.linked(unsized) == unsized
+
+
 def test_a_hostile_window_answer_is_read_without_raising(tmp_path: Path) -> None:
     """A job's answer is a hostile message: numbers too large for a float, NaN, negative step
     times and sizes of the wrong shape are dropped, never raised into the session's loop."""

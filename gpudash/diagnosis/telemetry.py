@@ -9,7 +9,7 @@ from collections import deque
 from collections.abc import Sequence
 
 from gpudash.core.gpu_messages import GpuInfo
-from gpudash.core.protocol import JOB_PREFIX, Event, GpuSample
+from gpudash.core.protocol import JOB_PREFIX, Event, EventKind, GpuSample
 from gpudash.diagnosis.advice import for_the_job
 from gpudash.diagnosis.evidence import WINDOW_START, Evidence
 from gpudash.diagnosis.rules import diagnose
@@ -46,6 +46,28 @@ def with_gpu_telemetry(event: Event, gpu: GpuSample | None, link: GpuInfo | None
     return dataclasses.replace(event, message=verdict.line(), details=details)
 
 
+TRACE = "trace"  # a profiler window's figures: the ``what`` of its "measured" event
+BUS_BANDWIDTH = " GB/s of bus bandwidth"  # what a trace event's line says its collectives' bandwidth with
+
+
+def with_link(event: Event, link: GpuInfo | None) -> Event:
+    """A profiler window's event whose collectives' bus bandwidth is weighed against the link between
+    the GPUs (the parent's NVML; the workload process has none): "231 GB/s of bus bandwidth (48% of
+    NVLink's 478 GB/s)" on its line, the link in its details; as it came where either is unknown."""
+    if event.kind != EventKind.MEASURED or event.what != TRACE or link is None or not link.link or not link.link_gbps:
+        return event
+    try:
+        gbps = float(event.details["comm_busbw_gbps"])
+    except (KeyError, ValueError):
+        return event
+    if BUS_BANDWIDTH not in event.message or "comm_link" in event.details:
+        return event
+    kind = link.link.split(" ", 1)[0]
+    share = f"{BUS_BANDWIDTH} ({100 * gbps / link.link_gbps:.0f}% of {kind}'s {link.link_gbps:,.0f} GB/s)"
+    details = {**event.details, "comm_link": link.link, "comm_link_gbps": f"{link.link_gbps:.4g}"}
+    return dataclasses.replace(event, message=event.message.replace(BUS_BANDWIDTH, share, 1), details=details)
+
+
 def tick_before_window(event: Event, ticks: Sequence[GpuSample]) -> GpuSample | None:
     """The newest NVML tick (of ``ticks``, oldest first) from before a diagnosis event's window
     began — the configuration's steady state, not the window's own seconds (a profiler's stop and
@@ -72,3 +94,7 @@ class RecentTicks:
     def judge(self, event: Event) -> Event:
         """A diagnosis event judged again with NVML's and GPM's figures from before its window."""
         return with_gpu_telemetry(event, tick_before_window(event, self._ticks), self.machine)
+
+    def linked(self, event: Event) -> Event:
+        """A profiler window's event with its bus bandwidth weighed against the link (``with_link``)."""
+        return with_link(event, self.machine)

@@ -175,6 +175,8 @@ class HeadlessRecording:
                     self._recent_gpu.add(msg)
                 elif isinstance(msg, Event) and msg.what == DIAGNOSIS and msg.kind == EventKind.MEASURED:
                     msg = with_remedies(self._recent_gpu.judge(msg))  # noqa: PLW2901 - NVML's figures, remedies
+                elif isinstance(msg, Event):
+                    msg = self._recent_gpu.linked(msg)  # noqa: PLW2901 - a window's bandwidth against the link
                 self._on_message(msg)
                 if isinstance(msg, Event):
                     self._on_event(msg)

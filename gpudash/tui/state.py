@@ -215,6 +215,8 @@ class DashState:
         self.tracker.on_gpu(g)
 
     def _on_event(self, e: Event) -> None:
+        self._recent_gpu.machine = self.gpu_info  # the link between the GPUs, for a bus bandwidth's share
+        e = self._recent_gpu.linked(e)  # a window's bandwidth against the link
         t = self._time(e.time_s)
         self.events.append(e)
         if e.kind == EventKind.MEASURED and e.what == "scaling":
