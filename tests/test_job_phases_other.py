@@ -32,7 +32,8 @@ from gpudash.job.phase_watch import PhaseWatch
 from gpudash.job.stalls import Stall
 from gpudash.job.steps import JobSamples, StepRecord
 from gpudash.recording.replay import ReplaySource, read_all
-from gpudash.report.load import PhaseRows
+from gpudash.report.command import phases_section
+from gpudash.report.load import PhaseRows, Run
 from gpudash.tui.phase_strip import legend, strip_row
 from gpudash.tui.phases import PhaseTimeline, Span
 from tests import printed
@@ -294,6 +295,9 @@ def test_profiling_is_said_as_gpudashs_and_left_out_of_goodputs_wall_time() -> N
     phases = rows.phases()
     assert phases is not None and phases.seconds[PROFILING] == pytest.approx(1.0)
     assert phases.goodput_pct == pytest.approx(100 * 4.0 / 5.0)
+    section = "\n".join(phases_section(Run(Path("r.csv"), "recording", {}, (), phases=phases)))
+    assert "training's share of the wall time less its profiling, not the job's own time): **80.0%**" in section
+    assert "| profiling | 1.0 | 16.7% |" in section  # of the whole wall time, as every row
 
 
 def _job_sample(t: float) -> Sample:

@@ -26,7 +26,7 @@ from typing import Any
 
 from gpudash.arguments import shared_flags
 from gpudash.arguments.argtypes import Parser, UsageError, check_out_dir, non_negative_float
-from gpudash.core.protocol import PHASES, ExitCode
+from gpudash.core.protocol import NOT_THE_JOBS, PHASES, ExitCode
 from gpudash.core.textfmt import clip, fmt_num, strip_controls
 from gpudash.report import compile_md, memory_md, sync_md, world
 from gpudash.report.ab import Pair, pairs, relative_table
@@ -159,11 +159,13 @@ def phases_section(run: Run) -> list[str]:
         return []
     goodput = "–" if p.goodput_pct is None else f"**{p.goodput_pct:.1f}%**"
     rows = [f"| {k} | {v:.1f} | {100 * v / p.wall_s:.1f}% |" for k, v in p.seconds.items() if v > 0 and p.wall_s > 0]
+    theirs = [k for k in NOT_THE_JOBS if p.seconds.get(k, 0.0) > 0]
+    less = f" less its {' and '.join(theirs)}, not the job's own time" if theirs else ""
     return [
         "### Wall time by phase",
         "",
-        f"Goodput (training's share of the wall time): {goodput} of {p.wall_s:.1f} s. The figures above are "
-        "over training steps alone.",
+        f"Goodput (training's share of the wall time{less}): {goodput} of {p.wall_s:.1f} s. The figures above "
+        "are over training steps alone.",
         "",
         "| phase | seconds | share |",
         "|---|--:|--:|",
