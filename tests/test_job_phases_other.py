@@ -25,9 +25,8 @@ from gpudash.core.protocol import (
     TRAINING,
     Event,
     EventKind,
-    Message,
-    Sample,
 )
+from gpudash.core.samples import Sample  # (the message kinds' own module)
 from gpudash.job.phase_watch import PhaseWatch
 from gpudash.job.stalls import Stall
 from gpudash.job.steps import JobSamples, StepRecord
@@ -284,7 +283,7 @@ def test_profiling_is_said_as_gpudashs_and_left_out_of_goodputs_wall_time() -> N
     timeline.on_sample(job_sample(6.0, 2.0, 4.0, batch=16))  # 4 s of training by 6 s
     assert timeline.goodput_pct(6.0) == pytest.approx(100 * 4.0 / 5.0)
     rows = PhaseRows()  # a recording without its sidecar: the same goodput
-    run: list[Message] = [
+    run: list[Event | Sample] = [
         Event(1.0, EventKind.PHASE, what=STARTUP, after="1.000", message="startup 1.00 s"),
         *(_job_sample(1.25 + 0.25 * i) for i in range(8)),
         Event(4.0, EventKind.PHASE, what=PROFILING, after="1.000", message="profiling 1.00 s"),

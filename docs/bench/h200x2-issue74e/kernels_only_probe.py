@@ -15,26 +15,21 @@ the windows, and the exported trace's events by category (what such a window sti
 
 from __future__ import annotations
 
-import argparse
 import collections
 import ctypes
 import json
 import os
-import statistics
 import sys
-import time
 from typing import Any
 
 import torch
 import torch.distributed as dist
 from torch.profiler import ProfilerActivity, profile
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
-from benchmarks.jobs.ddp_resnet_job import join_group, resnet50_ddp, warmed_step  # noqa: E402 - the repository's root first
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "h200x4-issue74d"))
+from window_probe import probe_setup, timed_window  # type: ignore[import-not-found,unused-ignore]  # noqa: E402 - its folder first
 
 KINDS = ("cuda", "kernels", "kernels-nocorr")
-GAP = 60  # untraced steps between windows
-TRACED = 5
 CUPTI_DRIVER, CUPTI_RUNTIME = 4, 5  # CUpti_ActivityKind (cupti_activity.h)
 
 
@@ -45,6 +40,13 @@ def libcupti() -> Any:
     if not paths:
         raise RuntimeError("no libcupti loaded")
     return ctypes.CDLL(sorted(paths)[0])
+
+
+def disable_api_records() -> list[int]:
+    """CUPTI's RUNTIME and DRIVER activity kinds disabled (the window started: Kineto enabled them);
+    each call's result."""
+    cupti = libcupti()
+    return [cupti.cuptiActivityDisable(CUPTI_RUNTIME), cupti.cuptiActivityDisable(CUPTI_DRIVER)]
 
 
 def profiler(kind: str) -> Any:
@@ -67,46 +69,13 @@ def categories(prof: Any, rank: int, kind: str) -> dict[str, int]:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser()
-    p.add_argument("--windows", type=int, default=3, help="of each kind")
-    args = p.parse_args()
-    os.environ.setdefault("TEARDOWN_CUPTI", "1")
-    rank, _world, device = join_group()
-    ddp, opt = resnet50_ddp(device, bucket_view=True)
-    step = warmed_step(ddp, opt, device)
-    plan = [kind for _ in range(args.windows) for kind in KINDS]
+    rank, step, plan = probe_setup(KINDS)
     for kind in plan:
-        marks = [time.perf_counter()]
-        for _ in range(GAP):
-            step()
-            marks.append(time.perf_counter())
-        untraced = [(b - a) * 1e3 for a, b in zip(marks[10:], marks[11:], strict=False)]
         prof = profiler(kind)
-        started = time.perf_counter()
-        prof.start()
-        disabled = []
-        if kind.startswith("kernels"):
-            cupti = libcupti()
-            disabled = [cupti.cuptiActivityDisable(CUPTI_RUNTIME), cupti.cuptiActivityDisable(CUPTI_DRIVER)]
-        traced = [time.perf_counter()]
-        for _ in range(TRACED):
-            step()
-            traced.append(time.perf_counter())
-        prof.stop()
-        stopped = time.perf_counter()
-        steps_ms = [(b - a) * 1e3 for a, b in zip(traced, traced[1:], strict=False)]
+        row = {"kind": kind, **timed_window(step, prof, disable_api_records if kind.startswith("kernels") else list)}
+        row["cupti_disable_results"] = row.pop("started")  # CUPTI_SUCCESS is 0
         if rank == 0:
-            row = {
-                "kind": kind,
-                "untraced_ms": statistics.median(untraced),
-                "traced_ms": [round(v, 2) for v in steps_ms],
-                "median_ratio": statistics.median(steps_ms) / statistics.median(untraced),
-                "start_ms": (traced[0] - started) * 1e3,
-                "stop_ms": (stopped - traced[-1]) * 1e3,
-                "cupti_disable_results": disabled,  # CUPTI_SUCCESS is 0
-                "categories": categories(prof, rank, kind),
-                "torch": torch.__version__,
-            }
+            row["categories"] = categories(prof, rank, kind)
             print(json.dumps(row), flush=True)
         del prof
         dist.barrier()

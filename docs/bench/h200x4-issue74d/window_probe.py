@@ -18,6 +18,7 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -44,42 +45,55 @@ def profiler(kind: str) -> Any:
     return profile(activities=activities)
 
 
-def main() -> None:
+def timed_window(step: Callable[[], None], prof: Any, started: Callable[[], Any] = lambda: None) -> dict[str, Any]:
+    """``GAP`` untraced steps, then ``TRACED`` under ``prof`` (``started()`` called once it runs, its
+    answer kept): each traced step's ms, the untraced steps' median (after 10), their ratios, and
+    the profiler's start and stop."""
+    marks = [time.perf_counter()]
+    for _ in range(GAP):
+        step()
+        marks.append(time.perf_counter())
+    untraced = [(b - a) * 1e3 for a, b in zip(marks[10:], marks[11:], strict=False)]
+    begun = time.perf_counter()
+    prof.start()
+    answer = started()
+    traced = [time.perf_counter()]
+    for _ in range(TRACED):
+        step()
+        traced.append(time.perf_counter())
+    prof.stop()
+    stopped = time.perf_counter()
+    steps_ms = [(b - a) * 1e3 for a, b in zip(traced, traced[1:], strict=False)]
+    return {
+        "untraced_ms": statistics.median(untraced),
+        "traced_ms": [round(v, 2) for v in steps_ms],
+        "median_ratio": statistics.median(steps_ms) / statistics.median(untraced),
+        "later_ratio": statistics.median(steps_ms[1:]) / statistics.median(untraced),
+        "start_ms": (traced[0] - begun) * 1e3,
+        "stop_ms": (stopped - traced[-1]) * 1e3,
+        "started": answer,
+        "torch": torch.__version__,
+    }
+
+
+def probe_setup(kinds: tuple[str, ...]) -> tuple[int, Callable[[], None], list[str]]:
+    """A probe's rank, its warmed DDP ResNet-50 step and its windows' kinds in order (``--windows``
+    of each, interleaved); ``TEARDOWN_CUPTI=1`` as gpudash sets it."""
     p = argparse.ArgumentParser()
     p.add_argument("--windows", type=int, default=3, help="of each kind")
     args = p.parse_args()
     os.environ.setdefault("TEARDOWN_CUPTI", "1")
     rank, _world, device = join_group()
     ddp, opt = resnet50_ddp(device, bucket_view=True)
-    step = warmed_step(ddp, opt, device)
-    plan = [kind for _ in range(args.windows) for kind in KINDS]
+    return rank, warmed_step(ddp, opt, device), [kind for _ in range(args.windows) for kind in kinds]
+
+
+def main() -> None:
+    rank, step, plan = probe_setup(KINDS)
     for kind in plan:
-        marks = [time.perf_counter()]
-        for _ in range(GAP):
-            step()
-            marks.append(time.perf_counter())
-        untraced = [(b - a) * 1e3 for a, b in zip(marks[10:], marks[11:], strict=False)]
         prof = profiler(kind)
-        started = time.perf_counter()
-        prof.start()
-        traced = [time.perf_counter()]
-        for _ in range(TRACED):
-            step()
-            traced.append(time.perf_counter())
-        prof.stop()
-        stopped = time.perf_counter()
-        steps_ms = [(b - a) * 1e3 for a, b in zip(traced, traced[1:], strict=False)]
+        row = {"kind": kind, **timed_window(step, prof)}
         if rank == 0:
-            row = {
-                "kind": kind,
-                "untraced_ms": statistics.median(untraced),
-                "traced_ms": [round(v, 2) for v in steps_ms],
-                "median_ratio": statistics.median(steps_ms) / statistics.median(untraced),
-                "later_ratio": statistics.median(steps_ms[1:]) / statistics.median(untraced),
-                "start_ms": (traced[0] - started) * 1e3,
-                "stop_ms": (stopped - traced[-1]) * 1e3,
-                "torch": torch.__version__,
-            }
             print(json.dumps(row), flush=True)
         del prof
     torch.cuda.synchronize()
