@@ -30,7 +30,7 @@ from gpudash.core.protocol import DIAGNOSIS, MEMORY, Event, EventKind, GpuSample
 from gpudash.core.running import NO_KNOBS, Running
 from gpudash.core.runstate import RunState
 from gpudash.diagnosis.remedies import has_evidence, with_remedies
-from gpudash.diagnosis.telemetry import RecentTicks
+from gpudash.diagnosis.telemetry import RecentTicks, with_link
 from gpudash.stats.comparison import Comparison, Estimate, Verdict, seconds_for_interval
 from gpudash.stats.energy import EnergyPerStep
 from gpudash.stats.segments import Segment, SegmentTracker, compare_segments, incomparable
@@ -215,8 +215,7 @@ class DashState:
         self.tracker.on_gpu(g)
 
     def _on_event(self, e: Event) -> None:
-        self._recent_gpu.machine = self.gpu_info  # the link between the GPUs, for a bus bandwidth's share
-        e = self._recent_gpu.linked(e)  # a window's bandwidth against the link
+        e = with_link(e, self.gpu_info)  # a window's bus bandwidth against the link between the GPUs
         t = self._time(e.time_s)
         self.events.append(e)
         if e.kind == EventKind.MEASURED and e.what == "scaling":
@@ -226,6 +225,7 @@ class DashState:
         if e.kind == EventKind.MEASURED and e.what == DIAGNOSIS:
             # NVML's and GPM's figures (the parent's) from before the window, the steady state; its
             # remedies in ``after``. A replayed one is as the CSV kept it: its line and its remedies
+            self._recent_gpu.machine = self.gpu_info  # the link, for its bus bandwidth's share
             self.last_diagnosis = with_remedies(self._recent_gpu.judge(e)) if has_evidence(e) else e
         elif e.kind in (EventKind.CHANGED, EventKind.STARTED):  # another configuration: its own diagnosis
             self.last_diagnosis = None  # ... and its own work
