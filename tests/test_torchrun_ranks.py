@@ -98,6 +98,21 @@ def test_diagnose_ends_every_rank_after_the_same_step_without_a_traceback(
     assert set(job_lines(done.stderr, numbers=False)) <= allowed, done.stderr[-3000:]
 
 
+def test_diagnose_of_a_rank_waiting_for_a_slower_one_says_that_wait_and_names_the_rank() -> None:
+    """Issue 74 on the CPU: rank 1 of 2 makes each batch 16 ms slower; rank 0's step waits for it in
+    DDP's all-reduce, and its verdict is that wait, for rank 1 (it read "the step's own arithmetic")."""
+    job = torchrun(2, "--steps", "100000", "--slow-rank", "1", "--item-ms", "2")
+    done = gpudash("diagnose", "--json", "--warmup", "1", "--no-check", "--", *job, timeout=TIMEOUT_S)
+    assert done.returncode == 0, done.stderr
+    verdict = json.loads(done.stdout)
+    evidence = verdict["evidence"]
+    assert verdict["bound"] == "waiting for another rank", verdict
+    assert verdict["why"].startswith("its collectives wait for rank 1 "), verdict["why"]
+    assert verdict["straggler_rank"] == evidence["straggler_rank"] == 1
+    assert evidence["straggler_wait_ms"] >= 0.25 * evidence["step_ms"], evidence
+    assert verdict["remedies"][0]["limit"] == "waiting", verdict["remedies"]
+
+
 def test_record_steps_ends_every_rank_after_the_same_step_before_the_jobs_first_rate(tmp_path: Path) -> None:
     """``record --steps 30`` of a 2-rank job at a few hundred steps a second: no rate yet when it
     ends, so the step every rank ends after is a second of its median step ahead (at 3 steps

@@ -65,6 +65,8 @@ class Evidence:
     comm_link: str | None = None  # NVML, added by the parent: the link between the GPUs and its peak one way
     comm_link_gbps: float | None = None  # ... that peak, GB/s
     comm_longest_ms: float | None = None  # untraced: a step's longest collective from this rank's arrival (mean)
+    straggler_rank: int | None = None  # untraced: the rank the ranks' own work names (``ranks.own_work``) ...
+    straggler_wait_ms: float | None = None  # ... and this rank's wait for it in the collectives, ms a step (0: it is)
     host_wait_ms: float | None = None  # profiler window: of the host's step, the time in calls that wait for the GPU
     host_gaps_ms: float | None = None  # ... and outside torch, in stretches of 1 ms or more (a sleep, I/O, Python)
     traced_step_ms: float | None = None  # profiler window: a step's wall time under the profiler
@@ -84,6 +86,14 @@ class Evidence:
     def queued(self) -> bool:
         """Launched work waits ``QUEUED_US`` or more in the GPU's queue: the host runs ahead of a busy GPU."""
         return self.launch_delay_us is not None and self.launch_delay_us >= QUEUED_US
+
+    @property
+    def waited_rank(self) -> int | None:
+        """The rank this rank's collectives wait for: the straggler named by the ranks' untraced own
+        work where it is another, else the one the matched windows found last (None: neither)."""
+        if self.straggler_rank is not None and self.straggler_wait_ms:
+            return self.straggler_rank
+        return self.comm_last_rank
 
     def details(self) -> dict[str, str]:
         """As an event's text details (``diag_`` + field; absent when unmeasured)."""
@@ -119,7 +129,7 @@ _TEXT = (
     "comm_transfer_kinds",
     "comm_link",
 )  # Evidence's text fields
-_INT = ("steps", "comm_last_rank", "input_workers")  # ... and its whole numbers
+_INT = ("steps", "comm_last_rank", "input_workers", "straggler_rank")  # ... and its whole numbers
 
 
 def job_settings(text: str) -> dict[str, str]:

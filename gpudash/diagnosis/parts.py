@@ -12,7 +12,12 @@ exposed *transfer* — where the ranks' windows were matched (``gpudash.engine.c
 part of the data's movement no computation hid, and beside it the exposed *wait* for the rank that
 arrived last — never more than the untraced steps' longest collective from the rank's arrival (a
 profiler window slows the ranks unevenly and pulls them apart: its wait is the window's, not the
-job's); where they were not (one rank's window), the collectives' exposed time, all of it.
+job's); where they were not (one rank's window), the collectives' exposed time, all of it. Where
+the ranks' untraced own work names a straggler (``gpudash.ranks.own_work``), the wait is this
+rank's untraced wait for it — measured where it happens, on the GPU's stream with NCCL, on the
+host with gloo — not a window's. Without GPU figures (the CPU, or a job that ended before its
+window) the step's own work is the host's, its collectives (the untraced longest, from this rank's
+arrival: gloo's run on the host) apart.
 
 The step is its input wait plus the longer of the host's work and the GPU's (computation and
 exposed collectives), a sync adding the GPU's time to the host's. The verdict leaves out the
@@ -43,14 +48,15 @@ OUTSIDE_SHARE = 0.5  # of the host's own work outside torch (stretches of 1 ms o
 OUTSIDE_NOTED = 0.25  # ... said beside a launching verdict from this share (DDP steps that sleep not read 6-7 ms)
 
 
-def outside_torch_ms(e: Evidence, host: float | None) -> float | None:
+def outside_torch_ms(e: Evidence, host: float | None, less: float = 0.0) -> float | None:
     """Of the host's own work a step (``host``, untraced), the time outside torch in stretches of a
     millisecond or more (a sleep, a read, the script's Python: ``Evidence.host_gaps_ms``) less the
-    wait for the next batch (a step's marker holds it: the loader's queue is outside torch too),
-    never more than that work; None where not measured."""
+    wait for the next batch (a step's marker holds it: the loader's queue is outside torch too) and
+    ``less`` (on the CPU, the collectives: a gloo wait is no operator), never more than that work;
+    None where not measured."""
     if e.host_gaps_ms is None or host is None:
         return None
-    return min(max(0.0, e.host_gaps_ms - e.input_ms), host)
+    return min(max(0.0, e.host_gaps_ms - e.input_ms - less), host)
 
 
 @dataclass(frozen=True)
@@ -62,25 +68,20 @@ class Parts:
     host: float | None  # the host's own work a step, its waits for the GPU left out
     gpu: float | None  # the GPU's computation a step: its busy time less the exposed collectives
     comm: float | None  # the collectives' exposed transfer a step (their exposed time where not matched)
-    wait: float | None  # of the exposed collectives, the wait for the rank that arrives last (None: not matched)
+    wait: float | None  # of the exposed collectives, the wait for the rank that arrives last (None: not measured)
     syncs: bool  # the host waits for the GPU inside the step
     queued: bool = False  # launched work waits in the GPU's queue: the host runs ahead
 
     @classmethod
     def of(cls, e: Evidence) -> Parts:
         loop = max(e.step_ms - e.input_ms, 0.0)
+        comm, wait = _collectives(e)
         host: float | None = None
         if (own := host_own_ms(e)) is not None:
             slowed = e.traced_step_ms / e.step_ms if e.traced_step_ms and e.step_ms > 0 else 1.0
             host = min(own / max(1.0, slowed), loop)
-        elif e.gpu_ms_per_step is None:  # the CPU: the step's own work is the host's
-            host = loop
-        matched = e.comm_transfer_exposed_ms is not None
-        comm = e.comm_transfer_exposed_ms if matched else e.comm_exposed_ms
-        comm = None if comm is None else min(comm, e.step_ms)
-        wait = min(e.comm_wait_ms or 0.0, e.step_ms) if matched else None
-        if wait is not None and e.comm_longest_ms is not None:  # never more than the untraced steps waited
-            wait = min(wait, e.comm_longest_ms)
+        elif e.gpu_ms_per_step is None:  # no GPU figures: the step's own work, its collectives left out
+            host = max(0.0, loop - (comm or 0.0) - (wait or 0.0))
         busy = e.gpu_ms_per_step
         if busy is None and e.gpu_busy_pct is not None:  # the busy share alone: of the untraced step
             busy = e.gpu_busy_pct / 100.0 * e.step_ms
@@ -95,9 +96,10 @@ class Parts:
 
     def weighed(self) -> dict[str, float]:
         """The parts the verdict weighs: the input wait, the host's own work where launched work does
-        not queue, the GPU's computation, the exposed transfer and the exposed wait."""
+        not queue (without GPU figures, the step's own work), the GPU's computation, the exposed
+        transfer and the exposed wait."""
         parts = {INPUT: self.input}
-        if self.host is not None and not self.queued and self.gpu is not None:
+        if self.host is not None and not self.queued:
             parts[HOST] = self.host
         if self.gpu is not None:
             parts[GPU] = self.gpu
@@ -134,3 +136,24 @@ class Parts:
         if after is None or after.step <= 0 or self.step / after.step < SHOWN_FROM:
             return None
         return self.step / after.step, after
+
+
+def _collectives(e: Evidence) -> tuple[float | None, float | None]:
+    """The collectives' exposed transfer and the wait for the last rank, ms a step (None: not
+    measured). The wait is the untraced one where the ranks' own work names a straggler
+    (``Evidence.straggler_wait_ms``: a profiler window pulls the ranks apart), else the matched
+    windows' — never more than the untraced steps' longest collective. Without a window's
+    collectives (the CPU, or none yet) the transfer is the untraced steps' longest collective from
+    this rank's arrival, less that wait: gloo's run on the host, and their time is the step's."""
+    matched = e.comm_transfer_exposed_ms is not None
+    comm = e.comm_transfer_exposed_ms if matched else e.comm_exposed_ms
+    wait = min(e.comm_wait_ms or 0.0, e.step_ms) if matched else None
+    if wait is not None and e.comm_longest_ms is not None:  # never more than the untraced steps waited
+        wait = min(wait, e.comm_longest_ms)
+    if e.straggler_wait_ms is not None:
+        if comm is not None and not matched:  # one rank's window: its exposed time holds the wait too
+            comm = max(0.0, comm - e.straggler_wait_ms)
+        wait = min(e.straggler_wait_ms, e.step_ms)
+    if comm is None and e.gpu_busy_pct is None and e.comm_longest_ms is not None:
+        comm = max(0.0, e.comm_longest_ms - (wait or 0.0))
+    return (None if comm is None else min(comm, e.step_ms)), wait

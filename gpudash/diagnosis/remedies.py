@@ -69,7 +69,7 @@ def _worth(
     for limit in LIMIT_WORDS:
         if limit == leave or (got := parts.worth(limit)) is None:
             continue
-        up = capped_up_to(limit, got[0], checks, e.comm_last_rank)
+        up = capped_up_to(limit, got[0], checks, e.waited_rank)
         if up >= SHOWN_FROM:
             found.append((limit, (up, got[1])))
     found.sort(key=lambda item: item[1][0], reverse=True)

@@ -4,12 +4,14 @@ a verdict or None; the first verdict is the diagnosis. The rules, in order:
 
 1. **input-bound**: at least ``INPUT_SHARE`` of the step waits for the next batch;
 2. **waiting for another rank** (data-parallel runs): the exposed *wait* for the rank that arrives
-   last (NCCL's kernels spinning until it comes: a straggler, or ranks taking turns) at least
-   ``COMM_SHARE`` of the step and more than the exposed transfer — however long this rank's own
-   work, its step waits for that rank; else **communication-bound**: the collectives' exposed
+   last (NCCL's kernels spinning until it comes: a straggler, or ranks taking turns; where the
+   ranks' untraced own work names a straggler, this rank's untraced wait for it, on the GPU or on
+   the CPU) at least ``COMM_SHARE`` of the step and more than the exposed transfer — however long
+   this rank's own work, its step waits for that rank; else **communication-bound**: the collectives' exposed
    *transfer* — the data's movement, from the last rank's arrival on, with no computation kernel
    beside it (matched across the ranks' windows: ``gpudash.engine.comm_split``; one rank's window:
-   all their exposed time) — at least ``COMM_SHARE`` of the step and its largest part
+   all their exposed time; on the CPU, the untraced steps' longest collective less the wait) — at
+   least ``COMM_SHARE`` of the step and its largest part
    (``parts.Parts.weighed``). Checked right after input-bound: before sync-bound (FSDP2 on 2 H200s,
    collectives exposed 10.0 of 15.6 ms, 2 syncs a step, was called sync-bound) and GPU-bound, whose
    busy time counts those kernels too (on 2 H200s a rank waiting 24 ms of its 56 ms step for a late
@@ -72,7 +74,7 @@ def communication_bound(e: Evidence) -> Diagnosis | None:
     """Rule 2: the exposed wait for the last rank, at least ``COMM_SHARE`` of the step and more than
     the exposed transfer (this rank's own work, however long, is not what its step waits for); else
     the exposed transfer, at least ``COMM_SHARE`` of the step and its largest part."""
-    if e.gpu_busy_pct is None or e.step_ms <= 0:
+    if e.step_ms <= 0:
         return None
     parts = Parts.of(e).weighed()
     wait = parts.get(WAIT, 0.0)
@@ -83,20 +85,24 @@ def communication_bound(e: Evidence) -> Diagnosis | None:
         return None
     ms = parts[largest]
     kinds = ", ".join(f"{kind} {_ms(each)}" for kind, each in comm_kinds(e).items() if each >= 0.01 * ms)
+    share = f"{100 * ms / e.step_ms:.0f}% of each step ({_ms(ms)} of {_ms(e.step_ms)} ms"
+    if e.gpu_busy_pct is None:  # untraced: gloo's on the host, or a GPU job without its window
+        return _verdict(Bound.COMM, f"its collectives take {share}, from this rank's arrival to their end)")
     what = "the collectives move data" if e.comm_transfer_exposed_ms is not None else "collectives run"
     return _verdict(  # "… 41% of each step (14.1 of 34.3 ms: all-reduce 12.0, reduce-scatter 2.1)"
-        Bound.COMM,
-        f"{what} with nothing else on the GPU {100 * ms / e.step_ms:.0f}% of each step "
-        f"({_ms(ms)} of {_ms(e.step_ms)} ms{': ' + kinds if kinds else ''}){_bandwidth(e)}",
+        Bound.COMM, f"{what} with nothing else on the GPU {share}{': ' + kinds if kinds else ''}){_bandwidth(e)}"
     )
 
 
 def _waiting(e: Evidence, ms: float) -> str:
-    """The wait for the last rank, in words: for whom, and what the transfer itself takes."""
-    whom = f"rank {e.comm_last_rank}" if e.comm_last_rank is not None else "whichever rank comes last (they take turns)"
+    """The wait for the last rank, in words: for whom, where it was measured, and what the transfer
+    itself takes."""
+    rank = e.waited_rank
+    whom = f"rank {rank}" if rank is not None else "whichever rank comes last (they take turns)"
     moved = f"; the data itself moves in {_ms(e.comm_transfer_ms)} ms" if e.comm_transfer_ms is not None else ""
+    where = " with nothing else on the GPU" if e.straggler_wait_ms is None else ""  # else untraced: its steps'
     return (
-        f"its collectives wait for {whom} with nothing else on the GPU {100 * ms / e.step_ms:.0f}% of each step "
+        f"its collectives wait for {whom}{where} {100 * ms / e.step_ms:.0f}% of each step "
         f"({_ms(ms)} of {_ms(e.step_ms)} ms){moved}{_bandwidth(e)}"
     )
 
@@ -128,11 +134,13 @@ def cpu_bound(e: Evidence) -> Diagnosis | None:
     """Rule 4: no GPU figures: the step's own arithmetic on the CPU."""
     if e.gpu_busy_pct is not None:
         return None
+    parts = Parts.of(e)
     loop = max(e.step_ms - e.input_ms, 0.0)
-    outside = outside_torch_ms(e, loop)
-    if loop > 0 and outside is not None and outside >= OUTSIDE_SHARE * loop:
+    own = loop if parts.host is None else parts.host  # its collectives apart (gloo's wait is no operator)
+    outside = outside_torch_ms(e, own, less=parts.collectives)
+    if own > 0 and outside is not None and outside >= OUTSIDE_SHARE * own:
         why = (
-            f"{_ms(outside)} of its {_ms(loop)} ms a step is outside torch, in stretches of 1 ms or more "
+            f"{_ms(outside)} of its {_ms(own)} ms a step is outside torch, in stretches of 1 ms or more "
             f"(the script's own work: a sleep, a read, logging, Python)"
         )
         return Diagnosis(Bound.CPU, why, CPU_OUTSIDE_TORCH, OUTSIDE_TORCH)  # no CUDA graph is the question

@@ -1,6 +1,7 @@
 """A profiler window's Chrome trace read within a memory bound: streamed, an event at a time, and
 only what the window's figures use (``gpudash.engine.trace_figures``: device activity, the host's
-step and stage ranges, kernel launches), each event slimmed to the keys they read.
+step and stage ranges, kernel launches; in a window without device activity, a CPU job's, the
+host's operators), each event slimmed to the keys they read.
 
 A trace of a step of thousands of small operators runs to hundreds of MB; read whole, it takes
 several times that in memory. ``read_bounded`` reads it twice, streaming: first the step markers
@@ -38,9 +39,11 @@ class BoundedTrace:
         return self.steps < self.steps_in_file
 
 
-def _kept(e: dict[str, Any]) -> bool:
+def _kept(e: dict[str, Any], host_ops: bool = False) -> bool:
+    """Whether the figures read ``e`` (``host_ops``: the host's operators too — a window without
+    device activity, a CPU job's, whose time outside torch they tell)."""
     cat = e.get("cat")
-    if cat in DEVICE_CATEGORIES or cat == "user_annotation":
+    if cat in DEVICE_CATEGORIES or cat == "user_annotation" or (host_ops and cat == "cpu_op"):
         return True
     return cat == "cuda_runtime" and (e.get("name") in LAUNCH_NAMES or e.get("name") in WAIT_NAMES)
 
@@ -102,12 +105,17 @@ def read_bounded(path: str | Path, max_events: int = MAX_EVENTS) -> BoundedTrace
     """The window's events within ``max_events``: all of them, or those before the first step that
     would not fit (whole steps; at least one)."""
     marks: list[float] = []
-    kept = 0
+    kept = host_ops = 0
+    device = False  # a GPU's window (its activity, its CUDA calls); else the CPU's
     for e in stream_events(path):
         if _kept(e):
             kept += 1
             if e.get("cat") == "user_annotation" and e.get("name") == STEP_MARKER and "ts" in e:
                 marks.append(float(e["ts"]))
+        host_ops += e.get("cat") == "cpu_op"
+        device = device or e.get("cat") in DEVICE_CATEGORIES or e.get("cat") == "cuda_runtime"
+    if not device:  # the CPU's: its host operators are what the figures read
+        kept += host_ops
     marks.sort()
     steps = len(marks)
     cutoff = float("inf")
@@ -116,7 +124,7 @@ def read_bounded(path: str | Path, max_events: int = MAX_EVENTS) -> BoundedTrace
         cutoff = marks[steps] if steps < len(marks) else cutoff
     out = BoundedTrace(steps=steps, steps_in_file=len(marks))
     for e in stream_events(path):
-        if _kept(e) and float(e.get("ts", 0.0)) < cutoff:
+        if _kept(e, host_ops=not device) and float(e.get("ts", 0.0)) < cutoff:
             out.events.append(_slim(e))
             if len(out.events) >= max_events:
                 break

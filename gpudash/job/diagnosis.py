@@ -1,6 +1,7 @@
 """A diagnosis of the user's job, made passively over its own steps: a warm-up (until the step time
-settles), an untraced window (wall time per step, the input wait, the syncs), then on a GPU a
-profiler window of as many steps inside the job; the same rules as for every run
+settles), an untraced window (wall time per step, the input wait, the syncs), then a profiler
+window of as many steps inside the job (on the CPU too: the host's time outside torch is read from
+it); the same rules as for every run
 (``gpudash.diagnosis.rules``). Torch-free.
 """
 
@@ -44,7 +45,6 @@ class JobDiagnosis:
 
     steps: int
     asked_at: float  # monotonic
-    on_cuda: bool
     phase: str = "warm-up"
     warm_ms: list[float] = field(default_factory=list)
     timed: list[StepRecord] = field(default_factory=list)
@@ -75,7 +75,7 @@ class JobDiagnosis:
                     busy, count = self.workers.share()
                     if count:
                         self.timed_evidence = replace(self.timed_evidence, input_workers=count, input_workers_busy=busy)
-                self.phase = "traced" if self.on_cuda else "done"
+                self.phase = "traced"  # on the CPU too: its time outside torch is the window's
                 return self.phase
         return None
 
@@ -153,6 +153,7 @@ class VerdictContext:
     comm: RankComm | None = None  # the lead rank's collectives matched across the ranks' windows
     straggler: str = ""  # a data-parallel job's straggler line, by the ranks' untraced own work ("" for one rank)
     straggler_rank: int | None = None  # ... the rank it names (None: none named)
+    straggler_wait_ms: float | None = None  # ... and how long the lead rank waits for it a step (0: the lead is it)
     compiles: CompileTable | None = None  # a compiled job's compiles so far
     training_s: float = 0.0  # the run's training seconds so far (compiles left out) ...
     steps: int = 0  # ... over this many steps
@@ -165,6 +166,8 @@ def verdict_event(
     figures (``fig`` None: none), its details the run's ``config`` and every figure it rests on; a job
     that keeps recompiling is compile-bound first (the window's verdict then said in ``steady``)."""
     untraced = replace(timed, sync_sites=known.sites, dtype=known.dtype, job_settings=known.settings)
+    if known.straggler_rank is not None and known.straggler_wait_ms is not None:  # the untraced wait: the rules'
+        untraced = replace(untraced, straggler_rank=known.straggler_rank, straggler_wait_ms=known.straggler_wait_ms)
     evidence = with_trace(untraced, fig, known.comm)
     steady = job_verdict(evidence)
     verdict = compile_bound(known.compiles, known.training_s, known.steps) or steady

@@ -99,7 +99,7 @@ class SessionWindows:
     # -- a diagnosis -------------------------------------------------------------------------------
     def diagnose(self, steps: int) -> None:
         """A diagnosis over the job's next steps, from now."""
-        self.diagnosis = JobDiagnosis(steps, time.monotonic(), self.parts.rank_table.on_cuda)
+        self.diagnosis = JobDiagnosis(steps, time.monotonic())
         self.diagnosis.workers = WorkerBusy(os.getpid())
 
     def step(self, record: StepRecord, now: float) -> None:
@@ -138,15 +138,14 @@ class SessionWindows:
         if isinstance(evidence, str):
             return evidence
         note = f"over the {evidence.steps} steps it ran after its warm-up: the job ended before the diagnosis window"
-        return self._verdict(
-            evidence, None, note=note + ("; no profiler window" if self.parts.rank_table.on_cuda else "")
-        )
+        return self._verdict(evidence, None, note=note + "; no profiler window")
 
     def _verdict(self, timed: Evidence, fig: Any, note: str = "", comm: RankComm | None = None) -> Event:
         """The diagnosis event of the untraced window's evidence and the profiler window's figures
         (``fig`` None: none), with what the job already does and the counted step's dtype."""
         p = self.parts
         count = p.samples.count
+        ranks = p.world.stragglers.run_verdict()
         known = VerdictContext(
             dtype=(count.details.get("dtype") or None) if count is not None else None,
             settings=str(p.rank_table.lead_first.get("settings") or "") or None,
@@ -157,8 +156,9 @@ class SessionWindows:
             compiles=p.compiles.table,
             training_s=p.watch.phases.totals(time.monotonic()).get(TRAINING, 0.0),
             steps=p.samples.steps,
-            straggler=ranks.words if (ranks := p.world.stragglers.run_verdict()) is not None else "",
+            straggler=ranks.words if ranks is not None else "",
             straggler_rank=ranks.rank if ranks is not None else None,
+            straggler_wait_ms=ranks.wait_of(p.rank_table.lead) if ranks is not None else None,
         )
         event = verdict_event(time.monotonic() - p.t0, timed, fig, known, p.config_details(), note)
         self.out.messages.append(event)

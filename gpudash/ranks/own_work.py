@@ -42,6 +42,17 @@ class StragglerVerdict:
     ranks: tuple[RankWork, ...] = ()
     short: str = ""  # the same for a line of its own: "straggler rank 2: own work 19 ms vs 2.5 ms"
 
+    def wait_of(self, rank: int) -> float | None:
+        """How long ``rank`` waits for the straggler in the collectives, ms a step: its collectives'
+        time less the straggler's own (the data's movement, which every rank spends); 0 for the
+        straggler itself; None where no rank is named or ``rank``'s figures are not among these."""
+        if self.rank is None:
+            return None
+        works = {w.rank: w for w in self.ranks}
+        if rank not in works or self.rank not in works:
+            return None
+        return 0.0 if rank == self.rank else max(0.0, works[rank].comm_ms - works[self.rank].comm_ms)
+
 
 def rank_work(rank: int, own_ms: list[float], comm_ms: list[float]) -> RankWork | None:
     """A rank's figures from its per-step (or per-window) own work and collective times: the mean,

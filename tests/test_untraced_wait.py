@@ -1,0 +1,148 @@
+"""Issue 74: the wait for a straggler is the ranks' untraced one — measured where it happens (gloo's
+on the host, NCCL's on the GPU's stream), not a profiler window's — and it is the verdict wherever
+it is the step's largest part: on the CPU as on GPUs. On the CPU the collectives are a part of the
+step (not "the step's own arithmetic"), and the time outside torch is read from a window there too."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from gpudash.diagnosis.checks import ONE_RANK, Check
+from gpudash.diagnosis.evidence import Evidence
+from gpudash.diagnosis.remedies import remedies
+from gpudash.diagnosis.rules import diagnose
+from gpudash.diagnosis.verdict import OUTSIDE_TORCH, Bound
+from gpudash.engine.comm_split import RankComm
+from gpudash.engine.trace_figures import with_comm
+from gpudash.engine.trace_read import read_bounded
+from gpudash.job.diagnosis import JobDiagnosis, VerdictContext, verdict_event
+from gpudash.job.steps import StepRecord
+from gpudash.ranks.own_work import RankWork, judge
+from gpudash.stats.comparison import Comparison, Verdict
+
+SETTINGS = "num_workers=0,pin_memory=False,site=/t/train.py:15,ddp_bucket_cap_mb=25,ddp_gradient_as_bucket_view=False"
+
+
+def _cpu(**fields: object) -> Evidence:
+    """Rank 0 of a gloo DDP job on the CPU: a step of 26.8 ms whose longest collective, from its
+    arrival, took 23.5 ms (what ``diagnose`` measured of ``--slow 2`` on three ranks)."""
+    base = Evidence(steps=30, step_ms=26.8, input_ms=0.5, comm_longest_ms=23.5, job_settings=SETTINGS, cpus=2)
+    return replace(base, **fields)  # type: ignore[arg-type]
+
+
+def test_the_lead_ranks_wait_for_the_straggler_is_its_collectives_less_the_straggler_s_own() -> None:
+    works = [RankWork(0, 3.4, 0.2, 23.4, 30), RankWork(1, 3.5, 0.2, 23.2, 30), RankWork(2, 23.7, 0.3, 3.1, 30)]
+    verdict = judge(works)
+    assert verdict is not None and verdict.rank == 2
+    assert verdict.wait_of(0) == pytest.approx(20.3) and verdict.wait_of(1) == pytest.approx(20.1)
+    assert verdict.wait_of(2) == 0.0  # the straggler waits for no one
+    assert verdict.wait_of(5) is None  # a rank it has no figures of
+    even = judge([RankWork(0, 3.4, 0.3, 3.0, 30), RankWork(1, 3.45, 0.3, 3.0, 30)])
+    assert even is not None and even.rank is None and even.wait_of(0) is None  # no rank named: no wait said
+
+
+def test_on_the_cpu_a_rank_waiting_for_a_straggler_is_waiting_not_the_steps_own_arithmetic() -> None:
+    e = _cpu(straggler_rank=2, straggler_wait_ms=20.3)
+    verdict = diagnose(e)
+    assert verdict.bound == Bound.WAIT, verdict.line()
+    assert verdict.why == "its collectives wait for rank 2 76% of each step (20.3 of 26.8 ms)"
+    found = {r.limit: r.up_to for r in remedies(e, verdict.bound, script=True)}
+    assert found["waiting"] == pytest.approx(26.8 / (26.8 - 20.3))
+    # before: no GPU figures, so the step's own arithmetic, all 26.8 ms of it
+    assert diagnose(replace(e, straggler_rank=None, straggler_wait_ms=None, comm_longest_ms=None)).bound == Bound.CPU
+
+
+def test_the_one_rank_check_caps_the_wait_for_another_rank_but_not_for_rank_0() -> None:
+    """A waiting remedy is capped by the one-rank check unless the rank waited for is rank 0 (which
+    keeps its extra work alone): the straggler the untraced own work names is the one weighed."""
+    one_rank = Check(ONE_RANK, "1 rank", Comparison(2.0, 1.8, 2.2, Verdict.FASTER), 10.0, 20.0, world=3)
+    late_2 = _cpu(straggler_rank=2, straggler_wait_ms=20.3)
+    (wait,) = [r for r in remedies(late_2, Bound.WAIT, True, [one_rank]) if r.limit == "waiting"]
+    assert wait.up_to == pytest.approx(2.2)
+    late_0 = replace(late_2, straggler_rank=0)  # a rank 1 waiting for rank 0 (its evidence, were it the lead)
+    (wait,) = [r for r in remedies(late_0, Bound.WAIT, True, [one_rank]) if r.limit == "waiting"]
+    assert wait.up_to == pytest.approx(26.8 / (26.8 - 20.3))
+
+
+def test_on_the_cpu_even_ranks_whose_collectives_take_most_of_the_step_are_communication_bound() -> None:
+    """Three ranks on two CPUs: 4.46 ms of a 6.76 ms step in gloo's collectives, no straggler."""
+    e = Evidence(steps=635, step_ms=6.76, input_ms=0.32, comm_longest_ms=4.46, job_settings=SETTINGS)
+    verdict = diagnose(e)
+    assert verdict.bound == Bound.COMM, verdict.line()
+    assert verdict.why == "its collectives take 66% of each step (4.5 of 6.8 ms, from this rank's arrival to their end)"
+    (comm,) = [r for r in remedies(e, verdict.bound, script=True) if r.limit.startswith("communication")]
+    assert comm.up_to == pytest.approx(6.76 / (6.76 - 4.46))
+    assert "bucket_cap_mb=100 (now 25)" in comm.advice
+    small = replace(e, comm_longest_ms=1.0)  # a sliver of the step: its own work is the verdict's
+    assert diagnose(small).bound == Bound.CPU
+
+
+def test_the_straggler_itself_is_judged_by_its_own_step_its_collectives_apart() -> None:
+    """Rank 0 sleeping 20 ms a step on the CPU, the others waiting for it: 23.5 ms outside torch in
+    its window, of which 3.3 ms is its own collectives (a gloo wait is no operator)."""
+    late = {"straggler_rank": 0, "straggler_wait_ms": 0.0}
+    e = _cpu(step_ms=25.1, input_ms=0.4, comm_longest_ms=3.3, host_gaps_ms=23.5, **late)
+    verdict = diagnose(e)
+    assert verdict.bound == Bound.CPU and verdict.case == OUTSIDE_TORCH, verdict.line()
+    assert verdict.why.startswith("19.8 of its 21.4 ms a step is outside torch")
+
+
+def test_on_gpus_the_untraced_wait_outweighs_a_distorted_windows() -> None:
+    """A window whose ranks it pulled apart: its matched wait 18.8 ms (within the untraced longest
+    collective, 19.5 ms), the untraced steps naming no straggler — waiting; the ranks' own work
+    naming rank 1 the straggler with rank 0 waiting 0.4 ms for it — not waiting (the window's wait
+    is the window's); 24 ms — waiting for rank 1, whichever rank the window saw last."""
+    base = Evidence(30, 42.0, 0.0, syncs_per_step=0.0, launch_delay_us=15.0, gpu_busy_pct=95.0, gpu_ms_per_step=32.0)
+    base = replace(base, host_ms_per_step=10.0, traced_step_ms=42.0, comm_longest_ms=19.5)
+    window = with_comm(base, RankComm(0.46, 0.3, 20.0, 18.8, {}, 0, 28))
+    assert diagnose(window).bound == Bound.WAIT and "rank 0" in diagnose(window).why
+    barely = diagnose(replace(window, straggler_rank=1, straggler_wait_ms=0.4))
+    assert barely.bound != Bound.WAIT, barely.line()
+    late_1 = diagnose(replace(window, comm_longest_ms=25.0, straggler_rank=1, straggler_wait_ms=24.0))
+    assert late_1.bound == Bound.WAIT and late_1.why.startswith("its collectives wait for rank 1 57% of each step")
+    assert "nothing else on the GPU" not in late_1.why  # untraced: not a window's kernels
+
+
+def test_the_verdict_event_carries_the_untraced_wait_and_reads_back() -> None:
+    known = VerdictContext(straggler="straggler: rank 2 — …", straggler_rank=2, straggler_wait_ms=20.3)
+    event = verdict_event(30.0, _cpu(), None, known, {"workload": "job:train.py"})
+    assert event.details["bound"] == str(Bound.WAIT)
+    evidence = Evidence.from_details(event.details)
+    assert evidence.straggler_rank == 2 and evidence.straggler_wait_ms == pytest.approx(20.3)
+    assert evidence.waited_rank == 2
+    named_only = verdict_event(30.0, _cpu(), None, VerdictContext(straggler_rank=2), {})
+    assert "diag_straggler_rank" not in named_only.details  # no wait measured: nothing said of it
+
+
+def test_a_jobs_diagnosis_takes_its_profiler_window_on_the_cpu_too() -> None:
+    d = JobDiagnosis(steps=3, asked_at=0.0)
+    phases = [d.add(StepRecord(k, 0.01 * k, 10.0, 8, 0, 0.0, None, False, 0.01), now=100.0) for k in range(1, 6)]
+    assert phases == ["timed", None, None, None, "traced"]  # the warm-up out of time, then 3 timed steps
+
+
+def _trace(path: Path, device: bool) -> None:
+    """Two steps of 10 ms, each with 2 ms of operators and 8 ms of nothing of torch's (a sleep);
+    ``device``: a kernel beside them (a GPU's window)."""
+    events: list[dict[str, object]] = []
+    for step in range(2):
+        t0 = 10_000.0 * step
+        events.append({"ph": "X", "cat": "user_annotation", "name": "gpudash.step", "ts": t0, "dur": 10_000.0})
+        events.append({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": t0 + 100.0, "dur": 2_000.0})
+        if device:
+            events.append({"ph": "X", "cat": "kernel", "name": "gemm", "ts": t0 + 200.0, "dur": 1_000.0})
+    path.write_text(json.dumps({"traceEvents": events}))
+
+
+def test_a_cpu_windows_host_operators_are_read_and_a_gpu_windows_are_left(tmp_path: Path) -> None:
+    from gpudash.engine.trace_figures import figures
+
+    _trace(cpu := tmp_path / "cpu.json", device=False)
+    kept = read_bounded(cpu)
+    assert {e["cat"] for e in kept.events} == {"user_annotation", "cpu_op"} and kept.steps == 2
+    assert figures(kept.events, 2, 20.0).host_gaps_ms_per_step == pytest.approx(7.9)
+    _trace(gpu := tmp_path / "gpu.json", device=True)
+    assert "cpu_op" not in {e["cat"] for e in read_bounded(gpu).events}  # its launches tell the host's time
