@@ -146,3 +146,13 @@ def test_a_cpu_windows_host_operators_are_read_and_a_gpu_windows_are_left(tmp_pa
     assert figures(kept.events, 2, 20.0).host_gaps_ms_per_step == pytest.approx(7.9)
     _trace(gpu := tmp_path / "gpu.json", device=True)
     assert "cpu_op" not in {e["cat"] for e in read_bounded(gpu).events}  # its launches tell the host's time
+
+
+def test_a_job_that_accumulates_under_no_sync_is_not_told_to_start() -> None:
+    e = Evidence(steps=30, step_ms=9.2, input_ms=0.0, comm_longest_ms=4.0, job_settings=SETTINGS)
+    (comm,) = [r for r in remedies(e, diagnose(e).bound, script=True) if r.limit.startswith("communication")]
+    assert "accumulate gradients over K steps under no_sync()" in comm.advice
+    accumulating = replace(e, job_settings=SETTINGS + ",ddp_no_sync=True")
+    (comm,) = [r for r in remedies(accumulating, Bound.COMM, script=True) if r.limit.startswith("communication")]
+    assert "accumulate gradients over K steps" not in comm.advice
+    assert comm.advice.endswith("a larger batch per rank, or more micro-batches accumulated under no_sync() a step")

@@ -267,6 +267,8 @@ def comm_advice(e: Evidence) -> str:
     if have.get("ddp_find_unused_parameters") == "True":
         fixes.append("find_unused_parameters=False (it walks the autograd graph every step)")
     more = "a larger batch per rank, or fewer all-reduces (accumulate gradients over K steps under no_sync())"
+    if have.get("ddp_no_sync") == "True":  # it accumulates already
+        more = "a larger batch per rank, or more micro-batches accumulated under no_sync() a step"
     if not fixes:
         return f"the job's DistributedDataParallel already has large buckets and gradient_as_bucket_view: {more}"
     return f"hide the all-reduce behind the backward pass: DistributedDataParallel({', '.join(fixes)}), {more}"

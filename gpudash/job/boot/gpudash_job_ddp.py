@@ -7,7 +7,8 @@ DDP reduces its buckets in C++, out of Python's sight: a model wrapped in
 own process group — unless the job registered a hook of its own, whose collectives are timed as
 they go through ``torch.distributed``. The DDP arguments that set its speed (bucket size,
 ``gradient_as_bucket_view``, ``static_graph``, ``find_unused_parameters``) are read there too, for
-the diagnosis' remedies. DDP's broadcast of its buffers at each forward runs in C++ and makes the
+the diagnosis' remedies, and whether a forward runs under ``no_sync()`` (the job accumulates
+gradients already). DDP's broadcast of its buffers at each forward runs in C++ and makes the
 calling stream wait for it: it is timed by a pair of events on that stream around the call.
 Without the broadcast the lead rank's lateness was not seen: the other ranks wait for it there, at
 the forward, and not in the gradients' all-reduce. DDP's own bookkeeping around each forward (its
@@ -21,6 +22,8 @@ import time
 from typing import Any
 
 from gpudash_job_frames import hidden  # type: ignore[import-not-found]  # beside this file
+
+NO_SYNC = "ddp_no_sync=True"  # a DDP model's setting: some of its forwards run under no_sync()
 
 
 class DdpHooks:
@@ -63,6 +66,8 @@ class DdpHooks:
             if not getattr(ddp, "gpudash_seen", False):
                 ddp.gpudash_seen = True
                 hooks._first_forward(ddp)
+            if getattr(ddp, "require_backward_grad_sync", True) is False and NO_SYNC not in comms.settings:
+                comms.settings += f",{NO_SYNC}"  # a forward under no_sync(): the job accumulates already
             with comms.quiet():  # DDP's own bookkeeping (its buckets' rebuild, its logger's timers)
                 return original(ddp, *args, **kwargs)
 
