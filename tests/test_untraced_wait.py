@@ -23,6 +23,7 @@ from gpudash.job.diagnosis import JobDiagnosis, VerdictContext, verdict_event
 from gpudash.job.steps import StepRecord
 from gpudash.ranks.own_work import RankWork, judge
 from gpudash.stats.comparison import Comparison, Verdict
+from tests.helpers import measured_evidence
 
 SETTINGS = "num_workers=0,pin_memory=False,site=/t/train.py:15,ddp_bucket_cap_mb=25,ddp_gradient_as_bucket_view=False"
 
@@ -156,3 +157,16 @@ def test_a_job_that_accumulates_under_no_sync_is_not_told_to_start() -> None:
     (comm,) = [r for r in remedies(accumulating, Bound.COMM, script=True) if r.limit.startswith("communication")]
     assert "accumulate gradients over K steps" not in comm.advice
     assert comm.advice.endswith("a larger batch per rank, or more micro-batches accumulated under no_sync() a step")
+
+
+def test_an_even_jobs_distorted_window_is_weighed_against_its_untraced_step() -> None:
+    """2 H200s, an even DDP ResNet-50 (session 22, call J): its window ran its steps 1.68× slower,
+    the GPU busy 55% of them — but its kernels' 29.5 ms a step are 93% of the 31.8 ms untraced step.
+    It read "host/launch-bound: the CPU needs 31.6 ms … the GPU idles 45%"; its one-rank check found
+    no change, and the same job's other diagnosis read GPU-bound (compute)."""
+    e = measured_evidence("h200x2-even-distorted-window.json")
+    verdict = diagnose(e)
+    assert verdict.bound == Bound.GPU_COMPUTE, verdict.line()
+    assert verdict.why.startswith("kernels ran 93% of the time (55% in a window whose steps ran 1.68× slower)")
+    undistorted = replace(e, traced_step_ms=e.step_ms, gpu_busy_pct=93.0)  # no window's figure beside it
+    assert diagnose(undistorted).why.startswith("kernels ran 93% of the time, SMs busy")

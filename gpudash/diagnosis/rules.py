@@ -60,6 +60,7 @@ MANY_SYNCS = 2.0  # host waits per step: sync-bound at or above, however busy th
 SM_BUSY = 40.0  # GPM's SM activity %: a GPU busy with kernels is GPU-bound at or above, SM-idle below
 TENSOR_IDLE = 10.0  # GPM's tensor-core activity %: a bf16 step's tensor cores idle below
 COMM_SHARE = 0.25  # of a step the collectives' transfer (or wait) runs exposed: communication-bound at or above
+DISTORTED_FROM = 1.05  # a window's steps this many times slower than untraced ones: its own figure said beside
 
 
 def input_bound(e: Evidence) -> Diagnosis | None:
@@ -152,13 +153,16 @@ def cpu_bound(e: Evidence) -> Diagnosis | None:
 
 
 def gpu_bound(e: Evidence) -> Diagnosis | None:
-    """Rule 5: the GPU ran kernels most of the time — its collectives' kernels spinning while they
-    wait for another rank left out; GPM (where it reads) says whether the SMs did."""
+    """Rule 5: the GPU ran kernels most of the untraced step — its collectives' kernels spinning
+    while they wait for another rank left out; GPM (where it reads) says whether the SMs did."""
     busy = _busy_working(e)
     if busy is None or not (busy >= GPU_BUSY or (e.queued and busy >= GPU_BUSY_QUEUED)):
         return None
     throttle = f"; the GPU is throttled ({e.throttled})" if e.throttled else ""
     kernels = f"kernels ran {busy:.0f}% of the time"
+    slowed = e.traced_step_ms / e.step_ms if e.traced_step_ms and e.step_ms > 0 else 1.0
+    if slowed >= DISTORTED_FROM and e.gpu_busy_pct is not None and round(e.gpu_busy_pct) != round(busy):
+        kernels += f" ({e.gpu_busy_pct:.0f}% in a window whose steps ran {slowed:.2f}× slower)"
     sm = e.sm_active_pct
     if sm is not None and sm < SM_BUSY:
         return _verdict(
@@ -182,23 +186,33 @@ def gpu_bound(e: Evidence) -> Diagnosis | None:
 
 
 def _busy_working(e: Evidence) -> float | None:
-    """The GPU's busy share without its collectives' exposed wait for another rank (matched across
-    the ranks' windows: ms a traced step): its busy time a step less that whole wait, over the
-    untraced step, where its busy time is known (else the traced steps' busy share less the wait).
-    A window pulls the ranks apart: on 2 H200s an even job's window spun 10.1 ms a step where its
-    untraced steps waited 0.55, and its busy share less the wait fell under GPU-bound's threshold."""
-    if e.gpu_busy_pct is None or not e.comm_wait_ms or not e.traced_step_ms:
+    """The GPU's busy share of the *untraced* step, without its collectives' exposed wait for
+    another rank (matched across the ranks' windows: ms a traced step): its busy time a step less
+    that whole wait, over the untraced step, where its busy time is known (else the traced steps'
+    busy share less the wait). Kernels run at their speed under the profiler while it slows the
+    host: on 2 H200s an even DDP job's window ran its steps 1.68× slower, the GPU busy 55% of them
+    and 29.5 ms a step — 93% of its 31.8 ms untraced step (it was called host/launch-bound). And a
+    window pulls the ranks apart: an even job's window spun 10.1 ms a step where its untraced
+    steps waited 0.55, and its busy share less the wait fell under GPU-bound's threshold. Where the
+    kernels' time a step is longer than the untraced step (tiny kernels the profiler slows: an
+    encoder-decoder's 3.7 ms against 3 ms), it is the window's, and so is the share: its own."""
+    if e.gpu_busy_pct is None:
+        return None
+    wait = e.comm_wait_ms or 0.0
+    work = None if e.gpu_ms_per_step is None else e.gpu_ms_per_step - wait  # the window's spin all out
+    if work is not None and 0 < work <= e.step_ms:  # the GPU's work a step, within the untraced step
+        return max(0.0, 100.0 * work / e.step_ms)
+    if not wait or not e.traced_step_ms:  # kernels the profiler slowed past the untraced step: its own share
         return e.gpu_busy_pct
-    if e.gpu_ms_per_step is not None and e.step_ms > 0:  # the GPU's work a step, the window's spin all out
-        return min(100.0, max(0.0, 100.0 * (e.gpu_ms_per_step - e.comm_wait_ms) / e.step_ms))
-    return max(0.0, e.gpu_busy_pct - 100.0 * min(e.comm_wait_ms, e.traced_step_ms) / e.traced_step_ms)
+    return max(0.0, e.gpu_busy_pct - 100.0 * min(wait, e.traced_step_ms) / e.traced_step_ms)
 
 
 def host_bound(e: Evidence) -> Diagnosis | None:
     """Rule 6, none of those: the GPU idles and its queue is empty; the host is slower to enqueue a step."""
-    if e.gpu_busy_pct is None:
+    busy = _busy_working(e)
+    if busy is None:
         return None
-    idle = f"; the GPU idles {100 - e.gpu_busy_pct:.0f}% of the time{_delay(e, queued=False)}"
+    idle = f"; the GPU idles {100 - busy:.0f}% of the time{_delay(e, queued=False)}"
     host = Parts.of(e).host
     outside = outside_torch_ms(e, host)
     if host and outside is not None and outside >= OUTSIDE_SHARE * host:
