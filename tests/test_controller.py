@@ -414,3 +414,19 @@ def test_the_memory_key_records_two_steps_on_a_gpu_and_says_why_not_on_the_cpu()
     assert cpu_src.sent == [] and said.severity == Severity.WARNING and "needs CUDA" in said.text
     job = DashController(FakeSource(RunConfig(workload="job:train.py", job=("python", "train.py"))))
     assert job.applies("memory_peak", True) and not job.applies("batch_double", True)  # a job's key too
+
+
+def test_the_diagnosis_key_says_which_steps_are_profiled_a_jobs_on_the_cpu_too() -> None:
+    from gpudash.core.protocol import Diagnose
+
+    family, _ = running(device="cpu")  # a reference workload on the CPU: timed steps alone
+    assert family.requests.diagnose().text == "diagnosing: 30 steps timed…"
+    src = FakeSource(RunConfig(workload="job:train.py", job=("python", "train.py")), gpu_info=NO_GPU)
+    job = DashController(src)
+    src.start()
+    started = {"workload": "job:train.py", "variant": "", "batch_size": "8", "device": "cpu"}
+    src.push(Event(1.0, EventKind.STARTED, message="started", details=started))
+    job.source_started()
+    job.ingest(src.poll())
+    assert job.requests.diagnose().text == "diagnosing: 30 steps timed, 30 more under the profiler…"
+    assert src.sent == [Diagnose()]

@@ -170,3 +170,16 @@ def test_an_even_jobs_distorted_window_is_weighed_against_its_untraced_step() ->
     assert verdict.why.startswith("kernels ran 93% of the time (55% in a window whose steps ran 1.68× slower)")
     undistorted = replace(e, traced_step_ms=e.step_ms, gpu_busy_pct=93.0)  # no window's figure beside it
     assert diagnose(undistorted).why.startswith("kernels ran 93% of the time, SMs busy")
+
+
+def test_the_cpus_verdict_says_arithmetic_only_where_a_window_told_it_from_the_time_outside_torch() -> None:
+    unseen = diagnose(Evidence(steps=30, step_ms=24.5, input_ms=0.1))  # a job that ended before its window
+    assert unseen.why.startswith("the step's own work on the CPU, 24.5 ms a step"), unseen.why
+    some = diagnose(Evidence(steps=30, step_ms=24.5, input_ms=0.1, host_gaps_ms=10.2))  # 41% of it: said beside
+    assert some.bound == Bound.CPU and some.case == "", some.line()
+    assert some.why == (
+        "the step's own arithmetic on the CPU, 24.5 ms a step (0% of it waiting for input); "
+        "10.1 ms of it is outside torch, in stretches of 1 ms or more"
+    )
+    accumulating = diagnose(Evidence(steps=30, step_ms=9.2, input_ms=0.0, comm_longest_ms=1.6, host_gaps_ms=0.3))
+    assert accumulating.why.endswith("(0% of it waiting for input, 1.6 ms in its collectives)"), accumulating.why

@@ -132,7 +132,8 @@ def sync_bound(e: Evidence) -> Diagnosis | None:
 
 
 def cpu_bound(e: Evidence) -> Diagnosis | None:
-    """Rule 4: no GPU figures: the step's own arithmetic on the CPU."""
+    """Rule 4: no GPU figures: the step's own work on the CPU — its arithmetic where a window told it
+    from the time outside torch, the script's own work where that is half of it or more."""
     if e.gpu_busy_pct is not None:
         return None
     parts = Parts.of(e)
@@ -145,10 +146,15 @@ def cpu_bound(e: Evidence) -> Diagnosis | None:
             f"(the script's own work: a sleep, a read, logging, Python)"
         )
         return Diagnosis(Bound.CPU, why, CPU_OUTSIDE_TORCH, OUTSIDE_TORCH)  # no CUDA graph is the question
+    what = "arithmetic" if outside is not None else "work"  # without a window: not told from a sleep
+    collectives = f", {_ms(parts.collectives)} ms in its collectives" if parts.collectives >= 0.05 * e.step_ms else ""
+    noted = ""
+    if outside is not None and outside >= max(1.0, OUTSIDE_NOTED * own):
+        noted = f"; {_ms(outside)} ms of it is outside torch, in stretches of 1 ms or more"
     return _verdict(
         Bound.CPU,
-        f"the step's own arithmetic on the CPU, {e.step_ms:.3g} ms a step "
-        f"({100 * e.input_share:.0f}% of it waiting for input)",
+        f"the step's own {what} on the CPU, {e.step_ms:.3g} ms a step "
+        f"({100 * e.input_share:.0f}% of it waiting for input{collectives}){noted}",
     )
 
 

@@ -152,5 +152,6 @@ class RunRequests:
         if self.run.pending_diagnosis:
             return warning("a diagnosis is under way; its verdict comes when its window ends")
         steps = protocol.Diagnose().steps
-        on_gpu = "" if self.run.state.device == "cpu" else f", {steps} more under the profiler"
-        return self.run.send(protocol.Diagnose(), f"diagnosing: {steps} steps timed{on_gpu}…")
+        profiled = self.run.state.device != "cpu" or self.run.config.job is not None  # a job's: on the CPU too
+        more = f", {steps} more under the profiler" if profiled else ""
+        return self.run.send(protocol.Diagnose(), f"diagnosing: {steps} steps timed{more}…")
