@@ -160,3 +160,26 @@ def test_windows_asked_for_more_often_than_their_cost_allows_are_skipped_and_sai
         assert not traces.periodic_open  # none asked of the job
     finally:
         session.channel.close()
+
+
+def test_a_diagnosis_whose_window_cannot_be_read_still_gives_the_untraced_steps_verdict(tmp_path: Path) -> None:
+    """A trace that cannot be read (a full disk, a killed write): the error said, and the verdict of
+    what was measured — the untraced window's steps — still given (the CPU had one before its
+    diagnosis took a window there)."""
+    from gpudash.core.protocol import DIAGNOSIS, Event, EventKind, RunConfig
+    from gpudash.diagnosis.evidence import Evidence
+    from gpudash.job.diagnosis import JobDiagnosis
+    from gpudash.job.session import JobSession
+    from gpudash.job.traces import TraceRead
+
+    session = JobSession(RunConfig(workload="job:x", job=("python", str(tmp_path / "x.py"))))
+    try:
+        session.windows.diagnosis = JobDiagnosis(30, time.monotonic(), phase="traced")
+        session.windows.diagnosis.timed_evidence = Evidence(steps=30, step_ms=12.0, input_ms=0.1)
+        session.windows.traced(TraceRead(DIAGNOSIS, "t.json", error="cannot read the profiler window's trace"))
+        events = [m for m in session.out.messages if isinstance(m, Event)]
+        assert [(e.kind, e.what) for e in events] == [(EventKind.ERROR, DIAGNOSIS), (EventKind.MEASURED, DIAGNOSIS)]
+        assert events[1].message.startswith("CPU-bound: the step's own work on the CPU, 12 ms a step")
+        assert session.windows.diagnosis is None  # answered
+    finally:
+        session.channel.close()

@@ -13,6 +13,7 @@ import pytest
 
 from gpudash.diagnosis.checks import ONE_RANK, Check
 from gpudash.diagnosis.evidence import Evidence
+from gpudash.diagnosis.parts import Parts
 from gpudash.diagnosis.remedies import remedies
 from gpudash.diagnosis.rules import diagnose
 from gpudash.diagnosis.verdict import OUTSIDE_TORCH, Bound
@@ -93,19 +94,31 @@ def test_the_straggler_itself_is_judged_by_its_own_step_its_collectives_apart() 
 
 
 def test_on_gpus_the_untraced_wait_outweighs_a_distorted_windows() -> None:
-    """A window whose ranks it pulled apart: its matched wait 18.8 ms (within the untraced longest
-    collective, 19.5 ms), the untraced steps naming no straggler — waiting; the ranks' own work
-    naming rank 1 the straggler with rank 0 waiting 0.4 ms for it — not waiting (the window's wait
-    is the window's); 24 ms — waiting for rank 1, whichever rank the window saw last."""
-    base = Evidence(30, 42.0, 0.0, syncs_per_step=0.0, launch_delay_us=15.0, gpu_busy_pct=95.0, gpu_ms_per_step=32.0)
-    base = replace(base, host_ms_per_step=10.0, traced_step_ms=42.0, comm_longest_ms=19.5)
+    """A window that pulled the ranks apart: its steps 1.48× slower, its NCCL kernels spinning 18.8
+    ms a step. With no straggler named, its wait (within the untraced longest collective, 19.5 ms)
+    is waiting; with the ranks' own work naming rank 1, rank 0 waiting 0.4 ms for it untraced, the
+    spin is the window's: the GPU's work (60 ms busy less the spin and the transfer) fills the
+    untraced step; with 24 ms untraced, waiting for rank 1 — whichever rank the window saw last."""
+    base = Evidence(30, 42.0, 0.0, syncs_per_step=0.0, launch_delay_us=15.0, gpu_busy_pct=97.0, gpu_ms_per_step=60.0)
+    base = replace(base, host_ms_per_step=15.0, traced_step_ms=62.0, comm_longest_ms=19.5)
     window = with_comm(base, RankComm(0.46, 0.3, 20.0, 18.8, {}, 0, 28))
-    assert diagnose(window).bound == Bound.WAIT and "rank 0" in diagnose(window).why
-    barely = diagnose(replace(window, straggler_rank=1, straggler_wait_ms=0.4))
-    assert barely.bound != Bound.WAIT, barely.line()
+    assert diagnose(window).bound == Bound.WAIT and "wait for rank 0" in diagnose(window).why
+    barely = replace(window, straggler_rank=1, straggler_wait_ms=0.4)
+    verdict = diagnose(barely)
+    assert verdict.bound == Bound.GPU_COMPUTE and verdict.why.startswith("kernels ran 98% of the time ("), verdict.why
+    assert Parts.of(barely).gpu == pytest.approx(60.0 - 0.3 - 18.8)  # the whole spin out, not the 0.4 ms
     late_1 = diagnose(replace(window, comm_longest_ms=25.0, straggler_rank=1, straggler_wait_ms=24.0))
     assert late_1.bound == Bound.WAIT and late_1.why.startswith("its collectives wait for rank 1 57% of each step")
     assert "nothing else on the GPU" not in late_1.why  # untraced: not a window's kernels
+
+
+def test_a_gpu_job_without_its_window_has_no_collectives_part_from_nccls_overlapping_times() -> None:
+    """NCCL's collectives overlap the backward pass: their time from arrival is no exposed part of
+    a GPU job's step where no window measured one (its syncs are counted: CUDA)."""
+    gpu_job = Evidence(steps=30, step_ms=40.0, input_ms=0.0, syncs_per_step=0.0, comm_longest_ms=12.0)
+    assert not gpu_job.on_cpu and Parts.of(gpu_job).comm is None
+    assert "collectives" not in diagnose(gpu_job).why
+    assert Parts.of(replace(gpu_job, syncs_per_step=None)).comm == pytest.approx(12.0)  # gloo's, on the CPU
 
 
 def test_the_verdict_event_carries_the_untraced_wait_and_reads_back() -> None:
@@ -168,8 +181,13 @@ def test_an_even_jobs_distorted_window_is_weighed_against_its_untraced_step() ->
     verdict = diagnose(e)
     assert verdict.bound == Bound.GPU_COMPUTE, verdict.line()
     assert verdict.why.startswith("kernels ran 93% of the time (55% in a window whose steps ran 1.68× slower)")
-    undistorted = replace(e, traced_step_ms=e.step_ms, gpu_busy_pct=93.0)  # no window's figure beside it
-    assert diagnose(undistorted).why.startswith("kernels ran 93% of the time, SMs busy")
+    assert remedies(e, verdict.bound, script=True) == []  # the host's untraced time is not known to be longer
+    synced = diagnose(replace(e, syncs_per_step=1.0))  # one sync a step: the GPU busy, not idle 45%
+    assert synced.bound == Bound.GPU_COMPUTE, synced.line()
+    same = replace(e, traced_step_ms=32.5, gpu_busy_pct=92.0, gpu_ms_per_step=29.9)  # a window not slowed ...
+    assert diagnose(same).why.startswith("kernels ran 92% of the time, SMs busy")  # ... is read as it ran
+    noisy = replace(same, step_ms=33.4)  # an untraced step 3% longer (noise) changes nothing
+    assert diagnose(noisy).why.startswith("kernels ran 92% of the time, SMs busy")
 
 
 def test_the_cpus_verdict_says_arithmetic_only_where_a_window_told_it_from_the_time_outside_torch() -> None:

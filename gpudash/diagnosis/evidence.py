@@ -88,6 +88,12 @@ class Evidence:
         return self.launch_delay_us is not None and self.launch_delay_us >= QUEUED_US
 
     @property
+    def on_cpu(self) -> bool:
+        """No GPU figure at all — no window's and no sync count (syncs are counted on CUDA only): the
+        CPU, not a GPU job whose window did not come."""
+        return self.gpu_busy_pct is None and self.syncs_per_step is None
+
+    @property
     def waited_rank(self) -> int | None:
         """The rank this rank's collectives wait for: the straggler named by the ranks' untraced own
         work where it is another, else the one the matched windows found last (None: neither)."""

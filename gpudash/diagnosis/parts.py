@@ -33,6 +33,8 @@ from dataclasses import dataclass
 from gpudash.diagnosis.evidence import Evidence
 
 SHOWN_FROM = 1.05  # a remedy worth less than this is not named
+GPU_BUSY = 90.0  # % of the (untraced) step the GPU ran anything: GPU-bound at or above
+DISTORTED_FROM = 1.05  # a window's steps this many times slower than untraced ones: weighed against them
 INPUT, SYNCS, HOST, GPU = "input", "syncs", "host", "gpu"  # the limits a fix removes ...
 COMM, WAIT = "communication", "waiting"  # ... the collectives' transfer, and the wait for the last rank
 
@@ -85,7 +87,10 @@ class Parts:
         busy = e.gpu_ms_per_step
         if busy is None and e.gpu_busy_pct is not None:  # the busy share alone: of the untraced step
             busy = e.gpu_busy_pct / 100.0 * e.step_ms
-        gpu = None if busy is None else max(0.0, min(busy, loop) - (comm or 0.0) - (wait or 0.0))
+        room = loop - (comm or 0.0) - (wait or 0.0)  # the untraced step's, its collectives apart
+        gpu = None if busy is None else max(0.0, min(busy - (comm or 0.0) - _spun(e, wait), room))
+        if host is not None and gpu is not None and (gpu_busy_untraced(e) or 0.0) >= GPU_BUSY:
+            host = min(host, gpu + (comm or 0.0) + (wait or 0.0))  # a window that slowed the host: not longer
         syncs = bool(e.syncs_per_step) and (e.host_wait_ms is None or e.host_wait_ms > 0)
         return cls(e.step_ms, e.input_ms, host, gpu, comm, wait, syncs, e.queued)
 
@@ -142,9 +147,10 @@ def _collectives(e: Evidence) -> tuple[float | None, float | None]:
     """The collectives' exposed transfer and the wait for the last rank, ms a step (None: not
     measured). The wait is the untraced one where the ranks' own work names a straggler
     (``Evidence.straggler_wait_ms``: a profiler window pulls the ranks apart), else the matched
-    windows' — never more than the untraced steps' longest collective. Without a window's
-    collectives (the CPU, or none yet) the transfer is the untraced steps' longest collective from
-    this rank's arrival, less that wait: gloo's run on the host, and their time is the step's."""
+    windows' — never more than the untraced steps' longest collective. On the CPU the transfer is
+    the untraced steps' longest collective from this rank's arrival, less that wait: gloo's run on
+    the host, and their time is the step's (an upper bound where DDP's buckets overlap the backward
+    pass; the one-rank check bounds it). A GPU job without its window has none: NCCL's overlap it."""
     matched = e.comm_transfer_exposed_ms is not None
     comm = e.comm_transfer_exposed_ms if matched else e.comm_exposed_ms
     wait = min(e.comm_wait_ms or 0.0, e.step_ms) if matched else None
@@ -154,6 +160,42 @@ def _collectives(e: Evidence) -> tuple[float | None, float | None]:
         if comm is not None and not matched:  # one rank's window: its exposed time holds the wait too
             comm = max(0.0, comm - e.straggler_wait_ms)
         wait = min(e.straggler_wait_ms, e.step_ms)
-    if comm is None and e.gpu_busy_pct is None and e.comm_longest_ms is not None:
+    if comm is None and e.on_cpu and e.comm_longest_ms is not None:  # (NCCL's overlap the backward pass)
         comm = max(0.0, e.comm_longest_ms - (wait or 0.0))
     return (None if comm is None else min(comm, e.step_ms)), wait
+
+
+def _spun(e: Evidence, wait: float | None) -> float:
+    """Of the window's GPU busy time a step, its collectives' wait for another rank (NCCL's kernels
+    spinning), which is no computation: the matched windows' own wait — all of it, whatever the
+    wait weighed (a straggler's untraced one) — or, in one rank's window, the part of its exposed
+    time that ``_collectives`` took out of the transfer as the untraced wait."""
+    if e.comm_transfer_exposed_ms is not None:
+        return min(e.comm_wait_ms or 0.0, e.step_ms)
+    if e.straggler_wait_ms is not None and e.comm_exposed_ms is not None:
+        return min(e.comm_exposed_ms, e.straggler_wait_ms)
+    return wait or 0.0
+
+
+def gpu_busy_untraced(e: Evidence) -> float | None:
+    """The GPU's busy share of the *untraced* step, %, without its collectives' exposed wait for
+    another rank (matched across the ranks' windows: ms a traced step). Kernels run at their speed
+    under the profiler while it slows the host: where the window's steps ran ``DISTORTED_FROM``
+    times slower or more (or a matched wait is taken out), the GPU's busy time a step over the
+    untraced step — on 2 H200s an even DDP job's window ran its steps 1.68× slower, the GPU busy
+    55% of them and 29.5 ms a step, 93% of its 31.8 ms untraced step (it was called
+    host/launch-bound). Else, and where the kernels' time a step is longer than the untraced step
+    (tiny kernels the profiler slows: an encoder-decoder's 3.7 ms against 3 ms), the window's own
+    share less the wait. A window pulls the ranks apart too: an even job's window spun 10.1 ms a
+    step where its untraced steps waited 0.55, and its busy share less the wait fell under
+    GPU-bound's threshold."""
+    if e.gpu_busy_pct is None:
+        return None
+    wait = e.comm_wait_ms or 0.0
+    slowed = e.traced_step_ms / e.step_ms if e.traced_step_ms and e.step_ms > 0 else 1.0
+    work = None if e.gpu_ms_per_step is None else e.gpu_ms_per_step - wait  # the window's spin all out
+    if work is not None and 0 < work <= e.step_ms and (slowed >= DISTORTED_FROM or wait):
+        return max(0.0, 100.0 * work / e.step_ms)
+    if not wait or not e.traced_step_ms:
+        return e.gpu_busy_pct
+    return max(0.0, e.gpu_busy_pct - 100.0 * min(wait, e.traced_step_ms) / e.traced_step_ms)

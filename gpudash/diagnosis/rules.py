@@ -21,9 +21,13 @@ a verdict or None; the first verdict is the diagnosis. The rules, in order:
    data-dependent shapes (nonzero, unique, boolean masks), slow kernels themselves, and they keep
    the step from being captured or overlapped (one wait, a logged loss, does not);
 4. **CPU-bound**: on the CPU (no GPU figures), a step that does not wait for input: the step's
-   own arithmetic — or, where at least ``OUTSIDE_SHARE`` of it is outside torch in stretches of a
-   millisecond or more, the script's own work there (``OUTSIDE_TORCH``);
-5. **GPU-bound**: the GPU ran kernels at least ``GPU_BUSY`` of the steps' span — or at least
+   own arithmetic (its own *work* where no window told it from a sleep) — or, where at least
+   ``OUTSIDE_SHARE`` of it (its collectives apart) is outside torch in stretches of a millisecond
+   or more, the script's own work there (``OUTSIDE_TORCH``);
+5. **GPU-bound**: the GPU ran kernels at least ``GPU_BUSY`` of the step — of the untraced step
+   where the window's steps ran slower and its kernels' time fits in it, the window's own share
+   said beside (``parts.gpu_busy_untraced``; the same share for sync-bound's and host-bound's
+   idle), else of the window's steps' span — or at least
    ``GPU_BUSY_QUEUED`` of it while launched work waits ``QUEUED_US`` or more in the GPU's queue
    (``Evidence.queued``: the host runs ahead; the gaps are the GPU's own) — and, where GPM reads,
    the SMs were busy at least ``SM_BUSY`` of the time: *memory* when the DRAM bandwidth share
@@ -49,18 +53,26 @@ from collections.abc import Callable
 from gpudash.core.textfmt import plain
 from gpudash.diagnosis.advice import CPU_OUTSIDE_TORCH, KNOB_ADVICE
 from gpudash.diagnosis.evidence import Evidence, comm_kinds
-from gpudash.diagnosis.parts import COMM, OUTSIDE_NOTED, OUTSIDE_SHARE, WAIT, Parts, outside_torch_ms
+from gpudash.diagnosis.parts import (
+    COMM,
+    DISTORTED_FROM,
+    GPU_BUSY,
+    OUTSIDE_NOTED,
+    OUTSIDE_SHARE,
+    WAIT,
+    Parts,
+    gpu_busy_untraced,
+    outside_torch_ms,
+)
 from gpudash.diagnosis.verdict import OUTSIDE_TORCH, TENSORS_IDLE, Bound, Diagnosis
 
 INPUT_SHARE = 0.30  # of a step spent waiting for the next batch: input-bound at or above
-GPU_BUSY = 90.0  # % of the steps' span the GPU ran anything: GPU-bound at or above
 GPU_BUSY_QUEUED = 75.0  # % busy that is GPU-bound too when launched work queues (QUEUED_US)
 MEMORY_BW = 60.0  # NVML's memory-bandwidth %: a GPU-bound step is memory-bound at or above
 MANY_SYNCS = 2.0  # host waits per step: sync-bound at or above, however busy the GPU
 SM_BUSY = 40.0  # GPM's SM activity %: a GPU busy with kernels is GPU-bound at or above, SM-idle below
 TENSOR_IDLE = 10.0  # GPM's tensor-core activity %: a bf16 step's tensor cores idle below
 COMM_SHARE = 0.25  # of a step the collectives' transfer (or wait) runs exposed: communication-bound at or above
-DISTORTED_FROM = 1.05  # a window's steps this many times slower than untraced ones: its own figure said beside
 
 
 def input_bound(e: Evidence) -> Diagnosis | None:
@@ -87,8 +99,9 @@ def communication_bound(e: Evidence) -> Diagnosis | None:
     ms = parts[largest]
     kinds = ", ".join(f"{kind} {_ms(each)}" for kind, each in comm_kinds(e).items() if each >= 0.01 * ms)
     share = f"{100 * ms / e.step_ms:.0f}% of each step ({_ms(ms)} of {_ms(e.step_ms)} ms"
-    if e.gpu_busy_pct is None:  # untraced: gloo's on the host, or a GPU job without its window
-        return _verdict(Bound.COMM, f"its collectives take {share}, from this rank's arrival to their end)")
+    if e.gpu_busy_pct is None:  # untraced: gloo's, on the host
+        whose = "the last rank's" if e.straggler_wait_ms else "this rank's"  # its wait for a straggler apart
+        return _verdict(Bound.COMM, f"its collectives take {share}, from {whose} arrival to their end)")
     what = "the collectives move data" if e.comm_transfer_exposed_ms is not None else "collectives run"
     return _verdict(  # "… 41% of each step (14.1 of 34.3 ms: all-reduce 12.0, reduce-scatter 2.1)"
         Bound.COMM, f"{what} with nothing else on the GPU {share}{': ' + kinds if kinds else ''}){_bandwidth(e)}"
@@ -122,7 +135,7 @@ def _bandwidth(e: Evidence) -> str:
 def sync_bound(e: Evidence) -> Diagnosis | None:
     """Rule 3: the host waits for the GPU inside a step that does not keep the GPU busy, or waits
     ``MANY_SYNCS`` times or more."""
-    syncs, busy = e.syncs_per_step, e.gpu_busy_pct
+    syncs, busy = e.syncs_per_step, gpu_busy_untraced(e)
     if syncs is None or syncs < 1 or (busy is not None and busy >= GPU_BUSY and syncs < MANY_SYNCS):
         return None
     idle = f", and the GPU idles {100 - busy:.0f}% of the time" if busy is not None else ""
@@ -161,13 +174,13 @@ def cpu_bound(e: Evidence) -> Diagnosis | None:
 def gpu_bound(e: Evidence) -> Diagnosis | None:
     """Rule 5: the GPU ran kernels most of the untraced step — its collectives' kernels spinning
     while they wait for another rank left out; GPM (where it reads) says whether the SMs did."""
-    busy = _busy_working(e)
+    busy = gpu_busy_untraced(e)
     if busy is None or not (busy >= GPU_BUSY or (e.queued and busy >= GPU_BUSY_QUEUED)):
         return None
     throttle = f"; the GPU is throttled ({e.throttled})" if e.throttled else ""
     kernels = f"kernels ran {busy:.0f}% of the time"
     slowed = e.traced_step_ms / e.step_ms if e.traced_step_ms and e.step_ms > 0 else 1.0
-    if slowed >= DISTORTED_FROM and e.gpu_busy_pct is not None and round(e.gpu_busy_pct) != round(busy):
+    if slowed >= DISTORTED_FROM and e.gpu_busy_pct is not None and abs(e.gpu_busy_pct - busy) >= 5.0:
         kernels += f" ({e.gpu_busy_pct:.0f}% in a window whose steps ran {slowed:.2f}× slower)"
     sm = e.sm_active_pct
     if sm is not None and sm < SM_BUSY:
@@ -191,31 +204,9 @@ def gpu_bound(e: Evidence) -> Diagnosis | None:
     return _verdict(Bound.GPU_COMPUTE, f"{kernels}{gpm}{tensor_text}{_delay(e, queued=True)}{throttle}")
 
 
-def _busy_working(e: Evidence) -> float | None:
-    """The GPU's busy share of the *untraced* step, without its collectives' exposed wait for
-    another rank (matched across the ranks' windows: ms a traced step): its busy time a step less
-    that whole wait, over the untraced step, where its busy time is known (else the traced steps'
-    busy share less the wait). Kernels run at their speed under the profiler while it slows the
-    host: on 2 H200s an even DDP job's window ran its steps 1.68× slower, the GPU busy 55% of them
-    and 29.5 ms a step — 93% of its 31.8 ms untraced step (it was called host/launch-bound). And a
-    window pulls the ranks apart: an even job's window spun 10.1 ms a step where its untraced
-    steps waited 0.55, and its busy share less the wait fell under GPU-bound's threshold. Where the
-    kernels' time a step is longer than the untraced step (tiny kernels the profiler slows: an
-    encoder-decoder's 3.7 ms against 3 ms), it is the window's, and so is the share: its own."""
-    if e.gpu_busy_pct is None:
-        return None
-    wait = e.comm_wait_ms or 0.0
-    work = None if e.gpu_ms_per_step is None else e.gpu_ms_per_step - wait  # the window's spin all out
-    if work is not None and 0 < work <= e.step_ms:  # the GPU's work a step, within the untraced step
-        return max(0.0, 100.0 * work / e.step_ms)
-    if not wait or not e.traced_step_ms:  # kernels the profiler slowed past the untraced step: its own share
-        return e.gpu_busy_pct
-    return max(0.0, e.gpu_busy_pct - 100.0 * min(wait, e.traced_step_ms) / e.traced_step_ms)
-
-
 def host_bound(e: Evidence) -> Diagnosis | None:
     """Rule 6, none of those: the GPU idles and its queue is empty; the host is slower to enqueue a step."""
-    busy = _busy_working(e)
+    busy = gpu_busy_untraced(e)
     if busy is None:
         return None
     idle = f"; the GPU idles {100 - busy:.0f}% of the time{_delay(e, queued=False)}"

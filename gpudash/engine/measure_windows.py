@@ -192,7 +192,8 @@ def _evidence(loop: StepLoop, steps: int) -> Evidence:
     fig = traces.window_figures(loop.torch, w, steps)
     # Busy, idle and the GPU's time per step all come from the traced window itself (one span, the
     # step markers'), never from the traced kernels over an untraced wall: tracing slows the host,
-    # and a ratio across two windows can read a host-bound step as busy.
+    # and a ratio across two windows can read a host-bound step as busy (GPU-bound's rule weighs the
+    # kernels' time against the untraced step only where it fits in it: rules._busy_working).
     counted = loop.model_flops.current if loop.model_flops else None
     untraced = Evidence(
         steps=steps,

@@ -41,7 +41,7 @@ def job_verdict(evidence: Evidence) -> Diagnosis:
 @dataclass
 class JobDiagnosis:
     """One diagnosis under way: feed it the lead rank's step records; ``phase`` says what it waits
-    for ("warm-up", "timed", "traced", "done")."""
+    for ("warm-up", "timed", "traced": its profiler window, whose trace ends it)."""
 
     steps: int
     asked_at: float  # monotonic

@@ -73,7 +73,9 @@ class SessionWindows:
         what = DIAGNOSIS if read.purpose == DIAGNOSIS else "trace"
         if read.figures is None:
             self.out.error(what, read.error)
-            if read.purpose != DIAGNOSIS and read.rank == p.rank_table.lead:
+            if read.rank == p.rank_table.lead and read.purpose == DIAGNOSIS:
+                self._diagnosed(None)  # the untraced steps' verdict still: what was measured
+            elif read.rank == p.rank_table.lead:
                 p.traces.periodic_open = False
             return
         if read.note:  # a note of the trace's size, never the diagnosis' answer
@@ -113,8 +115,6 @@ class SessionWindows:
             self.window_start = time.monotonic() - self.parts.t0  # the steady state's NVML figures are before it
         elif begun == "traced":
             self._ask_trace(DIAGNOSIS, d.steps)
-        elif begun == "done":
-            self._diagnosed(None)
 
     def _diagnosed(self, fig: Any, comm: RankComm | None = None) -> None:
         d, self.diagnosis = self.diagnosis, None
