@@ -20,7 +20,7 @@ from gpudash.diagnosis.verdict import OUTSIDE_TORCH, Bound
 from gpudash.engine.comm_split import RankComm
 from gpudash.engine.trace_figures import with_comm
 from gpudash.engine.trace_read import read_bounded
-from gpudash.job.diagnosis import JobDiagnosis, VerdictContext, verdict_event
+from gpudash.job.diagnosis import JobDiagnosis, VerdictContext, job_verdict, verdict_event
 from gpudash.job.steps import StepRecord
 from gpudash.ranks.own_work import RankWork, judge
 from gpudash.stats.comparison import Comparison, Verdict
@@ -201,3 +201,19 @@ def test_the_cpus_verdict_says_arithmetic_only_where_a_window_told_it_from_the_t
     )
     accumulating = diagnose(Evidence(steps=30, step_ms=9.2, input_ms=0.0, comm_longest_ms=1.6, host_gaps_ms=0.3))
     assert accumulating.why.endswith("(0% of it waiting for input, 1.6 ms in its collectives)"), accumulating.why
+
+
+def test_a_gpu_job_without_its_window_is_told_what_was_measured_not_to_move_to_a_gpu() -> None:
+    """A GPU job that ended before its diagnosis window (its syncs counted: CUDA): not "CPU-bound —
+    move the model to a GPU", but its untraced figures and that only a window tells the rest."""
+    ended = Evidence(steps=400, step_ms=40.0, input_ms=1.0, syncs_per_step=0.0)
+    verdict = job_verdict(ended)
+    assert verdict.bound == Bound.UNTOLD, verdict.line()
+    assert verdict.why == (
+        "40 ms a step (2% of it waiting for input, 0 syncs a step); whether the GPU or the host bounds it, "
+        "only a profiler window tells"
+    )
+    assert verdict.advice.startswith("diagnose it with more steps")
+    late = replace(ended, comm_longest_ms=30.0, straggler_rank=1, straggler_wait_ms=25.0)  # its ranks' own work
+    assert job_verdict(late).bound == Bound.WAIT  # ... tells the wait without a window
+    assert diagnose(replace(ended, syncs_per_step=None)).bound == Bound.CPU  # no sync counted: the CPU

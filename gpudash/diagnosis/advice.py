@@ -56,6 +56,8 @@ SCRIPT_ADVICE: dict[str, str] = {
     Bound.COMPILE: "keep the compiled function's inputs alike from call to call: mark a changing dimension dynamic "
     "(torch._dynamo.mark_dynamic) or pad to a few lengths, pass changing numbers as tensors (the compile table, "
     "key g, names each cause with its fix)",
+    Bound.UNTOLD: "diagnose it with more steps (its profiler window comes after the timed ones), or record it "
+    "with --trace-every S: the window tells the GPU's share of the step from the host's",
     FSDP: "overlap the all-gathers and reduce-scatters with computation: FSDP2's explicit prefetching "
     "(set_modules_to_forward_prefetch, set_modules_to_backward_prefetch), reshard_after_forward=False for the "
     "last blocks (no all-gather again in the backward), a larger batch per rank",
@@ -78,6 +80,7 @@ KNOB_ADVICE: dict[str, str] = {
     "compile",
     Bound.HOST: "launch less from Python: cuda_graph or compile=reduce-overhead, or a larger batch",
     Bound.SMALL_KERNELS: "give each kernel more work: a bigger batch, cuda_graph, or compile (fuses small kernels)",
+    Bound.UNTOLD: SCRIPT_ADVICE[Bound.UNTOLD],
     Bound.COMPILE: "keep the batch size while compile is on (each new size compiles again), or try sizes with "
     "compile off",
     TENSORS_IDLE: SCRIPT_ADVICE[TENSORS_IDLE],  # the same in gpudash's words and a script's

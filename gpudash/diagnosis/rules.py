@@ -35,6 +35,8 @@ a verdict or None; the first verdict is the diagnosis. The rules, in order:
    cores idle, below ``TENSOR_IDLE``, says so). Busy with the SMs below ``SM_BUSY`` is **busy, SMs
    idle**: kernels too small to fill the GPU. Without GPM the rule is kernel time alone, and the
    verdict says so;
+   A GPU job whose untraced steps alone were measured (it ended before its window) is **no
+   profiler window**: their figures, and that only a window tells the GPU's share from the host's;
 6. **host/launch-bound**: none of those: the GPU idles between kernels and its queue is empty, the
    host enqueues a step slower than the GPU runs it (on an H100: a kernel starts ~12 µs after its
    launch here, against ~50 ms in a GPU-bound step's queue). The host's time is the window's scaled
@@ -145,9 +147,9 @@ def sync_bound(e: Evidence) -> Diagnosis | None:
 
 
 def cpu_bound(e: Evidence) -> Diagnosis | None:
-    """Rule 4: no GPU figures: the step's own work on the CPU — its arithmetic where a window told it
-    from the time outside torch, the script's own work where that is half of it or more."""
-    if e.gpu_busy_pct is not None:
+    """Rule 4: on the CPU: the step's own work — its arithmetic where a window told it from the time
+    outside torch, the script's own work where that is half of it or more."""
+    if not e.on_cpu:
         return None
     parts = Parts.of(e)
     loop = max(e.step_ms - e.input_ms, 0.0)
@@ -169,6 +171,19 @@ def cpu_bound(e: Evidence) -> Diagnosis | None:
         f"the step's own {what} on the CPU, {e.step_ms:.3g} ms a step "
         f"({100 * e.input_share:.0f}% of it waiting for input{collectives}){noted}",
     )
+
+
+def untold(e: Evidence) -> Diagnosis | None:
+    """Rule 4b: a GPU job's untraced steps alone (it ended before its profiler window): what they
+    measured, and that the GPU's share of the step is not known without the window."""
+    if e.gpu_busy_pct is not None or e.on_cpu:
+        return None
+    syncs = f", {e.syncs_per_step:.3g} syncs a step" if e.syncs_per_step is not None else ""
+    why = (
+        f"{e.step_ms:.3g} ms a step ({100 * e.input_share:.0f}% of it waiting for input{syncs}); whether the "
+        "GPU or the host bounds it, only a profiler window tells"
+    )
+    return _verdict(Bound.UNTOLD, why)
 
 
 def gpu_bound(e: Evidence) -> Diagnosis | None:
@@ -226,6 +241,7 @@ RULES: tuple[Callable[[Evidence], Diagnosis | None], ...] = (
     communication_bound,
     sync_bound,
     cpu_bound,
+    untold,
     gpu_bound,
     host_bound,
 )

@@ -24,6 +24,7 @@ class Bound(enum.StrEnum):
     COMM = "communication-bound"
     WAIT = "waiting for another rank"
     COMPILE = "compile-bound"
+    UNTOLD = "no profiler window"  # a GPU job's untraced steps alone: the GPU's share of them not known
 
 
 TENSORS_IDLE = "tensors-idle"  # a bf16 step whose tensor cores idle: compute-bound, advice of its own

@@ -138,7 +138,8 @@ class SessionWindows:
         if isinstance(evidence, str):
             return evidence
         note = f"over the {evidence.steps} steps it ran after its warm-up: the job ended before the diagnosis window"
-        return self._verdict(evidence, None, note=note + "; no profiler window")
+        unsaid = "" if self.parts.rank_table.on_cuda else "; no profiler window"  # a GPU job's verdict says it
+        return self._verdict(evidence, None, note=note + unsaid)
 
     def _verdict(self, timed: Evidence, fig: Any, note: str = "", comm: RankComm | None = None) -> Event:
         """The diagnosis event of the untraced window's evidence and the profiler window's figures
