@@ -15,9 +15,12 @@ profiler window slows the ranks unevenly and pulls them apart: its wait is the w
 job's); where they were not (one rank's window), the collectives' exposed time, all of it. Where
 the ranks' untraced own work names a straggler (``gpudash.ranks.own_work``), the wait is this
 rank's untraced wait for it — measured where it happens, on the GPU's stream with NCCL, on the
-host with gloo — not a window's. Without GPU figures (the CPU, or a job that ended before its
-window) the step's own work is the host's, its collectives (the untraced longest, from this rank's
-arrival: gloo's run on the host) apart.
+host with gloo — not a window's. Without GPU figures the step's own work is the host's, apart
+from its wait and, on the CPU, its collectives (the untraced longest, from this rank's arrival:
+gloo's run on the host; a GPU job that ended before its window has NCCL's, which overlap the
+backward pass, and no collectives' part). Where the GPU ran 90% or more of the untraced step
+(``gpu_busy_untraced``), the host's part is not taken longer than the GPU's: a window that slowed
+the host says nothing of its untraced time beyond the step.
 
 The step is its input wait plus the longer of the host's work and the GPU's (computation and
 exposed collectives), a sync adding the GPU's time to the host's. The verdict leaves out the
