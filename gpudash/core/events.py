@@ -57,6 +57,7 @@ NOT_THE_JOBS = (SUSPENDED, PROFILING)  # phases left out of goodput's wall time
 OPTIMIZER_STEPS = "optimizer steps"  # how a job's steps are counted when it steps torch.optim (the usual way)
 PHASES = (STARTUP, TRAINING, EVALUATION, CHECKPOINT, COMPILE, STALLED_PHASE, SUSPENDED, TEARDOWN, PROFILING, OTHER)
 GOODPUT = "phases"
+TRACE = "trace"  # the ``what`` of a profiler window's events: its figures (measured), or why none came (error)
 WINDOWS_PACED = "windows"  # the ``what`` of the measured note that periodic profiler windows are skipped for their cost
 WORLD = "world"  # the ``what`` of the event saying which part of a torchrun run (its id, node, ranks) gpudash sees
 PROCESSES = "processes"  # the ``what`` of the event saying how several processes' steps of a rank are counted

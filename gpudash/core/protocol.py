@@ -58,6 +58,7 @@ from gpudash.core.events import STARTUP as STARTUP
 from gpudash.core.events import STEPS_COUNTED as STEPS_COUNTED
 from gpudash.core.events import SUSPENDED as SUSPENDED
 from gpudash.core.events import TEARDOWN as TEARDOWN
+from gpudash.core.events import TRACE as TRACE
 from gpudash.core.events import TRACEBACK as TRACEBACK
 from gpudash.core.events import TRAINING as TRAINING
 from gpudash.core.events import WINDOWS_PACED as WINDOWS_PACED

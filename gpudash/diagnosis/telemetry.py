@@ -9,7 +9,7 @@ from collections import deque
 from collections.abc import Sequence
 
 from gpudash.core.gpu_messages import GpuInfo
-from gpudash.core.protocol import JOB_PREFIX, Event, EventKind, GpuSample
+from gpudash.core.protocol import JOB_PREFIX, TRACE, Event, EventKind, GpuSample
 from gpudash.diagnosis.advice import for_the_job
 from gpudash.diagnosis.evidence import WINDOW_START, Evidence
 from gpudash.diagnosis.rules import diagnose
@@ -46,7 +46,6 @@ def with_gpu_telemetry(event: Event, gpu: GpuSample | None, link: GpuInfo | None
     return dataclasses.replace(event, message=verdict.line(), details=details)
 
 
-TRACE = "trace"  # a profiler window's figures: the ``what`` of its "measured" event
 BUS_BANDWIDTH = " GB/s of bus bandwidth"  # what a trace event's line says its collectives' bandwidth with
 
 

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from gpudash.core.metrics import overlap_bound
-from gpudash.core.protocol import DIAGNOSIS, LOSS_EFFECT, EventKind
+from gpudash.core.protocol import DIAGNOSIS, LOSS_EFFECT, TRACE, EventKind
 from gpudash.core.sync_sites import SyncTable
 from gpudash.core.textfmt import plain
 from gpudash.engine.events import one_line
@@ -109,7 +109,7 @@ def trace_window(loop: StepLoop, steps: int) -> None:
         _follow_window(loop, steps)
         return
     if loop.trace_dir is None:
-        failed(loop, "trace", "this run has no trace directory")
+        failed(loop, TRACE, "this run has no trace directory")
         return
     loop.settle()
     start_s = loop.now()
@@ -117,7 +117,7 @@ def trace_window(loop: StepLoop, steps: int) -> None:
         path, fig = traces.profile_window(loop.torch, w, steps, loop.trace_dir, loop.now(), MAX_TRACE_FILES)
     except Exception as exc:  # noqa: BLE001 - a failing profiler must not end the run
         loop.restart_window()
-        failed(loop, "trace", f"profiler window failed: {one_line(exc)}")
+        failed(loop, TRACE, f"profiler window failed: {one_line(exc)}")
         return
     loop.count_steps_apart(steps)
     loop.restart_window()
@@ -138,10 +138,10 @@ def _trace_measured(loop: StepLoop, path: Path, fig: TraceFigures, start_s: floa
             pct = 100.0 * steps / seconds / bound
             details["pct_of_overlap_bound"] = f"{pct:.4g}"
             message += f", running at {pct:.0f}% of it"
-    loop.event(EventKind.MEASURED, what="trace", message=f"{message} → {path}", details=details)
+    loop.event(EventKind.MEASURED, what=TRACE, message=f"{message} → {path}", details=details)
 
 
-def _follow_window(loop: StepLoop, steps: int, what: str = "trace") -> None:
+def _follow_window(loop: StepLoop, steps: int, what: str = TRACE) -> None:
     """A data-parallel rank other than 0 during rank 0's profiler or diagnosis window: the same
     steps (their all-reduces pair with rank 0's), unprofiled, kept out of the samples as rank 0's are."""
     w = loop.workload
@@ -193,7 +193,7 @@ def _evidence(loop: StepLoop, steps: int) -> Evidence:
     # Busy, idle and the GPU's time per step all come from the traced window itself (one span, the
     # step markers'), never from the traced kernels over an untraced wall: tracing slows the host,
     # and a ratio across two windows can read a host-bound step as busy (GPU-bound's rule weighs the
-    # kernels' time against the untraced step only where it fits in it: rules._busy_working).
+    # kernels' time against the untraced step only where it fits in it: parts.gpu_busy_untraced).
     counted = loop.model_flops.current if loop.model_flops else None
     untraced = Evidence(
         steps=steps,

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from gpudash.core.protocol import DIAGNOSIS, MEMORY_PEAK, TRAINING, WINDOWS_PACED, Diagnose, Event, EventKind
+from gpudash.core.protocol import DIAGNOSIS, MEMORY_PEAK, TRACE, TRAINING, WINDOWS_PACED, Diagnose, Event, EventKind
 from gpudash.core.sync_sites import SyncTable
 from gpudash.diagnosis.evidence import Evidence
 from gpudash.engine.comm_split import RankComm
@@ -58,7 +58,7 @@ class SessionWindows:
         if spaced := traces.spaced(time.monotonic()):
             self.out.note("spaced", WINDOWS_PACED, spaced)  # gpudash's own pacing, not a fault of the job's
         else:
-            self._ask_trace("trace", steps, kernels_only=not host_ops)
+            self._ask_trace(TRACE, steps, kernels_only=not host_ops)
 
     def _window(self, reads: list[TraceRead]) -> None:
         """One window's traces, every rank's: its collectives matched across them, then each read."""
@@ -70,7 +70,7 @@ class SessionWindows:
         """A profiler window's trace, read in the background: its figures, or why there are none
         (``comm``: its rank's collectives matched across the ranks' windows)."""
         p = self.parts
-        what = DIAGNOSIS if read.purpose == DIAGNOSIS else "trace"
+        what = DIAGNOSIS if read.purpose == DIAGNOSIS else TRACE
         if read.figures is None:
             self.out.error(what, read.error)
             if read.rank == p.rank_table.lead and read.purpose == DIAGNOSIS:
@@ -79,7 +79,7 @@ class SessionWindows:
                 p.traces.periodic_open = False
             return
         if read.note:  # a note of the trace's size, never the diagnosis' answer
-            self.out.error("trace", f"profiler window {read.note}")
+            self.out.error(TRACE, f"profiler window {read.note}")
         p.world.traced(read.rank, read.exposed_ms(p.samples.median_step_s))
         if read.rank != p.rank_table.lead:
             return  # another rank's window: its exposed all-reduce, on its rank rows
@@ -96,7 +96,7 @@ class SessionWindows:
         p.traces.periodic_open = False
         said = "".join(f"; {part}" for part in (weighed, cost) if part)
         message = f"{fig.summary()}{comm_words(comm)}{said} → {path}"
-        self.out.event(EventKind.MEASURED, what="trace", message=message, details=details)
+        self.out.event(EventKind.MEASURED, what=TRACE, message=message, details=details)
 
     # -- a diagnosis -------------------------------------------------------------------------------
     def diagnose(self, steps: int) -> None:
@@ -176,7 +176,7 @@ class SessionWindows:
         folder = p.config.trace_dir or os.path.join(p.channel.folder, "traces")
         request, note = p.traces.ask(purpose, steps, folder, job_command.slug(p.workload), p.rank_table.firsts)
         if note:
-            self.out.error("trace", note)
+            self.out.error(TRACE, note)
         if kernels_only:
             request["kernels_only"] = True
         if (ranks := p.rank_table.world_size()) > 1:  # the same steps on every rank

@@ -24,6 +24,7 @@ from gpudash.core.protocol import (
     NOT_THE_JOBS,
     OTHER,
     PHASES,
+    TRACE,
     TRAINING,
     WORLD,
     Event,
@@ -249,7 +250,7 @@ def _recording(p: Path, header: list[str], rows: Rows, sidecar: Sidecar) -> Run:
                 ending = msg.kind.value + (f": {msg.message}" if msg.message else "")
             elif msg.kind == EventKind.MEASURED and msg.what == WORLD:
                 world = msg
-            elif msg.kind == EventKind.MEASURED and msg.what == "trace":
+            elif msg.kind == EventKind.MEASURED and msg.what == TRACE:
                 current = tracker.current.label if tracker.current is not None else "?"
                 traces.append((msg.time_s, current, msg.message))
     if not timeline.time_s:

@@ -21,6 +21,7 @@ from gpudash.core.protocol import (
     ENDING_KINDS,
     NOT_RESPONDING,
     NVML_LOST,
+    TRACE,
     Control,
     EngineSource,
     Event,
@@ -32,7 +33,7 @@ from gpudash.core.protocol import (
 from gpudash.tui import job_notices
 from gpudash.tui.dash_recording import DashRecording, RecorderFactory
 from gpudash.tui.knob_steering import KnobSteering
-from gpudash.tui.markers import TRACE, trace_line
+from gpudash.tui.markers import trace_line
 from gpudash.tui.notices import STARTING, Notice, Severity, error, event_notice, gpm_notice, short_path, warning
 from gpudash.tui.ranks_line import ranks_line
 from gpudash.tui.run_requests import RunRequests

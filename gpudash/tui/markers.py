@@ -6,12 +6,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpudash.core.protocol import Event, EventKind
+from gpudash.core.protocol import TRACE, Event, EventKind
 
 MARKER_KINDS = frozenset(
     {EventKind.STARTED, EventKind.CHANGED, EventKind.PAUSED, EventKind.RESUMED, EventKind.CRASHED, EventKind.STOPPED}
 )
-TRACE = "trace"  # a measured event with this ``what`` is a profiler window: it gets a marker too
 
 
 def is_trace(e: Event) -> bool:

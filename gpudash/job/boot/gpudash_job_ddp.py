@@ -33,6 +33,7 @@ class DdpHooks:
     def __init__(self, comms: Any) -> None:
         self.comms = comms
         self.originals: dict[str, Any] = {}
+        self.no_sync = False  # a forward under no_sync() seen
 
     def install(self) -> None:
         ddp = self.comms.torch.nn.parallel.DistributedDataParallel
@@ -66,8 +67,9 @@ class DdpHooks:
             if not getattr(ddp, "gpudash_seen", False):
                 ddp.gpudash_seen = True
                 hooks._first_forward(ddp)
-            if getattr(ddp, "require_backward_grad_sync", True) is False and NO_SYNC not in comms.settings:
-                comms.settings += f",{NO_SYNC}"  # a forward under no_sync(): the job accumulates already
+            if not hooks.no_sync and getattr(ddp, "require_backward_grad_sync", True) is False:
+                hooks.no_sync = True  # a forward under no_sync(): the job accumulates already (said once)
+                comms.settings += f",{NO_SYNC}"
             with comms.quiet():  # DDP's own bookkeeping (its buckets' rebuild, its logger's timers)
                 return original(ddp, *args, **kwargs)
 
