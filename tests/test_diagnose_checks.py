@@ -201,16 +201,6 @@ def test_a_window_is_weighed_against_the_untraced_steps_and_a_distorted_one_said
     assert TraceRead("trace", "t.json").weighed(0.030) == ""  # a window that did not time its steps
 
 
-def test_a_windows_cost_counts_the_trace_writing_only_where_the_job_waited_for_it() -> None:
-    """5 steps of 30 ms untraced that took 0.25 s traced, their trace written in 0.1 s: 0.1 s of cost
-    where a thread of its own wrote it beside the job's steps, 0.2 s where the job waited for it."""
-    aside = TraceRead("trace", "t.json", steps=5, wall_ms=250.0, export_ms=100.0, export_aside=True)
-    waited = dataclasses.replace(aside, export_aside=False)
-    assert aside.cost_s(0.030) == pytest.approx(0.1) and waited.cost_s(0.030) == pytest.approx(0.2)
-    assert aside.cost(0.030).endswith("its trace was written in 0.10 s beside the job's next steps")
-    assert "and writing the trace 0.10 s" in waited.cost(0.030)
-
-
 class _Value:
     def __init__(self, value: int, value_type: int = 1, ret: int = 0) -> None:
         self.nvmlReturn, self.valueType = ret, value_type

@@ -401,7 +401,7 @@ def test_a_profiler_windows_own_time_is_profiling_and_not_the_jobs_goodput(tmp_p
     assert told and "gpudash's profiler window" in told[0].text, done.stderr[-2000:]
     assert any(e.text.startswith("10 steps traced") for e in printed.event_lines(done.stderr, "measured"))
     seconds = meta["phases"]
-    assert seconds[PROFILING] >= 0.05  # the stop of 10 steps of ~2,400 operators each (the trace is written aside)
+    assert seconds[PROFILING] >= 0.05  # the stop and the write of 10 steps' trace of ~2,400 operators each
     job_s = meta["wall_s"] - seconds[PROFILING] - seconds["suspended"]
     rounding = 100 * 0.002 / job_s + 0.005  # four figures written to the millisecond, goodput to 0.01
     assert meta["goodput_pct"] == pytest.approx(100 * seconds[TRAINING] / job_s, abs=rounding)

@@ -59,35 +59,6 @@ def test_a_window_asked_for_while_one_runs_starts_after_it(tmp_path: Path) -> No
     assert sent[-1]["error"] == "the job ended during the profiler window"  # b closed at the job's end
 
 
-def test_a_windows_trace_is_written_off_the_training_thread_and_before_the_teardown(tmp_path: Path) -> None:
-    """The step a window ends at returns once the profiler has stopped: the trace is written, and
-    said to gpudash, by a thread of its own while the job steps on; the job's teardown waits for it."""
-    window_module = boot_module("gpudash_job_window")
-    sent: list[tuple[str, dict[str, Any]]] = []
-    gate = threading.Event()
-
-    def send(message: dict[str, Any]) -> None:  # gpudash's channel, held shut until the test opens it
-        sent.append((threading.current_thread().name, message))
-        gate.wait(60)
-
-    window = window_module.ProfilerWindow(torch, send, contextlib.nullcontext)
-    window.ask({"k": wire.TRACE, "steps": 1, "dir": str(tmp_path), "name": "w"})
-    assert not window.at_step(1) and window.running
-    torch.ones(4).sum()
-    assert window.at_step(2) and not window.running  # the window ended here: the training thread goes on
-    torch.ones(4).sum()  # ... and steps while the writer holds the trace's message
-    path = wire.trace_path(str(tmp_path), "w", 0)
-    writer = window.writer
-    assert writer is not None and writer.is_alive()
-    gate.set()
-    window.close()  # the job's teardown: the trace written and said first
-    assert not writer.is_alive()
-    ((thread, message),) = sent
-    assert thread == "gpudash-trace-writer" and thread != threading.current_thread().name
-    assert message["path"] == path and Path(path).is_file() and "error" not in message
-    assert message["export_aside"] and message["export_ms"] >= 0 and message["steps"] == 1
-
-
 def test_cupti_is_torn_down_after_a_window_only_where_cuda_allows_it() -> None:
     """Left subscribed, CUPTI slows the job's launches after the window; torn down before CUDA 12.6
     its re-initialization could crash a job with CUDA graphs, so it is left as torch leaves it."""

@@ -33,7 +33,7 @@ from gpudash.job.steps import JobSamples, StepRecord
 
 Targets = Callable[[], list[tuple[int, str, str]]]  # each rank's (pid, "rank N", its socket)
 BETWEEN = " between steps, no training seen in it"  # what an ``other`` span's message adds
-OURS = ": gpudash's profiler window, started or stopped between steps (not the job's time)"
+OURS = ": gpudash's profiler window, started or stopped and its trace written between steps (not the job's time)"
 
 
 class PhaseWatch:

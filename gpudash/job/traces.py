@@ -43,8 +43,7 @@ class TraceRead:
     rank: int = 0  # the rank whose window it was
     steps: int = 0  # the window's steps
     wall_ms: float = 0.0  # from the window's start to the profiler's stop
-    export_ms: float = 0.0  # writing its trace, after that
-    export_aside: bool = False  # ... by a thread of its own, beside the job's steps (else the job waits for it)
+    export_ms: float = 0.0  # writing its trace, after that (the job waits for it too)
     window: str = ""  # the request it answers (the same on every rank asked)
     ranks: int = 1  # how many ranks were asked for it
     steps_ms: float = 0.0  # its steps alone, the profiler's start and stop left out (0: not said)
@@ -79,8 +78,7 @@ class TraceRead:
         """The seconds the window cost the job: its time less what its steps take untraced."""
         if step_s is None or self.steps < 1 or self.wall_ms <= 0:
             return None
-        waited_ms = self.wall_ms + (0.0 if self.export_aside else self.export_ms)
-        return max(0.0, waited_ms / 1e3 - self.steps * step_s)
+        return max(0.0, (self.wall_ms + self.export_ms) / 1e3 - self.steps * step_s)
 
     def cost(self, step_s: float | None) -> str:
         """What the window cost the job, in words (``step_s``: a step's time untraced)."""
@@ -88,15 +86,12 @@ class TraceRead:
         if extra is None or step_s is None:
             return ""
         untraced = self.steps * step_s
-        written = plain(self.export_ms / 1e3, 2)
-        took = (
+        return (
             f"the window cost the job {plain(extra, 2)} s: its {self.steps} steps took "
-            f"{plain(self.wall_ms / 1e3, 2)} s against {plain(untraced, 2)} s untraced"
+            f"{plain(self.wall_ms / 1e3, 2)} s "
+            f"against {plain(untraced, 2)} s untraced, and writing the trace {plain(self.export_ms / 1e3, 2)} s "
+            "(those steps are left out of every figure)"
         )
-        if self.export_aside:
-            written_aside = f"its trace was written in {written} s beside the job's next steps"
-            return f"{took} (those steps are left out of every figure); {written_aside}"
-        return f"{took}, and writing the trace {written} s (those steps are left out of every figure)"
 
 
 class JobTraces:
@@ -155,7 +150,6 @@ class JobTraces:
         steps = min(_int(m.get("steps")), MAX_STEPS)
         timing: dict[str, Any] = {"steps": steps, "wall_ms": float_or(m.get("wall_ms"))}
         timing |= {"export_ms": float_or(m.get("export_ms")), "window": window, "ranks": asked}
-        timing["export_aside"] = bool(m.get("export_aside"))
         timing |= {"steps_ms": max(0.0, float_or(m.get("steps_ms"))), "step_ms": _floats(m.get("step_ms"))}
         timing["comm_sizes"] = _sizes(m.get("comm_sizes"))
         args = (purpose, path, rank, timing)

@@ -10,10 +10,7 @@ Python warnings are caught, and what its native library prints on stderr while i
 and writes (Kineto's ``profiler_start``/``profiler_stop`` lines, a CPU build's device errors) is
 taken aside — any line of the job's own that another thread wrote meanwhile goes back to stderr.
 A window still open when the job tears down (``destroy_process_group``, the interpreter's exit) is
-closed first, without a trace: a profiler left running into the teardown can crash it. The trace is
-written by a thread of its own (``gpudash-trace-writer``; Kineto's ``save`` releases the GIL), beside
-the job's next steps, and said to gpudash once written; the next window, and the job's teardown,
-wait for it (at most ``WRITER_WAIT_S`` at the teardown). On CUDA
+closed first, without a trace: a profiler left running into the teardown can crash it. On CUDA
 12.6 or later CUPTI is torn down after each window (``TEARDOWN_CUPTI=1`` unless the job set it):
 left subscribed, it slows every kernel launch of the job long after the window.
 """
@@ -33,7 +30,6 @@ from typing import Any
 from gpudash_job_wire import TRACE, trace_path  # type: ignore[import-not-found]  # beside this file
 
 STEP_MARKER = "gpudash.step"
-WRITER_WAIT_S = 30.0  # the teardown waits at most this long for a trace being written
 # a line of the profiler's native library: "USDT:2026-11-26 16:43:07 15779:15779 File.cpp:39] …"
 NATIVE_LINE = re.compile(rb"^(USDT|STAGE|ERROR|WARNING|INFO|VERBOSE):\d{4}-\d\d-\d\d [\d:]+ \d+:\d+ [\w.]+:\d+\] ")
 
@@ -109,7 +105,6 @@ class ProfilerWindow:
         self.rank = 0
         self.cuda = False
         self.sizes: Any = None  # the collectives' sizes over a window (gpudash_job_comm.CommTimes), where set
-        self.writer: threading.Thread | None = None  # the latest window's trace being written
 
     @property
     def running(self) -> bool:
@@ -152,7 +147,6 @@ class ProfilerWindow:
     def _start(self, window: dict[str, Any]) -> None:
         from torch.profiler import ProfilerActivity, profile
 
-        self.wait_for_writer()  # one profiler at a time: the last window's trace written first
         if self.cuda and cupti_teardown_safe(self.torch):
             # without it CUPTI stays subscribed after the window and slows every later launch
             # (pytorch/pytorch#144455); the job's own setting wins
@@ -182,36 +176,20 @@ class ProfilerWindow:
             message["comm_sizes"] = self.sizes.take_sizing()  # the bytes of its collectives, which its trace lacks
         with self.own_syncs(), quiet_profiler():
             window["prof"].stop()
-        message["wall_ms"] = (time.monotonic() - window["start_t"]) * 1e3  # its steps, up to the profiler's stop
-        message["export_aside"] = True  # its trace written beside the job's steps, not in them
-        self.writer = threading.Thread(
-            target=self._write, args=(window["prof"], path, message), name="gpudash-trace-writer"
-        )
-        self.writer.start()
-
-    def _write(self, prof: Any, path: str, message: dict[str, Any]) -> None:
-        """The writer thread: the window's trace written, then said to gpudash (with the error, where
-        it could not be written)."""
-        began = time.monotonic()
-        try:
-            os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-            prof.export_chrome_trace(path)
-        except Exception as exc:  # noqa: BLE001 - said to gpudash; the job goes on
-            message["error"] = f"{type(exc).__name__}: {exc}"
-        message["export_ms"] = (time.monotonic() - began) * 1e3
+            stopped = time.monotonic()
+            message["wall_ms"] = (stopped - window["start_t"]) * 1e3  # its steps, up to the profiler's stop
+            try:
+                os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+                window["prof"].export_chrome_trace(path)
+            except Exception as exc:  # noqa: BLE001 - said to gpudash; the job goes on
+                message["error"] = f"{type(exc).__name__}: {exc}"
+        message["export_ms"] = (time.monotonic() - stopped) * 1e3
         self.send(message)
-
-    def wait_for_writer(self, limit_s: float | None = None) -> None:
-        """Until the latest window's trace is written (at most ``limit_s``; any thread but the writer)."""
-        writer = self.writer
-        if writer is not None and writer is not threading.current_thread():
-            writer.join(limit_s)
 
     def close(self) -> None:
         """The job tears down: a running window stopped, its trace not written (said to gpudash)."""
         with self.lock:
             window, self.window, self.asked = self.window, None, None
-        self.wait_for_writer(WRITER_WAIT_S)  # a trace being written is written before the teardown
         if window is None:
             return
         if self.sizes is not None:
