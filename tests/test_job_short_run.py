@@ -109,6 +109,9 @@ def test_a_diagnosis_of_what_a_job_ran_leaves_its_warm_up_out_and_says_what_it_l
         "the job ended after 40 steps (0.078 s of training at 500.0 steps/s); a diagnosis needs about 51 "
         "(about 0.10 s at that rate): give it more steps"
     )
+    failed = ran_evidence(records(40), steps=30, exit_code=1)  # more steps would not help a job that fails
+    assert isinstance(failed, str) and failed.startswith("the job ended (exit code 1) after 40 steps")
+    assert failed.endswith("(about 0.10 s at that rate), and the job to run them without failing")
 
 
 @pytest.mark.slow
@@ -120,3 +123,18 @@ def test_diagnose_on_a_job_that_ends_before_its_window_gives_the_verdict_of_the_
     (verdict,) = [line for line in done.stdout.splitlines() if line.strip()][:1]
     assert re.search(r"over the \d+ steps it ran after its warm-up: the job ended before the diagnosis window", verdict)
     assert "0 steps/s" not in done.stdout + done.stderr
+
+
+@pytest.mark.slow
+def test_diagnose_of_a_job_that_fails_after_enough_steps_gives_their_verdict_and_exits_with_its_code() -> None:
+    """A job that fails once it has run enough steps for a verdict over them: the verdict says it
+    failed, and ``diagnose`` exits with the job's own status (it exited 0)."""
+    plain = str(JOBS / "plain_loop.py")
+    done = gpudash("diagnose", "--no-check", "--warmup", "600", "--", sys.executable, plain, "--steps", "200")
+    failed = gpudash(
+        "diagnose", "--no-check", "--warmup", "600", "--", sys.executable, plain, "--steps", "200", "--exit-code", "3"
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert failed.returncode == 3, failed.stderr[-2000:]
+    (verdict,) = [line for line in failed.stdout.splitlines() if line.strip()][:1]
+    assert re.search(r"over the \d+ steps it ran after its warm-up: the job failed \(exit code 3\) before", verdict)

@@ -19,7 +19,7 @@ from gpudash.core.protocol import JOB_PREFIX
 NO_ARGUMENTS = "(no arguments)"
 # the launchers whose own options come before the script (``torchrun --nproc-per-node 2 train.py``)
 LAUNCHERS = ("python", "python3", "torchrun", "accelerate", "deepspeed", "bash", "sh", "uv", "poetry")
-_SCRIPT = re.compile(r".+\.(py|sh)$")
+_SCRIPT = re.compile(r"\S+\.(py|sh)$")  # one word: ``bash -c "python train.py"``'s string is a command
 
 
 class JobCommandError(ValueError):
@@ -62,8 +62,11 @@ LAUNCHER_MODULES = frozenset(
 
 
 def script_index(command: Sequence[str]) -> int | None:
-    """Where the job's script (or ``-m`` module) is in ``command``; None when there is none."""
+    """Where the job's script (or ``-m`` module) is in ``command``; None when there is none (the
+    string of ``bash -c`` or ``python -c`` is a command, not a script)."""
     for i, arg in enumerate(command):
+        if i and command[i - 1] == "-c":
+            return None
         if i and command[i - 1] == "-m" and arg not in LAUNCHER_MODULES:
             return i
         if _SCRIPT.match(arg) and not arg.startswith("-"):
@@ -71,9 +74,24 @@ def script_index(command: Sequence[str]) -> int | None:
     return None
 
 
+def inner_command(command: Sequence[str]) -> list[str]:
+    """The command inside ``bash -c "…"`` (``sh -c``, ``python -c``: its words, as the shell splits
+    them); [] where there is none, or it does not split."""
+    for i, arg in enumerate(command[:-1]):
+        if arg == "-c":
+            try:
+                return shlex.split(command[i + 1])
+            except ValueError:
+                return []
+    return []
+
+
 def workload_name(command: Sequence[str]) -> str:
-    """``job:`` and the script (its file name), the ``-m`` module, else the program's name."""
+    """``job:`` and the script (its file name), the ``-m`` module — also of the command a ``bash -c``
+    string runs — else the program's name."""
     i = script_index(command)
+    if i is None and (inner := inner_command(command)) and (j := script_index(inner)) is not None:
+        command, i = inner, j
     name = os.path.basename(command[i]) if i is not None else os.path.basename(command[0]) if command else "job"
     return JOB_PREFIX + (_CONTROL.sub(_escaped, name) or "job")
 

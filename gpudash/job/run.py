@@ -249,4 +249,4 @@ def _diagnose_job(
         print(json.dumps({**diagnosis_head(event, config), **json_verdict(verdict, event.details)}, indent=2))
     else:
         print("\n".join([event.message, *lines]))
-    return code if ended_first else 0
+    return code  # the job's own status where it ended by itself (a failure, a Ctrl-C): 0 where the diagnosis ended it

@@ -127,7 +127,7 @@ class SessionWindows:
             return
         d, self.diagnosis = self.diagnosis, None
         if d.timed_evidence is not None:
-            self._verdict(d.timed_evidence, None, note="the job ended before its profiler window")
+            self._verdict(d.timed_evidence, None, note=f"the job {ended_how(exit_code)} before its profiler window")
         elif isinstance(unsaid := self.ran_diagnosis(exit_code, d.steps), str):
             self.out.error(DIAGNOSIS, unsaid)
 
@@ -137,7 +137,8 @@ class SessionWindows:
         evidence = ran_evidence(list(self.parts.samples.ran), steps, exit_code)
         if isinstance(evidence, str):
             return evidence
-        note = f"over the {evidence.steps} steps it ran after its warm-up: the job ended before the diagnosis window"
+        ended = ended_how(exit_code)
+        note = f"over the {evidence.steps} steps it ran after its warm-up: the job {ended} before the diagnosis window"
         unsaid = "" if self.parts.rank_table.on_cuda else "; no profiler window"  # a GPU job's verdict says it
         return self._verdict(evidence, None, note=note + unsaid)
 
@@ -217,3 +218,8 @@ class SessionWindows:
         details = {"memory_peak": json.dumps(read.peak.as_dict()), "lines": "\n".join(lines), "memory": memory}
         message = f"{read.peak.summary()}; {read.cost(p.samples.median_step_s)}"
         self.out.event(EventKind.MEASURED, what=MEMORY_PEAK, message=message, details=details)
+
+
+def ended_how(exit_code: int | None) -> str:
+    """ "ended", or "failed (exit code N)" where it exited with an error."""
+    return f"failed (exit code {exit_code})" if exit_code else "ended"
