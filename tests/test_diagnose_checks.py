@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -18,12 +19,13 @@ import pytest
 
 from gpudash.diagnosis.checks import LOADER, ONE_RANK, Check, loader_settings
 from gpudash.diagnosis.evidence import Evidence
-from gpudash.diagnosis.remedies import remedies
+from gpudash.diagnosis.remedies import answer, checked_line, remedies
 from gpudash.diagnosis.rules import diagnose
 from gpudash.diagnosis.verdict import Bound
 from gpudash.engine.trace_figures import figures, with_trace
 from gpudash.host.links import link_between
 from gpudash.job.command import one_rank_command
+from gpudash.job.diagnosis import job_verdict
 from gpudash.job.traces import TraceRead
 from gpudash.stats.comparison import Comparison, Verdict
 from tests.test_comm_exposed import ddp_job_evidence, issue_63_trace
@@ -156,12 +158,10 @@ def test_the_dataloader_settings_raced_are_those_the_input_remedy_names_and_the_
     assert loader_settings("make less of each batch: a larger batch", INPUT_BOUND, cpus=8) == []
     full = "cheaper samples, not more DataLoader workers (7 and the loop have its 8 CPUs), pin_memory=True"
     assert loader_settings(full, INPUT_BOUND, cpus=8) == [("pin_memory", "True")]  # never what it rules out
-    # the CPUs as a diagnosis event's details give them back (a float): a whole number of workers
+    # the CPUs as a diagnosis event's details give them back: a whole number of workers
     again = Evidence.from_details(with_four.details())
-    assert isinstance(again.cpus, float) and loader_settings(advice, again, cpus=again.cpus) == [
-        ("num_workers", "8"),
-        ("persistent_workers", "True"),
-    ]
+    assert again.cpus == 8
+    assert loader_settings(advice, again, cpus=again.cpus) == [("num_workers", "8"), ("persistent_workers", "True")]
 
 
 def test_an_input_remedy_whose_raced_settings_lost_says_no_dataloader_setting_helps() -> None:
@@ -172,9 +172,33 @@ def test_an_input_remedy_whose_raced_settings_lost_says_no_dataloader_setting_he
     found = remedies(INPUT_BOUND, Bound.INPUT, script=True, checks=lost)
     advice = next(r.advice for r in found if r.limit == "input")
     assert advice.startswith("no DataLoader setting helps (num_workers=2, pin_memory=True: none faster, raced)")
+    assert "making or their hand-over: cheaper samples" in advice and "bytes" not in advice  # small batches
+    # the verdict's own line no longer advises what the race refuted
+    diagnosis = diagnose(INPUT_BOUND)
+    document, _ = answer(INPUT_BOUND, diagnosis, script=True, checks=lost)
+    line = checked_line(diagnosis.line(), diagnosis, document)
+    assert line.startswith(f"{diagnosis.bound}: {diagnosis.why} — no DataLoader setting helps"), line
+    assert document["advice"] == advice and checked_line(diagnosis.line(), diagnosis, {}) == diagnosis.line()
+    handed = replace(INPUT_BOUND, input_batch_bytes=77e6)  # large batches: their hand-over, fewer bytes
+    said = next(r.advice for r in remedies(handed, Bound.INPUT, script=True, checks=lost) if r.limit == "input")
+    assert "hand-over of 77 MB (shared memory, the pin-memory thread, the copy to the GPU)" in said
+    on_cpu = replace(handed, gpu_ms_per_step=None, gpu_busy_pct=None, syncs_per_step=None)  # ... on the CPU's terms
+    said = next(r.advice for r in remedies(on_cpu, Bound.INPUT, script=True, checks=lost) if r.limit == "input")
+    assert "hand-over of 77 MB (shared memory, the collation)" in said and "GPU" not in said
     won = [*lost[:1], _check(LOADER, 2.0, 1.9, 2.1, Verdict.FASTER, "pin_memory=True")]
     advice = next(r.advice for r in remedies(INPUT_BOUND, Bound.INPUT, script=True, checks=won) if r.limit == "input")
     assert "more DataLoader workers" in advice
+
+
+def test_a_verdict_read_back_from_its_event_says_the_same_words() -> None:
+    """The diagnose command reads the verdict's evidence back from its event's details: whole numbers
+    stay whole ("its 2 CPUs", not "2.0": the verdict's line and its checked advice then differed)."""
+    full = Evidence(
+        30, 4.2, input_ms=1.4, cpus=2, input_workers=2, job_settings="num_workers=2,persistent_workers=False"
+    )
+    again = Evidence.from_details(full.details())
+    assert job_verdict(again).advice == job_verdict(full).advice and "its 2 CPUs" in job_verdict(full).advice
+    assert all(type(getattr(again, name)) is int for name in ("steps", "cpus", "input_workers"))
 
 
 def test_a_checks_line_says_what_ran_its_rates_interval_and_verdict() -> None:

@@ -92,6 +92,9 @@ def test_workers_that_idle_are_not_the_fix_the_hand_over_of_its_bytes_is() -> No
     said = input_advice(_input_bound(busy=0.17))
     assert said.startswith("not more DataLoader workers: its 4 are busy 17% of a CPU each")
     assert "hand-over of 77 MB a step" in said and "uint8 images normalised on the GPU" in said
+    # a job on the CPU is not told of a copy to the GPU, nor to keep its data there
+    on_cpu = input_advice(replace(_input_bound(busy=0.17), gpu_ms_per_step=None))
+    assert "hand-over of 77 MB a step (shared memory, the collation)" in on_cpu and "GPU" not in on_cpu
     busy = input_advice(_input_bound(busy=0.9))
     assert "more DataLoader workers (num_workers, now 4)" in busy and "hand-over" not in busy
     # idle workers with small batches wait on storage (a slow file system): more of them is the fix

@@ -12,7 +12,6 @@ from __future__ import annotations
 import csv
 import json
 import os
-import shlex
 import signal
 import subprocess
 import sys
@@ -465,36 +464,6 @@ def probed(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.mark.slow
 def test_a_library_that_asks_for_torch_before_importing_it_still_gets_the_hooks(probed: Path) -> None:
     assert samples(probed) and samples(probed)[-1]["workload"] == "job:probe.py"
-
-
-def test_a_job_is_named_by_its_script_behind_a_launcher_module() -> None:
-    from gpudash.job.command import variant, workload_name
-
-    command = ["python", "-m", "torch.distributed.run", "--nproc-per-node", "2", "train.py", "--lr", "1e-3"]
-    assert (workload_name(command), variant(command)) == ("job:train.py", "--lr 1e-3")
-    assert variant(["python", "train.py", "a\nb|c"]) == "$'a\\x0ab|c'"  # one line, as bash would quote it
-
-
-def test_a_shell_string_is_a_command_and_its_job_is_named_by_the_script_it_runs() -> None:
-    """``bash -c "cd … && python train.py"``: the string is not a script to look for (it was refused
-    as "no such file"); the job is named by the script the string runs."""
-    from gpudash.job.command import check_command, variant, workload_name
-
-    command = ["bash", "-c", f"cd {JOBS} && python plain_loop.py --steps 3"]
-    check_command(command)  # no JobCommandError
-    assert workload_name(command) == "job:plain_loop.py"
-    assert variant(command) == shlex.join(command[1:])
-    assert workload_name(["python", "-c", "print(1)"]) == "job:python"
-
-
-@pytest.mark.slow
-def test_a_shell_string_that_runs_a_script_is_recorded(tmp_path: Path) -> None:
-    out = tmp_path / "r.csv"
-    job = f"cd {shlex.quote(str(JOBS))} && {shlex.quote(sys.executable)} plain_loop.py --steps 30 --workers 0"
-    done = gpudash("record", str(out), "-q", "--", "bash", "-c", job)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert samples(out) and samples(out)[-1]["workload"] == "job:plain_loop.py"
-    assert int(samples(out)[-1]["steps"]) == 30
 
 
 @pytest.mark.slow

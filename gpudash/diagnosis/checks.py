@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gpudash.core.textfmt import plain
+from gpudash.diagnosis.advice import HANDOVER_BYTES, fewer_bytes, handover_parts
 from gpudash.diagnosis.evidence import Evidence, job_settings
 from gpudash.diagnosis.parts import COMM, WAIT
 from gpudash.stats.comparison import Comparison, Verdict
@@ -149,12 +150,14 @@ def loader_refuted(checks: Sequence[Check]) -> bool:
 
 
 def refuted_input_advice(e: Evidence, checks: Sequence[Check]) -> str:
-    """The input remedy's words where no raced DataLoader setting helped: so, and what the wait is."""
+    """The input remedy's words where no raced DataLoader setting helped: so, and what the wait is
+    (large batches: their hand-over, and fewer bytes; small ones: their making)."""
     raced = ", ".join(c.what for c in checks if c.kind == LOADER and not c.skipped)
-    size = f" of {e.input_batch_bytes / 1e6:.3g} MB" if e.input_batch_bytes else ""
+    head = f"no DataLoader setting helps ({raced}: none faster, raced): the {e.input_ms:.2g} ms a step waits is the"
+    if (e.input_batch_bytes or 0.0) >= HANDOVER_BYTES:
+        size = f" of {e.input_batch_bytes / 1e6:.3g} MB" if e.input_batch_bytes else ""
+        return f"{head} batches' hand-over{size} ({handover_parts(e)}) or their making: {fewer_bytes(e, cheaper=True)}"
     return (
-        f"no DataLoader setting helps ({raced}: none faster, raced): the {e.input_ms:.2g} ms a step waits is the "
-        f"batches' hand-over{size} (shared memory, the pin-memory thread, the copy to the GPU) or their making: "
-        "fewer bytes a batch (uint8 images normalised on the GPU, a smaller dtype), cheaper samples, or the data "
-        "kept on the GPU"
+        f"{head} batches' making or their hand-over: cheaper samples (less work in the Dataset's __getitem__ "
+        "and its transforms), or fewer, larger batches"
     )

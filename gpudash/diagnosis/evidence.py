@@ -135,7 +135,7 @@ _TEXT = (
     "comm_transfer_kinds",
     "comm_link",
 )  # Evidence's text fields
-_INT = ("steps", "comm_last_rank", "input_workers", "straggler_rank")  # ... and its whole numbers
+_INT = ("steps", "comm_last_rank", "input_workers", "straggler_rank", "cpus")  # ... and its whole numbers
 
 
 def job_settings(text: str) -> dict[str, str]:

@@ -110,9 +110,20 @@ def answer(
     found = remedies(e, diagnosis.bound, script, checks)
     lines = [f"  {r.line()}" for r in found] + [f"  {c.line()}" for c in checks]
     document = {**diagnosis.as_dict(e), "remedies": [r.as_dict() for r in found]}
+    if diagnosis.bound == Bound.INPUT and loader_refuted(checks):  # the verdict's advice, as the race told
+        document["advice"] = refuted_input_advice(e, checks)
     if checks:
         document["checks"] = [c.as_dict() for c in checks]
     return document, lines
+
+
+def checked_line(line: str, diagnosis: Diagnosis, document: dict[str, object]) -> str:
+    """The verdict's line with its advice as the checks left it (``answer``'s document): an input
+    verdict whose DataLoader settings were raced and all lost no longer advises them."""
+    advice = document.get("advice")
+    if not isinstance(advice, str) or advice == diagnosis.advice:
+        return line
+    return line.replace(f" — {diagnosis.advice}", f" — {advice}", 1)
 
 
 def has_evidence(event: Event) -> bool:

@@ -248,5 +248,5 @@ def _diagnose_job(
     if as_json:
         print(json.dumps({**diagnosis_head(event, config), **json_verdict(verdict, event.details)}, indent=2))
     else:
-        print("\n".join([event.message, *lines]))
+        print("\n".join([remedies.checked_line(event.message, diagnosis, verdict), *lines]))
     return code  # the job's own status where it ended by itself (a failure, a Ctrl-C): 0 where the diagnosis ended it

@@ -1,0 +1,42 @@
+"""A job's command line as gpudash reads it: named by its script behind a launcher module or inside
+a shell's command string, which is a command and not a script to look for."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.test_job import JOBS, gpudash, samples
+
+
+def test_a_job_is_named_by_its_script_behind_a_launcher_module() -> None:
+    from gpudash.job.command import variant, workload_name
+
+    command = ["python", "-m", "torch.distributed.run", "--nproc-per-node", "2", "train.py", "--lr", "1e-3"]
+    assert (workload_name(command), variant(command)) == ("job:train.py", "--lr 1e-3")
+    assert variant(["python", "train.py", "a\nb|c"]) == "$'a\\x0ab|c'"  # one line, as bash would quote it
+
+
+def test_a_shell_string_is_a_command_and_its_job_is_named_by_the_script_it_runs() -> None:
+    """``bash -c "cd … && python train.py"``: the string is not a script to look for (it was refused
+    as "no such file"); the job is named by the script the string runs."""
+    from gpudash.job.command import check_command, variant, workload_name
+
+    command = ["bash", "-c", f"cd {JOBS} && python plain_loop.py --steps 3"]
+    check_command(command)  # no JobCommandError
+    assert workload_name(command) == "job:plain_loop.py"
+    assert variant(command) == shlex.join(command[1:])
+    assert workload_name(["python", "-c", "print(1)"]) == "job:python"
+
+
+@pytest.mark.slow
+def test_a_shell_string_that_runs_a_script_is_recorded(tmp_path: Path) -> None:
+    out = tmp_path / "r.csv"
+    job = f"cd {shlex.quote(str(JOBS))} && {shlex.quote(sys.executable)} plain_loop.py --steps 30 --workers 0"
+    done = gpudash("record", str(out), "-q", "--", "bash", "-c", job)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert samples(out) and samples(out)[-1]["workload"] == "job:plain_loop.py"
+    assert int(samples(out)[-1]["steps"]) == 30
