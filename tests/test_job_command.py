@@ -1,5 +1,6 @@
 """A job's command line as gpudash reads it: named by its script behind a launcher module or inside
-a shell's command string, which is a command and not a script to look for."""
+a shell's command string, which is a command and not a script to look for; ``--steps`` as the job
+runs it."""
 
 from __future__ import annotations
 
@@ -40,3 +41,15 @@ def test_a_shell_string_that_runs_a_script_is_recorded(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr[-2000:]
     assert samples(out) and samples(out)[-1]["workload"] == "job:plain_loop.py"
     assert int(samples(out)[-1]["steps"]) == 30
+
+
+@pytest.mark.slow
+def test_steps_ends_a_fast_job_at_that_step_and_records_them_all(tmp_path: Path) -> None:
+    """``--steps 60`` of a job of thousands of steps a second: it ends at its 60th (it ran 420 of 50,
+    gpudash's request a second's steps late), its own ``finally`` runs, and the recording has them."""
+    out = tmp_path / "r.csv"
+    job = (sys.executable, str(JOBS / "fast_finally.py"), "1e9")
+    done = gpudash("record", str(out), "-q", "--steps", "60", "--", *job)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "JOB ran 60 steps" in done.stdout.splitlines(), done.stdout[-500:]
+    assert int(samples(out)[-1]["steps"]) == 60

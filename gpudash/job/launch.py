@@ -85,16 +85,22 @@ def job_env(
     sites: bool = True,
     unbuffered: bool = False,
     job_set: tuple[tuple[str, str], ...] = (),
+    end_after: int | None = None,
 ) -> dict[str, str]:
     """The job's environment: the bootstrap first on ``PYTHONPATH``, the channel named; its output's
     buffering as the job has it, but where gpudash shows its lines as they come (``unbuffered``:
-    the dashboard's pane); the settings ``--set`` applies (``job_set``: ``gpudash.job.settings``)."""
+    the dashboard's pane); the settings ``--set`` applies (``job_set``: ``gpudash.job.settings``);
+    ``end_after`` (``--steps``): each process ends at that step, on every rank the same, however
+    fast it steps (gpudash's own request, which ends steps of several processes by their sum, comes
+    a second's steps late)."""
     env = dict(os.environ if base is None else base)
     path = env.get("PYTHONPATH", "")
     env["PYTHONPATH"] = str(BOOT_DIR) + (os.pathsep + path if path else "")
     env[wire.CHANNEL_ENV] = channel
     env[wire.SRC_ENV] = str(SOURCE_DIR)
     env[wire.SITES_ENV] = "1" if sites else "0"
+    if end_after is not None:
+        env[wire.END_AFTER_ENV] = str(end_after)
     if unbuffered:
         env.setdefault("PYTHONUNBUFFERED", "1")  # the pane's lines as they come, not at exit
     env.update(settings_env(job_set, env))

@@ -84,7 +84,13 @@ class JobSession:
         self.command = list(config.job)
         self.workload, self.variant = job_command.workload_name(self.command), job_command.variant(self.command)
         self.channel = HostChannel()
-        env = job_env(self.channel.path, sites=config.sync_sites, unbuffered=capture, job_set=config.job_set)
+        env = job_env(
+            self.channel.path,
+            sites=config.sync_sites,
+            unbuffered=capture,
+            job_set=config.job_set,
+            end_after=config.max_steps,
+        )
         self.process = JobProcess(
             self.command, env, capture=capture, stdout_to_stderr=stdout_to_stderr, litter=[self.channel.folder]
         )

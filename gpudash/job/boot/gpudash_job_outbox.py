@@ -91,7 +91,7 @@ class Outbox:
         self.every_s = SEND_EVERY_S
         self.worker = False  # a DataLoader worker (forked or spawned): answers stack requests only
         self.syncs: Any = None  # gpudash_job_syncs.SyncCount, where syncs are counted
-        self.end_after: int | None = None  # gpudash's end of a measuring run: after this step
+        self.end_after = end_after_env()  # gpudash's end of a measuring run: after this step (--steps: from the start)
         self.last_send = 0.0
         self.mem_sent = 0.0
         self.sites_sent = (0.0, -1)
@@ -163,3 +163,12 @@ class Outbox:
                 self.window.ask(request)
             elif kind == wire.MEMPEAK:
                 self.memory.history.ask(request)
+
+
+def end_after_env() -> int | None:
+    """``--steps N``, as gpudash set it in the job's environment: end at step N (None: not set, or not a count)."""
+    try:
+        steps = int(os.environ.get(wire.END_AFTER_ENV, ""))
+    except ValueError:
+        return None
+    return steps if steps > 0 else None

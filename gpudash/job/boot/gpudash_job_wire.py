@@ -14,6 +14,7 @@ import os
 CHANNEL_ENV = "GPUDASH_JOB_CHANNEL"  # gpudash's datagram socket
 SRC_ENV = "GPUDASH_JOB_SRC"  # gpudash's package folder: its torch-free modules, loaded from their files
 SITES_ENV = "GPUDASH_JOB_SITES"  # "1": count host-device syncs by line
+END_AFTER_ENV = "GPUDASH_JOB_END_AFTER"  # --steps N: each process of the job ends at its step N's end
 
 # -- what a job's processes send ------------------------------------------------------------------------
 PROC = "proc"  # a process of the job, as it starts (its process group)
