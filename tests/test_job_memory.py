@@ -42,6 +42,9 @@ def test_an_mlp_with_adam_is_counted_as_it_counts_itself(tmp_path: Path) -> None
         e.text for e in printed.event_lines(done.stderr, "measured") if e.text.startswith("memory: parameters 6.01 MiB")
     ]
     assert said and "gradients 6.01 MiB · optimizer state 12 MiB · activations 640 KiB" in said[0], done.stderr
+    with open(path, newline="") as f:  # the end's figures, the same as said: recorded, not said again
+        recorded = [r["event_message"] for r in csv.DictReader(f) if r["event_what"] == "memory"]
+    assert len(recorded) == 2 and len(said) == (1 if recorded[0] == recorded[1] else 2), done.stderr
     # the job's line that made them: its model's call (the Linear and ReLU layers' saves are torch's lines)
     lines = Path(MEMORY_JOB).read_text().splitlines()
     at = next(i for i, text in enumerate(lines, 1) if "loss = torch.nn.functional.mse_loss(model(x), y)" in text)

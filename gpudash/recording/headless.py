@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from gpudash.core.controls import PERIODIC_STEPS
 from gpudash.core.protocol import (
     DIAGNOSIS,
+    MEMORY,
     MEMORY_PEAK,
     NOT_RESPONDING,
     NVML_LOST,
@@ -93,6 +94,7 @@ class HeadlessRecording:
     failure: Event | None = field(default=None, repr=False)  # the "crashed" event, when one came
     _held: list[Message] = field(default_factory=list, repr=False)  # messages before it started
     _started_at: float | None = field(default=None, repr=False)  # when the workload started (monotonic)
+    _memory_said: str = field(default="", repr=False)  # the latest memory line said (the end's, the same: not again)
     started_s: float | None = field(default=None, repr=False)  # ... in the run's seconds (its STARTED event's)
     _next_trace: float | None = field(default=None, repr=False)
     _next_progress: float | None = field(default=None, repr=False)
@@ -242,8 +244,11 @@ class HeadlessRecording:
         before_start = self.recorder is None
         if e.kind == EventKind.STARTED:
             self._announce_start()
-        if not self.quiet and not (before_start and e.kind == EventKind.CRASHED) and (line := describe_event(e)):
-            say(line)  # a failure before the start is the report's one line
+        unsaid = self.quiet or (before_start and e.kind == EventKind.CRASHED)  # a failure before the start: the report
+        if e.what == MEMORY:  # the end's memory, as said before: recorded, not said again
+            unsaid, self._memory_said = unsaid or e.message == self._memory_said, e.message
+        if not unsaid and (line := describe_event(e)):
+            say(line)
         if e.kind == EventKind.STARTED:
             self._started_at = time.monotonic()
             self.started_s = e.time_s
