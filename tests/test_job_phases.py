@@ -396,3 +396,20 @@ def test_with_torchrun_the_rank_that_stalled_is_named_first_and_the_others_wait_
     assert first.startswith("rank 1 ") and "ddp_loop.py:" in first and "time.sleep(hang_s)" in first
     assert any(line.startswith("rank 0 ") and "loss.backward()" in line for line in rest)  # in the all-reduce
     assert _resumed(done.stderr), done.stderr
+
+
+@pytest.mark.slow
+def test_an_evaluation_before_the_run_has_started_is_recorded_and_said_after_its_start(tmp_path: Path) -> None:
+    """Evaluations between the job's first steps, before gpudash's run has started (10 steps in):
+    said after the recording's first lines, not before them, and recorded under the job's name
+    (such a row had no workload, variant or batch)."""
+    job = ("--steps", "24", "--step-s", "0.05", "--eval-every", "2", "--eval-batches", "3", "--eval-batch-s", "0.05")
+    out, done, _ = record_job(tmp_path, "early", PHASES_LOOP, *job)
+    lines = [line for line in done.stderr.splitlines() if line.startswith("gpudash:")]
+    told = [i for i, line in enumerate(lines) if "phase: evaluation" in line]
+    recording = next(i for i, line in enumerate(lines) if line.startswith("gpudash: recording job:phases_loop.py"))
+    assert told and recording < told[0], done.stderr
+    with open(out, newline="") as f:
+        rows = [r for r in csv.DictReader(f) if r["row_kind"] == "event"]
+    assert rows[0]["event_kind"] == "started" and all(r["workload"] == "job:phases_loop.py" for r in rows), rows[:3]
+    assert any(r["event_kind"] == "phase" and r["event_what"] == "evaluation" for r in rows)

@@ -84,16 +84,7 @@ class JobSession:
         self.command = list(config.job)
         self.workload, self.variant = job_command.workload_name(self.command), job_command.variant(self.command)
         self.channel = HostChannel()
-        env = job_env(
-            self.channel.path,
-            sites=config.sync_sites,
-            unbuffered=capture,
-            job_set=config.job_set,
-            end_after=config.max_steps,
-        )
-        self.process = JobProcess(
-            self.command, env, capture=capture, stdout_to_stderr=stdout_to_stderr, litter=[self.channel.folder]
-        )
+        self.process = self._job_process(capture, stdout_to_stderr)
         self.sampler = sampler or NvmlSampler(
             cuda_index_hint("cuda"), config.gpu_interval_s, t0=self.t0, gpus=config.gpus
         )
@@ -135,6 +126,19 @@ class JobSession:
         )
         self.windows = SessionWindows(self.parts, lambda: self.from_hooks.sites)  # profiler windows, diagnosis
         self.from_hooks = SessionIntake(self.parts, self.windows)  # the hooks' messages, by kind
+
+    def _job_process(self, capture: bool, stdout_to_stderr: bool) -> JobProcess:
+        """The job's command with its environment: the hooks, the channel, ``--set``, ``--steps``."""
+        config = self.config
+        env = job_env(
+            self.channel.path,
+            sites=config.sync_sites,
+            unbuffered=capture,
+            job_set=config.job_set,
+            end_after=config.max_steps,
+        )
+        litter = [self.channel.folder]
+        return JobProcess(self.command, env, capture=capture, stdout_to_stderr=stdout_to_stderr, litter=litter)
 
     # -- EngineSource ------------------------------------------------------------------------------
     log_path: str | None = None  # the job's output is its own: on the terminal, or in the dashboard's pane

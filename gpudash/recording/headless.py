@@ -94,6 +94,7 @@ class HeadlessRecording:
     failure: Event | None = field(default=None, repr=False)  # the "crashed" event, when one came
     _held: list[Message] = field(default_factory=list, repr=False)  # messages before it started
     _started_at: float | None = field(default=None, repr=False)  # when the workload started (monotonic)
+    _unsaid: list[str] = field(default_factory=list, repr=False)  # phases' lines before the start, said after it
     _memory_said: str = field(default="", repr=False)  # the latest memory line said (the end's, the same: not again)
     started_s: float | None = field(default=None, repr=False)  # ... in the run's seconds (its STARTED event's)
     _next_trace: float | None = field(default=None, repr=False)
@@ -138,8 +139,14 @@ class HeadlessRecording:
             except OSError as exc:  # the directory went away since the check, the disk filled up
                 raise RecordWriteError(exc.errno, f"cannot write {self.path}: {exc.strerror or exc}") from exc
             held, self._held = self._held, []
-            for old in held:
+            after = [old for old in held if isinstance(old, Event) and old.kind == EventKind.PHASE]
+            for old in held:  # as they came, but a job's phases (an evaluation that ended as it started): after it
+                if old not in after:
+                    self.recorder.on_message(old)
+            self.recorder.on_message(msg)
+            for old in after:
                 self.recorder.on_message(old)
+            return
         if self.recorder is not None:
             self.recorder.on_message(msg)
         elif isinstance(msg, GpuSample) and self._held and isinstance(self._held[-1], GpuSample):
@@ -248,7 +255,14 @@ class HeadlessRecording:
         if e.what == MEMORY:  # the end's memory, as said before: recorded, not said again
             unsaid, self._memory_said = unsaid or e.message == self._memory_said, e.message
         if not unsaid and (line := describe_event(e)):
-            say(line)
+            if before_start and e.kind == EventKind.PHASE:
+                self._unsaid.append(line)  # said after the start's lines, as it is recorded
+            else:
+                say(line)
+        if e.kind == EventKind.STARTED:
+            for line in self._unsaid:
+                say(line)
+            self._unsaid = []
         if e.kind == EventKind.STARTED:
             self._started_at = time.monotonic()
             self.started_s = e.time_s
