@@ -69,7 +69,7 @@ def test_diagnose_of_a_job_that_ends_first_says_what_it_measured(tmp_path: Path)
     assert done.returncode == 1
     last = done.stderr.strip().splitlines()[-1]  # its rate and the length a diagnosis needs; no unmeasured figure
     assert re.fullmatch(
-        rf"gpudash: error: the job ended after 30 steps \({NUMBER} s of training at {NUMBER} steps/s\); a diagnosis "
-        rf"needs about 51 \(about {NUMBER} s at that rate\): give it more steps",
+        rf"gpudash: error: the job ended after 30 steps \((?:\d+ timed, \d+ measuring: )?{NUMBER} s(?: of training)? "
+        rf"at {NUMBER} steps/s\); a diagnosis needs about 51 \(about {NUMBER} s at that rate\): give it more steps",
         last,
     ), last

@@ -7,6 +7,7 @@ run has windows enough; its warm-up is the windows within its first steps
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import sys
@@ -109,6 +110,9 @@ def test_a_diagnosis_of_what_a_job_ran_leaves_its_warm_up_out_and_says_what_it_l
         "the job ended after 40 steps (0.078 s of training at 500.0 steps/s); a diagnosis needs about 51 "
         "(about 0.10 s at that rate): give it more steps"
     )
+    measured = [dataclasses.replace(r, profiled=r.step in (3, 4)) for r in records(40)]  # gpudash's one-offs
+    said = ran_evidence(measured, steps=30)
+    assert isinstance(said, str) and said.startswith("the job ended after 40 steps (37 timed, 2 measuring: 0.074 s at")
     failed = ran_evidence(records(40), steps=30, exit_code=1)  # more steps would not help a job that fails
     assert isinstance(failed, str) and failed.startswith("the job ended (exit code 1) after 40 steps")
     assert failed.endswith("(about 0.10 s at that rate), and the job to run them without failing")

@@ -133,8 +133,12 @@ def ran_evidence(records: Sequence[StepRecord], steps: int, exit_code: int | Non
     if not timed or seconds <= 0:
         return f"{ended}, none of them timed; a diagnosis needs about {need}"
     rate = len(timed) / seconds
+    measured = sum(1 for r in records if r.profiled)  # steps of gpudash's own measuring: not the job's pace
+    counted = f"{seconds:.2g} s of training"
+    if measured:
+        counted = f"{len(timed)} timed, {measured} measuring: {seconds:.2g} s"
     said = (
-        f"{ended} ({seconds:.2g} s of training at {plain(rate)} steps/s); a diagnosis needs about {need} "
+        f"{ended} ({counted} at {plain(rate)} steps/s); a diagnosis needs about {need} "
         f"(about {plain(need / rate, 2)} s at that rate)"
     )
     return f"{said}: give it more steps" if not exit_code else f"{said}, and the job to run them without failing"
