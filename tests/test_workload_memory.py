@@ -48,3 +48,19 @@ def test_a_user_models_activations_and_optimizer_are_counted_on_its_rows(tmp_pat
         assert float(row["mem_activations_mib"]) == pytest.approx(64 * (512 + 1024 + 1 + 1) * 4 / MIB, rel=1e-4)
         assert float(row["mem_params_mib"]) == pytest.approx(params / MIB, rel=1e-4)
         assert float(row["mem_optimizer_mib"]) == pytest.approx((2 * params + 4 * 4) / MIB, rel=1e-5)  # 4 step counters
+
+
+def test_what_a_count_of_saved_tensors_leaves_out_is_the_parameters_not_their_gradients() -> None:
+    """Gradients are freed by each step's ``zero_grad(set_to_none=True)``: an activation the
+    allocator puts where one was must still count (a ReLU's output of this file's MLP went
+    uncounted now and then, its row reading 0.125 MiB for 0.375)."""
+    import torch
+
+    from gpudash.core.tensor_bytes import storages
+
+    model = torch.nn.Linear(8, 8)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    model(torch.randn(4, 8)).sum().backward()
+    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    grads = {p.grad.untyped_storage().data_ptr() for p in model.parameters() if p.grad is not None}
+    assert storages(optimizer) == params and len(grads) == 2 and not grads & storages(optimizer)

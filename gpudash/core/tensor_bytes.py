@@ -42,16 +42,16 @@ def _add(into: dict[int, int], tensor: Any) -> None:
 
 
 def storages(*optimizers: Any) -> set[int]:
-    """The storages of the optimizers' parameters and their gradients (not activations): what a
-    count of saved tensors leaves out."""
+    """The storages of the optimizers' parameters (not activations): what a count of saved tensors
+    leaves out. Not their gradients: a step's ``zero_grad(set_to_none=True)`` frees them, and an
+    activation the allocator puts where one was would be left out (a ReLU's output went uncounted
+    now and then)."""
     out: set[int] = set()
     for optimizer in optimizers:
         for group in optimizer.param_groups:
             for p in group["params"]:
-                for tensor in (p, getattr(p, "grad", None)):
-                    if tensor is not None:
-                        try:
-                            out.add(local(tensor).untyped_storage().data_ptr())
-                        except Exception:  # noqa: BLE001, S112 - no plain storage: nothing to leave out
-                            continue
+                try:
+                    out.add(local(p).untyped_storage().data_ptr())
+                except Exception:  # noqa: BLE001, S112 - no plain storage: nothing to leave out
+                    continue
     return out

@@ -5,8 +5,9 @@ this file). Standard library and the job's own torch only.
   parameter groups, each parameter's ``.grad``, its ``state``; every storage once), at the step
   boundary after the optimizer's first steps (``COUNT_AT``) and every ``COUNT_EVERY`` steps after;
 - **activations**: the tensors autograd saves for backward in one sampled step (``SAMPLE_AT``,
-  then every ``SAMPLE_EVERY`` steps), each storage once, parameters and their gradients left out:
-  a ``saved_tensors_hooks`` pair from one step boundary to the next, whose pack hook notes the
+  then every ``SAMPLE_EVERY`` steps), each storage once, the parameters left out (not their
+  gradients: ``zero_grad`` frees them, and their memory can hold an activation): a
+  ``saved_tensors_hooks`` pair from one step boundary to the next, whose pack hook notes the
   storage and hands the tensor back untouched. A step of several forward/backward passes
   (gradient accumulation) counts its largest pass. Bounded: a step whose optimizer evaluates a
   closure is counted over the closure's first evaluation (its forward and backward pass: LBFGS
