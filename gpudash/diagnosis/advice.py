@@ -196,7 +196,7 @@ def input_advice(e: Evidence) -> str:
     more) come are not the fix either: the wait is the batches' hand-over (``handover_advice``); idle
     workers with small batches wait on storage, and more of them is. Pinned memory: for a GPU's copies."""
     have = job_settings(e.job_settings or "")
-    on_cuda = on_gpu(e)
+    on_cuda = not e.on_cpu
     workers = have.get("num_workers")
     made_here = e.input_dataset_ms is not None and e.input_collate_ms is not None
     dataset, collate = e.input_dataset_ms or 0.0, e.input_collate_ms or 0.0
@@ -230,11 +230,6 @@ def input_advice(e: Evidence) -> str:
     return head + ", ".join(steps)
 
 
-def on_gpu(e: Evidence) -> bool:
-    """A GPU's figure in the evidence: its window's kernels or busy share, or syncs (counted on CUDA only)."""
-    return e.gpu_ms_per_step is not None or e.gpu_busy_pct is not None or e.syncs_per_step is not None
-
-
 def handover_advice(e: Evidence) -> str:
     """The wait of a job whose workers mostly idle: the batches' hand-over, not the workers' work."""
     size = f" of {e.input_batch_bytes / 1e6:.3g} MB a step" if e.input_batch_bytes else ""
@@ -247,16 +242,16 @@ def handover_advice(e: Evidence) -> str:
 
 def handover_parts(e: Evidence) -> str:
     """What a batch's hand-over is on the job's device: the GPU's copy only where it has one."""
-    return "shared memory, the pin-memory thread, the copy to the GPU" if on_gpu(e) else "shared memory, the collation"
+    return "shared memory, the collation" if e.on_cpu else "shared memory, the pin-memory thread, the copy to the GPU"
 
 
 def fewer_bytes(e: Evidence, cheaper: bool = False) -> str:
     """The fixes that hand over less a batch, on the job's device (``cheaper``: cheaper samples too)."""
     samples = ", cheaper samples" if cheaper else ""
-    if on_gpu(e):
-        kinds, kept = "uint8 images normalised on the GPU, a smaller dtype", "on the GPU"
-    else:
+    if e.on_cpu:
         kinds, kept = "a smaller dtype, uint8 images normalised in the step", "in the training process as one tensor"
+    else:
+        kinds, kept = "uint8 images normalised on the GPU, a smaller dtype", "on the GPU"
     return f"fewer bytes a batch ({kinds}){samples}, or the data kept {kept}"
 
 

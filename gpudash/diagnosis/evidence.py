@@ -91,7 +91,12 @@ class Evidence:
     def on_cpu(self) -> bool:
         """No GPU figure at all — no window's and no sync count (syncs are counted on CUDA only): the
         CPU, not a GPU job whose window did not come."""
-        return self.gpu_busy_pct is None and self.syncs_per_step is None
+        return self.gpu_busy_pct is None and self.gpu_ms_per_step is None and self.syncs_per_step is None
+
+    @property
+    def window_slowdown(self) -> float:
+        """How many times slower the profiler window's steps ran than untraced ones (1: not known)."""
+        return self.traced_step_ms / self.step_ms if self.traced_step_ms and self.step_ms > 0 else 1.0
 
     @property
     def waited_rank(self) -> int | None:

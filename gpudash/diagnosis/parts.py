@@ -83,7 +83,7 @@ class Parts:
         comm, wait = _collectives(e)
         host: float | None = None
         if (own := host_own_ms(e)) is not None:
-            slowed = e.traced_step_ms / e.step_ms if e.traced_step_ms and e.step_ms > 0 else 1.0
+            slowed = e.window_slowdown
             host = min(own / max(1.0, slowed), loop)
         elif e.gpu_ms_per_step is None:  # no GPU figures: the step's own work, its collectives left out
             host = max(0.0, loop - (comm or 0.0) - (wait or 0.0))
@@ -195,7 +195,7 @@ def gpu_busy_untraced(e: Evidence) -> float | None:
     if e.gpu_busy_pct is None:
         return None
     wait = e.comm_wait_ms or 0.0
-    slowed = e.traced_step_ms / e.step_ms if e.traced_step_ms and e.step_ms > 0 else 1.0
+    slowed = e.window_slowdown
     work = None if e.gpu_ms_per_step is None else e.gpu_ms_per_step - wait  # the window's spin all out
     if work is not None and 0 < work <= e.step_ms and (slowed >= DISTORTED_FROM or wait):
         return max(0.0, 100.0 * work / e.step_ms)

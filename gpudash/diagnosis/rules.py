@@ -194,7 +194,7 @@ def gpu_bound(e: Evidence) -> Diagnosis | None:
         return None
     throttle = f"; the GPU is throttled ({e.throttled})" if e.throttled else ""
     kernels = f"kernels ran {busy:.0f}% of the time"
-    slowed = e.traced_step_ms / e.step_ms if e.traced_step_ms and e.step_ms > 0 else 1.0
+    slowed = e.window_slowdown
     if slowed >= DISTORTED_FROM and e.gpu_busy_pct is not None and abs(e.gpu_busy_pct - busy) >= 5.0:
         kernels += f" ({e.gpu_busy_pct:.0f}% in a window whose steps ran {slowed:.2f}× slower)"
     sm = e.sm_active_pct
@@ -270,7 +270,7 @@ def _enqueue(e: Evidence, host: float | None, outside: float | None) -> str:
     traced = e.host_ms_per_step
     ms = host if host is not None else traced if traced is not None else e.step_ms
     text = f"{ms:.3g} ms"
-    slowed = e.traced_step_ms / e.step_ms if e.traced_step_ms and e.step_ms > 0 else 1.0
+    slowed = e.window_slowdown
     if traced is not None and host is not None and slowed >= 1.05:
         text += f" ({traced:.3g} in a window whose steps ran {slowed:.2f}× slower)"
     gpu = f" whose kernels run {e.gpu_ms_per_step:.3g} ms" if e.gpu_ms_per_step is not None else ""

@@ -139,13 +139,17 @@ class HeadlessRecording:
             except OSError as exc:  # the directory went away since the check, the disk filled up
                 raise RecordWriteError(exc.errno, f"cannot write {self.path}: {exc.strerror or exc}") from exc
             held, self._held = self._held, []
-            after = [old for old in held if isinstance(old, Event) and old.kind == EventKind.PHASE]
+
+            def phase(m: Message) -> bool:
+                return isinstance(m, Event) and m.kind == EventKind.PHASE
+
             for old in held:  # as they came, but a job's phases (an evaluation that ended as it started): after it
-                if old not in after:
+                if not phase(old):
                     self.recorder.on_message(old)
             self.recorder.on_message(msg)
-            for old in after:
-                self.recorder.on_message(old)
+            for old in held:
+                if phase(old):
+                    self.recorder.on_message(old)
             return
         if self.recorder is not None:
             self.recorder.on_message(msg)
