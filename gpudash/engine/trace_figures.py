@@ -289,9 +289,10 @@ def _host_ms_per_step(events: Sequence[dict[str, Any]]) -> float | None:
 
 
 def _host_wait_ms_per_step(events: Sequence[dict[str, Any]]) -> float | None:
-    """The median over the steps of the host's time inside calls that wait for the GPU."""
+    """The median over the steps of the host's time inside calls that wait for the GPU; None where
+    the window recorded no CUDA call (gpudash's kernels-only window: not measured, not nought)."""
     marks = step_markers(events)
-    if not marks:
+    if not marks or not any(e.get("cat") == "cuda_runtime" for e in events):
         return None
     waits = union(
         event_interval(e)

@@ -27,7 +27,8 @@ import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from gpudash_job_wire import TRACE, trace_path  # type: ignore[import-not-found]  # beside this file
+from gpudash_job_cupti import KernelTracer, job_profiling, new_tracer  # type: ignore[import-not-found]  # beside this file
+from gpudash_job_wire import TRACE, trace_path  # type: ignore[import-not-found]
 
 STEP_MARKER = "gpudash.step"
 # a line of the profiler's native library: "USDT:2026-11-26 16:43:07 15779:15779 File.cpp:39] …"
@@ -105,6 +106,7 @@ class ProfilerWindow:
         self.rank = 0
         self.cuda = False
         self.sizes: Any = None  # the collectives' sizes over a window (gpudash_job_comm.CommTimes), where set
+        self.tracer: KernelTracer | None = None  # a kernels-only window's recorder, made at the first
 
     @property
     def running(self) -> bool:
@@ -145,6 +147,17 @@ class ProfilerWindow:
         return False
 
     def _start(self, window: dict[str, Any]) -> None:
+        if self.cuda and window.get("kernels_only"):  # the host's operators, recorded, slow its steps ~2×
+            self._start_kernels(window)
+        else:
+            self._start_profiler(window)
+        window["marker"] = self.torch.autograd.profiler.record_function(STEP_MARKER)
+        window["marker"].__enter__()
+        window["marks"] = [time.monotonic()]  # the first traced step starts here, the profiler started
+        if self.sizes is not None:
+            self.sizes.start_sizing()
+
+    def _start_profiler(self, window: dict[str, Any]) -> None:
         from torch.profiler import ProfilerActivity, profile
 
         if self.cuda and cupti_teardown_safe(self.torch):
@@ -152,18 +165,27 @@ class ProfilerWindow:
             # (pytorch/pytorch#144455); the job's own setting wins
             os.environ.setdefault("TEARDOWN_CUPTI", "1")
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.cuda else [])
-        if self.cuda and window.get("kernels_only"):  # the host's operators, recorded, slow its steps ~2×
-            activities = [ProfilerActivity.CUDA]
         with self.own_syncs(), quiet_profiler():
             window["start_t"] = time.monotonic()
             prof = profile(activities=activities)
             prof.start()
         window["prof"] = prof
-        window["marker"] = self.torch.autograd.profiler.record_function(STEP_MARKER)
-        window["marker"].__enter__()
-        window["marks"] = [time.monotonic()]  # the first traced step starts here, the profiler started
-        if self.sizes is not None:
-            self.sizes.start_sizing()
+
+    def _start_kernels(self, window: dict[str, Any]) -> None:
+        """The GPU's records alone, CUPTI driven directly (``gpudash_job_cupti``): Kineto's window
+        also records every CUDA call, which costs each launch."""
+        if self.tracer is None:
+            self.tracer = new_tracer(self.torch)
+        elif job_profiling(self.torch):
+            raise RuntimeError("the job's own profiler is running")
+        with self.own_syncs():
+            window["start_t"] = time.monotonic()
+            self.tracer.start()
+        window["tracer"] = self.tracer
+
+    def _teardown(self) -> bool:
+        """Whether CUPTI is finalized after a window: where safe, unless the job keeps it attached."""
+        return cupti_teardown_safe(self.torch) and os.environ.get("TEARDOWN_CUPTI", "1") == "1"
 
     def _end(self, window: dict[str, Any]) -> None:
         path = trace_path(str(window.get("dir", ".")), str(window.get("name", "job")), self.rank)
@@ -174,17 +196,40 @@ class ProfilerWindow:
         message["step_ms"] = [round((b - a) * 1e3, 3) for a, b in zip(marks, marks[1:], strict=False)]
         if self.sizes is not None:
             message["comm_sizes"] = self.sizes.take_sizing()  # the bytes of its collectives, which its trace lacks
+        if "tracer" in window:
+            self._end_kernels(window, path, message)
+        else:
+            self._end_profiler(window, path, message)
+        message["export_ms"] = (time.monotonic() - message.pop("stopped")) * 1e3
+        self.send(message)
+
+    def _end_profiler(self, window: dict[str, Any], path: str, message: dict[str, Any]) -> None:
         with self.own_syncs(), quiet_profiler():
             window["prof"].stop()
-            stopped = time.monotonic()
+            stopped = message["stopped"] = time.monotonic()
             message["wall_ms"] = (stopped - window["start_t"]) * 1e3  # its steps, up to the profiler's stop
             try:
                 os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
                 window["prof"].export_chrome_trace(path)
             except Exception as exc:  # noqa: BLE001 - said to gpudash; the job goes on
                 message["error"] = f"{type(exc).__name__}: {exc}"
-        message["export_ms"] = (time.monotonic() - stopped) * 1e3
-        self.send(message)
+
+    def _end_kernels(self, window: dict[str, Any], path: str, message: dict[str, Any]) -> None:
+        tracer = window["tracer"]
+        message["recorder"] = "cupti"
+        with self.own_syncs():
+            self.torch.cuda.synchronize()  # the window's last kernels ended: their records come now
+            events = tracer.stop(detach=self._teardown())
+            stopped = message["stopped"] = time.monotonic()
+            message["wall_ms"] = (stopped - window["start_t"]) * 1e3
+            if window["done"] and not any(e["cat"] == "kernel" for e in events):  # never an idle GPU read from it
+                message["error"] = "no kernel recorded: CUPTI was reset during the window (a torch.profiler teardown?)"
+                return
+            try:
+                os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+                tracer.write(path, events, window["marks"])
+            except Exception as exc:  # noqa: BLE001 - said to gpudash; the job goes on
+                message["error"] = f"{type(exc).__name__}: {exc}"
 
     def close(self) -> None:
         """The job tears down: a running window stopped, its trace not written (said to gpudash)."""
@@ -196,7 +241,10 @@ class ProfilerWindow:
             self.sizes.take_sizing()  # sizing stops with the window
         with contextlib.suppress(Exception), self.own_syncs(), quiet_profiler():
             window["marker"].__exit__(None, None, None)
-            window["prof"].stop()
+            if "tracer" in window:
+                window["tracer"].stop(detach=self._teardown())
+            else:
+                window["prof"].stop()
         self.send(
             {
                 "k": TRACE,
