@@ -336,3 +336,28 @@ def test_a_hostile_window_answer_is_read_without_raising(tmp_path: Path) -> None
     assert read.error == "" and read.figures is not None
     assert (read.steps, read.step_ms, read.steps_ms, read.wall_ms) == (MAX_STEPS, (31.5,), 0.0, 0.0)
     assert read.comm_sizes == {"all-reduce": (4, 10**9)}
+
+
+def test_a_distorted_window_that_recorded_every_cuda_call_says_so(tmp_path: Path) -> None:
+    """A torch without per-kind selection (before 2.12) records every CUDA call in a GPU-only window,
+    which slows its steps: its answer says so, and the distorted window's words say why (a window
+    of the GPU's work alone, or a message without the flag, says nothing of it)."""
+    import time
+
+    from gpudash.job.traces import JobTraces
+
+    traces = JobTraces()
+    trace = tmp_path / "trace.json"
+    trace.write_text('{"traceEvents": []}')
+    for calls in (True, "yes", None):
+        traces.received({"path": str(trace), "steps": 3, "step_ms": [48.0, 47.0, 50.0], "calls": calls})
+    deadline = time.monotonic() + 60  # the reads' threads answer once each; waited for, not timed
+    found: list[TraceRead] = []
+    while len(found) < 3 and time.monotonic() < deadline:
+        found += traces.done()
+        time.sleep(0.01)
+    assert sorted(read.calls for read in found) == [False, False, True]  # only a true flag, not any value
+    for read in found:
+        said = read.weighed(0.030)
+        assert said.startswith("a distorted window: a traced step 1.60× an untraced one")
+        assert ("every CUDA call" in said) is read.calls

@@ -51,8 +51,6 @@ ADAPTERS = {
     "gpudash/job/boot/gpudash_job_ddp.py": "DDP's _pre_forward/_post_forward (its per-forward bookkeeping, whose "
     "host-device syncs torch prints from C++), its _distributed_broadcast_coalesced (its buffers' broadcast, in C++) "
     "and _register_builtin_comm_hook (a hook of the job's that runs in C++): no public API sees them",
-    "gpudash/job/boot/gpudash_job_cupti.py": "autograd's profiler state (torch._C._autograd._profiler_enabled): a "
-    "job's own profiler running, which would receive the kernels-only window's CUPTI records; no public query",
     "gpudash/job/boot/gpudash_job_syncs.py": "torch._C._cuda_set_sync_debug_mode: the sync debug mode set from any "
     "thread without the Python warning and the filter changes of torch.cuda.set_sync_debug_mode",
     "gpudash/core/allocator_history.py": "the CUDA caching allocator's history (torch.cuda.memory."

@@ -49,6 +49,7 @@ class TraceRead:
     steps_ms: float = 0.0  # its steps alone, the profiler's start and stop left out (0: not said)
     step_ms: tuple[float, ...] = ()  # each traced step's time
     comm_sizes: dict[str, tuple[int, int]] = field(default_factory=dict)  # its collectives: (calls, bytes) by kind
+    calls: bool = False  # a GPU-only window that recorded every CUDA call too (a torch without per-kind selection)
 
     def slowdown(self, step_s: float | None) -> float | None:
         """A traced step (the median) over an untraced one (``step_s``); None where either is unknown."""
@@ -64,7 +65,12 @@ class TraceRead:
             return ""
         said = f"a traced step {slowed:.2f}× an untraced one"
         if slowed > DISTORTED:
-            return f"a distorted window: {said}, so its figures describe the window more than the job"
+            said = f"a distorted window: {said}, so its figures describe the window more than the job"
+            if self.calls:
+                said += (
+                    " (this torch records every CUDA call in a window; from torch 2.12 gpudash records"
+                    " the GPU's work alone)"
+                )
         return said
 
     def exposed_ms(self, step_s: float | None) -> float | None:
@@ -152,6 +158,7 @@ class JobTraces:
         timing |= {"export_ms": float_or(m.get("export_ms")), "window": window, "ranks": asked}
         timing |= {"steps_ms": max(0.0, float_or(m.get("steps_ms"))), "step_ms": _floats(m.get("step_ms"))}
         timing["comm_sizes"] = _sizes(m.get("comm_sizes"))
+        timing["calls"] = m.get("calls") is True
         args = (purpose, path, rank, timing)
         threading.Thread(target=self._read, args=args, name="gpudash-trace-read", daemon=True).start()
 

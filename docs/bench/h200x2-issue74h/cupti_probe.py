@@ -13,7 +13,8 @@ untraced steps between them. Kinds, one a process (Kineto and a raw subscriber c
 - ``raw+api``: that and the RUNTIME and DRIVER kinds Kineto adds (one record a launch each).
 
 The HES hardware trace (``cuptiActivityEnableHWTrace``, Blackwell on) is asked for once before the
-GPU's context exists and its answer printed (0 is CUPTI_SUCCESS). One JSON line a window/block on
+GPU's context exists and its answer printed (0 is CUPTI_SUCCESS; asked before ``cuInit``, it
+answered 15, CUPTI_ERROR_NOT_INITIALIZED: CUPTI wants it after the driver's start). One JSON line a window/block on
 rank 0: the traced and untraced ms, their ratio, and the records the window's buffers held by kind.
 """
 

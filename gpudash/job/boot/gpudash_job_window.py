@@ -12,7 +12,8 @@ taken aside — any line of the job's own that another thread wrote meanwhile go
 A window still open when the job tears down (``destroy_process_group``, the interpreter's exit) is
 closed first, without a trace: a profiler left running into the teardown can crash it. On CUDA
 12.6 or later CUPTI is torn down after each window (``TEARDOWN_CUPTI=1`` unless the job set it):
-left subscribed, it slows every kernel launch of the job long after the window.
+left subscribed, it slows every kernel launch of the job long after the window. gpudash's periodic
+windows on a GPU record its kernels, copies and memsets alone, where torch can select them (2.12 on).
 """
 
 from __future__ import annotations
@@ -27,10 +28,12 @@ import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from gpudash_job_cupti import KernelTracer, job_profiling, new_tracer  # type: ignore[import-not-found]  # beside this file
-from gpudash_job_wire import TRACE, trace_path  # type: ignore[import-not-found]
+from gpudash_job_wire import TRACE, trace_path  # type: ignore[import-not-found]  # beside this file
 
 STEP_MARKER = "gpudash.step"
+# CUPTI's kinds a periodic window on a GPU records: the GPU's work, not the CUDA calls (a DDP ResNet-50
+# step makes ~18,000: recorded, its traced steps ran 1.39× untraced ones, 1.13× without; docs/your-job.md)
+GPU_KINDS = ("CONCURRENT_KERNEL", "GPU_MEMCPY", "GPU_MEMSET")
 # a line of the profiler's native library: "USDT:2026-11-26 16:43:07 15779:15779 File.cpp:39] …"
 NATIVE_LINE = re.compile(rb"^(USDT|STAGE|ERROR|WARNING|INFO|VERBOSE):\d{4}-\d\d-\d\d [\d:]+ \d+:\d+ [\w.]+:\d+\] ")
 
@@ -106,7 +109,6 @@ class ProfilerWindow:
         self.rank = 0
         self.cuda = False
         self.sizes: Any = None  # the collectives' sizes over a window (gpudash_job_comm.CommTimes), where set
-        self.tracer: KernelTracer | None = None  # a kernels-only window's recorder, made at the first
 
     @property
     def running(self) -> bool:
@@ -147,89 +149,60 @@ class ProfilerWindow:
         return False
 
     def _start(self, window: dict[str, Any]) -> None:
-        if self.cuda and window.get("kernels_only"):  # the host's operators, recorded, slow its steps ~2×
-            self._start_kernels(window)
-        else:
-            self._start_profiler(window)
-        window["marker"] = self.torch.autograd.profiler.record_function(STEP_MARKER)
-        window["marker"].__enter__()
-        window["marks"] = [time.monotonic()]  # the first traced step starts here, the profiler started
-        if self.sizes is not None:
-            self.sizes.start_sizing()
-
-    def _start_profiler(self, window: dict[str, Any]) -> None:
         from torch.profiler import ProfilerActivity, profile
 
         if self.cuda and cupti_teardown_safe(self.torch):
             # without it CUPTI stays subscribed after the window and slows every later launch
             # (pytorch/pytorch#144455); the job's own setting wins
             os.environ.setdefault("TEARDOWN_CUPTI", "1")
-        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.cuda else [])
+        activities: list[Any] = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.cuda else [])
         with self.own_syncs(), quiet_profiler():
             window["start_t"] = time.monotonic()
-            prof = profile(activities=activities)
+            if self.cuda and window.get("kernels_only"):  # the host's operators, recorded, slow its steps ~2×
+                prof = self._gpu_only(profile, ProfilerActivity.CUDA, window)
+            else:
+                prof = profile(activities=activities)
             prof.start()
         window["prof"] = prof
+        window["marker"] = self.torch.autograd.profiler.record_function(STEP_MARKER)
+        window["marker"].__enter__()
+        window["marks"] = [time.monotonic()]  # the first traced step starts here, the profiler started
+        if self.sizes is not None:
+            self.sizes.start_sizing()
 
-    def _start_kernels(self, window: dict[str, Any]) -> None:
-        """The GPU's records alone, CUPTI driven directly (``gpudash_job_cupti``): Kineto's window
-        also records every CUDA call, which costs each launch."""
-        if self.tracer is None:
-            self.tracer = new_tracer(self.torch)
-        elif job_profiling(self.torch):
-            raise RuntimeError("the job's own profiler is running")
-        with self.own_syncs():
-            window["start_t"] = time.monotonic()
-            self.tracer.start()
-        window["tracer"] = self.tracer
-
-    def _teardown(self) -> bool:
-        """Whether CUPTI is finalized after a window: where safe, unless the job keeps it attached."""
-        return cupti_teardown_safe(self.torch) and os.environ.get("TEARDOWN_CUPTI", "1") == "1"
+    @staticmethod
+    def _gpu_only(profile: Any, cuda: Any, window: dict[str, Any]) -> Any:
+        """A window of the GPU's work alone: its kernels, copies and memsets (``GPU_KINDS``), where
+        torch selects CUPTI's kinds (2.12 on); before, CUDA's whole group, whose records of every
+        CUDA call cost each launch (``window["calls"]``: said with its figures)."""
+        try:
+            return profile(activities=[{cuda: list(GPU_KINDS)}])
+        except (TypeError, ValueError, RuntimeError):  # this torch takes no selection (a dict is unhashable)
+            window["calls"] = True
+            return profile(activities=[cuda])
 
     def _end(self, window: dict[str, Any]) -> None:
         path = trace_path(str(window.get("dir", ".")), str(window.get("name", "job")), self.rank)
         message: dict[str, Any] = {"k": TRACE, "rank": self.rank, "steps": window["done"], "path": path}
         message["start_t"] = window["start_t"]
+        if window.get("calls"):
+            message["calls"] = True  # this torch recorded every CUDA call in it (no per-kind selection)
         marks = window["marks"]
         message["steps_ms"] = (marks[-1] - marks[0]) * 1e3  # its steps alone: no profiler start nor stop
         message["step_ms"] = [round((b - a) * 1e3, 3) for a, b in zip(marks, marks[1:], strict=False)]
         if self.sizes is not None:
             message["comm_sizes"] = self.sizes.take_sizing()  # the bytes of its collectives, which its trace lacks
-        if "tracer" in window:
-            self._end_kernels(window, path, message)
-        else:
-            self._end_profiler(window, path, message)
-        message["export_ms"] = (time.monotonic() - message.pop("stopped")) * 1e3
-        self.send(message)
-
-    def _end_profiler(self, window: dict[str, Any], path: str, message: dict[str, Any]) -> None:
         with self.own_syncs(), quiet_profiler():
             window["prof"].stop()
-            stopped = message["stopped"] = time.monotonic()
+            stopped = time.monotonic()
             message["wall_ms"] = (stopped - window["start_t"]) * 1e3  # its steps, up to the profiler's stop
             try:
                 os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
                 window["prof"].export_chrome_trace(path)
             except Exception as exc:  # noqa: BLE001 - said to gpudash; the job goes on
                 message["error"] = f"{type(exc).__name__}: {exc}"
-
-    def _end_kernels(self, window: dict[str, Any], path: str, message: dict[str, Any]) -> None:
-        tracer = window["tracer"]
-        message["recorder"] = "cupti"
-        with self.own_syncs():
-            self.torch.cuda.synchronize()  # the window's last kernels ended: their records come now
-            events = tracer.stop(detach=self._teardown())
-            stopped = message["stopped"] = time.monotonic()
-            message["wall_ms"] = (stopped - window["start_t"]) * 1e3
-            if window["done"] and not any(e["cat"] == "kernel" for e in events):  # never an idle GPU read from it
-                message["error"] = "no kernel recorded: CUPTI was reset during the window (a torch.profiler teardown?)"
-                return
-            try:
-                os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-                tracer.write(path, events, window["marks"])
-            except Exception as exc:  # noqa: BLE001 - said to gpudash; the job goes on
-                message["error"] = f"{type(exc).__name__}: {exc}"
+        message["export_ms"] = (time.monotonic() - stopped) * 1e3
+        self.send(message)
 
     def close(self) -> None:
         """The job tears down: a running window stopped, its trace not written (said to gpudash)."""
@@ -241,10 +214,7 @@ class ProfilerWindow:
             self.sizes.take_sizing()  # sizing stops with the window
         with contextlib.suppress(Exception), self.own_syncs(), quiet_profiler():
             window["marker"].__exit__(None, None, None)
-            if "tracer" in window:
-                window["tracer"].stop(detach=self._teardown())
-            else:
-                window["prof"].stop()
+            window["prof"].stop()
         self.send(
             {
                 "k": TRACE,

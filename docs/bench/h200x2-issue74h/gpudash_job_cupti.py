@@ -1,4 +1,7 @@
-"""A periodic profiler window's recorder on CUDA: CUPTI's activity API driven directly, through the
+"""Kept as calls N and O ran it (commit 5dfc229, then in gpudash/job/boot/); not part of gpudash: its
+Python buffer callbacks can deadlock a job against the GIL (this folder's README).
+
+A periodic profiler window's recorder on CUDA: CUPTI's activity API driven directly, through the
 job's own libcupti, with the GPU's records alone — kernels, copies and memsets. Standard library
 only (ctypes); the job's torch names the library.
 
@@ -13,8 +16,9 @@ After a window CUPTI is finalized, as Kineto's ``TEARDOWN_CUPTI=1`` does (the jo
 ``TEARDOWN_CUPTI=0`` keeps it attached): left attached, it slows every later launch. gpudash's
 own Kineto windows tear CUPTI down after themselves, so neither finds the other's state stale.
 The trace written is a Chrome trace like Kineto's (``kernel``, ``gpu_memcpy``,
-``gpu_memset`` events with their stream and correlation id, and the host's ``gpudash.step``
-ranges from the window's own marks on CUPTI's clock), which ui.perfetto.dev opens.
+``gpu_memset`` events with their stream and correlation id), which ui.perfetto.dev opens, with the
+window's steps from its own marks on CUPTI's clock, which the figures leave out as they did a
+Kineto GPU-only window's missing markers (the span: the GPU's first activity to its last).
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ COPY_KINDS = {
     10: "PtoP",
 }
 STEP_MARKER = "gpudash.step"
+STEP_CATEGORY = "gpudash_step"  # not "user_annotation": no figure reads these
 
 _BYTES = ctypes.POINTER(ctypes.c_uint8)
 _SIZE = ctypes.POINTER(ctypes.c_size_t)
@@ -107,12 +112,14 @@ def _event(cat: str, name: str, start: int, end: int, device: int, stream: int, 
 
 
 def step_events(marks_ns: list[int]) -> list[dict[str, Any]]:
-    """The window's steps on the host, from each step's start to the next (ns on CUPTI's clock), as
-    the ``gpudash.step`` ranges a Kineto window holds."""
+    """The window's steps on the host, from each step's start to the next (ns on CUPTI's clock), for
+    the eye (Perfetto): in a category of their own, not the ``gpudash.step`` ranges of a Kineto
+    window — a step boundary to the next holds the host's waits for the GPU, which this window does
+    not see, and gpudash's figures would read them as the host's own work."""
     return [
         {
             "ph": "X",
-            "cat": "user_annotation",
+            "cat": STEP_CATEGORY,
             "name": STEP_MARKER,
             "pid": "host",
             "tid": "steps",

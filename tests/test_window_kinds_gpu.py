@@ -1,0 +1,72 @@
+"""A periodic window on a real GPU (``pytest -m gpu tests/test_window_kinds_gpu.py``): the job's own
+profiler window (``gpudash_job_window.ProfilerWindow``), asked for the GPU's work alone, holds the
+same kernels by name and count as a window of the host and the GPU over as many steps, and — on a
+torch that selects CUPTI's kinds (2.12 on) — none of the CUDA calls whose records slow its steps;
+on an older torch it records them and its answer says so."""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.helpers import boot_module
+
+pytestmark = pytest.mark.gpu
+STEPS = 4
+
+
+def conv_step(torch: Any) -> Any:
+    """One training step of a small conv net on a batch copied from pinned memory each step."""
+    torch.backends.cudnn.benchmark = False
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 32, 3, padding=1), torch.nn.ReLU(), torch.nn.Flatten(), torch.nn.Linear(32 * 32 * 32, 10)
+    ).cuda()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    images, labels = torch.randn(64, 3, 32, 32).pin_memory(), torch.randint(0, 10, (64,))
+
+    def step() -> None:
+        loss = torch.nn.functional.cross_entropy(model(images.cuda(non_blocking=True)), labels.cuda(non_blocking=True))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    for _ in range(3):
+        step()
+    torch.cuda.synchronize()
+    return step
+
+
+def window_of(torch: Any, step: Any, folder: Path, kernels_only: bool) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A window of ``STEPS`` steps as the job's hooks run one: its answer and its trace's events."""
+    sent: list[dict[str, Any]] = []
+    window = boot_module("gpudash_job_window").ProfilerWindow(torch, sent.append, contextlib.nullcontext)
+    window.cuda = True
+    window.ask({"steps": STEPS, "dir": str(folder), "name": "w", "kernels_only": kernels_only})
+    for n in range(1, 2 * STEPS):
+        window.at_step(n)
+        step()
+    (answer,) = sent
+    assert not answer.get("error"), answer
+    return answer, json.loads(Path(answer["path"]).read_text())["traceEvents"]
+
+
+def kernels(events: list[dict[str, Any]]) -> collections.Counter[str]:
+    return collections.Counter(str(e["name"]) for e in events if e.get("cat") == "kernel")
+
+
+def test_a_gpu_only_window_holds_the_kernels_and_not_the_calls(tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    step = conv_step(torch)
+    answer, gpu_only = window_of(torch, step, tmp_path / "gpu", kernels_only=True)
+    _, full = window_of(torch, step, tmp_path / "full", kernels_only=False)
+    assert kernels(gpu_only) == kernels(full) and kernels(full)
+    calls = [e for e in gpu_only if e.get("cat") in ("cuda_runtime", "cuda_driver")]
+    assert bool(calls) is bool(answer.get("calls")), (len(calls), answer.get("calls"), torch.__version__)
+    assert not any(e.get("cat") == "cpu_op" for e in gpu_only)
