@@ -49,8 +49,19 @@ class EndedRecording(Protocol):
 
 
 def say(text: str) -> None:
-    """One ``gpudash:`` line on stderr."""
-    print(f"gpudash: {text}", file=sys.stderr, flush=True)
+    """One ``gpudash:`` line on stderr, from the terminal's left edge (``fresh_line``)."""
+    print(f"{fresh_line(sys.stderr)}gpudash: {text}", file=sys.stderr, flush=True)
+
+
+def fresh_line(stream: object) -> str:
+    """What starts a line of gpudash's on ``stream``: on a terminal, a carriage return and an erase
+    of the line, so that it is not glued after a job's progress bar (tqdm's ``\r`` line, with no
+    newline yet: the bar is drawn again at its next update, on the line below); elsewhere nothing."""
+    try:
+        terminal = bool(stream.isatty())  # type: ignore[attr-defined]
+    except (AttributeError, ValueError, OSError):
+        terminal = False
+    return "\r\x1b[K" if terminal and os.environ.get("TERM") != "dumb" else ""
 
 
 def describe_event(e: Event) -> str | None:
