@@ -116,6 +116,8 @@ def test_a_diagnosis_of_what_a_job_ran_leaves_its_warm_up_out_and_says_what_it_l
     failed = ran_evidence(records(40), steps=30, exit_code=1)  # more steps would not help a job that fails
     assert isinstance(failed, str) and failed.startswith("the job ended (exit code 1) after 40 steps")
     assert failed.endswith("(about 0.10 s at that rate), and the job to run them without failing")
+    refused = ran_evidence([], steps=30, exit_code=2)  # argparse refused a flag: no step, no step count to ask for
+    assert refused == "the job failed (exit code 2) before its first step: its own output says why"
 
 
 @pytest.mark.slow
@@ -142,3 +144,16 @@ def test_diagnose_of_a_job_that_fails_after_enough_steps_gives_their_verdict_and
     assert failed.returncode == 3, failed.stderr[-2000:]
     (verdict,) = [line for line in failed.stdout.splitlines() if line.strip()][:1]
     assert re.search(r"over the \d+ steps it ran after its warm-up: the job failed \(exit code 3\) before", verdict)
+
+
+@pytest.mark.slow
+def test_diagnose_of_a_job_that_refuses_its_arguments_says_it_once_and_exits_with_its_code() -> None:
+    """A mistyped flag: argparse exits 2 before the first step. One line says the job failed before
+    it started — not a second one asking for 51 steps of a job that cannot start."""
+    done = gpudash("diagnose", "--no-check", "--", sys.executable, str(JOBS / "plain_loop.py"), "--stesp", "200")
+    assert done.returncode == 2, done.stderr[-2000:]
+    said = [line for line in done.stderr.splitlines() if line.startswith("gpudash: error:")]
+    assert said == [
+        "gpudash: error: the workload failed before it started, nothing recorded: the job exited with code 2"
+    ]
+    assert "unrecognized arguments: --stesp" in done.stderr and done.stdout.strip() == ""

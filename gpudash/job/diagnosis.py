@@ -129,9 +129,12 @@ def ran_evidence(records: Sequence[StepRecord], steps: int, exit_code: int | Non
         return untraced_evidence(usable)
     need = 2 * SETTLE_STEPS + steps + 1
     seconds = sum(r.train_s or 0.0 for r in timed)
+    if not records and exit_code:  # an argument it refused, an import that failed: no step to diagnose
+        return f"the job failed (exit code {exit_code}) before its first step: its own output says why"
     ended = f"the job ended{f' (exit code {exit_code})' if exit_code else ''} after {len(records)} steps"
     if not timed or seconds <= 0:
-        return f"{ended}, none of them timed; a diagnosis needs about {need}"
+        said = f"{ended}, none of them timed; a diagnosis needs about {need}"
+        return f"{said}, and the job to run them without failing" if exit_code else said
     rate = len(timed) / seconds
     measured = sum(1 for r in records if r.profiled)  # steps of gpudash's own measuring: not the job's pace
     counted = f"{seconds:.2g} s of training"

@@ -228,7 +228,9 @@ def _diagnose_job(
     if not events and isinstance(session, JobSession) and session.exit_code is not None and session.start_error is None:
         ran = session.ran_diagnosis()  # it ended before its window was asked for: over the steps it ran
         if isinstance(ran, str):
-            print(f"gpudash: error: {ran}", file=sys.stderr)
+            said = recording is not None and recording.recorder is None and bool(session.exit_code)
+            if not said:  # a job that failed before it was recorded: the run's own line said so
+                print(f"gpudash: error: {ran}", file=sys.stderr)
             return code or int(ExitCode.FAILED)
         events, ended_first = [ran], True  # the verdict, and the job's own exit status (0 where it ended well)
     if not events:
