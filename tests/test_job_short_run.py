@@ -129,6 +129,10 @@ def test_diagnose_on_a_job_that_ends_before_its_window_gives_the_verdict_of_the_
     (verdict,) = [line for line in done.stdout.splitlines() if line.strip()][:1]
     assert re.search(r"over the \d+ steps it ran after its warm-up: the job ended before the diagnosis window", verdict)
     assert "0 steps/s" not in done.stdout + done.stderr
+    as_json = gpudash("diagnose", "--json", "--no-check", "--warmup", "600", "--", sys.executable, *JOB)
+    said = json.loads(as_json.stdout)  # what the verdict rests on, as the text says it
+    assert "the job ended before the diagnosis window; no profiler window" in said["note"], said
+    assert said["batch_size"] == 16 and said["bound"]  # the loader's batch (one not known: null, not 0)
 
 
 @pytest.mark.slow

@@ -188,6 +188,8 @@ def verdict_event(
         details |= {"compile_why": verdict.why, "compile_advice": verdict.advice, "steady": steady.line()}
     if known.window_start is not None:
         details[WINDOW_START] = f"{known.window_start:.3f}"
+    if note:  # what the verdict rests on, where not on a whole diagnosis (said in --json too)
+        details["verdict_note"] = note
     note = "; ".join(filter(None, (note, known.straggler, limit_note(known.compiles))))
     message = verdict.line() + (f" ({note})" if note else "")
     if known.heavy:

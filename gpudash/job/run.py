@@ -167,8 +167,11 @@ def diagnosis_head(event: Event, config: RunConfig) -> dict[str, object]:
     """``diagnose --json``'s head: what ran, its command, and the ranks' straggler line (by their
     untraced own work; in the text, after the verdict) where the job has several."""
     running: dict[str, object] = {k: event.details.get(k, "") for k in ("workload", "variant", "device")}
-    running["batch_size"] = int(event.details.get("batch_size", "0") or 0)
+    batch = str(event.details.get("batch_size", "") or "")
+    running["batch_size"] = int(batch) if batch.isdigit() and int(batch) > 0 else None  # null: not known
     running["command"] = list(config.job or ())
+    if event.details.get("verdict_note"):  # what the verdict rests on, where not the whole ("no profiler window")
+        running["note"] = event.details["verdict_note"]
     if event.details.get("straggler"):  # the line, and the rank it names (null: "no straggler …")
         running["straggler"] = event.details["straggler"]
         rank = event.details.get("straggler_rank", "")
