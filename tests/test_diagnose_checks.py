@@ -339,9 +339,9 @@ def test_a_hostile_window_answer_is_read_without_raising(tmp_path: Path) -> None
 
 
 def test_a_distorted_window_that_recorded_every_cuda_call_says_so(tmp_path: Path) -> None:
-    """A torch without per-kind selection (before 2.12) records every CUDA call in a GPU-only window,
-    which slows its steps: its answer says so, and the distorted window's words say why (a window
-    of the GPU's work alone, or a message without the flag, says nothing of it)."""
+    """A GPU-only window that recorded every CUDA call (a torch without per-kind selection whose CUPTI
+    could not be told otherwise) slows its steps: its answer says so and why, and the distorted
+    window's words say it (a window of the GPU's work alone, or a message without the flag, does not)."""
     import time
 
     from gpudash.job.traces import JobTraces
@@ -350,7 +350,8 @@ def test_a_distorted_window_that_recorded_every_cuda_call_says_so(tmp_path: Path
     trace = tmp_path / "trace.json"
     trace.write_text('{"traceEvents": []}')
     for calls in (True, "yes", None):
-        traces.received({"path": str(trace), "steps": 3, "step_ms": [48.0, 47.0, 50.0], "calls": calls})
+        message = {"path": str(trace), "steps": 3, "step_ms": [48.0, 47.0, 50.0], "calls": calls}
+        traces.received(message | {"calls_why": "no libcupti loaded in the job's process"})
     deadline = time.monotonic() + 60  # the reads' threads answer once each; waited for, not timed
     found: list[TraceRead] = []
     while len(found) < 3 and time.monotonic() < deadline:
@@ -360,4 +361,15 @@ def test_a_distorted_window_that_recorded_every_cuda_call_says_so(tmp_path: Path
     for read in found:
         said = read.weighed(0.030)
         assert said.startswith("a distorted window: a traced step 1.60× an untraced one")
-        assert ("every CUDA call" in said) is read.calls
+        assert ("every CUDA call as well: no libcupti loaded" in said) is read.calls
+
+
+def test_a_windows_cost_counts_its_warm_up_step_as_a_step_the_job_takes_anyway() -> None:
+    """The profiler starts a step before the window's own (CUPTI attaching): that step's untraced
+    time is not the window's cost, and its words say the step was there."""
+    read = TraceRead("trace", "w.json", steps=5, warmup_steps=1, wall_ms=300.0, export_ms=50.0)
+    cost = read.cost_s(0.030)
+    assert cost is not None and abs(cost - (0.35 - 6 * 0.030)) < 1e-9
+    assert read.cost(0.030).startswith("the window cost the job 0.17 s: its 5 steps and 1 warming the profiler up")
+    unwarmed = TraceRead("trace", "w.json", steps=5, wall_ms=300.0, export_ms=50.0)
+    assert unwarmed.cost(0.030).startswith("the window cost the job 0.20 s: its 5 steps took 0.30 s against 0.15 s")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import threading
 from pathlib import Path
 from typing import Any
@@ -50,12 +51,17 @@ def test_a_window_asked_for_while_one_runs_starts_after_it(tmp_path: Path) -> No
     asker.start()
     asker.join()
     torch.ones(4).sum()
-    assert window.at_step(2) and window.running  # a's first step marked
-    assert window.at_step(3) and not window.running  # a ended: its trace sent
-    assert not window.at_step(4) and window.running  # b, asked meanwhile, starts: not lost
+    assert window.at_step(2) and window.running  # a's warm-up step (the profiler attached) ended
+    assert window.at_step(3) and window.running  # a's first step marked
+    assert window.at_step(4) and not window.running  # a ended: its trace sent
+    assert not window.at_step(5) and window.running  # b, asked meanwhile, starts: not lost
+    assert window.at_step(6) and window.running  # b warmed up, then the job ends
     window.close()
     paths = [m["path"] for m in sent if m.get("path")]
     assert paths == [wire.trace_path(str(tmp_path), "a", 0)] and Path(paths[0]).is_file()
+    assert (sent[0]["steps"], len(sent[0]["step_ms"]), sent[0]["warmup_steps"]) == (2, 2, 1)
+    marks = [e for e in json.loads(Path(paths[0]).read_text())["traceEvents"] if e.get("name") == "gpudash.step"]
+    assert len(marks) == 2  # the warm-up step is not in the trace: its steps alone
     assert sent[-1]["error"] == "the job ended during the profiler window"  # b closed at the job's end
 
 

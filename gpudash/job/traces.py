@@ -43,6 +43,7 @@ class TraceRead:
     rank: int = 0  # the rank whose window it was
     steps: int = 0  # the window's steps
     wall_ms: float = 0.0  # from the window's start to the profiler's stop
+    warmup_steps: int = 0  # steps the profiler ran before its own (attaching CUPTI), in wall_ms too
     export_ms: float = 0.0  # writing its trace, after that (the job waits for it too)
     window: str = ""  # the request it answers (the same on every rank asked)
     ranks: int = 1  # how many ranks were asked for it
@@ -50,6 +51,7 @@ class TraceRead:
     step_ms: tuple[float, ...] = ()  # each traced step's time
     comm_sizes: dict[str, tuple[int, int]] = field(default_factory=dict)  # its collectives: (calls, bytes) by kind
     calls: bool = False  # a GPU-only window that recorded every CUDA call too (a torch without per-kind selection)
+    calls_why: str = ""  # ... and why they could not be left out (a line from the job)
 
     def slowdown(self, step_s: float | None) -> float | None:
         """A traced step (the median) over an untraced one (``step_s``); None where either is unknown."""
@@ -67,10 +69,7 @@ class TraceRead:
         if slowed > DISTORTED:
             said = f"a distorted window: {said}, so its figures describe the window more than the job"
             if self.calls:
-                said += (
-                    " (this torch records every CUDA call in a window; from torch 2.12 gpudash records"
-                    " the GPU's work alone)"
-                )
+                said += f" (it recorded every CUDA call as well: {self.calls_why or 'this torch selects no kinds'})"
         return said
 
     def exposed_ms(self, step_s: float | None) -> float | None:
@@ -84,16 +83,17 @@ class TraceRead:
         """The seconds the window cost the job: its time less what its steps take untraced."""
         if step_s is None or self.steps < 1 or self.wall_ms <= 0:
             return None
-        return max(0.0, (self.wall_ms + self.export_ms) / 1e3 - self.steps * step_s)
+        return max(0.0, (self.wall_ms + self.export_ms) / 1e3 - (self.steps + self.warmup_steps) * step_s)
 
     def cost(self, step_s: float | None) -> str:
         """What the window cost the job, in words (``step_s``: a step's time untraced)."""
         extra = self.cost_s(step_s)
         if extra is None or step_s is None:
             return ""
-        untraced = self.steps * step_s
+        untraced = (self.steps + self.warmup_steps) * step_s
+        warm = f" and {self.warmup_steps} warming the profiler up" if self.warmup_steps else ""
         return (
-            f"the window cost the job {plain(extra, 2)} s: its {self.steps} steps took "
+            f"the window cost the job {plain(extra, 2)} s: its {self.steps} steps{warm} took "
             f"{plain(self.wall_ms / 1e3, 2)} s "
             f"against {plain(untraced, 2)} s untraced, and writing the trace {plain(self.export_ms / 1e3, 2)} s "
             "(those steps are left out of every figure)"
@@ -158,7 +158,9 @@ class JobTraces:
         timing |= {"export_ms": float_or(m.get("export_ms")), "window": window, "ranks": asked}
         timing |= {"steps_ms": max(0.0, float_or(m.get("steps_ms"))), "step_ms": _floats(m.get("step_ms"))}
         timing["comm_sizes"] = _sizes(m.get("comm_sizes"))
+        timing["warmup_steps"] = min(_int(m.get("warmup_steps"), 0), MAX_STEPS)
         timing["calls"] = m.get("calls") is True
+        timing["calls_why"] = str(m.get("calls_why") or "")[:200] if timing["calls"] else ""
         args = (purpose, path, rank, timing)
         threading.Thread(target=self._read, args=args, name="gpudash-trace-read", daemon=True).start()
 

@@ -2,10 +2,11 @@
 Standard library and the job's own torch only.
 
 The window starts at the step boundary gpudash names (``at``: the same step on every rank) or the
-next one, marks each step with a ``gpudash.step`` range (and times it: what a traced step takes,
-the profiler's start and stop left out), and after its steps stops the profiler and writes the
-trace where gpudash said; the step during which that happens is marked as slowed (its
-time is the window's, not the job's). Nothing of it reaches the job's output: the profiler's
+next one with one step of warm-up (the profiler attached, nothing kept: attaching CUPTI stalls the
+host), marks each step after it with a ``gpudash.step`` range (and times it: what a traced step
+takes, the profiler's start and stop left out), and after its steps stops the profiler and writes
+the trace where gpudash said; the warm-up step and the one during which the trace is written are
+marked as slowed (their time is the window's, not the job's). Nothing of it reaches the job's output: the profiler's
 Python warnings are caught, and what its native library prints on stderr while it starts, stops
 and writes (Kineto's ``profiler_start``/``profiler_stop`` lines, a CPU build's device errors) is
 taken aside — any line of the job's own that another thread wrote meanwhile goes back to stderr.
@@ -13,7 +14,9 @@ A window still open when the job tears down (``destroy_process_group``, the inte
 closed first, without a trace: a profiler left running into the teardown can crash it. On CUDA
 12.6 or later CUPTI is torn down after each window (``TEARDOWN_CUPTI=1`` unless the job set it):
 left subscribed, it slows every kernel launch of the job long after the window. gpudash's periodic
-windows on a GPU record its kernels, copies and memsets alone, where torch can select them (2.12 on).
+windows on a GPU record its kernels, copies and memsets alone: where torch selects CUPTI's kinds
+(2.12 on) by asking for them, before by turning the CUDA calls' records off once the window has
+started (``gpudash_job_cupti_calls.py``).
 """
 
 from __future__ import annotations
@@ -28,9 +31,11 @@ import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from gpudash_job_wire import TRACE, trace_path  # type: ignore[import-not-found]  # beside this file
+from gpudash_job_cupti_calls import calls_unrecorded  # type: ignore[import-not-found]  # beside this file
+from gpudash_job_wire import TRACE, trace_path  # type: ignore[import-not-found]
 
 STEP_MARKER = "gpudash.step"
+WARMUP_STEPS = 1  # the profiler started a step before the window's steps: CUPTI's attaching left out
 # CUPTI's kinds a periodic window on a GPU records: the GPU's work, not the CUDA calls (a DDP ResNet-50
 # step makes ~18,000: recorded, its traced steps ran 1.39× untraced ones, 1.13× without; docs/your-job.md)
 GPU_KINDS = ("CONCURRENT_KERNEL", "GPU_MEMCPY", "GPU_MEMSET")
@@ -121,9 +126,12 @@ class ProfilerWindow:
 
     def at_step(self, step: int) -> bool:
         """At a step boundary: end or mark the window's step, or start an asked-for one; True where
-        the step that ended here was slowed by a window."""
+        the step that ended here was slowed by a window (its warm-up step, a traced one, its end)."""
         window = self.window
         if window is not None:
+            if window.pop("warming", False):  # the warm-up step ended: the window's steps start here
+                self._record(window)
+                return True
             window["marker"].__exit__(None, None, None)
             window["marks"].append(time.monotonic())  # each traced step's end: the steps' own times
             window["done"] += 1
@@ -149,44 +157,57 @@ class ProfilerWindow:
         return False
 
     def _start(self, window: dict[str, Any]) -> None:
-        from torch.profiler import ProfilerActivity, profile
+        """The profiler started for its warm-up step (``WARMUP_STEPS``): CUPTI attached and its kinds
+        enabled, nothing yet kept — attaching stalls the host tens of ms, which a window's first step
+        would otherwise carry into its figures (the GPU idle meanwhile, the ranks pulled apart)."""
+        from torch.profiler import ProfilerActivity, profile, schedule
 
         if self.cuda and cupti_teardown_safe(self.torch):
             # without it CUPTI stays subscribed after the window and slows every later launch
             # (pytorch/pytorch#144455); the job's own setting wins
             os.environ.setdefault("TEARDOWN_CUPTI", "1")
         activities: list[Any] = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.cuda else [])
+        steps = max(1, int(window.get("steps", 20)))
+        warm_then_record = schedule(wait=0, warmup=WARMUP_STEPS, active=steps, repeat=1)
         with self.own_syncs(), quiet_profiler():
             window["start_t"] = time.monotonic()
             if self.cuda and window.get("kernels_only"):  # the host's operators, recorded, slow its steps ~2×
-                prof = self._gpu_only(profile, ProfilerActivity.CUDA, window)
+                prof = self._gpu_only(profile, ProfilerActivity.CUDA, warm_then_record, window)
             else:
-                prof = profile(activities=activities)
+                prof = profile(activities=activities, schedule=warm_then_record)
             prof.start()
-        window["prof"] = prof
+            if window.get("calls"):  # torch asked CUPTI for every CUDA call: turned off where it can be
+                window["calls"] = calls_unrecorded() or False
+        window["prof"], window["warming"] = prof, True
+
+    def _record(self, window: dict[str, Any]) -> None:
+        """The warm-up step done: the profiler keeps what follows, each step marked and timed."""
+        with self.own_syncs(), quiet_profiler():
+            window["prof"].step()  # torch's schedule: from its warm-up to recording
         window["marker"] = self.torch.autograd.profiler.record_function(STEP_MARKER)
         window["marker"].__enter__()
-        window["marks"] = [time.monotonic()]  # the first traced step starts here, the profiler started
+        window["marks"] = [time.monotonic()]  # the first traced step starts here, the profiler recording
         if self.sizes is not None:
             self.sizes.start_sizing()
 
     @staticmethod
-    def _gpu_only(profile: Any, cuda: Any, window: dict[str, Any]) -> Any:
+    def _gpu_only(profile: Any, cuda: Any, steps: Any, window: dict[str, Any]) -> Any:
         """A window of the GPU's work alone: its kernels, copies and memsets (``GPU_KINDS``), where
         torch selects CUPTI's kinds (2.12 on); before, CUDA's whole group, whose records of every
-        CUDA call cost each launch (``window["calls"]``: said with its figures)."""
+        CUDA call cost each launch (``window["calls"]``: turned off once started, or why not)."""
         try:
-            return profile(activities=[{cuda: list(GPU_KINDS)}])
+            return profile(activities=[{cuda: list(GPU_KINDS)}], schedule=steps)
         except (TypeError, ValueError, RuntimeError):  # this torch takes no selection (a dict is unhashable)
             window["calls"] = True
-            return profile(activities=[cuda])
+            return profile(activities=[cuda], schedule=steps)
 
     def _end(self, window: dict[str, Any]) -> None:
         path = trace_path(str(window.get("dir", ".")), str(window.get("name", "job")), self.rank)
         message: dict[str, Any] = {"k": TRACE, "rank": self.rank, "steps": window["done"], "path": path}
-        message["start_t"] = window["start_t"]
-        if window.get("calls"):
-            message["calls"] = True  # this torch recorded every CUDA call in it (no per-kind selection)
+        message["start_t"], message["warmup_steps"] = window["start_t"], WARMUP_STEPS
+        if window.get("calls"):  # it recorded every CUDA call too, and why (a line)
+            message["calls"] = True
+            message["calls_why"] = str(window["calls"])
         marks = window["marks"]
         message["steps_ms"] = (marks[-1] - marks[0]) * 1e3  # its steps alone: no profiler start nor stop
         message["step_ms"] = [round((b - a) * 1e3, 3) for a, b in zip(marks, marks[1:], strict=False)]
@@ -213,7 +234,8 @@ class ProfilerWindow:
         if self.sizes is not None:
             self.sizes.take_sizing()  # sizing stops with the window
         with contextlib.suppress(Exception), self.own_syncs(), quiet_profiler():
-            window["marker"].__exit__(None, None, None)
+            if "marker" in window:  # past its warm-up step
+                window["marker"].__exit__(None, None, None)
             window["prof"].stop()
         self.send(
             {
