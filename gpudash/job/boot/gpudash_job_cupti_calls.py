@@ -2,13 +2,15 @@
 (before 2.12; ``gpudash_job_window.py``, beside this file). Standard library only.
 
 ``torch.profiler`` with ``ProfilerActivity.CUDA`` asks Kineto for CUDA's whole group: the kernels,
-copies and memsets, and CUPTI's records of every CUDA runtime and driver call — on a DDP ResNet-50
-about 18,000 a step, which slowed its traced steps to 1.39× untraced ones where the kernels alone
-cost 1.13× (2 H200s, ``docs/bench/h200x2-issue74h``). Once Kineto has enabled them, the window turns
-the two call kinds off again in the process's own CUPTI — the library torch loaded, never a second
-copy — with ``cuptiActivityDisable``: a plain call, no callback of Python's (CUPTI calls its buffer
-callbacks from threads of its own, and those stay Kineto's native ones). Kineto enables them again
-at its next window and disables them at its stop as usual."""
+copies and memsets, and CUPTI's records of every CUDA runtime and driver call (about 9,300 in a
+window of 5 DDP ResNet-50 steps, beside its 5,400 kernels). Once Kineto has enabled them, the window
+turns the two call kinds off again in the process's own CUPTI — the library torch loaded, never a
+second copy — with ``cuptiActivityDisable``: a plain call, no callback of Python's (CUPTI calls its
+buffer callbacks from threads of its own, and those stay Kineto's native ones). Kineto enables them
+again at its next window and disables them at its stop as usual. What it gives is the same window
+on every torch — the GPU's work, no host records, as torch 2.12's selection records — not speed:
+on 2 H200s a traced step with the calls' records off read 0.94× [0.75–1.18] and 0.97× [0.75–1.25]
+of one with them kept, no change detected (``docs/bench/h200x2-issue74i``)."""
 
 from __future__ import annotations
 

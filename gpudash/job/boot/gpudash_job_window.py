@@ -36,8 +36,7 @@ from gpudash_job_wire import TRACE, trace_path  # type: ignore[import-not-found]
 
 STEP_MARKER = "gpudash.step"
 WARMUP_STEPS = 1  # the profiler started a step before the window's steps: CUPTI's attaching left out
-# CUPTI's kinds a periodic window on a GPU records: the GPU's work, not the CUDA calls (a DDP ResNet-50
-# step makes ~18,000: recorded, its traced steps ran 1.39× untraced ones, 1.13× without; docs/your-job.md)
+# CUPTI's kinds a periodic window on a GPU records: the GPU's work, not the CUDA calls (docs/your-job.md)
 GPU_KINDS = ("CONCURRENT_KERNEL", "GPU_MEMCPY", "GPU_MEMSET")
 # a line of the profiler's native library: "USDT:2026-11-26 16:43:07 15779:15779 File.cpp:39] …"
 NATIVE_LINE = re.compile(rb"^(USDT|STAGE|ERROR|WARNING|INFO|VERBOSE):\d{4}-\d\d-\d\d [\d:]+ \d+:\d+ [\w.]+:\d+\] ")
