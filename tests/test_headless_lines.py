@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import os
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -38,3 +39,19 @@ def test_a_line_on_a_terminal_is_not_glued_after_a_progress_bar(monkeypatch: pyt
 def test_a_line_in_a_file_is_the_plain_line(capsys: pytest.CaptureFixture[str]) -> None:
     say("3 rows in run.csv")
     assert capsys.readouterr().err == "gpudash: 3 rows in run.csv\n"
+
+
+def test_record_says_it_is_waiting_before_a_job_that_prepares_for_long_has_taken_a_step(tmp_path: Path) -> None:
+    """A job's data preparation may take minutes before its first step: ``record`` says at once what
+    it records and where, before anything of the job's, and the rest of its lines once it steps."""
+    from tests.test_job import gpudash
+
+    job = tmp_path / "prepares.py"
+    job.write_text("import sys\nprint('JOB preparing', file=sys.stderr, flush=True)\n")
+    done = gpudash("record", str(tmp_path / "run.csv"), "--", sys.executable, str(job))
+    lines = done.stderr.splitlines()
+    first = lines[0]
+    assert first.startswith("gpudash: recording job:prepares.py (") and first.endswith(
+        f"to {tmp_path / 'run.csv'} from its first step"
+    ), done.stderr
+    assert lines.index("JOB preparing") > 0 and done.returncode == 0, done.stderr

@@ -306,3 +306,32 @@ def test_a_sampled_step_with_torch_func_or_a_graph_never_backpropagated_goes_as_
     assert count.activations is None and "torch.func" in count.not_measured
     assert torch.autograd.graph.disable_saved_tensors_hooks is original
     assert torch._C._autograd._top_saved_tensors_default_hooks(True) is None
+
+
+@pytest.mark.slow
+def test_a_frozen_teachers_parameters_are_counted_to_the_byte_apart_from_the_trained_ones(tmp_path: Path) -> None:
+    """A distillation's teacher holds memory no optimizer steps: counted once a storage (its tied
+    layers), the modules the step never calls left out, said as frozen parameters and kept in
+    run.json beside the student's parameters."""
+    path = tmp_path / "run.csv"
+    done = gpudash("record", str(path), "--", "python", str(JOBS / "distill_frozen.py"), "--steps", "30", timeout=240)
+    assert done.returncode == 0, done.stderr
+    own = dict(re.findall(r"(\w+)=(\d+)", re.search(r"JOB memory (.*)", done.stdout)[1]))  # type: ignore[index]
+    memory = json.loads(path.with_suffix(".json").read_text())["memory"]
+    assert (memory["frozen_bytes"], memory["params_bytes"]) == (int(own["frozen"]), int(own["params"]))
+    said = [e.text for e in printed.event_lines(done.stderr, "measured") if e.text.startswith("memory: ")]
+    assert said and "frozen parameters 769 KiB · gradients" in said[0], done.stderr
+
+
+def test_frozen_parameters_are_fixed_memory_in_what_fits() -> None:
+    """A frozen base (16 GiB) does not grow with the batch: it joins the fixed part, and what the peak
+    holds a sample is the rest's — 20 GiB over 32 samples, so (77.2 − 24) / 0.625 → 85 fit, where
+    counted as a batch's it read 61."""
+    gib = 1 << 30
+    memory = JobMemory()
+    counters = {"allocated": 30 * gib, "reserved": 44 * gib, "peak": int(41.2 * gib), "total": int(79.6 * gib)}
+    figures = {"params": 2 * gib, "grads": 2 * gib, "optimizer": 4 * gib, "activations": 10 * gib}
+    memory.received({**figures, "frozen": 16 * gib, "activations_step": 3, **counters, "reserved_peak": 44 * gib})
+    said = memory.final(9.0, batch=32)
+    assert said is not None and said.details["fits_batch"] == "85" and said.details["frozen_bytes"] == str(16 * gib)
+    assert said.message.startswith("memory: parameters 2 GiB · frozen parameters 16 GiB · gradients 2 GiB")

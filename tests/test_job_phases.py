@@ -123,6 +123,17 @@ def test_the_saves_between_two_steps_are_one_checkpoint_and_a_second_counts_once
     assert ended_phases(said) == {CHECKPOINT: pytest.approx(0.22), EVALUATION: pytest.approx(0.58)}
 
 
+def test_the_spans_between_two_steps_are_said_in_the_order_they_began(phases: Any) -> None:
+    """An evaluation, then a checkpoint: said (and recorded, shown) in that order, though a second
+    they share counts as the checkpoint's."""
+    keeper, said = phases
+    t = time.monotonic() - 100.0
+    keeper.at_step(t, 0)
+    keeper.spans = [(CHECKPOINT, t + 0.5, t + 0.7), (EVALUATION, t + 0.1, t + 0.5)]
+    keeper.at_step(t + 1.0, 0)
+    assert [m["kind"] for m in said if "s" in m] == [EVALUATION, CHECKPOINT]
+
+
 # -- the session's tally, the stall's report ---------------------------------------------------------
 def test_the_phases_add_up_to_the_wall_time_and_goodput_is_trainings_share() -> None:
     p = JobPhases(t0=0.0)

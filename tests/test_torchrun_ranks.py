@@ -159,7 +159,7 @@ def test_an_even_job_has_no_straggler(tmp_path: Path) -> None:
 def test_an_fsdp2_job_over_gloo_records_its_ranks_and_its_straggler(tmp_path: Path) -> None:
     """... and its activations are what its MLP saves for backward (batch 8: its input and two ReLUs'
     outputs of 256 floats, its output and target of 1), as without FSDP: the weights FSDP2 gathers
-    for the forward pass are parameters, not activations."""
+    for the forward pass are parameters, not activations, nor frozen ones."""
     # 5 ms more a sample on rank 1 (40 ms a step): named clearly also where a loaded machine widens the
     # ranks' intervals (2 ms left it "in the noise" beside two spinners, 21% apart)
     job = ("--steps", "100", "--fsdp", "--slow-rank", "1", "--item-ms", "5")
@@ -168,6 +168,7 @@ def test_an_fsdp2_job_over_gloo_records_its_ranks_and_its_straggler(tmp_path: Pa
     assert {r["rank"] for r in rows} == {"0", "1"}
     memory = json.loads((tmp_path / "run.json").read_text())["memory"]
     assert memory["activations_bytes"] == 8 * (3 * 256 + 2) * 4, memory
+    assert "frozen_bytes" not in memory, memory  # its shards are the optimizer's: none frozen
 
 
 PLAIN_JOB = [sys.executable, PLAIN, "--steps", "600", "--workers", "0", "--print-every", "100", "--warn-each-step"]

@@ -5,8 +5,14 @@ from __future__ import annotations
 import math
 from typing import Any
 
-KINDS = ("params", "grads", "optimizer", "activations")  # the kinds, in the bar's and the line's order
-NAMES = {"params": "parameters", "grads": "gradients", "optimizer": "optimizer state", "activations": "activations"}
+KINDS = ("params", "frozen", "grads", "optimizer", "activations")  # the kinds, in the bar's and the line's order
+NAMES = {
+    "params": "parameters",
+    "frozen": "frozen parameters",  # the step's modules' parameters that no optimizer steps (a teacher's)
+    "grads": "gradients",
+    "optimizer": "optimizer state",
+    "activations": "activations",
+}
 
 
 def byte_count(value: Any) -> int | None:

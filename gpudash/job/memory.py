@@ -17,7 +17,7 @@ from gpudash.core.textfmt import strip_controls
 
 # the allocator's (CUDA: reserved_peak is the most it held from the GPU) or the process's (CPU)
 COUNTERS = ("allocated", "reserved", "peak", "reserved_peak", "total", "free", "rss")  # free: the driver's
-FIXED = ("params", "grads", "optimizer")  # the kinds a batch does not change
+FIXED = ("params", "grads", "optimizer")  # the kinds a batch does not change (and frozen parameters, where any)
 MIB = float(1 << 20)
 CONTEXT_SHARE = 0.03  # of the GPU's memory, what CUDA's context and libraries take outside the allocator
 
@@ -102,7 +102,9 @@ class MemoryFigures:
         return c["total"] - c["free"] - c["reserved"]
 
     def _fixed(self) -> int | None:
-        return sum(self.kinds[k] for k in FIXED) if all(k in self.kinds for k in FIXED) else None
+        if not all(k in self.kinds for k in FIXED):
+            return None
+        return sum(self.kinds[k] for k in FIXED) + self.kinds.get("frozen", 0)
 
     def _per_sample(self) -> float | None:
         """What the allocator's peak holds beyond the fixed part, a sample of the pass: activations,
@@ -117,7 +119,7 @@ class MemoryFigures:
 
     def sample_fields(self) -> dict[str, float]:
         """The ``Sample`` fields (``mem_params_mib`` …) of what is known, in MiB."""
-        out = {f"mem_{k}_mib": v / MIB for k, v in self.kinds.items()}
+        out = {f"mem_{k}_mib": v / MIB for k, v in self.kinds.items() if k != "frozen"}  # (no column: the event's)
         if "peak" in self.counters:
             out["mem_peak_mib"] = self.counters["peak"] / MIB
         if "rss" in self.counters:

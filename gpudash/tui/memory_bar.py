@@ -1,5 +1,5 @@
-"""The dashboard's memory bar: what a job's memory holds, stacked by kind — parameters, gradients,
-optimizer state, activations, then the rest the allocator (on the CPU, the process) holds —
+"""The dashboard's memory bar: what a job's memory holds, stacked by kind — parameters, frozen
+parameters, gradients, optimizer state, activations, then the rest the allocator (on the CPU, the process) holds —
 against the GPU's total, its peak marked; from the latest ``measured`` event of ``what`` "memory"
 (``gpudash.job.memory``). One line in the stats panel's top border: ``mem █▓▒░·┃  41.2/79.6 GiB``."""
 
@@ -15,6 +15,7 @@ from gpudash.core.protocol import Event, GpuSample, Sample
 WIDTH = 20  # cells of the bar
 GLYPHS = {  # each kind's glyph and colour
     "params": ("█", "blue"),
+    "frozen": ("█", "bright_black"),
     "grads": ("▓", "cyan"),
     "optimizer": ("▒", "magenta"),
     "activations": ("░", "yellow"),

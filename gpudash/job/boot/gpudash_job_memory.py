@@ -4,6 +4,8 @@ this file). Standard library and the job's own torch only.
 - **parameters, gradients, optimizer state**: counted exactly from the optimizer the job steps (its
   parameter groups, each parameter's ``.grad``, its ``state``; every storage once), at the step
   boundary after the optimizer's first steps (``COUNT_AT``) and every ``COUNT_EVERY`` steps after;
+- **frozen parameters**: those of the modules the sampled step calls that no optimizer steps (a
+  teacher, a frozen base: ``gpudash_job_frozen.py``), sent where there are any;
 - **activations**: the tensors autograd saves for backward in one sampled step (``SAMPLE_AT``,
   then every ``SAMPLE_EVERY`` steps), each storage once, the parameters left out (not their
   gradients: ``zero_grad`` frees them, and their memory can hold an activation): a
@@ -37,7 +39,8 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from gpudash_job_memhist import MemoryHistory  # type: ignore[import-not-found]  # beside this file
+from gpudash_job_frozen import ModulesCalled  # type: ignore[import-not-found]  # beside this file
+from gpudash_job_memhist import MemoryHistory  # type: ignore[import-not-found]
 from gpudash_job_parts import load_source  # type: ignore[import-not-found]
 from gpudash_job_wire import MEM, OOM  # type: ignore[import-not-found]
 
@@ -70,6 +73,8 @@ class MemoryCount:
         self.passes = 1  # forward/backward passes in the sampled step
         self.step = 0
         self._capture: _SavedTensors | None = None
+        self._called: ModulesCalled | None = None  # the sampled step's modules, for its frozen parameters
+        self.frozen: int | None = None  # their bytes, once counted
         self._total: int | None = None
         self.history = MemoryHistory(torch)  # the allocator's history of a few steps, on request
         self.optimizers: weakref.WeakSet[Any] = weakref.WeakSet()  # every one the job steps (a GAN's two)
@@ -86,6 +91,9 @@ class MemoryCount:
         """At a step's end: the sampled step's count closed, the kinds counted, the next step sampled
         (bounded by ``untraced_s``, a step's time without gpudash's work) where it is due."""
         self.step, self.device = step, device
+        called, self._called = self._called, None
+        if called is not None:
+            self.frozen = called.frozen_bytes(_storages(optimizer, *list(self.optimizers)))
         capture, self._capture = self._capture, None
         if capture is not None:
             capture.close()
@@ -127,6 +135,8 @@ class MemoryCount:
         if not self.kinds:
             return None
         out: dict[str, Any] = {"k": MEM, "rank": rank, "step": self.step, **self.kinds}
+        if self.frozen:
+            out["frozen"] = self.frozen
         if self.activations is not None:
             out["activations"], out["activations_step"] = self.activations, self.activations_step
             out["half_share"] = self.half_share
@@ -150,12 +160,17 @@ class MemoryCount:
         capture, self._capture = self._capture, None
         if capture is not None:
             capture.close()
+        called, self._called = self._called, None
+        if called is not None:
+            called.close()
         self.history.close()
 
     def _sample(self, optimizer: Any, untraced_s: float | None = None) -> None:
         if _compiling_job(self.torch):
             self.not_measured = "the job compiles its model (torch.compile): its saved tensors are not counted"
             return
+        with contextlib.suppress(Exception):  # no module watch: no frozen parameters told
+            self._called = ModulesCalled(self.torch, self.device, local)
         try:
             if self.torch._C._autograd._top_saved_tensors_default_hooks(True) is not None:
                 self.not_measured = "the job's own saved-tensor hooks are on at its step boundary: not counted"

@@ -271,14 +271,17 @@ class Phases:
         if ours and _measure(ours) < MIN_SPAN_S:  # gpudash's own work, short: part of the step, as a quick save is
             spans = [(k, s, e) for k, s, e in spans if k != PROFILING]
         taken: list[tuple[float, float]] = []
+        told: list[tuple[float, float, str, float]] = []  # (start, end, kind, seconds): said as they began
         for kind in (PROFILING, CHECKPOINT, EVALUATION, COMPILE, OTHER):
             mine = [(s, e) for k, s, e in spans if k == kind]
             seconds = _measure(mine + taken) - _measure(taken)
             taken += mine
             if seconds >= MIN_SPAN_S or (final and kind == CHECKPOINT and seconds > 0):
-                self._said(kind, min(s for s, _ in mine), max(e for _, e in mine), seconds)
+                told.append((min(s for s, _ in mine), max(e for _, e in mine), kind, seconds))
             else:
                 self._cancel(kind, final)
+        for start, end, kind, seconds in sorted(told):
+            self._said(kind, start, end, seconds)
         return _measure(taken)
 
     def _quiet(self, since: float, spans: list[tuple[str, float, float]]) -> list[tuple[str, float, float]]:
