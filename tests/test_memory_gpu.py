@@ -32,6 +32,19 @@ def test_a_gpt_jobs_peak_is_its_own_max_memory_allocated(tmp_path: Path) -> None
     assert int(memory["activations_bytes"]) > 0 and int(memory["fits_batch"]) > 8
 
 
+def test_a_frozen_teacher_on_the_gpu_is_counted_to_the_byte(tmp_path: Path) -> None:
+    """Its teacher's parameters that the step uses, each storage once (its tied layers), apart from
+    the student's trained ones. (Its batches come from no DataLoader: its batch, and so what fits,
+    are not known.)"""
+    job = Path(__file__).parent / "data" / "jobs" / "distill_frozen.py"
+    out = tmp_path / "d.csv"
+    done = _gpudash("record", str(out), "-q", "--", sys.executable, str(job), "--steps", "30", "--device", "cuda")
+    assert done.returncode == 0, done.stderr
+    own = dict(re.findall(r"(\w+)=(\d+)", re.search(r"JOB memory (.*)", done.stdout)[1]))  # type: ignore[index]
+    memory = json.loads(out.with_suffix(".json").read_text())["memory"]
+    assert (memory["frozen_bytes"], memory["params_bytes"]) == (int(own["frozen"]), int(own["params"]))
+
+
 def test_the_softmax_line_holds_the_most_at_a_gpt_jobs_peak() -> None:
     done = _gpudash("diagnose", "--memory", "--json", "-q", "--", sys.executable, str(GPT), "--steps", "200")
     assert done.returncode == 0, done.stderr

@@ -4,7 +4,7 @@
 On its last line ``JOB memory frozen=F params=P`` (bytes): the teacher's parameters that the step
 uses, each storage once, and the student's.
 
-``python distill_frozen.py --steps 30``
+``python distill_frozen.py --steps 30 [--device cuda]``
 """
 
 from __future__ import annotations
@@ -30,12 +30,13 @@ class Teacher(torch.nn.Module):
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--device", default="cpu")
     args = parser.parse_args()
-    teacher = Teacher().eval().requires_grad_(False)
-    student = torch.nn.Sequential(torch.nn.Embedding(512, 64), torch.nn.Linear(64, 512))
+    teacher = Teacher().eval().requires_grad_(False).to(args.device)
+    student = torch.nn.Sequential(torch.nn.Embedding(512, 64), torch.nn.Linear(64, 512)).to(args.device)
     opt = torch.optim.Adam(student.parameters(), lr=1e-3)
     for _ in range(args.steps):
-        tokens = torch.randint(0, 512, (16, 32))
+        tokens = torch.randint(0, 512, (16, 32), device=args.device)
         with torch.no_grad():
             target = teacher(tokens).softmax(-1)
         loss = torch.nn.functional.cross_entropy(student(tokens).flatten(0, 1), target.flatten(0, 1))
