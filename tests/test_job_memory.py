@@ -335,3 +335,25 @@ def test_frozen_parameters_are_fixed_memory_in_what_fits() -> None:
     said = memory.final(9.0, batch=32)
     assert said is not None and said.details["fits_batch"] == "85" and said.details["frozen_bytes"] == str(16 * gib)
     assert said.message.startswith("memory: parameters 2 GiB · frozen parameters 16 GiB · gradients 2 GiB")
+
+
+@pytest.mark.slow
+def test_a_job_whose_batches_vary_has_its_memory_told_at_its_largest_batch(tmp_path: Path) -> None:
+    """A bucketing sampler's batches of 8 to 256 samples: the peak, and what fits, come at the largest
+    (256), not at the most common of the first steps' (which the summary's batch still reads)."""
+    path = tmp_path / "run.csv"
+    job = str(JOBS / "varied_batches.py")
+    done = gpudash("record", str(path), "--", "python", job, "--rounds", "12", timeout=240)
+    assert done.returncode == 0, done.stderr
+    memory = json.loads(path.with_suffix(".json").read_text())["memory"]
+    assert memory["batch"] == int(re.search(r"JOB largest=(\d+)", done.stdout)[1])  # type: ignore[index]
+
+
+def test_a_ranks_largest_batch_leaves_its_first_step_out() -> None:
+    """A framework that fetches a batch ahead counts two batches in its first step: not a batch."""
+    from gpudash.job.steps import RankWindows, StepRecord
+
+    rank = RankWindows()
+    for step, samples in enumerate((64, 32, 32, 16, 32), start=1):
+        rank.add(StepRecord(step, float(step), 10.0, samples, 0, 0.0, 0, False))
+    assert (rank.largest, rank.batch_size) == (32, 32)

@@ -22,7 +22,7 @@ def say_final_figures(parts: SessionParts) -> None:
     out.extend(parts.world.closed(parts.samples, time.monotonic() - parts.t0))
     if (ranks := parts.world.verdict_event(time.monotonic() - parts.t0)) is not None:
         out.append(ranks)
-    if (memory := parts.memory.final(time.monotonic() - parts.t0, *parts.rank_batch())) is not None:
+    if (memory := parts.memory.final(time.monotonic() - parts.t0, *parts.peak_batch())) is not None:
         out.append(memory)
     parts.watch.ended(time.monotonic())
 

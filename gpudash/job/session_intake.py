@@ -70,7 +70,7 @@ class SessionIntake:
             self.oom = {**m, "world": p.rank_table.world_size()}
         elif kind == wire.MEM and lead:
             p.memory.received(m)
-            if p.started and (said := p.memory.event(now - p.t0, *p.rank_batch())) is not None:
+            if p.started and (said := p.memory.event(now - p.t0, *p.peak_batch())) is not None:
                 self.out.messages.append(said)
         elif kind == wire.NOTE:
             self._note(str(m.get("text", "")))

@@ -83,6 +83,14 @@ class SessionParts:
         rank = self.samples.ranks.get(self.rank_table.lead)
         return (rank.batch_size if rank is not None else 0), max(1, self.rank_table.world_size())
 
+    def peak_batch(self) -> tuple[int, int]:
+        """The lead rank's largest batch (samples a step; its usual one before a second step), and
+        the job's ranks: the batch its memory's peak came at where batches vary (a last, smaller
+        batch of an epoch, a job that varies them)."""
+        batch, ranks = self.rank_batch()
+        rank = self.samples.ranks.get(self.rank_table.lead)
+        return max(batch, rank.largest if rank is not None else 0), ranks
+
     def batch_size(self) -> int:
         return self.rank_batch()[0] * self.samples.world_size
 

@@ -153,12 +153,15 @@ class RankWindows:
     window: list[StepRecord] = field(default_factory=list)
     first_counts: list[int] = field(default_factory=list)  # the first steps' samples
     last_t: float | None = None  # the latest step's end (monotonic)
+    largest: int = 0  # the most samples a step had, the first step's left out (a batch fetched ahead)
 
     def add(self, record: StepRecord) -> None:
         self.window.append(record)
         self.last_t = record.t if self.last_t is None else max(self.last_t, record.t)
         self.steps = max(self.steps, record.step)
         self.samples += record.samples
+        if self.first_counts:
+            self.largest = max(self.largest, record.samples)
         if len(self.first_counts) < BATCH_FROM_STEPS:
             self.first_counts.append(record.samples)
 
