@@ -85,13 +85,10 @@ def record_job(
     whose recording is a scratch file (what was kept is not reported)."""
     session = JobSession(config, stdout_to_stderr=stdout_to_stderr)
     recording = new_recording(config, session, path, meta_path, {}, **options)
-    if not (diagnosing or recording.quiet):  # said at once: a job may prepare its data for minutes
+    if not (diagnosing or recording.quiet):  # said once it runs: a job may prepare its data for minutes
         where = "stdout" if str(path) == "-" else str(path)
-        print(
-            f"gpudash: recording {config.workload} ({display(config.job or ())}) to {where} from its first step",
-            file=sys.stderr,
-            flush=True,
-        )
+        line = f"gpudash: recording {config.workload} ({display(config.job or ())}) to {where} from its first step"
+        session.on_launch = lambda: print(line, file=sys.stderr, flush=True)
     if recording_out is not None:
         recording_out.append(recording)
     if keep_running:

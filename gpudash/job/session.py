@@ -99,6 +99,7 @@ class JobSession:
         self.noise = NoiseProbe()  # what else competes with the job's processes: stamped on each Sample
         self._ended = self._nvml_started = False
         self.start_error: str | None = None  # why the command could not be run at all
+        self.on_launch: Callable[[], None] | None = None  # called once the command runs (record's first line)
         self.out = SessionOut(self.t0)  # what the next poll hands out
         self.intake = StepIntake(self.t0, lambda text: self.out.error("job", text))  # each process's records, checked
         self.watch = PhaseWatch(self.t0, self.samples, self.channel, self.out.event)  # phases, goodput, stalls
@@ -173,6 +174,8 @@ class JobSession:
             self.start_error = f"cannot run {job_command.display(self.command[:1])}: {why}"
             self._end(126 if found else 127, self.start_error)
             return
+        if self.on_launch is not None:
+            self.on_launch()
         if self.process.capture_error is not None:
             self.out.error("output", self.process.capture_error)
         if self.process.output_path is not None:
