@@ -357,3 +357,26 @@ def test_a_ranks_largest_batch_leaves_its_first_step_out() -> None:
     for step, samples in enumerate((64, 32, 32, 16, 32), start=1):
         rank.add(StepRecord(step, float(step), 10.0, samples, 0, 0.0, 0, False))
     assert (rank.largest, rank.batch_size) == (32, 32)
+
+
+def test_frozen_parameters_are_those_the_step_calls_that_need_no_grad_and_leave_when_unfrozen() -> None:
+    """Of the modules a step calls: a frozen layer counts, one that requires grad (a framework's own
+    fp32 copies train it) does not, a module never called does not; unfrozen later and given to an
+    optimizer, the layer leaves the count."""
+    frozen_module, memory_module = boot_module("gpudash_job_frozen"), boot_module("gpudash_job_memory")
+    local, storages = memory_module.local, memory_module._storages
+    base, untrained, head = torch.nn.Linear(8, 8), torch.nn.Linear(8, 8), torch.nn.Linear(8, 100)
+    base.requires_grad_(False)
+    head.requires_grad_(False)  # frozen too, but not the step's
+    adapter = torch.nn.Linear(8, 8)
+    opt = torch.optim.SGD(adapter.parameters(), lr=0.1)
+    watch = frozen_module.ModulesCalled(torch, "cpu", local)
+    adapter(untrained(base(torch.randn(2, 8))))  # the head is never called
+    found = watch.frozen()
+    base_bytes = (8 * 8 + 8) * 4
+    assert frozen_module.frozen_bytes(found, storages(opt), local) == base_bytes
+    base.requires_grad_(True)
+    opt.add_param_group({"params": list(base.parameters())})
+    assert frozen_module.frozen_bytes(found, storages(opt), local) == 0
+    adapter(torch.randn(2, 8))  # the watch is closed: nothing more noted
+    assert not watch.modules and watch.handle is None

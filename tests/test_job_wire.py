@@ -75,3 +75,23 @@ def test_cupti_is_torn_down_after_a_window_only_where_cuda_allows_it() -> None:
 
     assert [safe(built_for(v)) for v in ("12.6", "13.0", "12.10")] == [True, True, True]
     assert [safe(built_for(v)) for v in ("12.4", "11.8", None)] == [False, False, False]
+
+
+def test_a_profiler_that_will_not_record_after_its_warm_up_is_said_and_the_job_goes_on(tmp_path: Path) -> None:
+    """The step after the warm-up starts the recording: where that fails, gpudash is told why, the
+    profiler is stopped, and the next boundaries are plain ones (the hooks stay on)."""
+    window_module = boot_module("gpudash_job_window")
+    sent: list[dict[str, Any]] = []
+    window = window_module.ProfilerWindow(torch, sent.append, contextlib.nullcontext)
+    window.ask({"k": wire.TRACE, "steps": 2, "dir": str(tmp_path), "name": "a"})
+    assert not window.at_step(1) and window.running  # started: its warm-up step
+    prof = window.window["prof"]
+
+    def refuse() -> None:
+        raise RuntimeError("Kineto is stopped")
+
+    prof.step = refuse
+    assert window.at_step(2) and not window.running  # the warm-up step was the window's
+    assert not window.at_step(3) and not window.running
+    (said,) = sent
+    assert said["error"] == "RuntimeError: Kineto is stopped" and said["steps"] == 0

@@ -22,7 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO
 
@@ -128,6 +128,7 @@ class JobProcess:
         self.proc: subprocess.Popen[bytes] | None = None
         self._reaper: subprocess.Popen[bytes] | None = None
         self.stopped_by_gpudash = False
+        self.on_launch: Callable[[], None] | None = None  # called as soon as the job runs (record's first line)
         self.output_path: str | None = None  # the captured output's file (capture=True)
         self.capture_error: str | None = None  # why the output could not be captured (it runs all the same)
         # process groups of the job's own besides its first (torchrun starts each rank in a session of its own)
@@ -163,6 +164,8 @@ class JobProcess:
         finally:
             if out is not None and not isinstance(out, int):
                 out.close()  # the job holds its own
+        if self.on_launch is not None:
+            self.on_launch()
         if not self.capture:
             self.terminal = JobTerminal.open()
             self.terminal.hand_over(self.proc.pid)  # a foreground job of gpudash's terminal, as bare

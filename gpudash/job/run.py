@@ -88,7 +88,12 @@ def record_job(
     if not (diagnosing or recording.quiet):  # said once it runs: a job may prepare its data for minutes
         where = "stdout" if str(path) == "-" else str(path)
         line = f"gpudash: recording {config.workload} ({display(config.job or ())}) to {where} from its first step"
-        session.on_launch = lambda: print(line, file=sys.stderr, flush=True)
+
+        def launched() -> None:
+            print(line, file=sys.stderr, flush=True)
+            recording.launch_said = True
+
+        session.on_launch = launched
     if recording_out is not None:
         recording_out.append(recording)
     if keep_running:

@@ -166,6 +166,7 @@ class JobSession:
         if not self._nvml_started:
             self._nvml_started = True
             self.sampler.start()
+        self.process.on_launch = self.on_launch
         try:
             self.process.start()
         except OSError as exc:  # as a shell says it: 127 for what is not found, else 126
@@ -174,8 +175,6 @@ class JobSession:
             self.start_error = f"cannot run {job_command.display(self.command[:1])}: {why}"
             self._end(126 if found else 127, self.start_error)
             return
-        if self.on_launch is not None:
-            self.on_launch()
         if self.process.capture_error is not None:
             self.out.error("output", self.process.capture_error)
         if self.process.output_path is not None:

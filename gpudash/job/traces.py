@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpudash.core.lenient import float_or
-from gpudash.core.textfmt import plain
+from gpudash.core.textfmt import plain, strip_controls
 from gpudash.engine.trace_read import MAX_EVENTS, read_bounded
 from gpudash.job.boot import gpudash_job_wire as wire
 
@@ -160,7 +160,7 @@ class JobTraces:
         timing["comm_sizes"] = _sizes(m.get("comm_sizes"))
         timing["warmup_steps"] = min(_int(m.get("warmup_steps"), 0), MAX_STEPS)
         timing["calls"] = m.get("calls") is True
-        timing["calls_why"] = str(m.get("calls_why") or "")[:200] if timing["calls"] else ""
+        timing["calls_why"] = strip_controls(str(m.get("calls_why") or ""))[:200] if timing["calls"] else ""
         args = (purpose, path, rank, timing)
         threading.Thread(target=self._read, args=args, name="gpudash-trace-read", daemon=True).start()
 

@@ -81,6 +81,7 @@ class HeadlessRecording:
     path: str | os.PathLike[str]
     duration_s: float | None = None
     quiet: bool = False
+    launch_said: bool = False  # what is recorded and where was said as the job started (record of a job)
     trace_every_s: float | None = None  # a profiler window this often (TraceWindow), from the start
     trace_steps: int = PERIODIC_STEPS
     diagnose_after_s: float | None = None  # one diagnosis window (Diagnose) this long after the start
@@ -178,7 +179,10 @@ class HeadlessRecording:
             info = self.session.gpu_info
             gpu = f"GPU {info.name}" if info.available else f"no GPU telemetry ({info.unavailable})"
             log = f"; workload log: {self.session.log_path}" if self.session.log_path else ""
-            say(f"recording {self.config.workload} to {self.path}; {gpu}{log}")
+            if self.launch_said:  # what and where said at the launch: the GPU now
+                say(f"its first step: {gpu}{log}")
+            else:
+                say(f"recording {self.config.workload} to {self.path}; {gpu}{log}")
 
     def _record(self, interrupted: Interrupted) -> None:
         """Poll and write until the workload ends or fails, a signal comes, or time is up."""

@@ -15,7 +15,7 @@ from gpudash.core.protocol import Event, GpuSample, Sample
 WIDTH = 20  # cells of the bar
 GLYPHS = {  # each kind's glyph and colour
     "params": ("█", "blue"),
-    "frozen": ("█", "bright_black"),
+    "frozen": ("▇", "bright_black"),
     "grads": ("▓", "cyan"),
     "optimizer": ("▒", "magenta"),
     "activations": ("░", "yellow"),

@@ -4,8 +4,9 @@ this file). Standard library and the job's own torch only.
 - **parameters, gradients, optimizer state**: counted exactly from the optimizer the job steps (its
   parameter groups, each parameter's ``.grad``, its ``state``; every storage once), at the step
   boundary after the optimizer's first steps (``COUNT_AT``) and every ``COUNT_EVERY`` steps after;
-- **frozen parameters**: those of the modules the sampled step calls that no optimizer steps (a
-  teacher, a frozen base: ``gpudash_job_frozen.py``), sent where there are any;
+- **frozen parameters**: those of the modules the sampled step calls that do not require grad and
+  that no optimizer steps (a teacher, a frozen base: ``gpudash_job_frozen.py``), counted with the
+  kinds from then on, sent where there are any;
 - **activations**: the tensors autograd saves for backward in one sampled step (``SAMPLE_AT``,
   then every ``SAMPLE_EVERY`` steps), each storage once, the parameters left out (not their
   gradients: ``zero_grad`` frees them, and their memory can hold an activation): a
@@ -39,7 +40,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from gpudash_job_frozen import ModulesCalled  # type: ignore[import-not-found]  # beside this file
+from gpudash_job_frozen import ModulesCalled, frozen_bytes  # type: ignore[import-not-found]  # beside this file
 from gpudash_job_memhist import MemoryHistory  # type: ignore[import-not-found]
 from gpudash_job_parts import load_source  # type: ignore[import-not-found]
 from gpudash_job_wire import MEM, OOM  # type: ignore[import-not-found]
@@ -74,6 +75,7 @@ class MemoryCount:
         self.step = 0
         self._capture: _SavedTensors | None = None
         self._called: ModulesCalled | None = None  # the sampled step's modules, for its frozen parameters
+        self._frozen: list[Any] | None = None  # the frozen parameters it found (weakly), counted with the kinds
         self.frozen: int | None = None  # their bytes, once counted
         self._total: int | None = None
         self.history = MemoryHistory(torch)  # the allocator's history of a few steps, on request
@@ -93,7 +95,8 @@ class MemoryCount:
         self.step, self.device = step, device
         called, self._called = self._called, None
         if called is not None:
-            self.frozen = called.frozen_bytes(_storages(optimizer, *list(self.optimizers)))
+            self._frozen = called.frozen()
+            self.frozen = frozen_bytes(self._frozen, _storages(optimizer, *list(self.optimizers)), local)
         capture, self._capture = self._capture, None
         if capture is not None:
             capture.close()
@@ -110,6 +113,8 @@ class MemoryCount:
                 self._kinds_of = optimizer  # reset: counted once that pass has filled them
             else:
                 self.kinds = count_kinds(optimizer, *(o for o in list(self.optimizers) if o is not optimizer))
+            if self._frozen is not None:  # a base unfrozen since, and added to an optimizer, leaves the count
+                self.frozen = frozen_bytes(self._frozen, _storages(optimizer, *list(self.optimizers)), local)
         if step + 1 == SAMPLE_AT or (step + 1 > SAMPLE_AT and (step + 1) % SAMPLE_EVERY == 0):
             self._sample(optimizer, untraced_s)
         self.history.at_step(step, device)

@@ -129,7 +129,11 @@ class ProfilerWindow:
         window = self.window
         if window is not None:
             if window.pop("warming", False):  # the warm-up step ended: the window's steps start here
-                self._record(window)
+                try:
+                    self._record(window)
+                except Exception as exc:  # noqa: BLE001 - said to gpudash; the job goes on
+                    self.window = None
+                    self._abandon(window, f"{type(exc).__name__}: {exc}")
                 return True
             window["marker"].__exit__(None, None, None)
             window["marks"].append(time.monotonic())  # each traced step's end: the steps' own times
@@ -181,8 +185,13 @@ class ProfilerWindow:
 
     def _record(self, window: dict[str, Any]) -> None:
         """The warm-up step done: the profiler keeps what follows, each step marked and timed."""
+        from torch.profiler import ProfilerAction
+
         with self.own_syncs(), quiet_profiler():
             window["prof"].step()  # torch's schedule: from its warm-up to recording
+        action = getattr(window["prof"], "current_action", ProfilerAction.RECORD)
+        if action not in (ProfilerAction.RECORD, ProfilerAction.RECORD_AND_SAVE):  # Kineto stopped meanwhile
+            raise RuntimeError(f"the profiler did not start recording ({action})")
         window["marker"] = self.torch.autograd.profiler.record_function(STEP_MARKER)
         window["marker"].__enter__()
         window["marks"] = [time.monotonic()]  # the first traced step starts here, the profiler recording
@@ -228,20 +237,15 @@ class ProfilerWindow:
         """The job tears down: a running window stopped, its trace not written (said to gpudash)."""
         with self.lock:
             window, self.window, self.asked = self.window, None, None
-        if window is None:
-            return
+        if window is not None:
+            self._abandon(window, "the job ended during the profiler window")
+
+    def _abandon(self, window: dict[str, Any], why: str) -> None:
+        """A window stopped without its trace (the job's end, a profiler that would not record): said."""
         if self.sizes is not None:
             self.sizes.take_sizing()  # sizing stops with the window
         with contextlib.suppress(Exception), self.own_syncs(), quiet_profiler():
             if "marker" in window:  # past its warm-up step
                 window["marker"].__exit__(None, None, None)
             window["prof"].stop()
-        self.send(
-            {
-                "k": TRACE,
-                "rank": self.rank,
-                "steps": window["done"],
-                "path": "",
-                "error": "the job ended during the profiler window",
-            }
-        )
+        self.send({"k": TRACE, "rank": self.rank, "steps": window["done"], "path": "", "error": why})
