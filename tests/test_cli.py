@@ -362,3 +362,29 @@ def test_every_option_that_fills_a_run_config_field_names_a_real_field_and_optio
 
     assert set(RUN_OPTIONS) <= {f.name for f in dataclasses.fields(RunConfig)}
     assert set(RUN_OPTIONS.values()) <= set(DEFAULTS)  # every option's dest has its default there
+
+
+def test_a_ctrl_c_that_lands_in_a_class_being_made_is_one_line_and_130(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A Ctrl-C during a lazy import (a sweep's progress bar loading rich) can land in a dataclass's
+    ``__set_name__``, which Python 3.11 wraps in a RuntimeError: still the interrupt's one line and
+    status 130, no traceback; any other RuntimeError is not taken for one."""
+    import gpudash.cli.main as cli_main
+
+    def interrupted_import(argv: list[str]) -> int:
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as exc:
+            raise RuntimeError("Error calling __set_name__ on 'Field' instance '_cells' in 'Column'") from exc
+
+    monkeypatch.setattr(cli_main, "dispatch", interrupted_import)
+    assert main(["sweep"]) == 130
+    assert capsys.readouterr().err == "gpudash: interrupted\n"
+
+    def broken(argv: list[str]) -> int:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(cli_main, "dispatch", broken)
+    with pytest.raises(RuntimeError, match="a bug"):
+        main(["sweep"])

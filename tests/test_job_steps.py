@@ -14,7 +14,6 @@ import json
 import os
 import re
 import signal
-import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -123,7 +122,9 @@ def test_an_lbfgs_step_is_one_step_and_the_flop_count_over_it_stays_within_twice
     counted = re.search(r"the count cost the job [\d.e+-]+ s \(its step (\d+) took", flops)
     assert counted is not None, flops
     step = int(counted[1]) - 1  # the job's own numbering starts at 0
-    untraced = statistics.median(t for i, t in enumerate(took) if i not in (0, 2, step))  # nor the memory's step 3
+    # the count gives up past twice the latest untraced step, which load moves: bounded by the largest
+    # of them (the memory's step 3 left out too); unbounded, 20 evaluations under the counter take far longer
+    untraced = max(t for i, t in enumerate(took) if i not in (0, 2, step))
     assert took[step] <= 2 * untraced, (flops, took)
     memory = _said(out, "memory")
     assert memory and all("activations: saved for backward in step 3" in m for m in memory)  # its closure's first

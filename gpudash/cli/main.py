@@ -48,6 +48,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("gpudash: interrupted", file=sys.stderr)
         return int(ExitCode.INTERRUPTED)
+    except RuntimeError as exc:  # a Ctrl-C that a class's creation wrapped (Python 3.11: "Error calling __set_name__")
+        if not isinstance(exc.__cause__, KeyboardInterrupt):
+            raise
+        print("gpudash: interrupted", file=sys.stderr)
+        return int(ExitCode.INTERRUPTED)
 
 
 def dispatch(argv: list[str]) -> int:
