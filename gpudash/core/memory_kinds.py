@@ -8,7 +8,7 @@ from typing import Any
 KINDS = ("params", "frozen", "grads", "optimizer", "activations")  # the kinds, in the bar's and the line's order
 NAMES = {
     "params": "parameters",
-    "frozen": "frozen parameters",  # the step's modules' parameters that no optimizer steps (a teacher's)
+    "frozen": "frozen parameters",  # the step's modules' parameters that need no grad (a teacher's)
     "grads": "gradients",
     "optimizer": "optimizer state",
     "activations": "activations",
