@@ -364,7 +364,7 @@ def test_frozen_parameters_are_those_the_step_calls_that_need_no_grad_and_leave_
     fp32 copies train it) does not, a module never called does not; unfrozen later and given to an
     optimizer, the layer leaves the count."""
     frozen_module, memory_module = boot_module("gpudash_job_frozen"), boot_module("gpudash_job_memory")
-    local, storages = memory_module.local, memory_module._storages
+    local, storages, add_storage = memory_module.local, memory_module._storages, memory_module.add_storage
     base, untrained, head = torch.nn.Linear(8, 8), torch.nn.Linear(8, 8), torch.nn.Linear(8, 100)
     base.requires_grad_(False)
     head.requires_grad_(False)  # frozen too, but not the step's
@@ -374,9 +374,9 @@ def test_frozen_parameters_are_those_the_step_calls_that_need_no_grad_and_leave_
     adapter(untrained(base(torch.randn(2, 8))))  # the head is never called
     found = watch.frozen()
     base_bytes = (8 * 8 + 8) * 4
-    assert frozen_module.frozen_bytes(found, storages(opt), local) == base_bytes
+    assert frozen_module.frozen_bytes(found, storages(opt), add_storage) == base_bytes
     base.requires_grad_(True)
     opt.add_param_group({"params": list(base.parameters())})
-    assert frozen_module.frozen_bytes(found, storages(opt), local) == 0
+    assert frozen_module.frozen_bytes(found, storages(opt), add_storage) == 0
     adapter(torch.randn(2, 8))  # the watch is closed: nothing more noted
     assert not watch.modules and watch.handle is None

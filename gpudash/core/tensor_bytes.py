@@ -17,13 +17,13 @@ def count_kinds(*optimizers: Any) -> dict[str, int]:
     for optimizer in optimizers:
         for group in optimizer.param_groups:
             for p in group["params"]:
-                _add(params, p)
+                add_storage(params, p)
                 if getattr(p, "grad", None) is not None:
-                    _add(grads, p.grad)
+                    add_storage(grads, p.grad)
         for values in optimizer.state.values():
             for value in values.values() if isinstance(values, dict) else ():
                 if hasattr(value, "untyped_storage"):
-                    _add(state, value)
+                    add_storage(state, value)
     return {"params": sum(params.values()), "grads": sum(grads.values()), "optimizer": sum(state.values())}
 
 
@@ -32,7 +32,8 @@ def local(tensor: Any) -> Any:
     return tensor.to_local() if hasattr(tensor, "to_local") else tensor
 
 
-def _add(into: dict[int, int], tensor: Any) -> None:
+def add_storage(into: dict[int, int], tensor: Any) -> None:
+    """``into[storage] = bytes`` for the tensor's storage (its shard's, a DTensor's): each storage once."""
     local_ = local(tensor)
     try:
         storage = local_.untyped_storage()

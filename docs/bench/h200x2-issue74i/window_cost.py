@@ -19,22 +19,18 @@ import os
 import statistics
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from typing import Any
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-sys.path[:0] = [ROOT, os.path.join(ROOT, "gpudash", "job", "boot")]
+sys.path[:0] = [
+    ROOT,
+    os.path.join(ROOT, "gpudash", "job", "boot"),
+    os.path.join(ROOT, "docs", "bench", "h200x2-issue74h"),
+]
+from cupti_probe import timed  # type: ignore[import-not-found]  # noqa: E402 - each step's ms, as that probe timed them
+
 ARMS = ("calls", "off")
-
-
-def timed(step: Callable[[], None], count: int) -> list[float]:
-    """Each of ``count`` steps' ms on the host (from one step's start to the next's)."""
-    marks = [time.perf_counter()]
-    for _ in range(count):
-        step()
-        marks.append(time.perf_counter())
-    return [(b - a) * 1e3 for a, b in zip(marks, marks[1:], strict=False)]
 
 
 def one_window(window: Any, sent: list[dict[str, Any]], step: Callable[[], None], name: str, folder: str) -> None:

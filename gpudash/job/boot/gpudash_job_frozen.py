@@ -57,23 +57,17 @@ class ModulesCalled:
         return out
 
 
-def frozen_bytes(params: list[weakref.ref[Any]], trained: set[int], local: Callable[[Any], Any]) -> int:
+def frozen_bytes(
+    params: list[weakref.ref[Any]], trained: set[int], add_storage: Callable[[dict[int, int], Any], None]
+) -> int:
     """Bytes of those parameters still alive and frozen whose storages are not in ``trained`` (the
-    optimizers'), each storage once."""
+    optimizers'), each storage once (``add_storage``: ``core/tensor_bytes.add_storage``)."""
     held: dict[int, int] = {}
     for ref in params:
         p = ref()
-        if p is None or p.requires_grad:
-            continue
-        tensor = local(p)
-        try:
-            storage = tensor.untyped_storage()
-            key, size = storage.data_ptr() or id(tensor), int(storage.nbytes())
-        except Exception:  # noqa: BLE001 - no plain storage: its elements' bytes
-            key, size = id(tensor), int(tensor.numel() * tensor.element_size())
-        if key not in trained:
-            held[key] = size
-    return sum(held.values())
+        if p is not None and not p.requires_grad:
+            add_storage(held, p)
+    return sum(size for key, size in held.items() if key not in trained)
 
 
 def on_device(tensor: Any, device: str) -> bool:

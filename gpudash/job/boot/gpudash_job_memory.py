@@ -47,6 +47,7 @@ from gpudash_job_wire import MEM, OOM  # type: ignore[import-not-found]
 
 _tensor_bytes = load_source("_gpudash_tensor_bytes", os.path.join("core", "tensor_bytes.py"))
 count_kinds, local, _storages = _tensor_bytes.count_kinds, _tensor_bytes.local, _tensor_bytes.storages
+add_storage = _tensor_bytes.add_storage
 
 COUNT_AT = 2  # the step boundary after which parameters, gradients and optimizer state are counted first
 COUNT_EVERY = 200  # ... and again every this many steps
@@ -96,7 +97,7 @@ class MemoryCount:
         called, self._called = self._called, None
         if called is not None:
             self._frozen = called.frozen()
-            self.frozen = frozen_bytes(self._frozen, _storages(optimizer, *list(self.optimizers)), local)
+            self._count_frozen(optimizer)
         capture, self._capture = self._capture, None
         if capture is not None:
             capture.close()
@@ -113,11 +114,15 @@ class MemoryCount:
                 self._kinds_of = optimizer  # reset: counted once that pass has filled them
             else:
                 self.kinds = count_kinds(optimizer, *(o for o in list(self.optimizers) if o is not optimizer))
-            if self._frozen is not None:  # a base unfrozen since, and added to an optimizer, leaves the count
-                self.frozen = frozen_bytes(self._frozen, _storages(optimizer, *list(self.optimizers)), local)
+            self._count_frozen(optimizer)  # a base unfrozen since, and added to an optimizer, leaves the count
         if step + 1 == SAMPLE_AT or (step + 1 > SAMPLE_AT and (step + 1) % SAMPLE_EVERY == 0):
             self._sample(optimizer, untraced_s)
         self.history.at_step(step, device)
+
+    def _count_frozen(self, optimizer: Any) -> None:
+        """The frozen parameters found, counted against the optimizers' storages now."""
+        if self._frozen is not None:
+            self.frozen = frozen_bytes(self._frozen, _storages(optimizer, *list(self.optimizers)), add_storage)
 
     def backward_point(self, closure_evaluated: bool, ended: bool = False) -> None:
         """A backward pass of the job starts or ends (``ended``) inside the sampled step: the count
