@@ -106,13 +106,15 @@ def count_activations(loop: StepLoop) -> None:
     if syncs is not None:
         syncs.attributing = True  # a training step's syncs are the step's: its lines in the table too
     try:
-        with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
-            w.step()
+        try:
+            with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+                w.step()
+        finally:
+            if syncs is not None:  # the step's syncs are its lines; the drain after it is gpudash's
+                syncs.attributing = False
+                loop.site_steps += 1
         w.drain()
     finally:
-        if syncs is not None:
-            syncs.attributing = False
-            loop.site_steps += 1
         loop.count_steps_apart(1)
         loop.restart_window()
     loop.activations = sum(seen.values())
