@@ -9,6 +9,8 @@ from __future__ import annotations
 import collections
 import contextlib
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +19,7 @@ import pytest
 from tests.helpers import boot_module
 
 pytestmark = pytest.mark.gpu
+ROOT = Path(__file__).resolve().parents[1]
 STEPS = 4
 
 
@@ -59,14 +62,46 @@ def kernels(events: list[dict[str, Any]]) -> collections.Counter[str]:
     return collections.Counter(str(e["name"]) for e in events if e.get("cat") == "kernel")
 
 
-def test_a_gpu_only_window_holds_the_kernels_and_not_the_calls(tmp_path: Path) -> None:
+def windows_in_order(folder: Path | str, order: list[str]) -> list[dict[str, Any]]:
+    """In this process, one window of each kind of ``order`` ("gpu": the GPU's work alone, "full"),
+    in turn over the same step: what each held (its kernels, its CUDA calls, whether it held host
+    operators, what its answer said of the calls)."""
+    import torch
+
+    step = conv_step(torch)
+    out = []
+    for n, kind in enumerate(order):
+        answer, events = window_of(torch, step, Path(folder) / f"{n}-{kind}", kernels_only=kind == "gpu")
+        out.append(
+            {
+                "kind": kind,
+                "kernels": dict(kernels(events)),
+                "calls": sum(1 for e in events if e.get("cat") in ("cuda_runtime", "cuda_driver")),
+                "cpu_ops": any(e.get("cat") == "cpu_op" for e in events),
+                "answer_calls": answer.get("calls"),
+                "calls_why": answer.get("calls_why"),
+                "torch": torch.__version__,
+            }
+        )
+    return out
+
+
+@pytest.mark.parametrize("order", [["gpu", "full"], ["full", "gpu", "full"]], ids=["gpu-first", "after-a-full-one"])
+def test_a_gpu_only_window_holds_the_kernels_and_not_the_calls(tmp_path: Path, order: list[str]) -> None:
+    """In a process of its own, as a job's: a GPU-only window first, and one after a full window
+    (a diagnosis' window, then the periodic ones) hold the full windows' kernels and no CUDA call."""
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():
         pytest.skip("needs CUDA")
-    step = conv_step(torch)
-    answer, gpu_only = window_of(torch, step, tmp_path / "gpu", kernels_only=True)
-    _, full = window_of(torch, step, tmp_path / "full", kernels_only=False)
-    assert kernels(gpu_only) == kernels(full) and kernels(full)
-    calls = [e for e in gpu_only if e.get("cat") in ("cuda_runtime", "cuda_driver")]
-    assert not calls and not answer.get("calls"), (len(calls), answer.get("calls_why"), torch.__version__)
-    assert not any(e.get("cat") == "cpu_op" for e in gpu_only)
+    code = (
+        "import json; from tests.test_window_kinds_gpu import windows_in_order as w; "
+        f"print(json.dumps(w({str(tmp_path)!r}, {order!r})))"
+    )
+    ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=240, cwd=ROOT)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    windows = json.loads(ran.stdout.strip().splitlines()[-1])
+    full = [w for w in windows if w["kind"] == "full"]
+    (gpu_only,) = [w for w in windows if w["kind"] == "gpu"]
+    assert full[0]["kernels"] and all(w["kernels"] == full[0]["kernels"] for w in windows), windows
+    assert not gpu_only["calls"] and not gpu_only["answer_calls"], gpu_only
+    assert not gpu_only["cpu_ops"], gpu_only
