@@ -281,6 +281,10 @@ def _tune_refused(*args: str) -> int:
         ("-w sync_loss --max-minutes 0.05", "too short for even one round"),
         ("-w nope", "unknown workload 'nope'"),
         ("-w sync_loss -b 0", "batch"),
+        ("-w sync_loss --current warp+tf32", "--current warp+tf32: unknown variant 'warp'"),
+        ("-w sync_loss --current fixed+cuda_graph", "--current fixed+cuda_graph: knob cuda_graph needs CUDA"),
+        ("-w sync_loss --current fixed+tf32+tf32=never", "sets knob tf32 twice"),
+        ("-w sync_loss --workers -1", "--workers"),
     ],
 )
 def test_bad_tune_input_is_one_line_and_exit_2(
@@ -339,3 +343,28 @@ def test_a_tune_at_an_image_size_races_and_reproduces_at_that_size(tmp_path: Pat
     assert reproduce(plan, candidate).endswith("--image-size 32")
     default = plan_from_args(build_parser().parse_args(argv[:-4]), argv[:-4])
     assert run_config(config, default.settings.sweep_settings()).image_size is None  # the family's own
+
+
+def test_what_runs_now_is_raced_beside_the_plain_variants_and_in_the_final_round(tmp_path: Path) -> None:
+    """``--current`` (the dashboard's u names what is on its screen): that configuration is measured
+    in the first stage though no stage would make it, and again in the final round beside the
+    winner, which is weighed against it; the winner's command keeps the run's workers."""
+    from gpudash.tune.report import reproduce
+
+    speeds = AUGMENT_SPEEDS | {"cpu": 900, "cpu+channels_last+tf32=never": 1000}
+    run = ScriptedRace(tmp_path, "augment", speeds)
+    settings = dataclasses.replace(run.tune.settings, workers=3)
+    run.tune = run.report.plan = dataclasses.replace(
+        run.tune, current=("cpu", "channels_last=on,tf32=never"), settings=settings
+    )
+    first = [c for c in (run.maker.make(v, 32, (), "variant") for v in ("pipelined", "gpu-vectorized")) if c]
+    now = run._current(first)
+    assert [c.label for c in now] == ["cpu+channels_last+tf32=never"] and run.measured == [now[0].label]
+    assert now[0].stage == "current" and now[0].config.knobs == "channels_last=on,tf32=never"
+    assert run.report.current == now[0] and now[0] in run.report.candidates
+    run.measured += [c.label for c in first]
+    run._confirm([*first, *now], 2.0, rung_measured=True)
+    final = run.measured[3:]
+    assert final.count("pipelined") == 1 and now[0].label in final, final  # the winner and what runs now
+    assert [name for _, name, _ in run.report.references()][0] == "what runs now"
+    assert reproduce(run.tune, first[0]).endswith("--workers 3")

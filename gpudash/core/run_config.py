@@ -49,3 +49,8 @@ class RunConfig:
     stall_after_s: float = 30.0
     # a user's job: settings applied from outside (``--set``; gpudash.job.settings), (key, value) pairs
     job_set: tuple[tuple[str, str], ...] = ()
+
+    def image_size_for(self, workload: str) -> int | None:
+        """The image side ``workload`` runs at in this run: ``image_size`` for the family the run
+        started with, the family's own (None) after a switch to another."""
+        return self.image_size if workload == self.workload else None

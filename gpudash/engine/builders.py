@@ -25,11 +25,10 @@ def workload_builder(config: RunConfig, device: Any, rank: Any = None) -> Builde
 
     def builder(name: str, variant: str | None, batch_size: int | None, knobs: Knobs | None = None) -> Workload:
         """A workload of family ``name`` (None: the family's default variant or batch, no knob)."""
-        same = name == config.workload
         options = WorkloadOptions(
             variant=variant,
             batch_size=batch_size,
-            image_size=config.image_size if same else None,
+            image_size=config.image_size_for(name),
             workers=config.workers,
             seed=config.seed,
             knobs=knobs or Knobs(),

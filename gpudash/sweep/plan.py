@@ -82,6 +82,7 @@ class SweepSettings:
     nproc: int = 1  # data-parallel ranks of every configuration (DDP; gpudash.engine.ranks)
     peak_tflops: float | None = None  # MFU's peak (--peak-tflops); None: the table's for the GPU
     image_size: int | None = None  # every configuration's image side (None: each family's own)
+    workers: int | None = None  # every configuration's DataLoader workers, where it has them (None: the default)
 
 
 @dataclass(frozen=True)
@@ -115,6 +116,7 @@ SESSION_SETTINGS = (
     "nproc",
     "peak_tflops",
     "image_size",
+    "workers",
 )
 
 

@@ -16,8 +16,9 @@ from gpudash.tui.knob_steering import KnobSteering
 from gpudash.tui.notices import Notice, warning
 from gpudash.tui.run_requests import RunRequests
 from gpudash.tui.state import DashState
+from gpudash.tune.candidates import label_of
 from gpudash.tune.job import TuneAnswer, TuneRequest
-from workloads.knobs import Knobs  # torch-free
+from workloads.knobs import Knobs, parse_knobs  # torch-free
 
 
 class TunedRun(Protocol):
@@ -59,15 +60,18 @@ class TuneRequests:
         return None
 
     def request(self, minutes: float) -> TuneRequest:
-        """The race for what runs now: its workload at its batch size and image size, on this run's device."""
-        run = self.run
+        """The race for exactly what runs now: its workload at its batch size, image size and workers,
+        on this run's device, with its variant and knobs raced beside the rest (tune's ``--current``)."""
+        run, running = self.run, self.run.state.run
         return TuneRequest(
-            workload=run.state.run.workload,
-            batch_size=run.state.run.batch_size,
+            workload=running.workload,
+            batch_size=running.batch_size,
             device=run.config.device,
             seed=run.config.seed,
             max_minutes=minutes,
-            image_size=run.config.image_size,
+            image_size=run.config.image_size_for(running.workload),
+            workers=run.config.workers,
+            current=label_of(running.variant, Knobs(parse_knobs(running.knobs).items())),
         )
 
     def apply(self, answer: TuneAnswer) -> list[Notice]:

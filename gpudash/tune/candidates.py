@@ -52,7 +52,7 @@ class Candidate:
     """One configuration of the race: its ``Configuration`` and which stage made it."""
 
     config: Configuration
-    stage: str  # "variant", "single" or "stack"
+    stage: str  # "variant", "current" (what runs now: --current), "single" or "stack"
 
     @property
     def label(self) -> str:
@@ -79,15 +79,27 @@ class CandidateMaker:
     def make(self, variant: str, batch_size: int, knob_names: Iterable[str], stage: str) -> Candidate | None:
         """The candidate (one already made is returned again); None when the workload refuses it."""
         knobs = self._knobs(knob_names)
-        label = label_of(variant, knobs)
         why = knobs.refusal(self.info.variant(variant), self.device_type)
         if why is not None:  # said once per reason (it names the variant), not per stack that has the knob
             if why not in self.refusals:
                 self.refusals.append(why)
             return None
+        return self._made(variant, batch_size, knobs, stage)
+
+    def current(self, variant: str, knobs_text: str, batch_size: int) -> Candidate:
+        """The configuration that runs now, its knobs as they are (checked by ``--current``'s parse,
+        not taken from the pool); the plain variant's own candidate where it has no knob."""
+        from workloads.knobs import Knobs, parse_knobs
+
+        return self._made(variant, batch_size, Knobs(parse_knobs(knobs_text).items()), "current")
+
+    def _made(self, variant: str, batch_size: int, knobs: Knobs, stage: str) -> Candidate:
+        """The candidate of ``variant`` at ``batch_size`` with ``knobs``, numbered as it is first made."""
         key = (variant, batch_size, knobs.text())
         if key not in self.made:
-            config = Configuration(self.info.name, variant, label, batch_size, len(self.made), knobs.text())
+            config = Configuration(
+                self.info.name, variant, label_of(variant, knobs), batch_size, len(self.made), knobs.text()
+            )
             self.made[key] = Candidate(config, stage)
         return self.made[key]
 

@@ -36,7 +36,8 @@ class TuneAnswer:
 
 @dataclass(frozen=True)
 class TuneRequest:
-    """What to race: the running workload at its batch size on its device."""
+    """What to race: the running configuration, its workload at its batch size, image size and
+    workers on its device, with its variant and knobs raced beside the rest (``current``)."""
 
     workload: str  # a family's name or a user's ``file.py:function``
     batch_size: int
@@ -46,6 +47,8 @@ class TuneRequest:
     seconds: float | None = None  # tune's --seconds / --warmup (None: tune's defaults)
     warmup: float | None = None
     image_size: int | None = None  # the run's image side (None: the family's)
+    workers: int | None = None  # the run's DataLoader workers (None: the default)
+    current: str | None = None  # what runs: its variant and knobs, as tune's --current takes them
 
     def argv(self, out_dir: Path) -> list[str]:
         """The ``gpudash tune`` command line for this request."""
@@ -57,6 +60,10 @@ class TuneRequest:
             argv += ["--warmup", f"{self.warmup:g}"]
         if self.image_size is not None:
             argv += ["--image-size", str(self.image_size)]
+        if self.workers is not None:
+            argv += ["--workers", str(self.workers)]
+        if self.current is not None:
+            argv += ["--current", self.current]
         return [*argv, "--out", str(out_dir), "-q"]
 
 

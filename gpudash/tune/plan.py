@@ -18,7 +18,7 @@ from gpudash.arguments import argtypes, shared_flags
 from gpudash.arguments.argtypes import Parser, UsageError, check_device, check_out_dir
 from gpudash.sweep.arguments import batch_list, family_name
 from gpudash.sweep.command import command_parser
-from gpudash.sweep.plan import GPU_INTERVAL_S, SAMPLE_INTERVAL_S, SweepSettings, device_type
+from gpudash.sweep.plan import GPU_INTERVAL_S, SAMPLE_INTERVAL_S, SweepSettings, device_type, split_entry
 
 if TYPE_CHECKING:  # pragma: no cover
     from workloads.registry import FamilyInfo
@@ -57,6 +57,7 @@ class TuneSettings:
     nproc: int = 1
     peak_tflops: float | None = None  # MFU's peak (--peak-tflops); None: the table's for the GPU
     image_size: int | None = None  # the image side raced at (--image-size; None: the family's)
+    workers: int | None = None  # every candidate's DataLoader workers (--workers; None: the default)
 
     def sweep_settings(self) -> SweepSettings:
         """The sweep's settings that measure the race's windows: these, one repeat each."""
@@ -79,6 +80,9 @@ class TunePlan:
     skipped: tuple[str, ...] = ()  # one line each: a variant or knob the device cannot run
     two_stage: bool = False
     compile_asked: bool = False  # --knobs names compile: raced whatever the diagnosis says
+    # --current: the configuration that runs now (variant, knobs text), raced beside the plain
+    # variants and the winner weighed against it (the dashboard's u names what is on its screen)
+    current: tuple[str, str] | None = None
 
     @property
     def first_round_s(self) -> float:
@@ -137,6 +141,17 @@ def build_parser() -> Parser:
         type=argtypes.image_size,
         metavar="PX",
         help="image side, a power of two (default: the family's)",
+    )
+    p.add_argument(
+        "--workers",
+        type=argtypes.nonnegative_int,
+        metavar="N",
+        help="DataLoader workers of every candidate, where its variant uses them (default: the CPUs)",
+    )
+    p.add_argument(
+        "--current",
+        metavar="VARIANT[+KNOB[=VALUE]...]",
+        help="the configuration running now: raced at every batch size, and the winner weighed against it",
     )
     shared_flags.add_peak_tflops(p)
     p.add_argument("--out", metavar="DIR", help="directory for the results (default: tune-WORKLOAD; created)")
@@ -201,6 +216,23 @@ def _variants(info: FamilyInfo, dev_type: str, skipped: list[str]) -> tuple[str,
     return tuple(kept)
 
 
+def _current(info: FamilyInfo, text: str, dev_type: str) -> tuple[str, str]:
+    """``--current``'s (variant, knobs text), checked: a variant of the family that the device
+    runs, with knobs it runs on one process (UsageError)."""
+    from workloads.knobs import Knobs
+    from workloads.registry import WorkloadError
+
+    variant, pairs = split_entry(text)
+    try:
+        variant_info = info.variant(variant)
+    except WorkloadError as exc:
+        raise UsageError(f"--current {text.strip()}: {exc}") from None
+    why = variant_info.refusal(dev_type) or Knobs(pairs).refusal(variant_info, dev_type)
+    if why is not None:
+        raise UsageError(f"--current {text.strip()}: {why} (on {dev_type})")
+    return variant, Knobs(pairs).text()
+
+
 def plan_from_args(args: argparse.Namespace, argv: list[str]) -> TunePlan:
     """Check everything and build the plan (the output directory is made last)."""
     from workloads.registry import family
@@ -219,6 +251,7 @@ def plan_from_args(args: argparse.Namespace, argv: list[str]) -> TunePlan:
         advice = "; run it with --device cuda" if not dev_type.startswith("cuda") else ""
         raise UsageError(f"nothing to tune: {'; '.join(skipped)}{advice}")
     settings = argtypes.from_args(TuneSettings, args, device_type=dev_type)
+    current = _current(info, args.current, dev_type) if args.current else None
     plan = TunePlan(
         family=info.name,
         title=info.title,
@@ -231,6 +264,7 @@ def plan_from_args(args: argparse.Namespace, argv: list[str]) -> TunePlan:
         skipped=tuple(skipped),
         two_stage=info.pipeline_toggle is not None,
         compile_asked=args.knobs is not None and any(name == "compile" for name, _ in args.knobs),
+        current=current,
     )
     if plan.first_round_s > args.max_minutes * 60:
         need = math.ceil(plan.first_round_s / 6) / 10

@@ -64,6 +64,8 @@ def reproduce(plan: TunePlan, c: Candidate) -> str:
         argv += ["--seed", str(plan.settings.seed)]
     if plan.settings.image_size is not None:
         argv += ["--image-size", str(plan.settings.image_size)]
+    if plan.settings.workers is not None:
+        argv += ["--workers", str(plan.settings.workers)]
     return shlex.join(argv)
 
 
@@ -85,6 +87,7 @@ class TuneReport:
         self.winner: Candidate | None = None
         self.plain: Candidate | None = None
         self.single: Candidate | None = None
+        self.current: Candidate | None = None  # what ran when tune was asked (--current), at the first batch
         self.time = TimeLedger()  # where the wall clock went; per configuration, its switches' seconds
         self.meta: dict[str, Any] = {
             "command": plan.command,
@@ -160,6 +163,16 @@ class TuneReport:
         if new is None or old is None or base == self.winner:
             return None
         return compare(old, new)
+
+    def references(self) -> list[tuple[str, str, Candidate | None]]:
+        """What the winner is weighed against, as (JSON key, words, candidate): what ran when tune
+        was asked (where ``--current`` named it), the plain variant, the best single knob."""
+        refs: list[tuple[str, str, Candidate | None]] = []
+        if self.plan.current is not None:
+            refs.append(("vs_current", "what runs now", self.current))
+        refs.append(("vs_plain", "the plain variant", self.plain))
+        refs.append(("vs_best_single_knob", "the best single knob", self.single))
+        return refs
 
     def ranked(self) -> list[Candidate]:
         """Every candidate, the measured ones fastest first, then the unmeasured."""
@@ -246,7 +259,7 @@ class TuneReport:
             "samples_per_s": _estimate_dict(self.speed(w)),
             "command": reproduce(self.plan, w),
         }
-        for name, base in (("vs_plain", self.plain), ("vs_best_single_knob", self.single)):
+        for name, _, base in self.references():
             c = self.versus(base)
             if c is not None and base is not None:
                 out[name] = {
@@ -267,7 +280,7 @@ class TuneReport:
         if w is None:
             return ["no winner: nothing was measured"]
         lines = [f"fastest: {w.label} at batch {w.config.batch_size}: {fmt_pm(self.speed(w))} samples/s"]
-        for name, base in (("the plain variant", self.plain), ("the best single knob", self.single)):
+        for _, name, base in self.references():
             c = self.versus(base)
             if base is not None and base == w:
                 lines.append(f"  it is {name}")
@@ -369,8 +382,7 @@ def _winner_lines(report: TuneReport) -> list[str]:
         "",
         "| against | its samples/s | the winner's speed relative to it | verdict |",
         "|---|--:|--:|---|",
-        _versus_row(report, "the plain variant", report.plain),
-        _versus_row(report, "the best single knob", report.single),
+        *(_versus_row(report, name, base) for _, name, base in report.references()),
         "",
         "Ratios are samples/s over samples/s with their 95% intervals (each candidate over all its "
         "windows); *faster* only when the interval excludes 1 and the gain exceeds 2%.",

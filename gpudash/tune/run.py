@@ -116,7 +116,8 @@ class TuneRun(SessionDriver):
         self._stage("plain variants", first[:1], s.seconds, 1)
         self.report.before = self._diagnose(first[0])
         self._stage("plain variants", first[1:], s.seconds, 1)
-        self._until_intervals("plain variants", first, s.seconds, 1)  # a variant is not kept for want of one
+        now = self._current(first)
+        self._until_intervals("plain variants", first + now, s.seconds, 1)  # a variant is not kept for want of one
         survivors = self._decide(
             first, race.variant_cut(self._standings(first), {c: c.config.batch_size for c in first})
         )
@@ -129,7 +130,7 @@ class TuneRun(SessionDriver):
                 "shorten and its warm-up costs tens of seconds a candidate (--knobs ...,compile races it anyway)"
             )
         second = self._knob_stage(survivors, bound, with_compile)
-        alive = survivors + [c for c in second if c not in self.failed_candidates()]
+        alive = list(dict.fromkeys(survivors + now + [c for c in second if c not in self.failed_candidates()]))
         seconds, rung_measured = s.seconds, False
         for rung in range(1, race.MAX_RUNGS + 1):
             alive = self._decide(alive, race.cut(self._standings(alive)))
@@ -139,6 +140,20 @@ class TuneRun(SessionDriver):
             self._stage(f"rung {rung}", self._shuffled(alive), seconds, 2 + rung)
             rung_measured = True
         self._confirm(alive, seconds, rung_measured)
+
+    def _current(self, first: list[Candidate]) -> list[Candidate]:
+        """What runs now (``--current``) at the first batch size, measured once beside the plain
+        variants when it is not one of them; kept out of their cut, it meets the rest in the rungs."""
+        current = self.tune.current
+        if current is None:
+            return []
+        made = self.maker.current(*current, self.tune.batch_sizes[0])
+        self.report.current = made
+        if made in first:
+            return []
+        self.report.add_candidates([made])
+        self._stage("what runs now", [made], self.tune.settings.seconds, 1)
+        return [made]
 
     def _knob_stage(self, survivors: list[Candidate], bound: str | None, with_compile: bool) -> list[Candidate]:
         """The knobs on the survivors, measured once each: the leading variant's singles and stacks,
@@ -201,7 +216,7 @@ class TuneRun(SessionDriver):
         if lead is None:
             return
         winner = self._by_key(lead.key)
-        refs = [r for r in (self.plain_for(winner), self.best_single()) if r is not None]
+        refs = [r for r in (self.report.current, self.plain_for(winner), self.best_single()) if r is not None]
         finalists = list(dict.fromkeys([winner, *refs] if rung_measured else [*alive, *refs]))
         self._stage("final round", self._shuffled(finalists), seconds, race.MAX_RUNGS + 3)
         self._until_intervals("final round", finalists, seconds, race.MAX_RUNGS + 3)

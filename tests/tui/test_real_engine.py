@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import multiprocessing
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -238,7 +239,8 @@ def test_the_diagnose_key_shows_the_verdict_until_the_configuration_changes(driv
 async def test_u_tunes_the_running_workload_and_enter_runs_the_winner_here(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The dashboard's tune on the CPU: u, a budget, the run pauses while `gpudash tune` races it
+    """The dashboard's tune on the CPU: u, a budget, the run pauses while `gpudash tune` races
+    exactly what runs (its variant and knobs beside the rest, at its batch, image size and workers)
     in a child; its answer is shown, enter applies the winner to this run, which resumes."""
     monkeypatch.chdir(tmp_path)
     start_tune = GpuDashApp.start_tune
@@ -247,7 +249,16 @@ async def test_u_tunes_the_running_workload_and_enter_runs_the_winner_here(
         start_tune(app, minutes, seconds=0.3, warmup=0.1)  # tune's windows short: its answer comes sooner
 
     monkeypatch.setattr(GpuDashApp, "start_tune", short_windows)
-    config = RunConfig(workload="sync_loss", device="cpu", batch_size=8, image_size=32, sample_interval_s=0.25)
+    config = RunConfig(
+        workload="sync_loss",
+        variant="fixed",
+        knobs="channels_last=on",
+        device="cpu",
+        batch_size=8,
+        image_size=32,
+        workers=0,
+        sample_interval_s=0.25,
+    )
     async with real_dashboard(tmp_path, config, save_dir=str(tmp_path)) as (app, pilot, _):
         await pilot.press("u")
         assert isinstance(app.screen, PromptScreen)
@@ -255,7 +266,8 @@ async def test_u_tunes_the_running_workload_and_enter_runs_the_winner_here(
         await wait_until(pilot, lambda: app.state.paused, "the run to pause", timeout_s=30)
         job = present(app.tune_job)
         assert job.request.max_minutes == 1.0 and job.request.seconds == 0.3
-        assert job.request.image_size == 32  # the run's images, not the family's default size
+        request = job.request  # the run's images, workers, variant and knobs, not the family's defaults
+        assert (request.image_size, request.workers, request.current) == (32, 0, "fixed+channels_last"), request
         await wait_until(
             pilot,
             lambda: isinstance(app.screen, TuneResultScreen) and len(app.screen.query("Label")) > 0,
@@ -267,7 +279,10 @@ async def test_u_tunes_the_running_workload_and_enter_runs_the_winner_here(
         assert (job.out_dir / "tune.md").is_file() and job.out_dir.parent == tmp_path
         shown = " ".join(str(label.content) for label in app.screen.query("Label").results(Label))
         assert f"fastest: {result.winner} at batch 8" in shown and result.command in shown
-        assert "--image-size 32" in result.command  # raced, and to be run, at the run's image size
+        assert "--image-size 32 --workers 0" in result.command  # raced, and to be run, as the run runs
+        raced = json.loads((job.out_dir / "tune.json").read_text())
+        assert "vs_current" in raced["answer"] or result.winner == "fixed+channels_last", raced["answer"]
+        assert any(row.startswith("candidate,fixed+channels_last,") for row in (job.out_dir / "tune.csv").open())
         await pilot.press("enter")
         assert list(app.controller.sent)[-1] == Resume()
         await wait_until(
