@@ -41,7 +41,7 @@ def _diagnosed(name: str, variant: str, batch_size: int | None = None, knobs: st
     [
         ("sync_loss", "sync-heavy", None, "none", Bound.SYNC),
         ("input_pipeline", "baseline", 32, "none", Bound.INPUT),  # input-bound at any batch; 32 is quick
-        ("encdec", "pipelined", 1, "none", Bound.HOST),  # at 8 an H200 ran its kernels 85–97% of the step, at 1 about half
+        ("encdec", "pipelined", 1, "none", Bound.HOST),  # an H200's kernels: half its step; at 8, 85–97%
         ("encdec", "serial", 32, BEST, Bound.GPU_COMPUTE),
     ],
 )

@@ -51,3 +51,20 @@ def add_peak_tflops(options: argtypes.Options) -> None:
         help="the GPU's dense peak for the step's dtype that MFU is a share of (default: the datasheet "
         "figure of a known GPU; MFU is blank for others, and on the CPU, without this)",
     )
+
+
+def add_image_size(options: argtypes.Options) -> None:
+    """``--image-size PX``: the image side of a family's workload (the run's commands and tune)."""
+    help_text = "image side, a power of two (default: the family's)"
+    options.add_argument("--image-size", type=argtypes.image_size, metavar="PX", help=help_text)
+
+
+def add_workers(options: argtypes.Options, whose: str) -> None:
+    """``--workers N``: DataLoader workers of ``whose`` workload, where its variant uses them."""
+    options.add_argument(
+        "--workers",
+        type=argtypes.nonnegative_int,
+        metavar="N",
+        help=f"DataLoader workers of {whose}, where the variant uses them (default: the CPUs, split among one "
+        "machine's ranks)",
+    )

@@ -115,13 +115,8 @@ def _add_workload_options(p: argparse.ArgumentParser) -> None:
         "-b", "--batch-size", type=argtypes.batch_size, metavar="N", help="batch size (default: the family's)"
     )
     shared_flags.add_device(w)
-    w.add_argument("--image-size", type=argtypes.image_size, metavar="PX", help="image side, a power of two")
-    w.add_argument(
-        "--workers",
-        type=argtypes.nonnegative_int,
-        metavar="N",
-        help="DataLoader workers, where the variant uses them (default: the CPUs, split among one machine's ranks)",
-    )
+    shared_flags.add_image_size(w)
+    shared_flags.add_workers(w, "the workload")
     w.add_argument("--seed", type=int, help=f"random seed (default: {DEFAULTS['seed']})")
     argtypes.add_count(w, "--steps", help="stop after N steps")
     w.add_argument(

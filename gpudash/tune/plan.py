@@ -136,18 +136,8 @@ def build_parser() -> Parser:
     )
     shared_flags.add_device(p, default="auto")
     p.add_argument("--seed", type=int, default=0, help="workload seed and shuffle seed (default: %(default)s)")
-    p.add_argument(
-        "--image-size",
-        type=argtypes.image_size,
-        metavar="PX",
-        help="image side, a power of two (default: the family's)",
-    )
-    p.add_argument(
-        "--workers",
-        type=argtypes.nonnegative_int,
-        metavar="N",
-        help="DataLoader workers of every candidate, where its variant uses them (default: the CPUs)",
-    )
+    shared_flags.add_image_size(p)
+    shared_flags.add_workers(p, "every candidate")
     p.add_argument(
         "--current",
         metavar="VARIANT[+KNOB[=VALUE]...]",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import multiprocessing
 from collections.abc import AsyncIterator
@@ -249,16 +250,8 @@ async def test_u_tunes_the_running_workload_and_enter_runs_the_winner_here(
         start_tune(app, minutes, seconds=0.3, warmup=0.1)  # tune's windows short: its answer comes sooner
 
     monkeypatch.setattr(GpuDashApp, "start_tune", short_windows)
-    config = RunConfig(
-        workload="sync_loss",
-        variant="fixed",
-        knobs="channels_last=on",
-        device="cpu",
-        batch_size=8,
-        image_size=32,
-        workers=0,
-        sample_interval_s=0.25,
-    )
+    plain = RunConfig(workload="sync_loss", device="cpu", batch_size=8, image_size=32, sample_interval_s=0.25)
+    config = dataclasses.replace(plain, variant="fixed", knobs="channels_last=on", workers=0)  # what runs
     async with real_dashboard(tmp_path, config, save_dir=str(tmp_path)) as (app, pilot, _):
         await pilot.press("u")
         assert isinstance(app.screen, PromptScreen)
