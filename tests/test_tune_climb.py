@@ -159,7 +159,7 @@ def test_workers_memory_that_leaves_no_room_stops_the_climb_and_says_how_much(
     race, best = _race(monkeypatch, tmp_path, DOUBLING, busy=0.03, memory=none_free)
     assert _counts([r.name for r in race.runs]) == [1] and best.name == "as written"
     assert race.stopped is not None and race.stopped.startswith(
-        "stopped at 1 worker: 1 more would need ~1 GiB of the 0.5 GiB free"
+        "stopped at 1 worker: 1 more would need ~1 GiB of the 512 MiB free"
     )
 
 
@@ -253,4 +253,4 @@ def test_the_worker_reading_finds_forked_workers_and_what_they_hold() -> None:
 def test_a_runs_progress_line_gives_its_workers_busy_share_and_memory() -> None:
     run = Run("num_workers=4", (("num_workers", "4"),), samples=steady(1000.0))
     run.worker_busy, run.worker_memory = 0.03, WorkerMemory(GIB / 8, 4 * GIB)
-    assert job_runs.shown(run) == "1,000 samples/s, workers 3% busy, 0.125 GiB each"
+    assert job_runs.shown(run) == "1,000 samples/s, workers 3% busy, 128 MiB each"

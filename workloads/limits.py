@@ -14,15 +14,10 @@ from __future__ import annotations
 import resource
 from dataclasses import dataclass
 
+from gpudash.core.memory_kinds import size
+
 MEMORY_MARGIN = 0.9  # a batch may use this share of the room: fragmentation, what the estimate misses
 GIB = 2**30
-
-
-def gib(n: float) -> str:
-    """Bytes as the messages show them: '3.2 GiB', '850 MiB'."""
-    if n >= GIB:
-        return f"{n / GIB:.1f} GiB"
-    return f"{n / 2**20:.0f} MiB"
 
 
 @dataclass(frozen=True)
@@ -57,7 +52,7 @@ class StepMemory:
         """'4.1 MiB a sample, measured at batch 1, 4 and 16'."""
         *first, last = [str(n) for n in self.probed]
         at = f"{', '.join(first)} and {last}" if first else last
-        return f"{gib(self.per_sample)} a sample, measured at batch {at}"
+        return f"{size(self.per_sample)} a sample, measured at batch {at}"
 
 
 # -- the machine -------------------------------------------------------------------------------------
@@ -113,7 +108,7 @@ def host_room() -> tuple[int, str] | None:
         rooms.append((available, "available"))
     limit, used = data_limit(), _kib_field("/proc/self/status", "VmData")
     if limit is not None and used is not None:
-        rooms.append((max(limit - used, 0), f"left under the workload's memory limit of {gib(limit)}"))
+        rooms.append((max(limit - used, 0), f"left under the workload's memory limit of {size(limit)}"))
     return min(rooms) if rooms else None
 
 

@@ -28,7 +28,8 @@ import resource
 import signal
 from collections.abc import Mapping
 
-from workloads.limits import data_limit, gib, machine_ram
+from gpudash.core.memory_kinds import size
+from workloads.limits import data_limit, machine_ram
 
 ENV = "GPUDASH_MEMORY_LIMIT"
 DEFAULT = "80%"
@@ -102,11 +103,11 @@ def out_of_memory_message(exc: BaseException) -> str | None:
         detail = text.splitlines()[0] if text else "an allocation failed"
     elif isinstance(exc, RuntimeError) and "can't allocate memory" in text:
         asked = re.search(r"tried to allocate (\d+) bytes", text)
-        detail = f"torch could not allocate {gib(int(asked[1]))}" if asked else "torch could not allocate"
+        detail = f"torch could not allocate {size(int(asked[1]))}" if asked else "torch could not allocate"
     else:
         return None
     limit = data_limit()
-    where = f" (the workload process may use {gib(limit)}: {ENV}={os.environ.get(ENV, DEFAULT)})" if limit else ""
+    where = f" (the workload process may use {size(limit)}: {ENV}={os.environ.get(ENV, DEFAULT)})" if limit else ""
     return f"out of host memory: {detail}{where}"
 
 
@@ -115,4 +116,4 @@ def killed_note(exitcode: int | None, rss: int | None, ram: int | None) -> str:
     was high (at least OOM_SUSPECT_SHARE of the RAM), else ''."""
     if exitcode != -signal.SIGKILL or rss is None or not ram or rss < OOM_SUSPECT_SHARE * ram:
         return ""
-    return f" — probably out of memory (RSS {gib(rss)} of {gib(ram)})"
+    return f" — probably out of memory (RSS {size(rss)} of {size(ram)})"

@@ -8,8 +8,9 @@ from __future__ import annotations
 import dataclasses
 import re
 
+from gpudash.core.lenient import float_or_none
 from gpudash.core.sync_sites import Site
-from gpudash.diagnosis.evidence import Evidence, finite_number, job_settings
+from gpudash.diagnosis.evidence import Evidence, job_settings
 from gpudash.diagnosis.parts import COMM, GPU, HOST, INPUT, OUTSIDE_SHARE, SYNCS, WAIT, Parts, outside_torch_ms
 from gpudash.diagnosis.verdict import OUTSIDE_TORCH, TENSORS_IDLE, Bound, Diagnosis
 
@@ -276,7 +277,7 @@ def comm_advice(e: Evidence) -> str:
     if have.get("fsdp") or not any(key.startswith("ddp_") for key in have):
         return SCRIPT_ADVICE[FSDP if have.get("fsdp") else Bound.COMM]
     fixes = []
-    bucket = finite_number(have.get("ddp_bucket_cap_mb", ""))
+    bucket = float_or_none(have.get("ddp_bucket_cap_mb", ""))
     if bucket is None or bucket <= 25.0:  # DistributedDataParallel's default bucket_cap_mb
         fixes.append("bucket_cap_mb=100" + (f" (now {bucket:g})" if bucket is not None else ""))
     if have.get("ddp_gradient_as_bucket_view") != "True":

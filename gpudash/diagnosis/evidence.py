@@ -23,10 +23,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import re
 from dataclasses import dataclass
 
+from gpudash.core.lenient import float_or_none
 from gpudash.core.sync_sites import SyncTable
 
 QUEUED_US = 1000.0  # median wait of launched work in the GPU's queue: the host runs ahead at or above
@@ -162,17 +162,9 @@ def comm_kinds(e: Evidence) -> dict[str, float]:
     windows were matched (``comm_transfer_kinds``), else its exposed time (``comm_exposed_kinds``)
     (names of a-z, - and /: a hostile file's)."""
     text = e.comm_transfer_kinds if e.comm_transfer_exposed_ms is not None else e.comm_exposed_kinds
-    each = {k: ms for k, v in job_settings(text or "").items() if (ms := finite_number(v)) is not None}
+    each = {k: ms for k, v in job_settings(text or "").items() if (ms := float_or_none(v)) is not None}
     valid = {k: ms for k, ms in each.items() if k.islower() and k.replace("-", "").replace("/", "").isalpha()}
     return dict(sorted(valid.items(), key=lambda kv: kv[1], reverse=True))
-
-
-def finite_number(text: str) -> float | None:
-    """A finite number read from a setting's text; None where it holds none."""
-    try:
-        return value if math.isfinite(value := float(text)) else None
-    except ValueError:
-        return None
 
 
 def sync_table_of(details: dict[str, str]) -> SyncTable | None:

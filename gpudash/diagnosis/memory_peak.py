@@ -31,6 +31,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpudash.core.lenient import count_or
 from gpudash.core.memory_kinds import byte_count, size
 from gpudash.core.sync_sites import Frame, Site, site_of, with_text
 
@@ -172,9 +173,9 @@ def peak_of(snapshot: dict[str, Any], device: int, max_entries: int = 0) -> Memo
     # counts them; the trace's entries carry the bytes asked for, rounded up by < 512 B for a large
     # tensor: the peak of a real job's steps came out 508 bytes from its own max_memory_allocated
     end = sum(
-        _int(b.get("size"))
+        count_or(b.get("size"))
         for seg in snapshot.get("segments") or []
-        if isinstance(seg, dict) and _int(seg.get("device"), device) == device
+        if isinstance(seg, dict) and count_or(seg.get("device"), device) == device
         for b in seg.get("blocks") or []
         if isinstance(b, dict) and b.get("state") == "active_allocated"
     )
@@ -187,17 +188,13 @@ def peak_of(snapshot: dict[str, Any], device: int, max_entries: int = 0) -> Memo
     return MemoryPeak(peak, start, end, holders, other, len(trace), bool(max_entries and len(trace) >= max_entries))
 
 
-def _int(value: Any, default: int = 0) -> int:
-    return int(value) if isinstance(value, int) and not isinstance(value, bool) else default
-
-
 def _moved(entry: dict[str, Any]) -> int:
     """The allocated counter's move at this entry."""
     action = entry.get("action")
     if action == "alloc":
-        return _int(entry.get("size"))
+        return count_or(entry.get("size"))
     if action == "free_requested":
-        return -_int(entry.get("size"))
+        return -count_or(entry.get("size"))
     return 0
 
 
@@ -216,12 +213,12 @@ def _alive_at(trace: list[dict[str, Any]], at: int) -> tuple[dict[int, dict[str,
     alive: dict[int, dict[str, Any]] = {}
     before_freed = 0
     for entry in trace[: at + 1]:
-        action, addr = entry.get("action"), _int(entry.get("addr"))
+        action, addr = entry.get("action"), count_or(entry.get("addr"))
         if action == "alloc":
             alive[addr] = entry
         elif action == "free_requested":
             if alive.pop(addr, None) is None:
-                before_freed += _int(entry.get("size"))
+                before_freed += count_or(entry.get("size"))
     return alive, before_freed
 
 
@@ -237,7 +234,7 @@ def _holders(alive: Iterable[dict[str, Any]], before: int) -> tuple[list[PeakHol
         node = _node(entry.get("frames")) if not frames else ""
         key = (_key(site), kind, node)
         row = sums.setdefault(key, [0, 0, site, kind, node])
-        row[0] += _int(entry.get("size"))
+        row[0] += count_or(entry.get("size"))
         row[1] += 1
     rows = sorted(sums.values(), key=lambda r: -r[0])
     holders = [
@@ -256,7 +253,7 @@ def _frames(raw: Any) -> list[Frame]:
     for f in raw if isinstance(raw, list) else []:
         name = f.get("filename") if isinstance(f, dict) else None
         if isinstance(name, str) and (name.endswith(".py") or name.startswith("<")):
-            out.append((name, _int(f.get("line")), str(f.get("name", ""))))
+            out.append((name, count_or(f.get("line")), str(f.get("name", ""))))
     return out
 
 

@@ -10,6 +10,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from gpudash.core.lenient import int_or_none
 from gpudash.core.memory_kinds import KINDS, NAMES, byte_count, size
 from gpudash.core.textfmt import strip_controls
 
@@ -55,7 +56,7 @@ def remedies(m: dict[str, Any]) -> list[Remedy]:
 def explained(m: dict[str, Any]) -> str:
     """One paragraph: where, what the memory held, what would free it."""
     where = (
-        f"{strip_controls(_short(str(m['file'])))}:{_int_or(m.get('line'), '?')}"
+        f"{strip_controls(_short(str(m['file'])))}:{_line(m.get('line'))}"
         if m.get("file")
         else "a line of a library's (none of the job's own in the traceback)"
     )
@@ -104,5 +105,7 @@ def _bytes(m: dict[str, Any], key: str) -> int | None:
     return byte_count(m.get(key))
 
 
-def _int_or(value: Any, default: str) -> str:
-    return str(int(value)) if isinstance(value, int) and not isinstance(value, bool) else default
+def _line(value: Any) -> str:
+    """A line number as the message gave it, ``?`` where it gave none."""
+    line = int_or_none(value)
+    return "?" if line is None else str(line)

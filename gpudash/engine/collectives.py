@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gpudash.core.lenient import int_or
 from gpudash.engine.intervals import Interval, event_interval, minus, union
 
 OTHER = "other"
@@ -81,7 +82,9 @@ def collectives_of(kernels: Sequence[dict[str, Any]], span: Interval) -> tuple[C
             continue
         args = k.get("args") or {}
         uncovered = tuple(minus((start, end), compute))
-        out.append(Collective(collective_kind(name), _stream(args), start, end, _bytes(args), uncovered))
+        out.append(
+            Collective(collective_kind(name), int_or(args.get("stream", -1), -1), start, end, _bytes(args), uncovered)
+        )
     return tuple(sorted(out, key=lambda c: c.start))
 
 
@@ -91,10 +94,3 @@ def _bytes(args: dict[str, Any]) -> int | None:
     size = DTYPE_BYTES.get(str(args.get("dtype", "")))
     counts = [v for key in ("In msg nelems", "Out msg nelems") if isinstance(v := args.get(key), int)]
     return max(counts) * size if size and counts and max(counts) > 0 else None
-
-
-def _stream(args: dict[str, Any]) -> int:
-    try:
-        return int(args.get("stream", -1))
-    except (TypeError, ValueError):
-        return -1

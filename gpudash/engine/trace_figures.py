@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from gpudash.core.lenient import int_or
 from gpudash.core.metrics import overlap_bound
 from gpudash.diagnosis.evidence import Evidence
 from gpudash.engine.collectives import (
@@ -307,15 +308,8 @@ def kernels_by_stream(events: Iterable[dict[str, Any]]) -> dict[int, list[Interv
     streams: dict[int, list[Interval]] = {}
     for e in events:
         if e.get("cat") == KERNEL and "dur" in e and "ts" in e:
-            streams.setdefault(_stream(e), []).append(event_interval(e))
+            streams.setdefault(int_or(e.get("args", {}).get("stream", -1), -1), []).append(event_interval(e))
     return {sid: union(iv) for sid, iv in streams.items()}
-
-
-def _stream(e: dict[str, Any]) -> int:
-    try:
-        return int(e.get("args", {}).get("stream", -1))
-    except (TypeError, ValueError):
-        return -1
 
 
 def _pct(part: float, whole: float) -> float:

@@ -16,12 +16,12 @@ nvidia-ml-py, a GPU lost mid-run) its figures stay None and ``reason`` says why 
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpudash.core.lenient import float_or_none
 from gpudash.core.protocol import MIG_FIGURES, MigReading
 from gpudash.host.devices import visible_devices
 from gpudash.host.nvml_errors import FUNCTION_NOT_FOUND, GONE, NO_PERMISSION, NOT_SUPPORTED, error_code, is_error
@@ -67,14 +67,6 @@ def permanent(exc: BaseException) -> bool:
     """Asking again will not help: GPM is missing, refused, or the GPU is gone."""
     missing = is_error(exc, NOT_SUPPORTED, NO_PERMISSION, FUNCTION_NOT_FOUND)
     return isinstance(exc, AttributeError) or missing or error_code(exc) in GONE
-
-
-def _finite(value: Any) -> float | None:
-    try:
-        x = float(value)
-    except (TypeError, ValueError):
-        return None
-    return x if math.isfinite(x) else None
 
 
 @dataclass
@@ -270,7 +262,7 @@ class GpmReader:
         got: Figures = {}
         for i, key in enumerate(KEYS):
             m = request.metrics[i]
-            got[key] = _finite(m.value) if int(m.nvmlReturn) == 0 else None
+            got[key] = float_or_none(m.value) if int(m.nvmlReturn) == 0 else None
         return got
 
     # -- what the sampler reads ------------------------------------------------------------------

@@ -25,7 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpudash.core import proctree
-from workloads.limits import gib, meminfo
+from gpudash.core.memory_kinds import size
+from workloads.limits import meminfo
 
 # PSS of a data-parallel rank at its peak (torch imported, workload built, training): the largest of
 # the four families on the CPU was 610 MiB (the rank_host_cost benchmark, 2026-11-23), rounded up.
@@ -153,7 +154,7 @@ def memory_available() -> tuple[int, str] | None:
         current = _read(folder / "memory.current") or _read(folder / "memory.usage_in_bytes")
         if limit and limit.isdigit() and int(limit) < 2**60 and current and current.isdigit():
             found.append(
-                (max(int(limit) - int(current), 0), f"left under the cgroup's memory limit of {gib(int(limit))}")
+                (max(int(limit) - int(current), 0), f"left under the cgroup's memory limit of {size(int(limit))}")
             )
     return min(found) if found else None
 
@@ -182,9 +183,9 @@ def check_process_caps(plan: ProcessPlan, on_cpu: bool, workers_given: bool) -> 
     need = plan.torch_processes * RANK_HOST_BYTES
     if plan.ranks > 1 and memory is not None and need > MEMORY_SHARE * memory[0]:  # one process: the memory guard
         raise HostBudgetError(
-            f"--nproc {plan.ranks}: the ranks and their launcher need about {gib(need)} of host "
-            f"memory ({gib(RANK_HOST_BYTES)} each to import torch and build the workload), "
-            f"and {gib(memory[0])} is {memory[1]}"
+            f"--nproc {plan.ranks}: the ranks and their launcher need about {size(need)} of host "
+            f"memory ({size(RANK_HOST_BYTES)} each to import torch and build the workload), "
+            f"and {size(memory[0])} is {memory[1]}"
         )
 
 

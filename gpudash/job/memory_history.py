@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from gpudash.core.lenient import count_or, float_or
 from gpudash.core.memory_kinds import size
 from gpudash.diagnosis.memory_peak import MemoryPeak, peak_of, read_snapshot
 from gpudash.job.boot import gpudash_job_wire as wire
@@ -60,11 +61,11 @@ class JobMemoryPeaks:
 
     def received(self, m: dict[str, Any]) -> None:
         """The lead's answer: its snapshot read in the background, or its error now."""
-        rank, steps = _int(m.get("rank")), _int(m.get("steps"))
+        rank, steps = count_or(m.get("rank")), count_or(m.get("steps"))
         if m.get("error") or not m.get("path"):
             self._finish(PeakRead(rank, steps, error=str(m.get("error") or "no snapshot was written")))
             return
-        args = (str(m["path"]), _int(m.get("device")), _int(m.get("max_entries")), rank, steps, m)
+        args = (str(m["path"]), count_or(m.get("device")), count_or(m.get("max_entries")), rank, steps, m)
         self.reading = True
         threading.Thread(target=self._read, args=args, name="gpudash-memory-read", daemon=True).start()
 
@@ -74,7 +75,7 @@ class JobMemoryPeaks:
         return out
 
     def _read(self, path: str, device: int, max_entries: int, rank: int, steps: int, m: dict[str, Any]) -> None:
-        wall_ms, dump_ms = _float(m.get("wall_ms")), _float(m.get("dump_ms"))
+        wall_ms, dump_ms = float_or(m.get("wall_ms")), float_or(m.get("dump_ms"))
         try:
             peak = peak_of(read_snapshot(path), device, max_entries)
         except Exception as exc:  # noqa: BLE001 - any file at all: said
@@ -102,11 +103,3 @@ def answer_lines(read: PeakRead, step_s: float | None) -> list[str]:
     head = f"at the peak of the {read.steps} recorded steps: {size(peak.peak_bytes)} allocated"
     lost = " (the earliest entries were lost: the history's ring was full)" if peak.truncated else ""
     return [head + lost, *peak.lines(), f"the recording: {read.cost(step_s)}"]
-
-
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
-
-
-def _float(value: Any) -> float:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0.0

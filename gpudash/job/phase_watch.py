@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from gpudash.core.lenient import float_or, int_or
 from gpudash.core.protocol import (
     COMPILE,
     GOODPUT,
@@ -32,6 +33,7 @@ from gpudash.job.stalls import AGAIN_S, STALL_MIN_S, Stall, report, stall_after_
 from gpudash.job.steps import JobSamples, StepRecord
 
 Targets = Callable[[], list[tuple[int, str, str]]]  # each rank's (pid, "rank N", its socket)
+MAX_SECONDS = 1e12  # a time or a span a job's message says, at the most (a larger one is none)
 BETWEEN = " between steps, no training seen in it"  # what an ``other`` span's message adds
 OURS = ": gpudash's profiler window, started or stopped and its trace written between steps (not the job's time)"
 
@@ -57,9 +59,9 @@ class PhaseWatch:
         if kind == wire.PHASE and lead:
             self._on_phase(m)
         elif kind == wire.STACKS and (asking := self.stall or (self.looks[-1] if self.looks else None)) is not None:
-            asking.answers[_int(m.get("pid"))] = m
+            asking.answers[int_or(m.get("pid"))] = m
         elif kind == wire.WORKER:
-            self.workers[_int(m.get("pid"))] = str(m.get("ctl") or "")
+            self.workers[int_or(m.get("pid"))] = str(m.get("ctl") or "")
 
     def step(self, record: StepRecord) -> StepRecord:
         """A step of the lead rank; the first after a stall ends it (its seconds were the stall's)."""
@@ -134,18 +136,18 @@ class PhaseWatch:
         (told at the step that ends the stall) is the stall's: its seconds are not counted twice."""
         what = str(m.get("kind", ""))
         if what == TRAINING and not m.get("open"):  # the first step's time inside optimizer.step()
-            self.phases.first_step_training(max(0.0, _float(m.get("s"), 0.0)))
+            self.phases.first_step_training(max(0.0, float_or(m.get("s"), 0.0, within=MAX_SECONDS)))
             return
         if what not in SPAN_KINDS:
             return
         if m.get("open"):
-            self.phases.begin(what, _float(m.get("t0"), time.monotonic()))
+            self.phases.begin(what, float_or(m.get("t0"), time.monotonic(), within=MAX_SECONDS))
             self._event(what, None, f"{what} under way")
             return
         stalled = self.stall is not None
-        seconds = 0.0 if m.get("cancel") or stalled else max(0.0, _float(m.get("s"), 0.0))
+        seconds = 0.0 if m.get("cancel") or stalled else max(0.0, float_or(m.get("s"), 0.0, within=MAX_SECONDS))
         was_open = what in self.phases.open
-        self.phases.end(what, seconds, _float(m.get("t1"), 0.0) or None)
+        self.phases.end(what, seconds, float_or(m.get("t1"), 0.0, within=MAX_SECONDS) or None)
         if seconds > 0:
             self._event(what, seconds, f"{what} {_took(seconds)}" + {OTHER: BETWEEN, PROFILING: OURS}.get(what, ""))
         elif was_open:
@@ -220,18 +222,3 @@ class PhaseWatch:
 def _took(seconds: float) -> str:
     """ "2.64 s"; "3.1 ms" for a span under 10 ms (a quick save after the last step)."""
     return f"{seconds:.2f} s" if seconds >= 0.01 else f"{seconds * 1e3:.1f} ms"
-
-
-def _float(value: Any, default: float) -> float:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return default
-    return number if number == number and abs(number) < 1e12 else default
-
-
-def _int(value: Any) -> int:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return 0

@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from gpudash.core.lenient import float_or_none
 from gpudash.job.stalls import Stall, waits_for_peers
 
 GAP_S = 1.0  # the second look, this long after the first was asked
@@ -77,7 +78,7 @@ def working(first: Stall, second: Stall) -> str | None:
                 continue  # it waits for another rank: that one says
             if _frames(before) != _frames(after):
                 return f"{who} moved on (its stack changed)"
-            if _busy(_float(before.get("cpu_s")), _float(after.get("cpu_s")), seconds):
+            if _busy(float_or_none(before.get("cpu_s")), float_or_none(after.get("cpu_s")), seconds):
                 return f"{who} computes (its training thread is on a CPU)"
             if process_busy and in_backward(after):
                 return f"{who} computes its backward (autograd's threads are on a CPU)"
@@ -91,7 +92,3 @@ def in_backward(thread: dict[str, Any]) -> bool:
     backward: the process's CPU time says whether they compute."""
     inner = thread.get("inner") or {}
     return "/torch/autograd/" in str(inner.get("file", "")).replace("\\", "/")
-
-
-def _float(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) else None

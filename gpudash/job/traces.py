@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpudash.core.lenient import float_or
+from gpudash.core.lenient import float_or, int_or
 from gpudash.core.textfmt import plain, strip_controls
 from gpudash.engine.trace_read import MAX_EVENTS, read_bounded
 from gpudash.job.boot import gpudash_job_wire as wire
@@ -148,17 +148,17 @@ class JobTraces:
         """A rank's answer: the window's trace is read in the background."""
         path = str(m.get("path", ""))
         purpose, window, asked = self._asked.pop(path, ("trace", path, 1))
-        rank = _int(m.get("rank"), 0)
+        rank = max(0, int_or(m.get("rank"), 0))
         if m.get("error"):
             why = f"profiler window failed: {m['error']}"
             self._finish(TraceRead(purpose, path, error=why, rank=rank, window=window, ranks=asked))
             return
-        steps = min(_int(m.get("steps")), MAX_STEPS)
+        steps = min(max(1, int_or(m.get("steps"), 1)), MAX_STEPS)
         timing: dict[str, Any] = {"steps": steps, "wall_ms": float_or(m.get("wall_ms"))}
         timing |= {"export_ms": float_or(m.get("export_ms")), "window": window, "ranks": asked}
         timing |= {"steps_ms": max(0.0, float_or(m.get("steps_ms"))), "step_ms": _floats(m.get("step_ms"))}
         timing["comm_sizes"] = _sizes(m.get("comm_sizes"))
-        timing["warmup_steps"] = min(_int(m.get("warmup_steps"), 0), MAX_STEPS)
+        timing["warmup_steps"] = min(max(0, int_or(m.get("warmup_steps"), 0)), MAX_STEPS)
         timing["calls"] = m.get("calls") is True
         timing["calls_why"] = strip_controls(str(m.get("calls_why") or ""))[:200] if timing["calls"] else ""
         args = (purpose, path, rank, timing)
@@ -195,13 +195,6 @@ class JobTraces:
     def _finish(self, read: TraceRead) -> None:
         with self._lock:
             self._done.append(read)
-
-
-def _int(value: Any, least: int = 1) -> int:
-    try:
-        return max(least, int(value))
-    except (TypeError, ValueError, OverflowError):
-        return least
 
 
 def _sizes(value: Any) -> dict[str, tuple[int, int]]:

@@ -7,12 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-
-def as_int(value: Any, default: int) -> int:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return default
+from gpudash.core.lenient import int_or
 
 
 class RankTable:
@@ -23,11 +18,11 @@ class RankTable:
         self.firsts: dict[int, dict[str, Any]] = {}  # rank -> its first step's message
 
     def hello(self, m: dict[str, Any]) -> None:
-        self.hellos[as_int(m.get("pid"), 0)] = m
+        self.hellos[int_or(m.get("pid"), 0)] = m
 
     def first(self, rank: int, m: dict[str, Any]) -> None:
         self.firsts[rank] = m
-        self.hellos.setdefault(as_int(m.get("pid"), 0), m)
+        self.hellos.setdefault(int_or(m.get("pid"), 0), m)
 
     @property
     def lead(self) -> int:
@@ -45,7 +40,7 @@ class RankTable:
 
     def world_size(self) -> int:
         """The world's size, as the ranks' first steps say it (at least the ranks seen)."""
-        said = max((as_int(m.get("world"), 1) for m in self.firsts.values()), default=1)
+        said = max((int_or(m.get("world"), 1) for m in self.firsts.values()), default=1)
         return max(said, len(self.firsts), 1)
 
     @property
@@ -54,10 +49,10 @@ class RankTable:
 
     def socket(self, rank: int) -> str:
         """Where to send ``rank`` a request ("" where its process named none)."""
-        pid = as_int(self.firsts.get(rank, {}).get("pid"), 0)
+        pid = int_or(self.firsts.get(rank, {}).get("pid"), 0)
         return str(self.hellos.get(pid, {}).get("ctl") or "")
 
     def targets(self) -> list[tuple[int, str, str]]:
         """Each rank's process: (pid, "rank N", its socket), lead first."""
-        pids = {rank: as_int(first.get("pid"), 0) for rank, first in sorted(self.firsts.items())}
+        pids = {rank: int_or(first.get("pid"), 0) for rank, first in sorted(self.firsts.items())}
         return [(pid, f"rank {rank}", str(self.hellos.get(pid, {}).get("ctl") or "")) for rank, pid in pids.items()]

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from gpudash.core.lenient import int_or_none
 from gpudash.core.protocol import WORLD, Event, EventKind, Message, RankSample
 from gpudash.core.textfmt import strip_controls
 from gpudash.core.world_event import CLOCK_WORDS, RANK_GPUS, gpu_words
@@ -46,13 +47,6 @@ class RankPlace:
     run_id: str
 
 
-def _int_or_none(value: Any) -> int | None:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return None
-
-
 class JobWorld:
     """The places of a job's ranks (from their hellos) and the exposed all-reduce of each rank's
     latest profiler window; ``t0``: the session's clock zero (monotonic)."""
@@ -69,16 +63,16 @@ class JobWorld:
 
     def hello(self, m: dict[str, Any]) -> None:
         """A process's hello: where its rank runs (a hello without a run id: not torchrun's)."""
-        rank = _int_or_none(m.get("rank"))
+        rank = int_or_none(m.get("rank"))
         if rank is None or rank < 0:
             return
         host = strip_controls(str(m.get("host") or ""))[:200]
         run_id = strip_controls(str(m.get("run_id") or ""))[:200]
-        self.places[rank] = RankPlace(rank, _int_or_none(m.get("node")), host, run_id)
+        self.places[rank] = RankPlace(rank, int_or_none(m.get("node")), host, run_id)
 
     def first(self, m: dict[str, Any]) -> dict[str, Any]:
         """A rank's first step (``m``, returned): the GPU it runs on, where this machine has it."""
-        rank, uuid = _int_or_none(m.get("rank")), str(m.get("gpu_uuid") or "")
+        rank, uuid = int_or_none(m.get("rank")), str(m.get("gpu_uuid") or "")
         index = self._gpu_index(uuid) if self._gpu_index is not None and uuid else None
         if rank is not None and index is not None:
             self.gpus[rank] = index

@@ -27,6 +27,7 @@ from typing import Any, TextIO
 
 from gpudash.core import faults
 from gpudash.core.compile_table import CompileTable
+from gpudash.core.lenient import float_or_none
 from gpudash.core.protocol import (
     GOODPUT,
     MEMORY,
@@ -53,11 +54,10 @@ from gpudash.stats.segments import Segment, SegmentTracker
 _SEGMENT_ENDS = frozenset({EventKind.CHANGED, EventKind.STARTED, EventKind.STOPPED, EventKind.CRASHED})
 
 
-def _number(text: str | None) -> float | None:
-    try:
-        return round(float(text), 3) if text else None
-    except ValueError:
-        return None
+def _rounded(text: str | None) -> float | None:
+    """A figure of an event's details to the millisecond; None where it holds none."""
+    number = float_or_none(text)
+    return None if number is None else round(number, 3)
 
 
 class RecordWriteError(OSError):
@@ -363,10 +363,10 @@ class CsvRecorder:
             stall = {"time_s": round(e.time_s, 3), "message": e.message, "where": where}
             self.metadata.setdefault("stalls", []).append(stall)
         elif e.what == GOODPUT:
-            seconds = {k: _number(e.details.get(f"{k}_s")) for k in PHASES}
+            seconds = {k: _rounded(e.details.get(f"{k}_s")) for k in PHASES}
             self.metadata["phases"] = {k: v for k, v in seconds.items() if v is not None}
-            self.metadata["wall_s"] = _number(e.details.get("wall_s"))
-            self.metadata["goodput_pct"] = _number(e.details.get("goodput_pct"))
+            self.metadata["wall_s"] = _rounded(e.details.get("wall_s"))
+            self.metadata["goodput_pct"] = _rounded(e.details.get("goodput_pct"))
         elif e.what == MEMORY:  # a job's memory by kind: the latest (the end's, with its peak)
             self.metadata["memory"] = _counts(e.details)
         elif e.what == PROCESSES:  # several processes stepped as a rank: each one's steps, and how they add up

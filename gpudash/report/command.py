@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-import math
 import shlex
 import sys
 from collections.abc import Sequence
@@ -26,6 +25,7 @@ from typing import Any
 
 from gpudash.arguments import shared_flags
 from gpudash.arguments.argtypes import Parser, UsageError, check_out_dir, non_negative_float
+from gpudash.core.lenient import float_or_none
 from gpudash.core.protocol import NOT_THE_JOBS, PHASES, ExitCode
 from gpudash.core.textfmt import clip, fmt_num, strip_controls
 from gpudash.report import compile_md, memory_md, sync_md, world
@@ -314,13 +314,12 @@ def main(argv: list[str]) -> int:
     return ExitCode.OK
 
 
-def _number(x: float | None) -> float | None:
-    """A figure for JSON: None for a missing or infinite one (JSON has no Infinity)."""
-    return x if x is not None and math.isfinite(x) else None
-
-
 def _estimate(e: Estimate | None) -> dict[str, Any] | None:
-    return None if e is None else {"mean": _number(e.mean), "low": _number(e.low), "high": _number(e.high)}
+    return (
+        None
+        if e is None
+        else {"mean": float_or_none(e.mean), "low": float_or_none(e.low), "high": float_or_none(e.high)}
+    )
 
 
 def results_document(
@@ -376,9 +375,9 @@ def _pair_dict(p: Pair) -> dict[str, Any]:
         "run": p.run.name,
         "against": p.base.name,
         "against_run": p.base_run.name,
-        "ratio": None if c is None else _number(c.ratio),
-        "low": None if c is None else _number(c.low),
-        "high": None if c is None else _number(c.high),
+        "ratio": None if c is None else float_or_none(c.ratio),
+        "low": None if c is None else float_or_none(c.low),
+        "high": None if c is None else float_or_none(c.high),
         "verdict": None if c is None else str(c.verdict),
         "noisy": p.noisy,
     }

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from gpudash.core.lenient import float_or_none
 from gpudash.core.textfmt import markdown_table, strip_controls
 
 
@@ -50,7 +51,5 @@ def _text(value: Any) -> str:
 
 
 def _num(value: Any) -> str:
-    try:
-        return f"{float(value):.2f}"
-    except (TypeError, ValueError):
-        return "–"
+    number = float_or_none(value)
+    return "–" if number is None else f"{number:.2f}"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gpudash.core.lenient import float_or_none
 from gpudash.core.protocol import TRACE, Event, EventKind
 
 MARKER_KINDS = frozenset(
@@ -43,20 +44,13 @@ def _knobs_change(before: str, after: str) -> str:
     return " ".join(parts) or "knobs"
 
 
-def _float(text: str | None) -> float | None:
-    try:
-        return float(text) if text else None
-    except ValueError:
-        return None
-
-
 def trace_start_s(e: Event) -> float:
     """When a profiler window began: the event says (``trace_start_s``); else (a recording, whose
     events keep no details) the event's time less the window's wall time, export time aside."""
-    start = _float(e.details.get("trace_start_s"))
+    start = float_or_none(e.details.get("trace_start_s"))
     if start is not None:
         return min(start, e.time_s)
-    wall_ms = _float(e.details.get("trace_wall_ms")) or 0.0
+    wall_ms = float_or_none(e.details.get("trace_wall_ms")) or 0.0
     return max(0.0, e.time_s - wall_ms / 1000.0)
 
 
@@ -65,11 +59,11 @@ def trace_line(e: Event) -> str:
     at 88% of the overlap bound (t=12.3 s)" (the bound where the variant has two stages); on the CPU
     its step time and that GPU figures need CUDA."""
     d = e.details
-    busy, idle, overlap = (_float(d.get(k)) for k in ("gpu_busy_pct", "idle_pct", "overlap_pct"))
-    kernels = _float(d.get("kernels_per_step"))
+    busy, idle, overlap = (float_or_none(d.get(k)) for k in ("gpu_busy_pct", "idle_pct", "overlap_pct"))
+    kernels = float_or_none(d.get("kernels_per_step"))
     at = f"(t={trace_start_s(e):.1f} s)"
     if busy is None:
-        steps, wall = _float(d.get("trace_steps")), _float(d.get("trace_wall_ms"))
+        steps, wall = float_or_none(d.get("trace_steps")), float_or_none(d.get("trace_wall_ms"))
         head = f"{steps:.0f} steps, {wall / max(steps, 1):.3g} ms/step" if steps and wall is not None else "CPU only"
         return f"{head}; GPU figures need CUDA {at}"
     parts = [f"GPU busy {busy:.0f}%"]
@@ -79,10 +73,10 @@ def trace_line(e: Event) -> str:
         parts.append(f"overlap {overlap:.0f}%")
     if kernels is not None:
         parts.append(f"{kernels:.0f} kernels/step")
-    pct = _float(d.get("pct_of_overlap_bound"))
+    pct = float_or_none(d.get("pct_of_overlap_bound"))
     if pct is not None:
         parts.append(f"at {pct:.0f}% of the overlap bound")
-    comm, exposed = _float(d.get("comm_ms_per_step")), _float(d.get("comm_exposed_ms_per_step"))
+    comm, exposed = float_or_none(d.get("comm_ms_per_step")), float_or_none(d.get("comm_exposed_ms_per_step"))
     if comm is not None and exposed is not None:
         parts.append(f"all-reduce {comm:.3g} ms/step, {exposed:.3g} exposed")
     return f"{', '.join(parts)} {at}"

@@ -18,12 +18,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpudash.core.memory_kinds import size
 from gpudash.core.textfmt import plain
 from gpudash.job.settings import BOOLEANS, COUNTS, WATCH_ENV, Settings, describe
 from gpudash.report.load import ReportInputError, load_run
 from gpudash.report.load import Run as Recorded
 from gpudash.stats.comparison import Comparison, Estimate, Verdict, compare
-from gpudash.tune.worker_cpu import WorkerCpu, WorkerMemory, gib
+from gpudash.tune.worker_cpu import WorkerCpu, WorkerMemory
 
 KEEP_FROM = 1.05  # a candidate replaces the best only this much faster at its interval's low end
 
@@ -184,5 +185,5 @@ def shown(run: Run) -> str:
     unit = "samples" if run.rate is run.samples else "steps"
     busy = f", workers {run.worker_busy:.0%} busy" if run.worker_busy is not None else ""
     if run.worker_memory is not None:
-        busy += f", {gib(run.worker_memory.per_worker)} GiB each"
+        busy += f", {size(run.worker_memory.per_worker)} each"
     return f"{plain(run.rate.mean)} {unit}/s{busy}" + (" (dropped early: slower)" if run.dropped else "")

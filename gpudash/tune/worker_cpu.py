@@ -21,6 +21,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from gpudash.core.memory_kinds import size
 from gpudash.core.proctree import memory_available, own_memory, workers_under
 
 GUARD_WORKERS = 64  # the climb's ceiling a rank (the CPUs where there are more): a guard only
@@ -89,11 +90,6 @@ def ceiling(cpus: int) -> int:
     return max(GUARD_WORKERS, cpus)
 
 
-def gib(n_bytes: float) -> str:
-    """``1.5``, ``0.25``, ``0.0312``: bytes in GiB to three figures."""
-    return f"{n_bytes / GIB:.3g}"
-
-
 def no_room(n: int, at: int, busy: float | None, memory: WorkerMemory | None, cpus: int, ranks: int = 1) -> str | None:
     """Why ``n`` workers a rank are not tried, read from a run with ``at`` workers a rank whose
     workers were each ``busy`` (their share of a CPU) and held ``memory``; None where there is room.
@@ -110,7 +106,7 @@ def no_room(n: int, at: int, busy: float | None, memory: WorkerMemory | None, cp
         need = more * memory.per_worker
         if need > MEMORY_SHARE * memory.free:
             return (
-                f"{more} more would need ~{gib(need)} GiB of the {gib(memory.free)} GiB free "
-                f"({gib(memory.per_worker)} GiB a worker; more workers may take {MEMORY_SHARE:.0%} of it)"
+                f"{more} more would need ~{size(need)} of the {size(memory.free)} free "
+                f"({size(memory.per_worker)} a worker; more workers may take {MEMORY_SHARE:.0%} of it)"
             )
     return None
