@@ -294,8 +294,8 @@ def test_ranks_that_would_not_fit_in_a_cgroups_memory_are_refused_before_they_st
         preexec_fn=_in_cgroup(cgroup_v1),
     )
     line = _one_error_line(proc)
-    assert "--nproc 2: the ranks and their launcher need about 1.9 GiB of host memory" in line
-    assert "left under the cgroup's memory limit of 1 GiB" in line
+    assert "--nproc 2: the ranks and their launcher need about 1.88 GiB of host memory" in line
+    assert "and 1007 MiB is left under the cgroup's memory limit of 1 GiB" in line
 
 
 def test_the_process_plan_counts_ranks_their_forkservers_and_workers() -> None:

@@ -48,10 +48,12 @@ def test_each_reads_what_a_message_or_a_cell_holds() -> None:
 
 
 def test_bytes_are_written_one_way_everywhere() -> None:
-    assert [size(n) for n in (64, 812 * 1024, 850 * 2**20, 2**30, 41.2 * 2**30)] == [
+    assert [size(n) for n in (64, 812 * 1024, 850 * 2**20, 1007 * 2**20, 2**30, 41.2 * 2**30, 2000 * 2**30)] == [
         "64 B",
         "812 KiB",
         "850 MiB",
+        "1007 MiB",  # not 1.01e+03
         "1 GiB",
         "41.2 GiB",
+        "2000 GiB",
     ]

@@ -206,7 +206,7 @@ def test_out_of_host_memory_messages() -> None:
         "memory: you tried to allocate 6442450944 bytes. Error code 12"
     )
     assert (memguard.out_of_memory_message(torch_error) or "").startswith(
-        "out of host memory: torch could not allocate 6.0 GiB"
+        "out of host memory: torch could not allocate 6 GiB"
     )
     assert memguard.out_of_memory_message(ValueError("no")) is None
 

@@ -12,11 +12,11 @@ import pytest
 from gpudash.recording.interrupt import Interrupted
 from gpudash.stats.comparison import Estimate
 from gpudash.tune import race
-from gpudash.tune.candidates import Candidate, CandidateMaker, label_of
+from gpudash.tune.candidates import Candidate, CandidateMaker
 from gpudash.tune.plan import build_parser, plan_from_args
 from gpudash.tune.report import TuneReport
 from gpudash.tune.run import TuneProgress, TuneRun, diagnosis_steps
-from workloads.knobs import Knobs
+from workloads.knobs import Knobs, label_of
 from workloads.registry import family
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -238,3 +238,9 @@ def describe() -> str:
     lines.append("  cuda_graph: only sync-free variants; not with compile (compile=reduce-overhead captures graphs)")
     lines.append("  with --nproc > 1 (DDP): no cuda_graph, no compile")
     return "\n".join(lines)
+
+
+def label_of(variant: str, knobs: Knobs) -> str:
+    """``pipelined+amp=bf16+cuda_graph``: the variant and its knobs as ``sweep -v`` and ``tune
+    --current`` take them."""
+    return "+".join([variant, *(f"{n}={v}" if v != "on" else n for n, v in knobs.items())])

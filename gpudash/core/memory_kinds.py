@@ -23,8 +23,9 @@ def byte_count(value: Any) -> int | None:
 
 
 def size(n: float) -> str:
-    """Bytes in binary units, 3 significant digits: ``41.2 GiB``, ``812 KiB``, ``64 B``."""
+    """Bytes in binary units, 3 significant digits: ``41.2 GiB``, ``812 KiB``, ``1007 MiB``, ``64 B``."""
     for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
         if abs(n) >= scale:
-            return f"{n / scale:.3g} {unit}"
+            value = n / scale
+            return f"{value:.3g} {unit}" if abs(value) < 1000 else f"{value:.0f} {unit}"
     return f"{n:.0f} B"

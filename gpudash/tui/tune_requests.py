@@ -16,9 +16,8 @@ from gpudash.tui.knob_steering import KnobSteering
 from gpudash.tui.notices import Notice, warning
 from gpudash.tui.run_requests import RunRequests
 from gpudash.tui.state import DashState
-from gpudash.tune.candidates import label_of
 from gpudash.tune.job import TuneAnswer, TuneRequest
-from workloads.knobs import Knobs, parse_knobs  # torch-free
+from workloads.knobs import Knobs, label_of, parse_knobs  # torch-free
 
 
 class TunedRun(Protocol):

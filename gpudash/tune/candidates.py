@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gpudash.sweep.plan import Configuration
+from workloads.knobs import label_of
 
 if TYPE_CHECKING:  # pragma: no cover
     from workloads.knobs import Knobs
@@ -61,11 +62,6 @@ class Candidate:
     @property
     def key(self) -> tuple[str, int, str]:
         return (self.config.variant, self.config.batch_size, self.config.knobs)
-
-
-def label_of(variant: str, knobs: Knobs) -> str:
-    """``pipelined+amp=bf16+cuda_graph``: the variant and its knobs as ``sweep -v`` writes them."""
-    return "+".join([variant, *(f"{n}={v}" if v != "on" else n for n, v in knobs.items())])
 
 
 class CandidateMaker:
