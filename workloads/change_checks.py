@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 
-from gpudash.core.memory_kinds import size
 from workloads import limits, memory_probe
 from workloads.data import pool_bytes_held
 from workloads.knobs import Knobs
@@ -96,19 +95,18 @@ class ChangeChecks:
         if room is not None:
             free = room[0] + self.host_bytes_held(round(sample * self.batch_size))
             if host_need > limits.MEMORY_MARGIN * free:
-                parts = f"batches held {size(held)}"
+                parts = f"batches held {limits.size(held)}"
                 if not self.on_cuda:
-                    parts += f" + step {size(step.at(batch_size))}, {step.how()}"
-                return (
-                    f"batch {batch_size} needs about {size(host_need)} of host memory ({parts}); {size(free)} {room[1]}"
-                )
+                    parts += f" + step {limits.size(step.at(batch_size))}, {step.how()}"
+                need = limits.size(host_need)
+                return f"batch {batch_size} needs about {need} of host memory ({parts}); {limits.size(free)} {room[1]}"
         if self.on_cuda:
             free_now, _ = torch.cuda.mem_get_info(self.device)
             free = free_now + torch.cuda.memory_reserved(self.device) - torch.cuda.memory_allocated(self.device)
             if step.at(batch_size) > limits.MEMORY_MARGIN * free:
                 return (
-                    f"batch {batch_size} needs about {size(step.at(batch_size))} of GPU memory "
-                    f"({step.how()}); {size(free)} free on {self.device}"
+                    f"batch {batch_size} needs about {limits.size(step.at(batch_size))} of GPU memory "
+                    f"({step.how()}); {limits.size(free)} free on {self.device}"
                 )
         return None
 

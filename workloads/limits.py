@@ -14,10 +14,18 @@ from __future__ import annotations
 import resource
 from dataclasses import dataclass
 
-from gpudash.core.memory_kinds import size
-
 MEMORY_MARGIN = 0.9  # a batch may use this share of the room: fragmentation, what the estimate misses
 GIB = 2**30
+
+
+def size(n: float) -> str:
+    """Bytes in binary units, 3 significant digits: ``41.2 GiB``, ``812 KiB``, ``1007 MiB``, ``64 B``:
+    the one way gpudash and its workloads write bytes (``gpudash.core.memory_kinds`` hands it on)."""
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if abs(n) >= scale:
+            value = n / scale
+            return f"{value:.3g} {unit}" if abs(value) < 1000 else f"{value:.0f} {unit}"
+    return f"{n:.0f} B"
 
 
 @dataclass(frozen=True)

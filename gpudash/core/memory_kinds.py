@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from workloads.limits import size as size  # bytes as gpudash writes them: one formatter, beside the memory arithmetic
+
 KINDS = ("params", "frozen", "grads", "optimizer", "activations")  # the kinds, in the bar's and the line's order
 NAMES = {
     "params": "parameters",
@@ -20,12 +22,3 @@ def byte_count(value: Any) -> int | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
         return None
     return int(value)
-
-
-def size(n: float) -> str:
-    """Bytes in binary units, 3 significant digits: ``41.2 GiB``, ``812 KiB``, ``1007 MiB``, ``64 B``."""
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if abs(n) >= scale:
-            value = n / scale
-            return f"{value:.3g} {unit}" if abs(value) < 1000 else f"{value:.0f} {unit}"
-    return f"{n:.0f} B"
