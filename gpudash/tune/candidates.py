@@ -28,10 +28,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gpudash.sweep.plan import Configuration
-from workloads.knobs import label_of
+from workloads.knobs import Knobs, label_of, parse_knobs  # torch-free
 
 if TYPE_CHECKING:  # pragma: no cover
-    from workloads.knobs import Knobs
     from workloads.registry import FamilyInfo
 
 EXACT_STACK = ("channels_last", "cudnn_benchmark")  # layout and autotuning: no number format changes
@@ -85,8 +84,6 @@ class CandidateMaker:
     def current(self, variant: str, knobs_text: str, batch_size: int) -> Candidate:
         """The configuration that runs now, its knobs as they are (checked by ``--current``'s parse,
         not taken from the pool); the plain variant's own candidate where it has no knob."""
-        from workloads.knobs import Knobs, parse_knobs
-
         return self._made(variant, batch_size, Knobs(parse_knobs(knobs_text).items()), "current")
 
     def _made(self, variant: str, batch_size: int, knobs: Knobs, stage: str) -> Candidate:
@@ -146,8 +143,6 @@ class CandidateMaker:
 
     def _knobs(self, knob_names: Iterable[str]) -> Knobs:
         """The pool's values of ``knob_names``, in the pool's order."""
-        from workloads.knobs import Knobs
-
         names = set(knob_names)
         return Knobs((n, self.pool[n]) for n in self.pool if n in names)
 
@@ -177,6 +172,4 @@ def ordered(candidates: list[Candidate], bound: str | None) -> list[Candidate]:
 
 def _names(knobs_text: str) -> list[str]:
     """The knob names of a knobs text (``none``: none)."""
-    from workloads.knobs import parse_knobs
-
     return list(parse_knobs(knobs_text))
