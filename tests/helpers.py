@@ -26,6 +26,7 @@ needs_two_cpus = pytest.mark.skipif(
 )
 
 if TYPE_CHECKING:
+    from gpudash.diagnosis.judge import Judgement
     from workloads.base import Workload, WorkloadOptions
 
     W = TypeVar("W", bound=Workload)
@@ -233,3 +234,27 @@ def measured_evidence(name: str) -> Any:
     if isinstance(fields.get("sync_sites"), dict):
         fields["sync_sites"] = SyncTable.from_dict(fields["sync_sites"])
     return Evidence(**fields)
+
+
+def verdict_of(event: Any) -> Judgement:
+    """A diagnosis event's judgement, which its source made (fails where it has none)."""
+    from gpudash.diagnosis.judge import judgement_of
+
+    found = judgement_of(event)
+    assert found is not None, f"no judgement on {event!r}"
+    return found
+
+
+def replayed_event(row: dict[str, str]) -> Any:
+    """An event row of a recording (``csv.DictReader``'s) read back as a replay reads it."""
+    from gpudash.recording.csvformat import RowParser
+
+    (event,) = RowParser(list(row)).messages(list(row.values()))
+    return event
+
+
+def script_verdict(evidence: Any) -> Any:
+    """The verdict on a user's job's ``evidence`` (in a script's words), as its session's judge makes it."""
+    from gpudash.diagnosis.judge import Findings, judge
+
+    return judge(Findings(evidence, script=True)).verdict

@@ -58,6 +58,7 @@ def test_csv_columns_derive_from_the_metric_catalog_and_keep_the_0_1_order() -> 
         *("own_ms", "comm_ms"),  # ... and its own work and collectives' time, after those
         *("mem_params_mib", "mem_grads_mib", "mem_optimizer_mib", "mem_activations_mib"),  # a job's memory, last
         *("mem_peak_mib", "mem_rss_mib"),
+        "event_data",  # an event's details and typed data (JSON), last
     ]  # after 0.1, at the end
     later = (Origin.RANKS, Origin.ALLOCATOR, Origin.GPM, Origin.MODEL, Origin.TRAINING, Origin.MEMORY)
     before_ranks = [m.csv_column for m in METRICS if m.origin not in later]

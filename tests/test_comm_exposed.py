@@ -5,6 +5,7 @@ what the job's DistributedDataParallel (or FSDP2) does not already do."""
 
 from __future__ import annotations
 
+import json
 import random
 from dataclasses import replace
 from typing import Any
@@ -17,7 +18,7 @@ from gpudash.diagnosis.rules import diagnose
 from gpudash.diagnosis.verdict import Bound
 from gpudash.engine.collectives import collective_kind
 from gpudash.engine.trace_figures import STEP_MARKER, figures, with_trace
-from gpudash.job.diagnosis import job_verdict
+from tests.helpers import script_verdict
 
 ALL_REDUCE = "ncclDevKernel_AllReduce_Sum_f32_RING_LL"
 ALL_GATHER = "ncclKernel_AllGather_RING_LL_Sum_int8_t"
@@ -168,11 +169,11 @@ def test_a_host_that_runs_ahead_of_a_full_queue_does_not_count_as_a_part() -> No
 
 def test_gradient_as_bucket_view_is_advised_only_where_the_job_does_not_set_it() -> None:
     fig = figures(issue_63_trace(), 2, 137.2)
-    on = job_verdict(with_trace(ddp_job_evidence(settings=DDP_ON), fig))
+    on = script_verdict(with_trace(ddp_job_evidence(settings=DDP_ON), fig))
     assert on.bound == Bound.COMM
     assert "gradient_as_bucket_view=True" not in on.advice
     assert "bucket_cap_mb=100 (now 25)" in on.advice  # the default 25 MB buckets: larger ones are advised
-    off = job_verdict(with_trace(ddp_job_evidence(settings=DDP_ON.replace("view=True", "view=False")), fig))
+    off = script_verdict(with_trace(ddp_job_evidence(settings=DDP_ON.replace("view=True", "view=False")), fig))
     assert "gradient_as_bucket_view=True" in off.advice
     evidence = with_trace(ddp_job_evidence(settings=DDP_ON), fig)
     _, lines = answer(evidence, on, script=True)
@@ -184,7 +185,7 @@ def test_the_advice_follows_what_the_jobs_model_already_does() -> None:
     fig = figures(issue_63_trace(), 2, 137.2)
 
     def advice(settings: str | None) -> str:
-        return job_verdict(with_trace(ddp_job_evidence(settings=settings), fig)).advice
+        return script_verdict(with_trace(ddp_job_evidence(settings=settings), fig)).advice
 
     done = advice("ddp_bucket_cap_mb=100.0,ddp_gradient_as_bucket_view=True,ddp_find_unused_parameters=False")
     assert "bucket_cap_mb" not in done and "gradient_as_bucket_view=True" not in done
@@ -209,7 +210,7 @@ def test_the_advice_follows_what_the_jobs_model_already_does() -> None:
 
 def test_the_kinds_come_back_from_a_recordings_details_and_a_hostile_one_is_ignored() -> None:
     evidence = with_trace(ddp_job_evidence(), figures(issue_63_trace(), 2, 137.2))
-    again = Evidence.from_details(evidence.details())
+    again = Evidence.from_dict(json.loads(json.dumps(evidence.as_dict())))
     assert diagnose(again).line() == diagnose(evidence).line()
     hostile = Evidence(**{**again.__dict__, "comm_exposed_kinds": "all-reduce=nan,\x1b[31mx=3,all-gather=1e999"})
     assert comm_kinds(hostile) == {}

@@ -12,11 +12,12 @@ import pytest
 from gpudash.core.compile_intake import CompileIntake
 from gpudash.core.compile_table import CompileTable
 from gpudash.core.gpu_messages import GpuSample
-from gpudash.diagnosis.compile_bound import compile_bound, json_verdict, limit_note
+from gpudash.diagnosis.compile_bound import compile_bound, limit_note
 from gpudash.diagnosis.evidence import Evidence
-from gpudash.diagnosis.telemetry import with_gpu_telemetry
+from gpudash.diagnosis.judge import judged
 from gpudash.diagnosis.verdict import Bound
 from gpudash.job.diagnosis import VerdictContext, verdict_event
+from tests.helpers import verdict_of
 
 TRAIN = "/home/me/train.py"
 
@@ -66,15 +67,17 @@ def test_the_recompile_limit_is_said_beside_the_verdict() -> None:
     assert limit_note(_table([10, 20])) == ""
 
 
-def test_nvmls_second_look_keeps_the_compile_verdict_and_json_says_both() -> None:
+def test_the_judge_with_nvml_keeps_the_compile_verdict_and_json_says_both() -> None:
     evidence = Evidence(steps=20, step_ms=30.0, input_ms=0.0, gpu_busy_pct=40.0)
     known = VerdictContext(compiles=_table([10, 20, 30, 40, 50, 60, 70, 80]), training_s=8.0, steps=80)
     event = verdict_event(12.0, evidence, None, known, {"workload": "job:train.py", "batch_size": "64"})
-    assert event.message.startswith("compile-bound: 8 recompiles during training")
-    judged = with_gpu_telemetry(event, GpuSample(time_s=1.0, mem_bw_util_pct=20.0, sm_active_pct=30.0))
-    assert judged.message == event.message and judged.details["steady"] != ""
-    said = json_verdict({"bound": "host/launch-bound", "why": "…", "advice": "…"}, judged.details)
+    bare = judged(event, None)
+    assert bare.message.startswith("compile-bound: 8 recompiles during training")
+    with_gpu = judged(event, GpuSample(time_s=1.0, mem_bw_util_pct=20.0, sm_active_pct=30.0))
+    assert with_gpu.message == bare.message and verdict_of(with_gpu).verdict.bound != Bound.COMPILE
+    said, _ = verdict_of(with_gpu).answer()
     assert said["bound"] == "compile-bound" and str(said["why"]).startswith("8 recompiles")
+    assert said["steady"] == verdict_of(with_gpu).verdict.line()
     assert said["compile"] == {
         "compile_recompiles": "8",
         "compile_lost_s": "4.000",

@@ -9,6 +9,7 @@ boundary with what an H200 pair answered: ``docs/bench/h200x2-issue74b``). The r
 from __future__ import annotations
 
 import dataclasses
+import json
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -19,15 +20,16 @@ import pytest
 
 from gpudash.diagnosis.checks import LOADER, ONE_RANK, Check, loader_settings
 from gpudash.diagnosis.evidence import Evidence
-from gpudash.diagnosis.remedies import answer, checked_line, remedies
+from gpudash.diagnosis.judge import Findings, judge
+from gpudash.diagnosis.remedies import remedies
 from gpudash.diagnosis.rules import diagnose
 from gpudash.diagnosis.verdict import Bound
 from gpudash.engine.trace_figures import figures, with_trace
 from gpudash.host.links import link_between
 from gpudash.job.command import one_rank_command
-from gpudash.job.diagnosis import job_verdict
 from gpudash.job.traces import TraceRead
 from gpudash.stats.comparison import Comparison, Verdict
+from tests.helpers import script_verdict
 from tests.test_comm_exposed import ddp_job_evidence, issue_63_trace
 
 PY = sys.executable
@@ -159,7 +161,7 @@ def test_the_dataloader_settings_raced_are_those_the_input_remedy_names_and_the_
     full = "cheaper samples, not more DataLoader workers (7 and the loop have its 8 CPUs), pin_memory=True"
     assert loader_settings(full, INPUT_BOUND, cpus=8) == [("pin_memory", "True")]  # never what it rules out
     # the CPUs as a diagnosis event's details give them back: a whole number of workers
-    again = Evidence.from_details(with_four.details())
+    again = Evidence.from_dict(json.loads(json.dumps(with_four.as_dict())))
     assert again.cpus == 8
     assert loader_settings(advice, again, cpus=again.cpus) == [("num_workers", "8"), ("persistent_workers", "True")]
 
@@ -174,11 +176,11 @@ def test_an_input_remedy_whose_raced_settings_lost_says_no_dataloader_setting_he
     assert advice.startswith("no DataLoader setting helps (num_workers=2, pin_memory=True: none faster, raced)")
     assert "making or their hand-over: cheaper samples" in advice and "bytes" not in advice  # small batches
     # the verdict's own line no longer advises what the race refuted
-    diagnosis = diagnose(INPUT_BOUND)
-    document, _ = answer(INPUT_BOUND, diagnosis, script=True, checks=lost)
-    line = checked_line(diagnosis.line(), diagnosis, document)
-    assert line.startswith(f"{diagnosis.bound}: {diagnosis.why} — no DataLoader setting helps"), line
-    assert document["advice"] == advice and checked_line(diagnosis.line(), diagnosis, {}) == diagnosis.line()
+    judged = judge(Findings(INPUT_BOUND, script=True))
+    document, _ = judged.answer(lost)
+    line = judged.checked_line(document)
+    assert line.startswith(f"{judged.verdict.bound}: {judged.verdict.why} — no DataLoader setting helps"), line
+    assert document["advice"] == advice and judged.checked_line(judged.answer()[0]) == judged.line()
     handed = replace(INPUT_BOUND, input_batch_bytes=77e6)  # large batches: their hand-over, fewer bytes
     said = next(r.advice for r in remedies(handed, Bound.INPUT, script=True, checks=lost) if r.limit == "input")
     assert "hand-over of 77 MB (shared memory, the pin-memory thread, the copy to the GPU)" in said
@@ -196,8 +198,8 @@ def test_a_verdict_read_back_from_its_event_says_the_same_words() -> None:
     full = Evidence(
         30, 4.2, input_ms=1.4, cpus=2, input_workers=2, job_settings="num_workers=2,persistent_workers=False"
     )
-    again = Evidence.from_details(full.details())
-    assert job_verdict(again).advice == job_verdict(full).advice and "its 2 CPUs" in job_verdict(full).advice
+    again = Evidence.from_dict(json.loads(json.dumps(full.as_dict())))
+    assert script_verdict(again).advice == script_verdict(full).advice and "its 2 CPUs" in script_verdict(full).advice
     assert all(type(getattr(again, name)) is int for name in ("steps", "cpus", "input_workers"))
 
 
@@ -270,25 +272,24 @@ def test_a_bus_bandwidth_is_said_as_a_share_of_the_links_peak() -> None:
     assert "180 GB/s of bus bandwidth (38% of NVLink's 478 GB/s)" in diagnose(e).why
 
 
-def test_a_diagnosis_judged_with_the_machines_link_keeps_it_through_the_events_text_and_its_remedies() -> None:
-    """The parent judges a diagnosis again with NVML's tick and the link its sampler read; the
-    event's text details hold the link's words, which every later reader (its remedies, a replay)
-    reads back. (On the GPU this raised: the link's words were read as a number.)"""
+def test_a_diagnosis_judged_with_the_machines_link_keeps_it_through_a_recording_and_its_remedies() -> None:
+    """The source judges a diagnosis with NVML's tick and the link its sampler read; the judgement
+    holds the link's words, which a recording keeps whole and a replay reads back. (On the GPU this
+    once raised: the link's words were read as a number.)"""
     from gpudash.core.gpu_messages import GpuInfo
     from gpudash.core.protocol import Event, EventKind, GpuSample
-    from gpudash.diagnosis.remedies import with_remedies
     from gpudash.diagnosis.telemetry import RecentTicks
+    from gpudash.recording.csvformat import event_row, header
+    from tests.helpers import replayed_event, verdict_of
 
     e = Evidence(**{**COMM_BOUND.__dict__, "comm_busbw_gbps": 232.0})
-    event = Event(1.0, EventKind.MEASURED, "diagnosis", diagnose(e).line(), details=e.details())
-    ticks = RecentTicks()
-    ticks.add(GpuSample(time_s=0.5, mem_bw_util_pct=20.0, throttle=""))
-    ticks.machine = GpuInfo(available=True, link="NVLink (18 links × 26.6 GB/s) 478 GB/s", link_gbps=478.116)
-    judged = with_remedies(ticks.judge(event))
-    again = Evidence.from_details(judged.details)
-    assert (again.comm_link, again.comm_link_gbps) == ("NVLink (18 links × 26.6 GB/s) 478 GB/s", 478.1)
-    assert "232 GB/s of bus bandwidth (49% of NVLink's 478 GB/s)" in judged.message
-    assert "communication" in judged.after  # its remedies, read from the same details
+    event = Event(1.0, EventKind.MEASURED, "diagnosis", data=Findings(e))
+    link = GpuInfo(available=True, link="NVLink (18 links × 26.6 GB/s) 478 GB/s", link_gbps=478.116)
+    (_, judged) = RecentTicks().through([GpuSample(time_s=0.5, mem_bw_util_pct=20.0, throttle=""), event], link)
+    assert isinstance(judged, Event) and "232 GB/s of bus bandwidth (49% of NVLink's 478 GB/s)" in judged.message
+    again = verdict_of(replayed_event(dict(zip(header(), event_row(judged), strict=True))))
+    assert (again.evidence.comm_link, again.evidence.comm_link_gbps) == (link.link, 478.116)
+    assert again == verdict_of(judged) and any("communication" in r.limit for r in again.remedies)
 
 
 def test_a_windows_bus_bandwidth_is_weighed_against_the_link_on_its_line_as_the_diagnosis_does() -> None:

@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 
 from gpudash.core.protocol import Diagnose, Event, EventKind
-from gpudash.diagnosis import remedies
 from gpudash.diagnosis.evidence import Evidence
+from gpudash.diagnosis.judge import Findings, judged
 from gpudash.diagnosis.rules import INPUT_SHARE, MANY_SYNCS, diagnose
 from gpudash.diagnosis.verdict import Bound
 from gpudash.engine.loop import StepLoop
-from tests.helpers import needs_two_cpus
+from tests.helpers import needs_two_cpus, replayed_event, verdict_of
 from tests.test_record import gpudash
 from workloads.base import WorkloadOptions
 from workloads.factory import build
@@ -63,7 +63,7 @@ def test_each_rule_names_the_known_bottleneck_with_its_evidence_and_advice(case:
     assert advice in verdict.advice
     if bound == Bound.HOST:  # "the CPU needs 4.9 ms to enqueue a step whose kernels run 2.7 ms"
         assert "4.9 ms" in line and "2.7 ms" in line
-    assert Evidence.from_details(evidence.details()) == evidence  # the event's details read back
+    assert Evidence.from_dict(json.loads(json.dumps(evidence.as_dict()))) == evidence  # a recording's JSON read back
     assert json.loads(json.dumps(verdict.as_dict(evidence)))["bound"] == str(bound)
 
 
@@ -96,7 +96,7 @@ def _diagnosed(name: str, variant: str, **options: object) -> Event:
     assert not errors, errors[0].message
     (event,) = [m for m in got if isinstance(m, Event) and m.what == "diagnosis"]
     assert event.kind == EventKind.MEASURED and loop.steps_done == 20  # its 12 steps among them, trained apart
-    return event
+    return judged(event, None)  # as its source judges it (no NVML on the CPU)
 
 
 SLOW_LOADER = """
@@ -127,16 +127,16 @@ def test_a_loader_slower_than_the_step_is_diagnosed_input_bound_on_the_cpu(tmp_p
     one linear layer: nearly all of a step is the wait for the batch."""
     (tmp_path / "slow.py").write_text(SLOW_LOADER)
     event = _diagnosed(f"{tmp_path / 'slow.py'}:workload", "serial", batch_size=8)
-    assert event.details["bound"] == str(Bound.INPUT), event.message
-    evidence = Evidence.from_details(event.details)
+    assert verdict_of(event).head.bound == Bound.INPUT, event.message
+    evidence = verdict_of(event).evidence
     assert evidence.input_share >= INPUT_SHARE and evidence.syncs_per_step is None  # not countable on the CPU
     assert "waits for the next batch" in event.message
 
 
 def test_a_step_with_its_batches_ready_is_cpu_bound_on_the_cpu() -> None:
     event = _diagnosed("encdec", "serial")
-    assert event.details["bound"] == str(Bound.CPU), event.message
-    assert Evidence.from_details(event.details).input_share < 0.3
+    assert verdict_of(event).head.bound == Bound.CPU, event.message
+    assert verdict_of(event).evidence.input_share < 0.3
 
 
 @pytest.mark.slow
@@ -174,7 +174,7 @@ def test_record_diagnose_adds_the_verdict_as_an_event_row_and_a_line(tmp_path: P
     with open(tmp_path / "out.csv", newline="") as f:
         rows = [row for row in csv.DictReader(f) if row["event_what"] == "diagnosis"]
     assert len(rows) == 1 and rows[0]["event_kind"] == "measured" and rows[0]["event_message"].startswith("input-bound")
-    kept = remedies.read(rows[0]["event_after"])  # what fixing it is worth, for a replay
+    kept = verdict_of(replayed_event(rows[0])).remedies  # what fixing it is worth, for a replay
     assert kept and kept[0].limit == "input" and kept[0].up_to > 1.05
 
 
@@ -194,20 +194,16 @@ def test_bad_diagnosis_input_is_one_line_and_exit_2(tmp_path: Path, args: str, s
 
 
 def test_nvml_figures_from_the_parent_tell_memory_from_compute_and_name_throttling() -> None:
-    """The workload process has no NVML: the parent judges a diagnosis event again with the GPU's
+    """The workload process has no NVML: the parent judges a window's findings with the GPU's
     memory-bandwidth share and throttle reasons from before the window."""
     from gpudash.core.protocol import GpuSample
-    from gpudash.diagnosis.telemetry import with_gpu_telemetry
 
     evidence = Evidence(30, step_ms=9.0, input_ms=0.05, syncs_per_step=0, gpu_busy_pct=98.0)
-    verdict = diagnose(evidence)
-    event = Event(
-        time_s=1.0, kind=EventKind.MEASURED, what="diagnosis", message=verdict.line(), details=evidence.details()
-    )
-    assert with_gpu_telemetry(event, None) is event
-    memory = with_gpu_telemetry(event, GpuSample(time_s=0.5, mem_bw_util_pct=80.0, throttle=""))
-    assert memory.message.startswith("GPU-bound (memory): ") and memory.details["bound"] == "GPU-bound (memory)"
-    hot = with_gpu_telemetry(event, GpuSample(time_s=0.5, mem_bw_util_pct=20.0, throttle="sw_power_cap"))
+    event = Event(time_s=1.0, kind=EventKind.MEASURED, what="diagnosis", data=Findings(evidence))
+    assert verdict_of(judged(event, None)).verdict == diagnose(evidence)  # no tick: the window's own figures
+    memory = judged(event, GpuSample(time_s=0.5, mem_bw_util_pct=80.0, throttle=""))
+    assert memory.message.startswith("GPU-bound (memory): ") and verdict_of(memory).head.bound == Bound.GPU_MEMORY
+    hot = judged(event, GpuSample(time_s=0.5, mem_bw_util_pct=20.0, throttle="sw_power_cap"))
     assert hot.message.startswith("GPU-bound (compute): ") and "throttled (sw_power_cap)" in hot.message
 
 
@@ -235,7 +231,7 @@ def test_gpm_tells_busy_sms_from_a_kernel_running(case: str) -> None:
     verdict = diagnose(evidence)
     assert verdict.bound == bound
     assert "(GPM)" in verdict.why and "no GPM" not in verdict.why
-    assert Evidence.from_details(evidence.details()) == evidence
+    assert Evidence.from_dict(json.loads(json.dumps(evidence.as_dict()))) == evidence
     if bound == Bound.SMALL_KERNELS:
         assert "kernels too small to fill the GPU" in verdict.why and "bigger batch" in verdict.advice
 
@@ -252,7 +248,7 @@ def test_a_bf16_step_whose_tensor_cores_idle_says_so_and_an_fp32_one_does_not() 
     assert "multiples of 8" in verdict.advice
     fp32 = diagnose(dataclasses.replace(idle, dtype="fp32"))
     assert "idle" not in fp32.why and "tensor cores 2%" in fp32.why
-    assert Evidence.from_details(idle.details()) == idle  # the dtype reads back as text
+    assert Evidence.from_dict(json.loads(json.dumps(idle.as_dict()))) == idle  # the dtype reads back
 
 
 def test_the_sm_threshold_decides_at_its_edge() -> None:
@@ -265,53 +261,48 @@ def test_the_sm_threshold_decides_at_its_edge() -> None:
 
 def test_the_parent_adds_gpm_figures_to_a_diagnosis_from_before_the_window() -> None:
     from gpudash.core.protocol import GpuSample
-    from gpudash.diagnosis.telemetry import with_gpu_telemetry
 
     evidence = Evidence(30, step_ms=9.0, input_ms=0.05, syncs_per_step=0, gpu_busy_pct=98.0)
-    event = Event(
-        1.0, EventKind.MEASURED, what="diagnosis", message=diagnose(evidence).line(), details=evidence.details()
-    )
-    idle_sms = with_gpu_telemetry(event, GpuSample(time_s=0.5, sm_active_pct=3.0, tensor_active_pct=0.0))
-    assert idle_sms.details["bound"] == str(Bound.SMALL_KERNELS) and idle_sms.details["diag_sm_active_pct"] == "3"
-    dram = with_gpu_telemetry(event, GpuSample(time_s=0.5, sm_active_pct=90.0, dram_active_pct=85.0))
+    event = Event(1.0, EventKind.MEASURED, what="diagnosis", data=Findings(evidence))
+    idle_sms = verdict_of(judged(event, GpuSample(time_s=0.5, sm_active_pct=3.0, tensor_active_pct=0.0)))
+    assert idle_sms.head.bound == Bound.SMALL_KERNELS and idle_sms.evidence.sm_active_pct == 3.0
+    dram = judged(event, GpuSample(time_s=0.5, sm_active_pct=90.0, dram_active_pct=85.0))
     assert dram.message.startswith("GPU-bound (memory): ") and "DRAM bandwidth 85% busy" in dram.message
 
 
-def test_the_dashboard_judges_a_diagnosis_by_the_ticks_from_before_its_window() -> None:
+def test_a_source_judges_a_diagnosis_by_the_ticks_from_before_its_window() -> None:
     """The window's own seconds end with the profiler stopped and its trace read: the GPU idles, and
-    a tick from then would call a GPU-bound step "busy, SMs idle". The dashboard takes the newest
-    tick from before the window began (the event's ``diag_window_start_s``)."""
+    a tick from then would call a GPU-bound step "busy, SMs idle". The source takes the newest
+    tick from before the window began (``Findings.window_start_s``), and judges once: the
+    dashboard shows the judgement as it came."""
     from gpudash.core.protocol import GpuSample
-    from gpudash.diagnosis.evidence import WINDOW_START
+    from gpudash.diagnosis.telemetry import RecentTicks
     from gpudash.tui.state import DashState
 
     evidence = Evidence(30, step_ms=9.0, input_ms=0.05, syncs_per_step=0, gpu_busy_pct=98.0)
-    details = {**evidence.details(), WINDOW_START: "10.000"}
-    event = Event(14.0, EventKind.MEASURED, what="diagnosis", message=diagnose(evidence).line(), details=details)
+    event = Event(14.0, EventKind.MEASURED, what="diagnosis", data=Findings(evidence, window_start_s=10.0))
+    ticks = [GpuSample(time_s=0.5 * i, sm_active_pct=90.0 if i <= 20 else 0.5, dram_active_pct=20.0) for i in range(28)]
+    source = RecentTicks()
+    *_, taken = source.through([*ticks, event], None)  # 0.5 s ticks: busy SMs until the window, idle after
+    assert isinstance(taken, Event) and verdict_of(taken).head.bound == Bound.GPU_COMPUTE
+    assert verdict_of(taken).evidence.sm_active_pct == 90.0
     state = DashState()
-    for i in range(28):  # 0.5 s ticks: busy SMs until the window, idle ones after it began
-        t = 0.5 * i
-        state.ingest(GpuSample(time_s=t, sm_active_pct=90.0 if t <= 10.0 else 0.5, dram_active_pct=20.0))
-    state.ingest(event)
-    assert state.last_diagnosis is not None
-    assert state.last_diagnosis.details["bound"] == str(Bound.GPU_COMPUTE)
-    assert state.last_diagnosis.details["diag_sm_active_pct"] == "90"
-    old = Event(14.0, EventKind.MEASURED, what="diagnosis", message="", details=evidence.details())
-    state.ingest(old)  # a recording from before the detail: the newest tick, as before
-    assert state.last_diagnosis.details["bound"] == str(Bound.SMALL_KERNELS)
+    state.ingest(taken)
+    assert state.last_diagnosis is taken  # the dashboard judges nothing again
+    unknown = Event(14.0, EventKind.MEASURED, what="diagnosis", data=Findings(evidence))
+    (late,) = source.through([unknown], None)  # when its window began is not known: the newest tick
+    assert isinstance(late, Event) and verdict_of(late).head.bound == Bound.SMALL_KERNELS
 
 
-def test_a_jobs_diagnosis_judged_again_keeps_the_words_of_a_script() -> None:
-    """The parent's second look (GPM, NVML) at a user's job's diagnosis gives advice a script can
+def test_a_jobs_diagnosis_judged_with_gpm_keeps_the_words_of_a_script() -> None:
+    """The judge's look with GPM and NVML at a user's job's window gives advice a script can
     follow, not gpudash's knob names, which a job does not have."""
     from gpudash.core.protocol import GpuSample
     from gpudash.diagnosis.advice import SCRIPT_ADVICE
-    from gpudash.diagnosis.telemetry import with_gpu_telemetry
 
     evidence = Evidence(30, step_ms=9.0, input_ms=0.05, syncs_per_step=0, gpu_busy_pct=98.0)
-    for workload, words in (("job:train.py", "a larger batch, CUDA graphs"), ("encdec", "bigger batch, cuda_graph")):
-        details = {**evidence.details(), "workload": workload}
-        event = Event(1.0, EventKind.MEASURED, what="diagnosis", message=diagnose(evidence).line(), details=details)
-        judged = with_gpu_telemetry(event, GpuSample(time_s=0.5, sm_active_pct=3.0))
-        assert judged.details["bound"] == str(Bound.SMALL_KERNELS) and words in judged.message
+    for script, words in ((True, "a larger batch, CUDA graphs"), (False, "bigger batch, cuda_graph")):
+        event = Event(1.0, EventKind.MEASURED, what="diagnosis", data=Findings(evidence, script=script))
+        got = judged(event, GpuSample(time_s=0.5, sm_active_pct=3.0))
+        assert verdict_of(got).head.bound == Bound.SMALL_KERNELS and words in got.message
     assert set(SCRIPT_ADVICE) >= set(Bound)  # every verdict has a script's words

@@ -47,6 +47,7 @@ def per_gpu_header(gpus: tuple[int, ...]) -> list[str]:
         *csvformat.TRAINING_COLUMNS,
         *csvformat.WORLD_COLUMNS,
         *csvformat.MEMORY_COLUMNS,
+        csvformat.EVENT_DATA_COLUMN,
     ]
 
 

@@ -7,12 +7,14 @@ whose steps ran 1.49× slower, and 25 ms of them were a sleep no CUDA graph shor
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from typing import Any
 
 from gpudash.core.protocol import RunConfig
 from gpudash.diagnosis.advice import for_the_job
 from gpudash.diagnosis.evidence import Evidence
+from gpudash.diagnosis.judge import judged
 from gpudash.diagnosis.remedies import remedies
 from gpudash.diagnosis.rules import diagnose
 from gpudash.diagnosis.verdict import OUTSIDE_TORCH, Bound
@@ -20,7 +22,7 @@ from gpudash.engine.host_gaps import host_gaps_ms_per_step
 from gpudash.engine.trace_figures import figures, with_trace
 from gpudash.job.diagnosis import VerdictContext, verdict_event
 from gpudash.job.run import diagnosis_head
-from tests.helpers import measured_evidence
+from tests.helpers import measured_evidence, verdict_of
 
 
 def _op(cat: str, start_ms: float, end_ms: float, tid: int = 1) -> dict[str, Any]:
@@ -72,7 +74,9 @@ def test_a_windows_figures_and_the_evidence_carry_the_time_outside_torch_on_the_
     assert fig.has_gpu and abs(fig.host_gaps_ms_per_step - 25.0) < 1e-6  # type: ignore[operator]
     e = with_trace(Evidence(steps=30, step_ms=60.0, input_ms=0.0), fig)
     assert e.host_gaps_ms == fig.host_gaps_ms_per_step
-    assert Evidence.from_details(e.details()).host_gaps_ms == e.host_gaps_ms  # a replay reads it back
+    assert (
+        Evidence.from_dict(json.loads(json.dumps(e.as_dict()))).host_gaps_ms == e.host_gaps_ms
+    )  # a replay reads it back
     cpu = figures(_sleepy_steps(3, 25.0), 3, 195.0)  # no device activity: the host's figure all the same
     assert not cpu.has_gpu and abs(cpu.host_gaps_ms_per_step - 25.0) < 1e-6  # type: ignore[operator]
 
@@ -95,7 +99,7 @@ def test_rank_0_sleeping_has_its_host_time_scaled_and_its_time_outside_torch_sai
     assert "; 25.2 ms of it is outside torch, in stretches of 1 ms or more" in verdict.why  # its batch wait left out
     (host,) = [r for r in remedies(e, verdict.bound, script=True) if r.limit == "host"]
     assert host.advice.startswith("launch less from Python")
-    assert Evidence.from_details(e.details()) == e  # the figures a replay's verdict rests on
+    assert Evidence.from_dict(json.loads(json.dumps(e.as_dict()))) == e  # the figures a replay's verdict rests on
     slept = _rank_0_late(host_gaps_ms=35.0)  # 34.9 of 58.7 ms: the sleep is the fix, before CUDA graphs
     (first,) = [r for r in remedies(slept, diagnose(slept).bound, script=True) if r.limit == "host"]
     assert (
@@ -137,12 +141,13 @@ def test_diagnose_json_carries_the_ranks_straggler_line_beside_the_verdict() -> 
     line ends the verdict's text and is ``straggler`` in its details (``--json``'s key)."""
     line = "straggler: rank 0 — its own work 54.5 ms a step against 34 ms for the others (1.6×)"
     known = VerdictContext(straggler=line, straggler_rank=0)
-    event = verdict_event(30.0, _rank_0_late(), None, known, {"workload": "job:t.py"})
+    event = judged(verdict_event(30.0, _rank_0_late(), None, known, {"workload": "job:t.py"}), None)
     assert event.details["straggler"] == line and event.message.endswith(f"({line})")
-    head = diagnosis_head(event, RunConfig(job=("torchrun", "t.py")))
+    head = diagnosis_head(event, RunConfig(job=("torchrun", "t.py")), verdict_of(event))
     assert head["straggler"] == line and head["straggler_rank"] == 0 and head["command"] == ["torchrun", "t.py"]
     even = VerdictContext(straggler="no straggler (ranks' own work within 3%)")
-    none = diagnosis_head(verdict_event(30.0, _rank_0_late(), None, even, {}), RunConfig())
+    evenly = judged(verdict_event(30.0, _rank_0_late(), None, even, {}), None)
+    none = diagnosis_head(evenly, RunConfig(), verdict_of(evenly))
     assert none["straggler_rank"] is None  # a line, and no rank named
-    alone = verdict_event(30.0, _rank_0_late(), None, VerdictContext(), {"workload": "job:t.py"})
-    assert "straggler" not in alone.details and "straggler" not in diagnosis_head(alone, RunConfig())
+    alone = judged(verdict_event(30.0, _rank_0_late(), None, VerdictContext(), {"workload": "job:t.py"}), None)
+    assert "straggler" not in alone.details and "straggler" not in diagnosis_head(alone, RunConfig(), verdict_of(alone))

@@ -60,5 +60,6 @@ def test_a_new_recordings_columns_keep_the_old_ones_in_their_places() -> None:
         *("gpu1_sm_active_pct", "gpu1_tensor_active_pct", "gpu1_dram_active_pct"),
         *csvformat.TRAINING_COLUMNS,  # a job's training seconds
         *csvformat.WORLD_COLUMNS,  # a rank row's own
-        *csvformat.MEMORY_COLUMNS,  # a job's memory by kind, last
+        *csvformat.MEMORY_COLUMNS,  # a job's memory by kind
+        csvformat.EVENT_DATA_COLUMN,  # an event's details and typed data, last
     ]

@@ -269,7 +269,7 @@ def test_the_sync_bound_verdict_names_the_top_lines_and_its_evidence_carries_the
         "their_loss.py:24 (1/step, from train.py:80)" in verdict.why
         and "train.py:88 (1/step, in backward)" in verdict.why
     )
-    again = Evidence.from_details(evidence.details())
+    again = Evidence.from_dict(json.loads(json.dumps(evidence.as_dict())))
     assert again.sync_sites == evidence.sync_sites
     sites = verdict.as_dict(evidence)["evidence"]["sync_sites"]  # type: ignore[index]
     assert sites["total"] == 6 and sites["sites"][0]["site"]["file"] == LOSS
@@ -374,10 +374,11 @@ def test_tune_md_lists_the_sync_table_its_diagnosis_counted() -> None:
     from types import SimpleNamespace
 
     from gpudash.core.protocol import Event, EventKind
+    from gpudash.diagnosis.judge import Findings, judged
     from gpudash.tune.report import sync_lines
 
     evidence = Evidence(steps=3, step_ms=4.0, input_ms=0.0, syncs_per_step=2.0, sync_sites=_table())
-    before = Event(1.0, EventKind.MEASURED, "diagnosis", details=evidence.details())
+    before = judged(Event(1.0, EventKind.MEASURED, "diagnosis", data=Findings(evidence)), None)
     lines = sync_lines(SimpleNamespace(before=before, after=None))  # type: ignore[arg-type]
     assert lines[0] == "### Host-device syncs by line"
     assert "**the plain run**: 2 waits a step over 3 steps" in lines

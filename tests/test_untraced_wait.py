@@ -13,6 +13,7 @@ import pytest
 
 from gpudash.diagnosis.checks import ONE_RANK, Check
 from gpudash.diagnosis.evidence import Evidence
+from gpudash.diagnosis.judge import Findings, judged
 from gpudash.diagnosis.parts import Parts
 from gpudash.diagnosis.remedies import remedies
 from gpudash.diagnosis.rules import diagnose
@@ -20,11 +21,11 @@ from gpudash.diagnosis.verdict import OUTSIDE_TORCH, Bound
 from gpudash.engine.comm_split import RankComm
 from gpudash.engine.trace_figures import with_comm
 from gpudash.engine.trace_read import read_bounded
-from gpudash.job.diagnosis import JobDiagnosis, VerdictContext, job_verdict, verdict_event
+from gpudash.job.diagnosis import JobDiagnosis, VerdictContext, verdict_event
 from gpudash.job.steps import StepRecord
 from gpudash.ranks.own_work import RankWork, judge
 from gpudash.stats.comparison import Comparison, Verdict
-from tests.helpers import measured_evidence
+from tests.helpers import measured_evidence, script_verdict, verdict_of
 
 SETTINGS = "num_workers=0,pin_memory=False,site=/t/train.py:15,ddp_bucket_cap_mb=25,ddp_gradient_as_bucket_view=False"
 
@@ -123,13 +124,14 @@ def test_a_gpu_job_without_its_window_has_no_collectives_part_from_nccls_overlap
 
 def test_the_verdict_event_carries_the_untraced_wait_and_reads_back() -> None:
     known = VerdictContext(straggler="straggler: rank 2 — …", straggler_rank=2, straggler_wait_ms=20.3)
-    event = verdict_event(30.0, _cpu(), None, known, {"workload": "job:train.py"})
-    assert event.details["bound"] == str(Bound.WAIT)
-    evidence = Evidence.from_details(event.details)
+    event = judged(verdict_event(30.0, _cpu(), None, known, {"workload": "job:train.py"}), None)
+    assert verdict_of(event).head.bound == Bound.WAIT
+    evidence = verdict_of(event).evidence
     assert evidence.straggler_rank == 2 and evidence.straggler_wait_ms == pytest.approx(20.3)
     assert evidence.waited_rank == 2
     named_only = verdict_event(30.0, _cpu(), None, VerdictContext(straggler_rank=2), {})
-    assert "diag_straggler_rank" not in named_only.details  # no wait measured: nothing said of it
+    assert isinstance(named_only.data, Findings)
+    assert named_only.data.evidence.straggler_rank is None  # no wait measured: nothing said of it
 
 
 def test_a_jobs_diagnosis_takes_its_profiler_window_on_the_cpu_too() -> None:
@@ -207,7 +209,7 @@ def test_a_gpu_job_without_its_window_is_told_what_was_measured_not_to_move_to_a
     """A GPU job that ended before its diagnosis window (its syncs counted: CUDA): not "CPU-bound —
     move the model to a GPU", but its untraced figures and that only a window tells the rest."""
     ended = Evidence(steps=400, step_ms=40.0, input_ms=1.0, syncs_per_step=0.0)
-    verdict = job_verdict(ended)
+    verdict = script_verdict(ended)
     assert verdict.bound == Bound.UNTOLD, verdict.line()
     assert verdict.why == (
         "40 ms a step (2% of it waiting for input, 0 syncs a step); whether the GPU or the host bounds it, "
@@ -215,5 +217,5 @@ def test_a_gpu_job_without_its_window_is_told_what_was_measured_not_to_move_to_a
     )
     assert verdict.advice.startswith("diagnose it with more steps")
     late = replace(ended, comm_longest_ms=30.0, straggler_rank=1, straggler_wait_ms=25.0)  # its ranks' own work
-    assert job_verdict(late).bound == Bound.WAIT  # ... tells the wait without a window
+    assert script_verdict(late).bound == Bound.WAIT  # ... tells the wait without a window
     assert diagnose(replace(ended, syncs_per_step=None)).bound == Bound.CPU  # no sync counted: the CPU

@@ -90,7 +90,7 @@ def test_a_rank_row_reads_back_as_the_rank_sample_written() -> None:
     r = dataclasses.replace(r, own_ms=19.25, comm_ms=2.5)
     parsed = RowParser(header()).messages(rank_row(r))
     assert parsed == [r]
-    own_work_at = len(header()) - len(MEMORY_COLUMNS)  # then a job's memory, last
+    own_work_at = len(header()) - len(MEMORY_COLUMNS) - 1  # then a job's memory, and an event's data last
     assert header()[own_work_at - 2 : own_work_at] == OWN_WORK_COLUMNS == ["own_ms", "comm_ms"]
     older = header()[: own_work_at - len(OWN_WORK_COLUMNS)]  # a recording from before own work
     cells = rank_row(r)[: len(older)]

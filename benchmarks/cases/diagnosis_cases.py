@@ -86,8 +86,10 @@ class Reference:
 
 
 def diagnosed(case: Reference, device: str, runs: int, warmup: int) -> list[Any]:
-    """``runs`` diagnosis events of one case, from one workload process-alike (a StepLoop here)."""
+    """``runs`` diagnoses of one case, from one workload process-alike (a StepLoop here), each window's
+    findings judged as its source judges them (without NVML's tick: the window's own figures)."""
     from gpudash.core.protocol import Diagnose, Event, EventKind
+    from gpudash.diagnosis.judge import Findings, judge
     from gpudash.engine.loop import StepLoop
 
     w = case.build(device)
@@ -106,7 +108,7 @@ def diagnosed(case: Reference, device: str, runs: int, warmup: int) -> list[Any]
     errors = [m for m in got if isinstance(m, Event) and m.kind == EventKind.ERROR]
     if errors:
         raise RuntimeError(f"{case.label}: {errors[0].message}")
-    return [m for m in got if isinstance(m, Event) and m.what == "diagnosis"]
+    return [judge(m.data) for m in got if isinstance(m, Event) and isinstance(m.data, Findings)]
 
 
 def keep_trace(case: Reference, device: str, out: Path, warmup: int) -> Path:
@@ -133,9 +135,8 @@ def keep_trace(case: Reference, device: str, out: Path, warmup: int) -> Path:
     return path
 
 
-def figure(details: dict[str, str], key: str, fmt: Callable[[float], str] = lambda v: f"{v:.3g}") -> str:
-    text = details.get(key)
-    return "-" if text is None else fmt(float(text))
+def figure(value: float | None, fmt: Callable[[float], str] = lambda v: f"{v:.3g}") -> str:
+    return "-" if value is None else fmt(value)
 
 
 def measure(run: Run, p: Params) -> None:
@@ -153,21 +154,12 @@ def measure(run: Run, p: Params) -> None:
     table = run.table(cols)
     for case, events in rows:
         for i, e in enumerate(events, 1):
-            d = e.details
-            keys = (
-                "diag_gpu_busy_pct",
-                "diag_gpu_ms_per_step",
-                "diag_host_ms_per_step",
-                "diag_step_ms",
-                "diag_launch_delay_us",
-            )
-            run.row(table, case.label, i, d["bound"], *(figure(d, k) for k in keys))
+            ev = e.evidence
+            shown = (ev.gpu_busy_pct, ev.gpu_ms_per_step, ev.host_ms_per_step, ev.step_ms, ev.launch_delay_us)
+            run.row(table, case.label, i, str(e.head.bound), *(figure(v) for v in shown))
     run.line()
     right = run.table(["case", "expected", "runs right"])
     for case, events in rows:
         run.row(
-            right,
-            case.label,
-            case.expected,
-            f"{sum(e.details['bound'] == case.expected for e in events)}/{len(events)}",
+            right, case.label, case.expected, f"{sum(str(e.head.bound) == case.expected for e in events)}/{len(events)}"
         )

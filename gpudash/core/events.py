@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import Any, ClassVar, Protocol
 
 from gpudash.core.running import Running
 
@@ -73,6 +74,15 @@ REFUSED = "refused"
 TRACEBACK = "traceback"
 
 
+class Payload(Protocol):
+    """An event's typed data (a diagnosis' findings or judgement): a frozen dataclass that a
+    recording keeps as JSON (``as_dict``) and reads back whole by its ``KIND`` (``recording.payloads``)."""
+
+    KIND: ClassVar[str]
+
+    def as_dict(self) -> dict[str, Any]: ...
+
+
 @dataclass(frozen=True)
 class Event:
     time_s: float
@@ -87,6 +97,8 @@ class Event:
     # The configuration the details name, typed (read from them once, here); None: they name none.
     # Given instead of the details' configuration keys, it fills them in (the CSV keeps text).
     running: Running | None = field(default=None, compare=False)
+    # What the event is about, typed (a diagnosis' ``Findings``, then its ``Judgement``); None: its text says all.
+    data: Payload | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kind", EventKind(self.kind))  # text from a CSV: checked here

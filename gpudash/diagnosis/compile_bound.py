@@ -62,16 +62,3 @@ def compile_figures(table: CompileTable | None, training_s: float, steps: int) -
         "compile_steps": str(steps),
         "compile_last_step": str(again[-1].step if again else 0),
     }
-
-
-def json_verdict(verdict: dict[str, object], details: dict[str, str]) -> dict[str, object]:
-    """``diagnose --json``'s verdict with what a diagnosis event says of the job's compiles: the
-    compile-bound verdict over the window's (then ``steady``), and what the rule weighed (``compile``)."""
-    compiled = {k: v for k, v in details.items() if k.startswith("compile_")}
-    out = dict(verdict)
-    if "compile_why" in compiled:
-        out |= {"bound": details.get("bound", ""), "why": compiled.pop("compile_why")}
-        out |= {"advice": compiled.pop("compile_advice", ""), "steady": details.get("steady", "")}
-    if compiled:
-        out["compile"] = compiled
-    return out

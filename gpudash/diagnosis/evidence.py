@@ -1,4 +1,4 @@
-"""What one diagnosis window reads off a run (``Evidence``), and its texts read back.
+"""What one diagnosis window reads off a run (``Evidence``).
 
 The window (``gpudash.engine.measure_windows.diagnose``) measures, apart from the samples:
 
@@ -22,16 +22,15 @@ step's dtype from its FLOP count. A user's job adds what it already does (``job_
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from gpudash.core.lenient import float_or_none
 from gpudash.core.sync_sites import SyncTable
 
 QUEUED_US = 1000.0  # median wait of launched work in the GPU's queue: the host runs ahead at or above
 SITE_END = re.compile(r"(:\d+)(,(?=[a-z_0-9]+=)|$)")  # a loader site's end: its line number, then a setting or the end
-WINDOW_START = "diag_window_start_s"  # a diagnosis event's detail: when its window began (the run's seconds)
 
 
 @dataclass(frozen=True)
@@ -106,41 +105,23 @@ class Evidence:
             return self.straggler_rank
         return self.comm_last_rank
 
-    def details(self) -> dict[str, str]:
-        """As an event's text details (``diag_`` + field; absent when unmeasured)."""
-        out = {}
+    def as_dict(self) -> dict[str, Any]:
+        """Its measured fields (the sync table as its own dict): what a recording keeps (``from_dict``)."""
+        out: dict[str, Any] = {}
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
-            if isinstance(value, SyncTable):
-                out[f"diag_{f.name}"] = json.dumps(value.as_dict(), separators=(",", ":"))
-            elif value is not None:
-                out[f"diag_{f.name}"] = f"{value:.4g}" if isinstance(value, float) else str(value)
+            if value is not None:
+                out[f.name] = value.as_dict() if isinstance(value, SyncTable) else value
         return out
 
     @classmethod
-    def from_details(cls, details: dict[str, str]) -> Evidence:
-        """Back from ``details()`` (the diagnosis event's, as the parent receives it)."""
-        kw: dict[str, object] = {}
-        for f in dataclasses.fields(cls):
-            text = details.get(f"diag_{f.name}")
-            if text is None:
-                continue
-            if f.name == "sync_sites":
-                kw[f.name] = _table(text)
-            else:
-                kw[f.name] = text if f.name in _TEXT else int(float(text)) if f.name in _INT else float(text)
-        return cls(**kw)  # type: ignore[arg-type]  # the fields' own types, read back
-
-
-_TEXT = (
-    "throttled",
-    "dtype",
-    "job_settings",
-    "comm_exposed_kinds",
-    "comm_transfer_kinds",
-    "comm_link",
-)  # Evidence's text fields
-_INT = ("steps", "comm_last_rank", "input_workers", "straggler_rank", "cpus")  # ... and its whole numbers
+    def from_dict(cls, d: dict[str, Any]) -> Evidence:
+        """Back from ``as_dict`` (a recording's JSON: unknown fields are left out)."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        kw = {k: v for k, v in d.items() if k in names}
+        if isinstance(kw.get("sync_sites"), dict):
+            kw["sync_sites"] = SyncTable.from_dict(kw["sync_sites"])
+        return cls(**kw)
 
 
 def job_settings(text: str) -> dict[str, str]:
@@ -165,17 +146,3 @@ def comm_kinds(e: Evidence) -> dict[str, float]:
     each = {k: ms for k, v in job_settings(text or "").items() if (ms := float_or_none(v)) is not None}
     valid = {k: ms for k, ms in each.items() if k.islower() and k.replace("-", "").replace("/", "").isalpha()}
     return dict(sorted(valid.items(), key=lambda kv: kv[1], reverse=True))
-
-
-def sync_table_of(details: dict[str, str]) -> SyncTable | None:
-    """The sync sites in a diagnosis event's details (None: none, or unreadable)."""
-    text = details.get("diag_sync_sites")
-    return _table(text) if text else None
-
-
-def _table(text: str) -> SyncTable | None:
-    """A sync table from its JSON (None: unreadable)."""
-    try:
-        return SyncTable.from_dict(json.loads(text))
-    except (ValueError, KeyError, TypeError, AttributeError):
-        return None

@@ -8,18 +8,14 @@ and its "then" is the best remedy after it; its words are ``gpudash.diagnosis.ad
 
 from __future__ import annotations
 
-import dataclasses
-import json
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from gpudash.core.protocol import JOB_PREFIX, Event
 from gpudash.diagnosis.advice import remedy_advice
 from gpudash.diagnosis.checks import Check, capped_up_to, loader_refuted, refuted_input_advice
 from gpudash.diagnosis.evidence import Evidence, comm_kinds
 from gpudash.diagnosis.parts import COMM, GPU, HOST, INPUT, SHOWN_FROM, SYNCS, WAIT, Parts
-from gpudash.diagnosis.rules import diagnose
 from gpudash.diagnosis.verdict import Bound, Diagnosis
 
 LIMIT_WORDS = {  # each limit, in the words of the verdict it makes
@@ -46,8 +42,14 @@ class Remedy:
         then = f"; then {self.then}" if self.then else ""
         return f"up to {self.up_to:.2g}× ({self.limit}): {self.advice}{then}"
 
-    def as_dict(self) -> dict[str, object]:
-        return {"limit": self.limit, "advice": self.advice, "up_to": round(self.up_to, 3), "then": self.then}
+    def as_dict(self, exact: bool = False) -> dict[str, Any]:
+        """As ``--json`` says it (its worth to 3 places; ``exact``: as it is, for a recording)."""
+        up_to = self.up_to if exact else round(self.up_to, 3)
+        return {"limit": self.limit, "advice": self.advice, "up_to": up_to, "then": self.then}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Remedy:
+        return cls(str(d["limit"]), str(d["advice"]), float(d["up_to"]), str(d["then"]))
 
 
 def remedies(e: Evidence, bound: Bound, script: bool, checks: Sequence[Check] = ()) -> list[Remedy]:
@@ -115,48 +117,3 @@ def answer(
     if checks:
         document["checks"] = [c.as_dict() for c in checks]
     return document, lines
-
-
-def checked_line(line: str, diagnosis: Diagnosis, document: dict[str, object]) -> str:
-    """The verdict's line with its advice as the checks left it (``answer``'s document): an input
-    verdict whose DataLoader settings were raced and all lost no longer advises them."""
-    advice = document.get("advice")
-    if not isinstance(advice, str) or advice == diagnosis.advice:
-        return line
-    return line.replace(f" — {diagnosis.advice}", f" — {advice}", 1)
-
-
-def has_evidence(event: Event) -> bool:
-    """Whether a diagnosis event's details hold its window's evidence (``Evidence.details``); a
-    replayed one's do not: the CSV keeps its line and its remedies (``with_remedies``)."""
-    return all(f"diag_{name}" in event.details for name in ("steps", "step_ms", "input_ms"))
-
-
-def of_event(event: Event) -> list[Remedy]:
-    """A diagnosis event's remedies, from the evidence in its details (a job's in a script's words);
-    none for an event without it."""
-    if not has_evidence(event):
-        return []
-    e = Evidence.from_details(event.details)
-    return remedies(e, diagnose(e).bound, script=event.details.get("workload", "").startswith(JOB_PREFIX))
-
-
-def with_remedies(event: Event) -> Event:
-    """A diagnosis event with its remedies in ``after``, as JSON (``--json``'s ``remedies``): the
-    CSV's ``event_after``, which a replay reads back (``read``). As it came where none is named."""
-    found = of_event(event)
-    if not found:
-        return event
-    return dataclasses.replace(event, after=json.dumps([r.as_dict() for r in found], separators=(",", ":")))
-
-
-def read(text: str) -> list[Remedy]:
-    """The remedies in a diagnosis event's ``after`` (``with_remedies``); [] where it holds none or
-    is not theirs (a recording is a hostile file)."""
-    try:
-        items = json.loads(text) if text.startswith("[") else []
-        found = [Remedy(d["limit"], d["advice"], float(d["up_to"]), d["then"]) for d in items]
-    except (ValueError, TypeError, KeyError, RecursionError):
-        return []
-    texts = all(isinstance(x, str) for r in found for x in (r.limit, r.advice, r.then))
-    return found if texts and all(math.isfinite(r.up_to) and r.up_to > 0 for r in found) else []

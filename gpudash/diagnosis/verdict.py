@@ -42,6 +42,14 @@ class Diagnosis:
         """One line for the dashboard, the CSV's event and ``gpudash diagnose``."""
         return f"{self.bound}: {self.why} — {self.advice}"
 
+    def as_fields(self) -> dict[str, str]:
+        """Its own fields, for a recording (``from_fields`` reads them back)."""
+        return {"bound": self.bound.value, "why": self.why, "advice": self.advice, "case": self.case}
+
+    @classmethod
+    def from_fields(cls, d: dict[str, str]) -> Diagnosis:
+        return cls(Bound(d["bound"]), str(d["why"]), str(d["advice"]), str(d.get("case", "")))
+
     def as_dict(self, evidence: Evidence) -> dict[str, object]:
         """For ``--json``: the verdict, its words and every figure it rests on."""
         return {

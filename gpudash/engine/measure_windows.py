@@ -158,25 +158,23 @@ def _follow_window(loop: StepLoop, steps: int, what: str = TRACE) -> None:
 def diagnose(loop: StepLoop, steps: int) -> None:
     """A diagnosis window: ``steps`` steps timed apart (the wait for each batch, the syncs), then on
     a GPU ``steps`` more under the profiler (how busy the GPU is, the all-reduce's exposed part;
-    the trace is not kept); a "measured" event (what=DIAGNOSIS) with the verdict
-    (``gpudash.diagnosis.rules``) and its evidence. In a data-parallel run rank 0 measures and
-    judges, the other ranks take the same steps with it (their all-reduces pair with its)."""
-    from gpudash.diagnosis.evidence import WINDOW_START
-    from gpudash.diagnosis.rules import diagnose as classify
+    the trace is not kept); a "measured" event (what=DIAGNOSIS) with its findings, which the parent
+    judges (``gpudash.diagnosis.judge``). In a data-parallel run rank 0 measures, the other ranks
+    take the same steps with it (their all-reduces pair with its)."""
+    from gpudash.diagnosis.judge import Findings
 
     w = loop.workload
     steps = max(1, min(steps, MAX_TRACE_STEPS))
-    if w.rank_info is not None and w.rank_info.rank != 0:  # rank 0 judges; the others step with it
+    if w.rank_info is not None and w.rank_info.rank != 0:  # rank 0 measures; the others step with it
         _follow_window(loop, steps * (2 if w.on_cuda else 1), DIAGNOSIS)
         return
-    began = loop.now()  # the parent judges GPM's and NVML's figures from before this (WINDOW_START)
+    began = loop.now()  # the parent judges with GPM's and NVML's figures from before this
     evidence = measure_apart(loop, DIAGNOSIS, lambda: _evidence(loop, steps))
     if evidence is None:
         return
     loop.count_steps_apart(steps * (2 if evidence.gpu_busy_pct is not None else 1))
-    verdict = classify(evidence)
-    details = {**loop.config(), **evidence.details(), "bound": str(verdict.bound), WINDOW_START: f"{began:.3f}"}
-    loop.event(EventKind.MEASURED, what=DIAGNOSIS, message=verdict.line(), details=details)
+    findings = Findings(evidence, window_start_s=began)
+    loop.event(EventKind.MEASURED, what=DIAGNOSIS, message="judged by the parent", details=loop.config(), data=findings)
 
 
 def _evidence(loop: StepLoop, steps: int) -> Evidence:

@@ -12,6 +12,7 @@ from dataclasses import replace
 
 from gpudash.core import procgroup
 from gpudash.core.protocol import Control, Event, EventKind, GpuInfo, Message, RunConfig, Sample, SourceInfo
+from gpudash.diagnosis.telemetry import RecentTicks
 from gpudash.host.devices import cuda_index_hint
 from gpudash.host.noise import NoiseProbe
 from gpudash.host.nvml import NvmlSampler
@@ -36,6 +37,7 @@ class EngineSession:
         # the details of the child's last "started" event (torch version, device, GPU, pid):
         # for metadata of a recording begun mid-run
         self.started_details: dict[str, str] = {}
+        self.ticks = RecentTicks()  # a diagnosis is judged with NVML's tick from before its window
 
     @property
     def log_path(self) -> str:
@@ -79,6 +81,7 @@ class EngineSession:
                     self.sampler.select(uuid=m.details["gpu_uuid"])  # the GPU the child really uses
         msgs.extend(self.sampler.drain())
         msgs.sort(key=lambda m: m.time_s)  # stable: same-time messages keep their order
+        msgs = self.ticks.through(msgs, self.sampler.info)
         if any(isinstance(m, Sample) for m in msgs):
             noise = self._noise()
             msgs = [replace(m, noise=noise) if isinstance(m, Sample) and noise else m for m in msgs]

@@ -17,11 +17,9 @@ from gpudash.core.compile_table import CompileTable
 from gpudash.core.protocol import DIAGNOSIS, Event, EventKind
 from gpudash.core.sync_sites import SyncTable
 from gpudash.core.textfmt import plain
-from gpudash.diagnosis.advice import for_the_job
 from gpudash.diagnosis.compile_bound import compile_bound, compile_figures, limit_note
-from gpudash.diagnosis.evidence import WINDOW_START, Evidence
-from gpudash.diagnosis.rules import diagnose
-from gpudash.diagnosis.verdict import Diagnosis
+from gpudash.diagnosis.evidence import Evidence
+from gpudash.diagnosis.judge import Findings
 from gpudash.engine.comm_split import RankComm
 from gpudash.engine.trace_figures import with_trace
 from gpudash.job.steps import StepRecord
@@ -30,12 +28,6 @@ from gpudash.job.worker_busy import WorkerBusy
 SETTLE_STEPS = 10  # two runs of this many step times whose medians agree within SETTLE_TOLERANCE
 SETTLE_TOLERANCE = 0.10
 MAX_WARMUP_S = 60.0  # then the window starts anyway
-
-
-def job_verdict(evidence: Evidence) -> Diagnosis:
-    """The rules' verdict on a job's evidence, its advice in a script's words, leaving out what the
-    job already does."""
-    return for_the_job(diagnose(evidence), evidence)
 
 
 @dataclass
@@ -171,27 +163,26 @@ def verdict_event(
     time_s: float, timed: Evidence, fig: Any, known: VerdictContext, config: dict[str, str], note: str = ""
 ) -> Event:
     """The "measured" diagnosis event of an untraced window's evidence and a profiler window's
-    figures (``fig`` None: none), its details the run's ``config`` and every figure it rests on; a job
-    that keeps recompiling is compile-bound first (the window's verdict then said in ``steady``)."""
+    figures (``fig`` None: none): its ``Findings``, which the session judges with NVML's tick from
+    before the window (``gpudash.diagnosis.judge``); a job that keeps recompiling is compile-bound
+    first (the window's verdict said after it), and a recompile limit hit is said beside any verdict."""
     untraced = replace(timed, sync_sites=known.sites, dtype=known.dtype, job_settings=known.settings)
     if known.straggler_rank is not None and known.straggler_wait_ms is not None:  # the untraced wait: the rules'
         untraced = replace(untraced, straggler_rank=known.straggler_rank, straggler_wait_ms=known.straggler_wait_ms)
-    evidence = with_trace(untraced, fig, known.comm)
-    steady = job_verdict(evidence)
-    verdict = compile_bound(known.compiles, known.training_s, known.steps) or steady
-    details = {**config, **evidence.details(), "bound": str(verdict.bound)}
+    findings = Findings(
+        with_trace(untraced, fig, known.comm),
+        script=True,
+        window_start_s=known.window_start,
+        compile=compile_bound(known.compiles, known.training_s, known.steps),
+        compile_figures=compile_figures(known.compiles, known.training_s, known.steps),
+        note=note,
+        beside=tuple(filter(None, (known.straggler, limit_note(known.compiles)))),
+        heavy=known.heavy,
+    )
+    details = dict(config)
     if known.straggler:
         details["straggler"] = known.straggler
         details["straggler_rank"] = "" if known.straggler_rank is None else str(known.straggler_rank)
-    details |= compile_figures(known.compiles, known.training_s, known.steps)
-    if verdict is not steady:  # the steps between compiles: the window's verdict
-        details |= {"compile_why": verdict.why, "compile_advice": verdict.advice, "steady": steady.line()}
-    if known.window_start is not None:
-        details[WINDOW_START] = f"{known.window_start:.3f}"
-    if note:  # what the verdict rests on, where not on a whole diagnosis (said in --json too)
-        details["verdict_note"] = note
-    note = "; ".join(filter(None, (note, known.straggler, limit_note(known.compiles))))
-    message = verdict.line() + (f" ({note})" if note else "")
-    if known.heavy:
-        message, details["phases_note"] = f"{message}; {known.heavy}", known.heavy
-    return Event(time_s, EventKind.MEASURED, what=DIAGNOSIS, message=message, details=details)
+    return Event(
+        time_s, EventKind.MEASURED, what=DIAGNOSIS, message="judged by the session", details=details, data=findings
+    )

@@ -20,6 +20,7 @@ from typing import Any
 from gpudash.core.protocol import Event, EventKind, ExitCode, RunConfig
 from gpudash.diagnosis.checks import Check
 from gpudash.diagnosis.evidence import Evidence
+from gpudash.diagnosis.judge import Judgement, judgement_of
 from gpudash.diagnosis.verdict import Diagnosis
 from gpudash.job.command import display
 from gpudash.job.session import JobSession
@@ -172,15 +173,15 @@ def measuring_run(
 Checker = Callable[[Evidence, Diagnosis, float, Path], list[Check]]
 
 
-def diagnosis_head(event: Event, config: RunConfig) -> dict[str, object]:
+def diagnosis_head(event: Event, config: RunConfig, judged: Judgement) -> dict[str, object]:
     """``diagnose --json``'s head: what ran, its command, and the ranks' straggler line (by their
     untraced own work; in the text, after the verdict) where the job has several."""
     running: dict[str, object] = {k: event.details.get(k, "") for k in ("workload", "variant", "device")}
     batch = str(event.details.get("batch_size", "") or "")
     running["batch_size"] = int(batch) if batch.isdigit() and int(batch) > 0 else None  # null: not known
     running["command"] = list(config.job or ())
-    if event.details.get("verdict_note"):  # what the verdict rests on, where not the whole ("no profiler window")
-        running["note"] = event.details["verdict_note"]
+    if judged.findings.note:  # what the verdict rests on, where not the whole ("no profiler window")
+        running["note"] = judged.findings.note
     if event.details.get("straggler"):  # the line, and the rank it names (null: "no straggler …")
         running["straggler"] = event.details["straggler"]
         rank = event.details.get("straggler_rank", "")
@@ -214,10 +215,6 @@ def _diagnose_job(
     checker: Checker | None,
     folder: str,
 ) -> int:
-    from gpudash.diagnosis import remedies
-    from gpudash.diagnosis.compile_bound import json_verdict
-    from gpudash.job.diagnosis import job_verdict
-
     if not quiet:
         print(
             f"gpudash: diagnosing {config.workload} ({display(config.job or ())}): {warmup_s:g} s of warm-up "
@@ -251,16 +248,17 @@ def _diagnose_job(
     if event.kind == EventKind.ERROR:
         print(f"gpudash: error: {event.message}", file=sys.stderr)
         return code or int(ExitCode.FAILED)
-    evidence = Evidence.from_details(event.details)
-    diagnosis = job_verdict(evidence)
+    judged = judgement_of(event)
+    if judged is None:  # the session judges every window it measured: a programming error, not the user's
+        raise RuntimeError(f"a diagnosis event without its judgement: {event.message}")
     checks: list[Check] = []
     if checker is not None and not (ended_first and code):  # a job that failed is not run again
         started_s = recording.started_s if recording is not None else None
         ran_s = event.time_s - (started_s or 0.0)
-        checks = checker(evidence, diagnosis, ran_s, Path(folder))
-    verdict, lines = remedies.answer(evidence, diagnosis, script=True, checks=checks)
+        checks = checker(judged.evidence, judged.verdict, ran_s, Path(folder))
+    document, lines = judged.answer(checks)
     if as_json:
-        print(json.dumps({**diagnosis_head(event, config), **json_verdict(verdict, event.details)}, indent=2))
+        print(json.dumps({**diagnosis_head(event, config, judged), **document}, indent=2))
     else:
-        print("\n".join([remedies.checked_line(event.message, diagnosis, verdict), *lines]))
+        print("\n".join([judged.checked_line(document), *lines]))
     return code  # the job's own status where it ended by itself (a failure, a Ctrl-C): 0 where the diagnosis ended it

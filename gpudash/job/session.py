@@ -35,6 +35,7 @@ from gpudash.core.protocol import (
     Stop,
     TraceWindow,
 )
+from gpudash.diagnosis.telemetry import RecentTicks
 from gpudash.host.devices import cuda_index_hint
 from gpudash.host.noise import NoiseProbe
 from gpudash.host.nvml import NvmlSampler
@@ -89,6 +90,7 @@ class JobSession:
             cuda_index_hint("cuda"), config.gpu_interval_s, t0=self.t0, gpus=config.gpus
         )
         self.sampler.t0 = self.t0
+        self.ticks = RecentTicks()  # a diagnosis is judged with NVML's tick from before its window
         self.samples = JobSamples(self.workload, self.variant, config.sample_interval_s, self.t0)
         self.started_details: dict[str, str] = {}
         self.output: collections.deque[str] = collections.deque(maxlen=OUTPUT_LINES)
@@ -227,7 +229,7 @@ class JobSession:
         msgs = self.out.take()
         msgs.extend(self.sampler.drain())
         msgs.sort(key=lambda m: m.time_s)
-        return msgs
+        return self.ticks.through(msgs, self.sampler.info)
 
     def restart(self) -> None:
         self.out.error("control", "a job cannot be restarted from here: run its command again")
@@ -285,7 +287,8 @@ class JobSession:
     def ran_diagnosis(self, steps: int = Diagnose.steps) -> Event | str:
         """The job ended before a diagnosis' window closed: the diagnosis of the steps it ran (a
         "measured" event), where they are enough; else why not."""
-        return self.windows.ran_diagnosis(self.exit_code, steps)
+        ran = self.windows.ran_diagnosis(self.exit_code, steps)
+        return ran if isinstance(ran, str) else self.ticks.judged(ran)
 
     # -- the run: its start, its windows, its end ---------------------------------------------------
     def _start_run(self) -> None:

@@ -36,6 +36,7 @@ from gpudash.core.metrics import (
 )
 from gpudash.core.protocol import Event, EventKind, GpuReading, GpuSample, Message, RankSample, Sample
 from gpudash.core.running import Running
+from gpudash.recording import event_data
 from gpudash.stats.segments import Segment
 
 CONFIG_COLUMNS = ("workload", "variant", "batch_size")  # what ran, on every row
@@ -83,6 +84,10 @@ COLUMNS += WORLD_COLUMNS
 # empty on a family's rows and in a file without them.
 MEMORY_COLUMNS = list(keys(Origin.MEMORY))
 COLUMNS += MEMORY_COLUMNS
+# Last, after those: an event's details and typed data (a diagnosis' judgement) as one JSON object
+# (``gpudash.recording.event_data``), read back whole; empty on other rows and in a file without it.
+EVENT_DATA_COLUMN = "event_data"
+COLUMNS += [EVENT_DATA_COLUMN]
 
 
 def is_recording_header(header: list[str]) -> bool:
@@ -193,6 +198,7 @@ def event_row(event: Event, current: Running | None = None) -> list[str]:
         "event_before": event.before,
         "event_after": event.after,
         "event_message": event.message,
+        EVENT_DATA_COLUMN: event_data.encode(event),
     }
     if current is not None:
         values.update(
@@ -290,6 +296,7 @@ class RowParser:
         # a summary row's interval: its own columns, or (a file from before them) the event's
         ci = [at.get(c) for c in CI_COLUMNS]
         self._ci = ci if None not in ci else [at.get("event_before"), at.get("event_after")]
+        self._event_data = at.get(EVENT_DATA_COLUMN)
         self._events = [
             (f, at.get(c)) for f, c in zip(("kind", "what", "before", "after", "message"), EVENT_COLUMNS, strict=False)
         ]
@@ -313,7 +320,8 @@ class RowParser:
         kind, t = cells[self._kind], _time(cells[self._t])
         if kind == "event":
             kw = {f: cells[i] if i is not None else "" for f, i in self._events}
-            return [Event(time_s=t, **kw)]  # type: ignore[arg-type]  # fields by the columns' names
+            details, data = event_data.decode(cells[self._event_data] if self._event_data is not None else "")
+            return [Event(time_s=t, **kw, details=details, data=data)]  # type: ignore[arg-type]  # fields by the columns' names
         if kind == "gpu":
             return self._gpu_sample(cells, t)
         if kind == "rank" and self._rank:

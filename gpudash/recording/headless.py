@@ -45,8 +45,6 @@ from gpudash.core.protocol import (
     RunConfig,
     TraceWindow,
 )
-from gpudash.diagnosis.remedies import with_remedies
-from gpudash.diagnosis.telemetry import RecentTicks
 from gpudash.recording.headless_report import describe_event, progress_line, report_end, say
 from gpudash.recording.interrupt import Interrupted
 from gpudash.recording.record import CsvRecorder, RecordWriteError, run_metadata
@@ -101,8 +99,6 @@ class HeadlessRecording:
     _next_trace: float | None = field(default=None, repr=False)
     _next_progress: float | None = field(default=None, repr=False)
     _diagnosis_asked: bool = field(default=False, repr=False)
-    # the latest NVML samples: a diagnosis is judged with the one from before its window
-    _recent_gpu: RecentTicks = field(default_factory=RecentTicks, repr=False)
     diagnoses: list[Event] = field(default_factory=list)  # the diagnosis events (measured or error)
     memory_peaks: list[Event] = field(default_factory=list)  # the MemoryPeak's answers (measured or error)
 
@@ -160,7 +156,6 @@ class HeadlessRecording:
             self._held.append(msg)
 
     def _note_gpu(self) -> None:
-        self._recent_gpu.machine = self.session.gpu_info  # the link between the GPUs, for a diagnosis' bus bandwidth
         if self.recorder is None:
             return  # the metadata is made from the session's GPU info when the files are created
         info = self.session.gpu_info
@@ -187,13 +182,7 @@ class HeadlessRecording:
     def _record(self, interrupted: Interrupted) -> None:
         """Poll and write until the workload ends or fails, a signal comes, or time is up."""
         while True:
-            for msg in self.session.poll():
-                if isinstance(msg, GpuSample):
-                    self._recent_gpu.add(msg)
-                elif isinstance(msg, Event) and msg.what == DIAGNOSIS and msg.kind == EventKind.MEASURED:
-                    msg = with_remedies(self._recent_gpu.judge(msg))  # noqa: PLW2901 - NVML's figures, remedies
-                elif isinstance(msg, Event):
-                    msg = self._recent_gpu.linked(msg)  # noqa: PLW2901 - a window's bandwidth against the link
+            for msg in self.session.poll():  # a diagnosis judged by its source, a window's bandwidth weighed
                 self._on_message(msg)
                 if isinstance(msg, Event):
                     self._on_event(msg)

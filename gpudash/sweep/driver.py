@@ -33,7 +33,6 @@ from gpudash.core.protocol import (
     TraceWindow,
 )
 from gpudash.core.runstate import RunState
-from gpudash.diagnosis.telemetry import RecentTicks
 from gpudash.recording.interrupt import Interrupted
 from gpudash.stats.fmt import fmt_pm
 from gpudash.sweep.plan import Configuration, FamilyPlan, SweepSettings
@@ -101,7 +100,6 @@ class SessionDriver:
         self.notes: list[str] = []  # lines for the report (a sweep's: how --until-ci ended)
         self.run_state = RunState()  # what the engine reports it runs
         self.window: Window | None = None
-        self.recent_gpu = RecentTicks()  # a diagnosis is judged with the tick from before its window
 
     def measure_once(self, config: Configuration, repeat: int) -> None:
         """Switch to ``config``, measure it once; a refusal is recorded and the config dropped."""
@@ -149,8 +147,6 @@ class SessionDriver:
                 events.append(msg)
             elif self.window is not None and isinstance(msg, (Sample, GpuSample)):
                 self.window.offer(msg)
-            if isinstance(msg, GpuSample):
-                self.recent_gpu.add(msg)
         return events
 
     def _on_event(self, e: Event) -> None:

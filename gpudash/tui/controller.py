@@ -138,9 +138,8 @@ class DashController:
 
     def ingest(self, messages: Iterable[Message]) -> list[Notice]:
         notices: list[Notice] = []
-        for given in messages:
-            self.state.ingest(given)
-            msg = self._as_taken(given)
+        for msg in messages:
+            self.state.ingest(msg)
             self._note_knobs(msg)
             if (stopped := self.recording.write(msg)) is not None:
                 notices.append(stopped)
@@ -150,13 +149,6 @@ class DashController:
             if isinstance(msg, Event):
                 notices.extend(self.event_notices(msg))
         return notices
-
-    def _as_taken(self, msg: Message) -> Message:
-        """A diagnosis as the state took it in (judged with NVML's figures, its remedies in ``after``):
-        what is told and recorded; any other message as it came."""
-        if isinstance(msg, Event) and msg.kind == EventKind.MEASURED and msg.what == DIAGNOSIS:
-            return self.state.last_diagnosis or msg
-        return msg
 
     def _note_knobs(self, msg: Message) -> None:
         """The knobs running and the warm-up under way, from a sample or an event."""

@@ -2,7 +2,7 @@
 event of a run is told as. A diagnosis' is its leading remedy in one line that fits an 80-column
 terminal ("→ up to 1.8× (input): more DataLoader workers…; then host/launch-bound"; its verdict
 stays in the stats panel's border), and, live, a toast of the verdict with every remedy as
-``gpudash diagnose`` prints them, from the event's ``after`` (``remedies.with_remedies``), live and
+``gpudash diagnose`` prints them, from the event's judgement (``gpudash.diagnosis.judge``), live and
 replayed alike. Textual-free, like the controller that returns them."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from gpudash.core.protocol import DIAGNOSIS, MEMORY_PEAK, NOT_RESPONDING, SAMPLES_DROPPED, Event, EventKind
-from gpudash.diagnosis import remedies
+from gpudash.diagnosis.judge import judgement_of
 from gpudash.diagnosis.remedies import LIMIT_WORDS, Remedy
 from gpudash.tui.markers import is_trace, trace_line
 from gpudash.tui.state import DashState
@@ -141,7 +141,8 @@ def _cut(text: str, room: int) -> str:
 def diagnosis_notice(e: Event, live: bool) -> Notice:
     """A diagnosis' notice: its leading remedy (its verdict where none is worth naming), and, live,
     a toast of the verdict and every remedy."""
-    found = remedies.read(e.after)
+    judgement = judgement_of(e)
+    found = judgement.remedies if judgement is not None else ()
     if not found:
         return Notice(e.message)
     every = "\n".join([e.message, *(f"  {r.line()}" for r in found)])

@@ -29,8 +29,6 @@ from gpudash.core.metrics import SERIES_KEYS, STAT_KEYS, Better, Metric, Origin,
 from gpudash.core.protocol import DIAGNOSIS, MEMORY, Event, EventKind, GpuSample, RankSample, Sample, SyncSites
 from gpudash.core.running import NO_KNOBS, Running
 from gpudash.core.runstate import RunState
-from gpudash.diagnosis.remedies import has_evidence, with_remedies
-from gpudash.diagnosis.telemetry import RecentTicks, with_link
 from gpudash.stats.comparison import Comparison, Estimate, Verdict, seconds_for_interval
 from gpudash.stats.energy import EnergyPerStep
 from gpudash.stats.segments import Segment, SegmentTracker, compare_segments, incomparable
@@ -140,7 +138,6 @@ class DashState:
         self.gpu_info: GpuInfo | None = None
         self.last_sample: Sample | None = None
         self.last_gpu: GpuSample | None = None
-        self._recent_gpu = RecentTicks()  # a diagnosis' tick is from before its window
         self.status = Status.STARTING
         self.status_message = ""
         self.last_error: Event | None = None
@@ -209,24 +206,19 @@ class DashState:
     def _on_gpu(self, g: GpuSample) -> None:
         t = self._time(g.time_s)
         self.last_gpu = g
-        self._recent_gpu.add(g)
         for k in _GPU_SERIES:
             self.series[k].append(t, getattr(g, k))
         self.tracker.on_gpu(g)
 
     def _on_event(self, e: Event) -> None:
-        e = with_link(e, self.gpu_info)  # a window's bus bandwidth against the link between the GPUs
         t = self._time(e.time_s)
         self.events.append(e)
         if e.kind == EventKind.MEASURED and e.what == "scaling":
             self.last_scaling = e
         self.flops.on_event(e)
         self.phases.on_event(e)
-        if e.kind == EventKind.MEASURED and e.what == DIAGNOSIS:
-            # NVML's and GPM's figures (the parent's) from before the window, the steady state; its
-            # remedies in ``after``. A replayed one is as the CSV kept it: its line and its remedies
-            self._recent_gpu.machine = self.gpu_info  # the link, for its bus bandwidth's share
-            self.last_diagnosis = with_remedies(self._recent_gpu.judge(e)) if has_evidence(e) else e
+        if e.kind == EventKind.MEASURED and e.what == DIAGNOSIS:  # judged by its source, once
+            self.last_diagnosis = e
         elif e.kind in (EventKind.CHANGED, EventKind.STARTED):  # another configuration: its own diagnosis
             self.last_diagnosis = None  # ... and its own work
             self.rank_windows.clear()

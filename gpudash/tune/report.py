@@ -13,7 +13,7 @@ import shlex
 from typing import Any
 
 from gpudash.core.protocol import Event, ExitCode
-from gpudash.diagnosis.evidence import sync_table_of
+from gpudash.diagnosis.judge import judgement_of
 from gpudash.report import sync_md
 from gpudash.stats.comparison import Comparison, Estimate, compare
 from gpudash.stats.fmt import fmt_pm, fmt_ratio
@@ -272,6 +272,8 @@ class TuneReport:
         for name, event in (("diagnosis_before", self.before), ("diagnosis_after", self.after), ("loss", self.loss)):
             if event is not None:
                 out[name] = {"message": event.message, **event.details}
+                if (judged := judgement_of(event)) is not None:  # the verdict and what it stands on
+                    out[name] |= {"bound": str(judged.head.bound), "judgement": judged.as_dict()}
         return out
 
     def summary_lines(self) -> list[str]:
@@ -318,7 +320,8 @@ def sync_lines(report: TuneReport) -> list[str]:
     """The host-device syncs by line that each diagnosis counted (CUDA only; none: nothing)."""
     lines: list[str] = []
     for name, event in (("the plain run", report.before), ("the winner", report.after)):
-        table = sync_table_of(event.details) if event is not None else None
+        judgement = judgement_of(event) if event is not None else None
+        table = judgement.evidence.sync_sites if judgement is not None else None
         if table is not None:
             lines += sync_md.table_lines(name, table)
     return ["### Host-device syncs by line", "", *lines] if lines else []

@@ -37,6 +37,7 @@ import time
 from typing import TYPE_CHECKING
 
 from gpudash.core.protocol import DIAGNOSIS, LOSS_EFFECT, Diagnose, Event, EventKind, ExitCode, LossEffect, RunConfig
+from gpudash.diagnosis.judge import judgement_of
 from gpudash.recording.interrupt import Interrupted
 from gpudash.stats.fmt import fmt_pm
 from gpudash.sweep.command import parse_plan
@@ -121,7 +122,8 @@ class TuneRun(SessionDriver):
         survivors = self._decide(
             first, race.variant_cut(self._standings(first), {c: c.config.batch_size for c in first})
         )
-        bound = self.report.before.details.get("bound") if self.report.before else None
+        judged = judgement_of(self.report.before) if self.report.before else None
+        bound = str(judged.head.bound) if judged is not None else None
         with_compile = self.tune.compile_asked or bound in GPU_BOUNDS
         self.report.refusals = self.maker.refusals  # one list: the refused and the skipped, as they come
         if not with_compile and any(name == COMPILE for name, _ in self.tune.pool):
@@ -317,9 +319,7 @@ class TuneRun(SessionDriver):
         if answer.kind == EventKind.ERROR:
             self.report.note(f"{what.replace('_', ' ')}: {answer.message}")
             return None
-        if what == DIAGNOSIS:  # judged again with NVML's and GPM's figures from before the window
-            return self.recent_gpu.judge(answer)
-        return answer
+        return answer  # a diagnosis judged by the session, with NVML's figures from before its window
 
     # -- the figures ----------------------------------------------------------------------------
     def _standings(self, candidates: list[Candidate]) -> list[race.Standing]:

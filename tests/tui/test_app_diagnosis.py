@@ -6,7 +6,7 @@ user's job and a replay of the dashboard's recording (fake source, real evidence
 from __future__ import annotations
 
 import csv
-import json
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -14,14 +14,15 @@ import pytest
 
 from gpudash.core.protocol import DIAGNOSIS, Diagnose, Event, EventKind, RunConfig
 from gpudash.diagnosis import remedies
-from gpudash.diagnosis.evidence import WINDOW_START, Evidence
+from gpudash.diagnosis.evidence import Evidence
+from gpudash.diagnosis.judge import Findings, judged
 from gpudash.diagnosis.rules import diagnose
 from gpudash.diagnosis.verdict import Bound
-from gpudash.job.diagnosis import job_verdict
 from gpudash.recording.replay import ReplaySource
 from gpudash.tui.app import GpuDashApp
 from gpudash.tui.notices import LINE_WIDTH, diagnosis_notice, remedy_line
 from gpudash.tui.widgets import StatsPanel
+from tests.helpers import replayed_event, verdict_of
 from tests.messages import present
 from tests.test_remedies import sync_script
 
@@ -54,13 +55,12 @@ def input_bound(job_settings: str | None = None) -> Evidence:
 
 
 def diagnosis_event(t: float, e: Evidence, job: bool = False) -> Event:
-    """As the workload process sends it (``engine.measure_windows.diagnose``; a job's,
-    ``job.session``): the verdict's line; the configuration, the evidence and the bound in its details."""
-    verdict = job_verdict(e) if job else diagnose(e)
+    """As a live source gives it (``EngineSession``, ``JobSession``): the window's findings judged
+    once, the verdict's line its message, the configuration in its details."""
     config = {"workload": "job:train.py" if job else "encdec", "variant": "" if job else "serial"}
-    details = {**config, "batch_size": "8", "device": "cuda:0", "knobs": "none", **e.details()}
-    details.update({"bound": str(verdict.bound), WINDOW_START: f"{t - 2:.3f}"})
-    return Event(t, EventKind.MEASURED, what=DIAGNOSIS, message=verdict.line(), details=details)
+    details = {**config, "batch_size": "8", "device": "cuda:0", "knobs": "none"}
+    findings = Findings(e, script=job, window_start_s=t - 2)
+    return judged(Event(t, EventKind.MEASURED, what=DIAGNOSIS, details=details, data=findings), None)
 
 
 def border(app: GpuDashApp) -> str:
@@ -124,8 +124,8 @@ async def test_a_jobs_diagnosis_shows_its_remedies_in_a_scripts_words(monkeypatc
 
 
 async def test_a_replay_of_the_recording_shows_the_same(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The CSV keeps the remedies in the diagnosis row's ``event_after`` (its details are not kept):
-    the replay tells the same line and keeps the same verdict, with NVML's and GPM's ticks in the file."""
+    """The CSV keeps the diagnosis' judgement whole in the row's ``event_data``: the replay tells the
+    same line and keeps the same verdict and remedies, with NVML's and GPM's ticks in the file."""
     out = tmp_path / "run.csv"
     src = FakeSource()
     app = make_app(src)
@@ -138,7 +138,7 @@ async def test_a_replay_of_the_recording_shows_the_same(tmp_path: Path, monkeypa
         await pilot.press("c")
     (row,) = [r for r in csv.DictReader(out.open()) if r["event_what"] == DIAGNOSIS]
     assert row["event_message"].startswith(VERDICT)
-    assert [r["limit"] for r in json.loads(row["event_after"])] == ["input", "host"]
+    assert [r.limit for r in verdict_of(replayed_event(row)).remedies] == ["input", "host"]
     replay = make_app(ReplaySource(str(out)))
     said: list[str] = []
     monkeypatch.setattr(replay, "say", lambda text, *_: said.append(text))
@@ -149,6 +149,7 @@ async def test_a_replay_of_the_recording_shows_the_same(tmp_path: Path, monkeypa
         assert live_line == FAMILY_LINE and FAMILY_LINE in said
         assert border(replay) == live_verdict
         assert present(replay.state.last_diagnosis).message.startswith(VERDICT)
+        assert verdict_of(replay.state.last_diagnosis) == verdict_of(diagnosis_event(20.0, input_bound()))
 
 
 def test_the_leading_remedy_fits_the_line_and_keeps_whole_words() -> None:
@@ -159,16 +160,16 @@ def test_the_leading_remedy_fits_the_line_and_keeps_whole_words() -> None:
     assert all(len(remedy_line(sync, width=w)) <= w for w in range(40, 120))
 
 
-async def test_a_replayed_diagnosis_without_its_remedies_shows_its_verdict(tmp_path: Path) -> None:
-    """``gpudash record --diagnose`` writes the verdict's line alone (no remedies in ``event_after``):
-    its replay tells that line, with NVML's and GPM's ticks before it (they are not judged again)."""
+async def test_a_replayed_diagnosis_without_its_judgement_shows_its_verdict(tmp_path: Path) -> None:
+    """A recording from before the ``event_data`` column has the verdict's line alone: its replay
+    tells that line, with NVML's and GPM's ticks before it (nothing is judged again)."""
     from gpudash.recording.record import CsvRecorder
 
     out = tmp_path / "headless.csv"
     recorder = CsvRecorder(str(out), {})
     for msg in (started(1.0), *run_segment(1.0, 18.0, 200.0), gpm_gpu(18.0, 60.0, 5.0, 30.0)):
         recorder.on_message(msg)
-    recorder.on_message(diagnosis_event(20.0, input_bound()))
+    recorder.on_message(dataclasses.replace(diagnosis_event(20.0, input_bound()), data=None))
     recorder.close()
     app = make_app(ReplaySource(str(out)))
     async with app.run_test(size=NARROW) as pilot:
@@ -181,7 +182,7 @@ async def test_a_replayed_diagnosis_without_its_remedies_shows_its_verdict(tmp_p
 
 @pytest.mark.parametrize("after", ["", "16", "[" * 5000 + "]" * 5000, '[{"limit": "input", "up_to": "inf"}]', "[1]"])
 def test_a_diagnosis_row_whose_after_is_not_its_remedies_tells_its_verdict(after: str) -> None:
-    """A recording is a hostile file: an ``event_after`` that is not remedies is not read as any."""
+    """A recording is a hostile file: an ``event_after`` is never read as remedies (they are the judgement's)."""
     e = diagnosis_event(20.0, input_bound())
     notice = diagnosis_notice(Event(20.0, EventKind.MEASURED, what=DIAGNOSIS, after=after, message=e.message), False)
     assert notice.text == e.message and not notice.toast

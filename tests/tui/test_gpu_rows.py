@@ -180,7 +180,7 @@ async def test_recording_from_the_dashboard_has_the_per_gpu_columns(box: Box, tm
     gpm_end = header.index("train_s")  # GPM's come last but for a job's training seconds and a rank row's own
     assert header[gpm_end - 6 : gpm_end + 1] == [*(f"gpu{i}_{c}" for i in (0, 1) for c in gpm), "train_s"]
     rank_row = ["rank", "node", "input_wait_pct", "allreduce_exposed_ms", "own_ms", "comm_ms"]
-    assert header[gpm_end + 1 :] == [*rank_row, *csvformat.MEMORY_COLUMNS]
+    assert header[gpm_end + 1 :] == [*rank_row, *csvformat.MEMORY_COLUMNS, csvformat.EVENT_DATA_COLUMN]
     gpu = [m for m in read_all(ReplaySource(path)) if isinstance(m, GpuSample)]
     assert gpu and gpu[-1].per_gpu[0].power_w == 222.0 and gpu[-1].per_gpu[1].power_w == 110.0
 

@@ -70,18 +70,18 @@ def print_verdict(event: Event, *, memory: bool, as_json: bool) -> None:
     """The answer on stdout: the memory's lines or the diagnosis' verdict and advice (or JSON)."""
     import json
 
-    from gpudash.diagnosis import remedies, rules
-    from gpudash.diagnosis.compile_bound import json_verdict
-    from gpudash.diagnosis.evidence import Evidence
+    from gpudash.diagnosis.judge import judgement_of
 
     if memory:
         print(json.dumps(json.loads(event.details["memory_peak"]), indent=2) if as_json else event.details["lines"])
         return
-    evidence = Evidence.from_details(event.details)
-    verdict, lines = remedies.answer(evidence, rules.diagnose(evidence), script=False)
+    judged = judgement_of(event)
+    if judged is None:  # a source judges every window it measured: a programming error, not the user's
+        raise RuntimeError(f"a diagnosis event without its judgement: {event.message}")
+    document, lines = judged.answer()
     if as_json:
         running: dict[str, object] = {k: event.details[k] for k in ("workload", "variant", "device", "knobs")}
         running["batch_size"] = int(event.details["batch_size"])
-        print(json.dumps({**running, **json_verdict(verdict, event.details)}, indent=2))
+        print(json.dumps({**running, **document}, indent=2))
     else:
         print("\n".join([event.message, *lines]))

@@ -1,0 +1,131 @@
+"""Every event a recording keeps comes back whole: its kind, what, before, after, message, its
+details and its typed data (a diagnosis' judgement, with its evidence, sync table, remedies and
+compile verdict) through a real CSV file, as a replay reads it (a property test); and a cell that
+is not an event's data is a malformed row, never a wrong verdict."""
+
+from __future__ import annotations
+
+import csv
+import io
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gpudash.core.protocol import DIAGNOSIS, Event, EventKind
+from gpudash.diagnosis.evidence import Evidence
+from gpudash.diagnosis.judge import Findings, Judgement, judge
+from gpudash.diagnosis.verdict import Bound, Diagnosis
+from gpudash.recording import csvformat
+from gpudash.recording.csvformat import RowParser
+
+# any printable text a script's path or line holds (a replay strips control characters: a hostile file's)
+text = st.text(st.characters(blacklist_categories=("Cs", "Cc")), max_size=40)
+finite = st.floats(min_value=-1e12, max_value=1e12, allow_nan=False, allow_infinity=False)
+maybe = st.none() | finite
+
+
+@st.composite
+def evidences(draw: Any) -> Evidence:
+    return Evidence(
+        steps=draw(st.integers(1, 10_000)),
+        step_ms=draw(st.floats(0.001, 1e6)),
+        input_ms=draw(st.floats(0.0, 1e6)),
+        syncs_per_step=draw(maybe),
+        gpu_busy_pct=draw(st.none() | st.floats(0.0, 100.0)),
+        gpu_ms_per_step=draw(maybe),
+        host_ms_per_step=draw(maybe),
+        launch_delay_us=draw(maybe),
+        throttled=draw(st.none() | text),
+        sm_active_pct=draw(maybe),
+        dtype=draw(st.none() | st.sampled_from(["bf16", "fp16", "fp32"])),
+        comm_exposed_kinds=draw(st.none() | text),
+        comm_last_rank=draw(st.none() | st.integers(0, 64)),
+        straggler_rank=draw(st.none() | st.integers(0, 64)),
+        job_settings=draw(st.none() | text),
+        input_workers=draw(st.none() | st.integers(0, 64)),
+        cpus=draw(st.none() | st.integers(1, 256)),
+    )
+
+
+@st.composite
+def judgements(draw: Any) -> Judgement:
+    compile_ = draw(st.none() | st.builds(Diagnosis, st.just(Bound.COMPILE), text, text))
+    findings = Findings(
+        draw(evidences()),
+        script=draw(st.booleans()),
+        window_start_s=draw(st.none() | st.floats(0.0, 1e6)),
+        compile=compile_,
+        compile_figures=draw(st.dictionaries(st.sampled_from(["compile_recompiles", "compile_lost_s"]), text)),
+        note=draw(text),
+        beside=tuple(draw(st.lists(text, max_size=3))),
+        heavy=draw(text),
+    )
+    return judge(findings)  # the rules' verdict and remedies, whatever the figures
+
+
+@st.composite
+def events(draw: Any) -> Event:
+    kind = draw(st.sampled_from(list(EventKind)))
+    details = draw(st.dictionaries(text.filter(lambda k: k != ""), text, max_size=6))
+    data = draw(st.none() | judgements()) if kind == EventKind.MEASURED else None
+    what = DIAGNOSIS if data is not None else draw(text)
+    return Event(
+        round(draw(st.floats(0.0, 1e6)), 3),  # the CSV keeps a row's time to the millisecond
+        kind,
+        what=what,
+        before=draw(text),
+        after=draw(text),
+        message=draw(text),
+        details=details,
+        data=data,
+    )
+
+
+def written_and_read(event: Event) -> Event:
+    """``event`` through a CSV file's text as the recorder writes it and a replay reads it."""
+    written = csvformat.format_row(csvformat.header()) + csvformat.format_row(csvformat.event_row(event))
+    header, row = list(csv.reader(io.StringIO(written, newline="")))
+    (back,) = RowParser(header).messages(row)
+    assert isinstance(back, Event)
+    return back
+
+
+@settings(max_examples=150, deadline=None)
+@given(events())
+def test_every_event_comes_back_whole_from_a_recording(event: Event) -> None:
+    back = written_and_read(event)
+    assert back == event  # kind, what, before, after, message, time
+    assert back.details == event.details
+    assert back.data == event.data
+    if isinstance(event.data, Judgement):
+        assert isinstance(back.data, Judgement) and back.data.line() == event.data.line()
+
+
+@pytest.mark.parametrize(
+    "cell",
+    [
+        "{",  # not JSON
+        "[1, 2]",  # not an object
+        '{"details": {"a": 1}}',  # a detail that is not text
+        '{"data": {"kind": "nothing we know"}}',
+        '{"data": {"kind": "judgement", "findings": {}}}',  # a judgement without its evidence
+        "[" * 5000 + "]" * 5000,  # deep enough to exhaust a recursive reader
+    ],
+)
+def test_an_event_data_cell_that_is_not_an_events_is_a_malformed_row(cell: str) -> None:
+    header = csvformat.header()
+    row = csvformat.event_row(Event(1.0, EventKind.MEASURED, what=DIAGNOSIS, message="input-bound: …"))
+    row[header.index(csvformat.EVENT_DATA_COLUMN)] = cell
+    with pytest.raises(ValueError):
+        RowParser(header).messages(row)
+
+
+def test_a_recording_from_before_the_column_reads_its_events_without_details() -> None:
+    header = csvformat.header()
+    row = csvformat.event_row(Event(1.0, EventKind.CHANGED, what="batch_size", before="8", after="16"))
+    at = header.index(csvformat.EVENT_DATA_COLUMN)
+    (back,) = RowParser(header[:at] + header[at + 1 :]).messages(row[:at] + row[at + 1 :])
+    assert back == Event(1.0, EventKind.CHANGED, what="batch_size", before="8", after="16")
+    assert isinstance(back, Event) and back.details == {} and back.data is None
