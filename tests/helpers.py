@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import pytest
 
 from gpudash.host.host_budget import available_cpus
-from gpudash.job.boot import gpudash_job_wire as wire
 
 # gpudash refuses more CPU ranks than CPUs it may use (``--nproc 2`` on one CPU is one line and exit 2):
 # a test that starts two CPU ranks through gpudash needs two, and says so where it skips (taskset -c 0)
@@ -69,30 +68,13 @@ CSV_COLUMNS_0_1 = [
 ]
 
 
-BOOT = ROOT / "gpudash" / "job" / "boot"  # the job's bootstrap folder: its modules import each other by name
+BOOT = ROOT / "gpudash" / "boot"  # the job's bootstrap folder: sitecustomize.py and the gpudash_boot package
 
 
 def ctrl_c_reaches_it() -> None:
     """A child's SIGINT as a terminal's Ctrl-C finds it (``preexec_fn``): the default action, even
     where the tests run from a background shell, which starts them with SIGINT ignored."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
-def boot_module(name: str) -> Any:
-    """A module of the job's bootstrap folder, loaded apart (``NAME_under_test``) as the bootstrap
-    loads it: with its folder first on ``sys.path``, so its imports of the modules beside it resolve."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(f"{name}_under_test", BOOT / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.path.insert(0, str(BOOT))
-    os.environ.setdefault(wire.SRC_ENV, str(BOOT.parents[1]))  # gpudash's folder, as the launch names it to a job
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(BOOT))
-    return module
 
 
 def record_args(path: str | Path, *more: str) -> list[str]:
@@ -226,7 +208,7 @@ def measured_evidence(name: str) -> Any:
     copied from the run's output under docs/bench), its sync table included."""
     import json
 
-    from gpudash.core.sync_sites import SyncTable
+    from gpudash.boot.gpudash_boot.sync_table import SyncTable
     from gpudash.diagnosis.evidence import Evidence
 
     doc = json.loads((EVIDENCE / name).read_text())["evidence"]

@@ -13,18 +13,8 @@ import pytest
 from scipy.stats import t as student_t
 
 from gpudash.core.protocol import Sample
-from gpudash.stats.comparison import (
-    BatchMeans,
-    Estimate,
-    Stretches,
-    Verdict,
-    compare,
-    estimate,
-    estimate_from_batches,
-    estimate_over_stretches,
-    pool_estimates,
-    t_quantile,
-)
+from gpudash.stats.batch_means import BatchMeans, Stretches, estimate, estimate_over_stretches, pool_estimates
+from gpudash.stats.comparison import Estimate, Verdict, compare, estimate_from_batches, t_quantile
 from gpudash.sweep.plan import Configuration
 from gpudash.sweep.results import RepeatResult, summarize
 

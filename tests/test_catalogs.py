@@ -33,7 +33,8 @@ from gpudash.tui.state import DashState
 from tests import printed
 from tests.helpers import CSV_COLUMNS_0_1
 from tests.messages import present
-from workloads.registry import FAMILIES, Fix, WorkloadError, family
+from workloads.catalog_types import Fix, WorkloadError
+from workloads.registry import FAMILIES, family
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -222,7 +223,7 @@ def test_event_kinds_parse_from_the_csv_and_refuse_unknown_ones() -> None:
 
 def test_every_chart_line_is_a_charted_metric_of_the_catalog() -> None:
     from gpudash.core.metrics import SERIES_KEYS
-    from gpudash.tui.charts import CHARTS
+    from gpudash.tui.chart_specs import CHARTS
 
     drawn = [line.key for chart in CHARTS for line in chart.lines]
     assert set(drawn) <= set(SERIES_KEYS) and len(drawn) == len(set(drawn))

@@ -17,7 +17,8 @@ from gpudash.diagnosis.remedies import answer
 from gpudash.diagnosis.rules import diagnose
 from gpudash.diagnosis.verdict import Bound
 from gpudash.engine.collectives import collective_kind
-from gpudash.engine.trace_figures import STEP_MARKER, figures, with_trace
+from gpudash.engine.trace_evidence import with_trace
+from gpudash.engine.trace_figures import STEP_MARKER, figures
 from tests.helpers import script_verdict
 
 ALL_REDUCE = "ncclDevKernel_AllReduce_Sum_f32_RING_LL"

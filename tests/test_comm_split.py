@@ -18,7 +18,8 @@ from gpudash.diagnosis.rules import diagnose
 from gpudash.diagnosis.verdict import Bound
 from gpudash.engine.collectives import Collective
 from gpudash.engine.comm_split import RankComm, split
-from gpudash.engine.trace_figures import figures, with_comm
+from gpudash.engine.trace_evidence import with_comm
+from gpudash.engine.trace_figures import figures
 from gpudash.job.traces import TraceRead
 from gpudash.job.window_reads import GATHER_S, WindowReads, matched
 from tests.helpers import measured_evidence

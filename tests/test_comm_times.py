@@ -1,4 +1,4 @@
-"""A rank's wait in its collectives, as the job's hooks time it (``gpudash_job_comm.CommTimes``):
+"""A rank's wait in its collectives, as the job's hooks time it (``gpudash_boot.comm.CommTimes``):
 the longest collective of the step, not their sum — DDP's buckets each wait for a slower rank while
 the rank's own backward goes on beside them, and only the longest wait says how far behind the
 other rank fell."""
@@ -9,22 +9,21 @@ import contextlib
 
 import torch
 
-from tests.helpers import boot_module
+from gpudash.boot.gpudash_boot import comm
 
 
 def test_a_step_waits_as_long_as_its_longest_collective_not_their_sum() -> None:
-    comms = boot_module("gpudash_job_comm").CommTimes(torch, contextlib.nullcontext)
+    comms = comm.CommTimes(torch, contextlib.nullcontext)
     assert comms.at_step() is None  # no collective yet: not a distributed job
     for entered, completed in ((0.000, 0.005), (0.002, 0.007), (0.010, 0.019)):  # three buckets
         comms.took(entered, completed)
-    assert abs(comms.at_step() - 9.0) < 1e-9  # the 9 ms bucket, not 19 ms (sum) nor 16 ms (union)
+    assert abs((comms.at_step() or 0.0) - 9.0) < 1e-9  # the 9 ms bucket, not 19 ms (sum) nor 16 ms (union)
     assert comms.at_step() == 0.0  # a step with none: it waited for no one
 
 
 def test_a_cpu_collective_still_running_at_the_step_counts_in_the_step_it_completes() -> None:
-    module = boot_module("gpudash_job_comm")
-    comms = module.CommTimes(torch, contextlib.nullcontext)
-    entry = module.Pending(1.000, object(), False)  # entered; its future not completed yet
+    comms = comm.CommTimes(torch, contextlib.nullcontext)
+    entry = comm.Pending(1.000, object(), False)  # entered; its future not completed yet
     comms.open.append(entry)
     comms.seen = True
     assert comms.at_step() == 0.0 and comms.open == [entry]
@@ -75,9 +74,8 @@ class FakeNcclWork:
 
 def nccl_comms(clock: Clock) -> object:
     """CommTimes whose collectives go to NCCL and whose CUDA events read ``clock``."""
-    module = boot_module("gpudash_job_comm")
 
-    class OnNccl(module.CommTimes):  # type: ignore[name-defined]
+    class OnNccl(comm.CommTimes):
         def to_nccl(self, args: object, kwargs: object) -> bool:
             return True
 
@@ -150,8 +148,7 @@ def test_a_timed_step_whose_gpu_is_behind_reads_its_figure_once_all_its_collecti
     ended yet. The step reads no figure then (not a wait of 0), and the next step — not timed —
     reads the timed step's, once its every collective is read: the one behind the late one in
     its group's order too."""
-    module = boot_module("gpudash_job_comm")
-    comms = module.CommTimes(torch, contextlib.nullcontext)
+    comms = comm.CommTimes(torch, contextlib.nullcontext)
     comms.every_s = 3600.0
     late = FakeEvent(10.2, done=False)
     comms.stream_pair(0.0, FakeEvent(0.0), FakeEvent(0.1), 0)
@@ -166,10 +163,9 @@ def test_a_timed_step_whose_gpu_is_behind_reads_its_figure_once_all_its_collecti
 def test_an_nccl_collective_without_an_end_event_is_said_untimed() -> None:
     """A work whose future gave no callback (a backend that completes it only at ``wait()``): once
     completed it counts as no wait, and the job's figures say that NCCL's collectives are not timed."""
-    module = boot_module("gpudash_job_comm")
-    comms = module.CommTimes(torch, contextlib.nullcontext)
+    comms = comm.CommTimes(torch, contextlib.nullcontext)
     work = FakeNcclWork()
-    comms.outstanding(module.Pending(0.0, work, True, FakeEvent(0.0)))
+    comms.outstanding(comm.Pending(0.0, work, True, FakeEvent(0.0)))
     assert comms.at_step() == 0.0 and "not timed" in comms.untimed
 
 
@@ -192,7 +188,7 @@ def test_ddps_buffers_broadcast_and_buckets_go_through_the_hooks() -> None:
     forward, and its backward's buckets go through the reference hook gpudash gives it."""
     import torch.distributed as dist
 
-    comms = boot_module("gpudash_job_comm").CommTimes(torch, contextlib.nullcontext)
+    comms = comm.CommTimes(torch, contextlib.nullcontext)
     dist.init_process_group("gloo", rank=0, world_size=1, store=dist.HashStore())
     comms.install()
     try:
@@ -225,7 +221,7 @@ def test_a_gloo_collective_on_cuda_tensors_is_timed_by_the_hosts_clock() -> None
     host, and no CUDA call is made to time it (here, where there is no CUDA, one would fail)."""
     import torch.distributed as dist
 
-    comms = boot_module("gpudash_job_comm").CommTimes(torch, contextlib.nullcontext)
+    comms = comm.CommTimes(torch, contextlib.nullcontext)
     dist.init_process_group("gloo", rank=0, world_size=1, store=dist.HashStore())
     comms.install()
     try:
@@ -239,10 +235,9 @@ def test_a_gloo_collective_on_cuda_tensors_is_timed_by_the_hosts_clock() -> None
 def test_ddps_buffer_broadcast_is_timed_by_the_events_around_it() -> None:
     """The broadcast at each forward runs in C++ and the calling stream waits for it: the events on
     that stream before and after the call give the rank's wait for the lead rank there."""
-    module = boot_module("gpudash_job_comm")
-    comms = module.CommTimes(torch, contextlib.nullcontext)
+    comms = comm.CommTimes(torch, contextlib.nullcontext)
     end = FakeEvent(24.0, done=False)
-    comms.outstanding(module.Pending(0.0, None, True, FakeEvent(0.0), end))
+    comms.outstanding(comm.Pending(0.0, None, True, FakeEvent(0.0), end))
     assert comms.at_step() == 0.0
     end.done = True
     assert comms.at_step() == 24.0
@@ -254,8 +249,7 @@ def test_a_windows_collectives_are_sized_as_the_job_calls_them() -> None:
     nothing is counted. A one-rank gloo group, in this process."""
     import torch.distributed as dist
 
-    module = boot_module("gpudash_job_comm")
-    comms = module.CommTimes(torch, contextlib.nullcontext)
+    comms = comm.CommTimes(torch, contextlib.nullcontext)
     dist.init_process_group("gloo", rank=0, world_size=1, store=dist.HashStore())
     comms.install()
     try:
@@ -289,7 +283,7 @@ def test_a_collective_inside_the_coalescing_manager_is_left_to_the_job() -> None
     import torch.distributed as dist
     from torch.distributed.distributed_c10d import _coalescing_manager
 
-    comms = boot_module("gpudash_job_comm").CommTimes(torch, contextlib.nullcontext)
+    comms = comm.CommTimes(torch, contextlib.nullcontext)
     dist.init_process_group("gloo", rank=0, world_size=1, store=dist.HashStore())
     comms.install()
     try:

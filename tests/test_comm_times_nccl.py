@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.helpers import boot_module
+from gpudash.boot.gpudash_boot import comm
 
 pytestmark = [pytest.mark.multigpu, pytest.mark.slow]
 LATE_S = 0.040  # rank 1's lateness at each collective
@@ -37,7 +37,7 @@ def _each_rank(rank: int, port: int, out: str) -> None:
     os.environ.pop("TORCH_NCCL_ENABLE_TIMING", None)
     torch.cuda.set_device(rank)
     dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
-    comms = boot_module("gpudash_job_comm").CommTimes(torch, contextlib.nullcontext)
+    comms = comm.CommTimes(torch, contextlib.nullcontext)
     comms.every_s = 0.0  # every step's collectives timed (a job's are at most every 0.1 s)
     comms.install()
     got: dict[str, object] = {}

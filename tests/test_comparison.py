@@ -5,17 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gpudash.stats.comparison import (
-    MAX_BLOCKS,
-    BatchMeans,
-    Comparison,
-    Estimate,
-    Verdict,
-    compare,
-    compare_paired,
-    estimate,
-    estimate_from_batches,
-)
+from gpudash.stats.batch_means import MAX_BLOCKS, BatchMeans, estimate
+from gpudash.stats.comparison import Comparison, Estimate, Verdict, compare, compare_paired, estimate_from_batches
 from gpudash.stats.fmt import fmt_ratio
 from tests.messages import present
 

@@ -10,19 +10,8 @@ import numpy as np
 import pytest
 from scipy.stats import t as student_t
 
-from gpudash.stats.comparison import (
-    MAX_BLOCKS,
-    MIN_SAMPLES_FOR_INTERVAL,
-    BatchMeans,
-    Comparison,
-    Estimate,
-    Verdict,
-    compare,
-    estimate,
-    estimate_from_batches,
-    seconds_for_interval,
-    t_quantile,
-)
+from gpudash.stats.batch_means import MAX_BLOCKS, MIN_SAMPLES_FOR_INTERVAL, BatchMeans, estimate, seconds_for_interval
+from gpudash.stats.comparison import Comparison, Estimate, Verdict, compare, estimate_from_batches, t_quantile
 
 
 def ar1(rng: np.random.Generator, n: int, phi: float, mean: float = 100.0, noise: float = 0.10) -> list[float]:

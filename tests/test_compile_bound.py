@@ -92,7 +92,8 @@ def test_the_first_compile_is_the_compile_phase_not_start_up() -> None:
     phase; the wall time still adds up."""
     from gpudash.core.protocol import COMPILE, STARTUP
     from gpudash.job.phase_watch import PhaseWatch
-    from gpudash.job.steps import JobSamples, StepRecord
+    from gpudash.job.step_record import StepRecord
+    from gpudash.job.steps import JobSamples
 
     emitted: list[dict[str, Any]] = []
     watch = PhaseWatch(0.0, JobSamples("job:x.py", "", 0.25, 0.0), None, lambda *_, **kw: emitted.append(kw))  # type: ignore[arg-type]

@@ -1,7 +1,7 @@
 """dynamo's reasons for a recompile and a graph break, read into a user's words with the fix for each
 (``gpudash.core.compile_reasons``): first torch's texts as its versions write them, then the whole
 reading in this process — a function compiled with ``backend="eager"`` recompiles and breaks, the
-job's compile watch (``gpudash_job_compile.CompileWatch``) reads what dynamo kept, and gpudash's
+job's compile watch (``gpudash_boot.compile_watch.CompileWatch``) reads what dynamo kept, and gpudash's
 intake says it (``gpudash.core.compile_intake``) — on the torch the CI installs."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import torch
 
+from gpudash.boot.gpudash_boot import compile_watch
 from gpudash.core.compile_intake import CompileIntake, function_words
 from gpudash.core.compile_reasons import (
     BRANCH,
@@ -27,7 +28,6 @@ from gpudash.core.compile_reasons import (
     recompile_reason,
 )
 from gpudash.core.compile_table import COMPILED, GRAPH_BREAK, RECOMPILE, RECOMPILE_LIMIT, CompileTable
-from tests.helpers import boot_module
 
 SOURCE = "  # return x * n  # mp/train.py:5 in f"
 
@@ -128,7 +128,7 @@ def watched() -> Iterator[tuple[Any, list[dict[str, Any]]]]:
     torch._dynamo.reset()
     torch._dynamo.utils.clear_compilation_metrics()
     sent: list[dict[str, Any]] = []
-    watch = boot_module("gpudash_job_compile").CompileWatch(sent.append, lambda: 0)
+    watch = compile_watch.CompileWatch(sent.append, lambda: 0)
     watch.install()
     yield watch, sent
     watch.uninstall()
@@ -226,7 +226,7 @@ def test_recompiles_between_two_reads_each_keep_their_own_sizes_and_a_read_is_cu
     for n in range(4, 34):
         compiled(torch.randn(n))
     watch.at_step(1)
-    limit = boot_module("gpudash_job_compile").PER_MESSAGE
+    limit = compile_watch.PER_MESSAGE
     assert len(sent) >= 3 and all(len(m["compiles"]) <= limit for m in sent)
     events, table = _said(sent)
     reasons = [e.details["reason"] for e in events if e.what == RECOMPILE]
@@ -264,7 +264,7 @@ def test_a_watch_begun_after_a_compile_says_only_its_own(watched: tuple[Any, lis
     compiled = torch.compile(plus, backend="eager", dynamic=False)
     compiled(torch.randn(4))
     later: list[dict[str, Any]] = []
-    watch = boot_module("gpudash_job_compile").CompileWatch(later.append, lambda: 0)
+    watch = compile_watch.CompileWatch(later.append, lambda: 0)
     watch.skip_earlier()
     watch.install()
     watch.at_step(1)

@@ -1,5 +1,5 @@
 """A GPU-only window's CUDA calls left unrecorded on a torch before 2.12
-(``gpudash_job_cupti_calls.py``): the process's own libcupti found from its memory map, never a
+(``gpudash_boot/cupti_calls.py``): the process's own libcupti found from its memory map, never a
 second copy loaded, and where CUPTI cannot be told (no libcupti, no GPU) the window is told why in a
 line, which its figures then carry. On a GPU: ``tests/test_window_kinds_gpu.py``."""
 
@@ -9,9 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import boot_module
+from gpudash.boot.gpudash_boot import cupti_calls
 
-cupti_calls = boot_module("gpudash_job_cupti_calls")
 LINE = "7f3a1c000000-7f3a1c200000 r-xp 00000000 103:02 4194 {path}\n"
 
 

@@ -24,7 +24,8 @@ from gpudash.diagnosis.judge import Findings, judge
 from gpudash.diagnosis.remedies import remedies
 from gpudash.diagnosis.rules import diagnose
 from gpudash.diagnosis.verdict import Bound
-from gpudash.engine.trace_figures import figures, with_trace
+from gpudash.engine.trace_evidence import with_trace
+from gpudash.engine.trace_figures import figures
 from gpudash.host.links import link_between
 from gpudash.job.command import one_rank_command
 from gpudash.job.traces import TraceRead

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from gpudash.core.sync_sites import Site, SiteCount, SyncTable
+from gpudash.boot.gpudash_boot.sync_table import Site, SiteCount, SyncTable
 from gpudash.diagnosis.advice import for_the_job
 from gpudash.diagnosis.evidence import Evidence
 from gpudash.diagnosis.rules import diagnose

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import pytest
 import torch
 
+from gpudash.boot.gpudash_boot.sync_watch import SYNC_WARNING
 from gpudash.core.protocol import (
     Control,
     Event,
@@ -25,15 +26,15 @@ from gpudash.core.protocol import (
     Stop,
     SwitchWorkload,
 )
-from gpudash.core.sync_watch import SYNC_WARNING
 from gpudash.engine.events import plain
 from gpudash.engine.loop import ControlSource, StepLoop
 from gpudash.engine.loop_state import Builder
 from gpudash.engine.measure import SyncCounter, percentile
 from tests.messages import events_of, present, samples_of
 from workloads.base import Workload
+from workloads.catalog_types import WorkloadError
 from workloads.knobs import Knobs
-from workloads.registry import WorkloadError, check_batch_size
+from workloads.registry import check_batch_size
 
 # -- a fake workload: fast, scriptable ----------------------------------------------------------
 

@@ -8,7 +8,7 @@ import torch
 import torchvision.transforms.v2.functional as F
 
 from tests.helpers import build_as, pipeline_pairs, slow_if_real
-from workloads import augment, input_pipeline
+from workloads import augment, input_pipeline, input_transforms
 from workloads.base import WorkloadOptions
 from workloads.factory import build
 from workloads.streams import TwoStagePipeline
@@ -134,14 +134,14 @@ def test_vectorized_chain_draws_parameters_per_sample() -> None:
 @pytest.mark.parametrize("seed", range(3))
 def test_shift_dilation_matches_convolution_dilation(seed: int) -> None:
     mask = np.random.default_rng(seed).uniform(size=(37, 53)) < 0.25
-    np.testing.assert_array_equal(input_pipeline.dilate_shift(mask), input_pipeline.dilate_conv(mask))
+    np.testing.assert_array_equal(input_transforms.dilate_shift(mask), input_transforms.dilate_conv(mask))
 
 
 def test_batch_colour_conversion_matches_per_image() -> None:
     gen = torch.Generator().manual_seed(4)
     batch = torch.randint(0, 256, (5, 3, 16, 16), dtype=torch.uint8, generator=gen)
-    per_image = torch.stack([input_pipeline.scale(input_pipeline.convert_color(img)) for img in batch])
-    torch.testing.assert_close(input_pipeline.batch_transform(batch), per_image)
+    per_image = torch.stack([input_transforms.scale(input_transforms.convert_color(img)) for img in batch])
+    torch.testing.assert_close(input_transforms.batch_transform(batch), per_image)
 
 
 def test_random_mask_zeroes_the_pixels_of_the_expanded_mask_indexing() -> None:
@@ -151,9 +151,9 @@ def test_random_mask_zeroes_the_pixels_of_the_expanded_mask_indexing() -> None:
     full = torch.randint(1, 256, (40, 50, 3), dtype=torch.uint8, generator=gen).permute(2, 0, 1)
     for img in (full.contiguous()[:, :16, :16].contiguous(), full[:, 3:19, 5:21]):
         np.random.seed(6)
-        got = input_pipeline.RandomMask(input_pipeline.dilate_shift)(img.clone())
+        got = input_transforms.RandomMask(input_transforms.dilate_shift)(img.clone())
         np.random.seed(6)
-        dilated = input_pipeline.dilate_shift(np.random.uniform(size=img.shape[-2:]) < input_pipeline.MASK_RATIO)
+        dilated = input_transforms.dilate_shift(np.random.uniform(size=img.shape[-2:]) < input_transforms.MASK_RATIO)
         want = img.clone()
         want[torch.from_numpy(dilated).unsqueeze(0).expand(3, -1, -1)] = 0
         assert got.dtype == torch.uint8 and torch.equal(got, want)
@@ -166,9 +166,9 @@ def test_colour_conversion_of_a_strided_sample_matches_the_plain_math() -> None:
     hwc = torch.randint(0, 256, (20, 30, 3), dtype=torch.uint8, generator=gen)
     view = hwc.permute(2, 0, 1)[:, 2:18, 4:20]
     plain = view.contiguous().float()
-    want = (torch.tensor(input_pipeline.YUV_MATRIX) @ plain.reshape(3, -1)).view(plain.shape)
-    want = want + torch.tensor(input_pipeline.YUV_OFFSET)[:, None, None]
-    assert torch.equal(input_pipeline.convert_color(view), want)
+    want = (torch.tensor(input_transforms.YUV_MATRIX) @ plain.reshape(3, -1)).view(plain.shape)
+    want = want + torch.tensor(input_transforms.YUV_OFFSET)[:, None, None]
+    assert torch.equal(input_transforms.convert_color(view), want)
 
 
 def _uint8_samples(n: int, size: int, seed: int) -> list[tuple[torch.Tensor, int]]:
@@ -177,7 +177,7 @@ def _uint8_samples(n: int, size: int, seed: int) -> list[tuple[torch.Tensor, int
 
     from workloads.registry import family
 
-    chain = input_pipeline.per_sample_transforms(family("input_pipeline").variant("gpu-transform"), size)
+    chain = input_transforms.per_sample_transforms(family("input_pipeline").variant("gpu-transform"), size)
     path = input_pipeline.sample_jpeg()
     np.random.seed(seed)
     torch.manual_seed(seed)
@@ -190,10 +190,10 @@ def test_device_colour_conversion_matches_the_collate_one(memory_format: torch.m
     the batch that batch-transform's collate makes from the same samples."""
     samples = _uint8_samples(6, 32, seed=8)
     assert all(img.dtype == torch.uint8 for img, _ in samples)
-    in_collate, labels = input_pipeline.batch_collate(samples)
+    in_collate, labels = input_transforms.batch_collate(samples)
     uint8_batch, uint8_labels = torch.utils.data.default_collate(samples)
     assert uint8_batch.dtype == torch.uint8 and torch.equal(labels, uint8_labels)
-    on_device = input_pipeline.DeviceColour("cpu")(uint8_batch.contiguous(memory_format=memory_format), memory_format)
+    on_device = input_transforms.DeviceColour("cpu")(uint8_batch.contiguous(memory_format=memory_format), memory_format)
     assert on_device.dtype == torch.float32 and on_device.is_contiguous(memory_format=memory_format)
     torch.testing.assert_close(on_device, in_collate, rtol=1e-6, atol=1e-6)
 

@@ -14,7 +14,7 @@ import pytest
 from gpudash.arguments import shared_flags
 from gpudash.arguments.argparse_adapter import parser_actions
 from gpudash.cli.main import main
-from gpudash.cli.options import PASSTHROUGH, build_parsers, own_parser
+from gpudash.cli.parsers import PASSTHROUGH, build_parsers, own_parser
 from tests.helpers import GPUDASH
 
 # Every command and the shared flags that apply to it. A new subcommand fails the test until it is

@@ -1,4 +1,4 @@
-"""Model FLOPs (``gpudash.engine.flops``) and the peaks they are a share of (``gpudash.core.peaks``):
+"""Model FLOPs (``gpudash.boot.gpudash_boot.flop_count``) and the peaks they are a share of (``gpudash.core.peaks``):
 ResNet-50's counted training FLOPs per image against its published 4.1 GMACs forward (×2 FLOPs a
 MAC, ×3 for forward and backward), the table's matching by device name, and MFU's arithmetic."""
 
@@ -10,8 +10,8 @@ import pytest
 import torch
 import torchvision
 
+from gpudash.boot.gpudash_boot.flop_count import count_step_flops
 from gpudash.core.peaks import PEAKS, choose_peak, mfu_pct, model_rates, peak_of
-from gpudash.engine.flops import count_step_flops
 
 PUBLISHED_GMACS = 4.1  # ResNet-50's forward pass, per 224x224 image (He et al., 2015; torchvision's docs)
 

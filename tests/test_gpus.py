@@ -16,14 +16,15 @@ from types import ModuleType
 import pytest
 
 from gpudash.cli import main as cli
-from gpudash.cli import options
+from gpudash.cli import parsers
 from gpudash.cli.serve import as_argv
 from gpudash.core.protocol import Event, EventKind, GpuSample, RunConfig, Sample
 from gpudash.host.gpu_checks import check_gpus
 from gpudash.host.gpu_selection import GpuSelectionError, gpu_indexes, gpu_list
 from gpudash.host.nvml import NvmlSampler
 from gpudash.recording import csvformat
-from gpudash.recording.record import CsvRecorder, run_metadata
+from gpudash.recording.metadata import run_metadata
+from gpudash.recording.record import CsvRecorder
 from gpudash.recording.replay import ReplaySource, read_all
 from tests.fake_gpus import fake_gpus, installer, readings
 from tests.helpers import record_args
@@ -172,7 +173,7 @@ def test_gpus_argument_is_indexes_once_each(text: str) -> None:
 
 
 def test_serve_passes_gpus_on_to_the_dashboard_it_starts() -> None:
-    _, commands = options.build_parsers()
+    _, commands = parsers.build_parsers()
     given = vars(commands["run"].parse_args(["--gpus", "2,0", "--device", "cpu"]))
     assert as_argv(commands["run"], given) == ["--device=cpu", "--gpus=2,0"]
 

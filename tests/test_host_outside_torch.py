@@ -19,7 +19,8 @@ from gpudash.diagnosis.remedies import remedies
 from gpudash.diagnosis.rules import diagnose
 from gpudash.diagnosis.verdict import OUTSIDE_TORCH, Bound
 from gpudash.engine.host_gaps import host_gaps_ms_per_step
-from gpudash.engine.trace_figures import figures, with_trace
+from gpudash.engine.trace_evidence import with_trace
+from gpudash.engine.trace_figures import figures
 from gpudash.job.diagnosis import VerdictContext, verdict_event
 from gpudash.job.run import diagnosis_head
 from tests.helpers import measured_evidence, verdict_of

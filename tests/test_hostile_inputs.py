@@ -11,6 +11,7 @@ case here starts a workload; the cgroup cases run where this machine lets the te
 from __future__ import annotations
 
 import os
+import re
 import resource
 import subprocess
 import sys
@@ -295,7 +296,8 @@ def test_ranks_that_would_not_fit_in_a_cgroups_memory_are_refused_before_they_st
     )
     line = _one_error_line(proc)
     assert "--nproc 2: the ranks and their launcher need about 1.88 GiB of host memory" in line
-    assert "and 1007 MiB is left under the cgroup's memory limit of 1 GiB" in line
+    left = re.search(r"and (\d+) MiB is left under the cgroup's memory limit of 1 GiB", line)  # less gpudash's own
+    assert left is not None and 900 < int(left.group(1)) < 1024, line
 
 
 def test_the_process_plan_counts_ranks_their_forkservers_and_workers() -> None:

@@ -17,7 +17,8 @@ from tests.test_docs import ROOT, imports_of
 
 PACKAGES = ("gpudash", "workloads")
 SIZED = ("gpudash", "workloads", "tests", "benchmarks", "examples")
-MAX_MODULE_LINES = 500
+MAX_MODULE_LINES = 400  # gpudash/ and workloads/: a module that does one job stays well under it
+MAX_TEST_MODULE_LINES = 500  # tests/, benchmarks/, examples/: not yet split to 400
 MAX_FUNCTION_LINES = 60  # from the ``def`` line to the last line of the body
 
 
@@ -91,12 +92,14 @@ def test_the_import_graph_has_no_circles() -> None:
 
 
 def oversized() -> list[str]:
-    """Each module over ``MAX_MODULE_LINES`` lines and each function over ``MAX_FUNCTION_LINES``."""
+    """Each module over ``MAX_MODULE_LINES`` lines (a test's, ``MAX_TEST_MODULE_LINES``) and each
+    function over ``MAX_FUNCTION_LINES``."""
     found = []
     for path in _modules(SIZED):
         text = path.read_text(encoding="utf-8")
         name = path.relative_to(ROOT).as_posix()
-        if (lines := len(text.splitlines())) > MAX_MODULE_LINES:
+        limit = MAX_MODULE_LINES if name.split("/")[0] in PACKAGES else MAX_TEST_MODULE_LINES
+        if (lines := len(text.splitlines())) > limit:
             found.append(f"{name}: {lines} lines")
         for node in ast.walk(ast.parse(text)):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -106,7 +109,7 @@ def oversized() -> list[str]:
     return found
 
 
-def test_no_module_over_500_lines_and_no_function_over_60() -> None:
+def test_no_module_over_400_lines_and_no_function_over_60() -> None:
     found = oversized()
     assert found == [], "split by job: " + "; ".join(found)
 
@@ -233,17 +236,21 @@ def test_variant_names_are_written_only_in_the_registry_and_their_familys_module
     assert found == [], "ask the registry (workloads.registry) which variant: " + "; ".join(found)
 
 
-FIRST_PARTY = ("gpudash", "workloads", "benchmarks", "tests", "examples", "gpudash_job_")  # the boot modules too
+FIRST_PARTY = ("gpudash", "workloads", "benchmarks", "tests", "examples")  # and a relative import (the bootstrap's)
 
 
 def private_imports(text: str) -> list[str]:
-    """Each ``from <first-party module> import _name`` in ``text``: a private name used outside its
+    """Each ``from <first-party module> import _name`` in ``text`` (a relative import is one too: a
+    package's modules, the bootstrap's, import each other so): a private name used outside its
     module (make it public where it is shared, or move it to the module that uses it)."""
     found = []
     for node in ast.walk(ast.parse(text)):
-        if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith(FIRST_PARTY):
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        module = "." * node.level + (node.module or "")
+        if node.level or module.startswith(FIRST_PARTY):
             found += [
-                f"{node.lineno}: from {node.module} import {alias.name}"
+                f"{node.lineno}: from {module} import {alias.name}"
                 for alias in node.names
                 if alias.name.startswith("_") and not alias.name.startswith("__")
             ]
@@ -253,17 +260,18 @@ def private_imports(text: str) -> list[str]:
 def test_the_private_import_scan_finds_a_private_name_and_not_a_public_or_foreign_one() -> None:
     written = """
 from gpudash.core.faults import _secret
-from gpudash_job_parts import (
+from .process import (
     public,
     _Hidden,
 )
 from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
 from gpudash import __version__
-from .sibling import _relative
+from . import _sibling
 """
     assert private_imports(written) == [
         "2: from gpudash.core.faults import _secret",
-        "3: from gpudash_job_parts import _Hidden",
+        "3: from .process import _Hidden",
+        "9: from . import _sibling",
     ]
 
 

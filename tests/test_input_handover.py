@@ -16,14 +16,13 @@ from pathlib import Path
 import pytest
 import torch
 
+from gpudash.boot.gpudash_boot import loader
 from gpudash.diagnosis.advice import input_advice
 from gpudash.diagnosis.evidence import Evidence
 from gpudash.job.worker_busy import WorkerBusy
-from tests.helpers import boot_module
 
 
 def test_a_batchs_bytes_are_its_tensors_in_tuples_lists_and_mappings() -> None:
-    loader = boot_module("gpudash_job_loader")
     images, labels = torch.zeros(8, 3, 4, 4), torch.zeros(8, dtype=torch.int64)
     assert loader.batch_bytes((images, labels), torch) == 8 * 3 * 16 * 4 + 8 * 8
     assert loader.batch_bytes({"input_ids": labels, "meta": ["a", 1]}, torch) == 8 * 8

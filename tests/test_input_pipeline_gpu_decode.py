@@ -21,10 +21,12 @@ from torch.utils.data import DataLoader
 from tests.helpers import run_under_cuda_sanitizer
 from tests.test_gpu_workloads import steps_without_a_sync
 from workloads import input_pipeline as ip
+from workloads import input_transforms
 from workloads.base import WorkloadOptions
+from workloads.catalog_types import WorkloadError
 from workloads.factory import build
 from workloads.knobs import KNOBS, Knobs, parse_knobs
-from workloads.registry import WorkloadError, family
+from workloads.registry import family
 
 CPU = torch.device("cpu")
 # nvjpeg against libjpeg, in 0-255 levels of the decoded RGB (so at most that / 255 after the YUV
@@ -49,14 +51,14 @@ def _fixed_draws(n: int, size: int, seed: int) -> tuple[torch.Tensor, torch.Tens
     tops = torch.randint(0, height - size + 1, (n,), generator=gen)
     lefts = torch.randint(0, width - size + 1, (n,), generator=gen)
     tops[0], lefts[0], tops[-1], lefts[-1] = 0, 0, height - size, width - size
-    dropped = torch.rand((n, size, size), generator=gen) < ip.MASK_RATIO
+    dropped = torch.rand((n, size, size), generator=gen) < input_transforms.MASK_RATIO
     return tops, lefts, dropped
 
 
 def _cpu_uint8(tops: torch.Tensor, lefts: torch.Tensor, dropped: torch.Tensor, size: int) -> torch.Tensor:
     """The CPU rungs' per-sample chain up to the colour (reorder on: PIL crop, to tensor, RandomMask
     with shifted-OR dilation) for given offsets and masks."""
-    mask = ip.RandomMask(ip.dilate_shift)
+    mask = input_transforms.RandomMask(input_transforms.dilate_shift)
     out = []
     for top, left, drop in zip(tops.tolist(), lefts.tolist(), dropped.numpy(), strict=False):
         img = T.PILToTensor()(TF.crop(Image.open(ip.sample_jpeg()), top, left, size, size))
@@ -66,24 +68,26 @@ def _cpu_uint8(tops: torch.Tensor, lefts: torch.Tensor, dropped: torch.Tensor, s
 
 def _cpu_pipeline(tops: torch.Tensor, lefts: torch.Tensor, dropped: torch.Tensor, size: int) -> torch.Tensor:
     """... and its colour conversion and scaling, per sample: the model input of the CPU rungs."""
-    return torch.stack([ip.scale(ip.convert_color(img)) for img in _cpu_uint8(tops, lefts, dropped, size)])
+    return torch.stack(
+        [input_transforms.scale(input_transforms.convert_color(img)) for img in _cpu_uint8(tops, lefts, dropped, size)]
+    )
 
 
 # -- (a) the batched functions against the per-sample ones, on the CPU --------------------------
 @pytest.mark.parametrize("seed", range(3))
 def test_batched_dilation_matches_the_per_sample_shift_dilation(seed: int) -> None:
-    masks = np.random.default_rng(seed).uniform(size=(5, 23, 31)) < ip.MASK_RATIO
-    got = ip.dilate_batch(torch.from_numpy(masks))
+    masks = np.random.default_rng(seed).uniform(size=(5, 23, 31)) < input_transforms.MASK_RATIO
+    got = input_transforms.dilate_batch(torch.from_numpy(masks))
     assert got.dtype == torch.bool
-    assert np.array_equal(got.numpy(), np.stack([ip.dilate_shift(m) for m in masks]))
-    assert np.array_equal(got.numpy(), np.stack([ip.dilate_conv(m) for m in masks]))
+    assert np.array_equal(got.numpy(), np.stack([input_transforms.dilate_shift(m) for m in masks]))
+    assert np.array_equal(got.numpy(), np.stack([input_transforms.dilate_conv(m) for m in masks]))
 
 
 def test_batched_crop_matches_each_sample_cropped_at_its_offset() -> None:
     gen = torch.Generator().manual_seed(1)
     images = torch.randint(0, 256, (6, 3, 40, 50), dtype=torch.uint8, generator=gen)
     tops, lefts = torch.tensor([0, 24, 3, 24, 0, 11]), torch.tensor([0, 34, 34, 0, 17, 5])
-    got = ip.crop_batch(images, tops, lefts, 16)
+    got = input_transforms.crop_batch(images, tops, lefts, 16)
     want = torch.stack(
         [TF.crop(img, t, left, 16, 16) for img, t, left in zip(images, tops.tolist(), lefts.tolist(), strict=False)]
     )
@@ -93,11 +97,14 @@ def test_batched_crop_matches_each_sample_cropped_at_its_offset() -> None:
 def test_batched_mask_zeroes_what_random_mask_zeroes_per_sample() -> None:
     gen = torch.Generator().manual_seed(2)
     images = torch.randint(1, 256, (4, 3, 20, 24), dtype=torch.uint8, generator=gen)
-    dropped = torch.rand((4, 20, 24), generator=gen) < ip.MASK_RATIO
+    dropped = torch.rand((4, 20, 24), generator=gen) < input_transforms.MASK_RATIO
     want = torch.stack(
-        [ip.RandomMask(ip.dilate_shift).apply(img.clone(), d.numpy()) for img, d in zip(images, dropped, strict=False)]
+        [
+            input_transforms.RandomMask(input_transforms.dilate_shift).apply(img.clone(), d.numpy())
+            for img, d in zip(images, dropped, strict=False)
+        ]
     )
-    got = ip.mask_batch(images.clone(), dropped)
+    got = input_transforms.mask_batch(images.clone(), dropped)
     assert got.dtype == torch.uint8 and torch.equal(got, want)
     assert 0 < int((got == 0).sum()) < got.numel()
 
@@ -108,7 +115,7 @@ def test_device_path_on_cpu_gives_the_cpu_pipelines_model_input(memory_format: t
     the same offsets and masks, within float32 rounding (the colour's sums in another order)."""
     size = 64
     tops, lefts, dropped = _fixed_draws(6, size, seed=3)
-    front = ip.DeviceJpegs(CPU, size, seed=0)
+    front = input_transforms.DeviceJpegs(CPU, size, seed=0)
     decoded = front.decode(_jpegs(6))
     assert decoded.shape == (6, 3, ip.JPEG_SIZE[1], ip.JPEG_SIZE[0]) and decoded.dtype == torch.uint8
     got = front.transform(decoded, tops, lefts, dropped, memory_format)
@@ -117,12 +124,12 @@ def test_device_path_on_cpu_gives_the_cpu_pipelines_model_input(memory_format: t
 
 
 def test_draws_span_random_crops_offsets_and_drop_a_quarter_of_the_pixels() -> None:
-    front = ip.DeviceJpegs(CPU, 16, seed=4)
+    front = input_transforms.DeviceJpegs(CPU, 16, seed=4)
     tops, lefts, dropped = front.draw(4000, 18, 20)
     assert set(tops.tolist()) == {0, 1, 2} and set(lefts.tolist()) == {0, 1, 2, 3, 4}
-    assert dropped.shape == (4000, 16, 16) and abs(float(dropped.float().mean()) - ip.MASK_RATIO) < 0.01
-    again = ip.DeviceJpegs(CPU, 16, seed=4).draw(4000, 18, 20)
-    other = ip.DeviceJpegs(CPU, 16, seed=5).draw(4000, 18, 20)
+    assert dropped.shape == (4000, 16, 16) and abs(float(dropped.float().mean()) - input_transforms.MASK_RATIO) < 0.01
+    again = input_transforms.DeviceJpegs(CPU, 16, seed=4).draw(4000, 18, 20)
+    other = input_transforms.DeviceJpegs(CPU, 16, seed=5).draw(4000, 18, 20)
     assert all(torch.equal(a, b) for a, b in zip((tops, lefts, dropped), again, strict=False))
     assert not torch.equal(dropped, other[2])
 
@@ -132,7 +139,7 @@ def test_the_loader_hands_over_each_samples_jpeg_bytes_undecoded(workers: int) -
     path = ip.sample_jpeg()
     raw = path.read_bytes()
     dataset = ip.JpegBytesDataset(path, seed=0)
-    loader = DataLoader(dataset, batch_size=3, num_workers=workers, collate_fn=ip.jpeg_collate)
+    loader = DataLoader(dataset, batch_size=3, num_workers=workers, collate_fn=input_transforms.jpeg_collate)
     joined, lengths, labels = next(iter(loader))
     assert joined.dtype == torch.uint8 and joined.dim() == 1 and lengths.tolist() == [len(raw)] * 3
     assert all(part.numpy().tobytes() == raw for part in torch.split(joined, lengths.tolist()))
@@ -163,13 +170,15 @@ def test_nvjpeg_batch_matches_the_cpu_pipeline_within_the_decoders_difference() 
     colour conversion. Prints the measured difference (run with -s to see it)."""
     size, n = 256, 16
     tops, lefts, dropped = _fixed_draws(n, size, seed=6)
-    front = ip.DeviceJpegs(torch.device("cuda", torch.cuda.current_device()), size, seed=0)
+    front = input_transforms.DeviceJpegs(torch.device("cuda", torch.cuda.current_device()), size, seed=0)
     tops_gpu, lefts_gpu, dropped_gpu = (t.cuda() for t in (tops, lefts, dropped))
     decoded = front.decode(_jpegs(n))
-    uint8 = ip.mask_batch(ip.crop_batch(decoded, tops_gpu, lefts_gpu, size), dropped_gpu).cpu()
+    uint8 = input_transforms.mask_batch(
+        input_transforms.crop_batch(decoded, tops_gpu, lefts_gpu, size), dropped_gpu
+    ).cpu()
     want = _cpu_uint8(tops, lefts, dropped, size)
     levels = (uint8.int() - want.int()).abs()
-    masked = ip.dilate_batch(dropped)[:, None].expand_as(want)
+    masked = input_transforms.dilate_batch(dropped)[:, None].expand_as(want)
     coloured = front.transform(decoded, tops_gpu, lefts_gpu, dropped_gpu).cpu()
     diff = (coloured - _cpu_pipeline(tops, lefts, dropped, size)).abs()
     print(
@@ -189,7 +198,7 @@ def test_nvjpeg_outputs_stay_intact_while_the_training_stream_is_behind() -> Non
     behind a long sleep on the current stream; every batch must equal the one decoded idle."""
     size, n = 64, 8
     tops, lefts, dropped = (t.cuda() for t in _fixed_draws(n, size, seed=7))
-    front = ip.DeviceJpegs(torch.device("cuda", torch.cuda.current_device()), size, seed=0)
+    front = input_transforms.DeviceJpegs(torch.device("cuda", torch.cuda.current_device()), size, seed=0)
     jpegs = _jpegs(n)
     want = front.transform(front.decode(jpegs), tops, lefts, dropped)
     torch.cuda.synchronize()

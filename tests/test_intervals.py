@@ -14,10 +14,11 @@ from hypothesis import strategies as st  # noqa: E402
 
 from gpudash.core.protocol import Event, EventKind
 from gpudash.core.textfmt import fmt_num, plain, plain_pm
-from gpudash.stats.comparison import MIN_SAMPLES_FOR_INTERVAL, Comparison, Verdict
+from gpudash.stats.batch_means import MIN_SAMPLES_FOR_INTERVAL
+from gpudash.stats.comparison import Comparison, Verdict
 from gpudash.stats.fmt import MINUS, fmt_change, fmt_ratio
 from gpudash.tui.state import DashState
-from gpudash.tui.widgets import change_cell, stats_table
+from gpudash.tui.stats_panel import change_cell, stats_table
 from tests.tui.fakes import run_segment, sample, started
 
 RATIO = re.compile(r"^(\d+\.\d+)× \[(\d+\.\d+)–(\d+\.\d+)\]$")

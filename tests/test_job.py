@@ -20,8 +20,9 @@ from pathlib import Path
 
 import pytest
 
+from gpudash.boot.gpudash_boot import loader, outbox, wire
 from tests import printed
-from tests.helpers import boot_module, once_per_session
+from tests.helpers import once_per_session
 
 JOBS = Path(__file__).parent / "data" / "jobs"
 PLAIN = str(JOBS / "plain_loop.py")
@@ -320,7 +321,6 @@ def test_two_recordings_of_one_script_pair_up_in_report_and_replay(
 def test_a_channel_nobody_reads_drops_figures_and_never_blocks(short_tmp: Path) -> None:
     import socket
 
-    outbox = boot_module("gpudash_job_outbox")
     reader = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     reader.bind(str(short_tmp / "host.sock"))  # bound, never read: its buffer fills up
     channel = outbox.Channel(str(short_tmp / "host.sock"))
@@ -337,7 +337,7 @@ def test_a_channel_nobody_reads_drops_figures_and_never_blocks(short_tmp: Path) 
 def test_batches_are_counted_by_their_first_tensor_or_their_input_ids() -> None:
     import torch
 
-    count = boot_module("gpudash_job_loader").samples_tokens
+    count = loader.samples_tokens
     ids = torch.zeros(4, 16, dtype=torch.long)
     assert count(torch.zeros(8, 3), torch) == (8, 0)
     assert count((torch.zeros(8, 3), torch.zeros(8)), torch) == (8, 0)
@@ -355,16 +355,32 @@ def test_the_bootstrap_runs_the_sitecustomize_it_shadows(tmp_path: Path) -> None
     from gpudash.job.launch import job_env
 
     env = job_env(str(tmp_path / "nobody.sock"), {**os.environ, "PYTHONPATH": str(theirs)})
-    code = "import os, sys; print(os.environ.get('THEIRS_RAN'), 'gpudash_job_hooks' in sys.modules)"
+    code = f"import os, sys; print(os.environ.get('THEIRS_RAN'), {wire.HOOKS_MODULE!r} in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
     assert done.stdout.split() == ["1", "False"], done.stderr
+
+
+@pytest.mark.slow
+def test_the_bootstrap_puts_one_package_of_gpudashs_in_the_jobs_modules(tmp_path: Path) -> None:
+    """The bootstrap's folder, first on the job's path, holds ``sitecustomize`` and one package: once
+    the job has imported torch (its hooks in), every module of gpudash's in the job is that package's,
+    the hooks' under the name ``gpudash.track()`` looks for."""
+    from gpudash.job.launch import BOOT_DIR, job_env
+
+    assert sorted(p.name for p in BOOT_DIR.iterdir() if p.name != "__pycache__") == ["gpudash_boot", "sitecustomize.py"]
+    code = "import sys, torch; print(' '.join(sorted(m for m in sys.modules if m.startswith('gpudash'))))"
+    env = job_env(str(tmp_path / "nobody.sock"))
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    names = done.stdout.split()
+    assert wire.HOOKS_MODULE in names and all(n.partition(".")[0] == "gpudash_boot" for n in names), done.stderr
 
 
 def test_a_windows_totals_count_only_the_steps_inside_the_windows_closed() -> None:
     """Step records arrive ahead of the windows that hold them: a sample's cumulative steps and
     samples are those of the windows closed, never of records that arrived early; its rate is its
     timed steps over their training seconds."""
-    from gpudash.job.steps import LAG_S, JobSamples, StepRecord
+    from gpudash.job.step_record import StepRecord
+    from gpudash.job.steps import LAG_S, JobSamples
 
     job = JobSamples("job:train.py", "", interval_s=0.25, t0=0.0)
     times = [0.0, 0.1, 0.2, 0.3, 0.6, 0.7]
@@ -379,7 +395,8 @@ def test_a_windows_totals_count_only_the_steps_inside_the_windows_closed() -> No
 
 
 def test_windows_without_a_step_read_the_step_under_way_then_nothing_once_it_is_late() -> None:
-    from gpudash.job.steps import HOLD_ZERO_S, LAG_S, JobSamples, StepRecord
+    from gpudash.job.step_record import StepRecord
+    from gpudash.job.steps import HOLD_ZERO_S, LAG_S, JobSamples
 
     job = JobSamples("job:train.py", "", interval_s=0.25, t0=0.0)
     job.add(0, StepRecord(1, 0.0, 5.0, 8, 0, 0.0, None, False))
@@ -398,7 +415,8 @@ def test_windows_without_a_step_read_the_step_under_way_then_nothing_once_it_is_
 
 
 def test_a_10_s_step_reads_0_1_steps_per_s_in_every_window_from_its_second_step_on() -> None:
-    from gpudash.job.steps import LAG_S, JobSamples, StepRecord
+    from gpudash.job.step_record import StepRecord
+    from gpudash.job.steps import LAG_S, JobSamples
 
     job = JobSamples("job:train.py", "", interval_s=0.25, t0=0.0)
     for i in range(1, 5):
@@ -413,7 +431,8 @@ def test_a_10_s_step_reads_0_1_steps_per_s_in_every_window_from_its_second_step_
 
 
 def test_a_window_with_a_profiled_step_is_shown_but_weighs_nothing() -> None:
-    from gpudash.job.steps import LAG_S, JobSamples, StepRecord
+    from gpudash.job.step_record import StepRecord
+    from gpudash.job.steps import LAG_S, JobSamples
 
     job = JobSamples("job:train.py", "", interval_s=1.0, t0=0.0)
     job.add(0, StepRecord(1, 0.0, None, 8, 0, 0.0, None, False))
@@ -426,7 +445,8 @@ def test_a_window_with_a_profiled_step_is_shown_but_weighs_nothing() -> None:
 
 
 def test_without_a_dataloader_the_batch_and_samples_per_s_are_unknown_not_zero() -> None:
-    from gpudash.job.steps import LAG_S, JobSamples, StepRecord
+    from gpudash.job.step_record import StepRecord
+    from gpudash.job.steps import LAG_S, JobSamples
 
     job = JobSamples("job:train.py", "", interval_s=0.25, t0=0.0)
     for i in range(1, 10):

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
+from gpudash.boot.gpudash_boot import syncs
 from gpudash.core.protocol import Event, EventKind, RunConfig
 from gpudash.job.session import JobSession
-from gpudash.job.steps import StepRecord
-from tests.helpers import boot_module
+from gpudash.job.step_record import StepRecord
 
 
 def _session(tmp_path: Path) -> JobSession:
@@ -160,9 +160,7 @@ def job_parts(monkeypatch: pytest.MonkeyPatch, mode: int = 0) -> tuple[Any, list
 
     import torch
 
-    boot = Path(__file__).parents[1] / "gpudash" / "job" / "boot"
-    monkeypatch.setenv("GPUDASH_JOB_SRC", str(boot.parent.parent))
-    parts = boot_module("gpudash_job_syncs")
+    parts = syncs
     modes: list[object] = []
     monkeypatch.setattr(torch.cuda, "get_sync_debug_mode", lambda: mode)
     monkeypatch.setattr(torch.cuda, "set_sync_debug_mode", modes.append)

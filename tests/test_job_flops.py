@@ -1,5 +1,5 @@
 """Model FLOPs and MFU of the user's own job (``gpudash -- CMD``), on the CPU: the FLOPs of one
-optimizer step counted inside the job (``gpudash/job/boot/gpudash_job_flops.py``) from the end of
+optimizer step counted inside the job (``gpudash/boot/gpudash_boot/step_flops.py``) from the end of
 its first step to the end of its second, every sample's TFLOP/s and MFU from them
 (``gpudash/job/mfu.py``), and the one "flops" event saying what was counted or why MFU is blank —
 through the real command on real scripts, and the count's part alone for what a script cannot
@@ -23,13 +23,13 @@ import torch
 from torch.utils import flop_counter
 from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatch_mode_stack
 
+from gpudash.boot.gpudash_boot import step_flops
 from gpudash.core.protocol import Sample
 from gpudash.job.mfu import job_count, missing
-from gpudash.job.steps import JobSamples, StepRecord
-from tests.helpers import boot_module, once_per_session
+from gpudash.job.step_record import StepRecord
+from gpudash.job.steps import JobSamples
+from tests.helpers import once_per_session
 from tests.test_job import JOBS, PLAIN, events, gpudash, job_line, samples
-
-BOOT = Path(__file__).parents[1] / "gpudash" / "job" / "boot"
 
 
 def mlp_flops(batch: int, hidden: int, micro_batches: int = 1) -> int:
@@ -163,10 +163,9 @@ def test_every_window_after_the_count_carries_its_flops_rate_and_mfu() -> None:
 # -- the count's part alone, inside this process ------------------------------------------------------
 @pytest.fixture
 def part_module(monkeypatch: pytest.MonkeyPatch) -> Any:
-    """``gpudash_job_flops.py`` loaded as the hooks load it (its parts beside it, gpudash's source named)."""
-    monkeypatch.setenv("GPUDASH_JOB_SRC", str(BOOT.parent.parent))
+    """The hooks' count (``gpudash_boot.step_flops``), no fault injected."""
     monkeypatch.delenv("GPUDASH_JOB_FAULT", raising=False)
-    return boot_module("gpudash_job_flops")
+    return step_flops
 
 
 def _iteration(batch: int = 8, hidden: int = 32) -> Callable[[], torch.Tensor]:

@@ -20,7 +20,8 @@ from gpudash.core.protocol import STALLED_PHASE, TRAINING, EventKind, Sample
 from gpudash.job.phase_watch import PhaseWatch
 from gpudash.job.stall_probe import GAP_S
 from gpudash.job.stalls import Stall
-from gpudash.job.steps import LAG_S, JobSamples, StepRecord
+from gpudash.job.step_record import StepRecord
+from gpudash.job.steps import LAG_S, JobSamples
 from gpudash.stats.segments import SegmentTracker
 from tests import printed
 from tests.helpers import once_per_session

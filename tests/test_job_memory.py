@@ -14,10 +14,11 @@ from typing import Any
 import pytest
 import torch
 
+from gpudash.boot.gpudash_boot import frozen, memory_count
+from gpudash.boot.gpudash_boot.tensor_bytes import add_storage, local, storages
 from gpudash.diagnosis.out_of_memory import remedies
 from gpudash.job.memory import JobMemory
 from tests import printed
-from tests.helpers import boot_module
 from tests.test_job import JOBS, gpudash
 
 MEMORY_JOB = str(JOBS / "memory_mlp.py")
@@ -98,7 +99,7 @@ def test_the_sampled_step_trains_as_without_it_and_its_largest_pass_is_counted()
     """Accumulating 3 passes a step: the count is one pass's saved tensors (x 4×8, the ReLU's
     4×16, the output and target 4×1: 112 floats), not three passes'; the losses are the same
     bit for bit, and no saved-tensor hook is left on."""
-    memory = boot_module("gpudash_job_memory")
+    memory = memory_count
     count = memory.MemoryCount(torch)
     assert _train(5, count, accumulate=3) == _train(5, accumulate=3)
     assert count.activations == 4 * (8 + 16 + 1 + 1) * 4 and count.activations_step == memory.SAMPLE_AT
@@ -107,14 +108,14 @@ def test_the_sampled_step_trains_as_without_it_and_its_largest_pass_is_counted()
 
 
 def test_a_jobs_own_saved_tensor_hooks_are_left_alone() -> None:
-    memory = boot_module("gpudash_job_memory")
+    memory = memory_count
     count = memory.MemoryCount(torch)
     with torch.autograd.graph.save_on_cpu():
         _train(4, count)
         assert torch._C._autograd._top_saved_tensors_default_hooks(True) is not None  # the job's, still on
     assert torch._C._autograd._top_saved_tensors_default_hooks(True) is None
     assert count.activations is None and "saved-tensor hooks are on" in count.not_measured
-    assert "activations_not_measured" in count.message(0)
+    assert "activations_not_measured" in (count.message(0) or {})
 
 
 def test_the_memory_line_reads_the_allocator_against_the_gpus_total() -> None:
@@ -290,7 +291,7 @@ def test_a_sampled_step_with_torch_func_or_a_graph_never_backpropagated_goes_as_
     is freed at once, as it is without hooks."""
     import weakref
 
-    memory = boot_module("gpudash_job_memory")
+    memory = memory_count
     count = memory.MemoryCount(torch)
     original = torch.autograd.graph.disable_saved_tensors_hooks
     _, opt = _mlp()
@@ -351,7 +352,8 @@ def test_a_job_whose_batches_vary_has_its_memory_told_at_its_largest_batch(tmp_p
 
 def test_a_ranks_largest_batch_leaves_its_first_step_out() -> None:
     """A framework that fetches a batch ahead counts two batches in its first step: not a batch."""
-    from gpudash.job.steps import RankWindows, StepRecord
+    from gpudash.job.step_record import StepRecord
+    from gpudash.job.steps import RankWindows
 
     rank = RankWindows()
     for step, samples in enumerate((64, 32, 32, 16, 32), start=1):
@@ -363,20 +365,18 @@ def test_frozen_parameters_are_those_the_step_calls_that_need_no_grad_and_leave_
     """Of the modules a step calls: a frozen layer counts, one that requires grad (a framework's own
     fp32 copies train it) does not, a module never called does not; unfrozen later and given to an
     optimizer, the layer leaves the count."""
-    frozen_module, memory_module = boot_module("gpudash_job_frozen"), boot_module("gpudash_job_memory")
-    local, storages, add_storage = memory_module.local, memory_module._storages, memory_module.add_storage
     base, untrained, head = torch.nn.Linear(8, 8), torch.nn.Linear(8, 8), torch.nn.Linear(8, 100)
     base.requires_grad_(False)
     head.requires_grad_(False)  # frozen too, but not the step's
     adapter = torch.nn.Linear(8, 8)
     opt = torch.optim.SGD(adapter.parameters(), lr=0.1)
-    watch = frozen_module.ModulesCalled(torch, "cpu", local)
+    watch = frozen.ModulesCalled(torch, "cpu", local)
     adapter(untrained(base(torch.randn(2, 8))))  # the head is never called
     found = watch.frozen()
     base_bytes = (8 * 8 + 8) * 4
-    assert frozen_module.frozen_bytes(found, storages(opt), add_storage) == base_bytes
+    assert frozen.frozen_bytes(found, storages(opt), add_storage) == base_bytes
     base.requires_grad_(True)
     opt.add_param_group({"params": list(base.parameters())})
-    assert frozen_module.frozen_bytes(found, storages(opt), add_storage) == 0
+    assert frozen.frozen_bytes(found, storages(opt), add_storage) == 0
     adapter(torch.randn(2, 8))  # the watch is closed: nothing more noted
     assert not watch.modules and watch.handle is None

@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from gpudash.boot.gpudash_boot import phases as phases_part
 from gpudash.core.protocol import (
     CHECKPOINT,
     EVALUATION,
@@ -37,17 +38,16 @@ from gpudash.core.protocol import (
 from gpudash.job.phases import JobPhases
 from gpudash.job.stalls import Stall, report, stall_after_s
 from tests import printed
-from tests.helpers import boot_module, once_per_session
+from tests.helpers import once_per_session
 from tests.test_job import JOBS, TIMEOUT_S, gpudash, job_line
 
-BOOT = Path(__file__).parents[1] / "gpudash" / "job" / "boot"
 PHASES_LOOP = str(JOBS / "phases_loop.py")
 BENCH_JOBS = Path(__file__).parents[1] / "benchmarks" / "jobs"
 
 
 # -- the hooks' spans, inside the job ---------------------------------------------------------------
 def phases_module() -> Any:
-    return boot_module("gpudash_job_phases")
+    return phases_part
 
 
 @pytest.fixture

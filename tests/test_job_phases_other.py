@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from gpudash.boot.gpudash_boot import phase_signals
 from gpudash.core.protocol import (
     CHECKPOINT,
     EVALUATION,
@@ -29,14 +30,15 @@ from gpudash.core.protocol import (
 from gpudash.core.samples import Sample  # (the message kinds' own module)
 from gpudash.job.phase_watch import PhaseWatch
 from gpudash.job.stalls import Stall
-from gpudash.job.steps import JobSamples, StepRecord
+from gpudash.job.step_record import StepRecord
+from gpudash.job.steps import JobSamples
 from gpudash.recording.replay import ReplaySource, read_all
 from gpudash.report.command import phases_section
 from gpudash.report.load import PhaseRows, Run
 from gpudash.tui.phase_strip import legend, strip_row
 from gpudash.tui.phases import PhaseTimeline, Span
 from tests import printed
-from tests.helpers import boot_module, once_per_session
+from tests.helpers import once_per_session
 from tests.messages import job_sample
 from tests.test_job import JOBS, job_line
 from tests.test_job_phases import csv_rows, ended_phases, phases_module, record_job, summary_row
@@ -214,7 +216,8 @@ def test_without_a_loader_the_training_forward_ends_the_stretch_and_torch_compil
     torch = FakeTorch()
     said: list[dict[str, Any]] = []
     k = boot.Phases(said.append, lambda: 0)
-    k.thread, k.torch = threading.get_ident(), torch
+    k.thread = threading.get_ident()
+    k.watch_forwards(torch)
     for _ in range(6):  # 20 ms steps of a job without a DataLoader: each step's end arms the watch
         clock[0] += 0.02
         k.at_step(clock[0], 0)
@@ -230,7 +233,7 @@ def test_without_a_loader_the_training_forward_ends_the_stretch_and_torch_compil
     clock[0] += 0.001
     train = k.at_step(clock[0], 0)
     assert train is not None and train < 0.25 and ended_phases(said)[OTHER] >= 0.49
-    boot_module("gpudash_job_phase_signals").note_compile(torch, k.stop_forward_watch)  # as its signals put it in
+    phase_signals.note_compile(torch, k.stop_forward_watch)  # as its signals put it in
     clock[0] += 0.02
     k.at_step(clock[0], 0)
     assert len(torch.hooks) == 1

@@ -19,11 +19,11 @@ import pytest
 from gpudash.cli.main import main
 from gpudash.diagnosis.evidence import Evidence
 from gpudash.job.diagnosis import SETTLE_STEPS, ran_evidence
-from gpudash.job.steps import StepRecord
+from gpudash.job.step_record import StepRecord
 from gpudash.recording.replay import ReplaySource, read_all
 from gpudash.stats.segments import JOB_WARMUP_STEPS
 from gpudash.tui.state import DashState
-from gpudash.tui.widgets import stats_table
+from gpudash.tui.stats_panel import stats_table
 from tests import printed
 from tests.helpers import once_per_session
 from tests.test_job import JOBS, gpudash, job_line

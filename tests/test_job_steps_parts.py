@@ -17,13 +17,16 @@ import pytest
 import torch
 from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
 
+from gpudash.boot.gpudash_boot import frames, step_flops, wraps
+from gpudash.boot.gpudash_boot import hand as hand_module
+from gpudash.boot.gpudash_boot.counting import StepCounting
 from gpudash.job.mfu import job_count
-from tests.helpers import BOOT, boot_module
+from tests.helpers import BOOT
 
 
 @pytest.fixture(scope="module")
 def hand() -> Any:
-    return boot_module("gpudash_job_hand")
+    return hand_module
 
 
 def _iterations(
@@ -88,10 +91,9 @@ def test_backward_passes_that_update_nothing_are_no_steps_and_are_looked_at_no_m
 
 
 def test_an_optimizers_closure_passes_are_its_steps_own_and_the_first_optimizer_step_takes_over() -> None:
-    counting_module = boot_module("gpudash_job_counting")
     taken: list[Any] = []
     switches: list[tuple[str, str]] = []
-    counting = counting_module.StepCounting(torch, taken.append, lambda now, before: switches.append((now, before)))
+    counting = StepCounting(torch, taken.append, lambda now, before: switches.append((now, before)))
     torch.manual_seed(0)
     model = torch.nn.Linear(4, 1)
     x = torch.randn(8, 4)
@@ -126,8 +128,7 @@ def test_an_optimizers_closure_passes_are_its_steps_own_and_the_first_optimizer_
 
 
 def test_a_track_step_takes_over_from_backward_passes_and_counts_its_samples() -> None:
-    counting_module = boot_module("gpudash_job_counting")
-    counting = counting_module.StepCounting(torch, lambda leaves: None, lambda now, before: None)
+    counting = StepCounting(torch, lambda leaves: None, lambda now, before: None)
     assert counting.tracked(32) and counting.tracked(32)
     assert counting.by == "track" and counting.track_samples == 64 and not counting.hand.on
     assert counting.leaves("cuda:1").device == "cuda:1" and counting.leaves("cpu").param_groups == [{"params": []}]
@@ -136,9 +137,8 @@ def test_a_track_step_takes_over_from_backward_passes_and_counts_its_samples() -
 # -- the FLOP count: bounded, and its cost said ------------------------------------------------------
 @pytest.fixture
 def flops_part(monkeypatch: pytest.MonkeyPatch) -> Any:
-    monkeypatch.setenv("GPUDASH_JOB_SRC", str(BOOT.parent.parent))
     monkeypatch.delenv("GPUDASH_JOB_FAULT", raising=False)
-    return boot_module("gpudash_job_flops")
+    return step_flops
 
 
 def _pass(model: torch.nn.Module, x: torch.Tensor) -> None:
@@ -201,7 +201,6 @@ def _frames(exc: BaseException) -> list[str]:
 
 
 def test_a_wrapped_function_that_raises_leaves_the_frames_it_has_bare() -> None:
-    wraps = boot_module("gpudash_job_wraps")
     told: list[str] = []
     fake = SimpleNamespace(autograd=SimpleNamespace(backward=_raise_interrupt))
     wraps.wrap_backward(fake, lambda tensors: told.append("start"), lambda: told.append("end"), _no_quiet)
@@ -214,14 +213,12 @@ def test_a_wrapped_function_that_raises_leaves_the_frames_it_has_bare() -> None:
 
 
 def test_an_uncaught_exception_is_printed_without_gpudashs_frames(monkeypatch: pytest.MonkeyPatch) -> None:
-    frames = boot_module("gpudash_job_frames")
     printed: list[str] = []
     monkeypatch.setattr(sys, "excepthook", lambda kind, exc, tb: printed.append("".join(traceback.format_tb(tb))))
     monkeypatch.setattr(
         threading, "excepthook", lambda args: printed.append("".join(traceback.format_tb(args.exc_traceback)))
     )
     frames.install_excepthooks()
-    wraps = boot_module("gpudash_job_wraps")
     fake = SimpleNamespace(autograd=SimpleNamespace(grad=_raise_interrupt))
     wraps.quiet_grad(fake, _no_quiet)
     try:

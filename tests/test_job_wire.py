@@ -1,4 +1,4 @@
-"""Issue 63: the job's wire in one module (``gpudash_job_wire``), read the same by both sides, and a
+"""Issue 63: the job's wire in one module (``gpudash_boot.wire``), read the same by both sides, and a
 profiler window asked for while another runs is never lost between the thread that reads gpudash's
 requests and the training thread."""
 
@@ -13,9 +13,9 @@ from typing import Any
 
 import torch
 
-from gpudash.job.boot import gpudash_job_wire as wire
-from gpudash.job.steps import StepRecord
-from tests.helpers import BOOT, boot_module
+from gpudash.boot.gpudash_boot import wire
+from gpudash.boot.gpudash_boot.window import ProfilerWindow, cupti_teardown_safe
+from gpudash.job.step_record import StepRecord
 
 
 def test_a_record_in_the_wires_order_is_read_field_by_field() -> None:
@@ -35,15 +35,9 @@ def test_a_record_in_the_wires_order_is_read_field_by_field() -> None:
     assert dataclasses.replace(record, comm_ms=40.0).own_ms is None
 
 
-def test_the_bootstrap_names_the_channel_as_the_wire_does() -> None:
-    text = (BOOT / "sitecustomize.py").read_text()
-    assert f'_CHANNEL = "{wire.CHANNEL_ENV}"' in text
-
-
 def test_a_window_asked_for_while_one_runs_starts_after_it(tmp_path: Path) -> None:
-    window_module = boot_module("gpudash_job_window")
     sent: list[dict[str, Any]] = []
-    window = window_module.ProfilerWindow(torch, sent.append, contextlib.nullcontext)
+    window = ProfilerWindow(torch, sent.append, contextlib.nullcontext)
     first = {"k": wire.TRACE, "steps": 2, "dir": str(tmp_path), "name": "a"}
     window.ask(first)
     assert not window.at_step(1) and window.running  # started at this boundary
@@ -68,7 +62,7 @@ def test_a_window_asked_for_while_one_runs_starts_after_it(tmp_path: Path) -> No
 def test_cupti_is_torn_down_after_a_window_only_where_cuda_allows_it() -> None:
     """Left subscribed, CUPTI slows the job's launches after the window; torn down before CUDA 12.6
     its re-initialization could crash a job with CUDA graphs, so it is left as torch leaves it."""
-    safe = boot_module("gpudash_job_window").cupti_teardown_safe
+    safe = cupti_teardown_safe
 
     def built_for(cuda: str | None) -> Any:
         return type("Torch", (), {"version": type("Version", (), {"cuda": cuda})})
@@ -80,11 +74,11 @@ def test_cupti_is_torn_down_after_a_window_only_where_cuda_allows_it() -> None:
 def test_a_profiler_that_will_not_record_after_its_warm_up_is_said_and_the_job_goes_on(tmp_path: Path) -> None:
     """The step after the warm-up starts the recording: where that fails, gpudash is told why, the
     profiler is stopped, and the next boundaries are plain ones (the hooks stay on)."""
-    window_module = boot_module("gpudash_job_window")
     sent: list[dict[str, Any]] = []
-    window = window_module.ProfilerWindow(torch, sent.append, contextlib.nullcontext)
+    window = ProfilerWindow(torch, sent.append, contextlib.nullcontext)
     window.ask({"k": wire.TRACE, "steps": 2, "dir": str(tmp_path), "name": "a"})
     assert not window.at_step(1) and window.running  # started: its warm-up step
+    assert window.window is not None
     prof = window.window["prof"]
 
     def refuse() -> None:

@@ -15,10 +15,11 @@ from tests.helpers import gpudash_in_bare_env as _gpudash
 from tests.helpers import record_rows
 from tests.messages import present
 from workloads.base import Workload, WorkloadOptions
+from workloads.catalog_types import WorkloadError
 from workloads.encdec import EncDecWorkload
 from workloads.factory import build
 from workloads.knobs import KNOBS, Knobs, knob, parse_knob, parse_knobs
-from workloads.registry import FAMILIES, WorkloadError
+from workloads.registry import FAMILIES
 from workloads.sync_loss import SyncLossWorkload
 
 ROOT = Path(__file__).resolve().parent.parent

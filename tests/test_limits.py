@@ -25,8 +25,9 @@ from tests.helpers import GPUDASH, build_as
 from tests.test_orphans import START_TIMEOUT_S, until_event
 from workloads import limits, memory_probe
 from workloads.base import WorkloadOptions
+from workloads.catalog_types import WorkloadError
 from workloads.factory import build
-from workloads.registry import FAMILIES, WorkloadError
+from workloads.registry import FAMILIES
 
 
 def run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, list[str]]:

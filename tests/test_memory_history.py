@@ -1,4 +1,4 @@
-"""The allocator's history on request: the job's side (``gpudash_job_memhist``: when it records, what it
+"""The allocator's history on request: the job's side (``gpudash_boot.memory_history``: when it records, what it
 sends, that it never leaves the recording on) and the whole path on the CPU (``gpudash diagnose
 --memory`` says it needs CUDA, one line, non-zero). CUDA's allocator cannot run here: its history API is
 faked at ``torch.cuda.memory``'s boundary, as NVML is at ``pynvml``'s; the GPU tests run the real one."""
@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
+from gpudash.boot.gpudash_boot import memory_history
 from gpudash.diagnosis.memory_peak import peak_of, read_snapshot
-from tests.helpers import boot_module, run_gpudash
+from tests.helpers import run_gpudash
 
 ROOT = Path(__file__).resolve().parents[1]
 MLP = ROOT / "tests" / "data" / "jobs" / "memory_mlp.py"
@@ -45,7 +46,7 @@ def fake_torch(allocator: FakeAllocator) -> Any:
 
 def history(allocator: FakeAllocator) -> tuple[Any, list[dict[str, Any]]]:
     sent: list[dict[str, Any]] = []
-    h = boot_module("gpudash_job_memhist").MemoryHistory(fake_torch(allocator))
+    h = memory_history.MemoryHistory(fake_torch(allocator))
     h.send = sent.append
     return h, sent
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from gpudash.boot.gpudash_boot.flop_count import count_step_flops
 from gpudash.core.protocol import FLOPS, Event, EventKind, Message, SetBatchSize, Stop
-from gpudash.engine.flops import count_step_flops
 from gpudash.engine.loop import StepLoop
 from gpudash.engine.model_flops import flop_text
 from tests.messages import samples_of

@@ -241,7 +241,8 @@ def _noisy_recording(path: Path, variant: str, noise: str) -> Path:
     import dataclasses
 
     from gpudash.core.protocol import RunConfig
-    from gpudash.recording.record import CsvRecorder, run_metadata
+    from gpudash.recording.metadata import run_metadata
+    from gpudash.recording.record import CsvRecorder
     from gpudash.tui.demo import SyntheticSource
 
     t = [0.0]

@@ -41,24 +41,25 @@ ADAPTERS = {
     "gpudash/tui/render_cache.py": "Rich Style's colour and attribute fields behind Textual's escape codes",
     "workloads/torch_adapter.py": "shared-memory batches, compile mode options, loader workers "
     "(pytorch/pytorch#48558, #71383)",
-    "gpudash/engine/flops.py": "torch's dispatch modes (TorchDispatchMode, the thread's mode stack), an operator's "
-    "overload packet and FlopCounterMode's raw-formula flag: the FLOPs by dtype, a count started and stopped apart",
-    "gpudash/job/boot/gpudash_job_memory.py": "autograd's stack of default saved-tensor hooks (push, pop, top): a "
+    "gpudash/boot/gpudash_boot/flop_count.py": "torch's dispatch modes (TorchDispatchMode, the thread's mode "
+    "stack), an operator's overload packet and FlopCounterMode's raw-formula flag: the FLOPs by dtype, a count "
+    "started and stopped apart",
+    "gpudash/boot/gpudash_boot/saved_tensors.py": "autograd's stack of default saved-tensor hooks (push, pop, top): a "
     "sampled step's saved tensors counted from one step boundary to the next, and a job's own hooks never popped "
     "(the public context manager pops whatever is on top)",
-    "gpudash/job/boot/gpudash_job_comm.py": "c10d's _world.pg_coalesce_state (a call inside _coalescing_manager "
+    "gpudash/boot/gpudash_boot/comm.py": "c10d's _world.pg_coalesce_state (a call inside _coalescing_manager "
     "only queues a collective): no public API sees it",
-    "gpudash/job/boot/gpudash_job_ddp.py": "DDP's _pre_forward/_post_forward (its per-forward bookkeeping, whose "
+    "gpudash/boot/gpudash_boot/ddp.py": "DDP's _pre_forward/_post_forward (its per-forward bookkeeping, whose "
     "host-device syncs torch prints from C++), its _distributed_broadcast_coalesced (its buffers' broadcast, in C++) "
     "and _register_builtin_comm_hook (a hook of the job's that runs in C++): no public API sees them",
-    "gpudash/job/boot/gpudash_job_syncs.py": "torch._C._cuda_set_sync_debug_mode: the sync debug mode set from any "
+    "gpudash/boot/gpudash_boot/syncs.py": "torch._C._cuda_set_sync_debug_mode: the sync debug mode set from any "
     "thread without the Python warning and the filter changes of torch.cuda.set_sync_debug_mode",
-    "gpudash/core/allocator_history.py": "the CUDA caching allocator's history (torch.cuda.memory."
+    "gpudash/boot/gpudash_boot/allocator_history.py": "the CUDA caching allocator's history (torch.cuda.memory."
     "_record_memory_history, _snapshot): the lines that hold a job's peak; no public name yet",
-    "gpudash/job/boot/gpudash_job_compile.py": "dynamo's bounded list of compile records (torch._dynamo.utils."
+    "gpudash/boot/gpudash_boot/compile_watch.py": "dynamo's bounded list of compile records (torch._dynamo.utils."
     "_compilation_metrics), whose newest entry tells a compile refused at the recompile limit, which calls no "
     "callback; read besides the public get_compilation_metrics (pytorch/pytorch#135458)",
-    "gpudash/job/boot/gpudash_job_loader.py": "DataLoader iterators' __next__ (_BaseDataLoaderIter, the base of "
+    "gpudash/boot/gpudash_boot/loader.py": "DataLoader iterators' __next__ (_BaseDataLoaderIter, the base of "
     "every iterator a DataLoader hands out): the one place each batch of an unmodified job passes; a "
     "single-process DataLoader iterator's fetcher (_dataset_fetcher): the only place a batch's Dataset calls and "
     "its collation can be told apart",

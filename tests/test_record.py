@@ -20,7 +20,9 @@ import pytest
 
 from gpudash.core.protocol import Event, EventKind, GpuSample, RunConfig, Sample
 from gpudash.recording import csvformat
-from gpudash.recording.record import CsvRecorder, RecordWriteError, meta_path_for, run_metadata
+from gpudash.recording.line_writers import RecordWriteError
+from gpudash.recording.metadata import meta_path_for, run_metadata
+from gpudash.recording.record import CsvRecorder
 from tests.helpers import CSV_COLUMNS_0_1
 from workloads.registry import FAMILIES
 
@@ -330,7 +332,7 @@ def test_recorder_full_disk_mid_run_leaves_whole_lines(tmp_path: Path, monkeypat
     path = tmp_path / "f.csv"
     rec = CsvRecorder(path, {})
     rec.on_message(sample(0.25, 10))
-    import gpudash.recording.record as record
+    import gpudash.recording.line_writers as line_writers
 
     real_write = os.write
     calls = {"n": 0}
@@ -341,10 +343,10 @@ def test_recorder_full_disk_mid_run_leaves_whole_lines(tmp_path: Path, monkeypat
             return real_write(fd, bytes(data[: len(data) // 2]))  # half a line gets out...
         raise OSError(errno.ENOSPC, "No space left on device")  # ...then the disk is full
 
-    monkeypatch.setattr(record.os, "write", failing_write)
+    monkeypatch.setattr(line_writers.os, "write", failing_write)
     with pytest.raises(RecordWriteError, match="No space left"):
         rec.on_message(sample(0.5, 20))
-    monkeypatch.setattr(record.os, "write", real_write)
+    monkeypatch.setattr(line_writers.os, "write", real_write)
     rec.close()
     rows = assert_intact(path)
     assert len(rows) == 2  # the header and the first row; the torn row was cut back

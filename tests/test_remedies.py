@@ -15,7 +15,7 @@ from gpudash.diagnosis.remedies import answer, remedies
 from gpudash.diagnosis.rules import diagnose
 from gpudash.diagnosis.verdict import Bound
 from gpudash.job.diagnosis import untraced_evidence
-from gpudash.job.steps import StepRecord
+from gpudash.job.step_record import StepRecord
 
 
 def sync_script() -> Evidence:

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from gpudash.core.protocol import RunConfig
-from gpudash.recording.record import CsvRecorder, run_metadata
+from gpudash.recording.metadata import run_metadata
+from gpudash.recording.record import CsvRecorder
 from gpudash.tui.demo import SyntheticSource
 from tests import printed
 from tests.printed import table_rows

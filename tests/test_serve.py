@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from gpudash.cli.options import build_parsers
+from gpudash.cli.parsers import build_parsers
 from gpudash.cli.serve import as_argv, dashboard_command, is_loopback, public_url
 from gpudash.core import proctree
 

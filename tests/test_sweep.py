@@ -13,8 +13,9 @@ from gpudash.cli.main import main
 from gpudash.core.protocol import ExitCode, GpuSample, Sample
 from gpudash.stats.fmt import fmt_pm
 from gpudash.sweep.arguments import build_parser
+from gpudash.sweep.csv_rows import CSV_COLUMNS
 from gpudash.sweep.plan import Configuration, FamilyPlan, SweepPlan, SweepSettings, labels, plan_from_args, schedule
-from gpudash.sweep.report import CSV_COLUMNS, SweepReport
+from gpudash.sweep.report import SweepReport
 from gpudash.sweep.results import RepeatResult, summarize
 from gpudash.sweep.window import Window
 from tests.helpers import needs_two_cpus, timing

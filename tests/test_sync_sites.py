@@ -1,4 +1,4 @@
-"""Each host-device sync named by its line (``gpudash.core.sync_sites``): the walk over recorded
+"""Each host-device sync named by its line (``gpudash.boot.gpudash_boot.sync_sites``): the walk over recorded
 stacks (torch, a library, backward, a compiled region, the standard library), the counts and the
 bounded table, unreadable sources, the real warnings machinery on the CPU, the explicit waits
 (``torch.cuda.synchronize()``, ``Event.synchronize()``), and the table through the engine's loop,
@@ -18,22 +18,21 @@ from typing import Any
 import pytest
 import torch
 
-from gpudash.core.protocol import SyncSites
-from gpudash.core.sync_sites import (
+from gpudash.boot.gpudash_boot import explicit_waits
+from gpudash.boot.gpudash_boot.sync_sites import (
     MAX_CALLER_HOPS,
     TOP_SITES,
     LiveSites,
-    Site,
     SiteCounter,
-    SyncTable,
     live_stack,
     site_of,
     source_line,
 )
-from gpudash.core.sync_watch import SYNC_WARNING, SyncWatch
+from gpudash.boot.gpudash_boot.sync_table import Site, SyncTable
+from gpudash.boot.gpudash_boot.sync_watch import SYNC_WARNING, SyncWatch
+from gpudash.core.protocol import SyncSites
 from gpudash.diagnosis.evidence import Evidence
 from gpudash.diagnosis.rules import diagnose
-from gpudash.engine import explicit_waits
 from gpudash.engine.measure import SyncCounter
 from gpudash.recording.record import CsvRecorder
 from gpudash.report import sync_md
@@ -85,11 +84,7 @@ def test_a_sync_under_a_compiled_region_says_so() -> None:
 
 
 def test_the_calling_line_is_not_searched_past_gpudash_or_far_out() -> None:
-    gpudash_loop = (
-        os.path.join(os.path.dirname(os.path.dirname(site_of.__code__.co_filename)), "engine", "loop.py"),
-        50,
-        "run",
-    )
+    gpudash_loop = (str(Path(__file__).parents[1] / "gpudash" / "engine" / "loop.py"), 50, "run")
     site = site_of([(LOSS, 31, "loss_fn"), gpudash_loop, (USER, 9, "main")])
     assert site is not None and site.where == "their_loss.py:31" and site.called_from is None
     far = [(LOSS, 31, "loss_fn"), *[_torch("nn/modules/module.py")] * MAX_CALLER_HOPS, (USER, 9, "main")]
@@ -233,7 +228,7 @@ def _explicit_waits() -> None:
 
 def test_synchronize_and_event_synchronize_are_counted_at_their_lines_and_put_back() -> None:
     """They raise no sync warning: a wrapper counts each call while a counter runs, and the
-    originals are back afterwards (``gpudash.engine.explicit_waits``)."""
+    originals are back afterwards (``gpudash.boot.gpudash_boot.explicit_waits``)."""
     original = (torch.cuda.synchronize, torch.cuda.Event.synchronize)
     counter = SyncCounter(sites=True)
     watch = SyncWatch(counter._counted, warnings.showwarning)  # noqa: SLF001 - what install() does on CUDA
@@ -280,7 +275,7 @@ def test_a_recording_keeps_each_configurations_table_in_its_json_and_the_report_
 ) -> None:
     from gpudash.cli import main as cli
     from gpudash.core.protocol import RunConfig
-    from gpudash.recording.record import run_metadata
+    from gpudash.recording.metadata import run_metadata
     from tests.tui.fakes import sample
 
     meta = run_metadata(RunConfig(workload="sync_loss", variant="sync-heavy", batch_size=8, device="cuda"))
@@ -375,7 +370,7 @@ def test_tune_md_lists_the_sync_table_its_diagnosis_counted() -> None:
 
     from gpudash.core.protocol import Event, EventKind
     from gpudash.diagnosis.judge import Findings, judged
-    from gpudash.tune.report import sync_lines
+    from gpudash.tune.tune_md import sync_lines
 
     evidence = Evidence(steps=3, step_ms=4.0, input_ms=0.0, syncs_per_step=2.0, sync_sites=_table())
     before = judged(Event(1.0, EventKind.MEASURED, "diagnosis", data=Findings(evidence)), None)

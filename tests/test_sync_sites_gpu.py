@@ -14,7 +14,7 @@ from types import ModuleType
 import pytest
 import torch
 
-from gpudash.core.sync_sites import Site, SyncTable
+from gpudash.boot.gpudash_boot.sync_table import Site, SyncTable
 from gpudash.engine.measure import SyncCounter
 from tests.helpers import GPUDASH
 

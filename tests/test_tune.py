@@ -13,9 +13,10 @@ from gpudash.recording.interrupt import Interrupted
 from gpudash.stats.comparison import Estimate
 from gpudash.tune import race
 from gpudash.tune.candidates import Candidate, CandidateMaker
+from gpudash.tune.driver import TuneProgress, diagnosis_steps
 from gpudash.tune.plan import build_parser, plan_from_args
 from gpudash.tune.report import TuneReport
-from gpudash.tune.run import TuneProgress, TuneRun, diagnosis_steps
+from gpudash.tune.run import TuneRun
 from workloads.knobs import Knobs, label_of
 from workloads.registry import family
 
@@ -332,7 +333,7 @@ def test_a_tune_at_an_image_size_races_and_reproduces_at_that_size(tmp_path: Pat
     """``gpudash tune --image-size 32`` (the dashboard's ``u`` passes the run's): every candidate's
     session builds its workload at that size, and the winner's command runs it there."""
     from gpudash.sweep.plan import Configuration, run_config
-    from gpudash.tune.report import reproduce
+    from gpudash.tune.tally import reproduce
 
     argv = ["-w", "sync_loss", "-b", "8", "--device", "cpu", "--image-size", "32", "--out", str(tmp_path / "t")]
     plan = plan_from_args(build_parser().parse_args(argv), argv)
@@ -349,7 +350,7 @@ def test_what_runs_now_is_raced_beside_the_plain_variants_and_in_the_final_round
     """``--current`` (the dashboard's u names what is on its screen): that configuration is measured
     in the first stage though no stage would make it, and again in the final round beside the
     winner, which is weighed against it; the winner's command keeps the run's workers."""
-    from gpudash.tune.report import reproduce
+    from gpudash.tune.tally import reproduce
 
     speeds = AUGMENT_SPEEDS | {"cpu": 900, "cpu+channels_last+tf32=never": 1000}
     run = ScriptedRace(tmp_path, "augment", speeds)

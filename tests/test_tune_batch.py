@@ -15,8 +15,9 @@ import pytest
 from gpudash.job.settings import LOADER_SITE, Settings, describe, parse_set
 from gpudash.stats.comparison import Estimate, estimate_from_batches
 from gpudash.tune import job_race
+from gpudash.tune.job_answer import notes
 from gpudash.tune.job_edits import edits
-from gpudash.tune.job_race import JobRace, notes
+from gpudash.tune.job_race import JobRace
 from gpudash.tune.job_runs import Run
 
 ROOT = Path(__file__).resolve().parents[1]

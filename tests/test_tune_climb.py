@@ -20,7 +20,7 @@ import pytest
 
 from gpudash.job.settings import LOADER_SITE, Settings, describe
 from gpudash.stats.comparison import Estimate, estimate_from_batches
-from gpudash.tune import job_race, job_runs
+from gpudash.tune import job_answer, job_race, job_runs
 from gpudash.tune.job_edits import edits
 from gpudash.tune.job_race import JobRace, worker_ladder
 from gpudash.tune.job_runs import Run
@@ -180,7 +180,7 @@ def test_every_setting_in_the_json_is_typed_in_the_winner_and_every_candidate(tm
     base, winner = Run("as written", (), samples=steady(440.0)), Run(describe(given), given, samples=steady(900.0))
     winner.worker_busy, winner.worker_memory = 0.03, WorkerMemory(GIB / 4, 8 * GIB)
     found = edits(given, f"{script}:4", [sys.executable, str(script)])
-    doc = json.loads(json.dumps(job_race.answer(base, winner, [base, winner], found)))
+    doc = json.loads(json.dumps(job_answer.answer(base, winner, [base, winner], found)))
     assert doc["winner"]["settings"] == {
         "num_workers": 8,
         "prefetch_factor": 4,
@@ -194,7 +194,7 @@ def test_every_setting_in_the_json_is_typed_in_the_winner_and_every_candidate(tm
     assert doc["baseline"]["settings"] == {} and doc["candidates"][1]["settings"] == doc["winner"]["settings"]
     assert doc["candidates"][1]["worker_memory_gib"] == 0.25 and doc["candidates"][0]["worker_memory_gib"] is None
     assert doc["diff"].startswith(f"--- a{script}") and "+    num_workers=8,\n" in doc["diff"]
-    assert job_race.answer(base, base, [base], [])["diff"] is None  # no edit: no diff
+    assert job_answer.answer(base, base, [base], [])["diff"] is None  # no edit: no diff
 
 
 def test_tune_json_diff_writes_one_document_on_stdout_with_the_diff_in_it(
@@ -204,7 +204,7 @@ def test_tune_json_diff_writes_one_document_on_stdout_with_the_diff_in_it(
     script = tmp_path / "train.py"
     script.write_text(SCRIPT)
     _race(monkeypatch, tmp_path, {0: 440.0, 1: 424.0, 2: 880.0, 4: 880.0, 8: 880.0}, busy=0.9, site=f"{script}:4")
-    monkeypatch.setattr(job_race, "_draw", lambda out, runs, doc: [])  # (the chart: not this test's)
+    monkeypatch.setattr(job_answer, "_draw", lambda out, runs, doc: [])  # (the chart: not this test's)
     out = tmp_path / "t"
     code = job_race.main(["--json", "--diff", "--seconds", "10", "--out", str(out), "--", sys.executable, str(script)])
     said = capsys.readouterr()

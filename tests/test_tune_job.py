@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from gpudash.boot.gpudash_boot.wire import SET_ENV, SITE_ENV, WATCH_ENV
 from gpudash.diagnosis.evidence import job_settings
-from gpudash.job.settings import LOADER_SITE, SET_ENV, SITE_ENV, WATCH_ENV, SettingError, job_env, parse_set
+from gpudash.job.settings import LOADER_SITE, SettingError, job_env, parse_set
 from gpudash.report.load import load_run
-from gpudash.tune import job_race, job_runs, worker_cpu
+from gpudash.tune import job_answer, job_race, job_runs, worker_cpu
 from gpudash.tune.job_edits import edits, unified_diff
 from gpudash.tune.job_runs import Run
 from gpudash.tune.worker_cpu import GIB, no_room
@@ -245,11 +246,11 @@ def test_set_autocast_and_compile_reach_the_model_the_optimizer_steps(tmp_path: 
 def test_the_answer_says_what_the_winner_changes_beyond_the_speed() -> None:
     """Issue 56, item 4: workers give a Dataset's per-sample draws other seeds; numerics change the numbers."""
     base, workers = Run("as written", ()), Run("num_workers=4", (("num_workers", "4"),))
-    drawn = job_race.notes({"draws": "True", "num_workers": "0"}, base, workers)
+    drawn = job_answer.notes({"draws": "True", "num_workers": "0"}, base, workers)
     assert len(drawn) == 1 and "differ in those draws only" in drawn[0]
-    assert job_race.notes({"draws": "False", "num_workers": "0"}, base, workers) == []
+    assert job_answer.notes({"draws": "False", "num_workers": "0"}, base, workers) == []
     numerics = Run("autocast=bf16", (("autocast", "bf16"),))
-    assert "autocast change the numbers" in job_race.notes({"draws": "True"}, base, numerics)[0]
+    assert "autocast change the numbers" in job_answer.notes({"draws": "True"}, base, numerics)[0]
 
 
 @pytest.mark.slow

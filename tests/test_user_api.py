@@ -19,8 +19,9 @@ from gpudash.core.protocol import Sample
 from gpudash.engine.loop import StepLoop
 from tests.helpers import ROOT, build_as
 from workloads.base import WorkloadOptions
+from workloads.catalog_types import WorkloadError
 from workloads.factory import build
-from workloads.registry import WorkloadError, family
+from workloads.registry import family
 
 LOADER = f"{ROOT / 'examples' / 'with_loader.py'}:train"
 HEAD = "import torch\nfrom torch import nn\nfrom gpudash.api import Training, workload\nimport gpudash.api\n"

@@ -16,9 +16,10 @@ from gpudash.api import Training
 from tests.helpers import ROOT, build_as
 from tests.test_record import gpudash
 from workloads.base import WorkloadOptions
+from workloads.catalog_types import WorkloadError
 from workloads.data import HostBatchPool
 from workloads.factory import build
-from workloads.registry import WorkloadError, family, is_user_spec
+from workloads.registry import family, is_user_spec
 from workloads.user import UserWorkload
 
 EXAMPLE = ROOT / "examples" / "mine.py"

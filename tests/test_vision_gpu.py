@@ -13,8 +13,8 @@ import torch
 from tests.helpers import ROOT
 from tests.test_record import gpudash
 from workloads.base import WorkloadOptions
+from workloads.catalog_types import WorkloadError
 from workloads.factory import build
-from workloads.registry import WorkloadError
 
 pytestmark = pytest.mark.gpu
 

@@ -1,5 +1,5 @@
 """A periodic window on a real GPU (``pytest -m gpu tests/test_window_kinds_gpu.py``): the job's own
-profiler window (``gpudash_job_window.ProfilerWindow``), asked for the GPU's work alone, holds the
+profiler window (``gpudash_boot.window.ProfilerWindow``), asked for the GPU's work alone, holds the
 same kernels by name and count as a window of the host and the GPU over as many steps, and none of
 the CUDA calls whose records slow its steps: on a torch that selects CUPTI's kinds (2.12 on) by
 asking for them, on an older one by turning their records off in torch's own CUPTI."""
@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import boot_module
+from gpudash.boot.gpudash_boot.window import ProfilerWindow
 
 pytestmark = pytest.mark.gpu
 ROOT = Path(__file__).resolve().parents[1]
@@ -47,7 +47,7 @@ def conv_step(torch: Any) -> Any:
 def window_of(torch: Any, step: Any, folder: Path, kernels_only: bool) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """A window of ``STEPS`` steps as the job's hooks run one: its answer and its trace's events."""
     sent: list[dict[str, Any]] = []
-    window = boot_module("gpudash_job_window").ProfilerWindow(torch, sent.append, contextlib.nullcontext)
+    window = ProfilerWindow(torch, sent.append, contextlib.nullcontext)
     window.cuda = True
     window.ask({"steps": STEPS, "dir": str(folder), "name": "w", "kernels_only": kernels_only})
     for n in range(1, 2 * STEPS):

@@ -56,7 +56,7 @@ def test_what_a_count_of_saved_tensors_leaves_out_is_the_parameters_not_their_gr
     uncounted now and then, its row reading 0.125 MiB for 0.375)."""
     import torch
 
-    from gpudash.core.tensor_bytes import storages
+    from gpudash.boot.gpudash_boot.tensor_bytes import storages
 
     model = torch.nn.Linear(8, 8)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)

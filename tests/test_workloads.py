@@ -8,9 +8,10 @@ import torch
 from tests.helpers import slow_if_real
 from tests.messages import present
 from workloads.base import Workload, WorkloadOptions
+from workloads.catalog_types import WorkloadError
 from workloads.encdec import EncDecWorkload
 from workloads.factory import build
-from workloads.registry import FAMILIES, WorkloadError, describe, family, parse_batch_size
+from workloads.registry import FAMILIES, describe, family, parse_batch_size
 from workloads.train_step import GradientAccumulation
 
 ALL_VARIANTS = [(f.name, v.name) for f in FAMILIES.values() for v in f.variants]

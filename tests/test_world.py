@@ -20,10 +20,12 @@ import pytest
 from gpudash.cli.main import main
 from gpudash.core.protocol import WORLD, Event, EventKind, GpuReading, GpuSample, RankSample, RunConfig, Sample
 from gpudash.core.world_event import clock_zero, gpu_words, host_of, rank_gpus
-from gpudash.job.steps import LAG_S, JobSamples, StepRecord
+from gpudash.job.step_record import StepRecord
+from gpudash.job.steps import LAG_S, JobSamples
 from gpudash.ranks.world import JobWorld
 from gpudash.recording.csvformat import MEMORY_COLUMNS, OWN_WORK_COLUMNS, RowParser, header, rank_row
-from gpudash.recording.record import CsvRecorder, run_metadata
+from gpudash.recording.metadata import run_metadata
+from gpudash.recording.record import CsvRecorder
 from gpudash.report.load import load_run
 from gpudash.report.world import join, markdown
 from tests.helpers import act_when

@@ -12,11 +12,14 @@ from typing import Any, ClassVar
 import torch
 
 from workloads import distributed, limits, memory_probe, tuning
+from workloads.catalog_types import FamilyInfo, VariantInfo, WorkloadError
 from workloads.change_checks import ChangeChecks
 from workloads.data import HostBatchPool
 from workloads.distributed import RankInfo
 from workloads.knobs import OFF, Knobs
-from workloads.registry import FamilyInfo, VariantInfo, WorkloadError, check_image_size
+from workloads.memory_release import MemoryRelease
+from workloads.registry import check_image_size
+from workloads.stage_steps import StageSteps
 from workloads.stage_timing import StageTiming
 from workloads.streams import TwoStagePipeline
 from workloads.train_step import GradientAccumulation
@@ -48,7 +51,7 @@ def available_cpus() -> int:
         return os.cpu_count() or 1
 
 
-class Workload(ChangeChecks, StageTiming, ABC):
+class Workload(StageSteps, MemoryRelease, ChangeChecks, StageTiming, ABC):
     """One reference training workload: build on a device, then ``step()`` repeatedly.
 
     ``step()`` only enqueues work: it never waits for the GPU (except where the variant's
@@ -68,7 +71,6 @@ class Workload(ChangeChecks, StageTiming, ABC):
     # The attribute name of the module the optimizer trains (wrapped in DDP in a data-parallel run).
     trained_module: ClassVar[str] = "model"
     pool: HostBatchPool | None = None
-    _kept_pool: tuple[tuple[object, ...], HostBatchPool] | None = None  # the last pool, what its batches depend on
     pipeline: TwoStagePipeline | None = None
     _consume: Callable[..., Any] | None = None  # the training stage, once a configuration is built
     _memory_format: torch.memory_format = torch.contiguous_format  # the weights' layout: as built, then the knobs'
@@ -231,19 +233,6 @@ class Workload(ChangeChecks, StageTiming, ABC):
         ddp.accumulation = GradientAccumulation(int(accumulate)) if accumulate != "off" else None  # type: ignore[assignment]  # Module.__setattr__'s stub: Tensor | Module only
         setattr(self, self.trained_module, ddp)
 
-    def warm_up(self) -> None:
-        """Compile, capture and autotune now, on the next batch, then put the training state
-        back: the first counted step runs as every later one (and trains the same)."""
-        if not self.knobs.warmups:
-            return
-        batch = self._peek_input()
-        with self._restore_point(self.generators()):
-            out = self._produce(*batch) if self._produce is not None else batch
-            assert self._consume is not None  # set by _setup, before it warms up
-            self._consume(*out)
-            self.drain()
-        self.drain()
-
     # -- what the engine uses -----------------------------------------------------------
     @property
     def samples_per_step(self) -> int:
@@ -297,93 +286,6 @@ class Workload(ChangeChecks, StageTiming, ABC):
     def model_modules(self) -> dict[str, torch.nn.Module]:
         """The model modules as built (not compiled, not wrapped), by attribute name."""
         return dict(self._modules.eager)
-
-    def step(self) -> None:
-        """Enqueue one training step: producer then consumer, or overlapped when pipelined."""
-        produce, consume = self._produce, self._consume
-        assert consume is not None
-        if produce is None and self.annotate_stages is None:  # serial: the common path first
-            self.last_loss = consume(*self._next_input())  # (_next_input: a diagnosis times it)
-            return
-        if self.annotate_stages is not None:
-            produce, consume = (
-                self._annotated(produce, self._stage_names[0]),
-                self._annotated(consume, self._stage_names[1]),
-            )
-        if self.pipeline is not None:
-            assert produce is not None
-            self.last_loss = self.pipeline.step(self._next_input, produce, consume)
-            self.pipeline.hand_to_current(self.last_loss)
-        elif produce is None:
-            self.last_loss = consume(*self._next_input())
-        else:
-            self.last_loss = consume(*produce(*self._next_input()))
-
-    def _annotated(self, fn: Callable[..., Any] | None, name: str | None) -> Any:
-        """``fn`` inside ``record_function(annotate_stages + name)``."""
-        if fn is None or name is None:
-            return fn
-        label = f"{self.annotate_stages}{name}"
-
-        def run(*args: Any) -> Any:
-            with torch.profiler.record_function(label):
-                return fn(*args)
-
-        return run
-
-    def _next_input(self) -> tuple[torch.Tensor, ...]:
-        batch, self._pushback = self._pushback, None
-        return batch if batch is not None else self._draw_input()
-
-    def _peek_input(self) -> tuple[torch.Tensor, ...]:
-        """The batch the next step will get, without taking it from the sequence."""
-        if self._pushback is None:
-            self._pushback = self._draw_input()
-        return self._pushback
-
-    def drain(self) -> None:
-        """Wait until every stream of the device is idle (used at reconfigure, never per step)."""
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-
-    def _release_and_drain(self) -> None:
-        """Free the configuration, wait for the device, and give the allocator's cached blocks back
-        to the driver. Without the last part each visit to a pipelined variant left ~500 MiB
-        cached for streams no later configuration uses (encdec on an H100: reserved 1388 → 3390
-        MiB over 4 serial ↔ pipelined changes, flat at ~700 MiB with it; docs/soak-gpu.md), and the
-        dashboard's GPU-memory chart showed the past configurations' memory as the running one's."""
-        self._release()
-        self.drain()
-        self._empty_cache()
-
-    def _empty_cache(self) -> None:
-        """Give the allocator's free cached segments back to the driver (CUDA; nothing elsewhere)."""
-        if self.device.type == "cuda":
-            with torch.cuda.device(self.device):
-                torch.cuda.empty_cache()
-
-    def close(self) -> None:
-        self._release_and_drain()
-        self._kept_pool = None
-
-    def host_pool(
-        self, make_batch: Callable[[torch.Generator], tuple[torch.Tensor, ...]], *depends_on: object
-    ) -> HostBatchPool:
-        """The pool of host batches ``make_batch`` makes for this configuration (``depends_on``:
-        what else than the batch size, image size and seed its batches depend on). A change that
-        leaves all that alone (a knob, most variants) gets the last pool again, from its first
-        batch, as a new one would start (generating and pinning them again was a share of every
-        switch: docs/BENCHMARKS.md, tune against the sweep). Another gets a new one, the old one
-        freed first."""
-        key = (self.batch_size, self.image_size, self.data_seed, self.on_cuda, *depends_on)
-        if self._kept_pool is not None and self._kept_pool[0] == key:
-            pool = self._kept_pool[1]
-            pool.rewind()
-            return pool
-        self._kept_pool = None
-        pool = HostBatchPool(make_batch, seed=self.data_seed, pin=self.on_cuda)
-        self._kept_pool = (key, pool)
-        return pool
 
     def __enter__(self) -> Workload:
         return self

@@ -12,9 +12,10 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import torch
 
 from workloads import limits, memory_probe
+from workloads.catalog_types import FamilyInfo, WorkloadError
 from workloads.data import pool_bytes_held
 from workloads.knobs import Knobs
-from workloads.registry import FamilyInfo, WorkloadError, check_batch_size
+from workloads.registry import check_batch_size
 
 if TYPE_CHECKING:  # pragma: no cover
     from collections.abc import Callable, Iterator, Sequence
@@ -139,7 +140,7 @@ class ChangeChecks:
     @contextlib.contextmanager
     def probe_step(self) -> Iterator[Callable[[], Any]]:
         """One step of the running configuration on the next batch, to run once inside (a FLOP count,
-        ``gpudash.engine.flops``): the stages run eagerly (no compiled module, no captured graph) and
+        ``gpudash.boot.gpudash_boot.flop_count``): the stages run eagerly (no compiled module, no captured graph) and
         train nothing — the parameters, optimizer state and generators are put back on leaving, as
         ``step_memory``'s probe steps do."""
         with self._eager_probe() as (batch, run):

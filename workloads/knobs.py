@@ -16,10 +16,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from workloads.registry import WorkloadError, by_name, one_of
+from workloads.catalog_types import WorkloadError, by_name, one_of
 
 if TYPE_CHECKING:  # pragma: no cover
-    from workloads.registry import VariantInfo
+    from workloads.catalog_types import VariantInfo
 
 OFF = "off"
 ON = "on"

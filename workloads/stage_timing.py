@@ -11,14 +11,14 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 
-from workloads.registry import WorkloadError
+from workloads.catalog_types import WorkloadError
 
 if TYPE_CHECKING:  # pragma: no cover
     from collections.abc import Sequence
     from contextlib import AbstractContextManager
 
+    from workloads.catalog_types import FamilyInfo
     from workloads.distributed import RankInfo
-    from workloads.registry import FamilyInfo
 
 
 def ms_per_call(fn: Callable[[], object], calls: int, cuda: bool) -> float:

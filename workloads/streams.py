@@ -33,7 +33,7 @@ from typing import TypeVar
 
 import torch
 
-from workloads.registry import NEEDS_STREAMS, WorkloadError
+from workloads.catalog_types import NEEDS_STREAMS, WorkloadError
 
 T = TypeVar("T")
 CONSUMER_PRIORITY = -1  # lower is higher in CUDA; the producer keeps the default 0

@@ -21,8 +21,8 @@ from typing import Any
 
 import torch
 
+from workloads.catalog_types import WorkloadError
 from workloads.knobs import OFF, ON, TF32_NEVER, Knobs
-from workloads.registry import WorkloadError
 from workloads.torch_adapter import compile_options
 
 # PyTorch's own defaults, restored when a knob is turned off.

@@ -24,8 +24,8 @@ from torch import Tensor, nn
 from gpudash.api import Training
 from workloads import user_spec
 from workloads.base import COPY_STAGE, Workload, WorkloadOptions
+from workloads.catalog_types import WorkloadError
 from workloads.data import loader_bytes_held
-from workloads.registry import WorkloadError
 from workloads.streams import TwoStagePipeline
 from workloads.train_step import train_step
 

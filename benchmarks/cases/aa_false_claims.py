@@ -84,7 +84,8 @@ def floats(cell: str) -> float | None:
 def replay(rows: list[dict[str, str]], labels: list[str]) -> str:
     """The second configuration against the first, recomputed from their repeat rows by this
     checkout's statistics: "1.004× [0.990–1.018] no change detected"."""
-    from gpudash.stats.comparison import compare, estimate_over_stretches
+    from gpudash.stats.batch_means import estimate_over_stretches
+    from gpudash.stats.comparison import compare
 
     estimates = []
     for label in labels:

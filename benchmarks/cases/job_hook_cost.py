@@ -13,8 +13,8 @@ gives them the job's pace (the group they settle on is said at the end: 3 for a 
 ``as_is`` leaves the paces alone (more events and sends than the job: the figure errs on the side of
 more cost); ``stretch N`` alternates N-step stretches instead, paces as they are.
 
-The hooks are gpudash's own (``gpudash/job/boot/gpudash_job_hooks.py``, loaded from their folder as
-the bootstrap loads them, sending to a real gpudash-side channel that another process drains). A
+The hooks are gpudash's own (``gpudash.boot.gpudash_boot.hooks``, the module the bootstrap imports,
+sending to a real gpudash-side channel that another process drains). A
 hooked step takes its batch through their ``DataLoader.__next__`` wrapper and then calls their
 optimizer-step hook, as torch's global post-hook does; a bare step takes its batch from torch's own
 ``__next__``. After the warm-up the heap is frozen (``gc.freeze()``): a full collection over torch's
@@ -25,9 +25,7 @@ CPUs they share (the whole-process pairs of ``job_overhead`` take it in). The go
 from __future__ import annotations
 
 import gc
-import importlib
 import os
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -86,30 +84,23 @@ class Batches:
 
 
 def load_hooks(torch: Any, pace: float = 1.0) -> Any:
-    """gpudash's hooks object for this process, loaded as ``sitecustomize`` loads it (not installed:
-    the case calls what torch would call), its time-paced work ``pace`` times further apart."""
-    from gpudash.job.launch import SOURCE_DIR
+    """gpudash's hooks object for this process, as ``sitecustomize`` makes it (not installed: the case
+    calls what torch would call), its time-paced work ``pace`` times further apart."""
+    from gpudash.boot.gpudash_boot.hooks import Hooks
 
-    boot = str(SOURCE_DIR / "job" / "boot")
-    sys.path.insert(0, boot)
-    try:
-        module: Any = importlib.import_module("gpudash_job_hooks")
-    finally:
-        sys.path.remove(boot)
-    hooks = module.Hooks(torch)
+    hooks = Hooks(torch)
     hooks.times.group_ms *= pace
     hooks.outbox.every_s *= pace
     return hooks
 
 
 def measure(run: Run, p: Params) -> None:
+    from gpudash.boot.gpudash_boot.wire import CHANNEL_ENV
     from gpudash.job.channel import HostChannel
-    from gpudash.job.launch import SOURCE_DIR
 
     channel = HostChannel()
     drainer = drain(channel)
-    os.environ["GPUDASH_JOB_CHANNEL"] = channel.path
-    os.environ["GPUDASH_JOB_SRC"] = str(SOURCE_DIR)
+    os.environ[CHANNEL_ENV] = channel.path
     try:
         hooked_steps(run, p)
     finally:

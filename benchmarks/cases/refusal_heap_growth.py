@@ -23,7 +23,7 @@ import sys, threading, time
 from dataclasses import replace
 from workloads.base import WorkloadOptions
 from workloads.factory import build
-from workloads.registry import WorkloadError
+from workloads.catalog_types import WorkloadError
 
 def vm_data():
     with open("/proc/self/status") as f:

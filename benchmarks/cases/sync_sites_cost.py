@@ -5,7 +5,7 @@
 registry's first that is not sync-free) under each setting, in a shuffled order, timed with the
 wall clock between two synchronizes: *off*, no sync counter; *counting*, gpudash's ``SyncCounter``
 (torch's sync warnings counted: what every run on a GPU does); *sites*, the same with each sync
-attributed to its line (``gpudash.core.sync_sites``) and ``synchronize()`` / ``Event.synchronize()``
+attributed to its line (``gpudash.boot.gpudash_boot.sync_sites``) and ``synchronize()`` / ``Event.synchronize()``
 counted. Each setting's time over another's is read by rounds. The goal: sites over counting ≤ 1.02.
 
 ``sync_sites_walk``: a stand-in of torch's sync warning raised ``depth`` frames deep (a step's call
@@ -110,7 +110,7 @@ def measure(run: Run, p: Params) -> None:
 
 def per_sync_us(sites: bool, depth: int, syncs: int = 2000) -> float:
     """µs a sync of a counter without or with sites, ``depth`` frames below the caller."""
-    from gpudash.core.sync_watch import SYNC_WARNING
+    from gpudash.boot.gpudash_boot.sync_watch import SYNC_WARNING
     from gpudash.engine.measure import SyncCounter
 
     def sync_at(level: int) -> None:

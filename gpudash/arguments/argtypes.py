@@ -17,8 +17,8 @@ from gpudash.core.textfmt import shown
 from gpudash.host.gpu_checks import cuda_devices
 
 if TYPE_CHECKING:  # pragma: no cover
+    from workloads.catalog_types import FamilyInfo, VariantInfo
     from workloads.knobs import Knobs
-    from workloads.registry import FamilyInfo, VariantInfo
 
 DEVICE_RE = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
 
@@ -128,7 +128,8 @@ def port(text: str) -> int:
 
 
 def batch_size(text: str) -> int:
-    from workloads.registry import WorkloadError, parse_batch_size
+    from workloads.catalog_types import WorkloadError
+    from workloads.registry import parse_batch_size
 
     try:
         return parse_batch_size(text)
@@ -145,7 +146,8 @@ def check_batch_limits(info: FamilyInfo, batch_size: int | None, ranks: int = 1)
 
 
 def image_size(text: str) -> int:
-    from workloads.registry import WorkloadError, check_image_size
+    from workloads.catalog_types import WorkloadError
+    from workloads.registry import check_image_size
 
     try:
         value = int(text)
@@ -189,8 +191,8 @@ def check_device(device: str, variant: VariantInfo | None = None) -> None:
 
 def knob(text: str) -> tuple[str, str]:
     """``--knob NAME[=VALUE]``: ("amp", "bf16"), ("cuda_graph", "on"); checked against the catalog."""
+    from workloads.catalog_types import WorkloadError
     from workloads.knobs import parse_knob
-    from workloads.registry import WorkloadError
 
     try:
         return parse_knob(text)

@@ -162,7 +162,8 @@ def _check(data: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
 
 def _check_variant(values: dict[str, Any]) -> list[str]:
     """The variant must belong to the file's workload (or the default one); else it is dropped."""
-    from workloads.registry import DEFAULT_FAMILY, WorkloadError, family
+    from workloads.catalog_types import WorkloadError
+    from workloads.registry import DEFAULT_FAMILY, family
 
     try:
         family(values.get("workload", DEFAULT_FAMILY)).variant(values["variant"])

@@ -7,7 +7,7 @@ a job after ``--`` is ``commands.job``'s.
 Fast to start: nothing here imports torch or textual at module level. Every argument is
 checked before anything starts; a bad one is one line on stderr and exit status 2.
 
-Defaults, lowest first: ``DEFAULTS`` (``gpudash/cli/options.py``, with every parser), the user's
+Defaults, lowest first: ``DEFAULTS`` (``gpudash/cli/options.py``, with the option groups), the user's
 settings file (``gpudash/arguments/config.py``), then the flags (``gpudash/cli/settings.py``).
 """
 
@@ -28,7 +28,7 @@ from gpudash.cli.commands.run import run_or_record
 from gpudash.cli.commands.serve import serve_watch
 from gpudash.cli.commands.watch import watch
 from gpudash.cli.messages import fail, spelled
-from gpudash.cli.options import PASSTHROUGH, build_parsers
+from gpudash.cli.parsers import PASSTHROUGH, build_parsers
 from gpudash.core import faults
 from gpudash.core.protocol import ExitCode
 

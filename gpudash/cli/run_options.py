@@ -37,7 +37,8 @@ RUN_OPTIONS = {
 
 def config_from_args(args: argparse.Namespace) -> RunConfig:
     """Check the workload, variant and device; return the run's configuration."""
-    from workloads.registry import WorkloadError, family
+    from workloads.catalog_types import WorkloadError
+    from workloads.registry import family
 
     try:
         info = family(args.workload)

@@ -1,4 +1,4 @@
-"""A compiled job's compiles and graph breaks, as its hooks send them (``gpudash_job_compile.py``),
+"""A compiled job's compiles and graph breaks, as its hooks send them (``gpudash_boot/compile_watch.py``),
 turned into the run's events: each recompile (``RECOMPILE``) with its function, line, reason in
 words and seconds; a function refused at the recompile limit (``RECOMPILE_LIMIT``, an error: it
 runs eagerly from then on); each graph break's line, once (``GRAPH_BREAK``); a first compile

@@ -24,7 +24,7 @@ class RunConfig:
     sample_interval_s: float = 0.25  # how often the child sends a Sample
     gpu_interval_s: float = 0.5  # NVML tick
     max_steps: int | None = None  # the child stops by itself after this many steps (None: never)
-    sync_sites: bool = True  # each host-device sync in the steps attributed to its line (CUDA; gpudash.core.sync_sites)
+    sync_sites: bool = True  # each host-device sync in the steps attributed to its line (CUDA; gpudash_boot.sync_sites)
     knobs: str = "none"  # knob settings in their text form ("amp=bf16,cuda_graph=on"; workloads.knobs)
     trace_dir: str | None = None  # where profiler windows write their traces (None: no windows)
     # a started workload that sends nothing (no sample, no event) for this long is reported as

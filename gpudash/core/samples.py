@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpudash.core.sync_sites import SyncTable
+from gpudash.boot.gpudash_boot.sync_table import SyncTable
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,7 @@ class Sample:
     # parent (``gpudash.host.noise``), never by the child
     noise: str = ""
     # The model FLOPs of one step on one GPU (counted once per configuration, eagerly:
-    # ``gpudash.engine.flops``), the rate they make and its share of the GPU's dense peak
+    # ``gpudash.boot.gpudash_boot.flop_count``), the rate they make and its share of the GPU's dense peak
     # (``gpudash.core.peaks``); None: not known (the reason went out once, as a "measured" event)
     flops_per_step: float | None = None
     tflops: float | None = None
@@ -80,7 +80,7 @@ class RankSample:
 @dataclass(frozen=True)
 class SyncSites:
     """The lines that make the host wait in the configuration running now
-    (``gpudash.core.sync_sites``): the child sends one after a sample when the table changed."""
+    (``gpudash.boot.gpudash_boot.sync_sites``): the child sends one after a sample when the table changed."""
 
     time_s: float
     workload: str

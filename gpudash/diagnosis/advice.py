@@ -8,8 +8,8 @@ from __future__ import annotations
 import dataclasses
 import re
 
+from gpudash.boot.gpudash_boot.sync_table import Site
 from gpudash.core.lenient import float_or_none
-from gpudash.core.sync_sites import Site
 from gpudash.diagnosis.evidence import Evidence, job_settings
 from gpudash.diagnosis.parts import COMM, GPU, HOST, INPUT, OUTSIDE_SHARE, SYNCS, WAIT, Parts, outside_torch_ms
 from gpudash.diagnosis.verdict import OUTSIDE_TORCH, TENSORS_IDLE, Bound, Diagnosis

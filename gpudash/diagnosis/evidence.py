@@ -26,8 +26,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from gpudash.boot.gpudash_boot.sync_table import SyncTable
 from gpudash.core.lenient import float_or_none
-from gpudash.core.sync_sites import SyncTable
 
 QUEUED_US = 1000.0  # median wait of launched work in the GPU's queue: the host runs ahead at or above
 SITE_END = re.compile(r"(:\d+)(,(?=[a-z_0-9]+=)|$)")  # a loader site's end: its line number, then a setting or the end

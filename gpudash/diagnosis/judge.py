@@ -16,12 +16,61 @@ from typing import Any, ClassVar
 
 from gpudash.core.events import DIAGNOSIS, Event, EventKind
 from gpudash.core.gpu_messages import GpuInfo, GpuSample
+from gpudash.core.textfmt import plain
 from gpudash.diagnosis.advice import for_the_job
 from gpudash.diagnosis.checks import Check
 from gpudash.diagnosis.evidence import Evidence
 from gpudash.diagnosis.remedies import Remedy, answer, remedies
 from gpudash.diagnosis.rules import diagnose
 from gpudash.diagnosis.verdict import Diagnosis
+
+
+@dataclass(frozen=True)
+class WorldView:
+    """Whose evidence a verdict of several ranks is, and the rank the world waits for: the one whose
+    own work (its step less its waits in the collectives, ``gpudash.ranks``) holds the others back."""
+
+    ranks: int  # the job's ranks
+    rank: int  # whose steps and profiler window the evidence is
+    straggler: int | None = None  # the rank the others wait for (None: none named)
+    straggler_own_ms: float | None = None  # its own work, ms a step ...
+    others_own_ms: float | None = None  # ... and the others' (their mean)
+
+    @property
+    def waits_for_it(self) -> bool:
+        """The evidence is the rank the world waits for, with both own works known."""
+        return (
+            self.straggler is not None
+            and self.straggler == self.rank
+            and self.straggler_own_ms is not None
+            and bool(self.others_own_ms)
+        )
+
+    @property
+    def pace_up_to(self) -> float | None:
+        """How much faster the world runs at the others' pace (the straggler's extra work gone)."""
+        if not self.waits_for_it or self.straggler_own_ms is None or not self.others_own_ms:
+            return None
+        return max(1.0, self.straggler_own_ms / self.others_own_ms)
+
+    def head(self) -> str:
+        """ "waiting for rank 0: its own work 57 ms a step against 36 ms for the others" ("" where not
+        the evidence's rank)."""
+        if not self.waits_for_it or self.straggler_own_ms is None or self.others_own_ms is None:
+            return ""
+        own, others = plain(self.straggler_own_ms, 3), plain(self.others_own_ms, 3)
+        return f"waiting for rank {self.rank}: its own work {own} ms a step against {others} ms for the others"
+
+    def whose(self) -> str:
+        """Whose evidence the verdict is, where the head does not say it ("rank 0's steps, of 2 ranks")."""
+        return "" if self.waits_for_it else f"rank {self.rank}'s steps, of {self.ranks} ranks"
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> WorldView:
+        return cls(**{f.name: d[f.name] for f in dataclasses.fields(cls) if f.name in d})
 
 
 @dataclass(frozen=True)
@@ -38,9 +87,11 @@ class Findings:
     note: str = ""  # what the verdict rests on, where not on a whole diagnosis (``--json`` says it too)
     beside: tuple[str, ...] = ()  # said beside the verdict: the straggler, the recompile limit
     heavy: str = ""  # a phase of the job heavy enough to name after the verdict
+    world: WorldView | None = None  # a job of several ranks: whose evidence, and the rank the world waits for
 
     def as_dict(self) -> dict[str, Any]:
         return {
+            "world": self.world.as_dict() if self.world is not None else None,
             "evidence": self.evidence.as_dict(),
             "script": self.script,
             "window_start_s": self.window_start_s,
@@ -63,6 +114,7 @@ class Findings:
             note=str(d.get("note", "")),
             beside=tuple(str(x) for x in d.get("beside", ())),
             heavy=str(d.get("heavy", "")),
+            world=WorldView.from_dict(d["world"]) if d.get("world") else None,
         )
 
 
@@ -86,10 +138,15 @@ class Judgement:
         return self.findings.compile or self.verdict
 
     def line(self) -> str:
-        """The verdict's one line: its head, what it rests on and what is said beside it, a heavy phase."""
+        """The verdict's one line: its head (the rank the world waits for first, where the evidence is
+        that rank's), what it rests on and what is said beside it, a heavy phase."""
         f = self.findings
-        note = "; ".join(filter(None, (f.note, *f.beside)))
-        message = self.head.line() + (f" ({note})" if note else "")
+        note = "; ".join(filter(None, (f.note, *f.beside, f.world.whose() if f.world is not None else "")))
+        head = self.head.line()
+        if f.world is not None and f.compile is None and (waiting := f.world.head()):
+            up_to = f.world.pace_up_to or 1.0
+            head = f"{waiting}: up to {up_to:.2g}× at their pace; rank {f.world.rank}'s own step: {head}"
+        message = head + (f" ({note})" if note else "")
         return f"{message}; {f.heavy}" if f.heavy else message
 
     def answer(self, checks: Sequence[Check] = ()) -> tuple[dict[str, object], list[str]]:
@@ -97,12 +154,22 @@ class Judgement:
         the ``checks`` run, which it lists; a compile-bound head with the window's verdict as
         ``steady`` and what the compile rule weighed) and the lines printed under the verdict's line."""
         f = self.findings
-        document, lines = answer(self.evidence, self.verdict, f.script, checks)
+        ceiling = f.world.pace_up_to if f.world is not None else None
+        document, lines = answer(self.evidence, self.verdict, f.script, checks, ceiling)
         if f.compile is not None:
             document |= {"bound": str(f.compile.bound), "why": f.compile.why, "advice": f.compile.advice}
             document["steady"] = self.verdict.line()
         if f.compile_figures:
             document["compile"] = dict(f.compile_figures)
+        if f.world is not None:  # whose evidence, and the rank the world waits for where it is that one
+            document["ranks"], document["evidence_rank"] = f.world.ranks, f.world.rank
+            if f.world.waits_for_it:
+                document["waiting_for"] = {
+                    "rank": f.world.rank,
+                    "own_ms": f.world.straggler_own_ms,
+                    "others_own_ms": f.world.others_own_ms,
+                    "up_to": f.world.pace_up_to,
+                }
         return document, lines
 
     def checked_line(self, document: dict[str, object]) -> str:
@@ -138,7 +205,9 @@ def judge(findings: Findings, gpu: GpuSample | None = None, link: GpuInfo | None
     verdict = diagnose(evidence)
     if findings.script:
         verdict = for_the_job(verdict, evidence)
-    found = remedies(evidence, verdict.bound, script=findings.script)
+    # the rank the world waits for: a fix of its step runs the world no faster than the others' pace
+    pace = findings.world.pace_up_to if findings.world is not None else None
+    found = remedies(evidence, verdict.bound, script=findings.script, ceiling=pace)
     return Judgement(dataclasses.replace(findings, evidence=evidence), verdict, tuple(found))
 
 

@@ -10,7 +10,7 @@ replays the recorded device's trace:
   "allocated" counter moves at ``alloc`` and ``free_requested``, as ``max_memory_allocated``'s does);
 - the peak is the largest running total over the trace, and what held it is every block allocated
   in the trace and not freed by then — each put to the job's own line that allocated it, found as
-  a sync's line is (``gpudash.core.sync_sites``: a library's line with the job's line that called
+  a sync's line is (``gpudash.boot.gpudash_boot.sync_sites``: a library's line with the job's line that called
   it) — and what was allocated before the recording (the parameters, the optimizer's state, …);
 - each line's kind from its stack: ``optimizer`` (under ``torch/optim``), ``backward`` (autograd's
   backward; no Python stack at all is autograd's engine thread), else ``forward``; an allocation of
@@ -31,9 +31,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpudash.boot.gpudash_boot.sync_sites import Frame, site_of, with_text
+from gpudash.boot.gpudash_boot.sync_table import Site
 from gpudash.core.lenient import count_or
 from gpudash.core.memory_kinds import byte_count, size
-from gpudash.core.sync_sites import Frame, Site, site_of, with_text
 
 TOP_HOLDERS = 6  # lines named; the rest add up in one row
 BEFORE = "before"  # the kind of what was allocated before the recording began

@@ -2,7 +2,7 @@
 phase), what the memory held then (by kind, and the allocator's counters), and what would free it,
 largest first — each remedy only where the job does not already do it, with the bytes it would
 free estimated from what was measured. Torch-free; the figures come from the hooks
-(``gpudash/job/boot/gpudash_job_memory.py``: ``OomWatch``)."""
+(``gpudash/boot/gpudash_boot/oom_watch.py``: ``OomWatch``)."""
 
 from __future__ import annotations
 

@@ -52,13 +52,21 @@ class Remedy:
         return cls(str(d["limit"]), str(d["advice"]), float(d["up_to"]), str(d["then"]))
 
 
-def remedies(e: Evidence, bound: Bound, script: bool, checks: Sequence[Check] = ()) -> list[Remedy]:
+def remedies(
+    e: Evidence, bound: Bound, script: bool, checks: Sequence[Check] = (), ceiling: float | None = None
+) -> list[Remedy]:
     """Each limit's remedy worth naming, the most worth first (``script``: in a training script's
     words, leaving out what the job already does; else in gpudash's knobs), within what the
-    counterfactuals diagnose ran allow (``checks``: ``gpudash.diagnosis.checks``)."""
+    counterfactuals diagnose ran allow (``checks``: ``gpudash.diagnosis.checks``) and at most
+    ``ceiling`` (the rank the world waits for: the others' pace)."""
     found = _worth(Parts.of(e), e, checks)
     return [
-        Remedy(_label(limit, e), _advice(limit, e, script, checks), up, _then(after, limit, e, script, checks))
+        Remedy(
+            _label(limit, e),
+            _advice(limit, e, script, checks),
+            min(up, ceiling) if ceiling is not None else up,
+            _then(after, limit, e, script, checks),
+        )
         for limit, (up, after) in found
     ]
 
@@ -105,11 +113,11 @@ def _then(parts: Parts, done: str, e: Evidence, script: bool, checks: Sequence[C
 
 
 def answer(
-    e: Evidence, diagnosis: Diagnosis, script: bool, checks: Sequence[Check] = ()
+    e: Evidence, diagnosis: Diagnosis, script: bool, checks: Sequence[Check] = (), ceiling: float | None = None
 ) -> tuple[dict[str, object], list[str]]:
     """``diagnose``'s answer: the ``--json`` document's verdict with its ``remedies`` (and the
-    ``checks`` it ran, which bound them), and the lines to print under the verdict's."""
-    found = remedies(e, diagnosis.bound, script, checks)
+    ``checks`` it ran, which bound them; ``ceiling``: ``remedies``'), and the lines to print under the verdict's."""
+    found = remedies(e, diagnosis.bound, script, checks, ceiling)
     lines = [f"  {r.line()}" for r in found] + [f"  {c.line()}" for c in checks]
     document = {**diagnosis.as_dict(e), "remedies": [r.as_dict() for r in found]}
     if diagnosis.bound == Bound.INPUT and loader_refuted(checks):  # the verdict's advice, as the race told

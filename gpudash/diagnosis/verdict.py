@@ -7,7 +7,7 @@ import dataclasses
 import enum
 from dataclasses import dataclass
 
-from gpudash.core.sync_sites import SyncTable
+from gpudash.boot.gpudash_boot.sync_table import SyncTable
 from gpudash.diagnosis.evidence import Evidence
 
 

@@ -120,7 +120,7 @@ def _run_ranks(config: RunConfig, controls: Any, out: Any, log_path: str | None,
 def _is_refusal(exc: BaseException) -> bool:
     """A workload's refusal of its first configuration (``WorkloadError``: over a limit, a batch
     that would not fit in memory), as opposed to a failure while running."""
-    from workloads.registry import WorkloadError
+    from workloads.catalog_types import WorkloadError
 
     return isinstance(exc, WorkloadError)
 

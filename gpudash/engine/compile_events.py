@@ -1,38 +1,21 @@
 """gpudash's own families compile too (the ``compile`` knob): their recompiles at a batch change and
 their graph breaks, read as a user's job reads them — the job's compile watch
-(``gpudash/job/boot/gpudash_job_compile.py``, loaded from its file) and the same intake
+(``gpudash.boot.gpudash_boot.compile_watch``) and the same intake
 (``gpudash.core.compile_intake``) — and emitted as the run's events at the loop's sample times.
 Nothing is installed until dynamo is loaded (a family without the knob never loads it). The
 ``cuda_graph`` knob's re-captures at a batch or variant change are said too (``RECAPTURE``)."""
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
+from gpudash.boot.gpudash_boot.compile_watch import CompileWatch
 from gpudash.core.compile_intake import CompileIntake
 from gpudash.core.events import Event, EventKind
 
 RECAPTURE = "recapture"  # a measured event: the cuda_graph knob captured the step again (a batch or variant change)
-
-BOOT = Path(__file__).resolve().parents[1] / "job" / "boot"
-
-
-def _watch_module() -> Any:
-    """``gpudash_job_compile`` as the job's bootstrap loads it: its folder first on ``sys.path``
-    (for ``gpudash_job_wire`` beside it), under a name of its own."""
-    spec = importlib.util.spec_from_file_location("gpudash_engine_compile_watch", BOOT / "gpudash_job_compile.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.path.insert(0, str(BOOT))
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(BOOT))
-    return module
 
 
 class LoopCompiles:
@@ -41,11 +24,11 @@ class LoopCompiles:
     def __init__(self, emit: Callable[[Event], None]) -> None:
         self.emit = emit
         self.intake = CompileIntake()
-        self.watch: Any = None
+        self.watch: CompileWatch | None = None
         self._sent: list[dict[str, Any]] = []
         self.captures = 1  # the cuda_graph knob's captures of the step (the first, at its start)
         if "torch._dynamo.utils" in sys.modules:  # this process compiled before the loop: not the loop's
-            self.watch = _watch_module().CompileWatch(self._received, lambda: 0)
+            self.watch = CompileWatch(self._received, lambda: 0)
             self.watch.skip_earlier()
 
     def _received(self, message: dict[str, Any]) -> None:
@@ -55,7 +38,7 @@ class LoopCompiles:
         if self.watch is None:
             if "torch._dynamo.callback" not in sys.modules:
                 return
-            self.watch = _watch_module().CompileWatch(self._received, lambda: 0)
+            self.watch = CompileWatch(self._received, lambda: 0)
         self.watch.install()  # (again after a close: the loop runs again; what was sent is not sent again)
         self.watch.at_step(step)
         sent, self._sent = self._sent, []

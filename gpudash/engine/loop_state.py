@@ -15,8 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from gpudash.boot.gpudash_boot.tensor_bytes import count_kinds
 from gpudash.core.protocol import Control, Event, EventKind, Sample, SyncSites
-from gpudash.core.tensor_bytes import count_kinds
 from gpudash.engine.compile_events import LoopCompiles
 from gpudash.engine.events import Emit, plain
 from gpudash.engine.measure import (

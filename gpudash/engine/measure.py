@@ -30,9 +30,9 @@ from collections import deque
 from collections.abc import Iterator
 from typing import Any
 
-from gpudash.core.sync_sites import LiveSites, SiteCounter
-from gpudash.core.sync_watch import SYNC_WARNING, SyncWatch
-from gpudash.engine import explicit_waits
+from gpudash.boot.gpudash_boot import explicit_waits
+from gpudash.boot.gpudash_boot.sync_sites import LiveSites, SiteCounter
+from gpudash.boot.gpudash_boot.sync_watch import SYNC_WARNING, SyncWatch
 
 
 def percentile(sorted_values: list[float], q: float) -> float:
@@ -243,7 +243,7 @@ def loss_reader(torch: Any, on_cuda: bool) -> LossReader:
 class SyncCounter:
     """Counts torch's "synchronizing CUDA operation" warnings raised in one thread; with ``sites``,
     also attributes each sync raised while ``attributing`` (inside the steps) to its line
-    (``gpudash.core.sync_sites``), and counts ``torch.cuda.synchronize()`` and
+    (``gpudash.boot.gpudash_boot.sync_sites``), and counts ``torch.cuda.synchronize()`` and
     ``Event.synchronize()``, which raise no warning (``gpudash.engine.explicit_waits``)."""
 
     def __init__(self, sites: bool = False) -> None:

@@ -10,9 +10,9 @@ import contextlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from gpudash.boot.gpudash_boot.sync_table import SyncTable
 from gpudash.core.metrics import overlap_bound
 from gpudash.core.protocol import DIAGNOSIS, LOSS_EFFECT, TRACE, EventKind
-from gpudash.core.sync_sites import SyncTable
 from gpudash.core.textfmt import plain
 from gpudash.engine.events import one_line
 
@@ -161,7 +161,7 @@ def diagnose(loop: StepLoop, steps: int) -> None:
     the trace is not kept); a "measured" event (what=DIAGNOSIS) with its findings, which the parent
     judges (``gpudash.diagnosis.judge``). In a data-parallel run rank 0 measures, the other ranks
     take the same steps with it (their all-reduces pair with its)."""
-    from gpudash.diagnosis.judge import Findings
+    from gpudash.diagnosis.judge import Findings, WorldView
 
     w = loop.workload
     steps = max(1, min(steps, MAX_TRACE_STEPS))
@@ -173,7 +173,8 @@ def diagnose(loop: StepLoop, steps: int) -> None:
     if evidence is None:
         return
     loop.count_steps_apart(steps * (2 if evidence.gpu_busy_pct is not None else 1))
-    findings = Findings(evidence, window_start_s=began)
+    ranks = w.rank_info.world_size if w.rank_info is not None else 1
+    findings = Findings(evidence, window_start_s=began, world=WorldView(ranks, 0) if ranks > 1 else None)
     loop.event(EventKind.MEASURED, what=DIAGNOSIS, message="judged by the parent", details=loop.config(), data=findings)
 
 
@@ -181,7 +182,7 @@ def _evidence(loop: StepLoop, steps: int) -> Evidence:
     """The window's measurements: the timed steps, then (on a GPU) the profiled ones."""
     from gpudash.diagnosis.evidence import Evidence
     from gpudash.engine import traces
-    from gpudash.engine.trace_figures import with_trace
+    from gpudash.engine.trace_evidence import with_trace
 
     w = loop.workload
     step_ms, input_ms, syncs, sites = _timed_steps(loop, steps)

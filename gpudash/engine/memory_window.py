@@ -18,9 +18,9 @@ import json
 import time
 from typing import TYPE_CHECKING, Any
 
-from gpudash.core import allocator_history as history
+from gpudash.boot.gpudash_boot import allocator_history as history
+from gpudash.boot.gpudash_boot.tensor_bytes import storages
 from gpudash.core.protocol import MEMORY_PEAK, EventKind
-from gpudash.core.tensor_bytes import storages
 from gpudash.diagnosis.memory_peak import peak_of
 from gpudash.engine.events import one_line
 from workloads.knobs import OFF  # torch-free

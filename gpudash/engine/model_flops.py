@@ -1,5 +1,5 @@
 """Model FLOPs utilisation in the workload process: each configuration's step counted once, eagerly
-(``gpudash.engine.flops`` on the workload's ``probe_step``), the GPU's dense peak for the step's
+(``gpudash.boot.gpudash_boot.flop_count`` on the workload's ``probe_step``), the GPU's dense peak for the step's
 dtype chosen (``gpudash.core.peaks``), and both turned into every sample's TFLOP/s and MFU.
 
 A configuration's count is kept by what changes a step's arithmetic — family, variant, batch size
@@ -15,10 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from gpudash.boot.gpudash_boot.flop_count import StepFlops, count_step_flops
 from gpudash.core.peaks import PRECISION_KNOBS, PeakChoice, choose_peak, model_rates
 from gpudash.core.protocol import FLOPS, Event, EventKind, Sample
 from gpudash.engine.events import one_line
-from gpudash.engine.flops import StepFlops, count_step_flops
 
 if TYPE_CHECKING:  # pragma: no cover
     from workloads.base import Workload

@@ -47,8 +47,8 @@ def may_revert(loop: LoopState) -> bool:
 def set_knobs(loop: LoopState, control: SetKnob | SetKnobs) -> None:
     """Turn one knob on, off or to another value (``SetKnob``), or set them all (``SetKnobs``);
     a bad name or value is an error event."""
+    from workloads.catalog_types import WorkloadError
     from workloads.knobs import knob, parse_knobs
-    from workloads.registry import WorkloadError
 
     w = loop.workload
     asked = control.knobs if isinstance(control, SetKnobs) else f"{control.name}={control.value}"
@@ -196,8 +196,9 @@ def _reconfiguring(loop: LoopState, what: str) -> None:
 
 def _knobs_for(loop: LoopState, control: SwitchWorkload) -> tuple[Knobs, str]:
     """The running knobs that the new workload's variant takes, and a note on those it does not."""
+    from workloads.catalog_types import WorkloadError
     from workloads.knobs import KNOBS
-    from workloads.registry import WorkloadError, family
+    from workloads.registry import family
 
     w = loop.workload
     knobs = w.knobs

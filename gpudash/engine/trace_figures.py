@@ -6,7 +6,8 @@ time to enqueue a step against the GPU's time for it, each stream's busy share, 
 busy time two or more streams ran at once (multi-stream overlap %), kernels per step, the launch
 delay (a launch call → its first kernel's start, median), the memcpy share, the five kernels
 that took the most time, and the collectives (NCCL's kernels) by kind: their time and their exposed
-time, in which a collective's kernel runs and no computation kernel does.
+time, in which a collective's kernel runs and no computation kernel does (``comm_exposed``). The
+figures in a diagnosis' evidence: ``trace_evidence``.
 
 Computed here from the trace events rather than with Holistic Trace Analysis: HTA is not among
 gpudash's dependencies (it brings pandas and plotly), reads trace *directories* of whole runs
@@ -20,22 +21,14 @@ import gzip
 import json
 import statistics
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from gpudash.core.lenient import int_or
 from gpudash.core.metrics import overlap_bound
-from gpudash.diagnosis.evidence import Evidence
-from gpudash.engine.collectives import (
-    COLLECTIVE_KINDS,
-    Collective,
-    collective_kind,
-    collectives_of,
-    is_collective,
-    kind_key,
-)
-from gpudash.engine.comm_split import RankComm
+from gpudash.engine.collectives import Collective, collectives_of, kind_key
+from gpudash.engine.comm_exposed import comm_fields, communication
 from gpudash.engine.host_gaps import host_gaps_ms_per_step
 from gpudash.engine.intervals import Interval, clip, covered_by_two_or_more, event_interval, length, union
 
@@ -200,7 +193,7 @@ def figures(events: Sequence[dict[str, Any]], steps: int, wall_ms: float) -> Tra
         stream_ms_per_step={sid: length(iv) * per_step for sid, iv in sorted(merged.items())},
         top_kernels=tuple((name, us * per_step) for name, us in top),
         stage_ms_per_step={name: length(union(iv)) * per_step for name, iv in _stage_kernels(events, kernels).items()},
-        **_comm_fields(_communication(kernels, span), span_us, per_step),
+        **comm_fields(communication(kernels, span), span_us, per_step),
         collectives=collectives_of(kernels, span),
     )
 
@@ -210,50 +203,6 @@ def traced_step_ms(fig: TraceFigures) -> float | None:
     if fig.steps < 1:
         return None
     return (fig.span_ms if fig.span_ms is not None else fig.wall_ms) / fig.steps
-
-
-def with_trace(evidence: Evidence, fig: TraceFigures | None, comm: RankComm | None = None) -> Evidence:
-    """The evidence with the profiler window's figures (busy and idle from its own steps); None:
-    no window, the evidence as it is. The exposed collectives become ms of the job's (untraced)
-    step: the traced steps' share of it, never more than the step. ``comm``: this rank's
-    collectives matched across the ranks' windows (``gpudash.engine.comm_split``) — their transfer
-    and wait, ms a step as measured (the data moves at its speed under the profiler)."""
-    if fig is None:
-        return evidence
-    kinds = fig.comm_exposed_kinds_of(evidence.step_ms)
-    out = replace(
-        evidence,
-        gpu_busy_pct=fig.gpu_busy_pct,
-        gpu_ms_per_step=fig.gpu_ms_per_step,
-        host_ms_per_step=fig.host_ms_per_step,
-        launch_delay_us=fig.launch_delay_us,
-        comm_exposed_ms=fig.comm_exposed_ms_of(evidence.step_ms),
-        comm_exposed_kinds=kinds_text(kinds) if kinds else None,
-        host_wait_ms=fig.host_wait_ms_per_step,
-        host_gaps_ms=fig.host_gaps_ms_per_step,
-        traced_step_ms=traced_step_ms(fig),
-    )
-    return out if comm is None else with_comm(out, comm)
-
-
-def with_comm(evidence: Evidence, comm: RankComm) -> Evidence:
-    """The evidence with this rank's collectives split into transfer and wait (ms a step, never more
-    than the step)."""
-    step = evidence.step_ms
-    return replace(
-        evidence,
-        comm_transfer_ms=min(comm.transfer_ms, step),
-        comm_transfer_exposed_ms=min(comm.transfer_exposed_ms, step),
-        comm_transfer_kinds=kinds_text({k: min(ms, step) for k, ms in comm.kinds_exposed_ms.items()}) or None,
-        comm_wait_ms=min(comm.wait_exposed_ms, step),
-        comm_last_rank=comm.last_rank,
-        comm_busbw_gbps=comm.busbw_gbps,
-    )
-
-
-def kinds_text(kinds: dict[str, float]) -> str:
-    """Each collective kind's exposed ms as ``Evidence.comm_exposed_kinds``: "all-reduce=12.000,…"."""
-    return ",".join(f"{kind}={ms:.3f}" for kind, ms in sorted(kinds.items(), key=lambda kv: kv[1], reverse=True))
 
 
 def step_markers(events: Iterable[dict[str, Any]]) -> list[Interval]:
@@ -340,67 +289,6 @@ def _stage_kernels(events: Sequence[dict[str, Any]], kernels: Sequence[dict[str,
         if stage is not None:
             out.setdefault(stage, []).append(event_interval(k))
     return out
-
-
-@dataclass(frozen=True)
-class Collectives:
-    """The collectives' kernels inside the steps' span, µs: their union, its exposed part (no
-    computation kernel running), and each kind's of both."""
-
-    total_us: float
-    exposed_us: float
-    kind_us: dict[str, float]
-    exposed_kind_us: dict[str, float]
-
-
-def _communication(kernels: Sequence[dict[str, Any]], span: Interval) -> Collectives | None:
-    """The collectives inside ``span``; None without one (a run of one rank)."""
-    by_kind: dict[str, list[Interval]] = {}
-    compute: list[Interval] = []
-    for k in kernels:
-        name = str(k.get("name", ""))
-        if is_collective(name):
-            by_kind.setdefault(collective_kind(name), []).append(event_interval(k))
-        else:
-            compute.append(event_interval(k))
-    if not by_kind:
-        return None
-    merged = {kind: clip(union(by_kind[kind]), span) for kind in COLLECTIVE_KINDS if kind in by_kind}
-    alone = exposed_by_kind(merged, clip(union(compute), span))
-    every = union(iv for ivs in merged.values() for iv in ivs)
-    return Collectives(length(every), sum(alone.values()), {k: length(iv) for k, iv in merged.items()}, alone)
-
-
-def exposed_by_kind(kinds: dict[str, list[Interval]], compute: Sequence[Interval]) -> dict[str, float]:
-    """Each kind's time (its intervals merged) with no ``compute`` interval running; a moment that
-    kinds share, on several streams, is split evenly between them (so the kinds sum to the union's)."""
-    edges = [(t, kind, d) for kind, ivs in kinds.items() for a, b in ivs for t, d in ((a, 1), (b, -1))]
-    edges += [(t, "", d) for a, b in compute for t, d in ((a, 1), (b, -1))]
-    edges.sort(key=lambda edge: edge[0])
-    active: dict[str, int] = {}
-    out = dict.fromkeys(kinds, 0.0)
-    last = edges[0][0] if edges else 0.0
-    for t, kind, d in edges:
-        running = [k for k, n in active.items() if n > 0 and k]
-        if running and active.get("", 0) <= 0:
-            for k in running:
-                out[k] += (t - last) / len(running)
-        active[kind] = active.get(kind, 0) + d
-        last = t
-    return out
-
-
-def _comm_fields(comm: Collectives | None, span_us: float, per_step: float) -> dict[str, Any]:
-    """TraceFigures' collectives fields (ms of a traced step, the exposed share of the span)."""
-    if comm is None:
-        return {}
-    return {
-        "comm_ms_per_step": comm.total_us * per_step,
-        "comm_exposed_ms_per_step": comm.exposed_us * per_step,
-        "comm_exposed_share": min(1.0, comm.exposed_us / span_us) if span_us > 0 else 0.0,
-        "comm_kind_ms_per_step": {k: us * per_step for k, us in comm.kind_us.items()},
-        "comm_exposed_kind_ms_per_step": {k: us * per_step for k, us in comm.exposed_kind_us.items()},
-    }
 
 
 def _launch_delay(events: Sequence[dict[str, Any]], kernels: Sequence[dict[str, Any]]) -> float | None:

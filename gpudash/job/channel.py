@@ -1,6 +1,6 @@
 """gpudash's end of a job's channel: a Unix datagram socket in a private folder, named to the job
 in ``GPUDASH_JOB_CHANNEL``. Each datagram is one JSON object from a process of the job (its hooks,
-``gpudash/job/boot/gpudash_job_hooks.py``); requests go back to the socket each process named in
+``gpudash/boot/gpudash_boot/hooks.py``); requests go back to the socket each process named in
 its hello. Never blocks: a full socket on either side drops the datagram. Torch-free.
 """
 

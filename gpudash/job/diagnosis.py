@@ -9,21 +9,22 @@ from __future__ import annotations
 
 import os
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from gpudash.boot.gpudash_boot.sync_table import SyncTable
 from gpudash.core.compile_table import CompileTable
 from gpudash.core.protocol import DIAGNOSIS, Event, EventKind
-from gpudash.core.sync_sites import SyncTable
 from gpudash.core.textfmt import plain
 from gpudash.diagnosis.compile_bound import compile_bound, compile_figures, limit_note
 from gpudash.diagnosis.evidence import Evidence
-from gpudash.diagnosis.judge import Findings
+from gpudash.diagnosis.judge import Findings, WorldView
 from gpudash.engine.comm_split import RankComm
-from gpudash.engine.trace_figures import with_trace
-from gpudash.job.steps import StepRecord
+from gpudash.engine.trace_evidence import with_trace
+from gpudash.job.step_record import StepRecord
 from gpudash.job.worker_busy import WorkerBusy
+from gpudash.ranks.own_work import StragglerVerdict
 
 SETTLE_STEPS = 10  # two runs of this many step times whose medians agree within SETTLE_TOLERANCE
 SETTLE_TOLERANCE = 0.10
@@ -32,11 +33,15 @@ MAX_WARMUP_S = 60.0  # then the window starts anyway
 
 @dataclass
 class JobDiagnosis:
-    """One diagnosis under way: feed it the lead rank's step records; ``phase`` says what it waits
-    for ("warm-up", "timed", "traced": its profiler window, whose trace ends it)."""
+    """One diagnosis under way: feed it every rank's step records; ``phase`` says what it waits for
+    ("warm-up", "timed", "traced": its profiler window, whose trace ends it). The warm-up reads the
+    lead rank's steps; the window, the steps of ``rank`` — the rank the world waits for where one is
+    named when the warm-up ends (``pick``), else the lead — whose evidence the verdict is."""
 
     steps: int
     asked_at: float  # monotonic
+    rank: int = 0  # whose steps and profiler window the evidence is (the lead's until the warm-up ends)
+    pick: Callable[[], int] | None = None  # the rank to read once warm: the straggler's, else the lead's
     phase: str = "warm-up"
     warm_ms: list[float] = field(default_factory=list)
     timed: list[StepRecord] = field(default_factory=list)
@@ -44,14 +49,17 @@ class JobDiagnosis:
     settled_after: int = 0  # warm-up steps seen
     workers: WorkerBusy | None = None  # the job's DataLoader workers, watched over the timed window
 
-    def add(self, record: StepRecord, now: float) -> str | None:
-        """One step of the job (the lead rank's); the phase it enters with it, if any."""
+    def add(self, record: StepRecord, now: float, rank: int | None = None) -> str | None:
+        """One step of the job (``rank``'s, None: the rank read now); the phase it enters with it, if any."""
+        if rank is not None and rank != self.rank:
+            return None
         if self.phase == "warm-up":
             self.settled_after += 1
             if record.ms is not None and not record.profiled:
                 self.warm_ms.append(record.ms)
             if self._settled() or now - self.asked_at >= MAX_WARMUP_S:
                 self.phase = "timed"
+                self.rank = self.pick() if self.pick is not None else self.rank
                 if self.workers is not None:
                     self.workers.look(force=True)
                 return self.phase
@@ -157,6 +165,24 @@ class VerdictContext:
     compiles: CompileTable | None = None  # a compiled job's compiles so far
     training_s: float = 0.0  # the run's training seconds so far (compiles left out) ...
     steps: int = 0  # ... over this many steps
+    world: WorldView | None = None  # a job of several ranks: whose evidence, and the rank the world waits for
+
+
+def world_view(ranks: int, rank: int, stragglers: StragglerVerdict | None) -> WorldView | None:
+    """Whose evidence a verdict of a job of ``ranks`` ranks is (``rank``'s), and the rank the world
+    waits for by the ranks' own work (``stragglers``), with its own work and the others'; None for one rank."""
+    if ranks < 2:
+        return None
+    named = stragglers.rank if stragglers is not None else None
+    works = {w.rank: w.own_ms for w in stragglers.ranks} if stragglers is not None else {}
+    others = [ms for r, ms in works.items() if r != named]
+    return WorldView(
+        ranks=ranks,
+        rank=rank,
+        straggler=named,
+        straggler_own_ms=works.get(named) if named is not None else None,
+        others_own_ms=statistics.fmean(others) if named is not None and others else None,
+    )
 
 
 def verdict_event(
@@ -169,6 +195,7 @@ def verdict_event(
     untraced = replace(timed, sync_sites=known.sites, dtype=known.dtype, job_settings=known.settings)
     if known.straggler_rank is not None and known.straggler_wait_ms is not None:  # the untraced wait: the rules'
         untraced = replace(untraced, straggler_rank=known.straggler_rank, straggler_wait_ms=known.straggler_wait_ms)
+    straggler = "" if known.world is not None and known.world.waits_for_it else known.straggler  # else the head's
     findings = Findings(
         with_trace(untraced, fig, known.comm),
         script=True,
@@ -176,8 +203,9 @@ def verdict_event(
         compile=compile_bound(known.compiles, known.training_s, known.steps),
         compile_figures=compile_figures(known.compiles, known.training_s, known.steps),
         note=note,
-        beside=tuple(filter(None, (known.straggler, limit_note(known.compiles)))),
+        beside=tuple(filter(None, (straggler, limit_note(known.compiles)))),
         heavy=known.heavy,
+        world=known.world,
     )
     details = dict(config)
     if known.straggler:

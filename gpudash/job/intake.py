@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
-from gpudash.job.steps import StepRecord
+from gpudash.job.step_record import StepRecord
 
 WHY_DROPPED = "a bad number, a time outside the run, or a step counted before"
 IN_SEQUENCE, AT_ONCE = "one after the other", "at once"

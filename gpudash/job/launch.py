@@ -26,15 +26,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO
 
+from gpudash.boot.gpudash_boot import wire
 from gpudash.core import procgroup
-from gpudash.job.boot import gpudash_job_wire as wire
 from gpudash.job.settings import job_env as settings_env
 from gpudash.job.terminal import JobTerminal, signal_groups
 
-BOOT_DIR = Path(__file__).resolve().parent / "boot"  # sitecustomize.py and gpudash_job_hooks.py
-SOURCE_DIR = (
-    Path(__file__).resolve().parent.parent
-)  # the gpudash package: the hooks load a few torch-free modules from it
+BOOT_DIR = Path(__file__).resolve().parents[1] / "boot"  # sitecustomize.py and the gpudash_boot package, alone
 STOP_GRACE_S = 20.0  # after SIGINT (a job may save a checkpoint), before SIGTERM
 TERM_GRACE_S = 5.0  # after SIGTERM, before SIGKILL
 CAPTURE_ROOM = 64 << 20  # the free space the captured output's folder needs (the file itself stays below)
@@ -97,7 +94,6 @@ def job_env(
     path = env.get("PYTHONPATH", "")
     env["PYTHONPATH"] = str(BOOT_DIR) + (os.pathsep + path if path else "")
     env[wire.CHANNEL_ENV] = channel
-    env[wire.SRC_ENV] = str(SOURCE_DIR)
     env[wire.SITES_ENV] = "1" if sites else "0"
     if end_after is not None:
         env[wire.END_AFTER_ENV] = str(end_after)

@@ -1,4 +1,4 @@
-"""What a job's memory holds, by kind, from its lead rank's hooks (``boot/gpudash_job_memory.py``):
+"""What a job's memory holds, by kind, from its lead rank's hooks (``gpudash/boot/gpudash_boot/memory_count.py``):
 parameters, gradients and optimizer state (counted exactly), the activations saved for backward in a
 sampled step, and on CUDA the caching allocator's allocated, reserved and peak bytes against the
 GPU's total (on the CPU the process's resident set). ``JobMemory`` keeps the latest figures and

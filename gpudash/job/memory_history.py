@@ -11,10 +11,10 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from gpudash.boot.gpudash_boot import wire
 from gpudash.core.lenient import count_or, float_or
 from gpudash.core.memory_kinds import size
 from gpudash.diagnosis.memory_peak import MemoryPeak, peak_of, read_snapshot
-from gpudash.job.boot import gpudash_job_wire as wire
 
 FROM_STEP = 4  # the first step recorded: after the optimizer's state exists and the activations' sample (the third)
 ANSWER_WAIT_S = 120.0  # a request unanswered this long (its hooks went off, its rank went) frees the next

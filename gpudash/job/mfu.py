@@ -1,5 +1,5 @@
 """A job's model FLOPs utilisation on gpudash's side: the count a rank's hooks sent
-(``gpudash/job/boot/gpudash_job_flops.py``: the FLOPs of one step and their shares by dtype, or why
+(``gpudash/boot/gpudash_boot/step_flops.py``: the FLOPs of one step and their shares by dtype, or why
 there is none, and what the count cost the job), the GPU's dense peak it is a share of
 (``gpudash.core.peaks``), each sample's TFLOP/s and MFU, and the one "flops" event, worded and keyed
 as the families' are (``gpudash.engine.model_flops``). Per GPU: a rank's FLOPs at the job's steps per
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpudash.boot.gpudash_boot.flop_count import StepFlops
 from gpudash.core.peaks import PeakChoice, choose_peak
-from gpudash.engine.flops import StepFlops
 from gpudash.engine.model_flops import ModelCount, describe
 
 COUNTED_STEP = 4  # the step the hooks count in most jobs: after one timed without gpudash's work, and the memory's

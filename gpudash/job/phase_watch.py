@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from gpudash.boot.gpudash_boot import wire
 from gpudash.core.lenient import float_or, int_or
 from gpudash.core.protocol import (
     COMPILE,
@@ -25,12 +26,12 @@ from gpudash.core.protocol import (
     TRAINING,
     EventKind,
 )
-from gpudash.job.boot import gpudash_job_wire as wire
 from gpudash.job.channel import HostChannel
 from gpudash.job.phases import SPAN_KINDS, JobPhases
 from gpudash.job.stall_probe import GAP_S, look_at_cpus, working
 from gpudash.job.stalls import AGAIN_S, STALL_MIN_S, Stall, report, stall_after_s
-from gpudash.job.steps import JobSamples, StepRecord
+from gpudash.job.step_record import StepRecord
+from gpudash.job.steps import JobSamples
 
 Targets = Callable[[], list[tuple[int, str, str]]]  # each rank's (pid, "rank N", its socket)
 MAX_SECONDS = 1e12  # a time or a span a job's message says, at the most (a larger one is none)

@@ -1,7 +1,7 @@
 """A job's wall time by phase: ``startup`` (its launch to its first step, less the first step's time
 inside ``optimizer.step()``), ``training`` (the steps' own seconds, and that), ``evaluation``,
 ``checkpoint`` and ``compile`` (spans the job's hooks time between steps:
-``gpudash/job/boot/gpudash_job_phases.py``), ``stalled`` (no step for long, in no phase above:
+``gpudash/boot/gpudash_boot/phases.py``), ``stalled`` (no step for long, in no phase above:
 ``gpudash.job.stalls``), ``suspended`` (the job stopped: Ctrl-Z, ``kill -STOP``, SIGTTOU:
 ``gpudash.job.stops``; left out of goodput's wall time), ``profiling`` (gpudash's own profiler
 windows starting, stopping and writing their traces between steps; left out of it too),

@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from gpudash.boot.gpudash_boot import wire
 from gpudash.core.proctree import children
 from gpudash.core.protocol import (
     STEPS_COUNTED,
@@ -40,7 +41,6 @@ from gpudash.host.devices import cuda_index_hint
 from gpudash.host.noise import NoiseProbe
 from gpudash.host.nvml import NvmlSampler
 from gpudash.job import command as job_command
-from gpudash.job.boot import gpudash_job_wire as wire
 from gpudash.job.channel import HostChannel
 from gpudash.job.ending import plan, wait_for_exit
 from gpudash.job.intake import StepIntake

@@ -10,12 +10,12 @@ import json
 import time
 from typing import Any
 
+from gpudash.boot.gpudash_boot import wire
+from gpudash.boot.gpudash_boot.sync_table import SyncTable
 from gpudash.core.compile_table import COMPILE_SUMMARY
 from gpudash.core.lenient import int_or
 from gpudash.core.protocol import FLOPS, PROCESSES, STEPS_COUNTED, Event, EventKind, SyncSites
-from gpudash.core.sync_sites import SyncTable
 from gpudash.engine.model_flops import ModelCount
-from gpudash.job.boot import gpudash_job_wire as wire
 from gpudash.job.mfu import cost, job_count, missing
 from gpudash.job.session_parts import SessionParts
 from gpudash.job.session_windows import SessionWindows
@@ -119,8 +119,7 @@ class SessionIntake:
             if lead:
                 record = p.watch.step(record)  # noqa: PLW2901 - after a stall its seconds were the stall's
             p.samples.add(rank, record)
-            if lead:
-                self.windows.step(record, now)
+            self.windows.step(rank, record, now)  # a diagnosis reads the lead's, or the rank the world waits for
         while p.step_intake.joined:
             self.processes_said(p.step_intake.joined.pop(0))
 

@@ -11,16 +11,16 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from gpudash.boot.gpudash_boot.sync_table import SyncTable
 from gpudash.core.protocol import DIAGNOSIS, MEMORY_PEAK, TRACE, TRAINING, WINDOWS_PACED, Diagnose, Event, EventKind
-from gpudash.core.sync_sites import SyncTable
 from gpudash.diagnosis.evidence import Evidence
 from gpudash.engine.comm_split import RankComm
 from gpudash.job import command as job_command
-from gpudash.job.diagnosis import JobDiagnosis, VerdictContext, ran_evidence, verdict_event
+from gpudash.job.diagnosis import JobDiagnosis, VerdictContext, ran_evidence, verdict_event, world_view
 from gpudash.job.ending import agreed_step
 from gpudash.job.memory_history import PeakRead, answer_lines
 from gpudash.job.session_parts import SessionParts
-from gpudash.job.steps import StepRecord
+from gpudash.job.step_record import StepRecord
 from gpudash.job.traces import PERIODIC_WAIT_S, TraceRead
 from gpudash.job.window_reads import WindowReads, comm_details, comm_words, matched
 from gpudash.job.worker_busy import WorkerBusy
@@ -71,9 +71,10 @@ class SessionWindows:
         (``comm``: its rank's collectives matched across the ranks' windows)."""
         p = self.parts
         what = DIAGNOSIS if read.purpose == DIAGNOSIS else TRACE
+        diagnosed = read.purpose == DIAGNOSIS and read.rank == self._diagnosis_rank()  # the verdict's evidence
         if read.figures is None:
             self.out.error(what, read.error)
-            if read.rank == p.rank_table.lead and read.purpose == DIAGNOSIS:
+            if diagnosed:
                 self._diagnosed(None)  # the untraced steps' verdict still: what was measured
             elif read.rank == p.rank_table.lead:
                 p.traces.periodic_open = False
@@ -81,11 +82,11 @@ class SessionWindows:
         if read.note:  # a note of the trace's size, never the diagnosis' answer
             self.out.error(TRACE, f"profiler window {read.note}")
         p.world.traced(read.rank, read.exposed_ms(p.samples.median_step_s))
-        if read.rank != p.rank_table.lead:
-            return  # another rank's window: its exposed all-reduce, on its rank rows
-        if what == DIAGNOSIS:
+        if diagnosed:
             self._diagnosed(read.figures, comm)
             return
+        if read.rank != p.rank_table.lead or what == DIAGNOSIS:
+            return  # another rank's window: its exposed all-reduce, on its rank rows
         fig, path = read.figures, read.path
         details = {**p.config_details(), **fig.details(), **comm_details(comm), "trace_path": path}
         step_s = p.samples.median_step_s
@@ -101,25 +102,36 @@ class SessionWindows:
     # -- a diagnosis -------------------------------------------------------------------------------
     def diagnose(self, steps: int) -> None:
         """A diagnosis over the job's next steps, from now."""
-        self.diagnosis = JobDiagnosis(steps, time.monotonic())
+        lead = self.parts.rank_table.lead
+        self.diagnosis = JobDiagnosis(steps, time.monotonic(), rank=lead, pick=self._waited_for)
         self.diagnosis.workers = WorkerBusy(os.getpid())
 
-    def step(self, record: StepRecord, now: float) -> None:
-        """A step of the lead rank: the diagnosis under way, if any, takes it."""
-        if self.diagnosis is not None:
-            self._diagnosis_step(self.diagnosis, record, now)
+    def _waited_for(self) -> int:
+        """The rank a diagnosis reads: the one the world waits for, by the ranks' own work so far
+        (``gpudash.ranks``), where one is named; else the lead."""
+        ranks = self.parts.world.stragglers.run_verdict()
+        return ranks.rank if ranks is not None and ranks.rank is not None else self.parts.rank_table.lead
 
-    def _diagnosis_step(self, d: JobDiagnosis, record: StepRecord, now: float) -> None:
-        begun = d.add(record, now)  # the phase it enters with this step, if any
+    def step(self, rank: int, record: StepRecord, now: float) -> None:
+        """A step of ``rank``: the diagnosis under way, if any, takes it where it reads that rank."""
+        if self.diagnosis is not None:
+            self._diagnosis_step(self.diagnosis, rank, record, now)
+
+    def _diagnosis_step(self, d: JobDiagnosis, rank: int, record: StepRecord, now: float) -> None:
+        begun = d.add(record, now, rank)  # the phase it enters with this step, if any
         if begun == "timed":
             self.window_start = time.monotonic() - self.parts.t0  # the steady state's NVML figures are before it
         elif begun == "traced":
             self._ask_trace(DIAGNOSIS, d.steps)
 
+    def _diagnosis_rank(self) -> int:
+        """Whose window a diagnosis' verdict reads (the lead's where none is under way)."""
+        return self.diagnosis.rank if self.diagnosis is not None else self.parts.rank_table.lead
+
     def _diagnosed(self, fig: Any, comm: RankComm | None = None) -> None:
         d, self.diagnosis = self.diagnosis, None
         if d is not None and d.timed_evidence is not None:
-            self._verdict(d.timed_evidence, fig, comm=comm)
+            self._verdict(d.timed_evidence, fig, comm=comm, rank=d.rank)
 
     def ended(self, exit_code: int) -> None:
         """The job ended before the diagnosis' window closed: what it ran, where that is enough."""
@@ -127,7 +139,8 @@ class SessionWindows:
             return
         d, self.diagnosis = self.diagnosis, None
         if d.timed_evidence is not None:
-            self._verdict(d.timed_evidence, None, note=f"the job {ended_how(exit_code)} before its profiler window")
+            note = f"the job {ended_how(exit_code)} before its profiler window"
+            self._verdict(d.timed_evidence, None, note=note, rank=d.rank)
         elif isinstance(unsaid := self.ran_diagnosis(exit_code, d.steps), str):
             self.out.error(DIAGNOSIS, unsaid)
 
@@ -142,12 +155,16 @@ class SessionWindows:
         unsaid = "" if self.parts.rank_table.on_cuda else "; no profiler window"  # a GPU job's verdict says it
         return self._verdict(evidence, None, note=note + unsaid)
 
-    def _verdict(self, timed: Evidence, fig: Any, note: str = "", comm: RankComm | None = None) -> Event:
-        """The diagnosis event of the untraced window's evidence and the profiler window's figures
-        (``fig`` None: none), with what the job already does and the counted step's dtype."""
+    def _verdict(
+        self, timed: Evidence, fig: Any, note: str = "", comm: RankComm | None = None, rank: int | None = None
+    ) -> Event:
+        """The diagnosis event of ``rank``'s untraced window's evidence (None: the lead's) and its
+        profiler window's figures (``fig`` None: none), with what the job already does and the
+        counted step's dtype."""
         p = self.parts
         count = p.samples.count
         ranks = p.world.stragglers.run_verdict()
+        rank = p.rank_table.lead if rank is None else rank
         known = VerdictContext(
             dtype=(count.details.get("dtype") or None) if count is not None else None,
             settings=str(p.rank_table.lead_first.get("settings") or "") or None,
@@ -160,7 +177,8 @@ class SessionWindows:
             steps=p.samples.steps,
             straggler=ranks.words if ranks is not None else "",
             straggler_rank=ranks.rank if ranks is not None else None,
-            straggler_wait_ms=ranks.wait_of(p.rank_table.lead) if ranks is not None else None,
+            straggler_wait_ms=ranks.wait_of(rank) if ranks is not None else None,
+            world=world_view(p.rank_table.world_size(), rank, ranks),
         )
         event = verdict_event(time.monotonic() - p.t0, timed, fig, known, p.config_details(), note)
         self.out.messages.append(event)

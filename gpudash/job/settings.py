@@ -2,7 +2,7 @@
 
 The safe ones change how fast the job runs, not what it computes: the training DataLoader's
 worker processes, pinned memory, persistent workers and prefetching (applied where the DataLoader
-is constructed, by the bootstrap's ``gpudash_job_settings``: only at ``loader_site`` where that is
+is constructed, by the bootstrap's ``gpudash_boot.settings``: only at ``loader_site`` where that is
 given, so an evaluation loader keeps what the job gave it), ``cudnn.benchmark`` and the CUDA
 caching allocator's ``expandable_segments`` (through ``PYTORCH_CUDA_ALLOC_CONF``).
 
@@ -17,8 +17,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 
-SET_ENV, SITE_ENV = "GPUDASH_JOB_SET", "GPUDASH_JOB_SET_SITE"  # as gpudash_job_settings reads them
-WATCH_ENV = "GPUDASH_JOB_WATCH_MODEL"  # "1": the job's first step says what its model does (tune)
+from gpudash.boot.gpudash_boot.wire import SET_ENV, SITE_ENV
+
 LOADER_SITE = "loader_site"
 BOOLEANS = ("pin_memory", "persistent_workers", "cudnn_benchmark", "expandable_segments", "tf32", "compile")
 COUNTS = {"num_workers": 0, "prefetch_factor": 1, "batch_size": 1}  # each one's least value

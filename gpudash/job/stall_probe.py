@@ -1,7 +1,7 @@
 """Whether a job with no step for long is stalled or computing a long step. Torch-free.
 
 Before a job is called stalled (``gpudash.job.stalls``), each of its processes is asked twice,
-``GAP_S`` apart, where each thread is (``gpudash/job/boot/gpudash_job_stacks.py``: each thread's
+``GAP_S`` apart, where each thread is (``gpudash/boot/gpudash_boot/stacks.py``: each thread's
 innermost frames and, on Linux, its CPU seconds), and each process's CPU seconds are read from
 ``/proc``. The job is *working*, not stalled, where between the two looks a process's training
 thread (its main thread: a DataLoader worker's too) has moved — another innermost frame or line, or

@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from gpudash.boot.gpudash_boot import wire
 from gpudash.core.events import OPTIMIZER_STEPS
 from gpudash.job import command as job_command
-from gpudash.job.boot import gpudash_job_wire as wire
 
 COUNTED = {  # how a job's steps are counted (its hooks' word), as said
     wire.BY_OPTIMIZER: OPTIMIZER_STEPS,

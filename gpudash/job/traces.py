@@ -18,10 +18,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpudash.boot.gpudash_boot import wire
 from gpudash.core.lenient import float_or, int_or
 from gpudash.core.textfmt import plain, strip_controls
 from gpudash.engine.trace_read import MAX_EVENTS, read_bounded
-from gpudash.job.boot import gpudash_job_wire as wire
 
 TRACE_BYTES = 64 << 20  # the trace a window may write: later windows ask for fewer steps past it
 PERIODIC_WAIT_S = 120.0  # a periodic window unanswered this long (replaced, lost with its process): the next may come

@@ -3,7 +3,7 @@
 The ranks of a data-parallel job take the same step time — the fast ones wait for the slow one
 inside the collectives — so the slowest by step time is chance. A rank's *own work* is its step
 less the longest a collective of the step kept it waiting (the hooks time each collective from its
-entry to its completion: ``gpudash/job/boot/gpudash_job_comm.py``): a rank that waits for another
+entry to its completion: ``gpudash/boot/gpudash_boot/comm.py``): a rank that waits for another
 has its collectives outstanding the longer. The straggler is the rank whose own work is the longest,
 named only where its interval (95%, over its steps or windows) is clear of every other rank's and
 its mean at least ``SEPARATE`` times theirs; otherwise no rank is named. The same rule serves the

@@ -47,7 +47,9 @@ from gpudash.core.protocol import (
 )
 from gpudash.recording.headless_report import describe_event, progress_line, report_end, say
 from gpudash.recording.interrupt import Interrupted
-from gpudash.recording.record import CsvRecorder, RecordWriteError, run_metadata
+from gpudash.recording.line_writers import RecordWriteError
+from gpudash.recording.metadata import run_metadata
+from gpudash.recording.record import CsvRecorder
 
 if TYPE_CHECKING:  # pragma: no cover
     from gpudash.recording.session_api import RecordedSession

@@ -158,7 +158,7 @@ class Output:
 def recording_outputs(record: str, meta: str | None, log: str | None) -> list[Output]:
     """Each file a recording to ``record`` writes."""
     from gpudash.recording.headless import default_log_path
-    from gpudash.recording.record import meta_path_for
+    from gpudash.recording.metadata import meta_path_for
 
     out = [Output("csv", "--record", f"--record {record}", record)]
     named = record != "-" and os.path.basename(os.path.normpath(record)) not in ("", ".", "..")

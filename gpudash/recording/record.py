@@ -5,24 +5,21 @@ Never imports textual (nor torch: the workload runs in the child).
 CSV rows follow ``gpudash.recording.csvformat``: a header, then one ``sample`` row per child sample
 (joined with the newest NVML sample) and one ``event`` row per event. Each row is written
 with a single write and flushed; if a write fails (a full disk) the file is cut back to the
-last complete line, so every line in it is whole.
+last complete line, so every line in it is whole (``gpudash.recording.line_writers``).
 
 Metadata (GPU, driver, torch version, configuration, start time, why NVML was unavailable,
-host, gpudash version) goes to a JSON file beside the CSV: ``run.csv`` → ``run.json``.
+host, gpudash version) goes to a JSON file beside the CSV: ``run.csv`` → ``run.json``
+(``gpudash.recording.metadata``).
 With ``-`` (CSV on stdout) no JSON file is written unless ``meta_path`` names one;
 diagnostics always go to stderr.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as _dt
-import errno
 import json
 import os
-import socket
 import sys
-from pathlib import Path
 from typing import Any, TextIO
 
 from gpudash.core import faults
@@ -37,16 +34,16 @@ from gpudash.core.protocol import (
     PROCESSES,
     Event,
     EventKind,
-    GpuInfo,
     GpuSample,
     Message,
     RankSample,
-    RunConfig,
     Sample,
     SyncSites,
 )
 from gpudash.core.runstate import RunState
 from gpudash.recording import csvformat
+from gpudash.recording.line_writers import FdWriter, RecordWriteError, StreamWriter
+from gpudash.recording.metadata import meta_path_for, started_metadata
 from gpudash.stats.energy import EnergyPerStep
 from gpudash.stats.segments import Segment, SegmentTracker
 
@@ -58,68 +55,6 @@ def _rounded(text: str | None) -> float | None:
     """A figure of an event's details to the millisecond; None where it holds none."""
     number = float_or_none(text)
     return None if number is None else round(number, 3)
-
-
-class RecordWriteError(OSError):
-    """Writing the CSV failed (e.g. the disk is full); the file holds only complete lines."""
-
-
-def gpudash_version() -> str:
-    """The installed version; from a source tree that is not installed, its pyproject.toml's."""
-    try:
-        from importlib.metadata import version
-
-        return version("gpudash")
-    except Exception:  # noqa: BLE001 - not installed
-        pass
-    try:
-        import tomllib
-
-        with open(Path(__file__).resolve().parents[1] / "pyproject.toml", "rb") as f:
-            return str(tomllib.load(f)["project"]["version"]) + " (source tree)"
-    except Exception:  # noqa: BLE001 - neither
-        return "unknown"
-
-
-def meta_path_for(csv_path: str | os.PathLike[str]) -> Path:
-    """``run.csv`` → ``run.json`` (any other name: name + ``.json``)."""
-    p = Path(csv_path)
-    return p.with_suffix(".json") if p.suffix.lower() == ".csv" else p.with_name(p.name + ".json")
-
-
-def run_metadata(config: RunConfig, gpu_info: GpuInfo | None = None, **extra: Any) -> dict[str, Any]:
-    """The metadata known before the workload starts (the recorder adds the rest)."""
-    meta: dict[str, Any] = {
-        "gpudash_version": gpudash_version(),
-        "start_time": _dt.datetime.now().astimezone().isoformat(timespec="seconds"),
-        "hostname": socket.gethostname(),
-        "config": dataclasses.asdict(config),
-        "gpu_name": None,
-        "gpu_names": [],
-        "gpu_index": None,
-        "gpus_sampled": [],  # the GPUs with per-GPU columns (NVML indexes, in the columns' order)
-        "driver": None,
-        "nvml_unavailable": None,
-        "gpm_unavailable": None,  # why the GPM columns are empty (None: they were read, or no NVML at all)
-        "torch_version": None,
-        "cuda_version": None,
-        "device": None,
-    }
-    if gpu_info is not None:
-        meta.update(
-            gpu_name=gpu_info.name,
-            gpu_names=list(gpu_info.names),
-            gpu_index=gpu_info.index,
-            gpus_sampled=list(gpu_info.sampled),
-            driver=gpu_info.driver,
-            nvml_unavailable=gpu_info.unavailable,
-            gpm_unavailable=gpu_info.gpm_unavailable,
-        )
-    meta.update(extra)
-    return meta
-
-
-INT_DETAILS = frozenset({"batch_size", "pid", "image_size", "workers", "world_size", "seed", "nproc"})
 
 
 def _counts(details: dict[str, str]) -> dict[str, Any]:
@@ -135,121 +70,11 @@ def _counts(details: dict[str, str]) -> dict[str, Any]:
     return out
 
 
-def typed_details(details: dict[str, str]) -> dict[str, Any]:
-    """An event's details for the metadata file: counts as numbers, names as strings."""
-    return {k: int(v) if k in INT_DETAILS and v.lstrip("-").isdigit() else v for k, v in details.items()}
-
-
-def started_metadata(details: dict[str, str], meta: dict[str, Any]) -> dict[str, Any]:
-    """The metadata a workload's "started" details give (what ``meta`` has stays unless replaced);
-    the configuration's defaults, ``null`` until then, become what started."""
-    started = typed_details(details)
-    config = dict(meta.get("config") or {})
-    for key in ("workload", "variant", "batch_size", "image_size", "workers"):
-        if config.get(key) is None and started.get(key) not in (None, "", 0):  # 0: a job's batches not counted
-            config[key] = started[key]
-    return {
-        "torch_version": details.get("torch") or meta.get("torch_version"),
-        "cuda_version": details.get("cuda") or meta.get("cuda_version"),
-        "device": details.get("device") or meta.get("device"),
-        "device_name": details.get("device_name"),
-        "config": config,
-        "started": started,
-    }
-
-
-def dashboard_metadata(
-    config: RunConfig,
-    gpu_info: GpuInfo | None,
-    started_details: dict[str, str],
-    *,
-    device: str,
-    run_s: float,
-    running: dict[str, Any],
-) -> dict[str, Any]:
-    """The metadata of a recording begun from the dashboard, possibly mid-run: it never sees
-    the child's "started" event, so what the session kept of it goes in now."""
-    meta = run_metadata(
-        config,
-        gpu_info,
-        recorded_by="gpudash dashboard",
-        device=device,
-        recording_started_at_run_s=round(run_s, 3),
-        running_at_start=running,
-    )
-    if started_details:
-        meta.update(started_metadata(started_details, meta))
-    return meta
-
-
-class _FdWriter:
-    """Whole lines to a file descriptor: one write each; a failed write is cut back."""
-
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        self.path = str(path)
-        self.fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        self.offset = 0
-
-    def write(self, text: str) -> None:
-        data = text.encode("utf-8")
-        view = memoryview(data)
-        written = 0
-        try:
-            while written < len(data):
-                n = os.write(self.fd, view[written:])
-                if n <= 0:
-                    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-                written += n
-        except OSError as exc:
-            if written:
-                try:
-                    os.ftruncate(self.fd, self.offset)
-                    os.lseek(self.fd, self.offset, os.SEEK_SET)
-                except OSError:
-                    pass
-            raise RecordWriteError(exc.errno, f"cannot write {self.path}: {exc.strerror or exc}") from exc
-        self.offset += written
-
-    def close(self) -> None:
-        if self.fd >= 0:
-            try:
-                os.close(self.fd)
-            finally:
-                self.fd = -1
-
-
-class _StreamWriter:
-    """Whole lines to a text stream (stdout), flushed after each."""
-
-    def __init__(self, stream: TextIO) -> None:
-        self.stream = stream
-
-    def write(self, text: str) -> None:
-        try:
-            self.stream.write(text)
-            self.stream.flush()
-        except OSError as exc:  # BrokenPipeError included
-            if isinstance(exc, BrokenPipeError):
-                try:  # the reader went away: keep Python's exit-time flush quiet
-                    devnull = os.open(os.devnull, os.O_WRONLY)
-                    os.dup2(devnull, self.stream.fileno())
-                    os.close(devnull)
-                except (OSError, ValueError, AttributeError):
-                    pass
-            raise RecordWriteError(exc.errno, f"cannot write the CSV: {exc.strerror or exc}") from exc
-
-    def close(self) -> None:
-        try:
-            self.stream.flush()
-        except OSError:
-            pass
-
-
 class CsvRecorder:
     """Writes messages as CSV rows; keeps the run's metadata JSON up to date.
 
     ``path_or_stream``: a path, ``"-"`` for stdout, or an open text stream. ``metadata``:
-    see ``run_metadata``. ``meta_path``: where the JSON goes (default: beside a CSV path;
+    see ``metadata.run_metadata``. ``meta_path``: where the JSON goes (default: beside a CSV path;
     none for a stream). ``gpu_rows``: a ``gpu`` row for every NVML sample (``gpudash watch``).
     Raises ``RecordWriteError`` when a row cannot be written.
     """
@@ -266,12 +91,12 @@ class CsvRecorder:
         self.gpu_rows = gpu_rows  # a row per NVML sample, no workload's to join (gpudash watch)
         if isinstance(path_or_stream, (str, os.PathLike)) and str(path_or_stream) != "-":
             self.path: str | None = str(path_or_stream)
-            self._out: _FdWriter | _StreamWriter = _FdWriter(self.path)
+            self._out: FdWriter | StreamWriter = FdWriter(self.path)
             self.meta_path: str | None = str(meta_path or meta_path_for(self.path))
         else:
             stream = sys.stdout if isinstance(path_or_stream, (str, os.PathLike)) else path_or_stream
             self.path = None
-            self._out = _StreamWriter(stream)
+            self._out = StreamWriter(stream)
             self.meta_path = str(meta_path) if meta_path else None
         self.rows = 0  # data rows (the header not counted)
         self.kinds: dict[str, int] = {}  # data rows by row_kind ("sample": a throughput window's, …)

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpudash.boot.gpudash_boot.sync_table import SyncTable
 from gpudash.core.protocol import Message, Sample, SyncSites, config_key
-from gpudash.core.sync_sites import SyncTable
 
 Key = tuple[str, str, int, str]  # (workload, variant, batch size, knobs)
 

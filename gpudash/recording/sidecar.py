@@ -121,7 +121,7 @@ def _catalog(parse: Callable[[Any], Any]) -> Check:
     """A check that a value passes the catalog's own parser (batch size, image size, knobs)."""
 
     def check(value: Any) -> str | None:
-        from workloads.registry import WorkloadError  # torch-free
+        from workloads.catalog_types import WorkloadError  # torch-free
 
         try:
             parse(value)
@@ -140,7 +140,8 @@ def _batch_size(value: Any) -> None:
 
 
 def _image_size(value: Any) -> None:
-    from workloads.registry import WorkloadError, check_image_size
+    from workloads.catalog_types import WorkloadError
+    from workloads.registry import check_image_size
 
     if not _is_int(value):
         raise WorkloadError(f"is {_kind(value)}, not a whole number")
@@ -148,8 +149,8 @@ def _image_size(value: Any) -> None:
 
 
 def _knobs(value: Any) -> None:
+    from workloads.catalog_types import WorkloadError
     from workloads.knobs import parse_knobs
-    from workloads.registry import WorkloadError
 
     if not isinstance(value, str):
         raise WorkloadError(f"is {_kind(value)}, not knob settings")
@@ -243,7 +244,8 @@ def check_metadata(data: Any) -> str | None:
             return why
         variant = config.get("variant")
         if isinstance(variant, str):
-            from workloads.registry import FAMILIES, WorkloadError
+            from workloads.catalog_types import WorkloadError
+            from workloads.registry import FAMILIES
 
             try:
                 known = FAMILIES.get(config.get("workload", RunConfig.workload))

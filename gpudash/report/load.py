@@ -39,12 +39,13 @@ from gpudash.job.phases import phases_line
 from gpudash.recording.csvformat import RowParser, is_recording_header
 from gpudash.recording.csvread import UnreadableCsv, read_table
 from gpudash.recording.sidecar import Sidecar, read_sidecar
-from gpudash.stats.comparison import Estimate, pool_estimates
+from gpudash.stats.batch_means import pool_estimates
+from gpudash.stats.comparison import Estimate
 from gpudash.stats.fmt import fmt_ratio
 from gpudash.stats.segments import ConfigKey, Segment, SegmentTracker
+from gpudash.sweep.csv_rows import CSV_COLUMNS as SWEEP_COLUMNS
+from gpudash.sweep.csv_rows import OLD_CSV_COLUMNS as OLD_SWEEP_COLUMNS
 from gpudash.sweep.readback import summary_from_row
-from gpudash.sweep.report import CSV_COLUMNS as SWEEP_COLUMNS
-from gpudash.sweep.report import OLD_CSV_COLUMNS as OLD_SWEEP_COLUMNS
 
 
 class ReportInputError(Exception):
@@ -178,7 +179,7 @@ class Run:
 
     def pooled(self, key: ConfigKey, label: str) -> Estimate | None:
         """Steps/s of one configuration over all its segments in this run, the mean weighted by
-        samples, its interval counting how the segments differ (``stats.comparison.pool_estimates``)."""
+        samples, its interval counting how the segments differ (``stats.batch_means.pool_estimates``)."""
         parts = [c.steps for c in self.configs if c.key == key and c.label == label and c.steps is not None]
         if not parts:
             return None

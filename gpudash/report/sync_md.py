@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from gpudash.core.sync_sites import SyncTable
+from gpudash.boot.gpudash_boot.sync_table import SyncTable
 from gpudash.core.textfmt import markdown_table, strip_controls
 
 NO_SYNCS = "no host-device syncs in the step"

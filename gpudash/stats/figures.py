@@ -2,7 +2,7 @@
 
 ``Figures`` takes a configuration's samples (the workload's), GPU ticks (NVML) and energy
 marks, and gives each averaged metric of the catalog (``gpudash.core.metrics``) as a mean with its
-95% interval (``gpudash.stats.comparison.BatchMeans``; over a sweep's repeats ``Stretches``,
+95% interval (``gpudash.stats.batch_means.BatchMeans``; over a sweep's repeats ``Stretches``,
 whose interval also counts how the repeats differ). The dashboard's and the CSV's segments
 (``gpudash.stats.segments``), a sweep's repeats and summaries (``gpudash.sweep.results``) and
 ``gpudash report`` all read their figures from it, so the same samples give the same numbers
@@ -12,7 +12,7 @@ wherever they are shown.
   seconds of training steps (``Sample.train_s``), so that a job's rate is its steps over the time
   spent in training steps, and a sample of evaluation, a checkpoint or a stall weighs nothing; a
   job's window of one long step (two intervals of training or more) is a batch by itself
-  (``gpudash.stats.comparison``: its interval comes from the steps' own durations);
+  (``gpudash.stats.batch_means``: its interval comes from the steps' own durations);
   other averaged metrics count each value once (a sample that weighs nothing, not at all);
   NVML's metrics count each tick once.
 - J/step (``Averaging.ENDS``): an energy *mark* is NVML's energy counter at a tick joined with the
@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 
 from gpudash.core.metrics import METRICS, Averaging, Origin
 from gpudash.core.protocol import GpuSample, Sample
-from gpudash.stats.comparison import MIN_PER_BATCH, Estimate, Stretches, is_alone, seconds_for_interval
+from gpudash.stats.batch_means import MIN_PER_BATCH, Stretches, is_alone, seconds_for_interval
+from gpudash.stats.comparison import Estimate
 
 SAMPLE_MEANS = tuple(m for m in METRICS if m.origin in (Origin.WORKLOAD, Origin.MODEL) and m.mean is not None)
 GPU_MEANS = tuple(m for m in METRICS if m.origin.from_gpu and m.mean is not None)
@@ -84,7 +85,7 @@ class Figures:
 
     def break_marks(self) -> None:
         """A gap in the configuration's run (the next repeat of a sweep): no energy increment spans
-        it, and what follows is another stretch (``comparison.estimate_over_stretches``)."""
+        it, and what follows is another stretch (``batch_means.estimate_over_stretches``)."""
         self.energy.last = None
         self.steps_now = None
         self.energy.per_step.new_stretch()

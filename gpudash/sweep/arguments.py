@@ -23,7 +23,8 @@ def _seconds_or_zero(text: str) -> float:
 
 def family_name(text: str) -> str:
     """An argparse type: a known workload family."""
-    from workloads.registry import WorkloadError, family
+    from workloads.catalog_types import WorkloadError
+    from workloads.registry import family
 
     try:
         return family(text.strip()).name

@@ -26,8 +26,8 @@ from gpudash.core.protocol import RunConfig
 from gpudash.sweep.presets import PRESETS, PresetEntry
 
 if TYPE_CHECKING:  # pragma: no cover
+    from workloads.catalog_types import FamilyInfo
     from workloads.knobs import Knobs
-    from workloads.registry import FamilyInfo
 
 SAMPLE_INTERVAL_S = 0.1  # the child's throughput sample (the statistics assume 10 samples/s)
 GPU_INTERVAL_S = 0.25  # NVML tick during a sweep
@@ -150,8 +150,8 @@ def schedule(n: int, repeats: int, seed: int) -> list[list[int]]:
 def split_entry(text: str) -> tuple[str, list[tuple[str, str]]]:
     """``fixed+amp=bf16+channels_last`` → ("fixed", [("amp", "bf16"), ("channels_last", "on")]):
     the knobs checked against the catalog (the variant against its family later); UsageError."""
+    from workloads.catalog_types import WorkloadError
     from workloads.knobs import parse_knob
-    from workloads.registry import WorkloadError
 
     variant, *parts = [part.strip() for part in text.split("+")]
     if not variant or not all(parts):
@@ -204,7 +204,7 @@ def _refusal(
     info: FamilyInfo, entry: str, base: Knobs, dev_type: str, world_size: int = 1
 ) -> tuple[str, Knobs, str | None]:
     """(variant, knobs, why the device cannot run them or None); an unknown variant: UsageError."""
-    from workloads.registry import WorkloadError
+    from workloads.catalog_types import WorkloadError
 
     variant, knobs = entry_knobs(entry, base)
     try:
@@ -228,8 +228,9 @@ def family_plan(
     """The configurations of one family (entries × batch sizes); refused ones go to
     ``skipped``. ``timing``: --seconds and --warmup when given (they override the preset's);
     ``knobs``: --knob's, on every configuration; ``nproc``: data-parallel ranks of each."""
+    from workloads.catalog_types import WorkloadError
     from workloads.knobs import Knobs
-    from workloads.registry import WorkloadError, family
+    from workloads.registry import family
 
     try:
         info = family(entry.family)

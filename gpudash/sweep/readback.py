@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from gpudash.stats.comparison import Comparison, Estimate, Verdict
+from gpudash.sweep.csv_rows import MEANS
 from gpudash.sweep.plan import Configuration, FamilyPlan
 from gpudash.sweep.plot import plot, plot_title
-from gpudash.sweep.report import MEANS
 from gpudash.sweep.results import ConfigSummary, StageTimes
 
 

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field, replace
 from gpudash.core.metrics import FIGURE_KEYS, Better, metric, overlap_bound
 from gpudash.core.protocol import GpuSample, Sample
 from gpudash.core.textfmt import fmt_num
-from gpudash.stats.comparison import MIN_SAMPLES_FOR_INTERVAL, Comparison, Estimate, compare
+from gpudash.stats.batch_means import MIN_SAMPLES_FOR_INTERVAL
+from gpudash.stats.comparison import Comparison, Estimate, compare
 from gpudash.stats.figures import JOULES_PER_STEP, Figures
 from gpudash.stats.noise_tally import NoiseTally
 from gpudash.sweep.plan import Configuration

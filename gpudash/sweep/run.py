@@ -74,7 +74,8 @@ def _measure_all(plan: SweepPlan, report: SweepReport, progress: SweepProgress) 
 def run_sweep(plan: SweepPlan, *, quiet: bool = False, as_json: bool = False) -> int:
     """Measure ``plan`` and write ``sweep.csv`` (row by row), ``sweep.json``, ``sweep.md`` and the
     plots into ``plan.out_dir``; returns the exit status (an ``ExitCode``); ``as_json``: the results on stdout."""
-    from gpudash.sweep.report import SweepReport, summary_row
+    from gpudash.sweep.csv_rows import summary_row
+    from gpudash.sweep.report import SweepReport
 
     started, s = time.monotonic(), plan.settings
     planned_min = plan.planned_s / 60

@@ -27,13 +27,14 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from gpudash.boot.gpudash_boot import wire as job_wire
 from gpudash.core.protocol import EventKind, RunConfig
 from gpudash.core.textfmt import strip_controls
 from gpudash.engine.measure import SyncCounter
 from gpudash.host.devices import cuda_index_hint
 from gpudash.host.nvml import NvmlSampler
-from gpudash.job.boot import gpudash_job_wire as job_wire
-from gpudash.recording.record import CsvRecorder, meta_path_for, run_metadata
+from gpudash.recording.metadata import meta_path_for, run_metadata
+from gpudash.recording.record import CsvRecorder
 from gpudash.tracking.context import Device, Rank, check_path, device_details, rank_of_job, rank_path, resolve_device
 from gpudash.tracking.timing import CudaStamps, Note, StepStamps
 from gpudash.tracking.writer import CLOSE_WAIT_S, Writer

@@ -28,7 +28,8 @@ from gpudash.core.protocol import Event, EventKind, GpuSample, Sample, SyncSites
 from gpudash.core.running import Running
 from gpudash.engine.measure import SyncCounter, cuda_memory_mib
 from gpudash.host.nvml import NvmlSampler
-from gpudash.recording.record import CsvRecorder, RecordWriteError
+from gpudash.recording.line_writers import RecordWriteError
+from gpudash.recording.record import CsvRecorder
 from gpudash.tracking.context import Device, Rank
 from gpudash.tracking.timing import Done, Mark, Note, StepStamps, weighted_percentile
 

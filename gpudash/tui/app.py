@@ -16,16 +16,13 @@ import os
 import time
 from collections.abc import Callable, Iterable
 from datetime import datetime
-from functools import partial
-from pathlib import Path
 from typing import ClassVar
 
 from textual import events
-from textual.app import ComposeResult, SystemCommand
+from textual.app import ComposeResult
 from textual.containers import Container
 from textual.css.query import NoMatches
 from textual.geometry import Size
-from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Static
 from textual.worker import WorkerFailed
@@ -33,31 +30,28 @@ from textual.worker import WorkerFailed
 from gpudash.arguments.config import UserConfig
 from gpudash.core.protocol import EngineSource, GpuInfo, Message
 from gpudash.tui import actions
-from gpudash.tui.charts import CHARTS, ChartSpec, MetricChart, charts_in_play
-from gpudash.tui.compile_screen import CompileScreen
+from gpudash.tui.chart_specs import CHARTS, ChartSpec, charts_in_play
+from gpudash.tui.charts import MetricChart
 from gpudash.tui.controller import DashController
 from gpudash.tui.crash import report_crash
 from gpudash.tui.dash_recording import RecorderFactory
 from gpudash.tui.footer import LeanFooter
-from gpudash.tui.gpu_rows import GPM_EXPLAINED, GpuRows
-from gpudash.tui.job_notices import STALL_COMMAND
+from gpudash.tui.gpu_rows import GpuRows
 from gpudash.tui.job_view import JobView
 from gpudash.tui.layout import layout_for, notice_text
 from gpudash.tui.notices import STARTING, Notice
+from gpudash.tui.palette import PaletteApp
 from gpudash.tui.render_cache import bound_render_ansi
-from gpudash.tui.screens import FAMILY_TITLE, HelpScreen, KeyRow, PromptScreen
-from gpudash.tui.shots import COPY_FORMATS, ShotsApp
-from gpudash.tui.stall_screen import StallScreen
 from gpudash.tui.state import Status
-from gpudash.tui.sync_screen import SyncSitesScreen
+from gpudash.tui.stats_panel import StatsPanel
 from gpudash.tui.timeview import TimeView
 from gpudash.tui.user_settings import keep_user_settings
-from gpudash.tui.widgets import HeaderFacts, MessageBar, RunHeader, StatsPanel
+from gpudash.tui.widgets import HeaderFacts, MessageBar, RunHeader
 
 HINT = "? help · ctrl+p all commands"
 
 
-class GpuDashApp(ShotsApp):
+class GpuDashApp(PaletteApp):
     """Live charts of a training workload, its controls, and the before/after of every change."""
 
     CSS_PATH = "app.tcss"
@@ -296,76 +290,6 @@ class GpuDashApp(ShotsApp):
         if notice is not None and self.state.status == Status.STARTING:
             self._in_thread(self.source.restart, "restart-source", "restart failed")
 
-    # -- recording --------------------------------------------------------------------------------
-    def default_record_path(self) -> str:
-        name = self.stamped_name(".csv")
-        return os.path.join(self.save_dir, name) if self.save_dir else name
-
-    def action_record(self) -> None:
-        if self.replay:
-            return
-        if self.controller.recording.recorder is not None:
-            self.tell([self.controller.recording.stop()])
-            self.redraw(force=True)
-            return
-        prompt = PromptScreen(
-            "Record this run to CSV (same format as gpudash --record)",
-            value=self.default_record_path(),
-            parse=new_file_path,
-            errors=(ValueError,),
-        )
-        self.push_screen(prompt, lambda path: None if not path else self.start_recording(path))
-
-    def start_recording(self, path: str) -> None:
-        self.tell([self.controller.recording.start(path)])
-        self.redraw(force=True)
-
-    # -- help, palette, quit ----------------------------------------------------------------------
-    def key_help(self) -> list[KeyRow]:
-        """The help screen's keys: each under its heading, in the headings' order."""
-        shown = self.shown_actions()
-        out = [(a.heading, a.key, "leave" if (self.replay and a.name == "quit") else a.help) for a in shown]
-        out.append((actions.SCREEN, "ctrl+p", "command palette: every action by name, Copy stats as Markdown / CSV"))
-        out.append(
-            (actions.SCREEN, "mouse", "click a chart: the values under the cursor · wheel: zoom the time axis (0: all)")
-        )
-        return sorted(out, key=lambda row: actions.GROUPS.index(row[0]))
-
-    def action_help(self) -> None:
-        charts = [(c.title, c.help) for c in self.CHART_SPECS] + [("GPU lines (GPM's gauges)", GPM_EXPLAINED)]
-        title = f"gpudash — your job, live: {self.job.command}" if self.job is not None else FAMILY_TITLE
-        log_path = self.controller.info.log_path
-        self.push_screen(HelpScreen(self.key_help(), charts, self.replay, log_path=log_path, title=title))
-
-    def action_sync_sites(self) -> None:
-        state = self.state
-        self.push_screen(SyncSitesScreen(lambda: (state.sync_sites, state.last_sample, state.device, self.replay)))
-
-    def action_compiles(self) -> None:
-        state = self.state
-        self.push_screen(CompileScreen(lambda: (state.compiles, state.compile_lines)))
-
-    def show_stall(self) -> None:
-        self.push_screen(StallScreen(self.state.phases, self.replay))
-
-    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
-        # Textual's own "Screenshot" saves to ~/Downloads (missing on most GPU servers): ours replaces it
-        yield from (c for c in super().get_system_commands(screen) if c.title != "Screenshot")
-        for kind in COPY_FORMATS:
-            yield SystemCommand(
-                f"Copy stats as {kind}",
-                f"the stats table as {kind}, to the clipboard (OSC 52: works over ssh; in tmux with set-clipboard on)",
-                partial(self.copy_stats, kind),
-            )
-        for a in self.shown_actions():
-            if a.name != "quit":
-                yield SystemCommand(f"{a.title} ({a.key})", a.help, getattr(self, f"action_{a.name}"))
-        if self.state.phases.stall is not None:  # a job that stalled: its report, every thread
-            yield SystemCommand(STALL_COMMAND, "the latest stall report: a line per thread of the job", self.show_stall)
-        if not self.replay and not self.controller.is_job:
-            for k in actions.knob_commands():
-                yield SystemCommand(k.title, k.help, partial(self.set_knob, k.knob, k.value))
-
     # -- the mouse: readouts and the time zoom ----------------------------------------------------
     def on_metric_chart_readout(self, message: MetricChart.Readout) -> None:
         self.say(message.text)
@@ -410,15 +334,3 @@ class GpuDashApp(ShotsApp):
         worker = self.run_worker(self.source.stop, thread=True, name="stop-source", exit_on_error=False)
         await worker.wait()
         self.exit(0)
-
-
-def new_file_path(text: str) -> str:
-    """A path for a new recording, or ValueError saying why not (exists, no such folder)."""
-    if not text.strip():
-        raise ValueError("give a file name")
-    p = Path(text.strip()).expanduser()
-    if p.exists():
-        raise ValueError(f"{p} exists; choose another name")
-    if not p.parent.exists():
-        raise ValueError(f"folder {p.parent} does not exist")
-    return str(p)

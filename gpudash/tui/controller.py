@@ -39,8 +39,9 @@ from gpudash.tui.ranks_line import ranks_line
 from gpudash.tui.run_requests import RunRequests
 from gpudash.tui.state import DashState, Status
 from gpudash.tui.tune_requests import TuneRequests
+from workloads.catalog_types import FamilyInfo, WorkloadError  # torch-free
 from workloads.knobs import Knobs, parse_knobs  # torch-free
-from workloads.registry import FamilyInfo, WorkloadError, family  # torch-free
+from workloads.registry import family  # torch-free
 
 if TYPE_CHECKING:
     from gpudash.core.protocol import RunConfig

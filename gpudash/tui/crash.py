@@ -21,7 +21,7 @@ def crash_log_path() -> str:
 def write_crash_log(error: BaseException, context: str = "") -> str | None:
     """The traceback, with the versions that matter, appended to ``crash_log_path()``; the path
     (None when it cannot be written: the one line then says so)."""
-    from gpudash.recording.record import gpudash_version
+    from gpudash.recording.metadata import gpudash_version
 
     path = crash_log_path()
     try:

@@ -44,7 +44,7 @@ class DashRecording:
         self.written = 0
 
     def start(self, path: str) -> Notice:
-        from gpudash.recording.record import dashboard_metadata
+        from gpudash.recording.metadata import dashboard_metadata
 
         s, config = self.run.state, self.run.config
         meta = dashboard_metadata(

@@ -14,8 +14,8 @@ from gpudash.core import protocol
 from gpudash.core.protocol import Control, RunConfig
 from gpudash.tui.notices import Notice, error, warning
 from gpudash.tui.state import DashState
+from workloads.catalog_types import FamilyInfo, WorkloadError  # torch-free
 from workloads.knobs import KNOBS, OFF, Knobs, parse_knobs  # torch-free
-from workloads.registry import FamilyInfo, WorkloadError  # torch-free
 
 
 class SteeredRun(Protocol):

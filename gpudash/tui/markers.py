@@ -28,8 +28,8 @@ class Marker:
 
 def _knobs_change(before: str, after: str) -> str:
     """What a knob change did, short: "+cuda_graph", "-amp", "compile=max-autotune"."""
+    from workloads.catalog_types import WorkloadError
     from workloads.knobs import parse_knobs
-    from workloads.registry import WorkloadError
 
     try:
         old, new = parse_knobs(before), parse_knobs(after)

@@ -15,7 +15,7 @@ from gpudash.core import protocol
 from gpudash.core.protocol import Control, RunConfig
 from gpudash.tui.notices import Notice, error, warning
 from gpudash.tui.state import DashState
-from workloads.registry import FamilyInfo  # torch-free
+from workloads.catalog_types import FamilyInfo  # torch-free
 
 TRACE_STEPS = 20  # steps in a profiler window asked for from the dashboard
 

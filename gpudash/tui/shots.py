@@ -13,8 +13,8 @@ from functools import partial
 
 from gpudash.job.command import slug
 from gpudash.tui.notices import Severity
+from gpudash.tui.stats_panel import StatsTable, stats_table
 from gpudash.tui.steering import SteeringApp
-from gpudash.tui.widgets import StatsTable, stats_table
 
 COPY_FORMATS = {"Markdown": StatsTable.markdown, "CSV": StatsTable.csv}  # the palette's "Copy stats as …"
 

@@ -29,7 +29,8 @@ from gpudash.core.metrics import SERIES_KEYS, STAT_KEYS, Better, Metric, Origin,
 from gpudash.core.protocol import DIAGNOSIS, MEMORY, Event, EventKind, GpuSample, RankSample, Sample, SyncSites
 from gpudash.core.running import NO_KNOBS, Running
 from gpudash.core.runstate import RunState
-from gpudash.stats.comparison import Comparison, Estimate, Verdict, seconds_for_interval
+from gpudash.stats.batch_means import seconds_for_interval
+from gpudash.stats.comparison import Comparison, Estimate, Verdict
 from gpudash.stats.energy import EnergyPerStep
 from gpudash.stats.segments import Segment, SegmentTracker, compare_segments, incomparable
 from gpudash.tui.markers import MARKER_KINDS, Marker, is_trace, marker_label, trace_start_s

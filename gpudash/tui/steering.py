@@ -23,7 +23,8 @@ from gpudash.tui.state import DashState
 from gpudash.tui.textual_adapter import QuietCrashApp
 from gpudash.tui.widgets import MessageBar
 from gpudash.tune.job import TuneAnswer, TuneJob, default_out_dir, parse_minutes
-from workloads.registry import FAMILIES, WorkloadError, parse_batch_size
+from workloads.catalog_types import WorkloadError
+from workloads.registry import FAMILIES, parse_batch_size
 
 DETAIL_TOAST_S = 12  # a toast of several lines (a diagnosis' remedies) stays this long
 

@@ -1,6 +1,6 @@
 """The sync table (key ``y``): which lines of the step make the host wait for the GPU, live.
 
-One row per site (``gpudash.core.sync_sites``): waits per step, share of all waits, the file and
+One row per site (``gpudash.boot.gpudash_boot.sync_sites``): waits per step, share of all waits, the file and
 line, and the line's source; the most frequent first, then an "other" row. Redrawn twice a second
 from the dashboard's state, for the configuration running now.
 """
@@ -13,8 +13,8 @@ from rich.table import Table
 from rich.text import Text
 from textual.binding import Binding
 
+from gpudash.boot.gpudash_boot.sync_table import Site
 from gpudash.core.protocol import Sample, SyncSites, config_key
-from gpudash.core.sync_sites import Site
 from gpudash.tui.screens import LiveReport
 
 NO_SYNCS = "no host-device syncs in the step"

@@ -31,7 +31,7 @@ from gpudash.sweep.plan import Configuration
 from workloads.knobs import Knobs, label_of, parse_knobs  # torch-free
 
 if TYPE_CHECKING:  # pragma: no cover
-    from workloads.registry import FamilyInfo
+    from workloads.catalog_types import FamilyInfo
 
 EXACT_STACK = ("channels_last", "cudnn_benchmark")  # layout and autotuning: no number format changes
 FAST_STACK = (*EXACT_STACK, "amp", "tf32")

@@ -17,7 +17,7 @@ candidate whose run fails drops out with the job's last lines; ``--max-minutes``
 ``--allow-numerics`` adds TF32 (CUDA) and bf16 autocast, ``--allow-compile`` the model compiled,
 each where the job's first step says it lacks them (``GPUDASH_JOB_WATCH_MODEL``); what the job
 already sets is said, not raced. With ``--json`` stdout is one document (the diff in it); the
-progress lines go to stderr. Torch-free.
+progress lines go to stderr. The document and the files are ``gpudash.tune.job_answer``'s. Torch-free.
 """
 
 from __future__ import annotations
@@ -32,16 +32,16 @@ from typing import Any
 
 from gpudash.arguments import shared_flags
 from gpudash.arguments.argtypes import ExitCode, Parser, UsageError, positive_float
-from gpudash.core.textfmt import plain
 from gpudash.diagnosis.evidence import job_settings
 from gpudash.job.command import JobCommandError, check_command
 from gpudash.job.settings import LOADER_SITE, Settings, describe
-from gpudash.stats.comparison import Estimate, Verdict, compare
+from gpudash.stats.comparison import Verdict, compare
 from gpudash.stats.fmt import fmt_ratio
 from gpudash.tune import job_edits
-from gpudash.tune.job_runs import Run, faster, run_once, shown, slower, typed
+from gpudash.tune.job_answer import answer, notes, write_files
+from gpudash.tune.job_runs import Run, faster, run_once, shown, slower
 from gpudash.tune.plan import JOB_OPT_INS
-from gpudash.tune.worker_cpu import GIB, GUARD_WORKERS, ceiling, no_room
+from gpudash.tune.worker_cpu import GUARD_WORKERS, ceiling, no_room
 
 BATCH_HEADROOM = 0.05  # of what is said to fit, left for the estimate's error (H100: 51 said, 50 fitted)
 START_S = 8.0  # a run's start-up (torch's import, the job's own) beyond its measured seconds, for the plan
@@ -236,134 +236,6 @@ def _batch_target(fits: int) -> int:
     """The batch to try where ``fits`` is said to fit: ``BATCH_HEADROOM`` off, a multiple of 8 from 16."""
     batch = int(fits * (1 - BATCH_HEADROOM))
     return batch - batch % 8 if batch >= 16 else batch
-
-
-def _lines(mark: str, text: str) -> str:
-    return "".join(f"{mark}{line}\n" for line in text.splitlines())
-
-
-def _interval(e: Estimate | None) -> str:
-    if e is None:
-        return "–"
-    if e.low is None or e.high is None:
-        return plain(e.mean)
-    return f"{plain(e.mean)} [{plain(e.low)}–{plain(e.high)}]"
-
-
-def _estimate(e: Estimate | None) -> dict[str, float | None] | None:
-    return None if e is None else {"mean": e.mean, "low": e.low, "high": e.high}
-
-
-def notes(have: dict[str, str], base: Run, winner: Run) -> list[str]:
-    """What the winner changes beyond the speed: a Dataset's random draws under workers, the numbers."""
-    out = []
-    workers = dict(winner.settings).get("num_workers")
-    if have.get("draws") == "True" and workers is not None and workers != have.get("num_workers"):
-        out.append(
-            "the job's Dataset draws random numbers for each sample: with workers each worker draws from its "
-            "own seed, so the job's numbers differ in those draws only"
-        )
-    changed = [k for k in ("tf32", "autocast", "compile") if k in dict(winner.settings)]
-    if changed:
-        out.append(f"{', '.join(changed)} change the numbers the job computes: compare its loss with the job's own")
-    if (batch := dict(winner.settings).get("batch_size")) is not None:
-        now = base.memory.get("batch") or "the job's"
-        out.append(
-            f"batch {batch} instead of {now} changes the training: fewer steps an epoch, and the learning rate "
-            "usually scaled with it (linearly, or by its square root with Adam); compare its loss curve with the "
-            "job's own"
-        )
-    return out
-
-
-def answer(
-    base: Run, winner: Run, runs: list[Run], edits: list[job_edits.Edit], stopped: str | None = None
-) -> dict[str, Any]:
-    """``--json``'s document (and tune.json's): every setting typed (``typed``), the edits and their
-    unified ``diff`` (None: no edit), what stopped the worker climb where a bound did."""
-    c = compare(base.rate, winner.rate) if base.rate and winner.rate else None
-    speedup = {"mean": c.ratio, "low": c.low, "high": c.high, "verdict": str(c.verdict)} if c else None
-
-    def side(r: Run) -> dict[str, Any]:
-        return {"settings": typed(r.settings), "steps_per_s": _estimate(r.steps), "samples_per_s": _estimate(r.samples)}
-
-    def row(r: Run) -> dict[str, Any]:
-        memory = None if r.worker_memory is None else r.worker_memory.per_worker / GIB
-        return {
-            **side(r),
-            "name": r.name,
-            "error": r.error,
-            "dropped_early": r.dropped,
-            "worker_busy": r.worker_busy,
-            "worker_memory_gib": memory,
-        }
-
-    edited = [e.as_dict() for e in edits]  # (keyword names: "baseline" is a family's variant too)
-    diff = job_edits.unified_diff(edits) or None
-    return dict(
-        baseline=side(base),
-        winner=side(winner),
-        speedup=speedup,
-        edits=edited,
-        diff=diff,
-        climb_stopped=stopped,
-        candidates=[row(r) for r in runs],
-    )
-
-
-def _csv_row(r: Run) -> list[str]:
-    """One run's tune.csv row: its samples/s with the interval's ends and its steps/s, as text ("" where unknown)."""
-    s = r.samples
-    samples = ["", "", ""] if s is None else ["" if v is None else f"{v:.6g}" for v in (s.mean, s.low, s.high)]
-    return [r.name, *samples, f"{r.steps.mean:.6g}" if r.steps else "", r.error]
-
-
-def write_files(out: Path, command: list[str], runs: list[Run], doc: dict[str, Any], sentence: str) -> list[str]:
-    """tune.md, tune.csv (one row a run, as text) and tune.json (``doc``, typed) in ``out``."""
-    import csv
-
-    (out / "tune.json").write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
-    with open(out / "tune.csv", "w", newline="", encoding="utf-8") as f:
-        w = csv.writer(f)
-        w.writerow(["candidate", "samples_per_s", "ci_low", "ci_high", "steps_per_s", "error"])
-        for r in runs:
-            w.writerow(_csv_row(r))
-    rows = [f"| {r.name} | {_interval(r.rate)} | {r.error} |" for r in runs]
-    edits = [
-        f"`{e['file']}`, line {e['line']}:\n\n```diff\n{_lines('-', e['before'])}{_lines('+', e['after'])}```\n"
-        for e in doc["edits"]
-    ]
-    text = "\n".join(
-        [
-            "# gpudash tune: your job",
-            "",
-            f"- **Command:** `{' '.join(command)}`",
-            f"- **Answer:** {sentence}",
-            *(f"- **Note:** {note}" for note in doc["notes"]),
-            "",
-            "| candidate | rate (95% interval) | error |",
-            "|---|---|---|",
-            *rows,
-            "",
-            "## The change",
-            "",
-            *(edits or ["- none: the job as written is as fast as any candidate measured"]),
-            "",
-        ]
-    )
-    (out / "tune.md").write_text(text, encoding="utf-8")
-    return ["tune.md", "tune.csv", "tune.json", *_draw(out, runs, doc)]
-
-
-def _draw(out: Path, runs: list[Run], doc: dict[str, Any]) -> list[str]:
-    """tune.png and tune.svg: each run's rate with its interval, fastest on top, the winner in colour."""
-    from gpudash.tune.plot import Bar, plot
-
-    winner = doc["winner"]["settings"]
-    measured = [r for r in runs if r.rate is not None]
-    ranked = sorted(measured, key=lambda r: r.rate.mean if r.rate else 0.0, reverse=True)
-    bars = [Bar(r.name, r.rate, "winner" if typed(r.settings) == winner else "dropped") for r in ranked if r.rate]
-    return [path.name for path in plot(bars, out, "gpudash tune: your job's settings")] if bars else []
 
 
 def main(argv: list[str]) -> int:

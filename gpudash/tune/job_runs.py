@@ -18,9 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpudash.boot.gpudash_boot.wire import WATCH_ENV
 from gpudash.core.memory_kinds import size
 from gpudash.core.textfmt import plain
-from gpudash.job.settings import BOOLEANS, COUNTS, WATCH_ENV, Settings, describe
+from gpudash.job.settings import BOOLEANS, COUNTS, Settings, describe
 from gpudash.report.load import ReportInputError, load_run
 from gpudash.report.load import Run as Recorded
 from gpudash.stats.comparison import Comparison, Estimate, Verdict, compare

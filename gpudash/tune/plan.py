@@ -21,7 +21,7 @@ from gpudash.sweep.command import command_parser
 from gpudash.sweep.plan import GPU_INTERVAL_S, SAMPLE_INTERVAL_S, SweepSettings, device_type, split_entry
 
 if TYPE_CHECKING:  # pragma: no cover
-    from workloads.registry import FamilyInfo
+    from workloads.catalog_types import FamilyInfo
 
 # The knobs tune searches unless --knobs names others: every single-process knob, each at the value
 # that speeds a step up (tf32's "never" slows it down: it is a baseline, not a candidate); when
@@ -209,8 +209,8 @@ def _variants(info: FamilyInfo, dev_type: str, skipped: list[str]) -> tuple[str,
 def _current(info: FamilyInfo, text: str, dev_type: str) -> tuple[str, str]:
     """``--current``'s (variant, knobs text), checked: a variant of the family that the device
     runs, with knobs it runs on one process (UsageError)."""
+    from workloads.catalog_types import WorkloadError
     from workloads.knobs import Knobs
-    from workloads.registry import WorkloadError
 
     variant, pairs = split_entry(text)
     try:

@@ -33,7 +33,8 @@ from gpudash.recording.record import CsvRecorder
 from gpudash.tui import actions, entry_points
 from gpudash.tui import app as app_module
 from gpudash.tui.app import HINT, GpuDashApp
-from gpudash.tui.charts import CHARTS, ORANGE, ChartSpec, Line, MetricChart, charts_in_play
+from gpudash.tui.chart_specs import CHARTS, ORANGE, ChartSpec, Line, charts_in_play
+from gpudash.tui.charts import MetricChart
 from gpudash.tui.gpu_rows import GpuRows
 from gpudash.tui.layout import CHART_ROWS, WIDE
 from gpudash.tui.screens import HelpScreen, KeyRow

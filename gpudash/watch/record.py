@@ -22,7 +22,9 @@ from typing import Any
 
 from gpudash.core.protocol import Event, EventKind, ExitCode, GpuInfo, RunConfig
 from gpudash.host.nvml import NvmlSampler
-from gpudash.recording.record import CsvRecorder, RecordWriteError, run_metadata
+from gpudash.recording.line_writers import RecordWriteError
+from gpudash.recording.metadata import run_metadata
+from gpudash.recording.record import CsvRecorder
 
 POLL_S = 0.1  # how often the loop writes what the sampler took
 

@@ -15,7 +15,8 @@ import sys
 from pathlib import Path
 
 from gpudash.core.protocol import Control, RunConfig, SetBatchSize, SetVariant
-from gpudash.recording.record import CsvRecorder, run_metadata
+from gpudash.recording.metadata import run_metadata
+from gpudash.recording.record import CsvRecorder
 from gpudash.tui.demo import SyntheticSource
 
 HERE = Path(__file__).parent / "data"

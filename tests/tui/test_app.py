@@ -10,7 +10,8 @@ from textual.widgets import Static
 from gpudash.core.protocol import Event, EventKind, Pause, Resume, Sample, SetBatchSize, SetVariant, SwitchWorkload
 from gpudash.tui.app import STARTING
 from gpudash.tui.screens import HelpScreen, PromptScreen
-from gpudash.tui.widgets import MessageBar, StatsPanel, plain_text, stats_table
+from gpudash.tui.stats_panel import StatsPanel, stats_table
+from gpudash.tui.widgets import MessageBar, plain_text
 from tests.messages import present
 
 from .conftest import palette_titles, run_palette, wait_until

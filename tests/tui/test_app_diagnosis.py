@@ -21,7 +21,7 @@ from gpudash.diagnosis.verdict import Bound
 from gpudash.recording.replay import ReplaySource
 from gpudash.tui.app import GpuDashApp
 from gpudash.tui.notices import LINE_WIDTH, diagnosis_notice, remedy_line
-from gpudash.tui.widgets import StatsPanel
+from gpudash.tui.stats_panel import StatsPanel
 from tests.helpers import replayed_event, verdict_of
 from tests.messages import present
 from tests.test_remedies import sync_script

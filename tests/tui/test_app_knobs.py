@@ -8,7 +8,8 @@ from textual.widgets import Label, Select
 
 from gpudash.core.protocol import Event, EventKind, SetKnob, SetKnobs
 from gpudash.tui.screens import KnobsScreen
-from gpudash.tui.widgets import MessageBar, StatsPanel, plain_text
+from gpudash.tui.stats_panel import StatsPanel
+from gpudash.tui.widgets import MessageBar, plain_text
 
 from .conftest import palette_titles, run_palette, wait_until
 from .dashboard import chart, cpu_app, make_app, message, running, running_app, shown

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 from textual.widgets import Static
 
-from gpudash.tui.widgets import StatsPanel, plain_text
+from gpudash.tui.stats_panel import StatsPanel
+from gpudash.tui.widgets import plain_text
 
 from .conftest import wait_until
 from .dashboard import SIZE, chart, chart_text, make_app, ready, running, running_app, shown

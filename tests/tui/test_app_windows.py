@@ -8,7 +8,7 @@ from pathlib import Path
 
 from gpudash.core.protocol import Event, EventKind, RunConfig
 from gpudash.recording.replay import ReplaySource
-from gpudash.tui.widgets import StatsPanel
+from gpudash.tui.stats_panel import StatsPanel
 from tests.messages import present
 
 from .conftest import palette_titles, replay_loaded, run_palette, wait_until

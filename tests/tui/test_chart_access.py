@@ -12,7 +12,7 @@ from textual.events import MouseScrollDown, MouseScrollUp
 from textual.pilot import Pilot
 
 from gpudash.tui.app import GpuDashApp
-from gpudash.tui.charts import CHARTS
+from gpudash.tui.chart_specs import CHARTS
 
 from .conftest import wait_until
 from .dashboard import SIZE, chart, chart_drawing, chart_text, make_app, message, pipelined_after_serial

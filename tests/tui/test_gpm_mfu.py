@@ -17,7 +17,8 @@ from gpudash.tui.app import GpuDashApp
 from gpudash.tui.gpu_rows import GpuRows
 from gpudash.tui.layout import COMPACT_CHARTS, COMPACT_CHARTS_GPM, layout_for
 from gpudash.tui.mfu import mfu_figure
-from gpudash.tui.widgets import StatsPanel, StatsTable, fitted_columns, plain_text, stats_table
+from gpudash.tui.stats_panel import StatsPanel, StatsTable, fitted_columns, stats_table
+from gpudash.tui.widgets import plain_text
 
 from .conftest import replay_loaded
 from .dashboard import DashPilot, chart, make_app, message, ready, shown

@@ -13,7 +13,8 @@ import pytest
 from gpudash.core.protocol import EngineSource, GpuSample, Message, RunConfig, Sample
 from gpudash.host.nvml import NvmlSampler
 from gpudash.recording import csvformat
-from gpudash.recording.record import CsvRecorder, run_metadata
+from gpudash.recording.metadata import run_metadata
+from gpudash.recording.record import CsvRecorder
 from gpudash.recording.replay import ReplaySource, read_all
 from gpudash.tui.app import GpuDashApp
 from gpudash.tui.charts import MetricChart

@@ -9,7 +9,7 @@ from rich.text import Text
 
 from gpudash.core.protocol import MEMORY, Event, EventKind, RunConfig
 from gpudash.tui.memory_bar import memory_bar
-from gpudash.tui.widgets import StatsPanel
+from gpudash.tui.stats_panel import StatsPanel
 
 from .dashboard import running
 from .fakes import FakeSource

@@ -28,7 +28,7 @@ from gpudash.tui.phase_strip import legend, phase_text, strip_row, with_strip
 from gpudash.tui.phases import PhaseTimeline, Span
 from gpudash.tui.stall_screen import NO_STALL, stall_text
 from gpudash.tui.state import DashState
-from gpudash.tui.widgets import stats_table
+from gpudash.tui.stats_panel import stats_table
 
 from .fakes import FakeSource, sample
 

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from gpudash.tui.app import GpuDashApp
-from gpudash.tui.widgets import StatsPanel, plain_text
+from gpudash.tui.stats_panel import StatsPanel
+from gpudash.tui.widgets import plain_text
 
 from .conftest import palette_titles, run_palette, wait_until
 from .dashboard import SIZE, make_app, message, pipelined_after_serial, running_app

@@ -3,8 +3,9 @@ there are none, on the CPU, or before the configuration's first table."""
 
 from __future__ import annotations
 
+from gpudash.boot.gpudash_boot.sync_sites import SiteCounter
+from gpudash.boot.gpudash_boot.sync_table import SyncTable
 from gpudash.core.protocol import SyncSites
-from gpudash.core.sync_sites import SiteCounter, SyncTable
 from gpudash.tui.sync_screen import SyncSitesScreen
 
 from .dashboard import cpu_app, report_shown, running

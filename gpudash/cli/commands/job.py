@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from gpudash.arguments.argtypes import UsageError
 from gpudash.cli.messages import fail, spelled
-from gpudash.cli.options import build_parsers
+from gpudash.cli.parsers import build_parsers
 from gpudash.cli.run_options import recording_options, trace_dir_for
 from gpudash.cli.settings import check_theme, user_config, with_defaults
 from gpudash.host.gpu_selection import GpuSelectionError, gpu_indexes

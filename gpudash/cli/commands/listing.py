@@ -11,7 +11,8 @@ from gpudash.core.protocol import ExitCode
 def list_workloads(given: dict[str, Any]) -> int:
     """Print every family and the knobs (``-w NAME``: that family only)."""
     from workloads import knobs
-    from workloads.registry import WorkloadError, describe, family
+    from workloads.catalog_types import WorkloadError
+    from workloads.registry import describe, family
 
     if "workload" in given:
         try:

@@ -9,7 +9,7 @@ from typing import Any
 from gpudash.arguments.argparse_adapter import parser_actions
 from gpudash.arguments.argtypes import UsageError
 from gpudash.cli.messages import fail, spelled
-from gpudash.cli.options import build_parsers
+from gpudash.cli.parsers import build_parsers
 from gpudash.cli.settings import check_theme, user_config, with_defaults
 from gpudash.host.gpu_checks import check_gpus
 from gpudash.host.gpu_selection import GpuSelectionError, gpu_indexes

@@ -44,7 +44,7 @@ def watch(given: dict[str, Any]) -> int:
         gpus = gpu_indexes(given["gpus"]) if given.get("gpus") else None
         check_gpus(gpus)  # a GPU this machine lacks: exit 2, as in the dashboard
         if record is not None:
-            from gpudash.recording.record import meta_path_for
+            from gpudash.recording.metadata import meta_path_for
 
             force = given.get("force", False)
             paths.check_output_file(record, "--record", replace=force)

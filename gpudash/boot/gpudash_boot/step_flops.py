@@ -1,0 +1,244 @@
+"""The model FLOPs of one optimizer step of a job (``gpudash -- CMD``), counted by gpudash's hooks
+(``hooks.py``). Standard library and the job's own torch only.
+
+What is counted: one step's whole iteration, from the end of a step to the end of the next — the
+batch drawn, the forward and backward passes of every micro-batch, the optimizer's step — eagerly,
+under gpudash's counting mode (``flop_count.py``: torch's FLOP formulas), by dtype, on the thread
+that steps (each rank of a data-parallel job counts its own). The hooks start it after a step timed
+without any work of gpudash's (``untraced_s``; the first step is the start-up) and not over a step
+of another one-off measurement (the memory's sampled step): the fourth, in most jobs. It is
+bounded:
+
+- it gives up once its step has run ``BUDGET`` times its untraced time, or ``FLOOR_S`` more than
+  it where that is longer (checked at each operator; its mode is left at the next backward pass's
+  start or end, or the step's end);
+- in a step whose optimizer evaluates a closure, the count ends with the closure's first backward
+  pass; a step that evaluated it again (LBFGS, up to ``max_iter`` times) is not one count: none.
+
+One record goes to gpudash: the FLOPs, their shares by dtype and the device's name, or why there
+is no count, with the counted step's time and its untraced time (what the count cost the job):
+
+- the job called ``torch.compile`` before (or during) the counted step: compiled code runs no
+  operator the counter sees (``torch.compile`` is wrapped, to note it);
+- the stream was capturing a CUDA graph;
+- the second step's hook ran on another thread than the first's, or a dispatch mode of the job's
+  own was entered over the count and is still there: the count cannot be left there and then, so
+  it is left at a later step boundary where it can be;
+- anything in the count failed (a FLOP formula included): one line on stderr, the count's modes
+  left; the hooks' other measurements go on.
+
+Test-only: ``GPUDASH_JOB_FAULT=flops@start`` (or ``flops@stop``) makes the count raise there.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from .flop_count import FlopCount
+from .phase_signals import note_compile
+from .wire import FAULT_ENV, FLOPS
+
+BUDGET = 2.0  # the counted step may take this many times its untraced time; past it the count gives up ...
+FLOOR_S = 0.5  # ... unless that is less than this much of the job's time more (a short step's count costs little)
+
+
+class InjectedFault(RuntimeError):
+    """``GPUDASH_JOB_FAULT``'s failure (tests)."""
+
+
+class StepFlopsCount:
+    """The count of one step's FLOPs in a job's process: ``at_step`` at each step boundary."""
+
+    def __init__(self, torch: Any, send: Callable[[dict[str, Any]], None]) -> None:
+        self.torch = torch
+        self.send = send
+        self.compiled = ""  # when the job called torch.compile ("": it has not)
+        self.before_first = True  # the job has made no step yet
+        self.untraced_s: float | None = None  # the counted step's bound: a step's time untraced
+        self.left = False  # the count's mode was left inside its step (a closure's evaluation, its time up) ...
+        self.counted: Any = None  # ... having counted this
+        self.step = 0  # the number of the step now ending
+        self.count: FlopCount | None = None  # while it runs
+        self.thread = 0  # the thread it runs on
+        self.cuda = False
+        self.device_name: str | None = None
+        self.done = False  # the record (the count, or why not) went out
+        self.stranded = False  # the count ended, its modes still to be left (another thread, the job's mode)
+        self.fault = os.environ.get(FAULT_ENV, "")
+        self._compile: Any = None
+
+    @property
+    def running(self) -> bool:
+        """The count runs: the step now ending is the counted one (slowed by the counter)."""
+        return self.count is not None and not self.stranded
+
+    def install(self) -> None:
+        """Wrap ``torch.compile`` to note that the job compiles."""
+        self._compile = note_compile(self.torch, self._compiling)
+
+    def _compiling(self) -> None:
+        if self.count is not None:
+            self.compiled = "during the counted step"
+        else:
+            self.compiled = "before its first optimizer step" if self.before_first else "before the counted step"
+
+    def at_step(
+        self,
+        device: str,
+        rank: int,
+        untraced_s: float | None = None,
+        step_s: float | None = None,
+        evaluations: int = 0,
+        step: int = 0,
+    ) -> None:
+        """At the end of one of the job's steps (``step``, its number): start the count (bounded by
+        ``untraced_s``, a step's time without it), end it and send the record (its step took
+        ``step_s``; ``evaluations``: its closure's), or leave a stranded count's modes where that
+        can be done."""
+        self.step = step
+        if self.done and not self.stranded:
+            return
+        try:
+            if self.stranded:
+                self._leave()
+            elif self.count is None:
+                self._start(device, rank, untraced_s)
+            else:
+                self._stop(rank, step_s, evaluations)
+        except Exception as exc:  # noqa: BLE001 - the count gives up; the job and the other hooks go on
+            self._failed(exc, rank)
+
+    def backward_point(self, closure_evaluated: bool) -> None:
+        """A backward pass of the job starts or ends inside the counted step: the count's mode is
+        left here where its time is up or (``closure_evaluated``) it holds a closure's evaluation."""
+        count = self.count
+        if count is None or self.stranded or self.left or not (closure_evaluated or count.overran):
+            return
+        if threading.get_ident() != self.thread or not count.on_top():
+            count.pass_through()  # left at the step's end
+            return
+        self.counted, self.left = count.stop(), True
+
+    def _start(self, device: str, rank: int, untraced_s: float | None) -> None:
+        torch = self.torch
+        self.cuda = device.startswith("cuda")
+        why = self._why_not("before its first optimizer step")
+        if why:
+            self._send(rank, None, why)
+            return
+        if self.cuda:
+            self.device_name = str(torch.cuda.get_device_name(torch.device(device)))
+        self._fault("start")
+        count = FlopCount(torch)
+        self.untraced_s = untraced_s
+        if untraced_s:
+            count.deadline = time.monotonic() + max(BUDGET * untraced_s, untraced_s + FLOOR_S)
+        count.start()
+        self.count, self.thread = count, threading.get_ident()
+
+    def _stop(self, rank: int, step_s: float | None, evaluations: int) -> None:
+        count = self.count
+        assert count is not None  # (at_step stops a count it started)
+        if not self.left and threading.get_ident() != self.thread:
+            self._strand(count)
+            self._send(rank, None, "the second optimizer step ran on another thread than the first")
+            return
+        if not self.left and not count.on_top():
+            self._strand(count)
+            self._send(rank, None, "the job entered a dispatch mode of its own during the counted step")
+            return
+        self._fault("stop")
+        counted = self.counted if self.left else count.stop()
+        self.count, self.counted, self.left = None, None, False
+        why = self._why_not("during the counted step")
+        if not why and count.overran:
+            why = f"the count gave up: its step ran past {BUDGET:g}× its untraced time ({self.untraced_s:.3g} s)"
+        if not why and evaluations > 1:
+            why = f"the optimizer evaluated its closure {evaluations} times in the counted step (LBFGS): not one count"
+        if not why and count.errors:
+            why = f"torch could not count an operator's FLOPs ({count.errors[0]})"
+        self._send(rank, None if why else counted, why, step_s)
+
+    def _why_not(self, when: str) -> str:
+        """Why the step now is not to be counted, or ""."""
+        if self.compiled:
+            return f"the job called torch.compile {self.compiled} (the counter sees eager operators only)"
+        if self.cuda and self.torch.cuda.is_current_stream_capturing():
+            return f"a CUDA graph was being captured {when}"
+        return ""
+
+    def _send(self, rank: int, counted: Any, why: str, step_s: float | None = None) -> None:
+        self.done = True
+        why = " ".join(why.split())  # one line (an error's text may have more)
+        message: dict[str, Any] = {"k": FLOPS, "rank": rank, "device_name": self.device_name, "why": why}
+        if step_s is not None and self.untraced_s:  # what the count cost the job
+            message["step_s"], message["untraced_s"], message["step"] = step_s, self.untraced_s, self.step
+        if counted is not None:
+            message["flops"] = int(counted.total)
+            message["by_dtype"] = [[name, int(n)] for name, n in counted.by_dtype]
+        self.send(message)
+
+    def _failed(self, exc: Exception, rank: int) -> None:
+        """One line on stderr, the count's modes left (or left later), the reason sent."""
+        why = " ".join(f"{type(exc).__name__}: {exc}".split())  # one line
+        print(f"gpudash: the model FLOPs count is off: {why}", file=sys.stderr, flush=True)
+        if self.count is not None and self.left:  # its mode already left
+            self.count, self.left = None, False
+        if self.count is not None:
+            self._strand(self.count)
+            try:
+                self._leave()
+            except Exception:  # noqa: BLE001, S110 - left at a later step, if ever
+                pass
+        if not self.done:
+            self._send(rank, None, f"the count failed: {why}")
+
+    def _strand(self, count: Any) -> None:
+        """The count's mode cannot be left now: it counts no more (it only runs the operators, at a
+        Python call's cost each) until a step boundary on its thread finds it on top and leaves it."""
+        count.pass_through()
+        self.stranded = True
+
+    def _leave(self) -> None:
+        """A stranded count's modes, left if they are on top of this (their) thread's stack."""
+        count = self.count
+        if count is None or threading.get_ident() != self.thread or not count.on_top():
+            return
+        self.count = None
+        self.stranded = False
+        count.stop()
+
+    def forked(self) -> None:
+        """In a forked child (a DataLoader worker made inside the counted step): the parent's count
+        is not its own; its modes are left."""
+        count, self.count, self.stranded = self.count, None, False
+        try:
+            if count is not None and not self.left and count.on_top():
+                count.stop()
+        except Exception:  # noqa: BLE001, S110 - a worker under the counter is slower, nothing worse
+            pass
+
+    def first_step(self) -> None:
+        """The job's first step has ended (a compile from now on is after it)."""
+        self.before_first = False
+
+    def close(self) -> None:
+        """The hooks are off (or this is a forked child): the count's modes left where they can be,
+        ``torch.compile`` given back."""
+        self.done = True
+        if self.count is not None and self.left:
+            self.count, self.left = None, False
+        if self.count is not None:
+            self._strand(self.count)
+            self._leave()
+        if self._compile is not None and getattr(self.torch.compile, "__wrapped__", None) is self._compile:
+            self.torch.compile = self._compile
+
+    def _fault(self, point: str) -> None:
+        if self.fault == f"flops@{point}":
+            raise InjectedFault(f"{FAULT_ENV}={self.fault}")
