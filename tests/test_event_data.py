@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from gpudash.core.protocol import DIAGNOSIS, Event, EventKind
 from gpudash.diagnosis.evidence import Evidence
-from gpudash.diagnosis.judge import Findings, Judgement, judge
+from gpudash.diagnosis.judge import Findings, Judgement, WorldView, judge
 from gpudash.diagnosis.verdict import Bound, Diagnosis
 from gpudash.recording import csvformat
 from gpudash.recording.csvformat import RowParser
@@ -61,6 +61,10 @@ def judgements(draw: Any) -> Judgement:
         note=draw(text),
         beside=tuple(draw(st.lists(text, max_size=3))),
         heavy=draw(text),
+        world=draw(
+            st.none()
+            | st.builds(WorldView, st.integers(2, 64), st.integers(0, 63), st.none() | st.integers(0, 63), maybe, maybe)
+        ),
     )
     return judge(findings)  # the rules' verdict and remedies, whatever the figures
 
