@@ -88,9 +88,11 @@ class Findings:
     beside: tuple[str, ...] = ()  # said beside the verdict: the straggler, the recompile limit
     heavy: str = ""  # a phase of the job heavy enough to name after the verdict
     world: WorldView | None = None  # a job of several ranks: whose evidence, and the rank the world waits for
+    over: str = ""  # a job's: over how many training steps it stands, and what of the job's was left out
 
     def as_dict(self) -> dict[str, Any]:
         return {
+            "over": self.over,
             "world": self.world.as_dict() if self.world is not None else None,
             "evidence": self.evidence.as_dict(),
             "script": self.script,
@@ -115,6 +117,7 @@ class Findings:
             beside=tuple(str(x) for x in d.get("beside", ())),
             heavy=str(d.get("heavy", "")),
             world=WorldView.from_dict(d["world"]) if d.get("world") else None,
+            over=str(d.get("over", "")),
         )
 
 
@@ -141,7 +144,8 @@ class Judgement:
         """The verdict's one line: its head (the rank the world waits for first, where the evidence is
         that rank's), what it rests on and what is said beside it, a heavy phase."""
         f = self.findings
-        note = "; ".join(filter(None, (f.note, *f.beside, f.world.whose() if f.world is not None else "")))
+        whose = f.world.whose() if f.world is not None else ""
+        note = "; ".join(filter(None, (f.note, *f.beside, whose, f.over)))
         head = self.head.line()
         if f.world is not None and f.compile is None and (waiting := f.world.head()):
             up_to = f.world.pace_up_to or 1.0
@@ -161,6 +165,8 @@ class Judgement:
             document["steady"] = self.verdict.line()
         if f.compile_figures:
             document["compile"] = dict(f.compile_figures)
+        if f.over:
+            document["over"] = f.over
         if f.world is not None:  # whose evidence, and the rank the world waits for where it is that one
             document["ranks"], document["evidence_rank"] = f.world.ranks, f.world.rank
             if f.world.waits_for_it:

@@ -29,6 +29,7 @@ from gpudash.ranks.own_work import StragglerVerdict
 SETTLE_STEPS = 10  # two runs of this many step times whose medians agree within SETTLE_TOLERANCE
 SETTLE_TOLERANCE = 0.10
 MAX_WARMUP_S = 60.0  # then the window starts anyway
+MAX_RETAKES = 2  # profiler windows taken again where one of the job's phases fell into the last
 
 
 @dataclass
@@ -48,6 +49,9 @@ class JobDiagnosis:
     timed_evidence: Evidence | None = None
     settled_after: int = 0  # warm-up steps seen
     workers: WorkerBusy | None = None  # the job's DataLoader workers, watched over the timed window
+    left_out: int = 0  # timed steps left out: an evaluation, a checkpoint, a compile or a pause came before them
+    spoiled: bool = False  # one of the job's phases fell into the profiler window: its figures are not the step's
+    retakes: int = 0  # profiler windows taken again for that
 
     def add(self, record: StepRecord, now: float, rank: int | None = None) -> str | None:
         """One step of the job (``rank``'s, None: the rank read now); the phase it enters with it, if any."""
@@ -64,7 +68,13 @@ class JobDiagnosis:
                     self.workers.look(force=True)
                 return self.phase
             return None
+        if self.phase == "traced":
+            self.spoiled = self.spoiled or (record.profiled and record.after_phase)
+            return None
         if self.phase == "timed" and not record.profiled:
+            if self.timed and record.after_phase:  # a phase's syncs, waits and time are not the step's
+                self.left_out += 1
+                return None
             self.timed.append(record)
             if self.workers is not None:
                 self.workers.look()
@@ -79,6 +89,21 @@ class JobDiagnosis:
                 return self.phase
         return None
 
+    def retake(self) -> bool:
+        """The profiler window read had one of the job's phases in it: take it again (``True``), up
+        to ``MAX_RETAKES`` times, where the phases are rarer than the timed window (at most one came
+        in it); else its figures are taken as they are, and the verdict says so."""
+        if not self.spoiled or self.retakes >= MAX_RETAKES or self.left_out > 1:
+            return False
+        self.spoiled = False
+        self.retakes += 1
+        return True
+
+    def over(self) -> str:
+        """ "over 30 training steps; 2 after an evaluation, a checkpoint or a compile left out"."""
+        steps = self.timed_evidence.steps if self.timed_evidence else 0
+        return steps_said(steps, self.left_out, self.retakes, self.spoiled)
+
     def _settled(self) -> bool:
         ms = self.warm_ms
         if len(ms) < 2 * SETTLE_STEPS:
@@ -86,6 +111,26 @@ class JobDiagnosis:
         before = statistics.median(ms[-2 * SETTLE_STEPS : -SETTLE_STEPS])
         last = statistics.median(ms[-SETTLE_STEPS:])
         return before > 0 and abs(last - before) / before <= SETTLE_TOLERANCE
+
+
+def steps_said(steps: int, left_out: int = 0, retakes: int = 0, spoiled: bool = False) -> str:
+    """Over how many training steps a verdict stands, and what of the job's was left out of them
+    (``spoiled``: a phase of the job's is in the profiler window read)."""
+    said = f"over {steps} training steps"
+    if left_out:
+        said += f"; {left_out} after an evaluation, a checkpoint, a compile or a pause left out"
+    if spoiled:
+        said += "; the profiler window has one of those in it"
+    elif retakes:
+        said += f"; the profiler window taken {retakes + 1} times, the job's phases out of it"
+    return said
+
+
+def own_steps(records: Sequence[StepRecord]) -> tuple[list[StepRecord], int]:
+    """The records of training steps alone, the first kept as the boundary that starts them; and how
+    many were left out for one of the job's phases (an evaluation, a checkpoint, …) before them."""
+    kept = [r for i, r in enumerate(records) if i == 0 or not r.after_phase]
+    return kept, len(records) - len(kept)
 
 
 def untraced_evidence(records: list[StepRecord], sites: SyncTable | None = None) -> Evidence:
@@ -124,7 +169,7 @@ def ran_evidence(records: Sequence[StepRecord], steps: int, exit_code: int | Non
     left; else why not, with how it ended (a failure's exit code), the rate it ran at and the length
     a diagnosis needs."""
     timed = [r for r in records if not r.profiled and r.train_s is not None]
-    usable = timed[2 * SETTLE_STEPS :]
+    usable, _ = own_steps(timed[2 * SETTLE_STEPS :])
     if len(usable) > steps:
         return untraced_evidence(usable)
     need = 2 * SETTLE_STEPS + steps + 1
@@ -166,6 +211,7 @@ class VerdictContext:
     training_s: float = 0.0  # the run's training seconds so far (compiles left out) ...
     steps: int = 0  # ... over this many steps
     world: WorldView | None = None  # a job of several ranks: whose evidence, and the rank the world waits for
+    over: str = ""  # over how many training steps the verdict stands, and what was left out of them
 
 
 def world_view(ranks: int, rank: int, stragglers: StragglerVerdict | None) -> WorldView | None:
@@ -206,6 +252,7 @@ def verdict_event(
         beside=tuple(filter(None, (straggler, limit_note(known.compiles)))),
         heavy=known.heavy,
         world=known.world,
+        over=known.over,
     )
     details = dict(config)
     if known.straggler:

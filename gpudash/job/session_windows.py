@@ -25,6 +25,11 @@ from gpudash.job.traces import PERIODIC_WAIT_S, TraceRead
 from gpudash.job.window_reads import WindowReads, comm_details, comm_words, matched
 from gpudash.job.worker_busy import WorkerBusy
 
+RETAKEN = (
+    "the diagnosis' profiler window had an evaluation, a checkpoint, a compile or a pause of the job's in it: "
+    "taken again over the next steps"
+)
+
 
 class SessionWindows:
     """A session's profiler windows, its diagnosis (``diagnosis``: one under way) and the allocator's
@@ -83,6 +88,10 @@ class SessionWindows:
             self.out.error(TRACE, f"profiler window {read.note}")
         p.world.traced(read.rank, read.exposed_ms(p.samples.median_step_s))
         if diagnosed:
+            if self.diagnosis is not None and self.diagnosis.retake():
+                self.out.error(TRACE, RETAKEN)
+                self._ask_trace(DIAGNOSIS, self.diagnosis.steps)
+                return
             self._diagnosed(read.figures, comm)
             return
         if read.rank != p.rank_table.lead or what == DIAGNOSIS:
@@ -131,7 +140,7 @@ class SessionWindows:
     def _diagnosed(self, fig: Any, comm: RankComm | None = None) -> None:
         d, self.diagnosis = self.diagnosis, None
         if d is not None and d.timed_evidence is not None:
-            self._verdict(d.timed_evidence, fig, comm=comm, rank=d.rank)
+            self._verdict(d.timed_evidence, fig, comm=comm, rank=d.rank, over=d.over())
 
     def ended(self, exit_code: int) -> None:
         """The job ended before the diagnosis' window closed: what it ran, where that is enough."""
@@ -140,7 +149,7 @@ class SessionWindows:
         d, self.diagnosis = self.diagnosis, None
         if d.timed_evidence is not None:
             note = f"the job {ended_how(exit_code)} before its profiler window"
-            self._verdict(d.timed_evidence, None, note=note, rank=d.rank)
+            self._verdict(d.timed_evidence, None, note=note, rank=d.rank, over=d.over())
         elif isinstance(unsaid := self.ran_diagnosis(exit_code, d.steps), str):
             self.out.error(DIAGNOSIS, unsaid)
 
@@ -156,7 +165,13 @@ class SessionWindows:
         return self._verdict(evidence, None, note=note + unsaid)
 
     def _verdict(
-        self, timed: Evidence, fig: Any, note: str = "", comm: RankComm | None = None, rank: int | None = None
+        self,
+        timed: Evidence,
+        fig: Any,
+        note: str = "",
+        comm: RankComm | None = None,
+        rank: int | None = None,
+        over: str = "",
     ) -> Event:
         """The diagnosis event of ``rank``'s untraced window's evidence (None: the lead's) and its
         profiler window's figures (``fig`` None: none), with what the job already does and the
@@ -179,6 +194,7 @@ class SessionWindows:
             straggler_rank=ranks.rank if ranks is not None else None,
             straggler_wait_ms=ranks.wait_of(rank) if ranks is not None else None,
             world=world_view(p.rank_table.world_size(), rank, ranks),
+            over=over,
         )
         event = verdict_event(time.monotonic() - p.t0, timed, fig, known, p.config_details(), note)
         self.out.messages.append(event)

@@ -96,13 +96,7 @@ class Hooks:
         self.loader = BatchWatch(torch, self.phases, self.memory, self.off)
         self.times = StepTimes(torch, self.phases.min_span_s)
         self.outbox = Outbox(
-            channel,
-            self.times,
-            memory=self.memory,
-            comm=self.comm,
-            window=self.window,
-            rank=lambda: self.rank,
-            steps=lambda: self.steps,
+            channel, self.times, memory=self.memory, comm=self.comm, window=self.window, rank=lambda: self.rank
         )
         self.model_watch: Any = None  # settings.ModelWatch, where asked
         self.counting = StepCounting(torch, self._step, self._switched)  # (a hand update's step: its leaves)
@@ -313,14 +307,14 @@ class Hooks:
         # in wire.RECORD_FIELDS' order: its time (MS) is known later; the Dataset's and collation's part of
         # the wait; the time a collective was outstanding (None: none ever)
         record = [self.steps, now, None, samples, tokens, waited, count, 0, train_s, dataset_s, collate_s]
-        record += [self.comm.at_step(), nbytes]
+        record += [self.comm.at_step(), nbytes, self.phases.phase_s]
         if self.window.running or self.slowed or self.memory.capturing:
             record[wire.PROFILED] = 1  # under the profiler (or after its end), or saved tensors counted: gpudash's too
         self.slowed = False
         if self.flops.running:
             record[wire.PROFILED] = 1  # under the FLOP counter: its time is not the job's
-        if syncs is not None:
-            syncs.count = 0
+        if syncs is not None:  # the step's syncs by line: the training's own where no phase came before it
+            syncs.step_ended(own=train_s is not None and not self.phases.phase_s)
         outbox = self.outbox
         with outbox.lock:
             self.times.add(record, now, train_s)

@@ -70,15 +70,7 @@ class Outbox:
     GPU from the first step) are set by the hooks."""
 
     def __init__(
-        self,
-        channel: Channel,
-        times: Any,
-        *,
-        memory: Any,
-        comm: Any,
-        window: Any,
-        rank: Callable[[], int],
-        steps: Callable[[], int],
+        self, channel: Channel, times: Any, *, memory: Any, comm: Any, window: Any, rank: Callable[[], int]
     ) -> None:
         self.channel = channel
         self.lock = threading.Lock()
@@ -87,7 +79,6 @@ class Outbox:
         self.comm = comm  # comm.CommTimes: what of the communication is not timed
         self.window = window  # window.ProfilerWindow, on request
         self.rank = rank
-        self.steps = steps
         self.every_s = SEND_EVERY_S
         self.worker = False  # a DataLoader worker (forked or spawned): answers stack requests only
         self.syncs: Any = None  # syncs.SyncCount, where syncs are counted
@@ -134,7 +125,7 @@ class Outbox:
             return
         total = syncs.sites.total
         if total != self.sites_sent[1] or final:
-            table = syncs.sites.table(self.steps())
+            table = syncs.sites.table()
             self.channel.send(
                 {"k": wire.SITES, "rank": rank, "table": table.as_dict(), "not_counted": syncs.not_counted}
             )

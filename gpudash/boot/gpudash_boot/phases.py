@@ -77,6 +77,7 @@ class Phases:
         self.thread: int | None = None  # the training thread (the first step's)
         self.last_end: float | None = None  # the previous step's end (monotonic)
         self.last_train_s = 0.0  # the previous step's training seconds
+        self.phase_s = 0.0  # ... and of the time before it, the job's phases' seconds (gpudash's profiling left out)
         self.spans: list[tuple[str, float, float]] = []  # closed since the last step: (kind, start, end)
         self.train_iter = 0  # the iterator whose batch the last step took
         self.draws: dict[int, list[float]] = {}  # other iterators since the last step: id -> [n, first, last end]
@@ -190,6 +191,7 @@ class Phases:
             self.thread = threading.get_ident()
             self._first_step(now)
         self.forwards.tail_off()
+        self.phase_s = 0.0
         plain = not (self.draws or self.mode_from is not None or self.spans or self.said)
         if plain and not self._quiet_after_step():  # a plain step
             train = None if self.last_end is None else now - self.last_end
@@ -278,6 +280,7 @@ class Phases:
                 self._cancel(kind, final)
         for start, end, kind, seconds in sorted(told):
             self._said(kind, start, end, seconds)
+        self.phase_s = sum(seconds for _, _, kind, seconds in told if kind != PROFILING)
         return _measure(taken)
 
     def _quiet(self, since: float, spans: list[tuple[str, float, float]]) -> list[tuple[str, float, float]]:

@@ -306,6 +306,20 @@ class SiteCounter:
         else:
             self.untracked += 1
 
+    def add_all(self, other: SiteCounter) -> None:
+        """``other``'s counts added to these (its sites past ``max_tracked`` here: untracked)."""
+        counts = self._counts
+        for site, n in other._counts.items():
+            if site in counts:
+                counts[site] += n
+            elif len(counts) < self.max_tracked:
+                counts[site] = n
+                self._texts.setdefault(site, other._texts.get(site, site))
+            else:
+                self.untracked += n
+        self.untracked += other.untracked
+        self.unnamed += other.unnamed
+
     @property
     def total(self) -> int:
         return sum(self._counts.values()) + self.untracked + self.unnamed
@@ -318,3 +332,31 @@ class SiteCounter:
         if other:
             rows.append(SiteCount(None, other))
         return SyncTable(steps=steps, total=self.total, rows=tuple(rows))
+
+
+class StepSites:
+    """Syncs by line over a job's training steps alone: a step's go in at its end where nothing of
+    the job's came before it (``step_ended(own=True)``); an evaluation's, a checkpoint's, a
+    compile's or a pause's before the step, and the first step's start-up, are left out."""
+
+    def __init__(self) -> None:
+        self.own = SiteCounter()  # the training steps'
+        self.pending = SiteCounter()  # the current step's, until its end says whose they are
+        self.steps = 0  # the steps ``own`` counts
+
+    def add_site(self, site: Site | None) -> None:
+        self.pending.add_site(site)
+
+    def step_ended(self, own: bool) -> None:
+        if own:
+            self.own.add_all(self.pending)
+            self.steps += 1
+        self.pending.reset()
+
+    @property
+    def total(self) -> int:
+        return self.own.total
+
+    def table(self, top: int = TOP_SITES) -> SyncTable:
+        return self.own.table(self.steps, top)
+

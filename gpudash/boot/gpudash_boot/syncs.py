@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from . import explicit_waits
-from .sync_sites import LiveSites, SiteCounter
+from .sync_sites import LiveSites, StepSites
 from .sync_watch import SYNC_WARNING, SyncWatch
 
 JOB_OWNS_MODE = "not counted: the job sets torch.cuda.set_sync_debug_mode itself, and gpudash leaves its mode as it is"
@@ -32,7 +32,7 @@ class SyncCount:
         self.torch = torch
         self.count = 0
         self.on_wait = on_wait  # told of each sync counted (phases.py: the job waits on its GPU)
-        self.live, self.sites = LiveSites(), SiteCounter()
+        self.live, self.sites = LiveSites(), StepSites()  # by line, over the training steps alone
         self.not_counted = ""
         self.paused = False  # while gpudash itself works inside a step (a profiler window's start and end)
         self.job_owns_mode = False  # the job set the sync debug mode: it is the job's, nothing is counted
@@ -119,6 +119,13 @@ class SyncCount:
         first = warnings.filters[0] if warnings.filters else None
         if first is None or first[0] != "always" or first[1] is None or not first[1].pattern.endswith(SYNC_WARNING):
             warnings.filterwarnings("always", message=".*" + SYNC_WARNING)
+
+    def step_ended(self, own: bool) -> None:
+        """A step's end: its syncs by line go to the table where they are the training's own
+        (``own``); an evaluation's, a checkpoint's or a compile's before it, or the first step's
+        start-up, are left out of it (a phase's syncs are not the step's)."""
+        self.count = 0
+        self.sites.step_ended(own)
 
     def close(self) -> None:
         if not hasattr(self, "_saved"):

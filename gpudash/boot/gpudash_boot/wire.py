@@ -62,9 +62,10 @@ RECORD_FIELDS = (
     "collate_s",  # ... and collating
     "comm_ms",  # the longest collective since the step before, from its arrival (None: none run, or not timed)
     "batch_bytes",  # the bytes of the batches' tensors since the last step
+    "phase_s",  # of the time since the last step, the job's evaluation, checkpoint, compile or other (not gpudash's)
 )
-STEP, T, MS, SAMPLES, TOKENS, WAIT, SYNCS, PROFILED, TRAIN_S, DATASET_S, COLLATE_S, COMM_MS, BATCH_BYTES = range(
-    len(RECORD_FIELDS)
+STEP, T, MS, SAMPLES, TOKENS, WAIT, SYNCS, PROFILED, TRAIN_S, DATASET_S, COLLATE_S, COMM_MS, BATCH_BYTES, PHASE_S = (
+    range(len(RECORD_FIELDS))
 )
 
 
