@@ -47,18 +47,20 @@ def flops_event(path: Path) -> dict[str, str]:
 
 # -- through the real command ---------------------------------------------------------------------
 @pytest.mark.slow
-def test_a_job_that_calls_torch_compile_is_not_counted_and_says_why(tmp_path: Path) -> None:
+def test_a_compiled_jobs_step_is_counted_on_fake_tensors_as_its_eager_step_is(tmp_path: Path) -> None:
+    """torch.compile'd, two micro-batches a step: the count of the uncompiled model on fake tensors of
+    the step's shapes is the analytic count of both, and says how it was made and what it cost."""
     out = tmp_path / "r.csv"
-    done = gpudash(
-        "record", str(out), "-q", "--peak-tflops", "1", "--", sys.executable, PLAIN, "--steps", "30", "--compile"
-    )
+    job = (sys.executable, PLAIN, "--steps", "30", "--compile", "--accumulate", "2")
+    done = gpudash("record", str(out), "-q", "--peak-tflops", "1", "--", *job)
     assert done.returncode == 0, done.stderr
-    assert flops_event(out)["event_message"] == (
-        "MFU blank: the step's FLOPs were not counted: the job called torch.compile before its first optimizer "
-        "step (the counter sees eager operators only)"
-    )
+    said = flops_event(out)["event_message"]
+    assert said.startswith("model FLOPs: 71.7 kFLOP a step (fp32 100%); MFU over 1 TFLOP/s (--peak-tflops); "), said
+    assert "counted as the uncompiled model's forward and backward on fake tensors of the step's shapes" in said
+    assert "the count cost the job" in said
     rows = samples(out)
-    assert int(rows[-1]["steps"]) == 30 and not any(r["flops_per_step"] or r["mfu_pct"] for r in rows)
+    assert int(rows[-1]["steps"]) == 30 and float(rows[-1]["flops_per_step"]) == mlp_flops(16, 32, micro_batches=2)
+    assert all(float(r["mfu_pct"]) > 0 for r in rows if r["flops_per_step"])
 
 
 @pytest.mark.slow
@@ -283,7 +285,7 @@ def test_a_failure_in_the_count_leaves_its_modes_and_says_one_line(
     assert [m["why"] for m in messages] == ["the count failed: InjectedFault: GPUDASH_JOB_FAULT=flops@stop"]
 
 
-def test_torch_compile_is_noted_and_given_back(sent: Any) -> None:
+def test_torch_compile_is_noted_and_given_back_and_a_compiled_modules_step_is_counted(sent: Any) -> None:
     part, messages = sent
     original = torch.compile
     part.install()
@@ -291,10 +293,27 @@ def test_torch_compile_is_noted_and_given_back(sent: Any) -> None:
         assert torch.compile is not original
         compiled = torch.compile(torch.nn.Linear(2, 2), backend="eager")
         assert compiled is not None and part.compiled
-        part.at_step("cpu", 0)
+        part.at_step("cpu", 0, untraced_s=0.01)  # its next step's compiled forward calls are kept
+        compiled(torch.randn(4, 2)).sum().backward()
+        part.at_step("cpu", 0, untraced_s=0.01)
     finally:
         part.close()
     assert torch.compile is original and not part.running
+    (message,) = messages
+    assert message["why"] == "" and message["flops"] == 2 * (2 * 4 * 2 * 2)  # forward, and the weight's gradient
+    assert message["how"].startswith("the uncompiled model's forward and backward on fake tensors")
+
+
+def test_a_compiled_function_is_not_counted_and_says_why(sent: Any) -> None:
+    part, messages = sent
+    part.install()
+
+    def loss_of(x: torch.Tensor) -> torch.Tensor:
+        return (x * 2).sum()
+
+    torch.compile(loss_of, backend="eager")
+    part.at_step("cpu", 0)
+    part.close()
     assert [m["why"] for m in messages] == [
-        "the job called torch.compile before its first optimizer step (the counter sees eager operators only)"
+        "the job compiled a function (loss_of), not a module (the counter sees eager operators only)"
     ]

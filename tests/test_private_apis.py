@@ -41,6 +41,8 @@ ADAPTERS = {
     "gpudash/tui/render_cache.py": "Rich Style's colour and attribute fields behind Textual's escape codes",
     "workloads/torch_adapter.py": "shared-memory batches, compile mode options, loader workers "
     "(pytorch/pytorch#48558, #71383)",
+    "gpudash/boot/gpudash_boot/compiled_flops.py": "torch's FakeTensorMode (a compiled model's FLOPs counted on "
+    "fake tensors of its step's shapes; torch has no public fake-tensor mode) and a compiled module's _orig_mod",
     "gpudash/boot/gpudash_boot/flop_count.py": "torch's dispatch modes (TorchDispatchMode, the thread's mode "
     "stack), an operator's overload packet and FlopCounterMode's raw-formula flag: the FLOPs by dtype, a count "
     "started and stopped apart",

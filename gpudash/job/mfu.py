@@ -32,7 +32,10 @@ def job_count(message: dict[str, Any], peak_override: float | None) -> ModelCoun
         return not_counted("torch counted no FLOPs in the step")
     device_name = message.get("device_name")
     peak = choose_peak(str(device_name) if device_name else None, counted.dtype, peak_override)
-    return ModelCount(float(counted.total), counted.dtype, peak, describe(counted, None, peak))
+    said = describe(counted, None, peak)
+    if how := str(message.get("how") or ""):  # a compiled model's: counted apart from its steps
+        said += f"; counted as {how}" + (f" ({cost})" if (cost := cost_text(message)) else "")
+    return ModelCount(float(counted.total), counted.dtype, peak, said)
 
 
 def not_counted(why: str) -> ModelCount:

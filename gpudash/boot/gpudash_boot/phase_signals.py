@@ -154,9 +154,10 @@ class PhaseSignals:
         handler.register_end_callback(lambda *_: phases.end(COMPILE))
 
 
-def note_compile(torch: Any, note: Callable[[], None]) -> Any:
+def note_compile(torch: Any, note: Callable[[], None], then: Callable[[Any, Any], None] | None = None) -> Any:
     """Wrap ``torch.compile`` (``nn.Module.compile`` calls it too) so that ``note()`` runs first at
-    each call: the job compiles. The original, to put back (None: this torch has none)."""
+    each call: the job compiles; and ``then(compiled, target)`` after it (its failure unsaid). The
+    original, to put back (None: this torch has none)."""
     original = getattr(torch, "compile", None)
     if original is None:
         return None
@@ -164,7 +165,13 @@ def note_compile(torch: Any, note: Callable[[], None]) -> Any:
     @functools.wraps(original)
     def compile(*args: Any, **kwargs: Any) -> Any:  # noqa: A001 - the name it replaces
         note()
-        return original(*args, **kwargs)
+        compiled = original(*args, **kwargs)
+        if then is not None:
+            try:
+                then(compiled, args[0] if args else kwargs.get("model"))
+            except Exception:  # noqa: BLE001, S110 - the job's compile must not fail for gpudash
+                pass
+        return compiled
 
     torch.compile = hidden(compile)
     return original

@@ -39,6 +39,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from .compiled_flops import HOW, CompiledForwards
 from .flop_count import FlopCount
 from .phase_signals import note_compile
 from .wire import FAULT_ENV, FLOPS
@@ -71,6 +72,8 @@ class StepFlopsCount:
         self.stranded = False  # the count ended, its modes still to be left (another thread, the job's mode)
         self.fault = os.environ.get(FAULT_ENV, "")
         self._compile: Any = None
+        self.forwards = CompiledForwards(torch)  # a compiled job's: its compiled modules' forward calls
+        self.ours: tuple[float, float] | None = None  # the compiled count's span between two steps: gpudash's time
 
     @property
     def running(self) -> bool:
@@ -79,7 +82,7 @@ class StepFlopsCount:
 
     def install(self) -> None:
         """Wrap ``torch.compile`` to note that the job compiles."""
-        self._compile = note_compile(self.torch, self._compiling)
+        self._compile = note_compile(self.torch, self._compiling, self.forwards.watch)
 
     def _compiling(self) -> None:
         if self.count is not None:
@@ -106,6 +109,8 @@ class StepFlopsCount:
         try:
             if self.stranded:
                 self._leave()
+            elif self.forwards.recording:
+                self._count_compiled(rank)
             elif self.count is None:
                 self._start(device, rank, untraced_s)
             else:
@@ -127,12 +132,15 @@ class StepFlopsCount:
     def _start(self, device: str, rank: int, untraced_s: float | None) -> None:
         torch = self.torch
         self.cuda = device.startswith("cuda")
-        why = self._why_not("before its first optimizer step")
+        why = self._why_not("before its first optimizer step", compiled=not self.forwards.modules)
         if why:
             self._send(rank, None, why)
             return
         if self.cuda:
             self.device_name = str(torch.cuda.get_device_name(torch.device(device)))
+        if self.compiled:  # the next step's compiled forward calls, counted at its end (``compiled_flops``)
+            self.untraced_s, self.forwards.recording = untraced_s, True
+            return
         self._fault("start")
         count = FlopCount(torch)
         self.untraced_s = untraced_s
@@ -164,18 +172,32 @@ class StepFlopsCount:
             why = f"torch could not count an operator's FLOPs ({count.errors[0]})"
         self._send(rank, None if why else counted, why, step_s)
 
-    def _why_not(self, when: str) -> str:
-        """Why the step now is not to be counted, or ""."""
-        if self.compiled:
+    def _count_compiled(self, rank: int) -> None:
+        """The compiled forward calls of the step now ending, counted on fake tensors (its span: ours)."""
+        began, untraced = time.monotonic(), self.untraced_s
+        deadline = began + max(BUDGET * untraced, untraced + FLOOR_S) if untraced else None
+        self._fault("stop")
+        counted, why = self.forwards.count(deadline)
+        self.ours = (began, time.monotonic())
+        spent = self.ours[1] - began
+        self._send(rank, counted, why, untraced + spent if untraced else None, how=HOW if counted else "")
+
+    def _why_not(self, when: str, compiled: bool = True) -> str:
+        """Why the step now is not to be counted, or "" (``compiled``: a compile of the job's is a reason)."""
+        if self.compiled and compiled:
+            if self.forwards.unwatched:
+                return f"{self.forwards.unwatched} (the counter sees eager operators only)"
             return f"the job called torch.compile {self.compiled} (the counter sees eager operators only)"
         if self.cuda and self.torch.cuda.is_current_stream_capturing():
             return f"a CUDA graph was being captured {when}"
         return ""
 
-    def _send(self, rank: int, counted: Any, why: str, step_s: float | None = None) -> None:
+    def _send(self, rank: int, counted: Any, why: str, step_s: float | None = None, how: str = "") -> None:
         self.done = True
         why = " ".join(why.split())  # one line (an error's text may have more)
         message: dict[str, Any] = {"k": FLOPS, "rank": rank, "device_name": self.device_name, "why": why}
+        if how:
+            message["how"] = how
         if step_s is not None and self.untraced_s:  # what the count cost the job
             message["step_s"], message["untraced_s"], message["step"] = step_s, self.untraced_s, self.step
         if counted is not None:

@@ -359,4 +359,3 @@ class StepSites:
 
     def table(self, top: int = TOP_SITES) -> SyncTable:
         return self.own.table(self.steps, top)
-

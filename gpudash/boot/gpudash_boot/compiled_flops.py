@@ -1,0 +1,143 @@
+"""The model FLOPs of a compiled job's step, counted without compiling or running anything again.
+Standard library and the job's own torch only (``step_flops.py`` uses it).
+
+Compiled code runs no operator gpudash's counter sees. So each module the job passed to
+``torch.compile`` is watched (a forward pre-hook on the compiled wrapper, outside the compiled
+region): over the counted step, its training forward calls (grad on, train mode) are kept with
+what autocast was doing. At the step's end each distinct call (its module, its tensors' shapes and
+dtypes, autocast) is run once on the module's uncompiled original (``_orig_mod``): forward, then
+backward from the sum of its outputs, on fake tensors (``FakeTensorMode``: no memory, no kernel),
+under gpudash's count (``flop_count.FlopCount``: torch's FLOP formulas, by dtype). The step's
+FLOPs are the sum over its calls. A shape seen before is not counted again.
+
+The count is bounded as the eager one is (its ``deadline``); it is gpudash's own time between two
+steps (the hooks mark it so), and a failure (a forward that reads a value off a tensor cannot run
+on fake tensors) says why MFU is blank. A function passed to ``torch.compile`` (not a module) or a
+module compiled in place (``Module.compile``) is not counted: then the reason says so.
+
+Private API of torch, kept here (``tests/test_private_apis.py``): ``FakeTensorMode``
+(``torch._subclasses.fake_tensor``), as ``FlopCounterMode``'s own documentation uses it.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+from .flop_count import FlopCount, StepFlops
+
+HOW = "the uncompiled model's forward and backward on fake tensors of the step's shapes"
+MAX_CALLS = 64  # training forward calls kept over one step (micro-batches); past it the count gives up
+
+
+class CompiledForwards:
+    """The job's compiled modules, and their training forward calls over the step being counted."""
+
+    def __init__(self, torch: Any) -> None:
+        self.torch = torch
+        self.modules: weakref.WeakSet[Any] = weakref.WeakSet()  # the compiled wrappers watched
+        self.unwatched = ""  # why a compile of the job's cannot be counted ("": none such)
+        self.recording = False
+        self.calls: list[tuple[Any, tuple[Any, ...], dict[str, Any], tuple[str, bool, Any]]] = []
+        self.cache: dict[tuple[Any, ...], Any] = {}  # a call's signature -> its StepFlops
+
+    def watch(self, compiled: Any, target: Any) -> None:
+        """``torch.compile(target)`` returned ``compiled``: a module's compiled wrapper is watched."""
+        module = self.torch.nn.Module
+        if isinstance(compiled, module) and isinstance(getattr(compiled, "_orig_mod", None), module):
+            self.modules.add(compiled)
+            compiled.register_forward_pre_hook(self._called, with_kwargs=True)
+        elif isinstance(getattr(target, "__self__", None), module):
+            self.unwatched = "the job compiled a module in place (Module.compile): its calls are not watched"
+        else:
+            self.unwatched = f"the job compiled a function ({getattr(target, '__name__', 'unnamed')}), not a module"
+
+    def _called(self, module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        torch = self.torch
+        if not self.recording or not module.training or not torch.is_grad_enabled():
+            return None
+        if len(self.calls) <= MAX_CALLS:
+            device = next((t.device.type for t in _tensors(args, kwargs)), "cpu")
+            autocast = (device, torch.is_autocast_enabled(device), torch.get_autocast_dtype(device))
+            self.calls.append((module, args, dict(kwargs), autocast))
+        return None
+
+    def count(self, deadline: float | None) -> tuple[StepFlops | None, str]:
+        """The FLOPs of the calls kept, or None and why; the calls are let go."""
+        calls, self.calls, self.recording = self.calls, [], False
+        if not calls:
+            return None, self.unwatched or "no compiled module's training forward ran in the counted step"
+        if len(calls) > MAX_CALLS:
+            return None, f"over {MAX_CALLS} compiled forward calls in the counted step"
+        total: dict[str, int] = {}
+        for module, args, kwargs, autocast in calls:
+            key = (id(module), _signature(args, kwargs), autocast)
+            if key not in self.cache:
+                try:
+                    self.cache[key] = self._fake_step(module._orig_mod, args, kwargs, autocast, deadline)
+                except Exception as exc:  # noqa: BLE001 - a forward fake tensors cannot run: no count, and why
+                    return None, f"the count on fake tensors failed: {type(exc).__name__}: {exc}"
+            for dtype, n in self.cache[key].by_dtype:
+                total[dtype] = total.get(dtype, 0) + n
+        by_dtype = tuple(sorted(total.items(), key=lambda kv: -kv[1]))
+        return StepFlops(total=sum(total.values()), by_op=(), by_dtype=by_dtype), ""
+
+    def _fake_step(self, model: Any, args: Any, kwargs: Any, autocast: Any, deadline: float | None) -> Any:
+        torch = self.torch
+        from torch._subclasses.fake_tensor import FakeTensorMode
+
+        with FakeTensorMode(allow_non_fake_inputs=True) as mode:
+            fake = _mapped(lambda t: mode.from_tensor(t), (args, kwargs))
+            state = {n: mode.from_tensor(p).requires_grad_(p.requires_grad) for n, p in model.named_parameters()}
+            state |= {n: mode.from_tensor(b) for n, b in model.named_buffers()}
+            counter = FlopCount(torch)
+            counter.deadline = deadline
+            counter.start()
+            try:
+                device, enabled, dtype = autocast
+                with torch.autocast(device, dtype=dtype, enabled=enabled):
+                    out = torch.func.functional_call(model, state, fake[0], fake[1])
+                leaves = [t for t in _tensors(out) if t.requires_grad and t.is_floating_point()]
+                wrt = [t for t in state.values() if t.requires_grad]
+                if leaves and wrt:
+                    loss = sum(t.float().sum() for t in leaves)
+                    torch.autograd.grad(loss, wrt, allow_unused=True)
+            finally:
+                counted = counter.stop()
+        if counter.overran:
+            raise TimeoutError("the count of the compiled model's FLOPs ran past its time")
+        if counter.errors:
+            raise RuntimeError(f"torch could not count an operator's FLOPs ({counter.errors[0]})")
+        return counted
+
+
+def _tensors(*values: Any) -> list[Any]:
+    """The tensors in ``values`` (nested tuples, lists and dicts: a model's inputs and outputs)."""
+    found: list[Any] = []
+    _mapped(lambda t: _kept(found, t), values)
+    return found
+
+
+def _kept(into: list[Any], value: Any) -> Any:
+    into.append(value)
+    return value
+
+
+def _mapped(fn: Callable[[Any], Any], value: Any) -> Any:
+    """``value`` with each tensor in it replaced by ``fn(tensor)`` (a tuple's or a dict's subclass,
+    such as a named tuple or a model output, is read as a plain one)."""
+    if hasattr(value, "is_floating_point") and hasattr(value, "shape"):
+        return fn(value)
+    if isinstance(value, tuple):
+        return tuple(_mapped(fn, v) for v in value)
+    if isinstance(value, list):
+        return [_mapped(fn, v) for v in value]
+    if isinstance(value, dict):
+        return {k: _mapped(fn, v) for k, v in value.items()}
+    return value
+
+
+def _signature(args: Any, kwargs: Any) -> tuple[Any, ...]:
+    """A call's tensors' shapes and dtypes: what its count depends on."""
+    return tuple((tuple(t.shape), str(t.dtype), t.requires_grad) for t in _tensors(args, kwargs))

@@ -1,0 +1,160 @@
+"""A user's GPT training script, shaped as a well-known one writes it: a decoder of causal attention
+blocks, batches cut from a token tensor in the loop (no DataLoader), ``torch.compile`` (``--compile``),
+bf16 autocast on a GPU, gradient accumulation (under torchrun: DDP, its all-reduce only on the last
+micro-step through ``require_backward_grad_sync``), a loss read with ``.item()`` every
+``--log-interval`` steps, and every ``--eval-interval`` steps an ``estimate_loss()`` whose
+``--eval-iters`` batches each call ``.item()``, then ``torch.save`` of a checkpoint. Its last line
+gives its own figures: ``JOB steps=… train_s=… eval_s=… params=… tokens_per_step=… flops_per_step=…``
+(the analytic count, 6N + 12·L·d·T a token, N the parameters less the position embedding's).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+
+def parse() -> argparse.Namespace:
+    p = argparse.ArgumentParser()
+    p.add_argument("--steps", type=int, default=200)
+    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--block", type=int, default=256)
+    p.add_argument("--layers", type=int, default=4)
+    p.add_argument("--embd", type=int, default=256)
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--vocab", type=int, default=4096)
+    p.add_argument("--grad-accum", type=int, default=2)
+    p.add_argument("--log-interval", type=int, default=10)
+    p.add_argument("--eval-interval", type=int, default=50)
+    p.add_argument("--eval-iters", type=int, default=20)
+    p.add_argument("--compile", action="store_true")
+    return p.parse_args()
+
+
+class Block(nn.Module):
+    def __init__(self, d: int, heads: int) -> None:
+        super().__init__()
+        self.heads = heads
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, d = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(d, dim=2)
+        q, k, v = (z.view(b, t, self.heads, d // self.heads).transpose(1, 2) for z in (q, k, v))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(b, t, d)
+        x = x + self.proj(y)
+        return x + self.mlp(self.ln2(x))
+
+
+class GPT(nn.Module):
+    def __init__(self, args: argparse.Namespace) -> None:
+        super().__init__()
+        self.wte, self.wpe = nn.Embedding(args.vocab, args.embd), nn.Embedding(args.block, args.embd)
+        self.blocks = nn.ModuleList(Block(args.embd, args.heads) for _ in range(args.layers))
+        self.ln_f = nn.LayerNorm(args.embd)
+        self.lm_head = nn.Linear(args.embd, args.vocab, bias=False)
+        self.lm_head.weight = self.wte.weight  # tied, as the script does
+
+    def forward(
+        self, idx: torch.Tensor, targets: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1], device=idx.device))
+        for block in self.blocks:
+            x = block(x)
+        logits = self.lm_head(self.ln_f(x))
+        loss = None if targets is None else F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+        return logits, loss
+
+
+def main() -> None:
+    args = parse()
+    ddp = int(os.environ.get("RANK", -1)) != -1
+    if ddp:
+        torch.distributed.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+        local = int(os.environ["LOCAL_RANK"])
+        device = f"cuda:{local}" if torch.cuda.is_available() else "cpu"
+        if device != "cpu":
+            torch.cuda.set_device(device)
+    else:
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    master = not ddp or torch.distributed.get_rank() == 0
+    torch.manual_seed(1337)
+    data = torch.randint(args.vocab, (200_000,))
+    ctx = (
+        torch.autocast("cuda", dtype=torch.bfloat16)
+        if device.startswith("cuda")
+        else torch.autocast("cpu", enabled=False)
+    )
+
+    def get_batch() -> tuple[torch.Tensor, torch.Tensor]:
+        ix = torch.randint(len(data) - args.block - 1, (args.batch,))
+        x = torch.stack([data[i : i + args.block] for i in ix])
+        y = torch.stack([data[i + 1 : i + 1 + args.block] for i in ix])
+        return x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+
+    raw = GPT(args).to(device)
+    params = sum(p.numel() for p in raw.parameters()) - raw.wpe.weight.numel()
+    optimizer = torch.optim.AdamW(raw.parameters(), lr=3e-4)
+    model: nn.Module = raw
+    if args.compile:
+        model = torch.compile(model)  # type: ignore[assignment]
+    if ddp:
+        model = nn.parallel.DistributedDataParallel(model, device_ids=[local] if device != "cpu" else None)
+
+    @torch.no_grad()
+    def estimate_loss() -> float:
+        model.eval()
+        losses = torch.zeros(args.eval_iters)
+        for k in range(args.eval_iters):
+            x, y = get_batch()
+            with ctx:
+                _, loss = model(x, y)
+            losses[k] = loss.item()
+        model.train()
+        return float(losses.mean())
+
+    checkpoint = os.path.join(tempfile.mkdtemp(), "ckpt.pt")
+    x, y = get_batch()
+    train_s = eval_s = 0.0
+    for step in range(args.steps):
+        began = time.perf_counter()
+        if step % args.eval_interval == 0 and master:
+            estimate_loss()
+            torch.save({"model": raw.state_dict(), "optimizer": optimizer.state_dict(), "step": step}, checkpoint)
+            eval_s += time.perf_counter() - began
+            began = time.perf_counter()
+        for micro in range(args.grad_accum):
+            if ddp:
+                model.require_backward_grad_sync = micro == args.grad_accum - 1
+            with ctx:
+                _, loss = model(x, y)
+                loss = loss / args.grad_accum
+            x, y = get_batch()
+            loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        if step % args.log_interval == 0 and master:
+            print(f"step {step}: loss {loss.item() * args.grad_accum:.4f}", flush=True)
+        train_s += time.perf_counter() - began
+    tokens = args.batch * args.block * args.grad_accum
+    flops = (6 * params + 12 * args.layers * args.embd * args.block) * tokens
+    if master:
+        print(
+            f"JOB steps={args.steps} train_s={train_s:.4f} eval_s={eval_s:.4f} params={params} "
+            f"tokens_per_step={tokens} flops_per_step={flops}",
+            flush=True,
+        )
+    if ddp:
+        torch.distributed.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
