@@ -70,7 +70,9 @@ def test_a_profiler_window_a_rare_phase_fell_into_is_taken_again_and_a_frequent_
     )
     rare.add(_record(step, t + 2.0, phase_s=EVAL_S, profiled=True), now=t + 2.0)
     assert not rare.retake()  # taken as it is after MAX_RETAKES, and said
-    assert rare.over().endswith("; the profiler window has one of those in it")
+    assert rare.over().endswith(
+        f"; the profiler window taken {MAX_RETAKES + 1} times, the last with one of those in it"
+    )
 
     frequent = JobDiagnosis(steps=20, asked_at=0.0)
     step, t = _steps(frequent, 2 * SETTLE_STEPS, 1, 0.0)

@@ -119,10 +119,13 @@ def steps_said(steps: int, left_out: int = 0, retakes: int = 0, spoiled: bool = 
     said = f"over {steps} training steps"
     if left_out:
         said += f"; {left_out} after an evaluation, a checkpoint, a compile or a pause left out"
+    taken = f"; the profiler window taken {retakes + 1} times" if retakes else ""
     if spoiled:
-        said += "; the profiler window has one of those in it"
+        said += (
+            f"{taken}, the last with one of those in it" if taken else "; the profiler window has one of those in it"
+        )
     elif retakes:
-        said += f"; the profiler window taken {retakes + 1} times, the job's phases out of it"
+        said += f"{taken}, the job's phases out of it"
     return said
 
 

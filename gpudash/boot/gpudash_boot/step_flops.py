@@ -18,8 +18,11 @@ bounded:
 One record goes to gpudash: the FLOPs, their shares by dtype and the device's name, or why there
 is no count, with the counted step's time and its untraced time (what the count cost the job):
 
-- the job called ``torch.compile`` before (or during) the counted step: compiled code runs no
-  operator the counter sees (``torch.compile`` is wrapped, to note it);
+- the job called ``torch.compile`` during the counted step, or compiled a function or a module in
+  place: compiled code runs no operator the counter sees (``torch.compile`` is wrapped, to note
+  it). A module passed to ``torch.compile`` before is counted otherwise: its training forward calls
+  over the step after the one timed, run again on its uncompiled original on fake tensors
+  (``compiled_flops.py``), the count's time gpudash's own between two steps;
 - the stream was capturing a CUDA graph;
 - the second step's hook ran on another thread than the first's, or a dispatch mode of the job's
   own was entered over the count and is still there: the count cannot be left there and then, so
