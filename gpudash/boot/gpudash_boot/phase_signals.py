@@ -12,6 +12,7 @@ it replaced is put back by ``uninstall``. Standard library and the job's torch o
 from __future__ import annotations
 
 import functools
+import os
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -20,6 +21,8 @@ from .frames import hidden
 from .imports import ImportWatch
 from .phases import CHECKPOINT, COMPILE
 
+HERE = os.path.dirname(os.path.abspath(__file__)) + os.sep  # gpudash's hooks: their wrappers' frames
+CONTEXTLIB = os.path.join("torch", "utils", "_contextlib.py")  # torch's helper that a decorator's block runs in
 SAVES = {  # module -> its functions that write a checkpoint
     "torch": ("save",),
     "torch.serialization": ("save",),
@@ -62,12 +65,16 @@ class PhaseSignals:
         inference = torch.inference_mode
         enter, exit_ = inference.__enter__, inference.__exit__
 
+        inside_torch = os.path.dirname(torch.__file__) + os.sep
+
         def inference_enter(ctx: Any) -> Any:
-            phases.inference(True)
+            if not torch_internal(inside_torch):  # (fake tensors, compiling: torch's own, not an evaluation)
+                phases.inference(True)
             return enter(ctx)
 
         def inference_exit(ctx: Any, *exc: Any) -> Any:
-            phases.inference(False)
+            if not torch_internal(inside_torch):
+                phases.inference(False)
             return exit_(ctx, *exc)
 
         inference.__enter__, inference.__exit__ = hidden(inference_enter), hidden(inference_exit)
@@ -152,6 +159,18 @@ class PhaseSignals:
         phases = self.phases
         handler.register_start_callback(lambda *_: phases.begin(COMPILE))
         handler.register_end_callback(lambda *_: phases.end(COMPILE))
+
+
+def torch_internal(inside_torch: str) -> bool:
+    """The ``inference_mode`` block being entered or left is torch's own (its first caller outside
+    gpudash's wrappers and torch's decorator helper lies inside torch): a fake tensor made, a graph
+    compiled; never the job's evaluation (a ``@torch.inference_mode()`` function of the job's is its)."""
+    frame: Any = sys._getframe(2)
+    while frame is not None and (
+        frame.f_code.co_filename.endswith(CONTEXTLIB) or frame.f_code.co_filename.startswith(HERE)
+    ):
+        frame = frame.f_back
+    return frame is not None and frame.f_code.co_filename.startswith(inside_torch)
 
 
 def note_compile(torch: Any, note: Callable[[], None], then: Callable[[Any, Any], None] | None = None) -> Any:

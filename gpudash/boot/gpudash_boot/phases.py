@@ -122,8 +122,9 @@ class Phases:
             d[2] = end
 
     def mode(self, training: bool) -> None:
-        """A top-level ``Module.train(training)`` (``eval()`` is ``train(False)``)."""
-        if not self._ours():
+        """A top-level ``Module.train(training)`` (``eval()`` is ``train(False)``); none while
+        torch.compile compiles (its tracing switches modes and runs without grad: no evaluation)."""
+        if not self._ours() or COMPILE in self.open:
             return
         if training:
             if self.draws or self.mode_from is not None:
