@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from gpudash.boot.gpudash_boot import compile_watch
-from gpudash.core.compile_intake import CompileIntake, function_words
+from gpudash.core.compile_intake import SAID, CompileIntake, function_words
 from gpudash.core.compile_reasons import (
     BRANCH,
     CALL,
@@ -22,12 +22,13 @@ from gpudash.core.compile_reasons import (
     MODE,
     NUMBER,
     PRINT,
+    RANGE,
     SHAPE,
     STRIDE,
     graph_break,
     recompile_reason,
 )
-from gpudash.core.compile_table import COMPILED, GRAPH_BREAK, RECOMPILE, RECOMPILE_LIMIT, CompileTable
+from gpudash.core.compile_table import COMPILED, GRAPH_BREAK, QUIET, RECOMPILE, RECOMPILE_LIMIT, CompileTable
 
 SOURCE = "  # return x * n  # mp/train.py:5 in f"
 
@@ -45,6 +46,18 @@ SOURCE = "  # return x * n  # mp/train.py:5 in f"
         ("1/0: G['lr'] == 0.001" + SOURCE, "the float lr changed (was 0.001)", NUMBER),
         ("0/0: n == 2" + SOURCE, "the int n changed (was 2)", NUMBER),
         (
+            "0/1: 2 <= L['idx'].size()[1] <= 319  # T = idx.shape[1]  # /home/me/lm/job_compiled_lm.py:44 in forward "
+            "(user code shown is first use of this value--the guard itself is not due user code but due to 0/1 "
+            "specialization in the framework; to avoid specialization try torch._dynamo.mark_unbacked(tensor, dim))",
+            "dim 1 of idx went past 319, the range the dynamic graph was built for (2 to 319)",
+            RANGE,
+        ),
+        (
+            "0/2: 2 <= L['x'].size()[0]",
+            "dim 0 of x went under 2, the range the dynamic graph was built for (2 and up)",
+            RANGE,
+        ),
+        (
             "1/1: ___stack0 == -0.4239118695259094" + SOURCE,
             "a number read off a tensor changed (was -0.4239118695259094)",
             ITEM,
@@ -54,6 +67,24 @@ SOURCE = "  # return x * n  # mp/train.py:5 in f"
 def test_a_recompiles_reason_reads_in_a_users_words(raw: str, words: str, kind: str) -> None:
     reason = recompile_reason(raw)
     assert (reason.words, reason.kind) == (words, kind)
+
+
+def test_a_guard_read_as_torch_wrote_it_is_cut_between_words_never_mid_path() -> None:
+    path = "/home/me/projects/some/deep/folder/of/theirs/" * 4 + "train.py:44"
+    raw = "0/4: Eq(Mod(s0*s1, 64), 0) and Ne(s2, 1) and " + "Ne(s3, 1) and " * 12 + f"Ne(s9, 1)  # x = y  # {path} in f"
+    words = recompile_reason(raw).words
+    assert len(words) <= 162 and words.endswith(" …") and "/home/me" not in words, words
+    assert words.startswith("Eq(Mod(s0*s1, 64), 0) and Ne(s2, 1)")
+
+
+def test_a_dynamic_graphs_range_names_the_dim_and_how_to_widen_it() -> None:
+    past = recompile_reason("0/1: 2 <= L['idx'].size()[1] <= 319  # T = idx.shape[1]  # lm.py:44 in forward")
+    assert (past.code, past.name, past.dim) == ("T = idx.shape[1]", "idx", 1)
+    assert (
+        "pad idx to a few bucket lengths" in past.fix and "torch._dynamo.mark_dynamic(idx, 1, min=…, max=…)" in past.fix
+    )
+    under = recompile_reason("0/2: 2 <= L['x'].size()[0]")
+    assert "torch._dynamo.mark_unbacked(x, 0)" in under.fix
 
 
 def test_a_changing_size_names_its_cause_without_its_values_and_the_call_that_fixes_it() -> None:
@@ -274,3 +305,23 @@ def test_a_watch_begun_after_a_compile_says_only_its_own(watched: tuple[Any, lis
     events, _ = _said(later)
     assert [e.details["reason"] for e in events] == ["dim 0 of x: 4 → 5"]
     watch.uninstall()
+
+
+def test_past_the_first_recompiles_each_new_cause_is_still_said_once() -> None:
+    intake = CompileIntake()
+    first = {"id": "0/0", "fn": "forward", "file": "/w/lm.py", "line": 40, "s": 0.5}
+    said = [e for e in intake.events({"compiles": [first]}, 1.0) if not e.details.get(QUIET)]
+    for n in range(1, 10):  # nine recompiles of one cause: its length changes
+        why = f"0/{n - 1}: tensor 'x' size mismatch at index 1. expected {60 + n}, actual {61 + n}"
+        said += [
+            e
+            for e in intake.events({"compiles": [{"id": f"0/{n}", "why": why, "s": 0.2}]}, 1.0 + n)
+            if not e.details.get(QUIET)
+        ]
+    assert len([e for e in said if e.what == RECOMPILE]) == SAID + 1  # then quiet: the CSV and run.json count them
+    range_why = "0/9: 2 <= L['x'].size()[1] <= 319  # T = x.shape[1]  # /w/lm.py:44 in forward"
+    late = intake.events({"compiles": [{"id": "0/10", "why": range_why, "s": 0.2}]}, 20.0)
+    (event,) = late
+    assert not event.details.get(QUIET) and "dim 1 of x went past 319" in event.message  # a new cause: said
+    again = intake.events({"compiles": [{"id": "0/11", "why": range_why, "s": 0.2}]}, 21.0)
+    assert again[0].details.get(QUIET)  # said before: counted quietly

@@ -3,7 +3,8 @@ turned into the run's events: each recompile (``RECOMPILE``) with its function, 
 words and seconds; a function refused at the recompile limit (``RECOMPILE_LIMIT``, an error: it
 runs eagerly from then on); each graph break's line, once (``GRAPH_BREAK``); a first compile
 (``COMPILED``, not said on stderr). The first ``SAID`` recompiles are said on record's stderr, the
-next one says that the rest are counted in the CSV and run.json, the others are quiet. Torch-free.
+next one says that the rest are counted in the CSV and run.json, the others are quiet — but for a
+recompile of a cause not said before: each cause is said at least once. Torch-free.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ class CompileIntake:
         self.compiles: dict[str, int] = {}  # frame id -> compiles so far
         self.recompiled: dict[str, int] = {}  # frame id -> recompiles so far (a compile with a failed guard)
         self.recompiles = 0
+        self.causes: set[str] = set()  # the recompiles' causes said so far (``Reason.key``)
         self.breaks: dict[tuple[str, int, str], int] = {}  # (file, line, words) -> times dynamo broke there
         self.table = CompileTable()  # what the events said, for a diagnosis
         self.called = False  # the job called torch.compile (its first compile may come before any step)
@@ -101,9 +103,12 @@ class CompileIntake:
         self.recompiled[frame] = n = self.recompiled.get(frame, 0) + 1
         details["count"] = str(n)
         message = f"recompile {n} of {where}: {reason.words}, {seconds:.2f} s — {reason.fix}"
+        new_cause = reason.key not in self.causes
+        self.causes.add(reason.key)
         if self.recompiles == SAID + 1:
-            message += " (further recompiles are not said here: the CSV's events and run.json count them)"
-        elif self.recompiles > SAID + 1:
+            message += " (further recompiles of a cause said before are not said here: the CSV's events and run.json"
+            message += " count them)"
+        elif self.recompiles > SAID + 1 and not new_cause:  # each cause is said at least once
             details[QUIET] = "1"
         return [Event(time_s, EventKind.MEASURED, what=RECOMPILE, message=message, details=details)]
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 # what a reason is about: each has its fix (``FIXES``)
 SHAPE, STRIDE, NUMBER, ITEM, DTYPE, DEVICE, GRAD = "shape", "stride", "number", "item", "dtype", "device", "grad"
-MODE, OBJECT, OTHER = "mode", "object", "other"
+MODE, OBJECT, OTHER, RANGE = "mode", "object", "other", "range"
 BRANCH, CALL, PRINT, USER = "branch", "call", "print", "user"  # graph breaks' own
 
 FIXES = {
@@ -31,6 +31,8 @@ FIXES = {
     MODE: "keep training and evaluation in separately compiled functions (each mode compiles once)",
     OBJECT: "pass the object that changes as an argument (an attribute or global read inside is guarded by identity)",
     OTHER: "see torch's reason; torch._dynamo.mark_dynamic or dynamic=True where a size changes",
+    RANGE: "pad the input to a few bucket lengths inside the range, or mark the dim dynamic over the whole "
+    "range it takes (torch._dynamo.mark_dynamic(x, dim, min=…, max=…))",
     BRANCH: "replace the branch on a tensor's value with torch.where (or torch.cond), "
     "or move it out of the compiled code",
     CALL: "move the call out of the compiled code, or wrap it with torch.compiler.disable",
@@ -49,7 +51,9 @@ _GRAD = re.compile(rf"tensor '{_NAME}' requires_grad mismatch")
 _EQUALS = re.compile(r"^(?P<expr>\S(?:.*?\S)?) == (?P<value>-?[\d.]+(?:e-?\d+)?|True|False)\b")
 _STATE = re.compile(r"GLOBAL_STATE changed: (?P<what>[\w ()]+?)\s*$")
 _OBJECT = re.compile(r"___check_(?P<check>obj_id|type_id)\((?P<expr>[^,]+),")
-_SOURCE = re.compile(r"#\s*(?P<code>.+?)\s*#\s*\S*?:(?P<line>\d+) in \S+\s*$")
+_SOURCE = re.compile(r"#\s*(?P<code>.+?)\s*#\s*\S*?:(?P<line>\d+) in \S+(?:\s+\(.*)?\s*$")
+_RANGE = re.compile(r"^(?:(?P<lo>-?\d+) <= )?(?P<name>[^\s<=]+?)\.size\(\)\[(?P<dim>\d+)\](?: <= (?P<hi>-?\d+))?$")
+MAX_WORDS = 160  # a reason torch gave that gpudash cannot read: at most this much, cut between words
 _COMPILE_ID = re.compile(r"^\s*\[?\d+/\d+\]?:\s*")
 
 
@@ -66,6 +70,16 @@ class Reason:
 
     @property
     def fix(self) -> str:
+        if self.kind == RANGE and self.name and self.dim >= 0 and " went under " in self.words:  # 0/1 specialized
+            return (
+                f"torch._dynamo.mark_unbacked({self.name}, {self.dim}) before the call, where that size can be 0 or 1"
+            )
+        if self.kind == RANGE and self.name and self.dim >= 0:
+            return (
+                f"pad {self.name} to a few bucket lengths inside the range, or mark dim {self.dim} of {self.name} "
+                f"dynamic over the whole range it takes (torch._dynamo.mark_dynamic({self.name}, {self.dim}, "
+                "min=…, max=…)) before the call"
+            )
         if self.kind == SHAPE and self.name and self.dim >= 0:
             return (
                 f"mark dim {self.dim} of {self.name} dynamic (torch._dynamo.mark_dynamic({self.name}, {self.dim}) "
@@ -111,6 +125,8 @@ def recompile_reason(raw: str) -> Reason:
     source = _SOURCE.search(first)
     code = source.group("code") if source else ""
     guard = first[: source.start()].strip() if source else first.strip()
+    if m := _RANGE.match(guard):
+        return _out_of_range(_plain(m["name"]), int(m["dim"]), m["lo"], m["hi"], code)
     if m := _TENSOR.search(guard):
         what, name = ("dim" if m["what"] == "size" else "stride"), _plain(m["name"])
         words = f"{what} {m['dim']} of {name}: {m['a']} → {m['b']}"
@@ -131,7 +147,26 @@ def recompile_reason(raw: str) -> Reason:
     if m := _OBJECT.search(guard):
         what = "the object" if m["check"] == "obj_id" else "the type of"
         return Reason(f"{what} {_plain(m['expr'])} changed", OBJECT, code)
-    return Reason(guard[:160] or "torch gave no reason", OTHER, code)
+    return Reason(_cut(guard) or "torch gave no reason", OTHER, code)
+
+
+def _out_of_range(name: str, dim: int, lo: str | None, hi: str | None, code: str) -> Reason:
+    """``2 <= L['idx'].size()[1] <= 319``: a dynamic graph's size left the range it was built for."""
+    if hi is not None:
+        built = f"{lo} to {hi}" if lo is not None else f"up to {hi}"
+        words = f"dim {dim} of {name} went past {hi}, the range the dynamic graph was built for ({built})"
+        return Reason(words, RANGE, code, name, dim)
+    words = f"dim {dim} of {name} went under {lo}, the range the dynamic graph was built for ({lo} and up)"
+    return Reason(words, RANGE, code, name, dim)
+
+
+def _cut(text: str) -> str:
+    """Torch's reason as it is, its comments (``# code # file:line``) left off, at most ``MAX_WORDS``
+    characters cut between words (never mid-path)."""
+    text = re.split(r"\s+#\s", text, maxsplit=1)[0].strip()
+    if len(text) <= MAX_WORDS:
+        return text
+    return text[: text.rfind(" ", 0, MAX_WORDS)].rstrip(" ,;:") + " …"
 
 
 def _value_changed(expr: str, value: str, code: str) -> Reason:
