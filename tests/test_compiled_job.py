@@ -141,3 +141,16 @@ def test_diagnose_calls_a_job_that_keeps_recompiling_compile_bound_with_the_fix_
     assert m is not None, verdict
     assert int(m[1]) >= 2 and int(m[3]) >= 10
     assert "Without them the " in verdict and "torch._dynamo.mark_dynamic(x, 0)" in verdict
+
+
+def test_the_steps_at_a_new_shape_are_said_apart_with_their_cost_and_the_fix_for_their_cause(
+    recorded: Recorded,
+) -> None:
+    _, stderr, _ = recorded
+    said = [e.text for e in printed.event_lines(stderr, "measured") if "ran at a new shape" in e.text]
+    (line,) = said  # lengths 64, 96, 64, …: the first step at 96 is the one new shape after the first step
+    assert line.startswith("1 step ran at a new shape: ") and "% of the training (" in line, line
+    assert line.endswith(
+        "mark dim 0 of x dynamic (torch._dynamo.mark_dynamic(x, 0) before the call, or "
+        "torch.compile(..., dynamic=True)), or pad x to a few bucket lengths"
+    ), line

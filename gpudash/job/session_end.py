@@ -13,6 +13,7 @@ from gpudash.core.protocol import OUT_OF_MEMORY, EventKind
 from gpudash.diagnosis.out_of_memory import explained
 from gpudash.job.launch import JobProcess
 from gpudash.job.session_parts import SessionOut, SessionParts
+from gpudash.job.shape_steps import shape_fix
 
 
 def say_final_figures(parts: SessionParts) -> None:
@@ -24,6 +25,8 @@ def say_final_figures(parts: SessionParts) -> None:
         out.append(ranks)
     if (memory := parts.memory.final(time.monotonic() - parts.t0, *parts.peak_batch())) is not None:
         out.append(memory)
+    if (shapes := parts.samples.shapes.event(time.monotonic() - parts.t0, shape_fix(parts.compiles.table))) is not None:
+        out.append(shapes)  # a compiled job's steps at a new shape: out of its steady rate, their cost said
     parts.watch.ended(time.monotonic())
 
 

@@ -4,7 +4,7 @@ refused where it is not one.
 A step record, as the job's hooks send it (``gpudash/boot/gpudash_boot/hooks.py``; its fields'
 order and names: ``gpudash_boot.wire.RECORD_FIELDS``):
 ``[step, t, ms, samples, tokens, input_wait_s, syncs, profiled, train_s, dataset_s, collate_s, comm_ms,
-batch_bytes, phase_s]`` — ``t`` on the
+batch_bytes, phase_s, new_shape]`` — ``t`` on the
 machine's monotonic clock, ``ms`` the step's time (CUDA events on a GPU; None where unknown),
 ``syncs`` None where not counted, ``profiled`` 1 for a step under a profiler window or the FLOP
 counter (counted, but kept out of the step-time percentiles and the statistics: they slow it),
@@ -16,7 +16,9 @@ the step before was outstanding (None: it has run none, or, with NCCL, a step wh
 not timed — they are, over a step at most every 0.1 s), which a rank's step less is its own work;
 ``batch_bytes`` the bytes of its batches' tensors (what workers hand over; 0 from older hooks);
 ``phase_s`` the seconds since the step before that were the job's evaluation, checkpoint, compile or
-other (gpudash's profiling left out; 0 from older hooks).
+other (gpudash's profiling left out; 0 from older hooks); ``new_shape`` 1 where a compiled module's
+training forward ran at a shape it had not run at before (a recompile, new kernels, a CUDA graph
+recorded again; 0 from older hooks).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from gpudash.boot.gpudash_boot.wire import (
     COMM_MS,
     DATASET_S,
     MS,
+    NEW_SHAPE,
     PHASE_S,
     PROFILED,
     SAMPLES,
@@ -66,6 +69,7 @@ class StepRecord:
     comm_ms: float | None = None  # the longest collective since the step before (None: none run)
     batch_bytes: int = 0  # the bytes of its batches' tensors (0: none, or older hooks)
     phase_s: float = 0.0  # of the time since the step before, the job's phases' (an evaluation, a checkpoint, …)
+    new_shape: bool = False  # a compiled module's training forward ran at a shape not seen before in it
 
     @property
     def after_phase(self) -> bool:
@@ -102,6 +106,7 @@ class StepRecord:
                 _seconds(raw[COMM_MS], MAX_SECONDS * 1e3) if len(raw) > COMM_MS else None,
                 int(raw[BATCH_BYTES] or 0) if len(raw) > BATCH_BYTES else 0,
                 (_seconds(raw[PHASE_S]) or 0.0) if len(raw) > PHASE_S else 0.0,
+                bool(raw[NEW_SHAPE]) if len(raw) > NEW_SHAPE else False,
             )
         except (TypeError, ValueError, IndexError, OverflowError):
             return None

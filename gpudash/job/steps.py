@@ -29,6 +29,7 @@ from gpudash.core.protocol import RankSample, Sample
 from gpudash.engine.measure import percentile
 from gpudash.engine.model_flops import ModelCount, with_model_rates
 from gpudash.host.runner import with_slowest_rank
+from gpudash.job.shape_steps import ShapeSteps
 from gpudash.job.step_record import StepRecord
 
 BATCH_FROM_STEPS = 10  # the job's batch size: the most common of its first steps' sample counts
@@ -96,7 +97,7 @@ def window_figures(records: list[StepRecord]) -> WindowFigures:
     weighs in the statistics are the mean of theirs."""
     ms = sorted(r.ms for r in records if r.ms is not None and not r.profiled)
     syncs = [r.syncs for r in records if r.syncs is not None]
-    timed = [r for r in records if r.train_s is not None]
+    timed = [r for r in records if r.train_s is not None and not r.new_shape]  # steady: new shapes said apart
     by_pid: dict[int, list[float]] = {}
     for r in timed:
         by_pid.setdefault(r.pid, []).append(r.train_s or 0.0)
@@ -142,6 +143,7 @@ class JobSamples:
         self.input_shares: dict[int, float] = {}  # each rank's input wait over its training seconds, last window
         self.own_work: dict[int, tuple[list[float], list[float]]] = {}  # each rank's (own, comm) ms a step, last window
         self.windows_closed = 0
+        self.shapes = ShapeSteps()  # the lead rank's steps at a new shape (compiled), against its steady ones
 
     def add(self, rank: int, record: StepRecord) -> None:
         self.ranks.setdefault(rank, RankWindows()).add(record)
@@ -149,6 +151,7 @@ class JobSamples:
             self.window_start = record.t
         if rank == min(self.ranks):
             self.ran.append(record)
+            self.shapes.add(record)
             self.last_step_t = max(self.last_step_t or record.t, record.t)
             if record.train_s is not None and record.train_s > 0:
                 self.durations.append(record.train_s)

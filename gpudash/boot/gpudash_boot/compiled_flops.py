@@ -10,6 +10,10 @@ backward from the sum of its outputs, on fake tensors (``FakeTensorMode``: no me
 under gpudash's count (``flop_count.FlopCount``: torch's FLOP formulas, by dtype). The step's
 FLOPs are the sum over its calls. A shape seen before is not counted again.
 
+The same hook tells where a step ran at a new shape (``stepped``): a training forward of a compiled
+module whose tensors' shapes it had not run at before — a recompile, new kernels, a CUDA graph
+recorded again. gpudash keeps such steps out of the steady rate and says what they cost.
+
 The count is bounded as the eager one is (its ``deadline``); it is gpudash's own time between two
 steps (the hooks mark it so), and a failure (a forward that reads a value off a tensor cannot run
 on fake tensors) says why MFU is blank. A function passed to ``torch.compile`` (not a module) or a
@@ -41,6 +45,8 @@ class CompiledForwards:
         self.recording = False
         self.calls: list[tuple[Any, tuple[Any, ...], dict[str, Any], tuple[str, bool, Any]]] = []
         self.cache: dict[tuple[Any, ...], Any] = {}  # a call's signature -> its StepFlops
+        self.shapes: set[tuple[Any, ...]] = set()  # every (module, signature) a training forward has run at
+        self.new_shape = False  # a training forward of the step under way ran at a shape not seen before
 
     def watch(self, compiled: Any, target: Any) -> None:
         """``torch.compile(target)`` returned ``compiled``: a module's compiled wrapper is watched."""
@@ -55,13 +61,24 @@ class CompiledForwards:
 
     def _called(self, module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         torch = self.torch
-        if not self.recording or not module.training or not torch.is_grad_enabled():
+        if not module.training or not torch.is_grad_enabled():
+            return None
+        shape = (id(module), _signature(args, kwargs))
+        if shape not in self.shapes:  # a new shape: a recompile, new kernels, a CUDA graph recorded again
+            self.shapes.add(shape)
+            self.new_shape = True
+        if not self.recording:
             return None
         if len(self.calls) <= MAX_CALLS:
             device = next((t.device.type for t in _tensors(args, kwargs)), "cpu")
             autocast = (device, torch.is_autocast_enabled(device), torch.get_autocast_dtype(device))
             self.calls.append((module, args, dict(kwargs), autocast))
         return None
+
+    def stepped(self) -> bool:
+        """At a step's end: whether a compiled module's training forward ran at a new shape in it."""
+        new, self.new_shape = self.new_shape, False
+        return new
 
     def count(self, deadline: float | None) -> tuple[StepFlops | None, str]:
         """The FLOPs of the calls kept, or None and why; the calls are let go."""

@@ -63,10 +63,25 @@ RECORD_FIELDS = (
     "comm_ms",  # the longest collective since the step before, from its arrival (None: none run, or not timed)
     "batch_bytes",  # the bytes of the batches' tensors since the last step
     "phase_s",  # of the time since the last step, the job's evaluation, checkpoint, compile or other (not gpudash's)
+    "new_shape",  # 1: a compiled module's training forward ran at a shape not seen before in this step
 )
-STEP, T, MS, SAMPLES, TOKENS, WAIT, SYNCS, PROFILED, TRAIN_S, DATASET_S, COLLATE_S, COMM_MS, BATCH_BYTES, PHASE_S = (
-    range(len(RECORD_FIELDS))
-)
+(
+    STEP,
+    T,
+    MS,
+    SAMPLES,
+    TOKENS,
+    WAIT,
+    SYNCS,
+    PROFILED,
+    TRAIN_S,
+    DATASET_S,
+    COLLATE_S,
+    COMM_MS,
+    BATCH_BYTES,
+    PHASE_S,
+    NEW_SHAPE,
+) = range(len(RECORD_FIELDS))
 
 
 def trace_path(folder: str, name: str, rank: int) -> str:

@@ -1,0 +1,42 @@
+"""A compiled job's steps at a new shape are kept out of its steady rate and said apart (issue 90):
+their count, seconds, share of the training and cost over the steady pace (``gpudash.job.shape_steps``)."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpudash.job.shape_steps import GENERAL_FIX, ShapeSteps
+from gpudash.job.step_record import StepRecord
+from gpudash.job.steps import window_figures
+
+STEADY_S, NEW_S = 0.0064, 0.160
+
+
+def _steps() -> list[StepRecord]:
+    """40 steps of 6.4 ms, every tenth at a new length: 160 ms (new kernels, a CUDA graph recorded)."""
+    out, t = [], 0.0
+    for i in range(40):
+        new = i % 10 == 5
+        t += NEW_S if new else STEADY_S
+        out.append(StepRecord(i, t, None, 8, 0, 0.0, None, False, train_s=NEW_S if new else STEADY_S, new_shape=new))
+    return out
+
+
+def test_a_windows_rate_is_its_steps_at_shapes_already_compiled() -> None:
+    figures = window_figures(_steps())
+    assert figures.steps == 40 and figures.timed_steps == 36
+    assert figures.steps_per_s == pytest.approx(1 / STEADY_S)  # with them: 40 / 0.87 s, 46 steps/s
+
+
+def test_the_steps_at_a_new_shape_are_tallied_with_their_cost_and_the_fix() -> None:
+    shapes = ShapeSteps()
+    for record in _steps():
+        shapes.add(record)
+    assert (shapes.steps, shapes.steady_steps) == (4, 36)
+    assert shapes.line() == (
+        "4 steps ran at a new shape: 0.64 s, 74% of the training (160 ms a step against 6.4 ms at shapes already "
+        f"compiled: 0.61 s more) — {GENERAL_FIX}"
+    )
+    event = shapes.event(12.0, fix="pad idx")
+    assert event is not None and event.message.endswith(" — pad idx") and event.details["new_shape_steps"] == "4"
+    assert ShapeSteps().event(1.0) is None and ShapeSteps().line() == ""
