@@ -36,7 +36,9 @@ KERNEL, MEMCPY, MEMSET = "kernel", "gpu_memcpy", "gpu_memset"
 STAGE_PREFIX = "gpudash.stage."  # record_function names around each stage during a window
 STEP_MARKER = "gpudash.step"  # the record_function range around each step of a window (the host's enqueue)
 DEVICE_CATEGORIES = (KERNEL, MEMCPY, MEMSET)
-LAUNCH_NAMES = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cudaGraphLaunch")
+CUDA_CALLS = ("cuda_runtime", "cuda_driver")  # the host's CUDA calls: the runtime's and the driver's
+# the host's kernel launches: the runtime's (eager torch), and the driver's (a compiled model's Triton kernels)
+LAUNCH_NAMES = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx", "cudaGraphLaunch")
 # the runtime calls in which the host waits for the GPU (a sync: .item(), .cpu(), a blocking copy)
 WAIT_NAMES = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "cudaMemcpy")
 
@@ -242,12 +244,10 @@ def _host_wait_ms_per_step(events: Sequence[dict[str, Any]]) -> float | None:
     """The median over the steps of the host's time inside calls that wait for the GPU; None where
     the window recorded no CUDA call (gpudash's kernels-only window: not measured, not nought)."""
     marks = step_markers(events)
-    if not marks or not any(e.get("cat") == "cuda_runtime" for e in events):
+    if not marks or not any(e.get("cat") in CUDA_CALLS for e in events):
         return None
     waits = union(
-        event_interval(e)
-        for e in events
-        if e.get("cat") == "cuda_runtime" and e.get("name") in WAIT_NAMES and "dur" in e
+        event_interval(e) for e in events if e.get("cat") in CUDA_CALLS and e.get("name") in WAIT_NAMES and "dur" in e
     )
     return statistics.median(length(clip(waits, mark)) for mark in marks) / 1000.0
 
@@ -278,7 +278,7 @@ def _stage_kernels(events: Sequence[dict[str, Any]], kernels: Sequence[dict[str,
     launches = {
         e.get("args", {}).get("correlation"): float(e["ts"])
         for e in events
-        if e.get("cat") == "cuda_runtime" and e.get("name") in LAUNCH_NAMES
+        if e.get("cat") in CUDA_CALLS and e.get("name") in LAUNCH_NAMES
     }
     out: dict[str, list[Interval]] = {}
     for k in kernels:
@@ -298,7 +298,7 @@ def _launch_delay(events: Sequence[dict[str, Any]], kernels: Sequence[dict[str, 
     launches = {
         e.get("args", {}).get("correlation"): float(e["ts"])
         for e in events
-        if e.get("cat") == "cuda_runtime" and e.get("name") in LAUNCH_NAMES
+        if e.get("cat") in CUDA_CALLS and e.get("name") in LAUNCH_NAMES
     }
     first: dict[Any, float] = {}
     for k in kernels:

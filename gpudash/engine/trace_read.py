@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from gpudash.engine.trace_figures import DEVICE_CATEGORIES, LAUNCH_NAMES, STEP_MARKER, WAIT_NAMES
+from gpudash.engine.trace_figures import CUDA_CALLS, DEVICE_CATEGORIES, LAUNCH_NAMES, STEP_MARKER, WAIT_NAMES
 
 MAX_EVENTS = 200_000  # the events kept of one window (a few hundred bytes each)
 CHUNK = 1 << 20
@@ -45,7 +45,8 @@ def _kept(e: dict[str, Any], host_ops: bool = False) -> bool:
     cat = e.get("cat")
     if cat in DEVICE_CATEGORIES or cat == "user_annotation" or (host_ops and cat == "cpu_op"):
         return True
-    return cat == "cuda_runtime" and (e.get("name") in LAUNCH_NAMES or e.get("name") in WAIT_NAMES)
+    # the driver's calls too: a compiled model launches its Triton kernels with cuLaunchKernel(Ex)
+    return cat in CUDA_CALLS and (e.get("name") in LAUNCH_NAMES or e.get("name") in WAIT_NAMES)
 
 
 def _slim(e: dict[str, Any]) -> dict[str, Any]:
@@ -113,7 +114,7 @@ def read_bounded(path: str | Path, max_events: int = MAX_EVENTS) -> BoundedTrace
             if e.get("cat") == "user_annotation" and e.get("name") == STEP_MARKER and "ts" in e:
                 marks.append(float(e["ts"]))
         host_ops += e.get("cat") == "cpu_op"
-        device = device or e.get("cat") in DEVICE_CATEGORIES or e.get("cat") == "cuda_runtime"
+        device = device or e.get("cat") in DEVICE_CATEGORIES or e.get("cat") in CUDA_CALLS
     if not device:  # the CPU's: its host operators are what the figures read
         kept += host_ops
     marks.sort()
