@@ -154,3 +154,10 @@ def test_the_steps_at_a_new_shape_are_said_apart_with_their_cost_and_the_fix_for
         "mark dim 0 of x dynamic (torch._dynamo.mark_dynamic(x, 0) before the call, or "
         "torch.compile(..., dynamic=True)), or pad x to a few bucket lengths"
     ), line
+
+
+def test_run_json_and_report_hold_the_steps_at_a_new_shape(reported: Reported) -> None:
+    _, _, meta, report = reported
+    shapes = meta["new_shapes"]
+    assert isinstance(shapes, dict) and shapes["new_shape_steps"] == 1 and shapes["line"].startswith("1 step ran at")
+    assert f"Steps at a new shape, left out of the steps/s above: {shapes['line']}." in report

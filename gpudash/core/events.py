@@ -66,6 +66,9 @@ STEPS_COUNTED = "steps"  # the ``what`` of the event saying how a job's steps ar
 FLOPS = "flops"  # the ``what`` of the event saying what a model FLOPs count was, or why MFU is blank
 OUT_OF_MEMORY = "out_of_memory"  # the ``what`` of the error event explaining a job's death of an OOM error
 MEMORY = "memory"  # the ``what`` of the event saying what a job's memory holds by kind (``gpudash.job.memory``)
+SHAPES = (
+    "shapes"  # the ``what`` of the event saying a compiled job's steps at a new shape (``gpudash.job.shape_steps``)
+)
 # a "crashed" event's details[REFUSED] = "true": the first configuration was refused (a batch that
 # would not fit, a bad setting for this machine): a usage error of the run, not a failure of it
 REFUSED = "refused"

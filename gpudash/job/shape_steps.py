@@ -9,10 +9,9 @@ from dataclasses import dataclass
 
 from gpudash.core.compile_reasons import RANGE, SHAPE
 from gpudash.core.compile_table import CompileTable
-from gpudash.core.events import Event, EventKind
+from gpudash.core.events import SHAPES, Event, EventKind
 from gpudash.job.step_record import StepRecord
 
-SHAPES = "shapes"  # the ``what`` of the "measured" event with the tally
 GENERAL_FIX = (
     "mark the changing dim dynamic (torch._dynamo.mark_dynamic(x, dim), or torch.compile(..., dynamic=True)), "
     "or pad the inputs to a few bucket lengths"

@@ -24,6 +24,7 @@ from typing import Any, TextIO
 
 from gpudash.core import faults
 from gpudash.core.compile_table import CompileTable
+from gpudash.core.events import SHAPES
 from gpudash.core.lenient import float_or_none
 from gpudash.core.protocol import (
     GOODPUT,
@@ -180,7 +181,8 @@ class CsvRecorder:
             self.write_metadata()
 
     def _note_phases(self, e: Event) -> None:
-        """A job's wall time by phase and goodput (``phases``, ``goodput_pct``, ``wall_s``), each
+        """A job's wall time by phase and goodput (``phases``, ``goodput_pct``, ``wall_s``), its steps at
+        a new shape (``new_shapes``), each
         stall told (``stalls``: when, how long, where each thread waited), and the processes that
         stepped as one rank (``processes``, ``steps_combined``), into the JSON."""
         if e.kind == EventKind.STALLED:
@@ -192,6 +194,8 @@ class CsvRecorder:
             self.metadata["phases"] = {k: v for k, v in seconds.items() if v is not None}
             self.metadata["wall_s"] = _rounded(e.details.get("wall_s"))
             self.metadata["goodput_pct"] = _rounded(e.details.get("goodput_pct"))
+        elif e.what == SHAPES:  # a compiled job's steps at a new shape: out of its steady rate, their cost
+            self.metadata["new_shapes"] = {"line": e.message, **_counts(e.details)}
         elif e.what == MEMORY:  # a job's memory by kind: the latest (the end's, with its peak)
             self.metadata["memory"] = _counts(e.details)
         elif e.what == PROCESSES:  # several processes stepped as a rank: each one's steps, and how they add up

@@ -17,6 +17,9 @@ def section(meta: Mapping[str, Any]) -> list[str]:
     if not isinstance(table, dict) or not (table.get("functions") or table.get("graph_breaks")):
         return []
     lines = ["### Compiles", "", f"torch.compile: {_num(table.get('seconds'))} s compiling in all.", ""]
+    shapes = meta.get("new_shapes")
+    if isinstance(shapes, dict) and shapes.get("line"):  # kept out of the steady rate above, and what they cost
+        lines += [f"Steps at a new shape, left out of the steps/s above: {_text(shapes['line'])}.", ""]
     rows = [_function_row(f) for f in _dicts(table.get("functions"))]
     if rows:
         header = ["function", "line", "compiles", "seconds", "recompiled because — fix"]
