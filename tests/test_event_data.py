@@ -13,7 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpudash.core.protocol import DIAGNOSIS, Event, EventKind
+from gpudash.core.protocol import DIAGNOSIS, WORLD, Event, EventKind
+from gpudash.core.world_event import WorldFacts
 from gpudash.diagnosis.evidence import Evidence
 from gpudash.diagnosis.judge import Findings, Judgement, WorldView, judge
 from gpudash.diagnosis.verdict import Bound, Diagnosis
@@ -69,12 +70,24 @@ def judgements(draw: Any) -> Judgement:
     return judge(findings)  # the rules' verdict and remedies, whatever the figures
 
 
+worlds = st.builds(
+    WorldFacts,
+    text,
+    st.none() | st.floats(0.0, 4e9).map(lambda x: round(x, 3)),
+    text,
+    text,
+    st.lists(st.integers(0, 1023), max_size=8).map(tuple),
+    st.integers(0, 1024),
+    st.lists(st.tuples(st.integers(0, 1023), st.integers(0, 63)), max_size=8).map(tuple),
+)
+
+
 @st.composite
 def events(draw: Any) -> Event:
     kind = draw(st.sampled_from(list(EventKind)))
     details = draw(st.dictionaries(text.filter(lambda k: k != ""), text, max_size=6))
-    data = draw(st.none() | judgements()) if kind == EventKind.MEASURED else None
-    what = DIAGNOSIS if data is not None else draw(text)
+    data = draw(st.none() | judgements() | worlds) if kind == EventKind.MEASURED else None
+    what = DIAGNOSIS if isinstance(data, Judgement) else WORLD if data is not None else draw(text)
     return Event(
         round(draw(st.floats(0.0, 1e6)), 3),  # the CSV keeps a row's time to the millisecond
         kind,

@@ -19,7 +19,7 @@ import pytest
 
 from gpudash.cli.main import main
 from gpudash.core.protocol import WORLD, Event, EventKind, GpuReading, GpuSample, RankSample, RunConfig, Sample
-from gpudash.core.world_event import clock_zero, gpu_words, host_of, rank_gpus
+from gpudash.core.world_event import WorldFacts, facts_of
 from gpudash.job.step_record import StepRecord
 from gpudash.job.steps import LAG_S, JobSamples
 from gpudash.ranks.world import JobWorld
@@ -46,10 +46,12 @@ def test_the_world_event_names_the_run_its_node_and_its_clock_once_for_the_ranks
     before = time.time()
     e = world.event(5.0, 4)
     assert e is not None and e.what == WORLD and e.kind == EventKind.MEASURED
-    assert (e.before, e.after) == ("1", RUN_ID) and host_of(e.message) == "node-b"
-    assert "ranks 2, 3 of 4" in e.message
-    zero = clock_zero(e.message)
+    facts = facts_of(e)
+    assert e.data == facts and (e.before, e.after) == ("1", RUN_ID) and facts.host == "node-b"
+    assert "ranks 2, 3 of 4" in e.message and facts.ranks == (2, 3) and facts.world_size == 4
+    zero = facts.clock_unix
     assert zero is not None and abs(zero - (before - 5.0)) < 0.5  # the Unix time of the session's time 0
+    assert e.message == facts.message() and f"time 0 at unix {zero:.3f}" in e.message  # the words, from the data
     assert world.event(6.0, 4) is None  # told once ...
     world.hello(_hello(4, 1, host="node-b"))
     again = world.event(7.0, 4)
@@ -118,11 +120,10 @@ def _node_recording(
     rec = CsvRecorder(str(path), meta)
     details = {"workload": "train.py", "variant": "job", "batch_size": "32", "device": "cpu", "knobs": "none"}
     rec.on_message(Event(0.5, EventKind.STARTED, message="python train.py on cpu", details=details))
-    where = f"torchrun run {RUN_ID}: node {node} (host host{node}), ranks {', '.join(map(str, ranks))} of 4"
-    message = f"{where}; time 0 at unix {zero:.3f}"
-    if gpus:
-        message += "; " + gpu_words(dict(zip(ranks, gpus, strict=False)))
-    rec.on_message(Event(0.6, EventKind.MEASURED, what=WORLD, before=str(node), after=RUN_ID, message=message))
+    pairs = tuple(zip(ranks, gpus, strict=False))
+    facts = WorldFacts(RUN_ID, zero, str(node), f"host{node}", tuple(ranks), 4, pairs)
+    world = Event(0.6, EventKind.MEASURED, what=WORLD, before=str(node), after=RUN_ID, message=facts.message())
+    rec.on_message(dataclasses.replace(world, data=facts))
     for second in range(1, 21):
         t = float(second)
         if gpu_util:
@@ -221,7 +222,11 @@ def test_each_rank_gets_the_figures_of_its_own_gpu_on_its_own_node(tmp_path: Pat
         (3, 5, 42.0),
     ]
     assert "| 3 | 1 | host1 | " in "\n".join(markdown(w)) and "| 5 | 42 |" in "\n".join(markdown(w))
-    assert rank_gpus("…; time 0 at unix 1.000; GPUs by rank (NVML index) 2:4 3:5") == {2: 4, 3: 5}
+    older = (
+        "torchrun run r: node 1 (host host1), ranks 2, 3 of 4; time 0 at unix 1.000; GPUs by rank (NVML index) 2:4 3:5"
+    )
+    read = facts_of(Event(0.6, EventKind.MEASURED, what=WORLD, before="1", after="r", message=older))
+    assert (read.clock_unix, read.host, read.rank_gpus) == (1.0, "host1", ((2, 4), (3, 5)))  # before event_data
 
 
 def test_a_ranks_first_step_names_its_gpu_in_the_world_event() -> None:
@@ -234,7 +239,8 @@ def test_a_ranks_first_step_names_its_gpu_in_the_world_event() -> None:
     world.first({"k": "first", "rank": 1, "gpu_uuid": "GPU-bbb"})
     world.first({"k": "first", "rank": 0, "gpu_uuid": "GPU-aaa"})
     again = world.event(2.0, 2)  # told again: the ranks' GPUs are known now
-    assert again is not None and rank_gpus(again.message) == {0: 0, 1: 3} and world.event(3.0, 2) is None
+    assert again is not None and facts_of(again).rank_gpus == ((0, 0), (1, 3)) and world.event(3.0, 2) is None
+    assert "GPUs by rank (NVML index) 0:0 1:3" in again.message
 
 
 def test_recordings_of_different_runs_are_still_compared(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,39 +1,89 @@
-"""The words of a torchrun job's "world" event (``gpudash.ranks.world`` says it; ``gpudash report``
-and ``replay`` read it back to join the nodes' recordings): where its clock's zero falls in Unix
-time, which host it names, and each rank's GPU by NVML index. Ground floor: read by records and
-commands alike."""
+"""A torchrun job's "world" event as typed data (``WorldFacts``: its run, its node and host, the
+ranks seen here, where its clock's zero falls in Unix time, each rank's GPU by NVML index):
+``gpudash.ranks.world`` makes it and renders its message from it; ``gpudash report`` and ``replay``
+read it back (``facts_of``) to join the nodes' recordings. A recording from before events kept their
+data (no ``event_data`` column) is read from the message's words, the one place they are parsed.
+Ground floor: read by records and commands alike."""
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from gpudash.core.events import Event
 
 CLOCK_WORDS = "time 0 at unix"  # the world event's message says its clock's zero thus: "time 0 at unix 1764.5"
+GPU_WORDS = "GPUs by rank (NVML index)"  # and each rank's GPU thus: "GPUs by rank (NVML index) 0:0 1:1"
 _CLOCK = re.compile(re.escape(CLOCK_WORDS) + r" (\d+(?:\.\d+)?)")
 _HOST = re.compile(r"\(host ([^)]*)\)")
-RANK_GPUS = "rank_gpus"  # its details' key, and its message's words: "GPUs by rank (NVML index) 0:0 1:1"
-GPU_WORDS = "GPUs by rank (NVML index)"
 _GPUS = re.compile(re.escape(GPU_WORDS) + r"((?: \d+:\d+)+)")
 
 
-def clock_zero(message: str) -> float | None:
-    """The Unix time of a world event's time 0, from its message; None where it gives none."""
-    m = _CLOCK.search(message)
-    return float(m.group(1)) if m else None
+@dataclass(frozen=True)
+class WorldFacts:
+    """Which part of a torchrun run a recording saw, and how its clock lines up with the others'."""
+
+    KIND: ClassVar[str] = "world"
+
+    run_id: str
+    clock_unix: float | None  # the Unix time of the recording's time 0 (None: an old message said none)
+    node: str = ""
+    host: str = ""
+    ranks: tuple[int, ...] = ()
+    world_size: int = 0
+    rank_gpus: tuple[tuple[int, int], ...] = ()  # (rank, NVML index), where known
+
+    def message(self) -> str:
+        """ "torchrun run R: node 1 (host b), ranks 2, 3 of 4; time 0 at unix 1764.5; GPUs by rank …"."""
+        where = f"node {self.node or '?'}" + (f" (host {self.host})" if self.host else "")
+        ranks = ", ".join(str(r) for r in self.ranks)
+        clock = "?" if self.clock_unix is None else f"{self.clock_unix:.3f}"
+        said = f"torchrun run {self.run_id}: {where}, ranks {ranks} of {self.world_size}; {CLOCK_WORDS} {clock}"
+        return f"{said}; {gpu_words(dict(self.rank_gpus))}" if self.rank_gpus else said
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "clock_unix": self.clock_unix,
+            "node": self.node,
+            "host": self.host,
+            "ranks": list(self.ranks),
+            "world_size": self.world_size,
+            "rank_gpus": [list(pair) for pair in self.rank_gpus],
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> WorldFacts:
+        clock = d.get("clock_unix")
+        return cls(
+            run_id=str(d["run_id"]),
+            clock_unix=None if clock is None else float(clock),
+            node=str(d.get("node", "")),
+            host=str(d.get("host", "")),
+            ranks=tuple(int(r) for r in d.get("ranks", ())),
+            world_size=int(d.get("world_size", 0)),
+            rank_gpus=tuple((int(r), int(i)) for r, i in d.get("rank_gpus", ())),
+        )
 
 
-def host_of(message: str) -> str:
-    """The host a world event's message names ("" where none)."""
-    m = _HOST.search(message)
-    return m.group(1) if m else ""
+def facts_of(event: Event) -> WorldFacts:
+    """A world event's facts: its data, or, from a recording made before events kept it, its words."""
+    if isinstance(event.data, WorldFacts):
+        return event.data
+    m = _CLOCK.search(event.message)
+    host = _HOST.search(event.message)
+    gpus = _GPUS.search(event.message)
+    pairs = (item.split(":") for item in gpus.group(1).split()) if gpus else ()
+    return WorldFacts(
+        run_id=event.after,
+        clock_unix=float(m.group(1)) if m else None,
+        node=event.before,
+        host=host.group(1) if host else "",
+        rank_gpus=tuple(sorted((int(r), int(i)) for r, i in pairs)),
+    )
 
 
 def gpu_words(gpus: dict[int, int]) -> str:
     """The message's words for each rank's GPU ("GPUs by rank (NVML index) 0:0 1:1"; "" for none)."""
     return f"{GPU_WORDS} " + " ".join(f"{r}:{i}" for r, i in sorted(gpus.items())) if gpus else ""
-
-
-def rank_gpus(message: str) -> dict[int, int]:
-    """Each rank's GPU (NVML index) that a world event's message names ({} where none)."""
-    m = _GPUS.search(message)
-    pairs = (item.split(":") for item in m.group(1).split()) if m else ()
-    return {int(r): int(i) for r, i in pairs}

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 from gpudash.core.lenient import int_or_none
 from gpudash.core.protocol import WORLD, Event, EventKind, Message, RankSample
 from gpudash.core.textfmt import strip_controls
-from gpudash.core.world_event import CLOCK_WORDS, RANK_GPUS, gpu_words
+from gpudash.core.world_event import WorldFacts
 from gpudash.ranks.watch import StragglerWatch
 
 
@@ -91,18 +91,23 @@ class JobWorld:
             return None  # (told again when a rank's GPU becomes known)
         self._told = told
         first = self.places[min(here)]
-        node = "" if first.node is None else str(first.node)
-        zero = time.time() - (time.monotonic() - self.t0)
-        ranks = ", ".join(str(r) for r in sorted(here))
-        where = f"node {node or '?'}" + (f" (host {first.host})" if first.host else "")
-        message = f"torchrun run {first.run_id}: {where}, ranks {ranks} of {world_size}; {CLOCK_WORDS} {zero:.3f}"
-        details = {"run_id": first.run_id, "node": node, "host": first.host, "ranks": ranks}
-        details.update(world_size=str(world_size), clock_unix=f"{zero:.3f}")
-        if gpus := gpu_words({r: i for r, i in self.gpus.items() if r in here}):
-            message += f"; {gpus}"
-            details[RANK_GPUS] = gpus
+        facts = WorldFacts(
+            run_id=first.run_id,
+            clock_unix=round(time.time() - (time.monotonic() - self.t0), 3),
+            node="" if first.node is None else str(first.node),
+            host=first.host,
+            ranks=tuple(sorted(here)),
+            world_size=world_size,
+            rank_gpus=tuple(sorted((r, i) for r, i in self.gpus.items() if r in here)),
+        )
         return Event(
-            time_s, EventKind.MEASURED, what=WORLD, before=node, after=first.run_id, message=message, details=details
+            time_s,
+            EventKind.MEASURED,
+            what=WORLD,
+            before=facts.node,
+            after=facts.run_id,
+            message=facts.message(),
+            data=facts,
         )
 
     def closed(self, samples: ClosedWindows, time_s: float) -> list[Message]:

@@ -9,11 +9,13 @@ from collections.abc import Callable
 from typing import Any
 
 from gpudash.core.events import Event, Payload
+from gpudash.core.world_event import WorldFacts
 from gpudash.diagnosis.judge import Findings, Judgement
 
 PAYLOADS: dict[str, Callable[[dict[str, Any]], Payload]] = {
     Findings.KIND: Findings.from_dict,
     Judgement.KIND: Judgement.from_dict,
+    WorldFacts.KIND: WorldFacts.from_dict,
 }
 
 

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from gpudash.core.protocol import WORLD, Event, EventKind, RankSample
 from gpudash.core.textfmt import strip_controls
-from gpudash.core.world_event import clock_zero
+from gpudash.core.world_event import facts_of
 from gpudash.recording.csvread import open_csv
 from gpudash.recording.replay import NotARecording, RecordingReader
 
@@ -37,7 +37,7 @@ def _world(path: str, ranks: list[RankSample] | None) -> Event:
                     ranks.append(m)
             if reader.records.at_end or (found is not None and ranks is None):
                 break
-    if found is None or clock_zero(found.message) is None:
+    if found is None or facts_of(found).clock_unix is None:
         raise NotARecording(f"{name} names no torchrun run (no world event): it cannot be joined as a node")
     return found
 
@@ -48,7 +48,7 @@ def joined_ranks(main: str, nodes: Sequence[str]) -> list[RankSample]:
     if not nodes:
         return []
     first = _world(main, None)
-    zero = clock_zero(first.message) or 0.0
+    zero = facts_of(first).clock_unix or 0.0
     out: list[RankSample] = []
     for path in nodes:
         ranks: list[RankSample] = []
@@ -58,6 +58,6 @@ def joined_ranks(main: str, nodes: Sequence[str]) -> list[RankSample]:
                 f"{strip_controls(path)} is of run {strip_controls(other.after)}, not {strip_controls(first.after)}: "
                 "only the nodes of one run are joined"
             )
-        shift = (clock_zero(other.message) or 0.0) - zero
+        shift = (facts_of(other).clock_unix or 0.0) - zero
         out += [dataclasses.replace(r, time_s=r.time_s + shift) for r in ranks if r.time_s + shift >= 0]
     return sorted(out, key=lambda r: r.time_s)

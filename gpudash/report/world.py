@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from gpudash.core.protocol import RankSample
 from gpudash.core.textfmt import fmt_num, strip_controls
-from gpudash.core.world_event import clock_zero, host_of, rank_gpus
+from gpudash.core.world_event import facts_of
 from gpudash.ranks.own_work import RankWork, StragglerVerdict, judge, rank_work
 from gpudash.report.load import Run
 
@@ -142,18 +142,19 @@ def join(runs: Sequence[Run]) -> list[World]:
 
 
 def _world(key: str, runs: list[Run]) -> World:
-    zeros = [clock_zero(r.world.message) if r.world is not None else None for r in runs]
+    facts = [facts_of(r.world) if r.world is not None else None for r in runs]
+    zeros = [f.clock_unix if f is not None else None for f in facts]
     known = [z for z in zeros if z is not None]
     first = min(known, default=0.0)
     nodes = tuple(
         NodeFile(
             _node_of(r),
-            host_of(r.world.message) if r.world else "",
+            f.host if f is not None else "",
             r.name,
             (z - first) if z is not None else 0.0,
-            tuple(sorted(rank_gpus(r.world.message).items())) if r.world else (),
+            f.rank_gpus if f is not None else (),
         )
-        for r, z in zip(runs, zeros, strict=True)
+        for r, f, z in zip(runs, facts, zeros, strict=True)
     )
     placed: dict[int, tuple[NodeFile, list[RankSample]]] = {}
     util: dict[int, list[tuple[float, float]]] = {}  # each rank's GPU's readings, on the world's clock
