@@ -17,7 +17,6 @@ account (the ``GOODPUT`` event).
 
 from __future__ import annotations
 
-import re
 from collections import deque
 from dataclasses import dataclass
 
@@ -34,7 +33,6 @@ from gpudash.core.protocol import (
 )
 
 MAX_SPANS = 10_000  # ended spans kept (the oldest go first): hours of an evaluation a minute
-_GOODPUT_PCT = re.compile(r"goodput ([0-9.]+)%")  # the GOODPUT event's message, where details are gone
 
 
 @dataclass(frozen=True)
@@ -130,7 +128,7 @@ class PhaseTimeline:
         """Training's share of the wall time up to ``now_s``; the job's own figure once it has
         ended; None for a run without training seconds."""
         if self.goodput is not None:
-            said = self.goodput.details.get("goodput_pct") or _said_pct(self.goodput.message)
+            said = self.goodput.details.get("goodput_pct")  # (a recording keeps an event's details whole)
             if said:
                 return float(said)
         if not self.timed or now_s <= 0:
@@ -194,8 +192,3 @@ class _Buckets:
 def _most(weights: dict[str, float]) -> str | None:
     best = max(weights, key=lambda p: weights[p], default=None)
     return best if best is not None and weights[best] > 0 else None
-
-
-def _said_pct(message: str) -> str | None:
-    m = _GOODPUT_PCT.search(message)
-    return m.group(1) if m else None

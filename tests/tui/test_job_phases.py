@@ -100,7 +100,13 @@ async def test_a_job_s_phases_in_its_header_and_strip_and_a_stall_told_and_repor
         assert message(app) == "steps resumed after a 37 s stall" and "training 1 s" in header(app)
         # the job's end: its own goodput
         src.push(
-            Event(62.0, EventKind.MEASURED, what=GOODPUT, message="goodput 40.3% of 62.0 s: …"),
+            Event(
+                62.0,
+                EventKind.MEASURED,
+                what=GOODPUT,
+                message="goodput 40.3% of 62.0 s: …",
+                details={"goodput_pct": "40.3"},
+            ),
             Event(62.0, EventKind.STOPPED, message="the job exited with code 0"),
         )
         app.refresh_now()
