@@ -97,7 +97,9 @@ def window_figures(records: list[StepRecord]) -> WindowFigures:
     weighs in the statistics are the mean of theirs."""
     ms = sorted(r.ms for r in records if r.ms is not None and not r.profiled)
     syncs = [r.syncs for r in records if r.syncs is not None]
-    timed = [r for r in records if r.train_s is not None and not r.new_shape]  # steady: new shapes said apart
+    timed = [r for r in records if r.train_s is not None]
+    steady = [r for r in timed if not r.new_shape]  # a compiled job's steps at a new shape: said apart ...
+    timed = steady or timed  # ... unless every step of the window was at one (its shapes never repeat)
     by_pid: dict[int, list[float]] = {}
     for r in timed:
         by_pid.setdefault(r.pid, []).append(r.train_s or 0.0)
