@@ -3,8 +3,12 @@ their count, seconds, share of the training and cost over the steady pace (``gpu
 
 from __future__ import annotations
 
-import pytest
+from typing import Any
 
+import pytest
+import torch
+
+from gpudash.boot.gpudash_boot.compiled_flops import CompiledForwards, uses_cuda_graphs
 from gpudash.job.shape_steps import GENERAL_FIX, ShapeSteps
 from gpudash.job.step_record import StepRecord
 from gpudash.job.steps import window_figures
@@ -46,3 +50,29 @@ def test_the_steps_at_a_new_shape_are_tallied_with_their_cost_and_the_fix() -> N
     event = shapes.event(12.0, fix="pad idx")
     assert event is not None and event.message.endswith(" — pad idx") and event.details["new_shape_steps"] == "4"
     assert ShapeSteps().event(1.0) is None and ShapeSteps().line() == ""
+
+
+@pytest.mark.slow  # dynamo's import and two compiles: about 6 s
+def test_a_compiled_modules_training_forward_at_a_new_shape_marks_its_step() -> None:
+    """The hooks' watch of a compiled module (``compiled_flops``): a training forward at a shape not
+    run at before marks the step (2 where the module runs as CUDA graphs: recorded again); a
+    forward at a shape seen before, an evaluation's or one without grad marks nothing."""
+    forwards = CompiledForwards(torch)
+    plain: Any = torch.compile(torch.nn.Linear(4, 2), backend="eager")
+    graphed: Any = torch.compile(torch.nn.Linear(4, 2), backend="eager")
+    forwards.watch(plain, None, {})
+    forwards.watch(graphed, None, {"mode": "reduce-overhead"})
+    marks = []
+    for batch in (8, 8, 16):
+        plain(torch.randn(batch, 4))
+        marks.append(forwards.stepped())
+    graphed(torch.randn(8, 4))
+    marks.append(forwards.stepped())
+    graphed.eval()
+    graphed(torch.randn(32, 4))  # an evaluation's forward: not a training step's shape
+    with torch.no_grad():
+        plain(torch.randn(64, 4))
+    marks.append(forwards.stepped())
+    assert marks == [1, 0, 1, 2, 0]
+    assert uses_cuda_graphs({"mode": "max-autotune"}) and uses_cuda_graphs({"options": {"triton.cudagraphs": True}})
+    assert not uses_cuda_graphs({"mode": "default"}) and not uses_cuda_graphs({})

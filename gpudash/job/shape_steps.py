@@ -26,6 +26,7 @@ class ShapeSteps:
     seconds: float = 0.0
     steady_steps: int = 0
     steady_s: float = 0.0
+    graphs_again: int = 0  # of the steps at a new shape, those that recorded their CUDA graphs again
 
     def add(self, record: StepRecord) -> None:
         if record.train_s is None or record.profiled:
@@ -33,6 +34,7 @@ class ShapeSteps:
         if record.new_shape:
             self.steps += 1
             self.seconds += record.train_s
+            self.graphs_again += record.graphs_again
         else:
             self.steady_steps += 1
             self.steady_s += record.train_s
@@ -50,6 +52,8 @@ class ShapeSteps:
             extra = self.seconds - self.steps * steady
             said += f" ({1e3 * self.seconds / self.steps:.3g} ms a step against {1e3 * steady:.3g} ms at shapes"
             said += f" already compiled: {extra:.2g} s more)" if extra > 0 else " already compiled: no more)"
+        if self.graphs_again:
+            said += f"; {self.graphs_again} of them recorded the module's CUDA graphs again"
         return f"{said} — {fix or GENERAL_FIX}"
 
     def event(self, time_s: float, fix: str = "") -> Event | None:
@@ -61,6 +65,7 @@ class ShapeSteps:
             "new_shape_s": f"{self.seconds:.4g}",
             "steady_steps": str(self.steady_steps),
             "steady_s": f"{self.steady_s:.4g}",
+            "graphs_again_steps": str(self.graphs_again),
         }
         return Event(time_s, EventKind.MEASURED, what=SHAPES, message=self.line(fix), details=details)
 

@@ -17,8 +17,8 @@ not timed — they are, over a step at most every 0.1 s), which a rank's step le
 ``batch_bytes`` the bytes of its batches' tensors (what workers hand over; 0 from older hooks);
 ``phase_s`` the seconds since the step before that were the job's evaluation, checkpoint, compile or
 other (gpudash's profiling left out; 0 from older hooks); ``new_shape`` 1 where a compiled module's
-training forward ran at a shape it had not run at before (a recompile, new kernels, a CUDA graph
-recorded again; 0 from older hooks).
+training forward ran at a shape it had not run at before (a recompile, new kernels), 2 where that
+module runs as CUDA graphs and recorded them again (0 from older hooks).
 """
 
 from __future__ import annotations
@@ -69,7 +69,8 @@ class StepRecord:
     comm_ms: float | None = None  # the longest collective since the step before (None: none run)
     batch_bytes: int = 0  # the bytes of its batches' tensors (0: none, or older hooks)
     phase_s: float = 0.0  # of the time since the step before, the job's phases' (an evaluation, a checkpoint, …)
-    new_shape: bool = False  # a compiled module's training forward ran at a shape not seen before in it
+    new_shape: bool = False  # a compiled module's training forward ran at a shape not seen before in it ...
+    graphs_again: bool = False  # ... and, compiled to run as CUDA graphs, recorded them again
 
     @property
     def after_phase(self) -> bool:
@@ -107,6 +108,7 @@ class StepRecord:
                 int(raw[BATCH_BYTES] or 0) if len(raw) > BATCH_BYTES else 0,
                 (_seconds(raw[PHASE_S]) or 0.0) if len(raw) > PHASE_S else 0.0,
                 bool(raw[NEW_SHAPE]) if len(raw) > NEW_SHAPE else False,
+                raw[NEW_SHAPE] == 2 if len(raw) > NEW_SHAPE else False,
             )
         except (TypeError, ValueError, IndexError, OverflowError):
             return None

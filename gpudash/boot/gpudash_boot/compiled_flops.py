@@ -12,7 +12,8 @@ FLOPs are the sum over its calls. A shape seen before is not counted again.
 
 The same hook tells where a step ran at a new shape (``stepped``): a training forward of a compiled
 module whose tensors' shapes it had not run at before — a recompile, new kernels, a CUDA graph
-recorded again. gpudash keeps such steps out of the steady rate and says what they cost.
+recorded again (a module compiled to run as CUDA graphs, ``mode="reduce-overhead"``, records its
+graphs again at each). gpudash keeps such steps out of the steady rate and says what they cost.
 
 The count is bounded as the eager one is (its ``deadline``); it is gpudash's own time between two
 steps (the hooks mark it so), and a failure (a forward that reads a value off a tensor cannot run
@@ -46,13 +47,17 @@ class CompiledForwards:
         self.calls: list[tuple[Any, tuple[Any, ...], dict[str, Any], tuple[str, bool, Any]]] = []
         self.cache: dict[tuple[Any, ...], Any] = {}  # a call's signature -> its StepFlops
         self.shapes: set[tuple[Any, ...]] = set()  # every (module, signature) a training forward has run at
-        self.new_shape = False  # a training forward of the step under way ran at a shape not seen before
+        self.graphed: set[int] = set()  # the compiled modules that run as CUDA graphs (their ids)
+        self.new_shape = 0  # the step under way: 1 a training forward at a shape not seen before, 2 with CUDA graphs
 
-    def watch(self, compiled: Any, target: Any) -> None:
-        """``torch.compile(target)`` returned ``compiled``: a module's compiled wrapper is watched."""
+    def watch(self, compiled: Any, target: Any, options: dict[str, Any] | None = None) -> None:
+        """``torch.compile(target, **options)`` returned ``compiled``: a module's compiled wrapper is
+        watched (as run as CUDA graphs where its mode or options say so)."""
         module = self.torch.nn.Module
         if isinstance(compiled, module) and isinstance(getattr(compiled, "_orig_mod", None), module):
             self.modules.add(compiled)
+            if uses_cuda_graphs(options or {}):
+                self.graphed.add(id(compiled))
             compiled.register_forward_pre_hook(self._called, with_kwargs=True)
         elif isinstance(getattr(target, "__self__", None), module):
             self.unwatched = "the job compiled a module in place (Module.compile): its calls are not watched"
@@ -66,7 +71,7 @@ class CompiledForwards:
         shape = (id(module), _signature(args, kwargs))
         if shape not in self.shapes:  # a new shape: a recompile, new kernels, a CUDA graph recorded again
             self.shapes.add(shape)
-            self.new_shape = True
+            self.new_shape = max(self.new_shape, 2 if id(module) in self.graphed else 1)
         if not self.recording:
             return None
         if len(self.calls) <= MAX_CALLS:
@@ -75,9 +80,10 @@ class CompiledForwards:
             self.calls.append((module, args, dict(kwargs), autocast))
         return None
 
-    def stepped(self) -> bool:
-        """At a step's end: whether a compiled module's training forward ran at a new shape in it."""
-        new, self.new_shape = self.new_shape, False
+    def stepped(self) -> int:
+        """At a step's end: whether a compiled module's training forward ran at a new shape in it (1),
+        recording its CUDA graphs again (2), or not (0)."""
+        new, self.new_shape = self.new_shape, 0
         return new
 
     def count(self, deadline: float | None) -> tuple[StepFlops | None, str]:
@@ -127,6 +133,15 @@ class CompiledForwards:
         if counter.errors:
             raise RuntimeError(f"torch could not count an operator's FLOPs ({counter.errors[0]})")
         return counted
+
+
+def uses_cuda_graphs(options: dict[str, Any]) -> bool:
+    """``torch.compile``'s keyword arguments run the compiled code as CUDA graphs: mode
+    "reduce-overhead" or "max-autotune", or inductor's ``triton.cudagraphs`` option."""
+    extra = options.get("options")
+    return options.get("mode") in ("reduce-overhead", "max-autotune") or (
+        isinstance(extra, dict) and bool(extra.get("triton.cudagraphs"))
+    )
 
 
 def _tensors(*values: Any) -> list[Any]:

@@ -307,7 +307,7 @@ class Hooks:
         # in wire.RECORD_FIELDS' order: its time (MS) is known later; the Dataset's and collation's part of
         # the wait; the time a collective was outstanding (None: none ever)
         record = [self.steps, now, None, samples, tokens, waited, count, 0, train_s, dataset_s, collate_s]
-        record += [self.comm.at_step(), nbytes, self.phases.phase_s, int(self.flops.forwards.stepped())]
+        record += [self.comm.at_step(), nbytes, self.phases.phase_s, self.flops.forwards.stepped()]
         if self.window.running or self.slowed or self.memory.capturing:
             record[wire.PROFILED] = 1  # under the profiler (or after its end), or saved tensors counted: gpudash's too
         self.slowed = False

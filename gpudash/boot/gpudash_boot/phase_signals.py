@@ -173,10 +173,12 @@ def torch_internal(inside_torch: str) -> bool:
     return frame is not None and frame.f_code.co_filename.startswith(inside_torch)
 
 
-def note_compile(torch: Any, note: Callable[[], None], then: Callable[[Any, Any], None] | None = None) -> Any:
+def note_compile(
+    torch: Any, note: Callable[[], None], then: Callable[[Any, Any, dict[str, Any]], None] | None = None
+) -> Any:
     """Wrap ``torch.compile`` (``nn.Module.compile`` calls it too) so that ``note()`` runs first at
-    each call: the job compiles; and ``then(compiled, target)`` after it (its failure unsaid). The
-    original, to put back (None: this torch has none)."""
+    each call: the job compiles; and ``then(compiled, target, its keyword arguments)`` after it (its
+    failure unsaid). The original, to put back (None: this torch has none)."""
     original = getattr(torch, "compile", None)
     if original is None:
         return None
@@ -187,7 +189,7 @@ def note_compile(torch: Any, note: Callable[[], None], then: Callable[[Any, Any]
         compiled = original(*args, **kwargs)
         if then is not None:
             try:
-                then(compiled, args[0] if args else kwargs.get("model"))
+                then(compiled, args[0] if args else kwargs.get("model"), kwargs)
             except Exception:  # noqa: BLE001, S110 - the job's compile must not fail for gpudash
                 pass
         return compiled

@@ -63,7 +63,7 @@ RECORD_FIELDS = (
     "comm_ms",  # the longest collective since the step before, from its arrival (None: none run, or not timed)
     "batch_bytes",  # the bytes of the batches' tensors since the last step
     "phase_s",  # of the time since the last step, the job's evaluation, checkpoint, compile or other (not gpudash's)
-    "new_shape",  # 1: a compiled module's training forward ran at a shape not seen before in this step
+    "new_shape",  # a compiled module's training forward at a shape not seen before in this step: 1; 2 with CUDA graphs
 )
 (
     STEP,
