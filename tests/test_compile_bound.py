@@ -16,7 +16,7 @@ from gpudash.diagnosis.compile_bound import compile_bound, limit_note
 from gpudash.diagnosis.evidence import Evidence
 from gpudash.diagnosis.judge import judged
 from gpudash.diagnosis.verdict import Bound
-from gpudash.job.diagnosis import VerdictContext, verdict_event
+from gpudash.job.diagnosis_window import VerdictContext, verdict_event
 from tests.helpers import verdict_of
 
 TRAIN = "/home/me/train.py"

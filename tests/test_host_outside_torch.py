@@ -25,7 +25,7 @@ from gpudash.engine.host_gaps import host_gaps_ms_per_step
 from gpudash.engine.trace_evidence import with_trace
 from gpudash.engine.trace_figures import figures
 from gpudash.engine.trace_read import read_bounded
-from gpudash.job.diagnosis import VerdictContext, verdict_event
+from gpudash.job.diagnosis_window import VerdictContext, verdict_event
 from gpudash.job.run import diagnosis_head
 from tests.helpers import measured_evidence, verdict_of
 

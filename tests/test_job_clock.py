@@ -418,7 +418,7 @@ def test_a_second_training_in_a_row_is_not_taken_for_repeated_steps(tmp_path: Pa
 def test_two_trainings_in_a_row_add_up_and_say_so(tmp_path: Path) -> None:
     """Issue 54, item 9: a shell script's second training goes on from the first's count (the sum),
     so ``--steps`` and the recording count both; how they were combined is said."""
-    from gpudash.job.intake import IN_SEQUENCE
+    from gpudash.job.step_intake import IN_SEQUENCE
 
     session = _session(tmp_path)
     try:
@@ -442,7 +442,7 @@ def test_two_trainings_in_a_row_add_up_and_say_so(tmp_path: Path) -> None:
 def test_processes_stepping_at_once_as_one_rank_count_in_all_and_each_apart(tmp_path: Path) -> None:
     """Hogwild: two processes step the shared model at 10 steps/s each; the run steps 20 a second,
     its steps are both's, and each process's steps are kept apart."""
-    from gpudash.job.intake import AT_ONCE
+    from gpudash.job.step_intake import AT_ONCE
 
     session = _session(tmp_path)
     try:

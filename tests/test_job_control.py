@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from gpudash.job.stops import JobStops
+from gpudash.job.suspended import JobStops
 from tests.helpers import once_per_session
 from tests.test_job import JOBS
 

@@ -35,8 +35,8 @@ from gpudash.core.protocol import (
     EventKind,
     ExitCode,
 )
-from gpudash.job.phases import JobPhases
 from gpudash.job.stalls import Stall, report, stall_after_s
+from gpudash.job.wall_time import JobPhases
 from tests import printed
 from tests.helpers import once_per_session
 from tests.test_job import JOBS, TIMEOUT_S, gpudash, job_line

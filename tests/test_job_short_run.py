@@ -18,7 +18,7 @@ import pytest
 
 from gpudash.cli.main import main
 from gpudash.diagnosis.evidence import Evidence
-from gpudash.job.diagnosis import SETTLE_STEPS, ran_evidence
+from gpudash.job.diagnosis_window import SETTLE_STEPS, ran_evidence
 from gpudash.job.step_record import StepRecord
 from gpudash.recording.replay import ReplaySource, read_all
 from gpudash.stats.segments import JOB_WARMUP_STEPS

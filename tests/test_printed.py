@@ -288,7 +288,7 @@ def test_the_straggler_verdicts_read_by_the_rank_they_name() -> None:
 
 
 def test_a_goodput_account_reads_by_its_phases() -> None:
-    from gpudash.job.phases import phases_line
+    from gpudash.job.wall_time import phases_line
 
     line = phases_line({"training": 36.2, "evaluation": 9.8, "checkpoint": 0.01, "startup": 6.0}, 58.3, 62.1)
     assert printed.goodput(f"gpudash: [  58.3s] measured: {line}") == printed.Goodput(

@@ -14,7 +14,7 @@ from gpudash.diagnosis.parts import HOST, INPUT, SYNCS, Parts
 from gpudash.diagnosis.remedies import answer, remedies
 from gpudash.diagnosis.rules import diagnose
 from gpudash.diagnosis.verdict import Bound
-from gpudash.job.diagnosis import untraced_evidence
+from gpudash.job.diagnosis_window import untraced_evidence
 from gpudash.job.step_record import StepRecord
 
 

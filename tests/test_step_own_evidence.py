@@ -13,7 +13,7 @@ import pytest
 from gpudash.boot.gpudash_boot.sync_sites import StepSites
 from gpudash.boot.gpudash_boot.sync_table import Site
 from gpudash.boot.gpudash_boot.wire import PHASE_S, RECORD_FIELDS
-from gpudash.job.diagnosis import MAX_RETAKES, SETTLE_STEPS, JobDiagnosis, ran_evidence
+from gpudash.job.diagnosis_window import MAX_RETAKES, SETTLE_STEPS, JobDiagnosis, ran_evidence
 from gpudash.job.step_record import StepRecord
 from tests.test_job import JOBS, gpudash, job_line
 

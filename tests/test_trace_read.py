@@ -168,7 +168,7 @@ def test_a_diagnosis_whose_window_cannot_be_read_still_gives_the_untraced_steps_
     diagnosis took a window there)."""
     from gpudash.core.protocol import DIAGNOSIS, Event, EventKind, RunConfig
     from gpudash.diagnosis.evidence import Evidence
-    from gpudash.job.diagnosis import JobDiagnosis
+    from gpudash.job.diagnosis_window import JobDiagnosis
     from gpudash.job.session import JobSession
     from gpudash.job.traces import TraceRead
 

@@ -21,7 +21,7 @@ from gpudash.diagnosis.verdict import OUTSIDE_TORCH, Bound
 from gpudash.engine.comm_split import RankComm
 from gpudash.engine.trace_evidence import with_comm
 from gpudash.engine.trace_read import read_bounded
-from gpudash.job.diagnosis import JobDiagnosis, VerdictContext, verdict_event
+from gpudash.job.diagnosis_window import JobDiagnosis, VerdictContext, verdict_event
 from gpudash.job.step_record import StepRecord
 from gpudash.ranks.own_work import RankWork, judge
 from gpudash.stats.comparison import Comparison, Verdict

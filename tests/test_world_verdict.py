@@ -13,7 +13,7 @@ from gpudash.core.protocol import DIAGNOSIS, Event, EventKind
 from gpudash.core.textfmt import plain
 from gpudash.diagnosis.evidence import Evidence
 from gpudash.diagnosis.judge import Findings, WorldView, judge, judged
-from gpudash.job.diagnosis import JobDiagnosis, VerdictContext, verdict_event, world_view
+from gpudash.job.diagnosis_window import JobDiagnosis, VerdictContext, verdict_event, world_view
 from gpudash.job.step_record import StepRecord
 from gpudash.ranks.own_work import RankWork
 from gpudash.ranks.own_work import judge as straggler_of

@@ -27,11 +27,11 @@ from gpudash.core.protocol import (
     EventKind,
 )
 from gpudash.job.channel import HostChannel
-from gpudash.job.phases import SPAN_KINDS, JobPhases
 from gpudash.job.stall_probe import GAP_S, look_at_cpus, working
 from gpudash.job.stalls import AGAIN_S, STALL_MIN_S, Stall, report, stall_after_s
 from gpudash.job.step_record import StepRecord
 from gpudash.job.steps import JobSamples
+from gpudash.job.wall_time import SPAN_KINDS, JobPhases
 
 Targets = Callable[[], list[tuple[int, str, str]]]  # each rank's (pid, "rank N", its socket)
 MAX_SECONDS = 1e12  # a time or a span a job's message says, at the most (a larger one is none)
@@ -83,7 +83,7 @@ class PhaseWatch:
         return record
 
     def suspended(self, now: float, message: str) -> None:
-        """The job stopped (``gpudash.job.stops``): its time is not training, nor a stall."""
+        """The job stopped (``gpudash.job.suspended``): its time is not training, nor a stall."""
         self.phases.begin(SUSPENDED, now)
         self._event(SUSPENDED, None, message)
 

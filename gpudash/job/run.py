@@ -25,7 +25,7 @@ from gpudash.diagnosis.verdict import Diagnosis
 from gpudash.job.command import display
 from gpudash.job.session import JobSession
 from gpudash.job.started import MARK_STEPS, NO_STEP
-from gpudash.job.stops import JobControlSignals
+from gpudash.job.suspended import JobControlSignals
 from gpudash.recording.headless import HeadlessRecording, new_recording
 from gpudash.recording.interrupt import Interrupted
 

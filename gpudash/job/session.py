@@ -42,8 +42,7 @@ from gpudash.host.noise import NoiseProbe
 from gpudash.host.nvml import NvmlSampler
 from gpudash.job import command as job_command
 from gpudash.job.channel import HostChannel
-from gpudash.job.ending import plan, wait_for_exit
-from gpudash.job.intake import StepIntake
+from gpudash.job.end_at_step import plan, wait_for_exit
 from gpudash.job.launch import STOP_GRACE_S, JobProcess, job_env
 from gpudash.job.memory import JobMemory
 from gpudash.job.memory_history import JobMemoryPeaks
@@ -54,8 +53,9 @@ from gpudash.job.session_intake import SessionIntake
 from gpudash.job.session_parts import SessionOut, SessionParts
 from gpudash.job.session_windows import SessionWindows
 from gpudash.job.started import quiet_note, started_details
+from gpudash.job.step_intake import StepIntake
 from gpudash.job.steps import JobSamples
-from gpudash.job.stops import JobStops
+from gpudash.job.suspended import JobStops
 from gpudash.job.traces import JobTraces
 from gpudash.ranks.table import RankTable
 from gpudash.ranks.world import JobWorld
@@ -246,7 +246,7 @@ class JobSession:
         self._nvml_started = False
 
     def _quiet_end(self) -> int | None:
-        """Every rank asked to end after the same step (``gpudash.job.ending``); the job's exit
+        """Every rank asked to end after the same step (``gpudash.job.end_at_step``); the job's exit
         status once it has, None where it cannot be asked or did not end in time."""
         table = self.parts.rank_table
         sockets, last_t = [ctl for _, _, ctl in table.targets()], self.samples.last_step_t

@@ -13,11 +13,11 @@ from typing import Any
 from gpudash.core.compile_intake import CompileIntake
 from gpudash.core.protocol import Event, EventKind, Message, RunConfig
 from gpudash.job.channel import HostChannel
-from gpudash.job.intake import StepIntake
 from gpudash.job.launch import JobProcess
 from gpudash.job.memory import JobMemory
 from gpudash.job.memory_history import JobMemoryPeaks
 from gpudash.job.phase_watch import PhaseWatch
+from gpudash.job.step_intake import StepIntake
 from gpudash.job.steps import JobSamples
 from gpudash.job.traces import JobTraces
 from gpudash.ranks.table import RankTable

@@ -16,8 +16,8 @@ from gpudash.core.protocol import DIAGNOSIS, MEMORY_PEAK, TRACE, TRAINING, WINDO
 from gpudash.diagnosis.evidence import Evidence
 from gpudash.engine.comm_split import RankComm
 from gpudash.job import command as job_command
-from gpudash.job.diagnosis import JobDiagnosis, VerdictContext, ran_evidence, verdict_event, world_view
-from gpudash.job.ending import agreed_step
+from gpudash.job.diagnosis_window import JobDiagnosis, VerdictContext, ran_evidence, verdict_event, world_view
+from gpudash.job.end_at_step import agreed_step
 from gpudash.job.memory_history import PeakRead, answer_lines
 from gpudash.job.session_parts import SessionParts
 from gpudash.job.step_record import StepRecord

@@ -35,7 +35,7 @@ from gpudash.core.protocol import (
     Sample,
 )
 from gpudash.core.textfmt import clip, strip_controls
-from gpudash.job.phases import phases_line
+from gpudash.job.wall_time import phases_line
 from gpudash.recording.csvformat import RowParser, is_recording_header
 from gpudash.recording.csvread import UnreadableCsv, read_table
 from gpudash.recording.sidecar import Sidecar, read_sidecar

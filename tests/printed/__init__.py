@@ -20,7 +20,7 @@ three modules by what they read (their writers in gpudash in brackets):
   ``Versus`` (``report.ab.Pair.sentence``), ``SweepLine`` (``sweep.report.summary_line``, the sweep's
   and tune's ``describe``), ``table_rows``/``cells`` (report.md, sweep.md, tune.md) and
   ``time_account`` (``sweep.timing``'s "Where the time went");
-- ``events``: ``EventLine`` (``[  12.3s] measured: …``), ``Goodput`` (``job.phases.phases_line``),
+- ``events``: ``EventLine`` (``[  12.3s] measured: …``), ``Goodput`` (``job.wall_time.phases_line``),
   ``Done`` (a recording's last line: ``recording.headless.HeadlessRecording.report``) and the
   straggler verdicts (``ranks.own_work.judge``).
 

@@ -44,7 +44,7 @@ def event_lines(text: str, kind: str | None = None) -> list[EventLine]:
 @dataclass(frozen=True)
 class Goodput:
     """``goodput 62.1% of 58.3 s: training 36.2 s · evaluation 9.8 s · …`` (a job's phases,
-    ``job.phases.phases_line``): the share of wall time spent training and each phase's seconds."""
+    ``job.wall_time.phases_line``): the share of wall time spent training and each phase's seconds."""
 
     pct: float | None  # None: "goodput –"
     wall_s: float

@@ -57,8 +57,8 @@ def diagnose_checker(job: list[str], quiet: bool) -> Checker:
 def run_job(before: list[str], job: list[str]) -> int:
     """``gpudash [run|record PATH|diagnose] [OPTIONS] -- CMD ...``: the user's job, unmodified."""
     from gpudash.job.command import JobCommandError, check_command
+    from gpudash.job.diagnose_memory import diagnose_memory
     from gpudash.job.run import diagnose_job, job_config, record_job
-    from gpudash.job.run_memory import diagnose_memory
 
     top, _ = build_parsers()
     given = vars(top.parse_args(before))

@@ -74,25 +74,37 @@ class GPT(nn.Module):
         return logits, loss
 
 
+def setup() -> tuple[bool, str, int | None]:
+    """Under torchrun: its process group (NCCL on GPUs, else gloo) and this rank's device."""
+    if int(os.environ.get("RANK", -1)) == -1:
+        return False, "cuda" if torch.cuda.is_available() else "cpu", None
+    torch.distributed.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+    local = int(os.environ["LOCAL_RANK"])
+    device = f"cuda:{local}" if torch.cuda.is_available() else "cpu"
+    if device != "cpu":
+        torch.cuda.set_device(device)
+    return True, device, local
+
+
+def built(args: argparse.Namespace, device: str, local: int | None) -> tuple[GPT, nn.Module]:
+    """The model, and what the loop calls: compiled (``--compile``), then DDP under torchrun."""
+    raw = GPT(args).to(device)
+    model: nn.Module = raw
+    if args.compile:
+        model = torch.compile(model)  # type: ignore[assignment]
+    if local is not None:
+        model = nn.parallel.DistributedDataParallel(model, device_ids=[local] if device != "cpu" else None)
+    return raw, model
+
+
 def main() -> None:
     args = parse()
-    ddp = int(os.environ.get("RANK", -1)) != -1
-    if ddp:
-        torch.distributed.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
-        local = int(os.environ["LOCAL_RANK"])
-        device = f"cuda:{local}" if torch.cuda.is_available() else "cpu"
-        if device != "cpu":
-            torch.cuda.set_device(device)
-    else:
-        device = "cuda" if torch.cuda.is_available() else "cpu"
+    ddp, device, local = setup()
     master = not ddp or torch.distributed.get_rank() == 0
     torch.manual_seed(1337)
     data = torch.randint(args.vocab, (200_000,))
-    ctx = (
-        torch.autocast("cuda", dtype=torch.bfloat16)
-        if device.startswith("cuda")
-        else torch.autocast("cpu", enabled=False)
-    )
+    on_gpu = device.startswith("cuda")
+    ctx = torch.autocast("cuda" if on_gpu else "cpu", dtype=torch.bfloat16, enabled=on_gpu)  # bf16 on a GPU
 
     def get_batch() -> tuple[torch.Tensor, torch.Tensor]:
         ix = torch.randint(len(data) - args.block - 1, (args.batch,))
@@ -100,14 +112,9 @@ def main() -> None:
         y = torch.stack([data[i + 1 : i + 1 + args.block] for i in ix])
         return x.to(device, non_blocking=True), y.to(device, non_blocking=True)
 
-    raw = GPT(args).to(device)
+    raw, model = built(args, device, local if ddp else None)
     params = sum(p.numel() for p in raw.parameters()) - raw.wpe.weight.numel()
     optimizer = torch.optim.AdamW(raw.parameters(), lr=3e-4)
-    model: nn.Module = raw
-    if args.compile:
-        model = torch.compile(model)  # type: ignore[assignment]
-    if ddp:
-        model = nn.parallel.DistributedDataParallel(model, device_ids=[local] if device != "cpu" else None)
 
     @torch.no_grad()
     def estimate_loss() -> float:
@@ -144,16 +151,21 @@ def main() -> None:
         if step % args.log_interval == 0 and master:
             print(f"step {step}: loss {loss.item() * args.grad_accum:.4f}", flush=True)
         train_s += time.perf_counter() - began
-    tokens = args.batch * args.block * args.grad_accum
-    flops = (6 * params + 12 * args.layers * args.embd * args.block) * tokens
     if master:
-        print(
-            f"JOB steps={args.steps} train_s={train_s:.4f} eval_s={eval_s:.4f} params={params} "
-            f"tokens_per_step={tokens} flops_per_step={flops}",
-            flush=True,
-        )
+        said(args, params, train_s, eval_s)
     if ddp:
         torch.distributed.destroy_process_group()
+
+
+def said(args: argparse.Namespace, params: int, train_s: float, eval_s: float) -> None:
+    """The script's own last line: its steps, seconds and the analytic FLOPs of a step."""
+    tokens = args.batch * args.block * args.grad_accum
+    flops = (6 * params + 12 * args.layers * args.embd * args.block) * tokens
+    print(
+        f"JOB steps={args.steps} train_s={train_s:.4f} eval_s={eval_s:.4f} params={params} "
+        f"tokens_per_step={tokens} flops_per_step={flops}",
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@ inside ``optimizer.step()``), ``training`` (the steps' own seconds, and that), `
 ``checkpoint`` and ``compile`` (spans the job's hooks time between steps:
 ``gpudash/boot/gpudash_boot/phases.py``), ``stalled`` (no step for long, in no phase above:
 ``gpudash.job.stalls``), ``suspended`` (the job stopped: Ctrl-Z, ``kill -STOP``, SIGTTOU:
-``gpudash.job.stops``; left out of goodput's wall time), ``profiling`` (gpudash's own profiler
+``gpudash.job.suspended``; left out of goodput's wall time), ``profiling`` (gpudash's own profiler
 windows starting, stopping and writing their traces between steps; left out of it too),
 ``teardown`` (from its last step, or the end of the last phase after it — an evaluation, a
 checkpoint — to its exit) and ``other``: the stretches between steps in which the hooks saw no
