@@ -7,6 +7,7 @@ Ground floor: read by records and commands alike."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -43,15 +44,7 @@ class WorldFacts:
         return f"{said}; {gpu_words(dict(self.rank_gpus))}" if self.rank_gpus else said
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "run_id": self.run_id,
-            "clock_unix": self.clock_unix,
-            "node": self.node,
-            "host": self.host,
-            "ranks": list(self.ranks),
-            "world_size": self.world_size,
-            "rank_gpus": [list(pair) for pair in self.rank_gpus],
-        }
+        return dataclasses.asdict(self)  # (its tuples are JSON's lists)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> WorldFacts:

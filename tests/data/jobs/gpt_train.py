@@ -19,29 +19,24 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+SHAPE = {"batch": 8, "block": 256, "layers": 4, "embd": 256, "heads": 4, "vocab": 4096}
+LOOP = {"steps": 200, "grad-accum": 2, "log-interval": 10, "eval-interval": 50, "eval-iters": 20}
+
 
 def parse() -> argparse.Namespace:
     p = argparse.ArgumentParser()
-    p.add_argument("--steps", type=int, default=200)
-    p.add_argument("--batch", type=int, default=8)
-    p.add_argument("--block", type=int, default=256)
-    p.add_argument("--layers", type=int, default=4)
-    p.add_argument("--embd", type=int, default=256)
-    p.add_argument("--heads", type=int, default=4)
-    p.add_argument("--vocab", type=int, default=4096)
-    p.add_argument("--grad-accum", type=int, default=2)
-    p.add_argument("--log-interval", type=int, default=10)
-    p.add_argument("--eval-interval", type=int, default=50)
-    p.add_argument("--eval-iters", type=int, default=20)
+    for name, default in {**SHAPE, **LOOP}.items():
+        p.add_argument(f"--{name}", type=int, default=default)
     p.add_argument("--compile", action="store_true")
     return p.parse_args()
 
 
 class Block(nn.Module):
+    """Pre-norm: causal self-attention (``scaled_dot_product_attention``), then an MLP 4× as wide."""
+
     def __init__(self, d: int, heads: int) -> None:
         super().__init__()
-        self.heads = heads
-        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.heads, self.ln1, self.ln2 = heads, nn.LayerNorm(d), nn.LayerNorm(d)
         self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
         self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
 
