@@ -97,3 +97,14 @@ def short_tmp() -> Iterator[Path]:
         yield path
     finally:
         shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def compiles_forgotten() -> Iterator[None]:
+    """A test that calls torch.compile in this process: dynamo's caches and counters cleared after
+    it, so that a later test of the process (a job's hooks run in-process) sees no job that compiled."""
+    yield
+    import torch  # here: a test that compiles nothing does not import it for this
+
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()

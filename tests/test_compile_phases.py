@@ -14,7 +14,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from gpudash.boot.gpudash_boot.phase_signals import PhaseSignals
 from gpudash.boot.gpudash_boot.phases import Phases
 
-pytestmark = pytest.mark.slow  # dynamo's import and a compile: about 4 s
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("compiles_forgotten")]  # dynamo's import, a compile: 4 s
 
 
 @pytest.fixture

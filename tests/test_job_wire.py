@@ -22,14 +22,14 @@ def test_a_record_in_the_wires_order_is_read_field_by_field() -> None:
     raw: list[Any] = [None] * len(wire.RECORD_FIELDS)
     named = {"step": 7, "t": 100.0, "ms": 12.5, "samples": 32, "tokens": 0, "input_wait_s": 0.002, "syncs": 1}
     named |= {"profiled": 0, "train_s": 0.013, "dataset_s": 0.001, "collate_s": 0.0005, "comm_ms": 4.0}
-    named |= {"batch_bytes": 3 << 20}
+    named |= {"batch_bytes": 3 << 20, "phase_s": 0.25, "new_shape": 2}
     assert set(named) == set(wire.RECORD_FIELDS)
     for field, value in named.items():
         raw[wire.RECORD_FIELDS.index(field)] = value
     record = StepRecord.parse(raw)
     assert record is not None
     assert (record.step, record.ms, record.samples, record.syncs, record.comm_ms) == (7, 12.5, 32, 1, 4.0)
-    assert record.batch_bytes == 3 << 20
+    assert record.batch_bytes == 3 << 20 and record.phase_s == 0.25 and record.new_shape and record.graphs_again
     assert record.own_ms is not None and abs(record.own_ms - 9.0) < 1e-9  # 13 ms of step less 4 of collectives
     # a collective longer than the step it is read at (NCCL's set-up in the first): no own work, not 0
     assert dataclasses.replace(record, comm_ms=40.0).own_ms is None

@@ -53,6 +53,7 @@ def test_the_steps_at_a_new_shape_are_tallied_with_their_cost_and_the_fix() -> N
 
 
 @pytest.mark.slow  # dynamo's import and two compiles: about 6 s
+@pytest.mark.usefixtures("compiles_forgotten")
 def test_a_compiled_modules_training_forward_at_a_new_shape_marks_its_step() -> None:
     """The hooks' watch of a compiled module (``compiled_flops``): a training forward at a shape not
     run at before marks the step (2 where the module runs as CUDA graphs: recorded again); a

@@ -102,7 +102,7 @@ def test_an_evaluations_syncs_are_not_the_steps_in_the_table_of_sync_sites() -> 
 
 
 def test_a_step_record_carries_the_seconds_of_the_jobs_phases_before_it() -> None:
-    raw = [5, 10.0, 12.5, 32, 0, 0.001, 3, 0, 0.0125, 0.0, 0.0, None, 4096, 0.75]
+    raw = [5, 10.0, 12.5, 32, 0, 0.001, 3, 0, 0.0125, 0.0, 0.0, None, 4096, 0.75, 0]
     assert len(raw) == len(RECORD_FIELDS) and RECORD_FIELDS[PHASE_S] == "phase_s"
     record = StepRecord.parse(raw)
     assert record is not None and record.phase_s == 0.75 and record.after_phase
