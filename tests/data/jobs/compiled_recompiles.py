@@ -3,7 +3,7 @@ on a GPU): its batch length changes every few steps under ``dynamic=False`` (eac
 recompiles the model) and its forward reads a float off a tensor (a graph break). ``--lengths
 64,96`` the lengths it cycles through, ``--every N`` steps a length (``--lengths 64:464``: each of 64
 to 463, none again for 1,600 steps at ``--every 4``); ``--limit K`` sets dynamo's recompile limit
-(then more lengths than K hit it)."""
+(then more lengths than K hit it); ``--mode reduce-overhead`` compiles it to run as CUDA graphs."""
 
 import argparse
 
@@ -18,6 +18,7 @@ parser.add_argument("--limit", type=int, default=0)
 parser.add_argument("--no-break", action="store_true")
 parser.add_argument("--backend", default="eager")  # inductor on a GPU
 parser.add_argument("--device", default="cpu")
+parser.add_argument("--mode", default=None, help="torch.compile's mode (reduce-overhead: CUDA graphs)")
 args = parser.parse_args()
 if args.limit:
     torch._dynamo.config.recompile_limit = args.limit
@@ -39,7 +40,7 @@ class Scorer(nn.Module):
 
 
 model = Scorer().to(args.device)
-compiled = torch.compile(model, backend=args.backend, dynamic=False)
+compiled = torch.compile(model, backend=args.backend, dynamic=False, mode=args.mode)
 optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
 first, _, stop = args.lengths.partition(":")
 lengths = list(range(int(first), int(stop))) if stop else [int(n) for n in args.lengths.split(",")]
