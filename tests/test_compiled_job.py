@@ -148,8 +148,8 @@ def test_the_steps_at_a_new_shape_are_said_apart_with_their_cost_and_the_fix_for
 ) -> None:
     _, stderr, _ = recorded
     said = [e.text for e in printed.event_lines(stderr, "measured") if "ran at a new shape" in e.text]
-    (line,) = said  # lengths 64, 96, 64, …: the first step at 96 is the one new shape after the first step
-    assert line.startswith("1 step ran at a new shape: ") and "% of the training (" in line, line
+    (line,) = said  # lengths 64, 96, 64, …: the second step at 64 (the first is the start-up), the first two at 96
+    assert line.startswith("3 steps ran at a new shape: ") and "% of the training (" in line, line
     assert line.endswith(
         "mark dim 0 of x dynamic (torch._dynamo.mark_dynamic(x, 0) before the call, or "
         "torch.compile(..., dynamic=True)), or pad x to a few bucket lengths"
@@ -159,5 +159,5 @@ def test_the_steps_at_a_new_shape_are_said_apart_with_their_cost_and_the_fix_for
 def test_run_json_and_report_hold_the_steps_at_a_new_shape(reported: Reported) -> None:
     _, _, meta, report = reported
     shapes = meta["new_shapes"]
-    assert isinstance(shapes, dict) and shapes["new_shape_steps"] == 1 and shapes["line"].startswith("1 step ran at")
+    assert isinstance(shapes, dict) and shapes["new_shape_steps"] == 3 and shapes["line"].startswith("3 steps ran at")
     assert f"Steps at a new shape, left out of the steps/s above: {shapes['line']}." in report

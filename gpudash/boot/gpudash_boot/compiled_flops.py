@@ -10,9 +10,9 @@ backward from the sum of its outputs, on fake tensors (``FakeTensorMode``: no me
 under gpudash's count (``flop_count.FlopCount``: torch's FLOP formulas, by dtype). The step's
 FLOPs are the sum over its calls. A shape seen before is not counted again.
 
-The same hook tells where a step ran at a new shape (``stepped``): a training forward of a compiled
-module whose tensors' shapes it had not run at before — a recompile, new kernels, a CUDA graph
-recorded again (a module compiled to run as CUDA graphs, ``mode="reduce-overhead"``, records its
+The same hook tells where a step ran at a new shape (``stepped``): one of the first
+``NEW_SHAPE_CALLS`` training forwards of a compiled module at its tensors' shapes — a recompile, new
+kernels, a CUDA graph recorded again (a module compiled to run as CUDA graphs, ``mode="reduce-overhead"``, records its
 graphs again at each). gpudash keeps such steps out of the steady rate and says what they cost.
 
 The count is bounded as the eager one is (its ``deadline``); it is gpudash's own time between two
@@ -33,6 +33,9 @@ from typing import Any
 from .flop_count import FlopCount, StepFlops
 
 HOW = "the uncompiled model's forward and backward on fake tensors of the step's shapes"
+# the training calls at a new shape that pay for it: the first compiles and loads its kernels, the
+# second records its CUDA graphs (torch's CUDA-graph trees run a shape once before they record it)
+NEW_SHAPE_CALLS = 2
 MAX_CALLS = 64  # training forward calls kept over one step (micro-batches); past it the count gives up
 
 
@@ -46,7 +49,7 @@ class CompiledForwards:
         self.recording = False
         self.calls: list[tuple[Any, tuple[Any, ...], dict[str, Any], tuple[str, bool, Any]]] = []
         self.cache: dict[tuple[Any, ...], Any] = {}  # a call's signature -> its StepFlops
-        self.shapes: set[tuple[Any, ...]] = set()  # every (module, signature) a training forward has run at
+        self.shapes: dict[tuple[Any, ...], int] = {}  # each (module, signature) a training forward ran at: how often
         self.graphed: set[int] = set()  # the compiled modules that run as CUDA graphs (their ids)
         self.new_shape = 0  # the step under way: 1 a training forward at a shape not seen before, 2 with CUDA graphs
 
@@ -69,8 +72,8 @@ class CompiledForwards:
         if not module.training or not torch.is_grad_enabled():
             return None
         shape = (id(module), _signature(args, kwargs))
-        if shape not in self.shapes:  # a new shape: a recompile, new kernels, a CUDA graph recorded again
-            self.shapes.add(shape)
+        self.shapes[shape] = seen = self.shapes.get(shape, 0) + 1
+        if seen <= NEW_SHAPE_CALLS:  # a new shape: a recompile, new kernels, its CUDA graphs recorded again
             self.new_shape = max(self.new_shape, 2 if id(module) in self.graphed else 1)
         if not self.recording:
             return None
