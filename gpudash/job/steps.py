@@ -90,16 +90,18 @@ class WindowFigures:
     steps_per_s: float | None = None  # steps over their training seconds (None: no timed step ended in it)
 
 
-def window_figures(records: list[StepRecord]) -> WindowFigures:
+def window_figures(records: list[StepRecord], steady_known: bool = True) -> WindowFigures:
     """The window's step count, samples, step time percentiles (profiled steps left out), syncs
     per step, and its timed steps' training seconds. Its rate is each process's steps over its
     seconds, summed: processes that step at once as one rank (Hogwild) add up; the seconds it
-    weighs in the statistics are the mean of theirs."""
+    weighs in the statistics are the mean of theirs. A compiled job's steps at a new shape are said
+    apart (``shape_steps``) and left out of it, once the job has made a step at a shape already
+    compiled (``steady_known``: else, a job whose shapes never repeat, its rate is all its steps')."""
     ms = sorted(r.ms for r in records if r.ms is not None and not r.profiled)
     syncs = [r.syncs for r in records if r.syncs is not None]
     timed = [r for r in records if r.train_s is not None]
-    steady = [r for r in timed if not r.new_shape]  # a compiled job's steps at a new shape: said apart ...
-    timed = steady or timed  # ... unless every step of the window was at one (its shapes never repeat)
+    if steady_known:
+        timed = [r for r in timed if not r.new_shape]
     by_pid: dict[int, list[float]] = {}
     for r in timed:
         by_pid.setdefault(r.pid, []).append(r.train_s or 0.0)
@@ -250,7 +252,7 @@ class JobSamples:
         for rank, windows in self.ranks.items():
             inside = [r for r in windows.window if r.t < end]
             windows.window = [r for r in windows.window if r.t >= end]
-            figures[rank] = fig = window_figures(inside)
+            figures[rank] = fig = window_figures(inside, steady_known=self.shapes.steady_steps > 0)
             timed = [r for r in inside if r.train_s]
             if timed:
                 seconds = sum(r.train_s or 0.0 for r in timed)
