@@ -1,8 +1,11 @@
 """A diagnosis of the user's job, made passively over its own steps: a warm-up (until the step time
 settles), an untraced window (wall time per step, the input wait, the syncs), then a profiler
 window of as many steps inside the job (on the CPU too: the host's time outside torch is read from
-it); the same rules as for every run
-(``gpudash.diagnosis.rules``). Torch-free.
+it); the same rules as for every run (``gpudash.diagnosis.rules``). Its evidence is the training
+steps' own: a step after one of the job's phases (an evaluation, a checkpoint, a compile, a pause:
+its record's ``phase_s``) is left out of the untraced window, a profiler window such a phase fell
+into is taken again where the phases are rare, and the verdict says over how many steps it stands.
+Torch-free.
 """
 
 from __future__ import annotations
