@@ -49,6 +49,9 @@ from .wire import FAULT_ENV, FLOPS
 
 BUDGET = 2.0  # the counted step may take this many times its untraced time; past it the count gives up ...
 FLOOR_S = 0.5  # ... unless that is less than this much of the job's time more (a short step's count costs little)
+# a compiled model's count on fake tensors: a one-off between two steps, of a second or two for a GPT-2's dozen
+# layers in Python whatever its step's time: bounded by this, or twice a step where that is longer
+COMPILED_FLOOR_S = 5.0
 
 
 class InjectedFault(RuntimeError):
@@ -178,7 +181,7 @@ class StepFlopsCount:
     def _count_compiled(self, rank: int) -> None:
         """The compiled forward calls of the step now ending, counted on fake tensors (its span: ours)."""
         began, untraced = time.monotonic(), self.untraced_s
-        deadline = began + max(BUDGET * untraced, untraced + FLOOR_S) if untraced else None
+        deadline = began + max(BUDGET * untraced, COMPILED_FLOOR_S) if untraced else None
         self._fault("stop")
         counted, why = self.forwards.count(deadline)
         self.ours = (began, time.monotonic())
