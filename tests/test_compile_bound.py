@@ -64,6 +64,10 @@ def test_the_recompile_limit_is_said_beside_the_verdict() -> None:
     assert limit_note(_table([10, 20], limit=True)) == (
         "hit the recompile limit, running uncompiled (eager) since: forward at train.py:40"
     )
+    assert limit_note(_table([10, 20], limit=True), now_s=194.0, step=860) == (  # hit at step 99, 99 s in
+        "hit the recompile limit, running uncompiled (eager) since: forward at train.py:40 (step 99: 95 s and 761 "
+        "steps ago)"
+    )
     assert limit_note(_table([10, 20])) == ""
 
 

@@ -38,6 +38,7 @@ class FunctionRow:
     kinds: dict[str, str] = field(default_factory=dict)  # cause -> what it is about
     latest: dict[str, str] = field(default_factory=dict)  # cause -> its latest reason, with its values
     limit: bool = False
+    limit_at: tuple[float, int] | None = None  # when it hit the recompile limit: (the run's seconds, the job's step)
 
     @property
     def recompiles(self) -> int:
@@ -103,6 +104,7 @@ class CompileTable:
         seconds = float_or(d.get("seconds"))
         if e.what == RECOMPILE_LIMIT:
             fn.limit = True
+            fn.limit_at = fn.limit_at or (e.time_s, int_or(d.get("step")))
             return True
         fn.seconds += seconds
         self.by_step.append((int_or(d.get("step")), seconds))

@@ -42,12 +42,23 @@ def compile_bound(table: CompileTable | None, training_s: float, steps: int) -> 
     return Diagnosis(Bound.COMPILE, why, fix or "keep the compiled function's inputs the same shape and type")
 
 
-def limit_note(table: CompileTable | None) -> str:
-    """Where a function hit the recompile limit and runs uncompiled since: said beside any verdict."""
+def limit_note(table: CompileTable | None, now_s: float | None = None, step: int | None = None) -> str:
+    """Where a function hit the recompile limit and runs uncompiled since, and (the run's seconds and
+    step now given) for how long: said beside any verdict."""
     if table is None:
         return ""
-    hit = [f"{f.name} at {f.where}" for f in table.functions.values() if f.limit]
+    hit = [f"{f.name} at {f.where}{_since(f.limit_at, now_s, step)}" for f in table.functions.values() if f.limit]
     return f"hit the recompile limit, running uncompiled (eager) since: {', '.join(hit)}" if hit else ""
+
+
+def _since(at: tuple[float, int] | None, now_s: float | None, step: int | None) -> str:
+    """ " (step 40: 95 s and 760 steps ago)" — how long a function has run uncompiled ("" unknown)."""
+    if at is None or now_s is None:
+        return ""
+    when, at_step = at
+    steps = f" and {step - at_step} steps" if step is not None and at_step and step >= at_step else ""
+    where = f"step {at_step}: " if at_step else ""
+    return f" ({where}{max(0.0, now_s - when):.0f} s{steps} ago)"
 
 
 def compile_figures(table: CompileTable | None, training_s: float, steps: int) -> dict[str, str]:

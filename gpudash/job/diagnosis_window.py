@@ -255,7 +255,7 @@ def verdict_event(
         compile=compile_bound(known.compiles, known.training_s, known.steps),
         compile_figures=compile_figures(known.compiles, known.training_s, known.steps),
         note=note,
-        beside=tuple(filter(None, (straggler, limit_note(known.compiles)))),
+        beside=tuple(filter(None, (straggler, limit_note(known.compiles, time_s, known.steps)))),
         heavy=known.heavy,
         world=known.world,
         over=known.over,
