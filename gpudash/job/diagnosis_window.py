@@ -132,11 +132,10 @@ def steps_said(steps: int, left_out: int = 0, retakes: int = 0, spoiled: bool = 
     return said
 
 
-def own_steps(records: Sequence[StepRecord]) -> tuple[list[StepRecord], int]:
-    """The records of training steps alone, the first kept as the boundary that starts them; and how
-    many were left out for one of the job's phases (an evaluation, a checkpoint, …) before them."""
-    kept = [r for i, r in enumerate(records) if i == 0 or not r.after_phase]
-    return kept, len(records) - len(kept)
+def own_steps(records: Sequence[StepRecord]) -> list[StepRecord]:
+    """The records of training steps alone (none after one of the job's phases: an evaluation, a
+    checkpoint, …), the first kept as the boundary that starts them."""
+    return [r for i, r in enumerate(records) if i == 0 or not r.after_phase]
 
 
 def untraced_evidence(records: list[StepRecord], sites: SyncTable | None = None) -> Evidence:
@@ -175,7 +174,7 @@ def ran_evidence(records: Sequence[StepRecord], steps: int, exit_code: int | Non
     left; else why not, with how it ended (a failure's exit code), the rate it ran at and the length
     a diagnosis needs."""
     timed = [r for r in records if not r.profiled and r.train_s is not None]
-    usable, _ = own_steps(timed[2 * SETTLE_STEPS :])
+    usable = own_steps(timed[2 * SETTLE_STEPS :])
     if len(usable) > steps:
         return untraced_evidence(usable)
     need = 2 * SETTLE_STEPS + steps + 1
