@@ -319,3 +319,34 @@ def test_a_compiled_function_is_not_counted_and_says_why(sent: Any) -> None:
     assert [m["why"] for m in messages] == [
         "the job compiled a function (loss_of), not a module (the counter sees eager operators only)"
     ]
+
+
+@pytest.mark.usefixtures("compiles_forgotten")
+@pytest.mark.parametrize("how", ["Module.compile", "forward"])
+def test_a_module_compiled_in_place_or_by_its_forward_is_counted_and_trains_as_before(sent: Any, how: str) -> None:
+    """``model.compile()`` and ``model.forward = torch.compile(model.forward)``: the job's calls go
+    through gpudash's wrapper of the compiled code, the step is counted on the uncompiled method, and
+    the model gives the same output and gradients as uncompiled."""
+    part, messages = sent
+    part.install()
+    torch.manual_seed(0)
+    model, twin = torch.nn.Linear(2, 3), torch.nn.Linear(2, 3)
+    twin.load_state_dict(model.state_dict())
+    try:
+        if how == "Module.compile":
+            model.compile(backend="eager")
+        else:
+            model.forward = torch.compile(model.forward, backend="eager")  # type: ignore[method-assign]
+        part.at_step("cpu", 0, untraced_s=0.01)
+        x = torch.randn(4, 2)
+        out = model(x)
+        out.sum().backward()
+        part.at_step("cpu", 0, untraced_s=0.01)
+    finally:
+        part.close()
+    expected = twin(x)
+    expected.sum().backward()
+    assert torch.equal(out, expected) and model.weight.grad is not None and twin.weight.grad is not None
+    assert torch.equal(model.weight.grad, twin.weight.grad)
+    (message,) = messages
+    assert message["why"] == "" and message["flops"] == 2 * (2 * 4 * 2 * 3)  # forward, and the weight's gradient

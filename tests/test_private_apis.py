@@ -42,7 +42,8 @@ ADAPTERS = {
     "workloads/torch_adapter.py": "shared-memory batches, compile mode options, loader workers "
     "(pytorch/pytorch#48558, #71383)",
     "gpudash/boot/gpudash_boot/compiled_flops.py": "torch's FakeTensorMode (a compiled model's FLOPs counted on "
-    "fake tensors of its step's shapes; torch has no public fake-tensor mode) and a compiled module's _orig_mod",
+    "fake tensors of its step's shapes; torch has no public fake-tensor mode), a compiled module's _orig_mod and "
+    "stateless._reparametrize_module (functional_call's context, around a module's uncompiled bound method)",
     "gpudash/boot/gpudash_boot/flop_count.py": "torch's dispatch modes (TorchDispatchMode, the thread's mode "
     "stack), an operator's overload packet and FlopCounterMode's raw-formula flag: the FLOPs by dtype, a count "
     "started and stopped apart",

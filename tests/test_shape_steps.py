@@ -79,3 +79,30 @@ def test_a_compiled_modules_training_forward_at_a_new_shape_marks_its_step() -> 
     assert marks == [1, 1, 0, 1, 2, 0]
     assert uses_cuda_graphs({"mode": "max-autotune"}) and uses_cuda_graphs({"options": {"triton.cudagraphs": True}})
     assert not uses_cuda_graphs({"mode": "default"}) and not uses_cuda_graphs({})
+
+
+def test_a_step_at_a_new_shape_that_ran_at_the_steady_pace_paid_nothing_and_is_tallied_steady() -> None:
+    """Automatic dynamic shapes: after the graph went dynamic, a new length builds no kernel; its
+    step (6.5 ms beside 6.4) is no step that paid for a shape."""
+    shapes = ShapeSteps()
+    for record in _steps():
+        shapes.add(record)
+    for i in range(3):
+        shapes.add(StepRecord(40 + i, 1.0 + i, None, 8, 0, 0.0, None, False, train_s=0.0065, new_shape=True))
+    assert (shapes.steps, shapes.steady_steps) == (4, 39)
+    assert shapes.seconds == pytest.approx(4 * NEW_S) and shapes.steady_s == pytest.approx(36 * STEADY_S + 3 * 0.0065)
+    assert shapes.line().startswith("4 steps ran at a new shape: 0.64 s")
+
+
+def test_a_step_at_a_new_shape_after_its_compile_paid_for_it_and_the_line_says_both_costs() -> None:
+    """A recompile's time is a phase apart; the step after it ran near the steady pace (the CPU's eager
+    backend) yet paid: the line gives its training seconds and, with the compile, the whole cost."""
+    shapes = ShapeSteps()
+    for record in _steps():
+        shapes.add(record)
+    shapes.add(StepRecord(40, 2.0, None, 8, 0, 0.0, None, False, train_s=0.007, phase_s=0.7, new_shape=True))
+    assert (shapes.steps, shapes.steady_steps) == (5, 36) and shapes.phase_s == pytest.approx(0.7)
+    line = shapes.line()
+    assert "; with the phases before them (their compiles), timed apart, 1.3 s in all — " in line, line
+    event = shapes.event(3.0)
+    assert event is not None and event.details["new_shape_phase_s"] == "0.7"

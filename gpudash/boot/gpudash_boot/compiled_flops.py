@@ -17,17 +17,28 @@ graphs again at each). gpudash keeps such steps out of the steady rate and says 
 
 The count is bounded as the eager one is (its ``deadline``); it is gpudash's own time between two
 steps (the hooks mark it so), and a failure (a forward that reads a value off a tensor cannot run
-on fake tensors) says why MFU is blank. A function passed to ``torch.compile`` (not a module) or a
-module compiled in place (``Module.compile``) is not counted: then the reason says so.
+on fake tensors) says why MFU is blank.
+
+What the job compiles, and what runs uncompiled for the count:
+
+- a module (``torch.compile(model)``): the wrapper's ``_orig_mod``, watched by a forward pre-hook;
+- a module compiled in place (``model.compile()``) or a module's bound method
+  (``torch.compile(model.forward)``): the job gets back a wrapper of the compiled function that
+  notes each call, then calls it; the count calls the uncompiled method;
+- a plain function: not counted, and the reason says so.
 
 Private API of torch, kept here (``tests/test_private_apis.py``): ``FakeTensorMode``
-(``torch._subclasses.fake_tensor``), as ``FlopCounterMode``'s own documentation uses it.
+(``torch._subclasses.fake_tensor``), as ``FlopCounterMode``'s own documentation uses it;
+``torch.nn.utils.stateless._reparametrize_module``, the context ``torch.func.functional_call``
+runs a module's call in, here around a bound method's call (``functional_call`` can only call the
+module, whose call would run the compiled code again).
 """
 
 from __future__ import annotations
 
-import weakref
+import functools
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from .flop_count import FlopCount, StepFlops
@@ -39,49 +50,68 @@ NEW_SHAPE_CALLS = 2
 MAX_CALLS = 64  # training forward calls kept over one step (micro-batches); past it the count gives up
 
 
+@dataclass(frozen=True, eq=False)
+class Watched:
+    """One compile of the job's that is counted: the module whose parameters the count fakes, and the
+    uncompiled callable the count runs (the module itself, or one of its bound methods)."""
+
+    module: Any
+    run: Any
+    graphed: bool  # compiled to run as CUDA graphs
+
+
 class CompiledForwards:
     """The job's compiled modules, and their training forward calls over the step being counted."""
 
     def __init__(self, torch: Any) -> None:
         self.torch = torch
-        self.modules: weakref.WeakSet[Any] = weakref.WeakSet()  # the compiled wrappers watched
+        self.watched = 0  # how many of the job's compiles are watched
         self.unwatched = ""  # why a compile of the job's cannot be counted ("": none such)
         self.recording = False
-        self.calls: list[tuple[Any, tuple[Any, ...], dict[str, Any], tuple[str, bool, Any]]] = []
+        self.calls: list[tuple[Watched, tuple[Any, ...], dict[str, Any], tuple[str, bool, Any]]] = []
         self.cache: dict[tuple[Any, ...], Any] = {}  # a call's signature -> its StepFlops
-        self.shapes: dict[tuple[Any, ...], int] = {}  # each (module, signature) a training forward ran at: how often
-        self.graphed: set[int] = set()  # the compiled modules that run as CUDA graphs (their ids)
+        self.shapes: dict[tuple[Any, ...], int] = {}  # each (compile, signature) a training forward ran at: how often
         self.new_shape = 0  # the step under way: 1 a training forward at a shape not seen before, 2 with CUDA graphs
 
-    def watch(self, compiled: Any, target: Any, options: dict[str, Any] | None = None) -> None:
+    def watch(self, compiled: Any, target: Any, options: dict[str, Any] | None = None) -> Any:
         """``torch.compile(target, **options)`` returned ``compiled``: a module's compiled wrapper is
-        watched (as run as CUDA graphs where its mode or options say so)."""
-        module = self.torch.nn.Module
-        if isinstance(compiled, module) and isinstance(getattr(compiled, "_orig_mod", None), module):
-            self.modules.add(compiled)
-            if uses_cuda_graphs(options or {}):
-                self.graphed.add(id(compiled))
-            compiled.register_forward_pre_hook(self._called, with_kwargs=True)
-        elif isinstance(getattr(target, "__self__", None), module):
-            self.unwatched = "the job compiled a module in place (Module.compile): its calls are not watched"
-        else:
-            self.unwatched = f"the job compiled a function ({getattr(target, '__name__', 'unnamed')}), not a module"
-
-    def _called(self, module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        torch = self.torch
-        if not module.training or not torch.is_grad_enabled():
+        watched by a pre-hook (None: the job keeps ``compiled``); a compiled bound method of a module
+        (``Module.compile`` compiles its ``_call_impl``) is given back wrapped, its calls noted."""
+        module, graphed = self.torch.nn.Module, uses_cuda_graphs(options or {})
+        original = getattr(compiled, "_orig_mod", None)
+        if isinstance(compiled, module) and isinstance(original, module):
+            watched = Watched(original, original, graphed)
+            compiled.register_forward_pre_hook(functools.partial(self._hooked, watched), with_kwargs=True)
+            self.watched += 1
             return None
-        shape = (id(module), _signature(args, kwargs))
+        owner = getattr(target, "__self__", None)
+        if isinstance(owner, module) and callable(compiled):
+            watched = Watched(owner, target, graphed)
+            self.watched += 1
+
+            def noted(*args: Any, **kwargs: Any) -> Any:
+                self._called(watched, args, kwargs)
+                return compiled(*args, **kwargs)
+
+            return functools.update_wrapper(noted, compiled)
+        self.unwatched = f"the job compiled a function ({getattr(target, '__name__', 'unnamed')}), not a module"
+        return None
+
+    def _hooked(self, watched: Watched, _wrapper: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        self._called(watched, args, kwargs)
+
+    def _called(self, watched: Watched, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        torch = self.torch
+        if not watched.module.training or not torch.is_grad_enabled():
+            return
+        shape = (id(watched), _signature(args, kwargs))
         self.shapes[shape] = seen = self.shapes.get(shape, 0) + 1
         if seen <= NEW_SHAPE_CALLS:  # a new shape: a recompile, new kernels, its CUDA graphs recorded again
-            self.new_shape = max(self.new_shape, 2 if id(module) in self.graphed else 1)
-        if not self.recording:
-            return None
-        if len(self.calls) <= MAX_CALLS:
+            self.new_shape = max(self.new_shape, 2 if watched.graphed else 1)
+        if self.recording and len(self.calls) <= MAX_CALLS:
             device = next((t.device.type for t in _tensors(args, kwargs)), "cpu")
             autocast = (device, torch.is_autocast_enabled(device), torch.get_autocast_dtype(device))
-            self.calls.append((module, args, dict(kwargs), autocast))
-        return None
+            self.calls.append((watched, args, dict(kwargs), autocast))
 
     def stepped(self) -> int:
         """At a step's end: whether a compiled module's training forward ran at a new shape in it (1),
@@ -97,11 +127,11 @@ class CompiledForwards:
         if len(calls) > MAX_CALLS:
             return None, f"over {MAX_CALLS} compiled forward calls in the counted step"
         total: dict[str, int] = {}
-        for module, args, kwargs, autocast in calls:
-            key = (id(module), _signature(args, kwargs), autocast)
+        for watched, args, kwargs, autocast in calls:
+            key = (id(watched), _signature(args, kwargs), autocast)
             if key not in self.cache:
                 try:
-                    self.cache[key] = self._fake_step(module._orig_mod, args, kwargs, autocast, deadline)
+                    self.cache[key] = self._fake_step(watched, args, kwargs, autocast, deadline)
                 except Exception as exc:  # noqa: BLE001 - a forward fake tensors cannot run: no count, and why
                     return None, f"the count on fake tensors failed: {type(exc).__name__}: {exc}"
             for dtype, n in self.cache[key].by_dtype:
@@ -109,10 +139,12 @@ class CompiledForwards:
         by_dtype = tuple(sorted(total.items(), key=lambda kv: -kv[1]))
         return StepFlops(total=sum(total.values()), by_op=(), by_dtype=by_dtype), ""
 
-    def _fake_step(self, model: Any, args: Any, kwargs: Any, autocast: Any, deadline: float | None) -> Any:
+    def _fake_step(self, watched: Watched, args: Any, kwargs: Any, autocast: Any, deadline: float | None) -> Any:
         torch = self.torch
         from torch._subclasses.fake_tensor import FakeTensorMode
+        from torch.nn.utils.stateless import _reparametrize_module
 
+        model = watched.module
         with FakeTensorMode(allow_non_fake_inputs=True) as mode:
             fake = _mapped(lambda t: mode.from_tensor(t), (args, kwargs))
             state = {n: mode.from_tensor(p).requires_grad_(p.requires_grad) for n, p in model.named_parameters()}
@@ -122,8 +154,8 @@ class CompiledForwards:
             counter.start()
             try:
                 device, enabled, dtype = autocast
-                with torch.autocast(device, dtype=dtype, enabled=enabled):
-                    out = torch.func.functional_call(model, state, fake[0], fake[1])
+                with torch.autocast(device, dtype=dtype, enabled=enabled), _reparametrize_module(model, state):
+                    out = watched.run(*fake[0], **fake[1])
                 leaves = [t for t in _tensors(out) if t.requires_grad and t.is_floating_point()]
                 wrt = [t for t in state.values() if t.requires_grad]
                 if leaves and wrt:

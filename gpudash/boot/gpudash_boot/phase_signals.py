@@ -174,11 +174,12 @@ def torch_internal(inside_torch: str) -> bool:
 
 
 def note_compile(
-    torch: Any, note: Callable[[], None], then: Callable[[Any, Any, dict[str, Any]], None] | None = None
+    torch: Any, note: Callable[[], None], then: Callable[[Any, Any, dict[str, Any]], Any] | None = None
 ) -> Any:
     """Wrap ``torch.compile`` (``nn.Module.compile`` calls it too) so that ``note()`` runs first at
     each call: the job compiles; and ``then(compiled, target, its keyword arguments)`` after it (its
-    failure unsaid). The original, to put back (None: this torch has none)."""
+    failure unsaid), whose answer, where not None, is what the job gets in place of ``compiled`` (a
+    wrapper that watches its calls). The original, to put back (None: this torch has none)."""
     original = getattr(torch, "compile", None)
     if original is None:
         return None
@@ -189,9 +190,10 @@ def note_compile(
         compiled = original(*args, **kwargs)
         if then is not None:
             try:
-                then(compiled, args[0] if args else kwargs.get("model"), kwargs)
-            except Exception:  # noqa: BLE001, S110 - the job's compile must not fail for gpudash
-                pass
+                instead = then(compiled, args[0] if args else kwargs.get("model"), kwargs)
+            except Exception:  # noqa: BLE001 - the job's compile must not fail for gpudash
+                instead = None
+            return compiled if instead is None else instead
         return compiled
 
     torch.compile = hidden(compile)

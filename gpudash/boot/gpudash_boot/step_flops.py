@@ -138,7 +138,7 @@ class StepFlopsCount:
     def _start(self, device: str, rank: int, untraced_s: float | None) -> None:
         torch = self.torch
         self.cuda = device.startswith("cuda")
-        why = self._why_not("before its first optimizer step", compiled=not self.forwards.modules)
+        why = self._why_not("before its first optimizer step", compiled=not self.forwards.watched)
         if why:
             self._send(rank, None, why)
             return
