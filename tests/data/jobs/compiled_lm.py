@@ -12,7 +12,9 @@ its median is one that paid for a new shape. ``JOB steps=N median_ms=X slow_step
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
+import sys
 import time
 from collections.abc import Callable
 
@@ -20,22 +22,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-
-class Block(nn.Module):
-    def __init__(self, width: int, heads: int) -> None:
-        super().__init__()
-        self.heads = heads
-        self.norm1, self.norm2 = nn.LayerNorm(width), nn.LayerNorm(width)
-        self.qkv, self.proj = nn.Linear(width, 3 * width), nn.Linear(width, width)
-        self.mlp = nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(), nn.Linear(4 * width, width))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        b, t, c = x.shape
-        q, k, v = self.qkv(self.norm1(x)).split(c, dim=2)
-        q, k, v = (z.view(b, t, self.heads, c // self.heads).transpose(1, 2) for z in (q, k, v))
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(b, t, c)
-        x = x + self.proj(y)
-        return x + self.mlp(self.norm2(x))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
+from tests.data.jobs.gpt_train import Block  # noqa: E402 - the GPT script's own block: pre-norm attention, MLP
 
 
 class DecoderLM(nn.Module):
@@ -55,18 +43,15 @@ class DecoderLM(nn.Module):
 
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("--steps", type=int, default=60)
+    for name, default in {"steps": 60, "every": 10, "batch": 8, "width": 64, "limit": 0}.items():
+        p.add_argument(f"--{name}", type=int, default=default)  # --every: steps at one length; --limit 0: torch's
     p.add_argument("--lengths", default="32,48,64,96", help="the sequence lengths it cycles through")
-    p.add_argument("--every", type=int, default=10, help="steps at one length")
     p.add_argument("--dynamic", choices=("false", "auto"), default="false")
     p.add_argument("--mode", default=None, help="torch.compile's mode (reduce-overhead: CUDA graphs)")
     p.add_argument("--backend", default="eager")
     p.add_argument("--device", default="cpu")
     p.add_argument("--in-place", action="store_true", help="model.compile() rather than torch.compile(model)")
     p.add_argument("--no-compile", action="store_true", help="run it eager")
-    p.add_argument("--batch", type=int, default=8)
-    p.add_argument("--width", type=int, default=64)
-    p.add_argument("--limit", type=int, default=0, help="dynamo's recompile limit (0: torch's own)")
     args = p.parse_args()
     if args.limit:
         torch._dynamo.config.recompile_limit = args.limit
