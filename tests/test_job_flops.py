@@ -350,3 +350,23 @@ def test_a_module_compiled_in_place_or_by_its_forward_is_counted_and_trains_as_b
     assert torch.equal(model.weight.grad, twin.weight.grad)
     (message,) = messages
     assert message["why"] == "" and message["flops"] == 2 * (2 * 4 * 2 * 3)  # forward, and the weight's gradient
+
+
+@pytest.mark.usefixtures("compiles_forgotten")
+def test_a_data_parallel_model_compiled_whole_is_counted_as_its_model(sent: Any, tmp_path: Path) -> None:
+    """``torch.compile(DDP(model))`` (a world of one, gloo): the count runs the model inside the
+    wrapper, whose forward on fake tensors would broadcast its buffers."""
+    part, messages = sent
+    torch.distributed.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    try:
+        part.install()
+        model = torch.nn.Sequential(torch.nn.Linear(2, 3), torch.nn.BatchNorm1d(3))
+        compiled = torch.compile(torch.nn.parallel.DistributedDataParallel(model), backend="eager")
+        part.at_step("cpu", 0, untraced_s=0.01)
+        compiled(torch.randn(4, 2)).sum().backward()
+        part.at_step("cpu", 0, untraced_s=0.01)
+        part.close()
+    finally:
+        torch.distributed.destroy_process_group()
+    (message,) = messages
+    assert message["why"] == "" and message["flops"] >= 2 * (2 * 4 * 2 * 3), message

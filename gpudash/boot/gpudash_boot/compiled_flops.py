@@ -80,7 +80,8 @@ class CompiledForwards:
         module, graphed = self.torch.nn.Module, uses_cuda_graphs(options or {})
         original = getattr(compiled, "_orig_mod", None)
         if isinstance(compiled, module) and isinstance(original, module):
-            watched = Watched(original, original, graphed)
+            inner = _unwrapped(self.torch, original)
+            watched = Watched(inner, inner, graphed)
             compiled.register_forward_pre_hook(functools.partial(self._hooked, watched), with_kwargs=True)
             self.watched += 1
             return None
@@ -154,7 +155,7 @@ class CompiledForwards:
             counter.start()
             try:
                 device, enabled, dtype = autocast
-                with torch.autocast(device, dtype=dtype, enabled=enabled), _reparametrize_module(model, state):
+                with torch.autocast(device, dtype=dtype, enabled=enabled), _reparametrize_module(model, state, True):
                     out = watched.run(*fake[0], **fake[1])
                 leaves = [t for t in _tensors(out) if t.requires_grad and t.is_floating_point()]
                 wrt = [t for t in state.values() if t.requires_grad]
@@ -168,6 +169,13 @@ class CompiledForwards:
         if counter.errors:
             raise RuntimeError(f"torch could not count an operator's FLOPs ({counter.errors[0]})")
         return counted
+
+
+def _unwrapped(torch: Any, module: Any) -> Any:
+    """The model inside a data-parallel wrapper compiled whole (``torch.compile(DDP(model))``): its
+    forward, run on fake tensors, would broadcast buffers and prepare a reduction that never comes."""
+    parallel = torch.nn.parallel.DistributedDataParallel
+    return module.module if isinstance(module, parallel) else module
 
 
 def uses_cuda_graphs(options: dict[str, Any]) -> bool:
