@@ -370,3 +370,27 @@ def test_a_data_parallel_model_compiled_whole_is_counted_as_its_model(sent: Any,
         torch.distributed.destroy_process_group()
     (message,) = messages
     assert message["why"] == "" and message["flops"] >= 2 * (2 * 4 * 2 * 3), message
+
+
+@pytest.mark.usefixtures("compiles_forgotten")
+def test_a_model_compiled_block_by_block_with_an_eager_head_is_not_counted_and_says_why(sent: Any) -> None:
+    """The blocks compiled one by one, the head left eager (the optimizer steps both): a count of
+    the compiled blocks alone would leave the head out, so MFU is blank and says so."""
+    part, messages = sent
+    part.install()
+    blocks = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Linear(4, 4))
+    head = torch.nn.Linear(4, 64)  # most of the parameters
+    compiled = [torch.compile(block, backend="eager") for block in blocks]
+    optimizer = torch.optim.SGD([*blocks.parameters(), *head.parameters()], lr=0.1)
+    part.at_step("cpu", 0, untraced_s=0.01, optimizer=optimizer)
+    x = torch.randn(2, 4)
+    for block in compiled:
+        x = block(x)
+    head(x).sum().backward()
+    part.at_step("cpu", 0, untraced_s=0.01, optimizer=optimizer)
+    part.close()
+    (message,) = messages
+    assert message["why"] == (
+        "the job compiled part of its model: the compiled modules hold 11% of the parameters its "
+        "optimizer steps, and the rest runs uncounted"
+    )

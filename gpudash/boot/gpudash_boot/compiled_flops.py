@@ -17,7 +17,8 @@ graphs again at each). gpudash keeps such steps out of the steady rate and says 
 
 The count is bounded as the eager one is (its ``deadline``); it is gpudash's own time between two
 steps (the hooks mark it so), and a failure (a forward that reads a value off a tensor cannot run
-on fake tensors) says why MFU is blank.
+on fake tensors, or modules compiled one by one that leave part of the model eager and uncounted)
+says why MFU is blank.
 
 What the job compiles, and what runs uncompiled for the count:
 
@@ -48,6 +49,7 @@ HOW = "the uncompiled model's forward and backward on fake tensors of the step's
 # second records its CUDA graphs (torch's CUDA-graph trees run a shape once before they record it)
 NEW_SHAPE_CALLS = 2
 MAX_CALLS = 64  # training forward calls kept over one step (micro-batches); past it the count gives up
+COVERED = 0.99  # the compiled modules hold at least this share of the stepped parameters: the model counted
 
 
 @dataclass(frozen=True, eq=False)
@@ -120,13 +122,21 @@ class CompiledForwards:
         new, self.new_shape = self.new_shape, 0
         return new
 
-    def count(self, deadline: float | None) -> tuple[StepFlops | None, str]:
-        """The FLOPs of the calls kept, or None and why; the calls are let go."""
+    def count(self, deadline: float | None, optimizer: Any = None) -> tuple[StepFlops | None, str]:
+        """The FLOPs of the calls kept, or None and why; the calls are let go. Where the compiled
+        modules called hold less than all the parameters ``optimizer`` steps, the rest of the model
+        ran eager and uncounted: no count, and why."""
         calls, self.calls, self.recording = self.calls, [], False
         if not calls:
             return None, self.unwatched or "no compiled module's training forward ran in the counted step"
         if len(calls) > MAX_CALLS:
             return None, f"over {MAX_CALLS} compiled forward calls in the counted step"
+        share = _compiled_share({id(w.module): w.module for w, *_ in calls}.values(), optimizer)
+        if share < COVERED:
+            return None, (
+                f"the job compiled part of its model: the compiled modules hold {100 * share:.0f}% of the "
+                "parameters its optimizer steps, and the rest runs uncounted"
+            )
         total: dict[str, int] = {}
         for watched, args, kwargs, autocast in calls:
             key = (id(watched), _signature(args, kwargs), autocast)
@@ -169,6 +179,18 @@ class CompiledForwards:
         if counter.errors:
             raise RuntimeError(f"torch could not count an operator's FLOPs ({counter.errors[0]})")
         return counted
+
+
+def _compiled_share(modules: Any, optimizer: Any) -> float:
+    """The share of the elements of the parameters ``optimizer`` steps (trainable ones) that the
+    compiled ``modules`` hold (1.0 where no optimizer is known: a hand update)."""
+    groups = getattr(optimizer, "param_groups", None)  # (a hand update's leaves: no optimizer)
+    if not isinstance(groups, list):
+        return 1.0
+    stepped = {id(p): p.numel() for g in groups for p in g.get("params", ()) if p.requires_grad}
+    held = {id(p) for m in modules for p in m.parameters()}
+    total = sum(stepped.values())
+    return sum(n for i, n in stepped.items() if i in held) / total if total else 1.0
 
 
 def _unwrapped(torch: Any, module: Any) -> Any:

@@ -340,7 +340,7 @@ class Hooks:
         flops = self.flops
         free = not (self.memory.capturing or self.window.running or self.slowed)  # the next step: no other work of ours
         if flops.count is not None or flops.forwards.recording or (self.untraced_s is not None and free):
-            flops.at_step(self.device, self.rank, self.untraced_s, train_s, evaluations, self.steps)
+            flops.at_step(self.device, self.rank, self.untraced_s, train_s, evaluations, self.steps, optimizer)
         if flops.ours is not None:  # a compiled model's count ran here: our time, and the next step's record
             self.phases.ours(*flops.ours)
             flops.ours, self.slowed = None, True

@@ -104,11 +104,12 @@ class StepFlopsCount:
         step_s: float | None = None,
         evaluations: int = 0,
         step: int = 0,
+        optimizer: Any = None,
     ) -> None:
         """At the end of one of the job's steps (``step``, its number): start the count (bounded by
         ``untraced_s``, a step's time without it), end it and send the record (its step took
-        ``step_s``; ``evaluations``: its closure's), or leave a stranded count's modes where that
-        can be done."""
+        ``step_s``; ``evaluations``: its closure's; ``optimizer``: the job's, whose parameters a
+        compiled model's count must hold), or leave a stranded count's modes where that can be done."""
         self.step = step
         if self.done and not self.stranded:
             return
@@ -116,7 +117,7 @@ class StepFlopsCount:
             if self.stranded:
                 self._leave()
             elif self.forwards.recording:
-                self._count_compiled(rank)
+                self._count_compiled(rank, optimizer)
             elif self.count is None:
                 self._start(device, rank, untraced_s)
             else:
@@ -178,12 +179,12 @@ class StepFlopsCount:
             why = f"torch could not count an operator's FLOPs ({count.errors[0]})"
         self._send(rank, None if why else counted, why, step_s)
 
-    def _count_compiled(self, rank: int) -> None:
+    def _count_compiled(self, rank: int, optimizer: Any) -> None:
         """The compiled forward calls of the step now ending, counted on fake tensors (its span: ours)."""
         began, untraced = time.monotonic(), self.untraced_s
         deadline = began + max(BUDGET * untraced, COMPILED_FLOOR_S) if untraced else None
         self._fault("stop")
-        counted, why = self.forwards.count(deadline)
+        counted, why = self.forwards.count(deadline, optimizer)
         self.ours = (began, time.monotonic())
         spent = self.ours[1] - began
         self._send(rank, counted, why, untraced + spent if untraced else None, how=HOW if counted else "")
