@@ -6,22 +6,19 @@ Every table of README.md and docs/ that lists what a catalog holds — the dashb
 (``gpudash/recording/csvformat.py``), the verdicts, the exit statuses, the benchmark scripts and the layer
 picture's floors (the imports) — is checked here both ways: the doc lists nothing the code lacks
 and lacks nothing the code has. Also: the README stays a first contact (at most 8 KB) and its test
-command is the one CI runs, every link between the pages resolves, and nothing cites a path
-outside the repository. Fast, and no torch (the catalogs are torch-free).
+command is the one CI runs (every link between the pages resolves, and nothing cites a path outside
+the repository: tests/test_docs_links.py). Fast, and no torch (the catalogs are torch-free).
 """
 
 from __future__ import annotations
 
 import ast
 import json
-import os
 import re
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from gpudash.core.faults import FORMS
 from gpudash.core.protocol import EventKind, ExitCode
@@ -35,9 +32,6 @@ ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 README = ROOT / "README.md"
 README_LIMIT = 8192  # bytes: a first contact, not the manual (issue 24)
-OUTSIDE = "../" + "shared"  # the path beside the checkout that the project once cited (spelt so it is not one)
-# Pages other work is writing: a link to one may point nowhere until it lands.
-PENDING: set[Path] = set()  # none now
 # Textual's key names as the docs print them.
 KEY_SHOWN = {"plus": "+", "equals_sign": "=", "minus": "-", "question_mark": "?"}
 # Keys in the docs' key tables that are not Action rows: Textual's own command palette.
@@ -47,7 +41,7 @@ NOT_ACTIONS = {frozenset({"ctrl+p"})}
 # -- reading Markdown --------------------------------------------------------------------------
 
 
-def _prose_lines(path: Path) -> Iterator[str]:
+def prose_lines(path: Path) -> Iterator[str]:
     """The lines of a Markdown file outside fenced code blocks."""
     fenced = False
     for line in path.read_text(encoding="utf-8").splitlines():
@@ -79,7 +73,7 @@ def table(path: Path, header: str) -> list[list[str]]:
     want = [c.strip() for c in header.split("|")]
     found: list[list[list[str]]] = []
     rows: list[list[str]] | None = None
-    for line in _prose_lines(path):
+    for line in prose_lines(path):
         if not line.lstrip().startswith("|"):
             rows = None
             continue
@@ -335,76 +329,6 @@ def test_the_readme_test_command_is_what_ci_runs() -> None:
     ci = lines[marker + 1].strip()
     assert test == ci or test.endswith(" && " + ci), f"README: {test!r}; .ci/run: {ci!r}"
     assert test in (DOCS / "testing.md").read_text(encoding="utf-8"), "docs/testing.md shows the same command"
-
-
-# -- links and citations -------------------------------------------------------------------------
-
-
-def _slug(heading: str) -> str:
-    """GitHub's anchor for a heading."""
-    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
-
-
-def _anchors(path: Path) -> set[str]:
-    seen: dict[str, int] = {}
-    out = set()
-    for line in _prose_lines(path):
-        m = re.match(r"#{1,6}\s+(.*)", line)
-        if m:
-            s = _slug(m.group(1))
-            out.add(f"{s}-{seen[s]}" if s in seen else s)
-            seen[s] = seen.get(s, 0) + 1
-    return out
-
-
-PAGES = [README, *sorted(p for p in DOCS.glob("*.md") if p not in PENDING)]
-
-
-@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.relative_to(ROOT).as_posix())
-def test_links_resolve(page: Path) -> None:
-    broken = []
-    for line in _prose_lines(page):
-        for target in re.findall(r"\]\(([^)\s]+)\)", line):
-            if re.match(r"[a-z]+:", target):
-                continue  # https:, mailto:
-            file, _, anchor = target.partition("#")
-            dest = (page.parent / file).resolve() if file else page
-            if dest in PENDING and not dest.exists():
-                continue
-            if not dest.exists():
-                broken.append(target)
-            elif anchor and dest.suffix == ".md" and anchor not in _anchors(dest):
-                broken.append(target)
-    assert broken == [], f"{page.name}: links that lead nowhere"
-
-
-SKIP_DIRS = {".git", ".venv", "__pycache__", "node_modules", "build"}
-
-
-def _repo_text_files() -> Iterator[Path]:
-    """The repository's own text files: not the virtual environment, caches or build outputs."""
-    for folder, dirs, files in os.walk(ROOT):
-        dirs[:] = [
-            d
-            for d in dirs
-            if d not in SKIP_DIRS and not d.endswith(".egg-info") and (not d.startswith(".") or d == ".ci")
-        ]
-        for name in files:
-            path = Path(folder) / name
-            if path.suffix in {".md", ".py", ".toml", ".sh", ".txt", ".cfg", ".json", ""}:
-                yield path
-
-
-def test_nothing_cites_a_path_outside_the_repository() -> None:
-    citing = []
-    for path in _repo_text_files():
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (UnicodeDecodeError, OSError):
-            continue
-        if OUTSIDE in text:
-            citing.append(path.relative_to(ROOT).as_posix())
-    assert citing == [], f"files citing {OUTSIDE}: the repository must stand alone"
 
 
 def test_these_checks_import_no_torch() -> None:

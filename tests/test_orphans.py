@@ -1,7 +1,7 @@
 """No orphans: the workload process's group (its DataLoader workers, its resource tracker) is
 gone when gpudash exits, whatever ended the run (issue 11, failure 4), and every process gpudash
 started is gone within 5 s of gpudash being SIGKILLed, whatever a step is doing, with no temp
-directory of the run left behind (issue 23).
+directory of the run left behind (issue 23; its parent watch alone: tests/test_parent_watch.py).
 
 Each test runs ``gpudash --record`` on the CPU in a subprocess and looks at the group with
 ``ps``, not with gpudash's own code. The group must be empty when gpudash has exited: gpudash
@@ -331,62 +331,6 @@ def test_a_data_parallel_run_gets_longer_to_stop_with_more_ranks() -> None:
     assert stop_timeout(10.0, 1) == 10.0
     assert stop_timeout(10.0, 1) < stop_timeout(10.0, 2) < stop_timeout(10.0, 8)
     assert stop_timeout(0, 8) == 0  # "terminate at once" stays that
-
-
-# -- gpudash.core.parent_watch, in real processes ----------------------------------------------------------------
-WATCHER = """
-import os, sys, time
-from gpudash.core import parent_watch
-if sys.argv[2] == "polling":
-    del os.pidfd_open
-watch = parent_watch.on_parent_exit(os.getppid(), lambda: (open(sys.argv[1], "w").close(), os._exit(7)))
-print(os.getpid(), watch.method, flush=True)
-time.sleep(600)  # the main thread is busy: the watcher acts anyway
-"""
-PARENT = """
-import subprocess, sys, time
-subprocess.Popen([sys.executable, "-c", sys.argv[1], sys.argv[2], sys.argv[3]])
-time.sleep(600)
-"""
-
-
-@pytest.mark.parametrize("how", ["pidfd", "polling"])
-def test_the_watcher_acts_when_the_parent_is_sigkilled(tmp_path: Path, how: str) -> None:
-    acted = tmp_path / "acted"
-    parent = subprocess.Popen(
-        [sys.executable, "-c", PARENT, WATCHER, str(acted), how],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    child: dict[int, str] = {}
-    try:
-        assert parent.stdout is not None
-        pid, method = parent.stdout.readline().split(None, 1)
-        child = descendants(parent.pid)
-        assert int(pid) in child
-        if how == "pidfd":
-            assert method.strip() == "pidfd"
-        else:
-            assert method.strip() == "checking the parent pid every 0.25 s"
-        parent.kill()
-        parent.wait()
-        assert gone_within(child, DIE_WITH_PARENT_S) == []
-        assert acted.exists()
-        if how == "polling":  # said once, on stderr
-            assert parent.stderr is not None
-            assert "pidfd_open is not available here" in parent.stderr.read()
-    finally:
-        parent.kill()
-        kill_all(child)
-
-
-def test_the_watcher_acts_at_once_when_the_parent_is_already_gone() -> None:
-    from gpudash.core import parent_watch
-
-    acted = threading.Event()
-    parent_watch.on_parent_exit(os.getpid(), acted.set)  # this process is not its own parent: "gone"
-    assert acted.wait(DIE_WITH_PARENT_S)
 
 
 @pytest.mark.slow
