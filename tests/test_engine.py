@@ -275,6 +275,8 @@ def test_time_stages_measures_each_stage_alone_and_the_run_goes_on() -> None:
     """The overlap bound of a two-stage family: each stage timed alone on request, as an event;
     a family without two stages says so, and training continues either way."""
     from gpudash.core.protocol import EventKind, TimeStages
+    from gpudash.core.stage_times import StageTimes
+    from gpudash.core.textfmt import plain
     from workloads.base import WorkloadOptions
     from workloads.factory import build
 
@@ -282,11 +284,11 @@ def test_time_stages_measures_each_stage_alone_and_the_run_goes_on() -> None:
     loop, msgs = run_loop(w, [(3, TimeStages(steps=2))], max_steps=8)
     measured = [m for m in msgs if isinstance(m, Event) and m.kind == EventKind.MEASURED and m.what != "flops"]
     assert len(measured) == 1
-    d = measured[0].details
-    assert d["stage1"] == "encode" and d["stage2"] == "train"
-    t1, t2 = float(d["stage1_ms"]), float(d["stage2_ms"])
-    assert t1 > 0 and t2 > 0
-    assert float(d["overlap_bound_steps_per_s"]) == pytest.approx(1000 / max(t1, t2), rel=1e-3)
+    times = measured[0].data
+    assert isinstance(times, StageTimes) and (times.stage1, times.stage2) == ("encode", "train")
+    assert times.stage1_ms > 0 and times.stage2_ms > 0
+    assert times.bound == pytest.approx(1000 / max(times.stage1_ms, times.stage2_ms))
+    assert measured[0].message == f"{times.describe()}: overlap bound {plain(times.bound)} steps/s"
     assert loop.steps_issued == 8
     w.close()
 

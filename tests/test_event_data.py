@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpudash.core.protocol import DIAGNOSIS, WORLD, Event, EventKind
+from gpudash.core.stage_times import StageTimes
 from gpudash.core.world_event import WorldFacts
 from gpudash.diagnosis.evidence import Evidence
 from gpudash.diagnosis.judge import Findings, Judgement, WorldView, judge
@@ -82,12 +83,16 @@ worlds = st.builds(
 )
 
 
+stage_times = st.builds(StageTimes, text, st.floats(0.0, 1e6), text, st.floats(0.0, 1e6))
+
+
 @st.composite
 def events(draw: Any) -> Event:
     kind = draw(st.sampled_from(list(EventKind)))
     details = draw(st.dictionaries(text.filter(lambda k: k != ""), text, max_size=6))
-    data = draw(st.none() | judgements() | worlds) if kind == EventKind.MEASURED else None
-    what = DIAGNOSIS if isinstance(data, Judgement) else WORLD if data is not None else draw(text)
+    data = draw(st.none() | judgements() | worlds | stage_times) if kind == EventKind.MEASURED else None
+    kinds = {Judgement: DIAGNOSIS, WorldFacts: WORLD, StageTimes: StageTimes.KIND}
+    what = kinds[type(data)] if data is not None else draw(text)
     return Event(
         round(draw(st.floats(0.0, 1e6)), 3),  # the CSV keeps a row's time to the millisecond
         kind,

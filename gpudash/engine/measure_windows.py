@@ -11,8 +11,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from gpudash.boot.gpudash_boot.sync_table import SyncTable
-from gpudash.core.metrics import overlap_bound
 from gpudash.core.protocol import DIAGNOSIS, LOSS_EFFECT, TRACE, EventKind
+from gpudash.core.stage_times import StageTimes
 from gpudash.core.textfmt import plain
 from gpudash.engine.events import one_line
 
@@ -53,19 +53,9 @@ def time_stages(loop: StepLoop, steps: int) -> None:
     if stages is None:
         return
     (n1, t1), (n2, t2) = stages.items()
-    bound = overlap_bound((t1, t2))
-    if bound is None:
-        raise ValueError(f"no overlap bound: {n1} {t1} ms, {n2} {t2} ms")
-    message = f"{n1} {t1:.3g} ms, {n2} {t2:.3g} ms alone: overlap bound {plain(bound)} steps/s"
-    details = {
-        **loop.config(),
-        "stage1": n1,
-        "stage1_ms": t1,
-        "stage2": n2,
-        "stage2_ms": t2,
-        "overlap_bound_steps_per_s": bound,
-    }
-    loop.event(EventKind.MEASURED, what="stages", message=message, details=details)
+    times = StageTimes(n1, t1, n2, t2)
+    message = f"{times.describe()}: overlap bound {plain(times.bound)} steps/s"
+    loop.event(EventKind.MEASURED, what="stages", message=message, details=loop.config(), data=times)
 
 
 def measure_scaling(loop: StepLoop, steps: int) -> None:

@@ -20,8 +20,9 @@ import os
 from typing import Any
 
 from gpudash.core.metrics import FIGURE_KEYS
+from gpudash.core.stage_times import StageTimes
 from gpudash.stats.comparison import Estimate
-from gpudash.sweep.results import ConfigSummary, RepeatResult, StageTimes, pct_of
+from gpudash.sweep.results import ConfigSummary, RepeatResult, pct_of
 
 CSV_COLUMNS = (
     "row_kind",

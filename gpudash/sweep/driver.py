@@ -33,11 +33,12 @@ from gpudash.core.protocol import (
     TraceWindow,
 )
 from gpudash.core.runstate import RunState
+from gpudash.core.stage_times import StageTimes
 from gpudash.recording.interrupt import Interrupted
 from gpudash.stats.fmt import fmt_pm
 from gpudash.sweep.plan import Configuration, FamilyPlan, SweepSettings
 from gpudash.sweep.progress import SweepProgress
-from gpudash.sweep.results import RepeatResult, StageTimes
+from gpudash.sweep.results import RepeatResult
 from gpudash.sweep.timing import TimeLedger, start_warm_up_s
 from gpudash.sweep.window import Clock, Window
 
@@ -268,7 +269,7 @@ class SessionDriver:
         answer = self.answer(
             TimeStages(STAGE_STEPS), "stages", STAGES_TIMEOUT_S, f"stage times of {config.name}", "timing_stages"
         )
-        return StageTimes.from_details(answer.details) if answer.kind == EventKind.MEASURED else None
+        return answer.data if isinstance(answer.data, StageTimes) else None
 
     def _trace(self, config: Configuration) -> None:
         """A profiler window after the measurement (in no window): the trace to ``OUT/traces``; a failure said."""

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from gpudash.core.stage_times import StageTimes
 from gpudash.stats.comparison import Comparison, Estimate, Verdict
 from gpudash.sweep.csv_rows import MEANS
 from gpudash.sweep.plan import Configuration, FamilyPlan
 from gpudash.sweep.plot import plot, plot_title
-from gpudash.sweep.results import ConfigSummary, StageTimes
+from gpudash.sweep.results import ConfigSummary
 
 
 def _optional(row: dict[str, str], key: str) -> float | None:

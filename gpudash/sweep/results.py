@@ -14,55 +14,15 @@ import heapq
 import math
 from dataclasses import dataclass, field, replace
 
-from gpudash.core.metrics import FIGURE_KEYS, Better, metric, overlap_bound
+from gpudash.core.metrics import FIGURE_KEYS, Better, metric
 from gpudash.core.protocol import GpuSample, Sample
+from gpudash.core.stage_times import StageTimes
 from gpudash.core.textfmt import fmt_num
 from gpudash.stats.batch_means import MIN_SAMPLES_FOR_INTERVAL
 from gpudash.stats.comparison import Comparison, Estimate, compare
 from gpudash.stats.figures import JOULES_PER_STEP, Figures
 from gpudash.stats.noise_tally import NoiseTally
 from gpudash.sweep.plan import Configuration
-
-
-@dataclass(frozen=True)
-class StageTimes:
-    """A two-stage family's stages timed alone (ms per call) and the overlap bound they imply:
-    a pipeline that overlaps the two perfectly runs at 1000 / max(t1, t2) steps/s."""
-
-    stage1: str
-    stage1_ms: float
-    stage2: str
-    stage2_ms: float
-
-    @property
-    def bound(self) -> float:
-        """The overlap bound in steps/s."""
-        bound = overlap_bound((self.stage1_ms, self.stage2_ms))
-        if bound is None:
-            raise ValueError(f"no overlap bound: {self.describe()}")
-        return bound
-
-    @classmethod
-    def from_details(cls, d: dict[str, str]) -> StageTimes:
-        """From the details of the engine's "measured" event."""
-        return cls(d["stage1"], float(d["stage1_ms"]), d["stage2"], float(d["stage2_ms"]))
-
-    @classmethod
-    def mean_of(cls, times: list[StageTimes]) -> StageTimes | None:
-        """Each stage's mean over ``times`` (None: no timings)."""
-        if not times:
-            return None
-        first = times[0]
-        return cls(
-            first.stage1,
-            sum(t.stage1_ms for t in times) / len(times),
-            first.stage2,
-            sum(t.stage2_ms for t in times) / len(times),
-        )
-
-    def describe(self) -> str:
-        """ "encode 0.98 ms, train 2.91 ms alone"."""
-        return f"{self.stage1} {self.stage1_ms:.3g} ms, {self.stage2} {self.stage2_ms:.3g} ms alone"
 
 
 def pct_of(e: Estimate | None, reference: float) -> Estimate | None:
