@@ -69,7 +69,8 @@ async def test_the_watch_dashboard_shows_every_gpu_and_its_processes(box, tmp_pa
             "Xorg" in table and "GPU 2: processes n/a" in table and "GPU 1 throttle: sw_power_cap, sw_thermal" in table
         )
         # heading, column names, 3 processes and the notes: a long command is cut, not wrapped
-        assert app.query_one(ProcessTable).size.height == 6
+        # (its size follows the text at the next layout: waited for, not read at once)
+        await wait_until(pilot, lambda: app.query_one(ProcessTable).size.height == 6, "the table's six lines")
         footer = plain_text_of_footer(app)
         assert "Record" in footer and "Next GPU" in footer and "Pipeline" not in footer
         visible = {c.spec.id for c in app.visible_charts}
