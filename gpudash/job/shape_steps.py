@@ -55,10 +55,9 @@ class ShapeSteps:
             self.base_s += record.train_s
 
     def _paid(self) -> list[FreshStep]:
-        """The new-shape steps that compiled, or ran over ``PAID_OVER`` steady steps (all, with no steady step)."""
-        if not self.base_steps:
-            return self.fresh
-        bar = PAID_OVER * self.base_s / self.base_steps
+        """The new-shape steps that compiled, or ran over ``PAID_OVER`` steady steps (``fresh`` holds
+        steps after a steady one only)."""
+        bar = PAID_OVER * self.base_s / max(1, self.base_steps)
         return [step for step in self.fresh if step.train_s > bar or step.phase_s > 0]
 
     @property
@@ -96,11 +95,10 @@ class ShapeSteps:
         total = self.seconds + self.steady_s
         said = f"{self.steps} step{'s' if self.steps > 1 else ''} ran at a new shape: {self.seconds:.2g} s"
         said += f", {100 * self.seconds / total:.0f}% of the training" if total > 0 else ""
-        if self.steady_steps:
-            steady = self.steady_s / self.steady_steps
-            extra = self.seconds - self.steps * steady
-            said += f" ({_duration(self.seconds / self.steps)} a step against {_duration(steady)} at shapes"
-            said += f" already compiled: {extra:.2g} s more)" if extra > 0 else " already compiled: no more)"
+        steady = self.steady_s / self.steady_steps  # (a steady step came before any counted here)
+        extra = self.seconds - self.steps * steady
+        said += f" ({_duration(self.seconds / self.steps)} a step against {_duration(steady)} at shapes"
+        said += f" already compiled: {extra:.2g} s more)" if extra > 0 else " already compiled: no more)"
         if self.phase_s > 0:
             whole = self.seconds + self.phase_s
             said += f"; with the phases before them (their compiles), timed apart, {whole:.2g} s in all"
