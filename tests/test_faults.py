@@ -338,6 +338,7 @@ def test_record_a_hung_step_is_noticed_stopped_and_exits_1(recordings: dict[str,
     )
 
 
+@pytest.mark.slow  # the recordings fixture starts every fault run
 def test_record_goes_on_without_gpu_columns_when_nvml_loses_the_gpu(recordings: dict[str, Finished]) -> None:
     run = recordings["nvml"]
     code, err, rows = run.checked()
@@ -367,6 +368,7 @@ def test_record_counts_the_samples_a_slow_parent_made_the_workload_drop(recordin
     assert max(jumps) >= n  # where the dropped samples were: one larger step in the totals
 
 
+@pytest.mark.slow  # the recordings fixture starts every fault run
 def test_record_a_failing_csv_write_keeps_every_row_before_it_and_exits_1(recordings: dict[str, Finished]) -> None:
     run = recordings["csv"]
     code, err, rows = run.checked()

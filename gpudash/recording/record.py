@@ -24,7 +24,7 @@ from typing import Any, TextIO
 
 from gpudash.core import faults
 from gpudash.core.compile_table import CompileTable
-from gpudash.core.events import SHAPES
+from gpudash.core.events import SHAPES, Event, EventKind
 from gpudash.core.lenient import float_or_none
 from gpudash.core.protocol import (
     GOODPUT,
@@ -33,8 +33,6 @@ from gpudash.core.protocol import (
     OUT_OF_MEMORY,
     PHASES,
     PROCESSES,
-    Event,
-    EventKind,
     GpuSample,
     Message,
     RankSample,

@@ -16,7 +16,8 @@ from pathlib import Path
 
 def job_figures(text: str) -> dict[str, float]:
     (line,) = [x for x in text.splitlines() if x.startswith("JOB ")]
-    return {k: float(v) for k, v in (part.split("=", 1) for part in line.split()[1:])}
+    pairs = (part.split("=", 1) for part in line.split()[1:])
+    return {k: float(v) for k, v in pairs if k != "slow_at"}  # (slow_at: each slow step and its time)
 
 
 def summary_rate(text: str) -> tuple[float, float]:
@@ -39,10 +40,25 @@ def details(rows: list[dict[str, str]], what: str) -> dict[str, str]:
     return {}
 
 
+def _own_shapes(own: dict[str, float]) -> str:
+    """The job's own slow steps at a new length ("6, 14.30 s"); all its slow steps where it did not split them."""
+    if "shape_steps" in own:
+        return f"{own['shape_steps']:.0f}, {own['shape_s']:.2f} s"
+    return f"{own['slow_steps']:.0f}, {own['slow_s']:.2f} s (all its slow steps)"
+
+
+def _others(own: dict[str, float]) -> str:
+    return f"{own['slow_steps'] - own['shape_steps']:.0f}" if "shape_steps" in own else "not split"
+
+
 def main(out: Path) -> None:
     records = out / "records.tgz"
-    print("| run | gpudash steps/s (95% CI) | job's own median step → steps/s | ratio | gpudash's new-shape steps, s with compiles | job's own slow steps, s |")
-    print("|---|---|---|---|---|---|")
+    print(
+        "| run | gpudash steps/s (95% CI) | job's own median step → steps/s | ratio "
+        "| gpudash's new-shape steps, s with compiles | job's own slow steps at a new length, s "
+        "| job's other slow steps |"
+    )
+    print("|---|---|---|---|---|---|---|")
     for txt in sorted(out.glob("lm-*.txt")):
         name, text = txt.stem, txt.read_text()
         if "JOB " not in text or "95% CI" not in text:
@@ -53,7 +69,7 @@ def main(out: Path) -> None:
         whole = float(shapes.get("new_shape_s", 0)) + float(shapes.get("new_shape_phase_s", 0))
         print(
             f"| {name} | {rate:g} ± {half:g} | {own['median_ms']:.3f} ms → {own_rate:.1f} | {rate / own_rate:.3f} | "
-            f"{shapes.get('new_shape_steps', '0')}, {whole:.2f} s | {own['slow_steps']:.0f}, {own['slow_s']:.2f} s |"
+            f"{shapes.get('new_shape_steps', '0')}, {whole:.2f} s | {_own_shapes(own)} | {_others(own)} |"
         )
     names = tarfile.open(records).getnames() if records.exists() else []
     for name in sorted(n.removesuffix(".csv") for n in names if n.startswith("resnet-")):
@@ -67,6 +83,7 @@ def main(out: Path) -> None:
             f"{float(summary['ci_high']):.1f}] | own {own_said} steps/s | | {flops / 1e12:.4f} TFLOP a step | "
             f"MFU {float(summary['mfu_pct']):.2f}% |"
         )
+
 
 if __name__ == "__main__":
     main(Path(sys.argv[1]))

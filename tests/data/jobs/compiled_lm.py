@@ -6,7 +6,10 @@ recorded again at each length), ``--in-place`` (``model.compile()`` instead of
 
 Its own figures, on its last line, from its own clock: CUDA events recorded at each step's end on a
 GPU (no sync added), the host's clock on the CPU. A step past the first length's that took over twice
-its median is one that paid for a new shape. ``JOB steps=N median_ms=X slow_steps=K slow_s=Y lengths=L``.
+its median is slow; those among the first two steps at a new length paid for it (a compile, then
+CUDA graphs recorded): ``JOB steps=N median_ms=X slow_steps=K slow_s=Y shape_steps=K2 shape_s=Y2
+lengths=L slow_at=STEP:MS,…`` (the first 60 slow steps, counted from 1, with their times). The model
+is the GPT script's (``gpt_train.py``).
 """
 
 from __future__ import annotations
@@ -19,26 +22,9 @@ import time
 from collections.abc import Callable
 
 import torch
-from torch import nn
-from torch.nn import functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
-from tests.data.jobs.gpt_train import Block  # noqa: E402 - the GPT script's own block: pre-norm attention, MLP
-
-
-class DecoderLM(nn.Module):
-    def __init__(self, vocab: int, width: int, layers: int, heads: int, block: int) -> None:
-        super().__init__()
-        self.embed, self.position = nn.Embedding(vocab, width), nn.Embedding(block, width)
-        self.blocks = nn.ModuleList(Block(width, heads) for _ in range(layers))
-        self.norm, self.head = nn.LayerNorm(width), nn.Linear(width, vocab, bias=False)
-
-    def forward(self, idx: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        x = self.embed(idx) + self.position(torch.arange(idx.shape[1], device=idx.device))
-        for block in self.blocks:
-            x = block(x)
-        logits = self.head(self.norm(x))
-        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+from tests.data.jobs.gpt_train import GPT  # noqa: E402 - the GPT script's own model: pre-norm blocks, tied head
 
 
 def main() -> None:
@@ -58,9 +44,10 @@ def main() -> None:
     torch.manual_seed(0)
     lengths = [int(n) for n in args.lengths.split(",")]
     device, vocab = torch.device(args.device), 512
-    model = DecoderLM(vocab, args.width, 2, 4, max(lengths)).to(device)
+    shape = argparse.Namespace(vocab=vocab, embd=args.width, block=max(lengths), heads=4, layers=2)
+    model = GPT(shape).to(device)
     options = {"backend": args.backend, "dynamic": False if args.dynamic == "false" else None, "mode": args.mode}
-    step_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+    step_fn: Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor | None]]
     if args.no_compile:
         step_fn = model
     elif args.in_place:
@@ -75,10 +62,15 @@ def main() -> None:
     if on_gpu:
         ends.append(torch.cuda.Event(enable_timing=True))
         ends[-1].record()
+
+    def lengths_at(step: int) -> int:
+        return lengths[(step // args.every) % len(lengths)]
+
     for step in range(args.steps):
-        n = lengths[(step // args.every) % len(lengths)]
+        n = lengths_at(step)
         idx = torch.randint(0, vocab, (args.batch, n + 1), device=device)
-        loss = step_fn(idx[:, :-1], idx[:, 1:])
+        _, loss = step_fn(idx[:, :-1].contiguous(), idx[:, 1:].contiguous())  # as the GPT script's batches
+        assert loss is not None
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
@@ -95,10 +87,14 @@ def main() -> None:
     else:
         ms = [1e3 * (b - a) for a, b in zip(clock, clock[1:], strict=False)]
     median = statistics.median(ms)
-    slow = [t for t in ms[args.every :] if t > 2 * median]  # the first length's steps: its warm-up
+    slow = [i for i in range(args.every, len(ms)) if ms[i] > 2 * median]  # the first length's: its warm-up
+    changed = {i for i in range(args.every, len(ms)) if lengths_at(i) != lengths_at(i - 1)}
+    paid = [i for i in slow if i in changed or i - 1 in changed]  # a new length's first two steps (CUDA graphs)
     print(
-        f"JOB steps={len(ms)} median_ms={median:.4f} slow_steps={len(slow)} slow_s={sum(slow) / 1e3:.4f} "
-        f"lengths={len(set(lengths))}",
+        f"JOB steps={len(ms)} median_ms={median:.4f} slow_steps={len(slow)} "
+        f"slow_s={sum(ms[i] for i in slow) / 1e3:.4f} shape_steps={len(paid)} "
+        f"shape_s={sum(ms[i] for i in paid) / 1e3:.4f} lengths={len(set(lengths))} "
+        f"slow_at={','.join(f'{i + 1}:{ms[i]:.1f}' for i in slow[:60])}",  # step (from 1): its ms
         flush=True,
     )
 

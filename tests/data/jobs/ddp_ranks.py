@@ -89,13 +89,8 @@ def main() -> None:
 
 def build(args: argparse.Namespace, device: torch.device) -> torch.nn.Module:
     """An MLP, wrapped in DDP or sharded with FSDP2's fully_shard (each layer, then the whole)."""
-    net = torch.nn.Sequential(
-        torch.nn.Linear(args.dim, args.dim),
-        torch.nn.ReLU(),
-        torch.nn.Linear(args.dim, args.dim),
-        torch.nn.ReLU(),
-        torch.nn.Linear(args.dim, 1),
-    ).to(device)
+    hidden = [m for _ in range(2) for m in (torch.nn.Linear(args.dim, args.dim), torch.nn.ReLU())]
+    net = torch.nn.Sequential(*hidden, torch.nn.Linear(args.dim, 1)).to(device)
     if args.fsdp:
         from torch.distributed.fsdp import fully_shard
 
