@@ -373,24 +373,45 @@ def test_a_data_parallel_model_compiled_whole_is_counted_as_its_model(sent: Any,
 
 
 @pytest.mark.usefixtures("compiles_forgotten")
-def test_a_model_compiled_block_by_block_with_an_eager_head_is_not_counted_and_says_why(sent: Any) -> None:
-    """The blocks compiled one by one, the head left eager (the optimizer steps both): a count of
-    the compiled blocks alone would leave the head out, so MFU is blank and says so."""
+def test_a_model_compiled_block_by_block_with_an_eager_head_is_counted_over_the_next_step_run_eagerly(
+    sent: Any,
+) -> None:
+    """The blocks compiled one by one, the head left eager (the optimizer steps both): the compiled
+    blocks alone would leave the head out, so the step after is counted whole, its compiled code run
+    uncompiled for it, and the count is what torch's own counter gives the eager model; the blocks
+    run compiled again after it."""
     part, messages = sent
     part.install()
     blocks = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Linear(4, 4))
     head = torch.nn.Linear(4, 64)  # most of the parameters
     compiled = [torch.compile(block, backend="eager") for block in blocks]
     optimizer = torch.optim.SGD([*blocks.parameters(), *head.parameters()], lr=0.1)
+
+    def step() -> None:
+        x = torch.randn(2, 4)
+        for block in compiled:
+            x = block(x)
+        head(x).sum().backward()
+
+    for _ in range(3):  # the blocks' calls kept over one step, then the next counted eagerly
+        part.at_step("cpu", 0, untraced_s=0.01, optimizer=optimizer)
+        step()
     part.at_step("cpu", 0, untraced_s=0.01, optimizer=optimizer)
-    x = torch.randn(2, 4)
-    for block in compiled:
-        x = block(x)
-    head(x).sum().backward()
-    part.at_step("cpu", 0, untraced_s=0.01, optimizer=optimizer)
+    compiles: list[int] = []
+
+    def counting(graph: torch.fx.GraphModule, _inputs: Any) -> Any:
+        compiles.append(1)
+        return graph.forward
+
+    assert torch.compile(lambda t: t * 2, backend=counting)(torch.ones(2)).tolist() == [2.0, 2.0]
+    assert compiles == [1]  # torch compiles again after the count: its eager stance was let go
     part.close()
+    with flop_counter.FlopCounterMode(display=False) as reference:
+        x = torch.randn(2, 4)
+        head(blocks(x)).sum().backward()
     (message,) = messages
-    assert message["why"] == (
-        "the job compiled part of its model: the compiled modules hold 11% of the parameters its "
-        "optimizer steps, and the rest runs uncounted"
+    assert message["why"] == "" and message["flops"] == reference.get_total_flops(), message
+    assert message["how"] == (
+        "the step run eagerly (torch.compiler.set_stance('force_eager')): the job compiled part of its model "
+        "(the compiled modules hold 11% of the parameters its optimizer steps)"
     )

@@ -2,6 +2,7 @@
 # Issue 90 on one GPU: a compiled decoder LM whose length changes every 10 steps (dynamic=False,
 # automatic dynamic shapes, reduce-overhead, and model.compile() in place) recorded beside its own
 # clock; its diagnosis at the recompile limit; a ResNet-50 classifier's MFU eager and compiled.
+# (--blocks: each block compiled in place, the rest eager; --no-compile: the same model eager).
 # Usage: run.sh [tests] [NAME...]   (tests: also the compiled GPU tests; NAMEs: only those runs)
 set -o pipefail
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
@@ -19,6 +20,8 @@ run lm-false record /tmp/lm-false.csv -- python3 $LM --steps 3000
 run lm-auto record /tmp/lm-auto.csv -- python3 $LM --steps 3000 --dynamic auto
 run lm-graphs record /tmp/lm-graphs.csv -- python3 $LM --steps 3000 --mode reduce-overhead
 run lm-inplace record /tmp/lm-inplace.csv -- python3 $LM --steps 1500 --in-place
+run lm-blocks record /tmp/lm-blocks.csv -- python3 $LM --steps 1500 --blocks
+run lm-eager record /tmp/lm-eager.csv -- python3 $LM --steps 1500 --no-compile
 run lm-limit diagnose --no-check -- python3 tests/data/jobs/compiled_lm.py --backend inductor --device cuda --lengths 64,80,96,112,128,144 --every 3 --limit 3 --steps 100000
 CL="tests/data/jobs/classifier.py --model resnet50 --device cuda --batch 64 --image-size 224"
 run resnet-eager record /tmp/resnet-eager.csv -- python3 $CL --steps 400

@@ -17,8 +17,9 @@ graphs again at each). gpudash keeps such steps out of the steady rate and says 
 
 The count is bounded as the eager one is (its ``deadline``); it is gpudash's own time between two
 steps (the hooks mark it so), and a failure (a forward that reads a value off a tensor cannot run
-on fake tensors, or modules compiled one by one that leave part of the model eager and uncounted)
-says why MFU is blank.
+on fake tensors) says why MFU is blank. Modules compiled one by one that leave part of the model
+eager (under ``COVERED`` of the parameters the optimizer steps) are not counted here: the step after
+is counted eagerly instead, its compiled code run uncompiled for that one step (``step_flops.py``).
 
 What the job compiles, and what runs uncompiled for the count:
 
@@ -74,6 +75,7 @@ class CompiledForwards:
         self.cache: dict[tuple[Any, ...], Any] = {}  # a call's signature -> its StepFlops
         self.shapes: dict[tuple[Any, ...], int] = {}  # each (compile, signature) a training forward ran at: how often
         self.new_shape = 0  # the step under way: 1 a training forward at a shape not seen before, 2 with CUDA graphs
+        self.part = ""  # the compiled modules hold part of the model only: what they hold (the step is counted eagerly)
 
     def watch(self, compiled: Any, target: Any, options: dict[str, Any] | None = None) -> Any:
         """``torch.compile(target, **options)`` returned ``compiled``: a module's compiled wrapper is
@@ -125,7 +127,7 @@ class CompiledForwards:
     def count(self, deadline: float | None, optimizer: Any = None) -> tuple[StepFlops | None, str]:
         """The FLOPs of the calls kept, or None and why; the calls are let go. Where the compiled
         modules called hold less than all the parameters ``optimizer`` steps, the rest of the model
-        ran eager and uncounted: no count, and why."""
+        ran eager, uncounted here: no count, and ``part`` says so (the next step is counted eagerly)."""
         calls, self.calls, self.recording = self.calls, [], False
         if not calls:
             return None, self.unwatched or "no compiled module's training forward ran in the counted step"
@@ -133,10 +135,9 @@ class CompiledForwards:
             return None, f"over {MAX_CALLS} compiled forward calls in the counted step"
         share = _compiled_share({id(w.module): w.module for w, *_ in calls}.values(), optimizer)
         if share < COVERED:
-            return None, (
-                f"the job compiled part of its model: the compiled modules hold {100 * share:.0f}% of the "
-                "parameters its optimizer steps, and the rest runs uncounted"
-            )
+            held = f"{100 * share:.0f}% of the parameters its optimizer steps"
+            self.part = f"the job compiled part of its model (the compiled modules hold {held})"
+            return None, self.part
         total: dict[str, int] = {}
         for watched, args, kwargs, autocast in calls:
             key = (id(watched), _signature(args, kwargs), autocast)

@@ -22,7 +22,10 @@ is no count, with the counted step's time and its untraced time (what the count 
   place: compiled code runs no operator the counter sees (``torch.compile`` is wrapped, to note
   it). A module passed to ``torch.compile`` before is counted otherwise: its training forward calls
   over the step after the one timed, run again on its uncompiled original on fake tensors
-  (``compiled_flops.py``), the count's time gpudash's own between two steps;
+  (``compiled_flops.py``), the count's time gpudash's own between two steps. A model compiled in
+  parts (its blocks one by one, its head eager) is counted over the step after that one, eagerly:
+  ``torch.compiler.set_stance("force_eager")`` runs its compiled code uncompiled for that step alone
+  (bounded as an eager count is, with ``COMPILED_FLOOR_S`` as its floor), its cost said;
 - the stream was capturing a CUDA graph;
 - the second step's hook ran on another thread than the first's, or a dispatch mode of the job's
   own was entered over the count and is still there: the count cannot be left there and then, so
@@ -80,6 +83,7 @@ class StepFlopsCount:
         self._compile: Any = None
         self.forwards = CompiledForwards(torch)  # a compiled job's: its compiled modules' forward calls
         self.ours: tuple[float, float] | None = None  # the compiled count's span between two steps: gpudash's time
+        self.eager: tuple[Any, str] | None = None  # a step run eagerly to be counted: its stance's hold, and why
 
     @property
     def running(self) -> bool:
@@ -117,7 +121,7 @@ class StepFlopsCount:
             if self.stranded:
                 self._leave()
             elif self.forwards.recording:
-                self._count_compiled(rank, optimizer)
+                self._count_compiled(device, rank, optimizer)
             elif self.count is None:
                 self._start(device, rank, untraced_s)
             else:
@@ -136,25 +140,40 @@ class StepFlopsCount:
             return
         self.counted, self.left = count.stop(), True
 
-    def _start(self, device: str, rank: int, untraced_s: float | None) -> None:
+    def _start(self, device: str, rank: int, untraced_s: float | None, eager_why: str = "") -> None:
+        """Start the count of the next step: eagerly; or, for a compiled job, by its compiled forward
+        calls; or (``eager_why``: the model is compiled in parts) eagerly with its compiled code
+        run uncompiled for that step (``torch.compiler.set_stance("force_eager")``)."""
         torch = self.torch
         self.cuda = device.startswith("cuda")
-        why = self._why_not("before its first optimizer step", compiled=not self.forwards.watched)
+        why = self._why_not("before its first optimizer step", compiled=not self.forwards.watched and not eager_why)
         if why:
             self._send(rank, None, why)
             return
         if self.cuda:
             self.device_name = str(torch.cuda.get_device_name(torch.device(device)))
-        if self.compiled:  # the next step's compiled forward calls, counted at its end (``compiled_flops``)
+        if self.compiled and not eager_why:  # the next step's compiled forward calls, counted at its end
             self.untraced_s, self.forwards.recording = untraced_s, True
             return
         self._fault("start")
         count = FlopCount(torch)
         self.untraced_s = untraced_s
         if untraced_s:
-            count.deadline = time.monotonic() + max(BUDGET * untraced_s, untraced_s + FLOOR_S)
+            floor = COMPILED_FLOOR_S if eager_why else FLOOR_S  # (a compiled step run eagerly: slower still)
+            count.deadline = time.monotonic() + max(BUDGET * untraced_s, untraced_s + floor)
+        if eager_why:
+            self.eager = (torch.compiler.set_stance("force_eager"), eager_why)  # (applied as it is made)
         count.start()
         self.count, self.thread = count, threading.get_ident()
+
+    def _compiled_again(self) -> str:
+        """The compiled code runs again from the next step (a count that ran it eagerly ends): why it
+        was run eagerly, or "" where it was not."""
+        held, self.eager = self.eager, None
+        if held is None:
+            return ""
+        held[0].__exit__(None, None, None)  # the stance before it
+        return held[1]
 
     def _stop(self, rank: int, step_s: float | None, evaluations: int) -> None:
         count = self.count
@@ -167,24 +186,30 @@ class StepFlopsCount:
             self._strand(count)
             self._send(rank, None, "the job entered a dispatch mode of its own during the counted step")
             return
+        eager_why = self._compiled_again()
         self._fault("stop")
         counted = self.counted if self.left else count.stop()
         self.count, self.counted, self.left = None, None, False
-        why = self._why_not("during the counted step")
+        why = self._why_not("during the counted step", compiled=not eager_why)
         if not why and count.overran:
             why = f"the count gave up: its step ran past {BUDGET:g}× its untraced time ({self.untraced_s:.3g} s)"
         if not why and evaluations > 1:
             why = f"the optimizer evaluated its closure {evaluations} times in the counted step (LBFGS): not one count"
         if not why and count.errors:
             why = f"torch could not count an operator's FLOPs ({count.errors[0]})"
-        self._send(rank, None if why else counted, why, step_s)
+        how = f"the step run eagerly (torch.compiler.set_stance('force_eager')): {eager_why}" if eager_why else ""
+        self._send(rank, None if why else counted, why, step_s, how=how if not why else "")
 
-    def _count_compiled(self, rank: int, optimizer: Any) -> None:
-        """The compiled forward calls of the step now ending, counted on fake tensors (its span: ours)."""
+    def _count_compiled(self, device: str, rank: int, optimizer: Any) -> None:
+        """The compiled forward calls of the step now ending, counted on fake tensors (its span: ours);
+        a model compiled in parts is counted over the next step instead, run eagerly."""
         began, untraced = time.monotonic(), self.untraced_s
         deadline = began + max(BUDGET * untraced, COMPILED_FLOOR_S) if untraced else None
         self._fault("stop")
         counted, why = self.forwards.count(deadline, optimizer)
+        if self.forwards.part:
+            self._start(device, rank, untraced, eager_why=self.forwards.part)
+            return
         self.ours = (began, time.monotonic())
         spent = self.ours[1] - began
         self._send(rank, counted, why, untraced + spent if untraced else None, how=HOW if counted else "")
@@ -216,6 +241,7 @@ class StepFlopsCount:
         """One line on stderr, the count's modes left (or left later), the reason sent."""
         why = " ".join(f"{type(exc).__name__}: {exc}".split())  # one line
         print(f"gpudash: the model FLOPs count is off: {why}", file=sys.stderr, flush=True)
+        self._compiled_again()
         if self.count is not None and self.left:  # its mode already left
             self.count, self.left = None, False
         if self.count is not None:
@@ -246,6 +272,7 @@ class StepFlopsCount:
         """In a forked child (a DataLoader worker made inside the counted step): the parent's count
         is not its own; its modes are left."""
         count, self.count, self.stranded = self.count, None, False
+        self._compiled_again()
         try:
             if count is not None and not self.left and count.on_top():
                 count.stop()
@@ -260,6 +287,7 @@ class StepFlopsCount:
         """The hooks are off (or this is a forked child): the count's modes left where they can be,
         ``torch.compile`` given back."""
         self.done = True
+        self._compiled_again()
         if self.count is not None and self.left:
             self.count, self.left = None, False
         if self.count is not None:

@@ -2,7 +2,8 @@
 training scripts run: ``--dynamic false`` (each new length recompiles), ``auto`` (torch's automatic
 dynamic shapes: the second length makes the graph dynamic), ``--mode reduce-overhead`` (CUDA graphs,
 recorded again at each length), ``--in-place`` (``model.compile()`` instead of
-``torch.compile(model)``). CPU: ``--backend eager``; a GPU: ``--backend inductor --device cuda``.
+``torch.compile(model)``), ``--blocks`` (each block compiled in place, the rest eager). CPU:
+``--backend eager``; a GPU: ``--backend inductor --device cuda``.
 
 Its own figures, on its last line, from its own clock: CUDA events recorded at each step's end on a
 GPU (no sync added), the host's clock on the CPU. A step past the first length's that took over twice
@@ -38,6 +39,7 @@ def main() -> None:
     p.add_argument("--device", default="cpu")
     p.add_argument("--in-place", action="store_true", help="model.compile() rather than torch.compile(model)")
     p.add_argument("--no-compile", action="store_true", help="run it eager")
+    p.add_argument("--blocks", action="store_true", help="compile each block in place, the rest eager")
     args = p.parse_args()
     if args.limit:
         torch._dynamo.config.recompile_limit = args.limit
@@ -49,6 +51,10 @@ def main() -> None:
     options = {"backend": args.backend, "dynamic": False if args.dynamic == "false" else None, "mode": args.mode}
     step_fn: Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor | None]]
     if args.no_compile:
+        step_fn = model
+    elif args.blocks:
+        for block in model.blocks:
+            block.compile(**options)
         step_fn = model
     elif args.in_place:
         model.compile(**options)
