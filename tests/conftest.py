@@ -10,6 +10,7 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -108,3 +109,22 @@ def compiles_forgotten() -> Iterator[None]:
 
     torch._dynamo.reset()
     torch._dynamo.utils.counters.clear()
+
+
+@pytest.fixture
+def flops_sent(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Any, list[dict[str, Any]]]]:
+    """The hooks' FLOP count (``gpudash_boot.step_flops.StepFlopsCount``) in this process, no fault
+    injected, and the messages it sends; closed after, nothing of its modes left behind."""
+    import torch  # here: a test that counts nothing does not import it for this
+    from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
+
+    from gpudash.boot.gpudash_boot import step_flops
+
+    monkeypatch.delenv("GPUDASH_JOB_FAULT", raising=False)
+    messages: list[dict[str, Any]] = []
+    part = step_flops.StepFlopsCount(torch, messages.append)
+    try:
+        yield part, messages
+    finally:
+        part.close()
+        assert _get_current_dispatch_mode_stack() == []  # nothing of the count's left behind

@@ -14,7 +14,7 @@ import csv
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -187,19 +187,8 @@ def _iteration(batch: int = 8, hidden: int = 32) -> Callable[[], torch.Tensor]:
     return iteration
 
 
-@pytest.fixture
-def sent(part_module: Any) -> Iterator[tuple[Any, list[dict[str, Any]]]]:
-    messages: list[dict[str, Any]] = []
-    part = part_module.StepFlopsCount(torch, messages.append)
-    try:
-        yield part, messages
-    finally:
-        part.close()
-        assert _get_current_dispatch_mode_stack() == []  # nothing of the count's left behind
-
-
-def test_the_count_runs_from_one_step_end_to_the_next_and_leaves_no_mode(sent: Any) -> None:
-    part, messages = sent
+def test_the_count_runs_from_one_step_end_to_the_next_and_leaves_no_mode(flops_sent: Any) -> None:
+    part, messages = flops_sent
     iteration = _iteration()
     part.at_step("cpu", 3)
     assert part.running and len(_get_current_dispatch_mode_stack()) == 1  # the counting mode
@@ -215,8 +204,10 @@ def test_the_count_runs_from_one_step_end_to_the_next_and_leaves_no_mode(sent: A
     assert len(messages) == 1  # counted once
 
 
-def test_a_second_step_on_another_thread_gives_up_and_the_modes_go_at_a_later_step_of_their_own(sent: Any) -> None:
-    part, messages = sent
+def test_a_second_step_on_another_thread_gives_up_and_the_modes_go_at_a_later_step_of_their_own(
+    flops_sent: Any,
+) -> None:
+    part, messages = flops_sent
     part.at_step("cpu", 0)
     _iteration()()
     other = threading.Thread(target=part.at_step, args=("cpu", 0))
@@ -235,8 +226,8 @@ class _JobsMode(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-def test_a_dispatch_mode_of_the_jobs_own_over_the_count_is_left_alone(sent: Any) -> None:
-    part, messages = sent
+def test_a_dispatch_mode_of_the_jobs_own_over_the_count_is_left_alone(flops_sent: Any) -> None:
+    part, messages = flops_sent
     part.at_step("cpu", 0)
     mode = _JobsMode()
     mode.__enter__()
@@ -252,9 +243,9 @@ def test_a_dispatch_mode_of_the_jobs_own_over_the_count_is_left_alone(sent: Any)
 
 
 def test_a_flop_formula_that_raises_never_reaches_the_job_and_voids_the_count(
-    sent: Any, monkeypatch: pytest.MonkeyPatch
+    flops_sent: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    part, messages = sent
+    part, messages = flops_sent
     expected = _iteration()()
 
     def boom(*args: Any, **kwargs: Any) -> int:
@@ -283,135 +274,3 @@ def test_a_failure_in_the_count_leaves_its_modes_and_says_one_line(
         == "gpudash: the model FLOPs count is off: InjectedFault: GPUDASH_JOB_FAULT=flops@stop\n"
     )
     assert [m["why"] for m in messages] == ["the count failed: InjectedFault: GPUDASH_JOB_FAULT=flops@stop"]
-
-
-@pytest.mark.usefixtures("compiles_forgotten")
-def test_torch_compile_is_noted_and_given_back_and_a_compiled_modules_step_is_counted(sent: Any) -> None:
-    part, messages = sent
-    original = torch.compile
-    part.install()
-    try:
-        assert torch.compile is not original
-        compiled = torch.compile(torch.nn.Linear(2, 2), backend="eager")
-        assert compiled is not None and part.compiled
-        part.at_step("cpu", 0, untraced_s=0.01)  # its next step's compiled forward calls are kept
-        compiled(torch.randn(4, 2)).sum().backward()
-        part.at_step("cpu", 0, untraced_s=0.01)
-    finally:
-        part.close()
-    assert torch.compile is original and not part.running
-    (message,) = messages
-    assert message["why"] == "" and message["flops"] == 2 * (2 * 4 * 2 * 2)  # forward, and the weight's gradient
-    assert message["how"].startswith("the uncompiled model's forward and backward on fake tensors")
-
-
-@pytest.mark.usefixtures("compiles_forgotten")
-def test_a_compiled_function_is_not_counted_and_says_why(sent: Any) -> None:
-    part, messages = sent
-    part.install()
-
-    def loss_of(x: torch.Tensor) -> torch.Tensor:
-        return (x * 2).sum()
-
-    torch.compile(loss_of, backend="eager")
-    part.at_step("cpu", 0)
-    part.close()
-    assert [m["why"] for m in messages] == [
-        "the job compiled a function (loss_of), not a module (the counter sees eager operators only)"
-    ]
-
-
-@pytest.mark.usefixtures("compiles_forgotten")
-@pytest.mark.parametrize("how", ["Module.compile", "forward"])
-def test_a_module_compiled_in_place_or_by_its_forward_is_counted_and_trains_as_before(sent: Any, how: str) -> None:
-    """``model.compile()`` and ``model.forward = torch.compile(model.forward)``: the job's calls go
-    through gpudash's wrapper of the compiled code, the step is counted on the uncompiled method, and
-    the model gives the same output and gradients as uncompiled."""
-    part, messages = sent
-    part.install()
-    torch.manual_seed(0)
-    model, twin = torch.nn.Linear(2, 3), torch.nn.Linear(2, 3)
-    twin.load_state_dict(model.state_dict())
-    try:
-        if how == "Module.compile":
-            model.compile(backend="eager")
-        else:
-            model.forward = torch.compile(model.forward, backend="eager")  # type: ignore[method-assign]
-        part.at_step("cpu", 0, untraced_s=0.01)
-        x = torch.randn(4, 2)
-        out = model(x)
-        out.sum().backward()
-        part.at_step("cpu", 0, untraced_s=0.01)
-    finally:
-        part.close()
-    expected = twin(x)
-    expected.sum().backward()
-    assert torch.equal(out, expected) and model.weight.grad is not None and twin.weight.grad is not None
-    assert torch.equal(model.weight.grad, twin.weight.grad)
-    (message,) = messages
-    assert message["why"] == "" and message["flops"] == 2 * (2 * 4 * 2 * 3)  # forward, and the weight's gradient
-
-
-@pytest.mark.usefixtures("compiles_forgotten")
-def test_a_data_parallel_model_compiled_whole_is_counted_as_its_model(sent: Any, tmp_path: Path) -> None:
-    """``torch.compile(DDP(model))`` (a world of one, gloo): the count runs the model inside the
-    wrapper, whose forward on fake tensors would broadcast its buffers."""
-    part, messages = sent
-    torch.distributed.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
-    try:
-        part.install()
-        model = torch.nn.Sequential(torch.nn.Linear(2, 3), torch.nn.BatchNorm1d(3))
-        compiled = torch.compile(torch.nn.parallel.DistributedDataParallel(model), backend="eager")
-        part.at_step("cpu", 0, untraced_s=0.01)
-        compiled(torch.randn(4, 2)).sum().backward()
-        part.at_step("cpu", 0, untraced_s=0.01)
-        part.close()
-    finally:
-        torch.distributed.destroy_process_group()
-    (message,) = messages
-    assert message["why"] == "" and message["flops"] >= 2 * (2 * 4 * 2 * 3), message
-
-
-@pytest.mark.usefixtures("compiles_forgotten")
-def test_a_model_compiled_block_by_block_with_an_eager_head_is_counted_over_the_next_step_run_eagerly(
-    sent: Any,
-) -> None:
-    """The blocks compiled one by one, the head left eager (the optimizer steps both): the compiled
-    blocks alone would leave the head out, so the step after is counted whole, its compiled code run
-    uncompiled for it, and the count is what torch's own counter gives the eager model; the blocks
-    run compiled again after it."""
-    part, messages = sent
-    part.install()
-    blocks = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Linear(4, 4))
-    head = torch.nn.Linear(4, 64)  # most of the parameters
-    compiled = [torch.compile(block, backend="eager") for block in blocks]
-    optimizer = torch.optim.SGD([*blocks.parameters(), *head.parameters()], lr=0.1)
-
-    def step() -> None:
-        x = torch.randn(2, 4)
-        for block in compiled:
-            x = block(x)
-        head(x).sum().backward()
-
-    for _ in range(3):  # the blocks' calls kept over one step, then the next counted eagerly
-        part.at_step("cpu", 0, untraced_s=0.01, optimizer=optimizer)
-        step()
-    part.at_step("cpu", 0, untraced_s=0.01, optimizer=optimizer)
-    compiles: list[int] = []
-
-    def counting(graph: torch.fx.GraphModule, _inputs: Any) -> Any:
-        compiles.append(1)
-        return graph.forward
-
-    assert torch.compile(lambda t: t * 2, backend=counting)(torch.ones(2)).tolist() == [2.0, 2.0]
-    assert compiles == [1]  # torch compiles again after the count: its eager stance was let go
-    part.close()
-    with flop_counter.FlopCounterMode(display=False) as reference:
-        x = torch.randn(2, 4)
-        head(blocks(x)).sum().backward()
-    (message,) = messages
-    assert message["why"] == "" and message["flops"] == reference.get_total_flops(), message
-    assert message["how"] == (
-        "the step run eagerly (torch.compiler.set_stance('force_eager')): the job compiled part of its model "
-        "(the compiled modules hold 11% of the parameters its optimizer steps)"
-    )
