@@ -205,17 +205,13 @@ EVIDENCE = Path(__file__).parent / "data" / "evidence"
 
 def measured_evidence(name: str) -> Any:
     """A diagnosis' evidence as ``diagnose --json`` printed it on GPUs (``tests/data/evidence/NAME``,
-    copied from the run's output under docs/bench), its sync table included."""
+    copied from the run's output under docs/bench; its settings and collective kinds as objects, as
+    the hooks send them now), its sync table included."""
     import json
 
-    from gpudash.boot.gpudash_boot.sync_table import SyncTable
     from gpudash.diagnosis.evidence import Evidence
 
-    doc = json.loads((EVIDENCE / name).read_text())["evidence"]
-    fields = {f: doc[f] for f in Evidence.__dataclass_fields__ if f in doc}
-    if isinstance(fields.get("sync_sites"), dict):
-        fields["sync_sites"] = SyncTable.from_dict(fields["sync_sites"])
-    return Evidence(**fields)
+    return Evidence.from_dict(json.loads((EVIDENCE / name).read_text())["evidence"])
 
 
 def verdict_of(event: Any) -> Judgement:

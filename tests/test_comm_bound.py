@@ -66,7 +66,7 @@ def test_exposed_collectives_that_are_the_steps_largest_part_outweigh_its_syncs(
     called sync-bound; the collectives are its largest part. Without them, its syncs are the verdict."""
     synced = Evidence(steps=30, step_ms=15.6, input_ms=0.1, syncs_per_step=2.0, gpu_busy_pct=90.0, gpu_ms_per_step=14)
     fsdp = Evidence(
-        **{**synced.__dict__, "comm_exposed_ms": 10.0, "comm_exposed_kinds": "all-gather=7.7,reduce-scatter=2.3"}
+        **{**synced.__dict__, "comm_exposed_ms": 10.0, "comm_exposed_kinds": {"all-gather": 7.7, "reduce-scatter": 2.3}}
     )
     verdict = diagnose(fsdp)
     assert verdict.bound == Bound.COMM and "all-gather 7.7, reduce-scatter 2.3" in verdict.line(), verdict.line()

@@ -25,9 +25,12 @@ ALL_REDUCE = "ncclDevKernel_AllReduce_Sum_f32_RING_LL"
 ALL_GATHER = "ncclKernel_AllGather_RING_LL_Sum_int8_t"
 REDUCE_SCATTER = "ncclDevKernel_ReduceScatter_Sum_bf16_RING_LL"
 GEMM = "sm90_xmma_gemm_bf16bf16_bf16f32"
-DDP_ON = (
-    "ddp_bucket_cap_mb=25.0,ddp_gradient_as_bucket_view=True,ddp_static_graph=False,ddp_find_unused_parameters=False"
-)
+DDP_ON = {
+    "ddp_bucket_cap_mb": "25.0",
+    "ddp_gradient_as_bucket_view": "True",
+    "ddp_static_graph": "False",
+    "ddp_find_unused_parameters": "False",
+}
 
 
 def _kernel(name: str, start_ms: float, dur_ms: float, stream: int) -> dict[str, Any]:
@@ -48,7 +51,7 @@ def issue_63_trace(steps: int = 2) -> list[dict[str, Any]]:
     return events
 
 
-def ddp_job_evidence(step_ms: float = 34.3, settings: str | None = None) -> Evidence:
+def ddp_job_evidence(step_ms: float = 34.3, settings: dict[str, str] | None = None) -> Evidence:
     """A job's untraced window: no input wait, no syncs."""
     return Evidence(steps=20, step_ms=step_ms, input_ms=0.2, syncs_per_step=0.0, job_settings=settings)
 
@@ -174,7 +177,7 @@ def test_gradient_as_bucket_view_is_advised_only_where_the_job_does_not_set_it()
     assert on.bound == Bound.COMM
     assert "gradient_as_bucket_view=True" not in on.advice
     assert "bucket_cap_mb=100 (now 25)" in on.advice  # the default 25 MB buckets: larger ones are advised
-    off = script_verdict(with_trace(ddp_job_evidence(settings=DDP_ON.replace("view=True", "view=False")), fig))
+    off = script_verdict(with_trace(ddp_job_evidence(settings={**DDP_ON, "ddp_gradient_as_bucket_view": "False"}), fig))
     assert "gradient_as_bucket_view=True" in off.advice
     evidence = with_trace(ddp_job_evidence(settings=DDP_ON), fig)
     _, lines = answer(evidence, on, script=True)
@@ -185,26 +188,28 @@ def test_gradient_as_bucket_view_is_advised_only_where_the_job_does_not_set_it()
 def test_the_advice_follows_what_the_jobs_model_already_does() -> None:
     fig = figures(issue_63_trace(), 2, 137.2)
 
-    def advice(settings: str | None) -> str:
+    def advice(settings: dict[str, str] | None) -> str:
         return script_verdict(with_trace(ddp_job_evidence(settings=settings), fig)).advice
 
-    done = advice("ddp_bucket_cap_mb=100.0,ddp_gradient_as_bucket_view=True,ddp_find_unused_parameters=False")
+    done = advice(
+        {"ddp_bucket_cap_mb": "100.0", "ddp_gradient_as_bucket_view": "True", "ddp_find_unused_parameters": "False"}
+    )
     assert "bucket_cap_mb" not in done and "gradient_as_bucket_view=True" not in done
     assert "a larger batch per rank" in done
-    unused = advice("ddp_bucket_cap_mb=100.0,ddp_gradient_as_bucket_view=True,ddp_find_unused_parameters=True")
-    assert "find_unused_parameters=False" in unused
-    fsdp = advice("fsdp=2,num_workers=4")
-    assert "reshard_after_forward" in fsdp and "prefetch" in fsdp and "bucket" not in fsdp
-    # as the hooks write them: the loader's site, then the model's parallel settings (on 2 H200s an
-    # FSDP2 job was told DDP's advice: its "fsdp=2" was read as a part of the site's path)
-    site = "num_workers=4,site=/data/a,b/train.py:39,"
-    assert advice(site + "fsdp=2") == fsdp
-    assert advice("num_workers=4,site=,fsdp=2") == fsdp  # no site known: the hooks write it empty
-    assert (
-        advice(site + "ddp_bucket_cap_mb=100.0,ddp_gradient_as_bucket_view=True,ddp_find_unused_parameters=False")
-        == done
+    unused = advice(
+        {"ddp_bucket_cap_mb": "100.0", "ddp_gradient_as_bucket_view": "True", "ddp_find_unused_parameters": "True"}
     )
-    generic = advice("num_workers=4,pin_memory=True")  # no DDP keys: the model's settings unknown
+    assert "find_unused_parameters=False" in unused
+    fsdp = advice({"fsdp": "2", "num_workers": "4"})
+    assert "reshard_after_forward" in fsdp and "prefetch" in fsdp and "bucket" not in fsdp
+    # on 2 H200s an FSDP2 job was told DDP's advice: its "fsdp=2" was read, in the joined text the
+    # hooks sent then, as a part of a site's path holding a comma; each setting is its own now
+    site = {"num_workers": "4", "site": "/data/a,b/train.py:39"}
+    assert advice({**site, "fsdp": "2"}) == fsdp
+    assert advice({"num_workers": "4", "site": "", "fsdp": "2"}) == fsdp  # no site known: the hooks send it empty
+    ddp = {"ddp_bucket_cap_mb": "100.0", "ddp_gradient_as_bucket_view": "True", "ddp_find_unused_parameters": "False"}
+    assert advice({**site, **ddp}) == done
+    generic = advice({"num_workers": "4", "pin_memory": "True"})  # no DDP keys: the model's settings unknown
     assert "DistributedDataParallel(bucket_cap_mb=100, gradient_as_bucket_view=True)" in generic
     assert "DistributedDataParallel(bucket_cap_mb=100, gradient_as_bucket_view=True)" in advice(None)
 
@@ -213,8 +218,11 @@ def test_the_kinds_come_back_from_a_recordings_details_and_a_hostile_one_is_igno
     evidence = with_trace(ddp_job_evidence(), figures(issue_63_trace(), 2, 137.2))
     again = Evidence.from_dict(json.loads(json.dumps(evidence.as_dict())))
     assert diagnose(again).line() == diagnose(evidence).line()
-    hostile = Evidence(**{**again.__dict__, "comm_exposed_kinds": "all-reduce=nan,\x1b[31mx=3,all-gather=1e999"})
+    hostile_file = {**again.as_dict(), "comm_exposed_kinds": {"all-reduce": "nan", "\x1b[31mx": 3, "all-gather": 1e999}}
+    hostile = Evidence.from_dict(json.loads(json.dumps(hostile_file)))
     assert comm_kinds(hostile) == {}
+    older = Evidence.from_dict({**again.as_dict(), "comm_exposed_kinds": "all-reduce=12.0"})  # an older file's text
+    assert older.comm_exposed_kinds is None and comm_kinds(older) == {}
     assert "(28.4 of 34.3 ms)" in diagnose(hostile).line()
 
 

@@ -62,7 +62,7 @@ def _evidence(**fields: object) -> Evidence:
 def test_waiting_for_a_late_rank_is_not_communication_and_its_gain_is_not_the_transfers() -> None:
     """The issue's case: 19.1 ms of a 41.9 ms step in exposed NCCL kernels, of which the data's
     movement is 0.46 ms: not communication-bound, and no "up to 1.8×" for communication."""
-    unmatched = _evidence(comm_exposed_ms=19.1, comm_exposed_kinds="all-reduce=19.100")
+    unmatched = _evidence(comm_exposed_ms=19.1, comm_exposed_kinds={"all-reduce": 19.100})
     assert diagnose(unmatched).bound == Bound.COMM  # one rank's window: all its exposed time is counted
     matched = RankComm(0.46, 0.3, 20.0, 18.8, {"all-reduce": 0.3}, last_rank=1, matched=28)
     waiting = with_comm(unmatched, matched)  # the window's collectives matched across the ranks

@@ -99,7 +99,7 @@ def _check(
 
 # the issue-63 window (tests/test_comm_exposed.py): 28 of a 34 ms step in exposed all-reduce,
 # communication-bound, "up to 5.8×" from the window alone
-COMM_BOUND = with_trace(ddp_job_evidence(settings="ddp_bucket_cap_mb=25"), figures(issue_63_trace(), 2, 137.2))
+COMM_BOUND = with_trace(ddp_job_evidence(settings={"ddp_bucket_cap_mb": "25"}), figures(issue_63_trace(), 2, 137.2))
 
 
 def test_a_communication_remedy_is_never_above_what_the_job_on_one_rank_ran() -> None:
@@ -149,13 +149,15 @@ _READS: dict[str, Any] = {
     "cpus": 8,
     "syncs_per_step": 1.0,
 }
-INPUT_BOUND = Evidence(30, 10.0, job_settings="num_workers=0,pin_memory=False,persistent_workers=False", **_READS)
+INPUT_BOUND = Evidence(
+    30, 10.0, job_settings={"num_workers": "0", "pin_memory": "False", "persistent_workers": "False"}, **_READS
+)
 
 
 def test_the_dataloader_settings_raced_are_those_the_input_remedy_names_and_the_job_lacks() -> None:
     advice = next(r.advice for r in remedies(INPUT_BOUND, Bound.INPUT, script=True) if r.limit == "input")
     assert loader_settings(advice, INPUT_BOUND, cpus=8) == [("num_workers", "2"), ("pin_memory", "True")]
-    with_four = Evidence(**{**INPUT_BOUND.__dict__, "job_settings": "num_workers=4,pin_memory=True"})
+    with_four = Evidence(**{**INPUT_BOUND.__dict__, "job_settings": {"num_workers": "4", "pin_memory": "True"}})
     advice = next(r.advice for r in remedies(with_four, Bound.INPUT, script=True) if r.limit == "input")
     assert loader_settings(advice, with_four, cpus=6) == [("num_workers", "6"), ("persistent_workers", "True")]
     assert loader_settings("make less of each batch: a larger batch", INPUT_BOUND, cpus=8) == []
@@ -197,7 +199,7 @@ def test_a_verdict_read_back_from_its_event_says_the_same_words() -> None:
     """The diagnose command reads the verdict's evidence back from its event's details: whole numbers
     stay whole ("its 2 CPUs", not "2.0": the verdict's line and its checked advice then differed)."""
     full = Evidence(
-        30, 4.2, input_ms=1.4, cpus=2, input_workers=2, job_settings="num_workers=2,persistent_workers=False"
+        30, 4.2, input_ms=1.4, cpus=2, input_workers=2, job_settings={"num_workers": "2", "persistent_workers": "False"}
     )
     again = Evidence.from_dict(json.loads(json.dumps(full.as_dict())))
     assert script_verdict(again).advice == script_verdict(full).advice and "its 2 CPUs" in script_verdict(full).advice

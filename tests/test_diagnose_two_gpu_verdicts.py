@@ -72,7 +72,7 @@ def test_syncs_at_a_copy_to_the_gpu_are_fixed_by_a_pinned_non_blocking_copy_not_
         "copy the batch to the GPU without waiting for it — pin_memory=True in its DataLoader (or .pin_memory()) "
         "and .to(device, non_blocking=True) at train.py:70"
     )
-    pinned = _fsdp2(job_settings="num_workers=2,pin_memory=True,site=/job/train.py:73")
+    pinned = _fsdp2(job_settings={"num_workers": "2", "pin_memory": "True", "site": "/job/train.py:73"})
     assert "pin_memory" not in for_the_job(diagnose(pinned), pinned).advice  # the loader pins already
     reads = _fsdp2(sync_sites=_syncs_at(("print(loss.item())", 150), ("x = x.to(device)", 50)))
     assert for_the_job(diagnose(reads), reads).advice.startswith("keep the step free of .item()")  # mostly reads

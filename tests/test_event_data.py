@@ -1,6 +1,6 @@
 """Every event a recording keeps comes back whole: its kind, what, before, after, message, its
 details and its typed data (a diagnosis' judgement, with its evidence, sync table, remedies and
-compile verdict) through a real CSV file, as a replay reads it (a property test); and a cell that
+compile verdict; a job's settings) through a real CSV file, as a replay reads it (a property test); and a cell that
 is not an event's data is a malformed row, never a wrong verdict."""
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gpudash.core.job_settings import JobSettings
 from gpudash.core.protocol import DIAGNOSIS, WORLD, Event, EventKind
 from gpudash.core.stage_times import StageTimes
 from gpudash.core.world_event import WorldFacts
@@ -26,6 +27,7 @@ from gpudash.recording.csvformat import RowParser
 text = st.text(st.characters(blacklist_categories=("Cs", "Cc")), max_size=40)
 finite = st.floats(min_value=-1e12, max_value=1e12, allow_nan=False, allow_infinity=False)
 maybe = st.none() | finite
+settings_values = st.dictionaries(text, text, min_size=1, max_size=6)  # a job's settings: text keys and values
 
 
 @st.composite
@@ -42,10 +44,10 @@ def evidences(draw: Any) -> Evidence:
         throttled=draw(st.none() | text),
         sm_active_pct=draw(maybe),
         dtype=draw(st.none() | st.sampled_from(["bf16", "fp16", "fp32"])),
-        comm_exposed_kinds=draw(st.none() | text),
+        comm_exposed_kinds=draw(st.none() | st.dictionaries(text, finite, min_size=1, max_size=4)),
         comm_last_rank=draw(st.none() | st.integers(0, 64)),
         straggler_rank=draw(st.none() | st.integers(0, 64)),
-        job_settings=draw(st.none() | text),
+        job_settings=draw(st.none() | settings_values),
         input_workers=draw(st.none() | st.integers(0, 64)),
         cpus=draw(st.none() | st.integers(1, 256)),
     )
@@ -84,15 +86,20 @@ worlds = st.builds(
 
 
 stage_times = st.builds(StageTimes, text, st.floats(0.0, 1e6), text, st.floats(0.0, 1e6))
+job_settings = st.builds(JobSettings, settings_values)
 
 
 @st.composite
 def events(draw: Any) -> Event:
     kind = draw(st.sampled_from(list(EventKind)))
     details = draw(st.dictionaries(text.filter(lambda k: k != ""), text, max_size=6))
-    data = draw(st.none() | judgements() | worlds | stage_times) if kind == EventKind.MEASURED else None
+    data: Any = None
+    if kind == EventKind.MEASURED:
+        data = draw(st.none() | judgements() | worlds | stage_times)
+    elif kind == EventKind.STARTED:
+        data = draw(st.none() | job_settings)  # a job's settings, as its lead rank said them
     kinds = {Judgement: DIAGNOSIS, WorldFacts: WORLD, StageTimes: StageTimes.KIND}
-    what = kinds[type(data)] if data is not None else draw(text)
+    what = kinds[type(data)] if data is not None and type(data) in kinds else draw(text)
     return Event(
         round(draw(st.floats(0.0, 1e6)), 3),  # the CSV keeps a row's time to the millisecond
         kind,

@@ -83,7 +83,7 @@ def test_workers_that_sleep_read_idle_and_workers_that_spin_read_busy(tmp_path: 
 def _input_bound(busy: float) -> Evidence:
     """The issue's case: 4 workers, 77 MB a step, 24.6 of 74.5 ms waiting for the next batch."""
     e = Evidence(steps=30, step_ms=74.5, input_ms=24.6, gpu_ms_per_step=48.0, cpus=16)
-    settings = "pin_memory=True,persistent_workers=True,num_workers=4"
+    settings = {"pin_memory": "True", "persistent_workers": "True", "num_workers": "4"}
     return replace(e, job_settings=settings, input_batch_bytes=77e6, input_workers=4, input_workers_busy=busy)
 
 

@@ -46,22 +46,28 @@ def test_removing_the_syncs_of_a_launch_bound_step_is_worth_little_and_the_next_
 
 
 def test_an_input_bound_jobs_remedy_leaves_out_what_its_loader_already_does() -> None:
-    e = Evidence(steps=30, step_ms=10.0, input_ms=9.5, syncs_per_step=0.0, job_settings="num_workers=0,pin_memory=True")
+    e = Evidence(
+        steps=30,
+        step_ms=10.0,
+        input_ms=9.5,
+        syncs_per_step=0.0,
+        job_settings={"num_workers": "0", "pin_memory": "True"},
+    )
     (fix,) = remedies(e, Bound.INPUT, script=True)
     assert fix.limit == INPUT and fix.up_to == pytest.approx(20.0)
     assert "more DataLoader workers (num_workers, now 0)" in fix.advice and "pin_memory" not in fix.advice
-    settings = "num_workers=4,pin_memory=False"
+    settings = {"num_workers": "4", "pin_memory": "False"}
     unpinned = Evidence(steps=30, step_ms=10.0, input_ms=9.5, syncs_per_step=0.0, job_settings=settings)
     advice = remedies(unpinned, Bound.INPUT, script=True)[0].advice
     assert "now 4" in advice and "pin_memory=True" in advice and "persistent_workers=True" in advice
-    on_cpu = Evidence(steps=30, step_ms=10.0, input_ms=9.5, job_settings="num_workers=0,pin_memory=False")
+    on_cpu = Evidence(steps=30, step_ms=10.0, input_ms=9.5, job_settings={"num_workers": "0", "pin_memory": "False"})
     assert "pin_memory" not in remedies(on_cpu, Bound.INPUT, script=True)[0].advice  # nothing to pin for
 
 
 def test_an_input_bound_job_whose_workers_have_every_cpu_is_not_told_to_add_workers() -> None:
     """Two workers and the training loop on a machine of two CPUs: more workers would only share them
     (a user's threaded job: tune's 4 and 8 workers were slower than its 2)."""
-    settings = "num_workers=2,pin_memory=False"
+    settings = {"num_workers": "2", "pin_memory": "False"}
     two = Evidence(steps=30, step_ms=10.0, input_ms=6.0, job_settings=settings, cpus=2)
     advice = remedies(two, Bound.INPUT, script=True)[0].advice
     assert "cheaper samples, not more DataLoader workers (2 and the loop have its 2 CPUs)" in advice
@@ -95,7 +101,7 @@ def test_workers_are_advised_for_the_part_they_shorten_and_only_where_it_outweig
     """Issue 62: a loader without workers tells the Dataset's part of the wait from collation's. Reads
     that take most of it, and longer than a worker's hand-over: workers. A tensor index and a
     collation cheaper than that hand-over: make less of each batch (workers would make it slower)."""
-    settings = "num_workers=0,pin_memory=False"
+    settings = {"num_workers": "0", "pin_memory": "False"}
     reads = Evidence(
         steps=30, step_ms=21.4, input_ms=20.6, input_dataset_ms=20.1, input_collate_ms=0.3, job_settings=settings
     )

@@ -70,6 +70,11 @@ BAD_SIDECARS = [
     ({"gpu_name": {"name": "H100"}}, "gpu_name is an object, not a string"),
     ({"device": "tpu:0"}, "device: expected auto, cpu, cuda or cuda:N"),
     ({"rows": True}, "rows is true/false, not a whole number"),
+    (
+        {"started": {"torch": "2.11", "settings": ["num_workers=0"]}},
+        "started: its settings are not an object of strings",
+    ),
+    ({"started": {"torch": 2.11}}, "started is not an object of strings and whole numbers"),
     ([1, 2], "it is a list, not an object"),
     ("{not json", "not JSON"),
     ("[" * 100_000, "nested too deeply"),
@@ -92,6 +97,7 @@ def test_unknown_keys_are_ignored_and_the_rest_is_trusted(tmp_path: Path) -> Non
     meta = json.loads(FIXTURE.with_suffix(".json").read_text())
     meta["written_by_a_later_gpudash"] = {"anything": [1, 2]}
     meta["config"]["a_new_option"] = "x"
+    meta["started"] = {"torch": "2.11", "settings": {"num_workers": "0", "site": "/a,b/train.py:9"}}  # a job's
     side = read_sidecar(recording(tmp_path, meta))
     assert side.problem is None and side.data["driver"] == "550.54.15"
     src = ReplaySource(tmp_path / "run.csv")

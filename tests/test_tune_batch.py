@@ -53,7 +53,7 @@ def _race(
             return run
         rate = 1000.0 * (1 + 0.008 * (batch - 16))
         run.samples, run.steps = (_steady(rate) if counted else None), _steady(rate / batch)
-        run.started = {"device": device, "settings": f"num_workers=0,pin_memory=True,site={SITE}"}
+        run.started = {"device": device, "settings": {"num_workers": "0", "pin_memory": "True", "site": SITE}}
         run.memory = dict(memory if memory is not None else {"batch": 16, "fits_batch": 51})
         return run
 

@@ -49,7 +49,7 @@ def _race(
     rates: dict[int, float],
     busy: float,
     *,
-    job_has: str = "autocast=False,compiled=False",
+    job_has: dict[str, str] | None = None,
     allow: bool = False,
     cpus: int = 2,
     memory: Callable[[int], WorkerMemory] | None = None,
@@ -67,7 +67,8 @@ def _race(
         workers = int(dict(settings).get("num_workers", 0))
         rate = rates[workers] * (1.02 if dict(settings).keys() - {"num_workers", LOADER_SITE} else 1.0)
         run = Run(describe(settings), settings, samples=steady(rate))
-        said = f"tf32=False,{job_has},num_workers=0,pin_memory=False,site={site}"
+        model = {"autocast": "False", "compiled": "False"} if job_has is None else job_has
+        said = {"tf32": "False", **model, "num_workers": "0", "pin_memory": "False", "site": site}
         run.started = {"device": "cpu", "settings": said}
         run.worker_busy = busy if workers else None
         run.worker_memory = memory(workers) if memory is not None and workers else None

@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 
 from gpudash.boot.gpudash_boot.wire import SET_ENV, SITE_ENV, WATCH_ENV
-from gpudash.diagnosis.evidence import job_settings
 from gpudash.job.settings import LOADER_SITE, SettingError, job_env, parse_set
 from gpudash.report.load import load_run
 from gpudash.tune import job_answer, job_race, job_runs, worker_cpu
@@ -85,7 +84,7 @@ def test_numerics_and_compile_are_raced_only_when_allowed_and_where_the_job_lack
     assert not [n for n in race_with(monkeypatch, tmp_path, rates, 0.9) if "autocast" in n or "compile" in n]
     allowed = race_with(monkeypatch, tmp_path, rates, 0.9, allow=True)
     assert allowed[-2:] == ["autocast=bf16", "compile=True"]  # compile last; TF32 only on CUDA
-    own = race_with(monkeypatch, tmp_path, rates, 0.9, job_has="autocast=True,compiled=True", allow=True)
+    own = race_with(monkeypatch, tmp_path, rates, 0.9, job_has={"autocast": "True", "compiled": "True"}, allow=True)
     assert not [n for n in own if "autocast" in n or "compile" in n]  # set by the job: not raced
 
 
@@ -226,7 +225,7 @@ def test_set_autocast_and_compile_reach_the_model_the_optimizer_steps(tmp_path: 
         done = _gpudash("record", str(out), "-q", *argv, cwd=tmp_path)
         assert done.returncode == 0, done.stderr[-2000:]
         said = json.loads(out.with_suffix(".json").read_text())["started"]["settings"]
-        return job_settings(said), done.stdout.splitlines()[-1]
+        return dict(said), done.stdout.splitlines()[-1]
 
     job = ["--", sys.executable, str(numerics), "--steps", "20"]
     have, line = run(*job)
@@ -264,7 +263,7 @@ def test_tunes_look_at_the_dataset_finds_its_random_draws_and_leaves_the_job_as_
         env = {"OMP_NUM_THREADS": "1", WATCH_ENV: watch}
         done = run_gpudash("record", str(out), "-q", *job, cwd=tmp_path, timeout=600, env=env)
         assert done.returncode == 0, done.stderr[-2000:]
-        said = job_settings(json.loads(out.with_suffix(".json").read_text())["started"]["settings"])
+        said = json.loads(out.with_suffix(".json").read_text())["started"]["settings"]
         seen[name] = (said.get("draws", ""), done.stdout.splitlines()[-1].split("loss=")[1])
     assert seen["looked"][0] == "True" and seen["plain"][0] == ""  # a plain run does not look
     assert seen["looked"][1] == seen["plain"][1]  # the same losses
@@ -280,7 +279,7 @@ def test_a_job_without_a_dataloader_keeps_its_metadata_for_tune_and_report(tmp_p
     assert done.returncode == 0, done.stderr[-2000:]
     recorded = load_run(tmp_path / "r.csv")
     assert recorded.notes == () and recorded.meta["config"]["batch_size"] is None
-    assert job_settings(recorded.meta["started"]["settings"])["autocast"] == "False"  # so tune may race it
+    assert recorded.meta["started"]["settings"]["autocast"] == "False"  # so tune may race it
 
 
 @pytest.mark.slow

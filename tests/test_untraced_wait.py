@@ -27,7 +27,13 @@ from gpudash.ranks.own_work import RankWork, judge
 from gpudash.stats.comparison import Comparison, Verdict
 from tests.helpers import measured_evidence, script_verdict, verdict_of
 
-SETTINGS = "num_workers=0,pin_memory=False,site=/t/train.py:15,ddp_bucket_cap_mb=25,ddp_gradient_as_bucket_view=False"
+SETTINGS = {
+    "num_workers": "0",
+    "pin_memory": "False",
+    "site": "/t/train.py:15",
+    "ddp_bucket_cap_mb": "25",
+    "ddp_gradient_as_bucket_view": "False",
+}
 
 
 def _cpu(**fields: object) -> Evidence:
@@ -168,7 +174,7 @@ def test_a_job_that_accumulates_under_no_sync_is_not_told_to_start() -> None:
     e = Evidence(steps=30, step_ms=9.2, input_ms=0.0, comm_longest_ms=4.0, job_settings=SETTINGS)
     (comm,) = [r for r in remedies(e, diagnose(e).bound, script=True) if r.limit.startswith("communication")]
     assert "accumulate gradients over K steps under no_sync()" in comm.advice
-    accumulating = replace(e, job_settings=SETTINGS + ",ddp_no_sync=True")
+    accumulating = replace(e, job_settings={**SETTINGS, "ddp_no_sync": "True"})
     (comm,) = [r for r in remedies(accumulating, Bound.COMM, script=True) if r.limit.startswith("communication")]
     assert "accumulate gradients over K steps" not in comm.advice
     assert comm.advice.endswith("a larger batch per rank, or more micro-batches accumulated under no_sync() a step")

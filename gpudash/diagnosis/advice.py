@@ -10,7 +10,7 @@ import re
 
 from gpudash.boot.gpudash_boot.sync_table import Site
 from gpudash.core.lenient import float_or_none
-from gpudash.diagnosis.evidence import Evidence, job_settings
+from gpudash.diagnosis.evidence import Evidence
 from gpudash.diagnosis.parts import COMM, GPU, HOST, INPUT, OUTSIDE_SHARE, SYNCS, WAIT, Parts, outside_torch_ms
 from gpudash.diagnosis.verdict import OUTSIDE_TORCH, TENSORS_IDLE, Bound, Diagnosis
 
@@ -155,7 +155,7 @@ def sync_advice(e: Evidence) -> str:
     ]
     if sum(table.share(row) for row, _ in copies) < COPIES_SHARE:
         return SCRIPT_ADVICE[Bound.SYNC]
-    pinned = job_settings(e.job_settings or "").get("pin_memory") == "True"
+    pinned = (e.job_settings or {}).get("pin_memory") == "True"
     unblocked = all("non_blocking=True" in (site.text or "") for _, site in copies)
     fixes = ([] if pinned else ["pin_memory=True in its DataLoader (or .pin_memory())"]) + (
         [] if unblocked else [".to(device, non_blocking=True)"]
@@ -196,7 +196,7 @@ def input_advice(e: Evidence) -> str:
     ``WORKERS_IDLE`` of a CPU each over the window) while large batches (``HANDOVER_BYTES`` a step or
     more) come are not the fix either: the wait is the batches' hand-over (``handover_advice``); idle
     workers with small batches wait on storage, and more of them is. Pinned memory: for a GPU's copies."""
-    have = job_settings(e.job_settings or "")
+    have = e.job_settings or {}
     on_cuda = not e.on_cpu
     workers = have.get("num_workers")
     made_here = e.input_dataset_ms is not None and e.input_collate_ms is not None
@@ -258,7 +258,7 @@ def fewer_bytes(e: Evidence, cheaper: bool = False) -> str:
 
 def gpu_advice(e: Evidence) -> str:
     """Faster arithmetic a job does not already use."""
-    have = job_settings(e.job_settings or "")
+    have = e.job_settings or {}
     half = e.dtype in ("bf16", "fp16")
     steps = [] if half else ["bf16 autocast"]
     if have.get("tf32") != "True" and not half:
@@ -273,7 +273,7 @@ def gpu_advice(e: Evidence) -> str:
 def comm_advice(e: Evidence) -> str:
     """Ways to hide the collectives that the job's model does not already use (its DDP's settings,
     or FSDP2's, in ``Evidence.job_settings``); neither said: the generic advice."""
-    have = job_settings(e.job_settings or "")
+    have = e.job_settings or {}
     if have.get("fsdp") or not any(key.startswith("ddp_") for key in have):
         return SCRIPT_ADVICE[FSDP if have.get("fsdp") else Bound.COMM]
     fixes = []

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from gpudash.core.textfmt import plain
 from gpudash.diagnosis.advice import HANDOVER_BYTES, fewer_bytes, handover_parts
-from gpudash.diagnosis.evidence import Evidence, job_settings
+from gpudash.diagnosis.evidence import Evidence
 from gpudash.diagnosis.parts import COMM, WAIT
 from gpudash.stats.comparison import Comparison, Verdict
 from gpudash.stats.fmt import fmt_ratio
@@ -114,7 +114,7 @@ def loader_settings(advice: str, e: Evidence, cpus: float) -> list[tuple[str, st
     pairs: more workers (twice as many, at least 2, at most ``cpus``: a rank's, as tune counts
     them), pinned memory, persistent workers. None where the advice names none, or rules them out
     (making less of each batch, the hand-over, workers that already have every CPU)."""
-    have = job_settings(e.job_settings or "")
+    have = e.job_settings or {}
     out: list[tuple[str, str]] = []
     workers = have.get("num_workers", "0")
     now = int(workers) if workers.isdigit() else 0

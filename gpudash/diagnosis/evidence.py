@@ -22,15 +22,14 @@ step's dtype from its FLOP count. A user's job adds what it already does (``job_
 from __future__ import annotations
 
 import dataclasses
-import re
 from dataclasses import dataclass
 from typing import Any
 
 from gpudash.boot.gpudash_boot.sync_table import SyncTable
+from gpudash.core.job_settings import settings_of
 from gpudash.core.lenient import float_or_none
 
 QUEUED_US = 1000.0  # median wait of launched work in the GPU's queue: the host runs ahead at or above
-SITE_END = re.compile(r"(:\d+)(,(?=[a-z_0-9]+=)|$)")  # a loader site's end: its line number, then a setting or the end
 
 
 @dataclass(frozen=True)
@@ -53,11 +52,11 @@ class Evidence:
     dram_active_pct: float | None = None
     dtype: str | None = None  # the step's dtype from its FLOP count (gpudash.engine.flops), when one
     comm_exposed_ms: float | None = None  # profiler window: collectives' exposed share, in ms of this (untraced) step
-    comm_exposed_kinds: str | None = None  # ... of it, each kind's ("all-reduce=12.000,reduce-scatter=2.100")
+    comm_exposed_kinds: dict[str, float] | None = None  # ... of it, each kind's ({"all-reduce": 12.0, …})
     # matched across the ranks' windows (``gpudash.engine.comm_split``), ms a step (None: one rank's window):
     comm_transfer_ms: float | None = None  # the collectives' transfer (from the last rank's arrival to their end)
     comm_transfer_exposed_ms: float | None = None  # ... of it, with no computation beside: communication's part
-    comm_transfer_kinds: str | None = None  # ... each kind's ("all-reduce=0.460,broadcast=0.004")
+    comm_transfer_kinds: dict[str, float] | None = None  # ... each kind's ({"all-reduce": 0.46, …})
     comm_wait_ms: float | None = None  # of the exposed collectives, this rank waiting for the last one (traced step)
     comm_last_rank: int | None = None  # the rank the others wait for in most of that wait (None: they take turns)
     comm_busbw_gbps: float | None = None  # the large collectives' bus bandwidth (median), GB/s
@@ -69,7 +68,7 @@ class Evidence:
     host_wait_ms: float | None = None  # profiler window: of the host's step, the time in calls that wait for the GPU
     host_gaps_ms: float | None = None  # ... and outside torch, in stretches of 1 ms or more (a sleep, I/O, Python)
     traced_step_ms: float | None = None  # profiler window: a step's wall time under the profiler
-    job_settings: str | None = None  # a user's job: what it already does ("num_workers=0,pin_memory=True,…")
+    job_settings: dict[str, str] | None = None  # a user's job: what it already does ({"num_workers": "0", …})
     input_dataset_ms: float | None = None  # a job's loader without workers: of input_ms, in its Dataset ...
     input_collate_ms: float | None = None  # ... and collating the batch (None: made by workers, or unknown)
     input_batch_bytes: float | None = None  # a job's batches' tensors, bytes a step: what workers hand over
@@ -121,28 +120,26 @@ class Evidence:
         kw = {k: v for k, v in d.items() if k in names}
         if isinstance(kw.get("sync_sites"), dict):
             kw["sync_sites"] = SyncTable.from_dict(kw["sync_sites"])
+        if "job_settings" in kw:  # (an older recording's joined text: not read)
+            kw["job_settings"] = settings_of(kw["job_settings"]) or None
+        for name in ("comm_exposed_kinds", "comm_transfer_kinds"):
+            if name in kw:
+                kw[name] = _numbers(kw[name]) or None
         return cls(**kw)
-
-
-def job_settings(text: str) -> dict[str, str]:
-    """What a job already does, as its hooks say it at the first step ("cudnn_benchmark=False,…,
-    num_workers=0,…,site=/path/train.py:39,ddp_bucket_cap_mb=25,…"): the loader's site is its path,
-    whatever it holds, up to its line number; the model's parallel settings come after it."""
-    head, has_site, rest = text.partition("site=")
-    site, tail = rest, ""
-    if has_site and rest.startswith(","):  # no site known: the settings after it
-        site, tail = "", rest[1:]
-    elif has_site and (m := SITE_END.search(rest)) is not None:
-        site, tail = rest[: m.end(1)], rest[m.end() :]
-    pairs = (item.partition("=") for item in [*head.split(","), *tail.split(",")] if "=" in item)
-    return {**{k.strip(): v.strip() for k, _, v in pairs}, **({"site": site} if has_site else {})}
 
 
 def comm_kinds(e: Evidence) -> dict[str, float]:
     """Each collective kind's part of the step, largest first: its exposed transfer where the ranks'
     windows were matched (``comm_transfer_kinds``), else its exposed time (``comm_exposed_kinds``)
     (names of a-z, - and /: a hostile file's)."""
-    text = e.comm_transfer_kinds if e.comm_transfer_exposed_ms is not None else e.comm_exposed_kinds
-    each = {k: ms for k, v in job_settings(text or "").items() if (ms := float_or_none(v)) is not None}
+    kinds = e.comm_transfer_kinds if e.comm_transfer_exposed_ms is not None else e.comm_exposed_kinds
+    each = _numbers(kinds)
     valid = {k: ms for k, ms in each.items() if k.islower() and k.replace("-", "").replace("/", "").isalpha()}
     return dict(sorted(valid.items(), key=lambda kv: kv[1], reverse=True))
+
+
+def _numbers(value: Any) -> dict[str, float]:
+    """A mapping's text keys with finite numbers ({} for anything else: an older recording's text)."""
+    if not isinstance(value, dict):
+        return {}
+    return {k: ms for k, v in value.items() if isinstance(k, str) and (ms := float_or_none(v)) is not None}

@@ -27,7 +27,7 @@ def with_trace(evidence: Evidence, fig: TraceFigures | None, comm: RankComm | No
         host_ms_per_step=fig.host_ms_per_step,
         launch_delay_us=fig.launch_delay_us,
         comm_exposed_ms=fig.comm_exposed_ms_of(evidence.step_ms),
-        comm_exposed_kinds=kinds_text(kinds) if kinds else None,
+        comm_exposed_kinds=_rounded(kinds) or None,
         host_wait_ms=fig.host_wait_ms_per_step,
         host_gaps_ms=fig.host_gaps_ms_per_step,
         traced_step_ms=traced_step_ms(fig),
@@ -43,13 +43,13 @@ def with_comm(evidence: Evidence, comm: RankComm) -> Evidence:
         evidence,
         comm_transfer_ms=min(comm.transfer_ms, step),
         comm_transfer_exposed_ms=min(comm.transfer_exposed_ms, step),
-        comm_transfer_kinds=kinds_text({k: min(ms, step) for k, ms in comm.kinds_exposed_ms.items()}) or None,
+        comm_transfer_kinds=_rounded({k: min(ms, step) for k, ms in comm.kinds_exposed_ms.items()}) or None,
         comm_wait_ms=min(comm.wait_exposed_ms, step),
         comm_last_rank=comm.last_rank,
         comm_busbw_gbps=comm.busbw_gbps,
     )
 
 
-def kinds_text(kinds: dict[str, float]) -> str:
-    """Each collective kind's exposed ms as ``Evidence.comm_exposed_kinds``: "all-reduce=12.000,…"."""
-    return ",".join(f"{kind}={ms:.3f}" for kind, ms in sorted(kinds.items(), key=lambda kv: kv[1], reverse=True))
+def _rounded(kinds: dict[str, float]) -> dict[str, float]:
+    """Each collective kind's exposed ms, to the µs, largest first (``Evidence.comm_exposed_kinds``)."""
+    return {kind: round(ms, 3) for kind, ms in sorted(kinds.items(), key=lambda kv: kv[1], reverse=True)}

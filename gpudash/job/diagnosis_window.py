@@ -204,7 +204,7 @@ class VerdictContext:
     (the run's seconds), a phase heavy enough to name and its collectives matched across ranks."""
 
     dtype: str | None = None
-    settings: str | None = None
+    settings: dict[str, str] | None = None
     sites: SyncTable | None = None
     window_start: float | None = None
     heavy: str = ""

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gpudash.boot.gpudash_boot import wire
+from gpudash.core.job_settings import JobSettings, settings_of
 from gpudash.core.proctree import children
 from gpudash.core.protocol import (
     STEPS_COUNTED,
@@ -93,6 +94,7 @@ class JobSession:
         self.ticks = RecentTicks()  # a diagnosis is judged with NVML's tick from before its window
         self.samples = JobSamples(self.workload, self.variant, config.sample_interval_s, self.t0)
         self.started_details: dict[str, str] = {}
+        self.started_settings: dict[str, str] = {}  # what the job already does, as its lead rank said
         self.output: collections.deque[str] = collections.deque(maxlen=OUTPUT_LINES)
         # each line the job writes (captured runs) grows the version; the line it is writing; gpudash went, it runs
         self.output_version, self.partial, self.left = 0, "", False
@@ -300,10 +302,11 @@ class JobSession:
         self.samples.world_size = max(self.samples.world_size, parts.rank_table.stepped)
         details = started_details(parts.config_details(batch), lead, self.process.pid, self.command)
         self.started_details = details
+        self.started_settings = settings_of(lead.get("settings"))
         if details["gpu_uuid"]:
             self.sampler.select(uuid=details["gpu_uuid"])
         message = f"{job_command.display(self.command)} on {details['device']}"
-        self.out.event(EventKind.STARTED, message=message, details=details)
+        self.out.event(EventKind.STARTED, message=message, details=details, data=JobSettings(self.started_settings))
         if details["steps"]:
             self.out.event(EventKind.MEASURED, what=STEPS_COUNTED, message=f"steps: {details['steps']}")
         self.watch.started(compiled_s=parts.compiles.table.seconds_until(step=1))

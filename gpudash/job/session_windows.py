@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gpudash.boot.gpudash_boot.sync_table import SyncTable
+from gpudash.core.job_settings import settings_of
 from gpudash.core.protocol import DIAGNOSIS, MEMORY_PEAK, TRACE, TRAINING, WINDOWS_PACED, Diagnose, Event, EventKind
 from gpudash.diagnosis.evidence import Evidence
 from gpudash.engine.comm_split import RankComm
@@ -182,7 +183,7 @@ class SessionWindows:
         rank = p.rank_table.lead if rank is None else rank
         known = VerdictContext(
             dtype=(count.details.get("dtype") or None) if count is not None else None,
-            settings=str(p.rank_table.lead_first.get("settings") or "") or None,
+            settings=settings_of(p.rank_table.lead_first.get("settings")) or None,
             sites=self.sites() if p.rank_table.on_cuda else None,
             window_start=self.window_start,
             heavy=p.watch.phases.heavy(time.monotonic()),

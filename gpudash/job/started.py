@@ -1,7 +1,8 @@
-"""What a job's "started" event says of it: its torch, CUDA, device, optimizer, settings and how its
-steps are counted, as its lead rank's hooks said them at its first step, beside the run's
-configuration; the words for how its steps are counted; and the note for a job that has not got
-that far (no word from it, or no step), with how to mark its steps. Torch-free."""
+"""What a job's "started" event says of it: its torch, CUDA, device, optimizer and how its steps are
+counted, as its lead rank's hooks said them at its first step, beside the run's configuration (its
+settings are the event's typed data: ``core.job_settings``); the words for how its steps are
+counted; and the note for a job that has not got that far (no word from it, or no step), with how
+to mark its steps. Torch-free."""
 
 from __future__ import annotations
 
@@ -42,7 +43,6 @@ def started_details(
         "gpu_uuid": str(lead.get("gpu_uuid", "") or ""),
         "optimizer": str(lead.get("optimizer", "")),
         "steps": counted_words(str(lead.get("counted") or wire.BY_OPTIMIZER)),  # an older hooks': optimizer steps
-        "settings": str(lead.get("settings", "")),  # its training DataLoader's arguments and site, its flags
         "command": job_command.display(command),
     }
 

@@ -9,6 +9,7 @@ import dataclasses
 import datetime as _dt
 import os
 import socket
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -78,10 +79,15 @@ def typed_details(details: dict[str, str]) -> dict[str, Any]:
     return {k: int(v) if k in INT_DETAILS and v.lstrip("-").isdigit() else v for k, v in details.items()}
 
 
-def started_metadata(details: dict[str, str], meta: dict[str, Any]) -> dict[str, Any]:
+def started_metadata(
+    details: dict[str, str], meta: dict[str, Any], settings: Mapping[str, str] | None = None
+) -> dict[str, Any]:
     """The metadata a workload's "started" details give (what ``meta`` has stays unless replaced);
-    the configuration's defaults, ``null`` until then, become what started."""
+    the configuration's defaults, ``null`` until then, become what started. A job's ``settings``
+    (its started event's typed data) are ``started.settings``, an object."""
     started = typed_details(details)
+    if settings:
+        started["settings"] = dict(settings)
     config = dict(meta.get("config") or {})
     for key in ("workload", "variant", "batch_size", "image_size", "workers"):
         if config.get(key) is None and started.get(key) not in (None, "", 0):  # 0: a job's batches not counted

@@ -25,6 +25,7 @@ from typing import Any, TextIO
 from gpudash.core import faults
 from gpudash.core.compile_table import CompileTable
 from gpudash.core.events import SHAPES, Event, EventKind
+from gpudash.core.job_settings import JobSettings
 from gpudash.core.lenient import float_or_none
 from gpudash.core.protocol import (
     GOODPUT,
@@ -150,7 +151,7 @@ class CsvRecorder:
                 self.metadata["compile"] = self.compiles.as_dict()
                 self._tables_unwritten = True  # written when the configuration ends, and at close
             elif msg.kind == EventKind.STARTED:
-                self.note_started(msg.details)
+                self.note_started(msg.details, msg.data.values if isinstance(msg.data, JobSettings) else None)
             elif msg.kind in (EventKind.MEASURED, EventKind.STALLED):
                 self._note_phases(msg)
             elif msg.kind == EventKind.ERROR and msg.what == OUT_OF_MEMORY:
@@ -276,7 +277,7 @@ class CsvRecorder:
         energy = g.energy_j if g is not None else None
         return {"joules_per_step": self._energy.update(s.time_s, energy, s.steps)}
 
-    def note_started(self, details: dict[str, str]) -> None:
-        """What the workload's "started" event says (torch, CUDA, device) into the metadata."""
-        self.metadata.update(started_metadata(details, self.metadata))
+    def note_started(self, details: dict[str, str], settings: dict[str, str] | None = None) -> None:
+        """What the workload's "started" event says (torch, CUDA, device; a job's settings) into the metadata."""
+        self.metadata.update(started_metadata(details, self.metadata, settings))
         self.write_metadata()

@@ -92,10 +92,20 @@ def _text_list(value: Any) -> str | None:
     return None
 
 
-def _scalar_map(value: Any) -> str | None:
-    """An object of strings and whole numbers ("started": its counts are numbers, older files strings)."""
-    if not isinstance(value, dict) or not all(
-        isinstance(v, str) or (isinstance(v, int) and not isinstance(v, bool)) for v in value.values()
+def _started(value: Any) -> str | None:
+    """An object of strings and whole numbers (its counts are numbers, older files strings), and a
+    job's ``settings``: an object of strings."""
+    if not isinstance(value, dict):
+        return f"is {_kind(value)}, not an object"
+    settings = value.get("settings")
+    if settings is not None and (
+        not isinstance(settings, dict) or not all(isinstance(v, str) for v in settings.values())
+    ):
+        return "its settings are not an object of strings"
+    if not all(
+        isinstance(v, str) or (isinstance(v, int) and not isinstance(v, bool))
+        for k, v in value.items()
+        if k != "settings"
     ):
         return "is not an object of strings and whole numbers"
     return None
@@ -191,7 +201,7 @@ TOP: dict[str, Key] = {
     "cuda_version": Key(_text),
     "device": Key(_device),
     "device_name": Key(_text),
-    "started": Key(_scalar_map),
+    "started": Key(_started),
     "csv_columns": Key(_text_list),
     "rows": Key(_int_from(0)),
     "steps": Key(_int_from(0)),

@@ -32,7 +32,7 @@ from typing import Any
 
 from gpudash.arguments import shared_flags
 from gpudash.arguments.argtypes import ExitCode, Parser, UsageError, positive_float
-from gpudash.diagnosis.evidence import job_settings
+from gpudash.core.job_settings import settings_of
 from gpudash.job.command import JobCommandError, check_command
 from gpudash.job.settings import LOADER_SITE, Settings, describe
 from gpudash.stats.comparison import Verdict, compare
@@ -84,7 +84,7 @@ def worker_ladder(now: int, cpus: int) -> list[int]:
 
 def _have(started: dict[str, Any]) -> dict[str, str]:
     """What the job as written does (its training DataLoader's arguments and site, its flags)."""
-    return job_settings(str(started.get("settings") or ""))
+    return settings_of(started.get("settings"))
 
 
 class JobRace:

@@ -101,7 +101,9 @@ class TuneReport(TuneTally):
 
         info = session.gpu_info
         self.meta.update(gpu_name=info.name, driver=info.driver, nvml_unavailable=info.unavailable)
-        self.meta.update(started_metadata(session.started_details, self.meta))
+        self.meta.update(
+            started_metadata(session.started_details, self.meta, getattr(session, "started_settings", None))
+        )
         self.write_json()
 
     # -- the files ------------------------------------------------------------------------------

@@ -36,7 +36,7 @@ JOB_LINE = "→ up to 1.8× (input): more DataLoader workers…; then host/launc
 VERDICT = "input-bound: 45% of each step waits for the next batch (9 of 20 ms)"
 
 
-def input_bound(job_settings: str | None = None) -> Evidence:
+def input_bound(job_settings: dict[str, str] | None = None) -> Evidence:
     """A window on a GPU: 9 of each 20 ms step wait for the next batch; the host enqueues the rest in
     10.5 ms under the profiler (21 ms a step there) for 8 ms of kernels: next, launch-bound."""
     return Evidence(
@@ -111,7 +111,7 @@ async def test_a_jobs_diagnosis_shows_its_remedies_in_a_scripts_words(monkeypatc
     src = FakeSource(RunConfig(workload="job:train.py", variant="", job=(sys.executable, "train.py")))
     app = make_app(src, toasts=True)
     toasts = toasts_of(app, monkeypatch)
-    evidence = input_bound("num_workers=0,pin_memory=True,persistent_workers=False")
+    evidence = input_bound({"num_workers": "0", "pin_memory": "True", "persistent_workers": "False"})
     async with app.run_test(size=NARROW) as pilot:
         await diagnosed(app, src, pilot, diagnosis_event(20.0, evidence, job=True))
         assert f" diagnosis: {VERDICT} — make the input pipeline faster" in border(app)

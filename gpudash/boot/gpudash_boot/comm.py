@@ -89,7 +89,7 @@ class CommTimes:
         self.open: list[Pending] = []  # in the order they were called
         self.nccl: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()  # group -> to NCCL
         self.seen = False  # any collective at all: the job is distributed
-        self.settings = ""  # the DDP model's arguments ("ddp_bucket_cap_mb=25.0,…")
+        self.settings: dict[str, str] = {}  # the DDP model's arguments ({"ddp_bucket_cap_mb": "25", …})
         self.untimed = ""  # why a part of the job's communication is not timed
         self._originals: dict[str, Any] = {}
         self.ddp = DdpHooks(self)  # DDP's buckets, its broadcast and its arguments

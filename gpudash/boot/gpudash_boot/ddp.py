@@ -23,7 +23,7 @@ from typing import Any
 
 from .frames import hidden
 
-NO_SYNC = "ddp_no_sync=True"  # a DDP model's setting: some of its forwards run under no_sync()
+NO_SYNC = "ddp_no_sync"  # a DDP model's setting ("True"): some of its forwards run under no_sync()
 
 
 class DdpHooks:
@@ -69,7 +69,7 @@ class DdpHooks:
                 hooks._first_forward(ddp)
             if not hooks.no_sync and getattr(ddp, "require_backward_grad_sync", True) is False:
                 hooks.no_sync = True  # a forward under no_sync(): the job accumulates already (said once)
-                comms.settings += f",{NO_SYNC}"
+                comms.settings[NO_SYNC] = "True"
             with comms.quiet():  # DDP's own bookkeeping (its buckets' rebuild, its logger's timers)
                 return original(ddp, *args, **kwargs)
 
@@ -111,13 +111,12 @@ class DdpHooks:
     def _first_forward(self, ddp: Any) -> None:
         """A DDP model's first forward: its arguments read, DDP's reference hook on its buckets."""
         comms = self.comms
-        words = [
-            f"ddp_bucket_cap_mb={getattr(ddp, 'bucket_bytes_cap', 25 * 1024 * 1024) / (1024 * 1024):g}",
-            f"ddp_gradient_as_bucket_view={bool(getattr(ddp, 'gradient_as_bucket_view', False))}",
-            f"ddp_static_graph={bool(getattr(ddp, 'static_graph', False))}",
-            f"ddp_find_unused_parameters={bool(getattr(ddp, 'find_unused_parameters', False))}",
-        ]
-        comms.settings = ",".join(words)
+        comms.settings = {
+            "ddp_bucket_cap_mb": f"{getattr(ddp, 'bucket_bytes_cap', 25 * 1024 * 1024) / (1024 * 1024):g}",
+            "ddp_gradient_as_bucket_view": str(bool(getattr(ddp, "gradient_as_bucket_view", False))),
+            "ddp_static_graph": str(bool(getattr(ddp, "static_graph", False))),
+            "ddp_find_unused_parameters": str(bool(getattr(ddp, "find_unused_parameters", False))),
+        }
         if getattr(ddp, "gpudash_users_hook", False):
             return  # the job's own hook: its collectives are timed as they go through torch.distributed
         try:
@@ -140,9 +139,9 @@ class DdpHooks:
         return hidden(register)
 
 
-def sharded(optimizer: Any) -> str:
-    """ "fsdp=2" where the optimizer steps sharded parameters (FSDP2's DTensors), else ""."""
+def sharded(optimizer: Any) -> dict[str, str]:
+    """{"fsdp": "2"} where the optimizer steps sharded parameters (FSDP2's DTensors), else {}."""
     for group in optimizer.param_groups:
         for p in group["params"]:
-            return "fsdp=2" if type(p).__name__ == "DTensor" else ""
-    return ""
+            return {"fsdp": "2"} if type(p).__name__ == "DTensor" else {}
+    return {}

@@ -267,7 +267,7 @@ class Hooks:
             self.times.on_gpu(torch.cuda.current_stream(torch.device(device)))
         model = job_settings.first_step(torch, self.model_watch, optimizer, device)  # autocast, compile
         parallel = self.comm.settings or sharded(optimizer)  # DDP's arguments, or FSDP2's sharded parameters
-        settings = ",".join(filter(None, (backend_settings(torch), model, loader_settings, parallel)))
+        settings = {**backend_settings(torch), **model, **loader_settings, **parallel}
         by = self.counting.by
         name = type(optimizer).__name__ if by == wire.BY_OPTIMIZER else ""
         first = first_step(torch, self.rank, self.world, device, mono, optimizer=name, counted=by, settings=settings)

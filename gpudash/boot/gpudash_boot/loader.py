@@ -80,7 +80,7 @@ class BatchWatch:
         # collation's seconds, bytes] (the Dataset's and collation's where this process made the batches)
         self.batches: dict[int, list[Any]] = {}
         self.last_iterator = 0  # the iterator of the latest batch: the training loop's, at a step
-        self.settings = ""  # the training DataLoader's arguments, before the first step
+        self.settings: dict[str, str] = {}  # the training DataLoader's arguments, before the first step
         self.base: Any = None  # torch's base of every DataLoader iterator, once installed
         self.original: Any = None  # its own ``__next__``
 
@@ -94,7 +94,7 @@ class BatchWatch:
         if self.original is not None:
             self.base.__next__ = self.original
 
-    def first_step(self) -> str:
+    def first_step(self) -> dict[str, str]:
         """At the first step: the training loader's arguments, read no more."""
         self.before_first = False
         return self.settings
@@ -174,8 +174,9 @@ def batch_bytes(batch: Any, torch: Any, depth: int = 0) -> int:
     return 0
 
 
-def loader_settings(it: Any) -> str:
-    """A DataLoader iterator's arguments that set its speed ("num_workers=0,pin_memory=False,…")."""
+def loader_settings(it: Any) -> dict[str, str]:
+    """A DataLoader iterator's arguments that set its speed ({"num_workers": "0", …}) and where it
+    was made ("site": "/path/train.py:39", "" where not known)."""
     names = ("num_workers", "pin_memory", "persistent_workers", "prefetch_factor")
-    site = str(getattr(it, "gpudash_site", "") or "")  # where it was made (settings): last
-    return ",".join([*(f"{n}={getattr(it, '_' + n)}" for n in names if hasattr(it, "_" + n)), f"site={site}"])
+    said = {n: str(getattr(it, "_" + n)) for n in names if hasattr(it, "_" + n)}
+    return {**said, "site": str(getattr(it, "gpudash_site", "") or "")}

@@ -37,13 +37,13 @@ def _runnable(tid: int) -> bool:
         return False
 
 
-def backend_settings(torch: Any) -> str:
-    """The backend flags the job runs with ("cudnn_benchmark=False,tf32=False")."""
+def backend_settings(torch: Any) -> dict[str, str]:
+    """The backend flags the job runs with ({"cudnn_benchmark": "False", "tf32": "False"})."""
     try:
         tf32 = bool(torch.backends.cuda.matmul.allow_tf32) or torch.get_float32_matmul_precision() != "highest"
-        return f"cudnn_benchmark={bool(torch.backends.cudnn.benchmark)},tf32={tf32}"
+        return {"cudnn_benchmark": str(bool(torch.backends.cudnn.benchmark)), "tf32": str(tf32)}
     except Exception:  # noqa: BLE001 - a torch without these: nothing said
-        return ""
+        return {}
 
 
 def multiprocessing_child() -> bool:

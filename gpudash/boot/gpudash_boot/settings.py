@@ -201,36 +201,36 @@ def watch_model(torch: Any) -> ModelWatch | None:
     return ModelWatch(torch) if _watching() else None
 
 
-def first_step(torch: Any, watch: ModelWatch | None, optimizer: Any, device: str) -> str:
-    """At the first step: what the job's model does (``autocast=…,compiled=…``, its forward's line
-    and name, the optimizer's line), whether its Dataset draws random numbers (``draws=…``), and
-    the model settings applied to it."""
+def first_step(torch: Any, watch: ModelWatch | None, optimizer: Any, device: str) -> dict[str, str]:
+    """At the first step: what the job's model does (``autocast``, ``compiled``, its forward's line
+    and name, the optimizer's line), whether its Dataset draws random numbers (``draws``), and the
+    model settings applied to it."""
     if watch is None:
-        return ""
+        return {}
     watch.stop()
     try:
         return _first_step(torch, watch, optimizer, device)
     except Exception:  # noqa: BLE001 - a look or a setting that fails leaves the job as it is
-        return "model=unknown"
+        return {"model": "unknown"}
 
 
-def _first_step(torch: Any, watch: ModelWatch, optimizer: Any, device: str) -> str:
+def _first_step(torch: Any, watch: ModelWatch, optimizer: Any, device: str) -> dict[str, str]:
     drew = _dataset_draws(torch)
-    draws = [f"draws={drew}"] if drew is not None else []
+    draws = {"draws": str(drew)} if drew is not None else {}
     found = watch.model_of(optimizer)
     if found is None:
-        return ",".join(["model=none", *draws])
+        return {"model": "none", **draws}
     module, site, name, autocast, compiled = found
-    said = [f"autocast={autocast}", f"compiled={compiled}", f"forward_at={site}", f"model_name={name}", *draws]
-    said.append(f"optimizer_at={getattr(optimizer, 'gpudash_site', '')}")
+    said = {"autocast": str(autocast), "compiled": str(compiled), "forward_at": site, "model_name": name, **draws}
+    said["optimizer_at"] = str(getattr(optimizer, "gpudash_site", ""))
     settings = parse(os.environ.get(SET_ENV, ""))
     if settings.get("autocast") == "bf16" and not autocast:
         module.forward = _autocast_forward(torch, module.forward, device.split(":")[0])
-        said.append("applied_autocast=bf16")
+        said["applied_autocast"] = "bf16"
     if _value("compile", settings.get("compile", "false")) and not compiled:
         module.compile()
-        said.append("applied_compile=True")
-    return ",".join(said)
+        said["applied_compile"] = "True"
+    return said
 
 
 _TRAINING: list[Any] = []  # a weak reference to the iterator of the latest batch before the first step
