@@ -24,8 +24,9 @@ run lm-blocks record /tmp/lm-blocks.csv -- python3 $LM --steps 1500 --blocks
 run lm-eager record /tmp/lm-eager.csv -- python3 $LM --steps 1500 --no-compile
 run lm-limit diagnose --no-check -- python3 tests/data/jobs/compiled_lm.py --backend inductor --device cuda --lengths 64,80,96,112,128,144 --every 3 --limit 3 --steps 100000
 CL="tests/data/jobs/classifier.py --model resnet50 --device cuda --batch 64 --image-size 224"
-run resnet-eager record /tmp/resnet-eager.csv -- python3 $CL --steps 400
-run resnet-compiled record /tmp/resnet-compiled.csv -- python3 $CL --steps 400 --compile
+RS=${RESNET_STEPS:-400}  # (RESNET_STEPS=1200: intervals narrow enough to compare the two MFU)
+run resnet-eager record /tmp/resnet-eager.csv -- python3 $CL --steps $RS
+run resnet-compiled record /tmp/resnet-compiled.csv -- python3 $CL --steps $RS --compile
 cp /tmp/*.csv "$OUT/" 2>/dev/null
 if [ -n "$with_tests" ]; then
   python3 -m pytest -q -p no:cacheprovider -m "gpu and not multigpu" --durations=10 tests/test_gpt_script_gpu.py tests/test_compiled_family_gpu.py > "$OUT/gpu-tests.txt" 2>&1

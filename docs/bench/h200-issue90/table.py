@@ -72,6 +72,7 @@ def main(out: Path) -> None:
             f"{shapes.get('new_shape_steps', '0')}, {whole:.2f} s | {_own_shapes(own)} | {_others(own)} |"
         )
     names = tarfile.open(records).getnames() if records.exists() else []
+    mfu: dict[str, float] = {}
     for name in sorted(n.removesuffix(".csv") for n in names if n.startswith("resnet-")):
         rows = rows_of(records, name)
         (summary,) = [r for r in rows if r["row_kind"] == "summary"]
@@ -83,6 +84,9 @@ def main(out: Path) -> None:
             f"{float(summary['ci_high']):.1f}] | own {own_said} steps/s | | {flops / 1e12:.4f} TFLOP a step | "
             f"MFU {float(summary['mfu_pct']):.2f}% |"
         )
+        mfu[name] = float(summary["mfu_pct"])
+    if {"resnet-compiled", "resnet-eager"} <= mfu.keys():
+        print(f"\nThe compiled run's MFU over the eager run's: {mfu['resnet-compiled'] / mfu['resnet-eager']:.3f}×")
 
 
 if __name__ == "__main__":
