@@ -1,7 +1,7 @@
 """Every event a recording keeps comes back whole: its kind, what, before, after, message, its
 details and its typed data (a diagnosis' judgement, with its evidence, sync table, remedies and
-compile verdict; a job's settings) through a real CSV file, as a replay reads it (a property test); and a cell that
-is not an event's data is a malformed row, never a wrong verdict."""
+compile verdict; a job's settings; its goodput) through a real CSV file, as a replay reads it (a
+property test); and a cell that is not an event's data is a malformed row, never a wrong verdict."""
 
 from __future__ import annotations
 
@@ -13,8 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gpudash.core.goodput import Goodput
 from gpudash.core.job_settings import JobSettings
-from gpudash.core.protocol import DIAGNOSIS, WORLD, Event, EventKind
+from gpudash.core.protocol import DIAGNOSIS, GOODPUT, WORLD, Event, EventKind
 from gpudash.core.stage_times import StageTimes
 from gpudash.core.world_event import WorldFacts
 from gpudash.diagnosis.evidence import Evidence
@@ -87,6 +88,12 @@ worlds = st.builds(
 
 stage_times = st.builds(StageTimes, text, st.floats(0.0, 1e6), text, st.floats(0.0, 1e6))
 job_settings = st.builds(JobSettings, settings_values)
+goodputs = st.builds(
+    Goodput,
+    st.dictionaries(text, st.floats(0.0, 1e6), max_size=8),
+    st.floats(0.0, 1e6),
+    st.none() | st.floats(0.0, 100.0),
+)
 
 
 @st.composite
@@ -95,10 +102,10 @@ def events(draw: Any) -> Event:
     details = draw(st.dictionaries(text.filter(lambda k: k != ""), text, max_size=6))
     data: Any = None
     if kind == EventKind.MEASURED:
-        data = draw(st.none() | judgements() | worlds | stage_times)
+        data = draw(st.none() | judgements() | worlds | stage_times | goodputs)
     elif kind == EventKind.STARTED:
         data = draw(st.none() | job_settings)  # a job's settings, as its lead rank said them
-    kinds = {Judgement: DIAGNOSIS, WorldFacts: WORLD, StageTimes: StageTimes.KIND}
+    kinds = {Judgement: DIAGNOSIS, WorldFacts: WORLD, StageTimes: StageTimes.KIND, Goodput: GOODPUT}
     what = kinds[type(data)] if data is not None and type(data) in kinds else draw(text)
     return Event(
         round(draw(st.floats(0.0, 1e6)), 3),  # the CSV keeps a row's time to the millisecond

@@ -13,6 +13,7 @@ from dataclasses import replace
 from typing import Any
 
 from gpudash.boot.gpudash_boot import wire
+from gpudash.core.goodput import Goodput
 from gpudash.core.lenient import float_or, int_or
 from gpudash.core.protocol import (
     COMPILE,
@@ -124,11 +125,8 @@ class PhaseWatch:
         if phases.last_step_t is not None and not ended_in:
             after = "the last step" if phases.after_last_t is None else f"the {phases.after_last} after the last step"
             self._event(TEARDOWN, teardown, f"teardown {teardown:.2f} s ({after} to the exit)")
-        details = {f"{k}_s": f"{v:.3f}" for k, v in phases.totals(now).items()}
-        details["wall_s"] = f"{phases.wall_s(now):.3f}"
-        pct = phases.goodput_pct(now)
-        details["goodput_pct"] = "" if pct is None else f"{pct:.2f}"
-        self.emit(EventKind.MEASURED, what=GOODPUT, message=phases.line(now), details=details)
+        account = Goodput(phases.totals(now), phases.wall_s(now), phases.goodput_pct(now))
+        self.emit(EventKind.MEASURED, what=GOODPUT, message=phases.line(now), data=account)
 
     # -- spans ---------------------------------------------------------------------------------------
     def _on_phase(self, m: dict[str, Any]) -> None:

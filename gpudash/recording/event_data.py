@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gpudash.core.events import Event, Payload
+from gpudash.core.goodput import Goodput
 from gpudash.core.job_settings import JobSettings
 from gpudash.core.stage_times import StageTimes
 from gpudash.core.world_event import WorldFacts
@@ -18,6 +19,7 @@ PAYLOADS: dict[str, Callable[[dict[str, Any]], Payload]] = {
     Findings.KIND: Findings.from_dict,
     Judgement.KIND: Judgement.from_dict,
     JobSettings.KIND: JobSettings.from_dict,
+    Goodput.KIND: Goodput.from_dict,
     StageTimes.KIND: StageTimes.from_dict,
     WorldFacts.KIND: WorldFacts.from_dict,
 }

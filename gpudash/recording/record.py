@@ -25,8 +25,8 @@ from typing import Any, TextIO
 from gpudash.core import faults
 from gpudash.core.compile_table import CompileTable
 from gpudash.core.events import SHAPES, Event, EventKind
+from gpudash.core.goodput import Goodput
 from gpudash.core.job_settings import JobSettings
-from gpudash.core.lenient import float_or_none
 from gpudash.core.protocol import (
     GOODPUT,
     MEMORY,
@@ -49,12 +49,6 @@ from gpudash.stats.segments import Segment, SegmentTracker
 
 # events after which the configuration that ran before is over: its summary row goes first
 _SEGMENT_ENDS = frozenset({EventKind.CHANGED, EventKind.STARTED, EventKind.STOPPED, EventKind.CRASHED})
-
-
-def _rounded(text: str | None) -> float | None:
-    """A figure of an event's details to the millisecond; None where it holds none."""
-    number = float_or_none(text)
-    return None if number is None else round(number, 3)
 
 
 def _counts(details: dict[str, str]) -> dict[str, Any]:
@@ -188,11 +182,11 @@ class CsvRecorder:
             where = e.details.get("where", "").split("\n")
             stall = {"time_s": round(e.time_s, 3), "message": e.message, "where": where}
             self.metadata.setdefault("stalls", []).append(stall)
-        elif e.what == GOODPUT:
-            seconds = {k: _rounded(e.details.get(f"{k}_s")) for k in PHASES}
-            self.metadata["phases"] = {k: v for k, v in seconds.items() if v is not None}
-            self.metadata["wall_s"] = _rounded(e.details.get("wall_s"))
-            self.metadata["goodput_pct"] = _rounded(e.details.get("goodput_pct"))
+        elif e.what == GOODPUT and isinstance(e.data, Goodput):
+            account = e.data
+            self.metadata["phases"] = {k: round(account.seconds[k], 3) for k in PHASES if k in account.seconds}
+            self.metadata["wall_s"] = round(account.wall_s, 3)
+            self.metadata["goodput_pct"] = None if account.pct is None else round(account.pct, 2)
         elif e.what == SHAPES:  # a compiled job's steps at a new shape: out of its steady rate, their cost
             self.metadata["new_shapes"] = {"line": e.message, **_counts(e.details)}
         elif e.what == MEMORY:  # a job's memory by kind: the latest (the end's, with its peak)

@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
+from gpudash.core.goodput import Goodput
 from gpudash.core.protocol import (
     ENDING_KINDS,
     GOODPUT,
@@ -127,10 +128,9 @@ class PhaseTimeline:
     def goodput_pct(self, now_s: float) -> float | None:
         """Training's share of the wall time up to ``now_s``; the job's own figure once it has
         ended; None for a run without training seconds."""
-        if self.goodput is not None:
-            said = self.goodput.details.get("goodput_pct")  # (a recording keeps an event's details whole)
-            if said:
-                return float(said)
+        account = self.goodput.data if self.goodput is not None else None
+        if isinstance(account, Goodput) and account.pct is not None:  # (a recording keeps it whole)
+            return account.pct
         if not self.timed or now_s <= 0:
             return None
         theirs = sum((s.end_s or now_s) - s.start_s for s in self.spans_until(now_s) if s.phase in NOT_THE_JOBS)

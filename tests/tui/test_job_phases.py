@@ -14,6 +14,7 @@ import pytest
 from rich.text import Text
 from textual.widgets import Static
 
+from gpudash.core.goodput import Goodput
 from gpudash.core.protocol import EVALUATION, GOODPUT, STALLED_PHASE, STARTUP, Event, EventKind, Message, RunConfig
 from gpudash.job.session import JobSession
 from gpudash.tui.app import GpuDashApp
@@ -105,7 +106,7 @@ async def test_a_job_s_phases_in_its_header_and_strip_and_a_stall_told_and_repor
                 EventKind.MEASURED,
                 what=GOODPUT,
                 message="goodput 40.3% of 62.0 s: …",
-                details={"goodput_pct": "40.3"},
+                data=Goodput({"training": 25.0}, 62.0, 40.3),
             ),
             Event(62.0, EventKind.STOPPED, message="the job exited with code 0"),
         )

@@ -8,6 +8,7 @@ from dataclasses import replace
 import pytest
 from rich.text import Text
 
+from gpudash.core.goodput import Goodput
 from gpudash.core.protocol import (
     CHECKPOINT,
     EVALUATION,
@@ -109,9 +110,10 @@ def test_goodput_is_the_training_seconds_over_the_wall_time_then_the_job_s_own_a
     assert t.training_s == pytest.approx(8.0)  # 32 samples of 0.25 s; the evaluation's 8 of 0 s
     assert t.goodput_pct(12.0) == pytest.approx(100 * 8 / 12)
     account = "goodput 51.7% of 23.9 s: startup 5.3 s · training 12.4 s"
-    t.on_event(Event(12.5, EventKind.MEASURED, what=GOODPUT, message=account, details={"goodput_pct": "51.73"}))
+    said = Goodput({"startup": 5.3, "training": 12.4}, 23.9, 51.73)
+    t.on_event(Event(12.5, EventKind.MEASURED, what=GOODPUT, message=account, data=said))
     assert t.goodput_pct(12.5) == pytest.approx(51.73)
-    # a recording from before events kept their details: its words are not read back; the count goes on
+    # a recording from before the account was typed: its words are not read back; the count goes on
     t.on_event(Event(12.5, EventKind.MEASURED, what=GOODPUT, message=account))
     assert t.goodput_pct(12.0) == pytest.approx(100 * 8 / 12)
 
