@@ -7,6 +7,8 @@ count and the real command.)"""
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -104,6 +106,35 @@ def test_a_data_parallel_model_compiled_whole_is_counted_as_its_model(flops_sent
     assert message["why"] == "" and message["flops"] >= 2 * (2 * 4 * 2 * 3), message
 
 
+def _compiled_in_parts() -> tuple[torch.nn.Module, torch.nn.Module, torch.optim.Optimizer, Callable[[], None]]:
+    """Two blocks compiled one by one and an eager head holding most of the parameters (the
+    optimizer steps all): the blocks, the head, the optimizer and one training step."""
+    blocks = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Linear(4, 4))
+    head = torch.nn.Linear(4, 64)
+    compiled = [torch.compile(block, backend="eager") for block in blocks]
+    optimizer = torch.optim.SGD([*blocks.parameters(), *head.parameters()], lr=0.1)
+
+    def step() -> None:
+        x = torch.randn(2, 4)
+        for block in compiled:
+            x = block(x)
+        head(x).sum().backward()
+
+    return blocks, head, optimizer, step
+
+
+def _compiles_again() -> bool:
+    """torch compiles a new function now (not held in the force_eager stance)."""
+    compiles: list[int] = []
+
+    def counting(graph: torch.fx.GraphModule, _inputs: Any) -> Any:
+        compiles.append(1)
+        return graph.forward
+
+    assert torch.compile(lambda t: t * 2, backend=counting)(torch.ones(2)).tolist() == [2.0, 2.0]
+    return compiles == [1]
+
+
 @pytest.mark.usefixtures("compiles_forgotten")
 def test_a_model_compiled_block_by_block_with_an_eager_head_is_counted_over_the_next_step_run_eagerly(
     flops_sent: Any,
@@ -114,29 +145,12 @@ def test_a_model_compiled_block_by_block_with_an_eager_head_is_counted_over_the_
     run compiled again after it."""
     part, messages = flops_sent
     part.install()
-    blocks = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Linear(4, 4))
-    head = torch.nn.Linear(4, 64)  # most of the parameters
-    compiled = [torch.compile(block, backend="eager") for block in blocks]
-    optimizer = torch.optim.SGD([*blocks.parameters(), *head.parameters()], lr=0.1)
-
-    def step() -> None:
-        x = torch.randn(2, 4)
-        for block in compiled:
-            x = block(x)
-        head(x).sum().backward()
-
+    blocks, head, optimizer, step = _compiled_in_parts()
     for _ in range(3):  # the blocks' calls kept over one step, then the next counted eagerly
         part.at_step("cpu", 0, untraced_s=0.01, optimizer=optimizer)
         step()
     part.at_step("cpu", 0, untraced_s=0.01, optimizer=optimizer)
-    compiles: list[int] = []
-
-    def counting(graph: torch.fx.GraphModule, _inputs: Any) -> Any:
-        compiles.append(1)
-        return graph.forward
-
-    assert torch.compile(lambda t: t * 2, backend=counting)(torch.ones(2)).tolist() == [2.0, 2.0]
-    assert compiles == [1]  # torch compiles again after the count: its eager stance was let go
+    assert _compiles_again()  # the count's eager stance was let go at its end
     part.close()
     with flop_counter.FlopCounterMode(display=False) as reference:
         x = torch.randn(2, 4)
@@ -147,3 +161,26 @@ def test_a_model_compiled_block_by_block_with_an_eager_head_is_counted_over_the_
         "the step run eagerly (torch.compiler.set_stance('force_eager')): the job compiled part of its model "
         "(the compiled modules hold 11% of the parameters its optimizer steps)"
     )
+
+
+@pytest.mark.usefixtures("compiles_forgotten")
+def test_a_step_run_eagerly_for_the_count_that_ends_on_another_thread_gives_the_compiled_code_back(
+    flops_sent: Any,
+) -> None:
+    """The count gives up when the counted step ends on another thread; once its mode is left at the
+    next step boundary of its own thread, the job runs compiled again (no eager stance left behind)."""
+    part, messages = flops_sent
+    part.install()
+    _, _, optimizer, step = _compiled_in_parts()
+    for _ in range(2):
+        part.at_step("cpu", 0, untraced_s=0.01, optimizer=optimizer)
+        step()
+    other = threading.Thread(target=part.at_step, args=("cpu", 0), kwargs={"untraced_s": 0.01, "optimizer": optimizer})
+    other.start()
+    other.join()
+    part.at_step("cpu", 0, untraced_s=0.01, optimizer=optimizer)  # the count's mode left on its own thread
+    step()
+    assert _compiles_again()
+    part.close()
+    (message,) = messages
+    assert message["why"] == "the second optimizer step ran on another thread than the first"

@@ -1,8 +1,8 @@
 """A job's wall time by phase and its goodput, as its account says them at its end (``Goodput``):
-the ``phases`` "measured" event carries it as its typed data, run.json keeps it (``phases``,
-``wall_s``, ``goodput_pct``), and the dashboard shows its goodput; its line is rendered from it
-(``job.wall_time``), never read back. Ground floor: read by the job's session, the recordings and
-the dashboard."""
+the ``phases`` "measured" event carries it as its typed data beside its line (both made from the
+job's account, ``job.wall_time.JobPhases``), run.json keeps it (``phases``, ``wall_s``,
+``goodput_pct``), and the dashboard shows its goodput: the line is never read back. Ground floor:
+read by the job's session, the recordings and the dashboard."""
 
 from __future__ import annotations
 

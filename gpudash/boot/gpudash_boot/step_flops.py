@@ -178,6 +178,7 @@ class StepFlopsCount:
     def _stop(self, rank: int, step_s: float | None, evaluations: int) -> None:
         count = self.count
         assert count is not None  # (at_step stops a count it started)
+        eager_why = self._compiled_again()  # (whatever becomes of the count: the compiled code runs again)
         if not self.left and threading.get_ident() != self.thread:
             self._strand(count)
             self._send(rank, None, "the second optimizer step ran on another thread than the first")
@@ -186,7 +187,6 @@ class StepFlopsCount:
             self._strand(count)
             self._send(rank, None, "the job entered a dispatch mode of its own during the counted step")
             return
-        eager_why = self._compiled_again()
         self._fault("stop")
         counted = self.counted if self.left else count.stop()
         self.count, self.counted, self.left = None, None, False
