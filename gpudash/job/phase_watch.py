@@ -130,9 +130,10 @@ class PhaseWatch:
 
     # -- spans ---------------------------------------------------------------------------------------
     def _on_phase(self, m: dict[str, Any]) -> None:
-        """A span the hooks timed between steps: begun (said while it lasts), ended with its
-        seconds, or (``cancel``) part of a step after all. One that ends while the job is stalled
-        (told at the step that ends the stall) is the stall's: its seconds are not counted twice."""
+        """A span the hooks timed between steps: begun (said while it lasts), ended with its seconds
+        (``quiet``: a short one, counted and not said), or (``cancel``) part of a step after all.
+        One that ends while the job is stalled (told at the step that ends the stall) is the
+        stall's: its seconds are not counted twice."""
         what = str(m.get("kind", ""))
         if what == TRAINING and not m.get("open"):  # the first step's time inside optimizer.step()
             self.phases.first_step_training(max(0.0, float_or(m.get("s"), 0.0, within=MAX_SECONDS)))
@@ -147,6 +148,9 @@ class PhaseWatch:
         seconds = 0.0 if m.get("cancel") or stalled else max(0.0, float_or(m.get("s"), 0.0, within=MAX_SECONDS))
         was_open = what in self.phases.open
         self.phases.end(what, seconds, float_or(m.get("t1"), 0.0, within=MAX_SECONDS) or None)
+        if m.get("quiet") and not was_open:  # a short span (it may come every few steps): counted, not said
+            self.samples.away = bool(self.phases.open)
+            return
         if seconds > 0:
             self._event(what, seconds, f"{what} {_took(seconds)}" + {OTHER: BETWEEN, PROFILING: OURS}.get(what, ""))
         elif was_open:

@@ -33,8 +33,11 @@ after a step's end or ``model.train()`` (never once the job calls ``torch.compil
 it is the checkpoint's; the stretch after the last thing seen is the step's own work. On a GPU
 whose syncs are not counted nothing is ``other`` (a wait on it would look quiet). Between two steps
 the spans' union is not training; a second two share counts once (profiling, checkpoint, evaluation,
-compile, other, in that order). What is shorter than ``MIN_SPAN_S`` is part of the step. The spans go to
-gpudash at the step's end. Before the first step is the job's start-up (but for the first step's
+compile, other, in that order). An evaluation, a checkpoint or a compile is its phase's once it
+lasts a median step (``_span_floor``: a 40 ms evaluation every 50 steps of 5 ms is not training),
+said quietly under ``MIN_SPAN_S`` (counted by gpudash, no line of its own); anything else shorter
+than ``MIN_SPAN_S`` is part of the step. The spans go to gpudash at the step's end (their
+arithmetic: ``span_tally.py``). Before the first step is the job's start-up (but for the first step's
 time inside ``optimizer.step()``, said as training: an LBFGS step's closure evaluations).
 
 **After the last step** nothing follows to make a span a step's: at the job's exit (``finish``)
@@ -46,7 +49,6 @@ checkpoint however quick; from the last of these to the exit is teardown.
 
 from __future__ import annotations
 
-import statistics
 import threading
 import time
 from collections import deque
@@ -54,15 +56,27 @@ from collections.abc import Callable
 from typing import Any
 
 from .forward_watch import ForwardWatch
+from .span_tally import (
+    CHECKPOINT,
+    COMPILE,
+    EVALUATION,
+    MIN_SPAN_S,
+    ORDER,
+    PROFILING,
+    Told,
+    by_kind,
+    measure,
+    one_checkpoint,
+    other_s,
+    quiet_stretches,
+    span_floor,
+)
 from .wire import PHASE
 
-MIN_SPAN_S = 0.05  # a shorter span is part of the step
 BEGIN_AFTER_S = 0.5  # an open span is said to gpudash (live) once it has lasted this long
 EVAL_BATCHES = 2  # batches of another loader before the next training batch that make an evaluation
-EVALUATION, CHECKPOINT, COMPILE, OTHER, PROFILING = "evaluation", "checkpoint", "compile", "other", "profiling"
+TOLD = (EVALUATION, CHECKPOINT, COMPILE)  # the kinds the job's own calls tell (not a quiet stretch)
 TRAINING = "training"  # the first step's time inside optimizer.step(), said once
-OTHER_MEDIANS = 3.0  # a quiet stretch over this many median steps (and MIN_SPAN_S) is ``other``...
-OTHER_AFTER_STEPS = 3  # ... once this many steps' training seconds are known
 MEDIAN_OF = 64  # the latest steps' training seconds the median step is taken over
 MAX_MARKS = 1024  # things seen between two steps; past these, no quiet stretch is told that step
 TRAIN, WORK = "train", "work"  # a mark: training (a training batch or forward, a wait on the GPU), or other work
@@ -259,52 +273,28 @@ class Phases:
         where a save is a checkpoint however quick (no step to be part of)."""
         spans = [(k, max(s, since), min(e, now)) for k, s, e in self.spans if min(e, now) > max(s, since)]
         if quiet and self.last_end is not None and not self.lost:
-            spans += self._quiet(since, spans)
-        saves = [(s, e) for k, s, e in spans if k == CHECKPOINT]
-        if saves and (final or max(e for _, e in saves) - min(s for s, _ in saves) >= MIN_SPAN_S):
-            spans = [(k, s, e) for k, s, e in spans if k != CHECKPOINT]
-            spans.insert(0, (CHECKPOINT, min(s for s, _ in saves), max(e for _, e in saves)))
-        elif saves:
-            spans = [(k, s, e) for k, s, e in spans if k != CHECKPOINT]
+            spans += quiet_stretches(since, spans, self.marks, self._other_s())
+        floor = self._span_floor() if spans else MIN_SPAN_S
+        spans = one_checkpoint(spans, floor, final)
         ours = [(s, e) for k, s, e in spans if k == PROFILING]
-        if ours and _measure(ours) < MIN_SPAN_S:  # gpudash's own work, short: part of the step, as a quick save is
+        if ours and measure(ours) < MIN_SPAN_S:  # gpudash's own work, short: part of the step, as a quick save is
             spans = [(k, s, e) for k, s, e in spans if k != PROFILING]
-        taken: list[tuple[float, float]] = []
-        told: list[tuple[float, float, str, float]] = []  # (start, end, kind, seconds): said as they began
-        for kind in (PROFILING, CHECKPOINT, EVALUATION, COMPILE, OTHER):
-            mine = [(s, e) for k, s, e in spans if k == kind]
-            seconds = _measure(mine + taken) - _measure(taken)
-            taken += mine
-            if seconds >= MIN_SPAN_S or (final and kind == CHECKPOINT and seconds > 0):
-                told.append((min(s for s, _ in mine), max(e for _, e in mine), kind, seconds))
-            else:
+        each, union = by_kind(spans)
+        told = [t for t in each if t[3] >= (floor if t[2] in TOLD else MIN_SPAN_S) or _final_save(t, final)]
+        for kind in ORDER:
+            if kind not in {t[2] for t in told}:
                 self._cancel(kind, final)
         for start, end, kind, seconds in sorted(told):
-            self._said(kind, start, end, seconds)
+            self._said(kind, start, end, seconds, quiet=seconds < MIN_SPAN_S and not final)
         self.phase_s = sum(seconds for _, _, kind, seconds in told if kind != PROFILING)
-        return _measure(taken)
+        return union
 
-    def _quiet(self, since: float, spans: list[tuple[str, float, float]]) -> list[tuple[str, float, float]]:
-        """The quiet stretches since ``since`` (the last step's end) that the spans and marks bound:
-        after a save, the checkpoint's; after the step's end, an evaluation's or gpudash's own work,
-        ``other`` where longer than ``_other_s``; after training work or compiling, the step's."""
-        things = sorted([(s, e, k) for k, s, e in spans] + [(t, t, k) for t, k in self.marks])
-        reach, after, out = since, "", []
-        for start, end, kind in things:
-            if start > reach and after in ("", EVALUATION, CHECKPOINT, PROFILING):
-                out.append((CHECKPOINT if after == CHECKPOINT else OTHER, reach, start))
-            if end >= reach:
-                reach, after = end, kind
-        long_s = self._other_s()
-        return [(k, s, e) for k, s, e in out if k == CHECKPOINT or e - s > long_s]
+    def _span_floor(self) -> float:
+        return span_floor(self.recent)
 
     def _other_s(self) -> float:
-        """How long a quiet stretch is ``other``: over ``OTHER_MEDIANS`` median steps and ``MIN_SPAN_S``;
-        never before ``OTHER_AFTER_STEPS`` steps, nor on a GPU whose syncs are not counted."""
         blind = self.cuda and (self.syncs is None or getattr(self.syncs, "job_owns_mode", True))
-        if blind or len(self.recent) < OTHER_AFTER_STEPS:
-            return float("inf")
-        return max(MIN_SPAN_S, OTHER_MEDIANS * statistics.median(self.recent))
+        return other_s(self.recent, blind)
 
     def _resolve(self, close: float | None, *, by_training: bool, final: bool = False) -> None:
         """End the evaluation candidate at ``close``: an evaluation when another loader handed out
@@ -329,15 +319,17 @@ class Phases:
             n = sum(d[0] for d in loaders)
             close = last + ((last - start) / (n - 1) if n > 1 else 0.0)
         close = min(close, time.monotonic())
-        if close - start >= MIN_SPAN_S:
+        if close - start >= self._span_floor():
             self.spans.append((EVALUATION, start, close))  # said at the step's end (``_tell_spans``)
         else:
             self._cancel(EVALUATION, final)
 
     # -- to gpudash ------------------------------------------------------------------------------------
-    def _said(self, kind: str, start: float, end: float, seconds: float) -> None:
+    def _said(self, kind: str, start: float, end: float, seconds: float, quiet: bool = False) -> None:
+        """A span ended (``quiet``: counted by gpudash, not said on a line of its own)."""
         self.said.discard(kind)
-        self.send({"k": PHASE, "rank": self.rank(), "kind": kind, "t0": start, "t1": end, "s": seconds})
+        message = {"k": PHASE, "rank": self.rank(), "kind": kind, "t0": start, "t1": end, "s": seconds}
+        self.send({**message, "quiet": True} if quiet else message)
 
     def _cancel(self, kind: str, final: bool = False) -> None:
         """A span said to be under way was none (``final``: the job exits, and none ran)."""
@@ -388,11 +380,6 @@ class Phases:
             self._mark(time.monotonic(), WORK)
 
 
-def _measure(intervals: list[tuple[float, float]]) -> float:
-    """The seconds the union of ``intervals`` covers."""
-    total, reach = 0.0, float("-inf")
-    for start, end in sorted(intervals):
-        if end > reach:
-            total += end - max(start, reach)
-            reach = end
-    return total
+def _final_save(told: Told, final: bool) -> bool:
+    """A save after the last step: a checkpoint however quick (no step to be part of)."""
+    return final and told[2] == CHECKPOINT and told[3] > 0
