@@ -222,7 +222,7 @@ def input_advice(e: Evidence) -> str:
     if on_cuda and have.get("pin_memory") != "True":  # the loader's own: what it pins, not what it was asked
         steps.append("pin_memory=True")
     if workers not in (None, "0") and have.get("persistent_workers") != "True":
-        steps.append("persistent_workers=True")
+        steps.append("persistent_workers=True (where it runs more than one epoch: each starts its workers anew)")
     if on_cuda:
         steps.append("decode or augment on the GPU")
     head = "make the input pipeline faster: "
