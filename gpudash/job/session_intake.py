@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from gpudash.boot.gpudash_boot import wire
@@ -24,6 +26,16 @@ from gpudash.job.started import counted_words
 HOOKS_OFF = "the job's hooks are off: "  # the note of hooks that turned themselves off (and why)
 
 
+@dataclass(frozen=True)
+class Received:
+    """A message of the hooks as received: itself, its rank, whether that is the lead, when (monotonic)."""
+
+    m: dict[str, Any]
+    rank: int
+    lead: bool
+    now: float
+
+
 class SessionIntake:
     """``on_message`` for each message of the hooks, with what the session keeps of them: the first
     step's time, the lead's sync table, each rank's FLOPs count, an out-of-memory error, why the
@@ -34,7 +46,8 @@ class SessionIntake:
         self.out = parts.out
         self.windows = windows  # the lead rank's steps go to a diagnosis under way
         self.first_step_at: float | None = None  # (monotonic) the first step any rank said
-        self.sites: SyncTable | None = None  # the lead rank's latest sync table
+        self.sites: SyncTable | None = None  # the lead rank's latest sync table ...
+        self.sites_not_counted = ""  # ... and what of the job's syncs it does not count
         self.flops: dict[int, dict[str, Any]] = {}  # rank -> its hooks' model FLOPs count (or why none)
         self.flops_said = False
         self.oom: dict[str, Any] | None = None  # the job died of an out-of-memory error: where, with what
@@ -42,76 +55,82 @@ class SessionIntake:
         self.compiled: list[Event] = []  # their events before the run started
 
     def on_message(self, m: dict[str, Any], now: float) -> None:
-        """One message of the job's hooks, received at ``now`` (monotonic)."""
-        p = self.parts
+        """One message of the job's hooks, received at ``now`` (monotonic): its kind's handler's
+        (``HANDLERS``; a kind marked for the lead rank alone is dropped from another, an unknown kind
+        from a later hooks' version is dropped)."""
         kind = m.get("k")
         rank = int_or(m.get("rank"), 0)
-        lead = rank == p.rank_table.lead
-        if kind == wire.PROC:  # a process of the job, as it starts: its group ended with the job's
-            p.process.add_group(int_or(m.get("pgid"), 0))
-        elif kind == wire.HELLO:
-            p.rank_table.hello(m)
-            p.process.add_group(int_or(m.get("pgid"), 0))
-            p.world.hello(m)
-        elif kind == wire.FIRST:
-            self._first(m, rank, now)
-        elif kind == wire.STEPS:
-            self._on_steps(rank, int_or(m.get("pid"), -1), m.get("s") or [], now)
-        elif kind == wire.SITES and lead:
-            self._on_sites(m)
-        elif kind == wire.TRACE:
-            p.traces.received(m)
-        elif kind == wire.MEMPEAK and lead:
-            p.peaks.received(m)
-        elif kind == wire.FLOPS:
-            self.flops[rank] = m
-            self.say_flops()
-        elif kind == wire.OOM and self.oom is None:  # the first rank to run out: its line, its memory
-            self.oom = {**m, "world": p.rank_table.world_size()}
-        elif kind == wire.MEM and lead:
-            p.memory.received(m)
-            if p.started and (said := p.memory.event(now - p.t0, *p.peak_batch())) is not None:
-                self.out.messages.append(said)
-        elif kind == wire.NOTE:
-            self._note(str(m.get("text", "")))
-        elif kind == wire.COMPILE and lead:  # said once the run has started, in their order
-            self.compiled += p.compiles.events(m, now - p.t0)
-            if p.started:
-                self.out.messages += self.compiled
-                self.compiled = []
-        elif kind == wire.COUNTING and lead:
-            self._counting(m)
-        elif kind in (wire.PHASE, wire.STACKS, wire.WORKER):
-            if kind == wire.PHASE:  # its times on gpudash's clock
-                offset = p.step_intake.offset(rank)
-                m = {**m, **{k: m[k] + offset for k in ("t0", "t1") if isinstance(m.get(k), (int, float))}}
-            p.watch.on_message(kind, m, lead)
+        lead = rank == self.parts.rank_table.lead
+        entry = HANDLERS.get(kind) if isinstance(kind, str) else None
+        if entry is not None and (lead or not entry[1]):
+            entry[0](self, Received(m, rank, lead, now))
 
-    def _first(self, m: dict[str, Any], rank: int, now: float) -> None:
-        """A process's first step: its rank's, its clock's offset, the world it names."""
+    def _proc(self, r: Received) -> None:  # a process of the job, as it starts: its group ends with the job's
+        self.parts.process.add_group(int_or(r.m.get("pgid"), 0))
+
+    def _hello(self, r: Received) -> None:
         p = self.parts
+        p.rank_table.hello(r.m)
+        p.process.add_group(int_or(r.m.get("pgid"), 0))
+        p.world.hello(r.m)
+
+    def _flops(self, r: Received) -> None:
+        self.flops[r.rank] = r.m
+        self.say_flops()
+
+    def _oom(self, r: Received) -> None:  # the first rank to run out: its line, its memory
+        if self.oom is None:
+            self.oom = {**r.m, "world": self.parts.rank_table.world_size()}
+
+    def _memory(self, r: Received) -> None:
+        p = self.parts
+        p.memory.received(r.m)
+        if p.started and (said := p.memory.event(r.now - p.t0, *p.peak_batch())) is not None:
+            self.out.messages.append(said)
+
+    def _compile(self, r: Received) -> None:  # said once the run has started, in their order
+        p = self.parts
+        self.compiled += p.compiles.events(r.m, r.now - p.t0)
+        if p.started:
+            self.out.messages += self.compiled
+            self.compiled = []
+
+    def _watched(self, r: Received) -> None:
+        """A phase (its times on gpudash's clock), a thread's stacks, a DataLoader worker's socket."""
+        m = r.m
+        if m.get("k") == wire.PHASE:
+            offset = self.parts.step_intake.offset(r.rank)
+            m = {**m, **{k: m[k] + offset for k in ("t0", "t1") if isinstance(m.get(k), (int, float))}}
+        self.parts.watch.on_message(str(m.get("k")), m, r.lead)
+
+    def _first(self, r: Received) -> None:
+        """A process's first step: its rank's, its clock's offset, the world it names."""
+        m, rank, now, p = r.m, r.rank, r.now, self.parts
         p.rank_table.first(rank, p.world.first(m))
         p.step_intake.first(m, rank, int_or(m.get("pid"), 0), now)
         p.samples.world_size = max(p.samples.world_size, int_or(m.get("world"), 1))
         if self.first_step_at is None:
             self.first_step_at = now
 
-    def _counting(self, m: dict[str, Any]) -> None:
+    def _counting(self, r: Received) -> None:
         """The lead rank's steps are counted another way from a step on (an optimizer after steps by hand)."""
+        m = r.m
         now, before = counted_words(str(m.get("counted", ""))), counted_words(str(m.get("before", "")))
         if now:
             said = f"steps: {now} from step {int_or(m.get('step'), 0)}" + (f" (before it: {before})" if before else "")
             self.out.event(EventKind.MEASURED, what=STEPS_COUNTED, message=said)
 
-    def _note(self, text: str) -> None:
+    def _note(self, r: Received) -> None:
         """A note of the hooks' (said as an error event): the first that they went off, kept."""
+        text = str(r.m.get("text", ""))
         if text.startswith(HOOKS_OFF) and self.hooks_off is None:
             self.hooks_off = (text.removeprefix(HOOKS_OFF), self.parts.samples.steps)
         self.out.error("job", text)
 
-    def _on_steps(self, rank: int, pid: int, raw: list[Any], now: float) -> None:
+    def _on_steps(self, r: Received) -> None:
         p = self.parts
-        lead = rank == p.rank_table.lead
+        rank, lead, now = r.rank, r.lead, r.now
+        pid, raw = int_or(r.m.get("pid"), -1), r.m.get("s") or []
         limit = p.config.max_steps
         for record in p.step_intake.records(rank, pid, raw, now):
             if limit is not None and record.step > limit:
@@ -129,21 +148,26 @@ class SessionIntake:
         details = {"processes": json.dumps(steps.as_list()), "steps_combined": steps.combined()}
         self.out.event(EventKind.MEASURED, what=PROCESSES, message=message, details=details)
 
-    def _on_sites(self, m: dict[str, Any]) -> None:
+    def _on_sites(self, r: Received) -> None:
         try:
-            self.sites = table = SyncTable.from_dict(m.get("table") or {})
+            self.sites = SyncTable.from_dict(r.m.get("table") or {})
         except (TypeError, ValueError, KeyError):
             return
+        self.sites_not_counted = str(r.m.get("not_counted") or "")
+        if self.parts.started:
+            self._say_sites(self.sites)
+
+    def _say_sites(self, table: SyncTable) -> None:
+        """The lead rank's sync table, said to the run."""
         p = self.parts
-        if p.started:
-            when, counted = time.monotonic() - p.t0, str(m.get("not_counted") or "")
-            run = (p.workload, p.variant, p.batch_size(), "none")
-            self.out.messages.append(SyncSites(when, *run, table=table, not_counted=counted))
+        run = (p.workload, p.variant, p.batch_size(), "none")
+        when = time.monotonic() - p.t0
+        self.out.messages.append(SyncSites(when, *run, table=table, not_counted=self.sites_not_counted))
 
     def started(self) -> None:
         """The run has started: the sync table, the compiles and the FLOPs count heard before it, said now."""
         if self.sites is not None:
-            self._on_sites({"table": self.sites.as_dict()})
+            self._say_sites(self.sites)
         self.out.messages += self.compiled
         self.compiled = []
         self.say_flops()
@@ -176,3 +200,24 @@ class SessionIntake:
             )
         if self.parts.started:
             self.say_flops(final=True)
+
+
+# each kind of the hooks' messages: its handler, and whether it is the lead rank's alone
+HANDLERS: dict[str, tuple[Callable[[SessionIntake, Received], None], bool]] = {
+    wire.PROC: (SessionIntake._proc, False),
+    wire.HELLO: (SessionIntake._hello, False),
+    wire.FIRST: (SessionIntake._first, False),
+    wire.STEPS: (SessionIntake._on_steps, False),
+    wire.SITES: (SessionIntake._on_sites, True),
+    wire.TRACE: (lambda intake, r: intake.parts.traces.received(r.m), False),
+    wire.MEMPEAK: (lambda intake, r: intake.parts.peaks.received(r.m), True),
+    wire.FLOPS: (SessionIntake._flops, False),
+    wire.OOM: (SessionIntake._oom, False),
+    wire.MEM: (SessionIntake._memory, True),
+    wire.NOTE: (SessionIntake._note, False),
+    wire.COMPILE: (SessionIntake._compile, True),
+    wire.COUNTING: (SessionIntake._counting, True),
+    wire.PHASE: (SessionIntake._watched, False),
+    wire.STACKS: (SessionIntake._watched, False),
+    wire.WORKER: (SessionIntake._watched, False),
+}
