@@ -4,8 +4,10 @@ bf16 autocast on a GPU, gradient accumulation (under torchrun: DDP, its all-redu
 micro-step through ``require_backward_grad_sync``), a loss read with ``.item()`` every
 ``--log-interval`` steps, and every ``--eval-interval`` steps an ``estimate_loss()`` whose
 ``--eval-iters`` batches each call ``.item()``, then ``torch.save`` of a checkpoint. Its last line
-gives its own figures: ``JOB steps=… train_s=… eval_s=… params=… tokens_per_step=… flops_per_step=…``
-(the analytic count, 6N + 12·L·d·T a token, N the parameters less the position embedding's).
+gives its own figures: ``JOB steps=… train_s=… eval_s=… steps_per_s=… params=… tokens_per_step=…
+flops_per_step=…`` (``steps_per_s``: its steps from ``STEADY_FROM`` over their own seconds, the
+evaluations and saves left out; the analytic count, 6N + 12·L·d·T a token, N the parameters less the
+position embedding's).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from torch.nn import functional as F
 
 SHAPE = {"batch": 8, "block": 256, "layers": 4, "embd": 256, "heads": 4, "vocab": 4096}
 LOOP = {"steps": 200, "grad-accum": 2, "log-interval": 10, "eval-interval": 50, "eval-iters": 20}
+STEADY_FROM = 20  # its own steady rate: over the steps from this one (the first compiles, warms up)
 
 
 def parse() -> argparse.Namespace:
@@ -125,7 +128,7 @@ def main() -> None:
 
     checkpoint = os.path.join(tempfile.mkdtemp(), "ckpt.pt")
     x, y = get_batch()
-    train_s = eval_s = 0.0
+    train_s = eval_s = steady_s = 0.0
     for step in range(args.steps):
         began = time.perf_counter()
         if step % args.eval_interval == 0 and master:
@@ -145,20 +148,23 @@ def main() -> None:
         optimizer.zero_grad(set_to_none=True)
         if step % args.log_interval == 0 and master:
             print(f"step {step}: loss {loss.item() * args.grad_accum:.4f}", flush=True)
-        train_s += time.perf_counter() - began
+        took = time.perf_counter() - began
+        train_s += took
+        steady_s += took if step >= STEADY_FROM else 0.0
     if master:
-        said(args, params, train_s, eval_s)
+        steady = (args.steps - STEADY_FROM) / steady_s if steady_s > 0 else 0.0
+        said(args, params, train_s, eval_s, steady)
     if ddp:
         torch.distributed.destroy_process_group()
 
 
-def said(args: argparse.Namespace, params: int, train_s: float, eval_s: float) -> None:
-    """The script's own last line: its steps, seconds and the analytic FLOPs of a step."""
+def said(args: argparse.Namespace, params: int, train_s: float, eval_s: float, steady: float) -> None:
+    """The script's own last line: its steps, seconds, its steady rate and the analytic FLOPs of a step."""
     tokens = args.batch * args.block * args.grad_accum
     flops = (6 * params + 12 * args.layers * args.embd * args.block) * tokens
     print(
-        f"JOB steps={args.steps} train_s={train_s:.4f} eval_s={eval_s:.4f} params={params} "
-        f"tokens_per_step={tokens} flops_per_step={flops}",
+        f"JOB steps={args.steps} train_s={train_s:.4f} eval_s={eval_s:.4f} steps_per_s={steady:.3f} "
+        f"params={params} tokens_per_step={tokens} flops_per_step={flops}",
         flush=True,
     )
 
