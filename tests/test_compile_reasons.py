@@ -196,6 +196,8 @@ def test_a_changing_batch_length_recompiles_with_its_sizes_and_its_functions_lin
     (row,) = table.functions.values()
     assert (row.compiles, row.recompiles, row.reasons) == (2, 1, {"dim 0 of x changes": 1})
     assert row.seconds > 0
+    assert "; 1 recompile (dim 0 of x changes ×1)" in table.summary()  # one: said so
+    assert ", 1 recompile (dim 0 of x changes ×1)" in table.lines()[0]
 
 
 def test_a_float_read_off_a_tensor_breaks_the_graph_at_its_line_and_nothing_reaches_stderr(

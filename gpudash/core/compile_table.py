@@ -210,7 +210,8 @@ class CompileTable:
                 causes[cause] = causes.get(cause, 0) + n
         if causes:
             top = ", ".join(f"{c} ×{n}" for c, n in sorted(causes.items(), key=lambda kv: -kv[1])[:3])
-            said += f"; {len(self.recompiles)} recompiles ({top})"
+            n = len(self.recompiles)
+            said += f"; {n} recompile{'s' * (n != 1)} ({top})"
         split = [f"{name} runs as {n} graphs" for name, n in self.graphs().items() if n > 1]
         if split:
             said += f"; {', '.join(split)}"
@@ -228,7 +229,7 @@ class CompileTable:
         for f in self.functions.values():
             reasons = "; ".join(f"{r} ×{n}" for r, n in sorted(f.reasons.items(), key=lambda kv: -kv[1]))
             limit = " — hit the recompile limit: runs uncompiled from then on" if f.limit else ""
-            again = f", {f.recompiles} recompiles ({reasons})" if f.recompiles else ""
+            again = f", {f.recompiles} recompile{'s' * (f.recompiles != 1)} ({reasons})" if f.recompiles else ""
             out.append(f"{f.name} at {f.where}: compiled {f.compiles}× in {f.seconds:.2f} s{again}{limit}")
         for b in self.breaks.values():
             out.append(f"graph break at {b.where}: {b.reason} (×{b.count}) — {b.fix}")
