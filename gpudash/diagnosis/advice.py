@@ -217,7 +217,10 @@ def input_advice(e: Evidence) -> str:
         return handover_advice(e)
     full = workers is not None and workers.isdigit() and e.cpus is not None and int(workers) >= e.cpus - 1 > 0
     steps = [f"more DataLoader workers (num_workers, now {workers})" if workers else "more DataLoader workers"]
-    if full:  # its workers and its training loop have every CPU it may use: more would only share them
+    if full and idle:  # they wait (on storage, the network, a sleep): more of them overlap the waits, past the CPUs
+        busy = f"{100 * (e.input_workers_busy or 0.0):.0f}%"
+        steps = [f"more DataLoader workers (num_workers, now {workers}, each busy {busy} of a CPU: they wait on reads)"]
+    elif full:  # its workers and its training loop have every CPU it may use: more would only share them
         steps = [f"cheaper samples, not more DataLoader workers ({workers} and the loop have its {e.cpus} CPUs)"]
     if on_cuda and have.get("pin_memory") != "True":  # the loader's own: what it pins, not what it was asked
         steps.append("pin_memory=True")

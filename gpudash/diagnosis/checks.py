@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gpudash.core.textfmt import plain
-from gpudash.diagnosis.advice import HANDOVER_BYTES, fewer_bytes, handover_parts
+from gpudash.diagnosis.advice import HANDOVER_BYTES, WORKERS_IDLE, fewer_bytes, handover_parts
 from gpudash.diagnosis.evidence import Evidence
 from gpudash.diagnosis.parts import COMM, WAIT
 from gpudash.stats.comparison import Comparison, Verdict
@@ -112,13 +112,15 @@ def _rounded(value: float | None) -> float | None:
 def loader_settings(advice: str, e: Evidence, cpus: float) -> list[tuple[str, str]]:
     """The DataLoader settings an input remedy's ``advice`` names and the job lacks, as ``--set``
     pairs: more workers (twice as many, at least 2, at most ``cpus``: a rank's, as tune counts
-    them), pinned memory, persistent workers. None where the advice names none, or rules them out
+    them; past them where the workers mostly wait, under ``WORKERS_IDLE`` of a CPU each), pinned
+    memory, persistent workers. None where the advice names none, or rules them out
     (making less of each batch, the hand-over, workers that already have every CPU)."""
     have = e.job_settings or {}
     out: list[tuple[str, str]] = []
     workers = have.get("num_workers", "0")
     now = int(workers) if workers.isdigit() else 0
-    more = min(max(2, 2 * now), max(1, int(cpus)))
+    waiting = now > 0 and e.input_workers_busy is not None and e.input_workers_busy < WORKERS_IDLE
+    more = 2 * now if waiting else min(max(2, 2 * now), max(1, int(cpus)))  # (workers that wait: past the CPUs)
     if "more DataLoader workers" in advice and "not more DataLoader workers" not in advice and more > now:
         out.append(("num_workers", str(more)))
     if "pin_memory=True" in advice and have.get("pin_memory") != "True":
