@@ -183,6 +183,11 @@ def test_gradient_as_bucket_view_is_advised_only_where_the_job_does_not_set_it()
     _, lines = answer(evidence, on, script=True)
     assert any("(communication: all-reduce)" in line and "bucket_cap_mb=100" in line for line in lines)
     assert not any("gradient_as_bucket_view=True" in line for line in lines)
+    # a model whose gradients fit one bucket of 25 MB (a sweep's DDP MLP of 139 KiB): larger buckets change nothing
+    small = script_verdict(with_trace(ddp_job_evidence(settings={**DDP_ON, "ddp_grad_mb": "0.1357"}), fig))
+    assert "bucket_cap_mb" not in small.advice
+    large = script_verdict(with_trace(ddp_job_evidence(settings={**DDP_ON, "ddp_grad_mb": "97.49"}), fig))
+    assert "bucket_cap_mb=100 (now 25)" in large.advice
 
 
 def test_the_advice_follows_what_the_jobs_model_already_does() -> None:

@@ -281,7 +281,11 @@ def comm_advice(e: Evidence) -> str:
         return SCRIPT_ADVICE[FSDP if have.get("fsdp") else Bound.COMM]
     fixes = []
     bucket = float_or_none(have.get("ddp_bucket_cap_mb", ""))
-    if bucket is None or bucket <= 25.0:  # DistributedDataParallel's default bucket_cap_mb
+    grads = float_or_none(have.get("ddp_grad_mb", "")) or None  # (0: not said)
+    one_bucket = grads is not None and grads <= (
+        bucket or 25.0
+    )  # every gradient in one bucket: larger ones change nothing
+    if (bucket is None or bucket <= 25.0) and not one_bucket:  # DistributedDataParallel's default bucket_cap_mb
         fixes.append("bucket_cap_mb=100" + (f" (now {bucket:g})" if bucket is not None else ""))
     if have.get("ddp_gradient_as_bucket_view") != "True":
         fixes.append("gradient_as_bucket_view=True")

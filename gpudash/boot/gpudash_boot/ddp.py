@@ -116,6 +116,7 @@ class DdpHooks:
             "ddp_gradient_as_bucket_view": str(bool(getattr(ddp, "gradient_as_bucket_view", False))),
             "ddp_static_graph": str(bool(getattr(ddp, "static_graph", False))),
             "ddp_find_unused_parameters": str(bool(getattr(ddp, "find_unused_parameters", False))),
+            "ddp_grad_mb": f"{_grad_bytes(ddp) / (1024 * 1024):.4g}",  # what its buckets hold in all
         }
         if getattr(ddp, "gpudash_users_hook", False):
             return  # the job's own hook: its collectives are timed as they go through torch.distributed
@@ -145,3 +146,11 @@ def sharded(optimizer: Any) -> dict[str, str]:
         for p in group["params"]:
             return {"fsdp": "2"} if type(p).__name__ == "DTensor" else {}
     return {}
+
+
+def _grad_bytes(ddp: Any) -> int:
+    """The bytes of the gradients a DDP model's all-reduce carries: its parameters that need them."""
+    try:
+        return sum(int(p.numel()) * int(p.element_size()) for p in ddp.parameters() if p.requires_grad)
+    except Exception:  # noqa: BLE001 - a model that cannot say: no figure (0), no advice drawn from it
+        return 0
