@@ -203,6 +203,14 @@ def once_per_session(factory: Any, key: str, compute: Callable[[], _Shared]) -> 
 EVIDENCE = Path(__file__).parent / "data" / "evidence"
 
 
+def cpu_backend() -> str:
+    """torch.compile's backend for a CPU test: inductor where a C++ compiler is present (it builds its
+    kernels with one), else dynamo's eager backend."""
+    import shutil
+
+    return "inductor" if any(shutil.which(cc) for cc in ("g++", "c++", "clang++")) else "eager"
+
+
 def measured_evidence(name: str) -> Any:
     """A diagnosis' evidence as ``diagnose --json`` printed it on GPUs (``tests/data/evidence/NAME``,
     copied from the run's output under docs/bench; its settings and collective kinds as objects, as

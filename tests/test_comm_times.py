@@ -196,7 +196,7 @@ def test_ddps_buffers_broadcast_and_buckets_go_through_the_hooks() -> None:
         ddp = torch.nn.parallel.DistributedDataParallel(model)
         assert comms.at_step() is None  # DDP's set-up is not a step's
         out = ddp(torch.randn(8, 4))
-        assert comms.at_step() is not None and "ddp_bucket_cap_mb=25" in comms.settings
+        assert comms.at_step() is not None and comms.settings["ddp_bucket_cap_mb"] == "25"
         comms.start_sizing()
         out.sum().backward()
         # its one bucket (the weights, bias and BatchNorm's affine parameters: 28 floats) through the hook

@@ -28,7 +28,7 @@ from gpudash.core.protocol import Sample
 from gpudash.job.mfu import job_count, missing
 from gpudash.job.step_record import StepRecord
 from gpudash.job.steps import JobSamples
-from tests.helpers import once_per_session
+from tests.helpers import cpu_backend, once_per_session
 from tests.test_job import JOBS, PLAIN, events, gpudash, job_line, samples
 
 
@@ -48,10 +48,11 @@ def flops_event(path: Path) -> dict[str, str]:
 # -- through the real command ---------------------------------------------------------------------
 @pytest.mark.slow
 def test_a_compiled_jobs_step_is_counted_on_fake_tensors_as_its_eager_step_is(tmp_path: Path) -> None:
-    """torch.compile'd, two micro-batches a step: the count of the uncompiled model on fake tensors of
-    the step's shapes is the analytic count of both, and says how it was made and what it cost."""
+    """torch.compile'd (inductor where a C++ compiler is present), two micro-batches a step: the count
+    of the uncompiled model on fake tensors of the step's shapes is the analytic count of both, and
+    says how it was made and what it cost."""
     out = tmp_path / "r.csv"
-    job = (sys.executable, PLAIN, "--steps", "30", "--compile", "--accumulate", "2")
+    job = (sys.executable, PLAIN, "--steps", "30", "--compile", "--backend", cpu_backend(), "--accumulate", "2")
     done = gpudash("record", str(out), "-q", "--peak-tflops", "1", "--", *job)
     assert done.returncode == 0, done.stderr
     said = flops_event(out)["event_message"]

@@ -128,7 +128,7 @@ def main() -> None:
 
     checkpoint = os.path.join(tempfile.mkdtemp(), "ckpt.pt")
     x, y = get_batch()
-    train_s = eval_s = steady_s = 0.0
+    eval_s, took = 0.0, []  # the evaluations' and saves' seconds; each step's own
     for step in range(args.steps):
         began = time.perf_counter()
         if step % args.eval_interval == 0 and master:
@@ -148,18 +148,18 @@ def main() -> None:
         optimizer.zero_grad(set_to_none=True)
         if step % args.log_interval == 0 and master:
             print(f"step {step}: loss {loss.item() * args.grad_accum:.4f}", flush=True)
-        took = time.perf_counter() - began
-        train_s += took
-        steady_s += took if step >= STEADY_FROM else 0.0
+        took.append(time.perf_counter() - began)
     if master:
-        steady = (args.steps - STEADY_FROM) / steady_s if steady_s > 0 else 0.0
-        said(args, params, train_s, eval_s, steady)
+        said(args, params, took, eval_s)
     if ddp:
         torch.distributed.destroy_process_group()
 
 
-def said(args: argparse.Namespace, params: int, train_s: float, eval_s: float, steady: float) -> None:
-    """The script's own last line: its steps, seconds, its steady rate and the analytic FLOPs of a step."""
+def said(args: argparse.Namespace, params: int, took: list[float], eval_s: float) -> None:
+    """The script's own last line: its steps, seconds (``took``: each step's), its steady rate and the
+    analytic FLOPs of a step."""
+    train_s, steady_s = sum(took), sum(took[STEADY_FROM:])
+    steady = len(took[STEADY_FROM:]) / steady_s if steady_s > 0 else 0.0
     tokens = args.batch * args.block * args.grad_accum
     flops = (6 * params + 12 * args.layers * args.embd * args.block) * tokens
     print(

@@ -37,7 +37,8 @@ def parse() -> argparse.Namespace:
     p.add_argument("--spawn-workers", action="store_true", help="DataLoader workers started with 'spawn'")
     p.add_argument("--odd-batches", action="store_true", help="batches of an object whose attributes raise")
     p.add_argument("--hidden", type=int, default=32, help="the MLP's hidden width")
-    p.add_argument("--compile", action="store_true", help="torch.compile the model (backend 'eager')")
+    p.add_argument("--compile", action="store_true", help="torch.compile the model (with --backend)")
+    p.add_argument("--backend", default="eager", help="torch.compile's backend (inductor needs a C++ compiler)")
     p.add_argument("--device", default="cpu")
     p.add_argument("--bf16", action="store_true", help="the forward pass under bf16 autocast")
     p.add_argument("--fp16", action="store_true", help="the forward pass under fp16 autocast")
@@ -97,7 +98,7 @@ def build(args: argparse.Namespace) -> tuple[torch.utils.data.Dataset, torch.nn.
         model = torch.nn.Sequential(torch.nn.Linear(16, args.hidden), torch.nn.ReLU(), torch.nn.Linear(args.hidden, 1))
     model = model.to(args.device)
     if args.compile:
-        model = torch.compile(model, backend="eager")  # type: ignore[assignment]
+        model = torch.compile(model, backend=args.backend)  # type: ignore[assignment]
     loader = DataLoader(
         data,
         batch_size=args.batch,
