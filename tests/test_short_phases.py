@@ -105,21 +105,12 @@ def test_a_quiet_span_is_counted_in_the_phases_and_not_said() -> None:
 
 @pytest.mark.slow
 def test_a_scripts_short_evaluations_and_saves_are_its_phases_and_its_rate_is_its_trainings(tmp_path: Path) -> None:
-    """``phases_loop.py``: steps of 10 ms, a 32 ms evaluation and a 15 ms save every 10 steps."""
+    """``phases_loop.py``: steps of 10 ms, a 40 ms evaluation and a 30 ms save every 10 steps (each over
+    twice a step however a loaded machine stretches the steps' own work)."""
     out = tmp_path / "short.csv"
-    args = (
-        "--steps",
-        "150",
-        "--step-s",
-        "0.01",
-        "--eval-every",
-        "10",
-        "--eval-batches",
-        "4",
-        "--eval-batch-s",
-        "0.008",
-    )
-    job = (sys.executable, str(JOBS / "phases_loop.py"), *args, "--save-every", "10", "--save-s", "0.015")
+    evaluations = ("--eval-every", "10", "--eval-batches", "4", "--eval-batch-s", "0.01")
+    saves = ("--save-every", "10", "--save-s", "0.03")
+    job = (sys.executable, str(JOBS / "phases_loop.py"), "--steps", "150", "--step-s", "0.01", *evaluations, *saves)
     done = gpudash("record", str(out), "--", *job, timeout=240)
     assert done.returncode == 0, done.stderr[-3000:]
     own = job_line(done.stdout)
@@ -127,8 +118,9 @@ def test_a_scripts_short_evaluations_and_saves_are_its_phases_and_its_rate_is_it
     assert meta["phases"][EVALUATION] == pytest.approx(float(own["eval_s"]), rel=0.25)
     assert meta["phases"][CHECKPOINT] == pytest.approx(float(own["ckpt_s"]), rel=0.5)
     (summary,) = printed.summaries(done.stderr)
-    low, high = summary.figure.low, summary.figure.high
-    assert low is not None and high is not None, summary
+    mean, low, high = summary.figure.mean, summary.figure.low, summary.figure.high
+    assert mean is not None, summary
+    low, high = (mean, mean) if low is None or high is None else (low, high)  # (too few windows: its mean)
     # the job's own rate (its steps' seconds alone) within gpudash's interval, or 10% of it
     assert low * 0.9 <= float(own["steps_per_s"]) <= high * 1.1, (summary, own)
     said = re.findall(r"phase: evaluation ([\d.]+) (ms|s)\b", done.stderr)

@@ -281,8 +281,9 @@ class Phases:
             spans = [(k, s, e) for k, s, e in spans if k != PROFILING]
         each, union = by_kind(spans)
         told = [t for t in each if t[3] >= (floor if t[2] in TOLD else MIN_SPAN_S) or _final_save(t, final)]
+        kept = {t[2] for t in told}
         for kind in ORDER:
-            if kind not in {t[2] for t in told}:
+            if kind not in kept:
                 self._cancel(kind, final)
         for start, end, kind, seconds in sorted(told):
             self._said(kind, start, end, seconds, quiet=seconds < MIN_SPAN_S and not final)
