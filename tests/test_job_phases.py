@@ -262,8 +262,13 @@ def test_lightnings_validation_loop_is_an_evaluation_and_its_rate_its_training_s
 def test_a_hugging_face_trainer_with_evaluation_and_saves_reads_its_training_rate_and_goodput(tmp_path: Path) -> None:
     job = ("--tiny", "--steps", "40", "--eval-steps", "10", "--save-steps", "20", "--pace", "0.05")
     out, done, meta = record_job(tmp_path, "hf", str(BENCH_JOBS / "hf_phases.py"), *job)
-    mean, _, _ = summary_row(out)
-    assert mean == pytest.approx(float(job_line(done.stdout)["steps_per_s"]), rel=0.10)
+    mean, low, high = summary_row(out)
+    own = float(job_line(done.stdout)["steps_per_s"])
+    # the script times its own steps but the first and those after an evaluation or a save; gpudash its
+    # steps after its warm-up: two samples of a noisy rate (real compute, two loader workers). Its own figure
+    # lies inside gpudash's interval, give or take a tenth (a loaded machine widens the interval, not the slack)
+    assert low is not None and high is not None, out.read_text()[-2000:]
+    assert low - 0.10 * own <= own <= high + 0.10 * own, (mean, low, high, own)
     assert meta["phases"][EVALUATION] > 0 and 0 < meta["goodput_pct"] < 100
 
 
