@@ -12,6 +12,7 @@ import pytest
 from gpudash.core.compile_intake import CompileIntake
 from gpudash.core.compile_table import CompileTable
 from gpudash.core.gpu_messages import GpuSample
+from gpudash.core.running import Running
 from gpudash.diagnosis.compile_bound import compile_bound, limit_note
 from gpudash.diagnosis.evidence import Evidence
 from gpudash.diagnosis.judge import judged
@@ -74,7 +75,7 @@ def test_the_recompile_limit_is_said_beside_the_verdict() -> None:
 def test_the_judge_with_nvml_keeps_the_compile_verdict_and_json_says_both() -> None:
     evidence = Evidence(steps=20, step_ms=30.0, input_ms=0.0, gpu_busy_pct=40.0)
     known = VerdictContext(compiles=_table([10, 20, 30, 40, 50, 60, 70, 80]), training_s=8.0, steps=80)
-    event = verdict_event(12.0, evidence, None, known, {"workload": "job:train.py", "batch_size": "64"})
+    event = verdict_event(12.0, evidence, None, known, Running("job:train.py", "", 64))
     bare = judged(event, None)
     assert bare.message.startswith("compile-bound: 8 recompiles during training")
     with_gpu = judged(event, GpuSample(time_s=1.0, mem_bw_util_pct=20.0, sm_active_pct=30.0))

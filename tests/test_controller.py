@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 from gpudash.core.protocol import Event, EventKind, RunConfig, SetBatchSize, SetKnobs, SetVariant
+from gpudash.core.running import Running
 from gpudash.tui.controller import DashController, Severity
 from gpudash.tui.state import Status
 from tests.messages import present
@@ -22,9 +23,8 @@ def running(
     src = FakeSource(RunConfig(workload=workload), gpu_info=NO_GPU if device == "cpu" else FakeSource().gpu_info)
     ctl = DashController(src)
     src.start()
-    details = {"workload": workload, "variant": variant, "batch_size": str(batch), "device": device}
     src.push(
-        Event(1.0, EventKind.STARTED, message="started", details=details),
+        Event(1.0, EventKind.STARTED, message="started", running=Running(workload, variant, batch, device=device)),
         *run_segment(1.0, 3.0, 100.0, workload=workload, variant=variant, batch=batch),
     )
     ctl.source_started()
@@ -50,14 +50,7 @@ def test_status_and_what_runs_come_from_the_events_only() -> None:
         "cpu",
     )
     src.push(
-        Event(
-            3.0,
-            EventKind.CHANGED,
-            "batch_size",
-            "4",
-            "8",
-            details={"workload": "encdec", "variant": "serial", "batch_size": "8", "device": "cpu"},
-        )
+        Event(3.0, EventKind.CHANGED, "batch_size", "4", "8", running=Running("encdec", "serial", 8, device="cpu"))
     )
     src.push(Event(4.0, EventKind.CRASHED, message="killed by SIGKILL"))
     notices = ctl.poll()
@@ -155,16 +148,7 @@ TRACE_PATH = "/runs/gpudash-traces/gpudash-trace-20250101-120000-t00012.34-encde
 
 def trace_event(t: float = 13.0, gpu: bool = True, path: str = TRACE_PATH) -> Event:
     """A profiler window's answer as the engine sends it (gpudash.engine.measure_windows.trace_window)."""
-    details = {
-        "workload": "encdec",
-        "variant": "pipelined",
-        "batch_size": "8",
-        "device": "cuda:0",
-        "trace_steps": "20",
-        "trace_wall_ms": "400.0",
-        "trace_path": path,
-        "trace_start_s": "12.340",
-    }
+    details = {"trace_steps": "20", "trace_wall_ms": "400.0", "trace_path": path, "trace_start_s": "12.340"}
     if gpu:
         details.update(
             gpu_busy_pct="72.2",
@@ -178,7 +162,8 @@ def trace_event(t: float = 13.0, gpu: bool = True, path: str = TRACE_PATH) -> Ev
         summary = "20 steps traced, 20 ms/step: GPU busy 72.2%, idle 27.8%, overlap 31.4% of busy, 145 kernels/step"
     else:
         summary = "20 steps traced, 20 ms/step; GPU figures need CUDA"
-    return Event(t, EventKind.MEASURED, "trace", message=f"{summary} → {path}", details=details)
+    running = Running("encdec", "pipelined", 8, device="cuda:0")
+    return Event(t, EventKind.MEASURED, "trace", message=f"{summary} → {path}", details=details, running=running)
 
 
 def traced(workload: str = "encdec", device: str = "cuda:0", trace_dir: str | None = "/runs/gpudash-traces"):
@@ -351,8 +336,7 @@ def test_the_diagnosis_key_says_which_steps_are_profiled_a_jobs_on_the_cpu_too()
     src = FakeSource(RunConfig(workload="job:train.py", job=("python", "train.py")), gpu_info=NO_GPU)
     job = DashController(src)
     src.start()
-    started = {"workload": "job:train.py", "variant": "", "batch_size": "8", "device": "cpu"}
-    src.push(Event(1.0, EventKind.STARTED, message="started", details=started))
+    src.push(Event(1.0, EventKind.STARTED, message="started", running=Running("job:train.py", "", 8, device="cpu")))
     job.source_started()
     job.ingest(src.poll())
     assert job.requests.diagnose().text == "diagnosing: 30 steps timed, 30 more under the profiler…"

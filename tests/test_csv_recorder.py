@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 
 from gpudash.core.protocol import Event, EventKind, GpuSample, RunConfig, Sample
+from gpudash.core.running import Running
 from gpudash.recording import csvformat
 from gpudash.recording.line_writers import RecordWriteError
 from gpudash.recording.metadata import meta_path_for, run_metadata
@@ -48,12 +49,7 @@ def test_recorder_rows_join_gpu_and_joules(tmp_path: Path) -> None:
     path = tmp_path / "r.csv"
     rec = CsvRecorder(path, run_metadata(RunConfig()))
     rec.on_message(
-        Event(
-            0.1,
-            EventKind.STARTED,
-            message="go",
-            details={"workload": "encdec", "variant": "serial", "batch_size": "8", "torch": "9.9"},
-        )
+        Event(0.1, EventKind.STARTED, message="go", details={"torch": "9.9"}, running=Running("encdec", "serial", 8))
     )
     rec.on_message(GpuSample(0.2, gpu_util_pct=50.0, energy_j=0.0, power_w=100.0, throttle=""))
     rec.on_message(sample(0.25, 10))
@@ -62,12 +58,7 @@ def test_recorder_rows_join_gpu_and_joules(tmp_path: Path) -> None:
     rec.on_message(sample(1.0, 50))  # same NVML tick: repeats the estimate
     rec.on_message(
         Event(
-            1.1,
-            EventKind.CHANGED,
-            what="batch_size",
-            before="8",
-            after="16",
-            details={"workload": "encdec", "variant": "serial", "batch_size": "16"},
+            1.1, EventKind.CHANGED, what="batch_size", before="8", after="16", running=Running("encdec", "serial", 16)
         )
     )
     rec.close()

@@ -19,6 +19,7 @@ from textual.drivers.headless_driver import HeadlessDriver
 from textual.strip import Strip
 
 from gpudash.core.protocol import Event, EventKind, Message, RunConfig, SetBatchSize
+from gpudash.core.running import Running
 from gpudash.tui.app import GpuDashApp
 from gpudash.tui.charts import MetricChart
 from gpudash.tui.controller import MAX_SENT, DashController
@@ -72,14 +73,7 @@ def changes(n: int, every_s: float = 30.0) -> list[Message]:
         t += every_s
         new = 12 - batch
         out.append(
-            Event(
-                t,
-                EventKind.CHANGED,
-                "batch_size",
-                str(batch),
-                str(new),
-                details={"workload": "encdec", "variant": "serial", "batch_size": str(new)},
-            )
+            Event(t, EventKind.CHANGED, "batch_size", str(batch), str(new), running=Running("encdec", "serial", new))
         )
         batch = new
     return out + run_segment(t, t + 20.0, 200.0 / batch, batch=batch, steps0=int(t * 50))

@@ -1,7 +1,8 @@
 """Every event a recording keeps comes back whole: its kind, what, before, after, message, its
-details and its typed data (a diagnosis' judgement, with its evidence, sync table, remedies and
-compile verdict; a job's settings; its goodput) through a real CSV file, as a replay reads it (a
-property test); and a cell that is not an event's data is a malformed row, never a wrong verdict."""
+details, its configuration (``Running``) and its typed data (a diagnosis' judgement, with its
+evidence, sync table, remedies and compile verdict; a job's settings; its goodput) through a real CSV
+file, as a replay reads it (a property test); and a cell that is not an event's data is a malformed
+row, never a wrong verdict."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from hypothesis import strategies as st
 from gpudash.core.goodput import Goodput
 from gpudash.core.job_settings import JobSettings
 from gpudash.core.protocol import DIAGNOSIS, GOODPUT, WORLD, Event, EventKind
+from gpudash.core.running import Running
 from gpudash.core.stage_times import StageTimes
 from gpudash.core.world_event import WorldFacts
 from gpudash.diagnosis.evidence import Evidence
@@ -96,6 +98,9 @@ goodputs = st.builds(
 )
 
 
+runnings = st.builds(Running, text.filter(bool), text, st.integers(0, 1 << 20), text, text, st.integers(1, 1 << 16))
+
+
 @st.composite
 def events(draw: Any) -> Event:
     kind = draw(st.sampled_from(list(EventKind)))
@@ -116,6 +121,7 @@ def events(draw: Any) -> Event:
         message=draw(text),
         details=details,
         data=data,
+        running=draw(st.none() | runnings),
     )
 
 
@@ -134,6 +140,7 @@ def test_every_event_comes_back_whole_from_a_recording(event: Event) -> None:
     back = written_and_read(event)
     assert back == event  # kind, what, before, after, message, time
     assert back.details == event.details
+    assert back.running == event.running
     assert back.data == event.data
     if isinstance(event.data, Judgement):
         assert isinstance(back.data, Judgement) and back.data.line() == event.data.line()
@@ -146,6 +153,8 @@ def test_every_event_comes_back_whole_from_a_recording(event: Event) -> None:
         "[1, 2]",  # not an object
         '{"details": {"a": 1}}',  # a detail that is not text
         '{"data": {"kind": "nothing we know"}}',
+        '{"running": {"workload": "encdec", "batch_size": "8"}}',  # a batch size that is not a number
+        '{"running": {"variant": "serial"}}',  # a configuration of no workload
         '{"data": {"kind": "judgement", "findings": {}}}',  # a judgement without its evidence
         "[" * 5000 + "]" * 5000,  # deep enough to exhaust a recursive reader
     ],

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from gpudash.core.protocol import RunConfig
+from gpudash.core.running import Running
 from gpudash.diagnosis.advice import for_the_job
 from gpudash.diagnosis.evidence import Evidence
 from gpudash.diagnosis.judge import judged
@@ -146,15 +147,15 @@ def test_diagnose_json_carries_the_ranks_straggler_line_beside_the_verdict() -> 
     line ends the verdict's text and is ``straggler`` in its details (``--json``'s key)."""
     line = "straggler: rank 0 — its own work 54.5 ms a step against 34 ms for the others (1.6×)"
     known = VerdictContext(straggler=line, straggler_rank=0)
-    event = judged(verdict_event(30.0, _rank_0_late(), None, known, {"workload": "job:t.py"}), None)
+    event = judged(verdict_event(30.0, _rank_0_late(), None, known, Running("job:t.py", "", 0)), None)
     assert event.details["straggler"] == line and event.message.endswith(f"({line})")
     head = diagnosis_head(event, RunConfig(job=("torchrun", "t.py")), verdict_of(event))
     assert head["straggler"] == line and head["straggler_rank"] == 0 and head["command"] == ["torchrun", "t.py"]
     even = VerdictContext(straggler="no straggler (ranks' own work within 3%)")
-    evenly = judged(verdict_event(30.0, _rank_0_late(), None, even, {}), None)
+    evenly = judged(verdict_event(30.0, _rank_0_late(), None, even, Running("job:t.py", "", 0)), None)
     none = diagnosis_head(evenly, RunConfig(), verdict_of(evenly))
     assert none["straggler_rank"] is None  # a line, and no rank named
-    alone = judged(verdict_event(30.0, _rank_0_late(), None, VerdictContext(), {"workload": "job:t.py"}), None)
+    alone = judged(verdict_event(30.0, _rank_0_late(), None, VerdictContext(), Running("job:t.py", "", 0)), None)
     assert "straggler" not in alone.details and "straggler" not in diagnosis_head(alone, RunConfig(), verdict_of(alone))
 
 

@@ -32,9 +32,10 @@ class FakeSession:
 
     def _event(self, kind: str, **kw: object) -> None:
         from gpudash.core.protocol import Event
+        from gpudash.core.running import Running
 
-        details = {"workload": "sync_loss", "variant": self.variant, "batch_size": str(self.batch)}
-        self.out.append(Event(time_s=time.monotonic() - self.t0, kind=kind, details=details, **kw))  # type: ignore[arg-type]
+        running = Running("sync_loss", self.variant, self.batch)
+        self.out.append(Event(time_s=time.monotonic() - self.t0, kind=kind, running=running, **kw))  # type: ignore[arg-type]
 
     def start(self) -> None:
         self._event("started")

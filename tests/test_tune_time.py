@@ -11,14 +11,14 @@ from pathlib import Path
 import pytest
 
 from gpudash.core.protocol import Event, EventKind
+from gpudash.core.running import Running
 from gpudash.sweep.timing import PART_KEYS, TimeLedger, start_warm_up_s, switch_warm_up_s
 from tests import printed
 from tests.helpers import GPUDASH, timing
 
 
 def _changed(t: float, what: str, knobs: str) -> Event:
-    details = {"workload": "sync_loss", "variant": "fixed", "batch_size": "4", "knobs": knobs}
-    return Event(t, EventKind.CHANGED, what, details=details)
+    return Event(t, EventKind.CHANGED, what, running=Running("sync_loss", "fixed", 4, knobs))
 
 
 def _progress(t: float, what: str = "knobs") -> Event:
@@ -56,7 +56,7 @@ def test_only_the_steps_of_a_switch_that_warm_knobs_up_are_compiling() -> None:
 
 
 def test_the_starts_warm_up_runs_from_its_first_progress_report_and_the_rest_is_starting() -> None:
-    started = Event(13.5, EventKind.STARTED, details={"workload": "sync_loss", "knobs": "compile=default"})
+    started = Event(13.5, EventKind.STARTED, running=Running("sync_loss", "", 0, "compile=default"))
     assert start_warm_up_s([_progress(4.0), _progress(6.0), started]) == pytest.approx(11.5)  # from 2.0 s on
     assert start_warm_up_s([started]) == 0.0  # no report: a warm-up under 2 s stays in the start
     ledger = TimeLedger()

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from gpudash.core.running import Running
 from gpudash.diagnosis.checks import ONE_RANK, Check
 from gpudash.diagnosis.evidence import Evidence
 from gpudash.diagnosis.judge import Findings, judged
@@ -130,12 +131,12 @@ def test_a_gpu_job_without_its_window_has_no_collectives_part_from_nccls_overlap
 
 def test_the_verdict_event_carries_the_untraced_wait_and_reads_back() -> None:
     known = VerdictContext(straggler="straggler: rank 2 — …", straggler_rank=2, straggler_wait_ms=20.3)
-    event = judged(verdict_event(30.0, _cpu(), None, known, {"workload": "job:train.py"}), None)
+    event = judged(verdict_event(30.0, _cpu(), None, known, Running("job:train.py", "", 0)), None)
     assert verdict_of(event).head.bound == Bound.WAIT
     evidence = verdict_of(event).evidence
     assert evidence.straggler_rank == 2 and evidence.straggler_wait_ms == pytest.approx(20.3)
     assert evidence.waited_rank == 2
-    named_only = verdict_event(30.0, _cpu(), None, VerdictContext(straggler_rank=2), {})
+    named_only = verdict_event(30.0, _cpu(), None, VerdictContext(straggler_rank=2), Running("job:t.py", "", 0))
     assert isinstance(named_only.data, Findings)
     assert named_only.data.evidence.straggler_rank is None  # no wait measured: nothing said of it
 

@@ -19,6 +19,7 @@ import pytest
 
 from gpudash.cli.main import main
 from gpudash.core.protocol import WORLD, Event, EventKind, GpuReading, GpuSample, RankSample, RunConfig, Sample
+from gpudash.core.running import Running
 from gpudash.core.world_event import WorldFacts, facts_of
 from gpudash.job.step_record import StepRecord
 from gpudash.job.steps import LAG_S, JobSamples
@@ -118,8 +119,8 @@ def _node_recording(
     gpus = sorted(gpu_util or {})
     meta = run_metadata(RunConfig(workload="train.py", variant="job"), None, device="cpu", gpus_sampled=gpus)
     rec = CsvRecorder(str(path), meta)
-    details = {"workload": "train.py", "variant": "job", "batch_size": "32", "device": "cpu", "knobs": "none"}
-    rec.on_message(Event(0.5, EventKind.STARTED, message="python train.py on cpu", details=details))
+    running = Running("train.py", "job", 32, device="cpu")
+    rec.on_message(Event(0.5, EventKind.STARTED, message="python train.py on cpu", running=running))
     pairs = tuple(zip(ranks, gpus, strict=False))
     facts = WorldFacts(RUN_ID, zero, str(node), f"host{node}", tuple(ranks), 4, pairs)
     world = Event(0.6, EventKind.MEASURED, what=WORLD, before=str(node), after=RUN_ID, message=facts.message())

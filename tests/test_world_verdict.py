@@ -10,6 +10,7 @@ import json
 import pytest
 
 from gpudash.core.protocol import DIAGNOSIS, Event, EventKind
+from gpudash.core.running import Running
 from gpudash.core.textfmt import plain
 from gpudash.diagnosis.evidence import Evidence
 from gpudash.diagnosis.judge import Findings, WorldView, judge, judged
@@ -84,7 +85,7 @@ def test_the_job_sessions_event_carries_the_world_through_a_recording() -> None:
 
     stragglers = straggler_of(works({0: 57.4, 1: 36.1}))
     known = VerdictContext(straggler=stragglers.words if stragglers else "", world=world_view(2, 0, stragglers))
-    event = judged(verdict_event(30.0, SLOW_HOST, None, known, {"workload": "job:train.py"}), None)
+    event = judged(verdict_event(30.0, SLOW_HOST, None, known, Running("job:train.py", "", 0)), None)
     assert event.message.startswith("waiting for rank 0: its own work 57.4 ms a step against 36.1 ms")
     assert "straggler: rank 0" not in event.message  # the head says it: not twice
     back = replayed_event(dict(zip(header(), event_row(event), strict=True)))

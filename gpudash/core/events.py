@@ -97,17 +97,15 @@ class Event:
     # Extra facts, text only. "started"/"changed": the configuration now running (workload,
     # variant, batch_size, device, knobs); "started" also torch, cuda, device_name, gpu_uuid, pid.
     details: dict[str, str] = field(default_factory=dict, compare=False)
-    # The configuration the details name, typed (read from them once, here); None: they name none.
-    # Given instead of the details' configuration keys, it fills them in (the CSV keeps text).
+    # The configuration the event is about, typed; None: none (a job's phase, a drop report). Its
+    # text form fills the details' configuration keys (what a person reads in the CSV).
     running: Running | None = field(default=None, compare=False)
     # What the event is about, typed (a diagnosis' ``Findings``, then its ``Judgement``); None: its text says all.
     data: Payload | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kind", EventKind(self.kind))  # text from a CSV: checked here
-        if self.running is None:
-            object.__setattr__(self, "running", Running.from_details(self.details))
-        elif not self.details.get("workload"):
+        if self.running is not None and not self.details.get("workload"):
             object.__setattr__(self, "details", {**self.details, **self.running.details()})
 
     @property

@@ -1,10 +1,10 @@
 """What runs now, typed: one configuration of a run. Torch-free.
 
 A run's configuration (family, variant, batch size, knobs, device, world size) travels up from the
-workload process inside the ``started`` and ``changed`` events. On the wire and in a CSV it is
-text (``Event.details``); ``Running.from_details`` reads it back, once, when the event is built
-(``Event.running``), so no reader parses a batch size again. ``gpudash.core.runstate.RunState``
-follows it through a run.
+workload process as itself (``Event.running``); a recording keeps it as a JSON object
+(``recording.event_data``) and reads it back whole, so no reader parses a batch size out of text.
+The event's details also carry its text form (``details()``), for the CSV's reader by eye.
+``gpudash.core.runstate.RunState`` follows it through a run.
 """
 
 from __future__ import annotations
@@ -47,23 +47,27 @@ class Running:
             d["world_size"] = str(self.world_size)
         return d
 
+    def as_dict(self) -> dict[str, object]:
+        """The JSON object a recording keeps (``from_dict`` reads it back)."""
+        return {
+            "workload": self.workload,
+            "variant": self.variant,
+            "batch_size": self.batch_size,
+            "knobs": self.knobs,
+            "device": self.device,
+            "world_size": self.world_size,
+        }
+
     @classmethod
-    def from_details(cls, d: Mapping[str, str]) -> Running | None:
-        """The configuration an event's details name; None when they name none. A batch size or
-        world size that is not a whole number (a hand-edited file) reads as 0 and 1."""
-        workload = d.get("workload", "")
-        if not workload:
-            return None
-        return cls(
-            workload=workload,
-            variant=d.get("variant", ""),
-            batch_size=_whole(d.get("batch_size"), 0),
-            knobs=d.get("knobs") or NO_KNOBS,
-            device=d.get("device", ""),
-            world_size=_whole(d.get("world_size"), 1),
-        )
-
-
-def _whole(text: str | None, default: int) -> int:
-    text = (text or "").strip()
-    return int(text) if text.isdigit() else default
+    def from_dict(cls, d: Mapping[str, object]) -> Running:
+        """``as_dict``'s object back; TypeError where a field is not of its kind (a hostile file)."""
+        text = {
+            k: d.get(k, default)
+            for k, default in (("workload", ""), ("variant", ""), ("knobs", NO_KNOBS), ("device", ""))
+        }
+        whole = {k: d.get(k, default) for k, default in (("batch_size", 0), ("world_size", 1))}
+        if not all(isinstance(v, str) for v in text.values()) or not text["workload"]:
+            raise TypeError(f"a configuration's names are text, its workload named: {d!r}")
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in whole.values()):
+            raise TypeError(f"a configuration's batch and world sizes are whole numbers: {d!r}")
+        return cls(**text, **whole)  # type: ignore[arg-type]  # checked above

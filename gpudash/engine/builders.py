@@ -40,16 +40,15 @@ def workload_builder(config: RunConfig, device: Any, rank: Any = None) -> Builde
 
 
 def started_details(torch: Any, loop: StepLoop, device: Any) -> dict[str, str]:
-    """The "started" event's details: the configuration, torch, CUDA, pid and GPU."""
+    """The "started" event's details beside its configuration: torch, CUDA, pid and GPU."""
     workload = loop.workload
-    details = loop.config()
-    details.update(
-        torch=torch.__version__,
-        cuda=str(torch.version.cuda or ""),
-        pid=str(os.getpid()),
-        image_size=str(workload.image_size),
-        workers=str(workload.describe()["workers"]),
-    )
+    details = {
+        "torch": torch.__version__,
+        "cuda": str(torch.version.cuda or ""),
+        "pid": str(os.getpid()),
+        "image_size": str(workload.image_size),
+        "workers": str(workload.describe()["workers"]),
+    }
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device)
         details.update(device_name=props.name, gpu_uuid=str(getattr(props, "uuid", "")))

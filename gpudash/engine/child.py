@@ -24,7 +24,7 @@ from gpudash.core import faults, memguard, parent_watch
 from gpudash.core.protocol import REFUSED, TRACEBACK, Event, EventKind, RunConfig
 from gpudash.engine.builders import started_details, workload_builder
 from gpudash.engine.channel import ParentChannel
-from gpudash.engine.events import one_line, plain, progress_reports
+from gpudash.engine.events import one_line, progress_reports
 from gpudash.engine.loop import StepLoop
 
 
@@ -101,10 +101,10 @@ def _run_child(config: RunConfig, channel: ParentChannel, t0: float) -> None:
     message = f"{first.info.name} {first.variant}, batch {first.batch_size} on {device}"
     del first
     details = started_details(torch, loop, device)
-    channel.emit(Event(time_s=loop.now(), kind=EventKind.STARTED, message=message, details=details))
+    channel.emit(Event(loop.now(), EventKind.STARTED, message=message, details=details, running=loop.running()))
     loop.run()
     loop.workload.close()
-    channel.emit(Event(time_s=loop.now(), kind=EventKind.STOPPED, details=plain(loop.config())))
+    channel.emit(Event(time_s=loop.now(), kind=EventKind.STOPPED, running=loop.running()))
 
 
 def _run_ranks(config: RunConfig, controls: Any, out: Any, log_path: str | None, t0: float, scratch: str) -> None:

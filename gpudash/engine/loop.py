@@ -239,10 +239,10 @@ class StepLoop(LoopState):
         if not self._paused:
             self.settle()
             self._paused = True
-            self.event(EventKind.PAUSED, details=self.config())
+            self.event(EventKind.PAUSED)
 
     def _resume(self) -> None:
         if self._paused:
             self._paused = False
             self.restart_window()
-            self.event(EventKind.RESUMED, details=self.config())
+            self.event(EventKind.RESUMED)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpudash.boot.gpudash_boot.tensor_bytes import count_kinds
 from gpudash.core.protocol import Control, Event, EventKind, Sample, SyncSites
+from gpudash.core.running import Running
 from gpudash.engine.compile_events import LoopCompiles
 from gpudash.engine.events import Emit, plain
 from gpudash.engine.measure import (
@@ -210,24 +211,18 @@ class LoopState:
         """Seconds since ``t0``."""
         return self.clock() - self.t0
 
-    def config(self) -> dict[str, str]:
-        """What runs now: workload, variant, batch size and device."""
+    def running(self) -> Running:
+        """What runs now: workload, variant, batch size, knobs, device and world size."""
         w = self.workload
-        return {
-            "workload": w.info.name,
-            "variant": w.variant,
-            "batch_size": str(w.batch_size),
-            "device": str(w.device),
-            "knobs": w.knobs.text(),
-        }
+        return Running(w.info.name, w.variant, w.batch_size, w.knobs.text(), str(w.device), w.world_size)
 
     # -- for the loop's collaborators (reconfigure, measure_windows) ------------------------------
     # -- for the loop's collaborators (reconfigure, measure_windows) ------------------------------
     def event(self, kind: EventKind, **kw: Any) -> None:
-        """Emit an event now (its details as plain ``str``)."""
+        """Emit an event now, about the configuration running now (its details as plain ``str``)."""
         if "details" in kw:
             kw["details"] = plain(kw["details"])
-        self.emit(Event(time_s=self.now(), kind=kind, **kw))
+        self.emit(Event(time_s=self.now(), kind=kind, running=self.running(), **kw))
 
     def settle(self, keep_pace: bool = False) -> None:
         """Before a change (and at the end): drain the device, count what completed, send the

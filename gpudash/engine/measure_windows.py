@@ -31,7 +31,7 @@ MAX_TRACE_FILES = 20  # traces kept per trace directory: the oldest beyond this 
 
 def failed(loop: StepLoop, what: str, why: str) -> None:
     """A measurement ``what`` not taken: an error event saying ``why`` (the run goes on)."""
-    loop.event(EventKind.ERROR, what=what, message=why, details=loop.config())
+    loop.event(EventKind.ERROR, what=what, message=why)
 
 
 def measure_apart(loop: StepLoop, what: str, measure: Callable[[], Any]) -> Any:
@@ -55,7 +55,7 @@ def time_stages(loop: StepLoop, steps: int) -> None:
     (n1, t1), (n2, t2) = stages.items()
     times = StageTimes(n1, t1, n2, t2)
     message = f"{times.describe()}: overlap bound {plain(times.bound)} steps/s"
-    loop.event(EventKind.MEASURED, what="stages", message=message, details=loop.config(), data=times)
+    loop.event(EventKind.MEASURED, what="stages", message=message, data=times)
 
 
 def measure_scaling(loop: StepLoop, steps: int) -> None:
@@ -79,7 +79,6 @@ def measure_scaling(loop: StepLoop, steps: int) -> None:
         f"scaling efficiency {efficiency:.2f}"
     )
     details = {
-        **loop.config(),
         "world_size": w.world_size,
         "steps_per_s": rate,
         "single_rank_steps_per_s": alone,
@@ -117,7 +116,7 @@ def trace_window(loop: StepLoop, steps: int) -> None:
 def _trace_measured(loop: StepLoop, path: Path, fig: TraceFigures, start_s: float) -> None:
     """The profiler window's "measured" event: its figures, against the overlap bound where the
     family has two stages (and the configuration's steady rate, where there is one yet)."""
-    details = {**loop.config(), **fig.details(), "trace_path": str(path), "trace_start_s": f"{start_s:.3f}"}
+    details = {**fig.details(), "trace_path": str(path), "trace_start_s": f"{start_s:.3f}"}
     message = fig.summary()
     bound = fig.overlap_bound
     if bound is not None:
@@ -165,7 +164,7 @@ def diagnose(loop: StepLoop, steps: int) -> None:
     loop.count_steps_apart(steps * (2 if evidence.gpu_busy_pct is not None else 1))
     ranks = w.rank_info.world_size if w.rank_info is not None else 1
     findings = Findings(evidence, window_start_s=began, world=WorldView(ranks, 0) if ranks > 1 else None)
-    loop.event(EventKind.MEASURED, what=DIAGNOSIS, message="judged by the parent", details=loop.config(), data=findings)
+    loop.event(EventKind.MEASURED, what=DIAGNOSIS, message="judged by the parent", data=findings)
 
 
 def _evidence(loop: StepLoop, steps: int) -> Evidence:
@@ -265,7 +264,6 @@ def loss_effect(loop: StepLoop, steps: int) -> None:
     diff_pct = 100.0 * (tail_knobbed - tail_plain) / scale
     worst_pct = 100.0 * max(abs(a - b) / max(abs(a), 1e-12) for a, b in zip(plain, knobbed, strict=True))
     details = {
-        **loop.config(),
         "steps": str(steps),
         "plain_loss": f"{tail_plain:.6g}",
         "knob_loss": f"{tail_knobbed:.6g}",

@@ -41,7 +41,6 @@ def memory_peak(loop: StepLoop, steps: int) -> None:
             EventKind.ERROR,
             what=MEMORY_PEAK,
             message="the allocator's history needs CUDA (its caching allocator keeps it); this run is on the CPU",
-            details=loop.config(),
         )
         return
     steps = max(1, min(MAX_STEPS, steps))
@@ -62,17 +61,12 @@ def memory_peak(loop: StepLoop, steps: int) -> None:
     except Exception as exc:  # noqa: BLE001 - a recording that fails must not end the run
         loop.count_steps_apart(steps)
         loop.restart_window()
-        loop.event(
-            EventKind.ERROR,
-            what=MEMORY_PEAK,
-            message=f"the allocator's history: {one_line(exc)}",
-            details=loop.config(),
-        )
+        loop.event(EventKind.ERROR, what=MEMORY_PEAK, message=f"the allocator's history: {one_line(exc)}")
         return
     loop.count_steps_apart(steps)
     loop.restart_window()
     cost = f"{steps} steps recorded, {wall_ms / steps:.3g} ms a step"
-    details = {**loop.config(), "memory_peak": json.dumps(peak.as_dict()), "lines": "\n".join(peak.lines())}
+    details = {"memory_peak": json.dumps(peak.as_dict()), "lines": "\n".join(peak.lines())}
     loop.event(EventKind.MEASURED, what=MEMORY_PEAK, message=f"{peak.summary()}; {cost}", details=details)
 
 

@@ -84,7 +84,6 @@ def rank_main(config: RunConfig, controls: Any, out: Any, log_path: str | None, 
     from gpudash.core import faults
     from gpudash.engine.builders import started_details, workload_builder
     from gpudash.engine.channel import ParentChannel
-    from gpudash.engine.events import plain
     from gpudash.engine.loop import StepLoop
     from workloads.distributed import RankInfo
     from workloads.knobs import parse_knobs
@@ -117,13 +116,14 @@ def rank_main(config: RunConfig, controls: Any, out: Any, log_path: str | None, 
         controls.attach(loop)
         if leader is not None:
             details = started_details(torch, loop, device)
-            details.update(world_size=str(info.world_size), nnodes=str(config.nnodes))
+            details.update(nnodes=str(config.nnodes))
             message = f"{started} per rank on {info.world_size} ranks ({device.type}, DDP)"
-            leader.emit(Event(time_s=loop.now(), kind=EventKind.STARTED, message=message, details=details))
+            running = loop.running()
+            leader.emit(Event(loop.now(), EventKind.STARTED, message=message, details=details, running=running))
         loop.run()
         loop.workload.close()
         if leader is not None:
-            leader.emit(Event(time_s=loop.now(), kind=EventKind.STOPPED, details=plain(loop.config())))
+            leader.emit(Event(time_s=loop.now(), kind=EventKind.STOPPED, running=loop.running()))
     finally:
         channel.close()
         if dist.is_initialized():

@@ -175,7 +175,6 @@ def revert_after_oom(loop: LoopState) -> None:
         before=failed,
         after=label(setup_of(now)),
         message=f"CUDA out of memory with {failed}; back to batch {now.batch_size}, {now.variant}",
-        details=loop.config(),
     )
 
 
@@ -236,7 +235,7 @@ def _rebuild(loop: LoopState, setup: Setup) -> None:
 
 
 def _refused(loop: LoopState, what: str, before: str, after: str, message: str) -> None:
-    loop.event(EventKind.ERROR, what=what, before=before, after=after, message=message, details=loop.config())
+    loop.event(EventKind.ERROR, what=what, before=before, after=after, message=message)
 
 
 def _changed(loop: LoopState, what: str, before: str, after: str, previous: Setup, note: str = "") -> None:
@@ -244,7 +243,7 @@ def _changed(loop: LoopState, what: str, before: str, after: str, previous: Setu
     loop.changes.probation = PROBATION_STEPS
     loop.reset_config_rate()
     loop.open_window(loop.clock())  # a warm-up (compile, capture) happened before: not in it
-    loop.event(EventKind.CHANGED, what=what, before=before, after=after, message=note, details=loop.config())
+    loop.event(EventKind.CHANGED, what=what, before=before, after=after, message=note)
 
 
 def free_memory(torch: Any, on_cuda: bool) -> None:

@@ -19,6 +19,7 @@ from typing import Any
 from gpudash.boot.gpudash_boot.sync_table import SyncTable
 from gpudash.core.compile_table import CompileTable
 from gpudash.core.protocol import DIAGNOSIS, Event, EventKind
+from gpudash.core.running import Running
 from gpudash.core.textfmt import plain
 from gpudash.diagnosis.compile_bound import compile_bound, compile_figures, limit_note
 from gpudash.diagnosis.evidence import Evidence
@@ -237,7 +238,7 @@ def world_view(ranks: int, rank: int, stragglers: StragglerVerdict | None) -> Wo
 
 
 def verdict_event(
-    time_s: float, timed: Evidence, fig: Any, known: VerdictContext, config: dict[str, str], note: str = ""
+    time_s: float, timed: Evidence, fig: Any, known: VerdictContext, running: Running, note: str = ""
 ) -> Event:
     """The "measured" diagnosis event of an untraced window's evidence and a profiler window's
     figures (``fig`` None: none): its ``Findings``, which the session judges with NVML's tick from
@@ -259,10 +260,16 @@ def verdict_event(
         world=known.world,
         over=known.over,
     )
-    details = dict(config)
+    details = {}
     if known.straggler:
         details["straggler"] = known.straggler
         details["straggler_rank"] = "" if known.straggler_rank is None else str(known.straggler_rank)
     return Event(
-        time_s, EventKind.MEASURED, what=DIAGNOSIS, message="judged by the session", details=details, data=findings
+        time_s,
+        EventKind.MEASURED,
+        what=DIAGNOSIS,
+        message="judged by the session",
+        details=details,
+        data=findings,
+        running=running,
     )

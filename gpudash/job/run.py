@@ -176,9 +176,13 @@ Checker = Callable[[Evidence, Diagnosis, float, Path], list[Check]]
 def diagnosis_head(event: Event, config: RunConfig, judged: Judgement) -> dict[str, object]:
     """``diagnose --json``'s head: what ran, its command, and the ranks' straggler line (by their
     untraced own work; in the text, after the verdict) where the job has several."""
-    running: dict[str, object] = {k: event.details.get(k, "") for k in ("workload", "variant", "device")}
-    batch = str(event.details.get("batch_size", "") or "")
-    running["batch_size"] = int(batch) if batch.isdigit() and int(batch) > 0 else None  # null: not known
+    ran = event.running
+    running: dict[str, object] = {
+        "workload": ran.workload if ran else "",
+        "variant": ran.variant if ran else "",
+        "device": ran.device if ran else "",
+        "batch_size": ran.batch_size if ran and ran.batch_size > 0 else None,  # null: not known
+    }
     running["command"] = list(config.job or ())
     if judged.findings.note:  # what the verdict rests on, where not the whole ("no profiler window")
         running["note"] = judged.findings.note

@@ -300,13 +300,15 @@ class JobSession:
         rank = self.samples.ranks.get(parts.rank_table.lead)
         batch = rank.batch_size if rank is not None else 0
         self.samples.world_size = max(self.samples.world_size, parts.rank_table.stepped)
-        details = started_details(parts.config_details(batch), lead, self.process.pid, self.command)
-        self.started_details = details
+        running = parts.running(batch)
+        details = started_details(lead, self.process.pid, self.command)
+        self.started_details = {**running.details(), **details}  # (the sidecar's ``started``, as a workload's)
         self.started_settings = settings_of(lead.get("settings"))
         if details["gpu_uuid"]:
             self.sampler.select(uuid=details["gpu_uuid"])
-        message = f"{job_command.display(self.command)} on {details['device']}"
-        self.out.event(EventKind.STARTED, message=message, details=details, data=JobSettings(self.started_settings))
+        message = f"{job_command.display(self.command)} on {running.device}"
+        settings = JobSettings(self.started_settings)
+        self.out.event(EventKind.STARTED, message=message, details=details, data=settings, running=running)
         if details["steps"]:
             self.out.event(EventKind.MEASURED, what=STEPS_COUNTED, message=f"steps: {details['steps']}")
         self.watch.started(compiled_s=parts.compiles.table.seconds_until(step=1))

@@ -12,6 +12,7 @@ from typing import Any
 
 from gpudash.core.compile_intake import CompileIntake
 from gpudash.core.protocol import Event, EventKind, Message, RunConfig
+from gpudash.core.running import Running
 from gpudash.job.channel import HostChannel
 from gpudash.job.launch import JobProcess
 from gpudash.job.memory import JobMemory
@@ -94,14 +95,13 @@ class SessionParts:
     def batch_size(self) -> int:
         return self.rank_batch()[0] * self.samples.world_size
 
-    def config_details(self, batch: int | None = None) -> dict[str, str]:
+    def running(self, batch: int | None = None) -> Running:
         """The run's configuration as the job shows it (``batch``: a rank's, where known)."""
-        lead = self.rank_table.lead_first
-        return {
-            "workload": self.workload,
-            "variant": self.variant,
-            "batch_size": str(self.batch_size() if batch is None else batch * self.samples.world_size),
-            "device": str(lead.get("device", "")),
-            "knobs": "none",
-            "world_size": str(self.samples.world_size),
-        }
+        world = self.samples.world_size
+        return Running(
+            self.workload,
+            self.variant,
+            self.batch_size() if batch is None else batch * world,
+            device=str(self.rank_table.lead_first.get("device", "")),
+            world_size=world,
+        )

@@ -98,7 +98,7 @@ class SessionWindows:
         if read.rank != p.rank_table.lead or what == DIAGNOSIS:
             return  # another rank's window: its exposed all-reduce, on its rank rows
         fig, path = read.figures, read.path
-        details = {**p.config_details(), **fig.details(), **comm_details(comm), "trace_path": path}
+        details = {**fig.details(), **comm_details(comm), "trace_path": path}
         step_s = p.samples.median_step_s
         cost, weighed = read.cost(step_s), read.weighed(step_s)
         if (slowed := read.slowdown(step_s)) is not None:
@@ -107,7 +107,7 @@ class SessionWindows:
         p.traces.periodic_open = False
         said = "".join(f"; {part}" for part in (weighed, cost) if part)
         message = f"{fig.summary()}{comm_words(comm)}{said} → {path}"
-        self.out.event(EventKind.MEASURED, what=TRACE, message=message, details=details)
+        self.out.event(EventKind.MEASURED, what=TRACE, message=message, details=details, running=p.running())
 
     # -- a diagnosis -------------------------------------------------------------------------------
     def diagnose(self, steps: int) -> None:
@@ -197,7 +197,7 @@ class SessionWindows:
             world=world_view(p.rank_table.world_size(), rank, ranks),
             over=over,
         )
-        event = verdict_event(time.monotonic() - p.t0, timed, fig, known, p.config_details(), note)
+        event = verdict_event(time.monotonic() - p.t0, timed, fig, known, p.running(), note)
         self.out.messages.append(event)
         return event
 

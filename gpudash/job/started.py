@@ -30,12 +30,9 @@ def counted_words(counted: str) -> str:
     return COUNTED.get(counted, "")
 
 
-def started_details(
-    config: dict[str, str], lead: dict[str, Any], pid: int | None, command: Sequence[str]
-) -> dict[str, str]:
-    """The started event's details: ``config`` (the run's configuration) and the lead rank's hello."""
+def started_details(lead: dict[str, Any], pid: int | None, command: Sequence[str]) -> dict[str, str]:
+    """The started event's details beside its configuration: the lead rank's hello."""
     return {
-        **config,
         "torch": str(lead.get("torch", "")),
         "cuda": str(lead.get("cuda", "") or ""),
         "pid": str(pid or ""),

@@ -320,8 +320,9 @@ class RowParser:
         kind, t = cells[self._kind], _time(cells[self._t])
         if kind == "event":
             kw = {f: cells[i] if i is not None else "" for f, i in self._events}
-            details, data = event_data.decode(cells[self._event_data] if self._event_data is not None else "")
-            return [Event(time_s=t, **kw, details=details, data=data)]  # type: ignore[arg-type]  # fields by the columns' names
+            cell = cells[self._event_data] if self._event_data is not None else ""
+            details, running, data = event_data.decode(cell)
+            return [Event(time_s=t, **kw, details=details, running=running, data=data)]  # type: ignore[arg-type]  # fields by the columns' names
         if kind == "gpu":
             return self._gpu_sample(cells, t)
         if kind == "rank" and self._rank:

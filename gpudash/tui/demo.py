@@ -29,6 +29,7 @@ from gpudash.core.protocol import (
     Sample,
     SourceInfo,
 )
+from gpudash.core.running import Running
 from workloads.registry import FAMILIES
 
 
@@ -116,7 +117,7 @@ class SyntheticSource:
                 self._started = True
                 self._out.append(
                     Event(
-                        t, EventKind.STARTED, message=f"started {self.workload}/{self.variant}", details=self._details()
+                        t, EventKind.STARTED, message=f"started {self.workload}/{self.variant}", running=self._running()
                     )
                 )
             self._apply_controls(t)
@@ -126,13 +127,8 @@ class SyntheticSource:
         return out
 
     # -- simulation ---------------------------------------------------------------------------
-    def _details(self) -> dict[str, str]:
-        return {
-            "workload": self.workload,
-            "variant": self.variant,
-            "batch_size": str(self.batch),
-            "device": self.device,
-        }
+    def _running(self) -> Running:
+        return Running(self.workload, self.variant, self.batch, device=self.device)
 
     def _apply_controls(self, t: float) -> None:
         for c in self._controls:
@@ -146,7 +142,7 @@ class SyntheticSource:
                 else:
                     self.variant = c.variant
                     self._out.append(
-                        Event(t, EventKind.CHANGED, "variant", before["variant"], self.variant, details=self._details())
+                        Event(t, EventKind.CHANGED, "variant", before["variant"], self.variant, running=self._running())
                     )
             elif isinstance(c, protocol.SwitchWorkload):
                 fam = FAMILIES[c.workload]
@@ -154,7 +150,7 @@ class SyntheticSource:
                 self.variant = c.variant or fam.default_variant
                 self.batch = c.batch_size or fam.defaults("cuda" if self.gpu else "cpu").batch_size
                 self._out.append(
-                    Event(t, EventKind.CHANGED, "workload", before["workload"], self.workload, details=self._details())
+                    Event(t, EventKind.CHANGED, "workload", before["workload"], self.workload, running=self._running())
                 )
             elif isinstance(c, protocol.Pause):
                 self._paused = True
@@ -177,7 +173,7 @@ class SyntheticSource:
             why = f"CUDA out of memory at batch {n}; back to batch {self.batch}"
         else:
             self.batch = n
-            return Event(t, EventKind.CHANGED, "batch_size", before, str(n), details=self._details())
+            return Event(t, EventKind.CHANGED, "batch_size", before, str(n), running=self._running())
         return Event(t, EventKind.ERROR, "batch_size", before, str(n), why)
 
     def _rate(self) -> float:

@@ -17,6 +17,7 @@ from gpudash.core.protocol import (
     Sample,
     SourceInfo,
 )
+from gpudash.core.running import Running
 
 GPU = GpuInfo(available=True, driver="550.54.15", names=("NVIDIA H100 80GB HBM3",), index=0)
 NO_GPU = GpuInfo(available=False, unavailable="NVML Shared Library Not Found (libnvidia-ml.so.1)")
@@ -108,7 +109,7 @@ def started(t: float = 1.0, variant: str = "serial", batch: int = 8, device: str
         t,
         EventKind.STARTED,
         message=f"started encdec/{variant}",
-        details={"workload": "encdec", "variant": variant, "batch_size": str(batch), "device": device},
+        running=Running("encdec", variant, batch, device=device),
     )
 
 

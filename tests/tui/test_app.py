@@ -8,6 +8,7 @@ import pytest
 from textual.widgets import Static
 
 from gpudash.core.protocol import Event, EventKind, Pause, Resume, Sample, SetBatchSize, SetVariant, SwitchWorkload
+from gpudash.core.running import Running
 from gpudash.tui.app import STARTING
 from gpudash.tui.screens import HelpScreen, PromptScreen
 from gpudash.tui.stats_panel import StatsPanel, stats_table
@@ -51,14 +52,7 @@ async def test_batch_double_reaches_the_engine_and_marks_the_change() -> None:
         assert "8 → 16 requested" in message(app)
         # the engine applies it and reports the change
         src.push(
-            Event(
-                10.0,
-                EventKind.CHANGED,
-                "batch_size",
-                "8",
-                "16",
-                details={"workload": "encdec", "variant": "serial", "batch_size": "16"},
-            ),
+            Event(10.0, EventKind.CHANGED, "batch_size", "8", "16", running=Running("encdec", "serial", 16)),
             *run_segment(10.0, 20.0, 120.0, batch=16, steps0=1800),
         )
         app.refresh_now()

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from gpudash.core.protocol import DIAGNOSIS, Diagnose, Event, EventKind, RunConfig
+from gpudash.core.running import Running
 from gpudash.diagnosis import remedies
 from gpudash.diagnosis.evidence import Evidence
 from gpudash.diagnosis.judge import Findings, judged
@@ -57,10 +58,11 @@ def input_bound(job_settings: dict[str, str] | None = None) -> Evidence:
 def diagnosis_event(t: float, e: Evidence, job: bool = False) -> Event:
     """As a live source gives it (``EngineSession``, ``JobSession``): the window's findings judged
     once, the verdict's line its message, the configuration in its details."""
-    config = {"workload": "job:train.py" if job else "encdec", "variant": "" if job else "serial"}
-    details = {**config, "batch_size": "8", "device": "cuda:0", "knobs": "none"}
+    running = (
+        Running("job:train.py", "", 8, device="cuda:0") if job else Running("encdec", "serial", 8, device="cuda:0")
+    )
     findings = Findings(e, script=job, window_start_s=t - 2)
-    return judged(Event(t, EventKind.MEASURED, what=DIAGNOSIS, details=details, data=findings), None)
+    return judged(Event(t, EventKind.MEASURED, what=DIAGNOSIS, data=findings, running=running), None)
 
 
 def border(app: GpuDashApp) -> str:

@@ -16,6 +16,7 @@ from textual.widgets import Static
 
 from gpudash.core.goodput import Goodput
 from gpudash.core.protocol import EVALUATION, GOODPUT, STALLED_PHASE, STARTUP, Event, EventKind, Message, RunConfig
+from gpudash.core.running import Running
 from gpudash.job.session import JobSession
 from gpudash.tui.app import GpuDashApp
 from gpudash.tui.job_notices import STALL_COMMAND
@@ -48,7 +49,7 @@ async def job_app(pilot: DashPilot, app: GpuDashApp, src: FakeSource) -> None:
     """A job started at 2 s that trains to 10 s, then evaluates from 10 s to 14 s, then trains to 20 s."""
     await ready(app, pilot)
     src.push(
-        Event(2.0, EventKind.STARTED, message="train.py on cpu", details={"workload": "job:train.py", "device": "cpu"}),
+        Event(2.0, EventKind.STARTED, message="train.py on cpu", running=Running("job:train.py", "", 0, device="cpu")),
         phase(2.0, STARTUP, "2.000"),
         *training(2.0, 10.0),
         phase(10.0, EVALUATION),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gpudash.core.protocol import Event, EventKind
+from gpudash.core.running import Running
 from gpudash.core.textfmt import fmt_num
 from gpudash.tui.series import Series, downsample
 from gpudash.tui.state import DashState
@@ -129,7 +130,7 @@ def test_a_change_inside_the_noise_is_not_coloured() -> None:
 
     rng = random.Random(7)
     st = DashState()
-    st.ingest(Event(0.0, EventKind.STARTED, details={"workload": "encdec", "variant": "serial", "batch_size": "8"}))
+    st.ingest(Event(0.0, EventKind.STARTED, running=Running("encdec", "serial", 8)))
     steps, t = 0, 0.0
     for variant in ("serial", "pipelined"):
         if variant == "pipelined":

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from gpudash.core.protocol import Event, EventKind, RunConfig
+from gpudash.core.running import Running
 
 from .dashboard import running
 from .fakes import FakeSource
@@ -24,8 +25,8 @@ async def test_u_asks_for_the_running_variant_knobs_and_images_also_after_a_work
             7,
         )
         assert before.current == "serial"  # the started event named no knob: none runs
-        switched = {"workload": "sync_loss", "variant": "fixed", "batch_size": "16", "knobs": "channels_last=on"}
-        app.ingest([Event(11.0, EventKind.CHANGED, "workload", "encdec", "sync_loss", details=switched)])
+        switched = Running("sync_loss", "fixed", 16, "channels_last=on")
+        app.ingest([Event(11.0, EventKind.CHANGED, "workload", "encdec", "sync_loss", running=switched)])
         after = tune.request(1.0)
         assert (after.workload, after.batch_size, after.current) == ("sync_loss", 16, "fixed+channels_last")
         assert after.image_size is None and after.workers == 2  # the family's own images; the run's workers

@@ -80,8 +80,9 @@ def print_verdict(event: Event, *, memory: bool, as_json: bool) -> None:
         raise RuntimeError(f"a diagnosis event without its judgement: {event.message}")
     document, lines = judged.answer()
     if as_json:
-        running: dict[str, object] = {k: event.details[k] for k in ("workload", "variant", "device", "knobs")}
-        running["batch_size"] = int(event.details["batch_size"])
+        ran = event.running
+        assert ran is not None, "a workload's diagnosis names its configuration"  # (``LoopState.event``)
+        running = {k: v for k, v in ran.as_dict().items() if k != "world_size"}
         print(json.dumps({**running, **document}, indent=2))
     else:
         print("\n".join([event.message, *lines]))
