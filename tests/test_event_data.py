@@ -1,8 +1,8 @@
 """Every event a recording keeps comes back whole: its kind, what, before, after, message, its
 details, its configuration (``Running``) and its typed data (a diagnosis' judgement, with its
-evidence, sync table, remedies and compile verdict; a job's settings; its goodput) through a real CSV
-file, as a replay reads it (a property test); and a cell that is not an event's data is a malformed
-row, never a wrong verdict."""
+evidence, sync table, remedies and compile verdict; a job's settings; its goodput; a memory
+window's peak) through a real CSV file, as a replay reads it (a property test); and a cell that is
+not an event's data is a malformed row, never a wrong verdict."""
 
 from __future__ import annotations
 
@@ -16,12 +16,13 @@ from hypothesis import strategies as st
 
 from gpudash.core.goodput import Goodput
 from gpudash.core.job_settings import JobSettings
-from gpudash.core.protocol import DIAGNOSIS, GOODPUT, WORLD, Event, EventKind
+from gpudash.core.protocol import DIAGNOSIS, GOODPUT, MEMORY_PEAK, WORLD, Event, EventKind
 from gpudash.core.running import Running
 from gpudash.core.stage_times import StageTimes
 from gpudash.core.world_event import WorldFacts
 from gpudash.diagnosis.evidence import Evidence
 from gpudash.diagnosis.judge import Findings, Judgement, WorldView, judge
+from gpudash.diagnosis.memory_peak import MemoryPeak, PeakAnswer, PeakHolder
 from gpudash.diagnosis.verdict import Bound, Diagnosis
 from gpudash.recording import csvformat
 from gpudash.recording.csvformat import RowParser
@@ -98,6 +99,27 @@ goodputs = st.builds(
 )
 
 
+holders = st.builds(
+    PeakHolder,
+    st.integers(0, 1 << 40),
+    st.sampled_from(["forward", "backward", "optimizer", "before"]),
+    st.none(),
+    st.integers(0, 1 << 20),
+    text,
+)
+peaks = st.builds(
+    PeakAnswer,
+    st.builds(
+        MemoryPeak,
+        *[st.integers(0, 1 << 40)] * 3,
+        st.lists(holders, max_size=4),
+        st.integers(0, 1 << 40),
+        st.integers(0, 1 << 20),
+        st.booleans(),
+    ),
+    st.lists(text, max_size=4).map(tuple),
+    text,
+)
 runnings = st.builds(Running, text.filter(bool), text, st.integers(0, 1 << 20), text, text, st.integers(1, 1 << 16))
 
 
@@ -107,10 +129,16 @@ def events(draw: Any) -> Event:
     details = draw(st.dictionaries(text.filter(lambda k: k != ""), text, max_size=6))
     data: Any = None
     if kind == EventKind.MEASURED:
-        data = draw(st.none() | judgements() | worlds | stage_times | goodputs)
+        data = draw(st.none() | judgements() | worlds | stage_times | goodputs | peaks)
     elif kind == EventKind.STARTED:
         data = draw(st.none() | job_settings)  # a job's settings, as its lead rank said them
-    kinds = {Judgement: DIAGNOSIS, WorldFacts: WORLD, StageTimes: StageTimes.KIND, Goodput: GOODPUT}
+    kinds = {
+        Judgement: DIAGNOSIS,
+        WorldFacts: WORLD,
+        StageTimes: StageTimes.KIND,
+        Goodput: GOODPUT,
+        PeakAnswer: MEMORY_PEAK,
+    }
     what = kinds[type(data)] if data is not None and type(data) in kinds else draw(text)
     return Event(
         round(draw(st.floats(0.0, 1e6)), 3),  # the CSV keeps a row's time to the millisecond

@@ -29,7 +29,7 @@ import pickle
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from gpudash.boot.gpudash_boot.sync_sites import Frame, site_of, with_text
 from gpudash.boot.gpudash_boot.sync_table import Site
@@ -148,6 +148,27 @@ class MemoryPeak:
             int(d.get("entries") or 0),
             bool(d.get("truncated")),
         )
+
+
+@dataclass(frozen=True)
+class PeakAnswer:
+    """A memory window's answer, the ``memory_peak`` event's data: the peak and what held it, its
+    lines as said (the job's, with the recording's cost a step), and the job's memory line."""
+
+    KIND: ClassVar[str] = "memory_peak"
+    peak: MemoryPeak
+    lines: tuple[str, ...]
+    memory: str = ""  # the job's memory by kind, where counted ("" otherwise)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"peak": self.peak.as_dict(), "lines": list(self.lines), "memory": self.memory}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> PeakAnswer:
+        lines = d["lines"]
+        if not isinstance(lines, list) or not all(isinstance(x, str) for x in lines):
+            raise TypeError(f"a memory answer's lines are text: {lines!r}")
+        return cls(MemoryPeak.from_dict(d["peak"]), tuple(lines), str(d.get("memory") or ""))
 
 
 class _PlainData(pickle.Unpickler):

@@ -14,14 +14,13 @@ Torch is the loop's."""
 from __future__ import annotations
 
 import contextlib
-import json
 import time
 from typing import TYPE_CHECKING, Any
 
 from gpudash.boot.gpudash_boot import allocator_history as history
 from gpudash.boot.gpudash_boot.tensor_bytes import storages
 from gpudash.core.protocol import MEMORY_PEAK, EventKind
-from gpudash.diagnosis.memory_peak import peak_of
+from gpudash.diagnosis.memory_peak import PeakAnswer, peak_of
 from gpudash.engine.events import one_line
 from workloads.knobs import OFF  # torch-free
 
@@ -66,8 +65,8 @@ def memory_peak(loop: StepLoop, steps: int) -> None:
     loop.count_steps_apart(steps)
     loop.restart_window()
     cost = f"{steps} steps recorded, {wall_ms / steps:.3g} ms a step"
-    details = {"memory_peak": json.dumps(peak.as_dict()), "lines": "\n".join(peak.lines())}
-    loop.event(EventKind.MEASURED, what=MEMORY_PEAK, message=f"{peak.summary()}; {cost}", details=details)
+    answer = PeakAnswer(peak, tuple(peak.lines()))
+    loop.event(EventKind.MEASURED, what=MEMORY_PEAK, message=f"{peak.summary()}; {cost}", data=answer)
 
 
 def count_activations(loop: StepLoop) -> None:

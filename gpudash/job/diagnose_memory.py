@@ -9,6 +9,7 @@ import json
 import sys
 
 from gpudash.core.protocol import EventKind, ExitCode, RunConfig
+from gpudash.diagnosis.memory_peak import PeakAnswer
 from gpudash.job.command import display
 from gpudash.job.memory_history import FROM_STEP
 from gpudash.job.session import JobSession
@@ -42,10 +43,11 @@ def diagnose_memory(config: RunConfig, *, as_json: bool, quiet: bool, keep_runni
     if event.kind == EventKind.ERROR:
         print(f"gpudash: error: {event.message}", file=sys.stderr)
         return code or int(ExitCode.FAILED)
-    memory = event.details.get("memory", "")
+    answer = event.data
+    assert isinstance(answer, PeakAnswer), "a memory window's answer carries its peak"  # (``session_windows``)
     if as_json:
-        out = {"memory": memory, "peak": json.loads(event.details["memory_peak"]), "command": list(config.job or ())}
+        out = {"memory": answer.memory, "peak": answer.peak.as_dict(), "command": list(config.job or ())}
         print(json.dumps(out, indent=2))
     else:
-        print("\n".join(filter(None, [memory, event.details.get("lines", "")])))
+        print("\n".join(filter(None, [answer.memory, *answer.lines])))
     return 0

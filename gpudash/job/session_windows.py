@@ -5,7 +5,6 @@ session (``gpudash.job.session``) holds, over the parts it shares (``SessionPart
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Callable
@@ -15,6 +14,7 @@ from gpudash.boot.gpudash_boot.sync_table import SyncTable
 from gpudash.core.job_settings import settings_of
 from gpudash.core.protocol import DIAGNOSIS, MEMORY_PEAK, TRACE, TRAINING, WINDOWS_PACED, Diagnose, Event, EventKind
 from gpudash.diagnosis.evidence import Evidence
+from gpudash.diagnosis.memory_peak import PeakAnswer
 from gpudash.engine.comm_split import RankComm
 from gpudash.job import command as job_command
 from gpudash.job.diagnosis_window import JobDiagnosis, VerdictContext, ran_evidence, verdict_event, world_view
@@ -250,9 +250,9 @@ class SessionWindows:
             return
         lines = answer_lines(read, p.samples.median_step_s)
         memory = p.memory.figures.line() if p.memory.figures is not None else ""
-        details = {"memory_peak": json.dumps(read.peak.as_dict()), "lines": "\n".join(lines), "memory": memory}
         message = f"{read.peak.summary()}; {read.cost(p.samples.median_step_s)}"
-        self.out.event(EventKind.MEASURED, what=MEMORY_PEAK, message=message, details=details)
+        answer = PeakAnswer(read.peak, tuple(lines), memory)
+        self.out.event(EventKind.MEASURED, what=MEMORY_PEAK, message=message, data=answer)
 
 
 def ended_how(exit_code: int | None) -> str:

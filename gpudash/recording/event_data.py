@@ -20,6 +20,7 @@ from gpudash.core.running import NO_KNOBS, Running
 from gpudash.core.stage_times import StageTimes
 from gpudash.core.world_event import WorldFacts
 from gpudash.diagnosis.judge import Findings, Judgement
+from gpudash.diagnosis.memory_peak import PeakAnswer
 
 PAYLOADS: dict[str, Callable[[dict[str, Any]], Payload]] = {
     Findings.KIND: Findings.from_dict,
@@ -28,6 +29,7 @@ PAYLOADS: dict[str, Callable[[dict[str, Any]], Payload]] = {
     Goodput.KIND: Goodput.from_dict,
     StageTimes.KIND: StageTimes.from_dict,
     WorldFacts.KIND: WorldFacts.from_dict,
+    PeakAnswer.KIND: PeakAnswer.from_dict,
 }
 
 

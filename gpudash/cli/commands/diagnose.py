@@ -73,7 +73,11 @@ def print_verdict(event: Event, *, memory: bool, as_json: bool) -> None:
     from gpudash.diagnosis.judge import judgement_of
 
     if memory:
-        print(json.dumps(json.loads(event.details["memory_peak"]), indent=2) if as_json else event.details["lines"])
+        from gpudash.diagnosis.memory_peak import PeakAnswer
+
+        answer = event.data
+        assert isinstance(answer, PeakAnswer), "a memory window's answer carries its peak"  # (``memory_window``)
+        print(json.dumps(answer.peak.as_dict(), indent=2) if as_json else "\n".join(answer.lines))
         return
     judged = judgement_of(event)
     if judged is None:  # a source judges every window it measured: a programming error, not the user's
