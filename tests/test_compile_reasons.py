@@ -14,6 +14,7 @@ import torch
 
 from gpudash.boot.gpudash_boot import compile_watch
 from gpudash.core.compile_intake import SAID, CompileIntake, function_words
+from gpudash.core.compile_note import CompileNote, quiet
 from gpudash.core.compile_reasons import (
     BRANCH,
     CALL,
@@ -28,7 +29,8 @@ from gpudash.core.compile_reasons import (
     graph_break,
     recompile_reason,
 )
-from gpudash.core.compile_table import COMPILED, GRAPH_BREAK, QUIET, RECOMPILE, RECOMPILE_LIMIT, CompileTable
+from gpudash.core.compile_table import COMPILED, GRAPH_BREAK, RECOMPILE, RECOMPILE_LIMIT, CompileTable
+from gpudash.core.events import Event
 
 SOURCE = "  # return x * n  # mp/train.py:5 in f"
 
@@ -67,6 +69,12 @@ SOURCE = "  # return x * n  # mp/train.py:5 in f"
 def test_a_recompiles_reason_reads_in_a_users_words(raw: str, words: str, kind: str) -> None:
     reason = recompile_reason(raw)
     assert (reason.words, reason.kind) == (words, kind)
+
+
+def note(e: Event) -> CompileNote:
+    """A compile event's typed facts."""
+    assert isinstance(e.data, CompileNote), e
+    return e.data
 
 
 def test_a_guard_read_as_torch_wrote_it_is_cut_between_words_never_mid_path() -> None:
@@ -190,8 +198,8 @@ def test_a_changing_batch_length_recompiles_with_its_sizes_and_its_functions_lin
     events, table = _said(sent)
     assert [e.what for e in events] == [COMPILED, RECOMPILE]
     recompile = events[1]
-    assert recompile.details["reason"] == "dim 0 of x: 64 → 96"
-    assert (recompile.details["fn"], recompile.details["line"]) == ("scale", str(line))
+    assert note(recompile).reason == "dim 0 of x: 64 → 96"
+    assert (note(recompile).fn, note(recompile).line) == ("scale", line)
     assert recompile.message.startswith(f"recompile 1 of scale (test_compile_reasons.py:{line}): dim 0 of x: 64 → 96")
     (row,) = table.functions.values()
     assert (row.compiles, row.recompiles, row.reasons) == (2, 1, {"dim 0 of x changes": 1})
@@ -215,7 +223,7 @@ def test_a_float_read_off_a_tensor_breaks_the_graph_at_its_line_and_nothing_reac
     watch.at_step(1)
     events, table = _said(sent)
     (broke,) = [e for e in events if e.what == GRAPH_BREAK]
-    assert (broke.details["line"], broke.details["reason"]) == (str(at), "Tensor.item() (a number read off a tensor)")
+    assert (note(broke).line, note(broke).reason) == (at, "Tensor.item() (a number read off a tensor)")
     assert broke.message.startswith(f"graph break at test_compile_reasons.py:{at}: Tensor.item()")
     assert {f.name for f in table.functions.values()} == {"spread", f"spread after line {at}"}
     assert "Graph break in user code" not in capfd.readouterr().err  # gpudash's handler alone heard it
@@ -262,7 +270,7 @@ def test_recompiles_between_two_reads_each_keep_their_own_sizes_and_a_read_is_cu
     limit = compile_watch.PER_MESSAGE
     assert len(sent) >= 3 and all(len(m["compiles"]) <= limit for m in sent)
     events, table = _said(sent)
-    reasons = [e.details["reason"] for e in events if e.what == RECOMPILE]
+    reasons = [note(e).reason for e in events if e.what == RECOMPILE]
     assert reasons == [f"dim 0 of x: {n} → {n + 1}" for n in range(4, 33)]
     (row,) = table.functions.values()
     assert (row.compiles, row.recompiles) == (30, 29)
@@ -284,7 +292,7 @@ def test_after_torch_dynamo_reset_the_compiles_are_still_read(watched: tuple[Any
     watch.at_step(2)
     events, _ = _said(sent)
     assert [e.what for e in events] == [COMPILED, COMPILED, RECOMPILE]
-    assert events[-1].details["reason"] == "dim 0 of x: 4 → 5"
+    assert note(events[-1]).reason == "dim 0 of x: 4 → 5"
 
 
 def test_a_watch_begun_after_a_compile_says_only_its_own(watched: tuple[Any, list[dict[str, Any]]]) -> None:
@@ -305,25 +313,23 @@ def test_a_watch_begun_after_a_compile_says_only_its_own(watched: tuple[Any, lis
     compiled(torch.randn(5))
     watch.at_step(2)
     events, _ = _said(later)
-    assert [e.details["reason"] for e in events] == ["dim 0 of x: 4 → 5"]
+    assert [note(e).reason for e in events] == ["dim 0 of x: 4 → 5"]
     watch.uninstall()
 
 
 def test_past_the_first_recompiles_each_new_cause_is_still_said_once() -> None:
     intake = CompileIntake()
     first = {"id": "0/0", "fn": "forward", "file": "/w/lm.py", "line": 40, "s": 0.5}
-    said = [e for e in intake.events({"compiles": [first]}, 1.0) if not e.details.get(QUIET)]
+    said = [e for e in intake.events({"compiles": [first]}, 1.0) if not quiet(e)]
     for n in range(1, 10):  # nine recompiles of one cause: its length changes
         why = f"0/{n - 1}: tensor 'x' size mismatch at index 1. expected {60 + n}, actual {61 + n}"
         said += [
-            e
-            for e in intake.events({"compiles": [{"id": f"0/{n}", "why": why, "s": 0.2}]}, 1.0 + n)
-            if not e.details.get(QUIET)
+            e for e in intake.events({"compiles": [{"id": f"0/{n}", "why": why, "s": 0.2}]}, 1.0 + n) if not quiet(e)
         ]
     assert len([e for e in said if e.what == RECOMPILE]) == SAID + 1  # then quiet: the CSV and run.json count them
     range_why = "0/9: 2 <= L['x'].size()[1] <= 319  # T = x.shape[1]  # /w/lm.py:44 in forward"
     late = intake.events({"compiles": [{"id": "0/10", "why": range_why, "s": 0.2}]}, 20.0)
     (event,) = late
-    assert not event.details.get(QUIET) and "dim 1 of x went past 319" in event.message  # a new cause: said
+    assert not quiet(event) and "dim 1 of x went past 319" in event.message  # a new cause: said
     again = intake.events({"compiles": [{"id": "0/11", "why": range_why, "s": 0.2}]}, 21.0)
-    assert again[0].details.get(QUIET)  # said before: counted quietly
+    assert quiet(again[0])  # said before: counted quietly

@@ -10,10 +10,12 @@ recompile of a cause not said before: each cause is said at least once. Torch-fr
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import Any
 
+from gpudash.core.compile_note import CompileNote
 from gpudash.core.compile_reasons import MODE, Break, Reason, graph_break, recompile_reason
-from gpudash.core.compile_table import BACKWARD, COMPILED, GRAPH_BREAK, QUIET, RECOMPILE, RECOMPILE_LIMIT, CompileTable
+from gpudash.core.compile_table import COMPILED, GRAPH_BREAK, RECOMPILE, RECOMPILE_LIMIT, CompileTable
 from gpudash.core.events import Event, EventKind
 from gpudash.core.lenient import float_or, int_or
 
@@ -48,7 +50,7 @@ class CompileIntake:
 
     def events(self, m: dict[str, Any], time_s: float) -> list[Event]:
         """The events of one message of the hooks (``wire.COMPILE``)."""
-        step = str(m.get("step", ""))
+        step = int_or(m.get("step"))
         self.called = self.called or bool(m.get("called"))
         out = [e for c in m.get("compiles") or [] if isinstance(c, dict) for e in self._compile(c, step, time_s)]
         for raw in m.get("breaks") or []:
@@ -60,7 +62,7 @@ class CompileIntake:
             self.table.on_event(e)
         return out
 
-    def _compile(self, c: dict[str, Any], step: str, time_s: float) -> list[Event]:
+    def _compile(self, c: dict[str, Any], step: int, time_s: float) -> list[Event]:
         cid = str(c.get("id") or "")
         frame = cid.split("/", 1)[0]
         if c.get("fn"):
@@ -69,48 +71,41 @@ class CompileIntake:
                 fn = "the compiled module"
             self.frames[frame] = (fn, str(c.get("file") or ""), line or 0)
         fn, file, line = self.frames.get(frame, ("?", str(c.get("file") or ""), 0))
-        seconds = float_or(c.get("s"))
-        details = {"id": cid, "fn": fn, "file": file, "line": str(line), "step": step, "seconds": f"{seconds:.3f}"}
+        seconds = round(float_or(c.get("s")), 3)
+        note = CompileNote(fn, file, line, step, seconds, cid)
         fail = f"{c.get('fail') or ''} {c.get('fail_why') or ''}".lower()
         reason = _cause(c)
         if reason is not None:
-            details |= {"reason": reason.words, "cause": reason.key, "kind": reason.kind, "fix": reason.fix}
-            details["raw"] = str(c["why"])[:300]
+            why = str(c["why"])[:300]
+            note = replace(note, reason=reason.words, cause=reason.key, kind=reason.kind, fix=reason.fix, raw=why)
         where = f"{fn} ({_short(file)}:{line})" if " after line " not in fn else f"{fn} of {_short(file)}"
         if TORCH_OWN.search(file):
             where = fn
         if c.get("backward"):  # a lazy backward's compile: its seconds are its compile's
             message = f"compiled the backward of {where} in {seconds:.2f} s"
-            details |= {BACKWARD: "1", QUIET: "1"}
-            return [Event(time_s, EventKind.MEASURED, what=COMPILED, message=message, details=details)]
+            return [_event(time_s, COMPILED, message, replace(note, backward=True, quiet=True))]
         if any(w in fail for w in LIMIT_WORDS):
             message = f"{where} hit the recompile limit: it runs uncompiled (eager) from here on" + (
                 f" — the last reason: {reason.words}; {reason.fix}" if reason else ""
             )
-            return [Event(time_s, EventKind.ERROR, what=RECOMPILE_LIMIT, message=message, details=details)]
+            return [_event(time_s, RECOMPILE_LIMIT, message, note, EventKind.ERROR)]
         self.compiles[frame] = self.compiles.get(frame, 0) + 1
         if self.compiles[frame] == 1 or reason is None:
-            return [
-                Event(
-                    time_s,
-                    EventKind.MEASURED,
-                    what=COMPILED,
-                    message=f"compiled {where} in {seconds:.2f} s",
-                    details={**details, QUIET: "1"},
-                )
-            ]
+            return [_event(time_s, COMPILED, f"compiled {where} in {seconds:.2f} s", replace(note, quiet=True))]
         self.recompiles += 1
         self.recompiled[frame] = n = self.recompiled.get(frame, 0) + 1
-        details["count"] = str(n)
         message = f"recompile {n} of {where}: {reason.words}, {seconds:.2f} s — {reason.fix}"
         new_cause = reason.key not in self.causes
         self.causes.add(reason.key)
         if self.recompiles == SAID + 1:
             message += " (further recompiles of a cause said before are not said here: the CSV's events and run.json"
             message += " count them)"
-        elif self.recompiles > SAID + 1 and not new_cause:  # each cause is said at least once
-            details[QUIET] = "1"
-        return [Event(time_s, EventKind.MEASURED, what=RECOMPILE, message=message, details=details)]
+        quiet = self.recompiles > SAID + 1 and not new_cause  # each cause is said at least once
+        return [_event(time_s, RECOMPILE, message, replace(note, count=n, quiet=quiet))]
+
+
+def _event(time_s: float, what: str, message: str, note: CompileNote, kind: EventKind = EventKind.MEASURED) -> Event:
+    return Event(time_s, kind, what=what, message=message, data=note)
 
 
 def _cause(c: dict[str, Any]) -> Reason | None:
@@ -123,21 +118,13 @@ def _cause(c: dict[str, Any]) -> Reason | None:
     return found[0] if found else own or (whys[0] if whys else None)
 
 
-def _break_event(said: Break, step: str, time_s: float, count: int) -> Event:
+def _break_event(said: Break, step: int, time_s: float, count: int) -> Event:
     """A graph break: said the first time at its line; again (traced again, at a recompile) counted quietly."""
-    details = {
-        "file": said.file,
-        "line": str(said.line),
-        "reason": said.words,
-        "kind": said.kind,
-        "fix": said.fix,
-        "step": step,
-        "count": str(count),
-    }
-    if count > 1:
-        details[QUIET] = "1"
+    note = CompileNote(
+        file=said.file, line=said.line, step=step, reason=said.words, kind=said.kind, fix=said.fix, count=count
+    )
     message = f"graph break at {said.where}: {said.words} — {said.fix}"
-    return Event(time_s, EventKind.MEASURED, what=GRAPH_BREAK, message=message, details=details)
+    return _event(time_s, GRAPH_BREAK, message, replace(note, quiet=count > 1))
 
 
 def _short(file: str) -> str:

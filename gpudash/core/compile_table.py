@@ -10,17 +10,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from gpudash.core.compile_note import CompileNote
 from gpudash.core.events import Event
-from gpudash.core.lenient import float_or, int_or
 
 COMPILED = "compiled"  # a function's first compile (``what`` of a measured event)
-RECOMPILE = "recompile"  # a function compiled again: a guard failed (its reason in details)
+RECOMPILE = "recompile"  # a function compiled again: a guard failed (its reason in its ``CompileNote``)
 RECOMPILE_LIMIT = "recompile_limit"  # an error event: the function runs eagerly from here on
 GRAPH_BREAK = "graph_break"  # dynamo broke a graph at a line
 COMPILE_WHATS = frozenset({COMPILED, RECOMPILE, RECOMPILE_LIMIT, GRAPH_BREAK})
 COMPILE_SUMMARY = "compiles"  # a measured event at the job's end: the table in one line (not counted again)
-BACKWARD = "backward"  # details[BACKWARD] = "1": a lazy backward's compile, its seconds its compile's
-QUIET = "quiet"  # details[QUIET] = "1": the event is not said on record's stderr (counted in the CSV)
 
 
 @dataclass
@@ -91,44 +89,32 @@ class CompileTable:
 
     def on_event(self, e: Event) -> bool:
         """Take a compile event (True: it was one)."""
-        if e.what not in COMPILE_WHATS:
+        n = e.data
+        if e.what not in COMPILE_WHATS or not isinstance(n, CompileNote):
             return False
-        d = e.details
         if e.what == GRAPH_BREAK:
-            at = (d.get("file", ""), int_or(d.get("line")), d.get("reason", ""))
-            row = self.breaks.setdefault(at, BreakRow(*at, d.get("fix", ""), 0))
-            row.count = max(row.count + 1, int_or(d.get("count")))
+            at = (n.file, n.line, n.reason)
+            row = self.breaks.setdefault(at, BreakRow(*at, n.fix, 0))
+            row.count = max(row.count + 1, n.count)
             return True
-        key = (d.get("fn", "?"), d.get("file", ""), int_or(d.get("line")))
-        fn = self.functions.setdefault(key, FunctionRow(*key))
-        seconds = float_or(d.get("seconds"))
+        fn = self.functions.setdefault((n.fn, n.file, n.line), FunctionRow(n.fn, n.file, n.line))
         if e.what == RECOMPILE_LIMIT:
             fn.limit = True
-            fn.limit_at = fn.limit_at or (e.time_s, int_or(d.get("step")))
+            fn.limit_at = fn.limit_at or (e.time_s, n.step)
             return True
-        fn.seconds += seconds
-        self.by_step.append((int_or(d.get("step")), seconds))
-        if d.get(BACKWARD):  # its compile's seconds, not a compile of its own
-            self._backward(d.get("id", ""), seconds)
+        fn.seconds += n.seconds
+        self.by_step.append((n.step, n.seconds))
+        if n.backward:  # its compile's seconds, not a compile of its own
+            self._backward(n.id, n.seconds)
             return True
         fn.compiles += 1
         if e.what == RECOMPILE:
-            reason = d.get("reason", "?")
-            cause = d.get("cause") or reason
+            reason = n.reason or "?"
+            cause = n.cause or reason
             fn.reasons[cause] = fn.reasons.get(cause, 0) + 1
-            fn.fixes[cause], fn.kinds[cause], fn.latest[cause] = d.get("fix", ""), d.get("kind", ""), reason
+            fn.fixes[cause], fn.kinds[cause], fn.latest[cause] = n.fix, n.kind, reason
             self.recompiles.append(
-                Recompile(
-                    e.time_s,
-                    int_or(d.get("step")),
-                    d.get("id", ""),
-                    fn.name,
-                    fn.where,
-                    reason,
-                    cause,
-                    d.get("kind", ""),
-                    seconds,
-                )
+                Recompile(e.time_s, n.step, n.id, fn.name, fn.where, reason, cause, n.kind, n.seconds)
             )
         return True
 

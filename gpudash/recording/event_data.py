@@ -13,6 +13,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from gpudash.core.compile_note import CompileNote
 from gpudash.core.events import Event, Payload
 from gpudash.core.goodput import Goodput
 from gpudash.core.job_settings import JobSettings
@@ -30,6 +31,7 @@ PAYLOADS: dict[str, Callable[[dict[str, Any]], Payload]] = {
     StageTimes.KIND: StageTimes.from_dict,
     WorldFacts.KIND: WorldFacts.from_dict,
     PeakAnswer.KIND: PeakAnswer.from_dict,
+    CompileNote.KIND: CompileNote.from_dict,
 }
 
 

@@ -11,7 +11,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Protocol
 
-from gpudash.core.compile_table import QUIET
+from gpudash.core.compile_note import quiet
 from gpudash.core.protocol import REFUSED, TRACEBACK, Event, EventKind, ExitCode, Sample
 from gpudash.core.textfmt import fmt_duration, fmt_needs, fmt_num
 from gpudash.stats.fmt import fmt_pm
@@ -66,7 +66,7 @@ def fresh_line(stream: object) -> str:
 
 def describe_event(e: Event) -> str | None:
     """An event's line on stderr while the recording runs (None: not said)."""
-    if e.kind in (EventKind.STARTING,) or e.details.get(QUIET):
+    if e.kind in (EventKind.STARTING,) or quiet(e):
         return None
     text = f"[{e.time_s:7.1f}s] {e.kind}"
     if e.kind == EventKind.CHANGED or (e.kind == EventKind.ERROR and e.what and (e.before or e.after)):

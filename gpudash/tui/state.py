@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING
 
-from gpudash.core.compile_table import COMPILE_WHATS, COMPILED, GRAPH_BREAK, QUIET, RECOMPILE_LIMIT, CompileTable
+from gpudash.core.compile_note import quiet
+from gpudash.core.compile_table import COMPILE_WHATS, COMPILED, GRAPH_BREAK, RECOMPILE_LIMIT, CompileTable
 from gpudash.core.metrics import SERIES_KEYS, STAT_KEYS, Better, Metric, Origin, metric
 from gpudash.core.protocol import DIAGNOSIS, MEMORY, Event, EventKind, GpuSample, RankSample, Sample, SyncSites
 from gpudash.core.running import NO_KNOBS, Running
@@ -225,7 +226,7 @@ class DashState:
             self.rank_windows.clear()
         if e.kind == EventKind.MEASURED and e.what == MEMORY:
             self.last_memory = e
-        if e.what in COMPILE_WHATS:  # (a replayed one has its line, not its details)
+        if e.what in COMPILE_WHATS:  # (an older recording's may have its line alone: no note)
             self._compile_event(e, t)
         if is_trace(e):  # a profiler window: marked where it began (its steps are not in the samples)
             self.last_trace = e
@@ -251,9 +252,8 @@ class DashState:
 
     def _compile_event(self, e: Event, t: float) -> None:
         """A compile event: into the compile table (key g); a recompile or the limit, on the charts too."""
-        if e.details:
-            self.compiles.on_event(e)
-        if e.what != COMPILED and (e.what != GRAPH_BREAK or not e.details.get(QUIET)):  # (a break: once)
+        self.compiles.on_event(e)
+        if e.what != COMPILED and (e.what != GRAPH_BREAK or not quiet(e)):  # (a break: once)
             self.compile_lines = [*self.compile_lines[-199:], f"[{e.time_s:.1f}s] {e.message}"]
             if e.what != GRAPH_BREAK:
                 self.markers.append(Marker(t, "limit" if e.what == RECOMPILE_LIMIT else "recompile", e.kind))
