@@ -7,8 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from gpudash.cli.main import main
-from gpudash.core.protocol import ExitCode, GpuSample, Message, Sample
+from gpudash.core.compile_table import RECOMPILE, CompileTable
+from gpudash.core.protocol import Event, EventKind, ExitCode, GpuSample, Message, Sample
+from gpudash.core.running import Running
 from gpudash.recording import csvformat
+from gpudash.recording.csvformat import RowParser
 from gpudash.recording.csvread import open_csv
 from gpudash.recording.replay import RecordingReader
 from tests import printed
@@ -63,3 +66,29 @@ def test_a_new_recordings_columns_keep_the_old_ones_in_their_places() -> None:
         *csvformat.MEMORY_COLUMNS,  # a job's memory by kind
         csvformat.EVENT_DATA_COLUMN,  # an event's details and typed data, last
     ]
+
+
+def test_an_older_recordings_configuration_and_compile_details_read_back_as_their_objects() -> None:
+    """Before their objects, the configuration and a compile event's facts were the details' text:
+    read as that version of the format, they build the run's state and compile table as a new one does."""
+    header = csvformat.header()
+    cells = {
+        "started": '{"details":{"workload":"job:train.py","variant":"","batch_size":"64","device":"cuda:0"}}',
+        "recompile": (
+            '{"details":{"id":"0/1","fn":"forward","file":"/w/train.py","line":"41","step":"12","seconds":"0.750",'
+            '"reason":"dim 1 of idx: 128 → 256","cause":"dim 1 of idx","kind":"shape","fix":"pad","count":"1"}}'
+        ),
+    }
+    events = []
+    for kind, what in ((EventKind.STARTED, ""), (EventKind.MEASURED, RECOMPILE)):
+        row = csvformat.event_row(Event(1.0, kind, what=what))
+        row[header.index(csvformat.EVENT_DATA_COLUMN)] = cells[what or "started"]
+        (event,) = RowParser(header).messages(row)
+        assert isinstance(event, Event)
+        events.append(event)
+    assert events[0].running == Running("job:train.py", "", 64, device="cuda:0")
+    table = CompileTable()
+    assert table.on_event(events[1])
+    (fn,) = table.functions.values()
+    assert (fn.name, fn.line, fn.compiles, fn.reasons) == ("forward", 41, 1, {"dim 1 of idx": 1})
+    assert table.recompiles[0].step == 12 and table.recompiles[0].seconds == 0.75

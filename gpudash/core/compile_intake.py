@@ -77,7 +77,7 @@ class CompileIntake:
         reason = _cause(c)
         if reason is not None:
             why = str(c["why"])[:300]
-            note = replace(note, reason=reason.words, cause=reason.key, kind=reason.kind, fix=reason.fix, raw=why)
+            note = replace(note, reason=reason.words, cause=reason.key, cause_kind=reason.kind, fix=reason.fix, raw=why)
         where = f"{fn} ({_short(file)}:{line})" if " after line " not in fn else f"{fn} of {_short(file)}"
         if TORCH_OWN.search(file):
             where = fn
@@ -121,7 +121,7 @@ def _cause(c: dict[str, Any]) -> Reason | None:
 def _break_event(said: Break, step: int, time_s: float, count: int) -> Event:
     """A graph break: said the first time at its line; again (traced again, at a recompile) counted quietly."""
     note = CompileNote(
-        file=said.file, line=said.line, step=step, reason=said.words, kind=said.kind, fix=said.fix, count=count
+        file=said.file, line=said.line, step=step, reason=said.words, cause_kind=said.kind, fix=said.fix, count=count
     )
     message = f"graph break at {said.where}: {said.words} — {said.fix}"
     return _event(time_s, GRAPH_BREAK, message, replace(note, quiet=count > 1))

@@ -26,7 +26,7 @@ class CompileNote:
     id: str = ""  # dynamo's compile id ("0/1": frame 0, its second compile)
     reason: str = ""  # a recompile's or a break's cause in words
     cause: str = ""  # the cause's key (the same cause, however its numbers read)
-    kind: str = ""  # the cause's kind (shape, value, mode, …)
+    cause_kind: str = ""  # what the cause is about (shape, value, mode, …)
     fix: str = ""
     raw: str = ""  # dynamo's own words for a recompile (first 300 characters)
     count: int = 0  # a recompile: the function's recompiles so far; a break: times traced at its line

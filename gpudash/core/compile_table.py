@@ -112,9 +112,9 @@ class CompileTable:
             reason = n.reason or "?"
             cause = n.cause or reason
             fn.reasons[cause] = fn.reasons.get(cause, 0) + 1
-            fn.fixes[cause], fn.kinds[cause], fn.latest[cause] = n.fix, n.kind, reason
+            fn.fixes[cause], fn.kinds[cause], fn.latest[cause] = n.fix, n.cause_kind, reason
             self.recompiles.append(
-                Recompile(e.time_s, n.step, n.id, fn.name, fn.where, reason, cause, n.kind, n.seconds)
+                Recompile(e.time_s, n.step, n.id, fn.name, fn.where, reason, cause, n.cause_kind, n.seconds)
             )
         return True
 

@@ -3,9 +3,9 @@
 was recorded and nothing is parsed back out of its prose. Each kind of typed data is known here by
 its ``KIND``; the configuration (``Running``) is its own object.
 
-A recording made before the configuration had its object (gpudash 0.1.0 up to session 30's) named it
-in the details' text: ``decode`` reads that form, and only that, as a file format's older version
-(``_older_running``)."""
+A recording made before the configuration and the compile events had their objects named them in the
+details' text: ``decode`` reads that form as a file format's older version (``older_events``), and
+nothing else of any details."""
 
 from __future__ import annotations
 
@@ -14,14 +14,16 @@ from collections.abc import Callable
 from typing import Any
 
 from gpudash.core.compile_note import CompileNote
+from gpudash.core.compile_table import COMPILE_WHATS
 from gpudash.core.events import Event, Payload
 from gpudash.core.goodput import Goodput
 from gpudash.core.job_settings import JobSettings
-from gpudash.core.running import NO_KNOBS, Running
+from gpudash.core.running import Running
 from gpudash.core.stage_times import StageTimes
 from gpudash.core.world_event import WorldFacts
 from gpudash.diagnosis.judge import Findings, Judgement
 from gpudash.diagnosis.memory_peak import PeakAnswer
+from gpudash.recording.older_events import older_compile_note, older_running
 
 PAYLOADS: dict[str, Callable[[dict[str, Any]], Payload]] = {
     Findings.KIND: Findings.from_dict,
@@ -48,12 +50,14 @@ def encode(event: Event) -> str:
         out["running"] = running.as_dict() if running is not None else None
     if event.data is not None:
         out["data"] = {"kind": event.data.KIND, **event.data.as_dict()}
+    elif details and event.what in COMPILE_WHATS:  # (null: none, whatever the details name)
+        out["data"] = None
     return json.dumps(out, separators=(",", ":"), ensure_ascii=False) if out else ""
 
 
-def decode(text: str) -> tuple[dict[str, str], Running | None, Payload | None]:
-    """``encode``'s details, configuration and data back; ValueError where the cell is not theirs
-    (a hostile file)."""
+def decode(text: str, what: str = "") -> tuple[dict[str, str], Running | None, Payload | None]:
+    """``encode``'s details, configuration and data back (``what``: the event's, for an older
+    recording's compile details); ValueError where the cell is not theirs (a hostile file)."""
     if not text:
         return {}, None, None
     try:
@@ -65,25 +69,13 @@ def decode(text: str) -> tuple[dict[str, str], Running | None, Payload | None]:
         if "running" in obj:
             running = Running.from_dict(obj["running"]) if obj["running"] is not None else None
         else:
-            running = _older_running(details)
-        data = obj.get("data")
+            running = older_running(details)
+        if "data" not in obj:
+            return details, running, older_compile_note(what, details)
+        data = obj["data"]
         if data is None:
             return details, running, None
         kind = data.pop("kind")
         return details, running, PAYLOADS[kind](data)
     except (AttributeError, KeyError, TypeError, RecursionError) as exc:
         raise ValueError(f"event_data is not an event's: {exc!r}") from exc
-
-
-def _older_running(details: dict[str, str]) -> Running | None:
-    """The configuration an older recording's details named in text (None: they name none)."""
-    if not details.get("workload"):
-        return None
-
-    def whole(key: str, default: int) -> int:
-        text = details.get(key, "").strip()
-        return int(text) if text.isdigit() else default
-
-    names = {k: details.get(k, "") for k in ("workload", "variant", "device")}
-    knobs = details.get("knobs") or NO_KNOBS
-    return Running(**names, knobs=knobs, batch_size=whole("batch_size", 0), world_size=whole("world_size", 1))
