@@ -27,12 +27,12 @@ def changed(t: float, what: str, before: str, after: str, **config: Any) -> Even
 
 def test_an_older_recordings_configuration_in_text_reads_back_typed_and_a_new_one_whole() -> None:
     older = '{"details":{"workload":"encdec","variant":"serial","batch_size":"8","device":"cuda:0","knobs":"none"}}'
-    details, running, _ = event_data.decode(older)
+    details, running, _ = event_data.decode(older, {})
     assert running == STARTED and details["batch_size"] == "8"
     # a hand-edited file: a batch size that is not a whole number reads as 0, never a crash
-    assert present(event_data.decode(older.replace('"8"', '"eight"'))[1]).batch_size == 0
+    assert present(event_data.decode(older.replace('"8"', '"eight"'), {})[1]).batch_size == 0
     e = Event(1.0, EventKind.STARTED, details={"torch": "9.9"}, running=replace(STARTED, world_size=4))
-    details, running, _ = event_data.decode(event_data.encode(e))
+    details, running, _ = event_data.decode(event_data.encode(e), {})
     again = Event(1.0, EventKind.STARTED, details=details, running=running)
     assert again.running == e.running and again.details == e.details
     assert Event(1.0, EventKind.PAUSED).running is None

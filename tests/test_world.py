@@ -26,6 +26,7 @@ from gpudash.job.steps import LAG_S, JobSamples
 from gpudash.ranks.world import JobWorld
 from gpudash.recording.csvformat import MEMORY_COLUMNS, OWN_WORK_COLUMNS, RowParser, header, rank_row
 from gpudash.recording.metadata import run_metadata
+from gpudash.recording.older_events import older_data
 from gpudash.recording.record import CsvRecorder
 from gpudash.report.load import load_run
 from gpudash.report.world import join, markdown
@@ -226,8 +227,9 @@ def test_each_rank_gets_the_figures_of_its_own_gpu_on_its_own_node(tmp_path: Pat
     older = (
         "torchrun run r: node 1 (host host1), ranks 2, 3 of 4; time 0 at unix 1.000; GPUs by rank (NVML index) 2:4 3:5"
     )
-    read = facts_of(Event(0.6, EventKind.MEASURED, what=WORLD, before="1", after="r", message=older))
-    assert (read.clock_unix, read.host, read.rank_gpus) == (1.0, "host1", ((2, 4), (3, 5)))  # before event_data
+    read = older_data({"what": WORLD, "before": "1", "after": "r", "message": older}, {})  # before event_data
+    assert isinstance(read, WorldFacts) and (read.run_id, read.node) == ("r", "1")
+    assert (read.clock_unix, read.host, read.rank_gpus) == (1.0, "host1", ((2, 4), (3, 5)))
 
 
 def test_a_ranks_first_step_names_its_gpu_in_the_world_event() -> None:

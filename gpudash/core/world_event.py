@@ -1,14 +1,12 @@
 """A torchrun job's "world" event as typed data (``WorldFacts``: its run, its node and host, the
 ranks seen here, where its clock's zero falls in Unix time, each rank's GPU by NVML index):
 ``gpudash.ranks.world`` makes it and renders its message from it; ``gpudash report`` and ``replay``
-read it back (``facts_of``) to join the nodes' recordings. A recording from before events kept their
-data (no ``event_data`` column) is read from the message's words, the one place they are parsed.
+read it back (``facts_of``) to join the nodes' recordings.
 Ground floor: read by records and commands alike."""
 
 from __future__ import annotations
 
 import dataclasses
-import re
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -16,9 +14,6 @@ from gpudash.core.events import Event
 
 CLOCK_WORDS = "time 0 at unix"  # the world event's message says its clock's zero thus: "time 0 at unix 1764.5"
 GPU_WORDS = "GPUs by rank (NVML index)"  # and each rank's GPU thus: "GPUs by rank (NVML index) 0:0 1:1"
-_CLOCK = re.compile(re.escape(CLOCK_WORDS) + r" (\d+(?:\.\d+)?)")
-_HOST = re.compile(r"\(host ([^)]*)\)")
-_GPUS = re.compile(re.escape(GPU_WORDS) + r"((?: \d+:\d+)+)")
 
 
 @dataclass(frozen=True)
@@ -61,20 +56,10 @@ class WorldFacts:
 
 
 def facts_of(event: Event) -> WorldFacts:
-    """A world event's facts: its data, or, from a recording made before events kept it, its words."""
-    if isinstance(event.data, WorldFacts):
-        return event.data
-    m = _CLOCK.search(event.message)
-    host = _HOST.search(event.message)
-    gpus = _GPUS.search(event.message)
-    pairs = (item.split(":") for item in gpus.group(1).split()) if gpus else ()
-    return WorldFacts(
-        run_id=event.after,
-        clock_unix=float(m.group(1)) if m else None,
-        node=event.before,
-        host=host.group(1) if host else "",
-        rank_gpus=tuple(sorted((int(r), int(i)) for r, i in pairs)),
-    )
+    """A world event's facts (its data: an older recording's are read from its words as it is
+    read, ``recording.older_events``)."""
+    assert isinstance(event.data, WorldFacts), f"a world event carries its facts: {event.message}"
+    return event.data
 
 
 def gpu_words(gpus: dict[int, int]) -> str:

@@ -321,7 +321,7 @@ class RowParser:
         if kind == "event":
             kw = {f: cells[i] if i is not None else "" for f, i in self._events}
             cell = cells[self._event_data] if self._event_data is not None else ""
-            details, running, data = event_data.decode(cell, kw["what"])
+            details, running, data = event_data.decode(cell, kw)
             return [Event(time_s=t, **kw, details=details, running=running, data=data)]  # type: ignore[arg-type]  # fields by the columns' names
         if kind == "gpu":
             return self._gpu_sample(cells, t)

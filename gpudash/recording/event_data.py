@@ -14,7 +14,6 @@ from collections.abc import Callable
 from typing import Any
 
 from gpudash.core.compile_note import CompileNote
-from gpudash.core.compile_table import COMPILE_WHATS
 from gpudash.core.events import Event, Payload
 from gpudash.core.goodput import Goodput
 from gpudash.core.job_settings import JobSettings
@@ -23,7 +22,7 @@ from gpudash.core.stage_times import StageTimes
 from gpudash.core.world_event import WorldFacts
 from gpudash.diagnosis.judge import Findings, Judgement
 from gpudash.diagnosis.memory_peak import PeakAnswer
-from gpudash.recording.older_events import older_compile_note, older_running
+from gpudash.recording.older_events import OLDER_DATA, Said, older_data, older_running
 
 PAYLOADS: dict[str, Callable[[dict[str, Any]], Payload]] = {
     Findings.KIND: Findings.from_dict,
@@ -50,18 +49,17 @@ def encode(event: Event) -> str:
         out["running"] = running.as_dict() if running is not None else None
     if event.data is not None:
         out["data"] = {"kind": event.data.KIND, **event.data.as_dict()}
-    elif details and event.what in COMPILE_WHATS:  # (null: none, whatever the details name)
+    elif event.what in OLDER_DATA:  # (null: none, whatever its details or words name)
         out["data"] = None
     return json.dumps(out, separators=(",", ":"), ensure_ascii=False) if out else ""
 
 
-def decode(text: str, what: str = "") -> tuple[dict[str, str], Running | None, Payload | None]:
-    """``encode``'s details, configuration and data back (``what``: the event's, for an older
-    recording's compile details); ValueError where the cell is not theirs (a hostile file)."""
-    if not text:
-        return {}, None, None
+def decode(text: str, said: Said) -> tuple[dict[str, str], Running | None, Payload | None]:
+    """``encode``'s details, configuration and data back (``said``: the event's what, before, after
+    and message, for an older recording's data in words); ValueError where the cell is not theirs
+    (a hostile file)."""
     try:
-        obj = json.loads(text)
+        obj = json.loads(text) if text else {}
         details = obj.get("details", {})
         if not isinstance(details, dict) or not all(isinstance(v, str) for v in details.values()):
             raise ValueError("its details are not text")
@@ -71,7 +69,7 @@ def decode(text: str, what: str = "") -> tuple[dict[str, str], Running | None, P
         else:
             running = older_running(details)
         if "data" not in obj:
-            return details, running, older_compile_note(what, details)
+            return details, running, older_data(said, details)
         data = obj["data"]
         if data is None:
             return details, running, None

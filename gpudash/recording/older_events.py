@@ -1,14 +1,26 @@
 """An older recording's events, read as their file format's older version: before the
-configuration (``Running``) and the compile events (``CompileNote``) had their objects in the
-``event_data`` column, their details named them in text. Only ``recording.event_data.decode``
-calls these, for a cell without the object; no reader of a newer recording parses details."""
+configuration (``Running``), the compile events (``CompileNote``) and the world event
+(``WorldFacts``) had their objects in the ``event_data`` column, their details or words named them
+(a world event before that column: its message). Only ``recording.event_data.decode`` calls these,
+for a cell without the object; no reader of a newer recording parses details or words."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
+
 from gpudash.core.compile_note import CompileNote
 from gpudash.core.compile_table import COMPILE_WHATS
+from gpudash.core.events import WORLD, Payload
 from gpudash.core.lenient import float_or, int_or
 from gpudash.core.running import NO_KNOBS, Running
+from gpudash.core.world_event import CLOCK_WORDS, GPU_WORDS, WorldFacts
+
+Said = Mapping[str, str]  # an event's what, before, after and message, as its row has them
+OLDER_DATA = COMPILE_WHATS | {WORLD}  # the events whose data an older recording named in details or words
+_CLOCK = re.compile(re.escape(CLOCK_WORDS) + r" (\d+(?:\.\d+)?)")
+_HOST = re.compile(r"\(host ([^)]*)\)")
+_GPUS = re.compile(re.escape(GPU_WORDS) + r"((?: \d+:\d+)+)")
 
 
 def older_running(details: dict[str, str]) -> Running | None:
@@ -25,11 +37,30 @@ def older_running(details: dict[str, str]) -> Running | None:
     return Running(**names, knobs=knobs, batch_size=whole("batch_size", 0), world_size=whole("world_size", 1))
 
 
-def older_compile_note(what: str, details: dict[str, str]) -> CompileNote | None:
-    """The facts an older recording's compile event named in its details (None: not a compile
-    event's, or none named)."""
-    if what not in COMPILE_WHATS or not details:
-        return None
+def older_data(said: Said, details: dict[str, str]) -> Payload | None:
+    """The data an older recording's event named in its details or words (None: none)."""
+    what = said.get("what", "")
+    if what == WORLD:
+        return _world_facts(said)
+    return _compile_note(details) if what in COMPILE_WHATS and details else None
+
+
+def _world_facts(said: Said) -> WorldFacts:
+    """A world event's facts from its words: its run (after), node (before), host, clock and GPUs."""
+    message = said.get("message", "")
+    clock, host, gpus = _CLOCK.search(message), _HOST.search(message), _GPUS.search(message)
+    pairs = (item.split(":") for item in gpus.group(1).split()) if gpus else ()
+    return WorldFacts(
+        run_id=said.get("after", ""),
+        clock_unix=float(clock.group(1)) if clock else None,
+        node=said.get("before", ""),
+        host=host.group(1) if host else "",
+        rank_gpus=tuple(sorted((int(r), int(i)) for r, i in pairs)),
+    )
+
+
+def _compile_note(details: dict[str, str]) -> CompileNote:
+    """A compile event's facts from its details."""
     text = {k: details.get(k, "") for k in ("id", "file", "reason", "cause", "fix", "raw")}
     return CompileNote(
         fn=details.get("fn", "?"),
