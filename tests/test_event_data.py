@@ -1,7 +1,7 @@
 """Every event a recording keeps comes back whole: its kind, what, before, after, message, its
 details, its configuration (``Running``) and its typed data (a diagnosis' judgement, with its
 evidence, sync table, remedies and compile verdict; a job's settings; its goodput; a memory
-window's peak; a compile's note) through a real CSV file, as a replay reads it (a property test);
+window's peak; a compile's note; a FLOPs count) through a real CSV file, as a replay reads it (a property test);
 and a cell that is not an event's data is a malformed row, never a wrong verdict."""
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpudash.core.compile_note import CompileNote
+from gpudash.core.flops_note import FlopsNote
 from gpudash.core.goodput import Goodput
 from gpudash.core.job_settings import JobSettings
 from gpudash.core.protocol import DIAGNOSIS, GOODPUT, MEMORY_PEAK, WORLD, Event, EventKind
@@ -123,6 +124,9 @@ peaks = st.builds(
 )
 small = st.integers(0, 1 << 30)
 notes = st.builds(CompileNote, text, text, small, small, st.floats(0.0, 1e6), text, text, text, text, text, text, small)
+wholes = st.none() | st.integers(0, 1 << 62)
+numbers = st.none() | st.floats(0.0, 1e9)
+flops_notes = st.builds(FlopsNote, wholes, text, numbers, text, text, wholes, numbers, numbers)
 runnings = st.builds(Running, text.filter(bool), text, st.integers(0, 1 << 20), text, text, st.integers(1, 1 << 16))
 
 
@@ -132,7 +136,7 @@ def events(draw: Any) -> Event:
     details = draw(st.dictionaries(text.filter(lambda k: k != ""), text, max_size=6))
     data: Any = None
     if kind == EventKind.MEASURED:
-        data = draw(st.none() | judgements() | worlds | stage_times | goodputs | peaks | notes)
+        data = draw(st.none() | judgements() | worlds | stage_times | goodputs | peaks | notes | flops_notes)
     elif kind == EventKind.STARTED:
         data = draw(st.none() | job_settings)  # a job's settings, as its lead rank said them
     kinds = {
@@ -188,6 +192,7 @@ def test_every_event_comes_back_whole_from_a_recording(event: Event) -> None:
         '{"running": {"variant": "serial"}}',  # a configuration of no workload
         '{"data": {"kind": "compile", "line": "12"}}',  # a compile's line that is not a number
         '{"data": {"kind": "compile", "guard": "x"}}',  # a field no compile note has
+        '{"data": {"kind": "flops", "flops_per_step": 1.5, "dtype": "", "peak_tflops": null, "peak_source": ""}}',
         '{"data": {"kind": "judgement", "findings": {}}}',  # a judgement without its evidence
         "[" * 5000 + "]" * 5000,  # deep enough to exhaust a recursive reader
     ],

@@ -131,22 +131,28 @@ def test_the_event_says_the_flops_their_dtype_and_the_peak_or_why_mfu_is_blank()
     h100 = "NVIDIA H100 80GB HBM3"
     count = job_count({"flops": 3.1e12, "by_dtype": [["bf16", 3.1e12]], "device_name": h100, "why": ""}, None)
     assert count.message.startswith("model FLOPs: 3.1 TFLOP a step (bf16 100%); MFU over 989.5 TFLOP/s (H100 SXM bf16")
-    assert count.details["dtype"] == "bf16" and count.details["flops_per_step"] == "3100000000000"
-    assert count.details["peak_tflops"] == "989.5" and count.details["peak_source"].startswith("H100 SXM bf16 dense")
+    note = count.note()
+    assert note.dtype == "bf16" and note.flops_per_step == 3_100_000_000_000 and note.blank == ""
+    assert note.peak_tflops == 989.5 and note.peak_source.startswith("H100 SXM bf16 dense")
     assert count.rates(10.0) == (3.1e12, 31.0, pytest.approx(100 * 31.0 / 989.5))
     mixed = job_count({"flops": 100, "by_dtype": [["bf16", 60], ["fp32", 40]], "device_name": h100}, None)
     assert mixed.message == (
         "model FLOPs: 100 FLOP a step (bf16 60%, fp32 40%); MFU blank: the step mixes dtypes, which has no single "
         "peak: give one with --peak-tflops"
     )
-    assert mixed.details["dtype"] == "mixed" and "peak_tflops" not in mixed.details
+    assert mixed.note().dtype == "mixed" and mixed.note().peak_tflops is None
+    assert mixed.note().blank == "the step mixes dtypes, which has no single peak: give one with --peak-tflops"
     assert mixed.rates(10.0) == (100.0, pytest.approx(1e-9), None)
     assert job_count({"flops": 100, "by_dtype": [["bf16", 60], ["fp32", 40]]}, 5.0).rates(1.0)[2] == pytest.approx(2e-9)
     graph = job_count({"why": "a CUDA graph was being captured before its first optimizer step"}, 5.0)
     assert graph.message == (
         "MFU blank: the step's FLOPs were not counted: a CUDA graph was being captured before its first optimizer step"
     )
-    assert graph.rates(10.0) == (None, None, None) and graph.details["dtype"] == ""
+    assert graph.rates(10.0) == (None, None, None) and graph.note().dtype == ""
+    assert (
+        graph.note().blank
+        == "the step's FLOPs were not counted: a CUDA graph was being captured before its first optimizer step"
+    )
     said = "MFU blank: the job made one step: the count is of a later one (its fourth, in most jobs)"
     assert missing(1).message == said
 

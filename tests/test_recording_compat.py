@@ -8,11 +8,13 @@ from pathlib import Path
 
 from gpudash.cli.main import main
 from gpudash.core.compile_table import RECOMPILE, CompileTable
-from gpudash.core.protocol import Event, EventKind, ExitCode, GpuSample, Message, Sample
+from gpudash.core.flops_note import FlopsNote
+from gpudash.core.protocol import FLOPS, Event, EventKind, ExitCode, GpuSample, Message, Sample
 from gpudash.core.running import Running
 from gpudash.recording import csvformat
 from gpudash.recording.csvformat import RowParser
 from gpudash.recording.csvread import open_csv
+from gpudash.recording.older_events import older_data
 from gpudash.recording.replay import RecordingReader
 from tests import printed
 
@@ -69,8 +71,9 @@ def test_a_new_recordings_columns_keep_the_old_ones_in_their_places() -> None:
 
 
 def test_an_older_recordings_configuration_and_compile_details_read_back_as_their_objects() -> None:
-    """Before their objects, the configuration and a compile event's facts were the details' text:
-    read as that version of the format, they build the run's state and compile table as a new one does."""
+    """Before their objects, the configuration, a compile event's facts and a FLOPs count were the
+    details' text: read as that version of the format, they build the run's state, compile table and
+    MFU's reason as a new one does."""
     header = csvformat.header()
     cells = {
         "started": '{"details":{"workload":"job:train.py","variant":"","batch_size":"64","device":"cuda:0"}}',
@@ -92,3 +95,6 @@ def test_an_older_recordings_configuration_and_compile_details_read_back_as_thei
     (fn,) = table.functions.values()
     assert (fn.name, fn.line, fn.compiles, fn.reasons) == ("forward", 41, 1, {"dim 1 of idx": 1})
     assert table.recompiles[0].step == 12 and table.recompiles[0].seconds == 0.75
+    blank = "model FLOPs: 100 FLOP a step (bf16 60%, fp32 40%); MFU blank: the step mixes dtypes"
+    flops = older_data({"what": FLOPS, "message": blank}, {"flops_per_step": "100", "dtype": "mixed"})
+    assert flops == FlopsNote(100, "mixed", None, "", "the step mixes dtypes")

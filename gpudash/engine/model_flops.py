@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from gpudash.boot.gpudash_boot.flop_count import StepFlops, count_step_flops
+from gpudash.core.flops_note import FlopsNote
 from gpudash.core.peaks import PRECISION_KNOBS, PeakChoice, choose_peak, model_rates
 from gpudash.core.protocol import FLOPS, Event, EventKind, Sample
 from gpudash.engine.events import one_line
@@ -32,17 +33,14 @@ class ModelCount:
     dtype: str | None
     peak: PeakChoice
     message: str
+    blank: str = ""  # why MFU is blank ("": it is not)
 
-    @property
-    def details(self) -> dict[str, str]:
-        """The "flops" event's details (text)."""
+    def note(self, **cost: Any) -> FlopsNote:
+        """The "flops" event's data (``cost``: what counting cost a job, ``FlopsNote``'s fields)."""
         mixed = self.flops_per_step is not None and self.dtype is None
-        out = {"dtype": self.dtype or ("mixed" if mixed else ""), "peak_source": self.peak.source}
-        if self.flops_per_step is not None:
-            out["flops_per_step"] = str(int(self.flops_per_step))  # exact: a count
-        if self.peak.tflops is not None:
-            out["peak_tflops"] = f"{self.peak.tflops:g}"
-        return out
+        flops = int(self.flops_per_step) if self.flops_per_step is not None else None  # exact: a count
+        dtype = self.dtype or ("mixed" if mixed else "")
+        return FlopsNote(flops, dtype, self.peak.tflops, self.peak.source, self.blank, **cost)
 
     def rates(self, steps_per_s: float) -> tuple[float | None, float | None, float | None]:
         """(FLOPs a step, TFLOP/s, MFU %) of a sample at ``steps_per_s``; Nones where not known."""
@@ -67,14 +65,16 @@ def flop_text(flops: float) -> str:
     return f"{flops:.3g} FLOP"
 
 
-def describe(counted: StepFlops | None, why_not: str | None, peak: PeakChoice) -> str:
-    """The event's line: what was counted and against what, or why MFU is blank."""
+def describe(counted: StepFlops | None, why_not: str | None, peak: PeakChoice) -> tuple[str, str]:
+    """The event's line: what was counted and against what, or why MFU is blank; and that why ("":
+    MFU is not blank)."""
     if counted is None or not counted.known:
-        return f"MFU blank: {why_not or 'torch counted no FLOPs in the step'}"
+        why = why_not or "torch counted no FLOPs in the step"
+        return f"MFU blank: {why}", why
     what = f"model FLOPs: {flop_text(counted.total)} a step ({counted.dtypes_text()})"
     if peak.tflops is None:
-        return f"{what}; MFU blank: {peak.source}"
-    return f"{what}; MFU over {peak.tflops:g} TFLOP/s ({peak.source})"
+        return f"{what}; MFU blank: {peak.source}", peak.source
+    return f"{what}; MFU over {peak.tflops:g} TFLOP/s ({peak.source})", ""
 
 
 class ModelFlops:
@@ -98,9 +98,7 @@ class ModelFlops:
         known = self.counts.get(key)
         if known is None:
             known = self.counts[key] = self._count(w)
-            emit(
-                Event(time_s=time_s, kind=EventKind.MEASURED, what=FLOPS, message=known.message, details=known.details)
-            )
+            emit(Event(time_s, EventKind.MEASURED, what=FLOPS, message=known.message, data=known.note()))
         self.current = known
 
     def _count(self, w: Workload) -> ModelCount:
@@ -114,4 +112,4 @@ class ModelFlops:
         dtype = counted.dtype if counted is not None else None
         peak = choose_peak(self.device_name, dtype, self.peak_override)
         flops = float(counted.total) if counted is not None and counted.known else None
-        return ModelCount(flops, dtype, peak, describe(counted, why_not, peak))
+        return ModelCount(flops, dtype, peak, *describe(counted, why_not, peak))

@@ -32,26 +32,26 @@ def job_count(message: dict[str, Any], peak_override: float | None) -> ModelCoun
         return not_counted("torch counted no FLOPs in the step")
     device_name = message.get("device_name")
     peak = choose_peak(str(device_name) if device_name else None, counted.dtype, peak_override)
-    said = describe(counted, None, peak)
+    said, blank = describe(counted, None, peak)
     if how := str(message.get("how") or ""):  # a compiled model's: counted apart from its steps
         said += f"; counted as {how}" + (f" ({cost})" if (cost := cost_text(message)) else "")
-    return ModelCount(float(counted.total), counted.dtype, peak, said)
+    return ModelCount(float(counted.total), counted.dtype, peak, said, blank)
 
 
 def not_counted(why: str) -> ModelCount:
     """No count: MFU blank, and why."""
-    return ModelCount(None, None, PeakChoice(None, why), f"MFU blank: {why}")
+    return ModelCount(None, None, PeakChoice(None, why), f"MFU blank: {why}", why)
 
 
-def cost(message: dict[str, Any]) -> dict[str, str]:
-    """What the count cost the job, as the event's details: its step's time and a step's untraced
-    (``count_step_s``, ``untraced_s``, ``count_cost_s``); none where the hooks did not say."""
+def cost(message: dict[str, Any]) -> dict[str, Any]:
+    """What the count cost the job, as the "flops" note's fields: the counted step, its seconds and
+    an untraced step's (``FlopsNote``); none where the hooks did not say."""
     step_s, untraced_s = message.get("step_s"), message.get("untraced_s")
     if not isinstance(step_s, (int, float)) or not isinstance(untraced_s, (int, float)) or untraced_s <= 0:
         return {}
-    spent = max(0.0, step_s - untraced_s)
-    out = {"count_step_s": f"{step_s:.4g}", "untraced_s": f"{untraced_s:.4g}", "count_cost_s": f"{spent:.4g}"}
-    return {**out, "count_step": str(message.get("step") or "")}
+    step = message.get("step")
+    counted = step if isinstance(step, int) and not isinstance(step, bool) and step > 0 else None
+    return {"count_step": counted, "count_step_s": float(step_s), "untraced_s": float(untraced_s)}
 
 
 def cost_text(message: dict[str, Any]) -> str:
@@ -60,9 +60,10 @@ def cost_text(message: dict[str, Any]) -> str:
     if not said:
         return ""
     step = f"its step {said['count_step']}" if said["count_step"] else "its step"
+    spent = max(0.0, said["count_step_s"] - said["untraced_s"])
     return (
-        f"the count cost the job {float(said['count_cost_s']):.2g} s ({step} took "
-        f"{float(said['count_step_s']):.2g} s against {float(said['untraced_s']):.2g} s untraced)"
+        f"the count cost the job {spent:.2g} s ({step} took "
+        f"{said['count_step_s']:.2g} s against {said['untraced_s']:.2g} s untraced)"
     )
 
 

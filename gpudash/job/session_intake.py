@@ -183,8 +183,8 @@ class SessionIntake:
         self.flops_said = True
         if count.flops_per_step is not None:
             p.samples.count = count
-        details = {**count.details, **cost(m or {})}  # and what the count cost the job
-        self.out.event(EventKind.MEASURED, what=FLOPS, message=count.message, details=details)
+        note = count.note(**cost(m or {}))  # and what the count cost the job
+        self.out.event(EventKind.MEASURED, what=FLOPS, message=count.message, data=note)
 
     def ended(self) -> None:
         """The job has ended: how several processes' steps counted, the FLOPs count or why none, and

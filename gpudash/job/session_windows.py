@@ -182,7 +182,7 @@ class SessionWindows:
         ranks = p.world.stragglers.run_verdict()
         rank = p.rank_table.lead if rank is None else rank
         known = VerdictContext(
-            dtype=(count.details.get("dtype") or None) if count is not None else None,
+            dtype=(count.note().dtype or None) if count is not None else None,
             settings=settings_of(p.rank_table.lead_first.get("settings")) or None,
             sites=self.sites() if p.rank_table.on_cuda else None,
             window_start=self.window_start,

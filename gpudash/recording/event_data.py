@@ -15,6 +15,7 @@ from typing import Any
 
 from gpudash.core.compile_note import CompileNote
 from gpudash.core.events import Event, Payload
+from gpudash.core.flops_note import FlopsNote
 from gpudash.core.goodput import Goodput
 from gpudash.core.job_settings import JobSettings
 from gpudash.core.running import Running
@@ -33,6 +34,7 @@ PAYLOADS: dict[str, Callable[[dict[str, Any]], Payload]] = {
     WorldFacts.KIND: WorldFacts.from_dict,
     PeakAnswer.KIND: PeakAnswer.from_dict,
     CompileNote.KIND: CompileNote.from_dict,
+    FlopsNote.KIND: FlopsNote.from_dict,
 }
 
 

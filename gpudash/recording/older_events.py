@@ -1,8 +1,9 @@
 """An older recording's events, read as their file format's older version: before the
-configuration (``Running``), the compile events (``CompileNote``) and the world event
-(``WorldFacts``) had their objects in the ``event_data`` column, their details or words named them
-(a world event before that column: its message). Only ``recording.event_data.decode`` calls these,
-for a cell without the object; no reader of a newer recording parses details or words."""
+configuration (``Running``), the compile events (``CompileNote``), the world event
+(``WorldFacts``) and the FLOPs count (``FlopsNote``) had their objects in the ``event_data``
+column, their details or words named them (a world event before that column: its message). Only
+``recording.event_data.decode`` calls these, for a cell without the object; no reader of a newer
+recording parses details or words."""
 
 from __future__ import annotations
 
@@ -11,13 +12,15 @@ from collections.abc import Mapping
 
 from gpudash.core.compile_note import CompileNote
 from gpudash.core.compile_table import COMPILE_WHATS
-from gpudash.core.events import WORLD, Payload
+from gpudash.core.events import FLOPS, WORLD, Payload
+from gpudash.core.flops_note import FlopsNote
 from gpudash.core.lenient import float_or, int_or
 from gpudash.core.running import NO_KNOBS, Running
 from gpudash.core.world_event import CLOCK_WORDS, GPU_WORDS, WorldFacts
 
 Said = Mapping[str, str]  # an event's what, before, after and message, as its row has them
-OLDER_DATA = COMPILE_WHATS | {WORLD}  # the events whose data an older recording named in details or words
+OLDER_DATA = COMPILE_WHATS | {WORLD, FLOPS}  # the events whose data an older recording named in details or words
+MFU_BLANK = "MFU blank: "  # an older "flops" event's line said why MFU was blank after these words
 _CLOCK = re.compile(re.escape(CLOCK_WORDS) + r" (\d+(?:\.\d+)?)")
 _HOST = re.compile(r"\(host ([^)]*)\)")
 _GPUS = re.compile(re.escape(GPU_WORDS) + r"((?: \d+:\d+)+)")
@@ -42,6 +45,8 @@ def older_data(said: Said, details: dict[str, str]) -> Payload | None:
     what = said.get("what", "")
     if what == WORLD:
         return _world_facts(said)
+    if what == FLOPS:
+        return _flops_note(said, details)
     return _compile_note(details) if what in COMPILE_WHATS and details else None
 
 
@@ -56,6 +61,18 @@ def _world_facts(said: Said) -> WorldFacts:
         node=said.get("before", ""),
         host=host.group(1) if host else "",
         rank_gpus=tuple(sorted((int(r), int(i)) for r, i in pairs)),
+    )
+
+
+def _flops_note(said: Said, details: dict[str, str]) -> FlopsNote:
+    """A "flops" event's count from its details, and why MFU was blank from its line."""
+    flops, peak = details.get("flops_per_step", ""), float_or(details.get("peak_tflops"), -1.0)
+    return FlopsNote(
+        int(flops) if flops.isdigit() else None,
+        details.get("dtype", ""),
+        peak if peak >= 0 else None,
+        details.get("peak_source", ""),
+        said.get("message", "").partition(MFU_BLANK)[2].strip(),
     )
 
 

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from gpudash.core import protocol  # the controls, as protocol.SetVariant etc.
+from gpudash.core.flops_note import FlopsNote
 from gpudash.core.protocol import (
     FLOPS,
     Control,
@@ -242,11 +243,8 @@ class SyntheticSource:
         if self._counted != (self.workload, self.variant, self.batch):
             self._counted = (self.workload, self.variant, self.batch)
             line = f"model FLOPs: {flops / 1e12:.3g} TFLOP a step (bf16 100%); MFU over {PEAK_TFLOPS:g} TFLOP/s"
-            details = {"flops_per_step": str(int(flops)), "dtype": "bf16", "peak_tflops": f"{PEAK_TFLOPS:g}"}
-            details["peak_source"] = "H100 SXM bf16 dense (synthetic)"
-            self._out.append(
-                Event(t, EventKind.MEASURED, FLOPS, message=f"{line} ({details['peak_source']})", details=details)
-            )
+            note = FlopsNote(int(flops), "bf16", PEAK_TFLOPS, "H100 SXM bf16 dense (synthetic)")
+            self._out.append(Event(t, EventKind.MEASURED, FLOPS, message=f"{line} ({note.peak_source})", data=note))
         tflops = flops * rate / 1e12
         return flops, tflops, 100.0 * tflops / PEAK_TFLOPS
 

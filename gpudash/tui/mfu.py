@@ -5,11 +5,10 @@ never a 0 for a figure that is not known)."""
 
 from __future__ import annotations
 
+from gpudash.core.flops_note import FlopsNote
 from gpudash.core.peaks import PRECISION_KNOBS
 from gpudash.core.protocol import FLOPS, Event, EventKind, Sample, config_key
 from gpudash.core.textfmt import fmt_num
-
-MFU_BLANK = "MFU blank: "  # what a "flops" event's message says before the reason MFU is blank
 
 
 class FlopsCounts:
@@ -54,10 +53,8 @@ def _precision(knobs: str) -> tuple[str, ...]:
 
 
 def mfu_blank_reason(e: Event | None) -> str | None:
-    """Why MFU is blank, from a "flops" event's line (None: it is not, or no event says)."""
-    if e is None or MFU_BLANK not in e.message:
-        return None
-    return e.message.partition(MFU_BLANK)[2].strip() or None
+    """Why MFU is blank, as a "flops" event's note says (None: it is not, or no event says)."""
+    return (e.data.blank or None) if e is not None and isinstance(e.data, FlopsNote) else None
 
 
 def mfu_figure(s: Sample | None, e: Event | None) -> tuple[str, str | None] | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from gpudash.core.flops_note import FlopsNote
 from gpudash.core.protocol import (
     Control,
     Event,
@@ -164,5 +165,7 @@ def with_model(s: Sample, tflops: float | None, mfu: float | None) -> Sample:
 
 
 def flops_event(t: float, message: str) -> Event:
-    """The workload's "flops" event: what a configuration's count was, or why MFU is blank."""
-    return Event(t, EventKind.MEASURED, "flops", message=message, details={"dtype": "bf16"})
+    """The workload's "flops" event: what a configuration's count was, or why MFU is blank (its
+    line's words after "MFU blank: ", as ``engine.model_flops.describe`` writes them)."""
+    note = FlopsNote(None, "bf16", None, "", blank=message.partition("MFU blank: ")[2])
+    return Event(t, EventKind.MEASURED, "flops", message=message, data=note)
