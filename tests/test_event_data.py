@@ -1,8 +1,9 @@
 """Every event a recording keeps comes back whole: its kind, what, before, after, message, its
 details, its configuration (``Running``) and its typed data (a diagnosis' judgement, with its
 evidence, sync table, remedies and compile verdict; a job's settings; its goodput; a memory
-window's peak; a compile's note; a FLOPs count) through a real CSV file, as a replay reads it (a property test);
-and a cell that is not an event's data is a malformed row, never a wrong verdict."""
+window's peak; a compile's note; a FLOPs count; a job's memory) through a real CSV file, as a
+replay reads it (a property test); and a cell that is not an event's data is a malformed row, never
+a wrong verdict."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from gpudash.core.compile_note import CompileNote
 from gpudash.core.flops_note import FlopsNote
 from gpudash.core.goodput import Goodput
 from gpudash.core.job_settings import JobSettings
+from gpudash.core.memory_note import MemoryNote
 from gpudash.core.protocol import DIAGNOSIS, GOODPUT, MEMORY_PEAK, WORLD, Event, EventKind
 from gpudash.core.running import Running
 from gpudash.core.stage_times import StageTimes
@@ -127,6 +129,18 @@ notes = st.builds(CompileNote, text, text, small, small, st.floats(0.0, 1e6), te
 wholes = st.none() | st.integers(0, 1 << 62)
 numbers = st.none() | st.floats(0.0, 1e9)
 flops_notes = st.builds(FlopsNote, wholes, text, numbers, text, text, wholes, numbers, numbers)
+names = st.sampled_from(["params", "grads", "optimizer", "activations", "peak", "total", "rss"])
+memory_notes = st.builds(
+    MemoryNote,
+    st.dictionaries(names, small, max_size=4),
+    st.dictionaries(names, small, max_size=4),
+    small,
+    small,
+    st.integers(1, 64),
+    st.none() | small,
+    text,
+    st.lists(st.tuples(text, small), max_size=3).map(tuple),
+)
 runnings = st.builds(Running, text.filter(bool), text, st.integers(0, 1 << 20), text, text, st.integers(1, 1 << 16))
 
 
@@ -136,7 +150,9 @@ def events(draw: Any) -> Event:
     details = draw(st.dictionaries(text.filter(lambda k: k != ""), text, max_size=6))
     data: Any = None
     if kind == EventKind.MEASURED:
-        data = draw(st.none() | judgements() | worlds | stage_times | goodputs | peaks | notes | flops_notes)
+        data = draw(
+            st.none() | judgements() | worlds | stage_times | goodputs | peaks | notes | flops_notes | memory_notes
+        )
     elif kind == EventKind.STARTED:
         data = draw(st.none() | job_settings)  # a job's settings, as its lead rank said them
     kinds = {

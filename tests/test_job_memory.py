@@ -16,6 +16,8 @@ import torch
 
 from gpudash.boot.gpudash_boot import frozen, memory_count
 from gpudash.boot.gpudash_boot.tensor_bytes import add_storage, local, storages
+from gpudash.core.events import Event
+from gpudash.core.memory_note import MemoryNote
 from gpudash.diagnosis.out_of_memory import remedies
 from gpudash.job.memory import JobMemory
 from tests import printed
@@ -95,6 +97,12 @@ def _train(steps: int, count: Any = None, accumulate: int = 1, batch: int = 4) -
     return losses
 
 
+def note(e: Event) -> MemoryNote:
+    """A memory event's typed figures."""
+    assert isinstance(e.data, MemoryNote), e
+    return e.data
+
+
 def test_the_sampled_step_trains_as_without_it_and_its_largest_pass_is_counted() -> None:
     """Accumulating 3 passes a step: the count is one pass's saved tensors (x 4×8, the ReLU's
     4×16, the output and target 4×1: 112 floats), not three passes'; the losses are the same
@@ -147,7 +155,7 @@ def test_the_memory_line_reads_the_allocator_against_the_gpus_total() -> None:
         "peak allocated 41.2 GiB of 79.6 GiB · reserved 34 GiB (4 GiB not allocated) "
         "(activations: saved for backward in step 3)"
     )
-    assert said.details["peak_allocated_bytes"] == str(int(41.2 * gib)) and said.details["total_bytes"]
+    assert note(said).counters["peak"] == int(41.2 * gib) and note(said).counters["total"]
 
 
 @pytest.mark.slow
@@ -213,11 +221,11 @@ def test_what_fits_is_bounded_by_what_other_processes_hold_of_the_gpu() -> None:
     figures = {"params": 2 * gib, "grads": 2 * gib, "optimizer": 4 * gib, "activations": int(25.6 * gib)}
     memory.received({**figures, "activations_step": 3, **counters})
     said = memory.final(9.0, batch=32)
-    assert said is not None and said.details["fits_batch"] == "45"
+    assert said is not None and note(said).fits_batch == 45
     assert "about 45 fits (1.12 GiB a sample at the peak), with 20 GiB of the GPU held outside" in said.message
     memory.received({**figures, "activations_step": 3, **counters, "free": int(34 * gib)})  # only CUDA's context
     said = memory.final(10.0, batch=32)
-    assert said is not None and said.details["fits_batch"] == "61" and "held outside" not in said.message
+    assert said is not None and note(said).fits_batch == 61 and "held outside" not in said.message
 
 
 def test_remedies_are_those_the_job_lacks_largest_first() -> None:
@@ -257,8 +265,8 @@ def test_what_fits_is_the_gpu_less_the_fixed_part_over_what_the_peak_holds_a_sam
     figures = {"params": 2 * gib, "grads": 2 * gib, "optimizer": 4 * gib, "activations": int(25.6 * gib)}
     memory.received({**figures, "activations_step": 3, **counters})
     said = memory.final(9.0, batch=32)
-    assert said is not None and said.details["fits_batch"] == "61"
-    assert said.details["peak_reserved_bytes"] == str(44 * gib)
+    assert said is not None and note(said).fits_batch == 61
+    assert note(said).counters["reserved_peak"] == 44 * gib
     fits = (
         "peak allocated 41.2 GiB of 79.6 GiB at batch 32: batch up to about 61 fits (1.12 GiB a sample at the "
         "peak) · reserved at the peak 44 GiB, 2.8 GiB more than allocated"
@@ -266,14 +274,10 @@ def test_what_fits_is_the_gpu_less_the_fixed_part_over_what_the_peak_holds_a_sam
     assert fits in said.message
     memory.received({**figures, "activations_step": 3, "passes": 4, **counters})
     accumulating = memory.final(9.0, batch=32)
-    assert (
-        accumulating is not None
-        and accumulating.details["fits_batch"] == "15"
-        and "at batch 8:" in accumulating.message
-    )
+    assert accumulating is not None and note(accumulating).fits_batch == 15 and "at batch 8:" in accumulating.message
     older = JobMemory()
     older.received({**figures, "activations_step": 3, **{k: v for k, v in counters.items() if k != "reserved_peak"}})
-    assert (older.final(9.0, batch=32) or said).details["fits_batch"] == "66"
+    assert note(older.final(9.0, batch=32) or said).fits_batch == 66
     unsampled = JobMemory()
     unsampled.received({**{k: v for k, v in figures.items() if k != "activations"}, **counters})
     assert "fits_batch" not in (unsampled.final(9.0, batch=32) or said).details  # its passes not known
@@ -334,7 +338,7 @@ def test_frozen_parameters_are_fixed_memory_in_what_fits() -> None:
     figures = {"params": 2 * gib, "grads": 2 * gib, "optimizer": 4 * gib, "activations": 10 * gib}
     memory.received({**figures, "frozen": 16 * gib, "activations_step": 3, **counters, "reserved_peak": 44 * gib})
     said = memory.final(9.0, batch=32)
-    assert said is not None and said.details["fits_batch"] == "85" and said.details["frozen_bytes"] == str(16 * gib)
+    assert said is not None and note(said).fits_batch == 85 and note(said).kinds["frozen"] == 16 * gib
     assert said.message.startswith("memory: parameters 2 GiB · frozen parameters 16 GiB · gradients 2 GiB")
 
 

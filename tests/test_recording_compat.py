@@ -9,7 +9,8 @@ from pathlib import Path
 from gpudash.cli.main import main
 from gpudash.core.compile_table import RECOMPILE, CompileTable
 from gpudash.core.flops_note import FlopsNote
-from gpudash.core.protocol import FLOPS, Event, EventKind, ExitCode, GpuSample, Message, Sample
+from gpudash.core.memory_note import MemoryNote
+from gpudash.core.protocol import FLOPS, MEMORY, Event, EventKind, ExitCode, GpuSample, Message, Sample
 from gpudash.core.running import Running
 from gpudash.recording import csvformat
 from gpudash.recording.csvformat import RowParser
@@ -72,8 +73,8 @@ def test_a_new_recordings_columns_keep_the_old_ones_in_their_places() -> None:
 
 def test_an_older_recordings_configuration_and_compile_details_read_back_as_their_objects() -> None:
     """Before their objects, the configuration, a compile event's facts and a FLOPs count were the
-    details' text: read as that version of the format, they build the run's state, compile table and
-    MFU's reason as a new one does."""
+    details' text: read as that version of the format, they build the run's state, compile table,
+    MFU's reason and memory as a new one does."""
     header = csvformat.header()
     cells = {
         "started": '{"details":{"workload":"job:train.py","variant":"","batch_size":"64","device":"cuda:0"}}',
@@ -98,3 +99,9 @@ def test_an_older_recordings_configuration_and_compile_details_read_back_as_thei
     blank = "model FLOPs: 100 FLOP a step (bf16 60%, fp32 40%); MFU blank: the step mixes dtypes"
     flops = older_data({"what": FLOPS, "message": blank}, {"flops_per_step": "100", "dtype": "mixed"})
     assert flops == FlopsNote(100, "mixed", None, "", "the step mixes dtypes")
+    held = {"params_bytes": "8", "peak_allocated_bytes": "64", "total_bytes": "80", "step": "4", "fits_batch": "12"}
+    memory = older_data({"what": MEMORY}, {**held, "activation_lines": '[["t.py:9 y = f(x)", 24]]'})
+    assert isinstance(memory, MemoryNote) and memory.run_json() == {
+        **{k: int(v) for k, v in held.items()},
+        "activation_lines": [["t.py:9 y = f(x)", 24]],
+    }

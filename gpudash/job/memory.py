@@ -7,11 +7,11 @@ makes the ``measured`` event of ``what`` "memory": once they are all known, and 
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
 from gpudash.core.memory_kinds import KINDS, NAMES, byte_count, size
+from gpudash.core.memory_note import MemoryNote
 from gpudash.core.protocol import MEMORY, Event, EventKind
 from gpudash.core.textfmt import strip_controls
 
@@ -126,23 +126,18 @@ class MemoryFigures:
             out["mem_rss_mib"] = self.counters["rss"] / MIB
         return out
 
-    def details(self) -> dict[str, str]:
-        """run.json's ``memory`` object: ``params_bytes`` … and the counters' (``peak_allocated_bytes``…)."""
-        out = {f"{k}_bytes": str(v) for k, v in self.kinds.items()}
-        names = {"peak": "peak_allocated_bytes", "reserved_peak": "peak_reserved_bytes", "rss": "rss_bytes"}
-        out.update({names.get(k, f"{k}_bytes"): str(v) for k, v in self.counters.items()})
-        if self.not_measured:
-            out["activations_not_measured"] = self.not_measured
-        if self.lines:
-            out["activation_lines"] = json.dumps([[where, n] for where, n in self.lines])
-        out["step"] = str(self.step)
-        if self.pass_batch:
-            out["batch"] = str(self.pass_batch)
-        if self.passes > 1:
-            out["passes"] = str(self.passes)
-        if (most := self.fits()) is not None:
-            out["fits_batch"] = str(most)
-        return out
+    def note(self) -> MemoryNote:
+        """The "memory" event's data (run.json's ``memory``: ``MemoryNote.run_json``)."""
+        return MemoryNote(
+            dict(self.kinds),
+            dict(self.counters),
+            self.step,
+            self.pass_batch,
+            self.passes,
+            self.fits(),
+            self.not_measured,
+            tuple(self.lines),
+        )
 
 
 class JobMemory:
@@ -183,7 +178,7 @@ class JobMemory:
 
 
 def _event(time_s: float, fig: MemoryFigures) -> Event:
-    return Event(time_s, EventKind.MEASURED, what=MEMORY, message=fig.line(), details=fig.details())
+    return Event(time_s, EventKind.MEASURED, what=MEMORY, message=fig.line(), data=fig.note())
 
 
 def _lines(value: Any) -> list[tuple[str, int]]:

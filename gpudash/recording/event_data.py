@@ -18,6 +18,7 @@ from gpudash.core.events import Event, Payload
 from gpudash.core.flops_note import FlopsNote
 from gpudash.core.goodput import Goodput
 from gpudash.core.job_settings import JobSettings
+from gpudash.core.memory_note import MemoryNote
 from gpudash.core.running import Running
 from gpudash.core.stage_times import StageTimes
 from gpudash.core.world_event import WorldFacts
@@ -35,6 +36,7 @@ PAYLOADS: dict[str, Callable[[dict[str, Any]], Payload]] = {
     PeakAnswer.KIND: PeakAnswer.from_dict,
     CompileNote.KIND: CompileNote.from_dict,
     FlopsNote.KIND: FlopsNote.from_dict,
+    MemoryNote.KIND: MemoryNote.from_dict,
 }
 
 

@@ -1,25 +1,32 @@
 """An older recording's events, read as their file format's older version: before the
 configuration (``Running``), the compile events (``CompileNote``), the world event
-(``WorldFacts``) and the FLOPs count (``FlopsNote``) had their objects in the ``event_data``
-column, their details or words named them (a world event before that column: its message). Only
-``recording.event_data.decode`` calls these, for a cell without the object; no reader of a newer
-recording parses details or words."""
+(``WorldFacts``), the FLOPs count (``FlopsNote``) and the memory (``MemoryNote``) had their objects
+in the ``event_data`` column, their details or words named them (a world event before that column:
+its message). Only ``recording.event_data.decode`` calls these, for a cell without the object; no
+reader of a newer recording parses details or words."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 
 from gpudash.core.compile_note import CompileNote
 from gpudash.core.compile_table import COMPILE_WHATS
-from gpudash.core.events import FLOPS, WORLD, Payload
+from gpudash.core.events import FLOPS, MEMORY, WORLD, Payload
 from gpudash.core.flops_note import FlopsNote
 from gpudash.core.lenient import float_or, int_or
+from gpudash.core.memory_kinds import KINDS
+from gpudash.core.memory_note import COUNTER_KEYS, MemoryNote
 from gpudash.core.running import NO_KNOBS, Running
 from gpudash.core.world_event import CLOCK_WORDS, GPU_WORDS, WorldFacts
 
 Said = Mapping[str, str]  # an event's what, before, after and message, as its row has them
-OLDER_DATA = COMPILE_WHATS | {WORLD, FLOPS}  # the events whose data an older recording named in details or words
+OLDER_DATA = COMPILE_WHATS | {
+    WORLD,
+    FLOPS,
+    MEMORY,
+}  # the events whose data an older recording named in details or words
 MFU_BLANK = "MFU blank: "  # an older "flops" event's line said why MFU was blank after these words
 _CLOCK = re.compile(re.escape(CLOCK_WORDS) + r" (\d+(?:\.\d+)?)")
 _HOST = re.compile(r"\(host ([^)]*)\)")
@@ -47,6 +54,8 @@ def older_data(said: Said, details: dict[str, str]) -> Payload | None:
         return _world_facts(said)
     if what == FLOPS:
         return _flops_note(said, details)
+    if what == MEMORY:
+        return _memory_note(details)
     return _compile_note(details) if what in COMPILE_WHATS and details else None
 
 
@@ -73,6 +82,29 @@ def _flops_note(said: Said, details: dict[str, str]) -> FlopsNote:
         peak if peak >= 0 else None,
         details.get("peak_source", ""),
         said.get("message", "").partition(MFU_BLANK)[2].strip(),
+    )
+
+
+def _memory_note(details: dict[str, str]) -> MemoryNote:
+    """A "memory" event's bytes by kind and counter, and the rest of run.json's ``memory``, from its details."""
+    names = {v: k for k, v in COUNTER_KEYS.items()}
+    counts = {k.removesuffix("_bytes"): int(v) for k, v in details.items() if k.endswith("_bytes") and v.isdigit()}
+    kinds = {k: n for k, n in counts.items() if k in KINDS}
+    counters = {names.get(f"{k}_bytes", k): n for k, n in counts.items() if k not in KINDS}
+    try:
+        lines = tuple((str(w), int(n)) for w, n in json.loads(details.get("activation_lines") or "[]"))
+    except (ValueError, TypeError):
+        lines = ()
+    fits = details.get("fits_batch", "")
+    return MemoryNote(
+        kinds,
+        counters,
+        int_or(details.get("step")),
+        int_or(details.get("batch")),
+        int_or(details.get("passes"), 1),
+        int(fits) if fits.isdigit() else None,
+        details.get("activations_not_measured", ""),
+        lines,
     )
 
 

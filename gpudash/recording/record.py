@@ -27,6 +27,7 @@ from gpudash.core.compile_table import CompileTable
 from gpudash.core.events import SHAPES, Event, EventKind
 from gpudash.core.goodput import Goodput
 from gpudash.core.job_settings import JobSettings
+from gpudash.core.memory_note import MemoryNote
 from gpudash.core.protocol import (
     GOODPUT,
     MEMORY,
@@ -190,7 +191,7 @@ class CsvRecorder:
         elif e.what == SHAPES:  # a compiled job's steps at a new shape: out of its steady rate, their cost
             self.metadata["new_shapes"] = {"line": e.message, **_counts(e.details)}
         elif e.what == MEMORY:  # a job's memory by kind: the latest (the end's, with its peak)
-            self.metadata["memory"] = _counts(e.details)
+            self.metadata["memory"] = e.data.run_json() if isinstance(e.data, MemoryNote) else {}
         elif e.what == PROCESSES:  # several processes stepped as a rank: each one's steps, and how they add up
             try:
                 self.metadata["processes"] = json.loads(e.details.get("processes") or "[]")

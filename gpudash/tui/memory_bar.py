@@ -10,6 +10,7 @@ import math
 from rich.text import Text
 
 from gpudash.core.memory_kinds import KINDS, size
+from gpudash.core.memory_note import MemoryNote
 from gpudash.core.protocol import Event, GpuSample, Sample
 
 WIDTH = 20  # cells of the bar
@@ -24,25 +25,26 @@ REST = ("·", "white")  # allocated (or resident) beyond the kinds counted
 PEAK = "┃"
 
 
-def sample_details(s: Sample | None, gpu: GpuSample | None) -> dict[str, str] | None:
-    """A memory event's details from a family's sample (its kinds, the allocator's allocated) and
-    NVML's total of the GPU: the bar of gpudash's own workloads (None: no kinds on the sample)."""
+def sample_note(s: Sample | None, gpu: GpuSample | None) -> MemoryNote | None:
+    """A family's memory from its sample (its kinds, the allocator's allocated) and NVML's total of
+    the GPU: the bar of gpudash's own workloads (None: no kinds on the sample)."""
     if s is None or s.mem_params_mib is None:
         return None
-    mib = {"params": s.mem_params_mib, "grads": s.mem_grads_mib, "optimizer": s.mem_optimizer_mib}
-    mib |= {"allocated": s.cuda_allocated_mib, "total": gpu.mem_total_mib if gpu is not None else None}
-    return {f"{k}_bytes": str(int(v * 2**20)) for k, v in mib.items() if v is not None and 0 <= v < math.inf}
+    kinds = {"params": s.mem_params_mib, "grads": s.mem_grads_mib, "optimizer": s.mem_optimizer_mib}
+    counters = {"allocated": s.cuda_allocated_mib, "total": gpu.mem_total_mib if gpu is not None else None}
+    return MemoryNote(_bytes(kinds), _bytes(counters))
 
 
-def memory_bar(e: Event | dict[str, str] | None, width: int = WIDTH) -> Text | None:
-    """The bar of memory event ``e`` (or its details) (None: nothing, or nothing to draw against)."""
-    if e is None:
+def memory_bar(e: Event | MemoryNote | None, width: int = WIDTH) -> Text | None:
+    """The bar of memory event ``e`` (or its note) (None: nothing, or nothing to draw against)."""
+    note = e.data if isinstance(e, Event) else e
+    if not isinstance(note, MemoryNote):
         return None
-    d = e.details if isinstance(e, Event) else e
-    kinds = {k: n for k in KINDS if (n := _bytes(d.get(f"{k}_bytes"))) is not None}
-    total = _bytes(d.get("total_bytes"))
-    held = _bytes(d.get("allocated_bytes")) if total else _bytes(d.get("rss_bytes"))
-    peak = _bytes(d.get("peak_allocated_bytes")) if total else None
+    kinds = {k: n for k in KINDS if (n := note.kinds.get(k)) is not None}
+    c = note.counters
+    total = c.get("total")
+    held = c.get("allocated") if total else c.get("rss")
+    peak = c.get("peak") if total else None
     whole = total or held
     if not kinds or not whole:
         return None
@@ -70,5 +72,6 @@ def _cells(n: int, whole: int, width: int) -> int:
     return min(width, max(1, round(n / whole * width))) if n > 0 else 0
 
 
-def _bytes(text: str | None) -> int | None:
-    return int(text) if text is not None and text.isdecimal() else None
+def _bytes(mib: dict[str, float | None]) -> dict[str, int]:
+    """MiB by name as bytes (a name not measured, or not finite, left out)."""
+    return {k: int(v * 2**20) for k, v in mib.items() if v is not None and 0 <= v < math.inf}

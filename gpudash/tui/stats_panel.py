@@ -17,7 +17,7 @@ from gpudash.core.metrics import Averaging, Better
 from gpudash.core.textfmt import fmt_duration, fmt_needs, fmt_num, markdown_table
 from gpudash.stats.comparison import Estimate, Verdict
 from gpudash.stats.fmt import change_parts, fmt_change, fmt_pm
-from gpudash.tui.memory_bar import memory_bar, sample_details
+from gpudash.tui.memory_bar import memory_bar, sample_note
 from gpudash.tui.state import DashState, StatRow
 
 HEADLINE = ("steps_per_s", "samples_per_s")  # the title's change with its interval: the first compared
@@ -217,7 +217,7 @@ class StatsPanel(Static):
         self.update(Group(content.title, table))
         # in the panel's top border: a persistent line that costs no row (80x24 has none to spare)
         parts = [Text(f" {ranks} ", style="bold")] if ranks else []
-        memory = state.last_memory or sample_details(state.last_sample, state.last_gpu)
+        memory = state.last_memory or sample_note(state.last_sample, state.last_gpu)
         if (bar := memory_bar(memory)) is not None:
             parts.append(Text(" ").append_text(bar).append(" "))
         if diagnosis:

@@ -7,6 +7,8 @@ import dataclasses
 
 from rich.text import Text
 
+from gpudash.core.memory_kinds import KINDS
+from gpudash.core.memory_note import MemoryNote
 from gpudash.core.protocol import MEMORY, Event, EventKind, RunConfig
 from gpudash.tui.memory_bar import memory_bar
 from gpudash.tui.stats_panel import StatsPanel
@@ -18,8 +20,10 @@ GIB = 1 << 30
 
 
 def memory_event(t: float, **bytes_: int) -> Event:
-    details = {f"{k}_bytes" if not k.endswith("_bytes") else k: str(v) for k, v in bytes_.items()}
-    return Event(t, EventKind.MEASURED, what=MEMORY, message="memory: …", details=details)
+    """A job's memory event: its bytes by kind (params, …) and by the allocator's counters (the rest)."""
+    kinds = {k: n for k, n in bytes_.items() if k in KINDS}
+    counters = {k: n for k, n in bytes_.items() if k not in KINDS}
+    return Event(t, EventKind.MEASURED, what=MEMORY, message="memory: …", data=MemoryNote(kinds, counters))
 
 
 def gpu_memory_event(t: float) -> Event:
@@ -31,7 +35,7 @@ def gpu_memory_event(t: float) -> Event:
         optimizer=16 * GIB,
         activations=24 * GIB,
         allocated=60 * GIB,
-        peak_allocated=64 * GIB,
+        peak=64 * GIB,
         total=80 * GIB,
     )
 
@@ -63,7 +67,7 @@ async def test_the_dashboard_shows_a_jobs_memory_bar_once_its_memory_is_measured
 
 def test_a_familys_bar_is_its_samples_kinds_against_nvmls_total() -> None:
     from gpudash.core.protocol import GpuSample, Sample
-    from gpudash.tui.memory_bar import sample_details
+    from gpudash.tui.memory_bar import sample_note
 
     s = Sample(
         1.0,
@@ -83,7 +87,7 @@ def test_a_familys_bar_is_its_samples_kinds_against_nvmls_total() -> None:
         mem_optimizer_mib=16384.0,
         cuda_allocated_mib=40960.0,
     )
-    details = sample_details(s, GpuSample(1.0, mem_total_mib=81920.0))
-    bar = memory_bar(details)
+    note = sample_note(s, GpuSample(1.0, mem_total_mib=81920.0))
+    bar = memory_bar(note)
     assert bar is not None and bar.plain == "mem ██▓▓▒▒▒▒··" + " " * 10 + " 40 GiB allocated of 80 GiB"
-    assert sample_details(dataclasses.replace(s, mem_params_mib=None), None) is None  # a sample without kinds
+    assert sample_note(dataclasses.replace(s, mem_params_mib=None), None) is None  # a sample without kinds
