@@ -73,6 +73,9 @@ def judgements(draw: Any) -> Judgement:
         note=draw(text),
         beside=tuple(draw(st.lists(text, max_size=3))),
         heavy=draw(text),
+        over=draw(text),
+        straggler=draw(text),
+        straggler_rank=draw(st.none() | st.integers(0, 63)),
         world=draw(
             st.none()
             | st.builds(WorldView, st.integers(2, 64), st.integers(0, 63), st.none() | st.integers(0, 63), maybe, maybe)

@@ -148,7 +148,7 @@ def test_diagnose_json_carries_the_ranks_straggler_line_beside_the_verdict() -> 
     line = "straggler: rank 0 — its own work 54.5 ms a step against 34 ms for the others (1.6×)"
     known = VerdictContext(straggler=line, straggler_rank=0)
     event = judged(verdict_event(30.0, _rank_0_late(), None, known, Running("job:t.py", "", 0)), None)
-    assert event.details["straggler"] == line and event.message.endswith(f"({line})")
+    assert verdict_of(event).findings.straggler == line and event.message.endswith(f"({line})")
     head = diagnosis_head(event, RunConfig(job=("torchrun", "t.py")), verdict_of(event))
     assert head["straggler"] == line and head["straggler_rank"] == 0 and head["command"] == ["torchrun", "t.py"]
     even = VerdictContext(straggler="no straggler (ranks' own work within 3%)")
@@ -156,7 +156,9 @@ def test_diagnose_json_carries_the_ranks_straggler_line_beside_the_verdict() -> 
     none = diagnosis_head(evenly, RunConfig(), verdict_of(evenly))
     assert none["straggler_rank"] is None  # a line, and no rank named
     alone = judged(verdict_event(30.0, _rank_0_late(), None, VerdictContext(), Running("job:t.py", "", 0)), None)
-    assert "straggler" not in alone.details and "straggler" not in diagnosis_head(alone, RunConfig(), verdict_of(alone))
+    assert not verdict_of(alone).findings.straggler and "straggler" not in diagnosis_head(
+        alone, RunConfig(), verdict_of(alone)
+    )
 
 
 def test_a_compiled_models_window_launching_through_the_driver_has_no_time_outside_torch(tmp_path: Path) -> None:

@@ -89,9 +89,13 @@ class Findings:
     heavy: str = ""  # a phase of the job heavy enough to name after the verdict
     world: WorldView | None = None  # a job of several ranks: whose evidence, and the rank the world waits for
     over: str = ""  # a job's: over how many training steps it stands, and what of the job's was left out
+    straggler: str = ""  # a job of several ranks: its ranks' straggler line ("no straggler …" too), ``--json``'s
+    straggler_rank: int | None = None  # ... and the rank it names
 
     def as_dict(self) -> dict[str, Any]:
         return {
+            "straggler": self.straggler,
+            "straggler_rank": self.straggler_rank,
             "over": self.over,
             "world": self.world.as_dict() if self.world is not None else None,
             "evidence": self.evidence.as_dict(),
@@ -118,7 +122,16 @@ class Findings:
             heavy=str(d.get("heavy", "")),
             world=WorldView.from_dict(d["world"]) if d.get("world") else None,
             over=str(d.get("over", "")),
+            straggler=str(d.get("straggler", "")),
+            straggler_rank=_rank(d.get("straggler_rank")),
         )
+
+
+def _rank(value: Any) -> int | None:
+    """A rank read back (None: none named); TypeError where it is not a whole number (a hostile file)."""
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+        raise TypeError(f"a rank is a whole number: {value!r}")
+    return value
 
 
 @dataclass(frozen=True)

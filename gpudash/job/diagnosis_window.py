@@ -259,17 +259,8 @@ def verdict_event(
         heavy=known.heavy,
         world=known.world,
         over=known.over,
+        straggler=known.straggler,
+        straggler_rank=known.straggler_rank if known.straggler else None,
     )
-    details = {}
-    if known.straggler:
-        details["straggler"] = known.straggler
-        details["straggler_rank"] = "" if known.straggler_rank is None else str(known.straggler_rank)
-    return Event(
-        time_s,
-        EventKind.MEASURED,
-        what=DIAGNOSIS,
-        message="judged by the session",
-        details=details,
-        data=findings,
-        running=running,
-    )
+    said = "judged by the session"
+    return Event(time_s, EventKind.MEASURED, what=DIAGNOSIS, message=said, data=findings, running=running)

@@ -186,10 +186,9 @@ def diagnosis_head(event: Event, config: RunConfig, judged: Judgement) -> dict[s
     running["command"] = list(config.job or ())
     if judged.findings.note:  # what the verdict rests on, where not the whole ("no profiler window")
         running["note"] = judged.findings.note
-    if event.details.get("straggler"):  # the line, and the rank it names (null: "no straggler …")
-        running["straggler"] = event.details["straggler"]
-        rank = event.details.get("straggler_rank", "")
-        running["straggler_rank"] = int(rank) if rank.isdigit() else None
+    if judged.findings.straggler:  # the line, and the rank it names (null: "no straggler …")
+        running["straggler"] = judged.findings.straggler
+        running["straggler_rank"] = judged.findings.straggler_rank
     return running
 
 
