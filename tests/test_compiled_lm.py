@@ -38,8 +38,8 @@ def test_a_model_compiled_in_place_is_counted_as_its_eager_run_and_each_new_leng
     assert plain.returncode == 0, plain.stderr
     counted, reference = _flops(compiled), _flops(eager)
     assert "counted as the uncompiled model's forward and backward on fake tensors" in counted["event_message"]
-    counted_flops = json.loads(counted["event_data"])["details"]["flops_per_step"]
-    assert counted_flops == json.loads(reference["event_data"])["details"]["flops_per_step"]
+    counted_flops = json.loads(counted["event_data"])["data"]["flops_per_step"]
+    assert counted_flops == json.loads(reference["event_data"])["data"]["flops_per_step"] > 0
     meta = json.loads((tmp_path / "compiled.json").read_text())
     line = meta["new_shapes"]["line"]
     # length 24 recompiled (a compile phase before its first step); its second step pays only where it

@@ -8,6 +8,7 @@ import sys
 
 from gpudash.core.protocol import Event, EventKind, RunConfig, SetBatchSize, SetKnobs, SetVariant
 from gpudash.core.running import Running
+from gpudash.core.trace_note import TraceNote
 from gpudash.tui.controller import DashController, Severity
 from gpudash.tui.state import Status
 from tests.messages import present
@@ -148,22 +149,23 @@ TRACE_PATH = "/runs/gpudash-traces/gpudash-trace-20250101-120000-t00012.34-encde
 
 def trace_event(t: float = 13.0, gpu: bool = True, path: str = TRACE_PATH) -> Event:
     """A profiler window's answer as the engine sends it (gpudash.engine.measure_windows.trace_window)."""
-    details = {"trace_steps": "20", "trace_wall_ms": "400.0", "trace_path": path, "trace_start_s": "12.340"}
+    figures: dict[str, float] = {}
     if gpu:
-        details.update(
-            gpu_busy_pct="72.2",
-            idle_pct="27.8",
-            overlap_pct="31.4",
-            kernels_per_step="145",
-            launch_delay_us="12.5",
-            memcpy_pct="3.1",
-            stream_7_busy_pct="60",
+        figures.update(
+            gpu_busy_pct=72.2,
+            idle_pct=27.8,
+            overlap_pct=31.4,
+            kernels_per_step=145,
+            launch_delay_us=12.5,
+            memcpy_pct=3.1,
+            stream_7_busy_pct=60,
         )
         summary = "20 steps traced, 20 ms/step: GPU busy 72.2%, idle 27.8%, overlap 31.4% of busy, 145 kernels/step"
     else:
         summary = "20 steps traced, 20 ms/step; GPU figures need CUDA"
     running = Running("encdec", "pipelined", 8, device="cuda:0")
-    return Event(t, EventKind.MEASURED, "trace", message=f"{summary} → {path}", details=details, running=running)
+    note = TraceNote(path, 20, 400.0, 12.34, figures)
+    return Event(t, EventKind.MEASURED, "trace", message=f"{summary} → {path}", data=note, running=running)
 
 
 def traced(workload: str = "encdec", device: str = "cuda:0", trace_dir: str | None = "/runs/gpudash-traces"):

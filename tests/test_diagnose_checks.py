@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from gpudash.core.trace_note import TraceNote
 from gpudash.diagnosis.checks import LOADER, ONE_RANK, Check, loader_settings
 from gpudash.diagnosis.evidence import Evidence
 from gpudash.diagnosis.judge import Findings, judge
@@ -303,14 +304,19 @@ def test_a_windows_bus_bandwidth_is_weighed_against_the_link_on_its_line_as_the_
     from gpudash.diagnosis.telemetry import RecentTicks
 
     line = "5 steps traced; collectives: the data moves 0.451 ms a step (0.124 exposed) at 231 GB/s of bus bandwidth"
-    event = Event(1.0, EventKind.MEASURED, "trace", message=line, details={"comm_busbw_gbps": "231"})
+    event = Event(
+        1.0, EventKind.MEASURED, "trace", message=line, data=TraceNote("", 5, 206.0, None, {"comm_busbw_gbps": 231})
+    )
     ticks = RecentTicks()
     assert ticks.linked(event) == event  # no link known
     ticks.machine = GpuInfo(available=True, link="NVLink (18 links × 26.6 GB/s) 478 GB/s", link_gbps=478.116)
     linked = ticks.linked(event)
     assert linked.message.endswith("at 231 GB/s of bus bandwidth (48% of NVLink's 478 GB/s)")
-    assert linked.details["comm_link"].startswith("NVLink") and ticks.linked(linked) == linked  # once
-    unsized = Event(1.0, EventKind.MEASURED, "trace", message="5 steps traced, 41.3 ms/step", details={})
+    assert isinstance(linked.data, TraceNote) and linked.data.link.startswith("NVLink")
+    assert linked.data.figure("comm_link_gbps") == 478.116 and ticks.linked(linked) == linked  # once
+    unsized = Event(
+        1.0, EventKind.MEASURED, "trace", message="5 steps traced, 41.3 ms/step", data=TraceNote("", 5, 206.0)
+    )
     assert ticks.linked(unsized) == unsized
 
 

@@ -1,9 +1,9 @@
 """Every event a recording keeps comes back whole: its kind, what, before, after, message, its
 details, its configuration (``Running``) and its typed data (a diagnosis' judgement, with its
 evidence, sync table, remedies and compile verdict; a job's settings; its goodput; a memory
-window's peak; a compile's note; a FLOPs count; a job's memory) through a real CSV file, as a
-replay reads it (a property test); and a cell that is not an event's data is a malformed row, never
-a wrong verdict."""
+window's peak; a compile's note; a FLOPs count; a job's memory; a profiler window's figures)
+through a real CSV file, as a replay reads it (a property test); and a cell that is not an event's
+data is a malformed row, never a wrong verdict."""
 
 from __future__ import annotations
 
@@ -16,13 +16,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpudash.core.compile_note import CompileNote
+from gpudash.core.compile_table import COMPILE_WHATS
 from gpudash.core.flops_note import FlopsNote
 from gpudash.core.goodput import Goodput
 from gpudash.core.job_settings import JobSettings
 from gpudash.core.memory_note import MemoryNote
-from gpudash.core.protocol import DIAGNOSIS, GOODPUT, MEMORY_PEAK, WORLD, Event, EventKind
+from gpudash.core.protocol import DIAGNOSIS, FLOPS, GOODPUT, MEMORY, MEMORY_PEAK, TRACE, WORLD, Event, EventKind
 from gpudash.core.running import Running
 from gpudash.core.stage_times import StageTimes
+from gpudash.core.trace_note import TraceNote
 from gpudash.core.world_event import WorldFacts
 from gpudash.diagnosis.evidence import Evidence
 from gpudash.diagnosis.judge import Findings, Judgement, WorldView, judge
@@ -30,6 +32,7 @@ from gpudash.diagnosis.memory_peak import MemoryPeak, PeakAnswer, PeakHolder
 from gpudash.diagnosis.verdict import Bound, Diagnosis
 from gpudash.recording import csvformat
 from gpudash.recording.csvformat import RowParser
+from gpudash.recording.older_events import OLDER_DATA
 
 # any printable text a script's path or line holds (a replay strips control characters: a hostile file's)
 text = st.text(st.characters(blacklist_categories=("Cs", "Cc")), max_size=40)
@@ -144,7 +147,32 @@ memory_notes = st.builds(
     text,
     st.lists(st.tuples(text, small), max_size=3).map(tuple),
 )
+figure_names = st.sampled_from(["gpu_busy_pct", "idle_pct", "comm_busbw_gbps", "stream_7_busy_pct"])
+trace_notes = st.builds(
+    TraceNote,
+    text,
+    small,
+    st.floats(0.0, 1e6),
+    st.none() | st.floats(0.0, 1e6),
+    st.dictionaries(figure_names, st.floats(0.0, 1e6), max_size=4),
+    st.lists(st.tuples(text, st.floats(0.0, 1e3)), max_size=3).map(tuple),
+    text,
+)
 runnings = st.builds(Running, text.filter(bool), text, st.integers(0, 1 << 20), text, text, st.integers(1, 1 << 16))
+# each typed data's event, as its makers name it (a compile note: any of the compile events)
+WHAT = {
+    Judgement: st.just(DIAGNOSIS),
+    WorldFacts: st.just(WORLD),
+    StageTimes: st.just(StageTimes.KIND),
+    Goodput: st.just(GOODPUT),
+    PeakAnswer: st.just(MEMORY_PEAK),
+    FlopsNote: st.just(FLOPS),
+    MemoryNote: st.just(MEMORY),
+    TraceNote: st.just(TRACE),
+    CompileNote: st.sampled_from(sorted(COMPILE_WHATS)),
+}
+# an event without data may be of a kind an older recording named in words: it reads back without data
+no_data_what = st.sampled_from(sorted(OLDER_DATA)) | text
 
 
 @st.composite
@@ -153,19 +181,11 @@ def events(draw: Any) -> Event:
     details = draw(st.dictionaries(text.filter(lambda k: k != ""), text, max_size=6))
     data: Any = None
     if kind == EventKind.MEASURED:
-        data = draw(
-            st.none() | judgements() | worlds | stage_times | goodputs | peaks | notes | flops_notes | memory_notes
-        )
+        payloads = judgements() | worlds | stage_times | goodputs | peaks | notes | flops_notes | memory_notes
+        data = draw(st.none() | payloads | trace_notes)
     elif kind == EventKind.STARTED:
         data = draw(st.none() | job_settings)  # a job's settings, as its lead rank said them
-    kinds = {
-        Judgement: DIAGNOSIS,
-        WorldFacts: WORLD,
-        StageTimes: StageTimes.KIND,
-        Goodput: GOODPUT,
-        PeakAnswer: MEMORY_PEAK,
-    }
-    what = kinds[type(data)] if data is not None and type(data) in kinds else draw(text)
+    what = draw(WHAT.get(type(data), text) if data is not None else no_data_what)
     return Event(
         round(draw(st.floats(0.0, 1e6)), 3),  # the CSV keeps a row's time to the millisecond
         kind,

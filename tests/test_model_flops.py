@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from gpudash.boot.gpudash_boot.flop_count import count_step_flops
+from gpudash.core.flops_note import FlopsNote
 from gpudash.core.protocol import FLOPS, Event, EventKind, Message, SetBatchSize, Stop
 from gpudash.engine.loop import StepLoop
 from gpudash.engine.model_flops import flop_text
@@ -61,8 +62,9 @@ def test_every_sample_carries_the_counted_flops_their_rate_and_mfu_over_the_peak
         direct = count_step_flops(step, torch)
     msgs = run(w, 40, peak=0.5)
     (event,) = flops_events(msgs)
-    assert float(event.details["flops_per_step"]) == pytest.approx(direct.total, rel=1e-5)
-    assert event.details["dtype"] == "fp32" and event.details["peak_source"] == "--peak-tflops"
+    note = event.data
+    assert isinstance(note, FlopsNote) and note.flops_per_step == pytest.approx(direct.total, rel=1e-5)
+    assert note.dtype == "fp32" and note.peak_source == "--peak-tflops" and note.blank == ""
     assert f"{flop_text(direct.total)} a step (fp32 100%)" in event.message
     timed = [s for s in samples_of(msgs) if s.steps_per_s > 0]
     assert timed
@@ -88,8 +90,8 @@ def test_a_new_batch_size_is_counted_once_and_going_back_counts_nothing_again() 
     msgs = run(w, 30, peak=None, controls=[(10, SetBatchSize(4)), (20, SetBatchSize(2))])
     events = flops_events(msgs)
     assert len(events) == 2  # batch 2, batch 4; back at 2 the first count stands
-    small, large = (float(e.details["flops_per_step"]) for e in events)
-    assert large == pytest.approx(2 * small, rel=0.01)  # the model's arithmetic grows with the batch
+    small, large = (e.data.flops_per_step for e in events if isinstance(e.data, FlopsNote))
+    assert small is not None and large == pytest.approx(2 * small, rel=0.01)  # the model's arithmetic grows with the batch
     by_batch = {s.batch_size: s.flops_per_step for s in samples_of(msgs) if s.steps_per_s > 0}
     assert by_batch == {2: small, 4: large}
     w.close()

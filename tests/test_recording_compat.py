@@ -10,8 +10,9 @@ from gpudash.cli.main import main
 from gpudash.core.compile_table import RECOMPILE, CompileTable
 from gpudash.core.flops_note import FlopsNote
 from gpudash.core.memory_note import MemoryNote
-from gpudash.core.protocol import FLOPS, MEMORY, Event, EventKind, ExitCode, GpuSample, Message, Sample
+from gpudash.core.protocol import FLOPS, MEMORY, TRACE, Event, EventKind, ExitCode, GpuSample, Message, Sample
 from gpudash.core.running import Running
+from gpudash.core.trace_note import TraceNote
 from gpudash.recording import csvformat
 from gpudash.recording.csvformat import RowParser
 from gpudash.recording.csvread import open_csv
@@ -101,6 +102,9 @@ def test_an_older_recordings_configuration_and_compile_details_read_back_as_thei
     assert flops == FlopsNote(100, "mixed", None, "", "the step mixes dtypes")
     held = {"params_bytes": "8", "peak_allocated_bytes": "64", "total_bytes": "80", "step": "4", "fits_batch": "12"}
     memory = older_data({"what": MEMORY}, {**held, "activation_lines": '[["t.py:9 y = f(x)", 24]]'})
+    window = {"trace_path": "/t/w.json.gz", "trace_steps": "20", "trace_wall_ms": "400", "gpu_busy_pct": "72.2"}
+    trace = older_data({"what": TRACE, "message": "20 steps traced → /t/w.json.gz"}, {**window, "top1_kernel": "gemm"})
+    assert trace == TraceNote("/t/w.json.gz", 20, 400.0, None, {"gpu_busy_pct": 72.2}, (("gemm", 0.0),))
     assert isinstance(memory, MemoryNote) and memory.run_json() == {
         **{k: int(v) for k, v in held.items()},
         "activation_lines": [["t.py:9 y = f(x)", 24]],

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from gpudash.core.protocol import Event, EventKind, TraceWindow
+from gpudash.core.trace_note import TraceNote
 from gpudash.engine.loop import StepLoop
 from tests.helpers import build_as
 from workloads.base import WorkloadOptions
@@ -31,9 +32,9 @@ def timed(fn: Callable[[], object], iters: int = 50) -> float:
     return statistics.median(ms_per_call(fn, iters, cuda=True) for _ in range(5))
 
 
-def _window(variant: str, tmp_path: Path, steps: int = 20, after: int = 20, batch: int = BATCH) -> dict[str, str]:
+def _window(variant: str, tmp_path: Path, steps: int = 20, after: int = 20, batch: int = BATCH) -> dict[str, float]:
     """Run encdec ``variant`` on CUDA at ``batch``, take one profiler window of ``steps`` steps after
-    ``after`` steps, return its details."""
+    ``after`` steps, return its figures."""
     with build("encdec", "cuda", WorkloadOptions(variant=variant, batch_size=batch)) as w:
         got: list[object] = []
         pending = [TraceWindow(steps)]
@@ -46,8 +47,8 @@ def _window(variant: str, tmp_path: Path, steps: int = 20, after: int = 20, batc
     errors = [m for m in got if isinstance(m, Event) and m.kind == EventKind.ERROR]
     assert not errors, errors[0].message
     event = next(m for m in got if isinstance(m, Event) and m.kind == EventKind.MEASURED and m.what == "trace")
-    assert "GPU figures need CUDA" not in event.message
-    return event.details
+    assert "GPU figures need CUDA" not in event.message and isinstance(event.data, TraceNote)
+    return event.data.figures
 
 
 def test_pipelined_streams_overlap_and_serial_ones_do_not(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from gpudash.core.gpu_messages import GpuInfo
 from gpudash.core.protocol import TRACE, Event, EventKind, GpuSample, Message
+from gpudash.core.trace_note import TraceNote
 from gpudash.diagnosis.judge import findings_of, judged
 
 RECENT_GPU_TICKS = 600  # NVML ticks a source keeps for tick_before_window (5 minutes at 0.5 s)
@@ -25,16 +26,14 @@ def with_link(event: Event, link: GpuInfo | None) -> Event:
     NVLink's 478 GB/s)" on its line, the link in its details; as it came where either is unknown."""
     if event.kind != EventKind.MEASURED or event.what != TRACE or link is None or not link.link or not link.link_gbps:
         return event
-    try:
-        gbps = float(event.details["comm_busbw_gbps"])
-    except (KeyError, ValueError):
-        return event
-    if BUS_BANDWIDTH not in event.message or "comm_link" in event.details:
+    note = event.data
+    gbps = note.figure("comm_busbw_gbps") if isinstance(note, TraceNote) else None
+    if not isinstance(note, TraceNote) or gbps is None or BUS_BANDWIDTH not in event.message or note.link:
         return event
     kind = link.link.split(" ", 1)[0]
     share = f"{BUS_BANDWIDTH} ({100 * gbps / link.link_gbps:.0f}% of {kind}'s {link.link_gbps:,.0f} GB/s)"
-    details = {**event.details, "comm_link": link.link, "comm_link_gbps": f"{link.link_gbps:.4g}"}
-    return dataclasses.replace(event, message=event.message.replace(BUS_BANDWIDTH, share, 1), details=details)
+    linked = dataclasses.replace(note, link=link.link, figures={**note.figures, "comm_link_gbps": link.link_gbps})
+    return dataclasses.replace(event, message=event.message.replace(BUS_BANDWIDTH, share, 1), data=linked)
 
 
 def tick_before_window(began: float | None, ticks: Sequence[GpuSample]) -> GpuSample | None:

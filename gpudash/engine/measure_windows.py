@@ -116,7 +116,7 @@ def trace_window(loop: StepLoop, steps: int) -> None:
 def _trace_measured(loop: StepLoop, path: Path, fig: TraceFigures, start_s: float) -> None:
     """The profiler window's "measured" event: its figures, against the overlap bound where the
     family has two stages (and the configuration's steady rate, where there is one yet)."""
-    details = {**fig.details(), "trace_path": str(path), "trace_start_s": f"{start_s:.3f}"}
+    more: dict[str, float] = {}
     message = fig.summary()
     bound = fig.overlap_bound
     if bound is not None:
@@ -125,9 +125,10 @@ def _trace_measured(loop: StepLoop, path: Path, fig: TraceFigures, start_s: floa
         steps, seconds = loop.config_rate
         if steps > 0 and seconds > 0:
             pct = 100.0 * steps / seconds / bound
-            details["pct_of_overlap_bound"] = f"{pct:.4g}"
+            more["pct_of_overlap_bound"] = pct
             message += f", running at {pct:.0f}% of it"
-    loop.event(EventKind.MEASURED, what=TRACE, message=f"{message} → {path}", details=details)
+    note = fig.note(str(path), round(start_s, 3), **more)
+    loop.event(EventKind.MEASURED, what=TRACE, message=f"{message} → {path}", data=note)
 
 
 def _follow_window(loop: StepLoop, steps: int, what: str = TRACE) -> None:

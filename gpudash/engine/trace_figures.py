@@ -27,6 +27,7 @@ from typing import Any
 
 from gpudash.core.lenient import int_or
 from gpudash.core.metrics import overlap_bound
+from gpudash.core.trace_note import TraceNote
 from gpudash.engine.collectives import Collective, collectives_of, kind_key
 from gpudash.engine.comm_exposed import comm_fields, communication
 from gpudash.engine.host_gaps import host_gaps_ms_per_step
@@ -103,9 +104,10 @@ class TraceFigures:
             f"overlap {self.overlap_pct:.1f}% of busy, {self.kernels_per_step:.0f} kernels/step"
         )
 
-    def details(self) -> dict[str, str]:
-        """As an event's text details (what the CSV and the dashboard get)."""
-        out = {"trace_steps": str(self.steps), "trace_wall_ms": f"{self.wall_ms:.3f}"}
+    def numbers(self) -> dict[str, float]:
+        """The window's figures by name (the "trace" event's ``TraceNote.figures``): each measured one,
+        each stream's and stage's, the overlap bound, the collectives' by kind."""
+        out: dict[str, float] = {}
         for key in (
             "gpu_busy_pct",
             "idle_pct",
@@ -123,29 +125,28 @@ class TraceFigures:
         ):
             value = getattr(self, key)
             if value is not None:
-                out[key] = f"{value:.4g}"
+                out[key] = value
         for sid, pct in self.stream_busy_pct.items():
-            out[f"stream_{sid}_busy_pct"] = f"{pct:.4g}"
-            out[f"stream_{sid}_ms_per_step"] = f"{self.stream_ms_per_step[sid]:.4g}"
-        for i, (name, ms) in enumerate(self.top_kernels, 1):
-            out[f"top{i}_kernel"] = name[:120]
-            out[f"top{i}_ms_per_step"] = f"{ms:.4g}"
+            out[f"stream_{sid}_busy_pct"] = pct
+            out[f"stream_{sid}_ms_per_step"] = self.stream_ms_per_step[sid]
         for name, ms in self.stage_ms_per_step.items():
-            out[f"stage_{name}_ms_per_step"] = f"{ms:.4g}"
+            out[f"stage_{name}_ms_per_step"] = ms
         if self.overlap_bound is not None:
-            out["overlap_bound_steps_per_s"] = f"{self.overlap_bound:.4g}"
-        return {**out, **self.comm_details()}
+            out["overlap_bound_steps_per_s"] = self.overlap_bound
+        return {**out, **self.comm_numbers()}
 
-    def comm_details(self) -> dict[str, str]:
-        """The collectives' details: their exposed % of the span, each kind's ms (and exposed ms) a traced step."""
-        out = {} if self.comm_exposed_share is None else {"comm_exposed_pct": f"{100 * self.comm_exposed_share:.4g}"}
+    def comm_numbers(self) -> dict[str, float]:
+        """The collectives' figures: their exposed % of the span, each kind's ms (and exposed ms) a traced step."""
+        out = {} if self.comm_exposed_share is None else {"comm_exposed_pct": 100 * self.comm_exposed_share}
         for kind, ms in self.comm_kind_ms_per_step.items():
             exposed = self.comm_exposed_kind_ms_per_step.get(kind, 0.0)
-            out |= {
-                f"comm_{kind_key(kind)}_ms_per_step": f"{ms:.4g}",
-                f"comm_{kind_key(kind)}_exposed_ms_per_step": f"{exposed:.4g}",
-            }
+            out |= {f"comm_{kind_key(kind)}_ms_per_step": ms, f"comm_{kind_key(kind)}_exposed_ms_per_step": exposed}
         return out
+
+    def note(self, path: str, start_s: float | None = None, **more: float) -> TraceNote:
+        """The "trace" event's data: this window's figures (and ``more``: the run's own, beside them)."""
+        kernels = tuple((name[:120], ms) for name, ms in self.top_kernels)
+        return TraceNote(path, self.steps, self.wall_ms, start_s, {**self.numbers(), **more}, kernels)
 
 
 def read_events(path: str | Path) -> list[dict[str, Any]]:

@@ -23,7 +23,7 @@ from gpudash.job.memory_history import PeakRead, answer_lines
 from gpudash.job.session_parts import SessionParts
 from gpudash.job.step_record import StepRecord
 from gpudash.job.traces import PERIODIC_WAIT_S, TraceRead
-from gpudash.job.window_reads import WindowReads, comm_details, comm_words, matched
+from gpudash.job.window_reads import WindowReads, comm_figures, comm_words, matched
 from gpudash.job.worker_busy import WorkerBusy
 
 RETAKEN = (
@@ -98,16 +98,17 @@ class SessionWindows:
         if read.rank != p.rank_table.lead or what == DIAGNOSIS:
             return  # another rank's window: its exposed all-reduce, on its rank rows
         fig, path = read.figures, read.path
-        details = {**fig.details(), **comm_details(comm), "trace_path": path}
+        more = comm_figures(comm)
         step_s = p.samples.median_step_s
         cost, weighed = read.cost(step_s), read.weighed(step_s)
         if (slowed := read.slowdown(step_s)) is not None:
-            details["trace_slowdown"] = f"{slowed:.4g}"
+            more["trace_slowdown"] = slowed
         p.traces.cost_s, p.traces.ended_at = read.cost_s(step_s) or 0.0, time.monotonic()
         p.traces.periodic_open = False
         said = "".join(f"; {part}" for part in (weighed, cost) if part)
         message = f"{fig.summary()}{comm_words(comm)}{said} → {path}"
-        self.out.event(EventKind.MEASURED, what=TRACE, message=message, details=details, running=p.running())
+        note = fig.note(path, **more)
+        self.out.event(EventKind.MEASURED, what=TRACE, message=message, data=note, running=p.running())
 
     # -- a diagnosis -------------------------------------------------------------------------------
     def diagnose(self, steps: int) -> None:

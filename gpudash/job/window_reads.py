@@ -49,21 +49,21 @@ def matched(reads: Sequence[TraceRead]) -> dict[int, RankComm]:
     return split({r.rank: r.figures.collectives for r in read}, steps, sizes)
 
 
-def comm_details(comm: RankComm | None) -> dict[str, str]:
-    """A rank's matched collectives as a trace event's details (none where not matched)."""
+def comm_figures(comm: RankComm | None) -> dict[str, float]:
+    """A rank's matched collectives as a trace's figures (none where not matched)."""
     if comm is None:
         return {}
     out = {
-        "comm_transfer_ms_per_step": f"{comm.transfer_ms:.4g}",
-        "comm_transfer_exposed_ms_per_step": f"{comm.transfer_exposed_ms:.4g}",
-        "comm_wait_ms_per_step": f"{comm.wait_ms:.4g}",
-        "comm_wait_exposed_ms_per_step": f"{comm.wait_exposed_ms:.4g}",
-        "comm_matched": str(comm.matched),
+        "comm_transfer_ms_per_step": comm.transfer_ms,
+        "comm_transfer_exposed_ms_per_step": comm.transfer_exposed_ms,
+        "comm_wait_ms_per_step": comm.wait_ms,
+        "comm_wait_exposed_ms_per_step": comm.wait_exposed_ms,
+        "comm_matched": float(comm.matched),
     }
     if comm.last_rank is not None:
-        out["comm_last_rank"] = str(comm.last_rank)
+        out["comm_last_rank"] = float(comm.last_rank)
     if comm.busbw_gbps is not None:
-        out["comm_busbw_gbps"] = f"{comm.busbw_gbps:.4g}"
+        out["comm_busbw_gbps"] = comm.busbw_gbps
     return out
 
 

@@ -21,6 +21,7 @@ from gpudash.core.job_settings import JobSettings
 from gpudash.core.memory_note import MemoryNote
 from gpudash.core.running import Running
 from gpudash.core.stage_times import StageTimes
+from gpudash.core.trace_note import TraceNote
 from gpudash.core.world_event import WorldFacts
 from gpudash.diagnosis.judge import Findings, Judgement
 from gpudash.diagnosis.memory_peak import PeakAnswer
@@ -37,6 +38,7 @@ PAYLOADS: dict[str, Callable[[dict[str, Any]], Payload]] = {
     CompileNote.KIND: CompileNote.from_dict,
     FlopsNote.KIND: FlopsNote.from_dict,
     MemoryNote.KIND: MemoryNote.from_dict,
+    TraceNote.KIND: TraceNote.from_dict,
 }
 
 

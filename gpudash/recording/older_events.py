@@ -1,9 +1,10 @@
 """An older recording's events, read as their file format's older version: before the
 configuration (``Running``), the compile events (``CompileNote``), the world event
-(``WorldFacts``), the FLOPs count (``FlopsNote``) and the memory (``MemoryNote``) had their objects
-in the ``event_data`` column, their details or words named them (a world event before that column:
-its message). Only ``recording.event_data.decode`` calls these, for a cell without the object; no
-reader of a newer recording parses details or words."""
+(``WorldFacts``), the FLOPs count (``FlopsNote``), the memory (``MemoryNote``) and a profiler
+window's figures (``TraceNote``) had their objects in the ``event_data`` column, their details or
+words named them (a world event before that column: its message). Only
+``recording.event_data.decode`` calls these, for a cell without the object; no reader of a newer
+recording parses details or words."""
 
 from __future__ import annotations
 
@@ -13,20 +14,18 @@ from collections.abc import Mapping
 
 from gpudash.core.compile_note import CompileNote
 from gpudash.core.compile_table import COMPILE_WHATS
-from gpudash.core.events import FLOPS, MEMORY, WORLD, Payload
+from gpudash.core.events import FLOPS, MEMORY, TRACE, WORLD, Payload
 from gpudash.core.flops_note import FlopsNote
-from gpudash.core.lenient import float_or, int_or
+from gpudash.core.lenient import float_or, float_or_none, int_or
 from gpudash.core.memory_kinds import KINDS
 from gpudash.core.memory_note import COUNTER_KEYS, MemoryNote
 from gpudash.core.running import NO_KNOBS, Running
+from gpudash.core.trace_note import TraceNote
 from gpudash.core.world_event import CLOCK_WORDS, GPU_WORDS, WorldFacts
 
 Said = Mapping[str, str]  # an event's what, before, after and message, as its row has them
-OLDER_DATA = COMPILE_WHATS | {
-    WORLD,
-    FLOPS,
-    MEMORY,
-}  # the events whose data an older recording named in details or words
+# the events whose data an older recording named in details or words
+OLDER_DATA = COMPILE_WHATS | {WORLD, FLOPS, MEMORY, TRACE}
 MFU_BLANK = "MFU blank: "  # an older "flops" event's line said why MFU was blank after these words
 _CLOCK = re.compile(re.escape(CLOCK_WORDS) + r" (\d+(?:\.\d+)?)")
 _HOST = re.compile(r"\(host ([^)]*)\)")
@@ -56,6 +55,8 @@ def older_data(said: Said, details: dict[str, str]) -> Payload | None:
         return _flops_note(said, details)
     if what == MEMORY:
         return _memory_note(details)
+    if what == TRACE and (details or " → " in said.get("message", "")):
+        return _trace_note(said, details)
     return _compile_note(details) if what in COMPILE_WHATS and details else None
 
 
@@ -105,6 +106,23 @@ def _memory_note(details: dict[str, str]) -> MemoryNote:
         int(fits) if fits.isdigit() else None,
         details.get("activations_not_measured", ""),
         lines,
+    )
+
+
+def _trace_note(said: Said, details: dict[str, str]) -> TraceNote:
+    """A profiler window's answer from its details (its file, from its line's end before them)."""
+    texts = {"trace_path", "trace_steps", "trace_wall_ms", "trace_start_s", "comm_link"}
+    top = {k for k in details if k.startswith("top") and k.endswith(("_kernel", "_ms_per_step"))}
+    named = {k: float_or_none(v) for k, v in details.items() if k not in texts | top}
+    kernels = [(details.get(f"top{i}_kernel", ""), float_or(details.get(f"top{i}_ms_per_step"))) for i in range(1, 6)]
+    return TraceNote(
+        details.get("trace_path") or said.get("message", "").rpartition(" → ")[2],
+        int_or(details.get("trace_steps")),
+        float_or(details.get("trace_wall_ms")),
+        float_or_none(details.get("trace_start_s")),
+        {k: v for k, v in named.items() if v is not None},
+        tuple(k for k in kernels if k[0]),
+        details.get("comm_link", ""),
     )
 
 

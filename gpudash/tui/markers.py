@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpudash.core.lenient import float_or_none
 from gpudash.core.protocol import TRACE, Event, EventKind
+from gpudash.core.trace_note import TraceNote
 
 MARKER_KINDS = frozenset(
     {EventKind.STARTED, EventKind.CHANGED, EventKind.PAUSED, EventKind.RESUMED, EventKind.CRASHED, EventKind.STOPPED}
@@ -44,27 +44,35 @@ def _knobs_change(before: str, after: str) -> str:
     return " ".join(parts) or "knobs"
 
 
+def trace_of(e: Event | None) -> TraceNote | None:
+    """A profiler window's answer (None: ``e`` is none)."""
+    return e.data if e is not None and isinstance(e.data, TraceNote) else None
+
+
 def trace_start_s(e: Event) -> float:
-    """When a profiler window began: the event says (``trace_start_s``); else (a recording, whose
-    events keep no details) the event's time less the window's wall time, export time aside."""
-    start = float_or_none(e.details.get("trace_start_s"))
-    if start is not None:
-        return min(start, e.time_s)
-    wall_ms = float_or_none(e.details.get("trace_wall_ms")) or 0.0
-    return max(0.0, e.time_s - wall_ms / 1000.0)
+    """When a profiler window began: the window says; else (a job's, whose windows the hooks time)
+    the event's time less the window's wall time, export time aside."""
+    note = trace_of(e)
+    if note is not None and note.start_s is not None:
+        return min(note.start_s, e.time_s)
+    return max(0.0, e.time_s - (note.wall_ms if note is not None else 0.0) / 1000.0)
 
 
 def trace_line(e: Event) -> str:
     """A profiler window's figures in one line: "GPU busy 72%, idle 28%, overlap 31%, 145 kernels/step,
     at 88% of the overlap bound (t=12.3 s)" (the bound where the variant has two stages); on the CPU
     its step time and that GPU figures need CUDA."""
-    d = e.details
-    busy, idle, overlap = (float_or_none(d.get(k)) for k in ("gpu_busy_pct", "idle_pct", "overlap_pct"))
-    kernels = float_or_none(d.get("kernels_per_step"))
+    note = trace_of(e)
+    figure = note.figure if note is not None else (lambda name: None)
+    busy, idle, overlap = (figure(k) for k in ("gpu_busy_pct", "idle_pct", "overlap_pct"))
+    kernels = figure("kernels_per_step")
     at = f"(t={trace_start_s(e):.1f} s)"
     if busy is None:
-        steps, wall = float_or_none(d.get("trace_steps")), float_or_none(d.get("trace_wall_ms"))
-        head = f"{steps:.0f} steps, {wall / max(steps, 1):.3g} ms/step" if steps and wall is not None else "CPU only"
+        head = (
+            f"{note.steps} steps, {note.wall_ms / max(note.steps, 1):.3g} ms/step"
+            if note and note.steps
+            else "CPU only"
+        )
         return f"{head}; GPU figures need CUDA {at}"
     parts = [f"GPU busy {busy:.0f}%"]
     if idle is not None:
@@ -73,10 +81,10 @@ def trace_line(e: Event) -> str:
         parts.append(f"overlap {overlap:.0f}%")
     if kernels is not None:
         parts.append(f"{kernels:.0f} kernels/step")
-    pct = float_or_none(d.get("pct_of_overlap_bound"))
+    pct = figure("pct_of_overlap_bound")
     if pct is not None:
         parts.append(f"at {pct:.0f}% of the overlap bound")
-    comm, exposed = float_or_none(d.get("comm_ms_per_step")), float_or_none(d.get("comm_exposed_ms_per_step"))
+    comm, exposed = figure("comm_ms_per_step"), figure("comm_exposed_ms_per_step")
     if comm is not None and exposed is not None:
         parts.append(f"all-reduce {comm:.3g} ms/step, {exposed:.3g} exposed")
     return f"{', '.join(parts)} {at}"

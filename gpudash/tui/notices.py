@@ -14,7 +14,7 @@ from enum import Enum
 from gpudash.core.protocol import DIAGNOSIS, MEMORY_PEAK, NOT_RESPONDING, SAMPLES_DROPPED, Event, EventKind
 from gpudash.diagnosis.judge import judgement_of
 from gpudash.diagnosis.remedies import LIMIT_WORDS, Remedy
-from gpudash.tui.markers import is_trace, trace_line
+from gpudash.tui.markers import is_trace, trace_line, trace_of
 from gpudash.tui.state import DashState
 
 STARTING = "starting workload (importing torch)…"
@@ -96,8 +96,9 @@ def gpm_notice(why: str) -> Notice:
 
 def trace_notice(e: Event, live: bool) -> Notice:
     """A profiler window's answer: where its trace is (for Perfetto) and its figures."""
-    path = e.details.get("trace_path") or e.message.rpartition(" → ")[2]
-    summary = e.message.rpartition(" → ")[0] or trace_line(e)
+    note = trace_of(e)
+    path = note.path if note is not None else ""
+    summary = (e.message.removesuffix(f" → {path}") if path else "") or trace_line(e)
     text = f"open in {PERFETTO}: {short_path(path)} — {summary}" if path else summary
     return Notice(text, toast=live)
 

@@ -15,6 +15,7 @@ from typing import Protocol
 
 from gpudash.core.protocol import Event, RankSample, Sample
 from gpudash.ranks.own_work import StragglerVerdict, judge, rank_work
+from gpudash.tui.markers import trace_of
 
 OWN_WINDOWS = 20  # each rank's latest windows the straggler is judged over
 RANKS_SHOWN = 8  # ranks named one by one in the ranks line; past that, counted
@@ -82,9 +83,10 @@ def ranks_line(state: RanksState) -> str | None:
     elif s.slowest_rank is not None and s.slowest_rank_step_ms is not None:
         parts.append(f"slowest rank {s.slowest_rank}: {s.slowest_rank_step_ms:.3g} ms/step p50")
     trace = state.last_trace
-    exposed = trace.details.get("comm_exposed_ms_per_step") if trace is not None else None
+    note = trace_of(trace)
+    exposed = note.figure("comm_exposed_ms_per_step") if note is not None else None
     if trace is not None and exposed and not any(r.allreduce_exposed_ms is not None for r in ranks):
-        parts.append(f"all-reduce exposed {float(exposed):.3g} ms/step (t={trace.time_s:.0f} s)")
+        parts.append(f"all-reduce exposed {exposed:.3g} ms/step (t={trace.time_s:.0f} s)")
     e = state.last_scaling
     if e is not None and "scaling_efficiency" in e.details:
         parts.append(f"scaling efficiency {float(e.details['scaling_efficiency']):.2f} (t={e.time_s:.0f} s)")

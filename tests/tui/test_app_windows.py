@@ -7,6 +7,7 @@ import dataclasses
 from pathlib import Path
 
 from gpudash.core.protocol import Event, EventKind, RunConfig
+from gpudash.core.trace_note import TraceNote
 from gpudash.recording.replay import ReplaySource
 from gpudash.tui.stats_panel import StatsPanel
 from tests.messages import present
@@ -85,6 +86,12 @@ async def test_the_palette_asks_for_a_profiler_window() -> None:
         assert message(app).startswith("profiling 20 steps…")
 
 
+def with_figures(trace: Event, **figures: float) -> TraceNote:
+    """A profiler window's answer with more figures."""
+    assert isinstance(trace.data, TraceNote)
+    return dataclasses.replace(trace.data, figures={**trace.data.figures, **figures})
+
+
 def test_a_live_dashboard_run_gets_a_trace_directory(tmp_path: Path) -> None:
     from gpudash.tui.entry_points import with_trace_dir
 
@@ -140,9 +147,7 @@ async def test_a_data_parallel_runs_line_shows_the_all_reduce_exposed_in_the_las
         src.push(dataclasses.replace(last, time_s=last.time_s + 0.25, world_size=2))
         trace = trace_event(t=6.0)
         src.push(
-            dataclasses.replace(
-                trace, details={**trace.details, "comm_ms_per_step": "2.1", "comm_exposed_ms_per_step": "0.34"}
-            )
+            dataclasses.replace(trace, data=with_figures(trace, comm_ms_per_step=2.1, comm_exposed_ms_per_step=0.34))
         )
         app.refresh_now()
         await pilot.pause()

@@ -15,6 +15,7 @@ import pytest
 from textual.widgets import Label, Static
 
 from gpudash.core.protocol import Control, Diagnose, EventKind, Resume, RunConfig, SetBatchSize, SetKnobs, TraceWindow
+from gpudash.core.trace_note import TraceNote
 from gpudash.host.session import EngineSession
 from gpudash.tui.app import GpuDashApp
 from gpudash.tui.entry_points import prepare_for_child_processes
@@ -145,7 +146,9 @@ async def trace_a_window(app: GpuDashApp, pilot: DashPilot, seen: Seen, traces: 
     await wait_until(pilot, lambda: app.state.last_trace is not None, "the window's measured event", timeout_s=WAIT_S)
     note_marks(app, seen)
     seen.traces = list(traces.glob("*.json.gz"))
-    seen.trace_path = present(app.state.last_trace).details["trace_path"]
+    note = present(app.state.last_trace).data
+    assert isinstance(note, TraceNote)
+    seen.trace_path = note.path
     seen.trace_said = app.query_one(MessageBar).text
     seen.titles["T"] = str(app.query_one("#stats").border_title)
 
