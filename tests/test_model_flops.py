@@ -91,7 +91,8 @@ def test_a_new_batch_size_is_counted_once_and_going_back_counts_nothing_again() 
     events = flops_events(msgs)
     assert len(events) == 2  # batch 2, batch 4; back at 2 the first count stands
     small, large = (e.data.flops_per_step for e in events if isinstance(e.data, FlopsNote))
-    assert small is not None and large == pytest.approx(2 * small, rel=0.01)  # the model's arithmetic grows with the batch
+    # the model's arithmetic grows with the batch
+    assert small is not None and large == pytest.approx(2 * small, rel=0.01)
     by_batch = {s.batch_size: s.flops_per_step for s in samples_of(msgs) if s.steps_per_s > 0}
     assert by_batch == {2: small, 4: large}
     w.close()
