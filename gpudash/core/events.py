@@ -94,8 +94,8 @@ class Event:
     before: str = ""
     after: str = ""
     message: str = ""  # one line for the user
-    # Extra facts, text only. "started"/"changed": the configuration now running (workload,
-    # variant, batch_size, device, knobs); "started" also torch, cuda, device_name, gpu_uuid, pid.
+    # Extra facts, text only: "started" torch, cuda, device_name, gpu_uuid, pid; an event with a
+    # configuration, its text form (filled in from ``running``).
     details: dict[str, str] = field(default_factory=dict, compare=False)
     # The configuration the event is about, typed; None: none (a job's phase, a drop report). Its
     # text form fills the details' configuration keys (what a person reads in the CSV).

@@ -25,13 +25,6 @@ class FlopsNote:
     count_step_s: float | None = None  # ... its seconds
     untraced_s: float | None = None  # ... and an untraced step's
 
-    @property
-    def count_cost_s(self) -> float | None:
-        """What the count cost the job (None: not said)."""
-        if self.count_step_s is None or self.untraced_s is None:
-            return None
-        return max(0.0, self.count_step_s - self.untraced_s)
-
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 

@@ -3,9 +3,9 @@
 was recorded and nothing is parsed back out of its prose. Each kind of typed data is known here by
 its ``KIND``; the configuration (``Running``) is its own object.
 
-A recording made before the configuration and the compile events had their objects named them in the
-details' text: ``decode`` reads that form as a file format's older version (``older_events``), and
-nothing else of any details."""
+A recording made before an event's configuration or data had its object named them in the details'
+text or the event's words: ``decode`` reads that form as the file format's older version
+(``older_events``), and nothing else of any details."""
 
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ on its redraw timer; tests and benchmarks use it directly.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING
@@ -365,9 +365,6 @@ class DashState:
     def flops_event(self) -> Event | None:
         """The "flops" event of the configuration running now: what was counted, or why MFU is blank."""
         return self.flops.of(self.last_sample)
-
-    def iter_segments(self) -> Iterator[Segment]:
-        return iter(self.segments)
 
 
 def default_variant(workload: str) -> str:
