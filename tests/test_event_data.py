@@ -1,7 +1,7 @@
 """Every event a recording keeps comes back whole: its kind, what, before, after, message, its
 details, its configuration (``Running``) and its typed data (a diagnosis' judgement, with its
 evidence, sync table, remedies and compile verdict; a job's settings; its goodput; a memory
-window's peak; a compile's note; a FLOPs count; a job's memory; a profiler window's figures)
+window's peak; a compile's note; a FLOPs count; a job's memory; a profiler window's figures; run.json's facts)
 through a real CSV file, as a replay reads it (a property test); and a cell that is not an event's
 data is a malformed row, never a wrong verdict."""
 
@@ -17,11 +17,25 @@ from hypothesis import strategies as st
 
 from gpudash.core.compile_note import CompileNote
 from gpudash.core.compile_table import COMPILE_WHATS
+from gpudash.core.events import SHAPES
 from gpudash.core.flops_note import FlopsNote
 from gpudash.core.goodput import Goodput
 from gpudash.core.job_settings import JobSettings
 from gpudash.core.memory_note import MemoryNote
-from gpudash.core.protocol import DIAGNOSIS, FLOPS, GOODPUT, MEMORY, MEMORY_PEAK, TRACE, WORLD, Event, EventKind
+from gpudash.core.protocol import (
+    DIAGNOSIS,
+    FLOPS,
+    GOODPUT,
+    MEMORY,
+    MEMORY_PEAK,
+    OUT_OF_MEMORY,
+    PROCESSES,
+    TRACE,
+    WORLD,
+    Event,
+    EventKind,
+)
+from gpudash.core.run_facts import RunFacts
 from gpudash.core.running import Running
 from gpudash.core.stage_times import StageTimes
 from gpudash.core.trace_note import TraceNote
@@ -158,6 +172,12 @@ trace_notes = st.builds(
     st.lists(st.tuples(text, st.floats(0.0, 1e3)), max_size=3).map(tuple),
     text,
 )
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(1 << 40), 1 << 40) | st.floats(-1e9, 1e9) | text,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(text, inner, max_size=3),
+    max_leaves=8,
+)
+run_facts = st.builds(RunFacts, st.dictionaries(text, json_values, max_size=4))
 runnings = st.builds(Running, text.filter(bool), text, st.integers(0, 1 << 20), text, text, st.integers(1, 1 << 16))
 # each typed data's event, as its makers name it (a compile note: any of the compile events)
 WHAT = {
@@ -169,6 +189,7 @@ WHAT = {
     FlopsNote: st.just(FLOPS),
     MemoryNote: st.just(MEMORY),
     TraceNote: st.just(TRACE),
+    RunFacts: st.sampled_from([SHAPES, PROCESSES, OUT_OF_MEMORY]),
     CompileNote: st.sampled_from(sorted(COMPILE_WHATS)),
 }
 # an event without data may be of a kind an older recording named in words: it reads back without data
@@ -182,7 +203,7 @@ def events(draw: Any) -> Event:
     data: Any = None
     if kind == EventKind.MEASURED:
         payloads = judgements() | worlds | stage_times | goodputs | peaks | notes | flops_notes | memory_notes
-        data = draw(st.none() | payloads | trace_notes)
+        data = draw(st.none() | payloads | trace_notes | run_facts)
     elif kind == EventKind.STARTED:
         data = draw(st.none() | job_settings)  # a job's settings, as its lead rank said them
     what = draw(WHAT.get(type(data), text) if data is not None else no_data_what)

@@ -10,7 +10,19 @@ from gpudash.cli.main import main
 from gpudash.core.compile_table import RECOMPILE, CompileTable
 from gpudash.core.flops_note import FlopsNote
 from gpudash.core.memory_note import MemoryNote
-from gpudash.core.protocol import FLOPS, MEMORY, TRACE, Event, EventKind, ExitCode, GpuSample, Message, Sample
+from gpudash.core.protocol import (
+    FLOPS,
+    MEMORY,
+    PROCESSES,
+    TRACE,
+    Event,
+    EventKind,
+    ExitCode,
+    GpuSample,
+    Message,
+    Sample,
+)
+from gpudash.core.run_facts import RunFacts
 from gpudash.core.running import Running
 from gpudash.core.trace_note import TraceNote
 from gpudash.recording import csvformat
@@ -102,6 +114,10 @@ def test_an_older_recordings_configuration_and_compile_details_read_back_as_thei
     assert flops == FlopsNote(100, "mixed", None, "", "the step mixes dtypes")
     held = {"params_bytes": "8", "peak_allocated_bytes": "64", "total_bytes": "80", "step": "4", "fits_batch": "12"}
     memory = older_data({"what": MEMORY}, {**held, "activation_lines": '[["t.py:9 y = f(x)", 24]]'})
+    joined = {"processes": '[{"pid": 7, "steps": 20}]', "steps_combined": "one after the other"}
+    assert older_data({"what": PROCESSES}, joined) == RunFacts(
+        {"processes": [{"pid": 7, "steps": 20}], "steps_combined": "one after the other"}
+    )
     window = {"trace_path": "/t/w.json.gz", "trace_steps": "20", "trace_wall_ms": "400", "gpu_busy_pct": "72.2"}
     trace = older_data({"what": TRACE, "message": "20 steps traced → /t/w.json.gz"}, {**window, "top1_kernel": "gemm"})
     assert trace == TraceNote("/t/w.json.gz", 20, 400.0, None, {"gpu_busy_pct": 72.2}, (("gemm", 0.0),))

@@ -12,6 +12,7 @@ from gpudash.boot.gpudash_boot.compiled_flops import CompiledForwards, uses_cuda
 from gpudash.job.shape_steps import GENERAL_FIX, ShapeSteps
 from gpudash.job.step_record import StepRecord
 from gpudash.job.steps import window_figures
+from gpudash.recording.record import facts_of
 
 STEADY_S, NEW_S = 0.0064, 0.160
 
@@ -50,7 +51,7 @@ def test_the_steps_at_a_new_shape_are_tallied_with_their_cost_and_the_fix() -> N
         f"compiled: 0.61 s more) — {GENERAL_FIX}"
     )
     event = shapes.event(12.0, fix="pad idx")
-    assert event is not None and event.message.endswith(" — pad idx") and event.details["new_shape_steps"] == "4"
+    assert event is not None and event.message.endswith(" — pad idx") and facts_of(event)["new_shape_steps"] == 4
     assert ShapeSteps().event(1.0) is None and ShapeSteps().line() == ""
 
 
@@ -105,4 +106,4 @@ def test_a_step_at_a_new_shape_after_its_compile_paid_for_it_and_the_line_says_b
     line = shapes.line()
     assert "; with the phases before them (their compiles), timed apart, 1.3 s in all — " in line, line
     event = shapes.event(3.0)
-    assert event is not None and event.details["new_shape_phase_s"] == "0.7"
+    assert event is not None and facts_of(event)["new_shape_phase_s"] == 0.7

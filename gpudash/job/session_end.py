@@ -5,11 +5,11 @@ or by itself with code 0) or crashed (a signal, a code, or why it could not run)
 
 from __future__ import annotations
 
-import json
 import time
 from typing import Any
 
 from gpudash.core.protocol import OUT_OF_MEMORY, EventKind
+from gpudash.core.run_facts import RunFacts
 from gpudash.diagnosis.out_of_memory import explained
 from gpudash.job.launch import JobProcess
 from gpudash.job.session_parts import SessionOut, SessionParts
@@ -36,7 +36,8 @@ def say_how_it_ended(
     """The out-of-memory error that ended it (a thread's: the job may end 0), then "stopped" or
     "crashed". ``ctrl_c``: the user's Ctrl-C came to gpudash, which passed it on."""
     if oom is not None and (code != 0 or oom.get("thread")):
-        out.event(EventKind.ERROR, what=OUT_OF_MEMORY, message=explained(oom), details=_texts(oom))
+        facts = RunFacts.of({k: v for k, v in oom.items() if k != "k" and v is not None})
+        out.event(EventKind.ERROR, what=OUT_OF_MEMORY, message=explained(oom), data=facts)
     stopped = process.stopped_by_gpudash
     ctrl_c = ctrl_c or (process.killed_by() == "SIGINT" and process.terminal.job_group is not None)
     if code == 0 or stopped or ctrl_c:
@@ -47,8 +48,3 @@ def say_how_it_ended(
         killed = f"the job was killed by {signal_name} (exit status {code})" if signal_name else ""
         message = why or killed or f"the job exited with code {code}"
         out.event(EventKind.CRASHED, message=message, details={"exit_code": str(code)})
-
-
-def _texts(m: dict[str, Any]) -> dict[str, str]:
-    """A message's fields as an event's details (run.json's ``out_of_memory``)."""
-    return {k: json.dumps(v) if isinstance(v, list) else str(v) for k, v in m.items() if k != "k" and v is not None}

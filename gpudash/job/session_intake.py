@@ -6,7 +6,6 @@ run says of them goes into the session's outgoing messages (``SessionParts.out``
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,6 +16,7 @@ from gpudash.boot.gpudash_boot.sync_table import SyncTable
 from gpudash.core.compile_table import COMPILE_SUMMARY
 from gpudash.core.lenient import int_or
 from gpudash.core.protocol import FLOPS, PROCESSES, STEPS_COUNTED, Event, EventKind, SyncSites
+from gpudash.core.run_facts import RunFacts
 from gpudash.engine.model_flops import ModelCount
 from gpudash.job.mfu import cost, job_count, missing
 from gpudash.job.session_parts import SessionParts
@@ -145,8 +145,8 @@ class SessionIntake:
     def processes_said(self, message: str) -> None:
         """How several processes' steps of a rank count (run.json's ``processes``, ``steps_combined``)."""
         steps = self.parts.step_intake
-        details = {"processes": json.dumps(steps.as_list()), "steps_combined": steps.combined()}
-        self.out.event(EventKind.MEASURED, what=PROCESSES, message=message, details=details)
+        facts = RunFacts.of({"processes": steps.as_list(), "steps_combined": steps.combined()})
+        self.out.event(EventKind.MEASURED, what=PROCESSES, message=message, data=facts)
 
     def _on_sites(self, r: Received) -> None:
         try:

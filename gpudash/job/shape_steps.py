@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from gpudash.core.compile_reasons import RANGE, SHAPE
 from gpudash.core.compile_table import CompileTable
 from gpudash.core.events import SHAPES, Event, EventKind
+from gpudash.core.run_facts import RunFacts
 from gpudash.job.step_record import StepRecord
 
 GENERAL_FIX = (
@@ -110,15 +111,22 @@ class ShapeSteps:
         """The "measured" event of the tally (None where no step ran at a new shape)."""
         if not self.steps:
             return None
-        details = {
-            "new_shape_steps": str(self.steps),
-            "new_shape_s": f"{self.seconds:.4g}",
-            "steady_steps": str(self.steady_steps),
-            "steady_s": f"{self.steady_s:.4g}",
-            "graphs_again_steps": str(self.graphs_again),
-            "new_shape_phase_s": f"{self.phase_s:.4g}",
-        }
-        return Event(time_s, EventKind.MEASURED, what=SHAPES, message=self.line(fix), details=details)
+        facts = RunFacts(
+            {
+                "new_shape_steps": self.steps,
+                "new_shape_s": _figure(self.seconds),
+                "steady_steps": self.steady_steps,
+                "steady_s": _figure(self.steady_s),
+                "graphs_again_steps": self.graphs_again,
+                "new_shape_phase_s": _figure(self.phase_s),
+            }
+        )
+        return Event(time_s, EventKind.MEASURED, what=SHAPES, message=self.line(fix), data=facts)
+
+
+def _figure(seconds: float) -> float:
+    """Seconds to four figures, as run.json keeps them."""
+    return float(f"{seconds:.4g}")
 
 
 def _duration(seconds: float) -> str:

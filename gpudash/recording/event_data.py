@@ -19,6 +19,7 @@ from gpudash.core.flops_note import FlopsNote
 from gpudash.core.goodput import Goodput
 from gpudash.core.job_settings import JobSettings
 from gpudash.core.memory_note import MemoryNote
+from gpudash.core.run_facts import RunFacts
 from gpudash.core.running import Running
 from gpudash.core.stage_times import StageTimes
 from gpudash.core.trace_note import TraceNote
@@ -39,6 +40,7 @@ PAYLOADS: dict[str, Callable[[dict[str, Any]], Payload]] = {
     FlopsNote.KIND: FlopsNote.from_dict,
     MemoryNote.KIND: MemoryNote.from_dict,
     TraceNote.KIND: TraceNote.from_dict,
+    RunFacts.KIND: RunFacts.from_dict,
 }
 
 

@@ -1,31 +1,33 @@
 """An older recording's events, read as their file format's older version: before the
 configuration (``Running``), the compile events (``CompileNote``), the world event
-(``WorldFacts``), the FLOPs count (``FlopsNote``), the memory (``MemoryNote``) and a profiler
-window's figures (``TraceNote``) had their objects in the ``event_data`` column, their details or
-words named them (a world event before that column: its message). Only
-``recording.event_data.decode`` calls these, for a cell without the object; no reader of a newer
-recording parses details or words."""
+(``WorldFacts``), the FLOPs count (``FlopsNote``), the memory (``MemoryNote``), a profiler
+window's figures (``TraceNote``) and run.json's objects (``RunFacts``) had their objects in the
+``event_data`` column, their details or words named them (a world event before that column: its
+message). Only ``recording.event_data.decode`` calls these, for a cell without the object; no
+reader of a newer recording parses details or words."""
 
 from __future__ import annotations
 
 import json
 import re
 from collections.abc import Mapping
+from typing import Any
 
 from gpudash.core.compile_note import CompileNote
 from gpudash.core.compile_table import COMPILE_WHATS
-from gpudash.core.events import FLOPS, MEMORY, TRACE, WORLD, Payload
+from gpudash.core.events import FLOPS, MEMORY, OUT_OF_MEMORY, PROCESSES, SHAPES, TRACE, WORLD, Payload
 from gpudash.core.flops_note import FlopsNote
 from gpudash.core.lenient import float_or, float_or_none, int_or
 from gpudash.core.memory_kinds import KINDS
 from gpudash.core.memory_note import COUNTER_KEYS, MemoryNote
+from gpudash.core.run_facts import RunFacts
 from gpudash.core.running import NO_KNOBS, Running
 from gpudash.core.trace_note import TraceNote
 from gpudash.core.world_event import CLOCK_WORDS, GPU_WORDS, WorldFacts
 
 Said = Mapping[str, str]  # an event's what, before, after and message, as its row has them
 # the events whose data an older recording named in details or words
-OLDER_DATA = COMPILE_WHATS | {WORLD, FLOPS, MEMORY, TRACE}
+OLDER_DATA = COMPILE_WHATS | {WORLD, FLOPS, MEMORY, TRACE, SHAPES, PROCESSES, OUT_OF_MEMORY}
 MFU_BLANK = "MFU blank: "  # an older "flops" event's line said why MFU was blank after these words
 _CLOCK = re.compile(re.escape(CLOCK_WORDS) + r" (\d+(?:\.\d+)?)")
 _HOST = re.compile(r"\(host ([^)]*)\)")
@@ -57,6 +59,8 @@ def older_data(said: Said, details: dict[str, str]) -> Payload | None:
         return _memory_note(details)
     if what == TRACE and (details or " → " in said.get("message", "")):
         return _trace_note(said, details)
+    if what in (SHAPES, PROCESSES, OUT_OF_MEMORY) and details:
+        return RunFacts({k: _json_value(v) for k, v in details.items()})
     return _compile_note(details) if what in COMPILE_WHATS and details else None
 
 
@@ -107,6 +111,19 @@ def _memory_note(details: dict[str, str]) -> MemoryNote:
         details.get("activations_not_measured", ""),
         lines,
     )
+
+
+def _json_value(text: str) -> Any:
+    """An older detail's value as run.json kept it: a whole number as one, a list or an object
+    (JSON) as itself, else the text."""
+    if text.isdecimal():
+        return int(text)
+    if text[:1] in "[{":
+        try:
+            return json.loads(text)
+        except ValueError:
+            return text
+    return text
 
 
 def _trace_note(said: Said, details: dict[str, str]) -> TraceNote:

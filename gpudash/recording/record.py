@@ -41,6 +41,7 @@ from gpudash.core.protocol import (
     Sample,
     SyncSites,
 )
+from gpudash.core.run_facts import RunFacts
 from gpudash.core.runstate import RunState
 from gpudash.recording import csvformat
 from gpudash.recording.line_writers import FdWriter, RecordWriteError, StreamWriter
@@ -52,17 +53,9 @@ from gpudash.stats.segments import Segment, SegmentTracker
 _SEGMENT_ENDS = frozenset({EventKind.CHANGED, EventKind.STARTED, EventKind.STOPPED, EventKind.CRASHED})
 
 
-def _counts(details: dict[str, str]) -> dict[str, Any]:
-    """An event's details with its whole numbers as numbers (bytes, steps, lines) and the job's lines
-    holding its activations as a list (``[[line, bytes], …]``)."""
-    out: dict[str, Any] = {k: int(v) if v.isdecimal() else v for k, v in details.items()}
-    for key in ("activation_lines", "lines"):
-        if key in out:
-            try:
-                out[key] = json.loads(out[key])
-            except ValueError:
-                del out[key]
-    return out
+def facts_of(e: Event) -> dict[str, Any]:
+    """What an event adds to run.json (``RunFacts``; none where it has none)."""
+    return dict(e.data.values) if isinstance(e.data, RunFacts) else {}
 
 
 class CsvRecorder:
@@ -150,7 +143,7 @@ class CsvRecorder:
             elif msg.kind in (EventKind.MEASURED, EventKind.STALLED):
                 self._note_phases(msg)
             elif msg.kind == EventKind.ERROR and msg.what == OUT_OF_MEMORY:
-                self.metadata["out_of_memory"] = {"message": msg.message, **_counts(msg.details)}
+                self.metadata["out_of_memory"] = {"message": msg.message, **facts_of(msg)}
                 self.write_metadata()
         elif isinstance(msg, SyncSites):
             self._note_sync_sites(msg)
@@ -189,15 +182,13 @@ class CsvRecorder:
             self.metadata["wall_s"] = round(account.wall_s, 3)
             self.metadata["goodput_pct"] = None if account.pct is None else round(account.pct, 2)
         elif e.what == SHAPES:  # a compiled job's steps at a new shape: out of its steady rate, their cost
-            self.metadata["new_shapes"] = {"line": e.message, **_counts(e.details)}
+            self.metadata["new_shapes"] = {"line": e.message, **facts_of(e)}
         elif e.what == MEMORY:  # a job's memory by kind: the latest (the end's, with its peak)
             self.metadata["memory"] = e.data.run_json() if isinstance(e.data, MemoryNote) else {}
         elif e.what == PROCESSES:  # several processes stepped as a rank: each one's steps, and how they add up
-            try:
-                self.metadata["processes"] = json.loads(e.details.get("processes") or "[]")
-            except ValueError:
-                return
-            self.metadata["steps_combined"] = e.details.get("steps_combined", "")
+            facts = facts_of(e)
+            self.metadata["processes"] = facts.get("processes", [])
+            self.metadata["steps_combined"] = facts.get("steps_combined", "")
         else:
             return
         self.write_metadata()
