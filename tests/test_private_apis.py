@@ -21,6 +21,7 @@ What counts as a use, read from each module's syntax tree:
 from __future__ import annotations
 
 import ast
+import functools
 import importlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -118,7 +119,10 @@ class _Module:
         self._overrides: list[tuple[int, str, str]] | None = None
 
 
-MODULES = {m.name: m for m in map(_Module, _modules())}
+@functools.cache
+def modules() -> dict[str, _Module]:
+    """The project's modules by name, parsed once, when a test first asks (not at collection)."""
+    return {m.name: m for m in map(_Module, _modules())}
 
 
 def _origin(module: _Module, expr: ast.expr) -> str | None:
@@ -143,7 +147,7 @@ def _dependency_bases(module: _Module, cls: ast.ClassDef, seen: frozenset[str] =
             continue
         owner, _, name = origin.rpartition(".")
         if _own(origin):
-            target = MODULES.get(owner)
+            target = modules().get(owner)
             if target is not None and name in target.classes:
                 yield from _dependency_bases(target, target.classes[name], seen | {origin})
         else:
@@ -206,7 +210,7 @@ def _overrides(module: _Module) -> list[tuple[int, str, str]]:
 def _own_names() -> set[str]:
     """Private names the project defines (not overrides of a dependency's)."""
     names: set[str] = set()
-    for module in MODULES.values():
+    for module in modules().values():
         overridden = {(line, name) for line, name, _ in _overrides(module)}
         for node in module.nodes:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
@@ -237,7 +241,10 @@ def _own_names() -> set[str]:
     return {n for n in names if _private(n)}
 
 
-OWN_NAMES = _own_names()
+@functools.cache
+def own_names() -> frozenset[str]:
+    """``_own_names``, once."""
+    return frozenset(_own_names())
 
 
 def _annotations(module: _Module) -> Iterator[ast.expr]:
@@ -294,7 +301,7 @@ def uses(module: _Module) -> list[str]:
             and isinstance(node.args[1], ast.Constant)
             and isinstance(node.args[1].value, str)
             and _private(node.args[1].value)
-            and node.args[1].value not in OWN_NAMES
+            and node.args[1].value not in own_names()
         ):
             say(node, f"{node.func.id}(…, {node.args[1].value!r})")
     for nodes in [module.nodes, *(list(ast.walk(a)) for a in _annotations(module))]:
@@ -305,7 +312,7 @@ def uses(module: _Module) -> list[str]:
                     continue
                 if root is not None and not _own(root):
                     say(node, f"{ast.unparse(node)} (of {root})")
-                elif node.attr not in OWN_NAMES:
+                elif node.attr not in own_names():
                     say(node, ast.unparse(node))
     for line, name, base in _overrides(module):
         out.append(f"{module.rel}:{line} {name} overrides {base}.{name}")
@@ -313,7 +320,7 @@ def uses(module: _Module) -> list[str]:
 
 
 def test_no_private_api_of_a_dependency_outside_the_adapters() -> None:
-    found = [u for m in MODULES.values() if m.rel not in ADAPTERS for u in uses(m)]
+    found = [u for m in modules().values() if m.rel not in ADAPTERS for u in uses(m)]
     assert found == [], (
         "private APIs of dependencies outside the adapters (use the public API, or move "
         "the use into an adapter of tests/test_private_apis.py's ADAPTERS):\n" + "\n".join(found)
@@ -322,7 +329,7 @@ def test_no_private_api_of_a_dependency_outside_the_adapters() -> None:
 
 @pytest.mark.parametrize("path", sorted(ADAPTERS))
 def test_each_adapter_exists_and_still_needs_its_place(path: str) -> None:
-    module = next((m for m in MODULES.values() if m.rel == path), None)
+    module = next((m for m in modules().values() if m.rel == path), None)
     assert module is not None, f"{path} is gone: take it off ADAPTERS"
     assert uses(module), f"{path} uses no private API any more: take it off ADAPTERS"
     assert ast.get_docstring(module.tree), f"{path} says why it needs private APIs, in its docstring"
