@@ -20,6 +20,7 @@ import pytest
 import gpudash
 from gpudash.cli.main import main
 from gpudash.core.protocol import Event, EventKind, GpuSample, Sample
+from gpudash.core.running import Running
 from gpudash.engine.measure import percentile
 from gpudash.recording.csvread import read_table
 from gpudash.recording.replay import ReplaySource, read_all
@@ -82,6 +83,7 @@ def test_a_tracked_loop_replays_with_its_samples_marks_and_end(tmp_path):
     msgs = messages(path)
     ev = events(msgs)
     assert [e.kind for e in ev] == ["starting", "started", "changed", "stopped"]
+    assert ev[1].running == Running("resnet-ft", "start", 8, device="cpu")  # read back typed, as it was written
     assert (ev[2].what, ev[2].before, ev[2].after) == ("mark", "start", "lr drop")
     assert ev[3].message == f"stopped tracking after {before + after} steps"
     ss = samples(msgs)

@@ -188,11 +188,11 @@ class Writer:
         """The first step has completed: the run has started (its batch size is known now)."""
         if self.batch_size is None:
             self.batch_size = first.samples // max(1, first.steps) or 1
-        details = {**self._running().details(), **self.started_details}
         self._event(
             EventKind.STARTED,
             message=f"started tracking {self.label} (batch {self.batch_size}) on {self.device.name}",
-            details=details,
+            details=dict(self.started_details),
+            running=self._running(),
         )
         self.recorder.metadata["config"] = dict(self.config)  # the label is no workload of the catalog's
         self._write_metadata()
