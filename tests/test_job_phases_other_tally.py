@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from gpudash.core.goodput import PhaseSpan
 from gpudash.core.protocol import CHECKPOINT, OTHER, PROFILING, STALLED_PHASE, STARTUP, TRAINING, Event, EventKind
 from gpudash.core.samples import Sample  # (the message kinds' own module)
 from gpudash.job.phase_watch import PhaseWatch
@@ -38,6 +39,11 @@ def _watched(kind: str, step_s: float, span: tuple[float, float]) -> tuple[Phase
     return watch, emitted
 
 
+def phase_event(t: float, what: str, after: str, message: str) -> Event:
+    """A phase that ended after ``after`` seconds, as the job's watch tells it."""
+    return Event(t, EventKind.PHASE, what=what, after=after, message=message, data=PhaseSpan(float(after)))
+
+
 def test_an_other_span_is_counted_once_and_one_told_during_a_stall_is_the_stalls() -> None:
     watch, emitted = _watched(OTHER, 1.0, (2.0, 4.0))
     assert emitted[-1]["message"] == "other 2.00 s between steps, no training seen in it"
@@ -62,14 +68,14 @@ def test_profiling_is_said_as_gpudashs_and_left_out_of_goodputs_wall_time() -> N
     assert watch.phases.goodput_pct(6.0) == pytest.approx(100 * 4.0 / 5.0)  # training 4 s of the job's 5
     assert "profiling 1.0 s" in watch.phases.line(6.0)
     timeline = PhaseTimeline()  # the dashboard's live figure: the same share
-    timeline.on_event(Event(4.0, EventKind.PHASE, what=PROFILING, after="1.000", message="profiling 1.00 s"))
+    timeline.on_event(phase_event(4.0, PROFILING, "1.000", "profiling 1.00 s"))
     timeline.on_sample(job_sample(6.0, 2.0, 4.0, batch=16))  # 4 s of training by 6 s
     assert timeline.goodput_pct(6.0) == pytest.approx(100 * 4.0 / 5.0)
     rows = PhaseRows()  # a recording without its sidecar: the same goodput
     run: list[Event | Sample] = [
-        Event(1.0, EventKind.PHASE, what=STARTUP, after="1.000", message="startup 1.00 s"),
+        phase_event(1.0, STARTUP, "1.000", "startup 1.00 s"),
         *(_job_sample(1.25 + 0.25 * i) for i in range(8)),
-        Event(4.0, EventKind.PHASE, what=PROFILING, after="1.000", message="profiling 1.00 s"),
+        phase_event(4.0, PROFILING, "1.000", "profiling 1.00 s"),
         *(_job_sample(4.25 + 0.25 * i) for i in range(8)),
     ]
     for m in run:
@@ -90,9 +96,9 @@ def _job_sample(t: float) -> Sample:
 def _other_run() -> list[Any]:
     """Startup to 2 s, training to 6 s, 2 s of other work between two steps, training to 10 s."""
     return [
-        Event(3.0, EventKind.PHASE, what=STARTUP, after="2.000", message="startup 2.00 s"),
+        phase_event(3.0, STARTUP, "2.000", "startup 2.00 s"),
         *(_job_sample(2.25 + 0.25 * i) for i in range(16)),
-        Event(8.0, EventKind.PHASE, what=OTHER, after="2.000", message="other 2.00 s between steps"),
+        phase_event(8.0, OTHER, "2.000", "other 2.00 s between steps"),
         *(_job_sample(8.25 + 0.25 * i) for i in range(8)),
     ]
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from gpudash.cli.main import main
 from gpudash.core.compile_table import RECOMPILE, CompileTable
 from gpudash.core.flops_note import FlopsNote
+from gpudash.core.goodput import PhaseSpan
 from gpudash.core.memory_note import MemoryNote
 from gpudash.core.protocol import (
     FLOPS,
@@ -114,6 +115,8 @@ def test_an_older_recordings_configuration_and_compile_details_read_back_as_thei
     assert flops == FlopsNote(100, "mixed", None, "", "the step mixes dtypes")
     held = {"params_bytes": "8", "peak_allocated_bytes": "64", "total_bytes": "80", "step": "4", "fits_batch": "12"}
     memory = older_data({"what": MEMORY}, {**held, "activation_lines": '[["t.py:9 y = f(x)", 24]]'})
+    assert older_data({"kind": "phase", "what": "evaluation", "after": "1.250"}, {}) == PhaseSpan(1.25)
+    assert older_data({"kind": "phase", "what": "evaluation", "after": ""}, {}) == PhaseSpan(None)  # under way
     joined = {"processes": '[{"pid": 7, "steps": 20}]', "steps_combined": "one after the other"}
     assert older_data({"what": PROCESSES}, joined) == RunFacts(
         {"processes": [{"pid": 7, "steps": 20}], "steps_combined": "one after the other"}

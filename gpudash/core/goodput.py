@@ -35,3 +35,30 @@ class Goodput:
             else {}
         )
         return cls(each, float_or_none(d.get("wall_s")) or 0.0, float_or_none(d.get("pct")))
+
+
+@dataclass(frozen=True)
+class PhaseSpan:
+    """A "phase" event's data: the phase's seconds once it ended (0: it was none after all), None
+    while it is under way. The event's ``after`` keeps them as text for the CSV's reader by eye."""
+
+    KIND: ClassVar[str] = "phase"
+
+    seconds: float | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"seconds": self.seconds}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> PhaseSpan:
+        """``as_dict``'s object back; TypeError where its seconds are not a number (a hostile file)."""
+        seconds = d.get("seconds")
+        if seconds is not None and (not isinstance(seconds, (int, float)) or isinstance(seconds, bool)):
+            raise TypeError(f"a phase's seconds are a number: {seconds!r}")
+        return cls(seconds)
+
+
+def span_of(e: Any) -> PhaseSpan | None:
+    """A phase event's span (None: not a phase event's data)."""
+    data = getattr(e, "data", None)
+    return data if isinstance(data, PhaseSpan) else None

@@ -13,7 +13,7 @@ from dataclasses import replace
 from typing import Any
 
 from gpudash.boot.gpudash_boot import wire
-from gpudash.core.goodput import Goodput
+from gpudash.core.goodput import Goodput, PhaseSpan
 from gpudash.core.lenient import float_or, int_or
 from gpudash.core.protocol import (
     COMPILE,
@@ -160,7 +160,8 @@ class PhaseWatch:
     def _event(self, what: str, seconds: float | None, message: str) -> None:
         self.samples.away = bool(self.phases.open)
         after = "" if seconds is None else f"{seconds:.3f}"
-        self.emit(EventKind.PHASE, what=what, after=after, message=message)
+        span = PhaseSpan(None if seconds is None else round(seconds, 3))
+        self.emit(EventKind.PHASE, what=what, after=after, message=message, data=span)
 
     # -- stalls --------------------------------------------------------------------------------------
     def check_stall(self, now: float, targets: Targets) -> None:

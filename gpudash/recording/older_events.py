@@ -1,7 +1,8 @@
 """An older recording's events, read as their file format's older version: before the
 configuration (``Running``), the compile events (``CompileNote``), the world event
 (``WorldFacts``), the FLOPs count (``FlopsNote``), the memory (``MemoryNote``), a profiler
-window's figures (``TraceNote``) and run.json's objects (``RunFacts``) had their objects in the
+window's figures (``TraceNote``), run.json's objects (``RunFacts``) and a phase's seconds
+(``PhaseSpan``, in its ``after``) had their objects in the
 ``event_data`` column, their details or words named them (a world event before that column: its
 message). Only ``recording.event_data.decode`` calls these, for a cell without the object; no
 reader of a newer recording parses details or words."""
@@ -15,8 +16,9 @@ from typing import Any
 
 from gpudash.core.compile_note import CompileNote
 from gpudash.core.compile_table import COMPILE_WHATS
-from gpudash.core.events import FLOPS, MEMORY, OUT_OF_MEMORY, PROCESSES, SHAPES, TRACE, WORLD, Payload
+from gpudash.core.events import FLOPS, MEMORY, OUT_OF_MEMORY, PROCESSES, SHAPES, TRACE, WORLD, EventKind, Payload
 from gpudash.core.flops_note import FlopsNote
+from gpudash.core.goodput import PhaseSpan
 from gpudash.core.lenient import float_or, float_or_none, int_or
 from gpudash.core.memory_kinds import KINDS
 from gpudash.core.memory_note import COUNTER_KEYS, MemoryNote
@@ -25,7 +27,7 @@ from gpudash.core.running import NO_KNOBS, Running
 from gpudash.core.trace_note import TraceNote
 from gpudash.core.world_event import CLOCK_WORDS, GPU_WORDS, WorldFacts
 
-Said = Mapping[str, str]  # an event's what, before, after and message, as its row has them
+Said = Mapping[str, str]  # an event's kind, what, before, after and message, as its row has them
 # the events whose data an older recording named in details or words
 OLDER_DATA = COMPILE_WHATS | {WORLD, FLOPS, MEMORY, TRACE, SHAPES, PROCESSES, OUT_OF_MEMORY}
 MFU_BLANK = "MFU blank: "  # an older "flops" event's line said why MFU was blank after these words
@@ -51,6 +53,9 @@ def older_running(details: dict[str, str]) -> Running | None:
 def older_data(said: Said, details: dict[str, str]) -> Payload | None:
     """The data an older recording's event named in its details or words (None: none)."""
     what = said.get("what", "")
+    if said.get("kind") == EventKind.PHASE:
+        after = said.get("after", "")
+        return PhaseSpan(float_or(after) if after else None)
     if what == WORLD:
         return _world_facts(said)
     if what == FLOPS:

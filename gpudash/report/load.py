@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpudash.core.goodput import span_of
 from gpudash.core.metrics import FIGURE_KEYS
 from gpudash.core.protocol import (
     NOT_THE_JOBS,
@@ -133,11 +134,8 @@ class PhaseRows:
         self.last_s = max(self.last_s, msg.time_s)
         if isinstance(msg, Sample) and msg.train_s is not None:
             self.seconds[TRAINING] = self.seconds.get(TRAINING, 0.0) + msg.train_s
-        elif isinstance(msg, Event) and msg.kind == EventKind.PHASE and msg.after:
-            try:
-                seconds = float(msg.after)
-            except ValueError:
-                return
+        elif isinstance(msg, Event) and (span := span_of(msg)) is not None and span.seconds is not None:
+            seconds = span.seconds
             if math.isfinite(seconds) and seconds >= 0:
                 self.seen = True
                 self.seconds[msg.what] = self.seconds.get(msg.what, 0.0) + seconds

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
-from gpudash.core.goodput import Goodput
+from gpudash.core.goodput import Goodput, span_of
 from gpudash.core.protocol import (
     ENDING_KINDS,
     GOODPUT,
@@ -88,16 +88,16 @@ class PhaseTimeline:
             self.ended_s = e.time_s
 
     def _on_phase(self, e: Event) -> None:
-        if not e.after:
+        span = span_of(e)
+        if span is None:
+            return
+        if span.seconds is None:
             since = e.time_s
             if e.what == STALLED_PHASE and self.last_step_s is not None:  # told once it has lasted: from the last step
                 since = min(since, self.last_step_s)
             self.open.setdefault(e.what, since)
             return
-        try:
-            seconds = float(e.after)
-        except ValueError:
-            return
+        seconds = span.seconds
         self.open.pop(e.what, None)
         if e.what == STARTUP:  # told once the run has started: from the launch to the first step
             self.first_step_s = seconds

@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 from rich.text import Text
 
-from gpudash.core.goodput import Goodput
+from gpudash.core.goodput import Goodput, PhaseSpan
 from gpudash.core.protocol import (
     CHECKPOINT,
     EVALUATION,
@@ -49,7 +49,9 @@ def job_sample(t: float, train_s: float | None = 0.25, *, batch: int = 16) -> Sa
 
 
 def phase(t: float, what: str, after: str = "", message: str = "") -> Event:
-    return Event(t, EventKind.PHASE, what=what, after=after, message=message or f"{what} {after or 'under way'}")
+    """A phase under way (no ``after``) or ended after ``after`` seconds, as the job's watch tells it."""
+    span = PhaseSpan(float(after) if after else None)
+    return Event(t, EventKind.PHASE, what, after=after, message=message or f"{what} {after or 'under way'}", data=span)
 
 
 def stalled(t: float, details: bool = True) -> Event:
