@@ -2,8 +2,9 @@
 details, its configuration (``Running``) and its typed data (a diagnosis' judgement, with its
 evidence, sync table, remedies and compile verdict; a job's settings; its goodput; a memory
 window's peak; a compile's note; a FLOPs count; a job's memory; a profiler window's figures;
-run.json's facts; a phase's seconds) through a real CSV file, as a replay reads it (a property
-test); and a cell that is not an event's data is a malformed row, never a wrong verdict."""
+run.json's facts; a phase's seconds; a stall's report) through a real CSV file, as a replay reads
+it (a property test); and a cell that is not an event's data is a malformed row, never a wrong
+verdict."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from gpudash.core.compile_note import CompileNote
 from gpudash.core.compile_table import COMPILE_WHATS
 from gpudash.core.events import SHAPES
 from gpudash.core.flops_note import FlopsNote
-from gpudash.core.goodput import Goodput, PhaseSpan
+from gpudash.core.goodput import Goodput, PhaseSpan, StallReport
 from gpudash.core.job_settings import JobSettings
 from gpudash.core.memory_note import MemoryNote
 from gpudash.core.protocol import (
@@ -206,6 +207,8 @@ def events(draw: Any) -> Event:
         data = draw(st.none() | payloads | trace_notes | run_facts)
     elif kind == EventKind.STARTED:
         data = draw(st.none() | job_settings)  # a job's settings, as its lead rank said them
+    elif kind == EventKind.STALLED:
+        data = draw(st.none() | st.builds(StallReport, st.floats(0.0, 1e6), st.lists(text, max_size=4).map(tuple)))
     elif kind == EventKind.PHASE:
         data = draw(st.none() | st.builds(PhaseSpan, st.none() | st.floats(0.0, 1e6)))  # under way, or its seconds
     what = draw(WHAT.get(type(data), text) if data is not None else no_data_what)

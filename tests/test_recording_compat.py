@@ -9,7 +9,7 @@ from pathlib import Path
 from gpudash.cli.main import main
 from gpudash.core.compile_table import RECOMPILE, CompileTable
 from gpudash.core.flops_note import FlopsNote
-from gpudash.core.goodput import PhaseSpan
+from gpudash.core.goodput import PhaseSpan, StallReport
 from gpudash.core.memory_note import MemoryNote
 from gpudash.core.protocol import (
     FLOPS,
@@ -117,6 +117,10 @@ def test_an_older_recordings_configuration_and_compile_details_read_back_as_thei
     memory = older_data({"what": MEMORY}, {**held, "activation_lines": '[["t.py:9 y = f(x)", 24]]'})
     assert older_data({"kind": "phase", "what": "evaluation", "after": "1.250"}, {}) == PhaseSpan(1.25)
     assert older_data({"kind": "phase", "what": "evaluation", "after": ""}, {}) == PhaseSpan(None)  # under way
+    where = {"stalled_s": "31.000", "where": "rank 0 main: t.py:9 in wait\nrank 1 main: t.py:12"}
+    assert older_data({"kind": "stalled", "what": "stalled"}, where) == StallReport(
+        31.0, ("rank 0 main: t.py:9 in wait", "rank 1 main: t.py:12")
+    )
     joined = {"processes": '[{"pid": 7, "steps": 20}]', "steps_combined": "one after the other"}
     assert older_data({"what": PROCESSES}, joined) == RunFacts(
         {"processes": [{"pid": 7, "steps": 20}], "steps_combined": "one after the other"}

@@ -62,3 +62,33 @@ def span_of(e: Any) -> PhaseSpan | None:
     """A phase event's span (None: not a phase event's data)."""
     data = getattr(e, "data", None)
     return data if isinstance(data, PhaseSpan) else None
+
+
+@dataclass(frozen=True)
+class StallReport:
+    """A "stalled" event's data: how long the job had gone without a step when it was told, and where
+    each of its threads waits, one line each (the stall screen and run.json's ``stalls``)."""
+
+    KIND: ClassVar[str] = "stall"
+
+    stalled_s: float
+    where: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"stalled_s": self.stalled_s, "where": list(self.where)}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> StallReport:
+        """``as_dict``'s object back; TypeError where a field is not of its kind (a hostile file)."""
+        seconds, where = d["stalled_s"], d.get("where") or []
+        if not isinstance(seconds, (int, float)) or isinstance(seconds, bool):
+            raise TypeError(f"a stall's seconds are a number: {seconds!r}")
+        if not isinstance(where, list) or not all(isinstance(line, str) for line in where):
+            raise TypeError(f"where a stalled job waits is lines of text: {where!r}")
+        return cls(seconds, tuple(where))
+
+
+def stall_of(e: Any) -> StallReport | None:
+    """A stalled event's report (None: not a stall's data)."""
+    data = getattr(e, "data", None)
+    return data if isinstance(data, StallReport) else None

@@ -13,7 +13,7 @@ from dataclasses import replace
 from typing import Any
 
 from gpudash.boot.gpudash_boot import wire
-from gpudash.core.goodput import Goodput, PhaseSpan
+from gpudash.core.goodput import Goodput, PhaseSpan, StallReport
 from gpudash.core.lenient import float_or, int_or
 from gpudash.core.protocol import (
     COMPILE,
@@ -219,8 +219,8 @@ class PhaseWatch:
     def _tell(self, stall: Stall, now: float) -> None:
         stall.told_at = now
         line, lines = report(stall, now, self.samples.median_step_s)
-        details = {"stalled_s": f"{now - stall.since:.3f}", "where": "\n".join(lines)}
-        self.emit(EventKind.STALLED, what=STALLED_PHASE, message=line, details=details)
+        report_ = StallReport(round(now - stall.since, 3), tuple(lines))
+        self.emit(EventKind.STALLED, what=STALLED_PHASE, message=line, data=report_)
 
 
 def _took(seconds: float) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 from gpudash.core.compile_note import CompileNote
 from gpudash.core.events import Event, EventKind, Payload
 from gpudash.core.flops_note import FlopsNote
-from gpudash.core.goodput import Goodput, PhaseSpan
+from gpudash.core.goodput import Goodput, PhaseSpan, StallReport
 from gpudash.core.job_settings import JobSettings
 from gpudash.core.memory_note import MemoryNote
 from gpudash.core.run_facts import RunFacts
@@ -42,6 +42,7 @@ PAYLOADS: dict[str, Callable[[dict[str, Any]], Payload]] = {
     TraceNote.KIND: TraceNote.from_dict,
     RunFacts.KIND: RunFacts.from_dict,
     PhaseSpan.KIND: PhaseSpan.from_dict,
+    StallReport.KIND: StallReport.from_dict,
 }
 
 
@@ -58,8 +59,8 @@ def encode(event: Event) -> str:
         out["running"] = running.as_dict() if running is not None else None
     if event.data is not None:
         out["data"] = {"kind": event.data.KIND, **event.data.as_dict()}
-    elif event.what in OLDER_DATA or event.kind == EventKind.PHASE:  # (null: none, whatever its words name)
-        out["data"] = None
+    elif event.what in OLDER_DATA or event.kind in (EventKind.PHASE, EventKind.STALLED):
+        out["data"] = None  # (null: none, whatever its details or words name)
     return json.dumps(out, separators=(",", ":"), ensure_ascii=False) if out else ""
 
 

@@ -1,8 +1,8 @@
 """An older recording's events, read as their file format's older version: before the
 configuration (``Running``), the compile events (``CompileNote``), the world event
 (``WorldFacts``), the FLOPs count (``FlopsNote``), the memory (``MemoryNote``), a profiler
-window's figures (``TraceNote``), run.json's objects (``RunFacts``) and a phase's seconds
-(``PhaseSpan``, in its ``after``) had their objects in the
+window's figures (``TraceNote``), run.json's objects (``RunFacts``), a phase's seconds
+(``PhaseSpan``, in its ``after``) and a stall's report (``StallReport``) had their objects in the
 ``event_data`` column, their details or words named them (a world event before that column: its
 message). Only ``recording.event_data.decode`` calls these, for a cell without the object; no
 reader of a newer recording parses details or words."""
@@ -18,7 +18,7 @@ from gpudash.core.compile_note import CompileNote
 from gpudash.core.compile_table import COMPILE_WHATS
 from gpudash.core.events import FLOPS, MEMORY, OUT_OF_MEMORY, PROCESSES, SHAPES, TRACE, WORLD, EventKind, Payload
 from gpudash.core.flops_note import FlopsNote
-from gpudash.core.goodput import PhaseSpan
+from gpudash.core.goodput import PhaseSpan, StallReport
 from gpudash.core.lenient import float_or, float_or_none, int_or
 from gpudash.core.memory_kinds import KINDS
 from gpudash.core.memory_note import COUNTER_KEYS, MemoryNote
@@ -53,6 +53,9 @@ def older_running(details: dict[str, str]) -> Running | None:
 def older_data(said: Said, details: dict[str, str]) -> Payload | None:
     """The data an older recording's event named in its details or words (None: none)."""
     what = said.get("what", "")
+    if said.get("kind") == EventKind.STALLED:
+        where = details.get("where", "")
+        return StallReport(float_or(details.get("stalled_s")), tuple(where.split("\n")) if where else ())
     if said.get("kind") == EventKind.PHASE:
         after = said.get("after", "")
         return PhaseSpan(float_or(after) if after else None)

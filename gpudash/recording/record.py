@@ -25,7 +25,7 @@ from typing import Any, TextIO
 from gpudash.core import faults
 from gpudash.core.compile_table import CompileTable
 from gpudash.core.events import SHAPES, Event, EventKind
-from gpudash.core.goodput import Goodput
+from gpudash.core.goodput import Goodput, stall_of
 from gpudash.core.job_settings import JobSettings
 from gpudash.core.memory_note import MemoryNote
 from gpudash.core.protocol import (
@@ -173,7 +173,8 @@ class CsvRecorder:
         stall told (``stalls``: when, how long, where each thread waited), and the processes that
         stepped as one rank (``processes``, ``steps_combined``), into the JSON."""
         if e.kind == EventKind.STALLED:
-            where = e.details.get("where", "").split("\n")
+            report = stall_of(e)
+            where = list(report.where) if report is not None else []
             stall = {"time_s": round(e.time_s, 3), "message": e.message, "where": where}
             self.metadata.setdefault("stalls", []).append(stall)
         elif e.what == GOODPUT and isinstance(e.data, Goodput):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from rich.text import Text
 
+from gpudash.core.goodput import stall_of
 from gpudash.core.protocol import STALLED_PHASE
 from gpudash.tui.phases import PhaseTimeline
 from gpudash.tui.screens import LiveReport
@@ -23,10 +24,10 @@ def stall_text(timeline: PhaseTimeline, replay: bool) -> Text:
     out = Text()
     out.append(f"at {e.time_s:.0f} s: ", style="bold")
     out.append(f"{e.message}\n\n", style="bold red")
-    where = e.details.get("where", "")
-    if where:
+    stall = stall_of(e)
+    if stall is not None and stall.where:
         out.append("where each thread waits:\n", style="bold underline")
-        for line in where.splitlines():
+        for line in stall.where:
             out.append(f"  {line}\n")
     elif replay:
         out.append("a recording keeps the report's first line only\n", style="dim")

@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 from rich.text import Text
 
-from gpudash.core.goodput import Goodput, PhaseSpan
+from gpudash.core.goodput import Goodput, PhaseSpan, StallReport
 from gpudash.core.protocol import (
     CHECKPOINT,
     EVALUATION,
@@ -55,8 +55,9 @@ def phase(t: float, what: str, after: str = "", message: str = "") -> Event:
 
 
 def stalled(t: float, details: bool = True) -> Event:
-    extra = {"stalled_s": "31.0", "where": WHERE} if details else {}
-    return Event(t, EventKind.STALLED, what=STALLED_PHASE, message=STALL_LINE, details=extra)
+    """A stall told after 31 s, with where each thread waits (``details``) or its line alone."""
+    report = StallReport(31.0, tuple(WHERE.splitlines())) if details else None
+    return Event(t, EventKind.STALLED, what=STALLED_PHASE, message=STALL_LINE, data=report)
 
 
 def job_run() -> list[Message]:
