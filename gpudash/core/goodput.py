@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from gpudash.core.events import Event
 from gpudash.core.lenient import float_or_none
 
 
@@ -58,10 +59,9 @@ class PhaseSpan:
         return cls(seconds)
 
 
-def span_of(e: Any) -> PhaseSpan | None:
+def span_of(e: Event) -> PhaseSpan | None:
     """A phase event's span (None: not a phase event's data)."""
-    data = getattr(e, "data", None)
-    return data if isinstance(data, PhaseSpan) else None
+    return e.data if isinstance(e.data, PhaseSpan) else None
 
 
 @dataclass(frozen=True)
@@ -88,7 +88,6 @@ class StallReport:
         return cls(seconds, tuple(where))
 
 
-def stall_of(e: Any) -> StallReport | None:
+def stall_of(e: Event) -> StallReport | None:
     """A stalled event's report (None: not a stall's data)."""
-    data = getattr(e, "data", None)
-    return data if isinstance(data, StallReport) else None
+    return e.data if isinstance(e.data, StallReport) else None

@@ -5,7 +5,7 @@ and run.json's ``memory`` read it whole. Torch-free."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar
 
 # run.json's name of each counter: the allocator's peak, reserved peak, the process's resident set
@@ -46,16 +46,7 @@ class MemoryNote:
         return out
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "kinds": self.kinds,
-            "counters": self.counters,
-            "step": self.step,
-            "batch": self.batch,
-            "passes": self.passes,
-            "fits_batch": self.fits_batch,
-            "not_measured": self.not_measured,
-            "lines": [[where, n] for where, n in self.lines],
-        }
+        return asdict(self)  # (its tuples JSON writes as lists: ``from_dict`` reads them back)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> MemoryNote:

@@ -10,7 +10,7 @@ The event's details also carry its text form (``details()``), for the CSV's read
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 NO_KNOBS = "none"  # the knobs' text form when none is on (``workloads.knobs.Knobs.text``)
 
@@ -49,14 +49,7 @@ class Running:
 
     def as_dict(self) -> dict[str, object]:
         """The JSON object a recording keeps (``from_dict`` reads it back)."""
-        return {
-            "workload": self.workload,
-            "variant": self.variant,
-            "batch_size": self.batch_size,
-            "knobs": self.knobs,
-            "device": self.device,
-            "world_size": self.world_size,
-        }
+        return asdict(self)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, object]) -> Running:

@@ -5,7 +5,7 @@ notice, the ranks' line and the link's weighing read it whole. Torch-free."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar
 
 
@@ -30,15 +30,7 @@ class TraceNote:
         return self.figures.get(name)
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "path": self.path,
-            "steps": self.steps,
-            "wall_ms": self.wall_ms,
-            "start_s": self.start_s,
-            "figures": self.figures,
-            "kernels": [[name, ms] for name, ms in self.kernels],
-            "link": self.link,
-        }
+        return asdict(self)  # (its tuples JSON writes as lists: ``from_dict`` reads them back)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TraceNote:
