@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from gpudash.core.compile_note import CompileNote
 from gpudash.core.compile_table import RECOMPILE
 from gpudash.core.protocol import Control, Event, Message, SetBatchSize, Stop
 
@@ -42,7 +43,8 @@ def test_a_batch_change_of_a_compiled_family_is_a_recompile_with_its_sizes() -> 
         w.close()
     recompiles = [m for m in got if isinstance(m, Event) and m.what == RECOMPILE]
     assert recompiles, [m.message for m in got if isinstance(m, Event)]
-    assert any(": 8 → 16" in e.details.get("reason", "") for e in recompiles), [e.message for e in recompiles]
+    reasons = [e.data.reason for e in recompiles if isinstance(e.data, CompileNote)]
+    assert any(": 8 → 16" in reason for reason in reasons), [e.message for e in recompiles]
     print("\n".join(e.message for e in recompiles))
 
 
