@@ -16,6 +16,7 @@ import pytest
 
 from gpudash.core.protocol import Event, EventKind, GpuSample, RunConfig, Sample
 from gpudash.core.running import Running
+from gpudash.core.start_note import StartNote
 from gpudash.recording import csvformat
 from gpudash.recording.line_writers import RecordWriteError
 from gpudash.recording.metadata import meta_path_for, run_metadata
@@ -48,8 +49,16 @@ def sample(t: float, steps: int, **kw: object) -> Sample:
 def test_recorder_rows_join_gpu_and_joules(tmp_path: Path) -> None:
     path = tmp_path / "r.csv"
     rec = CsvRecorder(path, run_metadata(RunConfig()))
+    started = StartNote(torch="9.9")
     rec.on_message(
-        Event(0.1, EventKind.STARTED, message="go", details={"torch": "9.9"}, running=Running("encdec", "serial", 8))
+        Event(
+            0.1,
+            EventKind.STARTED,
+            message="go",
+            details=started.details(),
+            running=Running("encdec", "serial", 8),
+            data=started,
+        )
     )
     rec.on_message(GpuSample(0.2, gpu_util_pct=50.0, energy_j=0.0, power_w=100.0, throttle=""))
     rec.on_message(sample(0.25, 10))

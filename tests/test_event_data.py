@@ -21,7 +21,6 @@ from gpudash.core.compile_table import COMPILE_WHATS
 from gpudash.core.events import SHAPES
 from gpudash.core.flops_note import FlopsNote
 from gpudash.core.goodput import Goodput, PhaseSpan, StallReport
-from gpudash.core.job_settings import JobSettings
 from gpudash.core.memory_note import MemoryNote
 from gpudash.core.protocol import (
     DIAGNOSIS,
@@ -39,6 +38,7 @@ from gpudash.core.protocol import (
 from gpudash.core.run_facts import RunFacts
 from gpudash.core.running import Running
 from gpudash.core.stage_times import StageTimes
+from gpudash.core.start_note import StartNote
 from gpudash.core.trace_note import TraceNote
 from gpudash.core.world_event import WorldFacts
 from gpudash.diagnosis.evidence import Evidence
@@ -115,7 +115,22 @@ worlds = st.builds(
 
 
 stage_times = st.builds(StageTimes, text, st.floats(0.0, 1e6), text, st.floats(0.0, 1e6))
-job_settings = st.builds(JobSettings, settings_values)
+whole = st.none() | st.integers(0, 1 << 31)
+starts = st.builds(  # a family's start (image size, workers), a job's (optimizer, steps, command, settings), a track's
+    StartNote,
+    text,
+    text,
+    whole,
+    st.none() | text,
+    st.none() | text,
+    whole,
+    whole,
+    whole,
+    st.none() | text,
+    st.none() | text,
+    st.none() | text,
+    st.just({}) | settings_values,
+)
 goodputs = st.builds(
     Goodput,
     st.dictionaries(text, st.floats(0.0, 1e6), max_size=8),
@@ -206,7 +221,7 @@ def events(draw: Any) -> Event:
         payloads = judgements() | worlds | stage_times | goodputs | peaks | notes | flops_notes | memory_notes
         data = draw(st.none() | payloads | trace_notes | run_facts)
     elif kind == EventKind.STARTED:
-        data = draw(st.none() | job_settings)  # a job's settings, as its lead rank said them
+        data = draw(st.none() | starts)  # what the run said of itself at its start
     elif kind == EventKind.STALLED:
         data = draw(st.none() | st.builds(StallReport, st.floats(0.0, 1e6), st.lists(text, max_size=4).map(tuple)))
     elif kind == EventKind.PHASE:

@@ -25,6 +25,7 @@ from gpudash.core.protocol import (
 )
 from gpudash.core.run_facts import RunFacts
 from gpudash.core.running import Running
+from gpudash.core.start_note import StartNote
 from gpudash.core.trace_note import TraceNote
 from gpudash.recording import csvformat
 from gpudash.recording.csvformat import RowParser
@@ -105,6 +106,12 @@ def test_an_older_recordings_configuration_and_compile_details_read_back_as_thei
         assert isinstance(event, Event)
         events.append(event)
     assert events[0].running == Running("job:train.py", "", 64, device="cuda:0")
+    # a job's started event of the version before its start was typed: its settings alone, as its data
+    row = csvformat.event_row(Event(1.0, EventKind.STARTED))
+    settings_alone = '{"running":null,"data":{"kind":"job_settings","values":{"a":"1"}}}'
+    row[header.index(csvformat.EVENT_DATA_COLUMN)] = settings_alone
+    (started,) = RowParser(header).messages(row)
+    assert isinstance(started, Event) and started.data == StartNote(settings={"a": "1"})
     table = CompileTable()
     assert table.on_event(events[1])
     (fn,) = table.functions.values()

@@ -26,16 +26,25 @@ class FakeSession:
 
         self.t0 = time.monotonic()
         self.variant, self.batch = config.variant, config.batch_size  # type: ignore[attr-defined]
-        self.log_path, self.gpu_info, self.started_details = "fake.log", GpuInfo(False, "fake"), {"device": "cpu"}
+        self.log_path, self.gpu_info = "fake.log", GpuInfo(False, "fake")
         self.out: list[object] = []
         self.steps, self.last, self.stopped = 0, 0.0, False
+        self.started: object = None  # the "started" event, as an EngineSession keeps it
+
+    @property
+    def info(self) -> object:
+        from gpudash.core.protocol import SourceInfo
+
+        return SourceInfo(log_path=self.log_path, started=self.started)  # type: ignore[arg-type]
 
     def _event(self, kind: str, **kw: object) -> None:
         from gpudash.core.protocol import Event
         from gpudash.core.running import Running
 
-        running = Running("sync_loss", self.variant, self.batch)
-        self.out.append(Event(time_s=time.monotonic() - self.t0, kind=kind, running=running, **kw))  # type: ignore[arg-type]
+        running = Running("sync_loss", self.variant, self.batch, device="cpu")
+        event = Event(time_s=time.monotonic() - self.t0, kind=kind, running=running, **kw)  # type: ignore[arg-type]
+        self.started = event if kind == "started" else self.started
+        self.out.append(event)
 
     def start(self) -> None:
         self._event("started")

@@ -47,6 +47,10 @@ class Running:
             d["world_size"] = str(self.world_size)
         return d
 
+    def said(self) -> dict[str, str | int]:
+        """``details()``' keys with their typed values (run.json's ``started`` holds them)."""
+        return {k: getattr(self, k) for k in self.details()}
+
     def as_dict(self) -> dict[str, object]:
         """The JSON object a recording keeps (``from_dict`` reads it back)."""
         return asdict(self)

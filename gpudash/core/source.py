@@ -4,7 +4,7 @@ what it says of itself (``SourceInfo``) and what its ``poll()`` gives (``Message
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol
 
 from gpudash.core.controls import Control
@@ -24,7 +24,7 @@ class SourceInfo:
     path: str | None = None  # the recording's file
     follow: bool = False  # the recording is read as it grows
     log_path: str | None = None  # where the workload process's own output goes
-    started_details: dict[str, str] = field(default_factory=dict)  # the last "started" event's
+    started: Event | None = None  # the last "started" event (what the run said of itself at its start)
     bad_rows: int = 0  # malformed rows of a recording skipped so far
     loading: str | None = None  # a recording still being read: how far ("reading 37% of run.csv (…)")
     notes: tuple[str, ...] = ()  # one-line warnings to tell once it has started (a metadata file ignored)

@@ -1,5 +1,5 @@
 """Building the workload inside the workload process: the builder the step loop calls at start
-and at every switch of family, and the "started" event's details. Shared by the single-process
+and at every switch of family, and what the "started" event says (``StartNote``). Shared by the single-process
 child (``gpudash.engine.child``) and each rank of a data-parallel run (``gpudash.engine.ranks``)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from gpudash.core.protocol import RunConfig
-from gpudash.engine.events import plain
+from gpudash.core.start_note import StartNote
 from gpudash.engine.loop import StepLoop
 from gpudash.engine.loop_state import Builder
 
@@ -39,17 +39,22 @@ def workload_builder(config: RunConfig, device: Any, rank: Any = None) -> Builde
     return builder
 
 
-def started_details(torch: Any, loop: StepLoop, device: Any) -> dict[str, str]:
-    """The "started" event's details beside its configuration: torch, CUDA, pid and GPU."""
+def start_note(torch: Any, loop: StepLoop, device: Any, nnodes: int | None = None) -> StartNote:
+    """What the "started" event says beside its configuration: torch, CUDA, pid, GPU, the image size
+    and the loader's workers (``nnodes``: a data-parallel run's nodes)."""
     workload = loop.workload
-    details = {
-        "torch": torch.__version__,
-        "cuda": str(torch.version.cuda or ""),
-        "pid": str(os.getpid()),
-        "image_size": str(workload.image_size),
-        "workers": str(workload.describe()["workers"]),
-    }
+    workers = workload.describe()["workers"]
+    name = uuid = None
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device)
-        details.update(device_name=props.name, gpu_uuid=str(getattr(props, "uuid", "")))
-    return plain(details)
+        name, uuid = str(props.name), str(getattr(props, "uuid", ""))
+    return StartNote(
+        torch=str(torch.__version__),
+        cuda=str(torch.version.cuda or ""),
+        pid=os.getpid(),
+        device_name=name,
+        gpu_uuid=uuid,
+        image_size=int(workload.image_size),
+        workers=workers if isinstance(workers, int) else None,
+        nnodes=nnodes,
+    )

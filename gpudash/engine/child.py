@@ -22,7 +22,7 @@ from typing import Any
 
 from gpudash.core import faults, memguard, parent_watch
 from gpudash.core.protocol import REFUSED, TRACEBACK, Event, EventKind, RunConfig
-from gpudash.engine.builders import started_details, workload_builder
+from gpudash.engine.builders import start_note, workload_builder
 from gpudash.engine.channel import ParentChannel
 from gpudash.engine.events import one_line, progress_reports
 from gpudash.engine.loop import StepLoop
@@ -100,8 +100,10 @@ def _run_child(config: RunConfig, channel: ParentChannel, t0: float) -> None:
     )
     message = f"{first.info.name} {first.variant}, batch {first.batch_size} on {device}"
     del first
-    details = started_details(torch, loop, device)
-    channel.emit(Event(loop.now(), EventKind.STARTED, message=message, details=details, running=loop.running()))
+    note = start_note(torch, loop, device)
+    channel.emit(
+        Event(loop.now(), EventKind.STARTED, message=message, details=note.details(), running=loop.running(), data=note)
+    )
     loop.run()
     loop.workload.close()
     channel.emit(Event(time_s=loop.now(), kind=EventKind.STOPPED, running=loop.running()))

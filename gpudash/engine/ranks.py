@@ -82,7 +82,7 @@ def rank_main(config: RunConfig, controls: Any, out: Any, log_path: str | None, 
     import torch.distributed as dist
 
     from gpudash.core import faults
-    from gpudash.engine.builders import started_details, workload_builder
+    from gpudash.engine.builders import start_note, workload_builder
     from gpudash.engine.channel import ParentChannel
     from gpudash.engine.loop import StepLoop
     from workloads.distributed import RankInfo
@@ -115,11 +115,10 @@ def rank_main(config: RunConfig, controls: Any, out: Any, log_path: str | None, 
         del first  # the loop alone holds it, so a switch of family frees it (gpudash.engine.child)
         controls.attach(loop)
         if leader is not None:
-            details = started_details(torch, loop, device)
-            details.update(nnodes=str(config.nnodes))
+            note = start_note(torch, loop, device, nnodes=config.nnodes)
             message = f"{started} per rank on {info.world_size} ranks ({device.type}, DDP)"
-            running = loop.running()
-            leader.emit(Event(loop.now(), EventKind.STARTED, message=message, details=details, running=running))
+            event = Event(loop.now(), EventKind.STARTED, message=message, details=note.details(), data=note)
+            leader.emit(dataclasses.replace(event, running=loop.running()))
         loop.run()
         loop.workload.close()
         if leader is not None:

@@ -12,6 +12,7 @@ from dataclasses import replace
 
 from gpudash.core import procgroup
 from gpudash.core.protocol import Control, Event, EventKind, GpuInfo, Message, RunConfig, Sample, SourceInfo
+from gpudash.core.start_note import StartNote
 from gpudash.diagnosis.telemetry import RecentTicks
 from gpudash.host.devices import cuda_index_hint
 from gpudash.host.noise import NoiseProbe
@@ -34,9 +35,9 @@ class EngineSession:
         self.sampler.t0 = self.t0
         self._nvml_started = False
         self.noise = NoiseProbe()  # what makes the samples noisy: stamped on each (``Sample.noise``)
-        # the details of the child's last "started" event (torch version, device, GPU, pid):
-        # for metadata of a recording begun mid-run
-        self.started_details: dict[str, str] = {}
+        # the child's last "started" event (torch version, device, GPU, pid): for the metadata of a
+        # recording begun mid-run
+        self.started_event: Event | None = None
         self.ticks = RecentTicks()  # a diagnosis is judged with NVML's tick from before its window
 
     @property
@@ -46,7 +47,7 @@ class EngineSession:
 
     @property
     def info(self) -> SourceInfo:
-        return SourceInfo(log_path=self.log_path, started_details=dict(self.started_details))
+        return SourceInfo(log_path=self.log_path, started=self.started_event)
 
     @property
     def gpu_info(self) -> GpuInfo:
@@ -76,9 +77,9 @@ class EngineSession:
         msgs: list[Message] = self.runner.poll()
         for m in msgs:
             if isinstance(m, Event) and m.kind == EventKind.STARTED:
-                self.started_details = dict(m.details)
-                if m.details.get("gpu_uuid"):
-                    self.sampler.select(uuid=m.details["gpu_uuid"])  # the GPU the child really uses
+                self.started_event = m
+                if isinstance(m.data, StartNote) and m.data.gpu_uuid:
+                    self.sampler.select(uuid=m.data.gpu_uuid)  # the GPU the child really uses
         msgs.extend(self.sampler.drain())
         msgs.sort(key=lambda m: m.time_s)  # stable: same-time messages keep their order
         msgs = self.ticks.through(msgs, self.sampler.info)

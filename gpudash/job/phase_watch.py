@@ -43,7 +43,7 @@ OURS = ": gpudash's profiler window, started or stopped and its trace written be
 class PhaseWatch:
     """The lead rank's phases, from the hooks' messages and its steps; ``emit`` makes an event."""
 
-    def __init__(self, t0: float, samples: JobSamples, channel: HostChannel, emit: Callable[..., None]) -> None:
+    def __init__(self, t0: float, samples: JobSamples, channel: HostChannel, emit: Callable[..., object]) -> None:
         self.t0 = t0
         self.samples = samples
         self.channel = channel

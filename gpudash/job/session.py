@@ -20,7 +20,6 @@ from collections.abc import Callable
 from typing import Any
 
 from gpudash.boot.gpudash_boot import wire
-from gpudash.core.job_settings import JobSettings, settings_of
 from gpudash.core.proctree import children
 from gpudash.core.protocol import (
     STEPS_COUNTED,
@@ -53,7 +52,7 @@ from gpudash.job.session_end import say_final_figures, say_how_it_ended
 from gpudash.job.session_intake import SessionIntake
 from gpudash.job.session_parts import SessionOut, SessionParts
 from gpudash.job.session_windows import SessionWindows
-from gpudash.job.started import quiet_note, started_details
+from gpudash.job.started import quiet_note, start_note
 from gpudash.job.step_intake import StepIntake
 from gpudash.job.steps import JobSamples
 from gpudash.job.suspended import JobStops
@@ -93,8 +92,7 @@ class JobSession:
         self.sampler.t0 = self.t0
         self.ticks = RecentTicks()  # a diagnosis is judged with NVML's tick from before its window
         self.samples = JobSamples(self.workload, self.variant, config.sample_interval_s, self.t0)
-        self.started_details: dict[str, str] = {}
-        self.started_settings: dict[str, str] = {}  # what the job already does, as its lead rank said
+        self.started_event: Event | None = None  # its "started" event (for a recording's metadata)
         self.output: collections.deque[str] = collections.deque(maxlen=OUTPUT_LINES)
         # each line the job writes (captured runs) grows the version; the line it is writing; gpudash went, it runs
         self.output_version, self.partial, self.left = 0, "", False
@@ -150,7 +148,7 @@ class JobSession:
 
     @property
     def info(self) -> SourceInfo:
-        return SourceInfo(started_details=dict(self.started_details))
+        return SourceInfo(started=self.started_event)
 
     @property
     def gpu_info(self) -> GpuInfo:
@@ -301,16 +299,15 @@ class JobSession:
         batch = rank.batch_size if rank is not None else 0
         self.samples.world_size = max(self.samples.world_size, parts.rank_table.stepped)
         running = parts.running(batch)
-        details = started_details(lead, self.process.pid, self.command)
-        self.started_details = {**running.details(), **details}  # (the sidecar's ``started``, as a workload's)
-        self.started_settings = settings_of(lead.get("settings"))
-        if details["gpu_uuid"]:
-            self.sampler.select(uuid=details["gpu_uuid"])
+        note = start_note(lead, self.process.pid, self.command)
+        if note.gpu_uuid:
+            self.sampler.select(uuid=note.gpu_uuid)
         message = f"{job_command.display(self.command)} on {running.device}"
-        settings = JobSettings(self.started_settings)
-        self.out.event(EventKind.STARTED, message=message, details=details, data=settings, running=running)
-        if details["steps"]:
-            self.out.event(EventKind.MEASURED, what=STEPS_COUNTED, message=f"steps: {details['steps']}")
+        self.started_event = self.out.event(
+            EventKind.STARTED, message=message, details=note.details(), data=note, running=running
+        )
+        if note.steps:
+            self.out.event(EventKind.MEASURED, what=STEPS_COUNTED, message=f"steps: {note.steps}")
         self.watch.started(compiled_s=parts.compiles.table.seconds_until(step=1))
         self.from_hooks.started()
 

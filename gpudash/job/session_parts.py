@@ -33,8 +33,11 @@ class SessionOut:
         self.messages: list[Message] = []
         self.told: set[str] = set()  # the notes said once (``tell``)
 
-    def event(self, kind: EventKind, **kw: Any) -> None:
-        self.messages.append(Event(time_s=time.monotonic() - self.t0, kind=kind, **kw))
+    def event(self, kind: EventKind, **kw: Any) -> Event:
+        """An event now, among the messages to send (returned too)."""
+        event = Event(time_s=time.monotonic() - self.t0, kind=kind, **kw)
+        self.messages.append(event)
+        return event
 
     def error(self, what: str, message: str) -> None:
         self.event(EventKind.ERROR, what=what, message=message)

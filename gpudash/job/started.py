@@ -1,6 +1,6 @@
-"""What a job's "started" event says of it: its torch, CUDA, device, optimizer and how its steps are
-counted, as its lead rank's hooks said them at its first step, beside the run's configuration (its
-settings are the event's typed data: ``core.job_settings``); the words for how its steps are
+"""What a job's "started" event says of it (``StartNote``): its torch, CUDA, device, optimizer, how its
+steps are counted and its settings (``core.job_settings``), as its lead rank's hooks said them at its
+first step, beside the run's configuration; the words for how its steps are
 counted; and the note for a job that has not got that far (no word from it, or no step), with how
 to mark its steps. Torch-free."""
 
@@ -11,6 +11,8 @@ from typing import Any
 
 from gpudash.boot.gpudash_boot import wire
 from gpudash.core.events import OPTIMIZER_STEPS
+from gpudash.core.job_settings import settings_of
+from gpudash.core.start_note import StartNote
 from gpudash.job import command as job_command
 
 COUNTED = {  # how a job's steps are counted (its hooks' word), as said
@@ -30,18 +32,19 @@ def counted_words(counted: str) -> str:
     return COUNTED.get(counted, "")
 
 
-def started_details(lead: dict[str, Any], pid: int | None, command: Sequence[str]) -> dict[str, str]:
-    """The started event's details beside its configuration: the lead rank's hello."""
-    return {
-        "torch": str(lead.get("torch", "")),
-        "cuda": str(lead.get("cuda", "") or ""),
-        "pid": str(pid or ""),
-        "device_name": str(lead.get("gpu_name", "") or ""),
-        "gpu_uuid": str(lead.get("gpu_uuid", "") or ""),
-        "optimizer": str(lead.get("optimizer", "")),
-        "steps": counted_words(str(lead.get("counted") or wire.BY_OPTIMIZER)),  # an older hooks': optimizer steps
-        "command": job_command.display(command),
-    }
+def start_note(lead: dict[str, Any], pid: int | None, command: Sequence[str]) -> StartNote:
+    """What the started event says beside its configuration: the lead rank's hello."""
+    return StartNote(
+        torch=str(lead.get("torch", "")),
+        cuda=str(lead.get("cuda", "") or ""),
+        pid=pid,
+        device_name=str(lead.get("gpu_name", "") or ""),
+        gpu_uuid=str(lead.get("gpu_uuid", "") or ""),
+        optimizer=str(lead.get("optimizer", "")),
+        steps=counted_words(str(lead.get("counted") or wire.BY_OPTIMIZER)),  # an older hooks': optimizer steps
+        command=job_command.display(command),
+        settings=settings_of(lead.get("settings")),
+    )
 
 
 def quiet_note(

@@ -17,11 +17,11 @@ from gpudash.core.compile_note import CompileNote
 from gpudash.core.events import Event, EventKind, Payload
 from gpudash.core.flops_note import FlopsNote
 from gpudash.core.goodput import Goodput, PhaseSpan, StallReport
-from gpudash.core.job_settings import JobSettings
 from gpudash.core.memory_note import MemoryNote
 from gpudash.core.run_facts import RunFacts
 from gpudash.core.running import Running
 from gpudash.core.stage_times import StageTimes
+from gpudash.core.start_note import StartNote
 from gpudash.core.trace_note import TraceNote
 from gpudash.core.world_event import WorldFacts
 from gpudash.diagnosis.judge import Findings, Judgement
@@ -31,7 +31,8 @@ from gpudash.recording.older_events import OLDER_DATA, Said, older_data, older_r
 PAYLOADS: dict[str, Callable[[dict[str, Any]], Payload]] = {
     Findings.KIND: Findings.from_dict,
     Judgement.KIND: Judgement.from_dict,
-    JobSettings.KIND: JobSettings.from_dict,
+    StartNote.KIND: StartNote.from_dict,
+    "job_settings": StartNote.of_settings,  # (a job's started data before ``StartNote``: its settings alone)
     Goodput.KIND: Goodput.from_dict,
     StageTimes.KIND: StageTimes.from_dict,
     WorldFacts.KIND: WorldFacts.from_dict,

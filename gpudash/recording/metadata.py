@@ -9,11 +9,11 @@ import dataclasses
 import datetime as _dt
 import os
 import socket
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from gpudash.core.protocol import GpuInfo, RunConfig
+from gpudash.core.protocol import Event, GpuInfo, RunConfig
+from gpudash.core.start_note import StartNote
 
 
 def gpudash_version() -> str:
@@ -71,32 +71,22 @@ def run_metadata(config: RunConfig, gpu_info: GpuInfo | None = None, **extra: An
     return meta
 
 
-INT_DETAILS = frozenset({"batch_size", "pid", "image_size", "workers", "world_size", "seed", "nproc"})
-
-
-def typed_details(details: dict[str, str]) -> dict[str, Any]:
-    """An event's details for the metadata file: counts as numbers, names as strings."""
-    return {k: int(v) if k in INT_DETAILS and v.lstrip("-").isdigit() else v for k, v in details.items()}
-
-
-def started_metadata(
-    details: dict[str, str], meta: dict[str, Any], settings: Mapping[str, str] | None = None
-) -> dict[str, Any]:
-    """The metadata a workload's "started" details give (what ``meta`` has stays unless replaced);
-    the configuration's defaults, ``null`` until then, become what started. A job's ``settings``
-    (its started event's typed data) are ``started.settings``, an object."""
-    started = typed_details(details)
-    if settings:
-        started["settings"] = dict(settings)
+def started_metadata(event: Event, meta: dict[str, Any]) -> dict[str, Any]:
+    """The metadata a run's "started" event gives (what ``meta`` has stays unless replaced): its
+    configuration and what it said of itself (``StartNote``; a job's settings as ``started.settings``,
+    an object) as ``started``; the configuration's defaults, ``null`` until then, become what started."""
+    note = event.data if isinstance(event.data, StartNote) else StartNote()
+    running = event.running
+    started = {**(running.said() if running is not None else {}), **note.said()}
     config = dict(meta.get("config") or {})
     for key in ("workload", "variant", "batch_size", "image_size", "workers"):
         if config.get(key) is None and started.get(key) not in (None, "", 0):  # 0: a job's batches not counted
             config[key] = started[key]
     return {
-        "torch_version": details.get("torch") or meta.get("torch_version"),
-        "cuda_version": details.get("cuda") or meta.get("cuda_version"),
-        "device": details.get("device") or meta.get("device"),
-        "device_name": details.get("device_name"),
+        "torch_version": note.torch or meta.get("torch_version"),
+        "cuda_version": note.cuda or meta.get("cuda_version"),
+        "device": (running.device if running is not None else "") or meta.get("device"),
+        "device_name": note.device_name,
         "config": config,
         "started": started,
     }
@@ -105,7 +95,7 @@ def started_metadata(
 def dashboard_metadata(
     config: RunConfig,
     gpu_info: GpuInfo | None,
-    started_details: dict[str, str],
+    started: Event | None,
     *,
     device: str,
     run_s: float,
@@ -121,6 +111,6 @@ def dashboard_metadata(
         recording_started_at_run_s=round(run_s, 3),
         running_at_start=running,
     )
-    if started_details:
-        meta.update(started_metadata(started_details, meta))
+    if started is not None:
+        meta.update(started_metadata(started, meta))
     return meta

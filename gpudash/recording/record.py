@@ -26,7 +26,6 @@ from gpudash.core import faults
 from gpudash.core.compile_table import CompileTable
 from gpudash.core.events import SHAPES, Event, EventKind
 from gpudash.core.goodput import Goodput, stall_of
-from gpudash.core.job_settings import JobSettings
 from gpudash.core.memory_note import MemoryNote
 from gpudash.core.protocol import (
     GOODPUT,
@@ -139,7 +138,7 @@ class CsvRecorder:
                 self.metadata["compile"] = self.compiles.as_dict()
                 self._tables_unwritten = True  # written when the configuration ends, and at close
             elif msg.kind == EventKind.STARTED:
-                self.note_started(msg.details, msg.data.values if isinstance(msg.data, JobSettings) else None)
+                self.note_started(msg)
             elif msg.kind in (EventKind.MEASURED, EventKind.STALLED):
                 self._note_phases(msg)
             elif msg.kind == EventKind.ERROR and msg.what == OUT_OF_MEMORY:
@@ -264,7 +263,7 @@ class CsvRecorder:
         energy = g.energy_j if g is not None else None
         return {"joules_per_step": self._energy.update(s.time_s, energy, s.steps)}
 
-    def note_started(self, details: dict[str, str], settings: dict[str, str] | None = None) -> None:
-        """What the workload's "started" event says (torch, CUDA, device; a job's settings) into the metadata."""
-        self.metadata.update(started_metadata(details, self.metadata, settings))
+    def note_started(self, started: Event) -> None:
+        """What the run's "started" event says (torch, CUDA, device; a job's settings) into the metadata."""
+        self.metadata.update(started_metadata(started, self.metadata))
         self.write_metadata()

@@ -74,7 +74,8 @@ class SweepReport:
             driver=info.driver,
             nvml_unavailable=info.unavailable,
         )
-        self.meta.update(started_metadata(session.started_details, self.meta))
+        if session.info.started is not None:
+            self.meta.update(started_metadata(session.info.started, self.meta))
         self.write_json()
 
     def write_json(self) -> None:

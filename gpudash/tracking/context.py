@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gpudash.core.start_note import StartNote
+
 _DEVICE = re.compile(r"cpu|cuda(:(0|[1-9]\d*))?")
 
 
@@ -93,16 +95,13 @@ def resolve_device(device: str | None) -> Device:
     return Device(f"cuda:{index}", torch, index)
 
 
-def device_details(device: Device) -> dict[str, str]:
-    """What the "started" event says of the device and the versions (text, as events carry it)."""
+def start_of(device: Device) -> StartNote:
+    """What the "started" event says of the device, the process and the versions."""
     torch = device.torch or sys.modules.get("torch")
-    d = {"device": device.name, "pid": str(os.getpid())}
-    if torch is not None:
-        d["torch"] = str(torch.__version__)
-        d["cuda"] = str(torch.version.cuda or "")
+    version, cuda = (str(torch.__version__), str(torch.version.cuda or "")) if torch is not None else ("", "")
     if device.cuda:
         props = device.torch.cuda.get_device_properties(device.index)
-        d.update(device_name=str(props.name), gpu_uuid=str(getattr(props, "uuid", "")))
-    else:
-        d["device_name"] = platform.processor() or platform.machine() or "cpu"
-    return d
+        name, uuid = str(props.name), str(getattr(props, "uuid", ""))
+        return StartNote(torch=version, cuda=cuda, pid=os.getpid(), device_name=name, gpu_uuid=uuid)
+    cpu = platform.processor() or platform.machine() or "cpu"
+    return StartNote(torch=version, cuda=cuda, pid=os.getpid(), device_name=cpu)

@@ -35,7 +35,7 @@ from gpudash.host.devices import cuda_index_hint
 from gpudash.host.nvml import NvmlSampler
 from gpudash.recording.metadata import meta_path_for, run_metadata
 from gpudash.recording.record import CsvRecorder
-from gpudash.tracking.context import Device, Rank, check_path, device_details, rank_of_job, rank_path, resolve_device
+from gpudash.tracking.context import Device, Rank, check_path, rank_of_job, rank_path, resolve_device, start_of
 from gpudash.tracking.timing import CudaStamps, Note, StepStamps
 from gpudash.tracking.writer import CLOSE_WAIT_S, Writer
 
@@ -125,11 +125,11 @@ class Tracker:
 
     def _make_writer(self, path: Path, batch_size: int | None, interval_s: float) -> Writer:
         t0 = time.monotonic()
-        details = device_details(self.device)
+        start = start_of(self.device)
         sampler = NvmlSampler(cuda_index_hint(self.device.name), interval_s, t0=t0)
         info = sampler.open()
-        if info.available and details.get("gpu_uuid"):
-            sampler.select(uuid=details["gpu_uuid"])  # the GPU CUDA calls this device
+        if info.available and start.gpu_uuid:
+            sampler.select(uuid=start.gpu_uuid)  # the GPU CUDA calls this device
             info = sampler.info
         config: dict[str, Any] = {
             "device": self.device.name,
@@ -170,7 +170,7 @@ class Tracker:
             syncs=lambda: (self._sync_counter, self._issued),
             on_fail=self._turn_off,
         )
-        writer.started_details = details
+        writer.start_note = start
         if not info.available:
             sampler.stop()
         return writer

@@ -26,6 +26,7 @@ from typing import Any
 
 from gpudash.core.protocol import Event, EventKind, GpuSample, Sample, SyncSites
 from gpudash.core.running import Running
+from gpudash.core.start_note import StartNote
 from gpudash.engine.measure import SyncCounter, cuda_memory_mib
 from gpudash.host.nvml import NvmlSampler
 from gpudash.recording.line_writers import RecordWriteError
@@ -103,7 +104,7 @@ class Writer:
         self.syncs = syncs
         self.on_fail = on_fail
         self.clock = clock
-        self.started_details: dict[str, str] = {}
+        self.start_note = StartNote()  # what the "started" event says (the tracker fills it in)
         self.steps = 0  # completed steps, in all
         self.samples = 0
         self.failed = False
@@ -191,7 +192,8 @@ class Writer:
         self._event(
             EventKind.STARTED,
             message=f"started tracking {self.label} (batch {self.batch_size}) on {self.device.name}",
-            details=dict(self.started_details),
+            details=self.start_note.details(),
+            data=self.start_note,
             running=self._running(),
         )
         self.recorder.metadata["config"] = dict(self.config)  # the label is no workload of the catalog's

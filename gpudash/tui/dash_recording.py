@@ -50,7 +50,7 @@ class DashRecording:
         meta = dashboard_metadata(
             config,
             s.gpu_info,
-            self.run.source.info.started_details,
+            self.run.source.info.started,
             device=s.device,
             run_s=s.time_s,
             running={

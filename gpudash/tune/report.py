@@ -101,9 +101,8 @@ class TuneReport(TuneTally):
 
         info = session.gpu_info
         self.meta.update(gpu_name=info.name, driver=info.driver, nvml_unavailable=info.unavailable)
-        self.meta.update(
-            started_metadata(session.started_details, self.meta, getattr(session, "started_settings", None))
-        )
+        if session.info.started is not None:
+            self.meta.update(started_metadata(session.info.started, self.meta))
         self.write_json()
 
     # -- the files ------------------------------------------------------------------------------

@@ -36,11 +36,11 @@ class FakeSource:
         self.restarted = 0
         self.stopped = 0
         self._alive = False
-        self.started_details: dict[str, str] = {}
+        self.started_event: Event | None = None  # the run's "started" event, as a session keeps it
 
     @property
     def info(self) -> SourceInfo:
-        return SourceInfo(started_details=dict(self.started_details))
+        return SourceInfo(started=self.started_event)
 
     def start(self) -> None:
         self.started += 1

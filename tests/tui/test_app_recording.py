@@ -8,6 +8,8 @@ import json
 from pathlib import Path
 
 from gpudash.core.protocol import Event, EventKind
+from gpudash.core.running import Running
+from gpudash.core.start_note import StartNote
 from gpudash.recording.replay import ReplaySource
 from gpudash.tui.screens import KnobsScreen, PromptScreen
 from tests.messages import present
@@ -34,15 +36,10 @@ async def test_recording_writes_the_record_format(tmp_path: Path) -> None:
     src = FakeSource()
     # what EngineSession keeps of the child's "started" event: a recording started mid-run
     # (after that event went by) must still carry it in its JSON
-    src.started_details = {
-        "workload": "encdec",
-        "variant": "serial",
-        "batch_size": "8",
-        "device": "cuda:0",
-        "torch": "2.5.1",
-        "cuda": "12.4",
-        "device_name": "NVIDIA H100 80GB HBM3",
-    }
+    note = StartNote(torch="2.5.1", cuda="12.4", device_name="NVIDIA H100 80GB HBM3")
+    src.started_event = Event(
+        0.0, EventKind.STARTED, running=Running("encdec", "serial", 8, device="cuda:0"), data=note
+    )
     app = make_app(src)
     out = tmp_path / "rec.csv"
     async with app.run_test(size=SIZE) as pilot:

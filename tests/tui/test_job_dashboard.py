@@ -318,7 +318,7 @@ class LoggedSource(FakeSource):
 
     @property
     def info(self) -> SourceInfo:
-        return SourceInfo(log_path="/tmp/gpudash-encdec.log", started_details=dict(self.started_details))
+        return SourceInfo(log_path="/tmp/gpudash-encdec.log", started=self.started_event)
 
 
 async def test_o_in_a_family_s_run_names_its_log_file() -> None:
