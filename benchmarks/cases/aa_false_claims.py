@@ -16,16 +16,14 @@ and the new method on the same measurements. ``keep`` keeps every run's ``sweep.
 
 from __future__ import annotations
 
-import csv
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from benchmarks.cases.shared.gpudash_outputs import run_gpudash, text_rows
 from benchmarks.harness.case import BadParameter
 from benchmarks.harness.checkout import checkout_env, checkout_path
 from benchmarks.harness.context import Run
@@ -106,12 +104,9 @@ def replay(rows: list[dict[str, str]], labels: list[str]) -> str:
 def run_sweep(kind: str, argv: list[str], out: Path, tree: Path) -> RunResult:
     """Run ``tree``'s ``python -m gpudash`` with ``argv`` into ``out`` and read its second summary row."""
     load, t0 = os.getloadavg()[0], time.perf_counter()
-    subprocess.run(
-        [sys.executable, "-m", "gpudash", *argv, "--out", str(out)], cwd=tree, env=checkout_env(tree), check=True
-    )
+    run_gpudash(*argv, "--out", str(out), cwd=tree, env=checkout_env(tree), capture=False)
     elapsed = time.perf_counter() - t0
-    with open(out / "sweep.csv", newline="") as f:
-        rows = list(csv.DictReader(f))
+    rows = text_rows(out / "sweep.csv")
     summaries = [r for r in rows if r["row_kind"] == "summary"]
     if len(summaries) != 2:
         raise RuntimeError(f"expected 2 summary rows in {out / 'sweep.csv'}, found {len(summaries)}")

@@ -10,16 +10,13 @@ otherwise. Goals: ≥ 0.95 for encdec at batch 32 per rank and ResNet-50 at 128 
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from benchmarks.cases.shared.gpudash_outputs import run_gpudash, sidecar
 from benchmarks.harness.context import Run
 from benchmarks.harness.params import param
-from benchmarks.harness.stamp import ROOT
 from benchmarks.harness.stats import Target, estimates, ratio_text
 from gpudash.stats.comparison import Estimate
 
@@ -68,12 +65,9 @@ def sweep(family: str, variant: str, nproc: int, p: Params, out: Path) -> dict[i
     from gpudash.sweep.readback import summaries_from_csv
 
     knobs = [a for knob in p.knobs if nproc > 1 or not knob.startswith("ddp_") for a in ("--knob", knob)]
-    cmd = [sys.executable, "-m", "gpudash", "sweep", "-w", family, "-v", variant, "-b", ",".join(p.batches)]
-    cmd += ["--repeats", str(p.repeats), "--seconds", str(p.seconds), "--warmup", str(p.warmup)]
-    cmd += ["--device", p.device, "--nproc", str(nproc), *knobs, "--out", str(out), "-q"]
-    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} failed: {done.stderr.strip().splitlines()[-1:]}")
+    cmd = ["sweep", "-w", family, "-v", variant, "-b", ",".join(p.batches), "--repeats", str(p.repeats)]
+    cmd += ["--seconds", str(p.seconds), "--warmup", str(p.warmup), "--device", p.device, "--nproc", str(nproc)]
+    run_gpudash(*cmd, *knobs, "--out", str(out), "-q")
     return {
         s.config.batch_size: rate
         for _, summaries in summaries_from_csv(out / "sweep.csv")
@@ -84,7 +78,7 @@ def sweep(family: str, variant: str, nproc: int, p: Params, out: Path) -> dict[i
 
 def machine(sweep_json: Path) -> str:
     """The device, driver, torch and CUDA versions a sweep recorded, in one line."""
-    m = json.loads(sweep_json.read_text())
+    m = sidecar(sweep_json.with_suffix(".csv"))
     names = m.get("gpu_names") or [m.get("device_name") or m.get("device")]
     return (
         f"{' + '.join(map(str, names))} · driver {m.get('driver')} · torch {m.get('torch_version')} "

@@ -7,17 +7,15 @@ jobs by default; ``gpu-resnet`` and ``gpu-hf`` on a GPU."""
 
 from __future__ import annotations
 
-import csv
-import json
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from benchmarks.cases.shared.gpudash_outputs import rows, run_gpudash, sidecar
 from benchmarks.harness.case import BadParameter
 from benchmarks.harness.context import Run
 from benchmarks.harness.params import param
@@ -83,11 +81,9 @@ def job_line(text: str) -> dict[str, str]:
 def summary(path: Path) -> tuple[float | None, float | None, float | None]:
     """The last summary row's steps/s and its interval."""
     found: tuple[float | None, float | None, float | None] = (None, None, None)
-    with open(path, newline="") as f:
-        for row in csv.DictReader(f):
-            if row["row_kind"] == "summary" and row["steps_per_s"]:
-                low, high = (float(row[k]) if row[k] else None for k in ("ci_low", "ci_high"))
-                found = (float(row["steps_per_s"]), low, high)
+    for row in rows(path, ("summary",)):
+        if row["steps_per_s"] is not None:
+            found = (float(row["steps_per_s"]), row["ci_low"], row["ci_high"])
     return found
 
 
@@ -110,14 +106,12 @@ def verdicts(job: Job, ratio: float, own_rate: float, low: float | None, high: f
 def run_job(key: str, job: Job, folder: Path) -> list[str]:
     """One job recorded: its row of the table."""
     out = folder / f"{key}.csv"
-    command = [sys.executable, "-m", "gpudash", "record", str(out), "--force"]
-    if job.duration_s:
-        command += ["--duration", str(job.duration_s)]
+    command = ["record", str(out), "--force", *(["--duration", str(job.duration_s)] if job.duration_s else [])]
     started = time.monotonic()
-    done = subprocess.run([*command, "--", sys.executable, *job.command], capture_output=True, text=True, timeout=900)
+    done = run_gpudash(*command, "--", sys.executable, *job.command, timeout=900, check=False)
     took = time.monotonic() - started
     text = done.stdout + done.stderr
-    meta = json.loads(out.with_suffix(".json").read_text()) if out.with_suffix(".json").exists() else {}
+    meta = sidecar(out)
     if job.stall:
         return stall_row(key, job, text)
     own = job_line(text)

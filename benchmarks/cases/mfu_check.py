@@ -11,15 +11,14 @@ measured tokens/s. ``tiny``: a two-layer model on the CPU, with a peak of 1 TFLO
 
 from __future__ import annotations
 
-import csv
 import os
 import statistics
-import subprocess
-import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from benchmarks.cases.shared.gpudash_outputs import rows, run_gpudash
 from benchmarks.harness.case import Unavailable
 from benchmarks.harness.context import Run
 from benchmarks.harness.params import param
@@ -39,20 +38,18 @@ class Params:
 
 def record(csv_path: Path, p: Params) -> None:
     """``gpudash record`` of the workload (bf16 on CUDA; a peak given on the CPU)."""
-    argv = [sys.executable, "-m", "gpudash", "record", str(csv_path), "-w", f"{WORKLOAD}:workload", "-b", str(p.batch)]
-    argv += ["--steps", str(p.steps), "-q"]
+    argv = ["record", str(csv_path), "-w", f"{WORKLOAD}:workload", "-b", str(p.batch), "--steps", str(p.steps), "-q"]
     argv += ["--device", "cpu", "--peak-tflops", "1"] if p.tiny else ["--knob", "amp=bf16"]
     env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     env.update({"MFU_CHECK_TINY": "1"} if p.tiny else {})
-    subprocess.run(argv, check=True, env=env, cwd=ROOT)
+    run_gpudash(*argv, env=env)
 
 
-def measured(csv_path: Path) -> tuple[dict[str, str], list[dict[str, str]]]:
-    """The "flops" event's details row and the sample rows after the first quarter (warm-up)."""
-    with open(csv_path, newline="") as f:
-        rows = list(csv.DictReader(f))
-    event = next(r for r in rows if r["row_kind"] == "event" and r["event_what"] == "flops")
-    samples = [r for r in rows if r["row_kind"] == "sample" and r["mfu_pct"] and float(r["steps_per_s"]) > 0]
+def measured(csv_path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The "flops" event's row and the sample rows after the first quarter (warm-up)."""
+    recorded = rows(csv_path, ("event", "sample"))
+    event = next(r for r in recorded if r["row_kind"] == "event" and r["event_what"] == "flops")
+    samples = [r for r in recorded if r["row_kind"] == "sample" and r["mfu_pct"] is not None and r["steps_per_s"] > 0]
     return event, samples[len(samples) // 4 :]
 
 
@@ -60,7 +57,7 @@ def pct(ours: float, theirs: float) -> str:
     return f"{100 * (ours / theirs - 1):+.2f}%"
 
 
-def table(run: Run, p: Params, event: dict[str, str], samples: list[dict[str, str]]) -> None:
+def table(run: Run, p: Params, event: dict[str, Any], samples: list[dict[str, Any]]) -> None:
     """gpudash's figures against the analytic count, and the goal."""
     import torch
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import dataclass
 
+from benchmarks.cases.shared.gpudash_outputs import gpudash_argv
 from benchmarks.harness.context import Run
 from benchmarks.harness.params import param
 from benchmarks.harness.result import Figure
@@ -71,8 +71,8 @@ def measure_family(family: str, steps: int, device: str) -> dict[str, int]:
     from gpudash.core.proctree import children
 
     with tempfile.TemporaryDirectory() as tmp:
-        argv = [sys.executable, "-m", "gpudash", "record", os.path.join(tmp, "run.csv"), "-w", family]
-        argv += ["--device", device, "--nproc", "2", "--steps", str(steps), "-q"]
+        argv = gpudash_argv("record", os.path.join(tmp, "run.csv"), "-w", family, "--device", device)
+        argv += ["--nproc", "2", "--steps", str(steps), "-q"]
         proc = subprocess.Popen(argv, cwd=tmp, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         peak = {"rank_rss": 0, "rank_pss": 0, "launcher_rss": 0, "launcher_pss": 0}
         launcher: int | None = None

@@ -14,6 +14,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 
+from benchmarks.cases.shared.gpudash_outputs import run_gpudash
 from benchmarks.harness.case import Unavailable
 from benchmarks.harness.context import Run
 from benchmarks.harness.params import param
@@ -44,8 +45,7 @@ def measure(run: Run, p: Params) -> None:
 
     if not torch.cuda.is_available():
         raise Unavailable("needs CUDA")
-    argv = [sys.executable, "-m", "gpudash", "diagnose", "--json", "-q", "--warmup", "2", "--"]
-    done = subprocess.run([*argv, sys.executable, str(SCRIPT), "100000000"], capture_output=True, text=True)
+    done = run_gpudash("diagnose", "--json", "-q", "--warmup", "2", "--", sys.executable, str(SCRIPT), "100000000")
     verdict = json.loads(done.stdout)
     syncs = next((r for r in verdict["remedies"] if r["limit"] == "syncs"), None)
     arms = {"with syncs": lambda: rate([], p.steps), "without": lambda: rate(["--no-syncs"], p.steps)}

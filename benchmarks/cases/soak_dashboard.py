@@ -32,6 +32,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from benchmarks.cases.shared.gpudash_outputs import gpudash_argv
 from benchmarks.cases.shared.tmux import Tmux, wait_for
 from benchmarks.harness.case import BadParameter, Unavailable
 from benchmarks.harness.context import Run
@@ -61,7 +62,7 @@ JUDGED = ("rss", "fds", "threads")
 
 def dashboard_command(args: Any) -> str:
     """The shell command the pane runs: ``exec`` so the pane's pid is the dashboard's."""
-    argv = [sys.executable, "-m", "gpudash", "-w", args.workload, *args.gpudash_args]
+    argv = gpudash_argv("-w", args.workload, *args.gpudash_args)
     env = f"XDG_CONFIG_HOME={shlex.quote(str(args.out_dir / 'config'))} PYTHONPATH={shlex.quote(str(ROOT))}"
     return f"exec env {env} {shlex.join(argv)}"
 

@@ -24,6 +24,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from benchmarks.cases.shared.gpudash_outputs import gpudash_argv
 from benchmarks.harness.case import Unavailable
 from benchmarks.harness.context import Run
 from benchmarks.harness.params import param
@@ -86,7 +87,7 @@ def earlier_rows(path: str) -> list[list[str]]:
 def all_runs(p: Params, out: Path) -> list[JobRun]:
     """The runs, interleaved: in each of ``runs`` rounds a bare and a plain one while they last, then a traced one."""
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(p.nproc), *p.job]
-    record = [sys.executable, "-m", "gpudash", "record"]
+    record = gpudash_argv("record")
     left = {"bare": p.bare, "plain": p.plain}
     runs: list[JobRun] = []
     for i in range(p.runs):

@@ -20,11 +20,11 @@ import json
 import re
 import shutil
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmarks.cases.shared.gpudash_outputs import run_gpudash
 from benchmarks.harness.case import BadParameter, Unavailable
 from benchmarks.harness.context import Run
 from benchmarks.harness.params import param
@@ -72,14 +72,14 @@ def bare(run: Run, p: Params, out: Path) -> None:
 
 
 def tune(run: Run, p: Params, out: Path) -> None:
-    argv = [sys.executable, "-m", "gpudash", "tune", "--seconds", f"{p.seconds:g}", "--max-minutes"]
-    argv += [f"{p.max_minutes:g}", "--json", "--out", str(out / "tune"), "--", *p.job, *job_args(p)]
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=60 * p.max_minutes + 600)
+    argv = ["tune", "--seconds", f"{p.seconds:g}", "--max-minutes", f"{p.max_minutes:g}", "--json"]
+    argv += ["--out", str(out / "tune"), "--", *p.job, *job_args(p)]
+    done = run_gpudash(*argv, timeout=60 * p.max_minutes + 600, check=False)
     run.progress(done.stderr)
     if done.returncode != 0:
         raise RuntimeError(f"gpudash tune failed ({done.returncode})")
     doc = json.loads(done.stdout)
-    doc["command"] = ["gpudash", *argv[3:]]
+    doc["command"] = ["gpudash", *argv]
     (out / "tune.json").write_text(json.dumps(doc, indent=2))
     run.line(f"tune's answer kept in {out / 'tune.json'}")
 

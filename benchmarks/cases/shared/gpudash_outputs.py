@@ -1,7 +1,9 @@
-"""What gpudash writes for a sweep or a tune run, taken into a result: the run's folder (run now, or
-one already run), its CSV's rows as JSON values (a number as a number, an empty cell as null, a
-``*_batches`` cell as a list), its JSON sidecar, its Markdown report as the result's document, the
-machine it ran on as the result's stamp, and its files copied as written for publishing."""
+"""How a case runs gpudash and reads what it writes, the one way every case does: ``gpudash_argv`` and
+``run_gpudash`` (this Python's gpudash, from the checkout; a failure one error naming the command),
+a CSV's rows as JSON values (a number as a number, an empty cell as null, a ``*_batches`` cell as a
+list), the JSON sidecar beside it; and for a sweep or a tune run, its folder (run now, or one
+already run) taken into a result: its Markdown report as the result's document, the machine it ran
+on as the result's stamp, and its files copied as written for publishing."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -20,6 +22,37 @@ from benchmarks.harness.case import BadParameter
 from benchmarks.harness.context import Run
 from benchmarks.harness.document import blocks_of
 from benchmarks.harness.stamp import ROOT
+
+
+def gpudash_argv(*args: str) -> list[str]:
+    """The command line of ``gpudash ARGS`` as a case runs it: this Python, the checkout's gpudash."""
+    return [sys.executable, "-m", "gpudash", *args]
+
+
+def run_gpudash(
+    *args: str,
+    timeout: float | None = None,
+    env: dict[str, str] | None = None,
+    cwd: Path | str = ROOT,
+    prefix: Sequence[str] = (),
+    check: bool = True,
+    capture: bool = True,
+) -> subprocess.CompletedProcess[str]:
+    """``gpudash ARGS`` run to its end (after ``prefix``: ``taskset …``), its output captured as text
+    (``capture``; else on the terminal, for a long run's progress); with ``check``, an exit other than 0
+    is a RuntimeError with the command and its stderr's last lines."""
+    argv = [*prefix, *gpudash_argv(*args)]
+    done = subprocess.run(argv, capture_output=capture, text=True, timeout=timeout, env=env, cwd=cwd)
+    if check and done.returncode != 0:
+        tail = "\n".join((done.stderr or "").strip().splitlines()[-8:])
+        raise RuntimeError(f"{' '.join(argv)} ended {done.returncode}:\n{tail}")
+    return done
+
+
+def sidecar(csv_path: Path) -> dict[str, Any]:
+    """The JSON gpudash wrote beside a CSV (``run.csv`` → ``run.json``); {} where it wrote none."""
+    path = csv_path.with_suffix(".json")
+    return json.loads(path.read_text()) if path.exists() else {}
 
 
 @contextmanager
@@ -32,9 +65,7 @@ def output_folder(command: str, args: tuple[str, ...], from_dir: str | None) -> 
         yield Path(from_dir)
         return
     with tempfile.TemporaryDirectory(prefix=f"gpudash-{command}-") as tmp:
-        done = subprocess.run([sys.executable, "-m", "gpudash", command, *args, "--out", tmp], cwd=ROOT)
-        if done.returncode != 0:
-            raise RuntimeError(f"gpudash {command} {' '.join(args)} ended {done.returncode}")
+        run_gpudash(command, *args, "--out", tmp, capture=False)  # (its progress on the terminal)
         yield Path(tmp)
 
 
@@ -50,14 +81,19 @@ def value(cell: str) -> Any:
     return cell
 
 
-def rows(path: Path, kinds: tuple[str, ...]) -> list[dict[str, Any]]:
-    """The rows of ``path`` whose ``row_kind`` is one of ``kinds``, each cell a JSON value."""
+def text_rows(path: Path) -> list[dict[str, str]]:
+    """Every row of the CSV at ``path``, each cell as its text (for a case that writes them back)."""
     with open(path, newline="") as f:
-        return [
-            {k: [float(b) for b in v.split(";") if b] if k.endswith("_batches") else value(v) for k, v in r.items()}
-            for r in csv.DictReader(f)
-            if r["row_kind"] in kinds
-        ]
+        return list(csv.DictReader(f))
+
+
+def rows(path: Path, kinds: tuple[str, ...] = ("sample",)) -> list[dict[str, Any]]:
+    """The rows of ``path`` whose ``row_kind`` is one of ``kinds``, each cell a JSON value."""
+    return [
+        {k: [float(b) for b in v.split(";") if b] if k.endswith("_batches") else value(v) for k, v in r.items()}
+        for r in text_rows(path)
+        if r["row_kind"] in kinds
+    ]
 
 
 def machine_stamp(meta: dict[str, Any]) -> dict[str, Any]:
@@ -78,7 +114,7 @@ def machine_stamp(meta: dict[str, Any]) -> dict[str, Any]:
 def take_in(run: Run, folder: Path, stem: str, kinds: tuple[str, ...]) -> dict[str, Any]:
     """``STEM.csv``'s rows of ``kinds``, ``STEM.json`` and ``STEM.md`` of ``folder`` into ``run``:
     the rows and the sidecar as its data, the report as its document, the sidecar's machine as its stamp."""
-    meta = json.loads((folder / f"{stem}.json").read_text())
+    meta = sidecar(folder / f"{stem}.csv")
     run.data["meta"] = meta
     run.data["rows"] = rows(folder / f"{stem}.csv", kinds)
     run.blocks.extend(blocks_of((folder / f"{stem}.md").read_text(encoding="utf-8"), markdown=True))

@@ -3,12 +3,13 @@ own figures from its last ``JOB …`` line, and gpudash's rows and rates from it
 
 from __future__ import annotations
 
-import csv
 import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+from benchmarks.cases.shared.gpudash_outputs import gpudash_argv, rows
 from benchmarks.harness.case import BadParameter
 
 JOBS = Path(__file__).resolve().parents[2] / "jobs"
@@ -52,7 +53,7 @@ class JobRun:
     """One run of a job: its own figures, and gpudash's sample rows (none when bare)."""
 
     own: dict[str, float]
-    rows: list[dict[str, str]] = field(default_factory=list)
+    rows: list[dict[str, Any]] = field(default_factory=list)
 
     def gpudash_rates(self, warmup: int) -> tuple[float, float]:
         """gpudash's steps/s and samples/s from its windows: from the end of the first window past
@@ -74,13 +75,9 @@ def run_job(name: str, args: list[str], under: Path | None, pin: tuple[list[str]
     prefix, gpudash_cpus = pin
     job = [*prefix, sys.executable, *LAUNCH.get(name, []), str(JOBS / SCRIPTS.get(name, f"{name}_job.py")), *args]
     keep_off = ["taskset", "-c", ",".join(map(str, sorted(gpudash_cpus)))] if gpudash_cpus else []
-    gpudash = [*keep_off, sys.executable, "-m", "gpudash", "record", str(under), "-q", "--force", "--"]
+    gpudash = [*keep_off, *gpudash_argv("record", str(under), "-q", "--force", "--")]
     argv = [*gpudash, *job] if under else job
     done = subprocess.run(argv, capture_output=True, text=True, timeout=900)
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(argv)} failed ({done.returncode}): {done.stderr[-2000:]}")
-    rows: list[dict[str, str]] = []
-    if under is not None:
-        with open(under, newline="") as f:
-            rows = [r for r in csv.DictReader(f) if r["row_kind"] == "sample"]
-    return JobRun(own_line(done.stdout), rows)
+    return JobRun(own_line(done.stdout), rows(under) if under is not None else [])
