@@ -1,6 +1,7 @@
 """Building the workload inside the workload process: the builder the step loop calls at start
-and at every switch of family, and what the "started" event says (``StartNote``). Shared by the single-process
-child (``gpudash.engine.child``) and each rank of a data-parallel run (``gpudash.engine.ranks``)."""
+and at every switch of family, and what the "started" event says (``StartNote``). Shared by the
+single-process child (``gpudash.engine.child``) and each rank of a data-parallel run
+(``gpudash.engine.ranks``)."""
 
 from __future__ import annotations
 

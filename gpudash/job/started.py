@@ -1,8 +1,8 @@
 """What a job's "started" event says of it (``StartNote``): its torch, CUDA, device, optimizer, how its
 steps are counted and its settings (``core.job_settings``), as its lead rank's hooks said them at its
-first step, beside the run's configuration; the words for how its steps are
-counted; and the note for a job that has not got that far (no word from it, or no step), with how
-to mark its steps. Torch-free."""
+first step, beside the run's configuration; the words for how its steps are counted; and the note
+for a job that has not got that far (no word from it, or no step), with how to mark its steps.
+Torch-free."""
 
 from __future__ import annotations
 
