@@ -117,8 +117,10 @@ def rank_main(config: RunConfig, controls: Any, out: Any, log_path: str | None, 
         if leader is not None:
             note = start_note(torch, loop, device, nnodes=config.nnodes)
             message = f"{started} per rank on {info.world_size} ranks ({device.type}, DDP)"
-            event = Event(loop.now(), EventKind.STARTED, message=message, details=note.details(), data=note)
-            leader.emit(dataclasses.replace(event, running=loop.running()))
+            details, running = note.details(), loop.running()
+            leader.emit(
+                Event(loop.now(), EventKind.STARTED, message=message, details=details, running=running, data=note)
+            )
         loop.run()
         loop.workload.close()
         if leader is not None:
