@@ -71,6 +71,8 @@ async def test_the_watch_dashboard_shows_every_gpu_and_its_processes(box, tmp_pa
         # heading, column names, 3 processes and the notes: a long command is cut, not wrapped
         # (its size follows the text at the next layout: waited for, not read at once)
         await wait_until(pilot, lambda: app.query_one(ProcessTable).size.height == 6, "the table's six lines")
+        # the footer recomposes its keys when the bindings change: wait for them, never read a frame between
+        await wait_until(pilot, lambda: "Record" in plain_text_of_footer(app), "the footer's keys")
         footer = plain_text_of_footer(app)
         assert "Record" in footer and "Next GPU" in footer and "Pipeline" not in footer
         visible = {c.spec.id for c in app.visible_charts}
