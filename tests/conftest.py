@@ -35,6 +35,13 @@ os.environ.setdefault("PYTHONPYCACHEPREFIX", os.path.join(tempfile.gettempdir(),
 sys.dont_write_bytecode = False
 sys.pycache_prefix = os.environ["PYTHONPYCACHEPREFIX"]
 
+# Every process the suite starts exits without the collector's scan of torch's heap
+# (tests/interpreter/sitecustomize.py says why); set in the controller, before xdist starts its
+# workers. A test that gives a process a PYTHONPATH of its own leaves it out there, nothing else.
+_EXIT_QUICKLY = str(Path(__file__).resolve().parent / "interpreter")
+if _EXIT_QUICKLY not in os.environ.get("PYTHONPATH", "").split(os.pathsep):
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, (_EXIT_QUICKLY, os.environ.get("PYTHONPATH"))))
+
 
 def pytest_configure(config: pytest.Config) -> None:
     """``-m gpu`` (or ``multigpu``) runs in one process whatever ``addopts``' ``-n`` says: two tests

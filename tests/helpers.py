@@ -71,6 +71,12 @@ CSV_COLUMNS_0_1 = [
 BOOT = ROOT / "gpudash" / "boot"  # the job's bootstrap folder: sitecustomize.py and the gpudash_boot package
 
 
+def checkout_first_on_path() -> str:
+    """A ``PYTHONPATH`` with this checkout first, then the suite's own (``tests/conftest.py``'s
+    folder whose ``sitecustomize`` lets a process exit without scanning torch's heap)."""
+    return os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH"))))
+
+
 def ctrl_c_reaches_it() -> None:
     """A child's SIGINT as a terminal's Ctrl-C finds it (``preexec_fn``): the default action, even
     where the tests run from a background shell, which starts them with SIGINT ignored."""

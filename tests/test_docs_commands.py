@@ -29,6 +29,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import checkout_first_on_path
+
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 SHELL_BLOCK = re.compile(r"^[ \t]*```(?:bash|sh|shell|console)\n(.*?)^[ \t]*```", re.S | re.M)
@@ -137,7 +139,11 @@ def _pasted(command: str, cwd: Path) -> subprocess.Popen[str]:
     on the PATH; in a session of its own, so that a Ctrl-C reaches everything it started, and with
     Ctrl-C's default action, as a terminal gives it (a suite run in the background ignores it)."""
     bin_dir = str(Path(sys.executable).parent)
-    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}", "PYTHONPATH": str(ROOT)}
+    env = {
+        **os.environ,
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+        "PYTHONPATH": checkout_first_on_path(),
+    }
     return subprocess.Popen(
         ["bash", "-c", command],
         cwd=cwd,

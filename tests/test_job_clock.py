@@ -16,6 +16,7 @@ from gpudash.boot.gpudash_boot import syncs
 from gpudash.core.protocol import Event, EventKind, RunConfig
 from gpudash.job.session import JobSession
 from gpudash.job.step_record import StepRecord
+from tests.helpers import checkout_first_on_path
 
 
 def _session(tmp_path: Path) -> JobSession:
@@ -137,7 +138,7 @@ def test_a_recording_named_like_a_command_is_a_path(tmp_path: Path, name: str) -
         text=True,
         timeout=120,
         cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])},
+        env={**os.environ, "PYTHONPATH": checkout_first_on_path()},
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert (tmp_path / name).read_text().startswith("row_kind,time_s,")

@@ -21,10 +21,9 @@ from typing import Any
 import pytest
 
 from gpudash.job.suspended import JobStops
-from tests.helpers import once_per_session
+from tests.helpers import checkout_first_on_path, once_per_session
 from tests.test_job import JOBS
 
-REPO = Path(__file__).resolve().parents[1]
 TTY_LOOP = JOBS / "tty_loop.py"
 
 
@@ -32,7 +31,13 @@ class Shell:
     """An interactive bash in a pseudo-terminal: ``type`` a line or a key, ``expect`` its output."""
 
     def __init__(self, cwd: Path) -> None:
-        env = {**os.environ, "PS1": "$ ", "PYTHONPATH": str(REPO), "TERM": "dumb", "HISTFILE": "/dev/null"}
+        env = {
+            **os.environ,
+            "PS1": "$ ",
+            "PYTHONPATH": checkout_first_on_path(),
+            "TERM": "dumb",
+            "HISTFILE": "/dev/null",
+        }
         self.pid, self.fd = pty.fork()
         if self.pid == 0:  # the child: a login-less interactive shell
             os.chdir(cwd)
@@ -173,7 +178,7 @@ def stopped_by_someone_else(tmp_path_factory: pytest.TempPathFactory) -> tuple[i
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
-            env={**os.environ, "PYTHONPATH": str(REPO)},
+            env={**os.environ, "PYTHONPATH": checkout_first_on_path()},
         )
         try:
             assert proc.stdout is not None and proc.stderr is not None
@@ -250,7 +255,7 @@ def test_a_script_of_two_trainings_is_counted_as_the_sum_and_steps_stops_it_in_t
         capture_output=True,
         text=True,
         timeout=120,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
+        env={**os.environ, "PYTHONPATH": checkout_first_on_path()},
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.count("JOB done") == 1  # the second never got to its end
