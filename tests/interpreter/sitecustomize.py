@@ -12,5 +12,21 @@ to run. Not something gpudash does to a user's job: their interpreter exits as t
 
 import atexit
 import gc
+import importlib.machinery
+import importlib.util
+import os
+import sys
 
 atexit.register(gc.freeze)
+
+
+def _run_the_one_shadowed() -> None:
+    """Run the ``sitecustomize`` this one shadows (Debian's Python has one), as Python would have."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    rest = [p for p in sys.path if os.path.abspath(p or os.curdir) != here]
+    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", rest)
+    if spec is not None and spec.loader is not None:
+        spec.loader.exec_module(importlib.util.module_from_spec(spec))
+
+
+_run_the_one_shadowed()
