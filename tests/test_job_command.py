@@ -24,13 +24,30 @@ def test_a_job_is_named_by_its_script_behind_a_launcher_module() -> None:
 def test_a_shell_string_is_a_command_and_its_job_is_named_by_the_script_it_runs() -> None:
     """``bash -c "cd … && python train.py"``: the string is not a script to look for (it was refused
     as "no such file"); the job is named by the script the string runs."""
-    from gpudash.job.command import check_command, variant, workload_name
+    from gpudash.job.command import check_command, script_index, variant, workload_name
 
     command = ["bash", "-c", f"cd {JOBS} && python plain_loop.py --steps 3"]
     check_command(command)  # no JobCommandError
     assert workload_name(command) == "job:plain_loop.py"
     assert variant(command) == shlex.join(command[1:])
     assert workload_name(["python", "-c", "print(1)"]) == "job:python"
+    login_shell = ["bash", "-lc", "python train.py --lr 3e-4"]  # a shell's flags joined before -c
+    assert (workload_name(login_shell), script_index(login_shell)) == ("job:train.py", None)
+
+
+def test_a_script_whose_path_holds_a_space_names_the_job_and_its_arguments_are_the_variant(tmp_path: Path) -> None:
+    """``python -O "my runs/train.py" 1500``: the job is ``train.py`` and its variant ``1500`` (it was
+    named ``job:python``, the script's path and all in its variant)."""
+    from gpudash.job.command import check_command, variant, workload_name
+
+    script = tmp_path / "my runs" / "train.py"
+    script.parent.mkdir()
+    script.write_text("print('ran')\n")
+    command = ["python", "-O", str(script), "1500"]
+    check_command(command)
+    assert (workload_name(command), variant(command)) == ("job:train.py", "1500")
+    # a string with a space that is no file is not a script: the shell's string is what it is
+    assert workload_name(["sh", "-c", f"python {script}"]) == "job:train.py"
 
 
 @pytest.mark.slow

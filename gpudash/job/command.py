@@ -19,7 +19,10 @@ from gpudash.core.protocol import JOB_PREFIX
 NO_ARGUMENTS = "(no arguments)"
 # the launchers whose own options come before the script (``torchrun --nproc-per-node 2 train.py``)
 LAUNCHERS = ("python", "python3", "torchrun", "accelerate", "deepspeed", "bash", "sh", "uv", "poetry")
-_SCRIPT = re.compile(r"\S+\.(py|sh)$")  # one word: ``bash -c "python train.py"``'s string is a command
+_SCRIPT = re.compile(r"[^\n]+\.(py|sh)$")  # ``my runs/train.py`` too: a word with a space is a path that exists
+# ``-c``, and a shell's or Python's flags joined before it (``bash -lc "…"``, ``python -Bc "…"``):
+# a command string follows
+_COMMAND_STRING_FLAG = re.compile(r"-[A-Za-z]*c")
 
 
 class JobCommandError(ValueError):
@@ -65,11 +68,15 @@ def script_index(command: Sequence[str]) -> int | None:
     """Where the job's script (or ``-m`` module) is in ``command``; None when there is none (the
     string of ``bash -c`` or ``python -c`` is a command, not a script)."""
     for i, arg in enumerate(command):
-        if i and command[i - 1] == "-c":
+        if i and _COMMAND_STRING_FLAG.fullmatch(command[i - 1]):
             return None
         if i and command[i - 1] == "-m" and arg not in LAUNCHER_MODULES:
             return i
-        if _SCRIPT.match(arg) and not arg.startswith("-"):
+        if (
+            _SCRIPT.match(arg)
+            and not arg.startswith("-")
+            and (not any(c.isspace() for c in arg) or os.path.isfile(arg))
+        ):
             return i
     return None
 
@@ -78,7 +85,7 @@ def inner_command(command: Sequence[str]) -> list[str]:
     """The command inside ``bash -c "…"`` (``sh -c``, ``python -c``: its words, as the shell splits
     them); [] where there is none, or it does not split."""
     for i, arg in enumerate(command[:-1]):
-        if arg == "-c":
+        if i and _COMMAND_STRING_FLAG.fullmatch(arg):
             try:
                 return shlex.split(command[i + 1])
             except ValueError:
