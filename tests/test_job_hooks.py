@@ -59,6 +59,34 @@ def test_the_bootstrap_runs_the_sitecustomize_it_shadows(tmp_path: Path) -> None
     assert done.stdout.split() == ["1", "False"], done.stderr
 
 
+def test_a_shadowed_sitecustomize_that_runs_the_ones_it_shadows_runs_once(tmp_path: Path) -> None:
+    """Theirs, behind the bootstrap on the path, runs every other ``sitecustomize`` but its own (as
+    many do): each runs once, the bootstrap is not run again from theirs (the job's lines stopped,
+    and the dashboard's pane with them, when the bootstrap looked before its own folder)."""
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / "sitecustomize.py").write_text(
+        "import importlib.machinery, importlib.util, os, sys\n"
+        "os.environ['THEIRS_RAN'] = str(int(os.environ.get('THEIRS_RAN', '0')) + 1)\n"
+        "here = os.path.dirname(os.path.abspath(__file__))\n"
+        "rest = [p for p in sys.path if os.path.abspath(p or os.curdir) != here]\n"
+        "spec = importlib.machinery.PathFinder.find_spec('sitecustomize', rest)\n"
+        "if spec and spec.loader and int(os.environ['THEIRS_RAN']) < 5:\n"
+        "    spec.loader.exec_module(importlib.util.module_from_spec(spec))\n"
+    )
+    from gpudash.job.launch import job_env
+
+    env = job_env(str(tmp_path / "nobody.sock"), {**os.environ, "PYTHONPATH": str(theirs)})
+    done = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.environ['THEIRS_RAN'])"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.stdout.split() == ["1"], done.stderr
+
+
 @pytest.mark.slow
 def test_the_bootstrap_puts_one_package_of_gpudashs_in_the_jobs_modules(tmp_path: Path) -> None:
     """The bootstrap's folder, first on the job's path, holds ``sitecustomize`` and one package: once

@@ -21,8 +21,11 @@ _PACKAGE = "gpudash_boot"  # the package beside this file
 
 
 def _chain() -> None:
-    """Run the ``sitecustomize`` this one shadows (the next on ``sys.path``), as Python would have."""
-    rest = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
+    """Run the ``sitecustomize`` this one shadows (the next on ``sys.path``, after this folder), as
+    Python would have; never one before this folder (one that runs those it shadows would run this
+    one again)."""
+    folders = [os.path.abspath(p or os.curdir) for p in sys.path]
+    rest = sys.path[folders.index(_HERE) + 1 :] if _HERE in folders else sys.path
     spec = importlib.machinery.PathFinder.find_spec("sitecustomize", rest)
     if spec is None or spec.loader is None or not spec.origin:
         return
@@ -79,5 +82,17 @@ def _start() -> None:
         sys.meta_path.insert(0, imports.ImportWatch({"torch"}, _install, once=True))
 
 
-_chain()
-_start()
+def _ran_already() -> bool:
+    """Whether this file has run in this process already: a ``sitecustomize`` it shadows that runs
+    every other one on the path, itself aside (as many do), runs this file again as a new module."""
+    first = sys.modules.get("sitecustomize")
+    return (
+        first is not None
+        and vars(first) is not globals()
+        and os.path.abspath(getattr(first, "__file__", None) or "") == os.path.abspath(__file__)
+    )
+
+
+if not _ran_already():
+    _chain()
+    _start()

@@ -21,9 +21,11 @@ atexit.register(gc.freeze)
 
 
 def _run_the_one_shadowed() -> None:
-    """Run the ``sitecustomize`` this one shadows (Debian's Python has one), as Python would have."""
+    """Run the ``sitecustomize`` this one shadows (Debian's Python has one), as Python would have:
+    the next after this folder on ``sys.path`` (gpudash's bootstrap, before it in a job's, has run this one)."""
     here = os.path.dirname(os.path.abspath(__file__))
-    rest = [p for p in sys.path if os.path.abspath(p or os.curdir) != here]
+    folders = [os.path.abspath(p or os.curdir) for p in sys.path]
+    rest = sys.path[folders.index(here) + 1 :] if here in folders else sys.path
     spec = importlib.machinery.PathFinder.find_spec("sitecustomize", rest)
     if spec is not None and spec.loader is not None:
         spec.loader.exec_module(importlib.util.module_from_spec(spec))
