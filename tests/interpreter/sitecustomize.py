@@ -4,8 +4,9 @@
 At exit, once every atexit handler has run (this one, registered first, runs last), Python's
 collector is frozen: the interpreter's finalization then frees modules by their reference counts
 without scanning, again and again, the heap torch and ``torch._dynamo`` leave (about 300,000
-objects). That scanning took 1.3–2.0 s of CPU at the exit of every process that had imported torch on
-the suite's 2-core machine (docs/testing.md), about a third of a small job's whole run. Only the
+objects). That scanning took 1.3–2.8 s of CPU (median 1.5 s) at the exit of every process that had
+imported torch on the suite's 2-core machine, about 0.4 s with it frozen (docs/testing.md;
+``python -m benchmarks run suite_exit_cost``): a fifth of a small job's whole run. Only the
 finalizers of objects still in reference cycles at exit are skipped, which Python never promises
 to run. Not something gpudash does to a user's job: their interpreter exits as they wrote it.
 """
