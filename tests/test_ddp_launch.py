@@ -18,14 +18,14 @@ from typing import NamedTuple
 import pytest
 
 from gpudash.core.proctree import alive, children, command_line, parent_of
-from tests.helpers import act_when, needs_two_cpus, once_per_session, record_args
+from tests.helpers import act_when, checkout_first_on_path, needs_two_cpus, once_per_session, record_args
 from tests.test_ddp import ROOT
 from tests.test_orphans import START_TIMEOUT_S
 
 
 # -- the command line ----------------------------------------------------------------------------
 def _gpudash(*args: str, cwd: Path, timeout: float = 240) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH"))))}
+    env = {**os.environ, "PYTHONPATH": checkout_first_on_path()}
     return subprocess.run(
         [sys.executable, "-m", "gpudash", *args], capture_output=True, text=True, cwd=cwd, timeout=timeout, env=env
     )
@@ -68,7 +68,7 @@ def _sampled_after_a_window(rows: list[dict[str, str]]) -> bool:
 def traced_run(tmp_path_factory: pytest.TempPathFactory) -> Traced:
     def record() -> Traced:
         cwd = tmp_path_factory.mktemp("traced")
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH"))))}
+        env = {**os.environ, "PYTHONPATH": checkout_first_on_path()}
         argv = [sys.executable, "-m", "gpudash", *record_args("run.csv", *TRACED)]
         proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         csv_path = cwd / "run.csv"

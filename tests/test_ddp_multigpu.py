@@ -15,7 +15,8 @@ import pytest
 import torch
 
 from gpudash.core.proctree import alive
-from tests.test_ddp import ROOT, Loaders, ddp_run, single_run_on_the_global_batch
+from tests.helpers import checkout_first_on_path
+from tests.test_ddp import Loaders, ddp_run, single_run_on_the_global_batch
 from tests.test_ddp_launch import kill_a_rank
 
 pytestmark = [pytest.mark.multigpu, pytest.mark.slow]
@@ -51,7 +52,7 @@ def test_loader_workers_of_two_gpu_ranks_survive_a_batch_change(family: str, var
 
 
 def test_record_on_two_gpus_reports_both_ranks(tmp_path: Path) -> None:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH"))))}
+    env = {**os.environ, "PYTHONPATH": checkout_first_on_path()}
     out = subprocess.run(
         [
             sys.executable,
@@ -96,7 +97,7 @@ def test_a_two_gpu_diagnosis_measures_the_exposed_all_reduce(tmp_path: Path) -> 
     """Issue 55: rank 0's profiled window on two NCCL ranks gives the all-reduce's exposed part."""
     import json
 
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH"))))}
+    env = {**os.environ, "PYTHONPATH": checkout_first_on_path()}
     argv = [sys.executable, "-m", "gpudash", "diagnose", "-w", "resnet50", "-b", "64", "--nproc", "2", "--json", "-q"]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=600, cwd=tmp_path, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
