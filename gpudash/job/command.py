@@ -19,7 +19,6 @@ from gpudash.core.protocol import JOB_PREFIX
 NO_ARGUMENTS = "(no arguments)"
 # the launchers whose own options come before the script (``torchrun --nproc-per-node 2 train.py``)
 LAUNCHERS = ("python", "python3", "torchrun", "accelerate", "deepspeed", "bash", "sh", "uv", "poetry")
-_SCRIPT = re.compile(r"[^\n]+\.(py|sh)$")  # ``my runs/train.py`` too: a word with a space is a path that exists
 # ``-c``, and a shell's or Python's flags joined before it (``bash -lc "…"``, ``python -Bc "…"``):
 # a command string follows
 _COMMAND_STRING_FLAG = re.compile(r"-[A-Za-z]*c")
@@ -72,13 +71,19 @@ def script_index(command: Sequence[str]) -> int | None:
             return None
         if i and command[i - 1] == "-m" and arg not in LAUNCHER_MODULES:
             return i
-        if (
-            _SCRIPT.match(arg)
-            and not arg.startswith("-")
-            and (not any(c.isspace() for c in arg) or os.path.isfile(arg))
-        ):
+        if _is_script(arg):
             return i
     return None
+
+
+def _is_script(word: str) -> bool:
+    """A ``.py`` or ``.sh`` word that is no option; one holding a space (``my runs/train.py``) only
+    where it is a file (``bash -c "python train.py"``'s string is a command)."""
+    return (
+        word.endswith((".py", ".sh"))
+        and not word.startswith("-")
+        and (not any(c.isspace() for c in word) or os.path.isfile(word))
+    )
 
 
 def inner_command(command: Sequence[str]) -> list[str]:
