@@ -52,6 +52,7 @@ def test_record_of_a_compiled_gpt_script_gives_its_mfu_from_the_uncompiled_model
 
 
 @pytest.mark.multigpu
+@pytest.mark.slow  # a compiled script on 2 ranks: 57 s on 2 H200s (docs/bench/h200x2-issue87m)
 def test_diagnose_of_the_script_over_two_ranks_counts_the_training_steps_syncs_alone() -> None:
     torchrun = (sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2")
     job = (*torchrun, GPT, "--compile", "--steps", "100000", *SHAPE, *EVALUATING)
