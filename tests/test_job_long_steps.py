@@ -175,14 +175,29 @@ def test_a_rank_waiting_for_another_in_a_collective_is_not_its_work() -> None:
 
 
 # -- a real LBFGS job ------------------------------------------------------------------------------------
-# 15 steps of ~0.4 s (5 closure evaluations at most: a window of 0.25 s holds one at most; enough
-# windows for an interval), the last one on sequences 40 times longer (about 40 times as long: 16 s
-# here): past ten median steps, computing, and looked at twice well before it ends however loaded
-# the machine (at 20 times its last window once read 0 steps/s under the whole suite: the step had
-# not run long enough past the ten median steps of a loaded start); --stall-after 1 lowers the 30 s
-# floor so that the first timed step (before any median) and the long one would both have been
-# called stalls.
-LBFGS_JOB = ("--waves", "16", "--length", "50", "--max-iter", "5", "--steps", "16", "--long-at", "15", "--long-x", "40")
+# 27 steps of 0.15–0.4 s (5 closure evaluations at most: a window of 0.25 s holds one or two; past the
+# warm-up's steps enough windows for an interval before the long step also on a fast machine, where 15
+# steps of 0.15 s left 5 windows, too few: "too short"), the last one on sequences 40 times longer
+# (about 40 times as long: 6–16 s here): past ten median steps, computing, and looked at twice well
+# before it ends however loaded the machine (at 20 times its last window once read 0 steps/s under the
+# whole suite: the step had not run long enough past the ten median steps of a loaded start);
+# --stall-after 1 lowers the 30 s floor so that the first timed step (before any median) and the long
+# one would both have been called stalls.
+STEPS = 28
+LBFGS_JOB = (
+    "--waves",
+    "16",
+    "--length",
+    "50",
+    "--max-iter",
+    "5",
+    "--steps",
+    str(STEPS),
+    "--long-at",
+    str(STEPS - 1),
+    "--long-x",
+    "40",
+)
 
 
 def _record_lbfgs(tmp: Path) -> tuple[Path, str, str, dict[str, Any]]:
@@ -208,7 +223,7 @@ def test_an_lbfgs_job_of_long_steps_is_never_stalled_and_its_training_is_trainin
         rows = list(csv.DictReader(f))
     assert not [r for r in rows if r["event_kind"] == EventKind.STALLED.value], stderr[-3000:]
     assert "stalled" not in stderr and not meta.get("stalls") and meta["phases"][STALLED_PHASE] == 0
-    own = re.search(r"lbfgs_closure: 16 steps in ([\d.]+) s", stdout)
+    own = re.search(rf"lbfgs_closure: {STEPS} steps in ([\d.]+) s", stdout)
     assert own is not None
     own_share = 100 * float(own.group(1)) / meta["wall_s"]  # the job's own time stepping, of the wall time
     assert meta["goodput_pct"] == pytest.approx(own_share, abs=5.0)
@@ -221,5 +236,5 @@ def test_an_lbfgs_job_of_long_steps_is_never_stalled_and_its_training_is_trainin
     assert progress and not [p for p in progress if p.now == 0 and p.figure is None]  # never "0 steps/s … warming up"
     last = progress[-1]
     assert last.figure is not None and last.figure.half_width is not None and last.steps, stderr[-2000:]
-    long_step = [float(r["steps_per_s"]) for r in rows if r["row_kind"] == "sample" and r["steps"] == "15"]
+    long_step = [float(r["steps_per_s"]) for r in rows if r["row_kind"] == "sample" and r["steps"] == str(STEPS - 1)]
     assert long_step[-1] > 0  # found computing past ten median steps: its rate falls, never 0 at its end
