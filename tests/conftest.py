@@ -56,6 +56,31 @@ def pytest_configure(config: pytest.Config) -> None:
         config.option.dist = "no"
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
+    """With ``GPUDASH_SUITE_ACCOUNT=FILE``, each test's CPU seconds (its worker's and those of the
+    processes it started and waited for) and wall seconds, one JSON line each: where the suite's
+    time goes, apart from how busy the machine was (docs/testing.md)."""
+    path = os.environ.get("GPUDASH_SUITE_ACCOUNT")
+    if not path:
+        yield
+        return
+    import json
+    import resource
+    import time
+
+    def cpu() -> float:
+        own, waited = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+        return own.ru_utime + own.ru_stime + waited.ru_utime + waited.ru_stime
+
+    cpu_before, began = cpu(), time.monotonic()
+    yield
+    spent = {"test_cpu_s": round(cpu() - cpu_before, 3), "wall_s": round(time.monotonic() - began, 3)}
+    line = {"test": item.nodeid, **spent}
+    with open(path, "a", encoding="utf-8") as account:
+        account.write(json.dumps(line) + "\n")
+
+
 def _cuda_available() -> bool:
     try:
         import torch

@@ -21,6 +21,30 @@ import sys
 atexit.register(gc.freeze)
 
 
+def _account_for_this_process(path: str) -> None:
+    """Append this process's CPU seconds, command and test to ``path`` (one JSON line), at exit."""
+    import json
+    import resource
+    import time
+
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    line = {
+        "cpu_s": round(usage.ru_utime + usage.ru_stime, 3),
+        "wall_s": round(time.monotonic() - _STARTED, 3),
+        "argv": sys.argv[:6],
+        "test": os.environ.get("PYTEST_CURRENT_TEST", ""),
+        "torch": "torch" in sys.modules,
+        "dynamo": "torch._dynamo" in sys.modules,
+    }
+    with open(path, "a", encoding="utf-8") as account:
+        account.write(json.dumps(line) + "\n")
+
+
+_STARTED = __import__("time").monotonic()
+if os.environ.get("GPUDASH_SUITE_ACCOUNT"):  # where the suite's CPU goes: docs/testing.md
+    atexit.register(_account_for_this_process, os.environ["GPUDASH_SUITE_ACCOUNT"])
+
+
 def _run_the_one_shadowed() -> None:
     """Run the ``sitecustomize`` this one shadows (Debian's Python has one), as Python would have:
     the next after this folder on ``sys.path`` (gpudash's bootstrap, before it in a job's, has run this one)."""
