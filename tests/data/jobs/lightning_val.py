@@ -36,8 +36,8 @@ class Regressor(L.LightningModule):
 
 
 class StepClock(L.Callback):
-    """The script's own training time: a batch's end to the next, validation left out; and its
-    validation loops' time."""
+    """The script's own training time: a batch's end to the next, its validation loops and its saves
+    left out (each one's end starts the next step's time); and its validation loops' time."""
 
     def __init__(self) -> None:
         self.last: float | None = None
@@ -58,6 +58,9 @@ class StepClock(L.Callback):
     def on_validation_end(self, *args: Any, **kw: Any) -> None:
         self.last = time.monotonic()
         self.eval_s += self.last - self.eval_t
+
+    def on_save_checkpoint(self, *args: Any, **kw: Any) -> None:
+        self.last = None  # the save's own time is not a training step's
 
 
 def main() -> int:
