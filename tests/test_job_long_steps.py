@@ -184,20 +184,8 @@ def test_a_rank_waiting_for_another_in_a_collective_is_not_its_work() -> None:
 # --stall-after 1 lowers the 30 s floor so that the first timed step (before any median) and the long
 # one would both have been called stalls.
 STEPS = 28
-LBFGS_JOB = (
-    "--waves",
-    "16",
-    "--length",
-    "50",
-    "--max-iter",
-    "5",
-    "--steps",
-    str(STEPS),
-    "--long-at",
-    str(STEPS - 1),
-    "--long-x",
-    "40",
-)
+THE_SHORT_STEPS = ("--waves", "16", "--length", "50", "--max-iter", "5", "--steps", str(STEPS))
+LBFGS_JOB = (*THE_SHORT_STEPS, "--long-at", str(STEPS - 1), "--long-x", "40")
 
 
 def _record_lbfgs(tmp: Path) -> tuple[Path, str, str, dict[str, Any]]:

@@ -17,6 +17,7 @@ import importlib.machinery
 import importlib.util
 import os
 import sys
+import time
 
 atexit.register(gc.freeze)
 
@@ -25,7 +26,6 @@ def _account_for_this_process(path: str) -> None:
     """Append this process's CPU seconds, command and test to ``path`` (one JSON line), at exit."""
     import json
     import resource
-    import time
 
     usage = resource.getrusage(resource.RUSAGE_SELF)
     line = {
@@ -40,7 +40,7 @@ def _account_for_this_process(path: str) -> None:
         account.write(json.dumps(line) + "\n")
 
 
-_STARTED = __import__("time").monotonic()
+_STARTED = time.monotonic()
 if os.environ.get("GPUDASH_SUITE_ACCOUNT"):  # where the suite's CPU goes: docs/testing.md
     atexit.register(_account_for_this_process, os.environ["GPUDASH_SUITE_ACCOUNT"])
 
