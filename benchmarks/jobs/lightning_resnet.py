@@ -44,16 +44,23 @@ class Classifier(L.LightningModule):
         return torch.optim.SGD(self.parameters(), lr=0.1, momentum=0.9)
 
 
+# the script's whole-number options and their defaults
+NUMBERS = {
+    "steps": 600,
+    "batch": 128,
+    "image-size": 128,
+    "val-every": 200,
+    "val-batches": 20,
+    "save-every": 300,
+    "samples": 4096,
+}
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("--steps", type=int, default=600)
     p.add_argument("--model", default="resnet18")
-    p.add_argument("--batch", type=int, default=128)
-    p.add_argument("--image-size", type=int, default=128)
-    p.add_argument("--val-every", type=int, default=200)
-    p.add_argument("--val-batches", type=int, default=20)
-    p.add_argument("--save-every", type=int, default=300)
-    p.add_argument("--samples", type=int, default=4096)
+    for name, default in NUMBERS.items():
+        p.add_argument(f"--{name}", type=int, default=default)
     args = p.parse_args()
     torch.manual_seed(0)
     images = torch.randn(args.samples, 3, args.image_size, args.image_size)
