@@ -18,8 +18,8 @@ def test_the_account_sums_each_files_tests_and_counts_the_torch_processes(
         {"test": "tests/test_a.py::test_one", "test_cpu_s": 1.5, "wall_s": 2.0},
         {"test": "tests/test_b.py::test_two", "test_cpu_s": 4.0, "wall_s": 9.0},
         {"test": "tests/test_a.py::test_three[x]", "test_cpu_s": 0.5, "wall_s": 1.0},
-        {"cpu_s": 3.5, "wall_s": 4.0, "argv": ["job.py"], "test": "tests/test_b.py::test_two", "torch": True},
-        {"cpu_s": 0.3, "wall_s": 0.5, "argv": ["-c"], "test": "", "torch": False},
+        {"cpu_s": 3.5, "argv": ["job.py"], "test": "tests/test_b.py::test_two", "torch": True},
+        {"cpu_s": 0.3, "argv": ["-c"], "test": "", "torch": False},
     ]
     path = tmp_path / "account.jsonl"
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))

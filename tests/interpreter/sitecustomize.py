@@ -17,30 +17,27 @@ import importlib.machinery
 import importlib.util
 import os
 import sys
-import time
 
 atexit.register(gc.freeze)
 
 
 def _account_for_this_process(path: str) -> None:
-    """Append this process's CPU seconds, command and test to ``path`` (one JSON line), at exit."""
+    """Append this process's CPU seconds, command, test and whether it imported torch to ``path`` (one
+    JSON line), at exit: what ``tests/suite_account.py`` reads."""
     import json
     import resource
 
     usage = resource.getrusage(resource.RUSAGE_SELF)
     line = {
         "cpu_s": round(usage.ru_utime + usage.ru_stime, 3),
-        "wall_s": round(time.monotonic() - _STARTED, 3),
         "argv": sys.argv[:6],
         "test": os.environ.get("PYTEST_CURRENT_TEST", ""),
         "torch": "torch" in sys.modules,
-        "dynamo": "torch._dynamo" in sys.modules,
     }
     with open(path, "a", encoding="utf-8") as account:
         account.write(json.dumps(line) + "\n")
 
 
-_STARTED = time.monotonic()
 if os.environ.get("GPUDASH_SUITE_ACCOUNT"):  # where the suite's CPU goes: docs/testing.md
     atexit.register(_account_for_this_process, os.environ["GPUDASH_SUITE_ACCOUNT"])
 
